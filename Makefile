@@ -1,0 +1,39 @@
+# Two commands matter: `make run` (the main job) and `make test` (every check).
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test lint typecheck pytest bench docs clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check uv
+	$(BIN)/uv pip install -q --python $(BIN)/python -e '.[all,dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(BIN)/python -m toolcards.demo
+
+lint: install
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
+
+typecheck: install
+	$(BIN)/mypy --strict src/toolcards
+
+pytest: install
+	COVERAGE_CORE=sysmon $(BIN)/pytest
+
+test: lint typecheck pytest
+
+bench: install
+	$(BIN)/python benchmarks/run_all.py
+
+docs: install
+	$(BIN)/mkdocs build --strict
+
+clean:
+	rm -rf $(VENV) site .mypy_cache .ruff_cache

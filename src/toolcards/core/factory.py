@@ -1,0 +1,165 @@
+"""ToolFactory: binds cards to an owner and yields tools, prompts, commands and toolsets."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from toolcards.core.card import ToolCard, ToolFunc
+from toolcards.core.commands import CommandRegistry
+from toolcards.core.context import ContextProvider, ContextUpdater
+from toolcards.core.errors import RetriableError
+from toolcards.core.spec import annotations_of, describe
+
+if TYPE_CHECKING:
+    from pydantic_ai.toolsets import AbstractToolset
+
+
+def order_cards(cards: Sequence[ToolCard]) -> list[ToolCard]:
+    """Stable topological order by ``depends_on`` (and ``optional_depends_on`` when present).
+
+    A missing required dependency or a cycle is a ValueError naming the cards involved.
+    """
+    by_type: dict[str, list[int]] = {}
+    for i, card in enumerate(cards):
+        by_type.setdefault(card.card_type, []).append(i)
+    edges: dict[int, set[int]] = {i: set() for i in range(len(cards))}
+    for i, card in enumerate(cards):
+        for dep in card.depends_on:
+            if dep not in by_type:
+                raise ValueError(
+                    f"{card.card_type} depends on {dep}, which is not among the cards "
+                    f"({', '.join(c.card_type for c in cards) or 'none'})"
+                )
+            edges[i].update(j for j in by_type[dep] if j != i)
+        for dep in card.optional_depends_on:
+            edges[i].update(j for j in by_type.get(dep, ()) if j != i)
+    done: list[int] = []
+    placed: set[int] = set()
+    remaining = list(range(len(cards)))
+    while remaining:
+        ready = next((i for i in remaining if edges[i] <= placed), None)
+        if ready is None:
+            cycle = ", ".join(sorted({cards[i].card_type for i in remaining}))
+            raise ValueError(f"dependency cycle among cards: {cycle}")
+        done.append(ready)
+        placed.add(ready)
+        remaining.remove(ready)
+    return [cards[i] for i in done]
+
+
+def wrap_retriable(fn: ToolFunc, retry_exception: type[Exception]) -> ToolFunc:
+    """Wrap ``fn`` so a ``RetriableError`` (sync or async) is raised as ``retry_exception``."""
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await fn(*args, **kwargs)
+            except RetriableError as exc:
+                raise retry_exception(str(exc)) from exc
+
+        return async_wrapper
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except RetriableError as exc:
+            raise retry_exception(str(exc)) from exc
+
+    return wrapper
+
+
+class ToolFactory:
+    """Binds cards to an observer and exposes their capabilities per channel.
+
+    Cards are put in dependency order (errors raised before any observer is attached), then
+    each card gets the observer (held weakly), then tool and command names are checked for
+    clashes across cards.
+    """
+
+    def __init__(
+        self,
+        tool_cards: Iterable[ToolCard],
+        observer: Any = None,
+        retry_exception: type[Exception] | None = None,
+    ) -> None:
+        self.cards: list[ToolCard] = order_cards(list(tool_cards))
+        self.retry_exception = retry_exception
+        for card in self.cards:
+            if observer is not None:
+                card.observer(observer)
+        self._tools: list[tuple[ToolCard, ToolFunc]] = []
+        self._commands: list[tuple[ToolCard, ToolFunc]] = []
+        for card in self.cards:
+            self._tools.extend((card, fn) for fn in card.get_tools())
+            self._commands.extend((card, fn) for fn in card.get_commands())
+        _check_unique(self._tools, "tool")
+        _check_unique(self._commands, "command")
+        self._toolset: AbstractToolset[Any] | None = None
+
+    def get_tools(self) -> list[ToolFunc]:
+        """TOOL_CALL callables; with ``retry_exception``, RetriableError becomes it."""
+        if self.retry_exception is None:
+            return [fn for _, fn in self._tools]
+        return [wrap_retriable(fn, self.retry_exception) for _, fn in self._tools]
+
+    def get_system_prompts(self) -> list[Callable[[], str]]:
+        """SYSTEM_PROMPT providers of every card, in card order."""
+        return [p for card in self.cards for p in card.get_system_prompts()]
+
+    def get_context_states(self) -> list[ContextProvider]:
+        """LLM_CONTEXT providers of every card, in card order."""
+        return [p for card in self.cards for p in card.get_context_states()]
+
+    def context_updater(self) -> ContextUpdater:
+        """A per-turn ``Context update N`` block builder over every card's context."""
+        return ContextUpdater(self.get_context_states())
+
+    def get_commands(self) -> CommandRegistry:
+        """A registry of every card's COMMAND callables."""
+        return CommandRegistry(fn for _, fn in self._commands)
+
+    def get_toolsets(self) -> list[AbstractToolset[Any]]:
+        """Extra toolsets contributed by cards (for example MCP servers)."""
+        return [ts for card in self.cards for ts in card.get_toolsets()]
+
+    def function_toolset(self) -> AbstractToolset[Any]:
+        """A pydantic-ai ``FunctionToolset`` of the TOOL_CALL tools with their annotations."""
+        if self._toolset is None:
+            from toolcards.core.toolset import build_function_toolset
+
+            self._toolset = build_function_toolset([fn for _, fn in self._tools])
+        return self._toolset
+
+    def toolset(self) -> AbstractToolset[Any]:
+        """One pydantic-ai toolset: the card tools plus every card-contributed toolset."""
+        extra = self.get_toolsets()
+        if not extra:
+            return self.function_toolset()
+        from pydantic_ai.toolsets import CombinedToolset
+
+        return CombinedToolset([self.function_toolset(), *extra])
+
+    def tool_descriptions(self) -> dict[str, str]:
+        """Tool name -> the description a model reads."""
+        return {fn.__name__: describe(fn) for _, fn in self._tools}
+
+    def tool_annotations(self) -> dict[str, dict[str, Any]]:
+        """Tool name -> annotation metadata."""
+        return {fn.__name__: annotations_of(fn).as_metadata() for _, fn in self._tools}
+
+
+def _check_unique(entries: list[tuple[ToolCard, ToolFunc]], what: str) -> None:
+    owners: dict[str, ToolCard] = {}
+    for card, fn in entries:
+        name = fn.__name__
+        first = owners.get(name)
+        if first is not None:
+            raise ValueError(
+                f"duplicate {what} name {name!r}: defined by {first.card_type} and {card.card_type}"
+            )
+        owners[name] = card

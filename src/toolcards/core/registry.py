@@ -1,0 +1,124 @@
+"""Known card types, and the polymorphic (tagged) form of card lists.
+
+Loading never imports a dotted path found in data: a type tag resolves through this registry,
+through the built-in table registered by the package, or through the ``toolcards.cards``
+entry-point group.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Iterable
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import BeforeValidator, PlainSerializer
+
+from toolcards._builtin import BUILTIN_CARDS
+
+if TYPE_CHECKING:
+    from toolcards.core.card import ToolCard
+
+TYPE_KEY = "type"
+ENTRY_POINT_GROUP = "toolcards.cards"
+
+
+class CardTypes:
+    """Registry of card classes by type tag."""
+
+    def __init__(self) -> None:
+        self._classes: dict[str, type[ToolCard]] = {}
+        self._lazy: dict[str, tuple[str, str]] = {}
+        self._entry_points_loaded = False
+        self._lock = threading.Lock()
+
+    def register(self, cls: type[ToolCard]) -> None:
+        """Register ``cls`` under its ``card_type`` (the newest definition wins)."""
+        self._classes[cls.card_type] = cls
+
+    def register_lazy(self, name: str, module: str, attr: str) -> None:
+        """Register a built-in card that is imported only when first needed."""
+        self._lazy[name] = (module, attr)
+
+    def names(self) -> list[str]:
+        """Every known type tag."""
+        self._load_entry_points()
+        return sorted(set(self._classes) | set(self._lazy))
+
+    def resolve(self, name: str) -> type[ToolCard]:
+        """The class for type tag ``name``; ValueError listing the known tags when unknown."""
+        found = self._classes.get(name)
+        if found is not None:
+            return found
+        lazy = self._lazy.get(name)
+        if lazy is not None:
+            module = importlib.import_module(lazy[0])
+            cls: type[ToolCard] = getattr(module, lazy[1])
+            self._classes[name] = cls
+            return cls
+        self._load_entry_points()
+        found = self._classes.get(name)
+        if found is None:
+            raise ValueError(f"unknown card type {name!r}; known types: {', '.join(self.names())}")
+        return found
+
+    def _load_entry_points(self) -> None:
+        with self._lock:
+            if self._entry_points_loaded:
+                return
+            self._entry_points_loaded = True
+        from toolcards.core.card import ToolCard
+
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            cls = ep.load()
+            if not (isinstance(cls, type) and issubclass(cls, ToolCard)):
+                raise TypeError(f"entry point {ep.name!r} in {ENTRY_POINT_GROUP} is not a ToolCard")
+            self._classes.setdefault(ep.name, cls)
+            self._classes.setdefault(cls.card_type, cls)
+
+
+CARD_TYPES = CardTypes()
+for _name, (_module, _attr) in BUILTIN_CARDS.items():
+    CARD_TYPES.register_lazy(_name, _module, _attr)
+
+
+def dump_card(card: ToolCard) -> dict[str, Any]:
+    """One card as a JSON-ready dict with its type tag."""
+    return {TYPE_KEY: card.card_type, **card.model_dump(mode="json")}
+
+
+def load_card(data: Any) -> ToolCard:
+    """One card from a tagged dict (or a card instance, returned as is)."""
+    from toolcards.core.card import ToolCard
+
+    if isinstance(data, ToolCard):
+        return data
+    if not isinstance(data, dict) or not isinstance(data.get(TYPE_KEY), str):
+        raise ValueError(f"a card must be a mapping with a {TYPE_KEY!r} tag, got {data!r:.80}")
+    fields = {k: v for k, v in data.items() if k != TYPE_KEY}
+    return CARD_TYPES.resolve(data[TYPE_KEY]).model_validate(fields)
+
+
+def dump_cards(cards: Iterable[ToolCard]) -> list[dict[str, Any]]:
+    """A list of cards as tagged dicts."""
+    return [dump_card(c) for c in cards]
+
+
+def load_cards(data: Any) -> list[ToolCard]:
+    """A list of cards from tagged dicts; each entry is validated by its own class."""
+    if not isinstance(data, list | tuple):
+        raise ValueError("cards must be a list")
+    return [load_card(item) for item in data]
+
+
+def _validate_cards(value: Any) -> list[Any]:
+    return load_cards(value)
+
+
+CardList = Annotated[
+    list[Any],
+    BeforeValidator(_validate_cards),
+    PlainSerializer(lambda cards: dump_cards(cards), return_type=list[dict[str, Any]]),
+]
+"""A pydantic field type for a polymorphic list of cards (tagged in JSON and YAML)."""

@@ -1,0 +1,1 @@
+"""SkillTool: a menu of named skills."""

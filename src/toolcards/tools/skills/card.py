@@ -1,0 +1,122 @@
+"""SkillTool: named skills listed in the system prompt, loaded on demand by the model."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from toolcards.core.card import ToolCard, ToolFunc
+from toolcards.core.channels import Channels
+from toolcards.core.context import ContextState
+from toolcards.core.errors import RetriableError
+from toolcards.core.params import BaseToolParam
+from toolcards.core.spec import annotate, set_instructions
+
+
+class Skill(BaseModel):
+    """One skill: a name, a one-line summary for the menu, and the full instructions."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    summary: str = Field(max_length=200)
+    content: str
+
+
+class UseSkill(BaseToolParam):
+    """``use_skill(name)``: returns a skill's full instructions."""
+
+    max_chars: int = Field(default=20_000, ge=100)
+    """Longer skill texts are cut to this many characters, with a marker."""
+
+
+class SkillMenu(BaseToolParam):
+    """The menu of skills, in the system prompt and as per-turn context."""
+
+    expose: set[Channels] = Field(default_factory=lambda: {Channels.SYSTEM_PROMPT})
+    header: str = "Skills you can load with use_skill(name):"
+    """First line of the menu."""
+
+
+class ListSkills(BaseToolParam):
+    """``/skills``: the menu for humans."""
+
+    expose: set[Channels] = Field(default_factory=lambda: {Channels.COMMAND})
+
+
+class SkillTool(ToolCard):
+    """A menu of named skills: the model sees the menu and loads a skill when it needs it."""
+
+    skills: list[Skill] = Field(default_factory=list)
+    use_skill: bool | UseSkill = True
+    skill_menu: bool | SkillMenu = True
+    list_skills: bool | ListSkills = True
+
+    @field_validator("skills")
+    @classmethod
+    def _unique_names(cls, skills: list[Skill]) -> list[Skill]:
+        names = [s.name for s in skills]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate skill names: {', '.join(dupes)}")
+        return skills
+
+    def _menu(self, header: str) -> str:
+        lines = [header, *(f"- {s.name}: {s.summary}" for s in self.skills)]
+        return "\n".join(lines) if self.skills else f"{header}\n(no skills configured)"
+
+    def get_tools(self) -> list[ToolFunc]:
+        param = self.exposed("use_skill", Channels.TOOL_CALL)
+        if not isinstance(param, UseSkill):
+            return []
+        by_name = {s.name: s for s in self.skills}
+        limit = param.max_chars
+
+        def use_skill(name: str) -> str:
+            """Load the full instructions of one skill from the menu.
+
+            Args:
+                name: The skill's name exactly as listed in the menu.
+            """
+            skill = by_name.get(name.strip())
+            if skill is None:
+                valid = ", ".join(sorted(by_name)) or "(none)"
+                raise RetriableError(f"unknown skill {name!r}; valid names: {valid}")
+            text = skill.content
+            if len(text) > limit:
+                text = text[:limit] + f"\n[... truncated: {len(skill.content) - limit} more chars]"
+            return f"# Skill: {skill.name}\n{text}"
+
+        annotate(use_skill, readonly=True, idempotent=True)
+        return [set_instructions(use_skill, param.instructions)]
+
+    def get_system_prompts(self) -> list[Callable[[], str]]:
+        param = self.exposed("skill_menu", Channels.SYSTEM_PROMPT)
+        if not isinstance(param, SkillMenu):
+            return []
+        header = param.header
+        return [lambda: self._menu(header)]
+
+    def get_context_states(self) -> list[Callable[[], ContextState]]:
+        param = self.exposed("skill_menu", Channels.LLM_CONTEXT)
+        if not isinstance(param, SkillMenu):
+            return []
+        title = param.header
+
+        def state() -> ContextState:
+            return ContextState(
+                key="skills", title=title, items={s.name: f"{s.name}: {s.summary}" for s in self.skills}
+            )
+
+        return [state]
+
+    def get_commands(self) -> list[ToolFunc]:
+        if self.exposed("list_skills", Channels.COMMAND) is None:
+            return []
+
+        def skills() -> str:
+            """List the configured skills."""
+            return self._menu("Skills:")
+
+        return [skills]
