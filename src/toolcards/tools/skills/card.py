@@ -106,7 +106,9 @@ class SkillTool(ToolCard):
 
         def state() -> ContextState:
             return ContextState(
-                key="skills", title=title, items={s.name: f"{s.name}: {s.summary}" for s in self.skills}
+                key="skills",
+                title=title,
+                items={s.name: f"{s.name}: {s.summary}" for s in self.skills},
             )
 
         return [state]

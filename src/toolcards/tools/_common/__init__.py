@@ -1,0 +1,1 @@
+"""Helpers shared by several cards (not a card; no card-specific code)."""

@@ -1,0 +1,39 @@
+"""Where a team's workspace lives on disk (shared by the workspace and exec cards)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+ROOT_ENV = "TOOLCARDS_WORKSPACES_ROOT"
+DEFAULT_ROOT = "./workspaces"
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+def workspaces_root() -> Path:
+    """``$TOOLCARDS_WORKSPACES_ROOT`` (default ``./workspaces``), absolute, symlinks resolved."""
+    return Path(os.environ.get(ROOT_ENV) or DEFAULT_ROOT).expanduser().resolve()
+
+
+def workspace_id_for(workspace_id: str | None, observer: Any | None) -> str:
+    """The workspace id: the configured one, else the owner's team id, else ``default``."""
+    chosen = workspace_id or getattr(observer, "team_id", None) or "default"
+    if not _SAFE_ID.match(chosen) or chosen in {".", ".."}:
+        raise ValueError(
+            f"workspace id {chosen!r} must be 1-128 characters of letters, digits, '_', '.', '-'"
+        )
+    return str(chosen)
+
+
+def workspace_dir(workspace_id: str | None, observer: Any | None, *, create: bool = True) -> Path:
+    """The absolute, symlink-resolved directory of a workspace (created when missing)."""
+    root = workspaces_root()
+    path = root / workspace_id_for(workspace_id, observer)
+    if create:
+        path.mkdir(parents=True, exist_ok=True)
+    resolved = path.resolve()
+    if resolved.parent != root:
+        raise ValueError(f"workspace directory {resolved} escapes the workspaces root {root}")
+    return resolved
