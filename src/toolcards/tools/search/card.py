@@ -1,0 +1,255 @@
+"""SearchTool: ``web_search``, ``web_fetch`` and ``web_crawl`` over the Tavily HTTP API."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable
+from typing import Any, Literal
+
+import httpx
+from pydantic import Field, PrivateAttr, SecretStr, field_validator
+
+from toolcards.core.card import ToolCard, ToolFunc
+from toolcards.core.errors import RetriableError
+from toolcards.core.params import BaseToolParam
+from toolcards.core.spec import annotate, set_instructions
+from toolcards.tools.search.client import SearchError, TavilyClient
+from toolcards.tools.search.fetch import fetch_page
+from toolcards.tools.search.guard import Resolver, URLRefused, check_url, system_resolver
+from toolcards.tools.search.text import (
+    clip,
+    failures_of,
+    format_pages,
+    format_search,
+    pages_of,
+)
+
+
+class WebSearch(BaseToolParam):
+    """``web_search(query, ...)``: ranked results with title, URL and snippet."""
+
+    max_results: int = Field(default=5, ge=1, le=20)
+    """Default and upper bound of the number of results."""
+    search_depth: Literal["basic", "advanced"] = "basic"
+    include_answer: bool = False
+    """Ask Tavily for a short generated answer above the results."""
+    snippet_chars: int = Field(default=1_000, ge=50)
+    max_chars: int = Field(default=12_000, ge=500)
+
+
+class WebFetch(BaseToolParam):
+    """``web_fetch(url)``: the readable text of one page."""
+
+    backend: Literal["tavily", "direct"] = "tavily"
+    """``tavily`` uses the extract endpoint; ``direct`` fetches the page from this process."""
+    max_chars: int = Field(default=20_000, ge=500)
+    max_bytes: int = Field(default=2_000_000, ge=1_000)
+    """Direct backend only: bytes read from the page before it is cut."""
+
+
+class WebCrawl(BaseToolParam):
+    """``web_crawl(url, ...)``: pages of a site, starting at a URL."""
+
+    max_pages: int = Field(default=10, ge=1, le=100)
+    max_depth: int = Field(default=2, ge=1, le=5)
+    page_chars: int = Field(default=3_000, ge=200)
+    max_chars: int = Field(default=30_000, ge=1_000)
+
+
+class SearchTool(ToolCard):
+    """Web search, page fetch and site crawl through Tavily.
+
+    The API key comes from ``api_key`` (a secret that is never serialized) or from the
+    environment variable named by ``api_key_env``. URLs reaching private, loopback, link-local
+    or metadata addresses are refused unless ``allow_private`` is set.
+    """
+
+    api_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
+    """Never serialized: persisted cards use ``api_key_env``."""
+    api_key_env: str = Field(default="TAVILY_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    base_url: str = "https://api.tavily.com"
+    timeout_seconds: float = Field(default=30.0, gt=0, le=600)
+    allow_private: bool = False
+    web_search: bool | WebSearch = True
+    web_fetch: bool | WebFetch = True
+    web_crawl: bool | WebCrawl = True
+
+    _transport: httpx.AsyncBaseTransport | None = PrivateAttr(default=None)
+    _resolver: Resolver | None = PrivateAttr(default=None)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_base(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("base_url must be an http(s) URL")
+        return value.rstrip("/")
+
+    # ---- plumbing ------------------------------------------------------------------------
+
+    def _key(self) -> str | None:
+        if self.api_key is not None and self.api_key.get_secret_value():
+            return self.api_key.get_secret_value()
+        return os.environ.get(self.api_key_env) or None
+
+    def _client(self, tool: str) -> TavilyClient:
+        key = self._key()
+        if key is None:
+            raise SearchError(
+                f"{tool} is not configured: no Tavily API key (set the {self.api_key_env} "
+                "environment variable); do not retry this tool"
+            )
+        return TavilyClient(
+            key, base_url=self.base_url, timeout=self.timeout_seconds, transport=self._transport
+        )
+
+    async def _guard(self, url: str) -> None:
+        if self.allow_private:
+            return
+        try:
+            await check_url(url, self._resolver or system_resolver)
+        except URLRefused as exc:
+            raise SearchError(str(exc), retriable=True) from None
+
+    @staticmethod
+    async def _answer(work: Awaitable[str]) -> str:
+        try:
+            return await work
+        except SearchError as exc:
+            if exc.retriable:
+                raise RetriableError(str(exc)) from None
+            return f"error: {exc}"
+
+    # ---- tools ------------------------------------------------------------------------------
+
+    def get_tools(self) -> list[ToolFunc]:
+        tools: list[ToolFunc] = []
+        search = self.param("web_search")
+        if isinstance(search, WebSearch):
+            tools.append(set_instructions(self._search_tool(search), search.instructions))
+        fetch = self.param("web_fetch")
+        if isinstance(fetch, WebFetch):
+            tools.append(set_instructions(self._fetch_tool(fetch), fetch.instructions))
+        crawl = self.param("web_crawl")
+        if isinstance(crawl, WebCrawl):
+            tools.append(set_instructions(self._crawl_tool(crawl), crawl.instructions))
+        return tools
+
+    def _search_tool(self, cfg: WebSearch) -> ToolFunc:
+        async def web_search(
+            query: str,
+            max_results: int | None = None,
+            topic: Literal["general", "news", "finance"] = "general",
+            time_range: Literal["day", "week", "month", "year"] | None = None,
+            include_domains: list[str] | None = None,
+            exclude_domains: list[str] | None = None,
+        ) -> str:
+            """Search the web; returns numbered results with title, URL and snippet.
+
+            Args:
+                query: What to search for, in plain words.
+                max_results: How many results to return (capped by the configuration).
+                topic: The search category.
+                time_range: Only results from this recent period.
+                include_domains: Only results from these domains.
+                exclude_domains: No results from these domains.
+            """
+
+            async def work() -> str:
+                text = query.strip() if isinstance(query, str) else ""
+                if not text:
+                    raise SearchError("the query is empty", retriable=True)
+                count = cfg.max_results if max_results is None else max_results
+                payload: dict[str, Any] = {
+                    "query": text[:400],
+                    "max_results": max(1, min(int(count), cfg.max_results)),
+                    "topic": topic,
+                    "search_depth": cfg.search_depth,
+                    "include_answer": cfg.include_answer,
+                }
+                if time_range:
+                    payload["time_range"] = time_range
+                if include_domains:
+                    payload["include_domains"] = [str(d)[:253] for d in include_domains[:50]]
+                if exclude_domains:
+                    payload["exclude_domains"] = [str(d)[:253] for d in exclude_domains[:50]]
+                data = await self._client("web_search").post("search", payload)
+                return format_search(data, per_result=cfg.snippet_chars, limit=cfg.max_chars)
+
+            return await self._answer(work())
+
+        return annotate(web_search, readonly=True, open_world=True)
+
+    def _fetch_tool(self, cfg: WebFetch) -> ToolFunc:
+        async def web_fetch(url: str) -> str:
+            """Fetch one web page and return its readable text.
+
+            Args:
+                url: The http(s) URL of the page.
+            """
+
+            async def work() -> str:
+                if cfg.backend == "direct":
+                    final, text = await fetch_page(
+                        url,
+                        timeout=self.timeout_seconds,
+                        max_bytes=cfg.max_bytes,
+                        allow_private=self.allow_private,
+                        resolver=self._resolver or system_resolver,
+                        transport=self._transport,
+                    )
+                    return format_pages(
+                        [(final, text)], per_page=cfg.max_chars, limit=cfg.max_chars
+                    )
+                await self._guard(url)
+                client = self._client("web_fetch")
+                data = await client.post("extract", {"urls": [url], "format": "markdown"})
+                pages = pages_of(data)
+                failures = failures_of(data)
+                if not pages:
+                    reason = "\n".join(failures) or "no content returned"
+                    return f"error: could not fetch {clip(url, 300)}\n{reason}"
+                return format_pages(pages[:1], per_page=cfg.max_chars, limit=cfg.max_chars)
+
+            return await self._answer(work())
+
+        return annotate(web_fetch, readonly=True, open_world=True)
+
+    def _crawl_tool(self, cfg: WebCrawl) -> ToolFunc:
+        async def web_crawl(
+            url: str,
+            instructions: str | None = None,
+            max_depth: int = 1,
+            limit: int | None = None,
+        ) -> str:
+            """Crawl a website from a start URL and return the text of the pages found.
+
+            Args:
+                url: The http(s) URL to start from.
+                instructions: What to look for, in plain words (focuses the crawl).
+                max_depth: How many links deep to follow from the start page.
+                limit: The most pages to return (capped by the configuration).
+            """
+
+            async def work() -> str:
+                await self._guard(url)
+                client = self._client("web_crawl")
+                pages_cap = cfg.max_pages if limit is None else max(1, min(limit, cfg.max_pages))
+                payload: dict[str, Any] = {
+                    "url": url,
+                    "max_depth": max(1, min(int(max_depth), cfg.max_depth)),
+                    "limit": pages_cap,
+                    "format": "markdown",
+                }
+                if instructions and instructions.strip():
+                    payload["instructions"] = instructions.strip()[:1_000]
+                data = await client.post("crawl", payload)
+                pages = pages_of(data)[:pages_cap]
+                if not pages:
+                    return f"No pages found when crawling {clip(url, 300)}."
+                head = f"Crawled {len(pages)} page(s) from {clip(url, 300)}.\n\n"
+                body = format_pages(pages, per_page=cfg.page_chars, limit=cfg.max_chars)
+                return head + body
+
+            return await self._answer(work())
+
+        return annotate(web_crawl, readonly=True, open_world=True)

@@ -1,0 +1,75 @@
+"""Direct page fetch with the URL guard applied to the URL and to every redirect."""
+
+from __future__ import annotations
+
+import httpx
+
+from toolcards.tools.search.client import SearchError
+from toolcards.tools.search.guard import Resolver, URLRefused, check_url
+from toolcards.tools.search.text import clean, html_to_text
+
+MAX_REDIRECTS = 5
+_TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml")
+
+
+async def fetch_page(
+    url: str,
+    *,
+    timeout: float,
+    max_bytes: int,
+    allow_private: bool,
+    resolver: Resolver,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> tuple[str, str]:
+    """GET ``url`` (redirects followed by hand, each hop checked) -> (final URL, clean text)."""
+    limits = httpx.Timeout(timeout, connect=min(timeout, 10.0))
+    headers = {"User-Agent": "toolcards-web-fetch/1", "Accept": "text/html,text/*;q=0.9,*/*;q=0.1"}
+    async with httpx.AsyncClient(
+        transport=transport, timeout=limits, follow_redirects=False, trust_env=False
+    ) as client:
+        current = url
+        for _ in range(MAX_REDIRECTS + 1):
+            if not allow_private:
+                try:
+                    await check_url(current, resolver)
+                except URLRefused as exc:
+                    raise SearchError(str(exc), retriable=True) from None
+            try:
+                async with client.stream("GET", current, headers=headers) as response:
+                    if response.is_redirect and "location" in response.headers:
+                        current = str(response.url.join(response.headers["location"]))
+                        continue
+                    if response.status_code >= 400:
+                        raise SearchError(
+                            f"fetching {current} failed (HTTP {response.status_code})"
+                        )
+                    kind = response.headers.get("content-type", "").lower()
+                    if kind and not kind.startswith(_TEXT_TYPES):
+                        raise SearchError(f"{current} is not a text page ({kind.split(';')[0]})")
+                    raw, cut = await _read_prefix(response, max_bytes)
+                    encoding = response.encoding or "utf-8"
+            except httpx.TimeoutException:
+                raise SearchError(f"fetching {current} timed out") from None
+            except httpx.HTTPError as exc:
+                raise SearchError(f"fetching {current} failed ({type(exc).__name__})") from None
+            text = raw.decode(encoding, "replace")
+            if "html" in kind or text.lstrip()[:15].lower().startswith(("<!doctype", "<html")):
+                title, text = html_to_text(text)
+                text = f"# {title}\n{text}" if title else text
+            else:
+                text = clean(text)
+            if cut:
+                text += f"\n[... truncated: page larger than {max_bytes} bytes]"
+            return current, text
+    raise SearchError(f"too many redirects (more than {MAX_REDIRECTS}) from {url}")
+
+
+async def _read_prefix(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > max_bytes:
+            return b"".join(chunks)[:max_bytes], True
+    return b"".join(chunks), False

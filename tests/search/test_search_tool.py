@@ -1,0 +1,284 @@
+"""SearchTool against a mocked Tavily API (httpx.MockTransport) and a fake resolver."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from toolcards import RetriableError
+from toolcards.core.registry import dump_card, load_card
+from toolcards.tools.search import SearchTool, WebCrawl, WebFetch, WebSearch
+
+KEY = "tvly-secret-0123456789"
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+def make_card(
+    handler: Handler, resolve: dict[str, list[str]] | None = None, **fields: Any
+) -> tuple[SearchTool, list[httpx.Request]]:
+    seen: list[httpx.Request] = []
+
+    def record(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return handler(request)
+
+    fields.setdefault("api_key", SecretStr(KEY))
+    card = SearchTool(**fields)
+    card._transport = httpx.MockTransport(record)
+    table = {"example.com": ["93.184.216.34"], **(resolve or {})}
+
+    async def resolver(host: str, port: int) -> list[str]:
+        if host not in table:
+            raise OSError("name not known")
+        return table[host]
+
+    card._resolver = resolver
+    return card, seen
+
+
+def tool(card: SearchTool, name: str) -> Callable[..., Any]:
+    return {fn.__name__: fn for fn in card.get_tools()}[name]
+
+
+def call(card: SearchTool, name: str, *args: Any, **kwargs: Any) -> Any:
+    return asyncio.run(tool(card, name)(*args, **kwargs))
+
+
+def search_reply(request: httpx.Request) -> httpx.Response:
+    results = [
+        {"title": f"Result {i}", "url": f"https://example.com/{i}", "content": f"snippet {i}"}
+        for i in range(3)
+    ]
+    return httpx.Response(200, json={"query": "q", "results": results, "answer": None})
+
+
+def test_search_sends_key_and_formats_results() -> None:
+    card, seen = make_card(search_reply)
+    out = call(card, "web_search", "pydantic ai", max_results=3)
+    assert seen[0].url == "https://api.tavily.com/search"
+    assert seen[0].headers["authorization"] == f"Bearer {KEY}"
+    assert json.loads(seen[0].content)["query"] == "pydantic ai"
+    assert "1. Result 0\n   https://example.com/0\n   snippet 0" in out
+    assert "3. Result 2" in out
+
+
+def test_search_caps_max_results_to_config() -> None:
+    card, seen = make_card(search_reply, web_search=WebSearch(max_results=4))
+    call(card, "web_search", "q", max_results=50)
+    assert json.loads(seen[0].content)["max_results"] == 4
+
+
+def test_search_bounds_huge_results_with_markers() -> None:
+    big = "x" * 200_000
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        results = [{"title": "t", "url": "https://example.com", "content": big}] * 20
+        return httpx.Response(200, json={"results": results})
+
+    card, _ = make_card(reply, web_search=WebSearch(snippet_chars=100, max_chars=2_000))
+    out = call(card, "web_search", "q")
+    assert len(out) < 2_100
+    assert "[... truncated:" in out
+
+
+def test_empty_query_is_retriable_and_sends_nothing() -> None:
+    card, seen = make_card(search_reply)
+    with pytest.raises(RetriableError, match="empty"):
+        call(card, "web_search", "   ")
+    assert seen == []
+
+
+def test_missing_key_is_a_readable_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TAVILY_API_KEY", raising=False)
+    card, seen = make_card(search_reply, api_key=None)
+    out = call(card, "web_search", "q")
+    assert out.startswith("error:") and "TAVILY_API_KEY" in out
+    assert seen == []
+
+
+def test_key_from_named_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_TAVILY", "tvly-from-env")
+    card, seen = make_card(search_reply, api_key=None, api_key_env="MY_TAVILY")
+    call(card, "web_search", "q")
+    assert seen[0].headers["authorization"] == "Bearer tvly-from-env"
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [(401, "rejected the API key"), (429, "rate limit"), (500, "failed (HTTP 500)")],
+)
+def test_http_errors_are_readable(status: int, expected: str) -> None:
+    card, _ = make_card(lambda r: httpx.Response(status, json={"detail": {"error": "boom"}}))
+    out = call(card, "web_search", "q")
+    assert out.startswith("error:") and expected in out
+    assert KEY not in out
+
+
+def test_bad_request_is_retriable_with_detail() -> None:
+    card, _ = make_card(lambda r: httpx.Response(400, json={"detail": {"error": "bad topic"}}))
+    with pytest.raises(RetriableError, match="bad topic"):
+        call(card, "web_search", "q")
+
+
+def test_timeout_and_non_json_are_readable() -> None:
+    def slow(request: httpx.Request) -> httpx.Response:
+        raise httpx.ReadTimeout("slow", request=request)
+
+    card, _ = make_card(slow)
+    assert "timed out" in call(card, "web_search", "q")
+    card, _ = make_card(lambda r: httpx.Response(200, text="<html>oops</html>"))
+    assert "not JSON" in call(card, "web_search", "q")
+
+
+def test_oversized_response_is_dropped() -> None:
+    card, _ = make_card(lambda r: httpx.Response(200, content=b"[" + b"1," * 4_500_000 + b"1]"))
+    assert "exceeded" in call(card, "web_search", "q")
+
+
+def test_secret_key_never_serialized_or_shown() -> None:
+    card = SearchTool(api_key=SecretStr(KEY))
+    for text in (card.model_dump_json(), json.dumps(dump_card(card)), repr(card), str(card)):
+        assert KEY not in text
+    again = load_card(dump_card(card))
+    assert isinstance(again, SearchTool) and again.api_key is None
+    assert again.api_key_env == "TAVILY_API_KEY"
+
+
+def test_unknown_fields_and_bad_base_url_rejected() -> None:
+    with pytest.raises(ValueError):
+        SearchTool.model_validate({"apikey": "x"})
+    with pytest.raises(ValueError):
+        SearchTool(base_url="file:///etc")
+
+
+def extract_reply(request: httpx.Request) -> httpx.Response:
+    url = json.loads(request.content)["urls"][0]
+    return httpx.Response(
+        200, json={"results": [{"url": url, "raw_content": "Hello   world\n\n\n\nbye"}]}
+    )
+
+
+def test_fetch_uses_extract_and_cleans_text() -> None:
+    card, seen = make_card(extract_reply)
+    out = call(card, "web_fetch", "https://example.com/page")
+    assert seen[0].url.path == "/extract"
+    assert out == "## https://example.com/page\nHello world\n\nbye"
+
+
+def test_fetch_failure_listed() -> None:
+    reply = {"results": [], "failed_results": [{"url": "https://example.com/x", "error": "404"}]}
+    card, _ = make_card(lambda r: httpx.Response(200, json=reply))
+    out = call(card, "web_fetch", "https://example.com/x")
+    assert out.startswith("error: could not fetch") and "404" in out
+
+
+HOSTILE = [
+    "http://127.0.0.1/",
+    "http://10.1.2.3/admin",
+    "http://169.254.169.254/latest/meta-data/",
+    "http://[::1]:8080/",
+    "http://[::ffff:127.0.0.1]/",
+    "http://0.0.0.0/",
+    "http://192.168.1.1/",
+    "http://localhost:9000/",
+    "http://metadata.google.internal/",
+    "file:///etc/passwd",
+    "ftp://example.com/",
+    "gopher://example.com/",
+    "https://user:pw@example.com/",
+    "http://2130706433/",
+    "not a url",
+]
+
+
+@pytest.mark.parametrize("url", HOSTILE)
+@pytest.mark.parametrize("name", ["web_fetch", "web_crawl"])
+def test_private_and_odd_urls_refused_before_any_request(name: str, url: str) -> None:
+    card, seen = make_card(extract_reply)
+    with pytest.raises(RetriableError):
+        call(card, name, url)
+    assert seen == []
+
+
+def test_dns_name_resolving_to_loopback_refused() -> None:
+    card, seen = make_card(extract_reply, resolve={"evil.test": ["8.8.8.8", "127.0.0.1"]})
+    with pytest.raises(RetriableError, match=r"127\.0\.0\.1, a loopback"):
+        call(card, "web_fetch", "https://evil.test/")
+    assert seen == []
+
+
+def test_allow_private_lets_loopback_through() -> None:
+    card, seen = make_card(extract_reply, allow_private=True)
+    assert "## http://127.0.0.1:8000/" in call(card, "web_fetch", "http://127.0.0.1:8000/")
+    assert len(seen) == 1
+
+
+def direct_site(request: httpx.Request) -> httpx.Response:
+    if request.url.path == "/to-private":
+        return httpx.Response(302, headers={"location": "http://169.254.169.254/"})
+    if request.url.path == "/to-public":
+        return httpx.Response(301, headers={"location": "/final"})
+    if request.url.path == "/loop":
+        return httpx.Response(302, headers={"location": "/loop"})
+    if request.url.path == "/big":
+        return httpx.Response(200, text="A" * 50_000, headers={"content-type": "text/plain"})
+    if request.url.path == "/bin":
+        return httpx.Response(200, content=b"\x00" * 10, headers={"content-type": "image/png"})
+    html = "<html><head><title>T</title><script>evil()</script></head><body><p>Hi</p></body></html>"
+    return httpx.Response(200, text=html, headers={"content-type": "text/html"})
+
+
+def direct_card(**fields: Any) -> tuple[SearchTool, list[httpx.Request]]:
+    return make_card(direct_site, web_fetch=WebFetch(backend="direct", **fields), api_key=None)
+
+
+def test_direct_fetch_follows_public_redirect_and_strips_html() -> None:
+    card, seen = direct_card()
+    out = call(card, "web_fetch", "https://example.com/to-public")
+    assert [str(r.url) for r in seen] == [
+        "https://example.com/to-public",
+        "https://example.com/final",
+    ]
+    assert out == "## https://example.com/final\n# T\nHi"
+
+
+def test_direct_fetch_refuses_redirect_to_metadata_address() -> None:
+    card, seen = direct_card()
+    with pytest.raises(RetriableError, match=r"169\.254\.169\.254"):
+        call(card, "web_fetch", "https://example.com/to-private")
+    assert len(seen) == 1
+
+
+def test_direct_fetch_bounds_size_redirects_and_types() -> None:
+    card, _ = direct_card(max_bytes=1_000)
+    assert "[... truncated: page larger than 1000 bytes]" in call(
+        card, "web_fetch", "https://example.com/big"
+    )
+    assert "too many redirects" in call(card, "web_fetch", "https://example.com/loop")
+    assert "not a text page" in call(card, "web_fetch", "https://example.com/bin")
+
+
+def test_crawl_caps_pages_and_page_size() -> None:
+    def reply(request: httpx.Request) -> httpx.Response:
+        pages = [
+            {"url": f"https://example.com/{i}", "raw_content": "y" * 10_000} for i in range(30)
+        ]
+        return httpx.Response(200, json={"base_url": "https://example.com", "results": pages})
+
+    card, seen = make_card(reply, web_crawl=WebCrawl(max_pages=5, page_chars=300))
+    out = call(card, "web_crawl", "https://example.com", instructions="docs", max_depth=9, limit=50)
+    sent = json.loads(seen[0].content)
+    assert sent["limit"] == 5 and sent["max_depth"] == 2 and sent["instructions"] == "docs"
+    assert out.startswith("Crawled 5 page(s)") and out.count("## https://") == 5
+    assert out.count("[... truncated: 9700 more chars]") == 5
+
+
+def test_capabilities_can_be_switched_off() -> None:
+    card = SearchTool(web_fetch=False, web_crawl=False)
+    assert [fn.__name__ for fn in card.get_tools()] == ["web_search"]
