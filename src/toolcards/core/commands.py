@@ -8,7 +8,7 @@ import inspect
 import shlex
 import types
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict
@@ -92,15 +92,15 @@ class _Command:
         tokens = _split_keep_raw(raw)
         positional = [p.name for p in self.params]
         index = 0
-        for token, raw_rest in tokens:
-            key, sep, value = token.partition("=")
+        for raw_token, raw_rest in tokens:
+            key, sep, _ = raw_token.partition("=")
             if sep and key in names and key != self.rest:
-                values[key] = value
+                values[key] = _token(raw_token.partition("=")[2])
                 continue
             while index < len(positional) and positional[index] in values:
                 index += 1
             if index >= len(positional):
-                raise ValueError(f"too many arguments (unexpected {token!r})")
+                raise ValueError(f"too many arguments (unexpected {raw_token!r})")
             target = positional[index]
             if target == self.rest:
                 if sep and key == self.rest:
@@ -108,7 +108,7 @@ class _Command:
                 else:
                     values[target] = _unquote_rest(raw_rest)
                 break
-            values[target] = token
+            values[target] = _token(raw_token)
             index += 1
         for p in self.params:
             if p.name not in values:
@@ -119,19 +119,25 @@ class _Command:
         return values
 
 
-def _split_keep_raw(raw: str) -> list[tuple[str, str]]:
-    """Shell-like tokens, each with the raw text from where it starts to the end of the line."""
-    out: list[tuple[str, str]] = []
+def _split_keep_raw(raw: str) -> Iterator[tuple[str, str]]:
+    """Raw shell-like token texts, each with the rest of the line from where it starts.
+
+    Lazy: a rest-of-line parameter stops the scan, so text after it is never tokenized.
+    """
     pos = 0
     while True:
         while pos < len(raw) and raw[pos].isspace():
             pos += 1
         if pos >= len(raw):
-            return out
+            return
         end = _advance(raw, pos)
-        parts = shlex.split(raw[pos:end])
-        out.append((parts[0] if parts else "", raw[pos:]))
+        yield raw[pos:end], raw[pos:]
         pos = end
+
+
+def _token(text: str) -> str:
+    parts = shlex.split(text)
+    return parts[0] if parts else ""
 
 
 def _advance(raw: str, start: int) -> int:

@@ -1,0 +1,1 @@
+"""Runnable demonstrations of toolcards (``python -m toolcards.demo``)."""
