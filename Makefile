@@ -27,13 +27,13 @@ typecheck: install
 pytest: install
 	COVERAGE_CORE=sysmon $(BIN)/pytest
 
-test: lint typecheck pytest
+test: lint typecheck docs pytest
 
 bench: install
 	$(BIN)/python benchmarks/run_all.py
 
 docs: install
-	$(BIN)/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -q
 
 clean:
 	rm -rf $(VENV) site .mypy_cache .ruff_cache

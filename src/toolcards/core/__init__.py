@@ -22,7 +22,13 @@ from toolcards.core.registry import (
     load_card,
     load_cards,
 )
-from toolcards.core.spec import ToolAnnotations, annotate, annotations_of, describe
+from toolcards.core.spec import (
+    ToolAnnotations,
+    annotate,
+    annotations_of,
+    describe,
+    set_instructions,
+)
 
 __all__ = [
     "CARD_TYPES",
@@ -60,5 +66,6 @@ __all__ = [
     "load_card",
     "load_cards",
     "order_cards",
+    "set_instructions",
     "wrap_retriable",
 ]
