@@ -1,0 +1,190 @@
+"""Hybrid retrieval helpers: reciprocal-rank fusion and a tolerant link to a vector store.
+
+The vector store is another team actor reached by name (``#VectorStore`` by default) with
+``upsert``, ``remove``, ``query`` and ``available``. Consumers never import it; when it is
+absent, unavailable or failing they rank by keywords alone and say so once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+Ranked = Sequence[tuple[str, float]]
+
+DEFAULT_STORE = "#VectorStore"
+
+
+def rrf_fuse(
+    rankings: Sequence[Ranked],
+    k: float = 60.0,
+    weights: Sequence[float] | None = None,
+) -> list[tuple[str, float]]:
+    """Reciprocal-rank fusion: ``sum(weight / (k + rank))`` over the lists naming an id.
+
+    Ranks start at 1; ties in the fused score keep the order of first appearance.
+    """
+    if weights is not None and len(weights) != len(rankings):
+        raise ValueError("one weight per ranking")
+    scores: dict[str, float] = {}
+    for i, ranking in enumerate(rankings):
+        weight = 1.0 if weights is None else float(weights[i])
+        for rank, (doc_id, _) in enumerate(ranking, start=1):
+            scores[doc_id] = scores.get(doc_id, 0.0) + weight / (k + rank)
+    order = {doc_id: i for i, doc_id in enumerate(scores)}
+    return sorted(scores.items(), key=lambda item: (-item[1], order[item[0]]))
+
+
+def store_actor_name(vector_store: bool | str) -> str | None:
+    """The actor name a ``vector_store`` card field designates (None when disabled)."""
+    if vector_store is False:
+        return None
+    if vector_store is True:
+        return DEFAULT_STORE
+    name = vector_store.strip()
+    if not name:
+        return None
+    return name if name.startswith("#") else "#" + name
+
+
+KEYWORD_ONLY_NOTICE = "note: semantic search is unavailable; results are keyword matches only."
+
+
+class VectorLink:
+    """A consumer's view of the vector store: query with a timeout, degrade to None.
+
+    ``team`` is anything with ``actor(name) -> handle | None``; a handle has
+    ``ask(method, *args, timeout=...)``. ``notice()`` returns the keyword-only notice the first
+    time the store is found missing and an empty string afterwards.
+    """
+
+    def __init__(self, team: Any, name: str | None, timeout: float = 10.0) -> None:
+        self._team = team
+        self.name = name
+        self.timeout = timeout
+        self._available: bool | None = None
+        self._noticed = False
+        self._failed = False
+
+    def handle(self) -> Any | None:
+        """The store's handle when it exists and says it is available."""
+        if self.name is None or self._team is None:
+            return None
+        handle = self._team.actor(self.name)
+        if handle is None:
+            return None
+        if self._available is None:
+            try:
+                self._available = bool(handle.ask("available", timeout=self.timeout))
+            except Exception:  # a store that cannot answer counts as unavailable
+                log.warning("vector store %s did not answer 'available'", self.name)
+                return None
+        return handle if self._available else None
+
+    def query(self, collection: str, text: str, top_k: int) -> list[tuple[str, float]] | None:
+        """Nearest ids by cosine, best first; None when semantic search is unavailable."""
+        handle = self.handle()
+        if handle is None:
+            self._failed = True
+            return None
+        try:
+            hits = handle.ask("query", collection, text, top_k, timeout=self.timeout)
+        except Exception as exc:
+            log.warning("vector query on %s failed: %s", self.name, exc)
+            self._failed = True
+            return None
+        self._failed = False
+        return [(str(doc_id), float(score)) for doc_id, score in hits]
+
+    def notice(self) -> str:
+        """The keyword-only notice, once, after a query found the store unusable."""
+        if self._failed and not self._noticed:
+            self._noticed = True
+            return KEYWORD_ONLY_NOTICE
+        return ""
+
+
+def text_hash(text: str) -> str:
+    """A short stable fingerprint of an embedded text."""
+    import hashlib
+
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest()
+
+
+class VectorSync:
+    """Keeps a vector-store collection in step with a tool actor's documents, O(delta).
+
+    The fingerprint of each embedded text is persisted under ``prefix + doc_id`` in the actor's
+    state, so after a restart only documents changed while the store was away are sent again.
+    Sends are ``tell`` calls: the store embeds on its own schedule, never on the caller's
+    thread.
+    """
+
+    def __init__(self, link: VectorLink, collection: str, state: Any, prefix: str = "vh:") -> None:
+        self.link = link
+        self.collection = collection
+        self._state = state
+        self._prefix = prefix
+        self._synced: dict[str, str] = {
+            key[len(prefix) :]: str(value) for key, value in state.items(prefix)
+        }
+        self._pending: dict[str, str] = {}
+        self._removed: set[str] = set()
+
+    def load(self, docs: dict[str, str]) -> None:
+        """Queue every document whose text differs from what the store last received."""
+        for doc_id, text in docs.items():
+            self.changed(doc_id, text)
+        self._removed.update(set(self._synced) - set(docs))
+
+    def changed(self, doc_id: str, text: str) -> None:
+        """Queue a document whose text may have changed."""
+        self._removed.discard(doc_id)
+        if self._synced.get(doc_id) != text_hash(text):
+            self._pending[doc_id] = text
+        else:
+            self._pending.pop(doc_id, None)
+
+    def removed(self, doc_id: str) -> None:
+        """Queue the removal of a document."""
+        self._pending.pop(doc_id, None)
+        if doc_id in self._synced:
+            self._removed.add(doc_id)
+
+    @property
+    def pending(self) -> int:
+        """Documents waiting to be sent."""
+        return len(self._pending) + len(self._removed)
+
+    def flush(self) -> int:
+        """Send what is queued when the store is usable; returns how many documents were sent.
+
+        Call it inside the caller's state batch so fingerprints commit with the documents.
+        """
+        if not self._pending and not self._removed:
+            return 0
+        handle = self.link.handle()
+        if handle is None:
+            return 0
+        sent = 0
+        if self._removed:
+            ids = sorted(self._removed)
+            handle.tell("remove", self.collection, ids)
+            for doc_id in ids:
+                self._synced.pop(doc_id, None)
+                self._state.delete(self._prefix + doc_id)
+            sent += len(ids)
+            self._removed.clear()
+        if self._pending:
+            items = sorted(self._pending.items())
+            handle.tell("upsert", self.collection, items)
+            for doc_id, text in items:
+                digest = text_hash(text)
+                self._synced[doc_id] = digest
+                self._state.put(self._prefix + doc_id, digest)
+            sent += len(items)
+            self._pending.clear()
+        return sent

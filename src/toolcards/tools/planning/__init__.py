@@ -1,0 +1,1 @@
+"""PlanningTool: a team-shared task board with optimistic concurrency."""

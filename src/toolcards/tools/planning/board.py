@@ -1,0 +1,243 @@
+"""The planning board: tasks, validation, optimistic concurrency and keyword ranking.
+
+Pure logic with no threads: the tool actor owns one board and persists what it reports.
+A batch is validated as a whole and then applied, so a rejected batch changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolcards.core.errors import RetriableError
+from toolcards.tools._common.fusion import rrf_fuse
+from toolcards.tools.planning.models import Task, TaskCreate, TaskUpdate
+
+
+def same_member(a: str | None, b: str | None) -> bool:
+    """Whether two member names designate the same member (``@Alice`` is ``alice``)."""
+    if a is None or b is None:
+        return False
+    return a.strip().lstrip("@").casefold() == b.strip().lstrip("@").casefold()
+
+
+@dataclass
+class BoardChange:
+    """What one batch did; ``is_empty`` when nothing changed."""
+
+    created: list[Task] = field(default_factory=list)
+    updated: list[Task] = field(default_factory=list)
+    deleted: list[int] = field(default_factory=list)
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.created or self.updated or self.deleted)
+
+    def payload(self) -> dict[str, Any]:
+        """The delta as JSON-ready data."""
+        return {
+            "created": [t.model_dump() for t in self.created],
+            "updated": [t.model_dump() for t in self.updated],
+            "deleted": list(self.deleted),
+        }
+
+
+class Board:
+    """Tasks by id, with a keyword index over descriptions and outputs."""
+
+    def __init__(self, tasks: Iterable[Task] = (), next_id: int = 1) -> None:
+        from toolcards.tools._common.keyword_index import KeywordIndex
+
+        self.tasks: dict[int, Task] = {}
+        self.next_id = next_id
+        self._index = KeywordIndex(("description", "output"), weights=(1.0, 0.5))
+        for task in tasks:
+            self.tasks[task.id] = task
+            self.next_id = max(self.next_id, task.id + 1)
+            self._reindex(task)
+
+    def _reindex(self, task: Task) -> None:
+        self._index.upsert(str(task.id), task.description, task.output)
+
+    def get(self, task_id: int) -> Task:
+        """The task ``task_id``; RetriableError naming the valid ids when unknown."""
+        task = self.tasks.get(task_id)
+        if task is None:
+            raise RetriableError(f"no task with id {task_id}; {self._ids_hint()}")
+        return task
+
+    def _ids_hint(self) -> str:
+        ids = sorted(self.tasks)
+        if not ids:
+            return "the board is empty"
+        shown = ", ".join(str(i) for i in ids[:30])
+        return f"existing ids: {shown}{', ...' if len(ids) > 30 else ''}"
+
+    def apply(
+        self,
+        creator: str,
+        create: Sequence[TaskCreate] = (),
+        update: Sequence[TaskUpdate] = (),
+        delete: Sequence[int] = (),
+    ) -> BoardChange:
+        """Validate the whole batch, then apply it: creates, updates, deletes, in that order.
+
+        Any error (unknown id, stale version, missing dependency, cycle) rejects the batch with
+        one RetriableError listing every problem; nothing is changed.
+        """
+        errors: list[str] = []
+        deleting = set()
+        for task_id in delete:
+            if task_id not in self.tasks:
+                errors.append(f"delete: no task with id {task_id}")
+            deleting.add(task_id)
+        seen_updates: set[int] = set()
+        for upd in update:
+            current = self.tasks.get(upd.id)
+            if current is None:
+                errors.append(f"update: no task with id {upd.id}")
+            elif upd.id in seen_updates:
+                errors.append(f"update: task {upd.id} appears twice in one batch")
+            elif upd.version != current.version:
+                errors.append(
+                    f"conflict: task {upd.id} is at version {current.version}, not "
+                    f"{upd.version}; read it again with get_planning_task({upd.id}) and retry"
+                )
+            elif upd.id in deleting:
+                errors.append(f"update: task {upd.id} is also being deleted")
+            seen_updates.add(upd.id)
+            for dep in upd.depends_on or ():
+                if dep not in self.tasks or dep in deleting:
+                    errors.append(f"update: task {upd.id} depends on unknown task {dep}")
+                elif dep == upd.id:
+                    errors.append(f"update: task {upd.id} cannot depend on itself")
+        for i, new in enumerate(create):
+            for dep in new.depends_on:
+                if dep not in self.tasks or dep in deleting:
+                    errors.append(f"create[{i}]: depends on unknown task {dep}")
+        if not errors:
+            cycle = self._cycle_after(update)
+            if cycle:
+                errors.append("update: dependency cycle " + " -> ".join(map(str, cycle)))
+        if errors:
+            raise RetriableError("update_planning rejected, nothing changed: " + "; ".join(errors))
+        return self._commit(creator, create, update, sorted(deleting))
+
+    def _cycle_after(self, update: Sequence[TaskUpdate]) -> list[int]:
+        graph = {tid: list(t.depends_on) for tid, t in self.tasks.items()}
+        for upd in update:
+            if upd.depends_on is not None:
+                graph[upd.id] = list(upd.depends_on)
+        state: dict[int, int] = {}
+        path: list[int] = []
+
+        def visit(node: int) -> list[int]:
+            state[node] = 1
+            path.append(node)
+            for dep in graph.get(node, ()):
+                if state.get(dep) == 1:
+                    return [*path[path.index(dep) :], dep]
+                if dep not in state:
+                    found = visit(dep)
+                    if found:
+                        return found
+            path.pop()
+            state[node] = 2
+            return []
+
+        for node in graph:
+            if node not in state:
+                found = visit(node)
+                if found:
+                    return found
+        return []
+
+    def _commit(
+        self,
+        creator: str,
+        create: Sequence[TaskCreate],
+        update: Sequence[TaskUpdate],
+        delete: Sequence[int],
+    ) -> BoardChange:
+        change = BoardChange()
+        for new in create:
+            task = Task(
+                id=self.next_id,
+                description=new.description,
+                owner=new.owner,
+                creator=creator,
+                depends_on=sorted(set(new.depends_on)),
+            )
+            self.next_id += 1
+            self.tasks[task.id] = task
+            self._reindex(task)
+            change.created.append(task)
+        for upd in update:
+            old = self.tasks[upd.id]
+            fields = upd.model_dump(exclude={"id", "version"}, exclude_none=True)
+            if "depends_on" in fields:
+                fields["depends_on"] = sorted(set(fields["depends_on"]))
+            task = old.model_copy(update={**fields, "version": old.version + 1})
+            self.tasks[task.id] = task
+            self._reindex(task)
+            change.updated.append(task)
+        touched = {t.id: t for t in change.updated}
+        for task_id in delete:
+            del self.tasks[task_id]
+            self._index.remove(str(task_id))
+            change.deleted.append(task_id)
+        if delete:
+            gone = set(delete)
+            for task in list(self.tasks.values()):
+                if gone.intersection(task.depends_on):
+                    kept = [d for d in task.depends_on if d not in gone]
+                    fixed = task.model_copy(
+                        update={"depends_on": kept, "version": task.version + 1}
+                    )
+                    self.tasks[task.id] = fixed
+                    touched[task.id] = fixed
+            change.updated = list(touched.values())
+        return change
+
+    def filter(
+        self,
+        status: str | None = None,
+        owner: str | None = None,
+        creator: str | None = None,
+    ) -> list[Task]:
+        """Tasks matching every given filter, by id."""
+        found = []
+        for task in sorted(self.tasks.values(), key=lambda t: t.id):
+            if status is not None and task.status != status:
+                continue
+            if owner is not None and not same_member(task.owner, owner):
+                continue
+            if creator is not None and not same_member(task.creator, creator):
+                continue
+            found.append(task)
+        return found
+
+    def search(
+        self,
+        tasks: Sequence[Task],
+        query: str,
+        vector_hits: Sequence[tuple[str, float]] | None,
+        top_k: int,
+        rrf_k: float = 60.0,
+    ) -> list[Task]:
+        """Rank ``tasks`` for ``query``: keyword hits fused with ``vector_hits`` when given."""
+        allowed = {str(t.id) for t in tasks}
+        keyword = self._index.search(query, top_k=max(top_k * 3, 30), allowed=allowed)
+        rankings: list[Sequence[tuple[str, float]]] = [keyword]
+        if vector_hits:
+            rankings.append([hit for hit in vector_hits if hit[0] in allowed])
+        fused = rrf_fuse(rankings, k=rrf_k)
+        return [self.tasks[int(doc_id)] for doc_id, _ in fused[:top_k]]
+
+    def totals(self) -> tuple[Counter[str], Counter[str]]:
+        """Counts by status and by owner (``None`` owner counted as ``unassigned``)."""
+        by_status: Counter[str] = Counter(t.status for t in self.tasks.values())
+        by_owner: Counter[str] = Counter(t.owner or "unassigned" for t in self.tasks.values())
+        return by_status, by_owner

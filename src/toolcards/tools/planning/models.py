@@ -1,0 +1,93 @@
+"""Planning data: tasks and the argument shapes the model sends."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+TaskStatus = Literal["pending", "started", "completed", "failed", "cancelled"]
+STATUSES: tuple[str, ...] = ("pending", "started", "completed", "failed", "cancelled")
+
+MAX_DESCRIPTION = 300
+MAX_OUTPUT = 150
+MAX_DEPENDENCIES = 50
+MAX_OWNER = 100
+
+
+def _truncate_output(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > MAX_OUTPUT:
+        return value[: MAX_OUTPUT - 1] + "…"
+    return value
+
+
+Description = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_DESCRIPTION,
+        description=f"What the task is about, at most {MAX_DESCRIPTION} characters.",
+    ),
+]
+Output = Annotated[
+    str,
+    BeforeValidator(_truncate_output),
+    Field(
+        max_length=MAX_OUTPUT,
+        description=f"The task's result, at most {MAX_OUTPUT} characters (longer is truncated).",
+    ),
+]
+Owner = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_OWNER,
+        description="The team member responsible for the task.",
+    ),
+]
+Dependencies = Annotated[
+    list[int],
+    Field(
+        max_length=MAX_DEPENDENCIES,
+        description="Ids of existing tasks that must be done before this one.",
+    ),
+]
+
+
+class Task(BaseModel):
+    """One task on the board. ``id`` is assigned by the board; ``version`` grows per change."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: int
+    description: str
+    status: TaskStatus = "pending"
+    owner: str | None = None
+    creator: str
+    output: str = ""
+    depends_on: list[int] = Field(default_factory=list)
+    version: int = 1
+
+
+class TaskCreate(BaseModel):
+    """A task to create; the board assigns its id and records you as its creator."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    description: Description
+    owner: Owner | None = None
+    depends_on: Dependencies = Field(default_factory=list)
+
+
+class TaskUpdate(BaseModel):
+    """A change to an existing task; ``version`` must be the task's current version."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: int = Field(description="The task id.")
+    version: int = Field(description="The version you last read; a stale one is a conflict.")
+    status: TaskStatus | None = None
+    owner: Owner | None = None
+    output: Output | None = None
+    description: Description | None = None
+    depends_on: Dependencies | None = None

@@ -1,0 +1,85 @@
+"""Text the model reads about the board."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from toolcards.tools.planning.board import same_member
+from toolcards.tools.planning.models import STATUSES, Task
+
+
+def at(name: str | None) -> str:
+    """A member name as shown to the model (``@alice``)."""
+    if not name:
+        return "unassigned"
+    return name if name.startswith("@") else "@" + name
+
+
+def task_line(task: Task) -> str:
+    """One task on one line."""
+    line = f"ID {task.id} [{task.status}] {task.description}"
+    if task.output:
+        line += f" — Output: {task.output}"
+    meta = f"Owner: {at(task.owner)}, Creator: {at(task.creator)}"
+    if task.depends_on:
+        meta += ", after: " + ", ".join(str(d) for d in task.depends_on)
+    return f"{line} ({meta})"
+
+
+def task_detail(task: Task, dependencies: Sequence[Task]) -> str:
+    """Everything about one task, including the state of its dependencies."""
+    lines = [
+        f"ID {task.id} [{task.status}] version {task.version}",
+        f"Description: {task.description}",
+        f"Owner: {at(task.owner)} | Creator: {at(task.creator)}",
+    ]
+    if dependencies:
+        deps = ", ".join(f"{d.id} [{d.status}]" for d in dependencies)
+        lines.append(f"Depends on: {deps}")
+    lines.append(f"Output: {task.output or '(none yet)'}")
+    return "\n".join(lines)
+
+
+def planning_summary(
+    tasks: Sequence[Task],
+    member: str | None,
+    filter_by_agent: bool,
+    max_tasks: int,
+    hint_tools: Sequence[str],
+) -> str:
+    """Totals, owners, the tasks in scope and a hint naming only the exposed tools."""
+    counts = {s: sum(1 for t in tasks if t.status == s) for s in STATUSES}
+    by_status = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+    header = f"**Team planning:** {len(tasks)} tasks total"
+    lines = [header + (f" ({by_status})" if by_status else "")]
+    owners: dict[str, int] = {}
+    for task in tasks:
+        key = at(task.owner)
+        owners[key] = owners.get(key, 0) + 1
+    if owners:
+        unassigned = owners.pop("unassigned", 0)
+        parts = [f"{name}: {n}" for name, n in sorted(owners.items())]
+        if unassigned:
+            parts.append(f"unassigned: {unassigned}")
+        lines.append("Owners: " + " | ".join(parts))
+    if filter_by_agent and member:
+        scoped = [
+            t for t in tasks if same_member(t.owner, member) or same_member(t.creator, member)
+        ]
+        lines += ["", f"**Your tasks** (owner or creator: {at(member)}):"]
+    else:
+        scoped = list(tasks)
+        lines += ["", "**All tasks:**"]
+    lines += [f"- {task_line(t)}" for t in scoped[:max_tasks]] or ["(none)"]
+    if len(scoped) > max_tasks:
+        lines.append(f"... {len(scoped) - max_tasks} more")
+    hints = []
+    if "get_planning_task" in hint_tools:
+        hints.append("get_planning_task(id) for exact ID lookup")
+    if "search_planning" in hint_tools:
+        hints.append("search_planning(...) to filter tasks")
+    if "update_planning" in hint_tools:
+        hints.append("update_planning(...) to create, change or delete tasks")
+    if hints:
+        lines += ["", "Use " + ", ".join(hints) + "."]
+    return "\n".join(lines)

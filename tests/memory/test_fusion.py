@@ -1,0 +1,135 @@
+"""Reciprocal-rank fusion and the tolerant vector-store link."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from toolcards.tools._common.fusion import (
+    KEYWORD_ONLY_NOTICE,
+    VectorLink,
+    VectorSync,
+    rrf_fuse,
+    store_actor_name,
+)
+
+
+def test_document_in_both_lists_beats_single_list_leaders() -> None:
+    fused = rrf_fuse([[("a", 9.0), ("b", 5.0)], [("c", 0.9), ("b", 0.8)]])
+    assert fused[0][0] == "b"
+
+
+def test_weights_shift_the_ranking() -> None:
+    fused = rrf_fuse([[("a", 1.0)], [("c", 1.0)]], weights=[1.0, 2.0])
+    assert [doc for doc, _ in fused] == ["c", "a"]
+
+
+def test_ties_keep_first_appearance_order() -> None:
+    fused = rrf_fuse([[("x", 1.0)], [("y", 1.0)]])
+    assert [doc for doc, _ in fused] == ["x", "y"]
+
+
+def test_weight_count_must_match() -> None:
+    with pytest.raises(ValueError):
+        rrf_fuse([[("a", 1.0)]], weights=[1.0, 2.0])
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(True, "#VectorStore"), (False, None), ("Docs", "#Docs"), ("#Docs", "#Docs"), ("", None)],
+)
+def test_store_actor_name(value: bool | str, expected: str | None) -> None:
+    assert store_actor_name(value) == expected
+
+
+class FakeHandle:
+    def __init__(self, available: bool = True, fail: bool = False) -> None:
+        self.available = available
+        self.fail = fail
+        self.told: list[tuple[Any, ...]] = []
+
+    def ask(self, method: str, *args: Any, timeout: float = 10.0) -> Any:
+        if method == "available":
+            return self.available
+        if self.fail:
+            raise RuntimeError("boom")
+        return [("1", 0.9)]
+
+    def tell(self, method: str, *args: Any) -> None:
+        self.told.append((method, *args))
+
+
+class FakeTeam:
+    def __init__(self, handle: FakeHandle | None) -> None:
+        self.handle = handle
+
+    def actor(self, name: str) -> FakeHandle | None:
+        return self.handle
+
+
+def test_link_queries_an_available_store() -> None:
+    link = VectorLink(FakeTeam(FakeHandle()), "#VectorStore")
+    assert link.query("c", "text", 5) == [("1", 0.9)]
+    assert link.notice() == ""
+
+
+@pytest.mark.parametrize("handle", [None, FakeHandle(available=False), FakeHandle(fail=True)])
+def test_link_degrades_and_says_so_once(handle: FakeHandle | None) -> None:
+    link = VectorLink(FakeTeam(handle), "#VectorStore")
+    assert link.query("c", "text", 5) is None
+    assert link.notice() == KEYWORD_ONLY_NOTICE
+    assert link.query("c", "text", 5) is None
+    assert link.notice() == ""
+
+
+class DictState:
+    def __init__(self) -> None:
+        self.data: dict[str, Any] = {}
+
+    def put(self, key: str, value: Any) -> None:
+        self.data[key] = value
+
+    def delete(self, key: str) -> None:
+        self.data.pop(key, None)
+
+    def items(self, prefix: str = "") -> list[tuple[str, Any]]:
+        return [(k, v) for k, v in sorted(self.data.items()) if k.startswith(prefix)]
+
+
+def test_sync_resends_only_changed_documents_after_restart() -> None:
+    handle = FakeHandle()
+    state = DictState()
+    sync = VectorSync(VectorLink(FakeTeam(handle), "#V"), "kg", state)
+    sync.load({"a": "alpha", "b": "beta"})
+    assert sync.flush() == 2
+    again = VectorSync(VectorLink(FakeTeam(handle), "#V"), "kg", state)
+    again.load({"a": "alpha", "b": "beta changed"})
+    handle.told.clear()
+    assert again.flush() == 1
+    assert handle.told == [("upsert", "kg", [("b", "beta changed")])]
+
+
+def test_sync_keeps_queue_while_store_is_absent() -> None:
+    team = FakeTeam(None)
+    sync = VectorSync(VectorLink(team, "#V"), "kg", DictState())
+    sync.changed("a", "alpha")
+    assert sync.flush() == 0
+    assert sync.pending == 1
+    team.handle = FakeHandle()
+    assert sync.flush() == 1
+
+
+def test_sync_sends_removals_of_documents_gone_while_away() -> None:
+    handle = FakeHandle()
+    state = DictState()
+    VectorSync(VectorLink(FakeTeam(handle), "#V"), "kg", state).load({"a": "x"})
+    first = VectorSync(VectorLink(FakeTeam(handle), "#V"), "kg", state)
+    first.load({"a": "x"})
+    first.flush()
+    second = VectorSync(VectorLink(FakeTeam(handle), "#V"), "kg", state)
+    second.load({})
+    handle.told.clear()
+    second.flush()
+    assert handle.told == [("remove", "kg", ["a"])]
+    assert state.items("vh:") == []

@@ -1,0 +1,135 @@
+"""The planning board engine: ids, versions, atomic batches, dependencies, search."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from toolcards.core.errors import RetriableError
+from toolcards.tools.planning.board import Board, same_member
+from toolcards.tools.planning.models import TaskCreate, TaskUpdate
+
+
+def make(board: Board, *descriptions: str, creator: str = "alice") -> list[int]:
+    change = board.apply(creator, create=[TaskCreate(description=d) for d in descriptions])
+    return [t.id for t in change.created]
+
+
+def test_board_assigns_sequential_ids() -> None:
+    board = Board()
+    assert make(board, "one", "two") == [1, 2]
+    assert make(board, "three") == [3]
+
+
+def test_created_task_records_creator_and_version_one() -> None:
+    board = Board()
+    (tid,) = make(board, "write docs", creator="bob")
+    task = board.get(tid)
+    assert (task.creator, task.version, task.status) == ("bob", 1, "pending")
+
+
+def test_update_bumps_version() -> None:
+    board = Board()
+    (tid,) = make(board, "x")
+    board.apply("alice", update=[TaskUpdate(id=tid, version=1, status="started")])
+    task = board.get(tid)
+    assert (task.status, task.version) == ("started", 2)
+
+
+def test_stale_version_is_a_retriable_conflict() -> None:
+    board = Board()
+    (tid,) = make(board, "x")
+    board.apply("alice", update=[TaskUpdate(id=tid, version=1, status="started")])
+    with pytest.raises(RetriableError, match="conflict"):
+        board.apply("bob", update=[TaskUpdate(id=tid, version=1, status="failed")])
+    assert board.get(tid).status == "started"
+
+
+def test_rejected_batch_changes_nothing() -> None:
+    board = Board()
+    make(board, "x")
+    with pytest.raises(RetriableError):
+        board.apply(
+            "alice",
+            create=[TaskCreate(description="new")],
+            update=[TaskUpdate(id=99, version=1, status="started")],
+        )
+    assert sorted(board.tasks) == [1]
+    assert make(board, "y") == [2]
+
+
+def test_unknown_dependency_is_rejected() -> None:
+    board = Board()
+    with pytest.raises(RetriableError, match="unknown task 7"):
+        board.apply("alice", create=[TaskCreate(description="x", depends_on=[7])])
+
+
+def test_dependency_cycle_is_rejected() -> None:
+    board = Board()
+    a, b = make(board, "a", "b")
+    board.apply("alice", update=[TaskUpdate(id=b, version=1, depends_on=[a])])
+    with pytest.raises(RetriableError, match="cycle"):
+        board.apply("alice", update=[TaskUpdate(id=a, version=1, depends_on=[b])])
+
+
+def test_delete_removes_task_from_dependents() -> None:
+    board = Board()
+    (a,) = make(board, "a")
+    board.apply("alice", create=[TaskCreate(description="b", depends_on=[a])])
+    change = board.apply("alice", delete=[a])
+    assert change.deleted == [a]
+    assert board.get(2).depends_on == []
+    assert board.get(2).version == 2
+    assert [t.id for t in change.updated] == [2]
+
+
+def test_unknown_id_error_lists_existing_ids() -> None:
+    board = Board()
+    make(board, "a", "b")
+    with pytest.raises(RetriableError, match="existing ids: 1, 2"):
+        board.get(42)
+
+
+def test_description_over_300_chars_is_rejected() -> None:
+    with pytest.raises(ValidationError):
+        TaskCreate(description="x" * 301)
+
+
+def test_output_over_150_chars_is_truncated() -> None:
+    upd = TaskUpdate(id=1, version=1, output="y" * 400)
+    assert upd.output is not None
+    assert len(upd.output) == 150
+    assert upd.output.endswith("…")
+
+
+def test_creator_cannot_be_passed_in_arguments() -> None:
+    with pytest.raises(ValidationError):
+        TaskCreate.model_validate({"description": "x", "creator": "mallory"})
+
+
+def test_filter_by_owner_ignores_at_sign_and_case() -> None:
+    board = Board()
+    board.apply("alice", create=[TaskCreate(description="x", owner="@Bob")])
+    board.apply("alice", create=[TaskCreate(description="y", owner="carol")])
+    assert [t.id for t in board.filter(owner="bob")] == [1]
+    assert same_member("@Bob", "bob")
+
+
+def test_search_ranks_keyword_match_within_filter() -> None:
+    board = Board()
+    make(board, "Migrate the billing database", "Write onboarding guide", "Billing dashboard")
+    board.apply("alice", update=[TaskUpdate(id=3, version=1, status="completed")])
+    pending = board.filter(status="pending")
+    found = board.search(pending, "billing", None, top_k=5)
+    assert [t.id for t in found] == [1]
+
+
+def test_search_fuses_vector_hits() -> None:
+    board = Board()
+    make(board, "Migrate the billing database", "Write onboarding guide")
+    found = board.search(board.filter(), "help new hires", [("2", 0.8)], top_k=5)
+    assert [t.id for t in found] == [2]
+
+
+def test_empty_change_is_empty() -> None:
+    assert Board().apply("alice").is_empty
