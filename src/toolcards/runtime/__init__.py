@@ -1,1 +1,47 @@
-"""runtime."""
+"""Team runtime: team-singleton tool actors, durable state, the event log, deferred results.
+
+```python
+from toolcards.runtime import Team, ToolActor
+
+with Team("t1", store="team.db") as team:
+    plan = team.tool_actor("#Counter", Counter)
+    plan.ask("add", 1)
+```
+"""
+
+from toolcards.runtime.events import LIFECYCLE, EventLog, Subscription, is_empty_delta
+from toolcards.runtime.observer import TeamObserver
+from toolcards.runtime.store import StateNamespace, StoreClosedError, StoreLockedError, TeamStore
+from toolcards.runtime.system import (
+    DEFAULT_ASK_TIMEOUT,
+    ActorHandle,
+    ActorSystem,
+    ActorUnavailable,
+    PykkaActorSystem,
+)
+from toolcards.runtime.team import StopReport, Team, TeamStopped, implicit_team, team_for
+from toolcards.runtime.tool_actor import ToolActor, ToolActorContext
+
+__all__ = [
+    "DEFAULT_ASK_TIMEOUT",
+    "LIFECYCLE",
+    "ActorHandle",
+    "ActorSystem",
+    "ActorUnavailable",
+    "EventLog",
+    "PykkaActorSystem",
+    "StateNamespace",
+    "StopReport",
+    "StoreClosedError",
+    "StoreLockedError",
+    "Subscription",
+    "Team",
+    "TeamObserver",
+    "TeamStopped",
+    "TeamStore",
+    "ToolActor",
+    "ToolActorContext",
+    "implicit_team",
+    "is_empty_delta",
+    "team_for",
+]

@@ -1,0 +1,133 @@
+from __future__ import annotations
+
+import gc
+import threading
+
+import pytest
+
+from runtime.stateful_cards import COUNTER, CounterActor, CounterCard, CounterConfig
+from toolcards.core import ToolFactory, ToolObserverGone
+from toolcards.runtime import (
+    ActorHandle,
+    Team,
+    TeamObserver,
+    TeamStopped,
+    implicit_team,
+    team_for,
+)
+
+
+def _tools(factory: ToolFactory) -> dict[str, object]:
+    return {t.__name__: t for t in factory.get_tools()}
+
+
+def test_two_bound_factories_in_one_team_share_one_state() -> None:
+    with Team("shared") as team:
+        alice = _tools(team.bind([CounterCard()], member="alice"))
+        bob = _tools(team.bind([CounterCard()], member="bob"))
+        alice["counter_add"]("a")  # type: ignore[operator]
+        bob["counter_add"]("b")  # type: ignore[operator]
+        assert alice["counter_value"]() == 2  # type: ignore[operator]
+        assert bob["counter_value"]() == 2  # type: ignore[operator]
+        assert team.actor_names() == [COUNTER]
+
+
+def test_sixteen_threads_get_or_create_yield_one_actor() -> None:
+    before = CounterActor.starts
+    handles: list[ActorHandle] = []
+    barrier = threading.Barrier(16)
+    with Team("race") as team:
+
+        def bind() -> None:
+            barrier.wait()
+            handles.append(team.tool_actor(COUNTER, CounterActor, CounterConfig()))
+
+        threads = [threading.Thread(target=bind) for _ in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(handles) == 16
+        assert len({id(h) for h in handles}) == 1
+        assert CounterActor.starts - before == 1
+
+
+def test_same_config_returns_the_same_handle() -> None:
+    with Team("same") as team:
+        first = team.tool_actor(COUNTER, CounterActor, CounterConfig(step=2))
+        assert team.tool_actor(COUNTER, CounterActor, CounterConfig(step=2)) is first
+        assert team.actor(COUNTER) is first
+
+
+def test_different_config_for_the_same_name_is_an_error() -> None:
+    with Team("conflict") as team:
+        team.tool_actor(COUNTER, CounterActor, CounterConfig(step=1))
+        with pytest.raises(ValueError, match="already exists"):
+            team.tool_actor(COUNTER, CounterActor, CounterConfig(step=5))
+
+
+def test_tool_actor_names_must_start_with_hash() -> None:
+    with Team("names") as team, pytest.raises(ValueError, match="start with '#'"):
+        team.tool_actor("Counter", CounterActor)
+
+
+def test_exception_in_actor_method_reraises_in_caller() -> None:
+    with Team("errors") as team:
+        handle = team.tool_actor(COUNTER, CounterActor)
+        with pytest.raises(KeyError, match="boom"):
+            handle.ask("fail", "boom")
+        assert handle.ask("value") == 0
+
+
+def test_private_actor_methods_are_not_reachable() -> None:
+    with Team("private") as team:
+        handle = team.tool_actor(COUNTER, CounterActor)
+        with pytest.raises(AttributeError):
+            handle.ask("_starts_lock")
+
+
+def test_standalone_cards_share_the_implicit_team() -> None:
+    first = _tools(ToolFactory([CounterCard()]))
+    second = _tools(ToolFactory([CounterCard()]))
+    start = second["counter_value"]()  # type: ignore[operator]
+    first["counter_add"]("x")  # type: ignore[operator]
+    assert second["counter_value"]() == start + 1  # type: ignore[operator]
+    assert team_for(CounterCard()) is implicit_team()
+
+
+def test_card_bound_in_team_resolves_to_that_team() -> None:
+    with Team("resolve") as team:
+        card = CounterCard()
+        team.bind([card], member="carol")
+        assert team_for(card) is team
+        observer = card.get_observer()
+        assert isinstance(observer, TeamObserver)
+        assert observer.address == "carol"
+        assert observer.team_id == "resolve"
+
+
+def test_weakly_held_observer_gone_raises_observer_gone() -> None:
+    with Team("weak") as team:
+        card = CounterCard()
+        observer = TeamObserver(team, "ephemeral")
+        ToolFactory([card], observer=observer)
+        del observer
+        gc.collect()
+        with pytest.raises(ToolObserverGone):
+            card.get_observer()
+        with pytest.raises(ToolObserverGone):
+            team_for(card)
+
+
+def test_observer_proxy_ask_reaches_team_actor() -> None:
+    with Team("proxy") as team:
+        team.tool_actor(COUNTER, CounterActor).ask("add", "p")
+        observer = team.observer_for("dave")
+        assert observer.proxy_ask(COUNTER, "value", timeout=5.0) == 1
+
+
+def test_stopped_team_refuses_new_actors() -> None:
+    team = Team("gone")
+    team.stop()
+    with pytest.raises(TeamStopped):
+        team.tool_actor(COUNTER, CounterActor)
