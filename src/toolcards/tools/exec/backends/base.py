@@ -1,0 +1,61 @@
+"""The backend interface: turn a parsed argv into a launch plan for the runner."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from toolcards.tools.exec.limits import ExecLimits
+from toolcards.tools.exec.runner import Launch
+
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+class BackendUnavailable(RuntimeError):
+    """The requested backend cannot run here; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """Everything a backend needs to know about one command run."""
+
+    workspace: Path
+    env: dict[str, str]
+    """The scrubbed environment (allowlisted variables only); backends add HOME/TMPDIR."""
+    network: bool
+    limits: ExecLimits
+
+
+class Backend(ABC):
+    """One way of running commands. Subclasses only build argv; the runner enforces limits."""
+
+    name: ClassVar[str]
+    isolating: ClassVar[bool] = True
+    workdir: ClassVar[str | None] = "/workspace"
+    """Where the workspace appears to the command (None: at its real path)."""
+
+    @classmethod
+    @abstractmethod
+    def unavailable_reason(cls) -> str | None:
+        """None when the backend works on this host, else why not (cheap, may probe)."""
+
+    @abstractmethod
+    def launch(self, argv: Sequence[str], spec: SandboxSpec) -> Launch:
+        """The launch plan for ``argv`` (already validated) under ``spec``."""
+
+    def describe(self, network: bool) -> str:
+        """One line for the tool description: what confinement the model is under."""
+        net = "network enabled" if network else "no network"
+        return f"sandboxed ({self.name}): only the workspace is writable, {net}"
+
+    def uses_pids_group(self) -> bool:
+        """Whether the runner should put the launched process tree in a pids cgroup."""
+        return True
+
+
+def visible_workdir(backend: Backend, spec: SandboxSpec) -> str:
+    """The workspace path as the command sees it."""
+    return backend.workdir or str(spec.workspace)

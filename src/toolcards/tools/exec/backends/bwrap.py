@@ -1,0 +1,106 @@
+"""bubblewrap: new namespaces, a read-only minimal system view, the workspace at /workspace."""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import ClassVar
+
+from toolcards.tools.exec.backends.base import DEFAULT_PATH, Backend, SandboxSpec
+from toolcards.tools.exec.runner import Launch
+
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+ETC_FILES = (
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/pki",
+    "/etc/alternatives",
+    "/etc/localtime",
+    "/etc/nsswitch.conf",
+    "/etc/host.conf",
+    "/etc/hosts",
+    "/etc/gai.conf",
+    "/etc/protocols",
+    "/etc/services",
+    "/etc/mime.types",
+    "/etc/python3*",
+)
+"""What the dynamic loader, TLS and interpreters need. Never shadow, never a home."""
+NETWORK_ETC = ("/etc/resolv.conf",)
+PASSWD = "root:x:0:0:sandbox:/workspace:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n"
+GROUP = "root:x:0:\nnogroup:x:65534:\n"
+
+
+class BwrapBackend(Backend):
+    """Runs each command in fresh namespaces with bubblewrap (Linux)."""
+
+    name: ClassVar[str] = "bwrap"
+    executable: ClassVar[str] = "bwrap"
+
+    def __init__(self) -> None:
+        self._etc = Path(tempfile.mkdtemp(prefix="toolcards-bwrap-etc-"))
+        (self._etc / "passwd").write_text(PASSWD)
+        (self._etc / "group").write_text(GROUP)
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        return _probe(shutil.which(cls.executable))
+
+    def launch(self, argv: Sequence[str], spec: SandboxSpec) -> Launch:
+        env = {**spec.env, "HOME": "/workspace", "TMPDIR": "/tmp", "PWD": "/workspace"}
+        env.setdefault("PATH", DEFAULT_PATH)
+        return Launch(argv=self.argv(argv, spec), env=env, cwd=str(spec.workspace))
+
+    def argv(self, argv: Sequence[str], spec: SandboxSpec) -> list[str]:
+        """The full bwrap command line for ``argv``."""
+        cmd = [shutil.which(self.executable) or self.executable, "--unshare-all"]
+        if spec.network:
+            cmd.append("--share-net")
+        cmd += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        cmd += ["--hostname", "sandbox"]
+        cmd += system_view(network=spec.network)
+        cmd += ["--ro-bind", str(self._etc / "passwd"), "/etc/passwd"]
+        cmd += ["--ro-bind", str(self._etc / "group"), "/etc/group"]
+        cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        cmd += ["--bind", str(spec.workspace), "/workspace", "--chdir", "/workspace"]
+        return [*cmd, "--", *argv]
+
+
+def system_view(*, network: bool) -> list[str]:
+    """Read-only binds (or symlinks, on merged-/usr systems) of the minimal system."""
+    args: list[str] = []
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    patterns = ETC_FILES + (NETWORK_ETC if network else ())
+    for pattern in patterns:
+        for path in sorted(glob.glob(pattern)):
+            args += ["--ro-bind", path, path]
+    return args
+
+
+@functools.cache
+def _probe(executable: str | None) -> str | None:
+    if executable is None:
+        return "bwrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
+    cmd = [executable, "--unshare-all", "--die-with-parent", *system_view(network=False)]
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--", "true"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap failed to start: {exc}"
+    if done.returncode != 0:
+        detail = done.stderr.decode(errors="replace").strip()[:300]
+        return f"bwrap cannot create namespaces here: {detail or done.returncode}"
+    return None

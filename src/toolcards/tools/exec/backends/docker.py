@@ -1,0 +1,92 @@
+"""docker: one throw-away container per command, no network, read-only root, non-root user."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+import uuid
+from collections.abc import Sequence
+from typing import ClassVar
+
+from toolcards.tools.exec.backends.base import Backend, BackendUnavailable, SandboxSpec
+from toolcards.tools.exec.runner import Launch
+
+DEFAULT_IMAGE = "python:3.12-slim"
+DEFAULT_USER = "65534:65534"
+
+
+class DockerBackend(Backend):
+    """Runs each command with ``docker run --rm`` under tight flags."""
+
+    name: ClassVar[str] = "docker"
+    executable: ClassVar[str] = "docker"
+
+    def __init__(self, image: str = DEFAULT_IMAGE, user: str = DEFAULT_USER) -> None:
+        if user.split(":", 1)[0] in {"0", "root", ""}:
+            raise ValueError("the docker backend never runs commands as root")
+        self.image = image
+        self.user = user
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        return _probe(shutil.which(cls.executable))
+
+    def launch(self, argv: Sequence[str], spec: SandboxSpec) -> Launch:
+        name = f"toolcards-exec-{uuid.uuid4().hex[:12]}"
+        docker = shutil.which(self.executable) or self.executable
+
+        def kill() -> None:
+            subprocess.run([docker, "kill", name], capture_output=True, timeout=15, check=False)
+
+        # values travel in the client's environment, never on its command line
+        return Launch(argv=self.argv(argv, spec, name), env=dict(spec.env), cwd="/", on_kill=kill)
+
+    def argv(self, argv: Sequence[str], spec: SandboxSpec, name: str) -> list[str]:
+        """The full ``docker run`` command line for ``argv``."""
+        source = str(spec.workspace)
+        if any(c in source for c in ',"'):
+            raise BackendUnavailable(f"workspace path {source!r} cannot be mounted by docker")
+        lim = spec.limits
+        cmd = [shutil.which(self.executable) or self.executable, "run", "--rm", "--name", name]
+        cmd += ["--network", "bridge" if spec.network else "none"]
+        cmd += ["--read-only", "--user", self.user, "--cap-drop", "ALL"]
+        cmd += ["--security-opt", "no-new-privileges", "--ipc", "private"]
+        cmd += ["--tmpfs", "/tmp:rw,nosuid,nodev,size=64m"]
+        cmd += ["--mount", f"type=bind,source={source},target=/workspace"]
+        cmd += ["--workdir", "/workspace", "--cpus", str(lim.cpus)]
+        if lim.memory_bytes is not None:
+            cmd += ["--memory", str(lim.memory_bytes), "--memory-swap", str(lim.memory_bytes)]
+        if lim.max_processes is not None:
+            cmd += ["--pids-limit", str(lim.max_processes)]
+        if lim.cpu_seconds is not None:
+            cmd += ["--ulimit", f"cpu={lim.cpu_seconds}:{lim.cpu_seconds + 1}"]
+        if lim.file_size_bytes is not None:
+            cmd += ["--ulimit", f"fsize={lim.file_size_bytes}"]
+        cmd += ["--env", "HOME=/workspace", "--env", "TMPDIR=/tmp"]
+        for key in sorted(spec.env):
+            if key not in {"HOME", "TMPDIR"}:
+                cmd += ["--env", key]
+        return [*cmd, self.image, *argv]
+
+    def uses_pids_group(self) -> bool:
+        return False  # the container has its own pids limit; the client needs none
+
+
+@functools.cache
+def _probe(executable: str | None) -> str | None:
+    if executable is None:
+        return "docker is not installed"
+    try:
+        done = subprocess.run(
+            [executable, "info", "--format", "{{.ServerVersion}}"],
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"the docker daemon does not answer: {exc}"
+    if done.returncode != 0 or not done.stdout.strip():
+        detail = done.stderr.decode(errors="replace").strip()[:300]
+        return f"the docker daemon does not answer: {detail or done.returncode}"
+    return None

@@ -1,0 +1,159 @@
+"""ExecTool: run commands in the team workspace, sandboxed, bounded, and failing closed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, field_validator
+
+from toolcards.core.card import ToolCard, ToolFunc
+from toolcards.core.channels import Channels
+from toolcards.core.params import BaseToolParam
+from toolcards.core.spec import annotate, set_instructions
+from toolcards.tools._common.workspace_dir import workspace_dir
+from toolcards.tools.exec.backends import Mode
+from toolcards.tools.exec.limits import ExecLimits
+from toolcards.tools.exec.service import ExecService, ExecSettings, service_for
+
+DEFAULT_ENV_ALLOW = ["LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ"]
+STANDALONE_TEAM = "standalone"
+
+
+class ExecCommand(BaseToolParam):
+    """``exec_command(command)``: run one command and wait for its result."""
+
+
+class ExecJobs(BaseToolParam):
+    """``exec_start(command)`` and ``exec_result(job_id)``: long commands in the background."""
+
+
+class ExecTool(ToolCard):
+    """Command execution in the team workspace under a sandbox backend.
+
+    ``mode="auto"`` picks the best isolating backend (bwrap on Linux, seatbelt on macOS,
+    docker when a daemon answers) and raises when none is available; it never falls back to
+    running unconfined. ``mode="local"`` runs on the host and is only used when chosen.
+    """
+
+    mode: Mode = "auto"
+    workspace_id: str | None = None
+    """The workspace directory (default: the team's, as for WorkspaceTool)."""
+    timeout_s: float = Field(default=60.0, gt=0, le=24 * 3600)
+    limits: ExecLimits = Field(default_factory=ExecLimits)
+    allowed_commands: list[str] | None = None
+    """Programs the model may run (first word, by name). None: any program; never a shell
+    unless listed here."""
+    env_allow: list[str] = Field(default_factory=lambda: list(DEFAULT_ENV_ALLOW))
+    """Host environment variables passed through; everything else is scrubbed."""
+    network: bool = False
+    max_concurrent: int = Field(default=4, ge=1, le=64)
+    docker_image: str | None = None
+    exec_command: bool | ExecCommand = True
+    exec_jobs: bool | ExecJobs = True
+
+    @field_validator("allowed_commands")
+    @classmethod
+    def _plain_names(cls, names: list[str] | None) -> list[str] | None:
+        for name in names or []:
+            if not name or "/" in name or name.startswith("-") or name.strip() != name:
+                raise ValueError(f"allowed command {name!r} must be a bare program name")
+        return names
+
+    def settings(self) -> ExecSettings:
+        """The hashable settings that key the team's exec service."""
+        allowed = (
+            tuple(sorted(set(self.allowed_commands))) if self.allowed_commands is not None else None
+        )
+        return ExecSettings(
+            mode=self.mode,
+            timeout_s=self.timeout_s,
+            limits=self.limits,
+            allowed_commands=allowed,
+            env_allow=tuple(sorted(set(self.env_allow))),
+            network=self.network,
+            max_concurrent=self.max_concurrent,
+            docker_image=self.docker_image,
+        )
+
+    def service(self) -> ExecService:
+        """The team's exec service (created, and its backend chosen, on first use)."""
+        team = getattr(self.observer_or_none(), "team_id", None) or STANDALONE_TEAM
+        return service_for(str(team), self.settings())
+
+    def workspace(self) -> Path:
+        """The workspace directory commands run in."""
+        return workspace_dir(self.workspace_id, self.observer_or_none())
+
+    def _about(self, service: ExecService) -> str:
+        allowed = self.allowed_commands
+        programs = ", ".join(allowed) if allowed is not None else "any program (no shell)"
+        where = service.backend.workdir or "the workspace directory"
+        return (
+            f"Runs in {where}; {service.backend.describe(self.network)}. "
+            f"Allowed: {programs}. Timeout {self.timeout_s:g}s; output keeps the head and "
+            "tail of each stream."
+        )
+
+    def get_tools(self) -> list[ToolFunc]:
+        tools: list[ToolFunc] = []
+        command_param = self.exposed("exec_command", Channels.TOOL_CALL)
+        jobs_param = self.exposed("exec_jobs", Channels.TOOL_CALL)
+        if command_param is None and jobs_param is None:
+            return tools
+        service = self.service()  # fails closed here, at binding, when no sandbox works
+        about = self._about(service)
+        open_world = self.network or not service.backend.isolating
+        if command_param is not None:
+            tools.append(self._exec_command(service, about, command_param, open_world))
+        if jobs_param is not None:
+            tools.extend(self._jobs(service, about, jobs_param, open_world))
+        return tools
+
+    def _exec_command(
+        self, service: ExecService, about: str, param: BaseToolParam, open_world: bool
+    ) -> ToolFunc:
+        def exec_command(command: str) -> str:
+            return service.run(command, self.workspace()).render()
+
+        exec_command.__doc__ = _doc(
+            "Run one command (program and arguments, shell-style quoting) and return its "
+            "exit code, stdout and stderr.",
+            about,
+            'command: e.g. "pytest -q tests/test_x.py". No pipes or redirections.',
+        )
+        annotate(exec_command, destructive=True, open_world=open_world)
+        return set_instructions(exec_command, param.instructions)
+
+    def _jobs(
+        self, service: ExecService, about: str, param: BaseToolParam, open_world: bool
+    ) -> list[ToolFunc]:
+        def exec_start(command: str) -> str:
+            job_id = service.start(command, self.workspace())
+            return f"job_id: {job_id}\nstatus: running"
+
+        def exec_result(job_id: str, wait_s: float = 0.0) -> str:
+            """The result of a job started with exec_start, or its status if still running.
+
+            Args:
+                job_id: The id exec_start returned.
+                wait_s: Seconds to wait for the job to finish before answering.
+            """
+            result = service.result(job_id, wait_s)
+            if result is None:
+                return f"job_id: {job_id}\nstatus: running"
+            return f"job_id: {job_id}\nstatus: finished\n{result.render()}"
+
+        exec_start.__doc__ = _doc(
+            "Start a long command in the background; returns a job id for exec_result.",
+            about,
+            'command: e.g. "make test". No pipes or redirections.',
+        )
+        annotate(exec_start, destructive=True, open_world=open_world)
+        annotate(exec_result, readonly=True, idempotent=True)
+        return [set_instructions(exec_start, param.instructions), exec_result]
+
+
+def _doc(summary: str, about: str, *args: str) -> str:
+    """A Google-style docstring: summary, confinement, then the Args section."""
+    lines = "\n".join(f"    {a}" for a in args)
+    return f"{summary}\n\n{about}\n\nArgs:\n{lines}\n"

@@ -1,0 +1,77 @@
+"""Turn the model's command string into argv, and check it against the allowlist."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Collection
+from typing import Any
+
+from toolcards.core.errors import RetriableError
+
+MAX_COMMAND_CHARS = 16_000
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish", "busybox"})
+SHELL_OPERATORS = frozenset(
+    {"|", "||", "&&", "&", ">", ">>", "<", "<<", "2>", "2>>", "2>&1", "&>", ">&", "|&"}
+)
+_FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+
+
+def parse_command(command: Any, allowed: Collection[str] | None) -> list[str]:
+    """``command`` split with shell quoting rules, never run through a shell.
+
+    Raises RetriableError (the model can fix it) for a wrong type, an empty or oversized
+    command, unbalanced quotes, shell operators used without an allowed shell, an option in
+    the program position, or a program outside ``allowed`` (when an allowlist is set).
+    """
+    if not isinstance(command, str):
+        raise RetriableError(f"command must be a string, got {type(command).__name__}")
+    if "\x00" in command:
+        raise RetriableError("command must not contain NUL bytes")
+    if len(command) > MAX_COMMAND_CHARS:
+        raise RetriableError(f"command is longer than {MAX_COMMAND_CHARS} characters")
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise RetriableError(f"cannot parse command: {exc}") from None
+    if not argv:
+        raise RetriableError("command is empty")
+    program = argv[0]
+    if program.startswith("-"):
+        raise RetriableError(f"the program name {program!r} must not start with '-'")
+    if program.rsplit("/", 1)[-1] in SHELLS and (allowed is None or program not in allowed):
+        raise RetriableError(
+            f"{program!r} is a shell, and shells run only when the allowlist names them; "
+            "give the program and its arguments directly"
+        )
+    operators = _operators(argv)
+    if operators:
+        raise RetriableError(
+            f"shell operators {', '.join(operators)} are not interpreted: commands run "
+            "without a shell. Run one program per call"
+            + (", or use an allowed shell: sh -c '...'" if _shell_allowed(allowed) else ".")
+        )
+    if allowed is not None:
+        if "/" in program:
+            raise RetriableError(
+                f"{program!r}: give the program by name, without a path "
+                f"(allowed: {', '.join(sorted(allowed)) or 'none'})"
+            )
+        if program not in allowed:
+            raise RetriableError(
+                f"command {program!r} is not allowed; allowed commands: "
+                f"{', '.join(sorted(allowed)) or 'none'}"
+            )
+    return argv
+
+
+def _shell_allowed(allowed: Collection[str] | None) -> bool:
+    return allowed is not None and bool(SHELLS & set(allowed))
+
+
+def _operators(argv: list[str]) -> list[str]:
+    if argv[0] in SHELLS:
+        return []  # `sh -c 'a | b'`: the quoted script is one argument, nothing to flag
+    found = [a for a in argv[1:] if a in SHELL_OPERATORS]
+    if ";" in argv[1:] and not _FIND_EXEC & set(argv):
+        found.append(";")
+    return sorted(set(found))

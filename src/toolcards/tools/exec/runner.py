@@ -1,0 +1,158 @@
+"""Run one launch plan under limits: timeout, process-group kill, bounded output."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from toolcards.tools.exec.limits import BoundedOutput, ExecLimits, PidsGroup, preexec
+from toolcards.tools.exec.result import ExecResult, KillReason
+
+_MEMORY_HINTS = ("MemoryError", "Cannot allocate memory", "bad_alloc", "out of memory")
+DRAIN_GRACE_S = 0.5
+"""After the command exits, how long to keep reading pipes held open by leftovers."""
+
+
+@dataclass
+class Launch:
+    """What a backend decided to execute for one command."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    on_kill: Callable[[], None] | None = None
+    """Extra teardown when the command must be killed (e.g. ``docker kill``)."""
+    cleanup: list[Callable[[], None]] = field(default_factory=list)
+    """Always run after the command, killed or not (temporary directories, ...)."""
+
+
+def run(
+    launch: Launch,
+    *,
+    display_argv: Sequence[str],
+    backend: str,
+    timeout_s: float,
+    limits: ExecLimits,
+    use_pids_group: bool,
+) -> ExecResult:
+    """Run ``launch`` to completion or until ``timeout_s``; nothing it started survives."""
+    group = (
+        PidsGroup.create(limits.max_processes) if use_pids_group and limits.max_processes else None
+    )
+    out, err = BoundedOutput(limits.output_bytes), BoundedOutput(limits.output_bytes)
+    start = time.monotonic()
+    timed_out = False
+    try:
+        proc = subprocess.Popen(
+            launch.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=launch.cwd,
+            env=launch.env,
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=preexec(limits, group),
+        )
+        try:
+            timed_out = _pump(proc, out, err, start + timeout_s)
+        finally:
+            _kill_tree(proc, group, launch.on_kill if timed_out else None)
+            proc.wait()
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
+    finally:
+        if group is not None:
+            group.close()
+        for step in launch.cleanup:
+            with contextlib.suppress(Exception):
+                step()
+    code = proc.returncode
+    return ExecResult(
+        argv=list(display_argv),
+        backend=backend,
+        exit_code=None if timed_out else code,
+        stdout=out.text(),
+        stderr=err.text(),
+        stdout_bytes=out.total,
+        stderr_bytes=err.total,
+        killed=_kill_reason(timed_out, code, err, limits),
+        duration_s=round(time.monotonic() - start, 4),
+    )
+
+
+def _pump(
+    proc: subprocess.Popen[bytes], out: BoundedOutput, err: BoundedOutput, deadline: float
+) -> bool:
+    """Read both pipes until EOF; True when the deadline passed first."""
+    sel = selectors.DefaultSelector()
+    assert proc.stdout is not None and proc.stderr is not None
+    sel.register(proc.stdout.fileno(), selectors.EVENT_READ, out)
+    sel.register(proc.stderr.fileno(), selectors.EVENT_READ, err)
+    drain_until: float | None = None
+    try:
+        while sel.get_map():
+            now = time.monotonic()
+            if now >= deadline:
+                return True
+            if drain_until is None and proc.poll() is not None:
+                drain_until = now + DRAIN_GRACE_S
+            if drain_until is not None and now >= drain_until:
+                return False
+            wait = min(deadline, drain_until or deadline) - now
+            for key, _ in sel.select(timeout=min(wait, 0.25)):
+                chunk = os.read(key.fd, 65536)
+                if chunk:
+                    key.data.feed(chunk)
+                else:
+                    sel.unregister(key.fd)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return proc.poll() is None
+        try:
+            proc.wait(timeout=remaining)
+        except subprocess.TimeoutExpired:
+            return True
+        return False
+    finally:
+        sel.close()
+
+
+def _kill_tree(
+    proc: subprocess.Popen[bytes], group: PidsGroup | None, on_kill: Callable[[], None] | None
+) -> None:
+    """Kill the command's process group (and its pids cgroup) whatever happened."""
+    if on_kill is not None:
+        with contextlib.suppress(Exception):
+            on_kill()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    if group is not None:
+        group.kill_all()
+
+
+def _kill_reason(
+    timed_out: bool, code: int | None, err: BoundedOutput, limits: ExecLimits
+) -> KillReason | None:
+    if timed_out:
+        return "timeout"
+    if code is None or code == 0:
+        return None
+    sig = -code if code < 0 else code - 128 if 128 < code < 160 else 0
+    if sig == signal.SIGXCPU:
+        return "cpu"
+    stderr = bytes(err.head + err.tail)
+    if sig == signal.SIGXFSZ or (
+        limits.file_size_bytes is not None and b"File too large" in stderr
+    ):
+        return "file_size"
+    if limits.memory_bytes is not None and any(h.encode() in stderr for h in _MEMORY_HINTS):
+        return "memory"
+    return "signal" if code < 0 else None

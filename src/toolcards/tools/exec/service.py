@@ -1,0 +1,161 @@
+"""The team-level exec service: owns the backend choice, the concurrency cap and the jobs.
+
+One service exists per (team, settings) in a process-level registry guarded by a lock, so
+every agent of a team shares one backend and one cap. Commands run on the caller's thread
+(sync tools already run in worker threads) or on the service's pool for background jobs;
+a slot semaphore bounds how many run at once, and nothing is serialized on an actor thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import uuid
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from toolcards.core.errors import RetriableError
+from toolcards.tools.exec import runner
+from toolcards.tools.exec.backends import (
+    Backend,
+    BackendUnavailable,
+    Mode,
+    SandboxSpec,
+    select_backend,
+)
+from toolcards.tools.exec.command import parse_command
+from toolcards.tools.exec.limits import ExecLimits, process_cap_method
+from toolcards.tools.exec.result import ExecResult
+
+MAX_JOBS = 256
+SLOT_WAIT_S = 30.0
+"""How long a call waits for a free slot beyond its own timeout before reporting busy."""
+
+
+@dataclass(frozen=True)
+class ExecSettings:
+    """What decides how commands run (hashable: it keys the team registry)."""
+
+    mode: Mode = "auto"
+    timeout_s: float = 60.0
+    limits: ExecLimits = field(default_factory=ExecLimits)
+    allowed_commands: tuple[str, ...] | None = None
+    env_allow: tuple[str, ...] = ()
+    network: bool = False
+    max_concurrent: int = 4
+    docker_image: str | None = None
+
+
+class ExecService:
+    """Runs validated commands on one backend, at most ``max_concurrent`` at a time."""
+
+    def __init__(self, settings: ExecSettings, backend: Backend | None = None) -> None:
+        self.settings = settings
+        self.backend = backend or select_backend(settings.mode, docker_image=settings.docker_image)
+        self.process_cap = "container"
+        if self.backend.uses_pids_group():
+            self.process_cap = process_cap_method(settings.limits)
+            if self.process_cap == "none" and settings.limits.max_processes is not None:
+                raise BackendUnavailable(
+                    "limits.max_processes cannot be enforced here: running as root (where "
+                    "RLIMIT_NPROC does not apply) without a writable pids cgroup. Run as a "
+                    "non-root user, delegate a pids cgroup, or set limits.max_processes=None."
+                )
+        self._slots = threading.BoundedSemaphore(settings.max_concurrent)
+        self._pool = ThreadPoolExecutor(
+            settings.max_concurrent, thread_name_prefix="toolcards-exec"
+        )
+        self._jobs: OrderedDict[str, tuple[list[str], Future[ExecResult]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # ---- commands ------------------------------------------------------------------------
+
+    def parse(self, command: object) -> list[str]:
+        """Validated argv for ``command`` (RetriableError when the model must fix it)."""
+        return parse_command(command, self.settings.allowed_commands)
+
+    def run(self, command: object, workspace: Path) -> ExecResult:
+        """Run ``command`` in ``workspace`` and wait for it (bounded by the timeout)."""
+        return self._run_argv(self.parse(command), workspace)
+
+    def start(self, command: object, workspace: Path) -> str:
+        """Start ``command`` in the background; returns a job id for :meth:`result`."""
+        argv = self.parse(command)
+        with self._lock:
+            if len(self._jobs) >= MAX_JOBS:
+                done = [k for k, (_, f) in self._jobs.items() if f.done()]
+                if not done:
+                    raise RetriableError(f"{MAX_JOBS} jobs are still running; wait for some")
+                del self._jobs[done[0]]
+            job_id = uuid.uuid4().hex[:12]
+            self._jobs[job_id] = (argv, self._pool.submit(self._run_argv, argv, workspace))
+        return job_id
+
+    def result(self, job_id: object, wait_s: float = 0.0) -> ExecResult | None:
+        """The job's result, or None while it is still running (after waiting ``wait_s``)."""
+        if not isinstance(job_id, str):
+            raise RetriableError(f"job_id must be a string, got {type(job_id).__name__}")
+        with self._lock:
+            found = self._jobs.get(job_id.strip())
+        if found is None:
+            raise RetriableError(f"unknown job id {job_id!r}; exec_start returns the id")
+        future = found[1]
+        with contextlib.suppress(TimeoutError):
+            future.result(timeout=max(0.0, min(wait_s, self.settings.timeout_s)))
+        return future.result() if future.done() else None
+
+    def close(self) -> None:
+        """Stop accepting jobs; running ones finish within their timeout."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # ---- internals ---------------------------------------------------------------------------
+
+    def _run_argv(self, argv: list[str], workspace: Path) -> ExecResult:
+        s = self.settings
+        if not self._slots.acquire(timeout=s.timeout_s + SLOT_WAIT_S):
+            raise RetriableError("every exec slot is busy; try again shortly")
+        try:
+            spec = SandboxSpec(
+                workspace=workspace, env=self.env(), network=s.network, limits=s.limits
+            )
+            launch = self.backend.launch(argv, spec)
+            return runner.run(
+                launch,
+                display_argv=argv,
+                backend=self.backend.name,
+                timeout_s=s.timeout_s,
+                limits=s.limits,
+                use_pids_group=self.backend.uses_pids_group(),
+            )
+        finally:
+            self._slots.release()
+
+    def env(self) -> dict[str, str]:
+        """The host environment reduced to ``env_allow`` (plus a UTF-8 locale default)."""
+        env = {k: os.environ[k] for k in self.settings.env_allow if k in os.environ}
+        env.setdefault("LANG", "C.UTF-8")
+        return env
+
+
+_REGISTRY: dict[tuple[str, ExecSettings], ExecService] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+def service_for(team: str, settings: ExecSettings) -> ExecService:
+    """The team's service for ``settings`` (atomic get-or-create)."""
+    with _REGISTRY_LOCK:
+        found = _REGISTRY.get((team, settings))
+        if found is None:
+            found = _REGISTRY[(team, settings)] = ExecService(settings)
+        return found
+
+
+def reset_services() -> None:
+    """Forget every service (tests, or after changing the host's sandbox setup)."""
+    with _REGISTRY_LOCK:
+        for service in _REGISTRY.values():
+            service.close()
+        _REGISTRY.clear()
