@@ -1,0 +1,311 @@
+"""WorkspaceTool: the card, its per-tool params, and the eleven tools (also /commands)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import Field, TypeAdapter, field_validator
+
+from toolcards.core.card import ToolCard, ToolFunc
+from toolcards.core.channels import Channels
+from toolcards.core.commands import Rest
+from toolcards.core.errors import RetriableError
+from toolcards.core.params import BaseToolParam
+from toolcards.core.spec import annotate, set_instructions
+from toolcards.tools._common.workspace_dir import workspace_dir
+from toolcards.tools.workspace.models import EditItem
+from toolcards.tools.workspace.ops import Workspace
+from toolcards.tools.workspace.paths import check_relative_path
+
+READ_TOOLS = ("workspace_read", "workspace_list", "workspace_glob", "workspace_grep",
+              "workspace_view")  # fmt: skip
+WRITE_TOOLS = ("workspace_write", "workspace_edit", "workspace_multi_edit", "workspace_patch",
+               "workspace_delete", "workspace_mkdir")  # fmt: skip
+
+
+class WorkspaceParam(BaseToolParam):
+    """A workspace tool with no options beyond its channels and instructions."""
+
+
+class ReadParam(BaseToolParam):
+    max_line_chars: int = Field(default=2000, ge=80)
+    """Longer lines are cut, with a marker."""
+
+
+class ListParam(BaseToolParam):
+    max_entries: int = Field(default=500, ge=10)
+
+
+class GlobParam(BaseToolParam):
+    max_results: int = Field(default=100, ge=1)
+
+
+class GrepParam(BaseToolParam):
+    max_matches: int = Field(default=200, ge=1)
+    engine: Literal["auto", "rg", "python"] = "auto"
+    """``auto`` uses ripgrep when installed, else the built-in search (same output)."""
+
+
+class ViewParam(BaseToolParam):
+    max_dimension: int = Field(default=1568, ge=64)
+    """Images are scaled down to fit this many pixels (needs ``toolcards[vision]``)."""
+
+
+_EDITS = TypeAdapter(list[EditItem])
+
+
+class WorkspaceTool(ToolCard):
+    """Files shared by a team: read, search, view, write, edit and patch, contained."""
+
+    workspace_id: str | None = None
+    """Directory name under ``$TOOLCARDS_WORKSPACES_ROOT``; default: the team id."""
+    read_only: bool = False
+    """Offer the read tools only."""
+    resources: dict[str, str] = Field(default_factory=dict)
+    """Files (relative path -> text) written into the workspace once, if missing."""
+
+    workspace_read: bool | ReadParam = True
+    workspace_list: bool | ListParam = True
+    workspace_glob: bool | GlobParam = True
+    workspace_grep: bool | GrepParam = True
+    workspace_view: bool | ViewParam = True
+    workspace_write: bool | WorkspaceParam = True
+    workspace_edit: bool | WorkspaceParam = True
+    workspace_multi_edit: bool | WorkspaceParam = True
+    workspace_patch: bool | WorkspaceParam = True
+    workspace_delete: bool | WorkspaceParam = True
+    workspace_mkdir: bool | WorkspaceParam = True
+
+    @field_validator("resources")
+    @classmethod
+    def _relative_resources(cls, resources: dict[str, str]) -> dict[str, str]:
+        for name in resources:
+            try:
+                check_relative_path(name)
+            except RetriableError as exc:
+                raise ValueError(f"resource {name!r}: {exc}") from None
+        return resources
+
+    # ---- runtime ------------------------------------------------------------------------
+
+    def workspace(self) -> Workspace:
+        """This card's workspace as seen by its owner (resources seeded on first use)."""
+        observer = self.observer_or_none()
+        agent = str(getattr(observer, "address", None) or "default")
+        ws = Workspace(workspace_dir(self.workspace_id, observer), agent)
+        if self.resources:
+            _seed_once(ws, self.resources)
+        return ws
+
+    def _enabled(self, channel: Channels) -> dict[str, BaseToolParam]:
+        names = READ_TOOLS if self.read_only else READ_TOOLS + WRITE_TOOLS
+        found = {n: self.exposed(n, channel) for n in names}
+        return {n: p for n, p in found.items() if p is not None}
+
+    def get_tools(self) -> list[ToolFunc]:
+        return self._build(Channels.TOOL_CALL)
+
+    def get_commands(self) -> list[ToolFunc]:
+        return self._build(Channels.COMMAND)
+
+    def _build(self, channel: Channels) -> list[ToolFunc]:
+        enabled = self._enabled(channel)
+        tools = _tool_functions(self.workspace, enabled, command=channel is Channels.COMMAND)
+        out: list[ToolFunc] = []
+        for name, param in enabled.items():
+            fn = _guarded(tools[name])
+            annotate(
+                fn,
+                readonly=name in READ_TOOLS,
+                destructive=name in _DESTRUCTIVE,
+                idempotent=name in _IDEMPOTENT,
+            )
+            out.append(set_instructions(fn, param.instructions))
+        return out
+
+
+_DESTRUCTIVE = {"workspace_write", "workspace_edit", "workspace_multi_edit", "workspace_patch",
+                "workspace_delete"}  # fmt: skip
+_IDEMPOTENT = {*READ_TOOLS, "workspace_write", "workspace_delete", "workspace_mkdir"}
+
+_SEEDED: set[tuple[str, str]] = set()
+
+
+def _seed_once(ws: Workspace, resources: dict[str, str]) -> None:
+    for name, content in resources.items():
+        key = (str(ws.root), name)
+        if key in _SEEDED:
+            continue
+        real = ws.paths.resolve(name)
+        if not real.exists():
+            ws.write(name, content)
+        _SEEDED.add(key)
+
+
+def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn filesystem errors into retryable messages; other errors propagate."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            raise RetriableError(f"not found: {exc.filename or exc}") from None
+        except PermissionError:
+            raise RetriableError("permission denied by the operating system") from None
+        except OSError as exc:
+            raise RetriableError(f"filesystem error: {exc.strerror or exc}") from None
+
+    return wrapper
+
+
+def _opt(param: BaseToolParam | None, name: str, default: Any) -> Any:
+    return getattr(param, name, default)
+
+
+def _tool_functions(
+    get: Callable[[], Workspace], params: dict[str, BaseToolParam], *, command: bool
+) -> dict[str, Callable[..., Any]]:
+    line_chars = _opt(params.get("workspace_read"), "max_line_chars", 2000)
+    max_entries = _opt(params.get("workspace_list"), "max_entries", 500)
+    max_results = _opt(params.get("workspace_glob"), "max_results", 100)
+    max_matches = _opt(params.get("workspace_grep"), "max_matches", 200)
+    engine = _opt(params.get("workspace_grep"), "engine", "auto")
+    max_dimension = _opt(params.get("workspace_view"), "max_dimension", 1568)
+
+    def workspace_read(path: str, offset: int = 1, limit: int = 2000) -> str:
+        """Read a text file (or PDF/DOCX/XLSX/PPTX as Markdown) with numbered lines.
+
+        Args:
+            path: File path relative to the workspace.
+            offset: First line to show (1-based).
+            limit: Maximum number of lines to show.
+        """
+        return get().read(path, offset, limit, line_chars)
+
+    def workspace_list(path: str = "", depth: int = 1) -> str:
+        """List a directory: flat for depth 1, a tree for deeper levels.
+
+        Args:
+            path: Directory relative to the workspace ("" for the workspace itself).
+            depth: How many levels to show (1-10).
+        """
+        return get().list_dir(path, depth, max_entries)
+
+    def workspace_glob(pattern: str, path: str = "") -> str:
+        """Find files by glob pattern, newest first. `*` stays in one directory, `**` spans
+        directories, `{py,md}` gives alternatives; a pattern without `/` matches file names
+        at any depth.
+
+        Args:
+            pattern: Glob such as `**/*.py` or `*.{md,txt}`.
+            path: Directory to search in, relative to the workspace.
+        """
+        return get().glob(pattern, path, max_results)
+
+    def workspace_grep(pattern: str, path: str = "", include: str = "") -> str:
+        """Search file contents with a regular expression; prints `path:line:text`.
+
+        Args:
+            pattern: Regular expression searched on each line.
+            path: File or directory to search, relative to the workspace.
+            include: Glob on file names to search, such as `*.py` or `*.{ts,tsx}`.
+        """
+        return get().grep(pattern, path, include, max_matches, engine)
+
+    def workspace_view(path: str) -> Any:
+        """Look at an image file (PNG, JPEG, WebP, GIF, BMP).
+
+        Args:
+            path: Image path relative to the workspace.
+        """
+        content = get().view(path, max_dimension)
+        if command:
+            return f"{path}: {content.media_type}, {len(content.data)} bytes"
+        return content
+
+    def workspace_write(path: str, content: str) -> str:
+        """Create or overwrite a file with the full new content. An existing file keeps its
+        line endings (LF/CRLF) and its final newline.
+
+        Args:
+            path: File path relative to the workspace (parent directories are created).
+            content: The complete file content.
+        """
+        return get().write(path, content)
+
+    def workspace_write_command(path: str, content: Rest) -> str:
+        return get().write(path, content)
+
+    def workspace_edit(
+        path: str, old_string: str, new_string: str, replace_all: bool = False
+    ) -> str:
+        """Replace text in a file and return the diff. old_string must match one place
+        (copy it from workspace_read, without the line numbers, with enough context to be
+        unique); small whitespace or indentation drift is tolerated. Read the file first.
+
+        Args:
+            path: File path relative to the workspace.
+            old_string: The text to replace; empty creates a new file.
+            new_string: The replacement text.
+            replace_all: Replace every occurrence instead of exactly one.
+        """
+        return get().edit(path, old_string, new_string, replace_all)
+
+    def workspace_multi_edit(edits: list[EditItem]) -> str:
+        """Apply several edits, in order, across one or more files: all succeed or no file
+        changes. Each edit follows the rules of workspace_edit.
+
+        Args:
+            edits: The edits, applied in order (later edits see earlier results).
+        """
+        return get().multi_edit(edits)
+
+    def workspace_multi_edit_command(edits: Rest) -> str:
+        try:
+            items = _EDITS.validate_json(edits)
+        except ValueError as exc:
+            raise RetriableError(f"edits must be a JSON list of edit objects: {exc}") from None
+        return get().multi_edit(items)
+
+    def workspace_patch(patch_text: str) -> str:
+        """Apply a unified diff (`--- a/path`, `+++ b/path`, `@@ -l,n +l,n @@` hunks) that may
+        create (`--- /dev/null`), modify, delete (`+++ /dev/null`) or rename several files.
+        All files change or none.
+
+        Args:
+            patch_text: The diff text.
+        """
+        return get().patch(patch_text)
+
+    def workspace_delete(path: str) -> str:
+        """Delete a file or an empty directory.
+
+        Args:
+            path: Path relative to the workspace.
+        """
+        return get().delete(path)
+
+    def workspace_mkdir(path: str) -> str:
+        """Create a directory and any missing parents (no error if it exists).
+
+        Args:
+            path: Directory path relative to the workspace.
+        """
+        return get().mkdir(path)
+
+    found: dict[str, Callable[..., Any]] = {
+        fn.__name__: fn
+        for fn in (workspace_read, workspace_list, workspace_glob, workspace_grep,
+                   workspace_view, workspace_write, workspace_edit, workspace_multi_edit,
+                   workspace_patch, workspace_delete, workspace_mkdir)
+    }  # fmt: skip
+    if command:
+        for fn in (workspace_write_command, workspace_multi_edit_command):
+            name = fn.__name__.removesuffix("_command")
+            fn.__name__ = fn.__qualname__ = name
+            fn.__doc__ = found[name].__doc__
+            found[name] = fn
+    return found

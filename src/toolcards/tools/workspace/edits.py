@@ -1,0 +1,299 @@
+"""Edit matching: a cascade of conservative levels, each of which must match uniquely.
+
+Levels, in order: exact substring; line-trimmed (trailing whitespace ignored); whitespace-
+collapsed (runs of inner whitespace equal); indentation-relative (the block is shifted as a
+whole, the new text is shifted the same way); escape-normalised (over-escaped ``\\n``/``\\"``,
+typographic quotes, ``read`` line-number prefixes undone, then the levels again). A level with
+several matches stops the cascade with an error listing their lines; no level matching gives an
+error quoting the closest region. There is never a fuzzy-similarity guess.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from toolcards.core.errors import RetriableError
+
+TAB = 4
+_QUOTES = str.maketrans(
+    {"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2032": "'", "\u00a0": " "}
+)
+_ESCAPES = {"n": "\n", "t": "\t", '"': '"', "'": "'", "\\": "\\", "`": "`"}
+_NUMBERED = re.compile(r"^ *\d+\t")
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """A region ``text[start:end]`` to replace by ``replacement``; ``line`` is 1-based."""
+
+    start: int
+    end: int
+    line: int
+    replacement: str
+
+
+@dataclass(frozen=True, slots=True)
+class EditResult:
+    text: str
+    count: int
+    level: str
+
+
+def apply_edit(text: str, old: str, new: str, *, replace_all: bool = False) -> EditResult:
+    """Replace ``old`` by ``new`` in ``text`` (all LF) through the cascade; RetriableError else."""
+    if old == "":
+        raise RetriableError("old_string is empty; use workspace_write to create or overwrite")
+    if old == new:
+        raise RetriableError("old_string and new_string are identical; nothing to change")
+    for level, finder in _levels(old, new):
+        matches = finder(text)
+        if not matches:
+            continue
+        if len(matches) > 1 and not replace_all:
+            lines = ", ".join(str(m.line) for m in matches[:20])
+            raise RetriableError(
+                f"old_string matches {len(matches)} places ({level} match, lines {lines}); "
+                "include more surrounding lines to make it unique, or set replace_all=true"
+            )
+        return EditResult(_splice(text, matches), len(matches), level)
+    raise RetriableError(not_found_message(text, old))
+
+
+def _splice(text: str, matches: list[Match]) -> str:
+    out: list[str] = []
+    pos = 0
+    for m in matches:
+        out.append(text[pos : m.start])
+        out.append(m.replacement)
+        pos = m.end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+Finder = Callable[[str], list[Match]]
+
+
+def _levels(old: str, new: str) -> list[tuple[str, Finder]]:
+    levels: list[tuple[str, Finder]] = _base_levels(old, new)
+    variants = _normalised_requests(old, new)
+    for old_n, new_n, fold in variants:
+        for name, finder in _base_levels(old_n, new_n, fold=fold):
+            levels.append((f"escape-normalised {name}", finder))
+    return levels
+
+
+def _base_levels(old: str, new: str, *, fold: bool = False) -> list[tuple[str, Finder]]:
+    def view(text: str) -> str:
+        return text.translate(_QUOTES) if fold else text
+
+    def exact(text: str) -> list[Match]:
+        return _exact(view(text), old, new)
+
+    def lines(norm: Callable[[str], str], indent: bool) -> Finder:
+        return lambda text: _line_level(view(text), old, new, norm, indent)
+
+    return [
+        ("exact", exact),
+        ("line-trimmed", lines(str.rstrip, False)),
+        ("whitespace-collapsed", lines(_collapse_inner, False)),
+        ("indentation-relative", lines(_collapse_all, True)),
+    ]
+
+
+def _normalised_requests(old: str, new: str) -> list[tuple[str, str, bool]]:
+    """Variants of the request with common model mistakes undone (each only if it changes)."""
+    out: list[tuple[str, str, bool]] = []
+    if _is_numbered(old):
+        new_n = _strip_numbers(new) if _is_numbered(new) else new
+        out.append((_strip_numbers(old), new_n, False))
+    unescaped = _unescape(old)
+    if unescaped != old:
+        out.append((unescaped, _unescape(new), False))
+    folded = old.translate(_QUOTES)
+    if folded != old:
+        out.append((folded, new.translate(_QUOTES), True))
+    elif any(ch in old for ch in "'\""):
+        out.append((old, new, True))
+    return out
+
+
+def _is_numbered(text: str) -> bool:
+    lines = [ln for ln in text.split("\n") if ln.strip()]
+    return bool(lines) and all(_NUMBERED.match(ln) for ln in lines)
+
+
+def _strip_numbers(text: str) -> str:
+    return "\n".join(_NUMBERED.sub("", ln, count=1) for ln in text.split("\n"))
+
+
+def _unescape(text: str) -> str:
+    if "\\" not in text:
+        return text
+    return re.sub(r"\\([nt\"'\\`])", lambda m: _ESCAPES[m.group(1)], text)
+
+
+def _exact(text: str, old: str, new: str) -> list[Match]:
+    found: list[Match] = []
+    pos = text.find(old)
+    while pos != -1:
+        found.append(Match(pos, pos + len(old), text.count("\n", 0, pos) + 1, new))
+        pos = text.find(old, pos + len(old))
+    return found
+
+
+def _collapse_inner(line: str) -> str:
+    body = line.lstrip()
+    return line[: len(line) - len(body)] + " ".join(body.split())
+
+
+def _collapse_all(line: str) -> str:
+    return " ".join(line.split())
+
+
+def _width(indent: str) -> int:
+    return len(indent.expandtabs(TAB))
+
+
+def _indent_of(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def _line_level(
+    text: str, old: str, new: str, norm: Callable[[str], str], indent: bool
+) -> list[Match]:
+    old_lines = old.split("\n")
+    trailing_nl = old.endswith("\n") and len(old_lines) > 1
+    if trailing_nl:
+        old_lines.pop()
+    if not any(ln.strip() for ln in old_lines):
+        return []
+    file_lines = text.split("\n")
+    if text.endswith("\n"):
+        file_lines.pop()
+    starts = [0]
+    for ln in file_lines:
+        starts.append(starts[-1] + len(ln) + 1)
+    want = [norm(ln) for ln in old_lines]
+    size = len(want)
+    found: list[Match] = []
+    i = 0
+    while i + size <= len(file_lines):
+        window = file_lines[i : i + size]
+        if norm(window[0]) == want[0] and [norm(w) for w in window] == want:
+            shift = _shift(old_lines, window) if indent else 0
+            if shift is not None:
+                end = starts[i + size] - 1
+                repl = new
+                if indent and _indents_differ(old_lines, window):
+                    repl = _reindent(new, shift or 0, _uses_tabs(window))
+                if trailing_nl and end < len(text):
+                    end += 1
+                elif trailing_nl and repl.endswith("\n"):
+                    repl = repl[:-1]
+                found.append(Match(starts[i], end, i + 1, repl))
+                i += size
+                continue
+        i += 1
+    return found
+
+
+def _shift(old_lines: list[str], window: list[str]) -> int | None:
+    """The indentation offset (in columns) between the old block and the file block.
+
+    None when the blocks' relative indentation differs (then they do not match at this level).
+    """
+    deltas = {
+        _width(_indent_of(f)) - _width(_indent_of(o))
+        for o, f in zip(old_lines, window, strict=True)
+        if o.strip()
+    }
+    return deltas.pop() if len(deltas) == 1 else None
+
+
+def _indents_differ(old_lines: list[str], window: list[str]) -> bool:
+    return any(
+        _indent_of(o) != _indent_of(f) for o, f in zip(old_lines, window, strict=True) if o.strip()
+    )
+
+
+def _uses_tabs(window: list[str]) -> bool:
+    return any("\t" in _indent_of(ln) for ln in window)
+
+
+def _reindent(new: str, shift: int, tabs: bool) -> str:
+    out: list[str] = []
+    for line in new.split("\n"):
+        if not line.strip():
+            out.append(line)
+            continue
+        width = _width(_indent_of(line)) + shift
+        if width < 0:
+            raise RetriableError(
+                "new_string is indented less than the block it replaces allows; "
+                "copy old_string with the file's exact indentation"
+            )
+        pad = "\t" * (width // TAB) + " " * (width % TAB) if tabs else " " * width
+        out.append(pad + line.lstrip())
+    return "\n".join(out)
+
+
+def not_found_message(text: str, old: str) -> str:
+    """The no-match error, quoting the region of ``text`` closest to ``old``."""
+    region = closest_region(text, old)
+    hint = "Re-read the file (workspace_read) and copy old_string exactly."
+    if region is None:
+        return f"old_string was not found. {hint}"
+    first, block = region
+    numbered = "\n".join(f"{first + k:6d}\t{ln}" for k, ln in enumerate(block))
+    return f"old_string was not found. Closest region (line {first}):\n{numbered}\n{hint}"
+
+
+def closest_region(text: str, old: str) -> tuple[int, list[str]] | None:
+    """The 1-based first line and lines of the window of ``text`` most similar to ``old``."""
+    file_lines = text.split("\n")
+    want = [ln.strip() for ln in old.strip("\n").split("\n")]
+    size = max(1, len(want))
+    target = "\n".join(want)
+    if not text.strip() or not target:
+        return None
+    scored: list[tuple[float, int]] = []
+    for i in range(max(1, len(file_lines) - size + 1)):
+        window = "\n".join(ln.strip() for ln in file_lines[i : i + size])
+        quick = difflib.SequenceMatcher(None, window, target, autojunk=False).quick_ratio()
+        scored.append((quick, i))
+    scored.sort(reverse=True)
+    best: tuple[float, int] | None = None
+    for _, i in scored[:200]:
+        window = "\n".join(ln.strip() for ln in file_lines[i : i + size])
+        ratio = difflib.SequenceMatcher(None, window, target, autojunk=False).ratio()
+        if best is None or ratio > best[0]:
+            best = (ratio, i)
+    if best is None or best[0] < 0.3:
+        return None
+    i = best[1]
+    return i + 1, file_lines[i : i + size]
+
+
+def unified_diff(before: str, after: str, rel: str, max_lines: int = 400) -> str:
+    """A unified diff of one file's change (capped at ``max_lines`` lines)."""
+    lines = list(
+        difflib.unified_diff(
+            before.splitlines(keepends=True),
+            after.splitlines(keepends=True),
+            fromfile=f"a/{rel}",
+            tofile=f"b/{rel}",
+        )
+    )
+    out = "".join(
+        ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines
+    )
+    parts = out.split("\n")
+    if len(parts) > max_lines:
+        out = (
+            "\n".join(parts[:max_lines])
+            + f"\n[... diff truncated: {len(parts) - max_lines} more lines]"
+        )
+    return out.rstrip("\n")

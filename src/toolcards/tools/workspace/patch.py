@@ -1,0 +1,237 @@
+"""GNU unified diffs: parsing (lenient about hunk counts) and applying hunks to text."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from toolcards.core.errors import RetriableError
+from toolcards.tools.workspace.edits import closest_region
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_META = ("index ", "similarity index", "dissimilarity index", "old mode", "new mode", "Binary")
+
+
+@dataclass
+class Hunk:
+    old_start: int
+    new_start: int
+    lines: list[tuple[str, str]] = field(default_factory=list)
+    old_no_eol: bool = False
+    new_no_eol: bool = False
+
+    def old_block(self) -> list[str]:
+        return [t for op, t in self.lines if op != "+"]
+
+
+@dataclass
+class FilePatch:
+    """One file's change: ``old``/``new`` are workspace paths, None for /dev/null."""
+
+    old: str | None
+    new: str | None
+    hunks: list[Hunk] = field(default_factory=list)
+
+
+def parse_patch(patch_text: str) -> list[FilePatch]:
+    """Parse a unified diff with one or more files; RetriableError when it is malformed."""
+    lines = patch_text.replace("\r\n", "\n").split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    files: list[FilePatch] = []
+    git_paths: tuple[str | None, str | None] | None = None
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("diff --git "):
+            git_paths = _git_header(line)
+        elif line.startswith("rename from ") and git_paths is not None:
+            git_paths = (line[12:].strip(), git_paths[1])
+        elif line.startswith("rename to ") and git_paths is not None:
+            git_paths = (git_paths[0], line[10:].strip())
+        elif line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
+            files.append(FilePatch(_header_path(line[4:]), _header_path(lines[i + 1][4:])))
+            git_paths = None
+            i += 1
+        elif line.startswith("@@"):
+            if not files:
+                raise RetriableError("patch hunk before any '--- a/path' / '+++ b/path' header")
+            hunk, i = _parse_hunk(lines, i)
+            files[-1].hunks.append(hunk)
+            continue
+        elif git_paths is not None and _git_only_change(line, lines, i):
+            files.append(FilePatch(*git_paths))
+            if line.startswith("new file"):
+                files[-1].old = None
+            if line.startswith("deleted file"):
+                files[-1].new = None
+            git_paths = None
+        i += 1
+    if not files:
+        raise RetriableError(
+            "no file headers found; send a unified diff with '--- a/path' and '+++ b/path' lines"
+        )
+    _strip_prefixes(files)
+    return files
+
+
+def _git_only_change(line: str, lines: list[str], i: int) -> bool:
+    """A git header block with no ---/+++ lines (pure rename, empty new or deleted file)."""
+    if not line.startswith(("rename to ", "new file mode", "deleted file mode")):
+        return False
+    rest = lines[i + 1 : i + 4]
+    return not any(r.startswith("--- ") for r in rest)
+
+
+def _git_header(line: str) -> tuple[str | None, str | None]:
+    body = line[len("diff --git ") :]
+    match = re.match(r"^(a/.+) (b/.+)$", body)
+    if match:
+        return match.group(1), match.group(2)
+    return None, None
+
+
+def _header_path(raw: str) -> str | None:
+    path = raw.split("\t", 1)[0].strip()
+    if len(path) >= 2 and path[0] == path[-1] == '"':
+        path = path[1:-1]
+    return None if path == "/dev/null" else path
+
+
+def _strip_prefixes(files: list[FilePatch]) -> None:
+    olds = [f.old for f in files if f.old is not None]
+    news = [f.new for f in files if f.new is not None]
+    if all(p.startswith("a/") for p in olds) and all(p.startswith("b/") for p in news):
+        for f in files:
+            f.old = f.old[2:] if f.old is not None else None
+            f.new = f.new[2:] if f.new is not None else None
+
+
+def _parse_hunk(lines: list[str], i: int) -> tuple[Hunk, int]:
+    match = _HUNK.match(lines[i])
+    if match is None:
+        raise RetriableError(f"malformed hunk header {lines[i]!r}; expected '@@ -a,b +c,d @@'")
+    old_start, new_start = int(match.group(1)), int(match.group(3))
+    old_count = int(match.group(2)) if match.group(2) is not None else 1
+    new_count = int(match.group(4)) if match.group(4) is not None else 1
+    hunk = Hunk(old_start, new_start)
+    body: list[str] = []
+    j = i + 1
+    while j < len(lines):
+        line = lines[j]
+        if line.startswith(("@@", "diff --git ")):
+            break
+        if line.startswith("--- ") and j + 1 < len(lines) and lines[j + 1].startswith("+++ "):
+            break
+        if line and line[0] not in " +-\\":
+            break
+        body.append(line)
+        j += 1
+    body = _fit_counts(body, old_count, new_count)
+    for line in body:
+        if line.startswith("\\"):
+            if hunk.lines and hunk.lines[-1][0] in " -":
+                hunk.old_no_eol = True
+            if hunk.lines and hunk.lines[-1][0] in " +":
+                hunk.new_no_eol = True
+            continue
+        op, text = (line[0], line[1:]) if line else (" ", "")
+        hunk.lines.append((op, text))
+    if not hunk.lines:
+        raise RetriableError(f"empty hunk at {lines[i]!r}")
+    return hunk, j
+
+
+def _fit_counts(body: list[str], old_count: int, new_count: int) -> list[str]:
+    """The prefix of ``body`` that matches the header counts when one exists (models often
+    get the counts wrong; then the whole body up to the next header is the hunk)."""
+    old = new = 0
+    for k, line in enumerate(body):
+        if old == old_count and new == new_count:
+            rest = body[k:]
+            if all(r.startswith("\\") or not r.strip() for r in rest):
+                return body[:k] + [r for r in rest if r.startswith("\\")][:1]
+            break
+        op = line[0] if line else " "
+        if op == "\\":
+            continue
+        old += op in " -"
+        new += op in " +"
+    while body and body[-1] == "":
+        body = body[:-1]
+    return body
+
+
+def apply_hunks(text: str, hunks: list[Hunk], rel: str) -> str:
+    """Apply ``hunks`` in order to ``text`` (LF); RetriableError naming the failing hunk."""
+    lines = text.split("\n") if text else []
+    final_nl = text.endswith("\n") or not text
+    if text.endswith("\n"):
+        lines.pop()
+    delta = 0
+    floor = 0
+    for number, hunk in enumerate(hunks, 1):
+        old_block = hunk.old_block()
+        if not old_block:
+            pos = hunk.old_start + delta
+            if not floor <= pos <= len(lines):
+                raise RetriableError(
+                    f"{rel}: hunk {number} inserts after line {hunk.old_start}, but the file "
+                    f"has {len(lines)} lines"
+                )
+        else:
+            pos = _locate(lines, old_block, hunk.old_start - 1 + delta, floor, rel, number)
+        new_block: list[str] = []
+        cursor = pos
+        for op, t in hunk.lines:
+            if op == " ":
+                new_block.append(lines[cursor])
+            elif op == "+":
+                new_block.append(t)
+            cursor += op != "+"
+        lines[pos : pos + len(old_block)] = new_block
+        delta = pos + len(new_block) - (hunk.old_start - 1 + len(old_block))
+        if not old_block:
+            delta = pos + len(new_block) - hunk.old_start
+        floor = pos + len(new_block)
+        if floor >= len(lines) or not old_block:
+            if hunk.new_no_eol:
+                final_nl = False
+            elif hunk.old_no_eol:
+                final_nl = True
+    return "\n".join(lines) + ("\n" if final_nl and lines else "")
+
+
+def _locate(
+    lines: list[str], block: list[str], expected: int, floor: int, rel: str, number: int
+) -> int:
+    norms: list[Callable[[str], str]] = [lambda s: s, str.rstrip]
+    for norm in norms:
+        want = [norm(b) for b in block]
+        hits = [
+            p
+            for p in range(floor, len(lines) - len(block) + 1)
+            if norm(lines[p]) == want[0] and [norm(x) for x in lines[p : p + len(block)]] == want
+        ]
+        if expected in hits:
+            return expected
+        if len(hits) == 1:
+            return hits[0]
+        if hits:
+            where = ", ".join(str(h + 1) for h in hits[:20])
+            raise RetriableError(
+                f"{rel}: hunk {number} context matches several places (lines {where}) and none "
+                "at the line the header names; add context lines or fix the @@ line numbers"
+            )
+    region = closest_region("\n".join(lines), "\n".join(block))
+    quoted = ""
+    if region is not None:
+        first, found = region
+        quoted = f" Closest region (line {first}):\n" + "\n".join(
+            f"{first + k:6d}\t{ln}" for k, ln in enumerate(found)
+        )
+    raise RetriableError(
+        f"{rel}: hunk {number} does not apply; its context/removed lines were not found."
+        f"{quoted}\nRe-read the file and regenerate the patch."
+    )
