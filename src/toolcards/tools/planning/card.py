@@ -1,0 +1,265 @@
+"""PlanningTool: a team-shared plan the model reads, searches and changes in batches."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import Field, PrivateAttr, TypeAdapter, ValidationError
+
+from toolcards.core.card import ToolCard, ToolFunc
+from toolcards.core.channels import Channels
+from toolcards.core.context import ContextState
+from toolcards.core.errors import RetriableError
+from toolcards.core.params import BaseToolParam
+from toolcards.core.spec import annotate, set_instructions
+from toolcards.tools._common.fusion import VectorLink, store_actor_name
+from toolcards.tools.planning.models import STATUSES, Task, TaskCreate, TaskStatus, TaskUpdate
+from toolcards.tools.planning.render import planning_summary, task_detail, task_line
+
+MAX_BATCH = 100
+_CREATES = TypeAdapter(list[TaskCreate])
+_UPDATES = TypeAdapter(list[TaskUpdate])
+_IDS = TypeAdapter(list[int])
+
+
+class GetPlanning(BaseToolParam):
+    """The plan summary: totals, owners, the tasks in scope and a hint line."""
+
+    expose: set[Channels] = Field(
+        default_factory=lambda: {Channels.SYSTEM_PROMPT, Channels.COMMAND}
+    )
+    filter_by_agent: bool = True
+    """Show only the calling member's tasks (owner or creator); False shows every task."""
+    max_tasks: int = Field(default=30, ge=1, le=500)
+    """At most this many task lines; the rest is counted."""
+
+
+class GetPlanningTask(BaseToolParam):
+    """``get_planning_task(id)``: one task in full."""
+
+    expose: set[Channels] = Field(default_factory=lambda: {Channels.TOOL_CALL, Channels.COMMAND})
+
+
+class UpdatePlanning(BaseToolParam):
+    """``update_planning(create, update, delete)``: one atomic batch."""
+
+    expose: set[Channels] = Field(default_factory=lambda: {Channels.TOOL_CALL})
+
+
+class SearchPlanning(BaseToolParam):
+    """``search_planning(status, owner, creator, query)``: filters plus fused ranking."""
+
+    expose: set[Channels] = Field(default_factory=lambda: {Channels.TOOL_CALL, Channels.COMMAND})
+    top_k: int = Field(default=10, ge=1, le=200)
+    """Most tasks returned."""
+    score_threshold: float = Field(default=0.3, ge=-1.0, le=1.0)
+    """Semantic hits below this cosine similarity are ignored."""
+    rrf_k: float = Field(default=60.0, gt=0)
+    """The reciprocal-rank fusion constant."""
+
+
+class PlanningTool(ToolCard):
+    """A plan shared by the whole team: tasks with owners, dependencies and versions."""
+
+    vector_store: bool | str = True
+    """True: the team's ``#VectorStore``; a name: that store; False: keyword search only."""
+    get_planning: bool | GetPlanning = True
+    get_planning_task: bool | GetPlanningTask = True
+    update_planning: bool | UpdatePlanning = True
+    search_planning: bool | SearchPlanning = True
+
+    _handle: Any = PrivateAttr(default=None)
+    _link: VectorLink | None = PrivateAttr(default=None)
+
+    @property
+    def optional_depends_on(self) -> list[str]:
+        return ["VectorStoreTool"] if self.vector_store else []
+
+    # ---- runtime wiring -----------------------------------------------------------------------
+
+    def _actor(self) -> Any:
+        if self._handle is None:
+            from toolcards.runtime import team_for
+            from toolcards.tools.planning.actor import ACTOR_NAME, PlanningActor, PlanningConfig
+
+            team = team_for(self)
+            config = PlanningConfig(vector_store=store_actor_name(self.vector_store))
+            self._handle = team.tool_actor(ACTOR_NAME, PlanningActor, config)
+            self._link = VectorLink(team, config.vector_store)
+        return self._handle
+
+    def _member(self) -> str:
+        observer = self.observer_or_none()
+        address = getattr(observer, "address", None)
+        return str(address) if address else "user"
+
+    def _exposed_tools(self) -> list[str]:
+        fields = ("get_planning_task", "search_planning", "update_planning")
+        return [f for f in fields if self.exposed(f, Channels.TOOL_CALL) is not None]
+
+    def _summary(self, param: GetPlanning) -> str:
+        tasks: list[Task] = self._actor().ask("tasks")
+        return planning_summary(
+            tasks, self._member(), param.filter_by_agent, param.max_tasks, self._exposed_tools()
+        )
+
+    # ---- capabilities -------------------------------------------------------------------------
+
+    def _get_planning_task(self) -> ToolFunc:
+        def get_planning_task(id: int) -> str:
+            """Read one task in full: status, version, owner, creator, dependencies, output.
+
+            Args:
+                id: The task id assigned by the board.
+            """
+            if isinstance(id, bool) or not isinstance(id, int):
+                raise RetriableError(f"id must be an integer task id, got {id!r}")
+            actor = self._actor()
+            task: Task = actor.ask("get", id)
+            deps = [actor.ask("get", d) for d in task.depends_on]
+            return task_detail(task, deps)
+
+        return annotate(get_planning_task, readonly=True, idempotent=True)
+
+    def _update_planning(self) -> ToolFunc:
+        def update_planning(
+            create: list[TaskCreate] | None = None,
+            update: list[TaskUpdate] | None = None,
+            delete: list[int] | None = None,
+        ) -> str:
+            """Create, update and delete tasks in one atomic batch; returns the created ids.
+
+            The board assigns ids and records you as creator. Each update names the task's
+            current `version` (from get_planning_task); if someone changed the task since,
+            the batch is rejected as a conflict: read it again and retry. Any error rejects
+            the whole batch. `description` is at most 300 characters; `output` at most 150
+            (longer output is truncated). Statuses: pending, started, completed, failed,
+            cancelled.
+
+            Args:
+                create: New tasks: description, optional owner and depends_on (task ids).
+                update: Changes: id and version, plus any of status, owner, output,
+                    description, depends_on.
+                delete: Ids of tasks to delete.
+            """
+            creates = _parse(_CREATES, create, "create")
+            updates = _parse(_UPDATES, update, "update")
+            deletes = _parse(_IDS, delete, "delete")
+            if not (creates or updates or deletes):
+                raise RetriableError("nothing to do: give create, update or delete")
+            result = self._actor().ask("apply", self._member(), creates, updates, deletes)
+            parts = [f"created ids: {result['created']}"]
+            if result["updated"]:
+                versions = ", ".join(f"{i} (v{v})" for i, v in result["updated"].items())
+                parts.append(f"updated: {versions}")
+            if result["deleted"]:
+                parts.append(f"deleted: {result['deleted']}")
+            return "; ".join(parts)
+
+        return annotate(update_planning)
+
+    def _search_planning(self, param: SearchPlanning) -> ToolFunc:
+        def search_planning(
+            status: TaskStatus | None = None,
+            owner: str | None = None,
+            creator: str | None = None,
+            query: str | None = None,
+        ) -> str:
+            """Find tasks by status, owner and creator, ranked by a natural-language query.
+
+            Args:
+                status: One of pending, started, completed, failed, cancelled.
+                owner: Member name of the owner.
+                creator: Member name of the creator.
+                query: Words or a sentence describing the tasks; matches by keywords and
+                    by meaning.
+            """
+            if status is not None and status not in STATUSES:
+                raise RetriableError(f"status must be one of {', '.join(STATUSES)}")
+            text = (query or "").strip()[:1000]
+            hits = None
+            notice = ""
+            actor = self._actor()
+            if text and self._link is not None:
+                hits = self._link.query("planning", text, param.top_k * 3)
+                notice = self._link.notice()
+                if hits is not None:
+                    hits = [h for h in hits if h[1] >= param.score_threshold]
+            tasks: list[Task] = actor.ask(
+                "search", status, owner, creator, text or None, hits, param.top_k, param.rrf_k
+            )
+            lines = [f"- {task_line(t)} [v{t.version}]" for t in tasks] or ["(no matching tasks)"]
+            return "\n".join(([notice] if notice else []) + lines)
+
+        return annotate(search_planning, readonly=True, idempotent=True)
+
+    # ---- hooks --------------------------------------------------------------------------------
+
+    def get_tools(self) -> list[ToolFunc]:
+        tools: list[ToolFunc] = []
+        param = self.exposed("get_planning_task", Channels.TOOL_CALL)
+        if param is not None:
+            tools.append(set_instructions(self._get_planning_task(), param.instructions))
+        param = self.exposed("update_planning", Channels.TOOL_CALL)
+        if param is not None:
+            tools.append(set_instructions(self._update_planning(), param.instructions))
+        param = self.exposed("search_planning", Channels.TOOL_CALL)
+        if isinstance(param, SearchPlanning):
+            tools.append(set_instructions(self._search_planning(param), param.instructions))
+        return tools
+
+    def get_system_prompts(self) -> list[Callable[[], str]]:
+        param = self.exposed("get_planning", Channels.SYSTEM_PROMPT)
+        if not isinstance(param, GetPlanning):
+            return []
+        return [lambda: self._summary(param)]
+
+    def get_context_states(self) -> list[Callable[[], ContextState]]:
+        param = self.exposed("get_planning", Channels.LLM_CONTEXT)
+        if not isinstance(param, GetPlanning):
+            return []
+
+        def state() -> ContextState:
+            tasks: list[Task] = self._actor().ask("tasks")
+            return ContextState(
+                key="planning",
+                title="Team planning",
+                items={str(t.id): task_line(t) for t in tasks[: param.max_tasks]},
+            )
+
+        return [state]
+
+    def get_commands(self) -> list[ToolFunc]:
+        commands: list[ToolFunc] = []
+        param = self.exposed("get_planning", Channels.COMMAND)
+        if isinstance(param, GetPlanning):
+
+            def get_planning() -> str:
+                """Show the team plan."""
+                return self._summary(param)
+
+            commands.append(get_planning)
+        if self.exposed("get_planning_task", Channels.COMMAND) is not None:
+            commands.append(self._get_planning_task())
+        search = self.exposed("search_planning", Channels.COMMAND)
+        if isinstance(search, SearchPlanning):
+            commands.append(self._search_planning(search))
+        return commands
+
+
+def _parse(adapter: TypeAdapter[Any], value: Any, what: str) -> list[Any]:
+    """Validate model arguments (dicts from direct calls too); errors become retries."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise RetriableError(f"{what} must be a list")
+    if len(value) > MAX_BATCH:
+        raise RetriableError(f"{what}: at most {MAX_BATCH} items per call")
+    try:
+        return list(adapter.validate_python(value))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{what}.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        raise RetriableError(problems) from None

@@ -1,0 +1,245 @@
+"""PlanningTool bound inside a team: members, concurrency, events, resume, context."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolcards.core.errors import RetriableError
+from toolcards.runtime import Team
+from toolcards.tools._common.fusion import KEYWORD_ONLY_NOTICE
+from toolcards.tools.planning.card import GetPlanning, PlanningTool
+
+from .fakes import start_fake_store
+
+
+def tools_of(team: Team, member: str, **fields: Any) -> dict[str, Any]:
+    factory = team.bind([PlanningTool(**fields)], member=member)
+    return {fn.__name__: fn for fn in factory.get_tools()}
+
+
+def planning_events(team: Team) -> list[Any]:
+    return [e for e in team.events() if e.tool_id == "#PlanningTool"]
+
+
+def test_members_share_one_board(team: Team) -> None:
+    alice = tools_of(team, "alice")
+    bob = tools_of(team, "bob")
+    alice["update_planning"](create=[{"description": "Draft the release notes"}])
+    assert "Draft the release notes" in bob["get_planning_task"](1)
+
+
+def test_creator_is_the_calling_member(team: Team) -> None:
+    bob = tools_of(team, "bob")
+    bob["update_planning"](create=[{"description": "x", "owner": "alice"}])
+    assert "Owner: @alice | Creator: @bob" in bob["get_planning_task"](1)
+
+
+def test_creator_in_arguments_is_refused(team: Team) -> None:
+    bob = tools_of(team, "bob")
+    with pytest.raises(RetriableError, match="creator"):
+        bob["update_planning"](create=[{"description": "x", "creator": "mallory"}])
+
+
+def test_update_returns_created_ids(team: Team) -> None:
+    alice = tools_of(team, "alice")
+    out = alice["update_planning"](create=[{"description": "a"}, {"description": "b"}])
+    assert out.startswith("created ids: [1, 2]")
+
+
+def test_huge_description_is_a_retry_naming_the_limit(team: Team) -> None:
+    alice = tools_of(team, "alice")
+    with pytest.raises(RetriableError, match="300"):
+        alice["update_planning"](create=[{"description": "x" * 5000}])
+
+
+@pytest.mark.parametrize("bad", ["3", 3.5, None, True])
+def test_non_integer_task_id_is_a_retry(team: Team, bad: Any) -> None:
+    alice = tools_of(team, "alice")
+    with pytest.raises(RetriableError):
+        alice["get_planning_task"](bad)
+
+
+def test_invented_task_id_is_a_retry(team: Team) -> None:
+    alice = tools_of(team, "alice")
+    with pytest.raises(RetriableError, match="no task with id 999"):
+        alice["update_planning"](update=[{"id": 999, "version": 1, "status": "started"}])
+
+
+def test_wrong_argument_types_are_a_retry(team: Team) -> None:
+    alice = tools_of(team, "alice")
+    with pytest.raises(RetriableError):
+        alice["update_planning"](create="do everything")
+    with pytest.raises(RetriableError):
+        alice["update_planning"](update=[{"id": 1, "version": "latest"}])
+
+
+def test_empty_call_is_a_retry_and_emits_nothing(team: Team) -> None:
+    alice = tools_of(team, "alice")
+    with pytest.raises(RetriableError):
+        alice["update_planning"]()
+    assert planning_events(team) == []
+
+
+def test_one_delta_event_per_mutating_call(team: Team) -> None:
+    alice = tools_of(team, "alice")
+    alice["update_planning"](create=[{"description": "a"}, {"description": "b"}])
+    alice["update_planning"](update=[{"id": 1, "version": 1, "status": "started"}], delete=[2])
+    events = planning_events(team)
+    assert [e.seq for e in events] == [1, 2]
+    assert [t["id"] for t in events[0].payload["created"]] == [1, 2]
+    assert events[1].payload["deleted"] == [2]
+    assert events[1].payload["updated"][0]["status"] == "started"
+
+
+def test_rejected_batch_emits_no_event(team: Team) -> None:
+    alice = tools_of(team, "alice")
+    alice["update_planning"](create=[{"description": "a"}])
+    with pytest.raises(RetriableError, match="conflict"):
+        alice["update_planning"](update=[{"id": 1, "version": 7, "status": "failed"}])
+    assert len(planning_events(team)) == 1
+
+
+def test_concurrent_updates_from_eight_threads_lose_nothing(team: Team) -> None:
+    setup = tools_of(team, "lead")
+    setup["update_planning"](create=[{"description": "count=0"}])
+    rounds = 10
+    errors: list[BaseException] = []
+
+    def worker(member: str) -> None:
+        tools = tools_of(team, member)
+        try:
+            for i in range(rounds):
+                tools["update_planning"](create=[{"description": f"{member} task {i}"}])
+                while True:
+                    detail = tools["get_planning_task"](1)
+                    version = int(detail.split("version ")[1].split("\n")[0])
+                    count = int(detail.split("count=")[1].split("\n")[0])
+                    change = {"id": 1, "version": version, "description": f"count={count + 1}"}
+                    try:
+                        tools["update_planning"](update=[change])
+                        break
+                    except RetriableError as exc:
+                        assert "conflict" in str(exc)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(f"m{i}",)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert errors == []
+    detail = setup["get_planning_task"](1)
+    assert "count=80" in detail
+    assert f"version {8 * rounds + 1}" in detail
+    search = setup["search_planning"]
+    created = [line for line in search(query="task").splitlines() if line.startswith("- ")]
+    assert created  # every member's creations are searchable
+    assert planning_events(team)[-1].seq == 1 + 8 * rounds * 2
+
+
+def test_board_survives_resume(tmp_path: Path) -> None:
+    db = tmp_path / "team.db"
+    with Team("t-resume", db) as team:
+        alice = tools_of(team, "alice")
+        alice["update_planning"](create=[{"description": "a"}, {"description": "b"}])
+        alice["update_planning"](update=[{"id": 2, "version": 1, "status": "completed"}])
+    with Team.resume("t-resume", db) as team:
+        alice = tools_of(team, "alice")
+        assert "[completed] version 2" in alice["get_planning_task"](2)
+        out = alice["update_planning"](create=[{"description": "c"}])
+        assert out.startswith("created ids: [3]")
+        assert planning_events(team)[-1].seq == 3
+
+
+def test_summary_has_totals_owners_own_tasks_and_hint(team: Team) -> None:
+    alice = team.bind([PlanningTool()], member="alice")
+    tools = {fn.__name__: fn for fn in alice.get_tools()}
+    tools["update_planning"](
+        create=[
+            {"description": "Mine", "owner": "alice"},
+            {"description": "Theirs", "owner": "bob"},
+            {"description": "Nobody's yet"},
+        ]
+    )
+    tools_of(team, "bob")["update_planning"](create=[{"description": "Bob only", "owner": "bob"}])
+    (prompt,) = alice.get_system_prompts()
+    text = prompt()
+    assert text.startswith("**Team planning:** 4 tasks total (4 pending)")
+    assert "Owners: @alice: 1 | @bob: 2 | unassigned: 1" in text
+    assert "**Your tasks** (owner or creator: @alice):" in text
+    assert "Mine" in text and "Theirs" in text and "Bob only" not in text
+    assert text.splitlines()[-1].startswith("Use get_planning_task(id)")
+
+
+def test_summary_unfiltered_shows_every_task(team: Team) -> None:
+    tools_of(team, "bob")["update_planning"](create=[{"description": "Bob only"}])
+    alice = team.bind([PlanningTool(get_planning=GetPlanning(filter_by_agent=False))], "alice")
+    assert "Bob only" in alice.get_system_prompts()[0]()
+
+
+def test_hint_names_only_exposed_tools(team: Team) -> None:
+    factory = team.bind([PlanningTool(update_planning=False, search_planning=False)], "alice")
+    text = factory.get_system_prompts()[0]()
+    assert "get_planning_task" in text
+    assert "search_planning" not in text and "update_planning" not in text
+
+
+def test_commands_show_plan_and_tasks(team: Team) -> None:
+    factory = team.bind([PlanningTool()], member="alice")
+    tools_of(team, "alice")["update_planning"](create=[{"description": "a"}])
+    commands = factory.get_commands()
+    assert {"get_planning", "get_planning_task", "search_planning"} <= set(commands.names())
+
+
+def test_search_filters_by_status_owner_creator(team: Team) -> None:
+    alice = tools_of(team, "alice", vector_store=False)
+    tools_of(team, "bob", vector_store=False)["update_planning"](
+        create=[{"description": "bob made", "owner": "carol"}]
+    )
+    alice["update_planning"](create=[{"description": "alice made", "owner": "carol"}])
+    out = alice["search_planning"](owner="@Carol", creator="bob")
+    assert "bob made" in out and "alice made" not in out
+    assert alice["search_planning"](status="completed") == "(no matching tasks)"
+
+
+def test_search_fuses_semantic_hits_from_the_store(team: Team) -> None:
+    start_fake_store(team)
+    alice = tools_of(team, "alice")
+    alice["update_planning"](
+        create=[{"description": "Prepare onboarding checklist"}, {"description": "Fix CI"}]
+    )
+    out = alice["search_planning"](query="new hires")
+    assert "Prepare onboarding checklist" in out
+    assert KEYWORD_ONLY_NOTICE not in out
+
+
+def test_search_without_store_says_keyword_only_once(team: Team) -> None:
+    alice = tools_of(team, "alice")
+    alice["update_planning"](create=[{"description": "Fix CI"}])
+    first = alice["search_planning"](query="CI")
+    second = alice["search_planning"](query="CI")
+    assert first.startswith(KEYWORD_ONLY_NOTICE)
+    assert KEYWORD_ONLY_NOTICE not in second
+    assert "Fix CI" in second
+
+
+@pytest.mark.parametrize("query", ['"', "NEAR(fix", "*", 'fix" OR "x', "-"])
+def test_search_survives_fts_syntax(team: Team, query: str) -> None:
+    alice = tools_of(team, "alice", vector_store=False)
+    alice["update_planning"](create=[{"description": "Fix CI"}])
+    assert isinstance(alice["search_planning"](query=query), str)
+
+
+def test_vector_store_is_an_optional_dependency() -> None:
+    assert PlanningTool().optional_depends_on == ["VectorStoreTool"]
+    assert PlanningTool(vector_store=False).optional_depends_on == []
+
+
+def test_card_round_trips_through_json() -> None:
+    card = PlanningTool(vector_store="Docs", get_planning=GetPlanning(filter_by_agent=False))
+    assert PlanningTool.model_validate_json(card.model_dump_json()) == card
