@@ -9,6 +9,14 @@ with Team("t1", store="team.db") as team:
 ```
 """
 
+from toolcards.runtime.deferred import (
+    DeferredConfig,
+    DeferredFailed,
+    DeferredResultActor,
+    DeferredWorker,
+    fetch_deferred,
+    poll_deferred,
+)
 from toolcards.runtime.events import LIFECYCLE, EventLog, Subscription, is_empty_delta
 from toolcards.runtime.observer import TeamObserver
 from toolcards.runtime.store import StateNamespace, StoreClosedError, StoreLockedError, TeamStore
@@ -28,6 +36,10 @@ __all__ = [
     "ActorHandle",
     "ActorSystem",
     "ActorUnavailable",
+    "DeferredConfig",
+    "DeferredFailed",
+    "DeferredResultActor",
+    "DeferredWorker",
     "EventLog",
     "PykkaActorSystem",
     "StateNamespace",
@@ -41,7 +53,9 @@ __all__ = [
     "TeamStore",
     "ToolActor",
     "ToolActorContext",
+    "fetch_deferred",
     "implicit_team",
     "is_empty_delta",
+    "poll_deferred",
     "team_for",
 ]

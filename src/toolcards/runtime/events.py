@@ -207,6 +207,12 @@ class Subscription:
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 
+    def drain(self, timeout: float) -> None:
+        """After the log closed: let delivery reach the end (bounded), then stop."""
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+        self._stop.set()
+
     @property
     def active(self) -> bool:
         return self._thread.is_alive() and not self._stop.is_set()

@@ -73,6 +73,10 @@ class ActorSystem(Protocol):
     def stop(self, names: Sequence[str], timeout: float) -> list[str]:
         """Stop the named actors in parallel; returns those that did not stop in ``timeout``."""
 
+    def stop_later(self, name: str) -> None:
+        """Ask ``name`` to stop once its queued messages are handled; returns at once (an actor
+        may call it on itself)."""
+
 
 class _Call(NamedTuple):
     method: str
@@ -219,6 +223,11 @@ class PykkaActorSystem:
 
     def tell(self, name: str, method: str, *args: Any, **kwargs: Any) -> None:
         self._require(name).tell(method, *args, **kwargs)
+
+    def stop_later(self, name: str) -> None:
+        handle = self._actors.get(name)
+        if handle is not None:
+            handle.stop_future()
 
     def stop(self, names: Sequence[str], timeout: float) -> list[str]:
         deadline = time.monotonic() + max(timeout, 0.0)

@@ -8,6 +8,7 @@ import importlib
 import logging
 import os
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -207,6 +208,9 @@ class Team:
         """
         if not name.startswith("#"):
             raise ValueError(f"tool actor names start with '#': {name!r}")
+        if name.startswith(TRANSIENT_PREFIX):  # unique, short-lived: no roster, no resume
+            self._check_running()
+            return self._start_tool_actor(name, actor_cls, config)
         spec = _spec(actor_cls, config)
         with self._lock:
             self._check_running()
@@ -224,10 +228,9 @@ class Team:
                 return handle
             handle = self._start_tool_actor(name, actor_cls, config)
             self._specs[name] = spec
-            if not name.startswith(TRANSIENT_PREFIX):
-                self._store.record_actor(
-                    self.team_id, name, spec.actor_cls, spec.config_cls, spec.config
-                )
+            self._store.record_actor(
+                self.team_id, name, spec.actor_cls, spec.config_cls, spec.config
+            )
             return handle
 
     def _start_tool_actor(
@@ -319,8 +322,9 @@ class Team:
             logger.warning("team %s abandoned busy actors: %s", self.team_id, report.abandoned)
         self._store.mark_stopped(self.team_id)
         self.log.close()
+        deadline = time.monotonic() + bound
         for sub in self._subscriptions:
-            sub.close(timeout=bound)
+            sub.drain(timeout=max(deadline - time.monotonic(), 0.0))
         self._observers.clear()
         with _registry_lock:
             _live.pop(f"{self.team_id}@{id(self)}", None)

@@ -32,6 +32,10 @@ class ToolActorContext:
         """
         return self._log.append(self.name, payload)
 
+    def stop_self(self) -> None:
+        """Stop this actor once the current call returns (short-lived actors end this way)."""
+        self.team.system.stop_later(self.name)
+
     def __repr__(self) -> str:
         return f"<ToolActorContext {self.name} team={self.team_id}>"
 

@@ -1,0 +1,169 @@
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from runtime.stateful_cards import COUNTER, CounterActor, CounterCard, CounterConfig
+from toolcards.runtime import StoreLockedError, Team, ToolActor
+
+TESTS_DIR = Path(__file__).resolve().parents[1]
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from runtime.stateful_cards import COUNTER, CounterActor, CounterConfig
+    from toolcards.runtime import Team
+
+    team = Team("durable", store=sys.argv[1])
+    counter = team.tool_actor(COUNTER, CounterActor, CounterConfig())
+    print("ready", flush=True)
+    if sys.argv[2] == "hold":
+        sys.stdin.readline()
+    else:
+        i = 0
+        while True:
+            i += 1
+            total = counter.ask("add", f"item-{i}")
+            print(total, flush=True)
+    """
+)
+
+
+def _spawn(store: Path, mode: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS_DIR), *sys.path])}
+    return subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(store), mode],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def test_sigkill_mid_writes_then_resume_keeps_the_last_committed_state(tmp_path: Path) -> None:
+    store = tmp_path / "team.db"
+    proc = _spawn(store, "write")
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    acknowledged = 0
+    while acknowledged < 300:
+        acknowledged = int(proc.stdout.readline())
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    assert proc.returncode == -signal.SIGKILL
+
+    with sqlite3.connect(store) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    with Team.resume("durable", store) as team:
+        counter = team.actor(COUNTER)
+        assert counter is not None  # restarted from the roster, with its config
+        total = counter.ask("value")
+        items = counter.ask("items")
+        assert total >= acknowledged
+        assert len(items) == total  # each add committed its item and the total together
+        assert items[-1] == (f"item:{total:08d}", f"item-{total}")
+        seqs = [e.seq for e in team.events() if e.tool_id == COUNTER]
+        assert seqs == list(range(1, total + 1))
+        assert counter.ask("add", "after") == total + 1
+
+
+def test_a_second_writer_process_gets_a_clear_error(tmp_path: Path) -> None:
+    store = tmp_path / "team.db"
+    proc = _spawn(store, "hold")
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        with pytest.raises(StoreLockedError, match=f"pid {proc.pid}"):
+            Team("durable", store=store)
+    finally:
+        proc.kill()
+        proc.wait(30)
+    with Team.resume("durable", store) as team:  # the lock died with its holder
+        assert team.actor(COUNTER) is not None
+
+
+def test_resume_restores_state_of_a_cleanly_stopped_team(tmp_path: Path) -> None:
+    store = tmp_path / "team.db"
+    with Team("clean", store=store) as team:
+        factory = team.bind([CounterCard(step=3)], member="alice")
+        add = {t.__name__: t for t in factory.get_tools()}["counter_add"]
+        add("a")
+        add("b")
+    with Team.resume("clean", store) as team:
+        factory = team.bind([CounterCard(step=3)], member="alice")
+        value = {t.__name__: t for t in factory.get_tools()}["counter_value"]
+        assert value() == 6
+
+
+def test_resume_of_an_unknown_team_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(LookupError, match="nobody"):
+        Team.resume("nobody", tmp_path / "empty.db")
+
+
+def test_resumed_actor_keeps_its_recorded_config(tmp_path: Path) -> None:
+    store = tmp_path / "team.db"
+    with Team("cfg", store=store) as team:
+        team.tool_actor(COUNTER, CounterActor, CounterConfig(step=2))
+    with Team.resume("cfg", store) as team, pytest.raises(ValueError, match="already exists"):
+        team.tool_actor(COUNTER, CounterActor, CounterConfig(step=7))
+
+
+class Stuck(ToolActor):
+    release = threading.Event()
+
+    def block(self) -> None:
+        self.release.wait(60)
+
+
+def test_stop_with_a_stuck_actor_returns_and_reports_it() -> None:
+    team = Team("stuck")
+    try:
+        stuck = team.tool_actor("#Stuck", Stuck)
+        team.tool_actor(COUNTER, CounterActor)
+        stuck.tell("block")
+        report = team.stop(timeout=0.3)
+        assert report.abandoned == ["#Stuck"]
+        assert COUNTER in report.stopped
+        assert not report.clean
+        assert team.stop() is report
+    finally:
+        Stuck.release.set()
+
+
+def test_stop_tears_down_members_before_tool_actors() -> None:
+    order: list[str] = []
+
+    class Recorder:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def on_stop(self) -> None:
+            order.append(self.name)
+
+    team = Team("phases")
+    team.spawn("#Tool", lambda: Recorder("#Tool"))
+    team.spawn("@member", lambda: Recorder("@member"))
+    report = team.stop(timeout=5)
+    assert order == ["@member", "#Tool"]
+    assert report.stopped == ["@member", "#Tool"]
+
+
+def test_store_rows_are_per_key(tmp_path: Path) -> None:
+    store = tmp_path / "team.db"
+    with Team("rows", store=store) as team:
+        counter = team.tool_actor(COUNTER, CounterActor)
+        for i in range(5):
+            counter.ask("add", f"x{i}")
+    with sqlite3.connect(store) as conn:
+        rows = conn.execute(
+            "SELECT key FROM state WHERE team_id='rows' AND actor=? ORDER BY key", (COUNTER,)
+        ).fetchall()
+    assert [r[0] for r in rows] == [f"item:{i:08d}" for i in range(1, 6)] + ["total"]

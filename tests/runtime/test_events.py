@@ -1,0 +1,146 @@
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from runtime.stateful_cards import COUNTER, CounterActor
+from toolcards.core import ToolStateEvent
+from toolcards.runtime import LIFECYCLE, Team, ToolActor, is_empty_delta
+
+
+class Pair(ToolActor):
+    def put(self, value: Any) -> ToolStateEvent | None:
+        return self.emit(value)
+
+
+def _tool_events(team: Team, tool_id: str) -> list[ToolStateEvent]:
+    return [e for e in team.events() if e.tool_id == tool_id]
+
+
+def test_emit_returns_the_recorded_event_with_seq_from_one() -> None:
+    with Team("emit") as team:
+        actor = team.tool_actor("#Pair", Pair)
+        first = actor.ask("put", {"set": [1]})
+        second = actor.ask("put", {"set": [2]})
+        assert (first.tool_id, first.seq, first.payload) == ("#Pair", 1, {"set": [1]})
+        assert second.seq == 2
+        assert first.team_id == "emit"
+        assert _tool_events(team, "#Pair") == [first, second]
+
+
+def test_empty_delta_records_no_event_and_leaves_no_gap() -> None:
+    with Team("empty") as team:
+        actor = team.tool_actor("#Pair", Pair)
+        assert actor.ask("put", {"created": [], "deleted": []}) is None
+        assert actor.ask("put", None) is None
+        assert actor.ask("put", {"created": ["x"]}).seq == 1
+        assert [e.seq for e in _tool_events(team, "#Pair")] == [1]
+
+
+def test_is_empty_delta_keeps_falsy_scalars() -> None:
+    assert is_empty_delta({}) and is_empty_delta([]) and is_empty_delta({"a": None})
+    assert not is_empty_delta(0)
+    assert not is_empty_delta({"count": 0})
+
+
+def test_events_replay_in_order_with_gap_free_per_tool_seq() -> None:
+    with Team("replay") as team:
+        counter = team.tool_actor(COUNTER, CounterActor)
+        pair = team.tool_actor("#Pair", Pair)
+
+        def hammer(handle: Any, method: str, n: int) -> None:
+            for i in range(n):
+                handle.ask(method, f"v{i}" if method == "add" else {"v": i})
+
+        threads = [
+            threading.Thread(target=hammer, args=(counter, "add", 60)),
+            threading.Thread(target=hammer, args=(pair, "put", 40)),
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        events = team.events()
+        assert [e.seq for e in events if e.tool_id == COUNTER] == list(range(1, 61))
+        assert [e.payload["v"] for e in events if e.tool_id == "#Pair"] == list(range(40))
+        assert events[2:] == team.events(since=2)
+
+
+def test_lifecycle_events_share_the_log_and_reach_subscribers_at_stop() -> None:
+    got: list[ToolStateEvent] = []
+    with Team("life") as team:
+        team.subscribe(got.append)
+        team.tool_actor("#Pair", Pair)
+    kinds = [(e.payload["event"], e.payload.get("name")) for e in got]
+    assert kinds[0] == ("team_started", None)
+    assert ("actor_started", "#Pair") in kinds
+    assert ("actor_stopped", "#Pair") in kinds
+    assert kinds[-1] == ("team_stopped", None)
+    assert {e.tool_id for e in got} == {LIFECYCLE}
+    assert [e.seq for e in got] == list(range(1, len(got) + 1))
+
+
+def test_subscribe_replays_then_delivers_live_events_in_order() -> None:
+    with Team("live") as team:
+        actor = team.tool_actor("#Pair", Pair)
+        actor.ask("put", {"v": 0})
+        got: list[ToolStateEvent] = []
+        done = threading.Event()
+
+        def on_event(event: ToolStateEvent) -> None:
+            got.append(event)
+            if event.tool_id == "#Pair" and event.payload["v"] == 9:
+                done.set()
+
+        sub = team.subscribe(on_event, since=0)
+        for i in range(1, 10):
+            actor.ask("put", {"v": i})
+        assert done.wait(10)
+        sub.close()
+        assert [e.payload["v"] for e in got if e.tool_id == "#Pair"] == list(range(10))
+        assert got == team.events()[: len(got)]
+
+
+def test_subscribe_from_a_position_skips_what_was_seen() -> None:
+    with Team("since") as team:
+        actor = team.tool_actor("#Pair", Pair)
+        for i in range(3):
+            actor.ask("put", {"v": i})
+        seen = len(team.events())
+        actor.ask("put", {"v": 3})
+        got: list[ToolStateEvent] = []
+        arrived = threading.Event()
+        sub = team.subscribe(lambda e: (got.append(e), arrived.set()), since=seen)
+        assert arrived.wait(10)
+        sub.close()
+        assert [e.payload for e in got] == [{"v": 3}]
+
+
+def test_a_failing_subscriber_does_not_stop_delivery() -> None:
+    with Team("robust") as team:
+        actor = team.tool_actor("#Pair", Pair)
+        got: list[int] = []
+        done = threading.Event()
+
+        def flaky(event: ToolStateEvent) -> None:
+            if event.tool_id != "#Pair":
+                return
+            got.append(event.seq)
+            if event.seq == 1:
+                raise RuntimeError("subscriber bug")
+            done.set()
+
+        sub = team.subscribe(flaky)
+        actor.ask("put", {"v": 1})
+        actor.ask("put", {"v": 2})
+        assert done.wait(10)
+        sub.close()
+        assert got == [1, 2]
+
+
+def test_notify_event_records_member_events_with_log_assigned_seq() -> None:
+    with Team("notify") as team:
+        observer = team.observer_for("erin")
+        observer.notify_event({"note": "hello"})
+        observer.notify_event(ToolStateEvent(tool_id="#Ext", seq=7, payload={"x": 1}))
+        assert [(e.tool_id, e.seq) for e in team.events()[-2:]] == [("erin", 1), ("#Ext", 1)]
