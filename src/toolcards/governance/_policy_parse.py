@@ -1,0 +1,335 @@
+"""Parse and validate a policy document (YAML text or dict) into compiled rules.
+
+Every error names the line of the offending entry when the document came from YAML.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Literal
+
+import yaml
+
+Effect = Literal["allow", "deny", "approve"]
+EFFECTS: tuple[str, ...] = ("allow", "deny", "approve")
+
+_PERIODS = {
+    "s": 1.0,
+    "sec": 1.0,
+    "second": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "minute": 60.0,
+    "h": 3600.0,
+    "hour": 3600.0,
+    "d": 86400.0,
+    "day": 86400.0,
+}
+_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*([a-z]+)\s*$")
+_NUMERIC = re.compile(r"^\s*[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*$")
+_RULE_KEYS = frozenset({"description", "callers", "targets", "effect", "conditions"})
+_CONDITION_KEYS = frozenset({"roles", "identity_types", "attrs", "arguments"})
+_LIMIT_KEYS = frozenset({"description", "callers", "targets", "rate"})
+_TOP_KEYS = frozenset({"default_effect", "rules", "limits", "description", "version"})
+_ARG_OPS = frozenset({"eq", "ne", "in", "not_in", "min", "max", "glob", "max_length"})
+
+
+class PolicyError(ValueError):
+    """A policy document is malformed; the message names the line when known."""
+
+
+class _LineDict(dict[str, Any]):
+    """A mapping that remembers the YAML line of itself and of each key."""
+
+    line: int | None = None
+    key_lines: dict[str, int]
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+def _construct_map(loader: _Loader, node: yaml.MappingNode) -> _LineDict:
+    loader.flatten_mapping(node)
+    out = _LineDict()
+    out.line = node.start_mark.line + 1
+    out.key_lines = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        line = key_node.start_mark.line + 1
+        if not isinstance(key, str):
+            raise PolicyError(f"line {line}: keys must be strings, got {key!r}")
+        if key in out:
+            raise PolicyError(f"line {line}: duplicate key {key!r}")
+        out[key] = loader.construct_object(value_node, deep=True)
+        out.key_lines[key] = line
+    return out
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_map)
+
+
+def load_yaml(text: str, source: str = "policy") -> Any:
+    """YAML text -> data whose mappings remember their lines; syntax errors name the line."""
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except PolicyError as exc:
+        raise PolicyError(f"{source}: {exc}") from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}" if mark is not None else "unknown line"
+        raise PolicyError(f"{source}: {where}: {exc.problem or exc}") from None
+    except yaml.YAMLError as exc:
+        raise PolicyError(f"{source}: {exc}") from None
+
+
+def _where(source: str, node: Any, key: str | None = None) -> str:
+    line = None
+    if isinstance(node, _LineDict):
+        line = node.key_lines.get(key, node.line) if key else node.line
+    return f"{source}: line {line}" if line else source
+
+
+def compile_globs(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One regex matching any of the shell-style ``patterns`` (case-sensitive)."""
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns) or "(?!)")
+
+
+@dataclass(frozen=True, slots=True)
+class ArgCondition:
+    """One test on one argument. ``check`` returns None when it cannot be evaluated."""
+
+    name: str
+    op: str
+    operand: Any
+
+    def check(self, args: Mapping[str, Any]) -> bool | None:
+        if self.name not in args:
+            return None
+        value = args[self.name]
+        op = self.op
+        if op in ("min", "max"):
+            num = as_number(value)
+            if num is None:
+                return None
+            return bool(num >= self.operand) if op == "min" else bool(num <= self.operand)
+        if op == "eq":
+            return bool(value == self.operand)
+        if op == "ne":
+            return bool(value != self.operand)
+        if op in ("in", "not_in"):
+            try:
+                found = value in self.operand
+            except TypeError:
+                return None
+            return bool(found) if op == "in" else not found
+        if op == "glob":
+            if not isinstance(value, str):
+                return None
+            return self.operand.fullmatch(value) is not None
+        if op == "max_length":
+            try:
+                return bool(len(value) <= self.operand)
+            except TypeError:
+                return None
+        return None  # pragma: no cover - ops are validated at load time
+
+
+def as_number(value: Any) -> float | None:
+    """A comparable number for ints, floats, Decimals, bools and numeric strings; else None."""
+    if isinstance(value, bool | int | float | Decimal) or (
+        isinstance(value, str) and _NUMERIC.match(value)
+    ):
+        num = float(value)
+    else:
+        return None
+    return None if math.isnan(num) else num
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    index: int
+    description: str
+    callers: re.Pattern[str]
+    targets: re.Pattern[str]
+    effect: Effect
+    roles: frozenset[str] | None
+    identity_types: frozenset[str] | None
+    attrs: tuple[tuple[str, Any], ...]
+    arguments: tuple[ArgCondition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    index: int
+    callers: re.Pattern[str]
+    targets: re.Pattern[str]
+    count: int
+    period: float
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledPolicy:
+    default_effect: Effect
+    rules: tuple[Rule, ...]
+    limits: tuple[Limit, ...]
+
+
+def _str_list(value: Any, what: str, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise PolicyError(f"{where}: {what} must be a non-empty list of strings")
+    return tuple(value)
+
+
+def _check_keys(node: Mapping[str, Any], allowed: frozenset[str], what: str, source: str) -> None:
+    for key in node:
+        if key not in allowed:
+            known = ", ".join(sorted(allowed))
+            raise PolicyError(
+                f"{_where(source, node, key)}: unknown key {key!r} in {what} (known: {known})"
+            )
+
+
+def _effect(value: Any, where: str) -> Effect:
+    if value not in EFFECTS:
+        raise PolicyError(f"{where}: effect must be one of allow, deny, approve (got {value!r})")
+    return value  # type: ignore[no-any-return]
+
+
+def _arg_conditions(spec: Any, source: str) -> tuple[ArgCondition, ...]:
+    where = _where(source, spec)
+    if not isinstance(spec, Mapping):
+        raise PolicyError(f"{where}: conditions.arguments must be a mapping of argument names")
+    out: list[ArgCondition] = []
+    for name, test in spec.items():
+        at = _where(source, spec, name)
+        if isinstance(test, list):
+            test = {"in": test}
+        elif not isinstance(test, Mapping):
+            test = {"eq": test}
+        if not test:
+            raise PolicyError(f"{at}: argument condition for {name!r} is empty")
+        for op, operand in test.items():
+            if op not in _ARG_OPS:
+                known = ", ".join(sorted(_ARG_OPS))
+                raise PolicyError(f"{at}: unknown operator {op!r} for {name!r} (known: {known})")
+            out.append(ArgCondition(name, op, _operand(op, operand, f"{at}: {name}.{op}")))
+    return tuple(out)
+
+
+def _operand(op: str, operand: Any, where: str) -> Any:
+    if op in ("min", "max"):
+        num = as_number(operand)
+        if num is None or isinstance(operand, str):
+            raise PolicyError(f"{where} must be a number")
+        return num
+    if op in ("in", "not_in"):
+        if not isinstance(operand, list):
+            raise PolicyError(f"{where} must be a list")
+        return tuple(operand)
+    if op == "glob":
+        if not isinstance(operand, str):
+            raise PolicyError(f"{where} must be a string pattern")
+        return compile_globs((operand,))
+    if op == "max_length" and (not isinstance(operand, int) or isinstance(operand, bool)):
+        raise PolicyError(f"{where} must be an integer")
+    return operand
+
+
+def _rule(index: int, node: Any, source: str) -> Rule:
+    where = _where(source, node)
+    if not isinstance(node, Mapping):
+        raise PolicyError(f"{where}: rules[{index}] must be a mapping")
+    _check_keys(node, _RULE_KEYS, f"rules[{index}]", source)
+    if "targets" not in node:
+        raise PolicyError(f"{where}: rules[{index}] needs targets")
+    if "effect" not in node:
+        raise PolicyError(f"{where}: rules[{index}] needs an effect")
+    conditions = node.get("conditions") or {}
+    if not isinstance(conditions, Mapping):
+        raise PolicyError(f"{_where(source, node, 'conditions')}: conditions must be a mapping")
+    _check_keys(conditions, _CONDITION_KEYS, f"rules[{index}].conditions", source)
+    roles = conditions.get("roles")
+    types = conditions.get("identity_types")
+    attrs = conditions.get("attrs") or {}
+    if not isinstance(attrs, Mapping):
+        raise PolicyError(f"{_where(source, conditions, 'attrs')}: attrs must be a mapping")
+    cwhere = _where(source, conditions)
+    return Rule(
+        index=index,
+        description=str(node.get("description") or f"rule {index}"),
+        callers=compile_globs(
+            _str_list(node.get("callers", ["*"]), "callers", _where(source, node, "callers"))
+        ),
+        targets=compile_globs(
+            _str_list(node["targets"], "targets", _where(source, node, "targets"))
+        ),
+        effect=_effect(node["effect"], _where(source, node, "effect")),
+        roles=None if roles is None else frozenset(_str_list(roles, "roles", cwhere)),
+        identity_types=None if types is None else frozenset(_str_list(types, "types", cwhere)),
+        attrs=tuple(sorted(attrs.items())),
+        arguments=_arg_conditions(conditions["arguments"], source)
+        if "arguments" in conditions
+        else (),
+    )
+
+
+def parse_rate(text: Any, where: str) -> tuple[int, float]:
+    """``"30/min"`` -> (30, 60.0). Units: s, min, h, day (with an optional count: 10/5min)."""
+    match = _RATE.match(str(text)) if isinstance(text, str | int) else None
+    unit = _PERIODS.get(match.group(3).rstrip("s") or "s") if match else None
+    if match is None or unit is None:
+        raise PolicyError(f"{where}: rate must look like '30/min' (units s, min, hour, day)")
+    count, multiple = int(match.group(1)), int(match.group(2) or 1)
+    if count < 1 or multiple < 1:
+        raise PolicyError(f"{where}: rate must be positive")
+    return count, unit * multiple
+
+
+def _limit(index: int, node: Any, source: str) -> Limit:
+    where = _where(source, node)
+    if not isinstance(node, Mapping):
+        raise PolicyError(f"{where}: limits[{index}] must be a mapping")
+    _check_keys(node, _LIMIT_KEYS, f"limits[{index}]", source)
+    if "rate" not in node:
+        raise PolicyError(f"{where}: limits[{index}] needs a rate")
+    count, period = parse_rate(node["rate"], _where(source, node, "rate"))
+    return Limit(
+        index=index,
+        callers=compile_globs(_str_list(node.get("callers", ["*"]), "callers", where)),
+        targets=compile_globs(_str_list(node.get("targets", ["*"]), "targets", where)),
+        count=count,
+        period=period,
+        text=str(node["rate"]),
+    )
+
+
+def compile_policy(data: Any, source: str = "policy") -> CompiledPolicy:
+    """Validate a policy document and compile its globs; raises PolicyError naming the line."""
+    if data is None:
+        raise PolicyError(f"{source}: the policy is empty")
+    if not isinstance(data, Mapping):
+        raise PolicyError(f"{_where(source, data)}: a policy must be a mapping")
+    _check_keys(data, _TOP_KEYS, "the policy", source)
+    default = _effect(data.get("default_effect", "deny"), _where(source, data, "default_effect"))
+    rules = data.get("rules") or []
+    if not isinstance(rules, list):
+        raise PolicyError(f"{_where(source, data, 'rules')}: rules must be a list")
+    limits = data.get("limits") or []
+    if isinstance(limits, Mapping):
+        limits = [limits]
+    if not isinstance(limits, list):
+        raise PolicyError(f"{_where(source, data, 'limits')}: limits must be a list")
+    return CompiledPolicy(
+        default_effect=default,
+        rules=tuple(_rule(i, r, source) for i, r in enumerate(rules)),
+        limits=tuple(_limit(i, lim, source) for i, lim in enumerate(limits)),
+    )

@@ -1,0 +1,162 @@
+"""Capabilities: what the executor can run, built once from tools or any pydantic-ai toolset."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from toolcards.core.spec import ToolAnnotations
+
+if TYPE_CHECKING:
+    from pydantic_ai import RunContext
+    from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
+
+    from toolcards.core.factory import ToolFactory
+
+Invoke = Callable[[dict[str, Any]], Awaitable[Any]]
+
+
+@dataclass(slots=True, eq=False)
+class Capability:
+    """One callable tool as governance sees it.
+
+    ``invoke`` receives validated arguments. ``validator`` (a pydantic-core validator built
+    once) parses raw arguments into Python types and rejects extras; None passes arguments
+    through (remote tools validate themselves). ``timeout`` overrides the executor's.
+    """
+
+    id: str
+    description: str
+    json_schema: dict[str, Any]
+    annotations: ToolAnnotations
+    invoke: Invoke
+    validator: Any = None
+    timeout: float | None = None
+    sensitive: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        if not self.sensitive and self.annotations.sensitive:
+            self.sensitive = frozenset(self.annotations.sensitive)
+
+    def validate(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Raw arguments -> typed arguments; raises pydantic ``ValidationError``."""
+        if self.validator is None:
+            return args
+        result = self.validator.validate_python(args)
+        return result if isinstance(result, dict) else dict(result)
+
+
+def surface_context() -> RunContext[None]:
+    """A RunContext for calls that do not come from an agent run (MCP server, CLI).
+
+    Tools that read ``ctx.deps`` or call ``ctx.model`` are not meaningful outside a run.
+    """
+    from pydantic_ai import RunContext
+    from pydantic_ai.models.test import TestModel
+    from pydantic_ai.usage import RunUsage
+
+    return RunContext(deps=None, model=TestModel(), usage=RunUsage())
+
+
+class CapabilityRegistry:
+    """Capabilities by id (the tool name). Build with :meth:`from_tools`,
+    :meth:`from_factory` (sync) or :meth:`from_toolset` (async, any pydantic-ai toolset)."""
+
+    def __init__(self, capabilities: Iterable[Capability] = ()) -> None:
+        self._caps: dict[str, Capability] = {}
+        for cap in capabilities:
+            self.add(cap)
+
+    def add(self, cap: Capability) -> None:
+        if cap.id in self._caps:
+            raise ValueError(f"duplicate capability id {cap.id!r}")
+        self._caps[cap.id] = cap
+
+    def get(self, tool_id: str) -> Capability | None:
+        return self._caps.get(tool_id)
+
+    def __getitem__(self, tool_id: str) -> Capability:
+        return self._caps[tool_id]
+
+    def __contains__(self, tool_id: object) -> bool:
+        return tool_id in self._caps
+
+    def __iter__(self) -> Iterator[Capability]:
+        return iter(self._caps.values())
+
+    def __len__(self) -> int:
+        return len(self._caps)
+
+    def ids(self) -> list[str]:
+        return list(self._caps)
+
+    # -- builders ---------------------------------------------------------------------------
+
+    @classmethod
+    def from_tools(cls, tools: Sequence[Callable[..., Any]]) -> CapabilityRegistry:
+        """Capabilities of plain tool callables (names from ``__name__``, annotations from
+        :func:`toolcards.core.spec.annotate`)."""
+        from toolcards.core.toolset import build_function_toolset
+
+        return cls.from_function_toolset(build_function_toolset(tools))
+
+    @classmethod
+    def from_factory(cls, factory: ToolFactory) -> CapabilityRegistry:
+        """Capabilities of a ToolFactory's TOOL_CALL tools (sync). Card-contributed toolsets
+        (MCP servers) need :meth:`from_toolset` with ``factory.toolset()``."""
+        return cls.from_function_toolset(factory.function_toolset())  # type: ignore[arg-type]
+
+    @classmethod
+    def from_function_toolset(
+        cls, toolset: FunctionToolset[Any], ctx: RunContext[Any] | None = None
+    ) -> CapabilityRegistry:
+        """Capabilities of a ``FunctionToolset`` without listing it (sync)."""
+        run_ctx = ctx or surface_context()
+        caps = []
+        for name, tool in toolset.tools.items():
+            schema = tool.function_schema
+
+            async def invoke(args: dict[str, Any], _call: Any = schema.call) -> Any:
+                return await _call(args, run_ctx)
+
+            caps.append(
+                Capability(
+                    id=name,
+                    description=tool.description or "",
+                    json_schema=dict(schema.json_schema),
+                    annotations=ToolAnnotations.from_metadata(tool.metadata),
+                    invoke=invoke,
+                    validator=schema.validator,
+                    timeout=tool.timeout,
+                )
+            )
+        return cls(caps)
+
+    @classmethod
+    async def from_toolset(
+        cls, toolset: AbstractToolset[Any], ctx: RunContext[Any] | None = None
+    ) -> CapabilityRegistry:
+        """Capabilities of any pydantic-ai toolset, listed once with ``ctx`` (a surface
+        context by default). A toolset that needs a connection (MCP) must be entered first."""
+        run_ctx = ctx or surface_context()
+        tools = await toolset.get_tools(run_ctx)
+        caps = []
+        for name, tool in tools.items():
+
+            async def invoke(args: dict[str, Any], _name: str = name, _tool: Any = tool) -> Any:
+                return await toolset.call_tool(_name, args, run_ctx, _tool)
+
+            tdef = tool.tool_def
+            caps.append(
+                Capability(
+                    id=name,
+                    description=tdef.description or "",
+                    json_schema=dict(tdef.parameters_json_schema),
+                    annotations=ToolAnnotations.from_metadata(tdef.metadata),
+                    invoke=invoke,
+                    validator=tool.args_validator,
+                    timeout=tdef.timeout,
+                )
+            )
+        return cls(caps)

@@ -1,0 +1,66 @@
+"""Identity: who is calling. Set by the surface, never read from tool arguments."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class Identity:
+    """A principal: ``id`` (matched by policy ``callers`` globs), ``type`` (user, agent, service,
+    anonymous), ``roles`` and free-form ``attrs``. Frozen and hashable."""
+
+    id: str
+    type: str
+    roles: frozenset[str]
+    attrs: Mapping[str, Any] = field(compare=True, hash=False)
+
+    def __init__(
+        self,
+        id: str,
+        type: str = "user",
+        roles: Iterable[str] = (),
+        attrs: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(id, str) or not id:
+            raise ValueError("Identity.id must be a non-empty string")
+        if isinstance(roles, str):
+            roles = (roles,)
+        object.__setattr__(self, "id", id)
+        object.__setattr__(self, "type", str(type))
+        object.__setattr__(self, "roles", frozenset(str(r) for r in roles))
+        object.__setattr__(self, "attrs", MappingProxyType(dict(attrs)) if attrs else _EMPTY)
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.type, self.roles))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Identity):
+            return NotImplemented
+        return (
+            self.id == other.id
+            and self.type == other.type
+            and self.roles == other.roles
+            and dict(self.attrs) == dict(other.attrs)
+        )
+
+    @classmethod
+    def anonymous(cls) -> Identity:
+        """The caller nobody vouched for; a default-deny policy rejects it."""
+        return ANONYMOUS
+
+    @property
+    def is_anonymous(self) -> bool:
+        return self.type == "anonymous"
+
+    def __repr__(self) -> str:
+        roles = ",".join(sorted(self.roles))
+        return f"Identity({self.id!r}, type={self.type!r}, roles=[{roles}])"
+
+
+ANONYMOUS = Identity("anonymous", "anonymous")

@@ -1,0 +1,258 @@
+"""Policy: who may call which tool, as data (YAML or dict), decided in microseconds.
+
+First matching rule wins. Per (identity, tool) the rules that could apply are compiled once
+and cached; argument conditions are the only thing evaluated per call.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from toolcards.governance._policy_parse import (
+    CompiledPolicy,
+    Effect,
+    Limit,
+    PolicyError,
+    Rule,
+    compile_policy,
+    load_yaml,
+)
+from toolcards.governance.identity import Identity
+
+__all__ = ["Decision", "Policy", "PolicyError"]
+
+log = logging.getLogger(__name__)
+_CACHE_MAX = 50_000
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The policy's answer: ``effect`` is allow, deny or approve (allow after a human says yes).
+
+    ``reason`` names only the rule that applied (its description) or the default; it never
+    lists other rules. ``rule`` is that rule's index, None for the default.
+    """
+
+    effect: Effect
+    reason: str
+    rule: int | None = None
+
+    @property
+    def allowed(self) -> bool:
+        return self.effect == "allow"
+
+    @property
+    def denied(self) -> bool:
+        return self.effect == "deny"
+
+    @property
+    def needs_approval(self) -> bool:
+        return self.effect == "approve"
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What can apply to one (identity, tool): conditional rules, then a fallthrough."""
+
+    conditional: tuple[tuple[Rule, Decision], ...]
+    fallthrough: Decision
+    limits: tuple[Limit, ...]
+    visible: bool
+
+
+def _static_match(rule: Rule, identity: Identity, tool_id: str) -> bool:
+    if rule.targets.fullmatch(tool_id) is None or rule.callers.fullmatch(identity.id) is None:
+        return False
+    if rule.roles is not None and rule.roles.isdisjoint(identity.roles):
+        return False
+    if rule.identity_types is not None and identity.type not in rule.identity_types:
+        return False
+    return all(identity.attrs.get(k, _MISSING) == v for k, v in rule.attrs)
+
+
+_MISSING = object()
+
+
+def _argument_match(rule: Rule, args: Mapping[str, Any]) -> bool:
+    """All argument conditions hold. One that cannot be evaluated (missing argument, wrong
+    type) counts against the caller: it matches a deny/approve rule, not an allow rule."""
+    restrictive = rule.effect != "allow"
+    for cond in rule.arguments:
+        ok = cond.check(args)
+        if ok is None:
+            ok = restrictive
+        if not ok:
+            return False
+    return True
+
+
+class Policy:
+    """An ACL over capability ids. Build with :meth:`from_yaml` or :meth:`from_dict`.
+
+    A policy read from a file reloads when the file's mtime changes (checked at most every
+    ``reload_interval`` seconds). A reload that fails to parse makes the policy deny everything
+    until the file is fixed (``error`` says why); it never degrades to allow.
+    """
+
+    def __init__(
+        self,
+        compiled: CompiledPolicy,
+        *,
+        path: Path | None = None,
+        reload_interval: float = 1.0,
+    ) -> None:
+        self._compiled = compiled
+        self._path = path
+        self._mtime = _mtime(path) if path else None
+        self.reload_interval = reload_interval
+        self._next_check = time.monotonic() + reload_interval
+        self._plans: dict[tuple[Identity, str], _Plan] = {}
+        self._lock = threading.Lock()
+        self.version = 0
+        self.error: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Policy:
+        """A policy from a mapping in the documented shape; raises PolicyError if malformed."""
+        return cls(compile_policy(data, "policy"))
+
+    @classmethod
+    def from_yaml(cls, source: str | os.PathLike[str], *, reload_interval: float = 1.0) -> Policy:
+        """A policy from a YAML file path or YAML text. A file is watched for changes."""
+        path = _as_path(source)
+        if path is None:
+            text = str(source)
+            return cls(compile_policy(load_yaml(text, "policy"), "policy"))
+        name = str(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise PolicyError(f"{name}: cannot read policy file: {exc.strerror}") from None
+        return cls(
+            compile_policy(load_yaml(text, name), name), path=path, reload_interval=reload_interval
+        )
+
+    @classmethod
+    def allow_all(cls) -> Policy:
+        """A policy that allows every call (for trusted, single-user setups and benchmarks)."""
+        return cls.from_dict({"default_effect": "allow"})
+
+    @property
+    def default_effect(self) -> Effect:
+        return self._compiled.default_effect
+
+    # -- reload ---------------------------------------------------------------------------
+
+    def refresh(self, *, force: bool = False) -> bool:
+        """Re-read the file if it changed (or ``force``); True when the policy was replaced."""
+        path = self._path
+        if path is None:
+            return False
+        mtime = _mtime(path)
+        if not force and mtime == self._mtime:
+            return False
+        with self._lock:
+            self._mtime = mtime
+            try:
+                text = path.read_text(encoding="utf-8")
+                compiled = compile_policy(load_yaml(text, str(path)), str(path))
+                self.error = None
+            except (OSError, PolicyError) as exc:
+                self.error = str(exc)
+                log.error("policy reload failed, denying every call until fixed: %s", exc)
+                compiled = CompiledPolicy("deny", (), ())
+            self._compiled = compiled
+            self._plans = {}
+            self.version += 1
+        return True
+
+    def check_reload(self) -> None:
+        """Reload if the file changed (checked at most every ``reload_interval`` seconds)."""
+        if self._path is not None:
+            now = time.monotonic()
+            if now >= self._next_check:
+                self._next_check = now + self.reload_interval
+                self.refresh()
+
+    # -- decisions ------------------------------------------------------------------------
+
+    def _plan(self, identity: Identity, tool_id: str) -> _Plan:
+        self.check_reload()
+        key = (identity, tool_id)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._compile_plan(identity, tool_id)
+            if len(self._plans) >= _CACHE_MAX:
+                self._plans = {}
+            self._plans[key] = plan
+        return plan
+
+    def _compile_plan(self, identity: Identity, tool_id: str) -> _Plan:
+        compiled = self._compiled
+        conditional: list[tuple[Rule, Decision]] = []
+        fallthrough: Decision | None = None
+        for rule in compiled.rules:
+            if not _static_match(rule, identity, tool_id):
+                continue
+            decision = Decision(rule.effect, rule.description, rule.index)
+            if rule.arguments:
+                conditional.append((rule, decision))
+            else:
+                fallthrough = decision
+                break
+        if fallthrough is None:
+            reason = f"no rule permits {tool_id} for {identity.id}"
+            if self.error:
+                reason = "the policy file is invalid; every call is denied"
+            elif compiled.default_effect != "deny":
+                reason = "default effect"
+            fallthrough = Decision(compiled.default_effect, reason, None)
+        visible = fallthrough.effect != "deny" or any(d.effect != "deny" for _, d in conditional)
+        limits = tuple(
+            lim
+            for lim in compiled.limits
+            if lim.targets.fullmatch(tool_id) and lim.callers.fullmatch(identity.id)
+        )
+        return _Plan(tuple(conditional), fallthrough, limits, visible)
+
+    def decide(self, identity: Identity, tool_id: str, args: Mapping[str, Any] | None) -> Decision:
+        """The decision for ``identity`` calling ``tool_id`` with ``args`` (first match wins)."""
+        plan = self._plan(identity, tool_id)
+        if plan.conditional:
+            values = args or {}
+            for rule, decision in plan.conditional:
+                if _argument_match(rule, values):
+                    return decision
+        return plan.fallthrough
+
+    def visible(self, identity: Identity, tool_id: str) -> bool:
+        """False when no arguments could make the call allowed (the tool can be hidden)."""
+        return self._plan(identity, tool_id).visible
+
+    def limits_for(self, identity: Identity, tool_id: str) -> tuple[Limit, ...]:
+        """The rate limits that apply to ``identity`` calling ``tool_id``."""
+        return self._plan(identity, tool_id).limits
+
+
+def _as_path(source: str | os.PathLike[str]) -> Path | None:
+    if isinstance(source, os.PathLike):
+        return Path(source)
+    if "\n" in source:
+        return None
+    if source.endswith((".yaml", ".yml")) or Path(source).is_file():
+        return Path(source)
+    return None
+
+
+def _mtime(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None

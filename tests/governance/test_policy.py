@@ -1,0 +1,201 @@
+"""Policy: parsing, first-match decisions, conditions, reload and malformed files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from toolcards.governance import Identity, Policy, PolicyError
+
+ALICE = Identity("alice", roles=["data_admin"])
+BOB = Identity("bob", roles=["sales"])
+
+
+def _policy(*rules: dict[str, object], default: str = "deny") -> Policy:
+    return Policy.from_dict({"default_effect": default, "rules": list(rules)})
+
+
+def test_first_matching_rule_wins() -> None:
+    policy = _policy(
+        {"targets": ["crm_*"], "effect": "deny", "description": "first"},
+        {"targets": ["crm_read"], "effect": "allow", "description": "second"},
+    )
+    decision = policy.decide(ALICE, "crm_read", {})
+    assert decision.effect == "deny"
+    assert decision.reason == "first"
+
+
+def test_default_effect_applies_when_no_rule_matches() -> None:
+    assert _policy().decide(ALICE, "anything", {}).effect == "deny"
+    assert _policy(default="allow").decide(ALICE, "anything", {}).effect == "allow"
+
+
+def test_callers_glob_matches_identity_id() -> None:
+    policy = _policy({"callers": ["agent.*"], "targets": ["*"], "effect": "allow"})
+    assert policy.decide(Identity("agent.crawler", "agent"), "t", {}).allowed
+    assert policy.decide(Identity("agentsmith"), "t", {}).denied
+
+
+def test_role_condition_requires_one_of_the_roles() -> None:
+    policy = _policy(
+        {"targets": ["crm_delete"], "effect": "allow", "conditions": {"roles": ["data_admin"]}}
+    )
+    assert policy.decide(ALICE, "crm_delete", {}).allowed
+    assert policy.decide(BOB, "crm_delete", {}).denied
+
+
+def test_identity_type_condition() -> None:
+    policy = _policy(
+        {"targets": ["*"], "effect": "allow", "conditions": {"identity_types": ["service"]}}
+    )
+    assert policy.decide(Identity("svc", "service"), "t", {}).allowed
+    assert policy.decide(Identity("svc", "user"), "t", {}).denied
+
+
+def test_attrs_condition_compares_identity_attributes() -> None:
+    policy = _policy({"targets": ["*"], "effect": "allow", "conditions": {"attrs": {"team": "a"}}})
+    assert policy.decide(Identity("x", attrs={"team": "a"}), "t", {}).allowed
+    assert policy.decide(Identity("x", attrs={"team": "b"}), "t", {}).denied
+
+
+def test_anonymous_is_denied_by_default_deny_policy() -> None:
+    policy = _policy({"targets": ["*"], "effect": "allow", "conditions": {"roles": ["user"]}})
+    assert policy.decide(Identity.anonymous(), "crm_read", {}).denied
+
+
+def test_argument_max_condition() -> None:
+    policy = _policy(
+        {
+            "targets": ["pay"],
+            "effect": "allow",
+            "conditions": {"arguments": {"amount": {"max": 100}}},
+        },
+        {"targets": ["pay"], "effect": "approve"},
+    )
+    assert policy.decide(ALICE, "pay", {"amount": 100}).allowed
+    assert policy.decide(ALICE, "pay", {"amount": 100.5}).needs_approval
+
+
+def test_argument_condition_that_cannot_be_evaluated_counts_against_the_caller() -> None:
+    policy = _policy(
+        {
+            "targets": ["pay"],
+            "effect": "deny",
+            "conditions": {"arguments": {"amount": {"min": 1000}}},
+        },
+        {"targets": ["pay"], "effect": "allow"},
+    )
+    assert policy.decide(ALICE, "pay", {"amount": 5}).allowed
+    assert policy.decide(ALICE, "pay", {"amount": "a lot"}).denied
+    assert policy.decide(ALICE, "pay", {"amount": {"$gt": 0}}).denied
+    assert policy.decide(ALICE, "pay", {}).denied
+
+
+def test_argument_glob_and_in_conditions() -> None:
+    policy = _policy(
+        {
+            "targets": ["read_file"],
+            "effect": "allow",
+            "conditions": {"arguments": {"path": {"glob": "docs/*"}, "mode": ["r", "rb"]}},
+        }
+    )
+    assert policy.decide(ALICE, "read_file", {"path": "docs/a.md", "mode": "r"}).allowed
+    assert policy.decide(ALICE, "read_file", {"path": "etc/passwd", "mode": "r"}).denied
+    assert policy.decide(ALICE, "read_file", {"path": "docs/a.md", "mode": "w"}).denied
+
+
+def test_reason_names_only_the_applied_rule() -> None:
+    policy = _policy(
+        {"description": "secret ops rule", "targets": ["ops_*"], "effect": "allow"},
+        {"description": "readers", "targets": ["read"], "effect": "allow"},
+    )
+    reason = policy.decide(BOB, "crm_delete", {}).reason
+    assert "secret ops rule" not in reason
+    assert "readers" not in reason
+
+
+def test_visible_is_false_only_when_no_arguments_could_allow() -> None:
+    policy = _policy(
+        {
+            "targets": ["pay"],
+            "effect": "allow",
+            "conditions": {"arguments": {"amount": {"max": 1}}},
+        },
+        {"targets": ["crm_delete"], "effect": "deny"},
+    )
+    assert policy.visible(ALICE, "pay")
+    assert not policy.visible(ALICE, "crm_delete")
+
+
+def test_from_yaml_text_and_file_agree(tmp_path: Path) -> None:
+    text = "default_effect: deny\nrules:\n  - targets: [crm_read]\n    effect: allow\n"
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    for policy in (Policy.from_yaml(text), Policy.from_yaml(path), Policy.from_yaml(str(path))):
+        assert policy.decide(BOB, "crm_read", {}).allowed
+        assert policy.decide(BOB, "crm_delete", {}).denied
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "fragment"),
+    [
+        ("default_effect: deny\nrules:\n  - targets: [a]\n    effect: permit\n", 4, "effect"),
+        (
+            "rules:\n  - targets: [a]\n    effect: allow\n    condition: {roles: [x]}\n",
+            4,
+            "unknown key 'condition'",
+        ),
+        ("rules:\n  - targets: [a]\n    effect: allow\n  - effect: allow\n", 4, "needs targets"),
+        ("rules:\n  - targets: [a\n    effect: allow\n", 3, "line"),
+        ("default_effect: deny\ndefault_effect: allow\n", 2, "duplicate key"),
+        ("limits:\n  - rate: lots\n", 2, "rate"),
+        (
+            "rules:\n  - targets: [a]\n    effect: allow\n    conditions:\n"
+            "      arguments: {amount: {maximum: 3}}\n",
+            5,
+            "unknown operator",
+        ),
+    ],
+)
+def test_malformed_policy_names_the_line(text: str, line: int, fragment: str) -> None:
+    with pytest.raises(PolicyError) as info:
+        Policy.from_yaml(text)
+    assert f"line {line}" in str(info.value)
+    assert fragment in str(info.value)
+
+
+def test_malformed_file_error_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("default_effect: maybe\n")
+    with pytest.raises(PolicyError, match=r"bad\.yaml: line 1"):
+        Policy.from_yaml(path)
+
+
+def test_policy_reloads_when_the_file_changes(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text("default_effect: deny\n")
+    policy = Policy.from_yaml(path, reload_interval=0.0)
+    assert policy.decide(BOB, "t", {}).denied
+    path.write_text("default_effect: allow\n")
+    os.utime(path, ns=(1, 10**18))
+    assert policy.decide(BOB, "t", {}).allowed
+    assert policy.version == 1
+
+
+def test_broken_reload_denies_everything_instead_of_allowing(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text("default_effect: allow\n")
+    policy = Policy.from_yaml(path, reload_interval=0.0)
+    assert policy.decide(BOB, "t", {}).allowed
+    path.write_text("default_effect: allow\nrules: [oops\n")
+    os.utime(path, ns=(1, 10**18))
+    assert policy.decide(BOB, "t", {}).denied
+    assert policy.error is not None and "line" in policy.error
+
+
+def test_decisions_are_cached_per_principal_and_tool() -> None:
+    policy = _policy({"targets": ["t"], "effect": "allow"})
+    first = policy.decide(ALICE, "t", {})
+    assert policy.decide(Identity("alice", roles=["data_admin"]), "t", {}) is first
