@@ -1,0 +1,42 @@
+"""Shared helpers of the exec tests: backend availability and leftover-process checks."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from toolcards.tools.exec.backends import BwrapBackend
+from toolcards.tools.exec.limits import ExecLimits, process_cap_method
+
+BWRAP_REASON = BwrapBackend.unavailable_reason()
+PROCESS_CAP = process_cap_method(ExecLimits())
+needs_bwrap = pytest.mark.skipif(BWRAP_REASON is not None, reason=f"bwrap: {BWRAP_REASON}")
+needs_process_cap = pytest.mark.skipif(
+    PROCESS_CAP == "none", reason="no way to cap processes here (root without a pids cgroup)"
+)
+
+
+def processes_with(marker: str) -> list[int]:
+    """Pids whose command line contains ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in cmdline:
+            found.append(int(entry))
+    return found
+
+
+def assert_none_left(marker: str, wait_s: float = 5.0) -> None:
+    """No process with ``marker`` survives (allowing the kernel a moment to reap)."""
+    deadline = time.monotonic() + wait_s
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert processes_with(marker) == []

@@ -1,0 +1,121 @@
+"""Limits: output bounding, rlimits in the child, the pids cgroup, kill reasons."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+from tests.exec.support import needs_process_cap
+
+from toolcards.tools.exec.limits import BoundedOutput, ExecLimits, PidsGroup
+from toolcards.tools.exec.runner import Launch, run
+
+
+def test_short_output_is_kept_whole() -> None:
+    out = BoundedOutput(100)
+    out.feed(b"hello ")
+    out.feed(b"world")
+    assert (out.text(), out.total, out.dropped) == ("hello world", 11, 0)
+
+
+def test_long_output_keeps_head_and_tail_with_marker() -> None:
+    out = BoundedOutput(20)
+    for i in range(1000):
+        out.feed(f"{i:04d}".encode())
+    text = out.text()
+    assert text.startswith("0000000100\n")
+    assert text.endswith("\n9709980999")
+    assert f"[... {4000 - 20} bytes omitted ...]" in text
+    assert out.total == 4000
+
+
+def test_split_multibyte_characters_do_not_crash() -> None:
+    out = BoundedOutput(10)
+    out.feed("é".encode() * 100)
+    assert "omitted" in out.text()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"cpu_seconds": 0},
+        {"memory_bytes": 10},
+        {"max_processes": 1},
+        {"output_bytes": 1},
+        {"cpu_seconds": "lots"},
+        {"unknown": 1},
+    ],
+)
+def test_limits_reject_bad_values(bad: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        ExecLimits.model_validate(bad)
+
+
+def _run_local(argv: list[str], limits: ExecLimits, tmp_path: Path, timeout_s: float = 10):
+    launch = Launch(argv=argv, env={"PATH": "/usr/bin:/bin"}, cwd=str(tmp_path))
+    return run(
+        launch,
+        display_argv=argv,
+        backend="local",
+        timeout_s=timeout_s,
+        limits=limits,
+        use_pids_group=False,
+    )
+
+
+def test_rlimits_are_applied_in_the_child(tmp_path: Path) -> None:
+    limits = ExecLimits(cpu_seconds=7, memory_bytes=300 << 20, file_size_bytes=12345)
+    result = _run_local(["cat", "/proc/self/limits"], limits, tmp_path)
+    rows = {line[:26].strip(): line[26:].split() for line in result.stdout.splitlines()[1:]}
+    assert rows["Max cpu time"][:2] == ["7", "8"]
+    assert rows["Max address space"][0] == str(300 << 20)
+    assert rows["Max file size"][0] == "12345"
+
+
+def test_memory_exhaustion_is_reported(tmp_path: Path) -> None:
+    code = "bytearray(1 << 31)"
+    result = _run_local([sys.executable, "-c", code], ExecLimits(memory_bytes=256 << 20), tmp_path)
+    assert result.killed == "memory"
+    assert "killed: memory" in result.render()
+
+
+def test_file_size_limit_is_reported(tmp_path: Path) -> None:
+    code = "open('big', 'wb').write(b'x' * 100000)"
+    result = _run_local([sys.executable, "-c", code], ExecLimits(file_size_bytes=1000), tmp_path)
+    assert result.killed == "file_size"
+    assert (tmp_path / "big").stat().st_size <= 1000
+
+
+def test_cpu_limit_kills_a_spinning_process(tmp_path: Path) -> None:
+    result = _run_local(
+        [sys.executable, "-c", "while True: pass"],
+        ExecLimits(cpu_seconds=1),
+        tmp_path,
+        timeout_s=30,
+    )
+    assert result.killed == "cpu"
+
+
+def test_exit_code_and_streams_are_reported(tmp_path: Path) -> None:
+    code = "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"
+    result = _run_local([sys.executable, "-c", code], ExecLimits(), tmp_path)
+    assert (result.exit_code, result.stdout, result.stderr, result.killed) == (
+        3,
+        "out\n",
+        "err\n",
+        None,
+    )
+
+
+@needs_process_cap
+def test_pids_group_caps_and_cleans_up() -> None:
+    group = PidsGroup.create(8)
+    if group is None:
+        pytest.skip("no writable pids cgroup (the rlimit path is used instead)")
+    try:
+        assert (group.path / "pids.max").read_text().strip() == "8"
+    finally:
+        group.close()
+    assert not group.path.exists()
