@@ -1,0 +1,288 @@
+"""``VectorStoreActor``: the team-singleton ``#VectorStore`` (or ``#<name>``).
+
+Embedding never runs on the actor's thread. ``upsert`` plans on the actor, embeds the changed
+texts on a worker thread, and the worker hands the vectors back with ``tell("worker_apply")``.
+``query`` returns a ``concurrent.futures.Future``: resolved at once when the query's vector is
+cached, else after a worker embedded it and the actor searched. Use
+:func:`toolcards.tools.vector_store.client.query` for the one-call form.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from toolcards.runtime import ActorHandle, ToolActor, ToolActorContext
+from toolcards.tools.vector_store.embeddings import (
+    EmbeddingProvider,
+    VectorExtraMissing,
+    make_provider,
+)
+from toolcards.tools.vector_store.index import Hit
+from toolcards.tools.vector_store.models import VectorStoreConfig
+from toolcards.tools.vector_store.store import IndexFactory, Pending, VectorStore, inmemory_factory
+
+if TYPE_CHECKING:
+    from toolcards.tools.vector_store.embeddings import Matrix
+
+logger = logging.getLogger(__name__)
+
+JOB_TEXTS = 256
+"""Texts per worker job: bounds the latency a query waits behind a bulk upsert."""
+
+_warned: set[str] = set()
+
+
+@functools.lru_cache(maxsize=8)
+def provider_for(config: VectorStoreConfig) -> EmbeddingProvider:
+    """One provider (one ONNX session / HTTP pool) per distinct config, per process."""
+    return make_provider(
+        config.provider,
+        model=config.model,
+        dimension=config.expected_dimension(),
+        batch_size=config.batch_size,
+        max_length=config.max_length,
+        timeout_s=config.timeout_s,
+        base_url=config.openai_base_url,
+    )
+
+
+class VectorStoreActor(ToolActor):
+    """Named collections of ``(id, text)`` searchable by meaning; durable in the team store.
+
+    Methods for consumers (``handle.ask(name, ...)``): ``available``, ``info``, ``upsert``,
+    ``remove``, ``query`` (a Future), ``search_vector``, ``count``, ``collections``, ``text``,
+    ``flush`` (a Future resolved when every pending embedding was applied).
+    """
+
+    def __init__(self, ctx: ToolActorContext, config: BaseModel | None) -> None:
+        super().__init__(ctx, config)
+        if config is None:
+            config = VectorStoreConfig()
+        if not isinstance(config, VectorStoreConfig):
+            raise TypeError(f"expected VectorStoreConfig, got {type(config).__name__}")
+        self.cfg = config
+        self.reason: str | None = config.unavailable_reason()
+        self.store: VectorStore | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._jobs = 0
+        self._waiters: list[Future[None]] = []
+        self._qdrant: Any = None
+        self.last_error: str | None = None
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        if self.reason is not None:
+            if self.ctx.name not in _warned:
+                _warned.add(self.ctx.name)
+                logger.warning("%s: %s", self.ctx.name, self.reason)
+            return
+        self.store = VectorStore(
+            model=self.cfg.model_name(),
+            dimension=self.cfg.expected_dimension(),
+            state=self.ctx.state,
+            index_factory=self._index_factory(),
+            max_text_chars=self.cfg.max_text_chars,
+            query_cache_size=self.cfg.query_cache_size,
+        )
+        self._pool = ThreadPoolExecutor(
+            self.cfg.workers, thread_name_prefix=f"{self.ctx.name}-embed"
+        )
+        for collection, todo in self.store.restore():
+            self._submit(collection, todo)
+
+    def on_stop(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_exception(RuntimeError(f"{self.ctx.name} stopped"))
+        self._waiters.clear()
+        if self._qdrant is not None:
+            self._qdrant.close()
+
+    def _index_factory(self) -> IndexFactory:
+        if self.cfg.backend == "inmemory":
+            return inmemory_factory
+        from toolcards.tools.vector_store.qdrant_index import QdrantIndex, make_client
+
+        self._qdrant = make_client(url=self.cfg.qdrant_url, path=self.cfg.qdrant_path)
+        prefix = re.sub(r"[^A-Za-z0-9_-]", "_", f"{self.ctx.team_id}_{self.ctx.name[1:]}")
+
+        def factory(collection: str, dimension: int) -> QdrantIndex:
+            name = re.sub(r"[^A-Za-z0-9_-]", "_", f"{prefix}__{collection}")
+            return QdrantIndex(self._qdrant, name, dimension)
+
+        return factory
+
+    def _require(self) -> VectorStore:
+        if self.store is None:
+            raise VectorExtraMissing(self.reason or f"{self.ctx.name} is not started")
+        return self.store
+
+    def _self(self) -> ActorHandle:
+        deadline = time.monotonic() + 10.0
+        while True:
+            handle = self.ctx.team.actor(self.ctx.name)
+            if handle is not None or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        if handle is None:
+            raise RuntimeError(f"{self.ctx.name} is not running")
+        return handle
+
+    # ---- consumer API -------------------------------------------------------------------------
+
+    def available(self) -> bool:
+        """True when texts can be embedded (the ``vector`` extra is installed)."""
+        return self.store is not None
+
+    def info(self) -> dict[str, Any]:
+        """Provider, model, dimension, backend, collections and pending embeddings."""
+        found: dict[str, Any] = {
+            "available": self.store is not None,
+            "provider": self.cfg.provider,
+            "model": self.cfg.model_name(),
+            "dimension": self.cfg.expected_dimension(),
+            "backend": self.cfg.backend,
+            "reason": self.reason,
+            "last_error": self.last_error,
+        }
+        if self.store is not None:
+            found.update(self.store.info())
+        return found
+
+    def upsert(self, collection: str, items: list[tuple[str, str]]) -> None:
+        """Index ``(id, text)`` pairs; only new or changed texts are embedded (off-thread)."""
+        if self.store is None:
+            return
+        self._submit(collection, self.store.plan_upsert(collection, items))
+
+    def remove(self, collection: str, ids: list[str]) -> None:
+        """Delete ``ids`` from ``collection`` (unknown ids are ignored)."""
+        if self.store is None:
+            return
+        with self.ctx.state.batch():
+            gone = self.store.remove(collection, ids)
+            if gone:
+                self.ctx.emit(_delta(collection, "removed", gone))
+
+    def query(self, collection: str, text: str, top_k: int = 10) -> Future[list[Hit]]:
+        """A Future of the ``top_k`` best ``(id, cosine)`` for ``text``, best first."""
+        store = self._require()
+        if not isinstance(text, str):
+            raise TypeError("query text must be a string")
+        text = text[: self.cfg.max_text_chars]
+        store.check_search(collection, top_k)
+        answer: Future[list[Hit]] = Future()
+        vector = store.cached_query(text)
+        if vector is not None:
+            answer.set_result(store.search(collection, vector, top_k))
+        else:
+            assert self._pool is not None
+            self._pool.submit(self._embed_query, answer, collection, text, top_k)
+        return answer
+
+    def search_vector(self, collection: str, vector: Any, top_k: int = 10) -> list[Hit]:
+        """Search with a vector the caller embedded itself (same model and dimension)."""
+        return self._require().search(collection, vector, top_k)
+
+    def count(self, collection: str) -> int:
+        """Number of indexed vectors in ``collection``."""
+        return 0 if self.store is None else self.store.count(collection)
+
+    def collections(self) -> dict[str, int]:
+        return {} if self.store is None else self.store.collections()
+
+    def text(self, collection: str, item: str) -> str | None:
+        """The (bounded) text ``item`` was indexed with."""
+        return None if self.store is None else self.store.text(collection, item)
+
+    def flush(self) -> Future[None]:
+        """A Future resolved once every embedding submitted so far has been applied."""
+        waiter: Future[None] = Future()
+        if self._jobs == 0:
+            waiter.set_result(None)
+        else:
+            self._waiters.append(waiter)
+        return waiter
+
+    # ---- worker round trips -------------------------------------------------------------------
+
+    def _submit(self, collection: str, todo: Sequence[Pending]) -> None:
+        assert self._pool is not None
+        for start in range(0, len(todo), JOB_TEXTS):
+            self._jobs += 1
+            self._pool.submit(self._embed_job, collection, list(todo[start : start + JOB_TEXTS]))
+
+    def _embed_job(self, collection: str, batch: list[Pending]) -> None:  # worker thread
+        try:
+            vectors = provider_for(self.cfg).embed([text for _, text, _ in batch])
+        except Exception as exc:
+            logger.warning("%s: embedding %d texts failed: %s", self.ctx.name, len(batch), exc)
+            self._self().tell("worker_failed", collection, batch, f"{type(exc).__name__}: {exc}")
+            return
+        self._self().tell("worker_apply", collection, batch, vectors)
+
+    def worker_apply(self, collection: str, batch: list[Pending], vectors: Matrix) -> None:
+        """Internal: a worker embedded ``batch``; store what is still wanted."""
+        store = self._require()
+        try:
+            with self.ctx.state.batch():
+                ids = store.apply(collection, batch, vectors)
+                if ids:
+                    self.ctx.emit(_delta(collection, "indexed", ids))
+        finally:
+            self._job_done()
+
+    def worker_failed(self, collection: str, batch: list[Pending], error: str) -> None:
+        """Internal: a worker could not embed ``batch``."""
+        try:
+            self._require().fail(collection, batch)
+            self.last_error = error
+        finally:
+            self._job_done()
+
+    def _job_done(self) -> None:
+        self._jobs -= 1
+        if self._jobs <= 0:
+            self._jobs = 0
+            waiters, self._waiters = self._waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    def _embed_query(  # worker thread
+        self, answer: Future[list[Hit]], collection: str, text: str, top_k: int
+    ) -> None:
+        try:
+            vector = provider_for(self.cfg).embed([text])[0]
+            self._self().tell("worker_answer", answer, collection, text, vector, top_k)
+        except Exception as exc:
+            answer.set_exception(exc)
+
+    def worker_answer(
+        self, answer: Future[list[Hit]], collection: str, text: str, vector: Matrix, top_k: int
+    ) -> None:
+        """Internal: a worker embedded a query; search and resolve its Future."""
+        store = self._require()
+        try:
+            store.cache_query(text, vector)
+            answer.set_result(store.search(collection, vector, top_k))
+        except Exception as exc:
+            answer.set_exception(exc)
+
+
+def _delta(collection: str, kind: str, ids: list[str]) -> dict[str, Any]:
+    payload: dict[str, Any] = {"collection": collection, kind: len(ids)}
+    if len(ids) <= 100:
+        payload[f"{kind}_ids"] = ids
+    return payload

@@ -1,0 +1,135 @@
+"""VectorStoreTool: configures a team's ``#VectorStore`` actor and offers ``vector_search``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import Field
+
+from toolcards.core.card import ToolCard, ToolFunc
+from toolcards.core.channels import Channels
+from toolcards.core.errors import RetriableError
+from toolcards.core.params import BaseToolParam
+from toolcards.core.spec import annotate, set_instructions
+from toolcards.tools.vector_store.models import BackendName, ProviderName, VectorStoreConfig
+
+logger = logging.getLogger(__name__)
+_said: set[str] = set()
+
+
+class VectorSearch(BaseToolParam):
+    """``vector_search(query, collection, top_k)``: semantic search over one collection."""
+
+    collections: list[str] | None = None
+    """Collections the model may search (None: any)."""
+    max_top_k: int = Field(default=20, ge=1, le=100)
+    snippet_chars: int = Field(default=200, ge=0, le=2000)
+    """Characters of each hit's stored text shown to the model."""
+    timeout_s: float = Field(default=15.0, gt=0, le=120)
+
+
+class VectorStoreTool(ToolCard):
+    """A named vector store shared by the team (actor ``#<name>``), used by other cards.
+
+    ``PlanningTool`` and ``KnowledgeGraphTool`` find it by name for semantic search. Several
+    stores may coexist under different names. Without the ``vector`` extra the store reports
+    itself unavailable and consumers fall back to keyword search.
+    """
+
+    name: str = Field(default="VectorStore", pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+    provider: ProviderName = "local"
+    """``local`` (MiniLM ONNX, offline), ``openai`` (OPENAI_API_KEY) or ``hash`` (lexical)."""
+    model: str | None = None
+    dimension: int | None = Field(default=None, ge=8, le=8192)
+    """Checked against the model's real vector length when given."""
+    backend: BackendName = "inmemory"
+    qdrant_url: str | None = None
+    qdrant_path: str | None = None
+    batch_size: int = Field(default=32, ge=1, le=2048)
+    max_length: int = Field(default=256, ge=8, le=512)
+    timeout_s: float = Field(default=30.0, gt=0, le=600)
+    openai_base_url: str | None = None
+    max_text_chars: int = Field(default=8_000, ge=100, le=1_000_000)
+    query_cache_size: int = Field(default=1024, ge=0, le=1_000_000)
+    workers: int = Field(default=1, ge=1, le=8)
+    vector_search: bool | VectorSearch = True
+
+    @property
+    def actor_name(self) -> str:
+        return f"#{self.name}"
+
+    def config(self) -> VectorStoreConfig:
+        """The actor's configuration (validated: unknown model or wrong dimension raise)."""
+        return VectorStoreConfig(
+            provider=self.provider,
+            model=self.model,
+            dimension=self.dimension,
+            backend=self.backend,
+            qdrant_url=self.qdrant_url,
+            qdrant_path=self.qdrant_path,
+            batch_size=self.batch_size,
+            max_length=self.max_length,
+            timeout_s=self.timeout_s,
+            openai_base_url=self.openai_base_url,
+            max_text_chars=self.max_text_chars,
+            query_cache_size=self.query_cache_size,
+            workers=self.workers,
+        )
+
+    def handle(self) -> Any:
+        """Get or create the store actor in this card's team (the implicit one standalone)."""
+        from toolcards.runtime import team_for
+        from toolcards.tools.vector_store.actor import VectorStoreActor
+
+        return team_for(self).tool_actor(self.actor_name, VectorStoreActor, self.config())
+
+    def available(self) -> bool:
+        """True when this store can embed here (its modules are installed)."""
+        return self.config().unavailable_reason() is None
+
+    def get_tools(self) -> list[ToolFunc]:
+        handle = self.handle()  # bound now, so consumers ordered after this card find it
+        reason = self.config().unavailable_reason()
+        if reason is not None:
+            if self.actor_name not in _said:
+                _said.add(self.actor_name)
+                logger.warning("%s: %s", self.actor_name, reason)
+            return []
+        param = self.exposed("vector_search", Channels.TOOL_CALL)
+        if not isinstance(param, VectorSearch):
+            return []
+        return [set_instructions(self._search_tool(handle, param), param.instructions)]
+
+    def _search_tool(self, handle: Any, param: VectorSearch) -> ToolFunc:
+        from toolcards.tools.vector_store.client import query
+
+        allowed = param.collections
+
+        def vector_search(query_text: str, collection: str = "default", top_k: int = 5) -> str:
+            """Find stored texts by meaning (semantic similarity), best match first.
+
+            Args:
+                query_text: What to look for, in natural language.
+                collection: The collection to search.
+                top_k: How many hits to return (1-20).
+            """
+            if allowed is not None and collection not in allowed:
+                raise RetriableError(f"unknown collection {collection!r}; valid: {allowed}")
+            if not isinstance(query_text, str) or not query_text.strip():
+                raise RetriableError("query_text must be a non-empty string")
+            k = max(1, min(int(top_k), param.max_top_k))
+            try:
+                hits = query(handle, collection, query_text, k, timeout=param.timeout_s)
+            except (ValueError, TypeError) as exc:
+                raise RetriableError(str(exc)) from exc
+            if not hits:
+                return f"no matches in collection {collection!r}"
+            lines = []
+            for item, score in hits:
+                text = handle.ask("text", collection, item) or ""
+                snippet = " ".join(text.split())[: param.snippet_chars]
+                lines.append(f"{score:.3f} {item}: {snippet}".rstrip(": "))
+            return "\n".join(lines)
+
+        return annotate(vector_search, readonly=True, idempotent=True)

@@ -1,0 +1,167 @@
+"""OpenAI-compatible embeddings over httpx: batched, bounded retries, explicit timeouts."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from toolcards.tools.vector_store.embeddings import EmbeddingError, normalize_rows, require
+
+if TYPE_CHECKING:
+    from toolcards.tools.vector_store.embeddings import Matrix
+
+KNOWN_DIMENSIONS = {
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+    "text-embedding-ada-002": 1536,
+}
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+
+
+class OpenAIEmbeddingProvider:
+    """``POST {base_url}/embeddings`` in batches of ``batch_size`` texts.
+
+    The key comes from ``api_key`` or the environment variable ``OPENAI_API_KEY`` (read when
+    the first request is made). 408/429/5xx and transport errors are retried ``max_retries``
+    times with exponential backoff; anything else raises :class:`EmbeddingError` at once.
+    ``transport`` replaces the network (``httpx.MockTransport`` in tests).
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str = "text-embedding-3-small",
+        dimension: int | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        batch_size: int = 256,
+        timeout_s: float = 30.0,
+        max_retries: int = 2,
+        backoff_s: float = 0.5,
+        max_chars: int = 24_000,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if not 1 <= batch_size <= 2048:
+            raise ValueError("batch_size must be within 1..2048")
+        if timeout_s <= 0:
+            raise ValueError("timeout_s must be > 0")
+        known = KNOWN_DIMENSIONS.get(model)
+        if dimension is None and known is None:
+            raise ValueError(f"unknown dimension for model {model!r}: pass dimension=")
+        self._model = model
+        self._dimension = dimension or known or 0
+        # text-embedding-3 models shorten vectors natively when asked for fewer dimensions.
+        self._send_dimensions = dimension is not None and model.startswith("text-embedding-3")
+        self._api_key = api_key
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip(
+            "/"
+        )
+        self.batch_size = batch_size
+        self.timeout_s = timeout_s
+        self.max_retries = max(0, max_retries)
+        self.backoff_s = max(0.0, backoff_s)
+        self.max_chars = max_chars
+        self._transport = transport
+        self._client: httpx.Client | None = None
+        self.requests = 0
+        """Number of HTTP requests sent (retries included)."""
+
+    @property
+    def name(self) -> str:
+        return "openai"
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    def _http(self) -> httpx.Client:
+        if self._client is None:
+            key = self._api_key or os.environ.get("OPENAI_API_KEY")
+            if not key:
+                raise EmbeddingError("OPENAI_API_KEY is not set")
+            self._client = httpx.Client(
+                base_url=self.base_url,
+                headers={"Authorization": f"Bearer {key}"},
+                timeout=httpx.Timeout(self.timeout_s, connect=min(self.timeout_s, 10.0)),
+                transport=self._transport,
+            )
+        return self._client
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def embed(self, texts: list[str]) -> Matrix:
+        np = require("numpy")
+        out = np.zeros((len(texts), self._dimension), dtype=np.float32)
+        for start in range(0, len(texts), self.batch_size):
+            chunk = [
+                str(t)[: self.max_chars] or " " for t in texts[start : start + self.batch_size]
+            ]
+            out[start : start + len(chunk)] = self._request(chunk)
+        return normalize_rows(out)
+
+    def _request(self, chunk: list[str]) -> Matrix:
+        body: dict[str, Any] = {"model": self._model, "input": chunk}
+        if self._send_dimensions:
+            body["dimensions"] = self._dimension
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                time.sleep(self.backoff_s * 2 ** (attempt - 1))
+            self.requests += 1
+            try:
+                response = self._http().post("/embeddings", json=body)
+            except httpx.TimeoutException:
+                last = f"timed out after {self.timeout_s:g} s"
+                continue
+            except httpx.TransportError as exc:
+                last = f"transport error: {type(exc).__name__}"
+                continue
+            if response.status_code in _RETRY_STATUS:
+                last = f"HTTP {response.status_code}"
+                continue
+            if response.status_code >= 400:
+                raise EmbeddingError(
+                    f"embedding request failed: HTTP {response.status_code}: "
+                    f"{_error_message(response)}"
+                )
+            return self._parse(response, len(chunk))
+        raise EmbeddingError(
+            f"embedding request failed after {self.max_retries + 1} attempts: {last}"
+        )
+
+    def _parse(self, response: httpx.Response, expected: int) -> Matrix:
+        np = require("numpy")
+        try:
+            data = response.json()["data"]
+            rows = sorted(data, key=lambda item: int(item["index"]))
+            matrix = np.array([row["embedding"] for row in rows], dtype=np.float32)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EmbeddingError(f"malformed embedding response: {exc}") from exc
+        if matrix.shape != (expected, self._dimension):
+            raise EmbeddingError(
+                f"embedding response has shape {matrix.shape}, expected "
+                f"({expected}, {self._dimension})"
+            )
+        result: Matrix = matrix
+        return result
+
+
+def _error_message(response: httpx.Response) -> str:
+    try:
+        payload = response.json()
+        message = payload.get("error", {}).get("message") if isinstance(payload, dict) else None
+    except ValueError:
+        message = None
+    return str(message or response.text)[:300]

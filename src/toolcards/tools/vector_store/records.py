@@ -1,0 +1,163 @@
+"""Durable vector records in a per-key state store: one row per id, so an add writes O(delta).
+
+Row ``v/<collection>/<id>`` holds ``{"h": text hash, "t": text, "v": base64 float32}``; row
+``meta`` holds the provider, model and dimension the vectors belong to. The text is kept
+(bounded) so the store can re-embed everything when the model changes.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from toolcards.tools.vector_store.embeddings import require
+
+if TYPE_CHECKING:
+    from toolcards.tools.vector_store.embeddings import Matrix
+
+COLLECTION_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+MAX_ID_CHARS = 512
+
+
+class StateStore(Protocol):
+    """The slice of the runtime's per-tool KV state the store uses."""
+
+    def get(self, key: str) -> Any: ...
+
+    def put(self, key: str, value: Any) -> None: ...
+
+    def delete(self, key: str) -> None: ...
+
+    def items(self, prefix: str = "") -> Iterable[tuple[str, Any]]: ...
+
+    def batch(self) -> contextlib.AbstractContextManager[Any]: ...
+
+
+class MemoryState:
+    """A dict-backed :class:`StateStore` that counts writes (tests, benchmarks)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, Any] = {}
+        self.writes = 0
+        self.batches = 0
+
+    def get(self, key: str) -> Any:
+        return self.rows.get(key)
+
+    def put(self, key: str, value: Any) -> None:
+        self.writes += 1
+        self.rows[key] = value
+
+    def delete(self, key: str) -> None:
+        self.writes += 1
+        self.rows.pop(key, None)
+
+    def items(self, prefix: str = "") -> Iterator[tuple[str, Any]]:
+        for key in sorted(self.rows):
+            if key.startswith(prefix):
+                yield key, self.rows[key]
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        self.batches += 1
+        yield
+
+
+def check_collection(name: Any) -> str:
+    """A valid collection name or ValueError."""
+    if not isinstance(name, str) or not COLLECTION_RE.match(name):
+        raise ValueError(f"collection names match {COLLECTION_RE.pattern}, got {name!r}")
+    return name
+
+
+def check_id(item: Any) -> str:
+    """A valid record id (non-empty string, at most 512 characters) or ValueError."""
+    if not isinstance(item, str) or not item.strip() or len(item) > MAX_ID_CHARS:
+        raise ValueError(f"ids are non-empty strings of at most {MAX_ID_CHARS} chars: {item!r:.80}")
+    return item
+
+
+def text_hash(text: str) -> str:
+    """A short stable fingerprint of ``text``: re-embedding happens only when it changes."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+
+
+def encode_vector(vector: Matrix) -> str:
+    np = require("numpy")
+    return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+
+
+def decode_vector(data: str, dimension: int) -> Matrix:
+    np = require("numpy")
+    vec: Matrix = np.frombuffer(base64.b64decode(data), dtype="<f4").astype(np.float32)
+    if vec.shape != (dimension,):
+        raise ValueError(f"stored vector has {vec.size} values, expected {dimension}")
+    return vec
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One stored vector with the hash and (bounded) text it was embedded from."""
+
+    id: str
+    hash: str
+    text: str
+    vector: Matrix
+
+
+class RecordStore:
+    """Reads and writes records and the model meta row in a :class:`StateStore`."""
+
+    def __init__(self, state: StateStore, *, max_text_chars: int = 8_000) -> None:
+        self.state = state
+        self.max_text_chars = max_text_chars
+
+    @staticmethod
+    def _key(collection: str, item: str) -> str:
+        return f"v/{collection}/{item}"
+
+    def meta(self) -> dict[str, Any] | None:
+        found = self.state.get("meta")
+        return found if isinstance(found, dict) else None
+
+    def set_meta(self, meta: dict[str, Any]) -> None:
+        self.state.put("meta", meta)
+
+    def put_many(self, collection: str, records: Iterable[Record]) -> None:
+        """One row per record, inside one state batch."""
+        with self.state.batch():
+            for rec in records:
+                self.state.put(
+                    self._key(collection, rec.id),
+                    {
+                        "h": rec.hash,
+                        "t": rec.text[: self.max_text_chars],
+                        "v": encode_vector(rec.vector),
+                    },
+                )
+
+    def delete_many(self, collection: str, ids: Iterable[str]) -> None:
+        with self.state.batch():
+            for item in ids:
+                self.state.delete(self._key(collection, item))
+
+    def load(self, dimension: int | None) -> Iterator[tuple[str, Record | None]]:
+        """Every stored record as ``(collection, record)``; vectors are decoded only when
+        ``dimension`` is given (otherwise ``record.vector`` is empty, for re-embedding)."""
+        np = require("numpy")
+        empty = np.zeros((0,), dtype=np.float32)
+        for key, value in self.state.items("v/"):
+            collection, _, item = key[2:].partition("/")
+            if not item or not isinstance(value, dict):
+                yield collection, None
+                continue
+            try:
+                vector = empty if dimension is None else decode_vector(value["v"], dimension)
+                yield collection, Record(item, str(value["h"]), str(value.get("t", "")), vector)
+            except (KeyError, ValueError, TypeError):
+                yield collection, None

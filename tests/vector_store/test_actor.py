@@ -1,0 +1,172 @@
+"""The #VectorStore actor and its card, on the real team runtime."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolcards.core import ToolFactory
+from toolcards.runtime import Team, implicit_team
+from toolcards.tools.vector_store import actor as actor_mod
+from toolcards.tools.vector_store.card import VectorStoreTool
+from toolcards.tools.vector_store.client import find_store, flush, is_available, query
+from toolcards.tools.vector_store.embeddings import VectorExtraMissing
+from toolcards.tools.vector_store.models import VectorStoreConfig
+
+DOCS = [
+    ("t1", "Write the quarterly sales report"),
+    ("t2", "Fix the login bug on the website"),
+    ("t3", "Book flights for the team offsite"),
+]
+
+
+@pytest.fixture
+def spy(monkeypatch: pytest.MonkeyPatch, counting_hash: Any) -> Any:
+    monkeypatch.setattr(actor_mod, "provider_for", lambda config: counting_hash)
+    return counting_hash
+
+
+def _hash_card(**kw: Any) -> VectorStoreTool:
+    return VectorStoreTool(provider="hash", dimension=64, **kw)
+
+
+def test_card_binds_standalone_in_the_implicit_team(spy: Any) -> None:
+    card = _hash_card(name="Standalone")
+    tools = {t.__name__ for t in ToolFactory([card]).get_tools()}
+    assert tools == {"vector_search"}
+    assert implicit_team().actor("#Standalone") is not None
+
+
+def test_named_stores_coexist_in_a_team(spy: Any) -> None:
+    with Team("vs-named") as team:
+        team.bind([_hash_card(), _hash_card(name="Docs", vector_search=False)], member="alice")
+        assert find_store(team) is not None
+        assert find_store(team, "Docs") is not None
+        assert find_store(team, False) is None
+
+
+def test_a_different_config_under_the_same_name_is_refused(spy: Any) -> None:
+    with Team("vs-conflict") as team:
+        team.bind([_hash_card()], member="alice")
+        with pytest.raises(ValueError, match="already exists"):
+            team.bind([_hash_card(batch_size=7)], member="bob")
+
+
+def test_upsert_then_query_ranks_the_matching_text_first(spy: Any) -> None:
+    with Team("vs-query") as team:
+        team.bind([_hash_card()], member="alice")
+        handle = find_store(team)
+        handle.tell("upsert", "tasks", DOCS)
+        flush(handle)
+        assert handle.ask("count", "tasks") == 3
+        assert query(handle, "tasks", "login bug", 2)[0][0] == "t2"
+
+
+def test_embedding_never_runs_on_the_actor_thread(spy: Any) -> None:
+    with Team("vs-threads") as team:
+        team.bind([_hash_card()], member="alice")
+        handle = find_store(team)
+        handle.ask("upsert", "tasks", DOCS)
+        flush(handle)
+        query(handle, "tasks", "flights", 1)
+        assert spy.threads
+        assert all(name.startswith("#VectorStore-embed") for name in spy.threads)
+
+
+def test_a_repeated_query_is_served_from_the_cache(spy: Any) -> None:
+    with Team("vs-cache") as team:
+        team.bind([_hash_card()], member="alice")
+        handle = find_store(team)
+        handle.ask("upsert", "tasks", DOCS)
+        flush(handle)
+        query(handle, "tasks", "flights", 1)
+        calls = spy.calls
+        query(handle, "tasks", "flights", 1)
+        assert spy.calls == calls
+
+
+def test_resume_restores_vectors_without_re_embedding(spy: Any, tmp_path: Path) -> None:
+    db = str(tmp_path / "team.db")
+    with Team("vs-resume", store=db) as team:
+        team.bind([_hash_card()], member="alice")
+        handle = find_store(team)
+        handle.ask("upsert", "tasks", DOCS)
+        flush(handle)
+    spy.texts.clear()
+    with Team.resume("vs-resume", store=db) as team:
+        handle = find_store(team)
+        assert handle is not None
+        assert handle.ask("count", "tasks") == 3
+        handle.ask("upsert", "tasks", DOCS)
+        flush(handle)
+        assert query(handle, "tasks", "sales report", 1)[0][0] == "t1"
+        assert spy.texts == ["sales report"]
+
+
+def test_mutations_emit_deltas(spy: Any) -> None:
+    with Team("vs-events") as team:
+        team.bind([_hash_card()], member="alice")
+        handle = find_store(team)
+        handle.ask("upsert", "tasks", DOCS)
+        flush(handle)
+        handle.ask("remove", "tasks", ["t1", "unknown"])
+        payloads = [e.payload for e in team.events() if e.tool_id == "#VectorStore"]
+        assert {"collection": "tasks", "indexed": 3, "indexed_ids": ["t1", "t2", "t3"]} in [
+            {**p, "indexed_ids": sorted(p.get("indexed_ids", []))} for p in payloads
+        ]
+        assert {"collection": "tasks", "removed": 1, "removed_ids": ["t1"]} in payloads
+
+
+def test_hostile_arguments_fail_the_call_not_the_actor(spy: Any) -> None:
+    with Team("vs-hostile") as team:
+        team.bind([_hash_card()], member="alice")
+        handle = find_store(team)
+        with pytest.raises(ValueError):
+            handle.ask("upsert", "tasks", [("", "empty id")])
+        with pytest.raises(TypeError):
+            query(handle, "tasks", 42, 3)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="top_k"):
+            query(handle, "tasks", "x", -5)
+        assert handle.ask("available") is True
+
+
+def test_vector_search_tool_reports_hits_with_snippets(spy: Any) -> None:
+    with Team("vs-tool") as team:
+        tools = {t.__name__: t for t in team.bind([_hash_card()], member="alice").get_tools()}
+        handle = find_store(team)
+        handle.ask("upsert", "default", DOCS)
+        flush(handle)
+        answer = tools["vector_search"]("offsite flights", top_k=1)
+        assert answer.endswith("t3: Book flights for the team offsite")
+
+
+def test_without_the_extra_the_store_is_unavailable_and_says_so_once(
+    spy: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(VectorStoreConfig, "missing_modules", lambda self: ["onnxruntime"])
+    caplog.set_level(logging.WARNING)
+    with Team("vs-missing") as team:
+        first = team.bind([_hash_card(name="NoExtra")], member="alice").get_tools()
+        team.bind([_hash_card(name="NoExtra")], member="bob")
+        handle = find_store(team, "NoExtra")
+        assert first == []
+        assert not is_available(handle)
+        assert handle.ask("info")["reason"].endswith("pip install 'toolcards[vector]'")
+        with pytest.raises(VectorExtraMissing):
+            query(handle, "tasks", "x", 1)
+    said = [r for r in caplog.records if "toolcards[vector]" in r.getMessage()]
+    assert len(said) == 2  # once by the actor, once by the card: not per binding
+
+
+def test_local_model_in_a_team_finds_paraphrases(local_provider: Any) -> None:
+    with Team("vs-local") as team:
+        team.bind([VectorStoreTool(name="Local")], member="alice")
+        handle = find_store(team, "Local")
+        handle.ask("upsert", "tasks", DOCS)
+        flush(handle)
+        assert handle.ask("info")["model"] == "all-MiniLM-L6-v2"
+        assert query(handle, "tasks", "sign-in problem on our site", 1)[0][0] == "t2"
+        assert query(handle, "tasks", "revenue numbers document", 1)[0][0] == "t1"

@@ -1,0 +1,120 @@
+"""Indexes: exact top-k, dimension checks, removal, and qdrant local-mode parity."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from toolcards.tools.vector_store.embeddings import normalize_rows
+from toolcards.tools.vector_store.index import InMemoryIndex
+from toolcards.tools.vector_store.qdrant_index import QdrantIndex, make_client
+
+
+def _data(n: int, d: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return normalize_rows(rng.standard_normal((n, d)).astype(np.float32))
+
+
+def _brute(matrix: np.ndarray, ids: list[str], q: np.ndarray, k: int) -> list[str]:
+    scores = matrix @ q
+    return [ids[i] for i in np.argsort(-scores, kind="stable")[:k]]
+
+
+def test_top_k_equals_brute_force() -> None:
+    vecs, queries = _data(3000, 32), _data(20, 32, seed=1)
+    ids = [f"id{i}" for i in range(len(vecs))]
+    index = InMemoryIndex(32, capacity=16)
+    index.add(ids, vecs)
+    for q in queries:
+        hits = index.search(q, 10)
+        assert [h[0] for h in hits] == _brute(vecs, ids, q, 10)
+        assert [h[1] for h in hits] == sorted((h[1] for h in hits), reverse=True)
+
+
+def test_batched_search_equals_single_search() -> None:
+    vecs, queries = _data(500, 16), _data(5, 16, seed=2)
+    index = InMemoryIndex(16)
+    index.add([str(i) for i in range(500)], vecs)
+    batched = index.search_batch(queries, 7)
+    single = [index.search(q, 7) for q in queries]
+    assert [[h[0] for h in r] for r in batched] == [[h[0] for h in r] for r in single]
+    assert np.allclose([[h[1] for h in r] for r in batched], [[h[1] for h in r] for r in single])
+
+
+def test_dimension_mismatch_is_rejected() -> None:
+    index = InMemoryIndex(8)
+    with pytest.raises(ValueError, match="dimension 8"):
+        index.add(["a"], _data(1, 9))
+    index.add(["a"], _data(1, 8))
+    with pytest.raises(ValueError, match="dimension 8"):
+        index.search(_data(1, 4)[0], 1)
+
+
+def test_non_finite_vectors_are_rejected() -> None:
+    bad = np.full((1, 4), np.nan, dtype=np.float32)
+    with pytest.raises(ValueError, match="NaN"):
+        InMemoryIndex(4).add(["a"], bad)
+
+
+def test_removal_keeps_results_exact() -> None:
+    vecs = _data(400, 16)
+    ids = [f"id{i}" for i in range(400)]
+    index = InMemoryIndex(16)
+    index.add(ids, vecs)
+    assert index.remove([*ids[::2], "missing"]) == 200
+    keep = np.arange(1, 400, 2)
+    q = _data(1, 16, seed=3)[0]
+    expected = _brute(vecs[keep], [ids[i] for i in keep], q, 10)
+    assert [h[0] for h in index.search(q, 10)] == expected
+    assert index.count() == 200
+
+
+def test_adding_an_existing_id_replaces_its_vector() -> None:
+    a, b = _data(2, 8)
+    index = InMemoryIndex(8)
+    index.add(["x"], a[None])
+    index.add(["x"], b[None])
+    assert index.count() == 1
+    assert index.search(b, 1)[0][1] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_top_k_beyond_size_and_zero() -> None:
+    index = InMemoryIndex(8)
+    index.add(["a", "b"], _data(2, 8))
+    assert len(index.search(_data(1, 8)[0], 50)) == 2
+    assert index.search(_data(1, 8)[0], 0) == []
+
+
+def test_qdrant_local_mode_matches_inmemory() -> None:
+    vecs, queries = _data(300, 24), _data(5, 24, seed=4)
+    ids = [f"doc-{i}" for i in range(300)]
+    mem = InMemoryIndex(24)
+    mem.add(ids, vecs)
+    qd = QdrantIndex(make_client(), "parity", 24)
+    qd.add(ids, vecs)
+    assert qd.count() == mem.count() == 300
+    for q in queries:
+        a, b = mem.search(q, 5), qd.search(q, 5)
+        assert [h[0] for h in a] == [h[0] for h in b]
+        assert np.allclose([h[1] for h in a], [h[1] for h in b], atol=1e-4)
+    assert qd.remove(ids[:10]) == 10
+    assert "doc-0" not in qd and "doc-10" in qd
+
+
+def test_qdrant_rejects_a_collection_of_another_dimension(tmp_path: Path) -> None:
+    client = make_client(path=str(tmp_path / "q"))
+    QdrantIndex(client, "c", 8).add(["a"], _data(1, 8))
+    with pytest.raises(ValueError, match="dimension 8"):
+        QdrantIndex(client, "c", 16)
+    client.close()
+
+
+def test_qdrant_path_persists_points(tmp_path: Path) -> None:
+    client = make_client(path=str(tmp_path / "q"))
+    QdrantIndex(client, "c", 8).add(["a", "b"], _data(2, 8))
+    client.close()
+    again = make_client(path=str(tmp_path / "q"))
+    assert QdrantIndex(again, "c", 8).count() == 2
+    again.close()
