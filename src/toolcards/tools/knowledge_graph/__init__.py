@@ -1,0 +1,1 @@
+"""KnowledgeGraphTool: a team-shared graph of entities and relations with hybrid search."""

@@ -1,0 +1,150 @@
+"""The ``#KnowledgeGraphTool`` team actor: one graph per team, persisted item by item."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from toolcards.core.errors import RetriableError
+from toolcards.runtime import ToolActor, ToolActorContext
+from toolcards.tools._common.fusion import VectorLink, VectorSync
+from toolcards.tools.knowledge_graph.graph import (
+    ENTITY,
+    RELATION,
+    Graph,
+    SearchResult,
+    entity_text,
+    relation_text,
+)
+from toolcards.tools.knowledge_graph.models import (
+    Entity,
+    EntityCreate,
+    EntityUpdate,
+    Relation,
+    RelationCreate,
+    RelationRef,
+    SearchMode,
+)
+
+ACTOR_NAME = "#KnowledgeGraphTool"
+COLLECTION = "knowledge_graph"
+
+
+class GraphConfig(BaseModel):
+    """What makes two bindings of the graph the same actor."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    vector_store: str | None = None
+    """The vector store actor's name, or None for keyword-only search."""
+
+
+class KnowledgeGraphActor(ToolActor):
+    """Owns the team's graph; every method runs on the actor's own thread, one at a time."""
+
+    def __init__(self, ctx: ToolActorContext, config: BaseModel | None) -> None:
+        super().__init__(ctx, config)
+        self.settings = config if isinstance(config, GraphConfig) else GraphConfig()
+        self.graph = Graph()
+        self.vectors: VectorSync | None = None
+
+    def on_start(self) -> None:
+        state = self.ctx.state
+        entities = [Entity.model_validate(v) for _, v in state.items(ENTITY)]
+        relations = [Relation.model_validate(v) for _, v in state.items(RELATION)]
+        self.graph = Graph(entities, relations)
+        if self.settings.vector_store is not None:
+            link = VectorLink(self.ctx.team, self.settings.vector_store, timeout=2.0)
+            self.vectors = VectorSync(link, COLLECTION, state)
+            docs = {ENTITY + e.name: entity_text(e) for e in entities}
+            docs.update({RELATION + r.key: relation_text(r) for r in relations})
+            self.vectors.load(docs)
+            with state.batch():
+                self.vectors.flush()
+
+    def update(
+        self,
+        create_entities: Sequence[EntityCreate] = (),
+        update_entities: Sequence[EntityUpdate] = (),
+        delete_entities: Sequence[str] = (),
+        create_relations: Sequence[RelationCreate] = (),
+        delete_relations: Sequence[RelationRef] = (),
+    ) -> str:
+        """Apply a batch; what failed is reported in one RetriableError after the rest applied."""
+        change, errors = self.graph.apply(
+            create_entities, update_entities, delete_entities, create_relations, delete_relations
+        )
+        state = self.ctx.state
+        sync = self.vectors
+        if not change.is_empty:
+            with state.batch():
+                for entity in (*change.entities_added, *change.entities_modified):
+                    state.put(ENTITY + entity.name, entity.model_dump())
+                    if sync is not None:
+                        sync.changed(ENTITY + entity.name, entity_text(entity))
+                for name in change.entities_removed:
+                    state.delete(ENTITY + name)
+                    if sync is not None:
+                        sync.removed(ENTITY + name)
+                for relation in change.relations_removed:
+                    state.delete(RELATION + relation.key)
+                    if sync is not None:
+                        sync.removed(RELATION + relation.key)
+                for relation in change.relations_added:
+                    state.put(RELATION + relation.key, relation.model_dump())
+                    if sync is not None:
+                        sync.changed(RELATION + relation.key, relation_text(relation))
+                if sync is not None:
+                    sync.flush()
+                self.ctx.emit(change.payload())
+        done = (
+            f"entities: {len(change.entities_added)} created, {len(change.entities_modified)} "
+            f"updated, {len(change.entities_removed)} deleted; relations: "
+            f"{len(change.relations_added)} created, {len(change.relations_removed)} deleted"
+        )
+        if errors:
+            raise RetriableError(f"applied {done}. Errors: " + "; ".join(errors))
+        return done
+
+    def search(
+        self,
+        query: str,
+        mode: SearchMode,
+        top_k: int,
+        vector_hits: Sequence[tuple[str, float]] | None = None,
+        include_neighbors: bool = False,
+        include_edges: bool = False,
+        find_paths: bool = False,
+        rrf_k: float = 60.0,
+        weights: tuple[float, float] = (1.0, 1.0),
+    ) -> SearchResult:
+        """Ranked entities and relations with the requested graph context."""
+        if self.vectors is not None and self.vectors.pending:
+            with self.ctx.state.batch():  # the store came up after this actor: catch it up
+                self.vectors.flush()
+        return self.graph.search(
+            query,
+            mode,
+            top_k,
+            vector_hits,
+            include_neighbors,
+            include_edges,
+            find_paths,
+            rrf_k,
+            weights,
+        )
+
+    def summary(self, max_roots: int) -> dict[str, Any]:
+        """Counts, entity types and root entities."""
+        entities = self.graph.entities.values()
+        roots = [e for e in entities if e.is_root]
+        return {
+            "entities": len(self.graph.entities),
+            "relations": len(self.graph.relations),
+            "types": Counter(e.entity_type for e in entities).most_common(),
+            "roots": roots[:max_roots],
+            "more_roots": max(0, len(roots) - max_roots),
+        }

@@ -1,0 +1,266 @@
+"""KnowledgeGraphTool: a team-shared graph of entities and relations with hybrid search."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import Field, PrivateAttr, TypeAdapter, ValidationError
+
+from toolcards.core.card import ToolCard, ToolFunc
+from toolcards.core.channels import Channels
+from toolcards.core.context import ContextState
+from toolcards.core.errors import RetriableError
+from toolcards.core.params import BaseToolParam
+from toolcards.core.spec import annotate, set_instructions
+from toolcards.tools._common.fusion import KEYWORD_ONLY_NOTICE, VectorLink, store_actor_name
+from toolcards.tools.knowledge_graph.graph import SearchResult
+from toolcards.tools.knowledge_graph.models import (
+    EntityCreate,
+    EntityUpdate,
+    Name,
+    RelationCreate,
+    RelationRef,
+    SearchMode,
+)
+from toolcards.tools.knowledge_graph.render import entity_line, graph_summary, search_text
+
+MAX_BATCH = 200
+MAX_QUERY = 1000
+_ADAPTERS: dict[str, TypeAdapter[Any]] = {
+    "create_entities": TypeAdapter(list[EntityCreate]),
+    "update_entities": TypeAdapter(list[EntityUpdate]),
+    "delete_entities": TypeAdapter(list[Name]),
+    "create_relations": TypeAdapter(list[RelationCreate]),
+    "delete_relations": TypeAdapter(list[RelationRef]),
+}
+
+
+class GetGraph(BaseToolParam):
+    """The graph summary: counts, entity types, root entities and a hint line."""
+
+    expose: set[Channels] = Field(
+        default_factory=lambda: {Channels.SYSTEM_PROMPT, Channels.COMMAND}
+    )
+    max_roots: int = Field(default=20, ge=0, le=500)
+    """At most this many root entities are listed."""
+
+
+class UpdateGraph(BaseToolParam):
+    """``update_graph(...)``: one batch of entity and relation changes."""
+
+    expose: set[Channels] = Field(default_factory=lambda: {Channels.TOOL_CALL})
+
+
+class SearchGraph(BaseToolParam):
+    """``search_graph(query, mode, ...)``: keyword (BM25), vector, or both fused."""
+
+    expose: set[Channels] = Field(default_factory=lambda: {Channels.TOOL_CALL, Channels.COMMAND})
+    top_k: int = Field(default=10, ge=1, le=100)
+    """Default number of hits."""
+    score_threshold: float = Field(default=0.2, ge=-1.0, le=1.0)
+    """Default minimum cosine similarity of a semantic hit."""
+    rrf_k: float = Field(default=60.0, gt=0)
+    """The reciprocal-rank fusion constant."""
+    keyword_weight: float = Field(default=1.0, ge=0)
+    vector_weight: float = Field(default=1.0, ge=0)
+
+
+class KnowledgeGraphTool(ToolCard):
+    """A knowledge graph shared by the whole team: entities, observations and relations."""
+
+    vector_store: bool | str = True
+    """True: the team's ``#VectorStore``; a name: that store; False: keyword search only."""
+    get_graph: bool | GetGraph = True
+    update_graph: bool | UpdateGraph = True
+    search_graph: bool | SearchGraph = True
+
+    _handle: Any = PrivateAttr(default=None)
+    _link: VectorLink | None = PrivateAttr(default=None)
+
+    @property
+    def optional_depends_on(self) -> list[str]:
+        return ["VectorStoreTool"] if self.vector_store else []
+
+    def _actor(self) -> Any:
+        if self._handle is None:
+            from toolcards.runtime import team_for
+            from toolcards.tools.knowledge_graph.actor import (
+                ACTOR_NAME,
+                GraphConfig,
+                KnowledgeGraphActor,
+            )
+
+            team = team_for(self)
+            config = GraphConfig(vector_store=store_actor_name(self.vector_store))
+            self._handle = team.tool_actor(ACTOR_NAME, KnowledgeGraphActor, config)
+            self._link = VectorLink(team, config.vector_store)
+        return self._handle
+
+    def _summary(self, param: GetGraph) -> str:
+        tools = [f for f in ("search_graph", "update_graph") if self.exposed(f, Channels.TOOL_CALL)]
+        return graph_summary(self._actor().ask("summary", param.max_roots), tools)
+
+    # ---- capabilities -------------------------------------------------------------------------
+
+    def _update_graph(self) -> ToolFunc:
+        def update_graph(
+            create_entities: list[EntityCreate] | None = None,
+            update_entities: list[EntityUpdate] | None = None,
+            delete_entities: list[str] | None = None,
+            create_relations: list[RelationCreate] | None = None,
+            delete_relations: list[RelationRef] | None = None,
+        ) -> str:
+            """Change the team's knowledge graph in one batch.
+
+            Applied in this order: delete_relations, delete_entities (their relations go too),
+            create_entities, update_entities, create_relations. Items that fail are reported
+            together after the others were applied; fix only those and call again.
+
+            Args:
+                create_entities: New entities: unique name, entity_type, description,
+                    observations (short facts), is_root.
+                update_entities: Changes by name: description, entity_type,
+                    add_observations, remove_observations, is_root.
+                delete_entities: Names of entities to delete.
+                create_relations: Directed relations: from_entity, to_entity, relation_type,
+                    description.
+                delete_relations: Relations to delete: from_entity, to_entity, relation_type.
+            """
+            given = {
+                "create_entities": create_entities,
+                "update_entities": update_entities,
+                "delete_entities": delete_entities,
+                "create_relations": create_relations,
+                "delete_relations": delete_relations,
+            }
+            batch = {name: _parse(name, value) for name, value in given.items()}
+            if not any(batch.values()):
+                raise RetriableError("nothing to do: give at least one list of changes")
+            result: str = self._actor().ask("update", **batch)
+            return result
+
+        return annotate(update_graph)
+
+    def _search_graph(self, param: SearchGraph) -> ToolFunc:
+        def search_graph(
+            query: str,
+            mode: SearchMode = "hybrid",
+            top_k: int | None = None,
+            score_threshold: float | None = None,
+            include_neighbors: bool = False,
+            include_edges: bool = False,
+            find_paths: bool = False,
+        ) -> str:
+            """Search entities and relations of the team's knowledge graph.
+
+            Args:
+                query: Words, names or a question.
+                mode: "hybrid" (keywords and meaning, fused), "keyword" (BM25 only), or
+                    "vector" (meaning only).
+                top_k: Most hits to return (default from configuration).
+                score_threshold: Minimum cosine similarity of a meaning match (0 to 1).
+                include_neighbors: Also list entities one relation away from the hits.
+                include_edges: Also list every relation touching the entity hits.
+                find_paths: Also list shortest paths between the top entity hits.
+            """
+            if not isinstance(query, str) or not query.strip():
+                raise RetriableError("query must be a non-empty string")
+            if mode not in ("hybrid", "keyword", "vector"):
+                raise RetriableError('mode must be "hybrid", "keyword" or "vector"')
+            k = param.top_k if top_k is None else top_k
+            if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 100:
+                raise RetriableError("top_k must be an integer from 1 to 100")
+            threshold = param.score_threshold if score_threshold is None else score_threshold
+            text = query.strip()[:MAX_QUERY]
+            actor = self._actor()
+            hits = None
+            notice = ""
+            if mode != "keyword" and self._link is not None:
+                hits = self._link.query("knowledge_graph", text, max(k * 3, 30))
+                notice = self._link.notice()
+                if hits is not None:
+                    hits = [h for h in hits if h[1] >= float(threshold)]
+            elif mode != "keyword" and self.vector_store is False:
+                notice = KEYWORD_ONLY_NOTICE if mode == "vector" else ""
+            result: SearchResult = actor.ask(
+                "search",
+                text,
+                mode if hits is not None else "keyword",
+                k,
+                hits,
+                bool(include_neighbors),
+                bool(include_edges),
+                bool(find_paths),
+                param.rrf_k,
+                (param.keyword_weight, param.vector_weight),
+            )
+            return search_text(result, notice)
+
+        return annotate(search_graph, readonly=True, idempotent=True)
+
+    # ---- hooks --------------------------------------------------------------------------------
+
+    def get_tools(self) -> list[ToolFunc]:
+        tools: list[ToolFunc] = []
+        update = self.exposed("update_graph", Channels.TOOL_CALL)
+        if update is not None:
+            tools.append(set_instructions(self._update_graph(), update.instructions))
+        search = self.exposed("search_graph", Channels.TOOL_CALL)
+        if isinstance(search, SearchGraph):
+            tools.append(set_instructions(self._search_graph(search), search.instructions))
+        return tools
+
+    def get_system_prompts(self) -> list[Callable[[], str]]:
+        param = self.exposed("get_graph", Channels.SYSTEM_PROMPT)
+        if not isinstance(param, GetGraph):
+            return []
+        return [lambda: self._summary(param)]
+
+    def get_context_states(self) -> list[Callable[[], ContextState]]:
+        param = self.exposed("get_graph", Channels.LLM_CONTEXT)
+        if not isinstance(param, GetGraph):
+            return []
+
+        def state() -> ContextState:
+            summary = self._actor().ask("summary", param.max_roots)
+            title = (
+                f"Knowledge graph ({summary['entities']} entities, "
+                f"{summary['relations']} relations); root entities"
+            )
+            items = {e.name: entity_line(e, with_observations=False) for e in summary["roots"]}
+            return ContextState(key="knowledge_graph", title=title, items=items)
+
+        return [state]
+
+    def get_commands(self) -> list[ToolFunc]:
+        commands: list[ToolFunc] = []
+        param = self.exposed("get_graph", Channels.COMMAND)
+        if isinstance(param, GetGraph):
+
+            def get_graph() -> str:
+                """Show the knowledge graph summary."""
+                return self._summary(param)
+
+            commands.append(get_graph)
+        search = self.exposed("search_graph", Channels.COMMAND)
+        if isinstance(search, SearchGraph):
+            commands.append(self._search_graph(search))
+        return commands
+
+
+def _parse(what: str, value: Any) -> list[Any]:
+    """Validate a list argument (dicts from direct calls too); errors become retries."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise RetriableError(f"{what} must be a list")
+    if len(value) > MAX_BATCH:
+        raise RetriableError(f"{what}: at most {MAX_BATCH} items per call")
+    try:
+        return list(_ADAPTERS[what].validate_python(value))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{what}.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        raise RetriableError(problems) from None

@@ -1,0 +1,315 @@
+"""The knowledge-graph engine: batch updates with collected errors, and hybrid search.
+
+Pure logic with no threads: the tool actor owns one graph and persists what it reports.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolcards.tools._common.fusion import rrf_fuse
+from toolcards.tools._common.keyword_index import KeywordIndex
+from toolcards.tools.knowledge_graph.models import (
+    MAX_OBSERVATIONS,
+    Entity,
+    EntityCreate,
+    EntityUpdate,
+    Relation,
+    RelationCreate,
+    RelationRef,
+    SearchMode,
+    relation_key,
+)
+
+ENTITY = "e:"
+RELATION = "r:"
+MAX_PATH_HOPS = 4
+
+
+def entity_text(entity: Entity) -> str:
+    """The text a semantic index embeds for an entity."""
+    parts = [f"{entity.name} ({entity.entity_type})", entity.description, *entity.observations]
+    return "\n".join(p for p in parts if p)
+
+
+def relation_text(relation: Relation) -> str:
+    """The text a semantic index embeds for a relation."""
+    head = f"{relation.from_entity} {relation.relation_type} {relation.to_entity}"
+    return f"{head}: {relation.description}" if relation.description else head
+
+
+@dataclass
+class GraphChange:
+    """What one batch did."""
+
+    entities_added: list[Entity] = field(default_factory=list)
+    entities_modified: list[Entity] = field(default_factory=list)
+    entities_removed: list[str] = field(default_factory=list)
+    relations_added: list[Relation] = field(default_factory=list)
+    relations_removed: list[Relation] = field(default_factory=list)
+
+    @property
+    def is_empty(self) -> bool:
+        return not (
+            self.entities_added
+            or self.entities_modified
+            or self.entities_removed
+            or self.relations_added
+            or self.relations_removed
+        )
+
+    def payload(self) -> dict[str, Any]:
+        """The delta as JSON-ready data."""
+        return {
+            "entities_added": [e.model_dump() for e in self.entities_added],
+            "entities_modified": [e.model_dump() for e in self.entities_modified],
+            "entities_removed": list(self.entities_removed),
+            "relations_added": [r.model_dump() for r in self.relations_added],
+            "relations_removed": [r.model_dump() for r in self.relations_removed],
+        }
+
+
+@dataclass
+class SearchResult:
+    """Ranked hits plus the requested graph context."""
+
+    entities: list[tuple[Entity, float]] = field(default_factory=list)
+    relations: list[tuple[Relation, float]] = field(default_factory=list)
+    neighbors: list[Entity] = field(default_factory=list)
+    edges: list[Relation] = field(default_factory=list)
+    paths: list[list[str]] = field(default_factory=list)
+
+
+class Graph:
+    """Entities by name, relations by key, adjacency, and a keyword index over both."""
+
+    def __init__(self, entities: Iterable[Entity] = (), relations: Iterable[Relation] = ()):
+        self.entities: dict[str, Entity] = {}
+        self.relations: dict[str, Relation] = {}
+        self._adjacent: dict[str, set[str]] = {}
+        self._index = KeywordIndex(("name", "kind", "body"), weights=(3.0, 1.0, 1.0))
+        with_docs = [(ENTITY + e.name, self._put_entity(e)) for e in entities]
+        with_docs += [(RELATION + r.key, self._put_relation(r)) for r in relations]
+        self._index.upsert_many(with_docs)
+
+    # ---- storage ------------------------------------------------------------------------------
+
+    def _put_entity(self, entity: Entity) -> tuple[str, str, str]:
+        self.entities[entity.name] = entity
+        self._adjacent.setdefault(entity.name, set())
+        return (
+            entity.name,
+            entity.entity_type,
+            "\n".join([entity.description, *entity.observations]),
+        )
+
+    def _put_relation(self, relation: Relation) -> tuple[str, str, str]:
+        self.relations[relation.key] = relation
+        self._adjacent.setdefault(relation.from_entity, set()).add(relation.key)
+        self._adjacent.setdefault(relation.to_entity, set()).add(relation.key)
+        names = f"{relation.from_entity} {relation.to_entity}"
+        return (names, relation.relation_type, relation.description)
+
+    def _index_entity(self, entity: Entity) -> None:
+        self._index.upsert(ENTITY + entity.name, *self._put_entity(entity))
+
+    def _drop_relation(self, key: str) -> Relation:
+        relation = self.relations.pop(key)
+        for end in (relation.from_entity, relation.to_entity):
+            self._adjacent.get(end, set()).discard(key)
+        self._index.remove(RELATION + key)
+        return relation
+
+    def edges_of(self, name: str) -> list[Relation]:
+        """Relations touching entity ``name``."""
+        return [self.relations[k] for k in sorted(self._adjacent.get(name, ()))]
+
+    # ---- updates ------------------------------------------------------------------------------
+
+    def apply(
+        self,
+        create_entities: Sequence[EntityCreate] = (),
+        update_entities: Sequence[EntityUpdate] = (),
+        delete_entities: Sequence[str] = (),
+        create_relations: Sequence[RelationCreate] = (),
+        delete_relations: Sequence[RelationRef] = (),
+    ) -> tuple[GraphChange, list[str]]:
+        """Apply what can be applied, in a fixed order, and report every error.
+
+        Order: delete relations, delete entities (with their relations), create entities,
+        update entities, create relations. A failing item is skipped; the rest still apply.
+        """
+        change = GraphChange()
+        errors: list[str] = []
+        for ref in delete_relations:
+            key = relation_key(ref.from_entity, ref.relation_type, ref.to_entity)
+            if key not in self.relations:
+                errors.append(
+                    f"delete_relations: no relation {ref.from_entity} -{ref.relation_type}-> "
+                    f"{ref.to_entity}"
+                )
+                continue
+            change.relations_removed.append(self._drop_relation(key))
+        for name in delete_entities:
+            name = name.strip()
+            if name not in self.entities:
+                errors.append(f"delete_entities: no entity named {name!r}")
+                continue
+            for key in sorted(self._adjacent.get(name, ())):
+                change.relations_removed.append(self._drop_relation(key))
+            del self.entities[name]
+            self._adjacent.pop(name, None)
+            self._index.remove(ENTITY + name)
+            change.entities_removed.append(name)
+        for new in create_entities:
+            if new.name in self.entities:
+                errors.append(f"create_entities: {new.name!r} already exists (use update_entities)")
+                continue
+            entity = Entity(
+                name=new.name,
+                entity_type=new.entity_type,
+                description=new.description,
+                observations=list(dict.fromkeys(new.observations)),
+                is_root=new.is_root,
+            )
+            self._index_entity(entity)
+            change.entities_added.append(entity)
+        for upd in update_entities:
+            old = self.entities.get(upd.name)
+            if old is None:
+                errors.append(f"update_entities: no entity named {upd.name!r}")
+                continue
+            missing = [o for o in upd.remove_observations if o not in old.observations]
+            if missing:
+                errors.append(f"update_entities: {upd.name!r} has no observation {missing[0]!r}")
+            kept = [o for o in old.observations if o not in set(upd.remove_observations)]
+            observations = list(dict.fromkeys([*kept, *upd.add_observations]))
+            if len(observations) > MAX_OBSERVATIONS:
+                errors.append(
+                    f"update_entities: {upd.name!r} would exceed {MAX_OBSERVATIONS} observations"
+                )
+                continue
+            fields: dict[str, Any] = {"observations": observations}
+            for attr in ("description", "entity_type", "is_root"):
+                value = getattr(upd, attr)
+                if value is not None:
+                    fields[attr] = value
+            entity = old.model_copy(update=fields)
+            if entity != old:
+                self._index_entity(entity)
+                change.entities_modified.append(entity)
+        for rel in create_relations:
+            absent = [n for n in (rel.from_entity, rel.to_entity) if n not in self.entities]
+            if absent:
+                errors.append(
+                    f"create_relations: unknown entit{'ies' if len(absent) > 1 else 'y'} "
+                    + ", ".join(repr(n) for n in absent)
+                )
+                continue
+            relation = Relation(**rel.model_dump())
+            if relation.key in self.relations:
+                errors.append(
+                    f"create_relations: {rel.from_entity} -{rel.relation_type}-> "
+                    f"{rel.to_entity} already exists"
+                )
+                continue
+            self._index.upsert(RELATION + relation.key, *self._put_relation(relation))
+            change.relations_added.append(relation)
+        return change, errors
+
+    # ---- search -------------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        mode: SearchMode,
+        top_k: int,
+        vector_hits: Sequence[tuple[str, float]] | None = None,
+        include_neighbors: bool = False,
+        include_edges: bool = False,
+        find_paths: bool = False,
+        rrf_k: float = 60.0,
+        weights: tuple[float, float] = (1.0, 1.0),
+    ) -> SearchResult:
+        """Rank entities and relations; ``vector_hits`` are ``(doc_id, cosine)`` pairs."""
+        keyword = [] if mode == "vector" else self._index.search(query, top_k=max(top_k * 3, 30))
+        known = [h for h in vector_hits or () if self._resolve(h[0]) is not None]
+        if mode == "keyword" or vector_hits is None:
+            ranked = keyword
+        elif mode == "vector":
+            ranked = known
+        else:
+            ranked = rrf_fuse([keyword, known], k=rrf_k, weights=weights)
+        result = SearchResult()
+        for doc_id, score in ranked[:top_k]:
+            found = self._resolve(doc_id)
+            if isinstance(found, Entity):
+                result.entities.append((found, score))
+            elif isinstance(found, Relation):
+                result.relations.append((found, score))
+        names = [e.name for e, _ in result.entities]
+        if include_neighbors:
+            seen = set(names)
+            for name in names:
+                for rel in self.edges_of(name):
+                    other = rel.to_entity if rel.from_entity == name else rel.from_entity
+                    if other not in seen:
+                        seen.add(other)
+                        result.neighbors.append(self.entities[other])
+        if include_edges:
+            keys: dict[str, Relation] = {}
+            for name in names:
+                keys.update((r.key, r) for r in self.edges_of(name))
+            result.edges = list(keys.values())
+        if find_paths:
+            result.paths = self._paths(names[:5], max_pairs=10)
+        return result
+
+    def _resolve(self, doc_id: str) -> Entity | Relation | None:
+        if doc_id.startswith(ENTITY):
+            return self.entities.get(doc_id[len(ENTITY) :])
+        if doc_id.startswith(RELATION):
+            return self.relations.get(doc_id[len(RELATION) :])
+        return None
+
+    def _paths(self, names: Sequence[str], max_pairs: int) -> list[list[str]]:
+        paths: list[list[str]] = []
+        for i, start in enumerate(names):
+            for goal in names[i + 1 :]:
+                if len(paths) >= max_pairs:
+                    return paths
+                path = self.shortest_path(start, goal)
+                if path:
+                    paths.append(path)
+        return paths
+
+    def shortest_path(self, start: str, goal: str) -> list[str]:
+        """Entity names and relation types along a shortest undirected path (BFS), or []."""
+        previous: dict[str, tuple[str, Relation] | None] = {start: None}
+        queue = deque([(start, 0)])
+        while queue:
+            node, hops = queue.popleft()
+            if node == goal:
+                break
+            if hops >= MAX_PATH_HOPS:
+                continue
+            for rel in self.edges_of(node):
+                other = rel.to_entity if rel.from_entity == node else rel.from_entity
+                if other not in previous:
+                    previous[other] = (node, rel)
+                    queue.append((other, hops + 1))
+        if goal not in previous:
+            return []
+        steps: list[str] = [goal]
+        node = goal
+        while (link := previous[node]) is not None:
+            prior, rel = link
+            arrow = (
+                f"-{rel.relation_type}->" if rel.from_entity == prior else f"<-{rel.relation_type}-"
+            )
+            steps[:0] = [prior, arrow]
+            node = prior
+        return steps

@@ -1,0 +1,120 @@
+"""Knowledge-graph data and the argument shapes the model sends."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+MAX_NAME = 200
+MAX_TYPE = 100
+MAX_DESCRIPTION = 1000
+MAX_OBSERVATION = 500
+MAX_OBSERVATIONS = 100
+
+Name = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_NAME),
+    Field(description=f"Unique entity name, at most {MAX_NAME} characters."),
+]
+TypeName = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TYPE),
+    Field(description=f"A short type or label, at most {MAX_TYPE} characters."),
+]
+Description = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, max_length=MAX_DESCRIPTION),
+    Field(description=f"At most {MAX_DESCRIPTION} characters."),
+]
+Observation = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_OBSERVATION),
+]
+Observations = Annotated[
+    list[Observation],
+    Field(
+        max_length=MAX_OBSERVATIONS,
+        description=f"Short facts, each at most {MAX_OBSERVATION} characters.",
+    ),
+]
+
+SearchMode = Literal["hybrid", "keyword", "vector"]
+
+
+class Entity(BaseModel):
+    """A node: a unique name, a type, a description, observations, and a root flag."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    entity_type: str
+    description: str = ""
+    observations: list[str] = Field(default_factory=list)
+    is_root: bool = False
+
+
+class Relation(BaseModel):
+    """A directed, typed edge between two entities."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    from_entity: str
+    to_entity: str
+    relation_type: str
+    description: str = ""
+
+    @property
+    def key(self) -> str:
+        return relation_key(self.from_entity, self.relation_type, self.to_entity)
+
+
+def relation_key(from_entity: str, relation_type: str, to_entity: str) -> str:
+    """The identity of a relation: its endpoints and type."""
+    return f"{from_entity}\x1f{relation_type}\x1f{to_entity}"
+
+
+class EntityCreate(BaseModel):
+    """An entity to create."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name
+    entity_type: TypeName
+    description: Description = ""
+    observations: Observations = Field(default_factory=list)
+    is_root: bool = Field(default=False, description="Root entities are listed in the summary.")
+
+
+class EntityUpdate(BaseModel):
+    """Changes to an existing entity, named by ``name``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name
+    description: Description | None = None
+    entity_type: TypeName | None = None
+    add_observations: Observations = Field(default_factory=list)
+    remove_observations: list[str] = Field(default_factory=list, max_length=MAX_OBSERVATIONS)
+    is_root: bool | None = None
+
+
+class RelationCreate(BaseModel):
+    """A relation to create between two existing (or newly created) entities."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    from_entity: Name
+    to_entity: Name
+    relation_type: TypeName
+    description: Description = ""
+
+
+class RelationRef(BaseModel):
+    """A relation to delete, named by its endpoints and type."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    from_entity: Name
+    to_entity: Name
+    relation_type: TypeName

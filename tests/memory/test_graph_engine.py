@@ -1,0 +1,150 @@
+"""The knowledge-graph engine: batch order, collected errors, cascades, search, paths."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from toolcards.tools.knowledge_graph.graph import Graph
+from toolcards.tools.knowledge_graph.models import (
+    EntityCreate,
+    EntityUpdate,
+    RelationCreate,
+    RelationRef,
+)
+
+
+def ent(name: str, kind: str = "Service", desc: str = "", root: bool = False) -> EntityCreate:
+    return EntityCreate(name=name, entity_type=kind, description=desc, is_root=root)
+
+
+def rel(a: str, b: str, kind: str = "calls") -> RelationCreate:
+    return RelationCreate(from_entity=a, to_entity=b, relation_type=kind)
+
+
+@pytest.fixture
+def graph() -> Graph:
+    g = Graph()
+    change, errors = g.apply(
+        create_entities=[
+            ent("checkout", desc="Takes orders and payments from shoppers"),
+            ent("ledger", desc="Double-entry accounting records"),
+            ent("alice", kind="Person", desc="Payments team lead"),
+            ent("search-api", desc="Product catalogue search"),
+        ],
+        create_relations=[rel("checkout", "ledger"), rel("alice", "checkout", "owns")],
+    )
+    assert errors == [] and len(change.entities_added) == 4
+    return g
+
+
+def test_entities_and_relations_in_one_batch(graph: Graph) -> None:
+    assert len(graph.relations) == 2
+
+
+def test_duplicate_entity_is_an_error_but_rest_applies(graph: Graph) -> None:
+    change, errors = graph.apply(create_entities=[ent("ledger"), ent("billing")])
+    assert [e.name for e in change.entities_added] == ["billing"]
+    assert len(errors) == 1 and "already exists" in errors[0]
+
+
+def test_all_errors_are_collected(graph: Graph) -> None:
+    _, errors = graph.apply(
+        update_entities=[EntityUpdate(name="ghost", description="x")],
+        delete_entities=["nobody"],
+        create_relations=[rel("checkout", "phantom")],
+        delete_relations=[RelationRef(from_entity="a", to_entity="b", relation_type="c")],
+    )
+    assert len(errors) == 4
+
+
+def test_delete_entity_cascades_to_its_relations(graph: Graph) -> None:
+    change, errors = graph.apply(delete_entities=["checkout"])
+    assert errors == []
+    assert len(change.relations_removed) == 2
+    assert graph.relations == {}
+    assert graph.search("orders", "keyword", 5).entities == []
+
+
+def test_delete_then_recreate_in_one_batch(graph: Graph) -> None:
+    change, errors = graph.apply(delete_entities=["ledger"], create_entities=[ent("ledger")])
+    assert errors == []
+    assert change.entities_removed == ["ledger"] and change.entities_added[0].name == "ledger"
+
+
+def test_relation_to_entity_created_in_same_batch(graph: Graph) -> None:
+    _, errors = graph.apply(
+        create_entities=[ent("fraud")], create_relations=[rel("fraud", "ledger")]
+    )
+    assert errors == []
+
+
+def test_update_adds_and_removes_observations(graph: Graph) -> None:
+    graph.apply(update_entities=[EntityUpdate(name="alice", add_observations=["likes Go", "x"])])
+    change, errors = graph.apply(
+        update_entities=[EntityUpdate(name="alice", remove_observations=["x"], is_root=True)]
+    )
+    assert errors == []
+    alice = graph.entities["alice"]
+    assert alice.observations == ["likes Go"] and alice.is_root
+    assert change.entities_modified == [alice]
+
+
+def test_no_op_update_is_not_a_change(graph: Graph) -> None:
+    change, _ = graph.apply(update_entities=[EntityUpdate(name="alice")])
+    assert change.is_empty
+
+
+def test_keyword_search_finds_by_description(graph: Graph) -> None:
+    result = graph.search("accounting", "keyword", 5)
+    assert [e.name for e, _ in result.entities] == ["ledger"]
+
+
+def test_relations_are_searchable(graph: Graph) -> None:
+    result = graph.search("owns", "keyword", 5)
+    assert [r.relation_type for r, _ in result.relations] == ["owns"]
+
+
+def test_hybrid_fuses_vector_hits(graph: Graph) -> None:
+    result = graph.search("money bookkeeping", "hybrid", 3, vector_hits=[("e:ledger", 0.7)])
+    assert result.entities[0][0].name == "ledger"
+
+
+def test_vector_hits_for_unknown_ids_are_ignored(graph: Graph) -> None:
+    result = graph.search("x", "vector", 3, vector_hits=[("e:deleted", 0.9), ("bogus", 0.9)])
+    assert result.entities == [] and result.relations == []
+
+
+def test_neighbors_and_edges(graph: Graph) -> None:
+    result = graph.search("accounting", "keyword", 1, include_neighbors=True, include_edges=True)
+    assert [e.name for e in result.neighbors] == ["checkout"]
+    assert [r.to_entity for r in result.edges] == ["ledger"]
+
+
+def test_paths_between_hits(graph: Graph) -> None:
+    assert graph.shortest_path("alice", "ledger") == [
+        "alice",
+        "-owns->",
+        "checkout",
+        "-calls->",
+        "ledger",
+    ]
+    assert graph.shortest_path("ledger", "search-api") == []
+
+
+def test_find_paths_in_search(graph: Graph) -> None:
+    result = graph.search("payments accounting", "keyword", 5, find_paths=True)
+    assert any(p[0] in {"alice", "checkout", "ledger"} and len(p) > 1 for p in result.paths)
+
+
+def test_restored_graph_rebuilds_adjacency_and_index(graph: Graph) -> None:
+    again = Graph(graph.entities.values(), graph.relations.values())
+    assert again.search("accounting", "keyword", 3).entities[0][0].name == "ledger"
+    assert len(again.edges_of("checkout")) == 2
+
+
+def test_blank_and_oversized_names_are_rejected() -> None:
+    with pytest.raises(ValidationError):
+        EntityCreate(name="   ", entity_type="x")
+    with pytest.raises(ValidationError):
+        EntityCreate(name="n" * 201, entity_type="x")

@@ -1,0 +1,186 @@
+"""KnowledgeGraphTool bound inside a team: members, errors, events, resume, search."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolcards.core.errors import RetriableError
+from toolcards.runtime import Team
+from toolcards.tools._common.fusion import KEYWORD_ONLY_NOTICE
+from toolcards.tools.knowledge_graph.card import KnowledgeGraphTool
+
+from .fakes import start_fake_store
+
+
+def tools_of(team: Team, member: str, **fields: Any) -> dict[str, Any]:
+    factory = team.bind([KnowledgeGraphTool(**fields)], member=member)
+    return {fn.__name__: fn for fn in factory.get_tools()}
+
+
+def graph_events(team: Team) -> list[Any]:
+    return [e for e in team.events() if e.tool_id == "#KnowledgeGraphTool"]
+
+
+SEED = {
+    "create_entities": [
+        {"name": "checkout", "entity_type": "Service", "description": "Takes orders"},
+        {"name": "ledger", "entity_type": "Service", "description": "Invoice records"},
+        {"name": "ann", "entity_type": "Person", "description": "On call", "is_root": True},
+    ],
+    "create_relations": [
+        {"from_entity": "checkout", "to_entity": "ledger", "relation_type": "writes_to"}
+    ],
+}
+
+
+def test_members_share_one_graph(team: Team) -> None:
+    tools_of(team, "alice", vector_store=False)["update_graph"](**SEED)
+    out = tools_of(team, "bob", vector_store=False)["search_graph"]("orders")
+    assert "checkout [Service]" in out
+
+
+def test_partial_batch_applies_rest_and_raises_all_errors(team: Team) -> None:
+    tools = tools_of(team, "alice", vector_store=False)
+    tools["update_graph"](**SEED)
+    with pytest.raises(RetriableError) as err:
+        tools["update_graph"](
+            create_entities=[
+                {"name": "ledger", "entity_type": "S"},
+                {"name": "new", "entity_type": "S"},
+            ],
+            create_relations=[{"from_entity": "new", "to_entity": "ghost", "relation_type": "x"}],
+        )
+    message = str(err.value)
+    assert "already exists" in message and "'ghost'" in message
+    assert "1 created" in message
+    assert "new [S]" in tools["search_graph"]("new", mode="keyword")
+    assert len(graph_events(team)) == 2
+
+
+def test_one_event_per_batch_with_cascade(team: Team) -> None:
+    tools = tools_of(team, "alice", vector_store=False)
+    tools["update_graph"](**SEED)
+    tools["update_graph"](delete_entities=["ledger"])
+    events = graph_events(team)
+    assert [e.seq for e in events] == [1, 2]
+    assert events[1].payload["entities_removed"] == ["ledger"]
+    assert events[1].payload["relations_removed"][0]["relation_type"] == "writes_to"
+
+
+def test_batch_of_only_errors_emits_nothing(team: Team) -> None:
+    tools = tools_of(team, "alice", vector_store=False)
+    with pytest.raises(RetriableError):
+        tools["update_graph"](delete_entities=["nobody"])
+    assert graph_events(team) == []
+
+
+def test_wrong_types_and_empty_calls_are_retries(team: Team) -> None:
+    tools = tools_of(team, "alice", vector_store=False)
+    with pytest.raises(RetriableError):
+        tools["update_graph"]()
+    with pytest.raises(RetriableError):
+        tools["update_graph"](create_entities={"name": "x"})
+    with pytest.raises(RetriableError):
+        tools["update_graph"](create_entities=[{"name": "x", "entity_type": "t", "owner": "me"}])
+    with pytest.raises(RetriableError):
+        tools["search_graph"]("x", mode="fuzzy")
+    with pytest.raises(RetriableError):
+        tools["search_graph"]("x", top_k=0)
+
+
+@pytest.mark.parametrize("query", ['"', "NEAR(orders", "ord*", 'a" OR "b', "ledger:", "(((("])
+def test_search_survives_fts_syntax(team: Team, query: str) -> None:
+    tools = tools_of(team, "alice", vector_store=False)
+    tools["update_graph"](**SEED)
+    assert isinstance(tools["search_graph"](query, mode="keyword"), str)
+
+
+def test_search_context_options(team: Team) -> None:
+    tools = tools_of(team, "alice", vector_store=False)
+    tools["update_graph"](**SEED)
+    out = tools["search_graph"]("orders invoice", include_neighbors=True, find_paths=True)
+    assert "Paths (1):" in out and "checkout -writes_to-> ledger" in out
+
+
+def test_hybrid_uses_the_store_and_concurrent_members_lose_nothing(team: Team) -> None:
+    start_fake_store(team)
+    errors: list[BaseException] = []
+
+    def worker(i: int) -> None:
+        tools = tools_of(team, f"m{i}")
+        try:
+            for j in range(10):
+                tools["update_graph"](
+                    create_entities=[
+                        {"name": f"e{i}-{j}", "entity_type": "Note", "description": f"note {j}"}
+                    ]
+                )
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert errors == []
+    assert "80 entities" in team.bind([KnowledgeGraphTool()], "x").get_system_prompts()[0]()
+    tools = tools_of(team, "alice")
+    tools["update_graph"](**SEED)
+    out = tools["search_graph"]("money", mode="vector")
+    assert "ledger [Service]" in out and KEYWORD_ONLY_NOTICE not in out
+    assert len(graph_events(team)) == 81
+
+
+def test_vector_mode_without_store_falls_back_and_says_so_once(team: Team) -> None:
+    tools = tools_of(team, "alice")
+    tools["update_graph"](**SEED)
+    first = tools["search_graph"]("orders", mode="vector")
+    assert first.startswith(KEYWORD_ONLY_NOTICE) and "checkout" in first
+    assert KEYWORD_ONLY_NOTICE not in tools["search_graph"]("orders")
+
+
+def test_graph_and_vectors_survive_resume_without_reembedding(tmp_path: Path) -> None:
+    db = tmp_path / "team.db"
+    with Team("kg-resume", db) as team:
+        start_fake_store(team)
+        tools_of(team, "alice")["update_graph"](**SEED)
+        assert len(team.actor("#VectorStore").ask("upserted_ids")) == 4  # type: ignore[union-attr]
+    with Team.resume("kg-resume", db) as team:
+        store = start_fake_store(team)
+        tools = tools_of(team, "alice")
+        tools["update_graph"](
+            update_entities=[{"name": "ann", "add_observations": ["Prefers email"]}]
+        )
+        assert store.ask("upserted_ids") == ["e:ann"]
+        assert "writes_to" in tools["search_graph"]("checkout", include_edges=True)
+        assert graph_events(team)[-1].seq == 2
+
+
+def test_summary_names_only_exposed_tools(team: Team) -> None:
+    tools_of(team, "alice", vector_store=False)["update_graph"](**SEED)
+    factory = team.bind([KnowledgeGraphTool(vector_store=False, update_graph=False)], "bob")
+    text = factory.get_system_prompts()[0]()
+    assert "**Knowledge graph:** 3 entities, 1 relations" in text
+    assert "ann [Person]" in text and "Types: Service (2), Person (1)" in text
+    assert "search_graph" in text and "update_graph" not in text
+    silent = team.bind(
+        [KnowledgeGraphTool(vector_store=False, update_graph=False, search_graph=False)], "carl"
+    )
+    assert "search_graph" not in silent.get_system_prompts()[0]()
+
+
+def test_commands_exist(team: Team) -> None:
+    names = team.bind([KnowledgeGraphTool()], "alice").get_commands().names()
+    assert {"get_graph", "search_graph"} <= set(names)
+
+
+def test_card_round_trips_and_declares_optional_store() -> None:
+    card = KnowledgeGraphTool(vector_store="Docs")
+    assert KnowledgeGraphTool.model_validate_json(card.model_dump_json()) == card
+    assert card.optional_depends_on == ["VectorStoreTool"]
+    assert KnowledgeGraphTool(vector_store=False).optional_depends_on == []
