@@ -9,6 +9,8 @@ with Team("t1", store="team.db") as team:
 ```
 """
 
+from typing import TYPE_CHECKING, Any
+
 from toolcards.runtime.deferred import (
     DeferredConfig,
     DeferredFailed,
@@ -25,10 +27,12 @@ from toolcards.runtime.system import (
     ActorHandle,
     ActorSystem,
     ActorUnavailable,
-    PykkaActorSystem,
 )
 from toolcards.runtime.team import StopReport, Team, TeamStopped, implicit_team, team_for
 from toolcards.runtime.tool_actor import ToolActor, ToolActorContext
+
+if TYPE_CHECKING:
+    from toolcards.runtime.pykka_system import PykkaActorSystem
 
 __all__ = [
     "DEFAULT_ASK_TIMEOUT",
@@ -59,3 +63,11 @@ __all__ = [
     "poll_deferred",
     "team_for",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PykkaActorSystem":  # the backend loads with the first Team
+        from toolcards.runtime.pykka_system import PykkaActorSystem
+
+        return PykkaActorSystem
+    raise AttributeError(f"module 'toolcards.runtime' has no attribute {name!r}")

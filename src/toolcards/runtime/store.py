@@ -193,6 +193,12 @@ class TeamStore:
                 return
         callback()
 
+    def checkpoint(self) -> None:
+        """Fold the write-ahead log into the database file (no-op in memory)."""
+        if not self.in_memory:
+            with self.lock:
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def close(self) -> None:
         with self.lock:
             if self._conn is not None:

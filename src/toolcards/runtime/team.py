@@ -23,7 +23,7 @@ from toolcards.core.factory import ToolFactory
 from toolcards.runtime.events import EventCallback, EventLog, Subscription
 from toolcards.runtime.observer import TeamObserver
 from toolcards.runtime.store import StateNamespace, StoreClosedError, TeamStore
-from toolcards.runtime.system import ActorHandle, ActorSystem, PykkaActorSystem
+from toolcards.runtime.system import ActorHandle, ActorSystem
 from toolcards.runtime.tool_actor import ToolActor, ToolActorContext
 
 logger = logging.getLogger(__name__)
@@ -110,8 +110,13 @@ class Team:
     """A team: tool actors (team singletons named ``#<Name>``), an event log and a state store.
 
     ``store`` is a SQLite file (state survives a restart; see :meth:`resume`) or ``":memory:"``.
-    ``profiles`` and ``policy`` are kept for agent members. Use it as a context manager, or call
-    :meth:`stop`.
+    Opening a file that already holds ``team_id`` continues its state; :meth:`resume` also
+    restarts every recorded tool actor. Use it as a context manager, or call :meth:`stop`.
+
+    Extension points for agent members: ``profiles`` and ``policy`` are stored as given;
+    :meth:`spawn` starts any named actor (names without ``#`` are members, stopped in the first
+    teardown phase); :meth:`observer_for` gives a member's observer, whose ``on_hire`` /
+    ``on_fire`` call ``team.hire`` / ``team.fire`` once a members module provides them.
     """
 
     def __init__(
@@ -145,7 +150,11 @@ class Team:
             _release_store(self._store)
             raise
         self.log = EventLog(self._store, team_id)
-        self.system: ActorSystem = system if system is not None else PykkaActorSystem()
+        if system is None:
+            from toolcards.runtime.pykka_system import PykkaActorSystem
+
+            system = PykkaActorSystem()
+        self.system: ActorSystem = system
         self._store.open_team(team_id)
         self.log.lifecycle("team_started", resumed=_resume)
         if _resume:
@@ -261,6 +270,10 @@ class Team:
     def state_of(self, name: str) -> StateNamespace:
         """The durable key/value state of the actor ``name`` (readable even when it is down)."""
         return StateNamespace(self._store, self.team_id, name)
+
+    def checkpoint(self) -> None:
+        """Fold the store's write-ahead log into its file (after a bulk load, before a copy)."""
+        self._store.checkpoint()
 
     # ---- members -----------------------------------------------------------------------------
 

@@ -1,0 +1,180 @@
+"""The embedded actor backend: one Pykka thread per actor, names local to the process."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import pykka
+
+from toolcards.runtime.system import DEFAULT_ASK_TIMEOUT, ActorUnavailable
+
+
+class _Call(NamedTuple):
+    method: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+class _Started(NamedTuple):
+    """Answered once ``on_start`` ran: with the exception it raised, if any."""
+
+
+class _Host(pykka.ThreadingActor):
+    """Runs one target object on a Pykka thread (daemon, so a stuck actor never blocks exit)."""
+
+    use_daemon_thread = True
+
+    def __init__(
+        self, name: str, factory: Callable[[], Any], forget: Callable[[str], None]
+    ) -> None:
+        super().__init__()
+        self.name = name
+        self._factory = factory
+        self._forget = forget
+        self.target: Any = None
+        self.start_error: BaseException | None = None
+
+    def on_start(self) -> None:
+        try:
+            self.target = self._factory()
+            hook = getattr(self.target, "on_start", None)
+            if hook is not None:
+                hook()
+        except Exception as exc:
+            self.start_error = exc
+
+    def on_stop(self) -> None:
+        try:
+            hook = getattr(self.target, "on_stop", None)
+            if hook is not None and self.start_error is None:
+                hook()
+        finally:
+            self._forget(self.name)
+
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, _Call):
+            if message.method.startswith("_"):
+                raise AttributeError(f"{self.name} does not expose {message.method!r}")
+            return getattr(self.target, message.method)(*message.args, **message.kwargs)
+        if isinstance(message, _Started):
+            return self.start_error
+        raise TypeError(f"{self.name} got an unknown message {message!r}")
+
+
+class PykkaHandle:
+    """An :class:`ActorHandle` over a Pykka actor ref (no proxy objects, one message per call)."""
+
+    __slots__ = ("_name", "_ref")
+
+    def __init__(self, name: str, ref: pykka.ActorRef[Any]) -> None:
+        self._name = name
+        self._ref = ref
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def ask(self, method: str, *args: Any, timeout: float = DEFAULT_ASK_TIMEOUT, **kw: Any) -> Any:
+        try:
+            future = self._ref.ask(_Call(method, args, kw), block=False)
+        except pykka.ActorDeadError:
+            raise ActorUnavailable(f"actor {self._name} is not running") from None
+        try:
+            return future.get(timeout=timeout)
+        except pykka.Timeout:
+            raise TimeoutError(
+                f"{self._name}.{method} did not answer within {timeout:g}s"
+            ) from None
+        except pykka.ActorDeadError:
+            raise ActorUnavailable(f"actor {self._name} stopped before answering") from None
+
+    def tell(self, method: str, *args: Any, **kwargs: Any) -> None:
+        try:
+            self._ref.tell(_Call(method, args, kwargs))
+        except pykka.ActorDeadError:
+            raise ActorUnavailable(f"actor {self._name} is not running") from None
+
+    def is_alive(self) -> bool:
+        return bool(self._ref.is_alive())
+
+    def stop_future(self) -> Any:
+        return self._ref.stop(block=False)
+
+    def __repr__(self) -> str:
+        return f"<ActorHandle {self._name}>"
+
+
+class PykkaActorSystem:
+    """The embedded :class:`ActorSystem`: one Pykka thread per actor, names local to it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._actors: dict[str, PykkaHandle] = {}
+
+    def spawn(
+        self, name: str, factory: Callable[[], Any], *, start_timeout: float = 30.0
+    ) -> PykkaHandle:
+        with self._lock:
+            if name in self._actors:
+                raise ValueError(f"an actor named {name!r} is already running")
+            ref = _Host.start(name, factory, self._forget)
+            handle = PykkaHandle(name, ref)
+            self._actors[name] = handle
+        try:
+            error = ref.ask(_Started(), timeout=start_timeout)
+        except pykka.Timeout:
+            self.stop([name], timeout=0)
+            raise TimeoutError(f"actor {name} did not start within {start_timeout:g}s") from None
+        if isinstance(error, BaseException):
+            self.stop([name], timeout=start_timeout)
+            raise error
+        return handle
+
+    def _forget(self, name: str) -> None:
+        with self._lock:
+            self._actors.pop(name, None)
+
+    def lookup(self, name: str) -> PykkaHandle | None:
+        return self._actors.get(name)
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return list(self._actors)
+
+    def _require(self, name: str) -> PykkaHandle:
+        handle = self._actors.get(name)
+        if handle is None:
+            raise ActorUnavailable(f"no actor named {name!r} is running")
+        return handle
+
+    def ask(
+        self, name: str, method: str, *args: Any, timeout: float = DEFAULT_ASK_TIMEOUT, **kw: Any
+    ) -> Any:
+        return self._require(name).ask(method, *args, timeout=timeout, **kw)
+
+    def tell(self, name: str, method: str, *args: Any, **kwargs: Any) -> None:
+        self._require(name).tell(method, *args, **kwargs)
+
+    def stop_later(self, name: str) -> None:
+        handle = self._actors.get(name)
+        if handle is not None:
+            handle.stop_future()
+
+    def stop(self, names: Sequence[str], timeout: float) -> list[str]:
+        deadline = time.monotonic() + max(timeout, 0.0)
+        pending: list[tuple[str, Any]] = []
+        for name in names:
+            handle = self._actors.get(name)
+            if handle is not None:
+                pending.append((name, handle.stop_future()))
+        abandoned: list[str] = []
+        for name, future in pending:
+            try:
+                future.get(timeout=max(deadline - time.monotonic(), 0.0))
+            except pykka.Timeout:
+                abandoned.append(name)
+                self._forget(name)
+        return abandoned
