@@ -30,7 +30,9 @@ class ExecLimits(BaseModel):
     file_size_bytes: int | None = Field(default=256 << 20, ge=1)
     """Largest file the command may write (RLIMIT_FSIZE)."""
     max_processes: int | None = Field(default=128, ge=4)
-    """Processes and threads alive at once (a pids cgroup, else RLIMIT_NPROC when not root)."""
+    """Processes and threads alive at once: a pids cgroup when one is writable, else
+    RLIMIT_NPROC (not as root, where it never applies; outside a user namespace it counts
+    all of the user's processes)."""
     cpus: float = Field(default=1.0, gt=0, le=256)
     """CPU share for container backends (``docker --cpus``)."""
     output_bytes: int = Field(default=64_000, ge=256, le=16 << 20)

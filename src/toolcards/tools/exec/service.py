@@ -96,6 +96,8 @@ class ExecService:
 
     def result(self, job_id: object, wait_s: float = 0.0) -> ExecResult | None:
         """The job's result, or None while it is still running (after waiting ``wait_s``)."""
+        if isinstance(wait_s, bool) or not isinstance(wait_s, int | float) or wait_s != wait_s:
+            raise RetriableError("wait_s must be a number of seconds")
         if not isinstance(job_id, str):
             raise RetriableError(f"job_id must be a string, got {type(job_id).__name__}")
         with self._lock:

@@ -47,9 +47,7 @@ class BwrapBackend(Backend):
     executable: ClassVar[str] = "bwrap"
 
     def __init__(self) -> None:
-        self._etc = Path(tempfile.mkdtemp(prefix="toolcards-bwrap-etc-"))
-        (self._etc / "passwd").write_text(PASSWD)
-        (self._etc / "group").write_text(GROUP)
+        self._etc = _identity_files()
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -88,6 +86,15 @@ def system_view(*, network: bool) -> list[str]:
         for path in sorted(glob.glob(pattern)):
             args += ["--ro-bind", path, path]
     return args
+
+
+@functools.cache
+def _identity_files() -> Path:
+    """A minimal passwd/group pair (written once per process) so tools can name the user."""
+    etc = Path(tempfile.mkdtemp(prefix="toolcards-bwrap-etc-"))
+    (etc / "passwd").write_text(PASSWD)
+    (etc / "group").write_text(GROUP)
+    return etc
 
 
 @functools.cache

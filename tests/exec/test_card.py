@@ -1,0 +1,179 @@
+"""The ExecTool card: configuration, tools, descriptions, jobs, concurrency, singleton."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+from tests.exec.support import needs_bwrap
+
+from toolcards.core.errors import RetriableError
+from toolcards.core.factory import ToolFactory
+from toolcards.core.spec import annotations_of
+from toolcards.tools.exec import backends
+from toolcards.tools.exec.backends import BackendUnavailable
+from toolcards.tools.exec.card import ExecTool
+from toolcards.tools.exec.limits import ExecLimits
+
+
+def _tools(card: ExecTool) -> dict[str, Any]:
+    return {fn.__name__: fn for fn in card.get_tools()}
+
+
+class _Member:
+    def __init__(self, team_id: str) -> None:
+        self.team_id = team_id
+
+
+def test_card_round_trips_through_json() -> None:
+    card = ExecTool(
+        mode="local",
+        workspace_id="w1",
+        timeout_s=5,
+        limits=ExecLimits(cpu_seconds=3, output_bytes=1000),
+        allowed_commands=["ls"],
+        env_allow=["LANG"],
+        network=True,
+        max_concurrent=2,
+    )
+    again = ExecTool.model_validate(json.loads(card.model_dump_json()))
+    assert again == card
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"mode": "chroot"},
+        {"timeout_s": 0},
+        {"allowed_commands": ["/bin/ls"]},
+        {"allowed_commands": ["-x"]},
+        {"max_concurrent": 0},
+        {"sandbox": True},
+    ],
+)
+def test_card_rejects_bad_configuration(bad: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        ExecTool.model_validate(bad)
+
+
+def test_tool_names_and_annotations() -> None:
+    tools = _tools(ExecTool(mode="local"))
+    assert list(tools) == ["exec_command", "exec_start", "exec_result"]
+    assert annotations_of(tools["exec_command"]).destructive
+    assert annotations_of(tools["exec_command"]).open_world  # local reaches everything
+    assert annotations_of(tools["exec_result"]).readonly
+
+
+def test_capabilities_can_be_switched_off() -> None:
+    assert list(_tools(ExecTool(mode="local", exec_jobs=False))) == ["exec_command"]
+    assert ExecTool(mode="local", exec_command=False, exec_jobs=False).get_tools() == []
+
+
+def test_local_description_says_unconfined() -> None:
+    doc = _tools(ExecTool(mode="local"))["exec_command"].__doc__ or ""
+    assert "UNCONFINED" in doc
+
+
+@needs_bwrap
+def test_bwrap_description_says_sandboxed_without_network() -> None:
+    tool = _tools(ExecTool(mode="bwrap", allowed_commands=["pytest"]))["exec_command"]
+    doc = tool.__doc__ or ""
+    assert "sandboxed (bwrap)" in doc and "no network" in doc and "Allowed: pytest" in doc
+    assert not annotations_of(tool).open_world
+
+
+def test_auto_without_sandbox_fails_closed_at_binding(monkeypatch: pytest.MonkeyPatch) -> None:
+    for cls in (backends.BwrapBackend, backends.DockerBackend, backends.SeatbeltBackend):
+        monkeypatch.setattr(cls, "unavailable_reason", classmethod(lambda c: "missing"))
+    with pytest.raises(BackendUnavailable, match="never falls back"):
+        ToolFactory([ExecTool()])
+
+
+def test_runs_in_the_team_workspace(workspaces: Path) -> None:
+    member = _Member("team-a")  # cards hold their observer weakly
+    card = ExecTool(mode="local").observer(member)
+    out = _tools(card)["exec_command"]("pwd")
+    assert str(workspaces / "team-a") in out
+
+
+def test_refused_command_is_retriable_and_nothing_runs(workspaces: Path) -> None:
+    tools = _tools(ExecTool(mode="local", allowed_commands=["ls"], workspace_id="w"))
+    with pytest.raises(RetriableError, match="not allowed"):
+        tools["exec_command"]("touch made")
+    assert not (workspaces / "w" / "made").exists()
+
+
+def test_no_shell_means_metacharacters_are_literal(workspaces: Path) -> None:
+    tools = _tools(ExecTool(mode="local", workspace_id="w"))
+    out = tools["exec_command"]("echo $(touch pwned) ;ls")
+    assert "$(touch pwned) ;ls" in out
+    assert not (workspaces / "w" / "pwned").exists()
+
+
+def test_job_start_and_result() -> None:
+    tools = _tools(ExecTool(mode="local"))
+    started = tools["exec_start"]("echo from-job")
+    job_id = started.split("job_id: ")[1].split()[0]
+    out = tools["exec_result"](job_id, wait_s=10)
+    assert "status: finished" in out and "from-job" in out
+
+
+def test_job_result_reports_running_then_unknown_ids_retry() -> None:
+    tools = _tools(ExecTool(mode="local", timeout_s=5))
+    job_id = tools["exec_start"]("sleep 3").split("job_id: ")[1].split()[0]
+    assert "status: running" in tools["exec_result"](job_id)
+    with pytest.raises(RetriableError, match="unknown job id"):
+        tools["exec_result"]("nope")
+    with pytest.raises(RetriableError, match="must be a string"):
+        tools["exec_result"](42)
+
+
+def test_bad_job_command_fails_before_starting() -> None:
+    with pytest.raises(RetriableError, match="shell operators"):
+        _tools(ExecTool(mode="local"))["exec_start"]("ls | wc")
+
+
+def test_calls_run_concurrently(workspaces: Path) -> None:
+    """Two commands that each wait for the other's file: serialized runs would time out."""
+    tools = _tools(ExecTool(mode="local", workspace_id="c", timeout_s=20, max_concurrent=2))
+    wait_for = "import os,time,sys\nopen(sys.argv[1],'w')\nwhile not os.path.exists(sys.argv[2]):"
+    script = workspaces / "c" / "meet.py"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(wait_for + " time.sleep(0.02)\nprint('met')\n")
+    results: list[str] = []
+    threads = [
+        threading.Thread(
+            target=lambda a=a, b=b: results.append(
+                tools["exec_command"](f"python3 meet.py {a} {b}")
+            )
+        )
+        for a, b in (("a", "b"), ("b", "a"))
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(results) == 2
+    assert all("met" in r and "killed" not in r for r in results)
+
+
+def test_one_service_per_team_and_settings() -> None:
+    m1, m2, m3 = _Member("t1"), _Member("t1"), _Member("t2")
+    a1 = ExecTool(mode="local").observer(m1)
+    a2 = ExecTool(mode="local").observer(m2)
+    b = ExecTool(mode="local").observer(m3)
+    assert a1.service() is a2.service()
+    assert a1.service() is not b.service()
+    assert ExecTool(mode="local", timeout_s=9).service() is not ExecTool(mode="local").service()
+
+
+@pytest.mark.parametrize("wait", [float("nan"), "soon", True])
+def test_job_result_rejects_bad_wait(wait: object) -> None:
+    tools = _tools(ExecTool(mode="local"))
+    job_id = tools["exec_start"]("true").split("job_id: ")[1].split()[0]
+    with pytest.raises(RetriableError, match="wait_s"):
+        tools["exec_result"](job_id, wait_s=wait)
