@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import inspect
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -12,6 +13,7 @@ from typing import Any, Literal
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
+from pydantic_core import SchemaValidator, core_schema
 
 from toolcards.core.spec import ToolAnnotations
 from toolcards.governance.audit import AuditLog
@@ -28,6 +30,9 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 DESTRUCTIVE_WARNING = "Warning: destructive. Its changes may not be undoable; call it deliberately."
 APPROVAL_NOTE = "A human must approve each call before it runs."
 SURFACE = "pydantic-ai"
+# The model's arguments reach call_tool unparsed, so that the ACL, rate limit and approval
+# see the same raw arguments as on every other surface; the executor validates afterwards.
+_RAW_ARGS = SchemaValidator(core_schema.dict_schema(keys_schema=core_schema.str_schema()))
 
 
 def provider_safe_name(tool_id: str) -> str:
@@ -207,8 +212,7 @@ class GovernedToolset(WrapperToolset[Any]):
             toolset=self,
             tool_def=governed_def,
             max_retries=tool.max_retries,
-            args_validator=tool.args_validator,
-            args_validator_func=tool.args_validator_func,
+            args_validator=_RAW_ARGS,
         )
         return _Entry(name, tool, cap, governed)
 
@@ -241,8 +245,13 @@ class GovernedToolset(WrapperToolset[Any]):
         if entry is None:
             return f"denied: {name} is not permitted for {identity.id}"
         inner, original, inner_tool = self.wrapped, entry.original, entry.inner_tool
+        check = inner_tool.args_validator_func
 
         async def invoke(args: dict[str, Any]) -> Any:
+            if check is not None:  # the wrapped tool's own post-validation hook
+                checked = check(ctx, **args)
+                if inspect.isawaitable(checked):
+                    await checked
             return await inner.call_tool(original, args, ctx, inner_tool)
 
         result = await self.executor.run(
@@ -253,7 +262,6 @@ class GovernedToolset(WrapperToolset[Any]):
             call_id=ctx.tool_call_id,
             approved=ctx.tool_call_approved,
             invoke=invoke,
-            validated=True,
         )
         return to_model_result(result)
 

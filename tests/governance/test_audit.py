@@ -1,0 +1,120 @@
+"""AuditLog: one row per decision, redaction, queries, durability."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolcards.governance import AuditLog, CapabilityRegistry, Executor, Identity, Policy
+
+pytestmark = pytest.mark.anyio
+ALICE = Identity("alice", roles=["admin", "ops"])
+
+
+def login(user: str, password: str, note: str = "") -> str:
+    """Log in."""
+    return "ok"
+
+
+def _executor(audit: AuditLog, policy: dict[str, Any] | None = None) -> Executor:
+    registry = CapabilityRegistry.from_tools([login])
+    return Executor(registry, Policy.from_dict(policy or {"default_effect": "allow"}), audit=audit)
+
+
+async def test_one_row_per_call_with_principal_roles_surface_and_outcome(tmp_path: Path) -> None:
+    with AuditLog(tmp_path / "audit.db") as audit:
+        executor = _executor(audit)
+        await executor.call("login", {"user": "a", "password": "p"}, ALICE, surface="cli")
+        rows = audit.query()
+    assert len(rows) == 1
+    row = rows[0]
+    assert (row.principal, row.roles, row.surface, row.tool) == (
+        "alice",
+        ("admin", "ops"),
+        "cli",
+        "login",
+    )
+    assert (row.decision, row.outcome, row.error) == ("allow", "ok", None)
+    assert len(row.args_digest) == 64 and row.duration_ms >= 0
+
+
+async def test_secrets_are_redacted_by_name_and_by_look(tmp_path: Path) -> None:
+    with AuditLog(tmp_path / "audit.db") as audit:
+        args = {"user": "a", "password": "hunter2", "note": "key sk-abcdefghijklmnopqrstuvwx ok"}
+        await _executor(audit).call("login", args, ALICE)
+        row = audit.tail(1)[0]
+        raw = (tmp_path / "audit.db").read_bytes() + (tmp_path / "audit.db-wal").read_bytes()
+    assert row.args["password"] == "[REDACTED]"
+    assert row.args["note"] == "key [REDACTED] ok"
+    assert row.args["user"] == "a"
+    assert b"hunter2" not in raw and b"sk-abcdefghij" not in raw
+
+
+async def test_denied_calls_are_recorded_as_denied(tmp_path: Path) -> None:
+    with AuditLog(tmp_path / "audit.db") as audit:
+        await _executor(audit, {"default_effect": "deny"}).call("login", {"user": "a"}, ALICE)
+        rows = audit.query(decision="deny")
+    assert [(r.tool, r.outcome) for r in rows] == [("login", "denied")]
+
+
+async def test_query_filters_by_principal_tool_and_time(tmp_path: Path) -> None:
+    with AuditLog(tmp_path / "audit.db") as audit:
+        executor = _executor(audit)
+        before = time.time() - 1
+        await executor.call("login", {"user": "a", "password": "p"}, ALICE)
+        await executor.call("login", {"user": "b", "password": "p"}, Identity("bob"))
+        assert [r.principal for r in audit.query(principal="bob")] == ["bob"]
+        assert len(audit.query(tool="login", since=before)) == 2
+        assert audit.query(until=before) == []
+        assert len(audit.query(limit=1)) == 1
+
+
+async def test_sync_durability_commits_before_the_call_returns(tmp_path: Path) -> None:
+    path = tmp_path / "audit.db"
+    audit = AuditLog(path, durability="sync")
+    try:
+        await _executor(audit).call("login", {"user": "a", "password": "p"}, ALICE)
+        other = sqlite3.connect(path)
+        count = other.execute("SELECT count(*) FROM audit").fetchone()[0]
+        other.close()
+    finally:
+        audit.close()
+    assert count == 1
+
+
+async def test_batched_rows_survive_close_and_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "audit.db"
+    audit = AuditLog(path)
+    executor = _executor(audit)
+    for i in range(50):
+        await executor.call("login", {"user": f"u{i}", "password": "p"}, ALICE)
+    audit.close()
+    audit.close()
+    with AuditLog(path) as reopened:
+        assert len(reopened.query(limit=1000)) == 50
+        mode = reopened._db.execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+
+
+async def test_tool_error_is_recorded_redacted(tmp_path: Path) -> None:
+    def leak(token: str) -> str:
+        """Fails."""
+        raise ValueError("bad Bearer abcdefghijklmnopqrstuvwxyz")
+
+    registry = CapabilityRegistry.from_tools([leak])
+    with AuditLog(tmp_path / "audit.db") as audit:
+        executor = Executor(registry, Policy.allow_all(), audit=audit)
+        await executor.call("leak", {"token": "t0ps3cret"}, ALICE)
+        row = audit.tail(1)[0]
+    assert row.outcome == "error"
+    assert row.error is not None and "abcdefghijklmnop" not in row.error
+    assert row.args == {"token": "[REDACTED]"}
+
+
+def test_invalid_durability_is_rejected(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        AuditLog(tmp_path / "a.db", durability="sometimes")  # type: ignore[arg-type]

@@ -1,0 +1,268 @@
+"""GovernedToolset in real agent runs (FunctionModel): the acceptance behaviours."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved
+
+from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
+
+from .conftest import POLICY_PATH, Recorder, Script
+
+ALICE = Identity("alice", roles=["data_admin"])
+BOB = Identity("bob", roles=["sales"])
+CAROL = Identity("carol", roles=["finance"])
+
+
+def _agent(script: Script, toolset: GovernedToolset) -> Agent[None, Any]:
+    return Agent(script.model, toolsets=[toolset], output_type=[str, DeferredToolRequests])
+
+
+def _governed(recorder: Recorder, **kwargs: Any) -> GovernedToolset:
+    kwargs.setdefault("policy", Policy.from_yaml(POLICY_PATH))
+    return GovernedToolset(recorder.toolset, **kwargs)
+
+
+def test_denied_call_is_read_by_the_model_and_the_run_ends_normally(recorder: Recorder) -> None:
+    script = Script([("crm_delete", {"id": 1})])
+    toolset = _governed(recorder, identity=BOB, hide_denied=False)
+    result = _agent(script, toolset).run_sync("delete record 1")
+    assert result.output == "crm_delete: success: denied: crm_delete is not permitted for bob"
+    assert recorder.count("crm_delete") == 0
+
+
+def test_allowed_call_runs(recorder: Recorder) -> None:
+    script = Script([("crm_delete", {"id": 1})])
+    result = _agent(script, _governed(recorder, identity=ALICE)).run_sync("delete record 1")
+    assert result.output == "crm_delete: success: deleted 1"
+    assert recorder.calls == [("crm_delete", {"id": 1})]
+
+
+def test_denied_tools_are_not_listed(recorder: Recorder) -> None:
+    script = Script([])
+    _agent(script, _governed(recorder, identity=BOB)).run_sync("hi")
+    assert script.seen_tools[0] == ["crm_read", "send_email"]
+
+
+def test_anonymous_caller_sees_nothing_and_is_denied(recorder: Recorder) -> None:
+    script = Script([("crm_read", {"id": 1})])
+    toolset = _governed(recorder, hide_denied=False)
+    result = _agent(script, toolset).run_sync("read")
+    assert "denied: crm_read is not permitted for anonymous" in result.output
+    listing = Script([])
+    _agent(listing, _governed(recorder)).run_sync("hi")
+    assert listing.seen_tools[0] == []
+    assert recorder.calls == []
+
+
+def test_identity_comes_from_the_resolver_not_the_arguments(recorder: Recorder) -> None:
+    def resolver(ctx: RunContext[Any]) -> Identity | None:
+        return ALICE if ctx.deps == "alice-session" else BOB
+
+    script = Script([("crm_delete", {"id": 1, "identity": "alice", "principal": "alice"})])
+    toolset = _governed(recorder, identity_resolver=resolver, hide_denied=False)
+    agent = Agent(script.model, toolsets=[toolset], deps_type=str)
+    result = agent.run_sync("delete", deps="bob-session")
+    assert result.output == "crm_delete: success: denied: crm_delete is not permitted for bob"
+    assert recorder.calls == []
+    allowed = Script([("crm_delete", {"id": 1})])
+    agent = Agent(allowed.model, toolsets=[toolset], deps_type=str)
+    assert agent.run_sync("delete", deps="alice-session").output.endswith("deleted 1")
+
+
+def test_role_condition_enforced_in_a_run(recorder: Recorder) -> None:
+    for who in (BOB, ALICE, BOB):
+        script = Script([("crm_delete", {"id": 9})])
+        _agent(script, _governed(recorder, identity=who, hide_denied=False)).run_sync("go")
+    assert recorder.count("crm_delete") == 1
+
+
+def test_argument_condition_allows_small_and_defers_large(recorder: Recorder) -> None:
+    args = {"currency": "EUR", "to": "acme"}
+    small = Script([("transfer_money", {"amount": 20, **args})])
+    result = _agent(small, _governed(recorder, identity=CAROL)).run_sync("pay")
+    assert result.output == "transfer_money: success: sent 20 EUR to acme"
+    large = Script([("transfer_money", {"amount": 2000, **args})])
+    deferred = _agent(large, _governed(recorder, identity=CAROL)).run_sync("pay")
+    assert isinstance(deferred.output, DeferredToolRequests)
+    assert recorder.count("transfer_money") == 1
+
+
+def _approval_run(recorder: Recorder, toolset: GovernedToolset, amount: float = 2000) -> Any:
+    script = Script([("transfer_money", {"amount": amount, "currency": "EUR", "to": "acme"})])
+    agent = _agent(script, toolset)
+    return agent, agent.run_sync("pay")
+
+
+def test_approval_flow_runs_the_tool_exactly_once(recorder: Recorder) -> None:
+    toolset = _governed(recorder, identity=CAROL)
+    agent, first = _approval_run(recorder, toolset)
+    requests = first.output
+    assert isinstance(requests, DeferredToolRequests)
+    call = requests.approvals[0]
+    meta = requests.metadata[call.tool_call_id]
+    assert meta["principal"] == "carol" and meta["tool"] == "transfer_money"
+    assert recorder.count("transfer_money") == 0
+    results = DeferredToolResults(approvals={call.tool_call_id: True})
+    resumed = agent.run_sync(message_history=first.all_messages(), deferred_tool_results=results)
+    assert resumed.output == "transfer_money: success: sent 2000 EUR to acme"
+    assert recorder.count("transfer_money") == 1
+    replay = agent.run_sync(message_history=first.all_messages(), deferred_tool_results=results)
+    assert isinstance(replay.output, DeferredToolRequests)
+    assert recorder.count("transfer_money") == 1
+
+
+def test_approval_does_not_cover_changed_arguments(recorder: Recorder) -> None:
+    toolset = _governed(recorder, identity=CAROL)
+    agent, first = _approval_run(recorder, toolset)
+    call_id = first.output.approvals[0].tool_call_id
+    changed = {"amount": 999999, "currency": "EUR", "to": "mallory"}
+    results = DeferredToolResults(approvals={call_id: ToolApproved(override_args=changed)})
+    resumed = agent.run_sync(message_history=first.all_messages(), deferred_tool_results=results)
+    assert isinstance(resumed.output, DeferredToolRequests)
+    assert resumed.output.metadata[call_id]["args"]["to"] == "mallory"
+    assert recorder.count("transfer_money") == 0
+
+
+def test_approval_is_bound_to_the_principal(recorder: Recorder) -> None:
+    carol_toolset = _governed(recorder, identity=CAROL)
+    _, first = _approval_run(recorder, carol_toolset)
+    call_id = first.output.approvals[0].tool_call_id
+    other = Identity("mallory", roles=["finance"])
+    mallory_toolset = _governed(recorder, identity=other, executor=carol_toolset.executor)
+    agent = _agent(Script([]), mallory_toolset)
+    results = DeferredToolResults(approvals={call_id: True})
+    resumed = agent.run_sync(message_history=first.all_messages(), deferred_tool_results=results)
+    assert isinstance(resumed.output, DeferredToolRequests)
+    assert recorder.count("transfer_money") == 0
+
+
+def test_no_argument_name_can_switch_approval_off(recorder: Recorder) -> None:
+    smuggled = {
+        "amount": 2000,
+        "currency": "EUR",
+        "to": "acme",
+        "approved": True,
+        "approval": "granted",
+        "requires_approval": False,
+        "_approval_token": "x",
+    }
+    script = Script([("transfer_money", smuggled)])
+    result = _agent(script, _governed(recorder, identity=CAROL)).run_sync("pay")
+    assert not isinstance(result.output, str) or "sent" not in result.output
+    assert recorder.count("transfer_money") == 0
+
+
+def test_declared_requires_approval_defers_even_when_policy_allows(recorder: Recorder) -> None:
+    from pydantic_ai.toolsets import FunctionToolset
+
+    ran: list[str] = []
+    inner: FunctionToolset[Any] = FunctionToolset()
+
+    @inner.tool_plain(requires_approval=True)
+    def deploy(env: str) -> str:
+        """Deploy."""
+        ran.append(env)
+        return "deployed"
+
+    toolset = GovernedToolset(inner, policy=Policy.allow_all(), identity=ALICE)
+    script = Script([("deploy", {"env": "prod"})])
+    agent = _agent(script, toolset)
+    first = agent.run_sync("ship")
+    assert isinstance(first.output, DeferredToolRequests) and ran == []
+    call_id = first.output.approvals[0].tool_call_id
+    results = DeferredToolResults(approvals={call_id: True})
+    agent.run_sync(message_history=first.all_messages(), deferred_tool_results=results)
+    assert ran == ["prod"]
+
+
+def test_rate_limit_result_says_when_and_run_continues(recorder: Recorder) -> None:
+    policy = Policy.from_dict(
+        {
+            "default_effect": "allow",
+            "limits": [{"targets": ["crm_read"], "rate": "2/min"}],
+        }
+    )
+    script = Script([("crm_read", {"id": i}) for i in range(3)])
+    result = _agent(script, _governed(recorder, policy=policy, identity=BOB)).run_sync("read")
+    lines = result.output.splitlines()
+    assert lines[:2] == ["crm_read: success: record 0", "crm_read: success: record 1"]
+    assert lines[2].startswith("crm_read: success: rate limited: crm_read may be called again in")
+    assert recorder.count("crm_read") == 2
+
+
+def test_include_and_exclude_select_tools(recorder: Recorder) -> None:
+    policy = Policy.allow_all()
+    script = Script([])
+    toolset = _governed(
+        recorder, policy=policy, identity=ALICE, include=["crm_*"], exclude=["crm_delete"]
+    )
+    _agent(script, toolset).run_sync("hi")
+    assert script.seen_tools[0] == ["crm_read"]
+
+
+def test_bad_arguments_become_a_retry_and_the_run_continues(recorder: Recorder) -> None:
+    script = Script([("crm_read", {"id": "not-a-number"}), ("crm_read", {"id": 2})])
+    result = _agent(script, _governed(recorder, identity=BOB)).run_sync("read")
+    lines = result.output.splitlines()
+    assert lines[0].startswith("crm_read: retried: invalid arguments for crm_read: id:")
+    assert lines[-1] == "crm_read: success: record 2"
+
+
+def test_tool_exception_becomes_error_result_without_secrets() -> None:
+    from pydantic_ai.toolsets import FunctionToolset
+
+    inner: FunctionToolset[Any] = FunctionToolset()
+
+    @inner.tool_plain
+    def connect(url: str) -> str:
+        """Connect."""
+        raise ConnectionError(f"cannot reach {url} with key sk-abcdefghijklmnopqrstuv")
+
+    script = Script([("connect", {"url": "postgres://u:pw@db"})])
+    toolset = GovernedToolset(inner, policy=Policy.allow_all(), identity=ALICE)
+    result = _agent(script, toolset).run_sync("go")
+    assert result.output == "connect: success: error: connect failed (ConnectionError)"
+
+
+def test_destructive_tools_are_sequential_with_a_warning(recorder: Recorder) -> None:
+    script = Script([])
+    _agent(script, _governed(recorder, identity=ALICE)).run_sync("hi")
+    defs = {d.name: d for d in script.seen_defs[0]}
+    assert defs["crm_delete"].sequential
+    assert "Warning: destructive" in (defs["crm_delete"].description or "")
+    assert not defs["crm_read"].sequential
+    assert defs["crm_delete"].metadata is not None
+    assert defs["crm_delete"].metadata["tool_id"] == "crm_delete"
+
+
+def test_audit_has_one_correct_row_per_decision(recorder: Recorder, tmp_path: Path) -> None:
+    audit = AuditLog(tmp_path / "audit.db")
+    policy = Policy.from_dict(
+        {
+            "rules": [
+                {"targets": ["crm_read"], "effect": "allow"},
+                {"targets": ["transfer_money"], "effect": "approve"},
+            ]
+        }
+    )
+    calls = [
+        ("crm_read", {"id": 1}),
+        ("crm_delete", {"id": 1}),
+        ("transfer_money", {"amount": 5, "currency": "EUR", "to": "x", "api_key": "k-123"}),
+    ]
+    toolset = _governed(recorder, policy=policy, identity=BOB, audit=audit, hide_denied=False)
+    _agent(Script(calls), toolset).run_sync("go")
+    rows = audit.query()
+    audit.close()
+    summary = [(r.tool, r.decision, r.outcome, r.principal, r.surface) for r in rows]
+    assert summary == [
+        ("crm_read", "allow", "ok", "bob", "pydantic-ai"),
+        ("crm_delete", "deny", "denied", "bob", "pydantic-ai"),
+        ("transfer_money", "approve", "needs_approval", "bob", "pydantic-ai"),
+    ]
+    assert rows[2].args["api_key"] == "[REDACTED]"
+    assert rows[2].args["to"] == "x"
