@@ -131,3 +131,14 @@ def test_stopped_team_refuses_new_actors() -> None:
     team.stop()
     with pytest.raises(TeamStopped):
         team.tool_actor(COUNTER, CounterActor)
+
+
+def test_card_of_a_stopped_team_does_not_fall_back_to_another_team() -> None:
+    team = Team("ended")
+    card = CounterCard()
+    factory = team.bind([card], member="frank")
+    team.stop()
+    gc.collect()
+    assert factory.cards == [card]
+    with pytest.raises(ToolObserverGone):  # the team released its members' observers
+        team_for(card)

@@ -146,19 +146,25 @@ class Team:
         self._store = _open_store(os.fspath(store), durable)
         try:
             self._claim(_resume)
+            self.log = EventLog(self._store, team_id)
+            if system is None:
+                from toolcards.runtime.pykka_system import PykkaActorSystem
+
+                system = PykkaActorSystem()
+            self.system: ActorSystem = system
+            self._store.open_team(team_id)
+            self.log.lifecycle("team_started", resumed=_resume)
         except BaseException:
+            with _registry_lock:
+                _live.pop(self._key, None)
             _release_store(self._store)
             raise
-        self.log = EventLog(self._store, team_id)
-        if system is None:
-            from toolcards.runtime.pykka_system import PykkaActorSystem
-
-            system = PykkaActorSystem()
-        self.system: ActorSystem = system
-        self._store.open_team(team_id)
-        self.log.lifecycle("team_started", resumed=_resume)
         if _resume:
             self._restore()
+
+    @property
+    def _key(self) -> str:
+        return f"{self.team_id}@{id(self)}"
 
     def _claim(self, resume: bool) -> None:
         key = (self._store.location, self.team_id)
@@ -168,7 +174,7 @@ class Team:
                     raise ValueError(f"team {self.team_id} is already running on this store")
             if resume and not self._store.team_exists(self.team_id):
                 raise LookupError(f"store {self._store.location} holds no team {self.team_id!r}")
-            _live[f"{self.team_id}@{id(self)}"] = self
+            _live[self._key] = self
 
     @classmethod
     def resume(cls, team_id: str, store: str | os.PathLike[str], **kwargs: Any) -> Self:
@@ -330,6 +336,11 @@ class Team:
             abandoned = self.system.stop(phase, bound)
             report.abandoned.extend(abandoned)
             report.stopped.extend(n for n in phase if n not in abandoned)
+        late = self.system.names()  # spawned while the phases ran (a cache's last worker)
+        if late:
+            abandoned = self.system.stop(late, min(bound, 0.5))
+            report.abandoned.extend(abandoned)
+            report.stopped.extend(n for n in late if n not in abandoned)
         self.log.lifecycle("team_stopped", stopped=report.stopped, abandoned=report.abandoned)
         if report.abandoned:
             logger.warning("team %s abandoned busy actors: %s", self.team_id, report.abandoned)
@@ -340,7 +351,7 @@ class Team:
             sub.drain(timeout=max(deadline - time.monotonic(), 0.0))
         self._observers.clear()
         with _registry_lock:
-            _live.pop(f"{self.team_id}@{id(self)}", None)
+            _live.pop(self._key, None)
         _release_store(self._store)
         return report
 
@@ -409,7 +420,9 @@ def team_for(card: ToolCard) -> Team:
             raise ToolObserverGone(f"the owner of {type(card).__name__} is gone")
         return implicit_team()
     team = getattr(observer, "team", None)
-    if isinstance(team, Team) and team.running:
+    if isinstance(team, Team):
+        if not team.running:
+            raise TeamStopped(f"team {team.team_id} of {type(card).__name__} is stopped")
         return team
     team_id = getattr(observer, "team_id", None)
     if isinstance(team_id, str):
