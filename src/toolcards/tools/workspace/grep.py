@@ -98,9 +98,10 @@ def grep_rg(
         except subprocess.TimeoutExpired:
             proc.kill()
             raise RetriableError("search timed out; narrow the path or pattern") from None
-        if proc.returncode == 2 and not hits:
-            first = err.decode("utf-8", "replace").strip().splitlines()[:1]
-            raise RetriableError(f"search failed: {first[0] if first else 'ripgrep error'}")
+        message = err.decode("utf-8", "replace").strip()
+        if proc.returncode == 2 and not hits and message:
+            detail = " ".join(message.splitlines()[:6])
+            raise RetriableError(f"search failed: {detail}")
     hits.sort(key=lambda h: (sort_key(h.path), h.line))
     return hits
 

@@ -104,7 +104,8 @@ class Transaction:
                 created_dirs.extend(_make_parents(path.parent))
                 temps[path] = _temp_write(path, data)
             for path in self.writes:
-                os.replace(temps.pop(path), path)
+                os.replace(temps[path], path)
+                del temps[path]
                 done.append(path)
             for path in self.deletes:
                 if path.exists():

@@ -1,0 +1,110 @@
+"""workspace_patch: GNU unified diffs over several files, applied atomically."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from toolcards.core.errors import RetriableError
+
+from .conftest import Tools
+
+
+@pytest.fixture
+def files(ws: Path) -> Path:
+    (ws / "a.py").write_text("one\ntwo\nthree\nfour\nfive\n")
+    (ws / "b.py").write_text("alpha\nbeta\n")
+    return ws
+
+
+def test_modifies_a_file(tools: Tools, files: Path) -> None:
+    out = tools["workspace_patch"](
+        "--- a/a.py\n+++ b/a.py\n@@ -2,3 +2,3 @@\n two\n-three\n+THREE\n four\n"
+    )
+    assert out == "Patch applied:\nM a.py"
+    assert (files / "a.py").read_text() == "one\ntwo\nTHREE\nfour\nfive\n"
+
+
+def test_creates_modifies_deletes_and_renames_in_one_patch(tools: Tools, files: Path) -> None:
+    patch = (
+        "--- /dev/null\n+++ b/new/c.py\n@@ -0,0 +1,2 @@\n+gamma\n+delta\n"
+        "--- a/b.py\n+++ /dev/null\n@@ -1,2 +0,0 @@\n-alpha\n-beta\n"
+        "diff --git a/a.py b/moved.py\nsimilarity index 90%\nrename from a.py\nrename to moved.py\n"
+        "--- a/a.py\n+++ b/moved.py\n@@ -1,2 +1,2 @@\n-one\n+ONE\n two\n"
+    )
+    out = tools["workspace_patch"](patch)
+    assert out.splitlines()[1:] == ["A new/c.py", "D b.py", "R a.py -> moved.py"]
+    assert (files / "new" / "c.py").read_text() == "gamma\ndelta\n"
+    assert not (files / "b.py").exists()
+    assert not (files / "a.py").exists()
+    assert (files / "moved.py").read_text().startswith("ONE\ntwo\n")
+
+
+def test_atomic_when_the_last_file_fails(tools: Tools, files: Path) -> None:
+    patch = (
+        "--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-one\n+ONE\n"
+        "--- /dev/null\n+++ b/c.py\n@@ -0,0 +1 @@\n+new\n"
+        "--- a/b.py\n+++ b/b.py\n@@ -1 +1 @@\n-not there\n+x\n"
+    )
+    with pytest.raises(RetriableError, match="b.py: hunk 1 does not apply"):
+        tools["workspace_patch"](patch)
+    assert (files / "a.py").read_text() == "one\ntwo\nthree\nfour\nfive\n"
+    assert not (files / "c.py").exists()
+
+
+def test_zero_context_insert_does_not_wipe_the_file(tools: Tools, files: Path) -> None:
+    tools["workspace_patch"]("--- a/a.py\n+++ b/a.py\n@@ -2,0 +3,1 @@\n+inserted\n")
+    assert (files / "a.py").read_text() == "one\ntwo\ninserted\nthree\nfour\nfive\n"
+
+
+def test_insert_at_top_with_zero_line(tools: Tools, files: Path) -> None:
+    tools["workspace_patch"]("--- a/b.py\n+++ b/b.py\n@@ -0,0 +1 @@\n+# header\n")
+    assert (files / "b.py").read_text() == "# header\nalpha\nbeta\n"
+
+
+def test_shifted_hunk_is_located_by_context(tools: Tools, files: Path) -> None:
+    tools["workspace_patch"]("--- a/a.py\n+++ b/a.py\n@@ -1,2 +1,2 @@\n four\n-five\n+FIVE\n")
+    assert (files / "a.py").read_text().endswith("four\nFIVE\n")
+
+
+def test_wrong_hunk_counts_are_tolerated(tools: Tools, files: Path) -> None:
+    tools["workspace_patch"]("--- a/b.py\n+++ b/b.py\n@@ -1,9 +1,9 @@\n alpha\n-beta\n+BETA\n")
+    assert (files / "b.py").read_text() == "alpha\nBETA\n"
+
+
+def test_ambiguous_context_away_from_header_line_is_refused(tools: Tools, ws: Path) -> None:
+    (ws / "r.txt").write_text("x\ny\nz\nx\ny\n")
+    with pytest.raises(RetriableError, match="several places"):
+        tools["workspace_patch"]("--- a/r.txt\n+++ b/r.txt\n@@ -9,2 +9,2 @@\n x\n-y\n+Y\n")
+    assert (ws / "r.txt").read_text() == "x\ny\nz\nx\ny\n"
+
+
+def test_crlf_file_keeps_crlf(tools: Tools, ws: Path) -> None:
+    (ws / "w.txt").write_bytes(b"a\r\nb\r\nc\r\n")
+    tools["workspace_patch"]("--- a/w.txt\n+++ b/w.txt\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n")
+    assert (ws / "w.txt").read_bytes() == b"a\r\nB\r\nc\r\n"
+
+
+def test_no_newline_marker_is_honoured(tools: Tools, ws: Path) -> None:
+    (ws / "n.txt").write_text("a\nb\n")
+    patch = "--- a/n.txt\n+++ b/n.txt\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n\\ No newline at end of file\n"
+    tools["workspace_patch"](patch)
+    assert (ws / "n.txt").read_text() == "a\nc"
+
+
+def test_creating_an_existing_file_is_refused(tools: Tools, files: Path) -> None:
+    with pytest.raises(RetriableError, match="already exists"):
+        tools["workspace_patch"]("--- /dev/null\n+++ b/a.py\n@@ -0,0 +1 @@\n+x\n")
+
+
+def test_text_without_headers_is_refused(tools: Tools, files: Path) -> None:
+    with pytest.raises(RetriableError, match="no file headers"):
+        tools["workspace_patch"]("just some words")
+
+
+def test_stale_file_is_refused(tools: Tools, files: Path) -> None:
+    tools["workspace_read"]("b.py")
+    (files / "b.py").write_text("alpha\nbeta\ngamma\n")
+    with pytest.raises(RetriableError, match="re-read first"):
+        tools["workspace_patch"]("--- a/b.py\n+++ b/b.py\n@@ -1 +1 @@\n-alpha\n+A\n")
