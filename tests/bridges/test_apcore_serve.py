@@ -1,0 +1,156 @@
+"""Serving a registry: apcore-cli and apcore-mcp, and the error without the extra."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from click.testing import CliRunner
+
+from toolcards.bridges.apcore import build_cli, serve_cli, serve_mcp
+
+REGISTRY_SCRIPT = """
+from typing import Any
+from apcore import Registry
+from apcore.decorator import module
+
+registry = Registry()
+
+@module(id="math.add", registry=registry)
+def add(a: int, b: int) -> dict[str, Any]:
+    \"\"\"Add two numbers.
+
+    Args:
+        a: First.
+        b: Second.
+    \"\"\"
+    return {"sum": a + b}
+"""
+
+
+def _script(tmp_path: Path, tail: str) -> Path:
+    path = tmp_path / "app.py"
+    path.write_text(REGISTRY_SCRIPT + textwrap.dedent(tail))
+    return path
+
+
+def test_serve_cli_runs_a_real_command_line(tmp_path: Path) -> None:
+    script = _script(
+        tmp_path,
+        """
+        import sys
+        from toolcards.bridges.apcore import serve_cli
+        serve_cli(registry, argv=sys.argv[1:], prog_name="calc")
+        """,
+    )
+    done = subprocess.run(
+        [sys.executable, str(script), "math", "add", "--a", "2", "--b", "40"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert '"sum": 42' in done.stdout
+
+
+def test_cli_rejects_bad_input_with_a_nonzero_exit() -> None:
+    namespace: dict[str, Any] = {}
+    exec(REGISTRY_SCRIPT, namespace)
+    cli = build_cli(namespace["registry"], prog_name="calc")
+    outcome = CliRunner().invoke(cli, ["math", "add", "--a", "two", "--b", "1"])
+    assert outcome.exit_code != 0
+
+
+def test_build_cli_works_with_the_click_runner() -> None:
+    namespace: dict[str, Any] = {}
+    exec(REGISTRY_SCRIPT, namespace)
+    cli = build_cli(namespace["registry"], prog_name="calc")
+    outcome = CliRunner().invoke(cli, ["math", "add", "--a", "1", "--b", "2"])
+    assert outcome.exit_code == 0, outcome.output
+    assert '"sum": 3' in outcome.output
+
+
+def test_serve_cli_without_standalone_mode_returns() -> None:
+    namespace: dict[str, Any] = {}
+    exec(REGISTRY_SCRIPT, namespace)
+    serve_cli(namespace["registry"], argv=["--help"], prog_name="calc", standalone_mode=False)
+
+
+def test_serve_mcp_serves_the_registry_over_stdio(tmp_path: Path) -> None:
+    from mcp.client.stdio import stdio_client
+
+    from mcp import ClientSession, StdioServerParameters
+
+    script = _script(
+        tmp_path,
+        """
+        from toolcards.bridges.apcore import serve_mcp
+        serve_mcp(registry, name="calc")
+        """,
+    )
+    params = StdioServerParameters(command=sys.executable, args=[str(script)])
+
+    async def session() -> tuple[list[str], str]:
+        with anyio.fail_after(60):
+            async with stdio_client(params) as (read, write):
+                async with ClientSession(read, write) as client:
+                    await client.initialize()
+                    names = [tool.name for tool in (await client.list_tools()).tools]
+                    result = await client.call_tool("math.add", {"a": 5, "b": 6})
+                    text = "".join(getattr(block, "text", "") for block in result.content)
+                    return names, text
+
+    names, text = anyio.run(session)
+    assert "math.add" in names
+    assert "11" in text
+
+
+def test_serve_mcp_forwards_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    import apcore_mcp
+
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(apcore_mcp, "serve", lambda target, **kw: seen.update(target=target, **kw))
+    serve_mcp("REGISTRY", transport="streamable-http", port=9999)
+    assert seen == {"target": "REGISTRY", "transport": "streamable-http", "port": 9999}
+
+
+def _drop_bridge(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(sys.modules):
+        if name.startswith("toolcards.bridges.apcore"):
+            monkeypatch.delitem(sys.modules, name)
+
+
+def test_importing_the_bridge_without_apcore_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _drop_bridge(monkeypatch)
+    monkeypatch.setitem(sys.modules, "apcore", None)
+    with pytest.raises(ImportError, match=r"toolcards\[apcore\]"):
+        importlib.import_module("toolcards.bridges.apcore")
+
+
+def test_serve_mcp_without_apcore_mcp_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "apcore_mcp", None)
+    with pytest.raises(ImportError, match=r"toolcards\[apcore\]"):
+        serve_mcp(object())
+
+
+def test_serve_cli_without_apcore_cli_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "apcore_cli", None)
+    with pytest.raises(ImportError, match=r"toolcards\[apcore\]"):
+        serve_cli(object(), argv=[])
+
+
+def test_importing_toolcards_does_not_import_apcore() -> None:
+    code = "import sys, toolcards; print('apcore' in sys.modules)"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "False"
