@@ -1,0 +1,188 @@
+"""MCPTool: the tools of one MCP server (stdio, SSE or streamable HTTP) as a card."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, model_validator
+
+from toolcards.core.card import ToolCard
+from toolcards.tools.mcp.oauth import AuthorizationHandler, OAuthFlow, loopback_handler
+
+if TYPE_CHECKING:
+    from toolcards.tools.mcp.toolset import MCPServerToolset
+
+_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+def _secret(value: SecretStr | None, env: str | None, what: str) -> str | None:
+    if value is not None and value.get_secret_value():
+        return value.get_secret_value()
+    if env:
+        found = os.environ.get(env)
+        if not found:
+            raise ValueError(f"{what}: the environment variable {env} is not set")
+        return found
+    return None
+
+
+class MCPOAuth(BaseModel):
+    """OAuth authorization-code + PKCE settings for a server that answers 401.
+
+    Endpoints are discovered from the server (protected-resource metadata, then the
+    authorization server's metadata) unless both are given here.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    client_id: str = Field(min_length=1)
+    client_secret_env: str | None = Field(default=None, pattern=_ENV_NAME)
+    client_secret: SecretStr | None = Field(default=None, exclude=True, repr=False)
+    """Never serialized: persisted cards use ``client_secret_env``."""
+    redirect_uri: str = "http://127.0.0.1:8765/callback"
+    scopes: list[str] = Field(default_factory=list)
+    authorization_endpoint: str | None = None
+    token_endpoint: str | None = None
+    issuer: str | None = None
+    """The authorization server, when the MCP server does not advertise it."""
+    resource: str | None = None
+    """The resource indicator sent to the authorization server (default: from discovery)."""
+
+
+class MCPTool(ToolCard):
+    """One MCP server's tools for the agent, through one connection.
+
+    The transport is always the configured one (never guessed from the URL). Secrets are never
+    serialized: use ``bearer_token_env`` (an environment variable name) in persisted cards, or
+    a ``bearer_token`` secret set in code.
+    """
+
+    name: str = Field(default="mcp", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    """Names the server in logs and messages."""
+    transport: Literal["stdio", "sse", "streamable-http"]
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment of the stdio server (persisted: no secrets here, see ``env_from``)."""
+    env_from: dict[str, str] = Field(default_factory=dict)
+    """Stdio server variables copied from this process's environment: child name -> our name."""
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    bearer_token_env: str | None = Field(default=None, pattern=_ENV_NAME)
+    bearer_token: SecretStr | None = Field(default=None, exclude=True, repr=False)
+    oauth: MCPOAuth | None = None
+    tool_prefix: str = Field(default="", pattern=r"^[A-Za-z0-9_-]{0,32}$")
+    include_tools: list[str] | None = None
+    exclude_tools: list[str] = Field(default_factory=list)
+    connect_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
+    """Longest wait for one response from the server."""
+    retry_interval_seconds: float = Field(default=5.0, ge=0, le=3600)
+    """Least time between two connection attempts to a server that is down."""
+
+    _toolset: MCPServerToolset | None = PrivateAttr(default=None)
+    _oauth_flow: OAuthFlow | None = PrivateAttr(default=None)
+    _oauth_handler: AuthorizationHandler | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _check_transport(self) -> Self:
+        if self.transport == "stdio":
+            if not self.command:
+                raise ValueError("transport 'stdio' needs a command")
+            if self.url or self.headers or self.oauth or self.bearer_token_env or self.bearer_token:
+                raise ValueError("url, headers, oauth and bearer tokens apply to HTTP transports")
+        else:
+            if not self.url or not self.url.startswith(("http://", "https://")):
+                raise ValueError(f"transport {self.transport!r} needs an http(s) url")
+            if self.command or self.args or self.env or self.env_from or self.cwd:
+                raise ValueError("command, args, env, env_from and cwd apply to stdio only")
+            if "@" in self.url.split("/", 3)[2]:
+                raise ValueError("credentials in the url are not allowed; use bearer_token_env")
+        if any(k.lower() in ("authorization", "proxy-authorization") for k in self.headers):
+            raise ValueError("put credentials in bearer_token_env or bearer_token, not headers")
+        for key in self.env_from.values():
+            if not key or not key.replace("_", "a").isalnum():
+                raise ValueError(f"env_from values must be environment variable names: {key!r}")
+        return self
+
+    def set_authorization_handler(self, handler: AuthorizationHandler) -> Self:
+        """Use ``handler`` for the user-consent step of OAuth (default: a loopback browser flow)."""
+        self._oauth_handler = handler
+        if self._oauth_flow is not None:
+            self._oauth_flow.handler = handler
+        return self
+
+    # ---- building ----------------------------------------------------------------------------
+
+    def _auth(self) -> OAuthFlow | None:
+        if self.oauth is None:
+            return None
+        if self._oauth_flow is None:
+            cfg = self.oauth
+            handler = self._oauth_handler or loopback_handler(cfg.redirect_uri)
+            self._oauth_flow = OAuthFlow(
+                client_id=cfg.client_id,
+                client_secret=_secret(cfg.client_secret, cfg.client_secret_env, "oauth"),
+                redirect_uri=cfg.redirect_uri,
+                scopes=cfg.scopes,
+                authorization_endpoint=cfg.authorization_endpoint,
+                token_endpoint=cfg.token_endpoint,
+                issuer=cfg.issuer,
+                resource=cfg.resource,
+                handler=handler,
+                timeout=self.connect_timeout_seconds,
+            )
+        return self._oauth_flow
+
+    def _transport(self) -> Any:
+        from fastmcp.client.transports import SSETransport, StdioTransport, StreamableHttpTransport
+
+        if self.transport == "stdio":
+            assert self.command is not None
+            env = dict(self.env)
+            for child, ours in self.env_from.items():
+                if ours in os.environ:
+                    env[child] = os.environ[ours]
+            return StdioTransport(
+                self.command, list(self.args), env=env or None, cwd=self.cwd, keep_alive=False
+            )
+        assert self.url is not None
+        headers = dict(self.headers)
+        token = _secret(self.bearer_token, self.bearer_token_env, f"MCP server {self.name!r}")
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        if self.transport == "sse":
+            return SSETransport(
+                self.url, headers=headers, auth=self._auth(), sse_read_timeout=self.timeout_seconds
+            )
+        return StreamableHttpTransport(self.url, headers=headers, auth=self._auth())
+
+    def _build(self) -> Any:
+        from toolcards.tools.mcp.toolset import require_mcp_client
+
+        mcp = require_mcp_client()
+        from fastmcp import Client
+
+        client = Client(
+            self._transport(),
+            init_timeout=self.connect_timeout_seconds,
+            timeout=self.timeout_seconds,
+        )
+        return mcp.MCPToolset(client, id=f"mcp-{self.name}", tool_error_behavior="error")
+
+    def get_toolsets(self) -> list[Any]:
+        if self._toolset is None:
+            from toolcards.tools.mcp.toolset import MCPServerToolset, require_mcp_client
+
+            require_mcp_client()
+            self._toolset = MCPServerToolset(
+                name=self.name,
+                build=self._build,
+                prefix=self.tool_prefix,
+                include=self.include_tools,
+                exclude=self.exclude_tools,
+                retry_interval=self.retry_interval_seconds,
+            )
+        return [self._toolset]

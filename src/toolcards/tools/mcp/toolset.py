@@ -1,0 +1,290 @@
+"""A pydantic-ai toolset over one MCP server that survives failures and restarts.
+
+Wraps ``pydantic_ai.mcp.MCPToolset``: a server that cannot be reached contributes no tools and
+a readable note instead of failing the run; a broken connection is replaced by a fresh one and
+the call is repeated once; tool names are made safe for every model provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from pydantic_ai import ModelRetry, RunContext
+from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
+
+from toolcards.tools.mcp.names import sanitize_names
+
+log = logging.getLogger("toolcards.mcp")
+
+_CONNECTION_WORDS = ("connection closed", "session terminated", "not connected", "session not")
+
+
+def require_mcp_client() -> Any:
+    """The ``pydantic_ai.mcp`` module; ImportError naming the ``toolcards[mcp]`` extra."""
+    try:
+        import fastmcp  # noqa: F401
+        from pydantic_ai import mcp
+    except ImportError as exc:
+        raise ImportError(
+            "MCPTool needs the MCP client packages: pip install 'toolcards[mcp]'"
+        ) from exc
+    return mcp
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """Whether ``exc`` means the connection to the server is gone (not a tool failure)."""
+    import anyio
+    import httpx
+
+    if isinstance(exc, BaseExceptionGroup):
+        return all(is_connection_error(e) for e in exc.exceptions)
+    if isinstance(
+        exc,
+        anyio.ClosedResourceError
+        | anyio.BrokenResourceError
+        | anyio.EndOfStream
+        | httpx.TransportError
+        | ConnectionError
+        | EOFError,
+    ):
+        return True
+    error = getattr(exc, "error", None)
+    code = getattr(error, "code", getattr(exc, "code", None))
+    if code == -32000:
+        return True
+    from fastmcp import exceptions
+
+    protocol_error = getattr(exceptions, "McpError", RuntimeError)
+    if isinstance(exc, getattr(exceptions, "ToolError", ())):
+        return False
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError | OSError | protocol_error) and any(
+        w in text for w in _CONNECTION_WORDS
+    )
+
+
+def _short(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    name = type(exc).__name__
+    return f"{name}: {text[:240]}" if text else name
+
+
+def _annotations(metadata: dict[str, Any] | None) -> dict[str, Any]:
+    """Card annotation keys from the MCP tool hints (MCP defaults when a hint is absent)."""
+    hints = (metadata or {}).get("annotations") or {}
+    readonly = bool(hints.get("readOnlyHint", False))
+    destructive = hints.get("destructiveHint")
+    open_world = hints.get("openWorldHint")
+    return {
+        "readonly": readonly,
+        "destructive": (not readonly)
+        if destructive is None
+        else bool(destructive) and not readonly,
+        "idempotent": bool(hints.get("idempotentHint", False)),
+        "open_world": True if open_world is None else bool(open_world),
+        "requires_approval": False,
+        "sensitive": [],
+    }
+
+
+class MCPServerToolset(AbstractToolset[Any]):
+    """The tools of one MCP server, renamed, isolated from failures and reconnecting."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        build: Callable[[], AbstractToolset[Any]],
+        prefix: str = "",
+        include: Sequence[str] | None = None,
+        exclude: Sequence[str] = (),
+        retry_interval: float = 5.0,
+    ) -> None:
+        self.name = name
+        self._build = build
+        self._prefix = prefix
+        self._include = None if include is None else set(include)
+        self._exclude = set(exclude)
+        self._retry_interval = retry_interval
+        self._inner: AbstractToolset[Any] | None = None
+        self._entered = 0
+        self._lock: asyncio.Lock | None = None
+        self._last_attempt = float("-inf")
+        self._routes: dict[str, tuple[str, ToolsetTool[Any]]] = {}
+        self.last_error: str | None = None
+        """Why the server is unavailable, or None while it is connected."""
+        self.connections = 0
+        """How many connections were opened (reconnections included)."""
+
+    @property
+    def id(self) -> str | None:
+        return f"mcp:{self.name}"
+
+    @property
+    def label(self) -> str:
+        return f"MCP server {self.name!r}"
+
+    @property
+    def connected(self) -> bool:
+        """Whether a session to the server is open."""
+        return self._inner is not None
+
+    def __repr__(self) -> str:
+        return f"MCPServerToolset(name={self.name!r}, connected={self.connected})"
+
+    # ---- lifecycle -----------------------------------------------------------------------
+
+    def _get_lock(self) -> asyncio.Lock:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
+
+    async def __aenter__(self) -> MCPServerToolset:
+        self._entered += 1
+        if self._entered == 1:
+            await self._connect(force=True)
+        return self
+
+    async def __aexit__(self, *args: Any) -> bool | None:
+        if self._entered == 0:
+            return None
+        self._entered -= 1
+        if self._entered == 0:
+            async with self._get_lock():
+                await self._close()
+        return None
+
+    async def _connect(self, *, force: bool = False) -> bool:
+        async with self._get_lock():
+            if self._inner is not None:
+                return True
+            now = time.monotonic()
+            if not force and now - self._last_attempt < self._retry_interval:
+                return False
+            self._last_attempt = now
+            try:
+                inner = self._build()
+                await inner.__aenter__()
+            except Exception as exc:
+                self.last_error = _short(exc)
+                log.warning("MCP server %r is unavailable: %s", self.name, self.last_error)
+                return False
+            self._inner = inner
+            self.last_error = None
+            self.connections += 1
+            return True
+
+    async def _close(self) -> None:
+        inner, self._inner = self._inner, None
+        self._routes = {}
+        if inner is None:
+            return
+        try:
+            await inner.__aexit__(None, None, None)
+        except Exception as exc:  # a dead connection often fails to close cleanly
+            log.debug("closing MCP server %r: %s", self.name, _short(exc))
+
+    async def _reconnect(self, reason: BaseException) -> bool:
+        log.info("MCP server %r connection lost (%s); reconnecting", self.name, _short(reason))
+        async with self._get_lock():
+            await self._close()
+        connected = await self._connect(force=True)
+        if not connected and self.last_error is None:
+            self.last_error = _short(reason)
+        return connected
+
+    # ---- toolset -------------------------------------------------------------------------
+
+    async def get_instructions(self, ctx: RunContext[Any]) -> str | None:
+        if self.last_error is None:
+            return None
+        return (
+            f"Note: {self.label} is unavailable ({self.last_error}); its tools are missing for now."
+        )
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        if self._entered == 0:
+            async with self:
+                return await self.get_tools(ctx)
+        for attempt in range(2):
+            if self._inner is None and not await self._connect(force=attempt > 0):
+                return {}
+            inner = self._inner
+            assert inner is not None
+            try:
+                found = await inner.get_tools(ctx)
+            except Exception as exc:
+                if attempt == 0 and is_connection_error(exc):
+                    await self._reconnect(exc)
+                    continue
+                self.last_error = _short(exc)
+                log.warning("listing tools of MCP server %r failed: %s", self.name, self.last_error)
+                return {}
+            return self._rename(found)
+        return {}
+
+    def _rename(self, found: dict[str, ToolsetTool[Any]]) -> dict[str, ToolsetTool[Any]]:
+        wanted = {
+            n: t
+            for n, t in found.items()
+            if (self._include is None or n in self._include) and n not in self._exclude
+        }
+        names = sanitize_names(wanted, self._prefix)
+        tools: dict[str, ToolsetTool[Any]] = {}
+        routes: dict[str, tuple[str, ToolsetTool[Any]]] = {}
+        for original, tool in wanted.items():
+            new = names[original]
+            metadata = {**(tool.tool_def.metadata or {}), **_annotations(tool.tool_def.metadata)}
+            metadata["mcp_name"] = original
+            tool_def = replace(tool.tool_def, name=new, metadata=metadata)
+            tools[new] = replace(tool, toolset=self, tool_def=tool_def)
+            routes[new] = (original, tool)
+        self._routes = routes
+        return tools
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        if self._entered == 0:
+            async with self:
+                return await self.call_tool(name, tool_args, ctx, tool)
+        route = self._routes.get(name)
+        original, inner_tool = route if route is not None else (name, tool)
+        if route is None:
+            original = str((tool.tool_def.metadata or {}).get("mcp_name", name))
+        failure: BaseException | None = None
+        for attempt in range(2):
+            if self._inner is None and not await self._connect(force=True):
+                break
+            inner = self._inner
+            assert inner is not None
+            try:
+                return await inner.call_tool(original, tool_args, ctx, inner_tool)
+            except ModelRetry:
+                raise
+            except Exception as exc:
+                if not is_connection_error(exc):
+                    return self._tool_failure(original, exc)
+                failure = exc
+                if attempt == 0:
+                    await self._reconnect(exc)
+        reason = self.last_error or (_short(failure) if failure else "not connected")
+        return f"error: {self.label} is unavailable ({reason}); the call to {name} did not run"
+
+    def _tool_failure(self, original: str, exc: Exception) -> Any:
+        from fastmcp import exceptions
+
+        model_fixable = tuple(
+            getattr(exceptions, n) for n in ("ToolError", "McpError") if hasattr(exceptions, n)
+        )
+        if isinstance(exc, model_fixable):
+            raise ModelRetry(f"{original} failed: {str(exc)[:2000]}") from exc
+        log.warning("MCP tool %r of %r failed: %s", original, self.name, _short(exc))
+        return f"error: {original} on {self.label} failed ({_short(exc)})"

@@ -1,0 +1,134 @@
+"""Test support: MCP server processes on 127.0.0.1 (free ports), stopped by the fixtures."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import ToolDefinition
+
+SERVERS = Path(__file__).parent / "servers"
+ECHO = SERVERS / "echo_server.py"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited early with code {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"server did not listen on port {port} within {timeout}s")
+
+
+class ServerProcess:
+    """An HTTP MCP server process that can be killed and restarted on the same port."""
+
+    def __init__(self, script: Path, mode: str, env: dict[str, str] | None = None) -> None:
+        self.script = script
+        self.mode = mode
+        self.port = free_port()
+        self.env = {**os.environ, **(env or {})}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        path = "/sse" if self.mode == "sse" else "/mcp"
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def start(self) -> ServerProcess:
+        argv = [sys.executable, str(self.script), self.mode, str(self.port)]
+        self.proc = subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL)
+        wait_for_port(self.port, self.proc)
+        return self
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        self.proc = None
+
+
+class Script:
+    """A FunctionModel script: first turn calls ``calls``, second turn echoes the results."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.seen_tools: list[str] = []
+        self.tool_defs: dict[str, ToolDefinition] = {}
+        self.instructions: str | None = None
+
+    def model(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        self.seen_tools = [t.name for t in info.function_tools]
+        self.tool_defs = {t.name: t for t in info.function_tools}
+        self.instructions = info.instructions
+        last = messages[-1]
+        if isinstance(last, ModelRequest) and any(
+            isinstance(p, ToolReturnPart | RetryPromptPart) for p in last.parts
+        ):
+            return ModelResponse(parts=[TextPart(json.dumps(results_of(last)))])
+        if not self.calls:
+            return ModelResponse(parts=[TextPart("[]")])
+        return ModelResponse(parts=[ToolCallPart(name, args) for name, args in self.calls])
+
+
+def results_of(request: ModelRequest) -> list[str]:
+    out: list[str] = []
+    for part in request.parts:
+        if isinstance(part, ToolReturnPart):
+            out.append(str(part.content))
+        elif isinstance(part, RetryPromptPart):
+            out.append(f"RETRY: {part.model_response()}")
+    return out
+
+
+def make_agent(toolsets: Sequence[Any]) -> tuple[Agent[None, str], Script]:
+    script = Script()
+    agent: Agent[None, str] = Agent(FunctionModel(script.model), toolsets=list(toolsets))
+    return agent, script
+
+
+async def call_tools(
+    agent: Agent[None, str], script: Script, calls: list[tuple[str, dict[str, Any]]]
+) -> list[str]:
+    """One agent run calling ``calls`` in one turn; the tool results as strings."""
+    script.calls = calls
+    result = await agent.run("go")
+    return list(json.loads(result.output))

@@ -1,0 +1,87 @@
+"""MCPTool against real MCP server processes over stdio, SSE and streamable HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import sys
+from typing import Any
+
+import pytest
+from mcp_support import ECHO, ServerProcess, call_tools, make_agent
+
+from toolcards import ToolFactory
+from toolcards.tools.mcp import MCPTool
+
+TRANSPORTS = ["stdio", "sse", "streamable-http"]
+
+
+def card_for(
+    transport: str, start_server: type[ServerProcess], **fields: Any
+) -> tuple[MCPTool, ServerProcess | None]:
+    if transport == "stdio":
+        return MCPTool(
+            transport="stdio", command=sys.executable, args=[str(ECHO), "stdio"], **fields
+        ), None
+    server = start_server(ECHO, transport).start()
+    return MCPTool(transport=transport, url=server.url, **fields), server
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_agent_calls_tools_with_prefix(transport: str, start_server: type[ServerProcess]) -> None:
+    card, _ = card_for(transport, start_server, name="echo", tool_prefix="srv_")
+    agent, script = make_agent([ToolFactory([card]).toolset()])
+
+    async def main() -> list[str]:
+        return await call_tools(
+            agent, script, [("srv_echo", {"text": "hi"}), ("srv_add", {"a": 2, "b": 3})]
+        )
+
+    assert asyncio.run(main()) == ["hi", "5"]
+    assert "srv_echo" in script.seen_tools and "echo" not in script.seen_tools
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", n) for n in script.seen_tools)
+    assert "srv_docs_search" in script.seen_tools
+    assert any(n.startswith("srv_docs_search_") for n in script.seen_tools)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_reconnects_after_server_restart(transport: str, start_server: type[ServerProcess]) -> None:
+    card, server = card_for(transport, start_server, retry_interval_seconds=0)
+    agent, script = make_agent([ToolFactory([card]).toolset()])
+    toolset = card.get_toolsets()[0]
+
+    async def main() -> tuple[int, int, str]:
+        async with agent:
+            (first,) = await call_tools(agent, script, [("pid", {})])
+            if server is None:
+                os.kill(int(first), signal.SIGKILL)
+            else:
+                server.kill()
+                server.start()
+            second, echoed = await call_tools(
+                agent, script, [("pid", {}), ("echo", {"text": "back"})]
+            )
+            return int(first), int(second), echoed
+
+    first, second, echoed = asyncio.run(main())
+    assert first != second
+    assert echoed == "back"
+    assert toolset.connections >= 2
+
+
+def test_tool_error_reaches_model_as_retry(start_server: type[ServerProcess]) -> None:
+    card, _ = card_for("stdio", start_server)
+    agent, script = make_agent([ToolFactory([card]).toolset()])
+    (out,) = asyncio.run(call_tools(agent, script, [("fail", {"message": "disk full"})]))
+    assert "disk full" in out
+
+
+def test_mcp_tool_annotations_in_metadata(start_server: type[ServerProcess]) -> None:
+    card, _ = card_for("stdio", start_server, include_tools=["echo"])
+    agent, script = make_agent([ToolFactory([card]).toolset()])
+    asyncio.run(call_tools(agent, script, []))
+    assert script.seen_tools == ["echo"]
+    meta = script.tool_defs["echo"].metadata or {}
+    assert meta["mcp_name"] == "echo" and meta["open_world"] is True and meta["readonly"] is False
