@@ -99,13 +99,15 @@ def test_serve_mcp_serves_the_registry_over_stdio(tmp_path: Path) -> None:
 
     async def session() -> tuple[list[str], str]:
         with anyio.fail_after(60):
-            async with stdio_client(params) as (read, write):
-                async with ClientSession(read, write) as client:
-                    await client.initialize()
-                    names = [tool.name for tool in (await client.list_tools()).tools]
-                    result = await client.call_tool("math.add", {"a": 5, "b": 6})
-                    text = "".join(getattr(block, "text", "") for block in result.content)
-                    return names, text
+            async with (
+                stdio_client(params) as (read, write),
+                ClientSession(read, write) as client,
+            ):
+                await client.initialize()
+                names = [tool.name for tool in (await client.list_tools()).tools]
+                result = await client.call_tool("math.add", {"a": 5, "b": 6})
+                text = "".join(getattr(block, "text", "") for block in result.content)
+                return names, text
 
     names, text = anyio.run(session)
     assert "math.add" in names
