@@ -167,3 +167,23 @@ def test_store_rows_are_per_key(tmp_path: Path) -> None:
             "SELECT key FROM state WHERE team_id='rows' AND actor=? ORDER BY key", (COUNTER,)
         ).fetchall()
     assert [r[0] for r in rows] == [f"item:{i:08d}" for i in range(1, 6)] + ["total"]
+
+
+def test_actor_whose_class_cannot_be_imported_comes_back_when_asked_for(tmp_path: Path) -> None:
+    class Local(ToolActor):  # not importable by path: restored lazily
+        def on_start(self) -> None:
+            self.n = self.state.get("n") or 0
+
+        def bump(self) -> int:
+            self.n += 1
+            self.state.put("n", self.n)
+            return self.n
+
+    store = tmp_path / "team.db"
+    with Team("lazy", store=store) as team:
+        team.tool_actor("#Local", Local).ask("bump")
+    with Team.resume("lazy", store) as team:
+        assert team.actor("#Local") is None
+        deferred = [e.payload for e in team.events() if e.payload.get("name") == "#Local"]
+        assert deferred[-1]["event"] == "actor_restore_deferred"
+        assert team.tool_actor("#Local", Local).ask("bump") == 2

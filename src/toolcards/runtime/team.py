@@ -192,7 +192,7 @@ class Team:
                 cfg = (
                     None if config_cls is None else _import(config_cls).model_validate_json(config)
                 )
-            except (ImportError, AttributeError) as exc:
+            except Exception as exc:  # not importable, or its config no longer validates
                 with self._lock:
                     self._specs[name] = spec
                 self.log.lifecycle("actor_restore_deferred", name=name, reason=str(exc))
