@@ -65,7 +65,7 @@ def test_three_callers_of_one_key_share_one_worker(gate: Gate) -> None:
 
         def caller() -> None:
             started.wait()
-            results.append(fetch_deferred(cache, "k", "hello", attempts=200, delay=0.02))
+            results.append(fetch_deferred(cache, "k", "hello", attempts=1000, delay=0.02))
 
         threads = [threading.Thread(target=caller) for _ in range(3)]
         for t in threads:
@@ -87,7 +87,7 @@ def test_worker_timeout_is_handed_to_the_client(gate: Gate) -> None:
     gate.release.set()
     with Team("defer-timeout") as team:
         cache = team.tool_actor("#Upper", UpperCache, DeferredConfig(worker_timeout=3.5))
-        assert fetch_deferred(cache, "k", "x", attempts=200, delay=0.02) == "X"
+        assert fetch_deferred(cache, "k", "x", attempts=1000, delay=0.02) == "X"
         assert gate.timeouts == [3.5]
 
 
@@ -96,7 +96,7 @@ def test_failures_are_cached_until_their_ttl_passes(gate: Gate) -> None:
     with Team("defer-negative") as team:
         config = DeferredConfig(negative_ttl=30)
         cache = team.tool_actor("#Upper", UpperCache, config)
-        assert fetch_deferred(cache, "k", "bad", attempts=200, delay=0.02, default="-") == "-"
+        assert fetch_deferred(cache, "k", "bad", attempts=1000, delay=0.02, default="-") == "-"
         assert cache.ask("status", "k") == "failed"
         assert "upstream refused" in cache.ask("error", "k")
         assert cache.ask("request", "k", "bad") == "failed"
@@ -104,7 +104,7 @@ def test_failures_are_cached_until_their_ttl_passes(gate: Gate) -> None:
         assert gate.calls == 1
         UpperCache.now += 31
         assert cache.ask("request", "k", "good") == "pending"
-        assert poll_deferred(lambda: cache.ask("poll", "k"), attempts=200, delay=0.02) == "GOOD"
+        assert poll_deferred(lambda: cache.ask("poll", "k"), attempts=1000, delay=0.02) == "GOOD"
         assert gate.calls == 2
 
 
@@ -113,9 +113,9 @@ def test_cache_is_capped_least_recently_used_first(gate: Gate) -> None:
     with Team("defer-lru") as team:
         cache = team.tool_actor("#Upper", UpperCache, DeferredConfig(max_entries=2))
         for key in ("a", "b"):
-            assert fetch_deferred(cache, key, key, attempts=200, delay=0.02) == key.upper()
+            assert fetch_deferred(cache, key, key, attempts=1000, delay=0.02) == key.upper()
         assert cache.ask("get", "a") == "A"  # a is now the most recent
-        assert fetch_deferred(cache, "c", "c", attempts=200, delay=0.02) == "C"
+        assert fetch_deferred(cache, "c", "c", attempts=1000, delay=0.02) == "C"
         assert cache.ask("get", "b") is None
         assert cache.ask("get", "a") == "A"
         assert cache.ask("stats")["values"] == 2
@@ -128,9 +128,9 @@ def test_workers_are_short_lived_defer_actors(gate: Gate) -> None:
         workers = [n for n in team.actor_names() if n.startswith("#defer-")]
         assert len(workers) == 1
         gate.release.set()
-        assert poll_deferred(lambda: cache.ask("get", "k"), attempts=200, delay=0.02) == "V"
+        assert poll_deferred(lambda: cache.ask("get", "k"), attempts=1000, delay=0.02) == "V"
         assert poll_deferred(
-            lambda: None if team.actor(workers[0]) else "gone", attempts=200, delay=0.02
+            lambda: None if team.actor(workers[0]) else "gone", attempts=1000, delay=0.02
         )
 
 

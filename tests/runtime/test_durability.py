@@ -129,7 +129,7 @@ def test_stop_with_a_stuck_actor_returns_and_reports_it() -> None:
         stuck = team.tool_actor("#Stuck", Stuck)
         team.tool_actor(COUNTER, CounterActor)
         stuck.tell("block")
-        report = team.stop(timeout=0.3)
+        report = team.stop(timeout=2.0)
         assert report.abandoned == ["#Stuck"]
         assert COUNTER in report.stopped
         assert not report.clean
