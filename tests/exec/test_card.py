@@ -177,3 +177,39 @@ def test_job_result_rejects_bad_wait(wait: object) -> None:
     job_id = tools["exec_start"]("true").split("job_id: ")[1].split()[0]
     with pytest.raises(RetriableError, match="wait_s"):
         tools["exec_result"](job_id, wait_s=wait)
+
+
+def test_members_of_a_runtime_team_share_one_service_and_workspace(workspaces: Path) -> None:
+    from toolcards.runtime import Team
+
+    with Team("exec-team", store=":memory:") as team:
+        alice = team.bind([ExecTool(mode="local")], member="alice")
+        bob = team.bind([ExecTool(mode="local")], member="bob")
+        a_cards, b_cards = alice.cards, bob.cards
+        assert isinstance(a_cards[0], ExecTool) and isinstance(b_cards[0], ExecTool)
+        assert a_cards[0].service() is b_cards[0].service()
+        run = {fn.__name__: fn for fn in alice.get_tools()}["exec_command"]
+        assert str(workspaces / "exec-team") in run("pwd")
+
+
+def test_concurrency_cap_holds_back_extra_calls(workspaces: Path) -> None:
+    """With one slot, a job waiting for a second job's file can only time out."""
+    tools = _tools(ExecTool(mode="local", workspace_id="cap", timeout_s=2, max_concurrent=1))
+    script = workspaces / "cap" / "meet.py"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(
+        "import os,sys,time\nopen(sys.argv[1],'w')\n"
+        "while not os.path.exists(sys.argv[2]): time.sleep(0.02)\nprint('met')\n"
+    )
+    first = tools["exec_start"]("python3 meet.py a b").split("job_id: ")[1].split()[0]
+    second = tools["exec_start"]("python3 meet.py b a").split("job_id: ")[1].split()[0]
+    assert "killed: timeout" in _finished(tools, first)
+    assert "met" in _finished(tools, second)
+
+
+def _finished(tools: dict[str, Any], job_id: str) -> str:
+    for _ in range(30):
+        out = str(tools["exec_result"](job_id, wait_s=2))
+        if "status: finished" in out:
+            return out
+    raise AssertionError(f"job {job_id} never finished")

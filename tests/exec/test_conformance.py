@@ -157,3 +157,9 @@ def test_process_cap_bites(mode: str, marker: str) -> None:
     started = int(out.split("STARTED ")[1].split()[0])
     assert 0 < started < 24
     assert_none_left(marker)
+
+
+@pytest.mark.parametrize("mode", ALL)
+def test_memory_hog_is_reported_as_killed_memory(mode: str) -> None:
+    out = _exec(mode)('python3 -c "bytearray(1 << 31)"')
+    assert "killed: memory" in out
