@@ -125,7 +125,7 @@ class MCPServerToolset(AbstractToolset[Any]):
 
     @property
     def id(self) -> str | None:
-        return f"mcp:{self.name}"
+        return f"mcp-{self.name}"
 
     @property
     def label(self) -> str:

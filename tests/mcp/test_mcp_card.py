@@ -1,0 +1,108 @@
+"""MCPTool configuration: validation, secrets never serialized, provider-safe names."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+
+import pytest
+from pydantic import SecretStr
+
+from toolcards.core.registry import dump_card, load_card
+from toolcards.tools.mcp import MCPOAuth, MCPTool
+from toolcards.tools.mcp.names import sanitize_names
+
+SECRET = "sk-live-very-secret-token"
+
+
+def test_bearer_secret_never_serialized_or_shown() -> None:
+    card = MCPTool(
+        transport="streamable-http",
+        url="https://mcp.example/mcp",
+        bearer_token=SecretStr(SECRET),
+        oauth=MCPOAuth(client_id="app", client_secret=SecretStr(SECRET)),
+    )
+    for text in (card.model_dump_json(), json.dumps(dump_card(card)), repr(card), str(card)):
+        assert SECRET not in text
+    again = load_card(json.loads(json.dumps(dump_card(card))))
+    assert isinstance(again, MCPTool)
+    assert again.bearer_token is None and again.oauth is not None
+    assert again.oauth.client_secret is None and again.transport == "streamable-http"
+
+
+def test_env_reference_round_trips() -> None:
+    card = MCPTool(transport="sse", url="http://127.0.0.1:1/sse", bearer_token_env="MY_TOKEN")
+    again = load_card(dump_card(card))
+    assert isinstance(again, MCPTool) and again.bearer_token_env == "MY_TOKEN"
+
+
+def test_transport_is_required_and_never_guessed() -> None:
+    with pytest.raises(ValueError, match="transport"):
+        MCPTool.model_validate({"url": "http://127.0.0.1:1/sse"})
+    card = MCPTool(transport="streamable-http", url="http://127.0.0.1:1/sse")
+    assert type(card._transport()).__name__ == "StreamableHttpTransport"
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"transport": "stdio"}, "needs a command"),
+        ({"transport": "stdio", "command": "x", "url": "http://a/mcp"}, "HTTP transports"),
+        ({"transport": "sse"}, "needs an http"),
+        ({"transport": "sse", "url": "file:///x"}, "needs an http"),
+        ({"transport": "sse", "url": "http://u:p@a/sse"}, "credentials"),
+        ({"transport": "sse", "url": "http://a/sse", "command": "x"}, "stdio only"),
+        (
+            {"transport": "sse", "url": "http://a/sse", "headers": {"Authorization": "Bearer x"}},
+            "bearer_token_env",
+        ),
+        ({"transport": "sse", "url": "http://a/sse", "bearer_token_env": "A B"}, "pattern"),
+        ({"transport": "stdio", "command": "x", "tool_prefix": "bad prefix"}, "pattern"),
+        ({"transport": "stdio", "command": "x", "colour": "red"}, "Extra inputs"),
+    ],
+)
+def test_invalid_configurations_rejected(fields: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        MCPTool.model_validate(fields)
+
+
+def test_missing_token_env_is_a_readable_connection_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NOT_SET_TOKEN", raising=False)
+    card = MCPTool(transport="sse", url="http://127.0.0.1:1/sse", bearer_token_env="NOT_SET_TOKEN")
+    with pytest.raises(ValueError, match="NOT_SET_TOKEN is not set"):
+        card._transport()
+
+
+def test_env_from_copies_named_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PARENT_KEY", "v1")
+    card = MCPTool(
+        transport="stdio", command="srv", env={"A": "1"}, env_from={"CHILD": "PARENT_KEY"}
+    )
+    assert card._transport().env == {"A": "1", "CHILD": "v1"}
+    assert "v1" not in card.model_dump_json()
+
+
+def test_one_toolset_per_card() -> None:
+    card = MCPTool(transport="stdio", command="srv")
+    assert card.get_toolsets()[0] is card.get_toolsets()[0]
+
+
+VALID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def test_names_valid_unique_and_order_independent() -> None:
+    names = ["docs.search", "docs_search", "a" * 80, "a" * 81, "x y", "x/y", "ok", "ü", ""]
+    first = sanitize_names(names, "pre_")
+    shuffled = names[:]
+    random.Random(7).shuffle(shuffled)
+    assert sanitize_names(shuffled, "pre_") == first
+    assert all(VALID.fullmatch(n) for n in first.values())
+    assert len(set(first.values())) == len(names)
+    assert first["docs_search"] == "pre_docs_search" and first["ok"] == "pre_ok"
+    assert first["docs.search"].startswith("pre_docs_search_")
+
+
+def test_long_names_keep_a_readable_head() -> None:
+    out = sanitize_names(["b" * 100])
+    assert len(out["b" * 100]) == 64 and out["b" * 100].startswith("b" * 50)
