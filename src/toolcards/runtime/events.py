@@ -100,22 +100,24 @@ class EventLog:
 
     def entries(self, since: int = 0) -> Iterator[tuple[int, ToolStateEvent]]:
         """``(position, event)`` for every committed event after position ``since``."""
-        position = since
-        offset = self._offset(since)
+        for position, (_, event) in enumerate(self.rows_after(self.row_of(since)), since + 1):
+            yield position, event
+
+    def rows_after(self, row: int) -> Iterator[tuple[int, ToolStateEvent]]:
+        """``(storage row, event)`` for every committed event stored after ``row``."""
         while True:
-            rows = self._store.read_events(self.team_id, offset)
+            rows = self._store.read_events(self.team_id, row)
             if not rows:
                 return
             for pos, tool_id, seq, payload, timestamp in rows:
-                position += 1
-                offset = pos
-                yield position, self._event(tool_id, seq, payload, timestamp)
+                row = pos
+                yield pos, self._event(tool_id, seq, payload, timestamp)
 
     def events(self, since: int = 0) -> list[ToolStateEvent]:
         """Every committed event after the first ``since``, in order."""
         return [event for _, event in self.entries(since)]
 
-    def _offset(self, since: int) -> int:
+    def row_of(self, since: int) -> int:
         """The storage row id of the ``since``-th event of this team (0 for the start)."""
         if since <= 0:
             return 0
@@ -169,6 +171,8 @@ class Subscription:
         self._log = log
         self._callback = callback
         self.position = since
+        """How many events of the log this subscription has delivered (or skipped) so far."""
+        self._row: int | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"events-{log.team_id}", daemon=True)
         self._thread.start()
@@ -189,14 +193,17 @@ class Subscription:
 
     def _deliver(self) -> bool:
         delivered = False
-        for position, event in self._log.entries(self.position):
+        if self._row is None:
+            self._row = self._log.row_of(self.position)
+        for row, event in self._log.rows_after(self._row):
             if self._stop.is_set():
                 return True
             try:
                 self._callback(event)
             except Exception:
                 logger.exception("event subscriber failed on %s #%d", event.tool_id, event.seq)
-            self.position = position
+            self._row = row
+            self.position += 1
             delivered = True
         return delivered
 
