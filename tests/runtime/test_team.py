@@ -142,3 +142,11 @@ def test_card_of_a_stopped_team_does_not_fall_back_to_another_team() -> None:
     assert factory.cards == [card]
     with pytest.raises(ToolObserverGone):  # the team released its members' observers
         team_for(card)
+
+
+def test_stopped_tool_actor_comes_back_with_its_state() -> None:
+    with Team("retire") as team:
+        team.tool_actor(COUNTER, CounterActor).ask("add", "a")
+        assert team.stop_actor(COUNTER)
+        assert team.actor(COUNTER) is None
+        assert team.tool_actor(COUNTER, CounterActor).ask("value") == 1

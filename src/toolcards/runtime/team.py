@@ -115,7 +115,8 @@ class Team:
 
     Extension points for agent members: ``profiles`` and ``policy`` are stored as given;
     :meth:`spawn` starts any named actor (names without ``#`` are members, stopped in the first
-    teardown phase); :meth:`observer_for` gives a member's observer, whose ``on_hire`` /
+    teardown phase) and :meth:`stop_actor` stops one; :meth:`observer_for` gives a member's
+    observer, whose ``on_hire`` /
     ``on_fire`` call ``team.hire`` / ``team.fire`` once a members module provides them.
     """
 
@@ -264,6 +265,17 @@ class Team:
         handle = self.system.spawn(name, lambda: _Lifecycle(factory(), self, name))
         self.log.lifecycle("actor_started", name=name)
         return handle
+
+    def stop_actor(self, name: str, timeout: float | None = None) -> bool:
+        """Stop one actor (a fired member, a retired tool actor) and drop its observer.
+
+        Returns True when it stopped within ``timeout`` (default: the team's stop timeout);
+        a tool actor stopped this way comes back, with its state, on the next ``tool_actor``.
+        """
+        bound = self.stop_timeout if timeout is None else timeout
+        with self._lock:
+            self._observers.pop(name, None)
+        return not self.system.stop([name], bound) and self.system.lookup(name) is None
 
     def actor(self, name: str) -> ActorHandle | None:
         """The running actor called ``name``, or None."""
