@@ -116,8 +116,8 @@ class Team:
     Extension points for agent members: ``profiles`` and ``policy`` are stored as given;
     :meth:`spawn` starts any named actor (names without ``#`` are members, stopped in the first
     teardown phase) and :meth:`stop_actor` stops one; :meth:`observer_for` gives a member's
-    observer, whose ``on_hire`` /
-    ``on_fire`` call ``team.hire`` / ``team.fire`` once a members module provides them.
+    observer, whose ``on_hire`` / ``on_fire`` call ``team.hire`` / ``team.fire`` once a
+    members module provides them.
     """
 
     def __init__(
