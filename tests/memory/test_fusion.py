@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
@@ -66,6 +67,18 @@ class FakeTeam:
 
     def actor(self, name: str) -> FakeHandle | None:
         return self.handle
+
+
+def test_link_waits_for_a_deferred_answer() -> None:
+    class Deferred(FakeHandle):
+        def ask(self, method: str, *args: Any, timeout: float = 10.0) -> Any:
+            if method == "available":
+                return True
+            answer: Future[list[tuple[str, float]]] = Future()
+            answer.set_result([("7", 0.5)])
+            return answer
+
+    assert VectorLink(FakeTeam(Deferred()), "#V").query("c", "t", 3) == [("7", 0.5)]
 
 
 def test_link_queries_an_available_store() -> None:

@@ -92,6 +92,8 @@ class VectorLink:
             return None
         try:
             hits = handle.ask("query", collection, text, top_k, timeout=self.timeout)
+            if callable(getattr(hits, "result", None)):  # a deferred answer: wait here
+                hits = hits.result(timeout=self.timeout)
         except Exception as exc:
             log.warning("vector query on %s failed: %s", self.name, exc)
             self._failed = True

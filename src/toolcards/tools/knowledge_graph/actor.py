@@ -118,7 +118,7 @@ class KnowledgeGraphActor(ToolActor):
         include_neighbors: bool = False,
         include_edges: bool = False,
         find_paths: bool = False,
-        rrf_k: float = 60.0,
+        rrf_k: float = 10.0,
         weights: tuple[float, float] = (1.0, 1.0),
     ) -> SearchResult:
         """Ranked entities and relations with the requested graph context."""

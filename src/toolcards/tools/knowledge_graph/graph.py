@@ -231,7 +231,7 @@ class Graph:
         include_neighbors: bool = False,
         include_edges: bool = False,
         find_paths: bool = False,
-        rrf_k: float = 60.0,
+        rrf_k: float = 10.0,
         weights: tuple[float, float] = (1.0, 1.0),
     ) -> SearchResult:
         """Rank entities and relations; ``vector_hits`` are ``(doc_id, cosine)`` pairs."""

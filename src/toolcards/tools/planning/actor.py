@@ -98,7 +98,7 @@ class PlanningActor(ToolActor):
         query: str | None = None,
         vector_hits: Sequence[tuple[str, float]] | None = None,
         top_k: int = 10,
-        rrf_k: float = 60.0,
+        rrf_k: float = 10.0,
     ) -> list[Task]:
         """Filtered tasks; with ``query``, ranked by keywords fused with ``vector_hits``."""
         found = self.board.filter(status, owner, creator)

@@ -225,7 +225,7 @@ class Board:
         query: str,
         vector_hits: Sequence[tuple[str, float]] | None,
         top_k: int,
-        rrf_k: float = 60.0,
+        rrf_k: float = 10.0,
     ) -> list[Task]:
         """Rank ``tasks`` for ``query``: keyword hits fused with ``vector_hits`` when given."""
         allowed = {str(t.id) for t in tasks}

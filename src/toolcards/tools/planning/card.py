@@ -55,7 +55,7 @@ class SearchPlanning(BaseToolParam):
     """Most tasks returned."""
     score_threshold: float = Field(default=0.3, ge=-1.0, le=1.0)
     """Semantic hits below this cosine similarity are ignored."""
-    rrf_k: float = Field(default=60.0, gt=0)
+    rrf_k: float = Field(default=10.0, gt=0)
     """The reciprocal-rank fusion constant."""
 
 
