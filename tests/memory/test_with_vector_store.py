@@ -1,0 +1,73 @@
+"""Planning and graph cards with the real team vector store (the fast ``hash`` provider)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from toolcards import VectorStoreTool
+from toolcards.runtime import Team
+from toolcards.tools._common.fusion import KEYWORD_ONLY_NOTICE
+from toolcards.tools.knowledge_graph.card import KnowledgeGraphTool
+from toolcards.tools.planning.card import PlanningTool
+
+
+def bind(team: Team, member: str) -> dict[str, Any]:
+    cards = [KnowledgeGraphTool(), PlanningTool(), VectorStoreTool(provider="hash")]
+    factory = team.bind(cards, member=member)
+    assert factory.cards[0].card_type == "VectorStoreTool"
+    return {fn.__name__: fn for fn in factory.get_tools()}
+
+
+def settle(team: Team) -> None:
+    store = team.actor("#VectorStore")
+    assert store is not None
+    store.ask("flush").result(timeout=30)
+
+
+def test_graph_vector_search_goes_through_the_store(team: Team) -> None:
+    tools = bind(team, "alice")
+    tools["update_graph"](
+        create_entities=[
+            {"name": "ledger", "entity_type": "Service", "description": "bookkeeping records"},
+            {"name": "search", "entity_type": "Service", "description": "catalogue lookup"},
+        ]
+    )
+    settle(team)
+    out = tools["search_graph"]("bookkeeping", mode="vector")
+    assert "ledger [Service]" in out and KEYWORD_ONLY_NOTICE not in out
+
+
+def test_planning_search_goes_through_the_store(team: Team) -> None:
+    tools = bind(team, "alice")
+    tools["update_planning"](create=[{"description": "Rotate certificates"}])
+    settle(team)
+    assert team.actor("#VectorStore").ask("count", "planning") == 1  # type: ignore[union-attr]
+    out = tools["search_planning"](query="certificates")
+    assert "Rotate certificates" in out and KEYWORD_ONLY_NOTICE not in out
+
+
+def test_resume_sends_only_changed_items_to_the_store(tmp_path: Path) -> None:
+    db = tmp_path / "team.db"
+    with Team("vs-resume", db) as team:
+        tools = bind(team, "alice")
+        tools["update_graph"](
+            create_entities=[
+                {"name": f"e{i}", "entity_type": "Note", "description": f"note {i}"}
+                for i in range(20)
+            ]
+        )
+        settle(team)
+    with Team.resume("vs-resume", db) as team:
+        tools = bind(team, "alice")
+        settle(team)
+        store = team.actor("#VectorStore")
+        assert store is not None
+        assert store.ask("count", "knowledge_graph") == 20
+        before = [e for e in team.events() if e.tool_id == "#VectorStore"]
+        tools["update_graph"](update_entities=[{"name": "e3", "description": "changed"}])
+        settle(team)
+        after = [e for e in team.events() if e.tool_id == "#VectorStore"]
+        assert len(after) - len(before) == 1
+        assert "e:e3" in str(after[-1].payload)
+        assert "e:e4" not in str(after[-1].payload)
