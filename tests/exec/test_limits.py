@@ -61,7 +61,7 @@ def _run_local(argv: list[str], limits: ExecLimits, tmp_path: Path, timeout_s: f
         backend="local",
         timeout_s=timeout_s,
         limits=limits,
-        use_pids_group=False,
+        process_cap="none",
     )
 
 
@@ -119,3 +119,9 @@ def test_pids_group_caps_and_cleans_up() -> None:
     finally:
         group.close()
     assert not group.path.exists()
+
+
+def test_missing_program_is_reported_not_raised(tmp_path: Path) -> None:
+    result = _run_local(["no-such-program-xyz"], ExecLimits(), tmp_path)
+    assert result.exit_code == 127
+    assert "no-such-program-xyz: cannot run" in result.stderr

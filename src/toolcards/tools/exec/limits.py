@@ -132,8 +132,12 @@ def process_cap_method(limits: ExecLimits) -> str:
     return "rlimit" if os.geteuid() != 0 else "none"
 
 
-def preexec(limits: ExecLimits, group: PidsGroup | None) -> Callable[[], None]:
-    """A ``preexec_fn`` that applies the limits in the child, before the command starts."""
+def preexec(limits: ExecLimits, group: PidsGroup | None, nproc: bool) -> Callable[[], None]:
+    """A ``preexec_fn`` that applies the limits in the child, before the command starts.
+
+    ``nproc`` enforces ``max_processes`` with RLIMIT_NPROC (the fallback when no pids group
+    exists; useless as root, which the service refuses up front).
+    """
     settings: list[tuple[int, int, int]] = []
     if limits.cpu_seconds is not None:
         settings.append((resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + 1))
@@ -142,7 +146,7 @@ def preexec(limits: ExecLimits, group: PidsGroup | None) -> Callable[[], None]:
     if limits.file_size_bytes is not None:
         fsize = limits.file_size_bytes
         settings.append((resource.RLIMIT_FSIZE, fsize, fsize))
-    if limits.max_processes is not None and group is None and os.geteuid() != 0:
+    if limits.max_processes is not None and nproc:
         cap = limits.max_processes
         settings.append((resource.RLIMIT_NPROC, cap, cap))
     procs = group.procs if group is not None else None

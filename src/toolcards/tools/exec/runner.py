@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from toolcards.core.errors import RetriableError
 from toolcards.tools.exec.limits import BoundedOutput, ExecLimits, PidsGroup, preexec
 from toolcards.tools.exec.result import ExecResult, KillReason
 
@@ -39,27 +40,44 @@ def run(
     backend: str,
     timeout_s: float,
     limits: ExecLimits,
-    use_pids_group: bool,
+    process_cap: str,
 ) -> ExecResult:
-    """Run ``launch`` to completion or until ``timeout_s``; nothing it started survives."""
-    group = (
-        PidsGroup.create(limits.max_processes) if use_pids_group and limits.max_processes else None
-    )
+    """Run ``launch`` to completion or until ``timeout_s``; nothing it started survives.
+
+    ``process_cap`` says how ``limits.max_processes`` is enforced (``cgroup``, ``rlimit``,
+    ``container`` or ``none``); a cgroup that cannot be created refuses the run.
+    """
+    group = None
+    if process_cap == "cgroup" and limits.max_processes is not None:
+        group = PidsGroup.create(limits.max_processes)
+        if group is None:
+            raise RetriableError("could not set up the process limit for this command; retry")
     out, err = BoundedOutput(limits.output_bytes), BoundedOutput(limits.output_bytes)
     start = time.monotonic()
     timed_out = False
     try:
-        proc = subprocess.Popen(
-            launch.argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=launch.cwd,
-            env=launch.env,
-            start_new_session=True,
-            close_fds=True,
-            preexec_fn=preexec(limits, group),
-        )
+        try:
+            proc = subprocess.Popen(
+                launch.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=launch.cwd,
+                env=launch.env,
+                start_new_session=True,
+                close_fds=True,
+                preexec_fn=preexec(
+                    limits, group, nproc=process_cap == "rlimit"
+                ),  # the child only calls setrlimit and write
+            )
+        except OSError as exc:  # the program (or the sandbox tool) could not be started
+            return ExecResult(
+                argv=list(display_argv),
+                backend=backend,
+                exit_code=127,
+                stdout="",
+                stderr=f"{display_argv[0]}: cannot run: {exc.strerror or exc}",
+            )
         try:
             timed_out = _pump(proc, out, err, start + timeout_s)
         finally:
@@ -155,4 +173,4 @@ def _kill_reason(
         return "file_size"
     if limits.memory_bytes is not None and any(h.encode() in stderr for h in _MEMORY_HINTS):
         return "memory"
-    return "signal" if code < 0 else None
+    return "signal" if sig > 0 else None

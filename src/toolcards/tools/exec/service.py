@@ -130,7 +130,7 @@ class ExecService:
                 backend=self.backend.name,
                 timeout_s=s.timeout_s,
                 limits=s.limits,
-                use_pids_group=self.backend.uses_pids_group(),
+                process_cap=self.process_cap,
             )
         finally:
             self._slots.release()
