@@ -172,3 +172,18 @@ def test_pykka_system_implements_the_actor_system_interface() -> None:
     assert system.lookup("plain") is None
     with pytest.raises(ActorUnavailable):
         system.ask("plain", "note", "d")
+
+
+class Exiting(ToolActor):
+    def leave(self) -> None:
+        raise SystemExit(3)
+
+
+def test_system_exit_in_one_actor_leaves_the_others_running() -> None:
+    with Team("exit") as team:
+        counter = team.tool_actor(COUNTER, CounterActor)
+        exiting = team.tool_actor("#Exiting", Exiting)
+        with pytest.raises(RuntimeError, match="SystemExit"):
+            exiting.ask("leave")
+        assert counter.ask("add", "still") == 1
+        assert exiting.is_alive()

@@ -58,7 +58,12 @@ class _Host(pykka.ThreadingActor):
         if isinstance(message, _Call):
             if message.method.startswith("_"):
                 raise AttributeError(f"{self.name} does not expose {message.method!r}")
-            return getattr(self.target, message.method)(*message.args, **message.kwargs)
+            try:
+                return getattr(self.target, message.method)(*message.args, **message.kwargs)
+            except Exception:
+                raise
+            except BaseException as exc:  # Pykka would stop every actor of the process
+                raise RuntimeError(f"{self.name}.{message.method} raised {exc!r}") from exc
         if isinstance(message, _Started):
             return self.start_error
         raise TypeError(f"{self.name} got an unknown message {message!r}")
