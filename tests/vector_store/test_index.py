@@ -118,3 +118,40 @@ def test_qdrant_path_persists_points(tmp_path: Path) -> None:
     again = make_client(path=str(tmp_path / "q"))
     assert QdrantIndex(again, "c", 8).count() == 2
     again.close()
+
+
+def _clustered(n: int, d: int, centers: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    base = _data(centers, d, seed=seed + 100)
+    noise = rng.standard_normal((n + 20, d)).astype(np.float32) * 0.04
+    points = normalize_rows(base[rng.integers(0, centers, n + 20)] + noise)
+    return points[:n], points[n:]
+
+
+def test_trained_index_recalls_most_exact_neighbours() -> None:
+    vecs, queries = _clustered(5000, 32, 60, seed=5)
+    ids = [str(i) for i in range(5000)]
+    index = InMemoryIndex(32)
+    index.add(ids, vecs)
+    exact = [{h[0] for h in index.search(q, 10)} for q in queries]
+    index.train(seed=1)
+    assert index.trained and index.nprobe < 70
+    found = [{h[0] for h in index.search(q, 10)} for q in queries]
+    recall = np.mean([len(a & b) / 10 for a, b in zip(exact, found, strict=True)])
+    assert recall >= 0.9
+    exact_again = index.search_batch(queries, 10, exact=True)
+    assert [{h[0] for h in r} for r in exact_again] == exact
+
+
+def test_trained_index_keeps_adds_and_removals_consistent() -> None:
+    vecs, queries = _clustered(3000, 16, 30, seed=6)
+    index = InMemoryIndex(16, capacity=16)
+    index.add([str(i) for i in range(2000)], vecs[:2000])
+    index.train(seed=2)
+    index.add([str(i) for i in range(2000, 3000)], vecs[2000:])
+    index.remove([str(i) for i in range(0, 3000, 3)])
+    index.nprobe = index.cells  # probing every cell is exact
+    for q in queries[:5]:
+        probed = index.search(q, 10)
+        exact = index.search_batch(q[None], 10, exact=True)[0]
+        assert [h[0] for h in probed] == [h[0] for h in exact]

@@ -64,7 +64,9 @@ class InMemoryIndex:
     """A float32 matrix with amortised O(1) add/remove and exact top-k by ``argpartition``.
 
     Rows live in a growing buffer; a removal moves the last row into the hole. Not thread-safe:
-    the owning actor serialises access.
+    the owning actor serialises access. :meth:`train` switches on approximate search (an
+    inverted-file partition by spherical k-means: only the ``nprobe`` nearest cells are
+    scanned), for large collections where the exact scan is memory-bound.
     """
 
     def __init__(self, dimension: int, *, capacity: int = 1024) -> None:
@@ -75,6 +77,9 @@ class InMemoryIndex:
         self._matrix: Matrix = np.zeros((max(16, capacity), dimension), dtype=np.float32)
         self._ids: list[str] = []
         self._row: dict[str, int] = {}
+        self._centroids: Matrix | None = None
+        self._assign: Any = None  # int32 cluster of each row once trained
+        self.nprobe = 0
 
     @property
     def dimension(self) -> int:
@@ -106,13 +111,20 @@ class InMemoryIndex:
             grown = np.zeros((max(need, self._matrix.shape[0] * 2), self._dimension), np.float32)
             grown[: len(self._ids)] = self._matrix[: len(self._ids)]
             self._matrix = grown
-        for item, vec in zip(ids, matrix, strict=True):
+            if self._assign is not None:
+                assign = np.full(grown.shape[0], -1, dtype=np.int32)
+                assign[: len(self._ids)] = self._assign[: len(self._ids)]
+                self._assign = assign
+        cells = None if self._centroids is None else self._nearest_cell(matrix)
+        for n, (item, vec) in enumerate(zip(ids, matrix, strict=True)):
             row = self._row.get(item)
             if row is None:
                 row = len(self._ids)
                 self._row[item] = row
                 self._ids.append(item)
             self._matrix[row] = vec
+            if cells is not None:
+                self._assign[row] = cells[n]
 
     def remove(self, ids: Sequence[str]) -> int:
         removed = 0
@@ -125,6 +137,8 @@ class InMemoryIndex:
             if row != last:
                 moved = self._ids[last]
                 self._matrix[row] = self._matrix[last]
+                if self._assign is not None:
+                    self._assign[row] = self._assign[last]
                 self._ids[row] = moved
                 self._row[moved] = row
             self._ids.pop()
@@ -133,21 +147,102 @@ class InMemoryIndex:
     def search(self, vector: Matrix, top_k: int) -> list[Hit]:
         return self.search_batch(check_matrix(vector, self._dimension, 1), top_k)[0]
 
-    def search_batch(self, vectors: Matrix, top_k: int) -> list[list[Hit]]:
-        np = require("numpy")
+    def search_batch(
+        self, vectors: Matrix, top_k: int, *, exact: bool | None = None
+    ) -> list[list[Hit]]:
+        """Top-k per query row; approximate once trained unless ``exact=True``."""
         queries = check_matrix(vectors, self._dimension)
         n = len(self._ids)
         k = min(max(0, int(top_k)), n)
         if k == 0:
             return [[] for _ in range(queries.shape[0])]
+        if self._centroids is not None and not exact:
+            return [self._probe(q, k) for q in queries]
         scores = queries @ self._matrix[:n].T
-        if k < n:
-            part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-        else:
-            part = np.broadcast_to(np.arange(n), (queries.shape[0], n))
-        results: list[list[Hit]] = []
-        for q in range(queries.shape[0]):
-            rows = part[q]
-            best = rows[np.argsort(-scores[q, rows], kind="stable")]
-            results.append([(self._ids[int(r)], float(scores[q, int(r)])) for r in best])
-        return results
+        return [self._top(scores[q], k, None) for q in range(queries.shape[0])]
+
+    def _top(self, scores: Any, k: int, rows: Any) -> list[Hit]:
+        np = require("numpy")
+        k = min(k, scores.shape[0])
+        part = np.argpartition(-scores, k - 1)[:k] if k < scores.shape[0] else np.arange(k)
+        best = part[np.argsort(-scores[part], kind="stable")]
+        found = best if rows is None else rows[best]
+        return [
+            (self._ids[int(r)], float(scores[int(b)])) for r, b in zip(found, best, strict=True)
+        ]
+
+    def _probe(self, query: Matrix, k: int) -> list[Hit]:
+        np = require("numpy")
+        assert self._centroids is not None
+        n = len(self._ids)
+        cells = self._centroids @ query
+        probe = np.argpartition(-cells, self.nprobe - 1)[: self.nprobe]
+        wanted = np.zeros(self._centroids.shape[0] + 1, dtype=bool)
+        wanted[probe] = True
+        rows = np.flatnonzero(wanted[self._assign[:n]])  # -1 (never assigned) maps to False
+        if rows.size < k:
+            return self._top(self._matrix[:n] @ query, k, None)
+        return self._top(self._matrix[rows] @ query, k, rows)
+
+    def _nearest_cell(self, matrix: Matrix) -> Any:
+        np = require("numpy")
+        assert self._centroids is not None
+        out = np.empty(matrix.shape[0], dtype=np.int32)
+        for start in range(0, matrix.shape[0], 8192):
+            block = matrix[start : start + 8192] @ self._centroids.T
+            out[start : start + 8192] = block.argmax(axis=1)
+        return out
+
+    @property
+    def trained(self) -> bool:
+        return self._centroids is not None
+
+    @property
+    def cells(self) -> int:
+        """Number of k-means cells (0 when untrained: exact search)."""
+        return 0 if self._centroids is None else int(self._centroids.shape[0])
+
+    def train(
+        self,
+        *,
+        cells: int | None = None,
+        nprobe: int | None = None,
+        iterations: int = 8,
+        sample: int = 20_000,
+        seed: int = 0,
+    ) -> None:
+        """Partition the rows into ``cells`` (default ~sqrt(n)) by spherical k-means.
+
+        Later searches scan the ``nprobe`` cells nearest to the query (default 1/12 of
+        them): recall below 1, a fraction of the memory traffic. Rows added later are put in
+        their nearest cell; retrain when the collection has changed a lot.
+        """
+        np = require("numpy")
+        n = len(self._ids)
+        cells = cells or max(1, int(n**0.5))
+        if n < cells or cells < 1:
+            raise ValueError(f"cannot train {cells} cells over {n} vectors")
+        rng = np.random.default_rng(seed)
+        pick = rng.choice(n, size=min(n, max(sample, cells)), replace=False)
+        data = self._matrix[np.sort(pick)]
+        centroids = data[rng.choice(data.shape[0], size=cells, replace=False)].copy()
+        for _ in range(max(1, iterations)):
+            labels = (data @ centroids.T).argmax(axis=1)
+            sums = np.zeros_like(centroids)
+            np.add.at(sums, labels, data)
+            counts = np.bincount(labels, minlength=cells)
+            empty = counts == 0
+            sums[empty] = data[rng.choice(data.shape[0], size=int(empty.sum()))]
+            norms = np.linalg.norm(sums, axis=1, keepdims=True)
+            centroids = (sums / np.maximum(norms, 1e-12)).astype(np.float32)
+        self._centroids = np.ascontiguousarray(centroids)
+        assign = np.full(self._matrix.shape[0], -1, dtype=np.int32)
+        assign[:n] = self._nearest_cell(self._matrix[:n])
+        self._assign = assign
+        self.nprobe = max(1, min(cells, nprobe or -(-cells // 12)))
+
+    def untrain(self) -> None:
+        """Back to exact search."""
+        self._centroids = None
+        self._assign = None
+        self.nprobe = 0
