@@ -139,9 +139,26 @@ def _exact(text: str, old: str, new: str) -> list[Match]:
     found: list[Match] = []
     pos = text.find(old)
     while pos != -1:
+        _check_mid_line(text, pos, old, new)
         found.append(Match(pos, pos + len(old), text.count("\n", 0, pos) + 1, new))
         pos = text.find(old, pos + len(old))
     return found
+
+
+def _check_mid_line(text: str, pos: int, old: str, new: str) -> None:
+    """Refuse a one-line ``old`` found after a line's indentation when ``new`` adds lines
+    indented less than that: whether they belong at the line's level or further out is
+    unknowable, so the model must send whole lines."""
+    indent = text[text.rfind("\n", 0, pos) + 1 : pos]
+    if not indent or indent.strip() or "\n" in old.rstrip("\n"):
+        return
+    extra = [ln for ln in new.rstrip("\n").split("\n")[1:] if ln.strip()]
+    if any(not ln.startswith(indent) for ln in extra):
+        raise RetriableError(
+            "old_string starts after the indentation of its line, and new_string adds lines "
+            "indented less than that line; send whole lines with their exact indentation in "
+            "both old_string and new_string"
+        )
 
 
 def _collapse_inner(line: str) -> str:
