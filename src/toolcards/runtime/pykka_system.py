@@ -45,6 +45,8 @@ class _Host(pykka.ThreadingActor):
                 hook()
         except Exception as exc:
             self.start_error = exc
+        except BaseException as exc:  # keep the thread alive to report it
+            self.start_error = RuntimeError(f"{self.name} failed to start: {exc!r}")
 
     def on_stop(self) -> None:
         try:
