@@ -121,6 +121,35 @@ async def test_sync_tool_over_its_deadline_is_an_error_result() -> None:
     assert "timed out" in result.message
 
 
+async def test_async_tool_over_its_deadline_is_cancelled() -> None:
+    cancelled: list[bool] = []
+
+    async def hang(n: int) -> int:
+        """Never answers in time."""
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        return n
+
+    executor = Executor(CapabilityRegistry.from_tools([hang]), Policy.allow_all(), timeout=0.05)
+    result = await executor.call("hang", {"n": 1}, ALICE)
+    assert result.outcome is Outcome.ERROR and "timed out" in result.message
+    assert cancelled == [True]
+
+
+async def test_async_tool_that_awaits_still_returns_its_value() -> None:
+    async def twice(n: int) -> int:
+        """Awaits before answering."""
+        await asyncio.sleep(0)
+        await asyncio.sleep(0.001)
+        return n * 2
+
+    executor = Executor(CapabilityRegistry.from_tools([twice]), Policy.allow_all(), timeout=5)
+    assert (await executor.call("twice", {"n": 4}, ALICE)).value == 8
+
+
 async def test_retriable_error_becomes_retry() -> None:
     result = await _executor().call("flaky", {"x": 1}, ALICE)
     assert result.outcome is Outcome.RETRY

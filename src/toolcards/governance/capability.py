@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+import asyncio
+import contextvars
+import functools
+import inspect
+import os
+import threading
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +21,7 @@ if TYPE_CHECKING:
 
     from toolcards.core.factory import ToolFactory
 
-Invoke = Callable[[dict[str, Any]], Awaitable[Any]]
+Invoke = Callable[[dict[str, Any]], Coroutine[Any, Any, Any]]
 
 
 @dataclass(slots=True, eq=False)
@@ -34,6 +41,8 @@ class Capability:
     validator: Any = None
     timeout: float | None = None
     sensitive: frozenset[str] = field(default_factory=frozenset)
+    abandon_threads: bool = True
+    """Whether ``invoke`` may wait on an anyio worker thread that a timeout must abandon."""
 
     def __post_init__(self) -> None:
         if not self.sensitive and self.annotations.sensitive:
@@ -45,6 +54,50 @@ class Capability:
             return args
         result = self.validator.validate_python(args)
         return result if isinstance(result, dict) else dict(result)
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def tool_threads() -> ThreadPoolExecutor:
+    """The worker threads sync tools run in (created on first use)."""
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                workers = min(32, (os.cpu_count() or 1) + 4)
+                _pool = ThreadPoolExecutor(workers, thread_name_prefix="toolcards-tool")
+    return _pool
+
+
+def direct_invoke(schema: Any, ctx: RunContext[Any]) -> Invoke:
+    """Call a pydantic-ai ``FunctionSchema``'s function with validated arguments: async
+    functions awaited, sync ones in a worker thread (abandoned, not killed, on timeout)."""
+    if schema.positional_fields or schema.var_positional_field:
+
+        async def via_schema(args: dict[str, Any]) -> Any:
+            return await schema.call(args, ctx)
+
+        return via_schema
+    fn = schema.function
+    lead = (ctx,) if schema.takes_ctx else ()
+    if schema.is_async:
+
+        async def call_async(args: dict[str, Any]) -> Any:
+            return await fn(*lead, **args)
+
+        return call_async
+
+    async def call_sync(args: dict[str, Any]) -> Any:
+        loop = asyncio.get_running_loop()
+        job = functools.partial(fn, *lead, **args)
+        result = await loop.run_in_executor(tool_threads(), contextvars.copy_context().run, job)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    return call_sync
 
 
 def surface_context() -> RunContext[None]:
@@ -116,19 +169,16 @@ class CapabilityRegistry:
         caps = []
         for name, tool in toolset.tools.items():
             schema = tool.function_schema
-
-            async def invoke(args: dict[str, Any], _call: Any = schema.call) -> Any:
-                return await _call(args, run_ctx)
-
             caps.append(
                 Capability(
                     id=name,
                     description=tool.description or "",
                     json_schema=dict(schema.json_schema),
                     annotations=ToolAnnotations.from_metadata(tool.metadata),
-                    invoke=invoke,
+                    invoke=direct_invoke(schema, run_ctx),
                     validator=schema.validator,
                     timeout=tool.timeout,
+                    abandon_threads=False,
                 )
             )
         return cls(caps)

@@ -11,7 +11,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+import types
+from collections.abc import Coroutine, Generator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -150,13 +151,13 @@ class Executor:
                     Outcome.INVALID_ARGS, cap, {}, who, surface, call_id, None, start, msg
                 )
             args = dict(args)
-        decision = self.policy.decide(who, tool_id, args)
+        decision, limits = self.policy.evaluate(who, tool_id, args)
         if decision.effect == "deny":
             msg = f"denied: {tool_id} is not permitted for {who.id}"
             return self._done(
                 Outcome.DENIED, cap, args, who, surface, call_id, decision, start, msg
             )
-        wait = self.rate_limiter.acquire(self.policy.limits_for(who, tool_id), who.id, tool_id)
+        wait = self.rate_limiter.acquire(limits, who.id, tool_id) if limits else 0.0
         if wait > 0.0:
             msg = f"rate limited: {tool_id} may be called again in {wait:.1f} s"
             result = self._done(
@@ -244,10 +245,11 @@ class Executor:
         try:
             if timeout is None:
                 value = await invoke(args)
-            else:
+            elif cap.abandon_threads:
                 with _abandon_threads():
-                    async with asyncio.timeout(timeout):
-                        value = await invoke(args)
+                    value = await _with_deadline(invoke(args), timeout)
+            else:
+                value = await _with_deadline(invoke(args), timeout)
         except (RetriableError, ModelRetry) as exc:
             msg = str(exc.message if isinstance(exc, ModelRetry) else exc)
             return self._done(
@@ -381,6 +383,41 @@ class Executor:
                 error,
             )
         )
+
+
+async def _with_deadline(coro: Coroutine[Any, Any, Any], timeout: float) -> Any:
+    """Await ``coro`` under a deadline. The coroutine is started inline first: one that
+    finishes without suspending (no I/O, nothing to wait for) needs no timer at all."""
+    try:
+        pending = coro.send(None)
+    except StopIteration as done:
+        return done.value
+    except BaseException:
+        coro.close()
+        raise
+    async with asyncio.timeout(timeout):
+        return await _resume(coro, pending)
+
+
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, Any], pending: Any) -> Generator[Any, Any, Any]:
+    """Go on driving a coroutine that was started by hand and suspended on ``pending``."""
+    while True:
+        try:
+            sent = yield pending
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:
+            try:
+                pending = coro.throw(exc)
+            except StopIteration as done:
+                return done.value
+        else:
+            try:
+                pending = coro.send(sent)
+            except StopIteration as done:
+                return done.value
 
 
 def _errors(exc: ValidationError) -> str:

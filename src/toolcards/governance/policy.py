@@ -224,7 +224,17 @@ class Policy:
 
     def decide(self, identity: Identity, tool_id: str, args: Mapping[str, Any] | None) -> Decision:
         """The decision for ``identity`` calling ``tool_id`` with ``args`` (first match wins)."""
+        return self.evaluate(identity, tool_id, args)[0]
+
+    def evaluate(
+        self, identity: Identity, tool_id: str, args: Mapping[str, Any] | None
+    ) -> tuple[Decision, tuple[Limit, ...]]:
+        """The decision and the rate limits that apply, from one cached plan lookup."""
         plan = self._plan(identity, tool_id)
+        return self._decide(plan, args), plan.limits
+
+    @staticmethod
+    def _decide(plan: _Plan, args: Mapping[str, Any] | None) -> Decision:
         if plan.conditional:
             values = args or {}
             for rule, decision in plan.conditional:

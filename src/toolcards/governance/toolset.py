@@ -151,10 +151,16 @@ class GovernedToolset(WrapperToolset[Any]):
     async def _entries(self, ctx: RunContext[Any]) -> dict[str, _Entry]:
         """Every selected tool of the wrapped toolset by safe name (listed per ``relist``)."""
         state = self._state
-        key: object = {"step": (ctx.run_id, ctx.run_step), "run": ctx.run_id, "never": True}[
-            self.relist
-        ]
-        if state.generation_key is not None and state.generation_key == (key,):
+        relist = self.relist
+        key: object = (
+            ctx.run_id
+            if relist == "run"
+            else True
+            if relist == "never"
+            else (ctx.run_id, ctx.run_step)
+        )
+        generation = state.generation_key
+        if generation is not None and generation[0] == key:
             return state.entries
         inner_tools = await self.wrapped.get_tools(ctx)
         entries: dict[str, _Entry] = {}
