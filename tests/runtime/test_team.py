@@ -6,7 +6,13 @@ import threading
 import pytest
 
 from runtime.stateful_cards import COUNTER, CounterActor, CounterCard, CounterConfig
-from toolcards.core import ToolFactory, ToolObserverGone
+from toolcards.core import (
+    ActorToolObserver,
+    TeamManagementToolObserver,
+    ToolFactory,
+    ToolObserver,
+    ToolObserverGone,
+)
 from toolcards.runtime import (
     ActorHandle,
     Team,
@@ -150,3 +156,13 @@ def test_stopped_tool_actor_comes_back_with_its_state() -> None:
         assert team.stop_actor(COUNTER)
         assert team.actor(COUNTER) is None
         assert team.tool_actor(COUNTER, CounterActor).ask("value") == 1
+
+
+def test_team_observer_implements_every_observer_protocol() -> None:
+    with Team("protocols") as team:
+        observer = team.observer_for("gina")
+        assert isinstance(observer, ToolObserver)
+        assert isinstance(observer, ActorToolObserver)
+        assert isinstance(observer, TeamManagementToolObserver)
+        handle = observer.create_actor(COUNTER, CounterActor)
+        assert handle is team.actor(COUNTER)
