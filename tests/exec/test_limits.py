@@ -31,6 +31,12 @@ def test_long_output_keeps_head_and_tail_with_marker() -> None:
     assert out.total == 4000
 
 
+def test_invalid_utf8_is_replaced_not_raised() -> None:
+    out = BoundedOutput(100)
+    out.feed(b"ok \xff\xfe end")
+    assert out.text() == "ok \ufffd\ufffd end"
+
+
 def test_split_multibyte_characters_do_not_crash() -> None:
     out = BoundedOutput(10)
     out.feed("é".encode() * 100)

@@ -18,6 +18,8 @@ from toolcards.tools.exec.result import ExecResult, KillReason
 _MEMORY_HINTS = ("MemoryError", "Cannot allocate memory", "bad_alloc", "out of memory")
 DRAIN_GRACE_S = 0.5
 """After the command exits, how long to keep reading pipes held open by leftovers."""
+KILL_WAIT_S = 30.0
+"""How long to wait for a SIGKILLed command to be reaped (it only lingers in D state)."""
 
 
 @dataclass
@@ -82,7 +84,8 @@ def run(
             timed_out = _pump(proc, out, err, start + timeout_s)
         finally:
             _kill_tree(proc, group, launch.on_kill if timed_out else None)
-            proc.wait()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=KILL_WAIT_S)
             for stream in (proc.stdout, proc.stderr):
                 if stream is not None:
                     stream.close()
