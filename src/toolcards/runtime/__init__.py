@@ -1,12 +1,28 @@
 """Team runtime: team-singleton tool actors, durable state, the event log, deferred results.
 
 ```python
-from toolcards.runtime import Team, ToolActor
+from toolcards.runtime import Team, ToolActor, team_for
 
+class Counter(ToolActor):                      # one per team, methods run one at a time
+    def on_start(self) -> None:
+        self.total = self.ctx.state.get("total") or 0
+
+    def add(self, n: int) -> int:
+        with self.ctx.state.batch():             # state rows and event commit together
+            self.total += n
+            self.ctx.state.put("total", self.total)
+            self.ctx.emit({"added": n})         # per-tool seq 1, 2, ...; none if empty
+        return self.total
+
+# in a card's tool:  team_for(self).tool_actor("#Counter", Counter).ask("add", 1)
 with Team("t1", store="team.db") as team:
-    plan = team.tool_actor("#Counter", Counter)
-    plan.ask("add", 1)
+    counter = team.tool_actor("#Counter", Counter)   # atomic get-or-create
+    counter.ask("add", 2, timeout=5.0)
+    sub = team.subscribe(print, since=0)             # replay, then live events
+team = Team.resume("t1", store="team.db")            # #Counter restarts with total == 2
 ```
+
+Slow work never runs on a tool actor: see :mod:`toolcards.runtime.deferred`.
 """
 
 from typing import TYPE_CHECKING, Any
