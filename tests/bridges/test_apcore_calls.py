@@ -6,9 +6,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from apcore import Identity
+from apcore.decorator import module
 
 from bridges._apcore_support import Who, allow_agents, build_crm, executor_for, returns_of, run
 from toolcards.bridges.apcore import ApcoreToolset
+from toolcards.core.errors import RetriableError
 
 
 def _by_id(result: Any) -> dict[str, Any]:
@@ -147,3 +149,39 @@ def test_identity_without_an_id_is_rejected_at_construction() -> None:
         assert "id" in str(exc)
     else:
         raise AssertionError("an identity without id was accepted")
+
+
+def test_retriable_module_error_becomes_a_retry() -> None:
+    crm = build_crm()
+    attempts: list[str] = []
+
+    @module(id="crm.flaky", registry=crm.registry)
+    def flaky(customer: str) -> dict[str, Any]:
+        """Fails until asked for an upper-case id.
+
+        Args:
+            customer: Customer id.
+        """
+        attempts.append(customer)
+        if customer != customer.upper():
+            raise RetriableError("customer ids are upper-case, e.g. C1")
+        return {"customer": customer}
+
+    toolset = ApcoreToolset(crm.registry, executor_for(crm), identity=Who("agent.a"))
+    result = run(toolset, [("crm_flaky", {"customer": "c1"})], [("crm_flaky", {"customer": "C1"})])
+    parts = _by_id(result)
+    assert parts["c0_0"].outcome == "retried"
+    assert "upper-case" in str(parts["c0_0"].content)
+    assert parts["c1_0"].content == {"customer": "C1"}
+
+
+def test_governance_identity_is_mapped_for_the_acl() -> None:
+    from toolcards.governance import Identity as GovernanceIdentity
+
+    crm = build_crm()
+    toolset = ApcoreToolset(
+        crm.registry,
+        executor_for(crm, acl=allow_agents(roles=["ops"])),
+        identity=GovernanceIdentity("agent.gov", type="agent", roles=["ops"]),
+    )
+    assert _by_id(run(toolset, [("crm_read", {"customer": "c1"})]))["c0_0"].outcome == "success"
