@@ -166,3 +166,31 @@ def test_colliding_names_are_distinct_and_keep_the_original_id() -> None:
 
 def test_toolset_id_is_reported() -> None:
     assert _toolset(Registry(), toolset_id="crm").id == "crm"
+
+
+def test_sanitize_off_offers_module_ids_verbatim() -> None:
+    registry = Registry()
+    _simple(registry, "text.echo")
+    assert list(_defs(_toolset(registry, sanitize_tool_names=False))) == ["text.echo"]
+
+
+def test_registered_tools_round_trip_as_the_same_tool_shape() -> None:
+    from pydantic_ai.toolsets.function import FunctionToolset
+
+    from toolcards.bridges.apcore import register_toolset
+
+    def greet(name: str) -> dict[str, Any]:
+        """Greet someone.
+
+        Args:
+            name: Who to greet.
+        """
+        return {"greeting": f"hi {name}"}
+
+    tools: FunctionToolset[None] = FunctionToolset()
+    tools.add_function(greet, takes_ctx=False, requires_approval=True)
+    registry = Registry()
+    register_toolset(tools, registry, prefix="social.")
+    tool = _defs(_toolset(registry))["social_greet"]
+    assert tool.kind == "unapproved"
+    assert tool.parameters_json_schema["properties"]["name"]["description"] == "Who to greet."

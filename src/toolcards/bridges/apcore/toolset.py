@@ -34,6 +34,10 @@ class ApcoreToolset(AbstractToolset[AgentDepsT]):
     Every call runs through the apcore executor (ACL, approval gate, input validation,
     middleware) as the resolved caller identity. apcore errors reach the model as retries or
     failed tool results; the run continues.
+
+    Construction installs a :class:`~toolcards.bridges.apcore.BridgeApprovalHandler` on the
+    executor, wrapping the handler it had: pydantic-ai approvals are honoured once per call,
+    and calls needing approval without an approver are rejected instead of skipped.
     """
 
     def __init__(
