@@ -76,6 +76,18 @@ def _short(exc: BaseException) -> str:
     return f"{name}: {text[:240]}" if text else name
 
 
+def _trusted_text(exc: BaseException) -> bool:
+    """Whether the message of ``exc`` is written by this library or the HTTP stack (not by
+    the server), so it may go into the model's instructions."""
+    import httpx
+
+    from toolcards.tools.mcp.oauth import OAuthError
+
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return isinstance(exc, OAuthError | httpx.HTTPError | OSError | TimeoutError | ImportError)
+
+
 def _annotations(metadata: dict[str, Any] | None) -> dict[str, Any]:
     """Card annotation keys from the MCP tool hints (MCP defaults when a hint is absent)."""
     hints = (metadata or {}).get("annotations") or {}
@@ -120,6 +132,7 @@ class MCPServerToolset(AbstractToolset[Any]):
         self._routes: dict[str, tuple[str, ToolsetTool[Any]]] = {}
         self.last_error: str | None = None
         """Why the server is unavailable, or None while it is connected."""
+        self._note: str | None = None
         self.connections = 0
         """How many connections were opened (reconnections included)."""
 
@@ -173,11 +186,11 @@ class MCPServerToolset(AbstractToolset[Any]):
                 inner = self._build()
                 await inner.__aenter__()
             except Exception as exc:
-                self.last_error = _short(exc)
+                self._failed(exc)
                 log.warning("MCP server %r is unavailable: %s", self.name, self.last_error)
                 return False
             self._inner = inner
-            self.last_error = None
+            self.last_error = self._note = None
             self.connections += 1
             return True
 
@@ -197,17 +210,19 @@ class MCPServerToolset(AbstractToolset[Any]):
             await self._close()
         connected = await self._connect(force=True)
         if not connected and self.last_error is None:
-            self.last_error = _short(reason)
+            self._failed(reason)
         return connected
 
     # ---- toolset -------------------------------------------------------------------------
 
     async def get_instructions(self, ctx: RunContext[Any]) -> str | None:
-        if self.last_error is None:
+        if self._note is None:
             return None
-        return (
-            f"Note: {self.label} is unavailable ({self.last_error}); its tools are missing for now."
-        )
+        return f"Note: {self.label} is unavailable ({self._note}); its tools are missing for now."
+
+    def _failed(self, exc: BaseException) -> None:
+        self.last_error = _short(exc)
+        self._note = self.last_error if _trusted_text(exc) else type(exc).__name__
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         if self._entered == 0:
@@ -224,7 +239,7 @@ class MCPServerToolset(AbstractToolset[Any]):
                 if attempt == 0 and is_connection_error(exc):
                     await self._reconnect(exc)
                     continue
-                self.last_error = _short(exc)
+                self._failed(exc)
                 log.warning("listing tools of MCP server %r failed: %s", self.name, self.last_error)
                 return {}
             return self._rename(found)

@@ -1,0 +1,139 @@
+"""OAuth authorization code + PKCE against a local authorization server, with refresh."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import httpx
+import pytest
+from mcp_support import SERVERS, ServerProcess, call_tools, free_port, make_agent
+
+from toolcards import ToolFactory
+from toolcards.tools.mcp import MCPOAuth, MCPTool
+from toolcards.tools.mcp.oauth import OAuthError, OAuthFlow, loopback_handler
+
+OAUTH = SERVERS / "oauth_server.py"
+REDIRECT = "http://127.0.0.1:9/callback"
+
+
+async def consent(url: str) -> str:
+    """The user's browser: open the authorization URL, return where it redirects."""
+    async with httpx.AsyncClient() as client:
+        response = await client.get(url, follow_redirects=False)
+    assert response.status_code in (302, 307), response.text
+    return response.headers["location"]
+
+
+def oauth_card(server: ServerProcess) -> MCPTool:
+    card = MCPTool(
+        name="secured",
+        transport="streamable-http",
+        url=server.url,
+        oauth=MCPOAuth(client_id="test-client", redirect_uri=REDIRECT),
+    )
+    return card.set_authorization_handler(consent)
+
+
+def stats(server: ServerProcess) -> dict[str, int]:
+    return dict(httpx.get(f"http://127.0.0.1:{server.port}/stats").json())
+
+
+def test_full_flow_then_refresh_after_expiry(start_server: type[ServerProcess]) -> None:
+    server = start_server(OAUTH, "oauth", {"ACCESS_TTL": "2"}).start()
+    card = oauth_card(server)
+    agent, script = make_agent([ToolFactory([card]).toolset()])
+    assert asyncio.run(call_tools(agent, script, [("echo", {"text": "one"})])) == ["one"]
+    first = stats(server)
+    assert first["authorization_code"] == 1 and first["refresh_token"] == 0
+    assert first["unauthorized"] >= 1 and first["rejected"] == 0
+    time.sleep(2.2)
+    assert asyncio.run(call_tools(agent, script, [("echo", {"text": "two"})])) == ["two"]
+    second = stats(server)
+    assert second["authorization_code"] == 1 and second["refresh_token"] >= 1
+
+
+def test_revoked_token_is_refreshed_on_401(start_server: type[ServerProcess]) -> None:
+    server = start_server(OAUTH, "oauth").start()
+    card = oauth_card(server)
+    agent, script = make_agent([ToolFactory([card]).toolset()])
+
+    async def main() -> list[str]:
+        async with agent:
+            await call_tools(agent, script, [("echo", {"text": "a"})])
+            async with httpx.AsyncClient() as client:
+                await client.post(f"http://127.0.0.1:{server.port}/revoke")
+            return await call_tools(agent, script, [("echo", {"text": "b"})])
+
+    assert asyncio.run(main()) == ["b"]
+    after = stats(server)
+    assert after["authorization_code"] == 1 and after["refresh_token"] == 1
+
+
+def test_wrong_state_is_refused_and_isolated(start_server: type[ServerProcess]) -> None:
+    server = start_server(OAUTH, "oauth").start()
+
+    async def forged(url: str) -> str:
+        location = await consent(url)
+        code = parse_qs(urlsplit(location).query)["code"][0]
+        return f"{REDIRECT}?{urlencode({'code': code, 'state': 'forged'})}"
+
+    card = oauth_card(server).set_authorization_handler(forged)
+    agent, script = make_agent([ToolFactory([card]).toolset()])
+    assert asyncio.run(call_tools(agent, script, [])) == []
+    assert script.seen_tools == []
+    assert "wrong state" in (card.get_toolsets()[0].last_error or "")
+    assert stats(server)["authorization_code"] == 0
+
+
+def test_refused_consent_is_reported(start_server: type[ServerProcess]) -> None:
+    server = start_server(OAUTH, "oauth").start()
+
+    async def deny(url: str) -> str:
+        state = parse_qs(urlsplit(url).query)["state"][0]
+        return f"{REDIRECT}?{urlencode({'error': 'access_denied', 'state': state})}"
+
+    card = oauth_card(server).set_authorization_handler(deny)
+    agent, script = make_agent([ToolFactory([card]).toolset()])
+    asyncio.run(call_tools(agent, script, []))
+    assert "access_denied" in (card.get_toolsets()[0].last_error or "")
+
+
+def test_tokens_never_in_repr() -> None:
+    flow = OAuthFlow(client_id="c", redirect_uri=REDIRECT, client_secret="s3cr3t-value")
+    assert "s3cr3t-value" not in repr(flow) and "authorized=False" in repr(flow)
+
+
+def test_insecure_endpoints_refused() -> None:
+    with pytest.raises(OAuthError, match="https"):
+        OAuthFlow(
+            client_id="c",
+            redirect_uri=REDIRECT,
+            authorization_endpoint="http://auth.example/authorize",
+            token_endpoint="http://auth.example/token",
+        )
+
+
+def test_loopback_handler_captures_the_redirect() -> None:
+    port = free_port()
+    handler = loopback_handler(f"http://127.0.0.1:{port}/cb", open_browser=False)
+
+    async def main() -> str:
+        waiting = asyncio.create_task(handler("https://auth.example/authorize?x=1"))
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            try:
+                async with httpx.AsyncClient() as client:
+                    await client.get(f"http://127.0.0.1:{port}/cb?code=abc&state=xyz")
+                break
+            except httpx.ConnectError:
+                continue
+        return await asyncio.wait_for(waiting, 10)
+
+    assert asyncio.run(main()) == f"http://127.0.0.1:{port}/cb?code=abc&state=xyz"
+
+
+def test_loopback_handler_needs_loopback_redirect() -> None:
+    with pytest.raises(OAuthError, match="loopback"):
+        loopback_handler("https://example.com/callback")
