@@ -11,6 +11,7 @@ error quoting the closest region. There is never a fuzzy-similarity guess.
 from __future__ import annotations
 
 import difflib
+import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -190,31 +191,45 @@ def _line_level(
     file_lines = text.split("\n")
     if text.endswith("\n"):
         file_lines.pop()
-    starts = [0]
-    for ln in file_lines:
-        starts.append(starts[-1] + len(ln) + 1)
+    starts = [0, *itertools.accumulate(len(ln) + 1 for ln in file_lines)]
     want = [norm(ln) for ln in old_lines]
     size = len(want)
+    first = next(ln for ln in old_lines if ln.strip()).split()[0]
+    lead = old_lines.index(next(ln for ln in old_lines if ln.strip()))
     found: list[Match] = []
     i = 0
     while i + size <= len(file_lines):
-        window = file_lines[i : i + size]
-        if norm(window[0]) == want[0] and [norm(w) for w in window] == want:
-            shift = _shift(old_lines, window) if indent else 0
-            if shift is not None:
-                end = starts[i + size] - 1
-                repl = new
-                if indent and _indents_differ(old_lines, window):
-                    repl = _reindent(new, shift or 0, _uses_tabs(window))
-                if trailing_nl and end < len(text):
-                    end += 1
-                elif trailing_nl and repl.endswith("\n"):
-                    repl = repl[:-1]
-                found.append(Match(starts[i], end, i + 1, repl))
-                i += size
-                continue
+        probe = file_lines[i + lead]
+        if first in probe and norm(probe) == want[lead]:
+            window = file_lines[i : i + size]
+            if [norm(w) for w in window] == want:
+                shift = _shift(old_lines, window) if indent else 0
+                if shift is not None:
+                    found.append(_line_match(text, new, window, old_lines, starts, i, trailing_nl))
+                    i += size
+                    continue
         i += 1
     return found
+
+
+def _line_match(
+    text: str,
+    new: str,
+    window: list[str],
+    old_lines: list[str],
+    starts: list[int],
+    i: int,
+    trailing_nl: bool,
+) -> Match:
+    end = starts[i + len(window)] - 1
+    repl = new
+    if _indents_differ(old_lines, window):
+        repl = _reindent(new, _shift(old_lines, window) or 0, _uses_tabs(window))
+    if trailing_nl and end < len(text):
+        end += 1
+    elif trailing_nl and repl.endswith("\n"):
+        repl = repl[:-1]
+    return Match(starts[i], end, i + 1, repl)
 
 
 def _shift(old_lines: list[str], window: list[str]) -> int | None:
@@ -295,22 +310,38 @@ def closest_region(text: str, old: str) -> tuple[int, list[str]] | None:
 
 
 def unified_diff(before: str, after: str, rel: str, max_lines: int = 400) -> str:
-    """A unified diff of one file's change (capped at ``max_lines`` lines)."""
-    lines = list(
-        difflib.unified_diff(
-            before.splitlines(keepends=True),
-            after.splitlines(keepends=True),
-            fromfile=f"a/{rel}",
-            tofile=f"b/{rel}",
-        )
-    )
-    out = "".join(
-        ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines
-    )
-    parts = out.split("\n")
+    """A unified diff of one file's change (capped at ``max_lines`` lines).
+
+    Only the span between the first and last changed line is handed to difflib, so a small
+    edit in a large file costs little; hunk headers are shifted back to file line numbers.
+    """
+    a, b = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    shortest = min(len(a), len(b))
+    head = 0
+    while head < shortest and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < shortest - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    start = max(0, head - 3)
+    a_mid, b_mid = a[start : len(a) - max(0, tail - 3)], b[start : len(b) - max(0, tail - 3)]
+    lines = list(difflib.unified_diff(a_mid, b_mid, fromfile=f"a/{rel}", tofile=f"b/{rel}"))
+    out: list[str] = []
+    for ln in lines:
+        if ln.startswith("@@") and start:
+            ln = _HUNK_HEADER.sub(lambda m: _shift_header(m, start), ln)
+        out.append(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n")
+    text = "".join(out)
+    parts = text.split("\n")
     if len(parts) > max_lines:
-        out = (
-            "\n".join(parts[:max_lines])
-            + f"\n[... diff truncated: {len(parts) - max_lines} more lines]"
-        )
-    return out.rstrip("\n")
+        more = len(parts) - max_lines
+        text = "\n".join(parts[:max_lines]) + f"\n[... diff truncated: {more} more lines]"
+    return text.rstrip("\n")
+
+
+_HUNK_HEADER = re.compile(r"^@@ -(\d+)((?:,\d+)?) \+(\d+)((?:,\d+)?) @@")
+
+
+def _shift_header(m: re.Match[str], offset: int) -> str:
+    old, new = int(m.group(1)) + offset, int(m.group(3)) + offset
+    return f"@@ -{old}{m.group(2)} +{new}{m.group(4)} @@"
