@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from toolcards.governance.redact import args_digest, redact, redact_text
+from toolcards.governance.redact import digest_and_redacted, redact_text
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +97,7 @@ def _row(raw: RawEntry) -> tuple[Any, ...]:
         surface,
         tool,
         call_id,
-        args_digest(args),
-        json.dumps(redact(args, sensitive), sort_keys=True, ensure_ascii=False),
+        *digest_and_redacted(args, sensitive),
         decision,
         reason,
         outcome,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -57,9 +58,46 @@ def args_digest(args: Mapping[str, Any] | None) -> str:
     return hashlib.sha256(canonical_json(args).encode()).hexdigest()
 
 
+_SECRET_NAME = re.compile("|".join(_SECRET_NAMES), re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
-    lowered = name.lower()
-    return any(part in lowered for part in _SECRET_NAMES)
+    """Whether an argument name always holds a secret (password, token, api_key, ...)."""
+    return _SECRET_NAME.search(name) is not None
+
+
+def digest_and_redacted(
+    args: Mapping[str, Any] | None, sensitive: Iterable[str] = ()
+) -> tuple[str, str]:
+    """(SHA-256 of the canonical JSON, redacted canonical JSON) in one pass over ``args``.
+
+    When nothing needs redacting (the common case) the canonical text is stored as is.
+    """
+    jsonable = to_jsonable_python(args or {}, fallback=repr)
+    text = json.dumps(jsonable, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    names = frozenset(sensitive)
+    if (
+        len(text) <= _MAX_STRING
+        and not _SECRET_VALUES.search(text)
+        and not _has_secret_key(jsonable, names, 0)
+    ):
+        return digest, text
+    redacted = redact(jsonable, names)
+    return digest, json.dumps(redacted, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _has_secret_key(value: Any, names: frozenset[str], depth: int) -> bool:
+    if depth > _MAX_DEPTH:
+        return True
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in names or is_secret_name(str(key)) or _has_secret_key(item, names, depth + 1):
+                return True
+    elif isinstance(value, list):
+        return any(_has_secret_key(item, names, depth + 1) for item in value)
+    return False
 
 
 def redact_text(text: str) -> str:
