@@ -131,3 +131,28 @@ def test_missing_program_is_reported_not_raised(tmp_path: Path) -> None:
     result = _run_local(["no-such-program-xyz"], ExecLimits(), tmp_path)
     assert result.exit_code == 127
     assert "no-such-program-xyz: cannot run" in result.stderr
+
+
+def test_user_task_count_sees_this_process() -> None:
+    from toolcards.tools.exec.limits import user_task_count
+
+    assert user_task_count() >= 1
+    assert user_task_count(uid=2**31 - 7) == 0
+
+
+def test_nproc_rlimit_is_applied_with_offset(tmp_path: Path) -> None:
+    launch = Launch(
+        argv=["cat", "/proc/self/limits"], env={"PATH": "/usr/bin:/bin"}, cwd=str(tmp_path)
+    )
+    limits = ExecLimits(max_processes=40)
+    result = run(
+        launch,
+        display_argv=launch.argv,
+        backend="local",
+        timeout_s=10,
+        limits=limits,
+        process_cap="rlimit",
+        nproc_offset=5,
+    )
+    row = next(line for line in result.stdout.splitlines() if line.startswith("Max processes"))
+    assert row.split()[2:4] == ["45", "45"]

@@ -6,6 +6,7 @@ import contextlib
 import os
 import resource
 import signal
+import subprocess
 import time
 import uuid
 from collections.abc import Callable
@@ -31,8 +32,8 @@ class ExecLimits(BaseModel):
     """Largest file the command may write (RLIMIT_FSIZE)."""
     max_processes: int | None = Field(default=128, ge=4)
     """Processes and threads alive at once: a pids cgroup when one is writable, else
-    RLIMIT_NPROC (not as root, where it never applies; outside a user namespace it counts
-    all of the user's processes)."""
+    RLIMIT_NPROC (never as root, where it does not apply; outside a private user namespace
+    it is set to the user's current count plus this)."""
     cpus: float = Field(default=1.0, gt=0, le=256)
     """CPU share for container backends (``docker --cpus``)."""
     output_bytes: int = Field(default=64_000, ge=256, le=16 << 20)
@@ -132,11 +133,36 @@ def process_cap_method(limits: ExecLimits) -> str:
     return "rlimit" if os.geteuid() != 0 else "none"
 
 
-def preexec(limits: ExecLimits, group: PidsGroup | None, nproc: bool) -> Callable[[], None]:
+def user_task_count(uid: int | None = None) -> int:
+    """Processes (and, on Linux, threads) the user runs now: what RLIMIT_NPROC counts."""
+    uid = os.geteuid() if uid is None else uid
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return _ps_count(uid)
+    count = 0
+    for entry in os.listdir(proc):
+        if not entry.isdigit():
+            continue
+        try:
+            status = (proc / entry / "status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if int(fields.get("Uid", "-1 0").split()[1]) == uid:
+            count += int(fields.get("Threads", "1").strip() or 1)
+    return count
+
+
+def _ps_count(uid: int) -> int:
+    done = subprocess.run(["ps", "-A", "-o", "uid="], capture_output=True, text=True, check=False)
+    return sum(1 for line in done.stdout.split() if line.strip() == str(uid))
+
+
+def preexec(limits: ExecLimits, group: PidsGroup | None, nproc: int | None) -> Callable[[], None]:
     """A ``preexec_fn`` that applies the limits in the child, before the command starts.
 
-    ``nproc`` enforces ``max_processes`` with RLIMIT_NPROC (the fallback when no pids group
-    exists; useless as root, which the service refuses up front).
+    ``nproc``, when given, is set as RLIMIT_NPROC: the fallback for ``max_processes`` when no
+    pids group exists (useless as root, which the service refuses up front).
     """
     settings: list[tuple[int, int, int]] = []
     if limits.cpu_seconds is not None:
@@ -146,9 +172,8 @@ def preexec(limits: ExecLimits, group: PidsGroup | None, nproc: bool) -> Callabl
     if limits.file_size_bytes is not None:
         fsize = limits.file_size_bytes
         settings.append((resource.RLIMIT_FSIZE, fsize, fsize))
-    if limits.max_processes is not None and nproc:
-        cap = limits.max_processes
-        settings.append((resource.RLIMIT_NPROC, cap, cap))
+    if nproc is not None:
+        settings.append((resource.RLIMIT_NPROC, nproc, nproc))
     procs = group.procs if group is not None else None
 
     def apply() -> None:

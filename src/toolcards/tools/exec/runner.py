@@ -43,17 +43,23 @@ def run(
     timeout_s: float,
     limits: ExecLimits,
     process_cap: str,
+    nproc_offset: int = 0,
 ) -> ExecResult:
     """Run ``launch`` to completion or until ``timeout_s``; nothing it started survives.
 
     ``process_cap`` says how ``limits.max_processes`` is enforced (``cgroup``, ``rlimit``,
-    ``container`` or ``none``); a cgroup that cannot be created refuses the run.
+    ``container`` or ``none``); a cgroup that cannot be created refuses the run. With
+    ``rlimit``, RLIMIT_NPROC is ``max_processes + nproc_offset`` (the user's processes that
+    already count against it, when the command shares their user namespace).
     """
     group = None
     if process_cap == "cgroup" and limits.max_processes is not None:
         group = PidsGroup.create(limits.max_processes)
         if group is None:
             raise RetriableError("could not set up the process limit for this command; retry")
+    nproc = None
+    if process_cap == "rlimit" and limits.max_processes is not None:
+        nproc = limits.max_processes + nproc_offset
     out, err = BoundedOutput(limits.output_bytes), BoundedOutput(limits.output_bytes)
     start = time.monotonic()
     timed_out = False
@@ -69,7 +75,7 @@ def run(
                 start_new_session=True,
                 close_fds=True,
                 preexec_fn=preexec(
-                    limits, group, nproc=process_cap == "rlimit"
+                    limits, group, nproc
                 ),  # the child only calls setrlimit and write
             )
         except OSError as exc:  # the program (or the sandbox tool) could not be started

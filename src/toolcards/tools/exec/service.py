@@ -27,7 +27,7 @@ from toolcards.tools.exec.backends import (
     select_backend,
 )
 from toolcards.tools.exec.command import parse_command
-from toolcards.tools.exec.limits import ExecLimits, process_cap_method
+from toolcards.tools.exec.limits import ExecLimits, process_cap_method, user_task_count
 from toolcards.tools.exec.result import ExecResult
 
 MAX_JOBS = 256
@@ -131,9 +131,15 @@ class ExecService:
                 timeout_s=s.timeout_s,
                 limits=s.limits,
                 process_cap=self.process_cap,
+                nproc_offset=self._nproc_offset(),
             )
         finally:
             self._slots.release()
+
+    def _nproc_offset(self) -> int:
+        if self.process_cap != "rlimit" or self.backend.private_user_namespace:
+            return 0
+        return user_task_count()
 
     def env(self) -> dict[str, str]:
         """The host environment reduced to ``env_allow`` (plus a UTF-8 locale default)."""

@@ -34,6 +34,8 @@ class Backend(ABC):
 
     name: ClassVar[str]
     isolating: ClassVar[bool] = True
+    private_user_namespace: ClassVar[bool] = False
+    """True when commands run in their own user namespace (RLIMIT_NPROC counts them alone)."""
     workdir: ClassVar[str | None] = "/workspace"
     """Where the workspace appears to the command (None: at its real path)."""
 

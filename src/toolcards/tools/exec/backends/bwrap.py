@@ -45,6 +45,7 @@ class BwrapBackend(Backend):
 
     name: ClassVar[str] = "bwrap"
     executable: ClassVar[str] = "bwrap"
+    private_user_namespace: ClassVar[bool] = True
 
     def __init__(self) -> None:
         self._etc = _identity_files()
