@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -40,7 +41,10 @@ def stats(server: ServerProcess) -> dict[str, int]:
     return dict(httpx.get(f"http://127.0.0.1:{server.port}/stats").json())
 
 
-def test_full_flow_then_refresh_after_expiry(start_server: type[ServerProcess]) -> None:
+def test_full_flow_then_refresh_after_expiry(
+    start_server: type[ServerProcess], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
     server = start_server(OAUTH, "oauth", {"ACCESS_TTL": "2"}).start()
     card = oauth_card(server)
     agent, script = make_agent([ToolFactory([card]).toolset()])
@@ -52,6 +56,10 @@ def test_full_flow_then_refresh_after_expiry(start_server: type[ServerProcess]) 
     assert asyncio.run(call_tools(agent, script, [("echo", {"text": "two"})])) == ["two"]
     second = stats(server)
     assert second["authorization_code"] == 1 and second["refresh_token"] >= 1
+    flow = card._oauth_flow
+    assert flow is not None and flow._tokens is not None
+    for secret in (flow._tokens.access, flow._tokens.refresh or "refresh"):
+        assert secret not in caplog.text and secret not in repr(card.get_toolsets()[0])
 
 
 def test_revoked_token_is_refreshed_on_401(start_server: type[ServerProcess]) -> None:

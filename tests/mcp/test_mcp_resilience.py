@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 from mcp_support import ECHO, ServerProcess, call_tools, free_port, make_agent
@@ -68,13 +69,18 @@ def test_bearer_token_from_environment(
 
 
 def test_wrong_bearer_token_is_isolated(
-    start_server: type[ServerProcess], monkeypatch: pytest.MonkeyPatch
+    start_server: type[ServerProcess],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     server = start_server(ECHO, "sse", {"ECHO_REQUIRED_TOKEN": "right"}).start()
-    monkeypatch.setenv("ECHO_TOKEN", "wrong")
+    monkeypatch.setenv("ECHO_TOKEN", "wrong-token-value")
     card = MCPTool(name="guarded", transport="sse", url=server.url, bearer_token_env="ECHO_TOKEN")
     agent, script = make_agent([other_tools(), ToolFactory([card]).toolset()])
     assert asyncio.run(call_tools(agent, script, [("ping", {})])) == ["pong"]
     assert script.seen_tools == ["ping"]
     error = card.get_toolsets()[0].last_error or ""
-    assert "wrong" not in error and "401" in error
+    assert "401" in error
+    assert "wrong-token-value" not in error and "wrong-token-value" not in caplog.text
+    assert script.instructions is not None and "401" in script.instructions
