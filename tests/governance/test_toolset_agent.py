@@ -266,3 +266,29 @@ def test_audit_has_one_correct_row_per_decision(recorder: Recorder, tmp_path: Pa
     ]
     assert rows[2].args["api_key"] == "[REDACTED]"
     assert rows[2].args["to"] == "x"
+
+
+def test_approval_request_shows_redacted_arguments(recorder: Recorder) -> None:
+    args = {"amount": 2000, "currency": "EUR", "to": "acme", "api_key": "sk-abcdefghijklmnopqrst"}
+    script = Script([("transfer_money", args)])
+    result = _agent(script, _governed(recorder, identity=CAROL)).run_sync("pay")
+    requests = result.output
+    assert isinstance(requests, DeferredToolRequests)
+    meta = requests.metadata[requests.approvals[0].tool_call_id]
+    assert meta["args"]["api_key"] == "[REDACTED]" and meta["args"]["amount"] == 2000
+
+
+def test_audit_records_the_request_and_the_approved_run(recorder: Recorder, tmp_path: Path) -> None:
+    audit = AuditLog(tmp_path / "audit.db", durability="sync")
+    toolset = _governed(recorder, identity=CAROL, audit=audit)
+    agent, first = _approval_run(recorder, toolset)
+    call_id = first.output.approvals[0].tool_call_id
+    results = DeferredToolResults(approvals={call_id: True})
+    agent.run_sync(message_history=first.all_messages(), deferred_tool_results=results)
+    rows = audit.query(tool="transfer_money")
+    audit.close()
+    assert [(r.decision, r.outcome, r.call_id) for r in rows] == [
+        ("approve", "needs_approval", call_id),
+        ("approve", "ok", call_id),
+    ]
+    assert rows[0].args_digest == rows[1].args_digest

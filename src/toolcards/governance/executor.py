@@ -1,8 +1,24 @@
 """The governed executor: one pipeline for every call from every surface.
 
 identity -> ACL decision -> rate limit -> approval -> argument validation -> run with a
-timeout -> error mapping -> audit. A surface calls :meth:`Executor.call` and maps the
-:class:`ExecutionResult` outcome to its own format.
+timeout -> error mapping -> audit. A surface resolves the caller itself (never from tool
+arguments), calls :meth:`Executor.call` and maps the :class:`ExecutionResult` outcome::
+
+    result = await executor.call(tool_id, raw_args, identity, surface="mcp",
+                                 approver=ask_human_or_None, call_id=request_id)
+
+    outcome         pydantic-ai (GovernedToolset)      MCP / CLI (suggested)
+    ok              the value                          the value
+    denied          tool result "denied: ..."          error result with result.message
+    invalid_args    ModelRetry(message)                error result (client fixes the call)
+    retry           ModelRetry(message)                error result
+    rate_limited    tool result "rate limited: ..."    error result; result.retry_after
+    needs_approval  ApprovalRequired(metadata)         error result (fail closed), or ask the
+                                                       human, ``approvals.grant(call_id)`` and
+                                                       call again with the same call_id
+    error           tool result "error: ..."           error result with result.message
+
+``result.message`` is safe to show a model: no stack trace, no secrets, no other rules.
 """
 
 from __future__ import annotations
@@ -177,16 +193,18 @@ class Executor:
                 gate_result.approval = gate[2]
                 return gate_result
             start += time.perf_counter() - waited_from  # a human's time is not the tool's
+        parsed = args
         if not validated and cap.validator is not None:
             try:
-                args = cap.validate(args)
+                parsed = cap.validate(args)
             except ValidationError as exc:
                 msg = f"invalid arguments for {tool_id}: {_errors(exc)}"
                 return self._done(
                     Outcome.INVALID_ARGS, cap, args, who, surface, call_id, decision, start, msg
                 )
+        # the audit keeps the arguments as received, so every row of one call has one digest
         return await self._execute(
-            cap, args, who, surface, call_id, decision, start, invoke or cap.invoke
+            cap, parsed, args, who, surface, call_id, decision, start, invoke or cap.invoke
         )
 
     async def _approval(
@@ -233,6 +251,7 @@ class Executor:
     async def _execute(
         self,
         cap: Capability,
+        parsed: dict[str, Any],
         args: dict[str, Any],
         who: Identity,
         surface: str,
@@ -244,12 +263,12 @@ class Executor:
         timeout = cap.timeout if cap.timeout is not None else self.timeout
         try:
             if timeout is None:
-                value = await invoke(args)
+                value = await invoke(parsed)
             elif cap.abandon_threads:
                 with _abandon_threads():
-                    value = await _with_deadline(invoke(args), timeout)
+                    value = await _with_deadline(invoke(parsed), timeout)
             else:
-                value = await _with_deadline(invoke(args), timeout)
+                value = await _with_deadline(invoke(parsed), timeout)
         except (RetriableError, ModelRetry) as exc:
             msg = str(exc.message if isinstance(exc, ModelRetry) else exc)
             return self._done(
