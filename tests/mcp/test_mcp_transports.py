@@ -14,6 +14,7 @@ from mcp_support import ECHO, ServerProcess, call_tools, make_agent
 
 from toolcards import ToolFactory
 from toolcards.tools.mcp import MCPTool
+from toolcards.tools.mcp.toolset import bound_result
 
 TRANSPORTS = ["stdio", "sse", "streamable-http"]
 
@@ -85,3 +86,17 @@ def test_mcp_tool_annotations_in_metadata(start_server: type[ServerProcess]) -> 
     assert script.seen_tools == ["echo"]
     meta = script.tool_defs["echo"].metadata or {}
     assert meta["mcp_name"] == "echo" and meta["open_world"] is True and meta["readonly"] is False
+
+
+def test_huge_result_is_cut_with_marker(start_server: type[ServerProcess]) -> None:
+    card, _ = card_for("stdio", start_server, max_result_chars=1_000)
+    agent, script = make_agent([ToolFactory([card]).toolset()])
+    (out,) = asyncio.run(call_tools(agent, script, [("big", {"size": 3_000_000})]))
+    assert out.startswith("z" * 1_000) and out.endswith("[... truncated: 2999000 more chars]")
+
+
+def test_bound_result_keeps_small_values_and_cuts_structures() -> None:
+    assert bound_result({"a": 1}, 1_000) == {"a": 1}
+    assert bound_result(b"raw", 1) == b"raw"
+    cut = bound_result({"k": "v" * 5_000}, 1_000)
+    assert isinstance(cut, str) and cut.startswith('{"k": "vvv') and "[... truncated:" in cut

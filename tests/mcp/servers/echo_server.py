@@ -37,6 +37,12 @@ def pid() -> int:
 
 
 @server.tool()
+def big(size: int) -> str:
+    """A text of ``size`` characters."""
+    return "z" * size
+
+
+@server.tool()
 def fail(message: str) -> str:
     """Always fails with the message."""
     raise ValueError(message)

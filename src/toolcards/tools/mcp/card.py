@@ -79,6 +79,8 @@ class MCPTool(ToolCard):
     connect_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
     timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
     """Longest wait for one response from the server."""
+    max_result_chars: int = Field(default=100_000, ge=1_000)
+    """Longer text results are cut, with a marker, before they reach the model."""
     retry_interval_seconds: float = Field(default=5.0, ge=0, le=3600)
     """Least time between two connection attempts to a server that is down."""
 
@@ -184,5 +186,6 @@ class MCPTool(ToolCard):
                 include=self.include_tools,
                 exclude=self.exclude_tools,
                 retry_interval=self.retry_interval_seconds,
+                max_result_chars=self.max_result_chars,
             )
         return [self._toolset]

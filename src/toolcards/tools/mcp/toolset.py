@@ -8,6 +8,7 @@ the call is repeated once; tool names are made safe for every model provider.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -88,6 +89,22 @@ def _trusted_text(exc: BaseException) -> bool:
     return isinstance(exc, OAuthError | httpx.HTTPError | OSError | TimeoutError | ImportError)
 
 
+def bound_result(result: Any, limit: int) -> Any:
+    """``result`` with text longer than ``limit`` cut, with a marker; other content unchanged.
+
+    A large structured result is turned into its JSON text, cut the same way.
+    """
+    if isinstance(result, str):
+        text = result
+    elif isinstance(result, dict | list):
+        text = json.dumps(result, default=str, ensure_ascii=False)
+    else:
+        return result
+    if len(text) <= limit:
+        return result
+    return text[:limit] + f"\n[... truncated: {len(text) - limit} more chars]"
+
+
 def _annotations(metadata: dict[str, Any] | None) -> dict[str, Any]:
     """Card annotation keys from the MCP tool hints (MCP defaults when a hint is absent)."""
     hints = (metadata or {}).get("annotations") or {}
@@ -118,6 +135,7 @@ class MCPServerToolset(AbstractToolset[Any]):
         include: Sequence[str] | None = None,
         exclude: Sequence[str] = (),
         retry_interval: float = 5.0,
+        max_result_chars: int = 100_000,
     ) -> None:
         self.name = name
         self._build = build
@@ -125,6 +143,7 @@ class MCPServerToolset(AbstractToolset[Any]):
         self._include = None if include is None else set(include)
         self._exclude = set(exclude)
         self._retry_interval = retry_interval
+        self._max_result_chars = max_result_chars
         self._inner: AbstractToolset[Any] | None = None
         self._entered = 0
         self._lock: asyncio.Lock | None = None
@@ -281,7 +300,7 @@ class MCPServerToolset(AbstractToolset[Any]):
             inner = self._inner
             assert inner is not None
             try:
-                return await inner.call_tool(original, tool_args, ctx, inner_tool)
+                result = await inner.call_tool(original, tool_args, ctx, inner_tool)
             except ModelRetry:
                 raise
             except Exception as exc:
@@ -290,6 +309,8 @@ class MCPServerToolset(AbstractToolset[Any]):
                 failure = exc
                 if attempt == 0:
                     await self._reconnect(exc)
+                continue
+            return bound_result(result, self._max_result_chars)
         reason = self.last_error or (_short(failure) if failure else "not connected")
         return f"error: {self.label} is unavailable ({reason}); the call to {name} did not run"
 
