@@ -155,3 +155,22 @@ def test_trained_index_keeps_adds_and_removals_consistent() -> None:
         probed = index.search(q, 10)
         exact = index.search_batch(q[None], 10, exact=True)[0]
         assert [h[0] for h in probed] == [h[0] for h in exact]
+
+
+def test_trained_index_handles_replacements_and_resorts() -> None:
+    vecs, queries = _clustered(4000, 16, 40, seed=7)
+    index = InMemoryIndex(16)
+    index.add([str(i) for i in range(2000)], vecs[:2000])
+    index.train(seed=3)
+    index.add([str(i) for i in range(1000)], vecs[2000:3000])  # replace: most change cell
+    index.add([str(i) for i in range(3000, 4000)], vecs[3000:])  # enough to trigger a re-sort
+    assert index.count() == 3000
+    index.nprobe = index.cells
+    for q in queries[:5]:
+        probed = index.search(q, 10)
+        exact = index.search_batch(q[None], 10, exact=True)[0]
+        assert [h[0] for h in probed] == [h[0] for h in exact]
+    index.untrain()
+    assert sorted(index.ids(), key=int) == [str(i) for i in range(2000)] + [
+        str(i) for i in range(3000, 4000)
+    ]

@@ -63,10 +63,12 @@ def check_matrix(vectors: Any, dimension: int, rows: int | None = None) -> Matri
 class InMemoryIndex:
     """A float32 matrix with amortised O(1) add/remove and exact top-k by ``argpartition``.
 
-    Rows live in a growing buffer; a removal moves the last row into the hole. Not thread-safe:
-    the owning actor serialises access. :meth:`train` switches on approximate search (an
-    inverted-file partition by spherical k-means: only the ``nprobe`` nearest cells are
-    scanned), for large collections where the exact scan is memory-bound.
+    Not thread-safe: the owning actor serialises access. Untrained, rows fill a growing buffer
+    and a removal moves the last row into the hole. :meth:`train` switches on approximate
+    search for large collections, where the exact scan is memory-bound: rows are partitioned
+    by spherical k-means and stored contiguously per cell, a query scans only its ``nprobe``
+    nearest cells plus the rows added since (the tail); removed rows become tombstones until
+    the next re-sort.
     """
 
     def __init__(self, dimension: int, *, capacity: int = 1024) -> None:
@@ -75,10 +77,14 @@ class InMemoryIndex:
         np = require("numpy")
         self._dimension = dimension
         self._matrix: Matrix = np.zeros((max(16, capacity), dimension), dtype=np.float32)
-        self._ids: list[str] = []
+        self._ids: list[str | None] = []  # per row; None marks a tombstone
         self._row: dict[str, int] = {}
         self._centroids: Matrix | None = None
-        self._assign: Any = None  # int32 cluster of each row once trained
+        self._assign: Any = None  # int32 cell of each row, once trained
+        self._tomb: Any = None  # bool per row, once trained
+        self._bounds: Any = None  # rows of cell c: bounds[c]:bounds[c+1] (sorted region)
+        self._sorted = 0  # rows [0, _sorted) are ordered by cell
+        self._dead = 0
         self.nprobe = 0
 
     @property
@@ -86,38 +92,55 @@ class InMemoryIndex:
         return self._dimension
 
     def count(self) -> int:
-        return len(self._ids)
+        return len(self._row)
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return len(self._row)
 
     def __contains__(self, item: object) -> bool:
         return item in self._row
 
     def ids(self) -> list[str]:
         """The indexed ids, in storage order."""
-        return list(self._ids)
+        return [i for i in self._ids if i is not None]
 
     def vector(self, item: str) -> Matrix | None:
         """A copy of the stored vector of ``item``."""
         row = self._row.get(item)
         return None if row is None else self._matrix[row].copy()
 
-    def add(self, ids: Sequence[str], vectors: Matrix) -> None:
+    # ---- writes -------------------------------------------------------------------------------
+
+    def _grow(self, need: int) -> None:
         np = require("numpy")
+        if need <= self._matrix.shape[0]:
+            return
+        used = len(self._ids)
+        grown = np.zeros((max(need, self._matrix.shape[0] * 2), self._dimension), np.float32)
+        grown[:used] = self._matrix[:used]
+        self._matrix = grown
+        if self._assign is not None:
+            assign = np.full(grown.shape[0], -1, dtype=np.int32)
+            assign[:used] = self._assign[:used]
+            self._assign = assign
+            tomb = np.zeros(grown.shape[0], dtype=bool)
+            tomb[:used] = self._tomb[:used]
+            self._tomb = tomb
+
+    def add(self, ids: Sequence[str], vectors: Matrix) -> None:
         matrix = check_matrix(vectors, self._dimension, len(ids))
-        need = len(self._ids) + len(ids)
-        if need > self._matrix.shape[0]:
-            grown = np.zeros((max(need, self._matrix.shape[0] * 2), self._dimension), np.float32)
-            grown[: len(self._ids)] = self._matrix[: len(self._ids)]
-            self._matrix = grown
-            if self._assign is not None:
-                assign = np.full(grown.shape[0], -1, dtype=np.int32)
-                assign[: len(self._ids)] = self._assign[: len(self._ids)]
-                self._assign = assign
+        self._grow(len(self._ids) + len(ids))
         cells = None if self._centroids is None else self._nearest_cell(matrix)
         for n, (item, vec) in enumerate(zip(ids, matrix, strict=True)):
             row = self._row.get(item)
+            if (
+                cells is not None
+                and row is not None
+                and row < self._sorted
+                and self._assign[row] != cells[n]
+            ):  # the new vector belongs to another cell: re-add it at the tail
+                self._bury(row)
+                row = None
             if row is None:
                 row = len(self._ids)
                 self._row[item] = row
@@ -125,14 +148,29 @@ class InMemoryIndex:
             self._matrix[row] = vec
             if cells is not None:
                 self._assign[row] = cells[n]
+        if self._centroids is not None and self._needs_resort():
+            self._reorder()
+
+    def _bury(self, row: int) -> None:
+        item = self._ids[row]
+        if item is not None:
+            self._row.pop(item, None)
+        self._ids[row] = None
+        self._matrix[row] = 0.0
+        self._tomb[row] = True
+        self._dead += 1
 
     def remove(self, ids: Sequence[str]) -> int:
         removed = 0
         for item in ids:
-            row = self._row.pop(item, None)
+            row = self._row.get(item)
             if row is None:
                 continue
             removed += 1
+            if row < self._sorted:
+                self._bury(row)
+                continue
+            del self._row[item]
             last = len(self._ids) - 1
             if row != last:
                 moved = self._ids[last]
@@ -140,9 +178,14 @@ class InMemoryIndex:
                 if self._assign is not None:
                     self._assign[row] = self._assign[last]
                 self._ids[row] = moved
-                self._row[moved] = row
+                if moved is not None:
+                    self._row[moved] = row
             self._ids.pop()
+        if self._centroids is not None and self._needs_resort():
+            self._reorder()
         return removed
+
+    # ---- search -------------------------------------------------------------------------------
 
     def search(self, vector: Matrix, top_k: int) -> list[Hit]:
         return self.search_batch(check_matrix(vector, self._dimension, 1), top_k)[0]
@@ -151,14 +194,17 @@ class InMemoryIndex:
         self, vectors: Matrix, top_k: int, *, exact: bool | None = None
     ) -> list[list[Hit]]:
         """Top-k per query row; approximate once trained unless ``exact=True``."""
+        np = require("numpy")
         queries = check_matrix(vectors, self._dimension)
-        n = len(self._ids)
-        k = min(max(0, int(top_k)), n)
+        k = min(max(0, int(top_k)), len(self._row))
         if k == 0:
             return [[] for _ in range(queries.shape[0])]
         if self._centroids is not None and not exact:
             return [self._probe(q, k) for q in queries]
-        scores = queries @ self._matrix[:n].T
+        used = len(self._ids)
+        scores = queries @ self._matrix[:used].T
+        if self._dead:
+            scores[:, self._tomb[:used]] = -np.inf
         return [self._top(scores[q], k, None) for q in range(queries.shape[0])]
 
     def _top(self, scores: Any, k: int, rows: Any) -> list[Hit]:
@@ -167,22 +213,29 @@ class InMemoryIndex:
         part = np.argpartition(-scores, k - 1)[:k] if k < scores.shape[0] else np.arange(k)
         best = part[np.argsort(-scores[part], kind="stable")]
         found = best if rows is None else rows[best]
-        return [
-            (self._ids[int(r)], float(scores[int(b)])) for r, b in zip(found, best, strict=True)
-        ]
+        hits: list[Hit] = []
+        for r, b in zip(found, best, strict=True):
+            item = self._ids[int(r)]
+            if item is not None:
+                hits.append((item, float(scores[int(b)])))
+        return hits
 
     def _probe(self, query: Matrix, k: int) -> list[Hit]:
         np = require("numpy")
         assert self._centroids is not None
-        n = len(self._ids)
-        cells = self._centroids @ query
-        probe = np.argpartition(-cells, self.nprobe - 1)[: self.nprobe]
-        wanted = np.zeros(self._centroids.shape[0] + 1, dtype=bool)
-        wanted[probe] = True
-        rows = np.flatnonzero(wanted[self._assign[:n]])  # -1 (never assigned) maps to False
-        if rows.size < k:
-            return self._top(self._matrix[:n] @ query, k, None)
-        return self._top(self._matrix[rows] @ query, k, rows)
+        probe = np.argpartition(-(self._centroids @ query), self.nprobe - 1)[: self.nprobe]
+        spans = [(int(self._bounds[c]), int(self._bounds[c + 1])) for c in np.sort(probe)]
+        spans.append((self._sorted, len(self._ids)))
+        spans = [(a, b) for a, b in spans if b > a]
+        if sum(b - a for a, b in spans) < k + self._dead:
+            return self.search_batch(query[None, :], k, exact=True)[0]
+        scores = np.concatenate([self._matrix[a:b] @ query for a, b in spans])
+        rows = np.concatenate([np.arange(a, b) for a, b in spans])
+        if self._dead:
+            scores[self._tomb[rows]] = -np.inf
+        return self._top(scores, k, rows)
+
+    # ---- the inverted-file partition -------------------------------------------------------------
 
     def _nearest_cell(self, matrix: Matrix) -> Any:
         np = require("numpy")
@@ -192,6 +245,40 @@ class InMemoryIndex:
             block = matrix[start : start + 8192] @ self._centroids.T
             out[start : start + 8192] = block.argmax(axis=1)
         return out
+
+    def _needs_resort(self) -> bool:
+        tail = len(self._ids) - self._sorted
+        return max(tail, self._dead) > max(1000, len(self._ids) // 8)
+
+    def _compact(self) -> None:
+        np = require("numpy")
+        if not self._dead:
+            return
+        keep = np.array([i is not None for i in self._ids], dtype=bool)
+        alive = int(keep.sum())
+        self._matrix[:alive] = self._matrix[: len(self._ids)][keep]
+        if self._assign is not None:
+            self._assign[:alive] = self._assign[: len(self._ids)][keep]
+        self._ids = [i for i in self._ids if i is not None]
+        self._row = {item: row for row, item in enumerate(self._ids) if item is not None}
+        self._tomb[:] = False
+        self._dead = 0
+        self._sorted = 0
+
+    def _reorder(self) -> None:
+        """Drop tombstones and store the rows contiguously per cell."""
+        np = require("numpy")
+        assert self._centroids is not None
+        self._compact()
+        n = len(self._ids)
+        order = np.argsort(self._assign[:n], kind="stable")
+        self._matrix[:n] = self._matrix[order]
+        self._assign[:n] = self._assign[order]
+        self._ids = [self._ids[int(i)] for i in order]
+        self._row = {item: row for row, item in enumerate(self._ids) if item is not None}
+        cells = self._centroids.shape[0]
+        self._bounds = np.searchsorted(self._assign[:n], np.arange(cells + 1))
+        self._sorted = n
 
     @property
     def trained(self) -> bool:
@@ -213,11 +300,12 @@ class InMemoryIndex:
     ) -> None:
         """Partition the rows into ``cells`` (default ~sqrt(n)) by spherical k-means.
 
-        Later searches scan the ``nprobe`` cells nearest to the query (default 1/12 of
-        them): recall below 1, a fraction of the memory traffic. Rows added later are put in
-        their nearest cell; retrain when the collection has changed a lot.
+        Later searches scan the ``nprobe`` cells nearest to the query (default 1/8 of them)
+        and the rows added since: recall below 1, a fraction of the memory traffic. Rows added
+        later join their nearest cell at the next automatic re-sort.
         """
         np = require("numpy")
+        self.untrain()
         n = len(self._ids)
         cells = cells or max(1, int(n**0.5))
         if n < cells or cells < 1:
@@ -230,8 +318,7 @@ class InMemoryIndex:
             labels = (data @ centroids.T).argmax(axis=1)
             sums = np.zeros_like(centroids)
             np.add.at(sums, labels, data)
-            counts = np.bincount(labels, minlength=cells)
-            empty = counts == 0
+            empty = np.bincount(labels, minlength=cells) == 0
             sums[empty] = data[rng.choice(data.shape[0], size=int(empty.sum()))]
             norms = np.linalg.norm(sums, axis=1, keepdims=True)
             centroids = (sums / np.maximum(norms, 1e-12)).astype(np.float32)
@@ -239,10 +326,16 @@ class InMemoryIndex:
         assign = np.full(self._matrix.shape[0], -1, dtype=np.int32)
         assign[:n] = self._nearest_cell(self._matrix[:n])
         self._assign = assign
-        self.nprobe = max(1, min(cells, nprobe or -(-cells // 12)))
+        self._tomb = np.zeros(self._matrix.shape[0], dtype=bool)
+        self._reorder()
+        self.nprobe = max(1, min(cells, nprobe or -(-cells // 8)))
 
     def untrain(self) -> None:
-        """Back to exact search."""
+        """Back to exact search (tombstones are dropped)."""
+        self._compact()
         self._centroids = None
         self._assign = None
+        self._tomb = None
+        self._bounds = None
+        self._sorted = 0
         self.nprobe = 0

@@ -1,0 +1,163 @@
+"""Vector store costs: top-10 over 100k x 384 (exact, batched, inverted-file), adds, embeddings.
+
+Run: .venv/bin/python benchmarks/bench_vector.py [--quick]
+
+The corpus is synthetic but clustered like sentence embeddings (2,000 topics plus noise), so
+recall figures of the approximate search mean something. ``run(quick)`` returns the figures
+as a dict for other benchmark scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from toolcards.tools.vector_store.embeddings import LocalMiniLMProvider, normalize_rows
+from toolcards.tools.vector_store.index import InMemoryIndex
+from toolcards.tools.vector_store.records import MemoryState
+from toolcards.tools.vector_store.store import VectorStore
+
+DIM = 384
+
+
+def corpus(n: int, queries: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    topics = normalize_rows(rng.standard_normal((2000, DIM)).astype(np.float32))
+    noise = rng.standard_normal((n + queries, DIM)).astype(np.float32) * 0.035
+    points = normalize_rows(topics[rng.integers(0, 2000, n + queries)] + noise)
+    return points[:n], points[n:]
+
+
+def timed(fn: Callable[[np.ndarray], Any], inputs: np.ndarray) -> tuple[float, float]:
+    """Median and p95 milliseconds of ``fn`` over ``inputs`` (after one warm-up call)."""
+    fn(inputs[0])
+    ms = []
+    for row in inputs:
+        start = time.perf_counter()
+        fn(row)
+        ms.append((time.perf_counter() - start) * 1e3)
+    ms.sort()
+    return statistics.median(ms), ms[min(len(ms) - 1, int(len(ms) * 0.95))]
+
+
+def bench_search(n: int, n_queries: int) -> dict[str, float]:
+    vecs, queries = corpus(n, n_queries)
+    index = InMemoryIndex(DIM, capacity=n)
+    start = time.perf_counter()
+    index.add([f"doc-{i}" for i in range(n)], vecs)
+    add_s = time.perf_counter() - start
+    out: dict[str, float] = {"n": n, "bulk_add_per_s": n / add_s}
+    exact = [{h[0] for h in index.search(q, 10)} for q in queries]
+    out["exact_ms"], out["exact_p95_ms"] = timed(lambda q: index.search(q, 10), queries)
+    start = time.perf_counter()
+    index.search_batch(queries, 10)
+    out["batched_ms_per_query"] = (time.perf_counter() - start) * 1e3 / len(queries)
+    start = time.perf_counter()
+    index.train()
+    out["train_s"] = time.perf_counter() - start
+    out["cells"], out["nprobe"] = index.cells, index.nprobe
+    out["ivf_ms"], out["ivf_p95_ms"] = timed(lambda q: index.search(q, 10), queries)
+    found = [{h[0] for h in index.search(q, 10)} for q in queries]
+    out["ivf_recall_at_10"] = float(
+        np.mean([len(a & b) / 10 for a, b in zip(exact, found, strict=True)])
+    )
+    return out
+
+
+def bench_adds(n: int) -> dict[str, float]:
+    """Incremental adds through the durable store: rows written and time per added text."""
+    vecs, _ = corpus(n + 200, 1, seed=1)
+    state = MemoryState()
+    store = VectorStore(model="bench", dimension=DIM, state=state)
+    store.restore()
+    for start in range(0, n, 1000):
+        batch = [(f"d{i}", f"text {i}") for i in range(start, min(n, start + 1000))]
+        todo = store.plan_upsert("c", batch)
+        store.apply("c", todo, vecs[start : start + len(todo)])
+    writes = state.writes
+    start = time.perf_counter()
+    for i in range(200):
+        todo = store.plan_upsert("c", [(f"new{i}", f"new text {i}")])
+        store.apply("c", todo, vecs[n + i : n + i + 1])
+    elapsed = time.perf_counter() - start
+    return {"existing": n, "rows_per_add": (state.writes - writes) / 200, "add_us": elapsed * 5e3}
+
+
+def bench_embedding(sentences: int) -> dict[str, float]:
+    provider = LocalMiniLMProvider()
+    words = ["plan", "task", "review", "graph", "memory", "team", "report", "search"]
+    rng = np.random.default_rng(2)
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(6, 16)))) for _ in range(sentences)]
+    provider.embed(texts[:8])  # load the model once
+    start = time.perf_counter()
+    provider.embed(texts)
+    per_s = sentences / (time.perf_counter() - start)
+    single = []
+    for text in texts[:20]:
+        start = time.perf_counter()
+        provider.embed([text])
+        single.append((time.perf_counter() - start) * 1e3)
+    return {"sentences_per_s": per_s, "single_query_ms": statistics.median(single)}
+
+
+def bench_qdrant(n: int) -> dict[str, float]:
+    from toolcards.tools.vector_store.qdrant_index import QdrantIndex, make_client
+
+    vecs, queries = corpus(n, 20, seed=3)
+    index = QdrantIndex(make_client(), "bench", DIM)
+    start = time.perf_counter()
+    for lo in range(0, n, 1000):
+        index.add([f"d{i}" for i in range(lo, min(n, lo + 1000))], vecs[lo : lo + 1000])
+    add_s = time.perf_counter() - start
+    median, _ = timed(lambda q: index.search(q, 10), queries)
+    return {"n": n, "add_per_s": n / add_s, "search_ms": median}
+
+
+def run(quick: bool = False) -> dict[str, dict[str, float]]:
+    return {
+        "search": bench_search(20_000 if quick else 100_000, 30 if quick else 100),
+        "adds": bench_adds(5_000 if quick else 50_000),
+        "embedding": bench_embedding(64 if quick else 512),
+        "qdrant_local": bench_qdrant(2_000 if quick else 10_000),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (a few seconds)")
+    args = parser.parse_args()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"cpus={os.cpu_count()} load(1m)={load:.1f} quick={args.quick}")
+    figures = run(args.quick)
+    s, a, e, q = (figures[k] for k in ("search", "adds", "embedding", "qdrant_local"))
+    n = int(s["n"])
+    print(f"inmemory {n} x {DIM}: bulk add {s['bulk_add_per_s']:,.0f} vectors/s")
+    print(f"  exact top-10:   median {s['exact_ms']:.2f} ms  p95 {s['exact_p95_ms']:.2f} ms")
+    print(f"  batched top-10: {s['batched_ms_per_query']:.2f} ms per query")
+    print(
+        f"  inverted file ({int(s['cells'])} cells, nprobe {int(s['nprobe'])}, train "
+        f"{s['train_s']:.1f} s): median {s['ivf_ms']:.2f} ms  p95 {s['ivf_p95_ms']:.2f} ms  "
+        f"recall@10 {s['ivf_recall_at_10']:.3f}"
+    )
+    print(
+        f"durable add into {int(a['existing'])}: {a['rows_per_add']:.0f} row(s) written, "
+        f"{a['add_us']:.0f} us per add"
+    )
+    print(
+        f"local MiniLM int8: {e['sentences_per_s']:.0f} sentences/s batched, "
+        f"{e['single_query_ms']:.1f} ms per single query"
+    )
+    print(
+        f"qdrant local mode {int(q['n'])}: add {q['add_per_s']:,.0f}/s, "
+        f"top-10 {q['search_ms']:.2f} ms"
+    )
+
+
+if __name__ == "__main__":
+    main()
