@@ -292,3 +292,52 @@ def test_audit_records_the_request_and_the_approved_run(recorder: Recorder, tmp_
         ("approve", "ok", call_id),
     ]
     assert rows[0].args_digest == rows[1].args_digest
+
+
+def test_without_deferred_approvals_an_approval_required_call_is_refused(
+    recorder: Recorder,
+) -> None:
+    toolset = _governed(recorder, identity=CAROL, defer_approvals=False)
+    script = Script([("transfer_money", {"amount": 2000, "currency": "EUR", "to": "acme"})])
+    result = Agent(script.model, toolsets=[toolset]).run_sync("pay")
+    assert "approval required" in result.output and "not run" in result.output
+    assert recorder.count("transfer_money") == 0
+
+
+def test_inline_approver_is_asked_and_its_answer_holds(recorder: Recorder) -> None:
+    asked: list[Any] = []
+
+    async def approver(request: Any) -> bool:
+        asked.append(request)
+        return request.args["amount"] < 5000
+
+    toolset = _governed(recorder, identity=CAROL, approver=approver)
+    calls = [
+        ("transfer_money", {"amount": 2000, "currency": "EUR", "to": "acme"}),
+        ("transfer_money", {"amount": 9000, "currency": "EUR", "to": "acme"}),
+    ]
+    result = Agent(Script(calls).model, toolsets=[toolset]).run_sync("pay")
+    assert result.output.splitlines() == [
+        "transfer_money: success: sent 2000 EUR to acme",
+        "transfer_money: success: denied: approval for transfer_money was refused",
+    ]
+    assert len(asked) == 2 and asked[0].principal == "carol"
+    assert recorder.count("transfer_money") == 1
+
+
+def test_slow_sync_tool_times_out_through_the_toolset() -> None:
+    import time
+
+    from pydantic_ai.toolsets import FunctionToolset
+
+    inner: FunctionToolset[Any] = FunctionToolset()
+
+    @inner.tool_plain
+    def crawl(url: str) -> str:
+        """Takes long."""
+        time.sleep(1.0)
+        return "late"
+
+    toolset = GovernedToolset(inner, policy=Policy.allow_all(), identity=ALICE, timeout=0.05)
+    result = Agent(Script([("crawl", {"url": "x"})]).model, toolsets=[toolset]).run_sync("go")
+    assert result.output == "crawl: success: error: crawl timed out after 0.05 s"

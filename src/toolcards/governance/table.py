@@ -1,9 +1,24 @@
 """Policy decision tables: (principal, tool, args) -> expected decision, kept as data.
 
 A table is a YAML file naming its policy, its principals, the tools it exercises (declared
-by parameter types and annotations, so any surface can build the same tools) and its rows.
-Run it against any surface with :func:`run_policy_table` and a caller that performs one row
-on that surface and reports ``allow``, ``deny`` or ``approve``.
+by parameter types and annotations, so any surface can build the same tools) and its rows
+(see ``tests/governance/policy_table.yaml``). To run it on a surface::
+
+    table = load_policy_table("tests/governance/policy_table.yaml")
+    # 1. serve table.tools under table.policy on the surface, for example
+    #    Executor(CapabilityRegistry.from_tools(table.tools), table.policy) behind an MCP
+    #    server, or GovernedToolset(build_function_toolset(table.tools), policy=table.policy)
+    # 2. a caller performs one row as row.identity (set the way the surface sets callers,
+    #    never through the arguments), with no approver, and reports the decision it saw:
+    async def call(row: PolicyTableRow) -> str:
+        outcome = ...  # call row.tool with dict(row.args) as row.identity
+        return "deny" if denied else "approve" if approval was required else "allow"
+    assert await run_policy_table(table, call) == []
+
+A call that got past the ACL counts as ``allow`` even if it then failed validation or
+raised: the table checks decisions, not tools. :func:`executor_caller` is the caller for
+the executor itself; :func:`decision_of` maps an :class:`ExecutionResult` for surfaces that
+hold one.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 from pydantic_core import SchemaValidator, core_schema
 
 from toolcards.core.spec import ToolAnnotations
+from toolcards.governance.approvals import Approver
 from toolcards.governance.audit import AuditLog
 from toolcards.governance.capability import Capability, CapabilityRegistry, surface_context
 from toolcards.governance.executor import ExecutionResult, Executor, Outcome
@@ -63,6 +64,11 @@ class GovernedToolset(WrapperToolset[Any]):
     deferred flow (``DeferredToolRequests`` -> ``DeferredToolResults``), bound to the call id,
     tool, arguments and principal.
 
+    Approval: with ``approver`` (an async ``(ApprovalRequest) -> bool``) a human is asked
+    inline; otherwise the call is deferred (``defer_approvals=True``, the agent needs
+    ``DeferredToolRequests`` among its output types), or, with ``defer_approvals=False``,
+    refused with a readable result: no approver, no run.
+
     ``relist`` says when the wrapped toolset is listed again: every ``"step"``, once per
     ``"run"`` (default), or ``"never"`` after the first listing (call :meth:`invalidate`).
     """
@@ -81,6 +87,8 @@ class GovernedToolset(WrapperToolset[Any]):
         executor: Executor | None = None,
         timeout: float | None = 60.0,
         relist: Literal["step", "run", "never"] = "run",
+        approver: Approver | None = None,
+        defer_approvals: bool = True,
         toolset_id: str | None = None,
     ) -> None:
         self.wrapped = inner
@@ -89,6 +97,8 @@ class GovernedToolset(WrapperToolset[Any]):
         self.identity_resolver = identity_resolver
         self.hide_denied = hide_denied
         self.relist = relist
+        self.approver = approver
+        self.defer_approvals = defer_approvals
         self._id = toolset_id
         self.executor = executor or Executor(
             CapabilityRegistry(), policy, audit=audit, timeout=timeout
@@ -267,8 +277,11 @@ class GovernedToolset(WrapperToolset[Any]):
             surface=SURFACE,
             call_id=ctx.tool_call_id,
             approved=ctx.tool_call_approved,
+            approver=self.approver,
             invoke=invoke,
         )
+        if result.outcome is Outcome.NEEDS_APPROVAL and not self.defer_approvals:
+            return f"{result.message}; no approver is configured, so it was not run"
         return to_model_result(result)
 
 
