@@ -241,11 +241,17 @@ def direct_card(**fields: Any) -> tuple[SearchTool, list[httpx.Request]]:
 def test_direct_fetch_follows_public_redirect_and_strips_html() -> None:
     card, seen = direct_card()
     out = call(card, "web_fetch", "https://example.com/to-public")
-    assert [str(r.url) for r in seen] == [
-        "https://example.com/to-public",
-        "https://example.com/final",
-    ]
+    assert [r.url.path for r in seen] == ["/to-public", "/final"]
     assert out == "## https://example.com/final\n# T\nHi"
+
+
+def test_direct_fetch_connects_to_the_checked_address() -> None:
+    card, seen = direct_card()
+    call(card, "web_fetch", "https://example.com/page")
+    (request,) = seen
+    assert request.url.host == "93.184.216.34"
+    assert request.headers["host"] == "example.com"
+    assert request.extensions["sni_hostname"] == "example.com"
 
 
 def test_direct_fetch_refuses_redirect_to_metadata_address() -> None:

@@ -29,29 +29,26 @@ async def fetch_page(
     ) as client:
         current = url
         for _ in range(MAX_REDIRECTS + 1):
+            request = client.build_request("GET", current, headers=headers)
             if not allow_private:
                 try:
-                    await check_url(current, resolver)
+                    addresses = await check_url(current, resolver)
                 except URLRefused as exc:
                     raise SearchError(str(exc), retriable=True) from None
+                request = _pinned(request, addresses[0])
             try:
-                async with client.stream("GET", current, headers=headers) as response:
-                    if response.is_redirect and "location" in response.headers:
-                        current = str(response.url.join(response.headers["location"]))
-                        continue
-                    if response.status_code >= 400:
-                        raise SearchError(
-                            f"fetching {current} failed (HTTP {response.status_code})"
-                        )
-                    kind = response.headers.get("content-type", "").lower()
-                    if kind and not kind.startswith(_TEXT_TYPES):
-                        raise SearchError(f"{current} is not a text page ({kind.split(';')[0]})")
-                    raw, cut = await _read_prefix(response, max_bytes)
-                    encoding = response.encoding or "utf-8"
+                response = await client.send(request, stream=True)
             except httpx.TimeoutException:
                 raise SearchError(f"fetching {current} timed out") from None
             except httpx.HTTPError as exc:
                 raise SearchError(f"fetching {current} failed ({type(exc).__name__})") from None
+            try:
+                if response.is_redirect and "location" in response.headers:
+                    current = str(httpx.URL(current).join(response.headers["location"]))
+                    continue
+                raw, cut, kind, encoding = await _body(response, current, max_bytes)
+            finally:
+                await response.aclose()
             text = raw.decode(encoding, "replace")
             if "html" in kind or text.lstrip()[:15].lower().startswith(("<!doctype", "<html")):
                 title, text = html_to_text(text)
@@ -62,6 +59,33 @@ async def fetch_page(
                 text += f"\n[... truncated: page larger than {max_bytes} bytes]"
             return current, text
     raise SearchError(f"too many redirects (more than {MAX_REDIRECTS}) from {url}")
+
+
+def _pinned(request: httpx.Request, address: str) -> httpx.Request:
+    """``request`` sent to the checked ``address`` (no second DNS lookup that could answer
+    differently), with the original host in the Host header and for TLS (SNI, certificate)."""
+    host = request.url.host
+    if host == address:
+        return request
+    request.url = request.url.copy_with(host=address)
+    request.extensions = {**request.extensions, "sni_hostname": host}
+    return request
+
+
+async def _body(response: httpx.Response, url: str, max_bytes: int) -> tuple[bytes, bool, str, str]:
+    """(at most ``max_bytes`` of the body, whether it was cut, content type, encoding)."""
+    if response.status_code >= 400:
+        raise SearchError(f"fetching {url} failed (HTTP {response.status_code})")
+    kind = response.headers.get("content-type", "").lower()
+    if kind and not kind.startswith(_TEXT_TYPES):
+        raise SearchError(f"{url} is not a text page ({kind.split(';')[0]})")
+    try:
+        raw, cut = await _read_prefix(response, max_bytes)
+    except httpx.TimeoutException:
+        raise SearchError(f"fetching {url} timed out") from None
+    except httpx.HTTPError as exc:
+        raise SearchError(f"fetching {url} failed ({type(exc).__name__})") from None
+    return raw, cut, kind, response.encoding or "utf-8"
 
 
 async def _read_prefix(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:

@@ -74,8 +74,8 @@ def parse_http_url(url: str) -> tuple[str, int]:
     return host, port or (443 if scheme == "https" else 80)
 
 
-async def check_url(url: str, resolver: Resolver = system_resolver) -> None:
-    """Raise URLRefused unless every address the URL's host resolves to is public."""
+async def check_url(url: str, resolver: Resolver = system_resolver) -> list[str]:
+    """The public addresses the URL's host resolves to; URLRefused if any is not public."""
     host, port = parse_http_url(url)
     if host in _METADATA_HOSTS or host == "localhost" or host.endswith(".localhost"):
         raise URLRefused(f"refused: {host} is an internal host")
@@ -96,3 +96,4 @@ async def check_url(url: str, resolver: Resolver = system_resolver) -> None:
         reason = blocked_reason(address)
         if reason is not None:
             raise URLRefused(f"refused: {host} resolves to {address}, {reason}")
+    return addresses
