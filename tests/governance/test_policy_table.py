@@ -36,3 +36,34 @@ async def test_policy_table_runner_reports_a_wrong_surface() -> None:
 
     mismatches = await run_policy_table(table, always_allow)
     assert mismatches and all(row.expect != "allow" for row, _ in mismatches)
+
+
+async def test_policy_table_holds_on_the_pydantic_ai_toolset() -> None:
+    from dataclasses import replace
+
+    from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
+
+    from toolcards.core.toolset import build_function_toolset
+    from toolcards.governance import GovernedToolset, PolicyTableRow
+    from toolcards.governance.capability import surface_context
+
+    table = load_policy_table(TABLE_PATH)
+    inner = build_function_toolset(table.tools)
+
+    async def call(row: PolicyTableRow) -> str:
+        toolset = GovernedToolset(
+            inner, policy=table.policy, identity=row.identity, hide_denied=False
+        )
+        ctx = replace(surface_context(), tool_call_id=f"t-{row.name}")
+        tools = await toolset.get_tools(ctx)
+        tool = tools.get(row.tool) or next(iter(tools.values()))
+        try:
+            result = await toolset.call_tool(row.tool, dict(row.args), ctx, tool)
+        except ApprovalRequired:
+            return "approve"
+        except ModelRetry:
+            return "allow"
+        return "deny" if str(result).startswith("denied:") else "allow"
+
+    mismatches = await run_policy_table(table, call)
+    assert [(row.name, row.expect, got) for row, got in mismatches] == []
