@@ -207,3 +207,23 @@ def test_overlong_name_is_refused_before_the_filesystem(tools: Tools, ws: Path) 
     with pytest.raises(RetriableError, match="longer than"):
         tools["workspace_mkdir"]("n" * 256)
     assert os.listdir(ws) == []
+
+
+PATH_CALLS = {
+    "workspace_list": lambda t, p: t["workspace_list"](p),
+    "workspace_glob": lambda t, p: t["workspace_glob"]("*", p),
+    "workspace_grep": lambda t, p: t["workspace_grep"]("SECRET", p),
+    "workspace_view": lambda t, p: t["workspace_view"](p),
+    "workspace_edit": lambda t, p: t["workspace_edit"](p, "TOP", "NO"),
+    "workspace_delete": lambda t, p: t["workspace_delete"](p),
+    "workspace_mkdir": lambda t, p: t["workspace_mkdir"](p),
+}
+
+
+@pytest.mark.parametrize("tool", sorted(PATH_CALLS))
+@pytest.mark.parametrize("bad", ["..", "../outside", "/tmp", "a/../../outside", "x\x00"])
+def test_every_path_argument_is_contained(tools: Tools, outside: Path, tool: str, bad: str) -> None:
+    with pytest.raises(RetriableError):
+        PATH_CALLS[tool](tools, bad)
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+    assert (outside / "secret.txt").read_text() == "TOP SECRET\n"

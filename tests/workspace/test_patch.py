@@ -108,3 +108,51 @@ def test_stale_file_is_refused(tools: Tools, files: Path) -> None:
     (files / "b.py").write_text("alpha\nbeta\ngamma\n")
     with pytest.raises(RetriableError, match="re-read first"):
         tools["workspace_patch"]("--- a/b.py\n+++ b/b.py\n@@ -1 +1 @@\n-alpha\n+A\n")
+
+
+def test_rolls_back_when_writing_the_last_file_fails(
+    tools: Tools, files: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    real_replace = os.replace
+    calls = {"n": 0}
+
+    def failing_replace(src: str, dst: str) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise OSError(5, "I/O error")
+        real_replace(src, dst)
+
+    patch = (
+        "--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-one\n+ONE\n"
+        "--- a/b.py\n+++ b/b.py\n@@ -1 +1 @@\n-alpha\n+ALPHA\n"
+        "--- /dev/null\n+++ b/c.py\n@@ -0,0 +1 @@\n+new\n"
+    )
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(RetriableError, match="I/O error"):
+        tools["workspace_patch"](patch)
+    monkeypatch.undo()
+    assert (files / "a.py").read_text() == "one\ntwo\nthree\nfour\nfive\n"
+    assert (files / "b.py").read_text() == "alpha\nbeta\n"
+    assert sorted(p.name for p in files.iterdir()) == ["a.py", "b.py"]
+
+
+def test_pure_git_rename_without_hunks(tools: Tools, files: Path) -> None:
+    out = tools["workspace_patch"](
+        "diff --git a/b.py b/lib/b.py\nsimilarity index 100%\n"
+        "rename from b.py\nrename to lib/b.py\n"
+    )
+    assert out.splitlines()[1:] == ["R b.py -> lib/b.py"]
+    assert (files / "lib" / "b.py").read_text() == "alpha\nbeta\n"
+    assert not (files / "b.py").exists()
+
+
+def test_hunks_are_applied_in_order_with_offsets(tools: Tools, files: Path) -> None:
+    patch = (
+        "--- a/a.py\n+++ b/a.py\n"
+        "@@ -1,2 +1,3 @@\n one\n+one-and-a-half\n two\n"
+        "@@ -4,2 +5,2 @@\n four\n-five\n+FIVE\n"
+    )
+    tools["workspace_patch"](patch)
+    assert (files / "a.py").read_text() == "one\none-and-a-half\ntwo\nthree\nfour\nFIVE\n"

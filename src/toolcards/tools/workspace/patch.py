@@ -10,7 +10,6 @@ from toolcards.core.errors import RetriableError
 from toolcards.tools.workspace.edits import closest_region
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
-_META = ("index ", "similarity index", "dissimilarity index", "old mode", "new mode", "Binary")
 
 
 @dataclass
@@ -46,10 +45,6 @@ def parse_patch(patch_text: str) -> list[FilePatch]:
         line = lines[i]
         if line.startswith("diff --git "):
             git_paths = _git_header(line)
-        elif line.startswith("rename from ") and git_paths is not None:
-            git_paths = (line[12:].strip(), git_paths[1])
-        elif line.startswith("rename to ") and git_paths is not None:
-            git_paths = (git_paths[0], line[10:].strip())
         elif line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
             files.append(FilePatch(_header_path(line[4:]), _header_path(lines[i + 1][4:])))
             git_paths = None
@@ -60,13 +55,15 @@ def parse_patch(patch_text: str) -> list[FilePatch]:
             hunk, i = _parse_hunk(lines, i)
             files[-1].hunks.append(hunk)
             continue
-        elif git_paths is not None and _git_only_change(line, lines, i):
-            files.append(FilePatch(*git_paths))
-            if line.startswith("new file"):
-                files[-1].old = None
-            if line.startswith("deleted file"):
-                files[-1].new = None
-            git_paths = None
+        elif git_paths is not None:
+            git_paths = _git_rename(line, git_paths)
+            if _git_only_change(line, lines, i):
+                files.append(FilePatch(*git_paths))
+                if line.startswith("new file"):
+                    files[-1].old = None
+                if line.startswith("deleted file"):
+                    files[-1].new = None
+                git_paths = None
         i += 1
     if not files:
         raise RetriableError(
@@ -82,6 +79,16 @@ def _git_only_change(line: str, lines: list[str], i: int) -> bool:
         return False
     rest = lines[i + 1 : i + 4]
     return not any(r.startswith("--- ") for r in rest)
+
+
+def _git_rename(line: str, paths: tuple[str | None, str | None]) -> tuple[str | None, str | None]:
+    """``rename from``/``rename to`` lines (written without the a/ b/ prefixes)."""
+    prefixed = bool(paths[0] and paths[0].startswith("a/"))
+    if line.startswith("rename from "):
+        return ("a/" if prefixed else "") + line[12:].strip(), paths[1]
+    if line.startswith("rename to "):
+        return paths[0], ("b/" if prefixed else "") + line[10:].strip()
+    return paths
 
 
 def _git_header(line: str) -> tuple[str | None, str | None]:
