@@ -133,6 +133,16 @@ def test_hostile_arguments_fail_the_call_not_the_actor(spy: Any) -> None:
         assert handle.ask("available") is True
 
 
+def test_invalid_pairs_are_skipped_and_valid_ones_indexed(spy: Any) -> None:
+    with Team("vs-mixed") as team:
+        team.bind([_hash_card()], member="alice")
+        handle = find_store(team)
+        with pytest.raises(ValueError, match="skipped 2 invalid"):
+            handle.ask("upsert", "tasks", [("", "x"), ("ok", "fine text"), ("n", None)])
+        flush(handle)
+        assert handle.ask("count", "tasks") == 1
+
+
 def test_vector_search_tool_reports_hits_with_snippets(spy: Any) -> None:
     with Team("vs-tool") as team:
         tools = {t.__name__: t for t in team.bind([_hash_card()], member="alice").get_tools()}

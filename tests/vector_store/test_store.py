@@ -108,7 +108,7 @@ def test_stored_text_is_bounded(counting_hash: Any) -> None:
     [
         ([("", "text")], ValueError),
         ([("   ", "text")], ValueError),
-        ([("x" * 600, "text")], ValueError),
+        ([("x" * 1100, "text")], ValueError),
         ([(1, "text")], ValueError),
         ([("a", None)], TypeError),
         ([("a",)], TypeError),

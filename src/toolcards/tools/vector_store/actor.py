@@ -27,6 +27,7 @@ from toolcards.tools.vector_store.embeddings import (
 )
 from toolcards.tools.vector_store.index import Hit
 from toolcards.tools.vector_store.models import VectorStoreConfig
+from toolcards.tools.vector_store.records import check_collection, valid_pair
 from toolcards.tools.vector_store.store import IndexFactory, Pending, VectorStore, inmemory_factory
 
 if TYPE_CHECKING:
@@ -98,6 +99,8 @@ class VectorStoreActor(ToolActor):
         )
         for collection, todo in self.store.restore():
             self._submit(collection, todo)
+        if self.cfg.provider == "local":  # load the model now, not on the first query
+            self._pool.submit(_warm_up, self.cfg)
 
     def on_stop(self) -> None:
         if self._pool is not None:
@@ -161,10 +164,27 @@ class VectorStoreActor(ToolActor):
         return found
 
     def upsert(self, collection: str, items: list[tuple[str, str]]) -> None:
-        """Index ``(id, text)`` pairs; only new or changed texts are embedded (off-thread)."""
+        """Index ``(id, text)`` pairs; only new or changed texts are embedded (off-thread).
+
+        Invalid pairs are skipped and reported with one ``ValueError`` after the valid ones
+        were queued (a ``tell`` caller loses only the bad pairs).
+        """
         if self.store is None:
             return
-        self._submit(collection, self.store.plan_upsert(collection, items))
+        check_collection(collection)
+        if not isinstance(items, (list, tuple)):
+            raise TypeError("items must be a list of (id, text) pairs")
+        good: list[tuple[str, str]] = []
+        bad: list[str] = []
+        for pair in items:
+            try:
+                good.append(valid_pair(pair))
+            except (TypeError, ValueError) as exc:
+                bad.append(str(exc))
+        self._submit(collection, self.store.plan_upsert(collection, good))
+        if bad:
+            logger.warning("%s: skipped %d invalid items: %s", self.ctx.name, len(bad), bad[0])
+            raise ValueError(f"skipped {len(bad)} invalid items; first: {bad[0]}")
 
     def remove(self, collection: str, ids: list[str]) -> None:
         """Delete ``ids`` from ``collection`` (unknown ids are ignored)."""
@@ -279,6 +299,13 @@ class VectorStoreActor(ToolActor):
             answer.set_result(store.search(collection, vector, top_k))
         except Exception as exc:
             answer.set_exception(exc)
+
+
+def _warm_up(config: VectorStoreConfig) -> None:  # worker thread
+    try:
+        provider_for(config).embed(["warm up"])
+    except Exception as exc:  # reported again, with context, by the first real embedding
+        logger.debug("vector store warm-up failed: %s", exc)
 
 
 def _delta(collection: str, kind: str, ids: list[str]) -> dict[str, Any]:

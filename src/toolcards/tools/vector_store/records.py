@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from toolcards.tools.vector_store.embeddings import Matrix
 
 COLLECTION_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
-MAX_ID_CHARS = 512
+MAX_ID_CHARS = 1024
 
 
 class StateStore(Protocol):
@@ -76,10 +76,20 @@ def check_collection(name: Any) -> str:
 
 
 def check_id(item: Any) -> str:
-    """A valid record id (non-empty string, at most 512 characters) or ValueError."""
+    """A valid record id (non-empty string, at most 1024 characters) or ValueError."""
     if not isinstance(item, str) or not item.strip() or len(item) > MAX_ID_CHARS:
         raise ValueError(f"ids are non-empty strings of at most {MAX_ID_CHARS} chars: {item!r:.80}")
     return item
+
+
+def valid_pair(pair: Any) -> tuple[str, str]:
+    """An ``(id, text)`` pair or TypeError/ValueError."""
+    if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+        raise TypeError(f"items must be (id, text) pairs, got {pair!r:.80}")
+    item, text = pair
+    if not isinstance(text, str):
+        raise TypeError(f"text of {item!r:.80} must be a string")
+    return check_id(item), text
 
 
 def text_hash(text: str) -> str:

@@ -23,6 +23,7 @@ from toolcards.tools.vector_store.records import (
     check_collection,
     check_id,
     text_hash,
+    valid_pair,
 )
 
 if TYPE_CHECKING:
@@ -139,12 +140,8 @@ class VectorStore:
             raise TypeError("items must be a list of (id, text) pairs")
         latest: dict[str, str] = {}
         for pair in items:
-            if not isinstance(pair, (list, tuple)) or len(pair) != 2:
-                raise TypeError(f"items must be (id, text) pairs, got {pair!r:.80}")
-            item, text = pair
-            if not isinstance(text, str):
-                raise TypeError(f"text of {item!r:.80} must be a string")
-            latest[check_id(item)] = text[: self.max_text_chars]
+            item, text = valid_pair(pair)
+            latest[item] = text[: self.max_text_chars]
         stored = self._hashes.get(collection, {})
         wanted = self._wanted.setdefault(collection, {})
         todo: list[Pending] = []
