@@ -21,6 +21,8 @@ with open(log, "a") as f:
     f.write(json.dumps({{"argv": sys.argv[1:], "secret": os.environ.get("SECRET_TOKEN")}}) + "\\n")
 if sys.argv[1:2] == ["info"]:
     print("27.0.0")
+elif sys.argv[1:2] == ["run"] and "hog" in sys.argv:
+    sys.exit(137)
 elif sys.argv[1:2] == ["run"] and "sleep" in sys.argv:
     time.sleep(30)
 elif sys.argv[1:2] == ["run"]:
@@ -71,7 +73,7 @@ def test_run_argv_is_locked_down(fake_docker: Path) -> None:
         "--cpus 1.5",
         "--pids-limit 64",
         "--read-only",
-        "--user 65534:65534",
+        f"--user {docker_mod.default_user()}",
         "--cap-drop ALL",
         "--workdir /workspace",
         "--security-opt no-new-privileges",
@@ -130,3 +132,14 @@ def test_no_daemon_means_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyP
         assert "not installed" in (DockerBackend.unavailable_reason() or "")
     finally:
         docker_mod._probe.cache_clear()
+
+
+def test_default_user_is_never_root() -> None:
+    user = docker_mod.default_user()
+    assert user.split(":")[0] != "0"
+    assert user == ("65534:65534" if os.getuid() == 0 else f"{os.getuid()}:{os.getgid()}")
+
+
+def test_container_oom_kill_is_reported_as_memory(fake_docker: Path) -> None:
+    out = ExecTool(mode="docker").get_tools()[0]("python3 hog")
+    assert "exit_code: 137" in out and "killed: memory" in out

@@ -33,6 +33,8 @@ class Launch:
     """Extra teardown when the command must be killed (e.g. ``docker kill``)."""
     cleanup: list[Callable[[], None]] = field(default_factory=list)
     """Always run after the command, killed or not (temporary directories, ...)."""
+    sigkill_is_oom: bool = False
+    """A SIGKILL status means the memory limit was hit (container OOM killer)."""
 
 
 def run(
@@ -110,7 +112,7 @@ def run(
         stderr=err.text(),
         stdout_bytes=out.total,
         stderr_bytes=err.total,
-        killed=_kill_reason(timed_out, code, err, limits),
+        killed=_kill_reason(timed_out, code, err, limits, launch.sigkill_is_oom),
         duration_s=round(time.monotonic() - start, 4),
     )
 
@@ -166,7 +168,7 @@ def _kill_tree(
 
 
 def _kill_reason(
-    timed_out: bool, code: int | None, err: BoundedOutput, limits: ExecLimits
+    timed_out: bool, code: int | None, err: BoundedOutput, limits: ExecLimits, oom: bool
 ) -> KillReason | None:
     if timed_out:
         return "timeout"
@@ -181,5 +183,7 @@ def _kill_reason(
     ):
         return "file_size"
     if limits.memory_bytes is not None and any(h.encode() in stderr for h in _MEMORY_HINTS):
+        return "memory"
+    if oom and sig == signal.SIGKILL and limits.memory_bytes is not None:
         return "memory"
     return "signal" if sig > 0 else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 import uuid
@@ -13,7 +14,13 @@ from toolcards.tools.exec.backends.base import Backend, BackendUnavailable, Sand
 from toolcards.tools.exec.runner import Launch
 
 DEFAULT_IMAGE = "python:3.12-slim"
-DEFAULT_USER = "65534:65534"
+NOBODY = "65534:65534"
+
+
+def default_user() -> str:
+    """The host user's ids (so workspace files stay theirs), or nobody when that is root."""
+    uid, gid = os.getuid(), os.getgid()
+    return NOBODY if uid == 0 else f"{uid}:{gid}"
 
 
 class DockerBackend(Backend):
@@ -22,7 +29,8 @@ class DockerBackend(Backend):
     name: ClassVar[str] = "docker"
     executable: ClassVar[str] = "docker"
 
-    def __init__(self, image: str = DEFAULT_IMAGE, user: str = DEFAULT_USER) -> None:
+    def __init__(self, image: str = DEFAULT_IMAGE, user: str | None = None) -> None:
+        user = user or default_user()
         if user.split(":", 1)[0] in {"0", "root", ""}:
             raise ValueError("the docker backend never runs commands as root")
         self.image = image
@@ -40,7 +48,13 @@ class DockerBackend(Backend):
             subprocess.run([docker, "kill", name], capture_output=True, timeout=15, check=False)
 
         # values travel in the client's environment, never on its command line
-        return Launch(argv=self.argv(argv, spec, name), env=dict(spec.env), cwd="/", on_kill=kill)
+        return Launch(
+            argv=self.argv(argv, spec, name),
+            env=dict(spec.env),
+            cwd="/",
+            on_kill=kill,
+            sigkill_is_oom=True,  # `docker run` exits 137 when the container's OOM killer fired
+        )
 
     def argv(self, argv: Sequence[str], spec: SandboxSpec, name: str) -> list[str]:
         """The full ``docker run`` command line for ``argv``."""
