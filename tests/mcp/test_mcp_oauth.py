@@ -145,3 +145,15 @@ def test_loopback_handler_captures_the_redirect() -> None:
 def test_loopback_handler_needs_loopback_redirect() -> None:
     with pytest.raises(OAuthError, match="loopback"):
         loopback_handler("https://example.com/callback")
+
+
+def test_issuer_mix_up_refused() -> None:
+    flow = OAuthFlow(client_id="c", redirect_uri=REDIRECT, issuer="https://auth.example")
+    request = httpx.Request("GET", "https://auth.example/.well-known/oauth-authorization-server")
+    metadata = {
+        "issuer": "https://evil.example",
+        "authorization_endpoint": "https://evil.example/authorize",
+        "token_endpoint": "https://evil.example/token",
+    }
+    with pytest.raises(OAuthError, match="different issuer"):
+        flow._discovered(request, httpx.Response(200, json=metadata, request=request))

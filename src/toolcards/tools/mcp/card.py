@@ -157,7 +157,10 @@ class MCPTool(ToolCard):
             headers["Authorization"] = f"Bearer {token}"
         if self.transport == "sse":
             return SSETransport(
-                self.url, headers=headers, auth=self._auth(), sse_read_timeout=self.timeout_seconds
+                self.url,
+                headers=headers,
+                auth=self._auth(),
+                sse_read_timeout=max(self.timeout_seconds, 300.0),
             )
         return StreamableHttpTransport(self.url, headers=headers, auth=self._auth())
 

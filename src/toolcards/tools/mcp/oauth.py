@@ -214,6 +214,10 @@ class OAuthFlow(httpx.Auth):
             if self.resource is None and isinstance(data.get("resource"), str):
                 self.resource = data["resource"]
             return
+        expected = (self.issuer or self._issuer_found or "").rstrip("/")
+        announced = data.get("issuer")
+        if isinstance(announced, str) and expected and announced.rstrip("/") != expected:
+            raise OAuthError("the authorization server metadata names a different issuer")
         auth, token = data.get("authorization_endpoint"), data.get("token_endpoint")
         if not isinstance(auth, str) or not isinstance(token, str):
             raise OAuthError("the authorization server metadata lacks its endpoints")
