@@ -1,18 +1,23 @@
-"""The FTS5 keyword index shared by the planning and graph cards."""
+"""The BM25F keyword index shared by the planning and graph cards."""
 
 from __future__ import annotations
 
 import pytest
 
-from toolcards.tools._common.keyword_index import KeywordIndex, query_terms
+from toolcards.tools._common.keyword_index import KeywordIndex, query_terms, stem
+
+DOCS = [
+    ("a", "Payment gateway", "Handles card payments and refunds"),
+    ("b", "Search service", "Indexes product catalog for shoppers"),
+    ("c", "svc_payments_v2", "Second generation of the payments service"),
+]
 
 
 @pytest.fixture
 def index() -> KeywordIndex:
     idx = KeywordIndex(("title", "body"), weights=(2.0, 1.0))
-    idx.upsert("a", "Payment gateway", "Handles card payments and refunds")
-    idx.upsert("b", "Search service", "Indexes product catalog for shoppers")
-    idx.upsert("c", "svc_payments_v2", "Second generation of the payments service")
+    for doc_id, title, body in DOCS:
+        idx.upsert(doc_id, title, body)
     return idx
 
 
@@ -57,19 +62,72 @@ def test_allowed_restricts_hits(index: KeywordIndex) -> None:
     "query",
     ['"', 'pay"ments', "NEAR(payments gateway)", "pay*", "title:payments", "AND OR NOT", "^(", ""],
 )
-def test_fts5_syntax_in_queries_never_raises(index: KeywordIndex, query: str) -> None:
+def test_query_syntax_characters_never_raise(index: KeywordIndex, query: str) -> None:
     hits = index.search(query)
     assert isinstance(hits, list)
 
 
-def test_fts5_operators_are_searched_as_words(index: KeywordIndex) -> None:
+def test_operator_words_are_searched_as_words(index: KeywordIndex) -> None:
     index.upsert("d", "Near field", "NEAR misses happen")
     assert index.search("NEAR(")[0][0] == "d"
 
 
-def test_query_terms_drop_stopwords_but_keep_stopword_only_queries() -> None:
+def test_query_terms_drop_stopwords_and_stem() -> None:
     assert query_terms("what is the payment flow") == ["payment", "flow"]
-    assert query_terms("the") == ["the"]
+    assert query_terms("the") == []
+
+
+@pytest.mark.parametrize(
+    ("word", "root"),
+    [
+        ("shoppers", "shopper"),
+        ("queries", "query"),
+        ("boxes", "box"),
+        ("running", "run"),
+        ("indexed", "index"),
+        ("status", "status"),
+        ("class", "class"),
+        ("2024s", "2024"),
+    ],
+)
+def test_light_stemmer(word: str, root: str) -> None:
+    assert stem(word) == root
+
+
+def test_accents_are_folded(index: KeywordIndex) -> None:
+    index.upsert("d", "Café résumé", "")
+    assert index.search("cafe resume")[0][0] == "d"
+
+
+def test_loop_scoring_ranks_like_numpy(index: KeywordIndex) -> None:
+    plain = KeywordIndex(("title", "body"), weights=(2.0, 1.0))
+    plain._np = None
+    for doc_id, title, body in DOCS:
+        plain.upsert(doc_id, title, body)
+    for query in ("payments", "card refunds", "svc_payments_v2 catalog"):
+        fast, slow = index.search(query), plain.search(query)
+        assert [d for d, _ in fast] == [d for d, _ in slow]
+        assert [round(s, 9) for _, s in fast] == [round(s, 9) for _, s in slow]
+
+
+def test_loop_scoring_honours_allowed(index: KeywordIndex) -> None:
+    plain = KeywordIndex(("title", "body"))
+    plain._np = None
+    for doc_id, title, body in DOCS:
+        plain.upsert(doc_id, title, body)
+    assert [d for d, _ in plain.search("payments", allowed={"c"})] == ["c"]
+
+
+def test_removed_slots_are_reused(index: KeywordIndex) -> None:
+    index.remove("a")
+    index.upsert("z", "Zebra crossing", "")
+    assert index.search("zebra")[0][0] == "z"
+    assert index.search("refunds") == []
+
+
+def test_clear_empties_the_index(index: KeywordIndex) -> None:
+    index.clear()
+    assert len(index) == 0 and index.search("payments") == []
 
 
 def test_wrong_number_of_values_is_rejected(index: KeywordIndex) -> None:
