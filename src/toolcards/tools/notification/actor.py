@@ -1,0 +1,177 @@
+"""The ``#NotificationTool`` team actor: pending entries, their timer and their delivery.
+
+Entries are stored one state row each with an absolute due time, so a stopped team resumes
+with them and fires the overdue ones on the first tick. The timer thread only pops due ids and
+tells the actor; the actor decides (deliver, wait for an absent owner, drop) and hands the
+delivery itself to a courier thread, so a slow recipient never blocks the actor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import ClassVar
+
+from pydantic import BaseModel
+
+from toolcards.core.errors import RetriableError
+from toolcards.runtime import ActorUnavailable, ToolActor, ToolActorContext
+from toolcards.tools.notification.models import ACTOR_NAME, PendingNotification
+from toolcards.tools.notification.scheduler import Courier, DueScheduler
+
+logger = logging.getLogger(__name__)
+
+_ENTRY = "entry:"
+_NEXT_ID = "meta:next_id"
+
+
+def _key(notification_id: int) -> str:
+    return f"{_ENTRY}{notification_id:010d}"
+
+
+class NotificationActor(ToolActor):
+    """Holds every member's pending notifications and delivers them when due."""
+
+    owner_grace_seconds: ClassVar[float] = 300.0
+    """How long past its due time an entry waits for an owner who is off the team."""
+    retry_seconds: ClassVar[float] = 2.0
+    """How often an entry whose owner is off the team is retried."""
+
+    def __init__(self, ctx: ToolActorContext, config: BaseModel | None) -> None:
+        super().__init__(ctx, config)
+        self.clock: Callable[[], float] = time.time
+        self.present: Callable[[str], bool] = self._on_team
+        self.deliver: Callable[[str, str], None] = self._post
+        self.entries: dict[int, PendingNotification] = {}
+        self.next_id = 1
+        self.scheduler = DueScheduler(
+            self._wake, clock=lambda: self.clock(), name=f"{ctx.team_id}{ACTOR_NAME}-timer"
+        )
+        self.courier = Courier(name=f"{ctx.team_id}{ACTOR_NAME}-courier")
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        self._load()
+        self.courier.start()
+        self.scheduler.start()
+
+    def on_stop(self) -> None:
+        self.scheduler.stop(timeout=1.0)
+        self.courier.stop(timeout=1.0)
+
+    def _load(self) -> None:
+        """Read the stored entries and put each on the timer (overdue ones fire at once)."""
+        for _, value in self.state.items(_ENTRY):
+            entry = PendingNotification.model_validate(value)
+            self.entries[entry.id] = entry
+            self.scheduler.push(entry.due_at, entry.id)
+        stored = self.state.get(_NEXT_ID)
+        self.next_id = max([int(stored or 1), *(i + 1 for i in self.entries)])
+
+    # ---- calls from cards --------------------------------------------------------------------
+
+    def register(
+        self, owner: str, content: str, delay_seconds: float, max_pending: int
+    ) -> PendingNotification:
+        """Schedule ``content`` for ``owner`` in ``delay_seconds`` (validated by the card)."""
+        mine = sum(1 for e in self.entries.values() if e.owner == owner)
+        if mine >= max_pending:
+            raise RetriableError(
+                f"you already have {mine} pending notifications (limit {max_pending}); "
+                "cancel one with cancel_notification first"
+            )
+        now = self.clock()
+        entry = PendingNotification(
+            id=self.next_id,
+            owner=owner,
+            content=content,
+            due_at=now + delay_seconds,
+            created_at=now,
+        )
+        with self.state.batch():
+            self.state.put(_key(entry.id), entry.model_dump())
+            self.state.put(_NEXT_ID, entry.id + 1)
+            self.emit({"registered": entry.model_dump()})
+        self.next_id = entry.id + 1
+        self.entries[entry.id] = entry
+        self.scheduler.push(entry.due_at, entry.id)
+        return entry
+
+    def pending(self, owner: str | None = None) -> list[PendingNotification]:
+        """Pending entries of ``owner`` (every owner's when None), soonest first."""
+        found = [e for e in self.entries.values() if owner is None or e.owner == owner]
+        return sorted(found, key=lambda e: (e.due_at, e.id))
+
+    def cancel(self, owner: str, notification_id: int) -> PendingNotification:
+        """Cancel ``owner``'s entry; anyone else's id fails exactly like an unknown one."""
+        entry = self.entries.get(notification_id)
+        if entry is None or entry.owner != owner:
+            raise RetriableError(
+                f"you have no pending notification #{notification_id}; "
+                "see pending_notification for your ids"
+            )
+        self._remove(entry, {"cancelled": {"id": entry.id, "owner": owner}})
+        return entry
+
+    def listing(self, owner: str | None = None) -> tuple[float, list[PendingNotification]]:
+        """The actor's current time and :meth:`pending` (lines show the time left)."""
+        return self.clock(), self.pending(owner)
+
+    # ---- timer and delivery ------------------------------------------------------------------
+
+    def _wake(self, ids: list[int]) -> None:
+        """On the timer thread: hand the due ids to the actor's own thread."""
+        with contextlib.suppress(ActorUnavailable):  # stopping: entries stay stored
+            self.ctx.team.system.tell(self.name, "fire", ids)
+
+    def fire(self, ids: list[int]) -> None:
+        """Deliver the due entries ``ids`` (told by the timer); skips cancelled ones."""
+        now = self.clock()
+        for notification_id in ids:
+            entry = self.entries.get(notification_id)
+            if entry is None:
+                continue
+            if self.present(entry.owner):
+                payload = {"fired": {"id": entry.id, "owner": entry.owner}}
+                self._remove(entry, payload)
+                self.courier.submit(partial(self._send, entry))
+            elif now - entry.due_at < self.owner_grace_seconds:
+                self.scheduler.push(now + self.retry_seconds, entry.id)
+            else:
+                reason = "owner not on the team"
+                logger.warning("notification #%s for %s dropped: %s", entry.id, entry.owner, reason)
+                self._remove(entry, {"dropped": {"id": entry.id, "owner": entry.owner}})
+
+    def undeliverable(self, notification_id: int, owner: str, reason: str) -> None:
+        """Record a delivery that failed after the entry left the pending set."""
+        self.emit({"failed": {"id": notification_id, "owner": owner, "reason": reason}})
+
+    def _send(self, entry: PendingNotification) -> None:
+        """On the courier thread: deliver one entry; a failure is logged and recorded."""
+        try:
+            self.deliver(entry.owner, entry.message())
+        except Exception as exc:
+            logger.warning("notification #%s for %s failed: %s", entry.id, entry.owner, exc)
+            reason = f"{type(exc).__name__}: {exc}"[:300]
+            with contextlib.suppress(ActorUnavailable):
+                self.ctx.team.system.tell(self.name, "undeliverable", entry.id, entry.owner, reason)
+
+    def _remove(self, entry: PendingNotification, payload: Mapping[str, object]) -> None:
+        with self.state.batch():
+            self.state.delete(_key(entry.id))
+            self.emit(payload)
+        del self.entries[entry.id]
+        self.scheduler.discard(entry.id)
+
+    def _on_team(self, owner: str) -> bool:
+        return self.ctx.team.actor(owner) is not None
+
+    def _post(self, owner: str, text: str) -> None:
+        post = getattr(self.ctx.team, "post", None)
+        if post is None:
+            raise RuntimeError("this team does not deliver messages to members")
+        post(owner, text, sender=ACTOR_NAME)

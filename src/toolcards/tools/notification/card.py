@@ -1,0 +1,173 @@
+"""NotificationTool: an agent schedules a message to itself, delivered after a delay."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import Field
+
+from toolcards.core.card import ToolCard, ToolFunc
+from toolcards.core.channels import Channels
+from toolcards.core.errors import RetriableError
+from toolcards.core.params import BaseToolParam
+from toolcards.core.spec import annotate, set_instructions
+from toolcards.tools.notification.models import ACTOR_NAME, PendingNotification
+
+
+class RegisterNotification(BaseToolParam):
+    """``register_notification(content, delay_seconds)``: schedule a message to yourself."""
+
+
+class PendingNotifications(BaseToolParam):
+    """``pending_notification(all=False)``: your pending entries (or the team's)."""
+
+    max_lines: int = Field(default=50, ge=1, le=1000)
+    """Most entries listed; the rest is counted."""
+
+
+class CancelNotification(BaseToolParam):
+    """``cancel_notification(notification_id)``: cancel one of your own entries."""
+
+
+def parse_delay(value: Any, limit: int) -> float:
+    """``value`` as seconds within 1..``limit``; anything else is a ``RetriableError``."""
+    number: float | None = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+    elif isinstance(value, str) and len(value) <= 32:
+        try:
+            number = float(value.strip())
+        except ValueError:
+            number = None
+    if number is None or not math.isfinite(number) or not 1 <= number <= limit:
+        raise RetriableError(
+            f"delay_seconds must be a number of seconds from 1 to {limit}, got {value!r:.40}"
+        )
+    return number
+
+
+def parse_id(value: Any) -> int:
+    """A notification id (a positive integer, or its decimal text)."""
+    if isinstance(value, str) and value.strip().lstrip("#").isdigit():
+        value = int(value.strip().lstrip("#"))
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise RetriableError(f"notification_id must be a positive integer id, got {value!r:.40}")
+    return value
+
+
+class NotificationTool(ToolCard):
+    """Self-scheduled notifications: a message to yourself, delivered after a delay.
+
+    Entries belong to the member carrying the card (its observer's address); the team's
+    ``#NotificationTool`` actor keeps them across a stop and resume and delivers each one as
+    a message from ``#NotificationTool`` to its owner.
+    """
+
+    max_delay_seconds: int = Field(default=300, ge=1, le=7 * 24 * 3600)
+    """Largest delay an agent may schedule."""
+    max_pending: int = Field(default=20, ge=1, le=1000)
+    """Most pending entries one agent may hold at a time."""
+    max_content_chars: int = Field(default=2000, ge=1, le=100_000)
+    """Longest notification text."""
+    register_notification: bool | RegisterNotification = True
+    pending_notification: bool | PendingNotifications = True
+    cancel_notification: bool | CancelNotification = True
+
+    # ---- runtime wiring -----------------------------------------------------------------------
+
+    def _actor(self) -> Any:
+        from toolcards.runtime import team_for
+        from toolcards.tools.notification.actor import NotificationActor
+
+        return team_for(self).tool_actor(ACTOR_NAME, NotificationActor)
+
+    def _owner(self) -> str:
+        """The calling member, from the bound observer (never from tool arguments)."""
+        address = getattr(self.observer_or_none(), "address", None)
+        return str(address) if address else "user"
+
+    # ---- capabilities -------------------------------------------------------------------------
+
+    def _register(self) -> ToolFunc:
+        limit, cap, max_chars = self.max_delay_seconds, self.max_pending, self.max_content_chars
+
+        def register_notification(content: str, delay_seconds: int) -> str:
+            """Schedule a message to yourself, delivered after a delay; returns its id.
+
+            Use it to come back to something later (check a long job, follow up if nothing
+            happened). The message arrives in your conversation as a notification.
+
+            Args:
+                content: The text you will receive.
+                delay_seconds: Seconds from now, from 1 to the configured maximum.
+            """
+            if not isinstance(content, str) or not content.strip():
+                raise RetriableError("content must be a non-empty text")
+            if len(content) > max_chars:
+                raise RetriableError(
+                    f"content has {len(content)} characters; at most {max_chars} are allowed"
+                )
+            delay = parse_delay(delay_seconds, limit)
+            entry: PendingNotification = self._actor().ask(
+                "register", self._owner(), content.strip(), delay, cap
+            )
+            return f"notification #{entry.id} scheduled in {delay:g}s"
+
+        return annotate(register_notification)
+
+    def _pending(self, param: PendingNotifications) -> ToolFunc:
+        max_lines = param.max_lines
+
+        def pending_notification(all: bool = False) -> str:
+            """List pending notifications with the time left on each.
+
+            Args:
+                all: False (default): only yours. True: every team member's, each marked
+                    with its owner; you can still cancel only your own.
+            """
+            widen = all is True or (isinstance(all, str) and all.strip().lower() == "true")
+            owner = None if widen else self._owner()
+            now, entries = self._actor().ask("listing", owner)
+            if not entries:
+                return "no pending notifications"
+            lines = [e.line(now, with_owner=widen) for e in entries[:max_lines]]
+            if len(entries) > max_lines:
+                lines.append(f"... and {len(entries) - max_lines} more")
+            return "\n".join(lines)
+
+        return annotate(pending_notification, readonly=True, idempotent=True)
+
+    def _cancel(self) -> ToolFunc:
+        def cancel_notification(notification_id: int) -> str:
+            """Cancel one of your own pending notifications.
+
+            Args:
+                notification_id: The id returned when it was scheduled.
+            """
+            wanted = parse_id(notification_id)
+            entry: PendingNotification = self._actor().ask("cancel", self._owner(), wanted)
+            return f"notification #{entry.id} cancelled"
+
+        return annotate(cancel_notification, destructive=True)
+
+    def _capabilities(self, channel: Channels) -> list[ToolFunc]:
+        found: list[ToolFunc] = []
+        register = self.exposed("register_notification", channel)
+        if register is not None:
+            found.append(set_instructions(self._register(), register.instructions))
+        pending = self.exposed("pending_notification", channel)
+        if isinstance(pending, PendingNotifications):
+            found.append(set_instructions(self._pending(pending), pending.instructions))
+        cancel = self.exposed("cancel_notification", channel)
+        if cancel is not None:
+            found.append(set_instructions(self._cancel(), cancel.instructions))
+        return found
+
+    # ---- hooks --------------------------------------------------------------------------------
+
+    def get_tools(self) -> list[ToolFunc]:
+        return self._capabilities(Channels.TOOL_CALL)
+
+    def get_commands(self) -> list[ToolFunc]:
+        return self._capabilities(Channels.COMMAND)

@@ -1,0 +1,31 @@
+"""Pending notifications as stored (one durable state row per entry)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ACTOR_NAME = "#NotificationTool"
+"""The team singleton that holds and delivers every member's notifications."""
+
+
+class PendingNotification(BaseModel):
+    """One scheduled message to ``owner``; ``due_at`` is absolute wall-clock time (epoch s)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: int = Field(ge=1)
+    owner: str = Field(min_length=1)
+    content: str
+    due_at: float
+    created_at: float
+
+    def line(self, now: float, *, with_owner: bool = False) -> str:
+        """One listing line: id, time left, (owner), content."""
+        left = max(0, round(self.due_at - now))
+        owner = f" {self.owner}" if with_owner else ""
+        text = self.content if len(self.content) <= 120 else self.content[:117] + "..."
+        return f"#{self.id}{owner} in {left}s: {text}"
+
+    def message(self) -> str:
+        """The text delivered to the owner when the entry comes due."""
+        return f"[notification #{self.id}] {self.content}"

@@ -1,0 +1,127 @@
+"""``#NotificationTool``: storage, ownership, caps, firing and reload, on a fake clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from notification.harness import Harness
+from toolcards.core.errors import RetriableError
+from toolcards.tools.notification.models import ACTOR_NAME
+
+
+def test_register_stores_an_absolute_due_time(harness: Harness) -> None:
+    entry = harness.actor.register("@a-1", "check CI", 30, 5)
+    stored = harness.team.state_of(ACTOR_NAME).get(f"entry:{entry.id:010d}")
+    assert stored["due_at"] == harness.clock.now + 30
+    assert stored["owner"] == "@a-1"
+
+
+def test_ids_are_not_reused_after_a_reload(harness: Harness) -> None:
+    harness.actor.register("@a-1", "one", 5, 5)
+    second = harness.actor.register("@a-1", "two", 5, 5)
+    harness.actor.cancel("@a-1", second.id)
+    reloaded = harness.new_actor()
+    assert reloaded.register("@a-1", "three", 5, 5).id == second.id + 1
+
+
+def test_pending_defaults_to_the_owner_and_widens_to_everyone(harness: Harness) -> None:
+    harness.actor.register("@a-1", "mine", 5, 5)
+    harness.actor.register("@b-1", "theirs", 5, 5)
+    assert [e.content for e in harness.actor.pending("@a-1")] == ["mine"]
+    assert sorted(e.owner for e in harness.actor.pending(None)) == ["@a-1", "@b-1"]
+
+
+def test_cancelling_someone_elses_entry_fails_and_keeps_it(harness: Harness) -> None:
+    theirs = harness.actor.register("@b-1", "theirs", 5, 5)
+    with pytest.raises(RetriableError, match="no pending notification"):
+        harness.actor.cancel("@a-1", theirs.id)
+    assert [e.id for e in harness.actor.pending("@b-1")] == [theirs.id]
+
+
+def test_cancelling_an_unknown_id_reads_like_someone_elses(harness: Harness) -> None:
+    theirs = harness.actor.register("@b-1", "theirs", 5, 5)
+    with pytest.raises(RetriableError) as other:
+        harness.actor.cancel("@a-1", theirs.id)
+    with pytest.raises(RetriableError) as unknown:
+        harness.actor.cancel("@a-1", 999)
+    assert str(other.value).replace(str(theirs.id), "N") == str(unknown.value).replace("999", "N")
+
+
+def test_the_pending_cap_is_per_owner(harness: Harness) -> None:
+    harness.actor.register("@a-1", "one", 5, 2)
+    harness.actor.register("@a-1", "two", 5, 2)
+    with pytest.raises(RetriableError, match="limit 2"):
+        harness.actor.register("@a-1", "three", 5, 2)
+    assert harness.actor.register("@b-1", "other owner", 5, 2).owner == "@b-1"
+
+
+def test_register_and_cancel_emit_state_events(harness: Harness) -> None:
+    entry = harness.actor.register("@a-1", "x", 5, 5)
+    harness.actor.cancel("@a-1", entry.id)
+    kinds = [next(iter(p)) for p in harness.events()]
+    assert kinds == ["registered", "cancelled"]
+
+
+def test_a_due_entry_is_delivered_to_its_owner(harness: Harness) -> None:
+    harness.on_team.add("@a-1")
+    entry = harness.actor.register("@a-1", "check CI", 30, 5)
+    harness.clock.now += 30
+    harness.tick()
+    assert harness.delivered == [("@a-1", f"[notification #{entry.id}] check CI")]
+    assert harness.actor.pending(None) == []
+    assert harness.events()[-1] == {"fired": {"id": entry.id, "owner": "@a-1"}}
+
+
+def test_nothing_is_delivered_before_the_due_time(harness: Harness) -> None:
+    harness.on_team.add("@a-1")
+    harness.actor.register("@a-1", "later", 30, 5)
+    harness.clock.now += 29
+    harness.tick()
+    assert harness.delivered == []
+    assert len(harness.actor.pending(None)) == 1
+
+
+def test_a_cancelled_entry_is_not_delivered(harness: Harness) -> None:
+    harness.on_team.add("@a-1")
+    entry = harness.actor.register("@a-1", "x", 5, 5)
+    harness.actor.cancel("@a-1", entry.id)
+    harness.clock.now += 10
+    harness.tick()
+    assert harness.delivered == []
+
+
+def test_an_absent_owner_is_waited_for_then_served(harness: Harness) -> None:
+    harness.actor.register("@a-1", "x", 5, 5)
+    harness.clock.now += 5
+    harness.tick()
+    assert harness.delivered == [] and len(harness.actor.pending(None)) == 1
+    harness.on_team.add("@a-1")
+    harness.clock.now += harness.actor.retry_seconds
+    harness.tick()
+    assert [owner for owner, _ in harness.delivered] == ["@a-1"]
+
+
+def test_an_entry_whose_owner_never_returns_is_dropped(harness: Harness) -> None:
+    entry = harness.actor.register("@gone-1", "x", 5, 5)
+    harness.clock.now += 5 + harness.actor.owner_grace_seconds
+    harness.tick()
+    assert harness.actor.pending(None) == []
+    assert harness.events()[-1] == {"dropped": {"id": entry.id, "owner": "@gone-1"}}
+
+
+def test_a_reloaded_actor_fires_entries_that_came_due_meanwhile(harness: Harness) -> None:
+    entry = harness.actor.register("@a-1", "while stopped", 5, 5)
+    harness.clock.now += 3600  # the team was down for an hour
+    harness.actor = harness.new_actor()
+    harness.on_team.add("@a-1")
+    assert harness.actor.scheduler.next_due() == entry.due_at
+    harness.tick()
+    assert harness.delivered == [("@a-1", "[notification #1] while stopped")]
+
+
+def test_a_fired_entry_does_not_come_back_after_a_reload(harness: Harness) -> None:
+    harness.on_team.add("@a-1")
+    harness.actor.register("@a-1", "once", 5, 5)
+    harness.clock.now += 5
+    harness.tick()
+    assert harness.new_actor().pending(None) == []
