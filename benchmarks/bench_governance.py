@@ -122,7 +122,7 @@ async def _listing(n_tools: int, rounds: int) -> tuple[float, float]:
 
 
 async def main(quick: bool) -> None:
-    n, rounds = (2_000, 3) if quick else (20_000, 5)
+    n, rounds = (2_000, 3) if quick else (5_000, 9)
     registry = CapabilityRegistry.from_tools([add, add_sync])
     policy = Policy.from_dict(POLICY)
     executor = Executor(registry, policy, timeout=30.0)
@@ -133,7 +133,7 @@ async def main(quick: bool) -> None:
         lambda: executor.call("add", {"a": 1, "b": 2}, ALICE), n, rounds
     )
     via_executor_sync = await _time_async(
-        lambda: executor.call("add_sync", {"a": 1, "b": 2}, ALICE), max(n // 10, 200), rounds
+        lambda: executor.call("add_sync", {"a": 1, "b": 2}, ALICE), max(n // 40, 100), rounds
     )
     with tempfile.TemporaryDirectory() as tmp:
         audit = AuditLog(Path(tmp) / "audit.db")
@@ -157,7 +157,7 @@ async def main(quick: bool) -> None:
     plain_inner = await _time_async(
         lambda: inner.call_tool("add", {"a": 1, "b": 2}, ctx, inner_tool), n, rounds
     )
-    apcore = _apcore_call(max(n // 20, 100), rounds)
+    apcore = _apcore_call(max(n // 100, 50), rounds)
     first_ms, cached_ms = await _listing(500, rounds)
 
     ours = via_executor - direct_async

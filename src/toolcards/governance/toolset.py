@@ -158,17 +158,16 @@ class GovernedToolset(WrapperToolset[Any]):
             return False
         return self._exclude is None or self._exclude.fullmatch(tool_id) is None
 
+    def _listing_key(self, ctx: RunContext[Any]) -> object:
+        relist = self.relist
+        if relist == "run":
+            return ctx.run_id
+        return True if relist == "never" else (ctx.run_id, ctx.run_step)
+
     async def _entries(self, ctx: RunContext[Any]) -> dict[str, _Entry]:
         """Every selected tool of the wrapped toolset by safe name (listed per ``relist``)."""
         state = self._state
-        relist = self.relist
-        key: object = (
-            ctx.run_id
-            if relist == "run"
-            else True
-            if relist == "never"
-            else (ctx.run_id, ctx.run_step)
-        )
+        key = self._listing_key(ctx)
         generation = state.generation_key
         if generation is not None and generation[0] == key:
             return state.entries
@@ -223,6 +222,8 @@ class GovernedToolset(WrapperToolset[Any]):
             invoke=invoke,
             validator=tool.args_validator,
             timeout=tdef.timeout,
+            # an async function tool never waits on a worker thread a timeout must abandon
+            abandon_threads=getattr(tool, "is_async", None) is not True,
         )
         governed = ToolsetTool(
             toolset=self,
@@ -257,7 +258,12 @@ class GovernedToolset(WrapperToolset[Any]):
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
         identity = self.resolve_identity(ctx)
-        entry = (await self._entries(ctx)).get(name)
+        state = self._state
+        generation = state.generation_key
+        if generation is not None and generation[0] == self._listing_key(ctx):
+            entry = state.entries.get(name)
+        else:
+            entry = (await self._entries(ctx)).get(name)
         if entry is None:
             return f"denied: {name} is not permitted for {identity.id}"
         inner, original, inner_tool = self.wrapped, entry.original, entry.inner_tool
