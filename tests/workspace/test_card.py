@@ -282,3 +282,24 @@ def test_missing_docs_extra_names_it(
     monkeypatch.setitem(sys.modules, "markitdown", None)
     with pytest.raises(RetriableError, match=r"toolcards\[docs\]"):
         tools["workspace_read"]("r.pdf")
+
+
+def _long_file(ws: Path) -> None:
+    (ws / "big.txt").write_text("".join(f"{'y' * 90} {i}\n" for i in range(100)))
+
+
+def test_read_returns_at_most_max_lines(ws: Path) -> None:
+    _long_file(ws)
+    card = WorkspaceTool(workspace_read=ReadParam(max_lines=10))
+    lines = tools_of(card)["workspace_read"]("big.txt", 1, 10_000).splitlines()
+    assert len(lines) == 11
+    assert lines[-1] == "[... 90 more lines of 100; continue with offset=11]"
+
+
+def test_read_returns_at_most_max_chars(ws: Path) -> None:
+    _long_file(ws)
+    card = WorkspaceTool(workspace_read=ReadParam(max_chars=1000))
+    out = tools_of(card)["workspace_read"]("big.txt")
+    body, marker = out.rsplit("\n", 1)
+    assert len(body) <= 1000
+    assert marker.startswith("[... ") and "continue with offset=" in marker

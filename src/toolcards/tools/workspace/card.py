@@ -16,7 +16,7 @@ from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate, set_instructions
 from toolcards.tools._common.workspace_dir import workspace_dir
 from toolcards.tools.workspace.models import EditItem
-from toolcards.tools.workspace.ops import Workspace
+from toolcards.tools.workspace.ops import ReadCaps, Workspace
 from toolcards.tools.workspace.paths import check_relative_path
 
 READ_TOOLS = ("workspace_read", "workspace_list", "workspace_glob", "workspace_grep",
@@ -32,6 +32,10 @@ class WorkspaceParam(BaseToolParam):
 class ReadParam(BaseToolParam):
     max_line_chars: int = Field(default=2000, ge=80)
     """Longer lines are cut, with a marker."""
+    max_lines: int = Field(default=2000, ge=1)
+    """Most lines one call returns, whatever ``limit`` the model asks for."""
+    max_chars: int = Field(default=200_000, ge=1000)
+    """Most characters one call returns; the rest is offered with a continue marker."""
 
 
 class ListParam(BaseToolParam):
@@ -168,7 +172,12 @@ def _opt(param: BaseToolParam | None, name: str, default: Any) -> Any:
 def _tool_functions(
     get: Callable[[], Workspace], params: dict[str, BaseToolParam], *, command: bool
 ) -> dict[str, Callable[..., Any]]:
-    line_chars = _opt(params.get("workspace_read"), "max_line_chars", 2000)
+    read = params.get("workspace_read")
+    caps = ReadCaps(
+        max_line_chars=_opt(read, "max_line_chars", 2000),
+        max_lines=_opt(read, "max_lines", 2000),
+        max_chars=_opt(read, "max_chars", 200_000),
+    )
     max_entries = _opt(params.get("workspace_list"), "max_entries", 500)
     max_results = _opt(params.get("workspace_glob"), "max_results", 100)
     max_matches = _opt(params.get("workspace_grep"), "max_matches", 200)
@@ -183,7 +192,7 @@ def _tool_functions(
             offset: First line to show (1-based).
             limit: Maximum number of lines to show.
         """
-        return get().read(path, offset, limit, line_chars)
+        return get().read(path, offset, limit, caps)
 
     def workspace_list(path: str = "", depth: int = 1) -> str:
         """List a directory: flat for depth 1, a tree for deeper levels.

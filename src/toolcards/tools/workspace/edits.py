@@ -279,8 +279,16 @@ def not_found_message(text: str, old: str) -> str:
     if region is None:
         return f"old_string was not found. {hint}"
     first, block = region
-    numbered = "\n".join(f"{first + k:6d}\t{ln}" for k, ln in enumerate(block))
+    numbered = quote_lines(first, block)
     return f"old_string was not found. Closest region (line {first}):\n{numbered}\n{hint}"
+
+
+def quote_lines(first: int, block: list[str], max_lines: int = 40) -> str:
+    """``block`` numbered like workspace_read output, at most ``max_lines`` lines."""
+    shown = [f"{first + k:6d}\t{ln[:300]}" for k, ln in enumerate(block[:max_lines])]
+    if len(block) > max_lines:
+        shown.append(f"[... {len(block) - max_lines} more lines]")
+    return "\n".join(shown)
 
 
 def closest_region(text: str, old: str) -> tuple[int, list[str]] | None:

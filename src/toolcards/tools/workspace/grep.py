@@ -124,8 +124,9 @@ def grep_python(
 ) -> list[GrepHit]:
     """The same search in Python: same files (no hidden, no links, no binaries), same order."""
     hits: list[GrepHit] = []
+    filtered = bool(include) and start.is_dir()  # like ripgrep: a named file is searched
     for rel, path in walk_files(root, start):
-        if include and not glob_matches(include, rel):
+        if filtered and not glob_matches(include, rel):
             continue
         try:
             data = path.read_bytes()

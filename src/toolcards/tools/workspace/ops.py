@@ -17,6 +17,15 @@ from toolcards.tools.workspace.paths import Contained, check_pattern
 from toolcards.tools.workspace.textfile import TextDoc, Transaction, keep_style, load, write_atomic
 
 
+@dataclass(frozen=True, slots=True)
+class ReadCaps:
+    """Output bounds of workspace_read."""
+
+    max_line_chars: int = 2000
+    max_lines: int = 2000
+    max_chars: int = 200_000
+
+
 @dataclass
 class _Pending:
     """A file being changed inside one multi-file operation."""
@@ -39,7 +48,7 @@ class Workspace:
 
     # ---- reading ------------------------------------------------------------------------
 
-    def read(self, path: str, offset: int, limit: int, max_line_chars: int) -> str:
+    def read(self, path: str, offset: int, limit: int, caps: ReadCaps) -> str:
         real = self.paths.resolve(path)
         rel = self.paths.rel(real)
         if offset < 1 or limit < 1:
@@ -57,8 +66,16 @@ class Workspace:
             return f"{rel} is empty."
         if offset > len(lines):
             raise RetriableError(f"offset {offset} is past the end of {rel} ({len(lines)} lines)")
-        last = min(len(lines), offset + limit - 1)
-        out = [f"{n:6d}\t{_cut(lines[n - 1], max_line_chars)}" for n in range(offset, last + 1)]
+        last = min(len(lines), offset + min(limit, caps.max_lines) - 1)
+        out: list[str] = []
+        budget = caps.max_chars
+        for n in range(offset, last + 1):
+            line = f"{n:6d}\t{_cut(lines[n - 1], caps.max_line_chars)}"
+            budget -= len(line) + 1
+            if budget < 0 and out:
+                last = n - 1
+                break
+            out.append(line)
         if last < len(lines):
             out.append(
                 f"[... {len(lines) - last} more lines of {len(lines)}; "

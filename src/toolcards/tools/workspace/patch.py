@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from toolcards.core.errors import RetriableError
-from toolcards.tools.workspace.edits import closest_region
+from toolcards.tools.workspace.edits import closest_region, quote_lines
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
@@ -235,9 +235,7 @@ def _locate(
     quoted = ""
     if region is not None:
         first, found = region
-        quoted = f" Closest region (line {first}):\n" + "\n".join(
-            f"{first + k:6d}\t{ln}" for k, ln in enumerate(found)
-        )
+        quoted = f" Closest region (line {first}):\n" + quote_lines(first, found)
     raise RetriableError(
         f"{rel}: hunk {number} does not apply; its context/removed lines were not found."
         f"{quoted}\nRe-read the file and regenerate the patch."
