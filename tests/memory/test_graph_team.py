@@ -184,3 +184,15 @@ def test_card_round_trips_and_declares_optional_store() -> None:
     assert KnowledgeGraphTool.model_validate_json(card.model_dump_json()) == card
     assert card.optional_depends_on == ["VectorStoreTool"]
     assert KnowledgeGraphTool(vector_store=False).optional_depends_on == []
+
+
+def test_context_state_lists_root_entities_when_exposed(team: Team) -> None:
+    from toolcards.core.channels import Channels
+    from toolcards.tools.knowledge_graph.card import GetGraph
+
+    card = KnowledgeGraphTool(vector_store=False, get_graph=GetGraph(expose={Channels.LLM_CONTEXT}))
+    factory = team.bind([card], "alice")
+    tools_of(team, "alice", vector_store=False)["update_graph"](**SEED)
+    block = factory.context_updater().next_block() or ""
+    assert "ann [Person] (root)" in block and "checkout" not in block
+    assert "update_graph" not in block

@@ -73,3 +73,16 @@ def test_agent_smuggling_creator_is_asked_to_retry(team: Team) -> None:
     assert "extra_forbidden" in str(first.content)
     tools = {fn.__name__: fn for fn in factory.get_tools()}
     assert "no matching tasks" in tools["search_planning"]()
+
+
+def test_standalone_factory_toolset_uses_the_implicit_team() -> None:
+    from toolcards import ToolFactory
+
+    calls = [("update_planning", {"create": [{"description": "Standalone task"}]})]
+    factory = ToolFactory([PlanningTool(vector_store=False)])
+    run = Agent(scripted(calls, [])).run_sync("go", toolsets=[factory.toolset()])
+    content = str(results(run.all_messages())[0].content)
+    assert content.startswith("created ids: [")
+    task_id = int(content.split("[")[1].split("]")[0])
+    detail = {fn.__name__: fn for fn in factory.get_tools()}["get_planning_task"](task_id)
+    assert "Standalone task" in detail and "Creator: @user" in detail

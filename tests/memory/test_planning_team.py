@@ -243,3 +243,16 @@ def test_vector_store_is_an_optional_dependency() -> None:
 def test_card_round_trips_through_json() -> None:
     card = PlanningTool(vector_store="Docs", get_planning=GetPlanning(filter_by_agent=False))
     assert PlanningTool.model_validate_json(card.model_dump_json()) == card
+
+
+def test_context_state_lists_tasks_when_exposed(team: Team) -> None:
+    from toolcards.core.channels import Channels
+
+    param = GetPlanning(expose={Channels.LLM_CONTEXT})
+    factory = team.bind([PlanningTool(vector_store=False, get_planning=param)], "alice")
+    assert factory.get_system_prompts() == []
+    updater = factory.context_updater()
+    assert "(none)" in (updater.next_block() or "")
+    tools_of(team, "alice", vector_store=False)["update_planning"](create=[{"description": "a"}])
+    block = updater.next_block() or ""
+    assert "+ added: ID 1 [pending] a" in block
