@@ -105,11 +105,10 @@ def test_two_teams_of_one_process_share_a_store_file(tmp_path: Path) -> None:
 
 def test_team_keeps_member_profiles_and_policy_for_members() -> None:
     policy = object()
-    with Team("members", profiles=["researcher"], policy=policy) as team:
-        assert team.profiles == ["researcher"]
+    profile = {"role": "researcher", "model": "test"}
+    with Team("members", profiles=[profile], policy=policy) as team:
+        assert [p.role for p in team.profiles] == ["researcher"]
         assert team.policy is policy
-        with pytest.raises(NotImplementedError):
-            team.observer_for("x").on_hire("researcher")
 
 
 class Slow(ToolActor):

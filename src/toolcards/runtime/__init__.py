@@ -22,7 +22,9 @@ with Team("t1", store="team.db") as team:
 team = Team.resume("t1", store="team.db")            # #Counter restarts with total == 2
 ```
 
-Slow work never runs on a tool actor: see :mod:`toolcards.runtime.deferred`.
+Slow work never runs on a tool actor: see :mod:`toolcards.runtime.deferred`. Agent members
+(``RoleProfile``, ``team.hire`` / ``send`` / ``post`` / ``fire``): see
+:mod:`toolcards.runtime.members`.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -36,7 +38,10 @@ from toolcards.runtime.deferred import (
     poll_deferred,
 )
 from toolcards.runtime.events import LIFECYCLE, EventLog, Subscription, is_empty_delta
+from toolcards.runtime.members import DEFAULT_SEND_TIMEOUT, MemberInfo, MemberRoster
+from toolcards.runtime.messaging import MESSAGES, MemberActivity, MemberMessage, member_activity
 from toolcards.runtime.observer import TeamObserver
+from toolcards.runtime.profiles import RoleProfile
 from toolcards.runtime.store import StateNamespace, StoreClosedError, StoreLockedError, TeamStore
 from toolcards.runtime.system import (
     DEFAULT_ASK_TIMEOUT,
@@ -52,7 +57,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_ASK_TIMEOUT",
+    "DEFAULT_SEND_TIMEOUT",
     "LIFECYCLE",
+    "MESSAGES",
     "ActorHandle",
     "ActorSystem",
     "ActorUnavailable",
@@ -61,7 +68,12 @@ __all__ = [
     "DeferredResultActor",
     "DeferredWorker",
     "EventLog",
+    "MemberActivity",
+    "MemberInfo",
+    "MemberMessage",
+    "MemberRoster",
     "PykkaActorSystem",
+    "RoleProfile",
     "StateNamespace",
     "StopReport",
     "StoreClosedError",
@@ -76,6 +88,7 @@ __all__ = [
     "fetch_deferred",
     "implicit_team",
     "is_empty_delta",
+    "member_activity",
     "poll_deferred",
     "team_for",
 ]

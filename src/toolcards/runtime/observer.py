@@ -65,16 +65,17 @@ class TeamObserver:
         return self._team.tool_actor(name, factory, config)
 
     def on_hire(self, role: str, name: str | None = None) -> str:
-        hire = getattr(self._team, "hire", None)
-        if hire is None:
-            raise NotImplementedError("this team does not manage agent members")
-        return str(hire(role) if name is None else hire(role, name=name))
+        """Hire a member for ``role`` in this team; returns its unique name."""
+        return self._team.hire(role, name)
 
     def on_fire(self, name: str) -> None:
-        fire = getattr(self._team, "fire", None)
-        if fire is None:
-            raise NotImplementedError("this team does not manage agent members")
-        fire(name)
+        """Fire the member ``name`` (bounded stop; a ``LookupError`` when unknown)."""
+        self._team.fire(name)
+
+    def send_message(self, to: str, content: str) -> str:
+        """Post ``content`` to the member ``to`` as this observer's member; returns the message
+        id. When the sender is a member, the answer arrives later in its mailbox."""
+        return self._team.post(to, content, sender=self._address).id
 
     def __repr__(self) -> str:
         return f"<TeamObserver {self._address} team={self.team_id}>"

@@ -21,7 +21,9 @@ from toolcards.core.errors import ToolcardsError, ToolObserverGone
 from toolcards.core.events import ToolStateEvent
 from toolcards.core.factory import ToolFactory
 from toolcards.runtime.events import EventCallback, EventLog, Subscription
+from toolcards.runtime.members import TeamMembers, roster_of
 from toolcards.runtime.observer import TeamObserver
+from toolcards.runtime.profiles import RoleProfile, normalize_profiles
 from toolcards.runtime.store import StateNamespace, StoreClosedError, TeamStore
 from toolcards.runtime.system import ActorHandle, ActorSystem
 from toolcards.runtime.tool_actor import ToolActor, ToolActorContext
@@ -106,18 +108,17 @@ def _release_store(store: TeamStore) -> None:
     store.close()
 
 
-class Team:
+class Team(TeamMembers):
     """A team: tool actors (team singletons named ``#<Name>``), an event log and a state store.
 
     ``store`` is a SQLite file (state survives a restart; see :meth:`resume`) or ``":memory:"``.
     Opening a file that already holds ``team_id`` continues its state; :meth:`resume` also
     restarts every recorded tool actor. Use it as a context manager, or call :meth:`stop`.
 
-    Extension points for agent members: ``profiles`` and ``policy`` are stored as given;
-    :meth:`spawn` starts any named actor (names without ``#`` are members, stopped in the first
-    teardown phase) and :meth:`stop_actor` stops one; :meth:`observer_for` gives a member's
-    observer, whose ``on_hire`` / ``on_fire`` call ``team.hire`` / ``team.fire`` once a
-    members module provides them.
+    Agent members (see :mod:`toolcards.runtime.members`): ``profiles`` are the
+    :class:`RoleProfile` s that :meth:`hire` draws from; with a ``policy``, every member's tools
+    are governed. :meth:`spawn` starts any named actor (names without ``#`` are members, stopped
+    in the first teardown phase) and :meth:`stop_actor` stops one.
     """
 
     def __init__(
@@ -125,7 +126,7 @@ class Team:
         team_id: str,
         store: str | os.PathLike[str] = ":memory:",
         *,
-        profiles: Sequence[Any] | None = None,
+        profiles: Sequence[RoleProfile | dict[str, Any]] | None = None,
         policy: Any | None = None,
         system: ActorSystem | None = None,
         durable: bool = False,
@@ -135,7 +136,7 @@ class Team:
         if not team_id:
             raise ValueError("team_id must be a non-empty string")
         self.team_id = team_id
-        self.profiles: list[Any] = list(profiles or [])
+        self.profiles: list[RoleProfile] = normalize_profiles(profiles)
         self.policy = policy
         self.stop_timeout = stop_timeout
         self._lock = threading.RLock()
@@ -162,6 +163,7 @@ class Team:
             raise
         if _resume:
             self._restore()
+            roster_of(self).restore()
 
     @property
     def _key(self) -> str:
@@ -340,6 +342,7 @@ class Team:
             if self._stop_report is not None:
                 return self._stop_report
             self._stop_report = report = StopReport()
+        roster_of(self).retire_all()
         names = self.system.names()
         for phase in (
             [n for n in names if not n.startswith("#")],

@@ -1,0 +1,225 @@
+"""The actor of one agent member: a pydantic-ai ``Agent`` behind a mailbox.
+
+The member handles one message at a time (its actor's inbox is the mailbox). A slash command
+from outside the team (``/name args``) is dispatched to the member's ``CommandRegistry`` with
+no model call; anything else is a model turn: the cards' per-turn context block, then the
+message, with the member's stored history. The history is saved after every turn in the
+member's state namespace (pydantic-ai ``ModelMessagesTypeAdapter`` JSON), so a resumed team
+continues the conversation. A failing model run never stops the member: its answer is a
+readable ``error: ...`` line and the history stays as it was.
+
+Governance: when the team has a policy, every tool of the member (card tools, card toolsets
+and ``send_message``) runs through ``GovernedToolset`` with the identity
+``Identity(id="agent.<name>", type="agent", roles=profile.roles)``. The identity comes from
+the roster alone, never from a message or tool arguments. ``toolcards.governance`` is imported
+only then, inside :func:`govern`, so the runtime layer does not load it at import time.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from toolcards.core.commands import CommandRegistry
+from toolcards.core.errors import CommandNotRecognized, RetriableError
+from toolcards.runtime.messaging import (
+    MAX_MESSAGE_CHARS,
+    MESSAGES,
+    MemberMessage,
+    processed_event,
+    received_event,
+    truncate,
+)
+from toolcards.runtime.profiles import RoleProfile
+from toolcards.runtime.store import dumps
+
+if TYPE_CHECKING:
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelMessage
+    from pydantic_ai.toolsets import AbstractToolset
+
+    from toolcards.core.context import ContextUpdater
+    from toolcards.runtime.members import MemberRoster
+    from toolcards.runtime.team import Team
+
+logger = logging.getLogger(__name__)
+
+HISTORY_KEY = "history"
+
+current_member: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "toolcards_current_member", default=None
+)
+"""The member whose message is being handled in this context (tool calls inherit it)."""
+
+
+def govern(toolset: AbstractToolset[Any], policy: Any, name: str, roles: list[str]) -> Any:
+    """``toolset`` wrapped so every call is checked against ``policy`` as ``agent.<name>``."""
+    from toolcards.governance import GovernedToolset, Identity
+
+    identity = Identity(id=f"agent.{name}", type="agent", roles=roles)
+    return GovernedToolset(toolset, policy=policy, identity=identity)
+
+
+def as_text(value: Any) -> str:
+    """A command result as text (models and containers as JSON)."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "(done)"
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    return dumps(value)
+
+
+class MemberActor:
+    """The target object of a member's actor. Public methods run on the actor's thread."""
+
+    def __init__(self, team: Team, roster: MemberRoster, name: str, profile: RoleProfile) -> None:
+        self._team = team
+        self._roster = roster
+        self.name = name
+        self.profile = profile
+        self.current: MemberMessage | None = None
+        """The message being handled, or None when idle (read from other threads)."""
+        self._retired = threading.Event()
+        self._agent: Agent[None, str] | None = None
+        self._commands = CommandRegistry()
+        self._context: ContextUpdater | None = None
+        self._history: list[ModelMessage] = []
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        from pydantic_ai import Agent
+        from pydantic_ai.toolsets import CombinedToolset
+
+        profile = self.profile
+        factory = self._team.bind(profile.fresh_cards(), member=self.name)
+        self._commands = factory.get_commands()
+        self._context = factory.context_updater()
+        toolsets: list[AbstractToolset[Any]] = [factory.toolset()]
+        if profile.messaging:
+            toolsets.append(self._messaging_toolset())
+        toolset: AbstractToolset[Any] = CombinedToolset(toolsets)
+        if self._team.policy is not None:
+            toolset = govern(toolset, self._team.policy, self.name, profile.roles)
+        instructions: list[Any] = [profile.instructions] if profile.instructions else []
+        instructions.extend(factory.get_system_prompts())
+        self._agent = Agent(
+            profile.model,
+            instructions=instructions or None,
+            toolsets=[toolset],
+            name=self.name,
+            model_settings=profile.model_settings,  # type: ignore[arg-type]
+        )
+        self._history = self._load_history()
+
+    def retire(self) -> None:
+        """Answer every message still queued with a short notice instead of a model turn."""
+        self._retired.set()
+
+    # ---- the mailbox -------------------------------------------------------------------------
+
+    def receive(self, message: MemberMessage) -> str:
+        """Handle one message and answer it (the answer also goes to the sender's mailbox
+        when the message asked for it)."""
+        team = self._team
+        team.log.append(MESSAGES, received_event(message))
+        self.current = message
+        token = current_member.set(self.name)
+        ok, command = True, False
+        try:
+            if self._retired.is_set():
+                ok, reply = False, f"{self.name} has left the team; the message was not handled"
+            elif CommandRegistry.is_command(message.content) and not self._roster.is_member(
+                message.sender
+            ):
+                command = True
+                reply = self._command(message.content)
+            else:
+                reply = self._model_turn(message)
+        except Exception as exc:  # the member keeps serving its mailbox
+            logger.info("member %s failed on message %s", self.name, message.id, exc_info=True)
+            ok, reply = False, f"error: {type(exc).__name__}: {exc}"
+        finally:
+            current_member.reset(token)
+            self.current = None
+        reply = truncate(reply, MAX_MESSAGE_CHARS)
+        reply_id = self._roster.reply(message, reply)
+        team.log.append(
+            MESSAGES, processed_event(message, ok=ok, reply_id=reply_id, command=command)
+        )
+        return reply
+
+    def _command(self, line: str) -> str:
+        try:
+            return as_text(self._commands.dispatch(line))
+        except CommandNotRecognized as exc:
+            return str(exc)
+
+    def _model_turn(self, message: MemberMessage) -> str:
+        if self._agent is None:
+            raise RuntimeError(f"member {self.name} did not start")
+        prompt = self._prompt(message)
+        result = self._agent.run_sync(prompt, message_history=self._history)
+        self._history = result.all_messages()
+        self._save_history()
+        return str(result.output)
+
+    def _prompt(self, message: MemberMessage) -> str:
+        text = message.content
+        if message.reply_to is not None:
+            text = f"Reply from {message.sender} (to your message {message.reply_to}):\n{text}"
+        elif self._roster.is_member(message.sender):
+            text = f"Message from {message.sender}:\n{text}"
+        block = self._context.next_block() if self._context is not None else None
+        return f"{block}\n\n{text}" if block else text
+
+    # ---- history -----------------------------------------------------------------------------
+
+    def _load_history(self) -> list[ModelMessage]:
+        from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+        stored = self._team.state_of(self.name).get(HISTORY_KEY)
+        if not stored:
+            return []
+        try:
+            return list(ModelMessagesTypeAdapter.validate_python(stored))
+        except Exception as exc:  # written by an incompatible version: start afresh, say so
+            self._team.log.lifecycle("member_history_dropped", name=self.name, reason=str(exc))
+            return []
+
+    def _save_history(self) -> None:
+        from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+        data = ModelMessagesTypeAdapter.dump_python(self._history, mode="json")
+        self._team.state_of(self.name).put(HISTORY_KEY, data)
+
+    # ---- tools of the member itself ----------------------------------------------------------
+
+    def _messaging_toolset(self) -> AbstractToolset[Any]:
+        from toolcards.core.toolset import build_function_toolset
+
+        roster, me = self._roster, self.name
+
+        def send_message(to: str, content: str) -> str:
+            """Send a message to another team member.
+
+            to: the member's name, such as @researcher-1.
+            content: the message text.
+            Their answer comes back to you later as a new message.
+            """
+            try:
+                message = roster.post(to, content, sender=me)
+            except (LookupError, ValueError) as exc:
+                raise RetriableError(str(exc)) from exc
+            return f"sent to {message.recipient} (message {message.id})"
+
+        return build_function_toolset([send_message])
+
+    def __repr__(self) -> str:
+        return f"<MemberActor {self.name} role={self.profile.role}>"

@@ -1,0 +1,377 @@
+"""Agent members of a team: hire, fire, messaging, the roster and its activity.
+
+```python
+team = Team("t2", store="team.db", profiles=[RoleProfile(role="researcher", model="openai:gpt-5",
+                                                          cards=[PlanningTool()])])
+name = team.hire("researcher")                 # "@researcher-1"
+reply = team.send(name, "What is on the plan?")  # waits (bounded) for the answer
+team.post(name, "/get_planning")               # queued; a slash command runs no model
+team.members(); team.activity()                # roster, and who is busy on what
+team.fire(name)
+```
+
+Member names start with ``@`` (an explicit ``"alice"`` becomes ``"@alice"``); default names are
+``@<role>-<n>`` with ``n`` never reused within a team. The roster and every member's
+conversation live in the team store: ``Team.resume`` re-hires the recorded members with the
+profiles given to it (or the stored ones, for profiles whose model is a spec string).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import warnings
+from typing import TYPE_CHECKING, Any, cast
+
+from pydantic import BaseModel
+
+from toolcards.runtime.member_actor import HISTORY_KEY, MemberActor, current_member
+from toolcards.runtime.messaging import (
+    MAX_MESSAGE_CHARS,
+    MESSAGES,
+    USER,
+    MemberActivity,
+    MemberMessage,
+    member_activity,
+    sent_event,
+    truncate,
+)
+from toolcards.runtime.profiles import RoleProfile
+from toolcards.runtime.system import ActorUnavailable
+
+if TYPE_CHECKING:
+    from toolcards.runtime.team import Team
+
+ROSTER = "~members"
+"""The state namespace of the roster (one ``member:<name>`` row per member)."""
+
+DEFAULT_SEND_TIMEOUT = 300.0
+NAME_PATTERN = re.compile(r"^@[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+SENDER_PATTERN = re.compile(r"^[^\s\x00-\x1f]{1,100}$")
+
+
+class MemberInfo(BaseModel):
+    """One row of the roster."""
+
+    name: str
+    role: str
+    busy: bool
+    hired_at: float
+
+
+class _Entry:
+    __slots__ = ("actor", "hired_at", "profile")
+
+    def __init__(self, actor: MemberActor, profile: RoleProfile, hired_at: float) -> None:
+        self.actor = actor
+        self.profile = profile
+        self.hired_at = hired_at
+
+
+class MemberRoster:
+    """The members of one team (reached through the ``Team`` methods of :class:`TeamMembers`)."""
+
+    def __init__(self, team: Team) -> None:
+        self._team = team
+        self._lock = threading.RLock()
+        self._entries: dict[str, _Entry] = {}
+        self._claimed: set[str] = set()
+        self._fired: set[str] = set()
+
+    @property
+    def _state(self) -> Any:
+        return self._team.state_of(ROSTER)
+
+    # ---- profiles and names ------------------------------------------------------------------
+
+    def profile(self, role: str) -> RoleProfile:
+        for profile in self._team.profiles:
+            if profile.role == role:
+                return profile
+        known = ", ".join(p.role for p in self._team.profiles) or "none (give Team(profiles=...))"
+        raise LookupError(f"team {self._team.team_id} has no role {role!r}; roles: {known}")
+
+    def is_member(self, name: str) -> bool:
+        return name in self._entries
+
+    def resolve(self, name: str) -> str:
+        """The roster name for ``name`` (``alice`` finds ``@alice``); LookupError otherwise."""
+        if not isinstance(name, str):
+            raise LookupError(f"member names are strings, got {type(name).__name__}")
+        with self._lock:
+            for candidate in (name, f"@{name}"):
+                if candidate in self._entries:
+                    return candidate
+            known = ", ".join(self._entries) or "none"
+            gone = name if name in self._fired else f"@{name}"
+            if gone in self._fired:
+                raise LookupError(f"member {gone} was fired; members: {known}")
+        raise LookupError(f"team {self._team.team_id} has no member {name!r:.80}; members: {known}")
+
+    def _claim(self, profile: RoleProfile, name: str | None) -> str:
+        if name is not None:
+            wanted = name.strip() if isinstance(name, str) else name
+            if isinstance(wanted, str) and not wanted.startswith("@"):
+                wanted = f"@{wanted}"
+            if not isinstance(wanted, str) or not NAME_PATTERN.match(wanted):
+                raise ValueError(
+                    f"member name {name!r:.80} must be letters, digits, '_', '.' or '-' "
+                    "(at most 64), optionally after '@'"
+                )
+            if self._taken(wanted):
+                raise ValueError(f"the name {wanted} is already taken in team {self._team.team_id}")
+            self._claimed.add(wanted)
+            return wanted
+        key = f"counter:{profile.role}"
+        n = int(self._state.get(key) or 0)
+        while True:
+            n += 1
+            candidate = f"@{profile.role}-{n}"
+            if not self._taken(candidate):
+                break
+        self._state.put(key, n)
+        self._claimed.add(candidate)
+        return candidate
+
+    def _taken(self, name: str) -> bool:
+        return name in self._entries or name in self._claimed or self._team.actor(name) is not None
+
+    # ---- hire and fire -----------------------------------------------------------------------
+
+    def hire(self, role: str, name: str | None = None, *, restoring: bool = False) -> str:
+        team = self._team
+        team._check_running()
+        profile = self.profile(role)
+        with self._lock:
+            if profile.max_members is not None and not restoring:
+                count = sum(1 for e in self._entries.values() if e.profile.role == role)
+                if count >= profile.max_members:
+                    raise ValueError(
+                        f"role {role!r} is limited to {profile.max_members} member(s), "
+                        f"all hired: {', '.join(self._names_of(role))}"
+                    )
+            member = self._claim(profile, name)
+        try:
+            actor = MemberActor(team, self, member, profile)
+            team.spawn(member, lambda: actor)
+        except BaseException:
+            with self._lock:
+                self._claimed.discard(member)
+            raise
+        hired_at = time.time()
+        with self._lock:
+            self._claimed.discard(member)
+            self._fired.discard(member)
+            self._entries[member] = _Entry(actor, profile, hired_at)
+        record = {
+            "role": profile.role,
+            "hired_at": hired_at,
+            "profile": profile.model_dump_json() if profile.serializable else None,
+        }
+        self._state.put(f"member:{member}", record)
+        event = "member_restored" if restoring else "member_hired"
+        team.log.lifecycle(event, name=member, role=profile.role)
+        return member
+
+    def _names_of(self, role: str) -> list[str]:
+        return [n for n, e in self._entries.items() if e.profile.role == role]
+
+    def fire(self, name: str, timeout: float | None = None) -> bool:
+        """Stop ``name`` and remove it; True when its actor stopped within the bound."""
+        team = self._team
+        with self._lock:
+            member = self.resolve(name)
+            entry = self._entries.pop(member)
+            self._fired.add(member)
+        entry.actor.retire()
+        if current_member.get() == member:  # fired from its own turn: stop once it ends
+            team.system.stop_later(member)
+            clean = False
+        else:
+            clean = team.stop_actor(member, timeout)
+        self._state.delete(f"member:{member}")
+        team.state_of(member).delete(HISTORY_KEY)
+        team.log.lifecycle("member_fired", name=member, role=entry.profile.role, clean=clean)
+        return clean
+
+    def retire_all(self) -> None:
+        """Let queued messages of every member be answered at once (the team is stopping)."""
+        with self._lock:
+            entries = list(self._entries.values())
+        for entry in entries:
+            entry.actor.retire()
+
+    def restore(self) -> None:
+        """Re-hire every recorded member (on resume)."""
+        team = self._team
+        for key, record in list(self._state.items("member:")):
+            name = key.removeprefix("member:")
+            role = record.get("role") if isinstance(record, dict) else None
+            try:
+                if not any(p.role == role for p in team.profiles) and record.get("profile"):
+                    stored = RoleProfile.model_validate_json(record["profile"])
+                    team.profiles.append(stored)
+                self.hire(str(role), name, restoring=True)
+            except LookupError as exc:
+                team.log.lifecycle("member_restore_deferred", name=name, reason=str(exc))
+            except Exception as exc:
+                warnings.warn(f"member {name} failed to restart: {exc}", stacklevel=3)
+                team.log.lifecycle("member_restore_failed", name=name, reason=str(exc))
+
+    # ---- messaging ---------------------------------------------------------------------------
+
+    def _message(
+        self, to: str, content: str, sender: str, *, route_reply: bool, reply_to: str | None = None
+    ) -> tuple[MemberMessage, MemberActor]:
+        self._team._check_running()
+        if not isinstance(content, str):
+            raise ValueError(f"message content must be a string, got {type(content).__name__}")
+        if not isinstance(sender, str) or not SENDER_PATTERN.match(sender):
+            raise ValueError(f"sender {sender!r:.80} must be a short name without spaces")
+        with self._lock:
+            recipient = self.resolve(to)
+            actor = self._entries[recipient].actor
+        if recipient == sender:
+            raise ValueError(f"{sender} cannot message itself")
+        message = MemberMessage(
+            sender=sender,
+            recipient=recipient,
+            content=truncate(content, MAX_MESSAGE_CHARS),
+            reply_to=reply_to,
+            route_reply=route_reply and self.is_member(sender),
+        )
+        return message, actor
+
+    def post(self, to: str, content: str, sender: str = USER) -> MemberMessage:
+        message, _ = self._message(to, content, sender, route_reply=True)
+        self._deliver(message)
+        return message
+
+    def _deliver(self, message: MemberMessage) -> None:
+        handle = self._team.actor(message.recipient)
+        if handle is None:
+            raise LookupError(f"member {message.recipient} is not running")
+        self._team.log.append(MESSAGES, sent_event(message))
+        handle.tell("receive", message)
+
+    def send(self, to: str, content: str, sender: str, timeout: float) -> str:
+        message, _ = self._message(to, content, sender, route_reply=False)
+        if current_member.get() == message.recipient:
+            raise ValueError(f"{message.recipient} cannot wait for its own answer; use post")
+        handle = self._team.actor(message.recipient)
+        if handle is None:
+            raise LookupError(f"member {message.recipient} is not running")
+        self._team.log.append(MESSAGES, sent_event(message))
+        try:
+            return str(handle.ask("receive", message, timeout=timeout))
+        except TimeoutError:
+            raise TimeoutError(
+                f"{message.recipient} did not answer within {timeout:g}s; its answer will be "
+                f"recorded in the event log as the reply to message {message.id}"
+            ) from None
+        except ActorUnavailable:
+            raise LookupError(f"member {message.recipient} left before answering") from None
+
+    def reply(self, message: MemberMessage, text: str) -> str:
+        """Record the answer to ``message``; post it to the sender's mailbox when asked to.
+
+        Replies are never answered automatically, so two members cannot loop on each other.
+        """
+        answer = MemberMessage(
+            sender=message.recipient, recipient=message.sender, content=text, reply_to=message.id
+        )
+        deliver = message.route_reply and message.reply_to is None
+        if deliver and self.is_member(message.sender) and self._team.running:
+            try:
+                self._deliver(answer)
+                return answer.id
+            except (LookupError, ActorUnavailable):
+                pass  # the sender left meanwhile: the answer stays in the event log
+        self._team.log.append(MESSAGES, sent_event(answer))
+        return answer.id
+
+    # ---- views -------------------------------------------------------------------------------
+
+    def members(self) -> list[MemberInfo]:
+        with self._lock:
+            entries = list(self._entries.items())
+        return [
+            MemberInfo(
+                name=name,
+                role=e.profile.role,
+                busy=e.actor.current is not None,
+                hired_at=e.hired_at,
+            )
+            for name, e in entries
+        ]
+
+    def activity(self, **options: Any) -> dict[str, MemberActivity]:
+        with self._lock:
+            names = list(self._entries)
+        return member_activity(self._team.events(), members=names, **options)
+
+
+def roster_of(team: Any) -> MemberRoster:
+    """The member roster of ``team`` (created on first use)."""
+    found = team.__dict__.get("_member_roster")
+    if found is None:
+        with team._lock:
+            found = team.__dict__.get("_member_roster")
+            if found is None:
+                found = team.__dict__["_member_roster"] = MemberRoster(team)
+    return cast(MemberRoster, found)
+
+
+class TeamMembers:
+    """The agent-member methods of :class:`~toolcards.runtime.Team` (a mixin)."""
+
+    def hire(self, role: str, name: str | None = None) -> str:
+        """Hire a member for ``role``; returns its unique name (``@<role>-<n>`` by default).
+
+        An unknown role, a taken or malformed ``name``, or a full role is an error (nothing
+        is started). The member's cards are bound for it; its tools are governed when the
+        team has a policy.
+        """
+        return roster_of(self).hire(role, name)
+
+    def fire(self, name: str, timeout: float | None = None) -> bool:
+        """Stop the member ``name`` (bounded by ``timeout``, default the team's stop timeout)
+        and remove it from the roster with its conversation. Returns True when it stopped in
+        time. An unknown or already fired name is a ``LookupError``."""
+        return roster_of(self).fire(name, timeout)
+
+    def send(
+        self,
+        to: str,
+        content: str,
+        *,
+        sender: str = USER,
+        timeout: float = DEFAULT_SEND_TIMEOUT,
+    ) -> str:
+        """Send ``content`` to the member ``to`` and wait at most ``timeout`` seconds for its
+        answer. A slash command (``/name args``) runs the member's command, not its model."""
+        return roster_of(self).send(to, content, sender, timeout)
+
+    def post(self, to: str, content: str, *, sender: str = USER) -> MemberMessage:
+        """Queue ``content`` in the mailbox of ``to`` and return at once. When ``sender`` is a
+        member, the answer is posted back to the sender's mailbox."""
+        return roster_of(self).post(to, content, sender)
+
+    def members(self) -> list[MemberInfo]:
+        """The roster: name, role, busy and hire time of every member, in hire order."""
+        return roster_of(self).members()
+
+    def is_member(self, name: str) -> bool:
+        """True when ``name`` is on the roster (exact name, with its ``@``)."""
+        return roster_of(self).is_member(name)
+
+    def profile(self, role: str) -> RoleProfile:
+        """The profile of ``role``; a ``LookupError`` lists the known roles."""
+        return roster_of(self).profile(role)
+
+    def activity(
+        self, *, max_task_chars: int = 200, stale_after: float | None = None
+    ) -> dict[str, MemberActivity]:
+        """Who is busy on what, per member on the roster, derived from the event log."""
+        return roster_of(self).activity(max_task_chars=max_task_chars, stale_after=stale_after)

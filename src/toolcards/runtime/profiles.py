@@ -1,0 +1,113 @@
+"""Role profiles: what a hired team member is (its model, instructions, cards and roles).
+
+A profile is a pydantic model that round-trips through JSON and YAML when its ``model`` is a
+pydantic-ai model spec string (``"openai:gpt-5"``). A model *object* (``FunctionModel(...)``,
+a configured ``OpenAIChatModel``) is accepted in code for tests and custom providers, but it
+cannot be written out: serializing such a profile raises an error naming the role. Pass the
+same profiles again to ``Team.resume(..., profiles=...)`` to bring such members back.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
+
+from toolcards.core.card import ToolCard
+from toolcards.core.registry import CardList
+
+ROLE_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,47}$")
+
+
+class RoleProfile(BaseModel):
+    """One role a team can hire members for.
+
+    ``role`` names the role (``researcher``) and the default member names (``@researcher-1``);
+    ``description`` is shown to whoever decides whom to hire; ``instructions`` open the member's
+    instructions, followed by the system prompts of its ``cards``. ``roles`` are the governance
+    roles of the member's identity (``agent.<name>``) when the team has a policy.
+    ``max_members`` caps how many members of this role may be on the roster at once.
+    """
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    role: str
+    description: str = ""
+    instructions: str = ""
+    model: Any
+    """A pydantic-ai model spec string (serializable) or, in code only, a model object."""
+    cards: CardList = Field(default_factory=list)
+    roles: list[str] = Field(default_factory=list)
+    max_members: int | None = Field(default=None, ge=1)
+    messaging: bool = True
+    """Give the member the ``send_message(to, content)`` tool to message other members."""
+    model_settings: dict[str, Any] | None = None
+    """pydantic-ai model settings for every run of the member (``temperature``, ...)."""
+
+    @field_validator("role")
+    @classmethod
+    def _valid_role(cls, role: str) -> str:
+        if not ROLE_PATTERN.match(role):
+            raise ValueError(
+                f"role {role!r} must start with a letter and hold only letters, digits, "
+                "'_', '.' or '-' (at most 48 characters)"
+            )
+        return role
+
+    @field_validator("model")
+    @classmethod
+    def _valid_model(cls, model: Any) -> Any:
+        if isinstance(model, str):
+            if not model.strip():
+                raise ValueError("model must be a non-empty model spec string or a model object")
+            return model
+        from pydantic_ai.models import Model
+
+        if not isinstance(model, Model):
+            raise ValueError(
+                "model must be a pydantic-ai model spec string or Model, "
+                f"got {type(model).__name__}"
+            )
+        return model
+
+    @field_validator("cards")
+    @classmethod
+    def _cards_only(cls, cards: list[Any]) -> list[Any]:
+        for card in cards:
+            if not isinstance(card, ToolCard):
+                raise ValueError(f"cards must be ToolCards, got {type(card).__name__}")
+        return cards
+
+    @field_serializer("model")
+    def _serialize_model(self, model: Any) -> str:
+        if isinstance(model, str):
+            return model
+        raise ValueError(
+            f"RoleProfile {self.role!r} holds a {type(model).__name__} object, which cannot be "
+            "serialized; use a model spec string (such as 'openai:gpt-5') to persist the profile"
+        )
+
+    @property
+    def serializable(self) -> bool:
+        """True when the profile can be written out (its model is a spec string)."""
+        return isinstance(self.model, str)
+
+    def fresh_cards(self) -> list[ToolCard]:
+        """New card instances with this profile's configuration (one set per member, so that
+        members never share a card's bound owner or its caches)."""
+        return [type(card).model_validate(card.model_dump()) for card in self.cards]
+
+
+def normalize_profiles(profiles: Iterable[Any] | None) -> list[RoleProfile]:
+    """Validate ``profiles`` (RoleProfile instances or mappings); role names must be unique."""
+    out: list[RoleProfile] = []
+    seen: set[str] = set()
+    for item in profiles or ():
+        profile = item if isinstance(item, RoleProfile) else RoleProfile.model_validate(item)
+        if profile.role in seen:
+            raise ValueError(f"two profiles define the role {profile.role!r}")
+        seen.add(profile.role)
+        out.append(profile)
+    return out

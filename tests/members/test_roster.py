@@ -1,0 +1,144 @@
+"""Hiring and firing members, names, the roster and the member observer."""
+
+from __future__ import annotations
+
+import pytest
+
+from members.support import NotesCard, Script, lifecycle
+from toolcards.core import TeamManagementToolObserver
+from toolcards.runtime import RoleProfile, Team
+
+
+def _team(team_id: str, script: Script | None = None, **profile: object) -> Team:
+    model = (script or Script()).model
+    fields: dict[str, object] = {"role": "researcher", "model": model, **profile}
+    return Team(team_id, profiles=[RoleProfile.model_validate(fields)])
+
+
+def test_hire_names_members_after_their_role_uniquely() -> None:
+    with _team("names") as team:
+        assert team.hire("researcher") == "@researcher-1"
+        assert team.hire("researcher") == "@researcher-2"
+        assert [m.name for m in team.members()] == ["@researcher-1", "@researcher-2"]
+
+
+def test_hire_with_an_explicit_name_prefixes_the_at_sign() -> None:
+    with _team("explicit") as team:
+        assert team.hire("researcher", name="alice") == "@alice"
+        assert team.is_member("@alice")
+
+
+def test_hire_with_a_taken_name_is_refused() -> None:
+    with _team("taken") as team:
+        team.hire("researcher", name="@alice")
+        with pytest.raises(ValueError, match="already taken"):
+            team.hire("researcher", name="alice")
+        assert [m.name for m in team.members()] == ["@alice"]
+
+
+@pytest.mark.parametrize("name", ["", "a b", "#PlanningTool", "@", "x" * 80, "@a\nb"])
+def test_hire_with_a_malformed_name_is_refused(name: str) -> None:
+    with _team("malformed") as team:
+        with pytest.raises(ValueError, match="member name"):
+            team.hire("researcher", name=name)
+        assert team.members() == []
+
+
+def test_hire_of_an_unknown_role_lists_the_known_roles() -> None:
+    with (
+        _team("unknown-role") as team,
+        pytest.raises(LookupError, match="no role 'writer'; roles: researcher"),
+    ):
+        team.hire("writer")
+
+
+def test_hire_beyond_max_members_is_refused() -> None:
+    with _team("capped", max_members=1) as team:
+        team.hire("researcher")
+        with pytest.raises(ValueError, match="limited to 1"):
+            team.hire("researcher")
+
+
+def test_hire_records_a_lifecycle_event_with_the_role() -> None:
+    with _team("hired-event") as team:
+        name = team.hire("researcher")
+        assert lifecycle(team, "member_hired") == [
+            {"event": "member_hired", "name": name, "role": "researcher"}
+        ]
+
+
+def test_fire_stops_the_member_and_removes_it_from_the_roster() -> None:
+    with _team("fire") as team:
+        name = team.hire("researcher")
+        assert team.fire(name) is True
+        assert team.members() == []
+        assert team.actor(name) is None
+        fired = lifecycle(team, "member_fired")
+        assert fired == [
+            {"event": "member_fired", "name": name, "role": "researcher", "clean": True}
+        ]
+
+
+def test_firing_twice_is_a_clear_error() -> None:
+    with _team("fire-twice") as team:
+        name = team.hire("researcher")
+        team.fire(name)
+        with pytest.raises(LookupError, match="was fired"):
+            team.fire(name)
+
+
+def test_firing_an_unknown_name_lists_the_members() -> None:
+    with _team("fire-unknown") as team:
+        team.hire("researcher")
+        with pytest.raises(LookupError, match="no member '@nobody'; members: @researcher-1"):
+            team.fire("@nobody")
+
+
+def test_rehire_after_fire_gets_a_new_name_and_a_fresh_conversation() -> None:
+    script = Script()
+    with _team("rehire", script) as team:
+        first = team.hire("researcher")
+        team.send(first, "remember the number 7")
+        team.fire(first)
+        second = team.hire("researcher")
+        assert second == "@researcher-2"
+        team.send(second, "hello")
+        assert script.prompts() == ["hello"]
+
+
+def test_rehire_under_the_fired_name_starts_without_its_history() -> None:
+    script = Script()
+    with _team("rehire-same", script) as team:
+        team.hire("researcher", name="alice")
+        team.send("@alice", "remember the number 7")
+        team.fire("@alice")
+        assert team.hire("researcher", name="alice") == "@alice"
+        team.send("@alice", "hello")
+        assert script.prompts() == ["hello"]
+
+
+def test_members_of_one_profile_get_their_own_cards() -> None:
+    card = NotesCard()
+    with _team("own-cards", cards=[card]) as team:
+        team.hire("researcher")
+        team.send("@researcher-1", "/notes")
+        assert card.observer_or_none() is None  # the profile's card is a template, never bound
+
+
+def test_member_observer_hires_and_fires_through_the_team() -> None:
+    with _team("observer") as team:
+        observer = team.observer_for("@lead")
+        assert isinstance(observer, TeamManagementToolObserver)
+        name = observer.on_hire("researcher")
+        assert team.is_member(name)
+        observer.on_fire(name)
+        assert not team.is_member(name)
+
+
+def test_a_stopped_team_hires_no_one() -> None:
+    team = _team("stopped")
+    team.stop()
+    from toolcards.runtime import TeamStopped
+
+    with pytest.raises(TeamStopped):
+        team.hire("researcher")
