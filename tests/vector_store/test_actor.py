@@ -36,13 +36,15 @@ def _hash_card(**kw: Any) -> VectorStoreTool:
 def test_card_binds_standalone_in_the_implicit_team(spy: Any) -> None:
     card = _hash_card(name="Standalone")
     tools = {t.__name__ for t in ToolFactory([card]).get_tools()}
-    assert tools == {"vector_search"}
+    assert tools == {"vector_search_standalone"}
     assert implicit_team().actor("#Standalone") is not None
 
 
 def test_named_stores_coexist_in_a_team(spy: Any) -> None:
     with Team("vs-named") as team:
-        team.bind([_hash_card(), _hash_card(name="Docs", vector_search=False)], member="alice")
+        factory = team.bind([_hash_card(), _hash_card(name="Docs")], member="alice")
+        names = {t.__name__ for t in factory.get_tools()}
+        assert names == {"vector_search", "vector_search_docs"}
         assert find_store(team) is not None
         assert find_store(team, "Docs") is not None
         assert find_store(team, False) is None
@@ -180,3 +182,20 @@ def test_local_model_in_a_team_finds_paraphrases(local_provider: Any) -> None:
         assert handle.ask("info")["model"] == "all-MiniLM-L6-v2"
         assert query(handle, "tasks", "sign-in problem on our site", 1)[0][0] == "t2"
         assert query(handle, "tasks", "revenue numbers document", 1)[0][0] == "t1"
+
+
+def test_qdrant_backend_answers_like_the_inmemory_one(spy: Any, tmp_path: Path) -> None:
+    with Team("vs-qdrant") as team:
+        team.bind(
+            [_hash_card(), _hash_card(name="Q", backend="qdrant", qdrant_path=str(tmp_path))],
+            member="alice",
+        )
+        mem, qd = find_store(team), find_store(team, "Q")
+        for handle in (mem, qd):
+            handle.ask("upsert", "tasks", DOCS)
+            flush(handle)
+        assert qd.ask("info")["backend"] == "qdrant"
+        for text in ("login bug", "flights offsite", "sales"):
+            got, expected = query(qd, "tasks", text, 3), query(mem, "tasks", text, 3)
+            assert got[0][0] == expected[0][0]
+            assert [s for _, s in got] == pytest.approx([s for _, s in expected], abs=1e-5)

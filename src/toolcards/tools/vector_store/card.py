@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from pydantic import Field
@@ -19,7 +20,10 @@ _said: set[str] = set()
 
 
 class VectorSearch(BaseToolParam):
-    """``vector_search(query, collection, top_k)``: semantic search over one collection."""
+    """``vector_search(query_text, collection, top_k)``: semantic search over one collection.
+
+    A store not named ``VectorStore`` names its tool ``vector_search_<name>``.
+    """
 
     collections: list[str] | None = None
     """Collections the model may search (None: any)."""
@@ -132,4 +136,10 @@ class VectorStoreTool(ToolCard):
                 lines.append(f"{score:.3f} {item}: {snippet}".rstrip(": "))
             return "\n".join(lines)
 
+        if self.name != "VectorStore":  # several stores in one factory need distinct names
+            suffix = re.sub(r"[^a-z0-9]+", "_", self.name.lower()).strip("_")
+            vector_search.__name__ = vector_search.__qualname__ = f"vector_search_{suffix}"
+            vector_search.__doc__ = (vector_search.__doc__ or "").replace(
+                "Find stored texts", f"Find texts stored in {self.name}", 1
+            )
         return annotate(vector_search, readonly=True, idempotent=True)
