@@ -133,3 +133,11 @@ def test_search_fuses_vector_hits() -> None:
 
 def test_empty_change_is_empty() -> None:
     assert Board().apply("alice").is_empty
+
+
+def test_update_without_changes_is_rejected() -> None:
+    board = Board()
+    (tid,) = make(board, "x")
+    with pytest.raises(RetriableError, match="no field to change"):
+        board.apply("alice", update=[TaskUpdate(id=tid, version=1)])
+    assert board.get(tid).version == 1

@@ -107,6 +107,8 @@ class Board:
                 )
             elif upd.id in deleting:
                 errors.append(f"update: task {upd.id} is also being deleted")
+            elif not upd.model_dump(exclude={"id", "version"}, exclude_none=True):
+                errors.append(f"update: task {upd.id} names no field to change")
             seen_updates.add(upd.id)
             for dep in upd.depends_on or ():
                 if dep not in self.tasks or dep in deleting:
