@@ -53,7 +53,7 @@ def test_reconnects_after_server_restart(transport: str, start_server: type[Serv
     agent, script = make_agent([ToolFactory([card]).toolset()])
     toolset = card.get_toolsets()[0]
 
-    async def main() -> tuple[int, int, str]:
+    async def main() -> tuple[int, int, list[str]]:
         async with agent:
             (first,) = await call_tools(agent, script, [("pid", {})])
             if server is None:
@@ -61,15 +61,14 @@ def test_reconnects_after_server_restart(transport: str, start_server: type[Serv
             else:
                 server.kill()
                 server.start()
-            second, echoed = await call_tools(
-                agent, script, [("pid", {}), ("echo", {"text": "back"})]
-            )
+            calls = [("pid", {}), *[("echo", {"text": f"back{i}"}) for i in range(4)]]
+            second, *echoed = await call_tools(agent, script, calls)
             return int(first), int(second), echoed
 
     first, second, echoed = asyncio.run(main())
     assert first != second
-    assert echoed == "back"
-    assert toolset.connections >= 2
+    assert echoed == [f"back{i}" for i in range(4)]
+    assert toolset.connections == 2  # concurrent calls share one reconnection
 
 
 def test_tool_error_reaches_model_as_retry(start_server: type[ServerProcess]) -> None:

@@ -223,10 +223,14 @@ class MCPServerToolset(AbstractToolset[Any]):
         except Exception as exc:  # a dead connection often fails to close cleanly
             log.debug("closing MCP server %r: %s", self.name, _short(exc))
 
-    async def _reconnect(self, reason: BaseException) -> bool:
-        log.info("MCP server %r connection lost (%s); reconnecting", self.name, _short(reason))
+    async def _reconnect(self, broken: AbstractToolset[Any], reason: BaseException) -> bool:
+        """Replace the ``broken`` session (unless a concurrent call already did) and connect."""
         async with self._get_lock():
-            await self._close()
+            if self._inner is broken:
+                log.info(
+                    "MCP server %r connection lost (%s); reconnecting", self.name, _short(reason)
+                )
+                await self._close()
         connected = await self._connect(force=True)
         if not connected and self.last_error is None:
             self._failed(reason)
@@ -256,7 +260,7 @@ class MCPServerToolset(AbstractToolset[Any]):
                 found = await inner.get_tools(ctx)
             except Exception as exc:
                 if attempt == 0 and is_connection_error(exc):
-                    await self._reconnect(exc)
+                    await self._reconnect(inner, exc)
                     continue
                 self._failed(exc)
                 log.warning("listing tools of MCP server %r failed: %s", self.name, self.last_error)
@@ -308,7 +312,7 @@ class MCPServerToolset(AbstractToolset[Any]):
                     return self._tool_failure(original, exc)
                 failure = exc
                 if attempt == 0:
-                    await self._reconnect(exc)
+                    await self._reconnect(inner, exc)
                 continue
             return bound_result(result, self._max_result_chars)
         reason = self.last_error or (_short(failure) if failure else "not connected")
