@@ -8,6 +8,8 @@ from collections.abc import Callable
 
 from toolcards.governance._policy_parse import Limit
 
+_MAX_BUCKETS = 100_000
+
 
 class RateLimiter:
     """Holds one bucket per (limit, principal id, tool id); refills continuously."""
@@ -30,6 +32,8 @@ class RateLimiter:
                 key = (lim.index, lim.count, lim.period, principal, tool_id)
                 bucket = self._buckets.get(key)
                 if bucket is None:
+                    if len(self._buckets) >= _MAX_BUCKETS:
+                        self._forget_idle(now)
                     bucket = self._buckets[key] = [float(lim.count), now]
                 rate = lim.count / lim.period
                 tokens = min(float(lim.count), bucket[0] + (now - bucket[1]) * rate)
@@ -42,6 +46,12 @@ class RateLimiter:
             for bucket in buckets:
                 bucket[0] -= 1.0
             return 0.0
+
+    def _forget_idle(self, now: float) -> None:
+        """Drop buckets that have refilled completely: recreating one gives the same state."""
+        idle = [k for k, b in self._buckets.items() if b[0] + (now - b[1]) * k[1] / k[2] >= k[1]]
+        for key in idle:
+            del self._buckets[key]
 
     def reset(self) -> None:
         with self._lock:
