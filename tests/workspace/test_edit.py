@@ -245,3 +245,22 @@ def test_write_keeps_missing_final_newline(tools: Tools, ws: Path) -> None:
 def test_write_creates_parents(tools: Tools, ws: Path) -> None:
     tools["workspace_write"]("deep/er/f.txt", "hi")
     assert (ws / "deep" / "er" / "f.txt").read_text() == "hi"
+
+
+def test_byte_order_mark_is_preserved(tools: Tools, ws: Path) -> None:
+    (ws / "b.txt").write_bytes(b"\xef\xbb\xbfkey=1\r\n")
+    tools["workspace_edit"]("b.txt", "key=1", "key=2")
+    assert (ws / "b.txt").read_bytes() == b"\xef\xbb\xbfkey=2\r\n"
+
+
+def test_concurrent_edits_from_threads_are_not_lost(tools: Tools, ws: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    (ws / "c.txt").write_text("".join(f"slot{i}=0\n" for i in range(20)))
+
+    def bump(i: int) -> str:
+        return str(tools["workspace_edit"]("c.txt", f"slot{i}=0\n", f"slot{i}=1\n"))
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(bump, range(20)))
+    assert (ws / "c.txt").read_text() == "".join(f"slot{i}=1\n" for i in range(20))

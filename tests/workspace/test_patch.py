@@ -156,3 +156,14 @@ def test_hunks_are_applied_in_order_with_offsets(tools: Tools, files: Path) -> N
     )
     tools["workspace_patch"](patch)
     assert (files / "a.py").read_text() == "one\none-and-a-half\ntwo\nthree\nfour\nFIVE\n"
+
+
+def test_git_deletion_without_hunks(tools: Tools, files: Path) -> None:
+    out = tools["workspace_patch"]("diff --git a/b.py b/b.py\ndeleted file mode 100644\n")
+    assert out.splitlines()[1:] == ["D b.py"]
+    assert not (files / "b.py").exists()
+
+
+def test_git_new_empty_file(tools: Tools, files: Path) -> None:
+    tools["workspace_patch"]("diff --git a/e.txt b/e.txt\nnew file mode 100644\n")
+    assert (files / "e.txt").read_text() == ""

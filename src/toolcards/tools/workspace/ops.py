@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from toolcards.core.errors import RetriableError
 from toolcards.tools.workspace import docs, grep, listing
@@ -38,6 +41,28 @@ class _Pending:
     existed: bool
 
 
+_LOCKS: dict[str, threading.RLock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def _lock_for(root: Path) -> threading.RLock:
+    """One lock per workspace: read-check-write sequences of one process never interleave."""
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(str(root), threading.RLock())
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _locked(method: F) -> F:
+    @functools.wraps(method)
+    def wrapper(self: Workspace, *args: Any, **kwargs: Any) -> Any:
+        with self.lock:
+            return method(self, *args, **kwargs)
+
+    return cast(F, wrapper)
+
+
 class Workspace:
     """One workspace seen by one agent: contained paths, a read ledger, atomic writes."""
 
@@ -45,6 +70,7 @@ class Workspace:
         self.paths = Contained(root)
         self.root = self.paths.root
         self.ledger = ReadLedger(self.root, agent)
+        self.lock = _lock_for(self.root)
 
     # ---- reading ------------------------------------------------------------------------
 
@@ -120,6 +146,7 @@ class Workspace:
 
     # ---- writing ------------------------------------------------------------------------
 
+    @_locked
     def write(self, path: str, content: str) -> str:
         real = self.paths.resolve(path)
         rel = self.paths.rel(real)
@@ -136,6 +163,7 @@ class Workspace:
         self.ledger.saw(rel, data)
         return f"{verb} {rel} ({len(data)} bytes)."
 
+    @_locked
     def edit(self, path: str, old: str, new: str, replace_all: bool) -> str:
         real = self.paths.resolve(path)
         if old == "" and not real.exists():
@@ -144,6 +172,7 @@ class Workspace:
             [EditItem(path=path, old_string=old, new_string=new, replace_all=replace_all)]
         )
 
+    @_locked
     def multi_edit(self, edits: list[EditItem]) -> str:
         if not edits:
             raise RetriableError("edits is empty")
@@ -163,6 +192,7 @@ class Workspace:
                 raise RetriableError(f"{prefix}{exc}{suffix}") from None
         return self._commit(list(pending.values()))
 
+    @_locked
     def patch(self, patch_text: str) -> str:
         if "\x00" in patch_text:
             raise RetriableError("patch contains a NUL byte")
@@ -186,8 +216,11 @@ class Workspace:
             dst.after = apply_hunks("", fp.hunks, dst.rel)
             return f"A {dst.rel}"
         assert src.after is not None
-        result = apply_hunks(src.after, fp.hunks, src.rel)
+        result = apply_hunks(src.after, fp.hunks, src.rel) if fp.hunks else src.after
         if dst is None:
+            if not fp.hunks:
+                src.after = None
+                return f"D {src.rel}"
             if result.strip():
                 raise RetriableError(f"{src.rel}: a deletion patch must remove every line")
             src.after = None
@@ -242,6 +275,7 @@ class Workspace:
                 out.append(unified_diff(e.before, e.after or "", e.rel))
         return "\n".join(out) if diffs else ""
 
+    @_locked
     def delete(self, path: str) -> str:
         real = self._entry(path)
         rel = self.paths.rel(real) if not real.is_symlink() else path.strip().strip("/")

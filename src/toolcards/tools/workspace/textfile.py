@@ -19,6 +19,7 @@ class TextDoc:
 
     text: str
     crlf: bool = False
+    bom: bool = False
 
     @property
     def final_newline(self) -> bool:
@@ -28,7 +29,7 @@ class TextDoc:
         """``text`` (LF) in this file's line-ending style."""
         if self.crlf:
             text = text.replace("\r\n", "\n").replace("\n", "\r\n")
-        return text.encode("utf-8")
+        return ("\ufeff" if self.bom else "").encode("utf-8") + text.encode("utf-8")
 
 
 def is_binary(data: bytes) -> bool:
@@ -44,12 +45,13 @@ def decode(data: bytes, rel: str) -> TextDoc:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise RetriableError(f"{rel} is not UTF-8 text") from None
-    if text.startswith("\ufeff"):
+    bom = text.startswith("\ufeff")
+    if bom:
         text = text[1:]
     crlf_count = text.count("\r\n")
     if crlf_count and crlf_count == text.count("\n"):
-        return TextDoc(text.replace("\r\n", "\n"), crlf=True)
-    return TextDoc(text)
+        return TextDoc(text.replace("\r\n", "\n"), crlf=True, bom=bom)
+    return TextDoc(text, bom=bom)
 
 
 def load(path: Path, rel: str) -> tuple[TextDoc, bytes]:
