@@ -132,7 +132,9 @@ def test_approval_is_bound_to_the_principal(recorder: Recorder) -> None:
     _, first = _approval_run(recorder, carol_toolset)
     call_id = first.output.approvals[0].tool_call_id
     other = Identity("mallory", roles=["finance"])
-    mallory_toolset = _governed(recorder, identity=other, executor=carol_toolset.executor)
+    mallory_toolset = _governed(
+        recorder, identity=other, executor=carol_toolset.executor, policy=carol_toolset.policy
+    )
     agent = _agent(Script([]), mallory_toolset)
     results = DeferredToolResults(approvals={call_id: True})
     resumed = agent.run_sync(message_history=first.all_messages(), deferred_tool_results=results)

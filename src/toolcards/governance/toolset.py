@@ -16,6 +16,7 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 from pydantic_core import SchemaValidator, core_schema
 
 from toolcards.core.spec import ToolAnnotations
+from toolcards.governance._policy_parse import compile_globs
 from toolcards.governance.approvals import Approver
 from toolcards.governance.audit import AuditLog
 from toolcards.governance.capability import Capability, CapabilityRegistry, surface_context
@@ -69,6 +70,9 @@ class GovernedToolset(WrapperToolset[Any]):
     ``DeferredToolRequests`` among its output types), or, with ``defer_approvals=False``,
     refused with a readable result: no approver, no run.
 
+    ``executor`` shares one Executor (its rate limits, pending approvals and audit) with other
+    surfaces; it must hold the same ``policy``. ``timeout`` bounds each tool run in seconds.
+
     ``relist`` says when the wrapped toolset is listed again: every ``"step"``, once per
     ``"run"`` (default), or ``"never"`` after the first listing (call :meth:`invalidate`).
     """
@@ -100,13 +104,13 @@ class GovernedToolset(WrapperToolset[Any]):
         self.approver = approver
         self.defer_approvals = defer_approvals
         self._id = toolset_id
+        if executor is not None and executor.policy is not policy:
+            raise ValueError("a shared executor must use the same Policy object as the toolset")
         self.executor = executor or Executor(
             CapabilityRegistry(), policy, audit=audit, timeout=timeout
         )
         if audit is not None and self.executor.audit is None:
             self.executor.audit = audit
-        from toolcards.governance._policy_parse import compile_globs
-
         self._include = compile_globs(tuple(include)) if include is not None else None
         self._exclude = compile_globs(tuple(exclude)) if exclude else None
         self._state: _Shared = _Shared()
