@@ -295,7 +295,7 @@ class InMemoryIndex:
         cells: int | None = None,
         nprobe: int | None = None,
         iterations: int = 8,
-        sample: int = 20_000,
+        sample: int | None = None,
         seed: int = 0,
     ) -> None:
         """Partition the rows into ``cells`` (default ~sqrt(n)) by spherical k-means.
@@ -311,6 +311,7 @@ class InMemoryIndex:
         if n < cells or cells < 1:
             raise ValueError(f"cannot train {cells} cells over {n} vectors")
         rng = np.random.default_rng(seed)
+        sample = sample or max(10_000, 32 * cells)  # ~32 points per cell is plenty
         pick = rng.choice(n, size=min(n, max(sample, cells)), replace=False)
         data = self._matrix[np.sort(pick)]
         centroids = data[rng.choice(data.shape[0], size=cells, replace=False)].copy()
