@@ -256,3 +256,11 @@ def test_context_state_lists_tasks_when_exposed(team: Team) -> None:
     tools_of(team, "alice", vector_store=False)["update_planning"](create=[{"description": "a"}])
     block = updater.next_block() or ""
     assert "+ added: ID 1 [pending] a" in block
+
+
+def test_filter_only_listing_counts_what_it_leaves_out(team: Team) -> None:
+    alice = tools_of(team, "alice", vector_store=False, search_planning={"top_k": 2})
+    alice["update_planning"](create=[{"description": f"t{i}"} for i in range(5)])
+    out = alice["search_planning"](status="pending")
+    assert out.count("\n- ") + out.startswith("- ") == 2
+    assert out.endswith("... 3 more; narrow the filters")

@@ -99,9 +99,10 @@ class PlanningActor(ToolActor):
         vector_hits: Sequence[tuple[str, float]] | None = None,
         top_k: int = 10,
         rrf_k: float = 10.0,
-    ) -> list[Task]:
-        """Filtered tasks; with ``query``, ranked by keywords fused with ``vector_hits``."""
+    ) -> tuple[list[Task], int]:
+        """Filtered tasks (and how many passed the filters); with ``query``, ranked by
+        keywords fused with ``vector_hits``."""
         found = self.board.filter(status, owner, creator)
         if query and query.strip():
-            return self.board.search(found, query, vector_hits, top_k, rrf_k)
-        return found[:top_k]
+            return self.board.search(found, query, vector_hits, top_k, rrf_k), len(found)
+        return found[:top_k], len(found)

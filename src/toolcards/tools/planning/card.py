@@ -186,10 +186,12 @@ class PlanningTool(ToolCard):
                 notice = self._link.notice()
                 if hits is not None:
                     hits = [h for h in hits if h[1] >= param.score_threshold]
-            tasks: list[Task] = actor.ask(
+            tasks, total = actor.ask(
                 "search", status, owner, creator, text or None, hits, param.top_k, param.rrf_k
             )
             lines = [f"- {task_line(t)} [v{t.version}]" for t in tasks] or ["(no matching tasks)"]
+            if not text and total > len(tasks):
+                lines.append(f"... {total - len(tasks)} more; narrow the filters")
             return "\n".join(([notice] if notice else []) + lines)
 
         return annotate(search_planning, readonly=True, idempotent=True)
