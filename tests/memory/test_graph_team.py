@@ -90,6 +90,10 @@ def test_wrong_types_and_empty_calls_are_retries(team: Team) -> None:
         tools["search_graph"]("x", mode="fuzzy")
     with pytest.raises(RetriableError):
         tools["search_graph"]("x", top_k=0)
+    with pytest.raises(RetriableError):
+        tools["search_graph"]("x", score_threshold="high")
+    with pytest.raises(RetriableError):
+        tools["search_graph"](None)
 
 
 @pytest.mark.parametrize("query", ['"', "NEAR(orders", "ord*", 'a" OR "b', "ledger:", "(((("])

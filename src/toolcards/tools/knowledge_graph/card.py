@@ -172,6 +172,8 @@ class KnowledgeGraphTool(ToolCard):
             if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 100:
                 raise RetriableError("top_k must be an integer from 1 to 100")
             threshold = param.score_threshold if score_threshold is None else score_threshold
+            if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+                raise RetriableError("score_threshold must be a number from 0 to 1")
             text = query.strip()[:MAX_QUERY]
             actor = self._actor()
             hits = None
