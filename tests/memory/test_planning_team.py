@@ -264,3 +264,10 @@ def test_filter_only_listing_counts_what_it_leaves_out(team: Team) -> None:
     out = alice["search_planning"](status="pending")
     assert out.count("\n- ") + out.startswith("- ") == 2
     assert out.endswith("... 3 more; narrow the filters")
+
+
+@pytest.mark.parametrize("field", ["owner", "creator", "query"])
+def test_search_arguments_of_wrong_type_are_retries(team: Team, field: str) -> None:
+    alice = tools_of(team, "alice", vector_store=False)
+    with pytest.raises(RetriableError, match=field):
+        alice["search_planning"](**{field: ["alice"]})

@@ -177,6 +177,9 @@ class PlanningTool(ToolCard):
             """
             if status is not None and status not in STATUSES:
                 raise RetriableError(f"status must be one of {', '.join(STATUSES)}")
+            for arg, value in (("owner", owner), ("creator", creator), ("query", query)):
+                if value is not None and not isinstance(value, str):
+                    raise RetriableError(f"{arg} must be a string")
             text = (query or "").strip()[:1000]
             hits = None
             notice = ""
