@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from toolcards.core import ToolFactory
+from toolcards.core import RetriableError, ToolFactory
 from toolcards.runtime import Team, implicit_team
 from toolcards.tools.vector_store import actor as actor_mod
 from toolcards.tools.vector_store.card import VectorStoreTool
@@ -199,3 +199,29 @@ def test_qdrant_backend_answers_like_the_inmemory_one(spy: Any, tmp_path: Path) 
             got, expected = query(qd, "tasks", text, 3), query(mem, "tasks", text, 3)
             assert got[0][0] == expected[0][0]
             assert [s for _, s in got] == pytest.approx([s for _, s in expected], abs=1e-5)
+
+
+def test_vector_add_then_search_finds_the_stored_text(spy: Any) -> None:
+    with Team("vs-add") as team:
+        card = _hash_card(vector_add=True)
+        tools = {t.__name__: t for t in team.bind([card], member="alice").get_tools()}
+        assert tools["vector_add"]("Quarterly tax filing is due in March", id="tax") == (
+            "stored 'tax' in 'default'"
+        )
+        tools["vector_add"]("The office coffee machine is broken")
+        assert tools["vector_search"]("tax filing", top_k=1).split()[1] == "tax:"
+        with pytest.raises(RetriableError):
+            tools["vector_add"]("   ")
+
+
+def test_vectors_command_summarises_the_store(spy: Any) -> None:
+    with Team("vs-command") as team:
+        factory = team.bind([_hash_card()], member="alice")
+        handle = find_store(team)
+        handle.ask("upsert", "notes", DOCS)
+        flush(handle)
+        command = {c.__name__: c for c in _hash_card().get_commands()}
+        assert "vectors" in command
+        card = factory.cards[0]
+        text = card.get_commands()[0]()
+        assert "hash" in text and "notes=3" in text

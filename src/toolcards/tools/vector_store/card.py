@@ -33,6 +33,22 @@ class VectorSearch(BaseToolParam):
     timeout_s: float = Field(default=15.0, gt=0, le=120)
 
 
+class VectorAdd(BaseToolParam):
+    """``vector_add(text, id, collection)``: store a text for later semantic search (off by
+    default: it writes)."""
+
+    collections: list[str] | None = None
+    """Collections the model may write (None: any)."""
+    max_chars: int = Field(default=4_000, ge=10, le=100_000)
+    timeout_s: float = Field(default=30.0, gt=0, le=300)
+
+
+class VectorInfo(BaseToolParam):
+    """``/vectors``: provider, model, backend and collection sizes, for humans."""
+
+    expose: set[Channels] = Field(default_factory=lambda: {Channels.COMMAND})
+
+
 class VectorStoreTool(ToolCard):
     """A named vector store shared by the team (actor ``#<name>``), used by other cards.
 
@@ -58,6 +74,8 @@ class VectorStoreTool(ToolCard):
     query_cache_size: int = Field(default=1024, ge=0, le=1_000_000)
     workers: int = Field(default=1, ge=1, le=8)
     vector_search: bool | VectorSearch = True
+    vector_add: bool | VectorAdd = False
+    vector_info: bool | VectorInfo = True
 
     @property
     def actor_name(self) -> str:
@@ -100,10 +118,66 @@ class VectorStoreTool(ToolCard):
                 _said.add(self.actor_name)
                 logger.warning("%s: %s", self.actor_name, reason)
             return []
+        tools: list[ToolFunc] = []
         param = self.exposed("vector_search", Channels.TOOL_CALL)
-        if not isinstance(param, VectorSearch):
+        if isinstance(param, VectorSearch):
+            tools.append(set_instructions(self._search_tool(handle, param), param.instructions))
+        adding = self.exposed("vector_add", Channels.TOOL_CALL)
+        if isinstance(adding, VectorAdd):
+            tools.append(set_instructions(self._add_tool(handle, adding), adding.instructions))
+        return tools
+
+    def get_commands(self) -> list[ToolFunc]:
+        if self.exposed("vector_info", Channels.COMMAND) is None:
             return []
-        return [set_instructions(self._search_tool(handle, param), param.instructions)]
+        card = self
+
+        def vectors() -> str:
+            """Show the vector store's provider, model, backend and collections."""
+            info = card.handle().ask("info")
+            head = f"{card.actor_name}: {info['provider']} {info['model']} ({info['dimension']}d)"
+            if not info["available"]:
+                return f"{head}, unavailable: {info['reason']}"
+            sizes = ", ".join(f"{k}={v}" for k, v in info["collections"].items()) or "empty"
+            return f"{head}, {info['backend']}; collections: {sizes}; pending {info['pending']}"
+
+        if self.name != "VectorStore":
+            vectors.__name__ = vectors.__qualname__ = f"vectors_{self._suffix()}"
+        return [vectors]
+
+    def _suffix(self) -> str:
+        return re.sub(r"[^a-z0-9]+", "_", self.name.lower()).strip("_")
+
+    def _add_tool(self, handle: Any, param: VectorAdd) -> ToolFunc:
+        from toolcards.tools.vector_store.client import flush
+        from toolcards.tools.vector_store.records import text_hash
+
+        allowed = param.collections
+
+        def vector_add(text: str, id: str | None = None, collection: str = "default") -> str:
+            """Store a text so that vector_search can find it later by meaning.
+
+            Args:
+                text: The text to remember.
+                id: A stable id; storing again under the same id replaces the text.
+                collection: The collection to store it in.
+            """
+            if allowed is not None and collection not in allowed:
+                raise RetriableError(f"unknown collection {collection!r}; valid: {allowed}")
+            if not isinstance(text, str) or not text.strip():
+                raise RetriableError("text must be a non-empty string")
+            text = text[: param.max_chars]
+            item = id.strip() if isinstance(id, str) and id.strip() else text_hash(text)[:12]
+            try:
+                handle.ask("upsert", collection, [(item, text)])
+            except (ValueError, TypeError) as exc:
+                raise RetriableError(str(exc)) from exc
+            flush(handle, timeout=param.timeout_s)
+            return f"stored {item!r} in {collection!r}"
+
+        if self.name != "VectorStore":
+            vector_add.__name__ = vector_add.__qualname__ = f"vector_add_{self._suffix()}"
+        return annotate(vector_add, idempotent=True)
 
     def _search_tool(self, handle: Any, param: VectorSearch) -> ToolFunc:
         from toolcards.tools.vector_store.client import query
@@ -137,7 +211,7 @@ class VectorStoreTool(ToolCard):
             return "\n".join(lines)
 
         if self.name != "VectorStore":  # several stores in one factory need distinct names
-            suffix = re.sub(r"[^a-z0-9]+", "_", self.name.lower()).strip("_")
+            suffix = self._suffix()
             vector_search.__name__ = vector_search.__qualname__ = f"vector_search_{suffix}"
             vector_search.__doc__ = (vector_search.__doc__ or "").replace(
                 "Find stored texts", f"Find texts stored in {self.name}", 1
