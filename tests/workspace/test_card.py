@@ -303,3 +303,10 @@ def test_read_returns_at_most_max_chars(ws: Path) -> None:
     body, marker = out.rsplit("\n", 1)
     assert len(body) <= 1000
     assert marker.startswith("[... ") and "continue with offset=" in marker
+
+
+def test_os_errors_do_not_reveal_host_paths(tools: Tools, ws: Path) -> None:
+    (ws / "file.txt").write_text("x")
+    with pytest.raises(RetriableError) as info:
+        tools["workspace_write"]("file.txt/inner.txt", "y")
+    assert str(ws) not in str(info.value)

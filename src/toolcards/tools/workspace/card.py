@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -156,7 +157,8 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         except (FileNotFoundError, NotADirectoryError) as exc:
-            raise RetriableError(f"not found: {exc.filename or exc}") from None
+            name = os.path.basename(str(exc.filename or "")) or "a path"
+            raise RetriableError(f"not found: {name}") from None
         except PermissionError:
             raise RetriableError("permission denied by the operating system") from None
         except OSError as exc:

@@ -299,14 +299,13 @@ def closest_region(text: str, old: str) -> tuple[int, list[str]] | None:
     target = "\n".join(want)
     if not text.strip() or not target:
         return None
-    scored: list[tuple[float, int]] = []
-    for i in range(max(1, len(file_lines) - size + 1)):
-        window = "\n".join(ln.strip() for ln in file_lines[i : i + size])
-        quick = difflib.SequenceMatcher(None, window, target, autojunk=False).quick_ratio()
-        scored.append((quick, i))
-    scored.sort(reverse=True)
+    wanted = set(re.findall(r"\w+|[^\w\s]", target))
+    line_scores = [len(wanted.intersection(re.findall(r"\w+|[^\w\s]", ln))) for ln in file_lines]
+    sums = [0, *itertools.accumulate(line_scores)]
+    starts = range(max(1, len(file_lines) - size + 1))
+    ranked = sorted(starts, key=lambda i: sums[min(i + size, len(file_lines))] - sums[i])
     best: tuple[float, int] | None = None
-    for _, i in scored[:200]:
+    for i in ranked[-50:]:
         window = "\n".join(ln.strip() for ln in file_lines[i : i + size])
         ratio = difflib.SequenceMatcher(None, window, target, autojunk=False).ratio()
         if best is None or ratio > best[0]:
