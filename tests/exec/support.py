@@ -14,6 +14,9 @@ from toolcards.tools.exec.limits import ExecLimits, process_cap_method
 BWRAP_REASON = BwrapBackend.unavailable_reason()
 PROCESS_CAP = process_cap_method(ExecLimits())
 needs_bwrap = pytest.mark.skipif(BWRAP_REASON is not None, reason=f"bwrap: {BWRAP_REASON}")
+RUNNABLE = ExecLimits() if PROCESS_CAP != "none" else ExecLimits(max_processes=None)
+"""Default limits, minus the process cap where this host cannot enforce one (the service
+refuses to run with a cap it cannot enforce; that refusal has its own test)."""
 needs_process_cap = pytest.mark.skipif(
     PROCESS_CAP == "none", reason="no way to cap processes here (root without a pids cgroup)"
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from tests.exec.support import BWRAP_REASON
+from tests.exec.support import BWRAP_REASON, RUNNABLE
 
 from toolcards.core.factory import ToolFactory
 from toolcards.tools.exec.card import ExecTool
@@ -25,7 +25,7 @@ def _model(commands: list[str]) -> FunctionModel:
 
 
 def test_agent_runs_a_command_in_the_sandbox() -> None:
-    factory = ToolFactory([ExecTool(mode=MODE, workspace_id="agent")])
+    factory = ToolFactory([ExecTool(mode=MODE, limits=RUNNABLE, workspace_id="agent")])
     agent = Agent(_model(["python3 -c \"print('hello from exec')\""]))
     result = agent.run_sync("run it", toolsets=[factory.toolset()])
     assert "hello from exec" in result.output
@@ -33,7 +33,9 @@ def test_agent_runs_a_command_in_the_sandbox() -> None:
 
 
 def test_agent_sees_a_refused_command_as_retry_and_recovers() -> None:
-    factory = ToolFactory([ExecTool(mode=MODE, allowed_commands=["ls"])], retry_exception=None)
+    factory = ToolFactory(
+        [ExecTool(mode=MODE, limits=RUNNABLE, allowed_commands=["ls"])], retry_exception=None
+    )
     agent = Agent(_model(["rm -rf /", "ls -a"]))
     result = agent.run_sync("go", toolsets=[factory.toolset()])
     returns = [p for m in result.all_messages() for p in m.parts if isinstance(p, ToolReturnPart)]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from tests.exec.support import needs_bwrap
+from tests.exec.support import RUNNABLE, needs_bwrap
 
 from toolcards.core.errors import RetriableError
 from toolcards.core.factory import ToolFactory
@@ -61,7 +61,7 @@ def test_card_rejects_bad_configuration(bad: dict[str, object]) -> None:
 
 
 def test_tool_names_and_annotations() -> None:
-    tools = _tools(ExecTool(mode="local"))
+    tools = _tools(ExecTool(mode="local", limits=RUNNABLE))
     assert list(tools) == ["exec_command", "exec_start", "exec_result"]
     assert annotations_of(tools["exec_command"]).destructive
     assert annotations_of(tools["exec_command"]).open_world  # local reaches everything
@@ -69,18 +69,25 @@ def test_tool_names_and_annotations() -> None:
 
 
 def test_capabilities_can_be_switched_off() -> None:
-    assert list(_tools(ExecTool(mode="local", exec_jobs=False))) == ["exec_command"]
-    assert ExecTool(mode="local", exec_command=False, exec_jobs=False).get_tools() == []
+    assert list(_tools(ExecTool(mode="local", limits=RUNNABLE, exec_jobs=False))) == [
+        "exec_command"
+    ]
+    assert (
+        ExecTool(mode="local", limits=RUNNABLE, exec_command=False, exec_jobs=False).get_tools()
+        == []
+    )
 
 
 def test_local_description_says_unconfined() -> None:
-    doc = _tools(ExecTool(mode="local"))["exec_command"].__doc__ or ""
+    doc = _tools(ExecTool(mode="local", limits=RUNNABLE))["exec_command"].__doc__ or ""
     assert "UNCONFINED" in doc
 
 
 @needs_bwrap
 def test_bwrap_description_says_sandboxed_without_network() -> None:
-    tool = _tools(ExecTool(mode="bwrap", allowed_commands=["pytest"]))["exec_command"]
+    tool = _tools(ExecTool(mode="bwrap", limits=RUNNABLE, allowed_commands=["pytest"]))[
+        "exec_command"
+    ]
     doc = tool.__doc__ or ""
     assert "sandboxed (bwrap)" in doc and "no network" in doc and "Allowed: pytest" in doc
     assert not annotations_of(tool).open_world
@@ -95,27 +102,29 @@ def test_auto_without_sandbox_fails_closed_at_binding(monkeypatch: pytest.Monkey
 
 def test_runs_in_the_team_workspace(workspaces: Path) -> None:
     member = _Member("team-a")  # cards hold their observer weakly
-    card = ExecTool(mode="local").observer(member)
+    card = ExecTool(mode="local", limits=RUNNABLE).observer(member)
     out = _tools(card)["exec_command"]("pwd")
     assert str(workspaces / "team-a") in out
 
 
 def test_refused_command_is_retriable_and_nothing_runs(workspaces: Path) -> None:
-    tools = _tools(ExecTool(mode="local", allowed_commands=["ls"], workspace_id="w"))
+    tools = _tools(
+        ExecTool(mode="local", limits=RUNNABLE, allowed_commands=["ls"], workspace_id="w")
+    )
     with pytest.raises(RetriableError, match="not allowed"):
         tools["exec_command"]("touch made")
     assert not (workspaces / "w" / "made").exists()
 
 
 def test_no_shell_means_metacharacters_are_literal(workspaces: Path) -> None:
-    tools = _tools(ExecTool(mode="local", workspace_id="w"))
+    tools = _tools(ExecTool(mode="local", limits=RUNNABLE, workspace_id="w"))
     out = tools["exec_command"]("echo $(touch pwned) ;ls")
     assert "$(touch pwned) ;ls" in out
     assert not (workspaces / "w" / "pwned").exists()
 
 
 def test_job_start_and_result() -> None:
-    tools = _tools(ExecTool(mode="local"))
+    tools = _tools(ExecTool(mode="local", limits=RUNNABLE))
     started = tools["exec_start"]("echo from-job")
     job_id = started.split("job_id: ")[1].split()[0]
     out = tools["exec_result"](job_id, wait_s=10)
@@ -123,7 +132,7 @@ def test_job_start_and_result() -> None:
 
 
 def test_job_result_reports_running_then_unknown_ids_retry() -> None:
-    tools = _tools(ExecTool(mode="local", timeout_s=5))
+    tools = _tools(ExecTool(mode="local", limits=RUNNABLE, timeout_s=5))
     job_id = tools["exec_start"]("sleep 3").split("job_id: ")[1].split()[0]
     assert "status: running" in tools["exec_result"](job_id)
     with pytest.raises(RetriableError, match="unknown job id"):
@@ -134,12 +143,14 @@ def test_job_result_reports_running_then_unknown_ids_retry() -> None:
 
 def test_bad_job_command_fails_before_starting() -> None:
     with pytest.raises(RetriableError, match="shell operators"):
-        _tools(ExecTool(mode="local"))["exec_start"]("ls | wc")
+        _tools(ExecTool(mode="local", limits=RUNNABLE))["exec_start"]("ls | wc")
 
 
 def test_calls_run_concurrently(workspaces: Path) -> None:
     """Two commands that each wait for the other's file: serialized runs would time out."""
-    tools = _tools(ExecTool(mode="local", workspace_id="c", timeout_s=20, max_concurrent=2))
+    tools = _tools(
+        ExecTool(mode="local", limits=RUNNABLE, workspace_id="c", timeout_s=20, max_concurrent=2)
+    )
     wait_for = "import os,time,sys\nopen(sys.argv[1],'w')\nwhile not os.path.exists(sys.argv[2]):"
     script = workspaces / "c" / "meet.py"
     script.parent.mkdir(parents=True, exist_ok=True)
@@ -163,17 +174,20 @@ def test_calls_run_concurrently(workspaces: Path) -> None:
 
 def test_one_service_per_team_and_settings() -> None:
     m1, m2, m3 = _Member("t1"), _Member("t1"), _Member("t2")
-    a1 = ExecTool(mode="local").observer(m1)
-    a2 = ExecTool(mode="local").observer(m2)
-    b = ExecTool(mode="local").observer(m3)
+    a1 = ExecTool(mode="local", limits=RUNNABLE).observer(m1)
+    a2 = ExecTool(mode="local", limits=RUNNABLE).observer(m2)
+    b = ExecTool(mode="local", limits=RUNNABLE).observer(m3)
     assert a1.service() is a2.service()
     assert a1.service() is not b.service()
-    assert ExecTool(mode="local", timeout_s=9).service() is not ExecTool(mode="local").service()
+    assert (
+        ExecTool(mode="local", limits=RUNNABLE, timeout_s=9).service()
+        is not ExecTool(mode="local", limits=RUNNABLE).service()
+    )
 
 
 @pytest.mark.parametrize("wait", [float("nan"), "soon", True])
 def test_job_result_rejects_bad_wait(wait: object) -> None:
-    tools = _tools(ExecTool(mode="local"))
+    tools = _tools(ExecTool(mode="local", limits=RUNNABLE))
     job_id = tools["exec_start"]("true").split("job_id: ")[1].split()[0]
     with pytest.raises(RetriableError, match="wait_s"):
         tools["exec_result"](job_id, wait_s=wait)
@@ -183,8 +197,8 @@ def test_members_of_a_runtime_team_share_one_service_and_workspace(workspaces: P
     from toolcards.runtime import Team
 
     with Team("exec-team", store=":memory:") as team:
-        alice = team.bind([ExecTool(mode="local")], member="alice")
-        bob = team.bind([ExecTool(mode="local")], member="bob")
+        alice = team.bind([ExecTool(mode="local", limits=RUNNABLE)], member="alice")
+        bob = team.bind([ExecTool(mode="local", limits=RUNNABLE)], member="bob")
         a_cards, b_cards = alice.cards, bob.cards
         assert isinstance(a_cards[0], ExecTool) and isinstance(b_cards[0], ExecTool)
         assert a_cards[0].service() is b_cards[0].service()
@@ -194,7 +208,9 @@ def test_members_of_a_runtime_team_share_one_service_and_workspace(workspaces: P
 
 def test_concurrency_cap_holds_back_extra_calls(workspaces: Path) -> None:
     """With one slot, a job waiting for a second job's file can only time out."""
-    tools = _tools(ExecTool(mode="local", workspace_id="cap", timeout_s=2, max_concurrent=1))
+    tools = _tools(
+        ExecTool(mode="local", limits=RUNNABLE, workspace_id="cap", timeout_s=2, max_concurrent=1)
+    )
     script = workspaces / "cap" / "meet.py"
     script.parent.mkdir(parents=True, exist_ok=True)
     script.write_text(
@@ -213,3 +229,12 @@ def _finished(tools: dict[str, Any], job_id: str) -> str:
         if "status: finished" in out:
             return out
     raise AssertionError(f"job {job_id} never finished")
+
+
+def test_unenforceable_process_cap_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolcards.tools.exec import service
+
+    monkeypatch.setattr(service, "process_cap_method", lambda limits: "none")
+    with pytest.raises(BackendUnavailable, match="max_processes cannot be enforced"):
+        ExecTool(mode="local", limits=ExecLimits(max_processes=64)).get_tools()
+    assert ExecTool(mode="local", limits=ExecLimits(max_processes=None)).get_tools()

@@ -13,7 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from tests.exec.support import BWRAP_REASON, assert_none_left, needs_process_cap
+from tests.exec.support import (
+    BWRAP_REASON,
+    PROCESS_CAP,
+    assert_none_left,
+    needs_process_cap,
+)
 
 from toolcards.tools.exec.backends import DockerBackend
 from toolcards.tools.exec.card import ExecTool
@@ -31,7 +36,9 @@ ISOLATING = [
 ]
 ALL = [*ISOLATING, pytest.param("local", id="local-limits-only")]
 SHELL = ["sh", "python3", "cat", "ls", "touch", "env", "head", "sleep"]
-LIMITS = ExecLimits(max_processes=48, memory_bytes=512 << 20, output_bytes=4096)
+LIMITS = ExecLimits(
+    max_processes=48 if PROCESS_CAP != "none" else None, memory_bytes=512 << 20, output_bytes=4096
+)
 
 Exec = Callable[[str], str]
 

@@ -29,8 +29,8 @@ class Launch:
     argv: list[str]
     env: dict[str, str]
     cwd: str
-    on_kill: Callable[[], None] | None = None
-    """Extra teardown when the command must be killed (e.g. ``docker kill``)."""
+    on_kill: Callable[[int], None] | None = None
+    """Extra teardown (given the launched pid) before the process group is killed."""
     cleanup: list[Callable[[], None]] = field(default_factory=list)
     """Always run after the command, killed or not (temporary directories, ...)."""
     sigkill_is_oom: bool = False
@@ -155,12 +155,12 @@ def _pump(
 
 
 def _kill_tree(
-    proc: subprocess.Popen[bytes], group: PidsGroup | None, on_kill: Callable[[], None] | None
+    proc: subprocess.Popen[bytes], group: PidsGroup | None, on_kill: Callable[[int], None] | None
 ) -> None:
     """Kill the command's process group (and its pids cgroup) whatever happened."""
     if on_kill is not None:
         with contextlib.suppress(Exception):
-            on_kill()
+            on_kill(proc.pid)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     if group is not None:

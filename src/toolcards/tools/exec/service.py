@@ -121,7 +121,11 @@ class ExecService:
             raise RetriableError("every exec slot is busy; try again shortly")
         try:
             spec = SandboxSpec(
-                workspace=workspace, env=self.env(), network=s.network, limits=s.limits
+                tracked=self.process_cap == "cgroup",
+                workspace=workspace,
+                env=self.env(),
+                network=s.network,
+                limits=s.limits,
             )
             launch = self.backend.launch(argv, spec)
             return runner.run(

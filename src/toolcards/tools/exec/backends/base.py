@@ -27,6 +27,8 @@ class SandboxSpec:
     """The scrubbed environment (allowlisted variables only); backends add HOME/TMPDIR."""
     network: bool
     limits: ExecLimits
+    tracked: bool = False
+    """True when a pids cgroup holds every process of the command (nothing can escape it)."""
 
 
 class Backend(ABC):

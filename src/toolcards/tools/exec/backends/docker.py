@@ -44,7 +44,7 @@ class DockerBackend(Backend):
         name = f"toolcards-exec-{uuid.uuid4().hex[:12]}"
         docker = shutil.which(self.executable) or self.executable
 
-        def kill() -> None:
+        def kill(pid: int) -> None:
             subprocess.run([docker, "kill", name], capture_output=True, timeout=15, check=False)
 
         # values travel in the client's environment, never on its command line
