@@ -70,7 +70,7 @@ def run_corpus(root: Path) -> Report:
         tools = {fn.__name__: fn for fn in card.get_tools()}
         target = root / f"case-{case['id']}" / case["file"]
         target.parent.mkdir(parents=True, exist_ok=True)
-        original = sources[case["file"]].encode("utf-8")
+        original = case.get("content", sources.get(case["file"], "")).encode("utf-8")
         target.write_bytes(original)
         tools["workspace_read"](case["file"])
         if case.get("disk_change"):

@@ -543,8 +543,142 @@ def replace_all_cases() -> list[dict[str, Any]]:
     return out
 
 
+MAKEFILE = "build:\n\tgo build ./...\n\ntest:\n\tgo test ./...\n"
+PKG_JSON = (
+    '{\n  "name": "web",\n  "scripts": {\n    "test": "vitest run",\n'
+    '    "lint": "eslint ."\n  }\n}\n'
+)
+FLASK = (
+    "from flask import Flask\n\napp = Flask(__name__)\n\n\n"
+    '@app.route("/")\ndef index():\n    return "ok"\n'
+)
+NO_EOL = "[server]\nport = 8080\nhost = localhost"
+COUNTER = "count = 0\nfor x in items:\n    count += x\nprint(count)\n"
+
+
+def handwritten_cases() -> list[dict[str, Any]]:
+    """Cases written out in full: content, request and the expected file, independent of the
+    generator's perturbations."""
+
+    def case(cat: str, name: str, content: str, old: str, new: str, **rest: Any) -> dict[str, Any]:
+        return {"category": cat, "file": name, "content": content, "old_string": old,
+                "new_string": new, **rest}  # fmt: skip
+
+    def applied(*args: str, **extra: Any) -> dict[str, Any]:
+        *head, expected = args
+        return case(*head, expect="applied", expected_content=expected, **extra)
+
+    def refused(*args: str, **extra: Any) -> dict[str, Any]:
+        *head, needle = args
+        return case(*head, expect="refused", error_contains=needle, **extra)
+
+    return [
+        applied(
+            "tabs sent as spaces",
+            "Makefile",
+            MAKEFILE,
+            "test:\n    go test ./...",
+            "test:\n    go test -race ./...",
+            "build:\n\tgo build ./...\n\ntest:\n\tgo test -race ./...\n",
+        ),
+        applied(
+            "escaped newlines",
+            "Makefile",
+            MAKEFILE,
+            "build:\\n\\tgo build ./...",
+            "build:\\n\\tgo vet ./...\\n\\tgo build ./...",
+            "build:\n\tgo vet ./...\n\tgo build ./...\n\ntest:\n\tgo test ./...\n",
+        ),
+        applied(
+            "exact",
+            "package.json",
+            PKG_JSON,
+            '"lint": "eslint ."',
+            '"lint": "eslint . --max-warnings 0"',
+            PKG_JSON.replace('"eslint ."', '"eslint . --max-warnings 0"'),
+        ),
+        applied(
+            "over-escaped quotes",
+            "package.json",
+            PKG_JSON,
+            '    \\"test\\": \\"vitest run\\",',
+            '    \\"test\\": \\"vitest run --coverage\\",',
+            PKG_JSON.replace("vitest run", "vitest run --coverage"),
+        ),
+        refused(
+            "flattened indentation",
+            "app.py",
+            FLASK,
+            '@app.route("/")\ndef index():\nreturn "ok"',
+            '@app.route("/")\ndef index():\nreturn "hello"',
+            "not found",
+        ),
+        applied(
+            "indentation added",
+            "app.py",
+            FLASK,
+            '    def index():\n        return "ok"',
+            '    def index():\n        return "hi"',
+            FLASK.replace('return "ok"', 'return "hi"'),
+        ),
+        refused(
+            "wrong relative indentation",
+            "app.py",
+            FLASK,
+            'def index():\nreturn "ok"',
+            'def index():\n    return "hello"',
+            "not found",
+        ),
+        applied(
+            "CRLF in request",
+            "app.ini",
+            NO_EOL.replace("\n", "\r\n"),
+            "port = 8080\r\nhost = localhost",
+            "port = 9090\r\nhost = 0.0.0.0",
+            "[server]\r\nport = 9090\r\nhost = 0.0.0.0",
+        ),
+        applied(
+            "trailing whitespace drift",
+            "app.ini",
+            NO_EOL,
+            "host = localhost  \n",
+            "host = example.org\n",
+            "[server]\nport = 8080\nhost = example.org",
+        ),
+        applied(
+            "replace_all (new contains old)",
+            "count.py",
+            COUNTER,
+            "count",
+            "count_total",
+            COUNTER.replace("count", "count_total"),
+            replace_all=True,
+        ),
+        refused("ambiguous anchor", "count.py", COUNTER, "count", "total", "places"),
+        refused(
+            "read line numbers kept",
+            "count.py",
+            COUNTER,
+            "     2\tfor x in items:\n    count += x",
+            "x",
+            "not found",
+        ),
+        refused("empty file", "empty.py", "", "import os", "import sys", "not found"),
+        refused("text not in file", "app.py", FLASK, '@app.route("/health")', "x", "not found"),
+        applied(
+            "typographic quotes",
+            "app.py",
+            FLASK,
+            "@app.route(\u201c/\u201d)\ndef index():",
+            "@app.route(\u201c/home\u201d)\ndef index():",
+            FLASK.replace('@app.route("/")', '@app.route("/home")'),
+        ),
+    ]
+
+
 def main() -> None:
     groups = {
+        "cases_handwritten.json": handwritten_cases(),
         "cases_drift.json": applied_cases(),
         "cases_refused.json": refused_cases(),
         "cases_replace_all.json": replace_all_cases(),
