@@ -168,7 +168,7 @@ class NotificationActor(ToolActor):
         self.scheduler.discard(entry.id)
 
     def _on_team(self, owner: str) -> bool:
-        return self.ctx.team.actor(owner) is not None
+        return bool(self.ctx.team.is_member(owner))
 
     def _post(self, owner: str, text: str) -> None:
         post = getattr(self.ctx.team, "post", None)

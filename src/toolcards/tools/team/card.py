@@ -1,0 +1,320 @@
+"""TeamTool: hire and fire team members, see the roster and roles, and who is busy on what."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import Field, PrivateAttr
+
+from toolcards.core.card import ToolCard, ToolFunc
+from toolcards.core.channels import Channels
+from toolcards.core.context import ContextState
+from toolcards.core.errors import RetriableError
+from toolcards.core.spec import annotate, set_instructions
+from toolcards.tools.team.guards import Outcome, fire_refusal, report, shown
+from toolcards.tools.team.params import (
+    ActivitySummarizer,
+    FireMember,
+    FireMembers,
+    HireMember,
+    HireMembers,
+    TeamActivity,
+    TeamMembersView,
+    TeamRolesView,
+)
+
+
+def _reason(exc: Exception) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+class TeamTool(ToolCard):
+    """Team management for an agent: hire members by role, fire them, read the roster.
+
+    The caller is the member the card is bound to (its observer's address): it never fires
+    itself, a ``#`` tool actor, or a member matching ``protected``.
+    """
+
+    protected: list[str] = Field(default_factory=list)
+    """Globs of member names this card never fires (``@lead-*``, ``reviewer-1``)."""
+    hire_members: bool | HireMembers = True
+    fire_members: bool | FireMembers = True
+    hire_member: bool | HireMember = True
+    fire_member: bool | FireMember = True
+    team_members: bool | TeamMembersView = True
+    team_roles: bool | TeamRolesView = True
+    team_activity: bool | TeamActivity = True
+
+    _clock: Callable[[], float] = PrivateAttr(default=time.time)
+
+    # ---- runtime wiring -----------------------------------------------------------------------
+
+    def _team(self) -> Any:
+        from toolcards.runtime import team_for
+
+        return team_for(self)
+
+    def _caller(self) -> str:
+        address = getattr(self.observer_or_none(), "address", None)
+        return str(address) if address else "user"
+
+    def _manager(self) -> Any:
+        from toolcards.core.observer import TeamManagementToolObserver
+
+        observer = self.observer_or_none()
+        if not isinstance(observer, TeamManagementToolObserver):
+            raise RetriableError("team management needs this card bound to a team member")
+        return observer
+
+    # ---- hire and fire ------------------------------------------------------------------------
+
+    def _hire_one(self, role: object, name: object = None) -> Outcome:
+        subject = shown(role)
+        if not isinstance(role, str) or not role.strip():
+            return Outcome(subject, False, "not hired: a role is a non-empty string")
+        if name is not None and not isinstance(name, str):
+            return Outcome(subject, False, "not hired: a name is a string")
+        try:
+            hired = self._manager().on_hire(role.strip(), name)
+        except RetriableError:
+            raise
+        except Exception as exc:  # unknown role, taken name, full role, a start failure
+            return Outcome(subject, False, f"not hired: {_reason(exc)}")
+        return Outcome(subject, True, f"hired {hired}")
+
+    def _fire_one(self, name: object) -> Outcome:
+        team = self._team()
+        member, refusal = fire_refusal(name, self._caller(), self.protected, team.is_member)
+        if member is None:
+            return Outcome(shown(name), False, refusal or "not fired")
+        try:
+            self._manager().on_fire(member)
+        except LookupError:
+            return Outcome(member, False, "not fired: no such member (already fired)")
+        except RetriableError:
+            raise
+        except Exception as exc:
+            return Outcome(member, False, f"not fired: {_reason(exc)}")
+        return Outcome(member, True, "fired")
+
+    @staticmethod
+    def _batch(items: object, what: str, limit: int) -> list[object]:
+        if isinstance(items, str):
+            items = [items]
+        if not isinstance(items, list) or not items:
+            raise RetriableError(f"{what} must be a non-empty list")
+        if len(items) > limit:
+            raise RetriableError(f"at most {limit} {what} per call, got {len(items)}")
+        return items
+
+    def _hire_members(self, param: HireMembers) -> ToolFunc:
+        def hire_members(roles: list[str]) -> str:
+            """Hire one new team member per listed role; reports each hire with its name.
+
+            Args:
+                roles: Role names from the team's roles, one entry per member to hire
+                    (repeat a role to hire several members of it).
+            """
+            items = self._batch(roles, "roles", param.max_per_call)
+            return report("hired", [self._hire_one(role) for role in items])
+
+        return annotate(hire_members)
+
+    def _fire_members(self, param: FireMembers) -> ToolFunc:
+        def fire_members(names: list[str]) -> str:
+            """Fire team members by name; reports exactly what happened to each name.
+
+            You cannot fire yourself, tool actors (names starting with '#') or protected
+            members.
+
+            Args:
+                names: Member names as shown in the roster, such as @researcher-1.
+            """
+            items = self._batch(names, "names", param.max_per_call)
+            return report("fired", [self._fire_one(name) for name in items])
+
+        return annotate(fire_members, destructive=True)
+
+    def _hire_member(self) -> ToolFunc:
+        def hire_member(role: str, name: str | None = None) -> str:
+            """Hire one member for a role, optionally under a chosen unique name."""
+            outcome = self._hire_one(role, name)
+            return outcome.detail if outcome.ok else f"{outcome.subject}: {outcome.detail}"
+
+        return hire_member
+
+    def _fire_member(self) -> ToolFunc:
+        def fire_member(name: str) -> str:
+            """Fire one member by name (never yourself, a tool actor or a protected member)."""
+            outcome = self._fire_one(name)
+            return f"{outcome.subject}: {outcome.detail}"
+
+        return annotate(fire_member, destructive=True)
+
+    # ---- roster and roles ---------------------------------------------------------------------
+
+    def _roster_items(self) -> dict[str, str]:
+        caller = self._caller()
+        return {
+            m.name: f"{m.name} ({m.role}){' - you' if m.name == caller else ''}"
+            for m in self._team().members()
+        }
+
+    def _role_items(self) -> dict[str, str]:
+        items: dict[str, str] = {}
+        for profile in self._team().profiles:
+            about = " ".join(profile.description.split()) or "(no description)"
+            items[profile.role] = f"{profile.role}: {about[:300]}"
+        return items
+
+    def _team_members_command(self) -> ToolFunc:
+        def team_members() -> str:
+            """List the team's members with their role, and whether each is busy."""
+            caller = self._caller()
+            lines = [
+                f"- {m.name} ({m.role}) {'busy' if m.busy else 'idle'}"
+                + (" - you" if m.name == caller else "")
+                for m in self._team().members()
+            ]
+            return "\n".join(["Team members:", *lines]) if lines else "no members on the team"
+
+        return team_members
+
+    def _team_roles_command(self) -> ToolFunc:
+        def team_roles() -> str:
+            """List the roles members can be hired for."""
+            lines = [f"- {line}" for line in self._role_items().values()]
+            return "\n".join(["Roles:", *lines]) if lines else "no roles configured"
+
+        return team_roles
+
+    # ---- activity -----------------------------------------------------------------------------
+
+    def _activity_report(self, param: TeamActivity, summarize_over: int | None) -> str:
+        from toolcards.runtime import member_activity
+        from toolcards.runtime.messaging import EVENT_TEXT_CHARS, truncate
+        from toolcards.tools.team.activity import Row, render
+
+        team = self._team()
+        caller = self._caller()
+        roles = {m.name: m.role for m in team.members() if m.name != caller}
+        now = self._clock()
+        activities = member_activity(
+            team.events(),
+            members=list(roles),
+            max_task_chars=EVENT_TEXT_CHARS,
+            stale_after=param.stale_after_seconds,
+            now=now,
+        )
+        rows: list[Row] = []
+        for name, activity in activities.items():
+            text = activity.task or ""
+            task, summarized = truncate(text, param.max_task_chars), False
+            if (
+                activity.busy
+                and summarize_over is not None
+                and param.summarizer is not None
+                and activity.message_id
+                and len(text) > summarize_over
+            ):
+                summary = self._summary(param.summarizer, activity.message_id, text)
+                if summary is not None:
+                    task, summarized = summary, True
+            rows.append(Row(name, roles[name], activity, task, summarized))
+        return render(rows, now)
+
+    def _summary(self, summarizer: ActivitySummarizer, message_id: str, text: str) -> str | None:
+        from toolcards.runtime import DeferredConfig, fetch_deferred
+        from toolcards.tools.team.activity import CACHE_NAME, SummaryCache
+
+        config = DeferredConfig(worker_timeout=summarizer.timeout_seconds)
+        cache = self._team().tool_actor(CACHE_NAME, SummaryCache, config)
+        payload = (summarizer.model, text, summarizer.max_summary_chars)
+        found = fetch_deferred(
+            cache,
+            message_id,
+            payload,
+            attempts=summarizer.poll_attempts,
+            delay=summarizer.poll_delay_seconds,
+        )
+        return found if isinstance(found, str) else None
+
+    def _team_activity(self, param: TeamActivity) -> ToolFunc:
+        if param.summarizer is None:
+
+            def team_activity() -> str:
+                """Show which other team members are busy right now and on what."""
+                return self._activity_report(param, None)
+
+            return annotate(team_activity, readonly=True)
+
+        def team_activity_summarized(summarize_over: int | None = None) -> str:
+            """Show which other team members are busy right now and on what.
+
+            Args:
+                summarize_over: Summarize tasks longer than this many characters (costs a
+                    model call per new task); omit to get truncated task text only.
+            """
+            if summarize_over is not None and (
+                isinstance(summarize_over, bool) or not isinstance(summarize_over, int)
+            ):
+                raise RetriableError("summarize_over must be a whole number of characters")
+            if summarize_over is not None and summarize_over < 0:
+                raise RetriableError("summarize_over must be 0 or more")
+            return self._activity_report(param, summarize_over)
+
+        team_activity_summarized.__name__ = "team_activity"
+        team_activity_summarized.__qualname__ = "team_activity"
+        return annotate(team_activity_summarized, readonly=True)
+
+    # ---- hooks --------------------------------------------------------------------------------
+
+    def _capabilities(self, channel: Channels) -> list[ToolFunc]:
+        builders: list[tuple[str, Callable[[Any], ToolFunc]]] = [
+            ("hire_members", self._hire_members),
+            ("fire_members", self._fire_members),
+            ("hire_member", lambda _: self._hire_member()),
+            ("fire_member", lambda _: self._fire_member()),
+            ("team_members", lambda _: self._team_members_command()),
+            ("team_roles", lambda _: self._team_roles_command()),
+            ("team_activity", self._team_activity),
+        ]
+        found: list[ToolFunc] = []
+        for field, build in builders:
+            param = self.exposed(field, channel)
+            if param is not None:
+                found.append(set_instructions(build(param), param.instructions))
+        return found
+
+    def get_tools(self) -> list[ToolFunc]:
+        return self._capabilities(Channels.TOOL_CALL)
+
+    def get_commands(self) -> list[ToolFunc]:
+        return self._capabilities(Channels.COMMAND)
+
+    def get_context_states(self) -> list[Callable[[], ContextState]]:
+        providers: list[Callable[[], ContextState]] = []
+        if self.exposed("team_members", Channels.LLM_CONTEXT) is not None:
+            providers.append(
+                lambda: ContextState(
+                    key="team_members",
+                    title="Team members",
+                    items=self._roster_items(),
+                    added_label="joined",
+                    removed_label="left",
+                )
+            )
+        if self.exposed("team_roles", Channels.LLM_CONTEXT) is not None:
+            providers.append(
+                lambda: ContextState(
+                    key="team_roles",
+                    title="Roles you can hire",
+                    items=self._role_items(),
+                    added_label="new role",
+                    removed_label="role removed",
+                )
+            )
+        return providers

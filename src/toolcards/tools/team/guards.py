@@ -1,0 +1,78 @@
+"""Who may fire whom, and the per-name report of a batch of hires or fires.
+
+The rules are pure functions of the caller's name, the card's protected globs and the roster,
+so they are tested without a team:
+
+- a ``#`` name is a tool actor, never a member;
+- the caller never fires itself (its name comes from the bound observer, never from input);
+- a name matching one of the card's ``protected`` globs is refused;
+- a name that is not on the roster (unknown, or fired already) is reported as such.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+MAX_NAME_CHARS = 80
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What happened to one requested name or role."""
+
+    subject: str
+    ok: bool
+    detail: str
+
+    def line(self) -> str:
+        return f"- {self.subject}: {self.detail}"
+
+
+def shown(value: object) -> str:
+    """A model-supplied value, cut for display."""
+    text = value if isinstance(value, str) else repr(value)
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_NAME_CHARS else text[: MAX_NAME_CHARS - 3] + "..."
+
+
+def resolve_member(name: str, is_member: Callable[[str], bool]) -> str | None:
+    """The roster name ``name`` refers to (``alice`` finds ``@alice``), or None."""
+    for candidate in (name, f"@{name}"):
+        if is_member(candidate):
+            return candidate
+    return None
+
+
+def is_protected(name: str, globs: Iterable[str]) -> bool:
+    """True when ``name`` (with or without its ``@``) matches one of ``globs``."""
+    bare = name.removeprefix("@")
+    return any(fnmatchcase(name, g) or fnmatchcase(bare, g) for g in globs)
+
+
+def fire_refusal(
+    name: object, caller: str, protected: Iterable[str], is_member: Callable[[str], bool]
+) -> tuple[str | None, str | None]:
+    """``(member, None)`` when ``name`` may be fired by ``caller``, else ``(None, reason)``."""
+    if not isinstance(name, str) or not name.strip():
+        return None, "refused: a member name is a non-empty string"
+    wanted = name.strip()
+    if wanted.startswith("#"):
+        return None, "refused: names starting with '#' are tool actors, not members"
+    member = resolve_member(wanted, is_member)
+    candidates = {wanted, f"@{wanted.removeprefix('@')}", member}
+    if caller in candidates:
+        return None, "refused: you cannot fire yourself"
+    if is_protected(member or wanted, protected):
+        return None, "refused: this member is protected"
+    if member is None:
+        return None, "not fired: no such member on the team (unknown or already fired)"
+    return member, None
+
+
+def report(verb: str, outcomes: list[Outcome]) -> str:
+    """``"<verb> 2 of 3:"`` and one line per requested item, in request order."""
+    done = sum(1 for o in outcomes if o.ok)
+    head = f"{verb} {done} of {len(outcomes)}:"
+    return "\n".join([head, *(o.line() for o in outcomes)])

@@ -1,0 +1,163 @@
+"""team_activity: busy members and their tasks, from the team's message telemetry."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from team_tool.conftest import tools_of
+from team_tool.scripted import ScriptedMember, wait_until
+from toolcards import NotificationTool, TeamTool, ToolFactory
+from toolcards.runtime import Team
+from toolcards.tools.team.activity import CACHE_NAME
+from toolcards.tools.team.params import ActivitySummarizer, TeamActivity
+
+LONG_TASK = "Compile the quarterly revenue figures for every region. " * 10
+
+
+@pytest.fixture
+def busy_worker(team: Team, worker: ScriptedMember) -> Iterator[str]:
+    """A hired worker held mid-turn on LONG_TASK until the test ends."""
+    worker.gate = threading.Event()
+    name = team.hire("worker")
+    team.post(name, LONG_TASK)
+    assert wait_until(lambda: worker.saw("quarterly revenue"))
+    yield name
+    worker.gate.set()
+
+
+def activity_tool(team: Team, member: str, **param: Any) -> Any:
+    card = TeamTool(team_activity=TeamActivity(**param))
+    return tools_of(team.bind([card], member=member))["team_activity"]
+
+
+def test_a_member_mid_turn_is_reported_busy_with_its_task(team: Team, busy_worker: str) -> None:
+    lead = team.hire("lead")
+    report = activity_tool(team, lead)()
+    assert report.splitlines()[0] == "Team activity: 1 of 1 other members busy"
+    assert f"- {busy_worker} (worker) busy for" in report
+    assert "task: Compile the quarterly revenue figures" in report
+
+
+def test_long_tasks_are_truncated_by_default(team: Team, busy_worker: str) -> None:
+    lead = team.hire("lead")
+    report = activity_tool(team, lead, max_task_chars=80)()
+    task_line = next(line for line in report.splitlines() if "task:" in line)
+    assert "more characters cut" in report
+    assert len(task_line.removeprefix("  task: ")) < len(LONG_TASK)
+
+
+def test_idle_members_are_listed_by_name(team: Team) -> None:
+    lead = team.hire("lead")
+    team.hire("boss")
+    assert activity_tool(team, lead)().splitlines() == [
+        "Team activity: 0 of 1 other members busy",
+        "Idle: @boss-1",
+    ]
+
+
+def test_the_caller_never_appears(team: Team, busy_worker: str) -> None:
+    report = activity_tool(team, busy_worker)()
+    assert busy_worker not in report
+
+
+def test_tool_actors_never_appear(team: Team) -> None:
+    lead = team.hire("lead")
+    factory = team.bind([TeamTool(), NotificationTool()], member=lead)
+    tools_of(factory)["register_notification"]("later", 300)
+    assert "#" not in tools_of(factory)["team_activity"]()
+
+
+def test_stale_open_messages_are_dropped(team: Team, busy_worker: str) -> None:
+    lead = team.hire("lead")
+    card = TeamTool(team_activity=TeamActivity(stale_after_seconds=60))
+    card._clock = lambda: time.time() + 120
+    report = tools_of(team.bind([card], member=lead))["team_activity"]()
+    assert report.splitlines()[0] == "Team activity: 0 of 1 other members busy"
+
+
+# ---- the summarizer ---------------------------------------------------------------------------
+
+
+def summarizer_model(calls: list[str]) -> FunctionModel:
+    def summarize(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls.append(str(messages[-1]))
+        return ModelResponse(parts=[TextPart("Compiling regional revenue.")])
+
+    return FunctionModel(summarize)
+
+
+def schema_properties(card: TeamTool) -> set[str]:
+    toolset: Any = ToolFactory([card]).function_toolset()
+    return set(toolset.tools["team_activity"].function_schema.json_schema.get("properties", {}))
+
+
+def test_summarize_over_is_absent_without_a_summarizer() -> None:
+    assert "summarize_over" not in schema_properties(TeamTool())
+
+
+def test_summarize_over_is_present_with_a_summarizer() -> None:
+    param = TeamActivity(summarizer=ActivitySummarizer(model=summarizer_model([])))
+    assert "summarize_over" in schema_properties(TeamTool(team_activity=param))
+
+
+def test_a_long_task_is_summarized_on_request(team: Team, busy_worker: str) -> None:
+    calls: list[str] = []
+    lead = team.hire("lead")
+    summarizer = ActivitySummarizer(model=summarizer_model(calls), poll_delay_seconds=0.05)
+    report = activity_tool(team, lead, summarizer=summarizer)(summarize_over=100)
+    assert "summary: Compiling regional revenue." in report
+    assert len(calls) == 1
+
+
+def test_a_cached_summary_costs_no_second_model_call(team: Team, busy_worker: str) -> None:
+    calls: list[str] = []
+    lead = team.hire("lead")
+    summarizer = ActivitySummarizer(model=summarizer_model(calls), poll_delay_seconds=0.05)
+    tool = activity_tool(team, lead, summarizer=summarizer)
+    tool(summarize_over=100)
+    assert "summary: Compiling" in tool(summarize_over=100)
+    assert len(calls) == 1
+
+
+def test_without_summarize_over_no_model_is_called(team: Team, busy_worker: str) -> None:
+    calls: list[str] = []
+    lead = team.hire("lead")
+    summarizer = ActivitySummarizer(model=summarizer_model(calls))
+    report = activity_tool(team, lead, summarizer=summarizer)()
+    assert "task: Compile the quarterly" in report
+    assert calls == [] and team.actor(CACHE_NAME) is None
+
+
+def test_no_cache_actor_exists_without_a_summarizer(team: Team, busy_worker: str) -> None:
+    lead = team.hire("lead")
+    activity_tool(team, lead)()
+    assert team.actor(CACHE_NAME) is None
+
+
+def test_a_failing_summarizer_degrades_to_truncation(team: Team, busy_worker: str) -> None:
+    def broken(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        raise RuntimeError("model down")
+
+    lead = team.hire("lead")
+    summarizer = ActivitySummarizer(model=FunctionModel(broken), poll_delay_seconds=0.05)
+    report = activity_tool(team, lead, summarizer=summarizer)(summarize_over=100)
+    assert "task: Compile the quarterly" in report
+
+
+def test_a_summarizer_object_cannot_be_serialized() -> None:
+    summarizer = ActivitySummarizer(model=summarizer_model([]))
+    card = TeamTool(team_activity=TeamActivity(summarizer=summarizer))
+    with pytest.raises(ValueError, match="cannot be serialized"):
+        card.model_dump_json()
+
+
+def test_a_summarizer_spec_string_round_trips() -> None:
+    card = TeamTool(team_activity=TeamActivity(summarizer=ActivitySummarizer(model="test")))
+    assert TeamTool.model_validate_json(card.model_dump_json()) == card

@@ -1,0 +1,137 @@
+"""Hiring and firing through TeamTool bound to a real team member."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from team_tool.conftest import tools_of
+from toolcards import TeamTool, ToolFactory
+from toolcards.core.errors import RetriableError
+from toolcards.runtime import Team
+
+
+def lead_tools(team: Team, **fields: Any) -> dict[str, Any]:
+    lead = team.hire("lead")
+    return tools_of(team.bind([TeamTool(**fields)], member=lead))
+
+
+def lead_commands(team: Team, **fields: Any) -> Any:
+    lead = team.hire("lead")
+    return team.bind([TeamTool(**fields)], member=lead).get_commands()
+
+
+def test_tools_and_commands_on_their_channels() -> None:
+    factory = ToolFactory([TeamTool()])
+    assert sorted(fn.__name__ for fn in factory.get_tools()) == [
+        "fire_members",
+        "hire_members",
+        "team_activity",
+    ]
+    assert factory.get_commands().names() == [
+        "fire_member",
+        "hire_member",
+        "team_activity",
+        "team_members",
+        "team_roles",
+    ]
+
+
+def test_hire_members_hires_one_member_per_role(team: Team) -> None:
+    text = lead_tools(team)["hire_members"](["worker", "worker"])
+    assert text == "hired 2 of 2:\n- worker: hired @worker-1\n- worker: hired @worker-2"
+    assert {m.name for m in team.members()} == {"@lead-1", "@worker-1", "@worker-2"}
+
+
+def test_an_unknown_role_is_reported_beside_the_hires(team: Team) -> None:
+    text = lead_tools(team)["hire_members"](["worker", "astronaut"])
+    assert text.startswith("hired 1 of 2:\n- worker: hired @worker-1\n- astronaut: not hired:")
+    assert "no role 'astronaut'" in text
+
+
+def test_too_many_roles_in_one_call_is_retriable(team: Team) -> None:
+    tools = lead_tools(team, hire_members={"max_per_call": 2})
+    with pytest.raises(RetriableError, match="at most 2"):
+        tools["hire_members"](["worker"] * 3)
+    assert len(team.members()) == 1
+
+
+def test_an_empty_role_list_is_retriable(team: Team) -> None:
+    with pytest.raises(RetriableError, match="non-empty list"):
+        lead_tools(team)["hire_members"]([])
+
+
+def test_hire_member_command_takes_a_chosen_name(team: Team) -> None:
+    commands = lead_commands(team)
+    assert commands.dispatch("/hire_member worker alice") == "hired @alice"
+    assert team.is_member("@alice")
+
+
+def test_a_taken_name_is_not_hired_twice(team: Team) -> None:
+    commands = lead_commands(team)
+    commands.dispatch("/hire_member worker alice")
+    answer = commands.dispatch("/hire_member boss alice")
+    assert "not hired" in answer and "already taken" in answer
+    assert [m.role for m in team.members() if m.name == "@alice"] == ["worker"]
+
+
+def test_fire_members_reports_each_name(team: Team) -> None:
+    team.hire("worker")
+    team.hire("boss")
+    tools = lead_tools(team, protected=["@boss-*"])
+    text = tools["fire_members"](
+        ["@worker-1", "@lead-1", "#NotificationTool", "@boss-1", "@ghost-7", "@worker-1"]
+    )
+    assert text.splitlines() == [
+        "fired 1 of 6:",
+        "- @worker-1: fired",
+        "- @lead-1: refused: you cannot fire yourself",
+        "- #NotificationTool: refused: names starting with '#' are tool actors, not members",
+        "- @boss-1: refused: this member is protected",
+        "- @ghost-7: not fired: no such member on the team (unknown or already fired)",
+        "- @worker-1: not fired: no such member on the team (unknown or already fired)",
+    ]
+
+
+def test_a_fired_member_leaves_the_roster(team: Team) -> None:
+    worker = team.hire("worker")
+    lead_tools(team)["fire_members"]([worker])
+    assert not team.is_member(worker)
+    assert team.actor(worker) is None
+
+
+def test_refused_members_stay_on_the_team(team: Team) -> None:
+    boss = team.hire("boss")
+    lead_tools(team, protected=["boss-1"])["fire_members"]([boss, "@lead-1"])
+    assert team.is_member(boss) and team.is_member("@lead-1")
+
+
+def test_fire_member_command_applies_the_same_guards(team: Team) -> None:
+    commands = lead_commands(team)
+    assert commands.dispatch("/fire_member @lead-1") == "@lead-1: refused: you cannot fire yourself"
+
+
+def test_firing_twice_with_the_command_reports_the_second(team: Team) -> None:
+    worker = team.hire("worker")
+    commands = lead_commands(team)
+    assert commands.dispatch(f"/fire_member {worker}") == f"{worker}: fired"
+    assert "not fired" in commands.dispatch(f"/fire_member {worker}")
+
+
+def test_team_members_command_lists_roles_and_marks_the_caller(team: Team) -> None:
+    team.hire("worker")
+    text = lead_commands(team).dispatch("/team_members")
+    assert "- @worker-1 (worker) idle" in text
+    assert "- @lead-1 (lead) idle - you" in text
+
+
+def test_team_roles_command_lists_profiles(team: Team) -> None:
+    text = lead_commands(team).dispatch("/team_roles")
+    assert "- worker: Does the work" in text and "- boss: Owns the budget" in text
+
+
+def test_management_without_a_team_member_is_retriable() -> None:
+    tools = tools_of(ToolFactory([TeamTool()]))
+    with pytest.raises(RetriableError, match="bound to a team member"):
+        tools["hire_members"](["worker"])
