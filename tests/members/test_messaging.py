@@ -1,0 +1,228 @@
+"""Messages to members: model turns with tools, slash commands, member-to-member, failures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo
+
+from members.support import (
+    NotesCard,
+    Script,
+    call_tool,
+    last_part,
+    message_events,
+    user_prompts,
+    wait_until,
+)
+from toolcards import PlanningTool, SkillTool
+from toolcards.runtime import MemberMessage, RoleProfile, Team
+from toolcards.runtime.messaging import EVENT_TEXT_CHARS, MAX_MESSAGE_CHARS
+from toolcards.tools.skills.card import Skill
+
+
+def _profile(script: Script, role: str = "researcher", **fields: Any) -> RoleProfile:
+    return RoleProfile.model_validate({"role": role, "model": script.model, **fields})
+
+
+def test_member_calls_a_card_tool_and_replies_with_its_result() -> None:
+    create = {"create": [{"description": "write the report"}]}
+    script = Script(call_tool("update_planning", create))
+    planning = PlanningTool(vector_store=False)
+    with Team("tool", profiles=[_profile(script, cards=[planning])]) as team:
+        name = team.hire("researcher")
+        reply = team.send(name, "plan the report")
+        assert reply == "tool said: created ids: [1]"
+        plan = team.send(name, "/get_planning")
+        assert f"write the report (Owner: unassigned, Creator: {name})" in plan
+
+
+def test_skill_menu_and_profile_instructions_reach_the_model_as_instructions() -> None:
+    script = Script()
+    skills = SkillTool(skills=[Skill(name="triage", summary="Sort bugs", content="...")])
+    profile = _profile(script, instructions="You are careful.", cards=[skills])
+    with Team("instructions", profiles=[profile]) as team:
+        team.send(team.hire("researcher"), "hi")
+        instructions = script.calls[0][1].instructions or ""
+        assert instructions.startswith("You are careful.")
+        assert "triage" in instructions
+
+
+def test_member_calls_use_skill_and_gets_the_skill_text() -> None:
+    script = Script(call_tool("use_skill", {"name": "triage"}))
+    skills = SkillTool(skills=[Skill(name="triage", summary="Sort bugs", content="Step 1")])
+    with Team("skill", profiles=[_profile(script, cards=[skills])]) as team:
+        reply = team.send(team.hire("researcher"), "how do I triage?")
+        assert "Step 1" in reply
+
+
+def test_context_update_is_prepended_to_the_user_turn_only_when_it_changed() -> None:
+    script = Script(call_tool("note_add", {"text": "buy milk"}))
+    with Team("context", profiles=[_profile(script, cards=[NotesCard()])]) as team:
+        name = team.hire("researcher")
+        team.send(name, "first")
+        team.send(name, "second")
+        first, second = script.prompts()[0], script.prompts()[-1]
+        assert first == "Context update 1\n\n## Notes\n(none)\n\nfirst"
+        assert second == "Context update 2\n\n## Notes\n+ added: buy milk\n\nsecond"
+
+
+def test_slash_command_runs_the_card_command_without_a_model_call() -> None:
+    script = Script()
+    with Team("command", profiles=[_profile(script, cards=[NotesCard()])]) as team:
+        assert team.send(team.hire("researcher"), "/notes") == "(no notes)"
+        assert script.count == 0
+
+
+def test_unknown_slash_command_names_the_known_ones_without_a_model_call() -> None:
+    script = Script()
+    with Team("bad-command", profiles=[_profile(script, cards=[NotesCard()])]) as team:
+        reply = team.send(team.hire("researcher"), "/launch now")
+        assert reply == "Command 'launch' is not recognized. Known commands: notes."
+        assert script.count == 0
+
+
+def test_slash_text_from_another_member_goes_to_the_model_not_the_commands() -> None:
+    script = Script()
+    with Team("member-slash", profiles=[_profile(script, cards=[NotesCard()])]) as team:
+        target = team.hire("researcher")
+        other = team.hire("researcher")
+        reply = team.send(target, "/notes", sender=other)
+        assert reply.endswith(f"\n\nMessage from {other}:\n/notes")
+        assert script.count == 1
+
+
+def test_send_to_an_unknown_member_is_a_clear_error() -> None:
+    with Team("nobody", profiles=[_profile(Script())]) as team:
+        team.hire("researcher")
+        with pytest.raises(LookupError, match="no member '@ghost'"):
+            team.send("@ghost", "hello")
+        with pytest.raises(LookupError, match="no member '@ghost'"):
+            team.post("@ghost", "hello")
+
+
+def test_sender_names_with_spaces_are_refused() -> None:
+    with Team("sender", profiles=[_profile(Script())]) as team:
+        name = team.hire("researcher")
+        with pytest.raises(ValueError, match="sender"):
+            team.send(name, "hi", sender="agent.admin roles=admin")
+
+
+def test_model_failure_is_a_readable_reply_and_the_member_keeps_serving() -> None:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if "boom" in user_prompts(messages)[-1]:
+            raise RuntimeError("provider unavailable")
+        return ModelResponse(parts=[TextPart("fine")])
+
+    script = Script(respond)
+    with Team("failure", profiles=[_profile(script)]) as team:
+        name = team.hire("researcher")
+        assert team.send(name, "boom") == "error: RuntimeError: provider unavailable"
+        assert team.send(name, "again") == "fine"
+        assert script.prompts() == ["again"]  # the failed turn left no trace in the history
+        processed = message_events(team, "processed")
+        assert [p["ok"] for p in processed] == [False, True]
+
+
+def test_huge_message_is_cut_before_it_reaches_the_model_and_the_log() -> None:
+    script = Script()
+    with Team("huge", profiles=[_profile(script)]) as team:
+        name = team.hire("researcher")
+        message = team.post(name, "x" * (MAX_MESSAGE_CHARS * 3))
+        assert len(message.content) <= MAX_MESSAGE_CHARS
+        assert message.content.endswith("more characters cut]")
+        wait_until(lambda: len(message_events(team, "processed")) == 1)
+        assert len(script.prompts()[0]) <= MAX_MESSAGE_CHARS
+        assert all(len(e.get("text", "")) <= EVENT_TEXT_CHARS for e in message_events(team))
+
+
+def _asks_then_reports(peer: str) -> Any:
+    """Asks ``peer`` a question via send_message; reports whatever comes back to it."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        part = last_part(messages)
+        if isinstance(part, UserPromptPart) and str(part.content).startswith("Reply from"):
+            return ModelResponse(parts=[TextPart("thanks")])
+        if isinstance(part, UserPromptPart):
+            args = {"to": peer, "content": "what is 6 x 7?"}
+            return ModelResponse(parts=[ToolCallPart("send_message", args)])
+        return ModelResponse(parts=[TextPart(f"asked ({part.content})")])
+
+    return respond
+
+
+def test_two_members_exchange_messages_and_the_answer_reaches_the_asker() -> None:
+    asker = Script(_asks_then_reports("@expert-1"))
+    expert = Script(lambda m, i: ModelResponse(parts=[TextPart("42")]))
+    profiles = [_profile(asker, "lead"), _profile(expert, "expert")]
+    with Team("exchange", profiles=profiles) as team:
+        lead, pro = team.hire("lead"), team.hire("expert")
+        reply = team.send(lead, "find out 6 x 7")
+        assert reply.startswith(f"asked (sent to {pro} (message ")
+        wait_until(lambda: asker.count == 3)  # tool call, its answer, then the reply turn
+        assert expert.prompts() == [f"Message from {lead}:\nwhat is 6 x 7?"]
+        assert asker.prompts()[-1].startswith(f"Reply from {pro} (to your message ")
+        assert asker.prompts()[-1].endswith("):\n42")
+
+
+def test_an_answer_to_a_reply_is_not_sent_back_so_members_cannot_loop() -> None:
+    asker = Script(_asks_then_reports("@expert-1"))
+    expert = Script(lambda m, i: ModelResponse(parts=[TextPart("42")]))
+    profiles = [_profile(asker, "lead"), _profile(expert, "expert")]
+    with Team("no-loop", profiles=profiles) as team:
+        lead, pro = team.hire("lead"), team.hire("expert")
+        team.send(lead, "find out 6 x 7")
+        wait_until(lambda: len(message_events(team, "processed")) == 3)
+        sent = message_events(team, "sent")
+        thanks = [e for e in sent if e["text"] == "thanks"]
+        assert thanks and thanks[0]["recipient"] == pro
+        received_by_expert = [e for e in message_events(team, "received") if e["recipient"] == pro]
+        assert len(received_by_expert) == 1
+        assert expert.count == 1
+
+
+def test_send_message_to_an_unknown_member_is_a_retry_the_model_reads() -> None:
+    script = Script(call_tool("send_message", {"to": "@ghost", "content": "hi"}))
+    with Team("ghost-tool", profiles=[_profile(script)]) as team:
+        team.send(team.hire("researcher"), "message the ghost")
+        retried = [p for p in script.tool_returns(1) if p.tool_name == "send_message"]
+        assert retried and "no member '@ghost'" in str(retried[0].content)
+
+
+def test_member_without_messaging_has_no_send_message_tool() -> None:
+    script = Script()
+    with Team("mute", profiles=[_profile(script, messaging=False)]) as team:
+        team.send(team.hire("researcher"), "hi")
+        assert [t.name for t in script.calls[0][1].function_tools] == []
+
+
+def test_member_observer_send_message_posts_as_that_member() -> None:
+    script = Script()
+    with Team("observer-send", profiles=[_profile(script)]) as team:
+        first, second = team.hire("researcher"), team.hire("researcher")
+        team.observer_for(first).send_message(second, "ping")
+        wait_until(lambda: script.count == 2)  # second answers, first reads the reply
+        assert script.prompts(0) == [f"Message from {first}:\nping"]
+
+
+def test_post_returns_the_queued_message() -> None:
+    with Team("post", profiles=[_profile(Script())]) as team:
+        name = team.hire("researcher")
+        message = team.post(name, "hello", sender="#NotificationTool")
+        assert isinstance(message, MemberMessage)
+        assert (message.sender, message.recipient, message.route_reply) == (
+            "#NotificationTool",
+            name,
+            False,
+        )
+        wait_until(lambda: len(message_events(team, "processed")) == 1)
+        answer = message_events(team, "sent")[-1]
+        assert (answer["recipient"], answer["reply_to"]) == ("#NotificationTool", message.id)

@@ -1,0 +1,66 @@
+"""Role profiles: validation and serialization."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
+
+from members.support import Script
+from toolcards import PlanningTool
+from toolcards.runtime import RoleProfile, Team
+
+
+def test_profile_with_a_spec_string_round_trips_through_json_with_its_cards() -> None:
+    profile = RoleProfile(
+        role="planner",
+        description="Keeps the plan",
+        model="openai:gpt-5",
+        cards=[PlanningTool(vector_store=False)],
+        roles=["planner"],
+    )
+    back = RoleProfile.model_validate_json(profile.model_dump_json())
+    assert back == profile
+    assert isinstance(back.cards[0], PlanningTool)
+    assert profile.model_dump(mode="json")["cards"][0]["type"] == "PlanningTool"
+
+
+def test_profile_with_a_model_object_refuses_to_serialize_and_names_the_role() -> None:
+    profile = RoleProfile(role="researcher", model=Script().model)
+    assert not profile.serializable
+    with pytest.raises(PydanticSerializationError, match="'researcher' holds a FunctionModel"):
+        profile.model_dump_json()
+
+
+def test_profile_model_must_be_a_spec_string_or_a_model() -> None:
+    with pytest.raises(ValidationError, match="got int"):
+        RoleProfile(role="researcher", model=3)
+    with pytest.raises(ValidationError, match="non-empty"):
+        RoleProfile(role="researcher", model="  ")
+
+
+@pytest.mark.parametrize("role", ["", "1st", "a b", "@lead", "x" * 60])
+def test_profile_role_must_be_a_plain_name(role: str) -> None:
+    with pytest.raises(ValidationError, match="must start with a letter"):
+        RoleProfile(role=role, model="test")
+
+
+def test_profile_refuses_unknown_fields() -> None:
+    with pytest.raises(ValidationError, match="extra"):
+        RoleProfile.model_validate({"role": "r", "model": "test", "identity": "agent.root"})
+
+
+def test_team_refuses_two_profiles_for_one_role() -> None:
+    profiles: list[RoleProfile | dict[str, Any]] = [
+        RoleProfile(role="r", model="test"),
+        {"role": "r", "model": "test"},
+    ]
+    with pytest.raises(ValueError, match="two profiles define the role 'r'"):
+        Team("dupes", profiles=profiles)
+
+
+def test_team_accepts_profiles_as_mappings() -> None:
+    with Team("mappings", profiles=[{"role": "r", "model": "test", "cards": []}]) as team:
+        assert team.profile("r").model == "test"
