@@ -310,3 +310,9 @@ def test_os_errors_do_not_reveal_host_paths(tools: Tools, ws: Path) -> None:
     with pytest.raises(RetriableError) as info:
         tools["workspace_write"]("file.txt/inner.txt", "y")
     assert str(ws) not in str(info.value)
+
+
+@pytest.mark.parametrize("bad", ["..", "../x", "a/b", ".hidden", "x\x00"])
+def test_unsafe_workspace_id_is_rejected(bad: str) -> None:
+    with pytest.raises(ValueError, match="workspace id"):
+        WorkspaceTool(workspace_id=bad)

@@ -15,7 +15,7 @@ from toolcards.core.commands import Rest
 from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate, set_instructions
-from toolcards.tools._common.workspace_dir import workspace_dir
+from toolcards.tools._common.workspace_dir import workspace_dir, workspace_id_for
 from toolcards.tools.workspace.models import EditItem
 from toolcards.tools.workspace.ops import ReadCaps, Workspace
 from toolcards.tools.workspace.paths import check_relative_path
@@ -82,6 +82,11 @@ class WorkspaceTool(ToolCard):
     workspace_patch: bool | WorkspaceParam = True
     workspace_delete: bool | WorkspaceParam = True
     workspace_mkdir: bool | WorkspaceParam = True
+
+    @field_validator("workspace_id")
+    @classmethod
+    def _safe_workspace_id(cls, value: str | None) -> str | None:
+        return None if value is None else workspace_id_for(value, None)
 
     @field_validator("resources")
     @classmethod
