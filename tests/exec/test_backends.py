@@ -129,3 +129,15 @@ def test_local_only_when_explicit_and_says_unconfined() -> None:
     assert isinstance(chosen, LocalBackend)
     assert not chosen.isolating
     assert "UNCONFINED" in chosen.describe(network=False)
+
+
+def test_bwrap_identity_files_come_back_after_tmp_cleaning(tmp_path: Path) -> None:
+    import shutil
+
+    from toolcards.tools.exec.backends.bwrap import _identity_files
+
+    first = _identity_files()
+    shutil.rmtree(first)
+    argv = BwrapBackend().argv(["true"], _spec(tmp_path))
+    passwd = next(src for src, dst in _pairs(argv, "--ro-bind") if dst == "/etc/passwd")
+    assert Path(passwd).read_text().startswith("root:x:0:0:sandbox:/workspace:")

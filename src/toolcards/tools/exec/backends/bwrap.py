@@ -47,9 +47,6 @@ class BwrapBackend(Backend):
     executable: ClassVar[str] = "bwrap"
     private_user_namespace: ClassVar[bool] = True
 
-    def __init__(self) -> None:
-        self._etc = _identity_files()
-
     @classmethod
     def unavailable_reason(cls) -> str | None:
         return _probe(shutil.which(cls.executable))
@@ -67,8 +64,9 @@ class BwrapBackend(Backend):
         cmd += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
         cmd += ["--hostname", "sandbox"]
         cmd += system_view(network=spec.network)
-        cmd += ["--ro-bind", str(self._etc / "passwd"), "/etc/passwd"]
-        cmd += ["--ro-bind", str(self._etc / "group"), "/etc/group"]
+        etc = _identity_files()
+        cmd += ["--ro-bind", str(etc / "passwd"), "/etc/passwd"]
+        cmd += ["--ro-bind", str(etc / "group"), "/etc/group"]
         cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
         cmd += ["--bind", str(spec.workspace), "/workspace", "--chdir", "/workspace"]
         return [*cmd, "--", *argv]
@@ -89,12 +87,17 @@ def system_view(*, network: bool) -> list[str]:
     return args
 
 
-@functools.cache
+_IDENTITY: list[Path] = []
+
+
 def _identity_files() -> Path:
-    """A minimal passwd/group pair (written once per process) so tools can name the user."""
+    """A minimal passwd/group pair, written once (and again if a temp cleaner removed it)."""
+    if _IDENTITY and (_IDENTITY[0] / "group").exists():
+        return _IDENTITY[0]
     etc = Path(tempfile.mkdtemp(prefix="toolcards-bwrap-etc-"))
     (etc / "passwd").write_text(PASSWD)
     (etc / "group").write_text(GROUP)
+    _IDENTITY[:] = [etc]
     return etc
 
 
