@@ -167,3 +167,8 @@ def test_git_deletion_without_hunks(tools: Tools, files: Path) -> None:
 def test_git_new_empty_file(tools: Tools, files: Path) -> None:
     tools["workspace_patch"]("diff --git a/e.txt b/e.txt\nnew file mode 100644\n")
     assert (files / "e.txt").read_text() == ""
+
+
+def test_diff_inside_a_markdown_fence_is_accepted(tools: Tools, files: Path) -> None:
+    tools["workspace_patch"]("```diff\n--- a/b.py\n+++ b/b.py\n@@ -1 +1 @@\n-alpha\n+ALPHA\n```\n")
+    assert (files / "b.py").read_text() == "ALPHA\nbeta\n"

@@ -38,6 +38,8 @@ def parse_patch(patch_text: str) -> list[FilePatch]:
     lines = patch_text.replace("\r\n", "\n").split("\n")
     while lines and not lines[-1].strip():
         lines.pop()
+    if lines and lines[0].startswith("```") and lines[-1].strip() == "```":
+        lines = lines[1:-1]  # a diff sent inside a Markdown code fence
     files: list[FilePatch] = []
     git_paths: tuple[str | None, str | None] | None = None
     i = 0
