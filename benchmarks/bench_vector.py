@@ -92,7 +92,17 @@ def bench_adds(n: int) -> dict[str, float]:
         todo = store.plan_upsert("c", [(f"new{i}", f"new text {i}")])
         store.apply("c", todo, vecs[n + i : n + i + 1])
     elapsed = time.perf_counter() - start
-    return {"existing": n, "rows_per_add": (state.writes - writes) / 200, "add_us": elapsed * 5e3}
+    start = time.perf_counter()
+    again = VectorStore(model="bench", dimension=DIM, state=state)
+    again.restore()
+    restore_s = time.perf_counter() - start
+    return {
+        "existing": n,
+        "rows_per_add": (state.writes - writes) / 200,
+        "add_us": elapsed * 5e3,
+        "restore_s": restore_s,
+        "restored": again.count("c"),
+    }
 
 
 def bench_embedding(sentences: int) -> dict[str, float]:
@@ -156,7 +166,8 @@ def main() -> None:
     )
     print(
         f"durable add into {int(a['existing'])}: {a['rows_per_add']:.0f} row(s) written, "
-        f"{a['add_us']:.0f} us per add"
+        f"{a['add_us']:.0f} us per add; restore of {int(a['restored'])} vectors "
+        f"{a['restore_s']:.2f} s (no embedding)"
     )
     print(
         f"local MiniLM int8: {e['sentences_per_s']:.0f} sentences/s batched, "

@@ -225,3 +225,27 @@ def test_vectors_command_summarises_the_store(spy: Any) -> None:
         card = factory.cards[0]
         text = card.get_commands()[0]()
         assert "hash" in text and "notes=3" in text
+
+
+def test_a_query_waiting_for_its_embedding_fails_when_the_team_stops(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import threading
+
+    release = threading.Event()
+
+    class Stuck:
+        name, model, dimension = "hash", "hash-64", 64
+
+        def embed(self, texts: list[str]) -> Any:
+            release.wait(10)
+            raise RuntimeError("never answers in time")
+
+    monkeypatch.setattr(actor_mod, "provider_for", lambda config: Stuck())
+    team = Team("vs-stop")
+    team.bind([_hash_card()], member="alice")
+    answer = find_store(team).ask("query", "tasks", "anything", 3)
+    team.stop()
+    release.set()
+    with pytest.raises(RuntimeError, match="stopped"):
+        answer.result(timeout=5)

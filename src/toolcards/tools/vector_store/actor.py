@@ -75,6 +75,7 @@ class VectorStoreActor(ToolActor):
         self._pool: ThreadPoolExecutor | None = None
         self._jobs = 0
         self._waiters: list[Future[None]] = []
+        self._queries: set[Future[list[Hit]]] = set()
         self._qdrant: Any = None
         self.last_error: str | None = None
 
@@ -105,10 +106,13 @@ class VectorStoreActor(ToolActor):
     def on_stop(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
-        for waiter in self._waiters:
+            self._pool = None
+        pending: list[Future[Any]] = [*self._waiters, *self._queries]
+        for waiter in pending:
             if not waiter.done():
                 waiter.set_exception(RuntimeError(f"{self.ctx.name} stopped"))
         self._waiters.clear()
+        self._queries.clear()
         if self._qdrant is not None:
             self._qdrant.close()
 
@@ -135,7 +139,8 @@ class VectorStoreActor(ToolActor):
         deadline = time.monotonic() + 10.0
         while True:
             handle = self.ctx.team.actor(self.ctx.name)
-            if handle is not None or time.monotonic() > deadline:
+            stopped = self._pool is None or not self.ctx.team.running
+            if handle is not None or stopped or time.monotonic() > deadline:
                 break
             time.sleep(0.01)
         if handle is None:
@@ -208,6 +213,8 @@ class VectorStoreActor(ToolActor):
             answer.set_result(store.search(collection, vector, top_k))
         else:
             assert self._pool is not None
+            self._queries.add(answer)
+            answer.add_done_callback(self._queries.discard)
             self._pool.submit(self._embed_query, answer, collection, text, top_k)
         return answer
 
@@ -287,7 +294,8 @@ class VectorStoreActor(ToolActor):
             vector = provider_for(self.cfg).embed([text])[0]
             self._self().tell("worker_answer", answer, collection, text, vector, top_k)
         except Exception as exc:
-            answer.set_exception(exc)
+            if not answer.done():
+                answer.set_exception(exc)
 
     def worker_answer(
         self, answer: Future[list[Hit]], collection: str, text: str, vector: Matrix, top_k: int
@@ -296,9 +304,13 @@ class VectorStoreActor(ToolActor):
         store = self._require()
         try:
             store.cache_query(text, vector)
-            answer.set_result(store.search(collection, vector, top_k))
+            hits = store.search(collection, vector, top_k)
         except Exception as exc:
-            answer.set_exception(exc)
+            if not answer.done():
+                answer.set_exception(exc)
+            return
+        if not answer.done():
+            answer.set_result(hits)
 
 
 def _warm_up(config: VectorStoreConfig) -> None:  # worker thread

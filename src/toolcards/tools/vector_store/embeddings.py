@@ -89,6 +89,9 @@ def _model_path() -> Path:
     return Path(pkg.model_path())
 
 
+_TOKENIZER_LOCK = threading.Lock()
+
+
 @functools.lru_cache(maxsize=4)
 def _tokenizer(vocab: str, max_length: int) -> Any:
     tok_mod = require("tokenizers")
@@ -137,7 +140,6 @@ class LocalMiniLMProvider:
         self.batch_size = batch_size
         # A token is at least one character; far longer inputs only cost tokenizer time.
         self.max_chars = max_length * 24
-        self._lock = threading.Lock()
 
     @property
     def name(self) -> str:
@@ -153,7 +155,7 @@ class LocalMiniLMProvider:
 
     def tokenize(self, texts: list[str]) -> list[list[int]]:
         """Token ids (with ``[CLS]``/``[SEP]``, truncated) for each text; for inspection."""
-        with self._lock:
+        with _TOKENIZER_LOCK:
             tokenizer = _tokenizer(str(vocab_path()), self.max_length)
             encoded = tokenizer.encode_batch([str(t)[: self.max_chars] for t in texts])
         return [e.ids[: sum(e.attention_mask)] for e in encoded]
@@ -170,7 +172,7 @@ class LocalMiniLMProvider:
         order = sorted(range(len(clipped)), key=lambda i: len(clipped[i]))
         for start in range(0, len(order), self.batch_size):
             rows = order[start : start + self.batch_size]
-            with self._lock:  # the shared tokenizer's padding state is not thread-safe
+            with _TOKENIZER_LOCK:  # the shared tokenizer's padding state is not thread-safe
                 tokenizer = _tokenizer(str(vocab_path()), self.max_length)
                 encoded = tokenizer.encode_batch([clipped[i] for i in rows])
             ids = np.array([e.ids for e in encoded], dtype=np.int64)
