@@ -125,3 +125,19 @@ def test_a_fired_entry_does_not_come_back_after_a_reload(harness: Harness) -> No
     harness.clock.now += 5
     harness.tick()
     assert harness.new_actor().pending(None) == []
+
+
+def test_a_failing_delivery_does_not_hold_up_the_next_one(harness: Harness) -> None:
+    harness.on_team.update({"@a-1", "@b-1"})
+
+    def deliver(owner: str, text: str) -> None:
+        if owner == "@a-1":
+            raise ConnectionError("mailbox closed")
+        harness.delivered.append((owner, text))
+
+    harness.actor.deliver = deliver
+    harness.actor.register("@a-1", "lost", 5, 5)
+    harness.actor.register("@b-1", "kept", 5, 5)
+    harness.clock.now += 5
+    harness.tick()
+    assert harness.delivered == [("@b-1", "[notification #2] kept")]

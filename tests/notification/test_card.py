@@ -172,3 +172,12 @@ def test_events_of_the_actor_are_in_the_team_log(team: Team) -> None:
     payloads = [e.payload for e in team.events() if e.tool_id == ACTOR_NAME]
     assert payloads[0]["registered"]["owner"] == "@a-1"
     assert payloads[1] == {"cancelled": {"id": 1, "owner": "@a-1"}}
+
+
+def test_a_long_listing_is_cut_and_counted(team: Team) -> None:
+    card = NotificationTool(pending_notification={"max_lines": 2})
+    tools = tools_of(team, "@a-1", card)
+    for i in range(4):
+        tools["register_notification"](f"n{i}", 30 + i)
+    listing = tools["pending_notification"]().splitlines()
+    assert len(listing) == 3 and listing[-1] == "... and 2 more"
