@@ -10,6 +10,7 @@ cached, else after a worker embedded it and the actor searched. Use
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 import re
 import time
@@ -25,7 +26,7 @@ from toolcards.tools.vector_store.embeddings import (
     VectorExtraMissing,
     make_provider,
 )
-from toolcards.tools.vector_store.index import Hit
+from toolcards.tools.vector_store.index import Hit, VectorIndex
 from toolcards.tools.vector_store.models import VectorStoreConfig
 from toolcards.tools.vector_store.records import check_collection, valid_pair
 from toolcards.tools.vector_store.store import IndexFactory, Pending, VectorStore, inmemory_factory
@@ -98,6 +99,8 @@ class VectorStoreActor(ToolActor):
         self._pool = ThreadPoolExecutor(
             self.cfg.workers, thread_name_prefix=f"{self.ctx.name}-embed"
         )
+        if self.cfg.backend == "qdrant":
+            self._pool.submit(importlib.import_module, "qdrant_client")
         for collection, todo in self.store.restore():
             self._submit(collection, todo)
         if self.cfg.provider == "local":  # load the model now, not on the first query
@@ -119,12 +122,15 @@ class VectorStoreActor(ToolActor):
     def _index_factory(self) -> IndexFactory:
         if self.cfg.backend == "inmemory":
             return inmemory_factory
-        from toolcards.tools.vector_store.qdrant_index import QdrantIndex, make_client
-
-        self._qdrant = make_client(url=self.cfg.qdrant_url, path=self.cfg.qdrant_path)
         prefix = re.sub(r"[^A-Za-z0-9_-]", "_", f"{self.ctx.team_id}_{self.ctx.name[1:]}")
 
-        def factory(collection: str, dimension: int) -> QdrantIndex:
+        def factory(collection: str, dimension: int) -> VectorIndex:
+            # qdrant_client takes seconds to import: a worker pre-imports it at start, and the
+            # client is made on first use (at once only when restoring stored collections).
+            from toolcards.tools.vector_store.qdrant_index import QdrantIndex, make_client
+
+            if self._qdrant is None:
+                self._qdrant = make_client(url=self.cfg.qdrant_url, path=self.cfg.qdrant_path)
             name = re.sub(r"[^A-Za-z0-9_-]", "_", f"{prefix}__{collection}")
             return QdrantIndex(self._qdrant, name, dimension)
 
