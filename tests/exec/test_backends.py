@@ -53,7 +53,7 @@ def test_bwrap_system_view_is_read_only_and_minimal(tmp_path: Path) -> None:
     assert rw_targets == ["/workspace"]
     ro_sources = [src for src, _ in _pairs(argv, "--ro-bind")]
     assert "/usr" in ro_sources or "/usr" in argv
-    for forbidden in ("/etc/shadow", "/root", "/home", "/etc", "/"):
+    for forbidden in ("/etc/shadow", "/root", "/home", "/etc", "/", "/etc/ssl", "/etc/pki"):
         assert forbidden not in ro_sources
     assert "/etc/resolv.conf" not in ro_sources
 

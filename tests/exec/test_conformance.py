@@ -76,6 +76,7 @@ def test_cannot_read_root_home_or_shadow(mode: str) -> None:
     assert "exit_code: 0" not in shadow and "root:" not in shadow
     assert "exit_code: 0" not in run("ls /root")
     assert "exit_code: 0" not in run("ls /home")
+    assert "exit_code: 0" not in run("ls /etc/ssl/private")
 
 
 @pytest.mark.parametrize("mode", ISOLATING)

@@ -20,9 +20,12 @@ ETC_FILES = (
     "/etc/ld.so.cache",
     "/etc/ld.so.conf",
     "/etc/ld.so.conf.d",
-    "/etc/ssl",
+    "/etc/ssl/certs",
+    "/etc/ssl/openssl.cnf",
     "/etc/ca-certificates",
-    "/etc/pki",
+    "/etc/ca-certificates.conf",
+    "/etc/pki/tls/certs",
+    "/etc/pki/ca-trust",
     "/etc/alternatives",
     "/etc/localtime",
     "/etc/nsswitch.conf",
@@ -34,7 +37,9 @@ ETC_FILES = (
     "/etc/mime.types",
     "/etc/python3*",
 )
-"""What the dynamic loader, TLS and interpreters need. Never shadow, never a home."""
+"""What the dynamic loader, TLS and interpreters need. Never shadow, a home or private keys
+(``/etc/ssl/private``): the sandbox may run as uid 0 of its namespace, so mode bits alone do
+not keep root-owned files in view unreadable."""
 NETWORK_ETC = ("/etc/resolv.conf",)
 PASSWD = "root:x:0:0:sandbox:/workspace:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n"
 GROUP = "root:x:0:\nnogroup:x:65534:\n"
