@@ -1,1 +1,55 @@
-"""surfaces."""
+"""Surfaces: the governed tools as an MCP server and a command line, from one config.
+
+``toolcards serve`` / ``toolcards call`` read a YAML config (:mod:`.config`); code-built
+registries use :func:`serve_mcp` and :func:`cli`. Names are imported on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_NAMES = {
+    "serve_mcp": "toolcards.surfaces.api",
+    "cli": "toolcards.surfaces.api",
+    "SurfaceConfig": "toolcards.surfaces.config",
+    "ConfigError": "toolcards.surfaces.config",
+    "load_config": "toolcards.surfaces.config",
+    "hash_token": "toolcards.surfaces.config",
+    "SurfaceRuntime": "toolcards.surfaces.runtime",
+    "TokenTable": "toolcards.surfaces.auth",
+    "ExitCode": "toolcards.surfaces.outcomes",
+    "classify": "toolcards.surfaces.outcomes",
+    "GovernedMCPServer": "toolcards.surfaces.mcp_server",
+}
+
+if TYPE_CHECKING:
+    from toolcards.surfaces.api import cli, serve_mcp
+    from toolcards.surfaces.auth import TokenTable
+    from toolcards.surfaces.config import ConfigError, SurfaceConfig, hash_token, load_config
+    from toolcards.surfaces.mcp_server import GovernedMCPServer
+    from toolcards.surfaces.outcomes import ExitCode, classify
+    from toolcards.surfaces.runtime import SurfaceRuntime
+
+__all__ = [
+    "ConfigError",
+    "ExitCode",
+    "GovernedMCPServer",
+    "SurfaceConfig",
+    "SurfaceRuntime",
+    "TokenTable",
+    "classify",
+    "cli",
+    "hash_token",
+    "load_config",
+    "serve_mcp",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'toolcards.surfaces' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,90 @@
+"""Python entry points for registries built in code: :func:`serve_mcp` and :func:`cli`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from toolcards.core.factory import ToolFactory
+    from toolcards.governance.audit import AuditLog
+    from toolcards.governance.capability import CapabilityRegistry
+    from toolcards.governance.identity import Identity
+    from toolcards.governance.policy import Policy
+    from toolcards.surfaces.runtime import SurfaceRuntime
+
+
+def _runtime(
+    source: CapabilityRegistry | ToolFactory | Sequence[Callable[..., Any]],
+    policy: Policy | str | Path,
+    identity: Identity | None,
+    tokens: dict[str, Identity] | None,
+    audit: AuditLog | str | Path | None,
+    timeout: float | None,
+) -> SurfaceRuntime:
+    from toolcards.surfaces.runtime import SurfaceRuntime
+
+    return SurfaceRuntime.build(
+        source, policy=policy, identity=identity, tokens=tokens, audit=audit, timeout=timeout
+    )
+
+
+def serve_mcp(
+    source: CapabilityRegistry | ToolFactory | Sequence[Callable[..., Any]],
+    *,
+    policy: Policy | str | Path,
+    transport: Literal["stdio", "http"] = "stdio",
+    identity: Identity | None = None,
+    tokens: dict[str, Identity] | None = None,
+    audit: AuditLog | str | Path | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    timeout: float | None = 60.0,
+) -> None:
+    """Serve ``source`` (a registry, a ToolFactory or tool callables) over MCP, governed by
+    ``policy``. stdio calls run as ``identity`` (anonymous when None); HTTP callers present a
+    bearer token from ``tokens`` (plain token -> identity; no token is anonymous). Blocks."""
+    import anyio
+
+    from toolcards.surfaces.mcp_http import run_http
+    from toolcards.surfaces.mcp_server import run_stdio
+
+    rt = _runtime(source, policy, identity, tokens, audit, timeout)
+    try:
+        if transport == "stdio":
+            anyio.run(run_stdio, rt)
+        elif transport == "http":
+            anyio.run(lambda: run_http(rt, host=host, port=port))
+        else:
+            raise ValueError("transport must be 'stdio' or 'http'")
+    finally:
+        rt.close()
+
+
+def cli(
+    source: CapabilityRegistry | ToolFactory | Sequence[Callable[..., Any]],
+    *,
+    policy: Policy | str | Path,
+    identity: Identity | None = None,
+    audit: AuditLog | str | Path | None = None,
+    argv: list[str] | None = None,
+    timeout: float | None = 60.0,
+) -> None:
+    """Run the ``toolcards`` command line over ``source`` (``--config`` is not read): list,
+    describe, call, audit and serve act on these tools as ``identity``. Exits the process
+    with the documented exit code."""
+    import importlib
+
+    cli_module: Any = importlib.import_module("toolcards.surfaces.cli")
+
+    runtime = _runtime(source, policy, identity, None, audit, timeout)
+
+    def factory(_with_team: bool) -> SurfaceRuntime:
+        return runtime
+
+    state = cli_module.State(factory=factory)
+    try:
+        cli_module.app(args=argv, prog_name="toolcards", obj=state)
+    finally:
+        runtime.close()

@@ -1,0 +1,129 @@
+"""Streamable HTTP transport: bearer-token callers, loopback by default.
+
+``Authorization: Bearer <token>`` is checked against the configured sha256 digests in
+constant time. No header: the caller is anonymous (a default-deny policy rejects it). A
+token that matches nothing, or another scheme: 401 before any MCP processing. A session is
+bound to the caller that opened it; a request for it from another caller gets 403.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from typing import Any
+
+from toolcards.governance.identity import ANONYMOUS, Identity
+from toolcards.surfaces.auth import InvalidToken, TokenTable
+from toolcards.surfaces.mcp_server import IDENTITY_SCOPE_KEY, GovernedMCPServer
+from toolcards.surfaces.runtime import SurfaceRuntime
+
+log = logging.getLogger(__name__)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+MCP_PATH = "/mcp"
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_MAX_SESSIONS = 10_000
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers") or ():
+        if key.lower() == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+async def _reply(send: Send, status: int, text: str, extra: list[tuple[bytes, bytes]]) -> None:
+    body = text.encode()
+    headers = [(b"content-type", b"text/plain; charset=utf-8"), *extra]
+    headers.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class BearerAuth:
+    """ASGI middleware: resolve the caller, bind sessions to callers, pass the rest on."""
+
+    def __init__(self, app: ASGIApp, tokens: TokenTable) -> None:
+        self.app = app
+        self.tokens = tokens
+        self._sessions: dict[str, str] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        try:
+            who = self.tokens.from_header(_header(scope, b"authorization"))
+        except InvalidToken as exc:
+            challenge = b'Bearer error="invalid_token"'
+            await _reply(send, 401, f"{exc}\n", [(b"www-authenticate", challenge)])
+            return
+        session = _header(scope, b"mcp-session-id")
+        if session is not None:
+            owner = self._sessions.get(session)
+            if owner is not None and owner != who.id:
+                await _reply(send, 403, "this session belongs to another caller\n", [])
+                return
+        scope[IDENTITY_SCOPE_KEY] = who
+
+        async def bind_session(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                for key, value in message.get("headers") or ():
+                    if bytes(key).lower() == b"mcp-session-id":
+                        if len(self._sessions) >= _MAX_SESSIONS:
+                            self._sessions.pop(next(iter(self._sessions)))
+                        self._sessions.setdefault(bytes(value).decode("latin-1"), who.id)
+            await send(message)
+
+        await self.app(scope, receive, bind_session)
+
+
+def identity_from_scope(ctx: Any) -> Identity:
+    """The caller the middleware resolved for this request (anonymous when absent)."""
+    request = getattr(ctx, "request", None)
+    scope = getattr(request, "scope", None) or {}
+    found = scope.get(IDENTITY_SCOPE_KEY)
+    return found if isinstance(found, Identity) else ANONYMOUS
+
+
+def http_app(runtime: SurfaceRuntime, *, host: str = "127.0.0.1") -> Any:
+    """The Starlette app serving MCP at ``/mcp`` for ``runtime``."""
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    mcp_server = GovernedMCPServer(runtime, identity_of=identity_from_scope)
+    security = None
+    if host in _LOOPBACK:  # refuse DNS-rebinding requests from a browser
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+    manager = StreamableHTTPSessionManager(app=mcp_server.server, security_settings=security)
+    handler = BearerAuth(manager.handle_request, runtime.tokens)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Any) -> AsyncIterator[None]:
+        async with manager.run():
+            yield
+
+    return Starlette(routes=[Route(MCP_PATH, endpoint=handler)], lifespan=lifespan)
+
+
+async def run_http(runtime: SurfaceRuntime, *, host: str = "127.0.0.1", port: int = 8765) -> None:
+    """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled or signalled."""
+    import uvicorn
+
+    if host not in _LOOPBACK:
+        log.warning("serving MCP on %s: reachable beyond this machine", host)
+    app = http_app(runtime, host=host)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve()

@@ -1,0 +1,193 @@
+"""The one place a surface gets its executor: the MCP server and the CLI both build a
+:class:`SurfaceRuntime`, so a config gives one team, one registry, one policy and one audit
+trail whichever surface a call comes through."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from toolcards.governance.identity import ANONYMOUS, Identity
+from toolcards.surfaces.auth import TokenTable
+from toolcards.surfaces.config import ConfigError, SurfaceConfig, load_config
+
+if TYPE_CHECKING:
+    from toolcards.core.factory import ToolFactory
+    from toolcards.governance.audit import AuditLog
+    from toolcards.governance.capability import CapabilityRegistry
+    from toolcards.governance.executor import Executor
+    from toolcards.governance.policy import Policy
+    from toolcards.runtime.team import Team
+
+
+@dataclass
+class SurfaceRuntime:
+    """An executor with the identities a surface vouches for. Close it when done (it owns the
+    team and the audit log it was built with)."""
+
+    executor: Executor
+    local: Identity = ANONYMOUS
+    tokens: TokenTable = field(default_factory=TokenTable)
+    team: Team | None = None
+    config: SurfaceConfig | None = None
+    _owned: list[Callable[[], Any]] = field(default_factory=list, repr=False)
+
+    @property
+    def registry(self) -> CapabilityRegistry:
+        return self.executor.registry
+
+    @property
+    def policy(self) -> Policy:
+        return self.executor.policy
+
+    @property
+    def audit(self) -> AuditLog | None:
+        return self.executor.audit
+
+    def visible_to(self, identity: Identity) -> list[str]:
+        """The tool ids ``identity`` may see (the policy's listing filter)."""
+        policy = self.executor.policy
+        return [cap.id for cap in self.registry if policy.visible(identity, cap.id)]
+
+    def close(self) -> None:
+        """Flush and close the audit log, stop the team. Idempotent."""
+        owned, self._owned = self._owned, []
+        for closer in reversed(owned):
+            closer()
+
+    def __enter__(self) -> SurfaceRuntime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- builders ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | Path, *, with_team: bool | None = None) -> SurfaceRuntime:
+        """Build from a config file (see :mod:`toolcards.surfaces.config`)."""
+        return cls.from_config(load_config(path), with_team=with_team)
+
+    @classmethod
+    def from_config(
+        cls,
+        config: SurfaceConfig,
+        *,
+        with_team: bool | None = None,
+        durability: Literal["batched", "sync"] = "batched",
+    ) -> SurfaceRuntime:
+        """Team (when there are cards, or ``with_team``), registry, policy, audit, executor."""
+        from toolcards.governance._policy_parse import PolicyError
+        from toolcards.governance.audit import AuditLog
+        from toolcards.governance.policy import Policy
+
+        try:
+            policy = Policy.from_yaml(config.policy_path)
+        except PolicyError as exc:
+            raise ConfigError(f"{config.source}: policy: {exc}") from None
+        cards = config.load_cards()
+        tools = [tool for spec in config.tools for tool in _import_tools(spec, config.source)]
+        owned: list[Callable[[], Any]] = []
+        team = None
+        try:
+            if cards or with_team:
+                from toolcards.runtime.team import Team
+
+                team = Team(config.team_id, store=config.store_location)
+                owned.append(team.stop)
+            registry = _registry(team, cards, tools, config.member_name)
+            audit = None
+            if config.audit_path is not None:
+                audit = AuditLog(config.audit_path, durability=durability)
+                owned.append(audit.close)
+            executor = _executor(registry, policy, audit, config.timeout)
+        except BaseException:
+            for closer in reversed(owned):
+                closer()
+            raise
+        tokens = TokenTable.from_digests(
+            (t.token_sha256, t.identity()) for t in config.principals.tokens
+        )
+        return cls(executor, config.local_identity, tokens, team, config, owned)
+
+    @classmethod
+    def build(
+        cls,
+        source: CapabilityRegistry | ToolFactory | Sequence[Callable[..., Any]],
+        *,
+        policy: Policy | str | Path,
+        identity: Identity | None = None,
+        tokens: TokenTable | dict[str, Identity] | None = None,
+        audit: AuditLog | str | Path | None = None,
+        timeout: float | None = 60.0,
+    ) -> SurfaceRuntime:
+        """For registries built in code: a registry, a ToolFactory or plain tool callables.
+        ``tokens`` maps plain bearer tokens to identities (hashed here)."""
+        from toolcards.governance.audit import AuditLog
+        from toolcards.governance.policy import Policy
+
+        owned: list[Callable[[], Any]] = []
+        if not isinstance(policy, Policy):
+            policy = Policy.from_yaml(policy)
+        if audit is not None and not isinstance(audit, AuditLog):
+            audit = AuditLog(audit)
+            owned.append(audit.close)
+        if isinstance(tokens, dict):
+            tokens = TokenTable.from_tokens(tokens.items())
+        executor = _executor(as_registry(source), policy, audit, timeout)
+        return cls(executor, identity or ANONYMOUS, tokens or TokenTable(), _owned=owned)
+
+
+def as_registry(
+    source: CapabilityRegistry | ToolFactory | Sequence[Callable[..., Any]],
+) -> CapabilityRegistry:
+    from toolcards.core.factory import ToolFactory
+    from toolcards.governance.capability import CapabilityRegistry
+
+    if isinstance(source, CapabilityRegistry):
+        return source
+    if isinstance(source, ToolFactory):
+        return CapabilityRegistry.from_factory(source)
+    return CapabilityRegistry.from_tools(list(source))
+
+
+def _executor(
+    registry: CapabilityRegistry, policy: Policy, audit: AuditLog | None, timeout: float | None
+) -> Executor:
+    from toolcards.governance.executor import Executor
+
+    return Executor(registry, policy, audit=audit, timeout=timeout)
+
+
+def _registry(
+    team: Team | None, cards: list[Any], tools: list[Callable[..., Any]], member: str
+) -> CapabilityRegistry:
+    from toolcards.governance.capability import CapabilityRegistry
+
+    caps: list[Any] = []
+    if team is not None and cards:
+        caps.extend(CapabilityRegistry.from_factory(team.bind(cards, member=member)))
+    if tools:
+        caps.extend(CapabilityRegistry.from_tools(tools))
+    try:
+        return CapabilityRegistry(caps)
+    except ValueError as exc:
+        raise ConfigError(f"two tools share a name: {exc}") from None
+
+
+def _import_tools(spec: str, source: str) -> Iterable[Callable[..., Any]]:
+    module_name, _, attr = spec.partition(":")
+    try:
+        value: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            value = getattr(value, part)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"{source}: tools: cannot import {spec!r}: {exc}") from None
+    items = list(value) if isinstance(value, list | tuple) else [value]
+    for item in items:
+        if not callable(item):
+            raise ConfigError(f"{source}: tools: {spec!r} holds {item!r:.60}, not a callable")
+    return items
