@@ -148,3 +148,20 @@ class NotesCard(ToolCard):
             return "\n".join(self._notes) or "(no notes)"
 
         return [notes]
+
+
+class StaffCard(ToolCard):
+    """Team management from inside a member's turn, through its observer."""
+
+    def get_tools(self) -> list[Callable[..., Any]]:
+        def recruit(role: str) -> str:
+            """Hire a member for ``role``."""
+            return str(self.get_observer().on_hire(role))
+
+        def resign() -> str:
+            """Leave the team."""
+            observer = self.get_observer()
+            observer.on_fire(observer.address)
+            return "bye"
+
+        return [recruit, resign]

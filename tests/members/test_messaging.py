@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -226,3 +227,35 @@ def test_post_returns_the_queued_message() -> None:
         wait_until(lambda: len(message_events(team, "processed")) == 1)
         answer = message_events(team, "sent")[-1]
         assert (answer["recipient"], answer["reply_to"]) == ("#NotificationTool", message.id)
+
+
+def test_send_that_gets_no_answer_in_time_says_where_the_answer_will_be() -> None:
+    gate = threading.Event()
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        gate.wait(30)
+        return ModelResponse(parts=[TextPart("late")])
+
+    with Team("timeout", profiles=[_profile(Script(respond))]) as team:
+        name = team.hire("researcher")
+        try:
+            with pytest.raises(TimeoutError, match="recorded in the event log"):
+                team.send(name, "take your time", timeout=0.05)
+        finally:
+            gate.set()
+        wait_until(lambda: len(message_events(team, "processed")) == 1)
+        assert message_events(team, "sent")[-1]["text"] == "late"
+
+
+def test_a_member_cannot_message_itself() -> None:
+    with Team("self", profiles=[_profile(Script())]) as team:
+        name = team.hire("researcher")
+        with pytest.raises(ValueError, match="cannot message itself"):
+            team.post(name, "hello me", sender=name)
+
+
+def test_message_content_must_be_text() -> None:
+    with Team("not-text", profiles=[_profile(Script())]) as team:
+        name = team.hire("researcher")
+        with pytest.raises(ValueError, match="must be a string"):
+            team.send(name, {"role": "admin"})  # type: ignore[arg-type]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from members.support import Script, lifecycle
 from toolcards.runtime import RoleProfile, Team
 
@@ -73,3 +75,20 @@ def test_member_whose_model_object_is_not_given_again_waits_for_its_profile(
     with Team.resume("deferred", store=store, profiles=_profiles(script)) as team:
         team.send(name, "back again")
     assert script.prompts() == ["remember me", "back again"]
+
+
+def test_member_that_fails_to_restart_is_reported_and_kept_for_a_later_resume(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "team.db"
+    with Team("restart", store=store, profiles=_profiles(Script())) as team:
+        name = team.hire("researcher")
+    broken = [RoleProfile(role="researcher", model="no-such-provider:model")]
+    with (
+        pytest.warns(UserWarning, match=f"member {name} failed to restart"),
+        Team.resume("restart", store=store, profiles=broken) as team,
+    ):
+        assert team.members() == []
+        assert lifecycle(team, "member_restore_failed")[0]["name"] == name
+    with Team.resume("restart", store=store, profiles=_profiles(Script())) as team:
+        assert [m.name for m in team.members()] == [name]

@@ -142,3 +142,18 @@ def test_a_stopped_team_hires_no_one() -> None:
 
     with pytest.raises(TeamStopped):
         team.hire("researcher")
+
+
+def test_hire_whose_agent_cannot_be_built_leaves_no_member_and_frees_the_name() -> None:
+    profiles = [RoleProfile(role="broken", model="no-such-provider:model")]
+    with Team("broken", profiles=profiles) as team:
+        with pytest.raises(Exception, match="no-such-provider"):
+            team.hire("broken", name="alice")
+        assert team.members() == []
+        team.profiles[0] = RoleProfile(role="broken", model="test")
+        assert team.hire("broken", name="alice") == "@alice"
+
+
+def test_member_observer_hires_under_a_chosen_name() -> None:
+    with _team("observer-name") as team:
+        assert team.observer_for("@lead").on_hire("researcher", "bob") == "@bob"

@@ -75,6 +75,23 @@ def as_text(value: Any) -> str:
     return dumps(value)
 
 
+def trim_history(messages: list[ModelMessage], limit: int | None) -> list[ModelMessage]:
+    """The newest whole turns of ``messages`` that fit in ``limit`` messages (at least the
+    last turn): a cut never separates a tool call from its result."""
+    if limit is None or len(messages) <= limit:
+        return messages
+    from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+    starts = [
+        i
+        for i, m in enumerate(messages)
+        if isinstance(m, ModelRequest) and any(isinstance(p, UserPromptPart) for p in m.parts)
+    ]
+    fitting = [i for i in starts if len(messages) - i <= limit]
+    cut = fitting[0] if fitting else (starts[-1] if starts else 0)
+    return messages[cut:]
+
+
 class MemberActor:
     """The target object of a member's actor. Public methods run on the actor's thread."""
 
@@ -166,7 +183,7 @@ class MemberActor:
             raise RuntimeError(f"member {self.name} did not start")
         prompt = self._prompt(message)
         result = self._agent.run_sync(prompt, message_history=self._history)
-        self._history = result.all_messages()
+        self._history = trim_history(result.all_messages(), self.profile.max_history)
         self._save_history()
         return str(result.output)
 

@@ -18,6 +18,7 @@ profiles given to it (or the stored ones, for profiles whose model is a spec str
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
@@ -38,7 +39,7 @@ from toolcards.runtime.messaging import (
     truncate,
 )
 from toolcards.runtime.profiles import RoleProfile
-from toolcards.runtime.system import ActorUnavailable
+from toolcards.runtime.system import ActorHandle, ActorUnavailable
 
 if TYPE_CHECKING:
     from toolcards.runtime.team import Team
@@ -221,48 +222,40 @@ class MemberRoster:
 
     # ---- messaging ---------------------------------------------------------------------------
 
-    def _message(
-        self, to: str, content: str, sender: str, *, route_reply: bool, reply_to: str | None = None
-    ) -> tuple[MemberMessage, MemberActor]:
+    def _message(self, to: str, content: str, sender: str, *, route_reply: bool) -> MemberMessage:
         self._team._check_running()
         if not isinstance(content, str):
             raise ValueError(f"message content must be a string, got {type(content).__name__}")
         if not isinstance(sender, str) or not SENDER_PATTERN.match(sender):
             raise ValueError(f"sender {sender!r:.80} must be a short name without spaces")
-        with self._lock:
-            recipient = self.resolve(to)
-            actor = self._entries[recipient].actor
+        recipient = self.resolve(to)
         if recipient == sender:
             raise ValueError(f"{sender} cannot message itself")
-        message = MemberMessage(
+        return MemberMessage(
             sender=sender,
             recipient=recipient,
             content=truncate(content, MAX_MESSAGE_CHARS),
-            reply_to=reply_to,
             route_reply=route_reply and self.is_member(sender),
         )
-        return message, actor
+
+    def _dispatch(self, message: MemberMessage) -> ActorHandle:
+        """Record ``message`` as sent; the recipient's actor, to tell or ask it."""
+        handle = self._team.actor(message.recipient)
+        if handle is None:
+            raise LookupError(f"member {message.recipient} is not running")
+        self._team.log.append(MESSAGES, sent_event(message))
+        return handle
 
     def post(self, to: str, content: str, sender: str = USER) -> MemberMessage:
-        message, _ = self._message(to, content, sender, route_reply=True)
-        self._deliver(message)
+        message = self._message(to, content, sender, route_reply=True)
+        self._dispatch(message).tell("receive", message)
         return message
 
-    def _deliver(self, message: MemberMessage) -> None:
-        handle = self._team.actor(message.recipient)
-        if handle is None:
-            raise LookupError(f"member {message.recipient} is not running")
-        self._team.log.append(MESSAGES, sent_event(message))
-        handle.tell("receive", message)
-
     def send(self, to: str, content: str, sender: str, timeout: float) -> str:
-        message, _ = self._message(to, content, sender, route_reply=False)
+        message = self._message(to, content, sender, route_reply=False)
         if current_member.get() == message.recipient:
             raise ValueError(f"{message.recipient} cannot wait for its own answer; use post")
-        handle = self._team.actor(message.recipient)
-        if handle is None:
-            raise LookupError(f"member {message.recipient} is not running")
-        self._team.log.append(MESSAGES, sent_event(message))
+        handle = self._dispatch(message)
         try:
             return str(handle.ask("receive", message, timeout=timeout))
         except TimeoutError:
@@ -283,11 +276,12 @@ class MemberRoster:
         )
         deliver = message.route_reply and message.reply_to is None
         if deliver and self.is_member(message.sender) and self._team.running:
-            try:
-                self._deliver(answer)
+            handle = self._team.actor(answer.recipient)
+            if handle is not None:  # else the sender left meanwhile: the answer stays logged
+                self._team.log.append(MESSAGES, sent_event(answer))
+                with contextlib.suppress(ActorUnavailable):
+                    handle.tell("receive", answer)
                 return answer.id
-            except (LookupError, ActorUnavailable):
-                pass  # the sender left meanwhile: the answer stays in the event log
         self._team.log.append(MESSAGES, sent_event(answer))
         return answer.id
 

@@ -45,6 +45,8 @@ class RoleProfile(BaseModel):
     """Give the member the ``send_message(to, content)`` tool to message other members."""
     model_settings: dict[str, Any] | None = None
     """pydantic-ai model settings for every run of the member (``temperature``, ...)."""
+    max_history: int | None = Field(default=None, ge=1)
+    """Keep at most this many history messages (older whole turns are dropped); None: all."""
 
     @field_validator("role")
     @classmethod
