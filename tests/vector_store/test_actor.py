@@ -249,3 +249,22 @@ def test_a_query_waiting_for_its_embedding_fails_when_the_team_stops(
     release.set()
     with pytest.raises(RuntimeError, match="stopped"):
         answer.result(timeout=5)
+
+
+def test_a_large_collection_switches_to_approximate_search(spy: Any) -> None:
+    import time
+
+    docs = [(f"d{i}", f"note {i} about subject {i % 97} and item {i}") for i in range(1200)]
+    with Team("vs-approx") as team:
+        team.bind([_hash_card(approximate_above=1000)], member="alice")
+        handle = find_store(team)
+        handle.ask("upsert", "notes", docs)
+        flush(handle)
+        deadline = time.monotonic() + 30
+        while not handle.ask("info")["approximate"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert handle.ask("info")["approximate"] == ["notes"]
+        assert query(handle, "notes", docs[777][1], 1)[0][0] == "d777"
+        handle.ask("upsert", "notes", [("late", "a late note on subject 5")])
+        flush(handle)
+        assert handle.ask("count", "notes") == 1201

@@ -174,3 +174,23 @@ def test_trained_index_handles_replacements_and_resorts() -> None:
     assert sorted(index.ids(), key=int) == [str(i) for i in range(2000)] + [
         str(i) for i in range(3000, 4000)
     ]
+
+
+def test_training_from_a_snapshot_survives_concurrent_writes() -> None:
+    from toolcards.tools.vector_store.index import kmeans, nearest_cells
+
+    vecs, queries = _clustered(3000, 16, 30, seed=8)
+    index = InMemoryIndex(16)
+    index.add([str(i) for i in range(2000)], vecs[:2000])
+    matrix, rows = index.training_snapshot()
+    centroids = kmeans(matrix, rows, 40, seed=4)
+    assign = nearest_cells(matrix[:rows], centroids)
+    index.remove([str(i) for i in range(0, 2000, 4)])  # rows move while "training" runs
+    index.add([str(i) for i in range(2000, 3000)], vecs[2000:])
+    index.install(centroids, assign, rows)
+    assert index.trained and index.count() == 2500
+    index.nprobe = index.cells
+    for q in queries[:5]:
+        probed = index.search(q, 10)
+        exact = index.search_batch(q[None], 10, exact=True)[0]
+        assert [h[0] for h in probed] == [h[0] for h in exact]

@@ -26,7 +26,14 @@ from toolcards.tools.vector_store.embeddings import (
     VectorExtraMissing,
     make_provider,
 )
-from toolcards.tools.vector_store.index import Hit, VectorIndex
+from toolcards.tools.vector_store.index import (
+    Hit,
+    InMemoryIndex,
+    VectorIndex,
+    default_cells,
+    kmeans,
+    nearest_cells,
+)
 from toolcards.tools.vector_store.models import VectorStoreConfig
 from toolcards.tools.vector_store.records import check_collection, valid_pair
 from toolcards.tools.vector_store.store import IndexFactory, Pending, VectorStore, inmemory_factory
@@ -77,6 +84,7 @@ class VectorStoreActor(ToolActor):
         self._jobs = 0
         self._waiters: list[Future[None]] = []
         self._queries: set[Future[list[Hit]]] = set()
+        self._training: set[str] = set()
         self._qdrant: Any = None
         self.last_error: str | None = None
 
@@ -103,6 +111,8 @@ class VectorStoreActor(ToolActor):
             self._pool.submit(importlib.import_module, "qdrant_client")
         for collection, todo in self.store.restore():
             self._submit(collection, todo)
+        for collection in self.store.collections():
+            self._maybe_train(collection)
         if self.cfg.provider == "local":  # load the model now, not on the first query
             self._pool.submit(_warm_up, self.cfg)
 
@@ -172,6 +182,11 @@ class VectorStoreActor(ToolActor):
         }
         if self.store is not None:
             found.update(self.store.info())
+            found["approximate"] = sorted(
+                name
+                for name in found["collections"]
+                if getattr(self.store.index(name), "trained", False)
+            )
         return found
 
     def upsert(self, collection: str, items: list[tuple[str, str]]) -> None:
@@ -273,8 +288,43 @@ class VectorStoreActor(ToolActor):
                 ids = store.apply(collection, batch, vectors)
                 if ids:
                     self.ctx.emit(_delta(collection, "indexed", ids))
+            self._maybe_train(collection)
         finally:
             self._job_done()
+
+    def _maybe_train(self, collection: str) -> None:
+        limit = self.cfg.approximate_above
+        if limit is None or self.store is None or collection in self._training:
+            return
+        index = self.store.index(collection)
+        if not isinstance(index, InMemoryIndex) or index.trained or index.count() < limit:
+            return
+        matrix, rows = index.training_snapshot()
+        self._training.add(collection)
+        assert self._pool is not None
+        self._pool.submit(self._train_job, collection, matrix, rows)
+
+    def _train_job(self, collection: str, matrix: Matrix, rows: int) -> None:  # worker thread
+        centroids: Matrix | None = None
+        assign: Any = None
+        try:
+            centroids = kmeans(matrix, rows, default_cells(rows))
+            assign = nearest_cells(matrix[:rows], centroids)
+        except Exception as exc:
+            logger.warning("%s: training %s failed: %s", self.ctx.name, collection, exc)
+            centroids = assign = None
+        self._self().tell("worker_trained", collection, centroids, assign, rows)
+
+    def worker_trained(self, collection: str, centroids: Any, assign: Any, rows: int) -> None:
+        """Internal: a worker partitioned ``collection``; switch it to approximate search."""
+        self._training.discard(collection)
+        index = self._require().index(collection)
+        if not isinstance(index, InMemoryIndex):
+            return
+        if centroids is None:
+            index.abandon_training()
+        else:
+            index.install(centroids, assign, rows)
 
     def worker_failed(self, collection: str, batch: list[Pending], error: str) -> None:
         """Internal: a worker could not embed ``batch``."""

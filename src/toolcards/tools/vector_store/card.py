@@ -73,6 +73,8 @@ class VectorStoreTool(ToolCard):
     max_text_chars: int = Field(default=8_000, ge=100, le=1_000_000)
     query_cache_size: int = Field(default=1024, ge=0, le=1_000_000)
     workers: int = Field(default=1, ge=1, le=8)
+    approximate_above: int | None = Field(default=None, ge=1000)
+    """Collections this large search approximately (inverted file, ~1/8 scanned); None: exact."""
     vector_search: bool | VectorSearch = True
     vector_add: bool | VectorAdd = False
     vector_info: bool | VectorInfo = True
@@ -97,6 +99,7 @@ class VectorStoreTool(ToolCard):
             max_text_chars=self.max_text_chars,
             query_cache_size=self.query_cache_size,
             workers=self.workers,
+            approximate_above=self.approximate_above,
         )
 
     def handle(self) -> Any:

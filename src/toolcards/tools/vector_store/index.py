@@ -60,6 +60,49 @@ def check_matrix(vectors: Any, dimension: int, rows: int | None = None) -> Matri
     return out
 
 
+def kmeans(
+    matrix: Matrix,
+    rows: int,
+    cells: int,
+    *,
+    iterations: int = 8,
+    sample: int | None = None,
+    seed: int = 0,
+) -> Matrix:
+    """Spherical k-means centroids (unit rows) of a sample of ``matrix[:rows]``."""
+    np = require("numpy")
+    if rows < cells or cells < 1:
+        raise ValueError(f"cannot train {cells} cells over {rows} vectors")
+    rng = np.random.default_rng(seed)
+    sample = sample or max(10_000, 32 * cells)  # ~32 points per cell is plenty
+    pick = rng.choice(rows, size=min(rows, max(sample, cells)), replace=False)
+    data = np.array(matrix[np.sort(pick)], dtype=np.float32)
+    centroids = data[rng.choice(data.shape[0], size=cells, replace=False)].copy()
+    for _ in range(max(1, iterations)):
+        labels = (data @ centroids.T).argmax(axis=1)
+        sums = np.zeros_like(centroids)
+        np.add.at(sums, labels, data)
+        empty = np.bincount(labels, minlength=cells) == 0
+        sums[empty] = data[rng.choice(data.shape[0], size=int(empty.sum()))]
+        norms = np.linalg.norm(sums, axis=1, keepdims=True)
+        centroids = (sums / np.maximum(norms, 1e-12)).astype(np.float32)
+    out: Matrix = np.ascontiguousarray(centroids)
+    return out
+
+
+def nearest_cells(matrix: Matrix, centroids: Matrix) -> Any:
+    """The index of the most similar centroid for each row (int32)."""
+    np = require("numpy")
+    out = np.empty(matrix.shape[0], dtype=np.int32)
+    for start in range(0, matrix.shape[0], 8192):
+        out[start : start + 8192] = (matrix[start : start + 8192] @ centroids.T).argmax(axis=1)
+    return out
+
+
+def default_cells(rows: int) -> int:
+    return max(1, int(rows**0.5))
+
+
 class InMemoryIndex:
     """A float32 matrix with amortised O(1) add/remove and exact top-k by ``argpartition``.
 
@@ -82,6 +125,7 @@ class InMemoryIndex:
         self._centroids: Matrix | None = None
         self._assign: Any = None  # int32 cell of each row, once trained
         self._tomb: Any = None  # bool per row, once trained
+        self._touched: set[int] | None = None  # rows written since a training snapshot
         self._bounds: Any = None  # rows of cell c: bounds[c]:bounds[c+1] (sorted region)
         self._sorted = 0  # rows [0, _sorted) are ordered by cell
         self._dead = 0
@@ -146,6 +190,8 @@ class InMemoryIndex:
                 self._row[item] = row
                 self._ids.append(item)
             self._matrix[row] = vec
+            if self._touched is not None:
+                self._touched.add(row)
             if cells is not None:
                 self._assign[row] = cells[n]
         if self._centroids is not None and self._needs_resort():
@@ -175,6 +221,8 @@ class InMemoryIndex:
             if row != last:
                 moved = self._ids[last]
                 self._matrix[row] = self._matrix[last]
+                if self._touched is not None:
+                    self._touched.add(row)
                 if self._assign is not None:
                     self._assign[row] = self._assign[last]
                 self._ids[row] = moved
@@ -238,13 +286,8 @@ class InMemoryIndex:
     # ---- the inverted-file partition -------------------------------------------------------------
 
     def _nearest_cell(self, matrix: Matrix) -> Any:
-        np = require("numpy")
         assert self._centroids is not None
-        out = np.empty(matrix.shape[0], dtype=np.int32)
-        for start in range(0, matrix.shape[0], 8192):
-            block = matrix[start : start + 8192] @ self._centroids.T
-            out[start : start + 8192] = block.argmax(axis=1)
-        return out
+        return nearest_cells(matrix, self._centroids)
 
     def _needs_resort(self) -> bool:
         tail = len(self._ids) - self._sorted
@@ -304,36 +347,49 @@ class InMemoryIndex:
         and the rows added since: recall below 1, a fraction of the memory traffic. Rows added
         later join their nearest cell at the next automatic re-sort.
         """
-        np = require("numpy")
         self.untrain()
+        matrix, rows = self.training_snapshot()
+        cells = cells or default_cells(rows)
+        centroids = kmeans(matrix, rows, cells, iterations=iterations, sample=sample, seed=seed)
+        self.install(centroids, nearest_cells(matrix[:rows], centroids), rows, nprobe=nprobe)
+
+    def training_snapshot(self) -> tuple[Matrix, int]:
+        """The live matrix and its row count, for :func:`kmeans` / :func:`nearest_cells` run
+        elsewhere (a worker thread). Rows written from now on are tracked, so
+        :meth:`install` recomputes their cells; the index stays usable meanwhile."""
+        if self._centroids is not None:
+            raise ValueError("the index is already trained")
+        self._touched = set()
+        return self._matrix, len(self._ids)
+
+    def abandon_training(self) -> None:
+        self._touched = None
+
+    def install(
+        self, centroids: Matrix, assign: Any, rows: int, *, nprobe: int | None = None
+    ) -> None:
+        """Adopt ``centroids`` and the cells of the first ``rows`` rows of the snapshot."""
+        np = require("numpy")
+        centroids = check_matrix(centroids, self._dimension)
+        touched, self._touched = self._touched or set(), None
         n = len(self._ids)
-        cells = cells or max(1, int(n**0.5))
-        if n < cells or cells < 1:
-            raise ValueError(f"cannot train {cells} cells over {n} vectors")
-        rng = np.random.default_rng(seed)
-        sample = sample or max(10_000, 32 * cells)  # ~32 points per cell is plenty
-        pick = rng.choice(n, size=min(n, max(sample, cells)), replace=False)
-        data = self._matrix[np.sort(pick)]
-        centroids = data[rng.choice(data.shape[0], size=cells, replace=False)].copy()
-        for _ in range(max(1, iterations)):
-            labels = (data @ centroids.T).argmax(axis=1)
-            sums = np.zeros_like(centroids)
-            np.add.at(sums, labels, data)
-            empty = np.bincount(labels, minlength=cells) == 0
-            sums[empty] = data[rng.choice(data.shape[0], size=int(empty.sum()))]
-            norms = np.linalg.norm(sums, axis=1, keepdims=True)
-            centroids = (sums / np.maximum(norms, 1e-12)).astype(np.float32)
-        self._centroids = np.ascontiguousarray(centroids)
-        assign = np.full(self._matrix.shape[0], -1, dtype=np.int32)
-        assign[:n] = self._nearest_cell(self._matrix[:n])
-        self._assign = assign
+        known = min(rows, n)
+        cells = np.full(self._matrix.shape[0], -1, dtype=np.int32)
+        cells[:known] = np.asarray(assign, dtype=np.int32)[:known]
+        redo = np.array(sorted({r for r in touched if r < known} | set(range(known, n))), int)
+        if redo.size:
+            cells[redo] = nearest_cells(self._matrix[redo], centroids)
+        self._centroids = centroids
+        self._assign = cells
         self._tomb = np.zeros(self._matrix.shape[0], dtype=bool)
         self._reorder()
-        self.nprobe = max(1, min(cells, nprobe or -(-cells // 8)))
+        count = centroids.shape[0]
+        self.nprobe = max(1, min(count, nprobe or -(-count // 8)))
 
     def untrain(self) -> None:
         """Back to exact search (tombstones are dropped)."""
         self._compact()
+        self._touched = None
         self._centroids = None
         self._assign = None
         self._tomb = None
