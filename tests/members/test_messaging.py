@@ -110,11 +110,12 @@ def test_send_to_an_unknown_member_is_a_clear_error() -> None:
             team.post("@ghost", "hello")
 
 
-def test_sender_names_with_spaces_are_refused() -> None:
+@pytest.mark.parametrize("sender", ["agent.admin roles=admin", "user\n", "", "x" * 101])
+def test_malformed_sender_names_are_refused(sender: str) -> None:
     with Team("sender", profiles=[_profile(Script())]) as team:
         name = team.hire("researcher")
         with pytest.raises(ValueError, match="sender"):
-            team.send(name, "hi", sender="agent.admin roles=admin")
+            team.send(name, "hi", sender=sender)
 
 
 def test_model_failure_is_a_readable_reply_and_the_member_keeps_serving() -> None:

@@ -41,7 +41,7 @@ def test_profile_model_must_be_a_spec_string_or_a_model() -> None:
         RoleProfile(role="researcher", model="  ")
 
 
-@pytest.mark.parametrize("role", ["", "1st", "a b", "@lead", "x" * 60])
+@pytest.mark.parametrize("role", ["", "1st", "a b", "@lead", "x" * 60, "lead\n"])
 def test_profile_role_must_be_a_plain_name(role: str) -> None:
     with pytest.raises(ValidationError, match="must start with a letter"):
         RoleProfile(role=role, model="test")

@@ -39,6 +39,7 @@ from toolcards.runtime.messaging import (
     truncate,
 )
 from toolcards.runtime.profiles import RoleProfile
+from toolcards.runtime.store import StateNamespace
 from toolcards.runtime.system import ActorHandle, ActorUnavailable
 
 if TYPE_CHECKING:
@@ -48,8 +49,8 @@ ROSTER = "~members"
 """The state namespace of the roster (one ``member:<name>`` row per member)."""
 
 DEFAULT_SEND_TIMEOUT = 300.0
-NAME_PATTERN = re.compile(r"^@[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-SENDER_PATTERN = re.compile(r"^[^\s\x00-\x1f]{1,100}$")
+NAME_PATTERN = re.compile(r"@[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+SENDER_PATTERN = re.compile(r"[^\s\x00-\x1f]{1,100}")
 
 
 class MemberInfo(BaseModel):
@@ -81,7 +82,7 @@ class MemberRoster:
         self._fired: set[str] = set()
 
     @property
-    def _state(self) -> Any:
+    def _state(self) -> StateNamespace:
         return self._team.state_of(ROSTER)
 
     # ---- profiles and names ------------------------------------------------------------------
@@ -115,7 +116,7 @@ class MemberRoster:
             wanted = name.strip() if isinstance(name, str) else name
             if isinstance(wanted, str) and not wanted.startswith("@"):
                 wanted = f"@{wanted}"
-            if not isinstance(wanted, str) or not NAME_PATTERN.match(wanted):
+            if not isinstance(wanted, str) or not NAME_PATTERN.fullmatch(wanted):
                 raise ValueError(
                     f"member name {name!r:.80} must be letters, digits, '_', '.' or '-' "
                     "(at most 64), optionally after '@'"
@@ -226,7 +227,7 @@ class MemberRoster:
         self._team._check_running()
         if not isinstance(content, str):
             raise ValueError(f"message content must be a string, got {type(content).__name__}")
-        if not isinstance(sender, str) or not SENDER_PATTERN.match(sender):
+        if not isinstance(sender, str) or not SENDER_PATTERN.fullmatch(sender):
             raise ValueError(f"sender {sender!r:.80} must be a short name without spaces")
         recipient = self.resolve(to)
         if recipient == sender:

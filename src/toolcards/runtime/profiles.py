@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_valid
 from toolcards.core.card import ToolCard
 from toolcards.core.registry import CardList
 
-ROLE_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,47}$")
+ROLE_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,47}")
 
 
 class RoleProfile(BaseModel):
@@ -51,7 +51,7 @@ class RoleProfile(BaseModel):
     @field_validator("role")
     @classmethod
     def _valid_role(cls, role: str) -> str:
-        if not ROLE_PATTERN.match(role):
+        if not ROLE_PATTERN.fullmatch(role):
             raise ValueError(
                 f"role {role!r} must start with a letter and hold only letters, digits, "
                 "'_', '.' or '-' (at most 48 characters)"
