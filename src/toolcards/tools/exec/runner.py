@@ -33,6 +33,8 @@ class Launch:
     """Extra teardown (given the launched pid) before the process group is killed."""
     cleanup: list[Callable[[], None]] = field(default_factory=list)
     """Always run after the command, killed or not (temporary directories, ...)."""
+    pass_fds: tuple[int, ...] = ()
+    """Descriptors the command inherits (e.g. bwrap's seccomp program); closed after launch."""
     sigkill_is_oom: bool = False
     """A SIGKILL status means the memory limit was hit (container OOM killer)."""
 
@@ -76,6 +78,7 @@ def run(
                 env=launch.env,
                 start_new_session=True,
                 close_fds=True,
+                pass_fds=launch.pass_fds,
                 preexec_fn=preexec(
                     limits, group, nproc
                 ),  # the child only calls setrlimit and write
@@ -98,6 +101,9 @@ def run(
                 if stream is not None:
                     stream.close()
     finally:
+        for fd in launch.pass_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
         if group is not None:
             group.close()
         for step in launch.cleanup:

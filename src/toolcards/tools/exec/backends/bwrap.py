@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from toolcards.tools.exec.backends.base import DEFAULT_PATH, Backend, SandboxSpec
+from toolcards.tools.exec.backends.seccomp import filter_fd, setid_filter
 from toolcards.tools.exec.runner import Launch
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -59,11 +60,22 @@ class BwrapBackend(Backend):
     def launch(self, argv: Sequence[str], spec: SandboxSpec) -> Launch:
         env = {**spec.env, "HOME": "/workspace", "TMPDIR": "/tmp", "PWD": "/workspace"}
         env.setdefault("PATH", DEFAULT_PATH)
-        return Launch(argv=self.argv(argv, spec), env=env, cwd=str(spec.workspace))
+        program = setid_filter()
+        fd = filter_fd(program) if program is not None else None
+        return Launch(
+            argv=self.argv(argv, spec, seccomp_fd=fd),
+            env=env,
+            cwd=str(spec.workspace),
+            pass_fds=() if fd is None else (fd,),
+        )
 
-    def argv(self, argv: Sequence[str], spec: SandboxSpec) -> list[str]:
+    def argv(
+        self, argv: Sequence[str], spec: SandboxSpec, seccomp_fd: int | None = None
+    ) -> list[str]:
         """The full bwrap command line for ``argv``."""
         cmd = [shutil.which(self.executable) or self.executable, "--unshare-all"]
+        if seccomp_fd is not None:
+            cmd += ["--seccomp", str(seccomp_fd)]
         if spec.network:
             cmd.append("--share-net")
         cmd += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]

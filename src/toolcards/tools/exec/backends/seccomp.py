@@ -1,0 +1,88 @@
+"""A tiny seccomp filter for bwrap: no setuid/setgid bits on files the sandbox writes.
+
+Inside bwrap a command may run as uid 0 of its namespace, which maps to the host's uid; when
+the host process is root, a file it chmods ``u+s`` in the workspace would be a root-owned
+setuid program on the host. The filter refuses (EPERM) every chmod, open/creat and mknod
+call whose mode carries S_ISUID or S_ISGID, answers ENOSYS to ``openat2`` (its mode is out
+of the filter's reach; libc falls back to ``openat``), and refuses every system call of a
+foreign ABI (x32, 32-bit compat), which could otherwise go around it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import platform
+import struct
+
+_LD_W_ABS = 0x20
+_JEQ_K = 0x15
+_JSET_K = 0x45
+_RET_K = 0x06
+_ALLOW = 0x7FFF0000
+_DENY = 0x00050000 | errno.EPERM
+_SETID = 0o6000
+_X32_BIT = 0x40000000
+
+_NOSYS = 0x00050000 | errno.ENOSYS
+
+# machine -> (audit arch, {syscall: index of its mode argument}, syscalls refused as ENOSYS)
+# x86_64: chmod fchmod fchmodat fchmodat2 open creat openat mknod mknodat; openat2 (its mode
+# sits in a struct the filter cannot read, so callers fall back to openat).
+_ARCHES: dict[str, tuple[int, dict[int, int], tuple[int, ...]]] = {
+    "x86_64": (
+        0xC000003E,
+        {90: 1, 91: 1, 268: 2, 452: 2, 2: 2, 85: 1, 257: 3, 133: 1, 259: 2},
+        (437,),
+    ),
+    # aarch64: fchmod fchmodat fchmodat2 openat mknodat; openat2
+    "aarch64": (0xC00000B7, {52: 1, 53: 2, 452: 2, 56: 3, 33: 2}, (437,)),
+}
+
+
+def _ins(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
+    return struct.pack("=HBBI", code, jt, jf, k)
+
+
+def setid_filter(machine: str | None = None) -> bytes | None:
+    """The BPF program for ``machine`` (default: this host), or None for unknown machines."""
+    found = _ARCHES.get(machine or platform.machine())
+    if found is None:
+        return None
+    arch, calls, nosys = found
+    args = sorted(set(calls.values()))
+    # layout: ld arch, jeq arch, ld nr, jset x32, one jeq per mode call, one jeq per ENOSYS
+    # call, allow; then per argument index [ld arg, jset setid, allow]; then deny, nosys.
+    first_cmp = 4
+    allow = first_cmp + len(calls) + len(nosys)
+    check = {arg: allow + 1 + 3 * i for i, arg in enumerate(args)}
+    deny = allow + 1 + 3 * len(args)
+    enosys = deny + 1
+    x32 = _X32_BIT if arch == 0xC000003E else 0
+    prog = [
+        _ins(_LD_W_ABS, 4),
+        _ins(_JEQ_K, arch, 0, deny - 2),
+        _ins(_LD_W_ABS, 0),
+        _ins(_JSET_K, x32, deny - 4, 0),
+    ]
+    for nr, arg in calls.items():
+        prog.append(_ins(_JEQ_K, nr, check[arg] - len(prog) - 1, 0))
+    for nr in nosys:
+        prog.append(_ins(_JEQ_K, nr, enosys - len(prog) - 1, 0))
+    prog.append(_ins(_RET_K, _ALLOW))
+    for arg in args:
+        prog.append(_ins(_LD_W_ABS, 16 + 8 * arg))
+        prog.append(_ins(_JSET_K, _SETID, deny - len(prog) - 1, 0))
+        prog.append(_ins(_RET_K, _ALLOW))
+    prog.append(_ins(_RET_K, _DENY))
+    prog.append(_ins(_RET_K, _NOSYS))
+    assert len(prog) == enosys + 1
+    return b"".join(prog)
+
+
+def filter_fd(program: bytes) -> int:
+    """A fresh readable fd holding ``program`` at offset 0 (one per bwrap run)."""
+    fd = os.memfd_create("toolcards-seccomp", 0)
+    os.write(fd, program)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
