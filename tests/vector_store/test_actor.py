@@ -268,3 +268,26 @@ def test_a_large_collection_switches_to_approximate_search(spy: Any) -> None:
         handle.ask("upsert", "notes", [("late", "a late note on subject 5")])
         flush(handle)
         assert handle.ask("count", "notes") == 1201
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"provider": "local", "dimension": 768},
+        {"provider": "local", "model": "bge-small"},
+        {"provider": "openai", "model": "my-embedder"},
+        {"provider": "word2vec"},
+        {"name": "bad name!"},
+    ],
+)
+def test_an_impossible_configuration_fails_when_the_card_is_built(fields: dict[str, Any]) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        VectorStoreTool(**fields)
+
+
+def test_the_card_round_trips_through_json() -> None:
+    card = VectorStoreTool(name="Docs", provider="openai", dimension=256, vector_add=True)
+    again = VectorStoreTool.model_validate_json(card.model_dump_json())
+    assert again == card and again.config().expected_dimension() == 256

@@ -234,8 +234,8 @@ class VectorStoreActor(ToolActor):
             answer.set_result(store.search(collection, vector, top_k))
         else:
             assert self._pool is not None
+            self._queries = {q for q in self._queries if not q.done()}  # actor thread only
             self._queries.add(answer)
-            answer.add_done_callback(self._queries.discard)
             self._pool.submit(self._embed_query, answer, collection, text, top_k)
         return answer
 

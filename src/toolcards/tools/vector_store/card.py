@@ -6,7 +6,7 @@ import logging
 import re
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from toolcards.core.card import ToolCard, ToolFunc
 from toolcards.core.channels import Channels
@@ -78,6 +78,11 @@ class VectorStoreTool(ToolCard):
     vector_search: bool | VectorSearch = True
     vector_add: bool | VectorAdd = False
     vector_info: bool | VectorInfo = True
+
+    @model_validator(mode="after")
+    def _check_config(self) -> VectorStoreTool:
+        self.config()  # an unknown model or a wrong dimension fails when the card is built
+        return self
 
     @property
     def actor_name(self) -> str:
