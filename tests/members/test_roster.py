@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import threading
 
-from members.support import NotesCard, Script, lifecycle
+import pytest
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.models.function import AgentInfo
+
+from members.support import NotesCard, Script, lifecycle, message_events, wait_until
 from toolcards.core import TeamManagementToolObserver
 from toolcards.runtime import RoleProfile, Team
 
@@ -157,3 +161,26 @@ def test_hire_whose_agent_cannot_be_built_leaves_no_member_and_frees_the_name() 
 def test_member_observer_hires_under_a_chosen_name() -> None:
     with _team("observer-name") as team:
         assert team.observer_for("@lead").on_hire("researcher", "bob") == "@bob"
+
+
+def test_messages_queued_for_a_fired_member_are_answered_without_a_model_turn() -> None:
+    gate = threading.Event()
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        gate.wait(30)
+        return ModelResponse(parts=[TextPart("done")])
+
+    script = Script(respond)
+    with _team("queued", script) as team:
+        name = team.hire("researcher")
+        team.post(name, "first")
+        queued = team.post(name, "second")
+        wait_until(lambda: script.count == 1)
+        try:
+            assert team.fire(name, timeout=0.05) is False  # busy: stopped once its turn ends
+        finally:
+            gate.set()
+        wait_until(lambda: len(message_events(team, "processed")) == 2)
+        answer = [e for e in message_events(team, "sent") if e["reply_to"] == queued.id]
+        assert answer[0]["text"] == f"{name} has left the team; the message was not handled"
+        assert script.count == 1
