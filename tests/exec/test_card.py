@@ -238,3 +238,14 @@ def test_unenforceable_process_cap_fails_closed(monkeypatch: pytest.MonkeyPatch)
     with pytest.raises(BackendUnavailable, match="max_processes cannot be enforced"):
         ExecTool(mode="local", limits=ExecLimits(max_processes=64)).get_tools()
     assert ExecTool(mode="local", limits=ExecLimits(max_processes=None)).get_tools()
+
+
+def test_workspace_is_fixed_at_binding(workspaces: Path) -> None:
+    member = _Member("team-z")
+    run = _tools(ExecTool(mode="local", limits=RUNNABLE).observer(member))["exec_command"]
+    del member  # the owner goes away; the bound tool keeps its team's workspace
+    assert str(workspaces / "team-z") in run("pwd")
+
+
+def test_capabilities_are_not_slash_commands() -> None:
+    assert ExecTool(mode="local", limits=RUNNABLE).get_commands() == []

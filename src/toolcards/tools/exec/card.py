@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import Field, field_validator
@@ -10,7 +11,7 @@ from toolcards.core.card import ToolCard, ToolFunc
 from toolcards.core.channels import Channels
 from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate, set_instructions
-from toolcards.tools._common.workspace_dir import workspace_dir
+from toolcards.tools._common.workspace_dir import workspace_dir, workspace_id_for
 from toolcards.tools.exec.backends import Mode
 from toolcards.tools.exec.limits import ExecLimits
 from toolcards.tools.exec.service import ExecService, ExecSettings, service_for
@@ -22,9 +23,13 @@ STANDALONE_TEAM = "standalone"
 class ExecCommand(BaseToolParam):
     """``exec_command(command)``: run one command and wait for its result."""
 
+    expose: set[Channels] = Field(default_factory=lambda: {Channels.TOOL_CALL})
+
 
 class ExecJobs(BaseToolParam):
     """``exec_start(command)`` and ``exec_result(job_id)``: long commands in the background."""
+
+    expose: set[Channels] = Field(default_factory=lambda: {Channels.TOOL_CALL})
 
 
 class ExecTool(ToolCard):
@@ -84,6 +89,11 @@ class ExecTool(ToolCard):
         """The workspace directory commands run in."""
         return workspace_dir(self.workspace_id, self.observer_or_none())
 
+    def _bound_workspace(self) -> Callable[[], Path]:
+        """The workspace resolver fixed at binding (the owner is held weakly and may go)."""
+        chosen = workspace_id_for(self.workspace_id, self.observer_or_none())
+        return lambda: workspace_dir(chosen, None)
+
     def _about(self, service: ExecService) -> str:
         allowed = self.allowed_commands
         programs = ", ".join(allowed) if allowed is not None else "any program (no shell)"
@@ -102,18 +112,24 @@ class ExecTool(ToolCard):
             return tools
         service = self.service()  # fails closed here, at binding, when no sandbox works
         about = self._about(service)
+        workspace = self._bound_workspace()
         open_world = self.network or not service.backend.isolating
         if command_param is not None:
-            tools.append(self._exec_command(service, about, command_param, open_world))
+            tools.append(self._exec_command(service, workspace, about, command_param, open_world))
         if jobs_param is not None:
-            tools.extend(self._jobs(service, about, jobs_param, open_world))
+            tools.extend(self._jobs(service, workspace, about, jobs_param, open_world))
         return tools
 
     def _exec_command(
-        self, service: ExecService, about: str, param: BaseToolParam, open_world: bool
+        self,
+        service: ExecService,
+        workspace: Callable[[], Path],
+        about: str,
+        param: BaseToolParam,
+        open_world: bool,
     ) -> ToolFunc:
         def exec_command(command: str) -> str:
-            return service.run(command, self.workspace()).render()
+            return service.run(command, workspace()).render()
 
         exec_command.__doc__ = _doc(
             "Run one command (program and arguments, shell-style quoting) and return its "
@@ -125,10 +141,15 @@ class ExecTool(ToolCard):
         return set_instructions(exec_command, param.instructions)
 
     def _jobs(
-        self, service: ExecService, about: str, param: BaseToolParam, open_world: bool
+        self,
+        service: ExecService,
+        workspace: Callable[[], Path],
+        about: str,
+        param: BaseToolParam,
+        open_world: bool,
     ) -> list[ToolFunc]:
         def exec_start(command: str) -> str:
-            job_id = service.start(command, self.workspace())
+            job_id = service.start(command, workspace())
             return f"job_id: {job_id}\nstatus: running"
 
         def exec_result(job_id: str, wait_s: float = 0.0) -> str:
