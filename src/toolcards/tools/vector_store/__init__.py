@@ -1,5 +1,10 @@
-"""Vector store card, embedding providers and indexes (numpy & co. load lazily)."""
+"""Vector store card, embedding providers and indexes (numpy & co. load lazily).
 
+Other cards reach a store through the team by actor name (``#VectorStore``), with the helpers
+of :mod:`toolcards.tools.vector_store.client`; the classes here are the plain-Python API.
+"""
+
+from toolcards.tools.vector_store.card import VectorAdd, VectorSearch, VectorStoreTool
 from toolcards.tools.vector_store.embeddings import (
     EmbeddingError,
     EmbeddingProvider,
@@ -9,6 +14,7 @@ from toolcards.tools.vector_store.embeddings import (
     make_provider,
 )
 from toolcards.tools.vector_store.index import InMemoryIndex, VectorIndex
+from toolcards.tools.vector_store.models import VectorStoreConfig
 from toolcards.tools.vector_store.openai_provider import OpenAIEmbeddingProvider
 from toolcards.tools.vector_store.qdrant_index import QdrantIndex
 from toolcards.tools.vector_store.records import MemoryState, RecordStore
@@ -24,8 +30,12 @@ __all__ = [
     "OpenAIEmbeddingProvider",
     "QdrantIndex",
     "RecordStore",
+    "VectorAdd",
     "VectorExtraMissing",
     "VectorIndex",
+    "VectorSearch",
     "VectorStore",
+    "VectorStoreConfig",
+    "VectorStoreTool",
     "make_provider",
 ]
