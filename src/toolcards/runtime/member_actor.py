@@ -56,12 +56,31 @@ current_member: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 """The member whose message is being handled in this context (tool calls inherit it)."""
 
 
-def govern(toolset: AbstractToolset[Any], policy: Any, name: str, roles: list[str]) -> Any:
-    """``toolset`` wrapped so every call is checked against ``policy`` as ``agent.<name>``."""
+def govern(
+    toolset: AbstractToolset[Any],
+    policy: Any,
+    name: str,
+    roles: list[str],
+    *,
+    audit: Any | None = None,
+    approver: Any | None = None,
+) -> Any:
+    """``toolset`` wrapped so every call is checked against ``policy`` as ``agent.<name>``.
+
+    A member's run has no place to wait for a deferred approval, so approval-required calls go
+    to ``approver`` inline, and without one they are refused with a readable result.
+    """
     from toolcards.governance import GovernedToolset, Identity
 
     identity = Identity(id=f"agent.{name}", type="agent", roles=roles)
-    return GovernedToolset(toolset, policy=policy, identity=identity)
+    return GovernedToolset(
+        toolset,
+        policy=policy,
+        identity=identity,
+        audit=audit,
+        approver=approver,
+        defer_approvals=False,
+    )
 
 
 def as_text(value: Any) -> str:
@@ -123,7 +142,14 @@ class MemberActor:
             toolsets.append(self._messaging_toolset())
         toolset: AbstractToolset[Any] = CombinedToolset(toolsets)
         if self._team.policy is not None:
-            toolset = govern(toolset, self._team.policy, self.name, profile.roles)
+            toolset = govern(
+                toolset,
+                self._team.policy,
+                self.name,
+                profile.roles,
+                audit=self._team.audit,
+                approver=self._team.approver,
+            )
         instructions: list[Any] = [profile.instructions] if profile.instructions else []
         instructions.extend(factory.get_system_prompts())
         self._agent = Agent(

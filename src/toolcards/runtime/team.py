@@ -117,7 +117,9 @@ class Team(TeamMembers):
 
     Agent members (see :mod:`toolcards.runtime.members`): ``profiles`` are the
     :class:`RoleProfile` s that :meth:`hire` draws from; with a ``policy``, every member's tools
-    are governed. :meth:`spawn` starts any named actor (names without ``#`` are members, stopped
+    are governed, their decisions written to ``audit`` (an ``AuditLog``) and approval-required
+    calls put to ``approver`` (an async ``(ApprovalRequest) -> bool``; without one they are
+    refused). :meth:`spawn` starts any named actor (names without ``#`` are members, stopped
     in the first teardown phase) and :meth:`stop_actor` stops one.
     """
 
@@ -128,6 +130,8 @@ class Team(TeamMembers):
         *,
         profiles: Sequence[RoleProfile | dict[str, Any]] | None = None,
         policy: Any | None = None,
+        audit: Any | None = None,
+        approver: Any | None = None,
         system: ActorSystem | None = None,
         durable: bool = False,
         stop_timeout: float = 5.0,
@@ -138,6 +142,8 @@ class Team(TeamMembers):
         self.team_id = team_id
         self.profiles: list[RoleProfile] = normalize_profiles(profiles)
         self.policy = policy
+        self.audit = audit
+        self.approver = approver
         self.stop_timeout = stop_timeout
         self._lock = threading.RLock()
         self._specs: dict[str, _Spec] = {}

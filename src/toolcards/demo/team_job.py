@@ -1,0 +1,287 @@
+"""The main job: an offline team that plans, writes, remembers, is governed and resumes.
+
+Two members driven by scripted models (no API key) share one planning board, one knowledge
+graph, one vector store and one workspace. A policy denies one call, a scripted human approves
+another, every decision lands in the audit log, and the whole state lives in one SQLite file:
+run it twice and the second run resumes from it. ``--model openai:gpt-4o`` swaps the scripts
+for a real provider.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from toolcards.demo.script import Scene, first_int, scripted_model
+
+TEAM_ID = "release-team"
+LEAD, ENGINEER = "@lead-1", "@engineer-1"
+
+POLICY: dict[str, Any] = {
+    "default_effect": "deny",
+    "rules": [
+        {
+            "description": "Nobody writes deployment configuration",
+            "callers": ["*"],
+            "targets": ["workspace_write", "workspace_edit", "workspace_delete"],
+            "effect": "deny",
+            "conditions": {"arguments": {"path": {"glob": "deploy/*"}}},
+        },
+        {
+            "description": "Publishing into release/ needs a human",
+            "callers": ["agent.*"],
+            "targets": ["workspace_write"],
+            "effect": "approve",
+            "conditions": {"arguments": {"path": {"glob": "release/*"}}},
+        },
+        {
+            "description": "Team members use the team's tools",
+            "callers": ["agent.*"],
+            "targets": ["*"],
+            "effect": "allow",
+            "conditions": {"roles": ["member"]},
+        },
+    ],
+}
+
+NOTES = """# Release notes (Draft)
+
+## Governance
+- One executor for every call: identity, ACL, approval, validation, audit.
+
+## Team state
+- Plans and graphs survive a restart.
+"""
+
+
+@dataclass
+class JobLog:
+    """What happened, for the summary."""
+
+    lines: list[tuple[str, str]] = field(default_factory=list)
+    approvals: list[str] = field(default_factory=list)
+
+    def add(self, who: str, text: str) -> None:
+        self.lines.append((who, text))
+
+
+def _lead_scenes() -> list[Scene]:
+    return [
+        Scene(
+            trigger="plan the release",
+            calls=[
+                (
+                    "update_planning",
+                    {
+                        "create": [
+                            {"description": "Draft the release notes", "owner": ENGINEER},
+                            {"description": "Review the published notes", "owner": LEAD},
+                        ]
+                    },
+                ),
+                (
+                    "update_graph",
+                    {
+                        "create_entities": [
+                            {
+                                "name": "toolcards 0.1",
+                                "entity_type": "release",
+                                "description": "First release of the governed tool catalog",
+                                "is_root": True,
+                            },
+                            {
+                                "name": "governed executor",
+                                "entity_type": "feature",
+                                "description": "Identity, ACL, approvals and audit on every call",
+                            },
+                            {
+                                "name": "team state",
+                                "entity_type": "feature",
+                                "description": "Shared plan and graph that survive a restart",
+                            },
+                        ],
+                        "create_relations": [
+                            {
+                                "from_entity": "toolcards 0.1",
+                                "to_entity": "governed executor",
+                                "relation_type": "ships",
+                            },
+                            {
+                                "from_entity": "toolcards 0.1",
+                                "to_entity": "team state",
+                                "relation_type": "ships",
+                            },
+                        ],
+                    },
+                ),
+                (
+                    "register_notification",
+                    {"content": "Check that the release notes are published", "delay_seconds": 2},
+                ),
+            ],
+            reply="Planned two tasks, recorded the release in the graph, set a reminder.",
+        )
+    ]
+
+
+def _engineer_scenes(with_exec: bool) -> list[Scene]:
+    calls: list[tuple[str, Any]] = [
+        ("search_graph", {"query": "what ships in the release", "include_neighbors": True}),
+        ("workspace_write", {"path": "notes/RELEASE.md", "content": NOTES}),
+        ("workspace_read", {"path": "notes/RELEASE.md"}),
+        (
+            "workspace_edit",
+            {"path": "notes/RELEASE.md", "old_string": "(Draft)", "new_string": "(Final)"},
+        ),
+    ]
+    if with_exec:
+        calls.append(("exec_command", {"command": "wc -l notes/RELEASE.md"}))
+    calls += [
+        ("workspace_write", {"path": "deploy/prod.env", "content": "RELEASE=0.1\n"}),
+        ("workspace_write", {"path": "release/NOTES.md", "content": NOTES.replace("Draft", "1")}),
+        ("search_planning", {"query": "release notes draft"}),
+        ("get_planning_task", lambda r: {"id": first_int(r[-1].split("ID", 1)[-1])}),
+        (
+            "update_planning",
+            lambda r: {
+                "update": [
+                    {
+                        "id": first_int(r[-1]),
+                        "version": int(r[-1].split("version", 1)[1].split()[0]),
+                        "status": "completed",
+                        "output": "Published release/NOTES.md",
+                    }
+                ]
+            },
+        ),
+    ]
+    return [
+        Scene(
+            trigger="write the release notes",
+            calls=calls,
+            reply="Notes written, edited and published; task completed.",
+        )
+    ]
+
+
+def build_profiles(model: str | None, with_exec: bool) -> list[Any]:
+    """The two roles; scripted models unless ``model`` names a real provider."""
+    from toolcards import (
+        ExecTool,
+        KnowledgeGraphTool,
+        NotificationTool,
+        PlanningTool,
+        VectorStoreTool,
+        WorkspaceTool,
+    )
+    from toolcards.runtime import RoleProfile
+
+    store = VectorStoreTool(provider=_embedding_provider())
+    shared: list[Any] = [store, PlanningTool(), KnowledgeGraphTool()]
+    engineer_cards: list[Any] = [*shared, WorkspaceTool()]
+    if with_exec:
+        engineer_cards.append(ExecTool(mode="bwrap", allowed_commands=["wc", "ls", "cat"]))
+    return [
+        RoleProfile(
+            role="lead",
+            description="Plans the work and keeps the team's memory",
+            instructions="You lead a small release team. Plan, record facts, set reminders.",
+            model=model or scripted_model(_lead_scenes(), name="lead"),
+            cards=[*shared, NotificationTool()],
+            roles=["member", "lead"],
+        ),
+        RoleProfile(
+            role="engineer",
+            description="Writes and publishes files in the workspace",
+            instructions="You write the files the plan asks for and mark tasks done.",
+            model=model or scripted_model(_engineer_scenes(with_exec), name="engineer"),
+            cards=[*engineer_cards],
+            roles=["member"],
+        ),
+    ]
+
+
+def _embedding_provider() -> Literal["local", "hash"]:
+    try:
+        import numpy  # noqa: F401
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return "hash"
+    return "local"
+
+
+def _scripted_human(log: JobLog) -> Any:
+    async def approve(request: Any) -> bool:
+        path = str(request.args.get("path", ""))
+        ok = path.startswith("release/")
+        verdict = "approved" if ok else "refused"
+        log.approvals.append(f"{verdict}: {request.tool_id}({path}) for {request.principal}")
+        return ok
+
+    return approve
+
+
+def run_job(state_dir: Path, model: str | None = None) -> dict[str, Any]:
+    """Run (or resume) the team in ``state_dir``; returns what the summary shows."""
+    from toolcards.governance import AuditLog, Policy
+    from toolcards.runtime import Team
+
+    state_dir.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("TOOLCARDS_WORKSPACES_ROOT", str(state_dir / "workspaces"))
+    store = state_dir / "team.db"
+    resumed = store.exists()
+    with_exec = shutil.which("bwrap") is not None
+    log = JobLog()
+    audit = AuditLog(state_dir / "audit.db", durability="sync")
+    options: dict[str, Any] = {
+        "profiles": build_profiles(model, with_exec),
+        "policy": Policy.from_dict(POLICY),
+        "audit": audit,
+        "approver": _scripted_human(log),
+    }
+    team = Team.resume(TEAM_ID, store, **options) if resumed else Team(TEAM_ID, store, **options)
+    try:
+        if not resumed:
+            for role in ("lead", "engineer"):
+                log.add("team", f"hired {team.hire(role)}")
+            _talk(team, log, LEAD, "Please plan the release of toolcards 0.1.")
+            _talk(team, log, ENGINEER, "Please write the release notes and publish them.")
+        else:
+            log.add("team", f"resumed with members {', '.join(m.name for m in team.members())}")
+            _wait_for_notification(team, log)
+            _talk(team, log, LEAD, "/get_planning")
+        from toolcards.demo.report import collect
+
+        return collect(team, audit, log, resumed=resumed, with_exec=with_exec)
+    finally:
+        team.stop()
+        audit.close()
+
+
+def _talk(team: Any, log: JobLog, to: str, text: str) -> None:
+    log.add(f"user -> {to}", text)
+    log.add(f"{to} -> user", team.send(to, text, timeout=120))
+
+
+def _wait_for_notification(team: Any, log: JobLog, timeout: float = 15.0) -> None:
+    """The reminder set in the first run is overdue now: it fires on the first tick."""
+    deadline = time.monotonic() + timeout
+    delivered: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        for event in team.events():
+            payload = event.payload if isinstance(event.payload, dict) else {}
+            if payload.get("event") == "received" and payload.get("sender") == "#NotificationTool":
+                delivered = payload
+            elif (
+                delivered
+                and payload.get("event") == "processed"
+                and payload.get("message_id") == delivered.get("message_id")
+            ):
+                log.add(f"#NotificationTool -> {delivered.get('recipient')}", delivered["text"])
+                return
+        time.sleep(0.1)
+    log.add("team", "no notification was due")

@@ -1,0 +1,67 @@
+"""The main job end to end: a first run, then a resume from the same SQLite store."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from toolcards.demo.team_job import run_job
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TOOLCARDS_WORKSPACES_ROOT", str(tmp_path / "workspaces"))
+    return tmp_path / "state"
+
+
+def test_first_run_plans_writes_remembers_and_is_governed(state: Path) -> None:
+    summary = run_job(state)
+    assert not summary["resumed"]
+    tasks = {t.id: t for t in summary["tasks"]}
+    assert tasks[1].status == "completed" and tasks[1].output == "Published release/NOTES.md"
+    assert tasks[2].status == "pending"
+    assert {"toolcards 0.1", "governed executor", "team state"} <= {
+        e.name for e in summary["entities"] + summary["neighbors"]
+    }
+    assert "release/NOTES.md" in summary["files"]
+    assert "deploy/prod.env" not in summary["files"]
+    decisions = [(r.tool, r.decision, r.outcome, r.args.get("path")) for r in summary["audit"]]
+    assert ("workspace_write", "deny", "denied", "deploy/prod.env") in decisions
+    assert ("workspace_write", "approve", "ok", "release/NOTES.md") in decisions
+    assert summary["approvals"] == [
+        "approved: workspace_write(release/NOTES.md) for agent.@engineer-1"
+    ]
+    if shutil.which("bwrap"):
+        assert any(r.tool == "exec_command" and r.outcome == "ok" for r in summary["audit"])
+    notes = (state.parent / "workspaces" / "release-team" / "notes" / "RELEASE.md").read_text()
+    assert notes.startswith("# Release notes (Final)")
+
+
+def test_second_run_resumes_state_and_delivers_the_reminder(state: Path) -> None:
+    first = run_job(state)
+    second = run_job(state)
+    assert second["resumed"]
+    assert [(t.id, t.status) for t in second["tasks"]] == [(t.id, t.status) for t in first["tasks"]]
+    assert second["files"] == first["files"]
+    assert len(second["audit"]) >= len(first["audit"])
+    said = dict(second["log"])
+    assert "Check that the release notes are published" in said["#NotificationTool -> @lead-1"]
+    assert "2 tasks total" in said["@lead-1 -> user"]
+
+
+def test_make_run_entry_point_prints_the_summary(tmp_path: Path) -> None:
+    env_root = tmp_path / "ws"
+    result = subprocess.run(
+        [sys.executable, "-m", "toolcards.demo", "--state", str(tmp_path / "s")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"TOOLCARDS_WORKSPACES_ROOT": str(env_root), "PATH": "/usr/bin:/bin", "COLUMNS": "120"},
+        check=True,
+    )
+    for heading in ("Planning board", "Knowledge graph", "Workspace files", "Audit trail"):
+        assert heading in result.stdout
