@@ -73,8 +73,9 @@ class VectorStoreTool(ToolCard):
     max_text_chars: int = Field(default=8_000, ge=100, le=1_000_000)
     query_cache_size: int = Field(default=1024, ge=0, le=1_000_000)
     workers: int = Field(default=1, ge=1, le=8)
-    approximate_above: int | None = Field(default=None, ge=1000)
-    """Collections this large search approximately (inverted file, ~1/8 scanned); None: exact."""
+    approximate_above: int | None = Field(default=50_000, ge=1000)
+    """In-memory collections this large search approximately (inverted file: ~1/8 of the
+    vectors scanned; see benchmarks/bench_vector.py for recall); None: always exact."""
     vector_search: bool | VectorSearch = True
     vector_add: bool | VectorAdd = False
     vector_info: bool | VectorInfo = True

@@ -42,7 +42,7 @@ class VectorStoreConfig(BaseModel):
     max_text_chars: int = Field(default=8_000, ge=100, le=1_000_000)
     query_cache_size: int = Field(default=1024, ge=0, le=1_000_000)
     workers: int = Field(default=1, ge=1, le=8)
-    approximate_above: int | None = Field(default=None, ge=1000)
+    approximate_above: int | None = Field(default=50_000, ge=1000)
     """In-memory collections this large switch to approximate (inverted-file) search; the
     partition is trained on a worker thread."""
 
