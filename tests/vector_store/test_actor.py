@@ -291,3 +291,21 @@ def test_the_card_round_trips_through_json() -> None:
     card = VectorStoreTool(name="Docs", provider="openai", dimension=256, vector_add=True)
     again = VectorStoreTool.model_validate_json(card.model_dump_json())
     assert again == card and again.config().expected_dimension() == 256
+
+
+def test_resume_with_a_qdrant_path_keeps_points_without_re_embedding(
+    spy: Any, tmp_path: Path
+) -> None:
+    db, points = str(tmp_path / "team.db"), str(tmp_path / "qdrant")
+    card = _hash_card(backend="qdrant", qdrant_path=points)
+    with Team("vs-qdrant-resume", store=db) as team:
+        team.bind([card], member="alice")
+        handle = find_store(team)
+        handle.ask("upsert", "tasks", DOCS)
+        flush(handle)
+    spy.texts.clear()
+    with Team.resume("vs-qdrant-resume", store=db) as team:
+        handle = find_store(team)
+        assert handle.ask("count", "tasks") == 3
+        assert query(handle, "tasks", "login bug", 1)[0][0] == "t2"
+        assert spy.texts == ["login bug"]

@@ -92,7 +92,12 @@ class VectorStore:
                 self._wanted.setdefault(collection, {})[rec.id] = rec.hash
         np = require("numpy")
         for collection, (ids, vecs) in loaded.items():
-            self.index(collection).add(ids, np.stack(vecs))
+            index = self.index(collection)
+            if index.count() == len(ids) and all(
+                i in index for i in ids[:: max(1, len(ids) // 16)]
+            ):
+                continue  # a durable backend (a qdrant server or path) kept them already
+            index.add(ids, np.stack(vecs))
         if not same:
             if meta is not None:
                 logger.warning(
