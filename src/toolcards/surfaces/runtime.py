@@ -94,9 +94,7 @@ class SurfaceRuntime:
         team = None
         try:
             if cards or with_team:
-                from toolcards.runtime.team import Team
-
-                team = Team(config.team_id, store=config.store_location)
+                team = _open_team(config.team_id, config.store_location)
                 owned.append(team.stop)
             registry = _registry(team, cards, tools, config.member_name)
             audit = None
@@ -152,6 +150,18 @@ def as_registry(
     if isinstance(source, ToolFactory):
         return CapabilityRegistry.from_factory(source)
     return CapabilityRegistry.from_tools(list(source))
+
+
+def _open_team(team_id: str, store: str) -> Team:
+    """The team with its recorded tool actors restarted, or a new one."""
+    from toolcards.runtime.team import Team
+
+    if store != ":memory:":
+        try:
+            return Team.resume(team_id, store=store)
+        except LookupError:
+            pass
+    return Team(team_id, store=store)
 
 
 def _executor(

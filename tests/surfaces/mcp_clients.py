@@ -1,0 +1,37 @@
+"""Official `mcp` client sessions against real `toolcards serve` processes."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from conftest import SURFACE_ENV, TOOLCARDS
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamablehttp_client
+
+from mcp import ClientSession, StdioServerParameters
+
+
+@contextlib.asynccontextmanager
+async def stdio_session(config: Path, **session: Any) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(
+        command=str(TOOLCARDS), args=["serve", "--config", str(config)], env=SURFACE_ENV
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write, **session) as s:
+        await s.initialize()
+        yield s
+
+
+@contextlib.asynccontextmanager
+async def http_session(
+    url: str, token: str | None = None, **session: Any
+) -> AsyncIterator[ClientSession]:
+    headers = None if token is None else {"Authorization": f"Bearer {token}"}
+    async with (
+        streamablehttp_client(url, headers=headers) as (read, write, _),
+        ClientSession(read, write, **session) as s,
+    ):
+        await s.initialize()
+        yield s

@@ -1,0 +1,120 @@
+"""`toolcards serve --transport http`: bearer tokens, anonymous callers, sessions bound to
+their caller, DNS-rebinding refusal, and approvals by elicitation over HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import mcp.types as types
+import pytest
+from conftest import HttpServer, token_for, write_config
+from mcp_clients import http_session
+
+from toolcards.governance import Identity
+
+pytestmark = pytest.mark.anyio
+
+ALICE = Identity("alice", "user", ["data_admin"])
+BOB = Identity("bob", "user", ["sales"])
+CAROL = Identity("carol", "user", ["finance"])
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    base = tmp_path_factory.mktemp("http")
+    srv = HttpServer(write_config(base, tokens=[ALICE, BOB, CAROL]))
+    yield srv
+    srv.stop()
+
+
+def post(server: HttpServer, body: dict[str, Any], **headers: str) -> httpx.Response:
+    return httpx.post(server.url, json=body, headers={**HEADERS, **headers}, timeout=10)
+
+
+def test_wrong_token_is_rejected_before_mcp(server: HttpServer) -> None:
+    response = post(server, INIT, Authorization="Bearer token-mallory")
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"].startswith("Bearer")
+
+
+def test_other_authorization_schemes_are_rejected(server: HttpServer) -> None:
+    response = post(server, INIT, Authorization=f"Basic {token_for(ALICE)}")
+    assert response.status_code == 401
+
+
+def test_empty_bearer_token_is_rejected(server: HttpServer) -> None:
+    assert post(server, INIT, Authorization="Bearer").status_code == 401
+
+
+async def test_caller_without_a_token_is_anonymous_and_sees_nothing(server: HttpServer) -> None:
+    async with http_session(server.url) as s:
+        tools = (await s.list_tools()).tools
+        result = await s.call_tool("crm_read", {"id": 1})
+    assert tools == []
+    assert result.isError is True
+    assert result.content[0].text == "denied: crm_read is not permitted for anonymous"  # type: ignore[union-attr]
+
+
+async def test_token_resolves_to_its_principal(server: HttpServer) -> None:
+    async with http_session(server.url, token_for(ALICE)) as s:
+        names = {t.name for t in (await s.list_tools()).tools}
+        result = await s.call_tool("crm_delete", {"id": 3})
+    assert "crm_delete" in names
+    assert result.isError is False
+
+
+def test_a_session_refuses_requests_from_another_caller(server: HttpServer) -> None:
+    opened = post(server, INIT, Authorization=f"Bearer {token_for(ALICE)}")
+    session = opened.headers["mcp-session-id"]
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    hijack = post(
+        server, listing, Authorization=f"Bearer {token_for(BOB)}", **{"mcp-session-id": session}
+    )
+    anonymous = post(server, listing, **{"mcp-session-id": session})
+    assert opened.status_code == 200
+    assert hijack.status_code == 403
+    assert anonymous.status_code == 403
+
+
+def test_requests_for_another_host_name_are_refused(server: HttpServer) -> None:
+    response = post(server, INIT, Host="evil.example", Authorization=f"Bearer {token_for(ALICE)}")
+    assert response.status_code in (403, 421)
+
+
+async def test_elicitation_approves_a_call_over_http(server: HttpServer) -> None:
+    async def approve(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    args = {"amount": 250, "currency": "USD", "to": "acct-1"}
+    async with http_session(server.url, token_for(CAROL), elicitation_callback=approve) as s:
+        result = await s.call_tool("transfer_money", args)
+    assert result.isError is False
+    assert result.structuredContent == {"tool": "transfer_money", "args": {**args, "amount": 250.0}}
+
+
+def test_serve_binds_to_loopback_by_default() -> None:
+    import inspect
+
+    from toolcards.surfaces.cli import serve
+
+    assert inspect.signature(serve).parameters["host"].default == "127.0.0.1"
+
+
+def test_config_for_http_keeps_no_plain_token(tmp_path: Path) -> None:
+    config = write_config(tmp_path, tokens=[ALICE]).read_text(encoding="utf-8")
+    assert token_for(ALICE) not in config
+    assert "sha256:" in config
