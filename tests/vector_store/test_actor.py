@@ -153,6 +153,8 @@ def test_vector_search_tool_reports_hits_with_snippets(spy: Any) -> None:
         flush(handle)
         answer = tools["vector_search"]("offsite flights", top_k=1)
         assert answer.endswith("t3: Book flights for the team offsite")
+        empty = tools["vector_search"]("flights", collection="nothing-here")
+        assert empty == "no matches in collection 'nothing-here'; collections: default (3)"
 
 
 def test_without_the_extra_the_store_is_unavailable_and_says_so_once(

@@ -211,7 +211,10 @@ class VectorStoreTool(ToolCard):
             except (ValueError, TypeError) as exc:
                 raise RetriableError(str(exc)) from exc
             if not hits:
-                return f"no matches in collection {collection!r}"
+                known = handle.ask("collections")
+                names = [n for n in known if allowed is None or n in allowed]
+                listing = ", ".join(f"{n} ({known[n]})" for n in names) or "none"
+                return f"no matches in collection {collection!r}; collections: {listing}"
             lines = []
             for item, score in hits:
                 text = handle.ask("text", collection, item) or ""
