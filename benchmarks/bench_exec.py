@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _results import record
+
 from toolcards.tools.exec.backends import BACKENDS
 from toolcards.tools.exec.service import ExecService, ExecSettings
 
@@ -61,6 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     if "p50_ms" in local and "p50_ms" in bwrap:
         overhead = float(bwrap["p50_ms"]) - float(local["p50_ms"])  # type: ignore[arg-type]
         print(json.dumps({"bwrap_overhead_p50_ms": round(overhead, 2), "cpus": os.cpu_count()}))
+        record(
+            "exec_command `true` under bwrap, p50",
+            float(bwrap["p50_ms"]),  # type: ignore[arg-type]
+            "ms",
+            peer="same command, local (unconfined)",
+            peer_value=float(local["p50_ms"]),  # type: ignore[arg-type]
+        )
     return 0
 
 

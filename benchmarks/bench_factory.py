@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from _results import record
+
 
 def import_time(runs: int) -> tuple[float, float]:
     """Median seconds for `import toolcards` and for `import toolcards; toolcards.ToolCard`."""
@@ -63,6 +65,7 @@ def main() -> None:
     plain, core = import_time(runs)
     print(f"import toolcards (fresh process, median of {runs}): {plain * 1000:.1f} ms")
     print(f"import toolcards + core contracts (pydantic):       {core * 1000:.1f} ms")
+    record("import toolcards, fresh process", plain * 1000, "ms", goal="< 300 ms")
 
     from pydantic_ai.models.test import TestModel
     from pydantic_ai.tools import RunContext
@@ -80,6 +83,7 @@ def main() -> None:
         builds.append(time.perf_counter() - start)
     build_us = statistics.median(builds) * 1e6
     print(f"ToolFactory of 50 cards (median):                   {build_us:.0f} us")
+    record("ToolFactory of 50 cards", build_us, "us")
 
     ctx = RunContext(deps=None, model=TestModel(), usage=RunUsage())
 
@@ -99,6 +103,7 @@ def main() -> None:
     first, again = asyncio.run(list_tools())
     print(f"toolset(): build + first listing of 50 tools:       {first * 1000:.2f} ms")
     print(f"toolset listing, 50 tools (median, warm):           {again * 1e6:.0f} us")
+    record("toolset() build + first listing of 50 tools", first * 1000, "ms")
 
 
 if __name__ == "__main__":

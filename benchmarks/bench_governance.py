@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from _results import record
+
 from toolcards.governance import (
     AuditLog,
     CapabilityRegistry,
@@ -197,6 +199,24 @@ async def main(quick: bool) -> None:
     else:
         print("apcore not installed (toolcards[apcore]): peer figure skipped")
     print(f"listing 500 tools: first {first_ms:.2f} ms, cached {cached_ms:.3f} ms (goal < 1 ms)")
+    apcore_overhead = None if apcore is None else apcore - direct_sync
+    record(
+        "governance overhead per call (Executor.call)",
+        ours,
+        "us",
+        peer="apcore Executor.call" if apcore is not None else None,
+        peer_value=apcore_overhead,
+        goal="<= 20 us, >= 50x less than apcore",
+    )
+    record(
+        "GovernedToolset.call_tool overhead over FunctionToolset.call_tool",
+        via_toolset - plain_inner,
+        "us",
+        peer="pydantic-ai FunctionToolset.call_tool (total)",
+        peer_value=plain_inner,
+    )
+    record("Executor.call with batched SQLite audit, overhead", via_audited - direct_async, "us")
+    record("listing 500 governed tools, cached", cached_ms, "ms", goal="< 1 ms")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _results import record
+
 from toolcards.runtime import Team, ToolActor
 
 
@@ -111,6 +113,7 @@ def main() -> None:
 
     p50, p99, mean = ask_latency(asks)
     print(f"ask round trip ({asks} calls): p50 {p50:.1f} us  p99 {p99:.1f} us  mean {mean:.1f} us")
+    record("tool actor ask round trip, p50", p50, "us", goal="< 100 us")
 
     with tempfile.TemporaryDirectory() as tmp:
         results = {}
@@ -124,6 +127,9 @@ def main() -> None:
             )
         ratio = results[100_000][0] / results[1_000][0]
         print(f"cost ratio 100k/1k rows (p50): {ratio:.2f}x (per-key rows: no whole-state rewrite)")
+        record("persist one mutation at 1k rows, p50", results[1_000][0], "us")
+        record("persist one mutation at 100k rows, p50", results[100_000][0], "us")
+        record("persist cost ratio 100k/1k rows", ratio, "x", goal="~1 (does not grow)")
 
 
 if __name__ == "__main__":

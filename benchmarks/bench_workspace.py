@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _results import record
+
 from toolcards.core.errors import RetriableError
 from toolcards.tools.workspace.card import GrepParam, WorkspaceTool
 from toolcards.tools.workspace.grep import find_rg
@@ -64,6 +66,7 @@ def bench_edits(ws: Path, runs: int) -> None:
     for name, fn in (("exact", exact), ("indentation drift", drifted), ("no match", missing)):
         p50, worst = timed(fn, runs)
         print(f"edit 10,000-line file ({name}): p50 {p50:.1f} ms, max {worst:.1f} ms")
+        record(f"workspace_edit in a 10,000-line file ({name}), p50", p50, "ms")
 
 
 def bench_patch(ws: Path, runs: int) -> None:
@@ -87,6 +90,7 @@ def bench_patch(ws: Path, runs: int) -> None:
 
     p50, worst = timed(apply, runs)
     print(f"3-file patch: p50 {p50:.1f} ms, max {worst:.1f} ms")
+    record("workspace_patch, 3 files, p50", p50, "ms")
 
 
 def bench_grep(ws: Path, runs: int) -> None:
@@ -108,6 +112,7 @@ def bench_grep(ws: Path, runs: int) -> None:
         results[engine] = out
         hits = len(out.splitlines())
         print(f"grep 5,000 files ({engine}): p50 {p50:.1f} ms, max {worst:.1f} ms, {hits} hits")
+        record(f"workspace_grep over 5,000 files ({engine}), p50", p50, "ms")
     if len(results) == 2:
         print(f"grep outputs identical: {results['rg'] == results['python']}")
     else:
