@@ -101,12 +101,33 @@ class VectorLink:
         self._failed = False
         return [(str(doc_id), float(score)) for doc_id, score in hits]
 
+    def query_above(
+        self, collection: str, text: str, top_k: int, min_score: float
+    ) -> tuple[list[tuple[str, float]] | None, str]:
+        """``query`` keeping hits scored at least ``min_score``, with the ``notice`` it raised."""
+        hits = self.query(collection, text, top_k)
+        notice = self.notice()
+        if hits is not None:
+            hits = [h for h in hits if h[1] >= float(min_score)]
+        return hits, notice
+
     def notice(self) -> str:
         """The keyword-only notice, once, after a query found the store unusable."""
         if self._failed and not self._noticed:
             self._noticed = True
             return KEYWORD_ONLY_NOTICE
         return ""
+
+
+def tool_actor_with_link(
+    card: Any, actor_name: str, actor_class: Any, config: Any
+) -> tuple[Any, VectorLink]:
+    """Start (or find) a card's team actor and a link to the store ``config.vector_store``."""
+    from toolcards.runtime import team_for
+
+    team = team_for(card)
+    handle = team.tool_actor(actor_name, actor_class, config)
+    return handle, VectorLink(team, config.vector_store)
 
 
 def text_hash(text: str) -> str:

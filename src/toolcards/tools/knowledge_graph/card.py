@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import Field, PrivateAttr, TypeAdapter, ValidationError
+from pydantic import Field, PrivateAttr, TypeAdapter
 
 from toolcards.core.card import ToolCard, ToolFunc
 from toolcards.core.channels import Channels
@@ -13,7 +13,13 @@ from toolcards.core.context import ContextState
 from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate, set_instructions
-from toolcards.tools._common.fusion import KEYWORD_ONLY_NOTICE, VectorLink, store_actor_name
+from toolcards.tools._common.batch import parse_batch
+from toolcards.tools._common.fusion import (
+    KEYWORD_ONLY_NOTICE,
+    VectorLink,
+    store_actor_name,
+    tool_actor_with_link,
+)
 from toolcards.tools.knowledge_graph.graph import SearchResult
 from toolcards.tools.knowledge_graph.models import (
     EntityCreate,
@@ -84,17 +90,16 @@ class KnowledgeGraphTool(ToolCard):
 
     def _actor(self) -> Any:
         if self._handle is None:
-            from toolcards.runtime import team_for
             from toolcards.tools.knowledge_graph.actor import (
                 ACTOR_NAME,
                 GraphConfig,
                 KnowledgeGraphActor,
             )
 
-            team = team_for(self)
             config = GraphConfig(vector_store=store_actor_name(self.vector_store))
-            self._handle = team.tool_actor(ACTOR_NAME, KnowledgeGraphActor, config)
-            self._link = VectorLink(team, config.vector_store)
+            self._handle, self._link = tool_actor_with_link(
+                self, ACTOR_NAME, KnowledgeGraphActor, config
+            )
         return self._handle
 
     def _summary(self, param: GetGraph) -> str:
@@ -134,7 +139,10 @@ class KnowledgeGraphTool(ToolCard):
                 "create_relations": create_relations,
                 "delete_relations": delete_relations,
             }
-            batch = {name: _parse(name, value) for name, value in given.items()}
+            batch = {
+                name: parse_batch(_ADAPTERS[name], value, name, MAX_BATCH)
+                for name, value in given.items()
+            }
             if not any(batch.values()):
                 raise RetriableError("nothing to do: give at least one list of changes")
             result: str = self._actor().ask("update", **batch)
@@ -179,10 +187,9 @@ class KnowledgeGraphTool(ToolCard):
             hits = None
             notice = ""
             if mode != "keyword" and self._link is not None:
-                hits = self._link.query("knowledge_graph", text, max(k * 3, 30))
-                notice = self._link.notice()
-                if hits is not None:
-                    hits = [h for h in hits if h[1] >= float(threshold)]
+                hits, notice = self._link.query_above(
+                    "knowledge_graph", text, max(k * 3, 30), float(threshold)
+                )
             elif mode != "keyword" and self.vector_store is False:
                 notice = KEYWORD_ONLY_NOTICE if mode == "vector" else ""
             result: SearchResult = actor.ask(
@@ -249,20 +256,3 @@ class KnowledgeGraphTool(ToolCard):
         if isinstance(search, SearchGraph):
             commands.append(self._search_graph(search))
         return commands
-
-
-def _parse(what: str, value: Any) -> list[Any]:
-    """Validate a list argument (dicts from direct calls too); errors become retries."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise RetriableError(f"{what} must be a list")
-    if len(value) > MAX_BATCH:
-        raise RetriableError(f"{what}: at most {MAX_BATCH} items per call")
-    try:
-        return list(_ADAPTERS[what].validate_python(value))
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{what}.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-        )
-        raise RetriableError(problems) from None

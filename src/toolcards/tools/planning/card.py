@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import Field, PrivateAttr, TypeAdapter, ValidationError
+from pydantic import Field, PrivateAttr, TypeAdapter
 
 from toolcards.core.card import ToolCard, ToolFunc
 from toolcards.core.channels import Channels
@@ -13,7 +13,8 @@ from toolcards.core.context import ContextState
 from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate, set_instructions
-from toolcards.tools._common.fusion import VectorLink, store_actor_name
+from toolcards.tools._common.batch import parse_batch
+from toolcards.tools._common.fusion import VectorLink, store_actor_name, tool_actor_with_link
 from toolcards.tools.planning.models import STATUSES, Task, TaskCreate, TaskStatus, TaskUpdate
 from toolcards.tools.planning.render import planning_summary, task_detail, task_line
 
@@ -80,13 +81,10 @@ class PlanningTool(ToolCard):
 
     def _actor(self) -> Any:
         if self._handle is None:
-            from toolcards.runtime import team_for
             from toolcards.tools.planning.actor import ACTOR_NAME, PlanningActor, PlanningConfig
 
-            team = team_for(self)
             config = PlanningConfig(vector_store=store_actor_name(self.vector_store))
-            self._handle = team.tool_actor(ACTOR_NAME, PlanningActor, config)
-            self._link = VectorLink(team, config.vector_store)
+            self._handle, self._link = tool_actor_with_link(self, ACTOR_NAME, PlanningActor, config)
         return self._handle
 
     def _member(self) -> str:
@@ -143,9 +141,9 @@ class PlanningTool(ToolCard):
                     description, depends_on.
                 delete: Ids of tasks to delete.
             """
-            creates = _parse(_CREATES, create, "create")
-            updates = _parse(_UPDATES, update, "update")
-            deletes = _parse(_IDS, delete, "delete")
+            creates = parse_batch(_CREATES, create, "create", MAX_BATCH)
+            updates = parse_batch(_UPDATES, update, "update", MAX_BATCH)
+            deletes = parse_batch(_IDS, delete, "delete", MAX_BATCH)
             if not (creates or updates or deletes):
                 raise RetriableError("nothing to do: give create, update or delete")
             result = self._actor().ask("apply", self._member(), creates, updates, deletes)
@@ -185,10 +183,9 @@ class PlanningTool(ToolCard):
             notice = ""
             actor = self._actor()
             if text and self._link is not None:
-                hits = self._link.query("planning", text, param.top_k * 3)
-                notice = self._link.notice()
-                if hits is not None:
-                    hits = [h for h in hits if h[1] >= param.score_threshold]
+                hits, notice = self._link.query_above(
+                    "planning", text, param.top_k * 3, param.score_threshold
+                )
             tasks, total = actor.ask(
                 "search", status, owner, creator, text or None, hits, param.top_k, param.rrf_k
             )
@@ -251,20 +248,3 @@ class PlanningTool(ToolCard):
         if isinstance(search, SearchPlanning):
             commands.append(self._search_planning(search))
         return commands
-
-
-def _parse(adapter: TypeAdapter[Any], value: Any, what: str) -> list[Any]:
-    """Validate model arguments (dicts from direct calls too); errors become retries."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise RetriableError(f"{what} must be a list")
-    if len(value) > MAX_BATCH:
-        raise RetriableError(f"{what}: at most {MAX_BATCH} items per call")
-    try:
-        return list(adapter.validate_python(value))
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{what}.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-        )
-        raise RetriableError(problems) from None

@@ -1,0 +1,30 @@
+"""Validation of the list arguments a card's batch tool takes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from toolcards.core.errors import RetriableError
+
+
+def parse_batch(adapter: TypeAdapter[Any], value: Any, what: str, max_items: int) -> list[Any]:
+    """Validate a list argument (dicts from direct calls too); errors become retries.
+
+    ``None`` is an empty list; a non-list, more than ``max_items`` items or an invalid item
+    raise :class:`RetriableError` naming ``what`` and the failing locations.
+    """
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise RetriableError(f"{what} must be a list")
+    if len(value) > max_items:
+        raise RetriableError(f"{what}: at most {max_items} items per call")
+    try:
+        return list(adapter.validate_python(value))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{what}.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        raise RetriableError(problems) from None
