@@ -270,52 +270,21 @@ class Executor:
             else:
                 value = await _with_deadline(invoke(parsed), timeout)
         except (RetriableError, ModelRetry) as exc:
-            msg = str(exc.message if isinstance(exc, ModelRetry) else exc)
-            return self._done(
-                Outcome.RETRY,
-                cap,
-                args,
-                who,
-                surface,
-                call_id,
-                decision,
-                start,
-                redact_text(msg),
-                error=msg,
-            )
+            error = str(exc.message if isinstance(exc, ModelRetry) else exc)
+            outcome, msg = Outcome.RETRY, redact_text(error)
         except _PASSTHROUGH:
             self._record(cap, args, who, surface, call_id, decision, "deferred", start, None)
             raise
         except TimeoutError:
-            msg = f"error: {cap.id} timed out after {timeout:g} s"
-            return self._done(
-                Outcome.ERROR,
-                cap,
-                args,
-                who,
-                surface,
-                call_id,
-                decision,
-                start,
-                msg,
-                error="timeout",
-            )
+            outcome, msg = Outcome.ERROR, f"error: {cap.id} timed out after {timeout:g} s"
+            error = "timeout"
         except Exception as exc:
-            msg = f"error: {cap.id} failed ({type(exc).__name__})"
-            return self._done(
-                Outcome.ERROR,
-                cap,
-                args,
-                who,
-                surface,
-                call_id,
-                decision,
-                start,
-                msg,
-                error=f"{type(exc).__name__}: {exc}",
-            )
-        self._record(cap, args, who, surface, call_id, decision, "ok", start, None)
-        return ExecutionResult(Outcome.OK, cap.id, value=value, decision=decision)
+            outcome, msg = Outcome.ERROR, f"error: {cap.id} failed ({type(exc).__name__})"
+            error = f"{type(exc).__name__}: {exc}"
+        else:
+            self._record(cap, args, who, surface, call_id, decision, "ok", start, None)
+            return ExecutionResult(Outcome.OK, cap.id, value=value, decision=decision)
+        return self._done(outcome, cap, args, who, surface, call_id, decision, start, msg, error)
 
     # -- results and audit ------------------------------------------------------------------
 
@@ -328,25 +297,19 @@ class Executor:
         call_id: str | None,
     ) -> ExecutionResult:
         msg = f"denied: {tool_id} is not permitted for {who.id}"
-        if self.audit is not None:
-            self.audit.record(
-                (
-                    time.time(),
-                    who.id,
-                    who.type,
-                    who.roles,
-                    surface,
-                    tool_id,
-                    call_id,
-                    dict(args or {}),
-                    (),
-                    "deny",
-                    "unknown tool",
-                    "denied",
-                    0.0,
-                    None,
-                )
-            )
+        self._write(
+            who,
+            surface,
+            tool_id,
+            call_id,
+            args or {},
+            (),
+            "deny",
+            "unknown tool",
+            "denied",
+            0.0,
+            None,
+        )
         return ExecutionResult(Outcome.DENIED, tool_id, message=msg, decision=_UNKNOWN)
 
     def _done(
@@ -379,26 +342,57 @@ class Executor:
         start: float,
         error: str | None,
     ) -> None:
-        audit = self.audit
-        if audit is None:
+        if self.audit is None:
             return
         effect = decision.effect if decision is not None else "none"
         reason = decision.reason if decision is not None else None
-        audit.record(
+        duration = time.perf_counter() - start
+        self._write(
+            who,
+            surface,
+            cap.id,
+            call_id,
+            args,
+            tuple(cap.sensitive),
+            effect,
+            reason,
+            outcome,
+            duration,
+            error,
+        )
+
+    def _write(
+        self,
+        who: Identity,
+        surface: str,
+        tool_id: str,
+        call_id: str | None,
+        args: Mapping[str, Any],
+        sensitive: tuple[str, ...],
+        effect: str,
+        reason: str | None,
+        outcome: str,
+        duration: float,
+        error: str | None,
+    ) -> None:
+        """Append one audit row (nothing without an audit log)."""
+        if self.audit is None:
+            return
+        self.audit.record(
             (
                 time.time(),
                 who.id,
                 who.type,
                 who.roles,
                 surface,
-                cap.id,
+                tool_id,
                 call_id,
                 dict(args),
-                tuple(cap.sensitive),
+                sensitive,
                 effect,
                 reason,
                 outcome,
-                time.perf_counter() - start,
+                duration,
                 error,
             )
         )
