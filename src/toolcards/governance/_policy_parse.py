@@ -244,15 +244,28 @@ def _operand(op: str, operand: Any, where: str) -> Any:
     return operand
 
 
-def _rule(index: int, node: Any, source: str) -> Rule:
+def _entry(
+    section: str,
+    index: int,
+    node: Any,
+    source: str,
+    allowed: frozenset[str],
+    needs: Mapping[str, str],
+) -> str:
+    """Check ``section[index]`` is a mapping with only ``allowed`` keys and every key of
+    ``needs`` (key -> how the error names it); returns its location for later messages."""
     where = _where(source, node)
     if not isinstance(node, Mapping):
-        raise PolicyError(f"{where}: rules[{index}] must be a mapping")
-    _check_keys(node, _RULE_KEYS, f"rules[{index}]", source)
-    if "targets" not in node:
-        raise PolicyError(f"{where}: rules[{index}] needs targets")
-    if "effect" not in node:
-        raise PolicyError(f"{where}: rules[{index}] needs an effect")
+        raise PolicyError(f"{where}: {section}[{index}] must be a mapping")
+    _check_keys(node, allowed, f"{section}[{index}]", source)
+    for key, named in needs.items():
+        if key not in node:
+            raise PolicyError(f"{where}: {section}[{index}] needs {named}")
+    return where
+
+
+def _rule(index: int, node: Any, source: str) -> Rule:
+    _entry("rules", index, node, source, _RULE_KEYS, {"targets": "targets", "effect": "an effect"})
     conditions = node.get("conditions") or {}
     if not isinstance(conditions, Mapping):
         raise PolicyError(f"{_where(source, node, 'conditions')}: conditions must be a mapping")
@@ -295,12 +308,7 @@ def parse_rate(text: Any, where: str) -> tuple[int, float]:
 
 
 def _limit(index: int, node: Any, source: str) -> Limit:
-    where = _where(source, node)
-    if not isinstance(node, Mapping):
-        raise PolicyError(f"{where}: limits[{index}] must be a mapping")
-    _check_keys(node, _LIMIT_KEYS, f"limits[{index}]", source)
-    if "rate" not in node:
-        raise PolicyError(f"{where}: limits[{index}] needs a rate")
+    where = _entry("limits", index, node, source, _LIMIT_KEYS, {"rate": "a rate"})
     count, period = parse_rate(node["rate"], _where(source, node, "rate"))
     return Limit(
         index=index,
