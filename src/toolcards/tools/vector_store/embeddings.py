@@ -80,6 +80,7 @@ def normalize_rows(matrix: Matrix) -> Matrix:
     return out
 
 
+@functools.lru_cache(maxsize=1)
 def vocab_path() -> Path:
     """The bundled BERT uncased WordPiece vocabulary (see ``data/NOTICE``)."""
     return Path(str(resources.files("toolcards.tools.vector_store") / "data" / "vocab.txt"))
