@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -21,12 +20,7 @@ from toolcards.tools.knowledge_graph.graph import (
 )
 from toolcards.tools.knowledge_graph.models import (
     Entity,
-    EntityCreate,
-    EntityUpdate,
     Relation,
-    RelationCreate,
-    RelationRef,
-    SearchMode,
 )
 
 ACTOR_NAME = "#KnowledgeGraphTool"
@@ -65,18 +59,13 @@ class KnowledgeGraphActor(ToolActor):
             with state.batch():
                 self.vectors.flush()
 
-    def update(
-        self,
-        create_entities: Sequence[EntityCreate] = (),
-        update_entities: Sequence[EntityUpdate] = (),
-        delete_entities: Sequence[str] = (),
-        create_relations: Sequence[RelationCreate] = (),
-        delete_relations: Sequence[RelationRef] = (),
-    ) -> str:
-        """Apply a batch; what failed is reported in one RetriableError after the rest applied."""
-        change, errors = self.graph.apply(
-            create_entities, update_entities, delete_entities, create_relations, delete_relations
-        )
+    def update(self, *args: Any, **kwargs: Any) -> str:
+        """Apply a batch; what failed is reported in one RetriableError after the rest applied.
+
+        Takes the arguments of :meth:`Graph.apply` (create_entities, update_entities,
+        delete_entities, create_relations, delete_relations) and passes them on.
+        """
+        change, errors = self.graph.apply(*args, **kwargs)
         state = self.ctx.state
         sync = self.vectors
         if not change.is_empty:
@@ -109,33 +98,16 @@ class KnowledgeGraphActor(ToolActor):
             raise RetriableError(f"applied {done}. Errors: " + "; ".join(errors))
         return done
 
-    def search(
-        self,
-        query: str,
-        mode: SearchMode,
-        top_k: int,
-        vector_hits: Sequence[tuple[str, float]] | None = None,
-        include_neighbors: bool = False,
-        include_edges: bool = False,
-        find_paths: bool = False,
-        rrf_k: float = 10.0,
-        weights: tuple[float, float] = (1.0, 1.0),
-    ) -> SearchResult:
-        """Ranked entities and relations with the requested graph context."""
+    def search(self, *args: Any, **kwargs: Any) -> SearchResult:
+        """Ranked entities and relations with the requested graph context.
+
+        Takes the arguments of :meth:`Graph.search` (query, mode, top_k, vector_hits,
+        include_neighbors, include_edges, find_paths, rrf_k, weights) and passes them on.
+        """
         if self.vectors is not None and self.vectors.pending:
             with self.ctx.state.batch():  # the store came up after this actor: catch it up
                 self.vectors.flush()
-        return self.graph.search(
-            query,
-            mode,
-            top_k,
-            vector_hits,
-            include_neighbors,
-            include_edges,
-            find_paths,
-            rrf_k,
-            weights,
-        )
+        return self.graph.search(*args, **kwargs)
 
     def summary(self, max_roots: int) -> dict[str, Any]:
         """Counts, entity types and root entities."""
