@@ -21,6 +21,30 @@ from toolcards.core.registry import CardList
 ROLE_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,47}")
 
 
+def valid_model(model: Any, kind: str = "a pydantic-ai model spec string or Model") -> Any:
+    """``model`` when it is a non-empty spec string or a pydantic-ai ``Model``; else ValueError
+    (``kind`` names what was expected)."""
+    if isinstance(model, str):
+        if not model.strip():
+            raise ValueError("model must be a non-empty model spec string or a model object")
+        return model
+    from pydantic_ai.models import Model
+
+    if not isinstance(model, Model):
+        raise ValueError(f"model must be {kind}, got {type(model).__name__}")
+    return model
+
+
+def model_spec(model: Any, holder: str, advice: str) -> str:
+    """The spec string to persist for ``model``; a model object cannot be written out, so it
+    raises ValueError naming ``holder`` and giving ``advice``."""
+    if isinstance(model, str):
+        return model
+    raise ValueError(
+        f"{holder} holds a {type(model).__name__} object, which cannot be serialized; {advice}"
+    )
+
+
 class RoleProfile(BaseModel):
     """One role a team can hire members for.
 
@@ -61,18 +85,7 @@ class RoleProfile(BaseModel):
     @field_validator("model")
     @classmethod
     def _valid_model(cls, model: Any) -> Any:
-        if isinstance(model, str):
-            if not model.strip():
-                raise ValueError("model must be a non-empty model spec string or a model object")
-            return model
-        from pydantic_ai.models import Model
-
-        if not isinstance(model, Model):
-            raise ValueError(
-                "model must be a pydantic-ai model spec string or Model, "
-                f"got {type(model).__name__}"
-            )
-        return model
+        return valid_model(model)
 
     @field_validator("cards")
     @classmethod
@@ -84,11 +97,10 @@ class RoleProfile(BaseModel):
 
     @field_serializer("model")
     def _serialize_model(self, model: Any) -> str:
-        if isinstance(model, str):
-            return model
-        raise ValueError(
-            f"RoleProfile {self.role!r} holds a {type(model).__name__} object, which cannot be "
-            "serialized; use a model spec string (such as 'openai:gpt-5') to persist the profile"
+        return model_spec(
+            model,
+            f"RoleProfile {self.role!r}",
+            "use a model spec string (such as 'openai:gpt-5') to persist the profile",
         )
 
     @property

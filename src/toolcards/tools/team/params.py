@@ -65,24 +65,15 @@ class ActivitySummarizer(BaseModel):
     @field_validator("model")
     @classmethod
     def _valid_model(cls, model: Any) -> Any:
-        if isinstance(model, str):
-            if not model.strip():
-                raise ValueError("model must be a non-empty model spec string or a model object")
-            return model
-        from pydantic_ai.models import Model
+        from toolcards.runtime.profiles import valid_model
 
-        if not isinstance(model, Model):
-            raise ValueError(f"model must be a model spec string or Model, got {type(model)}")
-        return model
+        return valid_model(model, "a model spec string or Model")
 
     @field_serializer("model")
     def _serialize_model(self, model: Any) -> str:
-        if isinstance(model, str):
-            return model
-        raise ValueError(
-            f"the summarizer holds a {type(model).__name__} object, which cannot be serialized; "
-            "use a model spec string to persist the card"
-        )
+        from toolcards.runtime.profiles import model_spec
+
+        return model_spec(model, "the summarizer", "use a model spec string to persist the card")
 
 
 class TeamActivity(BaseToolParam):
