@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 _NAMES = {
     "serve_mcp": "toolcards.surfaces.api",
-    "cli": "toolcards.surfaces.api",
     "SurfaceConfig": "toolcards.surfaces.config",
     "ConfigError": "toolcards.surfaces.config",
     "load_config": "toolcards.surfaces.config",
@@ -47,6 +46,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name == "cli":  # the module is callable: ``cli(registry, policy=...)`` runs the CLI
+        return importlib.import_module("toolcards.surfaces.cli")
     module = _NAMES.get(name)
     if module is None:
         raise AttributeError(f"module 'toolcards.surfaces' has no attribute {name!r}")

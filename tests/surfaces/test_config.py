@@ -1,0 +1,98 @@
+"""The surfaces' YAML config: paths, principals, and errors that name the file and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from toolcards.governance import Identity
+from toolcards.surfaces.config import ConfigError, hash_token, load_config
+from toolcards.surfaces.runtime import SurfaceRuntime
+
+POLICY = "default_effect: deny\n"
+
+
+def write(tmp_path: Path, data: object, policy: str = POLICY) -> Path:
+    (tmp_path / "policy.yaml").write_text(policy, encoding="utf-8")
+    path = tmp_path / "team.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def test_paths_are_relative_to_the_config_file(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, {"policy": "policy.yaml", "store": "state/t.db"}))
+    assert config.policy_path == tmp_path / "policy.yaml"
+    assert config.store_location == str(tmp_path / "state" / "t.db")
+    assert config.audit_path == tmp_path / "audit.db"
+
+
+def test_local_principal_becomes_the_identity(tmp_path: Path) -> None:
+    data = {"policy": "policy.yaml", "principals": {"local": {"id": "ann", "roles": ["ops"]}}}
+    assert load_config(write(tmp_path, data)).local_identity == Identity("ann", "user", ["ops"])
+
+
+def test_without_a_local_principal_the_caller_is_anonymous(tmp_path: Path) -> None:
+    assert load_config(write(tmp_path, {"policy": "policy.yaml"})).local_identity.is_anonymous
+
+
+def test_missing_policy_names_the_field(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"team\.yaml: policy: Field required"):
+        load_config(write(tmp_path, {"team_id": "t"}))
+
+
+def test_unknown_key_names_the_field(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"team\.yaml: polcy: Extra inputs"):
+        load_config(write(tmp_path, {"policy": "policy.yaml", "polcy": "x"}))
+
+
+def test_malformed_token_digest_names_the_token(tmp_path: Path) -> None:
+    data = {"policy": "policy.yaml", "principals": {"tokens": [{"token_sha256": "abc", "id": "a"}]}}
+    with pytest.raises(ConfigError, match=r"principals\.tokens\.0\.token_sha256"):
+        load_config(write(tmp_path, data))
+
+
+def test_plain_token_in_place_of_a_digest_is_refused(tmp_path: Path) -> None:
+    data = {"policy": "policy.yaml", "principals": {"tokens": [{"token": "s3cret", "id": "a"}]}}
+    with pytest.raises(ConfigError, match=r"principals\.tokens\.0"):
+        load_config(write(tmp_path, data))
+
+
+def test_card_without_a_type_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"cards"):
+        load_config(write(tmp_path, {"policy": "policy.yaml", "cards": [{"name": "x"}]}))
+
+
+def test_unknown_card_type_names_the_card(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, {"policy": "policy.yaml", "store": ":memory:", "cards": [{"type": "Nope"}]}
+    )
+    with pytest.raises(ConfigError, match=r"cards\.0 \(Nope\)"):
+        SurfaceRuntime.open(path)
+
+
+def test_bad_policy_file_names_the_config_and_the_policy(tmp_path: Path) -> None:
+    path = write(tmp_path, {"policy": "policy.yaml"}, policy="default_effect: maybe\n")
+    with pytest.raises(ConfigError, match=r"team\.yaml: policy: .*policy\.yaml"):
+        SurfaceRuntime.open(path)
+
+
+def test_unimportable_tools_name_the_entry(tmp_path: Path) -> None:
+    path = write(tmp_path, {"policy": "policy.yaml", "tools": ["no_such_module_x:TOOLS"]})
+    with pytest.raises(ConfigError, match=r"tools: cannot import 'no_such_module_x:TOOLS'"):
+        SurfaceRuntime.open(path)
+
+
+def test_invalid_yaml_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("policy: [unclosed\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"broken\.yaml: not valid YAML"):
+        load_config(path)
+
+
+def test_token_digests_load_into_the_runtime(tmp_path: Path) -> None:
+    spec = {"token_sha256": hash_token("t0k"), "id": "svc", "type": "service"}
+    path = write(tmp_path, {"policy": "policy.yaml", "principals": {"tokens": [spec]}})
+    with SurfaceRuntime.open(path) as rt:
+        assert rt.tokens.resolve("t0k") == Identity("svc", "service")
