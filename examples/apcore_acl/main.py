@@ -5,6 +5,7 @@ Run with: .venv/bin/python examples/apcore_acl/main.py
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,17 +13,13 @@ from typing import Any
 from apcore import ACL, Executor, Registry
 from apcore.decorator import module
 from pydantic_ai import Agent
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-)
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.messages import ToolCallPart, ToolReturnPart
 
 from toolcards.bridges.apcore import ApcoreToolset
+
+# the scripted model the examples share lives in examples/_shared: put it on the import path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_shared"))
+from scripted import scripted_model
 
 HERE = Path(__file__).parent
 STAFF = {
@@ -65,19 +62,15 @@ class Caller:
     type: str = "agent"
 
 
-def scripted_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    """Ask for the directory entry and the salary, then summarise what came back."""
-    if len(messages) == 1:
-        return ModelResponse(
-            parts=[
-                ToolCallPart("hr_directory_search", {"name": "ada"}, tool_call_id="search"),
-                ToolCallPart("hr_salary_read", {"name": "ada"}, tool_call_id="salary"),
-            ]
-        )
-    last = messages[-1]
-    parts = last.parts if isinstance(last, ModelRequest) else []
-    seen = [f"{p.tool_name}={p.outcome}" for p in parts if isinstance(p, ToolReturnPart)]
-    return ModelResponse(parts=[TextPart("I saw: " + ", ".join(seen))])
+MODEL = scripted_model(
+    [
+        ToolCallPart("hr_directory_search", {"name": "ada"}, tool_call_id="search"),
+        ToolCallPart("hr_salary_read", {"name": "ada"}, tool_call_id="salary"),
+    ],
+    "I saw: ",
+    label="tool_name",
+)
+"""Asks for the directory entry and the salary, then summarises what came back."""
 
 
 def main() -> None:
@@ -86,7 +79,7 @@ def main() -> None:
     toolset: ApcoreToolset[Caller] = ApcoreToolset(
         registry, executor, identity_resolver=lambda ctx: ctx.deps
     )
-    agent = Agent(FunctionModel(scripted_model), toolsets=[toolset], deps_type=Caller)
+    agent = Agent(MODEL, toolsets=[toolset], deps_type=Caller)
     for caller in (Caller("agent.helpdesk", ("support",)), Caller("agent.payroll", ("payroll",))):
         print(f"== running as {caller.id} with roles {list(caller.roles)}")
         result = agent.run_sync("Tell me about Ada", deps=caller)

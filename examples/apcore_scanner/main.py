@@ -5,24 +5,21 @@ Run with: .venv/bin/python examples/apcore_scanner/main.py
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 from apcore import ACL, Executor, Identity, Registry
 from pydantic_ai import Agent, RunContext
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-)
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.messages import ToolCallPart, ToolReturnPart
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 from pydantic_ai.toolsets.function import FunctionToolset
 
 from toolcards.bridges.apcore import ApcoreToolset, register_toolset
+
+# the scripted model the examples share lives in examples/_shared: put it on the import path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_shared"))
+from scripted import scripted_model
 
 HERE = Path(__file__).parent
 
@@ -66,20 +63,15 @@ def build_tools() -> FunctionToolset[None]:
     return tools
 
 
-def scripted_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    """Look up, try to purge, try to reserve; then report."""
-    if len(messages) == 1:
-        return ModelResponse(
-            parts=[
-                ToolCallPart("shop_lookup_item", {"sku": "lamp"}, "look"),
-                ToolCallPart("shop_purge_stock", {}, "purge"),
-                ToolCallPart("shop_reserve_item", {"sku": "lamp", "quantity": 1}, "reserve"),
-            ]
-        )
-    last = messages[-1]
-    parts = last.parts if isinstance(last, ModelRequest) else []
-    seen = [f"{p.tool_call_id}={p.outcome}" for p in parts if isinstance(p, ToolReturnPart)]
-    return ModelResponse(parts=[TextPart("Outcomes: " + ", ".join(seen))])
+MODEL = scripted_model(
+    [
+        ToolCallPart("shop_lookup_item", {"sku": "lamp"}, "look"),
+        ToolCallPart("shop_purge_stock", {}, "purge"),
+        ToolCallPart("shop_reserve_item", {"sku": "lamp", "quantity": 1}, "reserve"),
+    ],
+    "Outcomes: ",
+)
+"""Looks up, tries to purge, tries to reserve; then reports."""
 
 
 def returns(run: Any) -> list[ToolReturnPart]:
@@ -118,9 +110,7 @@ def main() -> None:
     toolset: ApcoreToolset[None] = ApcoreToolset(
         registry, executor, identity=Identity(id="agent.shopper", type="agent")
     )
-    agent = Agent(
-        FunctionModel(scripted_model), toolsets=[toolset], output_type=[str, DeferredToolRequests]
-    )
+    agent = Agent(MODEL, toolsets=[toolset], output_type=[str, DeferredToolRequests])
     run = agent.run_sync("Get me a lamp")
     for part in returns(run):
         print(f"  {part.tool_call_id}: {part.outcome}: {part.content}")
