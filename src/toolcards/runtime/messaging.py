@@ -64,25 +64,22 @@ class MemberMessage(BaseModel):
     created_at: float = Field(default_factory=time.time)
 
 
-def sent_event(message: MemberMessage) -> dict[str, Any]:
+def _message_event(event: str, message: MemberMessage) -> dict[str, Any]:
     return {
-        "event": "sent",
+        "event": event,
         "message_id": message.id,
         "sender": message.sender,
         "recipient": message.recipient,
         "text": truncate(message.content, EVENT_TEXT_CHARS),
-        "reply_to": message.reply_to,
     }
+
+
+def sent_event(message: MemberMessage) -> dict[str, Any]:
+    return {**_message_event("sent", message), "reply_to": message.reply_to}
 
 
 def received_event(message: MemberMessage) -> dict[str, Any]:
-    return {
-        "event": "received",
-        "message_id": message.id,
-        "sender": message.sender,
-        "recipient": message.recipient,
-        "text": truncate(message.content, EVENT_TEXT_CHARS),
-    }
+    return _message_event("received", message)
 
 
 def processed_event(
