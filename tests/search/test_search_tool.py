@@ -288,3 +288,14 @@ def test_crawl_caps_pages_and_page_size() -> None:
 def test_capabilities_can_be_switched_off() -> None:
     card = SearchTool(web_fetch=False, web_crawl=False)
     assert [fn.__name__ for fn in card.get_tools()] == ["web_search"]
+
+
+def test_expose_without_tool_call_removes_the_tool() -> None:
+    from toolcards.core import Channels
+
+    card = SearchTool(
+        web_search=WebSearch(expose={Channels.COMMAND}),
+        web_fetch=False,
+        web_crawl=WebCrawl(),
+    )
+    assert [fn.__name__ for fn in card.get_tools()] == ["web_crawl"]

@@ -10,6 +10,7 @@ import httpx
 from pydantic import Field, PrivateAttr, SecretStr, field_validator
 
 from toolcards.core.card import ToolCard, ToolFunc
+from toolcards.core.channels import Channels
 from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate, set_instructions
@@ -123,13 +124,13 @@ class SearchTool(ToolCard):
 
     def get_tools(self) -> list[ToolFunc]:
         tools: list[ToolFunc] = []
-        search = self.param("web_search")
+        search = self.exposed("web_search", Channels.TOOL_CALL)
         if isinstance(search, WebSearch):
             tools.append(set_instructions(self._search_tool(search), search.instructions))
-        fetch = self.param("web_fetch")
+        fetch = self.exposed("web_fetch", Channels.TOOL_CALL)
         if isinstance(fetch, WebFetch):
             tools.append(set_instructions(self._fetch_tool(fetch), fetch.instructions))
-        crawl = self.param("web_crawl")
+        crawl = self.exposed("web_crawl", Channels.TOOL_CALL)
         if isinstance(crawl, WebCrawl):
             tools.append(set_instructions(self._crawl_tool(crawl), crawl.instructions))
         return tools
