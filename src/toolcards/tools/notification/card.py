@@ -12,6 +12,7 @@ from toolcards.core.channels import Channels
 from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate, set_instructions
+from toolcards.tools._common.caller import caller_address
 from toolcards.tools.notification.models import ACTOR_NAME, PendingNotification
 
 
@@ -84,8 +85,7 @@ class NotificationTool(ToolCard):
 
     def _owner(self) -> str:
         """The calling member, from the bound observer (never from tool arguments)."""
-        address = getattr(self.observer_or_none(), "address", None)
-        return str(address) if address else "user"
+        return caller_address(self)
 
     # ---- capabilities -------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate, set_instructions
 from toolcards.tools._common.batch import parse_batch
+from toolcards.tools._common.caller import caller_address
 from toolcards.tools._common.fusion import VectorLink, store_actor_name, tool_actor_with_link
 from toolcards.tools.planning.models import STATUSES, Task, TaskCreate, TaskStatus, TaskUpdate
 from toolcards.tools.planning.render import planning_summary, task_detail, task_line
@@ -88,9 +89,7 @@ class PlanningTool(ToolCard):
         return self._handle
 
     def _member(self) -> str:
-        observer = self.observer_or_none()
-        address = getattr(observer, "address", None)
-        return str(address) if address else "user"
+        return caller_address(self)
 
     def _exposed_tools(self) -> list[str]:
         fields = ("get_planning_task", "search_planning", "update_planning")

@@ -13,6 +13,7 @@ from toolcards.core.channels import Channels
 from toolcards.core.context import ContextState
 from toolcards.core.errors import RetriableError
 from toolcards.core.spec import annotate, set_instructions
+from toolcards.tools._common.caller import caller_address
 from toolcards.tools.team.guards import Outcome, fire_refusal, report, shown
 from toolcards.tools.team.params import (
     ActivitySummarizer,
@@ -58,8 +59,7 @@ class TeamTool(ToolCard):
         return team_for(self)
 
     def _caller(self) -> str:
-        address = getattr(self.observer_or_none(), "address", None)
-        return str(address) if address else "user"
+        return caller_address(self)
 
     def _manager(self) -> Any:
         from toolcards.core.observer import TeamManagementToolObserver
