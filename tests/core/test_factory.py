@@ -119,7 +119,8 @@ def test_system_prompts_and_commands_come_from_every_card() -> None:
     factory = ToolFactory([EchoCard(), skill])
     assert "- x: does x" in factory.get_system_prompts()[0]()
     commands = factory.get_commands()
-    assert commands.names() == ["shout", "skills"]
+    assert commands.names() == ["shout", "skills", "use_skill"]
+    assert commands.dispatch("/use_skill x") == "# Skill: x\n..."
     assert commands.dispatch("/shout hello there") == "HELLO THERE"
 
 

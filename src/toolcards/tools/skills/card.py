@@ -68,8 +68,9 @@ class SkillTool(ToolCard):
 
     def get_tools(self) -> list[ToolFunc]:
         param = self.exposed("use_skill", Channels.TOOL_CALL)
-        if not isinstance(param, UseSkill):
-            return []
+        return [] if not isinstance(param, UseSkill) else [self._use_skill(param)]
+
+    def _use_skill(self, param: UseSkill) -> ToolFunc:
         by_name = {s.name: s for s in self.skills}
         limit = param.max_chars
 
@@ -89,7 +90,7 @@ class SkillTool(ToolCard):
             return f"# Skill: {skill.name}\n{text}"
 
         annotate(use_skill, readonly=True, idempotent=True)
-        return [set_instructions(use_skill, param.instructions)]
+        return set_instructions(use_skill, param.instructions)
 
     def get_system_prompts(self) -> list[Callable[[], str]]:
         param = self.exposed("skill_menu", Channels.SYSTEM_PROMPT)
@@ -114,11 +115,15 @@ class SkillTool(ToolCard):
         return [state]
 
     def get_commands(self) -> list[ToolFunc]:
-        if self.exposed("list_skills", Channels.COMMAND) is None:
-            return []
+        commands: list[ToolFunc] = []
+        use = self.exposed("use_skill", Channels.COMMAND)
+        if isinstance(use, UseSkill):
+            commands.append(self._use_skill(use))
+        if self.exposed("list_skills", Channels.COMMAND) is not None:
 
-        def skills() -> str:
-            """List the configured skills."""
-            return self._menu("Skills:")
+            def skills() -> str:
+                """List the configured skills."""
+                return self._menu("Skills:")
 
-        return [skills]
+            commands.append(skills)
+        return commands
