@@ -64,3 +64,17 @@ def test_team_refuses_two_profiles_for_one_role() -> None:
 def test_team_accepts_profiles_as_mappings() -> None:
     with Team("mappings", profiles=[{"role": "r", "model": "test", "cards": []}]) as team:
         assert team.profile("r").model == "test"
+
+
+def test_fresh_cards_are_new_instances_that_keep_secrets_set_in_code() -> None:
+    from pydantic import SecretStr
+
+    from toolcards import SearchTool
+
+    card = SearchTool(api_key=SecretStr("sk-test"))
+    profile = RoleProfile(role="scout", model="test", cards=[card])
+    fresh = profile.fresh_cards()[0]
+    assert isinstance(fresh, SearchTool) and fresh is not card
+    assert fresh.api_key is not None and fresh.api_key.get_secret_value() == "sk-test"
+    assert fresh.observer_or_none() is None
+    assert fresh == card

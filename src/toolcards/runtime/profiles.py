@@ -9,6 +9,7 @@ same profiles again to ``Team.resume(..., profiles=...)`` to bring such members 
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -110,8 +111,15 @@ class RoleProfile(BaseModel):
 
     def fresh_cards(self) -> list[ToolCard]:
         """New card instances with this profile's configuration (one set per member, so that
-        members never share a card's bound owner or its caches)."""
-        return [type(card).model_validate(card.model_dump()) for card in self.cards]
+        members never share a card's bound owner or its caches). Field values are deep-copied
+        rather than re-serialized, so secrets excluded from serialization are kept."""
+        return [
+            type(card).model_construct(
+                card.model_fields_set,
+                **{name: copy.deepcopy(getattr(card, name)) for name in type(card).model_fields},
+            )
+            for card in self.cards
+        ]
 
 
 def normalize_profiles(profiles: Iterable[Any] | None) -> list[RoleProfile]:
