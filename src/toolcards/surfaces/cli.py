@@ -33,6 +33,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    epilog=(
+        "Exit codes: 0 ok, 1 tool failure, 2 usage or config error, 3 denied, 4 invalid input, "
+        "5 needs approval or refused, 6 rate limited."
+    ),
 )
 audit_app = typer.Typer(help="Read the audit trail.", no_args_is_help=True)
 team_app = typer.Typer(help="Inspect the team.", no_args_is_help=True)
@@ -230,7 +234,11 @@ def call(
     ] = None,
     config: ConfigOpt = None,
 ) -> None:
-    """Call a tool as the local principal (approvals prompt on a terminal, else fail closed)."""
+    """Call a tool as the local principal.
+
+    A call that needs approval asks on the terminal (stdin a TTY, no --json); otherwise it
+    fails closed with exit code 5.
+    """
     import asyncio
     import contextlib
 

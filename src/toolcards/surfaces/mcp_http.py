@@ -107,6 +107,7 @@ def http_app(runtime: SurfaceRuntime, *, host: str = "127.0.0.1") -> Any:
             allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
             allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
         )
+    # SSE responses (not plain JSON): an approval asks the human mid-call, on the call's stream
     manager = StreamableHTTPSessionManager(app=mcp_server.server, security_settings=security)
     handler = BearerAuth(manager.handle_request, runtime.tokens)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -183,6 +183,3 @@ async def run_stdio(runtime: SurfaceRuntime) -> None:
     mcp_server = GovernedMCPServer(runtime)
     async with stdio_server() as (read, write):
         await mcp_server.server.run(read, write, mcp_server.initialization_options())
-
-
-Runner = Callable[[SurfaceRuntime], Awaitable[None]]
