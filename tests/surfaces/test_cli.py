@@ -224,3 +224,26 @@ def test_installed_command_reports_exit_codes(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == ExitCode.INVALID
     assert json.loads(proc.stdout)["outcome"] == "retry"
+
+
+@pytest.mark.parametrize(("answer", "code"), [(b"y\n", ExitCode.OK), (b"n\n", ExitCode.APPROVAL)])
+def test_installed_command_asks_on_a_real_terminal(
+    tmp_path: Path, answer: bytes, code: ExitCode
+) -> None:
+    import os
+    import pty
+
+    config = allow_all(tmp_path)
+    leader, follower = pty.openpty()
+    try:
+        os.write(leader, answer)  # typed ahead; the terminal holds it until the prompt reads
+        proc = subprocess.run(
+            [str(TOOLCARDS), "--config", str(config), "call", "publish", "text=hi"],
+            env=SURFACE_ENV, stdin=follower, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert proc.returncode == code, proc.stderr[-500:]
+    assert "publish" in proc.stderr
+    assert ("published: hi" in proc.stdout) is (code == ExitCode.OK)
