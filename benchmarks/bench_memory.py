@@ -5,8 +5,8 @@ Run: .venv/bin/python benchmarks/bench_memory.py [--quick] [--provider hash|loca
 Everything goes through a real team (tool actors, SQLite state, the ``#VectorStore`` actor):
 ``search_graph`` is timed end to end as a member calls it (query embedding, vector top-k,
 in-process BM25F keyword index, reciprocal-rank fusion, rendering). The ``hash`` provider
-(default) keeps the 10k-entity load fast; ``--provider local`` uses the MiniLM model (slower to load, and each
-distinct query is embedded once, then cached by the store).
+(default) keeps the 10k-entity load fast; ``--provider local`` uses the MiniLM model (slower
+to load, and each distinct query is embedded once, then cached by the store).
 """
 
 from __future__ import annotations
