@@ -23,7 +23,8 @@ def lead_plan(prompt: str) -> tuple[str, dict[str, Any]] | None:
 
 def helper_plan(prompt: str) -> tuple[str, dict[str, Any]] | None:
     if "remind me" in prompt:
-        return ("register_notification", {"content": REMINDER, "delay_seconds": 1})
+        # Long enough that the team surely stops before it is due, even on a loaded machine.
+        return ("register_notification", {"content": REMINDER, "delay_seconds": 3})
     return None
 
 
@@ -56,7 +57,7 @@ def test_a_notification_scheduled_before_a_stop_reaches_the_member_after_resume(
         assert team.send(boss, "Please hire a helper.", timeout=30).startswith("done: hired 1 of 1")
         assert [m.name for m in team.members() if m.role == "helper"] == ["@helper-1"]
         answer = team.send("@helper-1", "Please remind me about the build.", timeout=30)
-        assert answer == "done: notification #1 scheduled in 1s"
+        assert answer == "done: notification #1 scheduled in 3s"
     finally:
         team.stop()
     assert not helper.saw("[notification #1]")  # still pending when the team stopped
