@@ -48,9 +48,10 @@ def test_second_run_resumes_state_and_delivers_the_reminder(state: Path) -> None
     assert [(t.id, t.status) for t in second["tasks"]] == [(t.id, t.status) for t in first["tasks"]]
     assert second["files"] == first["files"]
     assert len(second["audit"]) >= len(first["audit"])
-    said = dict(second["log"])
+    said = dict(first["log"] + second["log"])
+    # Delivered in the first run if it was slow, otherwise on the first tick after resume.
     assert "Check that the release notes are published" in said["#NotificationTool -> @lead-1"]
-    assert "2 tasks total" in said["@lead-1 -> user"]
+    assert "2 tasks total" in dict(second["log"])["@lead-1 -> user"]
 
 
 def test_make_run_entry_point_prints_the_summary(tmp_path: Path) -> None:
