@@ -13,7 +13,7 @@ from toolcards.core.channels import Channels
 from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate, set_instructions
-from toolcards.tools.vector_store.models import BackendName, ProviderName, VectorStoreConfig
+from toolcards.tools.vector_store.models import StoreSettings, VectorStoreConfig
 
 logger = logging.getLogger(__name__)
 _said: set[str] = set()
@@ -49,7 +49,7 @@ class VectorInfo(BaseToolParam):
     expose: set[Channels] = Field(default_factory=lambda: {Channels.COMMAND})
 
 
-class VectorStoreTool(ToolCard):
+class VectorStoreTool(ToolCard, StoreSettings):
     """A named vector store shared by the team (actor ``#<name>``), used by other cards.
 
     ``PlanningTool`` and ``KnowledgeGraphTool`` find it by name for semantic search. Several
@@ -58,24 +58,6 @@ class VectorStoreTool(ToolCard):
     """
 
     name: str = Field(default="VectorStore", pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
-    provider: ProviderName = "local"
-    """``local`` (MiniLM ONNX, offline), ``openai`` (OPENAI_API_KEY) or ``hash`` (lexical)."""
-    model: str | None = None
-    dimension: int | None = Field(default=None, ge=8, le=8192)
-    """Checked against the model's real vector length when given."""
-    backend: BackendName = "inmemory"
-    qdrant_url: str | None = None
-    qdrant_path: str | None = None
-    batch_size: int = Field(default=32, ge=1, le=2048)
-    max_length: int = Field(default=256, ge=8, le=512)
-    timeout_s: float = Field(default=30.0, gt=0, le=600)
-    openai_base_url: str | None = None
-    max_text_chars: int = Field(default=8_000, ge=100, le=1_000_000)
-    query_cache_size: int = Field(default=1024, ge=0, le=1_000_000)
-    workers: int = Field(default=1, ge=1, le=8)
-    approximate_above: int | None = Field(default=50_000, ge=1000)
-    """In-memory collections this large search approximately (inverted file: ~1/8 of the
-    vectors scanned; see benchmarks/bench_vector.py for recall); None: always exact."""
     vector_search: bool | VectorSearch = True
     vector_add: bool | VectorAdd = False
     vector_info: bool | VectorInfo = True
@@ -91,22 +73,7 @@ class VectorStoreTool(ToolCard):
 
     def config(self) -> VectorStoreConfig:
         """The actor's configuration (validated: unknown model or wrong dimension raise)."""
-        return VectorStoreConfig(
-            provider=self.provider,
-            model=self.model,
-            dimension=self.dimension,
-            backend=self.backend,
-            qdrant_url=self.qdrant_url,
-            qdrant_path=self.qdrant_path,
-            batch_size=self.batch_size,
-            max_length=self.max_length,
-            timeout_s=self.timeout_s,
-            openai_base_url=self.openai_base_url,
-            max_text_chars=self.max_text_chars,
-            query_cache_size=self.query_cache_size,
-            workers=self.workers,
-            approximate_above=self.approximate_above,
-        )
+        return VectorStoreConfig(**{key: getattr(self, key) for key in StoreSettings.model_fields})
 
     def handle(self) -> Any:
         """Get or create the store actor in this card's team (the implicit one standalone)."""

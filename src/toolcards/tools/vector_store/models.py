@@ -24,14 +24,14 @@ _MODULES = {
 }
 
 
-class VectorStoreConfig(BaseModel):
-    """Provider, model and backend of one vector store; frozen so teams can compare them."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class StoreSettings(BaseModel):
+    """The settings of one vector store, shared by the card and the actor's config."""
 
     provider: ProviderName = "local"
+    """``local`` (MiniLM ONNX, offline), ``openai`` (OPENAI_API_KEY) or ``hash`` (lexical)."""
     model: str | None = None
     dimension: int | None = Field(default=None, ge=8, le=8192)
+    """Checked against the model's real vector length when given."""
     backend: BackendName = "inmemory"
     qdrant_url: str | None = None
     qdrant_path: str | None = None
@@ -43,8 +43,14 @@ class VectorStoreConfig(BaseModel):
     query_cache_size: int = Field(default=1024, ge=0, le=1_000_000)
     workers: int = Field(default=1, ge=1, le=8)
     approximate_above: int | None = Field(default=50_000, ge=1000)
-    """In-memory collections this large switch to approximate (inverted-file) search; the
-    partition is trained on a worker thread."""
+    """In-memory collections this large search approximately (inverted file: ~1/8 of the
+    vectors scanned, the partition trained on a worker thread); None: always exact."""
+
+
+class VectorStoreConfig(StoreSettings):
+    """Provider, model and backend of one vector store; frozen so teams can compare them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     @model_validator(mode="after")
     def _check(self) -> VectorStoreConfig:
