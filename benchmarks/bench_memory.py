@@ -79,7 +79,7 @@ def bench_graph(team: Team, entities: int, queries: int, provider: str) -> None:
     load = time.perf_counter() - start
     store = team.actor("#VectorStore")
     assert store is not None
-    store.ask("flush").result(timeout=600)
+    store.ask(VectorStoreActor.flush).result(timeout=600)
     embedded = time.perf_counter() - start
     print(f"graph load: {entities} entities in {load:.1f} s (embedded after {embedded:.1f} s)")
     texts = [sentence(rng, rng.randint(2, 6)) for _ in range(queries)]
@@ -98,9 +98,14 @@ def bench_graph(team: Team, entities: int, queries: int, provider: str) -> None:
     samples = timed(lambda: search(next(it), include_neighbors=True, find_paths=True), queries)
     print(f"search_graph hybrid + neighbors + paths:      {percentiles(samples)}")
     # Attribution: the store's query (embedding + top-k) vs. the graph actor's own share.
-    vectors = {t: store.ask("query", "knowledge_graph", t, 30).result(timeout=30) for t in texts}
+    vectors = {
+        t: store.ask(VectorStoreActor.query, "knowledge_graph", t, 30).result(timeout=30)
+        for t in texts
+    }
     it = iter(texts)
-    samples = timed(lambda: store.ask("query", "knowledge_graph", next(it), 30).result(), queries)
+    samples = timed(
+        lambda: store.ask(VectorStoreActor.query, "knowledge_graph", next(it), 30).result(), queries
+    )
     print(f"  #VectorStore query, embedding cached:       {percentiles(samples)}")
     graph = team.actor("#KnowledgeGraphTool")
     assert graph is not None
@@ -108,7 +113,7 @@ def bench_graph(team: Team, entities: int, queries: int, provider: str) -> None:
 
     def fused() -> None:
         text = next(it)
-        graph.ask("search", text, "hybrid", 10, vectors[text])
+        graph.ask(KnowledgeGraphActor.search, text, "hybrid", 10, vectors[text])
 
     print(f"  graph actor BM25 + fusion, given vectors:   {percentiles(timed(fused, queries))}")
 

@@ -51,15 +51,15 @@ def percentile(samples: list[float], q: float) -> float:
 
 
 def ask_latency(n: int) -> tuple[float, float, float]:
-    """p50, p99 and mean microseconds of ``handle.ask("ping", 1)``."""
+    """p50, p99 and mean microseconds of ``handle.ask(Echo.ping, 1)``."""
     with Team("bench-ask") as team:
         echo = team.tool_actor("#Echo", Echo)
         for _ in range(min(n, 2000)):
-            echo.ask("ping", 1)
+            echo.ask(Echo.ping, 1)
         samples = []
         for _ in range(n):
             t = time.perf_counter_ns()
-            echo.ask("ping", 1)
+            echo.ask(Echo.ping, 1)
             samples.append((time.perf_counter_ns() - t) / 1000)
     return percentile(samples, 0.5), percentile(samples, 0.99), statistics.fmean(samples)
 
@@ -70,14 +70,14 @@ def persist_cost(directory: Path, size: int, mutations: int) -> tuple[float, flo
         index = team.tool_actor("#Index", Index)
         chunk = 20_000
         for start in range(0, size, chunk):
-            index.ask("fill", start, min(chunk, size - start), timeout=120)
+            index.within(120).ask(Index.fill, start, min(chunk, size - start))
         team.checkpoint()
         for i in range(size, size + 50):  # warm up
-            index.ask("add", i)
+            index.ask(Index.add, i)
         samples = []
         for i in range(size + 50, size + 50 + mutations):
             t = time.perf_counter_ns()
-            index.ask("add", i)
+            index.ask(Index.add, i)
             samples.append((time.perf_counter_ns() - t) / 1000)
     return percentile(samples, 0.5), statistics.fmean(samples)
 

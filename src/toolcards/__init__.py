@@ -6,32 +6,32 @@ Every public name is imported on first use (the core needs pydantic, the cards m
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 from toolcards._builtin import BUILTIN_CARDS
+from toolcards._lazy import lazy_names
 
-_CORE_NAMES = frozenset(
-    {
-        "BaseToolParam",
-        "Channels",
-        "CommandNotRecognized",
-        "CommandRegistry",
-        "ContextState",
-        "RetriableError",
-        "ToolCard",
-        "ToolFactory",
-        "ToolObserver",
-        "ToolObserverGone",
-        "ToolStateEvent",
-        "dump_cards",
-        "load_cards",
-    }
+_CORE_NAMES = (
+    "BaseToolParam",
+    "Capability",
+    "Channels",
+    "CommandNotRecognized",
+    "CommandRegistry",
+    "ContextState",
+    "RetriableError",
+    "ToolCard",
+    "ToolFactory",
+    "ToolObserver",
+    "ToolObserverGone",
+    "ToolStateEvent",
+    "dump_cards",
+    "load_cards",
 )
 
 if TYPE_CHECKING:
     from toolcards.core import (
         BaseToolParam,
+        Capability,
         Channels,
         CommandNotRecognized,
         CommandRegistry,
@@ -56,10 +56,9 @@ if TYPE_CHECKING:
     from toolcards.tools.vector_store.card import VectorStoreTool
     from toolcards.tools.workspace.card import WorkspaceTool
 
-__version__ = "0.1.0"
-
 __all__ = [
     "BaseToolParam",
+    "Capability",
     "Channels",
     "CommandNotRecognized",
     "CommandRegistry",
@@ -85,13 +84,23 @@ __all__ = [
 ]
 
 
+_lazy_getattr, __dir__ = lazy_names(
+    __name__,
+    {
+        **dict.fromkeys(_CORE_NAMES, "toolcards.core"),
+        **{name: module for name, (module, _) in BUILTIN_CARDS.items()},
+    },
+)
+
+
 def __getattr__(name: str) -> Any:
-    if name in _CORE_NAMES:
-        value = getattr(importlib.import_module("toolcards.core"), name)
-    elif name in BUILTIN_CARDS:
-        module, attr = BUILTIN_CARDS[name]
-        value = getattr(importlib.import_module(module), attr)
-    else:
-        raise AttributeError(f"module 'toolcards' has no attribute {name!r}")
-    globals()[name] = value
-    return value
+    if name == "__version__":  # read from the installed metadata, the one place it is written
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("toolcards")
+        except PackageNotFoundError:  # pragma: no cover - a source tree without metadata
+            found = "0+unknown"
+        globals()["__version__"] = found
+        return found
+    return _lazy_getattr(name)

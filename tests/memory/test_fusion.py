@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future
 from typing import Any
 
 import pytest
 
+from toolcards.runtime import HandleBase
 from toolcards.tools._common.fusion import (
     KEYWORD_ONLY_NOTICE,
     VectorLink,
@@ -44,21 +46,33 @@ def test_store_actor_name(value: bool | str, expected: str | None) -> None:
     assert store_actor_name(value) == expected
 
 
-class FakeHandle:
+def _resolved(hits: list[tuple[str, float]]) -> Future[list[tuple[str, float]]]:
+    answer: Future[list[tuple[str, float]]] = Future()
+    answer.set_result(hits)
+    return answer
+
+
+class FakeHandle(HandleBase[Any]):
+    """A store handle answering typed asks in the caller's thread."""
+
     def __init__(self, available: bool = True, fail: bool = False) -> None:
+        super().__init__("#Fake")
         self.available = available
         self.fail = fail
         self.told: list[tuple[Any, ...]] = []
 
-    def ask(self, method: str, *args: Any, timeout: float = 10.0) -> Any:
+    def _ask(self, method: str, args: tuple[Any, ...], kw: dict[str, Any], timeout: float) -> Any:
         if method == "available":
             return self.available
         if self.fail:
             raise RuntimeError("boom")
-        return [("1", 0.9)]
+        return _resolved([("1", 0.9)])
 
-    def tell(self, method: str, *args: Any) -> None:
+    def _tell(self, method: str, args: tuple[Any, ...], kw: dict[str, Any]) -> None:
         self.told.append((method, *args))
+
+    def is_alive(self) -> bool:
+        return True
 
 
 class FakeTeam:
@@ -69,16 +83,18 @@ class FakeTeam:
         return self.handle
 
 
-def test_link_waits_for_a_deferred_answer() -> None:
-    class Deferred(FakeHandle):
-        def ask(self, method: str, *args: Any, timeout: float = 10.0) -> Any:
+def test_link_waits_for_a_pending_answer() -> None:
+    class Pending(FakeHandle):
+        def _ask(
+            self, method: str, args: tuple[Any, ...], kw: dict[str, Any], timeout: float
+        ) -> Any:
             if method == "available":
                 return True
             answer: Future[list[tuple[str, float]]] = Future()
-            answer.set_result([("7", 0.5)])
+            threading.Timer(0.05, answer.set_result, ([("7", 0.5)],)).start()
             return answer
 
-    assert VectorLink(FakeTeam(Deferred()), "#V").query("c", "t", 3) == [("7", 0.5)]
+    assert VectorLink(FakeTeam(Pending()), "#V").query("c", "t", 3) == [("7", 0.5)]
 
 
 def test_link_queries_an_available_store() -> None:

@@ -13,7 +13,7 @@ from toolcards.runtime import Team
 from toolcards.tools._common.fusion import KEYWORD_ONLY_NOTICE
 from toolcards.tools.knowledge_graph.card import KnowledgeGraphTool
 
-from .fakes import start_fake_store
+from .fakes import FakeVectorStore, start_fake_store
 
 
 def tools_of(team: Team, member: str, **fields: Any) -> dict[str, Any]:
@@ -153,14 +153,14 @@ def test_graph_and_vectors_survive_resume_without_reembedding(tmp_path: Path) ->
     with Team("kg-resume", db) as team:
         start_fake_store(team)
         tools_of(team, "alice")["update_graph"](**SEED)
-        assert len(team.actor("#VectorStore").ask("upserted_ids")) == 4  # type: ignore[union-attr]
+        assert len(team.actor("#VectorStore").ask(FakeVectorStore.upserted_ids)) == 4
     with Team.resume("kg-resume", db) as team:
         store = start_fake_store(team)
         tools = tools_of(team, "alice")
         tools["update_graph"](
             update_entities=[{"name": "ann", "add_observations": ["Prefers email"]}]
         )
-        assert store.ask("upserted_ids") == ["e:ann"]
+        assert store.ask(FakeVectorStore.upserted_ids) == ["e:ann"]
         assert "writes_to" in tools["search_graph"]("checkout", include_edges=True)
         assert graph_events(team)[-1].seq == 2
 

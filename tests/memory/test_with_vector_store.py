@@ -10,6 +10,7 @@ from toolcards.runtime import Team
 from toolcards.tools._common.fusion import KEYWORD_ONLY_NOTICE
 from toolcards.tools.knowledge_graph.card import KnowledgeGraphTool
 from toolcards.tools.planning.card import PlanningTool
+from toolcards.tools.vector_store.actor import VectorStoreActor
 
 
 def bind(team: Team, member: str) -> dict[str, Any]:
@@ -22,7 +23,7 @@ def bind(team: Team, member: str) -> dict[str, Any]:
 def settle(team: Team) -> None:
     store = team.actor("#VectorStore")
     assert store is not None
-    store.ask("flush").result(timeout=30)
+    store.ask(VectorStoreActor.flush).result(timeout=30)
 
 
 def test_graph_vector_search_goes_through_the_store(team: Team) -> None:
@@ -42,7 +43,7 @@ def test_planning_search_goes_through_the_store(team: Team) -> None:
     tools = bind(team, "alice")
     tools["update_planning"](create=[{"description": "Rotate certificates"}])
     settle(team)
-    assert team.actor("#VectorStore").ask("count", "planning") == 1  # type: ignore[union-attr]
+    assert team.actor("#VectorStore").ask(VectorStoreActor.count, "planning") == 1
     out = tools["search_planning"](query="certificates")
     assert "Rotate certificates" in out and KEYWORD_ONLY_NOTICE not in out
 
@@ -63,7 +64,7 @@ def test_resume_sends_only_changed_items_to_the_store(tmp_path: Path) -> None:
         settle(team)
         store = team.actor("#VectorStore")
         assert store is not None
-        assert store.ask("count", "knowledge_graph") == 20
+        assert store.ask(VectorStoreActor.count, "knowledge_graph") == 20
         before = [e for e in team.events() if e.tool_id == "#VectorStore"]
         tools["update_graph"](update_entities=[{"name": "e3", "description": "changed"}])
         settle(team)

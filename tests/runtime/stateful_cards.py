@@ -11,7 +11,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from toolcards.core import ToolCard
-from toolcards.runtime import ActorHandle, ToolActor, team_for
+from toolcards.runtime import ActorHandle, ToolActor
+from toolcards.tools._common.team import team_observer
 
 COUNTER = "#Counter"
 
@@ -23,6 +24,7 @@ class CounterConfig(BaseModel):
 class CounterActor(ToolActor):
     """Counts, and keeps one state row per recorded item (``item:<n>``) plus ``total``."""
 
+    config_type = CounterConfig
     starts = 0
     _starts_lock = threading.Lock()
 
@@ -58,16 +60,16 @@ class CounterCard(ToolCard):
 
     step: int = 1
 
-    def _actor(self) -> ActorHandle:
-        return team_for(self).tool_actor(COUNTER, CounterActor, CounterConfig(step=self.step))
+    def _actor(self) -> ActorHandle[CounterActor]:
+        return team_observer(self).tool_actor(COUNTER, CounterActor, CounterConfig(step=self.step))
 
     def get_tools(self) -> list[Any]:
         def counter_add(label: str) -> int:
             """Count one more ``label``; returns the new total."""
-            return int(self._actor().ask("add", label))
+            return int(self._actor().ask(CounterActor.add, label))
 
         def counter_value() -> int:
             """The current total."""
-            return int(self._actor().ask("value"))
+            return int(self._actor().ask(CounterActor.value))
 
         return [counter_add, counter_value]

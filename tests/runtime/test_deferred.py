@@ -71,16 +71,16 @@ def test_three_callers_of_one_key_share_one_worker(gate: Gate) -> None:
         for t in threads:
             t.start()
         started.wait()
-        while cache.ask("status", "k") != "pending":
+        while cache.ask(UpperCache.status, "k") != "pending":
             pass
         for _ in range(3):
-            cache.ask("request", "k", "hello")
+            cache.ask(UpperCache.request, "k", "hello")
         gate.release.set()
         for t in threads:
             t.join()
         assert results == ["HELLO", "HELLO", "HELLO"]
         assert gate.calls == 1
-        assert cache.ask("stats")["spawned"] == 1
+        assert cache.ask(UpperCache.stats)["spawned"] == 1
 
 
 def test_worker_timeout_is_handed_to_the_client(gate: Gate) -> None:
@@ -97,14 +97,17 @@ def test_failures_are_cached_until_their_ttl_passes(gate: Gate) -> None:
         config = DeferredConfig(negative_ttl=30)
         cache = team.tool_actor("#Upper", UpperCache, config)
         assert fetch_deferred(cache, "k", "bad", attempts=1000, delay=0.02, default="-") == "-"
-        assert cache.ask("status", "k") == "failed"
-        assert "upstream refused" in cache.ask("error", "k")
-        assert cache.ask("request", "k", "bad") == "failed"
+        assert cache.ask(UpperCache.status, "k") == "failed"
+        assert "upstream refused" in cache.ask(UpperCache.error, "k")
+        assert cache.ask(UpperCache.request, "k", "bad") == "failed"
         assert fetch_deferred(cache, "k", "bad", attempts=3, delay=0.01, default="-") == "-"
         assert gate.calls == 1
         UpperCache.now += 31
-        assert cache.ask("request", "k", "good") == "pending"
-        assert poll_deferred(lambda: cache.ask("poll", "k"), attempts=1000, delay=0.02) == "GOOD"
+        assert cache.ask(UpperCache.request, "k", "good") == "pending"
+        assert (
+            poll_deferred(lambda: cache.ask(UpperCache.poll, "k"), attempts=1000, delay=0.02)
+            == "GOOD"
+        )
         assert gate.calls == 2
 
 
@@ -114,21 +117,23 @@ def test_cache_is_capped_least_recently_used_first(gate: Gate) -> None:
         cache = team.tool_actor("#Upper", UpperCache, DeferredConfig(max_entries=2))
         for key in ("a", "b"):
             assert fetch_deferred(cache, key, key, attempts=1000, delay=0.02) == key.upper()
-        assert cache.ask("get", "a") == "A"  # a is now the most recent
+        assert cache.ask(UpperCache.get, "a") == "A"  # a is now the most recent
         assert fetch_deferred(cache, "c", "c", attempts=1000, delay=0.02) == "C"
-        assert cache.ask("get", "b") is None
-        assert cache.ask("get", "a") == "A"
-        assert cache.ask("stats")["values"] == 2
+        assert cache.ask(UpperCache.get, "b") is None
+        assert cache.ask(UpperCache.get, "a") == "A"
+        assert cache.ask(UpperCache.stats)["values"] == 2
 
 
 def test_workers_are_short_lived_defer_actors(gate: Gate) -> None:
     with Team("defer-names") as team:
         cache = team.tool_actor("#Upper", UpperCache)
-        cache.ask("request", "k", "v")
+        cache.ask(UpperCache.request, "k", "v")
         workers = [n for n in team.actor_names() if n.startswith("#defer-")]
         assert len(workers) == 1
         gate.release.set()
-        assert poll_deferred(lambda: cache.ask("get", "k"), attempts=1000, delay=0.02) == "V"
+        assert (
+            poll_deferred(lambda: cache.ask(UpperCache.get, "k"), attempts=1000, delay=0.02) == "V"
+        )
         assert poll_deferred(
             lambda: None if team.actor(workers[0]) else "gone", attempts=1000, delay=0.02
         )

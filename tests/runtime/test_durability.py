@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from runtime.stateful_cards import COUNTER, CounterActor, CounterCard, CounterConfig
-from toolcards.runtime import StoreLockedError, Team, ToolActor
+from toolcards.runtime import ACTOR_TYPES, StoreLockedError, Team, ToolActor
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
 
@@ -31,7 +31,7 @@ WRITER = textwrap.dedent(
         i = 0
         while True:
             i += 1
-            total = counter.ask("add", f"item-{i}")
+            total = counter.ask(CounterActor.add, f"item-{i}")
             print(total, flush=True)
     """
 )
@@ -65,14 +65,14 @@ def test_sigkill_mid_writes_then_resume_keeps_the_last_committed_state(tmp_path:
     with Team.resume("durable", store) as team:
         counter = team.actor(COUNTER)
         assert counter is not None  # restarted from the roster, with its config
-        total = counter.ask("value")
-        items = counter.ask("items")
+        total = counter.ask(CounterActor.value)
+        items = counter.ask(CounterActor.items)
         assert total >= acknowledged
         assert len(items) == total  # each add committed its item and the total together
         assert items[-1] == (f"item:{total:08d}", f"item-{total}")
         seqs = [e.seq for e in team.events() if e.tool_id == COUNTER]
         assert seqs == list(range(1, total + 1))
-        assert counter.ask("add", "after") == total + 1
+        assert counter.ask(CounterActor.add, "after") == total + 1
 
 
 def test_a_second_writer_process_gets_a_clear_error(tmp_path: Path) -> None:
@@ -128,7 +128,7 @@ def test_stop_with_a_stuck_actor_returns_and_reports_it() -> None:
     try:
         stuck = team.tool_actor("#Stuck", Stuck)
         team.tool_actor(COUNTER, CounterActor)
-        stuck.tell("block")
+        stuck.tell(Stuck.block)
         report = team.stop(timeout=2.0)
         assert report.abandoned == ["#Stuck"]
         assert COUNTER in report.stopped
@@ -161,7 +161,7 @@ def test_store_rows_are_per_key(tmp_path: Path) -> None:
     with Team("rows", store=store) as team:
         counter = team.tool_actor(COUNTER, CounterActor)
         for i in range(5):
-            counter.ask("add", f"x{i}")
+            counter.ask(CounterActor.add, f"x{i}")
     with sqlite3.connect(store) as conn:
         rows = conn.execute(
             "SELECT key FROM state WHERE team_id='rows' AND actor=? ORDER BY key", (COUNTER,)
@@ -169,8 +169,8 @@ def test_store_rows_are_per_key(tmp_path: Path) -> None:
     assert [r[0] for r in rows] == [f"item:{i:08d}" for i in range(1, 6)] + ["total"]
 
 
-def test_actor_whose_class_cannot_be_imported_comes_back_when_asked_for(tmp_path: Path) -> None:
-    class Local(ToolActor):  # not importable by path: restored lazily
+def test_actor_whose_tag_is_unknown_comes_back_when_asked_for(tmp_path: Path) -> None:
+    class Local(ToolActor):
         def on_start(self) -> None:
             self.n = self.state.get("n") or 0
 
@@ -181,9 +181,49 @@ def test_actor_whose_class_cannot_be_imported_comes_back_when_asked_for(tmp_path
 
     store = tmp_path / "team.db"
     with Team("lazy", store=store) as team:
-        team.tool_actor("#Local", Local).ask("bump")
+        team.tool_actor("#Local", Local).ask(Local.bump)
+    ACTOR_TYPES.forget(Local.actor_tag)  # as in a process that never defined the class
     with Team.resume("lazy", store) as team:
         assert team.actor("#Local") is None
         deferred = [e.payload for e in team.events() if e.payload.get("name") == "#Local"]
         assert deferred[-1]["event"] == "actor_restore_deferred"
-        assert team.tool_actor("#Local", Local).ask("bump") == 2
+        assert "no tool actor class is registered" in deferred[-1]["reason"]
+        assert team.tool_actor("#Local", Local).ask(Local.bump) == 2
+
+
+def _plant_actor_row(store: Path, team_id: str, tag: str) -> None:
+    with Team(team_id, store=store):
+        pass
+    with sqlite3.connect(store) as conn:
+        conn.execute("INSERT INTO actors VALUES (?, '#Planted', ?, NULL, NULL, 0)", (team_id, tag))
+
+
+def test_resume_never_imports_a_module_named_in_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = tmp_path / "imported"
+    (tmp_path / "planted_module.py").write_text(
+        f"open({str(marker)!r}, 'w').write('ran')\nclass Thing: pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    store = tmp_path / "team.db"
+    _plant_actor_row(store, "planted", "planted_module:Thing")
+    with Team.resume("planted", store) as team:
+        reasons = [e.payload.get("reason", "") for e in team.events()]
+    assert not marker.exists()
+    assert "planted_module" not in sys.modules
+    assert any(
+        "no tool actor class is registered under 'planted_module:Thing'" in r for r in reasons
+    )
+
+
+def test_resume_never_calls_a_builtin_named_in_the_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "team.db"
+    _plant_actor_row(store, "builtin", "builtins:print")
+    with Team.resume("builtin", store) as team:
+        assert team.actor("#Planted") is None
+        events = [e.payload.get("event") for e in team.events()]
+    assert "actor_restore_deferred" in events
+    assert capsys.readouterr().out == ""

@@ -20,8 +20,8 @@ def _tool_events(team: Team, tool_id: str) -> list[ToolStateEvent]:
 def test_emit_returns_the_recorded_event_with_seq_from_one() -> None:
     with Team("emit") as team:
         actor = team.tool_actor("#Pair", Pair)
-        first = actor.ask("put", {"set": [1]})
-        second = actor.ask("put", {"set": [2]})
+        first = actor.ask(Pair.put, {"set": [1]})
+        second = actor.ask(Pair.put, {"set": [2]})
         assert (first.tool_id, first.seq, first.payload) == ("#Pair", 1, {"set": [1]})
         assert second.seq == 2
         assert first.team_id == "emit"
@@ -31,9 +31,9 @@ def test_emit_returns_the_recorded_event_with_seq_from_one() -> None:
 def test_empty_delta_records_no_event_and_leaves_no_gap() -> None:
     with Team("empty") as team:
         actor = team.tool_actor("#Pair", Pair)
-        assert actor.ask("put", {"created": [], "deleted": []}) is None
-        assert actor.ask("put", None) is None
-        assert actor.ask("put", {"created": ["x"]}).seq == 1
+        assert actor.ask(Pair.put, {"created": [], "deleted": []}) is None
+        assert actor.ask(Pair.put, None) is None
+        assert actor.ask(Pair.put, {"created": ["x"]}).seq == 1
         assert [e.seq for e in _tool_events(team, "#Pair")] == [1]
 
 
@@ -83,7 +83,7 @@ def test_lifecycle_events_share_the_log_and_reach_subscribers_at_stop() -> None:
 def test_subscribe_replays_then_delivers_live_events_in_order() -> None:
     with Team("live") as team:
         actor = team.tool_actor("#Pair", Pair)
-        actor.ask("put", {"v": 0})
+        actor.ask(Pair.put, {"v": 0})
         got: list[ToolStateEvent] = []
         done = threading.Event()
 
@@ -94,7 +94,7 @@ def test_subscribe_replays_then_delivers_live_events_in_order() -> None:
 
         sub = team.subscribe(on_event, since=0)
         for i in range(1, 10):
-            actor.ask("put", {"v": i})
+            actor.ask(Pair.put, {"v": i})
         assert done.wait(10)
         sub.close()
         assert [e.payload["v"] for e in got if e.tool_id == "#Pair"] == list(range(10))
@@ -105,9 +105,9 @@ def test_subscribe_from_a_position_skips_what_was_seen() -> None:
     with Team("since") as team:
         actor = team.tool_actor("#Pair", Pair)
         for i in range(3):
-            actor.ask("put", {"v": i})
+            actor.ask(Pair.put, {"v": i})
         seen = len(team.events())
-        actor.ask("put", {"v": 3})
+        actor.ask(Pair.put, {"v": 3})
         got: list[ToolStateEvent] = []
         arrived = threading.Event()
         sub = team.subscribe(lambda e: (got.append(e), arrived.set()), since=seen)
@@ -131,8 +131,8 @@ def test_a_failing_subscriber_does_not_stop_delivery() -> None:
             done.set()
 
         sub = team.subscribe(flaky)
-        actor.ask("put", {"v": 1})
-        actor.ask("put", {"v": 2})
+        actor.ask(Pair.put, {"v": 1})
+        actor.ask(Pair.put, {"v": 2})
         assert done.wait(10)
         sub.close()
         assert got == [1, 2]

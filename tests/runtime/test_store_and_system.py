@@ -79,10 +79,10 @@ def test_failed_batch_leaves_neither_state_nor_event_nor_seq_gap() -> None:
     with Team("rollback") as team:
         ledger = team.tool_actor("#Ledger", Ledger)
         with pytest.raises(RuntimeError, match="half-way"):
-            ledger.ask("write_then_fail", "lost")
+            ledger.ask(Ledger.write_then_fail, "lost")
         assert team.state_of("#Ledger").get("lost") is None
         assert [e for e in team.events() if e.tool_id == "#Ledger"] == []
-        assert ledger.ask("write", "kept") == 1
+        assert ledger.ask(Ledger.write, "kept") == 1
 
 
 def test_store_survives_reopen_and_keeps_schema(tmp_path: Path) -> None:
@@ -97,8 +97,8 @@ def test_store_survives_reopen_and_keeps_schema(tmp_path: Path) -> None:
 def test_two_teams_of_one_process_share_a_store_file(tmp_path: Path) -> None:
     path = tmp_path / "shared.db"
     with Team("a", store=path) as a, Team("b", store=path) as b:
-        a.tool_actor(COUNTER, CounterActor).ask("add", "x")
-        assert b.tool_actor(COUNTER, CounterActor).ask("value") == 0
+        a.tool_actor(COUNTER, CounterActor).ask(CounterActor.add, "x")
+        assert b.tool_actor(COUNTER, CounterActor).ask(CounterActor.value) == 0
         with pytest.raises(ValueError, match="already running"):
             Team("a", store=path)
 
@@ -123,7 +123,7 @@ def test_ask_without_answer_in_time_raises_timeout_error() -> None:
         slow = team.tool_actor("#Slow", Slow)
         try:
             with pytest.raises(TimeoutError, match="#Slow.wait"):
-                slow.ask("wait", timeout=0.05)
+                slow.within(0.05).ask(Slow.wait)
         finally:
             Slow.gate.set()
 
@@ -133,7 +133,7 @@ def test_ask_to_a_stopped_actor_raises_actor_unavailable() -> None:
     handle = team.tool_actor(COUNTER, CounterActor)
     team.stop()
     with pytest.raises(ActorUnavailable):
-        handle.ask("value")
+        handle.ask(CounterActor.value)
 
 
 class BrokenStart(ToolActor):
@@ -162,15 +162,15 @@ def test_pykka_system_implements_the_actor_system_interface() -> None:
     assert isinstance(system, ActorSystem)
     handle = system.spawn("plain", Plain)
     assert system.lookup("plain") is handle
-    assert system.ask("plain", "note", "a") == 1
-    system.tell("plain", "note", "b")
-    assert handle.ask("note", "c") == 3
+    assert handle.ask(Plain.note, "a") == 1
+    handle.tell(Plain.note, "b")
+    assert handle.within(5.0).ask(Plain.note, "c") == 3
     with pytest.raises(ValueError, match="already running"):
         system.spawn("plain", Plain)
     assert system.stop(["plain"], timeout=5) == []
     assert system.lookup("plain") is None
     with pytest.raises(ActorUnavailable):
-        system.ask("plain", "note", "d")
+        handle.ask(Plain.note, "d")
 
 
 class Exiting(ToolActor):
@@ -183,6 +183,6 @@ def test_system_exit_in_one_actor_leaves_the_others_running() -> None:
         counter = team.tool_actor(COUNTER, CounterActor)
         exiting = team.tool_actor("#Exiting", Exiting)
         with pytest.raises(RuntimeError, match="SystemExit"):
-            exiting.ask("leave")
-        assert counter.ask("add", "still") == 1
+            exiting.ask(Exiting.leave)
+        assert counter.ask(CounterActor.add, "still") == 1
         assert exiting.is_alive()

@@ -18,9 +18,8 @@ from toolcards.runtime import (
     Team,
     TeamObserver,
     TeamStopped,
-    implicit_team,
-    team_for,
 )
+from toolcards.tools._common.team import team_observer
 
 
 def _tools(factory: ToolFactory) -> dict[str, object]:
@@ -81,15 +80,17 @@ def test_exception_in_actor_method_reraises_in_caller() -> None:
     with Team("errors") as team:
         handle = team.tool_actor(COUNTER, CounterActor)
         with pytest.raises(KeyError, match="boom"):
-            handle.ask("fail", "boom")
-        assert handle.ask("value") == 0
+            handle.ask(CounterActor.fail, "boom")
+        assert handle.ask(CounterActor.value) == 0
 
 
 def test_private_actor_methods_are_not_reachable() -> None:
     with Team("private") as team:
         handle = team.tool_actor(COUNTER, CounterActor)
-        with pytest.raises(AttributeError):
-            handle.ask("_starts_lock")
+        with pytest.raises(ValueError, match="public method"):
+            handle.ask(CounterActor._starts_lock)
+        with pytest.raises(AttributeError):  # nor through the backend's raw transport
+            handle._ask("_starts_lock", (), {}, 5.0)  # type: ignore[attr-defined]
 
 
 def test_standalone_cards_share_the_implicit_team() -> None:
@@ -98,15 +99,17 @@ def test_standalone_cards_share_the_implicit_team() -> None:
     start = second["counter_value"]()  # type: ignore[operator]
     first["counter_add"]("x")  # type: ignore[operator]
     assert second["counter_value"]() == start + 1  # type: ignore[operator]
-    assert team_for(CounterCard()) is implicit_team()
+    implicit = Team.implicit()
+    assert team_observer(CounterCard()) is implicit.observer_for("user")
+    assert Team.implicit() is implicit  # one per process until it is stopped
 
 
 def test_card_bound_in_team_resolves_to_that_team() -> None:
     with Team("resolve") as team:
         card = CounterCard()
         team.bind([card], member="carol")
-        assert team_for(card) is team
         observer = card.get_observer()
+        assert team_observer(card) is observer
         assert isinstance(observer, TeamObserver)
         assert observer.address == "carol"
         assert observer.team_id == "resolve"
@@ -122,14 +125,17 @@ def test_weakly_held_observer_gone_raises_observer_gone() -> None:
         with pytest.raises(ToolObserverGone):
             card.get_observer()
         with pytest.raises(ToolObserverGone):
-            team_for(card)
+            team_observer(card)
 
 
-def test_observer_proxy_ask_reaches_team_actor() -> None:
+def test_observer_reaches_team_actors_with_typed_asks() -> None:
     with Team("proxy") as team:
-        team.tool_actor(COUNTER, CounterActor).ask("add", "p")
+        team.tool_actor(COUNTER, CounterActor).ask(CounterActor.add, "p")
         observer = team.observer_for("dave")
-        assert observer.proxy_ask(COUNTER, "value", timeout=5.0) == 1
+        handle = observer.actor(COUNTER)
+        assert handle is not None
+        assert handle.within(5.0).ask(CounterActor.value) == 1
+        assert observer.actor("#Missing") is None
 
 
 def test_stopped_team_refuses_new_actors() -> None:
@@ -147,15 +153,15 @@ def test_card_of_a_stopped_team_does_not_fall_back_to_another_team() -> None:
     gc.collect()
     assert factory.cards == [card]
     with pytest.raises(ToolObserverGone):  # the team released its members' observers
-        team_for(card)
+        team_observer(card)
 
 
 def test_stopped_tool_actor_comes_back_with_its_state() -> None:
     with Team("retire") as team:
-        team.tool_actor(COUNTER, CounterActor).ask("add", "a")
+        team.tool_actor(COUNTER, CounterActor).ask(CounterActor.add, "a")
         assert team.stop_actor(COUNTER)
         assert team.actor(COUNTER) is None
-        assert team.tool_actor(COUNTER, CounterActor).ask("value") == 1
+        assert team.tool_actor(COUNTER, CounterActor).ask(CounterActor.value) == 1
 
 
 def test_team_observer_implements_every_observer_protocol() -> None:
@@ -164,5 +170,5 @@ def test_team_observer_implements_every_observer_protocol() -> None:
         assert isinstance(observer, ToolObserver)
         assert isinstance(observer, ActorToolObserver)
         assert isinstance(observer, TeamManagementToolObserver)
-        handle = observer.create_actor(COUNTER, CounterActor)
+        handle = observer.tool_actor(COUNTER, CounterActor)
         assert handle is team.actor(COUNTER)

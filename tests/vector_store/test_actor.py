@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from toolcards.core import RetriableError, ToolFactory
-from toolcards.runtime import Team, implicit_team
+from toolcards.runtime import Team
 from toolcards.tools.vector_store import actor as actor_mod
+from toolcards.tools.vector_store.actor import VectorStoreActor
 from toolcards.tools.vector_store.card import VectorStoreTool
 from toolcards.tools.vector_store.client import find_store, flush, is_available, query
 from toolcards.tools.vector_store.embeddings import VectorExtraMissing
@@ -37,7 +38,7 @@ def test_card_binds_standalone_in_the_implicit_team(spy: Any) -> None:
     card = _hash_card(name="Standalone")
     tools = {t.__name__ for t in ToolFactory([card]).get_tools()}
     assert tools == {"vector_search_standalone"}
-    assert implicit_team().actor("#Standalone") is not None
+    assert Team.implicit().actor("#Standalone") is not None
 
 
 def test_named_stores_coexist_in_a_team(spy: Any) -> None:
@@ -61,9 +62,9 @@ def test_upsert_then_query_ranks_the_matching_text_first(spy: Any) -> None:
     with Team("vs-query") as team:
         team.bind([_hash_card()], member="alice")
         handle = find_store(team)
-        handle.tell("upsert", "tasks", DOCS)
+        handle.tell(VectorStoreActor.upsert, "tasks", DOCS)
         flush(handle)
-        assert handle.ask("count", "tasks") == 3
+        assert handle.ask(VectorStoreActor.count, "tasks") == 3
         assert query(handle, "tasks", "login bug", 2)[0][0] == "t2"
 
 
@@ -71,7 +72,7 @@ def test_embedding_never_runs_on_the_actor_thread(spy: Any) -> None:
     with Team("vs-threads") as team:
         team.bind([_hash_card()], member="alice")
         handle = find_store(team)
-        handle.ask("upsert", "tasks", DOCS)
+        handle.ask(VectorStoreActor.upsert, "tasks", DOCS)
         flush(handle)
         query(handle, "tasks", "flights", 1)
         assert spy.threads
@@ -82,7 +83,7 @@ def test_a_repeated_query_is_served_from_the_cache(spy: Any) -> None:
     with Team("vs-cache") as team:
         team.bind([_hash_card()], member="alice")
         handle = find_store(team)
-        handle.ask("upsert", "tasks", DOCS)
+        handle.ask(VectorStoreActor.upsert, "tasks", DOCS)
         flush(handle)
         query(handle, "tasks", "flights", 1)
         calls = spy.calls
@@ -95,14 +96,14 @@ def test_resume_restores_vectors_without_re_embedding(spy: Any, tmp_path: Path) 
     with Team("vs-resume", store=db) as team:
         team.bind([_hash_card()], member="alice")
         handle = find_store(team)
-        handle.ask("upsert", "tasks", DOCS)
+        handle.ask(VectorStoreActor.upsert, "tasks", DOCS)
         flush(handle)
     spy.texts.clear()
     with Team.resume("vs-resume", store=db) as team:
         handle = find_store(team)
         assert handle is not None
-        assert handle.ask("count", "tasks") == 3
-        handle.ask("upsert", "tasks", DOCS)
+        assert handle.ask(VectorStoreActor.count, "tasks") == 3
+        handle.ask(VectorStoreActor.upsert, "tasks", DOCS)
         flush(handle)
         assert query(handle, "tasks", "sales report", 1)[0][0] == "t1"
         assert spy.texts == ["sales report"]
@@ -112,9 +113,9 @@ def test_mutations_emit_deltas(spy: Any) -> None:
     with Team("vs-events") as team:
         team.bind([_hash_card()], member="alice")
         handle = find_store(team)
-        handle.ask("upsert", "tasks", DOCS)
+        handle.ask(VectorStoreActor.upsert, "tasks", DOCS)
         flush(handle)
-        handle.ask("remove", "tasks", ["t1", "unknown"])
+        handle.ask(VectorStoreActor.remove, "tasks", ["t1", "unknown"])
         payloads = [e.payload for e in team.events() if e.tool_id == "#VectorStore"]
         assert {"collection": "tasks", "indexed": 3, "indexed_ids": ["t1", "t2", "t3"]} in [
             {**p, "indexed_ids": sorted(p.get("indexed_ids", []))} for p in payloads
@@ -127,12 +128,12 @@ def test_hostile_arguments_fail_the_call_not_the_actor(spy: Any) -> None:
         team.bind([_hash_card()], member="alice")
         handle = find_store(team)
         with pytest.raises(ValueError):
-            handle.ask("upsert", "tasks", [("", "empty id")])
+            handle.ask(VectorStoreActor.upsert, "tasks", [("", "empty id")])
         with pytest.raises(TypeError):
             query(handle, "tasks", 42, 3)  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="top_k"):
             query(handle, "tasks", "x", -5)
-        assert handle.ask("available") is True
+        assert handle.ask(VectorStoreActor.available) is True
 
 
 def test_invalid_pairs_are_skipped_and_valid_ones_indexed(spy: Any) -> None:
@@ -140,16 +141,18 @@ def test_invalid_pairs_are_skipped_and_valid_ones_indexed(spy: Any) -> None:
         team.bind([_hash_card()], member="alice")
         handle = find_store(team)
         with pytest.raises(ValueError, match="skipped 2 invalid"):
-            handle.ask("upsert", "tasks", [("", "x"), ("ok", "fine text"), ("n", None)])
+            handle.ask(
+                VectorStoreActor.upsert, "tasks", [("", "x"), ("ok", "fine text"), ("n", None)]
+            )
         flush(handle)
-        assert handle.ask("count", "tasks") == 1
+        assert handle.ask(VectorStoreActor.count, "tasks") == 1
 
 
 def test_vector_search_tool_reports_hits_with_snippets(spy: Any) -> None:
     with Team("vs-tool") as team:
         tools = {t.__name__: t for t in team.bind([_hash_card()], member="alice").get_tools()}
         handle = find_store(team)
-        handle.ask("upsert", "default", DOCS)
+        handle.ask(VectorStoreActor.upsert, "default", DOCS)
         flush(handle)
         answer = tools["vector_search"]("offsite flights", top_k=1)
         assert answer.endswith("t3: Book flights for the team offsite")
@@ -168,7 +171,9 @@ def test_without_the_extra_the_store_is_unavailable_and_says_so_once(
         handle = find_store(team, "NoExtra")
         assert first == []
         assert not is_available(handle)
-        assert handle.ask("info")["reason"].endswith("pip install 'toolcards[vector]'")
+        assert handle.ask(VectorStoreActor.info)["reason"].endswith(
+            "pip install 'toolcards[vector]'"
+        )
         with pytest.raises(VectorExtraMissing):
             query(handle, "tasks", "x", 1)
     said = [r for r in caplog.records if "toolcards[vector]" in r.getMessage()]
@@ -179,9 +184,9 @@ def test_local_model_in_a_team_finds_paraphrases(local_provider: Any) -> None:
     with Team("vs-local") as team:
         team.bind([VectorStoreTool(name="Local")], member="alice")
         handle = find_store(team, "Local")
-        handle.ask("upsert", "tasks", DOCS)
+        handle.ask(VectorStoreActor.upsert, "tasks", DOCS)
         flush(handle)
-        assert handle.ask("info")["model"] == "all-MiniLM-L6-v2"
+        assert handle.ask(VectorStoreActor.info)["model"] == "all-MiniLM-L6-v2"
         assert query(handle, "tasks", "sign-in problem on our site", 1)[0][0] == "t2"
         assert query(handle, "tasks", "revenue numbers document", 1)[0][0] == "t1"
 
@@ -194,9 +199,9 @@ def test_qdrant_backend_answers_like_the_inmemory_one(spy: Any, tmp_path: Path) 
         )
         mem, qd = find_store(team), find_store(team, "Q")
         for handle in (mem, qd):
-            handle.ask("upsert", "tasks", DOCS)
+            handle.ask(VectorStoreActor.upsert, "tasks", DOCS)
             flush(handle)
-        assert qd.ask("info")["backend"] == "qdrant"
+        assert qd.ask(VectorStoreActor.info)["backend"] == "qdrant"
         for text in ("login bug", "flights offsite", "sales"):
             got, expected = query(qd, "tasks", text, 3), query(mem, "tasks", text, 3)
             assert got[0][0] == expected[0][0]
@@ -220,7 +225,7 @@ def test_vectors_command_summarises_the_store(spy: Any) -> None:
     with Team("vs-command") as team:
         factory = team.bind([_hash_card()], member="alice")
         handle = find_store(team)
-        handle.ask("upsert", "notes", DOCS)
+        handle.ask(VectorStoreActor.upsert, "notes", DOCS)
         flush(handle)
         command = {c.__name__: c for c in _hash_card().get_commands()}
         assert "vectors" in command
@@ -246,7 +251,7 @@ def test_a_query_waiting_for_its_embedding_fails_when_the_team_stops(
     monkeypatch.setattr(actor_mod, "provider_for", lambda config: Stuck())
     team = Team("vs-stop")
     team.bind([_hash_card()], member="alice")
-    answer = find_store(team).ask("query", "tasks", "anything", 3)
+    answer = find_store(team).ask(VectorStoreActor.query, "tasks", "anything", 3)
     team.stop()
     release.set()
     with pytest.raises(RuntimeError, match="stopped"):
@@ -260,16 +265,16 @@ def test_a_large_collection_switches_to_approximate_search(spy: Any) -> None:
     with Team("vs-approx") as team:
         team.bind([_hash_card(approximate_above=1000)], member="alice")
         handle = find_store(team)
-        handle.ask("upsert", "notes", docs)
+        handle.ask(VectorStoreActor.upsert, "notes", docs)
         flush(handle)
         deadline = time.monotonic() + 30
-        while not handle.ask("info")["approximate"] and time.monotonic() < deadline:
+        while not handle.ask(VectorStoreActor.info)["approximate"] and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert handle.ask("info")["approximate"] == ["notes"]
+        assert handle.ask(VectorStoreActor.info)["approximate"] == ["notes"]
         assert query(handle, "notes", docs[777][1], 1)[0][0] == "d777"
-        handle.ask("upsert", "notes", [("late", "a late note on subject 5")])
+        handle.ask(VectorStoreActor.upsert, "notes", [("late", "a late note on subject 5")])
         flush(handle)
-        assert handle.ask("count", "notes") == 1201
+        assert handle.ask(VectorStoreActor.count, "notes") == 1201
 
 
 @pytest.mark.parametrize(
@@ -303,11 +308,11 @@ def test_resume_with_a_qdrant_path_keeps_points_without_re_embedding(
     with Team("vs-qdrant-resume", store=db) as team:
         team.bind([card], member="alice")
         handle = find_store(team)
-        handle.ask("upsert", "tasks", DOCS)
+        handle.ask(VectorStoreActor.upsert, "tasks", DOCS)
         flush(handle)
     spy.texts.clear()
     with Team.resume("vs-qdrant-resume", store=db) as team:
         handle = find_store(team)
-        assert handle.ask("count", "tasks") == 3
+        assert handle.ask(VectorStoreActor.count, "tasks") == 3
         assert query(handle, "tasks", "login bug", 1)[0][0] == "t2"
         assert spy.texts == ["login bug"]

@@ -1,6 +1,8 @@
-"""Core contracts: cards, params, channels, factory, commands, errors, events, context."""
+"""Core contracts: cards, params, channels, factory, commands, errors, events, context,
+observers and typed actor handles. Imports nothing else of toolcards."""
 
-from toolcards.core.card import ToolCard, ToolFunc
+from toolcards.core.actors import DEFAULT_ASK_TIMEOUT, ActorHandle, ActorUnavailable
+from toolcards.core.card import Capability, ToolCard, ToolFunc
 from toolcards.core.channels import COMMAND, LLM_CONTEXT, SYSTEM_PROMPT, TOOL_CALL, Channels
 from toolcards.core.commands import CommandArg, CommandDescriptor, CommandRegistry, Rest, RestOfLine
 from toolcards.core.context import ContextState, ContextUpdater
@@ -11,17 +13,10 @@ from toolcards.core.errors import (
     ToolObserverGone,
 )
 from toolcards.core.events import ToolStateEvent
-from toolcards.core.factory import ToolFactory, order_cards, wrap_retriable
+from toolcards.core.factory import ToolFactory
 from toolcards.core.observer import ActorToolObserver, TeamManagementToolObserver, ToolObserver
 from toolcards.core.params import BaseToolParam
-from toolcards.core.registry import (
-    CARD_TYPES,
-    CardList,
-    dump_card,
-    dump_cards,
-    load_card,
-    load_cards,
-)
+from toolcards.core.registry import CARD_TYPES, dump_card, dump_cards, load_card, load_cards
 from toolcards.core.spec import (
     ToolAnnotations,
     annotate,
@@ -33,12 +28,15 @@ from toolcards.core.spec import (
 __all__ = [
     "CARD_TYPES",
     "COMMAND",
+    "DEFAULT_ASK_TIMEOUT",
     "LLM_CONTEXT",
     "SYSTEM_PROMPT",
     "TOOL_CALL",
+    "ActorHandle",
     "ActorToolObserver",
+    "ActorUnavailable",
     "BaseToolParam",
-    "CardList",
+    "Capability",
     "Channels",
     "CommandArg",
     "CommandDescriptor",
@@ -65,7 +63,5 @@ __all__ = [
     "dump_cards",
     "load_card",
     "load_cards",
-    "order_cards",
     "set_instructions",
-    "wrap_retriable",
 ]

@@ -1,36 +1,84 @@
-"""ToolCard: a tool's serializable configuration, and the hooks that turn it into capabilities."""
+"""ToolCard: a tool's serializable configuration, and the capability table that turns it into
+tools, prompts, per-turn context and commands."""
 
 from __future__ import annotations
 
 import types
 import typing
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr
+from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError, model_validator
 
 from toolcards.core.channels import Channels
 from toolcards.core.errors import ToolObserverGone
 from toolcards.core.params import BaseToolParam
+from toolcards.core.retry import ToolFunc
+from toolcards.core.spec import set_instructions
 
 if TYPE_CHECKING:
     from toolcards.core.context import ContextState
 
-ToolFunc = Callable[..., Any]
+__all__ = ["Capability", "ToolCard", "ToolFunc"]
+
+Builder = Callable[[Any, Any], Callable[..., Any]]
+"""``(card, param) -> callable``: how one capability becomes a callable on one channel."""
+
+
+@dataclass(frozen=True, slots=True)
+class Capability:
+    """How the capability field of a card becomes callables, one builder per channel.
+
+    A builder is a function of the card class, ``(self, param) -> callable``; the channels
+    with a builder are the ones the capability supports (``expose`` may not name others).
+    ``tool`` builds a TOOL_CALL tool (its param's ``instructions`` are added to the
+    description), ``command`` a ``/slash`` command, ``system_prompt`` a ``() -> str``
+    provider, ``context`` a ``() -> ContextState`` provider.
+    """
+
+    tool: Builder | None = None
+    command: Builder | None = None
+    system_prompt: Builder | None = None
+    context: Builder | None = None
+
+    def builder(self, channel: Channels) -> Builder | None:
+        """The builder for ``channel``, or None when the capability does not support it."""
+        return {
+            Channels.TOOL_CALL: self.tool,
+            Channels.COMMAND: self.command,
+            Channels.SYSTEM_PROMPT: self.system_prompt,
+            Channels.LLM_CONTEXT: self.context,
+        }[channel]
+
+    @property
+    def channels(self) -> frozenset[Channels]:
+        """The channels this capability supports."""
+        return frozenset(c for c in Channels if self.builder(c) is not None)
+
+
+_DEFINED: dict[str, type[ToolCard]] = {}
+"""Every card class defined in this process, by type tag (the newest definition wins)."""
 
 
 class ToolCard(BaseModel):
     """Base class of every card: pure configuration that round-trips through JSON.
 
-    Subclasses declare fields (``bool | SomeParam`` per capability) and implement the hooks.
-    Runtime handles live in private attributes only; the observer is held by weak reference.
+    A card declares capability fields typed ``bool | SomeParam`` (off, on with defaults, on
+    with this configuration) and a :attr:`capabilities` table saying how each becomes
+    callables per channel; the base class builds the tools, prompts, context providers and
+    commands from that table. Runtime handles live in private attributes only; the observer is
+    held by weak reference.
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     card_type: ClassVar[str] = ""
     """The type tag in serialized card lists (defaults to the class name)."""
+
+    capabilities: ClassVar[Mapping[str, Capability]] = {}
+    """Capability field name -> its builders. Fields are built in this order."""
 
     _observer_ref: Any = PrivateAttr(default=None)
 
@@ -39,9 +87,24 @@ class ToolCard(BaseModel):
         super().__pydantic_init_subclass__(**kwargs)
         if not cls.__dict__.get("card_type"):
             cls.card_type = cls.__name__
-        from toolcards.core.registry import CARD_TYPES
+        for field, capability in cls.capabilities.items():
+            if field not in cls.model_fields:
+                raise TypeError(f"{cls.__name__}.capabilities names {field!r}, not a field")
+            _check_default_exposure(cls, field, capability)
+        _DEFINED[cls.card_type] = cls
 
-        CARD_TYPES.register(cls)
+    @staticmethod
+    def defined_types() -> dict[str, type[ToolCard]]:
+        """Card classes defined so far in this process, by type tag."""
+        return dict(_DEFINED)
+
+    @model_validator(mode="after")
+    def _check_exposure(self) -> Self:
+        for field, capability in self.capabilities.items():
+            value = getattr(self, field)
+            if isinstance(value, BaseToolParam):
+                _check_channels(type(self), field, value.expose, capability)
+        return self
 
     # ---- observer -------------------------------------------------------------------------
 
@@ -71,6 +134,11 @@ class ToolCard(BaseModel):
         ref = self._observer_ref
         return None if ref is None else ref()
 
+    @property
+    def observer_attached(self) -> bool:
+        """True once an observer was attached (even if its owner is gone since)."""
+        return self._observer_ref is not None
+
     # ---- hooks ------------------------------------------------------------------------------
 
     @property
@@ -85,23 +153,38 @@ class ToolCard(BaseModel):
 
     def get_tools(self) -> list[ToolFunc]:
         """Callables the model calls (TOOL_CALL channel)."""
-        return []
+        return [
+            set_instructions(fn, param.instructions) for fn, param in self.build(Channels.TOOL_CALL)
+        ]
 
     def get_system_prompts(self) -> list[Callable[[], str]]:
         """Providers of system-prompt text (SYSTEM_PROMPT channel)."""
-        return []
+        return [fn for fn, _ in self.build(Channels.SYSTEM_PROMPT)]
 
     def get_context_states(self) -> list[Callable[[], ContextState]]:
         """Providers of per-turn context state (LLM_CONTEXT channel)."""
-        return []
+        return [fn for fn, _ in self.build(Channels.LLM_CONTEXT)]
 
     def get_commands(self) -> list[ToolFunc]:
         """Callables for ``/slash`` commands (COMMAND channel); the name is ``__name__``."""
-        return []
+        return [fn for fn, _ in self.build(Channels.COMMAND)]
 
     def get_toolsets(self) -> list[Any]:
         """Extra pydantic-ai toolsets this card contributes (for example an MCP server)."""
         return []
+
+    def build(self, channel: Channels) -> list[tuple[Callable[..., Any], BaseToolParam]]:
+        """``(callable, param)`` for every capability that is on and exposed on ``channel``,
+        in table order."""
+        built: list[tuple[Callable[..., Any], BaseToolParam]] = []
+        for field, capability in self.capabilities.items():
+            builder = capability.builder(channel)
+            if builder is None:
+                continue
+            param = self.exposed(field, channel)
+            if param is not None:
+                built.append((builder(self, param), param))
+        return built
 
     # ---- helpers for card authors -------------------------------------------------------------
 
@@ -144,3 +227,34 @@ def _param_class(card: type[ToolCard], field: str) -> type[BaseToolParam]:
 def _is_union(annotation: Any) -> bool:
     origin = typing.get_origin(annotation)
     return origin is typing.Union or origin is types.UnionType
+
+
+def _check_channels(
+    card: type[ToolCard], field: str, expose: set[Channels], capability: Capability
+) -> None:
+    unsupported = set(expose) - capability.channels
+    if unsupported:
+        supported = ", ".join(sorted(capability.channels)) or "none"
+        raise ValueError(
+            f"{card.__name__}.{field} cannot be exposed on {', '.join(sorted(unsupported))}; "
+            f"it supports: {supported}"
+        )
+
+
+def _check_default_exposure(card: type[ToolCard], field: str, capability: Capability) -> None:
+    """A card author's default ``expose`` must name only supported channels."""
+    param_cls = _param_class(card, field)
+    try:
+        default = param_cls()
+    except ValidationError:  # no defaults to check: the param needs configuration
+        default = None
+    if default is not None:
+        try:
+            _check_channels(card, field, default.expose, capability)
+        except ValueError as exc:
+            raise TypeError(f"{param_cls.__name__}'s default expose: {exc}") from None
+    supported = param_cls.__dict__.get("supported_channels")
+    if param_cls is not BaseToolParam:
+        param_cls.supported_channels = (
+            capability.channels if supported is None else supported | capability.channels
+        )

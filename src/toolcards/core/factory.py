@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import functools
-import inspect
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from toolcards.core.card import ToolCard, ToolFunc
 from toolcards.core.commands import CommandRegistry
 from toolcards.core.context import ContextProvider, ContextUpdater
-from toolcards.core.errors import RetriableError
+from toolcards.core.retry import wrap_retriable
 from toolcards.core.spec import annotations_of, describe
 
 if TYPE_CHECKING:
@@ -48,29 +46,6 @@ def order_cards(cards: Sequence[ToolCard]) -> list[ToolCard]:
         placed.add(ready)
         remaining.remove(ready)
     return [cards[i] for i in done]
-
-
-def wrap_retriable(fn: ToolFunc, retry_exception: type[Exception]) -> ToolFunc:
-    """Wrap ``fn`` so a ``RetriableError`` (sync or async) is raised as ``retry_exception``."""
-    if inspect.iscoroutinefunction(fn):
-
-        @functools.wraps(fn)
-        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return await fn(*args, **kwargs)
-            except RetriableError as exc:
-                raise retry_exception(str(exc)) from exc
-
-        return async_wrapper
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except RetriableError as exc:
-            raise retry_exception(str(exc)) from exc
-
-    return wrapper
 
 
 class ToolFactory:

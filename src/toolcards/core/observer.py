@@ -1,10 +1,23 @@
-"""How a card reaches the running system: observer protocols (narrowest first)."""
+"""How a card reaches the running system: observer protocols (narrowest first).
+
+A card holds its observer by weak reference (``card.get_observer()``). A stateful card reaches
+its team's actors only through an :class:`ActorToolObserver`; the runtime's team observer
+implements all three protocols, and an owner that implements none of the team ones (a plain
+agent) leaves the card to use the process's implicit team (``Team.implicit()``).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from toolcards.core.events import ToolStateEvent
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from toolcards.core.actors import ActorHandle
+
+A = TypeVar("A")
 
 
 @runtime_checkable
@@ -17,7 +30,7 @@ class ToolObserver(Protocol):
 
 @runtime_checkable
 class ActorToolObserver(ToolObserver, Protocol):
-    """An observer that can also reach team actors by name."""
+    """An observer that also reaches its team's actors by name."""
 
     @property
     def address(self) -> str:
@@ -27,18 +40,18 @@ class ActorToolObserver(ToolObserver, Protocol):
     def team_id(self) -> str:
         """The team the owner belongs to."""
 
-    def proxy_ask(
-        self, actor: str, method: str, *args: Any, timeout: float | None = None, **kwargs: Any
-    ) -> Any:
-        """Call ``method`` on the actor named ``actor`` and wait (bounded) for its answer."""
+    def tool_actor(
+        self, name: str, actor_cls: type[A], config: BaseModel | None = None
+    ) -> ActorHandle[A]:
+        """Get or create the team singleton ``name`` running ``actor_cls`` (atomic)."""
+
+    def actor(self, name: str) -> ActorHandle[Any] | None:
+        """The running team actor ``name``, or None."""
 
 
 @runtime_checkable
 class TeamManagementToolObserver(ActorToolObserver, Protocol):
-    """An observer that may create actors and change the team's membership."""
-
-    def create_actor(self, name: str, factory: Any, config: Any = None) -> Any:
-        """Get or create the team singleton ``name``."""
+    """An observer that may also change the team's membership."""
 
     def on_hire(self, role: str, name: str | None = None) -> str:
         """Hire a member for ``role``; returns its unique name."""

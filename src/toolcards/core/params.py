@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from toolcards.core.channels import Channels
 
@@ -18,7 +20,22 @@ class BaseToolParam(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    supported_channels: ClassVar[frozenset[Channels] | None] = None
+    """The channels the capability supports (set from the card's capability table)."""
+
     expose: set[Channels] = Field(default_factory=lambda: {Channels.TOOL_CALL, Channels.COMMAND})
     """The channels this capability appears on."""
     instructions: str | None = None
     """Text appended to the tool description the model reads."""
+
+    @field_validator("expose")
+    @classmethod
+    def _supported(cls, value: set[Channels]) -> set[Channels]:
+        supported = cls.supported_channels
+        if supported is not None and not value <= supported:
+            names = ", ".join(sorted(value - supported))
+            raise ValueError(
+                f"{cls.__name__} cannot be exposed on {names}; "
+                f"it supports: {', '.join(sorted(supported)) or 'none'}"
+            )
+        return value

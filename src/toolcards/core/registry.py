@@ -11,31 +11,31 @@ import importlib
 import threading
 from collections.abc import Iterable
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from pydantic import BeforeValidator, PlainSerializer
 
 from toolcards._builtin import BUILTIN_CARDS
-
-if TYPE_CHECKING:
-    from toolcards.core.card import ToolCard
+from toolcards.core.card import ToolCard
 
 TYPE_KEY = "type"
 ENTRY_POINT_GROUP = "toolcards.cards"
 
 
 class CardTypes:
-    """Registry of card classes by type tag."""
+    """Registry of card classes by type tag: explicit registrations, then every card class
+    defined in the process, then the built-in table, then the entry points."""
 
     def __init__(self) -> None:
         self._classes: dict[str, type[ToolCard]] = {}
         self._lazy: dict[str, tuple[str, str]] = {}
+        self._entry: dict[str, type[ToolCard]] = {}
         self._entry_points_loaded = False
         self._lock = threading.Lock()
 
-    def register(self, cls: type[ToolCard]) -> None:
-        """Register ``cls`` under its ``card_type`` (the newest definition wins)."""
-        self._classes[cls.card_type] = cls
+    def register(self, cls: type[ToolCard], name: str | None = None) -> None:
+        """Register ``cls`` under ``name`` (default: its ``card_type``); wins over the rest."""
+        self._classes[name or cls.card_type] = cls
 
     def register_lazy(self, name: str, module: str, attr: str) -> None:
         """Register a built-in card that is imported only when first needed."""
@@ -44,21 +44,20 @@ class CardTypes:
     def names(self) -> list[str]:
         """Every known type tag."""
         self._load_entry_points()
-        return sorted(set(self._classes) | set(self._lazy))
+        known = set(self._classes) | set(self._lazy) | set(self._entry)
+        return sorted(known | set(ToolCard.defined_types()))
 
     def resolve(self, name: str) -> type[ToolCard]:
         """The class for type tag ``name``; ValueError listing the known tags when unknown."""
-        found = self._classes.get(name)
+        found = self._classes.get(name) or ToolCard.defined_types().get(name)
         if found is not None:
             return found
         lazy = self._lazy.get(name)
         if lazy is not None:
-            module = importlib.import_module(lazy[0])
-            cls: type[ToolCard] = getattr(module, lazy[1])
-            self._classes[name] = cls
+            cls: type[ToolCard] = getattr(importlib.import_module(lazy[0]), lazy[1])
             return cls
         self._load_entry_points()
-        found = self._classes.get(name)
+        found = self._entry.get(name)
         if found is None:
             raise ValueError(f"unknown card type {name!r}; known types: {', '.join(self.names())}")
         return found
@@ -68,14 +67,12 @@ class CardTypes:
             if self._entry_points_loaded:
                 return
             self._entry_points_loaded = True
-        from toolcards.core.card import ToolCard
-
         for ep in entry_points(group=ENTRY_POINT_GROUP):
             cls = ep.load()
             if not (isinstance(cls, type) and issubclass(cls, ToolCard)):
                 raise TypeError(f"entry point {ep.name!r} in {ENTRY_POINT_GROUP} is not a ToolCard")
-            self._classes.setdefault(ep.name, cls)
-            self._classes.setdefault(cls.card_type, cls)
+            self._entry.setdefault(ep.name, cls)
+            self._entry.setdefault(cls.card_type, cls)
 
 
 CARD_TYPES = CardTypes()
@@ -90,8 +87,6 @@ def dump_card(card: ToolCard) -> dict[str, Any]:
 
 def load_card(data: Any) -> ToolCard:
     """One card from a tagged dict (or a card instance, returned as is)."""
-    from toolcards.core.card import ToolCard
-
     if isinstance(data, ToolCard):
         return data
     if not isinstance(data, dict) or not isinstance(data.get(TYPE_KEY), str):

@@ -11,8 +11,7 @@ from typing import Any
 from pydantic_ai import ModelRetry
 from pydantic_ai.toolsets import FunctionToolset
 
-from toolcards.core.card import ToolFunc
-from toolcards.core.factory import wrap_retriable
+from toolcards.core.retry import ToolFunc, wrap_retriable
 from toolcards.core.spec import annotations_of, describe
 
 

@@ -11,14 +11,24 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from toolcards.tools.knowledge_graph.actor import KnowledgeGraphActor
+from toolcards.tools.planning.actor import PlanningActor
+
 
 def collect(team: Any, audit: Any, log: Any, *, resumed: bool, with_exec: bool) -> dict[str, Any]:
     """Read the team's state through its tool actors and the audit log."""
     plan = team.actor("#PlanningTool")
     graph = team.actor("#KnowledgeGraphTool")
-    tasks = plan.ask("tasks") if plan is not None else []
+    tasks = plan.ask(PlanningActor.tasks) if plan is not None else []
     found = (
-        graph.ask("search", "release", "keyword", 20, include_neighbors=True, include_edges=True)
+        graph.ask(
+            KnowledgeGraphActor.search,
+            "release",
+            "keyword",
+            20,
+            include_neighbors=True,
+            include_edges=True,
+        )
         if graph
         else None
     )

@@ -1,7 +1,7 @@
 """Team runtime: team-singleton tool actors, durable state, the event log, deferred results.
 
 ```python
-from toolcards.runtime import Team, ToolActor, team_for
+from toolcards.runtime import Team, ToolActor
 
 class Counter(ToolActor):                      # one per team, methods run one at a time
     def on_start(self) -> None:
@@ -14,10 +14,10 @@ class Counter(ToolActor):                      # one per team, methods run one a
             self.ctx.emit({"added": n})         # per-tool seq 1, 2, ...; none if empty
         return self.total
 
-# in a card's tool:  team_for(self).tool_actor("#Counter", Counter).ask("add", 1)
+# in a card's tool:  team_observer(self).tool_actor("#Counter", Counter).ask(Counter.add, 1)
 with Team("t1", store="team.db") as team:
-    counter = team.tool_actor("#Counter", Counter)   # atomic get-or-create
-    counter.ask("add", 2, timeout=5.0)
+    counter = team.tool_actor("#Counter", Counter)   # atomic get-or-create, typed handle
+    counter.within(5.0).ask(Counter.add, 2)          # mypy checks the arguments and result
     sub = team.subscribe(print, since=0)             # replay, then live events
 team = Team.resume("t1", store="team.db")            # #Counter restarts with total == 2
 ```
@@ -27,8 +27,9 @@ Slow work never runs on a tool actor: see :mod:`toolcards.runtime.deferred`. Age
 :mod:`toolcards.runtime.members`.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from toolcards._lazy import lazy_names
 from toolcards.runtime.deferred import (
     DeferredConfig,
     DeferredFailed,
@@ -38,8 +39,15 @@ from toolcards.runtime.deferred import (
     poll_deferred,
 )
 from toolcards.runtime.events import LIFECYCLE, EventLog, Subscription, is_empty_delta
-from toolcards.runtime.members import DEFAULT_SEND_TIMEOUT, MemberInfo, MemberRoster
-from toolcards.runtime.messaging import MESSAGES, MemberActivity, MemberMessage, member_activity
+from toolcards.runtime.host import ActorHost, TeamHost
+from toolcards.runtime.members import DEFAULT_SEND_TIMEOUT, MemberRoster
+from toolcards.runtime.messaging import (
+    MESSAGES,
+    MemberActivity,
+    MemberInfo,
+    MemberMessage,
+    member_activity,
+)
 from toolcards.runtime.observer import TeamObserver
 from toolcards.runtime.profiles import RoleProfile
 from toolcards.runtime.store import StateNamespace, StoreClosedError, StoreLockedError, TeamStore
@@ -48,19 +56,27 @@ from toolcards.runtime.system import (
     ActorHandle,
     ActorSystem,
     ActorUnavailable,
+    HandleBase,
 )
-from toolcards.runtime.team import StopReport, Team, TeamStopped, implicit_team, team_for
-from toolcards.runtime.tool_actor import ToolActor, ToolActorContext
+from toolcards.runtime.team import StopReport, Team, TeamStopped
+from toolcards.runtime.tool_actor import (
+    ACTOR_TYPES,
+    ToolActor,
+    ToolActorContext,
+    UnknownActorTag,
+)
 
 if TYPE_CHECKING:
     from toolcards.runtime.pykka_system import PykkaActorSystem
 
 __all__ = [
+    "ACTOR_TYPES",
     "DEFAULT_ASK_TIMEOUT",
     "DEFAULT_SEND_TIMEOUT",
     "LIFECYCLE",
     "MESSAGES",
     "ActorHandle",
+    "ActorHost",
     "ActorSystem",
     "ActorUnavailable",
     "DeferredConfig",
@@ -68,6 +84,7 @@ __all__ = [
     "DeferredResultActor",
     "DeferredWorker",
     "EventLog",
+    "HandleBase",
     "MemberActivity",
     "MemberInfo",
     "MemberMessage",
@@ -80,23 +97,18 @@ __all__ = [
     "StoreLockedError",
     "Subscription",
     "Team",
+    "TeamHost",
     "TeamObserver",
     "TeamStopped",
     "TeamStore",
     "ToolActor",
     "ToolActorContext",
+    "UnknownActorTag",
     "fetch_deferred",
-    "implicit_team",
     "is_empty_delta",
     "member_activity",
     "poll_deferred",
-    "team_for",
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "PykkaActorSystem":  # the backend loads with the first Team
-        from toolcards.runtime.pykka_system import PykkaActorSystem
-
-        return PykkaActorSystem
-    raise AttributeError(f"module 'toolcards.runtime' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_names(__name__, {"PykkaActorSystem": "toolcards.runtime.pykka_system"})

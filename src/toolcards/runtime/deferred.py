@@ -27,8 +27,8 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
+from toolcards.core.actors import ActorHandle, ActorUnavailable
 from toolcards.core.errors import ToolcardsError
-from toolcards.runtime.system import ActorHandle, ActorUnavailable
 from toolcards.runtime.tool_actor import ToolActor, ToolActorContext
 
 K = TypeVar("K", bound=Hashable)
@@ -62,6 +62,8 @@ class DeferredWorker(ToolActor, Generic[K, V]):
     does not reach the client does not bound anything.
     """
 
+    config_type = DeferredConfig
+
     def __init__(self, ctx: ToolActorContext, config: BaseModel | None) -> None:
         super().__init__(ctx, config)
         cfg = config if isinstance(config, DeferredConfig) else DeferredConfig()
@@ -76,12 +78,18 @@ class DeferredWorker(ToolActor, Generic[K, V]):
         try:
             value = self.produce(payload, self.timeout)
         except Exception as exc:
-            outcome: tuple[str, Any] = ("fail", f"{type(exc).__name__}: {exc}")
+            failure: str | None = f"{type(exc).__name__}: {exc}"
         else:
-            outcome = ("deliver", value)
+            failure = None
         try:
-            self.ctx.team.system.tell(cache, outcome[0], key, outcome[1])
-        except ActorUnavailable:  # the cache stopped meanwhile: nobody is waiting
+            handle = self.ctx.team.actor(cache)
+            if handle is None:  # the cache stopped meanwhile: nobody is waiting
+                return
+            if failure is None:
+                handle.tell(DeferredResultActor.deliver, key, value)
+            else:
+                handle.tell(DeferredResultActor.fail, key, failure)
+        except ActorUnavailable:
             pass
         finally:
             self.ctx.stop_self()
@@ -94,6 +102,7 @@ class DeferredResultActor(ToolActor, Generic[K, V]):
     Set :attr:`worker` (or override :meth:`worker_class`) to the worker type.
     """
 
+    config_type = DeferredConfig
     worker: ClassVar[type[DeferredWorker[Any, Any]] | None] = None
     _numbers = itertools.count(1)
 
@@ -171,7 +180,7 @@ class DeferredResultActor(ToolActor, Generic[K, V]):
         self.spawned += 1
         deadline = self.clock() + self.limits.worker_timeout + self.limits.inflight_grace
         self._inflight[key] = (name, deadline)
-        handle.tell("run", self.name, key, payload)
+        handle.tell(DeferredWorker.run, self.name, key, payload)
         return "pending"
 
     def deliver(self, key: K, value: V) -> None:
@@ -234,7 +243,7 @@ def poll_deferred(
 
 
 def fetch_deferred(
-    cache: ActorHandle,
+    cache: ActorHandle[DeferredResultActor[Any, Any]],
     key: Hashable,
     payload: Any = None,
     *,
@@ -244,11 +253,12 @@ def fetch_deferred(
     default: Any = None,
 ) -> Any:
     """The whole caller side: cached value, else request and poll (bounded), else ``default``."""
-    value = cache.ask("get", key, timeout=timeout)
+    bounded = cache.within(timeout)
+    value = bounded.ask(DeferredResultActor.get, key)
     if value is not None:
         return value
-    if cache.ask("request", key, payload, timeout=timeout) == "failed":
+    if bounded.ask(DeferredResultActor.request, key, payload) == "failed":
         return default
     return poll_deferred(
-        lambda: cache.ask("poll", key, timeout=timeout), attempts, delay, default=default
+        lambda: bounded.ask(DeferredResultActor.poll, key), attempts, delay, default=default
     )

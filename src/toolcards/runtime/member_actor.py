@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
@@ -43,8 +43,10 @@ if TYPE_CHECKING:
     from pydantic_ai.toolsets import AbstractToolset
 
     from toolcards.core.context import ContextUpdater
-    from toolcards.runtime.members import MemberRoster
-    from toolcards.runtime.team import Team
+    from toolcards.governance.approvals import Approver
+    from toolcards.governance.audit import AuditLog
+    from toolcards.governance.policy import Policy
+    from toolcards.runtime.host import TeamHost
 
 logger = logging.getLogger(__name__)
 
@@ -56,15 +58,28 @@ current_member: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 """The member whose message is being handled in this context (tool calls inherit it)."""
 
 
+class Roster(Protocol):
+    """What a member actor needs from its team's roster."""
+
+    def is_member(self, name: str) -> bool:
+        """True when ``name`` is on the roster."""
+
+    def reply(self, message: MemberMessage, text: str) -> str:
+        """Record (and route) the answer to ``message``; returns the answer's id."""
+
+    def post(self, to: str, content: str, sender: str = ...) -> MemberMessage:
+        """Queue a message in the mailbox of ``to``."""
+
+
 def govern(
     toolset: AbstractToolset[Any],
-    policy: Any,
+    policy: Policy,
     name: str,
     roles: list[str],
     *,
-    audit: Any | None = None,
-    approver: Any | None = None,
-) -> Any:
+    audit: AuditLog | None = None,
+    approver: Approver | None = None,
+) -> AbstractToolset[Any]:
     """``toolset`` wrapped so every call is checked against ``policy`` as ``agent.<name>``.
 
     A member's run has no place to wait for a deferred approval, so approval-required calls go
@@ -114,7 +129,7 @@ def trim_history(messages: list[ModelMessage], limit: int | None) -> list[ModelM
 class MemberActor:
     """The target object of a member's actor. Public methods run on the actor's thread."""
 
-    def __init__(self, team: Team, roster: MemberRoster, name: str, profile: RoleProfile) -> None:
+    def __init__(self, team: TeamHost, roster: Roster, name: str, profile: RoleProfile) -> None:
         self._team = team
         self._roster = roster
         self.name = name

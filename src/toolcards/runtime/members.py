@@ -23,16 +23,16 @@ import re
 import threading
 import time
 import warnings
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
+from toolcards.core.actors import ActorHandle, ActorUnavailable
 from toolcards.runtime.member_actor import HISTORY_KEY, MemberActor, current_member
 from toolcards.runtime.messaging import (
     MAX_MESSAGE_CHARS,
     MESSAGES,
     USER,
     MemberActivity,
+    MemberInfo,
     MemberMessage,
     member_activity,
     sent_event,
@@ -40,10 +40,9 @@ from toolcards.runtime.messaging import (
 )
 from toolcards.runtime.profiles import RoleProfile
 from toolcards.runtime.store import StateNamespace
-from toolcards.runtime.system import ActorHandle, ActorUnavailable
 
 if TYPE_CHECKING:
-    from toolcards.runtime.team import Team
+    from toolcards.runtime.host import TeamHost
 
 ROSTER = "~members"
 """The state namespace of the roster (one ``member:<name>`` row per member)."""
@@ -51,15 +50,6 @@ ROSTER = "~members"
 DEFAULT_SEND_TIMEOUT = 300.0
 NAME_PATTERN = re.compile(r"@[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 SENDER_PATTERN = re.compile(r"[^\s\x00-\x1f]{1,100}")
-
-
-class MemberInfo(BaseModel):
-    """One row of the roster."""
-
-    name: str
-    role: str
-    busy: bool
-    hired_at: float
 
 
 class _Entry:
@@ -72,9 +62,9 @@ class _Entry:
 
 
 class MemberRoster:
-    """The members of one team (reached through the ``Team`` methods of :class:`TeamMembers`)."""
+    """The members of one team; the team owns it and delegates its member methods to it."""
 
-    def __init__(self, team: Team) -> None:
+    def __init__(self, team: TeamHost) -> None:
         self._team = team
         self._lock = threading.RLock()
         self._entries: dict[str, _Entry] = {}
@@ -143,7 +133,7 @@ class MemberRoster:
 
     def hire(self, role: str, name: str | None = None, *, restoring: bool = False) -> str:
         team = self._team
-        team._check_running()
+        team.check_running()
         profile = self.profile(role)
         with self._lock:
             if profile.max_members is not None and not restoring:
@@ -188,7 +178,7 @@ class MemberRoster:
             self._fired.add(member)
         entry.actor.retire()
         if current_member.get() == member:  # fired from its own turn: stop once it ends
-            team.system.stop_later(member)
+            team.stop_later(member)
             clean = False
         else:
             clean = team.stop_actor(member, timeout)
@@ -224,7 +214,7 @@ class MemberRoster:
     # ---- messaging ---------------------------------------------------------------------------
 
     def _message(self, to: str, content: str, sender: str, *, route_reply: bool) -> MemberMessage:
-        self._team._check_running()
+        self._team.check_running()
         if not isinstance(content, str):
             raise ValueError(f"message content must be a string, got {type(content).__name__}")
         if not isinstance(sender, str) or not SENDER_PATTERN.fullmatch(sender):
@@ -239,7 +229,7 @@ class MemberRoster:
             route_reply=route_reply and self.is_member(sender),
         )
 
-    def _dispatch(self, message: MemberMessage) -> ActorHandle:
+    def _dispatch(self, message: MemberMessage) -> ActorHandle[Any]:
         """Record ``message`` as sent; the recipient's actor, to tell or ask it."""
         handle = self._team.actor(message.recipient)
         if handle is None:
@@ -249,7 +239,7 @@ class MemberRoster:
 
     def post(self, to: str, content: str, sender: str = USER) -> MemberMessage:
         message = self._message(to, content, sender, route_reply=True)
-        self._dispatch(message).tell("receive", message)
+        self._dispatch(message).tell(MemberActor.receive, message)
         return message
 
     def send(self, to: str, content: str, sender: str, timeout: float) -> str:
@@ -258,7 +248,7 @@ class MemberRoster:
             raise ValueError(f"{message.recipient} cannot wait for its own answer; use post")
         handle = self._dispatch(message)
         try:
-            return str(handle.ask("receive", message, timeout=timeout))
+            return str(handle.within(timeout).ask(MemberActor.receive, message))
         except TimeoutError:
             raise TimeoutError(
                 f"{message.recipient} did not answer within {timeout:g}s; its answer will be "
@@ -281,7 +271,7 @@ class MemberRoster:
             if handle is not None:  # else the sender left meanwhile: the answer stays logged
                 self._team.log.append(MESSAGES, sent_event(answer))
                 with contextlib.suppress(ActorUnavailable):
-                    handle.tell("receive", answer)
+                    handle.tell(MemberActor.receive, answer)
                 return answer.id
         self._team.log.append(MESSAGES, sent_event(answer))
         return answer.id
@@ -305,68 +295,3 @@ class MemberRoster:
         with self._lock:
             names = list(self._entries)
         return member_activity(self._team.events(), members=names, **options)
-
-
-def roster_of(team: Any) -> MemberRoster:
-    """The member roster of ``team`` (created on first use)."""
-    found = team.__dict__.get("_member_roster")
-    if found is None:
-        with team._lock:
-            found = team.__dict__.get("_member_roster")
-            if found is None:
-                found = team.__dict__["_member_roster"] = MemberRoster(team)
-    return cast(MemberRoster, found)
-
-
-class TeamMembers:
-    """The agent-member methods of :class:`~toolcards.runtime.Team` (a mixin)."""
-
-    def hire(self, role: str, name: str | None = None) -> str:
-        """Hire a member for ``role``; returns its unique name (``@<role>-<n>`` by default).
-
-        An unknown role, a taken or malformed ``name``, or a full role is an error (nothing
-        is started). The member's cards are bound for it; its tools are governed when the
-        team has a policy.
-        """
-        return roster_of(self).hire(role, name)
-
-    def fire(self, name: str, timeout: float | None = None) -> bool:
-        """Stop the member ``name`` (bounded by ``timeout``, default the team's stop timeout)
-        and remove it from the roster with its conversation. Returns True when it stopped in
-        time. An unknown or already fired name is a ``LookupError``."""
-        return roster_of(self).fire(name, timeout)
-
-    def send(
-        self,
-        to: str,
-        content: str,
-        *,
-        sender: str = USER,
-        timeout: float = DEFAULT_SEND_TIMEOUT,
-    ) -> str:
-        """Send ``content`` to the member ``to`` and wait at most ``timeout`` seconds for its
-        answer. A slash command (``/name args``) runs the member's command, not its model."""
-        return roster_of(self).send(to, content, sender, timeout)
-
-    def post(self, to: str, content: str, *, sender: str = USER) -> MemberMessage:
-        """Queue ``content`` in the mailbox of ``to`` and return at once. When ``sender`` is a
-        member, the answer is posted back to the sender's mailbox."""
-        return roster_of(self).post(to, content, sender)
-
-    def members(self) -> list[MemberInfo]:
-        """The roster: name, role, busy and hire time of every member, in hire order."""
-        return roster_of(self).members()
-
-    def is_member(self, name: str) -> bool:
-        """True when ``name`` is on the roster (exact name, with its ``@``)."""
-        return roster_of(self).is_member(name)
-
-    def profile(self, role: str) -> RoleProfile:
-        """The profile of ``role``; a ``LookupError`` lists the known roles."""
-        return roster_of(self).profile(role)
-
-    def activity(
-        self, *, max_task_chars: int = 200, stale_after: float | None = None
-    ) -> dict[str, MemberActivity]:
-        """Who is busy on what, per member on the roster, derived from the event log."""
-        return roster_of(self).activity(max_task_chars=max_task_chars, stale_after=stale_after)

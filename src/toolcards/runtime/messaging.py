@@ -173,3 +173,12 @@ def member_activity(
             )
         out[name] = activity
     return out
+
+
+class MemberInfo(BaseModel):
+    """One row of the roster."""
+
+    name: str
+    role: str
+    busy: bool
+    hired_at: float

@@ -2,26 +2,28 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from toolcards.core.events import ToolStateEvent
-from toolcards.runtime.system import DEFAULT_ASK_TIMEOUT, ActorHandle, ActorUnavailable
 
 if TYPE_CHECKING:
-    from toolcards.runtime.team import Team
-    from toolcards.runtime.tool_actor import ToolActor
+    from pydantic import BaseModel
+
+    from toolcards.core.actors import ActorHandle
+    from toolcards.runtime.host import TeamHost
+
+A = TypeVar("A")
 
 
 class TeamObserver:
     """The owner of cards bound by ``team.bind(cards, member=...)``.
 
-    Implements ``ToolObserver``, ``ActorToolObserver`` and ``TeamManagementToolObserver``.
-    Cards hold it weakly; the team keeps it alive until the team stops.
+    Implements ``ToolObserver``, ``ActorToolObserver`` and ``TeamManagementToolObserver``: the
+    one path from a card to its team. Cards hold it weakly; the team keeps it alive until the
+    team stops.
     """
 
-    def __init__(self, team: Team, address: str) -> None:
+    def __init__(self, team: TeamHost, address: str) -> None:
         self._team = team
         self._address = address
 
@@ -35,7 +37,8 @@ class TeamObserver:
         return self._team.team_id
 
     @property
-    def team(self) -> Team:
+    def team(self) -> TeamHost:
+        """The team itself (roster, profiles, events) for cards that manage it."""
         return self._team
 
     def notify_event(self, event: ToolStateEvent | Any) -> None:
@@ -46,23 +49,15 @@ class TeamObserver:
         else:
             self._team.log.append(self._address, event)
 
-    def proxy_ask(
-        self, actor: str, method: str, *args: Any, timeout: float | None = None, **kwargs: Any
-    ) -> Any:
-        """Call ``method`` on the team actor ``actor``; waits at most ``timeout`` seconds."""
-        handle = self._team.actor(actor)
-        if handle is None:
-            raise ActorUnavailable(f"team {self.team_id} has no actor named {actor!r}")
-        return handle.ask(method, *args, timeout=timeout or DEFAULT_ASK_TIMEOUT, **kwargs)
-
     def tool_actor(
-        self, name: str, actor_cls: type[ToolActor], config: BaseModel | None = None
-    ) -> ActorHandle:
+        self, name: str, actor_cls: type[A], config: BaseModel | None = None
+    ) -> ActorHandle[A]:
         """Get or create the team singleton ``name`` (see ``Team.tool_actor``)."""
         return self._team.tool_actor(name, actor_cls, config)
 
-    def create_actor(self, name: str, factory: Any, config: Any = None) -> Any:
-        return self._team.tool_actor(name, factory, config)
+    def actor(self, name: str) -> ActorHandle[Any] | None:
+        """The running team actor ``name``, or None."""
+        return self._team.actor(name)
 
     def on_hire(self, role: str, name: str | None = None) -> str:
         """Hire a member for ``role`` in this team; returns its unique name."""

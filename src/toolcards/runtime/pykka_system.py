@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 import pykka
 
-from toolcards.runtime.system import DEFAULT_ASK_TIMEOUT, ActorUnavailable
+from toolcards.runtime.system import ActorUnavailable, HandleBase
 
 
 class _Call(NamedTuple):
@@ -71,20 +71,16 @@ class _Host(pykka.ThreadingActor):
         raise TypeError(f"{self.name} got an unknown message {message!r}")
 
 
-class PykkaHandle:
+class PykkaHandle(HandleBase[Any]):
     """An :class:`ActorHandle` over a Pykka actor ref (no proxy objects, one message per call)."""
 
-    __slots__ = ("_name", "_ref")
+    __slots__ = ("_ref",)
 
     def __init__(self, name: str, ref: pykka.ActorRef[Any]) -> None:
-        self._name = name
+        super().__init__(name)
         self._ref = ref
 
-    @property
-    def name(self) -> str:
-        return self._name
-
-    def ask(self, method: str, *args: Any, timeout: float = DEFAULT_ASK_TIMEOUT, **kw: Any) -> Any:
+    def _ask(self, method: str, args: tuple[Any, ...], kw: dict[str, Any], timeout: float) -> Any:
         try:
             future = self._ref.ask(_Call(method, args, kw), block=False)
         except pykka.ActorDeadError:
@@ -98,9 +94,9 @@ class PykkaHandle:
         except pykka.ActorDeadError:
             raise ActorUnavailable(f"actor {self._name} stopped before answering") from None
 
-    def tell(self, method: str, *args: Any, **kwargs: Any) -> None:
+    def _tell(self, method: str, args: tuple[Any, ...], kw: dict[str, Any]) -> None:
         try:
-            self._ref.tell(_Call(method, args, kwargs))
+            self._ref.tell(_Call(method, args, kw))
         except pykka.ActorDeadError:
             raise ActorUnavailable(f"actor {self._name} is not running") from None
 
@@ -109,9 +105,6 @@ class PykkaHandle:
 
     def stop_future(self) -> Any:
         return self._ref.stop(block=False)
-
-    def __repr__(self) -> str:
-        return f"<ActorHandle {self._name}>"
 
 
 class PykkaActorSystem:
@@ -151,20 +144,6 @@ class PykkaActorSystem:
         with self._lock:
             return list(self._actors)
 
-    def _require(self, name: str) -> PykkaHandle:
-        handle = self._actors.get(name)
-        if handle is None:
-            raise ActorUnavailable(f"no actor named {name!r} is running")
-        return handle
-
-    def ask(
-        self, name: str, method: str, *args: Any, timeout: float = DEFAULT_ASK_TIMEOUT, **kw: Any
-    ) -> Any:
-        return self._require(name).ask(method, *args, timeout=timeout, **kw)
-
-    def tell(self, name: str, method: str, *args: Any, **kwargs: Any) -> None:
-        self._require(name).tell(method, *args, **kwargs)
-
     def stop_later(self, name: str) -> None:
         handle = self._actors.get(name)
         if handle is not None:
@@ -185,3 +164,6 @@ class PykkaActorSystem:
                 abandoned.append(name)
                 self._forget(name)
         return abandoned
+
+    def shutdown(self) -> None:
+        """Nothing to release: actor threads end with their actors."""

@@ -227,22 +227,18 @@ class TeamStore:
             sql = "UPDATE teams SET stopped_at=? WHERE team_id=?"
             self.conn.execute(sql, (time.time(), team_id))
 
-    def record_actor(
-        self, team_id: str, name: str, actor_cls: str, config_cls: str | None, config: str | None
-    ) -> None:
+    def record_actor(self, team_id: str, name: str, tag: str, config: str | None) -> None:
+        """Record that ``name`` runs the actor class tagged ``tag`` with ``config`` (JSON)."""
         with self.lock:
             self.conn.execute(
-                "INSERT OR REPLACE INTO actors VALUES (?, ?, ?, ?, ?, ?)",
-                (team_id, name, actor_cls, config_cls, config, time.time()),
+                "INSERT OR REPLACE INTO actors VALUES (?, ?, ?, NULL, ?, ?)",
+                (team_id, name, tag, config, time.time()),
             )
 
-    def recorded_actors(self, team_id: str) -> list[tuple[str, str, str | None, str | None]]:
-        """``(name, actor_cls, config_cls, config_json)`` of every recorded actor, oldest first."""
+    def recorded_actors(self, team_id: str) -> list[tuple[str, str, str | None]]:
+        """``(name, actor_tag, config_json)`` of every recorded actor, oldest first."""
         with self.lock:
-            sql = (
-                "SELECT name, actor_cls, config_cls, config FROM actors "
-                "WHERE team_id=? ORDER BY created_at"
-            )
+            sql = "SELECT name, actor_cls, config FROM actors WHERE team_id=? ORDER BY created_at"
             return list(self.conn.execute(sql, (team_id,)))
 
     # ---- state -------------------------------------------------------------------------------

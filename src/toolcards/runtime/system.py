@@ -1,44 +1,87 @@
-"""The actor layer behind a small interface (backends: :mod:`toolcards.runtime.pykka_system`).
+"""The actor layer behind a small interface (backends: :mod:`toolcards.runtime.pykka_system`,
+:mod:`toolcards.runtime.ray_system`).
 
 An actor here is any object whose public methods are called one at a time on the actor's own
-thread. ``ActorSystem`` is all the team needs (spawn, ask, tell, stop, lookup by name), so a
-backend for multi-machine teams can replace the embedded Pykka one without touching callers.
+thread (or process). ``ActorSystem`` is all the team needs (spawn, lookup by name, stop), and
+:class:`HandleBase` gives every backend the same typed ``ask``/``tell`` over its own transport,
+so callers never depend on the backend.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, Self, TypeVar, runtime_checkable
 
-from toolcards.core.errors import ToolcardsError
+from toolcards.core.actors import (
+    DEFAULT_ASK_TIMEOUT,
+    ActorHandle,
+    ActorUnavailable,
+    method_name,
+)
 
-DEFAULT_ASK_TIMEOUT = 10.0
+__all__ = [
+    "DEFAULT_ASK_TIMEOUT",
+    "ActorHandle",
+    "ActorSystem",
+    "ActorUnavailable",
+    "HandleBase",
+]
+
+A = TypeVar("A")
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-class ActorUnavailable(ToolcardsError):
-    """The actor is not running (never started, stopped, or failed to start)."""
+class HandleBase(Generic[A]):
+    """Typed ``ask``/``tell``/``within`` over a backend's untyped transport.
 
+    A backend subclasses it and implements :meth:`_ask`, :meth:`_tell` and :meth:`is_alive`;
+    only the method's name crosses to the actor.
+    """
 
-@runtime_checkable
-class ActorHandle(Protocol):
-    """A reference to one running actor. Cheap to keep; safe to share between threads."""
+    __slots__ = ("_name", "_timeout")
+
+    def __init__(self, name: str, timeout: float = DEFAULT_ASK_TIMEOUT) -> None:
+        self._name = name
+        self._timeout = timeout
 
     @property
     def name(self) -> str:
-        """The actor's unique name within its system (``#PlanningTool``)."""
+        return self._name
 
-    def ask(self, method: str, *args: Any, timeout: float = DEFAULT_ASK_TIMEOUT, **kw: Any) -> Any:
-        """Call ``method`` on the actor and wait at most ``timeout`` seconds for the result.
+    @property
+    def timeout(self) -> float:
+        return self._timeout
 
-        An exception raised by the method is raised here; no answer in time is a
-        ``TimeoutError``; a stopped actor is :class:`ActorUnavailable`.
-        """
+    def ask(self, method: Callable[Concatenate[A, P], R], /, *args: P.args, **kw: P.kwargs) -> R:
+        """Call ``method`` on the actor; wait at most :attr:`timeout` seconds for the result."""
+        result: R = self._ask(method_name(method), args, kw, self._timeout)
+        return result
 
-    def tell(self, method: str, *args: Any, **kwargs: Any) -> None:
-        """Queue a call of ``method`` without waiting (its result and errors are dropped)."""
+    def tell(
+        self, method: Callable[Concatenate[A, P], Any], /, *args: P.args, **kw: P.kwargs
+    ) -> None:
+        """Queue a call of ``method`` without waiting (result and errors dropped)."""
+        self._tell(method_name(method), args, kw)
+
+    def within(self, timeout: float) -> Self:
+        """This handle with another ask timeout."""
+        other = copy.copy(self)
+        other._timeout = float(timeout)
+        return other
+
+    def _ask(self, method: str, args: tuple[Any, ...], kw: dict[str, Any], timeout: float) -> Any:
+        raise NotImplementedError
+
+    def _tell(self, method: str, args: tuple[Any, ...], kw: dict[str, Any]) -> None:
+        raise NotImplementedError
 
     def is_alive(self) -> bool:
-        """True while the actor accepts messages."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<ActorHandle {self._name}>"
 
 
 @runtime_checkable
@@ -47,24 +90,19 @@ class ActorSystem(Protocol):
 
     def spawn(
         self, name: str, factory: Callable[[], Any], *, start_timeout: float = 30.0
-    ) -> ActorHandle:
+    ) -> ActorHandle[Any]:
         """Start an actor running ``factory()``'s object under the unique ``name``.
 
-        ``factory`` runs on the actor's thread, then the object's ``on_start()``; a failure of
-        either is raised here. A name already in use is a ``ValueError``.
+        ``factory`` runs where the actor lives (its thread, or its process: then it must be
+        picklable), then the object's ``on_start()``; a failure of either is raised here. A name
+        already in use is a ``ValueError``.
         """
 
-    def lookup(self, name: str) -> ActorHandle | None:
+    def lookup(self, name: str) -> ActorHandle[Any] | None:
         """The running actor called ``name``, or None."""
 
     def names(self) -> list[str]:
         """Names of the running actors, in start order."""
-
-    def ask(self, name: str, method: str, *args: Any, timeout: float = ..., **kw: Any) -> Any:
-        """``lookup(name).ask(...)``; an unknown name is :class:`ActorUnavailable`."""
-
-    def tell(self, name: str, method: str, *args: Any, **kwargs: Any) -> None:
-        """``lookup(name).tell(...)``; an unknown name is :class:`ActorUnavailable`."""
 
     def stop(self, names: Sequence[str], timeout: float) -> list[str]:
         """Stop the named actors in parallel; returns those that did not stop in ``timeout``."""
@@ -72,3 +110,6 @@ class ActorSystem(Protocol):
     def stop_later(self, name: str) -> None:
         """Ask ``name`` to stop once its queued messages are handled; returns at once (an actor
         may call it on itself)."""
+
+    def shutdown(self) -> None:
+        """Release what the system holds (connections, worker processes it started)."""

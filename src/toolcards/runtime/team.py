@@ -1,10 +1,8 @@
-"""Team: the owner of tool actors, the event log and the state store of one team."""
+"""Team: the owner of tool actors, members, the event log and the state store of one team."""
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import importlib
 import logging
 import os
 import threading
@@ -12,23 +10,33 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from pydantic import BaseModel
 
+from toolcards.core.actors import ActorHandle
 from toolcards.core.card import ToolCard
-from toolcards.core.errors import ToolcardsError, ToolObserverGone
+from toolcards.core.errors import ToolcardsError
 from toolcards.core.events import ToolStateEvent
 from toolcards.core.factory import ToolFactory
+from toolcards.runtime import process
 from toolcards.runtime.events import EventCallback, EventLog, Subscription
-from toolcards.runtime.members import TeamMembers, roster_of
+from toolcards.runtime.members import DEFAULT_SEND_TIMEOUT, MemberRoster
+from toolcards.runtime.messaging import USER, MemberActivity, MemberInfo, MemberMessage
 from toolcards.runtime.observer import TeamObserver
 from toolcards.runtime.profiles import RoleProfile, normalize_profiles
-from toolcards.runtime.store import StateNamespace, StoreClosedError, TeamStore
-from toolcards.runtime.system import ActorHandle, ActorSystem
-from toolcards.runtime.tool_actor import ToolActor, ToolActorContext
+from toolcards.runtime.store import StateNamespace, StoreClosedError
+from toolcards.runtime.system import ActorSystem
+from toolcards.runtime.tool_actor import ACTOR_TYPES, ToolActor, ToolActorContext
+
+if TYPE_CHECKING:
+    from toolcards.governance.approvals import Approver
+    from toolcards.governance.audit import AuditLog
+    from toolcards.governance.policy import Policy
 
 logger = logging.getLogger(__name__)
+
+A = TypeVar("A")
 
 TRANSIENT_PREFIX = "#defer-"
 """Tool actors with this prefix (deferred workers) are not recorded for resume."""
@@ -52,76 +60,32 @@ class StopReport:
 
 @dataclass(frozen=True)
 class _Spec:
-    actor_cls: str
-    config_cls: str | None
+    actor_tag: str
     config: str | None
 
 
-def _path_of(cls: type) -> str:
-    return f"{cls.__module__}:{cls.__qualname__}"
+def _spec(actor_cls: type[ToolActor], config: BaseModel | None) -> _Spec:
+    return _Spec(actor_cls.actor_tag, None if config is None else config.model_dump_json())
 
 
-def _import(path: str) -> Any:
-    module, _, qualname = path.partition(":")
-    value: Any = importlib.import_module(module)
-    for part in qualname.split("."):
-        value = getattr(value, part)
-    return value
-
-
-def _spec(actor_cls: type, config: BaseModel | None) -> _Spec:
-    if config is None:
-        return _Spec(_path_of(actor_cls), None, None)
-    return _Spec(_path_of(actor_cls), _path_of(type(config)), config.model_dump_json())
-
-
-# ---- process-wide bookkeeping ----------------------------------------------------------------
-
-_registry_lock = threading.RLock()
-_stores: dict[str, tuple[TeamStore, int]] = {}
-_live: dict[str, Team] = {}
-
-
-def _open_store(location: str, durable: bool) -> TeamStore:
-    """A store per file per process (shared by the teams of this process), or a new memory one."""
-    if location == ":memory:":
-        return TeamStore(location, durable=durable)
-    key = os.path.realpath(location)
-    with _registry_lock:
-        found = _stores.get(key)
-        if found is not None:
-            _stores[key] = (found[0], found[1] + 1)
-            return found[0]
-        store = TeamStore(key, durable=durable)
-        _stores[key] = (store, 1)
-        return store
-
-
-def _release_store(store: TeamStore) -> None:
-    with _registry_lock:
-        found = _stores.get(store.location)
-        if found is not None and found[0] is store:
-            if found[1] > 1:
-                _stores[store.location] = (store, found[1] - 1)
-                return
-            del _stores[store.location]
-    store.close()
-
-
-class Team(TeamMembers):
-    """A team: tool actors (team singletons named ``#<Name>``), an event log and a state store.
+class Team:
+    """A team: tool actors (team singletons named ``#<Name>``), members, an event log and a
+    state store.
 
     ``store`` is a SQLite file (state survives a restart; see :meth:`resume`) or ``":memory:"``.
     Opening a file that already holds ``team_id`` continues its state; :meth:`resume` also
-    restarts every recorded tool actor. Use it as a context manager, or call :meth:`stop`.
+    restarts every recorded tool actor and member. Use it as a context manager, or call
+    :meth:`stop`.
 
-    Agent members (see :mod:`toolcards.runtime.members`): ``profiles`` are the
-    :class:`RoleProfile` s that :meth:`hire` draws from; with a ``policy``, every member's tools
-    are governed, their decisions written to ``audit`` (an ``AuditLog``) and approval-required
-    calls put to ``approver`` (an async ``(ApprovalRequest) -> bool``; without one they are
-    refused). :meth:`spawn` starts any named actor (names without ``#`` are members, stopped
-    in the first teardown phase) and :meth:`stop_actor` stops one.
+    Agent members: ``profiles`` are the :class:`RoleProfile` s that :meth:`hire` draws from;
+    with a ``policy``, every member's tools are governed, their decisions written to ``audit``
+    and approval-required calls put to ``approver`` (an async ``(ApprovalRequest) -> bool``;
+    without one they are refused). :meth:`spawn` starts any named actor (names without ``#`` are
+    members, stopped in the first teardown phase) and :meth:`stop_actor` stops one.
     """
+
+    _implicit: ClassVar[Team | None] = None
+    _implicit_pid: ClassVar[int] = 0
 
     def __init__(
         self,
@@ -129,9 +93,9 @@ class Team(TeamMembers):
         store: str | os.PathLike[str] = ":memory:",
         *,
         profiles: Sequence[RoleProfile | dict[str, Any]] | None = None,
-        policy: Any | None = None,
-        audit: Any | None = None,
-        approver: Any | None = None,
+        policy: Policy | None = None,
+        audit: AuditLog | None = None,
+        approver: Approver | None = None,
         system: ActorSystem | None = None,
         durable: bool = False,
         stop_timeout: float = 5.0,
@@ -151,10 +115,13 @@ class Team(TeamMembers):
         self._observers: dict[str, TeamObserver] = {}
         self._subscriptions: list[Subscription] = []
         self._stop_report: StopReport | None = None
-        self._store = _open_store(os.fspath(store), durable)
+        self._store = process.open_store(os.fspath(store), durable)
         try:
-            self._claim(_resume)
+            if _resume and not self._store.team_exists(team_id):
+                raise LookupError(f"store {self._store.location} holds no team {team_id!r}")
+            process.claim(self, shared_store=not self._store.in_memory)
             self.log = EventLog(self._store, team_id)
+            self._owns_system = system is None
             if system is None:
                 from toolcards.runtime.pykka_system import PykkaActorSystem
 
@@ -163,47 +130,47 @@ class Team(TeamMembers):
             self._store.open_team(team_id)
             self.log.lifecycle("team_started", resumed=_resume)
         except BaseException:
-            with _registry_lock:
-                _live.pop(self._key, None)
-            _release_store(self._store)
+            process.unclaim(self)
+            process.release_store(self._store)
             raise
+        self._roster = MemberRoster(self)
         if _resume:
             self._restore()
-            roster_of(self).restore()
-
-    @property
-    def _key(self) -> str:
-        return f"{self.team_id}@{id(self)}"
-
-    def _claim(self, resume: bool) -> None:
-        key = (self._store.location, self.team_id)
-        with _registry_lock:
-            for other in _live.values():
-                if (other._store.location, other.team_id) == key and not self._store.in_memory:
-                    raise ValueError(f"team {self.team_id} is already running on this store")
-            if resume and not self._store.team_exists(self.team_id):
-                raise LookupError(f"store {self._store.location} holds no team {self.team_id!r}")
-            _live[self._key] = self
+            self._roster.restore()
 
     @classmethod
     def resume(cls, team_id: str, store: str | os.PathLike[str], **kwargs: Any) -> Self:
         """Reopen a stopped (or killed) team: its recorded tool actors restart with their state.
 
-        Actors whose class cannot be imported come back when a card asks for them again.
+        Actors whose tag is not known yet come back when a card asks for them again.
         """
         return cls(team_id, store, _resume=True, **kwargs)
 
+    @classmethod
+    def implicit(cls) -> Team:
+        """The per-process in-memory team that cards use when no team observer is attached
+        (``ToolFactory(cards)`` without a team). Created on first use; a new one after it was
+        stopped or in a forked child."""
+        with process.lock():
+            found = Team._implicit
+            if found is None or not found.running or Team._implicit_pid != os.getpid():
+                found = Team._implicit = Team(f"local-{os.getpid()}", ":memory:")
+                Team._implicit_pid = os.getpid()
+            return found
+
+    @property
+    def store_location(self) -> str:
+        """Where the team's state lives (a file path, or ``:memory:``)."""
+        return self._store.location
+
     def _restore(self) -> None:
-        for name, actor_cls, config_cls, config in self._store.recorded_actors(self.team_id):
-            spec = _Spec(actor_cls, config_cls, config)
+        for name, tag, config in self._store.recorded_actors(self.team_id):
             try:
-                cls = _import(actor_cls)
-                cfg = (
-                    None if config_cls is None else _import(config_cls).model_validate_json(config)
-                )
-            except Exception as exc:  # not importable, or its config no longer validates
+                cls = ACTOR_TYPES.resolve(tag)
+                cfg = _config_of(cls, config)
+            except Exception as exc:  # unknown tag, or a config that no longer validates
                 with self._lock:
-                    self._specs[name] = spec
+                    self._specs[name] = _Spec(tag, config)
                 self.log.lifecycle("actor_restore_deferred", name=name, reason=str(exc))
                 continue
             try:
@@ -218,59 +185,58 @@ class Team(TeamMembers):
     def running(self) -> bool:
         return self._stop_report is None
 
-    def _check_running(self) -> None:
+    def check_running(self) -> None:
+        """Raise :class:`TeamStopped` once the team is stopped."""
         if self._stop_report is not None:
             raise TeamStopped(f"team {self.team_id} is stopped")
 
     def tool_actor(
-        self, name: str, actor_cls: type[ToolActor], config: BaseModel | None = None
-    ) -> ActorHandle:
+        self, name: str, actor_cls: type[A], config: BaseModel | None = None
+    ) -> ActorHandle[A]:
         """Get or create the team singleton ``name`` (``#<Name>``), atomically.
 
         The same class and an equal config return the running actor; a different class or
         config for the same name is a ``ValueError``. A new actor loads its state in ``on_start``.
         """
+        if not (isinstance(actor_cls, type) and issubclass(actor_cls, ToolActor)):
+            raise TypeError(f"tool actors subclass ToolActor, got {actor_cls!r}")
         if not name.startswith("#"):
             raise ValueError(f"tool actor names start with '#': {name!r}")
         if name.startswith(TRANSIENT_PREFIX):  # unique, short-lived: no roster, no resume
-            self._check_running()
+            self.check_running()
             return self._start_tool_actor(name, actor_cls, config)
         spec = _spec(actor_cls, config)
         with self._lock:
-            self._check_running()
+            self.check_running()
             name_lock = self._name_locks.setdefault(name, threading.Lock())
         with name_lock:  # per name: an actor may create other actors from its on_start
             known = self._specs.get(name)
             if known is not None and known != spec:
                 raise ValueError(
                     f"tool actor {name} already exists in team {self.team_id} with "
-                    f"{known.actor_cls} config {known.config}; refusing {spec.actor_cls} "
+                    f"{known.actor_tag} config {known.config}; refusing {spec.actor_tag} "
                     f"config {spec.config}"
                 )
             handle = self.system.lookup(name)
-            if handle is not None and handle.is_alive():
-                return handle
-            handle = self._start_tool_actor(name, actor_cls, config)
-            self._specs[name] = spec
-            self._store.record_actor(
-                self.team_id, name, spec.actor_cls, spec.config_cls, spec.config
-            )
+            if handle is None or not handle.is_alive():
+                handle = self._start_tool_actor(name, actor_cls, config)
+                self._specs[name] = spec
+                self._store.record_actor(self.team_id, name, spec.actor_tag, spec.config)
             return handle
 
     def _start_tool_actor(
         self, name: str, actor_cls: type[ToolActor], config: BaseModel | None
-    ) -> ActorHandle:
+    ) -> ActorHandle[Any]:
         ctx = ToolActorContext(name, self, self.state_of(name), self.log)
-        handle = self.spawn(name, lambda: actor_cls(ctx, config))
-        return handle
+        return self.spawn(name, lambda: actor_cls(ctx, config))
 
-    def spawn(self, name: str, factory: Callable[[], Any]) -> ActorHandle:
+    def spawn(self, name: str, factory: Callable[[], Any]) -> ActorHandle[Any]:
         """Start any actor (tool actor or member) under a unique ``name``, with lifecycle events.
 
         Names starting with ``#`` are stopped in the second teardown phase, all others first.
         """
-        self._check_running()
-        handle = self.system.spawn(name, lambda: _Lifecycle(factory(), self, name))
+        self.check_running()
+        handle = self.system.spawn(name, lambda: _Lifecycle(factory(), self.log, name))
         self.log.lifecycle("actor_started", name=name)
         return handle
 
@@ -285,7 +251,11 @@ class Team(TeamMembers):
             self._observers.pop(name, None)
         return not self.system.stop([name], bound) and self.system.lookup(name) is None
 
-    def actor(self, name: str) -> ActorHandle | None:
+    def stop_later(self, name: str) -> None:
+        """Stop the actor ``name`` once its queued messages are handled; returns at once."""
+        self.system.stop_later(name)
+
+    def actor(self, name: str) -> ActorHandle[Any] | None:
         """The running actor called ``name``, or None."""
         handle = self.system.lookup(name)
         return handle if handle is not None and handle.is_alive() else None
@@ -301,7 +271,7 @@ class Team(TeamMembers):
         """Fold the store's write-ahead log into its file (after a bulk load, before a copy)."""
         self._store.checkpoint()
 
-    # ---- members -----------------------------------------------------------------------------
+    # ---- binding cards -----------------------------------------------------------------------
 
     def observer_for(self, member: str) -> TeamObserver:
         """The observer of ``member`` (one per member name, kept until the team stops)."""
@@ -318,8 +288,55 @@ class Team(TeamMembers):
         retry_exception: type[Exception] | None = None,
     ) -> ToolFactory:
         """Bind ``cards`` for ``member``: they share this team's tool actors and event log."""
-        self._check_running()
+        self.check_running()
         return ToolFactory(cards, self.observer_for(member), retry_exception=retry_exception)
+
+    # ---- members (see toolcards.runtime.members) ---------------------------------------------
+
+    def hire(self, role: str, name: str | None = None) -> str:
+        """Hire a member for ``role``; returns its unique name (``@<role>-<n>`` by default).
+
+        An unknown role, a taken or malformed ``name``, or a full role is an error (nothing
+        is started). The member's cards are bound for it; its tools are governed when the
+        team has a policy.
+        """
+        return self._roster.hire(role, name)
+
+    def fire(self, name: str, timeout: float | None = None) -> bool:
+        """Stop the member ``name`` (bounded by ``timeout``, default the team's stop timeout)
+        and remove it from the roster with its conversation. Returns True when it stopped in
+        time. An unknown or already fired name is a ``LookupError``."""
+        return self._roster.fire(name, timeout)
+
+    def send(
+        self, to: str, content: str, *, sender: str = USER, timeout: float = DEFAULT_SEND_TIMEOUT
+    ) -> str:
+        """Send ``content`` to the member ``to`` and wait at most ``timeout`` seconds for its
+        answer. A slash command (``/name args``) runs the member's command, not its model."""
+        return self._roster.send(to, content, sender, timeout)
+
+    def post(self, to: str, content: str, *, sender: str = USER) -> MemberMessage:
+        """Queue ``content`` in the mailbox of ``to`` and return at once. When ``sender`` is a
+        member, the answer is posted back to the sender's mailbox."""
+        return self._roster.post(to, content, sender)
+
+    def members(self) -> list[MemberInfo]:
+        """The roster: name, role, busy and hire time of every member, in hire order."""
+        return self._roster.members()
+
+    def is_member(self, name: str) -> bool:
+        """True when ``name`` is on the roster (exact name, with its ``@``)."""
+        return self._roster.is_member(name)
+
+    def profile(self, role: str) -> RoleProfile:
+        """The profile of ``role``; a ``LookupError`` lists the known roles."""
+        return self._roster.profile(role)
+
+    def activity(
+        self, *, max_task_chars: int = 200, stale_after: float | None = None
+    ) -> dict[str, MemberActivity]:
+        """Who is busy on what, per member on the roster, derived from the event log."""
+        return self._roster.activity(max_task_chars=max_task_chars, stale_after=stale_after)
 
     # ---- events ------------------------------------------------------------------------------
 
@@ -329,7 +346,7 @@ class Team(TeamMembers):
 
     def subscribe(self, callback: EventCallback, since: int = 0) -> Subscription:
         """Replay the events after ``since`` to ``callback``, then deliver live ones in order."""
-        self._check_running()
+        self.check_running()
         sub = self.log.subscribe(callback, since)
         with self._lock:
             self._subscriptions.append(sub)
@@ -348,7 +365,7 @@ class Team(TeamMembers):
             if self._stop_report is not None:
                 return self._stop_report
             self._stop_report = report = StopReport()
-        roster_of(self).retire_all()
+        self._roster.retire_all()
         names = self.system.names()
         for phase in (
             [n for n in names if not n.startswith("#")],
@@ -371,9 +388,10 @@ class Team(TeamMembers):
         for sub in self._subscriptions:
             sub.drain(timeout=max(deadline - time.monotonic(), 0.0))
         self._observers.clear()
-        with _registry_lock:
-            _live.pop(self._key, None)
-        _release_store(self._store)
+        if self._owns_system:
+            self.system.shutdown()
+        process.unclaim(self)
+        process.release_store(self._store)
         return report
 
     def __enter__(self) -> Self:
@@ -387,12 +405,20 @@ class Team(TeamMembers):
         return f"<Team {self.team_id} store={where} running={self.running}>"
 
 
+def _config_of(cls: type[ToolActor], config: str | None) -> BaseModel | None:
+    if config is None:
+        return None
+    if cls.config_type is None:
+        raise TypeError(f"{cls.actor_tag} declares no config_type to read its stored config")
+    return cls.config_type.model_validate_json(config)
+
+
 class _Lifecycle:
     """Wraps an actor's target so its stop is recorded as a lifecycle event."""
 
-    def __init__(self, target: Any, team: Team, name: str) -> None:
+    def __init__(self, target: Any, log: EventLog, name: str) -> None:
         self._target = target
-        self._team = team
+        self._log = log
         self._name = name
 
     def on_start(self) -> None:
@@ -407,61 +433,7 @@ class _Lifecycle:
                 hook()
         finally:
             with contextlib.suppress(StoreClosedError):  # an abandoned actor outlived its team
-                self._team.log.lifecycle("actor_stopped", name=self._name)
+                self._log.lifecycle("actor_stopped", name=self._name)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._target, name)
-
-
-# ---- the implicit team and card resolution ---------------------------------------------------
-
-_implicit: Team | None = None
-_implicit_pid = 0
-
-
-def implicit_team() -> Team:
-    """The per-process in-memory team of standalone cards (created on first use)."""
-    global _implicit, _implicit_pid
-    with _registry_lock:
-        if _implicit is None or not _implicit.running or _implicit_pid != os.getpid():
-            _implicit = Team(f"local-{os.getpid()}", ":memory:")
-            _implicit_pid = os.getpid()
-        return _implicit
-
-
-def team_for(card: ToolCard) -> Team:
-    """The team of a bound card: its observer's team, else the implicit per-process team.
-
-    A card whose observer was attached but is gone raises ``ToolObserverGone`` (falling back
-    to another team would silently split its state).
-    """
-    observer = card.observer_or_none()
-    if observer is None:
-        if getattr(card, "_observer_ref", None) is not None:
-            raise ToolObserverGone(f"the owner of {type(card).__name__} is gone")
-        return implicit_team()
-    team = getattr(observer, "team", None)
-    if isinstance(team, Team):
-        if not team.running:
-            raise TeamStopped(f"team {team.team_id} of {type(card).__name__} is stopped")
-        return team
-    team_id = getattr(observer, "team_id", None)
-    if isinstance(team_id, str):
-        with _registry_lock:
-            for live in _live.values():
-                if live.team_id == team_id and live.running:
-                    return live
-    return implicit_team()
-
-
-def _stop_all_at_exit() -> None:
-    with _registry_lock:
-        teams = list(_live.values())
-    for team in teams:
-        try:
-            team.stop(timeout=min(team.stop_timeout, 2.0))
-        except Exception:  # best effort at interpreter exit
-            logger.debug("stopping team %s at exit failed", team.team_id, exc_info=True)
-
-
-atexit.register(_stop_all_at_exit)

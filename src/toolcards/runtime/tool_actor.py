@@ -1,23 +1,48 @@
-"""Tool actors: the one-per-team home of a stateful tool's state."""
+"""Tool actors: the one-per-team home of a stateful tool's state, and their registry by tag.
+
+The store records which actor class runs under which name by the class's :attr:`actor_tag`,
+never by a path to import: on resume a tag resolves through the classes defined in this
+process, the built-in table below, or the ``toolcards.actors`` entry-point group. An unknown
+tag is reported, never imported.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import importlib
+import threading
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
 from toolcards.core.events import ToolStateEvent
-from toolcards.runtime.events import EventLog
-from toolcards.runtime.store import StateNamespace
 
 if TYPE_CHECKING:
-    from toolcards.runtime.team import Team
+    from toolcards.runtime.events import EventLog
+    from toolcards.runtime.host import ActorHost
+    from toolcards.runtime.store import StateNamespace
+
+ENTRY_POINT_GROUP = "toolcards.actors"
+
+_BUILTIN_MODULES = (
+    "toolcards.tools.planning.actor",
+    "toolcards.tools.knowledge_graph.actor",
+    "toolcards.tools.vector_store.actor",
+    "toolcards.tools.notification.actor",
+    "toolcards.tools.team.activity",
+)
+"""Modules of the built-in actors: imported (from this fixed list) to resolve their tags."""
+
+
+class UnknownActorTag(LookupError):
+    """A stored actor tag names no class known to this process."""
 
 
 class ToolActorContext:
-    """What a tool actor gets from its team: its name, durable state and the event log."""
+    """What a tool actor gets from its team: its name, durable state, the event log and the
+    team itself (through the :class:`~toolcards.runtime.host.ActorHost` protocol)."""
 
-    def __init__(self, name: str, team: Team, state: StateNamespace, log: EventLog) -> None:
+    def __init__(self, name: str, team: ActorHost, state: StateNamespace, log: EventLog) -> None:
         self.name = name
         self.team = team
         self.team_id = team.team_id
@@ -34,7 +59,7 @@ class ToolActorContext:
 
     def stop_self(self) -> None:
         """Stop this actor once the current call returns (short-lived actors end this way)."""
-        self.team.system.stop_later(self.name)
+        self.team.stop_later(self.name)
 
     def __repr__(self) -> str:
         return f"<ToolActorContext {self.name} team={self.team_id}>"
@@ -44,10 +69,22 @@ class ToolActor:
     """Base class of a stateful team-singleton tool actor.
 
     Its public methods run one at a time on the actor's own thread, so they read, modify and
-    write state without locks. Callers reach them with ``handle.ask("method", ...)``. Never do
-    slow I/O (HTTP, embeddings, subprocesses) here: it would block every member queued behind
-    it; use :mod:`toolcards.runtime.deferred` instead.
+    write state without locks. Callers reach them with typed asks
+    (``handle.ask(MyActor.method, ...)``). Never do slow I/O (HTTP, embeddings, subprocesses)
+    here: it would block every member queued behind it; use :mod:`toolcards.runtime.deferred`.
+
+    ``config_type`` is the pydantic model of the actor's configuration (None: it takes none);
+    ``actor_tag`` names the class in the store (default ``module:QualName``).
     """
+
+    actor_tag: ClassVar[str] = ""
+    config_type: ClassVar[type[BaseModel] | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not cls.__dict__.get("actor_tag"):
+            cls.actor_tag = f"{cls.__module__}:{cls.__qualname__}"
+        ACTOR_TYPES.defined(cls)
 
     def __init__(self, ctx: ToolActorContext, config: BaseModel | None) -> None:
         self.ctx = ctx
@@ -70,3 +107,66 @@ class ToolActor:
 
     def on_stop(self) -> None:
         """Release resources (runs on the actor's thread after the last call)."""
+
+
+class ActorTypes:
+    """Tool actor classes by tag."""
+
+    def __init__(self) -> None:
+        self._classes: dict[str, type[ToolActor]] = {}
+        self._builtins_loaded = False
+        self._entry_points_loaded = False
+        self._lock = threading.Lock()
+
+    def defined(self, cls: type[ToolActor]) -> None:
+        """Record a class as it is defined (the newest definition of a tag wins)."""
+        self._classes[cls.actor_tag] = cls
+
+    def register(self, cls: type[ToolActor], tag: str | None = None) -> None:
+        """Make ``cls`` resolvable under ``tag`` too (default: its ``actor_tag``)."""
+        self._classes[tag or cls.actor_tag] = cls
+
+    def forget(self, tag: str) -> None:
+        """Drop ``tag`` (a later definition or registration brings it back)."""
+        self._classes.pop(tag, None)
+
+    def resolve(self, tag: str) -> type[ToolActor]:
+        """The class for ``tag``; :class:`UnknownActorTag` (never an import of ``tag``)."""
+        found = self._classes.get(tag)
+        if found is None and tag.split(":", 1)[0] in _BUILTIN_MODULES:
+            self._load_builtins()
+            found = self._classes.get(tag)
+        if found is None:
+            self._load_entry_points()
+            found = self._classes.get(tag)
+        if found is None:
+            raise UnknownActorTag(
+                f"no tool actor class is registered under {tag!r}; import the module that "
+                f"defines it, or register it (ACTOR_TYPES.register or the {ENTRY_POINT_GROUP} "
+                "entry-point group)"
+            )
+        return found
+
+    def _load_builtins(self) -> None:
+        if not self._builtins_loaded:
+            for module in _BUILTIN_MODULES:
+                importlib.import_module(module)
+            self._builtins_loaded = True
+
+    def _load_entry_points(self) -> None:
+        with self._lock:
+            if self._entry_points_loaded:
+                return
+            self._entry_points_loaded = True
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            cls = ep.load()
+            if not (isinstance(cls, type) and issubclass(cls, ToolActor)):
+                raise TypeError(
+                    f"entry point {ep.name!r} in {ENTRY_POINT_GROUP} is not a ToolActor"
+                )
+            self._classes.setdefault(ep.name, cls)
+            self._classes.setdefault(cls.actor_tag, cls)
+
+
+ACTOR_TYPES = ActorTypes()
+"""The process-wide registry of tool actor classes."""

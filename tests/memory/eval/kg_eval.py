@@ -21,6 +21,7 @@ from typing import Any
 from toolcards.tools.knowledge_graph.card import SearchGraph
 from toolcards.tools.knowledge_graph.graph import Graph
 from toolcards.tools.knowledge_graph.models import Entity, Relation, SearchMode
+from toolcards.tools.vector_store.actor import VectorStoreActor
 
 DATA = Path(__file__).with_name("kg_eval.json")
 COLLECTION = "knowledge_graph"
@@ -85,8 +86,8 @@ def team_vector_query(
         if handle is None:
             raise RuntimeError("the vector store is unavailable (is the vector extra installed?)")
         docs = [(ENTITY + e.name, entity_text(e)) for e in graph.entities.values()]
-        handle.ask("upsert", COLLECTION, docs)
-        handle.ask("flush").result(timeout=timeout)
+        handle.ask(VectorStoreActor.upsert, COLLECTION, docs)
+        handle.ask(VectorStoreActor.flush).result(timeout=timeout)
 
         def query(text: str, top_k: int) -> list[tuple[str, float]]:
             found = link.query(COLLECTION, text, top_k)

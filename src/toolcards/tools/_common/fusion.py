@@ -9,7 +9,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from toolcards.core.actors import ActorHandle
+from toolcards.tools._common.vector_api import VectorStoreApi
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from toolcards.core.card import ToolCard
+
+A = TypeVar("A")
 
 log = logging.getLogger(__name__)
 
@@ -50,18 +61,25 @@ def store_actor_name(vector_store: bool | str) -> str | None:
     return name if name.startswith("#") else "#" + name
 
 
+class ActorFinder(Protocol):
+    """Anything that finds a team actor by name (a team, a team observer)."""
+
+    def actor(self, name: str) -> ActorHandle[Any] | None:
+        """The running actor ``name``, or None."""
+
+
 KEYWORD_ONLY_NOTICE = "note: semantic search is unavailable; results are keyword matches only."
 
 
 class VectorLink:
     """A consumer's view of the vector store: query with a timeout, degrade to None.
 
-    ``team`` is anything with ``actor(name) -> handle | None``; a handle has
-    ``ask(method, *args, timeout=...)``. ``notice()`` returns the keyword-only notice the first
-    time the store is found missing and an empty string afterwards.
+    ``team`` is an :class:`ActorFinder` (a team or a team observer). ``notice()`` returns the
+    keyword-only notice the first time the store is found missing and an empty string
+    afterwards.
     """
 
-    def __init__(self, team: Any, name: str | None, timeout: float = 10.0) -> None:
+    def __init__(self, team: ActorFinder | None, name: str | None, timeout: float = 10.0) -> None:
         self._team = team
         self.name = name
         self.timeout = timeout
@@ -69,7 +87,7 @@ class VectorLink:
         self._noticed = False
         self._failed = False
 
-    def handle(self) -> Any | None:
+    def handle(self) -> ActorHandle[Any] | None:
         """The store's handle when it exists and says it is available."""
         if self.name is None or self._team is None:
             return None
@@ -78,7 +96,7 @@ class VectorLink:
             return None
         if self._available is None:
             try:
-                self._available = bool(handle.ask("available", timeout=self.timeout))
+                self._available = bool(handle.within(self.timeout).ask(VectorStoreApi.available))
             except Exception:  # a store that cannot answer counts as unavailable
                 log.warning("vector store %s did not answer 'available'", self.name)
                 return None
@@ -91,9 +109,11 @@ class VectorLink:
             self._failed = True
             return None
         try:
-            hits = handle.ask("query", collection, text, top_k, timeout=self.timeout)
-            if callable(getattr(hits, "result", None)):  # a deferred answer: wait here
-                hits = hits.result(timeout=self.timeout)
+            answer: Any = handle.within(self.timeout).ask(
+                VectorStoreApi.query, collection, text, top_k
+            )
+            # a store answers with a Future (its embedding runs off the actor) or with the hits
+            hits = answer.result(timeout=self.timeout) if isinstance(answer, Future) else answer
         except Exception as exc:
             log.warning("vector query on %s failed: %s", self.name, exc)
             self._failed = True
@@ -120,14 +140,14 @@ class VectorLink:
 
 
 def tool_actor_with_link(
-    card: Any, actor_name: str, actor_class: Any, config: Any
-) -> tuple[Any, VectorLink]:
+    card: ToolCard, actor_name: str, actor_class: type[A], config: BaseModel
+) -> tuple[ActorHandle[A], VectorLink]:
     """Start (or find) a card's team actor and a link to the store ``config.vector_store``."""
-    from toolcards.runtime import team_for
+    from toolcards.tools._common.team import team_observer
 
-    team = team_for(card)
-    handle = team.tool_actor(actor_name, actor_class, config)
-    return handle, VectorLink(team, config.vector_store)
+    observer = team_observer(card)
+    handle = observer.tool_actor(actor_name, actor_class, config)
+    return handle, VectorLink(observer, getattr(config, "vector_store", None))
 
 
 def text_hash(text: str) -> str:
@@ -195,7 +215,7 @@ class VectorSync:
         sent = 0
         if self._removed:
             ids = sorted(self._removed)
-            handle.tell("remove", self.collection, ids)
+            handle.tell(VectorStoreApi.remove, self.collection, ids)
             for doc_id in ids:
                 self._synced.pop(doc_id, None)
                 self._state.delete(self._prefix + doc_id)
@@ -203,7 +223,7 @@ class VectorSync:
             self._removed.clear()
         if self._pending:
             items = sorted(self._pending.items())
-            handle.tell("upsert", self.collection, items)
+            handle.tell(VectorStoreApi.upsert, self.collection, items)
             for doc_id, text in items:
                 digest = text_hash(text)
                 self._synced[doc_id] = digest

@@ -39,6 +39,8 @@ class GraphConfig(BaseModel):
 class KnowledgeGraphActor(ToolActor):
     """Owns the team's graph; every method runs on the actor's own thread, one at a time."""
 
+    config_type = GraphConfig
+
     def __init__(self, ctx: ToolActorContext, config: BaseModel | None) -> None:
         super().__init__(ctx, config)
         self.settings = config if isinstance(config, GraphConfig) else GraphConfig()

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import Field, PrivateAttr, TypeAdapter
 
+from toolcards.core.actors import ActorHandle
 from toolcards.core.card import ToolCard, ToolFunc
 from toolcards.core.channels import Channels
 from toolcards.core.context import ContextState
@@ -20,6 +21,7 @@ from toolcards.tools._common.fusion import (
     store_actor_name,
     tool_actor_with_link,
 )
+from toolcards.tools.knowledge_graph.actor import ACTOR_NAME, GraphConfig, KnowledgeGraphActor
 from toolcards.tools.knowledge_graph.graph import SearchResult
 from toolcards.tools.knowledge_graph.models import (
     EntityCreate,
@@ -81,21 +83,15 @@ class KnowledgeGraphTool(ToolCard):
     update_graph: bool | UpdateGraph = True
     search_graph: bool | SearchGraph = True
 
-    _handle: Any = PrivateAttr(default=None)
+    _handle: ActorHandle[KnowledgeGraphActor] | None = PrivateAttr(default=None)
     _link: VectorLink | None = PrivateAttr(default=None)
 
     @property
     def optional_depends_on(self) -> list[str]:
         return ["VectorStoreTool"] if self.vector_store else []
 
-    def _actor(self) -> Any:
+    def _actor(self) -> ActorHandle[KnowledgeGraphActor]:
         if self._handle is None:
-            from toolcards.tools.knowledge_graph.actor import (
-                ACTOR_NAME,
-                GraphConfig,
-                KnowledgeGraphActor,
-            )
-
             config = GraphConfig(vector_store=store_actor_name(self.vector_store))
             self._handle, self._link = tool_actor_with_link(
                 self, ACTOR_NAME, KnowledgeGraphActor, config
@@ -104,7 +100,7 @@ class KnowledgeGraphTool(ToolCard):
 
     def _summary(self, param: GetGraph) -> str:
         tools = [f for f in ("search_graph", "update_graph") if self.exposed(f, Channels.TOOL_CALL)]
-        return graph_summary(self._actor().ask("summary", param.max_roots), tools)
+        return graph_summary(self._actor().ask(KnowledgeGraphActor.summary, param.max_roots), tools)
 
     # ---- capabilities -------------------------------------------------------------------------
 
@@ -145,7 +141,7 @@ class KnowledgeGraphTool(ToolCard):
             }
             if not any(batch.values()):
                 raise RetriableError("nothing to do: give at least one list of changes")
-            result: str = self._actor().ask("update", **batch)
+            result: str = self._actor().ask(KnowledgeGraphActor.update, **batch)
             return result
 
         return annotate(update_graph)
@@ -193,7 +189,7 @@ class KnowledgeGraphTool(ToolCard):
             elif mode != "keyword" and self.vector_store is False:
                 notice = KEYWORD_ONLY_NOTICE if mode == "vector" else ""
             result: SearchResult = actor.ask(
-                "search",
+                KnowledgeGraphActor.search,
                 text,
                 mode if hits is not None else "keyword",
                 k,
@@ -232,7 +228,7 @@ class KnowledgeGraphTool(ToolCard):
             return []
 
         def state() -> ContextState:
-            summary = self._actor().ask("summary", param.max_roots)
+            summary = self._actor().ask(KnowledgeGraphActor.summary, param.max_roots)
             title = (
                 f"Knowledge graph ({summary['entities']} entities, "
                 f"{summary['relations']} relations); root entities"

@@ -17,8 +17,9 @@ from typing import ClassVar
 
 from pydantic import BaseModel
 
+from toolcards.core.actors import ActorHandle, ActorUnavailable
 from toolcards.core.errors import RetriableError
-from toolcards.runtime import ActorUnavailable, ToolActor, ToolActorContext
+from toolcards.runtime import ToolActor, ToolActorContext
 from toolcards.tools.notification.models import ACTOR_NAME, PendingNotification
 from toolcards.tools.notification.scheduler import Courier, DueScheduler
 
@@ -126,7 +127,7 @@ class NotificationActor(ToolActor):
     def _wake(self, ids: list[int]) -> None:
         """On the timer thread: hand the due ids to the actor's own thread."""
         with contextlib.suppress(ActorUnavailable):  # stopping: entries stay stored
-            self.ctx.team.system.tell(self.name, "fire", ids)
+            self._self().tell(NotificationActor.fire, ids)
 
     def fire(self, ids: list[int]) -> None:
         """Deliver the due entries ``ids`` (told by the timer); skips cancelled ones."""
@@ -158,7 +159,7 @@ class NotificationActor(ToolActor):
             logger.warning("notification #%s for %s failed: %s", entry.id, entry.owner, exc)
             reason = f"{type(exc).__name__}: {exc}"[:300]
             with contextlib.suppress(ActorUnavailable):
-                self.ctx.team.system.tell(self.name, "undeliverable", entry.id, entry.owner, reason)
+                self._self().tell(NotificationActor.undeliverable, entry.id, entry.owner, reason)
 
     def _remove(self, entry: PendingNotification, payload: Mapping[str, object]) -> None:
         with self.state.batch():
@@ -167,11 +168,14 @@ class NotificationActor(ToolActor):
         del self.entries[entry.id]
         self.scheduler.discard(entry.id)
 
+    def _self(self) -> ActorHandle[NotificationActor]:
+        handle = self.ctx.team.actor(self.name)
+        if handle is None:
+            raise ActorUnavailable(f"{self.name} is not running")
+        return handle
+
     def _on_team(self, owner: str) -> bool:
         return bool(self.ctx.team.is_member(owner))
 
     def _post(self, owner: str, text: str) -> None:
-        post = getattr(self.ctx.team, "post", None)
-        if post is None:
-            raise RuntimeError("this team does not deliver messages to members")
-        post(owner, text, sender=ACTOR_NAME)
+        self.ctx.team.post(owner, text, sender=ACTOR_NAME)

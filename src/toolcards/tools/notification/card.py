@@ -7,13 +7,15 @@ from typing import Any
 
 from pydantic import Field
 
+from toolcards.core.actors import ActorHandle
 from toolcards.core.card import ToolCard, ToolFunc
 from toolcards.core.channels import Channels
 from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate, set_instructions
 from toolcards.tools._common.caller import caller_address
-from toolcards.tools.notification.models import ACTOR_NAME, PendingNotification
+from toolcards.tools.notification.actor import NotificationActor
+from toolcards.tools.notification.models import ACTOR_NAME
 
 
 class RegisterNotification(BaseToolParam):
@@ -77,11 +79,10 @@ class NotificationTool(ToolCard):
 
     # ---- runtime wiring -----------------------------------------------------------------------
 
-    def _actor(self) -> Any:
-        from toolcards.runtime import team_for
-        from toolcards.tools.notification.actor import NotificationActor
+    def _actor(self) -> ActorHandle[NotificationActor]:
+        from toolcards.tools._common.team import team_observer
 
-        return team_for(self).tool_actor(ACTOR_NAME, NotificationActor)
+        return team_observer(self).tool_actor(ACTOR_NAME, NotificationActor)
 
     def _owner(self) -> str:
         """The calling member, from the bound observer (never from tool arguments)."""
@@ -109,8 +110,8 @@ class NotificationTool(ToolCard):
                     f"content has {len(content)} characters; at most {max_chars} are allowed"
                 )
             delay = parse_delay(delay_seconds, limit)
-            entry: PendingNotification = self._actor().ask(
-                "register", self._owner(), content.strip(), delay, cap
+            entry = self._actor().ask(
+                NotificationActor.register, self._owner(), content.strip(), delay, cap
             )
             return f"notification #{entry.id} scheduled in {delay:g}s"
 
@@ -128,7 +129,7 @@ class NotificationTool(ToolCard):
             """
             widen = all is True or (isinstance(all, str) and all.strip().lower() == "true")
             owner = None if widen else self._owner()
-            now, entries = self._actor().ask("listing", owner)
+            now, entries = self._actor().ask(NotificationActor.listing, owner)
             if not entries:
                 return "no pending notifications"
             lines = [e.line(now, with_owner=widen) for e in entries[:max_lines]]
@@ -146,7 +147,7 @@ class NotificationTool(ToolCard):
                 notification_id: The id returned when it was scheduled.
             """
             wanted = parse_id(notification_id)
-            entry: PendingNotification = self._actor().ask("cancel", self._owner(), wanted)
+            entry = self._actor().ask(NotificationActor.cancel, self._owner(), wanted)
             return f"notification #{entry.id} cancelled"
 
         return annotate(cancel_notification, destructive=True)

@@ -35,6 +35,8 @@ def embed_text(task: Task) -> str:
 class PlanningActor(ToolActor):
     """Owns the team's board; every method runs on the actor's own thread, one at a time."""
 
+    config_type = PlanningConfig
+
     def __init__(self, ctx: ToolActorContext, config: BaseModel | None) -> None:
         super().__init__(ctx, config)
         self.settings = config if isinstance(config, PlanningConfig) else PlanningConfig()

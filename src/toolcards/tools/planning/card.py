@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import ClassVar
 
 from pydantic import Field, PrivateAttr, TypeAdapter
 
-from toolcards.core.card import ToolCard, ToolFunc
+from toolcards.core.actors import ActorHandle
+from toolcards.core.card import Capability, ToolCard, ToolFunc
 from toolcards.core.channels import Channels
 from toolcards.core.context import ContextState
 from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
-from toolcards.core.spec import annotate, set_instructions
+from toolcards.core.spec import annotate
 from toolcards.tools._common.batch import parse_batch
 from toolcards.tools._common.caller import caller_address
 from toolcards.tools._common.fusion import VectorLink, store_actor_name, tool_actor_with_link
-from toolcards.tools.planning.models import STATUSES, Task, TaskCreate, TaskStatus, TaskUpdate
+from toolcards.tools.planning.actor import ACTOR_NAME, PlanningActor, PlanningConfig
+from toolcards.tools.planning.models import STATUSES, TaskCreate, TaskStatus, TaskUpdate
 from toolcards.tools.planning.render import planning_summary, task_detail, task_line
 
 MAX_BATCH = 100
@@ -71,7 +73,7 @@ class PlanningTool(ToolCard):
     update_planning: bool | UpdatePlanning = True
     search_planning: bool | SearchPlanning = True
 
-    _handle: Any = PrivateAttr(default=None)
+    _handle: ActorHandle[PlanningActor] | None = PrivateAttr(default=None)
     _link: VectorLink | None = PrivateAttr(default=None)
 
     @property
@@ -80,10 +82,8 @@ class PlanningTool(ToolCard):
 
     # ---- runtime wiring -----------------------------------------------------------------------
 
-    def _actor(self) -> Any:
+    def _actor(self) -> ActorHandle[PlanningActor]:
         if self._handle is None:
-            from toolcards.tools.planning.actor import ACTOR_NAME, PlanningActor, PlanningConfig
-
             config = PlanningConfig(vector_store=store_actor_name(self.vector_store))
             self._handle, self._link = tool_actor_with_link(self, ACTOR_NAME, PlanningActor, config)
         return self._handle
@@ -96,14 +96,14 @@ class PlanningTool(ToolCard):
         return [f for f in fields if self.exposed(f, Channels.TOOL_CALL) is not None]
 
     def _summary(self, param: GetPlanning) -> str:
-        tasks: list[Task] = self._actor().ask("tasks")
+        tasks = self._actor().ask(PlanningActor.tasks)
         return planning_summary(
             tasks, self._member(), param.filter_by_agent, param.max_tasks, self._exposed_tools()
         )
 
     # ---- capabilities -------------------------------------------------------------------------
 
-    def _get_planning_task(self) -> ToolFunc:
+    def _get_planning_task(self, param: GetPlanningTask) -> ToolFunc:
         def get_planning_task(id: int) -> str:
             """Read one task in full: status, version, owner, creator, dependencies, output.
 
@@ -113,13 +113,13 @@ class PlanningTool(ToolCard):
             if isinstance(id, bool) or not isinstance(id, int):
                 raise RetriableError(f"id must be an integer task id, got {id!r}")
             actor = self._actor()
-            task: Task = actor.ask("get", id)
-            deps = [actor.ask("get", d) for d in task.depends_on]
+            task = actor.ask(PlanningActor.get, id)
+            deps = [actor.ask(PlanningActor.get, d) for d in task.depends_on]
             return task_detail(task, deps)
 
         return annotate(get_planning_task, readonly=True, idempotent=True)
 
-    def _update_planning(self) -> ToolFunc:
+    def _update_planning(self, param: UpdatePlanning) -> ToolFunc:
         def update_planning(
             create: list[TaskCreate] | None = None,
             update: list[TaskUpdate] | None = None,
@@ -145,7 +145,9 @@ class PlanningTool(ToolCard):
             deletes = parse_batch(_IDS, delete, "delete", MAX_BATCH)
             if not (creates or updates or deletes):
                 raise RetriableError("nothing to do: give create, update or delete")
-            result = self._actor().ask("apply", self._member(), creates, updates, deletes)
+            result = self._actor().ask(
+                PlanningActor.apply, self._member(), creates, updates, deletes
+            )
             parts = [f"created ids: {result['created']}"]
             if result["updated"]:
                 versions = ", ".join(f"{i} (v{v})" for i, v in result["updated"].items())
@@ -186,7 +188,14 @@ class PlanningTool(ToolCard):
                     "planning", text, param.top_k * 3, param.score_threshold
                 )
             tasks, total = actor.ask(
-                "search", status, owner, creator, text or None, hits, param.top_k, param.rrf_k
+                PlanningActor.search,
+                status,
+                owner,
+                creator,
+                text or None,
+                hits,
+                param.top_k,
+                param.rrf_k,
             )
             lines = [f"- {task_line(t)} [v{t.version}]" for t in tasks] or ["(no matching tasks)"]
             if not text and total > len(tasks):
@@ -195,55 +204,32 @@ class PlanningTool(ToolCard):
 
         return annotate(search_planning, readonly=True, idempotent=True)
 
-    # ---- hooks --------------------------------------------------------------------------------
+    def _summary_prompt(self, param: GetPlanning) -> Callable[[], str]:
+        return lambda: self._summary(param)
 
-    def get_tools(self) -> list[ToolFunc]:
-        tools: list[ToolFunc] = []
-        param = self.exposed("get_planning_task", Channels.TOOL_CALL)
-        if param is not None:
-            tools.append(set_instructions(self._get_planning_task(), param.instructions))
-        param = self.exposed("update_planning", Channels.TOOL_CALL)
-        if param is not None:
-            tools.append(set_instructions(self._update_planning(), param.instructions))
-        param = self.exposed("search_planning", Channels.TOOL_CALL)
-        if isinstance(param, SearchPlanning):
-            tools.append(set_instructions(self._search_planning(param), param.instructions))
-        return tools
+    def _summary_command(self, param: GetPlanning) -> ToolFunc:
+        def get_planning() -> str:
+            """Show the team plan."""
+            return self._summary(param)
 
-    def get_system_prompts(self) -> list[Callable[[], str]]:
-        param = self.exposed("get_planning", Channels.SYSTEM_PROMPT)
-        if not isinstance(param, GetPlanning):
-            return []
-        return [lambda: self._summary(param)]
+        return get_planning
 
-    def get_context_states(self) -> list[Callable[[], ContextState]]:
-        param = self.exposed("get_planning", Channels.LLM_CONTEXT)
-        if not isinstance(param, GetPlanning):
-            return []
-
+    def _context_state(self, param: GetPlanning) -> Callable[[], ContextState]:
         def state() -> ContextState:
-            tasks: list[Task] = self._actor().ask("tasks")
+            tasks = self._actor().ask(PlanningActor.tasks)
             return ContextState(
                 key="planning",
                 title="Team planning",
                 items={str(t.id): task_line(t) for t in tasks[: param.max_tasks]},
             )
 
-        return [state]
+        return state
 
-    def get_commands(self) -> list[ToolFunc]:
-        commands: list[ToolFunc] = []
-        param = self.exposed("get_planning", Channels.COMMAND)
-        if isinstance(param, GetPlanning):
-
-            def get_planning() -> str:
-                """Show the team plan."""
-                return self._summary(param)
-
-            commands.append(get_planning)
-        if self.exposed("get_planning_task", Channels.COMMAND) is not None:
-            commands.append(self._get_planning_task())
-        search = self.exposed("search_planning", Channels.COMMAND)
-        if isinstance(search, SearchPlanning):
-            commands.append(self._search_planning(search))
-        return commands
+    capabilities: ClassVar[dict[str, Capability]] = {
+        "get_planning": Capability(
+            system_prompt=_summary_prompt, context=_context_state, command=_summary_command
+        ),
+        "get_planning_task": Capability(tool=_get_planning_task, command=_get_planning_task),
+        "update_planning": Capability(tool=_update_planning),
+        "search_planning": Capability(tool=_search_planning, command=_search_planning),
+    }

@@ -12,8 +12,11 @@ from toolcards.core.card import ToolCard, ToolFunc
 from toolcards.core.channels import Channels
 from toolcards.core.context import ContextState
 from toolcards.core.errors import RetriableError
+from toolcards.core.observer import TeamManagementToolObserver
 from toolcards.core.spec import annotate, set_instructions
+from toolcards.runtime.host import TeamHost
 from toolcards.tools._common.caller import caller_address
+from toolcards.tools._common.team import team_of
 from toolcards.tools.team.guards import Outcome, fire_refusal, report, shown
 from toolcards.tools.team.params import (
     ActivitySummarizer,
@@ -53,17 +56,13 @@ class TeamTool(ToolCard):
 
     # ---- runtime wiring -----------------------------------------------------------------------
 
-    def _team(self) -> Any:
-        from toolcards.runtime import team_for
-
-        return team_for(self)
+    def _team(self) -> TeamHost:
+        return team_of(self)
 
     def _caller(self) -> str:
         return caller_address(self)
 
-    def _manager(self) -> Any:
-        from toolcards.core.observer import TeamManagementToolObserver
-
+    def _manager(self) -> TeamManagementToolObserver:
         observer = self.observer_or_none()
         if not isinstance(observer, TeamManagementToolObserver):
             raise RetriableError("team management needs this card bound to a team member")

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from toolcards.runtime import ActorHandle, ToolActor, ToolActorContext
+from toolcards.core.actors import ActorHandle
+from toolcards.runtime import ToolActor, ToolActorContext
 from toolcards.tools.vector_store.embeddings import (
     EmbeddingProvider,
     VectorExtraMissing,
@@ -66,10 +67,13 @@ def provider_for(config: VectorStoreConfig) -> EmbeddingProvider:
 class VectorStoreActor(ToolActor):
     """Named collections of ``(id, text)`` searchable by meaning; durable in the team store.
 
-    Methods for consumers (``handle.ask(name, ...)``): ``available``, ``info``, ``upsert``,
-    ``remove``, ``query`` (a Future), ``search_vector``, ``count``, ``collections``, ``text``,
-    ``flush`` (a Future resolved when every pending embedding was applied).
+    Methods for consumers (typed asks, ``VectorStoreApi`` for other cards): ``available``,
+    ``info``, ``upsert``, ``remove``, ``query`` (a Future), ``search_vector``, ``count``,
+    ``collections``, ``text``, ``flush`` (a Future resolved when every pending embedding was
+    applied).
     """
+
+    config_type = VectorStoreConfig
 
     def __init__(self, ctx: ToolActorContext, config: BaseModel | None) -> None:
         super().__init__(ctx, config)
@@ -151,7 +155,7 @@ class VectorStoreActor(ToolActor):
             raise VectorExtraMissing(self.reason or f"{self.ctx.name} is not started")
         return self.store
 
-    def _self(self) -> ActorHandle:
+    def _self(self) -> ActorHandle[VectorStoreActor]:
         deadline = time.monotonic() + 10.0
         while True:
             handle = self.ctx.team.actor(self.ctx.name)
@@ -276,9 +280,10 @@ class VectorStoreActor(ToolActor):
             vectors = provider_for(self.cfg).embed([text for _, text, _ in batch])
         except Exception as exc:
             logger.warning("%s: embedding %d texts failed: %s", self.ctx.name, len(batch), exc)
-            self._self().tell("worker_failed", collection, batch, f"{type(exc).__name__}: {exc}")
+            error = f"{type(exc).__name__}: {exc}"
+            self._self().tell(VectorStoreActor.worker_failed, collection, batch, error)
             return
-        self._self().tell("worker_apply", collection, batch, vectors)
+        self._self().tell(VectorStoreActor.worker_apply, collection, batch, vectors)
 
     def worker_apply(self, collection: str, batch: list[Pending], vectors: Matrix) -> None:
         """Internal: a worker embedded ``batch``; store what is still wanted."""
@@ -313,7 +318,7 @@ class VectorStoreActor(ToolActor):
         except Exception as exc:
             logger.warning("%s: training %s failed: %s", self.ctx.name, collection, exc)
             centroids = assign = None
-        self._self().tell("worker_trained", collection, centroids, assign, rows)
+        self._self().tell(VectorStoreActor.worker_trained, collection, centroids, assign, rows)
 
     def worker_trained(self, collection: str, centroids: Any, assign: Any, rows: int) -> None:
         """Internal: a worker partitioned ``collection``; switch it to approximate search."""
@@ -348,7 +353,9 @@ class VectorStoreActor(ToolActor):
     ) -> None:
         try:
             vector = provider_for(self.cfg).embed([text])[0]
-            self._self().tell("worker_answer", answer, collection, text, vector, top_k)
+            self._self().tell(
+                VectorStoreActor.worker_answer, answer, collection, text, vector, top_k
+            )
         except Exception as exc:
             if not answer.done():
                 answer.set_exception(exc)

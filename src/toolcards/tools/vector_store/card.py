@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
 
 from pydantic import Field, model_validator
 
+from toolcards.core.actors import ActorHandle
 from toolcards.core.card import ToolCard, ToolFunc
 from toolcards.core.channels import Channels
 from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate, set_instructions
+from toolcards.tools._common.vector_api import VectorStoreApi
 from toolcards.tools.vector_store.models import StoreSettings, VectorStoreConfig
 
 logger = logging.getLogger(__name__)
@@ -75,12 +76,13 @@ class VectorStoreTool(ToolCard, StoreSettings):
         """The actor's configuration (validated: unknown model or wrong dimension raise)."""
         return VectorStoreConfig(**{key: getattr(self, key) for key in StoreSettings.model_fields})
 
-    def handle(self) -> Any:
+    def handle(self) -> ActorHandle[VectorStoreApi]:
         """Get or create the store actor in this card's team (the implicit one standalone)."""
-        from toolcards.runtime import team_for
+        from toolcards.tools._common.team import team_observer
         from toolcards.tools.vector_store.actor import VectorStoreActor
 
-        return team_for(self).tool_actor(self.actor_name, VectorStoreActor, self.config())
+        observer = team_observer(self)
+        return observer.tool_actor(self.actor_name, VectorStoreActor, self.config())
 
     def available(self) -> bool:
         """True when this store can embed here (its modules are installed)."""
@@ -110,7 +112,7 @@ class VectorStoreTool(ToolCard, StoreSettings):
 
         def vectors() -> str:
             """Show the vector store's provider, model, backend and collections."""
-            info = card.handle().ask("info")
+            info = card.handle().ask(VectorStoreApi.info)
             head = f"{card.actor_name}: {info['provider']} {info['model']} ({info['dimension']}d)"
             if not info["available"]:
                 return f"{head}, unavailable: {info['reason']}"
@@ -124,7 +126,7 @@ class VectorStoreTool(ToolCard, StoreSettings):
     def _suffix(self) -> str:
         return re.sub(r"[^a-z0-9]+", "_", self.name.lower()).strip("_")
 
-    def _add_tool(self, handle: Any, param: VectorAdd) -> ToolFunc:
+    def _add_tool(self, handle: ActorHandle[VectorStoreApi], param: VectorAdd) -> ToolFunc:
         from toolcards.tools.vector_store.client import flush
         from toolcards.tools.vector_store.records import text_hash
 
@@ -145,7 +147,7 @@ class VectorStoreTool(ToolCard, StoreSettings):
             text = text[: param.max_chars]
             item = id.strip() if isinstance(id, str) and id.strip() else text_hash(text)[:12]
             try:
-                handle.ask("upsert", collection, [(item, text)])
+                handle.ask(VectorStoreApi.upsert, collection, [(item, text)])
             except (ValueError, TypeError) as exc:
                 raise RetriableError(str(exc)) from exc
             flush(handle, timeout=param.timeout_s)
@@ -155,7 +157,7 @@ class VectorStoreTool(ToolCard, StoreSettings):
             vector_add.__name__ = vector_add.__qualname__ = f"vector_add_{self._suffix()}"
         return annotate(vector_add, idempotent=True)
 
-    def _search_tool(self, handle: Any, param: VectorSearch) -> ToolFunc:
+    def _search_tool(self, handle: ActorHandle[VectorStoreApi], param: VectorSearch) -> ToolFunc:
         from toolcards.tools.vector_store.client import query
 
         allowed = param.collections
@@ -178,13 +180,13 @@ class VectorStoreTool(ToolCard, StoreSettings):
             except (ValueError, TypeError) as exc:
                 raise RetriableError(str(exc)) from exc
             if not hits:
-                known = handle.ask("collections")
+                known = handle.ask(VectorStoreApi.collections)
                 names = [n for n in known if allowed is None or n in allowed]
                 listing = ", ".join(f"{n} ({known[n]})" for n in names) or "none"
                 return f"no matches in collection {collection!r}; collections: {listing}"
             lines = []
             for item, score in hits:
-                text = handle.ask("text", collection, item) or ""
+                text = handle.ask(VectorStoreApi.text, collection, item) or ""
                 snippet = " ".join(text.split())[: param.snippet_chars]
                 lines.append(f"{score:.3f} {item}: {snippet}".rstrip(": "))
             return "\n".join(lines)

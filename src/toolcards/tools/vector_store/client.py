@@ -3,16 +3,16 @@
 ```python
 from toolcards.tools.vector_store.client import find_store, query, is_available
 
-handle = find_store(team_for(card), store=True)          # "#VectorStore", or None
+handle = find_store(team_observer(card), store=True)     # "#VectorStore", or None
 if handle is not None and is_available(handle):
-    handle.tell("upsert", "planning", [("t1", "write the report")])   # embedded off-thread
+    handle.tell(VectorStoreApi.upsert, "planning", [("t1", "write the report")])  # off-thread
     hits = query(handle, "planning", "report writing", top_k=5)        # [(id, cosine), ...]
 ```
 
 ``query`` asks the actor for a Future (the embedding runs on the store's worker thread, never
 on an actor thread) and waits for it here, in the caller's thread, with a timeout. Call it
-from tool functions; from inside another actor prefer ``handle.ask("query", ...)`` and keep
-the Future.
+from tool functions; from inside another actor prefer
+``handle.ask(VectorStoreApi.query, ...)`` and keep the Future.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from __future__ import annotations
 from concurrent.futures import Future
 from typing import Any
 
-from toolcards.runtime import ActorHandle, ActorUnavailable, Team
+from toolcards.core.actors import ActorHandle, ActorUnavailable
+from toolcards.tools._common.fusion import ActorFinder
+from toolcards.tools._common.vector_api import VectorStoreApi
 from toolcards.tools.vector_store.index import Hit
 
 DEFAULT_STORE = "VectorStore"
@@ -37,38 +39,38 @@ def actor_name(store: bool | str = True) -> str | None:
     return store if store.startswith("#") else f"#{store}"
 
 
-def find_store(team: Team, store: bool | str = True) -> ActorHandle | None:
+def find_store(team: ActorFinder, store: bool | str = True) -> ActorHandle[Any] | None:
     """The running store actor of ``team``, or None (not bound, or switched off)."""
     name = actor_name(store)
     return None if name is None else team.actor(name)
 
 
-def is_available(handle: ActorHandle | None, *, timeout: float = 10.0) -> bool:
+def is_available(handle: ActorHandle[Any] | None, *, timeout: float = 10.0) -> bool:
     """True when ``handle`` is a running store that can embed (the ``vector`` extra is there)."""
     if handle is None:
         return False
     try:
-        return bool(handle.ask("available", timeout=timeout))
+        return bool(handle.within(timeout).ask(VectorStoreApi.available))
     except ActorUnavailable:
         return False
 
 
 def query(
-    handle: ActorHandle, collection: str, text: str, top_k: int = 10, *, timeout: float = 10.0
+    handle: ActorHandle[Any], collection: str, text: str, top_k: int = 10, *, timeout: float = 10.0
 ) -> list[Hit]:
     """The ``top_k`` ids most similar to ``text`` as ``(id, cosine)``, best first.
 
     Raises ``TimeoutError`` after ``timeout`` seconds, ``ValueError``/``TypeError`` for bad
     arguments, and ``VectorExtraMissing`` (an ``ImportError``) when embedding is unavailable.
     """
-    answer = handle.ask("query", collection, text, top_k, timeout=timeout)
+    answer = handle.within(timeout).ask(VectorStoreApi.query, collection, text, top_k)
     hits: list[Hit] = _resolve(answer, timeout)
     return hits
 
 
-def flush(handle: ActorHandle, *, timeout: float = 60.0) -> None:
+def flush(handle: ActorHandle[Any], *, timeout: float = 60.0) -> None:
     """Wait until every text upserted so far is embedded and searchable."""
-    _resolve(handle.ask("flush", timeout=timeout), timeout)
+    _resolve(handle.within(timeout).ask(VectorStoreApi.flush), timeout)
 
 
 def _resolve(answer: Any, timeout: float) -> Any:

@@ -1,0 +1,73 @@
+"""Typed calls to actors: the handle every actor backend implements.
+
+A call names the method by reference, so mypy checks the arguments and the result type::
+
+    board: ActorHandle[PlanningActor] = observer.tool_actor("#PlanningTool", PlanningActor)
+    tasks = board.ask(PlanningActor.tasks)                      # -> list[Task]
+    board.within(30.0).ask(PlanningActor.apply, "@alice", [], [], [])
+    board.tell(PlanningActor.apply, "@alice", [], [], [])       # no wait, result dropped
+
+Backends send only the method's name across threads, processes or machines and call it there,
+so any callable whose ``__name__`` is a public method of the target works, including a
+method of a ``Protocol`` that describes an actor of another card.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, runtime_checkable
+
+from toolcards.core.errors import ToolcardsError
+
+DEFAULT_ASK_TIMEOUT = 10.0
+"""Seconds an ``ask`` waits for its answer unless the handle says otherwise (``within``)."""
+
+A_co = TypeVar("A_co", covariant=True)
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class ActorUnavailable(ToolcardsError):
+    """The actor is not running (never started, stopped, or failed to start)."""
+
+
+def method_name(method: Callable[..., Any] | str) -> str:
+    """The public method name a call carries; ValueError for private or unnamed callables."""
+    name = method if isinstance(method, str) else getattr(method, "__name__", None)
+    if not isinstance(name, str) or not name or name.startswith("_"):
+        raise ValueError(f"actor calls name a public method, got {method!r}")
+    return name
+
+
+@runtime_checkable
+class ActorHandle(Protocol[A_co]):
+    """A reference to one running actor whose target is an ``A_co``. Cheap to keep and safe
+    to share between threads."""
+
+    @property
+    def name(self) -> str:
+        """The actor's unique name within its system (``#PlanningTool``)."""
+
+    @property
+    def timeout(self) -> float:
+        """Seconds :meth:`ask` waits for an answer."""
+
+    def ask(
+        self, method: Callable[Concatenate[A_co, P], R], /, *args: P.args, **kwargs: P.kwargs
+    ) -> R:
+        """Call ``method`` on the actor and wait at most :attr:`timeout` seconds for its result.
+
+        An exception raised by the method is raised here; no answer in time is a
+        ``TimeoutError``; a stopped actor is :class:`ActorUnavailable`.
+        """
+
+    def tell(
+        self, method: Callable[Concatenate[A_co, P], Any], /, *args: P.args, **kwargs: P.kwargs
+    ) -> None:
+        """Queue a call of ``method`` without waiting (its result and errors are dropped)."""
+
+    def within(self, timeout: float) -> ActorHandle[A_co]:
+        """This handle with another :attr:`timeout` for :meth:`ask`."""
+
+    def is_alive(self) -> bool:
+        """True while the actor accepts messages."""

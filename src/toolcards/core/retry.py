@@ -1,0 +1,35 @@
+"""Turning a card's ``RetriableError`` into the retry exception of the agent framework."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+ToolFunc = Callable[..., Any]
+
+
+def wrap_retriable(fn: ToolFunc, retry_exception: type[Exception]) -> ToolFunc:
+    """Wrap ``fn`` so a ``RetriableError`` (sync or async) is raised as ``retry_exception``."""
+    from toolcards.core.errors import RetriableError
+
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await fn(*args, **kwargs)
+            except RetriableError as exc:
+                raise retry_exception(str(exc)) from exc
+
+        return async_wrapper
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except RetriableError as exc:
+            raise retry_exception(str(exc)) from exc
+
+    return wrapper

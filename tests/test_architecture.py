@@ -1,0 +1,158 @@
+"""The package's import structure: no circles, and layers import only downward.
+
+Every ``import`` of the package is read from the source (module level, inside functions and
+under ``TYPE_CHECKING`` alike), so a circle cannot hide behind a lazy import.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "toolcards"
+
+LAYERS = {
+    "core": 0,
+    "governance": 1,
+    "runtime": 2,
+    "tools": 3,
+    "bridges": 4,
+    "surfaces": 5,
+    "demo": 6,
+}
+"""A module may import its own layer and the layers below it (a lower number)."""
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _target(name: str) -> str | None:
+    """The module of ours that ``name`` designates (a module, or the package defining it)."""
+    while name:
+        if name in MODULES:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _imports(module: str, path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            names = [f"{base}.{alias.name}" for alias in node.names] or [base]
+        elif _is_import_module(node):
+            names = [node.args[0].value]  # type: ignore[attr-defined]
+        else:
+            continue
+        for name in names:
+            target = _target(name)
+            if target is not None and target != module:
+                found.add(target)
+    return found
+
+
+def _is_import_module(node: ast.AST) -> bool:
+    """``importlib.import_module("toolcards...")`` with a literal name."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute | ast.Name)
+        and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
+        and bool(node.args)
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    )
+
+
+GRAPH = {module: _imports(module, path) for module, path in MODULES.items()}
+
+
+def _layer(module: str) -> int | None:
+    parts = module.split(".")
+    return LAYERS.get(parts[1]) if len(parts) > 1 else None
+
+
+def _cycles() -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(GRAPH.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(GRAPH):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_the_walk_sees_the_whole_package() -> None:
+    assert len(MODULES) > 100
+    assert "toolcards.runtime.team" in GRAPH["toolcards.runtime"]
+
+
+def test_no_import_circles() -> None:
+    assert _cycles() == []
+
+
+@pytest.mark.parametrize("module", sorted(m for m in GRAPH if _layer(m) is not None))
+def test_layers_import_only_downward(module: str) -> None:
+    own = _layer(module)
+    assert own is not None
+    upward = sorted(t for t in GRAPH[module] if (_layer(t) or 0) > own)
+    assert upward == [], f"{module} imports a higher layer"
+
+
+def test_card_folders_never_import_each_other() -> None:
+    for module, targets in GRAPH.items():
+        parts = module.split(".")
+        if len(parts) < 3 or parts[1] != "tools":
+            continue
+        own = parts[2]
+        for target in targets:
+            other = target.split(".")
+            if len(other) > 2 and other[1] == "tools":
+                assert other[2] in (own, "_common"), f"{module} imports {target}"
