@@ -24,6 +24,8 @@ from _results import record
 
 from toolcards import KnowledgeGraphTool, PlanningTool, VectorStoreTool
 from toolcards.runtime import Team
+from toolcards.tools.knowledge_graph.actor import KnowledgeGraphActor
+from toolcards.tools.vector_store.actor import VectorStoreActor
 
 _VOCABULARY = (
     "ledger payout fraud search index image resize notify tax shipping quote identity token "
