@@ -33,8 +33,8 @@ class Capability:
 
     A builder is a function of the card class, ``(self, param) -> callable``; the channels
     with a builder are the ones the capability supports (``expose`` may not name others).
-    ``tool`` builds a TOOL_CALL tool (its param's ``instructions`` are added to the
-    description), ``command`` a ``/slash`` command, ``system_prompt`` a ``() -> str``
+    ``tool`` builds a TOOL_CALL tool and ``command`` a ``/slash`` command (the param's
+    ``instructions`` are added to their descriptions), ``system_prompt`` a ``() -> str``
     provider, ``context`` a ``() -> ContextState`` provider.
     """
 
@@ -167,7 +167,9 @@ class ToolCard(BaseModel):
 
     def get_commands(self) -> list[ToolFunc]:
         """Callables for ``/slash`` commands (COMMAND channel); the name is ``__name__``."""
-        return [fn for fn, _ in self.build(Channels.COMMAND)]
+        return [
+            set_instructions(fn, param.instructions) for fn, param in self.build(Channels.COMMAND)
+        ]
 
     def get_toolsets(self) -> list[Any]:
         """Extra pydantic-ai toolsets this card contributes (for example an MCP server)."""

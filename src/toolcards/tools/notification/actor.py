@@ -76,7 +76,12 @@ class NotificationActor(ToolActor):
     # ---- calls from cards --------------------------------------------------------------------
 
     def register(
-        self, owner: str, content: str, delay_seconds: float, max_pending: int
+        self,
+        owner: str,
+        content: str,
+        delay_seconds: float,
+        max_pending: int,
+        message_type: str = "notification",
     ) -> PendingNotification:
         """Schedule ``content`` for ``owner`` in ``delay_seconds`` (validated by the card)."""
         mine = sum(1 for e in self.entries.values() if e.owner == owner)
@@ -92,6 +97,7 @@ class NotificationActor(ToolActor):
             content=content,
             due_at=now + delay_seconds,
             created_at=now,
+            message_type=message_type,
         )
         with self.state.batch():
             self.state.put(_key(entry.id), entry.model_dump())

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from toolcards.core.actors import ActorHandle
-from toolcards.core.card import ToolCard, ToolFunc
-from toolcards.core.channels import Channels
+from toolcards.core.card import Capability, ToolCard, ToolFunc
 from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
-from toolcards.core.spec import annotate, set_instructions
+from toolcards.core.spec import annotate
 from toolcards.tools._common.caller import caller_address
 from toolcards.tools.notification.actor import NotificationActor
+from toolcards.tools.notification.messages import message_type
 from toolcards.tools.notification.models import ACTOR_NAME
 
 
@@ -73,6 +73,9 @@ class NotificationTool(ToolCard):
     """Most pending entries one agent may hold at a time."""
     max_content_chars: int = Field(default=2000, ge=1, le=100_000)
     """Longest notification text."""
+    message_type: str = "notification"
+    """The registered message type delivered when an entry comes due (``notification``,
+    ``plain``, ``reminder``, or one registered by the deployment)."""
     register_notification: bool | RegisterNotification = True
     pending_notification: bool | PendingNotifications = True
     cancel_notification: bool | CancelNotification = True
@@ -90,7 +93,13 @@ class NotificationTool(ToolCard):
 
     # ---- capabilities -------------------------------------------------------------------------
 
-    def _register(self) -> ToolFunc:
+    @field_validator("message_type")
+    @classmethod
+    def _known_message_type(cls, value: str) -> str:
+        message_type(value)  # ValueError naming the known types
+        return value
+
+    def _register(self, param: RegisterNotification) -> ToolFunc:
         limit, cap, max_chars = self.max_delay_seconds, self.max_pending, self.max_content_chars
 
         def register_notification(content: str, delay_seconds: int) -> str:
@@ -111,7 +120,12 @@ class NotificationTool(ToolCard):
                 )
             delay = parse_delay(delay_seconds, limit)
             entry = self._actor().ask(
-                NotificationActor.register, self._owner(), content.strip(), delay, cap
+                NotificationActor.register,
+                self._owner(),
+                content.strip(),
+                delay,
+                cap,
+                self.message_type,
             )
             return f"notification #{entry.id} scheduled in {delay:g}s"
 
@@ -139,7 +153,7 @@ class NotificationTool(ToolCard):
 
         return annotate(pending_notification, readonly=True, idempotent=True)
 
-    def _cancel(self) -> ToolFunc:
+    def _cancel(self, param: CancelNotification) -> ToolFunc:
         def cancel_notification(notification_id: int) -> str:
             """Cancel one of your own pending notifications.
 
@@ -152,23 +166,8 @@ class NotificationTool(ToolCard):
 
         return annotate(cancel_notification, destructive=True)
 
-    def _capabilities(self, channel: Channels) -> list[ToolFunc]:
-        found: list[ToolFunc] = []
-        register = self.exposed("register_notification", channel)
-        if register is not None:
-            found.append(set_instructions(self._register(), register.instructions))
-        pending = self.exposed("pending_notification", channel)
-        if isinstance(pending, PendingNotifications):
-            found.append(set_instructions(self._pending(pending), pending.instructions))
-        cancel = self.exposed("cancel_notification", channel)
-        if cancel is not None:
-            found.append(set_instructions(self._cancel(), cancel.instructions))
-        return found
-
-    # ---- hooks --------------------------------------------------------------------------------
-
-    def get_tools(self) -> list[ToolFunc]:
-        return self._capabilities(Channels.TOOL_CALL)
-
-    def get_commands(self) -> list[ToolFunc]:
-        return self._capabilities(Channels.COMMAND)
+    capabilities: ClassVar[dict[str, Capability]] = {
+        "register_notification": Capability(tool=_register, command=_register),
+        "pending_notification": Capability(tool=_pending, command=_pending),
+        "cancel_notification": Capability(tool=_cancel, command=_cancel),
+    }

@@ -18,6 +18,8 @@ class PendingNotification(BaseModel):
     content: str
     due_at: float
     created_at: float
+    message_type: str = "notification"
+    """The registered message type delivered when the entry comes due."""
 
     def line(self, now: float, *, with_owner: bool = False) -> str:
         """One listing line: id, time left, (owner), content."""
@@ -27,5 +29,13 @@ class PendingNotification(BaseModel):
         return f"#{self.id}{owner} in {left}s: {text}"
 
     def message(self) -> str:
-        """The text delivered to the owner when the entry comes due."""
-        return f"[notification #{self.id}] {self.content}"
+        """The text delivered to the owner when the entry comes due (its message type's
+        rendering; an unknown type, e.g. a plugin removed since, falls back to the default)."""
+        from toolcards.tools.notification.messages import DEFAULT_KIND, message_type
+
+        try:
+            cls = message_type(self.message_type)
+        except ValueError:
+            cls = message_type(DEFAULT_KIND)
+        fields = self.model_dump(include={"id", "owner", "content", "created_at", "due_at"})
+        return cls.model_validate(fields).render()

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from toolcards.core.card import ToolCard, ToolFunc
+from toolcards.core.card import Capability, ToolCard, ToolFunc
 from toolcards.core.channels import Channels
 from toolcards.core.context import ContextState
 from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
-from toolcards.core.spec import annotate, set_instructions
+from toolcards.core.spec import annotate
 
 
 class Skill(BaseModel):
@@ -66,10 +67,6 @@ class SkillTool(ToolCard):
         lines = [header, *(f"- {s.name}: {s.summary}" for s in self.skills)]
         return "\n".join(lines) if self.skills else f"{header}\n(no skills configured)"
 
-    def get_tools(self) -> list[ToolFunc]:
-        param = self.exposed("use_skill", Channels.TOOL_CALL)
-        return [] if not isinstance(param, UseSkill) else [self._use_skill(param)]
-
     def _use_skill(self, param: UseSkill) -> ToolFunc:
         by_name = {s.name: s for s in self.skills}
         limit = param.max_chars
@@ -89,20 +86,13 @@ class SkillTool(ToolCard):
                 text = text[:limit] + f"\n[... truncated: {len(skill.content) - limit} more chars]"
             return f"# Skill: {skill.name}\n{text}"
 
-        annotate(use_skill, readonly=True, idempotent=True)
-        return set_instructions(use_skill, param.instructions)
+        return annotate(use_skill, readonly=True, idempotent=True)
 
-    def get_system_prompts(self) -> list[Callable[[], str]]:
-        param = self.exposed("skill_menu", Channels.SYSTEM_PROMPT)
-        if not isinstance(param, SkillMenu):
-            return []
+    def _menu_prompt(self, param: SkillMenu) -> Callable[[], str]:
         header = param.header
-        return [lambda: self._menu(header)]
+        return lambda: self._menu(header)
 
-    def get_context_states(self) -> list[Callable[[], ContextState]]:
-        param = self.exposed("skill_menu", Channels.LLM_CONTEXT)
-        if not isinstance(param, SkillMenu):
-            return []
+    def _menu_state(self, param: SkillMenu) -> Callable[[], ContextState]:
         title = param.header
 
         def state() -> ContextState:
@@ -112,18 +102,17 @@ class SkillTool(ToolCard):
                 items={s.name: f"{s.name}: {s.summary}" for s in self.skills},
             )
 
-        return [state]
+        return state
 
-    def get_commands(self) -> list[ToolFunc]:
-        commands: list[ToolFunc] = []
-        use = self.exposed("use_skill", Channels.COMMAND)
-        if isinstance(use, UseSkill):
-            commands.append(self._use_skill(use))
-        if self.exposed("list_skills", Channels.COMMAND) is not None:
+    def _list_command(self, param: ListSkills) -> ToolFunc:
+        def skills() -> str:
+            """List the configured skills."""
+            return self._menu("Skills:")
 
-            def skills() -> str:
-                """List the configured skills."""
-                return self._menu("Skills:")
+        return skills
 
-            commands.append(skills)
-        return commands
+    capabilities: ClassVar[dict[str, Capability]] = {
+        "use_skill": Capability(tool=_use_skill, command=_use_skill),
+        "skill_menu": Capability(system_prompt=_menu_prompt, context=_menu_state),
+        "list_skills": Capability(command=_list_command),
+    }

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import ClassVar
 
 from pydantic import Field, PrivateAttr
 
-from toolcards.core.card import ToolCard, ToolFunc
-from toolcards.core.channels import Channels
+from toolcards.core.card import Capability, ToolCard, ToolFunc
 from toolcards.core.context import ContextState
 from toolcards.core.errors import RetriableError
 from toolcards.core.observer import TeamManagementToolObserver
-from toolcards.core.spec import annotate, set_instructions
+from toolcards.core.spec import annotate
 from toolcards.runtime.host import TeamHost
 from toolcards.tools._common.caller import caller_address
 from toolcards.tools._common.team import team_of
@@ -137,7 +136,7 @@ class TeamTool(ToolCard):
 
         return annotate(fire_members, destructive=True)
 
-    def _hire_member(self) -> ToolFunc:
+    def _hire_member(self, param: HireMember) -> ToolFunc:
         def hire_member(role: str, name: str | None = None) -> str:
             """Hire one member for a role, optionally under a chosen unique name."""
             outcome = self._hire_one(role, name)
@@ -145,7 +144,7 @@ class TeamTool(ToolCard):
 
         return hire_member
 
-    def _fire_member(self) -> ToolFunc:
+    def _fire_member(self, param: FireMember) -> ToolFunc:
         def fire_member(name: str) -> str:
             """Fire one member by name (never yourself, a tool actor or a protected member)."""
             outcome = self._fire_one(name)
@@ -169,7 +168,7 @@ class TeamTool(ToolCard):
             items[profile.role] = f"{profile.role}: {about[:300]}"
         return items
 
-    def _team_members_command(self) -> ToolFunc:
+    def _team_members_command(self, param: TeamMembersView) -> ToolFunc:
         def team_members() -> str:
             """List the team's members with their role, and whether each is busy."""
             caller = self._caller()
@@ -182,7 +181,7 @@ class TeamTool(ToolCard):
 
         return team_members
 
-    def _team_roles_command(self) -> ToolFunc:
+    def _team_roles_command(self, param: TeamRolesView) -> ToolFunc:
         def team_roles() -> str:
             """List the roles members can be hired for."""
             lines = [f"- {line}" for line in self._role_items().values()]
@@ -269,51 +268,34 @@ class TeamTool(ToolCard):
         team_activity_summarized.__qualname__ = "team_activity"
         return annotate(team_activity_summarized, readonly=True)
 
-    # ---- hooks --------------------------------------------------------------------------------
+    def _roster_state(self, param: TeamMembersView) -> Callable[[], ContextState]:
+        return lambda: ContextState(
+            key="team_members",
+            title="Team members",
+            items=self._roster_items(),
+            added_label="joined",
+            removed_label="left",
+        )
 
-    def _capabilities(self, channel: Channels) -> list[ToolFunc]:
-        builders: list[tuple[str, Callable[[Any], ToolFunc]]] = [
-            ("hire_members", self._hire_members),
-            ("fire_members", self._fire_members),
-            ("hire_member", lambda _: self._hire_member()),
-            ("fire_member", lambda _: self._fire_member()),
-            ("team_members", lambda _: self._team_members_command()),
-            ("team_roles", lambda _: self._team_roles_command()),
-            ("team_activity", self._team_activity),
-        ]
-        found: list[ToolFunc] = []
-        for field, build in builders:
-            param = self.exposed(field, channel)
-            if param is not None:
-                found.append(set_instructions(build(param), param.instructions))
-        return found
+    def _roles_state(self, param: TeamRolesView) -> Callable[[], ContextState]:
+        return lambda: ContextState(
+            key="team_roles",
+            title="Roles you can hire",
+            items=self._role_items(),
+            added_label="new role",
+            removed_label="role removed",
+        )
 
-    def get_tools(self) -> list[ToolFunc]:
-        return self._capabilities(Channels.TOOL_CALL)
-
-    def get_commands(self) -> list[ToolFunc]:
-        return self._capabilities(Channels.COMMAND)
-
-    def get_context_states(self) -> list[Callable[[], ContextState]]:
-        providers: list[Callable[[], ContextState]] = []
-        if self.exposed("team_members", Channels.LLM_CONTEXT) is not None:
-            providers.append(
-                lambda: ContextState(
-                    key="team_members",
-                    title="Team members",
-                    items=self._roster_items(),
-                    added_label="joined",
-                    removed_label="left",
-                )
-            )
-        if self.exposed("team_roles", Channels.LLM_CONTEXT) is not None:
-            providers.append(
-                lambda: ContextState(
-                    key="team_roles",
-                    title="Roles you can hire",
-                    items=self._role_items(),
-                    added_label="new role",
-                    removed_label="role removed",
-                )
-            )
-        return providers
+    capabilities: ClassVar[dict[str, Capability]] = {
+        "hire_members": Capability(tool=_hire_members, command=_hire_members),
+        "fire_members": Capability(tool=_fire_members, command=_fire_members),
+        "hire_member": Capability(tool=_hire_member, command=_hire_member),
+        "fire_member": Capability(tool=_fire_member, command=_fire_member),
+        "team_members": Capability(
+            tool=_team_members_command, command=_team_members_command, context=_roster_state
+        ),
+        "team_roles": Capability(
+            tool=_team_roles_command, command=_team_roles_command, context=_roles_state
+        ),
+        "team_activity": Capability(tool=_team_activity, command=_team_activity),
+    }
