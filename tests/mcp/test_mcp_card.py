@@ -103,6 +103,12 @@ def test_names_valid_unique_and_order_independent() -> None:
     assert first["docs.search"].startswith("pre_docs_search_")
 
 
+@pytest.mark.parametrize("prefix", ["crm", "crm_"])
+def test_a_prefix_is_joined_with_one_underscore(prefix: str) -> None:
+    assert sanitize_names(["foo", "docs.search"], prefix)["foo"] == "crm_foo"
+    assert sanitize_names(["foo"], prefix)["foo"] == "crm_foo"
+
+
 def test_long_names_keep_a_readable_head() -> None:
     out = sanitize_names(["b" * 100])
     assert len(out["b" * 100]) == 64 and out["b" * 100].startswith("b" * 50)

@@ -47,6 +47,17 @@ def test_agent_calls_tools_with_prefix(transport: str, start_server: type[Server
     assert any(n.startswith("srv_docs_search_") for n in script.seen_tools)
 
 
+def test_a_bare_prefix_is_joined_with_an_underscore(start_server: type[ServerProcess]) -> None:
+    card, _ = card_for("stdio", start_server, name="crm", tool_prefix="crm")
+    agent, script = make_agent([ToolFactory([card]).toolset()])
+
+    async def main() -> list[str]:
+        return await call_tools(agent, script, [("crm_echo", {"text": "hi"})])
+
+    assert asyncio.run(main()) == ["hi"]
+    assert "crm_echo" in script.seen_tools and "crmecho" not in script.seen_tools
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_reconnects_after_server_restart(transport: str, start_server: type[ServerProcess]) -> None:
     card, server = card_for(transport, start_server, retry_interval_seconds=0)

@@ -291,11 +291,16 @@ def test_capabilities_can_be_switched_off() -> None:
 
 
 def test_expose_without_tool_call_removes_the_tool() -> None:
+    card = SearchTool(web_search=WebSearch(expose=set()), web_fetch=False, web_crawl=WebCrawl())
+    assert [fn.__name__ for fn in card.get_tools()] == ["web_crawl"]
+
+
+def test_exposing_a_search_tool_as_a_command_is_a_clear_error() -> None:
+    from pydantic import ValidationError
+
     from toolcards.core import Channels
 
-    card = SearchTool(
-        web_search=WebSearch(expose={Channels.COMMAND}),
-        web_fetch=False,
-        web_crawl=WebCrawl(),
-    )
-    assert [fn.__name__ for fn in card.get_tools()] == ["web_crawl"]
+    with pytest.raises(
+        ValidationError, match="cannot be exposed on command; it supports: tool_call"
+    ):
+        WebSearch(expose={Channels.COMMAND})

@@ -74,6 +74,7 @@ class MCPTool(ToolCard):
     bearer_token: SecretStr | None = Field(default=None, exclude=True, repr=False)
     oauth: MCPOAuth | None = None
     tool_prefix: str = Field(default="", pattern=r"^[A-Za-z0-9_-]{0,32}$")
+    """Prepended to every tool name with `_` (`crm` -> `crm_search`; `crm_` is not doubled)."""
     include_tools: list[str] | None = None
     exclude_tools: list[str] = Field(default_factory=list)
     connect_timeout_seconds: float = Field(default=10.0, gt=0, le=300)

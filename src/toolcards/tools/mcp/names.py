@@ -22,15 +22,23 @@ def _with_digest(base: str, original: str) -> str:
     return f"{base[: MAX_NAME - 9]}_{_digest(original)}"
 
 
+def join_prefix(prefix: str, name: str) -> str:
+    """``prefix`` and ``name`` joined with ``_`` (``crm`` + ``foo`` -> ``crm_foo``); a prefix
+    that already ends in ``_`` or ``-`` is used as it is."""
+    if not prefix or prefix.endswith(("_", "-")):
+        return prefix + name
+    return f"{prefix}_{name}"
+
+
 def sanitize_names(originals: Iterable[str], prefix: str = "") -> dict[str, str]:
-    """Map each original name to a unique, provider-safe name (``prefix`` prepended).
+    """Map each original name to a unique, provider-safe name (``prefix_`` prepended).
 
     A name that is already valid keeps its spelling. A changed or too-long name that would clash
     gets a short digest of the original appended, so the result does not depend on the order
     in which the server lists its tools.
     """
     names = sorted(set(originals))
-    wanted = {n: _base(prefix + n) for n in names}
+    wanted = {n: _base(join_prefix(prefix, n)) for n in names}
     for name, base in wanted.items():
         if len(base) > MAX_NAME:
             wanted[name] = _with_digest(base, name)
@@ -39,6 +47,6 @@ def sanitize_names(originals: Iterable[str], prefix: str = "") -> dict[str, str]
         counts[base] = counts.get(base, 0) + 1
     result: dict[str, str] = {}
     for name, base in wanted.items():
-        clash = counts[base] > 1 and prefix + name != base
+        clash = counts[base] > 1 and join_prefix(prefix, name) != base
         result[name] = _with_digest(base, name) if clash else base
     return result

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import httpx
 from pydantic import Field, PrivateAttr, SecretStr, field_validator
 
-from toolcards.core.card import ToolCard, ToolFunc
+from toolcards.core.card import Capability, ToolCard, ToolFunc
 from toolcards.core.channels import Channels
 from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
-from toolcards.core.spec import annotate, set_instructions
+from toolcards.core.spec import annotate
 from toolcards.tools.search.client import SearchError, TavilyClient
 from toolcards.tools.search.fetch import fetch_page
 from toolcards.tools.search.guard import Resolver, URLRefused, check_url, system_resolver
@@ -29,6 +29,8 @@ from toolcards.tools.search.text import (
 class WebSearch(BaseToolParam):
     """``web_search(query, ...)``: ranked results with title, URL and snippet."""
 
+    expose: set[Channels] = Field(default_factory=lambda: {Channels.TOOL_CALL})
+
     max_results: int = Field(default=5, ge=1, le=20)
     """Default and upper bound of the number of results."""
     search_depth: Literal["basic", "advanced"] = "basic"
@@ -41,6 +43,8 @@ class WebSearch(BaseToolParam):
 class WebFetch(BaseToolParam):
     """``web_fetch(url)``: the readable text of one page."""
 
+    expose: set[Channels] = Field(default_factory=lambda: {Channels.TOOL_CALL})
+
     backend: Literal["tavily", "direct"] = "tavily"
     """``tavily`` uses the extract endpoint; ``direct`` fetches the page from this process."""
     max_chars: int = Field(default=20_000, ge=500)
@@ -50,6 +54,8 @@ class WebFetch(BaseToolParam):
 
 class WebCrawl(BaseToolParam):
     """``web_crawl(url, ...)``: pages of a site, starting at a URL."""
+
+    expose: set[Channels] = Field(default_factory=lambda: {Channels.TOOL_CALL})
 
     max_pages: int = Field(default=10, ge=1, le=100)
     max_depth: int = Field(default=2, ge=1, le=5)
@@ -121,19 +127,6 @@ class SearchTool(ToolCard):
             return f"error: {exc}"
 
     # ---- tools ------------------------------------------------------------------------------
-
-    def get_tools(self) -> list[ToolFunc]:
-        tools: list[ToolFunc] = []
-        search = self.exposed("web_search", Channels.TOOL_CALL)
-        if isinstance(search, WebSearch):
-            tools.append(set_instructions(self._search_tool(search), search.instructions))
-        fetch = self.exposed("web_fetch", Channels.TOOL_CALL)
-        if isinstance(fetch, WebFetch):
-            tools.append(set_instructions(self._fetch_tool(fetch), fetch.instructions))
-        crawl = self.exposed("web_crawl", Channels.TOOL_CALL)
-        if isinstance(crawl, WebCrawl):
-            tools.append(set_instructions(self._crawl_tool(crawl), crawl.instructions))
-        return tools
 
     def _search_tool(self, cfg: WebSearch) -> ToolFunc:
         async def web_search(
@@ -254,3 +247,9 @@ class SearchTool(ToolCard):
             return await self._answer(work())
 
         return annotate(web_crawl, readonly=True, open_world=True)
+
+    capabilities: ClassVar[dict[str, Capability]] = {
+        "web_search": Capability(tool=_search_tool),
+        "web_fetch": Capability(tool=_fetch_tool),
+        "web_crawl": Capability(tool=_crawl_tool),
+    }
