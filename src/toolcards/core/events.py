@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import time
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+logger = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class ToolStateEvent(BaseModel):
@@ -22,3 +27,50 @@ class ToolStateEvent(BaseModel):
     payload: Any = None
     team_id: str | None = None
     timestamp: float = Field(default_factory=time.time)
+
+
+class PayloadTypes:
+    """Pydantic models that event payloads are restored to, by tag.
+
+    An event whose payload is an instance of a registered model is stored with the model's
+    tag; reading it back (``team.events()``, subscriptions, another process) gives an instance
+    of the model again. A tag is only a key into this table: nothing is imported from data, and
+    an unknown tag (or a payload that no longer validates) reads back as the plain JSON value.
+    """
+
+    def __init__(self) -> None:
+        self._by_tag: dict[str, type[BaseModel]] = {}
+        self._by_class: dict[type[BaseModel], str] = {}
+
+    def register(self, cls: type[M], tag: str | None = None) -> type[M]:
+        """Restore payloads of ``cls`` to ``cls`` (tag default ``module:QualName``)."""
+        if not (isinstance(cls, type) and issubclass(cls, BaseModel)):
+            raise TypeError(f"event payload types are pydantic models, got {cls!r}")
+        name = tag or f"{cls.__module__}:{cls.__qualname__}"
+        self._by_tag[name] = cls
+        self._by_class[cls] = name
+        return cls
+
+    def tag_of(self, payload: Any) -> str | None:
+        """The tag of a registered model instance, else None."""
+        return self._by_class.get(type(payload)) if isinstance(payload, BaseModel) else None
+
+    def restore(self, tag: str | None, data: Any) -> Any:
+        """``data`` as the model registered under ``tag`` (the plain value when unknown)."""
+        cls = self._by_tag.get(tag) if tag else None
+        if cls is None:
+            return data
+        try:
+            return cls.model_validate(data)
+        except ValidationError:
+            logger.warning("event payload tagged %s no longer validates; kept as JSON", tag)
+            return data
+
+
+EVENT_PAYLOADS = PayloadTypes()
+"""The process-wide table of event payload models."""
+
+
+def event_payload(cls: type[M]) -> type[M]:
+    """Class decorator: register ``cls`` so its event payloads are restored to it."""
+    return EVENT_PAYLOADS.register(cls)

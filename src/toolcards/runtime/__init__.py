@@ -50,7 +50,16 @@ from toolcards.runtime.messaging import (
 )
 from toolcards.runtime.observer import TeamObserver
 from toolcards.runtime.profiles import RoleProfile
-from toolcards.runtime.store import StateNamespace, StoreClosedError, StoreLockedError, TeamStore
+from toolcards.runtime.store import TeamStore
+from toolcards.runtime.store_base import (
+    SchemaTooNew,
+    StateNamespace,
+    Store,
+    StoreClosedError,
+    StoreLockedError,
+    StoreUnavailable,
+    open_store,
+)
 from toolcards.runtime.system import (
     DEFAULT_ASK_TIMEOUT,
     ActorHandle,
@@ -67,7 +76,9 @@ from toolcards.runtime.tool_actor import (
 )
 
 if TYPE_CHECKING:
+    from toolcards.runtime.postgres import PostgresStore
     from toolcards.runtime.pykka_system import PykkaActorSystem
+    from toolcards.runtime.ray_system import RayActorSystem
 
 __all__ = [
     "ACTOR_TYPES",
@@ -89,12 +100,17 @@ __all__ = [
     "MemberInfo",
     "MemberMessage",
     "MemberRoster",
+    "PostgresStore",
     "PykkaActorSystem",
+    "RayActorSystem",
     "RoleProfile",
+    "SchemaTooNew",
     "StateNamespace",
     "StopReport",
+    "Store",
     "StoreClosedError",
     "StoreLockedError",
+    "StoreUnavailable",
     "Subscription",
     "Team",
     "TeamHost",
@@ -107,6 +123,7 @@ __all__ = [
     "fetch_deferred",
     "is_empty_delta",
     "member_activity",
+    "open_store",
     "poll_deferred",
 ]
 

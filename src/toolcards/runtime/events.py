@@ -1,7 +1,11 @@
 """The team event log: append-only, per-tool gap-free ``seq``, replay then live subscriptions.
 
-A position in the log is the count of events before it: ``events(since=n)`` gives every event
-after the first ``n``, so a client that has seen ``n`` events resumes with ``since=n``.
+A position in the log counts the team's events: ``events(since=n)`` gives every event after
+the ``n``-th, so a client that has seen ``n`` events resumes with ``since=n``. Positions and
+seqs are assigned by the store, so they stay gap-free when several processes write one team
+(PostgreSQL). Old events may be compacted (:meth:`EventLog.compact`): a compacted tool's
+newest removed event is kept as a ``{"compacted": {"through_seq": n}}`` marker, so a reader
+sees exactly what was compacted and its seqs still have no gap.
 """
 
 from __future__ import annotations
@@ -15,12 +19,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from toolcards.core.events import ToolStateEvent
-from toolcards.runtime.store import TeamStore, dumps
+from toolcards.core.events import EVENT_PAYLOADS, ToolStateEvent
+from toolcards.runtime.store_base import LIFECYCLE_TOOL, Compaction, EventRow, Store, dumps
 
 logger = logging.getLogger(__name__)
 
-LIFECYCLE = "team"
+LIFECYCLE = LIFECYCLE_TOOL
 """The ``tool_id`` of lifecycle events (team and actor started/stopped)."""
 
 EventCallback = Callable[[ToolStateEvent], Any]
@@ -49,37 +53,37 @@ def _empty_value(value: Any) -> bool:
 class EventLog:
     """The events of one team in one store. Thread-safe; appends join an open transaction."""
 
-    def __init__(self, store: TeamStore, team_id: str) -> None:
+    def __init__(self, store: Store, team_id: str) -> None:
         self._store = store
         self.team_id = team_id
-        self._seqs = store.last_seqs(team_id)
         self._changed = threading.Condition()
         self._version = 0
         self._closed = False
-        store.rollback_hooks.append(self._reload)
+        self._unwatch = store.watch(team_id, self._wake)  # commits of other processes
 
     def append(self, tool_id: str, payload: Any) -> ToolStateEvent | None:
-        """Record a delta of ``tool_id``; returns the event, or None for an empty payload."""
+        """Record a delta of ``tool_id``; returns the event, or None for an empty payload.
+
+        A payload that is an instance of a registered model (``EVENT_PAYLOADS``) is stored
+        with its tag and read back as that model.
+        """
         if is_empty_delta(payload):
             return None
+        tag = EVENT_PAYLOADS.tag_of(payload)
         text = dumps(payload)
+        now = time.time()
         store = self._store
         with store.lock:
-            seq = self._seqs.get(tool_id, 0) + 1
-            now = time.time()
-            store.append_event(self.team_id, tool_id, seq, text, now)
-            self._seqs[tool_id] = seq
+            _, seq = store.append_event(self.team_id, tool_id, text, tag, now)
             store.after_commit(self._wake)
+        restored = EVENT_PAYLOADS.restore(tag, json.loads(text))
         return ToolStateEvent(
-            tool_id=tool_id, seq=seq, payload=json.loads(text), team_id=self.team_id, timestamp=now
+            tool_id=tool_id, seq=seq, payload=restored, team_id=self.team_id, timestamp=now
         )
 
     def lifecycle(self, event: str, **details: Any) -> ToolStateEvent | None:
         """Record a lifecycle event (``team_started``, ``actor_stopped``, ...)."""
         return self.append(LIFECYCLE, {"event": event, **details})
-
-    def _reload(self) -> None:
-        self._seqs = self._store.last_seqs(self.team_id)
 
     def _wake(self) -> None:
         with self._changed:
@@ -88,58 +92,57 @@ class EventLog:
 
     @property
     def version(self) -> int:
-        """Bumped on every commit that added events (and on close)."""
+        """Bumped on every commit of this process that added events (and on close)."""
         return self._version
 
     def last_seq(self, tool_id: str) -> int:
         """The ``seq`` of the last recorded event of ``tool_id`` (0 when none)."""
-        with self._store.lock:
-            return self._seqs.get(tool_id, 0)
+        return self._store.last_seq(self.team_id, tool_id)
+
+    @property
+    def position(self) -> int:
+        """How many events the team has recorded so far (the last position)."""
+        return self._store.last_position(self.team_id)
 
     # ---- reading -----------------------------------------------------------------------------
 
     def entries(self, since: int = 0) -> Iterator[tuple[int, ToolStateEvent]]:
         """``(position, event)`` for every committed event after position ``since``."""
-        for position, (_, event) in enumerate(self.rows_after(self.row_of(since)), since + 1):
-            yield position, event
-
-    def rows_after(self, row: int) -> Iterator[tuple[int, ToolStateEvent]]:
-        """``(storage row, event)`` for every committed event stored after ``row``."""
+        after = max(since, 0)
         while True:
-            rows = self._store.read_events(self.team_id, row)
+            rows = self._store.read_events(self.team_id, after)
             if not rows:
                 return
-            for pos, tool_id, seq, payload, timestamp in rows:
-                row = pos
-                yield pos, self._event(tool_id, seq, payload, timestamp)
+            for row in rows:
+                after = row.position
+                yield row.position, self._event(row)
 
     def events(self, since: int = 0) -> list[ToolStateEvent]:
-        """Every committed event after the first ``since``, in order."""
+        """Every committed event after position ``since``, in order."""
         return [event for _, event in self.entries(since)]
 
-    def row_of(self, since: int) -> int:
-        """The storage row id of the ``since``-th event of this team (0 for the start)."""
-        if since <= 0:
-            return 0
-        with self._store.lock:
-            row = self._store.conn.execute(
-                "SELECT pos FROM events WHERE team_id=? ORDER BY pos LIMIT 1 OFFSET ?",
-                (self.team_id, since - 1),
-            ).fetchone()
-            if row is not None:
-                return int(row[0])
-            sql = "SELECT MAX(pos) FROM events WHERE team_id=?"
-            last = self._store.conn.execute(sql, (self.team_id,)).fetchone()
-            return int(last[0] or 0)
-
-    def _event(self, tool_id: str, seq: int, payload: str, timestamp: float) -> ToolStateEvent:
+    def _event(self, row: EventRow) -> ToolStateEvent:
         return ToolStateEvent(
-            tool_id=tool_id,
-            seq=seq,
-            payload=json.loads(payload),
+            tool_id=row.tool_id,
+            seq=row.seq,
+            payload=EVENT_PAYLOADS.restore(row.payload_type, json.loads(row.payload)),
             team_id=self.team_id,
-            timestamp=timestamp,
+            timestamp=row.timestamp,
         )
+
+    def compact(
+        self, *, keep_per_tool: int | None = None, older_than: float | None = None
+    ) -> list[Compaction]:
+        """Drop old events of every tool (never lifecycle ones): all but the newest
+        ``keep_per_tool`` of each tool, and/or those older than ``older_than`` seconds.
+
+        The tools' state is untouched: only the history of changes goes. Each compacted tool
+        keeps a marker event at the newest removed seq.
+        """
+        if keep_per_tool is not None and keep_per_tool < 0:
+            raise ValueError("keep_per_tool must be 0 or more")
+        before = None if older_than is None else time.time() - older_than
+        return self._store.compact_events(self.team_id, keep_per_tool=keep_per_tool, before=before)
 
     # ---- subscriptions -----------------------------------------------------------------------
 
@@ -149,11 +152,13 @@ class EventLog:
         return Subscription(self, callback, since)
 
     def wait_for_change(self, seen: int, timeout: float) -> None:
-        """Wait until :attr:`version` differs from ``seen`` (or ``timeout`` passes)."""
+        """Wait until :attr:`version` differs from ``seen`` (a commit of this process, or of
+        another one on a shared store) or ``timeout`` passes."""
         with self._changed:
             self._changed.wait_for(lambda: self._version != seen or self._closed, timeout)
 
     def close(self) -> None:
+        self._unwatch()
         with self._changed:
             self._closed = True
             self._version += 1
@@ -171,8 +176,7 @@ class Subscription:
         self._log = log
         self._callback = callback
         self.position = since
-        """How many events of the log this subscription has delivered (or skipped) so far."""
-        self._row: int | None = None
+        """The position of the last event delivered (or skipped) so far."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"events-{log.team_id}", daemon=True)
         self._thread.start()
@@ -193,17 +197,14 @@ class Subscription:
 
     def _deliver(self) -> bool:
         delivered = False
-        if self._row is None:
-            self._row = self._log.row_of(self.position)
-        for row, event in self._log.rows_after(self._row):
+        for position, event in self._log.entries(self.position):
             if self._stop.is_set():
                 return True
             try:
                 self._callback(event)
             except Exception:
                 logger.exception("event subscriber failed on %s #%d", event.tool_id, event.seq)
-            self._row = row
-            self.position += 1
+            self.position = position
             delivered = True
         return delivered
 

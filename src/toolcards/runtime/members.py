@@ -39,7 +39,7 @@ from toolcards.runtime.messaging import (
     truncate,
 )
 from toolcards.runtime.profiles import RoleProfile
-from toolcards.runtime.store import StateNamespace
+from toolcards.runtime.store_base import StateNamespace
 
 if TYPE_CHECKING:
     from toolcards.runtime.host import TeamHost

@@ -9,7 +9,8 @@ import os
 import threading
 from typing import Protocol
 
-from toolcards.runtime.store import TeamStore
+from toolcards.runtime.store_base import Store, is_postgres_url
+from toolcards.runtime.store_base import open_store as _open
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ class _Running(Protocol):
 
 
 _lock: threading.RLock = threading.RLock()
-_stores: dict[str, tuple[TeamStore, int]] = {}
+_stores: dict[str, tuple[Store, int]] = {}
 _live: dict[int, _Running] = {}
 
 
@@ -34,30 +35,35 @@ def lock() -> threading.RLock:
     return _lock
 
 
-def open_store(location: str, durable: bool) -> TeamStore:
-    """A store per file per process (shared by the teams of this process), or a new memory one."""
+def _key(location: str) -> str:
+    return location if is_postgres_url(location) else os.path.realpath(location)
+
+
+def open_store(location: str, durable: bool) -> Store:
+    """One store object per file or database URL per process (shared by the teams of this
+    process), or a new memory one."""
     if location == ":memory:":
-        return TeamStore(location, durable=durable)
-    key = os.path.realpath(location)
+        return _open(location, durable=durable)
+    key = _key(location)
     with _lock:
         found = _stores.get(key)
         if found is not None:
             _stores[key] = (found[0], found[1] + 1)
             return found[0]
-        store = TeamStore(key, durable=durable)
+        store = _open(key, durable=durable)
         _stores[key] = (store, 1)
         return store
 
 
-def release_store(store: TeamStore) -> None:
+def release_store(store: Store) -> None:
     """Drop one user of ``store``; the last one closes it."""
     with _lock:
-        found = _stores.get(store.location)
-        if found is not None and found[0] is store:
-            if found[1] > 1:
-                _stores[store.location] = (store, found[1] - 1)
-                return
-            del _stores[store.location]
+        for key, (found, users) in list(_stores.items()):
+            if found is store:
+                if users > 1:
+                    _stores[key] = (store, users - 1)
+                    return
+                del _stores[key]
     store.close()
 
 

@@ -1,8 +1,9 @@
-"""The team store: one SQLite database holding tool-actor state, the event log and the roster.
+"""The SQLite team store: tool-actor state, the event log, recorded actors, in one file.
 
-This module owns the schema and its migrations; everything else calls it. A file-backed store
-runs in WAL mode, so a process killed mid-write leaves the last committed transaction intact,
-and it is guarded by an exclusive lock file: one writing process per store file.
+This module owns the SQLite schema and its migrations. A file-backed store runs in WAL mode, so
+a process killed mid-write leaves the last committed transaction intact, and it is guarded by
+an exclusive lock file: one writing process per store file (PostgreSQL is the store for teams
+that span processes: :mod:`toolcards.runtime.postgres`).
 """
 
 from __future__ import annotations
@@ -10,23 +11,40 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from pydantic_core import to_jsonable_python
+from toolcards.runtime.store_base import (
+    LIFECYCLE_TOOL,
+    SCHEMA_VERSION,
+    Compaction,
+    EventRow,
+    SchemaTooNew,
+    StateNamespace,
+    Store,
+    StoreClosedError,
+    StoreLockedError,
+    compaction_marker,
+    dumps,
+)
 
-from toolcards.core.errors import ToolcardsError
-
-SCHEMA_VERSION = 1
+__all__ = [
+    "SCHEMA_VERSION",
+    "StateNamespace",
+    "StoreClosedError",
+    "StoreLockedError",
+    "TeamStore",
+    "dumps",
+]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS teams (
-    team_id TEXT PRIMARY KEY, created_at REAL NOT NULL, stopped_at REAL
+    team_id TEXT PRIMARY KEY, created_at REAL NOT NULL, stopped_at REAL,
+    last_pos INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS actors (
     team_id TEXT NOT NULL, name TEXT NOT NULL, actor_cls TEXT NOT NULL,
@@ -39,26 +57,29 @@ CREATE TABLE IF NOT EXISTS state (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS events (
     pos INTEGER PRIMARY KEY, team_id TEXT NOT NULL, tool_id TEXT NOT NULL,
-    seq INTEGER NOT NULL, payload TEXT NOT NULL, timestamp REAL NOT NULL
+    seq INTEGER NOT NULL, payload TEXT NOT NULL, timestamp REAL NOT NULL,
+    payload_type TEXT, team_pos INTEGER
 );
 CREATE UNIQUE INDEX IF NOT EXISTS events_tool_seq ON events (team_id, tool_id, seq);
-CREATE INDEX IF NOT EXISTS events_team_pos ON events (team_id, pos);
+CREATE TABLE IF NOT EXISTS tool_seqs (
+    team_id TEXT NOT NULL, tool_id TEXT NOT NULL, seq INTEGER NOT NULL,
+    PRIMARY KEY (team_id, tool_id)
+) WITHOUT ROWID
 """
 
+_V1_TO_V2 = [
+    "UPDATE events SET team_pos = ranked.n FROM (SELECT pos, ROW_NUMBER() OVER "
+    "(PARTITION BY team_id ORDER BY pos) AS n FROM events) AS ranked "
+    "WHERE events.pos = ranked.pos",
+    "DROP INDEX IF EXISTS events_team_pos",
+    "INSERT OR REPLACE INTO tool_seqs SELECT team_id, tool_id, MAX(seq) FROM events "
+    "GROUP BY team_id, tool_id",
+    "UPDATE teams SET last_pos = COALESCE((SELECT MAX(team_pos) FROM events e "
+    "WHERE e.team_id = teams.team_id), 0)",
+]
+"""Version 1 -> 2: dense per-team positions and per-tool last seqs (payload types: NULL)."""
+
 _KEY_END = chr(0x10FFFF)
-
-
-class StoreLockedError(ToolcardsError):
-    """Another process holds the store file open for writing (single writer per store)."""
-
-
-class StoreClosedError(ToolcardsError):
-    """The store was closed (its team stopped); no more reads or writes."""
-
-
-def dumps(value: Any) -> str:
-    """JSON text of ``value``; pydantic models, dates and sets are converted on the way."""
-    return json.dumps(value, default=to_jsonable_python, separators=(",", ":"))
 
 
 class _LockFile:
@@ -96,22 +117,19 @@ class _LockFile:
             self._fh = None
 
 
-class TeamStore:
+class TeamStore(Store):
     """A thread-safe SQLite store (one connection, one re-entrant lock).
 
-    ``path`` is a file path or ``":memory:"``. Statements outside :meth:`transaction` commit on
-    their own; inside it they commit together when the outermost block exits.
-    ``durable=True`` fsyncs every commit (power-loss safe); the default survives process kills.
+    ``path`` is a file path or ``":memory:"``. ``durable=True`` fsyncs every commit
+    (power-loss safe); the default survives process kills.
     """
 
     def __init__(self, path: str | os.PathLike[str] = ":memory:", *, durable: bool = False):
+        super().__init__()
         self.location = str(path)
         self.in_memory = self.location == ":memory:"
-        self.lock = threading.RLock()
         self._depth = 0
         self._after_commit: list[Callable[[], Any]] = []
-        self.rollback_hooks: list[Callable[[], Any]] = []
-        """Called after a transaction rolls back (caches derived from the store reload)."""
         self._lockfile: _LockFile | None = None
         if not self.in_memory:
             file = Path(self.location).resolve()
@@ -125,6 +143,8 @@ class TeamStore:
             )
             self._setup(durable)
         except BaseException:
+            if self._conn is not None:
+                self._conn.close()
             if self._lockfile is not None:
                 self._lockfile.release()
             raise
@@ -135,17 +155,43 @@ class TeamStore:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
         conn.execute("PRAGMA busy_timeout=5000")
-        conn.executescript(_SCHEMA)
-        row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        if row is None:
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
-            )
-        elif int(row[0]) > SCHEMA_VERSION:
-            raise ToolcardsError(
-                f"store {self.location} has schema {row[0]}, newer than this toolcards "
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._migrate(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        exists = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
+        ).fetchone()
+        row = None
+        if exists:
+            row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        version = SCHEMA_VERSION if row is None else int(row[0])
+        if version > SCHEMA_VERSION:
+            raise SchemaTooNew(
+                f"store {self.location} has schema {version}, newer than this toolcards "
                 f"({SCHEMA_VERSION}); upgrade toolcards to open it"
             )
+        if version < 2:  # tables of version 1 lack columns the new CREATEs would add
+            conn.execute("ALTER TABLE events ADD COLUMN payload_type TEXT")
+            conn.execute("ALTER TABLE events ADD COLUMN team_pos INTEGER")
+            conn.execute("ALTER TABLE teams ADD COLUMN last_pos INTEGER NOT NULL DEFAULT 0")
+        for statement in _SCHEMA.split(";"):
+            conn.execute(statement)
+        if version < 2:
+            for statement in _V1_TO_V2:
+                conn.execute(statement)
+        conn.execute(
+            "CREATE UNIQUE INDEX IF NOT EXISTS events_team_pos2 ON events (team_id, team_pos)"
+        )
+        conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+            (str(SCHEMA_VERSION),),
+        )
 
     # ---- connection and transactions ---------------------------------------------------------
 
@@ -161,7 +207,6 @@ class TeamStore:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """One atomic transaction (nestable: inner blocks join the outer one)."""
         with self.lock:
             conn = self.conn
             if self._depth == 0:
@@ -186,7 +231,6 @@ class TeamStore:
             callback()
 
     def after_commit(self, callback: Callable[[], Any]) -> None:
-        """Run ``callback`` once the current transaction commits (now, outside of one)."""
         with self.lock:
             if self._depth:
                 self._after_commit.append(callback)
@@ -194,7 +238,6 @@ class TeamStore:
         callback()
 
     def checkpoint(self) -> None:
-        """Fold the write-ahead log into the database file (no-op in memory)."""
         if not self.in_memory:
             with self.lock:
                 self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -207,7 +250,7 @@ class TeamStore:
         if self._lockfile is not None:
             self._lockfile.release()
 
-    # ---- teams and roster --------------------------------------------------------------------
+    # ---- teams and actors --------------------------------------------------------------------
 
     def team_exists(self, team_id: str) -> bool:
         with self.lock:
@@ -228,15 +271,14 @@ class TeamStore:
             self.conn.execute(sql, (time.time(), team_id))
 
     def record_actor(self, team_id: str, name: str, tag: str, config: str | None) -> None:
-        """Record that ``name`` runs the actor class tagged ``tag`` with ``config`` (JSON)."""
         with self.lock:
             self.conn.execute(
-                "INSERT OR REPLACE INTO actors VALUES (?, ?, ?, NULL, ?, ?)",
+                "INSERT INTO actors VALUES (?, ?, ?, NULL, ?, ?) ON CONFLICT(team_id, name) "
+                "DO UPDATE SET actor_cls=excluded.actor_cls, config=excluded.config",
                 (team_id, name, tag, config, time.time()),
             )
 
     def recorded_actors(self, team_id: str) -> list[tuple[str, str, str | None]]:
-        """``(name, actor_tag, config_json)`` of every recorded actor, oldest first."""
         with self.lock:
             sql = "SELECT name, actor_cls, config FROM actors WHERE team_id=? ORDER BY created_at"
             return list(self.conn.execute(sql, (team_id,)))
@@ -264,75 +306,109 @@ class TeamStore:
                 "DELETE FROM state WHERE team_id=? AND actor=? AND key=?", (team_id, actor, key)
             )
 
-    def state_items(self, team_id: str, actor: str, prefix: str = "") -> list[tuple[str, Any]]:
+    def state_items(
+        self, team_id: str, actor: str, prefix: str = "", *, after: str = "", limit: int = 0
+    ) -> list[tuple[str, Any]]:
+        low, inclusive = (after, False) if after > prefix else (prefix, True)
         with self.lock:
             rows = self.conn.execute(
-                "SELECT key, value FROM state WHERE team_id=? AND actor=? AND key>=? AND key<? "
-                "ORDER BY key",
-                (team_id, actor, prefix, prefix + _KEY_END),
+                f"SELECT key, value FROM state WHERE team_id=? AND actor=? "
+                f"AND key{'>=' if inclusive else '>'}? AND key<? ORDER BY key LIMIT ?",
+                (team_id, actor, low, prefix + _KEY_END, limit or -1),
             ).fetchall()
         return [(key, json.loads(value)) for key, value in rows]
 
+    def state_count(self, team_id: str, actor: str, prefix: str = "") -> int:
+        with self.lock:
+            row = self.conn.execute(
+                "SELECT COUNT(*) FROM state WHERE team_id=? AND actor=? AND key>=? AND key<?",
+                (team_id, actor, prefix, prefix + _KEY_END),
+            ).fetchone()
+        return int(row[0])
+
     # ---- events ------------------------------------------------------------------------------
 
-    def last_seqs(self, team_id: str) -> dict[str, int]:
+    def append_event(
+        self, team_id: str, tool_id: str, payload: str, payload_type: str | None, timestamp: float
+    ) -> tuple[int, int]:
+        with self.transaction():
+            conn = self.conn
+            seq = conn.execute(
+                "INSERT INTO tool_seqs VALUES (?, ?, 1) ON CONFLICT(team_id, tool_id) "
+                "DO UPDATE SET seq = seq + 1 RETURNING seq",
+                (team_id, tool_id),
+            ).fetchone()[0]
+            found = conn.execute(
+                "UPDATE teams SET last_pos = last_pos + 1 WHERE team_id=? RETURNING last_pos",
+                (team_id,),
+            ).fetchone()
+            if found is None:  # a log written before its team row (tests, tools)
+                self.open_team(team_id)
+                found = conn.execute(
+                    "UPDATE teams SET last_pos = last_pos + 1 WHERE team_id=? RETURNING last_pos",
+                    (team_id,),
+                ).fetchone()
+            position = int(found[0])
+            conn.execute(
+                "INSERT INTO events (team_id, tool_id, seq, payload, timestamp, payload_type, "
+                "team_pos) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (team_id, tool_id, seq, payload, timestamp, payload_type, position),
+            )
+        return position, int(seq)
+
+    def read_events(self, team_id: str, after: int, limit: int = 1000) -> list[EventRow]:
         with self.lock:
             rows = self.conn.execute(
-                "SELECT tool_id, MAX(seq) FROM events WHERE team_id=? GROUP BY tool_id", (team_id,)
-            )
-            return {tool_id: int(seq) for tool_id, seq in rows}
-
-    def append_event(
-        self, team_id: str, tool_id: str, seq: int, payload: str, timestamp: float
-    ) -> int:
-        with self.lock:
-            cur = self.conn.execute(
-                "INSERT INTO events (team_id, tool_id, seq, payload, timestamp) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (team_id, tool_id, seq, payload, timestamp),
-            )
-            return int(cur.lastrowid or 0)
-
-    def read_events(
-        self, team_id: str, after: int, limit: int = 1000
-    ) -> list[tuple[int, str, int, str, float]]:
-        """Committed events of ``team_id`` with ``pos > after``, in log order."""
-        with self.lock:
-            return self.conn.execute(
-                "SELECT pos, tool_id, seq, payload, timestamp FROM events "
-                "WHERE team_id=? AND pos>? ORDER BY pos LIMIT ?",
+                "SELECT team_pos, tool_id, seq, payload, payload_type, timestamp FROM events "
+                "WHERE team_id=? AND team_pos>? ORDER BY team_pos LIMIT ?",
                 (team_id, after, limit),
             ).fetchall()
+        return [EventRow(*row) for row in rows]
 
+    def last_seq(self, team_id: str, tool_id: str) -> int:
+        with self.lock:
+            row = self.conn.execute(
+                "SELECT seq FROM tool_seqs WHERE team_id=? AND tool_id=?", (team_id, tool_id)
+            ).fetchone()
+        return 0 if row is None else int(row[0])
 
-class StateNamespace:
-    """One tool actor's durable key/value state: one SQLite row per key.
+    def last_position(self, team_id: str) -> int:
+        with self.lock:
+            row = self.conn.execute(
+                "SELECT last_pos FROM teams WHERE team_id=?", (team_id,)
+            ).fetchone()
+        return 0 if row is None else int(row[0])
 
-    Values are JSON (pydantic models are dumped). Each ``put``/``delete`` commits on its own;
-    ``with state.batch():`` makes several of them (and events emitted inside) one transaction.
-    """
-
-    def __init__(self, store: TeamStore, team_id: str, actor: str) -> None:
-        self._store = store
-        self._team_id = team_id
-        self._actor = actor
-
-    def get(self, key: str) -> Any | None:
-        """The value stored under ``key``, or None."""
-        return self._store.state_get(self._team_id, self._actor, key)
-
-    def put(self, key: str, value: Any) -> None:
-        """Store the JSON-serializable ``value`` under ``key``."""
-        self._store.state_put(self._team_id, self._actor, key, value)
-
-    def delete(self, key: str) -> None:
-        """Remove ``key`` (no error when it is absent)."""
-        self._store.state_delete(self._team_id, self._actor, key)
-
-    def items(self, prefix: str = "") -> Iterator[tuple[str, Any]]:
-        """``(key, value)`` pairs whose key starts with ``prefix``, in key order."""
-        return iter(self._store.state_items(self._team_id, self._actor, prefix))
-
-    def batch(self) -> Any:
-        """A context manager: every put/delete/emit inside commits atomically at exit."""
-        return self._store.transaction()
+    def compact_events(
+        self, team_id: str, *, keep_per_tool: int | None, before: float | None
+    ) -> list[Compaction]:
+        done: list[Compaction] = []
+        with self.transaction():
+            conn = self.conn
+            tools = conn.execute(
+                "SELECT tool_id, seq FROM tool_seqs WHERE team_id=? AND tool_id<>?",
+                (team_id, LIFECYCLE_TOOL),
+            ).fetchall()
+            for tool_id, last in tools:
+                through = 0 if keep_per_tool is None else int(last) - keep_per_tool
+                if before is not None:
+                    row = conn.execute(
+                        "SELECT MAX(seq) FROM events WHERE team_id=? AND tool_id=? AND timestamp<?",
+                        (team_id, tool_id, before),
+                    ).fetchone()
+                    through = max(through, int(row[0] or 0))
+                if through <= 0:
+                    continue
+                removed = conn.execute(
+                    "DELETE FROM events WHERE team_id=? AND tool_id=? AND seq<?",
+                    (team_id, tool_id, through),
+                ).rowcount
+                marker = dumps(compaction_marker(through))
+                replaced = conn.execute(
+                    "UPDATE events SET payload=?, payload_type=NULL WHERE team_id=? "
+                    "AND tool_id=? AND seq=? AND payload<>?",
+                    (marker, team_id, tool_id, through, marker),
+                ).rowcount
+                if removed or replaced:
+                    done.append(Compaction(tool_id, through, removed + replaced))
+        return done

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import threading
@@ -25,9 +24,10 @@ from toolcards.runtime.members import DEFAULT_SEND_TIMEOUT, MemberRoster
 from toolcards.runtime.messaging import USER, MemberActivity, MemberInfo, MemberMessage
 from toolcards.runtime.observer import TeamObserver
 from toolcards.runtime.profiles import RoleProfile, normalize_profiles
-from toolcards.runtime.store import StateNamespace, StoreClosedError
+from toolcards.runtime.store_base import StateNamespace, Store
 from toolcards.runtime.system import ActorSystem
-from toolcards.runtime.tool_actor import ACTOR_TYPES, ToolActor, ToolActorContext
+from toolcards.runtime.tool_actor import ACTOR_TYPES, ToolActor
+from toolcards.runtime.worker import TRANSIENT_PREFIX, Lifecycle, ToolActorFactory, config_of
 
 if TYPE_CHECKING:
     from toolcards.governance.approvals import Approver
@@ -37,9 +37,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 A = TypeVar("A")
-
-TRANSIENT_PREFIX = "#defer-"
-"""Tool actors with this prefix (deferred workers) are not recorded for resume."""
 
 
 class TeamStopped(ToolcardsError):
@@ -96,7 +93,7 @@ class Team:
         policy: Policy | None = None,
         audit: AuditLog | None = None,
         approver: Approver | None = None,
-        system: ActorSystem | None = None,
+        system: ActorSystem | str | None = None,
         durable: bool = False,
         stop_timeout: float = 5.0,
         _resume: bool = False,
@@ -121,12 +118,13 @@ class Team:
                 raise LookupError(f"store {self._store.location} holds no team {team_id!r}")
             process.claim(self, shared_store=not self._store.in_memory)
             self.log = EventLog(self._store, team_id)
-            self._owns_system = system is None
-            if system is None:
-                from toolcards.runtime.pykka_system import PykkaActorSystem
+            from toolcards.runtime.pykka_system import PykkaActorSystem
 
-                system = PykkaActorSystem()
-            self.system: ActorSystem = system
+            self._local: ActorSystem = PykkaActorSystem()
+            """Members and short-lived helpers: always in this process."""
+            self._owns_system = system is None or isinstance(system, str)
+            self.system: ActorSystem = _actor_system(system, self._local, team_id, self._store)
+            """Tool actors: in this process (Pykka) or cluster-wide (Ray)."""
             self._store.open_team(team_id)
             self.log.lifecycle("team_started", resumed=_resume)
         except BaseException:
@@ -167,7 +165,7 @@ class Team:
         for name, tag, config in self._store.recorded_actors(self.team_id):
             try:
                 cls = ACTOR_TYPES.resolve(tag)
-                cfg = _config_of(cls, config)
+                cfg = config_of(cls, config)
             except Exception as exc:  # unknown tag, or a config that no longer validates
                 with self._lock:
                     self._specs[name] = _Spec(tag, config)
@@ -202,15 +200,15 @@ class Team:
             raise TypeError(f"tool actors subclass ToolActor, got {actor_cls!r}")
         if not name.startswith("#"):
             raise ValueError(f"tool actor names start with '#': {name!r}")
+        spec = _spec(actor_cls, config)
         if name.startswith(TRANSIENT_PREFIX):  # unique, short-lived: no roster, no resume
             self.check_running()
-            return self._start_tool_actor(name, actor_cls, config)
-        spec = _spec(actor_cls, config)
+            return self._start_tool_actor(name, actor_cls, spec, self._local)
         with self._lock:
             self.check_running()
             name_lock = self._name_locks.setdefault(name, threading.Lock())
         with name_lock:  # per name: an actor may create other actors from its on_start
-            known = self._specs.get(name)
+            known = self._specs.get(name) or self._recorded_spec(name)
             if known is not None and known != spec:
                 raise ValueError(
                     f"tool actor {name} already exists in team {self.team_id} with "
@@ -219,24 +217,42 @@ class Team:
                 )
             handle = self.system.lookup(name)
             if handle is None or not handle.is_alive():
-                handle = self._start_tool_actor(name, actor_cls, config)
-                self._specs[name] = spec
+                handle = self._start_tool_actor(name, actor_cls, spec, self.system)
                 self._store.record_actor(self.team_id, name, spec.actor_tag, spec.config)
+            self._specs[name] = spec
             return handle
 
+    def _recorded_spec(self, name: str) -> _Spec | None:
+        if not self._store.shared:  # only this process records actors: _specs knows them
+            return None
+        for recorded, tag, config in self._store.recorded_actors(self.team_id):
+            if recorded == name:
+                return _Spec(tag, config)
+        return None
+
     def _start_tool_actor(
-        self, name: str, actor_cls: type[ToolActor], config: BaseModel | None
+        self, name: str, actor_cls: type[ToolActor], spec: _Spec, system: ActorSystem
     ) -> ActorHandle[Any]:
-        ctx = ToolActorContext(name, self, self.state_of(name), self.log)
-        return self.spawn(name, lambda: actor_cls(ctx, config))
+        local = system is self._local or not _is_remote(system)
+        factory = ToolActorFactory(
+            self.team_id,
+            self._store.secret_location(),
+            name,
+            actor_cls,
+            spec.config,
+            host=self if local else None,
+            store=self._store if local else None,
+            system=None if local else system,
+        )
+        handle = system.spawn(name, factory)
+        self.log.lifecycle("actor_started", name=name)
+        return handle
 
     def spawn(self, name: str, factory: Callable[[], Any]) -> ActorHandle[Any]:
-        """Start any actor (tool actor or member) under a unique ``name``, with lifecycle events.
-
-        Names starting with ``#`` are stopped in the second teardown phase, all others first.
-        """
+        """Start an actor of this process (a member, a helper) under a unique ``name``, with
+        lifecycle events. Names without ``#`` are stopped in the first teardown phase."""
         self.check_running()
-        handle = self.system.spawn(name, lambda: _Lifecycle(factory(), self.log, name))
+        handle = self._local.spawn(name, lambda: Lifecycle(factory(), self.log, name))
         self.log.lifecycle("actor_started", name=name)
         return handle
 
@@ -249,19 +265,30 @@ class Team:
         bound = self.stop_timeout if timeout is None else timeout
         with self._lock:
             self._observers.pop(name, None)
-        return not self.system.stop([name], bound) and self.system.lookup(name) is None
+        system = self._system_of(name)
+        return not system.stop([name], bound) and system.lookup(name) is None
+
+    def _system_of(self, name: str) -> ActorSystem:
+        if name.startswith("#") and not name.startswith(TRANSIENT_PREFIX):
+            return self.system
+        return self._local
 
     def stop_later(self, name: str) -> None:
         """Stop the actor ``name`` once its queued messages are handled; returns at once."""
-        self.system.stop_later(name)
+        self._system_of(name).stop_later(name)
 
     def actor(self, name: str) -> ActorHandle[Any] | None:
         """The running actor called ``name``, or None."""
-        handle = self.system.lookup(name)
+        handle = self._system_of(name).lookup(name)
         return handle if handle is not None and handle.is_alive() else None
 
     def actor_names(self) -> list[str]:
-        return self.system.names()
+        """Names of the running actors of this team (this process's, and cluster-wide tool
+        actors on a distributed system)."""
+        names = self._local.names()
+        if self.system is not self._local:
+            names += [n for n in self.system.names() if n not in names]
+        return names
 
     def state_of(self, name: str) -> StateNamespace:
         """The durable key/value state of the actor ``name`` (readable even when it is down)."""
@@ -354,11 +381,13 @@ class Team:
 
     # ---- teardown ----------------------------------------------------------------------------
 
-    def stop(self, timeout: float | None = None) -> StopReport:
+    def stop(self, timeout: float | None = None, *, everywhere: bool = False) -> StopReport:
         """Stop members, then ``#`` tool actors, each phase bounded by ``timeout`` seconds.
 
         Never hangs: actors still busy after their phase's bound are abandoned (their daemon
-        threads finish on their own) and named in the report. Idempotent.
+        threads finish on their own) and named in the report. Idempotent. Tool actors of a
+        distributed system (Ray) serve every process of the team and keep running unless
+        ``everywhere=True``.
         """
         bound = self.stop_timeout if timeout is None else timeout
         with self._lock:
@@ -366,17 +395,21 @@ class Team:
                 return self._stop_report
             self._stop_report = report = StopReport()
         self._roster.retire_all()
-        names = self.system.names()
-        for phase in (
-            [n for n in names if not n.startswith("#")],
-            [n for n in names if n[:1] == "#"],
-        ):
-            abandoned = self.system.stop(phase, bound)
+        local = self._local.names()
+        phases: list[tuple[ActorSystem, list[str]]] = [
+            (self._local, [n for n in local if not n.startswith("#")]),
+            (self._local, [n for n in local if n[:1] == "#"]),
+        ]
+        if self.system is not self._local:
+            remote = self.system.names() if everywhere else []
+            phases.insert(1, (self.system, [n for n in remote if n.startswith("#")]))
+        for system, phase in phases:
+            abandoned = system.stop(phase, bound)
             report.abandoned.extend(abandoned)
             report.stopped.extend(n for n in phase if n not in abandoned)
-        late = self.system.names()  # spawned while the phases ran (a cache's last worker)
+        late = self._local.names()  # spawned while the phases ran (a cache's last worker)
         if late:
-            abandoned = self.system.stop(late, min(bound, 0.5))
+            abandoned = self._local.stop(late, min(bound, 0.5))
             report.abandoned.extend(abandoned)
             report.stopped.extend(n for n in late if n not in abandoned)
         self.log.lifecycle("team_stopped", stopped=report.stopped, abandoned=report.abandoned)
@@ -388,7 +421,8 @@ class Team:
         for sub in self._subscriptions:
             sub.drain(timeout=max(deadline - time.monotonic(), 0.0))
         self._observers.clear()
-        if self._owns_system:
+        self._local.shutdown()
+        if self._owns_system and self.system is not self._local:
             self.system.shutdown()
         process.unclaim(self)
         process.release_store(self._store)
@@ -405,35 +439,28 @@ class Team:
         return f"<Team {self.team_id} store={where} running={self.running}>"
 
 
-def _config_of(cls: type[ToolActor], config: str | None) -> BaseModel | None:
-    if config is None:
-        return None
-    if cls.config_type is None:
-        raise TypeError(f"{cls.actor_tag} declares no config_type to read its stored config")
-    return cls.config_type.model_validate_json(config)
+def _is_remote(system: ActorSystem) -> bool:
+    """True for an actor system whose actors run in other processes."""
+    from toolcards.runtime.pykka_system import PykkaActorSystem
+
+    return not isinstance(system, PykkaActorSystem)
 
 
-class _Lifecycle:
-    """Wraps an actor's target so its stop is recorded as a lifecycle event."""
+def _actor_system(
+    system: ActorSystem | str | None, local: ActorSystem, team_id: str, store: Store
+) -> ActorSystem:
+    """The actor system for tool actors from ``Team(system=...)``."""
+    if system is None or system == "pykka":
+        return local
+    if system == "ray":
+        from toolcards.runtime.ray_system import RayActorSystem
 
-    def __init__(self, target: Any, log: EventLog, name: str) -> None:
-        self._target = target
-        self._log = log
-        self._name = name
-
-    def on_start(self) -> None:
-        hook = getattr(self._target, "on_start", None)
-        if hook is not None:
-            hook()
-
-    def on_stop(self) -> None:
-        try:
-            hook = getattr(self._target, "on_stop", None)
-            if hook is not None:
-                hook()
-        finally:
-            with contextlib.suppress(StoreClosedError):  # an abandoned actor outlived its team
-                self._log.lifecycle("actor_stopped", name=self._name)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._target, name)
+        system = RayActorSystem(namespace=f"toolcards-{team_id}")
+    if isinstance(system, str):
+        raise ValueError(f"system must be 'pykka', 'ray' or an ActorSystem, got {system!r}")
+    if _is_remote(system) and not store.shared:
+        raise ValueError(
+            f"actors in other processes cannot open the store {store.location}: a "
+            "distributed actor system needs a store every process shares (a postgresql:// URL)"
+        )
+    return system

@@ -1,0 +1,547 @@
+"""The PostgreSQL team store: one team held by many processes and machines at once.
+
+This module owns the PostgreSQL schema (a version table; created or migrated on first use)
+and all of its SQL. Events are numbered by the store under a row lock of the team, so
+positions and per-tool seqs stay gap-free under concurrent writers; commits of events are
+announced with ``NOTIFY`` and a listener thread wakes this process's subscribers, without
+polling. Connection loss surfaces as :class:`StoreUnavailable` (a retryable error) and the
+next call reconnects. A URL's password never appears in ``location``, errors or ``repr``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from toolcards.runtime.store_base import (
+    LIFECYCLE_TOOL,
+    SCHEMA_VERSION,
+    Compaction,
+    EventRow,
+    SchemaTooNew,
+    Store,
+    StoreClosedError,
+    StoreUnavailable,
+    compaction_marker,
+    dumps,
+    redact_url,
+)
+
+if TYPE_CHECKING:
+    import psycopg
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "toolcards_events"
+_KEY_END = chr(0x10FFFF)
+_SCHEMA_LOCK = 7_264_331_942  # advisory lock id guarding schema creation
+
+_SCHEMA = [
+    "CREATE TABLE IF NOT EXISTS toolcards_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS toolcards_teams (team_id TEXT PRIMARY KEY, "
+    "created_at DOUBLE PRECISION NOT NULL, stopped_at DOUBLE PRECISION, "
+    "last_pos BIGINT NOT NULL DEFAULT 0)",
+    "CREATE TABLE IF NOT EXISTS toolcards_actors (team_id TEXT NOT NULL, name TEXT NOT NULL, "
+    "tag TEXT NOT NULL, config TEXT, created_at DOUBLE PRECISION NOT NULL, "
+    "PRIMARY KEY (team_id, name))",
+    "CREATE TABLE IF NOT EXISTS toolcards_state (team_id TEXT NOT NULL, actor TEXT NOT NULL, "
+    'key TEXT COLLATE "C" NOT NULL, value TEXT NOT NULL, PRIMARY KEY (team_id, actor, key))',
+    "CREATE TABLE IF NOT EXISTS toolcards_events (team_id TEXT NOT NULL, "
+    "team_pos BIGINT NOT NULL, tool_id TEXT NOT NULL, seq BIGINT NOT NULL, "
+    "payload TEXT NOT NULL, payload_type TEXT, timestamp DOUBLE PRECISION NOT NULL, "
+    "PRIMARY KEY (team_id, team_pos))",
+    "CREATE UNIQUE INDEX IF NOT EXISTS toolcards_events_tool_seq "
+    "ON toolcards_events (team_id, tool_id, seq)",
+    "CREATE TABLE IF NOT EXISTS toolcards_tool_seqs (team_id TEXT NOT NULL, "
+    "tool_id TEXT NOT NULL, seq BIGINT NOT NULL, PRIMARY KEY (team_id, tool_id))",
+    "CREATE TABLE IF NOT EXISTS toolcards_actor_versions (team_id TEXT NOT NULL, "
+    "actor TEXT NOT NULL, version BIGINT NOT NULL, PRIMARY KEY (team_id, actor))",
+]
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError as exc:  # pragma: no cover - exercised without the extra
+        raise ImportError(
+            "the PostgreSQL store needs psycopg: pip install 'toolcards[postgres]'"
+        ) from exc
+    return psycopg
+
+
+class _NoLock:
+    """Stands in for the store lock: every thread has its own connection and transaction."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_LOCK = _NoLock()
+
+
+class _Thread:
+    """One thread's connection and transaction state."""
+
+    def __init__(self) -> None:
+        self.conn: psycopg.Connection[Any] | None = None
+        self.depth = 0
+        self.after_commit: list[Callable[[], Any]] = []
+        self.dirty: set[tuple[str, str]] = set()
+
+    def drop(self) -> None:
+        conn, self.conn = self.conn, None
+        self.depth = 0
+        self.after_commit.clear()
+        self.dirty.clear()
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+
+class PostgresStore(Store):
+    """A team store in a PostgreSQL database (``postgresql://user[:password]@host:port/db``).
+
+    Every thread that uses the store gets its own connection and transaction (an actor's call
+    never waits for another actor's transaction in this process); ``connect_timeout`` bounds
+    every (re)connection attempt.
+    """
+
+    shared = True
+
+    def __init__(self, url: str, *, connect_timeout: float = 5.0) -> None:
+        super().__init__()
+        self.lock = _NO_LOCK  # type: ignore[assignment]  # each thread has its own connection
+        self._url = url
+        self.location = redact_url(url)
+        self._secret = urlsplit(url).password
+        self.connect_timeout = connect_timeout
+        self._local = threading.local()
+        self._all: weakref.WeakSet[_Thread] = weakref.WeakSet()
+        self._closed = False
+        self._watchers: dict[str, list[Callable[[], Any]]] = {}
+        self._watch_lock = threading.Lock()
+        self._listener: threading.Thread | None = None
+        self._stop_listening = threading.Event()
+        self._migrate()
+
+    def __repr__(self) -> str:
+        return f"<PostgresStore {self.location}>"
+
+    # ---- connections: one per thread ---------------------------------------------------------
+
+    def _clean(self, text: str) -> str:
+        return text.replace(self._secret, "***") if self._secret else text
+
+    def _unavailable(self, exc: BaseException) -> StoreUnavailable:
+        reason = self._clean(str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc))
+        return StoreUnavailable(
+            f"PostgreSQL at {self.location} is unavailable ({reason}); start the server or "
+            "check the URL, then retry"
+        )
+
+    def _open(self) -> psycopg.Connection[Any]:
+        pg = _psycopg()
+        try:
+            conn: psycopg.Connection[Any] = pg.connect(
+                self._url, autocommit=True, connect_timeout=max(1, round(self.connect_timeout))
+            )
+        except pg.Error as exc:
+            raise self._unavailable(exc) from None
+        return conn
+
+    def _thread(self) -> _Thread:
+        state: _Thread | None = getattr(self._local, "state", None)
+        if state is None:
+            state = self._local.state = _Thread()
+            self._all.add(state)
+        return state
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        if self._closed:
+            raise StoreClosedError(f"store {self.location} is closed")
+        state = self._thread()
+        if state.conn is None or state.conn.closed:
+            state.conn = self._open()
+        return state.conn
+
+    @contextmanager
+    def _cursor(self) -> Iterator[Any]:
+        """A cursor on this thread's connection; a lost connection becomes StoreUnavailable."""
+        pg = _psycopg()
+        conn = self._connection()
+        try:
+            with conn.cursor() as cur:
+                yield cur
+        except pg.OperationalError as exc:
+            self._thread().drop()
+            raise self._unavailable(exc) from None
+
+    def _migrate(self) -> None:
+        with self.transaction(), self._cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            for statement in _SCHEMA:
+                cur.execute(statement)
+            cur.execute("SELECT value FROM toolcards_meta WHERE key='schema_version'")
+            row = cur.fetchone()
+            if row is not None and int(row[0]) > SCHEMA_VERSION:
+                raise SchemaTooNew(
+                    f"store {self.location} has schema {row[0]}, newer than this toolcards "
+                    f"({SCHEMA_VERSION}); upgrade toolcards to open it"
+                )
+            cur.execute(
+                "INSERT INTO toolcards_meta VALUES ('schema_version', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                (str(SCHEMA_VERSION),),
+            )
+
+    # ---- transactions ------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        pg = _psycopg()
+        state = self._thread()
+        if state.depth == 0:
+            try:
+                self._connection().execute("BEGIN")
+            except pg.OperationalError as exc:
+                state.drop()
+                raise self._unavailable(exc) from None
+        state.depth += 1
+        try:
+            yield
+        except BaseException:
+            state.depth = max(state.depth - 1, 0)
+            if state.depth == 0:
+                state.after_commit.clear()
+                state.dirty.clear()
+                if state.conn is not None:
+                    with contextlib.suppress(pg.Error):
+                        state.conn.execute("ROLLBACK")
+                for hook in self.rollback_hooks:
+                    hook()
+            raise
+        state.depth -= 1
+        if state.depth:
+            return
+        try:
+            self._bump_versions(state)
+            self._connection().execute("COMMIT")
+        except pg.OperationalError as exc:
+            state.drop()
+            raise self._unavailable(exc) from None
+        except BaseException:
+            state.after_commit.clear()
+            state.dirty.clear()
+            with contextlib.suppress(pg.Error):
+                self._connection().execute("ROLLBACK")
+            raise
+        callbacks, state.after_commit = state.after_commit, []
+        for callback in callbacks:
+            callback()
+
+    def _bump_versions(self, state: _Thread) -> None:
+        dirty, state.dirty = state.dirty, set()
+        if not dirty:
+            return
+        with self._connection().cursor() as cur:
+            cur.executemany(
+                "INSERT INTO toolcards_actor_versions VALUES (%s, %s, 1) "
+                "ON CONFLICT (team_id, actor) DO UPDATE "
+                "SET version = toolcards_actor_versions.version + 1",
+                sorted(dirty),
+            )
+
+    @contextmanager
+    def _write(self, team_id: str, actor: str) -> Iterator[Any]:
+        """A cursor inside a transaction that marks ``actor``'s version for a bump."""
+        with self.transaction(), self._cursor() as cur:
+            self._thread().dirty.add((team_id, actor))
+            yield cur
+
+    def after_commit(self, callback: Callable[[], Any]) -> None:
+        state = self._thread()
+        if state.depth:
+            state.after_commit.append(callback)
+            return
+        callback()
+
+    def close(self) -> None:
+        self._stop_listening.set()
+        self._closed = True
+        for state in list(self._all):
+            state.drop()
+        if self._listener is not None:
+            self._listener.join(timeout=2.0)
+
+    # ---- teams and actors --------------------------------------------------------------------
+
+    def team_exists(self, team_id: str) -> bool:
+        with self._cursor() as cur:
+            cur.execute("SELECT 1 FROM toolcards_teams WHERE team_id=%s", (team_id,))
+            return cur.fetchone() is not None
+
+    def open_team(self, team_id: str) -> None:
+        with self._cursor() as cur:
+            cur.execute(
+                "INSERT INTO toolcards_teams (team_id, created_at) VALUES (%s, %s) "
+                "ON CONFLICT (team_id) DO UPDATE SET stopped_at = NULL",
+                (team_id, time.time()),
+            )
+
+    def mark_stopped(self, team_id: str) -> None:
+        with self._cursor() as cur:
+            cur.execute(
+                "UPDATE toolcards_teams SET stopped_at=%s WHERE team_id=%s",
+                (time.time(), team_id),
+            )
+
+    def record_actor(self, team_id: str, name: str, tag: str, config: str | None) -> None:
+        with self._cursor() as cur:
+            cur.execute(
+                "INSERT INTO toolcards_actors VALUES (%s, %s, %s, %s, %s) "
+                "ON CONFLICT (team_id, name) DO UPDATE SET tag = EXCLUDED.tag, "
+                "config = EXCLUDED.config",
+                (team_id, name, tag, config, time.time()),
+            )
+
+    def recorded_actors(self, team_id: str) -> list[tuple[str, str, str | None]]:
+        with self._cursor() as cur:
+            cur.execute(
+                "SELECT name, tag, config FROM toolcards_actors WHERE team_id=%s "
+                "ORDER BY created_at",
+                (team_id,),
+            )
+            return [(str(n), str(t), c) for n, t, c in cur.fetchall()]
+
+    # ---- state -------------------------------------------------------------------------------
+
+    def state_get(self, team_id: str, actor: str, key: str) -> Any | None:
+        with self._cursor() as cur:
+            cur.execute(
+                "SELECT value FROM toolcards_state WHERE team_id=%s AND actor=%s AND key=%s",
+                (team_id, actor, key),
+            )
+            row = cur.fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def state_put(self, team_id: str, actor: str, key: str, value: Any) -> None:
+        text = dumps(value)
+        with self._write(team_id, actor) as cur:
+            cur.execute(
+                "INSERT INTO toolcards_state VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (team_id, actor, key) DO UPDATE SET value = EXCLUDED.value",
+                (team_id, actor, key, text),
+            )
+
+    def state_delete(self, team_id: str, actor: str, key: str) -> None:
+        with self._write(team_id, actor) as cur:
+            cur.execute(
+                "DELETE FROM toolcards_state WHERE team_id=%s AND actor=%s AND key=%s",
+                (team_id, actor, key),
+            )
+
+    def state_items(
+        self, team_id: str, actor: str, prefix: str = "", *, after: str = "", limit: int = 0
+    ) -> list[tuple[str, Any]]:
+        low, op = (after, ">") if after > prefix else (prefix, ">=")
+        sql = (
+            f"SELECT key, value FROM toolcards_state WHERE team_id=%s AND actor=%s "
+            f"AND key {op} %s AND key < %s ORDER BY key"
+        )
+        params: tuple[Any, ...] = (team_id, actor, low, prefix + _KEY_END)
+        if limit:
+            sql += " LIMIT %s"
+            params = (*params, limit)
+        with self._cursor() as cur:
+            cur.execute(sql, params)
+            rows = cur.fetchall()
+        return [(str(key), json.loads(value)) for key, value in rows]
+
+    def state_count(self, team_id: str, actor: str, prefix: str = "") -> int:
+        with self._cursor() as cur:
+            cur.execute(
+                "SELECT COUNT(*) FROM toolcards_state WHERE team_id=%s AND actor=%s "
+                "AND key >= %s AND key < %s",
+                (team_id, actor, prefix, prefix + _KEY_END),
+            )
+            row = cur.fetchone()
+        return int(row[0])
+
+    # ---- events ------------------------------------------------------------------------------
+
+    def append_event(
+        self, team_id: str, tool_id: str, payload: str, payload_type: str | None, timestamp: float
+    ) -> tuple[int, int]:
+        with self._write(team_id, tool_id) as cur:
+            cur.execute(
+                "INSERT INTO toolcards_tool_seqs VALUES (%s, %s, 1) "
+                "ON CONFLICT (team_id, tool_id) DO UPDATE SET seq = toolcards_tool_seqs.seq + 1 "
+                "RETURNING seq",
+                (team_id, tool_id),
+            )
+            seq = int(cur.fetchone()[0])
+            cur.execute(
+                "INSERT INTO toolcards_teams (team_id, created_at, last_pos) VALUES (%s, %s, 1) "
+                "ON CONFLICT (team_id) DO UPDATE SET last_pos = toolcards_teams.last_pos + 1 "
+                "RETURNING last_pos",
+                (team_id, time.time()),
+            )
+            position = int(cur.fetchone()[0])
+            cur.execute(
+                "INSERT INTO toolcards_events VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                (team_id, position, tool_id, seq, payload, payload_type, timestamp),
+            )
+            cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, team_id))
+        return position, seq
+
+    def read_events(self, team_id: str, after: int, limit: int = 1000) -> list[EventRow]:
+        with self._cursor() as cur:
+            cur.execute(
+                "SELECT team_pos, tool_id, seq, payload, payload_type, timestamp "
+                "FROM toolcards_events WHERE team_id=%s AND team_pos > %s "
+                "ORDER BY team_pos LIMIT %s",
+                (team_id, after, limit),
+            )
+            rows = cur.fetchall()
+        return [EventRow(int(p), t, int(s), d, k, float(ts)) for p, t, s, d, k, ts in rows]
+
+    def last_seq(self, team_id: str, tool_id: str) -> int:
+        with self._cursor() as cur:
+            cur.execute(
+                "SELECT seq FROM toolcards_tool_seqs WHERE team_id=%s AND tool_id=%s",
+                (team_id, tool_id),
+            )
+            row = cur.fetchone()
+        return 0 if row is None else int(row[0])
+
+    def last_position(self, team_id: str) -> int:
+        with self._cursor() as cur:
+            cur.execute("SELECT last_pos FROM toolcards_teams WHERE team_id=%s", (team_id,))
+            row = cur.fetchone()
+        return 0 if row is None else int(row[0])
+
+    def compact_events(
+        self, team_id: str, *, keep_per_tool: int | None, before: float | None
+    ) -> list[Compaction]:
+        done: list[Compaction] = []
+        with self.transaction(), self._cursor() as cur:
+            cur.execute(
+                "SELECT tool_id, seq FROM toolcards_tool_seqs WHERE team_id=%s AND tool_id<>%s",
+                (team_id, LIFECYCLE_TOOL),
+            )
+            for tool_id, last in cur.fetchall():
+                through = 0 if keep_per_tool is None else int(last) - keep_per_tool
+                if before is not None:
+                    cur.execute(
+                        "SELECT MAX(seq) FROM toolcards_events WHERE team_id=%s AND tool_id=%s "
+                        "AND timestamp < %s",
+                        (team_id, tool_id, before),
+                    )
+                    through = max(through, int(cur.fetchone()[0] or 0))
+                if through <= 0:
+                    continue
+                cur.execute(
+                    "DELETE FROM toolcards_events WHERE team_id=%s AND tool_id=%s AND seq < %s",
+                    (team_id, tool_id, through),
+                )
+                removed = cur.rowcount
+                marker = dumps(compaction_marker(through))
+                cur.execute(
+                    "UPDATE toolcards_events SET payload=%s, payload_type=NULL WHERE "
+                    "team_id=%s AND tool_id=%s AND seq=%s AND payload <> %s",
+                    (marker, team_id, tool_id, through, marker),
+                )
+                if removed or cur.rowcount:
+                    done.append(Compaction(str(tool_id), through, removed + cur.rowcount))
+        return done
+
+    # ---- cross-process coherence -------------------------------------------------------------
+
+    def actor_version(self, team_id: str, actor: str) -> int:
+        with self._cursor() as cur:
+            cur.execute(
+                "SELECT version FROM toolcards_actor_versions WHERE team_id=%s AND actor=%s",
+                (team_id, actor),
+            )
+            row = cur.fetchone()
+        return 0 if row is None else int(row[0])
+
+    def secret_location(self) -> str:
+        return self._url
+
+    def writes_pending(self, team_id: str, actor: str) -> bool:
+        return (team_id, actor) in self._thread().dirty
+
+    def lock_actor(self, team_id: str, actor: str) -> None:
+        with self._cursor() as cur:
+            cur.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{team_id}/{actor}",)
+            )
+
+    def watch(self, team_id: str, callback: Callable[[], Any]) -> Callable[[], None]:
+        with self._watch_lock:
+            self._watchers.setdefault(team_id, []).append(callback)
+            if self._listener is None:
+                self._listener = threading.Thread(
+                    target=self._listen, name="toolcards-pg-listen", daemon=True
+                )
+                self._listener.start()
+
+        def unwatch() -> None:
+            with self._watch_lock:
+                found = self._watchers.get(team_id, [])
+                if callback in found:
+                    found.remove(callback)
+
+        return unwatch
+
+    def _listen(self) -> None:
+        """Wake the watchers of a team on each NOTIFY; reconnect (backing off) when the
+        connection drops, and wake everyone after a reconnect (a notice may have been lost)."""
+        delay = 0.1
+        while not self._stop_listening.is_set():
+            try:
+                conn = self._open()
+            except StoreUnavailable:
+                self._stop_listening.wait(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            delay = 0.1
+            try:
+                conn.execute(f"LISTEN {CHANNEL}")
+                self._wake_all()
+                while not self._stop_listening.is_set():
+                    for note in conn.notifies(timeout=0.5):
+                        self._wake(note.payload)
+            except Exception:  # the connection dropped: reconnect
+                log.debug("event listener of %s lost its connection", self.location)
+            finally:
+                with contextlib.suppress(Exception):
+                    conn.close()
+
+    def _wake(self, team_id: str) -> None:
+        with self._watch_lock:
+            callbacks = list(self._watchers.get(team_id, ()))
+        for callback in callbacks:
+            callback()
+
+    def _wake_all(self) -> None:
+        with self._watch_lock:
+            teams = list(self._watchers)
+        for team_id in teams:
+            self._wake(team_id)

@@ -1,0 +1,276 @@
+"""The distributed actor backend: tool actors as Ray named actors, one per team cluster-wide.
+
+Actors live in a per-team namespace (``toolcards-<team id>`` unless given), are created
+get-if-exists (so concurrent binders from many processes end up with one actor), detached
+(they outlive the process that created them) and restarted by Ray when their worker dies:
+the restarted actor runs its factory again and reloads its state from the store. A call in
+flight when the worker died fails with :class:`ActorUnavailable` (retry it); calls made
+after the restart are served. Needs the ``ray`` extra.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from toolcards.core.actors import ActorUnavailable
+from toolcards.core.errors import ToolcardsError
+from toolcards.runtime.system import HandleBase
+
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep addresses on loopback
+
+
+class ActorSystemUnavailable(ToolcardsError):
+    """The actor system (a Ray cluster) cannot be reached."""
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:  # pragma: no cover - exercised without the extra
+        raise ImportError("the Ray actor system needs ray: pip install 'toolcards[ray]'") from exc
+    return ray
+
+
+class _RayHost:
+    """The Ray actor class: runs one target object built by a picklable factory."""
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self.target: Any = None
+        self.start_error: BaseException | None = None
+        try:
+            self.target = factory()
+            hook = getattr(self.target, "on_start", None)
+            if hook is not None:
+                hook()
+        except Exception as exc:
+            self.start_error = exc
+
+    def started(self) -> BaseException | None:
+        return self.start_error
+
+    def call(self, method: str, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        if method.startswith("_"):
+            raise AttributeError(f"actor does not expose {method!r}")
+        return getattr(self.target, method)(*args, **kw)
+
+    def ping(self) -> bool:
+        return True
+
+    def stop(self) -> None:
+        try:
+            hook = getattr(self.target, "on_stop", None)
+            if hook is not None and self.start_error is None:
+                hook()
+        finally:
+            _ray().actor.exit_actor()
+
+
+class RayHandle(HandleBase[Any]):
+    """An :class:`ActorHandle` over a Ray actor handle."""
+
+    __slots__ = ("_actor",)
+
+    def __init__(self, name: str, actor: Any) -> None:
+        super().__init__(name)
+        self._actor = actor
+
+    def _ask(self, method: str, args: tuple[Any, ...], kw: dict[str, Any], timeout: float) -> Any:
+        ray = _ray()
+        try:
+            ref = self._actor.call.remote(method, args, kw)
+            return ray.get(ref, timeout=timeout)
+        except ray.exceptions.GetTimeoutError:
+            raise TimeoutError(
+                f"{self._name}.{method} did not answer within {timeout:g}s"
+            ) from None
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
+            raise ActorUnavailable(
+                f"actor {self._name} was not available for {method} (it may be restarting; "
+                "retry the call)"
+            ) from None
+        except ray.exceptions.RayTaskError as exc:
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, BaseException):
+                raise cause from None
+            raise
+
+    def _tell(self, method: str, args: tuple[Any, ...], kw: dict[str, Any]) -> None:
+        ray = _ray()
+        try:
+            self._actor.call.remote(method, args, kw)
+        except ray.exceptions.RayActorError:
+            raise ActorUnavailable(f"actor {self._name} is not running") from None
+
+    def is_alive(self) -> bool:
+        ray = _ray()
+        try:
+            return bool(ray.get(self._actor.ping.remote(), timeout=self.timeout))
+        except Exception:
+            return False
+
+    @property
+    def actor(self) -> Any:
+        """The underlying Ray actor handle."""
+        return self._actor
+
+
+class RayActorSystem:
+    """An :class:`~toolcards.runtime.ActorSystem` on a Ray cluster.
+
+    ``address`` is a Ray cluster address (``127.0.0.1:6379``, ``ray://host:10001``); by
+    default ``RAY_ADDRESS``, else an already initialised Ray, else a new local one.
+    ``namespace`` keeps one team's actors apart from another's. Factories handed to
+    :meth:`spawn` run in Ray worker processes, so they must be picklable.
+    """
+
+    def __init__(
+        self,
+        address: str | None = None,
+        namespace: str = "toolcards",
+        *,
+        connect_timeout: float = 10.0,
+        max_restarts: int = -1,
+        init_options: dict[str, Any] | None = None,
+    ) -> None:
+        self.address = address
+        self.namespace = namespace
+        self.connect_timeout = connect_timeout
+        self.max_restarts = max_restarts
+        self._init_options = dict(init_options or {})
+        self._started_ray = False
+        self._connected = False
+
+    def __repr__(self) -> str:
+        return f"<RayActorSystem {self.address or 'local'} namespace={self.namespace}>"
+
+    def for_namespace(self, namespace: str) -> RayActorSystem:
+        """The same cluster with another namespace."""
+        other = RayActorSystem(
+            self.address,
+            namespace,
+            connect_timeout=self.connect_timeout,
+            max_restarts=self.max_restarts,
+            init_options=self._init_options,
+        )
+        other._connected = self._connected
+        return other
+
+    # ---- connection --------------------------------------------------------------------------
+
+    def connect(self) -> Any:
+        """Connect to (or start) Ray once; the ``ray`` module."""
+        ray = _ray()
+        if self._connected or ray.is_initialized():
+            self._connected = True
+            return ray
+        address = self.address or os.environ.get("RAY_ADDRESS") or None
+        if address and address != "auto":
+            _check_reachable(address, self.connect_timeout)
+        options = {"include_dashboard": False, "log_to_driver": False, **self._init_options}
+        try:
+            ray.init(address=address, ignore_reinit_error=True, **options)
+        except ConnectionError as exc:
+            raise ActorSystemUnavailable(
+                f"cannot connect to the Ray cluster at {address}: {exc}; start it "
+                "(`ray start --head`) or unset RAY_ADDRESS to run a local one"
+            ) from None
+        self._started_ray = address is None
+        self._connected = True
+        return ray
+
+    # ---- the ActorSystem interface -----------------------------------------------------------
+
+    def spawn(
+        self, name: str, factory: Callable[[], Any], *, start_timeout: float = 60.0
+    ) -> RayHandle:
+        ray = self.connect()
+        remote = ray.remote(_RayHost).options(
+            name=name,
+            namespace=self.namespace,
+            get_if_exists=True,
+            lifetime="detached",
+            max_restarts=self.max_restarts,
+            max_task_retries=0,
+            max_concurrency=1,
+            num_cpus=0,
+        )
+        actor = remote.remote(factory)
+        try:
+            error = ray.get(actor.started.remote(), timeout=start_timeout)
+        except ray.exceptions.GetTimeoutError:
+            raise TimeoutError(f"actor {name} did not start within {start_timeout:g}s") from None
+        except ray.exceptions.RayActorError as exc:
+            raise ActorUnavailable(f"actor {name} failed to start: {exc}") from None
+        if isinstance(error, BaseException):
+            with contextlib.suppress(Exception):
+                ray.kill(actor, no_restart=True)
+            raise error
+        return RayHandle(name, actor)
+
+    def lookup(self, name: str) -> RayHandle | None:
+        ray = self.connect()
+        try:
+            actor = ray.get_actor(name, namespace=self.namespace)
+        except ValueError:
+            return None
+        return RayHandle(name, actor)
+
+    def names(self) -> list[str]:
+        ray = self.connect()
+        found = ray.util.list_named_actors(all_namespaces=True)
+        return sorted(a["name"] for a in found if a.get("namespace") == self.namespace)
+
+    def stop(self, names: Sequence[str], timeout: float) -> list[str]:
+        ray = self.connect()
+        pending: dict[Any, tuple[str, Any]] = {}
+        for name in names:
+            handle = self.lookup(name)
+            if handle is not None:
+                pending[handle.actor.stop.remote()] = (name, handle.actor)
+        deadline = time.monotonic() + max(timeout, 0.0)
+        refs = list(pending)
+        while refs and time.monotonic() < deadline:
+            _, refs = ray.wait(refs, timeout=max(deadline - time.monotonic(), 0.0))
+        abandoned = []
+        for ref in refs:
+            name, actor = pending[ref]
+            abandoned.append(name)
+        for _, actor in pending.values():  # exit_actor may leave it restartable: make sure
+            with contextlib.suppress(Exception):
+                ray.kill(actor, no_restart=True)
+        return abandoned
+
+    def stop_later(self, name: str) -> None:
+        handle = self.lookup(name)
+        if handle is not None:
+            handle.actor.stop.remote()
+
+    def shutdown(self) -> None:
+        """Disconnect from Ray (stopping it when this object started a local one)."""
+        if self._started_ray:
+            ray = _ray()
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+            self._started_ray = False
+        self._connected = False
+
+
+def _check_reachable(address: str, timeout: float) -> None:
+    """A bounded TCP check of ``host:port`` (``ray://`` too) before Ray's long retries."""
+    target = address.removeprefix("ray://")
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return
+    except OSError as exc:
+        raise ActorSystemUnavailable(
+            f"cannot reach the Ray cluster at {address} ({exc}); start it with "
+            "`ray start --head` (or give another address)"
+        ) from None

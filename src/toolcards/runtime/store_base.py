@@ -1,0 +1,303 @@
+"""The one store interface a team runs on, and what is shared by its implementations.
+
+Two implementations pass one contract test-suite: :class:`~toolcards.runtime.store.TeamStore`
+(SQLite: a file or memory, one writing process) and
+:class:`~toolcards.runtime.postgres.PostgresStore` (PostgreSQL: many processes and machines).
+:func:`open_store` picks one from a location: a path or ``":memory:"``, or a
+``postgresql://`` URL.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic_core import to_jsonable_python
+
+from toolcards.core.errors import RetriableError, ToolcardsError
+
+SCHEMA_VERSION = 2
+"""The version of the store layout this code writes (both backends)."""
+
+
+class StoreLockedError(ToolcardsError):
+    """Another process holds the store file open for writing (single writer per SQLite file)."""
+
+
+class StoreClosedError(ToolcardsError):
+    """The store was closed (its team stopped); no more reads or writes."""
+
+
+class StoreUnavailable(RetriableError):
+    """The store cannot be reached right now (connection lost or refused); retry later.
+
+    Nothing acknowledged before it was raised is lost: a failed call committed nothing.
+    """
+
+
+class SchemaTooNew(ToolcardsError):
+    """The store was written by a newer toolcards; this one cannot read it safely."""
+
+
+class EventRow(NamedTuple):
+    """One stored event: its position in the team log, tool, seq and JSON payload."""
+
+    position: int
+    tool_id: str
+    seq: int
+    payload: str
+    payload_type: str | None
+    timestamp: float
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """What :meth:`Store.compact_events` did for one tool: every event before ``through_seq``
+    is gone and event ``through_seq`` became a ``compacted`` marker (``removed`` rows
+    changed)."""
+
+    tool_id: str
+    through_seq: int
+    removed: int
+
+
+def dumps(value: Any) -> str:
+    """JSON text of ``value``; pydantic models, dates and sets are converted on the way."""
+    return json.dumps(value, default=to_jsonable_python, separators=(",", ":"))
+
+
+def redact_url(url: str) -> str:
+    """``url`` without its password (``postgresql://u:***@host/db``), for logs and errors."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    user = parts.username or ""
+    return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, ""))
+
+
+def is_postgres_url(location: str) -> bool:
+    """True for ``postgresql://`` and ``postgres://`` locations."""
+    return location.startswith(("postgresql://", "postgres://"))
+
+
+LIFECYCLE_TOOL = "team"
+"""The tool id of the team's lifecycle events (never compacted)."""
+
+
+def compaction_marker(through_seq: int) -> dict[str, Any]:
+    """The payload that replaces the newest compacted event of a tool: every earlier event of
+    the tool is gone; the tool's state rows hold what they added up to."""
+    return {"compacted": {"through_seq": through_seq}}
+
+
+class Store(ABC):
+    """Durable team state: tool-actor state rows, the event log, recorded actors, teams.
+
+    Every method is thread-safe. Statements outside :meth:`transaction` commit on their own;
+    inside it they commit together when the outermost block exits, and callbacks registered
+    with :meth:`after_commit` run after that commit.
+    """
+
+    location: str
+    """Where the store lives, printable (a URL's password is never included)."""
+    in_memory: bool = False
+    shared: bool = False
+    """True when several processes may hold the same team in this store at once."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.rollback_hooks: list[Callable[[], Any]] = []
+        """Called after a transaction rolls back (caches derived from the store reload)."""
+
+    # ---- connection and transactions ---------------------------------------------------------
+
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[None]:
+        """One atomic transaction (nestable: inner blocks join the outer one)."""
+
+    @abstractmethod
+    def after_commit(self, callback: Callable[[], Any]) -> None:
+        """Run ``callback`` once the current transaction commits (now, outside of one)."""
+
+    @property
+    @abstractmethod
+    def closed(self) -> bool:
+        """True once :meth:`close` ran."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the connection (and the file lock, for SQLite)."""
+
+    def checkpoint(self) -> None:  # noqa: B027 - optional: most stores have nothing to fold
+        """Fold a write-ahead log into the main file, where there is one."""
+
+    # ---- teams and actors --------------------------------------------------------------------
+
+    @abstractmethod
+    def team_exists(self, team_id: str) -> bool: ...
+
+    @abstractmethod
+    def open_team(self, team_id: str) -> None:
+        """Record ``team_id`` as running (created if new)."""
+
+    @abstractmethod
+    def mark_stopped(self, team_id: str) -> None: ...
+
+    @abstractmethod
+    def record_actor(self, team_id: str, name: str, tag: str, config: str | None) -> None:
+        """Record that ``name`` runs the actor class tagged ``tag`` with ``config`` (JSON)."""
+
+    @abstractmethod
+    def recorded_actors(self, team_id: str) -> list[tuple[str, str, str | None]]:
+        """``(name, actor_tag, config_json)`` of every recorded actor, oldest first."""
+
+    # ---- state -------------------------------------------------------------------------------
+
+    @abstractmethod
+    def state_get(self, team_id: str, actor: str, key: str) -> Any | None: ...
+
+    @abstractmethod
+    def state_put(self, team_id: str, actor: str, key: str, value: Any) -> None: ...
+
+    @abstractmethod
+    def state_delete(self, team_id: str, actor: str, key: str) -> None: ...
+
+    @abstractmethod
+    def state_items(
+        self, team_id: str, actor: str, prefix: str = "", *, after: str = "", limit: int = 0
+    ) -> list[tuple[str, Any]]:
+        """``(key, value)`` with ``key`` starting with ``prefix`` and after ``after``, in key
+        order; at most ``limit`` rows (0: all)."""
+
+    @abstractmethod
+    def state_count(self, team_id: str, actor: str, prefix: str = "") -> int: ...
+
+    # ---- events ------------------------------------------------------------------------------
+
+    @abstractmethod
+    def append_event(
+        self, team_id: str, tool_id: str, payload: str, payload_type: str | None, timestamp: float
+    ) -> tuple[int, int]:
+        """Append one event; returns ``(position, seq)``. The store assigns both, so positions
+        and per-tool seqs stay gap-free under concurrent writers."""
+
+    @abstractmethod
+    def read_events(self, team_id: str, after: int, limit: int = 1000) -> list[EventRow]:
+        """Committed events of ``team_id`` with ``position > after``, in log order."""
+
+    @abstractmethod
+    def last_seq(self, team_id: str, tool_id: str) -> int:
+        """The seq of ``tool_id``'s last event (0 when none). O(1)."""
+
+    @abstractmethod
+    def last_position(self, team_id: str) -> int:
+        """The position of the team's last event (0 when none). O(1)."""
+
+    @abstractmethod
+    def compact_events(
+        self, team_id: str, *, keep_per_tool: int | None, before: float | None
+    ) -> list[Compaction]:
+        """Drop old events of every tool except lifecycle ones: all but the newest
+        ``keep_per_tool``, and/or those older than ``before`` (epoch seconds). The newest
+        dropped event of a tool stays as a marker, so seqs seen by readers have no gap."""
+
+    def secret_location(self) -> str:
+        """What :func:`open_store` needs to open this store again in another process (a URL
+        with its password: never print it)."""
+        return self.location
+
+    # ---- cross-process coherence -------------------------------------------------------------
+
+    def actor_version(self, team_id: str, actor: str) -> int:
+        """A number that changes whenever another process commits a change of ``actor``'s
+        state or events (always 0 in a store one process owns)."""
+        return 0
+
+    def lock_actor(self, team_id: str, actor: str) -> None:  # noqa: B027 - no-op alone
+        """Inside a transaction: serialize with every other process calling ``actor``."""
+
+    def writes_pending(self, team_id: str, actor: str) -> bool:
+        """Inside a transaction: True when it changed ``actor``'s state or events (its version
+        moves by one when it commits)."""
+        return False
+
+    def watch(self, team_id: str, callback: Callable[[], Any]) -> Callable[[], None]:
+        """Call ``callback`` (on a store thread) whenever another process commits events of
+        ``team_id``; returns a function that stops the calls. A store only this process
+        writes never calls it (the event log wakes its readers itself)."""
+        return _nothing
+
+
+def _nothing() -> None:
+    return None
+
+
+class StateNamespace:
+    """One tool actor's durable key/value state: one row per key.
+
+    Values are JSON (pydantic models are dumped). Each ``put``/``delete`` commits on its own;
+    ``with state.batch():`` makes several of them (and events emitted inside) one transaction.
+    Reads go to the store, so an actor may keep as little in memory as it likes (see
+    :meth:`count` and :meth:`iter_items` for large namespaces).
+    """
+
+    def __init__(self, store: Store, team_id: str, actor: str) -> None:
+        self._store = store
+        self._team_id = team_id
+        self._actor = actor
+
+    def get(self, key: str) -> Any | None:
+        """The value stored under ``key``, or None."""
+        return self._store.state_get(self._team_id, self._actor, key)
+
+    def put(self, key: str, value: Any) -> None:
+        """Store the JSON-serializable ``value`` under ``key``."""
+        self._store.state_put(self._team_id, self._actor, key, value)
+
+    def delete(self, key: str) -> None:
+        """Remove ``key`` (no error when it is absent)."""
+        self._store.state_delete(self._team_id, self._actor, key)
+
+    def items(self, prefix: str = "") -> Iterator[tuple[str, Any]]:
+        """``(key, value)`` pairs whose key starts with ``prefix``, in key order."""
+        return iter(self._store.state_items(self._team_id, self._actor, prefix))
+
+    def iter_items(self, prefix: str = "", batch: int = 1000) -> Iterator[tuple[str, Any]]:
+        """Like :meth:`items`, read ``batch`` rows at a time (memory stays bounded)."""
+        after = ""
+        while True:
+            rows = self._store.state_items(
+                self._team_id, self._actor, prefix, after=after, limit=batch
+            )
+            yield from rows
+            if len(rows) < batch:
+                return
+            after = rows[-1][0]
+
+    def count(self, prefix: str = "") -> int:
+        """How many keys start with ``prefix`` (one indexed query, no rows loaded)."""
+        return self._store.state_count(self._team_id, self._actor, prefix)
+
+    def batch(self) -> AbstractContextManager[None]:
+        """A context manager: every put/delete/emit inside commits atomically at exit."""
+        return self._store.transaction()
+
+
+def open_store(location: str, *, durable: bool = False, connect_timeout: float = 5.0) -> Store:
+    """The store at ``location``: a ``postgresql://`` URL, a SQLite path, or ``":memory:"``."""
+    if is_postgres_url(location):
+        from toolcards.runtime.postgres import PostgresStore
+
+        return PostgresStore(location, connect_timeout=connect_timeout)
+    from toolcards.runtime.store import TeamStore
+
+    return TeamStore(location, durable=durable)

@@ -1,0 +1,275 @@
+"""How a tool actor is built wherever it runs, and kept coherent when several processes run it.
+
+:class:`ToolActorFactory` is picklable: in this process it builds the actor on the team's own
+host; in a Ray worker process it opens a :class:`WorkerHost` (the store from its URL, the
+event log, the cluster's actors) and builds it there. With a store several processes share
+and a local actor system (Pykka), each process runs its own copy of a tool actor;
+:class:`Coherent` makes those copies behave as one: every call runs in one store transaction
+under a cross-process lock of the tool, after reloading the actor when another process
+changed its state since this copy last saw it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from pydantic import BaseModel
+
+from toolcards.core.actors import ActorHandle
+from toolcards.runtime.events import EventLog
+from toolcards.runtime.messaging import MESSAGES, USER, MemberMessage, sent_event
+from toolcards.runtime.store_base import StateNamespace, Store, StoreClosedError, open_store
+from toolcards.runtime.system import ActorSystem
+from toolcards.runtime.tool_actor import ToolActor, ToolActorContext
+
+if TYPE_CHECKING:
+    from toolcards.runtime.host import ActorHost
+
+A = TypeVar("A")
+
+TRANSIENT_PREFIX = "#defer-"
+"""Tool actors with this prefix (deferred workers) are short-lived and never recorded."""
+
+ROSTER = "~members"
+"""The state namespace of the roster (one ``member:<name>`` row per member)."""
+
+
+def config_of(cls: type[ToolActor], config: str | None) -> BaseModel | None:
+    """The stored JSON ``config`` read with ``cls.config_type``."""
+    if config is None:
+        return None
+    if cls.config_type is None:
+        raise TypeError(f"{cls.actor_tag} declares no config_type to read its stored config")
+    return cls.config_type.model_validate_json(config)
+
+
+class Lifecycle:
+    """Wraps an actor's target so its stop is recorded as a lifecycle event."""
+
+    def __init__(self, target: Any, log: EventLog, name: str) -> None:
+        self._target = target
+        self._log = log
+        self._name = name
+
+    def on_start(self) -> None:
+        hook = getattr(self._target, "on_start", None)
+        if hook is not None:
+            hook()
+
+    def on_stop(self) -> None:
+        try:
+            hook = getattr(self._target, "on_stop", None)
+            if hook is not None:
+                hook()
+        finally:
+            with contextlib.suppress(StoreClosedError):  # an abandoned actor outlived its team
+                self._log.lifecycle("actor_stopped", name=self._name)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._target, name)
+
+
+class Coherent:
+    """A tool actor copy that stays in step with the other processes' copies of it.
+
+    Each public call: one store transaction, the tool's cross-process lock, a reload of the
+    copy (a fresh object, its ``on_start``) when the tool's version moved since this copy
+    last saw it, then the call. A call that fails rolls back whatever it wrote, and the copy
+    reloads before the next call.
+    """
+
+    def __init__(self, build: Callable[[], Any], store: Store, team_id: str, name: str) -> None:
+        self._build = build
+        self._store = store
+        self._team_id = team_id
+        self._name = name
+        self._target: Any = None
+        self._seen: int | None = None
+
+    def on_start(self) -> None:
+        self._target = self._build()
+        self._seen = self._store.actor_version(self._team_id, self._name)
+        hook = getattr(self._target, "on_start", None)
+        if hook is not None:
+            hook()
+
+    def on_stop(self) -> None:
+        hook = getattr(self._target, "on_stop", None)
+        if hook is not None:
+            hook()
+
+    def _reload(self) -> None:
+        with contextlib.suppress(Exception):
+            self.on_stop()
+        self._target = self._build()
+        hook = getattr(self._target, "on_start", None)
+        if hook is not None:
+            hook()
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._target, name)
+        if name.startswith("_") or not callable(method):
+            return method
+
+        def coherent(*args: Any, **kwargs: Any) -> Any:
+            store = self._store
+            try:
+                with store.transaction():
+                    store.lock_actor(self._team_id, self._name)
+                    version = store.actor_version(self._team_id, self._name)
+                    if version != self._seen:
+                        self._reload()
+                    result = getattr(self._target, name)(*args, **kwargs)
+                    wrote = store.writes_pending(self._team_id, self._name)
+            except BaseException:
+                self._seen = None  # whatever the copy did in memory is not in the store
+                raise
+            self._seen = version + 1 if wrote else version  # our commit's own bump
+            return result
+
+        return coherent
+
+
+class ToolActorFactory:
+    """Builds a tool actor; picklable, so an actor system may build it in another process."""
+
+    def __init__(
+        self,
+        team_id: str,
+        store_location: str,
+        name: str,
+        actor_cls: type[ToolActor],
+        config: str | None,
+        *,
+        host: ActorHost | None = None,
+        store: Store | None = None,
+        system: ActorSystem | None = None,
+    ) -> None:
+        self.team_id = team_id
+        self.store_location = store_location
+        self.name = name
+        self.actor_cls = actor_cls
+        self.config = config
+        self.system = system
+        self._host = host
+        self._store = store
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_host"] = state["_store"] = None  # rebuilt where the actor runs
+        return state
+
+    def __repr__(self) -> str:
+        return f"<ToolActorFactory {self.name} of team {self.team_id}>"
+
+    def __call__(self) -> Any:
+        if self._host is None or self._store is None:
+            if self.system is None:
+                raise RuntimeError(f"{self!r} has neither a host nor an actor system")
+            worker = WorkerHost.get(self.team_id, self.store_location, self.system)
+            host: ActorHost = worker
+            store = worker.store
+        else:
+            host, store = self._host, self._store
+        cfg = config_of(self.actor_cls, self.config)
+
+        def build() -> ToolActor:
+            ctx = ToolActorContext(
+                self.name, host, StateNamespace(store, self.team_id, self.name), host.log
+            )
+            return self.actor_cls(ctx, cfg)
+
+        local_copy = self._host is not None and store.shared
+        target: Any = Coherent(build, store, self.team_id, self.name) if local_copy else build()
+        return Lifecycle(target, host.log, self.name)
+
+
+class WorkerHost:
+    """The team as a tool actor sees it inside a worker process of a distributed system."""
+
+    _hosts: ClassVar[dict[tuple[str, str], WorkerHost]] = {}
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, team_id: str, store_location: str, system: ActorSystem) -> None:
+        self.team_id = team_id
+        self.store = open_store(store_location)
+        self.log = EventLog(self.store, team_id)
+        self.system = system
+        self._store_location = store_location
+        self._local: Any = None
+
+    @classmethod
+    def get(cls, team_id: str, store_location: str, system: ActorSystem) -> WorkerHost:
+        """One host per team and store in this process."""
+        with cls._lock:
+            key = (team_id, store_location)
+            found = cls._hosts.get(key)
+            if found is None or found.store.closed:
+                found = cls._hosts[key] = cls(team_id, store_location, system)
+            return found
+
+    @property
+    def running(self) -> bool:
+        return not self.store.closed
+
+    def state_of(self, name: str) -> StateNamespace:
+        return StateNamespace(self.store, self.team_id, name)
+
+    def _local_system(self) -> Any:
+        if self._local is None:
+            from toolcards.runtime.pykka_system import PykkaActorSystem
+
+            self._local = PykkaActorSystem()
+        return self._local
+
+    def actor(self, name: str) -> ActorHandle[Any] | None:
+        if name.startswith(TRANSIENT_PREFIX) and self._local is not None:
+            return self._local.lookup(name)  # type: ignore[no-any-return]
+        found = self.system.lookup(name)
+        return found if found is None or found.is_alive() else None
+
+    def tool_actor(
+        self, name: str, actor_cls: type[A], config: BaseModel | None = None
+    ) -> ActorHandle[A]:
+        if not (isinstance(actor_cls, type) and issubclass(actor_cls, ToolActor)):
+            raise TypeError(f"tool actors subclass ToolActor, got {actor_cls!r}")
+        text = None if config is None else config.model_dump_json()
+        if name.startswith(TRANSIENT_PREFIX):  # short-lived helpers stay in this process
+            factory = ToolActorFactory(
+                self.team_id,
+                self._store_location,
+                name,
+                actor_cls,
+                text,
+                host=self,
+                store=self.store,
+                system=self.system,
+            )
+            return self._local_system().spawn(name, factory)  # type: ignore[no-any-return]
+        factory = ToolActorFactory(
+            self.team_id, self._store_location, name, actor_cls, text, system=self.system
+        )
+        handle = self.system.spawn(name, factory)
+        self.store.record_actor(self.team_id, name, actor_cls.actor_tag, text)
+        return handle
+
+    def stop_later(self, name: str) -> None:
+        if name.startswith(TRANSIENT_PREFIX) and self._local is not None:
+            self._local.stop_later(name)
+        else:
+            self.system.stop_later(name)
+
+    def is_member(self, name: str) -> bool:
+        return self.state_of(ROSTER).get(f"member:{name}") is not None
+
+    def post(self, to: str, content: str, *, sender: str = USER) -> MemberMessage:
+        """Leave ``content`` for the member ``to``: the process that runs the member delivers
+        it (members of a team are reached through the team's event log)."""
+        if not self.is_member(to):
+            raise LookupError(f"team {self.team_id} has no member {to!r:.80}")
+        message = MemberMessage(sender=sender, recipient=to, content=content)
+        self.log.append(MESSAGES, {**sent_event(message), "deliver": True})
+        return message

@@ -1,0 +1,162 @@
+"""Real servers for the test session: a throwaway PostgreSQL cluster and a local Ray cluster.
+
+Each starts once per session (``tests/conftest.py``), listens on 127.0.0.1 only, and is
+stopped at the end. When a server cannot start here, the tests that need it are skipped with
+the reason (CI installs everything, so there they run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _pg_bindir() -> Path | None:
+    found = shutil.which("pg_config")
+    if found:
+        out = subprocess.run([found, "--bindir"], capture_output=True, text=True, check=False)
+        candidate = Path(out.stdout.strip())
+        if (candidate / "initdb").exists():
+            return candidate
+    for version in ("17", "16", "15", "14"):
+        candidate = Path(f"/usr/lib/postgresql/{version}/bin")
+        if (candidate / "initdb").exists():
+            return candidate
+    initdb = shutil.which("initdb")
+    return Path(initdb).resolve().parent if initdb else None
+
+
+class PostgresServer:
+    """``initdb`` into a temp dir, ``postgres`` on 127.0.0.1:<free port>; ``url`` to connect.
+
+    As root, the cluster runs as the ``postgres`` user (the server refuses root).
+    """
+
+    def __init__(self) -> None:
+        self.bindir = _pg_bindir()
+        if self.bindir is None:
+            raise RuntimeError("PostgreSQL server binaries (initdb) are not installed")
+        self.dir = Path(tempfile.mkdtemp(prefix="toolcards-pg-"))
+        self.data = self.dir / "data"
+        self.port = free_port()
+        self.user = "toolcards"
+        self.password = "s3cret-pw"
+        self.process: subprocess.Popen[bytes] | None = None
+        self._run_as: list[str] = []
+        if os.geteuid() == 0:
+            pwd.getpwnam("postgres")
+            shutil.chown(self.dir, "postgres", "postgres")
+            self._run_as = ["runuser", "-u", "postgres", "--"]
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://{self.user}:{self.password}@127.0.0.1:{self.port}/toolcards"
+
+    def start(self) -> PostgresServer:
+        assert self.bindir is not None
+        pwfile = self.dir / "pw"
+        pwfile.write_text(self.password)
+        if self._run_as:
+            shutil.chown(pwfile, "postgres", "postgres")
+        subprocess.run(
+            [
+                *self._run_as,
+                str(self.bindir / "initdb"),
+                "-D",
+                str(self.data),
+                "-U",
+                self.user,
+                "--pwfile",
+                str(pwfile),
+                "-A",
+                "scram-sha-256",
+                "--no-sync",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        self.process = subprocess.Popen(
+            [
+                *self._run_as,
+                str(self.bindir / "postgres"),
+                "-D",
+                str(self.data),
+                "-k",
+                str(self.dir),
+                "-p",
+                str(self.port),
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                "fsync=off",
+                "-c",
+                "max_connections=200",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.dir / "log", "wb"),  # noqa: SIM115 - closed with the process
+        )
+        self._wait_ready()
+        subprocess.run(
+            [
+                str(self.bindir / "createdb")
+                if (self.bindir / "createdb").exists()
+                else "createdb",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-U",
+                self.user,
+                "toolcards",
+            ],
+            check=True,
+            capture_output=True,
+            env={**os.environ, "PGPASSWORD": self.password},
+        )
+        return self
+
+    def _wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise RuntimeError((self.dir / "log").read_text()[-2000:])
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5),
+            ):
+                return
+            time.sleep(0.1)
+        raise RuntimeError("PostgreSQL did not start in time")
+
+    def fresh_database(self, name: str) -> str:
+        """A new empty database on this server; its URL."""
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url.rsplit("/", 1)[0] + f"/{name}"
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)  # fast shutdown
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
