@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import os
+
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # before anything imports ray
 from collections.abc import Iterator
 
 import pytest
 
-from support.servers import PostgresServer
+from support.servers import PostgresServer, RayCluster
 
 _databases = itertools.count(1)
 
@@ -29,3 +32,17 @@ def postgres_server() -> Iterator[PostgresServer]:
 def postgres_url(postgres_server: PostgresServer) -> str:
     """The URL of a new, empty database (one per test)."""
     return postgres_server.fresh_database(f"t{next(_databases)}")
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[RayCluster]:
+    """A two-node Ray cluster on 127.0.0.1, started once (skipped without the ray extra)."""
+    pytest.importorskip("ray")
+    try:
+        cluster = RayCluster().start()
+    except Exception as exc:
+        pytest.skip(f"a Ray cluster cannot start here: {exc}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -5,6 +5,7 @@ Importable as ``runtime.stateful_cards`` (``tests`` is on the test path).
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -47,6 +48,10 @@ class CounterActor(ToolActor):
 
     def value(self) -> int:
         return self.total
+
+    def identity(self) -> str:
+        """Which process and object answers (one per team, wherever it runs)."""
+        return f"{os.getpid()}:{id(self)}"
 
     def items(self) -> list[tuple[str, Any]]:
         return list(self.state.items("item:"))

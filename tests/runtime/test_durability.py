@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from runtime.conftest import TeamMaker
 from runtime.stateful_cards import COUNTER, CounterActor, CounterCard, CounterConfig
 from toolcards.runtime import ACTOR_TYPES, StoreLockedError, Team, ToolActor
 
@@ -90,14 +91,15 @@ def test_a_second_writer_process_gets_a_clear_error(tmp_path: Path) -> None:
         assert team.actor(COUNTER) is not None
 
 
-def test_resume_restores_state_of_a_cleanly_stopped_team(tmp_path: Path) -> None:
-    store = tmp_path / "team.db"
-    with Team("clean", store=store) as team:
-        factory = team.bind([CounterCard(step=3)], member="alice")
-        add = {t.__name__: t for t in factory.get_tools()}["counter_add"]
-        add("a")
-        add("b")
-    with Team.resume("clean", store) as team:
+def test_resume_restores_state_of_a_cleanly_stopped_team(make_team: TeamMaker) -> None:
+    team = make_team("clean")
+    factory = team.bind([CounterCard(step=3)], member="alice")
+    add = {t.__name__: t for t in factory.get_tools()}["counter_add"]
+    add("a")
+    add("b")
+    team.stop(everywhere=True)
+    with make_team.resume("clean") as team:
+        assert team.actor(COUNTER) is not None  # restarted from the store, before any card
         factory = team.bind([CounterCard(step=3)], member="alice")
         value = {t.__name__: t for t in factory.get_tools()}["counter_value"]
         assert value() == 6
@@ -108,11 +110,10 @@ def test_resume_of_an_unknown_team_is_an_error(tmp_path: Path) -> None:
         Team.resume("nobody", tmp_path / "empty.db")
 
 
-def test_resumed_actor_keeps_its_recorded_config(tmp_path: Path) -> None:
-    store = tmp_path / "team.db"
-    with Team("cfg", store=store) as team:
-        team.tool_actor(COUNTER, CounterActor, CounterConfig(step=2))
-    with Team.resume("cfg", store) as team, pytest.raises(ValueError, match="already exists"):
+def test_resumed_actor_keeps_its_recorded_config(make_team: TeamMaker) -> None:
+    make_team("cfg").tool_actor(COUNTER, CounterActor, CounterConfig(step=2))
+    make_team.close()
+    with make_team.resume("cfg") as team, pytest.raises(ValueError, match="already exists"):
         team.tool_actor(COUNTER, CounterActor, CounterConfig(step=7))
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from runtime.conftest import TeamMaker
 from runtime.stateful_cards import COUNTER, CounterActor
 from toolcards.core import ToolStateEvent
 from toolcards.runtime import LIFECYCLE, Team, ToolActor, is_empty_delta
@@ -17,8 +18,8 @@ def _tool_events(team: Team, tool_id: str) -> list[ToolStateEvent]:
     return [e for e in team.events() if e.tool_id == tool_id]
 
 
-def test_emit_returns_the_recorded_event_with_seq_from_one() -> None:
-    with Team("emit") as team:
+def test_emit_returns_the_recorded_event_with_seq_from_one(make_team: TeamMaker) -> None:
+    with make_team("emit") as team:
         actor = team.tool_actor("#Pair", Pair)
         first = actor.ask(Pair.put, {"set": [1]})
         second = actor.ask(Pair.put, {"set": [2]})
@@ -28,8 +29,8 @@ def test_emit_returns_the_recorded_event_with_seq_from_one() -> None:
         assert _tool_events(team, "#Pair") == [first, second]
 
 
-def test_empty_delta_records_no_event_and_leaves_no_gap() -> None:
-    with Team("empty") as team:
+def test_empty_delta_records_no_event_and_leaves_no_gap(make_team: TeamMaker) -> None:
+    with make_team("empty") as team:
         actor = team.tool_actor("#Pair", Pair)
         assert actor.ask(Pair.put, {"created": [], "deleted": []}) is None
         assert actor.ask(Pair.put, None) is None
@@ -43,19 +44,20 @@ def test_is_empty_delta_keeps_falsy_scalars() -> None:
     assert not is_empty_delta({"count": 0})
 
 
-def test_events_replay_in_order_with_gap_free_per_tool_seq() -> None:
-    with Team("replay") as team:
+def test_events_replay_in_order_with_gap_free_per_tool_seq(make_team: TeamMaker) -> None:
+    with make_team("replay") as team:
         counter = team.tool_actor(COUNTER, CounterActor)
         pair = team.tool_actor("#Pair", Pair)
 
-        def hammer(handle: Any, method: str, n: int) -> None:
-            for i in range(n):
-                handle.ask(method, f"v{i}" if method == "add" else {"v": i})
+        def count() -> None:
+            for i in range(60):
+                counter.ask(CounterActor.add, f"v{i}")
 
-        threads = [
-            threading.Thread(target=hammer, args=(counter, "add", 60)),
-            threading.Thread(target=hammer, args=(pair, "put", 40)),
-        ]
+        def pairs() -> None:
+            for i in range(40):
+                pair.ask(Pair.put, {"v": i})
+
+        threads = [threading.Thread(target=count), threading.Thread(target=pairs)]
         for t in threads:
             t.start()
         for t in threads:
@@ -66,9 +68,11 @@ def test_events_replay_in_order_with_gap_free_per_tool_seq() -> None:
         assert events[2:] == team.events(since=2)
 
 
-def test_lifecycle_events_share_the_log_and_reach_subscribers_at_stop() -> None:
+def test_lifecycle_events_share_the_log_and_reach_subscribers_at_stop(
+    make_local_team: TeamMaker,
+) -> None:
     got: list[ToolStateEvent] = []
-    with Team("life") as team:
+    with make_local_team("life") as team:
         team.subscribe(got.append)
         team.tool_actor("#Pair", Pair)
     kinds = [(e.payload["event"], e.payload.get("name")) for e in got]
@@ -80,8 +84,8 @@ def test_lifecycle_events_share_the_log_and_reach_subscribers_at_stop() -> None:
     assert [e.seq for e in got] == list(range(1, len(got) + 1))
 
 
-def test_subscribe_replays_then_delivers_live_events_in_order() -> None:
-    with Team("live") as team:
+def test_subscribe_replays_then_delivers_live_events_in_order(make_team: TeamMaker) -> None:
+    with make_team("live") as team:
         actor = team.tool_actor("#Pair", Pair)
         actor.ask(Pair.put, {"v": 0})
         got: list[ToolStateEvent] = []
@@ -101,8 +105,8 @@ def test_subscribe_replays_then_delivers_live_events_in_order() -> None:
         assert got == team.events()[: len(got)]
 
 
-def test_subscribe_from_a_position_skips_what_was_seen() -> None:
-    with Team("since") as team:
+def test_subscribe_from_a_position_skips_what_was_seen(make_team: TeamMaker) -> None:
+    with make_team("since") as team:
         actor = team.tool_actor("#Pair", Pair)
         for i in range(3):
             actor.ask(Pair.put, {"v": i})
@@ -116,8 +120,8 @@ def test_subscribe_from_a_position_skips_what_was_seen() -> None:
         assert [e.payload for e in got] == [{"v": 3}]
 
 
-def test_a_failing_subscriber_does_not_stop_delivery() -> None:
-    with Team("robust") as team:
+def test_a_failing_subscriber_does_not_stop_delivery(make_team: TeamMaker) -> None:
+    with make_team("robust") as team:
         actor = team.tool_actor("#Pair", Pair)
         got: list[int] = []
         done = threading.Event()
@@ -138,8 +142,8 @@ def test_a_failing_subscriber_does_not_stop_delivery() -> None:
         assert got == [1, 2]
 
 
-def test_notify_event_records_member_events_with_log_assigned_seq() -> None:
-    with Team("notify") as team:
+def test_notify_event_records_member_events_with_log_assigned_seq(make_team: TeamMaker) -> None:
+    with make_team("notify") as team:
         observer = team.observer_for("erin")
         observer.notify_event({"note": "hello"})
         observer.notify_event(ToolStateEvent(tool_id="#Ext", seq=7, payload={"x": 1}))

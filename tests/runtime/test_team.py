@@ -5,6 +5,7 @@ import threading
 
 import pytest
 
+from runtime.conftest import TeamMaker
 from runtime.stateful_cards import COUNTER, CounterActor, CounterCard, CounterConfig
 from toolcards.core import (
     ActorToolObserver,
@@ -26,8 +27,8 @@ def _tools(factory: ToolFactory) -> dict[str, object]:
     return {t.__name__: t for t in factory.get_tools()}
 
 
-def test_two_bound_factories_in_one_team_share_one_state() -> None:
-    with Team("shared") as team:
+def test_two_bound_factories_in_one_team_share_one_state(make_team: TeamMaker) -> None:
+    with make_team("shared") as team:
         alice = _tools(team.bind([CounterCard()], member="alice"))
         bob = _tools(team.bind([CounterCard()], member="bob"))
         alice["counter_add"]("a")  # type: ignore[operator]
@@ -37,11 +38,10 @@ def test_two_bound_factories_in_one_team_share_one_state() -> None:
         assert team.actor_names() == [COUNTER]
 
 
-def test_sixteen_threads_get_or_create_yield_one_actor() -> None:
-    before = CounterActor.starts
-    handles: list[ActorHandle] = []
+def test_sixteen_threads_get_or_create_yield_one_actor(make_team: TeamMaker) -> None:
+    handles: list[ActorHandle[CounterActor]] = []
     barrier = threading.Barrier(16)
-    with Team("race") as team:
+    with make_team("race") as team:
 
         def bind() -> None:
             barrier.wait()
@@ -53,19 +53,22 @@ def test_sixteen_threads_get_or_create_yield_one_actor() -> None:
         for t in threads:
             t.join()
         assert len(handles) == 16
-        assert len({id(h) for h in handles}) == 1
-        assert CounterActor.starts - before == 1
+        assert len({h.ask(CounterActor.identity) for h in handles}) == 1
+        assert team.actor_names() == [COUNTER]
 
 
-def test_same_config_returns_the_same_handle() -> None:
-    with Team("same") as team:
+def test_same_config_returns_the_same_actor(make_team: TeamMaker) -> None:
+    with make_team("same") as team:
         first = team.tool_actor(COUNTER, CounterActor, CounterConfig(step=2))
-        assert team.tool_actor(COUNTER, CounterActor, CounterConfig(step=2)) is first
-        assert team.actor(COUNTER) is first
+        again = team.tool_actor(COUNTER, CounterActor, CounterConfig(step=2))
+        found = team.actor(COUNTER)
+        assert found is not None
+        identity = first.ask(CounterActor.identity)
+        assert again.ask(CounterActor.identity) == found.ask(CounterActor.identity) == identity
 
 
-def test_different_config_for_the_same_name_is_an_error() -> None:
-    with Team("conflict") as team:
+def test_different_config_for_the_same_name_is_an_error(make_team: TeamMaker) -> None:
+    with make_team("conflict") as team:
         team.tool_actor(COUNTER, CounterActor, CounterConfig(step=1))
         with pytest.raises(ValueError, match="already exists"):
             team.tool_actor(COUNTER, CounterActor, CounterConfig(step=5))
@@ -76,16 +79,16 @@ def test_tool_actor_names_must_start_with_hash() -> None:
         team.tool_actor("Counter", CounterActor)
 
 
-def test_exception_in_actor_method_reraises_in_caller() -> None:
-    with Team("errors") as team:
+def test_exception_in_actor_method_reraises_in_caller(make_team: TeamMaker) -> None:
+    with make_team("errors") as team:
         handle = team.tool_actor(COUNTER, CounterActor)
         with pytest.raises(KeyError, match="boom"):
             handle.ask(CounterActor.fail, "boom")
         assert handle.ask(CounterActor.value) == 0
 
 
-def test_private_actor_methods_are_not_reachable() -> None:
-    with Team("private") as team:
+def test_private_actor_methods_are_not_reachable(make_team: TeamMaker) -> None:
+    with make_team("private") as team:
         handle = team.tool_actor(COUNTER, CounterActor)
         with pytest.raises(ValueError, match="public method"):
             handle.ask(CounterActor._starts_lock)
@@ -128,8 +131,8 @@ def test_weakly_held_observer_gone_raises_observer_gone() -> None:
             team_observer(card)
 
 
-def test_observer_reaches_team_actors_with_typed_asks() -> None:
-    with Team("proxy") as team:
+def test_observer_reaches_team_actors_with_typed_asks(make_team: TeamMaker) -> None:
+    with make_team("proxy") as team:
         team.tool_actor(COUNTER, CounterActor).ask(CounterActor.add, "p")
         observer = team.observer_for("dave")
         handle = observer.actor(COUNTER)
@@ -156,8 +159,8 @@ def test_card_of_a_stopped_team_does_not_fall_back_to_another_team() -> None:
         team_observer(card)
 
 
-def test_stopped_tool_actor_comes_back_with_its_state() -> None:
-    with Team("retire") as team:
+def test_stopped_tool_actor_comes_back_with_its_state(make_team: TeamMaker) -> None:
+    with make_team("retire") as team:
         team.tool_actor(COUNTER, CounterActor).ask(CounterActor.add, "a")
         assert team.stop_actor(COUNTER)
         assert team.actor(COUNTER) is None

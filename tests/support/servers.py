@@ -160,3 +160,40 @@ class PostgresServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RayCluster:
+    """A real two-node Ray cluster on this machine (``ray.cluster_utils.Cluster``): a head
+    and one more node, one CPU and 100 MB of object store each, on 127.0.0.1."""
+
+    def __init__(self, nodes: int = 2) -> None:
+        self.nodes = nodes
+        self.cluster: object = None
+        self.address = ""
+
+    def start(self) -> RayCluster:
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        tests = str(Path(__file__).resolve().parents[1])
+        paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if tests not in paths:  # workers import the tests' actor classes by module name
+            os.environ["PYTHONPATH"] = os.pathsep.join([tests, *paths])
+        import ray
+        from ray.cluster_utils import Cluster
+
+        node = {"num_cpus": 1, "object_store_memory": 100 * 1024 * 1024}
+        cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
+        for _ in range(self.nodes - 1):
+            cluster.add_node(**node)
+        self.cluster = cluster
+        self.address = str(cluster.address)
+        ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
+        return self
+
+    def stop(self) -> None:
+        import ray
+
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        if self.cluster is not None:
+            with contextlib.suppress(Exception):
+                self.cluster.shutdown()  # type: ignore[attr-defined]

@@ -128,4 +128,11 @@ __all__ = [
 ]
 
 
-__getattr__, __dir__ = lazy_names(__name__, {"PykkaActorSystem": "toolcards.runtime.pykka_system"})
+__getattr__, __dir__ = lazy_names(
+    __name__,
+    {
+        "PykkaActorSystem": "toolcards.runtime.pykka_system",
+        "RayActorSystem": "toolcards.runtime.ray_system",
+        "PostgresStore": "toolcards.runtime.postgres",
+    },
+)

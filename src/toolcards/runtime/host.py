@@ -42,6 +42,10 @@ class ActorHost(Protocol):
         """False once the team is stopping or stopped."""
 
     @property
+    def shared(self) -> bool:
+        """True when other processes may hold this team at the same time (its store)."""
+
+    @property
     def log(self) -> EventLog:
         """The team's event log."""
 

@@ -39,6 +39,7 @@ from toolcards.runtime.messaging import (
     truncate,
 )
 from toolcards.runtime.profiles import RoleProfile
+from toolcards.runtime.relay import TOKEN, Relay
 from toolcards.runtime.store_base import StateNamespace
 
 if TYPE_CHECKING:
@@ -70,6 +71,9 @@ class MemberRoster:
         self._entries: dict[str, _Entry] = {}
         self._claimed: set[str] = set()
         self._fired: set[str] = set()
+        self._relay: Relay | None = None
+        if team.shared:
+            self._relay = Relay(team.log, team.state_of(ROSTER), self._deliver_queued)
 
     @property
     def _state(self) -> StateNamespace:
@@ -85,7 +89,15 @@ class MemberRoster:
         raise LookupError(f"team {self._team.team_id} has no role {role!r}; roles: {known}")
 
     def is_member(self, name: str) -> bool:
-        return name in self._entries
+        """True for a member of this process, or (shared store) of any process of the team."""
+        return name in self._entries or self._remote(name) is not None
+
+    def _remote(self, name: str) -> dict[str, Any] | None:
+        """The roster row of ``name`` when another process holds it (shared stores only)."""
+        if self._relay is None or name in self._entries:
+            return None
+        record = self._state.get(f"member:{name}")
+        return record if isinstance(record, dict) else None
 
     def resolve(self, name: str) -> str:
         """The roster name for ``name`` (``alice`` finds ``@alice``); LookupError otherwise."""
@@ -93,7 +105,7 @@ class MemberRoster:
             raise LookupError(f"member names are strings, got {type(name).__name__}")
         with self._lock:
             for candidate in (name, f"@{name}"):
-                if candidate in self._entries:
+                if candidate in self._entries or self._remote(candidate) is not None:
                     return candidate
             known = ", ".join(self._entries) or "none"
             gone = name if name in self._fired else f"@{name}"
@@ -127,7 +139,8 @@ class MemberRoster:
         return candidate
 
     def _taken(self, name: str) -> bool:
-        return name in self._entries or name in self._claimed or self._team.actor(name) is not None
+        local = name in self._entries or name in self._claimed
+        return local or self._team.actor(name) is not None or self._remote(name) is not None
 
     # ---- hire and fire -----------------------------------------------------------------------
 
@@ -160,8 +173,11 @@ class MemberRoster:
             "role": profile.role,
             "hired_at": hired_at,
             "profile": profile.model_dump_json() if profile.serializable else None,
+            "holder": TOKEN if self._relay is not None else None,
         }
         self._state.put(f"member:{member}", record)
+        if self._relay is not None:
+            self._relay.start(self._relay.watermark(member) if restoring else team.log.position)
         event = "member_restored" if restoring else "member_hired"
         team.log.lifecycle(event, name=member, role=profile.role)
         return member
@@ -174,6 +190,8 @@ class MemberRoster:
         team = self._team
         with self._lock:
             member = self.resolve(name)
+            if member not in self._entries:
+                raise LookupError(f"member {member} runs in another process; fire it there")
             entry = self._entries.pop(member)
             self._fired.add(member)
         entry.actor.retire()
@@ -188,11 +206,18 @@ class MemberRoster:
         return clean
 
     def retire_all(self) -> None:
-        """Let queued messages of every member be answered at once (the team is stopping)."""
+        """Let queued messages of every member be answered at once (the team is stopping);
+        on a shared store, leave the members free for another process to take over."""
         with self._lock:
-            entries = list(self._entries.values())
-        for entry in entries:
+            entries = list(self._entries.items())
+        for _, entry in entries:
             entry.actor.retire()
+        if self._relay is not None:
+            self._relay.stop()
+            for name, _ in entries:
+                record = self._state.get(f"member:{name}")
+                if isinstance(record, dict) and record.get("holder") == TOKEN:
+                    self._state.put(f"member:{name}", {**record, "holder": None})
 
     def restore(self) -> None:
         """Re-hire every recorded member (on resume)."""
@@ -200,6 +225,8 @@ class MemberRoster:
         for key, record in list(self._state.items("member:")):
             name = key.removeprefix("member:")
             role = record.get("role") if isinstance(record, dict) else None
+            if self._relay is not None and self._relay.holder_alive(record.get("holder")):
+                continue  # another running process holds it
             try:
                 if not any(p.role == role for p in team.profiles) and record.get("profile"):
                     stored = RoleProfile.model_validate_json(record["profile"])
@@ -239,11 +266,28 @@ class MemberRoster:
 
     def post(self, to: str, content: str, sender: str = USER) -> MemberMessage:
         message = self._message(to, content, sender, route_reply=True)
+        if message.recipient not in self._entries and self._relay is not None:
+            self._relay.queue(message)  # its process delivers it
+            return message
         self._dispatch(message).tell(MemberActor.receive, message)
         return message
 
+    def _deliver_queued(self, message: MemberMessage) -> bool:
+        """A message another process queued for one of ours: into its mailbox."""
+        if message.recipient not in self._entries:
+            return False
+        with contextlib.suppress(LookupError, ActorUnavailable):
+            self._dispatch(message).tell(MemberActor.receive, message)
+            return True
+        return False
+
     def send(self, to: str, content: str, sender: str, timeout: float) -> str:
         message = self._message(to, content, sender, route_reply=False)
+        if message.recipient not in self._entries:
+            raise LookupError(
+                f"member {message.recipient} runs in another process: post to it (its answer "
+                "is recorded in the event log) or send from that process"
+            )
         if current_member.get() == message.recipient:
             raise ValueError(f"{message.recipient} cannot wait for its own answer; use post")
         handle = self._dispatch(message)
@@ -266,6 +310,9 @@ class MemberRoster:
             sender=message.recipient, recipient=message.sender, content=text, reply_to=message.id
         )
         deliver = message.route_reply and message.reply_to is None
+        if deliver and self._relay is not None and self._remote(message.sender) is not None:
+            self._relay.queue(answer)
+            return answer.id
         if deliver and self.is_member(message.sender) and self._team.running:
             handle = self._team.actor(answer.recipient)
             if handle is not None:  # else the sender left meanwhile: the answer stays logged
@@ -279,9 +326,10 @@ class MemberRoster:
     # ---- views -------------------------------------------------------------------------------
 
     def members(self) -> list[MemberInfo]:
+        """Every member (on a shared store, those of other processes too: never busy here)."""
         with self._lock:
             entries = list(self._entries.items())
-        return [
+        found = [
             MemberInfo(
                 name=name,
                 role=e.profile.role,
@@ -290,6 +338,18 @@ class MemberRoster:
             )
             for name, e in entries
         ]
+        if self._relay is not None:
+            for key, record in self._state.items("member:"):
+                name = key.removeprefix("member:")
+                if name not in self._entries and isinstance(record, dict):
+                    hired = float(record.get("hired_at") or 0.0)
+                    found.append(
+                        MemberInfo(
+                            name=name, role=str(record.get("role")), busy=False, hired_at=hired
+                        )
+                    )
+            found.sort(key=lambda m: m.hired_at)
+        return found
 
     def activity(self, **options: Any) -> dict[str, MemberActivity]:
         with self._lock:

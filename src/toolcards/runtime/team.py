@@ -157,6 +157,11 @@ class Team:
             return found
 
     @property
+    def shared(self) -> bool:
+        """True when other processes may hold this team at once (a PostgreSQL store)."""
+        return self._store.shared
+
+    @property
     def store_location(self) -> str:
         """Where the team's state lives (a file path, or ``:memory:``)."""
         return self._store.location

@@ -9,6 +9,7 @@ tag is reported, never imported.
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -101,6 +102,10 @@ class ToolActor:
     def emit(self, payload: Any) -> ToolStateEvent | None:
         """Shortcut for ``self.ctx.emit(payload)``."""
         return self.ctx.emit(payload)
+
+    def pid(self) -> int:
+        """The id of the process this actor runs in (it moves when a worker restarts it)."""
+        return os.getpid()
 
     def on_start(self) -> None:
         """Load state from ``self.ctx.state`` (runs on the actor's thread before any call)."""

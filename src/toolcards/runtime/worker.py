@@ -20,7 +20,8 @@ from pydantic import BaseModel
 
 from toolcards.core.actors import ActorHandle
 from toolcards.runtime.events import EventLog
-from toolcards.runtime.messaging import MESSAGES, USER, MemberMessage, sent_event
+from toolcards.runtime.messaging import MESSAGES, USER, MemberMessage
+from toolcards.runtime.relay import queued_event
 from toolcards.runtime.store_base import StateNamespace, Store, StoreClosedError, open_store
 from toolcards.runtime.system import ActorSystem
 from toolcards.runtime.tool_actor import ToolActor, ToolActorContext
@@ -215,6 +216,10 @@ class WorkerHost:
     def running(self) -> bool:
         return not self.store.closed
 
+    @property
+    def shared(self) -> bool:
+        return True
+
     def state_of(self, name: str) -> StateNamespace:
         return StateNamespace(self.store, self.team_id, name)
 
@@ -271,5 +276,5 @@ class WorkerHost:
         if not self.is_member(to):
             raise LookupError(f"team {self.team_id} has no member {to!r:.80}")
         message = MemberMessage(sender=sender, recipient=to, content=content)
-        self.log.append(MESSAGES, {**sent_event(message), "deliver": True})
+        self.log.append(MESSAGES, queued_event(message))
         return message
