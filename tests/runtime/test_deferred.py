@@ -1,16 +1,17 @@
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import pytest
 
+from runtime.conftest import TeamMaker
 from toolcards.runtime import (
     DeferredConfig,
     DeferredResultActor,
     DeferredWorker,
-    Team,
     fetch_deferred,
     poll_deferred,
 )
@@ -57,8 +58,8 @@ def gate() -> Iterator[Gate]:
     UpperWorker.gate.release.set()
 
 
-def test_three_callers_of_one_key_share_one_worker(gate: Gate) -> None:
-    with Team("defer-dedupe") as team:
+def test_three_callers_of_one_key_share_one_worker(gate: Gate, make_local_team: TeamMaker) -> None:
+    with make_local_team("defer-dedupe") as team:
         cache = team.tool_actor("#Upper", UpperCache, DeferredConfig(worker_timeout=5))
         results: list[Any] = []
         started = threading.Barrier(4)
@@ -83,17 +84,17 @@ def test_three_callers_of_one_key_share_one_worker(gate: Gate) -> None:
         assert cache.ask(UpperCache.stats)["spawned"] == 1
 
 
-def test_worker_timeout_is_handed_to_the_client(gate: Gate) -> None:
+def test_worker_timeout_is_handed_to_the_client(gate: Gate, make_local_team: TeamMaker) -> None:
     gate.release.set()
-    with Team("defer-timeout") as team:
+    with make_local_team("defer-timeout") as team:
         cache = team.tool_actor("#Upper", UpperCache, DeferredConfig(worker_timeout=3.5))
         assert fetch_deferred(cache, "k", "x", attempts=1000, delay=0.02) == "X"
         assert gate.timeouts == [3.5]
 
 
-def test_failures_are_cached_until_their_ttl_passes(gate: Gate) -> None:
+def test_failures_are_cached_until_their_ttl_passes(gate: Gate, make_local_team: TeamMaker) -> None:
     gate.release.set()
-    with Team("defer-negative") as team:
+    with make_local_team("defer-negative") as team:
         config = DeferredConfig(negative_ttl=30)
         cache = team.tool_actor("#Upper", UpperCache, config)
         assert fetch_deferred(cache, "k", "bad", attempts=1000, delay=0.02, default="-") == "-"
@@ -111,9 +112,9 @@ def test_failures_are_cached_until_their_ttl_passes(gate: Gate) -> None:
         assert gate.calls == 2
 
 
-def test_cache_is_capped_least_recently_used_first(gate: Gate) -> None:
+def test_cache_is_capped_least_recently_used_first(gate: Gate, make_local_team: TeamMaker) -> None:
     gate.release.set()
-    with Team("defer-lru") as team:
+    with make_local_team("defer-lru") as team:
         cache = team.tool_actor("#Upper", UpperCache, DeferredConfig(max_entries=2))
         for key in ("a", "b"):
             assert fetch_deferred(cache, key, key, attempts=1000, delay=0.02) == key.upper()
@@ -124,8 +125,8 @@ def test_cache_is_capped_least_recently_used_first(gate: Gate) -> None:
         assert cache.ask(UpperCache.stats)["values"] == 2
 
 
-def test_workers_are_short_lived_defer_actors(gate: Gate) -> None:
-    with Team("defer-names") as team:
+def test_workers_are_short_lived_defer_actors(gate: Gate, make_local_team: TeamMaker) -> None:
+    with make_local_team("defer-names") as team:
         cache = team.tool_actor("#Upper", UpperCache)
         cache.ask(UpperCache.request, "k", "v")
         workers = [n for n in team.actor_names() if n.startswith("#defer-")]
@@ -160,3 +161,24 @@ def test_poll_deferred_treats_a_timed_out_fetch_as_not_ready() -> None:
         return answer
 
     assert poll_deferred(fetch, attempts=5, delay=0) == "ok"
+
+
+class PlainWorker(DeferredWorker[str, str]):
+    def produce(self, payload: Any, timeout: float) -> str:
+        return f"{str(payload).upper()} from {os.getpid()}"
+
+
+class PlainCache(DeferredResultActor[str, str]):
+    worker = PlainWorker
+
+
+def test_a_deferred_result_is_produced_off_the_cache_on_every_backend(
+    make_team: TeamMaker,
+) -> None:
+    with make_team("defer-any") as team:
+        cache = team.tool_actor("#Plain", PlainCache, DeferredConfig(worker_timeout=10))
+        value = fetch_deferred(cache, "k", "hello", attempts=500, delay=0.05, timeout=10)
+        assert isinstance(value, str) and value.startswith("HELLO from ")
+        where = int(value.rsplit(" ", 1)[1])
+        assert (where != os.getpid()) == make_team.distributed  # on Ray: in the cache's worker
+        assert cache.ask(PlainCache.stats)["spawned"] == 1

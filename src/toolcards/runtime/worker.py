@@ -79,7 +79,8 @@ class Coherent:
     Each public call: one store transaction, the tool's cross-process lock, a reload of the
     copy (a fresh object, its ``on_start``) when the tool's version moved since this copy
     last saw it, then the call. A call that fails rolls back whatever it wrote, and the copy
-    reloads before the next call.
+    reloads before the next call (a call that raises without writing, such as a refusal,
+    keeps the copy as it is).
     """
 
     def __init__(self, build: Callable[[], Any], store: Store, team_id: str, name: str) -> None:
@@ -117,17 +118,19 @@ class Coherent:
 
         def coherent(*args: Any, **kwargs: Any) -> Any:
             store = self._store
-            try:
-                with store.transaction():
-                    store.lock_actor(self._team_id, self._name)
-                    version = store.actor_version(self._team_id, self._name)
-                    if version != self._seen:
-                        self._reload()
+            with store.transaction():
+                store.lock_actor(self._team_id, self._name)
+                version = store.actor_version(self._team_id, self._name)
+                if version != self._seen:
+                    self._reload()
+                    self._seen = version
+                try:
                     result = getattr(self._target, name)(*args, **kwargs)
-                    wrote = store.writes_pending(self._team_id, self._name)
-            except BaseException:
-                self._seen = None  # whatever the copy did in memory is not in the store
-                raise
+                except BaseException:
+                    if store.writes_pending(self._team_id, self._name):
+                        self._seen = None  # its writes roll back: reload before the next call
+                    raise
+                wrote = store.writes_pending(self._team_id, self._name)
             self._seen = version + 1 if wrote else version  # our commit's own bump
             return result
 
