@@ -54,11 +54,33 @@ async def test_secrets_are_redacted_by_name_and_by_look(tmp_path: Path) -> None:
     assert b"hunter2" not in raw and b"sk-abcdefghij" not in raw
 
 
+ONLY_ADMIN_LOGS_IN = {
+    "default_effect": "deny",
+    "rules": [
+        {"targets": ["login"], "effect": "allow", "conditions": {"arguments": {"user": "admin"}}}
+    ],
+}
+
+
 async def test_denied_calls_are_recorded_as_denied(tmp_path: Path) -> None:
     with AuditLog(tmp_path / "audit.db") as audit:
-        await _executor(audit, {"default_effect": "deny"}).call("login", {"user": "a"}, ALICE)
+        await _executor(audit, ONLY_ADMIN_LOGS_IN).call("login", {"user": "a"}, ALICE)
         rows = audit.query(decision="deny")
     assert [(r.tool, r.outcome) for r in rows] == [("login", "denied")]
+
+
+async def test_calls_to_hidden_tools_are_recorded_as_unknown_with_the_policy_decision(
+    tmp_path: Path,
+) -> None:
+    with AuditLog(tmp_path / "audit.db") as audit:
+        await _executor(audit, {"default_effect": "deny"}).call("login", {"user": "a"}, ALICE)
+        await _executor(audit).call("logn", {"user": "a"}, ALICE)
+        rows = audit.query()
+    assert [(r.tool, r.decision, r.outcome) for r in rows] == [
+        ("login", "deny", "unknown_tool"),
+        ("logn", "deny", "unknown_tool"),
+    ]
+    assert rows[1].reason == "unknown tool"
 
 
 async def test_query_filters_by_principal_tool_and_time(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from pydantic_ai import Agent
+from pydantic_ai.exceptions import ModelRetry
 from pydantic_ai.toolsets import FunctionToolset
 
 from toolcards.governance import GovernedToolset, Identity, Policy, provider_safe_name
@@ -107,8 +108,8 @@ async def test_excluded_tool_cannot_be_called_even_by_name() -> None:
     ctx = surface_context()
     tools = await toolset.get_tools(ctx)
     assert set(tools) == {"a"}
-    result = await toolset.call_tool("b", {"x": 1}, ctx, tools["a"])
-    assert result == "denied: b is not permitted for alice"
+    with pytest.raises(ModelRetry, match=r"^unknown tool: b$"):
+        await toolset.call_tool("b", {"x": 1}, ctx, tools["a"])
 
 
 def test_card_factory_toolset_is_governed() -> None:
