@@ -94,7 +94,8 @@ BUILTIN_PATTERNS: tuple[SecretPattern, ...] = (
     ),
     _P(
         "secret_assignment",
-        rf"(?i)(?:{_SECRET_KEYS})[\"']?[ \t]*[:=][ \t]*(?:(?:basic|bearer|token|digest)[ \t]+)?"
+        rf"(?i)(?:{_SECRET_KEYS})(?:\\?[\"'])?[ \t]*[:=][ \t]*"
+        r"(?:(?:basic|bearer|token|digest)[ \t]+)?"
         r"(?P<secret>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;&]+)",
         ["pass", "secret", "token", "key", "credential", "auth", "cookie", "session", "sig"],
     ),
