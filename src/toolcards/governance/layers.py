@@ -57,12 +57,14 @@ def provider_safe_name(tool_id: str) -> str:
 
 @dataclass(kw_only=True)
 class DerivedTool(ToolsetTool[Any]):
-    """A tool as a layer changed it; ``source`` is the tool the layer below listed."""
+    """A tool as a layer changed it; ``source`` is the tool the layer below listed and
+    ``tag`` the listing layer's (kept by the layer's per-run copies)."""
 
     source: ToolsetTool[Any]
+    tag: object = None
 
 
-def derive(tool: ToolsetTool[Any], layer: AbstractToolset[Any], **changes: Any) -> DerivedTool:
+def derive(tool: ToolsetTool[Any], layer: _Layer, **changes: Any) -> DerivedTool:
     """``tool`` listed by ``layer`` with its definition changed by ``changes``."""
     return DerivedTool(
         toolset=layer,
@@ -71,6 +73,7 @@ def derive(tool: ToolsetTool[Any], layer: AbstractToolset[Any], **changes: Any) 
         args_validator=tool.args_validator,
         args_validator_func=tool.args_validator_func,
         source=tool,
+        tag=layer.tag,
     )
 
 
@@ -122,13 +125,18 @@ def _has_prepare(toolset: FunctionToolset[Any]) -> bool:
     return found
 
 
+@dataclass
 class _Layer(WrapperToolset[Any]):
-    """A listing layer: a call hands the tool it got from below back down."""
+    """A listing layer: a call hands the tool it got from below back down. ``tag`` marks the
+    tools it derived; its copies for a run (``for_run`` replaces ``wrapped``) keep the tag, so
+    a tool listed by one copy is recognised by another."""
+
+    tag: object = field(default_factory=object, kw_only=True, repr=False, compare=False)
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
-        if isinstance(tool, DerivedTool) and tool.toolset is self:
+        if isinstance(tool, DerivedTool) and tool.tag is self.tag:
             tool = tool.source
             name = tool.tool_def.name
         return await self.wrapped.call_tool(name, tool_args, ctx, tool)
@@ -219,7 +227,9 @@ class ApprovalMarkedToolset(_Layer):
     """A tool that asks for approval declaratively (``requires_approval`` in its metadata, or
     pydantic-ai's ``kind="unapproved"``) becomes a plain function tool annotated
     ``requires_approval``, with a note in its description: approval is then asked by
-    governance, bound to the call's arguments and caller, which a declaration cannot be."""
+    governance, bound to the call's arguments and caller, which a declaration cannot be.
+    Only for use under a :class:`GovernedToolset`: alone, it would drop pydantic-ai's own
+    approval step."""
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         tools = await list_tools(self.wrapped, ctx)
