@@ -187,15 +187,9 @@ class Executor:
         """
         who = identity if identity is not None else ANONYMOUS
         cap = self.registry.get(tool_id)
-        if cap is None or not self.policy.visible(who, tool_id):
+        if cap is None:
             return self.unknown(
-                tool_id,
-                args,
-                who,
-                surface=surface,
-                call_id=call_id,
-                visible=self.visible_to(who),
-                known_as=tool_id if cap is not None else None,
+                tool_id, args, who, surface=surface, call_id=call_id, visible=self.visible_to(who)
             )
         return await self.run(
             cap,
@@ -205,6 +199,7 @@ class Executor:
             approver=approver,
             call_id=call_id,
             approved=approved,
+            hide_denied=True,
         )
 
     def visible_to(self, identity: Identity) -> list[str]:
@@ -236,14 +231,17 @@ class Executor:
             time.perf_counter(),
             instruments=self.telemetry.active(),
         )
-        message = unknown_tool_message(tool_id, visible)
         if call.instruments is None:
-            return self._finish(call, Outcome.UNKNOWN_TOOL, decision, message)
+            return self._unknown(call, decision, visible)
         span, token = telemetry.start_span(call.instruments, tool_id, call_id, identity.id, surface)
         try:
-            return self._finish(call._replace(span=span), Outcome.UNKNOWN_TOOL, decision, message)
+            return self._unknown(call._replace(span=span), decision, visible)
         finally:
             telemetry.end_span(span, token)
+
+    def _unknown(self, call: Call, decision: Decision, visible: Iterable[str]) -> ExecutionResult:
+        message = unknown_tool_message(call.tool_id, visible)
+        return self._finish(call, Outcome.UNKNOWN_TOOL, decision, message)
 
     async def run(
         self,
@@ -257,12 +255,20 @@ class Executor:
         approved: bool = False,
         invoke: Invoke | None = None,
         validated: bool = False,
+        hide_denied: bool = False,
     ) -> ExecutionResult:
         """The pipeline for one capability. ``invoke`` replaces ``cap.invoke`` (a surface that
-        calls the tool itself); ``validated=True`` skips validation (already done)."""
+        calls the tool itself); ``validated=True`` skips validation (already done);
+        ``hide_denied=True`` reports a tool the caller may not see as unknown."""
+        malformed = False
+        if args is None:
+            args = {}
+        elif not isinstance(args, dict):
+            malformed = not isinstance(args, Mapping)
+            args = {} if malformed else dict(args)
         call = Call(
             cap.id,
-            {},
+            args,
             identity if identity is not None else ANONYMOUS,
             surface,
             call_id,
@@ -270,16 +276,15 @@ class Executor:
             cap,
             instruments=self.telemetry.active(),
         )
+        options = (approver, approved, invoke, validated, hide_denied)
         if call.instruments is None:
-            return await self._pipeline(call, args, approver, approved, invoke, validated)
+            return await self._pipeline(call, malformed, *options)
         span, token = telemetry.start_span(
             call.instruments, cap.id, call_id, call.identity.id, surface
         )
         failure: BaseException | None = None
         try:
-            return await self._pipeline(
-                call._replace(span=span), args, approver, approved, invoke, validated
-            )
+            return await self._pipeline(call._replace(span=span), malformed, *options)
         except BaseException as exc:
             failure = exc
             raise
@@ -289,27 +294,25 @@ class Executor:
     async def _pipeline(
         self,
         call: Call,
-        args: Mapping[str, Any] | None,
+        malformed: bool,
         approver: Approver | None,
         approved: bool,
         invoke: Invoke | None,
         validated: bool,
+        hide_denied: bool,
     ) -> ExecutionResult:
-        tool_id = call.tool_id
-        if args is None:
-            args = {}
-        elif not isinstance(args, dict):
-            if not isinstance(args, Mapping):
-                msg = f"invalid arguments for {tool_id}: expected an object"
-                return self._finish(call, Outcome.INVALID_ARGS, None, msg)
-            args = dict(args)
-        call = call._replace(args=args)
+        tool_id, args = call.tool_id, call.args
+        if malformed:
+            msg = f"invalid arguments for {tool_id}: expected an object"
+            return self._finish(call, Outcome.INVALID_ARGS, None, msg)
         if call.span is not None and self.policy.redaction.span_arguments:
             text = self.policy.redaction.digest_and_redacted(args, _sensitive(call))[1]
             call.span.set_attribute("gen_ai.tool.call.arguments", text)
         who = call.identity
         decision, limits = self.policy.evaluate(who, tool_id, args)
         if decision.effect == "deny":
+            if hide_denied and not self.policy.visible(who, tool_id):
+                return self._unknown(call, decision, self.visible_to(who))
             telemetry.event(call.span, "toolcards.denied", reason=decision.reason)
             msg = f"denied: {tool_id} is not permitted for {who.id}"
             return self._finish(call, Outcome.DENIED, decision, msg)
@@ -458,7 +461,8 @@ class Executor:
         """Audit and report the call's end; the result a surface maps."""
         if outcome is not Outcome.OK and error is None:
             error = message
-        self._record(call, decision, outcome.value, error)
+        if self._audit is not None:
+            self._record(call, decision, outcome.value, error)
         if call.instruments is not None:
             telemetry.finish(
                 call.instruments,

@@ -20,7 +20,7 @@ import re
 import weakref
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic_ai import RunContext
 from pydantic_ai.tools import ToolDefinition
@@ -34,7 +34,6 @@ from pydantic_ai.toolsets import (
     WrapperToolset,
 )
 
-from toolcards.core.spec import ToolAnnotations
 from toolcards.governance._policy_parse import compile_globs
 
 DESTRUCTIVE_WARNING = "Warning: destructive. Its changes may not be undoable; call it deliberately."
@@ -66,9 +65,10 @@ class DerivedTool(ToolsetTool[Any]):
 
 def derive(tool: ToolsetTool[Any], layer: _Layer, **changes: Any) -> DerivedTool:
     """``tool`` listed by ``layer`` with its definition changed by ``changes``."""
-    return DerivedTool(
+    return built(
+        DerivedTool,
         toolset=layer,
-        tool_def=_changed(tool.tool_def, changes),
+        tool_def=built(ToolDefinition, **{**tool.tool_def.__dict__, **changes}),
         max_retries=tool.max_retries,
         args_validator=tool.args_validator,
         args_validator_func=tool.args_validator_func,
@@ -77,13 +77,16 @@ def derive(tool: ToolsetTool[Any], layer: _Layer, **changes: Any) -> DerivedTool
     )
 
 
-def _changed(tool_def: ToolDefinition, changes: dict[str, Any]) -> ToolDefinition:
-    """A copy of a (valid) definition with ``changes``; ``dataclasses.replace`` re-runs the
-    whole constructor, which costs more than everything else a layer does per tool."""
-    new = object.__new__(ToolDefinition)
-    state = new.__dict__
-    state.update(tool_def.__dict__)
-    state.update(changes)
+T = TypeVar("T")
+
+
+def built(cls: type[T], **fields: Any) -> T:
+    """An instance of the dataclass ``cls`` with ``fields`` set as given, without running its
+    constructor: for copies of valid instances with a few fields changed, where the
+    constructor (``dataclasses.replace``) costs more than all else a listing does per tool.
+    ``fields`` must name every field."""
+    new = object.__new__(cls)
+    new.__dict__.update(fields)
     return new
 
 
@@ -210,15 +213,14 @@ class DescribedToolset(_Layer):
         out: dict[str, ToolsetTool[Any]] = {}
         for name, tool in tools.items():
             tdef = tool.tool_def
-            given = tdef.metadata or {}
-            notes = ToolAnnotations.from_metadata(given)
-            changes: dict[str, Any] = {
-                "metadata": {**given, **notes.as_metadata(), "tool_id": given.get("tool_id", name)}
-            }
-            if notes.destructive:
-                changes["description"] = _with_line(tdef.description, DESTRUCTIVE_WARNING)
-                changes["sequential"] = True
-            out[name] = derive(tool, self, **changes)
+            metadata = _explicit(tdef.metadata or {}, name)
+            if metadata["destructive"]:
+                description = _with_line(tdef.description, DESTRUCTIVE_WARNING)
+                out[name] = derive(
+                    tool, self, metadata=metadata, description=description, sequential=True
+                )
+            else:
+                out[name] = derive(tool, self, metadata=metadata)
         return out
 
 
@@ -247,6 +249,24 @@ class ApprovalMarkedToolset(_Layer):
                 )
             out[name] = tool
         return out
+
+
+def _explicit(given: dict[str, Any], name: str) -> dict[str, Any]:
+    """``given`` with every annotation of :class:`ToolAnnotations` explicit, and the tool id
+    (what ``ToolAnnotations.from_metadata(given).as_metadata()`` adds, built directly)."""
+    sensitive = given.get("sensitive") or ()  # () when none: immutable and shared
+    if sensitive and (type(sensitive) is not list or not all(type(s) is str for s in sensitive)):
+        sensitive = [sensitive] if isinstance(sensitive, str) else [str(s) for s in sensitive]
+    return {
+        **given,
+        "readonly": bool(given.get("readonly", False)),
+        "destructive": bool(given.get("destructive", False)),
+        "idempotent": bool(given.get("idempotent", False)),
+        "open_world": bool(given.get("open_world", False)),
+        "requires_approval": bool(given.get("requires_approval", False)),
+        "sensitive": sensitive,
+        "tool_id": given.get("tool_id", name),
+    }
 
 
 def _with_line(description: str | None, line: str) -> str:

@@ -14,11 +14,11 @@ import os
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from toolcards.governance._policy_index import ArgumentIndex, RuleIndex
+from toolcards.governance._policy_index import ArgumentIndex, Profile, RuleIndex, ToolRules
 from toolcards.governance._policy_parse import (
     CompiledPolicy,
     Effect,
@@ -62,6 +62,9 @@ class Decision:
         return self.effect == "approve"
 
 
+_DEFAULT = Decision("deny", "default")  # stands for the policy's default in a shared plan
+
+
 @dataclass(frozen=True, slots=True)
 class _Plan:
     """What can apply to one (identity, tool): conditional rules, then a fallthrough."""
@@ -71,18 +74,6 @@ class _Plan:
     limits: tuple[Limit, ...]
     visible: bool
     index: ArgumentIndex | None = None
-
-
-def _identity_match(rule: Rule, identity: Identity) -> bool:
-    """The rule's conditions on the caller (its globs are matched by the rule index)."""
-    if rule.roles is not None and rule.roles.isdisjoint(identity.roles):
-        return False
-    if rule.identity_types is not None and identity.type not in rule.identity_types:
-        return False
-    return all(identity.attrs.get(k, _MISSING) == v for k, v in rule.attrs)
-
-
-_MISSING = object()
 
 
 def _argument_match(rule: Rule, args: Mapping[str, Any]) -> bool:
@@ -114,12 +105,13 @@ class Policy:
         reload_interval: float = 1.0,
     ) -> None:
         self._compiled = compiled
-        self._index = RuleIndex(compiled.rules)
+        self._index = RuleIndex(compiled.rules, compiled.limits)
         self._path = path
         self._mtime = _mtime(path) if path else None
         self.reload_interval = reload_interval
         self._next_check = time.monotonic() + reload_interval
-        self._plans: dict[tuple[Identity, str], _Plan] = {}
+        self._plans: dict[Identity, dict[str, _Plan]] = {}  # per caller, per tool
+        self._planned = 0
         self._lock = threading.Lock()
         self.version = 0
         self.error: str | None = None
@@ -180,8 +172,9 @@ class Policy:
                 log.error("policy reload failed, denying every call until fixed: %s", exc)
                 compiled = CompiledPolicy("deny", (), (), self._compiled.redaction)
             self._compiled = compiled
-            self._index = RuleIndex(compiled.rules)
+            self._index = RuleIndex(compiled.rules, compiled.limits)
             self._plans = {}
+            self._planned = 0
             self.version += 1
         return True
 
@@ -197,21 +190,42 @@ class Policy:
 
     def _plan(self, identity: Identity, tool_id: str) -> _Plan:
         self.check_reload()
-        key = (identity, tool_id)
-        plan = self._plans.get(key)
+        plans = self._plans.get(identity)
+        plan = plans.get(tool_id) if plans is not None else None
         if plan is None:
             plan = self._compile_plan(identity, tool_id)
-            if len(self._plans) >= _CACHE_MAX:
-                self._plans = {}
-            self._plans[key] = plan
+            if self._planned >= _CACHE_MAX:
+                self._plans, self._planned = {}, 0
+            self._plans.setdefault(identity, {})[tool_id] = plan
+            self._planned += 1
         return plan
 
     def _compile_plan(self, identity: Identity, tool_id: str) -> _Plan:
-        compiled = self._compiled
+        rules = self._index.for_tool(tool_id)
+        profile = rules.profile(identity)
+        shared: _Plan | None = rules.plans.get(profile)
+        if shared is None:
+            shared = self._shared_plan(rules, profile)
+            rules.remember(profile, shared)
+        if shared.fallthrough is not _DEFAULT:
+            return shared
+        default = self._compiled.default_effect
+        if self.error:
+            reason = "the policy file is invalid; every call is denied"
+        elif default != "deny":
+            reason = "default effect"
+        else:
+            reason = f"no rule permits {tool_id} for {identity.id}"
+        return replace(shared, fallthrough=Decision(default, reason, None))
+
+    def _shared_plan(self, rules: ToolRules, profile: Profile) -> _Plan:
+        """The plan of every caller with ``profile``; its fallthrough is :data:`_DEFAULT` when
+        the default effect applies (the caller's plan then names the caller)."""
+        held = frozenset(profile[0])
         conditional: list[tuple[Rule, Decision]] = []
-        fallthrough: Decision | None = None
-        for rule in self._index.candidates(identity.id, tool_id):
-            if not _identity_match(rule, identity):
+        fallthrough = _DEFAULT
+        for rule, test in zip(rules.rules, rules.rule_tests, strict=True):
+            if test not in held:
                 continue
             decision = Decision(rule.effect, rule.description, rule.index)
             if rule.arguments:
@@ -219,19 +233,9 @@ class Policy:
             else:
                 fallthrough = decision
                 break
-        if fallthrough is None:
-            reason = f"no rule permits {tool_id} for {identity.id}"
-            if self.error:
-                reason = "the policy file is invalid; every call is denied"
-            elif compiled.default_effect != "deny":
-                reason = "default effect"
-            fallthrough = Decision(compiled.default_effect, reason, None)
-        visible = fallthrough.effect != "deny" or any(d.effect != "deny" for _, d in conditional)
-        limits = tuple(
-            lim
-            for lim in compiled.limits
-            if lim.targets.fullmatch(tool_id) and lim.callers.fullmatch(identity.id)
-        )
+        effect = self._compiled.default_effect if fallthrough is _DEFAULT else fallthrough.effect
+        visible = effect != "deny" or any(d.effect != "deny" for _, d in conditional)
+        limits = tuple(rules.limits[i] for i in profile[1])
         index = None
         if len(conditional) >= ArgumentIndex.MIN_RULES:
             index = ArgumentIndex([rule for rule, _ in conditional])

@@ -15,12 +15,14 @@ one check. Argument values go on spans only when the policy's redaction allows i
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import metrics, trace
 
 TRACER_NAME = "toolcards.governance"
+RECHECK = 1.0  # seconds between looks at the global providers
 CALLS = "toolcards.tool.calls"
 DURATION = "toolcards.tool.duration"
 
@@ -69,11 +71,20 @@ class Telemetry:
         self.enabled = enabled
         self._seen: tuple[object, object] | None = None
         self._instruments: Instruments | None = None
+        self._recheck = 0.0
 
     def active(self) -> Instruments | None:
-        """The instruments to record this call to, or None when telemetry is off."""
+        """The instruments to record this call to, or None when telemetry is off. The global
+        providers are looked up at most every :data:`RECHECK` seconds (the lookup reads the
+        environment, which would cost a call more than the rest of governance)."""
         if self.enabled is False:
             return None
+        if self._seen is not None and (
+            (self.tracer_provider is not None and self.meter_provider is not None)
+            or time.monotonic() < self._recheck
+        ):
+            return self._instruments
+        self._recheck = time.monotonic() + RECHECK
         tracers = self.tracer_provider or trace.get_tracer_provider()
         meters = self.meter_provider or metrics.get_meter_provider()
         seen = self._seen

@@ -36,6 +36,7 @@ from toolcards.governance.layers import (
     Fingerprint,
     SafeNamedToolset,
     SelectedToolset,
+    built,
     list_tools,
     listing_fingerprint,
     provider_safe_name,
@@ -63,8 +64,9 @@ _MAX_CALLERS = 1024  # per-caller listings kept before the cache starts over
 
 @dataclass(kw_only=True)
 class GovernedTool(ToolsetTool[Any]):
-    """A tool as the model sees it through governance: ``source`` is the stack's tool,
-    ``tool_id`` the original id; the capability is built on the first call."""
+    """A tool as the model sees it through governance: ``source`` is the tool the governed
+    toolset itself listed (under the listing layers, which take no part in calls), ``tool_id``
+    its id; the capability is built on the first call."""
 
     source: ToolsetTool[Any]
     tool_id: str
@@ -82,7 +84,7 @@ class GovernedTool(ToolsetTool[Any]):
                 validator=self.source.args_validator,
                 timeout=tdef.timeout,
                 # an async function tool never waits on a worker thread a timeout must abandon
-                abandon_threads=getattr(source_of(self.source), "is_async", None) is not True,
+                abandon_threads=getattr(self.source, "is_async", None) is not True,
             )
         return cap
 
@@ -247,13 +249,16 @@ class GovernedToolset(WrapperToolset[Any]):
             return listing
         stack = await list_tools(self.wrapped, ctx)
         tools = {
-            name: GovernedTool(
+            name: built(
+                GovernedTool,
                 toolset=self,
                 tool_def=tool.tool_def,
                 max_retries=tool.max_retries,
                 args_validator=_RAW_ARGS,
-                source=tool,
+                args_validator_func=None,
+                source=source_of(tool),
                 tool_id=(tool.tool_def.metadata or {}).get("tool_id", name),
+                capability=None,
             )
             for name, tool in stack.items()
         }
@@ -317,7 +322,7 @@ class GovernedToolset(WrapperToolset[Any]):
                 known_as=hidden.tool_id if hidden is not None else None,
             )
             return to_model_result(result)
-        inner, source = self.wrapped, entry.source
+        inner, source = self.inner, entry.source
         check = source.args_validator_func
 
         async def invoke(args: dict[str, Any]) -> Any:
