@@ -183,25 +183,6 @@ class ApprovalBroker:
             return ApprovalState.EXPIRED, None
         return record.state, record.request
 
-    def consume(
-        self,
-        call_id: str,
-        *,
-        tool_id: str,
-        args_digest: str,
-        principal: str,
-        approved: bool = False,
-    ) -> bool:
-        """Spend a granted approval for exactly this call: True once, else False."""
-        state, _ = self.settle(
-            call_id,
-            tool_id=tool_id,
-            args_digest=args_digest,
-            principal=principal,
-            approved=approved,
-        )
-        return state is ApprovalState.GRANTED
-
     def withdraw(self, handle: Handle) -> bool:
         """Drop a request (the surface asked its own human inline, or gave up waiting)."""
         return self.store.remove(_handle_id(handle))

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import difflib
+import functools
 import logging
 import time
 import types
@@ -352,15 +353,12 @@ class Executor:
         broker = self.approvals
         who, tool_id = call.identity, call.tool_id
         digest = args_digest(call.args)
+        settle = functools.partial(
+            broker.settle, tool_id=tool_id, args_digest=digest, principal=who.id
+        )
         pending: ApprovalRequest | None = None
         if call.call_id is not None:
-            state, pending = broker.settle(
-                call.call_id,
-                tool_id=tool_id,
-                args_digest=digest,
-                principal=who.id,
-                approved=approved,
-            )
+            state, pending = settle(call.call_id, approved=approved)
             if state is ApprovalState.GRANTED:
                 telemetry.event(call.span, "toolcards.approved", approval_id=_id(pending))
                 return call
@@ -394,13 +392,7 @@ class Executor:
             log.exception("approver failed for %s", tool_id)
             ok = False
         if ok is True:
-            state, _ = broker.settle(
-                pending.call_id,
-                tool_id=tool_id,
-                args_digest=digest,
-                principal=who.id,
-                approved=True,
-            )
+            state, _ = settle(pending.call_id, approved=True)
             if state is ApprovalState.GRANTED:
                 telemetry.event(call.span, "toolcards.approved", approval_id=pending.approval_id)
                 # a human's time is not the tool's

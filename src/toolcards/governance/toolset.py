@@ -159,6 +159,7 @@ class GovernedToolset(WrapperToolset[Any]):
     ) -> None:
         selected = SelectedToolset(inner, include=include, exclude=tuple(exclude or ()))
         self.wrapped = ApprovalMarkedToolset(DescribedToolset(SafeNamedToolset(selected)))
+        self.inner = inner  # the toolset governed; calls go to it, under no listing layer
         self.policy = policy
         self.identity = identity
         self.identity_resolver = identity_resolver
@@ -180,19 +181,12 @@ class GovernedToolset(WrapperToolset[Any]):
     def id(self) -> str | None:
         return self._id
 
-    @property
-    def inner(self) -> AbstractToolset[Any]:
-        """The toolset being governed (under the listing layers)."""
-        toolset: AbstractToolset[Any] = self.wrapped
-        while isinstance(toolset, ApprovalMarkedToolset | DescribedToolset | SafeNamedToolset):
-            toolset = toolset.wrapped
-        return toolset.wrapped if isinstance(toolset, SelectedToolset) else toolset
-
     # -- composition (the wrapped stack may be replaced per run or step) -------------------
 
     def _with_wrapped(self, new: AbstractToolset[Any]) -> GovernedToolset:
         clone = copy.copy(self)
         clone.wrapped = new
+        clone.inner = _governed_inner(new)
         return clone  # the listing cache is shared: it checks what it was listed from
 
     async def for_run(self, ctx: RunContext[Any]) -> AbstractToolset[Any]:
@@ -345,6 +339,14 @@ class GovernedToolset(WrapperToolset[Any]):
         if result.outcome is Outcome.NEEDS_APPROVAL and not self.defer_approvals:
             return f"{result.message}; no approver is configured, so it was not run"
         return to_model_result(result)
+
+
+def _governed_inner(stack: AbstractToolset[Any]) -> AbstractToolset[Any]:
+    """The toolset under the listing layers of ``stack`` (calls go to it directly)."""
+    toolset = stack
+    while isinstance(toolset, ApprovalMarkedToolset | DescribedToolset | SafeNamedToolset):
+        toolset = toolset.wrapped
+    return toolset.wrapped if isinstance(toolset, SelectedToolset) else toolset
 
 
 def to_model_result(result: ExecutionResult) -> Any:
