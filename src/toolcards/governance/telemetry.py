@@ -151,9 +151,13 @@ def finish(
 ) -> None:
     """Record the call's outcome on its span and instruments."""
     if span is not None:
-        span.set_attribute("toolcards.decision", decision)
-        span.set_attribute("toolcards.outcome", outcome)
-        span.set_attribute("toolcards.duration_ms", seconds * 1000.0)
+        span.set_attributes(
+            {
+                "toolcards.decision": decision,
+                "toolcards.outcome": outcome,
+                "toolcards.duration_ms": seconds * 1000.0,
+            }
+        )
         if outcome == "error":
             span.set_status(trace.Status(trace.StatusCode.ERROR, "the tool failed"))
     labels = {"gen_ai.tool.name": tool_id, "toolcards.outcome": outcome}
