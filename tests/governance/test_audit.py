@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import signal
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from toolcards.governance import AuditLog, CapabilityRegistry, Executor, Identity, Policy
+from toolcards.governance import (
+    AuditLog,
+    AuditRecord,
+    CapabilityRegistry,
+    Executor,
+    Identity,
+    Policy,
+)
 
 pytestmark = pytest.mark.anyio
 ALICE = Identity("alice", roles=["admin", "ops"])
@@ -54,11 +64,33 @@ async def test_secrets_are_redacted_by_name_and_by_look(tmp_path: Path) -> None:
     assert b"hunter2" not in raw and b"sk-abcdefghij" not in raw
 
 
+ONLY_ADMIN_LOGS_IN = {
+    "default_effect": "deny",
+    "rules": [
+        {"targets": ["login"], "effect": "allow", "conditions": {"arguments": {"user": "admin"}}}
+    ],
+}
+
+
 async def test_denied_calls_are_recorded_as_denied(tmp_path: Path) -> None:
     with AuditLog(tmp_path / "audit.db") as audit:
-        await _executor(audit, {"default_effect": "deny"}).call("login", {"user": "a"}, ALICE)
+        await _executor(audit, ONLY_ADMIN_LOGS_IN).call("login", {"user": "a"}, ALICE)
         rows = audit.query(decision="deny")
     assert [(r.tool, r.outcome) for r in rows] == [("login", "denied")]
+
+
+async def test_calls_to_hidden_tools_are_recorded_as_unknown_with_the_policy_decision(
+    tmp_path: Path,
+) -> None:
+    with AuditLog(tmp_path / "audit.db") as audit:
+        await _executor(audit, {"default_effect": "deny"}).call("login", {"user": "a"}, ALICE)
+        await _executor(audit).call("logn", {"user": "a"}, ALICE)
+        rows = audit.query()
+    assert [(r.tool, r.decision, r.outcome) for r in rows] == [
+        ("login", "deny", "unknown_tool"),
+        ("logn", "deny", "unknown_tool"),
+    ]
+    assert rows[1].reason == "unknown tool"
 
 
 async def test_query_filters_by_principal_tool_and_time(tmp_path: Path) -> None:
@@ -118,3 +150,136 @@ async def test_tool_error_is_recorded_redacted(tmp_path: Path) -> None:
 def test_invalid_durability_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         AuditLog(tmp_path / "a.db", durability="sometimes")  # type: ignore[arg-type]
+
+
+def test_record_takes_a_named_audit_record(tmp_path: Path) -> None:
+    with AuditLog(tmp_path / "audit.db") as audit:
+        audit.record(
+            AuditRecord(
+                ts=123.0,
+                principal="svc",
+                principal_type="service",
+                roles=("b", "a"),
+                surface="cli",
+                tool="login",
+                call_id="c9",
+                args={"user": "u", "password": "p"},
+                decision="allow",
+                outcome="ok",
+                reason="rule 3",
+                duration=0.002,
+            )
+        )
+        row = audit.tail(1)[0]
+    assert (row.ts, row.principal, row.principal_type, row.roles) == (
+        123.0,
+        "svc",
+        "service",
+        ("a", "b"),
+    )
+    assert (row.call_id, row.decision, row.reason, row.outcome) == ("c9", "allow", "rule 3", "ok")
+    assert row.args == {"user": "u", "password": "[REDACTED]"}
+    assert row.duration_ms == pytest.approx(2.0)
+
+
+def test_an_unserialisable_argument_keeps_the_row(tmp_path: Path) -> None:
+    loop: dict[str, Any] = {}
+    loop["self"] = loop
+    with AuditLog(tmp_path / "audit.db") as audit:
+        audit.record(
+            AuditRecord(
+                ts=1.0,
+                principal="p",
+                principal_type="user",
+                roles=(),
+                surface="s",
+                tool="t",
+                call_id=None,
+                args=loop,
+                decision="allow",
+                outcome="ok",
+            )
+        )
+        rows = audit.tail(5)
+    assert [r.args for r in rows] == [{"unserialisable": True}]
+
+
+QUEUE_5000 = """
+import os, sys, time
+from toolcards.governance import AuditLog, AuditRecord
+log = AuditLog(sys.argv[1])
+for i in range(5000):
+    log.record(AuditRecord(ts=time.time(), principal="p", principal_type="user", roles=(),
+                           surface="s", tool="t", call_id=str(i), args={"i": i, "pad": "x" * 200},
+                           decision="allow", outcome="ok"))
+print("queued", flush=True)
+if sys.argv[2] == "wait":
+    time.sleep(60)
+"""
+
+
+def _rows(path: Path) -> int:
+    db = sqlite3.connect(path)
+    try:
+        return int(db.execute("SELECT count(DISTINCT call_id) FROM audit").fetchone()[0])
+    finally:
+        db.close()
+
+
+@pytest.mark.timeout(60)
+def test_queued_rows_survive_an_exit_without_close(tmp_path: Path) -> None:
+    path = tmp_path / "audit.db"
+    done = subprocess.run(
+        [sys.executable, "-c", QUEUE_5000, str(path), "exit"],
+        capture_output=True, text=True, timeout=50,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert _rows(path) == 5000
+
+
+@pytest.mark.timeout(60)
+def test_queued_rows_survive_sigterm_and_the_process_still_dies_by_it(tmp_path: Path) -> None:
+    path = tmp_path / "audit.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", QUEUE_5000, str(path), "wait"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "queued"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=40)
+    finally:
+        proc.kill()
+    assert proc.returncode == -signal.SIGTERM
+    assert _rows(path) == 5000
+
+
+CHAINED = """
+import signal, sys, time
+from toolcards.governance import AuditLog, AuditRecord
+def own(signum, frame):
+    print("own handler ran", flush=True)
+    sys.exit(3)
+signal.signal(signal.SIGTERM, own)
+log = AuditLog(sys.argv[1])
+log.record(AuditRecord(ts=1.0, principal="p", principal_type="user", roles=(), surface="s",
+                       tool="t", call_id="only", args={}, decision="allow", outcome="ok"))
+print("queued", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_programs_own_sigterm_handler_still_runs_after_the_flush(tmp_path: Path) -> None:
+    path = tmp_path / "audit.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHAINED, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "queued"
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=40)
+    finally:
+        proc.kill()
+    assert proc.returncode == 3 and "own handler ran" in out
+    assert _rows(path) == 1

@@ -163,7 +163,12 @@ async def test_unexpected_exception_is_error_without_secrets_or_trace() -> None:
 
 
 async def test_denied_call_names_tool_and_principal_only() -> None:
-    result = await _executor(default="deny").call("ping", {"n": 1}, ALICE)
+    policy = Policy.from_dict(
+        {"rules": [{"targets": ["ping"], "effect": "allow", "conditions": {"arguments": {"n": 0}}}]}
+    )
+    result = await Executor(CapabilityRegistry.from_tools([ping]), policy).call(
+        "ping", {"n": 1}, ALICE
+    )
     assert result.outcome is Outcome.DENIED
     assert result.message == "denied: ping is not permitted for alice"
 
@@ -173,14 +178,38 @@ async def test_no_identity_means_anonymous() -> None:
         {"rules": [{"targets": ["*"], "effect": "allow", "conditions": {"roles": ["admin"]}}]}
     )
     executor = Executor(CapabilityRegistry.from_tools([ping]), policy)
-    assert (await executor.call("ping", {"n": 1})).outcome is Outcome.DENIED
+    assert (await executor.call("ping", {"n": 1})).outcome is Outcome.UNKNOWN_TOOL
     assert (await executor.call("ping", {"n": 1}, ALICE)).ok
 
 
-async def test_unknown_tool_is_denied_like_a_forbidden_one() -> None:
+async def test_unknown_tool_under_allow_all_is_unknown_not_denied() -> None:
     result = await _executor().call("nope", {}, ALICE)
-    assert result.outcome is Outcome.DENIED
-    assert result.message == "denied: nope is not permitted for alice"
+    assert result.outcome is Outcome.UNKNOWN_TOOL
+    assert result.message == "unknown tool: nope"
+
+
+async def test_unknown_tool_suggests_close_names_the_caller_may_see() -> None:
+    result = await _executor().call("pnig", {"n": 1}, ALICE)
+    assert result.outcome is Outcome.UNKNOWN_TOOL
+    assert result.message == "unknown tool: pnig; did you mean ping?"
+
+
+async def test_hidden_tool_reads_exactly_like_an_unknown_one() -> None:
+    policy = Policy.from_dict(
+        {"default_effect": "allow", "rules": [{"targets": ["slow"], "effect": "deny"}]}
+    )
+    executor = Executor(CapabilityRegistry.from_tools([ping, slow]), policy)
+    hidden = await executor.call("slow", {"seconds": 0}, ALICE)
+    missing = await executor.call("slwo", {"seconds": 0}, ALICE)
+    assert (hidden.outcome, missing.outcome) == (Outcome.UNKNOWN_TOOL, Outcome.UNKNOWN_TOOL)
+    assert hidden.message == "unknown tool: slow"
+    assert missing.message == "unknown tool: slwo"  # the hidden "slow" is never suggested
+
+
+async def test_an_overlong_unknown_name_is_cut_in_the_message() -> None:
+    result = await _executor().call("x" * 5000, {}, ALICE)
+    assert result.outcome is Outcome.UNKNOWN_TOOL
+    assert len(result.message) < 200
 
 
 async def test_rate_limit_says_when_to_retry() -> None:
@@ -254,12 +283,15 @@ async def test_policy_approve_effect_requires_approval_for_any_tool() -> None:
     assert (await executor.call("ping", {"n": 1}, ALICE)).outcome is Outcome.NEEDS_APPROVAL
 
 
+APPROVER = Identity("rita", roles=["approver"])
+
+
 async def test_granted_approval_is_single_use() -> None:
     seen.clear()
     executor = _executor()
     pending = await executor.call("wire", {"amount": 5}, ALICE, call_id="c1")
-    assert pending.outcome is Outcome.NEEDS_APPROVAL
-    assert executor.approvals.grant("c1")
+    assert pending.outcome is Outcome.NEEDS_APPROVAL and pending.approval is not None
+    executor.approvals.grant(pending.approval, approver=APPROVER)
     assert (await executor.call("wire", {"amount": 5}, ALICE, call_id="c1")).ok
     again = await executor.call("wire", {"amount": 5}, ALICE, call_id="c1")
     assert again.outcome is Outcome.NEEDS_APPROVAL
@@ -269,8 +301,9 @@ async def test_granted_approval_is_single_use() -> None:
 async def test_approval_does_not_cover_changed_arguments() -> None:
     seen.clear()
     executor = _executor()
-    await executor.call("wire", {"amount": 5}, ALICE, call_id="c1")
-    executor.approvals.grant("c1")
+    pending = await executor.call("wire", {"amount": 5}, ALICE, call_id="c1")
+    assert pending.approval is not None
+    executor.approvals.grant(pending.approval, approver=APPROVER)
     changed = await executor.call("wire", {"amount": 5000}, ALICE, call_id="c1")
     assert changed.outcome is Outcome.NEEDS_APPROVAL
     assert seen == []
@@ -278,8 +311,9 @@ async def test_approval_does_not_cover_changed_arguments() -> None:
 
 async def test_approval_does_not_cover_another_principal() -> None:
     executor = _executor()
-    await executor.call("wire", {"amount": 5}, ALICE, call_id="c1")
-    executor.approvals.grant("c1")
+    pending = await executor.call("wire", {"amount": 5}, ALICE, call_id="c1")
+    assert pending.approval is not None
+    executor.approvals.grant(pending.approval, approver=APPROVER)
     other = await executor.call("wire", {"amount": 5}, Identity("mallory"), call_id="c1")
     assert other.outcome is Outcome.NEEDS_APPROVAL
 
@@ -288,8 +322,9 @@ async def test_expired_approval_is_not_honoured() -> None:
     now = [1000.0]
     executor = _executor()
     executor.approvals._clock = lambda: now[0]
-    await executor.call("wire", {"amount": 5}, ALICE, call_id="c1")
-    executor.approvals.grant("c1")
+    pending = await executor.call("wire", {"amount": 5}, ALICE, call_id="c1")
+    assert pending.approval is not None
+    executor.approvals.grant(pending.approval, approver=APPROVER)
     now[0] += executor.approvals.ttl + 1
     late = await executor.call("wire", {"amount": 5}, ALICE, call_id="c1")
     assert late.outcome is Outcome.NEEDS_APPROVAL

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from pydantic_ai import Agent
+from pydantic_ai.exceptions import ModelRetry
 from pydantic_ai.toolsets import FunctionToolset
 
 from toolcards.governance import GovernedToolset, Identity, Policy, provider_safe_name
@@ -107,8 +108,8 @@ async def test_excluded_tool_cannot_be_called_even_by_name() -> None:
     ctx = surface_context()
     tools = await toolset.get_tools(ctx)
     assert set(tools) == {"a"}
-    result = await toolset.call_tool("b", {"x": 1}, ctx, tools["a"])
-    assert result == "denied: b is not permitted for alice"
+    with pytest.raises(ModelRetry, match=r"^unknown tool: b$"):
+        await toolset.call_tool("b", {"x": 1}, ctx, tools["a"])
 
 
 def test_card_factory_toolset_is_governed() -> None:
@@ -133,3 +134,113 @@ async def test_identity_resolver_must_return_an_identity() -> None:
     )
     with pytest.raises(TypeError):
         await toolset.get_tools(surface_context())
+
+
+def _run_ctx(run_id: str, step: int = 1) -> Any:
+    from dataclasses import replace
+
+    return replace(surface_context(), run_id=run_id, run_step=step)
+
+
+def _counting(inner: FunctionToolset[Any]) -> list[str]:
+    """Counts how often each tool of ``inner`` is built for a listing."""
+    built: list[str] = []
+    build = inner.tool_for_tool_def
+
+    def counted(tool_def: Any, *, ctx: Any, original_name: str | None = None) -> Any:
+        built.append(tool_def.name)
+        return build(tool_def, ctx=ctx, original_name=original_name)
+
+    inner.tool_for_tool_def = counted  # type: ignore[method-assign]
+    return built
+
+
+async def test_listing_is_kept_across_runs_while_the_tools_stay_the_same() -> None:
+    inner = _inner("a", "b")
+    built = _counting(inner)
+    toolset = GovernedToolset(inner, policy=Policy.allow_all(), identity=ALICE)
+    first = await toolset.get_tools(_run_ctx("run-1"))
+    second = await toolset.get_tools(_run_ctx("run-2"))
+    assert second is first
+    assert sorted(built) == ["a", "b"]
+
+
+async def test_adding_a_tool_is_seen_by_the_next_listing() -> None:
+    inner = _inner("a")
+    toolset = GovernedToolset(inner, policy=Policy.allow_all(), identity=ALICE)
+    assert set(await toolset.get_tools(_run_ctx("run-1"))) == {"a"}
+
+    def b(x: int = 0) -> int:
+        """Another tool."""
+        return x
+
+    inner.add_function(b)
+    assert set(await toolset.get_tools(_run_ctx("run-2"))) == {"a", "b"}
+
+
+async def test_replacing_a_tool_is_seen_by_the_next_listing() -> None:
+    inner = _inner("a")
+    toolset = GovernedToolset(inner, policy=Policy.allow_all(), identity=ALICE)
+    before = (await toolset.get_tools(_run_ctx("run-1")))["a"].tool_def.description
+    del inner.tools["a"]
+
+    def a(x: int = 0) -> int:
+        """The new a."""
+        return x
+
+    inner.add_function(a)
+    after = (await toolset.get_tools(_run_ctx("run-2")))["a"].tool_def.description
+    assert (before, after) == ("A tool.", "The new a.")
+
+
+async def test_a_tool_with_a_prepare_function_is_listed_again_each_run() -> None:
+    prepared: list[str | None] = []
+    inner: FunctionToolset[Any] = FunctionToolset()
+
+    async def prepare(ctx: Any, tool_def: Any) -> Any:
+        prepared.append(ctx.run_id)
+        return tool_def
+
+    @inner.tool_plain(prepare=prepare)
+    def shifty(x: int = 0) -> int:
+        """Listed per run."""
+        return x
+
+    toolset = GovernedToolset(inner, policy=Policy.allow_all(), identity=ALICE)
+    await toolset.get_tools(_run_ctx("run-1"))
+    await toolset.get_tools(_run_ctx("run-1", step=2))
+    await toolset.get_tools(_run_ctx("run-2"))
+    assert prepared == ["run-1", "run-2"]
+
+
+def test_agent_runs_reuse_one_listing_of_a_combined_card_toolset() -> None:
+    from pydantic_ai.toolsets import CombinedToolset
+
+    inner, extra = _inner("a"), _inner("b")
+    built = _counting(inner)
+    toolset = GovernedToolset(
+        CombinedToolset([inner, extra]), policy=Policy.allow_all(), identity=ALICE
+    )
+    for _ in range(3):
+        script = Script([("a", {"x": 2})])
+        assert Agent(script.model, toolsets=[toolset]).run_sync("go").output == "a: success: 2"
+    assert built == []  # a combined toolset lists its parts itself, once for all three runs
+
+
+async def test_hidden_and_missing_tools_read_alike_through_the_toolset() -> None:
+    policy = Policy.from_dict(
+        {"default_effect": "allow", "rules": [{"targets": ["secret_*"], "effect": "deny"}]}
+    )
+    toolset = GovernedToolset(_inner("secret_plans", "public_notes"), policy=policy, identity=ALICE)
+    ctx = surface_context()
+    tools = await toolset.get_tools(ctx)
+    messages = []
+    for name in ("secret_plans", "secret_plan", "public_note"):
+        with pytest.raises(ModelRetry) as caught:
+            await toolset.call_tool(name, {}, ctx, tools["public_notes"])
+        messages.append(caught.value.message)
+    assert messages == [
+        "unknown tool: secret_plans",
+        "unknown tool: secret_plan",
+        "unknown tool: public_note; did you mean public_notes?",
+    ]

@@ -21,6 +21,7 @@ cli_module = importlib.import_module("toolcards.surfaces.cli")
 BOB = Identity("bob", "user", ["sales"])
 CAROL = Identity("carol", "user", ["finance"])
 ME = Identity("me", "user", [])
+DAVE = Identity("dave", "user", ["ops"])
 
 
 def allow_all(tmp_path: Path) -> Path:
@@ -53,13 +54,19 @@ def test_tool_failure_exits_one_without_internals(extra: Path) -> None:
 
 
 def test_denied_call_exits_three(tmp_path: Path) -> None:
-    code, _, err = run(write_config(tmp_path, local=BOB), "call", "crm_delete", "id=1")
+    code, _, err = run(write_config(tmp_path, local=DAVE), "call", "run_command", "command=rm")
     assert code == ExitCode.DENIED
-    assert "denied: crm_delete" in err
+    assert "denied: run_command" in err
 
 
-def test_unknown_tool_is_denied(extra: Path) -> None:
-    assert run(extra, "call", "no_such_tool")[0] == ExitCode.DENIED
+def test_unknown_tool_exits_seven(extra: Path) -> None:
+    assert run(extra, "call", "no_such_tool")[0] == ExitCode.UNKNOWN_TOOL
+
+
+def test_hidden_tool_exits_seven_like_an_unknown_one(tmp_path: Path) -> None:
+    code, _, err = run(write_config(tmp_path, local=BOB), "call", "crm_delete", "id=1")
+    assert code == ExitCode.UNKNOWN_TOOL
+    assert "unknown tool: crm_delete" in err
 
 
 def test_wrong_type_exits_four(extra: Path) -> None:
@@ -116,12 +123,13 @@ def test_json_arguments_can_come_from_stdin(extra: Path) -> None:
 
 
 def test_json_output_of_a_failure_names_the_outcome(tmp_path: Path) -> None:
-    code, out, _ = run(write_config(tmp_path, local=BOB), "--json", "call", "crm_delete", "id=1")
+    config = write_config(tmp_path, local=DAVE)
+    code, out, _ = run(config, "--json", "call", "run_command", "command=rm")
     data = json.loads(out)
     assert code == ExitCode.DENIED
     assert data == {
-        "tool": "crm_delete", "ok": False, "outcome": "denied", "kind": "denied",
-        "message": "denied: crm_delete is not permitted for bob",
+        "tool": "run_command", "ok": False, "outcome": "denied", "kind": "denied",
+        "message": "denied: run_command is not permitted for dave",
     }  # fmt: skip
 
 

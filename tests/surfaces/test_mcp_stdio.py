@@ -65,11 +65,21 @@ async def test_tools_list_carries_the_capability_json_schema(
 
 
 async def test_denied_call_is_an_error_result_with_readable_text(tmp_path: Path) -> None:
-    async with stdio_session(write_config(tmp_path, local=BOB)) as s:
-        result = await s.call_tool("crm_delete", {"id": 1})
+    dave = Identity("dave", "user", ["ops"])
+    async with stdio_session(write_config(tmp_path, local=dave)) as s:
+        result = await s.call_tool("run_command", {"command": "rm"})
     assert result.isError is True
     assert outcome(result) == "denied"
-    assert text(result) == "denied: crm_delete is not permitted for bob"
+    assert text(result) == "denied: run_command is not permitted for dave"
+
+
+async def test_hidden_tool_is_an_unknown_tool_error_result(tmp_path: Path) -> None:
+    async with stdio_session(write_config(tmp_path, local=BOB)) as s:
+        hidden = await s.call_tool("crm_delete", {"id": 1})
+        missing = await s.call_tool("crm_reed", {"id": 1})
+    assert hidden.isError is True and outcome(hidden) == "unknown_tool"
+    assert text(hidden) == "unknown tool: crm_delete"
+    assert text(missing) == "unknown tool: crm_reed; did you mean crm_read?"
 
 
 async def test_wrong_argument_type_is_an_invalid_args_error(tmp_path: Path) -> None:
@@ -93,7 +103,7 @@ async def test_identity_in_arguments_does_not_change_the_caller(tmp_path: Path) 
     smuggled = {"id": 1, "identity": "alice", "principal": "alice", "roles": ["data_admin"]}
     async with stdio_session(config) as s:
         result = await s.call_tool("crm_delete", smuggled)
-    assert outcome(result) == "denied"
+    assert outcome(result) == "unknown_tool"
     entry = last_entry(config)
     assert (entry.principal, entry.roles, entry.surface) == ("bob", ("sales",), "mcp")
 

@@ -17,7 +17,15 @@ _NAMES = {
     "AuditLog": "toolcards.governance.audit",
     "AuditEntry": "toolcards.governance.audit",
     "ApprovalBroker": "toolcards.governance.approvals",
+    "ApprovalError": "toolcards.governance.approvals",
     "ApprovalRequest": "toolcards.governance.approvals",
+    "ApprovalState": "toolcards.governance.approvals",
+    "ApprovalStore": "toolcards.governance.approval_store",
+    "MemoryApprovalStore": "toolcards.governance.approval_store",
+    "SqliteApprovalStore": "toolcards.governance.approval_store",
+    "AuditRecord": "toolcards.governance.audit",
+    "Redactor": "toolcards.governance.redact",
+    "Telemetry": "toolcards.governance.telemetry",
     "Capability": "toolcards.governance.capability",
     "CapabilityRegistry": "toolcards.governance.capability",
     "Executor": "toolcards.governance.executor",
@@ -25,7 +33,7 @@ _NAMES = {
     "Outcome": "toolcards.governance.executor",
     "RateLimiter": "toolcards.governance.ratelimit",
     "GovernedToolset": "toolcards.governance.toolset",
-    "provider_safe_name": "toolcards.governance.toolset",
+    "provider_safe_name": "toolcards.governance.layers",
     "PolicyTableRow": "toolcards.governance.table",
     "load_policy_table": "toolcards.governance.table",
     "run_policy_table": "toolcards.governance.table",
@@ -33,21 +41,38 @@ _NAMES = {
 
 if TYPE_CHECKING:
     from toolcards.governance._policy_parse import PolicyError
-    from toolcards.governance.approvals import ApprovalBroker, ApprovalRequest
-    from toolcards.governance.audit import AuditEntry, AuditLog
+    from toolcards.governance.approval_store import (
+        ApprovalStore,
+        MemoryApprovalStore,
+        SqliteApprovalStore,
+    )
+    from toolcards.governance.approvals import (
+        ApprovalBroker,
+        ApprovalError,
+        ApprovalRequest,
+        ApprovalState,
+    )
+    from toolcards.governance.audit import AuditEntry, AuditLog, AuditRecord
     from toolcards.governance.capability import Capability, CapabilityRegistry
     from toolcards.governance.executor import ExecutionResult, Executor, Outcome
     from toolcards.governance.identity import Identity
+    from toolcards.governance.layers import provider_safe_name
     from toolcards.governance.policy import Decision, Policy
     from toolcards.governance.ratelimit import RateLimiter
+    from toolcards.governance.redact import Redactor
     from toolcards.governance.table import PolicyTableRow, load_policy_table, run_policy_table
-    from toolcards.governance.toolset import GovernedToolset, provider_safe_name
+    from toolcards.governance.telemetry import Telemetry
+    from toolcards.governance.toolset import GovernedToolset
 
 __all__ = [
     "ApprovalBroker",
+    "ApprovalError",
     "ApprovalRequest",
+    "ApprovalState",
+    "ApprovalStore",
     "AuditEntry",
     "AuditLog",
+    "AuditRecord",
     "Capability",
     "CapabilityRegistry",
     "Decision",
@@ -55,11 +80,15 @@ __all__ = [
     "Executor",
     "GovernedToolset",
     "Identity",
+    "MemoryApprovalStore",
     "Outcome",
     "Policy",
     "PolicyError",
     "PolicyTableRow",
     "RateLimiter",
+    "Redactor",
+    "SqliteApprovalStore",
+    "Telemetry",
     "load_policy_table",
     "provider_safe_name",
     "run_policy_table",

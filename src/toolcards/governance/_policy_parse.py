@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 import yaml
 
+from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
+
 Effect = Literal["allow", "deny", "approve"]
 EFFECTS: tuple[str, ...] = ("allow", "deny", "approve")
 
@@ -35,7 +37,8 @@ _NUMERIC = re.compile(r"^\s*[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*$")
 _RULE_KEYS = frozenset({"description", "callers", "targets", "effect", "conditions"})
 _CONDITION_KEYS = frozenset({"roles", "identity_types", "attrs", "arguments"})
 _LIMIT_KEYS = frozenset({"description", "callers", "targets", "rate"})
-_TOP_KEYS = frozenset({"default_effect", "rules", "limits", "description", "version"})
+_TOP_KEYS = frozenset({"default_effect", "rules", "limits", "description", "version", "redaction"})
+_REDACTION_KEYS = frozenset({"patterns", "disable", "span_arguments"})
 _ARG_OPS = frozenset({"eq", "ne", "in", "not_in", "min", "max", "glob", "max_length"})
 
 
@@ -162,6 +165,8 @@ class Rule:
     identity_types: frozenset[str] | None
     attrs: tuple[tuple[str, Any], ...]
     arguments: tuple[ArgCondition, ...]
+    caller_globs: tuple[str, ...] = ("*",)
+    target_globs: tuple[str, ...] = ("*",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +184,7 @@ class CompiledPolicy:
     default_effect: Effect
     rules: tuple[Rule, ...]
     limits: tuple[Limit, ...]
+    redaction: Redactor = DEFAULT_REDACTOR
 
 
 def _str_list(value: Any, what: str, where: str) -> tuple[str, ...]:
@@ -276,15 +282,15 @@ def _rule(index: int, node: Any, source: str) -> Rule:
     if not isinstance(attrs, Mapping):
         raise PolicyError(f"{_where(source, conditions, 'attrs')}: attrs must be a mapping")
     cwhere = _where(source, conditions)
+    callers = _str_list(node.get("callers", ["*"]), "callers", _where(source, node, "callers"))
+    targets = _str_list(node["targets"], "targets", _where(source, node, "targets"))
     return Rule(
         index=index,
         description=str(node.get("description") or f"rule {index}"),
-        callers=compile_globs(
-            _str_list(node.get("callers", ["*"]), "callers", _where(source, node, "callers"))
-        ),
-        targets=compile_globs(
-            _str_list(node["targets"], "targets", _where(source, node, "targets"))
-        ),
+        callers=compile_globs(callers),
+        targets=compile_globs(targets),
+        caller_globs=callers,
+        target_globs=targets,
         effect=_effect(node["effect"], _where(source, node, "effect")),
         roles=None if roles is None else frozenset(_str_list(roles, "roles", cwhere)),
         identity_types=None if types is None else frozenset(_str_list(types, "types", cwhere)),
@@ -340,4 +346,37 @@ def compile_policy(data: Any, source: str = "policy") -> CompiledPolicy:
         default_effect=default,
         rules=tuple(_rule(i, r, source) for i, r in enumerate(rules)),
         limits=tuple(_limit(i, lim, source) for i, lim in enumerate(limits)),
+        redaction=_redaction(data.get("redaction"), source, data),
     )
+
+
+def _redaction(node: Any, source: str, parent: Any) -> Redactor:
+    """The ``redaction:`` section: extra value ``patterns`` (a list of regexes, or names to
+    regexes), built-in patterns to ``disable`` (names, or ``all``) and ``span_arguments``
+    (redacted argument values on telemetry spans; default false)."""
+    if node is None:
+        return DEFAULT_REDACTOR
+    where = _where(source, parent, "redaction")
+    if not isinstance(node, Mapping):
+        raise PolicyError(f"{where}: redaction must be a mapping")
+    _check_keys(node, _REDACTION_KEYS, "redaction", source)
+    patterns = node.get("patterns") or []
+    if not isinstance(patterns, list | Mapping):
+        raise PolicyError(f"{where}: redaction.patterns must be a list or a mapping of regexes")
+    items = patterns.items() if isinstance(patterns, Mapping) else enumerate(patterns)
+    for key, pattern in items:
+        if not isinstance(pattern, str):
+            raise PolicyError(f"{where}: redaction pattern {key!r} must be a string")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise PolicyError(f"{where}: redaction pattern {key!r} is invalid: {exc}") from None
+    disable = node.get("disable") or ()
+    off = _str_list(disable, "redaction.disable", where) if disable else ()
+    span_arguments = node.get("span_arguments", False)
+    if not isinstance(span_arguments, bool):
+        raise PolicyError(f"{where}: redaction.span_arguments must be true or false")
+    try:
+        return Redactor(patterns, disable=off, span_arguments=span_arguments)
+    except ValueError as exc:
+        raise PolicyError(f"{where}: redaction: {exc}") from None

@@ -1,23 +1,47 @@
-"""Approvals bound to (tool call id, tool, canonical argument digest, principal), single-use,
-expiring. A surface records a pending request; the human's yes consumes it exactly once."""
+"""Approvals: a pending request is bound to (call id, tool, argument digest, principal), never
+changes once recorded, expires, and runs its call at most once.
+
+A surface records a request (:meth:`ApprovalBroker.request`) and shows it to a human. The
+human's answer names *that* request (its ``approval_id``, or the request object itself):
+:meth:`~ApprovalBroker.grant` and :meth:`~ApprovalBroker.deny` take the handle and the
+approver's :class:`Identity`, who must hold the approver role and must not be the caller.
+Decisions are audited with the approver's identity. A caller waiting for a decision made in
+another thread or process awaits :meth:`~ApprovalBroker.wait` (or passes
+:meth:`~ApprovalBroker.waiter` as the executor's approver).
+
+Storage is pluggable (:mod:`toolcards.governance.approval_store`): in memory by default, or a
+SQLite file shared by the processes of one machine.
+"""
 
 from __future__ import annotations
 
-import threading
+import asyncio
+import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
 
 from toolcards.governance.identity import Identity
-from toolcards.governance.redact import redact
+from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
+
+if TYPE_CHECKING:
+    from toolcards.governance.approval_store import ApprovalStore
+    from toolcards.governance.audit import AuditLog
+
+log = logging.getLogger(__name__)
+
+
+def new_approval_id() -> str:
+    return uuid.uuid4().hex
 
 
 @dataclass(frozen=True, slots=True)
 class ApprovalRequest:
     """What a human is asked to approve. ``args`` are redacted; ``args_digest`` binds the
-    approval to the exact arguments."""
+    approval to the exact arguments. ``approval_id`` is the handle a decision names."""
 
     call_id: str
     tool_id: str
@@ -28,10 +52,18 @@ class ApprovalRequest:
     expires_at: float  # wall-clock (time.time()) seconds
     surface: str = ""
     identity: Identity | None = field(default=None, compare=False)
+    approval_id: str = field(default_factory=new_approval_id)
+    created_at: float = 0.0
+
+    @property
+    def binding(self) -> tuple[str, str, str, str]:
+        """(call id, tool, argument digest, principal): what an approval is valid for."""
+        return (self.call_id, self.tool_id, self.args_digest, self.principal)
 
     def as_metadata(self) -> dict[str, Any]:
         """A JSON-able summary for ``DeferredToolRequests.metadata`` or a UI."""
         return {
+            "approval_id": self.approval_id,
             "tool": self.tool_id,
             "principal": self.principal,
             "args_digest": self.args_digest,
@@ -41,25 +73,64 @@ class ApprovalRequest:
         }
 
 
+class ApprovalState(StrEnum):
+    PENDING = "pending"
+    GRANTED = "granted"
+    DENIED = "denied"
+    EXPIRED = "expired"
+    """Expired, spent, withdrawn or never recorded: nothing can be decided or run any more."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRecord:
+    """A stored request with its decision (``approver`` is the deciding principal's id)."""
+
+    request: ApprovalRequest
+    state: ApprovalState = ApprovalState.PENDING
+    approver: str | None = None
+    decided_at: float | None = None
+
+
+class ApprovalError(PermissionError):
+    """A grant or deny was refused; the message says why."""
+
+
 Approver = Callable[[ApprovalRequest], Awaitable[bool]]
 """An async callable a surface provides: ``await approver(request) -> bool``."""
 
-
-@dataclass(slots=True)
-class _Pending:
-    request: ApprovalRequest
-    granted: bool = False
+Handle = ApprovalRequest | str
+"""What a decision names: the request the human saw, or its ``approval_id``."""
 
 
 class ApprovalBroker:
-    """Pending approvals in memory. ``request`` records one; ``grant`` marks a human's yes
-    out of band; ``consume`` spends it once, only for the same tool, digest and principal."""
+    """Pending approvals and their decisions.
 
-    def __init__(self, ttl: float = 900.0, clock: Callable[[], float] = time.time) -> None:
+    ``store`` holds them (a :class:`~toolcards.governance.approval_store.MemoryApprovalStore`
+    by default). ``approver_role`` is the role a deciding principal must hold. With ``audit``
+    every decision, and every refused attempt to decide, is written down with the approver's
+    identity (an executor given an audit log lends it to its broker).
+    """
+
+    def __init__(
+        self,
+        ttl: float = 900.0,
+        clock: Callable[[], float] = time.time,
+        *,
+        store: ApprovalStore | None = None,
+        approver_role: str = "approver",
+        audit: AuditLog | None = None,
+    ) -> None:
+        if store is None:
+            from toolcards.governance.approval_store import MemoryApprovalStore
+
+            store = MemoryApprovalStore()
         self.ttl = ttl
         self._clock = clock
-        self._pending: dict[str, _Pending] = {}
-        self._lock = threading.Lock()
+        self.store = store
+        self.approver_role = approver_role
+        self.audit = audit
+
+    # -- the caller's side -----------------------------------------------------------------
 
     def request(
         self,
@@ -69,42 +140,29 @@ class ApprovalBroker:
         args_digest: str,
         identity: Identity,
         reason: str,
-        sensitive: tuple[str, ...] = (),
+        sensitive: Iterable[str] = (),
         call_id: str | None = None,
         surface: str = "",
+        redactor: Redactor | None = None,
     ) -> ApprovalRequest:
-        """Record a pending approval (replacing any earlier one for the same call id)."""
+        """Record a pending request. The same call asked again (same call id, tool, digest and
+        principal) gets the request already recorded; a request is never replaced."""
+        now = self._clock()
         req = ApprovalRequest(
             call_id=call_id or uuid.uuid4().hex,
             tool_id=tool_id,
             args_digest=args_digest,
             principal=identity.id,
-            args=redact(dict(args), sensitive),
+            args=(redactor or DEFAULT_REDACTOR).value(dict(args), sensitive),
             reason=reason,
-            expires_at=self._clock() + self.ttl,
+            expires_at=now + self.ttl,
             surface=surface,
             identity=identity,
+            created_at=now,
         )
-        with self._lock:
-            self._prune()
-            self._pending[req.call_id] = _Pending(req)
-        return req
+        return self.store.add(req, now).request
 
-    def grant(self, call_id: str) -> bool:
-        """Mark a pending request approved (for surfaces where the human answers later)."""
-        with self._lock:
-            entry = self._pending.get(call_id)
-            if entry is None or entry.request.expires_at <= self._clock():
-                return False
-            entry.granted = True
-            return True
-
-    def deny(self, call_id: str) -> bool:
-        """Drop a pending request; a later consume fails."""
-        with self._lock:
-            return self._pending.pop(call_id, None) is not None
-
-    def consume(
+    def settle(
         self,
         call_id: str,
         *,
@@ -112,32 +170,173 @@ class ApprovalBroker:
         args_digest: str,
         principal: str,
         approved: bool = False,
-    ) -> bool:
-        """Spend the approval for ``call_id``: True once, and only when the request exists, has
-        not expired, was granted (or ``approved`` is passed by a surface whose human just said
-        yes to this call id) and matches tool, digest and principal. A mismatch voids it."""
-        with self._lock:
-            entry = self._pending.pop(call_id, None)
-            if entry is None:
-                return False
-            req = entry.request
-            if req.expires_at <= self._clock():
-                return False
-            if (req.tool_id, req.args_digest, req.principal) != (tool_id, args_digest, principal):
-                return False
-            if not (entry.granted or approved):
-                self._pending[call_id] = entry  # still waiting for the human
-                return False
-            return True
+    ) -> tuple[ApprovalState, ApprovalRequest | None]:
+        """The state of the request recorded for exactly this call, spending it when decided:
+        GRANTED runs the call (once), DENIED refuses it (once), PENDING still waits, EXPIRED
+        means there is none. ``approved=True`` is a surface whose human just said yes to this
+        call id (pydantic-ai's deferred approvals): it grants a pending request for exactly
+        this call, and nothing else."""
+        record = self.store.take(
+            (call_id, tool_id, args_digest, principal), approved=approved, now=self._clock()
+        )
+        if record is None:
+            return ApprovalState.EXPIRED, None
+        return record.state, record.request
+
+    def withdraw(self, handle: Handle) -> bool:
+        """Drop a request (the surface asked its own human inline, or gave up waiting)."""
+        return self.store.remove(_handle_id(handle))
+
+    async def wait(
+        self, handle: Handle, timeout: float, *, poll: float = 0.005, max_poll: float = 0.25
+    ) -> ApprovalState:
+        """Wait (at most ``timeout`` seconds) for a decision made anywhere: in another task,
+        thread or process sharing the store. Polls with a growing interval (``poll`` up to
+        ``max_poll`` seconds); returns PENDING on timeout."""
+        approval_id = _handle_id(handle)
+        deadline = time.monotonic() + timeout
+        delay = poll
+        while True:
+            state = self.state(approval_id)
+            if state is not ApprovalState.PENDING:
+                return state
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return ApprovalState.PENDING
+            await asyncio.sleep(min(delay, left))
+            delay = min(delay * 1.5, max_poll)
+
+    def waiter(self, timeout: float) -> Approver:
+        """An executor approver that waits (at most ``timeout`` seconds) for an approver
+        principal to decide out of band (:meth:`grant`/:meth:`deny` from another task,
+        thread or process). No decision in time counts as no."""
+
+        async def wait_for_decision(request: ApprovalRequest) -> bool:
+            return await self.wait(request, timeout) is ApprovalState.GRANTED
+
+        return wait_for_decision
+
+    # -- the approver's side ---------------------------------------------------------------
+
+    def grant(
+        self, handle: Handle, *, approver: Identity, surface: str = "python"
+    ) -> ApprovalRequest:
+        """Approve the request named by ``handle`` (what the human saw), once. Raises
+        :class:`ApprovalError` when it is unknown, expired, already decided, changed, or when
+        ``approver`` is the caller or lacks the approver role."""
+        return self._decide(handle, ApprovalState.GRANTED, approver, surface, None)
+
+    def deny(
+        self,
+        handle: Handle,
+        *,
+        approver: Identity,
+        surface: str = "python",
+        reason: str | None = None,
+    ) -> ApprovalRequest:
+        """Refuse the request named by ``handle``; the waiting call is refused, once."""
+        return self._decide(handle, ApprovalState.DENIED, approver, surface, reason)
+
+    def get(self, handle: Handle) -> ApprovalRequest | None:
+        """The recorded request (None when unknown or expired)."""
+        record = self._live(_handle_id(handle))
+        return None if record is None else record.request
+
+    def state(self, handle: Handle) -> ApprovalState:
+        record = self._live(_handle_id(handle))
+        return ApprovalState.EXPIRED if record is None else record.state
 
     def pending(self) -> list[ApprovalRequest]:
-        """Unexpired pending requests, oldest first."""
-        with self._lock:
-            self._prune()
-            return [e.request for e in self._pending.values()]
+        """Unexpired requests waiting for a decision, oldest first."""
+        return [r.request for r in self.store.pending(self._clock())]
 
-    def _prune(self) -> None:
-        now = self._clock()
-        expired = [k for k, e in self._pending.items() if e.request.expires_at <= now]
-        for key in expired:
-            del self._pending[key]
+    def _live(self, approval_id: str) -> ApprovalRecord | None:
+        record = self.store.get(approval_id)
+        if record is None or record.request.expires_at <= self._clock():
+            return None
+        return record
+
+    def _decide(
+        self,
+        handle: Handle,
+        state: ApprovalState,
+        approver: Identity,
+        surface: str,
+        reason: str | None,
+    ) -> ApprovalRequest:
+        approval_id = _handle_id(handle)
+        record = self._live(approval_id)
+        request = record.request if record is not None else None
+        why = self._refusal(handle, record, approver)
+        if why is None:
+            assert request is not None
+            decided = self.store.decide(approval_id, state, approver.id, self._clock())
+            if decided is None:  # decided or expired between the check and the update
+                why = "the request was decided by someone else or expired"
+        if why is not None:
+            self._audit(request, approver, surface, "none", "approval_rejected", why, handle)
+            raise ApprovalError(f"cannot decide approval {approval_id}: {why}")
+        assert request is not None
+        outcome = "approval_granted" if state is ApprovalState.GRANTED else "approval_denied"
+        note = f"requested by {request.principal}" + (f": {reason}" if reason else "")
+        effect = "grant" if state is ApprovalState.GRANTED else "deny"
+        self._audit(request, approver, surface, effect, outcome, note, handle)
+        return request
+
+    def _refusal(
+        self, handle: Handle, record: ApprovalRecord | None, approver: Identity
+    ) -> str | None:
+        if not isinstance(approver, Identity) or approver.is_anonymous:
+            return "an approver must be an identified principal"
+        if self.approver_role not in approver.roles:
+            return f"{approver.id} does not hold the {self.approver_role!r} role"
+        if record is None:
+            return "no such pending request (unknown, expired or already spent)"
+        if record.state is not ApprovalState.PENDING:
+            return f"the request was already {record.state.value}"
+        if approver.id == record.request.principal:
+            return "a caller cannot approve its own call"
+        if isinstance(handle, ApprovalRequest) and handle != record.request:
+            return "the request shown differs from the one recorded"
+        return None
+
+    def _audit(
+        self,
+        request: ApprovalRequest | None,
+        approver: Identity,
+        surface: str,
+        decision: str,
+        outcome: str,
+        reason: str,
+        handle: Handle,
+    ) -> None:
+        audit = self.audit
+        if audit is None:
+            return
+        from toolcards.governance.audit import AuditRecord
+
+        who = approver if isinstance(approver, Identity) else None
+        audit.record(
+            AuditRecord(
+                ts=self._clock(),
+                principal=who.id if who else "anonymous",
+                principal_type=who.type if who else "anonymous",
+                roles=who.roles if who else (),
+                surface=surface,
+                tool=request.tool_id if request else "",
+                call_id=request.call_id if request else None,
+                args=request.args if request else {"approval_id": _handle_id(handle)},
+                decision=decision,
+                outcome=outcome,
+                reason=reason,
+                args_digest=request.args_digest if request else None,
+            )
+        )
+
+
+def _handle_id(handle: Handle) -> str:
+    if isinstance(handle, ApprovalRequest):
+        return handle.approval_id
+    if isinstance(handle, str) and handle:
+        return handle
+    raise TypeError("an approval handle is an ApprovalRequest or its approval_id")

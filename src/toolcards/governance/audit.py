@@ -7,13 +7,14 @@ import logging
 import queue
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
-from toolcards.governance.redact import digest_and_redacted, redact_text
+from toolcards.governance import _shutdown
+from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,35 @@ _COLUMNS = (
     "decision, reason, outcome, duration_ms, error"
 )
 _INSERT = f"INSERT INTO audit ({_COLUMNS}) VALUES ({', '.join('?' * 14)})"
+_MAX_BATCH = 4096
+
+
+class AuditRecord(NamedTuple):
+    """What a caller hands to :meth:`AuditLog.record`: raw values, redacted and digested on
+    the writer thread (a call pays microseconds).
+
+    ``args`` are the arguments as received; ``sensitive`` names arguments to redact whole.
+    ``args_digest`` is set only when ``args`` are already redacted (an approval decision
+    recorded from its request); the digest is then taken as given. ``duration`` is in
+    seconds. ``redactor`` is the policy's (None: the default patterns).
+    """
+
+    ts: float
+    principal: str
+    principal_type: str
+    roles: Iterable[str]
+    surface: str
+    tool: str
+    call_id: str | None
+    args: Mapping[str, Any]
+    decision: str
+    outcome: str
+    reason: str | None = None
+    duration: float = 0.0
+    error: str | None = None
+    sensitive: Iterable[str] = ()
+    args_digest: str | None = None
+    redactor: Redactor | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,51 +97,50 @@ class AuditEntry:
     error: str | None
 
 
-# What the executor hands over: raw values; redaction and digests happen on the writer.
-RawEntry = tuple[
-    float,
-    str,
-    str,
-    frozenset[str],
-    str,
-    str,
-    "str | None",
-    Any,
-    tuple[str, ...],
-    str,
-    "str | None",
-    str,
-    float,
-    "str | None",
-]
-
-
-def _row(raw: RawEntry) -> tuple[Any, ...]:
-    ts, principal, ptype, roles, surface, tool, call_id, args, sensitive = raw[:9]
-    decision, reason, outcome, duration, error = raw[9:]
+def _row(rec: AuditRecord) -> tuple[Any, ...]:
+    redactor = rec.redactor or DEFAULT_REDACTOR
+    if rec.args_digest is None:
+        digest, args = redactor.digest_and_redacted(rec.args, rec.sensitive)
+    else:
+        digest, args = rec.args_digest, redactor.digest_and_redacted(rec.args, rec.sensitive)[1]
     return (
-        ts,
-        principal,
-        ptype,
-        ",".join(sorted(roles)),
-        surface,
-        tool,
-        call_id,
-        *digest_and_redacted(args, sensitive),
-        decision,
-        reason,
-        outcome,
-        duration * 1000.0,
-        redact_text(error) if error else None,
+        rec.ts,
+        rec.principal,
+        rec.principal_type,
+        ",".join(sorted(rec.roles)),
+        rec.surface,
+        rec.tool,
+        rec.call_id,
+        digest,
+        args,
+        rec.decision,
+        rec.reason,
+        rec.outcome,
+        rec.duration * 1000.0,
+        redactor.text(rec.error) if rec.error else None,
     )
+
+
+def _safe_row(rec: AuditRecord) -> tuple[Any, ...]:
+    try:
+        return _row(rec)
+    except Exception:  # an argument that cannot be made JSON: keep the row, drop the values
+        return _row(rec._replace(args={"unserialisable": True}, sensitive=(), args_digest=None))
 
 
 class AuditLog:
     """An append-only audit trail in a SQLite file (WAL).
 
     ``durability="batched"`` (default) queues rows for a background writer that commits in
-    batches: a call pays microseconds. ``"sync"`` commits each row before :meth:`record`
-    returns. :meth:`flush` waits for queued rows; :meth:`close` flushes and stops the writer.
+    batches: a call pays microseconds. The writer gathers rows for up to ``linger`` seconds
+    before a commit, so a busy process commits a few times a second, not once per row.
+    ``"sync"`` commits each row before :meth:`record` returns. :meth:`flush` waits for queued
+    rows; :meth:`close` flushes and stops the writer.
+
+    Queued rows are kept on a clean shutdown: at interpreter exit (even without ``close``)
+    and, with ``flush_on_signal=True`` (default), on SIGTERM, whose default action (ending
+    the process) follows the flush. A process killed with SIGKILL loses what was still
+    queued (at most ``linger`` seconds of rows, plus one batch being written).
     """
 
     def __init__(
@@ -120,28 +149,34 @@ class AuditLog:
         durability: Literal["batched", "sync"] = "batched",
         *,
         batch_size: int = 512,
+        linger: float = 0.05,
+        flush_on_signal: bool = True,
     ) -> None:
         if durability not in ("batched", "sync"):
             raise ValueError("durability must be 'batched' or 'sync'")
         self.path = Path(path)
         self.durability = durability
-        self._batch_size = batch_size
+        self._batch_size = max(1, min(batch_size, _MAX_BATCH))
+        self._linger = max(0.0, linger)
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA busy_timeout=10000")
         self._db.execute("PRAGMA journal_mode=WAL")
         sync_mode = "NORMAL" if durability == "batched" else "FULL"
         self._db.execute(f"PRAGMA synchronous={sync_mode}")
         self._db.executescript(_SCHEMA)
         self._lock = threading.Lock()
-        self._queue: queue.SimpleQueue[RawEntry | threading.Event | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[AuditRecord | threading.Event | None] = queue.SimpleQueue()
+        self._hurry = threading.Event()
         self._closed = False
         self._writer: threading.Thread | None = None
         if durability == "batched":
             self._writer = threading.Thread(target=self._run, name="toolcards-audit", daemon=True)
             self._writer.start()
+            _shutdown.register(self, signals=flush_on_signal)
 
     # -- writing --------------------------------------------------------------------------
 
-    def record(self, entry: RawEntry) -> None:
+    def record(self, entry: AuditRecord) -> None:
         """Queue (batched) or write (sync) one entry. Never raises into the caller's call."""
         if self._closed:
             return
@@ -149,26 +184,31 @@ class AuditLog:
             self._queue.put(entry)
             return
         with self._lock:
-            self._write([entry])
-
-    def _write(self, entries: list[RawEntry]) -> None:
-        rows = []
-        for raw in entries:
             try:
-                rows.append(_row(raw))
-            except Exception:
-                fallback = (*raw[:7], {"unserialisable": True}, (), *raw[9:])
-                rows.append(_row(fallback))
+                self._write([entry])
+            except sqlite3.Error:
+                log.exception("audit write failed; 1 entry lost")
+                self._rollback()
+
+    def _write(self, entries: list[AuditRecord]) -> None:
+        rows = [_safe_row(rec) for rec in entries]
         self._db.execute("BEGIN")
         self._db.executemany(_INSERT, rows)
         self._db.execute("COMMIT")
 
+    def _rollback(self) -> None:
+        if self._db.in_transaction:
+            self._db.execute("ROLLBACK")
+
     def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            batch: list[RawEntry] = []
+        stop = False
+        while not stop:
+            first = self._queue.get()
+            if self._linger and first is not None and not isinstance(first, threading.Event):
+                self._hurry.wait(self._linger)  # let a batch gather; flush/close cut it short
+            batch: list[AuditRecord] = []
             waiters: list[threading.Event] = []
-            stop = False
+            item: AuditRecord | threading.Event | None = first
             while True:
                 if item is None:
                     stop = True
@@ -177,23 +217,26 @@ class AuditLog:
                 else:
                     batch.append(item)
                 if len(batch) >= self._batch_size:
-                    break
+                    self._commit(batch)
+                    batch = []
                 try:
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     break
             if batch:
-                with self._lock:
-                    try:
-                        self._write(batch)
-                    except sqlite3.Error:
-                        log.exception("audit write failed; %d entries lost", len(batch))
-                        if self._db.in_transaction:
-                            self._db.execute("ROLLBACK")
+                self._commit(batch)
+            if self._queue.empty():
+                self._hurry.clear()
             for waiter in waiters:
                 waiter.set()
-            if stop:
-                return
+
+    def _commit(self, batch: list[AuditRecord]) -> None:
+        with self._lock:
+            try:
+                self._write(batch)
+            except sqlite3.Error:
+                log.exception("audit write failed; %d entries lost", len(batch))
+                self._rollback()
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every queued entry is committed; False on timeout."""
@@ -201,16 +244,19 @@ class AuditLog:
             return True
         done = threading.Event()
         self._queue.put(done)
+        self._hurry.set()
         return done.wait(timeout)
 
-    def close(self) -> None:
+    def close(self, timeout: float = 10.0) -> None:
         """Flush, stop the writer and close the database. Idempotent."""
         if self._closed:
             return
         self._closed = True
+        _shutdown.unregister(self)
         if self._writer is not None and self._writer.is_alive():
             self._queue.put(None)
-            self._writer.join(timeout=10.0)
+            self._hurry.set()
+            self._writer.join(timeout=timeout)
         with self._lock:
             self._db.close()
 

@@ -28,16 +28,18 @@ Invoke = Callable[[dict[str, Any]], Coroutine[Any, Any, Any]]
 class Capability:
     """One callable tool as governance sees it.
 
-    ``invoke`` receives validated arguments. ``validator`` (a pydantic-core validator built
-    once) parses raw arguments into Python types and rejects extras; None passes arguments
-    through (remote tools validate themselves). ``timeout`` overrides the executor's.
+    ``invoke`` receives validated arguments (None for a capability whose surface always
+    passes its own, as :class:`GovernedToolset` does). ``validator`` (a pydantic-core
+    validator built once) parses raw arguments into Python types and rejects extras; None
+    passes arguments through (remote tools validate themselves). ``timeout`` overrides the
+    executor's.
     """
 
     id: str
     description: str
     json_schema: dict[str, Any]
     annotations: ToolAnnotations
-    invoke: Invoke
+    invoke: Invoke | None = None
     validator: Any = None
     timeout: float | None = None
     sensitive: frozenset[str] = field(default_factory=frozenset)

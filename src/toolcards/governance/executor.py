@@ -1,8 +1,9 @@
 """The governed executor: one pipeline for every call from every surface.
 
 identity -> ACL decision -> rate limit -> approval -> argument validation -> run with a
-timeout -> error mapping -> audit. A surface resolves the caller itself (never from tool
-arguments), calls :meth:`Executor.call` and maps the :class:`ExecutionResult` outcome::
+timeout -> error mapping -> audit (and a telemetry span). A surface resolves the caller
+itself (never from tool arguments), calls :meth:`Executor.call` and maps the
+:class:`ExecutionResult` outcome::
 
     result = await executor.call(tool_id, raw_args, identity, surface="mcp",
                                  approver=ask_human_or_None, call_id=request_id)
@@ -10,40 +11,53 @@ arguments), calls :meth:`Executor.call` and maps the :class:`ExecutionResult` ou
     outcome         pydantic-ai (GovernedToolset)      MCP / CLI (suggested)
     ok              the value                          the value
     denied          tool result "denied: ..."          error result with result.message
+    unknown_tool    ModelRetry(message)                error result (CLI exit code 7)
     invalid_args    ModelRetry(message)                error result (client fixes the call)
     retry           ModelRetry(message)                error result
     rate_limited    tool result "rate limited: ..."    error result; result.retry_after
-    needs_approval  ApprovalRequired(metadata)         error result (fail closed), or ask the
-                                                       human, ``approvals.grant(call_id)`` and
+    needs_approval  ApprovalRequired(metadata)         error result (fail closed), or wait for
+                                                       an approver (``approvals.waiter``) and
                                                        call again with the same call_id
     error           tool result "error: ..."           error result with result.message
 
-``result.message`` is safe to show a model: no stack trace, no secrets, no other rules.
+A tool the caller may not see (the policy denies it whatever the arguments) is reported
+exactly like a tool that does not exist: ``unknown_tool``, with suggestions drawn only from
+the tools the caller may see. ``result.message`` is safe to show a model: no stack trace, no
+secrets, no other rules.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
+import functools
 import logging
 import time
 import types
-from collections.abc import Coroutine, Generator, Mapping
+from collections.abc import Coroutine, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry
 
 from toolcards.core.errors import RetriableError
-from toolcards.governance.approvals import ApprovalBroker, ApprovalRequest, Approver
-from toolcards.governance.audit import AuditLog
+from toolcards.governance import telemetry
+from toolcards.governance.approvals import (
+    ApprovalBroker,
+    ApprovalRequest,
+    ApprovalState,
+    Approver,
+)
+from toolcards.governance.audit import AuditLog, AuditRecord
 from toolcards.governance.capability import Capability, CapabilityRegistry, Invoke
 from toolcards.governance.identity import ANONYMOUS, Identity
 from toolcards.governance.policy import Decision, Policy
 from toolcards.governance.ratelimit import RateLimiter
-from toolcards.governance.redact import args_digest, redact_text
+from toolcards.governance.redact import args_digest
+from toolcards.governance.telemetry import Telemetry
 
 try:  # lets a timeout abandon a sync tool's worker thread instead of waiting for it
     from pydantic_ai._utils import abandon_threads_on_cancel as _abandon_threads
@@ -53,12 +67,14 @@ except ImportError:  # pragma: no cover - older pydantic-ai
 log = logging.getLogger(__name__)
 
 _PASSTHROUGH = (CallDeferred, ApprovalRequired)
+_MAX_NAME = 100  # a model-supplied tool name is cut to this length in messages
 _UNKNOWN = Decision("deny", "unknown tool")
 
 
 class Outcome(StrEnum):
     OK = "ok"
     DENIED = "denied"
+    UNKNOWN_TOOL = "unknown_tool"
     INVALID_ARGS = "invalid_args"
     RETRY = "retry"
     RATE_LIMITED = "rate_limited"
@@ -88,9 +104,38 @@ class ExecutionResult:
         return self.outcome is Outcome.OK
 
 
+class Call(NamedTuple):
+    """One call as it travels down the pipeline (immutable: a step that changes something
+    passes on a new record)."""
+
+    tool_id: str
+    args: dict[str, Any]
+    identity: Identity
+    surface: str
+    call_id: str | None
+    start: float
+    cap: Capability | None = None
+    span: Any = None
+    instruments: telemetry.Instruments | None = None
+
+
+def unknown_tool_message(tool_id: str, visible: Iterable[str]) -> str:
+    """``unknown tool: <name>`` with the closest names among ``visible`` (the tools the
+    caller may see, and nothing else)."""
+    name = tool_id if len(tool_id) <= _MAX_NAME else tool_id[:_MAX_NAME] + "..."
+    close = difflib.get_close_matches(tool_id[:_MAX_NAME], list(visible), n=3, cutoff=0.6)
+    if not close:
+        return f"unknown tool: {name}"
+    return f"unknown tool: {name}; did you mean {' or '.join(close)}?"
+
+
 class Executor:
     """Runs capabilities under a policy. Surface-agnostic: the pydantic-ai toolset, the MCP
-    server and the CLI all call :meth:`call` (or :meth:`run` with their own invoke)."""
+    server and the CLI all call :meth:`call` (or :meth:`run` with their own invoke).
+
+    ``telemetry`` says where spans and metrics go (the global OpenTelemetry providers by
+    default; nothing is recorded until an SDK is configured).
+    """
 
     def __init__(
         self,
@@ -101,13 +146,27 @@ class Executor:
         approvals: ApprovalBroker | None = None,
         rate_limiter: RateLimiter | None = None,
         timeout: float | None = 60.0,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.registry = registry
         self.policy = policy
-        self.audit = audit
         self.approvals = approvals or ApprovalBroker()
         self.rate_limiter = rate_limiter or RateLimiter()
         self.timeout = timeout
+        self.telemetry = telemetry or _default_telemetry()
+        self._audit: AuditLog | None = None
+        self.audit = audit
+
+    @property
+    def audit(self) -> AuditLog | None:
+        """The audit log; its broker writes approval decisions there too (unless it has one)."""
+        return self._audit
+
+    @audit.setter
+    def audit(self, audit: AuditLog | None) -> None:
+        self._audit = audit
+        if audit is not None and self.approvals.audit is None:
+            self.approvals.audit = audit
 
     async def call(
         self,
@@ -127,18 +186,63 @@ class Executor:
         human approved now (``approved=True``) for the same tool, arguments and principal.
         Otherwise the result is NEEDS_APPROVAL and nothing runs.
         """
+        who = identity if identity is not None else ANONYMOUS
         cap = self.registry.get(tool_id)
         if cap is None:
-            return self._refuse(tool_id, args, identity or ANONYMOUS, surface, call_id)
+            return self.unknown(
+                tool_id, args, who, surface=surface, call_id=call_id, visible=self.visible_to(who)
+            )
         return await self.run(
             cap,
             args,
-            identity,
+            who,
             surface=surface,
             approver=approver,
             call_id=call_id,
             approved=approved,
+            hide_denied=True,
         )
+
+    def visible_to(self, identity: Identity) -> list[str]:
+        """The ids of the registry's tools ``identity`` may see."""
+        policy = self.policy
+        return [cap.id for cap in self.registry if policy.visible(identity, cap.id)]
+
+    def unknown(
+        self,
+        tool_id: str,
+        args: Mapping[str, Any] | None,
+        identity: Identity,
+        *,
+        surface: str,
+        call_id: str | None,
+        visible: Iterable[str],
+        known_as: str | None = None,
+    ) -> ExecutionResult:
+        """The result for a tool that does not exist, or that ``identity`` may not see (the
+        two read the same; suggestions come from ``visible`` only). ``known_as`` is the id of
+        a hidden tool: the audit row then records the policy's denial."""
+        decision = _UNKNOWN if known_as is None else self.policy.decide(identity, known_as, args)
+        call = Call(
+            tool_id,
+            dict(args) if isinstance(args, Mapping) else {},
+            identity,
+            surface,
+            call_id,
+            time.perf_counter(),
+            instruments=self.telemetry.active(),
+        )
+        if call.instruments is None:
+            return self._unknown(call, decision, visible)
+        span, token = telemetry.start_span(call.instruments, tool_id, call_id, identity.id, surface)
+        try:
+            return self._unknown(call._replace(span=span), decision, visible)
+        finally:
+            telemetry.end_span(span, token)
+
+    def _unknown(self, call: Call, decision: Decision, visible: Iterable[str]) -> ExecutionResult:
+        message = unknown_tool_message(call.tool_id, visible)
+        return self._finish(call, Outcome.UNKNOWN_TOOL, decision, message)
 
     async def run(
         self,
@@ -152,114 +256,162 @@ class Executor:
         approved: bool = False,
         invoke: Invoke | None = None,
         validated: bool = False,
+        hide_denied: bool = False,
     ) -> ExecutionResult:
         """The pipeline for one capability. ``invoke`` replaces ``cap.invoke`` (a surface that
-        calls the tool itself); ``validated=True`` skips validation (already done)."""
-        start = time.perf_counter()
-        who = identity if identity is not None else ANONYMOUS
-        tool_id = cap.id
+        calls the tool itself); ``validated=True`` skips validation (already done);
+        ``hide_denied=True`` reports a tool the caller may not see as unknown."""
+        malformed = False
         if args is None:
             args = {}
         elif not isinstance(args, dict):
-            if not isinstance(args, Mapping):
-                msg = f"invalid arguments for {tool_id}: expected an object"
-                return self._done(
-                    Outcome.INVALID_ARGS, cap, {}, who, surface, call_id, None, start, msg
-                )
-            args = dict(args)
+            malformed = not isinstance(args, Mapping)
+            args = {} if malformed else dict(args)
+        call = Call(
+            cap.id,
+            args,
+            identity if identity is not None else ANONYMOUS,
+            surface,
+            call_id,
+            time.perf_counter(),
+            cap,
+            instruments=self.telemetry.active(),
+        )
+        options = (approver, approved, invoke, validated, hide_denied)
+        if call.instruments is None:
+            return await self._pipeline(call, malformed, *options)
+        span, token = telemetry.start_span(
+            call.instruments, cap.id, call_id, call.identity.id, surface
+        )
+        failure: BaseException | None = None
+        try:
+            return await self._pipeline(call._replace(span=span), malformed, *options)
+        except BaseException as exc:
+            failure = exc
+            raise
+        finally:
+            telemetry.end_span(span, token, failure)
+
+    async def _pipeline(
+        self,
+        call: Call,
+        malformed: bool,
+        approver: Approver | None,
+        approved: bool,
+        invoke: Invoke | None,
+        validated: bool,
+        hide_denied: bool,
+    ) -> ExecutionResult:
+        tool_id, args = call.tool_id, call.args
+        if malformed:
+            msg = f"invalid arguments for {tool_id}: expected an object"
+            return self._finish(call, Outcome.INVALID_ARGS, None, msg)
+        if call.span is not None and self.policy.redaction.span_arguments:
+            text = self.policy.redaction.digest_and_redacted(args, _sensitive(call))[1]
+            call.span.set_attribute("gen_ai.tool.call.arguments", text)
+        who = call.identity
         decision, limits = self.policy.evaluate(who, tool_id, args)
         if decision.effect == "deny":
+            if hide_denied and not self.policy.visible(who, tool_id):
+                return self._unknown(call, decision, self.visible_to(who))
+            telemetry.event(call.span, "toolcards.denied", reason=decision.reason)
             msg = f"denied: {tool_id} is not permitted for {who.id}"
-            return self._done(
-                Outcome.DENIED, cap, args, who, surface, call_id, decision, start, msg
-            )
+            return self._finish(call, Outcome.DENIED, decision, msg)
         wait = self.rate_limiter.acquire(limits, who.id, tool_id) if limits else 0.0
         if wait > 0.0:
             msg = f"rate limited: {tool_id} may be called again in {wait:.1f} s"
-            result = self._done(
-                Outcome.RATE_LIMITED, cap, args, who, surface, call_id, decision, start, msg
-            )
-            result.retry_after = wait
-            return result
+            return self._finish(call, Outcome.RATE_LIMITED, decision, msg, retry_after=wait)
+        cap = call.cap
+        assert cap is not None
         if decision.effect == "approve" or cap.annotations.requires_approval:
-            waited_from = time.perf_counter()
-            gate = await self._approval(
-                cap, args, who, surface, approver, call_id, approved, decision
-            )
-            if gate is not None:
-                gate_result = self._done(
-                    gate[0], cap, args, who, surface, call_id, decision, start, gate[1]
-                )
-                gate_result.approval = gate[2]
-                return gate_result
-            start += time.perf_counter() - waited_from  # a human's time is not the tool's
+            gate = await self._approval(call, decision, approver, approved)
+            if isinstance(gate, ExecutionResult):
+                return gate
+            call = gate
         parsed = args
         if not validated and cap.validator is not None:
             try:
                 parsed = cap.validate(args)
             except ValidationError as exc:
                 msg = f"invalid arguments for {tool_id}: {_errors(exc)}"
-                return self._done(
-                    Outcome.INVALID_ARGS, cap, args, who, surface, call_id, decision, start, msg
-                )
+                return self._finish(call, Outcome.INVALID_ARGS, decision, msg)
+        run = invoke or cap.invoke
+        if run is None:
+            raise TypeError(f"capability {tool_id!r} has no invoke and none was given")
         # the audit keeps the arguments as received, so every row of one call has one digest
-        return await self._execute(
-            cap, parsed, args, who, surface, call_id, decision, start, invoke or cap.invoke
-        )
+        return await self._execute(call, decision, parsed, run)
 
     async def _approval(
         self,
-        cap: Capability,
-        args: dict[str, Any],
-        who: Identity,
-        surface: str,
-        approver: Approver | None,
-        call_id: str | None,
-        approved: bool,
+        call: Call,
         decision: Decision,
-    ) -> tuple[Outcome, str, ApprovalRequest | None] | None:
-        """None when the call may proceed; else (outcome, message, pending request)."""
-        digest = args_digest(args)
-        if call_id is not None and self.approvals.consume(
-            call_id, tool_id=cap.id, args_digest=digest, principal=who.id, approved=approved
-        ):
-            return None
-        reason = decision.reason if decision.effect == "approve" else "the tool requires approval"
-        request = self.approvals.request(
-            tool_id=cap.id,
-            args=args,
-            args_digest=digest,
-            identity=who,
-            reason=reason,
-            sensitive=tuple(cap.sensitive),
-            call_id=call_id,
-            surface=surface,
+        approver: Approver | None,
+        approved: bool,
+    ) -> Call | ExecutionResult:
+        """The call (its clock moved past a human's time) when it may proceed, else the
+        result that stops it."""
+        broker = self.approvals
+        who, tool_id = call.identity, call.tool_id
+        digest = args_digest(call.args)
+        settle = functools.partial(
+            broker.settle, tool_id=tool_id, args_digest=digest, principal=who.id
         )
+        pending: ApprovalRequest | None = None
+        if call.call_id is not None:
+            state, pending = settle(call.call_id, approved=approved)
+            if state is ApprovalState.GRANTED:
+                telemetry.event(call.span, "toolcards.approved", approval_id=_id(pending))
+                return call
+            if state is ApprovalState.DENIED:
+                return self._refused(call, decision, pending)
+        if pending is None:
+            reason = (
+                decision.reason if decision.effect == "approve" else "the tool requires approval"
+            )
+            pending = broker.request(
+                tool_id=tool_id,
+                args=call.args,
+                args_digest=digest,
+                identity=who,
+                reason=reason,
+                sensitive=_sensitive(call),
+                call_id=call.call_id,
+                surface=call.surface,
+                redactor=self.policy.redaction,
+            )
         if approver is None:
-            msg = f"approval required: {cap.id} needs a human's approval before it runs"
-            return Outcome.NEEDS_APPROVAL, msg, request
+            telemetry.event(
+                call.span, "toolcards.approval_required", approval_id=pending.approval_id
+            )
+            msg = f"approval required: {tool_id} needs a human's approval before it runs"
+            return self._finish(call, Outcome.NEEDS_APPROVAL, decision, msg, approval=pending)
+        asked = time.perf_counter()
         try:
-            ok = await approver(request)
+            ok = await approver(pending)
         except Exception:
-            log.exception("approver failed for %s", cap.id)
+            log.exception("approver failed for %s", tool_id)
             ok = False
-        self.approvals.deny(request.call_id)
         if ok is True:
-            return None
-        return Outcome.DENIED, f"denied: approval for {cap.id} was refused", None
+            state, _ = settle(pending.call_id, approved=True)
+            if state is ApprovalState.GRANTED:
+                telemetry.event(call.span, "toolcards.approved", approval_id=pending.approval_id)
+                # a human's time is not the tool's
+                return call._replace(start=call.start + time.perf_counter() - asked)
+        broker.withdraw(pending)
+        return self._refused(call, decision, pending)
+
+    def _refused(
+        self, call: Call, decision: Decision, request: ApprovalRequest | None
+    ) -> ExecutionResult:
+        telemetry.event(call.span, "toolcards.approval_refused", approval_id=_id(request))
+        msg = f"denied: approval for {call.tool_id} was refused"
+        return self._finish(call, Outcome.DENIED, decision, msg)
 
     async def _execute(
-        self,
-        cap: Capability,
-        parsed: dict[str, Any],
-        args: dict[str, Any],
-        who: Identity,
-        surface: str,
-        call_id: str | None,
-        decision: Decision,
-        start: float,
-        invoke: Invoke,
+        self, call: Call, decision: Decision, parsed: dict[str, Any], invoke: Invoke
     ) -> ExecutionResult:
+        cap = call.cap
+        assert cap is not None
         timeout = cap.timeout if cap.timeout is not None else self.timeout
         try:
             if timeout is None:
@@ -271,131 +423,96 @@ class Executor:
                 value = await _with_deadline(invoke(parsed), timeout)
         except (RetriableError, ModelRetry) as exc:
             error = str(exc.message if isinstance(exc, ModelRetry) else exc)
-            outcome, msg = Outcome.RETRY, redact_text(error)
+            redacted = self.policy.redaction.text(error)
+            return self._finish(call, Outcome.RETRY, decision, redacted, error)
         except _PASSTHROUGH:
-            self._record(cap, args, who, surface, call_id, decision, "deferred", start, None)
+            self._record(call, decision, "deferred", None)
             raise
         except TimeoutError:
-            outcome, msg = Outcome.ERROR, f"error: {cap.id} timed out after {timeout:g} s"
-            error = "timeout"
+            msg = f"error: {cap.id} timed out after {timeout:g} s"
+            return self._finish(call, Outcome.ERROR, decision, msg, "timeout")
         except Exception as exc:
-            outcome, msg = Outcome.ERROR, f"error: {cap.id} failed ({type(exc).__name__})"
-            error = f"{type(exc).__name__}: {exc}"
-        else:
-            self._record(cap, args, who, surface, call_id, decision, "ok", start, None)
-            return ExecutionResult(Outcome.OK, cap.id, value=value, decision=decision)
-        return self._done(outcome, cap, args, who, surface, call_id, decision, start, msg, error)
+            msg = f"error: {cap.id} failed ({type(exc).__name__})"
+            return self._finish(call, Outcome.ERROR, decision, msg, f"{type(exc).__name__}: {exc}")
+        return self._finish(call, Outcome.OK, decision, "", value=value)
 
-    # -- results and audit ------------------------------------------------------------------
+    # -- results, audit and telemetry --------------------------------------------------------
 
-    def _refuse(
+    def _finish(
         self,
-        tool_id: str,
-        args: Mapping[str, Any] | None,
-        who: Identity,
-        surface: str,
-        call_id: str | None,
-    ) -> ExecutionResult:
-        msg = f"denied: {tool_id} is not permitted for {who.id}"
-        self._write(
-            who,
-            surface,
-            tool_id,
-            call_id,
-            args or {},
-            (),
-            "deny",
-            "unknown tool",
-            "denied",
-            0.0,
-            None,
-        )
-        return ExecutionResult(Outcome.DENIED, tool_id, message=msg, decision=_UNKNOWN)
-
-    def _done(
-        self,
+        call: Call,
         outcome: Outcome,
-        cap: Capability,
-        args: Mapping[str, Any],
-        who: Identity,
-        surface: str,
-        call_id: str | None,
         decision: Decision | None,
-        start: float,
         message: str,
         error: str | None = None,
+        *,
+        value: Any = None,
+        retry_after: float | None = None,
+        approval: ApprovalRequest | None = None,
     ) -> ExecutionResult:
-        self._record(
-            cap, args, who, surface, call_id, decision, outcome.value, start, error or message
+        """Audit and report the call's end; the result a surface maps."""
+        if outcome is not Outcome.OK and error is None:
+            error = message
+        if self._audit is not None:
+            self._record(call, decision, outcome.value, error)
+        if call.instruments is not None:
+            telemetry.finish(
+                call.instruments,
+                call.span,
+                call.tool_id,
+                decision.effect if decision is not None else "none",
+                outcome.value,
+                time.perf_counter() - call.start,
+            )
+        return ExecutionResult(
+            outcome,
+            call.tool_id,
+            value=value,
+            message=message,
+            decision=decision,
+            retry_after=retry_after,
+            approval=approval,
         )
-        return ExecutionResult(outcome, cap.id, message=message, decision=decision)
 
     def _record(
-        self,
-        cap: Capability,
-        args: Mapping[str, Any],
-        who: Identity,
-        surface: str,
-        call_id: str | None,
-        decision: Decision | None,
-        outcome: str,
-        start: float,
-        error: str | None,
-    ) -> None:
-        if self.audit is None:
-            return
-        effect = decision.effect if decision is not None else "none"
-        reason = decision.reason if decision is not None else None
-        duration = time.perf_counter() - start
-        self._write(
-            who,
-            surface,
-            cap.id,
-            call_id,
-            args,
-            tuple(cap.sensitive),
-            effect,
-            reason,
-            outcome,
-            duration,
-            error,
-        )
-
-    def _write(
-        self,
-        who: Identity,
-        surface: str,
-        tool_id: str,
-        call_id: str | None,
-        args: Mapping[str, Any],
-        sensitive: tuple[str, ...],
-        effect: str,
-        reason: str | None,
-        outcome: str,
-        duration: float,
-        error: str | None,
+        self, call: Call, decision: Decision | None, outcome: str, error: str | None
     ) -> None:
         """Append one audit row (nothing without an audit log)."""
-        if self.audit is None:
+        audit = self._audit
+        if audit is None:
             return
-        self.audit.record(
-            (
-                time.time(),
-                who.id,
-                who.type,
-                who.roles,
-                surface,
-                tool_id,
-                call_id,
-                dict(args),
-                sensitive,
-                effect,
-                reason,
-                outcome,
-                duration,
-                error,
+        who = call.identity
+        audit.record(
+            AuditRecord(
+                ts=time.time(),
+                principal=who.id,
+                principal_type=who.type,
+                roles=who.roles,
+                surface=call.surface,
+                tool=call.tool_id,
+                call_id=call.call_id,
+                args=dict(call.args),
+                decision=decision.effect if decision is not None else "none",
+                outcome=outcome,
+                reason=decision.reason if decision is not None else None,
+                duration=time.perf_counter() - call.start,
+                error=error,
+                sensitive=_sensitive(call),
+                redactor=self.policy.redaction,
             )
         )
+
+
+def _sensitive(call: Call) -> tuple[str, ...]:
+    return tuple(call.cap.sensitive) if call.cap is not None else ()
+
+
+def _id(request: ApprovalRequest | None) -> str:
+    return request.approval_id if request is not None else ""
+
+
+def _default_telemetry() -> Telemetry:
+    return telemetry.DEFAULT_TELEMETRY
 
 
 async def _with_deadline(coro: Coroutine[Any, Any, Any], timeout: float) -> Any:

@@ -19,6 +19,7 @@ class Identity:
     type: str
     roles: frozenset[str]
     attrs: Mapping[str, Any] = field(compare=True, hash=False)
+    _hash: int = field(init=False, repr=False, compare=False, hash=False)
 
     def __init__(
         self,
@@ -35,9 +36,10 @@ class Identity:
         object.__setattr__(self, "type", str(type))
         object.__setattr__(self, "roles", frozenset(str(r) for r in roles))
         object.__setattr__(self, "attrs", MappingProxyType(dict(attrs)) if attrs else _EMPTY)
+        object.__setattr__(self, "_hash", hash((self.id, self.type, self.roles)))
 
     def __hash__(self) -> int:
-        return hash((self.id, self.type, self.roles))
+        return self._hash
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Identity):

@@ -66,8 +66,9 @@ class PolicyTable:
 
 def decision_of(result: ExecutionResult) -> str:
     """The policy decision an executor outcome reveals: a call that got past the ACL (even
-    if it then failed validation or raised) is ``allow``; waiting for a human is ``approve``."""
-    if result.outcome is Outcome.DENIED:
+    if it then failed validation or raised) is ``allow``; waiting for a human is ``approve``;
+    a tool the caller may not see (unknown to it) is ``deny``."""
+    if result.outcome is Outcome.DENIED or result.outcome is Outcome.UNKNOWN_TOOL:
         return "deny"
     if result.outcome is Outcome.NEEDS_APPROVAL:
         return "approve"

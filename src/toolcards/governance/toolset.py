@@ -1,13 +1,20 @@
-"""GovernedToolset: any pydantic-ai toolset, with every call through the governed executor."""
+"""GovernedToolset: any pydantic-ai toolset, with every call through the governed executor.
+
+It is the execution layer on top of a stack of listing layers (:mod:`.layers`)::
+
+    GovernedToolset(                       identity, per-caller listing, executor, outcomes
+      ApprovalMarkedToolset(               declared approval -> governed approval
+        DescribedToolset(                  annotations, destructive warning, sequential
+          SafeNamedToolset(                provider-safe names
+            SelectedToolset(inner, include, exclude)))))
+"""
 
 from __future__ import annotations
 
 import copy
-import hashlib
 import inspect
-import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic_ai import RunContext
@@ -16,43 +23,91 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 from pydantic_core import SchemaValidator, core_schema
 
 from toolcards.core.spec import ToolAnnotations
-from toolcards.governance._policy_parse import compile_globs
 from toolcards.governance.approvals import Approver
 from toolcards.governance.audit import AuditLog
-from toolcards.governance.capability import Capability, CapabilityRegistry, surface_context
+from toolcards.governance.capability import Capability, CapabilityRegistry
 from toolcards.governance.executor import ExecutionResult, Executor, Outcome
 from toolcards.governance.identity import ANONYMOUS, Identity
+from toolcards.governance.layers import (
+    APPROVAL_NOTE,
+    DESTRUCTIVE_WARNING,
+    ApprovalMarkedToolset,
+    DescribedToolset,
+    Fingerprint,
+    SafeNamedToolset,
+    SelectedToolset,
+    built,
+    list_tools,
+    listing_fingerprint,
+    provider_safe_name,
+    source_of,
+)
 from toolcards.governance.policy import Policy
 from toolcards.governance.redact import redact_text
+from toolcards.governance.telemetry import Telemetry
+
+__all__ = [
+    "APPROVAL_NOTE",
+    "DESTRUCTIVE_WARNING",
+    "GovernedToolset",
+    "provider_safe_name",
+    "to_model_result",
+]
 
 IdentityResolver = Callable[[RunContext[Any]], Identity | None]
-
-_SAFE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
-DESTRUCTIVE_WARNING = "Warning: destructive. Its changes may not be undoable; call it deliberately."
-APPROVAL_NOTE = "A human must approve each call before it runs."
 SURFACE = "pydantic-ai"
 # The model's arguments reach call_tool unparsed, so that the ACL, rate limit and approval
 # see the same raw arguments as on every other surface; the executor validates afterwards.
 _RAW_ARGS = SchemaValidator(core_schema.dict_schema(keys_schema=core_schema.str_schema()))
+_MAX_CALLERS = 1024  # per-caller listings kept before the cache starts over
 
 
-def provider_safe_name(tool_id: str) -> str:
-    """A name every model provider accepts (``[A-Za-z0-9_-]``, <= 64 chars). Valid ids are kept;
-    others get a suffix hashed from the id alone, so names never shift when tools are added."""
-    if _SAFE.match(tool_id):
-        return tool_id
-    digest = hashlib.sha256(tool_id.encode()).hexdigest()[:8]
-    base = _UNSAFE.sub("_", tool_id)[:55] or "tool"
-    return f"{base}_{digest}"
+@dataclass(kw_only=True)
+class GovernedTool(ToolsetTool[Any]):
+    """A tool as the model sees it through governance: ``source`` is the tool the governed
+    toolset itself listed (under the listing layers, which take no part in calls), ``tool_id``
+    its id; the capability is built on the first call."""
+
+    source: ToolsetTool[Any]
+    tool_id: str
+    capability: Capability | None = field(default=None, repr=False)
+
+    def governed_capability(self) -> Capability:
+        cap = self.capability
+        if cap is None:
+            tdef = self.tool_def
+            cap = self.capability = Capability(
+                id=self.tool_id,
+                description=tdef.description or "",
+                json_schema=dict(tdef.parameters_json_schema),
+                annotations=ToolAnnotations.from_metadata(tdef.metadata),
+                validator=self.source.args_validator,
+                timeout=tdef.timeout,
+                # an async function tool never waits on a worker thread a timeout must abandon
+                abandon_threads=getattr(self.source, "is_async", None) is not True,
+            )
+        return cap
 
 
 @dataclass(slots=True)
-class _Entry:
-    original: str
-    inner_tool: ToolsetTool[Any]
-    capability: Capability
-    governed: ToolsetTool[Any]
+class _Listing:
+    """One listing of the stack and the per-caller views of it."""
+
+    fingerprint: Fingerprint | None
+    key: object
+    wrapped: AbstractToolset[Any] | None
+    tools: dict[str, GovernedTool]
+    by_caller: dict[tuple[Identity, int], dict[str, ToolsetTool[Any]]] = field(default_factory=dict)
+    step: tuple[object, ...] = ()
+    """The run step it was last found valid for (calls in that step skip the check)."""
+
+
+@dataclass(slots=True)
+class _Cache:
+    """Shared by a GovernedToolset and its per-run copies; a listing is reused while the
+    wrapped toolset would list the same tools (see :func:`listing_fingerprint`)."""
+
+    listing: _Listing | None = None
 
 
 class GovernedToolset(WrapperToolset[Any]):
@@ -61,9 +116,10 @@ class GovernedToolset(WrapperToolset[Any]):
     The model sees only the tools the principal may call (unless ``hide_denied=False``),
     under provider-safe names (the original id is in ``metadata["tool_id"]``); destructive tools
     are sequential and carry a warning line. Denials, rate limits and tool failures come back as
-    readable tool results, fixable errors as retries, and approvals through pydantic-ai's
-    deferred flow (``DeferredToolRequests`` -> ``DeferredToolResults``), bound to the call id,
-    tool, arguments and principal.
+    readable tool results, fixable errors (and unknown tool names) as retries, and approvals
+    through pydantic-ai's deferred flow (``DeferredToolRequests`` -> ``DeferredToolResults``),
+    bound to the call id, tool, arguments and principal. A tool hidden from the principal
+    reads exactly like one that does not exist.
 
     Approval: with ``approver`` (an async ``(ApprovalRequest) -> bool``) a human is asked
     inline; otherwise the call is deferred (``defer_approvals=True``, the agent needs
@@ -72,9 +128,14 @@ class GovernedToolset(WrapperToolset[Any]):
 
     ``executor`` shares one Executor (its rate limits, pending approvals and audit) with other
     surfaces; it must hold the same ``policy``. ``timeout`` bounds each tool run in seconds.
+    ``telemetry`` says where spans and metrics go (see :mod:`.telemetry`).
 
-    ``relist`` says when the wrapped toolset is listed again: every ``"step"``, once per
-    ``"run"`` (default), or ``"never"`` after the first listing (call :meth:`invalidate`).
+    Listing: the tools are listed once and kept across runs while the wrapped toolset would
+    list the same ones (a ``FunctionToolset``, possibly combined, prefixed or renamed, whose
+    tools were not added, removed or replaced); each caller's view is kept until the policy
+    reloads. A toolset whose listing can change on its own (an MCP server, a tool with a
+    ``prepare`` function) is listed again per ``relist``: every ``"step"``, once per ``"run"``
+    (default), or ``"never"`` after the first listing (call :meth:`invalidate`).
     """
 
     def __init__(
@@ -94,8 +155,11 @@ class GovernedToolset(WrapperToolset[Any]):
         approver: Approver | None = None,
         defer_approvals: bool = True,
         toolset_id: str | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
-        self.wrapped = inner
+        selected = SelectedToolset(inner, include=include, exclude=tuple(exclude or ()))
+        self.wrapped = ApprovalMarkedToolset(DescribedToolset(SafeNamedToolset(selected)))
+        self.inner = inner  # the toolset governed; calls go to it, under no listing layer
         self.policy = policy
         self.identity = identity
         self.identity_resolver = identity_resolver
@@ -107,25 +171,23 @@ class GovernedToolset(WrapperToolset[Any]):
         if executor is not None and executor.policy is not policy:
             raise ValueError("a shared executor must use the same Policy object as the toolset")
         self.executor = executor or Executor(
-            CapabilityRegistry(), policy, audit=audit, timeout=timeout
+            CapabilityRegistry(), policy, audit=audit, timeout=timeout, telemetry=telemetry
         )
         if audit is not None and self.executor.audit is None:
             self.executor.audit = audit
-        self._include = compile_globs(tuple(include)) if include is not None else None
-        self._exclude = compile_globs(tuple(exclude)) if exclude else None
-        self._state: _Shared = _Shared()
+        self._cache = _Cache()
 
     @property
     def id(self) -> str | None:
         return self._id
 
-    # -- composition (the wrapped toolset may be replaced per run or step) -----------------
+    # -- composition (the wrapped stack may be replaced per run or step) -------------------
 
     def _with_wrapped(self, new: AbstractToolset[Any]) -> GovernedToolset:
         clone = copy.copy(self)
         clone.wrapped = new
-        clone._state = _Shared()
-        return clone
+        clone.inner = _governed_inner(new)
+        return clone  # the listing cache is shared: it checks what it was listed from
 
     async def for_run(self, ctx: RunContext[Any]) -> AbstractToolset[Any]:
         new = await self.wrapped.for_run(ctx)
@@ -142,8 +204,7 @@ class GovernedToolset(WrapperToolset[Any]):
 
     def invalidate(self) -> None:
         """Forget cached listings; the next step lists the wrapped toolset again."""
-        self._state.generation_key = None
-        self._state.by_principal.clear()
+        self._cache.listing = None
 
     # -- identity and listing --------------------------------------------------------------
 
@@ -157,104 +218,77 @@ class GovernedToolset(WrapperToolset[Any]):
                 return found
         return self.identity if self.identity is not None else ANONYMOUS
 
-    def _selected(self, tool_id: str) -> bool:
-        if self._include is not None and self._include.fullmatch(tool_id) is None:
-            return False
-        return self._exclude is None or self._exclude.fullmatch(tool_id) is None
-
-    def _listing_key(self, ctx: RunContext[Any]) -> object:
-        relist = self.relist
-        if relist == "run":
+    def _key(self, ctx: RunContext[Any]) -> object:
+        if self.relist == "run":
             return ctx.run_id
-        return True if relist == "never" else (ctx.run_id, ctx.run_step)
+        return True if self.relist == "never" else (ctx.run_id, ctx.run_step)
 
-    async def _entries(self, ctx: RunContext[Any]) -> dict[str, _Entry]:
-        """Every selected tool of the wrapped toolset by safe name (listed per ``relist``)."""
-        state = self._state
-        key = self._listing_key(ctx)
-        generation = state.generation_key
-        if generation is not None and generation[0] == key:
-            return state.entries
-        inner_tools = await self.wrapped.get_tools(ctx)
-        entries: dict[str, _Entry] = {}
-        for name, tool in inner_tools.items():
-            if not self._selected(name):
-                continue
-            safe = provider_safe_name(name)
-            if safe in entries:
-                raise ValueError(
-                    f"tool ids {entries[safe].original!r} and {name!r} clash as {safe!r}"
-                )
-            entries[safe] = self._entry(name, safe, tool)
-        state.entries = entries
-        state.generation_key = (key,)
-        state.by_principal.clear()
-        return entries
+    def _current(self, ctx: RunContext[Any]) -> tuple[_Listing | None, Fingerprint | None]:
+        """The cached listing when it still holds for ``ctx``, and the stack's fingerprint."""
+        listing = self._cache.listing
+        if self.relist == "never":
+            return listing, None
+        fingerprint = listing_fingerprint(self.wrapped, ctx)
+        if listing is None:
+            return None, fingerprint
+        if fingerprint is not None:
+            same = listing.fingerprint is not None and listing.fingerprint == fingerprint
+        else:
+            same = listing.wrapped is self.wrapped and listing.key == self._key(ctx)
+        return (listing if same else None), fingerprint
 
-    def _entry(self, name: str, safe: str, tool: ToolsetTool[Any]) -> _Entry:
-        tdef = tool.tool_def
-        notes = ToolAnnotations.from_metadata(tdef.metadata)
-        requires_approval = notes.requires_approval or tdef.kind == "unapproved"
-        if requires_approval and not notes.requires_approval:
-            notes = replace(notes, requires_approval=True)
-        lines = [tdef.description or ""]
-        if notes.destructive:
-            lines.append(DESTRUCTIVE_WARNING)
-        if requires_approval:
-            lines.append(APPROVAL_NOTE)
-        metadata = {**(tdef.metadata or {}), **notes.as_metadata(), "tool_id": name}
-        governed_def = replace(
-            tdef,
-            name=safe,
-            description="\n\n".join(line for line in lines if line) or None,
-            metadata=metadata,
-            sequential=tdef.sequential or notes.destructive,
-            # approval is asked by raising ApprovalRequired from call_tool, so that it is
-            # bound to the arguments and the principal; a declarative deferral could not be
-            kind="function" if tdef.kind == "unapproved" else tdef.kind,
+    async def _listing(self, ctx: RunContext[Any]) -> _Listing:
+        listing, fingerprint = self._current(ctx)
+        if listing is not None:
+            return listing
+        stack = await list_tools(self.wrapped, ctx)
+        tools = {
+            name: built(
+                GovernedTool,
+                toolset=self,
+                tool_def=tool.tool_def,
+                max_retries=tool.max_retries,
+                args_validator=_RAW_ARGS,
+                args_validator_func=None,
+                source=source_of(tool),
+                tool_id=(tool.tool_def.metadata or {}).get("tool_id", name),
+                capability=None,
+            )
+            for name, tool in stack.items()
+        }
+        listing = _Listing(
+            fingerprint,
+            None if fingerprint is not None else self._key(ctx),
+            None if fingerprint is not None else self.wrapped,
+            tools,
         )
-        wrapped = self.wrapped
+        self._cache.listing = listing
+        return listing
 
-        async def invoke(args: dict[str, Any]) -> Any:
-            return await wrapped.call_tool(name, args, surface_context(), tool)
-
-        cap = Capability(
-            id=name,
-            description=tdef.description or "",
-            json_schema=dict(tdef.parameters_json_schema),
-            annotations=notes,
-            invoke=invoke,
-            validator=tool.args_validator,
-            timeout=tdef.timeout,
-            # an async function tool never waits on a worker thread a timeout must abandon
-            abandon_threads=getattr(tool, "is_async", None) is not True,
-        )
-        governed = ToolsetTool(
-            toolset=self,
-            tool_def=governed_def,
-            max_retries=tool.max_retries,
-            args_validator=_RAW_ARGS,
-        )
-        return _Entry(name, tool, cap, governed)
+    def _step(self, ctx: RunContext[Any]) -> tuple[object, ...]:
+        return (ctx.run_id, ctx.run_step, self.wrapped)
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
-        entries = await self._entries(ctx)
-        identity = self.resolve_identity(ctx)
+        return await self._view(ctx, self.resolve_identity(ctx))
+
+    async def _view(self, ctx: RunContext[Any], identity: Identity) -> dict[str, ToolsetTool[Any]]:
+        """What ``identity`` sees: the listing filtered by the policy (cached per caller)."""
+        listing = await self._listing(ctx)
+        listing.step = self._step(ctx)
         policy = self.policy
         policy.check_reload()
-        pkey = (identity, policy.version)
-        state = self._state
-        listed = state.by_principal.get(pkey)
-        if listed is None:
-            listed = {
-                safe: e.governed
-                for safe, e in entries.items()
-                if not self.hide_denied or policy.visible(identity, e.original)
-            }
-            if len(state.by_principal) > 1024:
-                state.by_principal.clear()
-            state.by_principal[pkey] = listed
-        return listed
+        key = (identity, policy.version)
+        view = listing.by_caller.get(key)
+        if view is None:
+            if self.hide_denied:
+                visible = policy.visible
+                view = {n: t for n, t in listing.tools.items() if visible(identity, t.tool_id)}
+            else:
+                view = dict(listing.tools)
+            if len(listing.by_caller) >= _MAX_CALLERS:
+                listing.by_caller.clear()
+            listing.by_caller[key] = view
+        return view
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -262,26 +296,38 @@ class GovernedToolset(WrapperToolset[Any]):
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
         identity = self.resolve_identity(ctx)
-        state = self._state
-        generation = state.generation_key
-        if generation is not None and generation[0] == self._listing_key(ctx):
-            entry = state.entries.get(name)
-        else:
-            entry = (await self._entries(ctx)).get(name)
-        if entry is None:
-            return f"denied: {name} is not permitted for {identity.id}"
-        inner, original, inner_tool = self.wrapped, entry.original, entry.inner_tool
-        check = inner_tool.args_validator_func
+        listing = self._cache.listing
+        view = None
+        if listing is not None and listing.step == self._step(ctx):  # listed this step
+            view = listing.by_caller.get((identity, self.policy.version))
+        if view is None:
+            view = await self._view(ctx, identity)
+            listing = self._cache.listing
+        entry = view.get(name)
+        if not isinstance(entry, GovernedTool):
+            hidden = listing.tools.get(name) if listing is not None else None
+            result = self.executor.unknown(
+                name,
+                tool_args,
+                identity,
+                surface=SURFACE,
+                call_id=ctx.tool_call_id,
+                visible=view,
+                known_as=hidden.tool_id if hidden is not None else None,
+            )
+            return to_model_result(result)
+        inner, source = self.inner, entry.source
+        check = source.args_validator_func
 
         async def invoke(args: dict[str, Any]) -> Any:
             if check is not None:  # the wrapped tool's own post-validation hook
                 checked = check(ctx, **args)
                 if inspect.isawaitable(checked):
                     await checked
-            return await inner.call_tool(original, args, ctx, inner_tool)
+            return await inner.call_tool(source.tool_def.name, args, ctx, source)
 
         result = await self.executor.run(
-            entry.capability,
+            entry.governed_capability(),
             tool_args,
             identity,
             surface=SURFACE,
@@ -295,26 +341,22 @@ class GovernedToolset(WrapperToolset[Any]):
         return to_model_result(result)
 
 
+def _governed_inner(stack: AbstractToolset[Any]) -> AbstractToolset[Any]:
+    """The toolset under the listing layers of ``stack`` (calls go to it directly)."""
+    toolset = stack
+    while isinstance(toolset, ApprovalMarkedToolset | DescribedToolset | SafeNamedToolset):
+        toolset = toolset.wrapped
+    return toolset.wrapped if isinstance(toolset, SelectedToolset) else toolset
+
+
 def to_model_result(result: ExecutionResult) -> Any:
     """Map an executor outcome to what a pydantic-ai model sees."""
     outcome = result.outcome
     if outcome is Outcome.OK:
         return result.value
-    if outcome is Outcome.RETRY or outcome is Outcome.INVALID_ARGS:
+    if outcome in (Outcome.RETRY, Outcome.INVALID_ARGS, Outcome.UNKNOWN_TOOL):
         raise ModelRetry(result.message)
     if outcome is Outcome.NEEDS_APPROVAL:
         meta = result.approval.as_metadata() if result.approval is not None else None
         raise ApprovalRequired(metadata=meta)
     return redact_text(result.message)
-
-
-@dataclass(slots=True)
-class _Shared:
-    entries: dict[str, _Entry]
-    generation_key: tuple[object] | None
-    by_principal: dict[tuple[Identity, int], dict[str, ToolsetTool[Any]]]
-
-    def __init__(self) -> None:
-        self.entries = {}
-        self.generation_key = None
-        self.by_principal = {}

@@ -5,7 +5,8 @@ local principal, through the same executor, policy and audit log as ``toolcards 
 ``--json`` (before the command) prints machine-readable output.
 
 Exit codes: 0 ok · 1 tool failure (or the store is in use) · 2 usage or config error ·
-3 denied · 4 invalid input · 5 needs approval / approval refused · 6 rate limited.
+3 denied · 4 invalid input · 5 needs approval / approval refused · 6 rate limited ·
+7 unknown tool.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     epilog=(
         "Exit codes: 0 ok, 1 tool failure, 2 usage or config error, 3 denied, 4 invalid input, "
-        "5 needs approval or refused, 6 rate limited."
+        "5 needs approval or refused, 6 rate limited, 7 unknown tool."
     ),
 )
 audit_app = typer.Typer(help="Read the audit trail.", no_args_is_help=True)

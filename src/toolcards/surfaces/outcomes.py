@@ -6,10 +6,11 @@ exit   kind             executor outcome
 0      ok               ok
 1      failed           error (the tool raised or timed out); also an unusable environment
 2      usage            (the command line or the config file is wrong; no call was made)
-3      denied           denied by the policy, or an unknown tool
+3      denied           denied by the policy
 4      invalid          invalid_args (schema validation) and retry (the tool rejected input)
 5      approval         needs_approval with no human to ask, or the human refused
 6      rate_limited     rate_limited (``retry_after`` seconds)
+7      unknown_tool     unknown_tool (no such tool, or one the caller may not see)
 =====  ===============  ===================================================================
 """
 
@@ -31,6 +32,7 @@ class ExitCode(IntEnum):
     INVALID = 4
     APPROVAL = 5
     RATE_LIMITED = 6
+    UNKNOWN_TOOL = 7
 
 
 _KINDS = {
@@ -41,6 +43,7 @@ _KINDS = {
     "rate_limited": ("rate_limited", ExitCode.RATE_LIMITED),
     "needs_approval": ("approval", ExitCode.APPROVAL),
     "error": ("failed", ExitCode.FAILED),
+    "unknown_tool": ("unknown_tool", ExitCode.UNKNOWN_TOOL),
 }
 
 
@@ -77,7 +80,7 @@ def classify(result: ExecutionResult, *, human_asked: bool = False) -> SurfaceOu
 
 def table_decision(kind: str) -> str:
     """The policy-table decision a surface outcome reveals (see governance ``table``)."""
-    if kind == "denied":
+    if kind in ("denied", "unknown_tool"):
         return "deny"
     if kind == "approval":
         return "approve"

@@ -1,0 +1,307 @@
+"""The listing layers of :class:`~toolcards.governance.GovernedToolset`, each one small wrapper
+over pydantic-ai's ``WrapperToolset`` (usable on their own):
+
+- :class:`SelectedToolset`: only the tools whose names match ``include`` and not ``exclude``;
+- :class:`SafeNamedToolset`: names every model provider accepts (the id in ``tool_id``);
+- :class:`DescribedToolset`: annotations made explicit in metadata, a warning line on
+  destructive tools, which also run one at a time;
+- :class:`ApprovalMarkedToolset`: a tool that asks for approval declaratively becomes one
+  that governance asks for, bound to its arguments and its caller.
+
+A layer that changes a tool lists a :class:`DerivedTool` and, on a call, hands the tool it
+got from below back down, as pydantic-ai's own wrappers do. :func:`listing_fingerprint` says
+whether a stack of toolsets would list the same tools again, without listing them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import weakref
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic_ai import RunContext
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.toolsets import (
+    AbstractToolset,
+    CombinedToolset,
+    FunctionToolset,
+    PrefixedToolset,
+    RenamedToolset,
+    ToolsetTool,
+    WrapperToolset,
+)
+
+from toolcards.governance._policy_parse import compile_globs
+
+DESTRUCTIVE_WARNING = "Warning: destructive. Its changes may not be undoable; call it deliberately."
+APPROVAL_NOTE = "A human must approve each call before it runs."
+_SAFE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+Fingerprint = tuple[object, ...]
+
+
+def provider_safe_name(tool_id: str) -> str:
+    """A name every model provider accepts (``[A-Za-z0-9_-]``, <= 64 chars). Valid ids are kept;
+    others get a suffix hashed from the id alone, so names never shift when tools are added."""
+    if _SAFE.match(tool_id):
+        return tool_id
+    digest = hashlib.sha256(tool_id.encode()).hexdigest()[:8]
+    base = _UNSAFE.sub("_", tool_id)[:55] or "tool"
+    return f"{base}_{digest}"
+
+
+@dataclass(kw_only=True)
+class DerivedTool(ToolsetTool[Any]):
+    """A tool as a layer changed it; ``source`` is the tool the layer below listed and
+    ``tag`` the listing layer's (kept by the layer's per-run copies)."""
+
+    source: ToolsetTool[Any]
+    tag: object = None
+
+
+def derive(tool: ToolsetTool[Any], layer: _Layer, **changes: Any) -> DerivedTool:
+    """``tool`` listed by ``layer`` with its definition changed by ``changes``."""
+    return built(
+        DerivedTool,
+        toolset=layer,
+        tool_def=built(ToolDefinition, **{**tool.tool_def.__dict__, **changes}),
+        max_retries=tool.max_retries,
+        args_validator=tool.args_validator,
+        args_validator_func=tool.args_validator_func,
+        source=tool,
+        tag=layer.tag,
+    )
+
+
+T = TypeVar("T")
+
+
+def built(cls: type[T], **fields: Any) -> T:
+    """An instance of the dataclass ``cls`` with ``fields`` set as given, without running its
+    constructor: for copies of valid instances with a few fields changed, where the
+    constructor (``dataclasses.replace``) costs more than all else a listing does per tool.
+    ``fields`` must name every field."""
+    new = object.__new__(cls)
+    new.__dict__.update(fields)
+    return new
+
+
+def source_of(tool: ToolsetTool[Any]) -> ToolsetTool[Any]:
+    """The innermost tool under a stack of derived ones."""
+    while isinstance(tool, DerivedTool):
+        tool = tool.source
+    return tool
+
+
+async def list_tools(
+    toolset: AbstractToolset[Any], ctx: RunContext[Any]
+) -> dict[str, ToolsetTool[Any]]:
+    """``toolset.get_tools(ctx)``. A plain ``FunctionToolset`` without ``prepare`` functions is
+    listed from its tool definitions directly: what it would list, without the per-tool copy
+    of the run context that only a ``prepare`` function reads."""
+    if type(toolset) is FunctionToolset and not _has_prepare(toolset):
+        build = toolset.tool_for_tool_def
+        return {
+            name: build(tool.tool_def, ctx=ctx, original_name=name)
+            for name, tool in toolset.tools.items()
+        }
+    return await toolset.get_tools(ctx)
+
+
+_prepared: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], bool]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _has_prepare(toolset: FunctionToolset[Any]) -> bool:
+    """Whether a tool of ``toolset`` has a ``prepare`` function (remembered per set of tools)."""
+    tools = tuple(toolset.tools.values())
+    seen = _prepared.get(toolset)
+    if seen is not None and seen[0] == tools:
+        return seen[1]
+    found = any(tool.prepare is not None for tool in tools)
+    _prepared[toolset] = (tools, found)
+    return found
+
+
+@dataclass
+class _Layer(WrapperToolset[Any]):
+    """A listing layer: a call hands the tool it got from below back down. ``tag`` marks the
+    tools it derived; its copies for a run (``for_run`` replaces ``wrapped``) keep the tag, so
+    a tool listed by one copy is recognised by another."""
+
+    tag: object = field(default_factory=object, kw_only=True, repr=False, compare=False)
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        if isinstance(tool, DerivedTool) and tool.tag is self.tag:
+            tool = tool.source
+            name = tool.tool_def.name
+        return await self.wrapped.call_tool(name, tool_args, ctx, tool)
+
+    def _params(self) -> Hashable:
+        return ()
+
+    def listing_fingerprint(self, ctx: RunContext[Any]) -> Fingerprint | None:
+        below = listing_fingerprint(self.wrapped, ctx)
+        return None if below is None else (type(self), self._params(), below)
+
+
+@dataclass
+class SelectedToolset(_Layer):
+    """Only the tools whose name matches a glob of ``include`` (None: every tool) and none of
+    ``exclude``."""
+
+    include: Sequence[str] | None = None
+    exclude: Sequence[str] = ()
+    _include: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    _exclude: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._include = compile_globs(tuple(self.include)) if self.include is not None else None
+        self._exclude = compile_globs(tuple(self.exclude)) if self.exclude else None
+
+    def selected(self, name: str) -> bool:
+        if self._include is not None and self._include.fullmatch(name) is None:
+            return False
+        return self._exclude is None or self._exclude.fullmatch(name) is None
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        tools = await list_tools(self.wrapped, ctx)
+        if self._include is None and self._exclude is None:
+            return tools
+        return {name: tool for name, tool in tools.items() if self.selected(name)}
+
+    def _params(self) -> Hashable:
+        return (None if self.include is None else tuple(self.include), tuple(self.exclude))
+
+
+@dataclass
+class SafeNamedToolset(_Layer):
+    """Provider-safe names (:func:`provider_safe_name`); a renamed tool keeps its id in
+    ``metadata["tool_id"]``. Two ids that would share a name are an error."""
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        tools = await list_tools(self.wrapped, ctx)
+        out: dict[str, ToolsetTool[Any]] = {}
+        renamed: dict[str, str] = {}
+        for name, tool in tools.items():
+            safe = name if _SAFE.match(name) else provider_safe_name(name)
+            if safe in out:
+                first = renamed.get(safe, safe)
+                raise ValueError(f"tool ids {first!r} and {name!r} clash as {safe!r}")
+            if safe != name:
+                renamed[safe] = name
+                metadata = {**(tool.tool_def.metadata or {}), "tool_id": name}
+                tool = derive(tool, self, name=safe, metadata=metadata)
+            out[safe] = tool
+        return out
+
+
+@dataclass
+class DescribedToolset(_Layer):
+    """Every annotation explicit in ``metadata`` (with the ``tool_id``); destructive tools get
+    a warning line and run one at a time."""
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        tools = await list_tools(self.wrapped, ctx)
+        out: dict[str, ToolsetTool[Any]] = {}
+        for name, tool in tools.items():
+            tdef = tool.tool_def
+            metadata = _explicit(tdef.metadata or {}, name)
+            if metadata["destructive"]:
+                description = _with_line(tdef.description, DESTRUCTIVE_WARNING)
+                out[name] = derive(
+                    tool, self, metadata=metadata, description=description, sequential=True
+                )
+            else:
+                out[name] = derive(tool, self, metadata=metadata)
+        return out
+
+
+@dataclass
+class ApprovalMarkedToolset(_Layer):
+    """A tool that asks for approval declaratively (``requires_approval`` in its metadata, or
+    pydantic-ai's ``kind="unapproved"``) becomes a plain function tool annotated
+    ``requires_approval``, with a note in its description: approval is then asked by
+    governance, bound to the call's arguments and caller, which a declaration cannot be.
+    Only for use under a :class:`GovernedToolset`: alone, it would drop pydantic-ai's own
+    approval step."""
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        tools = await list_tools(self.wrapped, ctx)
+        out: dict[str, ToolsetTool[Any]] = {}
+        for name, tool in tools.items():
+            tdef = tool.tool_def
+            given = tdef.metadata or {}
+            if tdef.kind == "unapproved" or given.get("requires_approval"):
+                tool = derive(
+                    tool,
+                    self,
+                    kind="function" if tdef.kind == "unapproved" else tdef.kind,
+                    metadata={**given, "requires_approval": True},
+                    description=_with_line(tdef.description, APPROVAL_NOTE),
+                )
+            out[name] = tool
+        return out
+
+
+def _explicit(given: dict[str, Any], name: str) -> dict[str, Any]:
+    """``given`` with every annotation of :class:`ToolAnnotations` explicit, and the tool id
+    (what ``ToolAnnotations.from_metadata(given).as_metadata()`` adds, built directly)."""
+    sensitive = given.get("sensitive") or ()  # () when none: immutable and shared
+    if sensitive and (type(sensitive) is not list or not all(type(s) is str for s in sensitive)):
+        sensitive = [sensitive] if isinstance(sensitive, str) else [str(s) for s in sensitive]
+    return {
+        **given,
+        "readonly": bool(given.get("readonly", False)),
+        "destructive": bool(given.get("destructive", False)),
+        "idempotent": bool(given.get("idempotent", False)),
+        "open_world": bool(given.get("open_world", False)),
+        "requires_approval": bool(given.get("requires_approval", False)),
+        "sensitive": sensitive,
+        "tool_id": given.get("tool_id", name),
+    }
+
+
+def _with_line(description: str | None, line: str) -> str:
+    return f"{description}\n\n{line}" if description else line
+
+
+def listing_fingerprint(toolset: AbstractToolset[Any], ctx: RunContext[Any]) -> Fingerprint | None:
+    """A value equal from one listing to the next when ``toolset`` would list the same tools,
+    computed without listing them (compare with ``==``); None when that cannot be known (a
+    toolset that lists per run, such as an MCP server or a tool with a ``prepare`` function).
+
+    Known: ``FunctionToolset`` (adding, removing or replacing a tool changes it; a ``Tool``
+    changed in place does not), ``CombinedToolset``, ``PrefixedToolset``, ``RenamedToolset``
+    and the layers of this module.
+    """
+    own = getattr(toolset, "listing_fingerprint", None)
+    if own is not None:
+        result: Fingerprint | None = own(ctx)
+        return result
+    kind = type(toolset)
+    if kind is FunctionToolset:
+        if _has_prepare(toolset):  # type: ignore[arg-type]
+            return None
+        # the Tool objects themselves: compared by identity first, and kept alive meanwhile
+        tools = tuple(toolset.tools.values())  # type: ignore[attr-defined]
+        return (toolset, toolset.max_retries, ctx.max_retries, tools)  # type: ignore[attr-defined]
+    if kind is CombinedToolset:
+        parts = [listing_fingerprint(t, ctx) for t in toolset.toolsets]  # type: ignore[attr-defined]
+        return None if any(p is None for p in parts) else (kind, *parts)
+    if kind is PrefixedToolset or kind is RenamedToolset:
+        below = listing_fingerprint(toolset.wrapped, ctx)  # type: ignore[attr-defined]
+        param = (
+            toolset.prefix  # type: ignore[attr-defined]
+            if kind is PrefixedToolset
+            else tuple(sorted(toolset.name_map.items()))  # type: ignore[attr-defined]
+        )
+        return None if below is None else (kind, param, below)
+    return None

@@ -1,0 +1,171 @@
+"""OpenTelemetry for governed calls (``opentelemetry-api`` only).
+
+Every governed call is a span ``execute_tool <name>`` with the GenAI attributes pydantic-ai
+uses (``gen_ai.operation.name``, ``gen_ai.tool.name``, ``gen_ai.tool.call.id``) plus
+``toolcards.principal``, ``toolcards.surface``, ``toolcards.decision``, ``toolcards.outcome``
+and ``toolcards.duration_ms``. It starts under the current span, so inside an instrumented
+agent run it nests under pydantic-ai's own spans. Denials and approval steps are span events.
+Two instruments count calls and time them per tool and outcome:
+``toolcards.tool.calls`` and ``toolcards.tool.duration`` (seconds).
+
+Without a configured SDK (the API's default providers) nothing is recorded and a call pays
+one check. Argument values go on spans only when the policy's redaction allows it
+(``redaction: {span_arguments: true}``), and then redacted.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import metrics, trace
+
+TRACER_NAME = "toolcards.governance"
+RECHECK = 1.0  # seconds between looks at the global providers
+CALLS = "toolcards.tool.calls"
+DURATION = "toolcards.tool.duration"
+
+
+@dataclass(frozen=True, slots=True)
+class Instruments:
+    """What one call records to: a tracer, a call counter and a latency histogram."""
+
+    tracer: trace.Tracer
+    calls: metrics.Counter
+    duration: metrics.Histogram
+
+
+try:  # the API's stand-in before an SDK is configured
+    from opentelemetry.metrics._internal import _ProxyMeterProvider
+except ImportError:  # pragma: no cover - other API versions
+
+    class _ProxyMeterProvider:  # type: ignore[no-redef]
+        pass
+
+
+def _is_noop(provider: object) -> bool:
+    return isinstance(
+        provider,
+        trace.ProxyTracerProvider
+        | trace.NoOpTracerProvider
+        | metrics.NoOpMeterProvider
+        | _ProxyMeterProvider,
+    )
+
+
+class Telemetry:
+    """Where governed calls are reported. ``tracer_provider``/``meter_provider`` default to the
+    global ones (as pydantic-ai's instrumentation does). ``enabled``: True always records,
+    False never, None (default) records when a real (SDK) provider is configured."""
+
+    def __init__(
+        self,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+        *,
+        enabled: bool | None = None,
+    ) -> None:
+        self.tracer_provider = tracer_provider
+        self.meter_provider = meter_provider
+        self.enabled = enabled
+        self._seen: tuple[object, object] | None = None
+        self._instruments: Instruments | None = None
+        self._recheck = 0.0
+
+    def active(self) -> Instruments | None:
+        """The instruments to record this call to, or None when telemetry is off. The global
+        providers are looked up at most every :data:`RECHECK` seconds (the lookup reads the
+        environment, which would cost a call more than the rest of governance)."""
+        if self.enabled is False:
+            return None
+        if self._seen is not None and (
+            (self.tracer_provider is not None and self.meter_provider is not None)
+            or time.monotonic() < self._recheck
+        ):
+            return self._instruments
+        self._recheck = time.monotonic() + RECHECK
+        tracers = self.tracer_provider or trace.get_tracer_provider()
+        meters = self.meter_provider or metrics.get_meter_provider()
+        seen = self._seen
+        if seen is not None and seen[0] is tracers and seen[1] is meters:
+            return self._instruments
+        instruments = None
+        if self.enabled or not (_is_noop(tracers) and _is_noop(meters)):
+            meter = meters.get_meter(TRACER_NAME)
+            instruments = Instruments(
+                tracer=tracers.get_tracer(TRACER_NAME),
+                calls=meter.create_counter(
+                    CALLS, unit="{call}", description="Governed tool calls by tool and outcome"
+                ),
+                duration=meter.create_histogram(
+                    DURATION, unit="s", description="Governed tool call duration"
+                ),
+            )
+        self._instruments = instruments
+        self._seen = (tracers, meters)
+        return instruments
+
+
+DEFAULT_TELEMETRY = Telemetry()
+
+
+def start_span(
+    instruments: Instruments, tool_id: str, call_id: str | None, principal: str, surface: str
+) -> tuple[trace.Span, object]:
+    """Start the call's span as the current span; returns it and the context token."""
+    from opentelemetry import context
+
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": tool_id,
+        "toolcards.principal": principal,
+        "toolcards.surface": surface,
+    }
+    if call_id is not None:
+        attributes["gen_ai.tool.call.id"] = call_id
+    span = instruments.tracer.start_span(
+        f"execute_tool {tool_id[:100]}", kind=trace.SpanKind.INTERNAL, attributes=attributes
+    )
+    token = context.attach(trace.set_span_in_context(span))
+    return span, token
+
+
+def end_span(span: trace.Span, token: object, error: BaseException | None = None) -> None:
+    from opentelemetry import context
+
+    if error is not None:
+        span.record_exception(error)
+        span.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
+    context.detach(token)  # type: ignore[arg-type]
+    span.end()
+
+
+def finish(
+    instruments: Instruments,
+    span: trace.Span | None,
+    tool_id: str,
+    decision: str,
+    outcome: str,
+    seconds: float,
+) -> None:
+    """Record the call's outcome on its span and instruments."""
+    if span is not None:
+        span.set_attributes(
+            {
+                "toolcards.decision": decision,
+                "toolcards.outcome": outcome,
+                "toolcards.duration_ms": seconds * 1000.0,
+            }
+        )
+        if outcome == "error":
+            span.set_status(trace.Status(trace.StatusCode.ERROR, "the tool failed"))
+    labels = {"gen_ai.tool.name": tool_id, "toolcards.outcome": outcome}
+    instruments.calls.add(1, labels)
+    instruments.duration.record(seconds, labels)
+
+
+def event(span: trace.Span | None, name: str, **attributes: str) -> None:
+    """A span event (``toolcards.denied``, ``toolcards.approval_required``, ...)."""
+    if span is not None:
+        span.add_event(name, attributes)

@@ -1,0 +1,191 @@
+"""The approval store contract, run against every implementation (a new back-end adds itself
+to ``STORES`` and must pass unchanged)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolcards.governance import Identity
+from toolcards.governance.approval_store import (
+    ApprovalStore,
+    MemoryApprovalStore,
+    SqliteApprovalStore,
+)
+from toolcards.governance.approvals import ApprovalRequest, ApprovalState
+
+NOW = 1_000.0
+CAROL = Identity("carol", roles=["finance"])
+
+
+def request(
+    call_id: str = "c1", digest: str = "d1", principal: str = "carol", **kw: Any
+) -> ApprovalRequest:
+    fields: dict[str, Any] = {
+        "call_id": call_id,
+        "tool_id": "wire",
+        "args_digest": digest,
+        "principal": principal,
+        "args": {"amount": 5},
+        "reason": "needs a human",
+        "expires_at": NOW + 60,
+        "surface": "python",
+        "identity": Identity(principal, roles=["finance"]),
+        "created_at": NOW,
+        **kw,
+    }
+    return ApprovalRequest(**fields)
+
+
+STORES: dict[str, Callable[[Path], ApprovalStore]] = {
+    "memory": lambda _dir: MemoryApprovalStore(),
+    "sqlite": lambda tmp: SqliteApprovalStore(tmp / "approvals.db"),
+}
+
+
+@pytest.fixture(params=sorted(STORES))
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ApprovalStore]:
+    made = STORES[request.param](tmp_path)
+    yield made
+    close = getattr(made, "close", None)
+    if close is not None:
+        close()
+
+
+def test_every_store_follows_the_protocol(store: ApprovalStore) -> None:
+    assert isinstance(store, ApprovalStore)
+
+
+def test_added_request_reads_back_equal_and_pending(store: ApprovalStore) -> None:
+    req = request()
+    store.add(req, NOW)
+    record = store.get(req.approval_id)
+    assert record is not None
+    assert record.request == req and record.state is ApprovalState.PENDING
+
+
+def test_a_second_request_for_the_same_call_gets_the_first_one_back(store: ApprovalStore) -> None:
+    first = store.add(request(), NOW).request
+    again = store.add(request(), NOW + 1).request
+    assert again == first and again.approval_id == first.approval_id
+
+
+def test_a_request_under_a_taken_call_id_never_replaces_the_pending_one(
+    store: ApprovalStore,
+) -> None:
+    mine = store.add(request(digest="small"), NOW).request
+    theirs = store.add(request(digest="large", principal="mallory"), NOW).request
+    assert theirs.approval_id != mine.approval_id
+    kept = store.get(mine.approval_id)
+    assert kept is not None and kept.request.args_digest == "small"
+
+
+def test_decide_moves_pending_once(store: ApprovalStore) -> None:
+    req = store.add(request(), NOW).request
+    decided = store.decide(req.approval_id, ApprovalState.GRANTED, "rita", NOW + 1)
+    assert decided is not None and decided.state is ApprovalState.GRANTED
+    assert decided.approver == "rita"
+    assert store.decide(req.approval_id, ApprovalState.DENIED, "rita", NOW + 2) is None
+
+
+def test_decide_refuses_an_expired_request(store: ApprovalStore) -> None:
+    req = store.add(request(), NOW).request
+    assert store.decide(req.approval_id, ApprovalState.GRANTED, "rita", NOW + 61) is None
+
+
+def test_take_spends_a_granted_request_exactly_once(store: ApprovalStore) -> None:
+    req = store.add(request(), NOW).request
+    store.decide(req.approval_id, ApprovalState.GRANTED, "rita", NOW)
+    taken = store.take(req.binding, approved=False, now=NOW + 1)
+    assert taken is not None and taken.state is ApprovalState.GRANTED
+    assert store.take(req.binding, approved=False, now=NOW + 2) is None
+
+
+def test_take_keeps_a_pending_request_unless_approved(store: ApprovalStore) -> None:
+    req = store.add(request(), NOW).request
+    waiting = store.take(req.binding, approved=False, now=NOW)
+    assert waiting is not None and waiting.state is ApprovalState.PENDING
+    approved = store.take(req.binding, approved=True, now=NOW)
+    assert approved is not None and approved.state is ApprovalState.GRANTED
+    assert store.get(req.approval_id) is None
+
+
+def test_take_finds_only_the_exact_binding(store: ApprovalStore) -> None:
+    req = store.add(request(), NOW).request
+    store.decide(req.approval_id, ApprovalState.GRANTED, "rita", NOW)
+    for other in (
+        ("c1", "wire", "other-digest", "carol"),
+        ("c1", "wire", "d1", "mallory"),
+        ("c1", "other_tool", "d1", "carol"),
+        ("c2", "wire", "d1", "carol"),
+    ):
+        assert store.take(other, approved=True, now=NOW) is None
+    assert store.get(req.approval_id) is not None
+
+
+def test_take_forgets_an_expired_request(store: ApprovalStore) -> None:
+    req = store.add(request(), NOW).request
+    store.decide(req.approval_id, ApprovalState.GRANTED, "rita", NOW)
+    assert store.take(req.binding, approved=False, now=NOW + 61) is None
+    assert store.get(req.approval_id) is None
+
+
+def test_a_denied_request_is_spent_by_take(store: ApprovalStore) -> None:
+    req = store.add(request(), NOW).request
+    store.decide(req.approval_id, ApprovalState.DENIED, "rita", NOW)
+    taken = store.take(req.binding, approved=True, now=NOW)
+    assert taken is not None and taken.state is ApprovalState.DENIED
+    assert store.get(req.approval_id) is None
+
+
+def test_pending_lists_unexpired_undecided_requests_oldest_first(store: ApprovalStore) -> None:
+    late = store.add(request("c2", created_at=NOW + 5), NOW).request
+    early = store.add(request("c1"), NOW).request
+    decided = store.add(request("c3"), NOW).request
+    store.decide(decided.approval_id, ApprovalState.GRANTED, "rita", NOW)
+    store.add(request("c4", expires_at=NOW + 1), NOW)
+    listed = [r.request.approval_id for r in store.pending(NOW + 2)]
+    assert listed == [early.approval_id, late.approval_id]
+
+
+def test_remove_forgets_a_request(store: ApprovalStore) -> None:
+    req = store.add(request(), NOW).request
+    assert store.remove(req.approval_id) is True
+    assert store.remove(req.approval_id) is False
+    assert store.get(req.approval_id) is None
+
+
+def test_concurrent_takes_spend_a_grant_once(store: ApprovalStore) -> None:
+    req = store.add(request(), NOW).request
+    store.decide(req.approval_id, ApprovalState.GRANTED, "rita", NOW)
+    wins: list[object] = []
+    barrier = threading.Barrier(8)
+
+    def race() -> None:
+        barrier.wait()
+        if store.take(req.binding, approved=False, now=NOW) is not None:
+            wins.append(True)
+
+    threads = [threading.Thread(target=race) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert wins == [True]
+
+
+def test_sqlite_store_is_shared_between_connections(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    writer, reader = SqliteApprovalStore(path), SqliteApprovalStore(path)
+    try:
+        req = writer.add(request(), NOW).request
+        reader.decide(req.approval_id, ApprovalState.GRANTED, "rita", NOW)
+        taken = writer.take(req.binding, approved=False, now=NOW)
+    finally:
+        writer.close()
+        reader.close()
+    assert taken is not None and taken.state is ApprovalState.GRANTED

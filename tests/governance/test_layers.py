@@ -1,0 +1,93 @@
+"""The listing layers on their own: each one small wrapper, stacked like pydantic-ai's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.toolsets import FunctionToolset
+
+from toolcards.governance.capability import surface_context
+from toolcards.governance.layers import (
+    APPROVAL_NOTE,
+    DESTRUCTIVE_WARNING,
+    ApprovalMarkedToolset,
+    DescribedToolset,
+    SafeNamedToolset,
+    SelectedToolset,
+    provider_safe_name,
+)
+
+from .conftest import Script
+
+pytestmark = pytest.mark.anyio
+
+
+def _inner() -> FunctionToolset[Any]:
+    inner: FunctionToolset[Any] = FunctionToolset()
+
+    def read(x: int) -> str:
+        """Read."""
+        return f"read {x}"
+
+    def wipe(x: int) -> str:
+        """Wipe."""
+        return f"wiped {x}"
+
+    def ship(x: int) -> str:
+        """Ship."""
+        return f"shipped {x}"
+
+    inner.add_function(read, name="crm.read")
+    inner.add_function(wipe, name="wipe", metadata={"destructive": True})
+    inner.add_function(ship, name="ship", requires_approval=True)
+    return inner
+
+
+async def test_selected_lists_only_matching_names() -> None:
+    tools = await SelectedToolset(_inner(), include=["*"], exclude=["wipe"]).get_tools(
+        surface_context()
+    )
+    assert set(tools) == {"crm.read", "ship"}
+
+
+async def test_safe_named_renames_and_keeps_the_id() -> None:
+    tools = await SafeNamedToolset(_inner()).get_tools(surface_context())
+    safe = provider_safe_name("crm.read")
+    assert set(tools) == {safe, "wipe", "ship"}
+    assert tools[safe].tool_def.metadata == {"tool_id": "crm.read"}
+
+
+async def test_safe_named_refuses_two_ids_that_share_a_name() -> None:
+    inner = _inner()
+    inner.add_function(lambda x: x, name=provider_safe_name("crm.read"))
+    with pytest.raises(ValueError, match="clash"):
+        await SafeNamedToolset(inner).get_tools(surface_context())
+
+
+async def test_described_makes_annotations_explicit_and_warns_on_destructive() -> None:
+    tools = await DescribedToolset(_inner()).get_tools(surface_context())
+    wipe = tools["wipe"].tool_def
+    assert wipe.sequential and wipe.description == f"Wipe.\n\n{DESTRUCTIVE_WARNING}"
+    assert wipe.metadata is not None and wipe.metadata["destructive"] is True
+    read = tools["crm.read"].tool_def
+    assert read.metadata is not None and read.metadata["readonly"] is False
+    assert read.metadata["tool_id"] == "crm.read" and not read.sequential
+
+
+async def test_approval_marked_turns_a_declared_deferral_into_an_annotation() -> None:
+    tools = await ApprovalMarkedToolset(_inner()).get_tools(surface_context())
+    ship = tools["ship"].tool_def
+    assert ship.kind == "function"
+    assert ship.metadata == {"requires_approval": True}
+    assert ship.description == f"Ship.\n\n{APPROVAL_NOTE}"
+    assert tools["wipe"].tool_def.kind == "function"
+
+
+def test_a_stack_of_layers_runs_a_renamed_tool_in_an_agent() -> None:
+    stack = DescribedToolset(SafeNamedToolset(SelectedToolset(_inner(), exclude=["ship"])))
+    safe = provider_safe_name("crm.read")
+    script = Script([(safe, {"x": 3}), ("wipe", {"x": 4})])
+    result = Agent(script.model, toolsets=[stack]).run_sync("go")
+    assert result.output.splitlines() == [f"{safe}: success: read 3", "wipe: success: wiped 4"]

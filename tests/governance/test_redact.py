@@ -1,0 +1,204 @@
+"""Redaction of secrets inside free text: a corpus of secret shapes (each must vanish), a few
+look-alikes that must stay, and the configuration (extra patterns, disabled built-ins)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from toolcards.governance import (
+    AuditLog,
+    CapabilityRegistry,
+    Executor,
+    Identity,
+    Policy,
+    PolicyError,
+    Redactor,
+)
+from toolcards.governance.redact import BUILTIN_NAMES, REDACTED, redact, redact_text
+
+PEM = (
+    "-----BEGIN RSA PRIVATE KEY-----\n"
+    "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun\n"
+    "-----END RSA PRIVATE KEY-----"
+)
+# (text as a model or a tool might write it, the secret in it)
+CORPUS: list[tuple[str, str]] = [
+    ("password=hunter2", "hunter2"),
+    ("db_password: s3cr3t!", "s3cr3t!"),
+    ('settings {"api_key": "abc123def456"}', "abc123def456"),
+    ("export GITHUB_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz0123456789", "ghp_abcdefghij"),
+    ("curl -H 'Authorization: Bearer abcdefghijklmnop.qrstuv'", "abcdefghijklmnop"),
+    ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA=="),
+    ("key id AKIAIOSFODNN7EXAMPLE in us-east-1", "AKIAIOSFODNN7EXAMPLE"),
+    ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"),
+    ("token github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz01", "github_pat_11ABC"),
+    ("oauth gho_16C7e42F292c6912E7710c838347Ae178B4a used", "gho_16C7e42F292c6912"),
+    ("gitlab glpat-abcdefghij0123456789 here", "glpat-abcdefghij0123"),
+    ("slack xoxb-123456789012-1234567890123-abcdefghijklmnopqrstuvwx", "xoxb-1234567890"),
+    ("post to https://hooks.slack.com/services/T0000/B0000/XXXXXXXXXXXXXXXX", "T0000/B0000"),
+    ("OPENAI key sk-proj-abcdefghijklmnopqrstuvwxyz012345", "sk-proj-abcdefgh"),
+    ("anthropic sk-ant-api03-abcdefghijklmnopqrstuvwxyz", "sk-ant-api03-abcd"),
+    ("stripe sk_live_abcdefghijklmnop0123 charge", "sk_live_abcdefghij"),
+    ("maps AIzaSyA1234567890abcdefghijklmnopqrstuv ok", "AIzaSyA1234567890"),
+    ("npm_abcdefghijklmnopqrstuvwxyz0123456789 publish", "npm_abcdefghijklmnop"),
+    ("twine pypi-AgEIcHlwaS5vcmcCJGFiY2RlZmdoLWlqa2wtbW5vcC1xcnN0LXV2d3h5ejAxMjM0NQ", "AgEIcHl"),
+    ("hub hf_abcdefghijklmnopqrstuvwxyzABCDEF token", "hf_abcdefghijklmnop"),
+    ("mail SG.abcdefghijklmnopqrstuv.abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG", "SG.abcdefgh"),
+    (f"key:\n{PEM}\nend", "MIIEowIBAAKCAQEA"),
+    (
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n"
+        "-----END OPENSSH PRIVATE KEY-----",
+        "b3BlbnNzaC1rZXkt",
+    ),
+    (
+        "-----BEGIN PGP PRIVATE KEY BLOCK-----\nlQOYBGRmZW\n-----END PGP PRIVATE KEY BLOCK-----",
+        "lQOYBGRmZW",
+    ),
+    ("psql postgres://admin:Pa55word@db.internal:5432/app", "Pa55word"),
+    ("git clone https://user:tok3n-123@github.com/org/repo.git", "tok3n-123"),
+    ("mysql --password s3cr3tpw --host db", "s3cr3tpw"),
+    ("client_secret=abc.def-ghi&grant_type=x", "abc.def-ghi"),
+    ("Cookie: session=0123456789abcdef", "0123456789abcdef"),
+    ("X-Api-Key: 9f8e7d6c5b4a", "9f8e7d6c5b4a"),
+    (
+        "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=abc123+/def==;Suffix=x",
+        "abc123+/def==",
+    ),
+    ("https://acct.blob.core.windows.net/c?sv=2020&sig=abcdef1234567890%3D", "abcdef1234567890"),
+    ('passphrase: "correct horse battery staple"', "correct horse battery staple"),
+    ("API-KEY=zzz999yyy", "zzz999yyy"),
+    ("{'access_token': 'ya29.a0AfH6SMBx3'}", "ya29.a0AfH6SMBx3"),
+    ("PRIVATE_KEY=abcdef0123", "abcdef0123"),
+    ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N", "dozjgNry"),
+    ("login with passwd=letmein please", "letmein"),
+]
+NOT_SECRETS = [
+    "max_tokens=100",
+    "the password policy requires 12 characters",
+    "task-abcdefghijklmnopqrstuv",
+    "https://example.com/path?q=1&page=2",
+    "token_count: 42",
+    "Asia-Pacific region",
+    "bearer bonds are a thing",
+    "password_hint=the usual",
+    "design=compact",
+]
+
+
+@pytest.mark.parametrize(("text", "secret"), CORPUS, ids=[t[:28] for t, _ in CORPUS])
+def test_secret_shapes_in_free_text_are_redacted(text: str, secret: str) -> None:
+    out = redact_text(text)
+    assert secret not in out
+    assert REDACTED in out
+
+
+def test_the_corpus_covers_thirty_shapes() -> None:
+    assert len(CORPUS) >= 30
+
+
+@pytest.mark.parametrize("text", NOT_SECRETS)
+def test_look_alikes_are_not_redacted(text: str) -> None:
+    assert redact_text(text) == text
+
+
+def test_the_key_of_a_pair_stays_readable() -> None:
+    assert redact_text("user=bob password=hunter2 mode=fast") == (
+        "user=bob password=[REDACTED] mode=fast"
+    )
+
+
+@pytest.mark.parametrize(("text", "secret"), CORPUS[:12], ids=[t[:28] for t, _ in CORPUS[:12]])
+def test_audit_rows_never_hold_a_secret_from_free_text(
+    tmp_path: Path, text: str, secret: str
+) -> None:
+    def note(text: str) -> str:
+        """Keep a note."""
+        return "kept"
+
+    registry = CapabilityRegistry.from_tools([note])
+    with AuditLog(tmp_path / "audit.db") as audit:
+        executor = Executor(registry, Policy.allow_all(), audit=audit)
+        asyncio.run(executor.call("note", {"text": text}, Identity("alice")))
+        row = audit.tail(1)[0]
+        raw = (tmp_path / "audit.db").read_bytes() + (tmp_path / "audit.db-wal").read_bytes()
+    assert secret not in row.args["text"]
+    assert secret.encode() not in raw
+
+
+def test_nested_values_are_redacted_by_name_and_by_look() -> None:
+    value = {"items": [{"note": "token: abc123"}, {"password": "x"}], "n": 1}
+    assert redact(value) == {
+        "items": [{"note": f"token: {REDACTED}"}, {"password": REDACTED}],
+        "n": 1,
+    }
+
+
+def test_extra_patterns_are_redacted() -> None:
+    redactor = Redactor({"employee_id": r"EMP-\d{6}"})
+    assert redactor.text("ask EMP-123456 today") == f"ask {REDACTED} today"
+
+
+def test_a_built_in_pattern_can_be_switched_off() -> None:
+    redactor = Redactor(disable=["url_credentials"])
+    assert redactor.text("postgres://u:pw@db/x") == "postgres://u:pw@db/x"
+    assert redactor.text("password=x") == f"password={REDACTED}"
+
+
+def test_all_value_patterns_can_be_switched_off_but_names_still_count() -> None:
+    redactor = Redactor(disable=["all"])
+    assert redactor.text("password=hunter2") == "password=hunter2"
+    assert redactor.value({"password": "hunter2"}) == {"password": REDACTED}
+
+
+def test_an_unknown_pattern_name_is_refused() -> None:
+    with pytest.raises(ValueError, match="jwtt"):
+        Redactor(disable=["jwtt"])
+    assert "jwt" in BUILTIN_NAMES
+
+
+def test_the_policy_redaction_section_configures_the_audit(tmp_path: Path) -> None:
+    policy = Policy.from_yaml(
+        "default_effect: allow\n"
+        "redaction:\n"
+        "  patterns: {ticket: 'TCK-[0-9]{4}'}\n"
+        "  disable: [url_credentials]\n"
+    )
+
+    def note(text: str) -> str:
+        """Keep a note."""
+        return "kept"
+
+    with AuditLog(tmp_path / "audit.db") as audit:
+        executor = Executor(CapabilityRegistry.from_tools([note]), policy, audit=audit)
+        asyncio.run(executor.call("note", {"text": "TCK-1234 at http://u:p@h"}, Identity("a")))
+        row = audit.tail(1)[0]
+    assert row.args["text"] == f"{REDACTED} at http://u:p@h"
+    assert policy.redaction.span_arguments is False
+
+
+def test_an_invalid_redaction_pattern_names_its_line() -> None:
+    with pytest.raises(PolicyError, match="line 2.*invalid"):
+        Policy.from_yaml("default_effect: allow\nredaction:\n  patterns: ['(unclosed']\n")
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "password" * 300,
+        "password=" * 250,
+        "a=" * 1200,
+        "-----BEGIN PRIVATE KEY-----" + "A" * 5000,
+        "://" + "a:" * 1500,
+        "Bearer " * 400,
+        "x" * 100_000,
+    ],
+    ids=["words", "pairs", "equals", "pem", "url", "bearer", "long"],
+)
+def test_hostile_text_is_redacted_in_bounded_time(hostile: str) -> None:
+    for _ in range(20):
+        out = redact_text(hostile)
+    assert len(out) <= 2_100

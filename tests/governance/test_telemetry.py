@@ -1,0 +1,264 @@
+"""OpenTelemetry: a span per governed call (GenAI attributes), events for denials and
+approvals, counters and a latency histogram, arguments only when the policy allows."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from toolcards.core.spec import annotate
+from toolcards.governance import (
+    CapabilityRegistry,
+    Executor,
+    Identity,
+    Outcome,
+    Policy,
+    Telemetry,
+)
+
+pytestmark = pytest.mark.anyio
+ALICE = Identity("alice", roles=["admin"])
+RITA = Identity("rita", roles=["approver"])
+
+
+@dataclass
+class Otel:
+    tracer_provider: TracerProvider
+    spans: InMemorySpanExporter
+    metrics: InMemoryMetricReader
+
+    @property
+    def telemetry(self) -> Telemetry:
+        meters = MeterProvider(metric_readers=[self.metrics])
+        return Telemetry(self.tracer_provider, meters)
+
+    def finished(self) -> list[ReadableSpan]:
+        return list(self.spans.get_finished_spans())
+
+    def ours(self) -> list[ReadableSpan]:
+        return [s for s in self.finished() if "toolcards.outcome" in (s.attributes or {})]
+
+
+@pytest.fixture
+def otel() -> Iterator[Otel]:
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    yield Otel(provider, spans, InMemoryMetricReader())
+    provider.shutdown()
+
+
+async def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+def login(user: str, password: str) -> str:
+    """Log in."""
+    return "ok"
+
+
+def wire(amount: float) -> str:
+    """Needs a human."""
+    return "wired"
+
+
+annotate(wire, requires_approval=True)
+
+
+def _executor(otel: Otel, policy: Policy | None = None) -> Executor:
+    registry = CapabilityRegistry.from_tools([add, login, wire])
+    return Executor(registry, policy or Policy.allow_all(), telemetry=otel.telemetry)
+
+
+async def test_each_call_is_one_execute_tool_span_with_genai_attributes(otel: Otel) -> None:
+    executor = _executor(otel)
+    await executor.call("add", {"a": 1, "b": 2}, ALICE, surface="mcp", call_id="call-7")
+    (span,) = otel.ours()
+    attrs = dict(span.attributes or {})
+    assert span.name == "execute_tool add"
+    assert attrs["gen_ai.operation.name"] == "execute_tool"
+    assert attrs["gen_ai.tool.name"] == "add" and attrs["gen_ai.tool.call.id"] == "call-7"
+    assert attrs["toolcards.principal"] == "alice" and attrs["toolcards.surface"] == "mcp"
+    assert (attrs["toolcards.decision"], attrs["toolcards.outcome"]) == ("allow", "ok")
+    assert isinstance(attrs["toolcards.duration_ms"], float)
+
+
+async def test_a_denial_is_a_span_event(otel: Otel) -> None:
+    policy = Policy.from_dict(
+        {
+            "rules": [
+                {
+                    "description": "small sums only",
+                    "targets": ["add"],
+                    "effect": "allow",
+                    "conditions": {"arguments": {"a": {"max": 10}}},
+                }
+            ]
+        }
+    )
+    result = await _executor(otel, policy).call("add", {"a": 99, "b": 1}, ALICE)
+    assert result.outcome is Outcome.DENIED
+    (span,) = otel.ours()
+    assert dict(span.attributes or {})["toolcards.outcome"] == "denied"
+    assert [e.name for e in span.events] == ["toolcards.denied"]
+
+
+async def test_approval_steps_are_span_events(otel: Otel) -> None:
+    executor = _executor(otel)
+    pending = await executor.call("wire", {"amount": 5}, ALICE, call_id="c1")
+    assert pending.approval is not None
+    executor.approvals.grant(pending.approval, approver=RITA)
+    await executor.call("wire", {"amount": 5}, ALICE, call_id="c1")
+    asked, ran = otel.ours()
+    assert [e.name for e in asked.events] == ["toolcards.approval_required"]
+    assert [e.name for e in ran.events] == ["toolcards.approved"]
+    event = asked.events[0]
+    assert (event.attributes or {})["approval_id"] == pending.approval.approval_id
+
+
+async def test_the_span_nests_under_the_current_span_and_holds_the_tools_own(
+    otel: Otel,
+) -> None:
+    tracer = otel.tracer_provider.get_tracer("test")
+
+    async def traced(n: int) -> int:
+        """Makes a span of its own."""
+        with tracer.start_as_current_span("inside the tool"):
+            return n
+
+    executor = Executor(
+        CapabilityRegistry.from_tools([traced]), Policy.allow_all(), telemetry=otel.telemetry
+    )
+    with tracer.start_as_current_span("caller") as caller:
+        await executor.call("traced", {"n": 1}, ALICE)
+    spans = {s.name: s for s in otel.finished()}
+    governed, inside = spans["execute_tool traced"], spans["inside the tool"]
+    assert governed.parent is not None
+    assert governed.parent.span_id == caller.get_span_context().span_id
+    assert inside.parent is not None and inside.parent.span_id == governed.context.span_id
+
+
+async def test_arguments_stay_off_spans_by_default(otel: Otel) -> None:
+    await _executor(otel).call("login", {"user": "bob", "password": "hunter2"}, ALICE)
+    (span,) = otel.ours()
+    assert "gen_ai.tool.call.arguments" not in (span.attributes or {})
+    assert "hunter2" not in json.dumps(dict(span.attributes or {}))
+
+
+async def test_the_policy_can_allow_redacted_arguments_on_spans(otel: Otel) -> None:
+    policy = Policy.from_yaml("default_effect: allow\nredaction: {span_arguments: true}\n")
+    await _executor(otel, policy).call("login", {"user": "bob", "password": "hunter2"}, ALICE)
+    (span,) = otel.ours()
+    args = json.loads(str((span.attributes or {})["gen_ai.tool.call.arguments"]))
+    assert args == {"user": "bob", "password": "[REDACTED]"}
+
+
+async def test_unknown_tools_are_spans_with_their_own_outcome(otel: Otel) -> None:
+    await _executor(otel).call("nope", {}, ALICE)
+    (span,) = otel.ours()
+    assert span.name == "execute_tool nope"
+    assert dict(span.attributes or {})["toolcards.outcome"] == "unknown_tool"
+
+
+async def test_calls_are_counted_and_timed_per_tool_and_outcome(otel: Otel) -> None:
+    executor = _executor(otel)
+    for _ in range(3):
+        await executor.call("add", {"a": 1, "b": 2}, ALICE)
+    await executor.call("add", {"a": "x", "b": 2}, ALICE)
+    data = otel.metrics.get_metrics_data()
+    assert data is not None
+    points: dict[str, dict[tuple[Any, ...], Any]] = {}
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                for point in metric.data.data_points:
+                    key = (
+                        point.attributes["gen_ai.tool.name"],
+                        point.attributes["toolcards.outcome"],
+                    )
+                    points.setdefault(metric.name, {})[key] = point
+    calls = points["toolcards.tool.calls"]
+    assert calls[("add", "ok")].value == 3 and calls[("add", "invalid_args")].value == 1
+    assert points["toolcards.tool.duration"][("add", "ok")].count == 3
+
+
+def test_without_an_sdk_telemetry_is_off() -> None:
+    assert Telemetry().active() is None
+    assert Telemetry(enabled=False).active() is None
+
+
+AGENT_RUN = textwrap.dedent(
+    """
+    import json
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.toolsets import FunctionToolset
+    from toolcards.governance import GovernedToolset, Identity, Policy
+
+    inner = FunctionToolset()
+
+    @inner.tool_plain
+    def add(a: int, b: int) -> int:
+        "Add."
+        return a + b
+
+    def model(messages, info):
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("add", {"a": 1, "b": 2}, tool_call_id="c-1")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    governed = GovernedToolset(inner, policy=Policy.allow_all(), identity=Identity("alice"))
+    agent = Agent(FunctionModel(model), toolsets=[governed])
+    agent.instrument = True
+    agent.run_sync("go")
+    print(json.dumps([
+        {"name": s.name, "id": s.context.span_id, "parent": s.parent.span_id if s.parent else None,
+         "attributes": {k: v for k, v in (s.attributes or {}).items() if isinstance(v, str)}}
+        for s in exporter.get_finished_spans()
+    ]))
+    """
+)
+
+
+@pytest.mark.timeout(120)
+def test_in_an_instrumented_agent_run_the_span_nests_under_the_agent_span() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", AGENT_RUN], capture_output=True, text=True, timeout=100
+    )
+    assert done.returncode == 0, done.stderr
+    spans = json.loads(done.stdout.strip().splitlines()[-1])
+    by_id = {s["id"]: s for s in spans}
+    (ours,) = [s for s in spans if "toolcards.outcome" in s["attributes"]]
+    assert ours["name"] == "execute_tool add"
+    assert ours["attributes"]["gen_ai.tool.call.id"] == "c-1"
+    ancestors = []
+    parent = ours["parent"]
+    while parent is not None:
+        ancestors.append(by_id[parent]["name"])
+        parent = by_id[parent]["parent"]
+    assert ancestors[0] == "execute_tool add"  # pydantic-ai's own tool span
+    assert ancestors[-1].startswith("invoke_agent")
