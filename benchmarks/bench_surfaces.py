@@ -21,10 +21,10 @@ from typing import Any
 import anyio
 import yaml
 from _results import record
+from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamablehttp_client
 
-from mcp import ClientSession, StdioServerParameters
 from toolcards.governance import AuditLog, CapabilityRegistry, Executor, Identity, Policy
 from toolcards.surfaces.config import hash_token
 

@@ -84,9 +84,8 @@ def test_serve_cli_without_standalone_mode_returns() -> None:
 
 
 def test_serve_mcp_serves_the_registry_over_stdio(tmp_path: Path) -> None:
-    from mcp.client.stdio import stdio_client
-
     from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
 
     script = _script(
         tmp_path,

@@ -7,11 +7,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from conftest import SURFACE_ENV, TOOLCARDS
+from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamablehttp_client
 
-from mcp import ClientSession, StdioServerParameters
+from conftest import SURFACE_ENV, TOOLCARDS
 
 
 @contextlib.asynccontextmanager

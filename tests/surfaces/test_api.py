@@ -6,10 +6,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import POLICY, SURFACE_ENV
+from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from mcp import ClientSession, StdioServerParameters
+from conftest import POLICY, SURFACE_ENV
 from toolcards.governance import AuditLog, Identity
 from toolcards.governance.table import PolicyTable
 from toolcards.surfaces import cli

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SURFACE_ENV, TOOLCARDS, write_config
 from typer.testing import CliRunner
 
+from conftest import SURFACE_ENV, TOOLCARDS, write_config
 from toolcards.governance import Identity, Policy
 from toolcards.surfaces.cli import app
 from toolcards.surfaces.outcomes import ExitCode

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import HERE, TOOLCARDS, HttpServer, write_config
 
+from conftest import HERE, TOOLCARDS, HttpServer, write_config
 from toolcards.governance import Identity
 
 INSPECTOR = "@modelcontextprotocol/inspector"

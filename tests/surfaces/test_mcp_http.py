@@ -10,9 +10,9 @@ from typing import Any
 import httpx
 import mcp.types as types
 import pytest
-from conftest import HttpServer, token_for, write_config
 from mcp_clients import http_session
 
+from conftest import HttpServer, token_for, write_config
 from toolcards.governance import Identity
 
 pytestmark = pytest.mark.anyio

@@ -8,9 +8,9 @@ from typing import Any
 
 import mcp.types as types
 import pytest
-from conftest import audit_rows, write_config
 from mcp_clients import stdio_session
 
+from conftest import audit_rows, write_config
 from toolcards.governance import AuditLog, Identity
 from toolcards.governance.table import PolicyTable
 from toolcards.surfaces.mcp_server import META_KEY

@@ -11,6 +11,11 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamablehttp_client
+from typer.testing import CliRunner
+
 from conftest import (
     SURFACE_ENV,
     TOOLCARDS,
@@ -19,11 +24,6 @@ from conftest import (
     token_for,
     write_config,
 )
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamablehttp_client
-from typer.testing import CliRunner
-
-from mcp import ClientSession, StdioServerParameters
 from toolcards.governance import AuditLog, CapabilityRegistry, Executor, Identity
 from toolcards.governance.table import PolicyTable, PolicyTableRow, decision_of
 from toolcards.surfaces.cli import app
