@@ -47,9 +47,14 @@ STORES: dict[str, Callable[[Path], ApprovalStore]] = {
 }
 
 
-@pytest.fixture(params=sorted(STORES))
+@pytest.fixture(params=[*sorted(STORES), "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ApprovalStore]:
-    made = STORES[request.param](tmp_path)
+    if request.param == "postgres":
+        from toolcards.governance.postgres import PostgresApprovalStore
+
+        made: ApprovalStore = PostgresApprovalStore(request.getfixturevalue("postgres_url"))
+    else:
+        made = STORES[request.param](tmp_path)
     yield made
     close = getattr(made, "close", None)
     if close is not None:

@@ -12,10 +12,10 @@ import json
 import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from toolcards.governance.approvals import ApprovalRecord, ApprovalRequest, ApprovalState
 from toolcards.governance.identity import Identity
@@ -163,7 +163,107 @@ _FIELDS = (
 _BY_BINDING = "call_id = ? AND tool_id = ? AND args_digest = ? AND principal = ?"
 
 
-class SqliteApprovalStore:
+class SqlApprovalStore:
+    """The approval logic in SQL, shared by the SQLite store below and the PostgreSQL one
+    (:mod:`toolcards.governance.postgres`). A subclass gives :meth:`_tx` (a write
+    transaction that is atomic across processes) and :meth:`_read`, both yielding an object
+    with ``execute(sql, params)`` speaking ``?`` placeholders."""
+
+    table = "approvals"
+
+    def _tx(self) -> AbstractContextManager[Any]:
+        raise NotImplementedError
+
+    def _read(self) -> AbstractContextManager[Any]:
+        raise NotImplementedError
+
+    def add(self, request: ApprovalRequest, now: float) -> ApprovalRecord:
+        who = request.identity
+        with self._tx() as db:
+            db.execute(f"DELETE FROM {self.table} WHERE {_BY_BINDING} AND expires_at <= ?",
+                       (*request.binding, now))  # fmt: skip
+            row = db.execute(
+                f"SELECT {_FIELDS} FROM {self.table} WHERE {_BY_BINDING}", request.binding
+            ).fetchone()
+            if row is not None:
+                return _record(row)
+            db.execute(
+                f"INSERT INTO {self.table} ({_FIELDS}) VALUES ({', '.join('?' * 15)})",
+                (
+                    request.approval_id,
+                    *request.binding,
+                    who.type if who else "user",
+                    ",".join(sorted(who.roles)) if who else "",
+                    json.dumps(dict(request.args), sort_keys=True, default=str),
+                    request.reason,
+                    request.surface,
+                    request.created_at,
+                    request.expires_at,
+                    ApprovalState.PENDING.value,
+                    None,
+                    None,
+                ),
+            )
+        return ApprovalRecord(request)
+
+    def get(self, approval_id: str) -> ApprovalRecord | None:
+        with self._read() as db:
+            row = db.execute(
+                f"SELECT {_FIELDS} FROM {self.table} WHERE approval_id = ?", (approval_id,)
+            ).fetchone()
+        return None if row is None else _record(row)
+
+    def decide(
+        self, approval_id: str, state: ApprovalState, approver: str, now: float
+    ) -> ApprovalRecord | None:
+        with self._tx() as db:
+            changed = db.execute(
+                f"UPDATE {self.table} SET state = ?, approver = ?, decided_at = ? "
+                "WHERE approval_id = ? AND state = 'pending' AND expires_at > ?",
+                (state.value, approver, now, approval_id, now),
+            ).rowcount
+            row = db.execute(
+                f"SELECT {_FIELDS} FROM {self.table} WHERE approval_id = ?", (approval_id,)
+            ).fetchone()
+        return _record(row) if changed and row is not None else None
+
+    def take(self, binding: Binding, *, approved: bool, now: float) -> ApprovalRecord | None:
+        with self._tx() as db:
+            row = db.execute(
+                f"SELECT {_FIELDS} FROM {self.table} WHERE {_BY_BINDING}", binding
+            ).fetchone()
+            if row is None:
+                return None
+            record = _record(row)
+            approval_id = record.request.approval_id
+            if record.request.expires_at <= now:
+                db.execute(f"DELETE FROM {self.table} WHERE approval_id = ?", (approval_id,))
+                return None
+            if record.state is ApprovalState.PENDING:
+                if not approved:
+                    return record
+                record = replace(record, state=ApprovalState.GRANTED, decided_at=now)
+            db.execute(f"DELETE FROM {self.table} WHERE approval_id = ?", (approval_id,))
+            return record
+
+    def remove(self, approval_id: str) -> bool:
+        with self._tx() as db:
+            count = db.execute(
+                f"DELETE FROM {self.table} WHERE approval_id = ?", (approval_id,)
+            ).rowcount
+        return bool(count)
+
+    def pending(self, now: float) -> list[ApprovalRecord]:
+        with self._tx() as db:
+            db.execute(f"DELETE FROM {self.table} WHERE expires_at <= ?", (now,))
+            rows = db.execute(
+                f"SELECT {_FIELDS} FROM {self.table} WHERE state = 'pending' "
+                "ORDER BY created_at, approval_id"
+            ).fetchall()
+        return [_record(row) for row in rows]
+
+
+class SqliteApprovalStore(SqlApprovalStore):
     """Approvals in a SQLite file (WAL), safe for several processes on one machine. It may be
     the audit log's file (its own table) or a file beside it."""
 
@@ -191,90 +291,10 @@ class SqliteApprovalStore:
                 raise
             self._db.execute("COMMIT")
 
-    def add(self, request: ApprovalRequest, now: float) -> ApprovalRecord:
-        who = request.identity
-        with self._tx() as db:
-            db.execute(f"DELETE FROM approvals WHERE {_BY_BINDING} AND expires_at <= ?",
-                       (*request.binding, now))  # fmt: skip
-            row = db.execute(
-                f"SELECT {_FIELDS} FROM approvals WHERE {_BY_BINDING}", request.binding
-            ).fetchone()
-            if row is not None:
-                return _record(row)
-            db.execute(
-                f"INSERT INTO approvals ({_FIELDS}) VALUES ({', '.join('?' * 15)})",
-                (
-                    request.approval_id,
-                    *request.binding,
-                    who.type if who else "user",
-                    ",".join(sorted(who.roles)) if who else "",
-                    json.dumps(dict(request.args), sort_keys=True, default=str),
-                    request.reason,
-                    request.surface,
-                    request.created_at,
-                    request.expires_at,
-                    ApprovalState.PENDING.value,
-                    None,
-                    None,
-                ),
-            )
-        return ApprovalRecord(request)
-
-    def get(self, approval_id: str) -> ApprovalRecord | None:
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            row = self._db.execute(
-                f"SELECT {_FIELDS} FROM approvals WHERE approval_id = ?", (approval_id,)
-            ).fetchone()
-        return None if row is None else _record(row)
-
-    def decide(
-        self, approval_id: str, state: ApprovalState, approver: str, now: float
-    ) -> ApprovalRecord | None:
-        with self._tx() as db:
-            changed = db.execute(
-                "UPDATE approvals SET state = ?, approver = ?, decided_at = ? "
-                "WHERE approval_id = ? AND state = 'pending' AND expires_at > ?",
-                (state.value, approver, now, approval_id, now),
-            ).rowcount
-            row = db.execute(
-                f"SELECT {_FIELDS} FROM approvals WHERE approval_id = ?", (approval_id,)
-            ).fetchone()
-        return _record(row) if changed and row is not None else None
-
-    def take(self, binding: Binding, *, approved: bool, now: float) -> ApprovalRecord | None:
-        with self._tx() as db:
-            row = db.execute(
-                f"SELECT {_FIELDS} FROM approvals WHERE {_BY_BINDING}", binding
-            ).fetchone()
-            if row is None:
-                return None
-            record = _record(row)
-            approval_id = record.request.approval_id
-            if record.request.expires_at <= now:
-                db.execute("DELETE FROM approvals WHERE approval_id = ?", (approval_id,))
-                return None
-            if record.state is ApprovalState.PENDING:
-                if not approved:
-                    return record
-                record = replace(record, state=ApprovalState.GRANTED, decided_at=now)
-            db.execute("DELETE FROM approvals WHERE approval_id = ?", (approval_id,))
-            return record
-
-    def remove(self, approval_id: str) -> bool:
-        with self._tx() as db:
-            count = db.execute(
-                "DELETE FROM approvals WHERE approval_id = ?", (approval_id,)
-            ).rowcount
-        return bool(count)
-
-    def pending(self, now: float) -> list[ApprovalRecord]:
-        with self._tx() as db:
-            db.execute("DELETE FROM approvals WHERE expires_at <= ?", (now,))
-            rows = db.execute(
-                f"SELECT {_FIELDS} FROM approvals WHERE state = 'pending' "
-                "ORDER BY created_at, approval_id"
-            ).fetchall()
-        return [_record(row) for row in rows]
+            yield self._db
 
     def close(self) -> None:
         with self._lock:

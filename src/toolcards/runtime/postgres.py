@@ -15,12 +15,11 @@ import json
 import logging
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from typing import Any
 
+from toolcards._postgres import Connections, DatabaseClosed, DatabaseUnavailable, ThreadState
 from toolcards.runtime.store_base import (
     LIFECYCLE_TOOL,
     SCHEMA_VERSION,
@@ -32,11 +31,7 @@ from toolcards.runtime.store_base import (
     StoreUnavailable,
     compaction_marker,
     dumps,
-    redact_url,
 )
-
-if TYPE_CHECKING:
-    import psycopg
 
 log = logging.getLogger(__name__)
 
@@ -67,14 +62,15 @@ _SCHEMA = [
 ]
 
 
-def _psycopg() -> Any:
-    try:
-        import psycopg
-    except ImportError as exc:  # pragma: no cover - exercised without the extra
-        raise ImportError(
-            "the PostgreSQL store needs psycopg: pip install 'toolcards[postgres]'"
-        ) from exc
-    return psycopg
+def _bump_versions(state: ThreadState, cur: Any) -> None:
+    """Before a commit: move the version of every actor the transaction changed by one."""
+    if state.dirty:
+        cur.executemany(
+            "INSERT INTO toolcards_actor_versions VALUES (%s, %s, 1) "
+            "ON CONFLICT (team_id, actor) DO UPDATE "
+            "SET version = toolcards_actor_versions.version + 1",
+            sorted(state.dirty),
+        )
 
 
 class _NoLock:
@@ -90,25 +86,6 @@ class _NoLock:
 _NO_LOCK = _NoLock()
 
 
-class _Thread:
-    """One thread's connection and transaction state."""
-
-    def __init__(self) -> None:
-        self.conn: psycopg.Connection[Any] | None = None
-        self.depth = 0
-        self.after_commit: list[Callable[[], Any]] = []
-        self.dirty: set[tuple[str, str]] = set()
-
-    def drop(self) -> None:
-        conn, self.conn = self.conn, None
-        self.depth = 0
-        self.after_commit.clear()
-        self.dirty.clear()
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                conn.close()
-
-
 class PostgresStore(Store):
     """A team store in a PostgreSQL database (``postgresql://user[:password]@host:port/db``).
 
@@ -122,70 +99,38 @@ class PostgresStore(Store):
     def __init__(self, url: str, *, connect_timeout: float = 5.0) -> None:
         super().__init__()
         self.lock = _NO_LOCK  # type: ignore[assignment]  # each thread has its own connection
-        self._url = url
-        self.location = redact_url(url)
-        self._secret = urlsplit(url).password
-        self.connect_timeout = connect_timeout
-        self._local = threading.local()
-        self._all: weakref.WeakSet[_Thread] = weakref.WeakSet()
-        self._closed = False
+        self._db = Connections(
+            url,
+            connect_timeout=connect_timeout,
+            before_commit=_bump_versions,
+            on_rollback=self._rolled_back,
+        )
+        self.location = self._db.location
         self._watchers: dict[str, list[Callable[[], Any]]] = {}
         self._watch_lock = threading.Lock()
         self._listener: threading.Thread | None = None
         self._stop_listening = threading.Event()
-        self._migrate()
+        try:
+            self._migrate()
+        except DatabaseUnavailable as exc:
+            raise StoreUnavailable(str(exc)) from None
 
     def __repr__(self) -> str:
         return f"<PostgresStore {self.location}>"
 
-    # ---- connections: one per thread ---------------------------------------------------------
-
-    def _clean(self, text: str) -> str:
-        return text.replace(self._secret, "***") if self._secret else text
-
-    def _unavailable(self, exc: BaseException) -> StoreUnavailable:
-        reason = self._clean(str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc))
-        return StoreUnavailable(
-            f"PostgreSQL at {self.location} is unavailable ({reason}); start the server or "
-            "check the URL, then retry"
-        )
-
-    def _open(self) -> psycopg.Connection[Any]:
-        pg = _psycopg()
-        try:
-            conn: psycopg.Connection[Any] = pg.connect(
-                self._url, autocommit=True, connect_timeout=max(1, round(self.connect_timeout))
-            )
-        except pg.Error as exc:
-            raise self._unavailable(exc) from None
-        return conn
-
-    def _thread(self) -> _Thread:
-        state: _Thread | None = getattr(self._local, "state", None)
-        if state is None:
-            state = self._local.state = _Thread()
-            self._all.add(state)
-        return state
-
-    def _connection(self) -> psycopg.Connection[Any]:
-        if self._closed:
-            raise StoreClosedError(f"store {self.location} is closed")
-        state = self._thread()
-        if state.conn is None or state.conn.closed:
-            state.conn = self._open()
-        return state.conn
+    def _rolled_back(self) -> None:
+        for hook in self.rollback_hooks:
+            hook()
 
     @contextmanager
     def _cursor(self) -> Iterator[Any]:
-        """A cursor on this thread's connection; a lost connection becomes StoreUnavailable."""
-        pg = _psycopg()
-        conn = self._connection()
         try:
-            with conn.cursor() as cur:
+            with self._db.cursor() as cur:
                 yield cur
-        except pg.OperationalError as exc:
-            self._thread().drop()
-            raise self._unavailable(exc) from None
+        except DatabaseUnavailable as exc:
+            raise StoreUnavailable(str(exc)) from None
+        except DatabaseClosed as exc:
+            raise StoreClosedError(f"store {self.location} is closed") from exc
 
     def _migrate(self) -> None:
         with self.transaction(), self._cursor() as cur:
@@ -209,82 +154,31 @@ class PostgresStore(Store):
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._db.closed
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        pg = _psycopg()
-        state = self._thread()
-        if state.depth == 0:
-            try:
-                self._connection().execute("BEGIN")
-            except pg.OperationalError as exc:
-                state.drop()
-                raise self._unavailable(exc) from None
-        state.depth += 1
         try:
-            yield
-        except BaseException:
-            state.depth = max(state.depth - 1, 0)
-            if state.depth == 0:
-                state.after_commit.clear()
-                state.dirty.clear()
-                if state.conn is not None:
-                    with contextlib.suppress(pg.Error):
-                        state.conn.execute("ROLLBACK")
-                for hook in self.rollback_hooks:
-                    hook()
-            raise
-        state.depth -= 1
-        if state.depth:
-            return
-        try:
-            self._bump_versions(state)
-            self._connection().execute("COMMIT")
-        except pg.OperationalError as exc:
-            state.drop()
-            raise self._unavailable(exc) from None
-        except BaseException:
-            state.after_commit.clear()
-            state.dirty.clear()
-            with contextlib.suppress(pg.Error):
-                self._connection().execute("ROLLBACK")
-            raise
-        callbacks, state.after_commit = state.after_commit, []
-        for callback in callbacks:
-            callback()
-
-    def _bump_versions(self, state: _Thread) -> None:
-        dirty, state.dirty = state.dirty, set()
-        if not dirty:
-            return
-        with self._connection().cursor() as cur:
-            cur.executemany(
-                "INSERT INTO toolcards_actor_versions VALUES (%s, %s, 1) "
-                "ON CONFLICT (team_id, actor) DO UPDATE "
-                "SET version = toolcards_actor_versions.version + 1",
-                sorted(dirty),
-            )
+            with self._db.transaction():
+                yield
+        except DatabaseUnavailable as exc:
+            raise StoreUnavailable(str(exc)) from None
+        except DatabaseClosed as exc:
+            raise StoreClosedError(f"store {self.location} is closed") from exc
 
     @contextmanager
     def _write(self, team_id: str, actor: str) -> Iterator[Any]:
         """A cursor inside a transaction that marks ``actor``'s version for a bump."""
         with self.transaction(), self._cursor() as cur:
-            self._thread().dirty.add((team_id, actor))
+            self._db.state().dirty.add((team_id, actor))
             yield cur
 
     def after_commit(self, callback: Callable[[], Any]) -> None:
-        state = self._thread()
-        if state.depth:
-            state.after_commit.append(callback)
-            return
-        callback()
+        self._db.after_commit(callback)
 
     def close(self) -> None:
         self._stop_listening.set()
-        self._closed = True
-        for state in list(self._all):
-            state.drop()
+        self._db.close()
         if self._listener is not None:
             self._listener.join(timeout=2.0)
 
@@ -482,10 +376,10 @@ class PostgresStore(Store):
         return 0 if row is None else int(row[0])
 
     def secret_location(self) -> str:
-        return self._url
+        return self._db.url
 
     def writes_pending(self, team_id: str, actor: str) -> bool:
-        return (team_id, actor) in self._thread().dirty
+        return (team_id, actor) in self._db.state().dirty
 
     def lock_actor(self, team_id: str, actor: str) -> None:
         with self._cursor() as cur:
@@ -516,8 +410,8 @@ class PostgresStore(Store):
         delay = 0.1
         while not self._stop_listening.is_set():
             try:
-                conn = self._open()
-            except StoreUnavailable:
+                conn = self._db.open()
+            except DatabaseUnavailable:
                 self._stop_listening.wait(delay)
                 delay = min(delay * 2, 5.0)
                 continue

@@ -9,7 +9,8 @@ import os
 import threading
 from typing import Protocol
 
-from toolcards.runtime.store_base import Store, is_postgres_url
+from toolcards._postgres import is_postgres_url
+from toolcards.runtime.store_base import Store
 from toolcards.runtime.store_base import open_store as _open
 
 logger = logging.getLogger(__name__)

@@ -16,11 +16,11 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
-from urllib.parse import urlsplit, urlunsplit
 
 from pydantic_core import to_jsonable_python
 
-from toolcards.core.errors import RetriableError, ToolcardsError
+from toolcards._postgres import DatabaseUnavailable, is_postgres_url
+from toolcards.core.errors import ToolcardsError
 
 SCHEMA_VERSION = 2
 """The version of the store layout this code writes (both backends)."""
@@ -34,7 +34,7 @@ class StoreClosedError(ToolcardsError):
     """The store was closed (its team stopped); no more reads or writes."""
 
 
-class StoreUnavailable(RetriableError):
+class StoreUnavailable(DatabaseUnavailable):
     """The store cannot be reached right now (connection lost or refused); retry later.
 
     Nothing acknowledged before it was raised is lost: a failed call committed nothing.
@@ -70,23 +70,6 @@ class Compaction:
 def dumps(value: Any) -> str:
     """JSON text of ``value``; pydantic models, dates and sets are converted on the way."""
     return json.dumps(value, default=to_jsonable_python, separators=(",", ":"))
-
-
-def redact_url(url: str) -> str:
-    """``url`` without its password (``postgresql://u:***@host/db``), for logs and errors."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    user = parts.username or ""
-    return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, ""))
-
-
-def is_postgres_url(location: str) -> bool:
-    """True for ``postgresql://`` and ``postgres://`` locations."""
-    return location.startswith(("postgresql://", "postgres://"))
 
 
 LIFECYCLE_TOOL = "team"

@@ -1,0 +1,242 @@
+"""Distributed teams: Ray vs Pykka asks, PostgreSQL vs SQLite persistence, throughput from many
+processes, and live event latency across processes.
+
+Run: .venv/bin/python benchmarks/bench_distributed.py [--quick]
+
+Starts its own throwaway PostgreSQL server (initdb into a temp dir, 127.0.0.1) and a local
+one-node Ray; needs the ``postgres`` and ``ray`` extras and the PostgreSQL server binaries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+from _results import record
+
+from toolcards.runtime import Team, ToolActor
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from support.servers import PostgresServer
+
+
+class Echo(ToolActor):
+    def ping(self, value: Any) -> Any:
+        return value
+
+
+class Index(ToolActor):
+    def fill(self, start: int, count: int) -> int:
+        with self.state.batch():
+            for i in range(start, start + count):
+                self.state.put(f"doc:{i:09d}", {"text": f"document {i}"})
+        return count
+
+    def add(self, i: int) -> None:
+        with self.state.batch():
+            self.state.put(f"doc:{i:09d}", {"text": f"document {i}"})
+            self.emit({"added": [i]})
+
+
+def p50_us(samples: list[float]) -> float:
+    return statistics.median(samples) * 1e6
+
+
+def ask_p50(team: Team, n: int) -> float:
+    echo = team.tool_actor("#Echo", Echo)
+    for _ in range(min(n, 200)):
+        echo.ask(Echo.ping, 1)
+    samples = []
+    for _ in range(n):
+        t = time.perf_counter()
+        echo.ask(Echo.ping, 1)
+        samples.append(time.perf_counter() - t)
+    return p50_us(samples)
+
+
+def persist_p50(store: str, team_id: str, size: int, n: int) -> float:
+    with Team(team_id, store=store) as team:
+        index = team.tool_actor("#Index", Index)
+        for start in range(0, size, 5000):
+            index.within(300).ask(Index.fill, start, min(5000, size - start))
+        for i in range(size, size + 20):
+            index.ask(Index.add, i)
+        samples = []
+        for i in range(size + 20, size + 20 + n):
+            t = time.perf_counter()
+            index.ask(Index.add, i)
+            samples.append(time.perf_counter() - t)
+    return p50_us(samples)
+
+
+WORKER = textwrap.dedent(
+    """
+    import asyncio, sys, time
+    from toolcards.core import ToolCard
+    from toolcards.governance import GovernedToolset, Identity, Policy
+    from toolcards.runtime import Team
+    from toolcards.tools._common.team import team_observer
+    from pydantic_ai import RunContext
+    from pydantic_ai.models.test import TestModel
+    from pydantic_ai.usage import RunUsage
+
+    class Slow(ToolCard):
+        def get_tools(self):
+            def slow_io(n: int) -> int:
+                '''Wait on I/O for 20 ms (a network call), then note it on the team.'''
+                time.sleep(0.02)
+                team_observer(self).notify_event({"done": n})
+                return n
+            return [slow_io]
+
+    url, seconds = sys.argv[1], float(sys.argv[2])
+    team = Team("throughput", store=url)
+    factory = team.bind([Slow()], member=f"w{sys.argv[3]}")
+    policy = Policy.from_dict({"default_effect": "allow", "rules": []})
+    governed = GovernedToolset(factory.toolset(), policy=policy, identity=Identity("agent.w"))
+
+    async def main() -> int:
+        ctx = RunContext(deps=None, model=TestModel(), usage=RunUsage())
+        tools = await governed.get_tools(ctx)
+        tool = tools["slow_io"]
+        print("ready", flush=True)
+        sys.stdin.readline()
+        done, deadline = 0, time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            await governed.call_tool("slow_io", {"n": done}, ctx, tool)
+            done += 1
+        return done
+
+    print(asyncio.run(main()), flush=True)
+    team.stop()
+    """
+)
+
+
+def throughput(url: str, processes: int, seconds: float) -> float:
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, url, str(seconds), str(i)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(processes)
+    ]
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    total = 0
+    for proc in procs:
+        out, _ = proc.communicate(timeout=seconds + 60)
+        total += int(out.strip().splitlines()[-1])
+    return total / seconds
+
+
+SUBSCRIBER = textwrap.dedent(
+    """
+    import sys, threading, time
+    from toolcards.runtime import Team
+    url, count = sys.argv[1], int(sys.argv[2])
+    team = Team("latency", store=url)
+    seen, done = [], threading.Event()
+    def on_event(event):
+        if event.tool_id == "probe":
+            seen.append(time.time() - event.payload["at"])
+            if len(seen) >= count:
+                done.set()
+    team.subscribe(on_event, since=team.log.position)
+    print("ready", flush=True)
+    done.wait(120)
+    print(" ".join(f"{s:.6f}" for s in seen), flush=True)
+    team.stop()
+    """
+)
+
+
+def event_latency(url: str, count: int) -> float:
+    with Team("latency", store=url) as writer:
+        sub = subprocess.Popen(
+            [sys.executable, "-c", SUBSCRIBER, url, str(count)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert sub.stdout is not None and sub.stdout.readline().strip() == "ready"
+        time.sleep(0.5)
+        for _ in range(count):
+            writer.log.append("probe", {"at": time.time()})
+            time.sleep(0.02)
+        out, _ = sub.communicate(timeout=120)
+    samples = [float(x) for x in out.split()]
+    return p50_us(samples) / 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer samples")
+    quick = parser.parse_args().quick
+    n = 300 if quick else 2000
+    server = PostgresServer().start()
+    try:
+        import ray
+
+        from toolcards.runtime import RayActorSystem
+
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        with Team("bench-pykka") as local:
+            pykka = ask_p50(local, n)
+        ray_team = Team("bench-ray", store=server.fresh_database("ray"), system=RayActorSystem())
+        try:
+            ray_p50 = ask_p50(ray_team, n)
+        finally:
+            ray_team.stop(everywhere=True)
+            ray.shutdown()
+        print(f"ask round trip p50: Ray {ray_p50:.0f} us, Pykka {pykka:.1f} us (same run)")
+        record("ask round trip to a Ray tool actor, p50", ray_p50, "us",
+               peer="Pykka (embedded)", peer_value=pykka)  # fmt: skip
+
+        sizes = [1000, 10_000] if quick else [1000, 100_000]
+        with tempfile.TemporaryDirectory() as tmp:
+            for size in sizes:
+                pg = persist_p50(server.fresh_database(f"p{size}"), f"pg{size}", size, n // 4)
+                lite = persist_p50(str(Path(tmp) / f"s{size}.db"), f"sq{size}", size, n // 4)
+                print(f"persist one mutation at {size:>7,} rows: PostgreSQL p50 {pg:.0f} us, "
+                      f"SQLite p50 {lite:.0f} us")  # fmt: skip
+                record(f"persist one mutation on PostgreSQL at {size:,} rows, p50", pg, "us",
+                       peer="SQLite (WAL file)", peer_value=lite)  # fmt: skip
+
+        seconds = 3.0 if quick else 8.0
+        url = server.fresh_database("through")
+        single = throughput(url, 1, seconds)
+        print(f"governed calls, I/O-bound tool (20 ms): 1 process {single:.1f}/s")
+        for procs in (2, 4, 8):
+            rate = throughput(url, procs, seconds)
+            ratio = rate / (single * procs)
+            print(
+                f"  {procs} processes: {rate:.1f}/s = {ratio:.2f} x {procs} x single (goal >= 0.8)"
+            )
+            record(f"governed calls/s from {procs} processes, one team", rate, "/s",
+                   goal=f">= {0.8 * procs * single:.0f}/s (0.8 x N x single)")  # fmt: skip
+
+        latency = event_latency(server.fresh_database("live"), 50 if quick else 200)
+        print(f"live event, process A -> subscriber in process B: p50 {latency:.2f} ms")
+        record("live event latency across processes, p50", latency, "ms", goal="< 1000 ms")
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""Governance state in PostgreSQL, for a team held by many processes: pending approvals and
+rate-limit counters (the audit trail: :class:`~toolcards.governance.audit.AuditLog` with a
+``postgresql://`` location).
+
+One module owns this SQL; the approval logic is the SQLite store's (the same statements, with
+PostgreSQL's placeholders), so both pass one contract suite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from toolcards._postgres import Connections
+from toolcards.governance._policy_parse import Limit
+from toolcards.governance.approval_store import SqlApprovalStore
+
+_APPROVALS = """
+CREATE TABLE IF NOT EXISTS toolcards_approvals (
+    approval_id TEXT PRIMARY KEY,
+    call_id TEXT NOT NULL,
+    tool_id TEXT NOT NULL,
+    args_digest TEXT NOT NULL,
+    principal TEXT NOT NULL,
+    principal_type TEXT NOT NULL,
+    roles TEXT NOT NULL,
+    args TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    surface TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL,
+    state TEXT NOT NULL,
+    approver TEXT,
+    decided_at DOUBLE PRECISION
+);
+CREATE UNIQUE INDEX IF NOT EXISTS toolcards_approvals_binding
+    ON toolcards_approvals(call_id, tool_id, args_digest, principal);
+CREATE INDEX IF NOT EXISTS toolcards_approvals_expiry ON toolcards_approvals(expires_at)
+"""
+
+_BUCKETS = """
+CREATE TABLE IF NOT EXISTS toolcards_rate_buckets (
+    key TEXT PRIMARY KEY, tokens DOUBLE PRECISION NOT NULL, updated DOUBLE PRECISION NOT NULL
+)
+"""
+
+_SCHEMA_LOCK = 7_264_331_943
+
+
+class _Cursorish:
+    """A psycopg cursor speaking the ``?`` placeholders of the shared SQL."""
+
+    def __init__(self, cursor: Any) -> None:
+        self._cursor = cursor
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        self._cursor.execute(sql.replace("?", "%s"), params)
+        return self._cursor
+
+
+def _create(db: Connections, ddl: str) -> None:
+    with db.transaction(), db.cursor() as cur:
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+        for statement in ddl.split(";"):
+            if statement.strip():
+                cur.execute(statement)
+
+
+class PostgresApprovalStore(SqlApprovalStore):
+    """Pending approvals in a PostgreSQL database: every process of a team sees one set, and
+    a grant made in one process releases the call waiting in another."""
+
+    table = "toolcards_approvals"
+
+    def __init__(self, url: str, *, connect_timeout: float = 5.0) -> None:
+        self._db = Connections(url, connect_timeout=connect_timeout)
+        self.location = self._db.location
+        _create(self._db, _APPROVALS)
+
+    @contextmanager
+    def _tx(self) -> Iterator[Any]:
+        with self._db.transaction(), self._db.cursor() as cur:
+            cur.execute("LOCK TABLE toolcards_approvals IN SHARE ROW EXCLUSIVE MODE")
+            yield _Cursorish(cur)
+
+    @contextmanager
+    def _read(self) -> Iterator[Any]:
+        with self._db.cursor() as cur:
+            yield _Cursorish(cur)
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class PostgresRateLimiter:
+    """Token buckets in PostgreSQL: a limit of 5/min holds across every process and machine
+    (the database's clock refills them, so machines need not agree on the time)."""
+
+    def __init__(self, url: str, *, connect_timeout: float = 5.0) -> None:
+        self._db = Connections(url, connect_timeout=connect_timeout)
+        self.location = self._db.location
+        _create(self._db, _BUCKETS)
+
+    def acquire(self, limits: tuple[Limit, ...], principal: str, tool_id: str) -> float:
+        """Take one token from every applicable bucket: 0.0 when allowed, else the seconds
+        until the call would be (no token is taken then)."""
+        if not limits:
+            return 0.0
+        keys = [
+            (f"{lim.index}|{lim.count}|{lim.period}|{principal}|{tool_id}", lim) for lim in limits
+        ]
+        with self._db.transaction(), self._db.cursor() as cur:
+            cur.execute("SELECT extract(epoch from clock_timestamp())::float8")
+            now = float(cur.fetchone()[0])
+            states: list[tuple[str, float]] = []
+            wait = 0.0
+            for key, lim in sorted(keys, key=lambda item: item[0]):  # one lock order
+                cur.execute(
+                    "INSERT INTO toolcards_rate_buckets VALUES (%s, %s, %s) "
+                    "ON CONFLICT (key) DO NOTHING",
+                    (key, float(lim.count), now),
+                )
+                cur.execute(
+                    "SELECT tokens, updated FROM toolcards_rate_buckets WHERE key=%s FOR UPDATE",
+                    (key,),
+                )
+                tokens, updated = cur.fetchone()
+                rate = lim.count / lim.period
+                tokens = min(float(lim.count), float(tokens) + (now - float(updated)) * rate)
+                if tokens < 1.0:
+                    wait = max(wait, (1.0 - tokens) / rate)
+                states.append((key, tokens))
+            taken = 0.0 if wait > 0.0 else 1.0
+            for key, tokens in states:
+                cur.execute(
+                    "UPDATE toolcards_rate_buckets SET tokens=%s, updated=%s WHERE key=%s",
+                    (tokens - taken, now, key),
+                )
+        return wait
+
+    def reset(self) -> None:
+        with self._db.transaction(), self._db.cursor() as cur:
+            cur.execute("DELETE FROM toolcards_rate_buckets")
+
+    def close(self) -> None:
+        self._db.close()
