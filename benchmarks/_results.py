@@ -39,3 +39,21 @@ def record(
     }
     with open(target, "a", encoding="utf-8") as out:
         out.write(json.dumps(row) + "\n")
+
+
+def record_scaling(metric: str, size: float, value: float, unit: str, *, size_unit: str) -> None:
+    """Record one point of a cost measured at several sizes (``make bench`` tables and plots
+    them: the point is that the cost does not grow with history or size)."""
+    target = os.environ.get(ENV)
+    if not target:
+        return
+    row = {
+        "bench": Path(sys.argv[0]).stem,
+        "scaling": metric,
+        "size": size,
+        "size_unit": size_unit,
+        "value": value,
+        "unit": unit,
+    }
+    with open(target, "a", encoding="utf-8") as out:
+        out.write(json.dumps(row) + "\n")

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _plots import scaling_section  # noqa: E402
 
 
 def machine() -> str:
@@ -99,8 +101,10 @@ def main() -> int:
         if not ok:
             failures.append(script.stem)
         print(f"{'ok' if ok else 'FAILED'} ({time.perf_counter() - start:.1f} s)", flush=True)
-    rows = [json.loads(line) for line in results_file.read_text().splitlines() if line.strip()]
+    found = [json.loads(line) for line in results_file.read_text().splitlines() if line.strip()]
     results_file.unlink(missing_ok=True)
+    rows = [r for r in found if "scaling" not in r]
+    scaling = [r for r in found if "scaling" in r]
     lines = [
         "# Benchmark results",
         "",
@@ -115,6 +119,7 @@ def main() -> int:
         "",
         *table(rows),
         "",
+        *scaling_section(scaling, args.output.parent / "plots"),
     ]
     if failures:
         lines += [f"Scripts that failed: {', '.join(failures)}.", ""]
