@@ -108,7 +108,7 @@ class ToolCard(BaseModel):
 
     # ---- observer -------------------------------------------------------------------------
 
-    def observer(self, observer: Any) -> Self:
+    def observer(self, observer: object | None) -> Self:
         """Attach the owner (an agent, a team member, a team). Held by weak reference."""
         if observer is None:
             self._observer_ref = None

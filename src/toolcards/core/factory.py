@@ -59,7 +59,7 @@ class ToolFactory:
     def __init__(
         self,
         tool_cards: Iterable[ToolCard],
-        observer: Any = None,
+        observer: object | None = None,
         retry_exception: type[Exception] | None = None,
     ) -> None:
         self.cards: list[ToolCard] = order_cards(list(tool_cards))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -14,8 +14,14 @@ from rich.table import Table
 from toolcards.tools.knowledge_graph.actor import KnowledgeGraphActor
 from toolcards.tools.planning.actor import PlanningActor
 
+if TYPE_CHECKING:
+    from toolcards.governance.audit import AuditLog
+    from toolcards.runtime import Team
 
-def collect(team: Any, audit: Any, log: Any, *, resumed: bool, with_exec: bool) -> dict[str, Any]:
+
+def collect(
+    team: Team, audit: AuditLog, log: Any, *, resumed: bool, with_exec: bool
+) -> dict[str, Any]:
     """Read the team's state through its tool actors and the audit log."""
     plan = team.actor("#PlanningTool")
     graph = team.actor("#KnowledgeGraphTool")

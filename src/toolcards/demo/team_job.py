@@ -14,9 +14,12 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from toolcards.demo.script import Scene, first_int, scripted_model
+
+if TYPE_CHECKING:
+    from toolcards.runtime import Team
 
 TEAM_ID = "release-team"
 LEAD, ENGINEER = "@lead-1", "@engineer-1"
@@ -263,12 +266,12 @@ def run_job(state_dir: Path, model: str | None = None) -> dict[str, Any]:
         audit.close()
 
 
-def _talk(team: Any, log: JobLog, to: str, text: str) -> None:
+def _talk(team: Team, log: JobLog, to: str, text: str) -> None:
     log.add(f"user -> {to}", text)
     log.add(f"{to} -> user", team.send(to, text, timeout=120))
 
 
-def _wait_for_notification(team: Any, log: JobLog, timeout: float = 15.0) -> None:
+def _wait_for_notification(team: Team, log: JobLog, timeout: float = 15.0) -> None:
     """Log the reminder's delivery (from the event log, which spans both runs). One still
     pending when the first run stopped is overdue on resume and fires on the first tick, so a
     resumed run waits (bounded) for it."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 ROOT_ENV = "TOOLCARDS_WORKSPACES_ROOT"
 DEFAULT_ROOT = "./workspaces"
@@ -17,7 +16,7 @@ def workspaces_root() -> Path:
     return Path(os.environ.get(ROOT_ENV) or DEFAULT_ROOT).expanduser().resolve()
 
 
-def workspace_id_for(workspace_id: str | None, observer: Any | None) -> str:
+def workspace_id_for(workspace_id: str | None, observer: object | None) -> str:
     """The workspace id: the configured one, else the owner's team id, else ``default``."""
     chosen = workspace_id or getattr(observer, "team_id", None) or "default"
     if not _SAFE_ID.match(chosen) or chosen in {".", ".."}:
@@ -27,7 +26,9 @@ def workspace_id_for(workspace_id: str | None, observer: Any | None) -> str:
     return str(chosen)
 
 
-def workspace_dir(workspace_id: str | None, observer: Any | None, *, create: bool = True) -> Path:
+def workspace_dir(
+    workspace_id: str | None, observer: object | None, *, create: bool = True
+) -> Path:
     """The absolute, symlink-resolved directory of a workspace (created when missing)."""
     root = workspaces_root()
     path = root / workspace_id_for(workspace_id, observer)
