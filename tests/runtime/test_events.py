@@ -3,9 +3,12 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from pydantic import BaseModel
+
 from runtime.conftest import TeamMaker
 from runtime.stateful_cards import COUNTER, CounterActor
 from toolcards.core import ToolStateEvent
+from toolcards.core.events import EVENT_PAYLOADS, event_payload
 from toolcards.runtime import LIFECYCLE, Team, ToolActor, is_empty_delta
 
 
@@ -148,3 +151,50 @@ def test_notify_event_records_member_events_with_log_assigned_seq(make_team: Tea
         observer.notify_event({"note": "hello"})
         observer.notify_event(ToolStateEvent(tool_id="#Ext", seq=7, payload={"x": 1}))
         assert [(e.tool_id, e.seq) for e in team.events()[-2:]] == [("erin", 1), ("#Ext", 1)]
+
+
+@event_payload
+class Moved(BaseModel):
+    """A payload model: restored to this class when events are read back."""
+
+    item: str
+    to: int
+
+
+class Mover(ToolActor):
+    def move(self, item: str, to: int) -> ToolStateEvent | None:
+        return self.emit(Moved(item=item, to=to))
+
+
+def test_registered_payload_models_come_back_as_models(make_team: TeamMaker) -> None:
+    with make_team("typed") as team:
+        mover = team.tool_actor("#Mover", Mover)
+        live = mover.ask(Mover.move, "box", 3)
+        assert live is not None and live.payload == Moved(item="box", to=3)
+        got: list[ToolStateEvent] = []
+        arrived = threading.Event()
+
+        def on_event(event: ToolStateEvent) -> None:
+            if event.tool_id == "#Mover":
+                got.append(event)
+                arrived.set()
+
+        with team.subscribe(on_event):
+            assert arrived.wait(10)
+        (stored,) = _tool_events(team, "#Mover")
+        assert isinstance(stored.payload, Moved) and stored.payload.to == 3
+        assert isinstance(got[0].payload, Moved)
+
+
+def test_an_unknown_payload_tag_reads_back_as_plain_json(make_local_team: TeamMaker) -> None:
+    with make_local_team("untyped") as team:
+        mover = team.tool_actor("#Mover", Mover)
+        mover.ask(Mover.move, "crate", 5)  # stored with its tag
+        tag = EVENT_PAYLOADS.tag_of(Moved(item="x", to=1))
+        assert tag is not None
+        EVENT_PAYLOADS.forget(tag)  # as in a process that never defined Moved
+        try:
+            (stored,) = _tool_events(team, "#Mover")
+            assert stored.payload == {"item": "crate", "to": 5}
+        finally:
+            EVENT_PAYLOADS.register(Moved)

@@ -51,6 +51,12 @@ class PayloadTypes:
         self._by_class[cls] = name
         return cls
 
+    def forget(self, tag: str) -> None:
+        """Stop restoring payloads tagged ``tag`` (registering the model again restores it)."""
+        cls = self._by_tag.pop(tag, None)
+        if cls is not None:
+            self._by_class.pop(cls, None)
+
     def tag_of(self, payload: Any) -> str | None:
         """The tag of a registered model instance, else None."""
         return self._by_class.get(type(payload)) if isinstance(payload, BaseModel) else None
