@@ -8,6 +8,7 @@ that span processes: :mod:`toolcards.runtime.postgres`).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sqlite3
@@ -26,6 +27,7 @@ from toolcards.runtime.store_base import (
     StateNamespace,
     Store,
     StoreClosedError,
+    StoreError,
     StoreLockedError,
     compaction_marker,
     dumps,
@@ -117,6 +119,28 @@ class _LockFile:
             self._fh = None
 
 
+def _check_location(file: Path) -> None:
+    if file.is_dir():
+        raise StoreError(
+            f"store {file} is a directory; give a file path inside it, e.g. {file / 'team.db'}"
+        )
+    if str(file).startswith(("/proc/", "/sys/", "/dev/")):
+        raise StoreError(f"store {file} is in a system directory; use a path in a writable folder")
+
+
+def _cannot_open(file: Path, exc: BaseException) -> StoreError:
+    reason = getattr(exc, "strerror", None) or str(exc)
+    text = str(exc).lower()
+    read_only = getattr(exc, "errno", None) in (errno.EROFS, errno.EACCES, errno.EPERM)
+    if isinstance(exc, PermissionError) or read_only or "readonly" in text or "read-only" in text:
+        hint = "the location is not writable: choose a writable folder (or fix its permissions)"
+    elif isinstance(exc, sqlite3.DatabaseError) and "not a database" in str(exc):
+        hint = "the file is not a toolcards store: give another path"
+    else:
+        hint = "check that the folder exists and is writable"
+    return StoreError(f"cannot open store {file}: {reason}; {hint}")
+
+
 class TeamStore(Store):
     """A thread-safe SQLite store (one connection, one re-entrant lock).
 
@@ -131,23 +155,35 @@ class TeamStore(Store):
         self._depth = 0
         self._after_commit: list[Callable[[], Any]] = []
         self._lockfile: _LockFile | None = None
+        self._conn: sqlite3.Connection | None = None
         if not self.in_memory:
-            file = Path(self.location).resolve()
-            file.parent.mkdir(parents=True, exist_ok=True)
-            self._lockfile = _LockFile(file.with_name(file.name + ".lock"))
-            self._lockfile.acquire(file)
+            file = Path(self.location).expanduser().resolve()
+            _check_location(file)
+            try:
+                file.parent.mkdir(parents=True, exist_ok=True)
+                self._lockfile = _LockFile(file.with_name(file.name + ".lock"))
+                self._lockfile.acquire(file)
+            except OSError as exc:
+                raise _cannot_open(file, exc) from None
             self.location = str(file)
         try:
-            self._conn: sqlite3.Connection | None = sqlite3.connect(
+            self._conn = sqlite3.connect(
                 self.location, check_same_thread=False, isolation_level=None
             )
             self._setup(durable)
+        except sqlite3.Error as exc:
+            self._release()
+            raise _cannot_open(Path(self.location), exc) from None
         except BaseException:
-            if self._conn is not None:
-                self._conn.close()
-            if self._lockfile is not None:
-                self._lockfile.release()
+            self._release()
             raise
+
+    def _release(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if self._lockfile is not None:
+            self._lockfile.release()
 
     def _setup(self, durable: bool) -> None:
         conn = self.conn

@@ -26,6 +26,11 @@ SCHEMA_VERSION = 2
 """The version of the store layout this code writes (both backends)."""
 
 
+class StoreError(ToolcardsError):
+    """The store cannot be opened where it was asked for (a directory, a read-only or
+    special location, a corrupt file); the message names the path and what to do."""
+
+
 class StoreLockedError(ToolcardsError):
     """Another process holds the store file open for writing (single writer per SQLite file)."""
 
