@@ -6,7 +6,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from tests.exec.support import RUNNABLE, needs_bwrap
+from tests.exec.support import RUNNABLE, needs_bwrap, sync
 
 from toolcards.tools.exec.backends.seccomp import setid_filter
 from toolcards.tools.exec.card import ExecTool
@@ -30,7 +30,7 @@ def test_unknown_machine_has_no_program() -> None:
 def _run(command: str) -> str:
     allowed = ["python3", "chmod", "touch", "stat"]
     tool = ExecTool(mode="bwrap", limits=RUNNABLE, allowed_commands=allowed, workspace_id="sc")
-    return str(tool.get_tools()[0](command))
+    return str(sync(tool.get_tools()[0])(command))
 
 
 SETID_ATTEMPTS = [

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from toolcards.tools.exec.limits import ExecLimits
-from toolcards.tools.exec.runner import Launch
+from toolcards.tools.exec.launch import Launch
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 

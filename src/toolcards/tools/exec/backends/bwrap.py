@@ -14,7 +14,7 @@ from typing import ClassVar
 
 from toolcards.tools.exec.backends.base import DEFAULT_PATH, Backend, SandboxSpec
 from toolcards.tools.exec.backends.seccomp import filter_fd, setid_filter
-from toolcards.tools.exec.runner import Launch
+from toolcards.tools.exec.launch import Gate, Launch
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_FILES = (
@@ -62,20 +62,36 @@ class BwrapBackend(Backend):
         env.setdefault("PATH", DEFAULT_PATH)
         program = setid_filter()
         fd = filter_fd(program) if program is not None else None
+        info_read, info_write = os.pipe()
+        block_read, block_write = os.pipe()
+        passed = (info_write, block_read) if fd is None else (fd, info_write, block_read)
         return Launch(
-            argv=self.argv(argv, spec, seccomp_fd=fd),
+            argv=self.argv(argv, spec, seccomp_fd=fd, gate_fds=(info_write, block_read)),
             env=env,
             cwd=str(spec.workspace),
-            pass_fds=() if fd is None else (fd,),
+            pass_fds=passed,
+            gate=Gate(info_fd=info_read, release_fd=block_write),
         )
 
     def argv(
-        self, argv: Sequence[str], spec: SandboxSpec, seccomp_fd: int | None = None
+        self,
+        argv: Sequence[str],
+        spec: SandboxSpec,
+        seccomp_fd: int | None = None,
+        gate_fds: tuple[int, int] | None = None,
     ) -> list[str]:
-        """The full bwrap command line for ``argv``."""
+        """The full bwrap command line for ``argv``.
+
+        ``gate_fds`` (info, block): bwrap reports the sandbox's first process on the first and
+        waits for a byte on the second before it starts the command, so the runner sets the
+        limits from outside first. The root, ``/dev`` and the system view are read-only;
+        ``/tmp`` and ``/dev/shm`` are tmpfs mounts capped by ``limits.tmp_bytes``.
+        """
         cmd = [shutil.which(self.executable) or self.executable, "--unshare-all"]
         if seccomp_fd is not None:
             cmd += ["--seccomp", str(seccomp_fd)]
+        if gate_fds is not None:
+            cmd += ["--info-fd", str(gate_fds[0]), "--block-fd", str(gate_fds[1])]
         if spec.network:
             cmd.append("--share-net")
         cmd += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
@@ -84,8 +100,11 @@ class BwrapBackend(Backend):
         etc = _identity_files()
         cmd += ["--ro-bind", str(etc / "passwd"), "/etc/passwd"]
         cmd += ["--ro-bind", str(etc / "group"), "/etc/group"]
-        cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        tmp, shm = spec.limits.tmpfs_sizes()
+        cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(shm), "--tmpfs", "/dev/shm"]
+        cmd += ["--size", str(tmp), "--tmpfs", "/tmp"]
         cmd += ["--bind", str(spec.workspace), "/workspace", "--chdir", "/workspace"]
+        cmd += ["--remount-ro", "/dev", "--remount-ro", "/"]
         return [*cmd, "--", *argv]
 
 
@@ -123,7 +142,8 @@ def _probe(executable: str | None) -> str | None:
     if executable is None:
         return "bwrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
     cmd = [executable, "--unshare-all", "--die-with-parent", *system_view(network=False)]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--", "true"]
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(1 << 20), "--tmpfs", "/tmp"]
+    cmd += ["--remount-ro", "/", "--", "true"]  # also proves --size and --remount-ro work
     try:
         done = subprocess.run(cmd, capture_output=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
