@@ -83,7 +83,7 @@ def run(
         try:
             stopped = _pump(proc, out, err, begin + timeout_s, cancel, watch)
         finally:
-            _kill_tree(proc, group, launch.on_kill if stopped else None)
+            _kill_tree(proc, group if stopped else None, launch.on_kill if stopped else None)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=KILL_WAIT_S)
             for stream in (proc.stdout, proc.stderr):
@@ -102,7 +102,7 @@ def run(
         killed = _kill_reason(proc.returncode, err, limits, launch.sigkill_is_oom)
         warning = None
         if watch is not None and watch.exceeded():
-            warning = f"the command wrote {watch.written} bytes into the workspace (cap {watch.cap})"
+            warning = f"wrote {watch.written} bytes into the workspace (cap {watch.cap})"
         result = result.model_copy(update={"killed": killed, "warning": warning})
     return result
 

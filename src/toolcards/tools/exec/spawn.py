@@ -3,11 +3,12 @@
 A ``preexec_fn`` makes ``subprocess`` fork the whole interpreter instead of using vfork; on
 Linux the limits are set from outside instead, with prlimit(2) and cgroup writes:
 
-- a gated launch (bwrap) reports its first process and waits: it gets the rlimits and joins
-  the pids cgroup before it runs anything, so there is no window;
-- an ungated launch (local) is born in the pids cgroup when the spawning thread can stand in
-  it (cgroup v1), else moved right after the start, and gets its rlimits right after the
-  start: the command may run for a few microseconds before they bind.
+- the launched process is born in the pids cgroup when the spawning thread can stand in it
+  (cgroup v1); otherwise it is moved in by pid: at the gate, or right after the start;
+- a gated launch (bwrap) reports its first process and waits: it gets the rlimits (and, on
+  cgroup v2, joins the group) before it runs anything, so there is no window;
+- an ungated launch (local) gets its rlimits right after the start: the command may run for
+  a few microseconds (more on a loaded machine) before they bind.
 
 Elsewhere (macOS), the ``preexec_fn`` fallback applies the limits in the child.
 """
@@ -38,7 +39,7 @@ def start(launch: Launch, plan: RlimitPlan, group: PidsGroup | None) -> subproce
     if not CAN_PRLIMIT and (plan or group is not None):
         fallback = preexec(plan, group.procs if group is not None else None)
     inside: AbstractContextManager[bool] = contextlib.nullcontext(False)
-    if CAN_PRLIMIT and group is not None and launch.gate is None:
+    if CAN_PRLIMIT and group is not None:
         inside = group.spawning_thread()
     try:
         with inside as born_inside:

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from toolcards.tools.exec.limits import ExecLimits
 from toolcards.tools.exec.launch import Launch
+from toolcards.tools.exec.limits import ExecLimits
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 

@@ -3,49 +3,18 @@
 from __future__ import annotations
 
 import functools
-import glob
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 from typing import ClassVar
 
 from toolcards.tools.exec.backends.base import DEFAULT_PATH, Backend, SandboxSpec
+from toolcards.tools.exec.backends.etc_view import etc_view
 from toolcards.tools.exec.backends.seccomp import filter_fd, setid_filter
 from toolcards.tools.exec.launch import Gate, Launch
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-ETC_FILES = (
-    "/etc/ld.so.cache",
-    "/etc/ld.so.conf",
-    "/etc/ld.so.conf.d",
-    "/etc/ssl/certs",
-    "/etc/ssl/openssl.cnf",
-    "/etc/ca-certificates",
-    "/etc/ca-certificates.conf",
-    "/etc/pki/tls/certs",
-    "/etc/pki/ca-trust",
-    "/etc/alternatives",
-    "/etc/localtime",
-    "/etc/nsswitch.conf",
-    "/etc/host.conf",
-    "/etc/hosts",
-    "/etc/gai.conf",
-    "/etc/protocols",
-    "/etc/services",
-    "/etc/mime.types",
-    "/etc/python3*",
-)
-"""What the dynamic loader, TLS and interpreters need. Never shadow, a home or private keys
-(``/etc/ssl/private``): the sandbox may run as uid 0 of its namespace, so mode bits alone do
-not keep root-owned files in view unreadable."""
-NETWORK_ETC = ("/etc/resolv.conf",)
-PASSWD = "root:x:0:0:sandbox:/workspace:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n"
-GROUP = "root:x:0:\nnogroup:x:65534:\n"
-
-
 class BwrapBackend(Backend):
     """Runs each command in fresh namespaces with bubblewrap (Linux)."""
 
@@ -94,12 +63,12 @@ class BwrapBackend(Backend):
             cmd += ["--info-fd", str(gate_fds[0]), "--block-fd", str(gate_fds[1])]
         if spec.network:
             cmd.append("--share-net")
-        cmd += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        # No --new-session: the runner starts bwrap as the leader of a new session without a
+        # controlling terminal (stdin is /dev/null), so nothing inside can reach a terminal
+        # to push input into (TIOCSTI); setsid in the sandbox's PID namespace costs ~5 ms.
+        cmd += ["--die-with-parent", "--cap-drop", "ALL"]
         cmd += ["--hostname", "sandbox"]
         cmd += system_view(network=spec.network)
-        etc = _identity_files()
-        cmd += ["--ro-bind", str(etc / "passwd"), "/etc/passwd"]
-        cmd += ["--ro-bind", str(etc / "group"), "/etc/group"]
         tmp, shm = spec.limits.tmpfs_sizes()
         cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(shm), "--tmpfs", "/dev/shm"]
         cmd += ["--size", str(tmp), "--tmpfs", "/tmp"]
@@ -109,32 +78,15 @@ class BwrapBackend(Backend):
 
 
 def system_view(*, network: bool) -> list[str]:
-    """Read-only binds (or symlinks, on merged-/usr systems) of the minimal system."""
+    """Read-only binds (or symlinks, on merged-/usr systems) of the minimal system, and the
+    staged ``/etc`` (listed host files, a synthetic passwd and group) as one read-only bind."""
     args: list[str] = []
     for path in SYSTEM_DIRS:
         if os.path.islink(path):
             args += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
-    patterns = ETC_FILES + (NETWORK_ETC if network else ())
-    for pattern in patterns:
-        for path in sorted(glob.glob(pattern)):
-            args += ["--ro-bind", path, path]
-    return args
-
-
-_IDENTITY: list[Path] = []
-
-
-def _identity_files() -> Path:
-    """A minimal passwd/group pair, written once (and again if a temp cleaner removed it)."""
-    if _IDENTITY and (_IDENTITY[0] / "group").exists():
-        return _IDENTITY[0]
-    etc = Path(tempfile.mkdtemp(prefix="toolcards-bwrap-etc-"))
-    (etc / "passwd").write_text(PASSWD)
-    (etc / "group").write_text(GROUP)
-    _IDENTITY[:] = [etc]
-    return etc
+    return [*args, "--ro-bind", str(etc_view(network)), "/etc"]
 
 
 @functools.cache
