@@ -72,7 +72,11 @@ def _run_local(argv: list[str], limits: ExecLimits, tmp_path: Path, timeout_s: f
     )
 
 
-READ_LIMITS = [sys.executable, "-c", "import sys; sys.stdout.write(open('/proc/self/limits').read())"]
+READ_LIMITS = [
+    sys.executable,
+    "-c",
+    "import sys; sys.stdout.write(open('/proc/self/limits').read())",
+]
 """Reads its limits once started (local mode sets them right after the start, from outside)."""
 
 

@@ -165,6 +165,15 @@ class ExecService:
     ) -> ExecResult:
         s = self.settings
         if not self._acquire_slot(s.timeout_s + SLOT_WAIT_S, cancel):
+            if cancel is not None and cancel.is_set:
+                return ExecResult(
+                    argv=argv,
+                    backend=self.backend.name,
+                    exit_code=None,
+                    stdout="",
+                    stderr="",
+                    killed="cancelled",
+                )
             raise RetriableError("every exec slot is busy; try again shortly")
         try:
             spec = SandboxSpec(

@@ -15,6 +15,8 @@ from toolcards.tools.exec.backends.seccomp import filter_fd, setid_filter
 from toolcards.tools.exec.launch import Gate, Launch
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+
 class BwrapBackend(Backend):
     """Runs each command in fresh namespaces with bubblewrap (Linux)."""
 

@@ -72,7 +72,7 @@ def _from_entry_points(name: str) -> type[Backend] | None:
     for ep in entry_points(group=ENTRY_POINT_GROUP, name=name):
         cls = ep.load()
         if not (isinstance(cls, type) and issubclass(cls, Backend)):
-            raise TypeError(f"entry point {name!r} in {ENTRY_POINT_GROUP} is not a Backend")
+            raise ValueError(f"entry point {name!r} in {ENTRY_POINT_GROUP} is not a Backend")
         with _LOCK:
             return _BACKENDS.setdefault(name, cls)
     return None
