@@ -58,7 +58,7 @@ class BwrapBackend(Backend):
         limits from outside first. The root, ``/dev`` and the system view are read-only;
         ``/tmp`` and ``/dev/shm`` are tmpfs mounts capped by ``limits.tmp_bytes``.
         """
-        cmd = [shutil.which(self.executable) or self.executable, "--unshare-all"]
+        cmd = [_which(self.executable, os.environ.get("PATH")), "--unshare-all"]
         if seccomp_fd is not None:
             cmd += ["--seccomp", str(seccomp_fd)]
         if gate_fds is not None:
@@ -89,6 +89,12 @@ def system_view(*, network: bool) -> list[str]:
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
     return [*args, "--ro-bind", str(etc_view(network)), "/etc"]
+
+
+@functools.lru_cache(maxsize=8)
+def _which(executable: str, path: str | None) -> str:
+    """``executable`` resolved on ``path`` (cached: this runs for every command)."""
+    return shutil.which(executable, path=path) or executable
 
 
 @functools.cache

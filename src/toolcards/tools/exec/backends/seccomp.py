@@ -11,6 +11,7 @@ foreign ABI (x32, 32-bit compat), which could otherwise go around it.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import platform
 import struct
@@ -44,6 +45,7 @@ def _ins(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
+@functools.cache
 def setid_filter(machine: str | None = None) -> bytes | None:
     """The BPF program for ``machine`` (default: this host), or None for unknown machines."""
     found = _ARCHES.get(machine or platform.machine())
