@@ -14,7 +14,7 @@ from tests.exec.support import RUNNABLE, tools_of
 
 from toolcards.tools.exec.backends import (
     ENTRY_POINT_GROUP,
-    Backend,
+    LocalBackend,
     SandboxSpec,
     known_modes,
     register_backend,
@@ -25,16 +25,10 @@ from toolcards.tools.exec.card import ExecTool
 from toolcards.tools.exec.launch import Launch
 
 
-class TaggingBackend(Backend):
+class TaggingBackend(LocalBackend):
     """Runs commands on the host through ``env``, adding a variable that proves the route."""
 
     name: ClassVar[str] = "tagging"
-    isolating: ClassVar[bool] = False
-    workdir: ClassVar[str | None] = None
-
-    @classmethod
-    def unavailable_reason(cls) -> str | None:
-        return None
 
     def launch(self, argv: Sequence[str], spec: SandboxSpec) -> Launch:
         env = {**spec.env, "PATH": DEFAULT_PATH}
