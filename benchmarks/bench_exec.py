@@ -8,7 +8,9 @@ Each round times, back to back (so a busy machine slows every column alike):
   launch plan, start gate, rlimits, pids cgroup, output capture, teardown);
 - peer: a bare ``subprocess.run(["bwrap", "--ro-bind", "/", "/", "true"])``;
 - ours, local: the same call under the local backend;
-- peer: a bare ``subprocess.run(["true"])``.
+- peer: a bare ``subprocess.run(["true"])``;
+- and, to tell the runner's cost from the sandbox's own, the bwrap command line ours builds,
+  started bare (no start gate, limits or seccomp filter).
 
 Goals: bwrap <= 1.5x its peer, local <= 2x its peer.
 """
@@ -28,7 +30,8 @@ from pathlib import Path
 
 from _results import record
 
-from toolcards.tools.exec.backends import BUILTIN
+from toolcards.tools.exec.backends import BUILTIN, BwrapBackend, SandboxSpec
+from toolcards.tools.exec.limits import ExecLimits
 from toolcards.tools.exec.service import ExecService, ExecSettings
 
 GOALS = {"bwrap": 1.5, "local": 2.0}
@@ -61,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
             calls[mode] = lambda s=service: _check(s.run("true", workspace))
             peer = PEERS[mode]
             calls[f"{mode} peer"] = lambda p=peer: subprocess.run(p, check=True)  # type: ignore[misc]
+        if "bwrap" in modes:
+            spec = SandboxSpec(workspace=workspace, env={}, network=False, limits=ExecLimits())
+            raw = BwrapBackend().argv(["true"], spec)
+            calls["bwrap argv"] = lambda: subprocess.run(raw, check=True, process_group=0)
         times: dict[str, list[float]] = {name: [] for name in calls}
         for _ in range(5):  # warm caches
             for fn in calls.values():
@@ -83,7 +90,12 @@ def main(argv: list[str] | None = None) -> int:
             "goal": GOALS[mode],
             "process_cap": services[mode].process_cap,
             "cpus": os.cpu_count(),
+            "load_1min": round(os.getloadavg()[0], 2),
         }
+        if mode == "bwrap":
+            raw_p50 = statistics.median(times["bwrap argv"])
+            row["same_argv_bare_p50_ms"] = round(raw_p50, 3)
+            row["argv_ratio"] = round(raw_p50 / peer, 2)
         print(json.dumps(row))
         record(
             f"exec_command `true` under {mode}, p50",

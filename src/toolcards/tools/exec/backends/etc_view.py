@@ -10,6 +10,7 @@ them); files are copied with their content, so a link to a path the sandbox does
 
 from __future__ import annotations
 
+import atexit
 import glob
 import os
 import shutil
@@ -78,8 +79,17 @@ class EtcView:
             assert self.path is not None
             return self.path
 
+    def remove(self) -> None:
+        """Delete the staged directory (at exit)."""
+        with self.lock:
+            if self.path is not None:
+                shutil.rmtree(self.path, ignore_errors=True)
+                self.path = None
+
 
 _VIEWS = {False: EtcView(network=False), True: EtcView(network=True)}
+for _view in _VIEWS.values():
+    atexit.register(_view.remove)
 
 
 def etc_view(network: bool) -> Path:
