@@ -113,3 +113,27 @@ def test_a_cancelled_call_does_not_start(tmp_path: Path) -> None:
         cancel.close()
     assert result.killed == "cancelled"
     assert not (tmp_path / "never").exists()
+
+
+@pytest.mark.timeout(60)
+def test_a_governance_timeout_kills_the_command(marker: str) -> None:
+    """The executor's deadline cancels the tool coroutine; the command does not live on."""
+    card = ExecTool(mode="local", limits=RUNNABLE, timeout_s=50)
+    governed = GovernedToolset(
+        ToolFactory([card]).toolset(),
+        policy=Policy.allow_all(),
+        identity=Identity(id="alice"),
+        timeout=1.0,
+    )
+    seen: list[str] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            args = {"command": f"sleep {marker}"}
+            return ModelResponse(parts=[ToolCallPart("exec_command", args, tool_call_id="c")])
+        seen.append(str(messages[-1].parts[0]))
+        return ModelResponse(parts=[TextPart("done")])
+
+    Agent(FunctionModel(respond), toolsets=[governed]).run_sync("go")
+    assert "timed out" in seen[0]
+    assert_none_left(marker, wait_s=2.0)
