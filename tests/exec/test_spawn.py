@@ -120,3 +120,18 @@ def test_pids_groups_are_reused_empty() -> None:
     again = POOL.take(77)
     assert again is not None and again.path == path and again.pids() == []
     POOL.give(again)
+
+
+@linux_only
+def test_a_group_holding_our_own_thread_is_never_killed() -> None:
+    if PROCESS_CAP != "cgroup":
+        pytest.skip("no pids cgroup here")
+    group = POOL.take(64)
+    assert group is not None
+    try:
+        with group.spawning_thread() as inside:
+            if not inside:
+                pytest.skip("threads cannot stand in a group alone here (cgroup v2)")
+            assert group.kill_all(rounds=2) is False  # and this process is still alive
+    finally:
+        POOL.give(group)

@@ -91,7 +91,10 @@ class PidsGroup:
         try:
             yield True
         finally:
-            _write(home, "0")
+            try:
+                _write(home, "0")
+            except OSError:  # the home group went away: the hierarchy's root takes us
+                _write(str(CGROUP_V1_PIDS / "tasks"), "0")
 
     def pids(self) -> list[int]:
         """Processes currently in the group."""
@@ -111,10 +114,13 @@ class PidsGroup:
         """SIGKILL every member until the group is empty (forks racing the kill included).
 
         Returns True when the group is empty."""
+        me = os.getpid()
         for i in range(rounds):
             pids = self.pids()
             if not pids:
                 return True
+            if me in pids:  # one of our threads stands in the group: never kill ourselves
+                return False
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)

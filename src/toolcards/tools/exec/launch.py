@@ -30,9 +30,10 @@ class Gate:
     def pid(self, deadline: float) -> int | None:
         """The waiting process's pid, or None when the sandbox died or the deadline passed."""
         data = b""
+        poller = select.poll()  # not select.select: descriptors may be above FD_SETSIZE
+        poller.register(self.info_fd, select.POLLIN)
         while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.info_fd], [], [], deadline - time.monotonic())
-            if not ready:
+            if not poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
                 break
             chunk = os.read(self.info_fd, 4096)
             if not chunk:

@@ -196,13 +196,16 @@ def _wait_exit(
     except (AttributeError, OSError):
         return _poll_exit(proc, deadline, cancel)
     try:
-        watched = [pidfd] if cancel is None else [pidfd, cancel.fileno()]
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        if cancel is not None:
+            poller.register(cancel.fileno(), select.POLLIN)
         while proc.poll() is None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return "timeout"
-            ready, _, _ = select.select(watched, [], [], remaining)
-            if cancel is not None and cancel.fileno() in ready:
+            ready = poller.poll(remaining * 1000)
+            if cancel is not None and any(fd == cancel.fileno() for fd, _ in ready):
                 return "cancelled"
         return None
     finally:

@@ -111,5 +111,8 @@ def _probe(executable: str | None) -> str | None:
         return f"bwrap failed to start: {exc}"
     if done.returncode != 0:
         detail = done.stderr.decode(errors="replace").strip()[:300]
-        return f"bwrap cannot create namespaces here: {detail or done.returncode}"
+        return (
+            f"bwrap cannot create the sandbox here (needs user/PID/network namespaces and "
+            f"bubblewrap >= 0.6 for --size): {detail or done.returncode}"
+        )
     return None
