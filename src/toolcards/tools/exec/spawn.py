@@ -29,6 +29,7 @@ from toolcards.tools.exec.limits import CAN_PRLIMIT, RlimitPlan, apply_rlimits, 
 
 GATE_WAIT_S = 30.0
 """How long a gated sandbox may take to report its first process."""
+KILL_REAP_S = 5.0
 
 
 def start(launch: Launch, plan: RlimitPlan, group: PidsGroup | None) -> subprocess.Popen[bytes]:
@@ -76,10 +77,10 @@ def start(launch: Launch, plan: RlimitPlan, group: PidsGroup | None) -> subproce
     except ProcessLookupError:
         pass  # it already ended: nothing left to limit; the runner reports its status
     except OSError as exc:
-        _kill(proc, target)
+        _kill(proc, target, reap=True)
         raise RetriableError(f"could not apply the limits to this command ({exc}); retry") from None
     except BaseException:
-        _kill(proc, target)
+        _kill(proc, target, reap=True)
         raise
     return proc
 
@@ -91,11 +92,15 @@ def _target(proc: subprocess.Popen[bytes], launch: Launch) -> int | None:
     return launch.gate.pid(time.monotonic() + GATE_WAIT_S)
 
 
-def _kill(proc: subprocess.Popen[bytes], target: int | None) -> None:
-    """Kill a command that must not run (its limits are missing) before anything is released."""
+def _kill(proc: subprocess.Popen[bytes], target: int | None, reap: bool = False) -> None:
+    """Kill a command that must not run (its limits are missing) before anything is released;
+    ``reap``: also collect it and close its pipes (the runner will not see it)."""
     for pid in (target, proc.pid):
         if pid is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
+    if reap:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.communicate(timeout=KILL_REAP_S)
