@@ -26,6 +26,7 @@ class Gate:
     """Read end: the sandbox's first process id arrives here."""
     release_fd: int
     """Write end: one byte lets the sandbox go on."""
+    closed: bool = False
 
     def pid(self, deadline: float) -> int | None:
         """The waiting process's pid, or None when the sandbox died or the deadline passed."""
@@ -50,7 +51,11 @@ class Gate:
         os.write(self.release_fd, b"1")
 
     def close(self) -> None:
-        """Close our ends (closing the release end unreleased also lets it go: kill first)."""
+        """Close our ends, once (closing the release end unreleased also lets the sandbox go:
+        kill it first)."""
+        if self.closed:
+            return
+        self.closed = True
         for fd in (self.info_fd, self.release_fd):
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -79,3 +84,10 @@ class Launch:
     host_limits: bool = True
     """Whether the runner applies rlimits and the pids cgroup (False: the backend enforces
     them elsewhere, e.g. inside a container)."""
+
+    def close_passed(self) -> None:
+        """Close our copies of ``pass_fds`` (after the start, or when it never happens)."""
+        for fd in self.pass_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.pass_fds = ()

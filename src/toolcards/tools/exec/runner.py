@@ -69,7 +69,7 @@ def run(
     stopped: KillReason | None = None
     try:
         if cancel is not None and cancel.is_set:
-            _discard(launch)
+            launch.close_passed()
             return _result(display_argv, backend, None, out, err, "cancelled", begin)
         try:
             proc = start(launch, plan, group)
@@ -132,9 +132,12 @@ def _result(
 
 def _discard(launch: Launch) -> None:
     """Release what a launch plan holds when it will never start."""
-    for fd in launch.pass_fds:
-        with contextlib.suppress(OSError):
-            os.close(fd)
+    launch.close_passed()
+    if launch.gate is not None:
+        launch.gate.close()
+    for step in launch.cleanup:
+        with contextlib.suppress(Exception):
+            step()
 
 
 def _pump(

@@ -58,9 +58,7 @@ def start(launch: Launch, plan: RlimitPlan, group: PidsGroup | None) -> subproce
                 preexec_fn=fallback,
             )
     finally:
-        for fd in launch.pass_fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        launch.close_passed()
     if fallback is not None or not CAN_PRLIMIT:
         return proc
     target = None
