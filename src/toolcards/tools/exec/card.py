@@ -104,13 +104,17 @@ class ExecTool(ToolCard):
 
     def _about(self, service: ExecService) -> str:
         allowed = self.allowed_commands
-        programs = ", ".join(allowed) if allowed is not None else "any program"
+        programs = (
+            "any program"
+            if allowed is None
+            else f"{', '.join(allowed)} (the program a command starts with; what it runs in "
+            "turn is bounded by the confinement above)"
+        )
         where = service.backend.workdir or "the workspace directory"
         return (
             f"Runs in {where}; {service.backend.describe(self.network)}. "
-            f"Allowed: {programs} (the program a command starts with; what it runs in turn is "
-            f"bounded by the confinement above). Timeout {self.timeout_s:g}s; output keeps the "
-            "head and tail of each stream."
+            f"Allowed: {programs}. Timeout {self.timeout_s:g}s; output keeps the head and "
+            "tail of each stream."
         )
 
     def get_tools(self) -> list[ToolFunc]:
