@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import inspect
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from toolcards.tools.exec.backends import BwrapBackend
-from toolcards.tools.exec.limits import ExecLimits, process_cap_method
+from toolcards.tools.exec.cgroups import process_cap_method
+from toolcards.tools.exec.limits import ExecLimits
 
 BWRAP_REASON = BwrapBackend.unavailable_reason()
 PROCESS_CAP = process_cap_method(ExecLimits())
@@ -43,3 +49,19 @@ def assert_none_left(marker: str, wait_s: float = 5.0) -> None:
     while processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert processes_with(marker) == []
+
+
+def sync(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` callable from plain test code: a coroutine it returns is run to completion."""
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        result = fn(*args, **kwargs)
+        return asyncio.run(result) if inspect.isawaitable(result) else result
+
+    return call
+
+
+def tools_of(source: Any) -> dict[str, Callable[..., Any]]:
+    """The tools of a card or factory by name, callable synchronously."""
+    return {fn.__name__: sync(fn) for fn in source.get_tools()}

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from tests.exec.support import RUNNABLE, needs_bwrap
+from tests.exec.support import RUNNABLE, needs_bwrap, tools_of
 
 from toolcards.core.errors import RetriableError
 from toolcards.core.factory import ToolFactory
@@ -21,7 +21,7 @@ from toolcards.tools.exec.limits import ExecLimits
 
 
 def _tools(card: ExecTool) -> dict[str, Any]:
-    return {fn.__name__: fn for fn in card.get_tools()}
+    return tools_of(card)
 
 
 class _Member:
@@ -202,7 +202,7 @@ def test_members_of_a_runtime_team_share_one_service_and_workspace(workspaces: P
         a_cards, b_cards = alice.cards, bob.cards
         assert isinstance(a_cards[0], ExecTool) and isinstance(b_cards[0], ExecTool)
         assert a_cards[0].service() is b_cards[0].service()
-        run = {fn.__name__: fn for fn in alice.get_tools()}["exec_command"]
+        run = tools_of(alice)["exec_command"]
         assert str(workspaces / "exec-team") in run("pwd")
 
 

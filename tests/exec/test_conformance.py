@@ -18,6 +18,7 @@ from tests.exec.support import (
     PROCESS_CAP,
     assert_none_left,
     needs_process_cap,
+    tools_of,
 )
 
 from toolcards.tools.exec.backends import DockerBackend
@@ -47,7 +48,7 @@ def _exec(mode: str, **kw: object) -> Exec:
     settings: dict[str, object] = {"timeout_s": 10, "allowed_commands": SHELL, "limits": LIMITS}
     settings.update(kw)
     tool = ExecTool(mode=mode, **settings)  # type: ignore[arg-type]
-    return {fn.__name__: fn for fn in tool.get_tools()}["exec_command"]
+    return tools_of(tool)["exec_command"]
 
 
 @pytest.mark.parametrize("mode", ISOLATING)

@@ -8,6 +8,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from tests.exec.support import sync
 
 from toolcards.tools.exec.backends import DockerBackend
 from toolcards.tools.exec.backends import docker as docker_mod
@@ -62,7 +63,7 @@ def test_daemon_probe_uses_docker_info(fake_docker: Path) -> None:
 def test_run_argv_is_locked_down(fake_docker: Path) -> None:
     limits = ExecLimits(memory_bytes=512 << 20, max_processes=64, cpus=1.5)
     tool = ExecTool(mode="docker", limits=limits, docker_image="img:1")
-    exec_command = tool.get_tools()[0]
+    exec_command = sync(tool.get_tools()[0])
     assert "ran in container" in exec_command("python3 -V")
     argv = _run_args(fake_docker)
     joined = " ".join(argv)
@@ -86,7 +87,7 @@ def test_run_argv_is_locked_down(fake_docker: Path) -> None:
 
 
 def test_network_enabled_uses_bridge(fake_docker: Path) -> None:
-    ExecTool(mode="docker", network=True).get_tools()[0]("ls")
+    sync(ExecTool(mode="docker", network=True).get_tools()[0])("ls")
     argv = _run_args(fake_docker)
     assert argv[argv.index("--network") + 1] == "bridge"
 
@@ -96,7 +97,7 @@ def test_env_values_never_reach_the_command_line(
 ) -> None:
     monkeypatch.setenv("SECRET_TOKEN", "tok-123")
     monkeypatch.setenv("LANG", "C.UTF-8")
-    ExecTool(mode="docker").get_tools()[0]("ls")
+    sync(ExecTool(mode="docker").get_tools()[0])("ls")
     argv = _run_args(fake_docker)
     assert "tok-123" not in " ".join(argv)
     assert "SECRET_TOKEN" not in argv
@@ -106,7 +107,7 @@ def test_env_values_never_reach_the_command_line(
 
 
 def test_option_injection_lands_after_the_image(fake_docker: Path) -> None:
-    ExecTool(mode="docker", docker_image="img").get_tools()[0]("ls --privileged -v /:/host")
+    sync(ExecTool(mode="docker", docker_image="img").get_tools()[0])("ls --privileged -v /:/host")
     argv = _run_args(fake_docker)
     image_at = argv.index("img")
     assert "--privileged" not in argv[:image_at]
@@ -114,7 +115,7 @@ def test_option_injection_lands_after_the_image(fake_docker: Path) -> None:
 
 
 def test_timeout_kills_the_container(fake_docker: Path) -> None:
-    out = ExecTool(mode="docker", timeout_s=1).get_tools()[0]("sleep 100")
+    out = sync(ExecTool(mode="docker", timeout_s=1).get_tools()[0])("sleep 100")
     assert "killed: timeout" in out
     name = _run_args(fake_docker)[_run_args(fake_docker).index("--name") + 1]
     assert ["kill", name] in [c["argv"] for c in _calls(fake_docker)]
@@ -141,5 +142,5 @@ def test_default_user_is_never_root() -> None:
 
 
 def test_container_oom_kill_is_reported_as_memory(fake_docker: Path) -> None:
-    out = ExecTool(mode="docker").get_tools()[0]("python3 hog")
+    out = sync(ExecTool(mode="docker").get_tools()[0])("python3 hog")
     assert "exit_code: 137" in out and "killed: memory" in out

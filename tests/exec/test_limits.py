@@ -9,7 +9,8 @@ import pytest
 from pydantic import ValidationError
 from tests.exec.support import needs_process_cap
 
-from toolcards.tools.exec.limits import BoundedOutput, ExecLimits, PidsGroup
+from toolcards.tools.exec.cgroups import PidsGroup
+from toolcards.tools.exec.limits import BoundedOutput, ExecLimits
 from toolcards.tools.exec.runner import Launch, run
 
 
@@ -71,9 +72,17 @@ def _run_local(argv: list[str], limits: ExecLimits, tmp_path: Path, timeout_s: f
     )
 
 
+READ_LIMITS = [
+    sys.executable,
+    "-c",
+    "import sys; sys.stdout.write(open('/proc/self/limits').read())",
+]
+"""Reads its limits once started (local mode sets them right after the start, from outside)."""
+
+
 def test_rlimits_are_applied_in_the_child(tmp_path: Path) -> None:
     limits = ExecLimits(cpu_seconds=7, memory_bytes=300 << 20, file_size_bytes=12345)
-    result = _run_local(["cat", "/proc/self/limits"], limits, tmp_path)
+    result = _run_local(READ_LIMITS, limits, tmp_path)
     rows = {line[:26].strip(): line[26:].split() for line in result.stdout.splitlines()[1:]}
     assert rows["Max cpu time"][:2] == ["7", "8"]
     assert rows["Max address space"][0] == str(300 << 20)
@@ -134,16 +143,14 @@ def test_missing_program_is_reported_not_raised(tmp_path: Path) -> None:
 
 
 def test_user_task_count_sees_this_process() -> None:
-    from toolcards.tools.exec.limits import user_task_count
+    from toolcards.tools.exec.cgroups import user_task_count
 
     assert user_task_count() >= 1
     assert user_task_count(uid=2**31 - 7) == 0
 
 
 def test_nproc_rlimit_is_applied_with_offset(tmp_path: Path) -> None:
-    launch = Launch(
-        argv=["cat", "/proc/self/limits"], env={"PATH": "/usr/bin:/bin"}, cwd=str(tmp_path)
-    )
+    launch = Launch(argv=READ_LIMITS, env={"PATH": "/usr/bin:/bin"}, cwd=str(tmp_path))
     limits = ExecLimits(max_processes=40)
     result = run(
         launch,

@@ -6,7 +6,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from tests.exec.support import RUNNABLE, needs_bwrap
+from tests.exec.support import RUNNABLE, needs_bwrap, sync
 
 from toolcards.tools.exec.backends.seccomp import setid_filter
 from toolcards.tools.exec.card import ExecTool
@@ -30,7 +30,7 @@ def test_unknown_machine_has_no_program() -> None:
 def _run(command: str) -> str:
     allowed = ["python3", "chmod", "touch", "stat"]
     tool = ExecTool(mode="bwrap", limits=RUNNABLE, allowed_commands=allowed, workspace_id="sc")
-    return str(tool.get_tools()[0](command))
+    return str(sync(tool.get_tools()[0])(command))
 
 
 SETID_ATTEMPTS = [
@@ -58,3 +58,25 @@ def test_ordinary_modes_still_work(workspaces: Path) -> None:
     assert "exit_code: 0" in _run("touch f")
     assert "exit_code: 0" in _run("chmod 750 f")
     assert (workspaces / "sc" / "f").stat().st_mode & 0o7777 == 0o750
+
+
+TIOCSTI_SCRIPT = (
+    "import fcntl, os, termios\n"
+    "os.setsid()\n"
+    "m, s = os.openpty()\n"
+    "fcntl.ioctl(s, termios.TIOCSCTTY, 0)\n"
+    "try:\n"
+    "    fcntl.ioctl(s, termios.TIOCSTI, b'x')\n"
+    "    print('INJECTED')\n"
+    "except OSError as exc:\n"
+    "    print('refused', exc.errno)\n"
+)
+
+
+@needs_bwrap
+def test_typing_into_a_terminal_is_refused(workspaces: Path) -> None:
+    """TIOCSTI on a terminal the command controls: the filter refuses it (EPERM)."""
+    (workspaces / "sc").mkdir(parents=True, exist_ok=True)
+    (workspaces / "sc" / "sti.py").write_text(TIOCSTI_SCRIPT)
+    out = _run("python3 sti.py")
+    assert "INJECTED" not in out and "refused 1" in out

@@ -12,7 +12,7 @@ from toolcards.core.channels import Channels
 from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate, set_instructions
 from toolcards.tools._common.workspace_dir import workspace_dir, workspace_id_for
-from toolcards.tools.exec.backends import Mode
+from toolcards.tools.exec.backends import check_mode
 from toolcards.tools.exec.limits import ExecLimits
 from toolcards.tools.exec.service import ExecService, ExecSettings, service_for
 
@@ -37,17 +37,20 @@ class ExecTool(ToolCard):
 
     ``mode="auto"`` picks the best isolating backend (bwrap on Linux, seatbelt on macOS,
     docker when a daemon answers) and raises when none is available; it never falls back to
-    running unconfined. ``mode="local"`` runs on the host and is only used when chosen.
+    running unconfined. ``mode="local"`` runs on the host and is only used when chosen. Other
+    names are backends registered with ``register_backend`` or installed in the
+    ``toolcards.exec_backends`` entry-point group.
     """
 
-    mode: Mode = "auto"
+    mode: str = "auto"
     workspace_id: str | None = None
     """The workspace directory (default: the team's, as for WorkspaceTool)."""
     timeout_s: float = Field(default=60.0, gt=0, le=24 * 3600)
     limits: ExecLimits = Field(default_factory=ExecLimits)
     allowed_commands: list[str] | None = None
-    """Programs the model may run (first word, by name). None: any program; never a shell
-    unless listed here."""
+    """Programs a command may start with (its first word, by name). None: any program. A
+    started program may start others (``env sh -c``, ``find -exec``, ``make``): this list
+    is not a boundary, the sandbox is. A shell as the first word needs to be listed."""
     env_allow: list[str] = Field(default_factory=lambda: list(DEFAULT_ENV_ALLOW))
     """Host environment variables passed through; everything else is scrubbed."""
     network: bool = False
@@ -55,6 +58,11 @@ class ExecTool(ToolCard):
     docker_image: str | None = None
     exec_command: bool | ExecCommand = True
     exec_jobs: bool | ExecJobs = True
+
+    @field_validator("mode")
+    @classmethod
+    def _known_mode(cls, mode: str) -> str:
+        return check_mode(mode)
 
     @field_validator("allowed_commands")
     @classmethod
@@ -96,7 +104,12 @@ class ExecTool(ToolCard):
 
     def _about(self, service: ExecService) -> str:
         allowed = self.allowed_commands
-        programs = ", ".join(allowed) if allowed is not None else "any program (no shell)"
+        programs = (
+            "any program"
+            if allowed is None
+            else f"{', '.join(allowed)} (the program a command starts with; what it runs in "
+            "turn is bounded by the confinement above)"
+        )
         where = service.backend.workdir or "the workspace directory"
         return (
             f"Runs in {where}; {service.backend.describe(self.network)}. "
@@ -128,8 +141,8 @@ class ExecTool(ToolCard):
         param: BaseToolParam,
         open_world: bool,
     ) -> ToolFunc:
-        def exec_command(command: str) -> str:
-            return service.run(command, workspace()).render()
+        async def exec_command(command: str) -> str:
+            return (await service.run_async(command, workspace())).render()
 
         exec_command.__doc__ = _doc(
             "Run one command (program and arguments, shell-style quoting) and return its "
@@ -148,18 +161,18 @@ class ExecTool(ToolCard):
         param: BaseToolParam,
         open_world: bool,
     ) -> list[ToolFunc]:
-        def exec_start(command: str) -> str:
+        async def exec_start(command: str) -> str:
             job_id = service.start(command, workspace())
             return f"job_id: {job_id}\nstatus: running"
 
-        def exec_result(job_id: str, wait_s: float = 0.0) -> str:
+        async def exec_result(job_id: str, wait_s: float = 0.0) -> str:
             """The result of a job started with exec_start, or its status if still running.
 
             Args:
                 job_id: The id exec_start returned.
                 wait_s: Seconds to wait for the job to finish before answering.
             """
-            result = service.result(job_id, wait_s)
+            result = await service.result_async(job_id, wait_s)
             if result is None:
                 return f"job_id: {job_id}\nstatus: running"
             return f"job_id: {job_id}\nstatus: finished\n{result.render()}"

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-KillReason = Literal["timeout", "memory", "cpu", "file_size", "signal"]
+KillReason = Literal["timeout", "memory", "cpu", "file_size", "signal", "disk", "cancelled"]
 
 
 class ExecResult(BaseModel):
@@ -23,6 +23,8 @@ class ExecResult(BaseModel):
     stdout_bytes: int = 0
     stderr_bytes: int = 0
     killed: KillReason | None = None
+    warning: str | None = None
+    """A limit the command went past without being killed (the post-run workspace check)."""
     duration_s: float = 0.0
 
     @property
@@ -35,6 +37,8 @@ class ExecResult(BaseModel):
         lines = [f"exit_code: {self.exit_code}"]
         if self.killed:
             lines.append(f"killed: {self.killed}")
+        if self.warning:
+            lines.append(f"warning: {self.warning}")
         lines.append(f"stdout ({self.stdout_bytes} bytes):")
         lines.append(self.stdout.rstrip("\n"))
         lines.append(f"stderr ({self.stderr_bytes} bytes):")

@@ -2,15 +2,18 @@
 
 One service exists per (team, settings) in a process-level registry guarded by a lock, so
 every agent of a team shares one backend and one cap. Commands run on the caller's thread
-(sync tools already run in worker threads) or on the service's pool for background jobs;
-a slot semaphore bounds how many run at once, and nothing is serialized on an actor thread.
+(:meth:`ExecService.run`), on a call thread awaited by a coroutine (:meth:`run_async`, which
+kills the command when the coroutine is cancelled), or on the job pool; a slot semaphore
+bounds how many run at once, and nothing is serialized on an actor thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -26,13 +29,18 @@ from toolcards.tools.exec.backends import (
     SandboxSpec,
     select_backend,
 )
+from toolcards.tools.exec.cgroups import process_cap_method, user_task_count
 from toolcards.tools.exec.command import parse_command
-from toolcards.tools.exec.limits import ExecLimits, process_cap_method, user_task_count
+from toolcards.tools.exec.limits import ExecLimits
 from toolcards.tools.exec.result import ExecResult
+from toolcards.tools.exec.watch import Cancel
 
 MAX_JOBS = 256
 SLOT_WAIT_S = 30.0
 """How long a call waits for a free slot beyond its own timeout before reporting busy."""
+CANCEL_REAP_S = 10.0
+"""How long a cancelled coroutine waits for its command to be killed and reaped."""
+CALL_THREADS = 32
 
 
 @dataclass(frozen=True)
@@ -68,6 +76,7 @@ class ExecService:
         self._pool = ThreadPoolExecutor(
             settings.max_concurrent, thread_name_prefix="toolcards-exec"
         )
+        self._calls = ThreadPoolExecutor(CALL_THREADS, thread_name_prefix="toolcards-exec-call")
         self._jobs: OrderedDict[str, tuple[list[str], Future[ExecResult]]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -77,9 +86,33 @@ class ExecService:
         """Validated argv for ``command`` (RetriableError when the model must fix it)."""
         return parse_command(command, self.settings.allowed_commands)
 
-    def run(self, command: object, workspace: Path) -> ExecResult:
-        """Run ``command`` in ``workspace`` and wait for it (bounded by the timeout)."""
-        return self._run_argv(self.parse(command), workspace)
+    def run(self, command: object, workspace: Path, cancel: Cancel | None = None) -> ExecResult:
+        """Run ``command`` in ``workspace`` and wait for it (bounded by the timeout).
+
+        Setting ``cancel`` (from any thread) kills the command; the result says ``cancelled``.
+        """
+        return self._run_argv(self.parse(command), workspace, cancel)
+
+    async def run_async(self, command: object, workspace: Path) -> ExecResult:
+        """:meth:`run` for coroutines: cancelling the awaiting task kills the command (its
+        whole process tree) before the cancellation propagates."""
+        argv = self.parse(command)
+        cancel = Cancel()
+        loop = asyncio.get_running_loop()
+        call = loop.run_in_executor(self._calls, self._run_closing, argv, workspace, cancel)
+        try:
+            return await asyncio.shield(call)
+        except asyncio.CancelledError:
+            cancel.set()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(call), CANCEL_REAP_S)
+            raise
+
+    def _run_closing(self, argv: list[str], workspace: Path, cancel: Cancel) -> ExecResult:
+        try:
+            return self._run_argv(argv, workspace, cancel)
+        finally:
+            cancel.close()
 
     def start(self, command: object, workspace: Path) -> str:
         """Start ``command`` in the background; returns a job id for :meth:`result`."""
@@ -96,6 +129,20 @@ class ExecService:
 
     def result(self, job_id: object, wait_s: float = 0.0) -> ExecResult | None:
         """The job's result, or None while it is still running (after waiting ``wait_s``)."""
+        future, wait = self._job(job_id, wait_s)
+        with contextlib.suppress(TimeoutError):
+            future.result(timeout=wait)
+        return future.result() if future.done() else None
+
+    async def result_async(self, job_id: object, wait_s: float = 0.0) -> ExecResult | None:
+        """:meth:`result` for coroutines (cancelling the wait leaves the job running)."""
+        future, wait = self._job(job_id, wait_s)
+        if not future.done() and wait > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), wait)
+        return future.result() if future.done() else None
+
+    def _job(self, job_id: object, wait_s: object) -> tuple[Future[ExecResult], float]:
         if isinstance(wait_s, bool) or not isinstance(wait_s, int | float) or wait_s != wait_s:
             raise RetriableError("wait_s must be a number of seconds")
         if not isinstance(job_id, str):
@@ -104,20 +151,29 @@ class ExecService:
             found = self._jobs.get(job_id.strip())
         if found is None:
             raise RetriableError(f"unknown job id {job_id!r}; exec_start returns the id")
-        future = found[1]
-        with contextlib.suppress(TimeoutError):
-            future.result(timeout=max(0.0, min(wait_s, self.settings.timeout_s)))
-        return future.result() if future.done() else None
+        return found[1], max(0.0, min(float(wait_s), self.settings.timeout_s))
 
     def close(self) -> None:
         """Stop accepting jobs; running ones finish within their timeout."""
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._calls.shutdown(wait=False)
 
     # ---- internals ---------------------------------------------------------------------------
 
-    def _run_argv(self, argv: list[str], workspace: Path) -> ExecResult:
+    def _run_argv(
+        self, argv: list[str], workspace: Path, cancel: Cancel | None = None
+    ) -> ExecResult:
         s = self.settings
-        if not self._slots.acquire(timeout=s.timeout_s + SLOT_WAIT_S):
+        if not self._acquire_slot(s.timeout_s + SLOT_WAIT_S, cancel):
+            if cancel is not None and cancel.is_set:
+                return ExecResult(
+                    argv=argv,
+                    backend=self.backend.name,
+                    exit_code=None,
+                    stdout="",
+                    stderr="",
+                    killed="cancelled",
+                )
             raise RetriableError("every exec slot is busy; try again shortly")
         try:
             spec = SandboxSpec(
@@ -136,9 +192,23 @@ class ExecService:
                 limits=s.limits,
                 process_cap=self.process_cap,
                 nproc_offset=self._nproc_offset(),
+                cancel=cancel,
+                workspace=workspace,
             )
         finally:
             self._slots.release()
+
+    def _acquire_slot(self, timeout: float, cancel: Cancel | None) -> bool:
+        """Take a slot within ``timeout`` (True), giving up early when cancelled."""
+        if cancel is None:
+            return self._slots.acquire(timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while not cancel.is_set:
+            if self._slots.acquire(timeout=min(0.05, max(0.0, deadline - time.monotonic()))):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+        return False
 
     def _nproc_offset(self) -> int:
         if self.process_cap != "rlimit" or self.backend.private_user_namespace:

@@ -3,22 +3,33 @@
 from __future__ import annotations
 
 import sys
-from typing import Literal
 
 from toolcards.tools.exec.backends.base import Backend, BackendUnavailable, SandboxSpec
 from toolcards.tools.exec.backends.bwrap import BwrapBackend
 from toolcards.tools.exec.backends.docker import DockerBackend
 from toolcards.tools.exec.backends.local import LocalBackend
+from toolcards.tools.exec.backends.registry import (
+    ENTRY_POINT_GROUP,
+    backend_class,
+    check_mode,
+    known_modes,
+    register_backend,
+    unregister_backend,
+)
 from toolcards.tools.exec.backends.seatbelt import SeatbeltBackend
 
-Mode = Literal["auto", "bwrap", "docker", "seatbelt", "local"]
+Mode = str
+"""``"auto"`` or the name of a registered backend (see :func:`known_modes`)."""
 
-BACKENDS: dict[str, type[Backend]] = {
+BUILTIN: dict[str, type[Backend]] = {
     "bwrap": BwrapBackend,
     "seatbelt": SeatbeltBackend,
     "docker": DockerBackend,
     "local": LocalBackend,
 }
+BACKENDS = BUILTIN  # the built-in table (older name)
+for _name, _cls in BUILTIN.items():
+    register_backend(_name, _cls)
 
 
 def auto_order(platform: str = sys.platform) -> tuple[str, ...]:
@@ -35,31 +46,35 @@ def select_backend(mode: Mode, *, docker_image: str | None = None) -> Backend:
     if mode == "auto":
         reasons = []
         for name in auto_order():
-            reason = BACKENDS[name].unavailable_reason()
+            reason = BUILTIN[name].unavailable_reason()
             if reason is None:
-                return _make(name, docker_image)
+                return _make(name, BUILTIN[name], docker_image)
             reasons.append(f"{name}: {reason}")
         raise BackendUnavailable(
             "no isolating exec backend is available, and exec never falls back to running "
             "unconfined (" + "; ".join(reasons) + "). Install bubblewrap (Linux), start a "
             "docker daemon, or set mode='local' explicitly to accept unconfined execution."
         )
-    if mode not in BACKENDS:
-        raise BackendUnavailable(f"unknown exec mode {mode!r}; valid: auto, {', '.join(BACKENDS)}")
-    reason = BACKENDS[mode].unavailable_reason()
+    try:
+        cls = backend_class(mode)
+    except ValueError as exc:
+        raise BackendUnavailable(str(exc)) from None
+    reason = cls.unavailable_reason()
     if reason is not None:
         raise BackendUnavailable(f"exec mode {mode!r} is unavailable: {reason}")
-    return _make(mode, docker_image)
+    return _make(mode, cls, docker_image)
 
 
-def _make(name: str, docker_image: str | None) -> Backend:
-    if name == "docker" and docker_image:
+def _make(name: str, cls: type[Backend], docker_image: str | None) -> Backend:
+    if cls is DockerBackend and docker_image:
         return DockerBackend(image=docker_image)
-    return BACKENDS[name]()
+    return cls()
 
 
 __all__ = [
     "BACKENDS",
+    "BUILTIN",
+    "ENTRY_POINT_GROUP",
     "Backend",
     "BackendUnavailable",
     "BwrapBackend",
@@ -69,5 +84,10 @@ __all__ = [
     "SandboxSpec",
     "SeatbeltBackend",
     "auto_order",
+    "backend_class",
+    "check_mode",
+    "known_modes",
+    "register_backend",
     "select_backend",
+    "unregister_backend",
 ]

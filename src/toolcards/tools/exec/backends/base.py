@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from toolcards.tools.exec.launch import Launch
 from toolcards.tools.exec.limits import ExecLimits
-from toolcards.tools.exec.runner import Launch
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 
@@ -53,7 +53,10 @@ class Backend(ABC):
     def describe(self, network: bool) -> str:
         """One line for the tool description: what confinement the model is under."""
         net = "network enabled" if network else "no network"
-        return f"sandboxed ({self.name}): only the workspace is writable, {net}"
+        return (
+            f"sandboxed ({self.name}): only the workspace and a private temporary directory "
+            f"are writable, {net}"
+        )
 
     def uses_pids_group(self) -> bool:
         """Whether the runner should put the launched process tree in a pids cgroup."""

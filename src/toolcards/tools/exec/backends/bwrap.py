@@ -3,47 +3,18 @@
 from __future__ import annotations
 
 import functools
-import glob
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 from typing import ClassVar
 
 from toolcards.tools.exec.backends.base import DEFAULT_PATH, Backend, SandboxSpec
+from toolcards.tools.exec.backends.etc_view import etc_view
 from toolcards.tools.exec.backends.seccomp import filter_fd, setid_filter
-from toolcards.tools.exec.runner import Launch
+from toolcards.tools.exec.launch import Gate, Launch
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-ETC_FILES = (
-    "/etc/ld.so.cache",
-    "/etc/ld.so.conf",
-    "/etc/ld.so.conf.d",
-    "/etc/ssl/certs",
-    "/etc/ssl/openssl.cnf",
-    "/etc/ca-certificates",
-    "/etc/ca-certificates.conf",
-    "/etc/pki/tls/certs",
-    "/etc/pki/ca-trust",
-    "/etc/alternatives",
-    "/etc/localtime",
-    "/etc/nsswitch.conf",
-    "/etc/host.conf",
-    "/etc/hosts",
-    "/etc/gai.conf",
-    "/etc/protocols",
-    "/etc/services",
-    "/etc/mime.types",
-    "/etc/python3*",
-)
-"""What the dynamic loader, TLS and interpreters need. Never shadow, a home or private keys
-(``/etc/ssl/private``): the sandbox may run as uid 0 of its namespace, so mode bits alone do
-not keep root-owned files in view unreadable."""
-NETWORK_ETC = ("/etc/resolv.conf",)
-PASSWD = "root:x:0:0:sandbox:/workspace:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n"
-GROUP = "root:x:0:\nnogroup:x:65534:\n"
 
 
 class BwrapBackend(Backend):
@@ -62,60 +33,69 @@ class BwrapBackend(Backend):
         env.setdefault("PATH", DEFAULT_PATH)
         program = setid_filter()
         fd = filter_fd(program) if program is not None else None
+        info_read, info_write = os.pipe()
+        block_read, block_write = os.pipe()
+        passed = (info_write, block_read) if fd is None else (fd, info_write, block_read)
         return Launch(
-            argv=self.argv(argv, spec, seccomp_fd=fd),
+            argv=self.argv(argv, spec, seccomp_fd=fd, gate_fds=(info_write, block_read)),
             env=env,
             cwd=str(spec.workspace),
-            pass_fds=() if fd is None else (fd,),
+            pass_fds=passed,
+            gate=Gate(info_fd=info_read, release_fd=block_write),
+            new_session=fd is None,  # the seccomp filter refuses TIOCSTI/TIOCLINUX
         )
 
     def argv(
-        self, argv: Sequence[str], spec: SandboxSpec, seccomp_fd: int | None = None
+        self,
+        argv: Sequence[str],
+        spec: SandboxSpec,
+        seccomp_fd: int | None = None,
+        gate_fds: tuple[int, int] | None = None,
     ) -> list[str]:
-        """The full bwrap command line for ``argv``."""
-        cmd = [shutil.which(self.executable) or self.executable, "--unshare-all"]
+        """The full bwrap command line for ``argv``.
+
+        ``gate_fds`` (info, block): bwrap reports the sandbox's first process on the first and
+        waits for a byte on the second before it starts the command, so the runner sets the
+        limits from outside first. The root, ``/dev`` and the system view are read-only;
+        ``/tmp`` and ``/dev/shm`` are tmpfs mounts capped by ``limits.tmp_bytes``.
+        """
+        cmd = [_which(self.executable, os.environ.get("PATH")), "--unshare-all"]
         if seccomp_fd is not None:
             cmd += ["--seccomp", str(seccomp_fd)]
+        if gate_fds is not None:
+            cmd += ["--info-fd", str(gate_fds[0]), "--block-fd", str(gate_fds[1])]
         if spec.network:
             cmd.append("--share-net")
-        cmd += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        # No --new-session: a new session makes every teardown of the sandbox's PID namespace
+        # milliseconds slower. Terminal injection (TIOCSTI) is refused by the seccomp filter;
+        # without one (other machines) the runner starts bwrap in a new session instead.
+        cmd += ["--die-with-parent", "--cap-drop", "ALL"]
         cmd += ["--hostname", "sandbox"]
         cmd += system_view(network=spec.network)
-        etc = _identity_files()
-        cmd += ["--ro-bind", str(etc / "passwd"), "/etc/passwd"]
-        cmd += ["--ro-bind", str(etc / "group"), "/etc/group"]
-        cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        tmp, shm = spec.limits.tmpfs_sizes()
+        cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(shm), "--tmpfs", "/dev/shm"]
+        cmd += ["--size", str(tmp), "--tmpfs", "/tmp"]
         cmd += ["--bind", str(spec.workspace), "/workspace", "--chdir", "/workspace"]
+        cmd += ["--remount-ro", "/dev", "--remount-ro", "/"]
         return [*cmd, "--", *argv]
 
 
 def system_view(*, network: bool) -> list[str]:
-    """Read-only binds (or symlinks, on merged-/usr systems) of the minimal system."""
+    """Read-only binds (or symlinks, on merged-/usr systems) of the minimal system, and the
+    staged ``/etc`` (listed host files, a synthetic passwd and group) as one read-only bind."""
     args: list[str] = []
     for path in SYSTEM_DIRS:
         if os.path.islink(path):
             args += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
-    patterns = ETC_FILES + (NETWORK_ETC if network else ())
-    for pattern in patterns:
-        for path in sorted(glob.glob(pattern)):
-            args += ["--ro-bind", path, path]
-    return args
+    return [*args, "--ro-bind", str(etc_view(network)), "/etc"]
 
 
-_IDENTITY: list[Path] = []
-
-
-def _identity_files() -> Path:
-    """A minimal passwd/group pair, written once (and again if a temp cleaner removed it)."""
-    if _IDENTITY and (_IDENTITY[0] / "group").exists():
-        return _IDENTITY[0]
-    etc = Path(tempfile.mkdtemp(prefix="toolcards-bwrap-etc-"))
-    (etc / "passwd").write_text(PASSWD)
-    (etc / "group").write_text(GROUP)
-    _IDENTITY[:] = [etc]
-    return etc
+@functools.lru_cache(maxsize=8)
+def _which(executable: str, path: str | None) -> str:
+    """``executable`` resolved on ``path`` (cached: this runs for every command)."""
+    return shutil.which(executable, path=path) or executable
 
 
 @functools.cache
@@ -123,12 +103,16 @@ def _probe(executable: str | None) -> str | None:
     if executable is None:
         return "bwrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
     cmd = [executable, "--unshare-all", "--die-with-parent", *system_view(network=False)]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--", "true"]
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(1 << 20), "--tmpfs", "/tmp"]
+    cmd += ["--remount-ro", "/", "--", "true"]  # also proves --size and --remount-ro work
     try:
         done = subprocess.run(cmd, capture_output=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bwrap failed to start: {exc}"
     if done.returncode != 0:
         detail = done.stderr.decode(errors="replace").strip()[:300]
-        return f"bwrap cannot create namespaces here: {detail or done.returncode}"
+        return (
+            f"bwrap cannot create the sandbox here (needs user/PID/network namespaces and "
+            f"bubblewrap >= 0.6 for --size): {detail or done.returncode}"
+        )
     return None

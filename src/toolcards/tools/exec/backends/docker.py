@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from toolcards.tools.exec.backends.base import Backend, BackendUnavailable, SandboxSpec
-from toolcards.tools.exec.runner import Launch
+from toolcards.tools.exec.launch import Launch
 
 DEFAULT_IMAGE = "python:3.12-slim"
 NOBODY = "65534:65534"
@@ -54,6 +54,7 @@ class DockerBackend(Backend):
             cwd="/",
             on_kill=kill,
             sigkill_is_oom=True,  # `docker run` exits 137 when the container's OOM killer fired
+            host_limits=False,  # limits are docker flags; the client itself needs none
         )
 
     def argv(self, argv: Sequence[str], spec: SandboxSpec, name: str) -> list[str]:
@@ -66,7 +67,8 @@ class DockerBackend(Backend):
         cmd += ["--network", "bridge" if spec.network else "none"]
         cmd += ["--read-only", "--user", self.user, "--cap-drop", "ALL"]
         cmd += ["--security-opt", "no-new-privileges", "--ipc", "private"]
-        cmd += ["--tmpfs", "/tmp:rw,nosuid,nodev,size=64m"]
+        tmp, shm = spec.limits.tmpfs_sizes()
+        cmd += ["--tmpfs", f"/tmp:rw,nosuid,nodev,size={tmp}", "--shm-size", str(shm)]
         cmd += ["--mount", f"type=bind,source={source},target=/workspace"]
         cmd += ["--workdir", "/workspace", "--cpus", str(lim.cpus)]
         if lim.memory_bytes is not None:

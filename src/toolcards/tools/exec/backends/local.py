@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from toolcards.tools.exec.backends.base import DEFAULT_PATH, Backend, SandboxSpec
-from toolcards.tools.exec.runner import Launch
+from toolcards.tools.exec.launch import Launch
 
 REAPER = str(Path(__file__).resolve().parent.parent / "reaper.py")
 REAPER_STOP_S = 2.0

@@ -10,7 +10,7 @@ from functools import partial
 from typing import ClassVar
 
 from toolcards.tools.exec.backends.base import DEFAULT_PATH, Backend, SandboxSpec
-from toolcards.tools.exec.runner import Launch
+from toolcards.tools.exec.launch import Launch
 
 READABLE = (
     "/usr",

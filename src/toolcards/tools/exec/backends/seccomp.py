@@ -1,4 +1,4 @@
-"""A tiny seccomp filter for bwrap: no setuid/setgid bits on files the sandbox writes.
+"""A tiny seccomp filter for bwrap: no setuid/setgid bits, no typing into a terminal.
 
 Inside bwrap a command may run as uid 0 of its namespace, which maps to the host's uid; when
 the host process is root, a file it chmods ``u+s`` in the workspace would be a root-owned
@@ -6,11 +6,17 @@ setuid program on the host. The filter refuses (EPERM) every chmod, open/creat a
 call whose mode carries S_ISUID or S_ISGID, answers ENOSYS to ``openat2`` (its mode is out
 of the filter's reach; libc falls back to ``openat``), and refuses every system call of a
 foreign ABI (x32, 32-bit compat), which could otherwise go around it.
+
+It also refuses the TIOCSTI and TIOCLINUX ioctls (typing into a terminal). With them gone,
+the sandbox needs no session of its own to keep it away from a terminal it might share; a
+new session is what bwrap's ``--new-session`` or a ``setsid`` at launch would give, and it
+makes every sandbox teardown in a PID namespace several milliseconds slower.
 """
 
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import platform
 import struct
@@ -26,37 +32,51 @@ _X32_BIT = 0x40000000
 
 _NOSYS = 0x00050000 | errno.ENOSYS
 
-# machine -> (audit arch, {syscall: index of its mode argument}, syscalls refused as ENOSYS)
+# machine -> (audit arch, {syscall: index of its mode argument}, syscalls refused as ENOSYS,
+# ioctl's number)
 # x86_64: chmod fchmod fchmodat fchmodat2 open creat openat mknod mknodat; openat2 (its mode
 # sits in a struct the filter cannot read, so callers fall back to openat).
-_ARCHES: dict[str, tuple[int, dict[int, int], tuple[int, ...]]] = {
+_ARCHES: dict[str, tuple[int, dict[int, int], tuple[int, ...], int]] = {
     "x86_64": (
         0xC000003E,
         {90: 1, 91: 1, 268: 2, 452: 2, 2: 2, 85: 1, 257: 3, 133: 1, 259: 2},
         (437,),
+        16,
     ),
     # aarch64: fchmod fchmodat fchmodat2 openat mknodat; openat2
-    "aarch64": (0xC00000B7, {52: 1, 53: 2, 452: 2, 56: 3, 33: 2}, (437,)),
+    "aarch64": (0xC00000B7, {52: 1, 53: 2, 452: 2, 56: 3, 33: 2}, (437,), 29),
 }
+TIOCSTI = 0x5412
+"""Pushes bytes into a terminal's input queue: refused, so a command cannot type into a
+terminal it shares (the sandbox is not given a session of its own)."""
+TIOCLINUX = 0x541C
+"""Can do the same on a virtual console (selection paste)."""
 
 
 def _ins(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
+@functools.cache
 def setid_filter(machine: str | None = None) -> bytes | None:
-    """The BPF program for ``machine`` (default: this host), or None for unknown machines."""
+    """The BPF program for ``machine`` (default: this host), or None for unknown machines.
+
+    Refuses (EPERM) setuid/setgid mode bits in chmod/open/mknod calls and the TIOCSTI and
+    TIOCLINUX ioctls; answers ENOSYS to openat2; refuses every foreign-ABI system call.
+    """
     found = _ARCHES.get(machine or platform.machine())
     if found is None:
         return None
-    arch, calls, nosys = found
+    arch, calls, nosys, ioctl = found
     args = sorted(set(calls.values()))
-    # layout: ld arch, jeq arch, ld nr, jset x32, one jeq per mode call, one jeq per ENOSYS
-    # call, allow; then per argument index [ld arg, jset setid, allow]; then deny, nosys.
+    # layout: ld arch, jeq arch, ld nr, jset x32, one jeq per mode call, one jeq for ioctl,
+    # one jeq per ENOSYS call, allow; per argument index [ld arg, jset setid, allow]; the
+    # ioctl check [ld arg 1, jeq TIOCSTI, jeq TIOCLINUX, allow]; then deny, nosys.
     first_cmp = 4
-    allow = first_cmp + len(calls) + len(nosys)
+    allow = first_cmp + len(calls) + 1 + len(nosys)
     check = {arg: allow + 1 + 3 * i for i, arg in enumerate(args)}
-    deny = allow + 1 + 3 * len(args)
+    ioctl_check = allow + 1 + 3 * len(args)
+    deny = ioctl_check + 4
     enosys = deny + 1
     x32 = _X32_BIT if arch == 0xC000003E else 0
     prog = [
@@ -67,6 +87,7 @@ def setid_filter(machine: str | None = None) -> bytes | None:
     ]
     for nr, arg in calls.items():
         prog.append(_ins(_JEQ_K, nr, check[arg] - len(prog) - 1, 0))
+    prog.append(_ins(_JEQ_K, ioctl, ioctl_check - len(prog) - 1, 0))
     for nr in nosys:
         prog.append(_ins(_JEQ_K, nr, enosys - len(prog) - 1, 0))
     prog.append(_ins(_RET_K, _ALLOW))
@@ -74,6 +95,10 @@ def setid_filter(machine: str | None = None) -> bytes | None:
         prog.append(_ins(_LD_W_ABS, 16 + 8 * arg))
         prog.append(_ins(_JSET_K, _SETID, deny - len(prog) - 1, 0))
         prog.append(_ins(_RET_K, _ALLOW))
+    prog.append(_ins(_LD_W_ABS, 16 + 8 * 1))  # the request; the kernel reads 32 bits of it
+    prog.append(_ins(_JEQ_K, TIOCSTI, deny - len(prog) - 1, 0))
+    prog.append(_ins(_JEQ_K, TIOCLINUX, deny - len(prog) - 1, 0))
+    prog.append(_ins(_RET_K, _ALLOW))
     prog.append(_ins(_RET_K, _DENY))
     prog.append(_ins(_RET_K, _NOSYS))
     assert len(prog) == enosys + 1

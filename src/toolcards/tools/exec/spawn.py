@@ -1,0 +1,104 @@
+"""Start a launch plan with its limits, without a ``preexec_fn``.
+
+A ``preexec_fn`` makes ``subprocess`` fork the whole interpreter instead of using vfork; on
+Linux the limits are set from outside instead, with prlimit(2) and cgroup writes:
+
+- the launched process is born in the pids cgroup when the spawning thread can stand in it
+  (cgroup v1); otherwise it is moved in by pid: at the gate, or right after the start;
+- a gated launch (bwrap) reports its first process and waits: it gets the rlimits (and, on
+  cgroup v2, joins the group) before it runs anything, so there is no window;
+- an ungated launch (local) gets its rlimits right after the start: the command may run for
+  a few microseconds (more on a loaded machine) before they bind.
+
+Elsewhere (macOS), the ``preexec_fn`` fallback applies the limits in the child.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from contextlib import AbstractContextManager
+
+from toolcards.core.errors import RetriableError
+from toolcards.tools.exec.cgroups import PidsGroup
+from toolcards.tools.exec.launch import Launch
+from toolcards.tools.exec.limits import CAN_PRLIMIT, RlimitPlan, apply_rlimits, preexec
+
+GATE_WAIT_S = 30.0
+"""How long a gated sandbox may take to report its first process."""
+KILL_REAP_S = 5.0
+
+
+def start(launch: Launch, plan: RlimitPlan, group: PidsGroup | None) -> subprocess.Popen[bytes]:
+    """Start ``launch`` with ``plan`` and ``group`` applied to it; raises OSError when the
+    program cannot start and RetriableError when a limit could not be applied (the command
+    was killed before it ran)."""
+    fallback = None
+    if not CAN_PRLIMIT and (plan or group is not None):
+        fallback = preexec(plan, group.procs if group is not None else None)
+    inside: AbstractContextManager[bool] = contextlib.nullcontext(False)
+    if CAN_PRLIMIT and group is not None:
+        inside = group.spawning_thread()
+    try:
+        with inside as born_inside:
+            proc = subprocess.Popen(
+                launch.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=launch.cwd,
+                env=launch.env,
+                start_new_session=launch.new_session,
+                process_group=None if launch.new_session else 0,
+                close_fds=True,
+                pass_fds=launch.pass_fds,
+                preexec_fn=fallback,
+            )
+    finally:
+        launch.close_passed()
+    if fallback is not None or not CAN_PRLIMIT:
+        return proc
+    target = None
+    try:
+        target = _target(proc, launch)
+        if target is None:  # the sandbox died (or hung) before its first process reported
+            _kill(proc, None)
+        else:
+            apply_rlimits(target, plan)
+            if group is not None and not born_inside:
+                group.add(target)
+            if launch.gate is not None:
+                launch.gate.release()
+    except ProcessLookupError:
+        pass  # it already ended: nothing left to limit; the runner reports its status
+    except OSError as exc:
+        _kill(proc, target, reap=True)
+        raise RetriableError(f"could not apply the limits to this command ({exc}); retry") from None
+    except BaseException:
+        _kill(proc, target, reap=True)
+        raise
+    return proc
+
+
+def _target(proc: subprocess.Popen[bytes], launch: Launch) -> int | None:
+    """The process the limits go on: the one the gate reports, else the started one."""
+    if launch.gate is None:
+        return proc.pid
+    return launch.gate.pid(time.monotonic() + GATE_WAIT_S)
+
+
+def _kill(proc: subprocess.Popen[bytes], target: int | None, reap: bool = False) -> None:
+    """Kill a command that must not run (its limits are missing) before anything is released;
+    ``reap``: also collect it and close its pipes (the runner will not see it)."""
+    for pid in (target, proc.pid):
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    if reap:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.communicate(timeout=KILL_REAP_S)

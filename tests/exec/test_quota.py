@@ -1,0 +1,107 @@
+"""Disk and RAM a command can fill: capped tmpfs mounts, a read-only root, the workspace cap."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+from tests.exec.support import PROCESS_CAP, needs_bwrap, tools_of
+
+from toolcards.tools.exec.backends import BwrapBackend, DockerBackend, SandboxSpec
+from toolcards.tools.exec.card import ExecTool
+from toolcards.tools.exec.limits import ExecLimits
+
+MiB = 1 << 20
+CAP = 48 if PROCESS_CAP != "none" else None
+SMALL_TMP = ExecLimits(max_processes=CAP, memory_bytes=512 * MiB, tmp_bytes=8 * MiB)
+
+
+def _run(mode: str, command: str, limits: ExecLimits = SMALL_TMP, **kw: object) -> str:
+    card = ExecTool(mode=mode, limits=limits, allowed_commands=["sh", "df"], timeout_s=30, **kw)  # type: ignore[arg-type]
+    return str(tools_of(card)["exec_command"](command))
+
+
+@needs_bwrap
+@pytest.mark.parametrize("where", ["/tmp", "/dev/shm"])
+def test_bwrap_tmpfs_is_capped(where: str) -> None:
+    """Attack: fill /tmp (a 12 GiB tmpfs before) with more than the memory limit."""
+    out = _run("bwrap", f"sh -c 'head -c 100000000 /dev/zero > {where}/fill; wc -c < {where}/fill'")
+    assert "No space left on device" in out
+    written = int(out.split("stdout (")[1].split("\n")[1])
+    assert written <= 8 * MiB
+
+
+@needs_bwrap
+def test_bwrap_tmpfs_sizes_add_up_to_the_budget() -> None:
+    out = _run("bwrap", "df -B1 --output=size /tmp /dev/shm")
+    sizes = [int(v) for v in out.split("stdout (")[1].split("stderr")[0].split() if v.isdigit()]
+    assert sum(sizes[-2:]) <= 8 * MiB
+
+
+@needs_bwrap
+@pytest.mark.parametrize("target", ["/filler", "/etc/filler", "/dev/filler", "/usr/filler"])
+def test_bwrap_root_dev_and_system_are_read_only(target: str) -> None:
+    """Attack: write into the sandbox's root tmpfs (also unbounded before) instead of /tmp."""
+    out = _run("bwrap", f"sh -c 'echo x > {target} && echo WROTE'")
+    assert "WROTE" not in out.split("stderr")[0]
+    assert "Read-only file system" in out
+
+
+@needs_bwrap
+def test_bwrap_workspace_and_tmp_stay_writable() -> None:
+    out = _run("bwrap", "sh -c 'echo a > /tmp/a && echo b > /workspace/b && cat /tmp/a b'")
+    assert "exit_code: 0" in out and "a\nb" in out
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    "mode",
+    [
+        "local",
+        pytest.param("bwrap", marks=needs_bwrap),
+    ],
+)
+def test_writing_past_the_workspace_cap_is_killed(mode: str, workspaces: Path) -> None:
+    """Attack: many files, each under the file size limit, to fill the host disk."""
+    limits = ExecLimits(max_processes=CAP, file_size_bytes=4 * MiB, workspace_write_bytes=16 * MiB)
+    script = "i=0; while [ $i -lt 400 ]; do head -c 1048576 /dev/zero > f$i; i=$((i+1)); done"
+    out = _run(mode, f"sh -c '{script}'", limits=limits, workspace_id="fill")
+    assert "killed: disk" in out
+    total = sum(p.stat().st_size for p in (workspaces / "fill").iterdir())
+    assert 16 * MiB < total < 300 * MiB
+
+
+def test_small_writes_are_not_flagged(workspaces: Path) -> None:
+    limits = ExecLimits(max_processes=CAP, workspace_write_bytes=16 * MiB)
+    out = _run("local", "sh -c 'head -c 2000000 /dev/zero > small'", limits=limits)
+    assert "exit_code: 0" in out and "killed" not in out and "warning" not in out
+
+
+def test_tmpfs_budget_never_exceeds_memory() -> None:
+    tmp, shm = ExecLimits(memory_bytes=32 * MiB, tmp_bytes=1 << 30).tmpfs_sizes()
+    assert tmp + shm <= 32 * MiB
+    tmp, shm = ExecLimits(tmp_bytes=64 * MiB).tmpfs_sizes()
+    assert (tmp, shm) == (48 * MiB, 16 * MiB)
+
+
+def test_tmpfs_budget_has_a_floor() -> None:
+    with pytest.raises(ValidationError):
+        ExecLimits(tmp_bytes=1000)
+
+
+def test_bwrap_argv_caps_both_tmpfs_mounts(tmp_path: Path) -> None:
+    spec = SandboxSpec(workspace=tmp_path, env={}, network=False, limits=SMALL_TMP)
+    argv = BwrapBackend().argv(["true"], spec)
+    sized = {argv[i + 3]: int(argv[i + 1]) for i, a in enumerate(argv) if a == "--size"}
+    assert set(sized) == {"/tmp", "/dev/shm"} and sum(sized.values()) == 8 * MiB
+    remounted = [argv[i + 1] for i, a in enumerate(argv) if a == "--remount-ro"]
+    assert remounted == ["/dev", "/"]
+    assert argv.index("--remount-ro") > argv.index("/workspace")  # after every mount point
+
+
+def test_docker_argv_caps_tmp_and_shm(tmp_path: Path) -> None:
+    spec = SandboxSpec(workspace=tmp_path, env={}, network=False, limits=SMALL_TMP)
+    argv = DockerBackend(user="1000:1000").argv(["true"], spec, "n")
+    assert f"/tmp:rw,nosuid,nodev,size={6 * MiB}" in argv
+    assert argv[argv.index("--shm-size") + 1] == str(2 * MiB)
