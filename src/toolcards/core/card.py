@@ -6,7 +6,7 @@ from __future__ import annotations
 import types
 import typing
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Capability", "ToolCard", "ToolFunc"]
 
-Builder = Callable[[Any, Any], Callable[..., Any]]
-"""``(card, param) -> callable``: how one capability becomes a callable on one channel."""
+Builder = Callable[[Any, Any], Callable[..., Any] | Sequence[Callable[..., Any]]]
+"""``(card, param) -> callable``: how one capability becomes a callable on one channel (or
+several: a capability may offer a small family of tools)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,8 +185,13 @@ class ToolCard(BaseModel):
             if builder is None:
                 continue
             param = self.exposed(field, channel)
-            if param is not None:
-                built.append((builder(self, param), param))
+            if param is None:
+                continue
+            made = builder(self, param)
+            if callable(made):
+                built.append((made, param))
+            else:
+                built.extend((fn, param) for fn in made)
         return built
 
     # ---- helpers for card authors -------------------------------------------------------------

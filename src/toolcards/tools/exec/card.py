@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import Field, field_validator
 
-from toolcards.core.card import ToolCard, ToolFunc
+from toolcards.core.card import Capability, ToolCard, ToolFunc
 from toolcards.core.channels import Channels
 from toolcards.core.params import BaseToolParam
-from toolcards.core.spec import annotate, set_instructions
+from toolcards.core.spec import annotate
 from toolcards.tools._common.workspace_dir import workspace_dir, workspace_id_for
 from toolcards.tools.exec.backends import check_mode
 from toolcards.tools.exec.limits import ExecLimits
@@ -117,21 +118,18 @@ class ExecTool(ToolCard):
             "tail of each stream."
         )
 
-    def get_tools(self) -> list[ToolFunc]:
-        tools: list[ToolFunc] = []
-        command_param = self.exposed("exec_command", Channels.TOOL_CALL)
-        jobs_param = self.exposed("exec_jobs", Channels.TOOL_CALL)
-        if command_param is None and jobs_param is None:
-            return tools
+    def _binding(self) -> tuple[ExecService, Callable[[], Path], str, bool]:
         service = self.service()  # fails closed here, at binding, when no sandbox works
-        about = self._about(service)
-        workspace = self._bound_workspace()
         open_world = self.network or not service.backend.isolating
-        if command_param is not None:
-            tools.append(self._exec_command(service, workspace, about, command_param, open_world))
-        if jobs_param is not None:
-            tools.extend(self._jobs(service, workspace, about, jobs_param, open_world))
-        return tools
+        return service, self._bound_workspace(), self._about(service), open_world
+
+    def _command_tool(self, param: ExecCommand) -> ToolFunc:
+        service, workspace, about, open_world = self._binding()
+        return self._exec_command(service, workspace, about, param, open_world)
+
+    def _job_tools(self, param: ExecJobs) -> list[ToolFunc]:
+        service, workspace, about, open_world = self._binding()
+        return self._jobs(service, workspace, about, param, open_world)
 
     def _exec_command(
         self,
@@ -151,7 +149,7 @@ class ExecTool(ToolCard):
             'command: e.g. "pytest -q tests/test_x.py". No pipes or redirections.',
         )
         annotate(exec_command, destructive=True, open_world=open_world)
-        return set_instructions(exec_command, param.instructions)
+        return exec_command
 
     def _jobs(
         self,
@@ -184,7 +182,12 @@ class ExecTool(ToolCard):
         )
         annotate(exec_start, destructive=True, open_world=open_world)
         annotate(exec_result, readonly=True, idempotent=True)
-        return [set_instructions(exec_start, param.instructions), exec_result]
+        return [exec_start, exec_result]
+
+    capabilities: ClassVar[dict[str, Capability]] = {
+        "exec_command": Capability(tool=_command_tool),
+        "exec_jobs": Capability(tool=_job_tools),
+    }
 
 
 def _doc(summary: str, about: str, *args: str) -> str:
