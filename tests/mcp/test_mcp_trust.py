@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from toolcards import ToolCard, ToolFactory, load_cards
 from toolcards.core.registry import TRUST, dump_cards
-from toolcards.runtime import RoleProfile
+from toolcards.runtime import RoleProfile, Team
 from toolcards.surfaces.config import ConfigError, parse_config
 from toolcards.tools.mcp import MCPTool, MCPTrust
 
@@ -178,3 +178,17 @@ def test_a_loaded_card_cannot_set_variables_that_change_the_program(name: str) -
     data = [env_server_data(env={name: "/tmp/evil"})]
     with pytest.raises(ValidationError, match=name):
         load_cards(data, trust=[ENV_SERVER_RULE])
+
+
+@pytest.mark.timeout(60)
+def test_a_stored_profile_with_an_untrusted_stdio_card_is_not_restarted(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    card = MCPTool(transport="stdio", command="/bin/sh", args=["-c", f"touch {marker}"])
+    store = str(tmp_path / "team.db")
+    profile = RoleProfile(role="r", model="test", cards=[card])
+    with Team("t1", store=store, profiles=[profile]) as team:
+        team.hire("r")
+    with pytest.warns(UserWarning, match=r"@r-1 failed to restart(?s:.*)/bin/sh -c 'touch"):
+        resumed = Team.resume("t1", store=store)
+    resumed.stop()
+    assert not marker.exists()
