@@ -216,9 +216,12 @@ def test_tavily_receives_the_normalised_url() -> None:
     assert json.loads(seen[0].content)["urls"] == ["http://93.184.216.34/page"]
 
 
-def test_a_malformed_redirect_is_an_error_result_not_an_exception() -> None:
+def redirecting_card(location: str, hops: list[str]) -> SearchTool:
+    """A direct-fetch card whose every page redirects to ``location`` (hops recorded)."""
+
     def redirect(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(302, headers={"location": "http://[::1/"})
+        hops.append(str(request.url))
+        return httpx.Response(302, headers={"location": location})
 
     card = SearchTool(api_key=SecretStr("k"), web_fetch=WebFetch(backend="direct"))
     card._transport = httpx.MockTransport(redirect)
@@ -227,24 +230,18 @@ def test_a_malformed_redirect_is_an_error_result_not_an_exception() -> None:
         return ["93.184.216.34"]
 
     card._resolver = resolver
+    return card
+
+
+def test_a_malformed_redirect_is_an_error_result_not_an_exception() -> None:
+    card = redirecting_card("http://[::1/", [])
     out = asyncio.run(tool(card, "web_fetch")("http://example.com/"))
     assert out.startswith("error: fetching http://example.com/ failed")
 
 
 def test_a_redirect_to_a_hex_loopback_is_refused() -> None:
     hops: list[str] = []
-
-    def redirect(request: httpx.Request) -> httpx.Response:
-        hops.append(str(request.url))
-        return httpx.Response(302, headers={"location": "http://0x7f000001:8080/admin"})
-
-    card = SearchTool(api_key=SecretStr("k"), web_fetch=WebFetch(backend="direct"))
-    card._transport = httpx.MockTransport(redirect)
-
-    async def resolver(host: str, port: int) -> list[str]:
-        return ["93.184.216.34"]
-
-    card._resolver = resolver
+    card = redirecting_card("http://0x7f000001:8080/admin", hops)
     with pytest.raises(RetriableError, match=r"refused: 127\.0\.0\.1 is a loopback"):
         asyncio.run(tool(card, "web_fetch")("http://example.com/"))
     assert hops == ["http://93.184.216.34/"]
