@@ -13,13 +13,17 @@ from collections.abc import Iterable
 from importlib.metadata import entry_points
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, PlainSerializer
+from pydantic import BeforeValidator, PlainSerializer, ValidationInfo
 
 from toolcards._builtin import BUILTIN_CARDS
 from toolcards.core.card import ToolCard
 
 TYPE_KEY = "type"
 ENTRY_POINT_GROUP = "toolcards.cards"
+FROM_DATA = "toolcards.from_data"
+"""Validation-context key, True while a card is validated from data (not built in code)."""
+TRUST = "toolcards.trust"
+"""Validation-context key holding the host's trust decision for cards loaded from data."""
 
 
 class CardTypes:
@@ -85,14 +89,20 @@ def dump_card(card: ToolCard) -> dict[str, Any]:
     return {TYPE_KEY: card.card_type, **card.model_dump(mode="json")}
 
 
-def load_card(data: Any) -> ToolCard:
-    """One card from a tagged dict (or a card instance, returned as is)."""
+def load_card(data: Any, *, trust: object = None) -> ToolCard:
+    """One card from a tagged dict (or a card instance, returned as is).
+
+    ``trust`` is the host program's decision about what a card from data may do on this
+    host; cards that start programs read it (``MCPTool``: an ``MCPTrust`` or a list of
+    allowed commands). The default trusts nothing: a stdio MCP card is refused.
+    """
     if isinstance(data, ToolCard):
         return data
     if not isinstance(data, dict) or not isinstance(data.get(TYPE_KEY), str):
         raise ValueError(f"a card must be a mapping with a {TYPE_KEY!r} tag, got {data!r:.80}")
     fields = {k: v for k, v in data.items() if k != TYPE_KEY}
-    return CARD_TYPES.resolve(data[TYPE_KEY]).model_validate(fields)
+    cls = CARD_TYPES.resolve(data[TYPE_KEY])
+    return cls.model_validate(fields, context={FROM_DATA: True, TRUST: trust})
 
 
 def dump_cards(cards: Iterable[ToolCard]) -> list[dict[str, Any]]:
@@ -100,15 +110,17 @@ def dump_cards(cards: Iterable[ToolCard]) -> list[dict[str, Any]]:
     return [dump_card(c) for c in cards]
 
 
-def load_cards(data: Any) -> list[ToolCard]:
-    """A list of cards from tagged dicts; each entry is validated by its own class."""
+def load_cards(data: Any, *, trust: object = None) -> list[ToolCard]:
+    """A list of cards from tagged dicts; each entry is validated by its own class, with
+    ``trust`` (see :func:`load_card`)."""
     if not isinstance(data, list | tuple):
         raise ValueError("cards must be a list")
-    return [load_card(item) for item in data]
+    return [load_card(item, trust=trust) for item in data]
 
 
-def _validate_cards(value: Any) -> list[Any]:
-    return load_cards(value)
+def _validate_cards(value: Any, info: ValidationInfo) -> list[Any]:
+    context = info.context if isinstance(info.context, dict) else {}
+    return load_cards(value, trust=context.get(TRUST))
 
 
 CardList = Annotated[
@@ -116,4 +128,6 @@ CardList = Annotated[
     BeforeValidator(_validate_cards),
     PlainSerializer(lambda cards: dump_cards(cards), return_type=list[dict[str, Any]]),
 ]
-"""A pydantic field type for a polymorphic list of cards (tagged in JSON and YAML)."""
+"""A pydantic field type for a polymorphic list of cards (tagged in JSON and YAML). Cards
+given as data are loaded with the trust in the validation context under ``TRUST`` (none by
+default): ``Model.model_validate(data, context={TRUST: trust})``."""

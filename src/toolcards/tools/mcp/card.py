@@ -5,10 +5,20 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationInfo,
+    model_validator,
+)
 
 from toolcards.core.card import ToolCard
+from toolcards.core.registry import FROM_DATA, TRUST
 from toolcards.tools.mcp.oauth import AuthorizationHandler, OAuthFlow, loopback_handler
+from toolcards.tools.mcp.trust import MCPTrust
 
 if TYPE_CHECKING:
     from toolcards.tools.mcp.toolset import MCPServerToolset
@@ -56,6 +66,12 @@ class MCPTool(ToolCard):
     The transport is always the configured one (never guessed from the URL). Secrets are never
     serialized: use ``bearer_token_env`` (an environment variable name) in persisted cards, or
     a ``bearer_token`` secret set in code.
+
+    A stdio server is a program run on this host. Built in code, the card is trusted; loaded
+    from data (``load_cards``, a config file, a stored profile) it is refused unless the host's
+    trust decision (``MCPTrust``) allows its command and every environment name it uses. The
+    server's environment holds only what the card names (plus ``PATH``, ``HOME``, ``USER``,
+    ``LOGNAME``, ``SHELL``, ``TERM``).
     """
 
     name: str = Field(default="mcp", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
@@ -110,6 +126,23 @@ class MCPTool(ToolCard):
                 raise ValueError(f"env_from values must be environment variable names: {key!r}")
         return self
 
+    @model_validator(mode="after")
+    def _check_trust(self, info: ValidationInfo) -> Self:
+        """A stdio card validated from data needs the host's trust (see ``MCPTrust``)."""
+        context = info.context if isinstance(info.context, dict) else {}
+        if self.transport != "stdio" or not context.get(FROM_DATA):
+            return self
+        assert self.command is not None
+        MCPTrust.of(context.get(TRUST)).check(
+            name=self.name,
+            command=self.command,
+            args=self.args,
+            cwd=self.cwd,
+            env=self.env,
+            env_from=self.env_from,
+        )
+        return self
+
     def set_authorization_handler(self, handler: AuthorizationHandler) -> Self:
         """Use ``handler`` for the user-consent step of OAuth (default: a loopback browser flow)."""
         self._oauth_handler = handler
@@ -144,12 +177,8 @@ class MCPTool(ToolCard):
 
         if self.transport == "stdio":
             assert self.command is not None
-            env = dict(self.env)
-            for child, ours in self.env_from.items():
-                if ours in os.environ:
-                    env[child] = os.environ[ours]
             return StdioTransport(
-                self.command, list(self.args), env=env or None, cwd=self.cwd, keep_alive=False
+                self.command, list(self.args), env=self._child_env(), cwd=self.cwd, keep_alive=False
             )
         assert self.url is not None
         headers = dict(self.headers)
@@ -164,6 +193,15 @@ class MCPTool(ToolCard):
                 sse_read_timeout=max(self.timeout_seconds, 300.0),
             )
         return StreamableHttpTransport(self.url, headers=headers, auth=self._auth())
+
+    def _child_env(self) -> dict[str, str]:
+        """What the stdio server gets besides the SDK's base (``PATH``, ``HOME``, ``USER``,
+        ``LOGNAME``, ``SHELL``, ``TERM``): ``env``, then the ``env_from`` copies that are set."""
+        env = dict(self.env)
+        for child, ours in self.env_from.items():
+            if ours in os.environ:
+                env[child] = os.environ[ours]
+        return env
 
     def _build(self) -> Any:
         from toolcards.tools.mcp.toolset import require_mcp_client

@@ -16,7 +16,7 @@ from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate
 from toolcards.tools.search.client import SearchError, TavilyClient
 from toolcards.tools.search.fetch import fetch_page
-from toolcards.tools.search.guard import Resolver, URLRefused, check_url, system_resolver
+from toolcards.tools.search.guard import Resolver, check_url, system_resolver
 from toolcards.tools.search.text import (
     clip,
     failures_of,
@@ -24,6 +24,7 @@ from toolcards.tools.search.text import (
     format_search,
     pages_of,
 )
+from toolcards.tools.search.urls import URLRefused
 
 
 class WebSearch(BaseToolParam):
@@ -109,13 +110,15 @@ class SearchTool(ToolCard):
             key, base_url=self.base_url, timeout=self.timeout_seconds, transport=self._transport
         )
 
-    async def _guard(self, url: str) -> None:
-        if self.allow_private:
-            return
+    async def _guard(self, url: object) -> str:
+        """The canonical form of ``url`` to send; a retry when it is malformed or refused."""
         try:
-            await check_url(url, self._resolver or system_resolver)
+            checked = await check_url(
+                url, self._resolver or system_resolver, allow_private=self.allow_private
+            )
         except URLRefused as exc:
             raise SearchError(str(exc), retriable=True) from None
+        return checked.url
 
     @staticmethod
     async def _answer(work: Awaitable[str]) -> str:
@@ -194,14 +197,14 @@ class SearchTool(ToolCard):
                     return format_pages(
                         [(final, text)], per_page=cfg.max_chars, limit=cfg.max_chars
                     )
-                await self._guard(url)
+                target = await self._guard(url)
                 client = self._client("web_fetch")
-                data = await client.post("extract", {"urls": [url], "format": "markdown"})
+                data = await client.post("extract", {"urls": [target], "format": "markdown"})
                 pages = pages_of(data)
                 failures = failures_of(data)
                 if not pages:
                     reason = "\n".join(failures) or "no content returned"
-                    return f"error: could not fetch {clip(url, 300)}\n{reason}"
+                    return f"error: could not fetch {clip(target, 300)}\n{reason}"
                 return format_pages(pages[:1], per_page=cfg.max_chars, limit=cfg.max_chars)
 
             return await self._answer(work())
@@ -225,11 +228,11 @@ class SearchTool(ToolCard):
             """
 
             async def work() -> str:
-                await self._guard(url)
+                target = await self._guard(url)
                 client = self._client("web_crawl")
                 pages_cap = cfg.max_pages if limit is None else max(1, min(limit, cfg.max_pages))
                 payload: dict[str, Any] = {
-                    "url": url,
+                    "url": target,
                     "max_depth": max(1, min(int(max_depth), cfg.max_depth)),
                     "limit": pages_cap,
                     "format": "markdown",
@@ -239,8 +242,8 @@ class SearchTool(ToolCard):
                 data = await client.post("crawl", payload)
                 pages = pages_of(data)[:pages_cap]
                 if not pages:
-                    return f"No pages found when crawling {clip(url, 300)}."
-                head = f"Crawled {len(pages)} page(s) from {clip(url, 300)}.\n\n"
+                    return f"No pages found when crawling {clip(target, 300)}."
+                head = f"Crawled {len(pages)} page(s) from {clip(target, 300)}.\n\n"
                 body = format_pages(pages, per_page=cfg.page_chars, limit=cfg.max_chars)
                 return head + body
 

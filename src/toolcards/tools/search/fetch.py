@@ -5,8 +5,9 @@ from __future__ import annotations
 import httpx
 
 from toolcards.tools.search.client import SearchError
-from toolcards.tools.search.guard import Resolver, URLRefused, check_url
+from toolcards.tools.search.guard import Resolver, check_url
 from toolcards.tools.search.text import clean, html_to_text
+from toolcards.tools.search.urls import URLRefused
 
 MAX_REDIRECTS = 5
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml")
@@ -27,26 +28,27 @@ async def fetch_page(
     async with httpx.AsyncClient(
         transport=transport, timeout=limits, follow_redirects=False, trust_env=False
     ) as client:
-        current = url
+        current: object = url
         for _ in range(MAX_REDIRECTS + 1):
-            request = client.build_request("GET", current, headers=headers)
-            if not allow_private:
-                try:
-                    addresses = await check_url(current, resolver)
-                except URLRefused as exc:
-                    raise SearchError(str(exc), retriable=True) from None
-                request = _pinned(request, addresses[0])
             try:
+                checked = await check_url(current, resolver, allow_private=allow_private)
+            except URLRefused as exc:
+                raise SearchError(str(exc), retriable=True) from None
+            target = checked.url
+            try:
+                request = client.build_request("GET", target, headers=headers)
+                if checked.addresses:
+                    request = _pinned(request, checked.addresses[0])
                 response = await client.send(request, stream=True)
             except httpx.TimeoutException:
-                raise SearchError(f"fetching {current} timed out") from None
-            except httpx.HTTPError as exc:
-                raise SearchError(f"fetching {current} failed ({type(exc).__name__})") from None
+                raise SearchError(f"fetching {target} timed out") from None
+            except (httpx.HTTPError, httpx.InvalidURL) as exc:
+                raise SearchError(f"fetching {target} failed ({type(exc).__name__})") from None
             try:
                 if response.is_redirect and "location" in response.headers:
-                    current = str(httpx.URL(current).join(response.headers["location"]))
+                    current = _redirect_target(target, response.headers["location"])
                     continue
-                raw, cut, kind, encoding = await _body(response, current, max_bytes)
+                raw, cut, kind, encoding = await _body(response, target, max_bytes)
             finally:
                 await response.aclose()
             text = raw.decode(encoding, "replace")
@@ -57,8 +59,16 @@ async def fetch_page(
                 text = clean(text)
             if cut:
                 text += f"\n[... truncated: page larger than {max_bytes} bytes]"
-            return current, text
+            return target, text
     raise SearchError(f"too many redirects (more than {MAX_REDIRECTS}) from {url}")
+
+
+def _redirect_target(current: str, location: str) -> str:
+    """The URL a redirect points to; SearchError when the server sent an unusable one."""
+    try:
+        return str(httpx.URL(current).join(location))
+    except (httpx.InvalidURL, ValueError, UnicodeError):
+        raise SearchError(f"{current} redirected to a malformed URL") from None
 
 
 def _pinned(request: httpx.Request, address: str) -> httpx.Request:

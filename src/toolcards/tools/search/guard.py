@@ -6,7 +6,9 @@ import asyncio
 import ipaddress
 import socket
 from collections.abc import Awaitable, Callable
-from urllib.parse import urlsplit
+from dataclasses import dataclass
+
+from toolcards.tools.search.urls import ParsedURL, URLRefused, normalize_url
 
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 """Resolves a host name and port to the IP addresses a connection could use."""
@@ -18,10 +20,21 @@ _EXTRA_BLOCKED = (
     ipaddress.ip_network("100.64.0.0/10"),  # carrier-grade NAT
     ipaddress.ip_network("fd00:ec2::254/128"),  # AWS metadata over IPv6
 )
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+"""Well-known NAT64 prefix: the last 32 bits are an IPv4 address."""
 
 
-class URLRefused(ValueError):
-    """The URL is not allowed; the message says why (safe to show to a model)."""
+@dataclass(frozen=True)
+class CheckedURL:
+    """A URL that passed the guard: its canonical form and the addresses that were checked."""
+
+    parsed: ParsedURL
+    addresses: list[str]
+
+    @property
+    def url(self) -> str:
+        """The canonical URL: send this, not the text the model wrote."""
+        return self.parsed.url
 
 
 async def system_resolver(host: str, port: int) -> list[str]:
@@ -39,6 +52,8 @@ def blocked_reason(address: str) -> str | None:
         return "not an IP address"
     if isinstance(ip, ipaddress.IPv6Address):
         mapped = ip.ipv4_mapped or ip.sixtofour
+        if mapped is None and ip in _NAT64:
+            mapped = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
         if mapped is not None:
             return blocked_reason(str(mapped))
     if ip.is_loopback:
@@ -52,48 +67,31 @@ def blocked_reason(address: str) -> str | None:
     return None
 
 
-def parse_http_url(url: str) -> tuple[str, int]:
-    """The host and port of an http(s) URL; URLRefused for other schemes or credentials."""
-    if not isinstance(url, str) or not url.strip():
-        raise URLRefused("the URL is empty")
-    if any(ch.isspace() or ord(ch) < 32 for ch in url.strip()):
-        raise URLRefused("the URL contains whitespace or control characters")
-    try:
-        parts = urlsplit(url.strip())
-        port = parts.port
-    except ValueError as exc:
-        raise URLRefused(f"the URL is malformed ({exc})") from None
-    scheme = parts.scheme.lower()
-    if scheme not in ("http", "https"):
-        raise URLRefused(f"only http and https URLs are allowed, not {scheme or 'no scheme'!r}")
-    if parts.username is not None or parts.password is not None:
-        raise URLRefused("URLs with credentials (user:password@) are not allowed")
-    host = (parts.hostname or "").rstrip(".").lower()
-    if not host:
-        raise URLRefused("the URL has no host")
-    return host, port or (443 if scheme == "https" else 80)
-
-
-async def check_url(url: str, resolver: Resolver = system_resolver) -> list[str]:
-    """The public addresses the URL's host resolves to; URLRefused if any is not public."""
-    host, port = parse_http_url(url)
+async def check_url(
+    url: object, resolver: Resolver = system_resolver, *, allow_private: bool = False
+) -> CheckedURL:
+    """``url`` in canonical form with the public addresses its host resolves to; URLRefused
+    when it is malformed or (unless ``allow_private``) any of its addresses is not public.
+    With ``allow_private`` nothing is resolved and ``addresses`` is empty."""
+    parsed = normalize_url(url)
+    if allow_private:
+        return CheckedURL(parsed, [])
+    host = parsed.host
     if host in _METADATA_HOSTS or host == "localhost" or host.endswith(".localhost"):
         raise URLRefused(f"refused: {host} is an internal host")
+    if parsed.address is not None:
+        reason = blocked_reason(host)
+        if reason is not None:
+            raise URLRefused(f"refused: {host} is {reason}")
+        return CheckedURL(parsed, [host])
     try:
-        literal = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        literal = None
-    if literal is not None:
-        addresses = [str(literal)]
-    else:
-        try:
-            addresses = await resolver(host, port)
-        except (OSError, UnicodeError) as exc:
-            raise URLRefused(f"cannot resolve {host}: {exc}") from None
-        if not addresses:
-            raise URLRefused(f"cannot resolve {host}: no addresses")
+        addresses = await resolver(host, parsed.port)
+    except (OSError, UnicodeError, ValueError) as exc:
+        raise URLRefused(f"cannot resolve {host}: {exc}") from None
+    if not addresses:
+        raise URLRefused(f"cannot resolve {host}: no addresses")
     for address in addresses:
         reason = blocked_reason(address)
         if reason is not None:
             raise URLRefused(f"refused: {host} resolves to {address}, {reason}")
-    return addresses
+    return CheckedURL(parsed, addresses)

@@ -1,0 +1,285 @@
+"""Malformed and hostile URLs are retries, never exceptions out of the tools or the run.
+
+``http://0177.0.0.1/`` used to raise ``httpx.InvalidURL`` out of ``web_fetch`` and end an
+ungoverned agent run. Every URL below goes through the tool functions (Tavily and direct
+backends, with and without ``allow_private``) and through a real pydantic-ai Agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from toolcards import RetriableError, ToolFactory
+from toolcards.tools.search import SearchTool, WebFetch
+from toolcards.tools.search.guard import check_url
+from toolcards.tools.search.urls import URLRefused, normalize_url
+
+MALFORMED = [
+    "http://1.2.3.999/",  # a part out of range
+    "http://1.2.3.4.5/",  # five numeric parts
+    "http://09.0.0.1/",  # not an octal number
+    "http://0x100000000/",  # more than 32 bits
+    "http://256.256.256.256/",
+    "http://a.1/",  # ends in a number, but is no address
+    "http://[::1/",  # unclosed bracket
+    "http://[zzz]/",
+    "http://[127.0.0.1]/",  # IPv4 in brackets
+    "http://[fe80::1%25eth0]/",  # IPv6 zone id
+    "http://[::1%25lo]:80/",
+    "http://",  # empty host
+    "http:///etc/passwd",
+    "http://:80/",
+    "http:example.com",
+    "http://example.com:99999/",
+    "http://example.com:-1/",
+    "http://example.com:abc/",
+    "http://example.com:0/",
+    "http://example.com:80:80/",
+    "http://user:pass@example.com/",  # userinfo
+    "http://@example.com/",
+    "http://127.0.0.1@example.com/",
+    "http://example.com\\@127.0.0.1/",
+    "http://example.com%40127.0.0.1/",
+    "http://%31%32%37.0.0.1/",  # percent-encoded host
+    "http://exa\x00mple.com/",  # control characters
+    "http://example.com/\r\nHost: evil",
+    "http://exa\u202emple.com/",  # right-to-left override
+    "http://ex\u200bample.com/",  # zero-width space
+    "http://a..b/",  # empty label
+    "http://" + "a" * 64 + ".com/",  # label over 63 characters
+    "http://" + "a." * 130 + "com/",  # host over 253 characters
+    "https://example.com/" + "p" * 9_000,  # over-long URL
+    "http://ｅｘａｍｐｌｅ\uff0ecom\u3002\u3002/",  # mapped to an empty label
+    "file:///etc/passwd",
+    "gopher://example.com:70/_GET",
+    "javascript:alert(1)",
+    "//example.com/",
+    "",
+    "   ",
+]
+"""Inputs that do not parse to a usable http(s) URL."""
+
+PRIVATE_SPELLINGS = {
+    "http://0177.0.0.1/": "127.0.0.1",
+    "http://0x7f000001/": "127.0.0.1",
+    "http://2130706433/": "127.0.0.1",
+    "http://0x7f.0.0.1/": "127.0.0.1",
+    "http://0177.1/": "127.0.0.1",
+    "http://127.1/": "127.0.0.1",
+    "http://017700000001/": "127.0.0.1",
+    "http://127.0.0.1./": "127.0.0.1",
+    "http://１２７.０.０.１/": "127.0.0.1",  # fullwidth digits
+    "http://0/": "0.0.0.0",
+    "http://0251.0376.0251.0376/": "169.254.169.254",
+    "http://0xa9fea9fe/": "169.254.169.254",
+    "http://2852039166/": "169.254.169.254",
+    "http://169.254.43518/": "169.254.169.254",
+    "http://0xA9.0xFE.0xA9.0xFE/": "169.254.169.254",
+    "http://[::ffff:a9fe:a9fe]/": "::ffff:a9fe:a9fe",
+    "http://[::ffff:127.0.0.1]/": "::ffff:7f00:1",
+    "http://[64:ff9b::7f00:1]/": "64:ff9b::7f00:1",  # NAT64 of 127.0.0.1
+    "http://[::1]/": "::1",
+}
+"""Other spellings of loopback and metadata addresses -> the normalised address."""
+
+HOSTILE = MALFORMED + list(PRIVATE_SPELLINGS)
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+def page(request: httpx.Request) -> httpx.Response:
+    if request.url.host == "api.tavily.com":
+        body = {"results": [{"url": "https://example.com", "raw_content": "text"}]}
+        return httpx.Response(200, json=body)
+    return httpx.Response(200, text="hello", headers={"content-type": "text/plain"})
+
+
+async def no_lookup(host: str, port: int) -> list[str]:
+    raise AssertionError(f"{host} must not be resolved")
+
+
+def make_card(**fields: Any) -> tuple[SearchTool, list[httpx.Request]]:
+    seen: list[httpx.Request] = []
+
+    def record(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return page(request)
+
+    card = SearchTool(api_key=SecretStr("k"), **fields)
+    card._transport = httpx.MockTransport(record)
+
+    async def resolver(host: str, port: int) -> list[str]:
+        if host == "example.com":
+            return ["93.184.216.34"]
+        raise OSError("name not known")
+
+    card._resolver = resolver
+    return card, seen
+
+
+def tool(card: SearchTool, name: str) -> Callable[..., Any]:
+    return {fn.__name__: fn for fn in card.get_tools()}[name]
+
+
+VARIANTS = {
+    "fetch-tavily": ("web_fetch", {}),
+    "fetch-direct": ("web_fetch", {"web_fetch": WebFetch(backend="direct")}),
+    "crawl": ("web_crawl", {}),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_every_hostile_url_is_a_retry_and_sends_nothing(variant: str) -> None:
+    name, fields = VARIANTS[variant]
+    card, seen = make_card(**fields)
+    fn = tool(card, name)
+    escaped: list[str] = []
+    for url in HOSTILE:
+        try:
+            asyncio.run(fn(url))
+        except RetriableError:
+            continue
+        except Exception as exc:
+            escaped.append(f"{url!r:.60}: {type(exc).__name__}: {exc}")
+        else:
+            escaped.append(f"{url!r:.60}: answered without a retry")
+    assert len(HOSTILE) >= 30
+    assert escaped == []
+    assert seen == []
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_malformed_urls_are_retries_even_when_private_addresses_are_allowed(
+    variant: str,
+) -> None:
+    name, fields = VARIANTS[variant]
+    card, seen = make_card(allow_private=True, **fields)
+    fn = tool(card, name)
+    for url in MALFORMED:
+        with pytest.raises(RetriableError):
+            asyncio.run(fn(url))
+    assert seen == []
+
+
+@pytest.mark.parametrize(("url", "address"), sorted(PRIVATE_SPELLINGS.items()))
+def test_numeric_spellings_of_private_addresses_are_refused_once_normalised(
+    url: str, address: str
+) -> None:
+    with pytest.raises(URLRefused, match=f"refused: {address} is a "):
+        asyncio.run(check_url(url, no_lookup))
+
+
+@pytest.mark.parametrize(
+    ("url", "canonical"),
+    [
+        ("http://0x5db8d822/a?b=1#frag", "http://93.184.216.34/a?b=1"),
+        ("http://1572395042/", "http://93.184.216.34/"),
+        ("http://0135.0270.0330.042/", "http://93.184.216.34/"),
+        ("HTTP://Example.COM./x", "http://example.com/x"),
+        ("https://münchen.de/", "https://xn--mnchen-3ya.de/"),
+        (
+            "http://[2606:2800:220:1:248:1893:25c8:1946]:8080",
+            "http://[2606:2800:220:1:248:1893:25c8:1946]:8080/",
+        ),
+    ],
+)
+def test_urls_are_sent_in_canonical_form(url: str, canonical: str) -> None:
+    assert normalize_url(url).url == canonical
+
+
+def test_direct_fetch_connects_to_the_normalised_address() -> None:
+    card, seen = make_card(web_fetch=WebFetch(backend="direct"))
+    out = asyncio.run(tool(card, "web_fetch")("http://0x5db8d822/page"))
+    assert "hello" in out
+    assert [str(r.url) for r in seen] == ["http://93.184.216.34/page"]
+
+
+def test_tavily_receives_the_normalised_url() -> None:
+    card, seen = make_card()
+    asyncio.run(tool(card, "web_fetch")("http://1572395042/page"))
+    assert json.loads(seen[0].content)["urls"] == ["http://93.184.216.34/page"]
+
+
+def redirecting_card(location: str, hops: list[str]) -> SearchTool:
+    """A direct-fetch card whose every page redirects to ``location`` (hops recorded)."""
+
+    def redirect(request: httpx.Request) -> httpx.Response:
+        hops.append(str(request.url))
+        return httpx.Response(302, headers={"location": location})
+
+    card = SearchTool(api_key=SecretStr("k"), web_fetch=WebFetch(backend="direct"))
+    card._transport = httpx.MockTransport(redirect)
+
+    async def resolver(host: str, port: int) -> list[str]:
+        return ["93.184.216.34"]
+
+    card._resolver = resolver
+    return card
+
+
+def test_a_malformed_redirect_is_an_error_result_not_an_exception() -> None:
+    card = redirecting_card("http://[::1/", [])
+    out = asyncio.run(tool(card, "web_fetch")("http://example.com/"))
+    assert out.startswith("error: fetching http://example.com/ failed")
+
+
+def test_a_redirect_to_a_hex_loopback_is_refused() -> None:
+    hops: list[str] = []
+    card = redirecting_card("http://0x7f000001:8080/admin", hops)
+    with pytest.raises(RetriableError, match=r"refused: 127\.0\.0\.1 is a loopback"):
+        asyncio.run(tool(card, "web_fetch")("http://example.com/"))
+    assert hops == ["http://93.184.216.34/"]
+
+
+def _one_call_model(url: str) -> Callable[[list[ModelMessage], AgentInfo], ModelResponse]:
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("web_fetch", {"url": url})])
+        return ModelResponse(parts=[TextPart("done")])
+
+    return model
+
+
+def _retries(messages: list[ModelMessage]) -> list[str]:
+    """The retry prompts the model received (a retried tool return in pydantic-ai 2.x)."""
+    return [
+        str(part.content)
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, ToolReturnPart) and part.outcome == "retried"
+    ]
+
+
+@pytest.mark.parametrize("backend", ["tavily", "direct"])
+def test_an_ungoverned_agent_run_survives_every_hostile_url(backend: str) -> None:
+    card, seen = make_card(web_fetch=WebFetch(backend=backend))  # type: ignore[arg-type]
+    toolset = ToolFactory([card]).toolset()
+    ended: list[str] = []
+    for url in HOSTILE:
+        agent = Agent(FunctionModel(_one_call_model(url)), toolsets=[toolset])
+        try:
+            result = agent.run_sync("fetch it")
+        except Exception as exc:
+            ended.append(f"{url!r:.60}: {type(exc).__name__}: {exc}")
+            continue
+        if result.output != "done" or len(_retries(result.all_messages())) != 1:
+            ended.append(f"{url!r:.60}: no retry prompt")
+    assert ended == []
+    assert seen == []
