@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from toolcards.governance.approvals import ApprovalRecord, ApprovalRequest, ApprovalState
+from toolcards.governance.approval_models import ApprovalRecord, ApprovalRequest, ApprovalState
 from toolcards.governance.identity import Identity
 
 Binding = tuple[str, str, str, str]

@@ -49,6 +49,7 @@ from toolcards.runtime.messaging import (
     member_activity,
 )
 from toolcards.runtime.observer import TeamObserver
+from toolcards.runtime.process import open_location as open_store
 from toolcards.runtime.profiles import RoleProfile
 from toolcards.runtime.store import TeamStore
 from toolcards.runtime.store_base import (
@@ -59,7 +60,6 @@ from toolcards.runtime.store_base import (
     StoreError,
     StoreLockedError,
     StoreUnavailable,
-    open_store,
 )
 from toolcards.runtime.system import (
     DEFAULT_ASK_TIMEOUT,

@@ -10,8 +10,8 @@ import threading
 from typing import Protocol
 
 from toolcards._postgres import is_postgres_url
+from toolcards.runtime.store import TeamStore
 from toolcards.runtime.store_base import Store
-from toolcards.runtime.store_base import open_store as _open
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +36,16 @@ def lock() -> threading.RLock:
     return _lock
 
 
+def open_location(location: str, *, durable: bool = False, connect_timeout: float = 5.0) -> Store:
+    """The store at ``location``: a ``postgresql://`` URL, a SQLite path, or ``":memory:"``
+    (a new store object each call; :func:`open_store` shares them within a process)."""
+    if is_postgres_url(location):
+        from toolcards.runtime.postgres import PostgresStore
+
+        return PostgresStore(location, connect_timeout=connect_timeout)
+    return TeamStore(location, durable=durable)
+
+
 def _key(location: str) -> str:
     return location if is_postgres_url(location) else os.path.realpath(location)
 
@@ -44,14 +54,14 @@ def open_store(location: str, durable: bool) -> Store:
     """One store object per file or database URL per process (shared by the teams of this
     process), or a new memory one."""
     if location == ":memory:":
-        return _open(location, durable=durable)
+        return open_location(location, durable=durable)
     key = _key(location)
     with _lock:
         found = _stores.get(key)
         if found is not None:
             _stores[key] = (found[0], found[1] + 1)
             return found[0]
-        store = _open(key, durable=durable)
+        store = open_location(key, durable=durable)
         _stores[key] = (store, 1)
         return store
 

@@ -3,8 +3,8 @@
 Two implementations pass one contract test-suite: :class:`~toolcards.runtime.store.TeamStore`
 (SQLite: a file or memory, one writing process) and
 :class:`~toolcards.runtime.postgres.PostgresStore` (PostgreSQL: many processes and machines).
-:func:`open_store` picks one from a location: a path or ``":memory:"``, or a
-``postgresql://`` URL.
+:func:`toolcards.runtime.open_store` picks one from a location: a path or ``":memory:"``, or
+a ``postgresql://`` URL.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 from pydantic_core import to_jsonable_python
 
-from toolcards._postgres import DatabaseUnavailable, is_postgres_url
+from toolcards._postgres import DatabaseUnavailable
 from toolcards.core.errors import ToolcardsError
 
 SCHEMA_VERSION = 2
@@ -278,14 +278,3 @@ class StateNamespace:
     def batch(self) -> AbstractContextManager[None]:
         """A context manager: every put/delete/emit inside commits atomically at exit."""
         return self._store.transaction()
-
-
-def open_store(location: str, *, durable: bool = False, connect_timeout: float = 5.0) -> Store:
-    """The store at ``location``: a ``postgresql://`` URL, a SQLite path, or ``":memory:"``."""
-    if is_postgres_url(location):
-        from toolcards.runtime.postgres import PostgresStore
-
-        return PostgresStore(location, connect_timeout=connect_timeout)
-    from toolcards.runtime.store import TeamStore
-
-    return TeamStore(location, durable=durable)

@@ -21,8 +21,9 @@ from pydantic import BaseModel
 from toolcards.core.actors import ActorHandle
 from toolcards.runtime.events import EventLog
 from toolcards.runtime.messaging import MESSAGES, USER, MemberMessage
+from toolcards.runtime.process import open_location
 from toolcards.runtime.relay import queued_event
-from toolcards.runtime.store_base import StateNamespace, Store, StoreClosedError, open_store
+from toolcards.runtime.store_base import StateNamespace, Store, StoreClosedError
 from toolcards.runtime.system import ActorSystem
 from toolcards.runtime.tool_actor import ToolActor, ToolActorContext
 
@@ -199,7 +200,7 @@ class WorkerHost:
 
     def __init__(self, team_id: str, store_location: str, system: ActorSystem) -> None:
         self.team_id = team_id
-        self.store = open_store(store_location)
+        self.store = open_location(store_location)
         self.log = EventLog(self.store, team_id)
         self.system = system
         self._store_location = store_location

@@ -1,0 +1,70 @@
+"""What an approval is: the request a human sees, its state and its decision (data only)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from toolcards.governance.identity import Identity
+
+__all__ = ["ApprovalRecord", "ApprovalRequest", "ApprovalState", "new_approval_id"]
+
+
+def new_approval_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    """What a human is asked to approve. ``args`` are redacted; ``args_digest`` binds the
+    approval to the exact arguments. ``approval_id`` is the handle a decision names."""
+
+    call_id: str
+    tool_id: str
+    args_digest: str
+    principal: str
+    args: Mapping[str, Any]
+    reason: str
+    expires_at: float  # wall-clock (time.time()) seconds
+    surface: str = ""
+    identity: Identity | None = field(default=None, compare=False)
+    approval_id: str = field(default_factory=new_approval_id)
+    created_at: float = 0.0
+
+    @property
+    def binding(self) -> tuple[str, str, str, str]:
+        """(call id, tool, argument digest, principal): what an approval is valid for."""
+        return (self.call_id, self.tool_id, self.args_digest, self.principal)
+
+    def as_metadata(self) -> dict[str, Any]:
+        """A JSON-able summary for ``DeferredToolRequests.metadata`` or a UI."""
+        return {
+            "approval_id": self.approval_id,
+            "tool": self.tool_id,
+            "principal": self.principal,
+            "args_digest": self.args_digest,
+            "args": dict(self.args),
+            "reason": self.reason,
+            "expires_at": self.expires_at,
+        }
+
+
+class ApprovalState(StrEnum):
+    PENDING = "pending"
+    GRANTED = "granted"
+    DENIED = "denied"
+    EXPIRED = "expired"
+    """Expired, spent, withdrawn or never recorded: nothing can be decided or run any more."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRecord:
+    """A stored request with its decision (``approver`` is the deciding principal's id)."""
+
+    request: ApprovalRequest
+    state: ApprovalState = ApprovalState.PENDING
+    approver: str | None = None
+    decided_at: float | None = None
