@@ -33,13 +33,14 @@ _NAMES = {
     "Outcome": "toolcards.governance.executor",
     "RateLimiter": "toolcards.governance.ratelimit",
     "GovernedToolset": "toolcards.governance.toolset",
-    "provider_safe_name": "toolcards.governance.layers",
+    "provider_safe_name": "toolcards.core.names",
     "PolicyTableRow": "toolcards.governance.table",
     "load_policy_table": "toolcards.governance.table",
     "run_policy_table": "toolcards.governance.table",
 }
 
 if TYPE_CHECKING:
+    from toolcards.core.names import provider_safe_name
     from toolcards.governance._policy_parse import PolicyError
     from toolcards.governance.approval_store import (
         ApprovalStore,
@@ -56,7 +57,6 @@ if TYPE_CHECKING:
     from toolcards.governance.capability import Capability, CapabilityRegistry
     from toolcards.governance.executor import ExecutionResult, Executor, Outcome
     from toolcards.governance.identity import Identity
-    from toolcards.governance.layers import provider_safe_name
     from toolcards.governance.policy import Decision, Policy
     from toolcards.governance.ratelimit import RateLimiter
     from toolcards.governance.redact import Redactor

@@ -5,7 +5,6 @@ Every error names the line of the offending entry when the document came from YA
 
 from __future__ import annotations
 
-import fnmatch
 import math
 import re
 from collections.abc import Mapping
@@ -15,6 +14,7 @@ from typing import Any, Literal
 
 import yaml
 
+from toolcards.core.names import glob_pattern
 from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
 
 Effect = Literal["allow", "deny", "approve"]
@@ -100,7 +100,7 @@ def _where(source: str, node: Any, key: str | None = None) -> str:
 
 def compile_globs(patterns: tuple[str, ...]) -> re.Pattern[str]:
     """One regex matching any of the shell-style ``patterns`` (case-sensitive)."""
-    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns) or "(?!)")
+    return glob_pattern(patterns)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,6 @@ whether a stack of toolsets would list the same tools again, without listing the
 
 from __future__ import annotations
 
-import hashlib
 import re
 import weakref
 from collections.abc import Hashable, Sequence
@@ -34,24 +33,13 @@ from pydantic_ai.toolsets import (
     WrapperToolset,
 )
 
+from toolcards.core.names import provider_safe_name
 from toolcards.governance._policy_parse import compile_globs
 
 DESTRUCTIVE_WARNING = "Warning: destructive. Its changes may not be undoable; call it deliberately."
 APPROVAL_NOTE = "A human must approve each call before it runs."
-_SAFE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 Fingerprint = tuple[object, ...]
-
-
-def provider_safe_name(tool_id: str) -> str:
-    """A name every model provider accepts (``[A-Za-z0-9_-]``, <= 64 chars). Valid ids are kept;
-    others get a suffix hashed from the id alone, so names never shift when tools are added."""
-    if _SAFE.match(tool_id):
-        return tool_id
-    digest = hashlib.sha256(tool_id.encode()).hexdigest()[:8]
-    base = _UNSAFE.sub("_", tool_id)[:55] or "tool"
-    return f"{base}_{digest}"
 
 
 @dataclass(kw_only=True)
@@ -191,7 +179,7 @@ class SafeNamedToolset(_Layer):
         out: dict[str, ToolsetTool[Any]] = {}
         renamed: dict[str, str] = {}
         for name, tool in tools.items():
-            safe = name if _SAFE.match(name) else provider_safe_name(name)
+            safe = provider_safe_name(name)
             if safe in out:
                 first = renamed.get(safe, safe)
                 raise ValueError(f"tool ids {first!r} and {name!r} clash as {safe!r}")

@@ -22,6 +22,7 @@ from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 from pydantic_core import SchemaValidator, core_schema
 
+from toolcards.core.names import provider_safe_name
 from toolcards.core.spec import ToolAnnotations
 from toolcards.governance.approvals import Approver
 from toolcards.governance.audit import AuditLog
@@ -39,7 +40,6 @@ from toolcards.governance.layers import (
     built,
     list_tools,
     listing_fingerprint,
-    provider_safe_name,
     source_of,
 )
 from toolcards.governance.policy import Policy

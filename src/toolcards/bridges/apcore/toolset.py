@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from fnmatch import fnmatchcase
 from typing import Any
 
 from apcore import Executor, Registry
@@ -14,6 +13,8 @@ from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
 from pydantic_ai.tools import AgentDepsT, ToolDefinition
 from pydantic_ai.toolsets.abstract import AbstractToolset, ToolsetTool
 from pydantic_ai.toolsets.external import TOOL_SCHEMA_VALIDATOR
+
+from toolcards.core.names import glob_matcher
 
 from . import approval
 from .describe import MODULE_ID_KEY, is_discoverable, shape
@@ -25,7 +26,7 @@ IdentityResolver = Callable[[RunContext[Any]], Any]
 
 
 def _matches(module_id: str, patterns: Sequence[str] | None) -> bool:
-    return any(fnmatchcase(module_id, pattern) for pattern in patterns or ())
+    return glob_matcher(patterns or ())(module_id)
 
 
 class ApcoreToolset(AbstractToolset[AgentDepsT]):

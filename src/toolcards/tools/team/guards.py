@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
+
+from toolcards.core.names import glob_matcher
 
 MAX_NAME_CHARS = 80
 
@@ -47,8 +48,8 @@ def resolve_member(name: str, is_member: Callable[[str], bool]) -> str | None:
 
 def is_protected(name: str, globs: Iterable[str]) -> bool:
     """True when ``name`` (with or without its ``@``) matches one of ``globs``."""
-    bare = name.removeprefix("@")
-    return any(fnmatchcase(name, g) or fnmatchcase(bare, g) for g in globs)
+    matches = glob_matcher(globs)
+    return matches(name) or matches(name.removeprefix("@"))
 
 
 def fire_refusal(
