@@ -210,11 +210,11 @@ def test_multi_edit_rolls_back_when_a_write_fails(
     real_replace = os.replace
     calls = {"n": 0}
 
-    def failing_replace(src: str, dst: str) -> None:
+    def failing_replace(src: str, dst: str, **kwargs: int) -> None:
         calls["n"] += 1
         if calls["n"] == 2:
             raise OSError(28, "No space left on device")
-        real_replace(src, dst)
+        real_replace(src, dst, **kwargs)
 
     monkeypatch.setattr(os, "replace", failing_replace)
     with pytest.raises(RetriableError, match="No space"):

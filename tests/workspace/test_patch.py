@@ -118,11 +118,11 @@ def test_rolls_back_when_writing_the_last_file_fails(
     real_replace = os.replace
     calls = {"n": 0}
 
-    def failing_replace(src: str, dst: str) -> None:
+    def failing_replace(src: str, dst: str, **kwargs: int) -> None:
         calls["n"] += 1
         if calls["n"] == 3:
             raise OSError(5, "I/O error")
-        real_replace(src, dst)
+        real_replace(src, dst, **kwargs)
 
     patch = (
         "--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-one\n+ONE\n"
