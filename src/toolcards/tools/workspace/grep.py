@@ -117,9 +117,8 @@ class SearchFiles:
             fd = regular_fd(spot, cap=self.cap, allow_hardlinks=self.allow_hardlinks)
             yield spot.rel, os.dup(fd)
             return
-        assert spot.fd is not None
         cut = 0 if spot.rel == "." else len(spot.rel) + 1
-        for rel, dir_fd, name in iter_files(spot.fd, spot.rel):
+        for rel, dir_fd, name in iter_files(spot.opened_dir(), spot.rel):
             if self.include and not glob_matches(self.include, rel[cut:]):
                 continue
             opened = self._open(dir_fd, name)

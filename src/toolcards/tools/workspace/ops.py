@@ -113,7 +113,9 @@ class Workspace:
             document = docs.is_document(rel) and not spot.is_dir
             if document:
                 cap = lim.max_document_bytes
-                fd = regular_fd(spot, cap=cap, allow_hardlinks=lim.allow_hardlinks, what="document")
+                fd = regular_fd(
+                    spot, cap=cap, allow_hardlinks=lim.allow_hardlinks, what="a document"
+                )
                 data = read_fd(fd, cap, rel)
             else:
                 doc, data = load(spot, cap=lim.max_text_bytes, allow_hardlinks=lim.allow_hardlinks)
@@ -128,18 +130,19 @@ class Workspace:
 
     def list_dir(self, path: str, depth: int, max_entries: int) -> str:
         with self.paths.locate(path, allow_root=True) as spot:
-            if not spot.is_dir or spot.fd is None:
+            if spot.exists and not spot.is_dir:
                 raise RetriableError(f"{path!r} is not a directory")
+            fd = spot.opened_dir()
             return listing.render_tree(
-                self.paths, spot.fd, spot.rel, max(1, min(depth, 10)), max_entries
+                self.paths, fd, spot.rel, max(1, min(depth, 10)), max_entries
             )
 
     def glob(self, pattern: str, path: str, max_results: int) -> str:
         pattern = check_pattern(pattern, "pattern")
         with self.paths.locate(path, allow_root=True) as spot:
-            if not spot.is_dir or spot.fd is None:
+            if not spot.is_dir:
                 return f"{spot.rel} is not a directory."
-            return listing.glob_files(spot.fd, spot.rel, pattern, max_results)
+            return listing.glob_files(spot.opened_dir(), spot.rel, pattern, max_results)
 
     def grep(self, pattern: str, path: str, include: str, options: grep.GrepOptions) -> str:
         regex = grep.compile_pattern(pattern)
@@ -165,7 +168,7 @@ class Workspace:
             rel = spot.rel
             docs.check_image_name(rel)
             cap = lim.max_image_bytes
-            fd = regular_fd(spot, cap=cap, allow_hardlinks=lim.allow_hardlinks, what="image")
+            fd = regular_fd(spot, cap=cap, allow_hardlinks=lim.allow_hardlinks, what="an image")
             data = read_fd(fd, cap, rel)
         return docs.image_content(data, rel, self.paths.cache_dir("images"), max_dimension)
 

@@ -64,6 +64,14 @@ class Spot:
     def is_link(self) -> bool:
         return self.st is not None and stat.S_ISLNK(self.st.st_mode)
 
+    def opened_dir(self) -> int:
+        """The descriptor of this directory; RetriableError when it is not one."""
+        if not self.is_dir:
+            raise RetriableError(f"{self.rel} is not a directory")
+        if self.fd is None:
+            raise RetriableError(f"{self.rel} changed while it was being opened; try again")
+        return self.fd
+
     def release_entry(self) -> None:
         """Close the entry's descriptor, keeping its directory (and ``st``)."""
         if self.fd is not None and self.parent is not None:
@@ -192,18 +200,24 @@ class _Walk:
     def _last(self, name: str, pending: deque[str]) -> Spot | None:
         """The last name: opened (or looked at); None when it was a link now expanded.
 
-        A special file that cannot be opened (a socket) or an entry that changed between the
-        open and the look comes back with ``st`` and no ``fd``.
+        A special file that cannot be opened (a socket) comes back with ``st`` and no ``fd``;
+        so does an entry that kept changing between the open and the look.
         """
         parent = self.stack[-1]
-        if self.follow:
-            fd = _try_open(name, ENTRY_FLAGS, parent)
-            if fd is not None:
-                return self._spot(name, fd=fd, st=os.fstat(fd))
-        st = _lstat(name, parent)
-        if st is not None and stat.S_ISLNK(st.st_mode) and self.follow:
-            self._expand(name, pending)
-            return None
+        st: os.stat_result | None = None
+        for _ in range(8):
+            if self.follow:
+                fd = _try_open(name, ENTRY_FLAGS, parent)
+                if fd is not None:
+                    return self._spot(name, fd=fd, st=os.fstat(fd))
+            st = _lstat(name, parent)
+            if st is None or not self.follow:
+                break
+            if stat.S_ISLNK(st.st_mode):
+                self._expand(name, pending)
+                return None
+            if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+                break
         return self._spot(name, st=st)
 
     def _expand(self, name: str, pending: deque[str]) -> None:

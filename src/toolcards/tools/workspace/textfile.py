@@ -70,7 +70,7 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def regular_fd(spot: Spot, *, cap: int, allow_hardlinks: bool, what: str = "file") -> int:
+def regular_fd(spot: Spot, *, cap: int, allow_hardlinks: bool, what: str = "a file") -> int:
     """The opened descriptor of a regular file within ``cap`` bytes; RetriableError else.
 
     Checks come from ``fstat`` on the descriptor itself: a FIFO or device is never read, a file
@@ -94,9 +94,7 @@ def regular_fd(spot: Spot, *, cap: int, allow_hardlinks: bool, what: str = "file
             "workspace); it is not read unless the card sets allow_hardlinks"
         )
     if st.st_size > cap:
-        raise RetriableError(
-            f"{rel} is {_size(st.st_size)}, over the {_size(cap)} cap for a {what}"
-        )
+        raise RetriableError(f"{rel} is {_size(st.st_size)}, over the {_size(cap)} cap for {what}")
     return spot.fd
 
 
@@ -119,7 +117,7 @@ def load(
     spot: Spot, *, cap: int = MAX_TEXT_BYTES, allow_hardlinks: bool = False
 ) -> tuple[TextDoc, bytes]:
     """Read and decode an opened text file; returns the document and the raw bytes."""
-    fd = regular_fd(spot, cap=cap, allow_hardlinks=allow_hardlinks, what="text file")
+    fd = regular_fd(spot, cap=cap, allow_hardlinks=allow_hardlinks, what="a text file")
     data = read_fd(fd, cap, spot.rel)
     return decode(data, spot.rel), data
 
