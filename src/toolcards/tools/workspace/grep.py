@@ -3,18 +3,17 @@
 Both engines search the same files, chosen and opened here: a walk over held directory
 descriptors (links never followed, hidden names skipped), each file opened with ``O_NOFOLLOW``
 and checked with ``fstat`` (regular, not hard-linked unless allowed, within the size cap).
-ripgrep gets those open files as ``/dev/fd/N`` and never walks or resolves a path itself.
+ripgrep reads their bytes from its standard input and never walks or opens a path itself.
 The Python engine matches with the ``regex`` package, which releases the interpreter lock while
 matching and stops at a deadline, so a catastrophic pattern costs the time limit and no more.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
-import functools
 import os
 import re
-import resource
 import shutil
 import stat
 import subprocess
@@ -22,10 +21,10 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from toolcards.core.errors import RetriableError
-from toolcards.tools.workspace.globs import glob_matches, iter_files, sort_key
+from toolcards.tools.workspace.globs import glob_matches, iter_files
 from toolcards.tools.workspace.paths import ENTRY_FLAGS, Spot
 from toolcards.tools.workspace.textfile import read_fd, regular_fd
 
@@ -77,21 +76,8 @@ def compile_pattern(pattern: str) -> regex.Pattern[str]:
 
 
 def find_rg() -> str | None:
-    """The ripgrep executable on PATH, if any (used only where ``/dev/fd`` works)."""
-    return shutil.which("rg") if _fd_paths_work() else None
-
-
-@functools.cache
-def _fd_paths_work() -> bool:
-    """True when ``/dev/fd/N`` names this process's open descriptor N (Linux, macOS)."""
-    read, write = os.pipe()
-    try:
-        return os.stat(f"/dev/fd/{read}").st_ino == os.fstat(read).st_ino
-    except OSError:
-        return False
-    finally:
-        os.close(read)
-        os.close(write)
+    """The ripgrep executable on PATH, if any."""
+    return shutil.which("rg")
 
 
 class SearchFiles:
@@ -125,6 +111,18 @@ class SearchFiles:
             if opened is not None:
                 yield rel, opened
 
+    def texts(self) -> Iterator[tuple[str, bytes]]:
+        """(path, bytes) of each searched file that is text (no NUL byte), in order."""
+        for rel, fd in self:
+            try:
+                data = read_fd(fd, self.cap, rel)
+            except (OSError, RetriableError):
+                continue
+            finally:
+                os.close(fd)
+            if data and b"\x00" not in data:
+                yield rel, data
+
     def _open(self, dir_fd: int, name: str) -> int | None:
         try:
             fd = os.open(name, ENTRY_FLAGS, dir_fd=dir_fd)
@@ -156,15 +154,7 @@ def grep_python(
         whole = regex.compile(pattern.pattern, pattern.flags | regex.MULTILINE)
     limit = options.max_matches
     hits: list[GrepHit] = []
-    for rel, fd in files:
-        try:
-            data = read_fd(fd, files.cap, rel)
-        except (OSError, RetriableError):
-            continue
-        finally:
-            os.close(fd)
-        if b"\x00" in data:
-            continue
+    for rel, data in files.texts():
         text = data.decode("utf-8", "replace")
         if "\r" in text:
             text = _CR_BEFORE_NL.sub("", text)
@@ -236,120 +226,107 @@ def _timed_out(seconds: float) -> RetriableError:
 # ---- ripgrep -------------------------------------------------------------------------------
 
 
-def rg_argv(rg: str, pattern: str, paths: list[str], limit: int) -> list[str]:
-    """ripgrep's argv: the pattern is an option *value*; only ``/dev/fd`` paths follow ``--``."""
+def rg_argv(rg: str, pattern: str, limit: int) -> list[str]:
+    """ripgrep's argv: the pattern is an option *value*; the only input is standard input."""
     return [
         rg,
         "--no-config",
         "--no-heading",
-        "--with-filename",
+        "--no-filename",
         "--line-number",
-        "--null",
         "--color=never",
         "--no-messages",
-        "--no-ignore",
-        "--threads=1",
+        "--encoding=none",
         f"--max-count={limit + 1}",
         f"--regexp={pattern}",
         "--",
-        *paths,
+        "-",
     ]
 
 
-def _batch_size() -> int:
-    """How many files one ripgrep run gets: a share of the descriptor limit, at most 1,024."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return 1024
-    return max(16, min(1024, (soft - 64) // 4))
+class _Feed:
+    """Writes the searched files, one after the other, into ripgrep's standard input and
+    remembers at which line of that stream each file starts."""
+
+    def __init__(self, files: SearchFiles, sink: IO[bytes]) -> None:
+        self.files = files
+        self.sink = sink
+        self.starts: list[int] = []
+        self.rels: list[str] = []
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        line = 1
+        try:
+            for rel, data in self.files.texts():
+                if not data.endswith(b"\n"):
+                    data += b"\n"
+                self.starts.append(line)  # before the bytes: ripgrep cannot answer sooner
+                self.rels.append(rel)
+                self.sink.write(data)
+                line += data.count(b"\n")
+        except (BrokenPipeError, ValueError):
+            pass  # ripgrep stopped reading (enough hits, a timeout, a bad pattern)
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                self.sink.close()
+
+    def locate(self, line: int) -> tuple[str, int]:
+        k = bisect.bisect_right(self.starts, line) - 1
+        return self.rels[k], line - self.starts[k] + 1
 
 
 def grep_rg(rg: str, pattern: str, files: SearchFiles, options: GrepOptions) -> list[GrepHit]:
-    """Run ripgrep over the opened files, a batch at a time, until ``limit`` + 1 hits."""
-    deadline = time.monotonic() + options.timeout_s
-    hits: list[GrepHit] = []
-    batch: list[tuple[str, int]] = []
-    size = _batch_size()
-    try:
-        for item in files:
-            batch.append(item)
-            if len(batch) >= size:
-                _run_rg(rg, pattern, batch, hits, options, deadline)
-                _close(batch)
-                if len(hits) > options.max_matches:
-                    break
-        if batch and len(hits) <= options.max_matches:
-            _run_rg(rg, pattern, batch, hits, options, deadline)
-    finally:
-        _close(batch)
-    hits.sort(key=lambda h: (sort_key(h.path), h.line))
-    return hits
-
-
-def _close(batch: list[tuple[str, int]]) -> None:
-    for _, fd in batch:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-    batch.clear()
-
-
-def _run_rg(
-    rg: str,
-    pattern: str,
-    batch: list[tuple[str, int]],
-    hits: list[GrepHit],
-    options: GrepOptions,
-    deadline: float,
-) -> None:
+    """ripgrep as the matcher of the files this module opened and read, streamed through its
+    standard input in path order: it never opens a path itself, so it follows no link."""
     limit = options.max_matches
-    names = {f"/dev/fd/{fd}": rel for rel, fd in batch}
     env = {k: v for k, v in os.environ.items() if not k.startswith("RIPGREP")}
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise _timed_out(options.timeout_s)
+    hits: list[GrepHit] = []
+    fired = threading.Event()
     with subprocess.Popen(
-        rg_argv(rg, pattern, list(names), limit - len(hits)),
+        rg_argv(rg, pattern, limit),
         cwd="/",
         env=env,
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        pass_fds=[fd for _, fd in batch],
     ) as proc:
-        timer = threading.Timer(left, proc.kill)
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        feed = _Feed(files, proc.stdin)
+        writer = threading.Thread(target=feed.run, name="grep-feed", daemon=True)
+
+        def stop() -> None:
+            fired.set()
+            proc.kill()
+
+        timer = threading.Timer(options.timeout_s, stop)
+        writer.start()
         timer.start()
         try:
-            assert proc.stdout is not None
-            found = 0
             for raw in proc.stdout:
-                hit = _parse_rg_line(raw, names)
-                if hit is not None:
-                    hits.append(hit)
-                    found += 1
+                number, sep, text = raw.partition(b":")
+                if not sep or not number.isdigit():
+                    continue
+                rel, line = feed.locate(int(number))
+                hits.append(GrepHit(rel, line, text.decode("utf-8", "replace").rstrip("\r\n")))
                 if len(hits) > limit:
-                    proc.kill()
                     break
-            _, err = proc.communicate()
         finally:
             timer.cancel()
-        if time.monotonic() >= deadline and proc.returncode not in (0, 1):
-            raise _timed_out(options.timeout_s)
-        message = err.decode("utf-8", "replace").strip()
-        if proc.returncode == 2 and not found and message:
-            detail = " ".join(message.splitlines()[:6])
-            raise RetriableError(f"search failed: {detail}")
-
-
-def _parse_rg_line(raw: bytes, names: dict[str, str]) -> GrepHit | None:
-    path, sep, rest = raw.partition(b"\x00")
-    if not sep:
-        return None
-    number, sep, text = rest.partition(b":")
-    rel = names.get(path.decode("utf-8", "replace"))
-    if not sep or not number.isdigit() or rel is None:
-        return None
-    line = text.decode("utf-8", "replace").rstrip("\n").rstrip("\r")
-    return GrepHit(rel, int(number), line)
+            proc.kill()
+            writer.join()
+            err = proc.stderr.read()
+            proc.wait()
+    if feed.error is not None:
+        raise feed.error
+    if fired.is_set() and len(hits) <= limit:
+        raise _timed_out(options.timeout_s)
+    message = err.decode("utf-8", "replace").strip()
+    if proc.returncode == 2 and not hits and message:
+        raise RetriableError(f"search failed: {' '.join(message.splitlines()[:6])}")
+    return hits
 
 
 def render(hits: list[GrepHit], limit: int, skipped: int = 0) -> str:

@@ -99,18 +99,25 @@ def regular_fd(spot: Spot, *, cap: int, allow_hardlinks: bool, what: str = "a fi
 
 
 def read_fd(fd: int, cap: int, rel: str) -> bytes:
-    """Every byte of an opened regular file, refusing one that grew past ``cap`` meanwhile."""
-    os.lseek(fd, 0, os.SEEK_SET)
-    chunks: list[bytes] = []
-    total = 0
+    """Every byte of an opened regular file, refusing one that grew past ``cap`` meanwhile.
+
+    One ``pread`` of the size ``fstat`` gives (plus one byte, to see the end) is the usual
+    cost; a file that grows while it is read is read on, up to the cap.
+    """
+    size = os.fstat(fd).st_size
+    data = os.pread(fd, min(size, cap) + 1, 0)
+    if len(data) <= size:
+        return data
+    chunks = [data]
+    total = len(data)
     while True:
-        chunk = os.read(fd, _CHUNK)
-        if not chunk:
-            return b"".join(chunks)
-        total += len(chunk)
         if total > cap:
             raise RetriableError(f"{rel} is over the {_size(cap)} cap")
+        chunk = os.pread(fd, _CHUNK, total)
+        if not chunk:
+            return b"".join(chunks)
         chunks.append(chunk)
+        total += len(chunk)
 
 
 def load(
