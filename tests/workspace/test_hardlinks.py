@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 
 from toolcards.core.errors import RetriableError
-from toolcards.tools.workspace.card import GrepParam, WorkspaceTool
-from toolcards.tools.workspace.grep import find_rg
+from toolcards.tools.workspace.card import WorkspaceTool
 
-from .conftest import Tools, tools_of
+from .conftest import Tools, grep_tool, tools_of
 
 
 @pytest.fixture
@@ -40,10 +39,8 @@ def test_edit_and_patch_of_a_hard_linked_file_are_refused(
 
 @pytest.mark.parametrize("engine", ["python", "rg"])
 def test_grep_skips_hard_linked_files_and_says_so(ws: Path, planted: Path, engine: str) -> None:
-    if engine == "rg" and find_rg() is None:
-        pytest.skip("ripgrep (rg) is not installed")
     (ws / "plain.txt").write_text("SECRET? not here\n")
-    grep = tools_of(WorkspaceTool(workspace_grep=GrepParam(engine=engine)))["workspace_grep"]  # type: ignore[arg-type]
+    grep = grep_tool(engine)
     out = grep("SECRET")
     assert "TOP SECRET" not in out
     assert out.splitlines() == [

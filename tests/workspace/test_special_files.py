@@ -9,10 +9,8 @@ from pathlib import Path
 import pytest
 
 from toolcards.core.errors import RetriableError
-from toolcards.tools.workspace.card import GrepParam, WorkspaceTool
-from toolcards.tools.workspace.grep import find_rg
 
-from .conftest import Tools, tools_of
+from .conftest import Tools, grep_tool
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -66,18 +64,14 @@ def test_view_of_a_fifo_is_refused(tools: Tools, ws: Path) -> None:
 
 @pytest.mark.parametrize("engine", ["python", "rg"])
 def test_grep_skips_fifos_in_a_directory(ws: Path, fifo: Path, engine: str) -> None:
-    if engine == "rg" and find_rg() is None:
-        pytest.skip("ripgrep (rg) is not installed")
     (ws / "a.txt").write_text("needle\n")
-    grep = tools_of(WorkspaceTool(workspace_grep=GrepParam(engine=engine)))["workspace_grep"]  # type: ignore[arg-type]
+    grep = grep_tool(engine)
     assert grep("needle") == "a.txt:1:needle"
 
 
 @pytest.mark.parametrize("engine", ["python", "rg"])
 def test_grep_of_a_named_fifo_is_refused(ws: Path, fifo: Path, engine: str) -> None:
-    if engine == "rg" and find_rg() is None:
-        pytest.skip("ripgrep (rg) is not installed")
-    grep = tools_of(WorkspaceTool(workspace_grep=GrepParam(engine=engine)))["workspace_grep"]  # type: ignore[arg-type]
+    grep = grep_tool(engine)
     with pytest.raises(RetriableError, match="named pipe"):
         grep("needle", "notes.md")
 

@@ -18,7 +18,14 @@ from toolcards.core.spec import annotate, set_instructions
 from toolcards.tools._common.workspace_dir import workspace_dir, workspace_id_for
 from toolcards.tools.workspace.grep import GrepOptions
 from toolcards.tools.workspace.models import EditItem
-from toolcards.tools.workspace.ops import Limits, ReadCaps, Workspace
+from toolcards.tools.workspace.ops import (
+    DOCUMENT_TIMEOUT_S,
+    MAX_DOCUMENT_BYTES,
+    MAX_IMAGE_FILE_BYTES,
+    Limits,
+    ReadCaps,
+    Workspace,
+)
 from toolcards.tools.workspace.paths import check_relative_path
 from toolcards.tools.workspace.textfile import MAX_TEXT_BYTES
 
@@ -79,11 +86,11 @@ class WorkspaceTool(ToolCard):
     second name of a file outside the workspace."""
     max_text_bytes: int = Field(default=MAX_TEXT_BYTES, ge=1024)
     """Largest text file read, edited or searched (larger files are refused or skipped)."""
-    max_document_bytes: int = Field(default=50 * 1024 * 1024, ge=1024)
+    max_document_bytes: int = Field(default=MAX_DOCUMENT_BYTES, ge=1024)
     """Largest PDF/Office document converted by workspace_read."""
-    max_image_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)
+    max_image_bytes: int = Field(default=MAX_IMAGE_FILE_BYTES, ge=1024)
     """Largest image file opened by workspace_view."""
-    document_timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    document_timeout_s: float = Field(default=DOCUMENT_TIMEOUT_S, gt=0, le=3600)
     """A document conversion still running after this many seconds is stopped."""
 
     workspace_read: bool | ReadParam = True

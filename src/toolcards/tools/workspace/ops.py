@@ -40,15 +40,20 @@ class ReadCaps:
     max_chars: int = 200_000
 
 
+MAX_DOCUMENT_BYTES = 50 * 1024 * 1024
+MAX_IMAGE_FILE_BYTES = 20 * 1024 * 1024
+DOCUMENT_TIMEOUT_S = 60.0
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     """What the tools agree to open: sizes per kind of file, hard links, conversion time."""
 
     allow_hardlinks: bool = False
     max_text_bytes: int = MAX_TEXT_BYTES
-    max_document_bytes: int = 50 * 1024 * 1024
-    max_image_bytes: int = 20 * 1024 * 1024
-    document_timeout_s: float = 60.0
+    max_document_bytes: int = MAX_DOCUMENT_BYTES
+    max_image_bytes: int = MAX_IMAGE_FILE_BYTES
+    document_timeout_s: float = DOCUMENT_TIMEOUT_S
 
 
 @dataclass

@@ -155,6 +155,7 @@ class _Walk:
         self.stack: list[int] = []
         self.names: list[str] = []
         self.links = 0
+        self.retries = 0
 
     def run(self, parts: list[str], allow_root: bool) -> Spot:
         self.stack.append(self.paths.open_root())
@@ -191,6 +192,8 @@ class _Walk:
                 self._expand(name, pending)
             elif kind is None:
                 return self._missing(name, pending)
+            elif stat.S_ISDIR(kind.st_mode) and self._retry():
+                pending.appendleft(name)  # it was something else a moment ago: look again
             else:
                 raise RetriableError(f"{self._rel(name)} is not a directory")
         if not allow_root and not self.names:
@@ -219,6 +222,12 @@ class _Walk:
             if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
                 break
         return self._spot(name, st=st)
+
+    def _retry(self) -> bool:
+        self.retries += 1
+        if self.retries > MAX_LINKS:
+            raise RetriableError(f"path {self.shown!r} keeps changing; try again")
+        return True
 
     def _expand(self, name: str, pending: deque[str]) -> None:
         self.links += 1
