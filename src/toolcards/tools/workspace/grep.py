@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import itertools
 import os
 import re
 import shutil
@@ -182,11 +183,14 @@ def _search_text(
     matches touch, lazily; only those are matched line by line. A line that matches on its own
     is touched by a whole-text match at or before the place it matches, so none is missed.
     """
+    numbers = _touched_lines(whole, text, deadline) if whole is not None else itertools.count()
+    first = next(numbers, None)
+    if first is None:
+        return  # no match anywhere in the file: it is never split into lines
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()
-    numbers = range(len(lines)) if whole is None else _touched_lines(whole, text, deadline)
-    for number in numbers:
+    for number in itertools.chain((first,), numbers):
         if number >= len(lines):
             return
         line = lines[number]
