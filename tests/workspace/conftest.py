@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from toolcards.tools.workspace.card import WorkspaceTool
+from toolcards.tools.workspace.card import GrepParam, WorkspaceTool
+from toolcards.tools.workspace.grep import find_rg
 
 Tools = dict[str, Callable[..., Any]]
 
@@ -39,6 +40,14 @@ def ws(root: Path) -> Path:
 
 def tools_of(card: WorkspaceTool) -> Tools:
     return {fn.__name__: fn for fn in card.get_tools()}
+
+
+def grep_tool(engine: str) -> Callable[..., Any]:
+    """workspace_grep of a card using ``engine`` (the test is skipped when rg is missing)."""
+    if engine == "rg" and find_rg() is None:
+        pytest.skip("ripgrep (rg) is not installed")
+    card = WorkspaceTool(workspace_grep=GrepParam(engine=engine))  # type: ignore[arg-type]
+    return tools_of(card)["workspace_grep"]
 
 
 @pytest.fixture

@@ -210,11 +210,11 @@ def test_multi_edit_rolls_back_when_a_write_fails(
     real_replace = os.replace
     calls = {"n": 0}
 
-    def failing_replace(src: str, dst: str) -> None:
+    def failing_replace(src: str, dst: str, **kwargs: int) -> None:
         calls["n"] += 1
         if calls["n"] == 2:
             raise OSError(28, "No space left on device")
-        real_replace(src, dst)
+        real_replace(src, dst, **kwargs)
 
     monkeypatch.setattr(os, "replace", failing_replace)
     with pytest.raises(RetriableError, match="No space"):
@@ -264,3 +264,11 @@ def test_concurrent_edits_from_threads_are_not_lost(tools: Tools, ws: Path) -> N
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(bump, range(20)))
     assert (ws / "c.txt").read_text() == "".join(f"slot{i}=1\n" for i in range(20))
+
+
+def test_tab_on_a_blank_line_does_not_turn_space_indentation_into_tabs(
+    tools: Tools, ws: Path
+) -> None:
+    (ws / "t.py").write_text("def f():\n    a = 1\n\t\n    b = 2\n    return a + b\n")
+    tools["workspace_edit"]("t.py", "a = 1\n\nb = 2\nreturn a + b", "a = 1\n\nb = 3\nreturn a + b")
+    assert (ws / "t.py").read_text() == ("def f():\n    a = 1\n\n    b = 3\n    return a + b\n")

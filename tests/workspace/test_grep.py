@@ -102,11 +102,10 @@ def test_no_match_says_so(tree: Path) -> None:
 
 
 def test_argv_passes_model_values_as_values() -> None:
-    argv = rg_argv("rg", "--pre=sh", "--files", "*.py", 10)
+    argv = rg_argv("rg", "--pre=sh", 10)
     assert "--no-config" in argv
     assert "--regexp=--pre=sh" in argv
-    assert "--glob=*.py" in argv
-    assert argv[-2:] == ["--", "--files"]
+    assert argv[-2:] == ["--", "-"]
     assert "--pre=sh" not in argv
 
 

@@ -118,11 +118,11 @@ def test_rolls_back_when_writing_the_last_file_fails(
     real_replace = os.replace
     calls = {"n": 0}
 
-    def failing_replace(src: str, dst: str) -> None:
+    def failing_replace(src: str, dst: str, **kwargs: int) -> None:
         calls["n"] += 1
         if calls["n"] == 3:
             raise OSError(5, "I/O error")
-        real_replace(src, dst)
+        real_replace(src, dst, **kwargs)
 
     patch = (
         "--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-one\n+ONE\n"
@@ -172,3 +172,69 @@ def test_git_new_empty_file(tools: Tools, files: Path) -> None:
 def test_diff_inside_a_markdown_fence_is_accepted(tools: Tools, files: Path) -> None:
     tools["workspace_patch"]("```diff\n--- a/b.py\n+++ b/b.py\n@@ -1 +1 @@\n-alpha\n+ALPHA\n```\n")
     assert (files / "b.py").read_text() == "ALPHA\nbeta\n"
+
+
+def _git(repo: Path, *args: str) -> str:
+    import subprocess
+
+    env = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(repo)}
+    done = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    return done.stdout
+
+
+@pytest.fixture
+def git_rename_diff(tmp_path: Path) -> str:
+    """Real `git diff -M` output: a pure rename followed by another file's content change."""
+    import shutil
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "a.py").write_text("one\ntwo\nthree\nfour\nfive\n")
+    (repo / "b.py").write_text("alpha\nbeta\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "start")
+    _git(repo, "mv", "a.py", "a2.py")
+    (repo / "b.py").write_text("alpha\nBETA\n")
+    _git(repo, "add", "-A")
+    return _git(repo, "diff", "-M", "--cached")
+
+
+def test_git_rename_followed_by_another_files_diff_applies_whole(
+    tools: Tools, files: Path, git_rename_diff: str
+) -> None:
+    assert "rename to a2.py\ndiff --git a/b.py b/b.py" in git_rename_diff
+    out = tools["workspace_patch"](git_rename_diff)
+    assert out.splitlines()[1:] == ["R a.py -> a2.py", "M b.py"]
+    assert not (files / "a.py").exists()
+    assert (files / "a2.py").read_text() == "one\ntwo\nthree\nfour\nfive\n"
+    assert (files / "b.py").read_text() == "alpha\nBETA\n"
+
+
+def test_git_mode_change_is_refused_not_skipped(tools: Tools, files: Path) -> None:
+    patch = (
+        "diff --git a/a.py b/a.py\nold mode 100644\nnew mode 100755\n"
+        "diff --git a/b.py b/b.py\n--- a/b.py\n+++ b/b.py\n@@ -1 +1 @@\n-alpha\n+ALPHA\n"
+    )
+    with pytest.raises(RetriableError, match="file mode"):
+        tools["workspace_patch"](patch)
+    assert (files / "b.py").read_text() == "alpha\nbeta\n"
+
+
+def test_git_binary_change_is_refused_not_skipped(tools: Tools, files: Path) -> None:
+    patch = (
+        "diff --git a/logo.png b/logo.png\nindex 1111111..2222222 100644\n"
+        "Binary files a/logo.png and b/logo.png differ\n"
+    )
+    with pytest.raises(RetriableError, match="binary"):
+        tools["workspace_patch"](patch)

@@ -16,9 +16,18 @@ from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate, set_instructions
 from toolcards.tools._common.workspace_dir import workspace_dir, workspace_id_for
+from toolcards.tools.workspace.grep import GrepOptions
 from toolcards.tools.workspace.models import EditItem
-from toolcards.tools.workspace.ops import ReadCaps, Workspace
+from toolcards.tools.workspace.ops import (
+    DOCUMENT_TIMEOUT_S,
+    MAX_DOCUMENT_BYTES,
+    MAX_IMAGE_FILE_BYTES,
+    Limits,
+    ReadCaps,
+    Workspace,
+)
 from toolcards.tools.workspace.paths import check_relative_path
+from toolcards.tools.workspace.textfile import MAX_TEXT_BYTES
 
 READ_TOOLS = ("workspace_read", "workspace_list", "workspace_glob", "workspace_grep",
               "workspace_view")  # fmt: skip
@@ -51,6 +60,8 @@ class GrepParam(BaseToolParam):
     max_matches: int = Field(default=200, ge=1)
     engine: Literal["auto", "rg", "python"] = "auto"
     """``auto`` uses ripgrep when installed, else the built-in search (same output)."""
+    timeout_s: float = Field(default=20.0, gt=0, le=600)
+    """A search still running after this many seconds is stopped (a retryable error)."""
 
 
 class ViewParam(BaseToolParam):
@@ -70,6 +81,17 @@ class WorkspaceTool(ToolCard):
     """Offer the read tools only."""
     resources: dict[str, str] = Field(default_factory=dict)
     """Files (relative path -> text) written into the workspace once, if missing."""
+    allow_hardlinks: bool = False
+    """Read and search files that have other names (hard links); off: such a file may be a
+    second name of a file outside the workspace."""
+    max_text_bytes: int = Field(default=MAX_TEXT_BYTES, ge=1024)
+    """Largest text file read, edited or searched (larger files are refused or skipped)."""
+    max_document_bytes: int = Field(default=MAX_DOCUMENT_BYTES, ge=1024)
+    """Largest PDF/Office document converted by workspace_read."""
+    max_image_bytes: int = Field(default=MAX_IMAGE_FILE_BYTES, ge=1024)
+    """Largest image file opened by workspace_view."""
+    document_timeout_s: float = Field(default=DOCUMENT_TIMEOUT_S, gt=0, le=3600)
+    """A document conversion still running after this many seconds is stopped."""
 
     workspace_read: bool | ReadParam = True
     workspace_list: bool | ListParam = True
@@ -104,7 +126,14 @@ class WorkspaceTool(ToolCard):
         """This card's workspace as seen by its owner (resources seeded on first use)."""
         observer = self.observer_or_none()
         agent = str(getattr(observer, "address", None) or "default")
-        ws = Workspace(workspace_dir(self.workspace_id, observer), agent)
+        limits = Limits(
+            allow_hardlinks=self.allow_hardlinks,
+            max_text_bytes=self.max_text_bytes,
+            max_document_bytes=self.max_document_bytes,
+            max_image_bytes=self.max_image_bytes,
+            document_timeout_s=self.document_timeout_s,
+        )
+        ws = Workspace(workspace_dir(self.workspace_id, observer), agent, limits)
         if self.resources:
             _seed_once(ws, self.resources)
         return ws
@@ -148,8 +177,7 @@ def _seed_once(ws: Workspace, resources: dict[str, str]) -> None:
         key = (str(ws.root), name)
         if key in _SEEDED:
             continue
-        real = ws.paths.resolve(name)
-        if not real.exists():
+        if not ws.paths.exists(name):
             ws.write(name, content)
         _SEEDED.add(key)
 
@@ -187,8 +215,12 @@ def _tool_functions(
     )
     max_entries = _opt(params.get("workspace_list"), "max_entries", 500)
     max_results = _opt(params.get("workspace_glob"), "max_results", 100)
-    max_matches = _opt(params.get("workspace_grep"), "max_matches", 200)
-    engine = _opt(params.get("workspace_grep"), "engine", "auto")
+    grep_param = params.get("workspace_grep")
+    grep_options = GrepOptions(
+        max_matches=_opt(grep_param, "max_matches", 200),
+        engine=_opt(grep_param, "engine", "auto"),
+        timeout_s=_opt(grep_param, "timeout_s", 20.0),
+    )
     max_dimension = _opt(params.get("workspace_view"), "max_dimension", 1568)
 
     def workspace_read(path: str, offset: int = 1, limit: int = 2000) -> str:
@@ -229,7 +261,7 @@ def _tool_functions(
             path: File or directory to search, relative to the workspace.
             include: Glob on file names to search, such as `*.py` or `*.{ts,tsx}`.
         """
-        return get().grep(pattern, path, include, max_matches, engine)
+        return get().grep(pattern, path, include, grep_options)
 
     def workspace_view(path: str) -> Any:
         """Look at an image file (PNG, JPEG, WebP, GIF, BMP).

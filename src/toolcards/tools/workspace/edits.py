@@ -11,17 +11,23 @@ error quoting the closest region. There is never a fuzzy-similarity guess.
 from __future__ import annotations
 
 import difflib
-import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from toolcards.core.errors import RetriableError
+from toolcards.tools.workspace.locate import (
+    candidate_windows,
+    closest_region,
+    line_count,
+    lines_at,
+)
 
 TAB = 4
 _QUOTES = str.maketrans(
     {"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2032": "'", "\u00a0": " "}
 )
+_FOLDED = "".join(chr(c) for c in _QUOTES)
 _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "'": "'", "\\": "\\", "`": "`"}
 _NUMBERED = re.compile(r"^ *\d+\t")
 
@@ -87,14 +93,29 @@ def _levels(old: str, new: str) -> list[tuple[str, Finder]]:
 
 
 def _base_levels(old: str, new: str, *, fold: bool = False) -> list[tuple[str, Finder]]:
+    seen: dict[str, tuple[str, list[tuple[int, int]] | None]] = {}
+
     def view(text: str) -> str:
-        return text.translate(_QUOTES) if fold else text
+        if not fold or not any(ch in text for ch in _FOLDED):
+            return text
+        if "view" not in seen:
+            seen["view"] = (text.translate(_QUOTES), None)
+        return seen["view"][0]
+
+    def windows(text: str, old_lines: list[str]) -> list[tuple[int, int]]:
+        """Candidate windows, found once for the three line levels (same text, same lines)."""
+        cached = seen.get("windows")
+        if cached is None or cached[0] is not text:
+            cached = (text, candidate_windows(text, old_lines))
+            seen["windows"] = cached
+        assert cached[1] is not None
+        return cached[1]
 
     def exact(text: str) -> list[Match]:
         return _exact(view(text), old, new)
 
     def lines(norm: Callable[[str], str], indent: bool) -> Finder:
-        return lambda text: _line_level(view(text), old, new, norm, indent)
+        return lambda text: _line_level(view(text), old, new, norm, indent, windows)
 
     return [
         ("exact", exact),
@@ -180,35 +201,36 @@ def _indent_of(line: str) -> str:
 
 
 def _line_level(
-    text: str, old: str, new: str, norm: Callable[[str], str], indent: bool
+    text: str,
+    old: str,
+    new: str,
+    norm: Callable[[str], str],
+    indent: bool,
+    windows: Callable[[str, list[str]], list[tuple[int, int]]],
 ) -> list[Match]:
+    """Windows of whole lines equal to the old lines under ``norm``, left to right, without
+    overlap. Only candidate windows (see ``locate.candidate_windows``) are compared."""
     old_lines = old.split("\n")
     trailing_nl = old.endswith("\n") and len(old_lines) > 1
     if trailing_nl:
         old_lines.pop()
     if not any(ln.strip() for ln in old_lines):
         return []
-    file_lines = text.split("\n")
-    if text.endswith("\n"):
-        file_lines.pop()
-    starts = [0, *itertools.accumulate(len(ln) + 1 for ln in file_lines)]
     want = [norm(ln) for ln in old_lines]
     size = len(want)
-    first = next(ln for ln in old_lines if ln.strip()).split()[0]
-    lead = old_lines.index(next(ln for ln in old_lines if ln.strip()))
+    total = line_count(text)
     found: list[Match] = []
-    i = 0
-    while i + size <= len(file_lines):
-        probe = file_lines[i + lead]
-        if first in probe and norm(probe) == want[lead]:
-            window = file_lines[i : i + size]
-            if [norm(w) for w in window] == want:
-                shift = _shift(old_lines, window) if indent else 0
-                if shift is not None:
-                    found.append(_line_match(text, new, window, old_lines, starts, i, trailing_nl))
-                    i += size
-                    continue
-        i += 1
+    free = 0
+    for i, offset in windows(text, old_lines):
+        if i < free or i + size > total:
+            continue
+        window = lines_at(text, offset, size)
+        if [norm(w) for w in window] != want:
+            continue
+        if indent and _shift(old_lines, window) is None:
+            continue
+        found.append(_line_match(text, new, window, old_lines, offset, i, trailing_nl))
+        free = i + size
     return found
 
 
@@ -217,11 +239,11 @@ def _line_match(
     new: str,
     window: list[str],
     old_lines: list[str],
-    starts: list[int],
+    offset: int,
     i: int,
     trailing_nl: bool,
 ) -> Match:
-    end = starts[i + len(window)] - 1
+    end = offset + sum(len(w) + 1 for w in window) - 1
     repl = new
     if _indents_differ(old_lines, window):
         repl = _reindent(new, _shift(old_lines, window) or 0, _uses_tabs(window))
@@ -229,7 +251,7 @@ def _line_match(
         end += 1
     elif trailing_nl and repl.endswith("\n"):
         repl = repl[:-1]
-    return Match(starts[i], end, i + 1, repl)
+    return Match(offset, end, i + 1, repl)
 
 
 def _shift(old_lines: list[str], window: list[str]) -> int | None:
@@ -252,7 +274,9 @@ def _indents_differ(old_lines: list[str], window: list[str]) -> bool:
 
 
 def _uses_tabs(window: list[str]) -> bool:
-    return any("\t" in _indent_of(ln) for ln in window)
+    """True when the block's own code is tab-indented (whitespace-only lines do not count:
+    a stray tab on an empty line says nothing about how the code is indented)."""
+    return any("\t" in _indent_of(ln) for ln in window if ln.strip())
 
 
 def _reindent(new: str, shift: int, tabs: bool) -> str:
@@ -291,38 +315,16 @@ def quote_lines(first: int, block: list[str], max_lines: int = 40) -> str:
     return "\n".join(shown)
 
 
-def closest_region(text: str, old: str) -> tuple[int, list[str]] | None:
-    """The 1-based first line and lines of the window of ``text`` most similar to ``old``."""
-    file_lines = text.split("\n")
-    want = [ln.strip() for ln in old.strip("\n").split("\n")]
-    size = max(1, len(want))
-    target = "\n".join(want)
-    if not text.strip() or not target:
-        return None
-    wanted = set(re.findall(r"\w+|[^\w\s]", target))
-    line_scores = [len(wanted.intersection(re.findall(r"\w+|[^\w\s]", ln))) for ln in file_lines]
-    sums = [0, *itertools.accumulate(line_scores)]
-    starts = range(max(1, len(file_lines) - size + 1))
-    ranked = sorted(starts, key=lambda i: sums[min(i + size, len(file_lines))] - sums[i])
-    best: tuple[float, int] | None = None
-    for i in ranked[-50:]:
-        window = "\n".join(ln.strip() for ln in file_lines[i : i + size])
-        ratio = difflib.SequenceMatcher(None, window, target, autojunk=False).ratio()
-        if best is None or ratio > best[0]:
-            best = (ratio, i)
-    if best is None or best[0] < 0.3:
-        return None
-    i = best[1]
-    return i + 1, file_lines[i : i + size]
-
-
 def unified_diff(before: str, after: str, rel: str, max_lines: int = 400) -> str:
     """A unified diff of one file's change (capped at ``max_lines`` lines).
 
     Only the span between the first and last changed line is handed to difflib, so a small
     edit in a large file costs little; hunk headers are shifted back to file line numbers.
+    The unchanged head and tail are found by comparing the texts a chunk at a time, and the
+    file is split into lines only around the change.
     """
-    a, b = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    lead, a_part, b_part = _around_change(before, after)
+    a, b = a_part.splitlines(keepends=True), b_part.splitlines(keepends=True)
     shortest = min(len(a), len(b))
     head = 0
     while head < shortest and a[head] == b[head]:
@@ -331,12 +333,13 @@ def unified_diff(before: str, after: str, rel: str, max_lines: int = 400) -> str
     while tail < shortest - head and a[-1 - tail] == b[-1 - tail]:
         tail += 1
     start = max(0, head - 3)
+    shift = lead + start
     a_mid, b_mid = a[start : len(a) - max(0, tail - 3)], b[start : len(b) - max(0, tail - 3)]
     lines = list(difflib.unified_diff(a_mid, b_mid, fromfile=f"a/{rel}", tofile=f"b/{rel}"))
     out: list[str] = []
     for ln in lines:
-        if ln.startswith("@@") and start:
-            ln = _HUNK_HEADER.sub(lambda m: _shift_header(m, start), ln)
+        if ln.startswith("@@") and shift:
+            ln = _HUNK_HEADER.sub(lambda m: _shift_header(m, shift), ln)
         out.append(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n")
     text = "".join(out)
     parts = text.split("\n")
@@ -344,6 +347,73 @@ def unified_diff(before: str, after: str, rel: str, max_lines: int = 400) -> str
         more = len(parts) - max_lines
         text = "\n".join(parts[:max_lines]) + f"\n[... diff truncated: {more} more lines]"
     return text.rstrip("\n")
+
+
+_CONTEXT_CUT = 5
+"""Unchanged lines kept on each side of the change (difflib shows three of them)."""
+_OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_CHUNK = 1 << 16
+
+
+def _around_change(a: str, b: str) -> tuple[int, str, str]:
+    """(lines before the cut, ``a`` and ``b`` around their change): the common head and tail
+    are cut at newlines, keeping ``_CONTEXT_CUT`` unchanged lines on each side."""
+    prefix = _common_prefix(a, b)
+    suffix = _common_suffix(a, b, min(len(a), len(b)) - prefix)
+    cut = prefix
+    for _ in range(_CONTEXT_CUT + 1):
+        cut = a.rfind("\n", 0, cut) if cut > 0 else -1
+        if cut < 0:
+            break
+    cut = max(0, cut + 1) if cut >= 0 else 0
+    tail = a[len(a) - suffix :]
+    keep = -1
+    for _ in range(_CONTEXT_CUT + 1):
+        keep = tail.find("\n", keep + 1)
+        if keep < 0:
+            break
+    drop = suffix - keep - 1 if keep >= 0 else 0
+    head_text = a[:cut]
+    lead = head_text.count("\n")
+    if _OTHER_BREAKS.search(head_text):
+        lead = len(head_text.splitlines())
+    return lead, a[cut : len(a) - drop], b[cut : len(b) - drop]
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """Length of the common prefix, compared a chunk at a time, then by halving."""
+    n = min(len(a), len(b))
+    lo = 0
+    while lo < n:
+        hi = min(n, lo + _CHUNK)
+        if a[lo:hi] != b[lo:hi]:
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if a[lo:mid] == b[lo:mid]:
+                    lo = mid
+                else:
+                    hi = mid
+            return lo
+        lo = hi
+    return n
+
+
+def _common_suffix(a: str, b: str, limit: int) -> int:
+    """Length of the common suffix (at most ``limit``), compared like ``_common_prefix``."""
+    la, lb = len(a), len(b)
+    lo = 0
+    while lo < limit:
+        hi = min(limit, lo + _CHUNK)
+        if a[la - hi : la - lo] != b[lb - hi : lb - lo]:
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if a[la - mid : la - lo] == b[lb - mid : lb - lo]:
+                    lo = mid
+                else:
+                    hi = mid
+            return lo
+        lo = hi
+    return limit
 
 
 _HUNK_HEADER = re.compile(r"^@@ -(\d+)((?:,\d+)?) \+(\d+)((?:,\d+)?) @@")

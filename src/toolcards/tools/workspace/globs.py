@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from functools import lru_cache
-from pathlib import Path
 
 from toolcards.core.errors import RetriableError
+from toolcards.tools.workspace.paths import iter_dir, open_child_dir
 
 MAX_BRACE_EXPANSIONS = 64
 
@@ -95,29 +96,40 @@ def glob_matches(pattern: str, rel: str) -> bool:
     return regex.match(target) is not None
 
 
-def walk_files(root: Path, start: Path, *, hidden: bool = False) -> list[tuple[str, Path]]:
-    """Regular files under ``start`` (symbolic links never followed nor listed), in ripgrep's
-    ``--sort=path`` order. Returns (path relative to root, path) pairs."""
-    if start.is_file():
-        return [(start.relative_to(root).as_posix(), start)]
-    found: list[tuple[str, Path]] = []
-    stack: list[Path] = [start]
-    while stack:
-        directory = stack.pop()
-        try:
-            entries = list(os.scandir(directory))
-        except OSError:
-            continue
-        for entry in entries:
+MAX_DEPTH = 256
+
+
+def iter_files(top: int, top_rel: str, *, hidden: bool = False) -> Iterator[tuple[str, int, str]]:
+    """Regular files under the held directory ``top`` (links never followed nor listed), in
+    ripgrep's ``--sort=path`` order, as (path relative to the workspace, directory descriptor,
+    name). The descriptor is valid until the next item is asked for.
+
+    Every subdirectory is entered with ``O_NOFOLLOW`` relative to its parent's descriptor, so a
+    directory swapped for a link while the walk runs is skipped, never followed.
+    """
+    prefix = "" if top_rel == "." else top_rel + "/"
+    stack: list[tuple[int, str, Iterator[os.DirEntry[str]]]] = []
+    first = os.dup(top)
+    stack.append((first, prefix, iter_dir(first)))
+    try:
+        while stack:
+            fd, base, entries = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
+                os.close(fd)
+                stack.pop()
+                continue
             if (not hidden and entry.name.startswith(".")) or entry.is_symlink():
                 continue
-            path = Path(entry.path)
             if entry.is_dir(follow_symlinks=False):
-                stack.append(path)
+                child = open_child_dir(entry.name, fd) if len(stack) < MAX_DEPTH else None
+                if child is not None:
+                    stack.append((child, f"{base}{entry.name}/", iter_dir(child)))
             elif entry.is_file(follow_symlinks=False):
-                found.append((path.relative_to(root).as_posix(), path))
-    found.sort(key=lambda item: sort_key(item[0]))
-    return found
+                yield base + entry.name, fd, entry.name
+    finally:
+        for fd, _, _ in stack:
+            os.close(fd)
 
 
 def sort_key(rel: str) -> tuple[str, ...]:

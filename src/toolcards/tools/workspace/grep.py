@@ -1,20 +1,52 @@
-"""workspace_grep: ripgrep when installed, an identical pure-Python search otherwise."""
+"""workspace_grep: ripgrep when installed, an identical pure-Python search otherwise.
+
+Both engines search the same files, chosen and opened here: a walk over held directory
+descriptors (links never followed, hidden names skipped), each file opened with ``O_NOFOLLOW``
+and checked with ``fstat`` (regular, not hard-linked unless allowed, within the size cap).
+ripgrep reads their bytes from its standard input and never walks or opens a path itself.
+The Python engine matches with the ``regex`` package, which releases the interpreter lock while
+matching and stops at a deadline, so a catastrophic pattern costs the time limit and no more.
+"""
 
 from __future__ import annotations
 
+import bisect
+import contextlib
+import itertools
 import os
 import re
 import shutil
+import stat
 import subprocess
+import threading
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from typing import IO, TYPE_CHECKING
 
 from toolcards.core.errors import RetriableError
-from toolcards.tools.workspace.globs import glob_matches, sort_key, walk_files
-from toolcards.tools.workspace.textfile import is_binary
+from toolcards.tools.workspace.globs import glob_matches, iter_files
+from toolcards.tools.workspace.paths import ENTRY_FLAGS, Spot
+from toolcards.tools.workspace.textfile import read_fd, regular_fd
+
+if TYPE_CHECKING:
+    import regex
 
 MAX_LINE_CHARS = 300
-RG_TIMEOUT_S = 30.0
+_CR_BEFORE_NL = re.compile(r"\r+(?=\n)|\r+\Z")
+_NOT_LINE_LOCAL = ("(?!", "(?<!", "(?>", "*+", "++", "?+", "}+", "\\A", "\\Z", "\\z", "\\G",
+                   "\\K", "(*", "(?r", "(?V1", "{e", "{i", "{d", "{s")  # fmt: skip
+"""Constructs whose meaning depends on text beyond one line (or on pruning): with any of them
+in a pattern, every line is matched on its own instead of the whole file at once."""
+
+
+@dataclass(frozen=True, slots=True)
+class GrepOptions:
+    """How one search runs: the hit cap, the engine and the time limit."""
+
+    max_matches: int = 200
+    engine: str = "auto"
+    timeout_s: float = 20.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,15 +62,17 @@ class GrepHit:
         return f"{self.path}:{self.line}:{text}"
 
 
-def compile_pattern(pattern: str) -> re.Pattern[str]:
+def compile_pattern(pattern: str) -> regex.Pattern[str]:
     """Validate a model's regex (same check for both engines)."""
+    import regex
+
     if not pattern:
         raise RetriableError("pattern is empty")
     if "\x00" in pattern or "\n" in pattern:
         raise RetriableError("pattern may not contain NUL or newline characters")
     try:
-        return re.compile(pattern)
-    except re.error as exc:
+        return regex.compile(pattern)
+    except regex.error as exc:
         raise RetriableError(f"invalid regex pattern {pattern!r}: {exc}") from None
 
 
@@ -47,110 +81,266 @@ def find_rg() -> str | None:
     return shutil.which("rg")
 
 
-def rg_argv(rg: str, pattern: str, target: str, include: str, limit: int) -> list[str]:
-    """ripgrep's argv: every model value is an option *value* or follows ``--``."""
-    argv = [
-        rg,
-        "--no-config",
-        "--no-heading",
-        "--with-filename",
-        "--line-number",
-        "--null",
-        "--color=never",
-        "--no-messages",
-        "--no-ignore",
-        "--sort=path",
-        f"--max-count={limit + 1}",
-    ]
-    if include:
-        argv.append(f"--glob={include}")
-    argv.append(f"--regexp={pattern}")
-    argv.append("--")
-    if target:
-        argv.append(target)
-    return argv
+class SearchFiles:
+    """The files one search reads, in ripgrep's path order, each yielded opened.
 
+    ``spot`` is the file or directory searched. A file named directly is searched even when
+    hidden or not matching ``include`` (as ripgrep does), and refused with a clear error when it
+    is not a regular file, is hard-linked (unless allowed) or is over the cap. In a directory
+    walk such files are skipped; ``skipped`` counts those left out for size or hard links.
+    """
 
-def grep_rg(
-    rg: str, root: Path, pattern: str, target: str, include: str, limit: int
-) -> list[GrepHit]:
-    """Run ripgrep in ``root``; stops reading after ``limit + 1`` hits."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RIPGREP")}
-    hits: list[GrepHit] = []
-    with subprocess.Popen(
-        rg_argv(rg, pattern, target, include, limit),
-        cwd=root,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    ) as proc:
-        assert proc.stdout is not None
-        for raw in proc.stdout:
-            hit = _parse_rg_line(raw)
-            if hit is not None:
-                hits.append(hit)
-            if len(hits) > limit:
-                proc.kill()
-                break
+    def __init__(self, spot: Spot, include: str, cap: int, allow_hardlinks: bool) -> None:
+        self.spot = spot
+        self.include = include
+        self.cap = cap
+        self.allow_hardlinks = allow_hardlinks
+        self.skipped = 0
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        """(workspace-relative path, descriptor): the caller closes each descriptor."""
+        spot = self.spot
+        if not spot.is_dir:
+            fd = regular_fd(spot, cap=self.cap, allow_hardlinks=self.allow_hardlinks)
+            yield spot.rel, os.dup(fd)
+            return
+        cut = 0 if spot.rel == "." else len(spot.rel) + 1
+        for rel, dir_fd, name in iter_files(spot.opened_dir(), spot.rel):
+            if self.include and not glob_matches(self.include, rel[cut:]):
+                continue
+            opened = self._open(dir_fd, name)
+            if opened is not None:
+                yield rel, opened
+
+    def texts(self) -> Iterator[tuple[str, bytes]]:
+        """(path, bytes) of each searched file that is text (no NUL byte), in order."""
+        for rel, fd in self:
+            try:
+                data = read_fd(fd, self.cap, rel)
+            except (OSError, RetriableError):
+                continue
+            finally:
+                os.close(fd)
+            if data and b"\x00" not in data:
+                yield rel, data
+
+    def _open(self, dir_fd: int, name: str) -> int | None:
         try:
-            _, err = proc.communicate(timeout=RG_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            raise RetriableError("search timed out; narrow the path or pattern") from None
-        message = err.decode("utf-8", "replace").strip()
-        if proc.returncode == 2 and not hits and message:
-            detail = " ".join(message.splitlines()[:6])
-            raise RetriableError(f"search failed: {detail}")
-    hits.sort(key=lambda h: (sort_key(h.path), h.line))
-    return hits
+            fd = os.open(name, ENTRY_FLAGS, dir_fd=dir_fd)
+        except OSError:
+            return None  # a link or gone by now: never followed
+        st = os.fstat(fd)
+        bad_type = not stat.S_ISREG(st.st_mode)
+        too_big = st.st_size > self.cap or (st.st_nlink > 1 and not self.allow_hardlinks)
+        if bad_type or too_big:
+            os.close(fd)
+            if not bad_type:
+                self.skipped += 1
+            return None
+        return fd
 
 
-def _parse_rg_line(raw: bytes) -> GrepHit | None:
-    path, sep, rest = raw.partition(b"\x00")
-    if not sep:
-        return None
-    number, sep, text = rest.partition(b":")
-    if not sep or not number.isdigit():
-        return None
-    rel = path.decode("utf-8", "replace")
-    rel = rel[2:] if rel.startswith("./") else rel
-    line = text.decode("utf-8", "replace").rstrip("\n").rstrip("\r")
-    return GrepHit(rel, int(number), line)
+# ---- the Python engine ---------------------------------------------------------------------
 
 
 def grep_python(
-    root: Path, regex: re.Pattern[str], start: Path, include: str, limit: int
+    pattern: regex.Pattern[str], files: SearchFiles, options: GrepOptions
 ) -> list[GrepHit]:
-    """The same search in Python: same files (no hidden, no links, no binaries), same order."""
+    """The search in Python: same files, same order, same lines as ripgrep's output."""
+    import regex
+
+    deadline = time.monotonic() + options.timeout_s
+    whole = None
+    if not any(token in pattern.pattern for token in _NOT_LINE_LOCAL):
+        whole = regex.compile(pattern.pattern, pattern.flags | regex.MULTILINE)
+    limit = options.max_matches
     hits: list[GrepHit] = []
-    filtered = bool(include) and start.is_dir()  # like ripgrep: a named file is searched
-    for rel, path in walk_files(root, start):
-        if filtered and not glob_matches(include, rel):
-            continue
+    for rel, data in files.texts():
+        text = data.decode("utf-8", "replace")
+        if "\r" in text:
+            text = _CR_BEFORE_NL.sub("", text)
         try:
-            data = path.read_bytes()
-        except OSError:
-            continue
-        if is_binary(data) or b"\x00" in data:
-            continue
-        lines = data.decode("utf-8", "replace").split("\n")
-        if lines[-1] == "":
-            lines.pop()
-        for number, line in enumerate(lines, 1):
-            line = line.rstrip("\r")
-            if regex.search(line):
-                hits.append(GrepHit(rel, number, line))
-                if len(hits) > limit:
-                    return hits
+            _search_text(pattern, whole, text, rel, hits, limit, deadline)
+        except TimeoutError:
+            raise _timed_out(options.timeout_s) from None
+        if len(hits) > limit:
+            break
     return hits
 
 
-def render(hits: list[GrepHit], limit: int) -> str:
+def _search_text(
+    pattern: regex.Pattern[str],
+    whole: regex.Pattern[str] | None,
+    text: str,
+    rel: str,
+    hits: list[GrepHit],
+    limit: int,
+    deadline: float,
+) -> None:
+    """Append the lines of ``text`` where ``pattern`` matches (until ``limit`` + 1 hits).
+
+    With a line-local pattern, a pass over the whole text (``MULTILINE``) finds the lines that
+    matches touch, lazily; only those are matched line by line. A line that matches on its own
+    is touched by a whole-text match at or before the place it matches, so none is missed.
+    """
+    numbers = _touched_lines(whole, text, deadline) if whole is not None else itertools.count()
+    first = next(numbers, None)
+    if first is None:
+        return  # no match anywhere in the file: it is never split into lines
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    for number in itertools.chain((first,), numbers):
+        if number >= len(lines):
+            return
+        line = lines[number]
+        if pattern.search(line, concurrent=True, timeout=_left(deadline)):
+            hits.append(GrepHit(rel, number + 1, line))
+            if len(hits) > limit:
+                return
+
+
+def _touched_lines(whole: regex.Pattern[str], text: str, deadline: float) -> Iterator[int]:
+    """0-based numbers of the lines touched by the whole-text matches of ``whole``, in order."""
+    line, pos, done = 0, 0, -1
+    for match in whole.finditer(text, concurrent=True, timeout=_left(deadline)):
+        start, end = match.span()
+        line += text.count("\n", pos, start)
+        last = line + text.count("\n", start, end)
+        yield from range(max(line, done + 1), last + 1)
+        done = max(done, last)
+        line, pos = last, end
+        _left(deadline)
+
+
+def _left(deadline: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError
+    return left
+
+
+def _timed_out(seconds: float) -> RetriableError:
+    return RetriableError(
+        f"search timed out after {seconds:g} s and was stopped; narrow the path or include, "
+        "or simplify the pattern (nested repetition such as (a|aa)+ can take exponential time)"
+    )
+
+
+# ---- ripgrep -------------------------------------------------------------------------------
+
+
+def rg_argv(rg: str, pattern: str, limit: int) -> list[str]:
+    """ripgrep's argv: the pattern is an option *value*; the only input is standard input."""
+    return [
+        rg,
+        "--no-config",
+        "--no-heading",
+        "--no-filename",
+        "--line-number",
+        "--color=never",
+        "--no-messages",
+        "--encoding=none",
+        f"--max-count={limit + 1}",
+        f"--regexp={pattern}",
+        "--",
+        "-",
+    ]
+
+
+class _Feed:
+    """Writes the searched files, one after the other, into ripgrep's standard input and
+    remembers at which line of that stream each file starts."""
+
+    def __init__(self, files: SearchFiles, sink: IO[bytes]) -> None:
+        self.files = files
+        self.sink = sink
+        self.starts: list[int] = []
+        self.rels: list[str] = []
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        line = 1
+        try:
+            for rel, data in self.files.texts():
+                if not data.endswith(b"\n"):
+                    data += b"\n"
+                self.starts.append(line)  # before the bytes: ripgrep cannot answer sooner
+                self.rels.append(rel)
+                self.sink.write(data)
+                line += data.count(b"\n")
+        except (BrokenPipeError, ValueError):
+            pass  # ripgrep stopped reading (enough hits, a timeout, a bad pattern)
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                self.sink.close()
+
+    def locate(self, line: int) -> tuple[str, int]:
+        k = bisect.bisect_right(self.starts, line) - 1
+        return self.rels[k], line - self.starts[k] + 1
+
+
+def grep_rg(rg: str, pattern: str, files: SearchFiles, options: GrepOptions) -> list[GrepHit]:
+    """ripgrep as the matcher of the files this module opened and read, streamed through its
+    standard input in path order: it never opens a path itself, so it follows no link."""
+    limit = options.max_matches
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RIPGREP")}
+    hits: list[GrepHit] = []
+    fired = threading.Event()
+    with subprocess.Popen(
+        rg_argv(rg, pattern, limit),
+        cwd="/",
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        feed = _Feed(files, proc.stdin)
+        writer = threading.Thread(target=feed.run, name="grep-feed", daemon=True)
+
+        def stop() -> None:
+            fired.set()
+            proc.kill()
+
+        timer = threading.Timer(options.timeout_s, stop)
+        writer.start()
+        timer.start()
+        try:
+            for raw in proc.stdout:
+                number, sep, text = raw.partition(b":")
+                if not sep or not number.isdigit():
+                    continue
+                rel, line = feed.locate(int(number))
+                hits.append(GrepHit(rel, line, text.decode("utf-8", "replace").rstrip("\r\n")))
+                if len(hits) > limit:
+                    break
+        finally:
+            timer.cancel()
+            proc.kill()
+            writer.join()
+            err = proc.stderr.read()
+            proc.wait()
+    if feed.error is not None:
+        raise feed.error
+    if fired.is_set() and len(hits) <= limit:
+        raise _timed_out(options.timeout_s)
+    message = err.decode("utf-8", "replace").strip()
+    if proc.returncode == 2 and not hits and message:
+        raise RetriableError(f"search failed: {' '.join(message.splitlines()[:6])}")
+    return hits
+
+
+def render(hits: list[GrepHit], limit: int, skipped: int = 0) -> str:
     """Hits as ``path:line:text`` lines, capped, with a truncation marker."""
-    if not hits:
-        return "No matches found."
-    lines = [h.render() for h in hits[:limit]]
+    lines = [h.render() for h in hits[:limit]] or ["No matches found."]
     if len(hits) > limit:
         lines.append(f"[... more than {limit} matches; narrow the pattern, path or include]")
+    if skipped:
+        lines.append(
+            f"[{skipped} file{'s' if skipped > 1 else ''} not searched: over the size cap or "
+            "hard-linked]"
+        )
     return "\n".join(lines)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import os
 import threading
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -16,8 +19,16 @@ from toolcards.tools.workspace.edits import apply_edit, unified_diff
 from toolcards.tools.workspace.ledger import ReadLedger
 from toolcards.tools.workspace.models import EditItem
 from toolcards.tools.workspace.patch import FilePatch, apply_hunks, parse_patch
-from toolcards.tools.workspace.paths import Contained, check_pattern
-from toolcards.tools.workspace.textfile import TextDoc, Transaction, keep_style, load, write_atomic
+from toolcards.tools.workspace.paths import Contained, Spot, check_pattern, make_dirs, undo_dirs
+from toolcards.tools.workspace.textfile import (
+    MAX_TEXT_BYTES,
+    TextDoc,
+    Transaction,
+    keep_style,
+    load,
+    read_fd,
+    regular_fd,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,16 +40,39 @@ class ReadCaps:
     max_chars: int = 200_000
 
 
+MAX_DOCUMENT_BYTES = 50 * 1024 * 1024
+MAX_IMAGE_FILE_BYTES = 20 * 1024 * 1024
+DOCUMENT_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What the tools agree to open: sizes per kind of file, hard links, conversion time."""
+
+    allow_hardlinks: bool = False
+    max_text_bytes: int = MAX_TEXT_BYTES
+    max_document_bytes: int = MAX_DOCUMENT_BYTES
+    max_image_bytes: int = MAX_IMAGE_FILE_BYTES
+    document_timeout_s: float = DOCUMENT_TIMEOUT_S
+
+
 @dataclass
 class _Pending:
     """A file being changed inside one multi-file operation."""
 
-    path: Path
-    rel: str
+    spot: Spot
     doc: TextDoc
     before: str
     after: str | None
-    existed: bool
+    data: bytes | None
+
+    @property
+    def rel(self) -> str:
+        return self.spot.rel
+
+    @property
+    def existed(self) -> bool:
+        return self.data is not None
 
 
 _LOCKS: dict[str, threading.RLock] = {}
@@ -66,107 +100,109 @@ def _locked(method: F) -> F:
 class Workspace:
     """One workspace seen by one agent: contained paths, a read ledger, atomic writes."""
 
-    def __init__(self, root: Path, agent: str) -> None:
+    def __init__(self, root: Path, agent: str, limits: Limits | None = None) -> None:
         self.paths = Contained(root)
         self.root = self.paths.root
+        self.limits = limits or Limits()
         self.ledger = ReadLedger(self.root, agent)
         self.lock = _lock_for(self.root)
 
     # ---- reading ------------------------------------------------------------------------
 
     def read(self, path: str, offset: int, limit: int, caps: ReadCaps) -> str:
-        real = self.paths.resolve(path)
-        rel = self.paths.rel(real)
         if offset < 1 or limit < 1:
             raise RetriableError("offset and limit must be at least 1")
-        if real.is_file() and docs.is_document(real):
-            text = docs.document_markdown(real, rel, self.paths.cache_dir("docs"))
+        lim = self.limits
+        with self.paths.locate(path) as spot:
+            rel = spot.rel
+            document = docs.is_document(rel) and not spot.is_dir
+            if document:
+                cap = lim.max_document_bytes
+                fd = regular_fd(
+                    spot, cap=cap, allow_hardlinks=lim.allow_hardlinks, what="a document"
+                )
+                data = read_fd(fd, cap, rel)
+            else:
+                doc, data = load(spot, cap=lim.max_text_bytes, allow_hardlinks=lim.allow_hardlinks)
+        if document:
+            text = docs.document_markdown(
+                data, rel, self.paths.cache_dir("docs"), lim.document_timeout_s
+            )
         else:
-            doc, data = load(real, rel)
             self.ledger.saw(rel, data)
             text = doc.text
-        lines = text.split("\n")
-        if text.endswith("\n"):
-            lines.pop()
-        if not lines:
-            return f"{rel} is empty."
-        if offset > len(lines):
-            raise RetriableError(f"offset {offset} is past the end of {rel} ({len(lines)} lines)")
-        last = min(len(lines), offset + min(limit, caps.max_lines) - 1)
-        out: list[str] = []
-        budget = caps.max_chars
-        for n in range(offset, last + 1):
-            line = f"{n:6d}\t{_cut(lines[n - 1], caps.max_line_chars)}"
-            budget -= len(line) + 1
-            if budget < 0 and out:
-                last = n - 1
-                break
-            out.append(line)
-        if last < len(lines):
-            out.append(
-                f"[... {len(lines) - last} more lines of {len(lines)}; "
-                f"continue with offset={last + 1}]"
-            )
-        return "\n".join(out)
+        return number_lines(text, rel, offset, limit, caps)
 
     def list_dir(self, path: str, depth: int, max_entries: int) -> str:
-        real = self.paths.resolve(path, allow_root=True)
-        if not real.is_dir():
-            raise RetriableError(f"{path!r} is not a directory")
-        return listing.render_tree(self.paths, real, max(1, min(depth, 10)), max_entries)
+        with self.paths.locate(path, allow_root=True) as spot:
+            if spot.exists and not spot.is_dir:
+                raise RetriableError(f"{path!r} is not a directory")
+            fd = spot.opened_dir()
+            return listing.render_tree(
+                self.paths, fd, spot.rel, max(1, min(depth, 10)), max_entries
+            )
 
     def glob(self, pattern: str, path: str, max_results: int) -> str:
         pattern = check_pattern(pattern, "pattern")
-        start = self.paths.resolve(path, allow_root=True)
-        return listing.glob_files(self.paths, start, pattern, max_results)
+        with self.paths.locate(path, allow_root=True) as spot:
+            if not spot.is_dir:
+                return f"{spot.rel} is not a directory."
+            return listing.glob_files(spot.opened_dir(), spot.rel, pattern, max_results)
 
-    def grep(self, pattern: str, path: str, include: str, limit: int, engine: str) -> str:
+    def grep(self, pattern: str, path: str, include: str, options: grep.GrepOptions) -> str:
         regex = grep.compile_pattern(pattern)
         if include:
             include = check_pattern(include, "include")
-        start = self.paths.resolve(path, allow_root=True)
-        if not start.exists():
-            raise RetriableError(f"path not found: {path}")
-        rg = grep.find_rg() if engine != "python" else None
-        if engine == "rg" and rg is None:
+        rg = grep.find_rg() if options.engine != "python" else None
+        if options.engine == "rg" and rg is None:
             raise RetriableError("ripgrep (rg) is not installed")
-        if rg is not None:
-            target = "" if start == self.root else self.paths.rel(start)
-            hits = grep.grep_rg(rg, self.root, pattern, target, include, limit)
-        else:
-            hits = grep.grep_python(self.root, regex, start, include, limit)
-        return grep.render(hits, limit)
+        with self.paths.locate(path, allow_root=True) as spot:
+            if not spot.exists:
+                raise RetriableError(f"path not found: {path}")
+            files = grep.SearchFiles(spot, include, self.limits.max_text_bytes,
+                                     self.limits.allow_hardlinks)  # fmt: skip
+            if rg is not None:
+                hits = grep.grep_rg(rg, pattern, files, options)
+            else:
+                hits = grep.grep_python(regex, files, options)
+        return grep.render(hits, options.max_matches, files.skipped)
 
     def view(self, path: str, max_dimension: int) -> Any:
-        real = self.paths.resolve(path)
-        rel = self.paths.rel(real)
-        if not real.is_file():
-            raise RetriableError(f"file not found: {rel}")
-        return docs.image_content(real, rel, self.paths.cache_dir("images"), max_dimension)
+        lim = self.limits
+        with self.paths.locate(path) as spot:
+            rel = spot.rel
+            docs.check_image_name(rel)
+            cap = lim.max_image_bytes
+            fd = regular_fd(spot, cap=cap, allow_hardlinks=lim.allow_hardlinks, what="an image")
+            data = read_fd(fd, cap, rel)
+        return docs.image_content(data, rel, self.paths.cache_dir("images"), max_dimension)
 
     # ---- writing ------------------------------------------------------------------------
 
     @_locked
     def write(self, path: str, content: str) -> str:
-        real = self.paths.resolve(path)
-        rel = self.paths.rel(real)
-        if real.is_dir():
-            raise RetriableError(f"{rel} is a directory")
-        if real.exists():
-            doc, _ = load(real, rel)
-            data = doc.encode(keep_style(doc, content))
-            verb = "Updated"
-        else:
-            data = content.encode("utf-8")
-            verb = "Created"
-        write_atomic(real, data)
+        with self.paths.locate(path) as spot:
+            rel = spot.rel
+            if spot.is_dir:
+                raise RetriableError(f"{rel} is a directory")
+            original: bytes | None = None
+            if spot.exists:
+                # the old bytes only give the style; a hard-linked file is replaced, not changed
+                doc, original = load(spot, cap=self.limits.max_text_bytes, allow_hardlinks=True)
+                data = doc.encode(keep_style(doc, content))
+                verb = "Updated"
+            else:
+                data = content.encode("utf-8")
+                verb = "Created"
+            txn = Transaction()
+            txn.write(spot, data, original)
+            txn.commit()
         self.ledger.saw(rel, data)
         return f"{verb} {rel} ({len(data)} bytes)."
 
     @_locked
     def edit(self, path: str, old: str, new: str, replace_all: bool) -> str:
-        real = self.paths.resolve(path)
-        if old == "" and not real.exists():
+        if old == "" and not self.paths.exists(path):
             return self.write(path, new)
         return self.multi_edit(
             [EditItem(path=path, old_string=old, new_string=new, replace_all=replace_all)]
@@ -176,37 +212,39 @@ class Workspace:
     def multi_edit(self, edits: list[EditItem]) -> str:
         if not edits:
             raise RetriableError("edits is empty")
-        pending: dict[Path, _Pending] = {}
-        for number, item in enumerate(edits, 1):
-            try:
-                real = self.paths.resolve(item.path)
-                entry = pending.get(real) or self._open(real)
-                pending[real] = entry
-                assert entry.after is not None
-                old = item.old_string.replace("\r\n", "\n")
-                new = item.new_string.replace("\r\n", "\n")
-                entry.after = apply_edit(entry.after, old, new, replace_all=item.replace_all).text
-            except RetriableError as exc:
-                prefix = f"edit {number} of {len(edits)} ({item.path}): " if len(edits) > 1 else ""
-                suffix = " No file was changed." if len(edits) > 1 else ""
-                raise RetriableError(f"{prefix}{exc}{suffix}") from None
-        return self._commit(list(pending.values()))
+        with contextlib.ExitStack() as held:
+            pending: dict[str, _Pending] = {}
+            for number, item in enumerate(edits, 1):
+                try:
+                    entry = self._pending(item.path, pending, held, must_exist=True)
+                    assert entry.after is not None
+                    old = item.old_string.replace("\r\n", "\n")
+                    new = item.new_string.replace("\r\n", "\n")
+                    entry.after = apply_edit(
+                        entry.after, old, new, replace_all=item.replace_all
+                    ).text
+                except RetriableError as exc:
+                    prefix = (
+                        f"edit {number} of {len(edits)} ({item.path}): " if len(edits) > 1 else ""
+                    )
+                    suffix = " No file was changed." if len(edits) > 1 else ""
+                    raise RetriableError(f"{prefix}{exc}{suffix}") from None
+            return self._commit(list(pending.values()))
 
     @_locked
     def patch(self, patch_text: str) -> str:
         if "\x00" in patch_text:
             raise RetriableError("patch contains a NUL byte")
         files = parse_patch(patch_text)
-        pending: dict[Path, _Pending] = {}
-        summary: list[str] = []
-        for fp in files:
-            summary.append(self._plan_file(fp, pending))
-        self._commit(list(pending.values()), diffs=False)
+        with contextlib.ExitStack() as held:
+            pending: dict[str, _Pending] = {}
+            summary = [self._plan_file(fp, pending, held) for fp in files]
+            self._commit(list(pending.values()), diffs=False)
         return "Patch applied:\n" + "\n".join(summary)
 
-    def _plan_file(self, fp: FilePatch, pending: dict[Path, _Pending]) -> str:
-        src = self._patch_target(fp.old, pending, must_exist=True) if fp.old else None
-        dst = self._patch_target(fp.new, pending, must_exist=False) if fp.new else None
+    def _plan_file(self, fp: FilePatch, pending: dict[str, _Pending], held: ExitStack) -> str:
+        src = self._pending(fp.old, pending, held, must_exist=True) if fp.old else None
+        dst = self._pending(fp.new, pending, held, must_exist=False) if fp.new else None
         if src is None and dst is None:
             raise RetriableError("a patch file section names /dev/null on both sides")
         if src is None:
@@ -218,10 +256,7 @@ class Workspace:
         assert src.after is not None
         result = apply_hunks(src.after, fp.hunks, src.rel) if fp.hunks else src.after
         if dst is None:
-            if not fp.hunks:
-                src.after = None
-                return f"D {src.rel}"
-            if result.strip():
+            if fp.hunks and result.strip():
                 raise RetriableError(f"{src.rel}: a deletion patch must remove every line")
             src.after = None
             return f"D {src.rel}"
@@ -233,23 +268,30 @@ class Workspace:
         dst.doc, dst.after, src.after = src.doc, result, None
         return f"R {src.rel} -> {dst.rel}"
 
-    def _patch_target(self, name: str, pending: dict[Path, _Pending], must_exist: bool) -> _Pending:
-        real = self.paths.resolve(name)
-        entry = pending.get(real)
-        if entry is None:
-            entry = self._open(real, missing_ok=not must_exist)
-            pending[real] = entry
+    def _pending(
+        self, path: str, pending: dict[str, _Pending], held: ExitStack, *, must_exist: bool
+    ) -> _Pending:
+        """The file behind ``path`` in this operation (opened and checked once)."""
+        spot = self.paths.locate(path)
+        entry = pending.get(spot.rel)
+        if entry is not None:
+            spot.close()
+        else:
+            held.callback(spot.close)
+            entry = self._open(spot, missing_ok=not must_exist)
+            pending[spot.rel] = entry
         if must_exist and entry.after is None:
             raise RetriableError(f"file not found: {entry.rel}")
         return entry
 
-    def _open(self, real: Path, missing_ok: bool = False) -> _Pending:
-        rel = self.paths.rel(real)
-        if missing_ok and not real.exists():
-            return _Pending(real, rel, TextDoc(""), "", None, existed=False)
-        doc, data = load(real, rel)
-        self.ledger.check_fresh(rel, data)
-        return _Pending(real, rel, doc, doc.text, doc.text, existed=True)
+    def _open(self, spot: Spot, *, missing_ok: bool) -> _Pending:
+        if missing_ok and not spot.exists:
+            return _Pending(spot, TextDoc(""), "", None, None)
+        lim = self.limits
+        doc, data = load(spot, cap=lim.max_text_bytes, allow_hardlinks=lim.allow_hardlinks)
+        spot.release_entry()  # only the directory is needed from now on (fewer held fds)
+        self.ledger.check_fresh(spot.rel, data)
+        return _Pending(spot, doc, doc.text, doc.text, data)
 
     def _commit(self, entries: list[_Pending], diffs: bool = True) -> str:
         txn = Transaction()
@@ -257,10 +299,10 @@ class Workspace:
         for e in entries:
             if e.after is None:
                 if e.existed:
-                    txn.delete(e.path)
+                    txn.delete(e.spot, e.data)
                     changed.append(e)
             elif e.after != e.before or not e.existed:
-                txn.write(e.path, e.doc.encode(e.after))
+                txn.write(e.spot, e.doc.encode(e.after), e.data)
                 changed.append(e)
         if not changed:
             raise RetriableError("the edit changes nothing")
@@ -277,34 +319,74 @@ class Workspace:
 
     @_locked
     def delete(self, path: str) -> str:
-        real = self._entry(path)
-        rel = self.paths.rel(real) if not real.is_symlink() else path.strip().strip("/")
-        if real.is_symlink() or real.is_file():
-            real.unlink()
-        elif real.is_dir():
-            if any(real.iterdir()):
-                raise RetriableError(f"{rel} is a directory that is not empty")
-            real.rmdir()
-        else:
-            raise RetriableError(f"not found: {rel}")
+        with self.paths.locate(path, follow=False) as spot:
+            rel = spot.rel
+            if not spot.exists or spot.parent is None:
+                raise RetriableError(f"not found: {rel}")
+            if spot.is_dir:
+                try:
+                    os.rmdir(spot.name, dir_fd=spot.parent)
+                except OSError as exc:
+                    if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                        raise RetriableError(f"{rel} is a directory that is not empty") from None
+                    raise
+            else:
+                os.unlink(spot.name, dir_fd=spot.parent)
         self.ledger.forget(rel)
         return f"Deleted {rel}."
 
-    def _entry(self, path: str) -> Path:
-        """The entry itself (a symbolic link is not followed), with a contained parent."""
-        real = self.paths.resolve(path)
-        text = path.strip().rstrip("/")
-        head, _, name = text.rpartition("/")
-        parent = self.paths.resolve(head, allow_root=True)
-        lexical = parent / name
-        return lexical if lexical.is_symlink() else real
-
     def mkdir(self, path: str) -> str:
-        real = self.paths.resolve(path)
-        if real.exists() and not real.is_dir():
-            raise RetriableError(f"{self.paths.rel(real)} exists and is a file")
-        os.makedirs(real, exist_ok=True)
-        return f"Directory {self.paths.rel(real)} is ready."
+        with self.paths.locate(path) as spot:
+            if spot.exists and not spot.is_dir:
+                raise RetriableError(f"{spot.rel} exists and is a file")
+            if not spot.exists and spot.parent is not None:
+                fd, created = make_dirs(spot.parent, (*spot.missing, spot.name))
+                os.close(fd)
+                undo_dirs(created, remove=False)
+            return f"Directory {spot.rel} is ready."
+
+
+def number_lines(text: str, rel: str, offset: int, limit: int, caps: ReadCaps) -> str:
+    """Lines ``offset``.. of ``text`` numbered like ``cat -n``, within ``caps``.
+
+    Only the lines shown are split out of the text, so a large file costs a count of its
+    newlines and no list of all its lines.
+    """
+    total = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+    if not total:
+        return f"{rel} is empty."
+    if offset > total:
+        raise RetriableError(f"offset {offset} is past the end of {rel} ({total} lines)")
+    want = min(limit, caps.max_lines, total - offset + 1)
+    lines = text[_line_start(text, offset) :].split("\n", want)[:want]
+    last = offset + want - 1
+    out: list[str] = []
+    budget = caps.max_chars
+    for n, line in enumerate(lines, offset):
+        row = f"{n:6d}\t{_cut(line, caps.max_line_chars)}"
+        budget -= len(row) + 1
+        if budget < 0 and out:
+            last = n - 1
+            break
+        out.append(row)
+    if last < total:
+        out.append(f"[... {total - last} more lines of {total}; continue with offset={last + 1}]")
+    return "\n".join(out)
+
+
+def _line_start(text: str, line: int, step: int = 1 << 20) -> int:
+    """The index where 1-based ``line`` starts (newlines counted a chunk at a time)."""
+    pos, at = 0, 1
+    while at < line:
+        end = min(len(text), pos + step)
+        n = text.count("\n", pos, end)
+        if at + n < line:
+            at, pos = at + n, end
+            continue
+        while at < line:
+            pos = text.index("\n", pos) + 1
+            at += 1
+    return pos
 
 
 def _cut(line: str, limit: int) -> str:

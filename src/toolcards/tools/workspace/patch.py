@@ -7,7 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from toolcards.core.errors import RetriableError
-from toolcards.tools.workspace.edits import closest_region, quote_lines
+from toolcards.tools.workspace.edits import quote_lines
+from toolcards.tools.workspace.locate import closest_region
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
@@ -57,6 +58,8 @@ def parse_patch(patch_text: str) -> list[FilePatch]:
             hunk, i = _parse_hunk(lines, i)
             files[-1].hunks.append(hunk)
             continue
+        elif line.startswith(_UNSUPPORTED):
+            _refuse_unsupported(line)
         elif git_paths is not None:
             git_paths = _git_rename(line, git_paths)
             if _git_only_change(line, lines, i):
@@ -75,12 +78,44 @@ def parse_patch(patch_text: str) -> list[FilePatch]:
     return files
 
 
+_GIT_EXTENDED = ("old mode ", "new mode ", "deleted file mode ", "new file mode ", "copy from ",
+                 "copy to ", "rename from ", "rename to ", "similarity index ",
+                 "dissimilarity index ", "index ")  # fmt: skip
+
+
 def _git_only_change(line: str, lines: list[str], i: int) -> bool:
-    """A git header block with no ---/+++ lines (pure rename, empty new or deleted file)."""
+    """A git header block with no ---/+++ lines (pure rename, empty new or deleted file).
+
+    The block ends at the first line that is not an extended header line: it has content
+    changes only when that line is a ``---`` header. A following ``diff --git`` belongs to the
+    next file, whatever comes after it.
+    """
     if not line.startswith(("rename to ", "new file mode", "deleted file mode")):
         return False
-    rest = lines[i + 1 : i + 4]
-    return not any(r.startswith("--- ") for r in rest)
+    for rest in lines[i + 1 :]:
+        if rest.startswith(_GIT_EXTENDED):
+            continue
+        return not rest.startswith("--- ")
+    return True
+
+
+_UNSUPPORTED = ("old mode ", "new mode ", "copy from ", "copy to ", "Binary files ",
+                "GIT binary patch")  # fmt: skip
+
+
+def _refuse_unsupported(line: str) -> None:
+    """Parts of a git diff this tool cannot apply are refused, never skipped."""
+    if line.startswith(("old mode ", "new mode ")):
+        raise RetriableError(
+            "the patch changes a file mode, which workspace_patch cannot apply; "
+            "remove the 'old mode'/'new mode' lines"
+        )
+    if line.startswith(("copy from ", "copy to ")):
+        raise RetriableError(
+            "the patch copies a file, which workspace_patch cannot apply; "
+            "send the new file as a creation (--- /dev/null) instead"
+        )
+    raise RetriableError("the patch changes a binary file, which workspace_patch cannot apply")
 
 
 def _git_rename(line: str, paths: tuple[str | None, str | None]) -> tuple[str | None, str | None]:

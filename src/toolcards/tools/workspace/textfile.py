@@ -1,16 +1,22 @@
-"""Text files as the tools see them: LF inside, the file's own line endings on disk."""
+"""Text files as the tools see them: LF inside, the file's own line endings on disk.
+
+Files are read from descriptors the containment walk opened, and written next to their target
+inside a held directory descriptor, so no path is looked up twice.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import secrets
+import stat
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from toolcards.core.errors import RetriableError
+from toolcards.tools.workspace.paths import Spot, make_dirs, undo_dirs
 
 MAX_TEXT_BYTES = 20 * 1024 * 1024
+_CHUNK = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,16 +60,81 @@ def decode(data: bytes, rel: str) -> TextDoc:
     return TextDoc(text, bom=bom)
 
 
-def load(path: Path, rel: str) -> tuple[TextDoc, bytes]:
-    """Read and decode a text file; returns the document and the raw bytes."""
-    if path.is_dir():
-        raise RetriableError(f"{rel} is a directory; use workspace_list")
-    if not path.exists():
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def regular_fd(spot: Spot, *, cap: int, allow_hardlinks: bool, what: str = "a file") -> int:
+    """The opened descriptor of a regular file within ``cap`` bytes; RetriableError else.
+
+    Checks come from ``fstat`` on the descriptor itself: a FIFO or device is never read, a file
+    with other names (hard links) is refused unless allowed, and the size is checked before
+    any byte is read.
+    """
+    rel, st = spot.rel, spot.st
+    if st is None:
         raise RetriableError(f"file not found: {rel}")
-    if path.stat().st_size > MAX_TEXT_BYTES:
-        raise RetriableError(f"{rel} is larger than {MAX_TEXT_BYTES // (1024 * 1024)} MiB")
-    data = path.read_bytes()
-    return decode(data, rel), data
+    if stat.S_ISDIR(st.st_mode):
+        raise RetriableError(f"{rel} is a directory; use workspace_list")
+    if not stat.S_ISREG(st.st_mode):
+        raise RetriableError(
+            f"{rel} is {_kind(st.st_mode)}; only regular files and directories can be used"
+        )
+    if spot.fd is None:
+        raise RetriableError(f"{rel} changed while it was being opened; try again")
+    if st.st_nlink > 1 and not allow_hardlinks:
+        raise RetriableError(
+            f"{rel} has {st.st_nlink} hard links (other names that may lie outside the "
+            "workspace); it is not read unless the card sets allow_hardlinks"
+        )
+    if st.st_size > cap:
+        raise RetriableError(f"{rel} is {_size(st.st_size)}, over the {_size(cap)} cap for {what}")
+    return spot.fd
+
+
+def read_fd(fd: int, cap: int, rel: str) -> bytes:
+    """Every byte of an opened regular file, refusing one that grew past ``cap`` meanwhile.
+
+    One ``pread`` of the size ``fstat`` gives (plus one byte, to see the end) is the usual
+    cost; a file that grows while it is read is read on, up to the cap.
+    """
+    size = os.fstat(fd).st_size
+    data = os.pread(fd, min(size, cap) + 1, 0)
+    if len(data) <= size:
+        return data
+    chunks = [data]
+    total = len(data)
+    while True:
+        if total > cap:
+            raise RetriableError(f"{rel} is over the {_size(cap)} cap")
+        chunk = os.pread(fd, _CHUNK, total)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        total += len(chunk)
+
+
+def load(
+    spot: Spot, *, cap: int = MAX_TEXT_BYTES, allow_hardlinks: bool = False
+) -> tuple[TextDoc, bytes]:
+    """Read and decode an opened text file; returns the document and the raw bytes."""
+    fd = regular_fd(spot, cap=cap, allow_hardlinks=allow_hardlinks, what="a text file")
+    data = read_fd(fd, cap, spot.rel)
+    return decode(data, spot.rel), data
+
+
+def _size(n: int) -> str:
+    if n >= 1024 * 1024:
+        return f"{n / (1024 * 1024):.0f} MiB"
+    if n >= 1024:
+        return f"{n / 1024:.0f} KiB"
+    return f"{n} bytes"
 
 
 def keep_style(old: TextDoc, new_text: str) -> str:
@@ -77,88 +148,105 @@ def keep_style(old: TextDoc, new_text: str) -> str:
 
 
 @dataclass
+class _Change:
+    spot: Spot
+    data: bytes | None
+    original: bytes | None
+    mode: int | None
+    dir_fd: int = -1
+    temp: str | None = None
+    done: bool = False
+
+
+@dataclass
 class Transaction:
     """File writes and deletions applied all together, or not at all.
 
-    Every new content is first written to a temporary file next to its target; only then are
-    the targets replaced one by one. If any step fails, the files already changed get their
-    old bytes back, created files and directories are removed, and the error propagates.
+    Targets are resolved places (``Spot``) whose directory descriptors are held. Every new
+    content is first written to a temporary file in its target's directory; only then are the
+    targets replaced one by one (a rename inside that directory). If any step fails, the files
+    already changed get their old bytes back, created files and directories are removed, and
+    the error propagates. The caller keeps ownership of the spots.
     """
 
-    writes: dict[Path, bytes] = field(default_factory=dict)
-    deletes: list[Path] = field(default_factory=list)
+    changes: list[_Change] = field(default_factory=list)
 
-    def write(self, path: Path, data: bytes) -> None:
-        self.writes[path] = data
+    def write(self, spot: Spot, data: bytes, original: bytes | None = None) -> None:
+        mode = stat.S_IMODE(spot.st.st_mode) if spot.st is not None else None
+        self.changes.append(_Change(spot, data, original, mode))
 
-    def delete(self, path: Path) -> None:
-        self.deletes.append(path)
+    def delete(self, spot: Spot, original: bytes | None = None) -> None:
+        mode = stat.S_IMODE(spot.st.st_mode) if spot.st is not None else None
+        self.changes.append(_Change(spot, None, original, mode))
 
     def commit(self) -> None:
-        created_dirs: list[Path] = []
-        temps: dict[Path, Path] = {}
-        originals: dict[Path, bytes | None] = {}
-        done: list[Path] = []
+        created: list[tuple[int, str]] = []
         try:
-            for path in [*self.writes, *self.deletes]:
-                originals[path] = path.read_bytes() if path.is_file() else None
-            for path, data in self.writes.items():
-                created_dirs.extend(_make_parents(path.parent))
-                temps[path] = _temp_write(path, data)
-            for path in self.writes:
-                os.replace(temps[path], path)
-                del temps[path]
-                done.append(path)
-            for path in self.deletes:
-                if path.exists():
-                    path.unlink()
-                done.append(path)
+            for ch in self.changes:
+                if ch.spot.parent is None:
+                    raise RetriableError(f"{ch.spot.rel} is a directory")
+                if ch.data is None:
+                    ch.dir_fd = os.dup(ch.spot.parent)
+                    continue
+                ch.dir_fd, made = make_dirs(ch.spot.parent, ch.spot.missing)
+                created.extend(made)
+                ch.temp = _temp_write(ch.dir_fd, ch.spot.name, ch.data, ch.mode)
+            for ch in self.changes:
+                if ch.temp is not None:
+                    os.replace(ch.temp, ch.spot.name, src_dir_fd=ch.dir_fd, dst_dir_fd=ch.dir_fd)
+                    ch.temp = None
+                else:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(ch.spot.name, dir_fd=ch.dir_fd)
+                ch.done = True
         except BaseException:
-            for temp in temps.values():
-                with contextlib.suppress(OSError):
-                    temp.unlink()
-            for path in reversed(done):
-                with contextlib.suppress(OSError):
-                    _restore(path, originals.get(path))
-            for directory in reversed(created_dirs):
-                with contextlib.suppress(OSError):
-                    directory.rmdir()
+            self._undo()
+            undo_dirs(created)
             raise
+        else:
+            undo_dirs(created, remove=False)
+        finally:
+            for ch in self.changes:
+                if ch.dir_fd >= 0:
+                    with contextlib.suppress(OSError):
+                        os.close(ch.dir_fd)
+                ch.dir_fd = -1
+
+    def _undo(self) -> None:
+        for ch in reversed(self.changes):
+            if ch.dir_fd < 0:
+                continue
+            with contextlib.suppress(OSError):
+                if ch.temp is not None:
+                    os.unlink(ch.temp, dir_fd=ch.dir_fd)
+                if not ch.done:
+                    continue
+                if ch.original is None:
+                    os.unlink(ch.spot.name, dir_fd=ch.dir_fd)
+                else:
+                    temp = _temp_write(ch.dir_fd, ch.spot.name, ch.original, ch.mode)
+                    os.replace(temp, ch.spot.name, src_dir_fd=ch.dir_fd, dst_dir_fd=ch.dir_fd)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write one file atomically (parents created)."""
-    txn = Transaction()
-    txn.write(path, data)
-    txn.commit()
-
-
-def _make_parents(directory: Path) -> list[Path]:
-    missing: list[Path] = []
-    while not directory.exists():
-        missing.append(directory)
-        directory = directory.parent
-    for d in reversed(missing):
-        d.mkdir()
-    return list(reversed(missing))
-
-
-def _temp_write(path: Path, data: bytes) -> Path:
-    fd, name = tempfile.mkstemp(prefix=f".{path.name[:40]}.", suffix=".tmp", dir=path.parent)
+def _temp_write(dir_fd: int, name: str, data: bytes, mode: int | None) -> str:
+    """A new temporary file beside ``name`` in ``dir_fd`` holding ``data``; returns its name."""
+    temp = f".{name[:40]}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(
+        temp,
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o600 if mode is None else 0o600 | mode,
+        dir_fd=dir_fd,
+    )
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        if path.exists():
-            os.chmod(name, path.stat().st_mode & 0o7777)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if mode is not None:
+            os.fchmod(fd, mode)
     except BaseException:
-        os.unlink(name)
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(temp, dir_fd=dir_fd)
         raise
-    return Path(name)
-
-
-def _restore(path: Path, original: bytes | None) -> None:
-    if original is None:
-        if path.exists():
-            path.unlink()
-        return
-    os.replace(_temp_write(path, original), path)
+    os.close(fd)
+    return temp

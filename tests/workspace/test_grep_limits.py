@@ -1,0 +1,111 @@
+"""workspace_grep: a catastrophic pattern costs its time limit and never stalls the process;
+the whole-file fast path of the Python engine finds exactly the lines a line-by-line search
+finds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from toolcards.core.errors import RetriableError
+from toolcards.tools.workspace.card import GrepParam, WorkspaceTool
+
+from .conftest import tools_of
+
+CATASTROPHIC = "(a|aa)+$"
+"""Exponential backtracking on ``a`` * N + ``b`` for ``re`` and ``regex`` alike."""
+
+HEARTBEAT = r"""
+import json, os, sys, threading, time
+from toolcards.core.errors import RetriableError
+from toolcards.tools.workspace.card import GrepParam, WorkspaceTool
+
+os.environ["TOOLCARDS_WORKSPACES_ROOT"] = sys.argv[1]
+card = WorkspaceTool(workspace_grep=GrepParam(engine="python", timeout_s=3.0))
+grep = {fn.__name__: fn for fn in card.get_tools()}["workspace_grep"]
+ticks, stop = [time.monotonic()], threading.Event()
+
+def beat():
+    while not stop.is_set():
+        time.sleep(0.02)
+        ticks.append(time.monotonic())
+
+thread = threading.Thread(target=beat, daemon=True)
+thread.start()
+time.sleep(0.1)
+start = time.monotonic()
+try:
+    grep(sys.argv[2])
+    error = ""
+except RetriableError as exc:
+    error = str(exc)
+elapsed = time.monotonic() - start
+stop.set()
+thread.join()
+during = [b - a for a, b in zip(ticks, ticks[1:]) if b >= start]
+print(json.dumps({"elapsed": elapsed, "max_gap": max(during), "error": error}))
+"""
+
+
+@pytest.mark.timeout(70)
+def test_catastrophic_pattern_times_out_while_other_threads_keep_running(root: Path) -> None:
+    """Bounded-time regression test: the child process is killed if the grep never ends."""
+    ws = root / "default"
+    ws.mkdir(parents=True)
+    (ws / "input.txt").write_text("a" * 64 + "b\n")
+    child = subprocess.run(
+        [sys.executable, "-c", HEARTBEAT, str(root), CATASTROPHIC],
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
+    assert child.returncode == 0, child.stderr
+    result = json.loads(child.stdout)
+    assert "timed out" in result["error"]
+    assert result["max_gap"] < 0.5  # generous: ticks are 20 ms apart when the lock is free
+    # the limit counts the CPU time of the match: on a loaded machine the wall time is longer
+    assert result["elapsed"] < 40
+
+
+def test_timeout_is_a_retryable_error_naming_the_limit(ws: Path) -> None:
+    (ws / "input.txt").write_text("a" * 64 + "b\n")
+    card = WorkspaceTool(workspace_grep=GrepParam(engine="python", timeout_s=0.3))
+    with pytest.raises(RetriableError, match=r"timed out after 0\.3 s"):
+        tools_of(card)["workspace_grep"](CATASTROPHIC)
+
+
+FILES = {
+    "a.py": b"import os\nimport sys\n\ndef main():\n    return os.getcwd()\nfoo bar\nfoobaz\n"
+    b"a\nb\nimport re  \n",
+    "win.txt": b"first line\r\nend here\r\nlast\r\n",
+}
+
+
+def line_by_line(pattern: str) -> list[str]:
+    """The oracle: every line of every file searched on its own."""
+    import regex
+
+    compiled = regex.compile(pattern)
+    out: list[str] = []
+    for name, data in sorted(FILES.items()):
+        for number, line in enumerate(data.decode().split("\n")[:-1], 1):
+            line = line.rstrip("\r")
+            if compiled.search(line):
+                out.append(f"{name}:{number}:{line}")
+    return out or ["No matches found."]
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [r"\Aimport", "^import", "foo(?!bar)", "foo(?! )", r"a\sb", r"a\s*$", r"re\s*\Z", "here$",
+     r"(?<!\w)main", "x*", r"[^z]*+s", r"(?>\w+)\s", "^$"],
+)  # fmt: skip
+def test_whole_file_and_line_by_line_searches_agree(ws: Path, pattern: str) -> None:
+    for name, data in FILES.items():
+        (ws / name).write_bytes(data)
+    grep = tools_of(WorkspaceTool(workspace_grep=GrepParam(engine="python")))["workspace_grep"]
+    assert grep(pattern).splitlines() == line_by_line(pattern)
