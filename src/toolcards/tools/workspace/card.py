@@ -5,16 +5,15 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, TypeAdapter, field_validator
 
-from toolcards.core.card import ToolCard, ToolFunc
-from toolcards.core.channels import Channels
+from toolcards.core.card import Capability, ToolCard, ToolFunc
 from toolcards.core.commands import Rest
 from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
-from toolcards.core.spec import annotate, set_instructions
+from toolcards.core.spec import annotate
 from toolcards.tools._common.workspace_dir import workspace_dir, workspace_id_for
 from toolcards.tools.workspace.grep import GrepOptions
 from toolcards.tools.workspace.models import EditItem
@@ -33,6 +32,16 @@ READ_TOOLS = ("workspace_read", "workspace_list", "workspace_glob", "workspace_g
               "workspace_view")  # fmt: skip
 WRITE_TOOLS = ("workspace_write", "workspace_edit", "workspace_multi_edit", "workspace_patch",
                "workspace_delete", "workspace_mkdir")  # fmt: skip
+
+
+def _capability(name: str) -> Capability:
+    def tool(card: WorkspaceTool, param: BaseToolParam) -> list[ToolFunc]:
+        return card._one(name, param, command=False)
+
+    def command(card: WorkspaceTool, param: BaseToolParam) -> list[ToolFunc]:
+        return card._one(name, param, command=True)
+
+    return Capability(tool=tool, command=command)
 
 
 class WorkspaceParam(BaseToolParam):
@@ -138,31 +147,23 @@ class WorkspaceTool(ToolCard):
             _seed_once(ws, self.resources)
         return ws
 
-    def _enabled(self, channel: Channels) -> dict[str, BaseToolParam]:
-        names = READ_TOOLS if self.read_only else READ_TOOLS + WRITE_TOOLS
-        found = {n: self.exposed(n, channel) for n in names}
-        return {n: p for n, p in found.items() if p is not None}
+    def _one(self, name: str, param: BaseToolParam, *, command: bool) -> list[ToolFunc]:
+        """The tool (or command) ``name`` with this param; nothing for a write tool of a
+        read-only card."""
+        if self.read_only and name not in READ_TOOLS:
+            return []
+        fn = _guarded(_tool_functions(self.workspace, {name: param}, command=command)[name])
+        annotate(
+            fn,
+            readonly=name in READ_TOOLS,
+            destructive=name in _DESTRUCTIVE,
+            idempotent=name in _IDEMPOTENT,
+        )
+        return [fn]
 
-    def get_tools(self) -> list[ToolFunc]:
-        return self._build(Channels.TOOL_CALL)
-
-    def get_commands(self) -> list[ToolFunc]:
-        return self._build(Channels.COMMAND)
-
-    def _build(self, channel: Channels) -> list[ToolFunc]:
-        enabled = self._enabled(channel)
-        tools = _tool_functions(self.workspace, enabled, command=channel is Channels.COMMAND)
-        out: list[ToolFunc] = []
-        for name, param in enabled.items():
-            fn = _guarded(tools[name])
-            annotate(
-                fn,
-                readonly=name in READ_TOOLS,
-                destructive=name in _DESTRUCTIVE,
-                idempotent=name in _IDEMPOTENT,
-            )
-            out.append(set_instructions(fn, param.instructions))
-        return out
+    capabilities: ClassVar[dict[str, Capability]] = {
+        name: _capability(name) for name in READ_TOOLS + WRITE_TOOLS
+    }
 
 
 _DESTRUCTIVE = {"workspace_write", "workspace_edit", "workspace_multi_edit", "workspace_patch",
