@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from toolcards import BaseToolParam, Capability, Channels, ToolCard, load_cards
 from toolcards.core import ToolFunc
 from toolcards.tools.planning.card import GetPlanning, PlanningTool, UpdatePlanning
+from toolcards.tools.workspace.card import ReadParam
 
 
 class Shout(BaseToolParam):
@@ -56,6 +57,7 @@ def test_instructions_reach_the_description() -> None:
         (lambda: GetPlanning(expose={Channels.TOOL_CALL}), "tool_call", "command, llm_context"),
         (lambda: UpdatePlanning(expose={Channels.COMMAND}), "command", "tool_call"),
         (lambda: Shout(expose={Channels.SYSTEM_PROMPT}), "system_prompt", "command, tool_call"),
+        (lambda: ReadParam(expose={Channels.SYSTEM_PROMPT}), "system_prompt", "command, tool_call"),
     ],
 )
 def test_an_unsupported_channel_is_a_clear_error(
