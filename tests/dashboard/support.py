@@ -9,14 +9,22 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import socket
+import subprocess
+import sys
+import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+import yaml
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -51,8 +59,12 @@ POLICY = {
             "targets": ["update_graph"],
             "effect": "approve",
         },
-        {"description": "Members use the team's tools", "callers": ["agent.*"], "targets": ["*"],
-         "effect": "allow"},  # fmt: skip
+        {
+            "description": "Members use the team's tools",
+            "callers": ["agent.*"],
+            "targets": ["*"],
+            "effect": "allow",
+        },
     ],
 }
 CHROMIUM_ARGS = [
@@ -153,10 +165,22 @@ def build_world(root: Path, approval_timeout: float = 30.0) -> World:
     broker = ApprovalBroker(audit=audit)
     cards: list[Any] = [PlanningTool(vector_store=False), KnowledgeGraphTool(vector_store=False)]
     profiles = [
-        RoleProfile(role="planner", description="Plans", model=one_call_model(_task),
-                    cards=cards, roles=["member"], messaging=False),  # fmt: skip
-        RoleProfile(role="curator", description="Keeps the graph", model=one_call_model(_entity),
-                    cards=cards, roles=["member"], messaging=False),  # fmt: skip
+        RoleProfile(
+            role="planner",
+            description="Plans",
+            model=one_call_model(_task),
+            cards=cards,
+            roles=["member"],
+            messaging=False,
+        ),
+        RoleProfile(
+            role="curator",
+            description="Keeps the graph",
+            model=one_call_model(_entity),
+            cards=cards,
+            roles=["member"],
+            messaging=False,
+        ),
     ]
     team = Team(
         "dash-team",
@@ -187,3 +211,118 @@ def screenshot_dir(default: Path) -> Path:
     path = Path(found) if found else default
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def form_token(html: str) -> str:
+    """The CSRF token a rendered page carries in its forms."""
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found is not None, "no CSRF field on the page"
+    return found.group(1)
+
+
+def http_sign_in(url: str, who: str) -> httpx.Client:
+    """An HTTP client signed in as ``who`` (``approver``, ``viewer``), with its CSRF token in
+    ``client.csrf``."""
+    client = httpx.Client(base_url=url, timeout=10, follow_redirects=False)
+    token = form_token(client.get("/login").text)
+    response = client.post("/login", data={"token": TOKENS[who], "csrf": token})
+    assert response.status_code == 303, response.text
+    client.csrf = form_token(client.get("/").text)  # type: ignore[attr-defined]
+    return client
+
+
+def binding(request: Any) -> dict[str, str]:
+    """The form fields of an approval as the page shows it."""
+    return {
+        "call_id": request.call_id,
+        "tool": request.tool_id,
+        "args_digest": request.args_digest,
+        "principal": request.principal,
+    }
+
+
+TOOLCARDS = Path(sys.executable).parent / "toolcards"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Process:
+    """A ``toolcards`` command serving on 127.0.0.1:``port`` (started in the constructor,
+    ended by :meth:`stop`); ``output()`` is what it wrote to stderr."""
+
+    def __init__(self, *args: str, port: int) -> None:
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by stop()
+        self.proc = subprocess.Popen(
+            [str(TOOLCARDS), *args, "--port", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=self._log,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{args[0]} exited: {self.output()[-2000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"{args[0]} did not start listening")
+
+    def output(self) -> str:
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        self._log.close()
+
+
+def write_config(directory: Path, policy: dict[str, Any]) -> Path:
+    """A surfaces config: a planning board, ``policy``, an agent, an approver and a viewer."""
+    from toolcards.surfaces.config import hash_token
+
+    (directory / "policy.yaml").write_text(yaml.safe_dump(policy), encoding="utf-8")
+    tokens = [
+        {
+            "token_sha256": hash_token(TOKENS[k]),
+            "id": i.id,
+            "type": i.type,
+            "roles": sorted(i.roles),
+        }
+        for k, i in IDENTITIES.items()
+    ]
+    data = {
+        "team_id": "served",
+        "store": "team.db",
+        "cards": [{"type": "PlanningTool", "vector_store": False}],
+        "policy": "policy.yaml",
+        "audit": "audit.db",
+        "principals": {"tokens": tokens},
+    }
+    path = directory / "toolcards.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def listening_addresses(port: int) -> set[str]:
+    """The local IPv4 addresses with a socket listening on ``port`` (from /proc/net/tcp)."""
+    found = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        address, hex_port = local.split(":")
+        if int(hex_port, 16) == port and state == "0A":  # LISTEN
+            found.add(socket.inet_ntoa(bytes.fromhex(address)[::-1]))
+    return found

@@ -64,7 +64,9 @@ def reply_of(box: dict[str, Any], timeout: float = 30.0) -> str:
 
 def graph_events_naming(world: World, name: str) -> list[Any]:
     return [
-        e for e in world.team.events() if e.tool_id == GRAPH_EVENTS and name in json.dumps(e.payload)
+        e
+        for e in world.team.events()
+        if e.tool_id == GRAPH_EVENTS and name in json.dumps(e.payload)
     ]
 
 
@@ -137,7 +139,9 @@ def test_a_task_created_by_an_agent_appears_on_the_plan_within_one_second(
             window.__seen = null;
             new MutationObserver((_, observer) => {
                 for (const el of document.querySelectorAll('[data-testid=task] .description')) {
-                    if (el.textContent === title) { window.__seen = Date.now(); observer.disconnect(); }
+                    if (el.textContent !== title) continue;
+                    window.__seen = Date.now();
+                    observer.disconnect();
                 }
             }).observe(document.body, {childList: true, subtree: true});
         }""",
@@ -218,9 +222,7 @@ def test_an_approved_call_runs_exactly_once_and_the_agent_gets_its_result(
     assert granted.principal == "ann" and granted.surface == "dashboard"
 
 
-def test_a_denied_call_is_refused_and_the_agent_is_told(
-    approver_page: Any, world: World
-) -> None:
+def test_a_denied_call_is_refused_and_the_agent_is_told(approver_page: Any, world: World) -> None:
     page = fresh(approver_page, world)
     name = f"Beta {uuid.uuid4().hex[:6]}"
     box = world.send_later(world.curator, name)
@@ -243,7 +245,8 @@ def test_a_viewer_sees_the_inbox_but_gets_403_on_approve(
     viewer_page: Any, world: World, waiting_call: Any
 ) -> None:
     page = fresh(viewer_page, world)
-    item = page.locator("[data-testid=approval]", has_text=waiting_call.args_digest[:0])
+    name = waiting_call.args["create_entities"][0]["name"]
+    item = page.locator("[data-testid=approval]", has_text=name)
     item.first.wait_for(timeout=10_000)
     assert page.locator("[data-testid=approve]").count() == 0
     csrf = page.locator("input[name=csrf]").first.get_attribute("value")
@@ -323,7 +326,9 @@ def test_the_overview_shows_every_panel_with_data(
 # -- graph and audit ---------------------------------------------------------------------------
 
 
-def test_graph_search_finds_entities_with_the_cards_search(approver_page: Any, world: World) -> None:
+def test_graph_search_finds_entities_with_the_cards_search(
+    approver_page: Any, world: World
+) -> None:
     world.graph_tools()["update_graph"](
         create_entities=[
             {"name": "Quasar engine", "entity_type": "part", "description": "drives the ship"}
