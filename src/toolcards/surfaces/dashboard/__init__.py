@@ -16,8 +16,9 @@ trail, the approvals inbox and live team events (``toolcards dashboard``, or
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from toolcards._lazy import lazy_names
 
 _NAMES = {
     "Dashboard": "toolcards.surfaces.dashboard.app",
@@ -28,7 +29,6 @@ _NAMES = {
     "run_dashboard": "toolcards.surfaces.dashboard.serve",
     "run_mcp_with_dashboard": "toolcards.surfaces.dashboard.serve",
 }
-_NEEDS = ("starlette", "uvicorn", "sse_starlette", "jinja2")
 
 if TYPE_CHECKING:
     from toolcards.surfaces.dashboard.app import Dashboard
@@ -51,19 +51,4 @@ __all__ = [
     "run_mcp_with_dashboard",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _NAMES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'toolcards.surfaces.dashboard' has no attribute {name!r}")
-    if name != "InboxApprover":
-        for dep in _NEEDS:
-            try:
-                importlib.import_module(dep)
-            except ImportError:
-                raise ImportError(
-                    f"the dashboard needs {dep}: pip install 'toolcards[dashboard]'"
-                ) from None
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_names(__name__, _NAMES)

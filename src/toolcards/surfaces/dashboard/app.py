@@ -22,12 +22,20 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
-from starlette.routing import Mount, Route
-from starlette.staticfiles import StaticFiles
+
+try:
+    import sse_starlette  # noqa: F401 - the event stream, imported where it is served
+    import uvicorn  # noqa: F401 - the server, imported where it runs
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+    from starlette.routing import Mount, Route
+    from starlette.staticfiles import StaticFiles
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        f"the dashboard needs {exc.name}: pip install 'toolcards[dashboard]'"
+    ) from exc
 
 from toolcards.governance.identity import Identity
 from toolcards.surfaces.auth import TokenTable
