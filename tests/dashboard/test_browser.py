@@ -296,17 +296,27 @@ def test_the_overview_shows_every_panel_with_data(
     tools = world.graph_tools()
     tools["update_graph"](
         create_entities=[
-            {"name": n, "entity_type": t, "description": d}
+            {"name": n, "entity_type": t, "description": d, "is_root": t == "release"}
             for n, t, d in (
                 ("toolcards 0.1", "release", "The first release"),
                 ("governed executor", "feature", "Identity, ACL, approvals, audit"),
                 ("team state", "feature", "Plan and graph that survive a restart"),
                 ("dashboard", "feature", "This page"),
+                ("audit log", "component", "Every decision, in SQLite"),
+                ("approvals inbox", "component", "Where calls wait for a human"),
             )
         ],
         create_relations=[
-            {"from_entity": "toolcards 0.1", "to_entity": t, "relation_type": "ships"}
-            for t in ("governed executor", "team state", "dashboard")
+            {"from_entity": a, "to_entity": b, "relation_type": r}
+            for a, r, b in (
+                ("toolcards 0.1", "ships", "governed executor"),
+                ("toolcards 0.1", "ships", "team state"),
+                ("toolcards 0.1", "ships", "dashboard"),
+                ("governed executor", "writes", "audit log"),
+                ("dashboard", "shows", "audit log"),
+                ("dashboard", "hosts", "approvals inbox"),
+                ("governed executor", "waits in", "approvals inbox"),
+            )
         ],
     )
     box = world.send_later(world.curator, "Delta")

@@ -66,16 +66,16 @@ def team_view(team: Team | None) -> dict[str, Any]:
     from toolcards.runtime.worker import TRANSIENT_PREFIX
 
     last = _last_activity(team)
+    running = [(m.name, m.role, "busy" if m.busy else "idle", m.hired_at) for m in team.members()]
     members = [
         {
-            "name": m.name,
-            "role": m.role,
-            "busy": m.busy,
-            "hired_at": m.hired_at,
-            "last_at": last.get(m.name, (m.hired_at, "hired"))[0],
-            "last_text": last.get(m.name, (m.hired_at, "hired"))[1],
+            "name": name,
+            "role": role,
+            "state": state,
+            "last_at": last.get(name, (hired, "hired"))[0],
+            "last_text": last.get(name, (hired, "hired"))[1],
         }
-        for m in team.members()
+        for name, role, state, hired in running + _stopped_members(team, {r[0] for r in running})
     ]
     actors = [
         {"name": name, "size": team.state_of(name).count()}
@@ -89,6 +89,20 @@ def team_view(team: Team | None) -> dict[str, Any]:
         "members": members,
         "actors": actors,
     }
+
+
+def _stopped_members(team: Team, running: set[str]) -> list[tuple[str, str, str, float]]:
+    """Members on the roster that are not running here (their model could not be restored
+    in this process, e.g. a dashboard opened on a stored team)."""
+    from toolcards.runtime.members import ROSTER
+
+    found = []
+    for key, record in team.state_of(ROSTER).items("member:"):
+        name = key.removeprefix("member:")
+        if name not in running and isinstance(record, dict):
+            hired = float(record.get("hired_at") or 0.0)
+            found.append((name, str(record.get("role", "")), "stopped", hired))
+    return sorted(found, key=lambda m: m[3])
 
 
 def _last_activity(team: Team) -> dict[str, tuple[float, str]]:

@@ -30,7 +30,7 @@
     var k = 0.75 * Math.sqrt((width * height) / n);
     var cx = width / 2, cy = height / 2;
     var temperature = width / 8;
-    var gravity = 0.1 + 0.6 / Math.sqrt(n);
+    var gravity = 0.4 * Math.sqrt(n);  // keeps loose parts near the rest
     for (var it = 0; it < ITERATIONS; it++) {
       var disp = pos.map(function () { return [0, 0]; });
       for (var i = 0; i < n; i++) {
