@@ -45,3 +45,19 @@ def test_panels_without_a_team_say_so() -> None:
     assert views.plan_view(None) == {"available": False}
     assert graphview.graph_view(None) == {"available": False}
     assert views.events_view(None)["available"] is False
+
+
+def test_huge_approval_arguments_are_cut_with_a_count_of_what_is_hidden() -> None:
+    from toolcards.governance import ApprovalBroker, Identity
+
+    broker = ApprovalBroker()
+    broker.request(
+        tool_id="write",
+        args={f"part{i}": "x" * 1_500 for i in range(40)},  # each value under the redactor's cut
+        args_digest="d",
+        identity=Identity("agent.a", "agent"),
+        reason="r",
+    )
+    [item] = views.approvals_view(broker)["pending"]
+    assert len(item["args"]) == views.MAX_ARGS_SHOWN
+    assert item["args_hidden"] > 30_000  # about 60,000 characters in all

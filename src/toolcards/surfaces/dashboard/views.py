@@ -28,6 +28,8 @@ RECENT_EVENTS = 50
 ACTIVITY_WINDOW = 500
 AUDIT_PAGE = 50
 EVENT_TEXT = 300
+MAX_ARGS_SHOWN = 20_000
+"""Characters of an approval's arguments shown; the digest binds the decision to all of them."""
 OUTCOMES = (
     "ok",
     "denied",
@@ -172,13 +174,15 @@ def events_view(team: Team | None, n: int = RECENT_EVENTS) -> dict[str, Any]:
 
 
 def approval_item(request: ApprovalRequest, now: float) -> dict[str, Any]:
+    args = pretty_json(dict(request.args))
     return {
         "approval_id": request.approval_id,
         "call_id": request.call_id,
         "tool": request.tool_id,
         "principal": request.principal,
         "args_digest": request.args_digest,
-        "args": pretty_json(dict(request.args)),
+        "args": args[:MAX_ARGS_SHOWN],
+        "args_hidden": max(0, len(args) - MAX_ARGS_SHOWN),
         "reason": request.reason,
         "surface": request.surface,
         "age": max(0.0, now - request.created_at) if request.created_at else None,
