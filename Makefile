@@ -37,3 +37,8 @@ docs: install
 
 clean:
 	rm -rf $(VENV) site .mypy_cache .ruff_cache
+
+# Regenerate the dashboard screenshots in docs/img (the browser tests take them).
+.PHONY: screenshots
+screenshots: install
+	TOOLCARDS_SCREENSHOTS=docs/img $(BIN)/pytest tests/dashboard/test_browser.py -q

@@ -283,3 +283,18 @@ def test_a_programs_own_sigterm_handler_still_runs_after_the_flush(tmp_path: Pat
         proc.kill()
     assert proc.returncode == 3 and "own handler ran" in out
     assert _rows(path) == 1
+
+
+def test_query_pages_back_with_before(tmp_path: Path) -> None:
+    with AuditLog(tmp_path / "audit.db") as audit:
+        for i in range(7):
+            audit.record(
+                AuditRecord(
+                    ts=float(i), principal="p", principal_type="user", roles=(), surface="s",
+                    tool="t", call_id=str(i), args={}, decision="allow", outcome="ok",
+                )
+            )  # fmt: skip
+        newest = audit.query(limit=3)
+        older = audit.query(limit=3, before=newest[0].id)
+    assert [e.call_id for e in newest] == ["4", "5", "6"]
+    assert [e.call_id for e in older] == ["1", "2", "3"]

@@ -29,9 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.fresh and args.state.exists():
         shutil.rmtree(args.state)
     from toolcards.demo.report import render
-    from toolcards.demo.team_job import run_job
+    from toolcards.demo.team_job import TEAM_ID, run_job
 
     render(run_job(args.state, model=args.model))
+    state = args.state
+    print(f"Open the dashboard on this team: toolcards dashboard --store {state / 'team.db'} "
+          f"--team {TEAM_ID} --audit {state / 'audit.db'}")  # fmt: skip
     return 0
 
 

@@ -277,8 +277,12 @@ class AuditLog:
         decision: str | None = None,
         outcome: str | None = None,
         limit: int = 100,
+        before: int | None = None,
     ) -> list[AuditEntry]:
-        """Entries matching every given filter, oldest first (at most ``limit``, newest kept)."""
+        """Entries matching every given filter, oldest first (at most ``limit``, newest kept).
+
+        ``before`` keeps entries whose ``id`` is below it: the next page back from a page whose
+        oldest entry has that id."""
         self.flush()
         where: list[str] = []
         params: list[Any] = []
@@ -297,6 +301,9 @@ class AuditLog:
         if until is not None:
             where.append("ts <= ?")
             params.append(_ts(until))
+        if before is not None:
+            where.append("id < ?")
+            params.append(int(before))
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         sql = f"SELECT id, {_COLUMNS} FROM audit {clause} ORDER BY id DESC LIMIT ?"
         params.append(int(limit))

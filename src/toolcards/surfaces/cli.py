@@ -420,13 +420,19 @@ def serve(
     transport: Annotated[str, typer.Option(help="stdio or http.")] = "stdio",
     host: Annotated[str, typer.Option(help="HTTP bind address.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="HTTP port.")] = 8765,
+    dashboard: Annotated[
+        bool, typer.Option("--dashboard", help="HTTP: also serve the team dashboard at /.")
+    ] = False,
 ) -> None:
-    """Serve the configured tools over MCP (stdio as the local principal, or HTTP)."""
+    """Serve the configured tools over MCP (stdio as the local principal, or HTTP). With
+    ``--dashboard``, approval-required calls wait in the dashboard's approvals inbox."""
     import anyio
 
     if transport not in ("stdio", "http"):
         raise typer.BadParameter("use stdio or http", param_hint="--transport")
-    rt = _state(ctx, config).runtime()
+    if dashboard and transport != "http":
+        raise typer.BadParameter("the dashboard needs --transport http", param_hint="--dashboard")
+    rt = _state(ctx, config).runtime(with_team=dashboard)
     from toolcards.surfaces.mcp_http import run_http
     from toolcards.surfaces.mcp_server import run_stdio
 
@@ -435,7 +441,12 @@ def serve(
             anyio.run(run_stdio, rt)
         else:
             err.print(f"serving MCP at http://{host}:{port}/mcp", markup=False)
-            anyio.run(lambda: run_http(rt, host=host, port=port))
+            if dashboard:  # the page at / and its approvals inbox
+                from toolcards.surfaces.dashboard.serve import run_mcp_with_dashboard
+
+                anyio.run(lambda: run_mcp_with_dashboard(rt, host=host, port=port))
+            else:
+                anyio.run(lambda: run_http(rt, host=host, port=port))
     except KeyboardInterrupt:
         pass
 
@@ -461,6 +472,11 @@ def hash_token_cmd(
     if fresh:
         out.print(f"token: {value}", markup=False)
     out.print(f"token_sha256: {digest}", markup=False)
+
+
+from toolcards.surfaces.dashboard.cli import register as _register_dashboard  # noqa: E402
+
+_register_dashboard(app)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -92,14 +92,15 @@ def identity_from_scope(ctx: Any) -> Identity:
     return found if isinstance(found, Identity) else ANONYMOUS
 
 
-def http_app(runtime: SurfaceRuntime, *, host: str = "127.0.0.1") -> Any:
-    """The Starlette app serving MCP at ``/mcp`` for ``runtime``."""
+def http_app(runtime: SurfaceRuntime, *, host: str = "127.0.0.1", approvals: Any = None) -> Any:
+    """The Starlette app serving MCP at ``/mcp`` for ``runtime`` (``approvals``: see
+    :class:`GovernedMCPServer`)."""
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.applications import Starlette
     from starlette.routing import Route
 
-    mcp_server = GovernedMCPServer(runtime, identity_of=identity_from_scope)
+    mcp_server = GovernedMCPServer(runtime, identity_of=identity_from_scope, approvals=approvals)
     security = None
     if host in _LOOPBACK:  # refuse DNS-rebinding requests from a browser
         security = TransportSecuritySettings(

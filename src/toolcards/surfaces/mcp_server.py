@@ -99,10 +99,14 @@ class GovernedMCPServer:
         identity_of: IdentityOf | None = None,
         name: str = "toolcards",
         approval_timeout: float = APPROVAL_TIMEOUT,
+        approvals: Any = None,
     ) -> None:
         self.runtime = runtime
         self.identity_of = identity_of or (lambda _ctx: runtime.local)
         self.approval_timeout = approval_timeout
+        self.approvals = approvals
+        """An approver channel asked instead of the client: ``approvals.for_call(ctx)`` gives
+        ``.approver`` and ``.human_asked`` (the dashboard's inbox)."""
         self.server: Server[Any, Any] = Server(name)
         self._tools = {cap.id: mcp_tool(cap) for cap in runtime.registry}
         self.server.request_handlers[types.ListToolsRequest] = self._list_tools
@@ -124,7 +128,10 @@ class GovernedMCPServer:
         who = self.identity_of(ctx)
         asked = False
         approver = None
-        if _can_elicit(ctx.session):
+        channel = self.approvals.for_call(ctx) if self.approvals is not None else None
+        if channel is not None:
+            approver = channel.approver
+        elif _can_elicit(ctx.session):
 
             async def approver(request: ApprovalRequest) -> bool:
                 nonlocal asked
@@ -138,7 +145,7 @@ class GovernedMCPServer:
         except Exception:  # a deferral or a bug below: never a crash of the session
             log.exception("tool call %s failed outside the executor", req.params.name)
             return _error(f"error: {req.params.name} failed", {"outcome": "error"})
-        view = classify(result, human_asked=asked)
+        view = classify(result, human_asked=asked or bool(channel and channel.human_asked))
         if not view.is_error:
             text, structured = render_value(result.value)
             return types.ServerResult(

@@ -1,0 +1,398 @@
+"""The dashboard web app (Starlette): server-rendered panels, live updates, the approvals inbox.
+
+::
+
+    dash = Dashboard(team=team, audit=audit, approvals=broker, tokens=runtime.tokens)
+    app = dash.app()                     # an ASGI app; serve it with uvicorn
+
+Routes: ``/`` (every panel), ``/login`` and ``/logout``, ``/panel/<name>`` (one panel's HTML,
+for live refresh), ``/events`` (Server-Sent Events), ``POST /approvals/<id>/grant|deny`` and
+``/static/...``. Everything but the sign-in page and static assets needs a session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
+
+import anyio
+
+try:
+    import sse_starlette  # noqa: F401 - the event stream, imported where it is served
+    import uvicorn  # noqa: F401 - the server, imported where it runs
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+    from starlette.routing import Mount, Route
+    from starlette.staticfiles import StaticFiles
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        f"the dashboard needs {exc.name}: pip install 'toolcards[dashboard]'"
+    ) from exc
+
+from toolcards.governance.identity import Identity
+from toolcards.surfaces.auth import TokenTable
+from toolcards.surfaces.dashboard import views
+from toolcards.surfaces.dashboard.graphview import graph_view
+from toolcards.surfaces.dashboard.live import LiveHub
+from toolcards.surfaces.dashboard.security import (
+    LOOPBACK_HOSTS,
+    SecurityHeaders,
+    host_name,
+    is_loopback,
+)
+from toolcards.surfaces.dashboard.sessions import (
+    DEFAULT_VIEWER_ROLES,
+    LOGIN_COOKIE,
+    SESSION_COOKIE,
+    Session,
+    Sessions,
+    SignInRefused,
+)
+
+if TYPE_CHECKING:
+    from toolcards.governance.approvals import ApprovalBroker
+    from toolcards.governance.audit import AuditLog
+    from toolcards.runtime.team import Team
+
+HERE = Path(__file__).parent
+MAX_FORM = 64 * 1024
+PANELS = ("team", "plan", "graph", "approvals", "audit", "events")
+SURFACE = "dashboard"
+
+
+class Dashboard:
+    """The dashboard of one team: its audit log, its approval broker and who may sign in.
+
+    ``tokens`` are the surfaces config's principals; a principal holding one of
+    ``viewer_roles`` may sign in, and one holding the broker's approver role may decide.
+    ``host`` is the address the server binds: on a loopback address, requests for any other
+    host name are refused (DNS rebinding). Any part may be None: its panel says so.
+    """
+
+    def __init__(
+        self,
+        *,
+        tokens: TokenTable,
+        team: Team | None = None,
+        audit: AuditLog | None = None,
+        approvals: ApprovalBroker | None = None,
+        viewer_roles: Iterable[str] = DEFAULT_VIEWER_ROLES,
+        host: str = "127.0.0.1",
+        title: str | None = None,
+    ) -> None:
+        self.team = team
+        self.audit = audit
+        self.approvals = approvals
+        self.sessions = Sessions(tokens, viewer_roles=viewer_roles)
+        self.hub = LiveHub(team, approvals)
+        self.host = host
+        self.title = title or (f"team {team.team_id}" if team is not None else "toolcards")
+        self.templates = Environment(
+            loader=FileSystemLoader(HERE / "templates"),
+            autoescape=True,
+            undefined=StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self.templates.filters.update(
+            clock=_clock, ago=_ago, since=_since, stamp=_stamp, dict_merge=_merge
+        )
+        self._app: Starlette | None = None
+
+    # -- the ASGI app ----------------------------------------------------------------------
+
+    def app(self) -> Any:
+        """The ASGI app (built once): routes behind the security-headers middleware."""
+        if self._app is None:
+            self._app = Starlette(
+                routes=[
+                    Route("/", self.index),
+                    Route("/login", self.login_form, methods=["GET"]),
+                    Route("/login", self.login, methods=["POST"]),
+                    Route("/logout", self.logout, methods=["POST"]),
+                    Route("/panel/{name}", self.panel),
+                    Route("/events", self.events),
+                    Route("/approvals/{approval_id}/{decision}", self.decide, methods=["POST"]),
+                    Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+                ],
+                lifespan=self.lifespan,
+            )
+        hosts = LOOPBACK_HOSTS if is_loopback(self.host) else None
+        return SecurityHeaders(self._app, allowed_hosts=hosts)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, _app: Any = None) -> AsyncIterator[None]:
+        """Starts the live hub (team subscription, approval watcher) and stops it."""
+        await self.hub.start()
+        try:
+            yield
+        finally:
+            await self.hub.stop()
+
+    # -- pages -----------------------------------------------------------------------------
+
+    def render(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        html = self.templates.get_template(name).render(title=self.title, **context)
+        return HTMLResponse(html, status_code=status)
+
+    def _context(self, session: Session, params: dict[str, str]) -> dict[str, Any]:
+        """Every panel's data (blocking: run in a worker thread)."""
+        return {name: self._panel_data(name, params) for name in PANELS} | self._who(session)
+
+    def _panel_data(self, name: str, params: dict[str, str]) -> Any:
+        if name == "team":
+            return views.team_view(self.team)
+        if name == "plan":
+            return views.plan_view(self.team)
+        if name == "graph":
+            return graph_view(self.team, (params.get("q") or "").strip() or None)
+        if name == "approvals":
+            return views.approvals_view(self.approvals)
+        if name == "audit":
+            return views.audit_view(self.audit, views.AuditFilters.from_query(params))
+        return views.events_view(self.team)
+
+    def _who(self, session: Session) -> dict[str, Any]:
+        identity = session.identity
+        role = self.approvals.approver_role if self.approvals is not None else None
+        return {
+            "identity": identity,
+            "roles": ", ".join(sorted(identity.roles)),
+            "can_approve": role is not None and role in identity.roles,
+            "csrf": session.csrf,
+        }
+
+    async def index(self, request: Request) -> Response:
+        session = self._session(request)
+        if session is None:
+            return RedirectResponse("/login", status_code=303)
+        params = dict(request.query_params)
+        context = await anyio.to_thread.run_sync(self._context, session, params)
+        return self.render("index.html", **context)
+
+    async def panel(self, request: Request) -> Response:
+        session = self._session(request)
+        if session is None:
+            return _text("sign in first", 401)
+        name = request.path_params["name"]
+        if name not in PANELS:
+            return _text("no such panel", 404)
+        params = dict(request.query_params)
+        data = await anyio.to_thread.run_sync(self._panel_data, name, params)
+        return self.render(f"panels/{name}.html", **{name: data}, **self._who(session))
+
+    # -- sign-in ---------------------------------------------------------------------------
+
+    def _session(self, request: Request) -> Session | None:
+        return self.sessions.get(request.cookies.get(SESSION_COOKIE))
+
+    def _login_page(self, status: int = 200, error: str | None = None) -> Response:
+        nonce, token = self.sessions.new_nonce()
+        response = self.render("login.html", status, csrf=token, error=error)
+        response.set_cookie(
+            LOGIN_COOKIE, nonce, max_age=600, path="/login", httponly=True, samesite="strict"
+        )
+        return response
+
+    async def login_form(self, request: Request) -> Response:
+        if self._session(request) is not None:
+            return RedirectResponse("/", status_code=303)
+        return self._login_page()
+
+    async def login(self, request: Request) -> Response:
+        form = await _form(request)
+        if not _same_origin(request) or not self.sessions.nonce_ok(
+            request.cookies.get(LOGIN_COOKIE), form.get("csrf")
+        ):
+            return self._login_page(403, "The sign-in form expired; please try again.")
+        try:
+            identity = self.sessions.identify(form.get("token", ""))
+        except SignInRefused as exc:
+            self._audit_sign_in(exc.identity, str(exc))
+            return self._login_page(exc.status, str(exc))
+        self._audit_sign_in(identity, None)
+        session = self.sessions.open(identity)
+        response = RedirectResponse("/", status_code=303)
+        response.set_cookie(
+            SESSION_COOKIE,
+            session.id,
+            max_age=int(self.sessions.max_age),
+            path="/",
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+        )
+        response.delete_cookie(LOGIN_COOKIE, path="/login")
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        session = self._session(request)
+        form = await _form(request)
+        if session is not None:
+            if not self._csrf_ok(request, session, form):
+                return _text("missing or wrong CSRF token", 403)
+            self.sessions.close(session.id)
+        response = RedirectResponse("/login", status_code=303)
+        response.delete_cookie(SESSION_COOKIE, path="/")
+        return response
+
+    def _audit_sign_in(self, identity: Identity | None, refused: str | None) -> None:
+        if self.audit is None:
+            return
+        from toolcards.governance.audit import AuditRecord
+
+        self.audit.record(
+            AuditRecord(
+                ts=time.time(),
+                principal=identity.id if identity else "anonymous",
+                principal_type=identity.type if identity else "anonymous",
+                roles=identity.roles if identity else (),
+                surface=SURFACE,
+                tool="dashboard.sign_in",
+                call_id=None,
+                args={},
+                decision="deny" if refused else "allow",
+                outcome="denied" if refused else "ok",
+                reason=refused,
+            )
+        )
+
+    def _csrf_ok(self, request: Request, session: Session, form: dict[str, str]) -> bool:
+        presented = form.get("csrf") or request.headers.get("x-csrf-token")
+        return _same_origin(request) and self.sessions.csrf_ok(session, presented)
+
+    # -- live ------------------------------------------------------------------------------
+
+    async def events(self, request: Request) -> Response:
+        if self._session(request) is None:
+            return _text("sign in first", 401)
+        from sse_starlette import EventSourceResponse
+
+        since_text = request.query_params.get("since", "")
+        since = int(since_text) if since_text.isdigit() else None
+
+        async def messages() -> AsyncIterator[dict[str, str]]:
+            async for kind, data in self.hub.stream(since):
+                yield {"event": kind, "data": json.dumps(data, ensure_ascii=False)}
+
+        return EventSourceResponse(messages(), ping=15, send_timeout=30)
+
+    # -- approvals -------------------------------------------------------------------------
+
+    async def decide(self, request: Request) -> Response:
+        session = self._session(request)
+        if session is None:
+            return _text("sign in first", 401)
+        form = await _form(request)
+        if not self._csrf_ok(request, session, form):
+            return _text("missing or wrong CSRF token", 403)
+        decision = request.path_params["decision"]
+        if decision not in ("grant", "deny") or self.approvals is None:
+            return _text("no such action", 404)
+        shown = tuple(form.get(k, "") for k in ("call_id", "tool", "args_digest", "principal"))
+        status, message = await anyio.to_thread.run_sync(
+            _decide,
+            self.approvals,
+            session.identity,
+            request.path_params["approval_id"],
+            shown,
+            decision == "grant",
+        )
+        if "application/json" in request.headers.get("accept", ""):
+            return JSONResponse({"ok": status == 200, "message": message}, status_code=status)
+        if status == 200:
+            return RedirectResponse("/#approvals", status_code=303)
+        return self.render("error.html", status, message=message, **self._who(session))
+
+
+def _decide(
+    broker: ApprovalBroker,
+    identity: Identity,
+    approval_id: str,
+    shown: tuple[str, ...],
+    grant: bool,
+) -> tuple[int, str]:
+    """Grant or deny what the human saw (the binding in the form), through the broker."""
+    from toolcards.governance.approvals import ApprovalError
+
+    request = broker.get(approval_id)
+    handle: Any = approval_id
+    if request is not None:
+        call_id, tool_id, digest, principal = shown
+        handle = dataclasses.replace(
+            request, call_id=call_id, tool_id=tool_id, args_digest=digest, principal=principal
+        )
+    decide: Callable[..., Any] = broker.grant if grant else broker.deny
+    try:
+        decided = decide(handle, approver=identity, surface=SURFACE)
+    except ApprovalError as exc:
+        own = request is not None and request.principal == identity.id
+        forbidden = broker.approver_role not in identity.roles or own
+        return (403 if forbidden else 409), str(exc)
+    verb = "granted" if grant else "denied"
+    return 200, f"{verb}: {decided.tool_id} for {decided.principal}"
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """A url-encoded form body (bounded); the first value of each field."""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM:
+            return {}
+    try:
+        parsed = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=50)
+    except (UnicodeDecodeError, ValueError):
+        return {}
+    return {k: v[0] for k, v in parsed.items()}
+
+
+def _same_origin(request: Request) -> bool:
+    """False for a request a browser marks as sent from another origin."""
+    if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
+        return False
+    origin = request.headers.get("origin")
+    if origin is None or origin == "null":
+        return origin is None
+    host = request.headers.get("host", "")
+    return urlsplit(origin).netloc.lower() == host.lower() and bool(host_name(host))
+
+
+def _text(message: str, status: int) -> Response:
+    return Response(message + "\n", status_code=status, media_type="text/plain")
+
+
+def _clock(ts: float | None) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(ts)) if ts else "-"
+
+
+def _stamp(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
+
+
+def _since(ts: float | None) -> str:
+    """How long ago ``ts`` was, in words."""
+    return _ago(max(0.0, time.time() - ts)) + " ago" if ts else "-"
+
+
+def _ago(seconds: float | None) -> str:
+    """A duration in words (``12 s``, ``3 min``, ``2 h``)."""
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _merge(base: dict[str, Any], **more: Any) -> dict[str, Any]:
+    return {**base, **more}

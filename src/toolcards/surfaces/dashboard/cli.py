@@ -1,0 +1,143 @@
+"""``toolcards dashboard``: the command, added to the ``toolcards`` command line by
+:func:`register` (kept here so the command line only names it)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from toolcards.surfaces.outcomes import ExitCode
+
+if TYPE_CHECKING:
+    from toolcards.surfaces.dashboard.app import Dashboard
+
+HostOpt = Annotated[str, typer.Option(help="Bind address (loopback by default).")]
+PortOpt = Annotated[int, typer.Option(min=1, max=65535, help="Port.")]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``dashboard`` command to ``app``."""
+    app.command("dashboard")(dashboard)
+
+
+def _fail(message: str, code: ExitCode) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(int(code))
+
+
+def dashboard(
+    ctx: typer.Context,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", "-c", help="Config file (default ./toolcards.yaml).", show_default=False
+        ),
+    ] = None,
+    host: HostOpt = "127.0.0.1",
+    port: PortOpt = 8765,
+    approvals: Annotated[
+        Path | None,
+        typer.Option(help="SQLite file of pending approvals shared with other processes."),
+    ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(help="Without a config: the team's store (sign in with a one-time token)."),
+    ] = None,
+    team: Annotated[str | None, typer.Option(help="With --store: the team id.")] = None,
+    audit: Annotated[Path | None, typer.Option(help="With --store: an audit log file.")] = None,
+) -> None:
+    """Serve the team dashboard: roster, plan, graph, audit trail, approvals inbox and live
+    events, at http://HOST:PORT/ (sign in with a viewer or approver token of the config)."""
+    import anyio
+
+    from toolcards.surfaces.dashboard.serve import run_dashboard
+
+    if store is not None and config is not None:
+        raise _fail("give --config or --store, not both", ExitCode.USAGE)
+    if store is None and (team is not None or audit is not None):
+        raise _fail("--team and --audit go with --store", ExitCode.USAGE)
+    opener = (
+        _from_store(store, team, audit)
+        if store is not None
+        else _from_config(ctx, config, approvals)
+    )
+    with opener(host) as dash:
+        typer.echo(f"dashboard of {dash.title} at http://{_show(host)}:{port}/", err=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            anyio.run(lambda: run_dashboard(dash, host=host, port=port))
+
+
+def _show(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _from_config(
+    ctx: typer.Context, config: Path | None, approvals: Path | None
+) -> Callable[[str], contextlib.AbstractContextManager[Dashboard]]:
+    from toolcards.runtime.store import StoreLockedError
+    from toolcards.surfaces.config import ConfigError
+    from toolcards.surfaces.dashboard.serve import dashboard_for
+    from toolcards.surfaces.runtime import SurfaceRuntime
+
+    path = config or Path(ctx.find_root().params.get("config") or "toolcards.yaml")
+
+    @contextlib.contextmanager
+    def open_it(host: str) -> Iterator[Dashboard]:
+        try:
+            runtime = SurfaceRuntime.open(path, with_team=True)
+        except ConfigError as exc:
+            raise _fail(str(exc), ExitCode.USAGE) from None
+        except StoreLockedError as exc:
+            hint = "serve MCP and the page together: toolcards serve --transport http --dashboard"
+            raise _fail(f"{exc} ({hint})", ExitCode.FAILED) from None
+        try:
+            yield dashboard_for(runtime, host=host, approvals_file=approvals)
+        finally:
+            runtime.close()
+
+    return open_it
+
+
+def _from_store(
+    store: str, team_id: str | None, audit_path: Path | None
+) -> Callable[[str], contextlib.AbstractContextManager[Dashboard]]:
+    """A config-less dashboard of a team's store: one viewer, signed in with a token printed
+    here (no approvals: nothing in this process waits for them)."""
+    from toolcards.governance.identity import Identity
+    from toolcards.surfaces.auth import TokenTable
+    from toolcards.surfaces.config import new_token
+    from toolcards.surfaces.dashboard.app import Dashboard
+
+    if not team_id:
+        raise _fail("--store needs --team (the team id)", ExitCode.USAGE)
+    if store != ":memory:" and not store.startswith("postgresql://") and not Path(store).exists():
+        raise _fail(f"no store at {store}", ExitCode.USAGE)
+    if audit_path is not None and not audit_path.exists():
+        raise _fail(f"no audit log at {audit_path}", ExitCode.USAGE)
+
+    @contextlib.contextmanager
+    def open_it(host: str) -> Iterator[Dashboard]:
+        from toolcards.governance.audit import AuditLog
+        from toolcards.runtime.store import StoreLockedError
+        from toolcards.runtime.team import Team
+
+        try:
+            team = Team.resume(team_id, store)
+        except (LookupError, StoreLockedError) as exc:
+            raise _fail(str(exc), ExitCode.FAILED) from None
+        audit = AuditLog(audit_path) if audit_path is not None else None
+        token = new_token()
+        tokens = TokenTable.from_tokens([(token, Identity("local", "user", ["viewer"]))])
+        typer.echo(f"sign in with this one-time token: {token}", err=True)
+        try:
+            yield Dashboard(team=team, audit=audit, tokens=tokens, host=host)
+        finally:
+            team.stop()
+            if audit is not None:
+                audit.close()
+
+    return open_it

@@ -1,0 +1,96 @@
+"""Response headers every dashboard page carries, and the Host check against DNS rebinding.
+
+The Content-Security-Policy allows scripts, styles and connections from the dashboard's own
+origin only: no inline script, no inline event handler, nothing from another site. A server
+bound to a loopback address answers only requests addressed to a loopback host name, so a
+web page on another site cannot reach it through a rebound DNS name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; font-src 'self'; form-action 'self'; base-uri 'none'; "
+    "frame-ancestors 'none'; object-src 'none'"
+)
+HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (b"content-security-policy", CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"same-origin"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+    (b"cross-origin-resource-policy", b"same-origin"),
+)
+
+
+def is_loopback(host: str) -> bool:
+    return host in LOOPBACK or host.startswith("127.")
+
+
+def host_name(value: str) -> str:
+    """The host part of a ``Host`` header (``[::1]:8765`` -> ``[::1]``)."""
+    if value.startswith("["):
+        return value.split("]", 1)[0] + "]"
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+class SecurityHeaders:
+    """ASGI middleware: the headers above on every response; ``no-store`` on all but static
+    assets; requests for other host names refused (when ``allowed_hosts`` is given)."""
+
+    def __init__(self, app: ASGIApp, allowed_hosts: Iterable[str] | None = None) -> None:
+        self.app = app
+        self.allowed = None if allowed_hosts is None else {h.lower() for h in allowed_hosts}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.allowed is not None:
+            host = ""
+            for key, value in scope.get("headers") or ():
+                if key == b"host":
+                    host = host_name(bytes(value).decode("latin-1").lower())
+            if host not in self.allowed:
+                await _refuse(send)
+                return
+        static = str(scope.get("path", "")).startswith("/static/")
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers") or ())
+                headers.extend(HEADERS)
+                if not static:
+                    headers.append((b"cache-control", b"no-store"))
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+async def _refuse(send: Send) -> None:
+    body = b"unexpected Host header\n"
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 400,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+                *HEADERS,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

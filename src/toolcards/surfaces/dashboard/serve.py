@@ -1,0 +1,171 @@
+"""Serving the dashboard: on its own (``toolcards dashboard``), beside MCP on one port
+(``toolcards serve --transport http --dashboard``), or from a thread of your own program.
+
+The server binds 127.0.0.1 by default; another address logs a warning (the page shows the
+team's plan, graph and audit trail to whoever signs in from there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from toolcards.surfaces.dashboard.app import Dashboard
+from toolcards.surfaces.dashboard.approver import DEFAULT_TIMEOUT, InboxApprover
+from toolcards.surfaces.dashboard.security import is_loopback
+
+if TYPE_CHECKING:
+    from toolcards.surfaces.runtime import SurfaceRuntime
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 8765
+MCP_PATH = "/mcp"
+
+
+def warn_if_exposed(host: str) -> None:
+    if not is_loopback(host):
+        log.warning(
+            "serving the dashboard on %s: reachable beyond this machine; anyone holding a "
+            "viewer token can read the team's plan, graph and audit trail",
+            host,
+        )
+
+
+def dashboard_for(
+    runtime: SurfaceRuntime, *, host: str = "127.0.0.1", approvals_file: str | Path | None = None
+) -> Dashboard:
+    """The dashboard of a surfaces runtime: its team, audit log, approval broker and tokens.
+
+    ``approvals_file`` shares pending approvals with other processes through a SQLite file
+    (the runtime's broker then keeps them there)."""
+    broker = runtime.executor.approvals
+    if approvals_file is not None:
+        from toolcards.governance.approval_store import SqliteApprovalStore
+
+        broker.store = SqliteApprovalStore(approvals_file)
+    return Dashboard(
+        team=runtime.team,
+        audit=runtime.audit,
+        approvals=broker,
+        tokens=runtime.tokens,
+        host=host,
+    )
+
+
+def uvicorn_server(app: Any, host: str, port: int) -> Any:
+    import uvicorn
+
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=2,
+    )
+    return uvicorn.Server(config)
+
+
+async def run_dashboard(
+    dashboard: Dashboard, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT
+) -> None:
+    """Serve ``dashboard`` until cancelled or signalled."""
+    warn_if_exposed(host)
+    await uvicorn_server(dashboard.app(), host, port).serve()
+
+
+def mcp_with_dashboard(
+    runtime: SurfaceRuntime, *, host: str = "127.0.0.1", approval_timeout: float = DEFAULT_TIMEOUT
+) -> tuple[Any, Dashboard]:
+    """One ASGI app: MCP at ``/mcp`` (approval-required calls wait in the dashboard's
+    inbox, at most ``approval_timeout`` seconds) and the dashboard at ``/``."""
+    from starlette.applications import Starlette
+    from starlette.routing import Mount, Route
+
+    from toolcards.surfaces.mcp_http import http_app
+
+    dashboard = dashboard_for(runtime, host=host)
+    assert dashboard.approvals is not None
+    inbox = InboxApprover(dashboard.approvals, timeout=approval_timeout)
+    mcp_app = http_app(runtime, host=host, approvals=inbox)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Any) -> AsyncIterator[None]:
+        async with mcp_app.router.lifespan_context(mcp_app), dashboard.lifespan():
+            yield
+
+    app = Starlette(
+        routes=[
+            Route(MCP_PATH, endpoint=mcp_app, methods=None),
+            Mount("/", app=dashboard.app()),
+        ],
+        lifespan=lifespan,
+    )
+    return app, dashboard
+
+
+async def run_mcp_with_dashboard(
+    runtime: SurfaceRuntime,
+    *,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    approval_timeout: float = DEFAULT_TIMEOUT,
+) -> None:
+    """``toolcards serve --transport http --dashboard``: both on ``host:port``."""
+    warn_if_exposed(host)
+    app, _ = mcp_with_dashboard(runtime, host=host, approval_timeout=approval_timeout)
+    await uvicorn_server(app, host, port).serve()
+
+
+class BackgroundServer:
+    """An ASGI app served by uvicorn on a thread of this process (a notebook, a test, a
+    program that runs its own agents): ``url`` once started, :meth:`stop` to end it."""
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.host = host
+        self._sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind((host, port))
+        self.port = self._sock.getsockname()[1]
+        self.server = uvicorn_server(app, host, self.port)
+        self._thread = threading.Thread(target=self._run, name="toolcards-dashboard", daemon=True)
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def _run(self) -> None:
+        self.server.run(sockets=[self._sock])
+
+    def start(self, timeout: float = 10.0) -> BackgroundServer:
+        warn_if_exposed(self.host)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started and self._thread.is_alive():
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the dashboard server did not start within {timeout} s")
+            time.sleep(0.02)
+        if not self.server.started:
+            raise RuntimeError("the dashboard server failed to start (see the log)")
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.server.should_exit = True
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        self._sock.close()
+
+    def __enter__(self) -> BackgroundServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

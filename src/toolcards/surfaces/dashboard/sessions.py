@@ -1,0 +1,139 @@
+"""Dashboard sign-in: a bearer token of the surfaces config is exchanged once for a session.
+
+The session id travels in an HttpOnly, SameSite=Strict cookie; the server keeps the identity
+and a CSRF token per session (in memory: a restart signs everyone out). Every state-changing
+request must carry that CSRF token. The sign-in form itself is protected by a signed nonce
+kept in a short-lived cookie, so another site cannot sign a browser in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from toolcards.governance.identity import Identity
+from toolcards.surfaces.auth import InvalidToken, TokenTable
+
+SESSION_COOKIE = "toolcards_session"
+LOGIN_COOKIE = "toolcards_login"
+DEFAULT_VIEWER_ROLES = ("viewer", "approver")
+SESSION_IDLE = 12 * 3600.0
+SESSION_MAX_AGE = 24 * 3600.0
+MAX_SESSIONS = 1000
+
+
+class SignInRefused(Exception):
+    """A token that matches nobody (401), or a principal not allowed to view (403)."""
+
+    def __init__(self, message: str, status: int, identity: Identity | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.identity = identity
+
+
+@dataclass
+class Session:
+    """One signed-in browser."""
+
+    id: str
+    identity: Identity
+    csrf: str
+    created: float
+    seen: float
+
+
+class Sessions:
+    """Signed-in sessions, the sign-in nonce signer and the CSRF check.
+
+    ``viewer_roles``: a principal must hold one of them to sign in (a token that only lets an
+    agent call tools does not open the dashboard).
+    """
+
+    def __init__(
+        self,
+        tokens: TokenTable,
+        *,
+        viewer_roles: Iterable[str] = DEFAULT_VIEWER_ROLES,
+        idle: float = SESSION_IDLE,
+        max_age: float = SESSION_MAX_AGE,
+        max_sessions: int = MAX_SESSIONS,
+    ) -> None:
+        self.tokens = tokens
+        self.viewer_roles = frozenset(viewer_roles)
+        self.idle = idle
+        self.max_age = max_age
+        self.max_sessions = max_sessions
+        self._secret = secrets.token_bytes(32)
+        self._sessions: OrderedDict[str, Session] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # -- sign-in ---------------------------------------------------------------------------
+
+    def new_nonce(self) -> tuple[str, str]:
+        """(cookie value, form token) for the sign-in form."""
+        nonce = secrets.token_urlsafe(24)
+        return nonce, self._sign(nonce)
+
+    def nonce_ok(self, nonce: str | None, form_token: str | None) -> bool:
+        if not nonce or not form_token:
+            return False
+        return hmac.compare_digest(self._sign(nonce), form_token)
+
+    def _sign(self, value: str) -> str:
+        return hmac.new(self._secret, value.encode(), hashlib.sha256).hexdigest()
+
+    def identify(self, token: str) -> Identity:
+        """The principal of ``token``; :class:`SignInRefused` when none, or not a viewer."""
+        try:
+            identity = self.tokens.resolve(token.strip())
+        except InvalidToken:
+            raise SignInRefused("that token matches no principal", 401) from None
+        if not identity.roles & self.viewer_roles:
+            roles = ", ".join(sorted(self.viewer_roles))
+            raise SignInRefused(
+                f"{identity.id} may not open the dashboard (needs one of: {roles})", 403, identity
+            )
+        return identity
+
+    def open(self, identity: Identity) -> Session:
+        """A new session for ``identity`` (a fresh id every sign-in)."""
+        now = time.time()
+        session = Session(secrets.token_urlsafe(32), identity, secrets.token_urlsafe(32), now, now)
+        with self._lock:
+            self._sessions[session.id] = session
+            while len(self._sessions) > self.max_sessions:
+                self._sessions.popitem(last=False)
+        return session
+
+    # -- requests --------------------------------------------------------------------------
+
+    def get(self, session_id: str | None) -> Session | None:
+        """The live session of a cookie value (expired ones are dropped)."""
+        if not session_id:
+            return None
+        now = time.time()
+        with self._lock:
+            session = self._sessions.get(session_id)
+            if session is None:
+                return None
+            if now - session.seen > self.idle or now - session.created > self.max_age:
+                del self._sessions[session_id]
+                return None
+            session.seen = now
+            self._sessions.move_to_end(session_id)
+            return session
+
+    def close(self, session_id: str | None) -> None:
+        if session_id:
+            with self._lock:
+                self._sessions.pop(session_id, None)
+
+    @staticmethod
+    def csrf_ok(session: Session, presented: str | None) -> bool:
+        return bool(presented) and hmac.compare_digest(session.csrf, str(presented))

@@ -1,0 +1,112 @@
+// toolcards dashboard: live updates over Server-Sent Events. No inline script, no eval, no
+// third-party code. Every model- or user-supplied text is set with textContent; panels are
+// re-fetched as HTML rendered (and escaped) by the server.
+"use strict";
+(function () {
+  var body = document.body;
+  var liveState = document.getElementById("live-state");
+  var inflight = {};
+  var dirty = {};
+  var lastSeq = {};
+
+  function setState(text, on) {
+    if (!liveState) return;
+    liveState.textContent = text;
+    liveState.classList.toggle("on", on);
+  }
+
+  function panelUrl(name) {
+    var params = new URLSearchParams(window.location.search);
+    if (name === "graph" && params.get("q")) return "/panel/graph?q=" + encodeURIComponent(params.get("q"));
+    if (name === "audit") return "/panel/audit" + window.location.search;
+    return "/panel/" + name;
+  }
+
+  function refresh(name) {
+    var section = document.querySelector('[data-panel="' + name + '"]');
+    if (!section) return;
+    if (inflight[name]) { dirty[name] = true; return; }
+    inflight[name] = true;
+    fetch(panelUrl(name), { credentials: "same-origin", headers: { Accept: "text/html" } })
+      .then(function (r) { return r.ok ? r.text() : Promise.reject(new Error(String(r.status))); })
+      .then(function (html) {
+        var doc = new DOMParser().parseFromString(html, "text/html");
+        section.replaceChildren.apply(section, Array.prototype.slice.call(doc.body.childNodes));
+        section.dispatchEvent(new CustomEvent("panel:updated", { bubbles: true }));
+        updateAgo();
+      })
+      .catch(function () { /* the next event or reconnect refreshes it */ })
+      .finally(function () {
+        inflight[name] = false;
+        if (dirty[name]) { dirty[name] = false; refresh(name); }
+      });
+  }
+
+  function clock(ts) {
+    var d = new Date(ts * 1000);
+    function two(n) { return (n < 10 ? "0" : "") + n; }
+    return two(d.getHours()) + ":" + two(d.getMinutes()) + ":" + two(d.getSeconds());
+  }
+
+  function span(cls, text, tag) {
+    var el = document.createElement(tag || "span");
+    el.className = cls;
+    el.textContent = text;
+    return el;
+  }
+
+  function addEvent(ev) {
+    var list = document.getElementById("events");
+    if (!list) return;
+    var li = document.createElement("li");
+    li.dataset.testid = "event";
+    li.className = "fresh";
+    li.append(span("time", clock(ev.ts)), " ", span("tool", ev.tool_id, "code"), " ",
+      span("seq", "#" + ev.seq), " ", span("text", ev.text));
+    list.prepend(li);
+    while (list.children.length > 200) list.lastElementChild.remove();
+  }
+
+  function panelsFor(tool) {
+    if (tool === "#PlanningTool") return ["plan", "team"];
+    if (tool === "#KnowledgeGraphTool") return ["graph", "team"];
+    return ["team"];
+  }
+
+  function updateAgo() {
+    var now = Date.now() / 1000;
+    document.querySelectorAll("[data-ago]").forEach(function (el) {
+      var s = Math.max(0, now - parseFloat(el.dataset.ago));
+      el.textContent = s < 60 ? Math.round(s) + " s ago" : s < 3600 ? Math.round(s / 60) + " min ago"
+        : (s / 3600).toFixed(1) + " h ago";
+    });
+  }
+
+  setInterval(updateAgo, 1000);
+  if (!window.EventSource || body.dataset.position === undefined) return;
+
+  var connectedBefore = false;
+  var source = new EventSource("/events?since=" + encodeURIComponent(body.dataset.position));
+  source.addEventListener("hello", function () {
+    setState("live", true);
+    if (connectedBefore) ["team", "plan", "graph", "approvals"].forEach(refresh);
+    connectedBefore = true;
+  });
+  source.addEventListener("team", function (e) {
+    var ev = JSON.parse(e.data);
+    if (lastSeq[ev.tool_id] !== undefined && ev.seq <= lastSeq[ev.tool_id]) return;
+    lastSeq[ev.tool_id] = ev.seq;
+    addEvent(ev);
+    panelsFor(ev.tool_id).forEach(refresh);
+  });
+  source.addEventListener("approvals", function (e) {
+    var count = document.getElementById("approval-count");
+    if (count) count.textContent = String(JSON.parse(e.data).count);
+    refresh("approvals");
+    if (!new URLSearchParams(window.location.search).get("before")) refresh("audit");
+  });
+  source.addEventListener("resync", function () {
+    ["team", "plan", "graph", "approvals", "audit"].forEach(refresh);
+  });
+  source.onerror = function () { setState("reconnecting", false); };
+})();

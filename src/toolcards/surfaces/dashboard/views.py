@@ -1,0 +1,301 @@
+"""What each panel shows, read from the team, the audit log and the approval broker.
+
+Every function here blocks (actor asks, SQLite reads): the app runs them in a worker thread.
+They return plain data for the templates, which escape every value.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic_core import to_jsonable_python
+
+if TYPE_CHECKING:
+    from toolcards.core.events import ToolStateEvent
+    from toolcards.governance.approvals import ApprovalBroker, ApprovalRequest
+    from toolcards.governance.audit import AuditEntry, AuditLog
+    from toolcards.runtime.team import Team
+
+PLANNING = "#PlanningTool"
+STATUSES = ("pending", "started", "completed", "failed", "cancelled")
+MAX_TASKS = 500
+RECENT_EVENTS = 50
+ACTIVITY_WINDOW = 500
+AUDIT_PAGE = 50
+EVENT_TEXT = 300
+MAX_ARGS_SHOWN = 20_000
+"""Characters of an approval's arguments shown; the digest binds the decision to all of them."""
+OUTCOMES = (
+    "ok",
+    "denied",
+    "unknown_tool",
+    "invalid_args",
+    "retry",
+    "rate_limited",
+    "needs_approval",
+    "error",
+    "deferred",
+    "approval_granted",
+    "approval_denied",
+    "approval_rejected",
+)
+_MEMBER_KEYS = ("sender", "recipient", "name", "member")
+ASK_TIMEOUT = 5.0
+
+
+def compact_json(value: Any, limit: int = EVENT_TEXT) -> str:
+    """``value`` as one line of JSON, cut to ``limit`` characters."""
+    text = json.dumps(to_jsonable_python(value, fallback=str), ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def pretty_json(value: Any) -> str:
+    return json.dumps(to_jsonable_python(value, fallback=str), ensure_ascii=False, indent=2)
+
+
+# -- team ------------------------------------------------------------------------------------
+
+
+def team_view(team: Team | None) -> dict[str, Any]:
+    """Roster (busy or idle, last activity) and tool actors with their state size."""
+    if team is None:
+        return {"available": False}
+    from toolcards.runtime.worker import TRANSIENT_PREFIX
+
+    last = _last_activity(team)
+    running = [(m.name, m.role, "busy" if m.busy else "idle", m.hired_at) for m in team.members()]
+    members = [
+        {
+            "name": name,
+            "role": role,
+            "state": state,
+            "last_at": last.get(name, (hired, "hired"))[0],
+            "last_text": last.get(name, (hired, "hired"))[1],
+        }
+        for name, role, state, hired in running + _stopped_members(team, {r[0] for r in running})
+    ]
+    actors = [
+        {"name": name, "size": team.state_of(name).count()}
+        for name in sorted(team.actor_names())
+        if name.startswith("#") and not name.startswith(TRANSIENT_PREFIX)
+    ]
+    return {
+        "available": True,
+        "team_id": team.team_id,
+        "store": team.store_location,
+        "members": members,
+        "actors": actors,
+    }
+
+
+def _stopped_members(team: Team, running: set[str]) -> list[tuple[str, str, str, float]]:
+    """Members on the roster that are not running here (their model could not be restored
+    in this process, e.g. a dashboard opened on a stored team)."""
+    from toolcards.runtime.members import ROSTER
+
+    found = []
+    for key, record in team.state_of(ROSTER).items("member:"):
+        name = key.removeprefix("member:")
+        if name not in running and isinstance(record, dict):
+            hired = float(record.get("hired_at") or 0.0)
+            found.append((name, str(record.get("role", "")), "stopped", hired))
+    return sorted(found, key=lambda m: m[3])
+
+
+def _last_activity(team: Team) -> dict[str, tuple[float, str]]:
+    """Per member name: the time and a line of its latest event among the recent ones."""
+    start = max(0, team.log.position - ACTIVITY_WINDOW)
+    found: dict[str, tuple[float, str]] = {}
+    for event in team.log.events(start):
+        payload = event.payload if isinstance(event.payload, dict) else {}
+        what = str(payload.get("event") or event.tool_id)
+        for key in _MEMBER_KEYS:
+            who = payload.get(key)
+            if isinstance(who, str) and who:
+                found[who] = (event.timestamp, what)
+    return found
+
+
+# -- plan ------------------------------------------------------------------------------------
+
+
+def plan_view(team: Team | None) -> dict[str, Any]:
+    """The planning board's tasks grouped by status."""
+    handle = team.actor(PLANNING) if team is not None else None
+    if handle is None:
+        return {"available": False}
+    from toolcards.tools.planning.actor import PlanningActor
+
+    tasks = handle.within(ASK_TIMEOUT).ask(PlanningActor.tasks)
+    columns: dict[str, list[dict[str, Any]]] = {s: [] for s in STATUSES}
+    for task in tasks[:MAX_TASKS]:
+        columns.setdefault(task.status, []).append(task.model_dump())
+    return {
+        "available": True,
+        "columns": columns,
+        "total": len(tasks),
+        "shown": min(len(tasks), MAX_TASKS),
+    }
+
+
+# -- events ----------------------------------------------------------------------------------
+
+
+def event_item(event: ToolStateEvent) -> dict[str, Any]:
+    """One event as the Live panel shows it."""
+    return {
+        "tool_id": event.tool_id,
+        "seq": event.seq,
+        "ts": event.timestamp,
+        "text": compact_json(event.payload),
+    }
+
+
+def events_view(team: Team | None, n: int = RECENT_EVENTS) -> dict[str, Any]:
+    """The latest ``n`` events, newest first, and the log position they end at."""
+    if team is None:
+        return {"available": False, "events": [], "position": 0}
+    position = team.log.position
+    recent = [(p, e) for p, e in team.log.entries(max(0, position - n))]
+    end = recent[-1][0] if recent else position
+    return {
+        "available": True,
+        "events": [event_item(e) for _, e in reversed(recent)],
+        "position": end,
+    }
+
+
+# -- approvals -------------------------------------------------------------------------------
+
+
+def approval_item(request: ApprovalRequest, now: float) -> dict[str, Any]:
+    args = pretty_json(dict(request.args))
+    return {
+        "approval_id": request.approval_id,
+        "call_id": request.call_id,
+        "tool": request.tool_id,
+        "principal": request.principal,
+        "args_digest": request.args_digest,
+        "args": args[:MAX_ARGS_SHOWN],
+        "args_hidden": max(0, len(args) - MAX_ARGS_SHOWN),
+        "reason": request.reason,
+        "surface": request.surface,
+        "age": max(0.0, now - request.created_at) if request.created_at else None,
+        "expires_in": max(0.0, request.expires_at - now),
+    }
+
+
+def approvals_view(broker: ApprovalBroker | None) -> dict[str, Any]:
+    if broker is None:
+        return {"available": False, "pending": []}
+    now = time.time()
+    return {
+        "available": True,
+        "pending": [approval_item(r, now) for r in broker.pending()],
+        "role": broker.approver_role,
+    }
+
+
+# -- audit -----------------------------------------------------------------------------------
+
+
+@dataclass
+class AuditFilters:
+    """The audit panel's query: every field optional; ``before`` pages back."""
+
+    principal: str | None = None
+    tool: str | None = None
+    outcome: str | None = None
+    since: str | None = None
+    until: str | None = None
+    before: int | None = None
+    errors: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_query(cls, params: Mapping[str, str]) -> AuditFilters:
+        def text(name: str) -> str | None:
+            value = (params.get(name) or "").strip()
+            return value[:200] or None
+
+        found = cls(text("principal"), text("tool"), text("outcome"), text("since"), text("until"))
+        before = text("before")
+        if before is not None:
+            if before.isdigit():
+                found.before = int(before)
+            else:
+                found.errors.append("before: expected an entry id")
+        return found
+
+    def query(self) -> dict[str, str]:
+        """The filters as query parameters (for links that keep them)."""
+        pairs = {
+            "principal": self.principal,
+            "tool": self.tool,
+            "outcome": self.outcome,
+            "since": self.since,
+            "until": self.until,
+        }
+        return {k: v for k, v in pairs.items() if v}
+
+
+def parse_time(text: str | None, now: float | None = None) -> float | None:
+    """``30s``, ``10m``, ``2h``, ``1d`` (ago) or an ISO time (local when naive)."""
+    if not text:
+        return None
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    number = text[:-1]
+    if text[-1:] in units and number.replace(".", "", 1).isdigit():
+        return (time.time() if now is None else now) - float(number) * units[text[-1]]
+    return dt.datetime.fromisoformat(text).timestamp()
+
+
+def audit_view(audit: AuditLog | None, filters: AuditFilters) -> dict[str, Any]:
+    """One page (newest first) of the entries matching ``filters``."""
+    if audit is None:
+        return {"available": False, "rows": [], "filters": filters}
+    bounds: dict[str, float | None] = {}
+    for name in ("since", "until"):
+        try:
+            bounds[name] = parse_time(getattr(filters, name))
+        except ValueError:
+            filters.errors.append(f"{name}: use 30s, 10m, 2h, 1d or an ISO time")
+            bounds[name] = None
+    entries = audit.query(
+        principal=filters.principal,
+        tool=filters.tool,
+        outcome=filters.outcome,
+        since=bounds["since"],
+        until=bounds["until"],
+        before=filters.before,
+        limit=AUDIT_PAGE + 1,
+    )
+    more = len(entries) > AUDIT_PAGE
+    page = list(reversed(entries[-AUDIT_PAGE:]))
+    return {
+        "available": True,
+        "rows": [audit_row(e) for e in page],
+        "older": page[-1].id if more and page else None,
+        "filters": filters,
+        "outcomes": OUTCOMES,
+    }
+
+
+def audit_row(entry: AuditEntry) -> dict[str, Any]:
+    return {
+        "id": entry.id,
+        "ts": entry.ts,
+        "principal": entry.principal,
+        "surface": entry.surface,
+        "tool": entry.tool,
+        "decision": entry.decision,
+        "outcome": entry.outcome,
+        "reason": entry.reason or "",
+        "args": compact_json(entry.args, 400),
+        "duration_ms": entry.duration_ms,
+        "error": entry.error or "",
+    }

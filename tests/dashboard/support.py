@@ -1,0 +1,328 @@
+"""A scripted team behind a dashboard, for the dashboard tests.
+
+Importable as ``dashboard.support`` (``tests`` is on the test path). Members are driven by
+pydantic-ai ``FunctionModel`` s: a message ``<verb> <text>`` makes the member call one tool
+with arguments built from ``text``, then answer with what the tool returned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from toolcards import KnowledgeGraphTool, PlanningTool
+from toolcards.governance import AuditLog, Identity, Policy
+from toolcards.governance.approvals import ApprovalBroker
+from toolcards.runtime import RoleProfile, Team
+from toolcards.surfaces.auth import TokenTable
+from toolcards.surfaces.dashboard import BackgroundServer, Dashboard, InboxApprover
+
+TOKENS = {"approver": "tok-approver-ann", "viewer": "tok-viewer-vera", "agent": "tok-agent-bot"}
+IDENTITIES = {
+    "approver": Identity("ann", "user", ["approver"]),
+    "viewer": Identity("vera", "user", ["viewer"]),
+    "agent": Identity("agent.bot", "agent", ["member"]),
+}
+POLICY = {
+    "default_effect": "deny",
+    "rules": [
+        {
+            "description": "Graph changes need a human",
+            "callers": ["agent.*"],
+            "targets": ["update_graph"],
+            "effect": "approve",
+        },
+        {
+            "description": "Members use the team's tools",
+            "callers": ["agent.*"],
+            "targets": ["*"],
+            "effect": "allow",
+        },
+    ],
+}
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+Build = Callable[[str], tuple[str, dict[str, Any]]]
+
+
+def one_call_model(build: Build) -> FunctionModel:
+    """A model that answers each message with one tool call (``build(prompt)``), then with
+    ``result: <what the tool returned>``."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        prompt, results = "", list[str]()
+        for message in messages:
+            if not isinstance(message, ModelRequest):
+                continue
+            for part in message.parts:
+                if isinstance(part, UserPromptPart):
+                    prompt, results = str(part.content), []
+                elif isinstance(part, ToolReturnPart | RetryPromptPart):
+                    content = part.content
+                    results.append(content if isinstance(content, str) else json.dumps(content))
+        if results:
+            return ModelResponse(parts=[TextPart("result: " + results[-1])])
+        tool, args = build(prompt)
+        return ModelResponse(parts=[ToolCallPart(tool, args, tool_call_id=uuid.uuid4().hex)])
+
+    return FunctionModel(respond)
+
+
+def _task(prompt: str) -> tuple[str, dict[str, Any]]:
+    return "update_planning", {"create": [{"description": prompt}]}
+
+
+def _entity(prompt: str) -> tuple[str, dict[str, Any]]:
+    entity = {"name": prompt, "entity_type": "concept", "description": f"about {prompt}"}
+    return "update_graph", {"create_entities": [entity]}
+
+
+@dataclass
+class World:
+    """A team (planner and curator members), its audit log and approvals, a dashboard
+    served on 127.0.0.1."""
+
+    root: Path
+    team: Team
+    audit: AuditLog
+    broker: ApprovalBroker
+    dashboard: Dashboard
+    server: BackgroundServer
+    planner: str = ""
+    curator: str = ""
+    threads: list[threading.Thread] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def send_later(self, member: str, text: str) -> dict[str, str]:
+        """Send ``text`` to ``member`` on a thread; the reply lands in the returned dict."""
+        box: dict[str, str] = {}
+
+        def run() -> None:
+            try:
+                box["reply"] = self.team.send(member, text, timeout=60)
+            except Exception as exc:  # the test reads it
+                box["error"] = repr(exc)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        self.threads.append(thread)
+        box["_thread"] = thread  # type: ignore[assignment]
+        return box
+
+    def graph_tools(self) -> dict[str, Any]:
+        """The graph tools bound for a test hand (ungoverned)."""
+        factory = self.team.bind([KnowledgeGraphTool(vector_store=False)], member="@tester")
+        return {t.__name__: t for t in factory.get_tools()}
+
+    def close(self) -> None:
+        self.server.stop()
+        self.team.stop(timeout=5)
+        for thread in self.threads:
+            thread.join(5)
+        self.audit.close()
+
+
+def build_world(root: Path, approval_timeout: float = 30.0) -> World:
+    audit = AuditLog(root / "audit.db")
+    broker = ApprovalBroker(audit=audit)
+    cards: list[Any] = [PlanningTool(vector_store=False), KnowledgeGraphTool(vector_store=False)]
+    profiles = [
+        RoleProfile(
+            role="planner",
+            description="Plans",
+            model=one_call_model(_task),
+            cards=cards,
+            roles=["member"],
+            messaging=False,
+        ),
+        RoleProfile(
+            role="curator",
+            description="Keeps the graph",
+            model=one_call_model(_entity),
+            cards=cards,
+            roles=["member"],
+            messaging=False,
+        ),
+    ]
+    team = Team(
+        "dash-team",
+        store=root / "team.db",
+        profiles=profiles,
+        policy=Policy.from_dict(POLICY),
+        audit=audit,
+        approver=InboxApprover(broker, timeout=approval_timeout),
+    )
+    tokens = TokenTable.from_tokens((TOKENS[k], IDENTITIES[k]) for k in TOKENS)
+    dashboard = Dashboard(team=team, audit=audit, approvals=broker, tokens=tokens)
+    server = BackgroundServer(dashboard.app()).start()
+    world = World(root, team, audit, broker, dashboard, server)
+    world.planner = team.hire("planner")
+    world.curator = team.hire("curator")
+    return world
+
+
+def chromium() -> str | None:
+    """The Debian chromium executable, when installed."""
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def screenshot_dir(default: Path) -> Path:
+    """Where the browser tests save screenshots: ``$TOOLCARDS_SCREENSHOTS`` (``make
+    screenshots`` points it at docs/img) or a temporary folder."""
+    found = os.environ.get("TOOLCARDS_SCREENSHOTS")
+    path = Path(found) if found else default
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def form_token(html: str) -> str:
+    """The CSRF token a rendered page carries in its forms."""
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found is not None, "no CSRF field on the page"
+    return found.group(1)
+
+
+def http_sign_in(url: str, who: str) -> httpx.Client:
+    """An HTTP client signed in as ``who`` (``approver``, ``viewer``), with its CSRF token in
+    ``client.csrf``."""
+    client = httpx.Client(base_url=url, timeout=10, follow_redirects=False)
+    token = form_token(client.get("/login").text)
+    response = client.post("/login", data={"token": TOKENS[who], "csrf": token})
+    assert response.status_code == 303, response.text
+    client.csrf = form_token(client.get("/").text)  # type: ignore[attr-defined]
+    return client
+
+
+def binding(request: Any) -> dict[str, str]:
+    """The form fields of an approval as the page shows it."""
+    return {
+        "call_id": request.call_id,
+        "tool": request.tool_id,
+        "args_digest": request.args_digest,
+        "principal": request.principal,
+    }
+
+
+TOOLCARDS = Path(sys.executable).parent / "toolcards"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Process:
+    """A ``toolcards`` command serving on 127.0.0.1:``port`` (started in the constructor,
+    ended by :meth:`stop`); ``output()`` is what it wrote to stderr."""
+
+    def __init__(self, *args: str, port: int) -> None:
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by stop()
+        self.proc = subprocess.Popen(
+            [str(TOOLCARDS), *args, "--port", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=self._log,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{args[0]} exited: {self.output()[-2000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"{args[0]} did not start listening")
+
+    def output(self) -> str:
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        self._log.close()
+
+
+def write_config(directory: Path, policy: dict[str, Any]) -> Path:
+    """A surfaces config: a planning board, ``policy``, an agent, an approver and a viewer."""
+    from toolcards.surfaces.config import hash_token
+
+    (directory / "policy.yaml").write_text(yaml.safe_dump(policy), encoding="utf-8")
+    tokens = [
+        {
+            "token_sha256": hash_token(TOKENS[k]),
+            "id": i.id,
+            "type": i.type,
+            "roles": sorted(i.roles),
+        }
+        for k, i in IDENTITIES.items()
+    ]
+    data = {
+        "team_id": "served",
+        "store": "team.db",
+        "cards": [{"type": "PlanningTool", "vector_store": False}],
+        "policy": "policy.yaml",
+        "audit": "audit.db",
+        "principals": {"tokens": tokens},
+    }
+    path = directory / "toolcards.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def listening_addresses(port: int) -> set[str]:
+    """The local IPv4 addresses with a socket listening on ``port`` (from /proc/net/tcp)."""
+    found = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        address, hex_port = local.split(":")
+        if int(hex_port, 16) == port and state == "0A":  # LISTEN
+            found.add(socket.inet_ntoa(bytes.fromhex(address)[::-1]))
+    return found

@@ -1,0 +1,116 @@
+"""InboxApprover: an approval-required call waits for a decision made in the inbox's broker
+(the dashboard's), runs once when granted, and leaves nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from toolcards.core.spec import annotate
+from toolcards.governance import (
+    ApprovalBroker,
+    AuditLog,
+    CapabilityRegistry,
+    Executor,
+    Identity,
+    Outcome,
+    Policy,
+)
+from toolcards.surfaces.dashboard import InboxApprover
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
+CALLER = Identity("agent.carol", "agent", ["member"])
+RITA = Identity("rita", roles=["approver"])
+runs: list[str] = []
+
+
+def deploy(env: str) -> str:
+    """Deploy to an environment (a human approves each call)."""
+    runs.append(env)
+    return f"deployed {env}"
+
+
+annotate(deploy, requires_approval=True)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _executor() -> Executor:
+    runs.clear()
+    return Executor(CapabilityRegistry.from_tools([deploy]), Policy.allow_all())
+
+
+async def _decide_when_pending(inbox: ApprovalBroker, grant: bool) -> None:
+    while not inbox.pending():
+        await asyncio.sleep(0.01)
+    [request] = inbox.pending()
+    (inbox.grant if grant else inbox.deny)(request, approver=RITA, surface="dashboard")
+
+
+async def test_a_call_granted_in_another_brokers_inbox_runs_once(tmp_path: Path) -> None:
+    executor = _executor()  # its own broker, as a team member's executor has
+    with AuditLog(tmp_path / "audit.db") as audit:
+        inbox = ApprovalBroker(audit=audit)
+        approver = InboxApprover(inbox, timeout=10)
+        decided = asyncio.create_task(_decide_when_pending(inbox, grant=True))
+        result = await executor.call("deploy", {"env": "prod"}, CALLER, approver=approver)
+        await decided
+        rows = audit.query(outcome="approval_granted")
+    assert result.outcome is Outcome.OK and result.value == "deployed prod"
+    assert runs == ["prod"]
+    assert inbox.pending() == [] and executor.approvals.pending() == []
+    assert [(r.principal, r.tool, r.surface) for r in rows] == [("rita", "deploy", "dashboard")]
+
+
+async def test_a_call_denied_in_the_inbox_is_refused() -> None:
+    executor = _executor()
+    inbox = ApprovalBroker()
+    decided = asyncio.create_task(_decide_when_pending(inbox, grant=False))
+    result = await executor.call(
+        "deploy", {"env": "prod"}, CALLER, approver=InboxApprover(inbox, timeout=10)
+    )
+    await decided
+    assert result.outcome is Outcome.DENIED and runs == []
+    assert inbox.pending() == []
+
+
+async def test_no_decision_in_time_is_a_no_and_leaves_the_inbox_empty() -> None:
+    executor = _executor()
+    inbox = ApprovalBroker()
+    result = await executor.call(
+        "deploy", {"env": "prod"}, CALLER, approver=InboxApprover(inbox, timeout=0.2)
+    )
+    assert result.outcome is Outcome.DENIED and runs == []
+    assert inbox.pending() == [] and executor.approvals.pending() == []
+
+
+async def test_a_cancelled_call_leaves_the_inbox() -> None:
+    executor = _executor()
+    approver = InboxApprover(executor.approvals, timeout=10)  # the executor's own broker
+    call = asyncio.create_task(executor.call("deploy", {"env": "prod"}, CALLER, approver=approver))
+    while not executor.approvals.pending():
+        await asyncio.sleep(0.01)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert executor.approvals.pending() == [] and runs == []
+
+
+async def test_the_shared_broker_case_runs_once_when_granted() -> None:
+    executor = _executor()
+    approver = InboxApprover(executor.approvals, timeout=10)
+    decided = asyncio.create_task(_decide_when_pending(executor.approvals, grant=True))
+    result = await executor.call("deploy", {"env": "qa"}, CALLER, approver=approver)
+    await decided
+    assert result.outcome is Outcome.OK and runs == ["qa"]
+    assert executor.approvals.pending() == []
+
+
+def test_a_timeout_must_be_positive() -> None:
+    with pytest.raises(ValueError):
+        InboxApprover(ApprovalBroker(), timeout=0)

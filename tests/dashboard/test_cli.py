@@ -1,0 +1,152 @@
+"""The commands: ``toolcards dashboard`` and ``toolcards serve --transport http --dashboard``,
+run as real processes on 127.0.0.1, with a real MCP client."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from dashboard.support import (
+    TOKENS,
+    Process,
+    free_port,
+    http_sign_in,
+    listening_addresses,
+    write_config,
+)
+
+pytestmark = pytest.mark.timeout(90)
+
+APPROVE_PLANNING = {
+    "default_effect": "deny",
+    "rules": [
+        {"callers": ["agent.*"], "targets": ["update_planning"], "effect": "approve",
+         "description": "Plan changes need a human"},
+        {"callers": ["agent.*"], "targets": ["*"], "effect": "allow"},
+    ],
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
+    config = write_config(tmp_path_factory.mktemp("served"), APPROVE_PLANNING)
+    process = Process(
+        "serve", "--config", str(config), "--transport", "http", "--dashboard", port=free_port()
+    )
+    yield process
+    process.stop()
+
+
+def _call_over_mcp(url: str, box: dict[str, Any]) -> None:
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+
+    async def run() -> None:
+        headers = {"Authorization": f"Bearer {TOKENS['agent']}"}
+        async with (
+            streamablehttp_client(url, headers=headers, timeout=60) as (read, write, _),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            box["result"] = await session.call_tool(
+                "update_planning", {"create": [{"description": "Served task"}]}
+            )
+
+    try:
+        asyncio.run(run())
+    except Exception as exc:  # the test reads it
+        box["error"] = repr(exc)
+
+
+def _pending_form(client: httpx.Client, timeout: float = 20.0) -> tuple[str, dict[str, str]]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        html = client.get("/panel/approvals").text
+        action = re.search(r'action="(/approvals/[^"]+/grant)"', html)
+        if action is not None:
+            form = html[action.start() : html.index("</form>", action.start())]
+            fields = dict(re.findall(r'name="(\w+)" value="([^"]*)"', form))
+            return action.group(1), fields
+        time.sleep(0.1)
+    raise AssertionError("no approval appeared in the inbox")
+
+
+def test_serve_with_dashboard_puts_mcp_approvals_in_the_inbox(served: Process) -> None:
+    box: dict[str, Any] = {}
+    caller = threading.Thread(target=_call_over_mcp, args=(served.url + "/mcp", box))
+    caller.start()
+    approver = http_sign_in(served.url, "approver")
+    action, fields = _pending_form(approver)
+    assert fields["tool"] == "update_planning" and fields["principal"] == "agent.bot"
+    assert approver.post(action, data=fields).status_code == 303
+    caller.join(30)
+    assert "error" not in box, box.get("error")
+    result = box["result"]
+    assert result.isError is False and "created ids" in result.content[0].text
+    assert "Served task" in approver.get("/panel/plan").text
+    approver.close()
+
+
+def test_serve_with_dashboard_still_refuses_an_unknown_bearer_token(served: Process) -> None:
+    response = httpx.post(
+        served.url + "/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        headers={"Authorization": "Bearer nope", "Accept": "application/json, text/event-stream"},
+    )
+    assert response.status_code == 401
+
+
+def test_the_dashboard_command_serves_the_config_team_on_loopback(tmp_path: Path) -> None:
+    config = write_config(tmp_path, APPROVE_PLANNING)
+    process = Process("dashboard", "--config", str(config), port=free_port())
+    try:
+        assert listening_addresses(process.port) == {"127.0.0.1"}
+        client = http_sign_in(process.url, "viewer")
+        assert "team served" in client.get("/").text
+        client.close()
+        assert f"http://127.0.0.1:{process.port}/" in process.output()
+    finally:
+        process.stop()
+
+
+def test_the_dashboard_command_opens_a_store_with_a_one_time_token(tmp_path: Path) -> None:
+    from toolcards import PlanningTool
+    from toolcards.runtime import Team
+
+    with Team("stored", store=tmp_path / "team.db") as team:
+        tools = {t.__name__: t for t in team.bind([PlanningTool(vector_store=False)]).get_tools()}
+        tools["update_planning"](create=[{"description": "Stored task"}])
+    process = Process(
+        "dashboard", "--store", str(tmp_path / "team.db"), "--team", "stored", port=free_port()
+    )
+    try:
+        token = re.search(r"one-time token: (\S+)", process.output())
+        assert token is not None
+        client = httpx.Client(base_url=process.url)
+        csrf = re.search(r'name="csrf" value="([^"]+)"', client.get("/login").text)
+        assert csrf is not None
+        client.post("/login", data={"token": token.group(1), "csrf": csrf.group(1)})
+        assert "Stored task" in client.get("/panel/plan").text
+        client.close()
+    finally:
+        process.stop()
+
+
+def test_a_dashboard_on_another_address_warns(caplog: pytest.LogCaptureFixture) -> None:
+    from toolcards.surfaces.dashboard.serve import warn_if_exposed
+
+    with caplog.at_level(logging.WARNING):
+        warn_if_exposed("127.0.0.1")
+        warn_if_exposed("0.0.0.0")
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == [
+        "serving the dashboard on 0.0.0.0"
+    ]

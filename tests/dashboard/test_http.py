@@ -1,0 +1,235 @@
+"""The dashboard's HTTP contract, checked with a plain HTTP client against a real server:
+headers, sign-in, CSRF, Host and Origin checks, approval decisions and the event stream."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from dashboard.support import (
+    IDENTITIES,
+    TOKENS,
+    World,
+    binding,
+    form_token,
+    http_sign_in,
+)
+from toolcards.governance.identity import Identity
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture(scope="module")
+def approver(world: World) -> Iterator[httpx.Client]:
+    client = http_sign_in(world.url, "approver")
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def pending(world: World) -> Iterator[Any]:
+    """A request waiting in the inbox (recorded by an agent's call), withdrawn afterwards."""
+    request = world.broker.request(
+        tool_id="deploy",
+        args={"env": "prod"},
+        args_digest="digest-of-prod",
+        identity=IDENTITIES["agent"],
+        reason="deploys need a human",
+    )
+    yield request
+    world.broker.withdraw(request)
+
+
+def test_every_page_forbids_inline_script_and_framing(world: World) -> None:
+    response = httpx.get(world.url + "/login")
+    csp = response.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+    assert "frame-ancestors 'none'" in csp
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert response.headers["x-frame-options"] == "DENY"
+
+
+def test_the_session_cookie_is_httponly_and_samesite_strict(world: World) -> None:
+    with httpx.Client(base_url=world.url) as client:
+        token = form_token(client.get("/login").text)
+        response = client.post("/login", data={"token": TOKENS["viewer"], "csrf": token})
+    cookie = response.headers["set-cookie"].lower()
+    assert "toolcards_session=" in cookie
+    assert "httponly" in cookie and "samesite=strict" in cookie
+
+
+def test_signing_in_without_the_forms_token_is_refused(world: World) -> None:
+    with httpx.Client(base_url=world.url) as client:
+        client.get("/login")
+        response = client.post("/login", data={"token": TOKENS["approver"]})
+    assert response.status_code == 403
+    assert "toolcards_session" not in response.headers.get("set-cookie", "")
+
+
+def test_pages_panels_and_events_need_a_session(world: World) -> None:
+    assert httpx.get(world.url + "/").headers["location"] == "/login"
+    assert httpx.get(world.url + "/panel/plan").status_code == 401
+    assert httpx.get(world.url + "/events").status_code == 401
+
+
+def test_a_request_for_another_host_name_is_refused(world: World) -> None:
+    response = httpx.get(world.url + "/login", headers={"Host": "attacker.example:80"})
+    assert response.status_code == 400
+
+
+def test_a_post_from_another_origin_is_refused(
+    world: World, approver: httpx.Client, pending: Any
+) -> None:
+    response = approver.post(
+        f"/approvals/{pending.approval_id}/grant",
+        data={"csrf": approver.csrf, **binding(pending)},  # type: ignore[attr-defined]
+        headers={"Origin": "http://attacker.example"},
+    )
+    assert response.status_code == 403
+    assert world.broker.get(pending) is not None
+
+
+def test_a_grant_for_other_arguments_than_shown_is_refused_and_audited(
+    world: World, approver: httpx.Client, pending: Any
+) -> None:
+    shown = {**binding(pending), "args_digest": "digest-of-something-else"}
+    response = approver.post(
+        f"/approvals/{pending.approval_id}/grant",
+        data={"csrf": approver.csrf, **shown},  # type: ignore[attr-defined]
+    )
+    assert response.status_code == 409
+    assert world.broker.get(pending) is not None
+    [row] = [
+        e
+        for e in world.audit.query(principal="ann", outcome="approval_rejected", limit=100)
+        if e.call_id == pending.call_id
+    ]
+    assert "differs" in (row.reason or "")
+
+
+def test_a_principal_cannot_approve_its_own_call(world: World, approver: httpx.Client) -> None:
+    own = world.broker.request(
+        tool_id="deploy",
+        args={"env": "staging"},
+        args_digest="digest-of-staging",
+        identity=Identity("ann", "user", ["approver"]),
+        reason="deploys need a human",
+    )
+    try:
+        response = approver.post(
+            f"/approvals/{own.approval_id}/grant",
+            data={"csrf": approver.csrf, **binding(own)},  # type: ignore[attr-defined]
+            headers={"Accept": "application/json"},
+        )
+        assert response.status_code == 403
+        assert "own call" in response.json()["message"]
+    finally:
+        world.broker.withdraw(own)
+
+
+def test_a_granted_request_answers_json_when_asked(
+    world: World, approver: httpx.Client, pending: Any
+) -> None:
+    response = approver.post(
+        f"/approvals/{pending.approval_id}/grant",
+        data={"csrf": approver.csrf, **binding(pending)},  # type: ignore[attr-defined]
+        headers={"Accept": "application/json"},
+    )
+    assert response.status_code == 200
+    assert response.json() == {"ok": True, "message": "granted: deploy for agent.bot"}
+    assert world.broker.state(pending).value == "granted"
+
+
+def test_signing_out_ends_the_session(world: World) -> None:
+    client = http_sign_in(world.url, "viewer")
+    response = client.post("/logout", data={"csrf": client.csrf})  # type: ignore[attr-defined]
+    assert response.status_code == 303
+    assert client.get("/").status_code == 303  # back to the sign-in page
+    client.close()
+
+
+def _stream_until(client: httpx.Client, url: str, wanted: str, act: Any) -> list[str]:
+    """Open the event stream, run ``act()``, read until a line mentions ``wanted``."""
+    lines: list[str] = []
+    with client.stream("GET", url, timeout=15) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        acted = False
+        for line in response.iter_lines():
+            lines.append(line)
+            if line.startswith("event: hello") and not acted:
+                act()
+                acted = True
+            if wanted in line:
+                return lines
+    raise AssertionError(f"{wanted!r} never arrived: {lines[-10:]}")
+
+
+def test_the_event_stream_replays_missed_events_then_live_ones(
+    world: World, approver: httpx.Client
+) -> None:
+    tools = world.graph_tools()
+    tools["update_graph"](create_entities=[{"name": "Missed one", "entity_type": "t"}])
+    since = world.team.log.position - 1  # the page was rendered before that event
+
+    def act() -> None:
+        tools["update_graph"](create_entities=[{"name": "Live one", "entity_type": "t"}])
+
+    lines = _stream_until(approver, f"/events?since={since}", "Live one", act)
+    data = [json.loads(x[5:]) for x in lines if x.startswith("data:") and "entities" in x]
+    assert ["Missed one" in d["text"] for d in data] == [True, False]
+
+
+def test_a_new_pending_approval_is_announced_on_the_stream(
+    world: World, approver: httpx.Client
+) -> None:
+    made: list[Any] = []
+
+    def act() -> None:
+        time.sleep(0.3)  # let the watcher see the empty inbox first
+        made.append(
+            world.broker.request(
+                tool_id="deploy",
+                args={"env": "qa"},
+                args_digest="digest-of-qa",
+                identity=IDENTITIES["agent"],
+                reason="deploys need a human",
+            )
+        )
+
+    try:
+        lines = _stream_until(approver, "/events", "event: approvals", act)
+    finally:
+        for request in made:
+            world.broker.withdraw(request)
+    assert any(line.startswith("event: approvals") for line in lines)
+
+
+def test_the_audit_panel_pages_back_fifty_rows_at_a_time(
+    world: World, approver: httpx.Client
+) -> None:
+    from toolcards.governance.audit import AuditRecord
+
+    for i in range(120):
+        world.audit.record(
+            AuditRecord(
+                ts=time.time(), principal="pager", principal_type="agent", roles=(),
+                surface="test", tool="t", call_id=f"row-{i}", args={"i": i},
+                decision="allow", outcome="ok",
+            )
+        )  # fmt: skip
+    seen: list[int] = []
+    url: str | None = "/panel/audit?principal=pager"
+    while url is not None:
+        html = approver.get(url).text
+        rows = re.findall(r'data-testid="audit-row" data-id="(\d+)"', html)
+        assert 0 < len(rows) <= 50
+        seen.extend(int(r) for r in rows)
+        older = re.search(r'href="/\?([^"#]+)#audit" data-testid="audit-older"', html)
+        url = None if older is None else "/panel/audit?" + older.group(1).replace("&amp;", "&")
+    assert len(seen) == 120 and seen == sorted(seen, reverse=True)

@@ -1,0 +1,63 @@
+"""What the panels read from a team (no server, no browser)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dashboard.support import one_call_model
+from toolcards import KnowledgeGraphTool
+from toolcards.runtime import RoleProfile, Team
+from toolcards.surfaces.dashboard import graphview, views
+
+
+def test_a_member_whose_model_is_not_here_is_listed_as_stopped(tmp_path: Path) -> None:
+    profile = RoleProfile(
+        role="scribe", model=one_call_model(lambda p: ("x", {})), cards=[], messaging=False
+    )
+    with Team("t", store=tmp_path / "team.db", profiles=[profile]) as team:
+        name = team.hire("scribe")
+    with Team.resume("t", tmp_path / "team.db") as team:  # no profiles: the member stays down
+        members = views.team_view(team)["members"]
+    assert [(m["name"], m["role"], m["state"]) for m in members] == [(name, "scribe", "stopped")]
+
+
+def test_the_graph_draws_at_most_its_cap_and_always_the_search_hits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(graphview, "MAX_NODES", 5)
+    with Team("g", store=tmp_path / "team.db") as team:
+        factory = team.bind([KnowledgeGraphTool(vector_store=False)])
+        tools = {t.__name__: t for t in factory.get_tools()}
+        entities = [{"name": f"n{i:02d}", "entity_type": "t"} for i in range(12)]
+        entities.append({"name": "zz needle", "entity_type": "t", "description": "haystack"})
+        tools["update_graph"](create_entities=entities)
+        view = graphview.graph_view(team, "needle")
+    names = {n["name"] for n in view["nodes"]}
+    assert view["total_entities"] == 13
+    assert len(names) == 6 and "zz needle" in names
+    assert [h["name"] for h in view["search"]["entities"]] == ["zz needle"]
+
+
+def test_panels_without_a_team_say_so() -> None:
+    assert views.team_view(None) == {"available": False}
+    assert views.plan_view(None) == {"available": False}
+    assert graphview.graph_view(None) == {"available": False}
+    assert views.events_view(None)["available"] is False
+
+
+def test_huge_approval_arguments_are_cut_with_a_count_of_what_is_hidden() -> None:
+    from toolcards.governance import ApprovalBroker, Identity
+
+    broker = ApprovalBroker()
+    broker.request(
+        tool_id="write",
+        args={f"part{i}": "x" * 1_500 for i in range(40)},  # each value under the redactor's cut
+        args_digest="d",
+        identity=Identity("agent.a", "agent"),
+        reason="r",
+    )
+    [item] = views.approvals_view(broker)["pending"]
+    assert len(item["args"]) == views.MAX_ARGS_SHOWN
+    assert item["args_hidden"] > 30_000  # about 60,000 characters in all
