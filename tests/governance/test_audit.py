@@ -128,8 +128,8 @@ async def test_batched_rows_survive_close_and_reopen(tmp_path: Path) -> None:
     audit.close()
     with AuditLog(path) as reopened:
         assert len(reopened.query(limit=1000)) == 50
-        mode = reopened._db.execute("PRAGMA journal_mode").fetchone()[0]
-    assert mode == "wal"
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 async def test_tool_error_is_recorded_redacted(tmp_path: Path) -> None:
@@ -298,3 +298,21 @@ def test_query_pages_back_with_before(tmp_path: Path) -> None:
         older = audit.query(limit=3, before=newest[0].id)
     assert [e.call_id for e in newest] == ["4", "5", "6"]
     assert [e.call_id for e in older] == ["1", "2", "3"]
+
+
+async def test_the_trail_of_a_distributed_team_is_one_postgresql_table(
+    postgres_url: str, postgres_server: object
+) -> None:
+    first, second = AuditLog(postgres_url), AuditLog(postgres_url)  # two processes' logs
+    try:
+        await _executor(first).call("login", {"user": "a", "password": "pw-1"}, ALICE)
+        await _executor(second).call("login", {"user": "b", "password": "pw-2"}, ALICE)
+        first.flush()
+        second.flush()
+        rows = first.query(limit=10)
+        assert [r.args["user"] for r in rows] == ["a", "b"]
+        assert all("pw-" not in str(r.args) for r in rows)  # redacted before it is stored
+        assert "s3cret" not in str(first.path)  # the printable location hides the password
+    finally:
+        first.close()
+        second.close()

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, Protocol
 
 from toolcards.governance import _shutdown
 from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
@@ -40,11 +40,11 @@ CREATE INDEX IF NOT EXISTS audit_principal_ts ON audit(principal, ts);
 CREATE INDEX IF NOT EXISTS audit_tool_ts ON audit(tool, ts);
 CREATE INDEX IF NOT EXISTS audit_ts ON audit(ts);
 """
-_COLUMNS = (
+COLUMNS = (
     "ts, principal, principal_type, roles, surface, tool, call_id, args_digest, args, "
     "decision, reason, outcome, duration_ms, error"
 )
-_INSERT = f"INSERT INTO audit ({_COLUMNS}) VALUES ({', '.join('?' * 14)})"
+INSERT = f"INSERT INTO audit ({COLUMNS}) VALUES ({', '.join('?' * 14)})"
 _MAX_BATCH = 4096
 
 
@@ -128,8 +128,48 @@ def _safe_row(rec: AuditRecord) -> tuple[Any, ...]:
         return _row(rec._replace(args={"unserialisable": True}, sensitive=(), args_digest=None))
 
 
+class AuditTable(Protocol):
+    """Where audit rows go: the statements of this module, ``?`` placeholders."""
+
+    def insert(self, rows: list[tuple[Any, ...]]) -> None:
+        """Insert ``rows`` in one transaction (all or none)."""
+
+    def select(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        """Run a query and return its rows."""
+
+    def close(self) -> None:
+        """Release the connection."""
+
+
+class SqliteAuditTable:
+    """The audit table in a SQLite file (WAL): several processes may append to it."""
+
+    def __init__(self, path: Path, *, sync: bool) -> None:
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA busy_timeout=10000")
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(f"PRAGMA synchronous={'FULL' if sync else 'NORMAL'}")
+        self._db.executescript(_SCHEMA)
+
+    def insert(self, rows: list[tuple[Any, ...]]) -> None:
+        self._db.execute("BEGIN")
+        try:
+            self._db.executemany(INSERT, rows)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def select(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        return list(self._db.execute(sql, params).fetchall())
+
+    def close(self) -> None:
+        self._db.close()
+
+
 class AuditLog:
-    """An append-only audit trail in a SQLite file (WAL).
+    """An append-only audit trail in a SQLite file (WAL), or in PostgreSQL when ``path`` is a
+    ``postgresql://`` URL (one trail for every process of a distributed team).
 
     ``durability="batched"`` (default) queues rows for a background writer that commits in
     batches: a call pays microseconds. The writer gathers rows for up to ``linger`` seconds
@@ -154,16 +194,19 @@ class AuditLog:
     ) -> None:
         if durability not in ("batched", "sync"):
             raise ValueError("durability must be 'batched' or 'sync'")
-        self.path = Path(path)
         self.durability = durability
         self._batch_size = max(1, min(batch_size, _MAX_BATCH))
         self._linger = max(0.0, linger)
-        self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA busy_timeout=10000")
-        self._db.execute("PRAGMA journal_mode=WAL")
-        sync_mode = "NORMAL" if durability == "batched" else "FULL"
-        self._db.execute(f"PRAGMA synchronous={sync_mode}")
-        self._db.executescript(_SCHEMA)
+        location = str(path)
+        if location.startswith(("postgresql://", "postgres://")):
+            from toolcards.governance.postgres import PostgresAuditTable
+
+            self._db: AuditTable = PostgresAuditTable(location)
+            self.path = Path(self._db.location)
+            """The file, or (PostgreSQL) the database's printable URL."""
+        else:
+            self.path = Path(path)
+            self._db = SqliteAuditTable(self.path, sync=durability == "sync")
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue[AuditRecord | threading.Event | None] = queue.SimpleQueue()
         self._hurry = threading.Event()
@@ -186,19 +229,11 @@ class AuditLog:
         with self._lock:
             try:
                 self._write([entry])
-            except sqlite3.Error:
+            except Exception:
                 log.exception("audit write failed; 1 entry lost")
-                self._rollback()
 
     def _write(self, entries: list[AuditRecord]) -> None:
-        rows = [_safe_row(rec) for rec in entries]
-        self._db.execute("BEGIN")
-        self._db.executemany(_INSERT, rows)
-        self._db.execute("COMMIT")
-
-    def _rollback(self) -> None:
-        if self._db.in_transaction:
-            self._db.execute("ROLLBACK")
+        self._db.insert([_safe_row(rec) for rec in entries])
 
     def _run(self) -> None:
         stop = False
@@ -234,9 +269,8 @@ class AuditLog:
         with self._lock:
             try:
                 self._write(batch)
-            except sqlite3.Error:
+            except Exception:
                 log.exception("audit write failed; %d entries lost", len(batch))
-                self._rollback()
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every queued entry is committed; False on timeout."""
@@ -305,10 +339,10 @@ class AuditLog:
             where.append("id < ?")
             params.append(int(before))
         clause = f"WHERE {' AND '.join(where)}" if where else ""
-        sql = f"SELECT id, {_COLUMNS} FROM audit {clause} ORDER BY id DESC LIMIT ?"
+        sql = f"SELECT id, {COLUMNS} FROM audit {clause} ORDER BY id DESC LIMIT ?"
         params.append(int(limit))
         with self._lock:
-            rows = self._db.execute(sql, params).fetchall()
+            rows = self._db.select(sql, params)
         return [_entry(r) for r in reversed(rows)]
 
     def tail(self, n: int = 20) -> list[AuditEntry]:

@@ -1,6 +1,6 @@
-"""Governance state in PostgreSQL, for a team held by many processes: pending approvals and
-rate-limit counters (the audit trail: :class:`~toolcards.governance.audit.AuditLog` with a
-``postgresql://`` location).
+"""Governance state in PostgreSQL, for a team held by many processes: pending approvals,
+rate-limit counters and the audit trail (:class:`~toolcards.governance.audit.AuditLog` with a
+``postgresql://`` location uses :class:`PostgresAuditTable`).
 
 One module owns this SQL; the approval logic is the SQLite store's (the same statements, with
 PostgreSQL's placeholders), so both pass one contract suite.
@@ -15,6 +15,7 @@ from typing import Any
 from toolcards._postgres import Connections
 from toolcards.governance._policy_parse import Limit
 from toolcards.governance.approval_store import SqlApprovalStore
+from toolcards.governance.audit import INSERT
 
 _APPROVALS = """
 CREATE TABLE IF NOT EXISTS toolcards_approvals (
@@ -142,6 +143,56 @@ class PostgresRateLimiter:
     def reset(self) -> None:
         with self._db.transaction(), self._db.cursor() as cur:
             cur.execute("DELETE FROM toolcards_rate_buckets")
+
+    def close(self) -> None:
+        self._db.close()
+
+
+_AUDIT = """
+CREATE TABLE IF NOT EXISTS toolcards_audit (
+    id BIGSERIAL PRIMARY KEY,
+    ts DOUBLE PRECISION NOT NULL,
+    principal TEXT NOT NULL,
+    principal_type TEXT NOT NULL,
+    roles TEXT NOT NULL,
+    surface TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    call_id TEXT,
+    args_digest TEXT NOT NULL,
+    args TEXT NOT NULL,
+    decision TEXT NOT NULL,
+    reason TEXT,
+    outcome TEXT NOT NULL,
+    duration_ms DOUBLE PRECISION NOT NULL,
+    error TEXT
+);
+CREATE INDEX IF NOT EXISTS toolcards_audit_principal_ts ON toolcards_audit(principal, ts);
+CREATE INDEX IF NOT EXISTS toolcards_audit_tool_ts ON toolcards_audit(tool, ts);
+CREATE INDEX IF NOT EXISTS toolcards_audit_ts ON toolcards_audit(ts)
+"""
+
+
+def _audit_sql(sql: str) -> str:
+    """The audit log's statements for this table and PostgreSQL's placeholders."""
+    return sql.replace(" audit ", " toolcards_audit ").replace("?", "%s")
+
+
+class PostgresAuditTable:
+    """The audit trail in PostgreSQL: every process of a team appends to one table."""
+
+    def __init__(self, url: str, *, connect_timeout: float = 5.0) -> None:
+        self._db = Connections(url, connect_timeout=connect_timeout)
+        self.location = self._db.location
+        _create(self._db, _AUDIT)
+
+    def insert(self, rows: list[tuple[Any, ...]]) -> None:
+        with self._db.transaction(), self._db.cursor() as cur:
+            cur.executemany(_audit_sql(INSERT), rows)
+
+    def select(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        with self._db.cursor() as cur:
+            cur.execute(_audit_sql(sql), params)
+            return list(cur.fetchall())
 
     def close(self) -> None:
         self._db.close()
