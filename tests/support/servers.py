@@ -11,7 +11,6 @@ import contextlib
 import os
 import pwd
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -154,7 +153,12 @@ class PostgresServer:
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)  # fast shutdown
+            assert self.bindir is not None
+            subprocess.run(  # signals to runuser would not reach the server: ask pg_ctl
+                [*self._run_as, str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m",
+                 "immediate", "-w", "-t", "20", "stop"],
+                capture_output=True, check=False, timeout=60,
+            )  # fmt: skip
             try:
                 self.process.wait(timeout=20)
             except subprocess.TimeoutExpired:
