@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    RetryPromptPart,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-)
-from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
 HERE = Path(__file__).parent
@@ -27,43 +16,6 @@ TABLE_PATH = HERE / "policy_table.yaml"
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-def _results(messages: list[ModelMessage]) -> list[str]:
-    out = []
-    for msg in messages:
-        if not isinstance(msg, ModelRequest):
-            continue
-        for part in msg.parts:
-            if isinstance(part, RetryPromptPart):
-                out.append(f"{part.tool_name}: retry: {part.model_response()}")
-            elif isinstance(part, ToolReturnPart):
-                out.append(f"{part.tool_name}: {part.outcome}: {part.content}")
-    return out
-
-
-class Script:
-    """A FunctionModel that makes the given tool calls, one model step each, then answers
-    with every tool result it saw (one per line). ``seen_tools`` records each step's tools."""
-
-    def __init__(self, calls: Sequence[tuple[str, dict[str, Any]]]) -> None:
-        self.calls = list(calls)
-        self.step = 0
-        self.seen_tools: list[list[str]] = []
-        self.seen_defs: list[Any] = []
-
-    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        self.seen_tools.append([t.name for t in info.function_tools])
-        self.seen_defs.append(list(info.function_tools))
-        if self.step < len(self.calls):
-            name, args = self.calls[self.step]
-            self.step += 1
-            return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id=f"call-{self.step}")])
-        return ModelResponse(parts=[TextPart("\n".join(_results(messages)) or "done")])
-
-    @property
-    def model(self) -> FunctionModel:
-        return FunctionModel(self)
 
 
 class Recorder:

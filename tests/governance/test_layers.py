@@ -8,6 +8,7 @@ import pytest
 from pydantic_ai import Agent
 from pydantic_ai.toolsets import FunctionToolset
 
+from support.scripted import SequenceScript as Script
 from toolcards.governance.capability import surface_context
 from toolcards.governance.layers import (
     APPROVAL_NOTE,
@@ -18,8 +19,6 @@ from toolcards.governance.layers import (
     SelectedToolset,
     provider_safe_name,
 )
-
-from .conftest import Script
 
 pytestmark = pytest.mark.anyio
 

@@ -8,9 +8,10 @@ from typing import Any
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved
 
+from support.scripted import SequenceScript as Script
 from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
 
-from .conftest import POLICY_PATH, Recorder, Script
+from .conftest import POLICY_PATH, Recorder
 
 ALICE = Identity("alice", roles=["data_admin"])
 BOB = Identity("bob", roles=["sales"])

@@ -12,10 +12,9 @@ from pydantic_ai import Agent
 from pydantic_ai.exceptions import ModelRetry
 from pydantic_ai.toolsets import FunctionToolset
 
+from support.scripted import SequenceScript as Script
 from toolcards.governance import GovernedToolset, Identity, Policy, provider_safe_name
 from toolcards.governance.capability import surface_context
-
-from .conftest import Script
 
 pytestmark = pytest.mark.anyio
 ALICE = Identity("alice", roles=["admin"])

@@ -12,7 +12,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from members.support import Script, StaffCard, call_tool, lifecycle, wait_until
+from members.support import StaffCard, lifecycle
+from support.scripted import Script, call_tool, wait_until
 from toolcards.runtime import RoleProfile, Team
 from toolcards.runtime.member_actor import trim_history
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from members.support import NotesCard, Script, call_tool
+from members.support import NotesCard
+from support.scripted import Script, call_tool
 from toolcards.governance import Policy
 from toolcards.runtime import RoleProfile, Team
 

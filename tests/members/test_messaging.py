@@ -15,15 +15,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo
 
-from members.support import (
-    NotesCard,
-    Script,
-    call_tool,
-    last_part,
-    message_events,
-    user_prompts,
-    wait_until,
-)
+from members.support import NotesCard, message_events
+from support.scripted import Script, call_tool, last_part, user_prompts, wait_until
 from toolcards import PlanningTool, SkillTool
 from toolcards.runtime import MemberMessage, RoleProfile, Team
 from toolcards.runtime.messaging import EVENT_TEXT_CHARS, MAX_MESSAGE_CHARS

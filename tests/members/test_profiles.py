@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
-from members.support import Script
+from support.scripted import Script
 from toolcards import PlanningTool
 from toolcards.runtime import RoleProfile, Team
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from members.support import Script, lifecycle
+from members.support import lifecycle
+from support.scripted import Script
 from toolcards.runtime import RoleProfile, Team
 
 

@@ -8,7 +8,8 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo
 
-from members.support import NotesCard, Script, lifecycle, message_events, wait_until
+from members.support import NotesCard, lifecycle, message_events
+from support.scripted import Script, wait_until
 from toolcards.core import TeamManagementToolObserver
 from toolcards.runtime import RoleProfile, Team
 

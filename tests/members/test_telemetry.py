@@ -8,7 +8,8 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo
 
-from members.support import Script, message_events, wait_until
+from members.support import message_events
+from support.scripted import Script, wait_until
 from toolcards.core import ToolStateEvent
 from toolcards.runtime import MESSAGES, RoleProfile, Team, member_activity
 

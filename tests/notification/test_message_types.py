@@ -9,8 +9,9 @@ from pydantic import ValidationError
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo
 
-from members.support import Script, call_tool, message_events, user_prompts, wait_until
+from members.support import message_events
 from notification.harness import Harness
+from support.scripted import Script, call_tool, user_prompts, wait_until
 from toolcards import NotificationTool, load_cards
 from toolcards.runtime import RoleProfile, Team
 from toolcards.tools.notification.messages import (

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from team_tool.scripted import ScriptedMember
+from support.scripted import ScriptedMember
 from toolcards.runtime import RoleProfile, Team
 
 

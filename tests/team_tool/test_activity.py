@@ -11,8 +11,8 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from support.scripted import ScriptedMember, wait_until
 from team_tool.conftest import tools_of
-from team_tool.scripted import ScriptedMember, wait_until
 from toolcards import NotificationTool, TeamTool, ToolFactory
 from toolcards.runtime import Team
 from toolcards.tools.team.activity import CACHE_NAME

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from team_tool.scripted import ScriptedMember
+from support.scripted import ScriptedMember
 from toolcards import NotificationTool, TeamTool
 from toolcards.runtime import RoleProfile, Team
 from toolcards.tools.notification.models import ACTOR_NAME

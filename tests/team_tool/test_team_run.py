@@ -9,7 +9,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from team_tool.scripted import ScriptedMember, wait_until
+from support.scripted import ScriptedMember, wait_until
 from toolcards import NotificationTool, TeamTool
 from toolcards.runtime import RoleProfile, Team
 from toolcards.tools.notification.models import ACTOR_NAME
