@@ -65,7 +65,7 @@ async def test_caller_without_a_token_is_anonymous_and_sees_nothing(server: Http
         tools = (await s.list_tools()).tools
         result = await s.call_tool("crm_read", {"id": 1})
     assert tools == []
-    assert result.isError is True
+    assert result.is_error is True
     assert result.content[0].text == "denied: crm_read is not permitted for anonymous"  # type: ignore[union-attr]
 
 
@@ -74,7 +74,7 @@ async def test_token_resolves_to_its_principal(server: HttpServer) -> None:
         names = {t.name for t in (await s.list_tools()).tools}
         result = await s.call_tool("crm_delete", {"id": 3})
     assert "crm_delete" in names
-    assert result.isError is False
+    assert result.is_error is False
 
 
 def test_a_session_refuses_requests_from_another_caller(server: HttpServer) -> None:
@@ -102,8 +102,8 @@ async def test_elicitation_approves_a_call_over_http(server: HttpServer) -> None
     args = {"amount": 250, "currency": "USD", "to": "acct-1"}
     async with http_session(server.url, token_for(CAROL), elicitation_callback=approve) as s:
         result = await s.call_tool("transfer_money", args)
-    assert result.isError is False
-    assert result.structuredContent == {"tool": "transfer_money", "args": {**args, "amount": 250.0}}
+    assert result.is_error is False
+    assert result.structured_content == {"tool": "transfer_money", "args": {**args, "amount": 250.0}}
 
 
 def test_serve_binds_to_loopback_by_default() -> None:
