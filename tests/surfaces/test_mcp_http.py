@@ -103,7 +103,10 @@ async def test_elicitation_approves_a_call_over_http(server: HttpServer) -> None
     async with http_session(server.url, token_for(CAROL), elicitation_callback=approve) as s:
         result = await s.call_tool("transfer_money", args)
     assert result.is_error is False
-    assert result.structured_content == {"tool": "transfer_money", "args": {**args, "amount": 250.0}}
+    assert result.structured_content == {
+        "tool": "transfer_money",
+        "args": {**args, "amount": 250.0},
+    }
 
 
 def test_serve_binds_to_loopback_by_default() -> None:

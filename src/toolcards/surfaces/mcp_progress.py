@@ -22,8 +22,10 @@ class CallProgress:
     """The progress channel of one call (a no-op when the client asked for none)."""
 
     def __init__(self, ctx: Any) -> None:
-        meta = getattr(ctx, "meta", None)
-        self.token = getattr(meta, "progress_token", None) if meta is not None else None
+        raw = getattr(ctx, "params", None) or {}
+        meta = raw.get("_meta") if isinstance(raw, dict) else None
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        self.token = token if isinstance(token, str | int) and not isinstance(token, bool) else None
         self._session = ctx.session
         self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()

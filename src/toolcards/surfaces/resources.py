@@ -88,12 +88,19 @@ def _json(value: Any) -> str:
     return json.dumps(to_jsonable_python(value, fallback=str), ensure_ascii=False, indent=2)
 
 
-def _ask(runtime: SurfaceRuntime, actor: str, method: str, *args: Any, **kw: Any) -> Any:
+def _ask(
+    runtime: SurfaceRuntime, default: Any, actor: str, method: str, *args: Any, **kw: Any
+) -> Any:
+    """The actor's answer; ``default`` when it never started in this team (no state yet:
+    a resumed team restarts every actor it recorded)."""
     team = runtime.team
     handle = None if team is None else team.actor(actor)
     if handle is None:
-        raise ResourceNotFound(f"{actor} is not running in this team")
+        return default
     return handle.ask(method, *args, timeout=_ASK_TIMEOUT, **kw)
+
+
+_EMPTY_GRAPH = {"entities": 0, "relations": 0, "types": [], "roots": [], "more_roots": 0}
 
 
 def team_resources(runtime: SurfaceRuntime) -> Iterator[StaticResource | TemplateResource]:
@@ -102,21 +109,21 @@ def team_resources(runtime: SurfaceRuntime) -> Iterator[StaticResource | Templat
     if team is None:
         return
     base = f"toolcards://team/{quote(team.team_id, safe='')}"
-    names = set(team.actor_names())
-    if _PLANNING in names:
+    kinds = runtime.card_types()
+    if "PlanningTool" in kinds:
         yield StaticResource(
             f"{base}/planning",
             "planning",
-            lambda: _json({"tasks": _ask(runtime, _PLANNING, "tasks")}),
+            lambda: _json({"tasks": _ask(runtime, [], _PLANNING, "tasks")}),
             "application/json",
             "The team's planning board: every task with status, owner and dependencies.",
             (_PLANNING,),
         )
-    if _GRAPH in names:
+    if "KnowledgeGraphTool" in kinds:
         yield StaticResource(
             f"{base}/graph",
             "knowledge-graph",
-            lambda: _json(_ask(runtime, _GRAPH, "summary", 50)),
+            lambda: _json(_ask(runtime, _EMPTY_GRAPH, _GRAPH, "summary", 50)),
             "application/json",
             "The team's knowledge graph: counts, entity types and root entities.",
             (_GRAPH,),
@@ -132,7 +139,9 @@ def team_resources(runtime: SurfaceRuntime) -> Iterator[StaticResource | Templat
 
 
 def _entity(runtime: SurfaceRuntime, name: str) -> str:
-    result = _ask(runtime, _GRAPH, "search", name, "keyword", 10, include_edges=True)
+    result = _ask(runtime, None, _GRAPH, "search", name, "keyword", 10, include_edges=True)
+    if result is None:
+        raise ResourceNotFound(f"no entity named {name!r}")
     for entity, _score in result.entities:
         if entity.name == name:
             edges = [r for r in result.edges if name in (r.from_entity, r.to_entity)]

@@ -58,6 +58,12 @@ class SurfaceRuntime:
         """(name, function, description) of every prompt a surface may offer."""
         return list(self.prompts)
 
+    def card_types(self) -> set[str]:
+        """The type names of the configured cards."""
+        if self.config is None:
+            return set()
+        return {str(card.get("type")) for card in self.config.cards}
+
     def workspaces(self) -> dict[str, Path]:
         """Workspace id -> directory, for the configured WorkspaceTool cards."""
         if self.config is None:
