@@ -113,9 +113,8 @@ async def test_no_log_records_before_a_level_is_set(server: HttpServer) -> None:
 
 async def test_logging_capability_is_declared(server: HttpServer) -> None:
     async with session(server) as s:
-        caps = s.initialize_result.capabilities if hasattr(s, "initialize_result") else None
-        if caps is None:
-            caps = (await s.initialize()).capabilities
+        caps = s.server_capabilities
+    assert caps is not None
     assert caps.logging is not None and caps.resources is not None and caps.prompts is not None
 
 
@@ -221,3 +220,24 @@ async def test_card_system_prompts_are_mcp_prompts(server: HttpServer) -> None:
     assert {"PlanningTool", "KnowledgeGraphTool"} <= names
     content = prompt.messages[0].content
     assert isinstance(content, types.TextContent) and "planning" in content.text.lower()
+
+
+# -- routine disconnects --------------------------------------------------------------------------
+
+
+def server_log(server: HttpServer) -> str:
+    import os
+
+    return os.pread(server.log.fileno(), 1_000_000, 0).decode(errors="replace")
+
+
+async def test_a_client_leaving_mid_call_is_not_logged_as_an_error(server: HttpServer) -> None:
+    before = server_log(server)
+    with anyio.move_on_after(1.0):
+        async with session(server) as s:
+            await s.call_tool("nap_async", {"seconds": 5})
+    await anyio.sleep(1.5)
+    async with session(server) as s:  # the server still serves
+        assert (await s.call_tool("steps", {"count": 1})).is_error is False
+    added = server_log(server)[len(before) :]
+    assert "ClosedResourceError" not in added and "Traceback" not in added, added

@@ -134,6 +134,8 @@ async def control_endpoint(
     exists exactly as long."""
     import anyio
     from anyio.abc import SocketStream
+    from anyio.streams.buffered import BufferedByteReceiveStream
+    from pydantic_core import to_json
 
     record = endpoint_path(config)
     path = _socket_path(record)
@@ -143,14 +145,12 @@ async def control_endpoint(
 
     async def handle(stream: SocketStream) -> None:
         async with stream:
-            buffered = anyio.streams.buffered.BufferedByteReceiveStream(stream)
+            buffered = BufferedByteReceiveStream(stream)
             try:
                 line = await buffered.receive_until(b"\n", MAX_LINE)
                 reply = {"data": await _answer(rt, json.loads(line))}
             except Exception as exc:  # a bad request never takes the server down
                 reply = {"error": f"{type(exc).__name__}: {exc}"}
-            from pydantic_core import to_json
-
             await stream.send(to_json(reply, fallback=str) + b"\n")
 
     tmp = record.with_name(record.name + f".{os.getpid()}.tmp")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
 from typing import Any
 
 from toolcards.governance.identity import ANONYMOUS, Identity
@@ -224,9 +224,29 @@ async def run_http(
 
     if host not in _LOOPBACK:
         log.warning("serving MCP on %s: reachable beyond this machine", host)
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            """Shut down on SIGINT/SIGTERM, then return normally (uvicorn would re-raise
+            the signal, killing the process before the caller's cleanup runs)."""
+            import signal
+            import threading
+
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            handled = (signal.SIGINT, signal.SIGTERM)
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
     app = http_app(runtime, host=host)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
+    server = Server(config)
     if on_ready is None:
         await server.serve()
         return

@@ -27,12 +27,31 @@ async def serve_runtime(
         if config is not None:
             await stack.enter_async_context(control_endpoint(rt, config, http))
         if transport == "stdio":
-            from toolcards.surfaces.mcp_server import run_stdio
-
-            await run_stdio(rt)
+            await _until_signalled(rt)
         elif transport == "http":
             from toolcards.surfaces.mcp_http import run_http
 
             await run_http(rt, host=host, port=port)
         else:
             raise ValueError("transport must be 'stdio' or 'http'")
+
+
+async def _until_signalled(rt: SurfaceRuntime) -> None:
+    """stdio until the client leaves, or SIGTERM/SIGINT (then cleanly, records removed)."""
+    import signal
+
+    import anyio
+
+    from toolcards.surfaces.mcp_server import run_stdio
+
+    async with anyio.create_task_group() as tasks:
+
+        async def watch() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for _ in signals:
+                    tasks.cancel_scope.cancel()
+                    return
+
+        tasks.start_soon(watch)
+        await run_stdio(rt)
+        tasks.cancel_scope.cancel()
