@@ -100,13 +100,37 @@ async def test_log_records_at_or_above_the_set_level_are_forwarded(server: HttpS
     assert all(m.level == "info" for m in messages if m.data in texts)
 
 
-async def test_no_log_records_before_a_level_is_set(server: HttpServer) -> None:
+async def test_a_call_forwards_info_records_before_any_level_is_set(server: HttpServer) -> None:
     messages: list[Any] = []
 
     async def on_log(params: types.LoggingMessageNotificationParams) -> None:
         messages.append(params)
 
     async with session(server, logging_callback=on_log) as s:
+        await s.call_tool("steps", {"count": 2})
+    assert [m.data for m in messages] == ["step 1 of 2", "step 2 of 2"]
+
+
+async def test_debug_records_follow_a_debug_level(server: HttpServer) -> None:
+    messages: list[Any] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        messages.append(params)
+
+    async with session(server, logging_callback=on_log) as s:
+        await s.set_logging_level("debug")
+        await s.call_tool("steps", {"count": 1})
+    assert [m.data for m in messages][-1] == "all steps done"
+
+
+async def test_warning_level_silences_info_records(server: HttpServer) -> None:
+    messages: list[Any] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        messages.append(params)
+
+    async with session(server, logging_callback=on_log) as s:
+        await s.set_logging_level("warning")
         await s.call_tool("steps", {"count": 2})
     assert messages == []
 

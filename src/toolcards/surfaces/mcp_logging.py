@@ -3,8 +3,8 @@ records (the ``toolcards`` logger and its children) forwarded as ``notifications
 at or above that level.
 
 A record emitted while a tool call runs (in its task or its worker thread) goes to the
-connection that made the call, on the call's own stream; other records go to every
-connection that set a level. Nothing is forwarded to a connection that never set one.
+connection that made the call, on the call's own stream, at or above the connection's level
+(``info`` until it sets one); other records go to every connection that set a level.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import mcp.types as types
 from anyio.abc import TaskGroup
 
 ROOT_LOGGER = "toolcards"
+DEFAULT_CALL_LEVEL = logging.INFO
 # RFC 5424 severities as MCP names them, and the stdlib level each starts at
 _LEVELS: dict[str, int] = {
     "debug": logging.DEBUG,
@@ -84,8 +85,7 @@ class LogForwarder(logging.Handler):
         """Records emitted in this context go to ``session``'s call ``request_id``."""
         level = self.level_of(session)
         if level is None:
-            yield
-            return
+            level = DEFAULT_CALL_LEVEL
         token = _current.set(_Listener(session, level, request_id))
         try:
             yield
