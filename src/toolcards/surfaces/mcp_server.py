@@ -185,9 +185,34 @@ class GovernedMCPServer:
         return types.CallToolResult(content=content, structured_content=structured, is_error=False)
 
 
+_INLINE_CHARS = 65_536
+_INLINE_ITEMS = 64
+
+
+def _small(value: Any) -> bool:
+    """Cheap to encode on the event loop: a short string, a scalar, or a shallow container
+    of a few scalars and short strings."""
+    if isinstance(value, str):
+        return len(value) < _INLINE_CHARS
+    if value is None or isinstance(value, bool | int | float):
+        return True
+    if isinstance(value, dict):
+        items: Any = value.values()
+    elif isinstance(value, list | tuple):
+        items = value
+    else:
+        return False
+    if len(value) > _INLINE_ITEMS:
+        return False
+    return all(
+        v is None or isinstance(v, bool | int | float) or (isinstance(v, str) and len(v) < 1024)
+        for v in items
+    )
+
+
 async def _content(value: Any) -> tuple[list[types.ContentBlock], dict[str, Any] | None]:
-    """Plain strings inline; anything that needs encoding off the event loop."""
-    if isinstance(value, str) and len(value) < 65_536:
+    """Small values inline; anything bigger is encoded off the event loop."""
+    if _small(value):
         return tool_content(value)
     return await anyio.to_thread.run_sync(tool_content, value)
 

@@ -15,7 +15,10 @@ try:  # mcp 1.x
 except ImportError:  # mcp 2.x
     from mcp.server.mcpserver import MCPServer as Server  # type: ignore[no-redef]
 
-server: Any = Server("echo", host="127.0.0.1", log_level="WARNING")
+try:
+    server: Any = Server("echo", host="127.0.0.1", log_level="WARNING")
+except TypeError:  # mcp 2.x: the host is the app's concern
+    server = Server("echo", log_level="WARNING")
 
 
 @server.tool()
