@@ -45,10 +45,16 @@ def big(size: int) -> str:
     return "z" * size
 
 
+try:  # the SDK reports a ToolError's message to the client (other errors stay private)
+    from mcp.server.mcpserver.exceptions import ToolError
+except ImportError:  # mcp 1.x reported any exception's message
+    ToolError = ValueError  # type: ignore[assignment,misc]
+
+
 @server.tool()
 def fail(message: str) -> str:
     """Always fails with the message."""
-    raise ValueError(message)
+    raise ToolError(message)
 
 
 @server.tool(name="docs.search")
