@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-
 try:
     import httpx2 as http
 except ImportError:  # pragma: no cover - mcp 1.x stacks

@@ -45,14 +45,8 @@ def is_connection_error(exc: BaseException) -> bool:
 
     if isinstance(exc, BaseExceptionGroup):
         return all(is_connection_error(e) for e in exc.exceptions)
-    if isinstance(
-        exc,
-        anyio.ClosedResourceError
-        | anyio.BrokenResourceError
-        | anyio.EndOfStream
-        | ConnectionError
-        | EOFError,
-    ) or isinstance(exc, TRANSPORT_ERRORS):
+    gone = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+    if isinstance(exc, (*gone, ConnectionError, EOFError, *TRANSPORT_ERRORS)):
         return True
     error = getattr(exc, "error", None)
     code = getattr(error, "code", getattr(exc, "code", None))
