@@ -50,6 +50,7 @@ class _Listener:
     session: Any
     level: int
     request_id: Any = None
+    sent: list[asyncio.Future[None]] | None = None  # a call's sends, awaited before its result
 
 
 _current: contextvars.ContextVar[_Listener | None] = contextvars.ContextVar(
@@ -81,16 +82,24 @@ class LogForwarder(logging.Handler):
         return None if listener is None else listener.level
 
     @contextmanager
-    def for_call(self, session: Any, request_id: Any) -> Iterator[None]:
+    def for_call(self, session: Any, request_id: Any) -> Iterator[_Listener]:
         """Records emitted in this context go to ``session``'s call ``request_id``."""
         level = self.level_of(session)
         if level is None:
             level = DEFAULT_CALL_LEVEL
-        token = _current.set(_Listener(session, level, request_id))
+        listener = _Listener(session, level, request_id, [])
+        token = _current.set(listener)
         try:
-            yield
+            yield listener
         finally:
             _current.reset(token)
+
+    async def drain(self, listener: _Listener) -> None:
+        """Wait (briefly) until the records of a call are sent, so they precede its result."""
+        await asyncio.sleep(0)  # let sends queued from worker threads start
+        if listener.sent:
+            await asyncio.wait(listener.sent, timeout=2.0)
+            listener.sent.clear()
 
     # -- lifetime -----------------------------------------------------------------------------
 
@@ -147,7 +156,9 @@ class LogForwarder(logging.Handler):
             return
 
         def start() -> None:
-            if self._tasks is not None:
+            if target.sent is not None:  # a call's record: tracked, awaited before its result
+                target.sent.append(loop.create_task(self._send(target, params)))
+            elif self._tasks is not None:
                 tasks.start_soon(self._send, target, params)
 
         if threading.get_ident() == self._loop_thread:

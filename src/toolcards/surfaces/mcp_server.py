@@ -159,11 +159,12 @@ class GovernedMCPServer:
         call_id = None if ctx.request_id is None else f"mcp-{ctx.request_id}"
         started = time.perf_counter()
         try:
-            with progress.bound(), self.logs.for_call(ctx.session, ctx.request_id):
+            with progress.bound(), self.logs.for_call(ctx.session, ctx.request_id) as logs:
                 result = await self.runtime.executor.call(
                     name, args, who, surface="mcp", approver=approval.approver
                 )
             await progress.drain()
+            await self.logs.drain(logs)
         except anyio.get_cancelled_exc_class():
             record_cancelled(
                 self.runtime.executor,

@@ -4,7 +4,8 @@ every JSON-RPC line is relayed unchanged.
 
     python stdio_relay.py PORT -- toolcards serve --config toolcards.yaml
 
-A POSTed request gets an SSE stream carrying what the server sends until its response
+One spare server process is kept started, so a new session does not wait for a whole
+interpreter start. A POSTed request gets an SSE stream carrying what the server sends until its response
 (notifications in between ride along while it is the only request in flight); other server
 messages go to the session's GET stream. Host and Origin must be loopback names.
 """
@@ -78,6 +79,14 @@ class Relay:
         self.command = command
         self.sessions: dict[str, Session] = {}
         self.tasks: Any = None
+        self.spare: Process | None = None
+
+    async def process(self) -> Process:
+        """A started server process; the next one starts now, so a session does not wait
+        for a whole interpreter start."""
+        proc = self.spare or await anyio.open_process(self.command, stderr=None)
+        self.spare = await anyio.open_process(self.command, stderr=None)
+        return proc
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -86,6 +95,8 @@ class Relay:
                     await send({"type": "lifespan.startup.complete"})
                 for session in self.sessions.values():
                     session.proc.terminate()
+                if self.spare is not None:
+                    self.spare.terminate()
                 await send({"type": "lifespan.shutdown.complete"})
                 self.tasks.cancel_scope.cancel()
             return
@@ -123,7 +134,7 @@ class Relay:
             if message.get("method") != "initialize":
                 return JSONResponse({"jsonrpc": "2.0", "id": None, "error": {
                     "code": -32000, "message": "no session"}}, status_code=400)  # fmt: skip
-            proc = await anyio.open_process(self.command, stderr=None)
+            proc = await self.process()
             sid = secrets.token_hex(16)
             session = self.sessions[sid] = Session(proc)
             self.tasks.start_soon(session.pump)
