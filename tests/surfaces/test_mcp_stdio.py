@@ -13,7 +13,7 @@ from mcp_clients import stdio_session
 
 from toolcards.governance import AuditLog, Identity
 from toolcards.governance.table import PolicyTable
-from toolcards.surfaces.mcp_server import META_KEY
+from toolcards.surfaces.mcp_server import JSON_SCHEMA_DIALECT, META_KEY
 
 pytestmark = pytest.mark.anyio
 
@@ -60,7 +60,7 @@ async def test_tools_list_carries_the_capability_json_schema(
     expected = CapabilityRegistry.from_tools(table.tools)["transfer_money"].json_schema
     async with stdio_session(write_config(tmp_path, local=CAROL)) as s:
         tool = next(t for t in (await s.list_tools()).tools if t.name == "transfer_money")
-    assert tool.input_schema == expected
+    assert tool.input_schema == {"$schema": JSON_SCHEMA_DIALECT, **expected}
     assert tool.input_schema["required"] == ["amount", "currency", "to"]
 
 

@@ -50,14 +50,19 @@ def toolcards_version() -> str:
         return "0+unknown"
 
 
+JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
 def mcp_tool(cap: Capability) -> types.Tool:
-    """The MCP view of a capability: schema and the four hints, always explicit (MCP assumes
-    a tool with no hints is destructive and open-world)."""
+    """The MCP view of a capability: its JSON schema (dialect declared: 2020-12, as pydantic
+    writes it) and the four hints, always explicit (MCP assumes a tool with no hints is
+    destructive and open-world)."""
     ann = cap.annotations
+    schema = cap.json_schema or {"type": "object", "properties": {}}
     return types.Tool(
         name=cap.id,
         description=cap.description or None,
-        input_schema=cap.json_schema or {"type": "object", "properties": {}},
+        input_schema={"$schema": JSON_SCHEMA_DIALECT, **schema},
         annotations=types.ToolAnnotations(
             read_only_hint=ann.readonly,
             destructive_hint=ann.destructive and not ann.readonly,
