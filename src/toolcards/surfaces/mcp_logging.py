@@ -95,8 +95,9 @@ class LogForwarder(logging.Handler):
             _current.reset(token)
 
     async def drain(self, listener: _Listener) -> None:
-        """Wait (briefly) until the records of a call are sent, so they precede its result."""
-        await asyncio.sleep(0)  # let sends queued from worker threads start
+        """Wait (briefly) until the records of a call are sent, so they precede its result.
+        (A worker thread's records were queued to the loop before its result was, so they
+        are all in ``sent`` once the call returned.)"""
         if listener.sent:
             await asyncio.wait(listener.sent, timeout=2.0)
             listener.sent.clear()

@@ -75,8 +75,8 @@ class CallProgress:
             yield
 
     async def drain(self) -> None:
-        """Wait (briefly) until every report made so far is sent."""
-        await asyncio.sleep(0)  # let reports queued from worker threads start
+        """Wait (briefly) until every report made so far is sent (a worker thread's reports
+        reached the loop before its result did)."""
         if self._pending:
             await asyncio.wait(self._pending, timeout=_DRAIN_TIMEOUT)
             self._pending.clear()

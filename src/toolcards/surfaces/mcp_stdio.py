@@ -48,34 +48,43 @@ def _error(ident: Any, code: int, message: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": message}}
 
 
-class _CheckedLines:
-    """stdin lines for the SDK; malformed ones are answered here and not passed on."""
-
-    def __init__(self, lines: Any, errors: anyio.abc.ObjectSendStream[dict[str, Any]]) -> None:
-        self._lines = lines
-        self._errors = errors
+class _NoLines:
+    """Given to the SDK's stdio server as its stdin: this module reads stdin itself."""
 
     def __aiter__(self) -> AsyncIterator[str]:
-        return self._checked()
+        return self
 
-    async def _checked(self) -> AsyncIterator[str]:
-        async for line in self._lines:
+    async def __anext__(self) -> str:
+        raise StopAsyncIteration
+
+
+async def _read_messages(
+    lines: Any, messages: Any, errors: anyio.abc.ObjectSendStream[dict[str, Any]]
+) -> None:
+    """Each stdin line parsed once; a malformed one is answered, not passed on."""
+    async with messages:
+        async for line in lines:
             if not line.strip():
                 continue
-            problem = edge_error(line)
-            if problem is None:
-                yield line
-            else:
-                await self._errors.send(problem)
+            try:
+                message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+            except ValueError:
+                problem = edge_error(line)
+                if problem is not None:
+                    await errors.send(problem)
+                continue
+            await messages.send(SessionMessage(message))
 
 
 @contextlib.asynccontextmanager
 async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
-    """``(read, write)`` streams over this process's stdin and stdout."""
+    """``(read, write)`` streams over this process's stdin and stdout (stdout through the
+    SDK's writer, which also keeps stray prints off the wire)."""
     send_errors, errors = anyio.create_memory_object_stream[dict[str, Any]](16)
+    send_messages, read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     raw = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
-    stdin: Any = _CheckedLines(anyio.wrap_file(raw), send_errors)
-    async with stdio_server(stdin=stdin) as (read, write):
+    no_stdin: Any = _NoLines()
+    async with stdio_server(stdin=no_stdin) as (_unused, write):
 
         async def answer_errors() -> None:
             async with errors:
@@ -85,6 +94,7 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
 
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(answer_errors)
+            tasks.start_soon(_read_messages, anyio.wrap_file(raw), send_messages, send_errors)
             try:
                 yield read, write
             finally:
