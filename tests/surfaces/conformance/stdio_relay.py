@@ -5,9 +5,9 @@ every JSON-RPC line is relayed unchanged.
     python stdio_relay.py PORT -- toolcards serve --config toolcards.yaml
 
 One spare server process is kept started, so a new session does not wait for a whole
-interpreter start. A POSTed request gets an SSE stream carrying what the server sends until its response
-(notifications in between ride along while it is the only request in flight); other server
-messages go to the session's GET stream. Host and Origin must be loopback names.
+interpreter start. A POSTed request gets an SSE stream carrying what the server sends until
+its response (notifications in between ride along while it is the only request in flight);
+other server messages go to the session's GET stream. Host and Origin must be loopback names.
 """
 
 from __future__ import annotations
