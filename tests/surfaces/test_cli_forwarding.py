@@ -96,3 +96,15 @@ def test_record_is_removed_when_the_server_stops(config: Path, tmp_path: Path) -
     srv.stop()
     assert not endpoint_path(other).exists()
     assert find_server(other) is None
+
+
+def test_a_stale_record_is_ignored(tmp_path: Path) -> None:
+    import json as jsonlib
+    import os
+
+    other = write_config(tmp_path, local=BOB, tools=["extra_tools:TOOLS"])
+    record = endpoint_path(other)
+    record.write_text(jsonlib.dumps({"pid": os.getpid(), "socket": str(tmp_path / "gone.sock")}))
+    assert find_server(other) is None
+    done = toolcards(other, "call", "pick", "index=1")
+    assert done.returncode in (ExitCode.OK, ExitCode.DENIED), done.stderr

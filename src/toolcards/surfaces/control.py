@@ -100,7 +100,13 @@ def find_server(config: Path) -> ServerEndpoint | None:
         return None
     except PermissionError:
         pass
-    return endpoint if endpoint.socket.exists() else None
+    try:  # a record left by a killed server: nobody listens on its socket
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(CONNECT_TIMEOUT)
+            probe.connect(str(endpoint.socket))
+    except OSError:
+        return None
+    return endpoint
 
 
 # -- the server side ------------------------------------------------------------------------
