@@ -113,7 +113,7 @@ def find_server(config: Path) -> ServerEndpoint | None:
 
 
 async def _answer(rt: SurfaceRuntime, request: dict[str, Any]) -> Any:
-    from toolcards.surfaces import cli_ops
+    import toolcards.surfaces.cli_ops as cli_ops
 
     op = request.get("op")
     if op == "list":

@@ -22,9 +22,9 @@ import mcp.types as types
 from anyio.abc import TaskGroup
 from mcp.shared.exceptions import MCPError
 
+import toolcards.surfaces.resources as res
 from toolcards.governance.identity import Identity
 from toolcards.governance.policy import Decision
-from toolcards.surfaces import resources as res
 from toolcards.surfaces.audit_rows import record
 from toolcards.surfaces.runtime import SurfaceRuntime
 
