@@ -108,3 +108,18 @@ def test_a_stale_record_is_ignored(tmp_path: Path) -> None:
     assert find_server(other) is None
     done = toolcards(other, "call", "pick", "index=1")
     assert done.returncode in (ExitCode.OK, ExitCode.DENIED), done.stderr
+
+
+def test_a_client_that_hangs_up_does_not_stop_the_endpoint(
+    server: HttpServer, config: Path
+) -> None:
+    import socket
+
+    found = find_server(config)
+    assert found is not None
+    for _ in range(3):  # connect and leave, without a request or reading the answer
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.connect(str(found.socket))
+            sock.sendall(b'{"op": "list"}\n')
+    assert toolcards(config, "list").returncode == 0
+    assert server.proc.poll() is None

@@ -154,10 +154,16 @@ async def control_endpoint(
             buffered = BufferedByteReceiveStream(stream)
             try:
                 line = await buffered.receive_until(b"\n", MAX_LINE)
+            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.DelimiterNotFound, OSError):
+                return  # a liveness probe, or a client that left
+            except anyio.BrokenResourceError:
+                return
+            try:
                 reply = {"data": await _answer(rt, json.loads(line))}
             except Exception as exc:  # a bad request never takes the server down
                 reply = {"error": f"{type(exc).__name__}: {exc}"}
-            await stream.send(to_json(reply, fallback=str) + b"\n")
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                await stream.send(to_json(reply, fallback=str) + b"\n")
 
     tmp = record.with_name(record.name + f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps({"pid": os.getpid(), "socket": str(path), "http": http}))
