@@ -37,3 +37,7 @@ docs: install
 
 clean:
 	rm -rf $(VENV) site .mypy_cache .ruff_cache
+
+conformance: install
+	$(BIN)/python tests/surfaces/conformance/run.py --transport http
+	$(BIN)/python tests/surfaces/conformance/run.py --transport stdio
