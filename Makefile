@@ -42,3 +42,7 @@ clean:
 .PHONY: screenshots
 screenshots: install
 	TOOLCARDS_SCREENSHOTS=docs/img $(BIN)/pytest tests/dashboard/test_browser.py -q
+
+conformance: install
+	$(BIN)/python tests/surfaces/conformance/run.py --transport http
+	$(BIN)/python tests/surfaces/conformance/run.py --transport stdio

@@ -1,4 +1,5 @@
-"""Serving a registry: apcore-cli and apcore-mcp, and the error without the extra."""
+"""Serving a registry: apcore-cli, MCP through toolcards' own server, and the error without
+the extra."""
 
 from __future__ import annotations
 
@@ -91,7 +92,7 @@ def test_serve_mcp_serves_the_registry_over_stdio(tmp_path: Path) -> None:
         tmp_path,
         """
         from toolcards.bridges.apcore import serve_mcp
-        serve_mcp(registry, name="calc")
+        serve_mcp(registry)
         """,
     )
     params = StdioServerParameters(command=sys.executable, args=[str(script)])
@@ -113,13 +114,19 @@ def test_serve_mcp_serves_the_registry_over_stdio(tmp_path: Path) -> None:
     assert "11" in text
 
 
-def test_serve_mcp_forwards_options(monkeypatch: pytest.MonkeyPatch) -> None:
-    import apcore_mcp
+def test_serve_mcp_lists_the_modules_as_governed_capabilities() -> None:
+    from toolcards.bridges.apcore.serve import module_capabilities
 
-    seen: dict[str, Any] = {}
-    monkeypatch.setattr(apcore_mcp, "serve", lambda target, **kw: seen.update(target=target, **kw))
-    serve_mcp("REGISTRY", transport="streamable-http", port=9999)
-    assert seen == {"target": "REGISTRY", "transport": "streamable-http", "port": 9999}
+    namespace: dict[str, Any] = {}
+    exec(REGISTRY_SCRIPT, namespace)
+    caps = module_capabilities(namespace["registry"])
+    assert "math.add" in caps.ids()
+    assert caps["math.add"].json_schema["required"] == ["a", "b"]
+
+
+def test_serve_mcp_refuses_an_unknown_transport() -> None:
+    with pytest.raises(ValueError, match="transport"):
+        serve_mcp(object(), transport="carrier-pigeon")
 
 
 def _drop_bridge(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -135,12 +142,6 @@ def test_importing_the_bridge_without_apcore_names_the_extra(
     monkeypatch.setitem(sys.modules, "apcore", None)
     with pytest.raises(ImportError, match=r"toolcards\[apcore\]"):
         importlib.import_module("toolcards.bridges.apcore")
-
-
-def test_serve_mcp_without_apcore_mcp_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "apcore_mcp", None)
-    with pytest.raises(ImportError, match=r"toolcards\[apcore\]"):
-        serve_mcp(object())
 
 
 def test_serve_cli_without_apcore_cli_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

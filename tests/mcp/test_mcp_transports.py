@@ -79,7 +79,9 @@ def test_reconnects_after_server_restart(transport: str, start_server: type[Serv
     first, second, echoed = asyncio.run(main())
     assert first != second
     assert echoed == [f"back{i}" for i in range(4)]
-    assert toolset.connections == 2  # concurrent calls share one reconnection
+    # concurrent calls share one reconnection (a client that re-opens an HTTP session by
+    # itself, as fastmcp 4 does, needs none)
+    assert toolset.connections <= 2
 
 
 def test_tool_error_reaches_model_as_retry(start_server: type[ServerProcess]) -> None:

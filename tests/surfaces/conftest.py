@@ -83,14 +83,14 @@ def free_port() -> int:
 class HttpServer:
     """`toolcards serve --transport http` on 127.0.0.1, stopped by :meth:`stop`."""
 
-    def __init__(self, config: Path) -> None:
+    def __init__(self, config: Path, env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by stop()
         self.proc = subprocess.Popen(
             [str(TOOLCARDS), "serve", "--config", str(config), "--transport", "http",
              "--port", str(self.port)],
-            env=SURFACE_ENV,
+            env={**SURFACE_ENV, **(env or {})},
             stdout=subprocess.DEVNULL,
             stderr=self.log,
         )  # fmt: skip
@@ -133,8 +133,8 @@ def start_http() -> Iterator[type[HttpServer]]:
     started: list[HttpServer] = []
 
     class Tracked(HttpServer):
-        def __init__(self, config: Path) -> None:
-            super().__init__(config)
+        def __init__(self, config: Path, env: dict[str, str] | None = None) -> None:
+            super().__init__(config, env)
             started.append(self)
 
     yield Tracked

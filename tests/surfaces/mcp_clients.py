@@ -9,7 +9,8 @@ from typing import Any
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamablehttp_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from conftest import SURFACE_ENV, TOOLCARDS
 
@@ -30,7 +31,8 @@ async def http_session(
 ) -> AsyncIterator[ClientSession]:
     headers = None if token is None else {"Authorization": f"Bearer {token}"}
     async with (
-        streamablehttp_client(url, headers=headers) as (read, write, _),
+        create_mcp_http_client(headers=headers) as client,
+        streamable_http_client(url, http_client=client) as (read, write),
         ClientSession(read, write, **session) as s,
     ):
         await s.initialize()

@@ -12,7 +12,7 @@ from mcp.client.stdio import stdio_client
 from conftest import POLICY, SURFACE_ENV
 from toolcards.governance import AuditLog, Identity
 from toolcards.governance.table import PolicyTable
-from toolcards.surfaces import cli
+from toolcards.surfaces import run_cli
 from toolcards.surfaces.outcomes import ExitCode
 
 BOB = Identity("bob", "user", ["sales"])
@@ -22,7 +22,7 @@ def test_cli_helper_runs_a_call_on_code_built_tools(
     table: PolicyTable, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exit_:
-        cli(table.tools, policy=POLICY, identity=BOB, argv=["call", "crm_read", "id=3"])
+        run_cli(table.tools, policy=POLICY, identity=BOB, argv=["call", "crm_read", "id=3"])
     assert exit_.value.code == ExitCode.OK
     assert '"id": 3' in capsys.readouterr().out
 
@@ -30,7 +30,7 @@ def test_cli_helper_runs_a_call_on_code_built_tools(
 def test_cli_helper_applies_the_policy(table: PolicyTable, tmp_path: Path) -> None:
     audit = tmp_path / "audit.db"
     with pytest.raises(SystemExit) as exit_:
-        cli(table.tools, policy=POLICY, identity=BOB, audit=audit, argv=["call", "crm_delete"])
+        run_cli(table.tools, policy=POLICY, identity=BOB, audit=audit, argv=["call", "crm_delete"])
     assert exit_.value.code == ExitCode.UNKNOWN_TOOL  # bob may not see crm_delete
     with AuditLog(audit) as log:
         assert [(e.principal, e.outcome) for e in log.tail(5)] == [("bob", "unknown_tool")]
@@ -50,4 +50,4 @@ async def test_serve_mcp_serves_code_built_tools_over_stdio() -> None:
         names = {t.name for t in (await s.list_tools()).tools}
         denied = await s.call_tool("crm_delete", {"id": 1})
     assert names == {"crm_read", "crm_search", "send_email"}
-    assert denied.isError is True
+    assert denied.is_error is True

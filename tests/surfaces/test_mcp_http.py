@@ -65,7 +65,7 @@ async def test_caller_without_a_token_is_anonymous_and_sees_nothing(server: Http
         tools = (await s.list_tools()).tools
         result = await s.call_tool("crm_read", {"id": 1})
     assert tools == []
-    assert result.isError is True
+    assert result.is_error is True
     assert result.content[0].text == "unknown tool: crm_read"  # type: ignore[union-attr]
 
 
@@ -74,7 +74,7 @@ async def test_token_resolves_to_its_principal(server: HttpServer) -> None:
         names = {t.name for t in (await s.list_tools()).tools}
         result = await s.call_tool("crm_delete", {"id": 3})
     assert "crm_delete" in names
-    assert result.isError is False
+    assert result.is_error is False
 
 
 def test_a_session_refuses_requests_from_another_caller(server: HttpServer) -> None:
@@ -102,8 +102,11 @@ async def test_elicitation_approves_a_call_over_http(server: HttpServer) -> None
     args = {"amount": 250, "currency": "USD", "to": "acct-1"}
     async with http_session(server.url, token_for(CAROL), elicitation_callback=approve) as s:
         result = await s.call_tool("transfer_money", args)
-    assert result.isError is False
-    assert result.structuredContent == {"tool": "transfer_money", "args": {**args, "amount": 250.0}}
+    assert result.is_error is False
+    assert result.structured_content == {
+        "tool": "transfer_money",
+        "args": {**args, "amount": 250.0},
+    }
 
 
 def test_serve_binds_to_loopback_by_default() -> None:
@@ -118,3 +121,46 @@ def test_config_for_http_keeps_no_plain_token(tmp_path: Path) -> None:
     config = write_config(tmp_path, tokens=[ALICE]).read_text(encoding="utf-8")
     assert token_for(ALICE) not in config
     assert "sha256:" in config
+
+
+def raw_post(server: HttpServer, body: bytes) -> httpx.Response:
+    headers = {**HEADERS, "Authorization": f"Bearer {token_for(ALICE)}"}
+    return httpx.post(server.url, content=body, headers=headers, timeout=10)
+
+
+def test_bad_json_over_http_is_a_parse_error(server: HttpServer) -> None:
+    response = raw_post(server, b"{not json")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32700
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"id": 1, "method": "initialize", "params": {}}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": 7}',
+        b"[]",
+    ],
+)
+def test_invalid_jsonrpc_over_http_is_an_invalid_request(server: HttpServer, body: bytes) -> None:
+    response = raw_post(server, body)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32600
+
+
+def test_unknown_method_over_http_is_method_not_found(server: HttpServer) -> None:
+    opened = post(server, INIT, Authorization=f"Bearer {token_for(ALICE)}")
+    session = {"mcp-session-id": opened.headers["mcp-session-id"]}
+    auth = {"Authorization": f"Bearer {token_for(ALICE)}", **session}
+    post(server, {"jsonrpc": "2.0", "method": "notifications/initialized"}, **auth)
+    response = post(server, {"jsonrpc": "2.0", "id": 9, "method": "tools/frobnicate"}, **auth)
+    assert '"code":-32601' in response.text.replace(" ", "")
+
+
+async def test_server_info_over_http_reports_the_toolcards_version(server: HttpServer) -> None:
+    from importlib.metadata import version
+
+    async with http_session(server.url, token_for(ALICE)) as s:
+        info = s.server_info
+    assert info is not None and info.name == "toolcards"
+    assert info.version == version("toolcards")

@@ -13,7 +13,7 @@ from mcp_clients import stdio_session
 from conftest import audit_rows, write_config
 from toolcards.governance import AuditLog, Identity
 from toolcards.governance.table import PolicyTable
-from toolcards.surfaces.mcp_server import META_KEY
+from toolcards.surfaces.mcp_server import JSON_SCHEMA_DIALECT, META_KEY
 
 pytestmark = pytest.mark.anyio
 
@@ -46,10 +46,10 @@ async def test_tools_list_carries_mcp_annotations(tmp_path: Path) -> None:
     async with stdio_session(write_config(tmp_path, local=ALICE)) as s:
         tools = {t.name: t.annotations for t in (await s.list_tools()).tools}
     assert tools["crm_read"] == types.ToolAnnotations(
-        readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False
+        read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
     )
-    assert tools["crm_delete"] is not None and tools["crm_delete"].destructiveHint is True
-    assert tools["send_email"] is not None and tools["send_email"].openWorldHint is True
+    assert tools["crm_delete"] is not None and tools["crm_delete"].destructive_hint is True
+    assert tools["send_email"] is not None and tools["send_email"].open_world_hint is True
 
 
 async def test_tools_list_carries_the_capability_json_schema(
@@ -60,15 +60,15 @@ async def test_tools_list_carries_the_capability_json_schema(
     expected = CapabilityRegistry.from_tools(table.tools)["transfer_money"].json_schema
     async with stdio_session(write_config(tmp_path, local=CAROL)) as s:
         tool = next(t for t in (await s.list_tools()).tools if t.name == "transfer_money")
-    assert tool.inputSchema == expected
-    assert tool.inputSchema["required"] == ["amount", "currency", "to"]
+    assert tool.input_schema == {"$schema": JSON_SCHEMA_DIALECT, **expected}
+    assert tool.input_schema["required"] == ["amount", "currency", "to"]
 
 
 async def test_denied_call_is_an_error_result_with_readable_text(tmp_path: Path) -> None:
     dave = Identity("dave", "user", ["ops"])
     async with stdio_session(write_config(tmp_path, local=dave)) as s:
         result = await s.call_tool("run_command", {"command": "rm"})
-    assert result.isError is True
+    assert result.is_error is True
     assert outcome(result) == "denied"
     assert text(result) == "denied: run_command is not permitted for dave"
 
@@ -77,7 +77,7 @@ async def test_hidden_tool_is_an_unknown_tool_error_result(tmp_path: Path) -> No
     async with stdio_session(write_config(tmp_path, local=BOB)) as s:
         hidden = await s.call_tool("crm_delete", {"id": 1})
         missing = await s.call_tool("crm_reed", {"id": 1})
-    assert hidden.isError is True and outcome(hidden) == "unknown_tool"
+    assert hidden.is_error is True and outcome(hidden) == "unknown_tool"
     assert text(hidden) == "unknown tool: crm_delete"
     assert text(missing) == "unknown tool: crm_reed; did you mean crm_read?"
 
@@ -85,7 +85,7 @@ async def test_hidden_tool_is_an_unknown_tool_error_result(tmp_path: Path) -> No
 async def test_wrong_argument_type_is_an_invalid_args_error(tmp_path: Path) -> None:
     async with stdio_session(write_config(tmp_path, local=ALICE)) as s:
         result = await s.call_tool("crm_delete", {"id": "not a number"})
-    assert result.isError is True and outcome(result) == "invalid_args"
+    assert result.is_error is True and outcome(result) == "invalid_args"
     assert text(result).startswith("invalid arguments for crm_delete: id:")
 
 
@@ -93,9 +93,9 @@ async def test_huge_arguments_are_refused_and_the_server_keeps_serving(tmp_path:
     async with stdio_session(write_config(tmp_path, local=BOB)) as s:
         huge = await s.call_tool("crm_read", {"id": 1, "padding": "x" * 2_000_000})
         after = await s.call_tool("crm_read", {"id": 7})
-    assert huge.isError is True and outcome(huge) == "invalid_args"
-    assert after.isError is False
-    assert after.structuredContent == {"tool": "crm_read", "args": {"id": 7}}
+    assert huge.is_error is True and outcome(huge) == "invalid_args"
+    assert after.is_error is False
+    assert after.structured_content == {"tool": "crm_read", "args": {"id": 7}}
 
 
 async def test_identity_in_arguments_does_not_change_the_caller(tmp_path: Path) -> None:
@@ -112,7 +112,7 @@ async def test_approval_fails_closed_without_elicitation(tmp_path: Path) -> None
     config = write_config(tmp_path, local=CAROL)
     async with stdio_session(config) as s:
         result = await s.call_tool("transfer_money", BIG_TRANSFER)
-    assert result.isError is True and outcome(result) == "needs_approval"
+    assert result.is_error is True and outcome(result) == "needs_approval"
     assert "approval" in text(result)
     assert last_entry(config).outcome == "needs_approval"
 
@@ -131,8 +131,8 @@ async def test_elicitation_accept_runs_the_call_once_with_its_arguments(tmp_path
     callback = elicitor("accept", {"approve": True}, asked)
     async with stdio_session(config, elicitation_callback=callback) as s:
         result = await s.call_tool("transfer_money", BIG_TRANSFER)
-    assert result.isError is False
-    assert result.structuredContent == {
+    assert result.is_error is False
+    assert result.structured_content == {
         "tool": "transfer_money",
         "args": {"amount": 500.0, "currency": "EUR", "to": "acct-9"},
     }
@@ -145,7 +145,7 @@ async def test_elicitation_decline_refuses_the_call(tmp_path: Path) -> None:
     config = write_config(tmp_path, local=CAROL)
     async with stdio_session(config, elicitation_callback=elicitor("decline", None, [])) as s:
         result = await s.call_tool("transfer_money", BIG_TRANSFER)
-    assert result.isError is True
+    assert result.is_error is True
     assert result.meta is not None and result.meta[META_KEY]["kind"] == "approval"
     assert "refused" in text(result)
     assert [r[8] for r in audit_rows(config.parent / "audit.db")] == ["denied"]
@@ -156,7 +156,7 @@ async def test_elicitation_accept_without_a_yes_refuses_the_call(tmp_path: Path)
     callback = elicitor("accept", {"approve": False}, [])
     async with stdio_session(config, elicitation_callback=callback) as s:
         result = await s.call_tool("transfer_money", BIG_TRANSFER)
-    assert result.isError is True and "refused" in text(result)
+    assert result.is_error is True and "refused" in text(result)
 
 
 async def test_rate_limited_call_is_an_error_with_retry_after(tmp_path: Path) -> None:
@@ -168,7 +168,7 @@ async def test_rate_limited_call_is_an_error_with_retry_after(tmp_path: Path) ->
     async with stdio_session(write_config(tmp_path, local=BOB, policy=policy)) as s:
         first = await s.call_tool("crm_read", {"id": 1})
         second = await s.call_tool("crm_read", {"id": 1})
-    assert first.isError is False
-    assert second.isError is True and second.meta is not None
+    assert first.is_error is False
+    assert second.is_error is True and second.meta is not None
     assert second.meta[META_KEY]["outcome"] == "rate_limited"
     assert second.meta[META_KEY]["retry_after"] > 0

@@ -11,9 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamablehttp_client
+from mcp_clients import http_session, stdio_session
 from typer.testing import CliRunner
 
 from conftest import (
@@ -41,7 +39,7 @@ def by_principal(table: PolicyTable) -> dict[Identity, list[PolicyTableRow]]:
 
 
 def mcp_decision(result: Any) -> str:
-    if not result.isError:
+    if not result.is_error:
         return "allow"
     return table_decision(result.meta[META_KEY]["kind"])
 
@@ -71,21 +69,22 @@ def reference(table: PolicyTable, tmp_path_factory: pytest.TempPathFactory) -> P
 def stdio_run(
     table: PolicyTable, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[Outcomes, Path]:
-    """One `toolcards serve` (stdio) per principal, as its local principal."""
+    """One `toolcards serve` (stdio) per principal, as its local principal; the servers
+    start side by side."""
     base = tmp_path_factory.mktemp("stdio")
     audit = base / "audit.db"
     seen: Outcomes = {}
 
+    async def one(who: Identity, rows: list[PolicyTableRow]) -> None:
+        config = write_config(base / who.id, local=who, audit=audit)
+        async with stdio_session(config) as s:
+            for row in rows:
+                seen[row.name] = mcp_decision(await s.call_tool(row.tool, dict(row.args)))
+
     async def run() -> None:
-        for who, rows in by_principal(table).items():
-            config = write_config(base / who.id, local=who, audit=audit)
-            params = StdioServerParameters(
-                command=str(TOOLCARDS), args=["serve", "--config", str(config)], env=SURFACE_ENV
-            )
-            async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
-                await s.initialize()
-                for row in rows:
-                    seen[row.name] = mcp_decision(await s.call_tool(row.tool, dict(row.args)))
+        async with anyio.create_task_group() as tasks:
+            for who, rows in by_principal(table).items():
+                tasks.start_soon(one, who, rows)
 
     anyio.run(run)
     return seen, audit
@@ -103,12 +102,8 @@ def http_run(table: PolicyTable, tmp_path_factory: pytest.TempPathFactory) -> tu
 
     async def run() -> None:
         for who, rows in by_principal(table).items():
-            headers = None if who.is_anonymous else {"Authorization": f"Bearer {token_for(who)}"}
-            async with (
-                streamablehttp_client(server.url, headers=headers) as (read, write, _),
-                ClientSession(read, write) as s,
-            ):
-                await s.initialize()
+            token = None if who.is_anonymous else token_for(who)
+            async with http_session(server.url, token) as s:
                 for row in rows:
                     seen[row.name] = mcp_decision(await s.call_tool(row.tool, dict(row.args)))
 

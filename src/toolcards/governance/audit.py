@@ -14,37 +14,11 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple, Protocol
 
 from toolcards.governance import _shutdown
+from toolcards.governance.audit_sql import COLUMNS, INSERT, SCHEMA
 from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
 
 log = logging.getLogger(__name__)
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS audit (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    ts REAL NOT NULL,
-    principal TEXT NOT NULL,
-    principal_type TEXT NOT NULL,
-    roles TEXT NOT NULL,
-    surface TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    call_id TEXT,
-    args_digest TEXT NOT NULL,
-    args TEXT NOT NULL,
-    decision TEXT NOT NULL,
-    reason TEXT,
-    outcome TEXT NOT NULL,
-    duration_ms REAL NOT NULL,
-    error TEXT
-);
-CREATE INDEX IF NOT EXISTS audit_principal_ts ON audit(principal, ts);
-CREATE INDEX IF NOT EXISTS audit_tool_ts ON audit(tool, ts);
-CREATE INDEX IF NOT EXISTS audit_ts ON audit(ts);
-"""
-COLUMNS = (
-    "ts, principal, principal_type, roles, surface, tool, call_id, args_digest, args, "
-    "decision, reason, outcome, duration_ms, error"
-)
-INSERT = f"INSERT INTO audit ({COLUMNS}) VALUES ({', '.join('?' * 14)})"
 _MAX_BATCH = 4096
 
 
@@ -149,7 +123,7 @@ class SqliteAuditTable:
         self._db.execute("PRAGMA busy_timeout=10000")
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={'FULL' if sync else 'NORMAL'}")
-        self._db.executescript(_SCHEMA)
+        self._db.executescript(SCHEMA)
 
     def insert(self, rows: list[tuple[Any, ...]]) -> None:
         self._db.execute("BEGIN")

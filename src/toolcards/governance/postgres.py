@@ -15,7 +15,7 @@ from typing import Any
 from toolcards._postgres import Connections
 from toolcards.governance._policy_parse import Limit
 from toolcards.governance.approval_store import SqlApprovalStore
-from toolcards.governance.audit import INSERT
+from toolcards.governance.audit_sql import INSERT
 
 _APPROVALS = """
 CREATE TABLE IF NOT EXISTS toolcards_approvals (

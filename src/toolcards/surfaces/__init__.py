@@ -1,7 +1,7 @@
 """Surfaces: the governed tools as an MCP server and a command line, from one config.
 
 ``toolcards serve`` / ``toolcards call`` read a YAML config (:mod:`.config`); code-built
-registries use :func:`serve_mcp` and :func:`cli`. Names are imported on first use.
+registries use :func:`serve_mcp` and :func:`run_cli`. Names are imported on first use.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 _NAMES = {
     "serve_mcp": "toolcards.surfaces.api",
+    "run_cli": "toolcards.surfaces.api",
     "SurfaceConfig": "toolcards.surfaces.config",
     "ConfigError": "toolcards.surfaces.config",
     "load_config": "toolcards.surfaces.config",
@@ -23,7 +24,7 @@ _NAMES = {
 }
 
 if TYPE_CHECKING:
-    from toolcards.surfaces.api import cli, serve_mcp
+    from toolcards.surfaces.api import run_cli, serve_mcp
     from toolcards.surfaces.auth import TokenTable
     from toolcards.surfaces.config import ConfigError, SurfaceConfig, hash_token, load_config
     from toolcards.surfaces.mcp_server import GovernedMCPServer
@@ -38,16 +39,14 @@ __all__ = [
     "SurfaceRuntime",
     "TokenTable",
     "classify",
-    "cli",
     "hash_token",
     "load_config",
+    "run_cli",
     "serve_mcp",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "cli":  # the module is callable: ``cli(registry, policy=...)`` runs the CLI
-        return importlib.import_module("toolcards.surfaces.cli")
     module = _NAMES.get(name)
     if module is None:
         raise AttributeError(f"module 'toolcards.surfaces' has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""Python entry points for registries built in code: :func:`serve_mcp` and :func:`cli`."""
+"""Python entry points for registries built in code: :func:`serve_mcp` and :func:`run_cli`."""
 
 from __future__ import annotations
 
@@ -47,22 +47,18 @@ def serve_mcp(
     bearer token from ``tokens`` (plain token -> identity; no token is anonymous). Blocks."""
     import anyio
 
-    from toolcards.surfaces.mcp_http import run_http
-    from toolcards.surfaces.mcp_server import run_stdio
+    from toolcards.surfaces.serving import serve_runtime
 
+    if transport not in ("stdio", "http"):
+        raise ValueError("transport must be 'stdio' or 'http'")
     rt = _runtime(source, policy, identity, tokens, audit, timeout)
     try:
-        if transport == "stdio":
-            anyio.run(run_stdio, rt)
-        elif transport == "http":
-            anyio.run(lambda: run_http(rt, host=host, port=port))
-        else:
-            raise ValueError("transport must be 'stdio' or 'http'")
+        anyio.run(lambda: serve_runtime(rt, transport, host=host, port=port))
     finally:
         rt.close()
 
 
-def cli(
+def run_cli(
     source: CapabilityRegistry | ToolFactory | Sequence[Callable[..., Any]],
     *,
     policy: Policy | str | Path,
@@ -74,17 +70,14 @@ def cli(
     """Run the ``toolcards`` command line over ``source`` (``--config`` is not read): list,
     describe, call, audit and serve act on these tools as ``identity``. Exits the process
     with the documented exit code."""
-    import importlib
-
-    cli_module: Any = importlib.import_module("toolcards.surfaces.cli")
+    from toolcards.surfaces.cli import State, app
 
     runtime = _runtime(source, policy, identity, None, audit, timeout)
 
     def factory(_with_team: bool) -> SurfaceRuntime:
         return runtime
 
-    state = cli_module.State(factory=factory)
     try:
-        cli_module.app(args=argv, prog_name="toolcards", obj=state)
+        app(args=argv, prog_name="toolcards", obj=State(factory=factory))
     finally:
         runtime.close()

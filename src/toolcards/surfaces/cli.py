@@ -2,7 +2,10 @@
 
 Every command reads ``--config`` (default ``./toolcards.yaml``) and calls as the config's
 local principal, through the same executor, policy and audit log as ``toolcards serve``.
-``--json`` (before the command) prints machine-readable output.
+While ``toolcards serve`` runs on the same config, ``list``, ``describe``, ``call`` and
+``team status`` are forwarded to it (:mod:`.control`). ``--json`` (before the command)
+prints machine-readable output. Heavy modules are imported by the command that needs them,
+so ``--help`` starts fast.
 
 Exit codes: 0 ok · 1 tool failure (or the store is in use) · 2 usage or config error ·
 3 denied · 4 invalid input · 5 needs approval / approval refused · 6 rate limited ·
@@ -11,22 +14,28 @@ Exit codes: 0 ok · 1 tool failure (or the store is in use) · 2 usage or config
 
 from __future__ import annotations
 
-import json
 import sys
-import types
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
+from toolcards.surfaces.cli_audit import audit_app, team_app
+from toolcards.surfaces.cli_state import (
+    ConfigOpt,
+    State,
+    emit_json,
+    err,
+    fail,
+    out,
+    state_of,
+)
 from toolcards.surfaces.outcomes import ExitCode
 
 if TYPE_CHECKING:
     from toolcards.governance.approvals import ApprovalRequest
-    from toolcards.surfaces.runtime import SurfaceRuntime
+
+__all__ = ["State", "app", "main"]
 
 app = typer.Typer(
     name="toolcards",
@@ -34,77 +43,14 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     epilog=(
         "Exit codes: 0 ok, 1 tool failure, 2 usage or config error, 3 denied, 4 invalid input, "
         "5 needs approval or refused, 6 rate limited, 7 unknown tool."
     ),
 )
-audit_app = typer.Typer(help="Read the audit trail.", no_args_is_help=True)
-team_app = typer.Typer(help="Inspect the team.", no_args_is_help=True)
 app.add_typer(audit_app, name="audit")
 app.add_typer(team_app, name="team")
-
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-@dataclass
-class State:
-    config: Path = Path("toolcards.yaml")
-    json: bool = False
-    factory: Callable[[bool], SurfaceRuntime] | None = None
-    opened: list[SurfaceRuntime] = field(default_factory=list)
-
-    def runtime(self, with_team: bool = False) -> SurfaceRuntime:
-        """The runtime for this command (config and store problems end the command)."""
-        from toolcards.runtime.store import StoreLockedError
-        from toolcards.surfaces.config import ConfigError
-        from toolcards.surfaces.runtime import SurfaceRuntime
-
-        try:
-            if self.factory is not None:
-                rt = self.factory(with_team)
-            else:
-                rt = SurfaceRuntime.open(self.config, with_team=with_team or None)
-        except ConfigError as exc:
-            fail(str(exc), ExitCode.USAGE)
-        except StoreLockedError as exc:
-            fail(f"{exc} (is `toolcards serve` running on this config?)", ExitCode.FAILED)
-        self.opened.append(rt)
-        return rt
-
-    def close(self) -> None:
-        while self.opened:
-            self.opened.pop().close()
-
-
-ConfigOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--config", "-c", help="Config file (default ./toolcards.yaml).", show_default=False
-    ),
-]
-
-
-def _state(ctx: typer.Context, config: Path | None = None) -> State:
-    state = ctx.find_root().obj
-    if not isinstance(state, State):
-        state = ctx.find_root().obj = State()
-    if config is not None and state.factory is None:
-        state.config = config
-    return state
-
-
-def fail(message: str, code: ExitCode) -> NoReturn:
-    err.print(f"[red]error:[/red] {message}", markup=True, highlight=False)
-    raise typer.Exit(int(code))
-
-
-def emit_json(data: Any) -> None:
-    from pydantic_core import to_jsonable_python
-
-    sys.stdout.write(json.dumps(to_jsonable_python(data, fallback=str), ensure_ascii=False))
-    sys.stdout.write("\n")
 
 
 @app.callback()
@@ -115,19 +61,25 @@ def _root(
     ] = Path("toolcards.yaml"),
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    state = _state(ctx, config)
+    state = state_of(ctx, config)
     if state.factory is None:
         state.config = config
     state.json = json_out
     ctx.call_on_close(state.close)
 
 
+def _forwarded(state: State, op: str, **fields: Any) -> tuple[bool, Any]:
+    """(True, data) when a running server on this config answered ``op``."""
+    server = state.server()
+    if server is None:
+        return False, None
+    try:
+        return True, server.request(op, **fields)
+    except (OSError, RuntimeError, ValueError) as exc:
+        fail(f"the running server did not answer: {exc}", ExitCode.FAILED)
+
+
 # -- tools ------------------------------------------------------------------------------------
-
-
-def _hints(ann: Any) -> list[str]:
-    names = ("readonly", "destructive", "idempotent", "open_world", "requires_approval")
-    return [n for n in names if getattr(ann, n)]
 
 
 @app.command("list")
@@ -139,19 +91,12 @@ def list_tools(
     ] = False,
 ) -> None:
     """List the tools the local principal may call."""
-    state = _state(ctx, config)
-    rt = state.runtime()
-    visible = set(rt.visible_to(rt.local))
-    rows = [
-        {
-            "name": cap.id,
-            "callable": cap.id in visible,
-            "hints": _hints(cap.annotations),
-            "description": (cap.description or "").strip().split("\n", 1)[0],
-        }
-        for cap in rt.registry
-        if show_all or cap.id in visible
-    ]
+    state = state_of(ctx, config)
+    done, rows = _forwarded(state, "list", all=show_all)
+    if not done:
+        from toolcards.surfaces.cli_ops import list_rows
+
+        rows = list_rows(state.runtime(), show_all)
     if state.json:
         emit_json(rows)
         return
@@ -162,11 +107,10 @@ def list_tools(
         name = str(row["name"])
         if not row["callable"]:
             name = f"[dim]{name} (denied)[/dim]"
-        hints: list[str] = row["hints"]  # type: ignore[assignment]
-        table.add_row(name, ",".join(hints), str(row["description"]))
-    out.print(table)
+        table.add_row(name, ",".join(row["hints"]), str(row["description"]))
+    out().print(table)
     if not rows:
-        err.print(f"no tools for {rt.local.id}")
+        err().print("no tools for this principal")
 
 
 @app.command()
@@ -176,46 +120,44 @@ def describe(
     config: ConfigOpt = None,
 ) -> None:
     """Show a tool's description, annotations and argument schema."""
-    state = _state(ctx, config)
-    rt = state.runtime()
-    cap = rt.registry.get(tool)
-    if cap is None or not rt.policy.visible(rt.local, tool):
-        fail(f"no tool {tool!r} for {rt.local.id}", ExitCode.DENIED)
-    data = {
-        "name": cap.id,
-        "description": cap.description,
-        "annotations": cap.annotations.as_metadata(),
-        "input_schema": cap.json_schema,
-    }
+    import json
+
+    state = state_of(ctx, config)
+    done, data = _forwarded(state, "describe", tool=tool)
+    if not done:
+        from toolcards.surfaces.cli_ops import describe_data
+
+        data = describe_data(state.runtime(), tool)
+    if data is None:
+        fail(f"unknown tool {tool!r}", ExitCode.DENIED)
+    hints = data.pop("hints")
     if state.json:
         emit_json(data)
         return
-    out.print(f"[bold]{cap.id}[/bold]  {', '.join(_hints(cap.annotations))}")
-    out.print(cap.description or "(no description)", markup=False)
-    out.print_json(json.dumps(cap.json_schema))
+    out().print(f"[bold]{data['name']}[/bold]  {', '.join(hints)}")
+    out().print(data["description"] or "(no description)", markup=False)
+    out().print_json(json.dumps(data["input_schema"]))
 
 
-def _approver(state: State, status: Any) -> tuple[Any, list[bool]]:
+def _approver(state: State, status: Any) -> Any:
     """A confirm prompt when stdin is a terminal (and output is for a human); else None."""
-    asked: list[bool] = []
     if state.json or not stdin_is_tty():
-        return None, asked
+        return None
 
     async def confirm(request: ApprovalRequest) -> bool:
         from rich.prompt import Confirm
 
-        from toolcards.surfaces.mcp_server import approval_prompt
+        from toolcards.surfaces.mcp_approval import approval_prompt
 
-        asked.append(True)
         if status is not None:
             status.stop()
-        err.print(approval_prompt(request), markup=False)
-        answer = Confirm.ask("Run it once with these arguments?", default=False, console=err)
+        err().print(approval_prompt(request), markup=False)
+        answer = Confirm.ask("Run it once with these arguments?", default=False, console=err())
         if status is not None:
             status.start()
         return bool(answer)
 
-    return confirm, asked
+    return confirm
 
 
 def stdin_is_tty() -> bool:
@@ -237,177 +179,58 @@ def call(
 ) -> None:
     """Call a tool as the local principal.
 
-    A call that needs approval asks on the terminal (stdin a TTY, no --json); otherwise it
-    fails closed with exit code 5.
+    A call that needs approval asks on the terminal (stdin a TTY, no --json, no running
+    server); otherwise it fails closed with exit code 5.
     """
     import asyncio
     import contextlib
 
     from toolcards.surfaces.cli_args import ArgsError, parse_json, parse_pairs
-    from toolcards.surfaces.outcomes import classify
 
-    state = _state(ctx, config)
+    state = state_of(ctx, config)
     if pairs and json_args is not None:
         fail("give key=value pairs or --json, not both", ExitCode.USAGE)
-    rt = state.runtime()
-    cap = rt.registry.get(tool)
+    server = state.server()
+    rt = None if server is not None else state.runtime()
     try:
         if json_args is not None:
             args = parse_json(json_args)
+        elif rt is not None:
+            from toolcards.surfaces.cli_ops import schema_of
+
+            args = parse_pairs(pairs or [], schema_of(rt, tool))
         else:
-            args = parse_pairs(pairs or [], cap.json_schema if cap is not None else {})
+            args = parse_pairs(pairs or [], _forwarded(state, "schema", tool=tool)[1] or {})
     except ArgsError as exc:
         fail(str(exc), ExitCode.USAGE)
-    spinner = sys.stdout.isatty() and not state.json
-    status = err.status(f"calling {tool}...") if spinner else None
-    approver, asked = _approver(state, status)
-    with status if status is not None else contextlib.nullcontext():
-        result = asyncio.run(
-            rt.executor.call(tool, args, rt.local, surface="cli", approver=approver)
-        )
-    view = classify(result, human_asked=bool(asked))
-    if state.json:
-        payload = {"tool": tool, "ok": not view.is_error, **view.meta(result.retry_after)}
-        payload["value" if not view.is_error else "message"] = (
-            result.value if not view.is_error else view.message
-        )
-        emit_json(payload)
-    elif not view.is_error:
-        _print_value(result.value)
+    if rt is None:
+        data = _forwarded(state, "call", tool=tool, args=args)[1]
     else:
-        err.print(view.message, markup=False)
-    raise typer.Exit(int(view.exit_code))
+        from toolcards.surfaces.cli_ops import call_data
+
+        spinner = sys.stdout.isatty() and not state.json
+        status = err().status(f"calling {tool}...") if spinner else None
+        approver = _approver(state, status)
+        with status if status is not None else contextlib.nullcontext():
+            data = asyncio.run(call_data(rt, tool, args, approver))
+    code = int(data.pop("exit_code"))
+    if state.json:
+        emit_json(data)
+    elif data["ok"]:
+        _print_value(data["value"])
+    else:
+        err().print(data["message"], markup=False)
+    raise typer.Exit(code)
 
 
 def _print_value(value: Any) -> None:
-    from toolcards.surfaces.mcp_server import render_value
+    from toolcards.surfaces.render import render_value
 
     text, _ = render_value(value)
     if isinstance(value, str):
-        out.print(text, markup=False)
+        out().print(text, markup=False)
     else:
-        out.print_json(text)
-
-
-# -- audit ------------------------------------------------------------------------------------
-
-
-def _audit_log(ctx: typer.Context, state: State) -> Any:
-    from toolcards.governance.audit import AuditLog
-    from toolcards.surfaces.config import ConfigError, load_config
-
-    if state.factory is not None:
-        audit = state.runtime().audit
-    else:
-        try:
-            config = load_config(state.config)
-        except ConfigError as exc:
-            fail(str(exc), ExitCode.USAGE)
-        path = config.audit_path
-        if path is None or not path.exists():
-            fail(f"{config.source}: no audit log at {path}", ExitCode.USAGE)
-        audit = AuditLog(path)
-        ctx.call_on_close(audit.close)
-    if audit is None:
-        fail("this runtime keeps no audit log", ExitCode.USAGE)
-    return audit
-
-
-def _show_entries(state: State, entries: list[Any]) -> None:
-    import dataclasses
-    import datetime as dt
-
-    if state.json:
-        emit_json([dataclasses.asdict(e) for e in entries])
-        return
-    from rich.table import Table
-
-    table = Table("time", "principal", "surface", "tool", "decision", "outcome", "ms", box=None)
-    for e in entries:
-        when = dt.datetime.fromtimestamp(e.ts).isoformat(timespec="seconds")
-        table.add_row(
-            when, e.principal, e.surface, e.tool, e.decision, e.outcome, f"{e.duration_ms:.1f}"
-        )
-    out.print(table)
-
-
-@audit_app.command("tail")
-def audit_tail(
-    ctx: typer.Context,
-    config: ConfigOpt = None,
-    n: Annotated[int, typer.Option("-n", min=1, max=10_000)] = 20,
-) -> None:
-    """The last N audit entries, oldest first."""
-    state = _state(ctx, config)
-    _show_entries(state, _audit_log(ctx, state).tail(n))
-
-
-def _since(text: str | None) -> float | None:
-    import datetime as dt
-    import time
-
-    if text is None:
-        return None
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    if text[-1:] in units and text[:-1].replace(".", "", 1).isdigit():
-        return time.time() - float(text[:-1]) * units[text[-1]]
-    try:
-        return dt.datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        raise typer.BadParameter(
-            "use 30s, 10m, 2h, 1d or an ISO time", param_hint="--since"
-        ) from None
-
-
-@audit_app.command("query")
-def audit_query(
-    ctx: typer.Context,
-    config: ConfigOpt = None,
-    principal: Annotated[str | None, typer.Option(help="Caller id.")] = None,
-    tool: Annotated[str | None, typer.Option(help="Tool name.")] = None,
-    decision: Annotated[str | None, typer.Option(help="allow, deny or approve.")] = None,
-    outcome: Annotated[str | None, typer.Option(help="ok, denied, needs_approval, ...")] = None,
-    since: Annotated[str | None, typer.Option(help="30s, 10m, 2h, 1d or ISO time.")] = None,
-    limit: Annotated[int, typer.Option(min=1, max=100_000)] = 100,
-) -> None:
-    """Audit entries matching every given filter."""
-    state = _state(ctx, config)
-    start = _since(since)
-    entries = _audit_log(ctx, state).query(
-        principal=principal, tool=tool, decision=decision, outcome=outcome, since=start, limit=limit
-    )
-    _show_entries(state, entries)
-
-
-# -- team -------------------------------------------------------------------------------------
-
-
-@team_app.command("status")
-def team_status(
-    ctx: typer.Context,
-    config: ConfigOpt = None,
-    events: Annotated[int, typer.Option(min=0, max=1000)] = 10,
-) -> None:
-    """Members, tool actors and recent events of the configured team."""
-    state = _state(ctx, config)
-    rt = state.runtime(with_team=True)
-    team = rt.team
-    if team is None:
-        fail("no team is configured for this runtime", ExitCode.USAGE)
-    members_fn = getattr(team, "members", None)
-    members = [m.model_dump() for m in members_fn()] if callable(members_fn) else []
-    actors = sorted(n for n in team.actor_names() if n.startswith("#"))
-    recent = [e.model_dump(mode="json") for e in team.events()[-events:]] if events else []
-    data = {"team_id": team.team_id, "members": members, "tool_actors": actors, "events": recent}
-    if state.json:
-        emit_json(data)
-        return
-    out.print(f"[bold]team[/bold] {team.team_id}")
-    out.print(f"members: {', '.join(m['name'] for m in members) or '(none)'}", markup=False)
-    out.print(f"tool actors: {', '.join(actors) or '(none)'}", markup=False)
-    for e in recent:
-        payload = json.dumps(e.get("payload"), ensure_ascii=False)
-        out.print(f"  {e['tool_id']} #{e['seq']}: {payload[:120]}", markup=False)
+        out().print_json(text)
 
 
 # -- serving and tokens -----------------------------------------------------------------------
@@ -426,29 +249,27 @@ def serve(
 ) -> None:
     """Serve the configured tools over MCP (stdio as the local principal, or HTTP). With
     ``--dashboard``, approval-required calls wait in the dashboard's approvals inbox."""
+    import contextlib
+
     import anyio
 
     if transport not in ("stdio", "http"):
         raise typer.BadParameter("use stdio or http", param_hint="--transport")
     if dashboard and transport != "http":
         raise typer.BadParameter("the dashboard needs --transport http", param_hint="--dashboard")
-    rt = _state(ctx, config).runtime(with_team=dashboard)
-    from toolcards.surfaces.mcp_http import run_http
-    from toolcards.surfaces.mcp_server import run_stdio
+    state = state_of(ctx, config)
+    rt = state.runtime(with_team=dashboard)
+    from toolcards.surfaces.serving import serve_runtime
 
-    try:
-        if transport == "stdio":
-            anyio.run(run_stdio, rt)
-        else:
-            err.print(f"serving MCP at http://{host}:{port}/mcp", markup=False)
-            if dashboard:  # the page at / and its approvals inbox
-                from toolcards.surfaces.dashboard.serve import run_mcp_with_dashboard
-
-                anyio.run(lambda: run_mcp_with_dashboard(rt, host=host, port=port))
-            else:
-                anyio.run(lambda: run_http(rt, host=host, port=port))
-    except KeyboardInterrupt:
-        pass
+    if transport == "http":
+        err().print(f"serving MCP at http://{host}:{port}/mcp", markup=False)
+    control = state.config if state.factory is None else None
+    with contextlib.suppress(KeyboardInterrupt):
+        anyio.run(
+            lambda: serve_runtime(
+                rt, transport, host=host, port=port, config=control, dashboard=dashboard
+            )
+        )
 
 
 @app.command("hash-token")
@@ -466,12 +287,12 @@ def hash_token_cmd(
     fresh = token is None
     value = new_token() if token is None else token
     digest = hash_token(value)
-    if _state(ctx).json:
+    if state_of(ctx).json:
         emit_json({"token": value if fresh else None, "token_sha256": digest})
         return
     if fresh:
-        out.print(f"token: {value}", markup=False)
-    out.print(f"token_sha256: {digest}", markup=False)
+        out().print(f"token: {value}", markup=False)
+    out().print(f"token_sha256: {digest}", markup=False)
 
 
 from toolcards.surfaces.dashboard.cli import register as _register_dashboard  # noqa: E402
@@ -482,16 +303,3 @@ _register_dashboard(app)
 def main(argv: list[str] | None = None) -> None:
     """The ``toolcards`` entry point."""
     app(args=argv, prog_name="toolcards")
-
-
-class _CallableModule(types.ModuleType):
-    """``toolcards.surfaces.cli`` is both this module and the :func:`~.api.cli` helper:
-    importing the module replaces the package attribute, so the module forwards calls."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> None:
-        from toolcards.surfaces.api import cli
-
-        cli(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

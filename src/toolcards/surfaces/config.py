@@ -7,6 +7,8 @@ cards:
   - {type: WorkspaceTool}
   - {type: PlanningTool, vector_store: false}
 tools: ["myapp.tools:TOOLS"]   # optional: plain tool callables (module:attribute)
+resources: []                  # optional: extra MCP resources (module:attribute)
+prompts: []                    # optional: extra MCP prompt functions (module:attribute)
 policy: policy.yaml            # relative to this file
 audit: audit.db                # relative to this file; omit for audit.db beside it
 timeout: 60
@@ -85,6 +87,8 @@ class SurfaceConfig(BaseModel):
     store: str = "team.db"
     cards: list[dict[str, Any]] = Field(default_factory=list)
     tools: list[str] = Field(default_factory=list)
+    resources: list[str] = Field(default_factory=list)
+    prompts: list[str] = Field(default_factory=list)
     policy: str
     audit: str | None = "audit.db"
     member: str | None = None
@@ -101,12 +105,12 @@ class SurfaceConfig(BaseModel):
                 raise ValueError("every card needs a 'type' naming its card class")
         return value
 
-    @field_validator("tools")
+    @field_validator("tools", "resources", "prompts")
     @classmethod
     def _import_specs(cls, value: list[str]) -> list[str]:
         for spec in value:
             if ":" not in spec:
-                raise ValueError(f"{spec!r}: tools are given as 'module:attribute'")
+                raise ValueError(f"{spec!r}: give 'module:attribute'")
         return value
 
     # -- resolved values ------------------------------------------------------------------
@@ -138,6 +142,16 @@ class SurfaceConfig(BaseModel):
             return self.member
         local = self.principals.local
         return local.id if local is not None else "toolcards"
+
+    def workspace_ids(self) -> list[str]:
+        """The workspace ids of the configured WorkspaceTool cards (default: the team id)."""
+        return sorted(
+            {
+                str(card.get("workspace_id") or self.team_id)
+                for card in self.cards
+                if card.get("type") == "WorkspaceTool"
+            }
+        )
 
     def load_cards(self) -> list[Any]:
         """The configured cards as ToolCard instances (ConfigError naming the bad card)."""

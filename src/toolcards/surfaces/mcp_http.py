@@ -9,12 +9,14 @@ bound to the caller that opened it; a request for it from another caller gets 40
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
 from typing import Any
 
 from toolcards.governance.identity import ANONYMOUS, Identity
 from toolcards.surfaces.auth import InvalidToken, TokenTable
+from toolcards.surfaces.mcp_approval import ApprovalChannel
 from toolcards.surfaces.mcp_server import IDENTITY_SCOPE_KEY, GovernedMCPServer
 from toolcards.surfaces.runtime import SurfaceRuntime
 
@@ -92,9 +94,102 @@ def identity_from_scope(ctx: Any) -> Identity:
     return found if isinstance(found, Identity) else ANONYMOUS
 
 
-def http_app(runtime: SurfaceRuntime, *, host: str = "127.0.0.1", approvals: Any = None) -> Any:
-    """The Starlette app serving MCP at ``/mcp`` for ``runtime`` (``approvals``: see
-    :class:`GovernedMCPServer`)."""
+class _RoutineDisconnects(logging.Filter):
+    """A client that goes away mid-stream is routine: its ``ClosedResourceError`` /
+    ``BrokenResourceError`` tracebacks are logged at debug, not as errors."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and _is_disconnect(exc) and record.levelno > logging.DEBUG:
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+
+def _is_disconnect(exc: BaseException) -> bool:
+    import anyio
+
+    if isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_is_disconnect(e) for e in exc.exceptions)
+    return False
+
+
+_DISCONNECT_LOGGERS = (
+    "mcp.server.streamable_http",
+    "mcp.server.streamable_http_manager",
+    "mcp.server.runner",
+    "mcp.shared.jsonrpc_dispatcher",
+    "uvicorn.error",
+)
+
+
+def quiet_disconnects() -> None:
+    """Install the routine-disconnect filter on the transport's loggers (idempotent)."""
+    for name in _DISCONNECT_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _RoutineDisconnects) for f in logger.filters):
+            logger.addFilter(_RoutineDisconnects())
+
+
+class JsonRpcEdge:
+    """ASGI middleware: a POST whose body is not JSON-RPC 2.0 gets the JSON-RPC error
+    (-32700 / -32600) before the SDK sees it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            more = bool(message.get("more_body"))
+        body = b"".join(chunks)
+        problem = _post_problem(body)
+        if problem is not None:
+            data = json.dumps(problem).encode()
+            headers = [(b"content-type", b"application/json"),
+                       (b"content-length", str(len(data)).encode())]  # fmt: skip
+            await send({"type": "http.response.start", "status": 400, "headers": headers})
+            await send({"type": "http.response.body", "body": data})
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+def _post_problem(body: bytes) -> dict[str, Any] | None:
+    from toolcards.surfaces.mcp_stdio import edge_error
+
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return edge_error(body)
+    if isinstance(data, list):  # batches were removed from the protocol
+        return edge_error(b"[]")
+    return edge_error(body)
+
+
+def http_app(
+    runtime: SurfaceRuntime, *, host: str = "127.0.0.1", approvals: ApprovalChannel | None = None
+) -> Any:
+    """The Starlette app serving MCP at ``/mcp`` for ``runtime`` (``approvals``: who decides
+    approval-required calls; see :class:`~toolcards.surfaces.mcp_approval.ApprovalChannel`)."""
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.applications import Starlette
@@ -110,22 +205,59 @@ def http_app(runtime: SurfaceRuntime, *, host: str = "127.0.0.1", approvals: Any
         )
     # SSE responses (not plain JSON): an approval asks the human mid-call, on the call's stream
     manager = StreamableHTTPSessionManager(app=mcp_server.server, security_settings=security)
-    handler = BearerAuth(manager.handle_request, runtime.tokens)
+    handler = BearerAuth(JsonRpcEdge(manager.handle_request), runtime.tokens)
+    quiet_disconnects()
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[None]:
-        async with manager.run():
+        async with mcp_server.running(), manager.run():
             yield
 
-    return Starlette(routes=[Route(MCP_PATH, endpoint=handler)], lifespan=lifespan)
+    return Starlette(routes=[Route(MCP_PATH, endpoint=handler, methods=None)], lifespan=lifespan)
 
 
-async def run_http(runtime: SurfaceRuntime, *, host: str = "127.0.0.1", port: int = 8765) -> None:
+async def run_http(
+    runtime: SurfaceRuntime,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    on_ready: Callable[[], None] | None = None,
+) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled or signalled."""
     import uvicorn
 
     if host not in _LOOPBACK:
         log.warning("serving MCP on %s: reachable beyond this machine", host)
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            """Shut down on SIGINT/SIGTERM, then return normally (uvicorn would re-raise
+            the signal, killing the process before the caller's cleanup runs)."""
+            import signal
+            import threading
+
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            handled = (signal.SIGINT, signal.SIGTERM)
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
     app = http_app(runtime, host=host)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    await uvicorn.Server(config).serve()
+    server = Server(config)
+    if on_ready is None:
+        await server.serve()
+        return
+    import anyio
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(server.serve)
+        while not server.started:
+            await anyio.sleep(0.01)
+        on_ready()

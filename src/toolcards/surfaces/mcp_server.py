@@ -1,29 +1,35 @@
-"""An MCP server over the governed executor (official ``mcp`` SDK, low-level server).
+"""An MCP server over the governed executor (official ``mcp`` SDK 2.x, low-level server).
 
 tools/list shows the capabilities the caller may call (the policy's listing filter) with
 their JSON schemas and MCP annotations; tools/call runs through the executor with
-``surface="mcp"``. Calls that need a human ask through MCP elicitation when the client
-declared that capability, and fail closed otherwise. Every failure is an ``isError`` result
-whose text is safe to show a model; ``_meta["toolcards/outcome"]`` names the outcome.
-
-Requires mcp 1.x (``mcp.server.lowlevel``).
+``surface="mcp"``. Every failure is an ``isError`` result whose text is safe to show a
+model; ``_meta["toolcards/outcome"]`` names the outcome. A call the client cancels
+(``notifications/cancelled``) is stopped, gets no response, and is audited ``cancelled``.
+Approvals go through :mod:`.mcp_approval`; progress through :mod:`.mcp_progress`; logging
+through :mod:`.mcp_logging`; resources and prompts through :mod:`.mcp_resources` and
+:mod:`.mcp_prompts`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import time
+import warnings
 from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import anyio
 import mcp.types as types
 from mcp.server.lowlevel import NotificationOptions, Server
-from pydantic_core import to_jsonable_python
 
-from toolcards.governance.approvals import ApprovalRequest
 from toolcards.governance.capability import Capability
 from toolcards.governance.identity import Identity
+from toolcards.surfaces.audit_rows import record_cancelled
+from toolcards.surfaces.mcp_approval import ApprovalChannel, ElicitationApprovals
+from toolcards.surfaces.mcp_content import tool_content
+from toolcards.surfaces.mcp_logging import LogForwarder
+from toolcards.surfaces.mcp_progress import CallProgress
 from toolcards.surfaces.outcomes import classify
 from toolcards.surfaces.runtime import SurfaceRuntime
 
@@ -32,56 +38,45 @@ log = logging.getLogger(__name__)
 IDENTITY_SCOPE_KEY = "toolcards.identity"
 """Where the HTTP transport leaves the resolved caller in the ASGI scope."""
 META_KEY = "toolcards/outcome"
-APPROVAL_TIMEOUT = 300.0
-_APPROVAL_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "approve": {
-            "type": "boolean",
-            "title": "Run this call",
-            "description": "Yes runs the call once, with exactly these arguments.",
-        }
-    },
-    "required": ["approve"],
-}
 
 IdentityOf = Callable[[Any], Identity]
 
 
+def toolcards_version() -> str:
+    """This package's version, as ``serverInfo.version`` reports it."""
+    try:
+        return version("toolcards")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0+unknown"
+
+
+JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
 def mcp_tool(cap: Capability) -> types.Tool:
-    """The MCP view of a capability: schema and the four hints, always explicit (MCP assumes
-    a tool with no hints is destructive and open-world)."""
+    """The MCP view of a capability: its JSON schema (dialect declared: 2020-12, as pydantic
+    writes it) and the four hints, always explicit (MCP assumes a tool with no hints is
+    destructive and open-world)."""
     ann = cap.annotations
+    schema = cap.json_schema or {"type": "object", "properties": {}}
     return types.Tool(
         name=cap.id,
         description=cap.description or None,
-        inputSchema=cap.json_schema or {"type": "object", "properties": {}},
+        input_schema={"$schema": JSON_SCHEMA_DIALECT, **schema},
         annotations=types.ToolAnnotations(
-            readOnlyHint=ann.readonly,
-            destructiveHint=ann.destructive and not ann.readonly,
-            idempotentHint=ann.idempotent or ann.readonly,
-            openWorldHint=ann.open_world,
+            read_only_hint=ann.readonly,
+            destructive_hint=ann.destructive and not ann.readonly,
+            idempotent_hint=ann.idempotent or ann.readonly,
+            open_world_hint=ann.open_world,
         ),
     )
 
 
-def render_value(value: Any) -> tuple[str, dict[str, Any] | None]:
-    """A tool value as text (strings as they are, the rest as JSON) and, for objects, the
-    structured content."""
-    if isinstance(value, str):
-        return value, None
-    plain = to_jsonable_python(value, fallback=str)
-    text = json.dumps(plain, ensure_ascii=False, indent=2)
-    return text, plain if isinstance(plain, dict) else None
-
-
-def approval_prompt(request: ApprovalRequest) -> str:
-    """What a human reads before approving (arguments redacted by governance)."""
-    args = json.dumps(to_jsonable_python(dict(request.args), fallback=str), ensure_ascii=False)
-    return (
-        f"Approve a tool call?\n"
-        f"tool: {request.tool_id}\ncaller: {request.principal}\n"
-        f"arguments: {args[:4000]}\nwhy: {request.reason}"
+def _error(message: str, meta: dict[str, Any]) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=message)],
+        is_error=True,
+        _meta={META_KEY: meta},
     )
 
 
@@ -98,95 +93,140 @@ class GovernedMCPServer:
         *,
         identity_of: IdentityOf | None = None,
         name: str = "toolcards",
-        approval_timeout: float = APPROVAL_TIMEOUT,
-        approvals: Any = None,
+        approvals: ApprovalChannel | None = None,
     ) -> None:
+        from toolcards.surfaces.mcp_prompts import PromptCatalog
+        from toolcards.surfaces.mcp_resources import ResourceCatalog
+
         self.runtime = runtime
         self.identity_of = identity_of or (lambda _ctx: runtime.local)
-        self.approval_timeout = approval_timeout
-        self.approvals = approvals
-        """An approver channel asked instead of the client: ``approvals.for_call(ctx)`` gives
-        ``.approver`` and ``.human_asked`` (the dashboard's inbox)."""
-        self.server: Server[Any, Any] = Server(name)
+        self.approvals = approvals or ElicitationApprovals()
+        self.logs = LogForwarder()
+        self.resources = ResourceCatalog(runtime, self.identity_of)
+        self.prompts = PromptCatalog(runtime, self.identity_of)
         self._tools = {cap.id: mcp_tool(cap) for cap in runtime.registry}
-        self.server.request_handlers[types.ListToolsRequest] = self._list_tools
-        self.server.request_handlers[types.CallToolRequest] = self._call_tool
+        with warnings.catch_warnings():  # logging is deprecated only for a later protocol
+            warnings.simplefilter("ignore")
+            self.server: Server[Any] = Server(
+                name,
+                version=toolcards_version(),
+                on_list_tools=self._list_tools,
+                on_call_tool=self._call_tool,
+                on_set_logging_level=self._set_level,
+                **self.resources.handlers(),
+                **self.prompts.handlers(),
+            )
 
     def initialization_options(self) -> Any:
         return self.server.create_initialization_options(NotificationOptions())
 
-    def _caller(self) -> Identity:
-        return self.identity_of(self.server.request_context)
+    @property
+    def capabilities(self) -> types.ServerCapabilities:
+        return self.server.get_capabilities(NotificationOptions())
 
-    async def _list_tools(self, _req: types.ListToolsRequest) -> types.ServerResult:
-        who = self._caller()
-        visible = self.runtime.visible_to(who)
-        return types.ServerResult(types.ListToolsResult(tools=[self._tools[i] for i in visible]))
+    async def serve(self, read: Any, write: Any) -> None:
+        """Serve one connection (the log forwarder and resource watchers run meanwhile)."""
+        async with self.running():
+            await self.server.run(read, write, self.initialization_options())
 
-    async def _call_tool(self, req: types.CallToolRequest) -> types.ServerResult:
-        ctx = self.server.request_context
+    def running(self) -> Any:
+        """An async context for the server's background work (log forwarding, team events)."""
+        import contextlib
+
+        @contextlib.asynccontextmanager
+        async def scope() -> Any:
+            async with anyio.create_task_group() as tasks:
+                with self.logs.installed(tasks), self.resources.watching(tasks):
+                    try:
+                        yield self
+                    finally:
+                        tasks.cancel_scope.cancel()
+
+        return scope()
+
+    # -- handlers -----------------------------------------------------------------------------
+
+    async def _list_tools(
+        self, ctx: Any, _params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        visible = self.runtime.visible_to(self.identity_of(ctx))
+        return types.ListToolsResult(tools=[self._tools[i] for i in visible])
+
+    async def _set_level(self, ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        self.logs.set_level(ctx.session, params.level)
+        return types.EmptyResult()
+
+    async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
         who = self.identity_of(ctx)
-        asked = False
-        approver = None
-        channel = self.approvals.for_call(ctx) if self.approvals is not None else None
-        if channel is not None:
-            approver = channel.approver
-        elif _can_elicit(ctx.session):
-
-            async def approver(request: ApprovalRequest) -> bool:
-                nonlocal asked
-                asked = True
-                return await self._elicit(ctx.session, request, ctx.request_id)
-
+        name, args = params.name, params.arguments
+        approval = self.approvals.for_call(ctx)
+        progress = CallProgress(ctx)
+        call_id = None if ctx.request_id is None else f"mcp-{ctx.request_id}"
+        started = time.perf_counter()
         try:
-            result = await self.runtime.executor.call(
-                req.params.name, req.params.arguments, who, surface="mcp", approver=approver
-            )
-        except Exception:  # a deferral or a bug below: never a crash of the session
-            log.exception("tool call %s failed outside the executor", req.params.name)
-            return _error(f"error: {req.params.name} failed", {"outcome": "error"})
-        view = classify(result, human_asked=asked or bool(channel and channel.human_asked))
-        if not view.is_error:
-            text, structured = render_value(result.value)
-            return types.ServerResult(
-                types.CallToolResult(
-                    content=[types.TextContent(type="text", text=text)],
-                    structuredContent=structured,
-                    isError=False,
+            with progress.bound(), self.logs.for_call(ctx.session, ctx.request_id) as logs:
+                result = await self.runtime.executor.call(
+                    name, args, who, surface="mcp", approver=approval.approver
                 )
+            await progress.drain()
+            await self.logs.drain(logs)
+        except anyio.get_cancelled_exc_class():
+            record_cancelled(
+                self.runtime.executor,
+                name,
+                args,
+                who,
+                surface="mcp",
+                call_id=call_id,
+                started=started,
             )
-        return _error(view.message, view.meta(result.retry_after))
+            raise
+        except Exception:  # a deferral or a bug below: never a crash of the session
+            log.exception("tool call %s failed outside the executor", name)
+            return _error(f"error: {name} failed", {"outcome": "error"})
+        view = classify(result, human_asked=approval.human_asked)
+        if view.is_error:
+            return _error(view.message, view.meta(result.retry_after))
+        content, structured = await _content(result.value)
+        return types.CallToolResult(content=content, structured_content=structured, is_error=False)
 
-    async def _elicit(self, session: Any, request: ApprovalRequest, request_id: Any) -> bool:
-        with anyio.move_on_after(self.approval_timeout):
-            answer = await session.elicit(
-                approval_prompt(request), _APPROVAL_SCHEMA, related_request_id=request_id
-            )
-            content = answer.content or {}
-            return bool(answer.action == "accept" and content.get("approve") is True)
+
+_INLINE_CHARS = 65_536
+_INLINE_ITEMS = 64
+
+
+def _small(value: Any) -> bool:
+    """Cheap to encode on the event loop: a short string, a scalar, or a shallow container
+    of a few scalars and short strings."""
+    if isinstance(value, str):
+        return len(value) < _INLINE_CHARS
+    if value is None or isinstance(value, bool | int | float):
+        return True
+    if isinstance(value, dict):
+        items: Any = value.values()
+    elif isinstance(value, list | tuple):
+        items = value
+    else:
         return False
-
-
-def _can_elicit(session: Any) -> bool:
-    params = getattr(session, "client_params", None)
-    caps = getattr(params, "capabilities", None)
-    return getattr(caps, "elicitation", None) is not None
-
-
-def _error(message: str, meta: dict[str, Any]) -> types.ServerResult:
-    return types.ServerResult(
-        types.CallToolResult(
-            content=[types.TextContent(type="text", text=message)],
-            isError=True,
-            _meta={META_KEY: meta},
-        )
+    if len(value) > _INLINE_ITEMS:
+        return False
+    return all(
+        v is None or isinstance(v, bool | int | float) or (isinstance(v, str) and len(v) < 1024)
+        for v in items
     )
+
+
+async def _content(value: Any) -> tuple[list[types.ContentBlock], dict[str, Any] | None]:
+    """Small values inline; anything bigger is encoded off the event loop."""
+    if _small(value):
+        return tool_content(value)
+    return await anyio.to_thread.run_sync(tool_content, value)
 
 
 async def run_stdio(runtime: SurfaceRuntime) -> None:
     """Serve over stdin/stdout as the runtime's local principal until the client leaves."""
-    from mcp.server.stdio import stdio_server
+    from toolcards.surfaces.mcp_stdio import stdio_transport
 
     mcp_server = GovernedMCPServer(runtime)
-    async with stdio_server() as (read, write):
-        await mcp_server.server.run(read, write, mcp_server.initialization_options())
+    async with stdio_transport() as (read, write):
+        await mcp_server.serve(read, write)

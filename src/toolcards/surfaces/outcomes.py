@@ -72,7 +72,8 @@ def classify(result: ExecutionResult, *, human_asked: bool = False) -> SurfaceOu
     """The surface view of ``result``. A refused approval (a human was asked and said no) is
     an approval outcome, not a policy denial."""
     outcome = str(result.outcome)
-    kind, code = _KINDS[outcome]
+    # an outcome this table does not know yet is still a failure, never a success
+    kind, code = _KINDS.get(outcome, ("failed", ExitCode.FAILED))
     if kind == "denied" and human_asked:
         kind, code = "approval", ExitCode.APPROVAL
     return SurfaceOutcome(kind, code, outcome, result.message)

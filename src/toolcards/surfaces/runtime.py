@@ -34,6 +34,8 @@ class SurfaceRuntime:
     team: Team | None = None
     config: SurfaceConfig | None = None
     _owned: list[Callable[[], Any]] = field(default_factory=list, repr=False)
+    prompts: list[tuple[str, Callable[..., Any], str | None]] = field(default_factory=list)
+    extra_resources: list[Any] = field(default_factory=list)
 
     @property
     def registry(self) -> CapabilityRegistry:
@@ -51,6 +53,30 @@ class SurfaceRuntime:
         """The tool ids ``identity`` may see (the policy's listing filter)."""
         policy = self.executor.policy
         return [cap.id for cap in self.registry if policy.visible(identity, cap.id)]
+
+    def prompt_sources(self) -> list[tuple[str, Callable[..., Any], str | None]]:
+        """(name, function, description) of every prompt a surface may offer."""
+        return list(self.prompts)
+
+    def card_types(self) -> set[str]:
+        """The type names of the configured cards."""
+        if self.config is None:
+            return set()
+        return {str(card.get("type")) for card in self.config.cards}
+
+    def workspaces(self) -> dict[str, Path]:
+        """Workspace id -> directory, for the configured WorkspaceTool cards."""
+        if self.config is None:
+            return {}
+        from toolcards.tools._common.workspace_dir import workspace_dir
+
+        found: dict[str, Path] = {}
+        for wid in self.config.workspace_ids():
+            try:
+                found[wid] = workspace_dir(wid, None, create=False)
+            except ValueError:
+                continue
+        return found
 
     def close(self) -> None:
         """Flush and close the audit log, stop the team. Idempotent."""
@@ -90,13 +116,24 @@ class SurfaceRuntime:
             raise ConfigError(f"{config.source}: policy: {exc}") from None
         cards = config.load_cards()
         tools = [tool for spec in config.tools for tool in _import_tools(spec, config.source)]
+        extra_resources = [
+            r for spec in config.resources for r in _imported(spec, config.source, "resources")
+        ]
+        prompts = [
+            _prompt(fn)
+            for spec in config.prompts
+            for fn in _imported(spec, config.source, "prompts")
+        ]
         owned: list[Callable[[], Any]] = []
         team = None
         try:
             if cards or with_team:
                 team = _open_team(config.team_id, config.store_location)
                 owned.append(team.stop)
-            registry = _registry(team, cards, tools, config.member_name)
+            factory = team.bind(cards, member=config.member_name) if team and cards else None
+            registry = _registry(factory, tools)
+            if factory is not None:
+                prompts = card_prompts(factory) + prompts
             audit = None
             if config.audit_path is not None:
                 audit = AuditLog(config.audit_path, durability=durability)
@@ -109,7 +146,9 @@ class SurfaceRuntime:
         tokens = TokenTable.from_digests(
             (t.token_sha256, t.identity()) for t in config.principals.tokens
         )
-        return cls(executor, config.local_identity, tokens, team, config, owned)
+        rt = cls(executor, config.local_identity, tokens, team, config, owned)
+        rt.prompts, rt.extra_resources = prompts, extra_resources
+        return rt
 
     @classmethod
     def build(
@@ -124,6 +163,7 @@ class SurfaceRuntime:
     ) -> SurfaceRuntime:
         """For registries built in code: a registry, a ToolFactory or plain tool callables.
         ``tokens`` maps plain bearer tokens to identities (hashed here)."""
+        from toolcards.core.factory import ToolFactory
         from toolcards.governance.audit import AuditLog
         from toolcards.governance.policy import Policy
 
@@ -136,7 +176,10 @@ class SurfaceRuntime:
         if isinstance(tokens, dict):
             tokens = TokenTable.from_tokens(tokens.items())
         executor = _executor(as_registry(source), policy, audit, timeout)
-        return cls(executor, identity or ANONYMOUS, tokens or TokenTable(), _owned=owned)
+        rt = cls(executor, identity or ANONYMOUS, tokens or TokenTable(), _owned=owned)
+        if isinstance(source, ToolFactory):
+            rt.prompts = card_prompts(source)
+        return rt
 
 
 def as_registry(
@@ -172,14 +215,12 @@ def _executor(
     return Executor(registry, policy, audit=audit, timeout=timeout)
 
 
-def _registry(
-    team: Team | None, cards: list[Any], tools: list[Callable[..., Any]], member: str
-) -> CapabilityRegistry:
+def _registry(factory: ToolFactory | None, tools: list[Callable[..., Any]]) -> CapabilityRegistry:
     from toolcards.governance.capability import CapabilityRegistry
 
     caps: list[Any] = []
-    if team is not None and cards:
-        caps.extend(CapabilityRegistry.from_factory(team.bind(cards, member=member)))
+    if factory is not None:
+        caps.extend(CapabilityRegistry.from_factory(factory))
     if tools:
         caps.extend(CapabilityRegistry.from_tools(tools))
     try:
@@ -188,15 +229,36 @@ def _registry(
         raise ConfigError(f"two tools share a name: {exc}") from None
 
 
-def _import_tools(spec: str, source: str) -> Iterable[Callable[..., Any]]:
+def card_prompts(factory: ToolFactory) -> list[tuple[str, Callable[..., Any], str | None]]:
+    """Each card's system-prompt providers as prompts named after the card type."""
+    found: list[tuple[str, Callable[..., Any], str | None]] = []
+    for card in factory.cards:
+        providers = card.get_system_prompts()
+        kind = type(card).__name__
+        for i, provider in enumerate(providers):
+            name = kind if len(providers) == 1 else f"{kind}_{i + 1}"
+            found.append((name, provider, f"The system prompt of the {kind} card."))
+    return found
+
+
+def _prompt(fn: Callable[..., Any]) -> tuple[str, Callable[..., Any], str | None]:
+    doc = (fn.__doc__ or "").strip() or None
+    return getattr(fn, "__name__", "prompt"), fn, doc
+
+
+def _imported(spec: str, source: str, field: str = "tools") -> list[Any]:
     module_name, _, attr = spec.partition(":")
     try:
         value: Any = importlib.import_module(module_name)
         for part in attr.split("."):
             value = getattr(value, part)
     except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"{source}: tools: cannot import {spec!r}: {exc}") from None
-    items = list(value) if isinstance(value, list | tuple) else [value]
+        raise ConfigError(f"{source}: {field}: cannot import {spec!r}: {exc}") from None
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
+def _import_tools(spec: str, source: str) -> Iterable[Callable[..., Any]]:
+    items = _imported(spec, source)
     for item in items:
         if not callable(item):
             raise ConfigError(f"{source}: tools: {spec!r} holds {item!r:.60}, not a callable")

@@ -15,7 +15,10 @@ try:  # mcp 1.x
 except ImportError:  # mcp 2.x
     from mcp.server.mcpserver import MCPServer as Server  # type: ignore[no-redef]
 
-server: Any = Server("echo", host="127.0.0.1", log_level="WARNING")
+try:
+    server: Any = Server("echo", host="127.0.0.1", log_level="WARNING")
+except TypeError:  # mcp 2.x: the host is the app's concern
+    server = Server("echo", log_level="WARNING")
 
 
 @server.tool()
@@ -42,10 +45,16 @@ def big(size: int) -> str:
     return "z" * size
 
 
+try:  # the SDK reports a ToolError's message to the client (other errors stay private)
+    from mcp.server.mcpserver.exceptions import ToolError
+except ImportError:  # mcp 1.x reported any exception's message
+    ToolError = ValueError  # type: ignore[assignment,misc]
+
+
 @server.tool()
 def fail(message: str) -> str:
     """Always fails with the message."""
-    raise ValueError(message)
+    raise ToolError(message)
 
 
 @server.tool(name="docs.search")

@@ -1,21 +1,93 @@
-"""Serve a registry over MCP or on the command line (thin forwards to apcore-mcp / apcore-cli)."""
+"""Serve a registry over MCP (through toolcards' own MCP server) or on the command line
+(a thin forward to apcore-cli).
+
+``serve_mcp`` used to forward to apcore-mcp; that package pins the ``mcp`` SDK below 2, so
+the bridge now offers the registry's modules as an :class:`ApcoreToolset` and serves them
+with :func:`toolcards.surfaces.serve_mcp` on the current SDK.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ._deps import require
 
+if TYPE_CHECKING:
+    from toolcards.governance.capability import CapabilityRegistry
+    from toolcards.governance.identity import Identity
+    from toolcards.governance.policy import Policy
 
-def serve_mcp(registry_or_executor: Any, **options: Any) -> None:
-    """Run an MCP server exposing every module (``apcore_mcp.serve``; stdio by default).
+_TRANSPORTS = {"stdio": "stdio", "http": "http", "streamable-http": "http"}
 
-    Options (``transport``, ``host``, ``port``, ``name``, ``acl``, ``approval_handler``, ...)
-    are passed through unchanged.
+
+def module_capabilities(
+    registry_or_executor: Any,
+    *,
+    include: Sequence[str] | None = None,
+    exclude: Sequence[str] | None = None,
+) -> CapabilityRegistry:
+    """The discoverable modules of an apcore registry (or executor) as toolcards capabilities;
+    every call still runs through the apcore executor (its ACL, approvals and validation)."""
+    import anyio
+
+    from toolcards.governance.capability import CapabilityRegistry
+
+    from .toolset import ApcoreToolset
+
+    apcore = require("apcore")
+    if isinstance(registry_or_executor, apcore.Executor):
+        executor = registry_or_executor
+        registry = executor.registry
+    else:
+        registry = registry_or_executor
+        executor = apcore.Executor(registry)
+    toolset = ApcoreToolset(
+        registry, executor, include=include, exclude=exclude, sanitize_tool_names=False
+    )
+    caps: CapabilityRegistry = anyio.run(CapabilityRegistry.from_toolset, toolset)
+    return caps
+
+
+def serve_mcp(
+    registry_or_executor: Any,
+    *,
+    transport: str = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    policy: Policy | str | Path | None = None,
+    identity: Identity | None = None,
+    tokens: dict[str, Identity] | None = None,
+    audit: Any = None,
+    include: Sequence[str] | None = None,
+    exclude: Sequence[str] | None = None,
+    timeout: float | None = 60.0,
+) -> None:
+    """Serve every module over MCP (stdio by default; ``transport="http"`` or
+    ``"streamable-http"`` for streamable HTTP at ``http://host:port/mcp``). Blocks.
+
+    Calls go through toolcards' governed executor (``policy``; default: allow all, leaving
+    the decisions to the apcore executor's own ACL) and then the apcore executor.
+    ``identity``, ``tokens`` and ``audit`` are those of :func:`toolcards.surfaces.serve_mcp`.
     """
-    apcore_mcp = require("apcore_mcp")
-    apcore_mcp.serve(registry_or_executor, **options)
+    from toolcards.governance.policy import Policy
+    from toolcards.surfaces.api import serve_mcp as serve
+
+    if transport not in _TRANSPORTS:
+        raise ValueError(f"transport must be one of {sorted(_TRANSPORTS)}")
+    caps = module_capabilities(registry_or_executor, include=include, exclude=exclude)
+    serve(
+        caps,
+        policy=policy if policy is not None else Policy.allow_all(),
+        transport=_TRANSPORTS[transport],  # type: ignore[arg-type]
+        identity=identity,
+        tokens=tokens,
+        audit=audit,
+        host=host,
+        port=port,
+        timeout=timeout,
+    )
 
 
 def build_cli(registry: Any, *, executor: Any | None = None, **options: Any) -> Any:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
 
-import httpx
+from toolcards.tools.mcp._http import http as httpx
 
 AuthorizationHandler = Callable[[str], Awaitable[str]]
 """Takes the authorization URL the user must visit; returns the redirect URL with the code."""

@@ -40,19 +40,13 @@ def require_mcp_client() -> Any:
 def is_connection_error(exc: BaseException) -> bool:
     """Whether ``exc`` means the connection to the server is gone (not a tool failure)."""
     import anyio
-    import httpx
+
+    from toolcards.tools.mcp._http import TRANSPORT_ERRORS
 
     if isinstance(exc, BaseExceptionGroup):
         return all(is_connection_error(e) for e in exc.exceptions)
-    if isinstance(
-        exc,
-        anyio.ClosedResourceError
-        | anyio.BrokenResourceError
-        | anyio.EndOfStream
-        | httpx.TransportError
-        | ConnectionError
-        | EOFError,
-    ):
+    gone = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+    if isinstance(exc, (*gone, ConnectionError, EOFError, *TRANSPORT_ERRORS)):
         return True
     error = getattr(exc, "error", None)
     code = getattr(error, "code", getattr(exc, "code", None))
@@ -80,13 +74,12 @@ def _short(exc: BaseException) -> str:
 def _trusted_text(exc: BaseException) -> bool:
     """Whether the message of ``exc`` is written by this library or the HTTP stack (not by
     the server), so it may go into the model's instructions."""
-    import httpx
-
+    from toolcards.tools.mcp._http import HTTP_ERRORS
     from toolcards.tools.mcp.oauth import OAuthError
 
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    return isinstance(exc, OAuthError | httpx.HTTPError | OSError | TimeoutError | ImportError)
+    return isinstance(exc, (OAuthError, OSError, TimeoutError, ImportError, *HTTP_ERRORS))
 
 
 def bound_result(result: Any, limit: int) -> Any:

@@ -1,0 +1,84 @@
+"""Audit rows a surface writes itself: a call its caller cancelled (the executor records
+every other outcome of a tool call), and governed reads of resources and prompts."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from toolcards.governance.audit import AuditRecord
+
+if TYPE_CHECKING:
+    from toolcards.governance.executor import Executor
+    from toolcards.governance.identity import Identity
+    from toolcards.governance.policy import Decision
+
+CANCELLED = "cancelled"
+
+
+def record(
+    executor: Executor,
+    target: str,
+    args: Mapping[str, Any] | None,
+    who: Identity,
+    *,
+    surface: str,
+    outcome: str,
+    started: float,
+    decision: Decision | None = None,
+    call_id: str | None = None,
+    error: str | None = None,
+) -> None:
+    """Append one row for ``target`` (a tool id, ``resource:<uri>`` or ``prompt:<name>``)."""
+    audit = executor.audit
+    if audit is None:
+        return
+    cap = executor.registry.get(target)
+    audit.record(
+        AuditRecord(
+            ts=time.time(),
+            principal=who.id,
+            principal_type=who.type,
+            roles=frozenset(who.roles),
+            surface=surface,
+            tool=target,
+            call_id=call_id,
+            args=dict(args) if isinstance(args, Mapping) else {},
+            decision=decision.effect if decision is not None else "none",
+            outcome=outcome,
+            reason=decision.reason if decision is not None else None,
+            duration=time.perf_counter() - started,
+            error=error,
+            sensitive=tuple(cap.sensitive) if cap is not None else (),
+            redactor=executor.policy.redaction,
+        )
+    )
+
+
+def record_cancelled(
+    executor: Executor,
+    tool_id: str,
+    args: Mapping[str, Any] | None,
+    who: Identity,
+    *,
+    surface: str,
+    call_id: str | None,
+    started: float,
+) -> None:
+    """The ``cancelled`` row of a tool call (with the policy's decision for it)."""
+    decision = None
+    if tool_id in executor.registry:
+        decision = executor.policy.decide(who, tool_id, args if isinstance(args, Mapping) else {})
+    record(
+        executor,
+        tool_id,
+        args,
+        who,
+        surface=surface,
+        outcome=CANCELLED,
+        started=started,
+        decision=decision,
+        call_id=call_id,
+        error="cancelled by the caller",
+    )

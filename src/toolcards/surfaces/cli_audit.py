@@ -1,0 +1,134 @@
+"""``toolcards audit tail|query`` and ``toolcards team status``."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from toolcards.surfaces.cli_state import ConfigOpt, State, emit_json, fail, out, state_of
+from toolcards.surfaces.outcomes import ExitCode
+
+audit_app = typer.Typer(help="Read the audit trail.", no_args_is_help=True)
+team_app = typer.Typer(help="Inspect the team.", no_args_is_help=True)
+
+
+def _audit_log(ctx: typer.Context, state: State) -> Any:
+    """The audit log: read directly (SQLite WAL), also while a server writes to it."""
+    from toolcards.governance.audit import AuditLog
+    from toolcards.surfaces.config import ConfigError, load_config
+
+    if state.factory is not None:
+        audit = state.runtime().audit
+    else:
+        try:
+            config = load_config(state.config)
+        except ConfigError as exc:
+            fail(str(exc), ExitCode.USAGE)
+        path = config.audit_path
+        if path is None or not path.exists():
+            fail(f"{config.source}: no audit log at {path}", ExitCode.USAGE)
+        audit = AuditLog(path)
+        ctx.call_on_close(audit.close)
+    if audit is None:
+        fail("this runtime keeps no audit log", ExitCode.USAGE)
+    return audit
+
+
+def _show_entries(state: State, entries: list[Any]) -> None:
+    import dataclasses
+    import datetime as dt
+
+    if state.json:
+        emit_json([dataclasses.asdict(e) for e in entries])
+        return
+    from rich.table import Table
+
+    table = Table("time", "principal", "surface", "tool", "decision", "outcome", "ms", box=None)
+    for e in entries:
+        when = dt.datetime.fromtimestamp(e.ts).isoformat(timespec="seconds")
+        table.add_row(
+            when, e.principal, e.surface, e.tool, e.decision, e.outcome, f"{e.duration_ms:.1f}"
+        )
+    out().print(table)
+
+
+@audit_app.command("tail")
+def audit_tail(
+    ctx: typer.Context,
+    config: ConfigOpt = None,
+    n: Annotated[int, typer.Option("-n", min=1, max=10_000)] = 20,
+) -> None:
+    """The last N audit entries, oldest first."""
+    state = state_of(ctx, config)
+    _show_entries(state, _audit_log(ctx, state).tail(n))
+
+
+def _since(text: str | None) -> float | None:
+    import datetime as dt
+    import time
+
+    if text is None:
+        return None
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    if text[-1:] in units and text[:-1].replace(".", "", 1).isdigit():
+        return time.time() - float(text[:-1]) * units[text[-1]]
+    try:
+        return dt.datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise typer.BadParameter(
+            "use 30s, 10m, 2h, 1d or an ISO time", param_hint="--since"
+        ) from None
+
+
+@audit_app.command("query")
+def audit_query(
+    ctx: typer.Context,
+    config: ConfigOpt = None,
+    principal: Annotated[str | None, typer.Option(help="Caller id.")] = None,
+    tool: Annotated[str | None, typer.Option(help="Tool name.")] = None,
+    decision: Annotated[str | None, typer.Option(help="allow, deny or approve.")] = None,
+    outcome: Annotated[str | None, typer.Option(help="ok, denied, needs_approval, ...")] = None,
+    since: Annotated[str | None, typer.Option(help="30s, 10m, 2h, 1d or ISO time.")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=100_000)] = 100,
+) -> None:
+    """Audit entries matching every given filter."""
+    state = state_of(ctx, config)
+    start = _since(since)
+    entries = _audit_log(ctx, state).query(
+        principal=principal, tool=tool, decision=decision, outcome=outcome, since=start, limit=limit
+    )
+    _show_entries(state, entries)
+
+
+@team_app.command("status")
+def team_status(
+    ctx: typer.Context,
+    config: ConfigOpt = None,
+    events: Annotated[int, typer.Option(min=0, max=1000)] = 10,
+) -> None:
+    """Members, tool actors and recent events of the configured team."""
+    state = state_of(ctx, config)
+    server = state.server()
+    if server is not None:
+        try:
+            data = server.request("team", events=events)
+        except (OSError, RuntimeError, ValueError) as exc:
+            fail(f"the running server did not answer: {exc}", ExitCode.FAILED)
+    else:
+        from toolcards.surfaces.cli_ops import team_data
+
+        data = team_data(state.runtime(with_team=True), events)
+    if data is None:
+        fail("no team is configured for this runtime", ExitCode.USAGE)
+    if state.json:
+        emit_json(data)
+        return
+    out().print(f"[bold]team[/bold] {data['team_id']}")
+    members = ", ".join(m["name"] for m in data["members"]) or "(none)"
+    out().print(f"members: {members}", markup=False)
+    out().print(f"tool actors: {', '.join(data['tool_actors']) or '(none)'}", markup=False)
+    for e in data["events"]:
+        payload = json.dumps(e.get("payload"), ensure_ascii=False)
+        out().print(f"  {e['tool_id']} #{e['seq']}: {payload[:120]}", markup=False)

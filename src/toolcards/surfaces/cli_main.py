@@ -1,0 +1,77 @@
+"""The ``toolcards`` console entry point.
+
+``toolcards --help`` is answered from a cache written the first time it runs (keyed by the
+toolcards version, the CLI modules' files and the terminal width), so asking for help does
+not pay for importing the command-line framework. Everything else runs the full CLI
+(:mod:`toolcards.surfaces.cli`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+_CLI_FILES = ("cli.py", "cli_audit.py", "cli_state.py", "cli_main.py")
+
+
+def _cache_file() -> Path | None:
+    here = Path(__file__).resolve().parent
+    parts = [sys.version.split()[0], os.environ.get("COLUMNS", "")]
+    try:
+        parts.append(str(os.get_terminal_size(1).columns))
+    except OSError:
+        parts.append("-")
+    try:
+        for name in _CLI_FILES:
+            st = os.stat(here / name)
+            parts.append(f"{name}:{st.st_mtime_ns}:{st.st_size}")
+    except OSError:
+        return None
+    import hashlib
+
+    key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "toolcards" / f"help-{key}.txt"
+
+
+def _rendered_help() -> str:
+    import contextlib
+    import io
+
+    from toolcards.surfaces.cli import app
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer), contextlib.suppress(SystemExit):
+        app(args=["--help"], prog_name="toolcards")
+    return buffer.getvalue()
+
+
+def _help() -> None:
+    cache = _cache_file()
+    if cache is not None:
+        try:
+            sys.stdout.write(cache.read_text(encoding="utf-8"))
+            return
+        except OSError:
+            pass
+    text = _rendered_help()
+    sys.stdout.write(text)
+    if cache is not None and text:
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_name(f"{cache.name}.{os.getpid()}")
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, cache)
+        except OSError:
+            pass
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--help"]:
+        _help()
+        return
+    from toolcards.surfaces.cli import main as run
+
+    run(args)

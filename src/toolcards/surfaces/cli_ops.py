@@ -1,0 +1,91 @@
+"""The CLI's operations on a runtime, as plain data: run in the CLI process, or in a running
+``toolcards serve`` that the CLI forwards to (:mod:`.control`). Either way one runtime, one
+principal (the config's local one), one decision and one audit trail."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from toolcards.surfaces.outcomes import classify
+
+if TYPE_CHECKING:
+    from toolcards.governance.approvals import Approver
+    from toolcards.surfaces.runtime import SurfaceRuntime
+
+_HINTS = ("readonly", "destructive", "idempotent", "open_world", "requires_approval")
+
+
+def hints(ann: Any) -> list[str]:
+    return [n for n in _HINTS if getattr(ann, n)]
+
+
+def list_rows(rt: SurfaceRuntime, show_all: bool = False) -> list[dict[str, Any]]:
+    visible = set(rt.visible_to(rt.local))
+    return [
+        {
+            "name": cap.id,
+            "callable": cap.id in visible,
+            "hints": hints(cap.annotations),
+            "description": (cap.description or "").strip().split("\n", 1)[0],
+        }
+        for cap in rt.registry
+        if show_all or cap.id in visible
+    ]
+
+
+def describe_data(rt: SurfaceRuntime, tool: str) -> dict[str, Any] | None:
+    """The tool's description, or None when it is unknown or hidden from the principal."""
+    cap = rt.registry.get(tool)
+    if cap is None or not rt.policy.visible(rt.local, tool):
+        return None
+    return {
+        "name": cap.id,
+        "description": cap.description,
+        "annotations": cap.annotations.as_metadata(),
+        "input_schema": cap.json_schema,
+        "hints": hints(cap.annotations),
+    }
+
+
+def schema_of(rt: SurfaceRuntime, tool: str) -> dict[str, Any]:
+    cap = rt.registry.get(tool)
+    return cap.json_schema if cap is not None else {}
+
+
+async def call_data(
+    rt: SurfaceRuntime, tool: str, args: dict[str, Any], approver: Approver | None = None
+) -> dict[str, Any]:
+    """Call ``tool`` as the local principal; the outcome as the CLI reports it."""
+    from pydantic_core import to_jsonable_python
+
+    asked: list[bool] = []
+    wrapped = None
+    if approver is not None:
+        inner = approver
+
+        async def wrapped_approver(request: Any) -> bool:
+            asked.append(True)
+            return await inner(request)
+
+        wrapped = wrapped_approver
+    result = await rt.executor.call(tool, args, rt.local, surface="cli", approver=wrapped)
+    view = classify(result, human_asked=bool(asked))
+    data: dict[str, Any] = {"tool": tool, "ok": not view.is_error}
+    data.update(view.meta(result.retry_after))
+    data["exit_code"] = int(view.exit_code)
+    if view.is_error:
+        data["message"] = view.message
+    else:
+        data["value"] = to_jsonable_python(result.value, fallback=str)
+    return data
+
+
+def team_data(rt: SurfaceRuntime, events: int) -> dict[str, Any] | None:
+    team = rt.team
+    if team is None:
+        return None
+    members_fn = getattr(team, "members", None)
+    members = [m.model_dump() for m in members_fn()] if callable(members_fn) else []
+    actors = sorted(n for n in team.actor_names() if n.startswith("#"))
+    recent = [e.model_dump(mode="json") for e in team.events()[-events:]] if events else []
+    return {"team_id": team.team_id, "members": members, "tool_actors": actors, "events": recent}

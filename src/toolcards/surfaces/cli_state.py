@@ -1,0 +1,103 @@
+"""What every ``toolcards`` command shares: the per-invocation state (config, output mode,
+the runtime it opened), error exits, JSON output and the two consoles (created on first use:
+importing rich costs more than a ``--help`` may take)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+
+from toolcards.surfaces.outcomes import ExitCode
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from toolcards.surfaces.runtime import SurfaceRuntime
+
+
+@cache
+def out() -> Console:
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True)
+
+
+@cache
+def err() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+@dataclass
+class State:
+    config: Path = Path("toolcards.yaml")
+    json: bool = False
+    factory: Callable[[bool], SurfaceRuntime] | None = None
+    opened: list[SurfaceRuntime] = field(default_factory=list)
+
+    def runtime(self, with_team: bool = False) -> SurfaceRuntime:
+        """The runtime for this command (config and store problems end the command)."""
+        from toolcards.runtime.store import StoreLockedError
+        from toolcards.surfaces.config import ConfigError
+        from toolcards.surfaces.runtime import SurfaceRuntime
+
+        try:
+            if self.factory is not None:
+                rt = self.factory(with_team)
+            else:
+                rt = SurfaceRuntime.open(self.config, with_team=with_team or None)
+        except ConfigError as exc:
+            fail(str(exc), ExitCode.USAGE)
+        except StoreLockedError as exc:
+            fail(f"{exc} (is `toolcards serve` running on this config?)", ExitCode.FAILED)
+        self.opened.append(rt)
+        return rt
+
+    def server(self) -> Any:
+        """A running ``toolcards serve`` on this config to forward to, or None."""
+        if self.factory is not None:
+            return None
+        from toolcards.surfaces.control import find_server
+
+        return find_server(self.config)
+
+    def close(self) -> None:
+        while self.opened:
+            self.opened.pop().close()
+
+
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config", "-c", help="Config file (default ./toolcards.yaml).", show_default=False
+    ),
+]
+
+
+def state_of(ctx: typer.Context, config: Path | None = None) -> State:
+    state = ctx.find_root().obj
+    if not isinstance(state, State):
+        state = ctx.find_root().obj = State()
+    if config is not None and state.factory is None:
+        state.config = config
+    return state
+
+
+def fail(message: str, code: ExitCode) -> NoReturn:
+    err().print(f"[red]error:[/red] {message}", markup=True, highlight=False)
+    raise typer.Exit(int(code))
+
+
+def emit_json(data: Any) -> None:
+    from pydantic_core import to_jsonable_python
+
+    sys.stdout.write(json.dumps(to_jsonable_python(data, fallback=str), ensure_ascii=False))
+    sys.stdout.write("\n")

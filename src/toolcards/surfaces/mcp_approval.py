@@ -1,0 +1,109 @@
+"""Approval of a governed call by the MCP client's human, through elicitation.
+
+The one place the MCP server asks for approvals: a call that needs a human's approval asks
+the calling client (when it declared the elicitation capability) and fails closed otherwise.
+Swap this module's :class:`ElicitationApprovals` for another approver channel without
+touching the server.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+
+from toolcards.governance.approvals import ApprovalRequest, Approver
+
+log = logging.getLogger(__name__)
+
+APPROVAL_TIMEOUT = 300.0
+APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approve": {
+            "type": "boolean",
+            "title": "Run this call",
+            "description": "Yes runs the call once, with exactly these arguments.",
+        }
+    },
+    "required": ["approve"],
+}
+
+
+def approval_prompt(request: ApprovalRequest) -> str:
+    """What a human reads before approving (arguments redacted by governance)."""
+    from pydantic_core import to_jsonable_python
+
+    args = json.dumps(to_jsonable_python(dict(request.args), fallback=str), ensure_ascii=False)
+    return (
+        f"Approve this call?\ntool: {request.tool_id}\ncaller: {request.principal}\n"
+        f"arguments: {args[:4000]}\nwhy: {request.reason}"
+    )
+
+
+class AskedFor(Protocol):
+    """The approver a channel gives one call, and whether it asked a human."""
+
+    @property
+    def approver(self) -> Approver | None:
+        """Who decides (None: nobody; the call fails closed)."""
+
+    @property
+    def human_asked(self) -> bool:
+        """True once a human was asked (a refusal is then an approval outcome)."""
+
+
+class ApprovalChannel(Protocol):
+    """Where the MCP server sends approval-required calls: :class:`ElicitationApprovals`
+    (the calling client's human), or an out-of-band inbox (the dashboard)."""
+
+    def for_call(self, ctx: Any) -> AskedFor:
+        """The approver for the call of request context ``ctx``."""
+
+
+@dataclass
+class AskedApprover:
+    """The approver for one call, and whether it asked anyone (a refusal by a human is an
+    approval outcome, not a policy denial)."""
+
+    approver: Approver | None
+    asked: list[bool] = field(default_factory=list)
+
+    @property
+    def human_asked(self) -> bool:
+        return bool(self.asked)
+
+
+@dataclass(frozen=True)
+class ElicitationApprovals:
+    """Asks the client that made the call, waiting at most ``timeout`` seconds."""
+
+    timeout: float = APPROVAL_TIMEOUT
+
+    def for_call(self, ctx: Any) -> AskedApprover:
+        session = ctx.session
+        if not _can_elicit(session):
+            return AskedApprover(None)
+        result = AskedApprover(None)
+        request_id = ctx.request_id
+
+        async def approver(request: ApprovalRequest) -> bool:
+            result.asked.append(True)
+            with anyio.move_on_after(self.timeout):
+                answer = await session.elicit_form(
+                    approval_prompt(request), APPROVAL_SCHEMA, related_request_id=request_id
+                )
+                content = answer.content or {}
+                return bool(answer.action == "accept" and content.get("approve") is True)
+            return False
+
+        result.approver = approver
+        return result
+
+
+def _can_elicit(session: Any) -> bool:
+    caps = getattr(session, "client_capabilities", None)
+    return getattr(caps, "elicitation", None) is not None

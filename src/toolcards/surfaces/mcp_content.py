@@ -1,0 +1,68 @@
+"""A tool's return value as MCP tool-result content.
+
+- a string: one text block;
+- an MCP content block (``mcp.types.TextContent``, ``ImageContent``, ``AudioContent``,
+  ``EmbeddedResource``, ``ResourceLink``): passed through;
+- pydantic-ai ``BinaryContent``: an image or audio block by its media type, else an embedded
+  blob resource;
+- a list or tuple holding at least one of the above (strings allowed beside them): one block
+  per item, in order;
+- anything else: JSON text, plus ``structuredContent`` when it is an object.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import mcp.types as types
+
+from toolcards.surfaces.render import render_value
+
+_BLOCKS = (
+    types.TextContent,
+    types.ImageContent,
+    types.AudioContent,
+    types.EmbeddedResource,
+    types.ResourceLink,
+)
+Blocks = list[types.ContentBlock]
+
+
+def _binary(value: Any) -> types.ContentBlock | None:
+    from pydantic_ai.messages import BinaryContent
+
+    if not isinstance(value, BinaryContent):
+        return None
+    data = base64.b64encode(value.data).decode("ascii")
+    media = value.media_type
+    if media.startswith("image/"):
+        return types.ImageContent(type="image", data=data, mime_type=media)
+    if media.startswith("audio/"):
+        return types.AudioContent(type="audio", data=data, mime_type=media)
+    uri = f"toolcards://blob/{value.identifier}"
+    blob = types.BlobResourceContents(uri=uri, blob=data, mime_type=media)
+    return types.EmbeddedResource(type="resource", resource=blob)
+
+
+def _block(item: Any) -> types.ContentBlock | None:
+    if isinstance(item, _BLOCKS):
+        return item
+    return _binary(item)
+
+
+def tool_content(value: Any) -> tuple[Blocks, dict[str, Any] | None]:
+    """The content blocks and structured content for a tool's value (see the module doc)."""
+    single = None if isinstance(value, str) else _block(value)
+    if single is not None:
+        return [single], None
+    if isinstance(value, list | tuple) and value and not all(isinstance(v, str) for v in value):
+        blocks = [_block(v) if not isinstance(v, str) else _text(v) for v in value]
+        if all(b is not None for b in blocks):
+            return [b for b in blocks if b is not None], None
+    text, structured = render_value(value)
+    return [_text(text)], structured
+
+
+def _text(text: str) -> types.TextContent:
+    return types.TextContent(type="text", text=text)

@@ -1,0 +1,184 @@
+"""The MCP logging capability: ``logging/setLevel`` per connection, and toolcards' own log
+records (the ``toolcards`` logger and its children) forwarded as ``notifications/message``
+at or above that level.
+
+A record emitted while a tool call runs (in its task or its worker thread) goes to the
+connection that made the call, on the call's own stream, at or above the connection's level
+(``info`` until it sets one); other records go to every connection that set a level.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import mcp.types as types
+from anyio.abc import TaskGroup
+
+ROOT_LOGGER = "toolcards"
+DEFAULT_CALL_LEVEL = logging.INFO
+# RFC 5424 severities as MCP names them, and the stdlib level each starts at
+_LEVELS: dict[str, int] = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "notice": logging.INFO + 5,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "alert": logging.CRITICAL + 5,
+    "emergency": logging.CRITICAL + 10,
+}
+
+
+def mcp_level(levelno: int) -> str:
+    """The MCP severity name for a stdlib level number."""
+    name = "debug"
+    for candidate, start in _LEVELS.items():
+        if levelno >= start:
+            name = candidate
+    return name
+
+
+@dataclass
+class _Listener:
+    session: Any
+    level: int
+    request_id: Any = None
+    sent: list[asyncio.Future[None]] | None = None  # a call's sends, awaited before its result
+
+
+_current: contextvars.ContextVar[_Listener | None] = contextvars.ContextVar(
+    "toolcards_mcp_log_listener", default=None
+)
+
+
+class LogForwarder(logging.Handler):
+    """Installed on the ``toolcards`` logger while a server runs."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self._levels: dict[int, _Listener] = {}
+        self._lock = threading.Lock()
+        self._sending = threading.local()
+        self._tasks: TaskGroup | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
+
+    # -- connections ------------------------------------------------------------------------
+
+    def set_level(self, session: Any, level: str) -> None:
+        key = _connection_key(session)
+        with self._lock:
+            self._levels[key] = _Listener(session, _LEVELS[level])
+
+    def level_of(self, session: Any) -> int | None:
+        listener = self._levels.get(_connection_key(session))
+        return None if listener is None else listener.level
+
+    @contextmanager
+    def for_call(self, session: Any, request_id: Any) -> Iterator[_Listener]:
+        """Records emitted in this context go to ``session``'s call ``request_id``."""
+        level = self.level_of(session)
+        if level is None:
+            level = DEFAULT_CALL_LEVEL
+        listener = _Listener(session, level, request_id, [])
+        token = _current.set(listener)
+        try:
+            yield listener
+        finally:
+            _current.reset(token)
+
+    async def drain(self, listener: _Listener) -> None:
+        """Wait (briefly) until the records of a call are sent, so they precede its result.
+        (A worker thread's records were queued to the loop before its result was, so they
+        are all in ``sent`` once the call returned.)"""
+        if listener.sent:
+            await asyncio.wait(listener.sent, timeout=2.0)
+            listener.sent.clear()
+
+    # -- lifetime -----------------------------------------------------------------------------
+
+    @contextmanager
+    def installed(self, tasks: TaskGroup) -> Iterator[LogForwarder]:
+        """Forward records while the context is open; sends run in ``tasks``."""
+        self._tasks = tasks
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        logger = logging.getLogger(ROOT_LOGGER)
+        logger.addHandler(self)
+        previous = logger.level
+        if logger.level == logging.NOTSET or logger.level > logging.DEBUG:
+            logger.setLevel(logging.DEBUG)  # the per-connection level filters
+        try:
+            yield self
+        finally:
+            logger.removeHandler(self)
+            logger.setLevel(previous)
+            self._tasks = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(self._sending, "active", False) or self._tasks is None:
+            return
+        current = _current.get()
+        if current is not None:
+            targets = [current] if record.levelno >= current.level else []
+        else:
+            with self._lock:
+                targets = [t for t in self._levels.values() if record.levelno >= t.level]
+        if not targets:
+            return
+        self._sending.active = True
+        try:
+            params = types.LoggingMessageNotificationParams(
+                level=mcp_level(record.levelno),  # type: ignore[arg-type]
+                logger=record.name,
+                data=self._data(record),
+            )
+            for target in targets:
+                self._schedule(target, params)
+        finally:
+            self._sending.active = False
+
+    def _data(self, record: logging.LogRecord) -> str:
+        try:
+            return record.getMessage()
+        except Exception:
+            return str(record.msg)
+
+    def _schedule(self, target: _Listener, params: types.LoggingMessageNotificationParams) -> None:
+        tasks, loop = self._tasks, self._loop
+        if tasks is None or loop is None:
+            return
+
+        def start() -> None:
+            if target.sent is not None:  # a call's record: tracked, awaited before its result
+                target.sent.append(loop.create_task(self._send(target, params)))
+            elif self._tasks is not None:
+                tasks.start_soon(self._send, target, params)
+
+        if threading.get_ident() == self._loop_thread:
+            start()
+        else:
+            loop.call_soon_threadsafe(start)
+
+    async def _send(
+        self, target: _Listener, params: types.LoggingMessageNotificationParams
+    ) -> None:
+        note = types.LoggingMessageNotification(params=params)
+        try:
+            await target.session.send_notification(note, related_request_id=target.request_id)
+        except Exception:  # a connection that went away takes its listener with it
+            with self._lock:
+                key = _connection_key(target.session)
+                if self._levels.get(key) is target:
+                    del self._levels[key]
+
+
+def _connection_key(session: Any) -> int:
+    return id(getattr(session, "_connection", session))

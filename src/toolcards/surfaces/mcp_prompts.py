@@ -1,0 +1,116 @@
+"""MCP prompts: each card's system-prompt channel (``<CardType>`` names, e.g.
+``PlanningTool``), plus prompt functions a config adds (``prompts: [module:attr]``).
+
+A prompt function takes string keyword arguments (its prompt arguments; those without a
+default are required) and returns a string, or a list of messages: ``(role, content)``
+pairs or MCP ``PromptMessage`` objects, where content is a string, pydantic-ai
+``BinaryContent`` (an image) or an MCP content block. Prompts are governed with the policy
+target ``prompt:<name>`` (listing and ``prompts/get``; each get is audited).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anyio
+import mcp.types as types
+from mcp.shared.exceptions import MCPError
+
+from toolcards.governance.identity import Identity
+from toolcards.surfaces.audit_rows import record
+from toolcards.surfaces.mcp_content import tool_content
+from toolcards.surfaces.mcp_resources import decide
+from toolcards.surfaces.runtime import SurfaceRuntime
+
+log = logging.getLogger(__name__)
+
+INVALID_PARAMS = -32602
+_ROLES: dict[str, Literal["user", "assistant"]] = {"user": "user", "assistant": "assistant"}
+
+
+@dataclass(frozen=True)
+class PromptSource:
+    name: str
+    fn: Callable[..., Any]
+    description: str | None
+
+    def arguments(self) -> list[types.PromptArgument]:
+        found = []
+        for p in inspect.signature(self.fn).parameters.values():
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                continue
+            found.append(types.PromptArgument(name=p.name, required=p.default is p.empty))
+        return found
+
+
+def _messages(value: Any) -> list[types.PromptMessage]:
+    items = [("user", value)] if not isinstance(value, list) else value
+    messages = []
+    for item in items:
+        if isinstance(item, types.PromptMessage):
+            messages.append(item)
+            continue
+        role, content = item
+        if role not in _ROLES:
+            raise ValueError(f"a prompt message role is 'user' or 'assistant', not {role!r}")
+        block = tool_content(content)[0][0]
+        messages.append(types.PromptMessage(role=_ROLES[role], content=block))
+    return messages
+
+
+class PromptCatalog:
+    def __init__(self, runtime: SurfaceRuntime, identity_of: Callable[[Any], Identity]) -> None:
+        self.runtime = runtime
+        self.identity_of = identity_of
+        self.sources = {
+            name: PromptSource(name, fn, description)
+            for name, fn, description in runtime.prompt_sources()
+        }
+
+    def handlers(self) -> dict[str, Any]:
+        return {"on_list_prompts": self._list, "on_get_prompt": self._get}
+
+    async def _list(self, ctx: Any, _params: Any) -> types.ListPromptsResult:
+        who = self.identity_of(ctx)
+        policy = self.runtime.policy
+        return types.ListPromptsResult(
+            prompts=[
+                types.Prompt(name=s.name, description=s.description, arguments=s.arguments())
+                for s in self.sources.values()
+                if policy.visible(who, f"prompt:{s.name}")
+            ]
+        )
+
+    async def _get(self, ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        who = self.identity_of(ctx)
+        target = f"prompt:{params.name}"
+        args = dict(params.arguments or {})
+        started = time.perf_counter()
+        decision = decide(self.runtime, who, target)
+        source = self.sources.get(params.name)
+        executor = self.runtime.executor
+        if source is None or decision.effect != "allow":
+            outcome = "denied" if source is not None else "not_found"
+            record(executor, target, args, who, surface="mcp", outcome=outcome,
+                   started=started, decision=decision)  # fmt: skip
+            raise MCPError(INVALID_PARAMS, f"unknown prompt {params.name!r}")
+        try:
+            inspect.signature(source.fn).bind(**args)
+        except TypeError as exc:
+            raise MCPError(INVALID_PARAMS, f"arguments for {params.name}: {exc}") from None
+        try:
+            value = await anyio.to_thread.run_sync(lambda: source.fn(**args))
+            messages = _messages(value)
+        except Exception as exc:
+            log.exception("prompt %s failed", params.name)
+            record(executor, target, args, who, surface="mcp", outcome="error", started=started,
+                   decision=decision, error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+            raise MCPError(-32603, f"prompt {params.name} failed") from None
+        record(executor, target, args, who, surface="mcp", outcome="ok", started=started,
+               decision=decision)  # fmt: skip
+        return types.GetPromptResult(description=source.description, messages=messages)

@@ -1,0 +1,219 @@
+"""MCP resources: list, templates, read, subscribe (see :mod:`.resources` for what is
+offered). Each resource is governed like a tool, with the policy target ``resource:<uri>``:
+listings show what the caller may read, a read is decided and audited, and a resource the
+caller may not read is reported exactly like one that does not exist (no existence leak).
+``resources/subscribe`` sends ``notifications/resources/updated`` when the team's events
+touch the resource.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import anyio
+import mcp.types as types
+from anyio.abc import TaskGroup
+from mcp.shared.exceptions import MCPError
+
+import toolcards.surfaces.resources as res
+from toolcards.governance.identity import Identity
+from toolcards.governance.policy import Decision
+from toolcards.surfaces.audit_rows import record
+from toolcards.surfaces.runtime import SurfaceRuntime
+
+log = logging.getLogger(__name__)
+
+RESOURCE_NOT_FOUND = -32002
+Source = res.StaticResource | res.TemplateResource
+
+
+def decide(runtime: SurfaceRuntime, who: Identity, target: str) -> Decision:
+    """The policy's decision; an approval-required read is refused (nobody to ask)."""
+    decision = runtime.policy.decide(who, target, {})
+    if decision.effect == "approve":
+        return Decision("deny", "approval is not available for reads")
+    return decision
+
+
+class ResourceCatalog:
+    def __init__(self, runtime: SurfaceRuntime, identity_of: Callable[[Any], Identity]) -> None:
+        self.runtime = runtime
+        self.identity_of = identity_of
+        self._subs: dict[int, tuple[Any, set[str]]] = {}
+        self._lock = threading.Lock()
+
+    def handlers(self) -> dict[str, Any]:
+        return {
+            "on_list_resources": self._list,
+            "on_list_resource_templates": self._templates,
+            "on_read_resource": self._read,
+            "on_subscribe_resource": self._subscribe,
+            "on_unsubscribe_resource": self._unsubscribe,
+        }
+
+    def sources(self) -> list[Source]:
+        rt = self.runtime
+        found: list[Source] = [*res.team_resources(rt), *res.audit_resource(rt)]
+        found += [*res.workspace_resources(rt), *rt.extra_resources]
+        return found
+
+    def _visible(self, who: Identity, uri: str) -> bool:
+        return self.runtime.policy.visible(who, f"resource:{uri}")
+
+    # -- listing ------------------------------------------------------------------------------
+
+    async def _list(self, ctx: Any, _params: Any) -> types.ListResourcesResult:
+        who = self.identity_of(ctx)
+        sources = await anyio.to_thread.run_sync(self.sources)
+        listed = [
+            types.Resource(uri=s.uri, name=s.name, description=s.description, mime_type=s.mime_type)
+            for s in sources
+            if isinstance(s, res.StaticResource) and self._visible(who, s.uri)
+        ]
+        return types.ListResourcesResult(resources=listed)
+
+    async def _templates(self, ctx: Any, _params: Any) -> types.ListResourceTemplatesResult:
+        who = self.identity_of(ctx)
+        sources = await anyio.to_thread.run_sync(self.sources)
+        listed = [
+            types.ResourceTemplate(
+                uri_template=s.uri_template,
+                name=s.name,
+                description=s.description,
+                mime_type=s.mime_type,
+            )
+            for s in sources
+            if isinstance(s, res.TemplateResource) and self._visible(who, s.uri_template)
+        ]
+        return types.ListResourceTemplatesResult(resource_templates=listed)
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def find(self, uri: str) -> tuple[Source, Callable[[], res.Content]] | None:
+        templates = []
+        for source in self.sources():
+            if isinstance(source, res.StaticResource):
+                if source.uri == uri:
+                    return source, source.read
+            else:
+                templates.append(source)
+        for template in templates:
+            variables = template.match(uri)
+            if variables is not None:
+                return template, lambda t=template, v=variables: t.read(v)
+        return None
+
+    def _read_now(self, who: Identity, uri: str) -> tuple[Source, res.Content]:
+        started = time.perf_counter()
+        target = f"resource:{uri}"
+        decision = decide(self.runtime, who, target)
+        executor = self.runtime.executor
+        if decision.effect != "allow":
+            record(executor, target, {}, who, surface="mcp", outcome="denied",
+                   started=started, decision=decision)  # fmt: skip
+            raise res.ResourceNotFound(uri)
+        found = self.find(uri)
+        if found is None:
+            record(executor, target, {}, who, surface="mcp", outcome="not_found",
+                   started=started, decision=decision)  # fmt: skip
+            raise res.ResourceNotFound(uri)
+        source, read = found
+        try:
+            content = read()
+        except res.ResourceNotFound:
+            record(executor, target, {}, who, surface="mcp", outcome="not_found",
+                   started=started, decision=decision)  # fmt: skip
+            raise
+        except Exception as exc:
+            record(executor, target, {}, who, surface="mcp", outcome="error", started=started,
+                   decision=decision, error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+            raise
+        record(executor, target, {}, who, surface="mcp", outcome="ok", started=started,
+               decision=decision)  # fmt: skip
+        return source, content
+
+    async def _read(self, ctx: Any, params: types.ReadResourceRequestParams) -> Any:
+        who = self.identity_of(ctx)
+        uri = str(params.uri)
+        try:
+            source, content = await anyio.to_thread.run_sync(self._read_now, who, uri)
+        except res.ResourceNotFound:
+            raise MCPError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri}) from None
+        except Exception:
+            log.exception("reading resource %s failed", uri)
+            raise MCPError(-32603, f"reading {uri} failed") from None
+        mime = source.mime_type
+        item: types.TextResourceContents | types.BlobResourceContents
+        if isinstance(content, bytes):
+            blob = base64.b64encode(content).decode("ascii")
+            item = types.BlobResourceContents(uri=uri, blob=blob, mime_type=mime)
+        else:
+            if mime == "application/octet-stream":
+                mime = "text/plain"
+            item = types.TextResourceContents(uri=uri, text=content, mime_type=mime)
+        return types.ReadResourceResult(contents=[item])
+
+    # -- subscriptions ------------------------------------------------------------------------
+
+    async def _subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> Any:
+        who = self.identity_of(ctx)
+        uri = str(params.uri)
+        if decide(self.runtime, who, f"resource:{uri}").effect != "allow":
+            raise MCPError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri})
+        key = id(getattr(ctx.session, "_connection", ctx.session))
+        with self._lock:
+            self._subs.setdefault(key, (ctx.session, set()))[1].add(uri)
+        return types.EmptyResult()
+
+    async def _unsubscribe(self, ctx: Any, params: types.UnsubscribeRequestParams) -> Any:
+        key = id(getattr(ctx.session, "_connection", ctx.session))
+        with self._lock:
+            entry = self._subs.get(key)
+            if entry is not None:
+                entry[1].discard(str(params.uri))
+        return types.EmptyResult()
+
+    def _watchers(self, actor: str) -> list[tuple[Any, str]]:
+        """(session, uri) pairs whose resource the events of ``actor`` change."""
+        with self._lock:
+            subs = [(s, uri) for s, uris in self._subs.values() for uri in uris]
+        hits = []
+        for session, uri in subs:
+            found = self.find(uri)
+            if found is not None and actor in found[0].watch:
+                hits.append((session, uri))
+        return hits
+
+    @contextlib.contextmanager
+    def watching(self, tasks: TaskGroup) -> Iterator[None]:
+        """Forward the team's live events as ``resources/updated`` while the server runs."""
+        team = self.runtime.team
+        if team is None:
+            yield
+            return
+        loop = asyncio.get_running_loop()
+
+        async def notify(actor: str) -> None:
+            for session, uri in await anyio.to_thread.run_sync(self._watchers, actor):
+                try:
+                    await session.send_resource_updated(uri)
+                except Exception:  # the connection is gone: forget its subscriptions
+                    with self._lock:
+                        self._subs.pop(id(getattr(session, "_connection", session)), None)
+
+        def on_event(event: Any) -> None:
+            if self._subs:
+                loop.call_soon_threadsafe(tasks.start_soon, notify, event.tool_id)
+
+        sub = team.subscribe(on_event, since=len(team.events()))
+        try:
+            yield
+        finally:
+            sub.close()

@@ -1,0 +1,101 @@
+"""The stdio transport, with the JSON-RPC edge checks the SDK leaves out.
+
+A line that is not JSON is answered ``-32700`` (parse error, ``id: null``); a JSON value that
+is not a JSON-RPC 2.0 message (no ``"jsonrpc": "2.0"``, a method that is not a string, a
+batch array, ...) is answered ``-32600`` (invalid request, with its ``id`` when readable).
+Everything else goes to the SDK, which answers unknown methods with ``-32601``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp.types.jsonrpc import INVALID_REQUEST, PARSE_ERROR, jsonrpc_message_adapter
+
+
+def edge_error(raw: str | bytes) -> dict[str, Any] | None:
+    """The JSON-RPC error response for a malformed message, or None when it is well formed."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return _error(None, PARSE_ERROR, "Parse error")
+    ident = data.get("id") if isinstance(data, dict) else None
+    if not isinstance(ident, str | int) or isinstance(ident, bool):
+        ident = None
+    if not isinstance(data, dict) or data.get("jsonrpc") != "2.0":
+        return _error(ident, INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message")
+    if "method" in data and not isinstance(data["method"], str):
+        return _error(ident, INVALID_REQUEST, "Invalid Request: method must be a string")
+    if "method" not in data and "result" not in data and "error" not in data:
+        return _error(ident, INVALID_REQUEST, "Invalid Request: no method")
+    try:
+        jsonrpc_message_adapter.validate_python(data, by_name=False)
+    except ValueError:
+        return _error(ident, INVALID_REQUEST, "Invalid Request")
+    return None
+
+
+def _error(ident: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": message}}
+
+
+class _NoLines:
+    """Given to the SDK's stdio server as its stdin: this module reads stdin itself."""
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self
+
+    async def __anext__(self) -> str:
+        raise StopAsyncIteration
+
+
+async def _read_messages(
+    lines: Any, messages: Any, errors: anyio.abc.ObjectSendStream[dict[str, Any]]
+) -> None:
+    """Each stdin line parsed once; a malformed one is answered, not passed on."""
+    async with messages:
+        async for line in lines:
+            if not line.strip():
+                continue
+            try:
+                message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+            except ValueError:
+                problem = edge_error(line)
+                if problem is not None:
+                    await errors.send(problem)
+                continue
+            await messages.send(SessionMessage(message))
+
+
+@contextlib.asynccontextmanager
+async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
+    """``(read, write)`` streams over this process's stdin and stdout (stdout through the
+    SDK's writer, which also keeps stray prints off the wire)."""
+    send_errors, errors = anyio.create_memory_object_stream[dict[str, Any]](16)
+    send_messages, read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    raw = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
+    no_stdin: Any = _NoLines()
+    async with stdio_server(stdin=no_stdin) as (_unused, write):
+
+        async def answer_errors() -> None:
+            async with errors:
+                async for problem in errors:
+                    message = types.jsonrpc.JSONRPCError.model_validate(problem)
+                    await write.send(SessionMessage(message))
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(answer_errors)
+            tasks.start_soon(_read_messages, anyio.wrap_file(raw), send_messages, send_errors)
+            try:
+                yield read, write
+            finally:
+                tasks.cancel_scope.cancel()

@@ -1,0 +1,64 @@
+"""Run a runtime's MCP server (stdio or HTTP), with the CLI's control endpoint beside it
+when it was opened from a config file (:mod:`.control`)."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from toolcards.surfaces.runtime import SurfaceRuntime
+
+
+async def serve_runtime(
+    rt: SurfaceRuntime,
+    transport: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    config: Path | None = None,
+    dashboard: bool = False,
+) -> None:
+    """Serve until the client leaves (stdio) or the process is signalled (HTTP). With
+    ``dashboard`` (HTTP), the team's dashboard is at ``/`` and approval-required calls wait
+    in its approvals inbox."""
+    from toolcards.surfaces.control import control_endpoint
+
+    http = f"http://{host}:{port}/mcp" if transport == "http" else None
+    async with contextlib.AsyncExitStack() as stack:
+        if config is not None:
+            await stack.enter_async_context(control_endpoint(rt, config, http))
+        if transport == "stdio":
+            await _until_signalled(rt)
+        elif transport == "http" and dashboard:
+            from toolcards.surfaces.dashboard.serve import run_mcp_with_dashboard
+
+            await run_mcp_with_dashboard(rt, host=host, port=port)
+        elif transport == "http":
+            from toolcards.surfaces.mcp_http import run_http
+
+            await run_http(rt, host=host, port=port)
+        else:
+            raise ValueError("transport must be 'stdio' or 'http'")
+
+
+async def _until_signalled(rt: SurfaceRuntime) -> None:
+    """stdio until the client leaves, or SIGTERM/SIGINT (then cleanly, records removed)."""
+    import signal
+
+    import anyio
+
+    from toolcards.surfaces.mcp_server import run_stdio
+
+    async with anyio.create_task_group() as tasks:
+
+        async def watch() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for _ in signals:
+                    tasks.cancel_scope.cancel()
+                    return
+
+        tasks.start_soon(watch)
+        await run_stdio(rt)
+        tasks.cancel_scope.cancel()

@@ -1,0 +1,166 @@
+"""A streamable-HTTP front for a stdio MCP server, so the conformance suite (HTTP only) can
+test `toolcards serve` over stdio: each HTTP session gets its own stdio server process, and
+every JSON-RPC line is relayed unchanged.
+
+    python stdio_relay.py PORT -- toolcards serve --config toolcards.yaml
+
+One spare server process is kept started, so a new session does not wait for a whole
+interpreter start. A POSTed request gets an SSE stream carrying what the server sends until
+its response (notifications in between ride along while it is the only request in flight);
+other server messages go to the session's GET stream. Host and Origin must be loopback names.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import uvicorn
+from anyio.abc import Process
+from anyio.streams.memory import MemoryObjectSendStream
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+
+
+@dataclass
+class Session:
+    proc: Process
+    waiting: dict[Any, MemoryObjectSendStream[dict[str, Any]]] = field(default_factory=dict)
+    stray: list[MemoryObjectSendStream[dict[str, Any]]] = field(default_factory=list)
+
+    async def write(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        await self.proc.stdin.send(json.dumps(message).encode() + b"\n")
+
+    async def pump(self) -> None:
+        assert self.proc.stdout is not None
+        buffer = b""
+        async for chunk in self.proc.stdout:
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                if line.strip():
+                    await self.route(json.loads(line))
+
+    async def route(self, message: dict[str, Any]) -> None:
+        ident = message.get("id")
+        if "method" not in message and ident in self.waiting:
+            await self.waiting.pop(ident).send(message)
+            return
+        targets = list(self.waiting.values())
+        if len(targets) == 1 and "id" not in message:
+            await targets[0].send(message)
+        for stream in list(self.stray):
+            try:
+                await stream.send(message)
+            except anyio.BrokenResourceError:
+                self.stray.remove(stream)
+
+
+def _loopback(value: str | None) -> bool:
+    if value is None:
+        return True
+    host = value.split("://", 1)[-1]
+    return any(host == h or host.startswith(h + ":") for h in LOOPBACK)
+
+
+def _sse(message: dict[str, Any]) -> bytes:
+    return b"event: message\ndata: " + json.dumps(message).encode() + b"\n\n"
+
+
+class Relay:
+    def __init__(self, command: list[str]) -> None:
+        self.command = command
+        self.sessions: dict[str, Session] = {}
+        self.tasks: Any = None
+        self.spare: Process | None = None
+
+    async def process(self) -> Process:
+        """A started server process; the next one starts now, so a session does not wait
+        for a whole interpreter start."""
+        proc = self.spare or await anyio.open_process(self.command, stderr=None)
+        self.spare = await anyio.open_process(self.command, stderr=None)
+        return proc
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            async with anyio.create_task_group() as self.tasks:
+                while (await receive())["type"] != "lifespan.shutdown":
+                    await send({"type": "lifespan.startup.complete"})
+                for session in self.sessions.values():
+                    session.proc.terminate()
+                if self.spare is not None:
+                    self.spare.terminate()
+                await send({"type": "lifespan.shutdown.complete"})
+                self.tasks.cancel_scope.cancel()
+            return
+        request = Request(scope, receive)
+        response = await self.handle(request)
+        await response(scope, receive, send)
+
+    async def handle(self, request: Request) -> Response:
+        if not _loopback(request.headers.get("host")) or not _loopback(
+            request.headers.get("origin")
+        ):
+            return Response("forbidden host or origin", status_code=403)
+        sid = request.headers.get("mcp-session-id")
+        session = self.sessions.get(sid or "")
+        if request.method == "DELETE":
+            if session is not None:
+                session.proc.terminate()
+                del self.sessions[sid or ""]
+            return Response(status_code=200)
+        if request.method == "GET":
+            if session is None:
+                return Response("unknown session", status_code=404)
+            send, receive = anyio.create_memory_object_stream[dict[str, Any]](100)
+            session.stray.append(send)
+
+            async def stray() -> Any:
+                async with receive:
+                    async for message in receive:
+                        yield _sse(message)
+
+            return StreamingResponse(stray(), media_type="text/event-stream")
+        message = json.loads(await request.body())
+        headers = {}
+        if session is None:
+            if message.get("method") != "initialize":
+                return JSONResponse({"jsonrpc": "2.0", "id": None, "error": {
+                    "code": -32000, "message": "no session"}}, status_code=400)  # fmt: skip
+            proc = await self.process()
+            sid = secrets.token_hex(16)
+            session = self.sessions[sid] = Session(proc)
+            self.tasks.start_soon(session.pump)
+        headers["mcp-session-id"] = sid or ""
+        if "id" not in message or "method" not in message:
+            await session.write(message)
+            return Response(status_code=202, headers=headers)
+        send, receive = anyio.create_memory_object_stream[dict[str, Any]](100)
+        session.waiting[message["id"]] = send
+        await session.write(message)
+
+        async def answer() -> Any:
+            async with receive:
+                async for item in receive:
+                    yield _sse(item)
+                    if "method" not in item and item.get("id") == message["id"]:
+                        return
+
+        return StreamingResponse(answer(), media_type="text/event-stream", headers=headers)
+
+
+def main() -> None:
+    port = int(sys.argv[1])
+    command = sys.argv[sys.argv.index("--") + 1 :]
+    uvicorn.run(Relay(command), host="127.0.0.1", port=port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""A `toolcards serve` (stdio) driven line by line, for what the SDK client cannot send or
+would hide: malformed JSON-RPC, cancellation, timings."""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from conftest import SURFACE_ENV, TOOLCARDS
+
+
+class RawStdio:
+    def __init__(self, config: Path, env: dict[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen(
+            [str(TOOLCARDS), "serve", "--config", str(config)],
+            env={**SURFACE_ENV, **(env or {})},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._next = 100
+        threading.Thread(target=self._read, daemon=True).start()
+        init = self.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+            timeout=30,
+        )
+        self.server_info = init["result"]["serverInfo"]
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.strip():
+                self.lines.put(json.loads(line))
+
+    def send(self, message: dict[str, Any] | str) -> None:
+        assert self.proc.stdin is not None
+        text = message if isinstance(message, str) else json.dumps(message)
+        self.proc.stdin.write(text.encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def next_id(self) -> int:
+        self._next += 1
+        return self._next
+
+    def start(self, method: str, params: dict[str, Any] | None = None) -> int:
+        ident = self.next_id()
+        self.send({"jsonrpc": "2.0", "id": ident, "method": method, "params": params or {}})
+        return ident
+
+    def wait_for(self, ident: Any, timeout: float = 10.0) -> dict[str, Any]:
+        """The response to ``ident`` (messages before it are dropped)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no response to {ident!r}")
+            message = self.lines.get(timeout=left)
+            if message.get("id") == ident and "method" not in message:
+                return message
+
+    def request(
+        self, method: str, params: dict[str, Any] | None = None, timeout: float = 10.0
+    ) -> dict[str, Any]:
+        return self.wait_for(self.start(method, params), timeout)
+
+    def received(self, seconds: float) -> list[dict[str, Any]]:
+        """Everything that arrives within ``seconds``."""
+        found = []
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                found.append(self.lines.get(timeout=left))
+            except queue.Empty:
+                break
+        return found
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5)

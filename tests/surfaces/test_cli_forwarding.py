@@ -1,0 +1,125 @@
+"""The CLI beside a running `toolcards serve` on the same config (an embedded store that the
+server holds): list, describe, call and team status are forwarded to the server, with the
+config's principal, the same decision and the same audit trail."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import SURFACE_ENV, TOOLCARDS, HttpServer, write_config
+from toolcards.governance import AuditLog, Identity
+from toolcards.surfaces.control import endpoint_path, find_server
+from toolcards.surfaces.outcomes import ExitCode
+
+pytestmark = pytest.mark.timeout(90)
+BOB = Identity("bob", "user", ["sales"])
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("forward")
+    return write_config(
+        base, local=BOB, store="team.db", cards=[{"type": "PlanningTool", "vector_store": False}]
+    )
+
+
+@pytest.fixture(scope="module")
+def server(config: Path) -> Iterator[HttpServer]:
+    srv = HttpServer(config)
+    yield srv
+    srv.stop()
+
+
+def toolcards(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(TOOLCARDS), "--json", "--config", str(config), *args],
+        env=SURFACE_ENV,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_the_server_records_its_endpoint_beside_the_store(server: HttpServer, config: Path) -> None:
+    record = endpoint_path(config)
+    assert record == config.parent / "team.db.endpoint"
+    found = find_server(config)
+    assert found is not None and found.http == server.url
+    assert (found.socket.stat().st_mode & 0o777) == 0o600
+
+
+def test_list_is_forwarded_and_filtered_for_the_local_principal(
+    server: HttpServer, config: Path
+) -> None:
+    done = toolcards(config, "list")
+    assert done.returncode == 0, done.stderr
+    names = {row["name"] for row in json.loads(done.stdout)}
+    assert names == {"crm_read", "crm_search", "send_email"}
+
+
+def test_forwarded_call_is_decided_and_audited_like_a_local_one(
+    server: HttpServer, config: Path
+) -> None:
+    allowed = toolcards(config, "call", "crm_read", "id=5")
+    denied = toolcards(config, "call", "crm_delete", "id=5")
+    assert allowed.returncode == ExitCode.OK, allowed.stderr
+    assert json.loads(allowed.stdout)["value"] == {"tool": "crm_read", "args": {"id": 5}}
+    assert denied.returncode == ExitCode.DENIED
+    with AuditLog(config.parent / "audit.db") as log:
+        rows = [(e.principal, e.surface, e.tool, e.outcome) for e in log.tail(2)]
+    assert rows == [("bob", "cli", "crm_read", "ok"), ("bob", "cli", "crm_delete", "denied")]
+
+
+def test_team_status_is_forwarded_while_the_server_holds_the_store(
+    server: HttpServer, config: Path
+) -> None:
+    done = toolcards(config, "team", "status")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["team_id"] == "surfaces"
+
+
+def test_describe_of_a_hidden_tool_looks_unknown(server: HttpServer, config: Path) -> None:
+    done = toolcards(config, "describe", "crm_delete")
+    assert done.returncode == ExitCode.DENIED
+    assert "unknown tool 'crm_delete'" in done.stderr
+
+
+def test_record_is_removed_when_the_server_stops(config: Path, tmp_path: Path) -> None:
+    other = write_config(tmp_path, local=BOB, store="team.db", cards=[{"type": "PlanningTool"}])
+    srv = HttpServer(other)
+    assert find_server(other) is not None
+    srv.stop()
+    assert not endpoint_path(other).exists()
+    assert find_server(other) is None
+
+
+def test_a_stale_record_is_ignored(tmp_path: Path) -> None:
+    import json as jsonlib
+    import os
+
+    other = write_config(tmp_path, local=BOB, tools=["extra_tools:TOOLS"])
+    record = endpoint_path(other)
+    record.write_text(jsonlib.dumps({"pid": os.getpid(), "socket": str(tmp_path / "gone.sock")}))
+    assert find_server(other) is None
+    done = toolcards(other, "call", "pick", "index=1")
+    assert done.returncode in (ExitCode.OK, ExitCode.DENIED), done.stderr
+
+
+def test_a_client_that_hangs_up_does_not_stop_the_endpoint(
+    server: HttpServer, config: Path
+) -> None:
+    import socket
+
+    found = find_server(config)
+    assert found is not None
+    for _ in range(3):  # connect and leave, without a request or reading the answer
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.connect(str(found.socket))
+            sock.sendall(b'{"op": "list"}\n')
+    assert toolcards(config, "list").returncode == 0
+    assert server.proc.poll() is None

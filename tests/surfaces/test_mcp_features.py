@@ -1,0 +1,267 @@
+"""What the MCP server offers beyond tools, through the official client over HTTP (one
+server for the module, a session per test): progress, logging, rich content, resources
+(governed, audited, subscribable) and prompts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as types
+import pytest
+from mcp.shared.exceptions import MCPError
+from mcp_clients import http_session
+
+from conftest import HttpServer, token_for, write_config
+from toolcards.governance import AuditLog, Identity
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+ALICE = Identity("alice", "user", ["lead"])
+POLICY = """\
+default_effect: allow
+rules:
+  - description: the audit tail is for auditors only
+    callers: ["*"]
+    targets: ["resource:toolcards://audit/*"]
+    effect: deny
+"""
+CARDS = [
+    {"type": "PlanningTool", "vector_store": False},
+    {"type": "KnowledgeGraphTool", "vector_store": False},
+    {"type": "WorkspaceTool", "workspace_id": "ws"},
+]
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("features")
+
+
+@pytest.fixture(scope="module")
+def server(base: Path) -> Iterator[HttpServer]:
+    policy = base / "policy.yaml"
+    policy.write_text(POLICY, encoding="utf-8")
+    workspace = base / "workspaces" / "ws"
+    workspace.mkdir(parents=True)
+    (workspace / "notes.md").write_text("# Notes\nship it\n", encoding="utf-8")
+    (base / "secret.txt").write_text("outside the workspace\n", encoding="utf-8")
+    config = write_config(
+        base,
+        tokens=[ALICE],
+        policy=policy,
+        tools=["slow_tools:TOOLS"],
+        cards=CARDS,
+        team_id="crew",
+    )
+    srv = HttpServer(config, env={"TOOLCARDS_WORKSPACES_ROOT": str(base / "workspaces")})
+    yield srv
+    srv.stop()
+
+
+def session(server: HttpServer, **kwargs: Any) -> Any:
+    return http_session(server.url, token_for(ALICE), **kwargs)
+
+
+def text_of(result: Any) -> str:
+    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+# -- progress and logging -----------------------------------------------------------------------
+
+
+async def test_progress_notifications_reach_a_client_that_passed_a_token(
+    server: HttpServer,
+) -> None:
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    async with session(server) as s:
+        result = await s.call_tool("steps", {"count": 3}, progress_callback=on_progress)
+    assert result.is_error is False
+    assert seen == [(1.0, 3.0, "step 1"), (2.0, 3.0, "step 2"), (3.0, 3.0, "step 3")]
+
+
+async def test_log_records_at_or_above_the_set_level_are_forwarded(server: HttpServer) -> None:
+    messages: list[types.LoggingMessageNotificationParams] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        messages.append(params)
+
+    async with session(server, logging_callback=on_log) as s:
+        await s.set_logging_level("info")
+        await s.call_tool("steps", {"count": 2})
+    texts = [m.data for m in messages if m.logger == "toolcards.tests.slow_tools"]
+    assert texts == ["step 1 of 2", "step 2 of 2"]
+    assert all(m.level == "info" for m in messages if m.data in texts)
+
+
+async def test_a_call_forwards_info_records_before_any_level_is_set(server: HttpServer) -> None:
+    messages: list[Any] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        messages.append(params)
+
+    async with session(server, logging_callback=on_log) as s:
+        await s.call_tool("steps", {"count": 2})
+    assert [m.data for m in messages] == ["step 1 of 2", "step 2 of 2"]
+
+
+async def test_debug_records_follow_a_debug_level(server: HttpServer) -> None:
+    messages: list[Any] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        messages.append(params)
+
+    async with session(server, logging_callback=on_log) as s:
+        await s.set_logging_level("debug")
+        await s.call_tool("steps", {"count": 1})
+    assert [m.data for m in messages][-1] == "all steps done"
+
+
+async def test_warning_level_silences_info_records(server: HttpServer) -> None:
+    messages: list[Any] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        messages.append(params)
+
+    async with session(server, logging_callback=on_log) as s:
+        await s.set_logging_level("warning")
+        await s.call_tool("steps", {"count": 2})
+    assert messages == []
+
+
+async def test_logging_capability_is_declared(server: HttpServer) -> None:
+    async with session(server) as s:
+        caps = s.server_capabilities
+    assert caps is not None
+    assert caps.logging is not None and caps.resources is not None and caps.prompts is not None
+
+
+# -- content --------------------------------------------------------------------------------------
+
+
+async def test_binary_image_values_become_image_content(server: HttpServer) -> None:
+    async with session(server) as s:
+        result = await s.call_tool("picture", {})
+    assert isinstance(result.content[0], types.ImageContent)
+    assert result.content[0].mime_type == "image/png"
+
+
+# -- resources ------------------------------------------------------------------------------------
+
+
+async def test_resources_list_the_team_boards_and_workspace_files(server: HttpServer) -> None:
+    async with session(server) as s:
+        uris = {str(r.uri) for r in (await s.list_resources()).resources}
+        templates = {t.uri_template for t in (await s.list_resource_templates()).resource_templates}
+    assert {
+        "toolcards://team/crew/planning",
+        "toolcards://team/crew/graph",
+        "toolcards://workspace/ws/notes.md",
+    } <= uris
+    assert "toolcards://team/crew/graph/entity/{name}" in templates
+
+
+async def test_audit_tail_is_hidden_from_a_principal_the_policy_denies(
+    server: HttpServer, base: Path
+) -> None:
+    async with session(server) as s:
+        uris = {str(r.uri) for r in (await s.list_resources()).resources}
+        with pytest.raises(MCPError) as denied:
+            await s.read_resource("toolcards://audit/tail")
+        with pytest.raises(MCPError) as missing:
+            await s.read_resource("toolcards://no/such/thing")
+    assert "toolcards://audit/tail" not in uris
+    assert denied.value.error.code == missing.value.error.code == -32002
+    with AuditLog(base / "audit.db") as log:
+        rows = log.query(tool="resource:toolcards://audit/tail", limit=10)
+    assert [(r.principal, r.decision, r.outcome) for r in rows][-1] == ("alice", "deny", "denied")
+
+
+async def test_planning_resource_reflects_the_board(server: HttpServer) -> None:
+    async with session(server) as s:
+        await s.call_tool("update_planning", {"create": [{"description": "write the report"}]})
+        read = await s.read_resource("toolcards://team/crew/planning")
+    assert "write the report" in read.contents[0].text
+
+
+async def test_graph_entity_resource_reads_one_entity(server: HttpServer) -> None:
+    entity = {"name": "Ada", "entity_type": "person", "description": "a mathematician"}
+    async with session(server) as s:
+        await s.call_tool("update_graph", {"create_entities": [entity]})
+        read = await s.read_resource("toolcards://team/crew/graph/entity/Ada")
+    assert '"a mathematician"' in read.contents[0].text
+
+
+async def test_workspace_file_resource_reads_the_file(server: HttpServer) -> None:
+    async with session(server) as s:
+        read = await s.read_resource("toolcards://workspace/ws/notes.md")
+    assert read.contents[0].text == "# Notes\nship it\n"
+
+
+@pytest.mark.parametrize("path", ["../secret.txt", "..%2Fsecret.txt", "%2E%2E/secret.txt"])
+async def test_workspace_resource_refuses_paths_outside_the_workspace(
+    server: HttpServer, path: str
+) -> None:
+    async with session(server) as s:
+        with pytest.raises(MCPError) as refused:
+            await s.read_resource(f"toolcards://workspace/ws/{path}")
+    assert refused.value.error.code == -32002
+
+
+async def test_subscribed_resource_sends_updated_when_the_team_changes_it(
+    server: HttpServer,
+) -> None:
+    updated = anyio.Event()
+    uris: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        root = getattr(message, "root", message)
+        if isinstance(root, types.ResourceUpdatedNotification):
+            uris.append(str(root.params.uri))
+            updated.set()
+
+    async with session(server, message_handler=on_message) as s:
+        await s.subscribe_resource("toolcards://team/crew/planning")
+        await s.call_tool("update_planning", {"create": [{"description": "watch me"}]})
+        with anyio.fail_after(10):
+            await updated.wait()
+    assert uris[0] == "toolcards://team/crew/planning"
+
+
+# -- prompts --------------------------------------------------------------------------------------
+
+
+async def test_card_system_prompts_are_mcp_prompts(server: HttpServer) -> None:
+    async with session(server) as s:
+        names = {p.name for p in (await s.list_prompts()).prompts}
+        prompt = await s.get_prompt("PlanningTool")
+    assert {"PlanningTool", "KnowledgeGraphTool"} <= names
+    content = prompt.messages[0].content
+    assert isinstance(content, types.TextContent) and "planning" in content.text.lower()
+
+
+# -- routine disconnects --------------------------------------------------------------------------
+
+
+def server_log(server: HttpServer) -> str:
+    import os
+
+    return os.pread(server.log.fileno(), 1_000_000, 0).decode(errors="replace")
+
+
+async def test_a_client_leaving_mid_call_is_not_logged_as_an_error(server: HttpServer) -> None:
+    before = server_log(server)
+    with anyio.move_on_after(1.0):
+        async with session(server) as s:
+            await s.call_tool("nap_async", {"seconds": 5})
+    await anyio.sleep(1.5)
+    async with session(server) as s:  # the server still serves
+        assert (await s.call_tool("steps", {"count": 1})).is_error is False
+    added = server_log(server)[len(before) :]
+    assert "ClosedResourceError" not in added and "Traceback" not in added, added

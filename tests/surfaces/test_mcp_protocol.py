@@ -1,0 +1,154 @@
+"""Protocol behaviour of `toolcards serve` over stdio, line by line: malformed JSON-RPC,
+serverInfo, a server that stays responsive during long calls, and cancellation."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+from raw_stdio import RawStdio
+
+from conftest import write_config
+from toolcards.governance import AuditLog, Identity
+
+ME = Identity("me", "user", [])
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("protocol")
+    policy = base / "allow.yaml"
+    policy.write_text("default_effect: allow\n", encoding="utf-8")
+    return write_config(base, local=ME, policy=policy, tools=["slow_tools:TOOLS"])
+
+
+@pytest.fixture(scope="module")
+def server(config: Path) -> Iterator[RawStdio]:
+    srv = RawStdio(config)
+    yield srv
+    srv.close()
+
+
+def timed_ping(server: RawStdio) -> float:
+    start = time.monotonic()
+    server.request("ping", timeout=10)
+    return time.monotonic() - start
+
+
+def audit_outcomes(config: Path, tool: str, since: float, timeout: float = 10.0) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while True:
+        with AuditLog(config.parent / "audit.db") as log:
+            found = [e.outcome for e in log.query(tool=tool, since=since, limit=100)]
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
+# -- malformed JSON-RPC -------------------------------------------------------------------------
+
+
+def test_bad_json_is_a_parse_error(server: RawStdio) -> None:
+    server.send("{not json")
+    reply = server.wait_for(None)
+    assert reply["error"]["code"] == -32700
+
+
+def test_message_without_jsonrpc_version_is_an_invalid_request(server: RawStdio) -> None:
+    server.send({"id": 7001, "method": "ping"})
+    assert server.wait_for(7001)["error"]["code"] == -32600
+
+
+def test_non_string_method_is_an_invalid_request(server: RawStdio) -> None:
+    server.send({"jsonrpc": "2.0", "id": 7002, "method": 42})
+    assert server.wait_for(7002)["error"]["code"] == -32600
+
+
+def test_unknown_method_is_method_not_found(server: RawStdio) -> None:
+    assert server.request("tools/frobnicate", {})["error"]["code"] == -32601
+
+
+def test_server_keeps_serving_after_malformed_lines(server: RawStdio) -> None:
+    server.send("]]")
+    assert "result" in server.request("ping")
+
+
+# -- identity -------------------------------------------------------------------------------------
+
+
+def test_server_info_reports_the_toolcards_version(server: RawStdio) -> None:
+    assert server.server_info == {"name": "toolcards", "version": version("toolcards")}
+
+
+# -- a responsive server (bounded-time regression tests: the issue asks for < 0.5 s) -------
+
+
+def test_ping_answers_while_a_sleeping_sync_tool_runs(server: RawStdio) -> None:
+    call = server.start("tools/call", {"name": "nap", "arguments": {"seconds": 3}})
+    time.sleep(0.5)
+    assert timed_ping(server) < 0.5
+    assert server.wait_for(call, 10)["result"]["isError"] is False
+
+
+def test_ping_answers_while_a_cpu_bound_tool_runs(server: RawStdio) -> None:
+    call = server.start("tools/call", {"name": "crunch", "arguments": {"seconds": 3}})
+    time.sleep(0.5)
+    assert max(timed_ping(server) for _ in range(3)) < 0.5
+    assert server.wait_for(call, 15)["result"]["isError"] is False
+
+
+# -- cancellation ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tool", ["nap", "nap_async"])
+def test_cancelled_call_gets_no_response_and_is_audited(
+    server: RawStdio, config: Path, tool: str
+) -> None:
+    since = time.time()
+    call = server.start("tools/call", {"name": tool, "arguments": {"seconds": 2.5}})
+    time.sleep(0.5)
+    server.send(
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": call, "reason": "changed my mind"},
+        }
+    )
+    arrived = server.received(3.5)
+    assert [m for m in arrived if m.get("id") == call] == []
+    assert audit_outcomes(config, tool, since) == ["cancelled"]
+    assert "result" in server.request("ping")
+
+
+@pytest.fixture(scope="module")
+def grep_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RawStdio]:
+    base = tmp_path_factory.mktemp("grep")
+    policy = base / "allow.yaml"
+    policy.write_text("default_effect: allow\n", encoding="utf-8")
+    card = {"type": "WorkspaceTool", "workspace_id": "grep", "workspace_grep": {"engine": "python"}}
+    config = write_config(base, local=ME, policy=policy, tools=[], cards=[card])
+    workspace = base / "workspaces" / "grep"
+    workspace.mkdir(parents=True)
+    (workspace / "hostile.txt").write_text("a" * 25 + "b\n", encoding="utf-8")
+    srv = RawStdio(config, env={"TOOLCARDS_WORKSPACES_ROOT": str(base / "workspaces")})
+    yield srv
+    srv.close()
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="the Python grep engine holds the interpreter lock for a whole regex search; "
+    "passes once the workspace matcher releases it",
+)
+def test_ping_answers_while_a_catastrophic_python_grep_runs(grep_server: RawStdio) -> None:
+    args = {"pattern": "(a+)+$", "path": "hostile.txt"}
+    call = grep_server.start("tools/call", {"name": "workspace_grep", "arguments": args})
+    time.sleep(0.5)
+    took = timed_ping(grep_server)
+    result = grep_server.wait_for(call, 30)["result"]
+    assert result["isError"] is False, result
+    assert took < 0.5
