@@ -47,16 +47,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
 
 
 def _call_over_mcp(url: str, box: dict[str, Any]) -> None:
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamablehttp_client
+    from surfaces.mcp_clients import http_session
 
     async def run() -> None:
-        headers = {"Authorization": f"Bearer {TOKENS['agent']}"}
-        async with (
-            streamablehttp_client(url, headers=headers, timeout=60) as (read, write, _),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
+        async with http_session(url, TOKENS["agent"]) as session:
             box["result"] = await session.call_tool(
                 "update_planning", {"create": [{"description": "Served task"}]}
             )
@@ -91,7 +85,7 @@ def test_serve_with_dashboard_puts_mcp_approvals_in_the_inbox(served: Process) -
     caller.join(30)
     assert "error" not in box, box.get("error")
     result = box["result"]
-    assert result.isError is False and "created ids" in result.content[0].text
+    assert result.is_error is False and "created ids" in result.content[0].text
     assert "Served task" in approver.get("/panel/plan").text
     approver.close()
 

@@ -12,7 +12,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from conftest import SURFACE_ENV, TOOLCARDS
+from surfaces.surface_support import SURFACE_ENV, TOOLCARDS
 
 
 @contextlib.asynccontextmanager

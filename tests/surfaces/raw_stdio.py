@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import SURFACE_ENV, TOOLCARDS
+from surfaces.surface_support import SURFACE_ENV, TOOLCARDS
 
 
 class RawStdio:

@@ -9,7 +9,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from conftest import POLICY, SURFACE_ENV
+from surfaces.surface_support import POLICY, SURFACE_ENV
 from toolcards.governance import AuditLog, Identity
 from toolcards.governance.table import PolicyTable
 from toolcards.surfaces import run_cli

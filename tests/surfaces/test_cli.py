@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from conftest import SURFACE_ENV, TOOLCARDS, write_config
+from surfaces.surface_support import SURFACE_ENV, TOOLCARDS, write_config
 from toolcards.governance import Identity, Policy
 from toolcards.surfaces.cli import app
 from toolcards.surfaces.outcomes import ExitCode

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from conftest import SURFACE_ENV, TOOLCARDS
+from surfaces.surface_support import SURFACE_ENV, TOOLCARDS
 
 
 def toolcards(*args: str, cache: Path, width: int = 100) -> subprocess.CompletedProcess[str]:

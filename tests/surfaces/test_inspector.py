@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conftest import HERE, TOOLCARDS, HttpServer, write_config
+from surfaces.surface_support import HERE, TOOLCARDS, HttpServer, write_config
 from toolcards.governance import Identity
 
 INSPECTOR = "@modelcontextprotocol/inspector"

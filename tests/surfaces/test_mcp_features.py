@@ -14,7 +14,8 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_clients import http_session
 
-from conftest import HttpServer, token_for, write_config
+from support.scripted import wait_until
+from surfaces.surface_support import HttpServer, token_for, write_config
 from toolcards.governance import AuditLog, Identity
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -178,9 +179,13 @@ async def test_audit_tail_is_hidden_from_a_principal_the_policy_denies(
             await s.read_resource("toolcards://no/such/thing")
     assert "toolcards://audit/tail" not in uris
     assert denied.value.error.code == missing.value.error.code == -32002
-    with AuditLog(base / "audit.db") as log:
-        rows = log.query(tool="resource:toolcards://audit/tail", limit=10)
-    assert [(r.principal, r.decision, r.outcome) for r in rows][-1] == ("alice", "deny", "denied")
+
+    def rows() -> list[tuple[str, str, str]]:  # the server commits its batch shortly
+        with AuditLog(base / "audit.db") as log:
+            found = log.query(tool="resource:toolcards://audit/tail", limit=10)
+        return [(r.principal, r.decision, r.outcome) for r in found]
+
+    assert wait_until(lambda: rows()[-1:] == [("alice", "deny", "denied")], timeout=10)
 
 
 async def test_planning_resource_reflects_the_board(server: HttpServer) -> None:

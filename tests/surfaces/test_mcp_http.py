@@ -12,7 +12,7 @@ import mcp.types as types
 import pytest
 from mcp_clients import http_session
 
-from conftest import HttpServer, token_for, write_config
+from surfaces.surface_support import HttpServer, token_for, write_config
 from toolcards.governance import Identity
 
 pytestmark = pytest.mark.anyio

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from raw_stdio import RawStdio
 
-from conftest import write_config
+from surfaces.surface_support import write_config
 from toolcards.governance import AuditLog, Identity
 
 ME = Identity("me", "user", [])

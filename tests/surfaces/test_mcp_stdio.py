@@ -10,7 +10,7 @@ import mcp.types as types
 import pytest
 from mcp_clients import stdio_session
 
-from conftest import audit_rows, write_config
+from surfaces.surface_support import audit_rows, write_config
 from toolcards.governance import AuditLog, Identity
 from toolcards.governance.table import PolicyTable
 from toolcards.surfaces.mcp_server import JSON_SCHEMA_DIALECT, META_KEY

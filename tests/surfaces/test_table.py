@@ -14,7 +14,7 @@ import pytest
 from mcp_clients import http_session, stdio_session
 from typer.testing import CliRunner
 
-from conftest import (
+from surfaces.surface_support import (
     SURFACE_ENV,
     TOOLCARDS,
     HttpServer,
