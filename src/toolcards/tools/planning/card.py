@@ -96,9 +96,10 @@ class PlanningTool(ToolCard):
         return [f for f in fields if self.exposed(f, Channels.TOOL_CALL) is not None]
 
     def _summary(self, param: GetPlanning) -> str:
-        tasks: list[Task] = self._actor().ask("tasks")
+        member = self._member()
+        view = self._actor().ask("summary", member, param.filter_by_agent, param.max_tasks)
         return planning_summary(
-            tasks, self._member(), param.filter_by_agent, param.max_tasks, self._exposed_tools()
+            view, member, param.filter_by_agent, param.max_tasks, self._exposed_tools()
         )
 
     # ---- capabilities -------------------------------------------------------------------------
@@ -222,11 +223,11 @@ class PlanningTool(ToolCard):
             return []
 
         def state() -> ContextState:
-            tasks: list[Task] = self._actor().ask("tasks")
+            tasks: list[Task] = self._actor().ask("head", param.max_tasks)
             return ContextState(
                 key="planning",
                 title="Team planning",
-                items={str(t.id): task_line(t) for t in tasks[: param.max_tasks]},
+                items={str(t.id): task_line(t) for t in tasks},
             )
 
         return [state]
