@@ -21,25 +21,17 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from toolcards.runtime import ActorHandle, ToolActor, ToolActorContext
-from toolcards.tools.vector_store.embeddings import (
-    EmbeddingProvider,
-    VectorExtraMissing,
-    make_provider,
-)
-from toolcards.tools.vector_store.index import (
-    Hit,
-    InMemoryIndex,
-    VectorIndex,
-    default_cells,
-    kmeans,
-    nearest_cells,
-)
+from toolcards.tools.vector_store.base import EmbeddingProvider, VectorExtraMissing
+from toolcards.tools.vector_store.hnsw_index import HnswIndex
+from toolcards.tools.vector_store.index import Hit, InMemoryIndex, VectorIndex
+from toolcards.tools.vector_store.indexing import IndexBuilder, install_graph
 from toolcards.tools.vector_store.models import VectorStoreConfig
+from toolcards.tools.vector_store.providers import make_provider
 from toolcards.tools.vector_store.records import check_collection, valid_pair
 from toolcards.tools.vector_store.store import IndexFactory, Pending, VectorStore, inmemory_factory
 
 if TYPE_CHECKING:
-    from toolcards.tools.vector_store.embeddings import Matrix
+    from toolcards.tools.vector_store.base import Matrix
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +52,10 @@ def provider_for(config: VectorStoreConfig) -> EmbeddingProvider:
         max_length=config.max_length,
         timeout_s=config.timeout_s,
         base_url=config.openai_base_url,
+        api_key=config.api_key,
+        azure_endpoint=config.azure_endpoint,
+        azure_deployment=config.azure_deployment,
+        azure_api_version=config.azure_api_version,
     )
 
 
@@ -84,7 +80,7 @@ class VectorStoreActor(ToolActor):
         self._jobs = 0
         self._waiters: list[Future[None]] = []
         self._queries: set[Future[list[Hit]]] = set()
-        self._training: set[str] = set()
+        self._builder: IndexBuilder | None = None
         self._qdrant: Any = None
         self.last_error: str | None = None
 
@@ -107,12 +103,15 @@ class VectorStoreActor(ToolActor):
         self._pool = ThreadPoolExecutor(
             self.cfg.workers, thread_name_prefix=f"{self.ctx.name}-embed"
         )
+        self._builder = IndexBuilder(
+            self.cfg, self.store.dimension, self.ctx.name, self.ctx.team_id, self._tell_self
+        )
         if self.cfg.backend == "qdrant":
             self._pool.submit(importlib.import_module, "qdrant_client")
         for collection, todo in self.store.restore():
             self._submit(collection, todo)
         for collection in self.store.collections():
-            self._maybe_train(collection)
+            self._builder.start(collection, self.store.index(collection))
         if self.cfg.provider == "local":  # load the model now, not on the first query
             self._pool.submit(_warm_up, self.cfg)
 
@@ -120,6 +119,11 @@ class VectorStoreActor(ToolActor):
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
+        if self._builder is not None:
+            self._builder.stop()
+            if self.store is not None:
+                for collection in self.store.collections():
+                    self._builder.save(collection, self.store.index(collection))
         pending: list[Future[Any]] = [*self._waiters, *self._queries]
         for waiter in pending:
             if not waiter.done():
@@ -150,6 +154,9 @@ class VectorStoreActor(ToolActor):
         if self.store is None:
             raise VectorExtraMissing(self.reason or f"{self.ctx.name} is not started")
         return self.store
+
+    def _tell_self(self, method: str, *args: Any) -> None:  # worker threads
+        self._self().tell(method, *args)
 
     def _self(self) -> ActorHandle:
         deadline = time.monotonic() + 10.0
@@ -182,11 +189,9 @@ class VectorStoreActor(ToolActor):
         }
         if self.store is not None:
             found.update(self.store.info())
-            found["approximate"] = sorted(
-                name
-                for name in found["collections"]
-                if getattr(self.store.index(name), "trained", False)
-            )
+            kinds = {name: _kind(self.store.index(name)) for name in found["collections"]}
+            found["indexes"] = kinds
+            found["approximate"] = sorted(name for name, kind in kinds.items() if kind != "exact")
         return found
 
     def upsert(self, collection: str, items: list[tuple[str, str]]) -> None:
@@ -293,31 +298,13 @@ class VectorStoreActor(ToolActor):
             self._job_done()
 
     def _maybe_train(self, collection: str) -> None:
-        limit = self.cfg.approximate_above
-        if limit is None or self.store is None or collection in self._training:
-            return
-        index = self.store.index(collection)
-        if not isinstance(index, InMemoryIndex) or index.trained or index.count() < limit:
-            return
-        matrix, rows = index.training_snapshot()
-        self._training.add(collection)
-        assert self._pool is not None
-        self._pool.submit(self._train_job, collection, matrix, rows)
-
-    def _train_job(self, collection: str, matrix: Matrix, rows: int) -> None:  # worker thread
-        centroids: Matrix | None = None
-        assign: Any = None
-        try:
-            centroids = kmeans(matrix, rows, default_cells(rows))
-            assign = nearest_cells(matrix[:rows], centroids)
-        except Exception as exc:
-            logger.warning("%s: training %s failed: %s", self.ctx.name, collection, exc)
-            centroids = assign = None
-        self._self().tell("worker_trained", collection, centroids, assign, rows)
+        if self._builder is not None and self.store is not None:
+            self._builder.consider(collection, self.store.index(collection))
 
     def worker_trained(self, collection: str, centroids: Any, assign: Any, rows: int) -> None:
         """Internal: a worker partitioned ``collection``; switch it to approximate search."""
-        self._training.discard(collection)
+        if self._builder is not None:
+            self._builder.done(collection)
         index = self._require().index(collection)
         if not isinstance(index, InMemoryIndex):
             return
@@ -325,6 +312,21 @@ class VectorStoreActor(ToolActor):
             index.abandon_training()
         else:
             index.install(centroids, assign, rows)
+
+    def worker_graph(self, collection: str, built: HnswIndex | None, extra: set[str]) -> None:
+        """Internal: a worker built (or reloaded) the HNSW graph of ``collection``."""
+        store = self._require()
+        if self._builder is not None:
+            self._builder.done(collection)
+        source = store.index(collection)
+        if not isinstance(source, InMemoryIndex | HnswIndex):
+            return
+        if built is None:
+            source.take_changes()
+            if isinstance(source, InMemoryIndex):
+                self._maybe_train(collection)  # a reload failed: build instead
+            return
+        store.replace_index(collection, install_graph(source, built, extra))
 
     def worker_failed(self, collection: str, batch: list[Pending], error: str) -> None:
         """Internal: a worker could not embed ``batch``."""
@@ -367,6 +369,12 @@ class VectorStoreActor(ToolActor):
             return
         if not answer.done():
             answer.set_result(hits)
+
+
+def _kind(index: VectorIndex) -> str:
+    if isinstance(index, HnswIndex):
+        return "hnsw"
+    return "ivf" if getattr(index, "trained", False) else "exact"
 
 
 def _warm_up(config: VectorStoreConfig) -> None:  # worker thread

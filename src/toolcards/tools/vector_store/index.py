@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from toolcards.tools.vector_store.embeddings import require
+from toolcards.tools.vector_store.base import require
 
 if TYPE_CHECKING:
-    from toolcards.tools.vector_store.embeddings import Matrix
+    from toolcards.tools.vector_store.base import Matrix
 
 Hit = tuple[str, float]
 
@@ -99,6 +99,22 @@ def nearest_cells(matrix: Matrix, centroids: Matrix) -> Any:
     return out
 
 
+def top_hits(scores: Any, k: int, labels: Sequence[str | None], rows: Any = None) -> list[Hit]:
+    """The ``k`` best of ``scores`` as ``(label, score)``, best first; ``rows`` maps a score's
+    position to its row in ``labels`` (None: the same); tombstoned (None) labels are skipped."""
+    np = require("numpy")
+    k = min(k, scores.shape[0])
+    part = np.argpartition(-scores, k - 1)[:k] if k < scores.shape[0] else np.arange(k)
+    best = part[np.argsort(-scores[part], kind="stable")]
+    found = best if rows is None else rows[best]
+    hits: list[Hit] = []
+    for r, b in zip(found, best, strict=True):
+        item = labels[int(r)]
+        if item is not None:
+            hits.append((item, float(scores[int(b)])))
+    return hits
+
+
 def default_cells(rows: int) -> int:
     return max(1, int(rows**0.5))
 
@@ -130,6 +146,7 @@ class InMemoryIndex:
         self._sorted = 0  # rows [0, _sorted) are ordered by cell
         self._dead = 0
         self.nprobe = 0
+        self._changed: set[str] | None = None  # ids written or moved since a snapshot
 
     @property
     def dimension(self) -> int:
@@ -194,6 +211,8 @@ class InMemoryIndex:
                 self._touched.add(row)
             if cells is not None:
                 self._assign[row] = cells[n]
+        if self._changed is not None:
+            self._changed.update(ids)
         if self._centroids is not None and self._needs_resort():
             self._reorder()
 
@@ -213,6 +232,8 @@ class InMemoryIndex:
             if row is None:
                 continue
             removed += 1
+            if self._changed is not None:
+                self._changed.add(item)
             if row < self._sorted:
                 self._bury(row)
                 continue
@@ -228,6 +249,8 @@ class InMemoryIndex:
                 self._ids[row] = moved
                 if moved is not None:
                     self._row[moved] = row
+                    if self._changed is not None:
+                        self._changed.add(moved)
             self._ids.pop()
         if self._centroids is not None and self._needs_resort():
             self._reorder()
@@ -256,17 +279,7 @@ class InMemoryIndex:
         return [self._top(scores[q], k, None) for q in range(queries.shape[0])]
 
     def _top(self, scores: Any, k: int, rows: Any) -> list[Hit]:
-        np = require("numpy")
-        k = min(k, scores.shape[0])
-        part = np.argpartition(-scores, k - 1)[:k] if k < scores.shape[0] else np.arange(k)
-        best = part[np.argsort(-scores[part], kind="stable")]
-        found = best if rows is None else rows[best]
-        hits: list[Hit] = []
-        for r, b in zip(found, best, strict=True):
-            item = self._ids[int(r)]
-            if item is not None:
-                hits.append((item, float(scores[int(b)])))
-        return hits
+        return top_hits(scores, k, self._ids, rows)
 
     def _probe(self, query: Matrix, k: int) -> list[Hit]:
         np = require("numpy")
@@ -361,6 +374,18 @@ class InMemoryIndex:
             raise ValueError("the index is already trained")
         self._touched = set()
         return self._matrix, len(self._ids)
+
+    def snapshot(self) -> tuple[list[str | None], Matrix]:
+        """The ids by row (None: a tombstone) and a view of their rows, for a graph built
+        elsewhere (a worker thread). Ids written or moved from now on are tracked
+        (:meth:`take_changes`): their rows in the view may change under the reader."""
+        self._changed = set()
+        return list(self._ids), self._matrix[: len(self._ids)]
+
+    def take_changes(self) -> set[str]:
+        """Ids added, replaced, moved or removed since :meth:`snapshot` (tracking stops)."""
+        changed, self._changed = self._changed or set(), None
+        return changed
 
     def abandon_training(self) -> None:
         self._touched = None

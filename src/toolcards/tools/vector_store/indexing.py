@@ -1,0 +1,188 @@
+"""Approximate indexes for large collections: when to build one, building it off the actor's
+thread, and catching it up with what changed meanwhile.
+
+A collection starts exact (:class:`InMemoryIndex`). Once it holds ``approximate_above``
+vectors, the :class:`IndexBuilder` snapshots it and builds, on its own thread, an HNSW graph
+(``approximate="hnsw"``, faiss) or a k-means partition (``"ivf"``, numpy); exact search keeps
+answering meanwhile. The actor then installs the result, re-applying every id written or
+removed since the snapshot. An HNSW index with too many tombstones is rebuilt the same way;
+with ``index_dir`` set, graphs are saved when the store stops and reloaded at start (checked
+against the stored vectors, differences re-applied) instead of being rebuilt.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from toolcards.tools.vector_store.base import require
+from toolcards.tools.vector_store.hnsw_index import HnswIndex, build_graph, hnsw_available
+from toolcards.tools.vector_store.index import (
+    InMemoryIndex,
+    VectorIndex,
+    default_cells,
+    kmeans,
+    nearest_cells,
+)
+
+if TYPE_CHECKING:
+    from toolcards.tools.vector_store.base import Matrix
+    from toolcards.tools.vector_store.models import VectorStoreConfig
+
+logger = logging.getLogger(__name__)
+
+Tell = Callable[..., None]
+"""``tell(method, *args)`` to the owning actor (from a worker thread)."""
+
+
+def approximate_kind(config: VectorStoreConfig) -> str | None:
+    """``hnsw``, ``ivf`` or None (always exact) for this configuration on this machine."""
+    if config.approximate_above is None or config.backend != "inmemory":
+        return None
+    if config.approximate == "hnsw" and not hnsw_available():
+        return "ivf"
+    return config.approximate
+
+
+def install_graph(
+    source: InMemoryIndex | HnswIndex, built: HnswIndex, extra: set[str]
+) -> HnswIndex:
+    """``built`` caught up with ``source``: ids changed since the snapshot (and ``extra``)
+    are dropped from it and re-added with their current vector, if they still exist."""
+    np = require("numpy")
+    changed = source.take_changes() | extra
+    built.remove(sorted(changed))
+    present = sorted(i for i in changed if i in source)
+    if present:
+        built.add(present, np.stack([source.vector(i) for i in present]))
+    return built
+
+
+class IndexBuilder:
+    """Decides, runs and reports the builds of one store actor (one build thread)."""
+
+    def __init__(
+        self, config: VectorStoreConfig, dimension: int, name: str, team_id: str, tell: Tell
+    ) -> None:
+        self.cfg = config
+        self.kind = approximate_kind(config)
+        self.dimension = dimension
+        self._tell = tell
+        self._busy: set[str] = set()
+        self._stopped = threading.Event()
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"{name}-index")
+        slug = re.sub(r"[^A-Za-z0-9_-]", "_", f"{team_id}_{name.lstrip('#')}")
+        self.folder = None if config.index_dir is None else Path(config.index_dir) / slug
+
+    def busy(self, collection: str) -> bool:
+        return collection in self._busy
+
+    def done(self, collection: str) -> None:
+        self._busy.discard(collection)
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def saved_path(self, collection: str) -> Path | None:
+        return None if self.folder is None else self.folder / f"{collection}.faiss"
+
+    # ---- actor thread -------------------------------------------------------------------------
+
+    def start(self, collection: str, index: VectorIndex) -> None:
+        """At actor start: reload a saved graph when there is one, else :meth:`consider`."""
+        path = self.saved_path(collection)
+        reload = self.kind == "hnsw" and isinstance(index, InMemoryIndex) and not index.trained
+        if reload and path is not None and path.exists():
+            labels, matrix = index.snapshot()
+            self._busy.add(collection)
+            self._pool.submit(self._load_job, collection, path, labels, matrix)
+            return
+        self.consider(collection, index)
+
+    def consider(self, collection: str, index: VectorIndex) -> None:
+        """Start a build when ``index`` has grown past the threshold or needs a rebuild."""
+        limit = self.cfg.approximate_above
+        if self.kind is None or limit is None or collection in self._busy:
+            return
+        if isinstance(index, HnswIndex):
+            if index.needs_rebuild():
+                self._busy.add(collection)
+                self._pool.submit(self._graph_job, collection, *index.snapshot())
+            return
+        if not isinstance(index, InMemoryIndex) or index.trained or index.count() < limit:
+            return
+        self._busy.add(collection)
+        if self.kind == "hnsw":
+            self._pool.submit(self._graph_job, collection, *index.snapshot())
+        else:
+            matrix, rows = index.training_snapshot()
+            self._pool.submit(self._train_job, collection, matrix, rows)
+
+    def save(self, collection: str, index: VectorIndex) -> None:
+        """Write ``index`` to ``index_dir`` when it is a graph (on stop)."""
+        path = self.saved_path(collection)
+        if path is None or not isinstance(index, HnswIndex):
+            return
+        try:
+            index.save(path)
+        except OSError as exc:
+            logger.warning("could not save the %s index to %s: %s", collection, path, exc)
+
+    # ---- build thread -------------------------------------------------------------------------
+
+    def _graph(self, labels: list[str | None], matrix: Matrix) -> HnswIndex | None:
+        graph = build_graph(
+            matrix,
+            m=self.cfg.hnsw_m,
+            ef_construction=self.cfg.hnsw_ef_construction,
+            cancelled=self._stopped.is_set,
+        )
+        if graph is None:
+            return None
+        built = HnswIndex(self.dimension, graph=graph, labels=labels)
+        if self.cfg.hnsw_ef_search is not None:
+            built.ef_search = self.cfg.hnsw_ef_search
+        else:
+            built.calibrate(self.cfg.hnsw_target_recall)
+        return built
+
+    def _graph_job(self, collection: str, labels: list[str | None], matrix: Matrix) -> None:
+        built: HnswIndex | None = None
+        try:
+            built = self._graph(labels, matrix)
+        except Exception as exc:
+            logger.warning("building the %s graph failed: %s", collection, exc)
+        self._tell("worker_graph", collection, built, set())
+
+    def _load_job(
+        self, collection: str, path: Path, labels: list[str | None], matrix: Matrix
+    ) -> None:
+        loaded: HnswIndex | None = None
+        differ: set[str] = set()
+        try:
+            loaded = HnswIndex.load(path, self.dimension)
+            differ = loaded.differences(labels, matrix)
+            if len(differ) > max(1000, loaded.count() // 4):  # too stale: build afresh
+                loaded = self._graph(labels, matrix)
+                differ = set()
+        except Exception as exc:
+            logger.warning("could not reload the %s graph from %s: %s", collection, path, exc)
+            loaded = None
+        self._tell("worker_graph", collection, loaded, differ)
+
+    def _train_job(self, collection: str, matrix: Matrix, rows: int) -> None:
+        centroids: Matrix | None = None
+        assign: Any = None
+        try:
+            centroids = kmeans(matrix, rows, default_cells(rows))
+            assign = nearest_cells(matrix[:rows], centroids)
+        except Exception as exc:
+            logger.warning("training %s failed: %s", collection, exc)
+            centroids = assign = None
+        self._tell("worker_trained", collection, centroids, assign, rows)
