@@ -97,8 +97,8 @@ class IndexBuilder:
     def start(self, collection: str, index: VectorIndex) -> None:
         """At actor start: reload a saved graph when there is one, else :meth:`consider`."""
         path = self.saved_path(collection)
-        reload = self.kind == "hnsw" and isinstance(index, InMemoryIndex) and not index.trained
-        if reload and path is not None and path.exists():
+        saved = self.kind == "hnsw" and path is not None and path.exists()
+        if saved and path is not None and isinstance(index, InMemoryIndex) and not index.trained:
             labels, matrix = index.snapshot()
             self._busy.add(collection)
             self._pool.submit(self._load_job, collection, path, labels, matrix)
