@@ -21,20 +21,14 @@ from concurrent.futures import Future
 from typing import Any
 
 from toolcards.runtime import ActorHandle, ActorUnavailable, Team
+from toolcards.tools._common.fusion import store_actor_name
 from toolcards.tools.vector_store.index import Hit
-
-DEFAULT_STORE = "VectorStore"
 
 
 def actor_name(store: bool | str = True) -> str | None:
-    """``True`` -> ``#VectorStore``; ``"Docs"`` -> ``#Docs``; ``False`` -> None."""
-    if store is False:
-        return None
-    if store is True:
-        return f"#{DEFAULT_STORE}"
-    if not isinstance(store, str) or not store.strip("#"):
-        raise ValueError(f"a vector store is named by a non-empty string, got {store!r}")
-    return store if store.startswith("#") else f"#{store}"
+    """``True`` -> ``#VectorStore``; ``"Docs"`` -> ``#Docs``; ``False`` -> None (the rule of
+    :func:`toolcards.tools._common.fusion.store_actor_name`; ValueError for a bad name)."""
+    return store_actor_name(store)
 
 
 def find_store(team: Team, store: bool | str = True) -> ActorHandle | None:
