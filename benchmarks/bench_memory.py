@@ -67,6 +67,19 @@ def sentence(rng: random.Random, n: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n))
 
 
+def wait_for_index(store: Any, collection: str, timeout: float = 900.0) -> str:
+    """The collection's index kind once any approximate index the store builds is in place."""
+    deadline = time.monotonic() + timeout
+    while True:
+        info = store.ask("info")
+        kind = str(info.get("indexes", {}).get(collection, "exact"))
+        limit = info.get("approximate_above")
+        big = limit is not None and info["collections"].get(collection, 0) >= limit
+        if kind != "exact" or not big or time.monotonic() > deadline:
+            return kind
+        time.sleep(0.5)
+
+
 def bench_graph(team: Team, entities: int, queries: int, provider: str) -> None:
     rng = random.Random(7)
     factory = team.bind([VectorStoreTool(provider=provider), KnowledgeGraphTool()], "bench")
@@ -89,6 +102,8 @@ def bench_graph(team: Team, entities: int, queries: int, provider: str) -> None:
     store.ask("flush").result(timeout=600)
     embedded = time.perf_counter() - start
     print(f"graph load: {entities} entities in {load:.1f} s (embedded after {embedded:.1f} s)")
+    kind = wait_for_index(store, "knowledge_graph")
+    print(f"  vector index: {kind} (ready after {time.perf_counter() - start:.1f} s)")
     texts = [sentence(rng, rng.randint(2, 6)) for _ in range(queries)]
     search = tools["search_graph"]
     for mode in ("keyword", "vector", "hybrid"):

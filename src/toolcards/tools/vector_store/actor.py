@@ -184,6 +184,7 @@ class VectorStoreActor(ToolActor):
             "model": self.cfg.model_name(),
             "dimension": self.cfg.expected_dimension(),
             "backend": self.cfg.backend,
+            "approximate_above": self.cfg.approximate_above,
             "reason": self.reason,
             "last_error": self.last_error,
         }
