@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolcards.tools.vector_store.base import VectorExtraMissing, require, usable_cpus
-from toolcards.tools.vector_store.index import Hit, check_matrix, top_hits
+from toolcards.tools.vector_store.index import Hit, RowIndex, check_matrix, top_hits
 
 if TYPE_CHECKING:
     from toolcards.tools.vector_store.base import Matrix
@@ -65,7 +65,7 @@ def build_graph(
     return graph
 
 
-class HnswIndex:
+class HnswIndex(RowIndex):
     """Approximate top-k over an HNSW graph; ``search_batch(..., exact=True)`` scans every row.
 
     Not thread-safe: the owning actor serialises access. ``ef_search`` trades speed for recall
@@ -87,52 +87,30 @@ class HnswIndex:
     ) -> None:
         """An empty index, or one over ``graph`` whose row i holds ``labels[i]`` (None: a
         tombstone), as :func:`build_graph` or :meth:`load` give."""
-        if dimension < 1:
-            raise ValueError("dimension must be >= 1")
+        super().__init__(dimension)
         faiss = faiss_module()
         self._np = require("numpy")
         self._faiss = faiss
-        self._dimension = dimension
         if graph is None:
             graph = faiss.IndexHNSWFlat(dimension, m, faiss.METRIC_INNER_PRODUCT)
             graph.hnsw.efConstruction = ef_construction
         if graph.d != dimension or graph.ntotal != len(labels):
             raise ValueError("the graph does not match the dimension or the ids")
         self._graph = graph
-        self._labels: list[str | None] = list(labels)
-        self._row: dict[str, int] = {
-            label: row for row, label in enumerate(self._labels) if label is not None
-        }
+        self._ids = list(labels)
+        self._row = {label: row for row, label in enumerate(self._ids) if label is not None}
         self._bitmap: Any = self._np.full(max(1, -(-len(labels) // 8)), 0xFF, self._np.uint8)
         self._selector: Any = None
         self._dead = 0
-        self._bury_rows([row for row, label in enumerate(self._labels) if label is None])
-        if len(self._row) + self._dead != len(self._labels):
+        self._bury_rows([row for row, label in enumerate(self._ids) if label is None])
+        if len(self._row) + self._dead != len(self._ids):
             raise ValueError("duplicate ids")
         self.ef_search = ef_search
-        self._changed: set[str] | None = None
-
-    @property
-    def dimension(self) -> int:
-        return self._dimension
 
     @property
     def dead(self) -> int:
         """Tombstones (removed or replaced rows) waiting for a rebuild."""
         return self._dead
-
-    def count(self) -> int:
-        return len(self._row)
-
-    def __len__(self) -> int:
-        return len(self._row)
-
-    def __contains__(self, item: object) -> bool:
-        return item in self._row
-
-    def ids(self) -> list[str]:
-        """The indexed ids, in row order."""
-        return [i for i in self._labels if i is not None]
 
     def _stored(self) -> Matrix:
         """A view of every row of the graph's storage (valid until the next add)."""
@@ -160,12 +138,12 @@ class HnswIndex:
             return
         self._bury([item for item in latest if item in self._row])
         rows = list(latest.values())
-        start = len(self._labels)
+        start = len(self._ids)
         self._graph.add(self._np.ascontiguousarray(matrix[rows]))
         for offset, item in enumerate(latest):
             self._row[item] = start + offset
-            self._labels.append(item)
-        self._grow_bitmap(len(self._labels))
+            self._ids.append(item)
+        self._grow_bitmap(len(self._ids))
         if self._changed is not None:
             self._changed.update(latest)
 
@@ -181,7 +159,7 @@ class HnswIndex:
 
     def _bury_rows(self, rows: Sequence[int]) -> None:
         for row in rows:
-            self._labels[row] = None
+            self._ids[row] = None
             self._bitmap[row >> 3] &= ~(1 << (row & 7)) & 0xFF
         self._dead += len(rows)
         if rows and self._selector is None:
@@ -225,7 +203,7 @@ class HnswIndex:
             [
                 (label, float(s))
                 for s, r in zip(scores[q], rows[q], strict=True)
-                if r >= 0 and (label := self._labels[int(r)]) is not None
+                if r >= 0 and (label := self._ids[int(r)]) is not None
             ]
             for q in range(queries.shape[0])
         ]
@@ -233,9 +211,9 @@ class HnswIndex:
     def _exact(self, queries: Matrix, k: int) -> list[list[Hit]]:
         scores = queries @ self._stored().T
         if self._dead:
-            dead = self._np.array([label is None for label in self._labels], dtype=bool)
+            dead = self._np.array([label is None for label in self._ids], dtype=bool)
             scores[:, dead] = -self._np.inf
-        return [top_hits(scores[q], k, self._labels) for q in range(queries.shape[0])]
+        return [top_hits(scores[q], k, self._ids) for q in range(queries.shape[0])]
 
     def calibrate(self, target: float = 0.97, samples: int = 100, seed: int = 0) -> float:
         """Set ``ef_search`` to the smallest step whose recall@10 reaches ``target`` on sample
@@ -248,7 +226,7 @@ class HnswIndex:
         from toolcards.tools.vector_store.base import normalize_rows
 
         np = self._np
-        alive = np.array([r for r, label in enumerate(self._labels) if label is not None])
+        alive = np.array([r for r, label in enumerate(self._ids) if label is not None])
         if alive.size <= 11:
             return 1.0
         rng = np.random.default_rng(seed)
@@ -278,10 +256,10 @@ class HnswIndex:
     def snapshot(self) -> tuple[list[str | None], Matrix]:
         """The live ids and a copy of their vectors, for a rebuild elsewhere; changes from now
         on are tracked (:meth:`take_changes`)."""
-        rows = [r for r, label in enumerate(self._labels) if label is not None]
+        rows = [r for r, label in enumerate(self._ids) if label is not None]
         matrix: Matrix = self._stored()[self._np.array(rows, dtype=self._np.int64)]
         self._changed = set()
-        return [self._labels[r] for r in rows], matrix
+        return [self._ids[r] for r in rows], matrix
 
     def differences(self, labels: Sequence[str | None], matrix: Matrix) -> set[str]:
         """Ids whose vector here differs from their row of ``matrix`` (row i holds
@@ -299,11 +277,6 @@ class HnswIndex:
             differ.update(part[int(j)] for j in unequal)
         return differ
 
-    def take_changes(self) -> set[str]:
-        """Ids added, replaced or removed since the last snapshot (tracking stops)."""
-        changed, self._changed = self._changed or set(), None
-        return changed
-
     def save(self, path: Path) -> None:
         """Write the graph (with tombstones) and the ids next to it, atomically."""
         import json
@@ -313,7 +286,7 @@ class HnswIndex:
         self._faiss.write_index(self._graph, str(tmp))
         labels = path.with_name(path.name + ".ids.json")
         labels_tmp = labels.with_name(labels.name + ".tmp")
-        meta = {"dimension": self._dimension, "ef_search": self.ef_search, "ids": self._labels}
+        meta = {"dimension": self._dimension, "ef_search": self.ef_search, "ids": self._ids}
         labels_tmp.write_text(json.dumps(meta), encoding="utf-8")
         os.replace(labels_tmp, labels)
         os.replace(tmp, path)

@@ -119,34 +119,17 @@ def default_cells(rows: int) -> int:
     return max(1, int(rows**0.5))
 
 
-class InMemoryIndex:
-    """A float32 matrix with amortised O(1) add/remove and exact top-k by ``argpartition``.
+class RowIndex:
+    """What the in-process indexes share: the id of each row (None: a tombstone), the row of
+    each id, and the ids changed since a snapshot (while a rebuild runs elsewhere)."""
 
-    Not thread-safe: the owning actor serialises access. Untrained, rows fill a growing buffer
-    and a removal moves the last row into the hole. :meth:`train` switches on approximate
-    search for large collections, where the exact scan is memory-bound: rows are partitioned
-    by spherical k-means and stored contiguously per cell, a query scans only its ``nprobe``
-    nearest cells plus the rows added since (the tail); removed rows become tombstones until
-    the next re-sort.
-    """
-
-    def __init__(self, dimension: int, *, capacity: int = 1024) -> None:
+    def __init__(self, dimension: int) -> None:
         if dimension < 1:
             raise ValueError("dimension must be >= 1")
-        np = require("numpy")
         self._dimension = dimension
-        self._matrix: Matrix = np.zeros((max(16, capacity), dimension), dtype=np.float32)
-        self._ids: list[str | None] = []  # per row; None marks a tombstone
+        self._ids: list[str | None] = []
         self._row: dict[str, int] = {}
-        self._centroids: Matrix | None = None
-        self._assign: Any = None  # int32 cell of each row, once trained
-        self._tomb: Any = None  # bool per row, once trained
-        self._touched: set[int] | None = None  # rows written since a training snapshot
-        self._bounds: Any = None  # rows of cell c: bounds[c]:bounds[c+1] (sorted region)
-        self._sorted = 0  # rows [0, _sorted) are ordered by cell
-        self._dead = 0
-        self.nprobe = 0
-        self._changed: set[str] | None = None  # ids written or moved since a snapshot
+        self._changed: set[str] | None = None
 
     @property
     def dimension(self) -> int:
@@ -162,8 +145,38 @@ class InMemoryIndex:
         return item in self._row
 
     def ids(self) -> list[str]:
-        """The indexed ids, in storage order."""
+        """The indexed ids, in row order."""
         return [i for i in self._ids if i is not None]
+
+    def take_changes(self) -> set[str]:
+        """Ids added, replaced, moved or removed since the last snapshot (tracking stops)."""
+        changed, self._changed = self._changed or set(), None
+        return changed
+
+
+class InMemoryIndex(RowIndex):
+    """A float32 matrix with amortised O(1) add/remove and exact top-k by ``argpartition``.
+
+    Not thread-safe: the owning actor serialises access. Untrained, rows fill a growing buffer
+    and a removal moves the last row into the hole. :meth:`train` switches on approximate
+    search for large collections, where the exact scan is memory-bound: rows are partitioned
+    by spherical k-means and stored contiguously per cell, a query scans only its ``nprobe``
+    nearest cells plus the rows added since (the tail); removed rows become tombstones until
+    the next re-sort.
+    """
+
+    def __init__(self, dimension: int, *, capacity: int = 1024) -> None:
+        super().__init__(dimension)
+        np = require("numpy")
+        self._matrix: Matrix = np.zeros((max(16, capacity), dimension), dtype=np.float32)
+        self._centroids: Matrix | None = None
+        self._assign: Any = None  # int32 cell of each row, once trained
+        self._tomb: Any = None  # bool per row, once trained
+        self._touched: set[int] | None = None  # rows written since a training snapshot
+        self._bounds: Any = None  # rows of cell c: bounds[c]:bounds[c+1] (sorted region)
+        self._sorted = 0  # rows [0, _sorted) are ordered by cell
+        self._dead = 0
+        self.nprobe = 0
 
     def vector(self, item: str) -> Matrix | None:
         """A copy of the stored vector of ``item``."""
@@ -381,11 +394,6 @@ class InMemoryIndex:
         (:meth:`take_changes`): their rows in the view may change under the reader."""
         self._changed = set()
         return list(self._ids), self._matrix[: len(self._ids)]
-
-    def take_changes(self) -> set[str]:
-        """Ids added, replaced, moved or removed since :meth:`snapshot` (tracking stops)."""
-        changed, self._changed = self._changed or set(), None
-        return changed
 
     def abandon_training(self) -> None:
         self._touched = None
