@@ -157,3 +157,24 @@ def test_exact_search_stays_exact_when_switched_off(spy: Any) -> None:
         flush(handle)
         time.sleep(0.2)
         assert handle.ask("info")["indexes"] == {"notes": "exact"}
+
+
+@pytest.mark.timeout(120)
+def test_mass_removals_rebuild_the_graph_without_the_removed(spy: Any, builds: list[int]) -> None:
+    docs = [(f"d{i}", f"note {i} about subject {i % 97} and item {i}") for i in range(2600)]
+    with Team("hnsw-rebuild") as team:
+        team.bind([card()], member="alice")
+        handle = find_store(team)
+        handle.ask("upsert", "notes", docs)
+        flush(handle)
+        wait_for(handle, "hnsw")
+        first = len(builds)
+        handle.ask("remove", "notes", [f"d{i}" for i in range(1500)])
+        deadline = time.monotonic() + 60
+        while len(builds) == first or team.actor("#VectorStore").ask("info")["pending"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        wait_for(handle, "hnsw")
+        assert builds[-1] == 1100
+        assert query(handle, "notes", docs[2000][1], 1)[0][0] == "d2000"
+        assert "d10" not in [h[0] for h in query(handle, "notes", docs[10][1], 10)]

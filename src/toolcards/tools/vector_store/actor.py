@@ -226,6 +226,8 @@ class VectorStoreActor(ToolActor):
             gone = self.store.remove(collection, ids)
             if gone:
                 self.ctx.emit(_delta(collection, "removed", gone))
+        if gone:
+            self._maybe_train(collection)  # many tombstones: rebuild the graph
 
     def query(self, collection: str, text: str, top_k: int = 10) -> Future[list[Hit]]:
         """A Future of the ``top_k`` best ``(id, cosine)`` for ``text``, best first."""
