@@ -79,9 +79,6 @@ class IndexBuilder:
         slug = re.sub(r"[^A-Za-z0-9_-]", "_", f"{team_id}_{name.lstrip('#')}")
         self.folder = None if config.index_dir is None else Path(config.index_dir) / slug
 
-    def busy(self, collection: str) -> bool:
-        return collection in self._busy
-
     def done(self, collection: str) -> None:
         self._busy.discard(collection)
 
@@ -97,8 +94,13 @@ class IndexBuilder:
     def start(self, collection: str, index: VectorIndex) -> None:
         """At actor start: reload a saved graph when there is one, else :meth:`consider`."""
         path = self.saved_path(collection)
-        saved = self.kind == "hnsw" and path is not None and path.exists()
-        if saved and path is not None and isinstance(index, InMemoryIndex) and not index.trained:
+        if (
+            self.kind == "hnsw"
+            and path is not None
+            and path.exists()
+            and isinstance(index, InMemoryIndex)
+            and not index.trained
+        ):
             labels, matrix = index.snapshot()
             self._busy.add(collection)
             self._pool.submit(self._load_job, collection, path, labels, matrix)
