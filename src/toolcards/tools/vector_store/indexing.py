@@ -12,11 +12,12 @@ against the stored vectors, differences re-applied) instead of being rebuilt.
 
 from __future__ import annotations
 
+import functools
 import logging
+import queue
 import re
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -75,7 +76,9 @@ class IndexBuilder:
         self._tell = tell
         self._busy: set[str] = set()
         self._stopped = threading.Event()
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"{name}-index")
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._name = f"{name}-index"
         slug = re.sub(r"[^A-Za-z0-9_-]", "_", f"{team_id}_{name.lstrip('#')}")
         self.folder = None if config.index_dir is None else Path(config.index_dir) / slug
 
@@ -83,8 +86,26 @@ class IndexBuilder:
         self._busy.discard(collection)
 
     def stop(self) -> None:
+        """No new builds; a running one finishes on its own and is dropped (the thread is a
+        daemon: an interpreter exit does not wait for a long build)."""
         self._stopped.set()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._jobs.put(None)
+
+    def _submit(self, job: Callable[..., None], *args: Any) -> None:
+        self._jobs.put(functools.partial(job, *args))
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:  # the build thread
+        while not self._stopped.is_set():
+            job = self._jobs.get()
+            if job is None or self._stopped.is_set():
+                return
+            try:
+                job()
+            except Exception:  # a job reports its own failures; this is the last net
+                logger.exception("%s: index job failed", self._name)
 
     def saved_path(self, collection: str) -> Path | None:
         return None if self.folder is None else self.folder / f"{collection}.faiss"
@@ -103,7 +124,7 @@ class IndexBuilder:
         ):
             labels, matrix = index.snapshot()
             self._busy.add(collection)
-            self._pool.submit(self._load_job, collection, path, labels, matrix)
+            self._submit(self._load_job, collection, path, labels, matrix)
             return
         self.consider(collection, index)
 
@@ -115,16 +136,16 @@ class IndexBuilder:
         if isinstance(index, HnswIndex):
             if index.needs_rebuild():
                 self._busy.add(collection)
-                self._pool.submit(self._graph_job, collection, *index.snapshot())
+                self._submit(self._graph_job, collection, *index.snapshot())
             return
         if not isinstance(index, InMemoryIndex) or index.trained or index.count() < limit:
             return
         self._busy.add(collection)
         if self.kind == "hnsw":
-            self._pool.submit(self._graph_job, collection, *index.snapshot())
+            self._submit(self._graph_job, collection, *index.snapshot())
         else:
             matrix, rows = index.training_snapshot()
-            self._pool.submit(self._train_job, collection, matrix, rows)
+            self._submit(self._train_job, collection, matrix, rows)
 
     def save(self, collection: str, index: VectorIndex) -> None:
         """Write ``index`` to ``index_dir`` when it is a graph (on stop)."""
@@ -138,15 +159,14 @@ class IndexBuilder:
 
     # ---- build thread -------------------------------------------------------------------------
 
-    def _graph(self, labels: list[str | None], matrix: Matrix) -> HnswIndex | None:
+    def _report(self, method: str, *args: Any) -> None:
+        if not self._stopped.is_set():  # a stopped actor takes no more messages
+            self._tell(method, *args)
+
+    def _graph(self, labels: list[str | None], matrix: Matrix) -> HnswIndex:
         graph = build_graph(
-            matrix,
-            m=self.cfg.hnsw_m,
-            ef_construction=self.cfg.hnsw_ef_construction,
-            cancelled=self._stopped.is_set,
+            matrix, m=self.cfg.hnsw_m, ef_construction=self.cfg.hnsw_ef_construction
         )
-        if graph is None:
-            return None
         built = HnswIndex(self.dimension, graph=graph, labels=labels)
         if self.cfg.hnsw_ef_search is not None:
             built.ef_search = self.cfg.hnsw_ef_search
@@ -160,7 +180,7 @@ class IndexBuilder:
             built = self._graph(labels, matrix)
         except Exception as exc:
             logger.warning("building the %s graph failed: %s", collection, exc)
-        self._tell("worker_graph", collection, built, set())
+        self._report("worker_graph", collection, built, set())
 
     def _load_job(
         self, collection: str, path: Path, labels: list[str | None], matrix: Matrix
@@ -171,12 +191,11 @@ class IndexBuilder:
             loaded = HnswIndex.load(path, self.dimension)
             differ = loaded.differences(labels, matrix)
             if len(differ) > max(1000, loaded.count() // 4):  # too stale: build afresh
-                loaded = self._graph(labels, matrix)
-                differ = set()
+                loaded, differ = self._graph(labels, matrix), set()
         except Exception as exc:
             logger.warning("could not reload the %s graph from %s: %s", collection, path, exc)
             loaded = None
-        self._tell("worker_graph", collection, loaded, differ)
+        self._report("worker_graph", collection, loaded, differ)
 
     def _train_job(self, collection: str, matrix: Matrix, rows: int) -> None:
         centroids: Matrix | None = None
@@ -187,4 +206,4 @@ class IndexBuilder:
         except Exception as exc:
             logger.warning("training %s failed: %s", collection, exc)
             centroids = assign = None
-        self._tell("worker_trained", collection, centroids, assign, rows)
+        self._report("worker_trained", collection, centroids, assign, rows)
