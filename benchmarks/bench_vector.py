@@ -88,7 +88,7 @@ def rss_mb() -> float:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def bench_hnsw(n: int, n_queries: int) -> dict[str, float]:
+def bench_hnsw(n: int, n_queries: int, m: int = 16, efc: int = 64) -> dict[str, float]:
     """Exact scan against the faiss HNSW graph on the same vectors: p50, recall@10, build."""
     from toolcards.tools.vector_store.hnsw_index import HnswIndex, build_graph
 
@@ -97,11 +97,13 @@ def bench_hnsw(n: int, n_queries: int) -> dict[str, float]:
     exact = InMemoryIndex(DIM, capacity=n)
     exact.add(ids, vecs)
     truth = [{h[0] for h in hits} for hits in exact.search_batch(queries, 10)]
-    out: dict[str, float] = {"n": n}
-    out["exact_ms"], out["exact_p95_ms"], _ = timed(lambda q: exact.search(q, 10), queries)
+    out: dict[str, float] = {"n": n, "m": m, "efc": efc}
+    out["exact_ms"], out["exact_p95_ms"], out["exact_cpu_ms"] = timed(
+        lambda q: exact.search(q, 10), queries
+    )
     before = rss_mb()
     start = time.perf_counter()
-    graph = build_graph(vecs)
+    graph = build_graph(vecs, m=m, ef_construction=efc)
     out["build_s"] = time.perf_counter() - start
     index = HnswIndex(DIM, graph=graph, labels=ids)
     start = time.perf_counter()
@@ -109,7 +111,9 @@ def bench_hnsw(n: int, n_queries: int) -> dict[str, float]:
     out["calibrate_s"] = time.perf_counter() - start
     out["memory_mb"] = rss_mb() - before
     out["ef_search"] = index.ef_search
-    out["hnsw_ms"], out["hnsw_p95_ms"], _ = timed(lambda q: index.search(q, 10), queries)
+    out["hnsw_ms"], out["hnsw_p95_ms"], out["hnsw_cpu_ms"] = timed(
+        lambda q: index.search(q, 10), queries
+    )
     found = [{h[0] for h in index.search(q, 10)} for q in queries]
     out["recall_at_10"] = float(
         np.mean([len(a & b) / 10 for a, b in zip(truth, found, strict=True)])
@@ -123,16 +127,21 @@ def bench_hnsw(n: int, n_queries: int) -> dict[str, float]:
 
 
 def report_hnsw(rows: list[dict[str, float]]) -> None:
-    print("exact vs HNSW (faiss IndexHNSWFlat, M=16, efConstruction=64, 2 build threads):")
+    first = rows[0]
     print(
-        f"  {'vectors':>9} {'exact p50':>10} {'hnsw p50':>9} {'p95':>7} {'recall@10':>9} "
-        f"{'ef':>4} {'build s':>8} {'memory':>9}  recall at ef 64/128/256/512"
+        f"exact vs HNSW (faiss IndexHNSWFlat, M={int(first['m'])}, "
+        f"efConstruction={int(first['efc'])}, 2 build threads):"
+    )
+    print(
+        f"  {'vectors':>9} {'exact p50':>10} {'hnsw p50':>9} {'p95':>7} {'cpu':>7} "
+        f"{'recall@10':>9} {'ef':>4} {'build s':>8} {'memory':>9}  recall at ef 64/128/256/512"
     )
     for r in rows:
         sweep = "/".join(f"{r[f'recall_ef{ef}']:.3f}" for ef in (64, 128, 256, 512))
         print(
             f"  {int(r['n']):>9,} {r['exact_ms']:8.2f}ms {r['hnsw_ms']:7.3f}ms "
-            f"{r['hnsw_p95_ms']:5.2f}ms {r['recall_at_10']:9.3f} {int(r['ef_search']):>4} "
+            f"{r['hnsw_p95_ms']:5.2f}ms {r['hnsw_cpu_ms']:5.2f}ms {r['recall_at_10']:9.3f} "
+            f"{int(r['ef_search']):>4} "
             f"{r['build_s']:8.1f} {r['memory_mb']:6.0f} MiB  {sweep}"
         )
     for r in rows:
@@ -239,12 +248,15 @@ def main() -> None:
         "1000000 builds for ~5-10 min on 2 cores and needs ~6 GB)",
     )
     parser.add_argument("--hnsw-only", action="store_true", help="only exact vs HNSW")
+    parser.add_argument("--hnsw-m", type=int, default=16, help="graph links per vector")
+    parser.add_argument("--hnsw-efc", type=int, default=64, help="efConstruction")
     args = parser.parse_args()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"cpus={os.cpu_count()} load(1m)={load:.1f} quick={args.quick}")
     default = "5000,20000" if args.quick else "10000,100000"
     sizes = [int(v) for v in (args.hnsw_sizes or default).split(",")]
-    report_hnsw([bench_hnsw(n, 50 if args.quick else 200) for n in sizes])
+    queries = 50 if args.quick else 200
+    report_hnsw([bench_hnsw(n, queries, args.hnsw_m, args.hnsw_efc) for n in sizes])
     if args.hnsw_only:
         return
     figures = run(args.quick)
