@@ -32,7 +32,7 @@ def built() -> tuple[list[str], np.ndarray, HnswIndex]:
     vectors = unit(3000, 1)
     ids = [f"v{i}" for i in range(len(vectors))]
     index = HnswIndex(DIM, graph=build_graph(vectors), labels=ids)
-    index.calibrate(0.97)
+    index.calibrate()
     return ids, vectors, index
 
 

@@ -205,7 +205,7 @@ class HnswIndex(RowIndex):
             scores[:, dead] = -self._np.inf
         return [top_hits(scores[q], k, self._ids) for q in range(queries.shape[0])]
 
-    def calibrate(self, target: float = 0.97, samples: int = 200, seed: int = 0) -> float:
+    def calibrate(self, target: float = 0.98, samples: int = 200, seed: int = 0) -> float:
         """Set ``ef_search`` to the smallest of :data:`EF_STEPS` whose recall@10 reaches
         ``target`` on sample queries, and return that recall. When a larger step gains
         less than 0.002 over the previous one (past 64), the graph's quality, not ``ef``,

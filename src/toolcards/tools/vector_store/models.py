@@ -62,9 +62,10 @@ class StoreSettings(BaseModel):
     """Graph links per vector: more raise recall and memory and build time."""
     hnsw_ef_construction: int = Field(default=64, ge=8, le=1024)
     hnsw_ef_search: int | None = Field(default=None, ge=1, le=4096)
-    """Candidates a search explores; None: after each build, the smallest power of two whose
-    recall@10 reaches ``hnsw_target_recall`` on a sample of the stored vectors."""
-    hnsw_target_recall: float = Field(default=0.97, gt=0, le=1)
+    """Candidates a search explores; None: after each build, the smallest step (16, 24, 32,
+    48, ... 1024) whose recall@10 reaches ``hnsw_target_recall`` on sample queries near the
+    stored vectors, or where a larger step stops improving it."""
+    hnsw_target_recall: float = Field(default=0.98, gt=0, le=1)
     index_dir: str | None = None
     """Where HNSW graphs are saved when the store stops, to be reloaded (and checked against
     the stored vectors) at the next start instead of rebuilt; None: rebuilt after a restart."""
