@@ -88,7 +88,7 @@ def rss_mb() -> float:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def bench_hnsw(n: int, n_queries: int, m: int = 16, efc: int = 64) -> dict[str, float]:
+def bench_hnsw(n: int, n_queries: int, m: int = 16, efc: int = 128) -> dict[str, float]:
     """Exact scan against the faiss HNSW graph on the same vectors: p50, recall@10, build."""
     from toolcards.tools.vector_store.hnsw_index import HnswIndex, build_graph
 
@@ -249,7 +249,7 @@ def main() -> None:
     )
     parser.add_argument("--hnsw-only", action="store_true", help="only exact vs HNSW")
     parser.add_argument("--hnsw-m", type=int, default=16, help="graph links per vector")
-    parser.add_argument("--hnsw-efc", type=int, default=64, help="efConstruction")
+    parser.add_argument("--hnsw-efc", type=int, default=128, help="efConstruction")
     args = parser.parse_args()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"cpus={os.cpu_count()} load(1m)={load:.1f} quick={args.quick}")

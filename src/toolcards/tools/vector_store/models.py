@@ -60,7 +60,7 @@ class StoreSettings(BaseModel):
     ``ivf``: a k-means inverted file (numpy only, ~1/8 of the vectors scanned)."""
     hnsw_m: int = Field(default=16, ge=4, le=128)
     """Graph links per vector: more raise recall and memory and build time."""
-    hnsw_ef_construction: int = Field(default=64, ge=8, le=1024)
+    hnsw_ef_construction: int = Field(default=128, ge=8, le=1024)
     hnsw_ef_search: int | None = Field(default=None, ge=1, le=4096)
     """Candidates a search explores; None: after each build, the smallest step (16, 24, 32,
     48, ... 1024) whose recall@10 reaches ``hnsw_target_recall`` on sample queries near the
