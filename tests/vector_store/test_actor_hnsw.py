@@ -178,3 +178,38 @@ def test_mass_removals_rebuild_the_graph_without_the_removed(spy: Any, builds: l
         assert builds[-1] == 1100
         assert query(handle, "notes", docs[2000][1], 1)[0][0] == "d2000"
         assert "d10" not in [h[0] for h in query(handle, "notes", docs[10][1], 10)]
+
+
+@pytest.mark.timeout(120)
+def test_a_large_backlog_from_the_build_is_added_off_the_actor_thread(
+    spy: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from toolcards.tools.vector_store.hnsw_index import HnswIndex
+
+    gate = threading.Event()
+    real_build, real_add = indexing.build_graph, HnswIndex.add
+    adds: list[tuple[str, int]] = []
+
+    def slow(matrix: Any, **kw: Any) -> Any:
+        gate.wait(30)
+        return real_build(matrix, **kw)
+
+    def add(self: HnswIndex, ids: Any, vectors: Any) -> None:
+        adds.append((threading.current_thread().name, len(ids)))
+        real_add(self, ids, vectors)
+
+    monkeypatch.setattr(indexing, "build_graph", slow)
+    monkeypatch.setattr(HnswIndex, "add", add)
+    more = [(f"m{i}", f"more text {i} on topic {i % 13} number {i}") for i in range(1500)]
+    with Team("hnsw-backlog") as team:
+        handle = loaded(team)
+        handle.ask("upsert", "notes", more)
+        flush(handle)
+        gate.set()
+        wait_for(handle, "hnsw")
+        assert handle.ask("count", "notes") == 2700
+        assert query(handle, "notes", more[1234][1], 1)[0][0] == "m1234"
+    big = [(thread, n) for thread, n in adds if n >= indexing.SMALL_DELTA]
+    assert big and all(thread.endswith("-index") for thread, _ in big)

@@ -24,7 +24,7 @@ from toolcards.runtime import ActorHandle, ToolActor, ToolActorContext
 from toolcards.tools.vector_store.base import EmbeddingProvider, VectorExtraMissing
 from toolcards.tools.vector_store.hnsw_index import HnswIndex
 from toolcards.tools.vector_store.index import Hit, InMemoryIndex, VectorIndex
-from toolcards.tools.vector_store.indexing import IndexBuilder, install_graph
+from toolcards.tools.vector_store.indexing import Delta, IndexBuilder, install_graph, take_delta
 from toolcards.tools.vector_store.models import VectorStoreConfig
 from toolcards.tools.vector_store.providers import make_provider
 from toolcards.tools.vector_store.records import check_collection, valid_pair
@@ -104,7 +104,12 @@ class VectorStoreActor(ToolActor):
             self.cfg.workers, thread_name_prefix=f"{self.ctx.name}-embed"
         )
         self._builder = IndexBuilder(
-            self.cfg, self.store.dimension, self.ctx.name, self.ctx.team_id, self._tell_self
+            self.cfg,
+            self.store.dimension,
+            self.ctx.name,
+            self.ctx.team_id,
+            self._tell_self,
+            self._ask_self,
         )
         if self.cfg.backend == "qdrant":
             self._pool.submit(importlib.import_module, "qdrant_client")
@@ -157,6 +162,9 @@ class VectorStoreActor(ToolActor):
 
     def _tell_self(self, method: str, *args: Any) -> None:  # worker threads
         self._self().tell(method, *args)
+
+    def _ask_self(self, method: str, *args: Any) -> Any:  # worker threads
+        return self._self().ask(method, *args, timeout=60.0)
 
     def _self(self) -> ActorHandle:
         deadline = time.monotonic() + 10.0
@@ -316,7 +324,15 @@ class VectorStoreActor(ToolActor):
         else:
             index.install(centroids, assign, rows)
 
-    def worker_graph(self, collection: str, built: HnswIndex | None, extra: set[str]) -> None:
+    def worker_delta(self, collection: str) -> Delta:
+        """Internal: what changed in ``collection`` since the graph's snapshot or the last
+        delta (the graph builder applies it off this thread); tracking goes on."""
+        source = self._require().index(collection)
+        if not isinstance(source, InMemoryIndex | HnswIndex):
+            return [], [], None
+        return take_delta(source, keep_tracking=True)
+
+    def worker_graph(self, collection: str, built: HnswIndex | None) -> None:
         """Internal: a worker built (or reloaded) the HNSW graph of ``collection``."""
         store = self._require()
         if self._builder is not None:
@@ -329,7 +345,7 @@ class VectorStoreActor(ToolActor):
             if isinstance(source, InMemoryIndex):
                 self._maybe_train(collection)  # a reload failed: build instead
             return
-        store.replace_index(collection, install_graph(source, built, extra))
+        store.replace_index(collection, install_graph(source, built))
 
     def worker_failed(self, collection: str, batch: list[Pending], error: str) -> None:
         """Internal: a worker could not embed ``batch``."""

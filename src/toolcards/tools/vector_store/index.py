@@ -148,8 +148,13 @@ class RowIndex:
         """The indexed ids, in row order."""
         return [i for i in self._ids if i is not None]
 
+    def track_changes(self) -> None:
+        """Record from now on the ids added, replaced, moved or removed."""
+        if self._changed is None:
+            self._changed = set()
+
     def take_changes(self) -> set[str]:
-        """Ids added, replaced, moved or removed since the last snapshot (tracking stops)."""
+        """Ids added, replaced, moved or removed since tracking started (tracking stops)."""
         changed, self._changed = self._changed or set(), None
         return changed
 
@@ -392,7 +397,7 @@ class InMemoryIndex(RowIndex):
         """The ids by row (None: a tombstone) and a view of their rows, for a graph built
         elsewhere (a worker thread). Ids written or moved from now on are tracked
         (:meth:`take_changes`): their rows in the view may change under the reader."""
-        self._changed = set()
+        self._changed = set()  # a new snapshot: earlier changes are in it
         return list(self._ids), self._matrix[: len(self._ids)]
 
     def abandon_training(self) -> None:

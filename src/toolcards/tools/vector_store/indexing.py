@@ -39,6 +39,8 @@ logger = logging.getLogger(__name__)
 
 Tell = Callable[..., None]
 """``tell(method, *args)`` to the owning actor (from a worker thread)."""
+Ask = Callable[..., Any]
+"""``ask(method, *args)`` of the owning actor (from a worker thread), with a timeout."""
 
 
 def approximate_kind(config: VectorStoreConfig) -> str | None:
@@ -50,17 +52,39 @@ def approximate_kind(config: VectorStoreConfig) -> str | None:
     return config.approximate
 
 
-def install_graph(
-    source: InMemoryIndex | HnswIndex, built: HnswIndex, extra: set[str]
-) -> HnswIndex:
-    """``built`` caught up with ``source``: ids changed since the snapshot (and ``extra``)
-    are dropped from it and re-added with their current vector, if they still exist."""
+Delta = tuple[list[str], list[str], "Matrix | None"]
+"""Ids changed since a snapshot, those of them still present, and their current vectors."""
+
+CATCH_UP_ROUNDS = 8
+SMALL_DELTA = 512
+"""A delta this small is applied by the actor itself when it installs the graph."""
+
+
+def take_delta(source: InMemoryIndex | HnswIndex, *, keep_tracking: bool) -> Delta:
+    """What changed in ``source`` since its snapshot, with the current vectors (copies)."""
     np = require("numpy")
-    changed = source.take_changes() | extra
-    built.remove(sorted(changed))
-    present = sorted(i for i in changed if i in source)
-    if present:
-        built.add(present, np.stack([source.vector(i) for i in present]))
+    changed = sorted(source.take_changes())
+    if keep_tracking:
+        source.track_changes()
+    present = [i for i in changed if i in source]
+    vectors = np.stack([source.vector(i) for i in present]) if present else None
+    return changed, present, vectors
+
+
+def apply_delta(built: HnswIndex, delta: Delta) -> int:
+    """Drop the changed ids from ``built`` and add back the present ones; returns how many
+    ids changed."""
+    changed, present, vectors = delta
+    built.remove(changed)
+    if present and vectors is not None:
+        built.add(present, vectors)
+    return len(changed)
+
+
+def install_graph(source: InMemoryIndex | HnswIndex, built: HnswIndex) -> HnswIndex:
+    """``built`` caught up with ``source``: the ids changed since the last delta taken are
+    dropped from it and re-added with their current vector, if they still exist."""
+    apply_delta(built, take_delta(source, keep_tracking=False))
     return built
 
 
@@ -68,12 +92,19 @@ class IndexBuilder:
     """Decides, runs and reports the builds of one store actor (one build thread)."""
 
     def __init__(
-        self, config: VectorStoreConfig, dimension: int, name: str, team_id: str, tell: Tell
+        self,
+        config: VectorStoreConfig,
+        dimension: int,
+        name: str,
+        team_id: str,
+        tell: Tell,
+        ask: Ask,
     ) -> None:
         self.cfg = config
         self.kind = approximate_kind(config)
         self.dimension = dimension
         self._tell = tell
+        self._ask = ask
         self._busy: set[str] = set()
         self._stopped = threading.Event()
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
@@ -174,28 +205,42 @@ class IndexBuilder:
             built.calibrate(self.cfg.hnsw_target_recall)
         return built
 
+    def _catch_up(self, collection: str, built: HnswIndex) -> None:
+        """Apply, here, what changed in the served index while ``built`` was made, until
+        what is left is small enough for the actor to apply when it installs the graph."""
+        for _ in range(CATCH_UP_ROUNDS):
+            if apply_delta(built, self._ask("worker_delta", collection)) < SMALL_DELTA:
+                return
+
     def _graph_job(self, collection: str, labels: list[str | None], matrix: Matrix) -> None:
         built: HnswIndex | None = None
         try:
             built = self._graph(labels, matrix)
+            self._catch_up(collection, built)
         except Exception as exc:
             logger.warning("building the %s graph failed: %s", collection, exc)
-        self._report("worker_graph", collection, built, set())
+            built = None
+        self._report("worker_graph", collection, built)
 
     def _load_job(
         self, collection: str, path: Path, labels: list[str | None], matrix: Matrix
     ) -> None:
         loaded: HnswIndex | None = None
-        differ: set[str] = set()
         try:
             loaded = HnswIndex.load(path, self.dimension)
-            differ = loaded.differences(labels, matrix)
+            differ = sorted(loaded.differences(labels, matrix))
             if len(differ) > max(1000, loaded.count() // 4):  # too stale: build afresh
-                loaded, differ = self._graph(labels, matrix), set()
+                loaded = self._graph(labels, matrix)
+            else:  # bring the saved graph to the snapshot: the records are the truth
+                rows = {label: row for row, label in enumerate(labels) if label is not None}
+                present = [i for i in differ if i in rows]
+                vectors = matrix[[rows[i] for i in present]] if present else None
+                apply_delta(loaded, (differ, present, vectors))
+            self._catch_up(collection, loaded)
         except Exception as exc:
             logger.warning("could not reload the %s graph from %s: %s", collection, path, exc)
             loaded = None
-        self._report("worker_graph", collection, loaded, differ)
+        self._report("worker_graph", collection, loaded)
 
     def _train_job(self, collection: str, matrix: Matrix, rows: int) -> None:
         centroids: Matrix | None = None
