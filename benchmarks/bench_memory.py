@@ -1,12 +1,17 @@
-"""Shared-memory costs: knowledge-graph search over 10k entities, planning update and search.
+"""Shared-memory costs: knowledge-graph search, planning update and search, summary rendering.
 
 Run: .venv/bin/python benchmarks/bench_memory.py [--quick] [--provider hash|local]
+     [--entities N] [--part all|graph|planning|summaries]
 
 Everything goes through a real team (tool actors, SQLite state, the ``#VectorStore`` actor):
 ``search_graph`` is timed end to end as a member calls it (query embedding, vector top-k,
 in-process BM25F keyword index, reciprocal-rank fusion, rendering). The ``hash`` provider
 (default) keeps the 10k-entity load fast; ``--provider local`` uses the MiniLM model (slower
 to load, and each distinct query is embedded once, then cached by the store).
+
+The summaries part renders the system prompts of ``KnowledgeGraphTool`` and ``PlanningTool``
+(a member's own tasks, and every task) at 1k, 10k and 100k entities / tasks and prints the
+ratio between the largest and the smallest size: the rendering should not grow with the data.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from _results import record
 from toolcards import KnowledgeGraphTool, PlanningTool, VectorStoreTool
 from toolcards.runtime import Team
 from toolcards.tools.knowledge_graph.actor import KnowledgeGraphActor
+from toolcards.tools.knowledge_graph.models import EntityCreate
+from toolcards.tools.planning.models import TaskCreate
 from toolcards.tools.vector_store.actor import VectorStoreActor
 
 _VOCABULARY = (
@@ -62,6 +69,19 @@ def sentence(rng: random.Random, n: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n))
 
 
+def wait_for_index(store: Any, collection: str, timeout: float = 900.0) -> str:
+    """The collection's index kind once any approximate index the store builds is in place."""
+    deadline = time.monotonic() + timeout
+    while True:
+        info = store.ask("info")
+        kind = str(info.get("indexes", {}).get(collection, "exact"))
+        limit = info.get("approximate_above")
+        big = limit is not None and info["collections"].get(collection, 0) >= limit
+        if kind != "exact" or not big or time.monotonic() > deadline:
+            return kind
+        time.sleep(0.5)
+
+
 def bench_graph(team: Team, entities: int, queries: int, provider: str) -> None:
     rng = random.Random(7)
     factory = team.bind([VectorStoreTool(provider=provider), KnowledgeGraphTool()], "bench")
@@ -84,6 +104,8 @@ def bench_graph(team: Team, entities: int, queries: int, provider: str) -> None:
     store.ask(VectorStoreActor.flush).result(timeout=600)
     embedded = time.perf_counter() - start
     print(f"graph load: {entities} entities in {load:.1f} s (embedded after {embedded:.1f} s)")
+    kind = wait_for_index(store, "knowledge_graph")
+    print(f"  vector index: {kind} (ready after {time.perf_counter() - start:.1f} s)")
     texts = [sentence(rng, rng.randint(2, 6)) for _ in range(queries)]
     search = tools["search_graph"]
     for mode in ("keyword", "vector", "hybrid"):
@@ -141,18 +163,97 @@ def bench_planning(team: Team, tasks: int, rounds: int) -> None:
     record(f"search_planning query over {tasks} tasks, p50", p50_p95(samples)[0], "ms")
 
 
+def render_ms(render: Callable[[], str], budget_s: float = 2.0) -> float:
+    """Median milliseconds of one rendering, over as many as fit in ``budget_s`` (5 to 500)."""
+    render()
+    samples: list[float] = []
+    spent = 0.0
+    while len(samples) < 5 or (spent < budget_s and len(samples) < 500):
+        start = time.perf_counter()
+        render()
+        samples.append(time.perf_counter() - start)
+        spent += samples[-1]
+    return statistics.median(samples) * 1000
+
+
+def grow_graph(team: Team, first: int, last: int) -> None:
+    rng = random.Random(first)
+    graph = team.actor("#KnowledgeGraphTool")
+    assert graph is not None
+    for lo in range(first, last, 1000):
+        batch = [
+            {
+                "name": f"entity-{i:06d}",
+                "entity_type": rng.choice(KINDS),
+                "description": sentence(rng, 8),
+                "is_root": i % 25 == 0,
+            }
+            for i in range(lo, min(last, lo + 1000))
+        ]
+        graph.ask("update", create_entities=[EntityCreate(**e) for e in batch], timeout=600)
+
+
+def grow_plan(team: Team, first: int, last: int) -> None:
+    rng = random.Random(first)
+    plan = team.actor("#PlanningTool")
+    assert plan is not None
+    owners = [None, "alice", "bob", "carol", "dave", "erin", "frank", "grace"]
+    for lo in range(first, last, 1000):
+        creates = [
+            TaskCreate(description=sentence(rng, 8), owner=rng.choice(owners))
+            for _ in range(lo, min(last, lo + 1000))
+        ]
+        plan.ask("apply", rng.choice(owners[1:]), creates, [], [], timeout=600)
+
+
+def bench_summaries(sizes: list[int]) -> None:
+    """System-prompt renderings (actor ask + text) of the graph and the plan, by size."""
+    with Team("bench-summaries", ":memory:") as team:
+        alice = team.bind([KnowledgeGraphTool(vector_store=False)], "alice")
+        (graph_prompt,) = alice.get_system_prompts()
+        mine = team.bind([PlanningTool(vector_store=False)], "alice").get_system_prompts()[0]
+        every = team.bind(
+            [PlanningTool(vector_store=False, get_planning={"filter_by_agent": False})], "bob"
+        ).get_system_prompts()[0]
+        for prompt in (graph_prompt, mine, every):
+            prompt()  # binds the card's actor
+        rows: list[tuple[int, float, float, float]] = []
+        done = 0
+        for size in sizes:
+            grow_graph(team, done, size)
+            grow_plan(team, done, size)
+            done = size
+            rows.append((size, render_ms(graph_prompt), render_ms(mine), render_ms(every)))
+    print("system prompt rendering (ask + render), median ms:")
+    print(f"  {'size':>8}  {'graph':>8}  {'plan (own)':>10}  {'plan (all)':>10}")
+    for size, graph_ms, mine_ms, every_ms in rows:
+        print(f"  {size:>8}  {graph_ms:8.3f}  {mine_ms:10.3f}  {every_ms:10.3f}")
+    small, large = rows[0], rows[-1]
+    names = ("graph summary", "plan summary (own tasks)", "plan summary (all tasks)")
+    for n, name in enumerate(names, start=1):
+        ratio = large[n] / small[n]
+        print(f"  {name}: {large[0]} / {small[0]} = {ratio:.2f}x")
+        record(f"{name} render, {large[0]} items", large[n], "ms")
+        record(f"{name} render, {large[0]} / {small[0]} items", ratio, "x", goal="<= 1.5x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples (under 60 s)")
     parser.add_argument("--provider", default="hash", choices=("hash", "local"))
     parser.add_argument("--entities", type=int, default=10_000)
+    parser.add_argument("--part", default="all", choices=("all", "graph", "planning", "summaries"))
     args = parser.parse_args()
     queries = 100 if args.quick else 1_000
     with tempfile.TemporaryDirectory() as tmp:
-        with Team("bench-graph", Path(tmp) / "graph.db") as team:
-            bench_graph(team, args.entities, queries, args.provider)
-        with Team("bench-plan", Path(tmp) / "plan.db") as team:
-            bench_planning(team, 300 if args.quick else 2_000, 100 if args.quick else 1_000)
+        if args.part in ("all", "graph"):
+            with Team("bench-graph", Path(tmp) / "graph.db") as team:
+                bench_graph(team, args.entities, queries, args.provider)
+        if args.part in ("all", "planning"):
+            with Team("bench-plan", Path(tmp) / "plan.db") as team:
+                bench_planning(team, 300 if args.quick else 2_000, 100 if args.quick else 1_000)
+    if args.part in ("all", "summaries"):
+        bench_summaries([1_000, 10_000] if args.quick else [1_000, 10_000, 100_000])
 
 
 if __name__ == "__main__":

@@ -1,6 +1,11 @@
-"""Vector store costs: top-10 over 100k x 384 (exact, batched, inverted-file), adds, embeddings.
+"""Vector store costs: top-10 over 100k x 384 (exact, batched, inverted file, HNSW), adds,
+embeddings.
 
-Run: .venv/bin/python benchmarks/bench_vector.py [--quick]
+Run: .venv/bin/python benchmarks/bench_vector.py [--quick] [--hnsw-sizes 100000,1000000]
+     [--hnsw-only]
+
+Exact vs HNSW prints p50/p95, recall@10 against the exact answer, the build time, the memory
+the graph added, and the ratio of the largest to the smallest size.
 
 The corpus is synthetic but clustered like sentence embeddings (2,000 topics plus noise), so
 recall figures of the approximate search mean something. ``run(quick)`` returns the figures
@@ -77,6 +82,91 @@ def bench_search(n: int, n_queries: int) -> dict[str, float]:
     return out
 
 
+def rss_mb() -> float:
+    """Resident memory of this process in MiB (Linux)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def bench_hnsw(n: int, n_queries: int, m: int = 16, efc: int = 128) -> dict[str, float]:
+    """Exact scan against the faiss HNSW graph on the same vectors: p50, recall@10, build."""
+    from toolcards.tools.vector_store.hnsw_index import HnswIndex, build_graph
+
+    vecs, queries = corpus(n, n_queries, seed=4)
+    ids = [f"doc-{i}" for i in range(n)]
+    exact = InMemoryIndex(DIM, capacity=n)
+    exact.add(ids, vecs)
+    truth = [{h[0] for h in hits} for hits in exact.search_batch(queries, 10)]
+    out: dict[str, float] = {"n": n, "m": m, "efc": efc}
+    out["exact_ms"], out["exact_p95_ms"], out["exact_cpu_ms"] = timed(
+        lambda q: exact.search(q, 10), queries
+    )
+    before = rss_mb()
+    start = time.perf_counter()
+    graph = build_graph(vecs, m=m, ef_construction=efc)
+    out["build_s"] = time.perf_counter() - start
+    index = HnswIndex(DIM, graph=graph, labels=ids)
+    start = time.perf_counter()
+    index.calibrate()
+    out["calibrate_s"] = time.perf_counter() - start
+    out["memory_mb"] = rss_mb() - before
+    out["ef_search"] = index.ef_search
+    out["hnsw_ms"], out["hnsw_p95_ms"], out["hnsw_cpu_ms"] = timed(
+        lambda q: index.search(q, 10), queries
+    )
+    found = [{h[0] for h in index.search(q, 10)} for q in queries]
+    out["recall_at_10"] = float(
+        np.mean([len(a & b) / 10 for a, b in zip(truth, found, strict=True)])
+    )
+    for ef in (64, 128, 256, 512):
+        hits = index.search_batch(queries, 10, ef=ef)
+        out[f"recall_ef{ef}"] = float(
+            np.mean([len(t & {h[0] for h in f}) / 10 for t, f in zip(truth, hits, strict=True)])
+        )
+    return out
+
+
+def report_hnsw(rows: list[dict[str, float]]) -> None:
+    first = rows[0]
+    print(
+        f"exact vs HNSW (faiss IndexHNSWFlat, M={int(first['m'])}, "
+        f"efConstruction={int(first['efc'])}, 2 build threads):"
+    )
+    print(
+        f"  {'vectors':>9} {'exact p50':>10} {'hnsw p50':>9} {'p95':>7} {'cpu':>7} "
+        f"{'recall@10':>9} {'ef':>4} {'build s':>8} {'memory':>9}  recall at ef 64/128/256/512"
+    )
+    for r in rows:
+        sweep = "/".join(f"{r[f'recall_ef{ef}']:.3f}" for ef in (64, 128, 256, 512))
+        print(
+            f"  {int(r['n']):>9,} {r['exact_ms']:8.2f}ms {r['hnsw_ms']:7.3f}ms "
+            f"{r['hnsw_p95_ms']:5.2f}ms {r['hnsw_cpu_ms']:5.2f}ms {r['recall_at_10']:9.3f} "
+            f"{int(r['ef_search']):>4} "
+            f"{r['build_s']:8.1f} {r['memory_mb']:6.0f} MiB  {sweep}"
+        )
+    for r in rows:
+        size = f"{int(r['n']) // 1000}k x {DIM}"
+        record(
+            f"top-10 over {size}, HNSW, p50",
+            r["hnsw_ms"],
+            "ms",
+            peer="exact scan (same run)",
+            peer_value=r["exact_ms"],
+            goal="< 2 ms at recall@10 >= 0.95",
+        )
+        record(f"top-10 over {size}, HNSW, recall@10", r["recall_at_10"], "", goal=">= 0.95")
+        record(f"HNSW build over {size}, 2 threads", r["build_s"], "s")
+        record(f"HNSW memory over {size}", r["memory_mb"], "MiB")
+    if len(rows) > 1:
+        small, large = rows[0], rows[-1]
+        grow = large["n"] / small["n"]
+        print(
+            f"  {int(large['n']):,} / {int(small['n']):,} vectors ({grow:.0f}x): exact "
+            f"{large['exact_ms'] / small['exact_ms']:.1f}x, HNSW "
+            f"{large['hnsw_ms'] / small['hnsw_ms']:.1f}x"
+        )
+
+
 def bench_adds(n: int) -> dict[str, float]:
     """Incremental adds through the durable store: rows written and time per added text."""
     vecs, _ = corpus(n + 200, 1, seed=1)
@@ -151,9 +241,24 @@ def run(quick: bool = False) -> dict[str, dict[str, float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes (a few seconds)")
+    parser.add_argument(
+        "--hnsw-sizes",
+        default=None,
+        help="comma-separated collection sizes for exact vs HNSW (default 10000,100000; "
+        "1000000 builds for ~5-10 min on 2 cores and needs ~6 GB)",
+    )
+    parser.add_argument("--hnsw-only", action="store_true", help="only exact vs HNSW")
+    parser.add_argument("--hnsw-m", type=int, default=16, help="graph links per vector")
+    parser.add_argument("--hnsw-efc", type=int, default=128, help="efConstruction")
     args = parser.parse_args()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"cpus={os.cpu_count()} load(1m)={load:.1f} quick={args.quick}")
+    default = "5000,20000" if args.quick else "10000,100000"
+    sizes = [int(v) for v in (args.hnsw_sizes or default).split(",")]
+    queries = 50 if args.quick else 200
+    report_hnsw([bench_hnsw(n, queries, args.hnsw_m, args.hnsw_efc) for n in sizes])
+    if args.hnsw_only:
+        return
     figures = run(args.quick)
     s, a, e, q = (figures[k] for k in ("search", "adds", "embedding", "qdrant_local"))
     n = int(s["n"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from concurrent.futures import Future
 from typing import Any
@@ -40,10 +41,42 @@ def test_weight_count_must_match() -> None:
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [(True, "#VectorStore"), (False, None), ("Docs", "#Docs"), ("#Docs", "#Docs"), ("", None)],
+    [
+        (True, "#VectorStore"),
+        (False, None),
+        ("Docs", "#Docs"),
+        ("#Docs", "#Docs"),
+        (" Docs ", "#Docs"),
+    ],
 )
 def test_store_actor_name(value: bool | str, expected: str | None) -> None:
     assert store_actor_name(value) == expected
+
+
+BAD_NAMES = ["", "#", "bad name!", "9lives", "a" * 65, "../etc"]
+
+
+@pytest.mark.parametrize("bad", BAD_NAMES)
+def test_a_bad_store_name_gets_one_error_from_card_and_consumers(bad: str) -> None:
+    from pydantic import ValidationError
+
+    from toolcards.tools._common.fusion import BAD_STORE_NAME
+    from toolcards.tools.vector_store.card import VectorStoreTool
+    from toolcards.tools.vector_store.client import actor_name
+
+    with pytest.raises(ValueError, match=re.escape(BAD_STORE_NAME)):
+        store_actor_name(bad)
+    with pytest.raises(ValueError, match=re.escape(BAD_STORE_NAME)):
+        actor_name(bad)
+    with pytest.raises(ValidationError, match=re.escape(BAD_STORE_NAME)):
+        VectorStoreTool(provider="hash", name=bad)
+
+
+def test_card_and_consumer_name_the_same_actor() -> None:
+    from toolcards.tools.vector_store.card import VectorStoreTool
+
+    for name in ("Docs", "#Docs", "docs.v2-b_1"):
+        assert VectorStoreTool(provider="hash", name=name).actor_name == store_actor_name(name)
 
 
 def _resolved(hits: list[tuple[str, float]]) -> Future[list[tuple[str, float]]]:

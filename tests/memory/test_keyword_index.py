@@ -133,3 +133,48 @@ def test_clear_empties_the_index(index: KeywordIndex) -> None:
 def test_wrong_number_of_values_is_rejected(index: KeywordIndex) -> None:
     with pytest.raises(ValueError):
         index.upsert("x", "only one")
+
+
+def _corpus(index: KeywordIndex, size: int, seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    words = [
+        "ledger",
+        "payout",
+        "fraud",
+        "search",
+        "index",
+        "image",
+        "resize",
+        "notify",
+        "tax",
+        "shipping",
+        "quote",
+        "token",
+    ]
+    for i in range(size):
+        index.upsert(f"d{i}", " ".join(rng.choices(words, k=rng.randint(1, 3))), "")
+
+
+def test_a_large_index_ranks_like_the_plain_loop_with_ties_by_insertion() -> None:
+    fast, slow = KeywordIndex(("text", "x")), KeywordIndex(("text", "x"))
+    slow._np = None
+    _corpus(fast, 20_000, 1)
+    _corpus(slow, 20_000, 1)
+    for query in ("fraud", "ledger payout", "tax shipping quote token", "image"):
+        for k in (1, 10, 30):
+            got, want = fast.search(query, k), slow.search(query, k)
+            assert [d for d, _ in got] == [d for d, _ in want]
+            assert [round(s, 9) for _, s in got] == [round(s, 9) for _, s in want]
+
+
+def test_cached_term_weights_follow_changes_in_document_lengths() -> None:
+    index, fresh = KeywordIndex(("text", "x")), KeywordIndex(("text", "x"))
+    _corpus(index, 5_000, 2)
+    _corpus(fresh, 5_000, 2)
+    first = index.search("ledger", 5)  # caches the weights of "ledger"
+    for target in (index, fresh):  # the average length grows; "ledger" postings do not change
+        for i in range(3_000):
+            target.upsert(f"long{i}", "filler " * 40, "")
+    assert index.search("ledger", 5) == fresh.search("ledger", 5) != first

@@ -10,9 +10,9 @@ import pytest
 from toolcards.tools.vector_store.embeddings import (
     HashEmbeddingProvider,
     LocalMiniLMProvider,
-    make_provider,
     vocab_path,
 )
+from toolcards.tools.vector_store.providers import make_provider
 
 VOCAB_SHA256 = "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"
 

@@ -8,6 +8,7 @@ absent, unavailable or failing they rank by keywords alone and say so once.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -49,16 +50,31 @@ def rrf_fuse(
     return sorted(scores.items(), key=lambda item: (-item[1], order[item[0]]))
 
 
+STORE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+BAD_STORE_NAME = (
+    "a vector store is named by 1 to 64 letters, digits, '_', '.' or '-', starting with a "
+    "letter (a leading '#' is allowed)"
+)
+
+
+def store_name(value: object) -> str:
+    """The bare name of a vector store (``Docs`` for ``"Docs"``, ``" #Docs "``), or
+    ValueError. The one rule for store names: the card's ``name`` and every consumer's
+    ``vector_store`` reference go through it."""
+    name = value.strip().removeprefix("#") if isinstance(value, str) else ""
+    if not STORE_NAME.match(name):
+        raise ValueError(f"{BAD_STORE_NAME}, got {value!r:.80}")
+    return name
+
+
 def store_actor_name(vector_store: bool | str) -> str | None:
-    """The actor name a ``vector_store`` card field designates (None when disabled)."""
+    """The actor a store reference designates: ``True`` -> ``#VectorStore``, ``"Docs"`` ->
+    ``#Docs``, ``False`` -> None; ValueError (:func:`store_name`) for a bad name."""
     if vector_store is False:
         return None
     if vector_store is True:
         return DEFAULT_STORE
-    name = vector_store.strip()
-    if not name:
-        return None
-    return name if name.startswith("#") else "#" + name
+    return "#" + store_name(vector_store)
 
 
 class ActorFinder(Protocol):

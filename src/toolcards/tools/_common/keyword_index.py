@@ -106,6 +106,10 @@ class KeywordIndex:
         self._terms_of: dict[int, list[str]] = {}
         self._postings: dict[str, dict[int, float]] = {}
         self._arrays: dict[str, tuple[Any, Any]] = {}
+        self._weights_of: dict[str, Any] = {}
+        """Per term, ``(k1 + 1) * tf / (tf + k1 * (1 - b + b * len / avg))`` of each posting;
+        valid while the collection's length statistics are ``_weights_for``."""
+        self._weights_for: tuple[float, int, float, float] = (-1.0, -1, 0.0, 0.0)
         self._np: Any = _numpy()
 
     def __len__(self) -> int:
@@ -139,6 +143,7 @@ class KeywordIndex:
         for term, count in freq.items():
             self._postings.setdefault(term, {})[slot] = count
             self._arrays.pop(term, None)
+            self._weights_of.pop(term, None)
 
     def upsert_many(self, docs: Iterable[tuple[str, Sequence[str]]]) -> None:
         """Insert or replace many documents."""
@@ -156,6 +161,7 @@ class KeywordIndex:
             if not posting:
                 del self._postings[term]
             self._arrays.pop(term, None)
+            self._weights_of.pop(term, None)
         self._total -= self._lengths[slot]
         self._lengths[slot] = 0.0
         self._ids[slot] = None
@@ -211,7 +217,7 @@ class KeywordIndex:
         for term, idf in weighted:
             for slot, tf in self._postings[term].items():
                 if keep is None or slot in keep:
-                    part = idf * tf * k1p / (tf + c1 + c2 * lengths[slot])
+                    part = idf * (tf * k1p / (tf + c1 + c2 * lengths[slot]))
                     scores[slot] = scores.get(slot, 0.0) + part
         best = heapq.nlargest(top_k, scores.items(), key=lambda item: (item[1], -item[0]))
         return [(str(self._ids[slot]), score) for slot, score in best]
@@ -225,23 +231,48 @@ class KeywordIndex:
         allowed: set[str] | None,
     ) -> list[tuple[str, float]]:
         np = self._np
-        lengths = np.frombuffer(self._lengths, dtype=np.float64)
         scores = np.zeros(len(self._ids), dtype=np.float64)
-        k1p = self.k1 + 1.0
+        stats = (self._total, len(self._slots), self.k1, self.b)
+        if stats != self._weights_for:  # lengths changed: every cached weight is stale
+            self._weights_of.clear()
+            self._weights_for = stats
         for term, idf in weighted:
-            slots, tfs = self._posting_arrays(term)
-            scores[slots] += idf * tfs * k1p / (tfs + c1 + c2 * lengths[slots])
+            slots, weights = self._term_weights(term, c1, c2)
+            scores[slots] += idf * weights
         if allowed is not None:
             mask = np.zeros(len(scores), dtype=bool)
             picked = list(self._allowed_slots(allowed))
             if picked:
                 mask[np.asarray(picked, dtype=np.int64)] = True
             scores[~mask] = 0.0
-        hits = np.flatnonzero(scores > 0.0)
-        if len(hits) > top_k:
-            hits = hits[np.argpartition(-scores[hits], top_k - 1)[:top_k]]
-        order = sorted(hits.tolist(), key=lambda s: (-scores[s], s))
-        return [(str(self._ids[s]), float(scores[s])) for s in order]
+        best = self._best(scores, top_k)
+        return [(str(self._ids[s]), float(scores[s])) for s in best.tolist()]
+
+    def _best(self, scores: Any, top_k: int) -> Any:
+        """Slots of the ``top_k`` positive scores, by score then slot (ties: lower slot).
+
+        A strided sample's ``top_k``-th best score is a lower bound of the whole array's, so
+        only the scores reaching it are sorted (a few times ``top_k``, not every hit).
+        """
+        np = self._np
+        floor = 0.0
+        stride = len(scores) // (64 * top_k)
+        if stride > 1:
+            sample = scores[::stride]
+            if np.count_nonzero(sample) >= top_k:
+                floor = float(np.partition(sample, len(sample) - top_k)[len(sample) - top_k])
+        hits = np.flatnonzero(scores >= floor) if floor > 0.0 else np.flatnonzero(scores > 0.0)
+        order = np.lexsort((hits, -scores[hits]))[:top_k]
+        return hits[order]
+
+    def _term_weights(self, term: str, c1: float, c2: float) -> tuple[Any, Any]:
+        slots, tfs = self._posting_arrays(term)
+        weights = self._weights_of.get(term)
+        if weights is None:
+            lengths = self._np.frombuffer(self._lengths, dtype=self._np.float64)
+            weights = tfs * (self.k1 + 1.0) / (tfs + c1 + c2 * lengths[slots])
+            self._weights_of[term] = weights
+        return slots, weights
 
     def _posting_arrays(self, term: str) -> tuple[Any, Any]:
         found = self._arrays.get(term)

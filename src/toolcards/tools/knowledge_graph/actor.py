@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import Counter
+import dataclasses
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -112,13 +112,6 @@ class KnowledgeGraphActor(ToolActor):
         return self.graph.search(*args, **kwargs)
 
     def summary(self, max_roots: int) -> dict[str, Any]:
-        """Counts, entity types and root entities."""
-        entities = self.graph.entities.values()
-        roots = [e for e in entities if e.is_root]
-        return {
-            "entities": len(self.graph.entities),
-            "relations": len(self.graph.relations),
-            "types": Counter(e.entity_type for e in entities).most_common(),
-            "roots": roots[:max_roots],
-            "more_roots": max(0, len(roots) - max_roots),
-        }
+        """Counts, entity types and root entities (kept up to date on every change)."""
+        found = self.graph.summary(max_roots)
+        return {field.name: getattr(found, field.name) for field in dataclasses.fields(found)}

@@ -5,6 +5,7 @@ Pure logic with no threads: the tool actor owns one graph and persists what it r
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -83,14 +84,36 @@ class SearchResult:
     paths: list[list[str]] = field(default_factory=list)
 
 
+@dataclass
+class GraphSummary:
+    """Counts, entity types (most common first) and the first root entities."""
+
+    entities: int
+    relations: int
+    types: list[tuple[str, int]]
+    roots: list[Entity]
+    more_roots: int
+
+
 class Graph:
-    """Entities by name, relations by key, adjacency, and a keyword index over both."""
+    """Entities by name, relations by key, adjacency, and a keyword index over both.
+
+    Each entity keeps the position it took in ``entities`` (its ``seq``); counts per type and
+    the root entities are kept sorted by it on every change, so :meth:`summary` costs what it
+    shows (and the number of types), not the size of the graph.
+    """
 
     def __init__(self, entities: Iterable[Entity] = (), relations: Iterable[Relation] = ()):
         self.entities: dict[str, Entity] = {}
         self.relations: dict[str, Relation] = {}
         self._adjacent: dict[str, set[str]] = {}
         self._index = KeywordIndex(("name", "kind", "body"), weights=(3.0, 1.0, 1.0))
+        self._seq: dict[str, int] = {}
+        self._next_seq = 0
+        self._types: dict[str, list[int]] = {}
+        """Entity type -> sorted seqs of its entities (count and first appearance)."""
+        self._roots: list[tuple[int, str]] = []
+        self._type_order: list[tuple[str, int]] | None = None
         with_docs = [(ENTITY + e.name, self._put_entity(e)) for e in entities]
         with_docs += [(RELATION + r.key, self._put_relation(r)) for r in relations]
         self._index.upsert_many(with_docs)
@@ -98,7 +121,14 @@ class Graph:
     # ---- storage ------------------------------------------------------------------------------
 
     def _put_entity(self, entity: Entity) -> tuple[str, str, str]:
+        old = self.entities.get(entity.name)
+        if old is None:
+            self._seq[entity.name] = self._next_seq
+            self._next_seq += 1
+        else:
+            self._tally(old, -1)
         self.entities[entity.name] = entity
+        self._tally(entity, +1)
         self._adjacent.setdefault(entity.name, set())
         return (
             entity.name,
@@ -112,6 +142,44 @@ class Graph:
         self._adjacent.setdefault(relation.to_entity, set()).add(relation.key)
         names = f"{relation.from_entity} {relation.to_entity}"
         return (names, relation.relation_type, relation.description)
+
+    def _drop_entity(self, name: str) -> None:
+        self._tally(self.entities.pop(name), -1)
+        del self._seq[name]
+        self._adjacent.pop(name, None)
+        self._index.remove(ENTITY + name)
+
+    def _tally(self, entity: Entity, sign: int) -> None:
+        """Add (``sign`` 1) or withdraw (-1) ``entity`` from the type counts and the roots."""
+        seq = self._seq[entity.name]
+        seqs = self._types.setdefault(entity.entity_type, [])
+        if sign > 0:
+            bisect.insort(seqs, seq)
+        else:
+            del seqs[bisect.bisect_left(seqs, seq)]
+            if not seqs:
+                del self._types[entity.entity_type]
+        self._type_order = None
+        if entity.is_root:
+            if sign > 0:
+                bisect.insort(self._roots, (seq, entity.name))
+            else:
+                del self._roots[bisect.bisect_left(self._roots, (seq, entity.name))]
+
+    def summary(self, max_roots: int) -> GraphSummary:
+        """Counts, every entity type with its count (most common first, ties in order of
+        first appearance) and the first ``max_roots`` root entities."""
+        if self._type_order is None:
+            ranked = sorted(self._types.items(), key=lambda item: (-len(item[1]), item[1][0]))
+            self._type_order = [(name, len(seqs)) for name, seqs in ranked]
+        shown = self._roots[: max(0, max_roots)]
+        return GraphSummary(
+            entities=len(self.entities),
+            relations=len(self.relations),
+            types=list(self._type_order),
+            roots=[self.entities[name] for _, name in shown],
+            more_roots=max(0, len(self._roots) - max_roots),
+        )
 
     def _index_entity(self, entity: Entity) -> None:
         self._index.upsert(ENTITY + entity.name, *self._put_entity(entity))
@@ -160,9 +228,7 @@ class Graph:
                 continue
             for key in sorted(self._adjacent.get(name, ())):
                 change.relations_removed.append(self._drop_relation(key))
-            del self.entities[name]
-            self._adjacent.pop(name, None)
-            self._index.remove(ENTITY + name)
+            self._drop_entity(name)
             change.entities_removed.append(name)
         for new in create_entities:
             if new.name in self.entities:

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from toolcards.runtime import ToolActor, ToolActorContext
 from toolcards.tools._common.fusion import VectorLink, VectorSync
-from toolcards.tools.planning.board import Board
+from toolcards.tools.planning.board import Board, BoardView
 from toolcards.tools.planning.models import Task, TaskCreate, TaskUpdate
 
 ACTOR_NAME = "#PlanningTool"
@@ -91,6 +91,14 @@ class PlanningActor(ToolActor):
     def tasks(self) -> list[Task]:
         """Every task, by id."""
         return self.board.filter()
+
+    def head(self, limit: int) -> list[Task]:
+        """The first ``limit`` tasks, by id."""
+        return self.board.view(None, False, limit).scoped
+
+    def summary(self, member: str | None, filter_by_agent: bool, max_tasks: int) -> BoardView:
+        """What the plan summary shows (see :meth:`Board.view`); costs what it shows."""
+        return self.board.view(member, filter_by_agent, max_tasks)
 
     def search(
         self,

@@ -6,6 +6,8 @@ A batch is validated as a whole and then applied, so a rejected batch changes no
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -16,11 +18,37 @@ from toolcards.tools._common.fusion import rrf_fuse
 from toolcards.tools.planning.models import Task, TaskCreate, TaskUpdate
 
 
+def member_key(name: str) -> str:
+    """The form under which member names compare (``@Alice`` and ``alice`` share one)."""
+    return name.strip().lstrip("@").casefold()
+
+
 def same_member(a: str | None, b: str | None) -> bool:
     """Whether two member names designate the same member (``@Alice`` is ``alice``)."""
     if a is None or b is None:
         return False
-    return a.strip().lstrip("@").casefold() == b.strip().lstrip("@").casefold()
+    return member_key(a) == member_key(b)
+
+
+def _tally(counter: Counter[Any], key: Any, sign: int) -> None:
+    counter[key] += sign
+    if counter[key] <= 0:
+        del counter[key]
+
+
+@dataclass
+class BoardView:
+    """What the plan summary shows, read from the board's running totals in O(shown).
+
+    ``scoped`` holds the first ``max_tasks`` tasks in scope (by id) out of ``scoped_total``;
+    ``owners`` counts tasks by their raw owner (``None``: unassigned).
+    """
+
+    total: int
+    by_status: dict[str, int]
+    owners: dict[str | None, int]
+    scoped: list[Task]
+    scoped_total: int
 
 
 @dataclass
@@ -45,7 +73,12 @@ class BoardChange:
 
 
 class Board:
-    """Tasks by id, with a keyword index over descriptions and outputs."""
+    """Tasks by id, with a keyword index over descriptions and outputs.
+
+    ``tasks`` iterates in id order (new ids are always the largest). Counts by status and
+    owner, and each member's task ids (owner or creator, sorted), are kept up to date on every
+    change, so :meth:`view` costs what it shows, not the size of the board.
+    """
 
     def __init__(self, tasks: Iterable[Task] = (), next_id: int = 1) -> None:
         from toolcards.tools._common.keyword_index import KeywordIndex
@@ -53,13 +86,59 @@ class Board:
         self.tasks: dict[int, Task] = {}
         self.next_id = next_id
         self._index = KeywordIndex(("description", "output"), weights=(1.0, 0.5))
-        for task in tasks:
-            self.tasks[task.id] = task
+        self._status: Counter[str] = Counter()
+        self._owners: Counter[str | None] = Counter()
+        self._members: dict[str, list[int]] = {}
+        for task in sorted(tasks, key=lambda t: t.id):
+            self._put(task)
             self.next_id = max(self.next_id, task.id + 1)
-            self._reindex(task)
 
-    def _reindex(self, task: Task) -> None:
-        self._index.upsert(str(task.id), task.description, task.output)
+    def _put(self, task: Task, reindex: bool = True) -> None:
+        """Insert or replace ``task``, keeping the index and the running totals in step."""
+        old = self.tasks.get(task.id)
+        if old is not None:
+            self._count(old, -1)
+        self.tasks[task.id] = task
+        self._count(task, +1)
+        if reindex:
+            self._index.upsert(str(task.id), task.description, task.output)
+
+    def _drop(self, task_id: int) -> None:
+        self._count(self.tasks.pop(task_id), -1)
+        self._index.remove(str(task_id))
+
+    def _count(self, task: Task, sign: int) -> None:
+        _tally(self._status, task.status, sign)
+        _tally(self._owners, task.owner, sign)
+        keys = {member_key(task.creator)}
+        if task.owner is not None:
+            keys.add(member_key(task.owner))
+        for key in keys:
+            ids = self._members.setdefault(key, [])
+            if sign > 0:
+                bisect.insort(ids, task.id)
+            else:
+                del ids[bisect.bisect_left(ids, task.id)]
+                if not ids:
+                    del self._members[key]
+
+    def view(self, member: str | None, filter_by_agent: bool, max_tasks: int) -> BoardView:
+        """Totals, owners and the first ``max_tasks`` tasks in scope: the member's own tasks
+        (owner or creator) when ``filter_by_agent`` and ``member`` are given, else all."""
+        if filter_by_agent and member:
+            ids = self._members.get(member_key(member), [])
+            scoped = [self.tasks[i] for i in ids[:max_tasks]]
+            scoped_total = len(ids)
+        else:
+            scoped = list(itertools.islice(self.tasks.values(), max_tasks))
+            scoped_total = len(self.tasks)
+        return BoardView(
+            total=len(self.tasks),
+            by_status=dict(self._status),
+            owners=dict(self._owners),
+            scoped=scoped,
+            scoped_total=scoped_total,
+        )
 
     def get(self, task_id: int) -> Task:
         """The task ``task_id``; RetriableError naming the valid ids when unknown."""
@@ -173,8 +252,7 @@ class Board:
                 depends_on=sorted(set(new.depends_on)),
             )
             self.next_id += 1
-            self.tasks[task.id] = task
-            self._reindex(task)
+            self._put(task)
             change.created.append(task)
         for upd in update:
             old = self.tasks[upd.id]
@@ -182,13 +260,11 @@ class Board:
             if "depends_on" in fields:
                 fields["depends_on"] = sorted(set(fields["depends_on"]))
             task = old.model_copy(update={**fields, "version": old.version + 1})
-            self.tasks[task.id] = task
-            self._reindex(task)
+            self._put(task)
             change.updated.append(task)
         touched = {t.id: t for t in change.updated}
         for task_id in delete:
-            del self.tasks[task_id]
-            self._index.remove(str(task_id))
+            self._drop(task_id)
             change.deleted.append(task_id)
         if delete:
             gone = set(delete)
@@ -198,7 +274,7 @@ class Board:
                     fixed = task.model_copy(
                         update={"depends_on": kept, "version": task.version + 1}
                     )
-                    self.tasks[task.id] = fixed
+                    self._put(fixed, reindex=False)
                     touched[task.id] = fixed
             change.updated = list(touched.values())
         return change
@@ -237,9 +313,3 @@ class Board:
             rankings.append([hit for hit in vector_hits if hit[0] in allowed])
         fused = rrf_fuse(rankings, k=rrf_k)
         return [self.tasks[int(doc_id)] for doc_id, _ in fused[:top_k]]
-
-    def totals(self) -> tuple[Counter[str], Counter[str]]:
-        """Counts by status and by owner (``None`` owner counted as ``unassigned``)."""
-        by_status: Counter[str] = Counter(t.status for t in self.tasks.values())
-        by_owner: Counter[str] = Counter(t.owner or "unassigned" for t in self.tasks.values())
-        return by_status, by_owner

@@ -96,9 +96,12 @@ class PlanningTool(ToolCard):
         return [f for f in fields if self.exposed(f, Channels.TOOL_CALL) is not None]
 
     def _summary(self, param: GetPlanning) -> str:
-        tasks = self._actor().ask(PlanningActor.tasks)
+        member = self._member()
+        view = self._actor().ask(
+            PlanningActor.summary, member, param.filter_by_agent, param.max_tasks
+        )
         return planning_summary(
-            tasks, self._member(), param.filter_by_agent, param.max_tasks, self._exposed_tools()
+            view, member, param.filter_by_agent, param.max_tasks, self._exposed_tools()
         )
 
     # ---- capabilities -------------------------------------------------------------------------
@@ -216,11 +219,11 @@ class PlanningTool(ToolCard):
 
     def _context_state(self, param: GetPlanning) -> Callable[[], ContextState]:
         def state() -> ContextState:
-            tasks = self._actor().ask(PlanningActor.tasks)
+            tasks = self._actor().ask(PlanningActor.head, param.max_tasks)
             return ContextState(
                 key="planning",
                 title="Team planning",
-                items={str(t.id): task_line(t) for t in tasks[: param.max_tasks]},
+                items={str(t.id): task_line(t) for t in tasks},
             )
 
         return state

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from toolcards.tools.planning.board import same_member
+from toolcards.tools.planning.board import BoardView
 from toolcards.tools.planning.models import STATUSES, Task
 
 
@@ -41,21 +41,20 @@ def task_detail(task: Task, dependencies: Sequence[Task]) -> str:
 
 
 def planning_summary(
-    tasks: Sequence[Task],
+    view: BoardView,
     member: str | None,
     filter_by_agent: bool,
     max_tasks: int,
     hint_tools: Sequence[str],
 ) -> str:
     """Totals, owners, the tasks in scope and a hint naming only the exposed tools."""
-    counts = {s: sum(1 for t in tasks if t.status == s) for s in STATUSES}
-    by_status = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-    header = f"**Team planning:** {len(tasks)} tasks total"
+    by_status = ", ".join(f"{view.by_status[s]} {s}" for s in STATUSES if view.by_status.get(s))
+    header = f"**Team planning:** {view.total} tasks total"
     lines = [header + (f" ({by_status})" if by_status else "")]
     owners: dict[str, int] = {}
-    for task in tasks:
-        key = at(task.owner)
-        owners[key] = owners.get(key, 0) + 1
+    for owner, count in view.owners.items():
+        key = at(owner)
+        owners[key] = owners.get(key, 0) + count
     if owners:
         unassigned = owners.pop("unassigned", 0)
         parts = [f"{name}: {n}" for name, n in sorted(owners.items())]
@@ -63,16 +62,12 @@ def planning_summary(
             parts.append(f"unassigned: {unassigned}")
         lines.append("Owners: " + " | ".join(parts))
     if filter_by_agent and member:
-        scoped = [
-            t for t in tasks if same_member(t.owner, member) or same_member(t.creator, member)
-        ]
         lines += ["", f"**Your tasks** (owner or creator: {at(member)}):"]
     else:
-        scoped = list(tasks)
         lines += ["", "**All tasks:**"]
-    lines += [f"- {task_line(t)}" for t in scoped[:max_tasks]] or ["(none)"]
-    if len(scoped) > max_tasks:
-        lines.append(f"... {len(scoped) - max_tasks} more")
+    lines += [f"- {task_line(t)}" for t in view.scoped[:max_tasks]] or ["(none)"]
+    if view.scoped_total > max_tasks:
+        lines.append(f"... {view.scoped_total - max_tasks} more")
     hints = []
     if "get_planning_task" in hint_tools:
         hints.append("get_planning_task(id) for exact ID lookup")

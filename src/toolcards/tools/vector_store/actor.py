@@ -14,7 +14,7 @@ import importlib
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -22,25 +22,17 @@ from pydantic import BaseModel
 
 from toolcards.core.actors import ActorHandle
 from toolcards.runtime import ToolActor, ToolActorContext
-from toolcards.tools.vector_store.embeddings import (
-    EmbeddingProvider,
-    VectorExtraMissing,
-    make_provider,
-)
-from toolcards.tools.vector_store.index import (
-    Hit,
-    InMemoryIndex,
-    VectorIndex,
-    default_cells,
-    kmeans,
-    nearest_cells,
-)
+from toolcards.tools.vector_store.base import EmbeddingProvider, VectorExtraMissing
+from toolcards.tools.vector_store.hnsw_index import HnswIndex
+from toolcards.tools.vector_store.index import Hit, InMemoryIndex, VectorIndex
+from toolcards.tools.vector_store.indexing import Delta, IndexBuilder, install_graph, take_delta
 from toolcards.tools.vector_store.models import VectorStoreConfig
+from toolcards.tools.vector_store.providers import make_provider
 from toolcards.tools.vector_store.records import check_collection, valid_pair
 from toolcards.tools.vector_store.store import IndexFactory, Pending, VectorStore, inmemory_factory
 
 if TYPE_CHECKING:
-    from toolcards.tools.vector_store.embeddings import Matrix
+    from toolcards.tools.vector_store.base import Matrix
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +53,10 @@ def provider_for(config: VectorStoreConfig) -> EmbeddingProvider:
         max_length=config.max_length,
         timeout_s=config.timeout_s,
         base_url=config.openai_base_url,
+        api_key=config.api_key,
+        azure_endpoint=config.azure_endpoint,
+        azure_deployment=config.azure_deployment,
+        azure_api_version=config.azure_api_version,
     )
 
 
@@ -88,7 +84,7 @@ class VectorStoreActor(ToolActor):
         self._jobs = 0
         self._waiters: list[Future[None]] = []
         self._queries: set[Future[list[Hit]]] = set()
-        self._training: set[str] = set()
+        self._builder: IndexBuilder | None = None
         self._qdrant: Any = None
         self.last_error: str | None = None
 
@@ -111,12 +107,20 @@ class VectorStoreActor(ToolActor):
         self._pool = ThreadPoolExecutor(
             self.cfg.workers, thread_name_prefix=f"{self.ctx.name}-embed"
         )
+        self._builder = IndexBuilder(
+            self.cfg,
+            self.store.dimension,
+            self.ctx.name,
+            self.ctx.team_id,
+            self._tell_self,
+            self._ask_self,
+        )
         if self.cfg.backend == "qdrant":
             self._pool.submit(importlib.import_module, "qdrant_client")
         for collection, todo in self.store.restore():
             self._submit(collection, todo)
         for collection in self.store.collections():
-            self._maybe_train(collection)
+            self._builder.start(collection, self.store.index(collection))
         if self.cfg.provider == "local":  # load the model now, not on the first query
             self._pool.submit(_warm_up, self.cfg)
 
@@ -124,6 +128,11 @@ class VectorStoreActor(ToolActor):
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
+        if self._builder is not None:
+            self._builder.stop()
+            if self.store is not None:
+                for collection in self.store.collections():
+                    self._builder.save(collection, self.store.index(collection))
         pending: list[Future[Any]] = [*self._waiters, *self._queries]
         for waiter in pending:
             if not waiter.done():
@@ -155,6 +164,12 @@ class VectorStoreActor(ToolActor):
             raise VectorExtraMissing(self.reason or f"{self.ctx.name} is not started")
         return self.store
 
+    def _tell_self(self, method: str, *args: Any) -> None:  # worker threads
+        self._self().tell(_own(method), *args)
+
+    def _ask_self(self, method: str, *args: Any) -> Any:  # worker threads
+        return self._self().within(60.0).ask(_own(method), *args)
+
     def _self(self) -> ActorHandle[VectorStoreActor]:
         deadline = time.monotonic() + 10.0
         while True:
@@ -181,16 +196,15 @@ class VectorStoreActor(ToolActor):
             "model": self.cfg.model_name(),
             "dimension": self.cfg.expected_dimension(),
             "backend": self.cfg.backend,
+            "approximate_above": self.cfg.approximate_above,
             "reason": self.reason,
             "last_error": self.last_error,
         }
         if self.store is not None:
             found.update(self.store.info())
-            found["approximate"] = sorted(
-                name
-                for name in found["collections"]
-                if getattr(self.store.index(name), "trained", False)
-            )
+            kinds = {name: _kind(self.store.index(name)) for name in found["collections"]}
+            found["indexes"] = kinds
+            found["approximate"] = sorted(name for name, kind in kinds.items() if kind != "exact")
         return found
 
     def upsert(self, collection: str, items: list[tuple[str, str]]) -> None:
@@ -224,6 +238,8 @@ class VectorStoreActor(ToolActor):
             gone = self.store.remove(collection, ids)
             if gone:
                 self.ctx.emit(_delta(collection, "removed", gone))
+        if gone:
+            self._maybe_train(collection)  # many tombstones: rebuild the graph
 
     def query(self, collection: str, text: str, top_k: int = 10) -> Future[list[Hit]]:
         """A Future of the ``top_k`` best ``(id, cosine)`` for ``text``, best first."""
@@ -298,31 +314,13 @@ class VectorStoreActor(ToolActor):
             self._job_done()
 
     def _maybe_train(self, collection: str) -> None:
-        limit = self.cfg.approximate_above
-        if limit is None or self.store is None or collection in self._training:
-            return
-        index = self.store.index(collection)
-        if not isinstance(index, InMemoryIndex) or index.trained or index.count() < limit:
-            return
-        matrix, rows = index.training_snapshot()
-        self._training.add(collection)
-        assert self._pool is not None
-        self._pool.submit(self._train_job, collection, matrix, rows)
-
-    def _train_job(self, collection: str, matrix: Matrix, rows: int) -> None:  # worker thread
-        centroids: Matrix | None = None
-        assign: Any = None
-        try:
-            centroids = kmeans(matrix, rows, default_cells(rows))
-            assign = nearest_cells(matrix[:rows], centroids)
-        except Exception as exc:
-            logger.warning("%s: training %s failed: %s", self.ctx.name, collection, exc)
-            centroids = assign = None
-        self._self().tell(VectorStoreActor.worker_trained, collection, centroids, assign, rows)
+        if self._builder is not None and self.store is not None:
+            self._builder.consider(collection, self.store.index(collection))
 
     def worker_trained(self, collection: str, centroids: Any, assign: Any, rows: int) -> None:
         """Internal: a worker partitioned ``collection``; switch it to approximate search."""
-        self._training.discard(collection)
+        if self._builder is not None:
+            self._builder.done(collection)
         index = self._require().index(collection)
         if not isinstance(index, InMemoryIndex):
             return
@@ -330,6 +328,29 @@ class VectorStoreActor(ToolActor):
             index.abandon_training()
         else:
             index.install(centroids, assign, rows)
+
+    def worker_delta(self, collection: str) -> Delta:
+        """Internal: what changed in ``collection`` since the graph's snapshot or the last
+        delta (the graph builder applies it off this thread); tracking goes on."""
+        source = self._require().index(collection)
+        if not isinstance(source, InMemoryIndex | HnswIndex):
+            return [], [], None
+        return take_delta(source, keep_tracking=True)
+
+    def worker_graph(self, collection: str, built: HnswIndex | None) -> None:
+        """Internal: a worker built (or reloaded) the HNSW graph of ``collection``."""
+        store = self._require()
+        if self._builder is not None:
+            self._builder.done(collection)
+        source = store.index(collection)
+        if not isinstance(source, InMemoryIndex | HnswIndex):
+            return
+        if built is None:
+            source.take_changes()
+            if isinstance(source, InMemoryIndex):
+                self._maybe_train(collection)  # a reload failed: build instead
+            return
+        store.replace_index(collection, install_graph(source, built))
 
     def worker_failed(self, collection: str, batch: list[Pending], error: str) -> None:
         """Internal: a worker could not embed ``batch``."""
@@ -376,6 +397,12 @@ class VectorStoreActor(ToolActor):
             answer.set_result(hits)
 
 
+def _kind(index: VectorIndex) -> str:
+    if isinstance(index, HnswIndex):
+        return "hnsw"
+    return "ivf" if getattr(index, "trained", False) else "exact"
+
+
 def _warm_up(config: VectorStoreConfig) -> None:  # worker thread
     try:
         provider_for(config).embed(["warm up"])
@@ -388,3 +415,12 @@ def _delta(collection: str, kind: str, ids: list[str]) -> dict[str, Any]:
     if len(ids) <= 100:
         payload[f"{kind}_ids"] = ids
     return payload
+
+
+def _own(method: str) -> Callable[..., Any]:
+    """A ``worker_*`` method of the store actor, named by the index builder (which cannot
+    import this module)."""
+    if not method.startswith("worker_"):
+        raise ValueError(f"the index builder reports through worker_* methods, not {method!r}")
+    found: Callable[..., Any] = getattr(VectorStoreActor, method)
+    return found

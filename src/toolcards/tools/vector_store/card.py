@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import re
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from toolcards.core.actors import ActorHandle
 from toolcards.core.card import ToolCard, ToolFunc
@@ -13,6 +13,7 @@ from toolcards.core.channels import Channels
 from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate, set_instructions
+from toolcards.tools._common.fusion import store_name
 from toolcards.tools._common.vector_api import VectorStoreApi
 from toolcards.tools.vector_store.models import StoreSettings, VectorStoreConfig
 
@@ -58,10 +59,16 @@ class VectorStoreTool(ToolCard, StoreSettings):
     itself unavailable and consumers fall back to keyword search.
     """
 
-    name: str = Field(default="VectorStore", pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+    name: str = "VectorStore"
+    """The store's name (its actor is ``#<name>``): 1-64 letters, digits, ``_ . -``."""
     vector_search: bool | VectorSearch = True
     vector_add: bool | VectorAdd = False
     vector_info: bool | VectorInfo = True
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str) -> str:
+        return store_name(value)
 
     @model_validator(mode="after")
     def _check_config(self) -> VectorStoreTool:
@@ -70,7 +77,7 @@ class VectorStoreTool(ToolCard, StoreSettings):
 
     @property
     def actor_name(self) -> str:
-        return f"#{self.name}"
+        return f"#{store_name(self.name)}"
 
     def config(self) -> VectorStoreConfig:
         """The actor's configuration (validated: unknown model or wrong dimension raise)."""

@@ -21,22 +21,15 @@ from concurrent.futures import Future
 from typing import Any
 
 from toolcards.core.actors import ActorHandle, ActorUnavailable
-from toolcards.tools._common.fusion import ActorFinder
+from toolcards.tools._common.fusion import ActorFinder, store_actor_name
 from toolcards.tools._common.vector_api import VectorStoreApi
 from toolcards.tools.vector_store.index import Hit
 
-DEFAULT_STORE = "VectorStore"
-
 
 def actor_name(store: bool | str = True) -> str | None:
-    """``True`` -> ``#VectorStore``; ``"Docs"`` -> ``#Docs``; ``False`` -> None."""
-    if store is False:
-        return None
-    if store is True:
-        return f"#{DEFAULT_STORE}"
-    if not isinstance(store, str) or not store.strip("#"):
-        raise ValueError(f"a vector store is named by a non-empty string, got {store!r}")
-    return store if store.startswith("#") else f"#{store}"
+    """``True`` -> ``#VectorStore``; ``"Docs"`` -> ``#Docs``; ``False`` -> None (the rule of
+    :func:`toolcards.tools._common.fusion.store_actor_name`; ValueError for a bad name)."""
+    return store_actor_name(store)
 
 
 def find_store(team: ActorFinder, store: bool | str = True) -> ActorHandle[Any] | None:

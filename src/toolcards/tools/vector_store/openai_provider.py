@@ -1,4 +1,5 @@
-"""OpenAI-compatible embeddings over httpx: batched, bounded retries, explicit timeouts."""
+"""OpenAI-compatible and Azure OpenAI embeddings over httpx: batched, bounded retries,
+explicit timeouts. API keys are sent as headers only: never logged, never in an error."""
 
 from __future__ import annotations
 
@@ -8,17 +9,19 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from toolcards.tools.vector_store.embeddings import EmbeddingError, normalize_rows, require
+from toolcards.tools.vector_store.base import (
+    OPENAI_DIMENSIONS,
+    EmbeddingError,
+    normalize_rows,
+    require,
+)
 
 if TYPE_CHECKING:
-    from toolcards.tools.vector_store.embeddings import Matrix
+    from toolcards.tools.vector_store.base import Matrix
 
-KNOWN_DIMENSIONS = {
-    "text-embedding-3-small": 1536,
-    "text-embedding-3-large": 3072,
-    "text-embedding-ada-002": 1536,
-}
+KNOWN_DIMENSIONS = OPENAI_DIMENSIONS
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_AZURE_API_VERSION = "2024-02-01"
 _RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
 
@@ -66,6 +69,8 @@ class OpenAIEmbeddingProvider:
         self.backoff_s = max(0.0, backoff_s)
         self.max_chars = max_chars
         self._transport = transport
+        self.params: dict[str, str] = {}
+        """Query parameters sent with every request."""
         self._client: httpx.Client | None = None
         self.requests = 0
         """Number of HTTP requests sent (retries included)."""
@@ -82,14 +87,27 @@ class OpenAIEmbeddingProvider:
     def dimension(self) -> int:
         return self._dimension
 
+    key_env = "OPENAI_API_KEY"
+    """The environment variable read when no ``api_key`` is given."""
+
+    def _auth(self, key: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key}"}
+
+    def _body(self, chunk: list[str]) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self._model, "input": chunk}
+        if self._send_dimensions:
+            body["dimensions"] = self._dimension
+        return body
+
     def _http(self) -> httpx.Client:
         if self._client is None:
-            key = self._api_key or os.environ.get("OPENAI_API_KEY")
+            key = self._api_key or os.environ.get(self.key_env)
             if not key:
-                raise EmbeddingError("OPENAI_API_KEY is not set")
+                raise EmbeddingError(f"{self.key_env} is not set")
             self._client = httpx.Client(
                 base_url=self.base_url,
-                headers={"Authorization": f"Bearer {key}"},
+                headers=self._auth(key),
+                params=self.params,
                 timeout=httpx.Timeout(self.timeout_s, connect=min(self.timeout_s, 10.0)),
                 transport=self._transport,
             )
@@ -112,9 +130,7 @@ class OpenAIEmbeddingProvider:
         return normalize_rows(out)
 
     def _request(self, chunk: list[str]) -> Matrix:
-        body: dict[str, Any] = {"model": self._model, "input": chunk}
-        if self._send_dimensions:
-            body["dimensions"] = self._dimension
+        body = self._body(chunk)
         last = ""
         for attempt in range(self.max_retries + 1):
             if attempt:
@@ -156,6 +172,61 @@ class OpenAIEmbeddingProvider:
             )
         result: Matrix = matrix
         return result
+
+
+class AzureOpenAIEmbeddingProvider(OpenAIEmbeddingProvider):
+    """Azure OpenAI: ``POST {endpoint}/openai/deployments/{deployment}/embeddings
+    ?api-version={api_version}`` with the key in the ``api-key`` header.
+
+    The key comes from ``api_key`` or ``AZURE_OPENAI_API_KEY``, the endpoint from ``endpoint``
+    or ``AZURE_OPENAI_ENDPOINT``. ``model`` names the model the deployment serves (it decides
+    the dimension when ``dimension`` is not given, and whether vectors are shortened); the
+    service itself picks the model from the deployment. Batching, retries and errors are those
+    of :class:`OpenAIEmbeddingProvider`.
+    """
+
+    key_env = "AZURE_OPENAI_API_KEY"
+
+    def __init__(
+        self,
+        *,
+        deployment: str,
+        endpoint: str | None = None,
+        api_version: str = DEFAULT_AZURE_API_VERSION,
+        model: str | None = None,
+        dimension: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if not deployment or "/" in deployment or "?" in deployment:
+            raise ValueError(f"invalid Azure deployment name {deployment!r}")
+        found = (endpoint or os.environ.get("AZURE_OPENAI_ENDPOINT") or "").rstrip("/")
+        if not found.startswith(("https://", "http://")):
+            raise ValueError("set the Azure OpenAI endpoint (https://<resource>.openai.azure.com)")
+        if dimension is None and model not in KNOWN_DIMENSIONS:
+            raise ValueError(
+                f"unknown dimension for Azure deployment {deployment!r}: pass dimension="
+            )
+        super().__init__(
+            model=model or f"azure:{deployment}",
+            dimension=dimension,
+            base_url=f"{found}/openai/deployments/{deployment}",
+            **kwargs,
+        )
+        self.deployment = deployment
+        self.params = {"api-version": api_version}
+
+    @property
+    def name(self) -> str:
+        return "azure"
+
+    def _auth(self, key: str) -> dict[str, str]:
+        return {"api-key": key}
+
+    def _body(self, chunk: list[str]) -> dict[str, Any]:
+        body: dict[str, Any] = {"input": chunk}
+        if self._send_dimensions:
+            body["dimensions"] = self._dimension
+        return body
 
 
 def _error_message(response: httpx.Response) -> str:

@@ -11,11 +11,11 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from toolcards.tools.vector_store.embeddings import require
+from toolcards.tools.vector_store.base import require
 from toolcards.tools.vector_store.index import Hit, check_matrix
 
 if TYPE_CHECKING:
-    from toolcards.tools.vector_store.embeddings import Matrix
+    from toolcards.tools.vector_store.base import Matrix
 
 _NAMESPACE = uuid.UUID("6f0c3f5e-8a0e-4b7e-9a51-2f3c1f0d7a11")
 

@@ -15,10 +15,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from toolcards.tools.vector_store.embeddings import require
+from toolcards.tools.vector_store.base import require
 
 if TYPE_CHECKING:
-    from toolcards.tools.vector_store.embeddings import Matrix
+    from toolcards.tools.vector_store.base import Matrix
 
 COLLECTION_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 MAX_ID_CHARS = 1024

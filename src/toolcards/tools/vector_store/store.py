@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from toolcards.tools.vector_store.embeddings import EmbeddingProvider, require
+from toolcards.tools.vector_store.base import EmbeddingProvider, require
 from toolcards.tools.vector_store.index import Hit, InMemoryIndex, VectorIndex, check_matrix
 from toolcards.tools.vector_store.records import (
     Record,
@@ -27,7 +27,7 @@ from toolcards.tools.vector_store.records import (
 )
 
 if TYPE_CHECKING:
-    from toolcards.tools.vector_store.embeddings import Matrix
+    from toolcards.tools.vector_store.base import Matrix
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +119,12 @@ class VectorStore:
             self._hashes.setdefault(collection, {})
             self._texts.setdefault(collection, {})
         return found
+
+    def replace_index(self, collection: str, index: VectorIndex) -> None:
+        """Serve ``collection`` from ``index`` (already holding its vectors) from now on."""
+        if collection not in self._indexes:
+            raise KeyError(collection)
+        self._indexes[collection] = index
 
     def collections(self) -> dict[str, int]:
         """Collection name -> number of indexed vectors."""

@@ -1,0 +1,303 @@
+"""``HnswIndex``: a faiss HNSW graph (inner product) behind the ``VectorIndex`` protocol.
+
+faiss (PyPI ``faiss-cpu``, extra ``toolcards[hnsw]``) is imported when an index is made. Rows
+are faiss's sequential ids; a removed or replaced id leaves a tombstone that searches skip
+(through a bitmap selector) until the next rebuild. The graph is built once, off the actor's
+thread, by :func:`build_graph`; later adds join it incrementally.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from toolcards.tools.vector_store.base import VectorExtraMissing, require, usable_cpus
+from toolcards.tools.vector_store.index import Hit, RowIndex, check_matrix, top_hits
+
+if TYPE_CHECKING:
+    from toolcards.tools.vector_store.base import Matrix
+
+HNSW_HINT = "install the extra: pip install 'toolcards[hnsw]'"
+EF_STEPS = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+
+
+def faiss_module() -> Any:
+    """The faiss module, or :class:`VectorExtraMissing` naming ``toolcards[hnsw]``."""
+    try:
+        import faiss
+    except ImportError as exc:
+        raise VectorExtraMissing(f"faiss is not installed; {HNSW_HINT}") from exc
+    return faiss
+
+
+def hnsw_available() -> bool:
+    """True when faiss can be imported (without importing it)."""
+    import importlib.util
+
+    return importlib.util.find_spec("faiss") is not None
+
+
+def build_graph(
+    matrix: Matrix, *, m: int = 16, ef_construction: int = 128, threads: int = 0
+) -> Any:
+    """A faiss ``IndexHNSWFlat`` over the rows of ``matrix`` (row i gets faiss id i).
+
+    Runs on the calling thread with ``threads`` OpenMP threads (0: every usable CPU); the
+    slow part of an HNSW index, meant for a worker thread. The rows go in one call: faiss
+    then inserts them level by level, which gives a better graph than adding in chunks.
+    """
+    faiss = faiss_module()
+    np = require("numpy")
+    graph = faiss.IndexHNSWFlat(int(matrix.shape[1]), m, faiss.METRIC_INNER_PRODUCT)
+    graph.hnsw.efConstruction = ef_construction
+    faiss.omp_set_num_threads(threads or usable_cpus())  # this thread's parallel regions only
+    graph.add(np.ascontiguousarray(matrix, dtype=np.float32))
+    return graph
+
+
+class HnswIndex(RowIndex):
+    """Approximate top-k over an HNSW graph; ``search_batch(..., exact=True)`` scans every row.
+
+    Not thread-safe: the owning actor serialises access. ``ef_search`` trades speed for recall
+    (see :meth:`calibrate`).
+    """
+
+    trained = True
+    """Searches are approximate (``VectorStoreActor.info`` lists such collections)."""
+
+    def __init__(
+        self,
+        dimension: int,
+        *,
+        m: int = 16,
+        ef_construction: int = 64,
+        ef_search: int = 64,
+        graph: Any = None,
+        labels: Sequence[str | None] = (),
+    ) -> None:
+        """An empty index, or one over ``graph`` whose row i holds ``labels[i]`` (None: a
+        tombstone), as :func:`build_graph` or :meth:`load` give."""
+        super().__init__(dimension)
+        faiss = faiss_module()
+        self._np = require("numpy")
+        self._faiss = faiss
+        if graph is None:
+            graph = faiss.IndexHNSWFlat(dimension, m, faiss.METRIC_INNER_PRODUCT)
+            graph.hnsw.efConstruction = ef_construction
+        if graph.d != dimension or graph.ntotal != len(labels):
+            raise ValueError("the graph does not match the dimension or the ids")
+        self._graph = graph
+        self._ids = list(labels)
+        self._row = {label: row for row, label in enumerate(self._ids) if label is not None}
+        self._bitmap: Any = self._np.full(max(1, -(-len(labels) // 8)), 0xFF, self._np.uint8)
+        self._selector: Any = None
+        self._dead = 0
+        self._bury_rows([row for row, label in enumerate(self._ids) if label is None])
+        if len(self._row) + self._dead != len(self._ids):
+            raise ValueError("duplicate ids")
+        self.ef_search = ef_search
+
+    @property
+    def dead(self) -> int:
+        """Tombstones (removed or replaced rows) waiting for a rebuild."""
+        return self._dead
+
+    def _stored(self) -> Matrix:
+        """A view of every row of the graph's storage (valid until the next add)."""
+        flat = self._faiss.downcast_index(self._graph.storage)
+        rows = int(self._graph.ntotal)
+        if rows == 0:
+            empty: Matrix = self._np.zeros((0, self._dimension), dtype=self._np.float32)
+            return empty
+        data = self._faiss.rev_swig_ptr(flat.get_xb(), rows * self._dimension)
+        view: Matrix = data.reshape(rows, self._dimension)
+        return view
+
+    def vector(self, item: str) -> Matrix | None:
+        """A copy of the stored vector of ``item``."""
+        row = self._row.get(item)
+        return None if row is None else self._stored()[row].copy()
+
+    # ---- writes -------------------------------------------------------------------------------
+
+    def add(self, ids: Sequence[str], vectors: Matrix) -> None:
+        """Insert, or replace (tombstone + new row), the vectors of ``ids``."""
+        matrix = check_matrix(vectors, self._dimension, len(ids))
+        latest = {item: n for n, item in enumerate(ids)}  # the last row of a repeated id wins
+        if not latest:
+            return
+        self._bury([item for item in latest if item in self._row])
+        rows = list(latest.values())
+        start = len(self._ids)
+        self._graph.add(self._np.ascontiguousarray(matrix[rows]))
+        for offset, item in enumerate(latest):
+            self._row[item] = start + offset
+            self._ids.append(item)
+        self._grow_bitmap(len(self._ids))
+        if self._changed is not None:
+            self._changed.update(latest)
+
+    def remove(self, ids: Sequence[str]) -> int:
+        present = [item for item in dict.fromkeys(ids) if item in self._row]
+        self._bury(present)
+        if self._changed is not None:
+            self._changed.update(present)
+        return len(present)
+
+    def _bury(self, ids: Sequence[str]) -> None:
+        self._bury_rows([self._row.pop(item) for item in ids])
+
+    def _bury_rows(self, rows: Sequence[int]) -> None:
+        for row in rows:
+            self._ids[row] = None
+            self._bitmap[row >> 3] &= ~(1 << (row & 7)) & 0xFF
+        self._dead += len(rows)
+        if rows and self._selector is None:
+            self._new_selector()
+
+    def _grow_bitmap(self, rows: int) -> None:
+        need = -(-rows // 8)
+        if need > self._bitmap.shape[0]:
+            grown = self._np.full(max(need, 2 * self._bitmap.shape[0]), 0xFF, self._np.uint8)
+            grown[: self._bitmap.shape[0]] = self._bitmap
+            self._bitmap = grown
+            if self._selector is not None:
+                self._new_selector()
+
+    def _new_selector(self) -> None:
+        # The selector reads the bitmap through a raw pointer: keep both together.
+        ptr = self._faiss.swig_ptr(self._bitmap)
+        self._selector = self._faiss.IDSelectorBitmap(self._bitmap.shape[0] * 8, ptr)
+
+    # ---- search -------------------------------------------------------------------------------
+
+    def search(self, vector: Matrix, top_k: int) -> list[Hit]:
+        return self.search_batch(check_matrix(vector, self._dimension, 1), top_k)[0]
+
+    def search_batch(
+        self, vectors: Matrix, top_k: int, *, exact: bool | None = None, ef: int | None = None
+    ) -> list[list[Hit]]:
+        """Top-k per query row (approximate unless ``exact=True``), best first."""
+        queries = check_matrix(vectors, self._dimension)
+        k = min(max(0, int(top_k)), len(self._row))
+        if k == 0:
+            return [[] for _ in range(queries.shape[0])]
+        if exact:
+            return self._exact(queries, k)
+        params = self._faiss.SearchParametersHNSW()
+        params.efSearch = max(k, int(ef or self.ef_search))
+        if self._dead:
+            params.sel = self._selector
+        scores, rows = self._graph.search(queries, k, params=params)
+        return [
+            [
+                (label, float(s))
+                for s, r in zip(scores[q], rows[q], strict=True)
+                if r >= 0 and (label := self._ids[int(r)]) is not None
+            ]
+            for q in range(queries.shape[0])
+        ]
+
+    def _exact(self, queries: Matrix, k: int) -> list[list[Hit]]:
+        scores = queries @ self._stored().T
+        if self._dead:
+            dead = self._np.array([label is None for label in self._ids], dtype=bool)
+            scores[:, dead] = -self._np.inf
+        return [top_hits(scores[q], k, self._ids) for q in range(queries.shape[0])]
+
+    def calibrate(self, target: float = 0.98, samples: int = 200, seed: int = 0) -> float:
+        """Set ``ef_search`` to the smallest of :data:`EF_STEPS` whose recall@10 reaches
+        ``target`` on sample queries, and return that recall. When a larger step gains
+        less than 0.002 over the previous one (past 64), the graph's quality, not ``ef``,
+        limits recall: the previous step is kept rather than paying for nothing.
+
+        Each query is a stored vector moved, in a random direction, as far as its 10th
+        nearest neighbour: a new point where the data is, as near to the stored ones as they
+        are to each other (so sparse data gets hard queries, clustered data in-cluster ones).
+        """
+        from toolcards.tools.vector_store.base import normalize_rows
+
+        np = self._np
+        alive = np.array([r for r, label in enumerate(self._ids) if label is not None])
+        if alive.size <= 11:
+            return 1.0
+        rng = np.random.default_rng(seed)
+        picked = rng.choice(alive, size=min(samples, alive.size), replace=False)
+        base = np.ascontiguousarray(self._stored()[picked])
+        tenth = np.array([hits[-1][1] for hits in self._exact(base, 11)], dtype=np.float32)
+        reach = np.sqrt(np.maximum(0.0, 2.0 - 2.0 * tenth))[:, None]
+        queries = normalize_rows(base + normalize_rows(rng.standard_normal(base.shape)) * reach)
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        truth = [{h[0] for h in hits} for hits in self._exact(queries, 10)]
+        best = (0.0, EF_STEPS[0])
+        for ef in EF_STEPS:
+            found = self.search_batch(queries, 10, ef=ef)
+            pairs = zip(found, truth, strict=True)
+            recall = float(np.mean([len({h[0] for h in f} & t) / 10 for f, t in pairs]))
+            if ef > 64 and recall < best[0] + 0.002:
+                break  # saturated: keep the previous step
+            best = (recall, ef)
+            if recall >= target:
+                break
+        self.ef_search = best[1]
+        return best[0]
+
+    # ---- rebuilds and persistence -----------------------------------------------------------
+
+    def needs_rebuild(self) -> bool:
+        """True when tombstones exceed a quarter of the live rows (and 1,000)."""
+        return self._dead > max(1000, len(self._row) // 4)
+
+    def snapshot(self) -> tuple[list[str | None], Matrix]:
+        """The live ids and a copy of their vectors, for a rebuild elsewhere; changes from now
+        on are tracked (:meth:`take_changes`)."""
+        rows = [r for r, label in enumerate(self._ids) if label is not None]
+        matrix: Matrix = self._stored()[self._np.array(rows, dtype=self._np.int64)]
+        self._changed = set()
+        return [self._ids[r] for r in rows], matrix
+
+    def differences(self, labels: Sequence[str | None], matrix: Matrix) -> set[str]:
+        """Ids whose vector here differs from their row of ``matrix`` (row i holds
+        ``labels[i]``), or that only one side holds."""
+        np = self._np
+        want = {label: row for row, label in enumerate(labels) if label is not None}
+        differ = set(want).symmetric_difference(self._row)
+        common = [item for item in want if item in self._row]
+        stored = self._stored()
+        for start in range(0, len(common), 65_536):
+            part = common[start : start + 65_536]
+            here = stored[np.array([self._row[i] for i in part], dtype=np.int64)]
+            there = matrix[np.array([want[i] for i in part], dtype=np.int64)]
+            unequal = np.flatnonzero((here != there).any(axis=1))
+            differ.update(part[int(j)] for j in unequal)
+        return differ
+
+    def save(self, path: Path) -> None:
+        """Write the graph (with tombstones) and the ids next to it, atomically."""
+        import json
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        self._faiss.write_index(self._graph, str(tmp))
+        labels = path.with_name(path.name + ".ids.json")
+        labels_tmp = labels.with_name(labels.name + ".tmp")
+        meta = {"dimension": self._dimension, "ef_search": self.ef_search, "ids": self._ids}
+        labels_tmp.write_text(json.dumps(meta), encoding="utf-8")
+        os.replace(labels_tmp, labels)
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: Path, dimension: int) -> HnswIndex:
+        """An index written by :meth:`save` (ValueError when it does not match)."""
+        import json
+
+        faiss = faiss_module()
+        meta = json.loads(path.with_name(path.name + ".ids.json").read_text(encoding="utf-8"))
+        if meta.get("dimension") != dimension:
+            raise ValueError(f"saved index has dimension {meta.get('dimension')}")
+        graph = faiss.read_index(str(path))
+        index = cls(dimension, graph=graph, labels=meta["ids"])
+        index.ef_search = int(meta.get("ef_search") or 64)
+        return index

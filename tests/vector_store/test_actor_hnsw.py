@@ -1,0 +1,215 @@
+"""The #VectorStore actor switching large collections to an HNSW graph, on a real team."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("faiss")
+
+from toolcards.runtime import Team
+from toolcards.tools.vector_store import actor as actor_mod
+from toolcards.tools.vector_store import indexing
+from toolcards.tools.vector_store.card import VectorStoreTool
+from toolcards.tools.vector_store.client import find_store, flush, query
+
+DOCS = [(f"d{i}", f"note {i} about subject {i % 97} and item {i}") for i in range(1200)]
+
+
+@pytest.fixture
+def spy(monkeypatch: pytest.MonkeyPatch, counting_hash: Any) -> Any:
+    monkeypatch.setattr(actor_mod, "provider_for", lambda config: counting_hash)
+    return counting_hash
+
+
+@pytest.fixture
+def builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the graphs built (rows of each)."""
+    sizes: list[int] = []
+    real = indexing.build_graph
+
+    def counted(matrix: Any, **kw: Any) -> Any:
+        sizes.append(int(matrix.shape[0]))
+        return real(matrix, **kw)
+
+    monkeypatch.setattr(indexing, "build_graph", counted)
+    return sizes
+
+
+def card(**kw: Any) -> VectorStoreTool:
+    return VectorStoreTool(provider="hash", dimension=64, approximate_above=1000, **kw)
+
+
+def wait_for(handle: Any, kind: str, collection: str = "notes") -> None:
+    deadline = time.monotonic() + 60
+    while handle.ask("info")["indexes"].get(collection) != kind:
+        assert time.monotonic() < deadline, handle.ask("info")
+        time.sleep(0.05)
+
+
+def loaded(team: Team, **kw: Any) -> Any:
+    team.bind([card(**kw)], member="alice")
+    handle = find_store(team)
+    handle.ask("upsert", "notes", DOCS)
+    flush(handle)
+    return handle
+
+
+@pytest.mark.timeout(90)
+def test_a_large_collection_is_served_by_a_graph_that_keeps_taking_changes(spy: Any) -> None:
+    with Team("hnsw-switch") as team:
+        handle = loaded(team)
+        wait_for(handle, "hnsw")
+        assert query(handle, "notes", DOCS[777][1], 1)[0][0] == "d777"
+        handle.ask("upsert", "notes", [("late", "a late remark on tulips and volcanoes")])
+        handle.ask("remove", "notes", ["d777"])
+        flush(handle)
+        assert query(handle, "notes", "a late remark on tulips and volcanoes", 1)[0][0] == "late"
+        assert "d777" not in [h[0] for h in query(handle, "notes", DOCS[777][1], 10)]
+        assert handle.ask("count", "notes") == 1200
+
+
+@pytest.mark.timeout(90)
+def test_writes_during_the_build_reach_the_graph(spy: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    gate = threading.Event()
+    real = indexing.build_graph
+
+    def slow(matrix: Any, **kw: Any) -> Any:
+        gate.wait(30)
+        return real(matrix, **kw)
+
+    monkeypatch.setattr(indexing, "build_graph", slow)
+    with Team("hnsw-catch-up") as team:
+        handle = loaded(team)
+        handle.ask("upsert", "notes", [("d5", "rewritten: penguins skating on a frozen lake")])
+        handle.ask("remove", "notes", ["d6"])
+        flush(handle)
+        gate.set()
+        wait_for(handle, "hnsw")
+        assert query(handle, "notes", "penguins skating on a frozen lake", 1)[0][0] == "d5"
+        assert "d6" not in [h[0] for h in query(handle, "notes", DOCS[6][1], 10)]
+        assert handle.ask("count", "notes") == 1199
+
+
+@pytest.mark.timeout(120)
+def test_a_resumed_store_reloads_its_vectors_and_rebuilds_the_graph(
+    spy: Any, builds: list[int], tmp_path: Path
+) -> None:
+    db = tmp_path / "team.db"
+    with Team("hnsw-resume", db) as team:
+        wait_for(loaded(team), "hnsw")
+    with Team.resume("hnsw-resume", db) as team:
+        handle = find_store(team)
+        assert handle.ask("count", "notes") == 1200
+        wait_for(handle, "hnsw")
+        assert query(handle, "notes", DOCS[42][1], 1)[0][0] == "d42"
+    assert len(builds) == 2 and builds[-1] == 1200  # one build per start
+
+
+@pytest.mark.timeout(120)
+def test_a_stale_saved_graph_is_reloaded_and_caught_up_instead_of_rebuilt(
+    spy: Any, builds: list[int], tmp_path: Path
+) -> None:
+    import shutil
+
+    db, saved, old = tmp_path / "team.db", tmp_path / "graphs", tmp_path / "old"
+    with Team("hnsw-saved", db) as team:
+        wait_for(loaded(team, index_dir=str(saved)), "hnsw")
+    shutil.copytree(saved, old)  # the graph as saved by the first run
+    with Team.resume("hnsw-saved", db) as team:
+        handle = find_store(team)
+        handle.ask("upsert", "notes", [("d5", "rewritten: penguins skating on a frozen lake")])
+        handle.ask("remove", "notes", ["d6"])
+        flush(handle)
+    shutil.rmtree(saved)
+    shutil.copytree(old, saved)  # as if the second run had died before saving
+    before = len(builds)
+    with Team.resume("hnsw-saved", db) as team:
+        handle = find_store(team)
+        wait_for(handle, "hnsw")
+        assert len(builds) == before  # reloaded, not rebuilt
+        assert query(handle, "notes", "penguins skating on a frozen lake", 1)[0][0] == "d5"
+        assert "d6" not in [h[0] for h in query(handle, "notes", DOCS[6][1], 10)]
+        assert handle.ask("count", "notes") == 1199
+
+
+@pytest.mark.timeout(90)
+def test_the_inverted_file_is_chosen_by_config_or_without_faiss(
+    spy: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Team("ivf-config") as team:
+        wait_for(loaded(team, approximate="ivf"), "ivf")
+    monkeypatch.setattr(indexing, "hnsw_available", lambda: False)
+    with Team("ivf-fallback") as team:
+        wait_for(loaded(team), "ivf")
+
+
+def test_exact_search_stays_exact_when_switched_off(spy: Any) -> None:
+    with Team("exact-only") as team:
+        team.bind([VectorStoreTool(provider="hash", dimension=64, approximate_above=None)], "a")
+        handle = find_store(team)
+        handle.ask("upsert", "notes", DOCS)
+        flush(handle)
+        time.sleep(0.2)
+        assert handle.ask("info")["indexes"] == {"notes": "exact"}
+
+
+@pytest.mark.timeout(120)
+def test_mass_removals_rebuild_the_graph_without_the_removed(spy: Any, builds: list[int]) -> None:
+    docs = [(f"d{i}", f"note {i} about subject {i % 97} and item {i}") for i in range(2600)]
+    with Team("hnsw-rebuild") as team:
+        team.bind([card()], member="alice")
+        handle = find_store(team)
+        handle.ask("upsert", "notes", docs)
+        flush(handle)
+        wait_for(handle, "hnsw")
+        first = len(builds)
+        handle.ask("remove", "notes", [f"d{i}" for i in range(1500)])
+        deadline = time.monotonic() + 60
+        while len(builds) == first or team.actor("#VectorStore").ask("info")["pending"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        wait_for(handle, "hnsw")
+        assert builds[-1] == 1100
+        assert query(handle, "notes", docs[2000][1], 1)[0][0] == "d2000"
+        assert "d10" not in [h[0] for h in query(handle, "notes", docs[10][1], 10)]
+
+
+@pytest.mark.timeout(120)
+def test_a_large_backlog_from_the_build_is_added_off_the_actor_thread(
+    spy: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from toolcards.tools.vector_store.hnsw_index import HnswIndex
+
+    gate = threading.Event()
+    real_build, real_add = indexing.build_graph, HnswIndex.add
+    adds: list[tuple[str, int]] = []
+
+    def slow(matrix: Any, **kw: Any) -> Any:
+        gate.wait(30)
+        return real_build(matrix, **kw)
+
+    def add(self: HnswIndex, ids: Any, vectors: Any) -> None:
+        adds.append((threading.current_thread().name, len(ids)))
+        real_add(self, ids, vectors)
+
+    monkeypatch.setattr(indexing, "build_graph", slow)
+    monkeypatch.setattr(HnswIndex, "add", add)
+    more = [(f"m{i}", f"more text {i} on topic {i % 13} number {i}") for i in range(1500)]
+    with Team("hnsw-backlog") as team:
+        handle = loaded(team)
+        handle.ask("upsert", "notes", more)
+        flush(handle)
+        gate.set()
+        wait_for(handle, "hnsw")
+        assert handle.ask("count", "notes") == 2700
+        assert query(handle, "notes", more[1234][1], 1)[0][0] == "m1234"
+    big = [(thread, n) for thread, n in adds if n >= indexing.SMALL_DELTA]
+    assert big and all(thread.endswith("-index") for thread, _ in big)
