@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from pydantic import Field, field_validator
 
 from toolcards.core.card import Capability, ToolCard, ToolFunc
 from toolcards.core.channels import Channels
 from toolcards.core.params import BaseToolParam
+from toolcards.core.progress import progress_enabled, report_progress
 from toolcards.core.spec import annotate
 from toolcards.tools._common.workspace_dir import workspace_dir, workspace_id_for
 from toolcards.tools.exec.backends import check_mode
@@ -19,6 +22,9 @@ from toolcards.tools.exec.service import ExecService, ExecSettings, service_for
 
 DEFAULT_ENV_ALLOW = ["LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ"]
 STANDALONE_TEAM = "standalone"
+
+
+T = TypeVar("T")
 
 
 class ExecCommand(BaseToolParam):
@@ -140,7 +146,8 @@ class ExecTool(ToolCard):
         open_world: bool,
     ) -> ToolFunc:
         async def exec_command(command: str) -> str:
-            return (await service.run_async(command, workspace())).render()
+            run = service.run_async(command, workspace())
+            return (await with_elapsed_progress(run, "running")).render()
 
         exec_command.__doc__ = _doc(
             "Run one command (program and arguments, shell-style quoting) and return its "
@@ -188,6 +195,26 @@ class ExecTool(ToolCard):
         "exec_command": Capability(tool=_command_tool),
         "exec_jobs": Capability(tool=_job_tools),
     }
+
+
+async def with_elapsed_progress(work: Awaitable[T], what: str, every: float = 1.0) -> T:
+    """Await ``work``, telling a listening caller the seconds elapsed every ``every`` s (MCP
+    progress); cancelling the caller cancels ``work``."""
+    if not progress_enabled():
+        return await work
+    task = asyncio.ensure_future(work)
+    started = time.monotonic()
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=every)
+            if done:
+                return task.result()
+            elapsed = time.monotonic() - started
+            report_progress(elapsed, None, f"{what} for {elapsed:.0f} s")
+    finally:
+        if not task.done():  # cancelled: the command is killed before this returns
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
 
 def _doc(summary: str, about: str, *args: str) -> str:

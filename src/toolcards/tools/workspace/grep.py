@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
 
 from toolcards.core.errors import RetriableError
+from toolcards.core.progress import report_progress
 from toolcards.tools.workspace.globs import glob_matches, iter_files
 from toolcards.tools.workspace.paths import ENTRY_FLAGS, Spot
 from toolcards.tools.workspace.textfile import read_fd, regular_fd
@@ -113,8 +114,11 @@ class SearchFiles:
                 yield rel, opened
 
     def texts(self) -> Iterator[tuple[str, bytes]]:
-        """(path, bytes) of each searched file that is text (no NUL byte), in order."""
-        for rel, fd in self:
+        """(path, bytes) of each searched file that is text (no NUL byte), in order; the
+        caller hears of every 100th file (MCP progress)."""
+        for count, (rel, fd) in enumerate(self, 1):
+            if count % 100 == 0:
+                report_progress(count, None, f"searched {count} files")
             try:
                 data = read_fd(fd, self.cap, rel)
             except (OSError, RetriableError):

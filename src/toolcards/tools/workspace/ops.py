@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from toolcards.core.errors import RetriableError
+from toolcards.core.progress import report_progress
 from toolcards.tools.workspace import docs, grep, listing
 from toolcards.tools.workspace.edits import apply_edit, unified_diff
 from toolcards.tools.workspace.ledger import ReadLedger
@@ -238,7 +239,10 @@ class Workspace:
         files = parse_patch(patch_text)
         with contextlib.ExitStack() as held:
             pending: dict[str, _Pending] = {}
-            summary = [self._plan_file(fp, pending, held) for fp in files]
+            summary = []
+            for number, fp in enumerate(files, 1):
+                summary.append(self._plan_file(fp, pending, held))
+                report_progress(number, len(files), f"checked {number} of {len(files)} files")
             self._commit(list(pending.values()), diffs=False)
         return "Patch applied:\n" + "\n".join(summary)
 
