@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field, PrivateAttr, TypeAdapter
 
 from toolcards.core.actors import ActorHandle
-from toolcards.core.card import ToolCard, ToolFunc
+from toolcards.core.card import Capability, ToolCard, ToolFunc
 from toolcards.core.channels import Channels
 from toolcards.core.context import ContextState
 from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
-from toolcards.core.spec import annotate, set_instructions
+from toolcards.core.spec import annotate
 from toolcards.tools._common.batch import parse_batch
 from toolcards.tools._common.fusion import (
     KEYWORD_ONLY_NOTICE,
@@ -104,7 +104,7 @@ class KnowledgeGraphTool(ToolCard):
 
     # ---- capabilities -------------------------------------------------------------------------
 
-    def _update_graph(self) -> ToolFunc:
+    def _update_graph(self, param: UpdateGraph) -> ToolFunc:
         def update_graph(
             create_entities: list[EntityCreate] | None = None,
             update_entities: list[EntityUpdate] | None = None,
@@ -206,27 +206,17 @@ class KnowledgeGraphTool(ToolCard):
 
     # ---- hooks --------------------------------------------------------------------------------
 
-    def get_tools(self) -> list[ToolFunc]:
-        tools: list[ToolFunc] = []
-        update = self.exposed("update_graph", Channels.TOOL_CALL)
-        if update is not None:
-            tools.append(set_instructions(self._update_graph(), update.instructions))
-        search = self.exposed("search_graph", Channels.TOOL_CALL)
-        if isinstance(search, SearchGraph):
-            tools.append(set_instructions(self._search_graph(search), search.instructions))
-        return tools
+    def _summary_prompt(self, param: GetGraph) -> Callable[[], str]:
+        return lambda: self._summary(param)
 
-    def get_system_prompts(self) -> list[Callable[[], str]]:
-        param = self.exposed("get_graph", Channels.SYSTEM_PROMPT)
-        if not isinstance(param, GetGraph):
-            return []
-        return [lambda: self._summary(param)]
+    def _summary_command(self, param: GetGraph) -> ToolFunc:
+        def get_graph() -> str:
+            """Show the knowledge graph summary."""
+            return self._summary(param)
 
-    def get_context_states(self) -> list[Callable[[], ContextState]]:
-        param = self.exposed("get_graph", Channels.LLM_CONTEXT)
-        if not isinstance(param, GetGraph):
-            return []
+        return get_graph
 
+    def _context_state(self, param: GetGraph) -> Callable[[], ContextState]:
         def state() -> ContextState:
             summary = self._actor().ask(KnowledgeGraphActor.summary, param.max_roots)
             title = (
@@ -236,19 +226,12 @@ class KnowledgeGraphTool(ToolCard):
             items = {e.name: entity_line(e, with_observations=False) for e in summary["roots"]}
             return ContextState(key="knowledge_graph", title=title, items=items)
 
-        return [state]
+        return state
 
-    def get_commands(self) -> list[ToolFunc]:
-        commands: list[ToolFunc] = []
-        param = self.exposed("get_graph", Channels.COMMAND)
-        if isinstance(param, GetGraph):
-
-            def get_graph() -> str:
-                """Show the knowledge graph summary."""
-                return self._summary(param)
-
-            commands.append(get_graph)
-        search = self.exposed("search_graph", Channels.COMMAND)
-        if isinstance(search, SearchGraph):
-            commands.append(self._search_graph(search))
-        return commands
+    capabilities: ClassVar[dict[str, Capability]] = {
+        "get_graph": Capability(
+            system_prompt=_summary_prompt, context=_context_state, command=_summary_command
+        ),
+        "update_graph": Capability(tool=_update_graph),
+        "search_graph": Capability(tool=_search_graph, command=_search_graph),
+    }

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import logging
 import re
+from typing import ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
 from toolcards.core.actors import ActorHandle
-from toolcards.core.card import ToolCard, ToolFunc
+from toolcards.core.card import Capability, ToolCard, ToolFunc
 from toolcards.core.channels import Channels
 from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
-from toolcards.core.spec import annotate, set_instructions
+from toolcards.core.spec import annotate
 from toolcards.tools._common.fusion import store_name
 from toolcards.tools._common.vector_api import VectorStoreApi
 from toolcards.tools.vector_store.models import StoreSettings, VectorStoreConfig
@@ -96,25 +97,22 @@ class VectorStoreTool(ToolCard, StoreSettings):
         return self.config().unavailable_reason() is None
 
     def get_tools(self) -> list[ToolFunc]:
-        handle = self.handle()  # bound now, so consumers ordered after this card find it
+        self.handle()  # bound now, so consumers ordered after this card find it
         reason = self.config().unavailable_reason()
         if reason is not None:
             if self.actor_name not in _said:
                 _said.add(self.actor_name)
                 logger.warning("%s: %s", self.actor_name, reason)
             return []
-        tools: list[ToolFunc] = []
-        param = self.exposed("vector_search", Channels.TOOL_CALL)
-        if isinstance(param, VectorSearch):
-            tools.append(set_instructions(self._search_tool(handle, param), param.instructions))
-        adding = self.exposed("vector_add", Channels.TOOL_CALL)
-        if isinstance(adding, VectorAdd):
-            tools.append(set_instructions(self._add_tool(handle, adding), adding.instructions))
-        return tools
+        return super().get_tools()
 
-    def get_commands(self) -> list[ToolFunc]:
-        if self.exposed("vector_info", Channels.COMMAND) is None:
-            return []
+    def _search(self, param: VectorSearch) -> ToolFunc:
+        return self._search_tool(self.handle(), param)
+
+    def _add(self, param: VectorAdd) -> ToolFunc:
+        return self._add_tool(self.handle(), param)
+
+    def _info_command(self, param: VectorInfo) -> ToolFunc:
         card = self
 
         def vectors() -> str:
@@ -128,7 +126,7 @@ class VectorStoreTool(ToolCard, StoreSettings):
 
         if self.name != "VectorStore":
             vectors.__name__ = vectors.__qualname__ = f"vectors_{self._suffix()}"
-        return [vectors]
+        return vectors
 
     def _suffix(self) -> str:
         return re.sub(r"[^a-z0-9]+", "_", self.name.lower()).strip("_")
@@ -205,3 +203,9 @@ class VectorStoreTool(ToolCard, StoreSettings):
                 "Find stored texts", f"Find texts stored in {self.name}", 1
             )
         return annotate(vector_search, readonly=True, idempotent=True)
+
+    capabilities: ClassVar[dict[str, Capability]] = {
+        "vector_search": Capability(tool=_search, command=_search),
+        "vector_add": Capability(tool=_add, command=_add),
+        "vector_info": Capability(command=_info_command),
+    }
