@@ -25,14 +25,10 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import ToolDefinition
 
+from support.servers import free_port
+
 SERVERS = Path(__file__).parent / "servers"
 ECHO = SERVERS / "echo_server.py"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:

@@ -113,7 +113,7 @@ class MemberRoster:
                 raise LookupError(f"member {gone} was fired; members: {known}")
         raise LookupError(f"team {self._team.team_id} has no member {name!r:.80}; members: {known}")
 
-    def _claim(self, profile: RoleProfile, name: str | None) -> str:
+    def _claim(self, profile: RoleProfile, name: str | None, *, taking_over: bool = False) -> str:
         if name is not None:
             wanted = name.strip() if isinstance(name, str) else name
             if isinstance(wanted, str) and not wanted.startswith("@"):
@@ -123,7 +123,7 @@ class MemberRoster:
                     f"member name {name!r:.80} must be letters, digits, '_', '.' or '-' "
                     "(at most 64), optionally after '@'"
                 )
-            if self._taken(wanted):
+            if self._taken(wanted, taking_over=taking_over):
                 raise ValueError(f"the name {wanted} is already taken in team {self._team.team_id}")
             self._claimed.add(wanted)
             return wanted
@@ -138,9 +138,12 @@ class MemberRoster:
         self._claimed.add(candidate)
         return candidate
 
-    def _taken(self, name: str) -> bool:
+    def _taken(self, name: str, *, taking_over: bool = False) -> bool:
+        """True when ``name`` is in use; a member being taken over (on resume) is not."""
         local = name in self._entries or name in self._claimed
-        return local or self._team.actor(name) is not None or self._remote(name) is not None
+        if local or self._team.actor(name) is not None:
+            return True
+        return not taking_over and self._remote(name) is not None
 
     # ---- hire and fire -----------------------------------------------------------------------
 
@@ -156,7 +159,7 @@ class MemberRoster:
                         f"role {role!r} is limited to {profile.max_members} member(s), "
                         f"all hired: {', '.join(self._names_of(role))}"
                     )
-            member = self._claim(profile, name)
+            member = self._claim(profile, name, taking_over=restoring)
         try:
             actor = MemberActor(team, self, member, profile)
             team.spawn(member, lambda: actor)
