@@ -22,7 +22,7 @@ from typing import Any
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
-from _results import record
+from _results import record, record_scaling
 
 from toolcards.runtime import Team, ToolActor
 
@@ -213,6 +213,8 @@ def main() -> None:
             for size in sizes:
                 pg = persist_p50(server.fresh_database(f"p{size}"), f"pg{size}", size, n // 4)
                 lite = persist_p50(str(Path(tmp) / f"s{size}.db"), f"sq{size}", size, n // 4)
+                record_scaling("persist one mutation (PostgreSQL)", size, pg, "us",
+                               size_unit="state rows")  # fmt: skip
                 print(f"persist one mutation at {size:>7,} rows: PostgreSQL p50 {pg:.0f} us, "
                       f"SQLite p50 {lite:.0f} us")  # fmt: skip
                 record(f"persist one mutation on PostgreSQL at {size:,} rows, p50", pg, "us",

@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from _results import record
+from _results import record, record_scaling
 
 from toolcards.governance import (
     AuditLog,
@@ -309,6 +309,7 @@ async def listing(n_tools: int, rounds: int) -> None:
         goal="<= 1.2x the peer",
     )
     record(f"listing {n_tools} governed tools, a later run", ms[2], "ms", goal="< 1 ms")
+    record_scaling("governed listing, a later run", n_tools, ms[2], "ms", size_unit="tools")
 
 
 # -- policy ------------------------------------------------------------------------------------
@@ -372,6 +373,7 @@ def policy_scaling(sizes: tuple[int, ...], n: int, rounds: int) -> None:
                     policy.decide(caller, tool, args)
                 firsts.append(time.perf_counter() - start)
             figures[size] = (warm, _best(firsts, 200))
+            record_scaling(f"policy decision ({kind})", size, warm, "us", size_unit="rules")
         small, large = figures[sizes[0]], figures[sizes[-1]]
         print(
             f"policy, {kind:30}: per call {small[0]:.2f} us ({sizes[0]} rules) vs "

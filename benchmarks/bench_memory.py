@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _results import record
+from _results import record, record_scaling
 
 from toolcards import KnowledgeGraphTool, PlanningTool, VectorStoreTool
 from toolcards.runtime import Team
@@ -228,6 +228,8 @@ def bench_summaries(sizes: list[int]) -> None:
     print(f"  {'size':>8}  {'graph':>8}  {'plan (own)':>10}  {'plan (all)':>10}")
     for size, graph_ms, mine_ms, every_ms in rows:
         print(f"  {size:>8}  {graph_ms:8.3f}  {mine_ms:10.3f}  {every_ms:10.3f}")
+        record_scaling("graph summary render", size, graph_ms, "ms", size_unit="entities")
+        record_scaling("plan summary render (own tasks)", size, mine_ms, "ms", size_unit="tasks")
     small, large = rows[0], rows[-1]
     names = ("graph summary", "plan summary (own tasks)", "plan summary (all tasks)")
     for n, name in enumerate(names, start=1):

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _results import record
+from _results import record, record_scaling
 
 from toolcards.runtime import Team, ToolActor
 
@@ -119,6 +119,8 @@ def main() -> None:
         results = {}
         for size in (1_000, 100_000):
             results[size] = persist_cost(Path(tmp), size, mutations)
+            record_scaling("persist one mutation (SQLite)", size, results[size][0], "us",
+                           size_unit="state rows")  # fmt: skip
             med, avg = results[size]
             raw = store_only_cost(Path(tmp), size, mutations)
             print(

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from _results import record
+from _results import record, record_scaling
 
 from toolcards.tools.vector_store.embeddings import LocalMiniLMProvider, normalize_rows
 from toolcards.tools.vector_store.index import InMemoryIndex
@@ -146,6 +146,8 @@ def report_hnsw(rows: list[dict[str, float]]) -> None:
         )
     for r in rows:
         size = f"{int(r['n']) // 1000}k x {DIM}"
+        record_scaling("top-10 HNSW p50", r["n"], r["hnsw_ms"], "ms", size_unit="vectors")
+        record_scaling("top-10 exact p50", r["n"], r["exact_ms"], "ms", size_unit="vectors")
         record(
             f"top-10 over {size}, HNSW, p50",
             r["hnsw_ms"],

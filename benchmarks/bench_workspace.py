@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _results import record
+from _results import record, record_scaling
 
 from toolcards.core.errors import RetriableError
 from toolcards.tools.workspace.card import GrepParam, WorkspaceTool
@@ -166,6 +166,7 @@ def bench_edit_scaling(ws: Path, quick: bool) -> None:
         print(f"edit {lines:,}-line file: exact p50 {e:.2f} ms, no match p50 {m:.2f} ms, "
               f"ratio {m / e:.2f}")  # fmt: skip
         record(f"workspace_edit no match / exact at {lines:,} lines", m / e, "x", goal="<= 5x")
+        record_scaling("workspace_edit, no match", lines, m, "ms", size_unit="lines")
 
 
 def bench_race(root: Path, attempts: int) -> None:
