@@ -29,3 +29,28 @@ def lazy_names(
         return sorted(set(vars(sys.modules[facade])) | set(names))
 
     return __getattr__, __dir__
+
+
+def optional_module(module: str, extra: str, purpose: str) -> Any:
+    """``module`` imported, or an ImportError saying which ``toolcards[extra]`` to install
+    (``purpose`` says what needs it, e.g. "the PostgreSQL store")."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(
+            f"{purpose} needs {module}: pip install 'toolcards[{extra}]'", name=module
+        ) from exc
+
+
+def entry_point_classes(group: str, base: type) -> list[tuple[str, type]]:
+    """``(entry point name, class)`` of every entry point of ``group``; each must be a subclass
+    of ``base`` (TypeError otherwise). Only installed distributions declare these."""
+    from importlib.metadata import entry_points
+
+    found: list[tuple[str, type]] = []
+    for ep in entry_points(group=group):
+        cls = ep.load()
+        if not (isinstance(cls, type) and issubclass(cls, base)):
+            raise TypeError(f"entry point {ep.name!r} in {group} is not a {base.__name__}")
+        found.append((ep.name, cls))
+    return found

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from toolcards._lazy import optional_module
 from toolcards.core.errors import RetriableError, ToolcardsError
 
 if TYPE_CHECKING:
@@ -36,11 +37,7 @@ class DatabaseClosed(ToolcardsError):
 
 def psycopg_module() -> Any:
     """The ``psycopg`` module, or an ImportError saying which extra to install."""
-    try:
-        import psycopg
-    except ImportError as exc:  # pragma: no cover - exercised without the extra
-        raise ImportError("PostgreSQL needs psycopg: pip install 'toolcards[postgres]'") from exc
-    return psycopg
+    return optional_module("psycopg", "postgres", "PostgreSQL")
 
 
 def is_postgres_url(location: str) -> bool:

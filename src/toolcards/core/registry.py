@@ -10,12 +10,12 @@ from __future__ import annotations
 import importlib
 import threading
 from collections.abc import Iterable
-from importlib.metadata import entry_points
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from pydantic import BeforeValidator, PlainSerializer, ValidationInfo
 
 from toolcards._builtin import BUILTIN_CARDS
+from toolcards._lazy import entry_point_classes
 from toolcards.core.card import ToolCard
 
 TYPE_KEY = "type"
@@ -71,12 +71,10 @@ class CardTypes:
             if self._entry_points_loaded:
                 return
             self._entry_points_loaded = True
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            cls = ep.load()
-            if not (isinstance(cls, type) and issubclass(cls, ToolCard)):
-                raise TypeError(f"entry point {ep.name!r} in {ENTRY_POINT_GROUP} is not a ToolCard")
-            self._entry.setdefault(ep.name, cls)
-            self._entry.setdefault(cls.card_type, cls)
+        for name, cls in entry_point_classes(ENTRY_POINT_GROUP, ToolCard):
+            card = cast(type[ToolCard], cls)
+            self._entry.setdefault(name, card)
+            self._entry.setdefault(card.card_type, card)
 
 
 CARD_TYPES = CardTypes()

@@ -134,7 +134,7 @@ class MemoryApprovalStore:
             self._drop(approval_id)
 
 
-_SCHEMA = """
+SCHEMA = """
 CREATE TABLE IF NOT EXISTS approvals (
     approval_id TEXT PRIMARY KEY,
     call_id TEXT NOT NULL,
@@ -275,7 +275,7 @@ class SqliteApprovalStore(SqlApprovalStore):
         self._db.execute("PRAGMA busy_timeout=10000")
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
+        self._db.executescript(SCHEMA)
         self._lock = threading.Lock()
 
     @contextmanager

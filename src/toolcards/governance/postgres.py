@@ -8,37 +8,17 @@ PostgreSQL's placeholders), so both pass one contract suite.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from toolcards._postgres import Connections
 from toolcards.governance._policy_parse import Limit
+from toolcards.governance.approval_store import SCHEMA as APPROVALS_SCHEMA
 from toolcards.governance.approval_store import SqlApprovalStore
 from toolcards.governance.audit_sql import INSERT
-
-_APPROVALS = """
-CREATE TABLE IF NOT EXISTS toolcards_approvals (
-    approval_id TEXT PRIMARY KEY,
-    call_id TEXT NOT NULL,
-    tool_id TEXT NOT NULL,
-    args_digest TEXT NOT NULL,
-    principal TEXT NOT NULL,
-    principal_type TEXT NOT NULL,
-    roles TEXT NOT NULL,
-    args TEXT NOT NULL,
-    reason TEXT NOT NULL,
-    surface TEXT NOT NULL,
-    created_at DOUBLE PRECISION NOT NULL,
-    expires_at DOUBLE PRECISION NOT NULL,
-    state TEXT NOT NULL,
-    approver TEXT,
-    decided_at DOUBLE PRECISION
-);
-CREATE UNIQUE INDEX IF NOT EXISTS toolcards_approvals_binding
-    ON toolcards_approvals(call_id, tool_id, args_digest, principal);
-CREATE INDEX IF NOT EXISTS toolcards_approvals_expiry ON toolcards_approvals(expires_at)
-"""
+from toolcards.governance.audit_sql import SCHEMA as AUDIT_SCHEMA
 
 _BUCKETS = """
 CREATE TABLE IF NOT EXISTS toolcards_rate_buckets (
@@ -60,10 +40,19 @@ class _Cursorish:
         return self._cursor
 
 
-def _create(db: Connections, ddl: str) -> None:
+def postgres_ddl(sqlite_ddl: str) -> str:
+    """The SQLite schema of an audit or approval table, for PostgreSQL: the same columns
+    (64-bit ids, double precision reals), with ``toolcards_`` table and index names."""
+    ddl = sqlite_ddl.replace("INTEGER PRIMARY KEY AUTOINCREMENT", "BIGSERIAL PRIMARY KEY")
+    ddl = re.sub(r"\bREAL\b", "DOUBLE PRECISION", ddl)
+    ddl = re.sub(r"\b(audit|approvals)(?=[ (_])", r"toolcards_\1", ddl)
+    return ddl
+
+
+def _create(db: Connections, sqlite_ddl: str) -> None:
     with db.transaction(), db.cursor() as cur:
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-        for statement in ddl.split(";"):
+        for statement in postgres_ddl(sqlite_ddl).split(";"):
             if statement.strip():
                 cur.execute(statement)
 
@@ -77,7 +66,7 @@ class PostgresApprovalStore(SqlApprovalStore):
     def __init__(self, url: str, *, connect_timeout: float = 5.0) -> None:
         self._db = Connections(url, connect_timeout=connect_timeout)
         self.location = self._db.location
-        _create(self._db, _APPROVALS)
+        _create(self._db, APPROVALS_SCHEMA)
 
     @contextmanager
     def _tx(self) -> Iterator[Any]:
@@ -148,30 +137,6 @@ class PostgresRateLimiter:
         self._db.close()
 
 
-_AUDIT = """
-CREATE TABLE IF NOT EXISTS toolcards_audit (
-    id BIGSERIAL PRIMARY KEY,
-    ts DOUBLE PRECISION NOT NULL,
-    principal TEXT NOT NULL,
-    principal_type TEXT NOT NULL,
-    roles TEXT NOT NULL,
-    surface TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    call_id TEXT,
-    args_digest TEXT NOT NULL,
-    args TEXT NOT NULL,
-    decision TEXT NOT NULL,
-    reason TEXT,
-    outcome TEXT NOT NULL,
-    duration_ms DOUBLE PRECISION NOT NULL,
-    error TEXT
-);
-CREATE INDEX IF NOT EXISTS toolcards_audit_principal_ts ON toolcards_audit(principal, ts);
-CREATE INDEX IF NOT EXISTS toolcards_audit_tool_ts ON toolcards_audit(tool, ts);
-CREATE INDEX IF NOT EXISTS toolcards_audit_ts ON toolcards_audit(ts)
-"""
-
-
 def _audit_sql(sql: str) -> str:
     """The audit log's statements for this table and PostgreSQL's placeholders."""
     return sql.replace(" audit ", " toolcards_audit ").replace("?", "%s")
@@ -183,7 +148,7 @@ class PostgresAuditTable:
     def __init__(self, url: str, *, connect_timeout: float = 5.0) -> None:
         self._db = Connections(url, connect_timeout=connect_timeout)
         self.location = self._db.location
-        _create(self._db, _AUDIT)
+        _create(self._db, AUDIT_SCHEMA)
 
     def insert(self, rows: list[tuple[Any, ...]]) -> None:
         with self._db.transaction(), self._db.cursor() as cur:

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from toolcards._lazy import optional_module
 from toolcards.core.actors import ActorUnavailable
 from toolcards.core.errors import ToolcardsError
 from toolcards.runtime.system import HandleBase
@@ -29,11 +30,7 @@ class ActorSystemUnavailable(ToolcardsError):
 
 
 def _ray() -> Any:
-    try:
-        import ray
-    except ImportError as exc:  # pragma: no cover - exercised without the extra
-        raise ImportError("the Ray actor system needs ray: pip install 'toolcards[ray]'") from exc
-    return ray
+    return optional_module("ray", "ray", "the Ray actor system")
 
 
 class _RayHost:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import importlib
 import os
 import threading
-from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from pydantic import BaseModel
 
+from toolcards._lazy import entry_point_classes
 from toolcards.core.events import ToolStateEvent
 
 if TYPE_CHECKING:
@@ -163,14 +163,10 @@ class ActorTypes:
             if self._entry_points_loaded:
                 return
             self._entry_points_loaded = True
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            cls = ep.load()
-            if not (isinstance(cls, type) and issubclass(cls, ToolActor)):
-                raise TypeError(
-                    f"entry point {ep.name!r} in {ENTRY_POINT_GROUP} is not a ToolActor"
-                )
-            self._classes.setdefault(ep.name, cls)
-            self._classes.setdefault(cls.actor_tag, cls)
+        for name, cls in entry_point_classes(ENTRY_POINT_GROUP, ToolActor):
+            actor = cast(type[ToolActor], cls)
+            self._classes.setdefault(name, actor)
+            self._classes.setdefault(actor.actor_tag, actor)
 
 
 ACTOR_TYPES = ActorTypes()

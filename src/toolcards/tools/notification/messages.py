@@ -9,10 +9,11 @@ Names never resolve to an import of a path read from data.
 from __future__ import annotations
 
 import threading
-from importlib.metadata import entry_points
-from typing import ClassVar
+from typing import ClassVar, cast
 
 from pydantic import BaseModel, ConfigDict
+
+from toolcards._lazy import entry_point_classes
 
 ENTRY_POINT_GROUP = "toolcards.notification_messages"
 DEFAULT_KIND = "notification"
@@ -100,10 +101,8 @@ def _load_entry_points() -> None:
         if _entry_points_loaded:
             return
         _entry_points_loaded = True
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        cls = ep.load()
-        if not (isinstance(cls, type) and issubclass(cls, NotificationMessage)):
-            raise TypeError(f"entry point {ep.name!r} ({ENTRY_POINT_GROUP}) is not a message type")
+    for name, cls in entry_point_classes(ENTRY_POINT_GROUP, NotificationMessage):
+        kind = cast(type[NotificationMessage], cls)
         with _lock:
-            _types.setdefault(ep.name, cls)
-            _types.setdefault(cls.kind, cls)
+            _types.setdefault(name, kind)
+            _types.setdefault(kind.kind, kind)
