@@ -18,8 +18,8 @@ LAYERS = {
     "governance": 1,
     "runtime": 2,
     "tools": 3,
-    "bridges": 4,
-    "surfaces": 5,
+    "surfaces": 4,
+    "bridges": 5,
     "demo": 6,
 }
 """A module may import its own layer and the layers below it (a lower number)."""
