@@ -24,9 +24,7 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if shutil.which("git") is None or not (REPO / ".git").exists():
         pytest.skip("needs git and a git checkout to clone")
     target = tmp_path_factory.mktemp("first-hour") / "toolcards"
-    subprocess.run(
-        ["git", "clone", "--quiet", str(REPO), str(target)], check=True, timeout=120
-    )
+    subprocess.run(["git", "clone", "--quiet", str(REPO), str(target)], check=True, timeout=120)
     return target
 
 
