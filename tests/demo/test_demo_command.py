@@ -4,9 +4,6 @@ no banner, the workspace files listed, and next steps that work as printed."""
 from __future__ import annotations
 
 import os
-import pty
-import re
-import select
 import shutil
 import subprocess
 import sys
@@ -15,6 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from support.newcomer import held_store, on_a_terminal
 
 TOOLCARDS = Path(sys.executable).parent / "toolcards"
 NO_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "TOOLCARDS_WORKSPACES_ROOT")
@@ -92,31 +91,13 @@ def test_a_read_only_state_directory_is_one_line(tmp_path: Path) -> None:
     assert str(frozen) in line and "not writable" in line
 
 
-HOLD = textwrap.dedent(
-    """
-    import sys, time
-    from toolcards.runtime import Team
-    team = Team("release-team", sys.argv[1])
-    print("held", flush=True)
-    time.sleep(120)
-    """
-)
-
-
 @pytest.fixture
 def held(tmp_path: Path) -> Iterator[Path]:
     """A state directory whose store another process holds open."""
     state = tmp_path / "state"
     state.mkdir()
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(state / "team.db")], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    with held_store(state / "team.db", "release-team"):
         yield state
-    finally:
-        holder.kill()
-        holder.wait(timeout=30)
 
 
 @pytest.mark.timeout(120)
@@ -128,30 +109,10 @@ def test_a_store_locked_by_another_process_is_one_line(tmp_path: Path, held: Pat
     assert "in use by another process" in line
 
 
-def on_a_terminal(args: list[str], cwd: Path, env: dict[str, str]) -> str:
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(args, cwd=cwd, stdout=slave, stderr=slave, env=env)
-    os.close(slave)
-    chunks = []
-    try:
-        while select.select([master], [], [], 240)[0]:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-    finally:
-        os.close(master)
-        proc.wait(timeout=60)
-    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode(errors="replace"))
-
-
 @pytest.mark.timeout(300)
 def test_first_output_on_a_terminal_is_the_job_not_a_banner(tmp_path: Path) -> None:
     env = {k: v for k, v in demo_env().items() if k not in ("PYTEST_VERSION", "CI")}
-    text = on_a_terminal([sys.executable, "-m", "toolcards.demo"], tmp_path, env)
+    text = on_a_terminal([sys.executable, "-m", "toolcards.demo"], tmp_path, env, columns=120)
     assert text.lstrip().lstrip("─ ").startswith("toolcards main job"), text[:400]
     assert "pydantic-ai v" not in text and "PYDANTIC_AI_NO_BANNER" not in text
 
@@ -170,25 +131,22 @@ def test_default_state_lists_the_workspace_files_and_next_steps_work(tmp_path: P
     env_part, _, command = serve.partition(" ")
     root = env_part.removeprefix("TOOLCARDS_WORKSPACES_ROOT=")
     config = command.split("--config ", 1)[1]
+
     # The served config is the job's team: the notes the engineer wrote, the plan the lead made.
-    listed = subprocess.run(
-        [str(TOOLCARDS), "call", "workspace_read", "path=notes/RELEASE.md", "--config", config],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**demo_env(), "TOOLCARDS_WORKSPACES_ROOT": root},
-    )
-    assert listed.returncode == 0, listed.stderr
-    assert "Release notes (Final)" in listed.stdout
-    plan = subprocess.run(
-        [str(TOOLCARDS), "call", "search_planning", "--config", config],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**demo_env(), "TOOLCARDS_WORKSPACES_ROOT": root},
-    )
+    def call(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(TOOLCARDS), "call", *args, "--config", config],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**demo_env(), "TOOLCARDS_WORKSPACES_ROOT": root},
+        )
+
+    notes = call("workspace_read", "path=notes/RELEASE.md")
+    assert notes.returncode == 0, notes.stderr
+    assert "Release notes (Final)" in notes.stdout
+    plan = call("search_planning")
     assert plan.returncode == 0, plan.stderr
     assert "Draft the release notes" in plan.stdout
     again = demo(tmp_path)

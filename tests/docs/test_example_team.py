@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from support.newcomer import inspector_missing
+
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-INSPECTOR = "@modelcontextprotocol/inspector"
 
 
 def command_lines(page: Path) -> list[list[str]]:
@@ -66,18 +67,8 @@ def test_example_team_commands_run_as_printed(page: str, checkout: Path) -> None
     assert "workspace_write\tdeny\tdenied" in listed.stdout
 
 
-def _inspector_missing() -> str | None:
-    npm = shutil.which("npm")
-    if npm is None or shutil.which("npx") is None:
-        return "npx is not installed"
-    root = subprocess.run([npm, "root", "-g"], capture_output=True, text=True, timeout=30)
-    if not (Path(root.stdout.strip()) / INSPECTOR).is_dir():
-        return f"{INSPECTOR} is not installed (npm install -g {INSPECTOR})"
-    return None
-
-
 @pytest.mark.timeout(180)
-@pytest.mark.skipif(_inspector_missing() is not None, reason=str(_inspector_missing()))
+@pytest.mark.skipif(inspector_missing() is not None, reason=str(inspector_missing()))
 def test_inspector_line_lists_the_example_tools(checkout: Path) -> None:
     line = next(w for w in command_lines(REPO / "docs/surfaces.md") if "--cli" in w)
     done = run(["npx", "--no-install", *line[1:]], checkout)

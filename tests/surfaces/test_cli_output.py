@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import re
-import select
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,6 +14,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from support.newcomer import on_a_terminal
 from toolcards import load_cards
 from toolcards.surfaces.cli import app
 from toolcards.surfaces.config import ConfigError, load_config
@@ -151,31 +148,6 @@ def test_list_off_a_terminal_prints_each_description_in_full(team: Path) -> None
     assert len(write) > 80
 
 
-def _on_a_terminal(args: list[str], cwd: Path, columns: int = 80) -> str:
-    """Run ``args`` with stdout on a pseudo-terminal ``columns`` wide; its text output."""
-    master, slave = pty.openpty()
-    env = {**os.environ, "COLUMNS": str(columns), "LINES": "50", "TERM": "dumb"}
-    proc = subprocess.Popen(args, cwd=cwd, stdout=slave, stderr=subprocess.PIPE, env=env)
-    os.close(slave)
-    chunks = []
-    try:
-        while True:
-            ready, _, _ = select.select([master], [], [], 60)
-            if not ready:
-                break
-            try:
-                data = os.read(master, 65536)
-            except OSError:  # the child closed its end
-                break
-            if not data:
-                break
-            chunks.append(data)
-    finally:
-        os.close(master)
-        proc.wait(timeout=60)
-    return b"".join(chunks).decode().replace("\r\n", "\n")
-
-
 @pytest.mark.timeout(180)
 def test_audit_table_on_an_80_column_terminal_keeps_one_line_per_entry(team: Path) -> None:
     import time
@@ -192,8 +164,9 @@ def test_audit_table_on_an_80_column_terminal_keeps_one_line_per_entry(team: Pat
                 decision="approve", outcome="needs_approval",
             )
         )  # fmt: skip
-    text = _on_a_terminal([str(TOOLCARDS), "audit", "tail", "-c", str(team)], team.parent)
-    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in text.splitlines() if line.strip()]
+    env = {**os.environ, "TERM": "dumb"}
+    text = on_a_terminal([str(TOOLCARDS), "audit", "tail", "-c", str(team)], team.parent, env)
+    lines = [line for line in text.splitlines() if line.strip()]
     assert len(lines) == 4, text  # header and three entries, none wrapped
     assert all(len(line) <= 80 for line in lines), text
     for word in ("alice", "workspace_write", "needs_approval", "dashboard", "approve"):

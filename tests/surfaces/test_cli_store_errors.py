@@ -7,12 +7,12 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from support.newcomer import held_store
 from toolcards.surfaces.outcomes import ExitCode
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "team"
@@ -83,32 +83,13 @@ def test_a_read_only_location(tmp_path: Path) -> None:
     assert str(tmp_path) in line and "not writable" in line
 
 
-HOLD = textwrap.dedent(
-    """
-    import sys, time
-    from toolcards.runtime import Team
-    team = Team("example-team", sys.argv[1])
-    print("held", flush=True)
-    time.sleep(120)
-    """
-)
-
-
 @pytest.fixture
-def held_store(tmp_path: Path) -> Iterator[Path]:
-    store = tmp_path / "team.db"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(store)], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+def held_store_file(tmp_path: Path) -> Iterator[Path]:
+    with held_store(tmp_path / "team.db", "example-team") as store:
         yield store
-    finally:
-        holder.kill()
-        holder.wait(timeout=30)
 
 
 @pytest.mark.timeout(150)
-def test_a_store_locked_by_another_process(tmp_path: Path, held_store: Path) -> None:
+def test_a_store_locked_by_another_process(tmp_path: Path, held_store_file: Path) -> None:
     line = one_line_failure("list", "-c", str(config_with(tmp_path)))
-    assert str(held_store) in line and "another process" in line
+    assert str(held_store_file) in line and "another process" in line
