@@ -93,3 +93,11 @@ def held_store_file(tmp_path: Path) -> Iterator[Path]:
 def test_a_store_locked_by_another_process(tmp_path: Path, held_store_file: Path) -> None:
     line = one_line_failure("list", "-c", str(config_with(tmp_path)))
     assert str(held_store_file) in line and "another process" in line
+
+
+@pytest.mark.timeout(150)
+def test_dashboard_on_a_store_that_is_not_a_store(tmp_path: Path) -> None:
+    (tmp_path / "notes.db").write_text("not a database\n" * 100)
+    store = str(tmp_path / "notes.db")
+    line = one_line_failure("dashboard", "--store", store, "--team", "release-team")
+    assert "notes.db" in line and "not a toolcards store" in line
