@@ -122,3 +122,15 @@ def test_a_corrupt_store_is_one_line_naming_the_fix(state: Path) -> None:
         run_job(state)
     assert "\n" not in str(caught.value)
     assert not isinstance(caught.value.__cause__, sqlite3.Error)  # raised from None
+
+
+def test_a_key_removed_after_a_successful_check_is_noticed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from toolcards.runtime import check_model
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-sent-anywhere")
+    check_model("openai:gpt-4o")  # builds the provider client, sends nothing
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with pytest.raises(ModelUnavailable, match="OPENAI_API_KEY"):
+        check_model("openai:gpt-4o")

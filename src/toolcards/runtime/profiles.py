@@ -13,6 +13,7 @@ installed, its API key is not set, the spec is unknown); hiring a member checks 
 from __future__ import annotations
 
 import copy
+import os
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -29,6 +30,11 @@ EXTRAS = {"openai": "openai", "anthropic": "anthropic"}
 """pydantic-ai provider groups that toolcards ships as an extra of its own."""
 
 
+_CHECKED: set[tuple[str, int]] = set()
+"""(spec, environment) pairs that passed :func:`check_model` (building a provider client
+costs milliseconds; a hire checks its model every time)."""
+
+
 class ModelUnavailable(ToolcardsError, ValueError):
     """A model spec that cannot run in this environment; the message (one line) says what to
     install or set."""
@@ -39,6 +45,9 @@ def check_model(model: Any) -> None:
     provider's package is missing, its API key is not set, or the spec is unknown. Model
     objects are not checked (they are already built). Nothing is sent to the provider."""
     if not isinstance(model, str):
+        return
+    key = (model, hash(frozenset(os.environ.items())))  # a key set later is seen at once
+    if key in _CHECKED:
         return
     from pydantic_ai.exceptions import UserError
     from pydantic_ai.models import infer_model
@@ -51,6 +60,9 @@ def check_model(model: Any) -> None:
         raise ModelUnavailable(_setting_hint(model, str(exc))) from None
     except Exception as exc:  # a provider's own validation: report it on one line
         raise ModelUnavailable(f"model {model!r} cannot be used: {_first_line(str(exc))}") from None
+    if len(_CHECKED) >= 64:
+        _CHECKED.clear()
+    _CHECKED.add(key)
 
 
 def _first_line(text: str) -> str:
