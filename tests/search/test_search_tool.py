@@ -12,6 +12,7 @@ import pytest
 from pydantic import SecretStr
 
 from toolcards import RetriableError
+from toolcards.core import ToolNotConfigured
 from toolcards.core.registry import dump_card, load_card
 from toolcards.tools.search import SearchTool, WebCrawl, WebFetch, WebSearch
 
@@ -94,12 +95,21 @@ def test_empty_query_is_retriable_and_sends_nothing() -> None:
     assert seen == []
 
 
-def test_missing_key_is_a_readable_message(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_key_is_a_not_configured_error_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv("TAVILY_API_KEY", raising=False)
     card, seen = make_card(search_reply, api_key=None)
-    out = call(card, "web_search", "q")
-    assert out.startswith("error:") and "TAVILY_API_KEY" in out
+    with pytest.raises(ToolNotConfigured, match="TAVILY_API_KEY"):
+        call(card, "web_search", "q")
     assert seen == []
+
+
+def test_rejected_key_is_a_not_configured_error_without_the_key() -> None:
+    card, _ = make_card(lambda r: httpx.Response(401, json={"detail": {"error": "boom"}}))
+    with pytest.raises(ToolNotConfigured, match="rejected the API key") as caught:
+        call(card, "web_search", "q")
+    assert KEY not in str(caught.value)
 
 
 def test_key_from_named_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -111,7 +121,7 @@ def test_key_from_named_environment_variable(monkeypatch: pytest.MonkeyPatch) ->
 
 @pytest.mark.parametrize(
     ("status", "expected"),
-    [(401, "rejected the API key"), (429, "rate limit"), (500, "failed (HTTP 500)")],
+    [(429, "rate limit"), (500, "failed (HTTP 500)")],
 )
 def test_http_errors_are_readable(status: int, expected: str) -> None:
     card, _ = make_card(lambda r: httpx.Response(status, json={"detail": {"error": "boom"}}))

@@ -43,7 +43,7 @@ def test_missing_policy_names_the_field(tmp_path: Path) -> None:
 
 
 def test_unknown_key_names_the_field(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"team\.yaml: polcy: Extra inputs"):
+    with pytest.raises(ConfigError, match=r"team\.yaml: polcy: unknown key"):
         load_config(write(tmp_path, {"policy": "policy.yaml", "polcy": "x"}))
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from support.newcomer import inspector_missing
 from surfaces.surface_support import HERE, TOOLCARDS, HttpServer, write_config
 from toolcards.governance import Identity
 
@@ -20,17 +20,7 @@ INSPECTOR = "@modelcontextprotocol/inspector"
 CAROL = Identity("carol", "user", ["finance"])
 
 
-def _inspector_missing() -> str | None:
-    npm = shutil.which("npm")
-    if npm is None or shutil.which("npx") is None:
-        return "npx is not installed"
-    root = subprocess.run([npm, "root", "-g"], capture_output=True, text=True, timeout=30)
-    if not (Path(root.stdout.strip()) / INSPECTOR).is_dir():
-        return f"{INSPECTOR} is not installed (npm install -g {INSPECTOR})"
-    return None
-
-
-MISSING = _inspector_missing()
+MISSING = inspector_missing()
 pytestmark = pytest.mark.skipif(MISSING is not None, reason=str(MISSING))
 
 

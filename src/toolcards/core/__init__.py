@@ -10,6 +10,7 @@ from toolcards.core.errors import (
     CommandNotRecognized,
     RetriableError,
     ToolcardsError,
+    ToolNotConfigured,
     ToolObserverGone,
 )
 from toolcards.core.events import ToolStateEvent
@@ -52,6 +53,7 @@ __all__ = [
     "ToolCard",
     "ToolFactory",
     "ToolFunc",
+    "ToolNotConfigured",
     "ToolObserver",
     "ToolObserverGone",
     "ToolStateEvent",

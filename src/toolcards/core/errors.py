@@ -14,6 +14,12 @@ class RetriableError(ToolcardsError):
     """
 
 
+class ToolNotConfigured(ToolcardsError):
+    """The tool cannot run as configured (no API key, a rejected credential). The call's
+    outcome is ``error`` on every surface; the message, which names what to set, is safe to
+    show and reaches the caller as ``error: <message>``. Calling again will not help."""
+
+
 class ToolObserverGone(ToolcardsError):
     """The agent or team member that owned a card has been garbage-collected or stopped."""
 

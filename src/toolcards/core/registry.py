@@ -111,8 +111,13 @@ def dump_cards(cards: Iterable[ToolCard]) -> list[dict[str, Any]]:
 def load_cards(data: Any, *, trust: object = None) -> list[ToolCard]:
     """A list of cards from tagged dicts; each entry is validated by its own class, with
     ``trust`` (see :func:`load_card`)."""
+    if isinstance(data, str | bytes):
+        raise ValueError(
+            "cards must be a list of tagged mappings, not text: parse it first, e.g. "
+            "load_cards(yaml.safe_load(text)) or load_cards(json.loads(text))"
+        )
     if not isinstance(data, list | tuple):
-        raise ValueError("cards must be a list")
+        raise ValueError(f"cards must be a list of tagged mappings, got {type(data).__name__}")
     return [load_card(item, trust=trust) for item in data]
 
 

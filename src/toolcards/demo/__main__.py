@@ -2,39 +2,74 @@
 
 Options: ``--state DIR`` (default ``./.toolcards-demo``), ``--fresh`` (start over),
 ``--model openai:gpt-4o`` (a real provider instead of the scripted members),
-``--basic`` (the single-agent card demo).
+``--basic`` (the single-agent card demo). A problem you can fix (a missing provider package or
+API key, a state directory that cannot be used or is in use) is one line on stderr and a
+non-zero exit code: 2 for the command line, 1 for the state.
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
+import sys
 from pathlib import Path
+
+DEFAULT_STATE = Path(".toolcards-demo")
+
+
+def _quiet_pydantic_ai() -> None:
+    """The job owns its output: no first-run banner from pydantic-ai."""
+    import pydantic_ai
+
+    if hasattr(pydantic_ai, "BANNER_ENABLED"):
+        pydantic_ai.BANNER_ENABLED = False
+
+
+def _error(message: str, code: int) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m toolcards.demo", description=__doc__)
-    parser.add_argument("--state", type=Path, default=Path(".toolcards-demo"))
+    parser = argparse.ArgumentParser(
+        prog="python -m toolcards.demo",
+        description="The main job: an offline governed team; run it again to see it resume.",
+    )
+    parser.add_argument(
+        "--state", type=Path, default=None, help=f"where the job keeps its state ({DEFAULT_STATE})"
+    )
     parser.add_argument("--fresh", action="store_true", help="delete the saved state first")
     parser.add_argument(
         "--model", default=None, help="a pydantic-ai model spec, e.g. openai:gpt-4o"
     )
     parser.add_argument("--basic", action="store_true", help="run the single-agent card demo")
     args = parser.parse_args(argv)
+    _quiet_pydantic_ai()
     if args.basic:
         from toolcards.demo.basic import run
 
         run()
         return 0
-    if args.fresh and args.state.exists():
-        shutil.rmtree(args.state)
-    from toolcards.demo.report import render
-    from toolcards.demo.team_job import TEAM_ID, run_job
+    from toolcards.demo.state import DemoError, clear
+    from toolcards.runtime import ModelUnavailable, check_model
 
-    render(run_job(args.state, model=args.model))
-    state = args.state
-    print(f"Open the dashboard on this team: toolcards dashboard --store {state / 'team.db'} "
-          f"--team {TEAM_ID} --audit {state / 'audit.db'}")  # fmt: skip
+    state: Path = args.state or DEFAULT_STATE
+    try:
+        if args.model is not None:
+            check_model(args.model)  # before the state is touched
+        if args.fresh:
+            clear(state)
+        from toolcards.demo.team_job import TEAM_ID, run_job
+
+        summary = run_job(state, model=args.model)
+    except ModelUnavailable as exc:
+        return _error(f"{exc}; or leave out --model for the offline scripted team", 2)
+    except DemoError as exc:
+        return _error(str(exc), 1)
+    from toolcards.demo.next_steps import print_next_steps
+    from toolcards.demo.report import render
+
+    render(summary)
+    print_next_steps(state, TEAM_ID, state_given=args.state is not None)
     return 0
 
 

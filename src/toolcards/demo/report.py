@@ -13,6 +13,7 @@ from rich.table import Table
 
 from toolcards.tools.knowledge_graph.actor import KnowledgeGraphActor
 from toolcards.tools.planning.actor import PlanningActor
+from toolcards.tools.workspace.paths import CACHE_DIR_NAME
 
 if TYPE_CHECKING:
     from toolcards.governance.audit import AuditLog
@@ -39,15 +40,6 @@ def collect(
         else None
     )
     root = Path(os.environ["TOOLCARDS_WORKSPACES_ROOT"]) / team.team_id
-    files = (
-        sorted(
-            str(p.relative_to(root))
-            for p in root.rglob("*")
-            if p.is_file() and ".toolcards" not in str(p)
-        )
-        if root.exists()
-        else []
-    )
     return {
         "resumed": resumed,
         "with_exec": with_exec,
@@ -56,12 +48,25 @@ def collect(
         "entities": [e for e, _ in found.entities] if found else [],
         "neighbors": list(found.neighbors) if found else [],
         "relations": list(found.edges) if found else [],
-        "files": files,
+        "files": workspace_files(root),
         "audit": audit.tail(40),
         "log": log.lines,
         "approvals": log.approvals,
+        "notes": log.notes,
         "events": len(team.events()),
     }
+
+
+def workspace_files(root: Path) -> list[str]:
+    """The files of the workspace at ``root``, relative to it; the workspace's own cache
+    (``.toolcards-cache``) is left out, wherever the workspace itself lives."""
+    if not root.is_dir():
+        return []
+    return sorted(
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if p.is_file() and CACHE_DIR_NAME not in p.relative_to(root).parts
+    )
 
 
 def render(summary: dict[str, Any], console: Console | None = None) -> None:
@@ -69,6 +74,8 @@ def render(summary: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
     title = "resumed from the SQLite store" if summary["resumed"] else "first run"
     console.rule(f"[bold]toolcards main job: {title}")
+    for note in summary.get("notes", []):
+        console.print(f"[yellow]note:[/] {escape(note)}")
     conversation = Table(title="What happened", show_lines=False, expand=True)
     conversation.add_column("who", style="cyan", no_wrap=True)
     conversation.add_column("text")
@@ -105,15 +112,37 @@ def render(summary: dict[str, Any], console: Console | None = None) -> None:
     if not summary["with_exec"]:
         console.print("[yellow]bwrap is not installed: the sandboxed command step was skipped[/]")
 
-    trail = Table(title="Audit trail (governance)", expand=True)
-    for col in ("principal", "tool", "decision", "outcome", "args"):
-        trail.add_column(col)
+    trail = Table(
+        title="Audit trail (governance)",
+        expand=True,
+        box=None,
+        pad_edge=False,
+        header_style="bold underline",
+    )
+    trail.add_column("who", no_wrap=True)
+    trail.add_column("tool", no_wrap=True)
+    trail.add_column("decision", no_wrap=True)
+    trail.add_column("outcome", no_wrap=True)
+    trail.add_column("arguments", no_wrap=True, overflow="ellipsis", ratio=1)
     for row in summary["audit"]:
         style = {"deny": "red", "approve": "yellow"}.get(row.decision)
-        args = json.dumps(row.args, default=str)
-        args = args if len(args) <= 60 else args[:57] + "..."
-        trail.add_row(row.principal, row.tool, row.decision, row.outcome, escape(args), style=style)
+        who = row.principal.removeprefix("agent.")
+        trail.add_row(
+            who, row.tool, row.decision, row.outcome, escape(brief(row.args)), style=style
+        )
     console.print(trail)
     console.print(
         f"members: {', '.join(summary['members'])} · events in the log: {summary['events']}"
     )
+
+
+def brief(args: Any, limit: int = 200) -> str:
+    """Arguments on one line as ``key=value``, shortest values first (so a path is seen before
+    a file's content); strings with spaces or line breaks are quoted as JSON."""
+    if not isinstance(args, dict):
+        return json.dumps(args, default=str)[:limit]
+    parts = []
+    for key, value in args.items():
+        plain = isinstance(value, str) and value and not any(c.isspace() for c in value)
+        parts.append(f"{key}={value if plain else json.dumps(value, default=str)}")
+    return " ".join(sorted(parts, key=len))[:limit]

@@ -9,6 +9,7 @@ for a real provider.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -16,13 +17,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from toolcards.demo.next_steps import write_serve_config
 from toolcards.demo.script import Scene, first_int, scripted_model
+from toolcards.demo.state import (
+    AUDIT,
+    STORE,
+    WORKSPACES,
+    DemoError,
+    clear,
+    has_leftovers,
+    in_use,
+    is_complete,
+    mark_complete,
+    prepare,
+)
 
 if TYPE_CHECKING:
+    from toolcards.governance import AuditLog
     from toolcards.runtime import Team
 
 TEAM_ID = "release-team"
 LEAD, ENGINEER = "@lead-1", "@engineer-1"
+START_OVER = "run with --fresh to start over, or pass --state with another directory"
 
 POLICY: dict[str, Any] = {
     "default_effect": "deny",
@@ -67,6 +83,7 @@ class JobLog:
 
     lines: list[tuple[str, str]] = field(default_factory=list)
     approvals: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def add(self, who: str, text: str) -> None:
         self.lines.append((who, text))
@@ -229,30 +246,42 @@ def _scripted_human(log: JobLog) -> Any:
 
 
 def run_job(state_dir: Path, model: str | None = None) -> dict[str, Any]:
-    """Run (or resume) the team in ``state_dir``; returns what the summary shows."""
-    from toolcards.governance import AuditLog, Policy
-    from toolcards.runtime import Team
+    """Run (or resume) the team in ``state_dir``; returns what the summary shows.
 
-    state_dir.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("TOOLCARDS_WORKSPACES_ROOT", str(state_dir / "workspaces"))
-    store = state_dir / "team.db"
-    resumed = store.exists()
+    A first run that fails leaves nothing behind; a directory holding the remains of a run
+    that stopped early (or a team without its members) is cleared, with a note in the
+    summary, and the job starts over. Problems the user can fix raise :class:`DemoError` or
+    :class:`~toolcards.runtime.ModelUnavailable` (one line each).
+    """
+    from toolcards.runtime import check_model
+
+    if model is not None:
+        check_model(model)  # before anything is created
+    prepare(state_dir)
+    os.environ.setdefault("TOOLCARDS_WORKSPACES_ROOT", str(state_dir / WORKSPACES))
     with_exec = shutil.which("bwrap") is not None
     log = JobLog()
-    audit = AuditLog(state_dir / "audit.db", durability="sync")
-    options: dict[str, Any] = {
-        "profiles": build_profiles(model, with_exec),
-        "policy": Policy.from_dict(POLICY),
-        "audit": audit,
-        "approver": _scripted_human(log),
-    }
-    team = Team.resume(TEAM_ID, store, **options) if resumed else Team(TEAM_ID, store, **options)
+    resumed = is_complete(state_dir)
+    if not resumed and has_leftovers(state_dir):
+        _start_over(state_dir, log, "an earlier run stopped before the team was set up")
+    team, audit = _open(state_dir, log, model, with_exec, resumed)
+    if resumed and not {LEAD, ENGINEER} <= {m.name for m in team.members()}:
+        team.stop()
+        audit.close()
+        _start_over(state_dir, log, "its team has no members")
+        resumed = False
+        team, audit = _open(state_dir, log, model, with_exec, resumed)
+    settled = resumed
     try:
         if not resumed:
             for role in ("lead", "engineer"):
                 log.add("team", f"hired {team.hire(role)}")
             _talk(team, log, LEAD, "Please plan the release of toolcards 0.1.")
             _talk(team, log, ENGINEER, "Please write the release notes and publish them.")
+            engineer = next(p for p in team.profiles if p.role == "engineer")
+            write_serve_config(state_dir, TEAM_ID, list(engineer.cards), POLICY)
+            mark_complete(state_dir, team=TEAM_ID, model=model or "scripted")
+            settled = True
             _wait_for_notification(team, log, timeout=0.0)  # shown now if it already fired
         else:
             log.add("team", f"resumed with members {', '.join(m.name for m in team.members())}")
@@ -264,6 +293,58 @@ def run_job(state_dir: Path, model: str | None = None) -> dict[str, Any]:
     finally:
         team.stop()
         audit.close()
+        if not settled:  # never keep a half-made team
+            with contextlib.suppress(DemoError):
+                clear(state_dir)
+
+
+def _start_over(state_dir: Path, log: JobLog, why: str) -> None:
+    clear(state_dir)
+    prepare(state_dir)
+    log.notes.append(f"the saved state in {state_dir} was incomplete ({why}): started over")
+
+
+def _open(
+    state_dir: Path, log: JobLog, model: str | None, with_exec: bool, resume: bool
+) -> tuple[Team, AuditLog]:
+    """The team and its audit log; store problems become one-line :class:`DemoError`s."""
+    import sqlite3
+
+    from toolcards.governance import AuditLog, Policy
+    from toolcards.runtime import StoreError, StoreLockedError, Team
+
+    path = state_dir / AUDIT
+    try:
+        audit = AuditLog(path, durability="sync")
+    except sqlite3.Error as exc:
+        raise DemoError(f"cannot open the audit log {path}: {exc}; {START_OVER}") from None
+    options: dict[str, Any] = {
+        "profiles": build_profiles(model, with_exec),
+        "policy": Policy.from_dict(POLICY),
+        "audit": audit,
+        "approver": _scripted_human(log),
+    }
+    store = state_dir / STORE
+    try:
+        if resume:
+            return Team.resume(TEAM_ID, store, **options), audit
+        return Team(TEAM_ID, store, **options), audit
+    except StoreLockedError:
+        audit.close()
+        raise in_use(state_dir, _holder(state_dir)) from None
+    except StoreError as exc:
+        audit.close()
+        raise DemoError(f"{exc}; {START_OVER}") from None
+    except BaseException:
+        audit.close()
+        raise
+
+
+def _holder(state_dir: Path) -> str:
+    try:
+        return (state_dir / f"{STORE}.lock").read_text().strip() or "unknown"
+    except OSError:
+        return "unknown"
 
 
 def _talk(team: Team, log: JobLog, to: str, text: str) -> None:
@@ -272,14 +353,20 @@ def _talk(team: Team, log: JobLog, to: str, text: str) -> None:
 
 
 def _wait_for_notification(team: Team, log: JobLog, timeout: float = 15.0) -> None:
-    """Log the reminder's delivery (from the event log, which spans both runs). One still
-    pending when the first run stopped is overdue on resume and fires on the first tick, so a
-    resumed run waits (bounded) for it."""
+    """Log the reminder if it is delivered during this run (read from the event log, from this
+    run's ``team_started`` on: one delivered in an earlier run is not news). One still pending
+    when the first run stopped is overdue on resume and fires on the first tick, so a resumed
+    run waits (bounded) for it."""
     deadline = time.monotonic() + timeout
-    delivered: dict[str, Any] = {}
     while True:
-        for event in team.events():
-            payload = event.payload if isinstance(event.payload, dict) else {}
+        events = team.events()
+        start = max(
+            (i for i, e in enumerate(events) if _payload(e).get("event") == "team_started"),
+            default=0,
+        )
+        delivered: dict[str, Any] = {}
+        for event in events[start:]:
+            payload = _payload(event)
             if payload.get("event") == "received" and payload.get("sender") == "#NotificationTool":
                 delivered = payload
             elif (
@@ -289,6 +376,25 @@ def _wait_for_notification(team: Team, log: JobLog, timeout: float = 15.0) -> No
             ):
                 log.add(f"#NotificationTool -> {delivered.get('recipient')}", delivered["text"])
                 return
-        if time.monotonic() >= deadline:
+        if time.monotonic() >= deadline or _settled_before(events, start):
             return
         time.sleep(0.1)
+
+
+def _payload(event: Any) -> dict[str, Any]:
+    return event.payload if isinstance(event.payload, dict) else {}
+
+
+def _settled_before(events: list[Any], start: int) -> bool:
+    """True when every reminder was fired, cancelled or dropped before ``start`` (nothing
+    will arrive in this run, so there is nothing to wait for)."""
+    registered = sum(
+        1 for e in events if e.tool_id == "#NotificationTool" and "registered" in _payload(e)
+    )
+    ended = sum(
+        1
+        for e in events[:start]
+        if e.tool_id == "#NotificationTool"
+        and any(k in _payload(e) for k in ("fired", "cancelled", "dropped"))
+    )
+    return ended >= registered

@@ -43,7 +43,7 @@ from typing import Any, NamedTuple
 from pydantic import ValidationError
 from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry
 
-from toolcards.core.errors import RetriableError
+from toolcards.core.errors import RetriableError, ToolNotConfigured
 from toolcards.governance import telemetry
 from toolcards.governance.approvals import (
     ApprovalBroker,
@@ -431,6 +431,9 @@ class Executor:
         except TimeoutError:
             msg = f"error: {cap.id} timed out after {timeout:g} s"
             return self._finish(call, Outcome.ERROR, decision, msg, "timeout")
+        except ToolNotConfigured as exc:  # its message names what to set: shown, redacted
+            msg = f"error: {self.policy.redaction.text(str(exc))}"
+            return self._finish(call, Outcome.ERROR, decision, msg)
         except Exception as exc:
             msg = f"error: {cap.id} failed ({type(exc).__name__})"
             return self._finish(call, Outcome.ERROR, decision, msg, f"{type(exc).__name__}: {exc}")

@@ -50,7 +50,7 @@ from toolcards.runtime.messaging import (
 )
 from toolcards.runtime.observer import TeamObserver
 from toolcards.runtime.process import open_location as open_store
-from toolcards.runtime.profiles import RoleProfile
+from toolcards.runtime.profiles import ModelUnavailable, RoleProfile, check_model
 from toolcards.runtime.store import TeamStore
 from toolcards.runtime.store_base import (
     SchemaTooNew,
@@ -101,6 +101,7 @@ __all__ = [
     "MemberInfo",
     "MemberMessage",
     "MemberRoster",
+    "ModelUnavailable",
     "PostgresStore",
     "PykkaActorSystem",
     "RayActorSystem",
@@ -122,6 +123,7 @@ __all__ = [
     "ToolActor",
     "ToolActorContext",
     "UnknownActorTag",
+    "check_model",
     "fetch_deferred",
     "is_empty_delta",
     "member_activity",

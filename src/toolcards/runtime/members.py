@@ -38,7 +38,7 @@ from toolcards.runtime.messaging import (
     sent_event,
     truncate,
 )
-from toolcards.runtime.profiles import RoleProfile
+from toolcards.runtime.profiles import RoleProfile, check_model
 from toolcards.runtime.relay import TOKEN, Relay
 from toolcards.runtime.store_base import StateNamespace
 
@@ -151,6 +151,7 @@ class MemberRoster:
         team = self._team
         team.check_running()
         profile = self.profile(role)
+        check_model(profile.model)  # before any name is claimed: a failed hire leaves no trace
         with self._lock:
             if profile.max_members is not None and not restoring:
                 count = sum(1 for e in self._entries.values() if e.profile.role == role)

@@ -5,11 +5,15 @@ pydantic-ai model spec string (``"openai:gpt-5"``). A model *object* (``Function
 a configured ``OpenAIChatModel``) is accepted in code for tests and custom providers, but it
 cannot be written out: serializing such a profile raises an error naming the role. Pass the
 same profiles again to ``Team.resume(..., profiles=...)`` to bring such members back.
+
+:func:`check_model` says, in one line, why a spec cannot run here (the provider package is not
+installed, its API key is not set, the spec is unknown); hiring a member checks it first.
 """
 
 from __future__ import annotations
 
 import copy
+import os
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -17,9 +21,73 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
 from toolcards.core.card import ToolCard
+from toolcards.core.errors import ToolcardsError
 from toolcards.core.registry import CardList
 
 ROLE_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,47}")
+SPEC_EXAMPLES = "'openai:gpt-4o' or 'anthropic:claude-sonnet-4-5'"
+EXTRAS = {"openai": "openai", "anthropic": "anthropic"}
+"""pydantic-ai provider groups that toolcards ships as an extra of its own."""
+
+
+_CHECKED: set[tuple[str, int]] = set()
+"""(spec, environment) pairs that passed :func:`check_model` (building a provider client
+costs milliseconds; a hire checks its model every time)."""
+
+
+class ModelUnavailable(ToolcardsError, ValueError):
+    """A model spec that cannot run in this environment; the message (one line) says what to
+    install or set."""
+
+
+def check_model(model: Any) -> None:
+    """Raise :class:`ModelUnavailable` when the model spec ``model`` cannot run here: the
+    provider's package is missing, its API key is not set, or the spec is unknown. Model
+    objects are not checked (they are already built). Nothing is sent to the provider."""
+    if not isinstance(model, str):
+        return
+    key = (model, hash(frozenset(os.environ.items())))  # a key set later is seen at once
+    if key in _CHECKED:
+        return
+    from pydantic_ai.exceptions import UserError
+    from pydantic_ai.models import infer_model
+
+    try:
+        infer_model(model)
+    except ImportError as exc:
+        raise ModelUnavailable(_install_hint(model, str(exc))) from None
+    except UserError as exc:
+        raise ModelUnavailable(_setting_hint(model, str(exc))) from None
+    except Exception as exc:  # a provider's own validation: report it on one line
+        raise ModelUnavailable(f"model {model!r} cannot be used: {_first_line(str(exc))}") from None
+    if len(_CHECKED) >= 64:
+        _CHECKED.clear()
+    _CHECKED.add(key)
+
+
+def _first_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[0][:300]
+
+
+def _install_hint(model: str, text: str) -> str:
+    found = re.search(r"pydantic-ai-slim\[([\w-]+)\]", text)
+    group = found.group(1) if found else model.split(":", 1)[0]
+    extra = EXTRAS.get(group)
+    if extra is not None:
+        how = f"pip install 'toolcards[{extra}]' (in a clone: pip install -e '.[{extra}]')"
+    else:
+        how = f"pip install 'pydantic-ai-slim[{group}]'"
+    return f"model {model!r} needs the {group} provider package: {how}"
+
+
+def _setting_hint(model: str, text: str) -> str:
+    env = re.search(r"Set the `(\w+)` environment variable", text)
+    if env is not None:
+        name = env.group(1)
+        return f"model {model!r} needs the {name} environment variable: export {name}=..."
+    if text.startswith("Unknown model"):
+        return f"unknown model {model!r}: give a pydantic-ai model spec such as {SPEC_EXAMPLES}"
+    return f"model {model!r} cannot be used: {_first_line(text)}"
 
 
 def valid_model(model: Any, kind: str = "a pydantic-ai model spec string or Model") -> Any:
@@ -28,6 +96,11 @@ def valid_model(model: Any, kind: str = "a pydantic-ai model spec string or Mode
     if isinstance(model, str):
         if not model.strip():
             raise ValueError("model must be a non-empty model spec string or a model object")
+        if ":" not in model and model != "test":
+            raise ValueError(
+                f"model {model!r} is not a pydantic-ai model spec: use 'provider:model', "
+                f"e.g. {SPEC_EXAMPLES}"
+            )
         return model
     from pydantic_ai.models import Model
 

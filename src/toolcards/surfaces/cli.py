@@ -28,6 +28,7 @@ from toolcards.surfaces.cli_state import (
     err,
     fail,
     out,
+    print_rows,
     state_of,
 )
 from toolcards.surfaces.outcomes import ExitCode
@@ -100,15 +101,22 @@ def list_tools(
     if state.json:
         emit_json(rows)
         return
-    from rich.table import Table
+    lines = [
+        (str(r["name"]), ",".join([*r["hints"], *([] if r["callable"] else ["denied"])]) or "-",
+         str(r["description"]))
+        for r in rows
+    ]  # fmt: skip
+    if not sys.stdout.isatty():  # full values, one tool a line, for pipes and files
+        print_rows(("tool", "hints", "description"), lines)
+    else:
+        from rich.table import Table
 
-    table = Table("tool", "hints", "description", box=None, pad_edge=False)
-    for row in rows:
-        name = str(row["name"])
-        if not row["callable"]:
-            name = f"[dim]{name} (denied)[/dim]"
-        table.add_row(name, ",".join(row["hints"]), str(row["description"]))
-    out().print(table)
+        table = Table("tool", "hints", "description", box=None, pad_edge=False)
+        table.columns[0].no_wrap = table.columns[1].no_wrap = True
+        for name, tags, description in lines:
+            shown = f"[dim]{name}[/dim]" if "denied" in tags.split(",") else name
+            table.add_row(shown, tags, description)
+        out().print(table)
     if not rows:
         err().print("no tools for this principal")
 
@@ -173,7 +181,7 @@ def call(
     ] = None,
     json_args: Annotated[
         str | None,
-        typer.Option("--json", "--args", help="Arguments as a JSON object ('-': stdin)."),
+        typer.Option("--args", "--json", help="Arguments as one JSON object ('-': stdin)."),
     ] = None,
     config: ConfigOpt = None,
 ) -> None:
@@ -247,8 +255,10 @@ def serve(
         bool, typer.Option("--dashboard", help="HTTP: also serve the team dashboard at /.")
     ] = False,
 ) -> None:
-    """Serve the configured tools over MCP (stdio as the local principal, or HTTP). With
-    ``--dashboard``, approval-required calls wait in the dashboard's approvals inbox."""
+    """Serve the configured tools over MCP (stdio or HTTP).
+
+    Over stdio the caller is the config's local principal; over HTTP, the bearer token's. With
+    --dashboard, approval-required calls wait in the dashboard's approvals inbox."""
     import contextlib
 
     import anyio
@@ -279,7 +289,9 @@ def hash_token_cmd(
         str | None, typer.Argument(help="Token to hash ('-': stdin; none: new).")
     ] = None,
 ) -> None:
-    """Print the sha256 digest to store for an HTTP bearer token (a new token if none given)."""
+    """Print the digest to store for an HTTP bearer token.
+
+    Without a token, a new random one is made and printed with its digest."""
     from toolcards.surfaces.config import hash_token, new_token
 
     if token == "-":

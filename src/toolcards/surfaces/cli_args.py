@@ -84,16 +84,24 @@ def parse_pairs(pairs: list[str], schema: dict[str, Any]) -> dict[str, Any]:
     return args
 
 
+EXAMPLE = """--args '{"path": "notes/a.md"}'"""
+_JSON_KINDS = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+
+
 def parse_json(text: str) -> dict[str, Any]:
-    """``--json`` arguments: an object (``-`` reads it from stdin)."""
+    """``--args`` (alias ``--json``) arguments: one JSON object (``-`` reads it from stdin)."""
     if text == "-":
         text = sys.stdin.read(MAX_ARGS_BYTES + 1)
     if len(text) > MAX_ARGS_BYTES:
         raise ArgsError(f"arguments larger than {MAX_ARGS_BYTES} bytes")
     try:
         value = json.loads(text)
-    except ValueError as exc:
-        raise ArgsError(f"--json is not valid JSON: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ArgsError(
+            f"the arguments are not valid JSON ({exc.msg.lower()} at line {exc.lineno}, "
+            f"column {exc.colno}); give one JSON object, e.g. {EXAMPLE}"
+        ) from None
     if not isinstance(value, dict):
-        raise ArgsError("--json must be a JSON object of arguments")
+        kind = _JSON_KINDS.get(type(value), "a number")
+        raise ArgsError(f"the arguments must be one JSON object, not {kind}; e.g. {EXAMPLE}")
     return value

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Annotated, Any
 
 import typer
 
-from toolcards.surfaces.cli_state import ConfigOpt, State, emit_json, fail, out, state_of
+from toolcards.surfaces.cli_state import (
+    ConfigOpt,
+    State,
+    emit_json,
+    fail,
+    out,
+    print_rows,
+    state_of,
+)
 from toolcards.surfaces.outcomes import ExitCode
 
 audit_app = typer.Typer(help="Read the audit trail.", no_args_is_help=True)
@@ -43,15 +52,48 @@ def _show_entries(state: State, entries: list[Any]) -> None:
     if state.json:
         emit_json([dataclasses.asdict(e) for e in entries])
         return
+    header = ("time", "principal", "surface", "tool", "decision", "outcome", "ms")
+    if not sys.stdout.isatty():  # full values, one entry a line, for pipes and files
+        rows = [
+            (dt.datetime.fromtimestamp(e.ts).isoformat(timespec="seconds"), *_cells(e))
+            for e in entries
+        ]
+        print_rows(header, rows)
+        return
     from rich.table import Table
 
-    table = Table("time", "principal", "surface", "tool", "decision", "outcome", "ms", box=None)
+    today = dt.date.today()
+    rows = []
     for e in entries:
-        when = dt.datetime.fromtimestamp(e.ts).isoformat(timespec="seconds")
-        table.add_row(
-            when, e.principal, e.surface, e.tool, e.decision, e.outcome, f"{e.duration_ms:.1f}"
+        when = dt.datetime.fromtimestamp(e.ts)
+        rows.append(
+            (when.strftime("%H:%M:%S" if when.date() == today else "%m-%d %H:%M"), *_cells(e))
         )
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
+    _fit(widths, header.index("principal"), header.index("tool"), out().width)
+    table = Table(*header, box=None, pad_edge=False)
+    for width, column in zip(widths, table.columns, strict=True):
+        column.no_wrap = True  # one line per entry: a long principal or tool is cut short
+        column.overflow = "ellipsis"
+        column.max_width = width
+    for row in rows:
+        table.add_row(*row)
     out().print(table)
+
+
+def _fit(widths: list[int], a: int, b: int, total: int) -> None:
+    """Shrink columns ``a`` and ``b`` (in proportion) so that the row fits ``total``."""
+    gaps = 2 * (len(widths) - 1)  # one space of padding each side between columns
+    room = total - gaps - sum(w for i, w in enumerate(widths) if i not in (a, b))
+    if widths[a] + widths[b] <= room:
+        return
+    room = max(room, 16)
+    widths[a] = max(8, room * widths[a] // (widths[a] + widths[b]))
+    widths[b] = max(8, room - widths[a])
+
+
+def _cells(e: Any) -> tuple[str, ...]:
+    return (e.principal, e.surface, e.tool, e.decision, e.outcome, f"{e.duration_ms:.1f}")
 
 
 @audit_app.command("tail")

@@ -19,6 +19,11 @@ def hints(ann: Any) -> list[str]:
     return [n for n in _HINTS if getattr(ann, n)]
 
 
+def summary(description: str) -> str:
+    """The first paragraph of a description, as one line."""
+    return " ".join((description.strip().split("\n\n", 1)[0]).split())
+
+
 def list_rows(rt: SurfaceRuntime, show_all: bool = False) -> list[dict[str, Any]]:
     visible = set(rt.visible_to(rt.local))
     return [
@@ -26,7 +31,7 @@ def list_rows(rt: SurfaceRuntime, show_all: bool = False) -> list[dict[str, Any]
             "name": cap.id,
             "callable": cap.id in visible,
             "hints": hints(cap.annotations),
-            "description": (cap.description or "").strip().split("\n", 1)[0],
+            "description": summary(cap.description or ""),
         }
         for cap in rt.registry
         if show_all or cap.id in visible

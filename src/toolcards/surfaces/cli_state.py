@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -45,7 +45,9 @@ class State:
 
     def runtime(self, with_team: bool = False) -> SurfaceRuntime:
         """The runtime for this command (config and store problems end the command)."""
-        from toolcards.runtime.store import StoreLockedError
+        import sqlite3
+
+        from toolcards.runtime.store_base import StoreError, StoreLockedError
         from toolcards.surfaces.config import ConfigError
         from toolcards.surfaces.runtime import SurfaceRuntime
 
@@ -58,8 +60,24 @@ class State:
             fail(str(exc), ExitCode.USAGE)
         except StoreLockedError as exc:
             fail(f"{exc} (is `toolcards serve` running on this config?)", ExitCode.FAILED)
+        except StoreError as exc:
+            fail(f"{exc} (store: in {self.config})", ExitCode.FAILED)
+        except sqlite3.Error as exc:  # the audit log's file
+            fail(
+                f"{self._audit_where()}: {exc}; give a file path in a writable folder",
+                ExitCode.FAILED,
+            )
         self.opened.append(rt)
         return rt
+
+    def _audit_where(self) -> str:
+        from toolcards.surfaces.config import ConfigError, load_config
+
+        try:
+            path = load_config(self.config).audit_path
+            return f"cannot open the audit log {path} (audit: in {self.config})"
+        except ConfigError:
+            return "cannot open the audit log"
 
     def server(self) -> Any:
         """A running ``toolcards serve`` on this config to forward to, or None."""
@@ -94,6 +112,13 @@ def state_of(ctx: typer.Context, config: Path | None = None) -> State:
 def fail(message: str, code: ExitCode) -> NoReturn:
     err().print(f"[red]error:[/red] {message}", markup=True, highlight=False)
     raise typer.Exit(int(code))
+
+
+def print_rows(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
+    """Rows as tab-separated lines with every value in full (for output that is not a
+    terminal: nothing is cut or wrapped); tabs and line breaks inside values become spaces."""
+    for row in (header, *rows):
+        sys.stdout.write("\t".join(" ".join(str(v).split()) for v in row) + "\n")
 
 
 def emit_json(data: Any) -> None:

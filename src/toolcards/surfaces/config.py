@@ -155,19 +155,20 @@ class SurfaceConfig(BaseModel):
 
     def load_cards(self) -> list[Any]:
         """The configured cards as ToolCard instances (ConfigError naming the bad card)."""
-        from toolcards.core.registry import load_card
+        from toolcards.core.registry import CARD_TYPES, load_card
+        from toolcards.surfaces.config_hints import problems
 
         cards = []
         for i, data in enumerate(self.cards):
+            where = f"{self.source}: cards.{i} ({data.get('type')})"
             try:
                 cards.append(load_card(data))
-            except (ValidationError, ValueError) as exc:
-                raise ConfigError(f"{self.source}: cards.{i} ({data.get('type')}): {exc}") from None
+            except ValidationError as exc:
+                found = problems(exc, CARD_TYPES.resolve(str(data.get("type"))))
+                raise ConfigError(f"{where}: {found}") from None
+            except ValueError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
         return cards
-
-
-def _location(loc: tuple[int | str, ...]) -> str:
-    return ".".join(str(p) for p in loc) or "(top level)"
 
 
 def parse_config(
@@ -179,11 +180,9 @@ def parse_config(
     try:
         config = SurfaceConfig.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{_location(err['loc'])}: {err['msg']}"
-            for err in exc.errors(include_input=False, include_url=False)[:8]
-        )
-        raise ConfigError(f"{source}: {problems}") from None
+        from toolcards.surfaces.config_hints import problems
+
+        raise ConfigError(f"{source}: {problems(exc, SurfaceConfig)}") from None
     config.base_dir = base_dir if base_dir is not None else Path(".")
     config.source = source
     return config

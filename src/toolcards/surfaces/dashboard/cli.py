@@ -50,8 +50,10 @@ def dashboard(
     team: Annotated[str | None, typer.Option(help="With --store: the team id.")] = None,
     audit: Annotated[Path | None, typer.Option(help="With --store: an audit log file.")] = None,
 ) -> None:
-    """Serve the team dashboard: roster, plan, graph, audit trail, approvals inbox and live
-    events, at http://HOST:PORT/ (sign in with a viewer or approver token of the config)."""
+    """Serve the team dashboard in a browser.
+
+    Roster, plan, graph, audit trail, approvals inbox and live events, at
+    http://HOST:PORT/ (sign in with a viewer or approver token of the config)."""
     import anyio
 
     from toolcards.surfaces.dashboard.serve import run_dashboard
@@ -78,7 +80,7 @@ def _show(host: str) -> str:
 def _from_config(
     ctx: typer.Context, config: Path | None, approvals: Path | None
 ) -> Callable[[str], contextlib.AbstractContextManager[Dashboard]]:
-    from toolcards.runtime.store import StoreLockedError
+    from toolcards.runtime.store_base import StoreError, StoreLockedError
     from toolcards.surfaces.config import ConfigError
     from toolcards.surfaces.dashboard.serve import dashboard_for
     from toolcards.surfaces.runtime import SurfaceRuntime
@@ -94,6 +96,8 @@ def _from_config(
         except StoreLockedError as exc:
             hint = "serve MCP and the page together: toolcards serve --transport http --dashboard"
             raise _fail(f"{exc} ({hint})", ExitCode.FAILED) from None
+        except StoreError as exc:
+            raise _fail(str(exc), ExitCode.FAILED) from None
         try:
             yield dashboard_for(runtime, host=host, approvals_file=approvals)
         finally:
@@ -122,12 +126,12 @@ def _from_store(
     @contextlib.contextmanager
     def open_it(host: str) -> Iterator[Dashboard]:
         from toolcards.governance.audit import AuditLog
-        from toolcards.runtime.store import StoreLockedError
+        from toolcards.runtime.store_base import StoreError, StoreLockedError
         from toolcards.runtime.team import Team
 
         try:
             team = Team.resume(team_id, store)
-        except (LookupError, StoreLockedError) as exc:
+        except (LookupError, StoreLockedError, StoreError) as exc:
             raise _fail(str(exc), ExitCode.FAILED) from None
         audit = AuditLog(audit_path) if audit_path is not None else None
         token = new_token()

@@ -11,7 +11,7 @@ from pydantic import Field, PrivateAttr, SecretStr, field_validator
 
 from toolcards.core.card import Capability, ToolCard, ToolFunc
 from toolcards.core.channels import Channels
-from toolcards.core.errors import RetriableError
+from toolcards.core.errors import RetriableError, ToolNotConfigured
 from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate
 from toolcards.tools.search.client import SearchError, TavilyClient
@@ -104,7 +104,8 @@ class SearchTool(ToolCard):
         if key is None:
             raise SearchError(
                 f"{tool} is not configured: no Tavily API key (set the {self.api_key_env} "
-                "environment variable); do not retry this tool"
+                "environment variable); do not retry this tool",
+                config=True,
             )
         return TavilyClient(
             key, base_url=self.base_url, timeout=self.timeout_seconds, transport=self._transport
@@ -127,6 +128,8 @@ class SearchTool(ToolCard):
         except SearchError as exc:
             if exc.retriable:
                 raise RetriableError(str(exc)) from None
+            if exc.config:  # an error outcome on every surface, not a result
+                raise ToolNotConfigured(str(exc)) from None
             return f"error: {exc}"
 
     # ---- tools ------------------------------------------------------------------------------

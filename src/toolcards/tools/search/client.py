@@ -14,12 +14,15 @@ MAX_RESPONSE_BYTES = 8_000_000
 class SearchError(Exception):
     """A failed request, with a message meant for the model.
 
-    ``retriable`` is True when the model can fix the call (bad arguments, a refused URL).
+    ``retriable`` is True when the model can fix the call (bad arguments, a refused URL);
+    ``config`` when the card's configuration is at fault (no key, a rejected key): such a
+    call ends with the outcome ``error`` rather than a text the model reads.
     """
 
-    def __init__(self, message: str, *, retriable: bool = False) -> None:
+    def __init__(self, message: str, *, retriable: bool = False, config: bool = False) -> None:
         super().__init__(message)
         self.retriable = retriable
+        self.config = config
 
 
 class TavilyClient:
@@ -84,7 +87,9 @@ def _status_error(endpoint: str, status: int, body: bytes) -> SearchError:
     detail = _error_detail(body)
     suffix = f": {detail}" if detail else ""
     if status in (401, 403):
-        return SearchError(f"Tavily rejected the API key (HTTP {status}); check TAVILY_API_KEY")
+        return SearchError(
+            f"Tavily rejected the API key (HTTP {status}); check TAVILY_API_KEY", config=True
+        )
     if status == 429:
         return SearchError(f"Tavily rate limit or quota reached (HTTP 429){suffix}")
     if status in (400, 422):

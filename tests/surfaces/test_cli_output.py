@@ -1,0 +1,180 @@
+"""What a newcomer reads from `toolcards`: argument and config errors that say what to fix,
+help text without markup, tables that fit a terminal and full values everywhere else."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from support.newcomer import on_a_terminal
+from toolcards import load_cards
+from toolcards.surfaces.cli import app
+from toolcards.surfaces.config import ConfigError, load_config
+from toolcards.surfaces.outcomes import ExitCode
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "team"
+TOOLCARDS = Path(sys.executable).parent / "toolcards"
+LONG_TOOL = "a_tool_with_a_rather_long_name_for_the_audit_table"
+
+
+@pytest.fixture
+def team(tmp_path: Path) -> Path:
+    """The shipped example config, copied (its state lands beside it)."""
+    for name in ("toolcards.yaml", "policy.yaml"):
+        shutil.copy(EXAMPLE / name, tmp_path / name)
+    return tmp_path / "toolcards.yaml"
+
+
+def run(config: Path, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, ["--config", str(config), *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_bad_json_arguments_say_what_is_wrong_and_how_to_write_them(team: Path) -> None:
+    code, _, err = run(team, "call", "workspace_read", "--args", "{bad}")
+    assert code == ExitCode.USAGE
+    assert "the arguments are not valid JSON" in err and "line 1, column 2" in err
+    assert """--args '{"path": "notes/a.md"}'""" in err
+    assert "--json is" not in err
+
+
+def test_json_arguments_that_are_an_array_are_named_as_such(team: Path) -> None:
+    code, _, err = run(team, "call", "workspace_read", "--args", "[1]")
+    assert code == ExitCode.USAGE
+    assert "one JSON object, not an array" in err
+
+
+def _config(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "policy.yaml").write_text("default_effect: allow\n")
+    path = tmp_path / "toolcards.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_unknown_top_level_key_suggests_the_known_one(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"stor: unknown key \(did you mean store\?\)"):
+        load_config(_config(tmp_path, "stor: team.db\npolicy: policy.yaml\n"))
+
+
+def test_unknown_nested_key_suggests_the_known_one(tmp_path: Path) -> None:
+    text = "policy: policy.yaml\nprincipals: {local: {id: alice, rols: [writer]}}\n"
+    with pytest.raises(ConfigError, match=r"principals\.local\.rols: .*did you mean roles\?"):
+        load_config(_config(tmp_path, text))
+
+
+def test_unknown_card_field_suggests_the_known_one_on_one_line(tmp_path: Path) -> None:
+    text = "policy: policy.yaml\ncards: [{type: PlanningTool, vector_stor: false}]\n"
+    config = load_config(_config(tmp_path, text))
+    with pytest.raises(ConfigError) as caught:
+        config.load_cards()
+    message = str(caught.value)
+    assert (
+        "cards.0 (PlanningTool): vector_stor: unknown key (did you mean vector_store?)" in message
+    )
+    assert "\n" not in message
+
+
+def test_unknown_key_far_from_every_field_has_no_suggestion(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(_config(tmp_path, "policy: policy.yaml\nzzzzzz: 1\n"))
+    assert "zzzzzz: unknown key" in str(caught.value)
+    assert "did you mean" not in str(caught.value)
+
+
+def test_load_cards_given_yaml_text_says_to_parse_it_first() -> None:
+    with pytest.raises(ValueError, match=r"not text: parse it first, e\.g\. .*yaml\.safe_load"):
+        load_cards("- {type: PlanningTool}\n")
+
+
+def _commands(group: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every command path under a (Typer) command group, the group itself first."""
+    found = [path]
+    for name, command in group.commands.items():
+        if hasattr(command, "commands"):
+            found += _commands(command, (*path, name))
+        else:
+            found.append((*path, name))
+    return found
+
+
+def test_help_of_every_command_is_plain_text() -> None:
+    paths = _commands(typer.main.get_command(app))
+    assert ("audit", "tail") in paths and ("serve",) in paths
+    for path in paths:
+        result = CliRunner().invoke(app, [*path, "--help"], terminal_width=80)
+        assert result.exit_code == 0, path
+        assert "``" not in result.stdout, (path, result.stdout)
+
+
+def test_command_summaries_are_not_cut_in_the_overview() -> None:
+    result = CliRunner().invoke(app, ["--help"], terminal_width=80)
+    overview = result.stdout.split("Commands:", 1)[1]
+    assert "..." not in overview, overview
+
+
+def _audited(team: Path) -> None:
+    for path in ("notes/a.md", "deploy/x.env"):
+        code = run(team, "call", "workspace_write", f"path={path}", "content=hi")[0]
+        assert code in (ExitCode.OK, ExitCode.DENIED)
+
+
+def test_audit_tail_off_a_terminal_prints_full_values(team: Path) -> None:
+    _audited(team)
+    code, out, _ = run(team, "audit", "tail")
+    assert code == 0
+    lines = [line.split("\t") for line in out.splitlines()]
+    assert lines[0] == ["time", "principal", "surface", "tool", "decision", "outcome", "ms"]
+    assert [(r[1], r[3], r[5]) for r in lines[1:]] == [
+        ("alice", "workspace_write", "ok"),
+        ("alice", "workspace_write", "denied"),
+    ]
+    assert all(len(r[0]) == len("2025-01-01T12:00:00") for r in lines[1:])
+
+
+def test_list_off_a_terminal_prints_each_description_in_full(team: Path) -> None:
+    code, out, _ = run(team, "list")
+    assert code == 0
+    rows = {line.split("\t")[0]: line.split("\t") for line in out.splitlines()[1:]}
+    write = rows["workspace_write"][2]
+    assert write.startswith("Create or overwrite a file with the full new content.")
+    assert len(write) > 80
+
+
+@pytest.mark.timeout(180)
+def test_audit_table_on_an_80_column_terminal_keeps_one_line_per_entry(team: Path) -> None:
+    import time
+
+    from toolcards.governance import AuditLog
+    from toolcards.governance.audit import AuditRecord
+
+    _audited(team)
+    with AuditLog(team.parent / "audit.db", durability="sync") as audit:
+        audit.record(
+            AuditRecord(
+                ts=time.time(), principal="agent.@release-engineer-12", principal_type="agent",
+                roles=(), surface="dashboard", tool=LONG_TOOL, call_id=None, args={},
+                decision="approve", outcome="needs_approval",
+            )
+        )  # fmt: skip
+    env = {**os.environ, "TERM": "dumb"}
+    text = on_a_terminal([str(TOOLCARDS), "audit", "tail", "-c", str(team)], team.parent, env)
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert len(lines) == 4, text  # header and three entries, none wrapped
+    assert all(len(line) <= 80 for line in lines), text
+    for word in ("alice", "workspace_write", "needs_approval", "dashboard", "approve"):
+        assert word in text  # short values are never cut
+
+
+def test_json_output_keeps_full_values(team: Path) -> None:
+    _audited(team)
+    code, out, _ = run(team, "--json", "audit", "tail")
+    assert code == 0
+    assert [e["tool"] for e in json.loads(out)] == ["workspace_write", "workspace_write"]
