@@ -36,7 +36,7 @@ HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "app
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
     base = tmp_path_factory.mktemp("http")
-    srv = HttpServer(write_config(base, tokens=[ALICE, BOB, CAROL]))
+    srv = HttpServer(write_config(base, tokens=[ALICE, BOB, CAROL], approval="client"))
     yield srv
     srv.stop()
 

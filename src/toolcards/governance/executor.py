@@ -55,7 +55,7 @@ from toolcards.governance.audit import AuditLog, AuditRecord
 from toolcards.governance.capability import Capability, CapabilityRegistry, Invoke
 from toolcards.governance.identity import ANONYMOUS, Identity
 from toolcards.governance.policy import Decision, Policy
-from toolcards.governance.ratelimit import RateLimiter
+from toolcards.governance.ratelimit import RateLimiter, RateLimits
 from toolcards.governance.redact import args_digest
 from toolcards.governance.telemetry import Telemetry
 
@@ -144,14 +144,14 @@ class Executor:
         *,
         audit: AuditLog | None = None,
         approvals: ApprovalBroker | None = None,
-        rate_limiter: RateLimiter | None = None,
+        rate_limiter: RateLimits | None = None,
         timeout: float | None = 60.0,
         telemetry: Telemetry | None = None,
     ) -> None:
         self.registry = registry
         self.policy = policy
         self.approvals = approvals or ApprovalBroker()
-        self.rate_limiter = rate_limiter or RateLimiter()
+        self.rate_limiter: RateLimits = rate_limiter or RateLimiter()
         self.timeout = timeout
         self.telemetry = telemetry or _default_telemetry()
         self._audit: AuditLog | None = None

@@ -295,9 +295,11 @@ def hash_token_cmd(
     out().print(f"token_sha256: {digest}", markup=False)
 
 
+from toolcards.surfaces.cli_approvals import register as _register_approvals  # noqa: E402
 from toolcards.surfaces.dashboard.cli import register as _register_dashboard  # noqa: E402
 
 _register_dashboard(app)
+_register_approvals(app)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -45,6 +45,7 @@ class State:
 
     def runtime(self, with_team: bool = False) -> SurfaceRuntime:
         """The runtime for this command (config and store problems end the command)."""
+        from toolcards._postgres import DatabaseUnavailable
         from toolcards.runtime.store import StoreLockedError
         from toolcards.surfaces.config import ConfigError
         from toolcards.surfaces.runtime import SurfaceRuntime
@@ -58,6 +59,8 @@ class State:
             fail(str(exc), ExitCode.USAGE)
         except StoreLockedError as exc:
             fail(f"{exc} (is `toolcards serve` running on this config?)", ExitCode.FAILED)
+        except DatabaseUnavailable as exc:
+            fail(str(exc), ExitCode.FAILED)
         self.opened.append(rt)
         return rt
 
