@@ -23,13 +23,13 @@ def list_rows(rt: SurfaceRuntime, show_all: bool = False) -> list[dict[str, Any]
     visible = set(rt.visible_to(rt.local))
     return [
         {
-            "name": cap.id,
-            "callable": cap.id in visible,
-            "hints": hints(cap.annotations),
-            "description": (cap.description or "").strip().split("\n", 1)[0],
+            "name": tool.id,
+            "callable": tool.id in visible,
+            "hints": hints(tool.annotations),
+            "description": (tool.description or "").strip().split("\n", 1)[0],
         }
-        for cap in rt.registry
-        if show_all or cap.id in visible
+        for tool in rt.registry.summaries()  # no capability is built to list them
+        if show_all or tool.id in visible
     ]
 
 

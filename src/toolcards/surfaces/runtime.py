@@ -61,8 +61,7 @@ class SurfaceRuntime:
 
     def visible_to(self, identity: Identity) -> list[str]:
         """The tool ids ``identity`` may see (the policy's listing filter)."""
-        policy = self.executor.policy
-        return [cap.id for cap in self.registry if policy.visible(identity, cap.id)]
+        return self.executor.visible_to(identity)
 
     def has_approver(self) -> bool:
         """True when a principal this runtime vouches for (the local one or a token's) holds
@@ -269,15 +268,17 @@ def _executor(
 
 
 def _registry(factory: ToolFactory | None, tools: list[Callable[..., Any]]) -> CapabilityRegistry:
+    """The cards' and the plain tools' capabilities (built on first use: listing them does
+    not load pydantic-ai)."""
     from toolcards.governance.capability import CapabilityRegistry
 
-    caps: list[Any] = []
-    if factory is not None:
-        caps.extend(CapabilityRegistry.from_factory(factory))
-    if tools:
-        caps.extend(CapabilityRegistry.from_tools(tools))
+    parts = []
     try:
-        return CapabilityRegistry(caps)
+        if factory is not None:
+            parts.append(CapabilityRegistry.from_factory(factory))
+        if tools:
+            parts.append(CapabilityRegistry.from_tools(tools))
+        return CapabilityRegistry.combine(parts)
     except ValueError as exc:
         raise ConfigError(f"two tools share a name: {exc}") from None
 
