@@ -207,3 +207,27 @@ def test_an_unreachable_database_is_one_clear_error_without_the_password(tmp_pat
     assert "is unavailable" in done.stderr and "127.0.0.1" in done.stderr
     assert PASSWORD not in done.stderr + done.stdout
     assert "Traceback" not in done.stderr
+
+
+async def test_on_ray_the_server_and_a_cli_process_share_one_cluster_wide_tool_actor(
+    tmp_path: Path, postgres_url: str, ray_cluster: Any
+) -> None:
+    import ray
+
+    namespace = f"toolcards-surfaces-{tmp_path.name}"
+    system = {"ray": {"address": ray_cluster.address, "namespace": namespace}}
+    config = shared_config(tmp_path, postgres_url, system=system)
+    create = json.dumps({"create": [{"description": "written by the CLI on Ray"}]})
+    server = HttpServer(config)
+    try:
+        made = await anyio.to_thread.run_sync(
+            toolcards, config, "call", "update_planning", "--args", create
+        )
+        async with http_session(server.url, token_for(BOB)) as s:
+            seen = await s.call_tool("search_planning", {})
+    finally:
+        server.stop()
+    assert made.returncode == ExitCode.OK, made.stderr
+    assert "written by the CLI on Ray" in seen.content[0].text  # type: ignore[union-attr]
+    actor = ray.get_actor("#PlanningTool", namespace=namespace)  # one actor, still serving
+    ray.kill(actor, no_restart=True)
