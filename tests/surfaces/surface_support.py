@@ -73,6 +73,31 @@ def write_config(
     return path
 
 
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+"""A raw MCP initialize request (it opens a session over HTTP)."""
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def toolcards_json(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``toolcards --json --config CONFIG ARGS...`` as a real process (bounded)."""
+    return subprocess.run(
+        [str(TOOLCARDS), "--json", "--config", str(config), *args],
+        env=SURFACE_ENV,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -15,7 +15,8 @@ import mcp.types as types
 import pytest
 from mcp_clients import http_session
 
-from surfaces.surface_support import SURFACE_ENV, TOOLCARDS, HttpServer, token_for, write_config
+from surfaces.surface_support import HttpServer, token_for, write_config
+from surfaces.surface_support import toolcards_json as toolcards
 from toolcards.governance import AuditLog, Identity
 from toolcards.surfaces.outcomes import ExitCode
 
@@ -45,16 +46,6 @@ def configs(base: Path, **extra: Any) -> tuple[Path, Path]:
         base, local=Identity(AGENT.id, "agent", ["approver"]), name="agent.yaml", **shared
     )
     return served, own
-
-
-def toolcards(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(TOOLCARDS), "--json", "--config", str(config), *args],
-        env=SURFACE_ENV,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 class Served:
@@ -198,20 +189,31 @@ async def test_a_principal_without_the_approver_role_cannot_grant(
     assert result.is_error is True and served.sent("clerk-approved") == []
 
 
-async def test_the_caller_is_never_asked_and_no_decision_in_time_refuses(tmp_path: Path) -> None:
-    config, _ = configs(tmp_path, approval_timeout=1.5)
-    asked: list[str] = []
+async def call_once(
+    config: Path, body: str, asked: list[str] | None = None
+) -> types.CallToolResult:
+    """One send_note call by the agent on a fresh server of ``config``; an elicitation
+    request is answered "approve" (and recorded in ``asked``) when ``asked`` is given."""
 
     async def approve(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        assert asked is not None
         asked.append(params.message)
         return types.ElicitResult(action="accept", content={"approve": True})
 
-    server = HttpServer(config, env={"NOTES_FILE": str(tmp_path / "notes.txt")})
+    session: dict[str, Any] = {} if asked is None else {"elicitation_callback": approve}
+    server = HttpServer(config, env={"NOTES_FILE": str(config.parent / "notes.txt")})
     try:
-        async with http_session(server.url, token_for(AGENT), elicitation_callback=approve) as s:
-            result = await s.call_tool("send_note", {"to": "ops", "body": "unattended"})
+        async with http_session(server.url, token_for(AGENT), **session) as s:
+            with anyio.fail_after(30):
+                return await s.call_tool("send_note", {"to": "ops", "body": body})
     finally:
         server.stop()
+
+
+async def test_the_caller_is_never_asked_and_no_decision_in_time_refuses(tmp_path: Path) -> None:
+    config, _ = configs(tmp_path, approval_timeout=1.5)
+    asked: list[str] = []
+    result = await call_once(config, "unattended", asked)
     assert asked == []
     assert result.is_error is True and "refused" in result.content[0].text  # type: ignore[union-attr]
     assert not (tmp_path / "notes.txt").exists()
@@ -224,13 +226,7 @@ async def test_without_any_approver_the_call_fails_closed_at_once(tmp_path: Path
     config = write_config(
         tmp_path, local=CLERK, tokens=[AGENT], policy=policy, tools=["approval_tools:TOOLS"]
     )
-    server = HttpServer(config, env={"NOTES_FILE": str(tmp_path / "notes.txt")})
-    try:
-        async with http_session(server.url, token_for(AGENT)) as s:
-            with anyio.fail_after(20):  # no waiting for an approver that cannot exist
-                result = await s.call_tool("send_note", {"to": "ops", "body": "nobody"})
-    finally:
-        server.stop()
+    result = await call_once(config, "nobody")  # bounded: nobody could ever decide it
     assert result.is_error is True
     assert result.meta is not None
     assert result.meta["toolcards/outcome"]["outcome"] == "needs_approval"
@@ -240,17 +236,7 @@ async def test_without_any_approver_the_call_fails_closed_at_once(tmp_path: Path
 async def test_approval_client_still_asks_the_calling_client(tmp_path: Path) -> None:
     config, _ = configs(tmp_path, approval="client")
     asked: list[str] = []
-
-    async def approve(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        asked.append(params.message)
-        return types.ElicitResult(action="accept", content={"approve": True})
-
-    server = HttpServer(config, env={"NOTES_FILE": str(tmp_path / "notes.txt")})
-    try:
-        async with http_session(server.url, token_for(AGENT), elicitation_callback=approve) as s:
-            result = await s.call_tool("send_note", {"to": "ops", "body": "elicited"})
-    finally:
-        server.stop()
+    result = await call_once(config, "elicited", asked)
     assert len(asked) == 1 and "send_note" in asked[0]
     assert result.is_error is False
     assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "ops: elicited\n"

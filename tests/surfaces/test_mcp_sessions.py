@@ -11,25 +11,14 @@ from typing import Any
 import httpx
 import pytest
 
-from surfaces.surface_support import HttpServer, token_for, write_config
+from surfaces.surface_support import HEADERS, INIT, HttpServer, token_for, write_config
 from toolcards.governance import Identity
 
 pytestmark = pytest.mark.timeout(90)
 
 ALICE = Identity("alice", "user", ["data_admin"])
 BOB = Identity("bob", "user", ["sales"])
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"},
-    },
-}
 LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
-HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 IDLE = 1.5
 
 

@@ -16,6 +16,7 @@ from mcp_clients import http_session
 
 from support.servers import free_port
 from surfaces.surface_support import SURFACE_ENV, TOOLCARDS, HttpServer, token_for, write_config
+from surfaces.surface_support import toolcards_json as toolcards
 from toolcards.governance import AuditLog, Identity
 from toolcards.surfaces.control import endpoint_path, find_server
 from toolcards.surfaces.outcomes import ExitCode
@@ -46,16 +47,6 @@ def shared_config(base: Path, url: str, **extra: Any) -> Path:
         **extra,
     }
     return write_config(base, audit=False, **data)
-
-
-def toolcards(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(TOOLCARDS), "--json", "--config", str(config), *args],
-        env=SURFACE_ENV,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
 
 
 def together(*commands: tuple[Path, tuple[str, ...]]) -> list[subprocess.CompletedProcess[str]]:
