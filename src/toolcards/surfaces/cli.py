@@ -247,8 +247,9 @@ def serve(
         bool, typer.Option("--dashboard", help="HTTP: also serve the team dashboard at /.")
     ] = False,
 ) -> None:
-    """Serve the configured tools over MCP (stdio as the local principal, or HTTP). With
-    ``--dashboard``, approval-required calls wait in the dashboard's approvals inbox."""
+    """Serve the configured tools over MCP (stdio as the local principal, or HTTP).
+    Approval-required calls wait for an approver (``toolcards approvals``; with
+    ``--dashboard`` also in the dashboard's inbox) unless the config says ``approval: client``."""
     import contextlib
 
     import anyio

@@ -100,7 +100,10 @@ def approvals_list(ctx: typer.Context, config: ConfigOpt = None) -> None:
         return
     from rich.table import Table
 
-    table = Table("id", "tool", "caller", "arguments", "reason", "age", box=None, pad_edge=False)
+    table = Table(box=None, pad_edge=False)
+    table.add_column("id", no_wrap=True, min_width=32)  # copied into grant/deny: never cut
+    for name in ("tool", "caller", "arguments", "reason", "age"):
+        table.add_column(name, overflow="fold")
     for row in rows:
         args = json.dumps(row["args"], ensure_ascii=False, sort_keys=True)
         table.add_row(
