@@ -108,6 +108,10 @@ def audit_outcomes(base: Path, principal: str) -> list[tuple[str, str, str]]:
 async def test_a_grant_from_the_cli_runs_the_waiting_call_exactly_once(served: Served) -> None:
     args = {"to": "ops", "body": "grant-once"}
     granted: list[subprocess.CompletedProcess[str]] = []
+    told: list[str] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        told.append(str(params.data))
 
     async def decide() -> None:
         (row,) = await served.pending()
@@ -116,9 +120,10 @@ async def test_a_grant_from_the_cli_runs_the_waiting_call_exactly_once(served: S
         granted.append(await served.cli(served.config, "approvals", "grant", row["approval_id"]))
         granted.append(await served.cli(served.config, "approvals", "grant", row["approval_id"]))
 
-    result = await call_while(served, args, decide)
+    result = await call_while(served, args, decide, logging_callback=on_log)
     assert result.is_error is False
     assert result.content[0].text == "sent to ops"  # type: ignore[union-attr]
+    assert any("toolcards approvals grant" in text for text in told)  # the caller is told
     assert granted[0].returncode == ExitCode.OK, granted[0].stderr
     assert json.loads(granted[0].stdout)["approver"] == "ann"
     assert granted[1].returncode == ExitCode.DENIED  # a grant is spent once it was used
@@ -240,3 +245,10 @@ async def test_approval_client_still_asks_the_calling_client(tmp_path: Path) -> 
     assert len(asked) == 1 and "send_note" in asked[0]
     assert result.is_error is False
     assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "ops: elicited\n"
+
+
+def test_a_cli_call_that_fails_closed_leaves_nothing_in_the_inbox(served: Served) -> None:
+    done = toolcards(served.config, "call", "send_note", "to=ops", "body=from the cli")
+    assert done.returncode == ExitCode.APPROVAL
+    assert json.loads(toolcards(served.config, "approvals", "list").stdout) == []
+    assert served.sent("from the cli") == []

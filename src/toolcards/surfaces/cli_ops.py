@@ -69,6 +69,8 @@ async def call_data(
 
         wrapped = wrapped_approver
     result = await rt.executor.call(tool, args, rt.local, surface="cli", approver=wrapped)
+    if result.approval is not None:  # the process ends: nobody could resume this request
+        rt.executor.approvals.withdraw(result.approval)
     view = classify(result, human_asked=bool(asked))
     data: dict[str, Any] = {"tool": tool, "ok": not view.is_error}
     data.update(view.meta(result.retry_after))
