@@ -42,13 +42,14 @@ def write_config(
     *,
     local: Identity | None = None,
     tokens: list[Identity] = (),  # type: ignore[assignment]
-    audit: Path | None = None,
+    audit: Path | bool | None = None,
     tools: list[str] | None = None,
     policy: Path | str = POLICY,
     name: str = "toolcards.yaml",
     **extra: Any,
 ) -> Path:
-    """A config serving the table tools (or ``tools``) under ``policy``."""
+    """A config serving the table tools (or ``tools``) under ``policy`` (``audit=False``:
+    no ``audit:`` key, so the default location applies)."""
     from toolcards.surfaces.config import hash_token
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -62,13 +63,39 @@ def write_config(
         "store": ":memory:",
         "policy": str(policy),
         "tools": tools if tools is not None else ["table_tools:TOOLS"],
-        "audit": str(audit or directory / "audit.db"),
         "principals": principals,
         **extra,
     }
+    if audit is not False:
+        data["audit"] = str(audit if isinstance(audit, Path) else directory / "audit.db")
     path = directory / name
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     return path
+
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+"""A raw MCP initialize request (it opens a session over HTTP)."""
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def toolcards_json(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``toolcards --json --config CONFIG ARGS...`` as a real process (bounded)."""
+    return subprocess.run(
+        [str(TOOLCARDS), "--json", "--config", str(config), *args],
+        env=SURFACE_ENV,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
 
 
 def free_port() -> int:

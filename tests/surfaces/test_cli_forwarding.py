@@ -5,14 +5,14 @@ config's principal, the same decision and the same audit trail."""
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from support.scripted import wait_until
-from surfaces.surface_support import SURFACE_ENV, TOOLCARDS, HttpServer, write_config
+from surfaces.surface_support import HttpServer, write_config
+from surfaces.surface_support import toolcards_json as toolcards
 from toolcards.governance import AuditLog, Identity
 from toolcards.surfaces.control import endpoint_path, find_server
 from toolcards.surfaces.outcomes import ExitCode
@@ -34,16 +34,6 @@ def server(config: Path) -> Iterator[HttpServer]:
     srv = HttpServer(config)
     yield srv
     srv.stop()
-
-
-def toolcards(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(TOOLCARDS), "--json", "--config", str(config), *args],
-        env=SURFACE_ENV,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def test_the_server_records_its_endpoint_beside_the_store(server: HttpServer, config: Path) -> None:

@@ -12,7 +12,7 @@ import mcp.types as types
 import pytest
 from mcp_clients import http_session
 
-from surfaces.surface_support import HttpServer, token_for, write_config
+from surfaces.surface_support import HEADERS, INIT, HttpServer, token_for, write_config
 from toolcards.governance import Identity
 
 pytestmark = pytest.mark.anyio
@@ -20,23 +20,12 @@ pytestmark = pytest.mark.anyio
 ALICE = Identity("alice", "user", ["data_admin"])
 BOB = Identity("bob", "user", ["sales"])
 CAROL = Identity("carol", "user", ["finance"])
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"},
-    },
-}
-HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
     base = tmp_path_factory.mktemp("http")
-    srv = HttpServer(write_config(base, tokens=[ALICE, BOB, CAROL]))
+    srv = HttpServer(write_config(base, tokens=[ALICE, BOB, CAROL], approval="client"))
     yield srv
     srv.stop()
 

@@ -126,7 +126,7 @@ def elicitor(action: str, content: dict[str, Any] | None, seen: list[str]) -> An
 
 
 async def test_elicitation_accept_runs_the_call_once_with_its_arguments(tmp_path: Path) -> None:
-    config = write_config(tmp_path, local=CAROL)
+    config = write_config(tmp_path, local=CAROL, approval="client")
     asked: list[str] = []
     callback = elicitor("accept", {"approve": True}, asked)
     async with stdio_session(config, elicitation_callback=callback) as s:
@@ -142,7 +142,7 @@ async def test_elicitation_accept_runs_the_call_once_with_its_arguments(tmp_path
 
 
 async def test_elicitation_decline_refuses_the_call(tmp_path: Path) -> None:
-    config = write_config(tmp_path, local=CAROL)
+    config = write_config(tmp_path, local=CAROL, approval="client")
     async with stdio_session(config, elicitation_callback=elicitor("decline", None, [])) as s:
         result = await s.call_tool("transfer_money", BIG_TRANSFER)
     assert result.is_error is True
@@ -152,7 +152,7 @@ async def test_elicitation_decline_refuses_the_call(tmp_path: Path) -> None:
 
 
 async def test_elicitation_accept_without_a_yes_refuses_the_call(tmp_path: Path) -> None:
-    config = write_config(tmp_path, local=CAROL)
+    config = write_config(tmp_path, local=CAROL, approval="client")
     callback = elicitor("accept", {"approve": False}, [])
     async with stdio_session(config, elicitation_callback=callback) as s:
         result = await s.call_tool("transfer_money", BIG_TRANSFER)

@@ -1,4 +1,10 @@
-"""Capabilities: what the executor can run, built once from tools or any pydantic-ai toolset."""
+"""Capabilities: what the executor can run, built once from tools or any pydantic-ai toolset.
+
+A registry of plain tools or a ToolFactory's tools is *deferred*: its ids, descriptions and
+annotations (:meth:`CapabilityRegistry.summaries`) are read from the callables, and the JSON
+schemas, validators and invokers (which need pydantic-ai) are built on first use. Listing
+tools therefore never imports pydantic-ai.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from toolcards.core.spec import ToolAnnotations
+from toolcards.core.spec import ToolAnnotations, annotations_of, describe
 
 if TYPE_CHECKING:
     from pydantic_ai import RunContext
@@ -56,6 +62,21 @@ class Capability:
             return args
         result = self.validator.validate_python(args)
         return result if isinstance(result, dict) else dict(result)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSummary:
+    """What a listing shows of a capability, known without building it."""
+
+    id: str
+    description: str
+    annotations: ToolAnnotations
+
+    @classmethod
+    def of(cls, fn: Callable[..., Any]) -> ToolSummary:
+        """The summary of a tool callable, as :meth:`CapabilityRegistry.from_tools` builds
+        its capability (name, description with instructions, declared annotations)."""
+        return cls(fn.__name__, describe(fn), annotations_of(fn))
 
 
 _pool: ThreadPoolExecutor | None = None
@@ -120,47 +141,101 @@ class CapabilityRegistry:
 
     def __init__(self, capabilities: Iterable[Capability] = ()) -> None:
         self._caps: dict[str, Capability] = {}
+        self._pending: dict[str, ToolSummary] = {}
+        self._build: Callable[[], Iterable[Capability]] | None = None
+        self._lock = threading.Lock()
         for cap in capabilities:
             self.add(cap)
 
+    @classmethod
+    def deferred(
+        cls, summaries: Iterable[ToolSummary], build: Callable[[], Iterable[Capability]]
+    ) -> CapabilityRegistry:
+        """A registry whose capabilities ``build()`` makes on first use (exactly the ids of
+        ``summaries``, which answer listings until then)."""
+        registry = cls()
+        for summary in summaries:
+            if summary.id in registry._pending:
+                raise ValueError(f"duplicate capability id {summary.id!r}")
+            registry._pending[summary.id] = summary
+        registry._build = build
+        return registry
+
+    @classmethod
+    def combine(cls, registries: Sequence[CapabilityRegistry]) -> CapabilityRegistry:
+        """One registry of several (still deferred); ValueError when two share an id."""
+        parts = list(registries)
+        summaries = [summary for part in parts for summary in part.summaries()]
+        return cls.deferred(summaries, lambda: [cap for part in parts for cap in part])
+
+    def _resolved(self) -> dict[str, Capability]:
+        if self._build is not None:
+            with self._lock:
+                build = self._build
+                if build is not None:
+                    built = {cap.id: cap for cap in build()}
+                    if set(built) != set(self._pending):
+                        raise RuntimeError("the built capabilities differ from the listed ones")
+                    self._caps = {tool_id: built[tool_id] for tool_id in self._pending}
+                    self._pending = {}
+                    self._build = None
+        return self._caps
+
     def add(self, cap: Capability) -> None:
-        if cap.id in self._caps:
+        caps = self._resolved()
+        if cap.id in caps:
             raise ValueError(f"duplicate capability id {cap.id!r}")
-        self._caps[cap.id] = cap
+        caps[cap.id] = cap
 
     def get(self, tool_id: str) -> Capability | None:
-        return self._caps.get(tool_id)
+        return self._resolved().get(tool_id)
 
     def __getitem__(self, tool_id: str) -> Capability:
-        return self._caps[tool_id]
+        return self._resolved()[tool_id]
 
     def __contains__(self, tool_id: object) -> bool:
-        return tool_id in self._caps
+        return tool_id in (self._pending or self._caps)
 
     def __iter__(self) -> Iterator[Capability]:
-        return iter(self._caps.values())
+        return iter(self._resolved().values())
 
     def __len__(self) -> int:
-        return len(self._caps)
+        return len(self._pending or self._caps)
 
     def ids(self) -> list[str]:
-        return list(self._caps)
+        return list(self._pending or self._caps)
+
+    def summaries(self) -> list[ToolSummary]:
+        """Id, description and annotations of every capability (builds nothing)."""
+        if self._pending:
+            return list(self._pending.values())
+        return [ToolSummary(c.id, c.description, c.annotations) for c in self._caps.values()]
 
     # -- builders ---------------------------------------------------------------------------
 
     @classmethod
     def from_tools(cls, tools: Sequence[Callable[..., Any]]) -> CapabilityRegistry:
         """Capabilities of plain tool callables (names from ``__name__``, annotations from
-        :func:`toolcards.core.spec.annotate`)."""
-        from toolcards.core.toolset import build_function_toolset
+        :func:`toolcards.core.spec.annotate`), built on first use."""
+        tools = list(tools)
 
-        return cls.from_function_toolset(build_function_toolset(tools))
+        def build() -> CapabilityRegistry:
+            from toolcards.core.toolset import build_function_toolset
+
+            return cls.from_function_toolset(build_function_toolset(tools))
+
+        return cls.deferred([ToolSummary.of(fn) for fn in tools], build)
 
     @classmethod
     def from_factory(cls, factory: ToolFactory) -> CapabilityRegistry:
-        """Capabilities of a ToolFactory's TOOL_CALL tools (sync). Card-contributed toolsets
-        (MCP servers) need :meth:`from_toolset` with ``factory.toolset()``."""
-        return cls.from_function_toolset(factory.function_toolset())  # type: ignore[arg-type]
+        """Capabilities of a ToolFactory's TOOL_CALL tools (sync, built on first use).
+        Card-contributed toolsets (MCP servers) need :meth:`from_toolset` with
+        ``factory.toolset()``."""
+
+        def build() -> CapabilityRegistry:
+            return cls.from_function_toolset(factory.function_toolset())  # type: ignore[arg-type]
+
+        return cls.deferred([ToolSummary.of(fn) for fn in factory.get_tools()], build)
 
     @classmethod
     def from_function_toolset(

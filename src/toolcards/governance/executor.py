@@ -33,6 +33,7 @@ import contextlib
 import difflib
 import functools
 import logging
+import sys
 import time
 import types
 from collections.abc import Coroutine, Generator, Iterable, Mapping
@@ -41,7 +42,6 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 
 from pydantic import ValidationError
-from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry
 
 from toolcards.core.errors import RetriableError, ToolNotConfigured
 from toolcards.governance import telemetry
@@ -55,18 +55,12 @@ from toolcards.governance.audit import AuditLog, AuditRecord
 from toolcards.governance.capability import Capability, CapabilityRegistry, Invoke
 from toolcards.governance.identity import ANONYMOUS, Identity
 from toolcards.governance.policy import Decision, Policy
-from toolcards.governance.ratelimit import RateLimiter
+from toolcards.governance.ratelimit import RateLimiter, RateLimits
 from toolcards.governance.redact import args_digest
 from toolcards.governance.telemetry import Telemetry
 
-try:  # lets a timeout abandon a sync tool's worker thread instead of waiting for it
-    from pydantic_ai._utils import abandon_threads_on_cancel as _abandon_threads
-except ImportError:  # pragma: no cover - older pydantic-ai
-    _abandon_threads = contextlib.nullcontext  # type: ignore[assignment]
-
 log = logging.getLogger(__name__)
 
-_PASSTHROUGH = (CallDeferred, ApprovalRequired)
 _MAX_NAME = 100  # a model-supplied tool name is cut to this length in messages
 _UNKNOWN = Decision("deny", "unknown tool")
 
@@ -144,14 +138,14 @@ class Executor:
         *,
         audit: AuditLog | None = None,
         approvals: ApprovalBroker | None = None,
-        rate_limiter: RateLimiter | None = None,
+        rate_limiter: RateLimits | None = None,
         timeout: float | None = 60.0,
         telemetry: Telemetry | None = None,
     ) -> None:
         self.registry = registry
         self.policy = policy
         self.approvals = approvals or ApprovalBroker()
-        self.rate_limiter = rate_limiter or RateLimiter()
+        self.rate_limiter: RateLimits = rate_limiter or RateLimiter()
         self.timeout = timeout
         self.telemetry = telemetry or _default_telemetry()
         self._audit: AuditLog | None = None
@@ -206,7 +200,7 @@ class Executor:
     def visible_to(self, identity: Identity) -> list[str]:
         """The ids of the registry's tools ``identity`` may see."""
         policy = self.policy
-        return [cap.id for cap in self.registry if policy.visible(identity, cap.id)]
+        return [tool_id for tool_id in self.registry.ids() if policy.visible(identity, tool_id)]
 
     def unknown(
         self,
@@ -421,20 +415,20 @@ class Executor:
                     value = await _with_deadline(invoke(parsed), timeout)
             else:
                 value = await _with_deadline(invoke(parsed), timeout)
-        except (RetriableError, ModelRetry) as exc:
-            error = str(exc.message if isinstance(exc, ModelRetry) else exc)
-            redacted = self.policy.redaction.text(error)
-            return self._finish(call, Outcome.RETRY, decision, redacted, error)
-        except _PASSTHROUGH:
-            self._record(call, decision, "deferred", None)
-            raise
-        except TimeoutError:
-            msg = f"error: {cap.id} timed out after {timeout:g} s"
-            return self._finish(call, Outcome.ERROR, decision, msg, "timeout")
-        except ToolNotConfigured as exc:  # its message names what to set: shown, redacted
-            msg = f"error: {self.policy.redaction.text(str(exc))}"
-            return self._finish(call, Outcome.ERROR, decision, msg)
         except Exception as exc:
+            retry = _retry_message(exc)
+            if retry is not None:
+                redacted = self.policy.redaction.text(retry)
+                return self._finish(call, Outcome.RETRY, decision, redacted, retry)
+            if _passes_through(exc):
+                self._record(call, decision, "deferred", None)
+                raise
+            if isinstance(exc, TimeoutError):
+                msg = f"error: {cap.id} timed out after {timeout:g} s"
+                return self._finish(call, Outcome.ERROR, decision, msg, "timeout")
+            if isinstance(exc, ToolNotConfigured):  # its message names what to set
+                msg = f"error: {self.policy.redaction.text(str(exc))}"
+                return self._finish(call, Outcome.ERROR, decision, msg)
             msg = f"error: {cap.id} failed ({type(exc).__name__})"
             return self._finish(call, Outcome.ERROR, decision, msg, f"{type(exc).__name__}: {exc}")
         return self._finish(call, Outcome.OK, decision, "", value=value)
@@ -504,6 +498,37 @@ class Executor:
                 redactor=self.policy.redaction,
             )
         )
+
+
+# pydantic-ai's exceptions are looked up, never imported, here: a ModelRetry (or a deferral)
+# can only have been raised once pydantic-ai is loaded, and importing it costs about a second
+# that a surface listing tools should not pay.
+_PAI_EXCEPTIONS = "pydantic_ai.exceptions"
+
+
+def _retry_message(exc: Exception) -> str | None:
+    """The model-readable message of a retryable tool error (RetriableError, ModelRetry)."""
+    if isinstance(exc, RetriableError):
+        return str(exc)
+    pai = sys.modules.get(_PAI_EXCEPTIONS)
+    if pai is not None and isinstance(exc, pai.ModelRetry):
+        return str(exc.message)
+    return None
+
+
+def _passes_through(exc: Exception) -> bool:
+    """A deferral (CallDeferred, ApprovalRequired) that the surface handles itself."""
+    pai = sys.modules.get(_PAI_EXCEPTIONS)
+    return pai is not None and isinstance(exc, pai.CallDeferred | pai.ApprovalRequired)
+
+
+def _abandon_threads() -> contextlib.AbstractContextManager[Any]:
+    """Lets a timeout abandon a sync tool's worker thread instead of waiting for it."""
+    try:
+        from pydantic_ai._utils import abandon_threads_on_cancel
+    except ImportError:  # pragma: no cover - older pydantic-ai
+        return contextlib.nullcontext()
+    return abandon_threads_on_cancel()
 
 
 def _sensitive(call: Call) -> tuple[str, ...]:

@@ -5,10 +5,22 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from toolcards.governance._policy_parse import Limit
 
 _MAX_BUCKETS = 100_000
+
+
+class RateLimits(Protocol):
+    """What the executor needs of a rate limiter: :class:`RateLimiter` (this process's
+    memory) or :class:`~toolcards.governance.postgres.PostgresRateLimiter` (shared by every
+    process of a team)."""
+
+    def acquire(self, limits: tuple[Limit, ...], principal: str, tool_id: str) -> float:
+        """Take one token from every applicable bucket: 0.0 when allowed, else the seconds
+        until the call would be (no token is taken then)."""
+        ...
 
 
 class RateLimiter:

@@ -22,11 +22,18 @@ def _runtime(
     tokens: dict[str, Identity] | None,
     audit: AuditLog | str | Path | None,
     timeout: float | None,
+    approval: Literal["approver", "client"] = "approver",
 ) -> SurfaceRuntime:
     from toolcards.surfaces.runtime import SurfaceRuntime
 
     return SurfaceRuntime.build(
-        source, policy=policy, identity=identity, tokens=tokens, audit=audit, timeout=timeout
+        source,
+        policy=policy,
+        identity=identity,
+        tokens=tokens,
+        audit=audit,
+        timeout=timeout,
+        approval=approval,
     )
 
 
@@ -41,17 +48,21 @@ def serve_mcp(
     host: str = "127.0.0.1",
     port: int = 8765,
     timeout: float | None = 60.0,
+    approval: Literal["approver", "client"] = "approver",
 ) -> None:
     """Serve ``source`` (a registry, a ToolFactory or tool callables) over MCP, governed by
     ``policy``. stdio calls run as ``identity`` (anonymous when None); HTTP callers present a
-    bearer token from ``tokens`` (plain token -> identity; no token is anonymous). Blocks."""
+    bearer token from ``tokens`` (plain token -> identity; no token is anonymous).
+    ``approval``: approval-required calls wait for an approver principal (``"approver"``;
+    refused at once when none of the identities holds the role) or ask the calling client
+    (``"client"``, trusting it). Blocks."""
     import anyio
 
     from toolcards.surfaces.serving import serve_runtime
 
     if transport not in ("stdio", "http"):
         raise ValueError("transport must be 'stdio' or 'http'")
-    rt = _runtime(source, policy, identity, tokens, audit, timeout)
+    rt = _runtime(source, policy, identity, tokens, audit, timeout, approval)
     try:
         anyio.run(lambda: serve_runtime(rt, transport, host=host, port=port))
     finally:

@@ -257,8 +257,9 @@ def serve(
 ) -> None:
     """Serve the configured tools over MCP (stdio or HTTP).
 
-    Over stdio the caller is the config's local principal; over HTTP, the bearer token's. With
-    --dashboard, approval-required calls wait in the dashboard's approvals inbox."""
+    Over stdio the caller is the config's local principal; over HTTP, the bearer token's.
+    Approval-required calls wait for an approver (toolcards approvals; with --dashboard
+    also in the dashboard's inbox) unless the config says "approval: client"."""
     import contextlib
 
     import anyio
@@ -307,9 +308,11 @@ def hash_token_cmd(
     out().print(f"token_sha256: {digest}", markup=False)
 
 
+from toolcards.surfaces.cli_approvals import register as _register_approvals  # noqa: E402
 from toolcards.surfaces.dashboard.cli import register as _register_dashboard  # noqa: E402
 
 _register_dashboard(app)
+_register_approvals(app)
 
 
 def main(argv: list[str] | None = None) -> None:

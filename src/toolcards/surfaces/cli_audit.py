@@ -35,9 +35,9 @@ def _audit_log(ctx: typer.Context, state: State) -> Any:
             config = load_config(state.config)
         except ConfigError as exc:
             fail(str(exc), ExitCode.USAGE)
-        path = config.audit_path
-        if path is None or not path.exists():
-            fail(f"{config.source}: no audit log at {path}", ExitCode.USAGE)
+        path = config.audit_location  # a file, or the PostgreSQL database of a shared store
+        if path is None or (config.audit_path is not None and not config.audit_path.exists()):
+            fail(f"{config.source}: no audit log at {config.audit_path}", ExitCode.USAGE)
         audit = AuditLog(path)
         ctx.call_on_close(audit.close)
     if audit is None:

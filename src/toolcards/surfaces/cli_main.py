@@ -12,7 +12,14 @@ import os
 import sys
 from pathlib import Path
 
-_CLI_FILES = ("cli.py", "cli_audit.py", "cli_state.py", "cli_main.py", "dashboard/cli.py")
+_CLI_FILES = (
+    "cli.py",
+    "cli_audit.py",
+    "cli_state.py",
+    "cli_main.py",
+    "cli_approvals.py",
+    "dashboard/cli.py",
+)
 
 
 def _cache_file() -> Path | None:

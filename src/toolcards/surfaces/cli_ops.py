@@ -28,13 +28,13 @@ def list_rows(rt: SurfaceRuntime, show_all: bool = False) -> list[dict[str, Any]
     visible = set(rt.visible_to(rt.local))
     return [
         {
-            "name": cap.id,
-            "callable": cap.id in visible,
-            "hints": hints(cap.annotations),
-            "description": summary(cap.description or ""),
+            "name": tool.id,
+            "callable": tool.id in visible,
+            "hints": hints(tool.annotations),
+            "description": summary(tool.description or ""),
         }
-        for cap in rt.registry
-        if show_all or cap.id in visible
+        for tool in rt.registry.summaries()  # no capability is built to list them
+        if show_all or tool.id in visible
     ]
 
 
@@ -74,6 +74,8 @@ async def call_data(
 
         wrapped = wrapped_approver
     result = await rt.executor.call(tool, args, rt.local, surface="cli", approver=wrapped)
+    if result.approval is not None:  # the process ends: nobody could resume this request
+        rt.executor.approvals.withdraw(result.approval)
     view = classify(result, human_asked=bool(asked))
     data: dict[str, Any] = {"tool": tool, "ok": not view.is_error}
     data.update(view.meta(result.retry_after))

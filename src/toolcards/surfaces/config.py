@@ -2,7 +2,8 @@
 
 ```yaml
 team_id: crm
-store: team.db                 # relative to this file; ":memory:" keeps nothing
+store: team.db                 # relative to this file; ":memory:" keeps nothing; or postgresql://...
+system: pykka                  # or ray, or {ray: {address: ..., namespace: ...}}
 cards:
   - {type: WorkspaceTool}
   - {type: PlanningTool, vector_store: false}
@@ -10,7 +11,13 @@ tools: ["myapp.tools:TOOLS"]   # optional: plain tool callables (module:attribut
 resources: []                  # optional: extra MCP resources (module:attribute)
 prompts: []                    # optional: extra MCP prompt functions (module:attribute)
 policy: policy.yaml            # relative to this file
-audit: audit.db                # relative to this file; omit for audit.db beside it
+audit: audit.db                # relative to this file; omit for audit.db beside it (or the
+                               # PostgreSQL store's database)
+approval: approver             # approval-required calls wait for an approver; "client": elicit
+approval_timeout: 300
+approvals: audit.approvals.db  # pending approvals, shared by serve and the CLI (default)
+sessions: {max: 1000, per_principal: 100, idle_timeout: 900}   # MCP over HTTP
+mcp_commands: ["uvx mcp-server-fetch"]   # stdio MCP servers cards may start
 timeout: 60
 principals:
   local: {id: alice, type: user, roles: [data_admin]}      # stdio and CLI caller
@@ -27,13 +34,19 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from toolcards._postgres import is_postgres_url, redact_url
 from toolcards.governance.identity import ANONYMOUS, Identity
+
+if TYPE_CHECKING:
+    from toolcards.runtime.system import ActorSystem
+    from toolcards.tools.mcp.trust import MCPTrust
 
 DEFAULT_CONFIG = "toolcards.yaml"
 _HASH_PREFIX = "sha256:"
@@ -78,6 +91,23 @@ class Principals(BaseModel):
     tokens: list[TokenSpec] = Field(default_factory=list)
 
 
+class SessionLimits(BaseModel):
+    """Bounds on MCP sessions over HTTP (each open session holds server memory)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max: int = Field(default=1000, ge=1)
+    """Open sessions in total; a new one beyond it gets 503."""
+    per_principal: int = Field(default=100, ge=1)
+    """Open sessions of one caller (all anonymous callers are one); beyond it 429."""
+    idle_timeout: float = Field(default=900.0, gt=0)
+    """Seconds without a request in flight (no call, no open stream) before a session ends."""
+
+
+_SYSTEMS = ("pykka", "ray")
+_RAY_KEYS = frozenset({"address", "namespace", "connect_timeout"})
+
+
 class SurfaceConfig(BaseModel):
     """What ``toolcards serve`` and the CLI read. Paths are relative to the config file."""
 
@@ -85,17 +115,59 @@ class SurfaceConfig(BaseModel):
 
     team_id: str = Field(default="toolcards", min_length=1)
     store: str = "team.db"
+    system: str | dict[str, Any] = "pykka"
     cards: list[dict[str, Any]] = Field(default_factory=list)
     tools: list[str] = Field(default_factory=list)
     resources: list[str] = Field(default_factory=list)
     prompts: list[str] = Field(default_factory=list)
     policy: str
     audit: str | None = "audit.db"
+    approval: Literal["approver", "client"] = "approver"
+    approval_timeout: float = Field(default=300.0, gt=0)
+    approvals: str | None = None
+    sessions: SessionLimits = Field(default_factory=SessionLimits)
+    mcp_commands: list[str | dict[str, Any]] = Field(default_factory=list)
     member: str | None = None
     timeout: float | None = Field(default=60.0, gt=0)
     principals: Principals = Field(default_factory=Principals)
     base_dir: Path = Field(default=Path("."), exclude=True)
     source: str = Field(default="<config>", exclude=True)
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        """As pydantic's, with every database URL's password hidden."""
+        for name, value in super().__repr_args__():
+            if name in ("store", "audit", "approvals") and isinstance(value, str):
+                value = redact_url(value)
+            yield name, value
+
+    @field_validator("system")
+    @classmethod
+    def _system(cls, value: str | dict[str, Any]) -> str | dict[str, Any]:
+        if isinstance(value, str):
+            if value not in _SYSTEMS:
+                raise ValueError("must be 'pykka', 'ray' or {ray: {address: ..., namespace: ...}}")
+            return value
+        if list(value) != ["ray"]:
+            raise ValueError("a mapping names one system: {ray: {address: ..., namespace: ...}}")
+        options = value["ray"] if value["ray"] is not None else {}
+        if not isinstance(options, dict) or set(options) - _RAY_KEYS:
+            raise ValueError(f"ray: takes {', '.join(sorted(_RAY_KEYS))}")
+        for key in ("address", "namespace"):
+            if options.get(key) is not None and not isinstance(options[key], str):
+                raise ValueError(f"ray.{key} must be a string")
+        timeout = options.get("connect_timeout")
+        if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
+            raise ValueError("ray.connect_timeout must be a positive number of seconds")
+        return {"ray": dict(options)}
+
+    @field_validator("mcp_commands")
+    @classmethod
+    def _trusted_commands(cls, value: list[str | dict[str, Any]]) -> list[str | dict[str, Any]]:
+        if value:
+            from toolcards.tools.mcp.trust import MCPTrust
+
+            MCPTrust.from_config(value)  # a malformed rule is a config error now, not later
+        return value
 
     @field_validator("cards")
     @classmethod
@@ -123,13 +195,80 @@ class SurfaceConfig(BaseModel):
     def policy_path(self) -> Path:
         return self.path(self.policy)
 
+    def location(self, value: str) -> str:
+        """A database URL as given (never a path), ``:memory:``, or a path made absolute."""
+        if value == ":memory:" or is_postgres_url(value):
+            return value
+        return str(self.path(value))
+
     @property
     def store_location(self) -> str:
-        return self.store if self.store == ":memory:" else str(self.path(self.store))
+        return self.location(self.store)
+
+    @property
+    def shared_store(self) -> bool:
+        """True with a PostgreSQL store: many processes hold the team at once, and the
+        audit trail, approvals and rate limits live in that database too."""
+        return is_postgres_url(self.store)
+
+    @property
+    def store_display(self) -> str:
+        """The store for messages: a URL without its password."""
+        return redact_url(self.store_location)
+
+    @property
+    def audit_location(self) -> str | None:
+        """The audit trail: the ``audit:`` given (a path or a URL; null keeps none), else the
+        PostgreSQL store's database, else ``audit.db`` beside this file."""
+        if "audit" not in self.model_fields_set and self.shared_store:
+            return self.store
+        return None if self.audit is None else self.location(self.audit)
 
     @property
     def audit_path(self) -> Path | None:
-        return None if self.audit is None else self.path(self.audit)
+        """The audit file (None with no audit log, or with one in a database)."""
+        location = self.audit_location
+        return None if location is None or is_postgres_url(location) else Path(location)
+
+    @property
+    def approvals_location(self) -> str:
+        """Pending approvals, shared by every process of this config: the ``approvals:``
+        given, else the PostgreSQL store's database, else a SQLite file beside the audit file
+        (``audit.approvals.db`` for ``audit.db``; beside this file without one)."""
+        if self.approvals is not None:
+            return self.location(self.approvals)
+        if self.shared_store:
+            return self.store
+        audit = self.audit_path
+        if audit is None:
+            return str(self.path("approvals.db"))
+        return str(audit.with_name(audit.stem + ".approvals.db"))
+
+    @property
+    def rate_limits_location(self) -> str | None:
+        """Where rate-limit counters are shared (the PostgreSQL store), or None: in memory."""
+        return self.store if self.shared_store else None
+
+    def actor_system(self) -> str | ActorSystem:
+        """``system:`` as ``Team(system=...)`` takes it."""
+        if isinstance(self.system, str):
+            return self.system
+        from toolcards.runtime.ray_system import RayActorSystem
+
+        options = self.system["ray"]
+        return RayActorSystem(
+            options.get("address"),
+            options.get("namespace") or f"toolcards-{self.team_id}",
+            connect_timeout=float(options.get("connect_timeout") or 10.0),
+        )
+
+    def mcp_trust(self) -> MCPTrust | None:
+        """The stdio MCP commands ``mcp_commands:`` allows cards to start (None: none)."""
+        if not self.mcp_commands:
+            return None
+        from toolcards.tools.mcp.trust import MCPTrust
+
+        return MCPTrust.from_config(self.mcp_commands)
 
     @property
     def local_identity(self) -> Identity:
@@ -158,11 +297,12 @@ class SurfaceConfig(BaseModel):
         from toolcards.core.registry import CARD_TYPES, load_card
         from toolcards.surfaces.config_hints import problems
 
+        trust = self.mcp_trust()
         cards = []
         for i, data in enumerate(self.cards):
             where = f"{self.source}: cards.{i} ({data.get('type')})"
             try:
-                cards.append(load_card(data))
+                cards.append(load_card(data, trust=trust))
             except ValidationError as exc:
                 found = problems(exc, CARD_TYPES.resolve(str(data.get("type"))))
                 raise ConfigError(f"{where}: {found}") from None

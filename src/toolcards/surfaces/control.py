@@ -43,7 +43,7 @@ def endpoint_path(config: Path) -> Path:
     except (OSError, yaml.YAMLError):
         data = {}
     store = data.get("store", "team.db") if isinstance(data, dict) else "team.db"
-    if not isinstance(store, str) or store == ":memory:":
+    if not isinstance(store, str) or store == ":memory:" or "://" in store:
         target = config.resolve()
     else:
         target = Path(store).expanduser()

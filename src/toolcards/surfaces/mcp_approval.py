@@ -1,9 +1,15 @@
-"""Approval of a governed call by the MCP client's human, through elicitation.
+"""Who decides a governed MCP call that needs approval: the channels.
 
-The one place the MCP server asks for approvals: a call that needs a human's approval asks
-the calling client (when it declared the elicitation capability) and fails closed otherwise.
-Swap this module's :class:`ElicitationApprovals` for another approver channel without
-touching the server.
+- :class:`OutOfBandApprovals` (the default, config ``approval: approver``): the call waits,
+  at most ``approval_timeout`` seconds, in the approvals inbox shared by every process of the
+  config until a principal with the approver role grants or denies it (``toolcards approvals
+  grant|deny``, the dashboard, ``ApprovalBroker.grant`` in Python). The caller is never asked.
+- :class:`FailClosed`: no principal of the config may approve, so nobody could decide: the
+  call is refused at once.
+- :class:`ElicitationApprovals` (config ``approval: client``): the calling client is asked by
+  elicitation. This trusts the client: whoever holds its token approves its own calls.
+
+The MCP server takes any :class:`ApprovalChannel`; :func:`approval_channel` picks one.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from toolcards.governance.approvals import ApprovalRequest, Approver
+from toolcards.governance.approvals import ApprovalBroker, ApprovalRequest, Approver
 
 log = logging.getLogger(__name__)
 
@@ -107,3 +113,54 @@ class ElicitationApprovals:
 def _can_elicit(session: Any) -> bool:
     caps = getattr(session, "client_capabilities", None)
     return getattr(caps, "elicitation", None) is not None
+
+
+@dataclass(frozen=True)
+class FailClosed:
+    """Nobody can approve: every approval-required call is refused without waiting."""
+
+    def for_call(self, ctx: Any) -> AskedApprover:
+        return AskedApprover(None)
+
+
+class OutOfBandApprovals:
+    """The call waits in ``broker``'s inbox (shared with other processes through its store)
+    for a principal with the approver role; the wait is announced in the server's log (which
+    the calling client receives as a log message)."""
+
+    def __init__(self, broker: ApprovalBroker, timeout: float = APPROVAL_TIMEOUT) -> None:
+        from toolcards.surfaces.dashboard.approver import InboxApprover
+
+        self.inbox = InboxApprover(broker, timeout)
+
+    def for_call(self, ctx: Any) -> AskedApprover:
+        result = AskedApprover(None)
+        inbox = self.inbox
+
+        async def approver(request: ApprovalRequest) -> bool:
+            result.asked.append(True)
+            log.info(
+                "approval %s: %s by %s waits (at most %g s) for an approver: "
+                "toolcards approvals grant %s",
+                request.approval_id,
+                request.tool_id,
+                request.principal,
+                inbox.timeout,
+                request.approval_id,
+            )
+            return await inbox(request)
+
+        result.approver = approver
+        return result
+
+
+def approval_channel(
+    mode: str, broker: ApprovalBroker, timeout: float, has_approver: bool
+) -> ApprovalChannel:
+    """The channel for ``mode`` (``"approver"`` or ``"client"``): out of band when some
+    principal may approve (``has_approver``), refused at once when none may; or the client."""
+    if mode == "client":
+        return ElicitationApprovals(timeout)
+    if mode != "approver":
+        raise ValueError("approval must be 'approver' or 'client'")
+    return OutOfBandApprovals(broker, timeout) if has_approver else FailClosed()

@@ -2,8 +2,9 @@
 
 ``Authorization: Bearer <token>`` is checked against the configured sha256 digests in
 constant time. No header: the caller is anonymous (a default-deny policy rejects it). A
-token that matches nothing, or another scheme: 401 before any MCP processing. A session is
-bound to the caller that opened it; a request for it from another caller gets 403.
+token that matches nothing, or another scheme: 401 before any MCP processing. Sessions are
+bound to the caller that opened it and bounded per caller and in total
+(:mod:`.mcp_sessions`).
 """
 
 from __future__ import annotations
@@ -11,79 +12,60 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from toolcards.governance.identity import ANONYMOUS, Identity
 from toolcards.surfaces.auth import InvalidToken, TokenTable
+from toolcards.surfaces.config import SessionLimits
 from toolcards.surfaces.mcp_approval import ApprovalChannel
 from toolcards.surfaces.mcp_server import IDENTITY_SCOPE_KEY, GovernedMCPServer
+from toolcards.surfaces.mcp_sessions import (
+    ASGIApp,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    SessionGuard,
+    header,
+    manager_sessions,
+    reply,
+)
 from toolcards.surfaces.runtime import SurfaceRuntime
 
 log = logging.getLogger(__name__)
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
 MCP_PATH = "/mcp"
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
-_MAX_SESSIONS = 10_000
-
-
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers") or ():
-        if key.lower() == name:
-            return bytes(value).decode("latin-1")
-    return None
-
-
-async def _reply(send: Send, status: int, text: str, extra: list[tuple[bytes, bytes]]) -> None:
-    body = text.encode()
-    headers = [(b"content-type", b"text/plain; charset=utf-8"), *extra]
-    headers.append((b"content-length", str(len(body)).encode()))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 class BearerAuth:
-    """ASGI middleware: resolve the caller, bind sessions to callers, pass the rest on."""
+    """ASGI middleware: resolve the caller (into the scope), pass the request on."""
 
     def __init__(self, app: ASGIApp, tokens: TokenTable) -> None:
         self.app = app
         self.tokens = tokens
-        self._sessions: dict[str, str] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         try:
-            who = self.tokens.from_header(_header(scope, b"authorization"))
+            who = self.tokens.from_header(header(scope, b"authorization"))
         except InvalidToken as exc:
-            challenge = b'Bearer error="invalid_token"'
-            await _reply(send, 401, f"{exc}\n", [(b"www-authenticate", challenge)])
+            await send_unauthorized(send, str(exc))
             return
-        session = _header(scope, b"mcp-session-id")
-        if session is not None:
-            owner = self._sessions.get(session)
-            if owner is not None and owner != who.id:
-                await _reply(send, 403, "this session belongs to another caller\n", [])
-                return
         scope[IDENTITY_SCOPE_KEY] = who
+        await self.app(scope, receive, send)
 
-        async def bind_session(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                for key, value in message.get("headers") or ():
-                    if bytes(key).lower() == b"mcp-session-id":
-                        if len(self._sessions) >= _MAX_SESSIONS:
-                            self._sessions.pop(next(iter(self._sessions)))
-                        self._sessions.setdefault(bytes(value).decode("latin-1"), who.id)
-            await send(message)
 
-        await self.app(scope, receive, bind_session)
+async def send_unauthorized(send: Send, message: str) -> None:
+    challenge = (b"www-authenticate", b'Bearer error="invalid_token"')
+    body = f"{message}\n".encode()
+    headers = [(b"content-type", b"text/plain; charset=utf-8"), challenge,
+               (b"content-length", str(len(body)).encode())]  # fmt: skip
+    await send({"type": "http.response.start", "status": 401, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def identity_from_scope(ctx: Any) -> Identity:
@@ -155,11 +137,7 @@ class JsonRpcEdge:
         body = b"".join(chunks)
         problem = _post_problem(body)
         if problem is not None:
-            data = json.dumps(problem).encode()
-            headers = [(b"content-type", b"application/json"),
-                       (b"content-length", str(len(data)).encode())]  # fmt: skip
-            await send({"type": "http.response.start", "status": 400, "headers": headers})
-            await send({"type": "http.response.body", "body": data})
+            await reply(send, 400, json.dumps(problem).encode(), b"application/json")
             return
         replayed = False
 
@@ -186,10 +164,15 @@ def _post_problem(body: bytes) -> dict[str, Any] | None:
 
 
 def http_app(
-    runtime: SurfaceRuntime, *, host: str = "127.0.0.1", approvals: ApprovalChannel | None = None
+    runtime: SurfaceRuntime,
+    *,
+    host: str = "127.0.0.1",
+    approvals: ApprovalChannel | None = None,
+    sessions: SessionLimits | None = None,
 ) -> Any:
     """The Starlette app serving MCP at ``/mcp`` for ``runtime`` (``approvals``: who decides
-    approval-required calls; see :class:`~toolcards.surfaces.mcp_approval.ApprovalChannel`)."""
+    approval-required calls, see :class:`~toolcards.surfaces.mcp_approval.ApprovalChannel`;
+    ``sessions``: their bounds, by default the config's)."""
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.applications import Starlette
@@ -203,9 +186,19 @@ def http_app(
             allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
             allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
         )
+    if sessions is None:
+        sessions = runtime.config.sessions if runtime.config is not None else SessionLimits()
     # SSE responses (not plain JSON): an approval asks the human mid-call, on the call's stream
-    manager = StreamableHTTPSessionManager(app=mcp_server.server, security_settings=security)
-    handler = BearerAuth(JsonRpcEdge(manager.handle_request), runtime.tokens)
+    manager = StreamableHTTPSessionManager(
+        app=mcp_server.server,
+        security_settings=security,
+        session_idle_timeout=sessions.idle_timeout,
+        max_sessions=sessions.max,
+    )
+    guard = SessionGuard(
+        JsonRpcEdge(manager.handle_request), manager_sessions(manager), sessions, IDENTITY_SCOPE_KEY
+    )
+    handler = BearerAuth(guard, runtime.tokens)
     quiet_disconnects()
 
     @contextlib.asynccontextmanager

@@ -26,7 +26,7 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from toolcards.governance.capability import Capability
 from toolcards.governance.identity import Identity
 from toolcards.surfaces.audit_rows import record_cancelled
-from toolcards.surfaces.mcp_approval import ApprovalChannel, ElicitationApprovals
+from toolcards.surfaces.mcp_approval import ApprovalChannel
 from toolcards.surfaces.mcp_content import tool_content
 from toolcards.surfaces.mcp_logging import LogForwarder
 from toolcards.surfaces.mcp_progress import CallProgress
@@ -100,7 +100,7 @@ class GovernedMCPServer:
 
         self.runtime = runtime
         self.identity_of = identity_of or (lambda _ctx: runtime.local)
-        self.approvals = approvals or ElicitationApprovals()
+        self.approvals = approvals or runtime.approval_channel()
         self.logs = LogForwarder()
         self.resources = ResourceCatalog(runtime, self.identity_of)
         self.prompts = PromptCatalog(runtime, self.identity_of)
@@ -184,6 +184,8 @@ class GovernedMCPServer:
         except Exception:  # a deferral or a bug below: never a crash of the session
             log.exception("tool call %s failed outside the executor", name)
             return _error(f"error: {name} failed", {"outcome": "error"})
+        if result.approval is not None:  # nobody decides it later: an MCP call never resumes
+            self.runtime.executor.approvals.withdraw(result.approval)
         view = classify(result, human_asked=approval.human_asked)
         if view.is_error:
             return _error(view.message, view.meta(result.retry_after))

@@ -16,11 +16,17 @@ from toolcards.surfaces.config import ConfigError, SurfaceConfig, load_config
 
 if TYPE_CHECKING:
     from toolcards.core.factory import ToolFactory
+    from toolcards.governance.approvals import ApprovalBroker
     from toolcards.governance.audit import AuditLog
     from toolcards.governance.capability import CapabilityRegistry
     from toolcards.governance.executor import Executor
     from toolcards.governance.policy import Policy
+    from toolcards.governance.ratelimit import RateLimits
+    from toolcards.runtime.system import ActorSystem
     from toolcards.runtime.team import Team
+    from toolcards.surfaces.mcp_approval import ApprovalChannel
+
+ApprovalMode = Literal["approver", "client"]
 
 
 @dataclass
@@ -36,6 +42,10 @@ class SurfaceRuntime:
     _owned: list[Callable[[], Any]] = field(default_factory=list, repr=False)
     prompts: list[tuple[str, Callable[..., Any], str | None]] = field(default_factory=list)
     extra_resources: list[Any] = field(default_factory=list)
+    approval: ApprovalMode = "approver"
+    """Who decides approval-required MCP calls: an approver principal out of band
+    (``"approver"``), or the calling client by elicitation (``"client"``)."""
+    approval_timeout: float = 300.0
 
     @property
     def registry(self) -> CapabilityRegistry:
@@ -51,8 +61,22 @@ class SurfaceRuntime:
 
     def visible_to(self, identity: Identity) -> list[str]:
         """The tool ids ``identity`` may see (the policy's listing filter)."""
-        policy = self.executor.policy
-        return [cap.id for cap in self.registry if policy.visible(identity, cap.id)]
+        return self.executor.visible_to(identity)
+
+    def has_approver(self) -> bool:
+        """True when a principal this runtime vouches for (the local one or a token's) holds
+        the approver role: someone can decide a waiting call."""
+        role = self.executor.approvals.approver_role
+        identities = [self.local, *(identity for _, identity in self.tokens.entries)]
+        return any(role in identity.roles for identity in identities)
+
+    def approval_channel(self) -> ApprovalChannel:
+        """Where the MCP server sends approval-required calls (see :attr:`approval`)."""
+        from toolcards.surfaces.mcp_approval import approval_channel
+
+        return approval_channel(
+            self.approval, self.executor.approvals, self.approval_timeout, self.has_approver()
+        )
 
     def prompt_sources(self) -> list[tuple[str, Callable[..., Any], str | None]]:
         """(name, function, description) of every prompt a surface may offer."""
@@ -105,10 +129,11 @@ class SurfaceRuntime:
         with_team: bool | None = None,
         durability: Literal["batched", "sync"] = "batched",
     ) -> SurfaceRuntime:
-        """Team (when there are cards, or ``with_team``), registry, policy, audit, executor."""
+        """Team (when there are cards, or ``with_team``), registry, policy, audit, approvals,
+        rate limits (shared through the store's database with a PostgreSQL store), executor."""
         from toolcards.governance._policy_parse import PolicyError
-        from toolcards.governance.audit import AuditLog
         from toolcards.governance.policy import Policy
+        from toolcards.surfaces.shared import open_shared
 
         try:
             policy = Policy.from_yaml(config.policy_path)
@@ -128,17 +153,25 @@ class SurfaceRuntime:
         team = None
         try:
             if cards or with_team:
-                team = _open_team(config.team_id, config.store_location)
+                system = config.actor_system()
+                if not isinstance(system, str):  # a system built here is released here
+                    owned.append(system.shutdown)
+                team = _open_team(config.team_id, config.store_location, system)
                 owned.append(team.stop)
             factory = team.bind(cards, member=config.member_name) if team and cards else None
             registry = _registry(factory, tools)
             if factory is not None:
                 prompts = card_prompts(factory) + prompts
-            audit = None
-            if config.audit_path is not None:
-                audit = AuditLog(config.audit_path, durability=durability)
-                owned.append(audit.close)
-            executor = _executor(registry, policy, audit, config.timeout)
+            shared = open_shared(config, durability=durability)
+            owned.append(shared.close)
+            executor = _executor(
+                registry,
+                policy,
+                shared.audit,
+                config.timeout,
+                approvals=shared.approvals,
+                rate_limiter=shared.rate_limiter,
+            )
         except BaseException:
             for closer in reversed(owned):
                 closer()
@@ -148,6 +181,7 @@ class SurfaceRuntime:
         )
         rt = cls(executor, config.local_identity, tokens, team, config, owned)
         rt.prompts, rt.extra_resources = prompts, extra_resources
+        rt.approval, rt.approval_timeout = config.approval, config.approval_timeout
         return rt
 
     @classmethod
@@ -160,9 +194,12 @@ class SurfaceRuntime:
         tokens: TokenTable | dict[str, Identity] | None = None,
         audit: AuditLog | str | Path | None = None,
         timeout: float | None = 60.0,
+        approval: ApprovalMode = "approver",
+        approval_timeout: float = 300.0,
     ) -> SurfaceRuntime:
         """For registries built in code: a registry, a ToolFactory or plain tool callables.
-        ``tokens`` maps plain bearer tokens to identities (hashed here)."""
+        ``tokens`` maps plain bearer tokens to identities (hashed here). ``approval``: who
+        decides approval-required MCP calls (see :attr:`approval`)."""
         from toolcards.core.factory import ToolFactory
         from toolcards.governance.audit import AuditLog
         from toolcards.governance.policy import Policy
@@ -177,6 +214,7 @@ class SurfaceRuntime:
             tokens = TokenTable.from_tokens(tokens.items())
         executor = _executor(as_registry(source), policy, audit, timeout)
         rt = cls(executor, identity or ANONYMOUS, tokens or TokenTable(), _owned=owned)
+        rt.approval, rt.approval_timeout = approval, approval_timeout
         if isinstance(source, ToolFactory):
             rt.prompts = card_prompts(source)
         return rt
@@ -195,36 +233,52 @@ def as_registry(
     return CapabilityRegistry.from_tools(list(source))
 
 
-def _open_team(team_id: str, store: str) -> Team:
-    """The team with its recorded tool actors restarted, or a new one."""
+def _open_team(team_id: str, store: str, system: str | ActorSystem = "pykka") -> Team:
+    """The team with its recorded tool actors restarted, or a new one (on a PostgreSQL
+    store, other processes may hold it at the same time)."""
     from toolcards.runtime.team import Team
 
     if store != ":memory:":
         try:
-            return Team.resume(team_id, store=store)
+            return Team.resume(team_id, store=store, system=system)
         except LookupError:
             pass
-    return Team(team_id, store=store)
+    return Team(team_id, store=store, system=system)
 
 
 def _executor(
-    registry: CapabilityRegistry, policy: Policy, audit: AuditLog | None, timeout: float | None
+    registry: CapabilityRegistry,
+    policy: Policy,
+    audit: AuditLog | None,
+    timeout: float | None,
+    *,
+    approvals: ApprovalBroker | None = None,
+    rate_limiter: RateLimits | None = None,
 ) -> Executor:
     from toolcards.governance.executor import Executor
 
-    return Executor(registry, policy, audit=audit, timeout=timeout)
+    return Executor(
+        registry,
+        policy,
+        audit=audit,
+        approvals=approvals,
+        rate_limiter=rate_limiter,
+        timeout=timeout,
+    )
 
 
 def _registry(factory: ToolFactory | None, tools: list[Callable[..., Any]]) -> CapabilityRegistry:
+    """The cards' and the plain tools' capabilities (built on first use: listing them does
+    not load pydantic-ai)."""
     from toolcards.governance.capability import CapabilityRegistry
 
-    caps: list[Any] = []
-    if factory is not None:
-        caps.extend(CapabilityRegistry.from_factory(factory))
-    if tools:
-        caps.extend(CapabilityRegistry.from_tools(tools))
+    parts = []
     try:
-        return CapabilityRegistry(caps)
+        if factory is not None:
+            parts.append(CapabilityRegistry.from_factory(factory))
+        if tools:
+            parts.append(CapabilityRegistry.from_tools(tools))
+        return CapabilityRegistry.combine(parts)
     except ValueError as exc:
         raise ConfigError(f"two tools share a name: {exc}") from None
 

@@ -1,5 +1,6 @@
 """Run a runtime's MCP server (stdio or HTTP), with the CLI's control endpoint beside it
-when it was opened from a config file (:mod:`.control`)."""
+when it was opened from a config file with an embedded store (:mod:`.control`; with a
+PostgreSQL store every CLI process opens the team itself)."""
 
 from __future__ import annotations
 
@@ -27,14 +28,16 @@ async def serve_runtime(
 
     http = f"http://{host}:{port}/mcp" if transport == "http" else None
     async with contextlib.AsyncExitStack() as stack:
-        if config is not None:
+        if config is not None and not (rt.config is not None and rt.config.shared_store):
             await stack.enter_async_context(control_endpoint(rt, config, http))
         if transport == "stdio":
             await _until_signalled(rt)
         elif transport == "http" and dashboard:
             from toolcards.surfaces.dashboard.serve import run_mcp_with_dashboard
 
-            await run_mcp_with_dashboard(rt, host=host, port=port)
+            await run_mcp_with_dashboard(
+                rt, host=host, port=port, approval_timeout=rt.approval_timeout
+            )
         elif transport == "http":
             from toolcards.surfaces.mcp_http import run_http
 

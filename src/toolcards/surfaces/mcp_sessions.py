@@ -1,0 +1,145 @@
+"""MCP sessions over HTTP: each bound to the caller that opened it, and bounded.
+
+A session holds server memory (its server task, streams and state: about 30 KiB), so an
+unbounded number of them, anonymous ones included, is a way to exhaust the server. Here:
+
+- a session belongs to the caller that opened it; a request for it from another caller gets
+  403, and that binding is kept for as long as the session lives (never evicted to make room);
+- one caller (all anonymous callers count as one) holds at most ``per_principal`` sessions: one
+  more gets 429; all callers together at most ``max``: one more gets 503. Both answers carry a
+  JSON-RPC error body saying why;
+- a session with no request in flight (no call, no open stream) for ``idle_timeout`` seconds
+  ends (the SDK's idle timeout); its id then answers 404 and its binding is forgotten.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Awaitable, Callable, Container, MutableMapping
+from typing import Any
+
+from toolcards.governance.identity import ANONYMOUS, Identity
+from toolcards.surfaces.config import SessionLimits
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+SESSION_HEADER = b"mcp-session-id"
+TOO_MANY_SESSIONS = -32000
+"""The JSON-RPC error code of a refused new session (a server error, in the implementation's
+range)."""
+
+
+def header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers") or ():
+        if bytes(key).lower() == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+async def reply(send: Send, status: int, body: bytes, content_type: bytes) -> None:
+    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def refuse(send: Send, status: int, message: str) -> None:
+    """An HTTP error whose body is a JSON-RPC error (no request id)."""
+    error = {"code": TOO_MANY_SESSIONS, "message": message}
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
+    await reply(send, status, body, b"application/json")
+
+
+class SessionGuard:
+    """ASGI middleware in front of the SDK's session manager (behind the authentication that
+    put the caller in the scope under ``identity_key``).
+
+    ``live()`` returns the ids of the sessions the manager still serves; a binding is dropped
+    only once its session is gone from there.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        live: Callable[[], Container[str]],
+        limits: SessionLimits,
+        identity_key: str,
+    ) -> None:
+        self.app = app
+        self.live = live
+        self.limits = limits
+        self.identity_key = identity_key
+        self.owners: dict[str, str] = {}
+        """Session id -> the id of the caller that opened it."""
+        self._opening: Counter[str] = Counter()
+
+    def sessions_of(self, caller: str) -> int:
+        """Open sessions of ``caller`` (forgetting the ones that ended first)."""
+        self._forget_ended()
+        return sum(1 for owner in self.owners.values() if owner == caller)
+
+    def _forget_ended(self) -> None:
+        live = self.live()
+        for session in [s for s in self.owners if s not in live]:
+            del self.owners[session]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        found = scope.get(self.identity_key)
+        caller = (found if isinstance(found, Identity) else ANONYMOUS).id
+        session = header(scope, SESSION_HEADER)
+        if session is not None:
+            owner = self.owners.get(session)
+            if owner is not None and owner != caller:
+                await reply(send, 403, b"this session belongs to another caller\n", b"text/plain")
+                return
+            await self.app(scope, receive, send)
+            return
+        problem = self._admission(caller)
+        if problem is not None:
+            await refuse(send, *problem)
+            return
+        self._opening[caller] += 1
+        try:
+            await self.app(scope, receive, self._binder(caller, send))
+        finally:
+            self._opening[caller] -= 1
+            if not self._opening[caller]:
+                del self._opening[caller]
+
+    def _admission(self, caller: str) -> tuple[int, str] | None:
+        """(status, message) when ``caller`` may not open one more session now."""
+        limits = self.limits
+        mine = self.sessions_of(caller) + self._opening[caller]
+        if mine >= limits.per_principal:
+            return 429, (
+                f"too many open sessions for {caller} (at most {limits.per_principal}): end one "
+                f"(HTTP DELETE) or let an idle one expire ({limits.idle_timeout:g} s)"
+            )
+        if len(self.owners) + sum(self._opening.values()) >= limits.max:
+            return 503, f"the server holds its maximum of {limits.max} sessions: retry later"
+        return None
+
+    def _binder(self, caller: str, send: Send) -> Send:
+        async def bind(message: Message) -> None:
+            if message["type"] == "http.response.start" and int(message["status"]) < 400:
+                for key, value in message.get("headers") or ():
+                    if bytes(key).lower() == SESSION_HEADER:
+                        self.owners[bytes(value).decode("latin-1")] = caller
+            await send(message)
+
+        return bind
+
+
+def manager_sessions(manager: Any) -> Callable[[], Container[str]]:
+    """The live session ids of an SDK ``StreamableHTTPSessionManager`` (mcp 2.x keeps them in
+    ``_server_instances``, removing a session when it ends or expires)."""
+    if not isinstance(getattr(manager, "_server_instances", None), dict):  # pragma: no cover
+        raise TypeError("unsupported mcp SDK: the session manager keeps no session table")
+    return lambda: manager._server_instances

@@ -1,0 +1,99 @@
+"""The governance state every process of one config shares: the audit trail, the pending
+approvals and the rate-limit counters.
+
+With a PostgreSQL store all three live in that database (unless ``audit:`` names another
+place for the trail), so ``toolcards serve`` and any number of ``toolcards call`` processes
+keep one trail, one approvals inbox and one limit. With SQLite, the approvals are a SQLite
+file beside the audit file (a ``toolcards approvals grant`` process decides what a server
+waits for) and rate limits are the serving process's (the CLI forwards to it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from toolcards._postgres import is_postgres_url
+
+if TYPE_CHECKING:
+    from toolcards.governance.approval_store import ApprovalStore
+    from toolcards.governance.approvals import ApprovalBroker
+    from toolcards.governance.audit import AuditLog
+    from toolcards.governance.ratelimit import RateLimits
+    from toolcards.surfaces.config import SurfaceConfig
+
+APPROVAL_TTL = 900.0
+"""How long a pending approval stays decidable, at least (seconds)."""
+
+
+@dataclass
+class SharedGovernance:
+    """What :func:`open_shared` opened; :meth:`close` releases it (in reverse order)."""
+
+    audit: AuditLog | None
+    approvals: ApprovalBroker
+    rate_limiter: RateLimits | None = None
+    closers: list[Callable[[], Any]] = field(default_factory=list, repr=False)
+
+    def close(self) -> None:
+        closers, self.closers = self.closers, []
+        for closer in reversed(closers):
+            closer()
+
+
+def approval_store(location: str) -> tuple[ApprovalStore, Callable[[], Any] | None]:
+    """The approvals store at ``location`` (a SQLite file, a ``postgresql://`` URL, or
+    ``:memory:`` for this process only) and how to close it."""
+    if location == ":memory:":
+        from toolcards.governance.approval_store import MemoryApprovalStore
+
+        return MemoryApprovalStore(), None
+    if is_postgres_url(location):
+        from toolcards.governance.postgres import PostgresApprovalStore
+
+        pg = PostgresApprovalStore(location)
+        return pg, pg.close
+    from toolcards.governance.approval_store import SqliteApprovalStore
+
+    sqlite = SqliteApprovalStore(location)
+    return sqlite, sqlite.close
+
+
+def open_shared(
+    config: SurfaceConfig,
+    *,
+    durability: Literal["batched", "sync"] = "batched",
+    audit: bool = True,
+    rate_limits: bool = True,
+) -> SharedGovernance:
+    """Open the config's audit log (unless ``audit=False``), approvals broker and (with a
+    PostgreSQL store, unless ``rate_limits=False``) shared rate limiter."""
+    from toolcards.governance.approvals import ApprovalBroker
+    from toolcards.governance.audit import AuditLog
+
+    closers: list[Callable[[], Any]] = []
+    try:
+        log = None
+        location = config.audit_location if audit else None
+        if location is not None:
+            log = AuditLog(location, durability=durability)
+            closers.append(log.close)
+        store, close_store = approval_store(config.approvals_location)
+        if close_store is not None:
+            closers.append(close_store)
+        ttl = max(APPROVAL_TTL, config.approval_timeout)
+        broker = ApprovalBroker(ttl, store=store, audit=log)
+        limiter = None
+        shared_limits = config.rate_limits_location
+        if rate_limits and shared_limits is not None:
+            from toolcards.governance.postgres import PostgresRateLimiter
+
+            pg_limiter = PostgresRateLimiter(shared_limits)
+            closers.append(pg_limiter.close)
+            limiter = pg_limiter
+    except BaseException:
+        for closer in reversed(closers):
+            closer()
+        raise
+    return SharedGovernance(log, broker, limiter, closers)

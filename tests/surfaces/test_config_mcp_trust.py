@@ -1,0 +1,86 @@
+"""A config holding a stdio MCPTool card: it loads when `mcp_commands:` trusts its command
+(the real server then starts and answers), and is refused, before anything runs, when not."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic_ai import Agent
+
+from support.scripted import Script, call_tool
+from surfaces.surface_support import SURFACE_ENV, TOOLCARDS
+from toolcards import ToolFactory
+from toolcards.surfaces.config import ConfigError, load_config
+from toolcards.surfaces.outcomes import ExitCode
+from toolcards.surfaces.runtime import SurfaceRuntime
+from toolcards.tools.mcp import MCPTool
+
+pytestmark = pytest.mark.timeout(90)
+
+ECHO = Path(__file__).resolve().parents[1] / "mcp" / "servers" / "echo_server.py"
+ARGS = [str(ECHO), "stdio"]
+CARD = {
+    "type": "MCPTool",
+    "name": "echo",
+    "transport": "stdio",
+    "command": sys.executable,
+    "args": ARGS,
+    "connect_timeout_seconds": 20,
+}
+
+
+def write(tmp_path: Path, **data: Any) -> Path:
+    (tmp_path / "policy.yaml").write_text("default_effect: allow\n", encoding="utf-8")
+    body = {"store": ":memory:", "policy": "policy.yaml", "cards": [CARD], **data}
+    path = tmp_path / "toolcards.yaml"
+    path.write_text(yaml.safe_dump(body), encoding="utf-8")
+    return path
+
+
+def test_a_trusted_stdio_card_loads_and_its_real_server_answers(tmp_path: Path) -> None:
+    path = write(tmp_path, mcp_commands=[shlex.join([sys.executable, *ARGS])])
+    with SurfaceRuntime.open(path) as rt:
+        assert rt.team is not None
+    (card,) = load_config(path).load_cards()
+    assert isinstance(card, MCPTool) and card.command == sys.executable
+    script = Script(call_tool("echo", {"text": "from the config"}))
+    agent = Agent(script.model, toolsets=[ToolFactory([card]).toolset()])
+    assert agent.run_sync("go").output == "tool said: from the config"
+
+
+def test_a_rule_in_mapping_form_with_an_argument_pattern_is_trusted(tmp_path: Path) -> None:
+    rule = {"command": sys.executable, "args": [str(ECHO), "*"]}
+    (card,) = load_config(write(tmp_path, mcp_commands=[rule])).load_cards()
+    assert isinstance(card, MCPTool) and card.args == ARGS
+
+
+def test_without_mcp_commands_the_config_is_refused_naming_the_command(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"(?s)cards\.0 \(MCPTool\).*echo_server\.py stdio"):
+        SurfaceRuntime.open(write(tmp_path))
+
+
+def test_a_rule_for_other_arguments_does_not_trust_the_card(tmp_path: Path) -> None:
+    path = write(tmp_path, mcp_commands=[shlex.join([sys.executable, str(ECHO), "http"])])
+    with pytest.raises(ConfigError, match="mcp_commands"):
+        load_config(path).load_cards()
+
+
+def test_the_cli_refuses_an_untrusted_card_with_a_usage_error(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    card = {**CARD, "command": "/bin/sh", "args": ["-c", f"touch {marker}"]}
+    done = subprocess.run(
+        [str(TOOLCARDS), "--config", str(write(tmp_path, cards=[card])), "list"],
+        env=SURFACE_ENV,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == ExitCode.USAGE
+    assert "mcp_commands" in done.stderr
+    assert not marker.exists()

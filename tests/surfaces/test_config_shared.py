@@ -1,0 +1,114 @@
+"""Config keys for a team shared by many processes: `store:` (a path or a PostgreSQL URL),
+`system:` (pykka, ray, or a Ray address), where the audit trail, the approvals and the rate
+limits live, `approval:`, `sessions:` and `mcp_commands:`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolcards.surfaces.config import ConfigError, SurfaceConfig, parse_config
+
+PG = "postgresql://toolcards:pa55-word@127.0.0.1:5432/team"
+
+
+def config(tmp_path: Path, **data: Any) -> SurfaceConfig:
+    return parse_config({"policy": "policy.yaml", **data}, source="team.yaml", base_dir=tmp_path)
+
+
+def test_a_postgres_url_is_never_resolved_as_a_path(tmp_path: Path) -> None:
+    found = config(tmp_path, store=PG)
+    assert found.store_location == PG
+    assert found.shared_store
+
+
+def test_a_store_password_never_appears_in_the_repr(tmp_path: Path) -> None:
+    found = config(tmp_path, store=PG, audit=PG, approvals=PG)
+    assert "pa55-word" not in repr(found)
+    assert "pa55-word" not in found.store_display
+    assert "postgresql://toolcards:***@127.0.0.1:5432/team" in repr(found)
+
+
+def test_a_bad_store_value_is_reported_without_echoing_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="store") as caught:
+        config(tmp_path, store={"url": PG})
+    assert "pa55-word" not in str(caught.value)
+
+
+def test_with_a_postgres_store_audit_approvals_and_limits_share_its_database(
+    tmp_path: Path,
+) -> None:
+    found = config(tmp_path, store=PG)
+    assert found.audit_location == PG
+    assert found.approvals_location == PG
+    assert found.rate_limits_location == PG
+    assert found.audit_path is None
+
+
+def test_an_explicit_audit_location_wins_over_the_postgres_store(tmp_path: Path) -> None:
+    assert config(tmp_path, store=PG, audit="trail.db").audit_location == str(tmp_path / "trail.db")
+    assert config(tmp_path, store=PG, audit=None).audit_location is None
+
+
+def test_with_sqlite_the_approvals_are_a_file_beside_the_audit_file(tmp_path: Path) -> None:
+    found = config(tmp_path, store="team.db", audit="logs/audit.db")
+    assert found.approvals_location == str(tmp_path / "logs" / "audit.approvals.db")
+    assert found.rate_limits_location is None
+
+
+def test_without_an_audit_file_the_approvals_are_beside_the_config(tmp_path: Path) -> None:
+    assert config(tmp_path, audit=None).approvals_location == str(tmp_path / "approvals.db")
+
+
+def test_an_explicit_approvals_location_is_used(tmp_path: Path) -> None:
+    assert config(tmp_path, approvals="inbox.db").approvals_location == str(tmp_path / "inbox.db")
+    assert config(tmp_path, approvals=PG).approvals_location == PG
+
+
+@pytest.mark.parametrize("system", ["pykka", "ray"])
+def test_system_names_pass_through_to_the_team(tmp_path: Path, system: str) -> None:
+    assert config(tmp_path, system=system).actor_system() == system
+
+
+def test_a_ray_mapping_builds_a_ray_actor_system(tmp_path: Path) -> None:
+    from toolcards.runtime import RayActorSystem
+
+    found = config(tmp_path, team_id="crm", system={"ray": {"address": "127.0.0.1:6379"}})
+    system = found.actor_system()
+    assert isinstance(system, RayActorSystem)
+    assert (system.address, system.namespace) == ("127.0.0.1:6379", "toolcards-crm")
+    named = config(tmp_path, system={"ray": {"namespace": "team-a"}}).actor_system()
+    assert isinstance(named, RayActorSystem) and named.namespace == "team-a"
+
+
+@pytest.mark.parametrize(
+    "system",
+    ["dask", {"ray": {"adress": "x"}}, {"ray": {}, "pykka": {}}, {"ray": {"address": 5}}],
+)
+def test_an_unknown_system_is_a_config_error_naming_the_field(tmp_path: Path, system: Any) -> None:
+    with pytest.raises(ConfigError, match=r"team\.yaml: system"):
+        config(tmp_path, system=system)
+
+
+def test_approval_defaults_to_an_out_of_band_approver(tmp_path: Path) -> None:
+    found = config(tmp_path)
+    assert (found.approval, found.approval_timeout) == ("approver", 300.0)
+
+
+def test_an_unknown_approval_mode_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"team\.yaml: approval"):
+        config(tmp_path, approval="caller")
+
+
+def test_session_limits_have_defaults_and_refuse_nonsense(tmp_path: Path) -> None:
+    limits = config(tmp_path).sessions
+    assert (limits.max, limits.per_principal, limits.idle_timeout) == (1000, 100, 900.0)
+    with pytest.raises(ConfigError, match=r"sessions\.per_principal"):
+        config(tmp_path, sessions={"per_principal": 0})
+
+
+def test_a_malformed_mcp_command_rule_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"team\.yaml: mcp_commands"):
+        config(tmp_path, mcp_commands=[{"command": "uvx", "argz": []}])
