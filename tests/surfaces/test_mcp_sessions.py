@@ -86,12 +86,17 @@ def test_an_idle_session_expires_and_frees_its_place(
     first, second = session_of(server, ALICE), session_of(server, ALICE)
     assert open_session(server, ALICE).status_code == 429
     deadline = time.monotonic() + 20  # a bound: expiry comes IDLE seconds after the last use
-    while (opened := open_session(server, ALICE)).status_code != 200:
+    opened: list[str] = []
+    while len(opened) < 2:  # both idle sessions expire (one may go a moment before the other)
         assert time.monotonic() < deadline, "idle sessions never expired"
-        time.sleep(0.2)
+        response = open_session(server, ALICE)
+        if response.status_code == 200:
+            opened.append(response.headers["mcp-session-id"])
+        else:
+            time.sleep(0.2)
     assert use(server, ALICE, first).status_code == 404
     assert use(server, ALICE, second).status_code == 404
-    assert use(server, ALICE, opened.headers["mcp-session-id"]).status_code == 200
+    assert use(server, ALICE, opened[-1]).status_code == 200
 
 
 def test_a_session_in_use_outlives_the_idle_timeout_with_its_caller(

@@ -21,6 +21,8 @@ from typing import Any
 import mcp.types as types
 from anyio.abc import TaskGroup
 
+from toolcards.surfaces.spawner import Spawner
+
 ROOT_LOGGER = "toolcards"
 DEFAULT_CALL_LEVEL = logging.INFO
 # RFC 5424 severities as MCP names them, and the stdlib level each starts at
@@ -66,9 +68,7 @@ class LogForwarder(logging.Handler):
         self._levels: dict[int, _Listener] = {}
         self._lock = threading.Lock()
         self._sending = threading.local()
-        self._tasks: TaskGroup | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_thread: int | None = None
+        self._spawner: Spawner | None = None
 
     # -- connections ------------------------------------------------------------------------
 
@@ -107,9 +107,7 @@ class LogForwarder(logging.Handler):
     @contextmanager
     def installed(self, tasks: TaskGroup) -> Iterator[LogForwarder]:
         """Forward records while the context is open; sends run in ``tasks``."""
-        self._tasks = tasks
-        self._loop = asyncio.get_running_loop()
-        self._loop_thread = threading.get_ident()
+        self._spawner = Spawner(tasks)
         logger = logging.getLogger(ROOT_LOGGER)
         logger.addHandler(self)
         previous = logger.level
@@ -120,10 +118,12 @@ class LogForwarder(logging.Handler):
         finally:
             logger.removeHandler(self)
             logger.setLevel(previous)
-            self._tasks = None
+            spawner, self._spawner = self._spawner, None
+            if spawner is not None:
+                spawner.close()
 
     def emit(self, record: logging.LogRecord) -> None:
-        if getattr(self._sending, "active", False) or self._tasks is None:
+        if getattr(self._sending, "active", False) or self._spawner is None:
             return
         current = _current.get()
         if current is not None:
@@ -152,20 +152,18 @@ class LogForwarder(logging.Handler):
             return str(record.msg)
 
     def _schedule(self, target: _Listener, params: types.LoggingMessageNotificationParams) -> None:
-        tasks, loop = self._tasks, self._loop
-        if tasks is None or loop is None:
+        spawner = self._spawner
+        if spawner is None:
+            return
+        sent = target.sent
+        if sent is None:
+            spawner.spawn(self._send, target, params)
             return
 
-        def start() -> None:
-            if target.sent is not None:  # a call's record: tracked, awaited before its result
-                target.sent.append(loop.create_task(self._send(target, params)))
-            elif self._tasks is not None:
-                tasks.start_soon(self._send, target, params)
+        def track() -> None:  # a call's record: tracked, awaited before its result
+            sent.append(spawner.loop.create_task(self._send(target, params)))
 
-        if threading.get_ident() == self._loop_thread:
-            start()
-        else:
-            loop.call_soon_threadsafe(start)
+        spawner.call(track)
 
     async def _send(
         self, target: _Listener, params: types.LoggingMessageNotificationParams

@@ -8,7 +8,6 @@ touch the resource.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import logging
@@ -27,6 +26,7 @@ from toolcards.governance.identity import Identity
 from toolcards.governance.policy import Decision
 from toolcards.surfaces.audit_rows import record
 from toolcards.surfaces.runtime import SurfaceRuntime
+from toolcards.surfaces.spawner import Spawner
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +198,7 @@ class ResourceCatalog:
         if team is None:
             yield
             return
-        loop = asyncio.get_running_loop()
+        spawner = Spawner(tasks)
 
         async def notify(actor: str) -> None:
             for session, uri in await anyio.to_thread.run_sync(self._watchers, actor):
@@ -210,10 +210,11 @@ class ResourceCatalog:
 
         def on_event(event: Any) -> None:
             if self._subs:
-                loop.call_soon_threadsafe(tasks.start_soon, notify, event.tool_id)
+                spawner.spawn(notify, event.tool_id)
 
         sub = team.subscribe(on_event, since=len(team.events()))
         try:
             yield
         finally:
             sub.close()
+            spawner.close()
