@@ -316,3 +316,30 @@ async def test_the_trail_of_a_distributed_team_is_one_postgresql_table(
     finally:
         first.close()
         second.close()
+
+
+def test_a_pickled_audit_log_writes_to_the_same_trail(tmp_path: Path) -> None:
+    import pickle
+
+    with AuditLog(tmp_path / "audit.db") as audit:
+        copy = pickle.loads(pickle.dumps(audit))  # as sent to a worker process
+        try:
+            assert copy is not audit and copy.path == audit.path
+            copy.record(
+                AuditRecord(
+                    ts=time.time(),
+                    principal="alice",
+                    principal_type="user",
+                    roles=["ops"],
+                    surface="cli",
+                    tool="login",
+                    call_id=None,
+                    args={},
+                    decision="allow",
+                    outcome="ok",
+                )
+            )
+            copy.flush()
+            assert [e.tool for e in audit.tail()] == ["login"]
+        finally:
+            copy.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -199,3 +200,21 @@ def test_decisions_are_cached_per_principal_and_tool() -> None:
     policy = _policy({"targets": ["t"], "effect": "allow"})
     first = policy.decide(ALICE, "t", {})
     assert policy.decide(Identity("alice", roles=["data_admin"]), "t", {}) is first
+
+
+def test_a_pickled_policy_decides_the_same_and_keeps_watching_its_file(tmp_path: Path) -> None:
+    import pickle
+
+    path = tmp_path / "policy.yaml"
+    path.write_text("default_effect: deny\nrules:\n  - targets: [crm_read]\n    effect: allow\n")
+    policy = Policy.from_yaml(path, reload_interval=0)
+    copy = pickle.loads(pickle.dumps(policy))  # as sent to a worker process
+    assert copy.decide(ALICE, "crm_read", {}).effect == "allow"
+    assert copy.decide(ALICE, "crm_write", {}).effect == "deny"
+    path.write_text("default_effect: allow\n")
+    os.utime(path, (time.time() + 5, time.time() + 5))
+    copy.refresh(force=True)
+    assert copy.decide(ALICE, "crm_write", {}).effect == "allow"
+    path.unlink()  # another machine: the rules travel without the file
+    gone = pickle.loads(pickle.dumps(_policy({"targets": ["a"], "effect": "allow"})))
+    assert gone.decide(ALICE, "a", {}).effect == "allow"

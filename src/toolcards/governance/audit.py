@@ -172,6 +172,7 @@ class AuditLog:
         self._batch_size = max(1, min(batch_size, _MAX_BATCH))
         self._linger = max(0.0, linger)
         location = str(path)
+        self._reopen = (location, durability, batch_size, linger, flush_on_signal)
         if location.startswith(("postgresql://", "postgres://")):
             from toolcards.governance.postgres import PostgresAuditTable
 
@@ -190,6 +191,10 @@ class AuditLog:
             self._writer = threading.Thread(target=self._run, name="toolcards-audit", daemon=True)
             self._writer.start()
             _shutdown.register(self, signals=flush_on_signal)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as where it writes: unpickling (in another process) opens the same trail."""
+        return (_reopen, self._reopen)
 
     # -- writing --------------------------------------------------------------------------
 
@@ -347,4 +352,12 @@ def _entry(row: Iterable[Any]) -> AuditEntry:
         outcome=outcome,
         duration_ms=duration,
         error=error,
+    )
+
+
+def _reopen(
+    location: str, durability: Any, batch_size: int, linger: float, flush_on_signal: bool
+) -> AuditLog:
+    return AuditLog(
+        location, durability, batch_size=batch_size, linger=linger, flush_on_signal=flush_on_signal
     )

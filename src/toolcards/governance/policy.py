@@ -137,6 +137,10 @@ class Policy:
             compile_policy(load_yaml(text, name), name), path=path, reload_interval=reload_interval
         )
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its rules (and file, which the copy keeps watching where it exists)."""
+        return (_rebuild, (self._compiled, self._path, self.reload_interval))
+
     @classmethod
     def allow_all(cls) -> Policy:
         """A policy that allows every call (for trusted, single-user setups and benchmarks)."""
@@ -292,3 +296,9 @@ def _mtime(path: Path) -> int | None:
         return path.stat().st_mtime_ns
     except OSError:
         return None
+
+
+def _rebuild(compiled: CompiledPolicy, path: Path | None, reload_interval: float) -> Policy:
+    if path is not None and not path.exists():
+        path = None  # another machine: the rules as they were
+    return Policy(compiled, path=path, reload_interval=reload_interval)

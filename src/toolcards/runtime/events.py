@@ -176,7 +176,8 @@ class Subscription:
         self._log = log
         self._callback = callback
         self.position = since
-        """The position of the last event delivered (or skipped) so far."""
+        """The position of the last event delivered (or skipped) so far; during a callback,
+        the position of the event being delivered."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"events-{log.team_id}", daemon=True)
         self._thread.start()
@@ -200,11 +201,11 @@ class Subscription:
         for position, event in self._log.entries(self.position):
             if self._stop.is_set():
                 return True
+            self.position = position  # the callback sees the position of its event
             try:
                 self._callback(event)
             except Exception:
                 logger.exception("event subscriber failed on %s #%d", event.tool_id, event.seq)
-            self.position = position
             delivered = True
         return delivered
 

@@ -98,6 +98,12 @@ class TeamHost(ActorHost, Protocol):
     def stop_actor(self, name: str, timeout: float | None = None) -> bool:
         """Stop one actor; True when it stopped in time."""
 
+    def start_cluster_member(self, name: str, profile: RoleProfile) -> None:
+        """Start the member ``name`` as an actor of the team's distributed system."""
+
+    def stop_cluster_member(self, name: str, timeout: float | None = None) -> bool | None:
+        """Fire a cluster-placed member and stop its actor; None when it does not run."""
+
     def events(self, since: int = 0) -> list[ToolStateEvent]:
         """The recorded events after the first ``since``."""
 

@@ -147,20 +147,40 @@ class MemberRoster:
 
     # ---- hire and fire -----------------------------------------------------------------------
 
-    def hire(self, role: str, name: str | None = None, *, restoring: bool = False) -> str:
+    def hire(
+        self, role: str, name: str | None = None, *, restoring: bool = False, adopting: bool = False
+    ) -> str:
+        """Hire a member for ``role`` here (or, for a role placed on the cluster, in a worker
+        of the team's actor system). ``restoring``: take the recorded member back on resume;
+        ``adopting``: hold a member placed on the cluster (in its worker)."""
         team = self._team
         team.check_running()
         profile = self.profile(role)
         check_model(profile.model)  # before any name is claimed: a failed hire leaves no trace
+        placed = profile.placement == "cluster" and not adopting
+        if placed and self._relay is None and not restoring:
+            raise ValueError(
+                f"role {role!r} has placement='cluster', which needs a store every process "
+                "shares (a postgresql:// URL) and a distributed actor system (system='ray')"
+            )
         with self._lock:
-            if profile.max_members is not None and not restoring:
+            if profile.max_members is not None and not (restoring or adopting):
                 count = sum(1 for e in self._entries.values() if e.profile.role == role)
+                if placed:
+                    count = sum(1 for m in self.members() if m.role == role)
                 if count >= profile.max_members:
                     raise ValueError(
                         f"role {role!r} is limited to {profile.max_members} member(s), "
                         f"all hired: {', '.join(self._names_of(role))}"
                     )
-            member = self._claim(profile, name, taking_over=restoring)
+            member = self._claim(profile, name, taking_over=restoring or adopting)
+        if placed and self._relay is not None:
+            try:
+                return self._place(member, profile, restoring=restoring)
+            except ValueError:
+                if not restoring:
+                    raise
+                # resumed without a distributed actor system: the member runs here
         try:
             actor = MemberActor(team, self, member, profile)
             team.spawn(member, lambda: actor)
@@ -178,12 +198,27 @@ class MemberRoster:
             "hired_at": hired_at,
             "profile": profile.model_dump_json() if profile.serializable else None,
             "holder": TOKEN if self._relay is not None else None,
+            "placement": profile.placement,
         }
         self._state.put(f"member:{member}", record)
         if self._relay is not None:
-            self._relay.start(self._relay.watermark(member) if restoring else team.log.position)
-        event = "member_restored" if restoring else "member_hired"
+            resuming = restoring or adopting
+            self._relay.start(self._relay.watermark(member) if resuming else team.log.position)
+        event = "member_adopted" if adopting else "member_restored" if restoring else "member_hired"
         team.log.lifecycle(event, name=member, role=profile.role)
+        return member
+
+    def _place(self, member: str, profile: RoleProfile, *, restoring: bool) -> str:
+        """Start ``member`` as an actor of the team's distributed system (it adopts itself
+        there); the roster row is written by its worker before this returns."""
+        try:
+            self._team.start_cluster_member(member, profile)
+        finally:
+            with self._lock:
+                self._claimed.discard(member)
+        self._fired.discard(member)
+        event = "member_restored" if restoring else "member_hired"
+        self._team.log.lifecycle(event, name=member, role=profile.role, placement="cluster")
         return member
 
     def _names_of(self, role: str) -> list[str]:
@@ -194,10 +229,11 @@ class MemberRoster:
         team = self._team
         with self._lock:
             member = self.resolve(name)
-            if member not in self._entries:
-                raise LookupError(f"member {member} runs in another process; fire it there")
-            entry = self._entries.pop(member)
-            self._fired.add(member)
+            entry = self._entries.pop(member, None)
+            if entry is not None:
+                self._fired.add(member)
+        if entry is None:
+            return self._fire_placed(member, timeout)
         entry.actor.retire()
         if current_member.get() == member:  # fired from its own turn: stop once it ends
             team.stop_later(member)
@@ -207,6 +243,22 @@ class MemberRoster:
         self._state.delete(f"member:{member}")
         team.state_of(member).delete(HISTORY_KEY)
         team.log.lifecycle("member_fired", name=member, role=entry.profile.role, clean=clean)
+        return clean
+
+    def _fire_placed(self, member: str, timeout: float | None) -> bool:
+        """Fire a member placed on the cluster from any process of the team."""
+        record = self._remote(member) or {}
+        if record.get("placement") != "cluster":
+            raise LookupError(f"member {member} runs in another process; fire it there")
+        clean = self._team.stop_cluster_member(member, timeout)
+        self._fired.add(member)
+        if clean is None:  # its actor is gone: remove what it left
+            self._state.delete(f"member:{member}")
+            self._team.state_of(member).delete(HISTORY_KEY)
+            self._team.log.lifecycle(
+                "member_fired", name=member, role=str(record.get("role")), clean=False
+            )
+            return False
         return clean
 
     def retire_all(self) -> None:
@@ -244,7 +296,9 @@ class MemberRoster:
 
     # ---- messaging ---------------------------------------------------------------------------
 
-    def _message(self, to: str, content: str, sender: str, *, route_reply: bool) -> MemberMessage:
+    def _message(
+        self, to: str, content: str, sender: str, *, route_reply: bool, awaited: bool = False
+    ) -> MemberMessage:
         self._team.check_running()
         if not isinstance(content, str):
             raise ValueError(f"message content must be a string, got {type(content).__name__}")
@@ -258,6 +312,7 @@ class MemberRoster:
             recipient=recipient,
             content=truncate(content, MAX_MESSAGE_CHARS),
             route_reply=route_reply and self.is_member(sender),
+            awaited=awaited,
         )
 
     def _dispatch(self, message: MemberMessage) -> ActorHandle[Any]:
@@ -286,12 +341,11 @@ class MemberRoster:
         return False
 
     def send(self, to: str, content: str, sender: str, timeout: float) -> str:
-        message = self._message(to, content, sender, route_reply=False)
-        if message.recipient not in self._entries:
-            raise LookupError(
-                f"member {message.recipient} runs in another process: post to it (its answer "
-                "is recorded in the event log) or send from that process"
-            )
+        self._team.check_running()
+        remote = self._relay is not None and self.resolve(to) not in self._entries
+        message = self._message(to, content, sender, route_reply=False, awaited=remote)
+        if self._relay is not None and remote:
+            return self._send_remote(self._relay, message, timeout)
         if current_member.get() == message.recipient:
             raise ValueError(f"{message.recipient} cannot wait for its own answer; use post")
         handle = self._dispatch(message)
@@ -304,6 +358,33 @@ class MemberRoster:
             ) from None
         except ActorUnavailable:
             raise LookupError(f"member {message.recipient} left before answering") from None
+
+    def _send_remote(self, relay: Relay, message: MemberMessage, timeout: float) -> str:
+        """Queue ``message`` for the process holding its recipient; wait for the answer in
+        the event log."""
+        answers: list[str] = []
+        done = threading.Event()
+
+        def watch(event: Any) -> None:
+            payload = event.payload
+            if event.tool_id != MESSAGES or not isinstance(payload, dict):
+                return
+            if payload.get("event") == "sent" and payload.get("reply_to") == message.id:
+                answers.append(str(payload.get("content", payload.get("text", ""))))
+                done.set()
+
+        log = self._team.log
+        watcher = log.subscribe(watch, log.position)
+        try:
+            relay.queue(message)
+            if not done.wait(timeout):
+                raise TimeoutError(
+                    f"{message.recipient} did not answer within {timeout:g}s; its answer will "
+                    f"be recorded in the event log as the reply to message {message.id}"
+                )
+        finally:
+            watcher.close()
+        return answers[0]
 
     def reply(self, message: MemberMessage, text: str) -> str:
         """Record the answer to ``message``; post it to the sender's mailbox when asked to.
@@ -324,7 +405,10 @@ class MemberRoster:
                 with contextlib.suppress(ActorUnavailable):
                     handle.tell(MemberActor.receive, answer)
                 return answer.id
-        self._team.log.append(MESSAGES, sent_event(answer))
+        event = sent_event(answer)
+        if message.awaited:  # a sender in another process waits for the whole answer
+            event["content"] = answer.content
+        self._team.log.append(MESSAGES, event)
         return answer.id
 
     # ---- views -------------------------------------------------------------------------------

@@ -61,6 +61,8 @@ class MemberMessage(BaseModel):
     """The id of the message this one answers (replies are never answered automatically)."""
     route_reply: bool = False
     """Post the member's answer back to the sender's mailbox (member-to-member messages)."""
+    awaited: bool = False
+    """A sender in another process waits for the answer (it is logged in full)."""
     created_at: float = Field(default_factory=time.time)
 
 

@@ -16,7 +16,7 @@ import copy
 import os
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
@@ -145,6 +145,11 @@ class RoleProfile(BaseModel):
     """pydantic-ai model settings for every run of the member (``temperature``, ...)."""
     max_history: int | None = Field(default=None, ge=1)
     """Keep at most this many history messages (older whole turns are dropped); None: all."""
+    placement: Literal["process", "cluster"] = "process"
+    """Where members of this role run: ``"process"``, a thread of the process that hires
+    them; ``"cluster"``, an actor of the team's distributed system (Ray), in a worker process
+    of the cluster (needs a PostgreSQL store and ``system="ray"``; the model, cards and the
+    team's policy, audit log and approver must be picklable)."""
 
     @field_validator("role")
     @classmethod

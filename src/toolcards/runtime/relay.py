@@ -3,10 +3,13 @@
 With a store several processes share, each member runs in the process that hired it, and
 the roster rows in the store name that process (its holder, with a heartbeat). A message
 for a member of another process is written to the log as a ``queued`` event carrying the
-whole message; the holder's relay delivers it to the member's mailbox, once, and keeps a
-per-member watermark so messages queued while no process held the member are delivered when
-one resumes it. A member whose holder stopped cleanly, or whose heartbeat is older than
-:data:`STALE_AFTER`, is taken over by the next process that resumes the team.
+whole message; the holder's relay delivers it to the member's mailbox and keeps a per-member
+watermark: the log position before the oldest message delivered but not yet processed. A
+process that takes the member over (a resume, a restarted worker) replays from there and
+skips what the log says was processed, so every message is handled once, including those
+queued while no process held the member or still waiting in a mailbox that died. A member
+whose holder stopped cleanly, or whose heartbeat is older than :data:`STALE_AFTER`, is taken
+over by the next process that resumes the team.
 """
 
 from __future__ import annotations
@@ -56,6 +59,10 @@ class Relay:
         self._sub: Subscription | None = None
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
+        self._open: dict[str, dict[str, int]] = {}
+        """Per member: message id -> log position, delivered and not processed yet."""
+        self._done: set[str] = set()
+        """Ids of messages the log showed processed when delivery started (not redone)."""
 
     # ---- holders -----------------------------------------------------------------------------
 
@@ -81,6 +88,11 @@ class Relay:
             if self._sub is not None:
                 return
             self._roster.put(f"holder:{TOKEN}", time.time())
+            self._done = {
+                str(event.payload.get("message_id"))
+                for _, event in self._log.entries(since)
+                if _is_message(event, "processed")
+            }
             self._sub = self._log.subscribe(self._on_event, since)
             self._beat = threading.Thread(target=self._heartbeat, name="relay-beat", daemon=True)
             self._beat.start()
@@ -90,18 +102,31 @@ class Relay:
         self._log.append(MESSAGES, queued_event(message))
 
     def _on_event(self, event: ToolStateEvent) -> None:
-        payload = event.payload
-        if event.tool_id != MESSAGES or not isinstance(payload, dict):
+        position = self._sub.position if self._sub is not None else 0  # this event's
+        if _is_message(event, "processed"):
+            payload = event.payload
+            self._settle(str(payload.get("recipient")), str(payload.get("message_id")), position)
             return
-        if payload.get("event") != "queued":
+        if not _is_message(event, "queued"):
             return
-        message = MemberMessage.model_validate(payload["message"])
+        message = MemberMessage.model_validate(event.payload["message"])
+        if message.id in self._done:
+            self._done.discard(message.id)
+            return
         if self._deliver(message):
-            with contextlib.suppress(StoreClosedError):
-                self._roster.put(f"seen:{message.recipient}", self._sub_position())
+            self._open.setdefault(message.recipient, {})[message.id] = position
+            self._settle(message.recipient, None, position)
 
-    def _sub_position(self) -> int:
-        return self._sub.position if self._sub is not None else 0
+    def _settle(self, member: str, processed: str | None, position: int) -> None:
+        """Move ``member``'s watermark to before its oldest open message (or to here)."""
+        pending = self._open.get(member)
+        if pending is None:
+            return
+        if processed is not None:
+            pending.pop(processed, None)
+        mark = min(pending.values()) - 1 if pending else position
+        with contextlib.suppress(StoreClosedError):
+            self._roster.put(f"seen:{member}", mark)
 
     def watermark(self, member: str) -> int:
         """The log position up to which ``member``'s queued messages were delivered."""
@@ -117,3 +142,8 @@ class Relay:
             sub.close()
         with contextlib.suppress(Exception):
             self._roster.delete(f"holder:{TOKEN}")
+
+
+def _is_message(event: ToolStateEvent, kind: str) -> bool:
+    payload = event.payload
+    return event.tool_id == MESSAGES and isinstance(payload, dict) and payload.get("event") == kind

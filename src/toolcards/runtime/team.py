@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from pydantic import BaseModel
 
-from toolcards.core.actors import ActorHandle
+from toolcards.core.actors import ActorHandle, ActorUnavailable
 from toolcards.core.card import ToolCard
 from toolcards.core.errors import ToolcardsError
 from toolcards.core.events import ToolStateEvent
@@ -330,9 +330,58 @@ class Team:
 
         An unknown role, a taken or malformed ``name``, or a full role is an error (nothing
         is started). The member's cards are bound for it; its tools are governed when the
-        team has a policy.
+        team has a policy. A role with ``placement="cluster"`` runs the member as an actor of
+        the team's distributed system (Ray), in a worker process of the cluster.
         """
         return self._roster.hire(role, name)
+
+    def adopt(self, role: str, name: str) -> str:
+        """Hold the recorded member ``name`` of ``role`` in this process (the worker of a
+        member placed on the cluster does this): its conversation continues from the store
+        and messages queued for it meanwhile are delivered."""
+        return self._roster.hire(role, name, adopting=True)
+
+    def start_cluster_member(self, name: str, profile: RoleProfile) -> None:
+        """Start the member ``name`` as an actor of this team's distributed actor system."""
+        system = self.system
+        if system is self._local or not _is_remote(system):
+            raise ValueError(
+                f"role {profile.role!r} has placement='cluster', which needs a distributed "
+                "actor system: Team(..., system='ray')"
+            )
+        from toolcards.runtime.cluster_member import ClusterMemberFactory
+
+        factory = ClusterMemberFactory(
+            type(self),
+            self.team_id,
+            self._store.secret_location(),
+            name,
+            profile,
+            system,
+            policy=self.policy,
+            audit=self.audit,
+            approver=self.approver,
+        )
+        factory.check_portable()
+        system.spawn(name, factory)
+
+    def stop_cluster_member(self, name: str, timeout: float | None = None) -> bool | None:
+        """Fire the cluster-placed member ``name`` in its worker and stop its actor; None when
+        no such actor runs."""
+        from toolcards.runtime.cluster_member import ClusterMember
+
+        if not _is_remote(self.system):
+            return None
+        handle = self.system.lookup(name)
+        if handle is None:
+            return None
+        bound = self.stop_timeout if timeout is None else timeout
+        try:
+            clean = bool(handle.within(bound + 5.0).ask(ClusterMember.fire, bound))
+        except (TimeoutError, ActorUnavailable):
+            clean = False
+        self.system.stop([name], bound)
+        return clean
 
     def fire(self, name: str, timeout: float | None = None) -> bool:
         """Stop the member ``name`` (bounded by ``timeout``, default the team's stop timeout)
@@ -391,8 +440,8 @@ class Team:
 
         Never hangs: actors still busy after their phase's bound are abandoned (their daemon
         threads finish on their own) and named in the report. Idempotent. Tool actors of a
-        distributed system (Ray) serve every process of the team and keep running unless
-        ``everywhere=True``.
+        distributed system (Ray) serve every process of the team, and members placed on the
+        cluster belong to no one process: both keep running unless ``everywhere=True``.
         """
         bound = self.stop_timeout if timeout is None else timeout
         with self._lock:
@@ -407,7 +456,8 @@ class Team:
         ]
         if self.system is not self._local:
             remote = self.system.names() if everywhere else []
-            phases.insert(1, (self.system, [n for n in remote if n.startswith("#")]))
+            phases.insert(1, (self.system, [n for n in remote if n.startswith("@")]))
+            phases.insert(2, (self.system, [n for n in remote if n.startswith("#")]))
         for system, phase in phases:
             abandoned = system.stop(phase, bound)
             report.abandoned.extend(abandoned)

@@ -1,0 +1,24 @@
+"""The scripted model of the cluster-member tests, importable by Ray workers by module name
+(``tests`` is on their ``PYTHONPATH``)."""
+
+from __future__ import annotations
+
+import os
+
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo
+
+from support.scripted import last_part, user_prompts
+
+
+def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """``plan X`` creates task X on the shared board; anything else says where the member
+    runs and how many prompts its conversation holds."""
+    prompts = user_prompts(messages)
+    part = last_part(messages)
+    if prompts[-1].startswith("plan ") and not hasattr(part, "tool_name"):
+        create = [{"description": prompts[-1].removeprefix("plan ")}]
+        return ModelResponse(parts=[ToolCallPart("update_planning", {"create": create})])
+    if hasattr(part, "tool_name"):
+        return ModelResponse(parts=[TextPart(f"planned: {part.content}")])
+    return ModelResponse(parts=[TextPart(f"pid {os.getpid()} prompts {len(prompts)}")])
