@@ -15,6 +15,8 @@ from toolcards.surfaces.auth import TokenTable
 from toolcards.surfaces.config import ConfigError, SurfaceConfig, load_config
 
 if TYPE_CHECKING:
+    from pydantic_ai.toolsets import AbstractToolset
+
     from toolcards.core.factory import ToolFactory
     from toolcards.governance.approvals import ApprovalBroker
     from toolcards.governance.audit import AuditLog
@@ -46,6 +48,9 @@ class SurfaceRuntime:
     """Who decides approval-required MCP calls: an approver principal out of band
     (``"approver"``), or the calling client by elicitation (``"client"``)."""
     approval_timeout: float = 300.0
+    toolsets: list[AbstractToolset[Any]] = field(default_factory=list)
+    """Card-contributed toolsets (MCP servers) whose tools are served: a server keeps them
+    connected while it runs."""
 
     @property
     def registry(self) -> CapabilityRegistry:
@@ -151,6 +156,7 @@ class SurfaceRuntime:
         ]
         owned: list[Callable[[], Any]] = []
         team = None
+        card_toolsets: list[AbstractToolset[Any]] = []
         try:
             if cards or with_team:
                 system = config.actor_system()
@@ -162,6 +168,7 @@ class SurfaceRuntime:
             registry = _registry(factory, tools)
             if factory is not None:
                 prompts = card_prompts(factory) + prompts
+                card_toolsets = factory.get_toolsets()
             shared = open_shared(config, durability=durability)
             owned.append(shared.close)
             executor = _executor(
@@ -182,6 +189,7 @@ class SurfaceRuntime:
         rt = cls(executor, config.local_identity, tokens, team, config, owned)
         rt.prompts, rt.extra_resources = prompts, extra_resources
         rt.approval, rt.approval_timeout = config.approval, config.approval_timeout
+        rt.toolsets = card_toolsets
         return rt
 
     @classmethod
@@ -217,6 +225,7 @@ class SurfaceRuntime:
         rt.approval, rt.approval_timeout = approval, approval_timeout
         if isinstance(source, ToolFactory):
             rt.prompts = card_prompts(source)
+            rt.toolsets = source.get_toolsets()
         return rt
 
 
@@ -229,7 +238,7 @@ def as_registry(
     if isinstance(source, CapabilityRegistry):
         return source
     if isinstance(source, ToolFactory):
-        return CapabilityRegistry.from_factory(source)
+        return _registry(source, [])
     return CapabilityRegistry.from_tools(list(source))
 
 
@@ -276,6 +285,11 @@ def _registry(factory: ToolFactory | None, tools: list[Callable[..., Any]]) -> C
     try:
         if factory is not None:
             parts.append(CapabilityRegistry.from_factory(factory))
+            toolsets = factory.get_toolsets()
+            if toolsets:
+                from toolcards.surfaces.card_toolsets import toolset_registry
+
+                parts.append(toolset_registry(toolsets))
         if tools:
             parts.append(CapabilityRegistry.from_tools(tools))
         return CapabilityRegistry.combine(parts)

@@ -24,10 +24,12 @@ async def serve_runtime(
     """Serve until the client leaves (stdio) or the process is signalled (HTTP). With
     ``dashboard`` (HTTP), the team's dashboard is at ``/`` and approval-required calls wait
     in its approvals inbox."""
+    from toolcards.surfaces.card_toolsets import connected
     from toolcards.surfaces.control import control_endpoint
 
     http = f"http://{host}:{port}/mcp" if transport == "http" else None
     async with contextlib.AsyncExitStack() as stack:
+        await stack.enter_async_context(connected(rt.toolsets))
         if config is not None and not (rt.config is not None and rt.config.shared_store):
             await stack.enter_async_context(control_endpoint(rt, config, http))
         if transport == "stdio":
