@@ -6,7 +6,7 @@ for a member of another process is written to the log as a ``queued`` event carr
 whole message; the holder's relay delivers it to the member's mailbox and keeps a per-member
 watermark: the log position before the oldest message delivered but not yet processed. A
 process that takes the member over (a resume, a restarted worker) replays from there and
-skips what the log says was processed, so every message is handled once, including those
+skips what the log says was answered, so every message is handled once, including those
 queued while no process held the member or still waiting in a mailbox that died. A member
 whose holder stopped cleanly, or whose heartbeat is older than :data:`STALE_AFTER`, is taken
 over by the next process that resumes the team.
@@ -61,8 +61,8 @@ class Relay:
         self._beat: threading.Thread | None = None
         self._open: dict[str, dict[str, int]] = {}
         """Per member: message id -> log position, delivered and not processed yet."""
-        self._done: set[str] = set()
-        """Ids of messages the log showed processed when delivery started (not redone)."""
+        self._done: set[str | None] = set()
+        """Ids of messages the log showed answered or processed when delivery started."""
 
     # ---- holders -----------------------------------------------------------------------------
 
@@ -88,11 +88,7 @@ class Relay:
             if self._sub is not None:
                 return
             self._roster.put(f"holder:{TOKEN}", time.time())
-            self._done = {
-                str(event.payload.get("message_id"))
-                for _, event in self._log.entries(since)
-                if _is_message(event, "processed")
-            }
+            self._done = {_handled(event) for _, event in self._log.entries(since)}
             self._sub = self._log.subscribe(self._on_event, since)
             self._beat = threading.Thread(target=self._heartbeat, name="relay-beat", daemon=True)
             self._beat.start()
@@ -147,3 +143,12 @@ class Relay:
 def _is_message(event: ToolStateEvent, kind: str) -> bool:
     payload = event.payload
     return event.tool_id == MESSAGES and isinstance(payload, dict) and payload.get("event") == kind
+
+
+def _handled(event: ToolStateEvent) -> str | None:
+    """The id of the message ``event`` shows handled: its answer, or its processed record."""
+    if _is_message(event, "processed"):
+        return str(event.payload.get("message_id"))
+    if _is_message(event, "sent") and event.payload.get("reply_to"):
+        return str(event.payload["reply_to"])
+    return None
