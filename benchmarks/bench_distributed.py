@@ -64,6 +64,26 @@ def ask_p50(team: Team, n: int) -> float:
     return p50_us(samples)
 
 
+def send_p50_ms(team: Team, n: int) -> float:
+    """``team.send`` round trips to its one member (a TestModel turn each), p50 in ms."""
+    name = team.hire("m")
+    for _ in range(3):
+        team.send(name, "hello", timeout=60)
+    samples = []
+    for _ in range(n):
+        start = time.perf_counter()
+        team.send(name, "hello", timeout=60)
+        samples.append(time.perf_counter() - start)
+    team.fire(name)
+    return p50_us(samples) / 1000
+
+
+def member_profile(placement: str) -> Any:
+    from toolcards.runtime import RoleProfile
+
+    return RoleProfile(role="m", model="test", messaging=False, max_history=4, placement=placement)
+
+
 def persist_p50(store: str, team_id: str, size: int, n: int) -> float:
     with Team(team_id, store=store) as team:
         index = team.tool_actor("#Index", Index)
@@ -198,15 +218,27 @@ def main() -> None:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
         with Team("bench-pykka") as local:
             pykka = ask_p50(local, n)
-        ray_team = Team("bench-ray", store=server.fresh_database("ray"), system=RayActorSystem())
+        with Team("bench-member", profiles=[member_profile("process")]) as local:
+            local_send = send_p50_ms(local, n // 10)
+        ray_team = Team(
+            "bench-ray",
+            store=server.fresh_database("ray"),
+            system=RayActorSystem(),
+            profiles=[member_profile("cluster")],
+        )
         try:
             ray_p50 = ask_p50(ray_team, n)
+            placed_send = send_p50_ms(ray_team, n // 10)
         finally:
             ray_team.stop(everywhere=True)
             ray.shutdown()
         print(f"ask round trip p50: Ray {ray_p50:.0f} us, Pykka {pykka:.1f} us (same run)")
         record("ask round trip to a Ray tool actor, p50", ray_p50, "us",
                peer="Pykka (embedded)", peer_value=pykka)  # fmt: skip
+        print(f"send to a member (one model turn) p50: placed on Ray {placed_send:.1f} ms, "
+              f"a thread of this process {local_send:.1f} ms (same run)")  # fmt: skip
+        record("send to a member placed on the cluster (Ray + PostgreSQL), p50", placed_send,
+               "ms", peer="member in this process (embedded)", peer_value=local_send)  # fmt: skip
 
         sizes = [1000, 10_000] if quick else [1000, 100_000]
         with tempfile.TemporaryDirectory() as tmp:
