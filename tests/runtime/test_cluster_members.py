@@ -42,9 +42,11 @@ def _profile(**extra: Any) -> RoleProfile:
 def ray_team(postgres_url: str, ray_cluster: RayCluster) -> Any:
     teams: list[Team] = []
 
-    def make(team_id: str, **kwargs: Any) -> Team:
-        system = RayActorSystem(namespace=f"cm-{team_id}-{time.monotonic_ns()}")
-        team = Team(team_id, store=postgres_url, system=system, **kwargs)
+    def make(team_id: str, *, resume: str | None = None, **kwargs: Any) -> Team:
+        namespace = resume or f"cm-{team_id}-{time.monotonic_ns()}"
+        system = RayActorSystem(namespace=namespace)
+        opener = Team.resume if resume else Team
+        team = opener(team_id, store=postgres_url, system=system, **kwargs)
         teams.append(team)
         return team
 
@@ -93,6 +95,26 @@ def test_a_member_placed_on_the_cluster_runs_in_a_worker_and_survives_its_death(
     assert team.system.lookup(name) is None
     kinds = [e.payload["event"] for e in team.events() if e.tool_id == "team"]
     assert {"member_hired", "member_adopted", "member_fired"} <= set(kinds)
+
+
+@pytest.mark.timeout(300)
+def test_a_stopped_cluster_member_is_placed_again_on_resume(ray_team: Any) -> None:
+    team = ray_team("placed4", profiles=[_profile()])
+    name = team.hire("remote", "rex")
+    first_pid = _pid_of(team, name)
+    assert team.send(name, "hello", timeout=60) == f"pid {first_pid} prompts 1"
+    team.stop()  # the member belongs to the cluster: it keeps running
+    assert team.system.lookup(name) is not None
+    team.system.stop([name], 10)  # as `stop(everywhere=True)` does for placed members
+    resumed = ray_team("placed4", resume=team.system.namespace, profiles=[_profile()])
+    assert resumed.is_member(name)
+    pid = _pid_of(resumed, name)
+    assert pid != first_pid
+    assert resumed.send(name, "again", timeout=60) == f"pid {pid} prompts 2"
+    restored = [e.payload for e in resumed.events() if e.tool_id == "team"]
+    assert {"event": "member_restored", "name": name, "role": "remote"}.items() <= next(
+        p for p in restored if p.get("event") == "member_restored"
+    ).items()
 
 
 OTHER = textwrap.dedent(
@@ -152,6 +174,8 @@ def test_a_post_and_a_send_from_another_process_reach_the_cluster_member(
         assert wait_until(audited, timeout=30)
     finally:
         audit.close()
+    team.stop(everywhere=True)  # placed members stop too (they stay on the roster)
+    assert team.system.lookup(name) is None
 
 
 def test_cluster_placement_needs_a_distributed_team(tmp_path: Any, postgres_url: str) -> None:
