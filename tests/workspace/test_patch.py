@@ -238,3 +238,60 @@ def test_git_binary_change_is_refused_not_skipped(tools: Tools, files: Path) -> 
     )
     with pytest.raises(RetriableError, match="binary"):
         tools["workspace_patch"](patch)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "new file mode 120000\nindex 0000000..8d14cbf\n--- /dev/null\n+++ b/link\n"
+        "@@ -0,0 +1 @@\n+a.py\n\\ No newline at end of file\n",
+        "index 8d14cbf..2222222 120000\n--- a/link\n+++ b/link\n@@ -1 +1 @@\n-a.py\n+b.py\n",
+        "deleted file mode 120000\nindex 8d14cbf..0000000\n",
+        "new file mode 160000\nindex 0000000..1234567\n--- /dev/null\n+++ b/link\n"
+        "@@ -0,0 +1 @@\n+Subproject commit 1234567\n",
+    ],
+)
+def test_a_symlink_or_submodule_in_a_git_diff_is_refused_not_flattened(
+    tools: Tools, files: Path, header: str
+) -> None:
+    patch = (
+        "diff --git a/b.py b/b.py\n--- a/b.py\n+++ b/b.py\n@@ -1 +1 @@\n-alpha\n+ALPHA\n"
+        f"diff --git a/link b/link\n{header}"
+    )
+    before = (files / "b.py").read_text()
+    with pytest.raises(RetriableError, match="symbolic link|submodule"):
+        tools["workspace_patch"](patch)
+    assert not (files / "link").exists()
+    assert (files / "b.py").read_text() == before  # all or nothing
+
+
+NAMES = ["café.md", "my file.txt", "tab\there.txt", 'say "hi".txt', "back\\slash.txt"]
+
+
+def test_git_quoted_paths_are_unquoted(tools: Tools, ws: Path, tmp_path: Path) -> None:
+    """Real `git diff` output for names git quotes (non-ASCII as octal bytes, tab, quote,
+    backslash) and a rename of such a name."""
+    import shutil
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    for name in NAMES:
+        (repo / name).write_text(f"{name}\nline\n")
+        (ws / name).write_text(f"{name}\nline\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "start")
+    for name in NAMES[1:]:
+        (repo / name).write_text(f"{name}\nLINE\n")
+    _git(repo, "mv", "café.md", "naïve.md")
+    _git(repo, "add", "-A")
+    diff = _git(repo, "diff", "-M", "--cached")
+    assert '"a/tab\\there.txt"' in diff and "\\303\\251" in diff  # git quoted them
+    out = tools["workspace_patch"](diff)
+    assert "R café.md -> naïve.md" in out
+    assert not (ws / "café.md").exists()
+    assert (ws / "naïve.md").read_text() == "café.md\nline\n"
+    for name in NAMES[1:]:
+        assert (ws / name).read_text() == f"{name}\nLINE\n"

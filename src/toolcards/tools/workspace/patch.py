@@ -60,6 +60,11 @@ def parse_patch(patch_text: str) -> list[FilePatch]:
             continue
         elif line.startswith(_UNSUPPORTED):
             _refuse_unsupported(line)
+        elif git_paths is not None and (special := _special_mode(line)) is not None:
+            raise RetriableError(
+                f"the patch touches {special} ({line.strip()}), which workspace_patch cannot "
+                "apply; patch regular files only"
+            )
         elif git_paths is not None:
             git_paths = _git_rename(line, git_paths)
             if _git_only_change(line, lines, i):
@@ -103,6 +108,16 @@ _UNSUPPORTED = ("old mode ", "new mode ", "copy from ", "copy to ", "Binary file
                 "GIT binary patch")  # fmt: skip
 
 
+_SPECIAL_MODES = {"120000": "a symbolic link", "160000": "a submodule"}
+
+
+def _special_mode(line: str) -> str | None:
+    """What a git header line's mode says the entry is, when it is not a regular file."""
+    if not line.startswith(("new file mode ", "deleted file mode ", "index ")):
+        return None
+    return _SPECIAL_MODES.get(line.rsplit(" ", 1)[-1].strip())
+
+
 def _refuse_unsupported(line: str) -> None:
     """Parts of a git diff this tool cannot apply are refused, never skipped."""
     if line.startswith(("old mode ", "new mode ")):
@@ -122,25 +137,50 @@ def _git_rename(line: str, paths: tuple[str | None, str | None]) -> tuple[str | 
     """``rename from``/``rename to`` lines (written without the a/ b/ prefixes)."""
     prefixed = bool(paths[0] and paths[0].startswith("a/"))
     if line.startswith("rename from "):
-        return ("a/" if prefixed else "") + line[12:].strip(), paths[1]
+        return ("a/" if prefixed else "") + unquote(line[12:].strip()), paths[1]
     if line.startswith("rename to "):
-        return paths[0], ("b/" if prefixed else "") + line[10:].strip()
+        return paths[0], ("b/" if prefixed else "") + unquote(line[10:].strip())
     return paths
 
 
 def _git_header(line: str) -> tuple[str | None, str | None]:
     body = line[len("diff --git ") :]
-    match = re.match(r"^(a/.+) (b/.+)$", body)
+    match = re.match(r'^("(?:[^"\\]|\\.)*"|a/.+?) ("(?:[^"\\]|\\.)*"|b/.+)$', body)
+    if match is None or '"' not in body:
+        match = re.match(r"^(a/.+) (b/.+)$", body)
     if match:
-        return match.group(1), match.group(2)
+        return unquote(match.group(1)), unquote(match.group(2))
     return None, None
 
 
 def _header_path(raw: str) -> str | None:
-    path = raw.split("\t", 1)[0].strip()
-    if len(path) >= 2 and path[0] == path[-1] == '"':
-        path = path[1:-1]
+    path = unquote(raw.split("\t", 1)[0].strip())
     return None if path == "/dev/null" else path
+
+
+_C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+
+
+def unquote(text: str) -> str:
+    """A path as git prints it, unquoted: ``"caf\\303\\251.md"`` (C escapes, octal UTF-8
+    bytes) is ``café.md``; a path without quotes is returned as it is."""
+    if not (len(text) >= 2 and text[0] == text[-1] == '"'):
+        return text
+    body, out, i = text[1:-1], bytearray(), 0
+    while i < len(body):
+        if body[i] == "\\" and i + 1 < len(body):
+            octal = re.match(r"[0-7]{3}", body[i + 1 : i + 4])
+            if octal:
+                out.append(int(octal.group(0), 8) & 0xFF)
+                i += 4
+                continue
+            if body[i + 1] in _C_ESCAPES:
+                out.append(_C_ESCAPES[body[i + 1]])
+                i += 2
+                continue
+        out.extend(body[i].encode("utf-8", "surrogateescape"))
+        i += 1
+    return out.decode("utf-8", "surrogateescape")
 
 
 def _strip_prefixes(files: list[FilePatch]) -> None:
