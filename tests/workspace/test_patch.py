@@ -295,3 +295,40 @@ def test_git_quoted_paths_are_unquoted(tools: Tools, ws: Path, tmp_path: Path) -
     assert (ws / "naïve.md").read_text() == "café.md\nline\n"
     for name in NAMES[1:]:
         assert (ws / name).read_text() == f"{name}\nLINE\n"
+
+
+@pytest.mark.parametrize("trees", [("a", "b"), ("orig", "mod")])
+def test_gnu_diff_ruN_of_two_trees_applies(
+    tools: Tools, ws: Path, tmp_path: Path, trees: tuple[str, str]
+) -> None:
+    """Real `diff -ruN OLD NEW` output: the missing side of a new or deleted file is marked
+    with the epoch as its time, and the two tree names are dropped."""
+    import shutil
+    import subprocess
+
+    if shutil.which("diff") is None:
+        pytest.skip("diff is not installed")
+    old, new = tmp_path / trees[0], tmp_path / trees[1]
+    for tree in (old, new, ws):
+        tree.mkdir(exist_ok=True)
+    for tree in (old, ws):
+        (tree / "keep.txt").write_text("one\ntwo\n")
+        (tree / "gone.txt").write_text("bye\n")
+    (new / "keep.txt").write_text("one\nTWO\n")
+    (new / "sub").mkdir()
+    (new / "sub" / "made.txt").write_text("hello\n")
+    done = subprocess.run(
+        ["diff", "-ruN", trees[0], trees[1]], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 1 and "1970-01-01" in done.stdout
+    out = tools["workspace_patch"](done.stdout)
+    assert "A sub/made.txt" in out and "D gone.txt" in out
+    assert (ws / "keep.txt").read_text() == "one\nTWO\n"
+    assert (ws / "sub" / "made.txt").read_text() == "hello\n"
+    assert not (ws / "gone.txt").exists()
+    assert not (ws / trees[1]).exists()
+
+
+def test_a_creation_under_a_directory_keeps_the_directory(tools: Tools, ws: Path) -> None:
+    tools["workspace_patch"]("--- /dev/null\n+++ src/new.py\n@@ -0,0 +1 @@\n+x = 1\n")
+    assert (ws / "src" / "new.py").read_text() == "x = 1\n"

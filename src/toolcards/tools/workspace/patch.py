@@ -32,6 +32,8 @@ class FilePatch:
     old: str | None
     new: str | None
     hunks: list[Hunk] = field(default_factory=list)
+    headers: tuple[str | None, str | None] = (None, None)
+    """The ``---``/``+++`` paths as written (a side ``diff -N`` marks missing keeps its name)."""
 
 
 def parse_patch(patch_text: str) -> list[FilePatch]:
@@ -49,7 +51,14 @@ def parse_patch(patch_text: str) -> list[FilePatch]:
         if line.startswith("diff --git "):
             git_paths = _git_header(line)
         elif line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
-            files.append(FilePatch(_header_path(line[4:]), _header_path(lines[i + 1][4:])))
+            old, new = _header_path(line[4:]), _header_path(lines[i + 1][4:])
+            files.append(  # `diff -N` marks a missing side with the epoch as its time
+                FilePatch(
+                    None if _epoch(line[4:]) else old,
+                    None if _epoch(lines[i + 1][4:]) else new,
+                    headers=(old, new),
+                )
+            )
             git_paths = None
             i += 1
         elif line.startswith("@@"):
@@ -158,6 +167,25 @@ def _header_path(raw: str) -> str | None:
     return None if path == "/dev/null" else path
 
 
+_STAMP = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?(?: ([+-]\d{4}))?\s*$")
+
+
+def _epoch(raw: str) -> bool:
+    """True when a ``---``/``+++`` header's time is the Unix epoch (in any time zone): how
+    ``diff -N`` writes the side of a file that does not exist."""
+    _, _, stamp = raw.partition("\t")
+    match = _STAMP.match(stamp.strip())
+    if match is None:
+        return False
+    from datetime import datetime, timedelta, timezone
+
+    when = datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S")
+    offset = match.group(2) or "+0000"
+    sign = 1 if offset[0] == "+" else -1
+    zone = timezone(sign * timedelta(hours=int(offset[1:3]), minutes=int(offset[3:5])))
+    return when.replace(tzinfo=zone).timestamp() == 0
+
+
 _C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 
 
@@ -184,12 +212,26 @@ def unquote(text: str) -> str:
 
 
 def _strip_prefixes(files: list[FilePatch]) -> None:
+    """Drop the directory names of the two trees compared (``a/`` and ``b/``, or any two
+    different names such as ``diff -ruN orig mod`` writes, when every file pairs up)."""
     olds = [f.old for f in files if f.old is not None]
     news = [f.new for f in files if f.new is not None]
     if all(p.startswith("a/") for p in olds) and all(p.startswith("b/") for p in news):
+        strip = True
+    else:
+        pairs = [(a, b) for a, b in (f.headers for f in files) if a is not None and b is not None]
+        firsts = {a.split("/", 1)[0] for a, _ in pairs}, {b.split("/", 1)[0] for _, b in pairs}
+        strip = (
+            len(pairs) == len(files)
+            and all("/" in p and not p.startswith("/") for pair in pairs for p in pair)
+            and len(firsts[0]) == len(firsts[1]) == 1
+            and firsts[0] != firsts[1]
+            and all(old.split("/", 1)[1] == new.split("/", 1)[1] for old, new in pairs)
+        )
+    if strip:
         for f in files:
-            f.old = f.old[2:] if f.old is not None else None
-            f.new = f.new[2:] if f.new is not None else None
+            f.old = f.old.split("/", 1)[1] if f.old is not None else None
+            f.new = f.new.split("/", 1)[1] if f.new is not None else None
 
 
 def _parse_hunk(lines: list[str], i: int) -> tuple[Hunk, int]:
