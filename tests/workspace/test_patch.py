@@ -332,3 +332,19 @@ def test_gnu_diff_ruN_of_two_trees_applies(
 def test_a_creation_under_a_directory_keeps_the_directory(tools: Tools, ws: Path) -> None:
     tools["workspace_patch"]("--- /dev/null\n+++ src/new.py\n@@ -0,0 +1 @@\n+x = 1\n")
     assert (ws / "src" / "new.py").read_text() == "x = 1\n"
+
+
+def test_removed_and_added_lines_that_look_like_file_headers(tools: Tools, ws: Path) -> None:
+    """`-- old` removed and `++ new` added print as `--- old`/`+++ new` inside a hunk (SQL,
+    Lua and Haskell comments): the counts say they are content, not the next file."""
+    (ws / "q.sql").write_text("select 1;\n-- old\nselect 2;\n" + "x\n" * 8 + "-- tail\n")
+    (ws / "z.txt").write_text("x\n")
+    patch = (
+        "diff --git a/q.sql b/q.sql\n--- a/q.sql\n+++ b/q.sql\n"
+        "@@ -1,3 +1,3 @@\n select 1;\n--- old\n+++ new\n select 2;\n"
+        "@@ -11 +11 @@\n--- tail\n+++ end\n"
+        "diff --git a/z.txt b/z.txt\n--- a/z.txt\n+++ b/z.txt\n@@ -1 +1 @@\n-x\n+y\n"
+    )
+    tools["workspace_patch"](patch)
+    assert (ws / "q.sql").read_text() == "select 1;\n++ new\nselect 2;\n" + "x\n" * 8 + "++ end\n"
+    assert (ws / "z.txt").read_text() == "y\n"

@@ -243,16 +243,21 @@ def _parse_hunk(lines: list[str], i: int) -> tuple[Hunk, int]:
     new_count = int(match.group(4)) if match.group(4) is not None else 1
     hunk = Hunk(old_start, new_start)
     body: list[str] = []
+    left = [old_count, new_count]  # lines the header says are still to come
     j = i + 1
     while j < len(lines):
         line = lines[j]
         if line.startswith(("@@", "diff --git ")):
             break
         if line.startswith("--- ") and j + 1 < len(lines) and lines[j + 1].startswith("+++ "):
-            break
+            if not _content_pair(lines, j, left):
+                break
         if line and line[0] not in " +-\\":
             break
         body.append(line)
+        op = line[0] if line else " "
+        left[0] -= op in " -"
+        left[1] -= op in " +"
         j += 1
     body = _fit_counts(body, old_count, new_count)
     for line in body:
@@ -267,6 +272,17 @@ def _parse_hunk(lines: list[str], i: int) -> tuple[Hunk, int]:
     if not hunk.lines:
         raise RetriableError(f"empty hunk at {lines[i]!r}")
     return hunk, j
+
+
+def _content_pair(lines: list[str], j: int, left: list[int]) -> bool:
+    """Whether ``lines[j]``/``lines[j + 1]`` (``--- x``/``+++ y``) are a removed ``-- x`` and
+    an added ``++ y`` of this hunk rather than the next file's header: the counts have room for
+    them, and they are not followed by a hunk header (a file header always is), unless they
+    are exactly the hunk's last two lines."""
+    if left[0] < 1 or left[1] < 1:
+        return False
+    after = lines[j + 2] if j + 2 < len(lines) else ""
+    return not after.startswith("@@") or left == [1, 1]
 
 
 def _fit_counts(body: list[str], old_count: int, new_count: int) -> list[str]:
