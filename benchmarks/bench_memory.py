@@ -31,6 +31,7 @@ from toolcards import KnowledgeGraphTool, PlanningTool, VectorStoreTool
 from toolcards.runtime import Team
 from toolcards.tools.knowledge_graph.actor import KnowledgeGraphActor
 from toolcards.tools.knowledge_graph.models import EntityCreate
+from toolcards.tools.planning.actor import PlanningActor
 from toolcards.tools.planning.models import TaskCreate
 from toolcards.tools.vector_store.actor import VectorStoreActor
 
@@ -73,7 +74,7 @@ def wait_for_index(store: Any, collection: str, timeout: float = 900.0) -> str:
     """The collection's index kind once any approximate index the store builds is in place."""
     deadline = time.monotonic() + timeout
     while True:
-        info = store.ask("info")
+        info = store.ask(VectorStoreActor.info)
         kind = str(info.get("indexes", {}).get(collection, "exact"))
         limit = info.get("approximate_above")
         big = limit is not None and info["collections"].get(collection, 0) >= limit
@@ -190,7 +191,9 @@ def grow_graph(team: Team, first: int, last: int) -> None:
             }
             for i in range(lo, min(last, lo + 1000))
         ]
-        graph.ask("update", create_entities=[EntityCreate(**e) for e in batch], timeout=600)
+        graph.within(600).ask(
+            KnowledgeGraphActor.update, create_entities=[EntityCreate(**e) for e in batch]
+        )
 
 
 def grow_plan(team: Team, first: int, last: int) -> None:
@@ -203,7 +206,7 @@ def grow_plan(team: Team, first: int, last: int) -> None:
             TaskCreate(description=sentence(rng, 8), owner=rng.choice(owners))
             for _ in range(lo, min(last, lo + 1000))
         ]
-        plan.ask("apply", rng.choice(owners[1:]), creates, [], [], timeout=600)
+        plan.within(600).ask(PlanningActor.apply, rng.choice(owners[1:]), creates, [], [])
 
 
 def bench_summaries(sizes: list[int]) -> None:

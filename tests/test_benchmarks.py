@@ -1,0 +1,31 @@
+"""The benchmark scripts keep running: each one that needs no server starts and finishes in its
+quick mode (figures are printed, never asserted), so an API change cannot leave one broken."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+SCRIPTS = ["factory", "governance", "history", "memory", "runtime", "vector", "workspace", "exec"]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_the_benchmark_runs_in_quick_mode(name: str, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "TOOLCARDS_BENCH_RESULTS"}
+    env["TOOLCARDS_WORKSPACES_ROOT"] = str(tmp_path / "workspaces")
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / f"bench_{name}.py"), "--quick"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip()  # it printed its figures
