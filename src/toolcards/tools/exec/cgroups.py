@@ -110,6 +110,14 @@ class PidsGroup:
             os.close(fd)
         return [int(p) for p in text.split()]
 
+    def charged(self) -> int:
+        """Tasks the group still counts against its cap: its members, and exited ones that no
+        parent has reaped yet (zombies leave ``cgroup.procs`` before they stop counting)."""
+        try:
+            return int((self.path / "pids.current").read_text())
+        except (OSError, ValueError):
+            return 0
+
     def kill_all(self, rounds: int = 50) -> bool:
         """SIGKILL every member until the group is empty (forks racing the kill included).
 
@@ -157,8 +165,10 @@ class GroupPool:
         return PidsGroup.create(max_pids)
 
     def give(self, group: PidsGroup) -> None:
-        """Return ``group`` after its command: kept when it could be emptied, else removed."""
-        if not group.kill_all():
+        """Return ``group`` after its command: kept when it is empty and counts nothing, else
+        removed (a zombie nobody reaped yet, such as a sandbox's orphaned init in a container
+        whose PID 1 reaps lazily, would count against every later command of the group)."""
+        if not group.kill_all() or group.charged():
             group.close()
             return
         with self._lock:

@@ -27,6 +27,8 @@ class Gate:
     release_fd: int
     """Write end: one byte lets the sandbox go on."""
     closed: bool = False
+    child: int | None = None
+    """The first process's id, once reported."""
 
     def pid(self, deadline: float) -> int | None:
         """The waiting process's pid, or None when the sandbox died or the deadline passed."""
@@ -42,9 +44,11 @@ class Gate:
             data += chunk
             found = _CHILD_PID.search(data)
             if found:
-                return int(found.group(1))
+                self.child = int(found.group(1))
+                return self.child
         found = _CHILD_PID.search(data)
-        return int(found.group(1)) if found else None
+        self.child = int(found.group(1)) if found else None
+        return self.child
 
     def release(self) -> None:
         """Let the sandbox run its command."""

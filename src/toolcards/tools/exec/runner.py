@@ -17,7 +17,7 @@ from toolcards.tools.exec.cgroups import POOL, PidsGroup
 from toolcards.tools.exec.launch import Gate, Launch
 from toolcards.tools.exec.limits import BoundedOutput, ExecLimits, rlimit_plan
 from toolcards.tools.exec.result import ExecResult, KillReason
-from toolcards.tools.exec.spawn import start
+from toolcards.tools.exec.spawn import adopts_orphans, reap_orphan, start
 from toolcards.tools.exec.watch import Cancel, WorkspaceGrowth
 
 _MEMORY_HINTS = ("MemoryError", "Cannot allocate memory", "bad_alloc", "out of memory")
@@ -93,6 +93,8 @@ def run(
     finally:
         if launch.gate is not None:
             launch.gate.close()
+            if launch.gate.child is not None and adopts_orphans():
+                reap_orphan(launch.gate.child)
         if group is not None:
             POOL.give(group)
         for step in launch.cleanup:

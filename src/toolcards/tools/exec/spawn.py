@@ -16,6 +16,7 @@ Elsewhere (macOS), the ``preexec_fn`` fallback applies the limits in the child.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -102,3 +103,38 @@ def _kill(proc: subprocess.Popen[bytes], target: int | None, reap: bool = False)
     if reap:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.communicate(timeout=KILL_REAP_S)
+
+
+PR_GET_CHILD_SUBREAPER = 37
+
+
+@functools.cache
+def adopts_orphans() -> bool:
+    """True when orphaned descendants of this process become its children: it is PID 1 (a
+    container without an init) or a child subreaper."""
+    if os.getpid() == 1:
+        return True
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        flag = ctypes.c_int(0)
+        if libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) != 0:
+            return False
+        return flag.value != 0
+    except (OSError, AttributeError):
+        return False
+
+
+def reap_orphan(pid: int, wait_s: float = 0.2) -> None:
+    """Collect ``pid`` when it was orphaned to this process (a sandbox's init outlives the
+    sandbox process that started it by an instant); nothing else ever waits for it."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:  # not ours, or already collected
+            return
+        if done or time.monotonic() >= deadline:
+            return
+        time.sleep(0.002)

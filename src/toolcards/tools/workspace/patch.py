@@ -249,9 +249,9 @@ def _parse_hunk(lines: list[str], i: int) -> tuple[Hunk, int]:
         line = lines[j]
         if line.startswith(("@@", "diff --git ")):
             break
-        if line.startswith("--- ") and j + 1 < len(lines) and lines[j + 1].startswith("+++ "):
-            if not _content_pair(lines, j, left):
-                break
+        header = line.startswith("--- ") and j + 1 < len(lines) and lines[j + 1].startswith("+++ ")
+        if header and not _content_pair(lines, j, left):
+            break
         if line and line[0] not in " +-\\":
             break
         body.append(line)

@@ -6,6 +6,7 @@ import functools
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -13,6 +14,7 @@ from toolcards.tools.exec.backends.base import DEFAULT_PATH, Backend, SandboxSpe
 from toolcards.tools.exec.backends.etc_view import etc_view
 from toolcards.tools.exec.backends.seccomp import filter_fd, setid_filter
 from toolcards.tools.exec.launch import Gate, Launch
+from toolcards.tools.exec.spawn import adopts_orphans, reap_orphan
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
@@ -104,11 +106,19 @@ def _probe(executable: str | None) -> str | None:
         return "bwrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
     cmd = [executable, "--unshare-all", "--die-with-parent", *system_view(network=False)]
     cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(1 << 20), "--tmpfs", "/tmp"]
-    cmd += ["--remount-ro", "/", "--", "true"]  # also proves --size and --remount-ro work
+    cmd += ["--remount-ro", "/"]  # also proves --size and --remount-ro work
+    info, info_w = os.pipe()
     try:
-        done = subprocess.run(cmd, capture_output=True, timeout=10, check=False)
+        cmd += ["--info-fd", str(info_w), "--", "true"]
+        done = subprocess.run(cmd, capture_output=True, timeout=10, check=False, pass_fds=[info_w])
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bwrap failed to start: {exc}"
+    finally:
+        os.close(info_w)
+        gate = Gate(info, -1)
+        if gate.pid(time.monotonic() + 1.0) is not None and adopts_orphans():
+            reap_orphan(gate.child or 0)  # the sandbox's init, orphaned to this process
+        os.close(info)
     if done.returncode != 0:
         detail = done.stderr.decode(errors="replace").strip()[:300]
         return (
