@@ -170,3 +170,15 @@ def test_grep_reads_nothing_outside_with_default_engine(
 ) -> None:
     (ws / "a.txt").write_text("SECRET? no\n")
     assert "TOP SECRET" not in tools["workspace_grep"]("SECRET")
+
+
+@needs_rg
+@pytest.mark.parametrize("pattern", [r"def (?=main)", r"(ma)in.*\1", r"\"main\"|'main'"])
+def test_auto_takes_python_patterns_that_ripgrep_refuses(tree: Path, pattern: str) -> None:
+    """Look-around, back references and escapes such as ``\\"`` are Python regex syntax that
+    ripgrep's dialect refuses: "auto" answers them as the Python engine does; "rg" says why."""
+    expected = grep_with("python")["workspace_grep"](pattern)
+    assert grep_with("auto")["workspace_grep"](pattern) == expected
+    assert "No matches" not in expected or pattern.startswith("(ma)")
+    with pytest.raises(RetriableError, match="regex parse error"):
+        grep_with("rg")["workspace_grep"](pattern)

@@ -333,8 +333,16 @@ def grep_rg(rg: str, pattern: str, files: SearchFiles, options: GrepOptions) -> 
         raise _timed_out(options.timeout_s)
     message = err.decode("utf-8", "replace").strip()
     if proc.returncode == 2 and not hits and message:
-        raise RetriableError(f"search failed: {' '.join(message.splitlines()[:6])}")
+        failure = f"search failed: {' '.join(message.splitlines()[:6])}"
+        if "regex parse error" in message:
+            raise RgPatternError(failure)
+        raise RetriableError(failure)
     return hits
+
+
+class RgPatternError(RetriableError):
+    """ripgrep's regex dialect refuses a pattern Python's accepts (look-around, back
+    references, escapes such as ``\\"``)."""
 
 
 def render(hits: list[GrepHit], limit: int, skipped: int = 0) -> str:

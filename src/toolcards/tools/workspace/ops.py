@@ -162,9 +162,15 @@ class Workspace:
                 raise RetriableError(f"path not found: {path}")
             files = grep.SearchFiles(spot, include, self.limits.max_text_bytes,
                                      self.limits.allow_hardlinks)  # fmt: skip
+            hits = None
             if rg is not None:
-                hits = grep.grep_rg(rg, pattern, files, options)
-            else:
+                try:
+                    hits = grep.grep_rg(rg, pattern, files, options)
+                except grep.RgPatternError:
+                    if options.engine == "rg":
+                        raise
+                    files.skipped = 0  # "auto": the Python engine takes every Python pattern
+            if hits is None:
                 hits = grep.grep_python(regex, files, options)
         return grep.render(hits, options.max_matches, files.skipped)
 
