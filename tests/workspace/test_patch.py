@@ -348,3 +348,14 @@ def test_removed_and_added_lines_that_look_like_file_headers(tools: Tools, ws: P
     tools["workspace_patch"](patch)
     assert (ws / "q.sql").read_text() == "select 1;\n++ new\nselect 2;\n" + "x\n" * 8 + "++ end\n"
     assert (ws / "z.txt").read_text() == "y\n"
+
+
+def test_diff_u_of_a_backup_and_the_file_patches_the_file(tools: Tools, ws: Path) -> None:
+    """`diff -u f.py.orig f.py`: only the new name exists here, so it is the file patched (as
+    patch(1) does), not a missing file."""
+    (ws / "f.py").write_text("a\nb\n")
+    patch = "--- f.py.orig\t2026-01-01 10:00:00 +0000\n+++ f.py\t2026-01-01 10:01:00 +0000\n"
+    patch += "@@ -1,2 +1,2 @@\n a\n-b\n+B\n"
+    assert tools["workspace_patch"](patch) == "Patch applied:\nM f.py"
+    assert (ws / "f.py").read_text() == "a\nB\n"
+    assert not (ws / "f.py.orig").exists()

@@ -253,6 +253,8 @@ class Workspace:
         return "Patch applied:\n" + "\n".join(summary)
 
     def _plan_file(self, fp: FilePatch, pending: dict[str, _Pending], held: ExitStack) -> str:
+        if self._in_place(fp, pending):
+            fp.old = fp.new
         src = self._pending(fp.old, pending, held, must_exist=True) if fp.old else None
         dst = self._pending(fp.new, pending, held, must_exist=False) if fp.new else None
         if src is None and dst is None:
@@ -277,6 +279,17 @@ class Workspace:
             raise RetriableError(f"cannot rename {src.rel} to {dst.rel}: the target exists")
         dst.doc, dst.after, src.after = src.doc, result, None
         return f"R {src.rel} -> {dst.rel}"
+
+    def _in_place(self, fp: FilePatch, pending: dict[str, _Pending]) -> bool:
+        """``diff -u x.orig x`` (two names, no git header): when only the new name exists,
+        that file is the one patched, as patch(1) does."""
+        if not (fp.old and fp.new) or fp.old == fp.new or fp.git or fp.old in pending:
+            return False
+        return not self._exists(fp.old) and self._exists(fp.new)
+
+    def _exists(self, path: str) -> bool:
+        with self.paths.locate(path) as spot:
+            return bool(spot.exists)
 
     def _pending(
         self, path: str, pending: dict[str, _Pending], held: ExitStack, *, must_exist: bool

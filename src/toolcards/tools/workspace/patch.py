@@ -34,6 +34,8 @@ class FilePatch:
     hunks: list[Hunk] = field(default_factory=list)
     headers: tuple[str | None, str | None] = (None, None)
     """The ``---``/``+++`` paths as written (a side ``diff -N`` marks missing keeps its name)."""
+    git: bool = False
+    """Under a ``diff --git`` header: differing names are a rename."""
 
 
 def parse_patch(patch_text: str) -> list[FilePatch]:
@@ -57,6 +59,7 @@ def parse_patch(patch_text: str) -> list[FilePatch]:
                     None if _epoch(line[4:]) else old,
                     None if _epoch(lines[i + 1][4:]) else new,
                     headers=(old, new),
+                    git=git_paths is not None,
                 )
             )
             git_paths = None
@@ -77,7 +80,7 @@ def parse_patch(patch_text: str) -> list[FilePatch]:
         elif git_paths is not None:
             git_paths = _git_rename(line, git_paths)
             if _git_only_change(line, lines, i):
-                files.append(FilePatch(*git_paths))
+                files.append(FilePatch(*git_paths, git=True))
                 if line.startswith("new file"):
                     files[-1].old = None
                 if line.startswith("deleted file"):
