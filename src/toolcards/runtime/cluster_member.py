@@ -44,11 +44,9 @@ class ClusterMember:
     def __init__(self, team: _HostingTeam, name: str) -> None:
         self._team = team
         self.name = name
-        self._fired = False
 
     def fire(self, timeout: float | None = None) -> bool:
         """Fire the member here (its roster row and history go); True when it stopped cleanly."""
-        self._fired = True
         return self._team.fire(self.name, timeout)
 
     def pid(self) -> int:

@@ -115,9 +115,9 @@ def _probe(executable: str | None) -> str | None:
         return f"bwrap failed to start: {exc}"
     finally:
         os.close(info_w)
-        gate = Gate(info, -1)
-        if gate.pid(time.monotonic() + 1.0) is not None and adopts_orphans():
-            reap_orphan(gate.child or 0)  # the sandbox's init, orphaned to this process
+        child = Gate(info, -1).pid(time.monotonic() + 1.0)
+        if child is not None and adopts_orphans():
+            reap_orphan(child)  # the sandbox's init, orphaned to this process
         os.close(info)
     if done.returncode != 0:
         detail = done.stderr.decode(errors="replace").strip()[:300]
