@@ -8,14 +8,11 @@ Run: .venv/bin/python benchmarks/bench_sessions.py [--quick]
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -23,6 +20,9 @@ from typing import Any
 import httpx
 import yaml
 from _results import record
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from support.processes import free_port, serving
 
 TOOLCARDS = Path(sys.executable).parent / "toolcards"
 TOOLS_MODULE = '''
@@ -60,39 +60,11 @@ INIT = {
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError("no VmRSS")
-
-
-@contextlib.contextmanager
-def server(argv: list[str], env: dict[str, str], port: int) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError(f"{argv[0]} did not start") from None
-                time.sleep(0.1)
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def open_sessions(url: str, n: int, ids: list[str] | None = None) -> dict[int, int]:
@@ -169,18 +141,18 @@ def main() -> None:
                     "--port", str(port)]  # fmt: skip
 
         port = free_port()
-        with server(serve(roomy, port), env, port) as proc:
+        with serving(serve(roomy, port), port, env) as proc:
             ours, _ = growth(proc, f"http://127.0.0.1:{port}/mcp", n)
         port = free_port()
-        with server([sys.executable, str(base / "peer_server.py"), str(port)], env, port) as proc:
+        with serving([sys.executable, str(base / "peer_server.py"), str(port)], port, env) as proc:
             peer, _ = growth(proc, f"http://127.0.0.1:{port}/mcp", n)
         port = free_port()
         flood = 3 * n + WARM_UP
-        with server(serve(defaults, port), env, port) as proc:
+        with serving(serve(defaults, port), port, env) as proc:
             capped, statuses = growth(proc, f"http://127.0.0.1:{port}/mcp", flood - WARM_UP)
         port = free_port()
         url = f"http://127.0.0.1:{port}/mcp"
-        with server(serve(idle, port), env, port):
+        with serving(serve(idle, port), port, env):
             ids: list[str] = []
             open_sessions(url, n, ids)
             live_before = still_open(url, ids[-50:])  # the newest: opened within 2 s

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -25,11 +24,14 @@ from typing import Any
 import anyio
 import yaml
 from _results import record
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from support.processes import free_port, serving
 from toolcards.surfaces.config import hash_token
 
 TOOLCARDS = Path(sys.executable).parent / "toolcards"
@@ -101,33 +103,10 @@ def setup(base: Path) -> tuple[Path, dict[str, str]]:
     return path, env
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextlib.contextmanager
 def http_server(argv: list[str], env: dict[str, str], port: int) -> Iterator[str]:
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError(f"server did not start: {argv}") from None
-                time.sleep(0.1)
+    with serving(argv, port, env):
         yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @contextlib.asynccontextmanager

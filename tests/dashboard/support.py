@@ -12,11 +12,8 @@ import os
 import re
 import shutil
 import socket
-import subprocess
 import sys
-import tempfile
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +34,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from support.processes import ListeningProcess
 from toolcards import KnowledgeGraphTool, PlanningTool
 from toolcards.governance import AuditLog, Identity, Policy
 from toolcards.governance.approvals import ApprovalBroker
@@ -244,50 +242,13 @@ def binding(request: Any) -> dict[str, str]:
 TOOLCARDS = Path(sys.executable).parent / "toolcards"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Process:
+class Process(ListeningProcess):
     """A ``toolcards`` command serving on 127.0.0.1:``port`` (started in the constructor,
     ended by :meth:`stop`); ``output()`` is what it wrote to stderr."""
 
     def __init__(self, *args: str, port: int) -> None:
-        self.port = port
         self.url = f"http://127.0.0.1:{port}"
-        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by stop()
-        self.proc = subprocess.Popen(
-            [str(TOOLCARDS), *args, "--port", str(port)],
-            stdout=subprocess.DEVNULL,
-            stderr=self._log,
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{args[0]} exited: {self.output()[-2000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"{args[0]} did not start listening")
-
-    def output(self) -> str:
-        self._log.seek(0)
-        return self._log.read().decode(errors="replace")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
-        self._log.close()
+        super().__init__([str(TOOLCARDS), *args, "--port", str(port)], port, what=args[0])
 
 
 def write_config(directory: Path, policy: dict[str, Any]) -> Path:

@@ -18,11 +18,11 @@ import pytest
 from dashboard.support import (
     TOKENS,
     Process,
-    free_port,
     http_sign_in,
     listening_addresses,
     write_config,
 )
+from support.processes import free_port
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,23 +23,10 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import ToolDefinition
 
-from support.servers import free_port
+from support.processes import free_port, stop_process, wait_listening
 
 SERVERS = Path(__file__).parent / "servers"
 ECHO = SERVERS / "echo_server.py"
-
-
-def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited early with code {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"server did not listen on port {port} within {timeout}s")
 
 
 class ServerProcess:
@@ -62,7 +47,7 @@ class ServerProcess:
     def start(self) -> ServerProcess:
         argv = [sys.executable, str(self.script), self.mode, str(self.port)]
         self.proc = subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL)
-        wait_for_port(self.port, self.proc)
+        wait_listening(self.port, self.proc)
         return self
 
     def kill(self) -> None:
@@ -72,13 +57,8 @@ class ServerProcess:
         self.proc = None
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        if self.proc is not None:
+            stop_process(self.proc, timeout=5)
         self.proc = None
 
 

@@ -11,7 +11,8 @@ import time
 import psycopg
 import pytest
 
-from support.servers import PostgresServer, free_port
+from support.processes import free_port
+from support.servers import PostgresServer
 from toolcards.runtime import StoreUnavailable, Team, open_store
 from toolcards.runtime.postgres import PostgresStore
 

@@ -23,7 +23,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from support.servers import free_port
+from support.processes import free_port
 
 __all__ = [
     "Responder",

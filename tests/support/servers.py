@@ -17,12 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from support.processes import free_port
 
 
 def _pg_bindir() -> Path | None:

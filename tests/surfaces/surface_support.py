@@ -4,11 +4,8 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +16,7 @@ sys.path.insert(0, str(HERE))
 
 from table_tools import TABLE_PATH  # noqa: E402
 
+from support.processes import ListeningProcess, free_port  # noqa: E402
 from toolcards.governance import Identity  # noqa: E402
 
 TOOLCARDS = Path(sys.executable).parent / "toolcards"
@@ -73,6 +71,17 @@ def write_config(
     return path
 
 
+ECHO_ARGS = [str(HERE.parent / "mcp" / "servers" / "echo_server.py"), "stdio"]
+ECHO_CARD: dict[str, Any] = {
+    "type": "MCPTool",
+    "name": "echo",
+    "transport": "stdio",
+    "command": sys.executable,
+    "args": ECHO_ARGS,
+    "connect_timeout_seconds": 20,
+}
+"""A stdio MCPTool card for the small real MCP server of the MCP tests (echo, add, pid...)."""
+
 INIT = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -98,48 +107,15 @@ def toolcards_json(config: Path, *args: str) -> subprocess.CompletedProcess[str]
     )
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class HttpServer:
+class HttpServer(ListeningProcess):
     """`toolcards serve --transport http` on 127.0.0.1, stopped by :meth:`stop`."""
 
     def __init__(self, config: Path, env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
-        self.log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by stop()
-        self.proc = subprocess.Popen(
-            [str(TOOLCARDS), "serve", "--config", str(config), "--transport", "http",
-             "--port", str(self.port)],
-            env={**SURFACE_ENV, **(env or {})},
-            stdout=subprocess.DEVNULL,
-            stderr=self.log,
-        )  # fmt: skip
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                self.log.seek(0)
-                raise RuntimeError(f"server exited: {self.log.read().decode()[-2000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError("server did not start listening")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
-        self.log.close()
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}/mcp"
+        argv = [str(TOOLCARDS), "serve", "--config", str(config), "--transport", "http",
+                "--port", str(port)]  # fmt: skip
+        super().__init__(argv, port, {**SURFACE_ENV, **(env or {})}, what="toolcards serve")
 
 
 def audit_rows(path: Path) -> list[tuple[Any, ...]]:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from surfaces.mcp_clients import stdio_session
-from surfaces.surface_support import toolcards_json
+from surfaces.surface_support import ECHO_ARGS, ECHO_CARD, toolcards_json
 from toolcards import ToolFactory
 from toolcards.governance import Identity, Policy
 from toolcards.surfaces.outcomes import ExitCode
@@ -24,18 +24,8 @@ from toolcards.tools.mcp import MCPTool
 
 pytestmark = pytest.mark.timeout(120)
 
-ECHO = Path(__file__).resolve().parents[1] / "mcp" / "servers" / "echo_server.py"
-ARGS = [str(ECHO), "stdio"]
-CARD = {
-    "type": "MCPTool",
-    "name": "echo",
-    "transport": "stdio",
-    "command": sys.executable,
-    "args": ARGS,
-    "tool_prefix": "ext",
-    "include_tools": ["add", "pid", "echo"],
-    "connect_timeout_seconds": 20,
-}
+ARGS = ECHO_ARGS
+CARD = {**ECHO_CARD, "tool_prefix": "ext", "include_tools": ["add", "pid", "echo"]}
 POLICY = """
 default_effect: allow
 rules:

@@ -14,7 +14,7 @@ import yaml
 from pydantic_ai import Agent
 
 from support.scripted import Script, call_tool
-from surfaces.surface_support import SURFACE_ENV, TOOLCARDS
+from surfaces.surface_support import ECHO_ARGS, ECHO_CARD, SURFACE_ENV, TOOLCARDS
 from toolcards import ToolFactory
 from toolcards.surfaces.config import ConfigError, load_config
 from toolcards.surfaces.outcomes import ExitCode
@@ -23,16 +23,9 @@ from toolcards.tools.mcp import MCPTool
 
 pytestmark = pytest.mark.timeout(90)
 
-ECHO = Path(__file__).resolve().parents[1] / "mcp" / "servers" / "echo_server.py"
-ARGS = [str(ECHO), "stdio"]
-CARD = {
-    "type": "MCPTool",
-    "name": "echo",
-    "transport": "stdio",
-    "command": sys.executable,
-    "args": ARGS,
-    "connect_timeout_seconds": 20,
-}
+ARGS = ECHO_ARGS
+ECHO = Path(ARGS[0])
+CARD = ECHO_CARD
 
 
 def write(tmp_path: Path, **data: Any) -> Path:

@@ -14,7 +14,7 @@ import anyio
 import pytest
 from mcp_clients import http_session
 
-from support.servers import free_port
+from support.processes import free_port
 from surfaces.surface_support import SURFACE_ENV, TOOLCARDS, HttpServer, token_for, write_config
 from surfaces.surface_support import toolcards_json as toolcards
 from toolcards.governance import AuditLog, Identity

@@ -16,14 +16,16 @@ import argparse
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
+sys.path.insert(0, str(HERE.parents[1]))  # tests: run as a script too
+
+from support.processes import free_port, stop_process, wait_listening  # noqa: E402
+
 POLYFILL = REPO / ".ci" / "globsync.mjs"
 PACKAGE = "@modelcontextprotocol/conformance"
 # scenarios for capabilities this server does not declare (completions) or client features
@@ -41,25 +43,6 @@ def suite_entry() -> Path | None:
     base = Path(os.environ.get("CONFORMANCE_DIR") or REPO / ".ci")
     entry = base / "node_modules" / PACKAGE / "dist" / "index.js"
     return entry if entry.exists() else None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError("server did not start listening")
 
 
 def start_server(transport: str, port: int) -> subprocess.Popen[bytes]:
@@ -109,18 +92,14 @@ def _run_once(transport: str, scenario: str | None) -> tuple[int, str, dict[str,
     port = free_port()
     server = start_server(transport, port)
     try:
-        wait_port(port, server)
+        wait_listening(port, server, timeout=60)
         argv = [node, "--import", str(POLYFILL), str(entry), "server",
                 "--url", f"http://127.0.0.1:{port}/mcp"]  # fmt: skip
         if scenario:
             argv += ["--scenario", scenario]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop_process(server)
     output = done.stdout + done.stderr
     summary = parse_summary(output, scenario)
     failing = {k: v for k, v in summary.items() if v[1] and k not in UNDECLARED}

@@ -1,0 +1,100 @@
+"""Server processes of the tests and benchmarks: free ports, waiting until a process listens,
+and stopping it (terminate, then kill). Importable as ``support.processes`` (``tests`` is on
+the test path; the benchmarks put it there)."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_listening(
+    port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0, what: str = "server"
+) -> None:
+    """Return once something accepts connections on 127.0.0.1:``port``; RuntimeError when
+    ``proc`` exits first or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with code {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{what} did not listen on port {port} within {timeout:g}s")
+
+
+def stop_process(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """Terminate ``proc`` and wait for it; kill it when it does not end within ``timeout``."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+class ListeningProcess:
+    """``argv`` serving on 127.0.0.1:``port``: started (and waited for) by the constructor,
+    ended by :meth:`stop`; :attr:`log` holds what it wrote to stderr."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        port: int,
+        env: Mapping[str, str] | None = None,
+        what: str = "server",
+    ) -> None:
+        self.port = port
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by stop()
+        self.proc = subprocess.Popen(
+            list(argv),
+            env=None if env is None else dict(env),
+            stdout=subprocess.DEVNULL,
+            stderr=self.log,
+        )
+        try:
+            wait_listening(port, self.proc, what=what)
+        except RuntimeError as exc:
+            output = self.output()[-2000:]
+            self.stop()
+            raise RuntimeError(f"{exc}: {output}") from None
+
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+        self.log.close()
+
+
+@contextlib.contextmanager
+def serving(
+    argv: Sequence[str], port: int, env: Mapping[str, str] | None = None, timeout: float = 60.0
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``argv`` running (output discarded) and listening on ``port`` for the block."""
+    proc = subprocess.Popen(
+        list(argv),
+        env=None if env is None else dict(env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_listening(port, proc, timeout, what=argv[0])
+        yield proc
+    finally:
+        stop_process(proc)
