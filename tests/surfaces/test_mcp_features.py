@@ -87,53 +87,42 @@ async def test_progress_notifications_reach_a_client_that_passed_a_token(
     assert seen == [(1.0, 3.0, "step 1"), (2.0, 3.0, "step 2"), (3.0, 3.0, "step 3")]
 
 
-async def test_log_records_at_or_above_the_set_level_are_forwarded(server: HttpServer) -> None:
+async def logged(
+    server: HttpServer, level: str | None, count: int
+) -> list[types.LoggingMessageNotificationParams]:
+    """The log notifications a session receives while ``steps(count)`` runs at ``level``
+    (None: no ``logging/setLevel`` sent)."""
     messages: list[types.LoggingMessageNotificationParams] = []
 
     async def on_log(params: types.LoggingMessageNotificationParams) -> None:
         messages.append(params)
 
     async with session(server, logging_callback=on_log) as s:
-        await s.set_logging_level("info")
-        await s.call_tool("steps", {"count": 2})
+        if level is not None:
+            await s.set_logging_level(level)  # type: ignore[arg-type]
+        await s.call_tool("steps", {"count": count})
+    return messages
+
+
+async def test_log_records_at_or_above_the_set_level_are_forwarded(server: HttpServer) -> None:
+    messages = await logged(server, "info", 2)
     texts = [m.data for m in messages if m.logger == "toolcards.tests.slow_tools"]
     assert texts == ["step 1 of 2", "step 2 of 2"]
     assert all(m.level == "info" for m in messages if m.data in texts)
 
 
 async def test_a_call_forwards_info_records_before_any_level_is_set(server: HttpServer) -> None:
-    messages: list[Any] = []
-
-    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
-        messages.append(params)
-
-    async with session(server, logging_callback=on_log) as s:
-        await s.call_tool("steps", {"count": 2})
+    messages = await logged(server, None, 2)
     assert [m.data for m in messages] == ["step 1 of 2", "step 2 of 2"]
 
 
 async def test_debug_records_follow_a_debug_level(server: HttpServer) -> None:
-    messages: list[Any] = []
-
-    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
-        messages.append(params)
-
-    async with session(server, logging_callback=on_log) as s:
-        await s.set_logging_level("debug")
-        await s.call_tool("steps", {"count": 1})
+    messages = await logged(server, "debug", 1)
     assert [m.data for m in messages][-1] == "all steps done"
 
 
 async def test_warning_level_silences_info_records(server: HttpServer) -> None:
-    messages: list[Any] = []
-
-    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
-        messages.append(params)
-
-    async with session(server, logging_callback=on_log) as s:
-        await s.set_logging_level("warning")
-        await s.call_tool("steps", {"count": 2})
-    assert messages == []
+    assert await logged(server, "warning", 2) == []
 
 
 async def test_logging_capability_is_declared(server: HttpServer) -> None:
