@@ -227,3 +227,21 @@ def test_every_path_argument_is_contained(tools: Tools, outside: Path, tool: str
         PATH_CALLS[tool](tools, bad)
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
     assert (outside / "secret.txt").read_text() == "TOP SECRET\n"
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        '--- "a/\\056\\056/\\056\\056/planted.txt"\n+++ "b/\\056\\056/\\056\\056/planted.txt"\n',
+        "--- x/../../planted.txt\n+++ y/../../planted.txt\n",
+        "--- planted.txt.orig\n+++ ../planted.txt\n",
+    ],
+)
+def test_patch_paths_that_unquote_or_strip_to_outside_are_refused(
+    tools: Tools, ws: Path, header: str
+) -> None:
+    """Git-quoted octal escapes, dropped tree names and `x.orig x` pairs never lead out."""
+    (ws.parent / "planted.txt").write_text("keep\n")
+    with pytest.raises(RetriableError):
+        tools["workspace_patch"](header + "@@ -1 +1 @@\n-keep\n+pwned\n")
+    assert (ws.parent / "planted.txt").read_text() == "keep\n"
