@@ -17,6 +17,7 @@ from toolcards.core.events import ToolStateEvent
 from toolcards.core.factory import ToolFactory
 from toolcards.core.observer import ActorToolObserver, TeamManagementToolObserver, ToolObserver
 from toolcards.core.params import BaseToolParam
+from toolcards.core.pathargs import PathArgs
 from toolcards.core.registry import CARD_TYPES, dump_card, dump_cards, load_card, load_cards
 from toolcards.core.spec import (
     ToolAnnotations,
@@ -45,6 +46,7 @@ __all__ = [
     "CommandRegistry",
     "ContextState",
     "ContextUpdater",
+    "PathArgs",
     "Rest",
     "RestOfLine",
     "RetriableError",

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from toolcards.core.pathargs import PathArgs
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 _ATTR = "__toolcards_annotations__"
@@ -19,6 +21,7 @@ METADATA_KEYS = (
     "open_world",
     "requires_approval",
     "sensitive",
+    "paths",
 )
 
 
@@ -26,7 +29,8 @@ METADATA_KEYS = (
 class ToolAnnotations:
     """What a tool declares about itself; governance and surfaces read it.
 
-    Travels in ``ToolDefinition.metadata`` under the keys of :data:`METADATA_KEYS`.
+    Travels in ``ToolDefinition.metadata`` under the keys of :data:`METADATA_KEYS`;
+    ``paths`` (which arguments name files, see :class:`PathArgs`) only when declared.
     """
 
     readonly: bool = False
@@ -35,10 +39,11 @@ class ToolAnnotations:
     open_world: bool = False
     requires_approval: bool = False
     sensitive: tuple[str, ...] = field(default_factory=tuple)
+    paths: PathArgs | None = None
 
     def as_metadata(self) -> dict[str, Any]:
         """The annotations as ``ToolDefinition.metadata`` entries."""
-        return {
+        meta: dict[str, Any] = {
             "readonly": self.readonly,
             "destructive": self.destructive,
             "idempotent": self.idempotent,
@@ -46,6 +51,9 @@ class ToolAnnotations:
             "requires_approval": self.requires_approval,
             "sensitive": list(self.sensitive),
         }
+        if self.paths is not None:
+            meta["paths"] = self.paths
+        return meta
 
     @classmethod
     def from_metadata(cls, metadata: dict[str, Any] | None) -> ToolAnnotations:
@@ -62,6 +70,7 @@ class ToolAnnotations:
             open_world=bool(metadata.get("open_world", False)),
             requires_approval=bool(metadata.get("requires_approval", False)),
             sensitive=tuple(str(s) for s in sensitive),
+            paths=paths if isinstance(paths := metadata.get("paths"), PathArgs) else None,
         )
 
 
@@ -78,8 +87,10 @@ def annotate(
     requires_approval: bool = False,
     sensitive: tuple[str, ...] | list[str] = (),
     instructions: str | None = None,
+    paths: PathArgs | None = None,
 ) -> F:
-    """Attach annotations (and optional extra instructions) to a tool callable; returns it."""
+    """Attach annotations (and optional extra instructions) to a tool callable; returns it.
+    ``paths`` declares the arguments that name files (see :class:`PathArgs`)."""
     setattr(
         fn,
         _ATTR,
@@ -90,6 +101,7 @@ def annotate(
             open_world=open_world,
             requires_approval=requires_approval,
             sensitive=tuple(sensitive),
+            paths=paths,
         ),
     )
     if instructions:

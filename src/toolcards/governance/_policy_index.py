@@ -208,10 +208,15 @@ class ArgumentIndex:
             if rule.effect != "allow":
                 self._restrictive.setdefault(name, []).append(position)
 
-    def candidates(self, args: Mapping[str, Any]) -> list[int]:
-        """Positions of the rules that may match ``args``, in rule order."""
+    def candidates(self, args: Mapping[str, Any], each: Iterable[str] = ()) -> list[int]:
+        """Positions of the rules that may match ``args``, in rule order (every rule indexed
+        under a name of ``each``, whose several values are tested one by one)."""
         found = set(self._always)
+        several = frozenset(each)
         for name, table in self._tables.items():
+            if name in several:
+                found.update(self._all[name])
+                continue
             if name not in args:
                 found.update(self._restrictive.get(name, ()))
                 continue

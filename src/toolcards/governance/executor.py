@@ -54,7 +54,7 @@ from toolcards.governance.approvals import (
 from toolcards.governance.audit import AuditLog, AuditRecord
 from toolcards.governance.capability import Capability, CapabilityRegistry, Invoke
 from toolcards.governance.identity import ANONYMOUS, Identity
-from toolcards.governance.policy import Decision, Policy
+from toolcards.governance.policy import Decision, Each, Policy
 from toolcards.governance.ratelimit import RateLimiter, RateLimits
 from toolcards.governance.redact import args_digest
 from toolcards.governance.telemetry import Telemetry
@@ -296,15 +296,20 @@ class Executor:
         validated: bool,
         hide_denied: bool,
     ) -> ExecutionResult:
-        tool_id, args = call.tool_id, call.args
+        tool_id = call.tool_id
         if malformed:
             msg = f"invalid arguments for {tool_id}: expected an object"
             return self._finish(call, Outcome.INVALID_ARGS, None, msg)
+        named = self._named(call, hide_denied)
+        if isinstance(named, ExecutionResult):
+            return named
+        call, each = named
+        args = call.args
         if call.span is not None and self.policy.redaction.span_arguments:
             text = self.policy.redaction.digest_and_redacted(args, _sensitive(call))[1]
             call.span.set_attribute("gen_ai.tool.call.arguments", text)
         who = call.identity
-        decision, limits = self.policy.evaluate(who, tool_id, args)
+        decision, limits = self.policy.evaluate(who, tool_id, args, each)
         if decision.effect == "deny":
             if hide_denied and not self.policy.visible(who, tool_id):
                 return self._unknown(call, decision, self.visible_to(who))
@@ -334,6 +339,30 @@ class Executor:
             raise TypeError(f"capability {tool_id!r} has no invoke and none was given")
         # the audit keeps the arguments as received, so every row of one call has one digest
         return await self._execute(call, decision, parsed, run)
+
+    def _named(self, call: Call, hide_denied: bool) -> tuple[Call, Each] | ExecutionResult:
+        """The call with its declared path arguments canonical (the names the tool acts on,
+        see :class:`toolcards.core.pathargs.PathArgs`) and every path it names, for the
+        policy; a path the tool would refuse ends the call here, before the policy and the
+        tool."""
+        declared = call.cap.annotations.paths if call.cap is not None else None
+        if declared is None:
+            return call, {}
+        try:
+            args, each = declared.resolve(call.args)
+        except RetriableError as exc:
+            why = self.policy.redaction.text(str(exc))
+            outcome, msg = Outcome.INVALID_ARGS, f"invalid arguments for {call.tool_id}: {why}"
+        except Exception:
+            log.exception("the paths of a %s call could not be resolved", call.tool_id)
+            outcome, msg = Outcome.ERROR, f"error: {call.tool_id} failed (its paths)"
+        else:
+            return call._replace(args=args), each
+        who = call.identity
+        if hide_denied and not self.policy.visible(who, call.tool_id):
+            decision = self.policy.decide(who, call.tool_id, call.args)
+            return self._unknown(call, decision, self.visible_to(who))
+        return self._finish(call, outcome, None, msg)
 
     async def _approval(
         self,

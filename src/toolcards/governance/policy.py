@@ -20,6 +20,7 @@ from typing import Any
 
 from toolcards.governance._policy_index import ArgumentIndex, Profile, RuleIndex, ToolRules
 from toolcards.governance._policy_parse import (
+    ArgCondition,
     CompiledPolicy,
     Effect,
     Limit,
@@ -76,15 +77,47 @@ class _Plan:
     index: ArgumentIndex | None = None
 
 
-def _argument_match(rule: Rule, args: Mapping[str, Any]) -> bool:
+Each = Mapping[str, tuple[Any, ...]]
+"""Arguments with several values (every path a call writes), by the name rules test."""
+
+
+def _argument_match(rule: Rule, args: Mapping[str, Any], each: Each | None = None) -> bool:
     """All argument conditions hold. One that cannot be evaluated (missing argument, wrong
-    type) counts against the caller: it matches a deny/approve rule, not an allow rule."""
+    type) counts against the caller: it matches a deny/approve rule, not an allow rule.
+
+    The conditions on a name of ``each`` are tested against each of its values: a deny or
+    approve rule holds when one value satisfies them all, an allow rule only when every value
+    does (a call writing ``deploy/x`` and ``notes/y`` is denied by a deny on ``deploy/*`` and
+    not allowed by an allow on ``notes/*``). No value at all counts against the caller."""
     restrictive = rule.effect != "allow"
     for cond in rule.arguments:
+        if each and cond.name in each:
+            continue
         ok = cond.check(args)
         if ok is None:
             ok = restrictive
         if not ok:
+            return False
+    if not each:
+        return True
+    for name, values in each.items():
+        conds = [cond for cond in rule.arguments if cond.name == name]
+        if not conds:
+            continue
+        if not values:
+            if restrictive:
+                continue
+            return False
+        held = (_all_hold(conds, {name: value}, restrictive) for value in values)
+        if not (any(held) if restrictive else all(held)):
+            return False
+    return True
+
+
+def _all_hold(conds: list[ArgCondition], args: Mapping[str, Any], restrictive: bool) -> bool:
+    for cond in conds:
+        ok = cond.check(args)
+        if not (restrictive if ok is None else ok):
             return False
     return True
 
@@ -245,30 +278,41 @@ class Policy:
             index = ArgumentIndex([rule for rule, _ in conditional])
         return _Plan(tuple(conditional), fallthrough, limits, visible, index)
 
-    def decide(self, identity: Identity, tool_id: str, args: Mapping[str, Any] | None) -> Decision:
-        """The decision for ``identity`` calling ``tool_id`` with ``args`` (first match wins)."""
-        return self.evaluate(identity, tool_id, args)[0]
+    def decide(
+        self,
+        identity: Identity,
+        tool_id: str,
+        args: Mapping[str, Any] | None,
+        each: Each | None = None,
+    ) -> Decision:
+        """The decision for ``identity`` calling ``tool_id`` with ``args`` (first match wins);
+        ``each``: arguments with several values, see :func:`_argument_match`."""
+        return self.evaluate(identity, tool_id, args, each)[0]
 
     def evaluate(
-        self, identity: Identity, tool_id: str, args: Mapping[str, Any] | None
+        self,
+        identity: Identity,
+        tool_id: str,
+        args: Mapping[str, Any] | None,
+        each: Each | None = None,
     ) -> tuple[Decision, tuple[Limit, ...]]:
         """The decision and the rate limits that apply, from one cached plan lookup."""
         plan = self._plan(identity, tool_id)
-        return self._decide(plan, args), plan.limits
+        return self._decide(plan, args, each), plan.limits
 
     @staticmethod
-    def _decide(plan: _Plan, args: Mapping[str, Any] | None) -> Decision:
+    def _decide(plan: _Plan, args: Mapping[str, Any] | None, each: Each | None) -> Decision:
         if plan.conditional:
             values = args or {}
             if plan.index is None:
                 for rule, decision in plan.conditional:
-                    if _argument_match(rule, values):
+                    if _argument_match(rule, values, each):
                         return decision
             else:
                 conditional = plan.conditional
-                for position in plan.index.candidates(values):
+                for position in plan.index.candidates(values, each or ()):
                     rule, decision = conditional[position]
-                    if _argument_match(rule, values):
+                    if _argument_match(rule, values, each):
                         return decision
         return plan.fallthrough
 

@@ -43,10 +43,13 @@ def describe_data(rt: SurfaceRuntime, tool: str) -> dict[str, Any] | None:
     cap = rt.registry.get(tool)
     if cap is None or not rt.policy.visible(rt.local, tool):
         return None
+    annotations = cap.annotations.as_metadata()
+    if cap.annotations.paths is not None:  # the arguments that name files, as text
+        annotations["paths"] = cap.annotations.paths.describe()
     return {
         "name": cap.id,
         "description": cap.description,
-        "annotations": cap.annotations.as_metadata(),
+        "annotations": annotations,
         "input_schema": cap.json_schema,
         "hints": hints(cap.annotations),
     }

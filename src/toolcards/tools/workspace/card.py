@@ -13,6 +13,7 @@ from toolcards.core.card import Capability, ToolCard, ToolFunc
 from toolcards.core.commands import Rest
 from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
+from toolcards.core.pathargs import PathArgs
 from toolcards.core.spec import annotate
 from toolcards.tools._common.workspace_dir import workspace_dir, workspace_id_for
 from toolcards.tools.workspace.grep import GrepOptions
@@ -25,6 +26,7 @@ from toolcards.tools.workspace.ops import (
     ReadCaps,
     Workspace,
 )
+from toolcards.tools.workspace.patch import patch_paths
 from toolcards.tools.workspace.paths import check_relative_path
 from toolcards.tools.workspace.textfile import MAX_TEXT_BYTES
 
@@ -158,8 +160,24 @@ class WorkspaceTool(ToolCard):
             readonly=name in READ_TOOLS,
             destructive=name in _DESTRUCTIVE,
             idempotent=name in _IDEMPOTENT,
+            paths=self._paths(name),
         )
         return [fn]
+
+    def _paths(self, name: str) -> PathArgs:
+        """The arguments of tool ``name`` that are paths, made canonical by the workspace's
+        own resolution (so the policy decides on the names the tool acts on)."""
+        canonical = functools.partial(
+            _canonical,
+            self.workspace,
+            allow_root=name in _ROOT_OK,
+            follow=name != "workspace_delete",  # delete removes a link, not its target
+        )
+        if name == "workspace_patch":
+            return PathArgs(canonical, fields=(), texts=(("patch_text", patch_paths),))
+        if name == "workspace_multi_edit":
+            return PathArgs(canonical, fields=("edits[].path",))
+        return PathArgs(canonical)
 
     capabilities: ClassVar[dict[str, Capability]] = {
         name: _capability(name) for name in READ_TOOLS + WRITE_TOOLS
@@ -169,6 +187,12 @@ class WorkspaceTool(ToolCard):
 _DESTRUCTIVE = {"workspace_write", "workspace_edit", "workspace_multi_edit", "workspace_patch",
                 "workspace_delete"}  # fmt: skip
 _IDEMPOTENT = {*READ_TOOLS, "workspace_write", "workspace_delete", "workspace_mkdir"}
+_ROOT_OK = {"workspace_list", "workspace_glob", "workspace_grep"}
+
+
+def _canonical(get: Callable[[], Workspace], path: str, *, allow_root: bool, follow: bool) -> str:
+    return get().paths.canonical(path, allow_root=allow_root, follow=follow)
+
 
 _SEEDED: set[tuple[str, str]] = set()
 

@@ -95,6 +95,13 @@ def parse_patch(patch_text: str) -> list[FilePatch]:
     return files
 
 
+def patch_paths(patch_text: str) -> list[str]:
+    """Every workspace path a patch names (both sides of each file: renames, creations,
+    deletions), as :func:`parse_patch` reads them for the tool; RetriableError when the tool
+    would refuse the patch text."""
+    return [path for fp in parse_patch(patch_text) for path in (fp.old, fp.new) if path]
+
+
 _GIT_EXTENDED = ("old mode ", "new mode ", "deleted file mode ", "new file mode ", "copy from ",
                  "copy to ", "rename from ", "rename to ", "similarity index ",
                  "dissimilarity index ", "index ")  # fmt: skip

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from toolcards.core.errors import RetriableError
+from toolcards.tools.workspace.stored import stored_name
 
 MAX_PATH_CHARS = 1024
 MAX_NAME_BYTES = 255
@@ -124,6 +125,18 @@ class Contained:
             raise RetriableError("a path to a file inside the workspace is required")
         return _Walk(self, path, follow).run(parts, allow_root)
 
+    def canonical(self, path: str, *, allow_root: bool = False, follow: bool = True) -> str:
+        """The name the tools act on for ``path``, resolved as :meth:`locate` resolves it:
+        surrounding whitespace stripped, ``.`` and empty names dropped, links inside the
+        workspace followed (the last name only with ``follow``), every existing name as its
+        directory stores it (its case on a case-insensitive file system); RetriableError
+        where the tools refuse the path (``..``, absolute, outside, through a file)."""
+        try:
+            with self.locate(path, allow_root=allow_root, follow=follow) as spot:
+                return spot.rel
+        except OSError as exc:
+            raise RetriableError(f"filesystem error: {exc.strerror or exc}") from None
+
     def exists(self, path: str) -> bool:
         """True when ``path`` names an existing entry (links followed) inside the workspace."""
         with self.locate(path) as spot:
@@ -184,8 +197,8 @@ class _Walk:
                 continue
             fd = _try_open(name, DIR_FLAGS, self.stack[-1])
             if fd is not None:
+                self.names.append(stored_name(name, self.stack[-1], fd))
                 self.stack.append(fd)
-                self.names.append(name)
                 continue
             kind = _lstat(name, self.stack[-1])
             if kind is not None and stat.S_ISLNK(kind.st_mode):
@@ -263,6 +276,8 @@ class _Walk:
         parent = self.stack.pop()
         self._close(self.stack)
         self.stack.clear()
+        if st is not None:
+            name = stored_name(name, parent, st)
         rel = "/".join([*self.names, *missing, name])
         return Spot(parent, name, rel, missing, fd, st)
 

@@ -1,0 +1,150 @@
+"""The canonical name of a workspace path: the one the tools act on, which the policy decides on
+(``Contained.canonical``, ``patch_paths`` and the cards' ``PathArgs`` declarations)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from toolcards.core.errors import RetriableError
+from toolcards.core.spec import annotations_of
+from toolcards.tools.workspace.card import WorkspaceTool
+from toolcards.tools.workspace.patch import patch_paths
+from toolcards.tools.workspace.paths import Contained
+
+from .conftest import tools_of
+
+SPELLINGS = [
+    "deploy/prod.env",
+    "./deploy/prod.env",
+    ".//deploy/prod.env",
+    "deploy/./prod.env",
+    "deploy//prod.env",
+    " deploy/prod.env",
+    "deploy/prod.env\n",
+    "./deploy/./prod.env/",
+]
+
+
+@pytest.fixture
+def deploy(ws: Path) -> Path:
+    (ws / "deploy").mkdir()
+    (ws / "deploy" / "prod.env").write_text("KEY=1\n")
+    return ws
+
+
+@pytest.mark.parametrize("spelling", SPELLINGS)
+def test_every_spelling_of_a_path_has_one_canonical_name(deploy: Path, spelling: str) -> None:
+    assert Contained(deploy).canonical(spelling) == "deploy/prod.env"
+
+
+@pytest.mark.parametrize("spelling", SPELLINGS)
+def test_a_missing_file_has_the_same_canonical_name(ws: Path, spelling: str) -> None:
+    assert Contained(ws).canonical(spelling) == "deploy/prod.env"
+
+
+@pytest.mark.parametrize("spelling", ["notes/../deploy/prod.env", "/deploy/prod.env", "a\\..\\b"])
+def test_a_path_the_tools_refuse_has_no_canonical_name(deploy: Path, spelling: str) -> None:
+    with pytest.raises(RetriableError):
+        Contained(deploy).canonical(spelling)
+
+
+def test_a_link_inside_the_workspace_is_named_by_its_target(deploy: Path) -> None:
+    (deploy / "shortcut").symlink_to("deploy")
+    (deploy / "notes").mkdir()
+    (deploy / "notes" / "env").symlink_to("../deploy/prod.env")
+    paths = Contained(deploy)
+    assert paths.canonical("shortcut/prod.env") == "deploy/prod.env"
+    assert paths.canonical("notes/env") == "deploy/prod.env"
+    assert paths.canonical("notes/env", follow=False) == "notes/env"
+
+
+def test_the_workspace_itself_is_dot_where_allowed(ws: Path) -> None:
+    assert Contained(ws).canonical("", allow_root=True) == "."
+    assert Contained(ws).canonical("./", allow_root=True) == "."
+    with pytest.raises(RetriableError):
+        Contained(ws).canonical("./")
+
+
+def test_a_case_sensitive_file_system_keeps_other_cases_apart(deploy: Path) -> None:
+    (deploy / "DEPLOY").mkdir()
+    assert Contained(deploy).canonical("DEPLOY/prod.env") == "DEPLOY/prod.env"
+    assert Contained(deploy).canonical("Deploy/prod.env") == "Deploy/prod.env"
+
+
+@contextlib.contextmanager
+def case_insensitive_dir() -> Iterator[Path]:
+    """A directory on a case-insensitive file system (a tmpfs mounted with ``casefold``, as
+    root on a kernel with unicode support); skips the test where none can be made."""
+    base = Path(tempfile.mkdtemp())
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "casefold", "tmpfs", str(base)], capture_output=True
+    )
+    if done.returncode != 0:
+        base.rmdir()
+        pytest.skip("no case-insensitive file system can be mounted here")
+    try:
+        yield base
+    finally:
+        subprocess.run(["umount", str(base)], check=False)
+        base.rmdir()
+
+
+def test_a_case_insensitive_file_system_names_the_stored_case() -> None:
+    with case_insensitive_dir() as root:
+        (root / "deploy").mkdir()
+        (root / "deploy" / "prod.env").write_text("KEY=1\n")
+        assert Contained(root).canonical("DEPLOY/Prod.ENV") == "deploy/prod.env"
+        assert Contained(root).canonical("DEPLOY/new.env") == "deploy/new.env"
+
+
+def test_patch_paths_name_both_sides_of_every_file() -> None:
+    patch = (
+        "diff --git a/notes/a.md b/deploy/a.md\n"
+        "similarity index 100%\n"
+        "rename from notes/a.md\n"
+        "rename to deploy/a.md\n"
+        "diff --git a/release/new.md b/release/new.md\n"
+        "new file mode 100644\n"
+        "--- /dev/null\n"
+        "+++ b/./release/new.md\n"
+        "@@ -0,0 +1 @@\n"
+        "+hi\n"
+    )
+    assert patch_paths(patch) == ["notes/a.md", "deploy/a.md", "./release/new.md"]
+
+
+def test_every_workspace_tool_declares_its_paths(ws: Path) -> None:
+    declared = {name: annotations_of(fn).paths for name, fn in tools_of(WorkspaceTool()).items()}
+    assert all(paths is not None for paths in declared.values()), declared
+    multi, patch = declared["workspace_multi_edit"], declared["workspace_patch"]
+    assert multi is not None and multi.fields == ("edits[].path",)
+    assert patch is not None and [name for name, _ in patch.texts] == ["patch_text"]
+
+
+def test_declared_paths_resolve_to_canonical_arguments(deploy: Path) -> None:
+    tools = tools_of(WorkspaceTool())
+    multi = annotations_of(tools["workspace_multi_edit"]).paths
+    assert multi is not None
+    edits = [
+        {"path": "./notes/a.md", "old_string": "a", "new_string": "b"},
+        {"path": "deploy//prod.env", "old_string": "1", "new_string": "2"},
+    ]
+    args, each = multi.resolve({"edits": edits})
+    assert [e["path"] for e in args["edits"]] == ["notes/a.md", "deploy/prod.env"]
+    assert each == {"path": ("notes/a.md", "deploy/prod.env")}
+    assert edits[0]["path"] == "./notes/a.md"  # the caller's arguments are not changed
+
+
+def test_a_deleted_link_is_named_as_the_link(deploy: Path) -> None:
+    (deploy / "env").symlink_to("deploy/prod.env")
+    delete = annotations_of(tools_of(WorkspaceTool())["workspace_delete"]).paths
+    assert delete is not None
+    assert delete.resolve({"path": "./env"})[0] == {"path": "env"}
+    assert os.path.islink(deploy / "env")
