@@ -16,9 +16,14 @@ from surfaces.surface_support import SURFACE_ENV, TOOLCARDS
 
 
 @contextlib.asynccontextmanager
-async def stdio_session(config: Path, **session: Any) -> AsyncIterator[ClientSession]:
+async def stdio_session(
+    config: Path, env: dict[str, str] | None = None, **session: Any
+) -> AsyncIterator[ClientSession]:
+    """A session with ``toolcards serve`` over stdio (``env`` added to the surface env)."""
     params = StdioServerParameters(
-        command=str(TOOLCARDS), args=["serve", "--config", str(config)], env=SURFACE_ENV
+        command=str(TOOLCARDS),
+        args=["serve", "--config", str(config)],
+        env={**SURFACE_ENV, **(env or {})},
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write, **session) as s:
         await s.initialize()

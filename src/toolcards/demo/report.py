@@ -13,7 +13,7 @@ from rich.table import Table
 
 from toolcards.tools.knowledge_graph.actor import KnowledgeGraphActor
 from toolcards.tools.planning.actor import PlanningActor
-from toolcards.tools.workspace.paths import CACHE_DIR_NAME
+from toolcards.tools.workspace.access import AccessRefused, list_files
 
 if TYPE_CHECKING:
     from toolcards.governance.audit import AuditLog
@@ -57,16 +57,16 @@ def collect(
     }
 
 
+MAX_LISTED_FILES = 200
+
+
 def workspace_files(root: Path) -> list[str]:
-    """The files of the workspace at ``root``, relative to it; the workspace's own cache
-    (``.toolcards-cache``) is left out, wherever the workspace itself lives."""
-    if not root.is_dir():
+    """The files of the workspace at ``root``, relative to it, through the workspace's
+    containment walk (hidden names such as the ``.toolcards-cache`` are left out)."""
+    try:
+        return list_files(root, MAX_LISTED_FILES)
+    except AccessRefused:
         return []
-    return sorted(
-        p.relative_to(root).as_posix()
-        for p in root.rglob("*")
-        if p.is_file() and CACHE_DIR_NAME not in p.relative_to(root).parts
-    )
 
 
 def render(summary: dict[str, Any], console: Console | None = None) -> None:

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
+from toolcards.tools.workspace.access import AccessRefused, list_files, read_bytes
+
 if TYPE_CHECKING:
     from toolcards.surfaces.runtime import SurfaceRuntime
 
@@ -205,31 +207,20 @@ def _read_var(root: Path, variables: dict[str, str]) -> Content:
 
 
 def _files(root: Path) -> list[str]:
-    found: list[str] = []
-    if not root.is_dir():
-        return found
-    for path in sorted(root.rglob("*")):
-        if len(found) >= MAX_LISTED_FILES:
-            break
-        rel = path.relative_to(root)
-        if any(part.startswith(".") for part in rel.parts) or path.is_symlink():
-            continue
-        if path.is_file():
-            found.append(rel.as_posix())
-    return found
+    """What :func:`read_file` would read (the workspace package's containment walk)."""
+    try:
+        return list_files(root, MAX_LISTED_FILES)
+    except AccessRefused:
+        return []
 
 
 def read_file(root: Path, rel: str) -> Content:
-    """A workspace file's bytes (text when UTF-8), after symlink-resolving containment."""
-    if "\x00" in rel or rel.startswith("/"):
-        raise ResourceNotFound("no such file")
-    target = (root / rel).resolve()
-    if not target.is_relative_to(root.resolve()) or not target.is_file():
-        raise ResourceNotFound("no such file")
-    with target.open("rb") as fh:
-        data = fh.read(MAX_FILE_BYTES + 1)
-    if len(data) > MAX_FILE_BYTES:
-        raise ResourceNotFound(f"file larger than {MAX_FILE_BYTES} bytes")
+    """A workspace file's bytes (text when UTF-8), read through the workspace containment
+    (``toolcards.tools.workspace.access``); anything it refuses is not found."""
+    try:
+        data = read_bytes(root, rel, MAX_FILE_BYTES)
+    except AccessRefused as exc:
+        raise ResourceNotFound(str(exc)) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:

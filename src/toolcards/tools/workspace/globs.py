@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from functools import lru_cache
 
 from toolcards.core.errors import RetriableError
@@ -99,7 +99,9 @@ def glob_matches(pattern: str, rel: str) -> bool:
 MAX_DEPTH = 256
 
 
-def iter_files(top: int, top_rel: str, *, hidden: bool = False) -> Iterator[tuple[str, int, str]]:
+def iter_files(
+    top: int, top_rel: str, *, hidden: bool = False
+) -> Generator[tuple[str, int, str], None, None]:
     """Regular files under the held directory ``top`` (links never followed nor listed), in
     ripgrep's ``--sort=path`` order, as (path relative to the workspace, directory descriptor,
     name). The descriptor is valid until the next item is asked for.

@@ -1,0 +1,102 @@
+"""MCP resources read and list workspace files only through the workspace's containment: a
+directory swapped for a link to the outside (by a host process or a sandboxed job), a FIFO
+swapped in, a hard link to an outside file. Real ``toolcards serve`` over stdio, the official
+``mcp`` client, real renameat2 swaps (see ``resource_race``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp.shared.exceptions import MCPError
+from mcp_clients import stdio_session
+from resource_race import (
+    OUTSIDE_ONLY,
+    exec_swapper,
+    host_swapper,
+    prepare,
+    raced_reads,
+    server_env,
+)
+
+from toolcards.tools.exec.backends.bwrap import BwrapBackend
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
+
+READS = 2000
+LISTINGS = 1000
+PLANTED = "toolcards://workspace/w/planted.txt"
+
+
+async def test_no_resource_read_escapes_while_a_directory_is_swapped_for_an_outside_link(
+    tmp_path: Path,
+) -> None:
+    config, ws, outside = prepare(tmp_path)
+    async with stdio_session(config, env=server_env(tmp_path)) as s:
+        with host_swapper(ws, outside):
+            tally = await raced_reads(s, READS)
+    assert tally.escapes == 0
+    assert tally.inside > 0 and tally.refused > 0  # both sides of the swap were seen
+
+
+async def test_no_resource_read_escapes_while_a_sandboxed_job_swaps_the_link(
+    tmp_path: Path,
+) -> None:
+    reason = BwrapBackend.unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"bwrap cannot run here: {reason}")
+    config, ws, outside = prepare(tmp_path, with_exec=True)
+    async with (
+        stdio_session(config, env=server_env(tmp_path)) as s,
+        exec_swapper(s, ws, outside),
+    ):
+        tally = await raced_reads(s, READS)
+    assert tally.escapes == 0
+    assert tally.inside > 0 and tally.refused > 0
+
+
+async def test_no_resource_listing_walks_into_a_directory_swapped_for_an_outside_link(
+    tmp_path: Path,
+) -> None:
+    config, ws, outside = prepare(tmp_path)
+    seen: set[str] = set()
+    async with stdio_session(config, env=server_env(tmp_path)) as s:
+        with host_swapper(ws, outside):
+            for _ in range(LISTINGS):
+                seen |= {str(r.uri) for r in (await s.list_resources()).resources}
+    assert not [uri for uri in seen if OUTSIDE_ONLY in uri]
+
+
+async def test_a_fifo_swapped_in_is_refused_at_once_and_the_server_keeps_answering(
+    tmp_path: Path,
+) -> None:
+    config, ws, _ = prepare(tmp_path)
+    os.mkfifo(ws / "dir" / "pipe")
+    async with stdio_session(config, env=server_env(tmp_path)) as s:
+        with host_swapper(ws, None, "dir/secret.txt", "dir/pipe"):
+            with anyio.fail_after(120):  # a read blocked on the FIFO would never answer
+                tally = await raced_reads(s, READS // 4)
+        with anyio.fail_after(30):
+            await s.send_ping()
+    assert tally.errors == 0 and tally.escapes == 0
+    assert tally.inside > 0 and tally.refused > 0
+
+
+async def test_a_hard_link_to_an_outside_file_is_not_listed(tmp_path: Path) -> None:
+    config, ws, outside = prepare(tmp_path)
+    os.link(outside / "secret.txt", ws / "planted.txt")
+    async with stdio_session(config, env=server_env(tmp_path)) as s:
+        uris = {str(r.uri) for r in (await s.list_resources()).resources}
+    assert PLANTED not in uris
+    assert "toolcards://workspace/w/dir/secret.txt" in uris
+
+
+async def test_a_hard_link_to_an_outside_file_is_not_read(tmp_path: Path) -> None:
+    config, ws, outside = prepare(tmp_path)
+    os.link(outside / "secret.txt", ws / "planted.txt")
+    async with stdio_session(config, env=server_env(tmp_path)) as s:
+        with pytest.raises(MCPError) as refused:
+            await s.read_resource(PLANTED)
+    assert refused.value.error.code == -32002
