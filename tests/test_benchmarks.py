@@ -11,7 +11,17 @@ from pathlib import Path
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-SCRIPTS = ["factory", "governance", "history", "memory", "runtime", "vector", "workspace", "exec"]
+SCRIPTS = [
+    "factory",
+    "governance",
+    "history",
+    "memory",
+    "runtime",
+    "vector",
+    "workspace",
+    "exec",
+    "resource_race",
+]
 
 
 @pytest.mark.timeout(300)
