@@ -96,30 +96,43 @@ class ResourceCatalog:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def find(self, uri: str) -> tuple[Source, Callable[[], res.Content]] | None:
+    def find(self, uri: str) -> tuple[Source, str, Callable[[], res.Content]] | None:
+        """The resource ``uri`` names, its canonical URI (what the policy decides on) and its
+        reader; None when there is none, or its template's reader would refuse the URI."""
         templates = []
         for source in self.sources():
             if isinstance(source, res.StaticResource):
                 if source.uri == uri:
-                    return source, source.read
+                    return source, uri, source.read
             else:
                 templates.append(source)
         for template in templates:
             variables = template.match(uri)
             if variables is not None:
-                return template, lambda t=template, v=variables: t.read(v)
+                try:
+                    canonical, values = template.canonical(variables)
+                except res.ResourceNotFound:
+                    return None
+                return template, canonical, lambda t=template, v=values: t.read(v)
         return None
+
+    def _target(self, uri: str) -> tuple[str, tuple[Source, Callable[[], res.Content]] | None]:
+        """The policy target of ``uri`` (its canonical URI) and the resource, if any."""
+        found = self.find(uri)
+        if found is None:
+            return f"resource:{uri}", None
+        source, canonical, read = found
+        return f"resource:{canonical}", (source, read)
 
     def _read_now(self, who: Identity, uri: str) -> tuple[Source, res.Content]:
         started = time.perf_counter()
-        target = f"resource:{uri}"
+        target, found = self._target(uri)
         decision = decide(self.runtime, who, target)
         executor = self.runtime.executor
         if decision.effect != "allow":
             record(executor, target, {}, who, surface="mcp", outcome="denied",
                    started=started, decision=decision)  # fmt: skip
             raise res.ResourceNotFound(uri)
-        found = self.find(uri)
         if found is None:
             record(executor, target, {}, who, surface="mcp", outcome="not_found",
                    started=started, decision=decision)  # fmt: skip
@@ -165,7 +178,8 @@ class ResourceCatalog:
     async def _subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> Any:
         who = self.identity_of(ctx)
         uri = str(params.uri)
-        if decide(self.runtime, who, f"resource:{uri}").effect != "allow":
+        target, _ = await anyio.to_thread.run_sync(self._target, uri)
+        if decide(self.runtime, who, target).effect != "allow":
             raise MCPError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri})
         key = id(getattr(ctx.session, "_connection", ctx.session))
         with self._lock:

@@ -12,7 +12,9 @@ may add its own :class:`StaticResource` / :class:`TemplateResource` objects. URI
 ``toolcards://workspace/<id>/{path}``                 a workspace file (at most 1 MB)
 ====================================================  ========================================
 
-Every read and listing is governed by the policy with the target ``resource:<uri>``.
+Every read and listing is governed by the policy with the target ``resource:<uri>``, where a
+template's URI is its canonical form (:meth:`TemplateResource.canonical`): a rule on
+``toolcards://workspace/w/secret/*`` holds for ``./secret/x``, ``%73ecret/x`` and ``secret%2Fx``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
+from toolcards.core.errors import RetriableError
 from toolcards.tools.workspace.access import AccessRefused, list_files, read_bytes
+from toolcards.tools.workspace.paths import Contained
 
 if TYPE_CHECKING:
     from toolcards.surfaces.runtime import SurfaceRuntime
@@ -69,10 +73,14 @@ class TemplateResource:
     mime_type: str = "text/plain"
     description: str | None = None
     watch: tuple[str, ...] = ()
+    normalise: Callable[[dict[str, str]], dict[str, str]] | None = None
+    """The decoded variables as the reader acts on them (a workspace path resolved as the
+    workspace resolves it); raises ResourceNotFound for values the reader refuses."""
 
     def match(self, uri: str) -> dict[str, str] | None:
+        """The variables of ``uri``, each percent-decoded exactly once; None if no match."""
         pattern = ""
-        for literal, var in re.findall(r"([^{]*)(?:\{([^}]*)\})?", self.uri_template):
+        for literal, var in _parts(self.uri_template):
             pattern += re.escape(literal)
             if var:
                 name = var.lstrip("+")
@@ -82,6 +90,24 @@ class TemplateResource:
         if found is None:
             return None
         return {k: unquote(v) for k, v in found.groupdict().items()}
+
+    def canonical(self, variables: dict[str, str]) -> tuple[str, dict[str, str]]:
+        """The one URI of the resource ``variables`` name (normalised, then encoded as a
+        listing spells it: ``{+path}`` keeps its slashes, ``{name}`` encodes them) and the
+        variables its reader gets. Every decision on the resource is made on that URI."""
+        if self.normalise is not None:
+            variables = self.normalise(variables)
+        uri = ""
+        for literal, var in _parts(self.uri_template):
+            uri += literal
+            if var:
+                uri += quote(variables[var.lstrip("+")], safe="/" if var[0] == "+" else "")
+        return uri, variables
+
+
+def _parts(template: str) -> list[tuple[str, str]]:
+    """(literal, variable) pairs of an RFC 6570 level-1 template (the last variable empty)."""
+    return re.findall(r"([^{]*)(?:\{([^}]*)\})?", template)
 
 
 def _json(value: Any) -> str:
@@ -192,6 +218,7 @@ def workspace_resources(runtime: SurfaceRuntime) -> Iterator[StaticResource | Te
             functools.partial(_read_var, root),
             "application/octet-stream",
             f"A file of the workspace {wid!r} (at most {MAX_FILE_BYTES} bytes).",
+            normalise=functools.partial(_canonical_path, root),
         )
         for rel in _files(root):
             yield StaticResource(
@@ -200,6 +227,15 @@ def workspace_resources(runtime: SurfaceRuntime) -> Iterator[StaticResource | Te
                 functools.partial(read_file, root, rel),
                 _mime(rel),
             )
+
+
+def _canonical_path(root: Path, variables: dict[str, str]) -> dict[str, str]:
+    """The path as the workspace tools resolve it (``.``, empty names and links inside
+    followed, names as stored); a path they refuse (``..``, absolute, outside) is not found."""
+    try:
+        return {**variables, "path": Contained(root).canonical(variables["path"])}
+    except RetriableError:
+        raise ResourceNotFound("no such file") from None
 
 
 def _read_var(root: Path, variables: dict[str, str]) -> Content:
