@@ -14,6 +14,7 @@ import shutil
 import socket
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -287,3 +288,31 @@ def listening_addresses(port: int) -> set[str]:
         if int(hex_port, 16) == port and state == "0A":  # LISTEN
             found.add(socket.inet_ntoa(bytes.fromhex(address)[::-1]))
     return found
+
+
+# -- browser helpers ---------------------------------------------------------------------------
+
+
+def fresh(page: Any, world: World) -> Any:
+    """Reload the dashboard and wait until its live stream is connected."""
+    page.goto(world.url + "/")
+    if page.context.browser and page.evaluate("() => !!window.EventSource"):
+        page.wait_for_selector("#live-state.on", timeout=10_000)
+    return page
+
+
+def wait_pending(world: World, text: str, timeout: float = 20.0) -> Any:
+    """The pending approval whose arguments mention ``text``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for request in world.broker.pending():
+            if text in json.dumps(dict(request.args)):
+                return request
+        time.sleep(0.05)
+    raise AssertionError(f"no approval for {text!r} arrived")
+
+
+def reply_of(box: dict[str, Any], timeout: float = 30.0) -> str:
+    box["_thread"].join(timeout)
+    assert "error" not in box, box.get("error")
+    return str(box["reply"])

@@ -15,7 +15,15 @@ from typing import Any
 
 import pytest
 
-from dashboard.support import IDENTITIES, TOKENS, World, screenshot_dir
+from dashboard.support import (
+    IDENTITIES,
+    TOKENS,
+    World,
+    fresh,
+    reply_of,
+    screenshot_dir,
+    wait_pending,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -35,31 +43,6 @@ def viewer_page(sign_in: Callable[..., Any]) -> Any:
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return screenshot_dir(tmp_path_factory.mktemp("shots"))
-
-
-def fresh(page: Any, world: World) -> Any:
-    """Reload the dashboard and wait until its live stream is connected."""
-    page.goto(world.url + "/")
-    if page.context.browser and page.evaluate("() => !!window.EventSource"):
-        page.wait_for_selector("#live-state.on", timeout=10_000)
-    return page
-
-
-def wait_pending(world: World, text: str, timeout: float = 20.0) -> Any:
-    """The pending approval whose arguments mention ``text``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for request in world.broker.pending():
-            if text in json.dumps(dict(request.args)):
-                return request
-        time.sleep(0.05)
-    raise AssertionError(f"no approval for {text!r} arrived")
-
-
-def reply_of(box: dict[str, Any], timeout: float = 30.0) -> str:
-    box["_thread"].join(timeout)
-    assert "error" not in box, box.get("error")
-    return str(box["reply"])
 
 
 def graph_events_naming(world: World, name: str) -> list[Any]:

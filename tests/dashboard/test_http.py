@@ -38,7 +38,6 @@ def pending(world: World) -> Iterator[Any]:
     request = world.broker.request(
         tool_id="deploy",
         args={"env": "prod"},
-        args_digest="digest-of-prod",
         identity=IDENTITIES["agent"],
         reason="deploys need a human",
     )
@@ -117,7 +116,6 @@ def test_a_principal_cannot_approve_its_own_call(world: World, approver: httpx.C
     own = world.broker.request(
         tool_id="deploy",
         args={"env": "staging"},
-        args_digest="digest-of-staging",
         identity=Identity("ann", "user", ["approver"]),
         reason="deploys need a human",
     )
@@ -196,7 +194,6 @@ def test_a_new_pending_approval_is_announced_on_the_stream(
             world.broker.request(
                 tool_id="deploy",
                 args={"env": "qa"},
-                args_digest="digest-of-qa",
                 identity=IDENTITIES["agent"],
                 reason="deploys need a human",
             )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -47,17 +48,13 @@ def test_panels_without_a_team_say_so() -> None:
     assert views.events_view(None)["available"] is False
 
 
-def test_huge_approval_arguments_are_cut_with_a_count_of_what_is_hidden() -> None:
+def test_huge_approval_arguments_are_never_cut_for_an_approver() -> None:
     from toolcards.governance import ApprovalBroker, Identity
+    from toolcards.governance.approval_view import INLINE_LIMIT
 
     broker = ApprovalBroker()
-    broker.request(
-        tool_id="write",
-        args={f"part{i}": "x" * 1_500 for i in range(40)},  # each value under the redactor's cut
-        args_digest="d",
-        identity=Identity("agent.a", "agent"),
-        reason="r",
-    )
-    [item] = views.approvals_view(broker)["pending"]
-    assert len(item["args"]) == views.MAX_ARGS_SHOWN
-    assert item["args_hidden"] > 30_000  # about 60,000 characters in all
+    args = {f"part{i}": "x" * 1_500 for i in range(40)}  # about 60,000 characters in all
+    broker.request(tool_id="write", args=args, identity=Identity("agent.a", "agent"), reason="r")
+    [item] = views.approvals_view(broker, exact=True)["pending"]
+    assert json.loads(item["args"].text) == args
+    assert item["args"].length > INLINE_LIMIT and not item["args"].fits

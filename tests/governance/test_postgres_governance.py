@@ -69,7 +69,6 @@ def test_a_grant_in_another_process_releases_the_waiting_call(postgres_url: str)
     request = broker.request(
         tool_id="wire",
         args={"amount": 5},
-        args_digest="d1",
         identity=carol,
         reason="check",
         call_id="call-1",
@@ -89,6 +88,6 @@ def test_a_grant_in_another_process_releases_the_waiting_call(postgres_url: str)
         return await waiting
 
     assert asyncio.run(wait_and_grant()) is ApprovalState.GRANTED
-    binding = {"tool_id": "wire", "args_digest": "d1", "principal": "carol"}
+    binding = {"tool_id": "wire", "args_digest": request.args_digest, "principal": "carol"}
     assert broker.settle("call-1", **binding)[0] is ApprovalState.GRANTED  # runs once...
     assert broker.settle("call-1", **binding)[0] is ApprovalState.EXPIRED  # ...only once

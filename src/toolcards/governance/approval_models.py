@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,8 +21,10 @@ def new_approval_id() -> str:
 
 @dataclass(frozen=True, slots=True)
 class ApprovalRequest:
-    """What a human is asked to approve. ``args`` are redacted; ``args_digest`` binds the
-    approval to the exact arguments. ``approval_id`` is the handle a decision names."""
+    """What a human is asked to approve. ``args_json`` is the exact arguments as canonical
+    JSON (the text whose SHA-256 is ``args_digest``): what an approver must see, and what
+    runs. ``args`` is the redacted copy kept for the audit trail and shown to non-approvers.
+    ``approval_id`` is the handle a decision names."""
 
     call_id: str
     tool_id: str
@@ -33,6 +37,28 @@ class ApprovalRequest:
     identity: Identity | None = field(default=None, compare=False)
     approval_id: str = field(default_factory=new_approval_id)
     created_at: float = 0.0
+    args_json: str = field(default="", repr=False)
+
+    @property
+    def exact_recorded(self) -> bool:
+        """Whether ``args_json`` holds the exact arguments the digest binds (a request
+        recorded without them can be denied, never granted)."""
+        if not self.args_json:
+            return False
+        try:
+            data = self.args_json.encode()
+        except UnicodeEncodeError:
+            return False
+        return hashlib.sha256(data).hexdigest() == self.args_digest
+
+    @property
+    def exact_args(self) -> dict[str, Any] | None:
+        """The exact arguments that run when the request is granted (None when they were
+        not recorded)."""
+        if not self.exact_recorded:
+            return None
+        value = json.loads(self.args_json)
+        return value if isinstance(value, dict) else None
 
     @property
     def binding(self) -> tuple[str, str, str, str]:

@@ -150,7 +150,8 @@ CREATE TABLE IF NOT EXISTS approvals (
     expires_at REAL NOT NULL,
     state TEXT NOT NULL,
     approver TEXT,
-    decided_at REAL
+    decided_at REAL,
+    args_exact TEXT NOT NULL DEFAULT ''
 );
 CREATE UNIQUE INDEX IF NOT EXISTS approvals_binding
     ON approvals(call_id, tool_id, args_digest, principal);
@@ -158,8 +159,10 @@ CREATE INDEX IF NOT EXISTS approvals_expiry ON approvals(expires_at);
 """
 _FIELDS = (
     "approval_id, call_id, tool_id, args_digest, principal, principal_type, roles, args, "
-    "reason, surface, created_at, expires_at, state, approver, decided_at"
+    "reason, surface, created_at, expires_at, state, approver, decided_at, args_exact"
 )
+ADDED_COLUMNS = (("args_exact", "TEXT NOT NULL DEFAULT ''"),)
+"""Columns added since the first schema: a table made before gets them when opened."""
 _BY_BINDING = "call_id = ? AND tool_id = ? AND args_digest = ? AND principal = ?"
 
 
@@ -188,7 +191,7 @@ class SqlApprovalStore:
             if row is not None:
                 return _record(row)
             db.execute(
-                f"INSERT INTO {self.table} ({_FIELDS}) VALUES ({', '.join('?' * 15)})",
+                f"INSERT INTO {self.table} ({_FIELDS}) VALUES ({', '.join('?' * 16)})",
                 (
                     request.approval_id,
                     *request.binding,
@@ -202,6 +205,7 @@ class SqlApprovalStore:
                     ApprovalState.PENDING.value,
                     None,
                     None,
+                    request.args_json,
                 ),
             )
         return ApprovalRecord(request)
@@ -276,6 +280,10 @@ class SqliteApprovalStore(SqlApprovalStore):
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(SCHEMA)
+        known = {row[1] for row in self._db.execute("PRAGMA table_info(approvals)")}
+        for name, ddl in ADDED_COLUMNS:
+            if name not in known:
+                self._db.execute(f"ALTER TABLE approvals ADD COLUMN {name} {ddl}")
         self._lock = threading.Lock()
 
     @contextmanager
@@ -303,7 +311,7 @@ class SqliteApprovalStore(SqlApprovalStore):
 
 def _record(row: tuple[object, ...]) -> ApprovalRecord:
     (approval_id, call_id, tool_id, digest, principal, ptype, roles, args, reason, surface,
-     created_at, expires_at, state, approver, decided_at) = row  # fmt: skip
+     created_at, expires_at, state, approver, decided_at, exact) = row  # fmt: skip
     identity = Identity(str(principal), str(ptype), [r for r in str(roles).split(",") if r])
     request = ApprovalRequest(
         call_id=str(call_id),
@@ -317,6 +325,7 @@ def _record(row: tuple[object, ...]) -> ApprovalRecord:
         identity=identity,
         approval_id=str(approval_id),
         created_at=float(created_at),  # type: ignore[arg-type]
+        args_json=str(exact or ""),
     )
     return ApprovalRecord(
         request,

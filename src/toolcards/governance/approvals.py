@@ -16,6 +16,7 @@ SQLite file shared by the processes of one machine.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 import uuid
@@ -28,7 +29,7 @@ from toolcards.governance.approval_models import (
     ApprovalState,
 )
 from toolcards.governance.identity import Identity
-from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
+from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor, canonical_json
 
 if TYPE_CHECKING:
     from toolcards.governance.approval_store import ApprovalStore
@@ -92,8 +93,8 @@ class ApprovalBroker:
         *,
         tool_id: str,
         args: Mapping[str, Any],
-        args_digest: str,
         identity: Identity,
+        args_digest: str | None = None,
         reason: str,
         sensitive: Iterable[str] = (),
         call_id: str | None = None,
@@ -101,12 +102,21 @@ class ApprovalBroker:
         redactor: Redactor | None = None,
     ) -> ApprovalRequest:
         """Record a pending request. The same call asked again (same call id, tool, digest and
-        principal) gets the request already recorded; a request is never replaced."""
+        principal) gets the request already recorded; a request is never replaced.
+
+        The request keeps the exact arguments (canonical JSON, for the approver) and a
+        redacted copy (for the audit trail and for viewers). ``args_digest``, when given,
+        must be their digest: an approver is never shown other arguments than the grant
+        binds."""
+        exact = canonical_json(args)
+        digest = hashlib.sha256(exact.encode()).hexdigest()
+        if args_digest is not None and args_digest != digest:
+            raise ValueError("args_digest is not the digest of args")
         now = self._clock()
         req = ApprovalRequest(
             call_id=call_id or uuid.uuid4().hex,
             tool_id=tool_id,
-            args_digest=args_digest,
+            args_digest=digest,
             principal=identity.id,
             args=(redactor or DEFAULT_REDACTOR).value(dict(args), sensitive),
             reason=reason,
@@ -114,6 +124,7 @@ class ApprovalBroker:
             surface=surface,
             identity=identity,
             created_at=now,
+            args_json=exact,
         )
         return self.store.add(req, now).request
 
@@ -192,6 +203,31 @@ class ApprovalBroker:
         """Refuse the request named by ``handle``; the waiting call is refused, once."""
         return self._decide(handle, ApprovalState.DENIED, approver, surface, reason)
 
+    def grant_by_caller(self, handle: Handle, *, surface: str) -> ApprovalRequest:
+        """The caller approves its own call, once: only for a surface configured to trust
+        its caller (``approval: client``: MCP elicitation, the ``toolcards call`` prompt).
+        Audited as a grant with the caller as the deciding principal, saying so."""
+        approval_id = _handle_id(handle)
+        record = self._live(approval_id)
+        request = record.request if record is not None else None
+        why = None
+        if record is None or record.state is not ApprovalState.PENDING:
+            why = "no such pending request (unknown, expired or already decided)"
+        elif isinstance(handle, ApprovalRequest) and handle != record.request:
+            why = "the request shown differs from the one recorded"
+        else:
+            who = record.request.principal
+            if self.store.decide(approval_id, ApprovalState.GRANTED, who, self._clock()) is None:
+                why = "the request was decided by someone else or expired"
+        caller = _caller(request)
+        if why is not None:
+            self._audit(request, caller, surface, "none", "approval_rejected", why, handle)
+            raise ApprovalError(f"cannot decide approval {approval_id}: {why}")
+        assert request is not None
+        note = "approval: client trusts the caller: the caller approved its own call"
+        self._audit(request, caller, surface, "grant", "approval_granted", note, handle)
+        return request
+
     def get(self, handle: Handle) -> ApprovalRequest | None:
         """The recorded request (None when unknown or expired)."""
         record = self._live(_handle_id(handle))
@@ -222,7 +258,7 @@ class ApprovalBroker:
         approval_id = _handle_id(handle)
         record = self._live(approval_id)
         request = record.request if record is not None else None
-        why = self._refusal(handle, record, approver)
+        why = self._refusal(handle, record, approver, state)
         if why is None:
             assert request is not None
             decided = self.store.decide(approval_id, state, approver.id, self._clock())
@@ -239,7 +275,11 @@ class ApprovalBroker:
         return request
 
     def _refusal(
-        self, handle: Handle, record: ApprovalRecord | None, approver: Identity
+        self,
+        handle: Handle,
+        record: ApprovalRecord | None,
+        approver: Identity,
+        state: ApprovalState,
     ) -> str | None:
         if not isinstance(approver, Identity) or approver.is_anonymous:
             return "an approver must be an identified principal"
@@ -251,6 +291,8 @@ class ApprovalBroker:
             return f"the request was already {record.state.value}"
         if approver.id == record.request.principal:
             return "a caller cannot approve its own call"
+        if state is ApprovalState.GRANTED and not record.request.exact_recorded:
+            return "its exact arguments were not recorded, so nobody can have seen them"
         if isinstance(handle, ApprovalRequest) and handle != record.request:
             return "the request shown differs from the one recorded"
         return None
@@ -295,3 +337,12 @@ def _handle_id(handle: Handle) -> str:
     if isinstance(handle, str) and handle:
         return handle
     raise TypeError("an approval handle is an ApprovalRequest or its approval_id")
+
+
+def _caller(request: ApprovalRequest | None) -> Identity:
+    """The calling principal of ``request`` (anonymous when unknown)."""
+    from toolcards.governance.identity import ANONYMOUS
+
+    if request is None:
+        return ANONYMOUS
+    return request.identity or Identity(request.principal)

@@ -15,6 +15,7 @@ from typing import Any
 
 from toolcards._postgres import Connections
 from toolcards.governance._policy_parse import Limit
+from toolcards.governance.approval_store import ADDED_COLUMNS as APPROVALS_ADDED
 from toolcards.governance.approval_store import SCHEMA as APPROVALS_SCHEMA
 from toolcards.governance.approval_store import SqlApprovalStore
 from toolcards.governance.audit_sql import INSERT
@@ -66,7 +67,11 @@ class PostgresApprovalStore(SqlApprovalStore):
     def __init__(self, url: str, *, connect_timeout: float = 5.0) -> None:
         self._db = Connections(url, connect_timeout=connect_timeout)
         self.location = self._db.location
-        _create(self._db, APPROVALS_SCHEMA)
+        added = "".join(
+            f"ALTER TABLE approvals ADD COLUMN IF NOT EXISTS {name} {ddl};"
+            for name, ddl in APPROVALS_ADDED
+        )
+        _create(self._db, APPROVALS_SCHEMA + added)
 
     @contextmanager
     def _tx(self) -> Iterator[Any]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -32,9 +32,6 @@ from toolcards.surfaces.cli_state import (
     state_of,
 )
 from toolcards.surfaces.outcomes import ExitCode
-
-if TYPE_CHECKING:
-    from toolcards.governance.approvals import ApprovalRequest
 
 __all__ = ["State", "app", "main"]
 
@@ -147,25 +144,13 @@ def describe(
     out().print_json(json.dumps(data["input_schema"]))
 
 
-def _approver(state: State, status: Any) -> Any:
-    """A confirm prompt when stdin is a terminal (and output is for a human); else None."""
-    if state.json or not stdin_is_tty():
-        return None
+def _approver(state: State, rt: Any, status: Any) -> Any:
+    """Who decides an approval-required call (see :mod:`.cli_prompt`): never the caller
+    unless ``approval: client``; None fails the call closed."""
+    from toolcards.surfaces.cli_prompt import call_approver
 
-    async def confirm(request: ApprovalRequest) -> bool:
-        from rich.prompt import Confirm
-
-        from toolcards.surfaces.mcp_approval import approval_prompt
-
-        if status is not None:
-            status.stop()
-        err().print(approval_prompt(request), markup=False)
-        answer = Confirm.ask("Run it once with these arguments?", default=False, console=err())
-        if status is not None:
-            status.start()
-        return bool(answer)
-
-    return confirm
+    interactive = not state.json and stdin_is_tty()
+    return call_approver(rt, interactive=interactive, status=status)
 
 
 def stdin_is_tty() -> bool:
@@ -187,8 +172,10 @@ def call(
 ) -> None:
     """Call a tool as the local principal.
 
-    A call that needs approval asks on the terminal (stdin a TTY, no --json, no running
-    server); otherwise it fails closed with exit code 5.
+    A call that needs approval is never approved by its caller. On a terminal (no --json, no
+    running server) it asks principals.terminal_approver when the config names one (or the
+    caller with "approval: client"), else it waits for an approver's `toolcards approvals
+    grant`; otherwise it fails closed with exit code 5.
     """
     import asyncio
     import contextlib
@@ -218,9 +205,13 @@ def call(
 
         spinner = sys.stdout.isatty() and not state.json
         status = err().status(f"calling {tool}...") if spinner else None
-        approver = _approver(state, status)
+        approver = _approver(state, rt, status)
         with status if status is not None else contextlib.nullcontext():
             data = asyncio.run(call_data(rt, tool, args, approver))
+        if approver is None and data.get("outcome") == "needs_approval" and not state.json:
+            from toolcards.surfaces.cli_prompt import FAIL_CLOSED_HINT
+
+            data["message"] += f" ({FAIL_CLOSED_HINT})"
     code = int(data.pop("exit_code"))
     if state.json:
         emit_json(data)

@@ -1,18 +1,24 @@
-"""``toolcards approvals list|grant|deny``: decide approval-required calls out of band.
+"""``toolcards approvals list|show|grant|deny``: decide approval-required calls out of band.
 
-A call that needs approval (an MCP call under ``approval: approver``, a team member's call)
-waits in the config's approvals inbox: a SQLite file beside the audit file, or the PostgreSQL
-store's database. ``list`` shows what waits: its approval id, the tool, the caller, the exact
-arguments (redacted as stored), the reason and its age. ``grant ID`` / ``deny ID`` decide
-that one request, once, as the config's local principal, which must hold the approver role
-and must not be the caller. Every decision, and every refused attempt, is audited with the
+A call that needs approval (an MCP call under ``approval: approver``, a team member's call, a
+``toolcards call`` on a terminal) waits in the config's approvals inbox: a SQLite file beside
+the audit file, or the PostgreSQL store's database. ``list`` shows what waits: its approval
+id, the tool, the caller, the arguments, the digest a grant binds, the reason and its age.
+``show ID`` prints one request whole. An approver (the config's local principal holding the
+approver role) sees the exact arguments that run, byte for byte, as canonical JSON with
+hidden characters (controls, bidi, zero-width) written as escapes and named; anyone else sees
+them redacted. Arguments too long for the list are shown only by ``show``, and granting them
+needs the digest ``show`` printed (``grant ID --digest ...``). ``grant ID`` / ``deny ID``
+decide that one request, once, as the local principal, which must hold the approver role and
+must not be the caller. Every decision, and every refused attempt, is audited with the
 deciding principal's identity. Exit codes: 0 decided, 2 usage or config error, 3 refused.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import dataclasses
+import sys
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any
@@ -23,15 +29,23 @@ from toolcards.surfaces.cli_state import ConfigOpt, State, emit_json, err, fail,
 from toolcards.surfaces.outcomes import ExitCode
 
 if TYPE_CHECKING:
+    from toolcards.governance.approval_view import ArgumentsView
     from toolcards.governance.approvals import ApprovalBroker, ApprovalRequest
     from toolcards.governance.identity import Identity
 
 approvals_app = typer.Typer(
-    help="Decide calls that wait for approval (list, grant, deny).",
+    help="Decide calls that wait for approval (list, show, grant, deny).",
     no_args_is_help=True,
 )
 
 IdArg = Annotated[str, typer.Argument(help="The approval id shown by `toolcards approvals list`.")]
+DigestOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="The arguments digest `toolcards approvals show` printed: the grant applies only "
+        "to the request with exactly those arguments (needed for arguments too long for list)."
+    ),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -71,12 +85,22 @@ def _age(seconds: float) -> str:
     return f"{seconds:.0f}s"
 
 
-def _row(request: ApprovalRequest, now: float) -> dict[str, Any]:
+def _row(request: ApprovalRequest, now: float, exact: bool) -> dict[str, Any]:
+    """One request as ``me`` may see it: ``exact`` (an approver) gives the arguments that run,
+    else the redacted copy."""
+    from toolcards.governance.approval_view import arguments_view
+
+    view = arguments_view(request, exact=exact)
     return {
         "approval_id": request.approval_id,
         "tool": request.tool_id,
         "caller": request.principal,
-        "args": dict(request.args),
+        "args": request.exact_args if view.exact else dict(request.args),
+        "args_exact": view.grantable,
+        "args_shown": view.text,
+        "args_length": view.length,
+        "escaped": list(view.escapes),
+        "args_digest": request.args_digest,
         "reason": request.reason,
         "surface": request.surface,
         "age_s": round(now - request.created_at, 1),
@@ -84,62 +108,181 @@ def _row(request: ApprovalRequest, now: float) -> dict[str, Any]:
     }
 
 
+def _cell(view: ArgumentsView, approval_id: str) -> str:
+    """The arguments as the list shows them: whole, or a pointer to ``show``."""
+    if not view.recorded:
+        return "(the exact arguments were not recorded: it can only be denied)"
+    if not view.fits:
+        return (
+            f"({view.length} characters: too long for this list; "
+            f"`toolcards approvals show {approval_id}` prints them whole)"
+        )
+    return view.text
+
+
+_COLUMNS = ("id", "tool", "caller", "arguments", "digest", "reason", "age", "escaped")
+_ARGS = _COLUMNS.index("arguments")
+
+
+def _write_rows(lines: list[tuple[str, ...]]) -> None:
+    """One request a line, tab-separated (output that is not a terminal): the arguments
+    verbatim (their JSON holds no raw tab or line break), other values' whitespace folded."""
+    for line in lines:
+        cells = [v if i == _ARGS else " ".join(v.split()) for i, v in enumerate(line)]
+        sys.stdout.write("\t".join(cells) + "\n")
+
+
 @approvals_app.command("list")
 def approvals_list(ctx: typer.Context, config: ConfigOpt = None) -> None:
-    """Calls waiting for an approver, oldest first."""
+    """Calls waiting for an approver, oldest first (an approver sees the exact arguments)."""
+    from toolcards.governance.approval_view import arguments_view, is_approver
+
     state = state_of(ctx, config)
-    with _inbox(state) as (broker, _me):
+    with _inbox(state) as (broker, me):
         pending = broker.pending()
+        exact = is_approver(me, broker.approver_role)
     now = time.time()
-    rows = [_row(request, now) for request in pending]
+    rows = [_row(request, now, exact) for request in pending]
     if state.json:
         emit_json(rows)
         return
     if not rows:
         err().print("no call waits for approval")
         return
+    if not exact:
+        err().print(
+            f"arguments redacted: the exact ones are shown to the {broker.approver_role!r} role"
+        )
+    lines: list[tuple[str, ...]] = []
+    for request, row in zip(pending, rows, strict=True):
+        view = arguments_view(request, exact=exact)
+        lines.append((
+            row["approval_id"], row["tool"], row["caller"], _cell(view, request.approval_id),
+            f"sha256:{request.args_digest[:16]}", row["reason"], _age(row["age_s"]),
+            ", ".join(view.escapes) or "-",
+        ))  # fmt: skip
+    if not sys.stdout.isatty():
+        _write_rows([_COLUMNS, *lines])
+        return
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(box=None, pad_edge=False)
     table.add_column("id", no_wrap=True, min_width=32)  # copied into grant/deny: never cut
-    for name in ("tool", "caller", "arguments", "reason", "age"):
+    for name in _COLUMNS[1:]:
         table.add_column(name, overflow="fold")
-    for row in rows:
-        args = json.dumps(row["args"], ensure_ascii=False, sort_keys=True)
-        table.add_row(
-            row["approval_id"], row["tool"], row["caller"], args, row["reason"], _age(row["age_s"])
+    for line in lines:
+        table.add_row(*(Text(cell) for cell in line))  # never read as markup
+    out().print(table)
+
+
+@approvals_app.command("show")
+def approvals_show(ctx: typer.Context, approval_id: IdArg, config: ConfigOpt = None) -> None:
+    """One waiting call, whole: the exact arguments that a grant runs (for an approver), and
+    the digest that binds them."""
+    from toolcards.governance.approval_models import ApprovalState
+    from toolcards.governance.approval_view import arguments_view, is_approver
+
+    state = state_of(ctx, config)
+    with _inbox(state) as (broker, me):
+        request = broker.get(approval_id)
+        exact = is_approver(me, broker.approver_role)
+        if request is not None and broker.state(request) is not ApprovalState.PENDING:
+            request = None
+    if request is None:
+        fail(f"no pending approval {approval_id} (unknown, decided or expired)", ExitCode.DENIED)
+    row = _row(request, time.time(), exact)
+    if state.json:
+        emit_json(row)
+        return
+    view = arguments_view(request, exact=exact)
+    if not view.recorded:
+        what = "not recorded: nobody can see what would run, so it can only be denied"
+    elif view.exact:
+        what = f"exact, {view.length} characters of canonical JSON (its SHA-256 is the digest)"
+    else:
+        what = "redacted (the exact arguments are shown to the approver role)"
+    if view.escapes:
+        what += "; shown as escapes: " + ", ".join(view.escapes)
+    fields = (
+        ("approval", request.approval_id), ("tool", request.tool_id),
+        ("caller", request.principal), ("surface", request.surface or "-"),
+        ("reason", request.reason),
+        ("waiting", f"{_age(row['age_s'])} (expires in {_age(row['expires_in_s'])})"),
+        ("digest", f"sha256:{request.args_digest}"), ("arguments", what),
+    )  # fmt: skip
+    lines = [f"{name:<10} {value}" for name, value in fields]
+    if view.recorded:
+        lines.append(view.text)  # whole, as plain text: no markup, no wrapping
+    if view.grantable:
+        lines.append(
+            f"grant it (once, exactly these arguments): toolcards approvals grant "
+            f"{request.approval_id} --digest {request.args_digest}"
         )
-    out().print(table, markup=False)
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 def _decide(
-    ctx: typer.Context, config: Any, approval_id: str, grant: bool, why: str | None
+    ctx: typer.Context,
+    config: Any,
+    approval_id: str,
+    grant: bool,
+    why: str | None,
+    digest: str | None = None,
 ) -> None:
+    from toolcards.governance.approval_view import is_approver
     from toolcards.governance.approvals import ApprovalError
 
     state = state_of(ctx, config)
     with _inbox(state) as (broker, me):
         try:
             if grant:
-                request = broker.grant(approval_id, approver=me, surface="cli")
+                handle = _granted(broker, approval_id, digest)
+                request = broker.grant(handle, approver=me, surface="cli")
             else:
                 request = broker.deny(approval_id, approver=me, surface="cli", reason=why)
         except ApprovalError as exc:
             fail(str(exc), ExitCode.DENIED)
+        exact = is_approver(me, broker.approver_role)
     verb = "granted" if grant else "denied"
-    data = {**_row(request, time.time()), "decision": verb, "approver": me.id}
+    data = {**_row(request, time.time(), exact), "decision": verb, "approver": me.id}
     if state.json:
         emit_json(data)
         return
     out().print(
-        f"{verb}: {request.tool_id} for {request.principal} ({request.approval_id})", markup=False
+        f"{verb}: {request.tool_id} for {request.principal} ({request.approval_id}); "
+        f"arguments sha256:{request.args_digest}",
+        markup=False,
     )
 
 
+def _granted(broker: ApprovalBroker, approval_id: str, digest: str | None) -> Any:
+    """What a grant names: the request with the digest given (the broker refuses it when it
+    is not the recorded one), or its id when the list showed its arguments whole."""
+    from toolcards.governance.approval_view import arguments_view
+
+    request = broker.get(approval_id)
+    if request is None:
+        return approval_id  # the broker refuses it, and audits the attempt
+    if digest is not None:
+        given = digest.strip().lower().removeprefix("sha256:")
+        return dataclasses.replace(request, args_digest=given)
+    if not arguments_view(request, exact=True).fits:
+        fail(
+            f"the arguments of {approval_id} are too long for `toolcards approvals list`: read "
+            f"them whole with `toolcards approvals show {approval_id}`, then grant with the "
+            "--digest it prints",
+            ExitCode.DENIED,
+        )
+    return approval_id
+
+
 @approvals_app.command("grant")
-def approvals_grant(ctx: typer.Context, approval_id: IdArg, config: ConfigOpt = None) -> None:
+def approvals_grant(
+    ctx: typer.Context, approval_id: IdArg, digest: DigestOpt = None, config: ConfigOpt = None
+) -> None:
     """Let the waiting call run, once, with exactly the arguments shown."""
-    _decide(ctx, config, approval_id, True, None)
+    _decide(ctx, config, approval_id, True, None, digest)
 
 
 @approvals_app.command("deny")

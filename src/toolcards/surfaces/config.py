@@ -13,7 +13,8 @@ prompts: []                    # optional: extra MCP prompt functions (module:at
 policy: policy.yaml            # relative to this file
 audit: audit.db                # relative to this file; omit for audit.db beside it (or the
                                # PostgreSQL store's database)
-approval: approver             # approval-required calls wait for an approver; "client": elicit
+approval: approver             # approval-required calls wait for an approver; "client": the
+                               # caller approves its own calls (MCP elicitation, the CLI prompt)
 approval_timeout: 300
 approvals: audit.approvals.db  # pending approvals, shared by serve and the CLI (default)
 sessions: {max: 1000, per_principal: 100, idle_timeout: 900}   # MCP over HTTP
@@ -21,6 +22,7 @@ mcp_commands: ["uvx mcp-server-fetch"]   # stdio MCP servers cards may start
 timeout: 60
 principals:
   local: {id: alice, type: user, roles: [data_admin]}      # stdio and CLI caller
+  terminal_approver: {id: rita, roles: [approver]}         # answers `toolcards call`'s prompt
   tokens:                                                  # HTTP bearer tokens, hashed
     - {token_sha256: "sha256:9f86d0...", id: agent.crawler, type: agent, roles: [data_admin]}
 ```
@@ -39,7 +41,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from toolcards._postgres import is_postgres_url, redact_url
 from toolcards.governance.identity import ANONYMOUS, Identity
@@ -49,6 +58,8 @@ if TYPE_CHECKING:
     from toolcards.tools.mcp.trust import MCPTrust
 
 DEFAULT_CONFIG = "toolcards.yaml"
+APPROVER_ROLE = "approver"
+"""The role a principal needs to decide approvals (the surfaces' brokers use it)."""
 _HASH_PREFIX = "sha256:"
 
 
@@ -89,6 +100,27 @@ class Principals(BaseModel):
 
     local: PrincipalSpec | None = None
     tokens: list[TokenSpec] = Field(default_factory=list)
+    terminal_approver: PrincipalSpec | None = None
+    """The human at the terminal who answers ``toolcards call``'s approval prompt: another
+    principal than ``local`` (a caller never approves its own call), holding the approver
+    role. Without it (and without ``approval: client``) the terminal asks nobody."""
+
+    @field_validator("terminal_approver")
+    @classmethod
+    def _an_approver(cls, value: PrincipalSpec | None) -> PrincipalSpec | None:
+        if value is not None and APPROVER_ROLE not in value.roles:
+            raise ValueError(f"must hold the {APPROVER_ROLE!r} role")
+        return value
+
+    @model_validator(mode="after")
+    def _not_the_caller(self) -> Principals:
+        approver, local = self.terminal_approver, self.local
+        if approver is not None and local is not None and approver.id == local.id:
+            raise ValueError(
+                "terminal_approver must be another principal than local "
+                "(a caller cannot approve its own call)"
+            )
+        return self
 
 
 class SessionLimits(BaseModel):
@@ -274,6 +306,12 @@ class SurfaceConfig(BaseModel):
     def local_identity(self) -> Identity:
         local = self.principals.local
         return ANONYMOUS if local is None else local.identity()
+
+    @property
+    def terminal_approver(self) -> Identity | None:
+        """Who answers ``toolcards call``'s approval prompt (None: nobody on the terminal)."""
+        approver = self.principals.terminal_approver
+        return None if approver is None else approver.identity()
 
     @property
     def member_name(self) -> str:

@@ -6,22 +6,27 @@
   grant|deny``, the dashboard, ``ApprovalBroker.grant`` in Python). The caller is never asked.
 - :class:`FailClosed`: no principal of the config may approve, so nobody could decide: the
   call is refused at once.
-- :class:`ElicitationApprovals` (config ``approval: client``): the calling client is asked by
-  elicitation. This trusts the client: whoever holds its token approves its own calls.
+- :class:`ElicitationApprovals` (config ``approval: client``, and only then): the calling
+  client is asked by elicitation, with the exact arguments. This trusts the client: whoever
+  holds its token approves its own calls; each yes is audited as the caller's own grant.
 
 The MCP server takes any :class:`ApprovalChannel`; :func:`approval_channel` picks one.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
 
-from toolcards.governance.approvals import ApprovalBroker, ApprovalRequest, Approver
+from toolcards.governance.approvals import (
+    ApprovalBroker,
+    ApprovalError,
+    ApprovalRequest,
+    Approver,
+)
 
 log = logging.getLogger(__name__)
 
@@ -40,13 +45,21 @@ APPROVAL_SCHEMA: dict[str, Any] = {
 
 
 def approval_prompt(request: ApprovalRequest) -> str:
-    """What a human reads before approving (arguments redacted by governance)."""
-    from pydantic_core import to_jsonable_python
+    """What the human deciding a call reads before approving it: the exact arguments that run,
+    whole (canonical JSON, hidden characters as named escapes), and the digest a yes binds."""
+    from toolcards.governance.approval_view import arguments_view
 
-    args = json.dumps(to_jsonable_python(dict(request.args), fallback=str), ensure_ascii=False)
+    view = arguments_view(request, exact=True)
+    if not view.recorded:
+        args = "(not recorded: the call cannot be approved)"
+    else:
+        args = view.text
+        if view.escapes:
+            args += "\nshown as escapes: " + ", ".join(view.escapes)
     return (
         f"Approve this call?\ntool: {request.tool_id}\ncaller: {request.principal}\n"
-        f"arguments: {args[:4000]}\nwhy: {request.reason}"
+        f"why: {request.reason}\ndigest: sha256:{request.args_digest}\n"
+        f"arguments (exact, {view.length} characters):\n{args}"
     )
 
 
@@ -85,9 +98,12 @@ class AskedApprover:
 
 @dataclass(frozen=True)
 class ElicitationApprovals:
-    """Asks the client that made the call, waiting at most ``timeout`` seconds."""
+    """Asks the client that made the call, waiting at most ``timeout`` seconds (only with
+    ``approval: client``: the caller approves its own call). With ``broker``, its yes is
+    recorded and audited as the caller's own grant."""
 
     timeout: float = APPROVAL_TIMEOUT
+    broker: ApprovalBroker | None = None
 
     def for_call(self, ctx: Any) -> AskedApprover:
         session = ctx.session
@@ -95,16 +111,23 @@ class ElicitationApprovals:
             return AskedApprover(None)
         result = AskedApprover(None)
         request_id = ctx.request_id
+        broker = self.broker
 
         async def approver(request: ApprovalRequest) -> bool:
             result.asked.append(True)
+            yes = False
             with anyio.move_on_after(self.timeout):
                 answer = await session.elicit_form(
                     approval_prompt(request), APPROVAL_SCHEMA, related_request_id=request_id
                 )
                 content = answer.content or {}
-                return bool(answer.action == "accept" and content.get("approve") is True)
-            return False
+                yes = answer.action == "accept" and content.get("approve") is True
+            if yes and broker is not None:
+                try:  # audited: the caller's own grant
+                    broker.grant_by_caller(request, surface="mcp")
+                except ApprovalError:  # expired or decided meanwhile
+                    return False
+            return yes
 
         result.approver = approver
         return result
@@ -160,7 +183,7 @@ def approval_channel(
     """The channel for ``mode`` (``"approver"`` or ``"client"``): out of band when some
     principal may approve (``has_approver``), refused at once when none may; or the client."""
     if mode == "client":
-        return ElicitationApprovals(timeout)
+        return ElicitationApprovals(timeout, broker)
     if mode != "approver":
         raise ValueError("approval must be 'approver' or 'client'")
     return OutOfBandApprovals(broker, timeout) if has_approver else FailClosed()

@@ -6,17 +6,17 @@
     app = dash.app()                     # an ASGI app; serve it with uvicorn
 
 Routes: ``/`` (every panel), ``/login`` and ``/logout``, ``/panel/<name>`` (one panel's HTML,
-for live refresh), ``/events`` (Server-Sent Events), ``POST /approvals/<id>/grant|deny`` and
-``/static/...``. Everything but the sign-in page and static assets needs a session.
+for live refresh), ``/events`` (Server-Sent Events), ``/approvals/<id>`` (one pending request
+in full), ``POST /approvals/<id>/grant|deny`` and ``/static/...``. Everything but the
+sign-in page and static assets needs a session.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
@@ -37,10 +37,14 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         f"the dashboard needs {exc.name}: pip install 'toolcards[dashboard]'"
     ) from exc
 
+from toolcards.governance.approval_view import is_approver
 from toolcards.governance.identity import Identity
+from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
 from toolcards.surfaces.auth import TokenTable
 from toolcards.surfaces.dashboard import views
+from toolcards.surfaces.dashboard.filters import FILTERS
 from toolcards.surfaces.dashboard.graphview import graph_view
+from toolcards.surfaces.dashboard.inbox import decide_shown
 from toolcards.surfaces.dashboard.live import LiveHub
 from toolcards.surfaces.dashboard.security import (
     LOOPBACK_HOSTS,
@@ -75,6 +79,10 @@ class Dashboard:
     ``viewer_roles`` may sign in, and one holding the broker's approver role may decide.
     ``host`` is the address the server binds: on a loopback address, requests for any other
     host name are refused (DNS rebinding). Any part may be None: its panel says so.
+
+    An approver sees the exact arguments of a pending call (hidden characters escaped);
+    anyone else sees them redacted. The plan and the live events are redacted for everyone
+    with ``redactor`` (default: the team policy's).
     """
 
     def __init__(
@@ -87,12 +95,14 @@ class Dashboard:
         viewer_roles: Iterable[str] = DEFAULT_VIEWER_ROLES,
         host: str = "127.0.0.1",
         title: str | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.team = team
         self.audit = audit
         self.approvals = approvals
+        self.redactor = redactor or _team_redactor(team)
         self.sessions = Sessions(tokens, viewer_roles=viewer_roles)
-        self.hub = LiveHub(team, approvals)
+        self.hub = LiveHub(team, approvals, self.redactor)
         self.host = host
         self.title = title or (f"team {team.team_id}" if team is not None else "toolcards")
         self.templates = Environment(
@@ -102,9 +112,7 @@ class Dashboard:
             trim_blocks=True,
             lstrip_blocks=True,
         )
-        self.templates.filters.update(
-            clock=_clock, ago=_ago, since=_since, stamp=_stamp, dict_merge=_merge
-        )
+        self.templates.filters.update(FILTERS)
         self._app: Starlette | None = None
 
     # -- the ASGI app ----------------------------------------------------------------------
@@ -120,6 +128,7 @@ class Dashboard:
                     Route("/logout", self.logout, methods=["POST"]),
                     Route("/panel/{name}", self.panel),
                     Route("/events", self.events),
+                    Route("/approvals/{approval_id}", self.approval_page, methods=["GET"]),
                     Route("/approvals/{approval_id}/{decision}", self.decide, methods=["POST"]),
                     Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
                 ],
@@ -145,28 +154,33 @@ class Dashboard:
 
     def _context(self, session: Session, params: dict[str, str]) -> dict[str, Any]:
         """Every panel's data (blocking: run in a worker thread)."""
-        return {name: self._panel_data(name, params) for name in PANELS} | self._who(session)
+        return {name: self._panel_data(name, params, session) for name in PANELS} | self._who(
+            session
+        )
 
-    def _panel_data(self, name: str, params: dict[str, str]) -> Any:
+    def _panel_data(self, name: str, params: dict[str, str], session: Session) -> Any:
         if name == "team":
             return views.team_view(self.team)
         if name == "plan":
-            return views.plan_view(self.team)
+            return views.plan_view(self.team, self.redactor)
         if name == "graph":
             return graph_view(self.team, (params.get("q") or "").strip() or None)
         if name == "approvals":
-            return views.approvals_view(self.approvals)
+            return views.approvals_view(self.approvals, exact=self._can_approve(session))
         if name == "audit":
             return views.audit_view(self.audit, views.AuditFilters.from_query(params))
-        return views.events_view(self.team)
+        return views.events_view(self.team, redactor=self.redactor)
+
+    def _can_approve(self, session: Session) -> bool:
+        broker = self.approvals
+        return broker is not None and is_approver(session.identity, broker.approver_role)
 
     def _who(self, session: Session) -> dict[str, Any]:
         identity = session.identity
-        role = self.approvals.approver_role if self.approvals is not None else None
         return {
             "identity": identity,
             "roles": ", ".join(sorted(identity.roles)),
-            "can_approve": role is not None and role in identity.roles,
+            "can_approve": self._can_approve(session),
             "csrf": session.csrf,
         }
 
@@ -186,8 +200,26 @@ class Dashboard:
         if name not in PANELS:
             return _text("no such panel", 404)
         params = dict(request.query_params)
-        data = await anyio.to_thread.run_sync(self._panel_data, name, params)
+        data = await anyio.to_thread.run_sync(self._panel_data, name, params, session)
         return self.render(f"panels/{name}.html", **{name: data}, **self._who(session))
+
+    async def approval_page(self, request: Request) -> Response:
+        """One pending request with its arguments whole ("open in full"): exact for an
+        approver, who may decide it here; redacted for anyone else."""
+        session = self._session(request)
+        if session is None:
+            return RedirectResponse("/login", status_code=303)
+        found = await anyio.to_thread.run_sync(
+            lambda: views.one_approval_view(
+                self.approvals,
+                request.path_params["approval_id"],
+                exact=self._can_approve(session),
+            )
+        )
+        if found is None:
+            message = "No such pending request: it was decided, withdrawn or expired."
+            return self.render("error.html", 404, message=message, **self._who(session))
+        return self.render("approval.html", approval=found, **self._who(session))
 
     # -- sign-in ---------------------------------------------------------------------------
 
@@ -299,7 +331,7 @@ class Dashboard:
             return _text("no such action", 404)
         shown = tuple(form.get(k, "") for k in ("call_id", "tool", "args_digest", "principal"))
         status, message = await anyio.to_thread.run_sync(
-            _decide,
+            decide_shown,
             self.approvals,
             session.identity,
             request.path_params["approval_id"],
@@ -311,34 +343,6 @@ class Dashboard:
         if status == 200:
             return RedirectResponse("/#approvals", status_code=303)
         return self.render("error.html", status, message=message, **self._who(session))
-
-
-def _decide(
-    broker: ApprovalBroker,
-    identity: Identity,
-    approval_id: str,
-    shown: tuple[str, ...],
-    grant: bool,
-) -> tuple[int, str]:
-    """Grant or deny what the human saw (the binding in the form), through the broker."""
-    from toolcards.governance.approvals import ApprovalError
-
-    request = broker.get(approval_id)
-    handle: Any = approval_id
-    if request is not None:
-        call_id, tool_id, digest, principal = shown
-        handle = dataclasses.replace(
-            request, call_id=call_id, tool_id=tool_id, args_digest=digest, principal=principal
-        )
-    decide: Callable[..., Any] = broker.grant if grant else broker.deny
-    try:
-        decided = decide(handle, approver=identity, surface=SURFACE)
-    except ApprovalError as exc:
-        own = request is not None and request.principal == identity.id
-        forbidden = broker.approver_role not in identity.roles or own
-        return (403 if forbidden else 409), str(exc)
-    verb = "granted" if grant else "denied"
-    return 200, f"{verb}: {decided.tool_id} for {decided.principal}"
 
 
 async def _form(request: Request) -> dict[str, str]:
@@ -370,29 +374,7 @@ def _text(message: str, status: int) -> Response:
     return Response(message + "\n", status_code=status, media_type="text/plain")
 
 
-def _clock(ts: float | None) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(ts)) if ts else "-"
-
-
-def _stamp(ts: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
-
-
-def _since(ts: float | None) -> str:
-    """How long ago ``ts`` was, in words."""
-    return _ago(max(0.0, time.time() - ts)) + " ago" if ts else "-"
-
-
-def _ago(seconds: float | None) -> str:
-    """A duration in words (``12 s``, ``3 min``, ``2 h``)."""
-    if seconds is None:
-        return "-"
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    if seconds < 3600:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-def _merge(base: dict[str, Any], **more: Any) -> dict[str, Any]:
-    return {**base, **more}
+def _team_redactor(team: Team | None) -> Redactor:
+    policy = getattr(team, "policy", None)
+    redaction = getattr(policy, "redaction", None)
+    return redaction if isinstance(redaction, Redactor) else DEFAULT_REDACTOR

@@ -1,4 +1,5 @@
-"""Live updates: one team subscription fanned out to every open page over Server-Sent Events.
+"""Live updates: one team subscription fanned out to every open page over Server-Sent Events
+(each event with its secrets redacted, as the audit panel shows arguments).
 
 The team delivers its events on a subscription thread; each connected page has a bounded
 queue on the server's event loop. A page that connects with ``since`` (the log position its
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
 from toolcards.surfaces.dashboard.views import event_item
 
 if TYPE_CHECKING:
@@ -37,9 +39,15 @@ _CLOSE: Message = ("close", {})
 class LiveHub:
     """Fans team events and approval changes out to the connected pages."""
 
-    def __init__(self, team: Team | None, broker: ApprovalBroker | None) -> None:
+    def __init__(
+        self,
+        team: Team | None,
+        broker: ApprovalBroker | None,
+        redactor: Redactor = DEFAULT_REDACTOR,
+    ) -> None:
         self.team = team
         self.broker = broker
+        self.redactor = redactor
         self._loop: asyncio.AbstractEventLoop | None = None
         self._clients: set[asyncio.Queue[Message]] = set()
         self._sub: Subscription | None = None
@@ -71,7 +79,7 @@ class LiveHub:
         loop = self._loop
         if loop is None or loop.is_closed():
             return
-        item = event_item(event)
+        item = event_item(event, self.redactor)
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
             loop.call_soon_threadsafe(self._broadcast, ("team", item))
 
@@ -132,7 +140,7 @@ class LiveHub:
         if team is None or since is None or not team.running:
             return []
         start = max(since, team.log.position - MAX_REPLAY, 0)
-        return [event_item(e) for _, e in team.log.entries(start)]
+        return [event_item(e, self.redactor) for _, e in team.log.entries(start)]
 
     @property
     def clients(self) -> int:

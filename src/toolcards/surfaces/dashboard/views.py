@@ -15,6 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
+from toolcards.governance.approval_models import ApprovalState
+from toolcards.governance.approval_view import arguments_view
+from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
+
 if TYPE_CHECKING:
     from toolcards.core.events import ToolStateEvent
     from toolcards.governance.approvals import ApprovalBroker, ApprovalRequest
@@ -28,8 +32,6 @@ RECENT_EVENTS = 50
 ACTIVITY_WINDOW = 500
 AUDIT_PAGE = 50
 EVENT_TEXT = 300
-MAX_ARGS_SHOWN = 20_000
-"""Characters of an approval's arguments shown; the digest binds the decision to all of them."""
 OUTCOMES = (
     "ok",
     "denied",
@@ -52,10 +54,6 @@ def compact_json(value: Any, limit: int = EVENT_TEXT) -> str:
     """``value`` as one line of JSON, cut to ``limit`` characters."""
     text = json.dumps(to_jsonable_python(value, fallback=str), ensure_ascii=False)
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def pretty_json(value: Any) -> str:
-    return json.dumps(to_jsonable_python(value, fallback=str), ensure_ascii=False, indent=2)
 
 
 # -- team ------------------------------------------------------------------------------------
@@ -124,8 +122,8 @@ def _last_activity(team: Team) -> dict[str, tuple[float, str]]:
 # -- plan ------------------------------------------------------------------------------------
 
 
-def plan_view(team: Team | None) -> dict[str, Any]:
-    """The planning board's tasks grouped by status."""
+def plan_view(team: Team | None, redactor: Redactor = DEFAULT_REDACTOR) -> dict[str, Any]:
+    """The planning board's tasks grouped by status (secrets in them redacted)."""
     handle = team.actor(PLANNING) if team is not None else None
     if handle is None:
         return {"available": False}
@@ -134,7 +132,7 @@ def plan_view(team: Team | None) -> dict[str, Any]:
     tasks = handle.within(ASK_TIMEOUT).ask(PlanningActor.tasks)
     columns: dict[str, list[dict[str, Any]]] = {s: [] for s in STATUSES}
     for task in tasks[:MAX_TASKS]:
-        columns.setdefault(task.status, []).append(task.model_dump())
+        columns.setdefault(task.status, []).append(redactor.value(task.model_dump()))
     return {
         "available": True,
         "columns": columns,
@@ -146,17 +144,19 @@ def plan_view(team: Team | None) -> dict[str, Any]:
 # -- events ----------------------------------------------------------------------------------
 
 
-def event_item(event: ToolStateEvent) -> dict[str, Any]:
-    """One event as the Live panel shows it."""
+def event_item(event: ToolStateEvent, redactor: Redactor = DEFAULT_REDACTOR) -> dict[str, Any]:
+    """One event as the Live panel shows it (secrets in it redacted)."""
     return {
         "tool_id": event.tool_id,
         "seq": event.seq,
         "ts": event.timestamp,
-        "text": compact_json(event.payload),
+        "text": compact_json(redactor.value(event.payload)),
     }
 
 
-def events_view(team: Team | None, n: int = RECENT_EVENTS) -> dict[str, Any]:
+def events_view(
+    team: Team | None, n: int = RECENT_EVENTS, redactor: Redactor = DEFAULT_REDACTOR
+) -> dict[str, Any]:
     """The latest ``n`` events, newest first, and the log position they end at."""
     if team is None:
         return {"available": False, "events": [], "position": 0}
@@ -165,7 +165,7 @@ def events_view(team: Team | None, n: int = RECENT_EVENTS) -> dict[str, Any]:
     end = recent[-1][0] if recent else position
     return {
         "available": True,
-        "events": [event_item(e) for _, e in reversed(recent)],
+        "events": [event_item(e, redactor) for _, e in reversed(recent)],
         "position": end,
     }
 
@@ -173,16 +173,16 @@ def events_view(team: Team | None, n: int = RECENT_EVENTS) -> dict[str, Any]:
 # -- approvals -------------------------------------------------------------------------------
 
 
-def approval_item(request: ApprovalRequest, now: float) -> dict[str, Any]:
-    args = pretty_json(dict(request.args))
+def approval_item(request: ApprovalRequest, now: float, *, exact: bool) -> dict[str, Any]:
+    """One request as the inbox shows it: its exact arguments for an approver (``exact``),
+    else the redacted copy (see :mod:`toolcards.governance.approval_view`)."""
     return {
         "approval_id": request.approval_id,
         "call_id": request.call_id,
         "tool": request.tool_id,
         "principal": request.principal,
         "args_digest": request.args_digest,
-        "args": args[:MAX_ARGS_SHOWN],
-        "args_hidden": max(0, len(args) - MAX_ARGS_SHOWN),
+        "args": arguments_view(request, exact=exact),
         "reason": request.reason,
         "surface": request.surface,
         "age": max(0.0, now - request.created_at) if request.created_at else None,
@@ -190,15 +190,26 @@ def approval_item(request: ApprovalRequest, now: float) -> dict[str, Any]:
     }
 
 
-def approvals_view(broker: ApprovalBroker | None) -> dict[str, Any]:
+def approvals_view(broker: ApprovalBroker | None, *, exact: bool = False) -> dict[str, Any]:
+    """The requests waiting for a decision; ``exact``: as an approver sees them."""
     if broker is None:
         return {"available": False, "pending": []}
     now = time.time()
     return {
         "available": True,
-        "pending": [approval_item(r, now) for r in broker.pending()],
+        "pending": [approval_item(r, now, exact=exact) for r in broker.pending()],
         "role": broker.approver_role,
     }
+
+
+def one_approval_view(
+    broker: ApprovalBroker | None, approval_id: str, *, exact: bool
+) -> dict[str, Any] | None:
+    """One pending request, to be shown whole (None when there is no such pending one)."""
+    request = broker.get(approval_id) if broker is not None else None
+    if broker is None or request is None or broker.state(request) is not ApprovalState.PENDING:
+        return None
+    return {"item": approval_item(request, time.time(), exact=exact), "role": broker.approver_role}
 
 
 # -- audit -----------------------------------------------------------------------------------

@@ -1,0 +1,171 @@
+"""What a pending approval shows, and to whom.
+
+An approver (a principal holding the broker's approver role) sees the exact arguments that
+run: the canonical JSON whose SHA-256 is the digest the grant binds to, never redacted, never
+cut. Characters that do not show what they are (controls, bidi overrides and isolates,
+zero-width and other format characters, unusual spaces, unassigned and private-use code
+points) are written as JSON escapes (``\\u202e``) and marked, so the text shown is still JSON
+that decodes to exactly the arguments that run. Anyone else sees the redacted copy the audit
+trail keeps.
+
+A surface that cannot show an approver the whole text (longer than :data:`INLINE_LIMIT`
+characters) offers no way to grant it there: only a place that shows it in full, and deny.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+
+from toolcards.governance.approval_models import ApprovalRequest
+from toolcards.governance.identity import Identity
+from toolcards.governance.redact import canonical_json
+
+__all__ = [
+    "INLINE_LIMIT",
+    "ArgumentsView",
+    "Piece",
+    "arguments_view",
+    "escape_hidden",
+    "is_approver",
+]
+
+INLINE_LIMIT = 16_000
+"""Characters of arguments a list or inbox shows in place; longer ones are shown only by a
+view of the one request (``toolcards approvals show``, the dashboard's full page)."""
+
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+_INVISIBLE = frozenset(
+    [
+        *(0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFFA0),  # blank or joiner
+        *range(0x180B, 0x1810),  # Mongolian variation selectors and vowel separator
+        *range(0xFE00, 0xFE10),  # variation selectors
+        *range(0xE0100, 0xE01F0),  # variation selectors supplement
+    ]
+)
+_SHORT_ESCAPES = {"b": 0x08, "f": 0x0C, "r": 0x0D}
+_CONTROL_NAMES = {
+    0x00: "NULL", 0x08: "BACKSPACE", 0x0C: "FORM FEED", 0x0D: "CARRIAGE RETURN",
+    0x1B: "ESCAPE", 0x7F: "DELETE", 0x85: "NEXT LINE", 0x9B: "CONTROL SEQUENCE INTRODUCER",
+}  # fmt: skip
+# a JSON escape (``\\uXXXX`` or ``\\x``), or a character outside printable ASCII
+_TOKEN = re.compile(r"\\(?:u([0-9a-fA-F]{4})|(.))|([^\x20-\x7e])", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """A run of the text shown; ``escaped`` names the character when the piece is the escape
+    of one (``U+202E RIGHT-TO-LEFT OVERRIDE``)."""
+
+    text: str
+    escaped: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ArgumentsView:
+    """The arguments of one request as one viewer may see them."""
+
+    exact: bool
+    """True: the exact arguments (an approver's view); False: the redacted copy."""
+    recorded: bool
+    """False when the exact arguments were not recorded (nobody can see them: deny only)."""
+    digest: str
+    pieces: tuple[Piece, ...]
+
+    @property
+    def text(self) -> str:
+        """The text shown (JSON; escapes are JSON escapes)."""
+        return "".join(p.text for p in self.pieces)
+
+    @property
+    def escapes(self) -> tuple[str, ...]:
+        """The names of the characters shown escaped, each once, in order of appearance."""
+        return tuple(dict.fromkeys(p.escaped for p in self.pieces if p.escaped))
+
+    @property
+    def length(self) -> int:
+        return sum(len(p.text) for p in self.pieces)
+
+    @property
+    def fits(self) -> bool:
+        """Short enough to be shown whole in a list or an inbox."""
+        return self.length <= INLINE_LIMIT
+
+    @property
+    def grantable(self) -> bool:
+        """Whether a grant may be offered beside this view shown whole: exact and recorded."""
+        return self.exact and self.recorded
+
+
+def is_approver(identity: Identity, approver_role: str) -> bool:
+    """Whether ``identity`` may decide approvals (and so sees exact arguments)."""
+    return not identity.is_anonymous and approver_role in identity.roles
+
+
+def arguments_view(request: ApprovalRequest, *, exact: bool) -> ArgumentsView:
+    """The exact arguments of ``request`` (``exact=True``, for an approver) or its redacted
+    copy, with hidden characters escaped and marked."""
+    if exact:
+        recorded = request.exact_recorded
+        pieces = escape_hidden(request.args_json) if recorded else ()
+        return ArgumentsView(True, recorded, request.args_digest, pieces)
+    text = canonical_json(request.args)
+    return ArgumentsView(False, True, request.args_digest, escape_hidden(text))
+
+
+def escape_hidden(text: str) -> tuple[Piece, ...]:
+    """``text`` (JSON) cut into pieces, every hidden character written as a marked JSON
+    escape. JSON's own escapes of control characters (other than newline and tab) are marked
+    too; ``\\\\`` and ``\\"`` stay plain."""
+    pieces: list[Piece] = []
+    start = 0
+    for match in _TOKEN.finditer(text):
+        hex_code, short, raw = match.groups()
+        if raw is not None:
+            code = ord(raw)
+            if not _hidden(code):
+                continue
+            shown = _json_escape(code)
+        elif hex_code is not None:
+            code = int(hex_code, 16)
+            if not _hidden(code):
+                continue
+            shown = match.group(0)
+        elif short in _SHORT_ESCAPES:
+            code, shown = _SHORT_ESCAPES[short], match.group(0)
+        else:
+            continue
+        if match.start() > start:
+            pieces.append(Piece(text[start : match.start()]))
+        pieces.append(Piece(shown, _name(code)))
+        start = match.end()
+    if start < len(text) or not pieces:
+        pieces.append(Piece(text[start:]))
+    return tuple(pieces)
+
+
+@lru_cache(maxsize=4096)
+def _hidden(code: int) -> bool:
+    if code in (0x09, 0x0A):  # tab and newline read as what they are
+        return False
+    if code in _INVISIBLE:
+        return True
+    category = unicodedata.category(chr(code))
+    return category in _HIDDEN_CATEGORIES or (category == "Zs" and code != 0x20)
+
+
+def _json_escape(code: int) -> str:
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def _name(code: int) -> str:
+    name = unicodedata.name(chr(code), "") or _CONTROL_NAMES.get(code, "")
+    if not name:
+        category = unicodedata.category(chr(code))
+        name = {"Cc": "CONTROL", "Cs": "SURROGATE", "Co": "PRIVATE USE"}.get(category, "UNASSIGNED")
+    return f"U+{code:04X} {name}"
