@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -45,13 +46,14 @@ _INVISIBLE = frozenset(
         *range(0xE0100, 0xE01F0),  # variation selectors supplement
     ]
 )
+_INVISIBLE_CHARS = frozenset(map(chr, _INVISIBLE))
 _SHORT_ESCAPES = {"b": 0x08, "f": 0x0C, "r": 0x0D}
 _CONTROL_NAMES = {
     0x00: "NULL", 0x08: "BACKSPACE", 0x0C: "FORM FEED", 0x0D: "CARRIAGE RETURN",
     0x1B: "ESCAPE", 0x7F: "DELETE", 0x85: "NEXT LINE", 0x9B: "CONTROL SEQUENCE INTRODUCER",
 }  # fmt: skip
-# a JSON escape (``\\uXXXX`` or ``\\x``), or a character outside printable ASCII
-_TOKEN = re.compile(r"\\(?:u([0-9a-fA-F]{4})|(.))|([^\x20-\x7e])", re.DOTALL)
+# a JSON escape (``\\uXXXX`` or ``\\x``), or a run of characters outside printable ASCII
+_TOKEN = re.compile(r"\\(?:u([0-9a-fA-F]{4})|(.))|([^\x20-\x7e]+)", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,29 +123,31 @@ def escape_hidden(text: str) -> tuple[Piece, ...]:
     too; ``\\\\`` and ``\\"`` stay plain."""
     pieces: list[Piece] = []
     start = 0
-    for match in _TOKEN.finditer(text):
-        hex_code, short, raw = match.groups()
-        if raw is not None:
-            code = ord(raw)
-            if not _hidden(code):
-                continue
-            shown = _json_escape(code)
-        elif hex_code is not None:
-            code = int(hex_code, 16)
-            if not _hidden(code):
-                continue
-            shown = match.group(0)
-        elif short in _SHORT_ESCAPES:
-            code, shown = _SHORT_ESCAPES[short], match.group(0)
-        else:
-            continue
-        if match.start() > start:
-            pieces.append(Piece(text[start : match.start()]))
+    for at, end, shown, code in _hidden_spans(text):
+        if at > start:
+            pieces.append(Piece(text[start:at]))
         pieces.append(Piece(shown, _name(code)))
-        start = match.end()
+        start = end
     if start < len(text) or not pieces:
         pieces.append(Piece(text[start:]))
     return tuple(pieces)
+
+
+def _hidden_spans(text: str) -> Iterator[tuple[int, int, str, int]]:
+    """(start, end, escape, code point) of every hidden character of ``text``, in order."""
+    for match in _TOKEN.finditer(text):
+        hex_code, short, run = match.groups()
+        if run is not None:
+            if run.isprintable() and _INVISIBLE_CHARS.isdisjoint(run):
+                continue  # the usual case, decided without a loop in Python
+            for i, char in enumerate(run, match.start()):
+                if _hidden(ord(char)):
+                    yield i, i + 1, _json_escape(ord(char)), ord(char)
+        elif hex_code is not None:
+            if _hidden(int(hex_code, 16)):
+                yield match.start(), match.end(), match.group(0), int(hex_code, 16)
+        elif short in _SHORT_ESCAPES:
+            yield match.start(), match.end(), match.group(0), _SHORT_ESCAPES[short]
 
 
 @lru_cache(maxsize=4096)
