@@ -1,5 +1,9 @@
 """Flush queued audit rows when the process ends: at interpreter exit (``atexit``) and on
-SIGTERM, whose default action (ending the process) then follows as before."""
+SIGTERM, whose default action (ending the process) then follows as before. Before the flush,
+the governed calls still running are audited ``interrupted`` (their process ends under them).
+
+A program's own SIGTERM handler (installed before) is chained: the logs are flushed, not
+closed, and the handler decides; calls it unwinds still write their rows, flushed at exit."""
 
 from __future__ import annotations
 
@@ -12,6 +16,8 @@ import weakref
 from types import FrameType
 from typing import Any, Protocol
 
+from toolcards.governance.endings import EXIT_REASON, SIGTERM_REASON
+
 log = logging.getLogger(__name__)
 
 
@@ -19,8 +25,13 @@ class Closable(Protocol):
     def close(self, timeout: float = ...) -> None: ...
 
 
+class Interruptible(Protocol):
+    def interrupt_all(self, reason: str) -> None: ...
+
+
 _live: weakref.WeakSet[Any] = weakref.WeakSet()
-_lock = threading.Lock()
+_running: weakref.WeakSet[Any] = weakref.WeakSet()
+_lock = threading.RLock()  # the SIGTERM handler may run while its thread holds it
 _signal_installed = False
 _previous: Any = signal.SIG_DFL
 _DEADLINE = 5.0  # seconds each log may take to flush when the process ends
@@ -39,6 +50,36 @@ def unregister(owner: Closable) -> None:
         _live.discard(owner)
 
 
+def register_calls(owner: Interruptible) -> None:
+    """Let ``owner`` audit its running calls (``interrupt_all``) before the process ends."""
+    with _lock:
+        _running.add(owner)
+
+
+def interrupt_all(reason: str) -> None:
+    """Every registered owner writes the rows of the calls it still runs."""
+    with _lock:
+        owners = list(_running)
+    for owner in owners:
+        try:
+            owner.interrupt_all(reason)
+        except Exception:
+            log.exception("auditing the running calls of %r failed", owner)
+
+
+def flush_all() -> None:
+    """Flush every registered owner that can, keeping it open."""
+    with _lock:
+        owners = list(_live)
+    for owner in owners:
+        flush = getattr(owner, "flush", None)
+        try:
+            if flush is not None:
+                flush(timeout=_DEADLINE)
+        except Exception:
+            log.exception("flushing %r failed", owner)
+
+
 def close_all() -> None:
     """Close every registered owner (flushing what it queued)."""
     with _lock:
@@ -51,7 +92,12 @@ def close_all() -> None:
             log.exception("flushing %r at shutdown failed", owner)
 
 
-atexit.register(close_all)
+def _at_exit() -> None:
+    interrupt_all(EXIT_REASON)
+    close_all()
+
+
+atexit.register(_at_exit)
 
 
 def _install_signal_handler() -> None:
@@ -73,11 +119,13 @@ def _install_signal_handler() -> None:
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     global _signal_installed
-    close_all()
     previous = _previous
-    if callable(previous):
+    if callable(previous):  # the program decides what ends; what it unwinds is still audited
+        flush_all()
         previous(signum, frame)
         return
+    interrupt_all(SIGTERM_REASON)
+    close_all()
     # the default action: end the process by the same signal, as it would have ended
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _signal_installed = False

@@ -153,7 +153,8 @@ class AuditLog:
 
     Queued rows are kept on a clean shutdown: at interpreter exit (even without ``close``)
     and, with ``flush_on_signal=True`` (default), on SIGTERM, whose default action (ending
-    the process) follows the flush. A process killed with SIGKILL loses what was still
+    the process) follows the flush; governed calls still running then get an ``interrupted``
+    row first. A process killed with SIGKILL loses what was still
     queued (at most ``linger`` seconds of rows, plus one batch being written).
     """
 
@@ -182,7 +183,7 @@ class AuditLog:
         else:
             self.path = Path(path)
             self._db = SqliteAuditTable(self.path, sync=durability == "sync")
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a SIGTERM handler may write while its thread does
         self._queue: queue.SimpleQueue[AuditRecord | threading.Event | None] = queue.SimpleQueue()
         self._hurry = threading.Event()
         self._closed = False
@@ -190,7 +191,8 @@ class AuditLog:
         if durability == "batched":
             self._writer = threading.Thread(target=self._run, name="toolcards-audit", daemon=True)
             self._writer.start()
-            _shutdown.register(self, signals=flush_on_signal)
+        # also "sync": on SIGTERM, the calls still running get their rows before the end
+        _shutdown.register(self, signals=flush_on_signal)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as where it writes: unpickling (in another process) opens the same trail."""

@@ -20,6 +20,11 @@ itself (never from tool arguments), calls :meth:`Executor.call` and maps the
                                                        call again with the same call_id
     error           tool result "error: ..."           error result with result.message
 
+Every call that started has exactly one audit row (see :mod:`.endings`): a cancelled one
+``cancelled``, one its process ends (KeyboardInterrupt, SystemExit, SIGTERM) ``interrupted``,
+one out of time ``timeout``; the exception goes on after the row. A call given no ``call_id``
+gets one (``result.call_id``), so every row of it carries the same id.
+
 A tool the caller may not see (the policy denies it whatever the arguments) is reported
 exactly like a tool that does not exist: ``unknown_tool``, with suggestions drawn only from
 the tools the caller may see. ``result.message`` is safe to show a model: no stack trace, no
@@ -44,7 +49,7 @@ from typing import Any, NamedTuple
 from pydantic import ValidationError
 
 from toolcards.core.errors import RetriableError, ToolNotConfigured
-from toolcards.governance import telemetry
+from toolcards.governance import _shutdown, telemetry
 from toolcards.governance.approvals import (
     ApprovalBroker,
     ApprovalRequest,
@@ -53,6 +58,13 @@ from toolcards.governance.approvals import (
 )
 from toolcards.governance.audit import AuditLog, AuditRecord
 from toolcards.governance.capability import Capability, CapabilityRegistry, Invoke
+from toolcards.governance.endings import (
+    INTERRUPTED,
+    TIMEOUT,
+    InFlight,
+    abrupt_ending,
+    fresh_call_id,
+)
 from toolcards.governance.identity import ANONYMOUS, Identity
 from toolcards.governance.policy import Decision, Each, Policy
 from toolcards.governance.ratelimit import RateLimiter, RateLimits
@@ -92,6 +104,8 @@ class ExecutionResult:
     decision: Decision | None = None
     retry_after: float | None = None
     approval: ApprovalRequest | None = None
+    call_id: str | None = None
+    """The id every audit row of the call carries (the surface's, or one made at its start)."""
 
     @property
     def ok(self) -> bool:
@@ -111,6 +125,8 @@ class Call(NamedTuple):
     cap: Capability | None = None
     span: Any = None
     instruments: telemetry.Instruments | None = None
+    key: int | None = None
+    """Its entry in the executor's in-flight book (None: a call that cannot be left running)."""
 
 
 def unknown_tool_message(tool_id: str, visible: Iterable[str]) -> str:
@@ -150,6 +166,8 @@ class Executor:
         self.telemetry = telemetry or _default_telemetry()
         self._audit: AuditLog | None = None
         self.audit = audit
+        self._running = InFlight()
+        _shutdown.register_calls(self)
 
     @property
     def audit(self) -> AuditLog | None:
@@ -222,7 +240,7 @@ class Executor:
             dict(args) if isinstance(args, Mapping) else {},
             identity,
             surface,
-            call_id,
+            call_id if call_id is not None else fresh_call_id(),
             time.perf_counter(),
             instruments=self.telemetry.active(),
         )
@@ -261,6 +279,8 @@ class Executor:
         elif not isinstance(args, dict):
             malformed = not isinstance(args, Mapping)
             args = {} if malformed else dict(args)
+        if call_id is None:  # every row of the call carries one id
+            call_id = fresh_call_id()
         call = Call(
             cap.id,
             args,
@@ -270,21 +290,34 @@ class Executor:
             time.perf_counter(),
             cap,
             instruments=self.telemetry.active(),
+            key=self._running.new_key(),
         )
         options = (approver, approved, invoke, validated, hide_denied)
         if call.instruments is None:
-            return await self._pipeline(call, malformed, *options)
+            return await self._guarded(call, malformed, options)
         span, token = telemetry.start_span(
             call.instruments, cap.id, call_id, call.identity.id, surface
         )
         failure: BaseException | None = None
         try:
-            return await self._pipeline(call._replace(span=span), malformed, *options)
+            return await self._guarded(call._replace(span=span), malformed, options)
         except BaseException as exc:
             failure = exc
             raise
         finally:
             telemetry.end_span(span, token, failure)
+
+    async def _guarded(
+        self, call: Call, malformed: bool, options: tuple[Any, ...]
+    ) -> ExecutionResult:
+        """The pipeline, with the call in the in-flight book until its one row is written:
+        also when it is cancelled, interrupted, or fails outside the tool."""
+        self._running.open(call)
+        try:
+            return await self._pipeline(call, malformed, *options)
+        except BaseException as exc:
+            self._ended_by(call, None, exc)  # nothing when the call already has its row
+            raise
 
     async def _pipeline(
         self,
@@ -409,11 +442,16 @@ class Executor:
             msg = f"approval required: {tool_id} needs a human's approval before it runs"
             return self._finish(call, Outcome.NEEDS_APPROVAL, decision, msg, approval=pending)
         asked = time.perf_counter()
+        self._note(call, decision)
         try:
             ok = await approver(pending)
         except Exception:
             log.exception("approver failed for %s", tool_id)
             ok = False
+        except BaseException as exc:  # the call is gone: so is its request, and it is audited
+            broker.withdraw(pending)
+            self._ended_by(call, decision, exc)
+            raise
         if ok is True:
             state, _ = settle(pending.call_id, approved=True)
             if state is ApprovalState.GRANTED:
@@ -436,6 +474,7 @@ class Executor:
         cap = call.cap
         assert cap is not None
         timeout = cap.timeout if cap.timeout is not None else self.timeout
+        self._note(call, decision)
         try:
             if timeout is None:
                 value = await invoke(parsed)
@@ -450,16 +489,20 @@ class Executor:
                 redacted = self.policy.redaction.text(retry)
                 return self._finish(call, Outcome.RETRY, decision, redacted, retry)
             if _passes_through(exc):
-                self._record(call, decision, "deferred", None)
+                self._end(call, decision, "deferred", None)
                 raise
             if isinstance(exc, TimeoutError):
-                msg = f"error: {cap.id} timed out after {timeout:g} s"
-                return self._finish(call, Outcome.ERROR, decision, msg, "timeout")
+                why = f"timed out after {timeout:g} s"
+                msg = f"error: {cap.id} {why}"
+                return self._finish(call, Outcome.ERROR, decision, msg, why, audited=TIMEOUT)
             if isinstance(exc, ToolNotConfigured):  # its message names what to set
                 msg = f"error: {self.policy.redaction.text(str(exc))}"
                 return self._finish(call, Outcome.ERROR, decision, msg)
             msg = f"error: {cap.id} failed ({type(exc).__name__})"
             return self._finish(call, Outcome.ERROR, decision, msg, f"{type(exc).__name__}: {exc}")
+        except BaseException as exc:  # cancelled or interrupted: the row, then on its way
+            self._ended_by(call, decision, exc)
+            raise
         return self._finish(call, Outcome.OK, decision, "", value=value)
 
     # -- results, audit and telemetry --------------------------------------------------------
@@ -475,21 +518,13 @@ class Executor:
         value: Any = None,
         retry_after: float | None = None,
         approval: ApprovalRequest | None = None,
+        audited: str | None = None,
     ) -> ExecutionResult:
-        """Audit and report the call's end; the result a surface maps."""
+        """Audit (as ``audited``, default the outcome) and report the call's end; the result
+        a surface maps."""
         if outcome is not Outcome.OK and error is None:
             error = message
-        if self._audit is not None:
-            self._record(call, decision, outcome.value, error)
-        if call.instruments is not None:
-            telemetry.finish(
-                call.instruments,
-                call.span,
-                call.tool_id,
-                decision.effect if decision is not None else "none",
-                outcome.value,
-                time.perf_counter() - call.start,
-            )
+        self._end(call, decision, audited or outcome.value, error, outcome.value)
         return ExecutionResult(
             outcome,
             call.tool_id,
@@ -498,7 +533,50 @@ class Executor:
             decision=decision,
             retry_after=retry_after,
             approval=approval,
+            call_id=call.call_id,
         )
+
+    def _note(self, call: Call, decision: Decision) -> None:
+        """Where the call stands, for a row its process may have to write for it."""
+        if call.key is not None:
+            self._running.note(call.key, call, decision)
+
+    def _ended_by(self, call: Call, decision: Decision | None, exc: BaseException) -> None:
+        """The row of a call that ends by ``exc`` instead of a result."""
+        outcome, error = abrupt_ending(exc)
+        if self._end(call, decision, outcome, error) and isinstance(exc, Exception):
+            log.exception("governed call %s failed outside the tool", call.tool_id)
+
+    def _end(
+        self,
+        call: Call,
+        decision: Decision | None,
+        outcome: str,
+        error: str | None,
+        reported: str | None = None,
+    ) -> bool:
+        """The call's one row and telemetry (``reported``: the outcome telemetry counts,
+        default ``outcome``); nothing (False) when the row was already written."""
+        if call.key is not None and not self._running.take(call.key):
+            return False
+        if self._audit is not None:
+            self._record(call, decision, outcome, error)
+        if call.instruments is not None:
+            telemetry.finish(
+                call.instruments,
+                call.span,
+                call.tool_id,
+                decision.effect if decision is not None else "none",
+                reported or outcome,
+                time.perf_counter() - call.start,
+            )
+        return True
+
+    def interrupt_all(self, reason: str) -> None:
+        """Audit every call still running as ``interrupted`` (its process ends under it)."""
+        for call, decision in self._running.take_all():
+            if self._audit is not None:
+                self._record(call, decision, INTERRUPTED, reason)
 
     def _record(
         self, call: Call, decision: Decision | None, outcome: str, error: str | None

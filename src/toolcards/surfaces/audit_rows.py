@@ -1,5 +1,5 @@
-"""Audit rows a surface writes itself: a call its caller cancelled (the executor records
-every other outcome of a tool call), and governed reads of resources and prompts."""
+"""Audit rows a surface writes itself: governed reads of resources and prompts (the executor
+writes the one row of every tool call, also a cancelled one)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,6 @@ if TYPE_CHECKING:
     from toolcards.governance.executor import Executor
     from toolcards.governance.identity import Identity
     from toolcards.governance.policy import Decision
-
-CANCELLED = "cancelled"
 
 
 def record(
@@ -53,32 +51,4 @@ def record(
             sensitive=tuple(cap.sensitive) if cap is not None else (),
             redactor=executor.policy.redaction,
         )
-    )
-
-
-def record_cancelled(
-    executor: Executor,
-    tool_id: str,
-    args: Mapping[str, Any] | None,
-    who: Identity,
-    *,
-    surface: str,
-    call_id: str | None,
-    started: float,
-) -> None:
-    """The ``cancelled`` row of a tool call (with the policy's decision for it)."""
-    decision = None
-    if tool_id in executor.registry:
-        decision = executor.policy.decide(who, tool_id, args if isinstance(args, Mapping) else {})
-    record(
-        executor,
-        tool_id,
-        args,
-        who,
-        surface=surface,
-        outcome=CANCELLED,
-        started=started,
-        decision=decision,
-        call_id=call_id,
-        error="cancelled by the caller",
     )

@@ -4,7 +4,8 @@ tools/list shows the capabilities the caller may call (the policy's listing filt
 their JSON schemas and MCP annotations; tools/call runs through the executor with
 ``surface="mcp"``. Every failure is an ``isError`` result whose text is safe to show a
 model; ``_meta["toolcards/outcome"]`` names the outcome. A call the client cancels
-(``notifications/cancelled``) is stopped, gets no response, and is audited ``cancelled``.
+(``notifications/cancelled``) is stopped, gets no response, and is audited ``cancelled`` (by the
+executor: one row per call, under the call id its approval rows carry too).
 Approvals go through :mod:`.mcp_approval`; progress through :mod:`.mcp_progress`; logging
 through :mod:`.mcp_logging`; resources and prompts through :mod:`.mcp_resources` and
 :mod:`.mcp_prompts`.
@@ -13,7 +14,6 @@ through :mod:`.mcp_logging`; resources and prompts through :mod:`.mcp_resources`
 from __future__ import annotations
 
 import logging
-import time
 import warnings
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
@@ -24,8 +24,8 @@ import mcp.types as types
 from mcp.server.lowlevel import NotificationOptions, Server
 
 from toolcards.governance.capability import Capability
+from toolcards.governance.endings import fresh_call_id
 from toolcards.governance.identity import Identity
-from toolcards.surfaces.audit_rows import record_cancelled
 from toolcards.surfaces.mcp_approval import ApprovalChannel
 from toolcards.surfaces.mcp_content import tool_content
 from toolcards.surfaces.mcp_logging import LogForwarder
@@ -161,26 +161,16 @@ class GovernedMCPServer:
         name, args = params.name, params.arguments
         approval = self.approvals.for_call(ctx)
         progress = CallProgress(ctx)
-        call_id = None if ctx.request_id is None else f"mcp-{ctx.request_id}"
-        started = time.perf_counter()
-        try:
+        # one id for every row of the call (approval request and decision, its end): the
+        # request id to find it by, made unique (a client's ids repeat across sessions)
+        call_id = fresh_call_id(f"mcp-{ctx.request_id}")
+        try:  # a cancelled call (notifications/cancelled) is audited by the executor
             with progress.bound(), self.logs.for_call(ctx.session, ctx.request_id) as logs:
                 result = await self.runtime.executor.call(
-                    name, args, who, surface="mcp", approver=approval.approver
+                    name, args, who, surface="mcp", approver=approval.approver, call_id=call_id
                 )
             await progress.drain()
             await self.logs.drain(logs)
-        except anyio.get_cancelled_exc_class():
-            record_cancelled(
-                self.runtime.executor,
-                name,
-                args,
-                who,
-                surface="mcp",
-                call_id=call_id,
-                started=started,
-            )
-            raise
         except Exception:  # a deferral or a bug below: never a crash of the session
             log.exception("tool call %s failed outside the executor", name)
             return _error(f"error: {name} failed", {"outcome": "error"})

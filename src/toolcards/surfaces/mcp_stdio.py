@@ -8,10 +8,13 @@ Everything else goes to the SDK, which answers unknown methods with ``-32601``.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
-import io
 import json
+import os
 import sys
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -58,6 +61,45 @@ class _NoLines:
         raise StopAsyncIteration
 
 
+_READ_AHEAD = 16  # stdin lines read before the server took them
+_CHUNK = 65_536
+
+
+async def _stdin_lines(fd: int) -> AsyncIterator[str]:
+    """The lines of file descriptor ``fd`` (stdin), read by a daemon thread, a few lines ahead
+    at most. A shutdown (SIGTERM while the client keeps stdin open) never waits for a line that
+    may never come, as a worker thread blocked in ``readline`` makes it wait; plain ``os.read``
+    holds no buffer lock that the interpreter's exit would trip over."""
+    loop = asyncio.get_running_loop()
+    lines: asyncio.Queue[str | None] = asyncio.Queue(maxsize=_READ_AHEAD)
+
+    def hand_over(line: str | None) -> None:
+        asyncio.run_coroutine_threadsafe(lines.put(line), loop).result()
+
+    def read() -> None:
+        pending = bytearray()
+        try:
+            while chunk := os.read(fd, _CHUNK):
+                cut = chunk.rfind(b"\n") + 1
+                if not cut:
+                    pending += chunk
+                    continue
+                pending += chunk[:cut]
+                text = pending.decode("utf-8", errors="replace")
+                pending = bytearray(chunk[cut:])
+                for line in text.split("\n")[:-1]:  # only \n ends a line (not U+2028)
+                    hand_over(line)
+            if pending:
+                hand_over(pending.decode("utf-8", errors="replace"))
+            hand_over(None)
+        except (RuntimeError, OSError, concurrent.futures.CancelledError):
+            return  # the loop or stdin is gone: so is the reader
+
+    threading.Thread(target=read, name="toolcards-stdin", daemon=True).start()
+    while (line := await lines.get()) is not None:
+        yield line
+
+
 async def _read_messages(
     lines: Any, messages: Any, errors: anyio.abc.ObjectSendStream[dict[str, Any]]
 ) -> None:
@@ -82,7 +124,6 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
     SDK's writer, which also keeps stray prints off the wire)."""
     send_errors, errors = anyio.create_memory_object_stream[dict[str, Any]](16)
     send_messages, read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    raw = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
     no_stdin: Any = _NoLines()
     async with stdio_server(stdin=no_stdin) as (_unused, write):
 
@@ -94,7 +135,8 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
 
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(answer_errors)
-            tasks.start_soon(_read_messages, anyio.wrap_file(raw), send_messages, send_errors)
+            lines = _stdin_lines(sys.stdin.fileno())
+            tasks.start_soon(_read_messages, lines, send_messages, send_errors)
             try:
                 yield read, write
             finally:

@@ -1,0 +1,71 @@
+"""Tools that end a governed call each way (``ending_tools:TOOLS``), for the audit-invariant
+tests on every surface.
+
+``finish(how, tag)`` (sync, in a worker thread) returns (``how="ok"``), raises (``"error"``)
+or outlasts a timeout below :data:`OUTLAST` seconds (``"timeout"``); ``hold(tag)`` (async)
+waits until its call is cancelled; ``finish_approved`` and ``hold_approved`` are ``finish``
+and ``hold`` behind a human's approval. Each run first creates ``$ENDINGS_DIR/<tag>``, so a
+test can wait until its call runs. :data:`POLICY` allows everything except a tag starting
+with ``denied``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+from toolcards.core.spec import annotate
+
+OUTLAST = 6.0
+POLICY = """\
+default_effect: allow
+rules:
+  - description: a call tagged denied is refused
+    targets: ["*"]
+    effect: deny
+    conditions: {arguments: {tag: {glob: "denied*"}}}
+"""
+
+
+def running(tag: str) -> None:
+    """Announce that the call tagged ``tag`` runs (a file in ``$ENDINGS_DIR``)."""
+    directory = os.environ.get("ENDINGS_DIR")
+    if directory:
+        (Path(directory) / tag).touch()
+
+
+def finish(how: str, tag: str) -> str:
+    """Ends as ``how`` says: ok, error or timeout."""
+    running(tag)
+    if how == "error":
+        raise RuntimeError(f"{tag} failed on purpose")
+    if how == "timeout":
+        time.sleep(OUTLAST)
+    return f"{tag} done"
+
+
+async def hold(tag: str) -> str:
+    """Waits until the call is cancelled."""
+    running(tag)
+    await asyncio.Event().wait()
+    return f"{tag} released"
+
+
+def finish_approved(how: str, tag: str) -> str:
+    """Ends as ``how`` says (a human approves each call first)."""
+    return finish(how, tag)
+
+
+async def hold_approved(tag: str) -> str:
+    """Waits until the call is cancelled (a human approves each call first)."""
+    return await hold(tag)
+
+
+TOOLS = [
+    finish,
+    hold,
+    annotate(finish_approved, requires_approval=True),
+    annotate(hold_approved, requires_approval=True),
+]

@@ -1,0 +1,110 @@
+"""A process stopped by SIGTERM while a governed call runs leaves that call's audit row in the
+SQLite file: a Python program running the executor, and `toolcards serve` over stdio and
+HTTP (real processes, the signal sent once the tool runs)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import anyio
+import pytest
+from endings_support import CALLER, endings_config, wait_running
+from mcp.shared.exceptions import MCPError
+from mcp_clients import http_session
+from raw_stdio import RawStdio
+
+from surfaces.surface_support import HttpServer, token_for
+from toolcards.governance import AuditLog
+
+pytestmark = pytest.mark.timeout(180)
+
+PROGRAM = textwrap.dedent(
+    """
+    import asyncio, sys, threading
+    from toolcards.governance import AuditLog, CapabilityRegistry, Executor, Identity, Policy
+
+    async def hold(tag: str) -> str:
+        print("running", flush=True)
+        await asyncio.Event().wait()
+        return "never"
+
+    def hold_sync(tag: str) -> str:
+        print("running", flush=True)
+        threading.Event().wait(120)
+        return "never"
+
+    audit = AuditLog(sys.argv[1], sys.argv[3])
+    policy = Policy.from_dict({"default_effect": "allow"})
+    executor = Executor(CapabilityRegistry.from_tools([hold, hold_sync]), policy, audit=audit)
+    asyncio.run(executor.call(sys.argv[2], {"tag": "t"}, Identity("me"), call_id="sig-1"))
+    """
+)
+
+
+def outcomes(path: Path) -> list[tuple[str, str | None]]:
+    with AuditLog(path) as log:
+        return [(e.outcome, e.call_id) for e in log.query(limit=100)]
+
+
+@pytest.mark.parametrize(("tool", "durability"), [("hold", "batched"), ("hold_sync", "sync")])
+def test_a_program_stopped_by_sigterm_mid_call_keeps_the_calls_row(
+    tmp_path: Path, tool: str, durability: str
+) -> None:
+    path = tmp_path / "audit.db"
+    argv = [sys.executable, "-c", PROGRAM, str(path), tool, durability]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "running"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == -signal.SIGTERM
+    assert outcomes(path) == [("interrupted", "sig-1")]
+
+
+def test_toolcards_serve_over_stdio_stopped_by_sigterm_mid_call_keeps_the_calls_row(
+    tmp_path: Path,
+) -> None:
+    endings = endings_config(tmp_path)
+    server = RawStdio(endings.config, env={"ENDINGS_DIR": str(endings.marks)})
+    try:
+        server.start("tools/call", {"name": "hold", "arguments": {"tag": "stdio-term"}})
+        anyio.run(wait_running, endings.marks, "stdio-term")
+        server.proc.send_signal(signal.SIGTERM)
+        server.proc.wait(timeout=60)
+    finally:
+        server.close()
+    rows = endings.call_rows("stdio-term")
+    assert [(r.outcome, r.principal) for r in rows] == [("cancelled", CALLER.id)]
+
+
+def test_toolcards_serve_over_http_stopped_by_sigterm_mid_call_keeps_the_calls_row(
+    tmp_path: Path,
+) -> None:
+    endings = endings_config(tmp_path)
+    server = HttpServer(endings.config, env=endings.env)
+
+    async def call_then_stop() -> None:
+        async with http_session(server.url, token_for(CALLER)) as session:
+
+            async def call() -> None:
+                with pytest.raises(MCPError, match="without a response"):
+                    await session.call_tool("hold", {"tag": "http-term"})
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(call)
+                await wait_running(endings.marks, "http-term")
+                server.proc.send_signal(signal.SIGTERM)
+            assert await anyio.to_thread.run_sync(lambda: server.proc.wait(60)) == 0
+
+    try:
+        anyio.run(call_then_stop)
+    finally:
+        server.stop()
+    rows = endings.call_rows("http-term")
+    assert [(r.outcome, r.principal) for r in rows] == [("cancelled", CALLER.id)]
