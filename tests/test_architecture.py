@@ -15,12 +15,13 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "toolcards"
 
 LAYERS = {
     "core": 0,
-    "governance": 1,
-    "runtime": 2,
-    "tools": 3,
-    "surfaces": 4,
-    "bridges": 5,
-    "demo": 6,
+    "stores": 1,
+    "governance": 2,
+    "runtime": 3,
+    "tools": 4,
+    "surfaces": 5,
+    "bridges": 6,
+    "demo": 7,
 }
 """A module may import its own layer and the layers below it (a lower number)."""
 

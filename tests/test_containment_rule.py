@@ -48,7 +48,7 @@ FILE_IO = {
     "toolcards.demo.team_job": "reads the demo store's lock file in its state dir",
     "toolcards.governance.policy": "reads the policy file a config names",
     "toolcards.governance.table": "reads a policy decision table (YAML)",
-    "toolcards.runtime.store": "holds the SQLite store's lock file open",
+    "toolcards.stores.sqlite.team": "holds the SQLite store's lock file open",
     "toolcards.surfaces.cli_main": "the CLI's startup cache file",
     "toolcards.surfaces.config": "reads the config file",
     "toolcards.surfaces.control": "the control socket's record file and its config",

@@ -20,7 +20,7 @@ from dashboard.support import (
     form_token,
     http_sign_in,
 )
-from toolcards.governance.identity import Identity
+from toolcards.core.identity import Identity
 
 pytestmark = pytest.mark.timeout(60)
 

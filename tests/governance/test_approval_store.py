@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from toolcards.governance import Identity
-from toolcards.governance.approval_store import (
+from toolcards.governance.approvals import ApprovalRequest, ApprovalState
+from toolcards.stores.approvals import (
     ApprovalStore,
     MemoryApprovalStore,
     SqliteApprovalStore,
 )
-from toolcards.governance.approvals import ApprovalRequest, ApprovalState
 
 NOW = 1_000.0
 CAROL = Identity("carol", roles=["finance"])
@@ -50,7 +50,7 @@ STORES: dict[str, Callable[[Path], ApprovalStore]] = {
 @pytest.fixture(params=[*sorted(STORES), "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ApprovalStore]:
     if request.param == "postgres":
-        from toolcards.governance.postgres import PostgresApprovalStore
+        from toolcards.stores.postgres.governance import PostgresApprovalStore
 
         made: ApprovalStore = PostgresApprovalStore(request.getfixturevalue("postgres_url"))
     else:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from toolcards.core.approvals import ApprovalRequest
 from toolcards.core.spec import annotate
 from toolcards.governance import (
     ApprovalBroker,
@@ -22,7 +23,6 @@ from toolcards.governance import (
     Policy,
     SqliteApprovalStore,
 )
-from toolcards.governance.approval_models import ApprovalRequest
 from toolcards.governance.approval_view import arguments_view
 from toolcards.governance.redact import args_digest, canonical_json
 

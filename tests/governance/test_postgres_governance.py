@@ -10,13 +10,13 @@ import textwrap
 from toolcards.governance import ApprovalBroker, Identity
 from toolcards.governance._policy_parse import Limit
 from toolcards.governance.approvals import ApprovalState
-from toolcards.governance.postgres import PostgresApprovalStore, PostgresRateLimiter
+from toolcards.stores.postgres.governance import PostgresApprovalStore, PostgresRateLimiter
 
 LIMITER = textwrap.dedent(
     """
     import re, sys
     from toolcards.governance._policy_parse import Limit
-    from toolcards.governance.postgres import PostgresRateLimiter
+    from toolcards.stores.postgres.governance import PostgresRateLimiter
     limiter = PostgresRateLimiter(sys.argv[1])
     anything = re.compile(".*")
     limit = Limit(0, anything, anything, 5, 60.0, "5/min")
@@ -52,7 +52,7 @@ GRANTER = textwrap.dedent(
     """
     import sys
     from toolcards.governance import ApprovalBroker, Identity
-    from toolcards.governance.postgres import PostgresApprovalStore
+    from toolcards.stores.postgres.governance import PostgresApprovalStore
     broker = ApprovalBroker(store=PostgresApprovalStore(sys.argv[1]))
     (pending,) = broker.pending()
     broker.grant(pending.approval_id, approver=Identity("boss", roles=["approver"]))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from toolcards.governance import RateLimiter
-from toolcards.governance import ratelimit as ratelimit_module
 from toolcards.governance._policy_parse import Limit, PolicyError, compile_globs, parse_rate
+from toolcards.stores import ratelimit as ratelimit_module
 
 
 def _limit(count: int, period: float) -> tuple[Limit, ...]:

@@ -14,7 +14,7 @@ import pytest
 from support.processes import free_port
 from support.servers import PostgresServer
 from toolcards.runtime import StoreUnavailable, Team, open_store
-from toolcards.runtime.postgres import PostgresStore
+from toolcards.stores.postgres.team import PostgresStore
 
 
 def test_the_password_never_shows(postgres_url: str, postgres_server: PostgresServer) -> None:
@@ -87,7 +87,7 @@ def test_a_transaction_broken_by_a_lost_connection_commits_nothing(postgres_url:
 WRITER = textwrap.dedent(
     """
     import json, sys, time
-    from toolcards.runtime.postgres import PostgresStore
+    from toolcards.stores.postgres.team import PostgresStore
     store = PostgresStore(sys.argv[1])
     store.open_team("t")
     for i in range(int(sys.argv[3])):

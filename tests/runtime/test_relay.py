@@ -11,7 +11,7 @@ from toolcards.runtime.events import EventLog
 from toolcards.runtime.messaging import MESSAGES, MemberMessage, processed_event, sent_event
 from toolcards.runtime.process import open_location
 from toolcards.runtime.relay import Relay
-from toolcards.runtime.store_base import StateNamespace
+from toolcards.stores.base import StateNamespace
 
 
 def _message(n: int) -> MemberMessage:

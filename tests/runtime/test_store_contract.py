@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from toolcards.runtime import StateNamespace, Store, StoreClosedError, open_store
-from toolcards.runtime.store_base import SchemaTooNew
+from toolcards.stores.base import SchemaTooNew
 
 BACKENDS = ["sqlite-memory", "sqlite-file", "postgres"]
 

@@ -16,9 +16,9 @@ import pytest
 from surfaces.surface_support import SURFACE_ENV, TOOLCARDS, write_config
 from surfaces.surface_support import toolcards_json as toolcards
 from toolcards.governance import AuditLog, Identity
-from toolcards.governance.approval_store import SqliteApprovalStore
 from toolcards.governance.approvals import ApprovalBroker, ApprovalRequest
 from toolcards.governance.redact import canonical_json
+from toolcards.stores.approvals import SqliteApprovalStore
 from toolcards.surfaces.outcomes import ExitCode
 
 pytestmark = pytest.mark.timeout(120)

@@ -10,7 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _NAMES = {
-    "Identity": "toolcards.governance.identity",
+    "Identity": "toolcards.core.identity",
     "Policy": "toolcards.governance.policy",
     "PolicyError": "toolcards.governance._policy_parse",
     "Decision": "toolcards.governance.policy",
@@ -20,9 +20,9 @@ _NAMES = {
     "ApprovalError": "toolcards.governance.approvals",
     "ApprovalRequest": "toolcards.governance.approvals",
     "ApprovalState": "toolcards.governance.approvals",
-    "ApprovalStore": "toolcards.governance.approval_store",
-    "MemoryApprovalStore": "toolcards.governance.approval_store",
-    "SqliteApprovalStore": "toolcards.governance.approval_store",
+    "ApprovalStore": "toolcards.stores.approvals",
+    "MemoryApprovalStore": "toolcards.stores.approvals",
+    "SqliteApprovalStore": "toolcards.stores.approvals",
     "AuditRecord": "toolcards.governance.audit",
     "Redactor": "toolcards.governance.redact",
     "Telemetry": "toolcards.governance.telemetry",
@@ -31,7 +31,7 @@ _NAMES = {
     "Executor": "toolcards.governance.executor",
     "ExecutionResult": "toolcards.governance.executor",
     "Outcome": "toolcards.governance.executor",
-    "RateLimiter": "toolcards.governance.ratelimit",
+    "RateLimiter": "toolcards.stores.ratelimit",
     "GovernedToolset": "toolcards.governance.toolset",
     "provider_safe_name": "toolcards.core.names",
     "PolicyTableRow": "toolcards.governance.table",
@@ -40,13 +40,9 @@ _NAMES = {
 }
 
 if TYPE_CHECKING:
+    from toolcards.core.identity import Identity
     from toolcards.core.names import provider_safe_name
     from toolcards.governance._policy_parse import PolicyError
-    from toolcards.governance.approval_store import (
-        ApprovalStore,
-        MemoryApprovalStore,
-        SqliteApprovalStore,
-    )
     from toolcards.governance.approvals import (
         ApprovalBroker,
         ApprovalError,
@@ -56,13 +52,17 @@ if TYPE_CHECKING:
     from toolcards.governance.audit import AuditEntry, AuditLog, AuditRecord
     from toolcards.governance.capability import Capability, CapabilityRegistry
     from toolcards.governance.executor import ExecutionResult, Executor, Outcome
-    from toolcards.governance.identity import Identity
     from toolcards.governance.policy import Decision, Policy
-    from toolcards.governance.ratelimit import RateLimiter
     from toolcards.governance.redact import Redactor
     from toolcards.governance.table import PolicyTableRow, load_policy_table, run_policy_table
     from toolcards.governance.telemetry import Telemetry
     from toolcards.governance.toolset import GovernedToolset
+    from toolcards.stores.approvals import (
+        ApprovalStore,
+        MemoryApprovalStore,
+        SqliteApprovalStore,
+    )
+    from toolcards.stores.ratelimit import RateLimiter
 
 __all__ = [
     "ApprovalBroker",

@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
-from toolcards.governance.approval_models import ApprovalRequest
-from toolcards.governance.identity import Identity
+from toolcards.core.approvals import ApprovalRequest
+from toolcards.core.identity import Identity
 from toolcards.governance.redact import canonical_json
 
 __all__ = [

@@ -9,7 +9,7 @@ Decisions are audited with the approver's identity. A caller waiting for a decis
 another thread or process awaits :meth:`~ApprovalBroker.wait` (or passes
 :meth:`~ApprovalBroker.waiter` as the executor's approver).
 
-Storage is pluggable (:mod:`toolcards.governance.approval_store`): in memory by default, or a
+Storage is pluggable (:mod:`toolcards.stores.approvals`): in memory by default, or a
 SQLite file shared by the processes of one machine.
 """
 
@@ -23,17 +23,17 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from toolcards.governance.approval_models import (
+from toolcards.core.approvals import (
     ApprovalRecord,
     ApprovalRequest,
     ApprovalState,
 )
-from toolcards.governance.identity import Identity
+from toolcards.core.identity import Identity
 from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor, canonical_json
 
 if TYPE_CHECKING:
-    from toolcards.governance.approval_store import ApprovalStore
     from toolcards.governance.audit import AuditLog
+    from toolcards.stores.approvals import ApprovalStore
 
 __all__ = [
     "ApprovalBroker",
@@ -61,7 +61,7 @@ Handle = ApprovalRequest | str
 class ApprovalBroker:
     """Pending approvals and their decisions.
 
-    ``store`` holds them (a :class:`~toolcards.governance.approval_store.MemoryApprovalStore`
+    ``store`` holds them (a :class:`~toolcards.stores.approvals.MemoryApprovalStore`
     by default). ``approver_role`` is the role a deciding principal must hold. With ``audit``
     every decision, and every refused attempt to decide, is written down with the approver's
     identity (an executor given an audit log lends it to its broker).
@@ -77,7 +77,7 @@ class ApprovalBroker:
         audit: AuditLog | None = None,
     ) -> None:
         if store is None:
-            from toolcards.governance.approval_store import MemoryApprovalStore
+            from toolcards.stores.approvals import MemoryApprovalStore
 
             store = MemoryApprovalStore()
         self.ttl = ttl
@@ -341,7 +341,7 @@ def _handle_id(handle: Handle) -> str:
 
 def _caller(request: ApprovalRequest | None) -> Identity:
     """The calling principal of ``request`` (anonymous when unknown)."""
-    from toolcards.governance.identity import ANONYMOUS
+    from toolcards.core.identity import ANONYMOUS
 
     if request is None:
         return ANONYMOUS

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple, Protocol
 
 from toolcards.governance import _shutdown
-from toolcards.governance.audit_sql import COLUMNS, INSERT, SCHEMA
 from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
+from toolcards.stores.audit_sql import COLUMNS, INSERT, SCHEMA
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +175,7 @@ class AuditLog:
         location = str(path)
         self._reopen = (location, durability, batch_size, linger, flush_on_signal)
         if location.startswith(("postgresql://", "postgres://")):
-            from toolcards.governance.postgres import PostgresAuditTable
+            from toolcards.stores.postgres.governance import PostgresAuditTable
 
             self._db: AuditTable = PostgresAuditTable(location)
             self.path = Path(self._db.location)

@@ -49,6 +49,7 @@ from typing import Any, NamedTuple
 from pydantic import ValidationError
 
 from toolcards.core.errors import RetriableError, ToolNotConfigured
+from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.governance import _shutdown, telemetry
 from toolcards.governance.approvals import (
     ApprovalBroker,
@@ -65,11 +66,10 @@ from toolcards.governance.endings import (
     abrupt_ending,
     fresh_call_id,
 )
-from toolcards.governance.identity import ANONYMOUS, Identity
 from toolcards.governance.policy import Decision, Each, Policy
-from toolcards.governance.ratelimit import RateLimiter, RateLimits
 from toolcards.governance.redact import args_digest
 from toolcards.governance.telemetry import Telemetry
+from toolcards.stores.ratelimit import RateLimiter, RateLimits
 
 log = logging.getLogger(__name__)
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from toolcards.core.identity import Identity
 from toolcards.governance._policy_index import ArgumentIndex, Profile, RuleIndex, ToolRules
 from toolcards.governance._policy_parse import (
     ArgCondition,
@@ -29,7 +30,6 @@ from toolcards.governance._policy_parse import (
     compile_policy,
     load_yaml,
 )
-from toolcards.governance.identity import Identity
 from toolcards.governance.redact import Redactor
 
 __all__ = ["Decision", "Policy", "PolicyError"]

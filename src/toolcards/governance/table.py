@@ -31,9 +31,9 @@ from typing import Any
 
 import yaml
 
+from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.spec import annotate
 from toolcards.governance.executor import ExecutionResult, Executor, Outcome
-from toolcards.governance.identity import ANONYMOUS, Identity
 from toolcards.governance.policy import Policy
 
 _TYPES: dict[str, type] = {

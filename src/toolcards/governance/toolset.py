@@ -22,13 +22,13 @@ from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 from pydantic_core import SchemaValidator, core_schema
 
+from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.names import provider_safe_name
 from toolcards.core.spec import ToolAnnotations
 from toolcards.governance.approvals import Approver
 from toolcards.governance.audit import AuditLog
 from toolcards.governance.capability import Capability, CapabilityRegistry
 from toolcards.governance.executor import ExecutionResult, Executor, Outcome
-from toolcards.governance.identity import ANONYMOUS, Identity
 from toolcards.governance.layers import (
     APPROVAL_NOTE,
     DESTRUCTIVE_WARNING,

@@ -51,16 +51,6 @@ from toolcards.runtime.messaging import (
 from toolcards.runtime.observer import TeamObserver
 from toolcards.runtime.process import open_location as open_store
 from toolcards.runtime.profiles import ModelUnavailable, RoleProfile, check_model
-from toolcards.runtime.store import TeamStore
-from toolcards.runtime.store_base import (
-    SchemaTooNew,
-    StateNamespace,
-    Store,
-    StoreClosedError,
-    StoreError,
-    StoreLockedError,
-    StoreUnavailable,
-)
 from toolcards.runtime.system import (
     DEFAULT_ASK_TIMEOUT,
     ActorHandle,
@@ -75,11 +65,21 @@ from toolcards.runtime.tool_actor import (
     ToolActorContext,
     UnknownActorTag,
 )
+from toolcards.stores.base import (
+    SchemaTooNew,
+    StateNamespace,
+    Store,
+    StoreClosedError,
+    StoreError,
+    StoreLockedError,
+    StoreUnavailable,
+)
+from toolcards.stores.sqlite.team import TeamStore
 
 if TYPE_CHECKING:
-    from toolcards.runtime.postgres import PostgresStore
     from toolcards.runtime.pykka_system import PykkaActorSystem
     from toolcards.runtime.ray_system import RayActorSystem
+    from toolcards.stores.postgres.team import PostgresStore
 
 __all__ = [
     "ACTOR_TYPES",
@@ -137,6 +137,6 @@ __getattr__, __dir__ = lazy_names(
     {
         "PykkaActorSystem": "toolcards.runtime.pykka_system",
         "RayActorSystem": "toolcards.runtime.ray_system",
-        "PostgresStore": "toolcards.runtime.postgres",
+        "PostgresStore": "toolcards.stores.postgres.team",
     },
 )

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from toolcards.core.events import EVENT_PAYLOADS, ToolStateEvent
-from toolcards.runtime.store_base import LIFECYCLE_TOOL, Compaction, EventRow, Store, dumps
+from toolcards.stores.base import LIFECYCLE_TOOL, Compaction, EventRow, Store, dumps
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from toolcards.runtime.events import EventLog
     from toolcards.runtime.messaging import MemberInfo, MemberMessage
     from toolcards.runtime.profiles import RoleProfile
-    from toolcards.runtime.store_base import StateNamespace
+    from toolcards.stores.base import StateNamespace
 
 A = TypeVar("A")
 

@@ -35,7 +35,7 @@ from toolcards.runtime.messaging import (
     truncate,
 )
 from toolcards.runtime.profiles import RoleProfile
-from toolcards.runtime.store_base import dumps
+from toolcards.stores.base import dumps
 
 if TYPE_CHECKING:
     from pydantic_ai import Agent

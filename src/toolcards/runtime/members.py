@@ -40,7 +40,7 @@ from toolcards.runtime.messaging import (
 )
 from toolcards.runtime.profiles import RoleProfile, check_model
 from toolcards.runtime.relay import TOKEN, Relay
-from toolcards.runtime.store_base import StateNamespace
+from toolcards.stores.base import StateNamespace
 
 if TYPE_CHECKING:
     from toolcards.runtime.host import TeamHost

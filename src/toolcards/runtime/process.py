@@ -9,9 +9,9 @@ import os
 import threading
 from typing import Protocol
 
-from toolcards._postgres import is_postgres_url
-from toolcards.runtime.store import TeamStore
-from toolcards.runtime.store_base import Store
+from toolcards.stores.base import Store
+from toolcards.stores.postgres.connections import is_postgres_url
+from toolcards.stores.sqlite.team import TeamStore
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def open_location(location: str, *, durable: bool = False, connect_timeout: floa
     """The store at ``location``: a ``postgresql://`` URL, a SQLite path, or ``":memory:"``
     (a new store object each call; :func:`open_store` shares them within a process)."""
     if is_postgres_url(location):
-        from toolcards.runtime.postgres import PostgresStore
+        from toolcards.stores.postgres.team import PostgresStore
 
         return PostgresStore(location, connect_timeout=connect_timeout)
     return TeamStore(location, durable=durable)

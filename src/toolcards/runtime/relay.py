@@ -26,7 +26,7 @@ from typing import Any
 from toolcards.core.events import ToolStateEvent
 from toolcards.runtime.events import EventLog, Subscription
 from toolcards.runtime.messaging import MESSAGES, MemberMessage
-from toolcards.runtime.store_base import StateNamespace, StoreClosedError
+from toolcards.stores.base import StateNamespace, StoreClosedError
 
 HEARTBEAT = 10.0
 """Seconds between a holder's heartbeats."""

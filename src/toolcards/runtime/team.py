@@ -24,10 +24,10 @@ from toolcards.runtime.members import DEFAULT_SEND_TIMEOUT, MemberRoster
 from toolcards.runtime.messaging import USER, MemberActivity, MemberInfo, MemberMessage
 from toolcards.runtime.observer import TeamObserver
 from toolcards.runtime.profiles import RoleProfile, normalize_profiles
-from toolcards.runtime.store_base import StateNamespace, Store
 from toolcards.runtime.system import ActorSystem
 from toolcards.runtime.tool_actor import ACTOR_TYPES, ToolActor
 from toolcards.runtime.worker import TRANSIENT_PREFIX, Lifecycle, ToolActorFactory, config_of
+from toolcards.stores.base import StateNamespace, Store
 
 if TYPE_CHECKING:
     from toolcards.governance.approvals import Approver

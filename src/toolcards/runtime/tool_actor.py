@@ -21,7 +21,7 @@ from toolcards.core.events import ToolStateEvent
 if TYPE_CHECKING:
     from toolcards.runtime.events import EventLog
     from toolcards.runtime.host import ActorHost
-    from toolcards.runtime.store_base import StateNamespace
+    from toolcards.stores.base import StateNamespace
 
 ENTRY_POINT_GROUP = "toolcards.actors"
 

@@ -23,9 +23,9 @@ from toolcards.runtime.events import EventLog
 from toolcards.runtime.messaging import MESSAGES, USER, MemberMessage
 from toolcards.runtime.process import open_location
 from toolcards.runtime.relay import queued_event
-from toolcards.runtime.store_base import StateNamespace, Store, StoreClosedError
 from toolcards.runtime.system import ActorSystem
 from toolcards.runtime.tool_actor import ToolActor, ToolActorContext
+from toolcards.stores.base import StateNamespace, Store, StoreClosedError
 
 if TYPE_CHECKING:
     from toolcards.runtime.host import ActorHost

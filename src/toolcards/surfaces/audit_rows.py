@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from toolcards.governance.audit import AuditRecord
 
 if TYPE_CHECKING:
+    from toolcards.core.identity import Identity
     from toolcards.governance.executor import Executor
-    from toolcards.governance.identity import Identity
     from toolcards.governance.policy import Decision
 
 

@@ -7,7 +7,7 @@ import hmac
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from toolcards.governance.identity import ANONYMOUS, Identity
+from toolcards.core.identity import ANONYMOUS, Identity
 
 
 class InvalidToken(Exception):

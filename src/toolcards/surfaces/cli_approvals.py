@@ -29,9 +29,9 @@ from toolcards.surfaces.cli_state import ConfigOpt, State, emit_json, err, fail,
 from toolcards.surfaces.outcomes import ExitCode
 
 if TYPE_CHECKING:
+    from toolcards.core.identity import Identity
     from toolcards.governance.approval_view import ArgumentsView
     from toolcards.governance.approvals import ApprovalBroker, ApprovalRequest
-    from toolcards.governance.identity import Identity
 
 approvals_app = typer.Typer(
     help="Decide calls that wait for approval (list, show, grant, deny).",
@@ -56,7 +56,7 @@ def register(app: typer.Typer) -> None:
 @contextlib.contextmanager
 def _inbox(state: State) -> Iterator[tuple[ApprovalBroker, Identity]]:
     """The config's approvals broker (decisions audited) and the local principal."""
-    from toolcards._postgres import DatabaseUnavailable
+    from toolcards.stores.base import DatabaseUnavailable
     from toolcards.surfaces.config import ConfigError, load_config
     from toolcards.surfaces.shared import open_shared
 
@@ -180,7 +180,7 @@ def approvals_list(ctx: typer.Context, config: ConfigOpt = None) -> None:
 def approvals_show(ctx: typer.Context, approval_id: IdArg, config: ConfigOpt = None) -> None:
     """One waiting call, whole: the exact arguments that a grant runs (for an approver), and
     the digest that binds them."""
-    from toolcards.governance.approval_models import ApprovalState
+    from toolcards.core.approvals import ApprovalState
     from toolcards.governance.approval_view import arguments_view, is_approver
 
     state = state_of(ctx, config)

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from toolcards.surfaces.cli_state import err
 
 if TYPE_CHECKING:
+    from toolcards.core.identity import Identity
     from toolcards.governance.approvals import ApprovalBroker, ApprovalRequest, Approver
-    from toolcards.governance.identity import Identity
     from toolcards.surfaces.runtime import SurfaceRuntime
 
 FAIL_CLOSED_HINT = (
@@ -50,7 +50,7 @@ def call_approver(rt: SurfaceRuntime, *, interactive: bool, status: Any) -> Appr
 
 def _shared(broker: ApprovalBroker) -> bool:
     """Whether another process (an approver's CLI, a dashboard) can decide in this inbox."""
-    from toolcards.governance.approval_store import MemoryApprovalStore
+    from toolcards.stores.approvals import MemoryApprovalStore
 
     return not isinstance(broker.store, MemoryApprovalStore)
 

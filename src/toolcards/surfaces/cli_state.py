@@ -47,8 +47,7 @@ class State:
         """The runtime for this command (config and store problems end the command)."""
         import sqlite3
 
-        from toolcards._postgres import DatabaseUnavailable
-        from toolcards.runtime.store_base import StoreError, StoreLockedError
+        from toolcards.stores.base import DatabaseUnavailable, StoreError, StoreLockedError
         from toolcards.surfaces.config import ConfigError
         from toolcards.surfaces.runtime import SurfaceRuntime
 

@@ -50,8 +50,8 @@ from pydantic import (
     model_validator,
 )
 
-from toolcards._postgres import is_postgres_url, redact_url
-from toolcards.governance.identity import ANONYMOUS, Identity
+from toolcards.core.identity import ANONYMOUS, Identity
+from toolcards.stores.postgres.connections import is_postgres_url, redact_url
 
 if TYPE_CHECKING:
     from toolcards.runtime.system import ActorSystem

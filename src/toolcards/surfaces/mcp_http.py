@@ -15,7 +15,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from toolcards.governance.identity import ANONYMOUS, Identity
+from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.surfaces.auth import InvalidToken, TokenTable
 from toolcards.surfaces.config import SessionLimits
 from toolcards.surfaces.mcp_approval import ApprovalChannel

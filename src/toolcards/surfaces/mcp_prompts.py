@@ -21,7 +21,7 @@ import anyio
 import mcp.types as types
 from mcp.shared.exceptions import MCPError
 
-from toolcards.governance.identity import Identity
+from toolcards.core.identity import Identity
 from toolcards.surfaces.audit_rows import record
 from toolcards.surfaces.mcp_content import tool_content
 from toolcards.surfaces.mcp_resources import decide

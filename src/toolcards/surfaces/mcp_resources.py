@@ -22,7 +22,7 @@ from anyio.abc import TaskGroup
 from mcp.shared.exceptions import MCPError
 
 import toolcards.surfaces.resources as res
-from toolcards.governance.identity import Identity
+from toolcards.core.identity import Identity
 from toolcards.governance.policy import Decision
 from toolcards.surfaces.audit_rows import record
 from toolcards.surfaces.runtime import SurfaceRuntime

@@ -23,9 +23,9 @@ import anyio
 import mcp.types as types
 from mcp.server.lowlevel import NotificationOptions, Server
 
+from toolcards.core.identity import Identity
 from toolcards.governance.capability import Capability
 from toolcards.governance.endings import fresh_call_id
-from toolcards.governance.identity import Identity
 from toolcards.surfaces.mcp_approval import ApprovalChannel
 from toolcards.surfaces.mcp_content import tool_content
 from toolcards.surfaces.mcp_logging import LogForwarder

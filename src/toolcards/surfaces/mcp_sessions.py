@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Container, MutableMapping
 from typing import Any
 
-from toolcards.governance.identity import ANONYMOUS, Identity
+from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.surfaces.config import SessionLimits
 
 Scope = MutableMapping[str, Any]

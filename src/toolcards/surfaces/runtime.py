@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from toolcards.governance.identity import ANONYMOUS, Identity
+from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.surfaces.auth import TokenTable
 from toolcards.surfaces.config import ConfigError, SurfaceConfig, load_config
 
@@ -23,9 +23,9 @@ if TYPE_CHECKING:
     from toolcards.governance.capability import CapabilityRegistry
     from toolcards.governance.executor import Executor
     from toolcards.governance.policy import Policy
-    from toolcards.governance.ratelimit import RateLimits
     from toolcards.runtime.system import ActorSystem
     from toolcards.runtime.team import Team
+    from toolcards.stores.ratelimit import RateLimits
     from toolcards.surfaces.mcp_approval import ApprovalChannel
 
 ApprovalMode = Literal["approver", "client"]

@@ -14,13 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from toolcards._postgres import is_postgres_url
+from toolcards.stores.postgres.connections import is_postgres_url
 
 if TYPE_CHECKING:
-    from toolcards.governance.approval_store import ApprovalStore
     from toolcards.governance.approvals import ApprovalBroker
     from toolcards.governance.audit import AuditLog
-    from toolcards.governance.ratelimit import RateLimits
+    from toolcards.stores.approvals import ApprovalStore
+    from toolcards.stores.ratelimit import RateLimits
     from toolcards.surfaces.config import SurfaceConfig
 
 APPROVAL_TTL = 900.0
@@ -46,15 +46,15 @@ def approval_store(location: str) -> tuple[ApprovalStore, Callable[[], Any] | No
     """The approvals store at ``location`` (a SQLite file, a ``postgresql://`` URL, or
     ``:memory:`` for this process only) and how to close it."""
     if location == ":memory:":
-        from toolcards.governance.approval_store import MemoryApprovalStore
+        from toolcards.stores.approvals import MemoryApprovalStore
 
         return MemoryApprovalStore(), None
     if is_postgres_url(location):
-        from toolcards.governance.postgres import PostgresApprovalStore
+        from toolcards.stores.postgres.governance import PostgresApprovalStore
 
         pg = PostgresApprovalStore(location)
         return pg, pg.close
-    from toolcards.governance.approval_store import SqliteApprovalStore
+    from toolcards.stores.approvals import SqliteApprovalStore
 
     sqlite = SqliteApprovalStore(location)
     return sqlite, sqlite.close
@@ -87,7 +87,7 @@ def open_shared(
         limiter = None
         shared_limits = config.rate_limits_location
         if rate_limits and shared_limits is not None:
-            from toolcards.governance.postgres import PostgresRateLimiter
+            from toolcards.stores.postgres.governance import PostgresRateLimiter
 
             pg_limiter = PostgresRateLimiter(shared_limits)
             closers.append(pg_limiter.close)

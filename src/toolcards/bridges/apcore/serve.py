@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from ._deps import require
 
 if TYPE_CHECKING:
+    from toolcards.core.identity import Identity
     from toolcards.governance.capability import CapabilityRegistry
-    from toolcards.governance.identity import Identity
     from toolcards.governance.policy import Policy
 
 _TRANSPORTS = {"stdio": "stdio", "http": "http", "streamable-http": "http"}

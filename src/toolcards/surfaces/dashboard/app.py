@@ -37,8 +37,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         f"the dashboard needs {exc.name}: pip install 'toolcards[dashboard]'"
     ) from exc
 
+from toolcards.core.identity import Identity
 from toolcards.governance.approval_view import is_approver
-from toolcards.governance.identity import Identity
 from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
 from toolcards.surfaces.auth import TokenTable
 from toolcards.surfaces.dashboard import views

@@ -80,7 +80,7 @@ def _show(host: str) -> str:
 def _from_config(
     ctx: typer.Context, config: Path | None, approvals: Path | None
 ) -> Callable[[str], contextlib.AbstractContextManager[Dashboard]]:
-    from toolcards.runtime.store_base import StoreError, StoreLockedError
+    from toolcards.stores.base import StoreError, StoreLockedError
     from toolcards.surfaces.config import ConfigError
     from toolcards.surfaces.dashboard.serve import dashboard_for
     from toolcards.surfaces.runtime import SurfaceRuntime
@@ -111,7 +111,7 @@ def _from_store(
 ) -> Callable[[str], contextlib.AbstractContextManager[Dashboard]]:
     """A config-less dashboard of a team's store: one viewer, signed in with a token printed
     here (no approvals: nothing in this process waits for them)."""
-    from toolcards.governance.identity import Identity
+    from toolcards.core.identity import Identity
     from toolcards.surfaces.auth import TokenTable
     from toolcards.surfaces.config import new_token
     from toolcards.surfaces.dashboard.app import Dashboard
@@ -126,8 +126,8 @@ def _from_store(
     @contextlib.contextmanager
     def open_it(host: str) -> Iterator[Dashboard]:
         from toolcards.governance.audit import AuditLog
-        from toolcards.runtime.store_base import StoreError, StoreLockedError
         from toolcards.runtime.team import Team
+        from toolcards.stores.base import StoreError, StoreLockedError
 
         try:
             team = Team.resume(team_id, store)

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from toolcards.core.identity import Identity
     from toolcards.governance.approvals import ApprovalBroker
-    from toolcards.governance.identity import Identity
 
 __all__ = ["decide_shown"]
 

@@ -47,7 +47,7 @@ def dashboard_for(
     (the runtime's broker then keeps them there)."""
     broker = runtime.executor.approvals
     if approvals_file is not None:
-        from toolcards.governance.approval_store import SqliteApprovalStore
+        from toolcards.stores.approvals import SqliteApprovalStore
 
         broker.store = SqliteApprovalStore(approvals_file)
     return Dashboard(

@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from toolcards.governance.identity import Identity
+from toolcards.core.identity import Identity
 from toolcards.surfaces.auth import InvalidToken, TokenTable
 
 SESSION_COOKIE = "toolcards_session"

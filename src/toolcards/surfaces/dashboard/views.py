@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
-from toolcards.governance.approval_models import ApprovalState
+from toolcards.core.approvals import ApprovalState
 from toolcards.governance.approval_view import arguments_view
 from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
 

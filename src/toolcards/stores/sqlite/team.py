@@ -3,7 +3,7 @@
 This module owns the SQLite schema and its migrations. A file-backed store runs in WAL mode, so
 a process killed mid-write leaves the last committed transaction intact, and it is guarded by
 an exclusive lock file: one writing process per store file (PostgreSQL is the store for teams
-that span processes: :mod:`toolcards.runtime.postgres`).
+that span processes: :mod:`toolcards.stores.postgres.team`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from toolcards.runtime.store_base import (
+from toolcards.stores.base import (
     LIFECYCLE_TOOL,
     SCHEMA_VERSION,
     Compaction,

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from toolcards.governance.identity import Identity
+from toolcards.core.identity import Identity
 
 __all__ = ["ApprovalRecord", "ApprovalRequest", "ApprovalState", "new_approval_id"]
 

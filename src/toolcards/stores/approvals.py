@@ -17,8 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from toolcards.governance.approval_models import ApprovalRecord, ApprovalRequest, ApprovalState
-from toolcards.governance.identity import Identity
+from toolcards.core.approvals import ApprovalRecord, ApprovalRequest, ApprovalState
+from toolcards.core.identity import Identity
 
 Binding = tuple[str, str, str, str]
 """(call id, tool id, argument digest, principal id)."""
@@ -168,7 +168,7 @@ _BY_BINDING = "call_id = ? AND tool_id = ? AND args_digest = ? AND principal = ?
 
 class SqlApprovalStore:
     """The approval logic in SQL, shared by the SQLite store below and the PostgreSQL one
-    (:mod:`toolcards.governance.postgres`). A subclass gives :meth:`_tx` (a write
+    (:mod:`toolcards.stores.postgres.governance`). A subclass gives :meth:`_tx` (a write
     transaction that is atomic across processes) and :meth:`_read`, both yielding an object
     with ``execute(sql, params)`` speaking ``?`` placeholders."""
 

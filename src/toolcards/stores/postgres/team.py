@@ -19,11 +19,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from toolcards._postgres import Connections, DatabaseClosed, DatabaseUnavailable, ThreadState
-from toolcards.runtime.store_base import (
+from toolcards.stores.base import (
     LIFECYCLE_TOOL,
     SCHEMA_VERSION,
     Compaction,
+    DatabaseClosed,
+    DatabaseUnavailable,
     EventRow,
     SchemaTooNew,
     Store,
@@ -32,6 +33,7 @@ from toolcards.runtime.store_base import (
     compaction_marker,
     dumps,
 )
+from toolcards.stores.postgres.connections import Connections, ThreadState
 
 log = logging.getLogger(__name__)
 

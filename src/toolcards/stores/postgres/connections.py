@@ -18,21 +18,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from toolcards._lazy import optional_module
-from toolcards.core.errors import RetriableError, ToolcardsError
+from toolcards.stores.base import DatabaseClosed, DatabaseUnavailable
 
 if TYPE_CHECKING:
     import psycopg
-
-
-class DatabaseUnavailable(RetriableError):
-    """The database cannot be reached right now (refused, or the connection was lost).
-
-    Nothing acknowledged before it was raised is lost: a failed call committed nothing.
-    """
-
-
-class DatabaseClosed(ToolcardsError):
-    """The connections were closed; no more reads or writes."""
 
 
 def psycopg_module() -> Any:

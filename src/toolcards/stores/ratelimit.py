@@ -4,20 +4,32 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
-
-from toolcards.governance._policy_parse import Limit
 
 _MAX_BUCKETS = 100_000
 
 
+class Limit(Protocol):
+    """One rate limit as the buckets see it: its rule index, ``count`` calls per ``period``
+    seconds (the policy's compiled limits have these attributes)."""
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def count(self) -> int: ...
+
+    @property
+    def period(self) -> float: ...
+
+
 class RateLimits(Protocol):
     """What the executor needs of a rate limiter: :class:`RateLimiter` (this process's
-    memory) or :class:`~toolcards.governance.postgres.PostgresRateLimiter` (shared by every
+    memory) or :class:`~toolcards.stores.postgres.governance.PostgresRateLimiter` (shared by every
     process of a team)."""
 
-    def acquire(self, limits: tuple[Limit, ...], principal: str, tool_id: str) -> float:
+    def acquire(self, limits: Sequence[Limit], principal: str, tool_id: str) -> float:
         """Take one token from every applicable bucket: 0.0 when allowed, else the seconds
         until the call would be (no token is taken then)."""
         ...
@@ -31,7 +43,7 @@ class RateLimiter:
         self._buckets: dict[tuple[int, int, float, str, str], list[float]] = {}
         self._lock = threading.Lock()
 
-    def acquire(self, limits: tuple[Limit, ...], principal: str, tool_id: str) -> float:
+    def acquire(self, limits: Sequence[Limit], principal: str, tool_id: str) -> float:
         """Take one token from every applicable bucket. Returns 0.0 when allowed, else the
         seconds until the call would be allowed (no token is taken then)."""
         if not limits:

@@ -1,8 +1,8 @@
 """The one store interface a team runs on, and what is shared by its implementations.
 
-Two implementations pass one contract test-suite: :class:`~toolcards.runtime.store.TeamStore`
+Two implementations pass one contract test-suite: :class:`~toolcards.stores.sqlite.team.TeamStore`
 (SQLite: a file or memory, one writing process) and
-:class:`~toolcards.runtime.postgres.PostgresStore` (PostgreSQL: many processes and machines).
+:class:`~toolcards.stores.postgres.team.PostgresStore` (PostgreSQL: many processes and machines).
 :func:`toolcards.runtime.open_store` picks one from a location: a path or ``":memory:"``, or
 a ``postgresql://`` URL.
 """
@@ -19,11 +19,21 @@ from typing import Any, NamedTuple
 
 from pydantic_core import to_jsonable_python
 
-from toolcards._postgres import DatabaseUnavailable
-from toolcards.core.errors import ToolcardsError
+from toolcards.core.errors import RetriableError, ToolcardsError
 
 SCHEMA_VERSION = 2
 """The version of the store layout this code writes (both backends)."""
+
+
+class DatabaseUnavailable(RetriableError):
+    """The database cannot be reached right now (refused, or the connection was lost).
+
+    Nothing acknowledged before it was raised is lost: a failed call committed nothing.
+    """
+
+
+class DatabaseClosed(ToolcardsError):
+    """The connections were closed; no more reads or writes."""
 
 
 class StoreError(ToolcardsError):

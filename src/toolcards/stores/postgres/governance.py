@@ -9,17 +9,17 @@ PostgreSQL's placeholders), so both pass one contract suite.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from toolcards._postgres import Connections
-from toolcards.governance._policy_parse import Limit
-from toolcards.governance.approval_store import ADDED_COLUMNS as APPROVALS_ADDED
-from toolcards.governance.approval_store import SCHEMA as APPROVALS_SCHEMA
-from toolcards.governance.approval_store import SqlApprovalStore
-from toolcards.governance.audit_sql import INSERT
-from toolcards.governance.audit_sql import SCHEMA as AUDIT_SCHEMA
+from toolcards.stores.approvals import ADDED_COLUMNS as APPROVALS_ADDED
+from toolcards.stores.approvals import SCHEMA as APPROVALS_SCHEMA
+from toolcards.stores.approvals import SqlApprovalStore
+from toolcards.stores.audit_sql import INSERT
+from toolcards.stores.audit_sql import SCHEMA as AUDIT_SCHEMA
+from toolcards.stores.postgres.connections import Connections
+from toolcards.stores.ratelimit import Limit
 
 _BUCKETS = """
 CREATE TABLE IF NOT EXISTS toolcards_rate_buckets (
@@ -97,7 +97,7 @@ class PostgresRateLimiter:
         self.location = self._db.location
         _create(self._db, _BUCKETS)
 
-    def acquire(self, limits: tuple[Limit, ...], principal: str, tool_id: str) -> float:
+    def acquire(self, limits: Sequence[Limit], principal: str, tool_id: str) -> float:
         """Take one token from every applicable bucket: 0.0 when allowed, else the seconds
         until the call would be (no token is taken then)."""
         if not limits:

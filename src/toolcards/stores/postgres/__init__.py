@@ -1,0 +1,1 @@
+"""PostgreSQL implementations of the stores (extra ``postgres``: psycopg 3)."""

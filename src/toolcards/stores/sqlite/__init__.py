@@ -1,0 +1,1 @@
+"""SQLite implementations of the stores."""
