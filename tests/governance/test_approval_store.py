@@ -12,11 +12,9 @@ import pytest
 
 from toolcards.governance import Identity
 from toolcards.governance.approvals import ApprovalRequest, ApprovalState
-from toolcards.stores.approvals import (
-    ApprovalStore,
-    MemoryApprovalStore,
-    SqliteApprovalStore,
-)
+from toolcards.stores.base import ApprovalStore
+from toolcards.stores.memory import MemoryApprovalStore
+from toolcards.stores.sqlite.approvals import SqliteApprovalStore
 
 NOW = 1_000.0
 CAROL = Identity("carol", roles=["finance"])

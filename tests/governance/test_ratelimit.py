@@ -6,7 +6,7 @@ import pytest
 
 from toolcards.governance import RateLimiter
 from toolcards.governance._policy_parse import Limit, PolicyError, compile_globs, parse_rate
-from toolcards.stores import ratelimit as ratelimit_module
+from toolcards.stores import memory as ratelimit_module
 
 
 def _limit(count: int, period: float) -> tuple[Limit, ...]:

@@ -20,9 +20,9 @@ _NAMES = {
     "ApprovalError": "toolcards.governance.approvals",
     "ApprovalRequest": "toolcards.governance.approvals",
     "ApprovalState": "toolcards.governance.approvals",
-    "ApprovalStore": "toolcards.stores.approvals",
-    "MemoryApprovalStore": "toolcards.stores.approvals",
-    "SqliteApprovalStore": "toolcards.stores.approvals",
+    "ApprovalStore": "toolcards.stores.base",
+    "MemoryApprovalStore": "toolcards.stores.memory",
+    "SqliteApprovalStore": "toolcards.stores.sqlite.approvals",
     "AuditRecord": "toolcards.governance.audit",
     "Redactor": "toolcards.governance.redact",
     "Telemetry": "toolcards.governance.telemetry",
@@ -31,7 +31,7 @@ _NAMES = {
     "Executor": "toolcards.governance.executor",
     "ExecutionResult": "toolcards.governance.executor",
     "Outcome": "toolcards.governance.executor",
-    "RateLimiter": "toolcards.stores.ratelimit",
+    "RateLimiter": "toolcards.stores.memory",
     "GovernedToolset": "toolcards.governance.toolset",
     "provider_safe_name": "toolcards.core.names",
     "PolicyTableRow": "toolcards.governance.table",
@@ -57,12 +57,9 @@ if TYPE_CHECKING:
     from toolcards.governance.table import PolicyTableRow, load_policy_table, run_policy_table
     from toolcards.governance.telemetry import Telemetry
     from toolcards.governance.toolset import GovernedToolset
-    from toolcards.stores.approvals import (
-        ApprovalStore,
-        MemoryApprovalStore,
-        SqliteApprovalStore,
-    )
-    from toolcards.stores.ratelimit import RateLimiter
+    from toolcards.stores.base import ApprovalStore
+    from toolcards.stores.memory import MemoryApprovalStore, RateLimiter
+    from toolcards.stores.sqlite.approvals import SqliteApprovalStore
 
 __all__ = [
     "ApprovalBroker",

@@ -33,7 +33,7 @@ from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor, canonical_js
 
 if TYPE_CHECKING:
     from toolcards.governance.audit import AuditLog
-    from toolcards.stores.approvals import ApprovalStore
+    from toolcards.stores.base import ApprovalStore
 
 __all__ = [
     "ApprovalBroker",
@@ -61,7 +61,7 @@ Handle = ApprovalRequest | str
 class ApprovalBroker:
     """Pending approvals and their decisions.
 
-    ``store`` holds them (a :class:`~toolcards.stores.approvals.MemoryApprovalStore`
+    ``store`` holds them (a :class:`~toolcards.stores.memory.MemoryApprovalStore`
     by default). ``approver_role`` is the role a deciding principal must hold. With ``audit``
     every decision, and every refused attempt to decide, is written down with the approver's
     identity (an executor given an audit log lends it to its broker).
@@ -77,7 +77,7 @@ class ApprovalBroker:
         audit: AuditLog | None = None,
     ) -> None:
         if store is None:
-            from toolcards.stores.approvals import MemoryApprovalStore
+            from toolcards.stores.memory import MemoryApprovalStore
 
             store = MemoryApprovalStore()
         self.ttl = ttl

@@ -1,21 +1,22 @@
-"""AuditLog: one SQLite (WAL) row per decision and call, written by a background thread."""
+"""AuditLog: one row per decision and call, of one team, written by a background thread (the
+table is a store: :mod:`toolcards.stores.sqlite.audit` or PostgreSQL)."""
 
 from __future__ import annotations
 
 import json
 import logging
 import queue
-import sqlite3
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple
 
 from toolcards.governance import _shutdown
 from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
-from toolcards.stores.audit_sql import COLUMNS, INSERT, SCHEMA
+from toolcards.stores.base import DEFAULT_TEAM, AuditTable, StoreLocation
+from toolcards.stores.open import open_audit_table
 
 log = logging.getLogger(__name__)
 
@@ -102,45 +103,6 @@ def _safe_row(rec: AuditRecord) -> tuple[Any, ...]:
         return _row(rec._replace(args={"unserialisable": True}, sensitive=(), args_digest=None))
 
 
-class AuditTable(Protocol):
-    """Where audit rows go: the statements of this module, ``?`` placeholders."""
-
-    def insert(self, rows: list[tuple[Any, ...]]) -> None:
-        """Insert ``rows`` in one transaction (all or none)."""
-
-    def select(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
-        """Run a query and return its rows."""
-
-    def close(self) -> None:
-        """Release the connection."""
-
-
-class SqliteAuditTable:
-    """The audit table in a SQLite file (WAL): several processes may append to it."""
-
-    def __init__(self, path: Path, *, sync: bool) -> None:
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA busy_timeout=10000")
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(f"PRAGMA synchronous={'FULL' if sync else 'NORMAL'}")
-        self._db.executescript(SCHEMA)
-
-    def insert(self, rows: list[tuple[Any, ...]]) -> None:
-        self._db.execute("BEGIN")
-        try:
-            self._db.executemany(INSERT, rows)
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
-
-    def select(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
-        return list(self._db.execute(sql, params).fetchall())
-
-    def close(self) -> None:
-        self._db.close()
-
-
 class AuditLog:
     """An append-only audit trail in a SQLite file (WAL), or in PostgreSQL when ``path`` is a
     ``postgresql://`` URL (one trail for every process of a distributed team).
@@ -166,23 +128,20 @@ class AuditLog:
         batch_size: int = 512,
         linger: float = 0.05,
         flush_on_signal: bool = True,
+        team_id: str = DEFAULT_TEAM,
     ) -> None:
         if durability not in ("batched", "sync"):
             raise ValueError("durability must be 'batched' or 'sync'")
         self.durability = durability
         self._batch_size = max(1, min(batch_size, _MAX_BATCH))
         self._linger = max(0.0, linger)
-        location = str(path)
-        self._reopen = (location, durability, batch_size, linger, flush_on_signal)
-        if location.startswith(("postgresql://", "postgres://")):
-            from toolcards.stores.postgres.governance import PostgresAuditTable
-
-            self._db: AuditTable = PostgresAuditTable(location)
-            self.path = Path(self._db.location)
-            """The file, or (PostgreSQL) the database's printable URL."""
-        else:
-            self.path = Path(path)
-            self._db = SqliteAuditTable(self.path, sync=durability == "sync")
+        location = StoreLocation.parse(path)
+        self.team_id = team_id
+        """Whose rows this log writes and reads (every row carries it)."""
+        self._reopen = (location.target, durability, batch_size, linger, flush_on_signal, team_id)
+        self._db: AuditTable = open_audit_table(location, team_id, sync=durability == "sync")
+        self.path = Path(location.display)
+        """The file, or (PostgreSQL) the database's printable URL."""
         self._lock = threading.RLock()  # a SIGTERM handler may write while its thread does
         self._queue: queue.SimpleQueue[AuditRecord | threading.Event | None] = queue.SimpleQueue()
         self._hurry = threading.Event()
@@ -319,11 +278,8 @@ class AuditLog:
         if before is not None:
             where.append("id < ?")
             params.append(int(before))
-        clause = f"WHERE {' AND '.join(where)}" if where else ""
-        sql = f"SELECT id, {COLUMNS} FROM audit {clause} ORDER BY id DESC LIMIT ?"
-        params.append(int(limit))
         with self._lock:
-            rows = self._db.select(sql, params)
+            rows = self._db.select(" AND ".join(where), params, int(limit))
         return [_entry(r) for r in reversed(rows)]
 
     def tail(self, n: int = 20) -> list[AuditEntry]:
@@ -358,8 +314,18 @@ def _entry(row: Iterable[Any]) -> AuditEntry:
 
 
 def _reopen(
-    location: str, durability: Any, batch_size: int, linger: float, flush_on_signal: bool
+    location: str,
+    durability: Any,
+    batch_size: int,
+    linger: float,
+    flush_on_signal: bool,
+    team_id: str = DEFAULT_TEAM,
 ) -> AuditLog:
     return AuditLog(
-        location, durability, batch_size=batch_size, linger=linger, flush_on_signal=flush_on_signal
+        location,
+        durability,
+        batch_size=batch_size,
+        linger=linger,
+        flush_on_signal=flush_on_signal,
+        team_id=team_id,
     )

@@ -69,7 +69,8 @@ from toolcards.governance.endings import (
 from toolcards.governance.policy import Decision, Each, Policy
 from toolcards.governance.redact import args_digest
 from toolcards.governance.telemetry import Telemetry
-from toolcards.stores.ratelimit import RateLimiter, RateLimits
+from toolcards.stores.base import RateLimits
+from toolcards.stores.memory import RateLimiter
 
 log = logging.getLogger(__name__)
 

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import atexit
 import logging
-import os
 import threading
 from typing import Protocol
 
-from toolcards.stores.base import Store
-from toolcards.stores.postgres.connections import is_postgres_url
-from toolcards.stores.sqlite.team import TeamStore
+from toolcards.stores.base import Store, StoreLocation
+from toolcards.stores.open import open_team_store
 
 logger = logging.getLogger(__name__)
 
@@ -39,15 +37,11 @@ def lock() -> threading.RLock:
 def open_location(location: str, *, durable: bool = False, connect_timeout: float = 5.0) -> Store:
     """The store at ``location``: a ``postgresql://`` URL, a SQLite path, or ``":memory:"``
     (a new store object each call; :func:`open_store` shares them within a process)."""
-    if is_postgres_url(location):
-        from toolcards.stores.postgres.team import PostgresStore
-
-        return PostgresStore(location, connect_timeout=connect_timeout)
-    return TeamStore(location, durable=durable)
+    return open_team_store(location, durable=durable, connect_timeout=connect_timeout)
 
 
 def _key(location: str) -> str:
-    return location if is_postgres_url(location) else os.path.realpath(location)
+    return StoreLocation.parse(location).key
 
 
 def open_store(location: str, durable: bool) -> Store:

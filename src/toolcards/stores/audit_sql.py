@@ -1,8 +1,13 @@
-"""The audit table: its SQLite schema and the statements both audit stores use."""
+"""The audit table: its schema, its team migration and the statements both audit stores use.
+
+Rows carry their ``team_id``; every statement the stores run filters by the table's team.
+"""
 
 from __future__ import annotations
 
-SCHEMA = """
+from toolcards.stores.migrate import TeamColumn
+
+TABLE = """
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     ts REAL NOT NULL,
@@ -18,14 +23,26 @@ CREATE TABLE IF NOT EXISTS audit (
     reason TEXT,
     outcome TEXT NOT NULL,
     duration_ms REAL NOT NULL,
-    error TEXT
-);
-CREATE INDEX IF NOT EXISTS audit_principal_ts ON audit(principal, ts);
-CREATE INDEX IF NOT EXISTS audit_tool_ts ON audit(tool, ts);
-CREATE INDEX IF NOT EXISTS audit_ts ON audit(ts);
+    error TEXT,
+    team_id TEXT NOT NULL DEFAULT ''
+)
 """
+INDEXES = """
+CREATE INDEX IF NOT EXISTS audit_team_principal_ts ON audit(team_id, principal, ts);
+CREATE INDEX IF NOT EXISTS audit_team_tool_ts ON audit(team_id, tool, ts);
+CREATE INDEX IF NOT EXISTS audit_team_ts ON audit(team_id, ts)
+"""
+MIGRATION = TeamColumn("audit", drop_indexes=("audit_principal_ts", "audit_tool_ts", "audit_ts"))
+
 COLUMNS = (
     "ts, principal, principal_type, roles, surface, tool, call_id, args_digest, args, "
     "decision, reason, outcome, duration_ms, error"
 )
-INSERT = f"INSERT INTO audit ({COLUMNS}) VALUES ({', '.join('?' * 14)})"
+INSERT = f"INSERT INTO audit ({COLUMNS}, team_id) VALUES ({', '.join('?' * 15)})"
+
+
+def select(where: str) -> str:
+    """The query for one team's rows matching ``where`` (``?`` placeholders: the team, the
+    condition's values, then the limit), newest first."""
+    condition = f"team_id = ? AND ({where})" if where else "team_id = ?"
+    return f"SELECT id, {COLUMNS} FROM audit WHERE {condition} ORDER BY id DESC LIMIT ?"

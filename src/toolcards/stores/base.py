@@ -1,10 +1,12 @@
-"""The one store interface a team runs on, and what is shared by its implementations.
+"""The store protocols and what their implementations share.
 
-Two implementations pass one contract test-suite: :class:`~toolcards.stores.sqlite.team.TeamStore`
-(SQLite: a file or memory, one writing process) and
-:class:`~toolcards.stores.postgres.team.PostgresStore` (PostgreSQL: many processes and machines).
-:func:`toolcards.runtime.open_store` picks one from a location: a path or ``":memory:"``, or
-a ``postgresql://`` URL.
+Four stores, each one team's: :class:`Store` (tool-actor state, the event log, recorded
+actors), :class:`AuditTable` (the audit trail), :class:`ApprovalStore` (pending approvals) and
+:class:`RateLimits` (token buckets). Implementations: ``stores/sqlite/`` (a file or memory),
+``stores/postgres/`` (many processes and machines), ``stores/memory.py``; one contract
+test-suite (``tests/stores/``) runs against each, with two teams in one database.
+:func:`toolcards.stores.open.open_stores` is the one place that picks a backend, from a
+:class:`StoreLocation`.
 """
 
 from __future__ import annotations
@@ -12,52 +14,49 @@ from __future__ import annotations
 import json
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from pydantic_core import to_jsonable_python
 
-from toolcards.core.errors import RetriableError, ToolcardsError
+from toolcards.core.approvals import ApprovalRecord, ApprovalRequest, ApprovalState
+from toolcards.stores.errors import (
+    DatabaseClosed,
+    DatabaseUnavailable,
+    SchemaTooNew,
+    StoreClosedError,
+    StoreError,
+    StoreLockedError,
+    StoreUnavailable,
+    UnknownStoreScheme,
+)
+from toolcards.stores.location import StoreLocation
+
+__all__ = [
+    "DEFAULT_TEAM",
+    "ApprovalStore",
+    "AuditTable",
+    "Binding",
+    "DatabaseClosed",
+    "DatabaseUnavailable",
+    "EventRow",
+    "Limit",
+    "RateLimits",
+    "SchemaTooNew",
+    "StateNamespace",
+    "Store",
+    "StoreClosedError",
+    "StoreError",
+    "StoreLocation",
+    "StoreLockedError",
+    "StoreUnavailable",
+    "UnknownStoreScheme",
+]
 
 SCHEMA_VERSION = 2
 """The version of the store layout this code writes (both backends)."""
-
-
-class DatabaseUnavailable(RetriableError):
-    """The database cannot be reached right now (refused, or the connection was lost).
-
-    Nothing acknowledged before it was raised is lost: a failed call committed nothing.
-    """
-
-
-class DatabaseClosed(ToolcardsError):
-    """The connections were closed; no more reads or writes."""
-
-
-class StoreError(ToolcardsError):
-    """The store cannot be opened where it was asked for (a directory, a read-only or
-    special location, a corrupt file); the message names the path and what to do."""
-
-
-class StoreLockedError(ToolcardsError):
-    """Another process holds the store file open for writing (single writer per SQLite file)."""
-
-
-class StoreClosedError(ToolcardsError):
-    """The store was closed (its team stopped); no more reads or writes."""
-
-
-class StoreUnavailable(DatabaseUnavailable):
-    """The store cannot be reached right now (connection lost or refused); retry later.
-
-    Nothing acknowledged before it was raised is lost: a failed call committed nothing.
-    """
-
-
-class SchemaTooNew(ToolcardsError):
-    """The store was written by a newer toolcards; this one cannot read it safely."""
 
 
 class EventRow(NamedTuple):
@@ -288,3 +287,88 @@ class StateNamespace:
     def batch(self) -> AbstractContextManager[None]:
         """A context manager: every put/delete/emit inside commits atomically at exit."""
         return self._store.transaction()
+
+
+DEFAULT_TEAM = "default"
+"""The team of stores opened without one (a standalone executor, a plain AuditLog)."""
+
+Binding = tuple[str, str, str, str]
+"""(call id, tool id, argument digest, principal id)."""
+
+
+@runtime_checkable
+class ApprovalStore(Protocol):
+    def add(self, request: ApprovalRequest, now: float) -> ApprovalRecord:
+        """Store ``request`` as pending, unless an unexpired record with the same binding
+        exists: then return that one unchanged (a request is never replaced)."""
+        ...
+
+    def get(self, approval_id: str) -> ApprovalRecord | None:
+        """The record, expired or not (None when unknown or removed)."""
+        ...
+
+    def decide(
+        self, approval_id: str, state: ApprovalState, approver: str, now: float
+    ) -> ApprovalRecord | None:
+        """Move a pending, unexpired record to ``state``; None when it is not pending."""
+        ...
+
+    def take(self, binding: Binding, *, approved: bool, now: float) -> ApprovalRecord | None:
+        """The unexpired record for ``binding``. A decided one is removed (spent) and returned;
+        a pending one is returned and kept, unless ``approved``: then it is removed and
+        returned as granted. None when there is none (expired ones are removed)."""
+        ...
+
+    def remove(self, approval_id: str) -> bool:
+        """Forget a record; True when there was one."""
+        ...
+
+    def pending(self, now: float) -> list[ApprovalRecord]:
+        """Unexpired pending records, oldest first (expired ones are removed)."""
+        ...
+
+
+@runtime_checkable
+class AuditTable(Protocol):
+    """Where one team's audit rows go (the statements of :mod:`toolcards.stores.audit_sql`,
+    ``?`` placeholders); every row written and read is the table's team's."""
+
+    team_id: str
+
+    def insert(self, rows: list[tuple[Any, ...]]) -> None:
+        """Insert ``rows`` (without their team: the table adds it) in one transaction."""
+        ...
+
+    def select(self, where: str, params: list[Any], limit: int) -> list[tuple[Any, ...]]:
+        """Rows of the team matching ``where`` (a condition on the columns, may be empty),
+        newest first, at most ``limit``."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection."""
+        ...
+
+
+class Limit(Protocol):
+    """One rate limit as the buckets see it: its rule index, ``count`` calls per ``period``
+    seconds (the policy's compiled limits have these attributes)."""
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def count(self) -> int: ...
+
+    @property
+    def period(self) -> float: ...
+
+
+class RateLimits(Protocol):
+    """What the executor needs of a rate limiter: one team's buckets, in this process's
+    memory (:class:`~toolcards.stores.memory.RateLimiter`) or in PostgreSQL, shared by every
+    process of the team (:class:`~toolcards.stores.postgres.governance.PostgresRateLimiter`)."""
+
+    def acquire(self, limits: Sequence[Limit], principal: str, tool_id: str) -> float:
+        """Take one token from every applicable bucket: 0.0 when allowed, else the seconds
+        until the call would be (no token is taken then)."""
+        ...

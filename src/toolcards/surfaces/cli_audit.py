@@ -38,7 +38,7 @@ def _audit_log(ctx: typer.Context, state: State) -> Any:
         path = config.audit_location  # a file, or the PostgreSQL database of a shared store
         if path is None or (config.audit_path is not None and not config.audit_path.exists()):
             fail(f"{config.source}: no audit log at {config.audit_path}", ExitCode.USAGE)
-        audit = AuditLog(path)
+        audit = AuditLog(path, team_id=config.team_id)
         ctx.call_on_close(audit.close)
     if audit is None:
         fail("this runtime keeps no audit log", ExitCode.USAGE)

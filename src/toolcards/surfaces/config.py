@@ -51,7 +51,8 @@ from pydantic import (
 )
 
 from toolcards.core.identity import ANONYMOUS, Identity
-from toolcards.stores.postgres.connections import is_postgres_url, redact_url
+from toolcards.stores.errors import UnknownStoreScheme
+from toolcards.stores.location import StoreLocation, is_postgres_url, redact_url
 
 if TYPE_CHECKING:
     from toolcards.runtime.system import ActorSystem
@@ -172,6 +173,16 @@ class SurfaceConfig(BaseModel):
                 value = redact_url(value)
             yield name, value
 
+    @field_validator("store", "audit", "approvals")
+    @classmethod
+    def _location(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                StoreLocation.parse(value)
+            except UnknownStoreScheme as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
     @field_validator("system")
     @classmethod
     def _system(cls, value: str | dict[str, Any]) -> str | dict[str, Any]:
@@ -229,7 +240,8 @@ class SurfaceConfig(BaseModel):
 
     def location(self, value: str) -> str:
         """A database URL as given (never a path), ``:memory:``, or a path made absolute."""
-        if value == ":memory:" or is_postgres_url(value):
+        where = StoreLocation.parse(value)
+        if where.path is None:
             return value
         return str(self.path(value))
 

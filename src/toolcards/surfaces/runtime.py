@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from toolcards.governance.policy import Policy
     from toolcards.runtime.system import ActorSystem
     from toolcards.runtime.team import Team
-    from toolcards.stores.ratelimit import RateLimits
+    from toolcards.stores.base import RateLimits
     from toolcards.surfaces.mcp_approval import ApprovalChannel
 
 ApprovalMode = Literal["approver", "client"]

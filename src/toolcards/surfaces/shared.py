@@ -14,13 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from toolcards.stores.postgres.connections import is_postgres_url
+from toolcards.stores.base import DEFAULT_TEAM
+from toolcards.stores.open import open_approvals, open_rate_limits
 
 if TYPE_CHECKING:
     from toolcards.governance.approvals import ApprovalBroker
     from toolcards.governance.audit import AuditLog
-    from toolcards.stores.approvals import ApprovalStore
-    from toolcards.stores.ratelimit import RateLimits
+    from toolcards.stores.base import ApprovalStore, RateLimits
     from toolcards.surfaces.config import SurfaceConfig
 
 APPROVAL_TTL = 900.0
@@ -42,22 +42,12 @@ class SharedGovernance:
             closer()
 
 
-def approval_store(location: str) -> tuple[ApprovalStore, Callable[[], Any] | None]:
-    """The approvals store at ``location`` (a SQLite file, a ``postgresql://`` URL, or
-    ``:memory:`` for this process only) and how to close it."""
-    if location == ":memory:":
-        from toolcards.stores.approvals import MemoryApprovalStore
-
-        return MemoryApprovalStore(), None
-    if is_postgres_url(location):
-        from toolcards.stores.postgres.governance import PostgresApprovalStore
-
-        pg = PostgresApprovalStore(location)
-        return pg, pg.close
-    from toolcards.stores.approvals import SqliteApprovalStore
-
-    sqlite = SqliteApprovalStore(location)
-    return sqlite, sqlite.close
+def approval_store(
+    location: str, team_id: str = DEFAULT_TEAM
+) -> tuple[ApprovalStore, Callable[[], Any] | None]:
+    """The team's approvals store at ``location`` (a SQLite file, a ``postgresql://`` URL,
+    or ``:memory:`` for this process only) and how to close it."""
+    return open_approvals(location, team_id)
 
 
 def open_shared(
@@ -77,9 +67,9 @@ def open_shared(
         log = None
         location = config.audit_location if audit else None
         if location is not None:
-            log = AuditLog(location, durability=durability)
+            log = AuditLog(location, durability=durability, team_id=config.team_id)
             closers.append(log.close)
-        store, close_store = approval_store(config.approvals_location)
+        store, close_store = approval_store(config.approvals_location, config.team_id)
         if close_store is not None:
             closers.append(close_store)
         ttl = max(APPROVAL_TTL, config.approval_timeout)
@@ -87,11 +77,9 @@ def open_shared(
         limiter = None
         shared_limits = config.rate_limits_location
         if rate_limits and shared_limits is not None:
-            from toolcards.stores.postgres.governance import PostgresRateLimiter
-
-            pg_limiter = PostgresRateLimiter(shared_limits)
-            closers.append(pg_limiter.close)
-            limiter = pg_limiter
+            limiter, close_limiter = open_rate_limits(shared_limits, config.team_id)
+            if close_limiter is not None:
+                closers.append(close_limiter)
     except BaseException:
         for closer in reversed(closers):
             closer()

@@ -15,10 +15,11 @@ import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from toolcards._lazy import optional_module
-from toolcards.stores.base import DatabaseClosed, DatabaseUnavailable
+from toolcards.stores.errors import DatabaseClosed, DatabaseUnavailable
+from toolcards.stores.location import redact_url
 
 if TYPE_CHECKING:
     import psycopg
@@ -27,23 +28,6 @@ if TYPE_CHECKING:
 def psycopg_module() -> Any:
     """The ``psycopg`` module, or an ImportError saying which extra to install."""
     return optional_module("psycopg", "postgres", "PostgreSQL")
-
-
-def is_postgres_url(location: str) -> bool:
-    """True for ``postgresql://`` and ``postgres://`` locations."""
-    return location.startswith(("postgresql://", "postgres://"))
-
-
-def redact_url(url: str) -> str:
-    """``url`` without its password (``postgresql://u:***@host/db``), for logs and errors."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    user = parts.username or ""
-    return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, ""))
 
 
 class ThreadState:

@@ -8,18 +8,17 @@ PostgreSQL's placeholders), so both pass one contract suite.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from toolcards.stores.approvals import ADDED_COLUMNS as APPROVALS_ADDED
-from toolcards.stores.approvals import SCHEMA as APPROVALS_SCHEMA
+from toolcards.stores import approvals, audit_sql
 from toolcards.stores.approvals import SqlApprovalStore
-from toolcards.stores.audit_sql import INSERT
-from toolcards.stores.audit_sql import SCHEMA as AUDIT_SCHEMA
+from toolcards.stores.base import DEFAULT_TEAM, Limit
+from toolcards.stores.migrate import TeamColumn
 from toolcards.stores.postgres.connections import Connections
-from toolcards.stores.ratelimit import Limit
 
 _BUCKETS = """
 CREATE TABLE IF NOT EXISTS toolcards_rate_buckets (
@@ -50,10 +49,17 @@ def postgres_ddl(sqlite_ddl: str) -> str:
     return ddl
 
 
-def _create(db: Connections, sqlite_ddl: str) -> None:
+def _create(
+    db: Connections, table: str, migration: TeamColumn | None = None, indexes: str = ""
+) -> None:
+    """Create a table (SQLite DDL, translated), add its team column when it predates it,
+    then its indexes: under one advisory lock, so concurrent processes migrate once."""
     with db.transaction(), db.cursor() as cur:
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-        for statement in postgres_ddl(sqlite_ddl).split(";"):
+        cur.execute(postgres_ddl(table))
+        if migration is not None:
+            migration.postgres(cur)
+        for statement in postgres_ddl(indexes).split(";"):
             if statement.strip():
                 cur.execute(statement)
 
@@ -64,14 +70,13 @@ class PostgresApprovalStore(SqlApprovalStore):
 
     table = "toolcards_approvals"
 
-    def __init__(self, url: str, *, connect_timeout: float = 5.0) -> None:
+    def __init__(
+        self, url: str, team_id: str = DEFAULT_TEAM, *, connect_timeout: float = 5.0
+    ) -> None:
+        self.team_id = team_id
         self._db = Connections(url, connect_timeout=connect_timeout)
         self.location = self._db.location
-        added = "".join(
-            f"ALTER TABLE approvals ADD COLUMN IF NOT EXISTS {name} {ddl};"
-            for name, ddl in APPROVALS_ADDED
-        )
-        _create(self._db, APPROVALS_SCHEMA + added)
+        _create(self._db, approvals.TABLE, approvals.MIGRATION, approvals.INDEXES)
 
     @contextmanager
     def _tx(self) -> Iterator[Any]:
@@ -92,7 +97,10 @@ class PostgresRateLimiter:
     """Token buckets in PostgreSQL: a limit of 5/min holds across every process and machine
     (the database's clock refills them, so machines need not agree on the time)."""
 
-    def __init__(self, url: str, *, connect_timeout: float = 5.0) -> None:
+    def __init__(
+        self, url: str, team_id: str = DEFAULT_TEAM, *, connect_timeout: float = 5.0
+    ) -> None:
+        self.team_id = team_id
         self._db = Connections(url, connect_timeout=connect_timeout)
         self.location = self._db.location
         _create(self._db, _BUCKETS)
@@ -102,9 +110,7 @@ class PostgresRateLimiter:
         until the call would be (no token is taken then)."""
         if not limits:
             return 0.0
-        keys = [
-            (f"{lim.index}|{lim.count}|{lim.period}|{principal}|{tool_id}", lim) for lim in limits
-        ]
+        keys = [(_bucket_key(self.team_id, lim, principal, tool_id), lim) for lim in limits]
         with self._db.transaction(), self._db.cursor() as cur:
             cur.execute("SELECT extract(epoch from clock_timestamp())::float8")
             now = float(cur.fetchone()[0])
@@ -135,11 +141,18 @@ class PostgresRateLimiter:
         return wait
 
     def reset(self) -> None:
+        """Forget this team's buckets (other teams' stay)."""
+        prefix = json.dumps([self.team_id])[:-1] + ","
         with self._db.transaction(), self._db.cursor() as cur:
-            cur.execute("DELETE FROM toolcards_rate_buckets")
+            cur.execute("DELETE FROM toolcards_rate_buckets WHERE starts_with(key, %s)", (prefix,))
 
     def close(self) -> None:
         self._db.close()
+
+
+def _bucket_key(team_id: str, lim: Limit, principal: str, tool_id: str) -> str:
+    """One bucket per team, limit, principal and tool; JSON, so no two tuples share a key."""
+    return json.dumps([team_id, lim.index, lim.count, lim.period, principal, tool_id])
 
 
 def _audit_sql(sql: str) -> str:
@@ -150,18 +163,21 @@ def _audit_sql(sql: str) -> str:
 class PostgresAuditTable:
     """The audit trail in PostgreSQL: every process of a team appends to one table."""
 
-    def __init__(self, url: str, *, connect_timeout: float = 5.0) -> None:
+    def __init__(
+        self, url: str, team_id: str = DEFAULT_TEAM, *, connect_timeout: float = 5.0
+    ) -> None:
+        self.team_id = team_id
         self._db = Connections(url, connect_timeout=connect_timeout)
         self.location = self._db.location
-        _create(self._db, AUDIT_SCHEMA)
+        _create(self._db, audit_sql.TABLE, audit_sql.MIGRATION, audit_sql.INDEXES)
 
     def insert(self, rows: list[tuple[Any, ...]]) -> None:
         with self._db.transaction(), self._db.cursor() as cur:
-            cur.executemany(_audit_sql(INSERT), rows)
+            cur.executemany(_audit_sql(audit_sql.INSERT), [(*r, self.team_id) for r in rows])
 
-    def select(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    def select(self, where: str, params: list[Any], limit: int) -> list[tuple[Any, ...]]:
         with self._db.cursor() as cur:
-            cur.execute(_audit_sql(sql), params)
+            cur.execute(_audit_sql(audit_sql.select(where)), [self.team_id, *params, limit])
             return list(cur.fetchall())
 
     def close(self) -> None:

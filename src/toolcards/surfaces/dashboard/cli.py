@@ -112,13 +112,23 @@ def _from_store(
     """A config-less dashboard of a team's store: one viewer, signed in with a token printed
     here (no approvals: nothing in this process waits for them)."""
     from toolcards.core.identity import Identity
+    from toolcards.stores.base import (
+        StoreError,
+        StoreLocation,
+        StoreLockedError,
+        UnknownStoreScheme,
+    )
     from toolcards.surfaces.auth import TokenTable
     from toolcards.surfaces.config import new_token
     from toolcards.surfaces.dashboard.app import Dashboard
 
     if not team_id:
         raise _fail("--store needs --team (the team id)", ExitCode.USAGE)
-    if store != ":memory:" and not store.startswith("postgresql://") and not Path(store).exists():
+    try:
+        where = StoreLocation.parse(store)
+    except UnknownStoreScheme as exc:
+        raise _fail(str(exc), ExitCode.USAGE) from None
+    if where.path is not None and not where.path.exists():
         raise _fail(f"no store at {store}", ExitCode.USAGE)
     if audit_path is not None and not audit_path.exists():
         raise _fail(f"no audit log at {audit_path}", ExitCode.USAGE)
@@ -127,13 +137,12 @@ def _from_store(
     def open_it(host: str) -> Iterator[Dashboard]:
         from toolcards.governance.audit import AuditLog
         from toolcards.runtime.team import Team
-        from toolcards.stores.base import StoreError, StoreLockedError
 
         try:
             team = Team.resume(team_id, store)
         except (LookupError, StoreLockedError, StoreError) as exc:
             raise _fail(str(exc), ExitCode.FAILED) from None
-        audit = AuditLog(audit_path) if audit_path is not None else None
+        audit = AuditLog(audit_path, team_id=team_id) if audit_path is not None else None
         token = new_token()
         tokens = TokenTable.from_tokens([(token, Identity("local", "user", ["viewer"]))])
         typer.echo(f"sign in with this one-time token: {token}", err=True)

@@ -47,9 +47,11 @@ def dashboard_for(
     (the runtime's broker then keeps them there)."""
     broker = runtime.executor.approvals
     if approvals_file is not None:
-        from toolcards.stores.approvals import SqliteApprovalStore
+        from toolcards.stores.base import DEFAULT_TEAM
+        from toolcards.stores.sqlite.approvals import SqliteApprovalStore
 
-        broker.store = SqliteApprovalStore(approvals_file)
+        team = runtime.team.team_id if runtime.team is not None else DEFAULT_TEAM
+        broker.store = SqliteApprovalStore(approvals_file, team)
     return Dashboard(
         team=runtime.team,
         audit=runtime.audit,

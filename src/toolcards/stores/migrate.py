@@ -1,0 +1,70 @@
+"""The team column every governance table gained: rows written before it belong to no team.
+
+SQLite files are one config's (one team's), so their old rows are claimed by the team that
+opens the file first with this version. A PostgreSQL database may be shared by several teams,
+so its old rows keep the empty team: no team sees them (an operator assigns them with one
+``UPDATE ... SET team_id = '<team>' WHERE team_id = ''``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TeamColumn:
+    """Adds ``team_id`` to ``table`` when missing and drops the indexes made without it; adds
+    the ``added`` columns (name, DDL) a table made by an older version lacks."""
+
+    table: str
+    drop_indexes: tuple[str, ...] = ()
+    added: tuple[tuple[str, str], ...] = ()
+
+    def sqlite(self, conn: sqlite3.Connection, claim_for: str) -> None:
+        """Run inside the caller's write transaction (one migrating process at a time)."""
+        columns = {row[1] for row in conn.execute(f"PRAGMA table_info({self.table})")}
+        for name, ddl in self.added:
+            if name not in columns:
+                conn.execute(f"ALTER TABLE {self.table} ADD COLUMN {name} {ddl}")
+        if "team_id" in columns:
+            return
+        conn.execute(f"ALTER TABLE {self.table} ADD COLUMN team_id TEXT NOT NULL DEFAULT ''")
+        conn.execute(f"UPDATE {self.table} SET team_id = ?", (claim_for,))
+        for index in self.drop_indexes:
+            conn.execute(f"DROP INDEX IF EXISTS {index}")
+
+    def postgres(self, cur: Any, prefix: str = "toolcards_") -> None:
+        """Run under the schema lock; old rows keep the empty team (see the module doc)."""
+        table = prefix + self.table
+        for name, ddl in self.added:
+            cur.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {ddl}")
+        cur.execute(
+            "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+            "AND table_name = %s AND column_name = 'team_id'",
+            (table,),
+        )
+        if cur.fetchone() is not None:
+            return
+        cur.execute(f"ALTER TABLE {table} ADD COLUMN team_id TEXT NOT NULL DEFAULT ''")
+        for index in self.drop_indexes:
+            cur.execute(f"DROP INDEX IF EXISTS {prefix}{index}")
+
+
+def sqlite_setup(
+    conn: sqlite3.Connection, table: str, migration: TeamColumn, indexes: str, team_id: str
+) -> None:
+    """Create ``table`` (with its team column), migrate an old one, then create its indexes,
+    in one write transaction."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(table)
+        migration.sqlite(conn, team_id)
+        for statement in indexes.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
