@@ -30,7 +30,7 @@ PASSWORD = "s3cret-pw"  # the test server's (tests/support/servers.py)
 POLICY = """
 default_effect: allow
 limits:
-  - {targets: [crm_read], rate: 3/min}
+  - {targets: [crm_read], rate: 3/hour}
 """
 
 
@@ -120,7 +120,7 @@ async def test_every_process_writes_one_audit_trail_in_postgres(shared: Shared) 
     assert done.returncode == ExitCode.OK, done.stderr
 
     def rows() -> list[tuple[str, str]]:
-        with AuditLog(shared.url) as log:
+        with AuditLog(shared.url, team_id="surfaces") as log:
             return sorted((e.surface, e.args["query"]) for e in log.query(tool="crm_search"))
 
     with anyio.fail_after(20):  # the server commits its batch a moment later
@@ -175,7 +175,7 @@ async def test_a_grant_in_a_cli_process_releases_the_call_waiting_in_the_server(
     assert granted.returncode == ExitCode.OK, granted.stderr
     assert results[0].is_error is False
     assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "ops: pg\n"
-    with AuditLog(postgres_url) as log:
+    with AuditLog(postgres_url, team_id="surfaces") as log:
         assert [e.principal for e in log.query(outcome="approval_granted")] == ["ann"]
 
 

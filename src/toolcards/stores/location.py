@@ -24,7 +24,7 @@ MEMORY = ":memory:"
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 ACCEPTED = "a file path, ':memory:', postgresql:// or postgres://"
 
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+):(//|$)")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+):(//)?")
 
 
 @dataclass(frozen=True)
@@ -45,19 +45,16 @@ class StoreLocation:
             raise UnknownStoreScheme(f"a store location must be text, not {type(text).__name__}")
         if text == MEMORY:
             return cls("memory", MEMORY)
+        if not text.strip():
+            raise UnknownStoreScheme(f"the store location is empty; use {ACCEPTED}")
         found = _SCHEME.match(text)
-        if found is None:
-            if not text.strip():
-                raise UnknownStoreScheme(f"the store location is empty; use {ACCEPTED}")
-            return cls("sqlite", text)
-        scheme = found.group(1).lower()
-        if scheme in POSTGRES_SCHEMES and found.group(2) == "//":
+        scheme = found.group(1).lower() if found is not None else ""
+        if found is None or (not found.group(2) and scheme not in POSTGRES_SCHEMES):
+            return cls("sqlite", text)  # "notes:v2.db" is a file name
+        if scheme in POSTGRES_SCHEMES and found.group(2):
             return cls("postgres", text)
-        raise UnknownStoreScheme(
-            f"unknown store scheme {scheme + '://'!r}; use {ACCEPTED}"
-            if found.group(2)
-            else f"unknown store location {scheme + ':'!r}; use {ACCEPTED}"
-        )
+        shown = f"{scheme}://" if found.group(2) else f"{scheme}:"
+        raise UnknownStoreScheme(f"unknown store scheme {shown!r}; use {ACCEPTED}")
 
     @property
     def is_postgres(self) -> bool:

@@ -1,0 +1,185 @@
+"""Two teams in one database never see each other's rows: audit, approvals, rate buckets
+and team state, on SQLite, PostgreSQL and memory (the contract every backend passes)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from toolcards.core.approvals import ApprovalRequest, ApprovalState
+from toolcards.core.identity import Identity
+from toolcards.governance import AuditLog
+from toolcards.stores.base import ApprovalStore, RateLimits
+from toolcards.stores.open import open_approvals, open_rate_limits, open_stores
+
+NOW = 1_000.0
+
+
+@dataclass(frozen=True)
+class Limit:
+    index: int
+    count: int
+    period: float
+
+
+def _request(call_id: str, principal: str = "carol") -> ApprovalRequest:
+    return ApprovalRequest(
+        call_id=call_id,
+        tool_id="pay",
+        args_digest="d1",
+        principal=principal,
+        args={"amount": 5},
+        reason="needs a human",
+        expires_at=NOW + 60,
+        surface="python",
+        identity=Identity(principal, roles=["finance"]),
+        created_at=NOW,
+    )
+
+
+@pytest.fixture(params=["sqlite", "postgres", "memory"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "postgres":
+        return str(request.getfixturevalue("postgres_url"))
+    if request.param == "memory":
+        return ":memory:"
+    return str(tmp_path / "shared.db")
+
+
+@pytest.fixture
+def approvals(location: str) -> Iterator[tuple[ApprovalStore, ApprovalStore]]:
+    a, close_a = open_approvals(location, "a")
+    b, close_b = open_approvals(location, "b")
+    yield a, b
+    for close in (close_a, close_b):
+        if close is not None:
+            close()
+
+
+def test_a_team_never_lists_another_teams_pending_approvals(
+    approvals: tuple[ApprovalStore, ApprovalStore],
+) -> None:
+    a, b = approvals
+    a.add(_request("call-a"), NOW)
+    b.add(_request("call-b"), NOW)
+    assert [r.request.call_id for r in a.pending(NOW)] == ["call-a"]
+    assert [r.request.call_id for r in b.pending(NOW)] == ["call-b"]
+
+
+def test_a_team_cannot_decide_or_read_another_teams_request(
+    approvals: tuple[ApprovalStore, ApprovalStore],
+) -> None:
+    a, b = approvals
+    record = a.add(_request("call-a"), NOW)
+    approval_id = record.request.approval_id
+    assert b.get(approval_id) is None
+    assert b.decide(approval_id, ApprovalState.GRANTED, "mallory", NOW) is None
+    assert b.take(record.request.binding, approved=True, now=NOW) is None
+    assert b.remove(approval_id) is False
+    assert a.get(approval_id) is not None
+    assert a.pending(NOW)[0].state is ApprovalState.PENDING
+
+
+def test_the_same_binding_in_two_teams_is_two_requests(
+    approvals: tuple[ApprovalStore, ApprovalStore],
+) -> None:
+    a, b = approvals
+    a.add(_request("same"), NOW)
+    b.add(_request("same"), NOW)
+    granted = b.take(_request("same").binding, approved=True, now=NOW)
+    assert granted is not None and granted.state is ApprovalState.GRANTED
+    assert [r.request.call_id for r in a.pending(NOW)] == ["same"]
+
+
+def test_rate_buckets_belong_to_their_team(location: str) -> None:
+    if location == ":memory:":
+        pytest.skip("memory buckets are one limiter object per team; nothing is shared")
+    a, close_a = open_rate_limits(location, "a")
+    b, close_b = open_rate_limits(location, "b")
+    limits: list[RateLimits] = [a, b]
+    try:
+        one_per_hour = [Limit(0, 1, 3600.0)]
+        assert limits[0].acquire(one_per_hour, "agent", "pay") == 0.0
+        assert limits[0].acquire(one_per_hour, "agent", "pay") > 0.0
+        assert limits[1].acquire(one_per_hour, "agent", "pay") == 0.0  # b's first call
+    finally:
+        for close in (close_a, close_b):
+            if close is not None:
+                close()
+
+
+def test_a_principal_with_a_separator_in_its_id_has_its_own_bucket(location: str) -> None:
+    if location == ":memory:":
+        pytest.skip("memory buckets are keyed by tuples")
+    limiter, close = open_rate_limits(location, "a")
+    try:
+        one = [Limit(0, 1, 3600.0)]
+        assert limiter.acquire(one, "x|y", "z") == 0.0
+        assert limiter.acquire(one, "x", "y|z") == 0.0
+    finally:
+        if close is not None:
+            close()
+
+
+def _log(location: str, team: str) -> AuditLog:
+    return AuditLog(location, durability="sync", team_id=team, flush_on_signal=False)
+
+
+def _row(log: AuditLog, tool: str) -> None:
+    from toolcards.governance.audit import AuditRecord
+
+    log.record(AuditRecord(NOW, "agent", "agent", (), "python", tool, "c1", {}, "allow", "ok"))
+
+
+def test_a_team_reads_only_its_own_audit_rows(location: str) -> None:
+    if location == ":memory:":
+        pytest.skip("an in-memory audit table is one connection's: nothing is shared")
+    a, b = _log(location, "a"), _log(location, "b")
+    try:
+        _row(a, "tool_of_a")
+        _row(b, "tool_of_b")
+        assert [e.tool for e in a.tail(10)] == ["tool_of_a"]
+        assert [e.tool for e in b.query(tool="tool_of_a")] == []
+        assert [e.tool for e in b.tail(10)] == ["tool_of_b"]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_team_state_rows_belong_to_their_team(location: str) -> None:
+    with open_stores(location, "a") as stores:
+        stores.state.open_team("a")
+        stores.state.open_team("b")
+        stores.state.state_put("a", "#Board", "k", {"v": 1})
+        assert stores.state.state_get("b", "#Board", "k") is None
+        assert stores.state.state_items("b", "#Board") == []
+
+
+def test_an_audit_file_written_before_teams_is_claimed_by_its_first_team(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    old = sqlite3.connect(path)
+    old.executescript(
+        "CREATE TABLE audit (id INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL NOT NULL, "
+        "principal TEXT NOT NULL, principal_type TEXT NOT NULL, roles TEXT NOT NULL, "
+        "surface TEXT NOT NULL, tool TEXT NOT NULL, call_id TEXT, args_digest TEXT NOT NULL, "
+        "args TEXT NOT NULL, decision TEXT NOT NULL, reason TEXT, outcome TEXT NOT NULL, "
+        "duration_ms REAL NOT NULL, error TEXT);"
+        "CREATE INDEX audit_ts ON audit(ts);"
+        "INSERT INTO audit (ts, principal, principal_type, roles, surface, tool, call_id, "
+        "args_digest, args, decision, reason, outcome, duration_ms, error) VALUES "
+        "(1.0, 'agent', 'agent', '', 'cli', 'old_tool', 'c0', 'd', '{}', 'allow', NULL, 'ok', "
+        "1.0, NULL);"
+    )
+    old.commit()
+    old.close()
+    first, second = _log(str(path), "crm"), _log(str(path), "other")
+    try:
+        assert [e.tool for e in first.tail(10)] == ["old_tool"]
+        assert second.tail(10) == []
+    finally:
+        first.close()
+        second.close()
