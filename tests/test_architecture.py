@@ -157,3 +157,12 @@ def test_card_folders_never_import_each_other() -> None:
             other = target.split(".")
             if len(other) > 2 and other[1] == "tools":
                 assert other[2] in (own, "_common"), f"{module} imports {target}"
+
+
+def test_the_docs_draw_the_layers_this_test_enforces() -> None:
+    """docs/index.md's picture lists the layers top (highest) to bottom, as LAYERS orders them."""
+    text = (PACKAGE.parents[1] / "docs" / "index.md").read_text(encoding="utf-8")
+    block = text.split("## The layers", 1)[1].split("```")[1]
+    drawn = [line.split("/")[0] for line in block.splitlines() if line[:1].isalpha()]
+    assert drawn == sorted(LAYERS, key=LAYERS.__getitem__, reverse=True)
+

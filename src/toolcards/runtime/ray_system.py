@@ -6,11 +6,18 @@ get-if-exists (so concurrent binders from many processes end up with one actor),
 the restarted actor runs its factory again and reloads its state from the store. A call in
 flight when the worker died fails with :class:`ActorUnavailable` (retry it); calls made
 after the restart are served. Needs the ``ray`` extra.
+
+A namespace is not a boundary: any driver of the cluster can look up any named actor. A team's
+actors therefore carry the team's key (a secret kept in its store) and refuse every call that
+does not present it; see ``docs/distributed.md`` for the cluster setup that keeps foreign
+drivers out in the first place (Ray's token authentication, a loopback or private address).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import os
 import socket
 import time
@@ -33,12 +40,22 @@ def _ray() -> Any:
     return optional_module("ray", "ray", "the Ray actor system")
 
 
-class _RayHost:
-    """The Ray actor class: runs one target object built by a picklable factory."""
+def _digest(key: str | None) -> bytes:
+    return hashlib.sha256((key or "").encode()).digest()
 
-    def __init__(self, factory: Callable[[], Any]) -> None:
+
+class _RayHost:
+    """The Ray actor class: runs one target object built by a picklable factory.
+
+    With a team key, every method refuses a caller that does not present it: Ray lets any
+    driver of the cluster find a named actor in any namespace, so the key (kept in the team's
+    store) is what keeps another team's driver out.
+    """
+
+    def __init__(self, factory: Callable[[], Any], key_digest: bytes | None = None) -> None:
         self.target: Any = None
         self.start_error: BaseException | None = None
+        self._key = key_digest
         try:
             self.target = factory()
             hook = getattr(self.target, "on_start", None)
@@ -47,18 +64,30 @@ class _RayHost:
         except Exception as exc:
             self.start_error = exc
 
-    def started(self) -> BaseException | None:
+    def _admit(self, key: str | None) -> None:
+        if self._key is not None and not hmac.compare_digest(self._key, _digest(key)):
+            raise PermissionError(
+                "refused: this actor serves one team, and the call did not carry its team key"
+            )
+
+    def started(self, key: str | None = None) -> BaseException | None:
+        self._admit(key)
         return self.start_error
 
-    def call(self, method: str, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    def call(
+        self, method: str, args: tuple[Any, ...], kw: dict[str, Any], key: str | None = None
+    ) -> Any:
+        self._admit(key)
         if method.startswith("_"):
             raise AttributeError(f"actor does not expose {method!r}")
         return getattr(self.target, method)(*args, **kw)
 
-    def ping(self) -> bool:
+    def ping(self, key: str | None = None) -> bool:
+        self._admit(key)
         return True
 
-    def stop(self) -> None:
+    def stop(self, key: str | None = None) -> None:
+        self._admit(key)
         try:
             hook = getattr(self.target, "on_stop", None)
             if hook is not None and self.start_error is None:
@@ -70,16 +99,17 @@ class _RayHost:
 class RayHandle(HandleBase[Any]):
     """An :class:`ActorHandle` over a Ray actor handle."""
 
-    __slots__ = ("_actor",)
+    __slots__ = ("_actor", "_key")
 
-    def __init__(self, name: str, actor: Any) -> None:
+    def __init__(self, name: str, actor: Any, key: str | None = None) -> None:
         super().__init__(name)
         self._actor = actor
+        self._key = key
 
     def _ask(self, method: str, args: tuple[Any, ...], kw: dict[str, Any], timeout: float) -> Any:
         ray = _ray()
         try:
-            ref = self._actor.call.remote(method, args, kw)
+            ref = self._actor.call.remote(method, args, kw, self._key)
             return ray.get(ref, timeout=timeout)
         except ray.exceptions.GetTimeoutError:
             raise TimeoutError(
@@ -99,14 +129,14 @@ class RayHandle(HandleBase[Any]):
     def _tell(self, method: str, args: tuple[Any, ...], kw: dict[str, Any]) -> None:
         ray = _ray()
         try:
-            self._actor.call.remote(method, args, kw)
+            self._actor.call.remote(method, args, kw, self._key)
         except ray.exceptions.RayActorError:
             raise ActorUnavailable(f"actor {self._name} is not running") from None
 
     def is_alive(self) -> bool:
         ray = _ray()
         try:
-            return bool(ray.get(self._actor.ping.remote(), timeout=self.timeout))
+            return bool(ray.get(self._actor.ping.remote(self._key), timeout=self.timeout))
         except Exception:
             return False
 
@@ -133,8 +163,12 @@ class RayActorSystem:
         connect_timeout: float = 10.0,
         max_restarts: int = -1,
         init_options: dict[str, Any] | None = None,
+        team_key: str | None = None,
     ) -> None:
         self.address = address
+        self.team_key = team_key
+        """The secret every call to this system's actors carries (a Team sets it from its
+        store); actors spawned with it refuse calls without it."""
         self.namespace = namespace
         self.connect_timeout = connect_timeout
         self.max_restarts = max_restarts
@@ -147,12 +181,20 @@ class RayActorSystem:
 
     def for_namespace(self, namespace: str) -> RayActorSystem:
         """The same cluster with another namespace."""
+        return self._copy(namespace, self.team_key)
+
+    def with_team_key(self, key: str) -> RayActorSystem:
+        """The same cluster and namespace, calling (and spawning) with a team's key."""
+        return self._copy(self.namespace, key)
+
+    def _copy(self, namespace: str, key: str | None) -> RayActorSystem:
         other = RayActorSystem(
             self.address,
             namespace,
             connect_timeout=self.connect_timeout,
             max_restarts=self.max_restarts,
             init_options=self._init_options,
+            team_key=key,
         )
         other._connected = self._connected
         return other
@@ -196,18 +238,26 @@ class RayActorSystem:
             max_concurrency=1,
             num_cpus=0,
         )
-        actor = remote.remote(factory)
+        key = self.team_key
+        actor = remote.remote(factory, None if key is None else _digest(key))
         try:
-            error = ray.get(actor.started.remote(), timeout=start_timeout)
+            error = ray.get(actor.started.remote(key), timeout=start_timeout)
         except ray.exceptions.GetTimeoutError:
             raise TimeoutError(f"actor {name} did not start within {start_timeout:g}s") from None
         except ray.exceptions.RayActorError as exc:
             raise ActorUnavailable(f"actor {name} failed to start: {exc}") from None
+        except ray.exceptions.RayTaskError as exc:
+            if isinstance(getattr(exc, "cause", None), PermissionError):
+                raise PermissionError(
+                    f"actor {name} exists in namespace {self.namespace} and belongs to another "
+                    "team (it refused this team's key)"
+                ) from None
+            raise
         if isinstance(error, BaseException):
             with contextlib.suppress(Exception):
                 ray.kill(actor, no_restart=True)
             raise error
-        return RayHandle(name, actor)
+        return RayHandle(name, actor, key)
 
     def lookup(self, name: str) -> RayHandle | None:
         ray = self.connect()
@@ -215,7 +265,7 @@ class RayActorSystem:
             actor = ray.get_actor(name, namespace=self.namespace)
         except ValueError:
             return None
-        return RayHandle(name, actor)
+        return RayHandle(name, actor, self.team_key)
 
     def names(self) -> list[str]:
         ray = self.connect()
@@ -228,7 +278,7 @@ class RayActorSystem:
         for name in names:
             handle = self.lookup(name)
             if handle is not None:
-                pending[handle.actor.stop.remote()] = (name, handle.actor)
+                pending[handle.actor.stop.remote(self.team_key)] = (name, handle.actor)
         deadline = time.monotonic() + max(timeout, 0.0)
         refs = list(pending)
         while refs and time.monotonic() < deadline:
@@ -245,7 +295,7 @@ class RayActorSystem:
     def stop_later(self, name: str) -> None:
         handle = self.lookup(name)
         if handle is not None:
-            handle.actor.stop.remote()
+            handle.actor.stop.remote(self.team_key)
 
     def shutdown(self) -> None:
         """Disconnect from Ray (stopping it when this object started a local one)."""

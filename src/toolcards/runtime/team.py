@@ -518,4 +518,10 @@ def _actor_system(
             f"actors in other processes cannot open the store {store.location}: a "
             "distributed actor system needs a store every process shares (a postgresql:// URL)"
         )
+    keyed = getattr(system, "with_team_key", None)
+    if callable(keyed):  # Ray: any driver finds any named actor; the team's key keeps it out
+        from toolcards.runtime.team_key import team_key
+
+        keyed_system: ActorSystem = keyed(team_key(store, team_id))
+        return keyed_system
     return system
