@@ -165,4 +165,3 @@ def test_the_docs_draw_the_layers_this_test_enforces() -> None:
     block = text.split("## The layers", 1)[1].split("```")[1]
     drawn = [line.split("/")[0] for line in block.splitlines() if line[:1].isalpha()]
     assert drawn == sorted(LAYERS, key=LAYERS.__getitem__, reverse=True)
-
