@@ -38,10 +38,12 @@ def _pg_bindir() -> Path | None:
 class PostgresServer:
     """``initdb`` into a temp dir, ``postgres`` on 127.0.0.1:<free port>; ``url`` to connect.
 
-    As root, the cluster runs as the ``postgres`` user (the server refuses root).
+    As root, the cluster runs as the ``postgres`` user (the server refuses root). Tests run it
+    with ``fsync=off`` (speed); benchmarks pass ``fsync=True``, the server's default.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, fsync: bool = False) -> None:
+        self.fsync = fsync
         self.bindir = _pg_bindir()
         if self.bindir is None:
             raise RuntimeError("PostgreSQL server binaries (initdb) are not installed")
@@ -97,7 +99,7 @@ class PostgresServer:
                 "-c",
                 "listen_addresses=127.0.0.1",
                 "-c",
-                "fsync=off",
+                f"fsync={'on' if self.fsync else 'off'}",
                 "-c",
                 "max_connections=200",
             ],
