@@ -18,7 +18,7 @@ from surfaces.surface_support import toolcards_json as toolcards
 from toolcards.governance import AuditLog, Identity
 from toolcards.governance.approvals import ApprovalBroker, ApprovalRequest
 from toolcards.governance.redact import canonical_json
-from toolcards.stores.approvals import SqliteApprovalStore
+from toolcards.stores.sqlite.approvals import SqliteApprovalStore
 from toolcards.surfaces.outcomes import ExitCode
 
 pytestmark = pytest.mark.timeout(120)
@@ -50,7 +50,7 @@ class Inbox:
         self.base = base
         self.approver = write_config(base, local=ANN, **shared)
         self.viewer = write_config(base, local=VERA, name="vera.yaml", **shared)
-        self.store = SqliteApprovalStore(base / "approvals.db")
+        self.store = SqliteApprovalStore(base / "approvals.db", "surfaces")  # the config's team
         self.broker = ApprovalBroker(store=self.store)
 
     def waiting(self, args: dict[str, Any]) -> ApprovalRequest:

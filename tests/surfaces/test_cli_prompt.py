@@ -23,7 +23,7 @@ from surfaces.surface_support import SURFACE_ENV, TOOLCARDS, principal_spec, wri
 from surfaces.surface_support import toolcards_json as toolcards
 from toolcards.governance import AuditLog, Identity
 from toolcards.governance.approvals import ApprovalBroker, ApprovalRequest
-from toolcards.stores.approvals import SqliteApprovalStore
+from toolcards.stores.sqlite.approvals import SqliteApprovalStore
 from toolcards.surfaces.config import ConfigError, load_config
 from toolcards.surfaces.outcomes import ExitCode
 
@@ -63,7 +63,7 @@ class Setup:
         return self.notes.read_text(encoding="utf-8").splitlines() if self.notes.exists() else []
 
     def pending(self) -> list[ApprovalRequest]:
-        store = SqliteApprovalStore(self.base / "approvals.db")
+        store = SqliteApprovalStore(self.base / "approvals.db", "surfaces")  # the config's team
         try:
             return ApprovalBroker(store=store).pending()
         finally:

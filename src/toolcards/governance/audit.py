@@ -15,7 +15,7 @@ from typing import Any, Literal, NamedTuple
 
 from toolcards.governance import _shutdown
 from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
-from toolcards.stores.base import DEFAULT_TEAM, AuditTable, StoreLocation
+from toolcards.stores.base import AuditTable, StoreLocation
 from toolcards.stores.open import open_audit_table
 
 log = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ class AuditLog:
         batch_size: int = 512,
         linger: float = 0.05,
         flush_on_signal: bool = True,
-        team_id: str = DEFAULT_TEAM,
+        team_id: str | None = None,
     ) -> None:
         if durability not in ("batched", "sync"):
             raise ValueError("durability must be 'batched' or 'sync'")
@@ -136,10 +136,12 @@ class AuditLog:
         self._batch_size = max(1, min(batch_size, _MAX_BATCH))
         self._linger = max(0.0, linger)
         location = StoreLocation.parse(path)
-        self.team_id = team_id
-        """Whose rows this log writes and reads (every row carries it)."""
-        self._reopen = (location.target, durability, batch_size, linger, flush_on_signal, team_id)
         self._db: AuditTable = open_audit_table(location, team_id, sync=durability == "sync")
+        self.team_id = self._db.team_id
+        """Whose rows this log writes and reads (every row carries it): ``team_id``, else the
+        team owning a SQLite file, else ``"default"``."""
+        reopen = (location.target, durability, batch_size, linger, flush_on_signal, self.team_id)
+        self._reopen = reopen
         self.path = Path(location.display)
         """The file, or (PostgreSQL) the database's printable URL."""
         self._lock = threading.RLock()  # a SIGTERM handler may write while its thread does
@@ -319,7 +321,7 @@ def _reopen(
     batch_size: int,
     linger: float,
     flush_on_signal: bool,
-    team_id: str = DEFAULT_TEAM,
+    team_id: str | None = None,
 ) -> AuditLog:
     return AuditLog(
         location,

@@ -1,9 +1,10 @@
-"""The team column every governance table gained: rows written before it belong to no team.
+"""The columns governance tables gained: the team every row belongs to, and later additions.
 
-SQLite files are one config's (one team's), so their old rows are claimed by the team that
-opens the file first with this version. A PostgreSQL database may be shared by several teams,
-so its old rows keep the empty team: no team sees them (an operator assigns them with one
-``UPDATE ... SET team_id = '<team>' WHERE team_id = ''``).
+SQLite files are one config's (one team's): the first team to open a file with this version
+owns it (recorded in the file) and claims its old rows; a reader that names no team reads the
+owner's (``AuditLog("audit.db")`` shows the trail its config wrote). A PostgreSQL database may
+be shared by several teams, so its old rows keep the empty team: no team sees them (an operator
+assigns them with one ``UPDATE ... SET team_id = '<team>' WHERE team_id = ''``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from typing import Any
+
+from toolcards.stores.base import DEFAULT_TEAM
 
 
 @dataclass(frozen=True)
@@ -52,15 +55,25 @@ class TeamColumn:
             cur.execute(f"DROP INDEX IF EXISTS {prefix}{index}")
 
 
+_OWNER = "CREATE TABLE IF NOT EXISTS toolcards_owner (team_id TEXT NOT NULL)"
+
+
 def sqlite_setup(
-    conn: sqlite3.Connection, table: str, migration: TeamColumn, indexes: str, team_id: str
-) -> None:
+    conn: sqlite3.Connection, table: str, migration: TeamColumn, indexes: str, team_id: str | None
+) -> str:
     """Create ``table`` (with its team column), migrate an old one, then create its indexes,
-    in one write transaction."""
+    in one write transaction. Returns the team: ``team_id``, or (None) the file's owner."""
     conn.execute("BEGIN IMMEDIATE")
     try:
+        conn.execute(_OWNER)
+        row = conn.execute("SELECT team_id FROM toolcards_owner").fetchone()
+        if row is None:
+            owner = team_id or DEFAULT_TEAM
+            conn.execute("INSERT INTO toolcards_owner VALUES (?)", (owner,))
+        else:
+            owner = str(row[0])
         conn.execute(table)
-        migration.sqlite(conn, team_id)
+        migration.sqlite(conn, owner)
         for statement in indexes.split(";"):
             if statement.strip():
                 conn.execute(statement)
@@ -68,3 +81,4 @@ def sqlite_setup(
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+    return team_id or owner

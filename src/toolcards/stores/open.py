@@ -37,8 +37,9 @@ def open_team_store(
     return TeamStore(where.target, durable=durable)
 
 
-def open_audit_table(location: Location, team_id: str = DEFAULT_TEAM, *, sync: bool) -> AuditTable:
-    """One team's audit rows at ``location`` (``:memory:``: this process only)."""
+def open_audit_table(location: Location, team_id: str | None = None, *, sync: bool) -> AuditTable:
+    """One team's audit rows at ``location`` (``:memory:``: this process only). Without a
+    team: the team owning a SQLite file, else the default team."""
     where = StoreLocation.parse(location)
     if where.is_postgres:
         from toolcards.stores.postgres.governance import PostgresAuditTable
@@ -50,7 +51,7 @@ def open_audit_table(location: Location, team_id: str = DEFAULT_TEAM, *, sync: b
 
 
 def open_approvals(
-    location: Location, team_id: str = DEFAULT_TEAM
+    location: Location, team_id: str | None = None
 ) -> tuple[ApprovalStore, Callable[[], Any] | None]:
     """One team's pending approvals at ``location`` and how to close them (``:memory:``:
     this process only, nothing to close)."""
@@ -58,7 +59,7 @@ def open_approvals(
     if where.is_memory:
         from toolcards.stores.memory import MemoryApprovalStore
 
-        return MemoryApprovalStore(team_id), None
+        return MemoryApprovalStore(team_id or DEFAULT_TEAM), None
     if where.is_postgres:
         from toolcards.stores.postgres.governance import PostgresApprovalStore
 
@@ -71,7 +72,7 @@ def open_approvals(
 
 
 def open_rate_limits(
-    location: Location, team_id: str = DEFAULT_TEAM
+    location: Location, team_id: str | None = None
 ) -> tuple[RateLimits, Callable[[], Any] | None]:
     """One team's token buckets: in the database for PostgreSQL (every process shares them),
     else in this process's memory."""

@@ -50,7 +50,7 @@ def call_approver(rt: SurfaceRuntime, *, interactive: bool, status: Any) -> Appr
 
 def _shared(broker: ApprovalBroker) -> bool:
     """Whether another process (an approver's CLI, a dashboard) can decide in this inbox."""
-    from toolcards.stores.approvals import MemoryApprovalStore
+    from toolcards.stores.memory import MemoryApprovalStore
 
     return not isinstance(broker.store, MemoryApprovalStore)
 

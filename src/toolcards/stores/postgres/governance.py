@@ -71,9 +71,9 @@ class PostgresApprovalStore(SqlApprovalStore):
     table = "toolcards_approvals"
 
     def __init__(
-        self, url: str, team_id: str = DEFAULT_TEAM, *, connect_timeout: float = 5.0
+        self, url: str, team_id: str | None = None, *, connect_timeout: float = 5.0
     ) -> None:
-        self.team_id = team_id
+        self.team_id = team_id or DEFAULT_TEAM
         self._db = Connections(url, connect_timeout=connect_timeout)
         self.location = self._db.location
         _create(self._db, approvals.TABLE, approvals.MIGRATION, approvals.INDEXES)
@@ -98,9 +98,9 @@ class PostgresRateLimiter:
     (the database's clock refills them, so machines need not agree on the time)."""
 
     def __init__(
-        self, url: str, team_id: str = DEFAULT_TEAM, *, connect_timeout: float = 5.0
+        self, url: str, team_id: str | None = None, *, connect_timeout: float = 5.0
     ) -> None:
-        self.team_id = team_id
+        self.team_id = team_id or DEFAULT_TEAM
         self._db = Connections(url, connect_timeout=connect_timeout)
         self.location = self._db.location
         _create(self._db, _BUCKETS)
@@ -164,9 +164,9 @@ class PostgresAuditTable:
     """The audit trail in PostgreSQL: every process of a team appends to one table."""
 
     def __init__(
-        self, url: str, team_id: str = DEFAULT_TEAM, *, connect_timeout: float = 5.0
+        self, url: str, team_id: str | None = None, *, connect_timeout: float = 5.0
     ) -> None:
-        self.team_id = team_id
+        self.team_id = team_id or DEFAULT_TEAM
         self._db = Connections(url, connect_timeout=connect_timeout)
         self.location = self._db.location
         _create(self._db, audit_sql.TABLE, audit_sql.MIGRATION, audit_sql.INDEXES)

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from toolcards.stores.approvals import INDEXES, MIGRATION, TABLE, SqlApprovalStore
-from toolcards.stores.base import DEFAULT_TEAM
 from toolcards.stores.migrate import sqlite_setup
 from toolcards.stores.sqlite.connect import shared_connection
 
@@ -19,11 +18,11 @@ class SqliteApprovalStore(SqlApprovalStore):
     """One team's approvals in a SQLite file, safe for several processes on one machine. It
     may be the audit log's file (its own table) or a file beside it."""
 
-    def __init__(self, path: str | Path, team_id: str = DEFAULT_TEAM) -> None:
+    def __init__(self, path: str | Path, team_id: str | None = None) -> None:
         self.path = Path(path)
-        self.team_id = team_id
         self._db = shared_connection(self.path, sync=True)
-        sqlite_setup(self._db, TABLE, MIGRATION, INDEXES, team_id)
+        self.team_id = sqlite_setup(self._db, TABLE, MIGRATION, INDEXES, team_id)
+        """``team_id``, or (None) the team that owns the file."""
         self._lock = threading.Lock()
 
     @contextmanager

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 from toolcards.stores import audit_sql
-from toolcards.stores.base import DEFAULT_TEAM
 from toolcards.stores.migrate import sqlite_setup
 from toolcards.stores.sqlite.connect import shared_connection
 
@@ -14,11 +13,13 @@ from toolcards.stores.sqlite.connect import shared_connection
 class SqliteAuditTable:
     """The audit table of a SQLite file, seen as one team's rows."""
 
-    def __init__(self, path: str | Path, *, sync: bool, team_id: str = DEFAULT_TEAM) -> None:
-        self.team_id = team_id
+    def __init__(self, path: str | Path, *, sync: bool, team_id: str | None = None) -> None:
         self.location = str(path)
         self._db = shared_connection(path, sync=sync)
-        sqlite_setup(self._db, audit_sql.TABLE, audit_sql.MIGRATION, audit_sql.INDEXES, team_id)
+        self.team_id = sqlite_setup(
+            self._db, audit_sql.TABLE, audit_sql.MIGRATION, audit_sql.INDEXES, team_id
+        )
+        """``team_id``, or (None) the team that owns the file."""
 
     def insert(self, rows: list[tuple[Any, ...]]) -> None:
         self._db.execute("BEGIN")
