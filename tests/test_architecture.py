@@ -165,3 +165,54 @@ def test_the_docs_draw_the_layers_this_test_enforces() -> None:
     block = text.split("## The layers", 1)[1].split("```")[1]
     drawn = [line.split("/")[0] for line in block.splitlines() if line[:1].isalpha()]
     assert drawn == sorted(LAYERS, key=LAYERS.__getitem__, reverse=True)
+
+
+WINGS = ("cli", "dashboard", "mcp_server")
+"""The surfaces' wings: each serves people or clients one way and never imports another."""
+COMPOSITION = {"toolcards.surfaces", "toolcards.surfaces.api", "toolcards.surfaces.combined",
+               "toolcards.surfaces.commands", "toolcards.surfaces.main",
+               "toolcards.surfaces.serving"}  # fmt: skip
+"""Surfaces modules that put wings together (imported by no wing and no shared module)."""
+
+
+def _wing(module: str) -> str | None:
+    parts = module.split(".")
+    if len(parts) > 2 and parts[1] == "surfaces" and parts[2] in WINGS:
+        return parts[2]
+    return None
+
+
+def _surface_modules() -> list[str]:
+    return sorted(m for m in GRAPH if m.startswith("toolcards.surfaces"))
+
+
+@pytest.mark.parametrize("module", _surface_modules())
+def test_no_wing_imports_another_wing(module: str) -> None:
+    own = _wing(module)
+    if own is None:
+        return
+    others = sorted(t for t in GRAPH[module] if _wing(t) not in (None, own))
+    assert others == [], f"{module} (wing {own}) imports another wing"
+
+
+@pytest.mark.parametrize("module", _surface_modules())
+def test_shared_surface_modules_import_no_wing_and_no_composition(module: str) -> None:
+    if _wing(module) is not None or module in COMPOSITION:
+        return
+    above = sorted(t for t in GRAPH[module] if _wing(t) is not None or t in COMPOSITION)
+    assert above == [], f"{module} is shared by the wings but imports {above}"
+
+
+@pytest.mark.parametrize("module", _surface_modules())
+def test_wings_import_no_composition_module(module: str) -> None:
+    if _wing(module) is None:
+        return
+    found = sorted(t for t in GRAPH[module] if t in COMPOSITION)
+    assert found == [], f"{module} imports {found}, which composes the wings"
+
+
+def test_the_wings_are_folders() -> None:
+    for wing in WINGS:
+        assert (PACKAGE / "surfaces" / wing / "__init__.py").exists()
+    flat = [p.name for p in (PACKAGE / "surfaces").glob("*.py")]
+    assert not [n for n in flat if n.startswith(("mcp_", "cli_"))], flat

@@ -49,7 +49,7 @@ FILE_IO = {
     "toolcards.governance.policy": "reads the policy file a config names",
     "toolcards.governance.table": "reads a policy decision table (YAML)",
     "toolcards.stores.sqlite.team": "holds the SQLite store's lock file open",
-    "toolcards.surfaces.cli_main": "the CLI's startup cache file",
+    "toolcards.surfaces.main": "the CLI's startup cache file",
     "toolcards.surfaces.config": "reads the config file",
     "toolcards.surfaces.control": "the control socket's record file and its config",
     "toolcards.tools.exec.backends.etc_view": "stages the sandbox's /etc view from host /etc",

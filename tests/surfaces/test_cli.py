@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 
 from surfaces.surface_support import SURFACE_ENV, TOOLCARDS, write_config
 from toolcards.governance import Identity, Policy
-from toolcards.surfaces.cli import app
+from toolcards.surfaces.commands import app
 from toolcards.surfaces.outcomes import ExitCode
 
-cli_module = importlib.import_module("toolcards.surfaces.cli")
+cli_module = importlib.import_module("toolcards.surfaces.commands")
 BOB = Identity("bob", "user", ["sales"])
 CAROL = Identity("carol", "user", ["finance"])
 ME = Identity("me", "user", [])
@@ -208,7 +208,7 @@ def test_hash_token_prints_a_storable_digest(tmp_path: Path) -> None:
 
 def test_help_does_not_import_pydantic_ai_or_mcp() -> None:
     code = (
-        "import sys\nfrom toolcards.surfaces.cli import main\n"
+        "import sys\nfrom toolcards.surfaces.commands import main\n"
         "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
         "print(sorted(m for m in ('pydantic_ai', 'mcp') if m in sys.modules))"
     )

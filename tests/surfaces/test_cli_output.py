@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from support.newcomer import on_a_terminal
 from toolcards import load_cards
-from toolcards.surfaces.cli import app
+from toolcards.surfaces.commands import app
 from toolcards.surfaces.config import ConfigError, load_config
 from toolcards.surfaces.outcomes import ExitCode
 

@@ -7,7 +7,7 @@ import logging
 import anyio
 import pytest
 
-from toolcards.surfaces.mcp_http import quiet_disconnects
+from toolcards.surfaces.mcp_server.http import quiet_disconnects
 
 
 def _log_with(exc: BaseException) -> None:

@@ -19,7 +19,7 @@ from toolcards.runtime import Team
 
 PROBE = """
 import json, sys
-from toolcards.surfaces.cli_main import main
+from toolcards.surfaces.main import main
 try:
     main(sys.argv[1:])
 except SystemExit as done:

@@ -24,8 +24,8 @@ from surfaces.surface_support import (
 )
 from toolcards.governance import AuditLog, CapabilityRegistry, Executor, Identity
 from toolcards.governance.table import PolicyTable, PolicyTableRow, decision_of
-from toolcards.surfaces.cli import app
-from toolcards.surfaces.mcp_server import META_KEY
+from toolcards.surfaces.commands import app
+from toolcards.surfaces.mcp_server.server import META_KEY
 from toolcards.surfaces.outcomes import ExitCode, table_decision
 
 Outcomes = dict[str, str]  # row name -> decision seen

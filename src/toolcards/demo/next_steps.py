@@ -68,7 +68,7 @@ def print_next_steps(
     dashboard."""
     console = console or Console()
     python = _command("python", "python")
-    cli = _command("toolcards", "toolcards.surfaces.cli_main")
+    cli = _command("toolcards", "toolcards.surfaces.main")
     state = shlex.quote(_short(state_dir.resolve()) if state_dir.is_absolute() else str(state_dir))
     demo = f"{python} -m toolcards.demo" + (f" --state {state}" if state_given else "")
     root = os.environ.get("TOOLCARDS_WORKSPACES_ROOT", f"{state}/{WORKSPACES}")

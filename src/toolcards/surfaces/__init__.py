@@ -20,14 +20,17 @@ _NAMES = {
     "TokenTable": "toolcards.surfaces.auth",
     "ExitCode": "toolcards.surfaces.outcomes",
     "classify": "toolcards.surfaces.outcomes",
-    "GovernedMCPServer": "toolcards.surfaces.mcp_server",
+    "GovernedMCPServer": "toolcards.surfaces.mcp_server.server",
+    "mcp_with_dashboard": "toolcards.surfaces.combined",
+    "run_mcp_with_dashboard": "toolcards.surfaces.combined",
 }
 
 if TYPE_CHECKING:
     from toolcards.surfaces.api import run_cli, serve_mcp
     from toolcards.surfaces.auth import TokenTable
+    from toolcards.surfaces.combined import mcp_with_dashboard, run_mcp_with_dashboard
     from toolcards.surfaces.config import ConfigError, SurfaceConfig, hash_token, load_config
-    from toolcards.surfaces.mcp_server import GovernedMCPServer
+    from toolcards.surfaces.mcp_server.server import GovernedMCPServer
     from toolcards.surfaces.outcomes import ExitCode, classify
     from toolcards.surfaces.runtime import SurfaceRuntime
 
@@ -41,7 +44,9 @@ __all__ = [
     "classify",
     "hash_token",
     "load_config",
+    "mcp_with_dashboard",
     "run_cli",
+    "run_mcp_with_dashboard",
     "serve_mcp",
 ]
 

@@ -81,7 +81,7 @@ def run_cli(
     """Run the ``toolcards`` command line over ``source`` (``--config`` is not read): list,
     describe, call, audit and serve act on these tools as ``identity``. Exits the process
     with the documented exit code."""
-    from toolcards.surfaces.cli import State, app
+    from toolcards.surfaces.commands import State, app
 
     runtime = _runtime(source, policy, identity, None, audit, timeout)
 

@@ -113,22 +113,22 @@ def find_server(config: Path) -> ServerEndpoint | None:
 
 
 async def _answer(rt: SurfaceRuntime, request: dict[str, Any]) -> Any:
-    import toolcards.surfaces.cli_ops as cli_ops
+    import toolcards.surfaces.operations as ops
 
     op = request.get("op")
     if op == "list":
-        return cli_ops.list_rows(rt, bool(request.get("all")))
+        return ops.list_rows(rt, bool(request.get("all")))
     if op == "describe":
-        return cli_ops.describe_data(rt, str(request.get("tool")))
+        return ops.describe_data(rt, str(request.get("tool")))
     if op == "schema":
-        return cli_ops.schema_of(rt, str(request.get("tool")))
+        return ops.schema_of(rt, str(request.get("tool")))
     if op == "call":
         args = request.get("args")
         if not isinstance(args, dict):
             raise ValueError("args must be an object")
-        return await cli_ops.call_data(rt, str(request.get("tool")), args)
+        return await ops.call_data(rt, str(request.get("tool")), args)
     if op == "team":
-        return cli_ops.team_data(rt, int(request.get("events", 10)))
+        return ops.team_data(rt, int(request.get("events", 10)))
     raise ValueError(f"unknown operation {op!r}")
 
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from toolcards.runtime.system import ActorSystem
     from toolcards.runtime.team import Team
     from toolcards.stores.base import RateLimits
-    from toolcards.surfaces.mcp_approval import ApprovalChannel
+    from toolcards.surfaces.approval import ApprovalChannel
 
 ApprovalMode = Literal["approver", "client"]
 
@@ -77,7 +77,7 @@ class SurfaceRuntime:
 
     def approval_channel(self) -> ApprovalChannel:
         """Where the MCP server sends approval-required calls (see :attr:`approval`)."""
-        from toolcards.surfaces.mcp_approval import approval_channel
+        from toolcards.surfaces.approval import approval_channel
 
         return approval_channel(
             self.approval, self.executor.approvals, self.approval_timeout, self.has_approver()

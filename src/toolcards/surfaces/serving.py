@@ -35,13 +35,13 @@ async def serve_runtime(
         if transport == "stdio":
             await _until_signalled(rt)
         elif transport == "http" and dashboard:
-            from toolcards.surfaces.dashboard.serve import run_mcp_with_dashboard
+            from toolcards.surfaces.combined import run_mcp_with_dashboard
 
             await run_mcp_with_dashboard(
                 rt, host=host, port=port, approval_timeout=rt.approval_timeout
             )
         elif transport == "http":
-            from toolcards.surfaces.mcp_http import run_http
+            from toolcards.surfaces.mcp_server.http import run_http
 
             await run_http(rt, host=host, port=port)
         else:
@@ -54,7 +54,7 @@ async def _until_signalled(rt: SurfaceRuntime) -> None:
 
     import anyio
 
-    from toolcards.surfaces.mcp_server import run_stdio
+    from toolcards.surfaces.mcp_server.server import run_stdio
 
     async with anyio.create_task_group() as tasks:
 

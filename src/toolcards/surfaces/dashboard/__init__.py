@@ -22,33 +22,27 @@ from toolcards._lazy import lazy_names
 
 _NAMES = {
     "Dashboard": "toolcards.surfaces.dashboard.app",
-    "InboxApprover": "toolcards.surfaces.dashboard.approver",
+    "InboxApprover": "toolcards.surfaces.inbox_approver",
     "BackgroundServer": "toolcards.surfaces.dashboard.serve",
     "dashboard_for": "toolcards.surfaces.dashboard.serve",
-    "mcp_with_dashboard": "toolcards.surfaces.dashboard.serve",
     "run_dashboard": "toolcards.surfaces.dashboard.serve",
-    "run_mcp_with_dashboard": "toolcards.surfaces.dashboard.serve",
 }
 
 if TYPE_CHECKING:
     from toolcards.surfaces.dashboard.app import Dashboard
-    from toolcards.surfaces.dashboard.approver import InboxApprover
     from toolcards.surfaces.dashboard.serve import (
         BackgroundServer,
         dashboard_for,
-        mcp_with_dashboard,
         run_dashboard,
-        run_mcp_with_dashboard,
     )
+    from toolcards.surfaces.inbox_approver import InboxApprover
 
 __all__ = [
     "BackgroundServer",
     "Dashboard",
     "InboxApprover",
     "dashboard_for",
-    "mcp_with_dashboard",
     "run_dashboard",
-    "run_mcp_with_dashboard",
 ]
 
 __getattr__, __dir__ = lazy_names(__name__, _NAMES)

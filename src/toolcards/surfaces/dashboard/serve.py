@@ -7,17 +7,14 @@ team's plan, graph and audit trail to whoever signs in from there).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolcards.surfaces.dashboard.app import Dashboard
-from toolcards.surfaces.dashboard.approver import DEFAULT_TIMEOUT, InboxApprover
 from toolcards.surfaces.dashboard.security import is_loopback
 
 if TYPE_CHECKING:
@@ -26,7 +23,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8765
-MCP_PATH = "/mcp"
 
 
 def warn_if_exposed(host: str) -> None:
@@ -81,49 +77,6 @@ async def run_dashboard(
     """Serve ``dashboard`` until cancelled or signalled."""
     warn_if_exposed(host)
     await uvicorn_server(dashboard.app(), host, port).serve()
-
-
-def mcp_with_dashboard(
-    runtime: SurfaceRuntime, *, host: str = "127.0.0.1", approval_timeout: float = DEFAULT_TIMEOUT
-) -> tuple[Any, Dashboard]:
-    """One ASGI app: MCP at ``/mcp`` (approval-required calls wait in the dashboard's
-    inbox, at most ``approval_timeout`` seconds) and the dashboard at ``/``."""
-    from starlette.applications import Starlette
-    from starlette.routing import Mount, Route
-
-    from toolcards.surfaces.mcp_http import http_app
-
-    dashboard = dashboard_for(runtime, host=host)
-    assert dashboard.approvals is not None
-    inbox = InboxApprover(dashboard.approvals, timeout=approval_timeout)
-    mcp_app = http_app(runtime, host=host, approvals=inbox)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_app: Any) -> AsyncIterator[None]:
-        async with mcp_app.router.lifespan_context(mcp_app), dashboard.lifespan():
-            yield
-
-    app = Starlette(
-        routes=[
-            Route(MCP_PATH, endpoint=mcp_app, methods=None),
-            Mount("/", app=dashboard.app()),
-        ],
-        lifespan=lifespan,
-    )
-    return app, dashboard
-
-
-async def run_mcp_with_dashboard(
-    runtime: SurfaceRuntime,
-    *,
-    host: str = "127.0.0.1",
-    port: int = DEFAULT_PORT,
-    approval_timeout: float = DEFAULT_TIMEOUT,
-) -> None:
-    """``toolcards serve --transport http --dashboard``: both on ``host:port``."""
-    warn_if_exposed(host)
-    app, _ = mcp_with_dashboard(runtime, host=host, approval_timeout=approval_timeout)
-    await uvicorn_server(app, host, port).serve()
 
 
 class BackgroundServer:

@@ -26,10 +26,10 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from toolcards.core.identity import Identity
 from toolcards.governance.capability import Capability
 from toolcards.governance.endings import fresh_call_id
-from toolcards.surfaces.mcp_approval import ApprovalChannel
-from toolcards.surfaces.mcp_content import tool_content
-from toolcards.surfaces.mcp_logging import LogForwarder
-from toolcards.surfaces.mcp_progress import CallProgress
+from toolcards.surfaces.approval import ApprovalChannel
+from toolcards.surfaces.mcp_server.content import tool_content
+from toolcards.surfaces.mcp_server.logs import LogForwarder
+from toolcards.surfaces.mcp_server.progress import CallProgress
 from toolcards.surfaces.outcomes import classify
 from toolcards.surfaces.runtime import SurfaceRuntime
 
@@ -95,8 +95,8 @@ class GovernedMCPServer:
         name: str = "toolcards",
         approvals: ApprovalChannel | None = None,
     ) -> None:
-        from toolcards.surfaces.mcp_prompts import PromptCatalog
-        from toolcards.surfaces.mcp_resources import ResourceCatalog
+        from toolcards.surfaces.mcp_server.prompts import PromptCatalog
+        from toolcards.surfaces.mcp_server.resources import ResourceCatalog
 
         self.runtime = runtime
         self.identity_of = identity_of or (lambda _ctx: runtime.local)
@@ -217,7 +217,7 @@ async def _content(value: Any) -> tuple[list[types.ContentBlock], dict[str, Any]
 
 async def run_stdio(runtime: SurfaceRuntime) -> None:
     """Serve over stdin/stdout as the runtime's local principal until the client leaves."""
-    from toolcards.surfaces.mcp_stdio import stdio_transport
+    from toolcards.surfaces.mcp_server.stdio import stdio_transport
 
     mcp_server = GovernedMCPServer(runtime)
     async with stdio_transport() as (read, write):

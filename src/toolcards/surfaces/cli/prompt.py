@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from toolcards.surfaces.cli_state import err
+from toolcards.surfaces.cli.state import err
 
 if TYPE_CHECKING:
     from toolcards.core.identity import Identity
@@ -67,7 +67,7 @@ class _Prompt:
         from rich.prompt import Confirm
 
         from toolcards.governance.approvals import ApprovalError
-        from toolcards.surfaces.mcp_approval import approval_prompt
+        from toolcards.surfaces.approval import approval_prompt
 
         who = self.approver
         if self.status is not None:
@@ -95,7 +95,7 @@ class _Prompt:
 
 
 def _waiter(broker: ApprovalBroker, timeout: float) -> Approver:
-    from toolcards.surfaces.dashboard.approver import InboxApprover
+    from toolcards.surfaces.inbox_approver import InboxApprover
 
     inbox = InboxApprover(broker, timeout)
 

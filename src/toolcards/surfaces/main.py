@@ -3,7 +3,7 @@
 ``toolcards --help`` is answered from a cache written the first time it runs (keyed by the
 toolcards version, the CLI modules' files and the terminal width), so asking for help does
 not pay for importing the command-line framework. Everything else runs the full CLI
-(:mod:`toolcards.surfaces.cli`).
+(:mod:`toolcards.surfaces.commands`).
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ import sys
 from pathlib import Path
 
 _CLI_FILES = (
-    "cli.py",
-    "cli_audit.py",
-    "cli_state.py",
-    "cli_main.py",
-    "cli_approvals.py",
+    "commands.py",
+    "main.py",
+    "cli/app.py",
+    "cli/audit.py",
+    "cli/state.py",
+    "cli/approvals.py",
     "dashboard/cli.py",
 )
 
@@ -46,7 +47,7 @@ def _rendered_help() -> str:
     import contextlib
     import io
 
-    from toolcards.surfaces.cli import app
+    from toolcards.surfaces.commands import app
 
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer), contextlib.suppress(SystemExit):
@@ -79,6 +80,6 @@ def main(argv: list[str] | None = None) -> None:
     if args == ["--help"]:
         _help()
         return
-    from toolcards.surfaces.cli import main as run
+    from toolcards.surfaces.commands import main as run
 
     run(args)

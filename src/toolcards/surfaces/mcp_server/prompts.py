@@ -23,8 +23,8 @@ from mcp.shared.exceptions import MCPError
 
 from toolcards.core.identity import Identity
 from toolcards.surfaces.audit_rows import record
-from toolcards.surfaces.mcp_content import tool_content
-from toolcards.surfaces.mcp_resources import decide
+from toolcards.surfaces.mcp_server.content import tool_content
+from toolcards.surfaces.mcp_server.resources import decide
 from toolcards.surfaces.runtime import SurfaceRuntime
 
 log = logging.getLogger(__name__)

@@ -16,11 +16,11 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from toolcards.core.identity import ANONYMOUS, Identity
+from toolcards.surfaces.approval import ApprovalChannel
 from toolcards.surfaces.auth import InvalidToken, TokenTable
 from toolcards.surfaces.config import SessionLimits
-from toolcards.surfaces.mcp_approval import ApprovalChannel
-from toolcards.surfaces.mcp_server import IDENTITY_SCOPE_KEY, GovernedMCPServer
-from toolcards.surfaces.mcp_sessions import (
+from toolcards.surfaces.mcp_server.server import IDENTITY_SCOPE_KEY, GovernedMCPServer
+from toolcards.surfaces.mcp_server.sessions import (
     ASGIApp,
     Message,
     Receive,
@@ -152,7 +152,7 @@ class JsonRpcEdge:
 
 
 def _post_problem(body: bytes) -> dict[str, Any] | None:
-    from toolcards.surfaces.mcp_stdio import edge_error
+    from toolcards.surfaces.mcp_server.stdio import edge_error
 
     try:
         data = json.loads(body)
@@ -171,7 +171,7 @@ def http_app(
     sessions: SessionLimits | None = None,
 ) -> Any:
     """The Starlette app serving MCP at ``/mcp`` for ``runtime`` (``approvals``: who decides
-    approval-required calls, see :class:`~toolcards.surfaces.mcp_approval.ApprovalChannel`;
+    approval-required calls, see :class:`~toolcards.surfaces.approval.ApprovalChannel`;
     ``sessions``: their bounds, by default the config's)."""
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings

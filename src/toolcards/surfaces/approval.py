@@ -152,7 +152,7 @@ class OutOfBandApprovals:
     the calling client receives as a log message)."""
 
     def __init__(self, broker: ApprovalBroker, timeout: float = APPROVAL_TIMEOUT) -> None:
-        from toolcards.surfaces.dashboard.approver import InboxApprover
+        from toolcards.surfaces.inbox_approver import InboxApprover
 
         self.inbox = InboxApprover(broker, timeout)
 

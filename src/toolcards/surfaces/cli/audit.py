@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from toolcards.surfaces.cli_state import (
+from toolcards.surfaces.cli.state import (
     ConfigOpt,
     State,
     emit_json,
@@ -159,7 +159,7 @@ def team_status(
         except (OSError, RuntimeError, ValueError) as exc:
             fail(f"the running server did not answer: {exc}", ExitCode.FAILED)
     else:
-        from toolcards.surfaces.cli_ops import team_data
+        from toolcards.surfaces.operations import team_data
 
         data = team_data(state.runtime(with_team=True), events)
     if data is None:

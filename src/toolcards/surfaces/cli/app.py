@@ -20,8 +20,8 @@ from typing import Annotated, Any
 
 import typer
 
-from toolcards.surfaces.cli_audit import audit_app, team_app
-from toolcards.surfaces.cli_state import (
+from toolcards.surfaces.cli.audit import audit_app, team_app
+from toolcards.surfaces.cli.state import (
     ConfigOpt,
     State,
     emit_json,
@@ -33,7 +33,7 @@ from toolcards.surfaces.cli_state import (
 )
 from toolcards.surfaces.outcomes import ExitCode
 
-__all__ = ["State", "app", "main"]
+__all__ = ["State", "app"]
 
 app = typer.Typer(
     name="toolcards",
@@ -92,7 +92,7 @@ def list_tools(
     state = state_of(ctx, config)
     done, rows = _forwarded(state, "list", all=show_all)
     if not done:
-        from toolcards.surfaces.cli_ops import list_rows
+        from toolcards.surfaces.operations import list_rows
 
         rows = list_rows(state.runtime(), show_all)
     if state.json:
@@ -130,7 +130,7 @@ def describe(
     state = state_of(ctx, config)
     done, data = _forwarded(state, "describe", tool=tool)
     if not done:
-        from toolcards.surfaces.cli_ops import describe_data
+        from toolcards.surfaces.operations import describe_data
 
         data = describe_data(state.runtime(), tool)
     if data is None:
@@ -147,7 +147,7 @@ def describe(
 def _approver(state: State, rt: Any, status: Any) -> Any:
     """Who decides an approval-required call (see :mod:`.cli_prompt`): never the caller
     unless ``approval: client``; None fails the call closed."""
-    from toolcards.surfaces.cli_prompt import call_approver
+    from toolcards.surfaces.cli.prompt import call_approver
 
     interactive = not state.json and stdin_is_tty()
     return call_approver(rt, interactive=interactive, status=status)
@@ -180,7 +180,7 @@ def call(
     import asyncio
     import contextlib
 
-    from toolcards.surfaces.cli_args import ArgsError, parse_json, parse_pairs
+    from toolcards.surfaces.cli.args import ArgsError, parse_json, parse_pairs
 
     state = state_of(ctx, config)
     if pairs and json_args is not None:
@@ -191,7 +191,7 @@ def call(
         if json_args is not None:
             args = parse_json(json_args)
         elif rt is not None:
-            from toolcards.surfaces.cli_ops import schema_of
+            from toolcards.surfaces.operations import schema_of
 
             args = parse_pairs(pairs or [], schema_of(rt, tool))
         else:
@@ -201,7 +201,7 @@ def call(
     if rt is None:
         data = _forwarded(state, "call", tool=tool, args=args)[1]
     else:
-        from toolcards.surfaces.cli_ops import call_data
+        from toolcards.surfaces.operations import call_data
 
         spinner = sys.stdout.isatty() and not state.json
         status = err().status(f"calling {tool}...") if spinner else None
@@ -209,7 +209,7 @@ def call(
         with status if status is not None else contextlib.nullcontext():
             data = asyncio.run(call_data(rt, tool, args, approver))
         if approver is None and data.get("outcome") == "needs_approval" and not state.json:
-            from toolcards.surfaces.cli_prompt import FAIL_CLOSED_HINT
+            from toolcards.surfaces.cli.prompt import FAIL_CLOSED_HINT
 
             data["message"] += f" ({FAIL_CLOSED_HINT})"
     code = int(data.pop("exit_code"))
@@ -233,45 +233,6 @@ def _print_value(value: Any) -> None:
 
 
 # -- serving and tokens -----------------------------------------------------------------------
-
-
-@app.command()
-def serve(
-    ctx: typer.Context,
-    config: ConfigOpt = None,
-    transport: Annotated[str, typer.Option(help="stdio or http.")] = "stdio",
-    host: Annotated[str, typer.Option(help="HTTP bind address.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=1, max=65535, help="HTTP port.")] = 8765,
-    dashboard: Annotated[
-        bool, typer.Option("--dashboard", help="HTTP: also serve the team dashboard at /.")
-    ] = False,
-) -> None:
-    """Serve the configured tools over MCP (stdio or HTTP).
-
-    Over stdio the caller is the config's local principal; over HTTP, the bearer token's.
-    Approval-required calls wait for an approver (toolcards approvals; with --dashboard
-    also in the dashboard's inbox) unless the config says "approval: client"."""
-    import contextlib
-
-    import anyio
-
-    if transport not in ("stdio", "http"):
-        raise typer.BadParameter("use stdio or http", param_hint="--transport")
-    if dashboard and transport != "http":
-        raise typer.BadParameter("the dashboard needs --transport http", param_hint="--dashboard")
-    state = state_of(ctx, config)
-    rt = state.runtime(with_team=dashboard)
-    from toolcards.surfaces.serving import serve_runtime
-
-    if transport == "http":
-        err().print(f"serving MCP at http://{host}:{port}/mcp", markup=False)
-    control = state.config if state.factory is None else None
-    with contextlib.suppress(KeyboardInterrupt):
-        anyio.run(
-            lambda: serve_runtime(
-                rt, transport, host=host, port=port, config=control, dashboard=dashboard
-            )
-        )
 
 
 @app.command("hash-token")
@@ -299,13 +260,6 @@ def hash_token_cmd(
     out().print(f"token_sha256: {digest}", markup=False)
 
 
-from toolcards.surfaces.cli_approvals import register as _register_approvals  # noqa: E402
-from toolcards.surfaces.dashboard.cli import register as _register_dashboard  # noqa: E402
+from toolcards.surfaces.cli.approvals import register as _register_approvals  # noqa: E402
 
-_register_dashboard(app)
 _register_approvals(app)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """The ``toolcards`` entry point."""
-    app(args=argv, prog_name="toolcards")

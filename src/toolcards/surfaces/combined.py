@@ -1,0 +1,65 @@
+"""MCP and the dashboard on one port (``toolcards serve --transport http --dashboard``): MCP
+at ``/mcp``, the dashboard at ``/``, approval-required calls waiting in the dashboard's inbox.
+
+It composes two wings (MCP serving and the dashboard), so it lives beside them, not in either.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from toolcards.surfaces.dashboard.app import Dashboard
+from toolcards.surfaces.dashboard.serve import (
+    DEFAULT_PORT,
+    dashboard_for,
+    uvicorn_server,
+    warn_if_exposed,
+)
+from toolcards.surfaces.inbox_approver import DEFAULT_TIMEOUT, InboxApprover
+from toolcards.surfaces.mcp_server.http import MCP_PATH, http_app
+
+if TYPE_CHECKING:
+    from toolcards.surfaces.runtime import SurfaceRuntime
+
+
+def mcp_with_dashboard(
+    runtime: SurfaceRuntime, *, host: str = "127.0.0.1", approval_timeout: float = DEFAULT_TIMEOUT
+) -> tuple[Any, Dashboard]:
+    """One ASGI app: MCP at ``/mcp`` (approval-required calls wait in the dashboard's
+    inbox, at most ``approval_timeout`` seconds) and the dashboard at ``/``."""
+    from starlette.applications import Starlette
+    from starlette.routing import Mount, Route
+
+    dashboard = dashboard_for(runtime, host=host)
+    assert dashboard.approvals is not None
+    inbox = InboxApprover(dashboard.approvals, timeout=approval_timeout)
+    mcp_app = http_app(runtime, host=host, approvals=inbox)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Any) -> AsyncIterator[None]:
+        async with mcp_app.router.lifespan_context(mcp_app), dashboard.lifespan():
+            yield
+
+    app = Starlette(
+        routes=[
+            Route(MCP_PATH, endpoint=mcp_app, methods=None),
+            Mount("/", app=dashboard.app()),
+        ],
+        lifespan=lifespan,
+    )
+    return app, dashboard
+
+
+async def run_mcp_with_dashboard(
+    runtime: SurfaceRuntime,
+    *,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    approval_timeout: float = DEFAULT_TIMEOUT,
+) -> None:
+    """``toolcards serve --transport http --dashboard``: both on ``host:port``."""
+    warn_if_exposed(host)
+    app, _ = mcp_with_dashboard(runtime, host=host, approval_timeout=approval_timeout)
+    await uvicorn_server(app, host, port).serve()

@@ -1,0 +1,66 @@
+"""The whole ``toolcards`` command line: the CLI wing's commands (list, describe, call,
+approvals, audit, team, hash-token) with the commands the other wings contribute: ``serve``
+(the MCP server) and ``dashboard``.
+
+This module composes the wings (the architecture test allows it, and no wing imports it);
+:mod:`toolcards.surfaces.main` is the console entry point that imports it lazily.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from toolcards.surfaces.cli.app import State, app
+from toolcards.surfaces.cli.state import ConfigOpt, err, state_of
+from toolcards.surfaces.dashboard.cli import register as register_dashboard
+
+__all__ = ["State", "app", "main", "serve"]
+
+
+def serve(
+    ctx: typer.Context,
+    config: ConfigOpt = None,
+    transport: Annotated[str, typer.Option(help="stdio or http.")] = "stdio",
+    host: Annotated[str, typer.Option(help="HTTP bind address.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="HTTP port.")] = 8765,
+    dashboard: Annotated[
+        bool, typer.Option("--dashboard", help="HTTP: also serve the team dashboard at /.")
+    ] = False,
+) -> None:
+    """Serve the configured tools over MCP (stdio or HTTP).
+
+    Over stdio the caller is the config's local principal; over HTTP, the bearer token's.
+    Approval-required calls wait for an approver (toolcards approvals; with --dashboard
+    also in the dashboard's inbox) unless the config says "approval: client"."""
+    import contextlib
+
+    import anyio
+
+    if transport not in ("stdio", "http"):
+        raise typer.BadParameter("use stdio or http", param_hint="--transport")
+    if dashboard and transport != "http":
+        raise typer.BadParameter("the dashboard needs --transport http", param_hint="--dashboard")
+    state = state_of(ctx, config)
+    rt = state.runtime(with_team=dashboard)
+    from toolcards.surfaces.serving import serve_runtime
+
+    if transport == "http":
+        err().print(f"serving MCP at http://{host}:{port}/mcp", markup=False)
+    control = state.config if state.factory is None else None
+    with contextlib.suppress(KeyboardInterrupt):
+        anyio.run(
+            lambda: serve_runtime(
+                rt, transport, host=host, port=port, config=control, dashboard=dashboard
+            )
+        )
+
+
+app.command("serve")(serve)
+register_dashboard(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the command line on ``argv`` (default: the process's arguments)."""
+    app(args=argv, prog_name="toolcards")
