@@ -40,20 +40,30 @@ TEAM_ID = "release-team"
 LEAD, ENGINEER = "@lead-1", "@engineer-1"
 START_OVER = "run with --fresh to start over, or pass --state with another directory"
 
+WRITING = [
+    "workspace_write",
+    "workspace_edit",
+    "workspace_multi_edit",
+    "workspace_patch",
+    "workspace_delete",
+    "workspace_mkdir",
+]
+"""Every tool that writes the workspace: a path rule must name them all."""
+
 POLICY: dict[str, Any] = {
     "default_effect": "deny",
     "rules": [
         {
             "description": "Nobody writes deployment configuration",
             "callers": ["*"],
-            "targets": ["workspace_write", "workspace_edit", "workspace_delete"],
+            "targets": WRITING,
             "effect": "deny",
             "conditions": {"arguments": {"path": {"glob": "deploy/*"}}},
         },
         {
             "description": "Publishing into release/ needs a human",
             "callers": ["agent.*"],
-            "targets": ["workspace_write"],
+            "targets": WRITING,
             "effect": "approve",
             "conditions": {"arguments": {"path": {"glob": "release/*"}}},
         },
