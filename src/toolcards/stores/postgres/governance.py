@@ -64,7 +64,20 @@ def _create(
                 cur.execute(statement)
 
 
-class PostgresApprovalStore(SqlApprovalStore):
+class _TeamTable:
+    """One team's view of a governance table in PostgreSQL: the connections, the printable
+    location, the team, and the table made (and migrated) on first open."""
+
+    def __init__(self, url: str, team_id: str | None, connect_timeout: float) -> None:
+        self.team_id = team_id or DEFAULT_TEAM
+        self._db = Connections(url, connect_timeout=connect_timeout)
+        self.location = self._db.location
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class PostgresApprovalStore(_TeamTable, SqlApprovalStore):
     """Pending approvals in a PostgreSQL database: every process of a team sees one set, and
     a grant made in one process releases the call waiting in another."""
 
@@ -73,9 +86,7 @@ class PostgresApprovalStore(SqlApprovalStore):
     def __init__(
         self, url: str, team_id: str | None = None, *, connect_timeout: float = 5.0
     ) -> None:
-        self.team_id = team_id or DEFAULT_TEAM
-        self._db = Connections(url, connect_timeout=connect_timeout)
-        self.location = self._db.location
+        super().__init__(url, team_id, connect_timeout)
         _create(self._db, approvals.TABLE, approvals.MIGRATION, approvals.INDEXES)
 
     @contextmanager
@@ -89,20 +100,15 @@ class PostgresApprovalStore(SqlApprovalStore):
         with self._db.cursor() as cur:
             yield _Cursorish(cur)
 
-    def close(self) -> None:
-        self._db.close()
 
-
-class PostgresRateLimiter:
+class PostgresRateLimiter(_TeamTable):
     """Token buckets in PostgreSQL: a limit of 5/min holds across every process and machine
     (the database's clock refills them, so machines need not agree on the time)."""
 
     def __init__(
         self, url: str, team_id: str | None = None, *, connect_timeout: float = 5.0
     ) -> None:
-        self.team_id = team_id or DEFAULT_TEAM
-        self._db = Connections(url, connect_timeout=connect_timeout)
-        self.location = self._db.location
+        super().__init__(url, team_id, connect_timeout)
         _create(self._db, _BUCKETS)
 
     def acquire(self, limits: Sequence[Limit], principal: str, tool_id: str) -> float:
@@ -146,9 +152,6 @@ class PostgresRateLimiter:
         with self._db.transaction(), self._db.cursor() as cur:
             cur.execute("DELETE FROM toolcards_rate_buckets WHERE starts_with(key, %s)", (prefix,))
 
-    def close(self) -> None:
-        self._db.close()
-
 
 def _bucket_key(team_id: str, lim: Limit, principal: str, tool_id: str) -> str:
     """One bucket per team, limit, principal and tool; JSON, so no two tuples share a key."""
@@ -160,15 +163,13 @@ def _audit_sql(sql: str) -> str:
     return sql.replace(" audit ", " toolcards_audit ").replace("?", "%s")
 
 
-class PostgresAuditTable:
+class PostgresAuditTable(_TeamTable):
     """The audit trail in PostgreSQL: every process of a team appends to one table."""
 
     def __init__(
         self, url: str, team_id: str | None = None, *, connect_timeout: float = 5.0
     ) -> None:
-        self.team_id = team_id or DEFAULT_TEAM
-        self._db = Connections(url, connect_timeout=connect_timeout)
-        self.location = self._db.location
+        super().__init__(url, team_id, connect_timeout)
         _create(self._db, audit_sql.TABLE, audit_sql.MIGRATION, audit_sql.INDEXES)
 
     def insert(self, rows: list[tuple[Any, ...]]) -> None:
@@ -179,6 +180,3 @@ class PostgresAuditTable:
         with self._db.cursor() as cur:
             cur.execute(_audit_sql(audit_sql.select(where)), [self.team_id, *params, limit])
             return list(cur.fetchall())
-
-    def close(self) -> None:
-        self._db.close()
