@@ -15,6 +15,7 @@ import copy
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Literal
 
 from pydantic_ai import RunContext
@@ -60,6 +61,13 @@ SURFACE = "pydantic-ai"
 # see the same raw arguments as on every other surface; the executor validates afterwards.
 _RAW_ARGS = SchemaValidator(core_schema.dict_schema(keys_schema=core_schema.str_schema()))
 _MAX_CALLERS = 1024  # per-caller listings kept before the cache starts over
+
+
+class _Unset(Enum):
+    UNSET = "unset"
+
+
+_UNSET = _Unset.UNSET  # an executor option left out (so beside ``executor=`` it is no conflict)
 
 
 @dataclass(kw_only=True)
@@ -126,9 +134,13 @@ class GovernedToolset(WrapperToolset[Any]):
     ``DeferredToolRequests`` among its output types), or, with ``defer_approvals=False``,
     refused with a readable result: no approver, no run.
 
-    ``executor`` shares one Executor (its rate limits, pending approvals and audit) with other
-    surfaces; it must hold the same ``policy``. ``timeout`` bounds each tool run in seconds.
-    ``telemetry`` says where spans and metrics go (see :mod:`.telemetry`).
+    The executor: without ``executor``, the toolset builds its own from ``policy``, ``audit``,
+    ``timeout`` (seconds per tool run, 60 by default) and ``telemetry`` (where spans and
+    metrics go, see :mod:`.telemetry`). With ``executor`` it shares that one (its policy, rate
+    limits, pending approvals, audit, timeout and telemetry) with other surfaces and never
+    changes it: ``audit``, ``timeout`` and ``telemetry`` belong to it and are then a
+    ``TypeError``, as is a ``policy`` other than ``executor.policy`` (``policy`` may be left
+    out).
 
     Listing: the tools are listed once and kept across runs while the wrapped toolset would
     list the same ones (a ``FunctionToolset``, possibly combined, prefixed or renamed, whose
@@ -142,7 +154,7 @@ class GovernedToolset(WrapperToolset[Any]):
         self,
         inner: AbstractToolset[Any],
         *,
-        policy: Policy,
+        policy: Policy | None = None,
         identity: Identity | None = None,
         identity_resolver: IdentityResolver | None = None,
         include: Sequence[str] | None = None,
@@ -150,7 +162,7 @@ class GovernedToolset(WrapperToolset[Any]):
         audit: AuditLog | None = None,
         hide_denied: bool = True,
         executor: Executor | None = None,
-        timeout: float | None = 60.0,
+        timeout: float | _Unset | None = _UNSET,
         relist: Literal["step", "run", "never"] = "run",
         approver: Approver | None = None,
         defer_approvals: bool = True,
@@ -160,7 +172,8 @@ class GovernedToolset(WrapperToolset[Any]):
         selected = SelectedToolset(inner, include=include, exclude=tuple(exclude or ()))
         self.wrapped = ApprovalMarkedToolset(DescribedToolset(SafeNamedToolset(selected)))
         self.inner = inner  # the toolset governed; calls go to it, under no listing layer
-        self.policy = policy
+        self.executor = _executor(executor, policy, audit, timeout, telemetry)
+        self.policy = self.executor.policy
         self.identity = identity
         self.identity_resolver = identity_resolver
         self.hide_denied = hide_denied
@@ -168,13 +181,6 @@ class GovernedToolset(WrapperToolset[Any]):
         self.approver = approver
         self.defer_approvals = defer_approvals
         self._id = toolset_id
-        if executor is not None and executor.policy is not policy:
-            raise ValueError("a shared executor must use the same Policy object as the toolset")
-        self.executor = executor or Executor(
-            CapabilityRegistry(), policy, audit=audit, timeout=timeout, telemetry=telemetry
-        )
-        if audit is not None and self.executor.audit is None:
-            self.executor.audit = audit
         self._cache = _Cache()
 
     @property
@@ -339,6 +345,38 @@ class GovernedToolset(WrapperToolset[Any]):
         if result.outcome is Outcome.NEEDS_APPROVAL and not self.defer_approvals:
             return f"{result.message}; no approver is configured, so it was not run"
         return to_model_result(result)
+
+
+def _executor(
+    executor: Executor | None,
+    policy: Policy | None,
+    audit: AuditLog | None,
+    timeout: float | _Unset | None,
+    telemetry: Telemetry | None,
+) -> Executor:
+    """The executor a toolset calls: ``executor`` as given (never changed), else a new one."""
+    if executor is None:
+        if policy is None:
+            raise TypeError("GovernedToolset needs policy= or executor=")
+        return Executor(
+            CapabilityRegistry(),
+            policy,
+            audit=audit,
+            timeout=60.0 if timeout is _UNSET else timeout,
+            telemetry=telemetry,
+        )
+    given = {"audit": audit, "telemetry": telemetry}
+    conflicts = [name for name, value in given.items() if value is not None]
+    if timeout is not _UNSET:
+        conflicts.append("timeout")
+    if policy is not None and policy is not executor.policy:
+        conflicts.append("policy")
+    if conflicts:
+        raise TypeError(
+            f"GovernedToolset(executor=...) takes {', '.join(sorted(conflicts))} from the "
+            "executor; set them on the Executor (or leave executor out)"
+        )
+    return executor
 
 
 def _governed_inner(stack: AbstractToolset[Any]) -> AbstractToolset[Any]:
