@@ -13,7 +13,7 @@ from toolcards._lazy import lazy_names
 
 _CORE_NAMES = (
     "BaseToolParam",
-    "Capability",
+    "CardCapability",
     "Channels",
     "CommandNotRecognized",
     "CommandRegistry",
@@ -31,7 +31,7 @@ _CORE_NAMES = (
 if TYPE_CHECKING:
     from toolcards.core import (
         BaseToolParam,
-        Capability,
+        CardCapability,
         Channels,
         CommandNotRecognized,
         CommandRegistry,
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BaseToolParam",
-    "Capability",
+    "CardCapability",
     "Channels",
     "CommandNotRecognized",
     "CommandRegistry",
@@ -90,6 +90,7 @@ _lazy_getattr, __dir__ = lazy_names(
         **dict.fromkeys(_CORE_NAMES, "toolcards.core"),
         **{name: module for name, (module, _) in BUILTIN_CARDS.items()},
     },
+    renamed={"Capability": "CardCapability"},
 )
 
 

@@ -8,19 +8,22 @@ from __future__ import annotations
 
 import importlib
 import sys
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
 
 def lazy_names(
-    facade: str, names: Mapping[str, str]
+    facade: str, names: Mapping[str, str], renamed: Mapping[str, str] | None = None
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """``(__getattr__, __dir__)`` for the module ``facade`` exporting ``names`` lazily."""
+    """``(__getattr__, __dir__)`` for the module ``facade`` exporting ``names`` lazily, and
+    the former names ``renamed`` (old -> new) with a DeprecationWarning."""
+    former = renamed_names(facade, renamed or {})
 
     def __getattr__(name: str) -> Any:
         module = names.get(name)
         if module is None:
-            raise AttributeError(f"module {facade!r} has no attribute {name!r}")
+            return former(name)
         value = getattr(importlib.import_module(module), name)
         setattr(sys.modules[facade], name, value)
         return value
@@ -29,6 +32,37 @@ def lazy_names(
         return sorted(set(vars(sys.modules[facade])) | set(names))
 
     return __getattr__, __dir__
+
+
+def renamed_names(facade: str, renamed: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for ``facade`` answering each former name of ``renamed``
+    (old -> new) with the new name's value, after a DeprecationWarning naming the new name.
+    A former name is kept one release, and never cached (each use warns)."""
+
+    def __getattr__(name: str) -> Any:
+        new = renamed.get(name)
+        if new is None:
+            raise AttributeError(f"module {facade!r} has no attribute {name!r}")
+        warnings.warn(
+            f"{facade}.{name} is deprecated: it is now {facade}.{new} (the old name goes in "
+            "the next release)",
+            DeprecationWarning,
+            stacklevel=_user_level(),
+        )
+        return getattr(sys.modules[facade], new)
+
+    return __getattr__
+
+
+def _user_level() -> int:
+    """The ``stacklevel`` of the first frame above the module ``__getattr__`` calls (so a
+    warning points at the line that used the former name)."""
+    level, frame = 2, sys._getframe(2)
+    while frame.f_back is not None and (
+        frame.f_code.co_name == "__getattr__" or frame.f_code.co_filename == __file__
+    ):
+        level, frame = level + 1, frame.f_back
+    return level
 
 
 def optional_module(module: str, extra: str, purpose: str) -> Any:

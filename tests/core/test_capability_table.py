@@ -8,7 +8,7 @@ from typing import ClassVar
 import pytest
 from pydantic import ValidationError
 
-from toolcards import BaseToolParam, Capability, Channels, ToolCard, load_cards
+from toolcards import BaseToolParam, CardCapability, Channels, ToolCard, load_cards
 from toolcards.core import ToolFunc
 from toolcards.tools.planning.card import GetPlanning, PlanningTool, UpdatePlanning
 from toolcards.tools.workspace.card import ReadParam
@@ -29,9 +29,9 @@ class Echo(ToolCard):
 
         return shout
 
-    capabilities: ClassVar[dict[str, Capability]] = {
-        "shout": Capability(tool=_shout, command=_shout),
-        "quiet": Capability(tool=_shout, command=_shout),
+    capabilities: ClassVar[dict[str, CardCapability]] = {
+        "shout": CardCapability(tool=_shout, command=_shout),
+        "quiet": CardCapability(tool=_shout, command=_shout),
     }
 
 
@@ -81,7 +81,7 @@ def test_a_table_naming_a_missing_field_fails_when_the_class_is_defined() -> Non
     with pytest.raises(TypeError, match="not a field"):
 
         class Broken(ToolCard):
-            capabilities: ClassVar[dict[str, Capability]] = {"ghost": Capability()}
+            capabilities: ClassVar[dict[str, CardCapability]] = {"ghost": CardCapability()}
 
 
 def test_a_default_exposure_the_table_cannot_serve_fails_when_the_class_is_defined() -> None:
@@ -96,4 +96,4 @@ def test_a_default_exposure_the_table_cannot_serve_fails_when_the_class_is_defin
             def _loud(self, param: Loud) -> ToolFunc:
                 return lambda: "!"
 
-            capabilities: ClassVar[dict[str, Capability]] = {"loud": Capability(tool=_loud)}
+            capabilities: ClassVar[dict[str, CardCapability]] = {"loud": CardCapability(tool=_loud)}

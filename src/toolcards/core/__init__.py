@@ -1,8 +1,9 @@
 """Core contracts: cards, params, channels, factory, commands, errors, events, context,
 observers and typed actor handles. Imports nothing else of toolcards."""
 
+from toolcards._lazy import renamed_names
 from toolcards.core.actors import DEFAULT_ASK_TIMEOUT, ActorHandle, ActorUnavailable
-from toolcards.core.card import Capability, ToolCard, ToolFunc
+from toolcards.core.card import CardCapability, ToolCard, ToolFunc
 from toolcards.core.channels import COMMAND, LLM_CONTEXT, SYSTEM_PROMPT, TOOL_CALL, Channels
 from toolcards.core.commands import CommandArg, CommandDescriptor, CommandRegistry, Rest, RestOfLine
 from toolcards.core.context import ContextState, ContextUpdater
@@ -38,7 +39,7 @@ __all__ = [
     "ActorToolObserver",
     "ActorUnavailable",
     "BaseToolParam",
-    "Capability",
+    "CardCapability",
     "Channels",
     "CommandArg",
     "CommandDescriptor",
@@ -69,3 +70,5 @@ __all__ = [
     "load_cards",
     "set_instructions",
 ]
+
+__getattr__ = renamed_names(__name__, {"Capability": "CardCapability"})

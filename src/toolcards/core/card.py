@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError, model_validator
 
+from toolcards._lazy import renamed_names
 from toolcards.core.channels import Channels
 from toolcards.core.errors import ToolObserverGone
 from toolcards.core.params import BaseToolParam
@@ -21,7 +22,8 @@ from toolcards.core.spec import set_instructions
 if TYPE_CHECKING:
     from toolcards.core.context import ContextState
 
-__all__ = ["Capability", "ToolCard", "ToolFunc"]
+__all__ = ["CardCapability", "ToolCard", "ToolFunc"]
+__getattr__ = renamed_names(__name__, {"Capability": "CardCapability"})
 
 Builder = Callable[[Any, Any], Callable[..., Any] | Sequence[Callable[..., Any]]]
 """``(card, param) -> callable``: how one capability becomes a callable on one channel (or
@@ -29,7 +31,7 @@ several: a capability may offer a small family of tools)."""
 
 
 @dataclass(frozen=True, slots=True)
-class Capability:
+class CardCapability:
     """How the capability field of a card becomes callables, one builder per channel.
 
     A builder is a function of the card class, ``(self, param) -> callable``; the channels
@@ -78,8 +80,9 @@ class ToolCard(BaseModel):
     card_type: ClassVar[str] = ""
     """The type tag in serialized card lists (defaults to the class name)."""
 
-    capabilities: ClassVar[Mapping[str, Capability]] = {}
-    """Capability field name -> its builders. Fields are built in this order."""
+    capabilities: ClassVar[Mapping[str, CardCapability]] = {}
+    """Capability field name -> its builders (a :class:`CardCapability`). Fields are built in
+    this order."""
 
     _observer_ref: Any = PrivateAttr(default=None)
 
@@ -238,7 +241,7 @@ def _is_union(annotation: Any) -> bool:
 
 
 def _check_channels(
-    card: type[ToolCard], field: str, expose: set[Channels], capability: Capability
+    card: type[ToolCard], field: str, expose: set[Channels], capability: CardCapability
 ) -> None:
     unsupported = set(expose) - capability.channels
     if unsupported:
@@ -249,7 +252,7 @@ def _check_channels(
         )
 
 
-def _check_default_exposure(card: type[ToolCard], field: str, capability: Capability) -> None:
+def _check_default_exposure(card: type[ToolCard], field: str, capability: CardCapability) -> None:
     """A card author's default ``expose`` must name only supported channels."""
     param_cls = _param_class(card, field)
     try:

@@ -6,8 +6,9 @@ Names are imported on first use so ``import toolcards`` stays fast.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from toolcards._lazy import lazy_names
 
 _NAMES = {
     "Identity": "toolcards.core.identity",
@@ -26,7 +27,7 @@ _NAMES = {
     "AuditRecord": "toolcards.governance.audit",
     "Redactor": "toolcards.governance.redact",
     "Telemetry": "toolcards.governance.telemetry",
-    "Capability": "toolcards.governance.capability",
+    "ToolCapability": "toolcards.governance.capability",
     "CapabilityRegistry": "toolcards.governance.capability",
     "Executor": "toolcards.governance.executor",
     "ExecutionResult": "toolcards.governance.executor",
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
         ApprovalState,
     )
     from toolcards.governance.audit import AuditEntry, AuditLog, AuditRecord
-    from toolcards.governance.capability import Capability, CapabilityRegistry
+    from toolcards.governance.capability import CapabilityRegistry, ToolCapability
     from toolcards.governance.executor import ExecutionResult, Executor, Outcome
     from toolcards.governance.policy import Decision, Policy
     from toolcards.governance.redact import Redactor
@@ -70,7 +71,6 @@ __all__ = [
     "AuditEntry",
     "AuditLog",
     "AuditRecord",
-    "Capability",
     "CapabilityRegistry",
     "Decision",
     "ExecutionResult",
@@ -86,16 +86,11 @@ __all__ = [
     "Redactor",
     "SqliteApprovalStore",
     "Telemetry",
+    "ToolCapability",
     "load_policy_table",
     "provider_safe_name",
     "run_policy_table",
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _NAMES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'toolcards.governance' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_names(__name__, _NAMES, renamed={"Capability": "ToolCapability"})

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from toolcards._lazy import renamed_names
 from toolcards.core.spec import ToolAnnotations, annotations_of, describe
 
 if TYPE_CHECKING:
@@ -28,10 +29,11 @@ if TYPE_CHECKING:
     from toolcards.core.factory import ToolFactory
 
 Invoke = Callable[[dict[str, Any]], Coroutine[Any, Any, Any]]
+__getattr__ = renamed_names(__name__, {"Capability": "ToolCapability"})
 
 
 @dataclass(slots=True, eq=False)
-class Capability:
+class ToolCapability:
     """One callable tool as governance sees it.
 
     ``invoke`` receives validated arguments (None for a capability whose surface always
@@ -139,17 +141,17 @@ class CapabilityRegistry:
     """Capabilities by id (the tool name). Build with :meth:`from_tools`,
     :meth:`from_factory` (sync) or :meth:`from_toolset` (async, any pydantic-ai toolset)."""
 
-    def __init__(self, capabilities: Iterable[Capability] = ()) -> None:
-        self._caps: dict[str, Capability] = {}
+    def __init__(self, capabilities: Iterable[ToolCapability] = ()) -> None:
+        self._caps: dict[str, ToolCapability] = {}
         self._pending: dict[str, ToolSummary] = {}
-        self._build: Callable[[], Iterable[Capability]] | None = None
+        self._build: Callable[[], Iterable[ToolCapability]] | None = None
         self._lock = threading.Lock()
         for cap in capabilities:
             self.add(cap)
 
     @classmethod
     def deferred(
-        cls, summaries: Iterable[ToolSummary], build: Callable[[], Iterable[Capability]]
+        cls, summaries: Iterable[ToolSummary], build: Callable[[], Iterable[ToolCapability]]
     ) -> CapabilityRegistry:
         """A registry whose capabilities ``build()`` makes on first use (exactly the ids of
         ``summaries``, which answer listings until then)."""
@@ -168,7 +170,7 @@ class CapabilityRegistry:
         summaries = [summary for part in parts for summary in part.summaries()]
         return cls.deferred(summaries, lambda: [cap for part in parts for cap in part])
 
-    def _resolved(self) -> dict[str, Capability]:
+    def _resolved(self) -> dict[str, ToolCapability]:
         if self._build is not None:
             with self._lock:
                 build = self._build
@@ -181,22 +183,22 @@ class CapabilityRegistry:
                     self._build = None
         return self._caps
 
-    def add(self, cap: Capability) -> None:
+    def add(self, cap: ToolCapability) -> None:
         caps = self._resolved()
         if cap.id in caps:
             raise ValueError(f"duplicate capability id {cap.id!r}")
         caps[cap.id] = cap
 
-    def get(self, tool_id: str) -> Capability | None:
+    def get(self, tool_id: str) -> ToolCapability | None:
         return self._resolved().get(tool_id)
 
-    def __getitem__(self, tool_id: str) -> Capability:
+    def __getitem__(self, tool_id: str) -> ToolCapability:
         return self._resolved()[tool_id]
 
     def __contains__(self, tool_id: object) -> bool:
         return tool_id in (self._pending or self._caps)
 
-    def __iter__(self) -> Iterator[Capability]:
+    def __iter__(self) -> Iterator[ToolCapability]:
         return iter(self._resolved().values())
 
     def __len__(self) -> int:
@@ -247,7 +249,7 @@ class CapabilityRegistry:
         for name, tool in toolset.tools.items():
             schema = tool.function_schema
             caps.append(
-                Capability(
+                ToolCapability(
                     id=name,
                     description=tool.description or "",
                     json_schema=dict(schema.json_schema),
@@ -276,7 +278,7 @@ class CapabilityRegistry:
 
             tdef = tool.tool_def
             caps.append(
-                Capability(
+                ToolCapability(
                     id=name,
                     description=tdef.description or "",
                     json_schema=dict(tdef.parameters_json_schema),

@@ -58,7 +58,7 @@ from toolcards.governance.approvals import (
     Approver,
 )
 from toolcards.governance.audit import AuditLog, AuditRecord
-from toolcards.governance.capability import Capability, CapabilityRegistry, Invoke
+from toolcards.governance.capability import CapabilityRegistry, Invoke, ToolCapability
 from toolcards.governance.endings import (
     INTERRUPTED,
     TIMEOUT,
@@ -123,7 +123,7 @@ class Call(NamedTuple):
     surface: str
     call_id: str | None
     start: float
-    cap: Capability | None = None
+    cap: ToolCapability | None = None
     span: Any = None
     instruments: telemetry.Instruments | None = None
     key: int | None = None
@@ -259,7 +259,7 @@ class Executor:
 
     async def run(
         self,
-        cap: Capability,
+        cap: ToolCapability,
         args: Mapping[str, Any] | None,
         identity: Identity | None = None,
         *,

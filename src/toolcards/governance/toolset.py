@@ -28,7 +28,7 @@ from toolcards.core.names import provider_safe_name
 from toolcards.core.spec import ToolAnnotations
 from toolcards.governance.approvals import Approver
 from toolcards.governance.audit import AuditLog
-from toolcards.governance.capability import Capability, CapabilityRegistry
+from toolcards.governance.capability import CapabilityRegistry, ToolCapability
 from toolcards.governance.executor import ExecutionResult, Executor, Outcome
 from toolcards.governance.layers import (
     APPROVAL_NOTE,
@@ -78,13 +78,13 @@ class GovernedTool(ToolsetTool[Any]):
 
     source: ToolsetTool[Any]
     tool_id: str
-    capability: Capability | None = field(default=None, repr=False)
+    capability: ToolCapability | None = field(default=None, repr=False)
 
-    def governed_capability(self) -> Capability:
+    def governed_capability(self) -> ToolCapability:
         cap = self.capability
         if cap is None:
             tdef = self.tool_def
-            cap = self.capability = Capability(
+            cap = self.capability = ToolCapability(
                 id=self.tool_id,
                 description=tdef.description or "",
                 json_schema=dict(tdef.parameters_json_schema),

@@ -24,7 +24,7 @@ import mcp.types as types
 from mcp.server.lowlevel import NotificationOptions, Server
 
 from toolcards.core.identity import Identity
-from toolcards.governance.capability import Capability
+from toolcards.governance.capability import ToolCapability
 from toolcards.governance.endings import fresh_call_id
 from toolcards.surfaces.approval import ApprovalChannel
 from toolcards.surfaces.mcp_server.content import tool_content
@@ -53,7 +53,7 @@ def toolcards_version() -> str:
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
-def mcp_tool(cap: Capability) -> types.Tool:
+def mcp_tool(cap: ToolCapability) -> types.Tool:
     """The MCP view of a capability: its JSON schema (dialect declared: 2020-12, as pydantic
     writes it) and the four hints, always explicit (MCP assumes a tool with no hints is
     destructive and open-world)."""

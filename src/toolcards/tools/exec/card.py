@@ -10,7 +10,7 @@ from typing import ClassVar, TypeVar
 
 from pydantic import Field, field_validator
 
-from toolcards.core.card import Capability, ToolCard, ToolFunc
+from toolcards.core.card import CardCapability, ToolCard, ToolFunc
 from toolcards.core.channels import Channels
 from toolcards.core.params import BaseToolParam
 from toolcards.core.progress import progress_enabled, report_progress
@@ -191,9 +191,9 @@ class ExecTool(ToolCard):
         annotate(exec_result, readonly=True, idempotent=True)
         return [exec_start, exec_result]
 
-    capabilities: ClassVar[dict[str, Capability]] = {
-        "exec_command": Capability(tool=_command_tool),
-        "exec_jobs": Capability(tool=_job_tools),
+    capabilities: ClassVar[dict[str, CardCapability]] = {
+        "exec_command": CardCapability(tool=_command_tool),
+        "exec_jobs": CardCapability(tool=_job_tools),
     }
 
 

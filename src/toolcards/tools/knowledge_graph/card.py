@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 from pydantic import Field, PrivateAttr, TypeAdapter
 
 from toolcards.core.actors import ActorHandle
-from toolcards.core.card import Capability, ToolCard, ToolFunc
+from toolcards.core.card import CardCapability, ToolCard, ToolFunc
 from toolcards.core.channels import Channels
 from toolcards.core.context import ContextState
 from toolcards.core.errors import RetriableError
@@ -228,10 +228,10 @@ class KnowledgeGraphTool(ToolCard):
 
         return state
 
-    capabilities: ClassVar[dict[str, Capability]] = {
-        "get_graph": Capability(
+    capabilities: ClassVar[dict[str, CardCapability]] = {
+        "get_graph": CardCapability(
             system_prompt=_summary_prompt, context=_context_state, command=_summary_command
         ),
-        "update_graph": Capability(tool=_update_graph),
-        "search_graph": Capability(tool=_search_graph, command=_search_graph),
+        "update_graph": CardCapability(tool=_update_graph),
+        "search_graph": CardCapability(tool=_search_graph, command=_search_graph),
     }

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 from pydantic import Field, field_validator
 
 from toolcards.core.actors import ActorHandle
-from toolcards.core.card import Capability, ToolCard, ToolFunc
+from toolcards.core.card import CardCapability, ToolCard, ToolFunc
 from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate
@@ -166,8 +166,8 @@ class NotificationTool(ToolCard):
 
         return annotate(cancel_notification, destructive=True)
 
-    capabilities: ClassVar[dict[str, Capability]] = {
-        "register_notification": Capability(tool=_register, command=_register),
-        "pending_notification": Capability(tool=_pending, command=_pending),
-        "cancel_notification": Capability(tool=_cancel, command=_cancel),
+    capabilities: ClassVar[dict[str, CardCapability]] = {
+        "register_notification": CardCapability(tool=_register, command=_register),
+        "pending_notification": CardCapability(tool=_pending, command=_pending),
+        "cancel_notification": CardCapability(tool=_cancel, command=_cancel),
     }

@@ -8,7 +8,7 @@ from typing import ClassVar
 from pydantic import Field, PrivateAttr, TypeAdapter
 
 from toolcards.core.actors import ActorHandle
-from toolcards.core.card import Capability, ToolCard, ToolFunc
+from toolcards.core.card import CardCapability, ToolCard, ToolFunc
 from toolcards.core.channels import Channels
 from toolcards.core.context import ContextState
 from toolcards.core.errors import RetriableError
@@ -228,11 +228,11 @@ class PlanningTool(ToolCard):
 
         return state
 
-    capabilities: ClassVar[dict[str, Capability]] = {
-        "get_planning": Capability(
+    capabilities: ClassVar[dict[str, CardCapability]] = {
+        "get_planning": CardCapability(
             system_prompt=_summary_prompt, context=_context_state, command=_summary_command
         ),
-        "get_planning_task": Capability(tool=_get_planning_task, command=_get_planning_task),
-        "update_planning": Capability(tool=_update_planning),
-        "search_planning": Capability(tool=_search_planning, command=_search_planning),
+        "get_planning_task": CardCapability(tool=_get_planning_task, command=_get_planning_task),
+        "update_planning": CardCapability(tool=_update_planning),
+        "search_planning": CardCapability(tool=_search_planning, command=_search_planning),
     }

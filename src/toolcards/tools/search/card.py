@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Literal
 import httpx
 from pydantic import Field, PrivateAttr, SecretStr, field_validator
 
-from toolcards.core.card import Capability, ToolCard, ToolFunc
+from toolcards.core.card import CardCapability, ToolCard, ToolFunc
 from toolcards.core.channels import Channels
 from toolcards.core.errors import RetriableError, ToolNotConfigured
 from toolcards.core.params import BaseToolParam
@@ -254,8 +254,8 @@ class SearchTool(ToolCard):
 
         return annotate(web_crawl, readonly=True, open_world=True)
 
-    capabilities: ClassVar[dict[str, Capability]] = {
-        "web_search": Capability(tool=_search_tool),
-        "web_fetch": Capability(tool=_fetch_tool),
-        "web_crawl": Capability(tool=_crawl_tool),
+    capabilities: ClassVar[dict[str, CardCapability]] = {
+        "web_search": CardCapability(tool=_search_tool),
+        "web_fetch": CardCapability(tool=_fetch_tool),
+        "web_crawl": CardCapability(tool=_crawl_tool),
     }

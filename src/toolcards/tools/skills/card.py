@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from toolcards.core.card import Capability, ToolCard, ToolFunc
+from toolcards.core.card import CardCapability, ToolCard, ToolFunc
 from toolcards.core.channels import Channels
 from toolcards.core.context import ContextState
 from toolcards.core.errors import RetriableError
@@ -111,8 +111,8 @@ class SkillTool(ToolCard):
 
         return skills
 
-    capabilities: ClassVar[dict[str, Capability]] = {
-        "use_skill": Capability(tool=_use_skill, command=_use_skill),
-        "skill_menu": Capability(system_prompt=_menu_prompt, context=_menu_state),
-        "list_skills": Capability(command=_list_command),
+    capabilities: ClassVar[dict[str, CardCapability]] = {
+        "use_skill": CardCapability(tool=_use_skill, command=_use_skill),
+        "skill_menu": CardCapability(system_prompt=_menu_prompt, context=_menu_state),
+        "list_skills": CardCapability(command=_list_command),
     }

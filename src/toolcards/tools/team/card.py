@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from pydantic import Field, PrivateAttr
 
-from toolcards.core.card import Capability, ToolCard, ToolFunc
+from toolcards.core.card import CardCapability, ToolCard, ToolFunc
 from toolcards.core.context import ContextState
 from toolcards.core.errors import RetriableError
 from toolcards.core.observer import TeamManagementToolObserver
@@ -286,16 +286,16 @@ class TeamTool(ToolCard):
             removed_label="role removed",
         )
 
-    capabilities: ClassVar[dict[str, Capability]] = {
-        "hire_members": Capability(tool=_hire_members, command=_hire_members),
-        "fire_members": Capability(tool=_fire_members, command=_fire_members),
-        "hire_member": Capability(tool=_hire_member, command=_hire_member),
-        "fire_member": Capability(tool=_fire_member, command=_fire_member),
-        "team_members": Capability(
+    capabilities: ClassVar[dict[str, CardCapability]] = {
+        "hire_members": CardCapability(tool=_hire_members, command=_hire_members),
+        "fire_members": CardCapability(tool=_fire_members, command=_fire_members),
+        "hire_member": CardCapability(tool=_hire_member, command=_hire_member),
+        "fire_member": CardCapability(tool=_fire_member, command=_fire_member),
+        "team_members": CardCapability(
             tool=_team_members_command, command=_team_members_command, context=_roster_state
         ),
-        "team_roles": Capability(
+        "team_roles": CardCapability(
             tool=_team_roles_command, command=_team_roles_command, context=_roles_state
         ),
-        "team_activity": Capability(tool=_team_activity, command=_team_activity),
+        "team_activity": CardCapability(tool=_team_activity, command=_team_activity),
     }

@@ -9,7 +9,7 @@ from typing import ClassVar
 from pydantic import Field, field_validator, model_validator
 
 from toolcards.core.actors import ActorHandle
-from toolcards.core.card import Capability, ToolCard, ToolFunc
+from toolcards.core.card import CardCapability, ToolCard, ToolFunc
 from toolcards.core.channels import Channels
 from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
@@ -204,8 +204,8 @@ class VectorStoreTool(ToolCard, StoreSettings):
             )
         return annotate(vector_search, readonly=True, idempotent=True)
 
-    capabilities: ClassVar[dict[str, Capability]] = {
-        "vector_search": Capability(tool=_search, command=_search),
-        "vector_add": Capability(tool=_add, command=_add),
-        "vector_info": Capability(command=_info_command),
+    capabilities: ClassVar[dict[str, CardCapability]] = {
+        "vector_search": CardCapability(tool=_search, command=_search),
+        "vector_add": CardCapability(tool=_add, command=_add),
+        "vector_info": CardCapability(command=_info_command),
     }

@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, TypeAdapter, field_validator
 
-from toolcards.core.card import Capability, ToolCard, ToolFunc
+from toolcards.core.card import CardCapability, ToolCard, ToolFunc
 from toolcards.core.commands import Rest
 from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
@@ -36,14 +36,14 @@ WRITE_TOOLS = ("workspace_write", "workspace_edit", "workspace_multi_edit", "wor
                "workspace_delete", "workspace_mkdir")  # fmt: skip
 
 
-def _capability(name: str) -> Capability:
+def _capability(name: str) -> CardCapability:
     def tool(card: WorkspaceTool, param: BaseToolParam) -> list[ToolFunc]:
         return card._one(name, param, command=False)
 
     def command(card: WorkspaceTool, param: BaseToolParam) -> list[ToolFunc]:
         return card._one(name, param, command=True)
 
-    return Capability(tool=tool, command=command)
+    return CardCapability(tool=tool, command=command)
 
 
 class WorkspaceParam(BaseToolParam):
@@ -179,7 +179,7 @@ class WorkspaceTool(ToolCard):
             return PathArgs(canonical, fields=("edits[].path",))
         return PathArgs(canonical)
 
-    capabilities: ClassVar[dict[str, Capability]] = {
+    capabilities: ClassVar[dict[str, CardCapability]] = {
         name: _capability(name) for name in READ_TOOLS + WRITE_TOOLS
     }
 
