@@ -13,6 +13,7 @@ from toolcards.core.errors import (
     ToolcardsError,
     ToolNotConfigured,
     ToolObserverGone,
+    TransientError,
 )
 from toolcards.core.events import ToolStateEvent
 from toolcards.core.factory import ToolFactory
@@ -61,6 +62,7 @@ __all__ = [
     "ToolObserverGone",
     "ToolStateEvent",
     "ToolcardsError",
+    "TransientError",
     "annotate",
     "annotations_of",
     "describe",

@@ -1,16 +1,78 @@
-"""Errors shared by every layer."""
+"""Errors shared by every layer, and the tree of every exception toolcards defines.
+
+``except ToolcardsError`` catches each of them. Two branches say what calling again can do:
+``RetriableError``, the call itself is wrong (the model calls again with other arguments);
+``TransientError``, something the call needs is down right now (the database, the store) and
+the same call may succeed later. Both reach a model as a retry carrying their message.
+``ActorUnavailable`` is not transient: it also means an actor that never started, was stopped
+or failed to start, and reaches a model as an error result. A second base in parentheses is
+kept because callers catch that built-in type. The module each class lives in is on the right
+(under ``toolcards.``)::
+
+    ToolcardsError                              core.errors
+    ├── RetriableError                          core.errors
+    │   └── RgPatternError                      tools.workspace.grep
+    ├── TransientError                          core.errors
+    │   └── DatabaseUnavailable                 stores.errors
+    │       └── StoreUnavailable                stores.errors
+    ├── ToolNotConfigured                       core.errors
+    ├── ToolObserverGone                        core.errors
+    ├── CommandNotRecognized                    core.errors
+    ├── ActorUnavailable                        core.actors
+    ├── StoreError                              stores.errors
+    │   └── UnknownStoreScheme                  stores.errors
+    ├── StoreLockedError                        stores.errors
+    ├── StoreClosedError                        stores.errors
+    ├── DatabaseClosed                          stores.errors
+    ├── SchemaTooNew                            stores.errors
+    ├── PolicyError (ValueError)                governance._policy_parse
+    ├── ApprovalError (PermissionError)         governance.approvals
+    ├── ActorSystemUnavailable                  runtime.ray_system
+    ├── DeferredFailed                          runtime.deferred
+    ├── ModelUnavailable (ValueError)           runtime.profiles
+    ├── TeamStopped                             runtime.team
+    ├── UnknownActorTag (LookupError)           runtime.tool_actor
+    ├── AccessRefused (LookupError)             tools.workspace.access
+    ├── BackendUnavailable (RuntimeError)       tools.exec.backends.base
+    ├── LimitUnavailable (RuntimeError)         tools.exec.limits
+    ├── OAuthError (RuntimeError)               tools.mcp.oauth
+    ├── UntrustedCommand (ValueError)           tools.mcp.trust
+    ├── SearchError                             tools.search.client
+    ├── URLRefused (ValueError)                 tools.search.urls
+    ├── EmbeddingError                          tools.vector_store.base
+    ├── VectorExtraMissing (ImportError)        tools.vector_store.base
+    ├── ConfigError (ValueError)                surfaces.config
+    ├── ArgsError (ValueError)                  surfaces.cli.args
+    ├── InvalidToken                            surfaces.auth
+    ├── SignInRefused                           surfaces.dashboard.sessions
+    ├── ResourceNotFound (LookupError)          surfaces.resources
+    ├── RegistrationError (ValueError)          bridges.apcore.register
+    └── DemoError                               demo.state
+
+``tests/core/test_error_tree.py`` checks this drawing against the classes.
+"""
 
 from __future__ import annotations
 
 
 class ToolcardsError(Exception):
-    """Base class of toolcards' own errors."""
+    """Base class of every exception toolcards defines (``except ToolcardsError`` catches
+    them all); the tree is drawn at the top of ``toolcards/core/errors.py``."""
 
 
 class RetriableError(ToolcardsError):
     """A failure the model can fix by calling again with different arguments.
 
     Surfaces turn it into a retry prompt (pydantic-ai ``ModelRetry``); it never ends a run.
+    """
+
+
+class TransientError(ToolcardsError):
+    """Something the call needs is down right now (the database cannot be reached, the
+    connection was lost); the same call may succeed later, and nothing of it was applied.
+
+    Surfaces turn it into a retry prompt carrying the message, as for :class:`RetriableError`,
+    but the arguments were not at fault.
     """
 
 

@@ -1,4 +1,5 @@
-"""Turning a card's ``RetriableError`` into the retry exception of the agent framework."""
+"""Turning a card's ``RetriableError`` (or ``TransientError``) into the retry exception of the
+agent framework."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ ToolFunc = Callable[..., Any]
 
 
 def wrap_retriable(fn: ToolFunc, retry_exception: type[Exception]) -> ToolFunc:
-    """Wrap ``fn`` so a ``RetriableError`` (sync or async) is raised as ``retry_exception``."""
-    from toolcards.core.errors import RetriableError
+    """Wrap ``fn`` so a ``RetriableError`` or ``TransientError`` (sync or async) is raised as
+    ``retry_exception``."""
+    from toolcards.core.errors import RetriableError, TransientError
+
+    retriable = (RetriableError, TransientError)
 
     if inspect.iscoroutinefunction(fn):
 
@@ -20,7 +24,7 @@ def wrap_retriable(fn: ToolFunc, retry_exception: type[Exception]) -> ToolFunc:
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
             try:
                 return await fn(*args, **kwargs)
-            except RetriableError as exc:
+            except retriable as exc:
                 raise retry_exception(str(exc)) from exc
 
         return async_wrapper
@@ -29,7 +33,7 @@ def wrap_retriable(fn: ToolFunc, retry_exception: type[Exception]) -> ToolFunc:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except RetriableError as exc:
+        except retriable as exc:
             raise retry_exception(str(exc)) from exc
 
     return wrapper

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from toolcards.core.errors import ToolcardsError
+
 STORE = "team.db"
 AUDIT = "audit.db"
 MARKER = "demo.json"
@@ -36,7 +38,7 @@ OWNED = (
 """Everything the job creates in its state directory (the lock file last)."""
 
 
-class DemoError(Exception):
+class DemoError(ToolcardsError):
     """A problem the job reports in one line (what went wrong, where, and what to do)."""
 
 

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import yaml
 
+from toolcards.core.errors import ToolcardsError
 from toolcards.core.names import glob_pattern
 from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
 
@@ -42,7 +43,7 @@ _REDACTION_KEYS = frozenset({"patterns", "disable", "span_arguments"})
 _ARG_OPS = frozenset({"eq", "ne", "in", "not_in", "min", "max", "glob", "max_length"})
 
 
-class PolicyError(ValueError):
+class PolicyError(ToolcardsError, ValueError):
     """A policy document is malformed; the message names the line when known."""
 
 

@@ -28,6 +28,7 @@ from toolcards.core.approvals import (
     ApprovalRequest,
     ApprovalState,
 )
+from toolcards.core.errors import ToolcardsError
 from toolcards.core.identity import Identity
 from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor, canonical_json
 
@@ -47,7 +48,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class ApprovalError(PermissionError):
+class ApprovalError(ToolcardsError, PermissionError):
     """A grant or deny was refused; the message says why."""
 
 

@@ -48,7 +48,7 @@ from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
-from toolcards.core.errors import RetriableError, ToolNotConfigured
+from toolcards.core.errors import RetriableError, ToolNotConfigured, TransientError
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.governance import _shutdown, telemetry
 from toolcards.governance.approvals import (
@@ -615,8 +615,9 @@ _PAI_EXCEPTIONS = "pydantic_ai.exceptions"
 
 
 def _retry_message(exc: Exception) -> str | None:
-    """The model-readable message of a retryable tool error (RetriableError, ModelRetry)."""
-    if isinstance(exc, RetriableError):
+    """The model-readable message of a retryable tool error (RetriableError, TransientError,
+    ModelRetry)."""
+    if isinstance(exc, RetriableError | TransientError):
         return str(exc)
     pai = sys.modules.get(_PAI_EXCEPTIONS)
     if pai is not None and isinstance(exc, pai.ModelRetry):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 from pydantic import BaseModel
 
 from toolcards._lazy import entry_point_classes
+from toolcards.core.errors import ToolcardsError
 from toolcards.core.events import ToolStateEvent
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ _BUILTIN_MODULES = (
 """Modules of the built-in actors: imported (from this fixed list) to resolve their tags."""
 
 
-class UnknownActorTag(LookupError):
+class UnknownActorTag(ToolcardsError, LookupError):
     """A stored actor tag names no class known to this process."""
 
 

@@ -1,23 +1,14 @@
-"""The errors every store raises, whatever its backend.
-
-ToolcardsError
- ├── StoreError               cannot open the store where asked (names the place, what to do)
- │    └── UnknownStoreScheme  a location that is neither a path, ":memory:" nor postgresql://
- ├── StoreLockedError         another process writes this SQLite file
- ├── StoreClosedError         the store was closed
- ├── DatabaseClosed           the PostgreSQL connections were closed
- ├── SchemaTooNew             written by a newer toolcards
- └── RetriableError
-      └── DatabaseUnavailable  the database cannot be reached right now
-           └── StoreUnavailable
-"""
+"""The errors every store raises, whatever its backend (their place in the tree of every
+toolcards exception is drawn in :mod:`toolcards.core.errors`): a store that cannot be reached
+right now is a ``TransientError`` (retry later), one that cannot be used where asked a
+``StoreError``."""
 
 from __future__ import annotations
 
-from toolcards.core.errors import RetriableError, ToolcardsError
+from toolcards.core.errors import ToolcardsError, TransientError
 
 
-class DatabaseUnavailable(RetriableError):
+class DatabaseUnavailable(TransientError):
     """The database cannot be reached right now (refused, or the connection was lost).
 
     Nothing acknowledged before it was raised is lost: a failed call committed nothing.

@@ -7,10 +7,11 @@ import hmac
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from toolcards.core.errors import ToolcardsError
 from toolcards.core.identity import ANONYMOUS, Identity
 
 
-class InvalidToken(Exception):
+class InvalidToken(ToolcardsError):
     """A bearer token was presented but matches no configured principal."""
 
 

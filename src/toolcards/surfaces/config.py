@@ -50,6 +50,7 @@ from pydantic import (
     model_validator,
 )
 
+from toolcards.core.errors import ToolcardsError
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.stores.errors import UnknownStoreScheme
 from toolcards.stores.location import StoreLocation, is_postgres_url, redact_url
@@ -64,7 +65,7 @@ APPROVER_ROLE = "approver"
 _HASH_PREFIX = "sha256:"
 
 
-class ConfigError(ValueError):
+class ConfigError(ToolcardsError, ValueError):
     """A config file that cannot be used; the message names the file and the field."""
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
-from toolcards.core.errors import RetriableError
+from toolcards.core.errors import RetriableError, ToolcardsError
 from toolcards.tools.workspace.access import AccessRefused, list_files, read_bytes
 from toolcards.tools.workspace.paths import Contained
 
@@ -45,7 +45,7 @@ _GRAPH = "#KnowledgeGraphTool"
 _ASK_TIMEOUT = 10.0
 
 
-class ResourceNotFound(LookupError):
+class ResourceNotFound(ToolcardsError, LookupError):
     """No resource has this URI (or the caller may not know it exists)."""
 
 

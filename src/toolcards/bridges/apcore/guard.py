@@ -14,7 +14,7 @@ from apcore.errors import (
 )
 from pydantic_ai.exceptions import ModelRetry, ToolFailed
 
-from toolcards.core.errors import RetriableError
+from toolcards.core.errors import RetriableError, TransientError
 
 _log = logging.getLogger(__name__)
 
@@ -77,11 +77,11 @@ def report(error: Exception, *, module_id: str, can_retry: bool) -> NoReturn:
         raise ToolFailed(f"The call to {module_id} was not approved ({error.code}): {reason}")
     if isinstance(error, ModuleError):
         cause = getattr(error, "cause", None)
-        if isinstance(cause, (RetriableError, ModelRetry)):
+        if isinstance(cause, (RetriableError, TransientError, ModelRetry)):
             text = cause.message if isinstance(cause, ModelRetry) else str(cause)
             _retry_or_fail(f"{module_id}: {text}", can_retry=can_retry)
         text = f"{module_id} failed ({error.code}): {_detail(error)}"
         _retry_or_fail(text, can_retry=can_retry and bool(error.retryable))
-    if isinstance(error, RetriableError):
+    if isinstance(error, (RetriableError, TransientError)):
         _retry_or_fail(f"{module_id} failed: {error}", can_retry=can_retry)
     raise ToolFailed(f"{module_id} failed: {type(error).__name__}: {error}")

@@ -15,6 +15,8 @@ from apcore_toolkit import ScannedModule
 from pydantic import BaseModel, ConfigDict, create_model
 from pydantic_ai.tools import Tool
 
+from toolcards.core.errors import ToolcardsError
+
 _ANNOTATION_KEYS = ("readonly", "destructive", "idempotent", "open_world", "requires_approval")
 _ID_UNSAFE = re.compile(r"[^a-z0-9_.]")
 
@@ -42,7 +44,7 @@ class RegistrationResult:
     modules: list[ScannedModule] = field(default_factory=list)
 
 
-class RegistrationError(ValueError):
+class RegistrationError(ToolcardsError, ValueError):
     """Nothing was registered; ``problems`` lists every reason at once."""
 
     def __init__(self, problems: Sequence[str]) -> None:

@@ -8,10 +8,12 @@ import json
 import sys
 from typing import Any
 
+from toolcards.core.errors import ToolcardsError
+
 MAX_ARGS_BYTES = 1_000_000
 
 
-class ArgsError(ValueError):
+class ArgsError(ToolcardsError, ValueError):
     """The command line cannot be read as arguments (a usage error)."""
 
 

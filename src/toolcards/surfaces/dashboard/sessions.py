@@ -17,6 +17,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from toolcards.core.errors import ToolcardsError
 from toolcards.core.identity import Identity
 from toolcards.surfaces.auth import InvalidToken, TokenTable
 
@@ -28,7 +29,7 @@ SESSION_MAX_AGE = 24 * 3600.0
 MAX_SESSIONS = 1000
 
 
-class SignInRefused(Exception):
+class SignInRefused(ToolcardsError):
     """A token that matches nobody (401), or a principal not allowed to view (403)."""
 
     def __init__(self, message: str, status: int, identity: Identity | None = None) -> None:

@@ -8,6 +8,8 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolcards.core.errors import ToolcardsError
+
 SHM_SHARE = 4
 """/dev/shm gets 1/SHM_SHARE of ``tmp_bytes``, /tmp the rest."""
 
@@ -47,7 +49,7 @@ class ExecLimits(BaseModel):
         return max(1 << 20, total - shm), shm
 
 
-class LimitUnavailable(RuntimeError):
+class LimitUnavailable(ToolcardsError, RuntimeError):
     """A configured limit cannot be enforced on this host (we refuse to run unbounded)."""
 
 

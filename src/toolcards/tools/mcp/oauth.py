@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
 
+from toolcards.core.errors import ToolcardsError
 from toolcards.tools.mcp._http import http as httpx
 
 AuthorizationHandler = Callable[[str], Awaitable[str]]
@@ -30,7 +31,7 @@ _REFRESH_MARGIN = 30.0
 """Seconds before expiry at which a token is refreshed (at most a tenth of its lifetime)."""
 
 
-class OAuthError(RuntimeError):
+class OAuthError(ToolcardsError, RuntimeError):
     """The authorization flow failed; the message never contains a token."""
 
 

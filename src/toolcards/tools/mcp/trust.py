@@ -23,11 +23,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolcards.core.errors import ToolcardsError
+
 REST = "**"
 """As the last argument pattern: any number of further arguments."""
 
 
-class UntrustedCommand(ValueError):
+class UntrustedCommand(ToolcardsError, ValueError):
     """A stdio MCP server from loaded data that the host program did not allow."""
 
 

@@ -7,11 +7,13 @@ from typing import Any
 
 import httpx
 
+from toolcards.core.errors import ToolcardsError
+
 MAX_RESPONSE_BYTES = 8_000_000
 """A Tavily response larger than this is refused rather than parsed."""
 
 
-class SearchError(Exception):
+class SearchError(ToolcardsError):
     """A failed request, with a message meant for the model.
 
     ``retriable`` is True when the model can fix the call (bad arguments, a refused URL);

@@ -14,6 +14,8 @@ import unicodedata
 from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
 
+from toolcards.core.errors import ToolcardsError
+
 MAX_URL_CHARS = 8_192
 """Longer URLs are refused."""
 MAX_HOST_CHARS = 253
@@ -22,7 +24,7 @@ _HIDDEN_CATEGORIES = ("Cc", "Cf", "Co", "Cs", "Zl", "Zp", "Zs")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
-class URLRefused(ValueError):
+class URLRefused(ToolcardsError, ValueError):
     """The URL is not allowed or not usable; the message says why (safe to show to a model)."""
 
 

@@ -10,7 +10,7 @@ from pydantic import Field, PrivateAttr
 
 from toolcards.core.card import CardCapability, ToolCard, ToolFunc
 from toolcards.core.context import ContextState
-from toolcards.core.errors import RetriableError
+from toolcards.core.errors import RetriableError, TransientError
 from toolcards.core.observer import TeamManagementToolObserver
 from toolcards.core.spec import annotate
 from toolcards.runtime.host import TeamHost
@@ -77,7 +77,7 @@ class TeamTool(ToolCard):
             return Outcome(subject, False, "not hired: a name is a string")
         try:
             hired = self._manager().on_hire(role.strip(), name)
-        except RetriableError:
+        except (RetriableError, TransientError):
             raise
         except Exception as exc:  # unknown role, taken name, full role, a start failure
             return Outcome(subject, False, f"not hired: {_reason(exc)}")
@@ -92,7 +92,7 @@ class TeamTool(ToolCard):
             self._manager().on_fire(member)
         except LookupError:
             return Outcome(member, False, "not fired: no such member (already fired)")
-        except RetriableError:
+        except (RetriableError, TransientError):
             raise
         except Exception as exc:
             return Outcome(member, False, f"not fired: {_reason(exc)}")

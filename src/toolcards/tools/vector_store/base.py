@@ -28,7 +28,7 @@ OPENAI_DIMENSIONS = {
 """Vector lengths of the OpenAI embedding models (also served by Azure OpenAI)."""
 
 
-class VectorExtraMissing(ImportError):
+class VectorExtraMissing(ToolcardsError, ImportError):
     """numpy / onnxruntime / tokenizers / the model package are not installed."""
 
 

@@ -20,13 +20,13 @@ import os
 import stat
 from pathlib import Path
 
-from toolcards.core.errors import RetriableError
+from toolcards.core.errors import RetriableError, ToolcardsError
 from toolcards.tools.workspace.globs import iter_files
 from toolcards.tools.workspace.paths import Contained
 from toolcards.tools.workspace.textfile import read_fd, regular_fd
 
 
-class AccessRefused(LookupError):
+class AccessRefused(ToolcardsError, LookupError):
     """A workspace file that is missing, outside, special, hard-linked or over the cap."""
 
 

@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from toolcards.core.errors import ToolcardsError
 from toolcards.tools.exec.launch import Launch
 from toolcards.tools.exec.limits import ExecLimits
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
-class BackendUnavailable(RuntimeError):
+class BackendUnavailable(ToolcardsError, RuntimeError):
     """The requested backend cannot run here; the message says why and what to do."""
 
 
