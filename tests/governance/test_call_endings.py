@@ -18,13 +18,13 @@ from toolcards.core.spec import ToolAnnotations, annotate
 from toolcards.governance import (
     AuditEntry,
     AuditLog,
-    Capability,
     CapabilityRegistry,
     Executor,
     GovernedToolset,
     Identity,
     Outcome,
     Policy,
+    ToolCapability,
 )
 
 pytestmark = pytest.mark.anyio
@@ -115,7 +115,7 @@ async def test_an_interrupt_inside_a_tool_is_audited_and_raised(audit: AuditLog)
 
 async def test_a_failure_outside_the_tool_still_has_its_row(audit: AuditLog) -> None:
     executor = Executor(CapabilityRegistry(), ALLOW, audit=audit)
-    cap = Capability("no_invoke", "has nothing to run", {}, ToolAnnotations())
+    cap = ToolCapability("no_invoke", "has nothing to run", {}, ToolAnnotations())
     with pytest.raises(TypeError):
         await executor.run(cap, {}, ALICE, call_id="b1")
     assert rows(audit) == [("error", "b1")]
