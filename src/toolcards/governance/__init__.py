@@ -31,7 +31,7 @@ _NAMES = {
     "CapabilityRegistry": "toolcards.governance.capability",
     "Executor": "toolcards.governance.executor",
     "ExecutionResult": "toolcards.governance.executor",
-    "Outcome": "toolcards.governance.executor",
+    "Outcome": "toolcards.governance.outcomes",
     "RateLimiter": "toolcards.stores.memory",
     "GovernedToolset": "toolcards.governance.toolset",
     "provider_safe_name": "toolcards.core.names",
@@ -52,7 +52,8 @@ if TYPE_CHECKING:
     )
     from toolcards.governance.audit import AuditEntry, AuditLog, AuditRecord
     from toolcards.governance.capability import CapabilityRegistry, ToolCapability
-    from toolcards.governance.executor import ExecutionResult, Executor, Outcome
+    from toolcards.governance.executor import ExecutionResult, Executor
+    from toolcards.governance.outcomes import Outcome
     from toolcards.governance.policy import Decision, Policy
     from toolcards.governance.redact import Redactor
     from toolcards.governance.table import PolicyTableRow, load_policy_table, run_policy_table

@@ -8,17 +8,10 @@ itself (never from tool arguments), calls :meth:`Executor.call` and maps the
     result = await executor.call(tool_id, raw_args, identity, surface="mcp",
                                  approver=ask_human_or_None, call_id=request_id)
 
-    outcome         pydantic-ai (GovernedToolset)      MCP / CLI (suggested)
-    ok              the value                          the value
-    denied          tool result "denied: ..."          error result with result.message
-    unknown_tool    ModelRetry(message)                error result (CLI exit code 7)
-    invalid_args    ModelRetry(message)                error result (client fixes the call)
-    retry           ModelRetry(message)                error result
-    rate_limited    tool result "rate limited: ..."    error result; result.retry_after
-    needs_approval  ApprovalRequired(metadata)         error result (fail closed), or wait for
-                                                       an approver (``approvals.waiter``) and
-                                                       call again with the same call_id
-    error           tool result "error: ..."           error result with result.message
+What each outcome is on every surface (the pydantic-ai model's view, MCP's error flag, the
+CLI's exit code) is one table: :data:`toolcards.governance.outcomes.OUTCOMES`. A
+``needs_approval`` result with ``approvals.waiter`` set can wait for an approver and be called
+again with the same ``call_id``.
 
 Every call that started has exactly one audit row (see :mod:`.endings`): a cancelled one
 ``cancelled``, one its process ends (KeyboardInterrupt, SystemExit, SIGTERM) ``interrupted``,
@@ -43,7 +36,6 @@ import time
 import types
 from collections.abc import Coroutine, Generator, Iterable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, NamedTuple
 
 from pydantic import ValidationError
@@ -66,6 +58,7 @@ from toolcards.governance.endings import (
     abrupt_ending,
     fresh_call_id,
 )
+from toolcards.governance.outcomes import Outcome
 from toolcards.governance.policy import Decision, Each, Policy
 from toolcards.governance.redact import args_digest
 from toolcards.governance.telemetry import Telemetry
@@ -76,17 +69,6 @@ log = logging.getLogger(__name__)
 
 _MAX_NAME = 100  # a model-supplied tool name is cut to this length in messages
 _UNKNOWN = Decision("deny", "unknown tool")
-
-
-class Outcome(StrEnum):
-    OK = "ok"
-    DENIED = "denied"
-    UNKNOWN_TOOL = "unknown_tool"
-    INVALID_ARGS = "invalid_args"
-    RETRY = "retry"
-    RATE_LIMITED = "rate_limited"
-    NEEDS_APPROVAL = "needs_approval"
-    ERROR = "error"
 
 
 @dataclass(slots=True)

@@ -33,7 +33,8 @@ import yaml
 
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.spec import annotate
-from toolcards.governance.executor import ExecutionResult, Executor, Outcome
+from toolcards.governance.executor import ExecutionResult, Executor
+from toolcards.governance.outcomes import Outcome
 from toolcards.governance.policy import Policy
 
 _TYPES: dict[str, type] = {

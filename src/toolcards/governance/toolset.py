@@ -29,7 +29,7 @@ from toolcards.core.spec import ToolAnnotations
 from toolcards.governance.approvals import Approver
 from toolcards.governance.audit import AuditLog
 from toolcards.governance.capability import CapabilityRegistry, ToolCapability
-from toolcards.governance.executor import ExecutionResult, Executor, Outcome
+from toolcards.governance.executor import ExecutionResult, Executor
 from toolcards.governance.layers import (
     APPROVAL_NOTE,
     DESTRUCTIVE_WARNING,
@@ -43,6 +43,7 @@ from toolcards.governance.layers import (
     listing_fingerprint,
     source_of,
 )
+from toolcards.governance.outcomes import OUTCOMES, Outcome
 from toolcards.governance.policy import Policy
 from toolcards.governance.redact import redact_text
 from toolcards.governance.telemetry import Telemetry
@@ -389,12 +390,12 @@ def _governed_inner(stack: AbstractToolset[Any]) -> AbstractToolset[Any]:
 
 def to_model_result(result: ExecutionResult) -> Any:
     """Map an executor outcome to what a pydantic-ai model sees."""
-    outcome = result.outcome
-    if outcome is Outcome.OK:
+    view = OUTCOMES[result.outcome].model
+    if view == "value":
         return result.value
-    if outcome in (Outcome.RETRY, Outcome.INVALID_ARGS, Outcome.UNKNOWN_TOOL):
+    if view == "retry":
         raise ModelRetry(result.message)
-    if outcome is Outcome.NEEDS_APPROVAL:
+    if view == "approval":
         meta = result.approval.as_metadata() if result.approval is not None else None
         raise ApprovalRequired(metadata=meta)
     return redact_text(result.message)

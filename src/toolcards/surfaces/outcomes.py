@@ -1,50 +1,21 @@
-"""One mapping of executor outcomes for every surface: MCP error flags and CLI exit codes.
+"""How every surface reports an executor result: the kind, the CLI exit code and the MCP
+error flag come from the one table, :data:`toolcards.governance.outcomes.OUTCOMES`.
 
-=====  ===============  ===================================================================
-exit   kind             executor outcome
-=====  ===============  ===================================================================
-0      ok               ok
-1      failed           error (the tool raised or timed out); also an unusable environment
-2      usage            (the command line or the config file is wrong; no call was made)
-3      denied           denied by the policy
-4      invalid          invalid_args (schema validation) and retry (the tool rejected input)
-5      approval         needs_approval with no human to ask, or the human refused
-6      rate_limited     rate_limited (``retry_after`` seconds)
-7      unknown_tool     unknown_tool (no such tool, or one the caller may not see)
-=====  ===============  ===================================================================
+Exit code 2 (usage) is the command line's own: the command or the config is wrong, no call
+was made.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import TYPE_CHECKING, Any
+
+from toolcards.governance.outcomes import ExitCode, meaning
+
+__all__ = ["ExitCode", "SurfaceOutcome", "classify", "table_decision"]
 
 if TYPE_CHECKING:
     from toolcards.governance.executor import ExecutionResult
-
-
-class ExitCode(IntEnum):
-    OK = 0
-    FAILED = 1
-    USAGE = 2
-    DENIED = 3
-    INVALID = 4
-    APPROVAL = 5
-    RATE_LIMITED = 6
-    UNKNOWN_TOOL = 7
-
-
-_KINDS = {
-    "ok": ("ok", ExitCode.OK),
-    "denied": ("denied", ExitCode.DENIED),
-    "invalid_args": ("invalid", ExitCode.INVALID),
-    "retry": ("invalid", ExitCode.INVALID),
-    "rate_limited": ("rate_limited", ExitCode.RATE_LIMITED),
-    "needs_approval": ("approval", ExitCode.APPROVAL),
-    "error": ("failed", ExitCode.FAILED),
-    "unknown_tool": ("unknown_tool", ExitCode.UNKNOWN_TOOL),
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,12 +42,8 @@ class SurfaceOutcome:
 def classify(result: ExecutionResult, *, human_asked: bool = False) -> SurfaceOutcome:
     """The surface view of ``result``. A refused approval (a human was asked and said no) is
     an approval outcome, not a policy denial."""
-    outcome = str(result.outcome)
-    # an outcome this table does not know yet is still a failure, never a success
-    kind, code = _KINDS.get(outcome, ("failed", ExitCode.FAILED))
-    if kind == "denied" and human_asked:
-        kind, code = "approval", ExitCode.APPROVAL
-    return SurfaceOutcome(kind, code, outcome, result.message)
+    found = meaning(result.outcome, human_asked=human_asked)
+    return SurfaceOutcome(found.kind, found.exit_code, str(result.outcome), result.message)
 
 
 def table_decision(kind: str) -> str:

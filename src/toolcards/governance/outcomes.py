@@ -1,0 +1,90 @@
+"""Every executor outcome and what each surface makes of it: one table, keyed by the enum.
+
+=============== ============ ==== ========= ============================================
+outcome         kind         exit MCP       pydantic-ai model sees
+=============== ============ ==== ========= ============================================
+ok              ok           0    result    the value
+denied          denied       3    error     the text "denied: ..."
+unknown_tool    unknown_tool 7    error     ModelRetry(message)
+invalid_args    invalid      4    error     ModelRetry(message)
+retry           invalid      4    error     ModelRetry(message)
+rate_limited    rate_limited 6    error     the text "rate limited: ..."
+needs_approval  approval     5    error     ApprovalRequired(metadata)
+error           failed       1    error     the text "error: ..."
+=============== ============ ==== ========= ============================================
+
+Exit code 2 (usage) is the command line's own: no call was made. A refused approval (a human
+was asked and said no) is reported as ``approval``, not as a policy denial.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum, StrEnum
+from typing import Literal
+
+
+class Outcome(StrEnum):
+    OK = "ok"
+    DENIED = "denied"
+    UNKNOWN_TOOL = "unknown_tool"
+    INVALID_ARGS = "invalid_args"
+    RETRY = "retry"
+    RATE_LIMITED = "rate_limited"
+    NEEDS_APPROVAL = "needs_approval"
+    ERROR = "error"
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FAILED = 1
+    USAGE = 2
+    DENIED = 3
+    INVALID = 4
+    APPROVAL = 5
+    RATE_LIMITED = 6
+    UNKNOWN_TOOL = 7
+
+
+ModelView = Literal["value", "retry", "approval", "text"]
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeMeaning:
+    """What one outcome is on every surface: its kind (CLI JSON, MCP ``_meta``), the CLI's
+    exit code, whether MCP reports it as an error result, and what a pydantic-ai model sees:
+    the tool's value, a retry prompt, an approval request or the message as a tool result."""
+
+    kind: str
+    exit_code: ExitCode
+    mcp_is_error: bool
+    model: ModelView
+
+
+OUTCOMES: dict[Outcome, OutcomeMeaning] = {
+    Outcome.OK: OutcomeMeaning("ok", ExitCode.OK, False, "value"),
+    Outcome.DENIED: OutcomeMeaning("denied", ExitCode.DENIED, True, "text"),
+    Outcome.UNKNOWN_TOOL: OutcomeMeaning("unknown_tool", ExitCode.UNKNOWN_TOOL, True, "retry"),
+    Outcome.INVALID_ARGS: OutcomeMeaning("invalid", ExitCode.INVALID, True, "retry"),
+    Outcome.RETRY: OutcomeMeaning("invalid", ExitCode.INVALID, True, "retry"),
+    Outcome.RATE_LIMITED: OutcomeMeaning("rate_limited", ExitCode.RATE_LIMITED, True, "text"),
+    Outcome.NEEDS_APPROVAL: OutcomeMeaning("approval", ExitCode.APPROVAL, True, "approval"),
+    Outcome.ERROR: OutcomeMeaning("failed", ExitCode.FAILED, True, "text"),
+}
+
+REFUSED_APPROVAL = OutcomeMeaning("approval", ExitCode.APPROVAL, True, "text")
+"""A call a human was asked about and refused: the policy did not deny it."""
+
+UNKNOWN = OUTCOMES[Outcome.ERROR]
+"""An outcome text no entry knows (a newer writer): a failure, never a success."""
+
+
+def meaning(outcome: Outcome | str, *, human_asked: bool = False) -> OutcomeMeaning:
+    """The table's entry for ``outcome`` (by enum or its text)."""
+    try:
+        found = OUTCOMES[Outcome(outcome)]
+    except ValueError:
+        return UNKNOWN
+    if found.kind == "denied" and human_asked:
+        return REFUSED_APPROVAL
+    return found
