@@ -25,7 +25,7 @@ def postgres_server() -> Iterator[PostgresServer]:
     try:
         yield server
     finally:
-        server.stop()
+        server.remove()
 
 
 @pytest.fixture

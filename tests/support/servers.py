@@ -11,6 +11,7 @@ import contextlib
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -54,6 +55,7 @@ class PostgresServer:
         self.password = "s3cret-pw"
         self.process: subprocess.Popen[bytes] | None = None
         self._run_as: list[str] = []
+        self._frozen: list[int] = []
         if os.geteuid() == 0:
             pwd.getpwnam("postgres")
             shutil.chown(self.dir, "postgres", "postgres")
@@ -64,6 +66,16 @@ class PostgresServer:
         return f"postgresql://{self.user}:{self.password}@127.0.0.1:{self.port}/toolcards"
 
     def start(self) -> PostgresServer:
+        """Create the cluster on first use, then run the server (again, after :meth:`stop`)."""
+        first = not self.data.exists()
+        if first:
+            self._initdb()
+        self._launch()
+        if first:
+            self._createdb()
+        return self
+
+    def _initdb(self) -> None:
         assert self.bindir is not None
         pwfile = self.dir / "pw"
         pwfile.write_text(self.password)
@@ -86,6 +98,9 @@ class PostgresServer:
             check=True,
             capture_output=True,
         )
+
+    def _launch(self) -> None:
+        assert self.bindir is not None
         self.process = subprocess.Popen(
             [
                 *self._run_as,
@@ -104,9 +119,12 @@ class PostgresServer:
                 "max_connections=200",
             ],
             stdout=subprocess.DEVNULL,
-            stderr=open(self.dir / "log", "wb"),  # noqa: SIM115 - closed with the process
+            stderr=open(self.dir / "log", "ab"),  # noqa: SIM115 - closed with the process
         )
         self._wait_ready()
+
+    def _createdb(self) -> None:
+        assert self.bindir is not None
         subprocess.run(
             [
                 str(self.bindir / "createdb")
@@ -124,7 +142,6 @@ class PostgresServer:
             capture_output=True,
             env={**os.environ, "PGPASSWORD": self.password},
         )
-        return self
 
     def _wait_ready(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
@@ -148,18 +165,61 @@ class PostgresServer:
             conn.execute(f'CREATE DATABASE "{name}"')
         return self.url.rsplit("/", 1)[0] + f"/{name}"
 
-    def stop(self) -> None:
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server (``pg_ctl stop -m mode``: smart, fast or immediate); the data stays
+        for :meth:`start`."""
         if self.process is not None and self.process.poll() is None:
             assert self.bindir is not None
+            self.thaw()  # a frozen server cannot stop
             subprocess.run(  # signals to runuser would not reach the server: ask pg_ctl
                 [*self._run_as, str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m",
-                 "immediate", "-w", "-t", "20", "stop"],
+                 mode, "-w", "-t", "20", "stop"],
                 capture_output=True, check=False, timeout=60,
             )  # fmt: skip
             try:
                 self.process.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 self.process.kill()
+                self.process.wait(timeout=5)
+
+    def restart(self, mode: str = "immediate") -> None:
+        """Stop the server in ``mode`` (immediate: as a crash would) and start it again."""
+        self.stop(mode)
+        self.start()
+
+    def _server_pids(self) -> list[int]:
+        """The postmaster and every process it forked (backends, background workers)."""
+        pidfile = self.data / "postmaster.pid"
+        if not pidfile.exists():
+            return []
+        master = int(pidfile.read_text().split()[0])
+        found = [master]
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(fields[1]) == master:
+                    found.append(int(entry.name))
+        return found
+
+    def freeze(self) -> None:
+        """SIGSTOP the server and its backends: connections stay open, nothing answers."""
+        self._frozen = self._server_pids()
+        for pid in self._frozen:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """SIGCONT what :meth:`freeze` stopped."""
+        frozen, self._frozen = self._frozen, []
+        for pid in frozen:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+    def remove(self) -> None:
+        """Stop the server and delete its cluster (the end of the session)."""
+        self.stop("immediate")
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

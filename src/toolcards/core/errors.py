@@ -11,7 +11,8 @@ kept because callers catch that built-in type. The module each class lives in is
 
     ToolcardsError                              core.errors
     ├── RetriableError                          core.errors
-    │   └── RgPatternError                      tools.workspace.grep
+    │   ├── RgPatternError                      tools.workspace.grep
+    │   └── UnstorableText                      stores.errors
     ├── TransientError                          core.errors
     │   └── DatabaseUnavailable                 stores.errors
     │       └── StoreUnavailable                stores.errors

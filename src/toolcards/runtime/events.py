@@ -20,7 +20,14 @@ from typing import Any
 from pydantic import BaseModel
 
 from toolcards.core.events import EVENT_PAYLOADS, ToolStateEvent
-from toolcards.stores.base import LIFECYCLE_TOOL, Compaction, EventRow, Store, dumps
+from toolcards.stores.base import (
+    LIFECYCLE_TOOL,
+    Compaction,
+    DatabaseUnavailable,
+    EventRow,
+    Store,
+    dumps,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +35,10 @@ LIFECYCLE = LIFECYCLE_TOOL
 """The ``tool_id`` of lifecycle events (team and actor started/stopped)."""
 
 EventCallback = Callable[[ToolStateEvent], Any]
+
+RETRY_FIRST = 0.1
+RETRY_MAX = 5.0
+"""A subscription whose store is unavailable retries after these many seconds, doubling."""
 
 
 def is_empty_delta(payload: Any) -> bool:
@@ -146,10 +157,18 @@ class EventLog:
 
     # ---- subscriptions -----------------------------------------------------------------------
 
-    def subscribe(self, callback: EventCallback, since: int = 0) -> Subscription:
+    def subscribe(
+        self,
+        callback: EventCallback,
+        since: int = 0,
+        *,
+        on_failure: Callable[[BaseException], Any] | None = None,
+    ) -> Subscription:
         """Deliver every event after ``since`` to ``callback`` (replay, then live), in order,
-        on a dedicated thread, until the subscription is closed."""
-        return Subscription(self, callback, since)
+        on a dedicated thread, until the subscription is closed. While the store is
+        unavailable the subscription retries (backing off) and resumes after the last event
+        it delivered; ``on_failure`` is called if it ends on any other error."""
+        return Subscription(self, callback, since, on_failure)
 
     def wait_for_change(self, seen: int, timeout: float) -> None:
         """Wait until :attr:`version` differs from ``seen`` (a commit of this process, or of
@@ -170,31 +189,74 @@ class EventLog:
 
 
 class Subscription:
-    """A live feed of a team's events. ``close()`` stops delivery (bounded wait)."""
+    """A live feed of a team's events. ``close()`` stops delivery (bounded wait).
 
-    def __init__(self, log: EventLog, callback: EventCallback, since: int) -> None:
+    When the store is unavailable (a database restart), the feed waits and reads again from
+    after the last event it delivered, backing off from :data:`RETRY_FIRST` to
+    :data:`RETRY_MAX` seconds: every event is delivered once, in order, across the outage.
+    Any other error ends it (``error`` holds it; ``on_failure`` is told).
+    """
+
+    def __init__(
+        self,
+        log: EventLog,
+        callback: EventCallback,
+        since: int,
+        on_failure: Callable[[BaseException], Any] | None = None,
+    ) -> None:
         self._log = log
         self._callback = callback
+        self._on_failure = on_failure
         self.position = since
         """The position of the last event delivered (or skipped) so far; during a callback,
         the position of the event being delivered."""
+        self.error: BaseException | None = None
+        """What ended the subscription, when an error did."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"events-{log.team_id}", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
+        delay = RETRY_FIRST
         while not self._stop.is_set():
             seen = self._log.version
             try:
                 delivered = self._deliver()
-            except Exception:  # the store closed under us: the team stopped
+            except DatabaseUnavailable as exc:
                 if self._log.closed:
                     return
-                raise
+                if delay == RETRY_FIRST:
+                    logger.warning("events of %s: %s", self._log.team_id, exc)
+                self._stop.wait(delay)
+                delay = min(delay * 2, RETRY_MAX)
+                continue
+            except Exception as exc:
+                if self._log.closed:  # the store closed under us: the team stopped
+                    return
+                self._failed(exc)
+                return
+            if delay != RETRY_FIRST:
+                logger.info("events of %s: the store answers again", self._log.team_id)
+                delay = RETRY_FIRST
             if not delivered:
                 if self._log.closed:
                     return
                 self._log.wait_for_change(seen, 1.0)
+
+    def _failed(self, exc: Exception) -> None:
+        self.error = exc
+        logger.error(
+            "event subscription of %s ended after position %d: %s: %s",
+            self._log.team_id,
+            self.position,
+            type(exc).__name__,
+            exc,
+        )
+        if self._on_failure is not None:
+            try:
+                self._on_failure(exc)
+            except Exception:
+                logger.exception("on_failure of an event subscription failed")
 
     def _deliver(self) -> bool:
         delivered = False

@@ -15,6 +15,7 @@ over by the next process that resumes the team.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import threading
@@ -27,6 +28,8 @@ from toolcards.core.events import ToolStateEvent
 from toolcards.runtime.events import EventLog, Subscription
 from toolcards.runtime.messaging import MESSAGES, MemberMessage
 from toolcards.stores.base import StateNamespace, StoreClosedError
+
+log = logging.getLogger(__name__)
 
 HEARTBEAT = 10.0
 """Seconds between a holder's heartbeats."""
@@ -76,9 +79,25 @@ class Relay:
         return isinstance(beat, (int, float)) and time.time() - beat < STALE_AFTER
 
     def _heartbeat(self) -> None:
+        """Beat while the relay delivers: a relay that died stops beating (and says so), so
+        its members are taken over instead of waiting for ever."""
         while not self._stop.wait(HEARTBEAT):
+            sub = self._sub
+            if sub is None or not sub.active:
+                return
             with contextlib.suppress(Exception):
                 self._roster.put(f"holder:{TOKEN}", time.time())
+
+    def _died(self, exc: BaseException) -> None:
+        """The relay's subscription ended on an error: stop beating, free the members."""
+        log.error(
+            "the member relay of %s stopped (%s); its members are free to be taken over",
+            TOKEN,
+            type(exc).__name__,
+        )
+        self._stop.set()
+        with contextlib.suppress(Exception):
+            self._roster.delete(f"holder:{TOKEN}")
 
     # ---- delivery ----------------------------------------------------------------------------
 
@@ -89,7 +108,7 @@ class Relay:
                 return
             self._roster.put(f"holder:{TOKEN}", time.time())
             self._done = {_handled(event) for _, event in self._log.entries(since)}
-            self._sub = self._log.subscribe(self._on_event, since)
+            self._sub = self._log.subscribe(self._on_event, since, on_failure=self._died)
             self._beat = threading.Thread(target=self._heartbeat, name="relay-beat", daemon=True)
             self._beat.start()
 

@@ -8,9 +8,12 @@ tag is reported, never imported.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib
 import os
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from pydantic import BaseModel
@@ -22,7 +25,7 @@ from toolcards.core.events import ToolStateEvent
 if TYPE_CHECKING:
     from toolcards.runtime.events import EventLog
     from toolcards.runtime.host import ActorHost
-    from toolcards.stores.base import StateNamespace
+    from toolcards.stores.base import StateNamespace, Store
 
 ENTRY_POINT_GROUP = "toolcards.actors"
 
@@ -113,6 +116,66 @@ class ToolActor:
 
     def on_stop(self) -> None:
         """Release resources (runs on the actor's thread after the last call)."""
+
+
+class Recovering:
+    """A tool actor whose memory never answers ahead of its store.
+
+    Actors change their memory and then write it (``with state.batch():``). When the write
+    does not commit (the connection was lost, the commit failed, its outcome is unknown),
+    the store counts a lost write on the calling thread (:meth:`Store.lost_writes`); a call
+    that moved the count marks the actor stale, and the next call first rebuilds it from the
+    store (a fresh object, its ``on_start``). A rebuild that fails (the store is still down)
+    raises that retryable error and the actor stays stale: no answer comes from memory the
+    store does not hold. Every tool actor runs inside one (Pykka threads and Ray workers).
+    """
+
+    def __init__(self, build: Callable[[], Any], store: Store) -> None:
+        self._build = build
+        self._store = store
+        self._target: Any = None
+        self._stale = False
+
+    def on_start(self) -> None:
+        self._target = self._started()
+
+    def on_stop(self) -> None:
+        hook = getattr(self._target, "on_stop", None)
+        if hook is not None:
+            hook()
+
+    def _started(self) -> Any:
+        target = self._build()
+        hook = getattr(target, "on_start", None)
+        if hook is not None:
+            hook()
+        return target
+
+    def _reload(self) -> None:
+        """Replace the actor by a fresh one loaded from the store (the old one stops after)."""
+        fresh = self._started()
+        old, self._target = self._target, fresh
+        self._stale = False
+        hook = getattr(old, "on_stop", None)
+        if hook is not None:
+            with contextlib.suppress(Exception):
+                hook()
+
+    def _call(self, name: str, /, *args: Any, **kwargs: Any) -> Any:
+        if self._stale:
+            self._reload()
+        lost = self._store.lost_writes()
+        try:
+            return getattr(self._target, name)(*args, **kwargs)
+        finally:
+            if self._store.lost_writes() != lost:
+                self._stale = True
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._target, name)
+        if name.startswith("_") or not callable(method):
+            return method
+        return functools.partial(self._call, name)
 
 
 class ActorTypes:

@@ -24,7 +24,7 @@ from toolcards.runtime.messaging import MESSAGES, USER, MemberMessage
 from toolcards.runtime.process import open_location
 from toolcards.runtime.relay import queued_event
 from toolcards.runtime.system import ActorSystem
-from toolcards.runtime.tool_actor import ToolActor, ToolActorContext
+from toolcards.runtime.tool_actor import Recovering, ToolActor, ToolActorContext
 from toolcards.stores.base import StateNamespace, Store, StoreClosedError
 
 if TYPE_CHECKING:
@@ -74,68 +74,44 @@ class Lifecycle:
         return getattr(self._target, name)
 
 
-class Coherent:
+class Coherent(Recovering):
     """A tool actor copy that stays in step with the other processes' copies of it.
 
     Each public call: one store transaction, the tool's cross-process lock, a reload of the
     copy (a fresh object, its ``on_start``) when the tool's version moved since this copy
-    last saw it, then the call. A call that fails rolls back whatever it wrote, and the copy
-    reloads before the next call (a call that raises without writing, such as a refusal,
-    keeps the copy as it is).
+    last saw it, then the call. A call whose writes did not commit (rolled back, or cut off
+    with the connection) leaves the copy stale, and it reloads before the next call (a call
+    that raises without writing, such as a refusal, keeps the copy as it is).
     """
 
     def __init__(self, build: Callable[[], Any], store: Store, team_id: str, name: str) -> None:
-        self._build = build
-        self._store = store
+        super().__init__(build, store)
         self._team_id = team_id
         self._name = name
-        self._target: Any = None
         self._seen: int | None = None
 
     def on_start(self) -> None:
-        self._target = self._build()
         self._seen = self._store.actor_version(self._team_id, self._name)
-        hook = getattr(self._target, "on_start", None)
-        if hook is not None:
-            hook()
+        super().on_start()
 
-    def on_stop(self) -> None:
-        hook = getattr(self._target, "on_stop", None)
-        if hook is not None:
-            hook()
-
-    def _reload(self) -> None:
-        with contextlib.suppress(Exception):
-            self.on_stop()
-        self._target = self._build()
-        hook = getattr(self._target, "on_start", None)
-        if hook is not None:
-            hook()
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._target, name)
-        if name.startswith("_") or not callable(method):
-            return method
-
-        def coherent(*args: Any, **kwargs: Any) -> Any:
-            store = self._store
+    def _call(self, name: str, /, *args: Any, **kwargs: Any) -> Any:
+        store = self._store
+        lost = store.lost_writes()
+        try:
             with store.transaction():
                 store.lock_actor(self._team_id, self._name)
                 version = store.actor_version(self._team_id, self._name)
-                if version != self._seen:
+                if version != self._seen or self._stale:
                     self._reload()
                     self._seen = version
-                try:
-                    result = getattr(self._target, name)(*args, **kwargs)
-                except BaseException:
-                    if store.writes_pending(self._team_id, self._name):
-                        self._seen = None  # its writes roll back: reload before the next call
-                    raise
+                result = getattr(self._target, name)(*args, **kwargs)
                 wrote = store.writes_pending(self._team_id, self._name)
-            self._seen = version + 1 if wrote else version  # our commit's own bump
-            return result
-
-        return coherent
+        except BaseException:
+            if store.lost_writes() != lost:
+                self._stale = True  # its writes did not commit: reload before the next call
+            raise
+        self._seen = version + 1 if wrote else version  # our commit's own bump
+        return result
 
 
 class ToolActorFactory:
@@ -188,7 +164,11 @@ class ToolActorFactory:
             return self.actor_cls(ctx, cfg)
 
         local_copy = self._host is not None and store.shared
-        target: Any = Coherent(build, store, self.team_id, self.name) if local_copy else build()
+        target: Recovering = (
+            Coherent(build, store, self.team_id, self.name)
+            if local_copy
+            else Recovering(build, store)
+        )
         return Lifecycle(target, host.log, self.name)
 
 

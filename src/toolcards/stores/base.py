@@ -31,6 +31,7 @@ from toolcards.stores.errors import (
     StoreLockedError,
     StoreUnavailable,
     UnknownStoreScheme,
+    UnstorableText,
 )
 from toolcards.stores.location import StoreLocation
 
@@ -53,6 +54,8 @@ __all__ = [
     "StoreLockedError",
     "StoreUnavailable",
     "UnknownStoreScheme",
+    "UnstorableText",
+    "check_text",
 ]
 
 SCHEMA_VERSION = 2
@@ -79,6 +82,16 @@ class Compaction:
     tool_id: str
     through_seq: int
     removed: int
+
+
+def check_text(field: str, text: str) -> None:
+    """Refuse ``text`` (a key or a name a store writes as text) when a store cannot keep it:
+    PostgreSQL text holds no NUL character. JSON values need no check (``dumps`` escapes)."""
+    if "\x00" in text:
+        raise UnstorableText(
+            f"{field} {text!r:.80} contains a NUL character (\\x00), which the store cannot "
+            "keep; nothing was stored: remove the character and call again"
+        )
 
 
 def dumps(value: Any) -> str:
@@ -114,6 +127,17 @@ class Store(ABC):
         self.lock = threading.RLock()
         self.rollback_hooks: list[Callable[[], Any]] = []
         """Called after a transaction rolls back (caches derived from the store reload)."""
+        self._lost = threading.local()
+
+    def lost_writes(self) -> int:
+        """How many transactions of the calling thread tried to write and did not commit
+        (rolled back, cut off with their connection, or with an unknown outcome). A tool actor
+        whose call moved this number reloads from the store before its next answer."""
+        return int(getattr(self._lost, "count", 0))
+
+    def note_lost_write(self) -> None:
+        """Count one transaction of the calling thread that did not commit."""
+        self._lost.count = self.lost_writes() + 1
 
     # ---- connection and transactions ---------------------------------------------------------
 

@@ -5,7 +5,7 @@ right now is a ``TransientError`` (retry later), one that cannot be used where a
 
 from __future__ import annotations
 
-from toolcards.core.errors import ToolcardsError, TransientError
+from toolcards.core.errors import RetriableError, ToolcardsError, TransientError
 
 
 class DatabaseUnavailable(TransientError):
@@ -45,3 +45,8 @@ class SchemaTooNew(ToolcardsError):
 
 class UnknownStoreScheme(StoreError):
     """A store location with a URL scheme no backend serves (``mysql://...``)."""
+
+
+class UnstorableText(RetriableError):
+    """A text the store cannot keep (PostgreSQL text holds no NUL character); the message
+    names the field and nothing was written."""

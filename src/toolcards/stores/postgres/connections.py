@@ -2,9 +2,13 @@
 store (runtime), and the audit trail, pending approvals and rate-limit counters (governance).
 
 One connection per thread (an actor's transaction never waits for another thread's), opened
-lazily with a bounded connect timeout; a lost connection becomes :class:`DatabaseUnavailable`
-(a retryable error) and the next use reconnects. The URL's password never appears in
-messages. Needs the ``postgres`` extra (psycopg 3).
+lazily with a bounded connect timeout, server-side timeouts, TCP keepalives and a client-side
+deadline on every statement (:mod:`toolcards.stores.postgres.limits`). A lost connection
+becomes :class:`DatabaseUnavailable` (a retryable error) and the next use reconnects; a
+connection found dead when a transaction begins, or when a read runs outside one, is
+reopened once by itself (nothing was sent yet, or nothing was written). A connection lost
+inside a transaction breaks that transaction: nothing more of it runs, nothing of it
+commits. The URL's password never appears in messages. Needs the ``postgres`` extra.
 """
 
 from __future__ import annotations
@@ -14,15 +18,18 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from toolcards._lazy import optional_module
 from toolcards.stores.errors import DatabaseClosed, DatabaseUnavailable
 from toolcards.stores.location import redact_url
+from toolcards.stores.postgres.limits import DEADLINES, Timeouts
 
 if TYPE_CHECKING:
     import psycopg
+
+T = TypeVar("T")
 
 
 def psycopg_module() -> Any:
@@ -39,10 +46,20 @@ class ThreadState:
         self.after_commit: list[Callable[[], Any]] = []
         self.dirty: set[tuple[str, str]] = set()
         """What the open transaction changed, for a user's ``before_commit``."""
+        self.broken = False
+        """The connection was lost inside the open transaction: it can only end."""
+        self.timed_out = False
+        """The last connection was cut by the client's deadline (the server did not answer)."""
+        self.lost_writes = 0
+        """Transactions of this thread that tried to write and did not commit."""
 
     def drop(self) -> None:
+        """Forget a lost connection; inside a transaction, the transaction is broken."""
         conn, self.conn = self.conn, None
-        self.reset()
+        if self.depth:
+            self.broken = True
+        else:
+            self.reset()
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.close()
@@ -51,13 +68,15 @@ class ThreadState:
         self.depth = 0
         self.after_commit.clear()
         self.dirty.clear()
+        self.broken = False
 
 
 class Connections:
     """Per-thread connections to one database, with nestable transactions.
 
     ``before_commit`` runs inside every outermost transaction just before ``COMMIT`` (with
-    the thread's state); ``on_rollback`` after a rollback.
+    the thread's state); ``on_rollback`` after a rollback. ``timeouts`` bound every
+    connection (values in the URL win).
     """
 
     def __init__(
@@ -65,6 +84,7 @@ class Connections:
         url: str,
         *,
         connect_timeout: float = 5.0,
+        timeouts: Timeouts | None = None,
         before_commit: Callable[[ThreadState, Any], None] | None = None,
         on_rollback: Callable[[], None] | None = None,
     ) -> None:
@@ -72,6 +92,7 @@ class Connections:
         self.location = redact_url(url)
         self._secret = urlsplit(url).password
         self.connect_timeout = connect_timeout
+        self._options, self.statement_bound = (timeouts or Timeouts()).connect_options(url)
         self._before_commit = before_commit
         self._on_rollback = on_rollback
         self._local = threading.local()
@@ -87,12 +108,29 @@ class Connections:
         """``text`` with the password replaced."""
         return text.replace(self._secret, "***") if self._secret else text
 
-    def unavailable(self, exc: BaseException) -> DatabaseUnavailable:
+    def unavailable(
+        self, exc: BaseException, state: ThreadState | None = None, *, unknown: bool = False
+    ) -> DatabaseUnavailable:
         """The retryable error for ``exc`` (a connection failure), without secrets."""
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+        if state is not None and state.timed_out:
+            first = f"no answer within {self.statement_bound:g}s"
+        else:
+            text = str(exc).strip()
+            first = self.clean(text.splitlines()[0]) if text else repr(exc)
+        outcome = (
+            "; the commit was sent and its outcome is unknown: read before you retry"
+            if unknown
+            else ", then retry"
+        )
         return DatabaseUnavailable(
-            f"PostgreSQL at {self.location} is unavailable ({self.clean(first)}); start the "
-            "server or check the URL, then retry"
+            f"PostgreSQL at {self.location} is unavailable ({first}); start the server or "
+            f"check the URL{outcome}"
+        )
+
+    def _broken(self) -> DatabaseUnavailable:
+        return DatabaseUnavailable(
+            f"PostgreSQL at {self.location} is unavailable (the connection was lost during the "
+            "transaction; nothing of it was committed); retry"
         )
 
     def open(self) -> psycopg.Connection[Any]:
@@ -100,7 +138,10 @@ class Connections:
         pg = psycopg_module()
         try:
             conn: psycopg.Connection[Any] = pg.connect(
-                self._url, autocommit=True, connect_timeout=max(1, round(self.connect_timeout))
+                self._url,
+                autocommit=True,
+                connect_timeout=max(1, round(self.connect_timeout)),
+                **self._options,
             )
         except pg.Error as exc:
             raise self.unavailable(exc) from None
@@ -119,21 +160,68 @@ class Connections:
         if self.closed:
             raise DatabaseClosed(f"{self.location} is closed")
         state = self.state()
+        if state.broken:
+            raise self._broken()
         if state.conn is None or state.conn.closed:
             state.conn = self.open()
+            state.timed_out = False
         return state.conn
+
+    @contextmanager
+    def bounded(self, state: ThreadState, conn: psycopg.Connection[Any]) -> Iterator[None]:
+        """Cut ``conn`` when the block waits longer than :attr:`statement_bound`."""
+        if self.statement_bound is None:
+            yield
+            return
+        token = DEADLINES.arm(self.statement_bound, conn.fileno(), lambda: _expired(state))
+        try:
+            yield
+        finally:
+            DEADLINES.disarm(token)
 
     @contextmanager
     def cursor(self) -> Iterator[Any]:
         """A cursor on this thread's connection; a lost connection is DatabaseUnavailable."""
         pg = psycopg_module()
+        state = self.state()
         conn = self.connection()
         try:
-            with conn.cursor() as cur:
+            with self.bounded(state, conn), conn.cursor() as cur:
                 yield cur
         except pg.OperationalError as exc:
-            self.state().drop()
-            raise self.unavailable(exc) from None
+            state.drop()
+            raise self.unavailable(exc, state) from None
+
+    def read(self, query: Callable[[Any], T]) -> T:
+        """``query(cursor)``, a read. Outside a transaction, a connection that turns out to
+        have been lost (a server restart) is reopened and the read runs once more."""
+        state = self.state()
+        again = state.depth == 0 and state.conn is not None and not state.conn.closed
+        try:
+            with self.cursor() as cur:
+                return query(cur)
+        except DatabaseUnavailable:
+            if not again or state.timed_out:
+                raise
+        with self.cursor() as cur:
+            return query(cur)
+
+    def _begin(self, state: ThreadState) -> None:
+        """``BEGIN`` on this thread's connection; once more on a new one when the connection
+        it had was lost (nothing of the transaction was sent)."""
+        pg = psycopg_module()
+        again = state.conn is not None and not state.conn.closed
+        while True:
+            conn = self.connection()
+            try:
+                with self.bounded(state, conn):
+                    conn.execute("BEGIN")
+                return
+            except pg.OperationalError as exc:
+                state.drop()
+                if not again or state.timed_out:
+                    raise self.unavailable(exc, state) from None
+                again = False
 
     @contextmanager
     def transaction(self) -> Iterator[ThreadState]:
@@ -141,44 +229,73 @@ class Connections:
         pg = psycopg_module()
         state = self.state()
         if state.depth == 0:
-            try:
-                self.connection().execute("BEGIN")
-            except pg.OperationalError as exc:
-                state.drop()
-                raise self.unavailable(exc) from None
+            self._begin(state)
         state.depth += 1
         try:
             yield state
         except BaseException:
-            state.depth = max(state.depth - 1, 0)
+            state.depth -= 1
             if state.depth == 0:
-                if state.conn is not None:
-                    with contextlib.suppress(pg.Error):
-                        state.conn.execute("ROLLBACK")
-                state.reset()
-                if self._on_rollback is not None:
-                    self._on_rollback()
+                self._abandon(state)
             raise
         state.depth -= 1
         if state.depth:
             return
+        if state.broken:  # the block swallowed the loss of its connection
+            self._abandon(state)
+            raise self._broken()
+        conn = self.connection()
         try:
-            if self._before_commit is not None:
-                with self.connection().cursor() as cur:
-                    self._before_commit(state, cur)
-            self.connection().execute("COMMIT")
+            with self.bounded(state, conn):
+                if self._before_commit is not None:
+                    with conn.cursor() as cur:
+                        self._before_commit(state, cur)
         except pg.OperationalError as exc:
+            state.depth = 1  # the transaction is broken, not committed
             state.drop()
-            raise self.unavailable(exc) from None
+            self._abandon(state)
+            raise self.unavailable(exc, state) from None
         except BaseException:
-            with contextlib.suppress(pg.Error):
-                self.connection().execute("ROLLBACK")
-            state.reset()
+            self._abandon(state)
+            raise
+        try:
+            with self.bounded(state, conn):
+                conn.execute("COMMIT")
+        except pg.OperationalError as exc:
+            lost = bool(conn.broken)
+            if lost:  # sent, and no answer: it may or may not have committed
+                state.lost_writes += bool(state.dirty)
+                state.drop()
+                if self._on_rollback is not None:
+                    self._on_rollback()
+            else:  # the server refused the commit: it rolled back
+                self._abandon(state)
+            raise self.unavailable(exc, state, unknown=lost) from None
+        except BaseException:
+            self._abandon(state)
             raise
         callbacks, state.after_commit = state.after_commit, []
         state.dirty.clear()
         for callback in callbacks:
             callback()
+
+    def _abandon(self, state: ThreadState) -> None:
+        """End the thread's transaction without committing it."""
+        pg = psycopg_module()
+        if state.dirty or state.broken:
+            state.lost_writes += 1
+        conn = state.conn
+        if conn is not None and not state.broken:
+            try:
+                with self.bounded(state, conn):
+                    conn.execute("ROLLBACK")
+            except pg.Error:
+                state.conn = None
+                with contextlib.suppress(Exception):
+                    conn.close()
+        state.reset()
+        if self._on_rollback is not None:
+            self._on_rollback()
 
     def after_commit(self, callback: Callable[[], Any]) -> None:
         """Run ``callback`` when this thread's transaction commits (now, outside of one)."""
@@ -193,3 +310,7 @@ class Connections:
         self.closed = True
         for state in list(self._all):
             state.drop()
+
+
+def _expired(state: ThreadState) -> None:
+    state.timed_out = True

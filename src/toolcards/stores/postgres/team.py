@@ -30,10 +30,12 @@ from toolcards.stores.base import (
     Store,
     StoreClosedError,
     StoreUnavailable,
+    check_text,
     compaction_marker,
     dumps,
 )
 from toolcards.stores.postgres.connections import Connections, ThreadState
+from toolcards.stores.postgres.limits import Timeouts
 
 log = logging.getLogger(__name__)
 
@@ -93,17 +95,21 @@ class PostgresStore(Store):
 
     Every thread that uses the store gets its own connection and transaction (an actor's call
     never waits for another actor's transaction in this process); ``connect_timeout`` bounds
-    every (re)connection attempt.
+    every (re)connection attempt and ``timeouts`` every statement (see
+    :mod:`toolcards.stores.postgres.limits`; values in the URL win).
     """
 
     shared = True
 
-    def __init__(self, url: str, *, connect_timeout: float = 5.0) -> None:
+    def __init__(
+        self, url: str, *, connect_timeout: float = 5.0, timeouts: Timeouts | None = None
+    ) -> None:
         super().__init__()
         self.lock = _NO_LOCK  # type: ignore[assignment]  # each thread has its own connection
         self._db = Connections(
             url,
             connect_timeout=connect_timeout,
+            timeouts=timeouts,
             before_commit=_bump_versions,
             on_rollback=self._rolled_back,
         )
@@ -129,6 +135,21 @@ class PostgresStore(Store):
         try:
             with self._db.cursor() as cur:
                 yield cur
+        except DatabaseUnavailable as exc:
+            raise StoreUnavailable(str(exc)) from None
+        except DatabaseClosed as exc:
+            raise StoreClosedError(f"store {self.location} is closed") from exc
+
+    def _rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """The rows of a read (a connection found lost is reopened once, outside a
+        transaction)."""
+
+        def query(cur: Any) -> list[tuple[Any, ...]]:
+            cur.execute(sql, params)
+            return list(cur.fetchall())
+
+        try:
+            return self._db.read(query)
         except DatabaseUnavailable as exc:
             raise StoreUnavailable(str(exc)) from None
         except DatabaseClosed as exc:
@@ -169,11 +190,18 @@ class PostgresStore(Store):
             raise StoreClosedError(f"store {self.location} is closed") from exc
 
     @contextmanager
-    def _write(self, team_id: str, actor: str) -> Iterator[Any]:
-        """A cursor inside a transaction that marks ``actor``'s version for a bump."""
-        with self.transaction(), self._cursor() as cur:
-            self._db.state().dirty.add((team_id, actor))
-            yield cur
+    def _write(self, team_id: str, actor: str, **texts: str) -> Iterator[Any]:
+        """A cursor inside a transaction that marks ``actor``'s version for a bump; ``texts``
+        (named by field) are refused when PostgreSQL cannot store them."""
+        with self.transaction():
+            self._db.state().dirty.add((team_id, actor))  # a write was tried
+            for field, text in texts.items():
+                check_text(field.replace("_", " "), text)
+            with self._cursor() as cur:
+                yield cur
+
+    def lost_writes(self) -> int:
+        return self._db.state().lost_writes
 
     def after_commit(self, callback: Callable[[], Any]) -> None:
         self._db.after_commit(callback)
@@ -187,9 +215,7 @@ class PostgresStore(Store):
     # ---- teams and actors --------------------------------------------------------------------
 
     def team_exists(self, team_id: str) -> bool:
-        with self._cursor() as cur:
-            cur.execute("SELECT 1 FROM toolcards_teams WHERE team_id=%s", (team_id,))
-            return cur.fetchone() is not None
+        return bool(self._rows("SELECT 1 FROM toolcards_teams WHERE team_id=%s", (team_id,)))
 
     def open_team(self, team_id: str) -> None:
         with self._cursor() as cur:
@@ -207,6 +233,7 @@ class PostgresStore(Store):
             )
 
     def record_actor(self, team_id: str, name: str, tag: str, config: str | None) -> None:
+        check_text("actor name", name)
         with self._cursor() as cur:
             cur.execute(
                 "INSERT INTO toolcards_actors VALUES (%s, %s, %s, %s, %s) "
@@ -216,28 +243,25 @@ class PostgresStore(Store):
             )
 
     def recorded_actors(self, team_id: str) -> list[tuple[str, str, str | None]]:
-        with self._cursor() as cur:
-            cur.execute(
-                "SELECT name, tag, config FROM toolcards_actors WHERE team_id=%s "
-                "ORDER BY created_at",
-                (team_id,),
-            )
-            return [(str(n), str(t), c) for n, t, c in cur.fetchall()]
+        rows = self._rows(
+            "SELECT name, tag, config FROM toolcards_actors WHERE team_id=%s ORDER BY created_at",
+            (team_id,),
+        )
+        return [(str(n), str(t), c) for n, t, c in rows]
 
     # ---- state -------------------------------------------------------------------------------
 
     def state_get(self, team_id: str, actor: str, key: str) -> Any | None:
-        with self._cursor() as cur:
-            cur.execute(
-                "SELECT value FROM toolcards_state WHERE team_id=%s AND actor=%s AND key=%s",
-                (team_id, actor, key),
-            )
-            row = cur.fetchone()
-        return None if row is None else json.loads(row[0])
+        check_text("state key", key)
+        rows = self._rows(
+            "SELECT value FROM toolcards_state WHERE team_id=%s AND actor=%s AND key=%s",
+            (team_id, actor, key),
+        )
+        return json.loads(rows[0][0]) if rows else None
 
     def state_put(self, team_id: str, actor: str, key: str, value: Any) -> None:
         text = dumps(value)
-        with self._write(team_id, actor) as cur:
+        with self._write(team_id, actor, state_key=key) as cur:
             cur.execute(
                 "INSERT INTO toolcards_state VALUES (%s, %s, %s, %s) "
                 "ON CONFLICT (team_id, actor, key) DO UPDATE SET value = EXCLUDED.value",
@@ -245,7 +269,7 @@ class PostgresStore(Store):
             )
 
     def state_delete(self, team_id: str, actor: str, key: str) -> None:
-        with self._write(team_id, actor) as cur:
+        with self._write(team_id, actor, state_key=key) as cur:
             cur.execute(
                 "DELETE FROM toolcards_state WHERE team_id=%s AND actor=%s AND key=%s",
                 (team_id, actor, key),
@@ -263,27 +287,25 @@ class PostgresStore(Store):
         if limit:
             sql += " LIMIT %s"
             params = (*params, limit)
-        with self._cursor() as cur:
-            cur.execute(sql, params)
-            rows = cur.fetchall()
-        return [(str(key), json.loads(value)) for key, value in rows]
+        check_text("state key prefix", prefix)
+        check_text("state key", after)
+        return [(str(key), json.loads(value)) for key, value in self._rows(sql, params)]
 
     def state_count(self, team_id: str, actor: str, prefix: str = "") -> int:
-        with self._cursor() as cur:
-            cur.execute(
-                "SELECT COUNT(*) FROM toolcards_state WHERE team_id=%s AND actor=%s "
-                "AND key >= %s AND key < %s",
-                (team_id, actor, prefix, prefix + _KEY_END),
-            )
-            row = cur.fetchone()
-        return int(row[0])
+        check_text("state key prefix", prefix)
+        rows = self._rows(
+            "SELECT COUNT(*) FROM toolcards_state WHERE team_id=%s AND actor=%s "
+            "AND key >= %s AND key < %s",
+            (team_id, actor, prefix, prefix + _KEY_END),
+        )
+        return int(rows[0][0])
 
     # ---- events ------------------------------------------------------------------------------
 
     def append_event(
         self, team_id: str, tool_id: str, payload: str, payload_type: str | None, timestamp: float
     ) -> tuple[int, int]:
-        with self._write(team_id, tool_id) as cur:
+        with self._write(team_id, tool_id, tool_id=tool_id) as cur:
             cur.execute(
                 "INSERT INTO toolcards_tool_seqs VALUES (%s, %s, 1) "
                 "ON CONFLICT (team_id, tool_id) DO UPDATE SET seq = toolcards_tool_seqs.seq + 1 "
@@ -306,30 +328,24 @@ class PostgresStore(Store):
         return position, seq
 
     def read_events(self, team_id: str, after: int, limit: int = 1000) -> list[EventRow]:
-        with self._cursor() as cur:
-            cur.execute(
-                "SELECT team_pos, tool_id, seq, payload, payload_type, timestamp "
-                "FROM toolcards_events WHERE team_id=%s AND team_pos > %s "
-                "ORDER BY team_pos LIMIT %s",
-                (team_id, after, limit),
-            )
-            rows = cur.fetchall()
+        rows = self._rows(
+            "SELECT team_pos, tool_id, seq, payload, payload_type, timestamp "
+            "FROM toolcards_events WHERE team_id=%s AND team_pos > %s "
+            "ORDER BY team_pos LIMIT %s",
+            (team_id, after, limit),
+        )
         return [EventRow(int(p), t, int(s), d, k, float(ts)) for p, t, s, d, k, ts in rows]
 
     def last_seq(self, team_id: str, tool_id: str) -> int:
-        with self._cursor() as cur:
-            cur.execute(
-                "SELECT seq FROM toolcards_tool_seqs WHERE team_id=%s AND tool_id=%s",
-                (team_id, tool_id),
-            )
-            row = cur.fetchone()
-        return 0 if row is None else int(row[0])
+        rows = self._rows(
+            "SELECT seq FROM toolcards_tool_seqs WHERE team_id=%s AND tool_id=%s",
+            (team_id, tool_id),
+        )
+        return int(rows[0][0]) if rows else 0
 
     def last_position(self, team_id: str) -> int:
-        with self._cursor() as cur:
-            cur.execute("SELECT last_pos FROM toolcards_teams WHERE team_id=%s", (team_id,))
-            row = cur.fetchone()
-        return 0 if row is None else int(row[0])
+        rows = self._rows("SELECT last_pos FROM toolcards_teams WHERE team_id=%s", (team_id,))
+        return int(rows[0][0]) if rows else 0
 
     def compact_events(
         self, team_id: str, *, keep_per_tool: int | None, before: float | None
@@ -369,13 +385,11 @@ class PostgresStore(Store):
     # ---- cross-process coherence -------------------------------------------------------------
 
     def actor_version(self, team_id: str, actor: str) -> int:
-        with self._cursor() as cur:
-            cur.execute(
-                "SELECT version FROM toolcards_actor_versions WHERE team_id=%s AND actor=%s",
-                (team_id, actor),
-            )
-            row = cur.fetchone()
-        return 0 if row is None else int(row[0])
+        rows = self._rows(
+            "SELECT version FROM toolcards_actor_versions WHERE team_id=%s AND actor=%s",
+            (team_id, actor),
+        )
+        return int(rows[0][0]) if rows else 0
 
     def secret_location(self) -> str:
         return self._db.url

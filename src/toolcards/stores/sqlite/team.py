@@ -253,18 +253,27 @@ class TeamStore(Store):
             except BaseException:
                 self._depth -= 1
                 if self._depth == 0:
-                    self._after_commit.clear()
-                    conn.execute("ROLLBACK")
-                    for hook in self.rollback_hooks:
-                        hook()
+                    self._roll_back(conn)
                 raise
             self._depth -= 1
             if self._depth:
                 return
-            conn.execute("COMMIT")
+            try:
+                conn.execute("COMMIT")
+            except BaseException:
+                self._roll_back(conn)
+                raise
             callbacks, self._after_commit = self._after_commit, []
         for callback in callbacks:
             callback()
+
+    def _roll_back(self, conn: sqlite3.Connection) -> None:
+        self._after_commit.clear()
+        self.note_lost_write()
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        for hook in self.rollback_hooks:
+            hook()
 
     def after_commit(self, callback: Callable[[], Any]) -> None:
         with self.lock:
