@@ -122,7 +122,10 @@ def _cut_a_write(url: str, team: Team, tools: Tools, fault: Callable[[], None]) 
     return outcome[0]
 
 
-@pytest.mark.parametrize("system", ["pykka", "ray"])
+@pytest.mark.parametrize(
+    "system",
+    ["pykka", pytest.param("ray", marks=[pytest.mark.slow, pytest.mark.timeout(300)])],
+)
 def test_a_write_cut_by_a_crash_restart_leaves_no_phantom_task(
     pg: PostgresServer, pg_url: str, system: str, request: pytest.FixtureRequest
 ) -> None:

@@ -47,7 +47,7 @@ def test_a_store_outage_in_an_ungoverned_card_tool_is_the_frameworks_retry() -> 
         wrap_retriable(save, ModelRetry)("hi")
 
 
-async def test_an_actor_that_is_not_running_stays_an_error_result() -> None:
+async def test_an_actor_that_is_not_running_is_a_retry_with_its_message() -> None:
     result = await _executor().call("ask_planner", {"text": "hi"}, ALICE)
-    assert result.outcome is Outcome.ERROR
-    assert result.message == "error: ask_planner failed (ActorUnavailable)"
+    assert result.outcome is Outcome.RETRY
+    assert result.message == "actor #Planning is not running"

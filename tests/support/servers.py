@@ -144,15 +144,20 @@ class PostgresServer:
         )
 
     def _wait_ready(self, timeout: float = 30.0) -> None:
+        """Until the server accepts sessions (after a crash it listens before it has
+        recovered)."""
+        import psycopg
+
         deadline = time.monotonic() + timeout
+        admin = self.url.rsplit("/", 1)[0] + "/postgres"
         while time.monotonic() < deadline:
             assert self.process is not None
             if self.process.poll() is not None:
                 raise RuntimeError((self.dir / "log").read_text()[-2000:])
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5),
-            ):
+            with contextlib.suppress(OSError, psycopg.Error):
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    pass
+                psycopg.connect(admin, connect_timeout=2).close()
                 return
             time.sleep(0.1)
         raise RuntimeError("PostgreSQL did not start in time")
@@ -211,8 +216,10 @@ class PostgresServer:
                 os.kill(pid, signal.SIGSTOP)
 
     def thaw(self) -> None:
-        """SIGCONT what :meth:`freeze` stopped."""
+        """SIGCONT what :meth:`freeze` stopped (and ``runuser``, which stops with its child)."""
         frozen, self._frozen = self._frozen, []
+        if frozen and self.process is not None:
+            frozen.append(self.process.pid)
         for pid in frozen:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)

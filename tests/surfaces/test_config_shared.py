@@ -69,17 +69,18 @@ def test_an_explicit_approvals_location_is_used(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("system", ["pykka", "ray"])
 def test_system_names_pass_through_to_the_team(tmp_path: Path, system: str) -> None:
-    assert config(tmp_path, system=system).actor_system() == system
+    assert config(tmp_path, store=PG, system=system).actor_system() == system
 
 
 def test_a_ray_mapping_builds_a_ray_actor_system(tmp_path: Path) -> None:
     from toolcards.runtime import RayActorSystem
 
-    found = config(tmp_path, team_id="crm", system={"ray": {"address": "127.0.0.1:6379"}})
+    ray = {"ray": {"address": "127.0.0.1:6379"}}
+    found = config(tmp_path, team_id="crm", store=PG, system=ray)
     system = found.actor_system()
     assert isinstance(system, RayActorSystem)
     assert (system.address, system.namespace) == ("127.0.0.1:6379", "toolcards-crm")
-    named = config(tmp_path, system={"ray": {"namespace": "team-a"}}).actor_system()
+    named = config(tmp_path, store=PG, system={"ray": {"namespace": "team-a"}}).actor_system()
     assert isinstance(named, RayActorSystem) and named.namespace == "team-a"
 
 
@@ -90,6 +91,14 @@ def test_a_ray_mapping_builds_a_ray_actor_system(tmp_path: Path) -> None:
 def test_an_unknown_system_is_a_config_error_naming_the_field(tmp_path: Path, system: Any) -> None:
     with pytest.raises(ConfigError, match=r"team\.yaml: system"):
         config(tmp_path, system=system)
+
+
+@pytest.mark.parametrize("store", ["team.db", ":memory:"])
+def test_ray_with_a_store_other_processes_cannot_open_is_a_config_error(
+    tmp_path: Path, store: str
+) -> None:
+    with pytest.raises(ConfigError, match=r"team\.yaml: system: ray .*postgresql://"):
+        config(tmp_path, store=store, system="ray")
 
 
 def test_approval_defaults_to_an_out_of_band_approver(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, runtime_checkable
 
-from toolcards.core.errors import ToolcardsError
+from toolcards.core.errors import TransientError
 
 DEFAULT_ASK_TIMEOUT = 10.0
 """Seconds an ``ask`` waits for its answer unless the handle says otherwise (``within``)."""
@@ -27,8 +27,12 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class ActorUnavailable(ToolcardsError):
-    """The actor is not running (never started, stopped, or failed to start)."""
+class ActorUnavailable(TransientError):
+    """The actor is not running (never started, stopped, failed to start, or restarting).
+
+    Retryable: a tool whose actor is unavailable reports a retry to the model, and a later
+    call reaches the actor once it runs again.
+    """
 
 
 def method_name(method: Callable[..., Any] | str) -> str:

@@ -4,8 +4,8 @@
 ``RetriableError``, the call itself is wrong (the model calls again with other arguments);
 ``TransientError``, something the call needs is down right now (the database, the store) and
 the same call may succeed later. Both reach a model as a retry carrying their message.
-``ActorUnavailable`` is not transient: it also means an actor that never started, was stopped
-or failed to start, and reaches a model as an error result. A second base in parentheses is
+``ActorUnavailable`` (an actor not running: restarting, stopped) is transient too; the
+team tool's hire and fire report it as not done. A second base in parentheses is
 kept because callers catch that built-in type. The module each class lives in is on the right
 (under ``toolcards.``)::
 
@@ -14,12 +14,12 @@ kept because callers catch that built-in type. The module each class lives in is
     │   ├── RgPatternError                      tools.workspace.grep
     │   └── UnstorableText                      stores.errors
     ├── TransientError                          core.errors
-    │   └── DatabaseUnavailable                 stores.errors
-    │       └── StoreUnavailable                stores.errors
+    │   ├── DatabaseUnavailable                 stores.errors
+    │   │   └── StoreUnavailable                stores.errors
+    │   └── ActorUnavailable                    core.actors
     ├── ToolNotConfigured                       core.errors
     ├── ToolObserverGone                        core.errors
     ├── CommandNotRecognized                    core.errors
-    ├── ActorUnavailable                        core.actors
     ├── StoreError                              stores.errors
     │   └── UnknownStoreScheme                  stores.errors
     ├── StoreLockedError                        stores.errors

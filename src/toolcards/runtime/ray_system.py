@@ -273,6 +273,8 @@ class RayActorSystem:
         return sorted(a["name"] for a in found if a.get("namespace") == self.namespace)
 
     def stop(self, names: Sequence[str], timeout: float) -> list[str]:
+        if not names:  # nothing to stop: never (re)connect for it
+            return []
         ray = self.connect()
         pending: dict[Any, tuple[str, Any]] = {}
         for name in names:

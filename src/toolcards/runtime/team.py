@@ -125,6 +125,9 @@ class Team:
             self._owns_system = system is None or isinstance(system, str)
             self.system: ActorSystem = _actor_system(system, self._local, team_id, self._store)
             """Tool actors: in this process (Pykka) or cluster-wide (Ray)."""
+            connect = getattr(self.system, "connect", None)
+            if callable(connect):  # a cluster that cannot be reached fails here, once
+                connect()
             self._store.open_team(team_id)
             self.log.lifecycle("team_started", resumed=_resume)
         except BaseException:

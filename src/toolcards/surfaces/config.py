@@ -376,6 +376,12 @@ def parse_config(
         raise ConfigError(f"{source}: {problems(exc, SurfaceConfig)}") from None
     config.base_dir = base_dir if base_dir is not None else Path(".")
     config.source = source
+    if config.system != "pykka" and not config.shared_store:
+        raise ConfigError(
+            f"{source}: system: ray runs tool actors in other processes, which cannot open "
+            f"store: {config.store_display}; set store: to a postgresql:// URL (or use "
+            "system: pykka)"
+        )
     return config
 
 

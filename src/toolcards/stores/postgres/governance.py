@@ -177,6 +177,13 @@ class PostgresAuditTable(_TeamTable):
             cur.executemany(_audit_sql(audit_sql.INSERT), [(*r, self.team_id) for r in rows])
 
     def select(self, where: str, params: list[Any], limit: int) -> list[tuple[Any, ...]]:
-        with self._db.cursor() as cur:
-            cur.execute(_audit_sql(audit_sql.select(where)), [self.team_id, *params, limit])
+        sql, args = _audit_sql(audit_sql.select(where)), [self.team_id, *params, limit]
+
+        def query(cur: Any) -> list[tuple[Any, ...]]:
+            cur.execute(sql, args)
             return list(cur.fetchall())
+
+        return self._db.read(query)  # a connection lost since the last read is reopened once
+
+    def close(self) -> None:
+        self._db.close()

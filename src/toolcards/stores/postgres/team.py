@@ -252,7 +252,7 @@ class PostgresStore(Store):
     # ---- state -------------------------------------------------------------------------------
 
     def state_get(self, team_id: str, actor: str, key: str) -> Any | None:
-        check_text("state key", key)
+        check_text("name or key", key)
         rows = self._rows(
             "SELECT value FROM toolcards_state WHERE team_id=%s AND actor=%s AND key=%s",
             (team_id, actor, key),
@@ -261,7 +261,7 @@ class PostgresStore(Store):
 
     def state_put(self, team_id: str, actor: str, key: str, value: Any) -> None:
         text = dumps(value)
-        with self._write(team_id, actor, state_key=key) as cur:
+        with self._write(team_id, actor, name_or_key=key) as cur:
             cur.execute(
                 "INSERT INTO toolcards_state VALUES (%s, %s, %s, %s) "
                 "ON CONFLICT (team_id, actor, key) DO UPDATE SET value = EXCLUDED.value",
@@ -269,7 +269,7 @@ class PostgresStore(Store):
             )
 
     def state_delete(self, team_id: str, actor: str, key: str) -> None:
-        with self._write(team_id, actor, state_key=key) as cur:
+        with self._write(team_id, actor, name_or_key=key) as cur:
             cur.execute(
                 "DELETE FROM toolcards_state WHERE team_id=%s AND actor=%s AND key=%s",
                 (team_id, actor, key),
@@ -287,12 +287,12 @@ class PostgresStore(Store):
         if limit:
             sql += " LIMIT %s"
             params = (*params, limit)
-        check_text("state key prefix", prefix)
-        check_text("state key", after)
+        check_text("key prefix", prefix)
+        check_text("key", after)
         return [(str(key), json.loads(value)) for key, value in self._rows(sql, params)]
 
     def state_count(self, team_id: str, actor: str, prefix: str = "") -> int:
-        check_text("state key prefix", prefix)
+        check_text("key prefix", prefix)
         rows = self._rows(
             "SELECT COUNT(*) FROM toolcards_state WHERE team_id=%s AND actor=%s "
             "AND key >= %s AND key < %s",

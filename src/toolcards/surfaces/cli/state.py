@@ -47,6 +47,7 @@ class State:
         """The runtime for this command (config and store problems end the command)."""
         import sqlite3
 
+        from toolcards.runtime.ray_system import ActorSystemUnavailable
         from toolcards.stores.base import DatabaseUnavailable, StoreError, StoreLockedError
         from toolcards.surfaces.config import ConfigError
         from toolcards.surfaces.runtime import SurfaceRuntime
@@ -67,7 +68,7 @@ class State:
                 f"{self._audit_where()}: {exc}; give a file path in a writable folder",
                 ExitCode.FAILED,
             )
-        except DatabaseUnavailable as exc:
+        except (DatabaseUnavailable, ActorSystemUnavailable) as exc:
             fail(str(exc), ExitCode.FAILED)
         self.opened.append(rt)
         return rt

@@ -8,6 +8,7 @@ from typing import ClassVar
 
 from pydantic import Field, PrivateAttr
 
+from toolcards.core.actors import ActorUnavailable
 from toolcards.core.card import CardCapability, ToolCard, ToolFunc
 from toolcards.core.context import ContextState
 from toolcards.core.errors import RetriableError, TransientError
@@ -77,6 +78,8 @@ class TeamTool(ToolCard):
             return Outcome(subject, False, "not hired: a name is a string")
         try:
             hired = self._manager().on_hire(role.strip(), name)
+        except ActorUnavailable as exc:  # the member's actor did not start
+            return Outcome(subject, False, f"not hired: {_reason(exc)}")
         except (RetriableError, TransientError):
             raise
         except Exception as exc:  # unknown role, taken name, full role, a start failure
@@ -92,6 +95,8 @@ class TeamTool(ToolCard):
             self._manager().on_fire(member)
         except LookupError:
             return Outcome(member, False, "not fired: no such member (already fired)")
+        except ActorUnavailable as exc:
+            return Outcome(member, False, f"not fired: {_reason(exc)}")
         except (RetriableError, TransientError):
             raise
         except Exception as exc:

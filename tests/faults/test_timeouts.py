@@ -1,0 +1,89 @@
+"""No PostgreSQL fault blocks a caller without bound: every connection sets server timeouts
+and keepalives, a frozen server fails a call within the statement timeout, and a read right
+after a restart reconnects by itself."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from support.servers import PostgresServer
+from toolcards import PlanningTool
+from toolcards.core.errors import RetriableError
+from toolcards.runtime import Team
+from toolcards.stores.postgres.connections import Connections
+
+
+def _settings(url: str) -> dict[str, str]:
+    db = Connections(url)
+    try:
+        with db.cursor() as cur:
+            cur.execute(
+                "SELECT name, setting, unit FROM pg_settings WHERE name IN "
+                "('statement_timeout', 'idle_in_transaction_session_timeout')"
+            )
+            found = {str(n): f"{s}{u}" for n, s, u in cur.fetchall()}
+        found.update(db.connection().info.get_parameters())
+    finally:
+        db.close()
+    return found
+
+
+def test_every_connection_sets_timeouts_and_keepalives(pg_url: str) -> None:
+    found = _settings(pg_url)
+    assert found["statement_timeout"] == "30000ms"
+    assert found["idle_in_transaction_session_timeout"] == "60000ms"
+    assert found["keepalives"] == "1" and found["keepalives_idle"] == "10"
+    assert int(found["tcp_user_timeout"]) > 0
+
+
+def test_timeouts_given_in_the_url_win(pg_url: str) -> None:
+    url = pg_url + "?keepalives_idle=3&options=-c%20statement_timeout%3D5s"
+    found = _settings(url)
+    assert found["statement_timeout"] == "5000ms"
+    assert found["keepalives_idle"] == "3"
+    assert Connections(url).statement_bound == 5.0 + 2.0
+
+
+def _call_in_thread(fn: Any) -> tuple[threading.Thread, list[BaseException]]:
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            fn()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, errors
+
+
+def test_a_frozen_server_fails_a_call_within_the_statement_timeout(
+    pg: PostgresServer, pg_url: str
+) -> None:
+    url = pg_url + "?options=-c%20statement_timeout%3D1s"
+    with Team("t", store=url) as team:
+        tools = {t.__name__: t for t in team.bind([PlanningTool(vector_store=False)]).get_tools()}
+        tools["update_planning"](create=[{"description": "before"}])
+        pg.freeze()
+        try:
+            call, errors = _call_in_thread(lambda: tools["search_planning"]())
+            call.join(60)  # a bound far above 1 s + grace, not a measurement
+            assert not call.is_alive(), "the call still waits on the frozen server"
+        finally:
+            pg.thaw()
+        assert len(errors) == 1 and isinstance(errors[0], RetriableError), errors
+        assert "no answer within 3s" in str(errors[0])
+        assert "before" in tools["search_planning"]()  # served again once it thawed
+
+
+def test_a_read_right_after_a_restart_reconnects_by_itself(pg: PostgresServer, pg_url: str) -> None:
+    with Team("t", store=pg_url) as team:
+        tools = {t.__name__: t for t in team.bind([PlanningTool(vector_store=False)]).get_tools()}
+        tools["update_planning"](create=[{"description": "kept"}])
+        before = len(team.events())
+        pg.restart("immediate")
+        assert len(team.events()) == before  # the first read after it, no retry error
+        pg.restart("immediate")
+        assert "kept" in tools["search_planning"]()
