@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "toolcards"
+from support.package import PACKAGE, package_modules
 
 LAYERS = {
     "core": 0,
@@ -26,17 +26,7 @@ LAYERS = {
 """A module may import its own layer and the layers below it (a lower number)."""
 
 
-def _modules() -> dict[str, Path]:
-    found = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        found[".".join(parts)] = path
-    return found
-
-
-MODULES = _modules()
+MODULES = package_modules()
 
 
 def _target(name: str) -> str | None:

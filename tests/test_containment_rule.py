@@ -18,11 +18,11 @@ The rule, read from the source (AST, like ``test_architecture.py``):
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "toolcards"
+from support.package import package_modules
+
 CONTAINMENT = "toolcards.tools.workspace"
 WORKSPACE_ROOTS = ("toolcards.tools.workspace", "toolcards.tools._common.workspace_dir")
 
@@ -66,17 +66,7 @@ FILE_IO = {
 """Modules outside the workspace package allowed file calls, with what they open."""
 
 
-def _modules() -> dict[str, Path]:
-    found = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        found[".".join(parts)] = path
-    return found
-
-
-MODULES = _modules()
+MODULES = package_modules()
 
 
 def _dotted(node: ast.expr) -> str | None:
