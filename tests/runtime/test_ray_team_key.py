@@ -57,21 +57,45 @@ INTRUDER = textwrap.dedent(
 )
 
 
+RESUMER = textwrap.dedent(
+    """
+    import sys
+    from toolcards import PlanningTool
+    from toolcards.runtime import RayActorSystem, Team
+    address, ns, url = sys.argv[1], sys.argv[2], sys.argv[3]
+    team = Team("key-b", store=url, system=RayActorSystem(address=address, namespace=ns))
+    tools = {t.__name__: t for t in team.bind([PlanningTool(vector_store=False)]).get_tools()}
+    print(tools["search_planning"]())
+    team.stop()
+    """
+)
+
+
+def _planning_team(team_id: str, url: str, namespace: str, task: str) -> tuple[Team, Any]:
+    team = Team(team_id, store=url, system=RayActorSystem(namespace=namespace))
+    tools = {t.__name__: t for t in team.bind([PlanningTool(vector_store=False)]).get_tools()}
+    tools["update_planning"](create=[{"description": task}])
+    return team, tools
+
+
+def _driver(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Another Ray driver process on the same cluster."""
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"},
+    )
+
+
 def test_another_drivers_calls_without_the_team_key_are_refused(
     postgres_url: str, ray_cluster: RayCluster
 ) -> None:
     namespace = f"key-a-{time.monotonic_ns()}"
-    team = Team("key-a", store=postgres_url, system=RayActorSystem(namespace=namespace))
+    team, tools = _planning_team("key-a", postgres_url, namespace, "team a's secret plan")
     try:
-        tools = {t.__name__: t for t in team.bind([PlanningTool(vector_store=False)]).get_tools()}
-        tools["update_planning"](create=[{"description": "team a's secret plan"}])
-        done = subprocess.run(
-            [sys.executable, "-c", INTRUDER, ray_cluster.address, namespace],
-            capture_output=True,
-            text=True,
-            timeout=180,
-            env={**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"},
-        )
+        done = _driver(INTRUDER, ray_cluster.address, namespace)
         assert done.returncode == 0, done.stderr[-3000:]
         outcomes: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
         board = tools["search_planning"]()
@@ -92,37 +116,9 @@ def test_a_team_resumed_in_another_process_shares_the_key(
     postgres_url: str, ray_cluster: RayCluster
 ) -> None:
     namespace = f"key-b-{time.monotonic_ns()}"
-    first = Team("key-b", store=postgres_url, system=RayActorSystem(namespace=namespace))
+    first, _ = _planning_team("key-b", postgres_url, namespace, "shared")
     try:
-        tools = {t.__name__: t for t in first.bind([PlanningTool(vector_store=False)]).get_tools()}
-        tools["update_planning"](create=[{"description": "shared"}])
-        second = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                textwrap.dedent(
-                    """
-                    import sys
-                    from toolcards import PlanningTool
-                    from toolcards.runtime import RayActorSystem, Team
-                    url, ns = sys.argv[1], sys.argv[2]
-                    system = RayActorSystem(address=sys.argv[3], namespace=ns)
-                    team = Team("key-b", store=url, system=system)
-                    bound = team.bind([PlanningTool(vector_store=False)])
-                    tools = {t.__name__: t for t in bound.get_tools()}
-                    print(tools["search_planning"]())
-                    team.stop()
-                    """
-                ),
-                postgres_url,
-                namespace,
-                ray_cluster.address,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=180,
-            env={**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"},
-        )
+        second = _driver(RESUMER, ray_cluster.address, namespace, postgres_url)
     finally:
         first.stop(everywhere=True)
     assert second.returncode == 0, second.stderr[-3000:]
