@@ -16,7 +16,7 @@ import pytest
 from support.scripted import wait_until
 from support.servers import PostgresServer, RayCluster
 from toolcards import PlanningTool
-from toolcards.core.errors import RetriableError
+from toolcards.core.errors import TransientError
 from toolcards.runtime import Team
 from toolcards.stores.postgres.team import PostgresStore
 from toolcards.tools.planning.actor import ACTOR_NAME, PlanningActor
@@ -69,7 +69,7 @@ def _when_up(read: Callable[[], T]) -> T:
     def served() -> bool:
         try:
             found.append(read())
-        except RetriableError:
+        except TransientError:
             return False
         return True
 
@@ -135,7 +135,7 @@ def test_a_write_cut_by_a_crash_restart_leaves_no_phantom_task(
         tools = _tools(team)
         tools["update_planning"](create=[{"description": "kept"}])
         error = _cut_a_write(pg_url, team, tools, lambda: pg.restart("immediate"))
-        assert isinstance(error, RetriableError)
+        assert isinstance(error, TransientError)
         assert _answered(team) == _stored(pg_url) == {1: (1, "kept")}
         assert "cut short" not in tools["search_planning"]()
     finally:
@@ -148,7 +148,7 @@ def test_a_write_cut_by_a_stop_leaves_no_phantom_task(pg: PostgresServer, pg_url
         tools = _tools(team)
         tools["update_planning"](create=[{"description": "kept"}])
         _cut_a_write(pg_url, team, tools, lambda: pg.stop("fast"))
-        with pytest.raises(RetriableError):
+        with pytest.raises(TransientError):
             tools["search_planning"]()  # down: a retry, never an answer from memory alone
         pg.start()
         assert _answered(team) == _stored(pg_url) == {1: (1, "kept")}
@@ -172,7 +172,7 @@ def test_writes_through_a_restart_and_a_stop_hold_exactly_what_the_store_holds(
                 return
             try:
                 answer = tools["update_planning"](create=[{"description": f"task {i}"}])
-            except RetriableError:
+            except TransientError:
                 next(failed)
                 continue
             acked.append(int(answer.split("[", 1)[1].split("]", 1)[0]))

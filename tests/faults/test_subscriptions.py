@@ -10,7 +10,7 @@ import psycopg
 
 from support.scripted import wait_until
 from support.servers import PostgresServer
-from toolcards.core.errors import RetriableError
+from toolcards.core.errors import TransientError
 from toolcards.runtime import Team
 from toolcards.runtime.events import EventLog
 from toolcards.runtime.messaging import MemberMessage
@@ -26,7 +26,7 @@ def _append_until(log: EventLog, stop: threading.Event) -> None:
         try:
             log.append("#writer", {"n": n})
             n += 1
-        except RetriableError:
+        except TransientError:
             stop.wait(0.05)
 
 
@@ -97,7 +97,7 @@ def test_the_member_relay_delivers_what_is_queued_after_a_restart(
 def _queued(relay: Relay, content: str) -> bool:
     try:
         relay.queue(MemberMessage(sender="user", recipient="@ann", content=content))
-    except RetriableError:
+    except TransientError:
         return False
     return True
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from support.servers import PostgresServer
 from toolcards import PlanningTool
-from toolcards.core.errors import RetriableError
+from toolcards.core.errors import TransientError
 from toolcards.runtime import Team
 from toolcards.stores.postgres.connections import Connections
 
@@ -73,7 +73,7 @@ def test_a_frozen_server_fails_a_call_within_the_statement_timeout(
             assert not call.is_alive(), "the call still waits on the frozen server"
         finally:
             pg.thaw()
-        assert len(errors) == 1 and isinstance(errors[0], RetriableError), errors
+        assert len(errors) == 1 and isinstance(errors[0], TransientError), errors
         assert "no answer within 3s" in str(errors[0])
         assert "before" in tools["search_planning"]()  # served again once it thawed
 
