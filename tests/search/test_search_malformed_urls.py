@@ -27,9 +27,9 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from toolcards import RetriableError, ToolFactory
+from toolcards.tools._common.url_guard import check_url
+from toolcards.tools._common.urls import URLRefused, normalize_url
 from toolcards.tools.search import SearchTool, WebFetch
-from toolcards.tools.search.guard import check_url
-from toolcards.tools.search.urls import URLRefused, normalize_url
 
 MALFORMED = [
     "http://1.2.3.999/",  # a part out of range

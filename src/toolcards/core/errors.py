@@ -39,7 +39,7 @@ kept because callers catch that built-in type. The module each class lives in is
     ├── OAuthError (RuntimeError)               tools.mcp.oauth
     ├── UntrustedCommand (ValueError)           tools.mcp.trust
     ├── SearchError                             tools.search.client
-    ├── URLRefused (ValueError)                 tools.search.urls
+    ├── URLRefused (ValueError)                 tools._common.urls
     ├── EmbeddingError                          tools.vector_store.base
     ├── VectorExtraMissing (ImportError)        tools.vector_store.base
     ├── ConfigError (ValueError)                surfaces.config

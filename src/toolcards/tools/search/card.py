@@ -14,9 +14,10 @@ from toolcards.core.channels import Channels
 from toolcards.core.errors import RetriableError, ToolNotConfigured
 from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate
+from toolcards.tools._common.url_guard import Resolver, check_url, system_resolver
+from toolcards.tools._common.urls import URLRefused
 from toolcards.tools.search.client import SearchError, TavilyClient
 from toolcards.tools.search.fetch import fetch_page
-from toolcards.tools.search.guard import Resolver, check_url, system_resolver
 from toolcards.tools.search.text import (
     clip,
     failures_of,
@@ -24,7 +25,6 @@ from toolcards.tools.search.text import (
     format_search,
     pages_of,
 )
-from toolcards.tools.search.urls import URLRefused
 
 
 class WebSearch(BaseToolParam):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import httpx
 
+from toolcards.tools._common.url_guard import Resolver, check_url
+from toolcards.tools._common.urls import URLRefused
 from toolcards.tools.search.client import SearchError
-from toolcards.tools.search.guard import Resolver, check_url
 from toolcards.tools.search.text import clean, html_to_text
-from toolcards.tools.search.urls import URLRefused
 
 MAX_REDIRECTS = 5
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml")

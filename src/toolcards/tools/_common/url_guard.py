@@ -8,7 +8,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from toolcards.tools.search.urls import ParsedURL, URLRefused, normalize_url
+from toolcards.tools._common.urls import ParsedURL, URLRefused, normalize_url
 
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 """Resolves a host name and port to the IP addresses a connection could use."""
