@@ -344,3 +344,30 @@ def test_slow_sync_tool_times_out_through_the_toolset() -> None:
     toolset = GovernedToolset(inner, policy=Policy.allow_all(), identity=ALICE, timeout=0.05)
     result = Agent(Script([("crawl", {"url": "x"})]).model, toolsets=[toolset]).run_sync("go")
     assert result.output == "crawl: success: error: crawl timed out after 0.05 s"
+
+
+def test_a_sync_tool_past_its_deadline_is_answered_before_its_thread_returns() -> None:
+    import threading
+
+    from pydantic_ai.toolsets import FunctionToolset
+
+    release = threading.Event()
+    finished = threading.Event()
+    inner: FunctionToolset[Any] = FunctionToolset()
+
+    @inner.tool_plain
+    def stuck(url: str) -> str:
+        """Blocks until the test releases it."""
+        release.wait(60)
+        finished.set()
+        return "late"
+
+    toolset = GovernedToolset(inner, policy=Policy.allow_all(), identity=ALICE, timeout=0.05)
+    try:
+        result = Agent(Script([("stuck", {"url": "x"})]).model, toolsets=[toolset]).run_sync("go")
+        # the answer came while the worker thread was still blocked: it was abandoned
+        assert not finished.is_set()
+        assert result.output == "stuck: success: error: stuck timed out after 0.05 s"
+    finally:
+        release.set()
+    assert finished.wait(10)

@@ -26,15 +26,12 @@ secrets, no other rules.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import difflib
 import functools
 import logging
 import sys
 import time
-import types
-from collections.abc import Coroutine, Generator, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -51,6 +48,7 @@ from toolcards.governance.approvals import (
 )
 from toolcards.governance.audit import AuditLog, AuditRecord
 from toolcards.governance.capability import CapabilityRegistry, Invoke, ToolCapability
+from toolcards.governance.deadline import abandoning_deadline, with_deadline
 from toolcards.governance.endings import (
     INTERRUPTED,
     TIMEOUT,
@@ -462,10 +460,9 @@ class Executor:
             if timeout is None:
                 value = await invoke(parsed)
             elif cap.abandon_threads:
-                with _abandon_threads():
-                    value = await _with_deadline(invoke(parsed), timeout)
+                value = await abandoning_deadline(invoke(parsed), timeout)
             else:
-                value = await _with_deadline(invoke(parsed), timeout)
+                value = await with_deadline(invoke(parsed), timeout)
         except Exception as exc:
             retry = _retry_message(exc)
             if retry is not None:
@@ -613,15 +610,6 @@ def _passes_through(exc: Exception) -> bool:
     return pai is not None and isinstance(exc, pai.CallDeferred | pai.ApprovalRequired)
 
 
-def _abandon_threads() -> contextlib.AbstractContextManager[Any]:
-    """Lets a timeout abandon a sync tool's worker thread instead of waiting for it."""
-    try:
-        from pydantic_ai._utils import abandon_threads_on_cancel
-    except ImportError:  # pragma: no cover - older pydantic-ai
-        return contextlib.nullcontext()
-    return abandon_threads_on_cancel()
-
-
 def _sensitive(call: Call) -> tuple[str, ...]:
     return tuple(call.cap.sensitive) if call.cap is not None else ()
 
@@ -632,41 +620,6 @@ def _id(request: ApprovalRequest | None) -> str:
 
 def _default_telemetry() -> Telemetry:
     return telemetry.DEFAULT_TELEMETRY
-
-
-async def _with_deadline(coro: Coroutine[Any, Any, Any], timeout: float) -> Any:
-    """Await ``coro`` under a deadline. The coroutine is started inline first: one that
-    finishes without suspending (no I/O, nothing to wait for) needs no timer at all."""
-    try:
-        pending = coro.send(None)
-    except StopIteration as done:
-        return done.value
-    except BaseException:
-        coro.close()
-        raise
-    async with asyncio.timeout(timeout):
-        return await _resume(coro, pending)
-
-
-@types.coroutine
-def _resume(coro: Coroutine[Any, Any, Any], pending: Any) -> Generator[Any, Any, Any]:
-    """Go on driving a coroutine that was started by hand and suspended on ``pending``."""
-    while True:
-        try:
-            sent = yield pending
-        except GeneratorExit:
-            coro.close()
-            raise
-        except BaseException as exc:
-            try:
-                pending = coro.throw(exc)
-            except StopIteration as done:
-                return done.value
-        else:
-            try:
-                pending = coro.send(sent)
-            except StopIteration as done:
-                return done.value
 
 
 def _errors(exc: ValidationError) -> str:
