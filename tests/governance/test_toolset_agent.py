@@ -371,3 +371,32 @@ def test_a_sync_tool_past_its_deadline_is_answered_before_its_thread_returns() -
     finally:
         release.set()
     assert finished.wait(10)
+
+
+def test_a_function_toolset_subclass_with_its_own_listing_is_listed_its_way() -> None:
+    from pydantic_ai.toolsets import FunctionToolset
+
+    class OnlyPublic(FunctionToolset[Any]):
+        async def get_tools(self, ctx: RunContext[Any]) -> dict[str, Any]:
+            tools = await super().get_tools(ctx)
+            return {name: tool for name, tool in tools.items() if not name.startswith("hidden")}
+
+    inner = OnlyPublic()
+
+    @inner.tool_plain
+    def shown(x: int) -> int:
+        """Listed."""
+        return x
+
+    @inner.tool_plain
+    def hidden_admin(x: int) -> int:
+        """Kept out by the subclass."""
+        return x
+
+    from support.scripted import Script as Recording
+
+    toolset = GovernedToolset(inner, policy=Policy.allow_all(), identity=ALICE)
+    model = Recording()
+    Agent(model.model, toolsets=[toolset]).run_sync("go")
+    _, info = model.calls[0]
+    assert [tool.name for tool in info.function_tools] == ["shown"]

@@ -26,6 +26,7 @@ kept because callers catch that built-in type. The module each class lives in is
     ├── StoreClosedError                        stores.errors
     ├── DatabaseClosed                          stores.errors
     ├── SchemaTooNew                            stores.errors
+    ├── YamlError (ValueError)                  core.yaml_safe
     ├── PolicyError (ValueError)                governance._policy_parse
     ├── ApprovalError (PermissionError)         governance.approvals
     ├── ActorSystemUnavailable                  runtime.ray_system

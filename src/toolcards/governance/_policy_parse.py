@@ -16,6 +16,8 @@ import yaml
 
 from toolcards.core.errors import ToolcardsError
 from toolcards.core.names import glob_pattern
+from toolcards.core.yaml_safe import BoundedLoader, YamlError
+from toolcards.core.yaml_safe import load_yaml as load_bounded_yaml
 from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
 
 Effect = Literal["allow", "deny", "approve"]
@@ -54,7 +56,7 @@ class _LineDict(dict[str, Any]):
     key_lines: dict[str, int]
 
 
-class _Loader(yaml.SafeLoader):
+class _Loader(BoundedLoader):
     pass
 
 
@@ -81,15 +83,11 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _constru
 def load_yaml(text: str, source: str = "policy") -> Any:
     """YAML text -> data whose mappings remember their lines; syntax errors name the line."""
     try:
-        return yaml.load(text, Loader=_Loader)
+        return load_bounded_yaml(text, source, _Loader)
     except PolicyError as exc:
         raise PolicyError(f"{source}: {exc}") from None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"line {mark.line + 1}" if mark is not None else "unknown line"
-        raise PolicyError(f"{source}: {where}: {exc.problem or exc}") from None
-    except yaml.YAMLError as exc:
-        raise PolicyError(f"{source}: {exc}") from None
+    except YamlError as exc:
+        raise PolicyError(str(exc)) from None
 
 
 def _where(source: str, node: Any, key: str | None = None) -> str:

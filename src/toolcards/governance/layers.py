@@ -19,7 +19,7 @@ import re
 import weakref
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 from pydantic_ai import RunContext
 from pydantic_ai.tools import ToolDefinition
@@ -90,14 +90,26 @@ async def list_tools(
 ) -> dict[str, ToolsetTool[Any]]:
     """``toolset.get_tools(ctx)``. A plain ``FunctionToolset`` without ``prepare`` functions is
     listed from its tool definitions directly: what it would list, without the per-tool copy
-    of the run context that only a ``prepare`` function reads."""
-    if type(toolset) is FunctionToolset and not _has_prepare(toolset):
+    of the run context that only a ``prepare`` function reads. A subclass that lists or
+    builds its tools its own way is asked through ``get_tools``."""
+    if _lists_like_function_toolset(toolset) and not _has_prepare(toolset):
         build = toolset.tool_for_tool_def
         return {
             name: build(tool.tool_def, ctx=ctx, original_name=name)
             for name, tool in toolset.tools.items()
         }
     return await toolset.get_tools(ctx)
+
+
+def _lists_like_function_toolset(toolset: AbstractToolset[Any]) -> TypeGuard[FunctionToolset[Any]]:
+    """Whether ``toolset`` is a ``FunctionToolset`` whose listing is ``FunctionToolset``'s own."""
+    if not isinstance(toolset, FunctionToolset):
+        return False
+    cls = type(toolset)
+    return (
+        cls.get_tools is FunctionToolset.get_tools
+        and cls.tool_for_tool_def is FunctionToolset.tool_for_tool_def
+    )
 
 
 _prepared: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], bool]] = (

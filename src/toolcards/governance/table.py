@@ -29,10 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.spec import annotate
+from toolcards.core.yaml_safe import load_yaml
 from toolcards.governance.executor import ExecutionResult, Executor
 from toolcards.governance.outcomes import Outcome
 from toolcards.governance.policy import Policy
@@ -106,7 +105,7 @@ def _identity(spec: Any) -> Identity:
 def load_policy_table(path: str | Path) -> PolicyTable:
     """Read a table file; its ``policy`` path is relative to the table file."""
     path = Path(path)
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = load_yaml(path.read_text(encoding="utf-8"), str(path))
     policy = Policy.from_yaml(path.parent / data["policy"])
     principals = {name: _identity(spec) for name, spec in data["principals"].items()}
     principals.setdefault("anonymous", ANONYMOUS)

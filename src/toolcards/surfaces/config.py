@@ -40,7 +40,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -52,6 +51,7 @@ from pydantic import (
 
 from toolcards.core.errors import ToolcardsError
 from toolcards.core.identity import ANONYMOUS, Identity
+from toolcards.core.yaml_safe import YamlError, load_yaml
 from toolcards.stores.errors import UnknownStoreScheme
 from toolcards.stores.location import StoreLocation, is_postgres_url, redact_url
 
@@ -395,9 +395,9 @@ def load_config(path: str | Path = DEFAULT_CONFIG) -> SurfaceConfig:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config file: {exc.strerror}") from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        data = load_yaml(text, str(path))
+    except YamlError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc.detail}") from None
     return parse_config(data, source=str(path), base_dir=path.resolve().parent)
 
 

@@ -35,12 +35,12 @@ CALL_TIMEOUT = 3600.0
 
 def endpoint_path(config: Path) -> Path:
     """Where a server on ``config`` records its endpoint (readable without pydantic)."""
-    import yaml
+    from toolcards.core.yaml_safe import YamlError, load_yaml
 
     config = Path(config)
     try:
-        data = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
+        data = load_yaml(config.read_text(encoding="utf-8"), str(config)) or {}
+    except (OSError, YamlError):
         data = {}
     store = data.get("store", "team.db") if isinstance(data, dict) else "team.db"
     if not isinstance(store, str) or store == ":memory:" or "://" in store:
