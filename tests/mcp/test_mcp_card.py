@@ -21,7 +21,9 @@ def test_bearer_secret_never_serialized_or_shown() -> None:
         transport="streamable-http",
         url="https://mcp.example/mcp",
         bearer_token=SecretStr(SECRET),
-        oauth=MCPOAuth(client_id="app", client_secret=SecretStr(SECRET)),
+        oauth=MCPOAuth(
+            client_id="app", client_secret=SecretStr(SECRET), issuer="https://auth.example"
+        ),
     )
     for text in (card.model_dump_json(), json.dumps(dump_card(card)), repr(card), str(card)):
         assert SECRET not in text

@@ -14,6 +14,7 @@ from mcp_support import SERVERS, ServerProcess, call_tools, free_port, make_agen
 from toolcards import ToolFactory
 from toolcards.tools.mcp import MCPOAuth, MCPTool
 from toolcards.tools.mcp.oauth import OAuthError, OAuthFlow, loopback_handler
+from toolcards.tools.mcp.oauth_discovery import server_endpoints
 
 OAUTH = SERVERS / "oauth_server.py"
 REDIRECT = "http://127.0.0.1:9/callback"
@@ -109,7 +110,13 @@ def test_refused_consent_is_reported(start_server: type[ServerProcess]) -> None:
 
 
 def test_tokens_never_in_repr() -> None:
-    flow = OAuthFlow(client_id="c", redirect_uri=REDIRECT, client_secret="s3cr3t-value")
+    flow = OAuthFlow(
+        client_id="c",
+        redirect_uri=REDIRECT,
+        server_url="https://mcp.example/mcp",
+        client_secret="s3cr3t-value",
+        issuer="https://auth.example",
+    )
     assert "s3cr3t-value" not in repr(flow) and "authorized=False" in repr(flow)
 
 
@@ -118,9 +125,20 @@ def test_insecure_endpoints_refused() -> None:
         OAuthFlow(
             client_id="c",
             redirect_uri=REDIRECT,
+            server_url="https://mcp.example/mcp",
             authorization_endpoint="http://auth.example/authorize",
             token_endpoint="http://auth.example/token",
         )
+
+
+async def get_when_listening(client: httpx.AsyncClient, url: str) -> httpx.Response:
+    """GET ``url`` once the loopback listener accepts connections."""
+    for _ in range(200):
+        try:
+            return await client.get(url)
+        except httpx.ConnectError:
+            await asyncio.sleep(0.05)
+    raise AssertionError(f"nothing listens at {url}")
 
 
 def test_loopback_handler_captures_the_redirect() -> None:
@@ -129,17 +147,26 @@ def test_loopback_handler_captures_the_redirect() -> None:
 
     async def main() -> str:
         waiting = asyncio.create_task(handler("https://auth.example/authorize?x=1"))
-        for _ in range(100):
-            await asyncio.sleep(0.05)
-            try:
-                async with httpx.AsyncClient() as client:
-                    await client.get(f"http://127.0.0.1:{port}/cb?code=abc&state=xyz")
-                break
-            except httpx.ConnectError:
-                continue
+        async with httpx.AsyncClient() as client:
+            await get_when_listening(client, f"http://127.0.0.1:{port}/cb?code=abc&state=xyz")
         return await asyncio.wait_for(waiting, 10)
 
     assert asyncio.run(main()) == f"http://127.0.0.1:{port}/cb?code=abc&state=xyz"
+
+
+def test_a_stray_callback_with_a_forged_state_is_answered_400_and_ignored() -> None:
+    port = free_port()
+    handler = loopback_handler(f"http://127.0.0.1:{port}/cb", open_browser=False)
+    callback = f"http://127.0.0.1:{port}/cb"
+
+    async def main() -> tuple[int, int, str]:
+        waiting = asyncio.create_task(handler("https://auth.example/authorize?state=right"))
+        async with httpx.AsyncClient() as client:
+            forged = await get_when_listening(client, f"{callback}?code=evil&state=forged")
+            right = await client.get(f"{callback}?code=abc&state=right")
+        return forged.status_code, right.status_code, await asyncio.wait_for(waiting, 10)
+
+    assert asyncio.run(main()) == (400, 200, f"{callback}?code=abc&state=right")
 
 
 def test_loopback_handler_needs_loopback_redirect() -> None:
@@ -148,12 +175,11 @@ def test_loopback_handler_needs_loopback_redirect() -> None:
 
 
 def test_issuer_mix_up_refused() -> None:
-    flow = OAuthFlow(client_id="c", redirect_uri=REDIRECT, issuer="https://auth.example")
-    request = httpx.Request("GET", "https://auth.example/.well-known/oauth-authorization-server")
     metadata = {
         "issuer": "https://evil.example",
         "authorization_endpoint": "https://evil.example/authorize",
         "token_endpoint": "https://evil.example/token",
     }
+    url = "https://auth.example/.well-known/oauth-authorization-server"
     with pytest.raises(OAuthError, match="different issuer"):
-        flow._discovered(request, httpx.Response(200, json=metadata, request=request))
+        server_endpoints(url, metadata, "https://auth.example")

@@ -37,7 +37,7 @@ kept because callers catch that built-in type. The module each class lives in is
     ├── AccessRefused (LookupError)             tools.workspace.access
     ├── BackendUnavailable (RuntimeError)       tools.exec.backends.base
     ├── LimitUnavailable (RuntimeError)         tools.exec.limits
-    ├── OAuthError (RuntimeError)               tools.mcp.oauth
+    ├── OAuthError (RuntimeError)               tools.mcp.oauth_urls
     ├── UntrustedCommand (ValueError)           tools.mcp.trust
     ├── SearchError                             tools.search.client
     ├── URLRefused (ValueError)                 tools._common.urls

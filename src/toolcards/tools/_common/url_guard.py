@@ -7,6 +7,7 @@ import ipaddress
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 from toolcards.tools._common.urls import ParsedURL, URLRefused, normalize_url
 
@@ -95,3 +96,24 @@ async def check_url(
         if reason is not None:
             raise URLRefused(f"refused: {host} resolves to {address}, {reason}")
     return CheckedURL(parsed, addresses)
+
+
+class Pinnable(Protocol):
+    """An httpx (or httpx2) request: what :func:`pinned` changes."""
+
+    url: Any
+    extensions: Any
+
+
+RequestT = TypeVar("RequestT", bound=Pinnable)
+
+
+def pinned(request: RequestT, address: str) -> RequestT:
+    """``request`` sent to the checked ``address`` (no second DNS lookup that could answer
+    differently), with the original host in the Host header and for TLS (SNI, certificate)."""
+    host = request.url.host
+    if host == address:
+        return request
+    request.url = request.url.copy_with(host=address)
+    request.extensions = {**request.extensions, "sni_hostname": host}
+    return request

@@ -18,6 +18,7 @@ from pydantic import (
 from toolcards.core.card import ToolCard
 from toolcards.core.registry import FROM_DATA, TRUST
 from toolcards.tools.mcp.oauth import AuthorizationHandler, OAuthFlow, loopback_handler
+from toolcards.tools.mcp.oauth_urls import OAuthError, resource_for
 from toolcards.tools.mcp.trust import MCPTrust
 
 if TYPE_CHECKING:
@@ -41,7 +42,9 @@ class MCPOAuth(BaseModel):
     """OAuth authorization-code + PKCE settings for a server that answers 401.
 
     Endpoints are discovered from the server (protected-resource metadata, then the
-    authorization server's metadata) unless both are given here.
+    authorization server's metadata) unless both are given here. A confidential client (a
+    ``client_secret``) names its authorization server: ``issuer``, or both endpoints; its
+    secret never goes to an authorization server the MCP server names.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -55,9 +58,23 @@ class MCPOAuth(BaseModel):
     authorization_endpoint: str | None = None
     token_endpoint: str | None = None
     issuer: str | None = None
-    """The authorization server, when the MCP server does not advertise it."""
+    """The authorization server (required with a client secret); when set, the MCP server's
+    own metadata is not asked which authorization server to use."""
     resource: str | None = None
-    """The resource indicator sent to the authorization server (default: from discovery)."""
+    """The resource indicator (RFC 8707) requested: default the MCP server's canonical URL;
+    only that URL or a parent path of it on the same origin is allowed."""
+
+    @model_validator(mode="after")
+    def _check_confidential(self) -> Self:
+        secret = self.client_secret_env or (
+            self.client_secret is not None and self.client_secret.get_secret_value()
+        )
+        if secret and not self.issuer and not (self.authorization_endpoint and self.token_endpoint):
+            raise ValueError(
+                "an oauth client_secret needs its authorization server: set issuer "
+                "(or authorization_endpoint and token_endpoint)"
+            )
+        return self
 
 
 class MCPTool(ToolCard):
@@ -119,6 +136,11 @@ class MCPTool(ToolCard):
                 raise ValueError("command, args, env, env_from and cwd apply to stdio only")
             if "@" in self.url.split("/", 3)[2]:
                 raise ValueError("credentials in the url are not allowed; use bearer_token_env")
+            if self.oauth is not None:
+                try:
+                    resource_for(self.url, self.oauth.resource)
+                except OAuthError as exc:
+                    raise ValueError(str(exc)) from None
         if any(k.lower() in ("authorization", "proxy-authorization") for k in self.headers):
             raise ValueError("put credentials in bearer_token_env or bearer_token, not headers")
         for key in self.env_from.values():
@@ -162,6 +184,7 @@ class MCPTool(ToolCard):
                 client_id=cfg.client_id,
                 client_secret=_secret(cfg.client_secret, cfg.client_secret_env, "oauth"),
                 redirect_uri=cfg.redirect_uri,
+                server_url=self.url or "",
                 scopes=cfg.scopes,
                 authorization_endpoint=cfg.authorization_endpoint,
                 token_endpoint=cfg.token_endpoint,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from toolcards.tools._common.url_guard import Resolver, check_url
+from toolcards.tools._common.url_guard import Resolver, check_url, pinned
 from toolcards.tools._common.urls import URLRefused
 from toolcards.tools.search.client import SearchError
 from toolcards.tools.search.text import clean, html_to_text
@@ -38,7 +38,7 @@ async def fetch_page(
             try:
                 request = client.build_request("GET", target, headers=headers)
                 if checked.addresses:
-                    request = _pinned(request, checked.addresses[0])
+                    request = pinned(request, checked.addresses[0])
                 response = await client.send(request, stream=True)
             except httpx.TimeoutException:
                 raise SearchError(f"fetching {target} timed out") from None
@@ -69,17 +69,6 @@ def _redirect_target(current: str, location: str) -> str:
         return str(httpx.URL(current).join(location))
     except (httpx.InvalidURL, ValueError, UnicodeError):
         raise SearchError(f"{current} redirected to a malformed URL") from None
-
-
-def _pinned(request: httpx.Request, address: str) -> httpx.Request:
-    """``request`` sent to the checked ``address`` (no second DNS lookup that could answer
-    differently), with the original host in the Host header and for TLS (SNI, certificate)."""
-    host = request.url.host
-    if host == address:
-        return request
-    request.url = request.url.copy_with(host=address)
-    request.extensions = {**request.extensions, "sni_hostname": host}
-    return request
 
 
 async def _body(response: httpx.Response, url: str, max_bytes: int) -> tuple[bytes, bool, str, str]:

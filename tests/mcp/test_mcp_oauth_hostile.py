@@ -1,0 +1,165 @@
+"""MCPTool's OAuth client against a hostile MCP server and hostile authorization servers.
+
+The remote servers are an httpx mock transport (``hostile_oauth.HostileNet``); a loopback
+target is a real ``Listener`` on 127.0.0.1 that records whether anything connected to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from hostile_oauth import (
+    ACCESS,
+    HOSTILE_AS,
+    PUBLIC,
+    SERVER,
+    SERVER_HOST,
+    TRUSTED_AS,
+    HostileNet,
+    Listener,
+    authorization_server,
+    form_of,
+)
+from pydantic import SecretStr, ValidationError
+
+from toolcards.tools.mcp import MCPOAuth, MCPTool
+from toolcards.tools.mcp.oauth import OAuthError
+
+PRM = (SERVER_HOST, "/.well-known/prm")
+HOSTILE_META = ("as.hostile.example", "/.well-known/oauth-authorization-server")
+
+
+@pytest.fixture
+def net() -> HostileNet:
+    return HostileNet()
+
+
+@pytest.fixture
+def listener() -> Iterator[Listener]:
+    target = Listener()
+    yield target
+    target.close()
+
+
+# ---- 4: the client secret, the resource and the token go only where they belong ----------------
+
+
+def test_a_client_secret_without_a_configured_authorization_server_is_refused() -> None:
+    with pytest.raises(ValidationError, match="client_secret needs its authorization server"):
+        MCPTool(
+            transport="streamable-http",
+            url=SERVER,
+            oauth=MCPOAuth(client_id="app", client_secret=SecretStr("s3cr3t")),
+        )
+
+
+def test_the_client_secret_goes_only_to_the_configured_authorization_server(
+    net: HostileNet,
+) -> None:
+    flow = net.flow(client_secret="s3cr3t", issuer=TRUSTED_AS)
+    assert asyncio.run(net.get(flow)).status_code == 200
+    assert [form_of(r)["client_secret"] for r in net.sent("as.trusted.example", "/token")] == [
+        "s3cr3t"
+    ]
+    assert not [h for h, _, _ in net.requests if h == "as.hostile.example"]
+    assert not net.sent(*PRM)
+
+
+def test_a_resource_named_by_the_server_metadata_is_refused(net: HostileNet) -> None:
+    net.pages[PRM] = {
+        "resource": "https://api.victim.example",
+        "authorization_servers": [HOSTILE_AS],
+    }
+    with pytest.raises(OAuthError, match="names the resource 'https://api.victim.example'"):
+        asyncio.run(net.get(net.flow()))
+    assert net.consents == [] and not net.sent("as.hostile.example", "/token")
+
+
+def test_the_requested_resource_is_the_canonical_server_url(net: HostileNet) -> None:
+    flow = net.flow(server_url="HTTPS://MCP.Hostile.Example:443/mcp/", issuer=TRUSTED_AS)
+    assert asyncio.run(net.get(flow)).status_code == 200
+    [consent] = net.consents
+    assert f"resource={SERVER.replace(':', '%3A').replace('/', '%2F')}" in consent
+    [exchange] = net.sent("as.trusted.example", "/token")
+    assert form_of(exchange)["resource"] == SERVER
+
+
+def test_the_token_is_never_sent_to_another_origin(net: HostileNet) -> None:
+    flow = net.flow(issuer=TRUSTED_AS)
+
+    async def main() -> None:
+        assert (await net.get(flow)).status_code == 200
+        await net.get(flow, "https://other.example/collect")
+
+    asyncio.run(main())
+    assert flow.authorized
+    [stray] = net.sent("other.example", "/collect")
+    assert "authorization" not in stray.headers
+    assert [r.headers["authorization"] for r in net.sent(SERVER_HOST, "/mcp")][-1] == (
+        f"Bearer {ACCESS}"
+    )
+
+
+def test_the_card_asks_for_a_token_for_its_own_url() -> None:
+    card = MCPTool(transport="streamable-http", url=SERVER, oauth=MCPOAuth(client_id="app"))
+    flow = card._auth()
+    assert flow is not None and flow.resource == SERVER and flow.server_url == SERVER
+
+
+def test_a_configured_resource_of_another_server_is_refused() -> None:
+    with pytest.raises(ValidationError, match="resource must be the MCP server's URL"):
+        MCPTool(
+            transport="streamable-http",
+            url=SERVER,
+            oauth=MCPOAuth(client_id="app", resource="https://api.victim.example"),
+        )
+
+
+# ---- 5: discovery URLs pass the SSRF guard ------------------------------------------------------
+
+
+def test_a_remote_server_cannot_send_discovery_to_a_loopback_http_url(
+    net: HostileNet, listener: Listener
+) -> None:
+    net.challenge = f'Bearer resource_metadata="http://127.0.0.1:{listener.port}/x"'
+    with pytest.raises(OAuthError, match="must use https"):
+        asyncio.run(net.get(net.flow()))
+    assert not listener.contacted
+
+
+def test_a_remote_server_cannot_send_discovery_to_a_loopback_https_url(
+    net: HostileNet, listener: Listener
+) -> None:
+    net.challenge = f'Bearer resource_metadata="https://127.0.0.1:{listener.port}/x"'
+    with pytest.raises(OAuthError, match="loopback"):
+        asyncio.run(net.get(net.flow()))
+    assert not listener.contacted
+
+
+def test_a_remote_server_cannot_name_an_authorization_server_resolving_to_loopback(
+    net: HostileNet, listener: Listener
+) -> None:
+    net.dns["rebind.hostile.example"] = "127.0.0.1"
+    rebind = f"https://rebind.hostile.example:{listener.port}"
+    net.pages[PRM] = {"resource": SERVER, "authorization_servers": [rebind]}
+    with pytest.raises(OAuthError, match="resolves to 127.0.0.1"):
+        asyncio.run(net.get(net.flow()))
+    assert not listener.contacted
+
+
+def test_a_token_endpoint_on_a_loopback_address_is_refused_before_consent(
+    net: HostileNet, listener: Listener
+) -> None:
+    token = f"https://127.0.0.1:{listener.port}/token"
+    net.pages[HOSTILE_META] = authorization_server(HOSTILE_AS, token_endpoint=token)
+    with pytest.raises(OAuthError, match="token endpoint"):
+        asyncio.run(net.get(net.flow()))
+    assert net.consents == [] and not listener.contacted
+
+
+def test_discovery_connects_to_the_address_that_was_checked(net: HostileNet) -> None:
+    assert asyncio.run(net.get(net.flow())).status_code == 200
+    discovery = net.sent(*PRM) + net.sent(*HOSTILE_META) + net.sent("as.hostile.example", "/token")
+    assert len(discovery) == 3 and {r.url.host for r in discovery} == {PUBLIC}
