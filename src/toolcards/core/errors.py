@@ -29,7 +29,7 @@ kept because callers catch that built-in type. The module each class lives in is
     ├── YamlError (ValueError)                  core.yaml_safe
     ├── PolicyError (ValueError)                governance._policy_parse
     ├── ApprovalError (PermissionError)         governance.approvals
-    ├── ActorSystemUnavailable                  runtime.ray_system
+    ├── ActorSystemUnavailable                  runtime.system
     ├── DeferredFailed                          runtime.deferred
     ├── ModelUnavailable (ValueError)           runtime.profiles
     ├── TeamStopped                             runtime.team

@@ -26,14 +26,9 @@ from typing import Any
 
 from toolcards._lazy import optional_module
 from toolcards.core.actors import ActorUnavailable
-from toolcards.core.errors import ToolcardsError
-from toolcards.runtime.system import HandleBase
+from toolcards.runtime.system import ActorSystemUnavailable, HandleBase
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep addresses on loopback
-
-
-class ActorSystemUnavailable(ToolcardsError):
-    """The actor system (a Ray cluster) cannot be reached."""
 
 
 def _ray() -> Any:

@@ -19,14 +19,21 @@ from toolcards.core.actors import (
     ActorUnavailable,
     method_name,
 )
+from toolcards.core.errors import ToolcardsError
 
 __all__ = [
     "DEFAULT_ASK_TIMEOUT",
     "ActorHandle",
     "ActorSystem",
+    "ActorSystemUnavailable",
     "ActorUnavailable",
     "HandleBase",
 ]
+
+
+class ActorSystemUnavailable(ToolcardsError):
+    """The actor system (a Ray cluster) cannot be reached."""
+
 
 A = TypeVar("A")
 P = ParamSpec("P")

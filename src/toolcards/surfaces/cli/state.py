@@ -47,7 +47,7 @@ class State:
         """The runtime for this command (config and store problems end the command)."""
         import sqlite3
 
-        from toolcards.runtime.ray_system import ActorSystemUnavailable
+        from toolcards.runtime.system import ActorSystemUnavailable
         from toolcards.stores.base import DatabaseUnavailable, StoreError, StoreLockedError
         from toolcards.surfaces.config import ConfigError
         from toolcards.surfaces.runtime import SurfaceRuntime

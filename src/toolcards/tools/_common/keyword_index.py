@@ -69,6 +69,9 @@ def query_terms(text: str) -> list[str]:
     return list(dict.fromkeys(tokens(text[:4000])))[:_MAX_TERMS]
 
 
+_UNRESOLVED: Any = object()
+
+
 def _numpy() -> Any | None:
     try:
         import numpy
@@ -110,7 +113,20 @@ class KeywordIndex:
         """Per term, ``(k1 + 1) * tf / (tf + k1 * (1 - b + b * len / avg))`` of each posting;
         valid while the collection's length statistics are ``_weights_for``."""
         self._weights_for: tuple[float, int, float, float] = (-1.0, -1, 0.0, 0.0)
-        self._np: Any = _numpy()
+        self._numpy: Any = _UNRESOLVED
+
+    @property
+    def _np(self) -> Any:
+        """numpy, imported at the first search (building an index does not need it), or None
+        without the vector extra."""
+        if self._numpy is _UNRESOLVED:
+            self._numpy = _numpy()
+        return self._numpy
+
+    @_np.setter
+    def _np(self, module: Any) -> None:
+        """Set the module to score with (None: the plain loop)."""
+        self._numpy = module
 
     def __len__(self) -> int:
         return len(self._slots)
