@@ -5,7 +5,10 @@ descriptors (links never followed, hidden names skipped), each file opened with 
 and checked with ``fstat`` (regular, not hard-linked unless allowed, within the size cap).
 ripgrep reads their bytes from its standard input and never walks or opens a path itself.
 The Python engine matches with the ``regex`` package, which releases the interpreter lock while
-matching and stops at a deadline, so a catastrophic pattern costs the time limit and no more.
+matching and stops at a deadline, so a catastrophic pattern costs the time limit and no more;
+a pattern whose counted repeats would make the compile itself slow is refused before it is
+compiled (``regex_size.py``). A pattern ripgrep runs is never compiled in Python: ripgrep
+checks it, with caps on its compiled size.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from toolcards.core.errors import RetriableError
 from toolcards.core.progress import report_progress
 from toolcards.tools.workspace.globs import glob_matches, iter_files
 from toolcards.tools.workspace.paths import ENTRY_FLAGS, Spot
+from toolcards.tools.workspace.regex_size import check_pattern_size
 from toolcards.tools.workspace.textfile import read_fd, regular_fd
 
 if TYPE_CHECKING:
@@ -63,14 +67,21 @@ class GrepHit:
         return f"{self.path}:{self.line}:{text}"
 
 
-def compile_pattern(pattern: str) -> regex.Pattern[str]:
-    """Validate a model's regex (same check for both engines)."""
-    import regex
-
+def check_pattern(pattern: str) -> None:
+    """The checks of a model's regex that both engines share (nothing is compiled)."""
     if not pattern:
         raise RetriableError("pattern is empty")
     if "\x00" in pattern or "\n" in pattern:
         raise RetriableError("pattern may not contain NUL or newline characters")
+
+
+def compile_pattern(pattern: str) -> regex.Pattern[str]:
+    """A model's regex compiled for the Python engine, refused first when its counted repeats
+    would make the compile itself slow (it runs in C with the interpreter lock held)."""
+    import regex
+
+    check_pattern(pattern)
+    check_pattern_size(pattern)
     try:
         return regex.compile(pattern)
     except regex.error as exc:
@@ -234,11 +245,18 @@ def _timed_out(seconds: float) -> RetriableError:
 # ---- ripgrep -------------------------------------------------------------------------------
 
 
+RG_SIZE_LIMIT = "10M"
+"""ripgrep's caps on its compiled regex and lazy DFA: a pattern over them is refused at once
+(``(?:a{1000}){6000}`` in a few milliseconds) instead of compiled."""
+
+
 def rg_argv(rg: str, pattern: str, limit: int) -> list[str]:
     """ripgrep's argv: the pattern is an option *value*; the only input is standard input."""
     return [
         rg,
         "--no-config",
+        f"--regex-size-limit={RG_SIZE_LIMIT}",
+        f"--dfa-size-limit={RG_SIZE_LIMIT}",
         "--no-heading",
         "--no-filename",
         "--line-number",
@@ -334,6 +352,9 @@ def grep_rg(rg: str, pattern: str, files: SearchFiles, options: GrepOptions) -> 
     message = err.decode("utf-8", "replace").strip()
     if proc.returncode == 2 and not hits and message:
         failure = f"search failed: {' '.join(message.splitlines()[:6])}"
+        if "exceeds size limit" in message:
+            raise RgPatternError(f"{failure} (a pattern too large for ripgrep: use smaller "
+                                 "counted repeats such as {1000}, or + and *)")  # fmt: skip
         if "regex parse error" in message:
             raise RgPatternError(failure)
         raise RetriableError(failure)
@@ -341,8 +362,8 @@ def grep_rg(rg: str, pattern: str, files: SearchFiles, options: GrepOptions) -> 
 
 
 class RgPatternError(RetriableError):
-    """ripgrep's regex dialect refuses a pattern Python's accepts (look-around, back
-    references, escapes such as ``\\"``)."""
+    """ripgrep refuses a pattern Python's engine may take: its dialect has no look-around,
+    back references or escapes such as ``\\"``, and its compiled size is capped."""
 
 
 def render(hits: list[GrepHit], limit: int, skipped: int = 0) -> str:

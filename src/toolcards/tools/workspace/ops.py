@@ -151,12 +151,14 @@ class Workspace:
             return listing.glob_files(spot.opened_dir(), spot.rel, pattern, max_results)
 
     def grep(self, pattern: str, path: str, include: str, options: grep.GrepOptions) -> str:
-        regex = grep.compile_pattern(pattern)
+        grep.check_pattern(pattern)
         if include:
             include = check_pattern(include, "include")
         rg = grep.find_rg() if options.engine != "python" else None
         if options.engine == "rg" and rg is None:
             raise RetriableError("ripgrep (rg) is not installed")
+        # ripgrep checks its own patterns; Python compiles only what its engine will run
+        regex = grep.compile_pattern(pattern) if rg is None else None
         with self.paths.locate(path, allow_root=True) as spot:
             if not spot.exists:
                 raise RetriableError(f"path not found: {path}")
@@ -171,7 +173,7 @@ class Workspace:
                         raise
                     files.skipped = 0  # "auto": the Python engine takes every Python pattern
             if hits is None:
-                hits = grep.grep_python(regex, files, options)
+                hits = grep.grep_python(regex or grep.compile_pattern(pattern), files, options)
         return grep.render(hits, options.max_matches, files.skipped)
 
     def view(self, path: str, max_dimension: int) -> Any:
