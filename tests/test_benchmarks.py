@@ -21,6 +21,7 @@ SCRIPTS = [
     "workspace",
     "exec",
     "resource_race",
+    "cli",
 ]
 
 

@@ -1,0 +1,91 @@
+"""The ``toolcards`` command's cost per invocation, beside ``python -c pass`` in the same run.
+
+Three commands on a copy of ``examples/team`` (SQLite store and audit): ``toolcards --help``,
+``toolcards list`` and a ``toolcards call`` of a planning tool. Each is run as a whole
+process several times; the figure is the median CPU time (user + system of the child) and
+its ratio to the median of ``python -c pass`` from the same interpreter. Goals (ratios):
+``--help`` <= 2x, ``list`` <= 5x, ``call`` <= 8x. CPU time is used because wall time on a
+loaded machine measures the machine; the median wall time is printed beside it.
+
+Run: .venv/bin/python benchmarks/bench_cli.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _results import record
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOLCARDS = Path(sys.executable).parent / "toolcards"
+GOALS = {"--help": 2.0, "list": 5.0, "call": 8.0}
+
+
+def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of one run of ``argv`` as a child process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv[1:])} failed ({done.returncode}): {done.stderr[-400:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, wall
+
+
+def _median(argv: list[str], cwd: Path, env: dict[str, str], runs: int) -> tuple[float, float]:
+    _run(argv, cwd, env)  # one warm-up run: page cache, bytecode, the help cache
+    samples = [_run(argv, cwd, env) for _ in range(runs)]
+    return statistics.median(s[0] for s in samples), statistics.median(s[1] for s in samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1 run each instead of 7")
+    args = parser.parse_args()
+    runs = 1 if args.quick else 7
+    with tempfile.TemporaryDirectory(prefix="bench-cli-") as tmp:
+        team = Path(tmp) / "team"
+        shutil.copytree(ROOT / "examples" / "team", team)
+        env = dict(os.environ, XDG_CACHE_HOME=str(Path(tmp) / "cache"), COLUMNS="100")
+        config = ["-c", str(team / "toolcards.yaml")]
+        create = '{"create": [{"description": "Measure the command line"}]}'
+        commands = {
+            "--help": [str(TOOLCARDS), "--help"],
+            "list": [str(TOOLCARDS), "list", *config],
+            "call": [str(TOOLCARDS), "call", "update_planning", "--args", create, *config],
+        }
+        base_cpu, base_wall = _median([sys.executable, "-c", "pass"], team, env, runs)
+        print(f"python -c pass: {base_cpu * 1000:.0f} ms CPU ({base_wall * 1000:.0f} ms wall)")
+        record("python -c pass CPU", base_cpu * 1000, "ms")
+        for name, argv in commands.items():
+            cpu, wall = _median(argv, team, env, runs)
+            ratio = cpu / base_cpu
+            goal = GOALS[name]
+            verdict = "meets" if ratio <= goal else "misses"
+            print(
+                f"toolcards {name}: {cpu * 1000:.0f} ms CPU ({wall * 1000:.0f} ms wall), "
+                f"{ratio:.2f}x python -c pass ({verdict} the goal of <= {goal:g}x)"
+            )
+            record(
+                f"toolcards {name} CPU",
+                cpu * 1000,
+                "ms",
+                peer="python -c pass",
+                peer_value=base_cpu * 1000,
+                goal=f"<= {goal:g}x",
+            )
+
+
+if __name__ == "__main__":
+    main()
