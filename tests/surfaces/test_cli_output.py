@@ -26,10 +26,12 @@ LONG_TOOL = "a_tool_with_a_rather_long_name_for_the_audit_table"
 
 
 @pytest.fixture
-def team(tmp_path: Path) -> Path:
-    """The shipped example config, copied (its state lands beside it)."""
+def team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The shipped example config, copied (its state lands beside it); the commands run in
+    the temporary folder, so nothing they write reaches the checkout."""
     for name in ("toolcards.yaml", "policy.yaml"):
         shutil.copy(EXAMPLE / name, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
     return tmp_path / "toolcards.yaml"
 
 
