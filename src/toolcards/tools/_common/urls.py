@@ -104,7 +104,22 @@ def _named_host(host: str) -> tuple[str, ipaddress.IPv4Address | None]:
             raise URLRefused("the URL's host has an empty label or one over 63 characters")
         if not set(label) <= _LABEL_CHARS:
             raise URLRefused("the URL's host may hold only letters, digits, '-', '_' and '.'")
+        if label.startswith("xn--"):
+            _check_a_label(label)
     return host, None
+
+
+def _check_a_label(label: str) -> None:
+    """An ``xn--`` label must be valid Punycode of a valid IDNA name (the connection would
+    otherwise fail on it with an error of the ``idna`` package)."""
+    import idna
+
+    try:
+        idna.decode(label)
+    except (idna.IDNAError, UnicodeError, ValueError):
+        raise URLRefused(
+            f"the URL's host has an invalid international label {label!r} (bad Punycode)"
+        ) from None
 
 
 def _ascii_host(host: str) -> str:

@@ -42,7 +42,7 @@ async def fetch_page(
                 response = await client.send(request, stream=True)
             except httpx.TimeoutException:
                 raise SearchError(f"fetching {target} timed out") from None
-            except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            except (httpx.HTTPError, httpx.InvalidURL, UnicodeError) as exc:  # idna's too
                 raise SearchError(f"fetching {target} failed ({type(exc).__name__})") from None
             try:
                 if response.is_redirect and "location" in response.headers:
