@@ -9,6 +9,7 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from toolcards.core.spec import annotate
 from toolcards.governance import (
+    AuditLog,
     CapabilityRegistry,
     Executor,
     Identity,
@@ -169,8 +171,67 @@ async def test_the_policy_can_allow_redacted_arguments_on_spans(otel: Otel) -> N
 async def test_unknown_tools_are_spans_with_their_own_outcome(otel: Otel) -> None:
     await _executor(otel).call("nope", {}, ALICE)
     (span,) = otel.ours()
-    assert span.name == "execute_tool nope"
-    assert dict(span.attributes or {})["toolcards.outcome"] == "unknown_tool"
+    assert span.name == "execute_tool unknown_tool"
+    attrs = dict(span.attributes or {})
+    assert (attrs["gen_ai.tool.name"], attrs["toolcards.outcome"]) == ("unknown_tool",) * 2
+
+
+def _series(otel: Otel) -> set[tuple[str, tuple[tuple[str, Any], ...]]]:
+    """Every metric series recorded so far: (instrument, sorted labels)."""
+    data = otel.metrics.get_metrics_data()
+    assert data is not None
+    return {
+        (metric.name, tuple(sorted((point.attributes or {}).items())))
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        for point in metric.data.data_points
+    }
+
+
+async def test_made_up_tool_names_make_one_span_name_and_bounded_series(otel: Otel) -> None:
+    executor = _executor(otel)
+    for n in range(300):
+        await executor.call(f"made_up_{n}", {}, ALICE)
+    await executor.call("add", {"a": 1, "b": 2}, ALICE)
+    assert {s.name for s in otel.ours()} == {"execute_tool unknown_tool", "execute_tool add"}
+    assert {dict(labels)["gen_ai.tool.name"] for _, labels in _series(otel)} == {
+        "unknown_tool",
+        "add",
+    }
+    assert len(_series(otel)) == 4  # two instruments, two (tool, outcome) pairs
+
+
+async def test_a_secret_shaped_tool_name_never_reaches_spans_or_metrics(
+    otel: Otel, tmp_path: Path
+) -> None:
+    secret = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+    with AuditLog(tmp_path / "audit.db") as audit:
+        executor = _executor(otel)
+        executor.audit = audit
+        result = await executor.call(secret, {}, ALICE, call_id="c-9")
+        (row,) = audit.tail(1)
+    spans = [(s.name, dict(s.attributes or {}), [e.name for e in s.events]) for s in otel.ours()]
+    assert result.outcome is Outcome.UNKNOWN_TOOL
+    assert secret not in repr(spans) and secret not in repr(_series(otel))
+    assert (row.tool, row.call_id) == ("[REDACTED]", "c-9")
+
+
+async def test_a_hidden_tool_through_the_toolset_path_is_recorded_as_unknown(otel: Otel) -> None:
+    executor = _executor(otel)
+    executor.unknown("zz-" + "x" * 5000, {}, ALICE, surface="mcp", call_id=None, visible=[])
+    (span,) = otel.ours()
+    assert span.name == "execute_tool unknown_tool"
+    assert {dict(labels)["gen_ai.tool.name"] for _, labels in _series(otel)} == {"unknown_tool"}
+
+
+async def test_metric_labels_are_the_tool_and_the_outcome_only(otel: Otel) -> None:
+    executor = _executor(otel)
+    for who in ("alice", "bob", "carol"):
+        await executor.call("add", {"a": 1, "b": 2}, Identity(who), call_id=f"id-{who}")
+    assert {tuple(k for k, _ in labels) for _, labels in _series(otel)} == {
+        ("gen_ai.tool.name", "toolcards.outcome")
+    }
 
 
 async def test_calls_are_counted_and_timed_per_tool_and_outcome(otel: Otel) -> None:

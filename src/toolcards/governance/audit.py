@@ -84,7 +84,7 @@ def _row(rec: AuditRecord) -> tuple[Any, ...]:
         rec.principal_type,
         ",".join(sorted(rec.roles)),
         rec.surface,
-        rec.tool,
+        redactor.name(rec.tool),  # an unknown tool's name is the caller's text
         rec.call_id,
         digest,
         args,

@@ -227,7 +227,7 @@ class Executor:
         )
         if call.instruments is None:
             return self._unknown(call, decision, visible)
-        span, token = telemetry.start_span(call.instruments, tool_id, call_id, identity.id, surface)
+        span, token = telemetry.start_span(call.instruments, None, call_id, identity.id, surface)
         try:
             return self._unknown(call._replace(span=span), decision, visible)
         finally:
@@ -545,7 +545,7 @@ class Executor:
             telemetry.finish(
                 call.instruments,
                 call.span,
-                call.tool_id,
+                call.cap.id if call.cap is not None else None,
                 decision.effect if decision is not None else "none",
                 reported or outcome,
                 time.perf_counter() - call.start,

@@ -22,114 +22,39 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-REDACTED = "[REDACTED]"
+from toolcards.governance.secret_patterns import (
+    BUILTIN_NAMES,
+    BUILTIN_PATTERNS,
+    REDACTED,
+    SecretPattern,
+    is_secret_name,
+    looks_random,
+)
+from toolcards.governance.secret_views import DEPTH, views
+
+__all__ = [
+    "BUILTIN_NAMES",
+    "BUILTIN_PATTERNS",
+    "DEFAULT_REDACTOR",
+    "REDACTED",
+    "Redactor",
+    "SecretPattern",
+    "args_digest",
+    "canonical_json",
+    "digest_and_redacted",
+    "is_secret_name",
+    "redact",
+    "redact_text",
+]
+
 _MAX_DEPTH = 12
 _MAX_STRING = 2_000
 _GATED = 256  # below this length one combined anchor regex is cheaper than substring tests
-
-# Argument names that always hold secrets (matched as substrings of the lower-cased name).
-_SECRET_NAMES = (
-    "password",
-    "passwd",
-    "secret",
-    "token",
-    "api_key",
-    "apikey",
-    "access_key",
-    "private_key",
-    "credential",
-    "authorization",
-    "cookie",
-    "session_id",
-)
-# Keys whose value is a secret in free text (``key=value`` / ``key: value``): the key must END
-# with one of these words, so ``max_tokens=5`` or ``password_hint=...`` stay readable.
-_SECRET_KEYS = (
-    r"pass(?:word|wd|phrase)|secret(?:[_-]?key)?|token|api[_-]?key|access[_-]?key"
-    r"|private[_-]?key|credentials?|authorization|cookie|session[_-]?(?:id|key)"
-    r"|signature|account[_-]?key|sig"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class SecretPattern:
-    """One value pattern. ``anchors`` are lower-case substrings of which every match contains
-    at least one (empty: always searched). A named group ``secret`` limits the replacement to
-    that group (the key of a ``key=value`` pair stays readable)."""
-
-    name: str
-    regex: re.Pattern[str]
-    anchors: tuple[str, ...] = ()
-
-    @classmethod
-    def compile(cls, name: str, pattern: str, anchors: Iterable[str] = ()) -> SecretPattern:
-        return cls(name, re.compile(pattern), tuple(a.lower() for a in anchors))
-
-    def sub(self, text: str) -> str:
-        if "secret" not in self.regex.groupindex:
-            return self.regex.sub(REDACTED, text)
-
-        def keep_key(match: re.Match[str]) -> str:
-            start, end = match.span("secret")
-            whole = match.group(0)
-            offset = match.start()
-            return whole[: start - offset] + REDACTED + whole[end - offset :]
-
-        return self.regex.sub(keep_key, text)
-
-
-_P = SecretPattern.compile
-BUILTIN_PATTERNS: tuple[SecretPattern, ...] = (
-    _P(
-        "private_key",
-        r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
-        r"(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|$)",
-        ["-----begin"],
-    ),
-    _P(
-        "secret_assignment",
-        rf"(?i)(?:{_SECRET_KEYS})(?:\\?[\"'])?[ \t]*[:=][ \t]*"
-        r"(?:(?:basic|bearer|token|digest)[ \t]+)?"
-        r"(?P<secret>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;&]+)",
-        ["pass", "secret", "token", "key", "credential", "auth", "cookie", "session", "sig"],
-    ),
-    _P(
-        "secret_flag",
-        r"(?i)--(?:password|passwd|token|secret|api[_-]?key|access[_-]?token)[ \t]+"
-        r"(?P<secret>[^\s\"']+)",
-        ["--"],
-    ),
-    _P("bearer", r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{12,}", ["bearer"]),
-    _P("url_credentials", r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)", ["://"]),
-    _P(
-        "aws_access_key_id",
-        r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|APKA|AROA)[A-Z0-9]{16}\b",
-        ["akia", "asia", "abia", "acca", "agpa", "aida", "aipa", "anpa", "anva", "apka", "aroa"],
-    ),
-    _P(
-        "github_token",
-        r"\b(?:gh[pousr]_[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{22,255})",
-        ["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"],
-    ),
-    _P("gitlab_token", r"\bglpat-[A-Za-z0-9_-]{20,}", ["glpat-"]),
-    _P("slack_token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}", ["xox"]),
-    _P("slack_webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]+", ["hooks.slack"]),
-    _P("openai_key", r"\bsk-[A-Za-z0-9_-]{16,}", ["sk-"]),
-    _P("stripe_key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}", ["_live_", "_test_"]),
-    _P("google_api_key", r"\bAIza[0-9A-Za-z_-]{35}", ["aiza"]),
-    _P("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", ["eyj"]),
-    _P("npm_token", r"\bnpm_[A-Za-z0-9]{36}\b", ["npm_"]),
-    _P("pypi_token", r"\bpypi-[A-Za-z0-9_-]{50,}", ["pypi-"]),
-    _P("huggingface_token", r"\bhf_[A-Za-z0-9]{30,}", ["hf_"]),
-    _P("sendgrid_key", r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}", ["sg."]),
-)
-BUILTIN_NAMES = frozenset(p.name for p in BUILTIN_PATTERNS)
 
 
 class Redactor:
@@ -156,10 +81,14 @@ class Redactor:
         extra = tuple(SecretPattern.compile(f"custom_{key}", str(rx)) for key, rx in named)
         builtin = () if "all" in off else tuple(p for p in BUILTIN_PATTERNS if p.name not in off)
         self.patterns: tuple[SecretPattern, ...] = builtin + extra
-        self._anchors = tuple((a, p) for p in self.patterns for a in p.anchors)
+        by_anchor: dict[str, list[int]] = {}
+        for index, pattern in enumerate(self.patterns):
+            for anchor in pattern.anchors:
+                by_anchor.setdefault(anchor, []).append(index)
+        self._anchors = tuple((a, frozenset(i)) for a, i in by_anchor.items())
         self._free = tuple(p for p in self.patterns if not p.anchors)
         # one pass over short text answers "any anchor at all?" (the usual answer is no)
-        gate = "|".join(sorted({re.escape(a) for a, _ in self._anchors}, key=len, reverse=True))
+        gate = "|".join(sorted({re.escape(a) for a in by_anchor}, key=len, reverse=True))
         self._gate = re.compile(gate or "(?!)")
         self.span_arguments = span_arguments
 
@@ -168,22 +97,50 @@ class Redactor:
         low = text.lower()
         if len(low) <= _GATED and self._gate.search(low) is None:
             return [*self._free]
-        hits = {id(p): p for a, p in self._anchors if a in low}
-        found = [p for p in self.patterns if id(p) in hits] if len(hits) > 1 else [*hits.values()]
+        hits: set[int] = set()
+        for anchor, indexes in self._anchors:
+            if anchor in low:
+                hits |= indexes
+        found = [self.patterns[i] for i in sorted(hits)]
         found.extend(self._free)
         return found
 
-    def has_secret(self, text: str) -> bool:
-        """Whether ``text`` holds something a value pattern would replace."""
+    def _found(self, text: str) -> bool:
         return any(p.regex.search(text) for p in self._candidates(text))
 
-    def text(self, text: str) -> str:
-        """``text`` with secret-looking substrings replaced (and cut to a bounded length)."""
-        if len(text) > _MAX_STRING:
-            text = text[:_MAX_STRING] + "...[truncated]"
+    def _replaced(self, text: str) -> str:
         for pattern in self._candidates(text):
             text = pattern.sub(text)
         return text
+
+    def has_secret(self, text: str) -> bool:
+        """Whether ``text``, or a decoded spelling of it (JSON escapes, percent-encoding,
+        NFKC), holds something a value pattern would replace."""
+        return self._found(text) or any(self._found(view) for view in views(text))
+
+    def text(self, text: str) -> str:
+        """``text`` with secret-looking substrings replaced (and cut to a bounded length).
+        When a decoded spelling of it (see :mod:`.secret_views`) still shows a secret, the
+        redacted decoded spelling is returned instead."""
+        if len(text) > _MAX_STRING:
+            text = text[:_MAX_STRING] + "...[truncated]"
+        text = self._replaced(text)
+        for _ in range(DEPTH):
+            for view in views(text):
+                redone = self._replaced(view)
+                if redone != view:
+                    text = redone
+                    break
+            else:
+                return text
+        return text
+
+    def name(self, name: str) -> str:
+        """A name (a dictionary key, a tool name a caller sent) as it may be written down: its
+        secret-looking parts replaced, and ``[REDACTED]`` whole when it reads as a random
+        token."""
+        shown = self.text(name)
+        return REDACTED if shown == name and looks_random(name) else shown
 
     def value(self, value: Any, sensitive: Iterable[str] = ()) -> Any:
         """A JSON-able copy of ``value`` with secret names and secret-looking values replaced."""
@@ -194,12 +151,17 @@ class Redactor:
         if depth > _MAX_DEPTH:
             return "[...]"
         if isinstance(value, dict):
-            return {
-                str(k): REDACTED
-                if str(k) in names or is_secret_name(str(k))
-                else self._walk(v, names, depth + 1)
-                for k, v in value.items()
-            }
+            out: dict[str, Any] = {}
+            alike: dict[str, int] = {}
+            for k, v in value.items():
+                key = str(k)
+                shown = self.name(key)
+                if shown != key:  # keys redacted alike stay apart
+                    alike[shown] = alike.get(shown, 0) + 1
+                    shown = shown if alike[shown] == 1 else f"{shown}#{alike[shown]}"
+                secret = key in names or is_secret_name(key)
+                out[shown] = REDACTED if secret else self._walk(v, names, depth + 1)
+            return out
         if isinstance(value, list):
             return [self._walk(v, names, depth + 1) for v in value]
         if isinstance(value, str):
@@ -273,13 +235,6 @@ def args_digest(args: Mapping[str, Any] | None) -> str:
 # Values with no names inside: nothing to redact by name.
 _PLAIN = (str, int, float, bool, type(None), dt.date, dt.time, dt.timedelta, Decimal, uuid.UUID)
 _PLAIN_TYPES = frozenset(_PLAIN)
-_SECRET_NAME = re.compile("|".join(_SECRET_NAMES), re.IGNORECASE)
-
-
-@functools.lru_cache(maxsize=4096)
-def is_secret_name(name: str) -> bool:
-    """Whether an argument name always holds a secret (password, token, api_key, ...)."""
-    return _SECRET_NAME.search(name) is not None
 
 
 def _has_secret_key(value: Any, names: frozenset[str], depth: int) -> bool:
@@ -304,7 +259,7 @@ def _has_secret_key(value: Any, names: frozenset[str], depth: int) -> bool:
 
 @functools.lru_cache(maxsize=4096)
 def _secret_keys(keys: tuple[Any, ...]) -> bool:
-    return any(is_secret_name(str(key)) for key in keys)
+    return any(is_secret_name(str(key)) or looks_random(str(key)) for key in keys)
 
 
 def digest_and_redacted(

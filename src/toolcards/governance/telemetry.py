@@ -8,6 +8,11 @@ agent run it nests under pydantic-ai's own spans. Denials and approval steps are
 Two instruments count calls and time them per tool and outcome:
 ``toolcards.tool.calls`` and ``toolcards.tool.duration`` (seconds).
 
+Names and labels stay few: a name no registered tool has is recorded as ``unknown_tool`` (the
+name the caller sent is in the audit row, redacted), outcomes and decisions are fixed words,
+and the principal (a configured identity, never a tool argument) and call id are span
+attributes only, never metric labels.
+
 Without a configured SDK (the API's default providers) nothing is recorded and a call pays
 one check. Argument values go on spans only when the policy's redaction allows it
 (``redaction: {span_arguments: true}``), and then redacted.
@@ -25,6 +30,10 @@ TRACER_NAME = "toolcards.governance"
 RECHECK = 1.0  # seconds between looks at the global providers
 CALLS = "toolcards.tool.calls"
 DURATION = "toolcards.tool.duration"
+UNKNOWN_TOOL = "unknown_tool"
+"""The tool name spans and metrics record for a tool that is not registered: the name a
+caller sent is its own text (any number of names, secrets too) and stays in the audit row."""
+_MAX_ATTRIBUTE = 128  # a caller's call id is cut to this length on the span
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,21 +120,27 @@ DEFAULT_TELEMETRY = Telemetry()
 
 
 def start_span(
-    instruments: Instruments, tool_id: str, call_id: str | None, principal: str, surface: str
+    instruments: Instruments,
+    tool_id: str | None,
+    call_id: str | None,
+    principal: str,
+    surface: str,
 ) -> tuple[trace.Span, object]:
-    """Start the call's span as the current span; returns it and the context token."""
+    """Start the call's span as the current span; returns it and the context token.
+    ``tool_id`` is a registered tool's id, None for a name no tool has (:data:`UNKNOWN_TOOL`)."""
     from opentelemetry import context
 
+    tool = UNKNOWN_TOOL if tool_id is None else tool_id
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "execute_tool",
-        "gen_ai.tool.name": tool_id,
+        "gen_ai.tool.name": tool,
         "toolcards.principal": principal,
         "toolcards.surface": surface,
     }
     if call_id is not None:
-        attributes["gen_ai.tool.call.id"] = call_id
+        attributes["gen_ai.tool.call.id"] = call_id[:_MAX_ATTRIBUTE]
     span = instruments.tracer.start_span(
-        f"execute_tool {tool_id[:100]}", kind=trace.SpanKind.INTERNAL, attributes=attributes
+        f"execute_tool {tool}", kind=trace.SpanKind.INTERNAL, attributes=attributes
     )
     token = context.attach(trace.set_span_in_context(span))
     return span, token
@@ -144,12 +159,13 @@ def end_span(span: trace.Span, token: object, error: BaseException | None = None
 def finish(
     instruments: Instruments,
     span: trace.Span | None,
-    tool_id: str,
+    tool_id: str | None,
     decision: str,
     outcome: str,
     seconds: float,
 ) -> None:
-    """Record the call's outcome on its span and instruments."""
+    """Record the call's outcome on its span and instruments (``tool_id`` as for
+    :func:`start_span`: the metric series are one per registered tool and outcome)."""
     if span is not None:
         span.set_attributes(
             {
@@ -160,7 +176,8 @@ def finish(
         )
         if outcome == "error":
             span.set_status(trace.Status(trace.StatusCode.ERROR, "the tool failed"))
-    labels = {"gen_ai.tool.name": tool_id, "toolcards.outcome": outcome}
+    tool = UNKNOWN_TOOL if tool_id is None else tool_id
+    labels = {"gen_ai.tool.name": tool, "toolcards.outcome": outcome}
     instruments.calls.add(1, labels)
     instruments.duration.record(seconds, labels)
 

@@ -1,0 +1,238 @@
+"""What a secret looks like: the built-in value patterns, secret argument names, and the test
+for a random-looking name (a token used as a dictionary key).
+
+Every pattern is linear in its input: no unbounded repeat sits inside another repeat (a
+structural test walks each pattern), and every look-ahead or look-behind is bounded. Each
+pattern names literal *anchors*, one of which every match contains, so :class:`Redactor
+<toolcards.governance.redact.Redactor>` runs only the patterns whose anchors occur.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+REDACTED = "[REDACTED]"
+
+# Argument names that always hold secrets (matched as substrings of the lower-cased name), and
+# the short ones that count only as a word of their own (``db_pass``, ``X-Auth``, ``dbPwd``;
+# not ``passport``, ``author``) or an environment name ending in ``_KEY``.
+_SECRET_NAMES = (
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "token",
+    "api_key",
+    "apikey",
+    "access_key",
+    "private_key",
+    "credential",
+    "authorization",
+    "cookie",
+    "session_id",
+)
+_SECRET_NAME = re.compile(
+    "|".join(_SECRET_NAMES)
+    + r"|(?<![a-z0-9])(?:pass|pwd|auth)(?![a-z0-9])"
+    + r"|(?<=[a-z0-9])(?-i:Pass|Pwd|Auth)(?-i:(?![a-z]))"
+    + r"|(?-i:^[A-Z][A-Z0-9_]*_KEY$)",
+    re.IGNORECASE,
+)
+
+# Keys whose value is a secret in free text (``key=value`` / ``key: value``): the key must END
+# with one of these words, so ``max_tokens=5`` or ``password_hint=...`` stay readable; ``pass``,
+# ``pwd`` and ``auth`` must start a word (``DB_PASS``, not ``bypass``); ``..._KEY`` in capitals
+# (``STRIPE_KEY``, not ``sort_key``).
+_SECRET_KEYS = (
+    r"pass(?:word|wd|phrase)|secret(?:[_-]?key)?|token|api[_-]?key|access[_-]?key"
+    r"|private[_-]?key|credentials?|authorization|cookie|session[_-]?(?:id|key)"
+    r"|signature|account[_-]?key|sig"
+    r"|(?<![a-z0-9])(?:pass|pwd|auth)"
+    r"|(?-i:(?<![A-Za-z0-9])[A-Z][A-Z0-9]{0,40}_KEY)"
+)
+_KEY_ANCHORS = "pass secret token key credential auth cookie session sig pwd".split()
+# words after "password:" that are a type, an empty value or a validation message, not the
+# secret (code, YAML, "password: Field required")
+_NOT_A_VALUE = (
+    r"(?!(?:str|bytes|int|bool|none|null|optional|required|secretstr|true|false|field|input"
+    r"|string|value|list|dict|object|array|number|integer)\b)"
+)
+# words after "the password is" that describe it instead of being it
+_DESCRIBES = (
+    r"(?!(?:required|too|not|incorrect|invalid|wrong|missing|empty|expired|stored|set|being"
+    r"|a|an|the|now|still|also|hashed|changed|reset|correct|case|never|only|at|in|on|used"
+    r"|valid|weak|strong|optional|shown|hidden|saved|sent|encrypted|masked)\b)"
+)
+_FLAG_KEYS = (
+    r"password|passwd|passphrase|pass|pwd|token|secret|api-?key|access-?key|private-?key"
+    r"|credentials?|auth"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SecretPattern:
+    """One value pattern. ``anchors`` are lower-case substrings of which every match contains
+    at least one (empty: always searched). A named group ``secret`` limits the replacement to
+    that group (the key of a ``key=value`` pair stays readable)."""
+
+    name: str
+    regex: re.Pattern[str]
+    anchors: tuple[str, ...] = ()
+
+    @classmethod
+    def compile(cls, name: str, pattern: str, anchors: Iterable[str] = ()) -> SecretPattern:
+        return cls(name, re.compile(pattern), tuple(a.lower() for a in anchors))
+
+    def sub(self, text: str) -> str:
+        if "secret" not in self.regex.groupindex:
+            return self.regex.sub(REDACTED, text)
+
+        def keep_key(match: re.Match[str]) -> str:
+            start, end = match.span("secret")
+            whole = match.group(0)
+            offset = match.start()
+            return whole[: start - offset] + REDACTED + whole[end - offset :]
+
+        return self.regex.sub(keep_key, text)
+
+
+_P = SecretPattern.compile
+BUILTIN_PATTERNS: tuple[SecretPattern, ...] = (
+    _P(
+        "private_key",
+        r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
+        r"(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|$)",
+        ["-----begin"],
+    ),
+    _P(
+        "secret_assignment",
+        # key, its closing quote (escaped in JSON inside a string), ``=``/``:``/``:=``/``=>``
+        # or ``:`` and the value indented on the next line (YAML, also ``|`` and ``>``; the line
+        # break may be an escaped ``\\n``)
+        rf"(?i)(?:{_SECRET_KEYS})(?:\\{{0,3}}[\"'])?[ \t]*"
+        r"(?::[ \t]*[|>]?[-+]?[ \t]*(?:\r?\n|(?:\\r)?\\n)[ \t]+|[:=]{1,2}>?[ \t]*)"
+        r"(?:(?:basic|bearer|token|digest)[ \t]+)?"
+        + _NOT_A_VALUE
+        + r"(?P<secret>\\{1,8}\"[^\"\n]*\"|\"[^\"\n]*\"|'[^'\n]*'|[\"']?[^\s\"',;&]+)",
+        _KEY_ANCHORS,
+    ),
+    _P(
+        "secret_flag",
+        rf"(?i)(?<![^\s\"'])--?(?:[a-z0-9-]{{0,40}}-)?(?:{_FLAG_KEYS})[ \t]+"
+        r"(?P<secret>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'-][^\s\"']*)",
+        ["pass", "pwd", "token", "secret", "key", "credential", "auth"],
+    ),
+    _P(
+        "secret_phrase",
+        r"(?i)\b(?:password|passwd|passphrase|passcode|pwd|pin|secret|token|api[ _-]?key)"
+        r"(?:[ \t]{1,4}(?:for|of|to|on)(?:[ \t]{1,4}[^\s]{1,40}){1,3}?)?"
+        r"[ \t]{1,4}(?:is|was|equals)[ \t]{1,4}"
+        + _DESCRIBES
+        + r"(?P<secret>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;]+)",
+        ["pass", "pwd", "pin", "secret", "token", "key"],
+    ),
+    _P(
+        "secret_element",
+        r"(?i)<(?:[a-z0-9_:.-]{0,40}?(?:password|passwd|passphrase|secret|token|api[_-]?key"
+        r"|credentials?|private[_-]?key|access[_-]?key)|(?:[a-z0-9_:.-]{0,40}[_:.-])?"
+        r"(?:pass|pwd|auth))>(?P<secret>[^<]{1,512})<",
+        ["pass", "pwd", "secret", "token", "key", "credential", "auth"],
+    ),
+    _P(
+        "netrc",
+        r"(?i)\blogin\s{1,16}[^\s]{1,256}\s{1,16}password\s{1,16}(?P<secret>[^\s]+)",
+        ["login"],
+    ),
+    _P(
+        "cli_password",
+        # mysql -pSECRET (the value sticks to -p; "-p" alone prompts)
+        r"(?i:\b(?:mysql(?:dump|admin|sh|import|check|binlog)?|mariadb(?:-dump|-admin)?)\b)"
+        r"[^\n]{0,256}?[ \t]-p(?P<secret>[^\s-][^\s]*)",
+        ["mysql", "mariadb"],
+    ),
+    _P(
+        "cli_login_password",
+        # sshpass -p SECRET, docker/podman/helm login -p SECRET
+        r"(?i:\b(?:sshpass|(?:docker|podman|buildah|helm|skopeo|nerdctl)[ \t]{1,8}"
+        r"(?:registry[ \t]{1,8})?login)\b)[^\n]{0,256}?[ \t]-p[ \t]*(?P<secret>[^\s-][^\s]*)",
+        ["sshpass", "login"],
+    ),
+    _P(
+        "user_password_flag",
+        # curl -u user:SECRET, --user user:SECRET, --proxy-user user:SECRET
+        r"(?<![^\s\"'])(?:-u|-U|--user|--proxy-user)[ \t]*=?[ \t]*[\"']?"
+        r"[^\s:\"'@/]{1,256}:(?P<secret>[^\s\"']+)",
+        ["-u"],
+    ),
+    _P("bearer", r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{12,}", ["bearer"]),
+    _P("url_credentials", r"(?<=://)[^/\s:@]*:[^/\s@]+(?=@)", ["://"]),
+    _P("url_token", r"(?<=://)[A-Za-z0-9_.~%+-]{20,256}(?=@)", ["://"]),
+    _P(
+        "aws_access_key_id",
+        r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|APKA|AROA)[A-Z0-9]{16}\b",
+        ["akia", "asia", "abia", "acca", "agpa", "aida", "aipa", "anpa", "anva", "apka", "aroa"],
+    ),
+    _P(
+        "github_token",
+        r"\b(?:gh[pousr]_[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{22,255})",
+        ["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"],
+    ),
+    _P("gitlab_token", r"\bglpat-[A-Za-z0-9_-]{20,}", ["glpat-"]),
+    _P("slack_token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}", ["xox"]),
+    _P("slack_webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]+", ["hooks.slack"]),
+    _P("openai_key", r"\bsk-[A-Za-z0-9_-]{16,}", ["sk-"]),
+    _P("stripe_key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}", ["_live_", "_test_"]),
+    _P("google_api_key", r"\bAIza[0-9A-Za-z_-]{35}", ["aiza"]),
+    _P("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", ["eyj"]),
+    _P("npm_token", r"\bnpm_[A-Za-z0-9]{36}\b", ["npm_"]),
+    _P("pypi_token", r"\bpypi-[A-Za-z0-9_-]{50,}", ["pypi-"]),
+    _P("huggingface_token", r"\bhf_[A-Za-z0-9]{30,}", ["hf_"]),
+    _P("sendgrid_key", r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}", ["sg."]),
+)
+BUILTIN_NAMES = frozenset(p.name for p in BUILTIN_PATTERNS)
+
+
+@functools.lru_cache(maxsize=4096)
+def is_secret_name(name: str) -> bool:
+    """Whether an argument name always holds a secret (password, token, api_key, db_pass,
+    ``ｐａｓｓｗｏｒｄ`` in fullwidth letters, ...)."""
+    if not name.isascii():
+        name = unicodedata.normalize("NFKC", name)
+    return _SECRET_NAME.search(name) is not None
+
+
+_VOWELS = frozenset("aeiouAEIOU")
+_TOKEN_CHARS = re.compile(r"[A-Za-z0-9+/=_.~-]{20,512}")
+
+
+def looks_random(name: str) -> bool:
+    """Whether ``name`` reads as a random token rather than words: at least 20 characters of
+    a token alphabet, upper and lower case letters and digits (or 32 letters of both cases),
+    high character entropy, and few vowels or frequent changes of character class. Hex digests
+    and UUIDs (one case) never count; about one random 24-character token in 14 is missed."""
+    if len(name) < 20 or _TOKEN_CHARS.fullmatch(name) is None:
+        return False
+    upper = any(c.isupper() for c in name)
+    lower = any(c.islower() for c in name)
+    digit = any(c.isdigit() for c in name)
+    if not (upper and lower and (digit or len(name) >= 32)):
+        return False
+    counts = Counter(name)
+    size = len(name)
+    if -sum(n / size * math.log2(n / size) for n in counts.values()) < 3.8:
+        return False
+    letters = [c for c in name if c.isalpha()]
+    vowels = sum(c in _VOWELS for c in letters) / len(letters)
+    changes = sum(_kind(a) != _kind(b) for a, b in itertools.pairwise(name))
+    return vowels < 0.28 or changes / (size - 1) >= 0.6
+
+
+def _kind(char: str) -> int:
+    return 0 if char.islower() else 1 if char.isupper() else 2 if char.isdigit() else 3
