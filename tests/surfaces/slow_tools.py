@@ -19,7 +19,8 @@ PNG = bytes.fromhex(
 
 
 def nap(seconds: float) -> str:
-    """Sleeps (a sync tool: it runs in a worker thread)."""
+    """Sleeps (a sync tool: it runs in a worker thread); reports progress 0 as it starts."""
+    report_progress(0, seconds, "started")
     time.sleep(seconds)
     return f"slept {seconds}"
 
@@ -31,7 +32,9 @@ async def nap_async(seconds: float) -> str:
 
 
 def crunch(seconds: float) -> int:
-    """Pure-Python arithmetic for ``seconds``, yielding the interpreter between chunks."""
+    """Pure-Python arithmetic for ``seconds``, yielding the interpreter between chunks;
+    reports progress 0 as it starts."""
+    report_progress(0, seconds, "started")
     end = time.monotonic() + seconds
     total = 0
     while time.monotonic() < end:

@@ -62,4 +62,4 @@ async def run_mcp_with_dashboard(
     """``toolcards serve --transport http --dashboard``: both on ``host:port``."""
     warn_if_exposed(host)
     app, _ = mcp_with_dashboard(runtime, host=host, approval_timeout=approval_timeout)
-    await uvicorn_server(app, host, port).serve()
+    await uvicorn_server(app, host, port, runtime.http_limits).serve()

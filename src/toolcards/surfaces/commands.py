@@ -28,6 +28,13 @@ def serve(
     dashboard: Annotated[
         bool, typer.Option("--dashboard", help="HTTP: also serve the team dashboard at /.")
     ] = False,
+    max_body: Annotated[
+        int | None,
+        typer.Option(
+            min=1024,
+            help="HTTP: largest request body in bytes (default: http.max_body, 4 MiB).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the configured tools over MCP (stdio or HTTP).
 
@@ -44,6 +51,8 @@ def serve(
         raise typer.BadParameter("the dashboard needs --transport http", param_hint="--dashboard")
     state = state_of(ctx, config)
     rt = state.runtime(with_team=dashboard)
+    if max_body is not None:
+        rt.http_limits = rt.http_limits.model_copy(update={"max_body": max_body})
     from toolcards.surfaces.serving import serve_runtime
 
     if transport == "http":

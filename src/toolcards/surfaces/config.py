@@ -18,6 +18,7 @@ approval: approver             # approval-required calls wait for an approver; "
 approval_timeout: 300
 approvals: audit.approvals.db  # pending approvals, shared by serve and the CLI (default)
 sessions: {max: 1000, per_principal: 100, idle_timeout: 900}   # MCP over HTTP
+http: {max_body: 4194304, header_timeout: 10, body_timeout: 15}   # HTTP clients' bounds
 mcp_commands: ["uvx mcp-server-fetch"]   # stdio MCP servers cards may start
 timeout: 60
 principals:
@@ -54,6 +55,7 @@ from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.yaml_safe import YamlError, load_yaml
 from toolcards.stores.errors import UnknownStoreScheme
 from toolcards.stores.location import StoreLocation, is_postgres_url, redact_url
+from toolcards.surfaces.http_limits import HttpLimits
 
 if TYPE_CHECKING:
     from toolcards.runtime.system import ActorSystem
@@ -160,6 +162,7 @@ class SurfaceConfig(BaseModel):
     approval_timeout: float = Field(default=300.0, gt=0)
     approvals: str | None = None
     sessions: SessionLimits = Field(default_factory=SessionLimits)
+    http: HttpLimits = Field(default_factory=HttpLimits)
     mcp_commands: list[str | dict[str, Any]] = Field(default_factory=list)
     member: str | None = None
     timeout: float | None = Field(default=60.0, gt=0)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.surfaces.auth import TokenTable
 from toolcards.surfaces.config import ConfigError, SurfaceConfig, load_config
+from toolcards.surfaces.http_limits import HttpLimits
 
 if TYPE_CHECKING:
     from pydantic_ai.toolsets import AbstractToolset
@@ -51,6 +52,8 @@ class SurfaceRuntime:
     toolsets: list[AbstractToolset[Any]] = field(default_factory=list)
     """Card-contributed toolsets (MCP servers) whose tools are served: a server keeps them
     connected while it runs."""
+    http_limits: HttpLimits = field(default_factory=HttpLimits)
+    """What one HTTP client may make the server hold (the config's ``http:``)."""
 
     @property
     def registry(self) -> CapabilityRegistry:
@@ -190,6 +193,7 @@ class SurfaceRuntime:
         rt.prompts, rt.extra_resources = prompts, extra_resources
         rt.approval, rt.approval_timeout = config.approval, config.approval_timeout
         rt.toolsets = card_toolsets
+        rt.http_limits = config.http
         return rt
 
     @classmethod

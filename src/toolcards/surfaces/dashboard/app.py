@@ -60,6 +60,8 @@ from toolcards.surfaces.dashboard.sessions import (
     Sessions,
     SignInRefused,
 )
+from toolcards.surfaces.dashboard.throttle import SignInThrottle
+from toolcards.surfaces.http_limits import BodyLimit, HttpLimits
 
 if TYPE_CHECKING:
     from toolcards.governance.approvals import ApprovalBroker
@@ -96,12 +98,17 @@ class Dashboard:
         host: str = "127.0.0.1",
         title: str | None = None,
         redactor: Redactor | None = None,
+        limits: HttpLimits | None = None,
+        one_time_tokens: bool = False,
+        throttle: SignInThrottle | None = None,
     ) -> None:
         self.team = team
         self.audit = audit
         self.approvals = approvals
         self.redactor = redactor or _team_redactor(team)
-        self.sessions = Sessions(tokens, viewer_roles=viewer_roles)
+        self.sessions = Sessions(tokens, viewer_roles=viewer_roles, one_time=one_time_tokens)
+        self.limits = limits or HttpLimits()
+        self.throttle = throttle or SignInThrottle()
         self.hub = LiveHub(team, approvals, self.redactor)
         self.host = host
         self.title = title or (f"team {team.team_id}" if team is not None else "toolcards")
@@ -135,7 +142,7 @@ class Dashboard:
                 lifespan=self.lifespan,
             )
         hosts = LOOPBACK_HOSTS if is_loopback(self.host) else None
-        return SecurityHeaders(self._app, allowed_hosts=hosts)
+        return SecurityHeaders(BodyLimit(self._app, self.limits), allowed_hosts=hosts)
 
     @contextlib.asynccontextmanager
     async def lifespan(self, _app: Any = None) -> AsyncIterator[None]:
@@ -240,18 +247,26 @@ class Dashboard:
         return self._login_page()
 
     async def login(self, request: Request) -> Response:
+        address = request.client.host if request.client is not None else ""
+        wait = self.throttle.retry_after(address)
+        if wait is not None:
+            response = self._login_page(429, f"Too many failed sign-ins: retry in {wait} s.")
+            response.headers["retry-after"] = str(wait)
+            return response
         form = await _form(request)
         if not _same_origin(request) or not self.sessions.nonce_ok(
             request.cookies.get(LOGIN_COOKIE), form.get("csrf")
         ):
             return self._login_page(403, "The sign-in form expired; please try again.")
         try:
-            identity = self.sessions.identify(form.get("token", ""))
+            session = self.sessions.sign_in(form.get("token", ""))
         except SignInRefused as exc:
+            if exc.status == 401:
+                self.throttle.failed(address)
             self._audit_sign_in(exc.identity, str(exc))
             return self._login_page(exc.status, str(exc))
-        self._audit_sign_in(identity, None)
-        session = self.sessions.open(identity)
+        self.throttle.succeeded(address)
+        self._audit_sign_in(session.identity, None)
         response = RedirectResponse("/", status_code=303)
         response.set_cookie(
             SESSION_COOKIE,

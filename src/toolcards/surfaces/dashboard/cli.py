@@ -147,7 +147,7 @@ def _from_store(
         tokens = TokenTable.from_tokens([(token, Identity("local", "user", ["viewer"]))])
         typer.echo(f"sign in with this one-time token: {token}", err=True)
         try:
-            yield Dashboard(team=team, audit=audit, tokens=tokens, host=host)
+            yield Dashboard(team=team, audit=audit, tokens=tokens, host=host, one_time_tokens=True)
         finally:
             team.stop()
             if audit is not None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolcards.surfaces.dashboard.app import Dashboard
 from toolcards.surfaces.dashboard.security import is_loopback
+from toolcards.surfaces.http_limits import HttpLimits
 
 if TYPE_CHECKING:
     from toolcards.surfaces.runtime import SurfaceRuntime
@@ -54,21 +55,18 @@ def dashboard_for(
         approvals=broker,
         tokens=runtime.tokens,
         host=host,
+        limits=runtime.http_limits,
     )
 
 
-def uvicorn_server(app: Any, host: str, port: int) -> Any:
+def uvicorn_server(app: Any, host: str, port: int, limits: HttpLimits | None = None) -> Any:
+    """A uvicorn server of ``app``, its clients bounded by ``limits`` (see
+    :mod:`toolcards.surfaces.http_guard`)."""
     import uvicorn
 
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_level="warning",
-        lifespan="on",
-        timeout_graceful_shutdown=2,
-    )
-    return uvicorn.Server(config)
+    from toolcards.surfaces.http_guard import server_config
+
+    return uvicorn.Server(server_config(app, host, port, limits))
 
 
 async def run_dashboard(
@@ -76,20 +74,22 @@ async def run_dashboard(
 ) -> None:
     """Serve ``dashboard`` until cancelled or signalled."""
     warn_if_exposed(host)
-    await uvicorn_server(dashboard.app(), host, port).serve()
+    await uvicorn_server(dashboard.app(), host, port, dashboard.limits).serve()
 
 
 class BackgroundServer:
     """An ASGI app served by uvicorn on a thread of this process (a notebook, a test, a
     program that runs its own agents): ``url`` once started, :meth:`stop` to end it."""
 
-    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, app: Any, host: str = "127.0.0.1", port: int = 0, limits: HttpLimits | None = None
+    ) -> None:
         self.host = host
         self._sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((host, port))
         self.port = self._sock.getsockname()[1]
-        self.server = uvicorn_server(app, host, self.port)
+        self.server = uvicorn_server(app, host, self.port, limits)
         self._thread = threading.Thread(target=self._run, name="toolcards-dashboard", daemon=True)
 
     @property

@@ -4,6 +4,10 @@ The session id travels in an HttpOnly, SameSite=Strict cookie; the server keeps 
 and a CSRF token per session (in memory: a restart signs everyone out). Every state-changing
 request must carry that CSRF token. The sign-in form itself is protected by a signed nonce
 kept in a short-lived cookie, so another site cannot sign a browser in.
+
+One principal holds at most ``max_per_principal`` sessions: signing in once more ends that
+principal's least recently used session, never another principal's. With ``one_time``
+tokens, a token opens one session and is then spent (a second sign-in with it is refused).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ LOGIN_COOKIE = "toolcards_login"
 DEFAULT_VIEWER_ROLES = ("viewer", "approver")
 SESSION_IDLE = 12 * 3600.0
 SESSION_MAX_AGE = 24 * 3600.0
-MAX_SESSIONS = 1000
+MAX_PER_PRINCIPAL = 20
 
 
 class SignInRefused(ToolcardsError):
@@ -63,13 +67,16 @@ class Sessions:
         viewer_roles: Iterable[str] = DEFAULT_VIEWER_ROLES,
         idle: float = SESSION_IDLE,
         max_age: float = SESSION_MAX_AGE,
-        max_sessions: int = MAX_SESSIONS,
+        max_per_principal: int = MAX_PER_PRINCIPAL,
+        one_time: bool = False,
     ) -> None:
         self.tokens = tokens
         self.viewer_roles = frozenset(viewer_roles)
         self.idle = idle
         self.max_age = max_age
-        self.max_sessions = max_sessions
+        self.max_per_principal = max_per_principal
+        self.one_time = one_time
+        self._spent: set[bytes] = set()
         self._secret = secrets.token_bytes(32)
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._lock = threading.Lock()
@@ -102,14 +109,28 @@ class Sessions:
             )
         return identity
 
+    def sign_in(self, token: str) -> Session:
+        """A new session for the principal of ``token`` (:meth:`identify`); a one-time token
+        is spent here, and refused once spent."""
+        identity = self.identify(token)
+        if self.one_time:
+            digest = hashlib.sha256(token.strip().encode("utf-8", "surrogateescape")).digest()
+            with self._lock:
+                if digest in self._spent:
+                    raise SignInRefused("that one-time token was already used", 401)
+                self._spent.add(digest)
+        return self.open(identity)
+
     def open(self, identity: Identity) -> Session:
-        """A new session for ``identity`` (a fresh id every sign-in)."""
+        """A new session for ``identity`` (a fresh id every sign-in); its least recently used
+        session beyond ``max_per_principal`` ends."""
         now = time.time()
         session = Session(secrets.token_urlsafe(32), identity, secrets.token_urlsafe(32), now, now)
         with self._lock:
             self._sessions[session.id] = session
-            while len(self._sessions) > self.max_sessions:
-                self._sessions.popitem(last=False)
+            mine = [k for k, v in self._sessions.items() if v.identity.id == identity.id]
+            for old in mine[: max(0, len(mine) - self.max_per_principal)]:
+                del self._sessions[old]
         return session
 
     # -- requests --------------------------------------------------------------------------

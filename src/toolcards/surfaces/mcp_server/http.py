@@ -19,10 +19,10 @@ from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.surfaces.approval import ApprovalChannel
 from toolcards.surfaces.auth import InvalidToken, TokenTable
 from toolcards.surfaces.config import SessionLimits
+from toolcards.surfaces.http_limits import BodyLimit, HttpLimits, replaying
 from toolcards.surfaces.mcp_server.server import IDENTITY_SCOPE_KEY, GovernedMCPServer
 from toolcards.surfaces.mcp_server.sessions import (
     ASGIApp,
-    Message,
     Receive,
     Scope,
     Send,
@@ -139,16 +139,7 @@ class JsonRpcEdge:
         if problem is not None:
             await reply(send, 400, json.dumps(problem).encode(), b"application/json")
             return
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(body, receive), send)
 
 
 def _post_problem(body: bytes) -> dict[str, Any] | None:
@@ -169,10 +160,12 @@ def http_app(
     host: str = "127.0.0.1",
     approvals: ApprovalChannel | None = None,
     sessions: SessionLimits | None = None,
+    limits: HttpLimits | None = None,
 ) -> Any:
     """The Starlette app serving MCP at ``/mcp`` for ``runtime`` (``approvals``: who decides
     approval-required calls, see :class:`~toolcards.surfaces.approval.ApprovalChannel`;
-    ``sessions``: their bounds, by default the config's)."""
+    ``sessions``: their bounds, by default the config's; ``limits``: request bodies, by
+    default the runtime's, see :mod:`toolcards.surfaces.http_limits`)."""
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.applications import Starlette
@@ -198,7 +191,7 @@ def http_app(
     guard = SessionGuard(
         JsonRpcEdge(manager.handle_request), manager_sessions(manager), sessions, IDENTITY_SCOPE_KEY
     )
-    handler = BearerAuth(guard, runtime.tokens)
+    handler = BodyLimit(BearerAuth(guard, runtime.tokens), limits or runtime.http_limits)
     quiet_disconnects()
 
     @contextlib.asynccontextmanager
@@ -218,6 +211,8 @@ async def run_http(
 ) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled or signalled."""
     import uvicorn
+
+    from toolcards.surfaces.http_guard import server_config
 
     if host not in _LOOPBACK:
         log.warning("serving MCP on %s: reachable beyond this machine", host)
@@ -242,7 +237,7 @@ async def run_http(
                     signal.signal(sig, handler)
 
     app = http_app(runtime, host=host)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    config = server_config(app, host, port, runtime.http_limits)
     server = Server(config)
     if on_ready is None:
         await server.serve()

@@ -1,0 +1,115 @@
+"""The connection-level bounds of the HTTP surfaces, under uvicorn.
+
+uvicorn has no deadline for request headers (``timeout_keep_alive`` runs only between
+requests, never while a request's first bytes trickle in) and no bound on connections per
+address. :func:`guarded_protocol` adds both to its HTTP protocol: the headers of a request
+must be complete within ``header_timeout`` seconds of the connection (or of the previous
+answer), else the connection is answered 408 and closed; an address holding ``per_client``
+connections has its next one answered 429 and closed. :func:`server_config` is the uvicorn
+configuration every HTTP surface runs with: that protocol, a shutdown that cancels what
+still runs after ``shutdown_timeout`` seconds, and client addresses taken from the socket
+(``X-Forwarded-For`` is not believed: it would let one client pose as many).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import Counter
+from typing import Any
+
+from toolcards.surfaces.http_limits import HttpLimits
+
+
+def _answer(status: int, reason: str, message: str) -> bytes:
+    body = f"{message}\n".encode()
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: text/plain; charset=utf-8\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def guarded_protocol(limits: HttpLimits) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol with a header deadline and a per-address connection cap (the
+    count is shared by the connections of the class returned)."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    open_by_address: Counter[str] = Counter()
+    too_slow = _answer(408, "Request Timeout", "the request headers took too long")
+    too_many = _answer(429, "Too Many Requests", "too many open connections from this address")
+
+    class GuardedH11Protocol(H11Protocol):
+        _address: str | None = None
+        _deadline: asyncio.TimerHandle | None = None
+        _served: object = None
+        """The request cycle answered last: headers are awaited while ``cycle`` is it."""
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            address = self.client[0] if self.client else None
+            if address is not None:
+                if open_by_address[address] >= limits.per_client:
+                    transport.write(too_many)
+                    transport.close()
+                    return
+                open_by_address[address] += 1
+                self._address = address
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            address, self._address = self._address, None
+            if address is not None:
+                open_by_address[address] -= 1
+                if open_by_address[address] <= 0:
+                    del open_by_address[address]
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self._deadline is not None and self.cycle is not self._served:
+                self._disarm()  # the headers are in; the body has its own deadline
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if self.transport.is_closing():
+                return
+            if self.cycle is None or self.cycle.response_complete:  # no pipelined request
+                self._served = self.cycle
+                self._arm()
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._deadline = self.loop.call_later(limits.header_timeout, self._expire)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _expire(self) -> None:
+            self._deadline = None
+            if self.cycle is self._served and not self.transport.is_closing():
+                self.transport.write(too_slow)
+                self.transport.close()
+
+    return GuardedH11Protocol
+
+
+def server_config(app: Any, host: str, port: int, limits: HttpLimits | None = None) -> Any:
+    """The ``uvicorn.Config`` of an HTTP surface serving ``app`` on ``host:port``."""
+    import uvicorn
+
+    limits = limits or HttpLimits()
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        http=guarded_protocol(limits),
+        proxy_headers=False,
+        timeout_keep_alive=5,
+        timeout_graceful_shutdown=math.ceil(limits.shutdown_timeout),
+    )

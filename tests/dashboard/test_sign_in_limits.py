@@ -1,0 +1,141 @@
+"""Dashboard sign-in under attack, against real servers: wrong tokens from one address are
+slowed down (429 with a growing Retry-After), one principal's sessions never push out
+another's, and the token `toolcards dashboard --store` prints works once."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from dashboard.support import IDENTITIES, TOKENS, Process, form_token
+from support.processes import free_port
+from toolcards.surfaces.auth import TokenTable
+from toolcards.surfaces.dashboard import BackgroundServer, Dashboard
+from toolcards.surfaces.dashboard.sessions import LOGIN_COOKIE, SESSION_COOKIE
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def url() -> Iterator[str]:
+    """A fresh dashboard (no team: only sign-in matters here) on 127.0.0.1."""
+    tokens = TokenTable.from_tokens((TOKENS[k], IDENTITIES[k]) for k in ("approver", "viewer"))
+    with BackgroundServer(Dashboard(tokens=tokens).app()) as server:
+        yield server.url
+
+
+class SignIn:
+    """Sign-in attempts from one client address, each a bare POST with the form's token."""
+
+    def __init__(self, url: str, source: str = "127.0.0.1") -> None:
+        transport = httpx.HTTPTransport(local_address=source)
+        self.client = httpx.Client(base_url=url, transport=transport, timeout=10)
+        page = self.client.get("/login")
+        self.nonce = page.cookies[LOGIN_COOKIE]
+        self.csrf = form_token(page.text)
+
+    def attempt(self, token: str) -> httpx.Response:
+        self.client.cookies.clear()
+        return self.client.post(
+            "/login",
+            data={"token": token, "csrf": self.csrf},
+            headers={"cookie": f"{LOGIN_COOKIE}={self.nonce}"},
+        )
+
+    def until_checked(self, token: str, timeout: float = 30.0) -> httpx.Response:
+        """Try ``token`` until the address is open again and it is looked at."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            answer = self.attempt(token)
+            if answer.status_code != 429:
+                return answer
+            time.sleep(0.1)
+        raise AssertionError("the address stayed closed")
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def test_three_hundred_wrong_tokens_get_only_a_handful_checked(url: str) -> None:
+    attacker = SignIn(url)
+    answers = [attacker.attempt(f"guess-{n}") for n in range(300)]
+    attacker.close()
+    checked = [a for a in answers if a.status_code == 401]
+    slowed = [a for a in answers if a.status_code == 429]
+    assert len(checked) <= 15
+    assert len(checked) + len(slowed) == 300
+    assert all(int(a.headers["retry-after"]) >= 1 for a in slowed)
+
+
+def test_the_wait_doubles_with_each_failure_after_the_free_ones(url: str) -> None:
+    attacker = SignIn(url)
+    for n in range(5):
+        assert attacker.attempt(f"guess-{n}").status_code == 401
+    waits = []
+    for n in range(2):
+        refused = attacker.attempt("one more")
+        assert refused.status_code == 429
+        waits.append(int(refused.headers["retry-after"]))
+        assert attacker.until_checked(f"wrong again {n}").status_code == 401
+    attacker.close()
+    assert waits[1] > waits[0] >= 1
+
+
+def test_a_right_token_from_a_closed_address_waits_too(url: str) -> None:
+    attacker = SignIn(url)
+    for n in range(6):
+        attacker.attempt(f"guess-{n}")
+    assert attacker.attempt(TOKENS["approver"]).status_code == 429
+    attacker.close()
+
+
+def test_a_closed_address_leaves_other_addresses_open(url: str) -> None:
+    attacker = SignIn(url)
+    for n in range(6):
+        attacker.attempt(f"guess-{n}")
+    neighbour = SignIn(url, source="127.0.0.2")
+    assert attacker.attempt(TOKENS["viewer"]).status_code == 429
+    assert neighbour.attempt(TOKENS["viewer"]).status_code == 303
+    attacker.close()
+    neighbour.close()
+
+
+def page_of(url: str, session: str) -> httpx.Response:
+    return httpx.get(url + "/", cookies={SESSION_COOKIE: session}, timeout=10)
+
+
+def test_a_viewer_opening_1001_sessions_never_ends_the_approvers_session(url: str) -> None:
+    approver = SignIn(url).attempt(TOKENS["approver"]).cookies[SESSION_COOKIE]
+    viewer = SignIn(url)
+    sessions = [viewer.attempt(TOKENS["viewer"]).cookies[SESSION_COOKIE] for _ in range(1001)]
+    viewer.close()
+    assert page_of(url, approver).status_code == 200
+    assert page_of(url, sessions[-1]).status_code == 200
+    assert page_of(url, sessions[0]).headers.get("location") == "/login"  # its own oldest
+
+
+def test_the_one_time_token_of_dashboard_store_opens_one_session_only(tmp_path: Path) -> None:
+    from toolcards.runtime import Team
+
+    with Team("stored", store=tmp_path / "team.db"):
+        pass
+    process = Process(
+        "dashboard", "--store", str(tmp_path / "team.db"), "--team", "stored", port=free_port()
+    )
+    try:
+        found = re.search(r"one-time token: (\S+)", process.output())
+        assert found is not None
+        first = SignIn(process.url).attempt(found.group(1))
+        second = SignIn(process.url).attempt(found.group(1))
+        signed_in = page_of(process.url, first.cookies[SESSION_COOKIE])
+    finally:
+        process.stop()
+    assert first.status_code == 303
+    assert signed_in.status_code == 200
+    assert second.status_code == 401
+    assert "already used" in second.text

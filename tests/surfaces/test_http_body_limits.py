@@ -1,0 +1,94 @@
+"""Request bodies of `toolcards serve --transport http` are bounded: a body announced over
+the cap is refused before it is read, a chunked one once the cap is passed, and the server's
+memory stays flat under a 64 MiB body (a real server process, raw sockets)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from raw_http import (
+    MiB,
+    PeakMemory,
+    ServeWith,
+    connect,
+    head,
+    send_in_background,
+    status,
+    until_closed,
+)
+
+from surfaces.surface_support import HEADERS, INIT, HttpServer, write_config
+from toolcards.surfaces.config import SurfaceConfig
+from toolcards.surfaces.http_limits import MAX_BODY, HttpLimits
+
+pytestmark = pytest.mark.timeout(180)
+
+JSON = ("Content-Type: application/json", "Accept: application/json, text/event-stream")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    srv = HttpServer(write_config(tmp_path_factory.mktemp("body")))
+    yield srv
+    srv.stop()
+
+
+def test_a_64_mib_body_announced_by_content_length_is_refused_unread(server: HttpServer) -> None:
+    memory = PeakMemory(server.proc.pid).reset()
+    with connect(server.port) as sock:
+        sock.sendall(head(server.port, *JSON, f"Content-Length: {64 * MiB}"))
+        sender = send_in_background(sock, 64, b"x" * MiB)
+        response = until_closed(sock)
+        sender.join(60)
+    assert status(response) == 413
+    assert b"max_body" in response
+    assert memory.growth() < 32 * MiB
+
+
+def test_a_64_mib_chunked_body_is_refused_at_the_cap_with_flat_memory(server: HttpServer) -> None:
+    memory = PeakMemory(server.proc.pid).reset()
+    chunk = f"{MiB:x}\r\n".encode() + b"x" * MiB + b"\r\n"
+    with connect(server.port) as sock:
+        sock.sendall(head(server.port, *JSON, "Transfer-Encoding: chunked"))
+        sender = send_in_background(sock, 64, chunk)
+        response = until_closed(sock)
+        sender.join(60)
+    assert status(response) == 413
+    assert memory.growth() < 32 * MiB
+
+
+def test_a_body_under_the_cap_still_reaches_mcp(server: HttpServer) -> None:
+    padded = {**INIT, "params": {**INIT["params"], "pad": "x" * (MAX_BODY // 2)}}
+    response = httpx.post(server.url, json=padded, headers=HEADERS, timeout=30)
+    assert response.status_code == 200
+    assert "mcp-session-id" in response.headers
+
+
+def test_an_unparsable_content_length_is_refused(server: HttpServer) -> None:
+    with connect(server.port) as sock:
+        sock.sendall(head(server.port, *JSON, "Content-Length: 99999999999999999999999"))
+        response = until_closed(sock)
+    assert status(response) in (400, 413)
+
+
+def test_max_body_on_the_command_line_overrides_the_config(tmp_path: Path) -> None:
+    srv = ServeWith(write_config(tmp_path), "--max-body", "4096")
+    try:
+        big = {**INIT, "params": {**INIT["params"], "pad": "x" * 8192}}
+        refused = httpx.post(srv.url, json=big, headers=HEADERS, timeout=30)
+        served = httpx.post(srv.url, json=INIT, headers=HEADERS, timeout=30)
+    finally:
+        srv.stop()
+    assert refused.status_code == 413
+    assert served.status_code == 200
+
+
+def test_the_config_names_the_body_cap_under_http() -> None:
+    config = SurfaceConfig.model_validate({"policy": "p.yaml", "http": {"max_body": 65536}})
+    assert config.http.max_body == 65536
+    assert SurfaceConfig.model_validate({"policy": "p.yaml"}).http.max_body == 4 * MiB
+    with pytest.raises(ValueError, match="max_body"):
+        HttpLimits(max_body=10)

@@ -1,0 +1,143 @@
+"""Slow clients of `toolcards serve --transport http` are dropped: half-sent headers after
+``http.header_timeout``, a trickled body after ``http.body_timeout``; one address holds at
+most ``http.per_client`` connections; SIGTERM stops the server while slow clients hang on
+(a real server process, raw sockets)."""
+
+from __future__ import annotations
+
+import select
+import signal
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from raw_http import connect, head, status, until_closed
+
+from surfaces.surface_support import HttpServer, write_config
+from toolcards.surfaces.http_limits import HttpLimits
+
+pytestmark = pytest.mark.timeout(180)
+
+SHORT = {"header_timeout": 1, "body_timeout": 1.5}
+JSON = ("Content-Type: application/json", "Accept: application/json, text/event-stream")
+
+
+def serve(directory: Path, **http: float) -> HttpServer:
+    return HttpServer(write_config(directory, http=http))
+
+
+@pytest.fixture(scope="module")
+def short(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    srv = serve(tmp_path_factory.mktemp("short"), **SHORT)
+    yield srv
+    srv.stop()
+
+
+def half_sent_headers(port: int) -> socket.socket:
+    sock = connect(port)
+    sock.sendall(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Ty".encode())
+    return sock
+
+
+def half_sent_body(port: int) -> socket.socket:
+    sock = connect(port)
+    sock.sendall(head(port, *JSON, "Content-Length: 100") + b'{"jsonrpc": "2.0", ')
+    return sock
+
+
+def test_half_sent_headers_are_dropped_after_the_header_timeout(short: HttpServer) -> None:
+    with half_sent_headers(short.port) as sock:
+        response = until_closed(sock, timeout=30)
+    assert status(response) == 408
+
+
+def test_headers_trickled_byte_by_byte_are_dropped_at_the_same_deadline(
+    short: HttpServer,
+) -> None:
+    request = head(short.port, *JSON, "Content-Length: 2") + b"{}"
+    with connect(short.port) as sock:
+        for byte in request:  # one byte per 50 ms, unless the server speaks first
+            if select.select([sock], [], [], 0.05)[0]:
+                break
+            try:
+                sock.sendall(bytes([byte]))
+            except OSError:
+                break
+        response = until_closed(sock, timeout=30)
+    assert status(response) == 408
+
+
+def test_a_body_trickled_slowly_is_dropped_after_the_body_timeout(short: HttpServer) -> None:
+    with half_sent_body(short.port) as sock:
+        response = until_closed(sock, timeout=30)
+    assert status(response) == 408
+    assert b"request body took longer" in response
+
+
+def test_a_prompt_request_on_the_same_server_is_served(short: HttpServer) -> None:
+    with connect(short.port) as sock:
+        sock.sendall(head(short.port, *JSON, "Content-Length: 2", "Connection: close") + b"{}")
+        response = until_closed(sock, timeout=30)
+    assert status(response) == 400  # answered by the JSON-RPC edge: not JSON-RPC
+
+
+@pytest.mark.slow
+def test_with_the_defaults_a_half_sent_request_is_dropped_within_30_s(tmp_path: Path) -> None:
+    defaults = HttpLimits()
+    assert defaults.header_timeout + defaults.body_timeout <= 30
+    srv = HttpServer(write_config(tmp_path))
+    try:
+        with half_sent_body(srv.port) as sock:
+            response = until_closed(sock, timeout=30)
+    finally:
+        srv.stop()
+    assert status(response) == 408
+
+
+def test_one_address_holds_at_most_per_client_connections(tmp_path: Path) -> None:
+    srv = serve(tmp_path, per_client=3, header_timeout=120)
+    held = [half_sent_headers(srv.port) for _ in range(3)]
+    try:
+        with connect(srv.port) as extra:
+            refused = until_closed(extra, timeout=30)
+        with connect(srv.port, source="127.0.0.2") as other:
+            other.sendall(head(srv.port, *JSON, "Content-Length: 2", "Connection: close") + b"{}")
+            served = until_closed(other, timeout=30)
+    finally:
+        for sock in held:
+            sock.close()
+        srv.stop()
+    assert status(refused) == 429
+    assert status(served) == 400  # reached the JSON-RPC edge
+
+
+def test_closed_connections_free_their_addresss_slots(tmp_path: Path) -> None:
+    srv = serve(tmp_path, per_client=2, header_timeout=120)
+    try:
+        for _ in range(5):  # far more connections than slots, one after the other
+            with connect(srv.port) as sock:
+                sock.sendall(
+                    head(srv.port, *JSON, "Content-Length: 2", "Connection: close") + b"{}"
+                )
+                assert status(until_closed(sock, timeout=30)) == 400
+    finally:
+        srv.stop()
+
+
+def test_sigterm_stops_the_server_within_10_s_while_slow_clients_hang_on(tmp_path: Path) -> None:
+    srv = serve(tmp_path, header_timeout=300, body_timeout=300, shutdown_timeout=2)
+    slow = [half_sent_headers(srv.port) for _ in range(10)]
+    slow += [half_sent_body(srv.port) for _ in range(10)]
+    try:
+        srv.proc.send_signal(signal.SIGTERM)
+        try:
+            code = srv.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = None
+    finally:
+        for sock in slow:
+            sock.close()
+        srv.stop()
+    assert code is not None, "the server was still running 10 s after SIGTERM"
