@@ -1,9 +1,9 @@
 """A small internet for the OAuth tests: a hostile MCP server and authorization servers.
 
-Public hosts (``*.example`` names that the test's DNS maps to ``PUBLIC``) are answered in
-memory by an httpx mock transport; anything else (a name the DNS maps to 127.0.0.1, a
-loopback URL) goes to the real network stack, where a ``Listener`` on 127.0.0.1 records
-whether it was contacted.
+Public hosts (``*.example`` names that the test's DNS maps to ``PUBLIC``) and the private
+network (``PRIVATE``) are answered in memory by an httpx mock transport; anything else (a
+name the DNS maps to 127.0.0.1, a loopback URL) goes to the real network stack, where a
+``Listener`` on 127.0.0.1 records whether it was contacted.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from toolcards.tools.mcp._http import http as httpx
 from toolcards.tools.mcp.oauth import OAuthFlow
 
 PUBLIC = "93.184.216.34"
-"""The one public address of the test's DNS."""
+"""The public address of the test's DNS."""
+PRIVATE = "10.0.0.5"
+"""An address of a private network (answered in memory too)."""
 SERVER = "https://mcp.hostile.example/mcp"
 SERVER_HOST = "mcp.hostile.example"
 HOSTILE_AS = "https://as.hostile.example"
@@ -111,7 +113,7 @@ class HostileNet:
         class Routed(httpx.AsyncBaseTransport):
             async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
                 address = net.dns.get(request.url.host, request.url.host)
-                if address == PUBLIC:
+                if address in (PUBLIC, PRIVATE):
                     return await net._mock.handle_async_request(request)
                 request.url = request.url.copy_with(host=address)
                 return await net._real.handle_async_request(request)
@@ -126,7 +128,7 @@ class HostileNet:
         host = request.headers.get("host", request.url.host).split(":")[0]
         path = request.url.path
         self.requests.append((host, path, request))
-        if (host, path) == (SERVER_HOST, "/mcp"):
+        if path == "/mcp":
             if request.headers.get("authorization") == f"Bearer {ACCESS}":
                 return httpx.Response(200, json={"ok": True})
             return httpx.Response(401, headers={"WWW-Authenticate": self.challenge})

@@ -13,6 +13,7 @@ import pytest
 from hostile_oauth import (
     ACCESS,
     HOSTILE_AS,
+    PRIVATE,
     PUBLIC,
     SERVER,
     SERVER_HOST,
@@ -161,5 +162,24 @@ def test_a_token_endpoint_on_a_loopback_address_is_refused_before_consent(
 
 def test_discovery_connects_to_the_address_that_was_checked(net: HostileNet) -> None:
     assert asyncio.run(net.get(net.flow())).status_code == 200
-    discovery = net.sent(*PRM) + net.sent(*HOSTILE_META) + net.sent("as.hostile.example", "/token")
-    assert len(discovery) == 3 and {r.url.host for r in discovery} == {PUBLIC}
+    discovery = net.sent(*HOSTILE_META) + net.sent("as.hostile.example", "/token")
+    assert len(discovery) == 2 and {r.url.host for r in discovery} == {PUBLIC}
+
+
+def test_discovery_on_the_mcp_server_own_private_origin_is_allowed(net: HostileNet) -> None:
+    net.dns["mcp.corp.example"] = PRIVATE
+    net.challenge = 'Bearer resource_metadata="https://mcp.corp.example/.well-known/prm"'
+    resource = {"resource": "https://mcp.corp.example/mcp", "authorization_servers": [HOSTILE_AS]}
+    net.pages[("mcp.corp.example", "/.well-known/prm")] = resource
+    flow = net.flow(server_url="https://mcp.corp.example/mcp")
+    assert asyncio.run(net.get(flow, "https://mcp.corp.example/mcp")).status_code == 200
+
+
+def test_a_remote_server_cannot_name_an_authorization_server_on_a_private_address(
+    net: HostileNet,
+) -> None:
+    net.dns["sso.corp.example"] = PRIVATE
+    net.pages[PRM] = {"resource": SERVER, "authorization_servers": ["https://sso.corp.example"]}
+    with pytest.raises(OAuthError, match="a private address"):
+        asyncio.run(net.get(net.flow()))
+    assert not [h for h, _, _ in net.requests if h == "sso.corp.example"]

@@ -31,9 +31,9 @@ from toolcards.tools.mcp.oauth_discovery import Discovery, Endpoints
 from toolcards.tools.mcp.oauth_urls import (
     DiscoveryGuard,
     OAuthError,
-    origin,
     require_secure,
     resource_for,
+    same_origin,
     shown,
 )
 
@@ -170,16 +170,13 @@ class OAuthFlow(httpx.Auth):
 
     def _for_server(self, url: str) -> bool:
         """Whether ``url`` is on the MCP server's origin (the only place a token goes)."""
-        try:
-            return origin(url) == origin(self.server_url)
-        except OAuthError:
-            return False
+        return same_origin(url, self.server_url)
 
     def _authorize(self, request: httpx.Request) -> None:
-        if self._tokens is not None and self._for_server(str(request.url)):
-            request.headers["Authorization"] = f"Bearer {self._tokens.access}"
-        else:
+        if not self._for_server(str(request.url)):
             request.headers.pop("Authorization", None)
+        elif self._tokens is not None:
+            request.headers["Authorization"] = f"Bearer {self._tokens.access}"
 
     def _client(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(

@@ -73,6 +73,14 @@ def origin(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
+def same_origin(url: str, other: str) -> bool:
+    """Whether both URLs have the same scheme, host and port (False when one is unusable)."""
+    try:
+        return origin(url) == origin(other)
+    except OAuthError:
+        return False
+
+
 def resource_for(server_url: str, configured: str | None = None) -> str:
     """The resource indicator to request: the MCP server's canonical URL, or the configured
     one when it names the same server (same origin, a parent path of the server's URL)."""
@@ -105,7 +113,8 @@ class DiscoveryGuard:
     async def check(self, url: str, what: str, *, configured: bool = False) -> CheckedURL:
         """``url`` in canonical form with the addresses to connect to (empty when nothing was
         resolved); OAuthError when it must not be contacted. ``configured``: the card names
-        it (only https, or http on a loopback host, is required)."""
+        it (only https, or http on a loopback host, is required). A URL on the MCP server's
+        own origin is not checked for private addresses (the client connects there anyway)."""
         scheme = urlsplit(url).scheme.lower()
         if configured:
             require_secure(url, what)
@@ -113,7 +122,8 @@ class DiscoveryGuard:
             rule = "" if self.local else "; plain http only for an MCP server on a loopback host"
             raise OAuthError(f"the {what} must use https{rule}: {shown(url)}")
         try:
-            checked = await check_url(url, self.resolver, allow_private=configured or self.local)
+            private = configured or self.local or same_origin(url, self.server_url)
+            checked = await check_url(url, self.resolver, allow_private=private)
         except URLRefused as exc:
             raise OAuthError(f"the {what} {shown(url)} is refused ({exc})") from None
         if scheme == "http" and not is_loopback(checked.parsed.host):
