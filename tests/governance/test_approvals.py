@@ -154,6 +154,20 @@ async def test_an_expired_request_cannot_be_granted() -> None:
     assert broker.pending() == []
 
 
+async def test_a_refused_decision_on_an_expired_request_names_its_tool(tmp_path: Path) -> None:
+    now = [1000.0]
+    with AuditLog(tmp_path / "audit.db", durability="sync") as audit:
+        broker = ApprovalBroker(ttl=60, clock=lambda: now[0], audit=audit)
+        executor = _executor(approvals=broker, audit=audit)
+        pending = await executor.call("wire", {"amount": 5}, CAROL, call_id="c1")
+        assert pending.approval is not None
+        now[0] += 61
+        with pytest.raises(ApprovalError):
+            broker.grant(pending.approval.approval_id, approver=RITA, surface="cli")
+        rows = audit.query(outcome="approval_rejected")
+    assert [(r.tool, r.call_id, r.principal) for r in rows] == [("wire", "c1", "rita")]
+
+
 async def test_decisions_and_refused_attempts_are_audited_with_the_approver(
     tmp_path: Path,
 ) -> None:

@@ -16,6 +16,7 @@ SQLite file shared by the processes of one machine.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import time
@@ -313,6 +314,10 @@ class ApprovalBroker:
             return
         from toolcards.governance.audit import AuditRecord
 
+        if request is None:  # expired or already spent: the row still names its call
+            with contextlib.suppress(TypeError):
+                stored = self.store.get(_handle_id(handle))
+                request = stored.request if stored is not None else None
         who = approver if isinstance(approver, Identity) else None
         audit.record(
             AuditRecord(
