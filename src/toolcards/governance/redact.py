@@ -113,6 +113,17 @@ class Redactor:
             text = pattern.sub(text)
         return text
 
+    def _plain(self, text: str) -> bool:
+        """Short ASCII text with no anchor and nothing to decode: nothing to replace."""
+        return (
+            len(text) <= _GATED
+            and not self._free
+            and text.isascii()
+            and "%" not in text
+            and "\\" not in text
+            and self._gate.search(text.lower()) is None
+        )
+
     def has_secret(self, text: str) -> bool:
         """Whether ``text``, or a decoded spelling of it (JSON escapes, percent-encoding,
         NFKC), holds something a value pattern would replace."""
@@ -124,6 +135,8 @@ class Redactor:
         redacted decoded spelling is returned instead."""
         if len(text) > _MAX_STRING:
             text = text[:_MAX_STRING] + "...[truncated]"
+        elif self._plain(text):
+            return text
         text = self._replaced(text)
         for _ in range(DEPTH):
             for view in views(text):
