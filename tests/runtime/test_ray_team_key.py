@@ -119,7 +119,15 @@ def test_a_team_resumed_in_another_process_shares_the_key(
     first, _ = _planning_team("key-b", postgres_url, namespace, "shared")
     try:
         second = _driver(RESUMER, ray_cluster.address, namespace, postgres_url)
+        started = [
+            e.payload
+            for e in first.log.events()
+            if isinstance(e.payload, dict)
+            and e.payload.get("event") == "actor_started"
+            and e.payload.get("name") == "#PlanningTool"
+        ]
     finally:
         first.stop(everywhere=True)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "shared" in second.stdout
+    assert len(started) == 1  # the second process joined the actor; it did not start it

@@ -51,6 +51,7 @@ class _RayHost:
         self.target: Any = None
         self.start_error: BaseException | None = None
         self._key = key_digest
+        self._joined = False
         try:
             self.target = factory()
             hook = getattr(self.target, "on_start", None)
@@ -68,6 +69,14 @@ class _RayHost:
     def started(self, key: str | None = None) -> BaseException | None:
         self._admit(key)
         return self.start_error
+
+    def first_join(self, key: str | None = None) -> bool:
+        """True for the first caller only: the spawn that started this actor (later ones
+        joined it, from this or another process)."""
+        self._admit(key)
+        first = not self._joined
+        self._joined = True
+        return first
 
     def call(
         self, method: str, args: tuple[Any, ...], kw: dict[str, Any], key: str | None = None
@@ -94,12 +103,14 @@ class _RayHost:
 class RayHandle(HandleBase[Any]):
     """An :class:`ActorHandle` over a Ray actor handle."""
 
-    __slots__ = ("_actor", "_key")
+    __slots__ = ("_actor", "_key", "started_here")
 
     def __init__(self, name: str, actor: Any, key: str | None = None) -> None:
         super().__init__(name)
         self._actor = actor
         self._key = key
+        self.started_here = True
+        """False when the spawn found the actor already running (another process started it)."""
 
     def _ask(self, method: str, args: tuple[Any, ...], kw: dict[str, Any], timeout: float) -> Any:
         ray = _ray()
@@ -252,7 +263,9 @@ class RayActorSystem:
             with contextlib.suppress(Exception):
                 ray.kill(actor, no_restart=True)
             raise error
-        return RayHandle(name, actor, key)
+        handle = RayHandle(name, actor, key)
+        handle.started_here = ray.get(actor.first_join.remote(key), timeout=start_timeout)
+        return handle
 
     def lookup(self, name: str) -> RayHandle | None:
         ray = self.connect()

@@ -253,7 +253,8 @@ class Team:
             system=None if local else system,
         )
         handle = system.spawn(name, factory)
-        self.log.lifecycle("actor_started", name=name)
+        if getattr(handle, "started_here", True):  # a Ray actor another process started: joined
+            self.log.lifecycle("actor_started", name=name)
         return handle
 
     def spawn(self, name: str, factory: Callable[[], Any]) -> ActorHandle[Any]:
