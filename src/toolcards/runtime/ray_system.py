@@ -18,8 +18,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import importlib.util
 import os
 import socket
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -206,6 +208,19 @@ class RayActorSystem:
         return other
 
     # ---- connection --------------------------------------------------------------------------
+
+    def starts_private_cluster(self) -> bool:
+        """Whether connecting would start a new Ray in this process: no address, no
+        ``RAY_ADDRESS``, no Ray initialised here (and the ray extra installed). Such a cluster
+        is this process's alone; ``address="local"`` asks for one explicitly."""
+        if self._connected:
+            return self._started_ray
+        if self.address or os.environ.get("RAY_ADDRESS"):
+            return False
+        ray = sys.modules.get("ray")
+        if ray is not None and ray.is_initialized():
+            return False
+        return importlib.util.find_spec("ray") is not None
 
     def connect(self) -> Any:
         """Connect to (or start) Ray once; the ``ray`` module."""

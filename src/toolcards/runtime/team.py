@@ -522,6 +522,14 @@ def _actor_system(
             f"actors in other processes cannot open the store {store.location}: a "
             "distributed actor system needs a store every process shares (a postgresql:// URL)"
         )
+    private = getattr(system, "starts_private_cluster", None)
+    if callable(private) and private():
+        raise ValueError(
+            f"system ray with the shared store {store.location} would start a private Ray "
+            "cluster in this process, so every process would run its own copy of the team's "
+            "actors: give the cluster's address (RAY_ADDRESS, RayActorSystem(address=...) or "
+            "'auto' for the cluster running on this machine; 'local' asks for a private one)"
+        )
     keyed = getattr(system, "with_team_key", None)
     if callable(keyed):  # Ray: any driver finds any named actor; the team's key keeps it out
         from toolcards.runtime.team_key import team_key
