@@ -48,6 +48,8 @@ SHAPES: list[tuple[dict[str, Any], str]] = [
     ({"headers": {"ghp_Hx7abcdefghijklmnopqrstuvwxyz0123": "x"}}, "Hx7abcdefghij"),
     ({"seen": {"sk-Hx7abcdefghijklmnopqrstuv": True}}, "Hx7abcdefghijk"),
     ({"keys": {"AKIAHX7IOSFODNN7EXAM": 1}}, "HX7IOSFODNN7"),
+    ({"hooks": {"xoxb-1234567890-Hx7abcdefghijklmn": "on"}}, "Hx7abcdefghijklmn"),
+    ({"by_jwt": {"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJIeDcifQ.Hx7signaturepart": 1}}, "Hx7signature"),
     ({"m": {"wJalrXUtnHx7EMI/K7MDENG/bPxRfiCYzq9": 1}}, "wJalrXUtnHx7"),
     ({"m": {"password=Hx7inkey": 1}}, "Hx7inkey"),
     ({"ｐａｓｓｗｏｒｄ": "Hx7widename"}, "Hx7widename"),
