@@ -57,7 +57,8 @@ _SECRET_KEYS = (
     r"|(?<![a-z0-9])(?:pass|pwd|auth)"
     r"|(?-i:(?<![A-Za-z0-9])[A-Z][A-Z0-9]{0,40}_KEY)"
 )
-_KEY_ANCHORS = "pass secret token key credential auth cookie session sig pwd".split()
+_KEY_ANCHORS = ("pass", "secret", "token", "key", "credential", "auth", "cookie", "session")
+_KEY_ANCHORS_ALL = (*_KEY_ANCHORS, "sig", "pwd")
 # words after "password:" that are a type, an empty value or a validation message, not the
 # secret (code, YAML, "password: Field required")
 _NOT_A_VALUE = (
@@ -121,7 +122,7 @@ BUILTIN_PATTERNS: tuple[SecretPattern, ...] = (
         r"(?:(?:basic|bearer|token|digest)[ \t]+)?"
         + _NOT_A_VALUE
         + r"(?P<secret>\\{1,8}\"[^\"\n]*\"|\"[^\"\n]*\"|'[^'\n]*'|[\"']?[^\s\"',;&]+)",
-        _KEY_ANCHORS,
+        _KEY_ANCHORS_ALL,
     ),
     _P(
         "secret_flag",
