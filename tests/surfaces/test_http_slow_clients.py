@@ -126,18 +126,24 @@ def test_closed_connections_free_their_addresss_slots(tmp_path: Path) -> None:
         srv.stop()
 
 
-def test_sigterm_stops_the_server_within_10_s_while_slow_clients_hang_on(tmp_path: Path) -> None:
-    srv = serve(tmp_path, header_timeout=300, body_timeout=300, shutdown_timeout=2)
-    slow = [half_sent_headers(srv.port) for _ in range(10)]
-    slow += [half_sent_body(srv.port) for _ in range(10)]
+def stopped_within_10_s(srv: HttpServer, clients: list[socket.socket]) -> bool:
+    """SIGTERM ``srv`` while ``clients`` hang on; whether it exited within 10 s."""
     try:
         srv.proc.send_signal(signal.SIGTERM)
         try:
-            code = srv.proc.wait(timeout=10)
+            srv.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            code = None
+            return False
+        return True
     finally:
-        for sock in slow:
+        for sock in clients:
             sock.close()
         srv.stop()
-    assert code is not None, "the server was still running 10 s after SIGTERM"
+
+
+def test_sigterm_stops_the_server_within_10_s_while_slow_clients_hang_on(tmp_path: Path) -> None:
+    """Requests still arriving are dropped at once: not even a long shutdown deadline waits."""
+    srv = serve(tmp_path, header_timeout=300, body_timeout=300, shutdown_timeout=60)
+    slow = [half_sent_headers(srv.port) for _ in range(10)]
+    slow += [half_sent_body(srv.port) for _ in range(10)]
+    assert stopped_within_10_s(srv, slow)

@@ -5,10 +5,12 @@ requests, never while a request's first bytes trickle in) and no bound on connec
 address. :func:`guarded_protocol` adds both to its HTTP protocol: the headers of a request
 must be complete within ``header_timeout`` seconds of the connection (or of the previous
 answer), else the connection is answered 408 and closed; an address holding ``per_client``
-connections has its next one answered 429 and closed. :func:`server_config` is the uvicorn
-configuration every HTTP surface runs with: that protocol, a shutdown that cancels what
-still runs after ``shutdown_timeout`` seconds, and client addresses taken from the socket
-(``X-Forwarded-For`` is not believed: it would let one client pose as many).
+connections has its next one answered 429 and closed. A stopping server drops at once the
+connections whose request is still arriving (uvicorn would wait for them).
+:func:`server_config` is the uvicorn configuration every HTTP surface runs with: that
+protocol, a shutdown that cancels what still runs after ``shutdown_timeout`` seconds, and
+client addresses taken from the socket (``X-Forwarded-For`` is not believed: it would let
+one client pose as many).
 """
 
 from __future__ import annotations
@@ -70,6 +72,13 @@ def guarded_protocol(limits: HttpLimits) -> type[asyncio.Protocol]:
             super().data_received(data)
             if self._deadline is not None and self.cycle is not self._served:
                 self._disarm()  # the headers are in; the body has its own deadline
+
+        def shutdown(self) -> None:
+            cycle = self.cycle
+            if cycle is not None and cycle.more_body and not cycle.response_started:
+                self.transport.close()  # its request is still arriving: nothing to finish
+                return
+            super().shutdown()
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
