@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import itertools
 import os
+import tempfile
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # before anything imports ray
+# audit rows kept while a trail is down go to this session's own folder, not the home folder
+os.environ.setdefault("TOOLCARDS_AUDIT_SPILL", tempfile.mkdtemp(prefix="toolcards-spill-"))
 from collections.abc import Iterator
 
 import pytest

@@ -46,6 +46,7 @@ FILE_IO = {
     "toolcards.demo.next_steps": "writes the demo's policy and config files to its state dir",
     "toolcards.demo.state": "the demo's state marker and lock files in its state dir",
     "toolcards.demo.team_job": "reads the demo store's lock file in its state dir",
+    "toolcards.governance.audit_spill": "the audit rows kept in its own spill directory",
     "toolcards.governance.policy": "reads the policy file a config names",
     "toolcards.governance.table": "reads a policy decision table (YAML)",
     "toolcards.stores.sqlite.team": "holds the SQLite store's lock file open",

@@ -3,6 +3,7 @@ table is a store: :mod:`toolcards.stores.sqlite.audit` or PostgreSQL)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import queue
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from toolcards.governance import _shutdown
+from toolcards.governance.audit_spill import AuditSpill
 from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
 from toolcards.stores.base import AuditTable, StoreLocation
 from toolcards.stores.open import open_audit_table
@@ -129,6 +131,7 @@ class AuditLog:
         linger: float = 0.05,
         flush_on_signal: bool = True,
         team_id: str | None = None,
+        spill_dir: str | Path | None = None,
     ) -> None:
         if durability not in ("batched", "sync"):
             raise ValueError("durability must be 'batched' or 'sync'")
@@ -140,10 +143,14 @@ class AuditLog:
         self.team_id = self._db.team_id
         """Whose rows this log writes and reads (every row carries it): ``team_id``, else the
         team owning a SQLite file, else ``"default"``."""
+        spill = None if spill_dir is None else str(spill_dir)
         reopen = (location.target, durability, batch_size, linger, flush_on_signal, self.team_id)
-        self._reopen = reopen
+        self._reopen = (*reopen, spill)
         self.path = Path(location.display)
         """The file, or (PostgreSQL) the database's printable URL."""
+        where = Path(spill_dir) if spill_dir is not None else None
+        self.spill = AuditSpill(location.display, self.team_id, where)
+        """Rows the trail could not take yet (see :mod:`toolcards.governance.audit_spill`)."""
         self._lock = threading.RLock()  # a SIGTERM handler may write while its thread does
         self._queue: queue.SimpleQueue[AuditRecord | threading.Event | None] = queue.SimpleQueue()
         self._hurry = threading.Event()
@@ -175,7 +182,16 @@ class AuditLog:
                 log.exception("audit write failed; 1 entry lost")
 
     def _write(self, entries: list[AuditRecord]) -> None:
-        self._db.insert([_safe_row(rec) for rec in entries])
+        """Write ``entries``, after any rows kept while the trail was down; rows the trail
+        cannot take now go to the spill file."""
+        rows = [_safe_row(rec) for rec in entries]
+        try:
+            if self.spill.pending:
+                self.spill.replay(self._db.insert)
+            self._db.insert(rows)
+        except Exception as exc:
+            log.warning("audit write failed (%s); keeping %d rows in the spill", exc, len(rows))
+            self.spill.add(rows)
 
     def _run(self) -> None:
         stop = False
@@ -234,6 +250,9 @@ class AuditLog:
             self._hurry.set()
             self._writer.join(timeout=timeout)
         with self._lock:
+            if self.spill.pending:  # the trail may be back: hand it what was kept
+                with contextlib.suppress(Exception):
+                    self.spill.replay(self._db.insert)
             self._db.close()
 
     def __enter__(self) -> AuditLog:
@@ -322,6 +341,7 @@ def _reopen(
     linger: float,
     flush_on_signal: bool,
     team_id: str | None = None,
+    spill_dir: str | None = None,
 ) -> AuditLog:
     return AuditLog(
         location,
@@ -330,4 +350,5 @@ def _reopen(
         linger=linger,
         flush_on_signal=flush_on_signal,
         team_id=team_id,
+        spill_dir=spill_dir,
     )
