@@ -79,13 +79,13 @@ async def test_a_call_denied_in_the_inbox_is_refused() -> None:
     assert inbox.pending() == []
 
 
-async def test_no_decision_in_time_is_a_no_and_leaves_the_inbox_empty() -> None:
+async def test_no_decision_in_time_is_an_approval_timeout_and_leaves_the_inbox_empty() -> None:
     executor = _executor()
     inbox = ApprovalBroker()
     result = await executor.call(
         "deploy", {"env": "prod"}, CALLER, approver=InboxApprover(inbox, timeout=0.2)
     )
-    assert result.outcome is Outcome.DENIED and runs == []
+    assert result.outcome is Outcome.APPROVAL_TIMEOUT and runs == []
     assert inbox.pending() == [] and executor.approvals.pending() == []
 
 

@@ -215,12 +215,15 @@ async def call_once(
         server.stop()
 
 
-async def test_the_caller_is_never_asked_and_no_decision_in_time_refuses(tmp_path: Path) -> None:
+async def test_the_caller_is_never_asked_and_no_decision_in_time_times_out(
+    tmp_path: Path,
+) -> None:
     config, _ = configs(tmp_path, approval_timeout=1.5)
     asked: list[str] = []
     result = await call_once(config, "unattended", asked)
     assert asked == []
-    assert result.is_error is True and "refused" in result.content[0].text  # type: ignore[union-attr]
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert result.is_error is True and text.startswith("approval timeout:")
     assert not (tmp_path / "notes.txt").exists()
     assert json.loads(toolcards(config, "approvals", "list").stdout) == []
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -66,3 +67,9 @@ class Identity:
 
 
 ANONYMOUS = Identity("anonymous", "anonymous")
+
+calling_principal: ContextVar[Identity | None] = ContextVar(
+    "toolcards_calling_principal", default=None
+)
+"""The principal of the governed call whose tool runs in this context (the executor sets it;
+a tool that records who wrote something reads it)."""

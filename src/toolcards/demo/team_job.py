@@ -31,6 +31,7 @@ from toolcards.demo.state import (
     mark_complete,
     prepare,
 )
+from toolcards.demo.steps import Steps
 
 if TYPE_CHECKING:
     from toolcards.governance import AuditLog
@@ -94,6 +95,8 @@ class JobLog:
     lines: list[tuple[str, str]] = field(default_factory=list)
     approvals: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    steps: Steps = field(default_factory=Steps)
+    """Each step as it happens (stderr), before the summary."""
 
     def add(self, who: str, text: str) -> None:
         self.lines.append((who, text))
@@ -286,6 +289,7 @@ def run_job(state_dir: Path, model: str | None = None) -> dict[str, Any]:
         if not resumed:
             for role in ("lead", "engineer"):
                 log.add("team", f"hired {team.hire(role)}")
+                log.steps.note(log.lines[-1][1])
             _talk(team, log, LEAD, "Please plan the release of toolcards 0.1.")
             _talk(team, log, ENGINEER, "Please write the release notes and publish them.")
             engineer = next(p for p in team.profiles if p.role == "engineer")
@@ -295,6 +299,7 @@ def run_job(state_dir: Path, model: str | None = None) -> dict[str, Any]:
             _wait_for_notification(team, log, timeout=0.0)  # shown now if it already fired
         else:
             log.add("team", f"resumed with members {', '.join(m.name for m in team.members())}")
+            log.steps.note(log.lines[-1][1])
             _wait_for_notification(team, log)
             _talk(team, log, LEAD, "/get_planning")
         from toolcards.demo.report import collect
@@ -359,7 +364,9 @@ def _holder(state_dir: Path) -> str:
 
 def _talk(team: Team, log: JobLog, to: str, text: str) -> None:
     log.add(f"user -> {to}", text)
-    log.add(f"{to} -> user", team.send(to, text, timeout=120))
+    with log.steps.turn(to, text):
+        answer = team.send(to, text, timeout=120)
+    log.add(f"{to} -> user", answer)
 
 
 def _wait_for_notification(team: Team, log: JobLog, timeout: float = 15.0) -> None:

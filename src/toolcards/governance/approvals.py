@@ -60,6 +60,15 @@ Handle = ApprovalRequest | str
 """What a decision names: the request the human saw, or its ``approval_id``."""
 
 
+class ApprovalTimedOut(ToolcardsError):
+    """Raised by an approver when nobody decided on the call within its wait (``seconds``):
+    the executor reports ``approval_timeout``, not a refusal."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"no approver decided within {seconds:g} s")
+        self.seconds = seconds
+
+
 class ApprovalBroker:
     """Pending approvals and their decisions.
 

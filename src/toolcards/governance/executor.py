@@ -38,12 +38,13 @@ from typing import Any, NamedTuple
 from pydantic import ValidationError
 
 from toolcards.core.errors import RetriableError, ToolNotConfigured, TransientError
-from toolcards.core.identity import ANONYMOUS, Identity
+from toolcards.core.identity import ANONYMOUS, Identity, calling_principal
 from toolcards.governance import _shutdown, telemetry
 from toolcards.governance.approvals import (
     ApprovalBroker,
     ApprovalRequest,
     ApprovalState,
+    ApprovalTimedOut,
     Approver,
 )
 from toolcards.governance.audit import AuditLog, AuditRecord
@@ -426,6 +427,11 @@ class Executor:
         self._note(call, decision)
         try:
             ok = await approver(pending)
+        except ApprovalTimedOut as exc:
+            broker.withdraw(pending)
+            telemetry.event(call.span, "toolcards.approval_timeout", approval_id=_id(pending))
+            msg = f"approval timeout: nobody decided on {tool_id} within {exc.seconds:g} s"
+            return self._finish(call, Outcome.APPROVAL_TIMEOUT, decision, msg)
         except Exception:
             log.exception("approver failed for %s", tool_id)
             ok = False
@@ -456,6 +462,7 @@ class Executor:
         assert cap is not None
         timeout = cap.timeout if cap.timeout is not None else self.timeout
         self._note(call, decision)
+        principal = calling_principal.set(call.identity)  # who writes, for the tool to record
         try:
             if timeout is None:
                 value = await invoke(parsed)
@@ -483,6 +490,8 @@ class Executor:
         except BaseException as exc:  # cancelled or interrupted: the row, then on its way
             self._ended_by(call, decision, exc)
             raise
+        finally:
+            calling_principal.reset(principal)
         return self._finish(call, Outcome.OK, decision, "", value=value)
 
     # -- results, audit and telemetry --------------------------------------------------------

@@ -10,11 +10,13 @@ invalid_args    invalid      4    error     ModelRetry(message)
 retry           invalid      4    error     ModelRetry(message)
 rate_limited    rate_limited 6    error     the text "rate limited: ..."
 needs_approval  approval     5    error     ApprovalRequired(metadata)
+approval_timeout approval    5    error     the text "approval timeout: ..."
 error           failed       1    error     the text "error: ..."
 =============== ============ ==== ========= ============================================
 
 Exit code 2 (usage) is the command line's own: no call was made. A refused approval (a human
-was asked and said no) is reported as ``approval``, not as a policy denial.
+was asked and said no) is reported as ``approval``, not as a policy denial; so is a call nobody
+decided on in time (``approval_timeout``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class Outcome(StrEnum):
     RETRY = "retry"
     RATE_LIMITED = "rate_limited"
     NEEDS_APPROVAL = "needs_approval"
+    APPROVAL_TIMEOUT = "approval_timeout"
     ERROR = "error"
 
 
@@ -69,6 +72,7 @@ OUTCOMES: dict[Outcome, OutcomeMeaning] = {
     Outcome.RETRY: OutcomeMeaning("invalid", ExitCode.INVALID, True, "retry"),
     Outcome.RATE_LIMITED: OutcomeMeaning("rate_limited", ExitCode.RATE_LIMITED, True, "text"),
     Outcome.NEEDS_APPROVAL: OutcomeMeaning("approval", ExitCode.APPROVAL, True, "approval"),
+    Outcome.APPROVAL_TIMEOUT: OutcomeMeaning("approval", ExitCode.APPROVAL, True, "text"),
     Outcome.ERROR: OutcomeMeaning("failed", ExitCode.FAILED, True, "text"),
 }
 

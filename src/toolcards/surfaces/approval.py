@@ -25,6 +25,7 @@ from toolcards.governance.approvals import (
     ApprovalBroker,
     ApprovalError,
     ApprovalRequest,
+    ApprovalTimedOut,
     Approver,
 )
 
@@ -116,12 +117,14 @@ class ElicitationApprovals:
         async def approver(request: ApprovalRequest) -> bool:
             result.asked.append(True)
             yes = False
-            with anyio.move_on_after(self.timeout):
+            with anyio.move_on_after(self.timeout) as waited:
                 answer = await session.elicit_form(
                     approval_prompt(request), APPROVAL_SCHEMA, related_request_id=request_id
                 )
                 content = answer.content or {}
                 yes = answer.action == "accept" and content.get("approve") is True
+            if waited.cancelled_caught:
+                raise ApprovalTimedOut(self.timeout)
             if yes and broker is not None:
                 try:  # audited: the caller's own grant
                     broker.grant_by_caller(request, surface="mcp")
@@ -151,25 +154,31 @@ class OutOfBandApprovals:
     for a principal with the approver role; the wait is announced in the server's log (which
     the calling client receives as a log message)."""
 
-    def __init__(self, broker: ApprovalBroker, timeout: float = APPROVAL_TIMEOUT) -> None:
+    def __init__(
+        self, broker: ApprovalBroker, timeout: float = APPROVAL_TIMEOUT, *, page: str | None = None
+    ) -> None:
         from toolcards.surfaces.inbox_approver import InboxApprover
 
         self.inbox = InboxApprover(broker, timeout)
+        self.page = page
+        """The dashboard's address, named in the log line when it serves the inbox too."""
 
     def for_call(self, ctx: Any) -> AskedApprover:
         result = AskedApprover(None)
         inbox = self.inbox
+        also = "" if self.page is None else f", or in the dashboard at {self.page}"
 
         async def approver(request: ApprovalRequest) -> bool:
             result.asked.append(True)
             log.info(
                 "approval %s: %s by %s waits (at most %g s) for an approver: "
-                "toolcards approvals grant %s",
+                "toolcards approvals grant %s%s",
                 request.approval_id,
                 request.tool_id,
                 request.principal,
                 inbox.timeout,
                 request.approval_id,
+                also,
             )
             return await inbox(request)
 

@@ -10,6 +10,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from toolcards.surfaces.approval import OutOfBandApprovals
 from toolcards.surfaces.dashboard.app import Dashboard
 from toolcards.surfaces.dashboard.serve import (
     DEFAULT_PORT,
@@ -17,7 +18,7 @@ from toolcards.surfaces.dashboard.serve import (
     uvicorn_server,
     warn_if_exposed,
 )
-from toolcards.surfaces.inbox_approver import DEFAULT_TIMEOUT, InboxApprover
+from toolcards.surfaces.inbox_approver import DEFAULT_TIMEOUT
 from toolcards.surfaces.mcp_server.http import MCP_PATH, http_app
 
 if TYPE_CHECKING:
@@ -25,16 +26,21 @@ if TYPE_CHECKING:
 
 
 def mcp_with_dashboard(
-    runtime: SurfaceRuntime, *, host: str = "127.0.0.1", approval_timeout: float = DEFAULT_TIMEOUT
+    runtime: SurfaceRuntime,
+    *,
+    host: str = "127.0.0.1",
+    approval_timeout: float = DEFAULT_TIMEOUT,
+    page: str | None = None,
 ) -> tuple[Any, Dashboard]:
     """One ASGI app: MCP at ``/mcp`` (approval-required calls wait in the dashboard's
-    inbox, at most ``approval_timeout`` seconds) and the dashboard at ``/``."""
+    inbox, at most ``approval_timeout`` seconds, announced to the caller like without a
+    dashboard, naming the page's address ``page``) and the dashboard at ``/``."""
     from starlette.applications import Starlette
     from starlette.routing import Mount, Route
 
     dashboard = dashboard_for(runtime, host=host)
     assert dashboard.approvals is not None
-    inbox = InboxApprover(dashboard.approvals, timeout=approval_timeout)
+    inbox = OutOfBandApprovals(dashboard.approvals, approval_timeout, page=page)
     mcp_app = http_app(runtime, host=host, approvals=inbox)
 
     @contextlib.asynccontextmanager
@@ -61,5 +67,6 @@ async def run_mcp_with_dashboard(
 ) -> None:
     """``toolcards serve --transport http --dashboard``: both on ``host:port``."""
     warn_if_exposed(host)
-    app, _ = mcp_with_dashboard(runtime, host=host, approval_timeout=approval_timeout)
+    page = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+    app, _ = mcp_with_dashboard(runtime, host=host, approval_timeout=approval_timeout, page=page)
     await uvicorn_server(app, host, port, runtime.http_limits).serve()

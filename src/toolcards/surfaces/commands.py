@@ -57,6 +57,8 @@ def serve(
 
     if transport == "http":
         err().print(f"serving MCP at http://{host}:{port}/mcp", markup=False)
+        if dashboard:
+            err().print(f"dashboard at http://{host}:{port}/", markup=False)
     control = state.config if state.factory is None else None
     with contextlib.suppress(KeyboardInterrupt):
         anyio.run(

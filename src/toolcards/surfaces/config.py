@@ -11,6 +11,9 @@ tools: ["myapp.tools:TOOLS"]   # optional: plain tool callables (module:attribut
 resources: []                  # optional: extra MCP resources (module:attribute)
 prompts: []                    # optional: extra MCP prompt functions (module:attribute)
 policy: policy.yaml            # relative to this file
+workspaces: workspaces         # WorkspaceTool/ExecTool files: <this>/<workspace id>; relative
+                               # to this file (default: $TOOLCARDS_WORKSPACES_ROOT, else
+                               # workspaces/ beside this file)
 audit: audit.db                # relative to this file; omit for audit.db beside it (or the
                                # PostgreSQL store's database)
 approval: approver             # approval-required calls wait for an approver; "client": the
@@ -36,6 +39,7 @@ rejects it).
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -140,7 +144,14 @@ class SessionLimits(BaseModel):
     """Seconds without a request in flight (no call, no open stream) before a session ends."""
 
 
+OWN_CARD_HINT = (
+    "a card of your own is found through an installed package that registers it in the "
+    "'toolcards.cards' entry-point group (pip install -e <your package>), or serve plain "
+    "functions with tools: ['module:TOOLS'] and PYTHONPATH=<the folder of module.py> "
+    "(docs/writing-cards.md)"
+)
 _SYSTEMS = ("pykka", "ray")
+_ROOTED_CARDS = frozenset({"WorkspaceTool", "ExecTool"})
 _RAY_KEYS = frozenset({"address", "namespace", "connect_timeout"})
 
 
@@ -157,6 +168,7 @@ class SurfaceConfig(BaseModel):
     resources: list[str] = Field(default_factory=list)
     prompts: list[str] = Field(default_factory=list)
     policy: str
+    workspaces: str | None = None
     audit: str | None = "audit.db"
     approval: Literal["approver", "client"] = "approver"
     approval_timeout: float = Field(default=300.0, gt=0)
@@ -241,6 +253,17 @@ class SurfaceConfig(BaseModel):
     @property
     def policy_path(self) -> Path:
         return self.path(self.policy)
+
+    @property
+    def workspaces_root(self) -> Path:
+        """Where the cards' workspaces live: ``workspaces:`` (relative to this file), else
+        ``$TOOLCARDS_WORKSPACES_ROOT``, else ``workspaces/`` beside this file."""
+        if self.workspaces is not None:
+            return self.path(self.workspaces)
+        from toolcards.tools._common.workspace_dir import ROOT_ENV
+
+        env = os.environ.get(ROOT_ENV)
+        return Path(env).expanduser().resolve() if env else self.path("workspaces")
 
     def location(self, value: str) -> str:
         """A database URL as given (never a path), ``:memory:``, or a path made absolute."""
@@ -355,13 +378,18 @@ class SurfaceConfig(BaseModel):
         cards = []
         for i, data in enumerate(self.cards):
             where = f"{self.source}: cards.{i} ({data.get('type')})"
+            if data.get("type") in _ROOTED_CARDS:  # a path of the config: relative to it
+                given = data.get("workspaces_root")
+                root = self.path(given) if isinstance(given, str) else self.workspaces_root
+                data = {**data, "workspaces_root": str(root)}
             try:
                 cards.append(load_card(data, trust=trust))
             except ValidationError as exc:
                 found = problems(exc, CARD_TYPES.resolve(str(data.get("type"))))
                 raise ConfigError(f"{where}: {found}") from None
             except ValueError as exc:
-                raise ConfigError(f"{where}: {exc}") from None
+                hint = f"; {OWN_CARD_HINT}" if str(exc).startswith("unknown card type") else ""
+                raise ConfigError(f"{where}: {exc}{hint}") from None
         return cards
 
 

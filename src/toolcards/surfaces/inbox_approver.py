@@ -4,9 +4,10 @@
 request is put in the dashboard's :class:`~toolcards.governance.approvals.ApprovalBroker`
 (it is already there when the executor shares that broker) and the call waits, at most
 ``timeout`` seconds, for a principal with the approver role to grant or deny it on the page.
-No decision in time is a no. The broker binds the decision to the call id, tool, argument
-digest and principal, refuses self-approval and audits it with the approver's identity; the
-executor then runs the call once, or refuses it.
+No decision in time is :class:`~toolcards.governance.approvals.ApprovalTimedOut` (the call's
+outcome is ``approval_timeout``, not a refusal). The broker binds the decision to the call id,
+tool, argument digest and principal, refuses self-approval and audits it with the approver's
+identity; the executor then runs the call once, or refuses it.
 
 Hooks::
 
@@ -22,7 +23,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolcards.governance.approvals import ApprovalBroker, ApprovalRequest, ApprovalState
+from toolcards.governance.approvals import (
+    ApprovalBroker,
+    ApprovalRequest,
+    ApprovalState,
+    ApprovalTimedOut,
+)
 
 DEFAULT_TIMEOUT = 300.0
 """How long a call waits for a human by default (seconds)."""
@@ -42,7 +48,7 @@ class InboxApprover:
         now = time.time()
         limit = min(self.timeout, request.expires_at - now)
         if limit <= 0:
-            return False
+            raise ApprovalTimedOut(self.timeout)
         mirrored = broker.get(request) is None  # recorded by another executor's broker
         shown = broker.store.add(request, now).request if mirrored else request
         try:
@@ -52,6 +58,8 @@ class InboxApprover:
             raise
         if mirrored or state is ApprovalState.PENDING:
             broker.withdraw(shown)
+        if state in (ApprovalState.PENDING, ApprovalState.EXPIRED):  # nobody decided in time
+            raise ApprovalTimedOut(self.timeout)
         return state is ApprovalState.GRANTED
 
     def for_call(self, ctx: Any) -> AskedInbox:

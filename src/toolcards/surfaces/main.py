@@ -19,6 +19,7 @@ _CLI_FILES = (
     "cli/audit.py",
     "cli/state.py",
     "cli/approvals.py",
+    "cli/init.py",
     "dashboard/cli.py",
 )
 

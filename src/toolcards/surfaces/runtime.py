@@ -103,9 +103,10 @@ class SurfaceRuntime:
         from toolcards.tools._common.workspace_dir import workspace_dir
 
         found: dict[str, Path] = {}
+        root = self.config.workspaces_root
         for wid in self.config.workspace_ids():
             try:
-                found[wid] = workspace_dir(wid, None, create=False)
+                found[wid] = workspace_dir(wid, None, create=False, root=root)
             except ValueError:
                 continue
         return found
@@ -325,7 +326,14 @@ def _imported(spec: str, source: str, field: str = "tools") -> list[Any]:
         for part in attr.split("."):
             value = getattr(value, part)
     except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"{source}: {field}: cannot import {spec!r}: {exc}") from None
+        hint = ""
+        missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+        if missing and f"{module_name}.".startswith(f"{missing}."):  # the module itself
+            hint = (
+                f" (the module is imported by name: install its package, or run with "
+                f"PYTHONPATH=<the folder holding {module_name.partition('.')[0]}.py>)"
+            )
+        raise ConfigError(f"{source}: {field}: cannot import {spec!r}: {exc}{hint}") from None
     return list(value) if isinstance(value, list | tuple) else [value]
 
 

@@ -23,9 +23,6 @@ if TYPE_CHECKING:
     from toolcards.stores.base import ApprovalStore, RateLimits
     from toolcards.surfaces.config import SurfaceConfig
 
-APPROVAL_TTL = 900.0
-"""How long a pending approval stays decidable, at least (seconds)."""
-
 
 @dataclass
 class SharedGovernance:
@@ -72,7 +69,7 @@ def open_shared(
         store, close_store = approval_store(config.approvals_location, config.team_id)
         if close_store is not None:
             closers.append(close_store)
-        ttl = max(APPROVAL_TTL, config.approval_timeout)
+        ttl = config.approval_timeout  # the card shows when the waiting call gives up
         broker = ApprovalBroker(ttl, store=store, audit=log)
         limiter = None
         shared_limits = config.rate_limits_location

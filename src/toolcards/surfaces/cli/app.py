@@ -39,7 +39,6 @@ app = typer.Typer(
     name="toolcards",
     help="Governed tools from the command line, and as an MCP server.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     epilog=(
@@ -51,6 +50,14 @@ app.add_typer(audit_app, name="audit")
 app.add_typer(team_app, name="team")
 
 
+def _version(value: bool) -> None:
+    if value:
+        from toolcards import __version__
+
+        out().print(f"toolcards {__version__}", markup=False)
+        raise typer.Exit(0)
+
+
 @app.callback()
 def _root(
     ctx: typer.Context,
@@ -58,6 +65,12 @@ def _root(
         Path, typer.Option("--config", "-c", help="Config file.", envvar="TOOLCARDS_CONFIG")
     ] = Path("toolcards.yaml"),
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit.", is_eager=True, callback=_version
+        ),
+    ] = False,
 ) -> None:
     state = state_of(ctx, config)
     if state.factory is None:
@@ -261,5 +274,7 @@ def hash_token_cmd(
 
 
 from toolcards.surfaces.cli.approvals import register as _register_approvals  # noqa: E402
+from toolcards.surfaces.cli.init import register as _register_init  # noqa: E402
 
 _register_approvals(app)
+_register_init(app)

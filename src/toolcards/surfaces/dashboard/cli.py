@@ -65,7 +65,7 @@ def dashboard(
     opener = (
         _from_store(store, team, audit)
         if store is not None
-        else _from_config(ctx, config, approvals)
+        else _from_config(ctx, config, approvals, port)
     )
     with opener(host) as dash:
         typer.echo(f"dashboard of {dash.title} at http://{_show(host)}:{port}/", err=True)
@@ -78,10 +78,11 @@ def _show(host: str) -> str:
 
 
 def _from_config(
-    ctx: typer.Context, config: Path | None, approvals: Path | None
+    ctx: typer.Context, config: Path | None, approvals: Path | None, port: int
 ) -> Callable[[str], contextlib.AbstractContextManager[Dashboard]]:
     from toolcards.stores.base import StoreError, StoreLockedError
     from toolcards.surfaces.config import ConfigError
+    from toolcards.surfaces.dashboard.first_sign_in import first_sign_in
     from toolcards.surfaces.dashboard.serve import dashboard_for
     from toolcards.surfaces.runtime import SurfaceRuntime
 
@@ -99,7 +100,15 @@ def _from_config(
         except StoreError as exc:
             raise _fail(str(exc), ExitCode.FAILED) from None
         try:
-            yield dashboard_for(runtime, host=host, approvals_file=approvals)
+            sign_in = first_sign_in(runtime.tokens, runtime.local)
+            one_time = sign_in.tokens if sign_in.token is not None else None
+            dash = dashboard_for(runtime, host=host, approvals_file=approvals, tokens=one_time)
+            link = sign_in.link(f"http://{_show(host)}:{port}/")
+            if link is not None:
+                typer.echo(f"sign in as {runtime.local.id} (once) at {link}", err=True)
+            elif sign_in.problem is not None:
+                typer.echo(f"warning: {sign_in.problem}", err=True)
+            yield dash
         finally:
             runtime.close()
 

@@ -19,6 +19,7 @@ from toolcards.surfaces.dashboard.security import is_loopback
 from toolcards.surfaces.http_limits import HttpLimits
 
 if TYPE_CHECKING:
+    from toolcards.surfaces.auth import TokenTable
     from toolcards.surfaces.runtime import SurfaceRuntime
 
 log = logging.getLogger(__name__)
@@ -36,12 +37,17 @@ def warn_if_exposed(host: str) -> None:
 
 
 def dashboard_for(
-    runtime: SurfaceRuntime, *, host: str = "127.0.0.1", approvals_file: str | Path | None = None
+    runtime: SurfaceRuntime,
+    *,
+    host: str = "127.0.0.1",
+    approvals_file: str | Path | None = None,
+    tokens: TokenTable | None = None,
 ) -> Dashboard:
     """The dashboard of a surfaces runtime: its team, audit log, approval broker and tokens.
 
     ``approvals_file`` shares pending approvals with other processes through a SQLite file
-    (the runtime's broker then keeps them there)."""
+    (the runtime's broker then keeps them there). ``tokens``: one-time sign-in tokens
+    instead of the runtime's (see :mod:`.first_sign_in`)."""
     broker = runtime.executor.approvals
     if approvals_file is not None:
         from toolcards.stores.base import DEFAULT_TEAM
@@ -53,7 +59,8 @@ def dashboard_for(
         team=runtime.team,
         audit=runtime.audit,
         approvals=broker,
-        tokens=runtime.tokens,
+        tokens=runtime.tokens if tokens is None else tokens,
+        one_time_tokens=tokens is not None,
         host=host,
         limits=runtime.http_limits,
     )

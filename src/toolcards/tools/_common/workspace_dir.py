@@ -11,9 +11,11 @@ DEFAULT_ROOT = "./workspaces"
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
-def workspaces_root() -> Path:
-    """``$TOOLCARDS_WORKSPACES_ROOT`` (default ``./workspaces``), absolute, symlinks resolved."""
-    return Path(os.environ.get(ROOT_ENV) or DEFAULT_ROOT).expanduser().resolve()
+def workspaces_root(root: str | Path | None = None) -> Path:
+    """``root`` when given, else ``$TOOLCARDS_WORKSPACES_ROOT`` (default ``./workspaces``),
+    absolute, symlinks resolved."""
+    chosen = root if root else os.environ.get(ROOT_ENV) or DEFAULT_ROOT
+    return Path(chosen).expanduser().resolve()
 
 
 def workspace_id_for(workspace_id: str | None, observer: object | None) -> str:
@@ -27,10 +29,15 @@ def workspace_id_for(workspace_id: str | None, observer: object | None) -> str:
 
 
 def workspace_dir(
-    workspace_id: str | None, observer: object | None, *, create: bool = True
+    workspace_id: str | None,
+    observer: object | None,
+    *,
+    create: bool = True,
+    root: str | Path | None = None,
 ) -> Path:
-    """The absolute, symlink-resolved directory of a workspace (created when missing)."""
-    root = workspaces_root()
+    """The absolute, symlink-resolved directory of a workspace (created when missing), under
+    ``root`` (default :func:`workspaces_root`'s)."""
+    root = workspaces_root(root)
     path = root / workspace_id_for(workspace_id, observer)
     if create:
         path.mkdir(parents=True, exist_ok=True)

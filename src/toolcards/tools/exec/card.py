@@ -52,6 +52,8 @@ class ExecTool(ToolCard):
     mode: str = "auto"
     workspace_id: str | None = None
     """The workspace directory (default: the team's, as for WorkspaceTool)."""
+    workspaces_root: str | None = None
+    """The directory holding the workspaces, as for WorkspaceTool."""
     timeout_s: float = Field(default=60.0, gt=0, le=24 * 3600)
     limits: ExecLimits = Field(default_factory=ExecLimits)
     allowed_commands: list[str] | None = None
@@ -102,12 +104,13 @@ class ExecTool(ToolCard):
 
     def workspace(self) -> Path:
         """The workspace directory commands run in."""
-        return workspace_dir(self.workspace_id, self.observer_or_none())
+        return workspace_dir(self.workspace_id, self.observer_or_none(), root=self.workspaces_root)
 
     def _bound_workspace(self) -> Callable[[], Path]:
         """The workspace resolver fixed at binding (the owner is held weakly and may go)."""
         chosen = workspace_id_for(self.workspace_id, self.observer_or_none())
-        return lambda: workspace_dir(chosen, None)
+        root = self.workspaces_root
+        return lambda: workspace_dir(chosen, None, root=root)
 
     def _about(self, service: ExecService) -> str:
         allowed = self.allowed_commands

@@ -15,7 +15,7 @@ from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate
 from toolcards.tools._common.batch import parse_batch
-from toolcards.tools._common.caller import caller_address
+from toolcards.tools._common.caller import writer_of
 from toolcards.tools._common.fusion import VectorLink, store_actor_name, tool_actor_with_link
 from toolcards.tools.planning.actor import ACTOR_NAME, PlanningActor, PlanningConfig
 from toolcards.tools.planning.models import STATUSES, TaskCreate, TaskStatus, TaskUpdate
@@ -89,7 +89,7 @@ class PlanningTool(ToolCard):
         return self._handle
 
     def _member(self) -> str:
-        return caller_address(self)
+        return writer_of(self)
 
     def _exposed_tools(self) -> list[str]:
         fields = ("get_planning_task", "search_planning", "update_planning")

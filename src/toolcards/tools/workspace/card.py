@@ -87,7 +87,10 @@ class WorkspaceTool(ToolCard):
     """Files shared by a team: read, search, view, write, edit and patch, contained."""
 
     workspace_id: str | None = None
-    """Directory name under ``$TOOLCARDS_WORKSPACES_ROOT``; default: the team id."""
+    """Directory name under the workspaces root; default: the team id."""
+    workspaces_root: str | None = None
+    """The directory holding the workspaces (default ``$TOOLCARDS_WORKSPACES_ROOT``, else
+    ``./workspaces``); a surfaces config sets it from its ``workspaces:`` key."""
     read_only: bool = False
     """Offer the read tools only."""
     resources: dict[str, str] = Field(default_factory=dict)
@@ -144,7 +147,8 @@ class WorkspaceTool(ToolCard):
             max_image_bytes=self.max_image_bytes,
             document_timeout_s=self.document_timeout_s,
         )
-        ws = Workspace(workspace_dir(self.workspace_id, observer), agent, limits)
+        where = workspace_dir(self.workspace_id, observer, root=self.workspaces_root)
+        ws = Workspace(where, agent, limits)
         if self.resources:
             _seed_once(ws, self.resources)
         return ws
