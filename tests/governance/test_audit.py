@@ -74,7 +74,9 @@ ONLY_ADMIN_LOGS_IN = {
 
 async def test_denied_calls_are_recorded_as_denied(tmp_path: Path) -> None:
     with AuditLog(tmp_path / "audit.db") as audit:
-        await _executor(audit, ONLY_ADMIN_LOGS_IN).call("login", {"user": "a"}, ALICE)
+        await _executor(audit, ONLY_ADMIN_LOGS_IN).call(
+            "login", {"user": "a", "password": "p"}, ALICE
+        )
         rows = audit.query(decision="deny")
     assert [(r.tool, r.outcome) for r in rows] == [("login", "denied")]
 

@@ -185,15 +185,25 @@ def test_policy_reloads_when_the_file_changes(tmp_path: Path) -> None:
     assert policy.version == 1
 
 
-def test_broken_reload_denies_everything_instead_of_allowing(tmp_path: Path) -> None:
+def test_broken_reload_keeps_the_last_good_rules(tmp_path: Path) -> None:
     path = tmp_path / "p.yaml"
-    path.write_text("default_effect: allow\n")
+    path.write_text("default_effect: deny\nrules: [{targets: [t], effect: allow}]\n")
     policy = Policy.from_yaml(path, reload_interval=0.0)
-    assert policy.decide(BOB, "t", {}).allowed
     path.write_text("default_effect: allow\nrules: [oops\n")
     os.utime(path, ns=(1, 10**18))
-    assert policy.decide(BOB, "t", {}).denied
-    assert policy.error is not None and "line" in policy.error
+    assert policy.decide(BOB, "t", {}).allowed
+    assert policy.decide(BOB, "u", {}).denied  # the last good rules, not the broken file's
+    assert policy.error is not None and "line" in policy.error and policy.loaded
+
+
+def test_a_file_broken_from_the_start_refuses_everything_until_fixed(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text("default_effect: allow\nrules: [oops\n")
+    policy = Policy.from_yaml(path, reload_interval=0.0, strict=False)
+    assert policy.decide(BOB, "t", {}).denied and policy.refusing()
+    path.write_text("default_effect: allow\n")
+    os.utime(path, ns=(1, 10**18))
+    assert not policy.refusing() and policy.decide(BOB, "t", {}).allowed
 
 
 def test_decisions_are_cached_per_principal_and_tool() -> None:

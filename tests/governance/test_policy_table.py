@@ -62,6 +62,8 @@ async def test_policy_table_holds_on_the_pydantic_ai_toolset() -> None:
         except ApprovalRequired:
             return "approve"
         except ModelRetry as retry:
+            if str(retry).startswith("invalid arguments for"):
+                return "invalid"
             return "deny" if str(retry).startswith("unknown tool:") else "allow"
         return "deny" if str(result).startswith("denied:") else "allow"
 

@@ -168,7 +168,7 @@ def test_describe_shows_schema_and_annotations(tmp_path: Path) -> None:
 
 def test_describe_hides_tools_the_caller_may_not_call(tmp_path: Path) -> None:
     code, out, _ = run(write_config(tmp_path, local=BOB), "describe", "crm_delete")
-    assert code == ExitCode.DENIED
+    assert code == ExitCode.UNKNOWN_TOOL
     assert "crm_delete" not in out
 
 

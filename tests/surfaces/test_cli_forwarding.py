@@ -80,8 +80,8 @@ def test_team_status_is_forwarded_while_the_server_holds_the_store(
 
 def test_describe_of_a_hidden_tool_looks_unknown(server: HttpServer, config: Path) -> None:
     done = toolcards(config, "describe", "crm_delete")
-    assert done.returncode == ExitCode.DENIED
-    assert "unknown tool 'crm_delete'" in done.stderr
+    assert done.returncode == ExitCode.UNKNOWN_TOOL
+    assert done.stderr.strip() == "unknown tool: crm_delete"
 
 
 def test_record_is_removed_when_the_server_stops(config: Path, tmp_path: Path) -> None:

@@ -116,7 +116,8 @@ def http_run(table: PolicyTable, tmp_path_factory: pytest.TempPathFactory) -> tu
 
 def cli_decision(code: int) -> str:
     decisions = {ExitCode.DENIED: "deny", ExitCode.UNKNOWN_TOOL: "deny"}
-    return {**decisions, ExitCode.APPROVAL: "approve"}.get(ExitCode(code), "allow")
+    decisions |= {ExitCode.APPROVAL: "approve", ExitCode.INVALID: "invalid"}
+    return decisions.get(ExitCode(code), "allow")
 
 
 @pytest.fixture(scope="module")

@@ -35,8 +35,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from pydantic import ValidationError
-
 from toolcards.core.errors import RetriableError, ToolNotConfigured, TransientError
 from toolcards.core.identity import ANONYMOUS, Identity, calling_principal
 from toolcards.governance import _shutdown, telemetry
@@ -47,6 +45,7 @@ from toolcards.governance.approvals import (
     ApprovalTimedOut,
     Approver,
 )
+from toolcards.governance.arguments import InvalidArguments, parse_arguments
 from toolcards.governance.audit import AuditLog, AuditRecord
 from toolcards.governance.capability import CapabilityRegistry, Invoke, ToolCapability
 from toolcards.governance.deadline import abandoning_deadline, with_deadline
@@ -68,6 +67,9 @@ log = logging.getLogger(__name__)
 
 _MAX_NAME = 100  # a model-supplied tool name is cut to this length in messages
 _UNKNOWN = Decision("deny", "unknown tool")
+POLICY_ERROR_MESSAGE = (
+    "policy error: the policy file is invalid, so every call is refused until it is fixed"
+)
 
 
 @dataclass(slots=True)
@@ -235,6 +237,8 @@ class Executor:
             telemetry.end_span(span, token)
 
     def _unknown(self, call: Call, decision: Decision, visible: Iterable[str]) -> ExecutionResult:
+        if self.policy.refusing():  # a tool missing and one hidden read the same here too
+            return self._finish(call, Outcome.POLICY_ERROR, decision, POLICY_ERROR_MESSAGE)
         message = unknown_tool_message(call.tool_id, visible)
         return self._finish(call, Outcome.UNKNOWN_TOOL, decision, message)
 
@@ -312,6 +316,8 @@ class Executor:
         hide_denied: bool,
     ) -> ExecutionResult:
         tool_id = call.tool_id
+        if self.policy.refusing():
+            return self._finish(call, Outcome.POLICY_ERROR, None, POLICY_ERROR_MESSAGE)
         if malformed:
             msg = f"invalid arguments for {tool_id}: expected an object"
             return self._finish(call, Outcome.INVALID_ARGS, None, msg)
@@ -324,6 +330,14 @@ class Executor:
             text = self.policy.redaction.digest_and_redacted(args, _sensitive(call))[1]
             call.span.set_attribute("gen_ai.tool.call.arguments", text)
         who = call.identity
+        cap = call.cap
+        assert cap is not None
+        parsed = args if validated else None
+        if parsed is None and self.policy.visible(who, tool_id):  # its schema is no secret
+            try:  # before argument conditions: a broken call is invalid, not denied
+                parsed = parse_arguments(cap, args)
+            except InvalidArguments as exc:
+                return self._finish(call, Outcome.INVALID_ARGS, None, str(exc))
         decision, limits = self.policy.evaluate(who, tool_id, args, each)
         if decision.effect == "deny":
             if hide_denied and not self.policy.visible(who, tool_id):
@@ -335,20 +349,16 @@ class Executor:
         if wait > 0.0:
             msg = f"rate limited: {tool_id} may be called again in {wait:.1f} s"
             return self._finish(call, Outcome.RATE_LIMITED, decision, msg, retry_after=wait)
-        cap = call.cap
-        assert cap is not None
         if decision.effect == "approve" or cap.annotations.requires_approval:
             gate = await self._approval(call, decision, approver, approved)
             if isinstance(gate, ExecutionResult):
                 return gate
             call = gate
-        parsed = args
-        if not validated and cap.validator is not None:
+        if parsed is None:  # hidden a moment ago, allowed now (the policy reloaded)
             try:
-                parsed = cap.validate(args)
-            except ValidationError as exc:
-                msg = f"invalid arguments for {tool_id}: {_errors(exc)}"
-                return self._finish(call, Outcome.INVALID_ARGS, decision, msg)
+                parsed = parse_arguments(cap, args)
+            except InvalidArguments as exc:
+                return self._finish(call, Outcome.INVALID_ARGS, decision, str(exc))
         run = invoke or cap.invoke
         if run is None:
             raise TypeError(f"capability {tool_id!r} has no invoke and none was given")
@@ -629,12 +639,3 @@ def _id(request: ApprovalRequest | None) -> str:
 
 def _default_telemetry() -> Telemetry:
     return telemetry.DEFAULT_TELEMETRY
-
-
-def _errors(exc: ValidationError) -> str:
-    """Compact validation errors without echoing input values (they may hold secrets)."""
-    parts = []
-    for err in exc.errors(include_input=False, include_url=False)[:8]:
-        loc = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
-        parts.append(f"{loc}: {err.get('msg', 'invalid')}")
-    return "; ".join(parts)

@@ -12,6 +12,7 @@ rate_limited    rate_limited 6    error     the text "rate limited: ..."
 needs_approval  approval     5    error     ApprovalRequired(metadata)
 approval_timeout approval    5    error     the text "approval timeout: ..."
 error           failed       1    error     the text "error: ..."
+policy_error    policy_error 8    error     the text "policy error: ..."
 =============== ============ ==== ========= ============================================
 
 Exit code 2 (usage) is the command line's own: no call was made. A refused approval (a human
@@ -36,6 +37,8 @@ class Outcome(StrEnum):
     NEEDS_APPROVAL = "needs_approval"
     APPROVAL_TIMEOUT = "approval_timeout"
     ERROR = "error"
+    POLICY_ERROR = "policy_error"
+    """The policy has no good rules (its file was broken from the start): nothing runs."""
 
 
 class ExitCode(IntEnum):
@@ -47,6 +50,7 @@ class ExitCode(IntEnum):
     APPROVAL = 5
     RATE_LIMITED = 6
     UNKNOWN_TOOL = 7
+    POLICY_ERROR = 8
 
 
 ModelView = Literal["value", "retry", "approval", "text"]
@@ -74,6 +78,7 @@ OUTCOMES: dict[Outcome, OutcomeMeaning] = {
     Outcome.NEEDS_APPROVAL: OutcomeMeaning("approval", ExitCode.APPROVAL, True, "approval"),
     Outcome.APPROVAL_TIMEOUT: OutcomeMeaning("approval", ExitCode.APPROVAL, True, "text"),
     Outcome.ERROR: OutcomeMeaning("failed", ExitCode.FAILED, True, "text"),
+    Outcome.POLICY_ERROR: OutcomeMeaning("policy_error", ExitCode.POLICY_ERROR, True, "text"),
 }
 
 REFUSED_APPROVAL = OutcomeMeaning("approval", ExitCode.APPROVAL, True, "text")

@@ -30,12 +30,15 @@ from toolcards.governance._policy_parse import (
     compile_policy,
     load_yaml,
 )
-from toolcards.governance.redact import Redactor
+from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
 
 __all__ = ["Decision", "Policy", "PolicyError"]
 
 log = logging.getLogger(__name__)
 _CACHE_MAX = 50_000
+EVERYONE = "toolcards_everyone"
+"""Set on a log record that every listener should hear (an MCP server sends it to every
+connection, not only to the call that happened to emit it): a policy file that broke."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +129,10 @@ class Policy:
     """An ACL over capability ids. Build with :meth:`from_yaml` or :meth:`from_dict`.
 
     A policy read from a file reloads when the file's mtime changes (checked at most every
-    ``reload_interval`` seconds). A reload that fails to parse makes the policy deny everything
-    until the file is fixed (``error`` says why); it never degrades to allow.
+    ``reload_interval`` seconds). A reload that fails to parse keeps the last good rules
+    (``error`` says why, and the failure is logged as an error once) until the file is fixed.
+    A policy with no good rules (``from_yaml(path, strict=False)`` on a broken file) refuses
+    every call (``loaded`` is False) until the file is fixed; it never degrades to allow.
     """
 
     def __init__(
@@ -148,6 +153,8 @@ class Policy:
         self._lock = threading.Lock()
         self.version = 0
         self.error: str | None = None
+        self.loaded = True
+        """False while the policy has no good rules (it then refuses every call)."""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Policy:
@@ -155,24 +162,33 @@ class Policy:
         return cls(compile_policy(data, "policy"))
 
     @classmethod
-    def from_yaml(cls, source: str | os.PathLike[str], *, reload_interval: float = 1.0) -> Policy:
-        """A policy from a YAML file path or YAML text. A file is watched for changes."""
+    def from_yaml(
+        cls, source: str | os.PathLike[str], *, reload_interval: float = 1.0, strict: bool = True
+    ) -> Policy:
+        """A policy from a YAML file path or YAML text. A file is watched for changes.
+        A malformed source raises PolicyError; with ``strict=False`` a malformed file gives
+        a policy that refuses every call (``error`` says why) until the file is fixed."""
         path = _as_path(source)
         if path is None:
             text = str(source)
             return cls(compile_policy(load_yaml(text, "policy"), "policy"))
-        name = str(path)
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise PolicyError(f"{name}: cannot read policy file: {exc.strerror}") from None
-        return cls(
-            compile_policy(load_yaml(text, name), name), path=path, reload_interval=reload_interval
-        )
+            compiled = _read(path)
+        except PolicyError as exc:
+            if strict:
+                raise
+            policy = cls(_refuse_all(), path=path, reload_interval=reload_interval)
+            policy.error, policy.loaded = str(exc), False
+            log.error("%s; every call is refused until it is fixed", exc)
+            return policy
+        return cls(compiled, path=path, reload_interval=reload_interval)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as its rules (and file, which the copy keeps watching where it exists)."""
-        return (_rebuild, (self._compiled, self._path, self.reload_interval))
+        return (
+            _rebuild,
+            (self._compiled, self._path, self.reload_interval, self.error, self.loaded),
+        )
 
     @classmethod
     def allow_all(cls) -> Policy:
@@ -201,19 +217,40 @@ class Policy:
         with self._lock:
             self._mtime = mtime
             try:
-                text = path.read_text(encoding="utf-8")
-                compiled = compile_policy(load_yaml(text, str(path)), str(path))
-                self.error = None
-            except (OSError, PolicyError) as exc:
+                compiled = _read(path)
+            except PolicyError as exc:
+                if str(exc) != self.error:  # once per failure, not at every check
+                    kept = (
+                        "still using the last good policy"
+                        if self.loaded
+                        else ("every call is refused")
+                    )
+                    log.error(
+                        "policy reload failed (%s until it is fixed): %s",
+                        kept,
+                        exc,
+                        extra={EVERYONE: True},
+                    )
                 self.error = str(exc)
-                log.error("policy reload failed, denying every call until fixed: %s", exc)
-                compiled = CompiledPolicy("deny", (), (), self._compiled.redaction)
+                return False
+            if self.error is not None:
+                log.warning(
+                    "policy %s is valid again and was reloaded", path, extra={EVERYONE: True}
+                )
+            self.error, self.loaded = None, True
             self._compiled = compiled
             self._index = RuleIndex(compiled.rules, compiled.limits)
             self._plans = {}
             self._planned = 0
             self.version += 1
         return True
+
+    def refusing(self) -> bool:
+        """True while the policy has no good rules (a fixed file is picked up first)."""
+        if self.loaded:
+            return False
+        self.check_reload()
+        return not self.loaded
 
     def check_reload(self) -> None:
         """Reload if the file changed (checked at most every ``reload_interval`` seconds)."""
@@ -247,8 +284,8 @@ class Policy:
         if shared.fallthrough is not _DEFAULT:
             return shared
         default = self._compiled.default_effect
-        if self.error:
-            reason = "the policy file is invalid; every call is denied"
+        if not self.loaded:
+            reason = "the policy file is invalid; every call is refused"
         elif default != "deny":
             reason = "default effect"
         else:
@@ -342,7 +379,28 @@ def _mtime(path: Path) -> int | None:
         return None
 
 
-def _rebuild(compiled: CompiledPolicy, path: Path | None, reload_interval: float) -> Policy:
+def _read(path: Path) -> CompiledPolicy:
+    name = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PolicyError(f"{name}: cannot read policy file: {exc.strerror}") from None
+    return compile_policy(load_yaml(text, name), name)
+
+
+def _refuse_all() -> CompiledPolicy:
+    return CompiledPolicy("deny", (), (), DEFAULT_REDACTOR)
+
+
+def _rebuild(
+    compiled: CompiledPolicy,
+    path: Path | None,
+    reload_interval: float,
+    error: str | None = None,
+    loaded: bool = True,
+) -> Policy:
     if path is not None and not path.exists():
         path = None  # another machine: the rules as they were
-    return Policy(compiled, path=path, reload_interval=reload_interval)
+    policy = Policy(compiled, path=path, reload_interval=reload_interval)
+    policy.error, policy.loaded = error, loaded
+    return policy

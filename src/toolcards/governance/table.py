@@ -54,7 +54,7 @@ class PolicyTableRow:
     identity: Identity
     tool: str
     args: Mapping[str, Any]
-    expect: str  # allow | deny | approve
+    expect: str  # allow | deny | approve | invalid (the schema refused the arguments first)
 
 
 @dataclass(slots=True)
@@ -67,7 +67,10 @@ class PolicyTable:
 def decision_of(result: ExecutionResult) -> str:
     """The policy decision an executor outcome reveals: a call that got past the ACL (even
     if it then failed validation or raised) is ``allow``; waiting for a human is ``approve``;
-    a tool the caller may not see (unknown to it) is ``deny``."""
+    a tool the caller may not see (unknown to it) is ``deny``; arguments refused by the schema
+    before the policy looked at them are ``invalid``."""
+    if result.outcome is Outcome.INVALID_ARGS and result.decision is None:
+        return "invalid"
     if result.outcome is Outcome.DENIED or result.outcome is Outcome.UNKNOWN_TOOL:
         return "deny"
     if result.outcome is Outcome.NEEDS_APPROVAL:
@@ -113,8 +116,8 @@ def load_policy_table(path: str | Path) -> PolicyTable:
     rows = []
     for i, row in enumerate(data["rows"]):
         expect = row["expect"]
-        if expect not in ("allow", "deny", "approve"):
-            raise ValueError(f"row {i}: expect must be allow, deny or approve")
+        if expect not in ("allow", "deny", "approve", "invalid"):
+            raise ValueError(f"row {i}: expect must be allow, deny, approve or invalid")
         rows.append(
             PolicyTableRow(
                 name=row.get("name") or f"row{i}:{row['principal']}:{row['tool']}",

@@ -7,19 +7,16 @@ It composes two wings (MCP serving and the dashboard), so it lives beside them, 
 from __future__ import annotations
 
 import contextlib
+import socket
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from toolcards.surfaces.approval import OutOfBandApprovals
 from toolcards.surfaces.dashboard.app import Dashboard
-from toolcards.surfaces.dashboard.serve import (
-    DEFAULT_PORT,
-    dashboard_for,
-    uvicorn_server,
-    warn_if_exposed,
-)
+from toolcards.surfaces.dashboard.serve import dashboard_for, uvicorn_server, warn_if_exposed
 from toolcards.surfaces.inbox_approver import DEFAULT_TIMEOUT
 from toolcards.surfaces.mcp_server.http import MCP_PATH, http_app
+from toolcards.surfaces.ports import MCP_PORT
 
 if TYPE_CHECKING:
     from toolcards.surfaces.runtime import SurfaceRuntime
@@ -62,11 +59,14 @@ async def run_mcp_with_dashboard(
     runtime: SurfaceRuntime,
     *,
     host: str = "127.0.0.1",
-    port: int = DEFAULT_PORT,
+    port: int = MCP_PORT,
     approval_timeout: float = DEFAULT_TIMEOUT,
+    sock: socket.socket | None = None,
 ) -> None:
-    """``toolcards serve --transport http --dashboard``: both on ``host:port``."""
+    """``toolcards serve --transport http --dashboard``: both on ``host:port`` (``sock``:
+    a socket already bound there)."""
     warn_if_exposed(host)
     page = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
     app, _ = mcp_with_dashboard(runtime, host=host, approval_timeout=approval_timeout, page=page)
-    await uvicorn_server(app, host, port, runtime.http_limits).serve()
+    server = uvicorn_server(app, host, port, runtime.http_limits)
+    await server.serve(None if sock is None else [sock])

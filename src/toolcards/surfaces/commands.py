@@ -13,8 +13,10 @@ from typing import Annotated
 import typer
 
 from toolcards.surfaces.cli.app import State, app
-from toolcards.surfaces.cli.state import ConfigOpt, err, state_of
+from toolcards.surfaces.cli.state import ConfigOpt, err, fail, state_of
 from toolcards.surfaces.dashboard.cli import register as register_dashboard
+from toolcards.surfaces.outcomes import ExitCode
+from toolcards.surfaces.ports import MCP_PORT, PortUnavailable, listen, url_host
 
 __all__ = ["State", "app", "main", "serve"]
 
@@ -24,7 +26,7 @@ def serve(
     config: ConfigOpt = None,
     transport: Annotated[str, typer.Option(help="stdio or http.")] = "stdio",
     host: Annotated[str, typer.Option(help="HTTP bind address.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=1, max=65535, help="HTTP port.")] = 8765,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="HTTP port.")] = MCP_PORT,
     dashboard: Annotated[
         bool, typer.Option("--dashboard", help="HTTP: also serve the team dashboard at /.")
     ] = False,
@@ -50,22 +52,35 @@ def serve(
     if dashboard and transport != "http":
         raise typer.BadParameter("the dashboard needs --transport http", param_hint="--dashboard")
     state = state_of(ctx, config)
-    rt = state.runtime(with_team=dashboard)
-    if max_body is not None:
-        rt.http_limits = rt.http_limits.model_copy(update={"max_body": max_body})
-    from toolcards.surfaces.serving import serve_runtime
+    sock = None
+    if transport == "http":  # taken or not, known before anything starts
+        try:
+            sock = listen(host, port)
+        except PortUnavailable as exc:
+            fail(str(exc), ExitCode.USAGE)
+    with sock if sock is not None else contextlib.nullcontext():
+        rt = state.runtime(with_team=dashboard)
+        if max_body is not None:
+            rt.http_limits = rt.http_limits.model_copy(update={"max_body": max_body})
+        from toolcards.surfaces.serving import serve_runtime
 
-    if transport == "http":
-        err().print(f"serving MCP at http://{host}:{port}/mcp", markup=False)
-        if dashboard:
-            err().print(f"dashboard at http://{host}:{port}/", markup=False)
-    control = state.config if state.factory is None else None
-    with contextlib.suppress(KeyboardInterrupt):
-        anyio.run(
-            lambda: serve_runtime(
-                rt, transport, host=host, port=port, config=control, dashboard=dashboard
+        if transport == "http":
+            err().print(f"serving MCP at http://{url_host(host)}:{port}/mcp", markup=False)
+            if dashboard:
+                err().print(f"dashboard at http://{url_host(host)}:{port}/", markup=False)
+        control = state.config if state.factory is None else None
+        with contextlib.suppress(KeyboardInterrupt):
+            anyio.run(
+                lambda: serve_runtime(
+                    rt,
+                    transport,
+                    host=host,
+                    port=port,
+                    config=control,
+                    dashboard=dashboard,
+                    sock=sock,
+                )
             )
-        )
 
 
 app.command("serve")(serve)
@@ -73,5 +88,17 @@ register_dashboard(app)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the command line on ``argv`` (default: the process's arguments)."""
-    app(args=argv, prog_name="toolcards")
+    """Run the command line on ``argv`` (default: the process's arguments). A command that
+    needs an optional part that is not installed ends in one line naming the extra."""
+    try:
+        app(args=argv, prog_name="toolcards")
+    except Exception as exc:
+        from toolcards.surfaces.extras import missing_extra
+
+        line = missing_extra(exc)
+        if line is None:
+            raise
+        from rich.markup import escape
+
+        err().print(f"[red]error:[/red] {escape(line)}", markup=True, highlight=False)
+        raise SystemExit(int(ExitCode.USAGE)) from None

@@ -38,11 +38,14 @@ def list_rows(rt: SurfaceRuntime, show_all: bool = False) -> list[dict[str, Any]
     ]
 
 
-def describe_data(rt: SurfaceRuntime, tool: str) -> dict[str, Any] | None:
-    """The tool's description, or None when it is unknown or hidden from the principal."""
+def describe_data(rt: SurfaceRuntime, tool: str) -> dict[str, Any]:
+    """The tool's description; ``{"unknown": message}`` when it is unknown or hidden from the
+    principal (the two read the same, with the message a call of it gets)."""
+    from toolcards.governance.executor import unknown_tool_message
+
     cap = rt.registry.get(tool)
     if cap is None or not rt.policy.visible(rt.local, tool):
-        return None
+        return {"unknown": unknown_tool_message(tool, rt.visible_to(rt.local))}
     annotations = cap.annotations.as_metadata()
     if cap.annotations.paths is not None:  # the arguments that name files, as text
         annotations["paths"] = cap.annotations.paths.describe()

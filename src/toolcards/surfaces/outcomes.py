@@ -52,4 +52,6 @@ def table_decision(kind: str) -> str:
         return "deny"
     if kind == "approval":
         return "approve"
+    if kind == "invalid":  # the table's tools never ask for a retry: the schema refused
+        return "invalid"
     return "allow"

@@ -148,6 +148,8 @@ class SurfaceRuntime:
             policy = Policy.from_yaml(config.policy_path)
         except PolicyError as exc:
             raise ConfigError(f"{config.source}: policy: {exc}") from None
+        if config.system != "pykka":  # a missing extra is said before any store is reached
+            _require_module("ray")
         cards = config.load_cards()
         tools = [tool for spec in config.tools for tool in _import_tools(spec, config.source)]
         extra_resources = [
@@ -245,6 +247,15 @@ def as_registry(
     if isinstance(source, ToolFactory):
         return _registry(source, [])
     return CapabilityRegistry.from_tools(list(source))
+
+
+def _require_module(name: str) -> None:
+    """ModuleNotFoundError for ``name`` when it cannot be imported (the command line names
+    its extra, see :mod:`toolcards.surfaces.extras`); nothing is imported here."""
+    import importlib.util
+
+    if importlib.util.find_spec(name) is None:
+        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
 
 def _open_team(team_id: str, store: str, system: str | ActorSystem = "pykka") -> Team:

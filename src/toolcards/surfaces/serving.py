@@ -5,8 +5,11 @@ PostgreSQL store every CLI process opens the team itself)."""
 from __future__ import annotations
 
 import contextlib
+import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from toolcards.surfaces.ports import MCP_PORT
 
 if TYPE_CHECKING:
     from toolcards.surfaces.runtime import SurfaceRuntime
@@ -17,18 +20,22 @@ async def serve_runtime(
     transport: str,
     *,
     host: str = "127.0.0.1",
-    port: int = 8765,
+    port: int = MCP_PORT,
     config: Path | None = None,
     dashboard: bool = False,
+    sock: socket.socket | None = None,
 ) -> None:
     """Serve until the client leaves (stdio) or the process is signalled (HTTP). With
     ``dashboard`` (HTTP), the team's dashboard is at ``/`` and approval-required calls wait
-    in its approvals inbox."""
+    in its approvals inbox. ``sock`` (HTTP): a socket already bound to ``host:port``
+    (:func:`toolcards.surfaces.ports.listen`)."""
     from toolcards.surfaces.card_toolsets import connected
     from toolcards.surfaces.control import control_endpoint
+    from toolcards.surfaces.policy_watch import watching_policy
 
     http = f"http://{host}:{port}/mcp" if transport == "http" else None
     async with contextlib.AsyncExitStack() as stack:
+        await stack.enter_async_context(watching_policy(rt.policy))
         await stack.enter_async_context(connected(rt.toolsets))
         if config is not None and not (rt.config is not None and rt.config.shared_store):
             await stack.enter_async_context(control_endpoint(rt, config, http))
@@ -38,12 +45,12 @@ async def serve_runtime(
             from toolcards.surfaces.combined import run_mcp_with_dashboard
 
             await run_mcp_with_dashboard(
-                rt, host=host, port=port, approval_timeout=rt.approval_timeout
+                rt, host=host, port=port, approval_timeout=rt.approval_timeout, sock=sock
             )
         elif transport == "http":
             from toolcards.surfaces.mcp_server.http import run_http
 
-            await run_http(rt, host=host, port=port)
+            await run_http(rt, host=host, port=port, sock=sock)
         else:
             raise ValueError("transport must be 'stdio' or 'http'")
 

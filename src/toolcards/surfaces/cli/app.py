@@ -9,7 +9,7 @@ so ``--help`` starts fast.
 
 Exit codes: 0 ok · 1 tool failure (or the store is in use) · 2 usage or config error ·
 3 denied · 4 invalid input · 5 needs approval / approval refused · 6 rate limited ·
-7 unknown tool.
+7 unknown tool · 8 policy error (the policy file never loaded).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ app = typer.Typer(
     rich_markup_mode=None,
     epilog=(
         "Exit codes: 0 ok, 1 tool failure, 2 usage or config error, 3 denied, 4 invalid input, "
-        "5 needs approval or refused, 6 rate limited, 7 unknown tool."
+        "5 needs approval or refused, 6 rate limited, 7 unknown tool, 8 policy error."
     ),
 )
 app.add_typer(audit_app, name="audit")
@@ -146,8 +146,9 @@ def describe(
         from toolcards.surfaces.operations import describe_data
 
         data = describe_data(state.runtime(), tool)
-    if data is None:
-        fail(f"unknown tool {tool!r}", ExitCode.DENIED)
+    if data is None or "unknown" in data:  # hidden or missing: what a call of it says
+        err().print(data["unknown"] if data else f"unknown tool: {tool}", markup=False)
+        raise typer.Exit(int(ExitCode.UNKNOWN_TOOL))
     hints = data.pop("hints")
     if state.json:
         emit_json(data)

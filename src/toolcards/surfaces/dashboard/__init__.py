@@ -10,7 +10,7 @@ trail, the approvals inbox and live team events (``toolcards dashboard``, or
     team = Team("t1", store="team.db", policy=policy, audit=audit,
                 approver=InboxApprover(broker, timeout=300))
     dash = Dashboard(team=team, audit=audit, approvals=broker, tokens=tokens)
-    with BackgroundServer(dash.app(), port=8765) as server:
+    with BackgroundServer(dash.app(), port=8766) as server:
         print(server.url)
 """
 

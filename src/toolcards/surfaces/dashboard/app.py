@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
@@ -84,7 +84,8 @@ class Dashboard:
 
     An approver sees the exact arguments of a pending call (hidden characters escaped);
     anyone else sees them redacted. The plan and the live events are redacted for everyone
-    with ``redactor`` (default: the team policy's).
+    with ``redactor`` (default: the team policy's). ``policy_error`` says why the policy file
+    does not load (None while it does): the page then shows it in a banner.
     """
 
     def __init__(
@@ -101,6 +102,7 @@ class Dashboard:
         limits: HttpLimits | None = None,
         one_time_tokens: bool = False,
         throttle: SignInThrottle | None = None,
+        policy_error: Callable[[], str | None] | None = None,
     ) -> None:
         self.team = team
         self.audit = audit
@@ -109,6 +111,7 @@ class Dashboard:
         self.sessions = Sessions(tokens, viewer_roles=viewer_roles, one_time=one_time_tokens)
         self.limits = limits or HttpLimits()
         self.throttle = throttle or SignInThrottle()
+        self.policy_error = policy_error or _no_error
         self.hub = LiveHub(team, approvals, self.redactor)
         self.host = host
         self.title = title or (f"team {team.team_id}" if team is not None else "toolcards")
@@ -189,6 +192,7 @@ class Dashboard:
             "roles": ", ".join(sorted(identity.roles)),
             "can_approve": self._can_approve(session),
             "csrf": session.csrf,
+            "policy_error": self.policy_error(),
         }
 
     async def index(self, request: Request) -> Response:
@@ -393,3 +397,7 @@ def _team_redactor(team: Team | None) -> Redactor:
     policy = getattr(team, "policy", None)
     redaction = getattr(policy, "redaction", None)
     return redaction if isinstance(redaction, Redactor) else DEFAULT_REDACTOR
+
+
+def _no_error() -> str | None:
+    return None

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from toolcards.surfaces.outcomes import ExitCode
+from toolcards.surfaces.ports import DASHBOARD_PORT, PortUnavailable, listen, url_host
 
 if TYPE_CHECKING:
     from toolcards.surfaces.dashboard.app import Dashboard
@@ -38,7 +39,7 @@ def dashboard(
         ),
     ] = None,
     host: HostOpt = "127.0.0.1",
-    port: PortOpt = 8765,
+    port: PortOpt = DASHBOARD_PORT,
     approvals: Annotated[
         Path | None,
         typer.Option(help="SQLite file of pending approvals shared with other processes."),
@@ -67,14 +68,14 @@ def dashboard(
         if store is not None
         else _from_config(ctx, config, approvals, port)
     )
-    with opener(host) as dash:
-        typer.echo(f"dashboard of {dash.title} at http://{_show(host)}:{port}/", err=True)
+    try:  # taken or not, known before anything starts
+        sock = listen(host, port)
+    except PortUnavailable as exc:
+        raise _fail(str(exc), ExitCode.USAGE) from None
+    with sock, opener(host) as dash:
+        typer.echo(f"dashboard of {dash.title} at http://{url_host(host)}:{port}/", err=True)
         with contextlib.suppress(KeyboardInterrupt):
-            anyio.run(lambda: run_dashboard(dash, host=host, port=port))
-
-
-def _show(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
+            anyio.run(lambda: run_dashboard(dash, host=host, port=port, sock=sock))
 
 
 def _from_config(
@@ -103,7 +104,7 @@ def _from_config(
             sign_in = first_sign_in(runtime.tokens, runtime.local)
             one_time = sign_in.tokens if sign_in.token is not None else None
             dash = dashboard_for(runtime, host=host, approvals_file=approvals, tokens=one_time)
-            link = sign_in.link(f"http://{_show(host)}:{port}/")
+            link = sign_in.link(f"http://{url_host(host)}:{port}/")
             if link is not None:
                 typer.echo(f"sign in as {runtime.local.id} (once) at {link}", err=True)
             elif sign_in.problem is not None:

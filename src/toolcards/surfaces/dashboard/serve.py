@@ -7,6 +7,7 @@ team's plan, graph and audit trail to whoever signs in from there).
 
 from __future__ import annotations
 
+import functools
 import logging
 import socket
 import threading
@@ -17,14 +18,16 @@ from typing import TYPE_CHECKING, Any
 from toolcards.surfaces.dashboard.app import Dashboard
 from toolcards.surfaces.dashboard.security import is_loopback
 from toolcards.surfaces.http_limits import HttpLimits
+from toolcards.surfaces.ports import DASHBOARD_PORT
 
 if TYPE_CHECKING:
+    from toolcards.governance.policy import Policy
     from toolcards.surfaces.auth import TokenTable
     from toolcards.surfaces.runtime import SurfaceRuntime
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PORT = 8765
+DEFAULT_PORT = DASHBOARD_PORT
 
 
 def warn_if_exposed(host: str) -> None:
@@ -63,7 +66,14 @@ def dashboard_for(
         one_time_tokens=tokens is not None,
         host=host,
         limits=runtime.http_limits,
+        policy_error=functools.partial(policy_problem, runtime.policy),
     )
+
+
+def policy_problem(policy: Policy) -> str | None:
+    """Why the policy file does not load (re-read first if it changed), None while it does."""
+    policy.check_reload()
+    return policy.error
 
 
 def uvicorn_server(app: Any, host: str, port: int, limits: HttpLimits | None = None) -> Any:
@@ -77,11 +87,17 @@ def uvicorn_server(app: Any, host: str, port: int, limits: HttpLimits | None = N
 
 
 async def run_dashboard(
-    dashboard: Dashboard, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT
+    dashboard: Dashboard,
+    *,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    sock: socket.socket | None = None,
 ) -> None:
-    """Serve ``dashboard`` until cancelled or signalled."""
+    """Serve ``dashboard`` until cancelled or signalled (``sock``: a socket already bound
+    to ``host:port``)."""
     warn_if_exposed(host)
-    await uvicorn_server(dashboard.app(), host, port, dashboard.limits).serve()
+    server = uvicorn_server(dashboard.app(), host, port, dashboard.limits)
+    await server.serve(None if sock is None else [sock])
 
 
 class BackgroundServer:

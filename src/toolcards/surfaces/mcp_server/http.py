@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import socket
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -208,8 +209,10 @@ async def run_http(
     host: str = "127.0.0.1",
     port: int = 8765,
     on_ready: Callable[[], None] | None = None,
+    sock: socket.socket | None = None,
 ) -> None:
-    """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled or signalled."""
+    """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled or signalled
+    (``sock``: a socket already bound there, see :mod:`toolcards.surfaces.ports`)."""
     import uvicorn
 
     from toolcards.surfaces.http_guard import server_config
@@ -239,13 +242,14 @@ async def run_http(
     app = http_app(runtime, host=host)
     config = server_config(app, host, port, runtime.http_limits)
     server = Server(config)
+    sockets = None if sock is None else [sock]
     if on_ready is None:
-        await server.serve()
+        await server.serve(sockets)
         return
     import anyio
 
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(server.serve)
+        tasks.start_soon(server.serve, sockets)
         while not server.started:
             await anyio.sleep(0.01)
         on_ready()

@@ -4,7 +4,8 @@ at or above that level.
 
 A record emitted while a tool call runs (in its task or its worker thread) goes to the
 connection that made the call, on the call's own stream, at or above the connection's level
-(``info`` until it sets one); other records go to every connection that set a level.
+(``info`` until it sets one); other records, and those marked for everyone (a policy file
+that broke), go to every connection that set a level.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 import mcp.types as types
 from anyio.abc import TaskGroup
 
+from toolcards.governance.policy import EVERYONE
 from toolcards.surfaces.spawner import Spawner
 
 ROOT_LOGGER = "toolcards"
@@ -126,11 +128,12 @@ class LogForwarder(logging.Handler):
         if getattr(self._sending, "active", False) or self._spawner is None:
             return
         current = _current.get()
-        if current is not None:
-            targets = [current] if record.levelno >= current.level else []
-        else:
+        targets = [current] if current is not None and record.levelno >= current.level else []
+        if current is None or getattr(record, EVERYONE, False):
             with self._lock:
-                targets = [t for t in self._levels.values() if record.levelno >= t.level]
+                others = [t for t in self._levels.values() if record.levelno >= t.level]
+            mine = {_connection_key(t.session) for t in targets}
+            targets += [t for t in others if _connection_key(t.session) not in mine]
         if not targets:
             return
         self._sending.active = True

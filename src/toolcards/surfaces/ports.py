@@ -1,0 +1,51 @@
+"""The listening socket of an HTTP surface, bound before anything says it serves there: a
+port that is taken ends the command in one line naming the port and ``--port``.
+
+``serve`` and ``dashboard`` default to different ports, so both can run as the docs show.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+
+__all__ = ["DASHBOARD_PORT", "MCP_PORT", "PortUnavailable", "listen", "url_host"]
+
+MCP_PORT = 8765
+"""``toolcards serve --transport http`` (MCP at ``http://127.0.0.1:8765/mcp``)."""
+DASHBOARD_PORT = 8766
+"""``toolcards dashboard`` (the page at ``http://127.0.0.1:8766/``)."""
+
+
+class PortUnavailable(OSError):
+    """The address cannot be listened on; the message is one line for the user."""
+
+
+def url_host(host: str) -> str:
+    """``host`` as it goes in a URL (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host else host
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (0: any free port), ready to hand to uvicorn."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except (socket.gaierror, UnicodeError):
+        raise PortUnavailable(f"cannot listen on {host}: no such address (see --host)") from None
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        where = f"{url_host(host)}:{port}"
+        if exc.errno == errno.EADDRINUSE:
+            why = f"port {port} is in use on {host}; choose another with --port"
+        elif exc.errno == errno.EACCES:
+            why = f"no permission to listen on {where}; choose a port above 1023 with --port"
+        elif exc.errno == errno.EADDRNOTAVAIL:
+            why = f"{host} is not an address of this machine (see --host)"
+        else:
+            why = f"cannot listen on {where}: {exc.strerror or exc}"
+        raise PortUnavailable(why) from None
+    return sock

@@ -1,0 +1,309 @@
+"""The first hour's failures, each one clear line (issue #28, items 1-5), from real
+``toolcards`` processes: a taken port, a missing extra, a policy file that breaks while a
+server runs, a call missing an argument a deny rule tests, and ``describe`` of a tool the
+caller cannot see."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+import yaml
+
+from support.processes import free_port
+from support.scripted import wait_until
+from surfaces.surface_support import SURFACE_ENV, TOOLCARDS, HttpServer
+from toolcards.surfaces.outcomes import ExitCode
+
+pytestmark = pytest.mark.timeout(120)
+
+REPO = Path(__file__).resolve().parents[2]
+TOOLS = '''
+def transfer(account: str, amount: int) -> str:
+    """Move ``amount`` out of ``account``."""
+    return f"moved {amount} from {account}"
+
+
+TOOLS = [transfer]
+'''
+POLICY = {
+    "default_effect": "allow",
+    "rules": [
+        {
+            "description": "Nothing leaves the vault",
+            "targets": ["transfer"],
+            "effect": "deny",
+            "conditions": {"arguments": {"account": "vault"}},
+        }
+    ],
+}
+BROKEN = "default_effect: allow\nrules:\n  - targets: [transfer\n"  # an unclosed list
+
+
+def lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def env_with(*paths: Path, **extra: str) -> dict[str, str]:
+    """The surface tests' environment with ``paths`` first on PYTHONPATH."""
+    joined = os.pathsep.join([*(str(p) for p in paths), SURFACE_ENV["PYTHONPATH"]])
+    return {**SURFACE_ENV, "PYTHONPATH": joined, **extra}
+
+
+def write_setup(directory: Path, **config: object) -> Path:
+    """A config serving ``transfer`` under :data:`POLICY` (its module beside the config)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "first_hour_tools.py").write_text(TOOLS, encoding="utf-8")
+    (directory / "policy.yaml").write_text(yaml.safe_dump(POLICY), encoding="utf-8")
+    data = {"team_id": "first-hour", "store": ":memory:", "policy": "policy.yaml",
+            "tools": ["first_hour_tools:TOOLS"], **config}  # fmt: skip
+    path = directory / "toolcards.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def toolcards(
+    config: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``toolcards ARGS... --config CONFIG`` as a real process, its tools importable."""
+    return subprocess.run(
+        [str(TOOLCARDS), *args, "--config", str(config)],
+        env=env or env_with(config.parent),
+        capture_output=True,
+        text=True,
+        timeout=90,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def break_policy(path: Path) -> None:
+    """Write a policy file that does not parse, with a modification time of its own."""
+    before = path.stat().st_mtime_ns
+    path.write_text(BROKEN, encoding="utf-8")
+    os.utime(path, ns=(before + 2_000_000_000, before + 2_000_000_000))
+
+
+# -- 1. a taken port, and distinct default ports ---------------------------------------------
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("command", [["serve", "--transport", "http"], ["dashboard"]])
+def test_a_taken_port_is_one_line_naming_it_and_the_option(
+    tmp_path: Path, taken_port: int, command: list[str]
+) -> None:
+    done = toolcards(write_setup(tmp_path), *command, "--port", str(taken_port))
+    assert done.returncode == ExitCode.USAGE
+    assert lines(done.stderr) == [
+        f"error: port {taken_port} is in use on 127.0.0.1; choose another with --port"
+    ]
+
+
+def _default_port(command: str) -> int:
+    done = subprocess.run(
+        [str(TOOLCARDS), command, "--help"], capture_output=True, text=True, timeout=60,
+        env={**SURFACE_ENV, "COLUMNS": "200"},
+    )  # fmt: skip
+    found = re.search(r"--port .*?\[default: (\d+)", done.stdout, re.S)
+    assert found is not None, done.stdout
+    return int(found.group(1))
+
+
+def test_serve_and_dashboard_default_to_different_ports_the_docs_name() -> None:
+    serve, dashboard = _default_port("serve"), _default_port("dashboard")
+    assert serve != dashboard
+    assert f"http://127.0.0.1:{dashboard}/" in (REPO / "docs" / "dashboard.md").read_text()
+    assert f"http://127.0.0.1:{serve}/mcp" in (REPO / "docs" / "surfaces.md").read_text()
+
+
+# -- 2. a missing extra ----------------------------------------------------------------------
+
+BLOCKER = """
+import os, sys
+for name in os.environ.get("TOOLCARDS_TEST_MISSING", "").split(","):
+    if name:
+        sys.modules[name] = None  # "import name" fails as if it were not installed
+"""
+
+
+@pytest.mark.parametrize(
+    ("extra", "missing", "config", "command"),
+    [
+        ("mcp", "mcp", {}, ["serve"]),
+        ("dashboard", "starlette", {}, ["dashboard", "--port", "{port}"]),
+        ("dashboard", "uvicorn", {}, ["dashboard", "--port", "{port}"]),
+        ("postgres", "psycopg", {"store": "postgresql://u@127.0.0.1:9/db"}, ["list"]),
+        ("ray", "ray", {"store": "postgresql://u@127.0.0.1:9/db", "system": "ray"}, ["list"]),
+    ],
+)
+def test_a_missing_optional_part_is_one_line_naming_its_extra(
+    tmp_path: Path, extra: str, missing: str, config: dict[str, str], command: list[str]
+) -> None:
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(BLOCKER, encoding="utf-8")
+    setup = write_setup(tmp_path / "setup", **config)
+    env = env_with(blocker, setup.parent, TOOLCARDS_TEST_MISSING=missing)
+    argv = [part.format(port=free_port()) for part in command]
+    done = toolcards(setup, *argv, env=env)
+    assert done.returncode == ExitCode.USAGE, done.stderr
+    assert len(lines(done.stderr)) == 1, done.stderr
+    assert f"pip install 'toolcards[{extra}]'" in done.stderr
+    assert missing in done.stderr
+
+
+def test_every_extra_of_the_package_has_its_modules_named() -> None:
+    from toolcards.surfaces.extras import EXTRA_OF
+
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = set(declared["optional-dependencies"]) - {"all", "dev", "openai", "anthropic"}
+    assert extras == set(EXTRA_OF.values())
+
+
+# -- 3. a policy file that breaks while serving ----------------------------------------------
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[HttpServer, Path]]:
+    config = write_setup(tmp_path)
+    server = HttpServer(config, env_with(tmp_path))
+    yield server, tmp_path / "policy.yaml"
+    server.stop()
+
+
+async def _transfer_after_the_break(url: str, policy: Path) -> tuple[list[str], object, list]:
+    from surfaces.mcp_clients import http_session
+
+    heard: list[object] = []
+
+    async def on_log(params: object) -> None:
+        heard.append(params)
+
+    async with http_session(url, logging_callback=on_log) as session:
+        await session.set_logging_level("warning")
+        break_policy(policy)
+        with anyio.fail_after(30):
+            while not heard:
+                await anyio.sleep(0.05)
+        names = [tool.name for tool in (await session.list_tools()).tools]
+        result = await session.call_tool("transfer", {"account": "main", "amount": 5})
+    return names, result, heard
+
+
+@pytest.mark.anyio
+async def test_a_policy_broken_while_serving_keeps_the_last_good_one(
+    served: tuple[HttpServer, Path],
+) -> None:
+    server, policy = served
+    names, result, _ = await _transfer_after_the_break(server.url, policy)
+    assert names == ["transfer"]
+    assert not result.is_error  # type: ignore[attr-defined]
+    assert result.content[0].text == "moved 5 from main"  # type: ignore[attr-defined]
+
+
+@pytest.mark.anyio
+async def test_mcp_clients_hear_that_the_policy_broke(served: tuple[HttpServer, Path]) -> None:
+    server, policy = served
+    heard = (await _transfer_after_the_break(server.url, policy))[2]
+    assert heard[0].level == "error"  # type: ignore[attr-defined]
+    assert str(policy) in heard[0].data  # type: ignore[attr-defined]
+    assert "last good policy" in heard[0].data  # type: ignore[attr-defined]
+
+
+def test_a_policy_broken_while_serving_is_one_line_on_stderr(
+    served: tuple[HttpServer, Path],
+) -> None:
+    server, policy = served
+    break_policy(policy)
+    assert wait_until(lambda: bool([ln for ln in lines(server.output()) if str(policy) in ln]))
+    said = [line for line in lines(server.output()) if str(policy) in line]
+    assert len(said) == 1
+    assert said[0].startswith("error: ") and "still serving the last good policy" in said[0]
+
+
+def test_the_dashboard_shows_a_broken_policy_in_a_banner(tmp_path: Path) -> None:
+    from dashboard.support import Process, http_sign_in
+    from dashboard.support import write_config as dashboard_config
+
+    config = dashboard_config(tmp_path, {"default_effect": "allow"})
+    server = Process("serve", "--config", str(config), "--transport", "http", "--dashboard",
+                     port=free_port())  # fmt: skip
+    try:
+        client = http_sign_in(server.url, "viewer")
+        assert 'data-testid="policy-error"' not in client.get("/").text
+        break_policy(tmp_path / "policy.yaml")
+
+        def banner() -> bool:
+            return 'data-testid="policy-error"' in client.get("/").text
+
+        assert wait_until(banner, timeout=30)
+        assert "policy.yaml" in client.get("/").text
+    finally:
+        server.stop()
+
+
+def test_a_policy_that_never_loaded_refuses_calls_as_a_policy_error(tmp_path: Path) -> None:
+    from toolcards.governance import CapabilityRegistry, Executor, Identity, Policy
+
+    path = tmp_path / "policy.yaml"
+    path.write_text(BROKEN, encoding="utf-8")
+    policy = Policy.from_yaml(path, strict=False, reload_interval=0)
+    namespace: dict[str, object] = {}
+    exec(TOOLS, namespace)  # the same tool the served configs load
+    executor = Executor(CapabilityRegistry.from_tools(namespace["TOOLS"]), policy)  # type: ignore[arg-type]
+    who = Identity("alice")
+    known = anyio.run(executor.call, "transfer", {"account": "main", "amount": 1}, who)
+    missing = anyio.run(executor.call, "no_such_tool", {}, who)
+    assert (known.outcome, missing.outcome) == ("policy_error", "policy_error")
+    assert known.message == missing.message  # a hidden tool and a missing one read the same
+    path.write_text(yaml.safe_dump(POLICY), encoding="utf-8")
+    fixed = anyio.run(executor.call, "transfer", {"account": "main", "amount": 1}, who)
+    assert fixed.ok
+
+
+# -- 4. arguments are checked before the policy tests them -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [(["amount=5"], "account: Field required"), (["account=vault", "amount=lots"], "amount:")],
+)
+def test_a_call_with_broken_arguments_is_invalid_not_denied(
+    tmp_path: Path, args: list[str], problem: str
+) -> None:
+    done = toolcards(write_setup(tmp_path), "call", "transfer", *args)
+    assert done.returncode == ExitCode.INVALID
+    assert lines(done.stderr) == [lines(done.stderr)[0]]
+    assert done.stderr.startswith("invalid arguments for transfer: ")
+    assert problem in done.stderr
+
+
+# -- 5. describe and call agree on a tool the caller cannot see ------------------------------
+
+
+@pytest.mark.parametrize("tool", ["no_such_tool", "transfer"])
+def test_describe_of_a_tool_the_caller_cannot_see_reads_like_a_call_of_it(
+    tmp_path: Path, tool: str
+) -> None:
+    config = write_setup(tmp_path)
+    if tool == "transfer":  # hidden by the policy: it must read as missing
+        (tmp_path / "policy.yaml").write_text(
+            yaml.safe_dump({"default_effect": "deny"}), encoding="utf-8"
+        )
+    described = toolcards(config, "describe", tool)
+    called = toolcards(config, "call", tool)
+    assert described.returncode == called.returncode == ExitCode.UNKNOWN_TOOL
+    assert described.stderr == called.stderr == f"unknown tool: {tool}\n"
