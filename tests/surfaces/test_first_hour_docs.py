@@ -266,6 +266,13 @@ def test_the_workspace_root_is_relative_to_the_config_file(
     assert list(elsewhere.iterdir()) == []
 
 
+def test_card_data_cannot_choose_the_workspaces_root(tmp_path: Path) -> None:
+    card = {"type": "WorkspaceTool", "workspace_id": "etc", "workspaces_root": "/"}
+    config = write(tmp_path, {"store": ":memory:", "cards": [card]})
+    done = cli("--config", str(config), "list")
+    assert done.returncode == 2 and "workspaces_root" in done.stderr, done.stderr
+
+
 # -- 11. one's own tools --------------------------------------------------------------------------
 
 

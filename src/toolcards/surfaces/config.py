@@ -151,7 +151,6 @@ OWN_CARD_HINT = (
     "(docs/writing-cards.md)"
 )
 _SYSTEMS = ("pykka", "ray")
-_ROOTED_CARDS = frozenset({"WorkspaceTool", "ExecTool"})
 _RAY_KEYS = frozenset({"address", "namespace", "connect_timeout"})
 
 
@@ -378,12 +377,12 @@ class SurfaceConfig(BaseModel):
         cards = []
         for i, data in enumerate(self.cards):
             where = f"{self.source}: cards.{i} ({data.get('type')})"
-            if data.get("type") in _ROOTED_CARDS:  # a path of the config: relative to it
-                given = data.get("workspaces_root")
-                root = self.path(given) if isinstance(given, str) else self.workspaces_root
-                data = {**data, "workspaces_root": str(root)}
             try:
-                cards.append(load_card(data, trust=trust))
+                card = load_card(data, trust=trust)
+                use_root = getattr(card, "use_workspaces_root", None)
+                if callable(use_root):
+                    use_root(self.workspaces_root)  # relative to this file, like every path
+                cards.append(card)
             except ValidationError as exc:
                 found = problems(exc, CARD_TYPES.resolve(str(data.get("type"))))
                 raise ConfigError(f"{where}: {found}") from None

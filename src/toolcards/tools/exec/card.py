@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import ClassVar, TypeVar
 
-from pydantic import Field, field_validator
+from pydantic import Field, PrivateAttr, field_validator
 
 from toolcards.core.card import CardCapability, ToolCard, ToolFunc
 from toolcards.core.channels import Channels
@@ -52,8 +52,7 @@ class ExecTool(ToolCard):
     mode: str = "auto"
     workspace_id: str | None = None
     """The workspace directory (default: the team's, as for WorkspaceTool)."""
-    workspaces_root: str | None = None
-    """The directory holding the workspaces, as for WorkspaceTool."""
+    _workspaces_root: str | None = PrivateAttr(default=None)
     timeout_s: float = Field(default=60.0, gt=0, le=24 * 3600)
     limits: ExecLimits = Field(default_factory=ExecLimits)
     allowed_commands: list[str] | None = None
@@ -102,14 +101,19 @@ class ExecTool(ToolCard):
         team = getattr(self.observer_or_none(), "team_id", None) or STANDALONE_TEAM
         return service_for(str(team), self.settings())
 
+    def use_workspaces_root(self, root: str | Path) -> None:
+        """Keep this card's workspaces under ``root`` (the host's choice, e.g. a surfaces
+        config's ``workspaces:``; never read from card data, which could name ``/``)."""
+        self._workspaces_root = str(root)
+
     def workspace(self) -> Path:
         """The workspace directory commands run in."""
-        return workspace_dir(self.workspace_id, self.observer_or_none(), root=self.workspaces_root)
+        return workspace_dir(self.workspace_id, self.observer_or_none(), root=self._workspaces_root)
 
     def _bound_workspace(self) -> Callable[[], Path]:
         """The workspace resolver fixed at binding (the owner is held weakly and may go)."""
         chosen = workspace_id_for(self.workspace_id, self.observer_or_none())
-        root = self.workspaces_root
+        root = self._workspaces_root
         return lambda: workspace_dir(chosen, None, root=root)
 
     def _about(self, service: ExecService) -> str:

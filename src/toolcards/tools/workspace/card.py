@@ -5,9 +5,10 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, TypeAdapter, field_validator
+from pydantic import Field, PrivateAttr, TypeAdapter, field_validator
 
 from toolcards.core.card import CardCapability, ToolCard, ToolFunc
 from toolcards.core.commands import Rest
@@ -88,9 +89,7 @@ class WorkspaceTool(ToolCard):
 
     workspace_id: str | None = None
     """Directory name under the workspaces root; default: the team id."""
-    workspaces_root: str | None = None
-    """The directory holding the workspaces (default ``$TOOLCARDS_WORKSPACES_ROOT``, else
-    ``./workspaces``); a surfaces config sets it from its ``workspaces:`` key."""
+    _workspaces_root: str | None = PrivateAttr(default=None)
     read_only: bool = False
     """Offer the read tools only."""
     resources: dict[str, str] = Field(default_factory=dict)
@@ -136,6 +135,11 @@ class WorkspaceTool(ToolCard):
 
     # ---- runtime ------------------------------------------------------------------------
 
+    def use_workspaces_root(self, root: str | Path) -> None:
+        """Keep this card's workspaces under ``root`` (the host's choice, e.g. a surfaces
+        config's ``workspaces:``; never read from card data, which could name ``/``)."""
+        self._workspaces_root = str(root)
+
     def workspace(self) -> Workspace:
         """This card's workspace as seen by its owner (resources seeded on first use)."""
         observer = self.observer_or_none()
@@ -147,7 +151,7 @@ class WorkspaceTool(ToolCard):
             max_image_bytes=self.max_image_bytes,
             document_timeout_s=self.document_timeout_s,
         )
-        where = workspace_dir(self.workspace_id, observer, root=self.workspaces_root)
+        where = workspace_dir(self.workspace_id, observer, root=self._workspaces_root)
         ws = Workspace(where, agent, limits)
         if self.resources:
             _seed_once(ws, self.resources)
