@@ -4,12 +4,21 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint typecheck pytest bench docs clean
+.PHONY: install run test test-fast lint typecheck pytest bench docs clean
+
+# pytest runs in PYTEST_WORKERS processes (pytest-xdist). Many tests wait on subprocesses and
+# servers, so more workers than cores pay. tests/conftest.py groups the Ray tests on one worker
+# (one cluster per run) and a module sharing a module-scoped server on one worker. Python may
+# write bytecode (also rewritten test modules): every worker and subprocess reuses it.
+PYTEST_WORKERS ?= 4
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
+# The fast set (make test-fast, under a minute): the unit tests of the lower layers.
+FAST_TESTS ?= tests/core tests/stores tests/governance tests/test_architecture.py
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check uv
-	$(BIN)/uv pip install -q --python $(BIN)/python -e '.[all,dev]'
+	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -e '.[all,dev]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -25,7 +34,10 @@ typecheck: install
 	$(BIN)/mypy --strict src/toolcards
 
 pytest: install
-	COVERAGE_CORE=sysmon $(BIN)/pytest
+	COVERAGE_CORE=sysmon $(PYTEST)
+
+test-fast: install
+	$(PYTEST) -m 'not slow' $(FAST_TESTS)
 
 test: lint typecheck docs pytest
 

@@ -18,6 +18,35 @@ from support.servers import PostgresServer, RayCluster
 _databases = itertools.count(1)
 
 
+def _uses_ray(item: pytest.Item) -> bool:
+    """The test needs the Ray cluster: by fixture, or by a ``ray`` parameter whose fixture asks
+    for the cluster at run time (``make_team[ray]``, ``system='ray'``)."""
+    if "ray_cluster" in getattr(item, "fixturenames", ()):
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and any(v == "ray" for v in callspec.params.values())
+
+
+def _uses_module_fixture(item: pytest.Item) -> bool:
+    """The test shares a module-scoped fixture (a server, a browser) with its neighbours."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = getattr(info, "name2fixturedefs", {})
+    return any(d and d[-1].scope == "module" for d in defs.values())
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks into the node ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Groups for ``pytest -n N --dist loadgroup`` (``make pytest``): every Ray test on one
+    worker (one cluster per run, not one per worker), and a module whose tests share a
+    module-scoped server or browser on one worker (it starts once). Without xdist the marks
+    change nothing."""
+    for item in items:
+        if _uses_ray(item):
+            item.add_marker(pytest.mark.xdist_group("ray"))
+        elif _uses_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """A throwaway PostgreSQL 15 cluster on 127.0.0.1 (skipped when it cannot start here)."""

@@ -5,6 +5,7 @@ MCP Inspector is installed. Importable as ``support.newcomer``."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pty
 import re
@@ -70,6 +71,7 @@ def held_store(store: Path, team_id: str) -> Iterator[Path]:
         holder.wait(timeout=30)
 
 
+@functools.cache  # asked at import by several test modules; `npm root -g` takes a second
 def inspector_missing() -> str | None:
     """Why the MCP Inspector cannot be run here, or None when it can."""
     npm = shutil.which("npm")
