@@ -13,6 +13,7 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    RetryPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -138,14 +139,28 @@ def scripted(*turns: Sequence[Call]) -> tuple[FunctionModel, list[list[ToolRetur
     return FunctionModel(respond), seen
 
 
-def returns_of(result: Any) -> list[ToolReturnPart]:
-    return [
-        part
-        for message in result.all_messages()
-        if isinstance(message, ModelRequest)
-        for part in message.parts
-        if isinstance(part, ToolReturnPart)
-    ]
+@dataclass(frozen=True)
+class Returned:
+    """What the model read back for one tool call."""
+
+    tool_call_id: str
+    outcome: str  # "success", "failed" or "retried"
+    content: Any
+
+
+def returns_of(result: Any) -> list[Returned]:
+    """Every tool call's answer in the run. A retry is a ``ToolReturnPart`` with outcome
+    "retried" in newer pydantic-ai and a ``RetryPromptPart`` in older: both read as "retried"."""
+    found = []
+    for message in result.all_messages():
+        if not isinstance(message, ModelRequest):
+            continue
+        for part in message.parts:
+            if isinstance(part, ToolReturnPart):
+                found.append(Returned(part.tool_call_id, part.outcome, part.content))
+            elif isinstance(part, RetryPromptPart) and part.tool_name is not None:
+                found.append(Returned(part.tool_call_id, "retried", part.content))
+    return found
 
 
 def run(toolset: Any, *turns: Sequence[Call], deps: Any = None, **agent_kwargs: Any) -> Any:

@@ -166,8 +166,8 @@ def tool_results(messages: list[ModelMessage]) -> list[str]:
         if not isinstance(msg, ModelRequest):
             continue
         for part in msg.parts:
-            if isinstance(part, RetryPromptPart):
-                out.append(f"{part.tool_name}: retry: {part.model_response()}")
+            if isinstance(part, RetryPromptPart):  # older pydantic-ai's form of a retried call
+                out.append(f"{part.tool_name}: retried: {part.model_response()}")
             elif isinstance(part, ToolReturnPart):
                 out.append(f"{part.tool_name}: {part.outcome}: {part.content}")
     return out
@@ -194,4 +194,4 @@ class SequenceScript:
 
     @property
     def model(self) -> FunctionModel:
-        return FunctionModel(self)
+        return FunctionModel(self.__call__)  # a bound method: older FunctionModels read __name__

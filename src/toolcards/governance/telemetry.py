@@ -45,22 +45,16 @@ class Instruments:
     duration: metrics.Histogram
 
 
-try:  # the API's stand-in before an SDK is configured
-    from opentelemetry.metrics._internal import _ProxyMeterProvider
-except ImportError:  # pragma: no cover - other API versions
-
-    class _ProxyMeterProvider:  # type: ignore[no-redef]
-        pass
+_API_MODULES = ("opentelemetry.trace", "opentelemetry.metrics")
 
 
 def _is_noop(provider: object) -> bool:
+    """A provider of the API itself (a no-op, or the stand-in before an SDK is configured,
+    whose meter class is not public) rather than an SDK's: the API defines it."""
     return isinstance(
         provider,
-        trace.ProxyTracerProvider
-        | trace.NoOpTracerProvider
-        | metrics.NoOpMeterProvider
-        | _ProxyMeterProvider,
-    )
+        trace.ProxyTracerProvider | trace.NoOpTracerProvider | metrics.NoOpMeterProvider,
+    ) or type(provider).__module__.startswith(_API_MODULES)
 
 
 class Telemetry:
