@@ -25,6 +25,20 @@ class Steps:
             self._started = True
             self.console.print(f"[bold]{HEADER}[/bold]")
 
+    @contextlib.contextmanager
+    def opening(self) -> Iterator[None]:
+        """While the team opens: on a terminal, a line that goes away again (an error that
+        ends the job stays its only output); elsewhere nothing."""
+        if not self.console.is_terminal:
+            yield
+            return
+        from rich.live import Live
+        from rich.text import Text
+
+        line = Text("toolcards main job: opening the team...")
+        with Live(line, console=self.console, transient=True):
+            yield
+
     def note(self, text: str) -> None:
         """One step that is already done (a hire, a resume)."""
         self._header()

@@ -277,13 +277,15 @@ def run_job(state_dir: Path, model: str | None = None) -> dict[str, Any]:
     resumed = is_complete(state_dir)
     if not resumed and has_leftovers(state_dir):
         _start_over(state_dir, log, "an earlier run stopped before the team was set up")
-    team, audit = _open(state_dir, log, model, with_exec, resumed)
+    with log.steps.opening():
+        team, audit = _open(state_dir, log, model, with_exec, resumed)
     if resumed and not {LEAD, ENGINEER} <= {m.name for m in team.members()}:
         team.stop()
         audit.close()
         _start_over(state_dir, log, "its team has no members")
         resumed = False
         team, audit = _open(state_dir, log, model, with_exec, resumed)
+    log.steps.note(f"team {TEAM_ID} open, its store in {state_dir}")
     settled = resumed
     try:
         if not resumed:
