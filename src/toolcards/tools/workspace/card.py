@@ -1,22 +1,21 @@
-"""WorkspaceTool: the card, its per-tool params, and the eleven tools (also /commands)."""
+"""WorkspaceTool: the card and its eleven tools (also /commands), one builder per tool."""
 
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from pydantic import Field, PrivateAttr, TypeAdapter, field_validator
 
 from toolcards.core.card import CardCapability, ToolCard, ToolFunc
 from toolcards.core.commands import Rest
 from toolcards.core.errors import RetriableError
-from toolcards.core.params import BaseToolParam
 from toolcards.core.pathargs import PathArgs
 from toolcards.core.spec import annotate
 from toolcards.tools._common.workspace_dir import workspace_dir, workspace_id_for
+from toolcards.tools.workspace.fs_errors import retry_on_os_errors
 from toolcards.tools.workspace.grep import GrepOptions
 from toolcards.tools.workspace.models import EditItem
 from toolcards.tools.workspace.ops import (
@@ -27,60 +26,38 @@ from toolcards.tools.workspace.ops import (
     ReadCaps,
     Workspace,
 )
+from toolcards.tools.workspace.params import (
+    GlobParam,
+    GrepParam,
+    ListParam,
+    ReadParam,
+    ViewParam,
+    WorkspaceParam,
+)
 from toolcards.tools.workspace.patch import patch_paths
 from toolcards.tools.workspace.paths import check_relative_path
 from toolcards.tools.workspace.textfile import MAX_TEXT_BYTES
+
+__all__ = [
+    "READ_TOOLS",
+    "WRITE_TOOLS",
+    "GlobParam",
+    "GrepParam",
+    "ListParam",
+    "ReadParam",
+    "ViewParam",
+    "WorkspaceParam",
+    "WorkspaceTool",
+]
 
 READ_TOOLS = ("workspace_read", "workspace_list", "workspace_glob", "workspace_grep",
               "workspace_view")  # fmt: skip
 WRITE_TOOLS = ("workspace_write", "workspace_edit", "workspace_multi_edit", "workspace_patch",
                "workspace_delete", "workspace_mkdir")  # fmt: skip
-
-
-def _capability(name: str) -> CardCapability:
-    def tool(card: WorkspaceTool, param: BaseToolParam) -> list[ToolFunc]:
-        return card._one(name, param, command=False)
-
-    def command(card: WorkspaceTool, param: BaseToolParam) -> list[ToolFunc]:
-        return card._one(name, param, command=True)
-
-    return CardCapability(tool=tool, command=command)
-
-
-class WorkspaceParam(BaseToolParam):
-    """A workspace tool with no options beyond its channels and instructions."""
-
-
-class ReadParam(BaseToolParam):
-    max_line_chars: int = Field(default=2000, ge=80)
-    """Longer lines are cut, with a marker."""
-    max_lines: int = Field(default=2000, ge=1)
-    """Most lines one call returns, whatever ``limit`` the model asks for."""
-    max_chars: int = Field(default=200_000, ge=1000)
-    """Most characters one call returns; the rest is offered with a continue marker."""
-
-
-class ListParam(BaseToolParam):
-    max_entries: int = Field(default=500, ge=10)
-
-
-class GlobParam(BaseToolParam):
-    max_results: int = Field(default=100, ge=1)
-
-
-class GrepParam(BaseToolParam):
-    max_matches: int = Field(default=200, ge=1)
-    engine: Literal["auto", "rg", "python"] = "auto"
-    """``auto`` uses ripgrep when installed, else the built-in search (same output)."""
-    timeout_s: float = Field(default=20.0, gt=0, le=600)
-    """A search still running after this many seconds is stopped (a retryable error)."""
-
-
-class ViewParam(BaseToolParam):
-    max_dimension: int = Field(default=1568, ge=64)
-    """Images are scaled down to fit this many pixels (needs ``toolcards[vision]``)."""
-
-
+_DESTRUCTIVE = {"workspace_write", "workspace_edit", "workspace_multi_edit", "workspace_patch",
+                "workspace_delete"}  # fmt: skip
+_IDEMPOTENT = {*READ_TOOLS, "workspace_write", "workspace_delete", "workspace_mkdir"}
+_ROOT_OK = {"workspace_list", "workspace_glob", "workspace_grep"}
 _EDITS = TypeAdapter(list[EditItem])
 
 
@@ -118,6 +95,9 @@ class WorkspaceTool(ToolCard):
     workspace_delete: bool | WorkspaceParam = True
     workspace_mkdir: bool | WorkspaceParam = True
 
+    _seeded: set[str] = PrivateAttr(default_factory=set)
+    """The workspace roots this card has seeded its ``resources`` into."""
+
     @field_validator("workspace_id")
     @classmethod
     def _safe_workspace_id(cls, value: str | None) -> str | None:
@@ -153,24 +133,27 @@ class WorkspaceTool(ToolCard):
         )
         where = workspace_dir(self.workspace_id, observer, root=self._workspaces_root)
         ws = Workspace(where, agent, limits)
-        if self.resources:
-            _seed_once(ws, self.resources)
+        if self.resources and str(ws.root) not in self._seeded:
+            for name, content in self.resources.items():
+                if not ws.paths.exists(name):
+                    ws.write(name, content)
+            self._seeded.add(str(ws.root))
         return ws
 
-    def _one(self, name: str, param: BaseToolParam, *, command: bool) -> list[ToolFunc]:
-        """The tool (or command) ``name`` with this param; nothing for a write tool of a
-        read-only card."""
+    def _offer(self, fn: Callable[..., Any]) -> list[ToolFunc]:
+        """``fn`` guarded and annotated; nothing for a write tool of a read-only card."""
+        name = fn.__name__
         if self.read_only and name not in READ_TOOLS:
             return []
-        fn = _guarded(_tool_functions(self.workspace, {name: param}, command=command)[name])
+        guarded = retry_on_os_errors(fn)
         annotate(
-            fn,
+            guarded,
             readonly=name in READ_TOOLS,
             destructive=name in _DESTRUCTIVE,
             idempotent=name in _IDEMPOTENT,
             paths=self._paths(name),
         )
-        return [fn]
+        return [guarded]
 
     def _paths(self, name: str) -> PathArgs:
         """The arguments of tool ``name`` that are paths, made canonical by the workspace's
@@ -187,206 +170,221 @@ class WorkspaceTool(ToolCard):
             return PathArgs(canonical, fields=("edits[].path",))
         return PathArgs(canonical)
 
+    # ---- the tools: one builder each, its options from its param --------------------------
+
+    def _read(self, param: ReadParam) -> list[ToolFunc]:
+        caps = ReadCaps(param.max_line_chars, param.max_lines, param.max_chars)
+        get = self.workspace
+
+        def workspace_read(path: str, offset: int = 1, limit: int = 2000) -> str:
+            """Read a text file (or PDF/DOCX/XLSX/PPTX as Markdown) with numbered lines.
+
+            Args:
+                path: File path relative to the workspace.
+                offset: First line to show (1-based).
+                limit: Maximum number of lines to show.
+            """
+            return get().read(path, offset, limit, caps)
+
+        return self._offer(workspace_read)
+
+    def _list(self, param: ListParam) -> list[ToolFunc]:
+        get, max_entries = self.workspace, param.max_entries
+
+        def workspace_list(path: str = "", depth: int = 1) -> str:
+            """List a directory: flat for depth 1, a tree for deeper levels.
+
+            Args:
+                path: Directory relative to the workspace ("" for the workspace itself).
+                depth: How many levels to show (1-10).
+            """
+            return get().list_dir(path, depth, max_entries)
+
+        return self._offer(workspace_list)
+
+    def _glob(self, param: GlobParam) -> list[ToolFunc]:
+        get, max_results = self.workspace, param.max_results
+
+        def workspace_glob(pattern: str, path: str = "") -> str:
+            """Find files by glob pattern, newest first. `*` stays in one directory, `**` spans
+            directories, `{py,md}` gives alternatives; a pattern without `/` matches file names
+            at any depth.
+
+            Args:
+                pattern: Glob such as `**/*.py` or `*.{md,txt}`.
+                path: Directory to search in, relative to the workspace.
+            """
+            return get().glob(pattern, path, max_results)
+
+        return self._offer(workspace_glob)
+
+    def _grep(self, param: GrepParam) -> list[ToolFunc]:
+        get = self.workspace
+        options = GrepOptions(
+            max_matches=param.max_matches, engine=param.engine, timeout_s=param.timeout_s
+        )
+
+        def workspace_grep(pattern: str, path: str = "", include: str = "") -> str:
+            """Search file contents with a regular expression; prints `path:line:text`.
+
+            Args:
+                pattern: Regular expression searched on each line.
+                path: File or directory to search, relative to the workspace.
+                include: Glob on file names to search, such as `*.py` or `*.{ts,tsx}`.
+            """
+            return get().grep(pattern, path, include, options)
+
+        return self._offer(workspace_grep)
+
+    def _view(self, param: ViewParam, *, command: bool = False) -> list[ToolFunc]:
+        get, max_dimension = self.workspace, param.max_dimension
+
+        def workspace_view(path: str) -> Any:
+            """Look at an image file (PNG, JPEG, WebP, GIF, BMP).
+
+            Args:
+                path: Image path relative to the workspace.
+            """
+            content = get().view(path, max_dimension)
+            if command:  # a human at a prompt reads what it is, not the bytes
+                return f"{path}: {content.media_type}, {len(content.data)} bytes"
+            return content
+
+        return self._offer(workspace_view)
+
+    def _view_command(self, param: ViewParam) -> list[ToolFunc]:
+        return self._view(param, command=True)
+
+    def _write(self, param: WorkspaceParam) -> list[ToolFunc]:
+        get = self.workspace
+
+        def workspace_write(path: str, content: str) -> str:
+            return get().write(path, content)
+
+        workspace_write.__doc__ = _WRITE_DOC
+        return self._offer(workspace_write)
+
+    def _write_command(self, param: WorkspaceParam) -> list[ToolFunc]:
+        get = self.workspace
+
+        def workspace_write(path: str, content: Rest) -> str:  # the rest of the line
+            return get().write(path, content)
+
+        workspace_write.__doc__ = _WRITE_DOC
+        return self._offer(workspace_write)
+
+    def _edit(self, param: WorkspaceParam) -> list[ToolFunc]:
+        get = self.workspace
+
+        def workspace_edit(
+            path: str, old_string: str, new_string: str, replace_all: bool = False
+        ) -> str:
+            """Replace text in a file and return the diff. old_string must match one place
+            (copy it from workspace_read, without the line numbers, with enough context to be
+            unique); small whitespace or indentation drift is tolerated. Read the file first.
+
+            Args:
+                path: File path relative to the workspace.
+                old_string: The text to replace; empty creates a new file.
+                new_string: The replacement text.
+                replace_all: Replace every occurrence instead of exactly one.
+            """
+            return get().edit(path, old_string, new_string, replace_all)
+
+        return self._offer(workspace_edit)
+
+    def _multi_edit(self, param: WorkspaceParam) -> list[ToolFunc]:
+        get = self.workspace
+
+        def workspace_multi_edit(edits: list[EditItem]) -> str:
+            return get().multi_edit(edits)
+
+        workspace_multi_edit.__doc__ = _MULTI_EDIT_DOC
+        return self._offer(workspace_multi_edit)
+
+    def _multi_edit_command(self, param: WorkspaceParam) -> list[ToolFunc]:
+        get = self.workspace
+
+        def workspace_multi_edit(edits: Rest) -> str:  # a JSON list on the command line
+            try:
+                items = _EDITS.validate_json(edits)
+            except ValueError as exc:
+                raise RetriableError(f"edits must be a JSON list of edit objects: {exc}") from None
+            return get().multi_edit(items)
+
+        workspace_multi_edit.__doc__ = _MULTI_EDIT_DOC
+        return self._offer(workspace_multi_edit)
+
+    def _patch(self, param: WorkspaceParam) -> list[ToolFunc]:
+        get = self.workspace
+
+        def workspace_patch(patch_text: str) -> str:
+            """Apply a unified diff (`--- a/path`, `+++ b/path`, `@@ -l,n +l,n @@` hunks) that may
+            create (`--- /dev/null`), modify, delete (`+++ /dev/null`) or rename several files.
+            All files change or none.
+
+            Args:
+                patch_text: The diff text.
+            """
+            return get().patch(patch_text)
+
+        return self._offer(workspace_patch)
+
+    def _delete(self, param: WorkspaceParam) -> list[ToolFunc]:
+        get = self.workspace
+
+        def workspace_delete(path: str) -> str:
+            """Delete a file or an empty directory.
+
+            Args:
+                path: Path relative to the workspace.
+            """
+            return get().delete(path)
+
+        return self._offer(workspace_delete)
+
+    def _mkdir(self, param: WorkspaceParam) -> list[ToolFunc]:
+        get = self.workspace
+
+        def workspace_mkdir(path: str) -> str:
+            """Create a directory and any missing parents (no error if it exists).
+
+            Args:
+                path: Directory path relative to the workspace.
+            """
+            return get().mkdir(path)
+
+        return self._offer(workspace_mkdir)
+
     capabilities: ClassVar[dict[str, CardCapability]] = {
-        name: _capability(name) for name in READ_TOOLS + WRITE_TOOLS
+        "workspace_read": CardCapability(tool=_read, command=_read),
+        "workspace_list": CardCapability(tool=_list, command=_list),
+        "workspace_glob": CardCapability(tool=_glob, command=_glob),
+        "workspace_grep": CardCapability(tool=_grep, command=_grep),
+        "workspace_view": CardCapability(tool=_view, command=_view_command),
+        "workspace_write": CardCapability(tool=_write, command=_write_command),
+        "workspace_edit": CardCapability(tool=_edit, command=_edit),
+        "workspace_multi_edit": CardCapability(tool=_multi_edit, command=_multi_edit_command),
+        "workspace_patch": CardCapability(tool=_patch, command=_patch),
+        "workspace_delete": CardCapability(tool=_delete, command=_delete),
+        "workspace_mkdir": CardCapability(tool=_mkdir, command=_mkdir),
     }
 
 
-_DESTRUCTIVE = {"workspace_write", "workspace_edit", "workspace_multi_edit", "workspace_patch",
-                "workspace_delete"}  # fmt: skip
-_IDEMPOTENT = {*READ_TOOLS, "workspace_write", "workspace_delete", "workspace_mkdir"}
-_ROOT_OK = {"workspace_list", "workspace_glob", "workspace_grep"}
+_WRITE_DOC = """Create or overwrite a file with the full new content. An existing file keeps its
+    line endings (LF/CRLF) and its final newline.
+
+    Args:
+        path: File path relative to the workspace (parent directories are created).
+        content: The complete file content.
+    """
+_MULTI_EDIT_DOC = """Apply several edits, in order, across one or more files: all succeed or no
+    file changes. Each edit follows the rules of workspace_edit.
+
+    Args:
+        edits: The edits, applied in order (later edits see earlier results).
+    """
 
 
 def _canonical(get: Callable[[], Workspace], path: str, *, allow_root: bool, follow: bool) -> str:
     return get().paths.canonical(path, allow_root=allow_root, follow=follow)
-
-
-_SEEDED: set[tuple[str, str]] = set()
-
-
-def _seed_once(ws: Workspace, resources: dict[str, str]) -> None:
-    for name, content in resources.items():
-        key = (str(ws.root), name)
-        if key in _SEEDED:
-            continue
-        if not ws.paths.exists(name):
-            ws.write(name, content)
-        _SEEDED.add(key)
-
-
-def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn filesystem errors into retryable messages; other errors propagate."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except (FileNotFoundError, NotADirectoryError) as exc:
-            name = os.path.basename(str(exc.filename or "")) or "a path"
-            raise RetriableError(f"not found: {name}") from None
-        except PermissionError:
-            raise RetriableError("permission denied by the operating system") from None
-        except OSError as exc:
-            raise RetriableError(f"filesystem error: {exc.strerror or exc}") from None
-
-    return wrapper
-
-
-def _opt(param: BaseToolParam | None, name: str, default: Any) -> Any:
-    return getattr(param, name, default)
-
-
-def _tool_functions(
-    get: Callable[[], Workspace], params: dict[str, BaseToolParam], *, command: bool
-) -> dict[str, Callable[..., Any]]:
-    read = params.get("workspace_read")
-    caps = ReadCaps(
-        max_line_chars=_opt(read, "max_line_chars", 2000),
-        max_lines=_opt(read, "max_lines", 2000),
-        max_chars=_opt(read, "max_chars", 200_000),
-    )
-    max_entries = _opt(params.get("workspace_list"), "max_entries", 500)
-    max_results = _opt(params.get("workspace_glob"), "max_results", 100)
-    grep_param = params.get("workspace_grep")
-    grep_options = GrepOptions(
-        max_matches=_opt(grep_param, "max_matches", 200),
-        engine=_opt(grep_param, "engine", "auto"),
-        timeout_s=_opt(grep_param, "timeout_s", 20.0),
-    )
-    max_dimension = _opt(params.get("workspace_view"), "max_dimension", 1568)
-
-    def workspace_read(path: str, offset: int = 1, limit: int = 2000) -> str:
-        """Read a text file (or PDF/DOCX/XLSX/PPTX as Markdown) with numbered lines.
-
-        Args:
-            path: File path relative to the workspace.
-            offset: First line to show (1-based).
-            limit: Maximum number of lines to show.
-        """
-        return get().read(path, offset, limit, caps)
-
-    def workspace_list(path: str = "", depth: int = 1) -> str:
-        """List a directory: flat for depth 1, a tree for deeper levels.
-
-        Args:
-            path: Directory relative to the workspace ("" for the workspace itself).
-            depth: How many levels to show (1-10).
-        """
-        return get().list_dir(path, depth, max_entries)
-
-    def workspace_glob(pattern: str, path: str = "") -> str:
-        """Find files by glob pattern, newest first. `*` stays in one directory, `**` spans
-        directories, `{py,md}` gives alternatives; a pattern without `/` matches file names
-        at any depth.
-
-        Args:
-            pattern: Glob such as `**/*.py` or `*.{md,txt}`.
-            path: Directory to search in, relative to the workspace.
-        """
-        return get().glob(pattern, path, max_results)
-
-    def workspace_grep(pattern: str, path: str = "", include: str = "") -> str:
-        """Search file contents with a regular expression; prints `path:line:text`.
-
-        Args:
-            pattern: Regular expression searched on each line.
-            path: File or directory to search, relative to the workspace.
-            include: Glob on file names to search, such as `*.py` or `*.{ts,tsx}`.
-        """
-        return get().grep(pattern, path, include, grep_options)
-
-    def workspace_view(path: str) -> Any:
-        """Look at an image file (PNG, JPEG, WebP, GIF, BMP).
-
-        Args:
-            path: Image path relative to the workspace.
-        """
-        content = get().view(path, max_dimension)
-        if command:
-            return f"{path}: {content.media_type}, {len(content.data)} bytes"
-        return content
-
-    def workspace_write(path: str, content: str) -> str:
-        """Create or overwrite a file with the full new content. An existing file keeps its
-        line endings (LF/CRLF) and its final newline.
-
-        Args:
-            path: File path relative to the workspace (parent directories are created).
-            content: The complete file content.
-        """
-        return get().write(path, content)
-
-    def workspace_write_command(path: str, content: Rest) -> str:
-        return get().write(path, content)
-
-    def workspace_edit(
-        path: str, old_string: str, new_string: str, replace_all: bool = False
-    ) -> str:
-        """Replace text in a file and return the diff. old_string must match one place
-        (copy it from workspace_read, without the line numbers, with enough context to be
-        unique); small whitespace or indentation drift is tolerated. Read the file first.
-
-        Args:
-            path: File path relative to the workspace.
-            old_string: The text to replace; empty creates a new file.
-            new_string: The replacement text.
-            replace_all: Replace every occurrence instead of exactly one.
-        """
-        return get().edit(path, old_string, new_string, replace_all)
-
-    def workspace_multi_edit(edits: list[EditItem]) -> str:
-        """Apply several edits, in order, across one or more files: all succeed or no file
-        changes. Each edit follows the rules of workspace_edit.
-
-        Args:
-            edits: The edits, applied in order (later edits see earlier results).
-        """
-        return get().multi_edit(edits)
-
-    def workspace_multi_edit_command(edits: Rest) -> str:
-        try:
-            items = _EDITS.validate_json(edits)
-        except ValueError as exc:
-            raise RetriableError(f"edits must be a JSON list of edit objects: {exc}") from None
-        return get().multi_edit(items)
-
-    def workspace_patch(patch_text: str) -> str:
-        """Apply a unified diff (`--- a/path`, `+++ b/path`, `@@ -l,n +l,n @@` hunks) that may
-        create (`--- /dev/null`), modify, delete (`+++ /dev/null`) or rename several files.
-        All files change or none.
-
-        Args:
-            patch_text: The diff text.
-        """
-        return get().patch(patch_text)
-
-    def workspace_delete(path: str) -> str:
-        """Delete a file or an empty directory.
-
-        Args:
-            path: Path relative to the workspace.
-        """
-        return get().delete(path)
-
-    def workspace_mkdir(path: str) -> str:
-        """Create a directory and any missing parents (no error if it exists).
-
-        Args:
-            path: Directory path relative to the workspace.
-        """
-        return get().mkdir(path)
-
-    found: dict[str, Callable[..., Any]] = {
-        fn.__name__: fn
-        for fn in (workspace_read, workspace_list, workspace_glob, workspace_grep,
-                   workspace_view, workspace_write, workspace_edit, workspace_multi_edit,
-                   workspace_patch, workspace_delete, workspace_mkdir)
-    }  # fmt: skip
-    if command:
-        for fn in (workspace_write_command, workspace_multi_edit_command):
-            name = fn.__name__.removesuffix("_command")
-            fn.__name__ = fn.__qualname__ = name
-            fn.__doc__ = found[name].__doc__
-            found[name] = fn
-    return found
