@@ -29,6 +29,8 @@ kept because callers catch that built-in type. The module each class lives in is
     ├── YamlError (ValueError)                  core.yaml_safe
     ├── PolicyError (ValueError)                governance._policy_parse
     ├── ApprovalError (PermissionError)         governance.approvals
+    ├── ApprovalTimedOut                        governance.approvals
+    ├── InvalidArguments (ValueError)           governance.arguments
     ├── ActorSystemUnavailable                  runtime.system
     ├── DeferredFailed                          runtime.deferred
     ├── ModelUnavailable (ValueError)           runtime.profiles
@@ -45,6 +47,7 @@ kept because callers catch that built-in type. The module each class lives in is
     ├── VectorExtraMissing (ImportError)        tools.vector_store.base
     ├── ConfigError (ValueError)                surfaces.config
     ├── ArgsError (ValueError)                  surfaces.cli.args
+    ├── PortUnavailable (OSError)               surfaces.ports
     ├── InvalidToken                            surfaces.auth
     ├── SignInRefused                           surfaces.dashboard.sessions
     ├── ResourceNotFound (LookupError)          surfaces.resources

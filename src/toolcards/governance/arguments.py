@@ -14,12 +14,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from toolcards.core.errors import ToolcardsError
 from toolcards.governance.capability import ToolCapability
 
 __all__ = ["InvalidArguments", "parse_arguments", "validation_errors"]
 
 
-class InvalidArguments(ValueError):
+class InvalidArguments(ToolcardsError, ValueError):
     """The arguments do not fit the schema; the message is safe to show the caller (field
     names and what is wrong, never the values)."""
 

@@ -417,9 +417,11 @@ def parse_config(
 
 def load_config(path: str | Path = DEFAULT_CONFIG) -> SurfaceConfig:
     """Read a config file; ConfigError naming the file (and field) when it is unusable."""
+    from toolcards.surfaces.config_file import read_config_text
+
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_config_text(path)
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found (pass --config)") from None
     except OSError as exc:

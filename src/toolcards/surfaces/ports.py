@@ -9,6 +9,8 @@ from __future__ import annotations
 import errno
 import socket
 
+from toolcards.core.errors import ToolcardsError
+
 __all__ = ["DASHBOARD_PORT", "MCP_PORT", "PortUnavailable", "listen", "url_host"]
 
 MCP_PORT = 8765
@@ -17,7 +19,7 @@ DASHBOARD_PORT = 8766
 """``toolcards dashboard`` (the page at ``http://127.0.0.1:8766/``)."""
 
 
-class PortUnavailable(OSError):
+class PortUnavailable(ToolcardsError, OSError):
     """The address cannot be listened on; the message is one line for the user."""
 
 
