@@ -106,8 +106,14 @@ def _task(prompt: str) -> tuple[str, dict[str, Any]]:
     return "update_planning", {"create": [{"description": prompt}]}
 
 
-def _entity(prompt: str) -> tuple[str, dict[str, Any]]:
-    entity = {"name": prompt, "entity_type": "concept", "description": f"about {prompt}"}
+def entity_call(prompt: str) -> tuple[str, dict[str, Any]]:
+    """An entity named by the prompt; a prompt longer than a name may be goes whole into the
+    entity's observations (500 characters each), so the arguments stay valid."""
+    if len(prompt) <= 200:
+        entity = {"name": prompt, "entity_type": "concept", "description": f"about {prompt}"}
+    else:
+        chunks = [prompt[i : i + 500] for i in range(0, len(prompt), 500)]
+        entity = {"name": prompt[:200], "entity_type": "concept", "observations": chunks}
     return "update_graph", {"create_entities": [entity]}
 
 
@@ -175,7 +181,7 @@ def build_world(root: Path, approval_timeout: float = 30.0) -> World:
         RoleProfile(
             role="curator",
             description="Keeps the graph",
-            model=one_call_model(_entity),
+            model=one_call_model(entity_call),
             cards=cards,
             roles=["member"],
             messaging=False,
