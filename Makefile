@@ -48,7 +48,7 @@ docs: install
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -q
 
 clean:
-	rm -rf $(VENV) site .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(FLOOR_VENV) site .mypy_cache .ruff_cache
 
 # Regenerate the dashboard screenshots in docs/img (the browser tests take them).
 .PHONY: screenshots
@@ -58,3 +58,17 @@ screenshots: install
 conformance: install
 	$(BIN)/python tests/surfaces/conformance/run.py --transport http
 	$(BIN)/python tests/surfaces/conformance/run.py --transport stdio
+
+# The suite on the lowest versions pyproject.toml allows (uv's lowest-direct resolution: every
+# direct dependency at its declared floor), in a fresh .venv-floor. It proves the floors true.
+FLOOR_VENV := .venv-floor
+FLOOR_PYTEST_ARGS ?= -n 4 --dist loadgroup
+.PHONY: test-floor
+test-floor:
+	rm -rf $(FLOOR_VENV)
+	$(PY) -m venv $(FLOOR_VENV)
+	$(FLOOR_VENV)/bin/python -m pip install -q --disable-pip-version-check uv
+	$(FLOOR_VENV)/bin/uv pip install -q --compile-bytecode --python $(FLOOR_VENV)/bin/python \
+		--resolution lowest-direct -e '.[all,dev]'
+	env -u PYTHONPATH PYTHONDONTWRITEBYTECODE= COVERAGE_CORE=sysmon \
+		$(FLOOR_VENV)/bin/pytest $(FLOOR_PYTEST_ARGS)
