@@ -41,7 +41,7 @@ from toolcards.governance import (
     SqliteApprovalStore,
 )
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # real servers and CLI processes
 
 CALLS: dict[str, tuple[str, dict[str, str]]] = {
     "ok": ("finish", {"how": "ok", "tag": "ok"}),
