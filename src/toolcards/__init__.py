@@ -6,10 +6,11 @@ Every public name is imported on first use (the core needs pydantic, the cards m
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from toolcards._builtin import BUILTIN_CARDS
-from toolcards._lazy import lazy_names
+from toolcards._lazy import TYPE_CHECKING, lazy_names
+
+if TYPE_CHECKING:
+    from typing import Any
 
 _CORE_NAMES = (
     "BaseToolParam",

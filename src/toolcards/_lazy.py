@@ -9,8 +9,11 @@ from __future__ import annotations
 import importlib
 import sys
 import warnings
-from collections.abc import Callable, Mapping
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported: `toolcards --help` starts without it
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
 
 
 def lazy_names(

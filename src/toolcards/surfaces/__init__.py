@@ -7,7 +7,10 @@ registries use :func:`serve_mcp` and :func:`run_cli`. Names are imported on firs
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+
+TYPE_CHECKING = False  # typing is not imported at start-up (see toolcards._lazy)
+if TYPE_CHECKING:
+    from typing import Any
 
 _NAMES = {
     "serve_mcp": "toolcards.surfaces.api",

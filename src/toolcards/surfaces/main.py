@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 _CLI_FILES = (
     "commands.py",
@@ -24,8 +23,9 @@ _CLI_FILES = (
 )
 
 
-def _cache_file() -> Path | None:
-    here = Path(__file__).resolve().parent
+def _cache_file() -> str | None:
+    """The help cache's path (plain strings: pathlib is not imported for ``--help``)."""
+    here = os.path.dirname(os.path.realpath(__file__))
     parts = [sys.version.split()[0], os.environ.get("COLUMNS", "")]
     try:
         parts.append(str(os.get_terminal_size(1).columns))
@@ -33,7 +33,7 @@ def _cache_file() -> Path | None:
         parts.append("-")
     try:
         for name in _CLI_FILES:
-            st = os.stat(here / name)
+            st = os.stat(os.path.join(here, name))
             parts.append(f"{name}:{st.st_mtime_ns}:{st.st_size}")
     except OSError:
         return None
@@ -41,7 +41,7 @@ def _cache_file() -> Path | None:
 
     key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "toolcards" / f"help-{key}.txt"
+    return os.path.join(base, "toolcards", f"help-{key}.txt")
 
 
 def _rendered_help() -> str:
@@ -60,7 +60,8 @@ def _help() -> None:
     cache = _cache_file()
     if cache is not None:
         try:
-            sys.stdout.write(cache.read_text(encoding="utf-8"))
+            with open(cache, encoding="utf-8") as cached:
+                sys.stdout.write(cached.read())
             return
         except OSError:
             pass
@@ -68,9 +69,10 @@ def _help() -> None:
     sys.stdout.write(text)
     if cache is not None and text:
         try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_name(f"{cache.name}.{os.getpid()}")
-            tmp.write_text(text, encoding="utf-8")
+            os.makedirs(os.path.dirname(cache), exist_ok=True)
+            tmp = f"{cache}.{os.getpid()}"
+            with open(tmp, "w", encoding="utf-8") as out:
+                out.write(text)
             os.replace(tmp, cache)
         except OSError:
             pass
