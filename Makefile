@@ -7,11 +7,11 @@ STAMP := $(VENV)/.installed
 .PHONY: install run test test-fast lint typecheck pytest bench docs clean
 
 # pytest runs in PYTEST_WORKERS processes (pytest-xdist). Many tests wait on subprocesses and
-# servers, so more workers than cores pay. tests/conftest.py groups the Ray tests on one worker
-# (one cluster per run) and a module sharing a module-scoped server on one worker. Python may
-# write bytecode (also rewritten test modules): every worker and subprocess reuses it.
+# servers, so more workers than cores pay. Each test file runs on one worker (--dist loadfile),
+# so a module-scoped server or browser starts once. Python may write bytecode (also rewritten
+# test modules): every worker and subprocess reuses it.
 PYTEST_WORKERS ?= 4
-PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile
 # The fast set (make test-fast, under a minute): the unit tests of the lower layers.
 FAST_TESTS ?= tests/core tests/stores tests/governance tests/test_architecture.py
 

@@ -36,10 +36,10 @@ def _uses_module_fixture(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the marks into the node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Groups for ``pytest -n N --dist loadgroup`` (``make pytest``): every Ray test on one
-    worker (one cluster per run, not one per worker), and a module whose tests share a
-    module-scoped server or browser on one worker (it starts once). Without xdist the marks
-    change nothing."""
+    """``xdist_group`` marks for ``pytest -n N --dist loadgroup``: every Ray test in one group
+    (one cluster), a module sharing a module-scoped server or browser in one group. ``make
+    pytest`` uses ``--dist loadfile`` for now: under xdist 3.8 these marks did not reach the
+    workers' node ids, and a module's tests were split. Without xdist they change nothing."""
     for item in items:
         if _uses_ray(item):
             item.add_marker(pytest.mark.xdist_group("ray"))
