@@ -95,6 +95,13 @@ def test_identity_smuggled_in_tool_arguments_is_not_used() -> None:
     with _team("smuggled-args", script) as team:
         name = team.hire("clerk")
         reply = team.send(name, "note")
+        # the schema refuses the smuggled fields before anything is decided or run
+        assert reply.startswith("tool said: invalid arguments for note_add: identity:")
+    honest = Script(call_tool("note_add", {"text": args["text"]}))
+    with _team("smuggled-args-honest", honest) as team:
+        name = team.hire("clerk")
+        # the same note without them is decided on the member's own identity
+        reply = team.send(name, "note")
         assert reply == f"tool said: denied: note_add is not permitted for agent.{name}"
 
 

@@ -327,7 +327,15 @@ def test_version_prints_the_installed_version() -> None:
 
 def test_shell_completion_is_offered() -> None:
     assert "--install-completion" in cli("--help").stdout
-    done = cli("--show-completion", "bash")
+    # asked from a bash (the shell is detected from the parent process, as a user's is)
+    done = subprocess.run(
+        ["bash", "-c", f"'{TOOLCARDS}' --show-completion bash; exit $?"],  # not exec'd: bash stays
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0 and "_toolcards_completion" in done.stdout, done.stderr
 
 
