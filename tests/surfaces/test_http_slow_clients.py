@@ -126,12 +126,14 @@ def test_closed_connections_free_their_addresss_slots(tmp_path: Path) -> None:
         srv.stop()
 
 
-def stopped_within_10_s(srv: HttpServer, clients: list[socket.socket]) -> bool:
-    """SIGTERM ``srv`` while ``clients`` hang on; whether it exited within 10 s."""
+def stopped_before_any_wait_ran_out(srv: HttpServer, clients: list[socket.socket]) -> bool:
+    """SIGTERM ``srv`` while ``clients`` hang on; whether it exited within 45 s: before its
+    60 s shutdown deadline and its 300 s read timeouts could end, so it did not wait for them
+    (it measures about 4 s here; the bound leaves room for a loaded machine)."""
     try:
         srv.proc.send_signal(signal.SIGTERM)
         try:
-            srv.proc.wait(timeout=10)
+            srv.proc.wait(timeout=45)
         except subprocess.TimeoutExpired:
             return False
         return True
@@ -141,9 +143,9 @@ def stopped_within_10_s(srv: HttpServer, clients: list[socket.socket]) -> bool:
         srv.stop()
 
 
-def test_sigterm_stops_the_server_within_10_s_while_slow_clients_hang_on(tmp_path: Path) -> None:
+def test_sigterm_stops_the_server_while_slow_clients_hang_on(tmp_path: Path) -> None:
     """Requests still arriving are dropped at once: not even a long shutdown deadline waits."""
     srv = serve(tmp_path, header_timeout=300, body_timeout=300, shutdown_timeout=60)
     slow = [half_sent_headers(srv.port) for _ in range(10)]
     slow += [half_sent_body(srv.port) for _ in range(10)]
-    assert stopped_within_10_s(srv, slow)
+    assert stopped_before_any_wait_ran_out(srv, slow)
