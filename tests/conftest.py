@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from support.servers import PostgresServer, RayCluster
+from support.servers import PostgresServer, RayCluster, running_postgres
 
 _databases = itertools.count(1)
 
@@ -50,14 +50,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """A throwaway PostgreSQL 15 cluster on 127.0.0.1 (skipped when it cannot start here)."""
-    try:
-        server = PostgresServer().start()
-    except Exception as exc:  # no server binaries, or not startable on this machine
-        pytest.skip(f"PostgreSQL is not available: {exc}")
-    try:
+    with running_postgres() as server:
         yield server
-    finally:
-        server.remove()
 
 
 @pytest.fixture

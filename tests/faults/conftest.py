@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from support.servers import PostgresServer
+from support.servers import PostgresServer, running_postgres
 
 _databases = itertools.count(1)
 
@@ -16,14 +16,8 @@ _databases = itertools.count(1)
 @pytest.fixture(scope="module")
 def pg() -> Iterator[PostgresServer]:
     """A private PostgreSQL cluster on 127.0.0.1 (skipped when it cannot start here)."""
-    try:
-        server = PostgresServer().start()
-    except Exception as exc:  # no server binaries, or not startable on this machine
-        pytest.skip(f"PostgreSQL is not available: {exc}")
-    try:
+    with running_postgres() as server:
         yield server
-    finally:
-        server.remove()
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from support.processes import free_port
@@ -34,6 +35,22 @@ def _pg_bindir() -> Path | None:
             return candidate
     initdb = shutil.which("initdb")
     return Path(initdb).resolve().parent if initdb else None
+
+
+@contextlib.contextmanager
+def running_postgres() -> Iterator[PostgresServer]:
+    """A throwaway PostgreSQL cluster for a fixture: skipped when it cannot start here,
+    removed afterwards."""
+    import pytest
+
+    try:
+        server = PostgresServer().start()
+    except Exception as exc:  # no server binaries, or not startable on this machine
+        pytest.skip(f"PostgreSQL is not available: {exc}")
+    try:
+        yield server
+    finally:
+        server.remove()
 
 
 class PostgresServer:
