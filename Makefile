@@ -7,11 +7,12 @@ STAMP := $(VENV)/.installed
 .PHONY: install run test test-fast lint typecheck pytest bench docs clean
 
 # pytest runs in PYTEST_WORKERS processes (pytest-xdist). Many tests wait on subprocesses and
-# servers, so more workers than cores pay. Each test file runs on one worker (--dist loadfile),
-# so a module-scoped server or browser starts once. Python may write bytecode (also rewritten
+# servers, so more workers than cores pay. --dist loadgroup keeps each xdist_group on one worker
+# (tests/conftest.py marks them): every Ray test shares one cluster, and a module with a
+# module-scoped server or browser starts it once. Python may write bytecode (also rewritten
 # test modules): every worker and subprocess reuses it.
 PYTEST_WORKERS ?= 4
-PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
 # The fast set (make test-fast, under a minute): the unit tests of the lower layers.
 FAST_TESTS ?= tests/core tests/stores tests/governance tests/test_architecture.py
 

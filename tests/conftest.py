@@ -37,14 +37,27 @@ def _uses_module_fixture(item: pytest.Item) -> bool:
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the marks into the node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``xdist_group`` marks for ``pytest -n N --dist loadgroup``: every Ray test in one group
-    (one cluster), a module sharing a module-scoped server or browser in one group. ``make
-    pytest`` uses ``--dist loadfile`` for now: under xdist 3.8 these marks did not reach the
-    workers' node ids, and a module's tests were split. Without xdist they change nothing."""
+    (one cluster), a module sharing a module-scoped server or browser in one group. xdist 3.8
+    writes the group into the node id, which pytest 9.2 no longer lets it do (hence pytest
+    below 9.2). Without xdist they change nothing."""
     for item in items:
         if _uses_ray(item):
             item.add_marker(pytest.mark.xdist_group("ray"))
         elif _uses_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Refuse to run grouped tests ungrouped: were the groups lost (a pytest that xdist cannot
+    suffix), every worker would start its own Ray cluster and the machine would thrash."""
+    if not session.config.getoption("loadgroup", default=False):
+        return
+    for item in session.items:
+        if item.get_closest_marker("xdist_group") and "@" not in item.nodeid:
+            raise pytest.UsageError(
+                f"--dist loadgroup lost the group of {item.nodeid}: pytest-xdist cannot group"
+                " on this pytest version (see the pytest bound in pyproject.toml)"
+            )
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,9 @@ TRANSPORTS = ["stdio", "sse", "streamable-http"]
 def card_for(
     transport: str, start_server: type[ServerProcess], **fields: Any
 ) -> tuple[MCPTool, ServerProcess | None]:
+    # A bound, not a measurement: a loaded machine may take well over the 10 s default to
+    # start a Python server, and a server not connected in time has no tools.
+    fields.setdefault("connect_timeout_seconds", 60.0)
     if transport == "stdio":
         return MCPTool(
             transport="stdio", command=sys.executable, args=[str(ECHO), "stdio"], **fields
