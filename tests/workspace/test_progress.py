@@ -37,3 +37,14 @@ def test_a_patch_reports_each_file(ws: Path, tools: Tools) -> None:
         tools["workspace_patch"](patch)
     assert [(p, t) for p, t, _ in heard] == [(1.0, 2.0), (2.0, 2.0)]
     assert (ws / "a.txt").read_text() == "uno\n"
+
+
+def test_grep_with_ripgrep_reports_files_searched(ws: Path) -> None:
+    for i in range(250):
+        (ws / f"note{i:03d}.txt").write_text("nothing here\n")
+    heard: list[tuple[float, float | None, str | None]] = []
+    grep = grep_tool("rg")
+    with progress_reporter(lambda *update: heard.append(update)):
+        assert "No matches" in grep("needle")
+    assert [p for p, _, _ in heard] == [100.0, 200.0]
+    assert heard[-1][2] == "searched 200 files"

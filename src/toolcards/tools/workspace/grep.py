@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import contextvars
 import itertools
 import os
 import re
@@ -321,7 +322,11 @@ def grep_rg(rg: str, pattern: str, files: SearchFiles, options: GrepOptions) -> 
     ) as proc:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         feed = _Feed(files, proc.stdin)
-        writer = threading.Thread(target=feed.run, name="grep-feed", daemon=True)
+        # the feed reports progress: it runs in a copy of the caller's context (the reporter)
+        context = contextvars.copy_context()
+        writer = threading.Thread(
+            target=context.run, args=(feed.run,), name="grep-feed", daemon=True
+        )
 
         def stop() -> None:
             fired.set()
