@@ -157,7 +157,7 @@ def test_the_docs_draw_the_layers_this_test_enforces() -> None:
     assert drawn == sorted(LAYERS, key=LAYERS.__getitem__, reverse=True)
 
 
-WINGS = ("cli", "dashboard", "mcp_server")
+WINGS = ("agent", "cli", "dashboard", "mcp_server")
 """The surfaces' wings: each serves people or clients one way and never imports another."""
 COMPOSITION = {"toolcards.surfaces", "toolcards.surfaces.api", "toolcards.surfaces.combined",
                "toolcards.surfaces.commands", "toolcards.surfaces.main",

@@ -84,6 +84,10 @@ class ToolCard(BaseModel):
     """Capability field name -> its builders (a :class:`CardCapability`). Fields are built in
     this order."""
 
+    defer_loading: bool = False
+    """Hide this card's tools from the model until a tool search finds them (pydantic-ai's
+    ``ToolSearch``): for large catalogs, where sending every definition costs too much."""
+
     _observer_ref: Any = PrivateAttr(default=None)
 
     @classmethod

@@ -56,13 +56,20 @@ class ContextUpdater:
     """Turns context providers into one ``Context update N`` block per turn.
 
     The first block is full, later ones hold only deltas, and a turn where nothing changed
-    yields None (no block at all).
+    yields None (no block at all). ``previous`` and ``count`` resume from the states and the
+    number of the last block already shown (for example, as recorded in a message history).
     """
 
-    def __init__(self, providers: Sequence[ContextProvider]) -> None:
+    def __init__(
+        self,
+        providers: Sequence[ContextProvider],
+        *,
+        previous: Mapping[str, ContextState] | None = None,
+        count: int = 0,
+    ) -> None:
         self._providers = list(providers)
-        self._previous: dict[str, ContextState] = {}
-        self._count = 0
+        self._previous: dict[str, ContextState] = dict(previous or {})
+        self._count = count
 
     @property
     def count(self) -> int:

@@ -14,6 +14,8 @@ from toolcards.core.spec import annotations_of, describe
 if TYPE_CHECKING:
     from pydantic_ai.toolsets import AbstractToolset
 
+    from toolcards.core.agent_capability import CardsCapability
+
 
 def order_cards(cards: Sequence[ToolCard]) -> list[ToolCard]:
     """Stable topological order by ``depends_on`` (and ``optional_depends_on`` when present).
@@ -107,7 +109,8 @@ class ToolFactory:
         if self._toolset is None:
             from toolcards.core.toolset import build_function_toolset
 
-            self._toolset = build_function_toolset([fn for _, fn in self._tools])
+            deferred = {fn.__name__ for card, fn in self._tools if card.defer_loading}
+            self._toolset = build_function_toolset([fn for _, fn in self._tools], deferred)
         return self._toolset
 
     def toolset(self) -> AbstractToolset[Any]:
@@ -118,6 +121,15 @@ class ToolFactory:
         from pydantic_ai.toolsets import CombinedToolset
 
         return CombinedToolset([self.function_toolset(), *extra])
+
+    def capability(self, toolset: AbstractToolset[Any] | None = None) -> CardsCapability:
+        """The cards as one pydantic-ai capability: ``toolset`` (default :meth:`toolset`), the
+        system prompts as instructions and the per-turn context before each model request, so
+        ``Agent(model, capabilities=[factory.capability()])`` is all an agent needs. Governed:
+        ``toolcards.surfaces.agent.ToolCards``."""
+        from toolcards.core.agent_capability import CardsCapability
+
+        return CardsCapability(self, toolset)
 
     def tool_descriptions(self) -> dict[str, str]:
         """Tool name -> the description a model reads."""

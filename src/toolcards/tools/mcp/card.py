@@ -252,5 +252,6 @@ class MCPTool(ToolCard):
                 exclude=self.exclude_tools,
                 retry_interval=self.retry_interval_seconds,
                 max_result_chars=self.max_result_chars,
+                defer_loading=self.defer_loading,
             )
         return [self._toolset]

@@ -129,8 +129,10 @@ class MCPServerToolset(AbstractToolset[Any]):
         exclude: Sequence[str] = (),
         retry_interval: float = 5.0,
         max_result_chars: int = 100_000,
+        defer_loading: bool = False,
     ) -> None:
         self.name = name
+        self._deferred = defer_loading  # every tool hidden until a tool search finds it
         self._build = build
         self._prefix = prefix
         self._include = None if include is None else set(include)
@@ -274,7 +276,8 @@ class MCPServerToolset(AbstractToolset[Any]):
             new = names[original]
             metadata = {**(tool.tool_def.metadata or {}), **_annotations(tool.tool_def.metadata)}
             metadata["mcp_name"] = original
-            tool_def = replace(tool.tool_def, name=new, metadata=metadata)
+            deferred = self._deferred or tool.tool_def.defer_loading
+            tool_def = replace(tool.tool_def, name=new, metadata=metadata, defer_loading=deferred)
             tools[new] = replace(tool, toolset=self, tool_def=tool_def)
             routes[new] = (original, tool)
         self._routes = routes

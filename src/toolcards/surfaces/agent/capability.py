@@ -1,0 +1,100 @@
+"""ToolCards: governed cards as one pydantic-ai capability, in code and in agent specs.
+
+```python
+agent = Agent(model, capabilities=[ToolCards([WorkspaceTool()], policy=policy, identity=me)])
+agent = Agent.from_file("agent.yaml", custom_capability_types=[ToolCards])
+```
+
+The tools are a :class:`~toolcards.governance.GovernedToolset` over the factory's toolset: the
+same executor, policy, approvals and audit rows as ``GovernedToolset(factory.toolset(), ...)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolcards.core.agent_capability import CardsCapability
+from toolcards.core.card import ToolCard
+from toolcards.core.factory import ToolFactory
+from toolcards.core.identity import Identity
+from toolcards.governance.approvals import Approver
+from toolcards.governance.audit import AuditLog
+from toolcards.governance.executor import Executor
+from toolcards.governance.policy import Policy
+from toolcards.governance.toolset import GovernedToolset
+from toolcards.surfaces.agent.spec_args import spec_audit, spec_cards, spec_identity, spec_policy
+
+SPEC_NAME = "toolcards"
+"""The capability's name in agent specs (``capabilities: [{toolcards: {...}}]``)."""
+
+
+@dataclass(init=False)
+class ToolCards(CardsCapability):
+    """Cards as a capability: their tools (governed when a ``policy`` or ``executor`` is
+    given), their system prompts as instructions, their per-turn context before each request.
+
+    ``cards`` are cards or a bound :class:`~toolcards.ToolFactory` (``team.bind(...)``).
+    ``identity`` is the caller every call is decided for (never read from arguments);
+    ``audit``, ``approver`` and ``defer_approvals`` mean what they mean on ``GovernedToolset``.
+    Without ``policy`` and ``executor`` the tools are not governed (``identity`` and ``audit``
+    are then a ``TypeError``).
+    """
+
+    policy: Policy | None = None
+    identity: Identity | None = None
+    executor: Executor | None = field(default=None, repr=False)
+
+    def __init__(
+        self,
+        cards: Iterable[ToolCard] | ToolFactory,
+        *,
+        policy: Policy | None = None,
+        identity: Identity | None = None,
+        audit: AuditLog | None = None,
+        executor: Executor | None = None,
+        approver: Approver | None = None,
+        defer_approvals: bool = True,
+        id: str | None = None,
+        description: str | None = None,
+    ) -> None:
+        factory = cards if isinstance(cards, ToolFactory) else ToolFactory(cards)
+        governed: GovernedToolset | None = None
+        if policy is not None or executor is not None:
+            governed = GovernedToolset(
+                factory.toolset(),
+                policy=policy,
+                identity=identity,
+                audit=audit,
+                executor=executor,
+                approver=approver,
+                defer_approvals=defer_approvals,
+            )
+        elif identity is not None or audit is not None or approver is not None:
+            raise TypeError("ToolCards: identity, audit and approver need policy= or executor=")
+        super().__init__(factory, governed, id=id, description=description)
+        self.policy = governed.policy if governed is not None else None
+        self.identity = identity
+        self.executor = governed.executor if governed is not None else None
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return SPEC_NAME
+
+    @classmethod
+    def from_spec(
+        cls,
+        cards: list[dict[str, Any]],
+        policy: str | dict[str, Any] | None = None,
+        identity: str | dict[str, Any] | None = None,
+        audit: str | None = None,
+    ) -> ToolCards:
+        """From an agent spec: ``cards`` as tagged mappings, ``policy`` a file or a mapping,
+        ``identity`` an id or ``{id, type, roles}``, ``audit`` a database path."""
+        return cls(
+            spec_cards(cards),
+            policy=spec_policy(policy),
+            identity=spec_identity(identity),
+            audit=spec_audit(audit),
+        )

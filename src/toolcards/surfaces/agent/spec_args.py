@@ -1,0 +1,73 @@
+"""The arguments of ``toolcards`` in an agent spec, read as data (hostile until checked).
+
+```yaml
+capabilities:
+  - toolcards:
+      cards: [{type: WorkspaceTool}, {type: PlanningTool, vector_store: false}]
+      policy: policy.yaml          # a file (relative to the working directory) or a mapping
+      identity: agent.writer       # an id (type agent), or {id, type, roles}
+      audit: audit.db              # optional: where the audit rows go
+```
+
+Cards load by type tag with no trust granted (a stdio ``MCPTool`` is refused: what may run
+on this host is the host's decision, never the spec's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from toolcards.core.card import ToolCard
+from toolcards.core.identity import Identity
+from toolcards.core.registry import load_cards
+from toolcards.governance.audit import AuditLog
+from toolcards.governance.policy import Policy
+
+IDENTITY_KEYS = frozenset({"id", "type", "roles"})
+
+
+def spec_cards(data: Any) -> list[ToolCard]:
+    """The cards of the spec (a list of tagged mappings)."""
+    return load_cards(data)
+
+
+def spec_policy(data: Any) -> Policy | None:
+    """A policy file path, an inline policy mapping, or None."""
+    if data is None:
+        return None
+    if isinstance(data, Mapping):
+        return Policy.from_dict(data)
+    if isinstance(data, str) and data and "\n" not in data:
+        path = Path(data)
+        if not path.is_file():
+            raise ValueError(f"policy file {data!r} not found (relative to {Path.cwd()})")
+        return Policy.from_yaml(path)
+    raise ValueError("policy must be a file path or a mapping of rules")
+
+
+def spec_identity(data: Any) -> Identity | None:
+    """An identity id (an agent), a mapping ``{id, type, roles}``, or None."""
+    if data is None:
+        return None
+    if isinstance(data, str):
+        return Identity(data, type="agent")
+    if isinstance(data, Mapping):
+        unknown = sorted(set(data) - IDENTITY_KEYS)
+        if unknown:
+            raise ValueError(f"identity takes id, type and roles, not {', '.join(unknown)}")
+        roles = data.get("roles", ())
+        if not isinstance(roles, list | tuple) or not all(isinstance(r, str) for r in roles):
+            raise ValueError("identity roles must be a list of names")
+        return Identity(str(data.get("id", "")), type=str(data.get("type", "agent")), roles=roles)
+    raise ValueError("identity must be an id or a mapping {id, type, roles}")
+
+
+def spec_audit(data: Any) -> AuditLog | None:
+    """An audit database path, or None."""
+    if data is None:
+        return None
+    if isinstance(data, str) and data:
+        return AuditLog(data)
+    raise ValueError("audit must be a database file path")

@@ -1,0 +1,136 @@
+"""Cards as one pydantic-ai capability in real agent runs (FunctionModel): the tools, the
+system prompts as instructions, the per-turn context, and governance equal to the toolset's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart
+
+from support.scripted import Script, SequenceScript, call_tool
+from toolcards import PlanningTool, ToolFactory, WorkspaceTool
+from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
+from toolcards.surfaces.agent import ToolCards
+
+WRITER = Identity("agent.writer", type="agent")
+POLICY = {
+    "default_effect": "deny",
+    "rules": [
+        {"callers": ["agent.*"], "targets": ["workspace_write"], "effect": "deny",
+         "conditions": {"arguments": {"path": {"glob": "deploy/*"}}}},
+        {"callers": ["agent.*"], "targets": ["workspace_*"], "effect": "allow"},
+    ],
+}  # fmt: skip
+CALLS = [
+    ("workspace_write", {"path": "notes/a.md", "content": "hello"}),
+    ("workspace_write", {"path": "deploy/prod.env", "content": "x"}),
+    ("workspace_read", {"path": "notes/a.md"}),
+]
+
+
+def _planning_with_context() -> PlanningTool:
+    return PlanningTool(
+        vector_store=False, get_planning={"expose": ["system_prompt", "llm_context"]}
+    )
+
+
+def _context_blocks(messages: list[ModelMessage]) -> list[str]:
+    return [
+        str(part.content)
+        for m in messages
+        if isinstance(m, ModelRequest)
+        for part in m.parts
+        if isinstance(part, SystemPromptPart) and part.content.startswith("Context update")
+    ]
+
+
+def test_one_capability_gives_the_agent_the_card_tools(root: Path) -> None:
+    script = Script(call_tool("workspace_write", {"path": "a.md", "content": "hi"}))
+    agent = Agent(script.model, capabilities=[ToolFactory([WorkspaceTool()]).capability()])
+    result = agent.run_sync("write a.md")
+    assert (root / "default" / "a.md").read_text() == "hi"
+    assert "workspace_write" in [t.name for t in script.calls[0][1].function_tools]
+    assert result.output.startswith("tool said:")
+
+
+def test_card_system_prompts_are_the_agent_instructions(root: Path) -> None:
+    script = Script()
+    factory = ToolFactory([PlanningTool(vector_store=False)])
+    agent = Agent(script.model, capabilities=[factory.capability()])
+    agent.run_sync("hi")
+    instructions = script.calls[0][1].instructions or ""
+    assert "0 tasks total" in instructions
+
+
+def test_per_turn_context_is_a_full_block_then_only_what_changed(root: Path) -> None:
+    script = SequenceScript([("update_planning", {"create": [{"description": "Ship it"}]})])
+    factory = ToolFactory([_planning_with_context()])
+    agent = Agent(script.model, capabilities=[factory.capability()])
+    result = agent.run_sync("plan")
+    blocks = _context_blocks(result.all_messages())
+    assert len(blocks) == 2
+    assert blocks[0].startswith("Context update 1") and "(none)" in blocks[0]
+    assert (
+        blocks[1].startswith("Context update 2") and "+ added: ID 1 [pending] Ship it" in blocks[1]
+    )
+
+
+def test_a_later_run_continues_the_context_of_its_history(root: Path) -> None:
+    factory = ToolFactory([_planning_with_context()])
+    first = Agent(SequenceScript([("update_planning", {"create": [{"description": "A"}]})]).model,
+                  capabilities=[factory.capability()])  # fmt: skip
+    history = first.run_sync("plan").all_messages()
+    again = Agent(SequenceScript([("update_planning", {"create": [{"description": "B"}]})]).model,
+                  capabilities=[ToolFactory([_planning_with_context()]).capability()])  # fmt: skip
+    later = again.run_sync("more", message_history=history).new_messages()
+    blocks = _context_blocks(later)
+    assert len(blocks) == 1  # nothing changed before the call: no block; then only task B
+    assert blocks[0].startswith("Context update 3") and "B" in blocks[0] and "ID 1" not in blocks[0]
+
+
+def _audit_rows(log: AuditLog) -> list[tuple[Any, ...]]:
+    return [(e.principal, e.surface, e.tool, e.decision, e.outcome, e.args) for e in log.tail(50)]
+
+
+def test_governed_capability_audits_exactly_as_the_governed_toolset(
+    root: Path, tmp_path: Path
+) -> None:
+    outputs = []
+    rows = []
+    for form in ("toolset", "capability"):
+        with AuditLog(tmp_path / f"{form}.db", durability="sync") as log:
+            policy = Policy.from_dict(POLICY)
+            script = SequenceScript(CALLS)
+            if form == "toolset":
+                tools = ToolFactory([WorkspaceTool(workspace_id=form)]).toolset()
+                governed = GovernedToolset(tools, policy=policy, identity=WRITER, audit=log)
+                agent = Agent(script.model, toolsets=[governed])
+            else:
+                card = WorkspaceTool(workspace_id=form)  # a fresh workspace each
+                cards = ToolCards([card], policy=policy, identity=WRITER, audit=log)
+                agent = Agent(script.model, capabilities=[cards])
+            outputs.append(agent.run_sync("go").output)
+            rows.append(_audit_rows(log))
+    assert outputs[0] == outputs[1]
+    assert "denied: workspace_write" in outputs[1]
+    assert rows[0] == rows[1]
+    assert [(r[2], r[3]) for r in rows[1]] == [
+        ("workspace_write", "allow"), ("workspace_write", "deny"), ("workspace_read", "allow")
+    ]  # fmt: skip
+
+
+def test_denied_tools_are_not_offered_through_the_capability(root: Path) -> None:
+    policy = Policy.from_dict({"default_effect": "deny", "rules": [
+        {"callers": ["agent.*"], "targets": ["workspace_read"], "effect": "allow"}]})  # fmt: skip
+    script = SequenceScript([])
+    cards = ToolCards([WorkspaceTool()], policy=policy, identity=WRITER)
+    Agent(script.model, capabilities=[cards]).run_sync("hi")
+    assert script.seen_tools[0] == ["workspace_read"]
+
+
+def test_identity_without_a_policy_is_refused() -> None:
+    with pytest.raises(TypeError, match="need policy= or executor="):
+        ToolCards([WorkspaceTool()], identity=WRITER)
