@@ -143,10 +143,10 @@ def test_the_inverted_file_is_chosen_by_config_or_without_faiss(
     spy: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with Team("ivf-config") as team:
-        wait_for(loaded(team, approximate="ivf"), "ivf")
-    monkeypatch.setattr(indexing, "hnsw_available", lambda: False)
+        wait_for(loaded(team, index="ivf"), "ivf")
+    monkeypatch.setenv("TOOLCARDS_HNSW", "off")
     with Team("ivf-fallback") as team:
-        wait_for(loaded(team), "ivf")
+        wait_for(loaded(team, index="hnsw"), "ivf")
 
 
 def test_exact_search_stays_exact_when_switched_off(spy: Any) -> None:

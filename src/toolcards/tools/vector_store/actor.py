@@ -196,6 +196,7 @@ class VectorStoreActor(ToolActor):
             "model": self.cfg.model_name(),
             "dimension": self.cfg.expected_dimension(),
             "backend": self.cfg.backend,
+            "index": self.cfg.index,
             "approximate_above": self.cfg.approximate_above,
             "reason": self.reason,
             "last_error": self.last_error,
@@ -205,6 +206,9 @@ class VectorStoreActor(ToolActor):
             kinds = {name: _kind(self.store.index(name)) for name in found["collections"]}
             found["indexes"] = kinds
             found["approximate"] = sorted(name for name, kind in kinds.items() if kind != "exact")
+            if self._builder is not None:
+                found["building"] = self._builder.building()
+                found["index_notes"] = dict(self._builder.notes)
         return found
 
     def upsert(self, collection: str, items: list[tuple[str, str]]) -> None:

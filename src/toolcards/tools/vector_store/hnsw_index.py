@@ -32,10 +32,18 @@ def faiss_module() -> Any:
     return faiss
 
 
+HNSW_SWITCH = "TOOLCARDS_HNSW"
+"""``TOOLCARDS_HNSW=off`` (or ``0``, ``false``, ``no``): faiss counts as absent (exact search
+or the inverted file, as without the extra)."""
+
+
 def hnsw_available() -> bool:
-    """True when faiss can be imported (without importing it)."""
+    """True when faiss can be imported (without importing it) and is not switched off by
+    ``TOOLCARDS_HNSW``."""
     import importlib.util
 
+    if os.environ.get(HNSW_SWITCH, "").strip().lower() in ("off", "0", "false", "no"):
+        return False
     return importlib.util.find_spec("faiss") is not None
 
 
@@ -217,25 +225,12 @@ class HnswIndex(RowIndex):
         nearest neighbour: a new point where the data is, as near to the stored ones as they
         are to each other (so sparse data gets hard queries, clustered data in-cluster ones).
         """
-        from toolcards.tools.vector_store.base import normalize_rows
-
-        np = self._np
-        alive = np.array([r for r, label in enumerate(self._ids) if label is not None])
-        if alive.size <= 11:
+        probe = self._probe_queries(samples, seed)
+        if probe is None:
             return 1.0
-        rng = np.random.default_rng(seed)
-        picked = rng.choice(alive, size=min(samples, alive.size), replace=False)
-        base = np.ascontiguousarray(self._stored()[picked])
-        tenth = np.array([hits[-1][1] for hits in self._exact(base, 11)], dtype=np.float32)
-        reach = np.sqrt(np.maximum(0.0, 2.0 - 2.0 * tenth))[:, None]
-        queries = normalize_rows(base + normalize_rows(rng.standard_normal(base.shape)) * reach)
-        queries = np.ascontiguousarray(queries, dtype=np.float32)
-        truth = [{h[0] for h in hits} for hits in self._exact(queries, 10)]
         best = (0.0, EF_STEPS[0])
         for ef in EF_STEPS:
-            found = self.search_batch(queries, 10, ef=ef)
-            pairs = zip(found, truth, strict=True)
-            recall = float(np.mean([len({h[0] for h in f} & t) / 10 for f, t in pairs]))
+            recall = self._recall(*probe, ef)
             if ef > 64 and recall < best[0] + 0.002:
                 break  # saturated: keep the previous step
             best = (recall, ef)
@@ -243,6 +238,34 @@ class HnswIndex(RowIndex):
                 break
         self.ef_search = best[1]
         return best[0]
+
+    def measure(self, samples: int = 200, seed: int = 0) -> float:
+        """Recall@10 at the current ``ef_search`` against exact search, on the sample queries
+        :meth:`calibrate` uses."""
+        probe = self._probe_queries(samples, seed)
+        return 1.0 if probe is None else self._recall(*probe, self.ef_search)
+
+    def _probe_queries(self, samples: int, seed: int) -> tuple[Matrix, list[set[str]]] | None:
+        """Sample queries near the stored vectors and their exact top-10 (None: too few)."""
+        from toolcards.tools.vector_store.base import normalize_rows
+
+        np = self._np
+        alive = np.array([r for r, label in enumerate(self._ids) if label is not None])
+        if alive.size <= 11:
+            return None
+        rng = np.random.default_rng(seed)
+        picked = rng.choice(alive, size=min(samples, alive.size), replace=False)
+        base = np.ascontiguousarray(self._stored()[picked])
+        tenth = np.array([hits[-1][1] for hits in self._exact(base, 11)], dtype=np.float32)
+        reach = np.sqrt(np.maximum(0.0, 2.0 - 2.0 * tenth))[:, None]
+        queries = normalize_rows(base + normalize_rows(rng.standard_normal(base.shape)) * reach)
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        return queries, [{h[0] for h in hits} for hits in self._exact(queries, 10)]
+
+    def _recall(self, queries: Matrix, truth: list[set[str]], ef: int) -> float:
+        found = self.search_batch(queries, 10, ef=ef)
+        pairs = zip(found, truth, strict=True)
+        return float(self._np.mean([len({h[0] for h in f} & t) / 10 for f, t in pairs]))
 
     # ---- rebuilds and persistence -----------------------------------------------------------
 

