@@ -22,6 +22,7 @@ SCRIPTS = [
     "exec",
     "resource_race",
     "cli",
+    "deferred",
 ]
 
 
