@@ -1,11 +1,14 @@
-"""Vector store costs: top-10 over 100k x 384 (exact, batched, inverted file, HNSW), adds,
+"""Vector store costs: top-10 over 100k x 384 (exact, batched, inverted file, auto), adds,
 embeddings.
 
-Run: .venv/bin/python benchmarks/bench_vector.py [--quick] [--hnsw-sizes 100000,1000000]
-     [--hnsw-only]
+Run: .venv/bin/python benchmarks/bench_vector.py [--quick] [--million] [--hnsw-only]
+     [--hnsw-sizes 100000,1000000]
 
-Exact vs HNSW prints p50/p95, recall@10 against the exact answer, the build time, the memory
-the graph added, and the ratio of the largest to the smallest size.
+Exact vs ``index="auto"`` (the store's default: exact below 50,000 vectors, the recall-checked
+faiss HNSW graph above) prints the index auto chose, p50/p95, recall@10 against the exact
+answer on held-out queries, the recall the build check measured, the build time, the memory
+the graph added, and the ratio of the largest to the smallest size. ``--million`` adds
+1,000,000 vectors (a build of ~5-10 min on 2 cores, ~6 GB).
 
 The corpus is synthetic but clustered like sentence embeddings (2,000 topics plus noise), so
 recall figures of the approximate search mean something. ``run(quick)`` returns the figures
@@ -26,6 +29,8 @@ from _results import record, record_scaling
 
 from toolcards.tools.vector_store.embeddings import LocalMiniLMProvider, normalize_rows
 from toolcards.tools.vector_store.index import InMemoryIndex
+from toolcards.tools.vector_store.indexing import checked_graph, planned_kind
+from toolcards.tools.vector_store.models import AUTO_EXACT_BELOW, VectorStoreConfig
 from toolcards.tools.vector_store.records import MemoryState
 from toolcards.tools.vector_store.store import VectorStore
 
@@ -88,84 +93,104 @@ def rss_mb() -> float:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def bench_hnsw(n: int, n_queries: int, m: int = 16, efc: int = 128) -> dict[str, float]:
-    """Exact scan against the faiss HNSW graph on the same vectors: p50, recall@10, build."""
-    from toolcards.tools.vector_store.hnsw_index import HnswIndex, build_graph
+KINDS = ("exact", "hnsw", "ivf")
 
+
+def recall_at_10(truth: list[set[str]], hits: list[list[tuple[str, float]]]) -> float:
+    return float(
+        np.mean([len(t & {h[0] for h in f}) / 10 for t, f in zip(truth, hits, strict=True)])
+    )
+
+
+def bench_auto(
+    n: int, n_queries: int, m: int = 16, efc: int = 128, above: int = AUTO_EXACT_BELOW
+) -> dict[str, float]:
+    """The exact scan against what ``index="auto"`` serves for ``n`` vectors (the store's own
+    decision and build check): p50, recall@10 on held-out queries, build."""
     vecs, queries = corpus(n, n_queries, seed=4)
-    ids = [f"doc-{i}" for i in range(n)]
+    ids: list[str | None] = [f"doc-{i}" for i in range(n)]
     exact = InMemoryIndex(DIM, capacity=n)
-    exact.add(ids, vecs)
+    exact.add([f"doc-{i}" for i in range(n)], vecs)
     truth = [{h[0] for h in hits} for hits in exact.search_batch(queries, 10)]
-    out: dict[str, float] = {"n": n, "m": m, "efc": efc}
+    config = VectorStoreConfig(
+        provider="hash", dimension=DIM, hnsw_m=m, hnsw_ef_construction=efc, approximate_above=above
+    )
+    kind = planned_kind(config, n)
+    out: dict[str, float] = {"n": n, "m": m, "efc": efc, "above": above}
+    out.update(checked=float("nan"), ef=0)
     out["exact_ms"], out["exact_p95_ms"], out["exact_cpu_ms"] = timed(
         lambda q: exact.search(q, 10), queries
     )
     before = rss_mb()
     start = time.perf_counter()
-    graph = build_graph(vecs, m=m, ef_construction=efc)
+    served: Any = exact
+    if kind == "hnsw":
+        built, out["checked"] = checked_graph(config, DIM, ids, vecs)
+        if built is None:
+            kind = "exact"  # the build check refused the graph, as the store would
+        else:
+            served, out["ef"] = built, built.ef_search
+    out["kind"] = KINDS.index(kind)
     out["build_s"] = time.perf_counter() - start
-    index = HnswIndex(DIM, graph=graph, labels=ids)
-    start = time.perf_counter()
-    index.calibrate()
-    out["calibrate_s"] = time.perf_counter() - start
     out["memory_mb"] = rss_mb() - before
-    out["ef_search"] = index.ef_search
-    out["hnsw_ms"], out["hnsw_p95_ms"], out["hnsw_cpu_ms"] = timed(
-        lambda q: index.search(q, 10), queries
+    out["auto_ms"], out["auto_p95_ms"], out["auto_cpu_ms"] = timed(
+        lambda q: served.search(q, 10), queries
     )
-    found = [{h[0] for h in index.search(q, 10)} for q in queries]
-    out["recall_at_10"] = float(
-        np.mean([len(a & b) / 10 for a, b in zip(truth, found, strict=True)])
-    )
+    out["recall_at_10"] = recall_at_10(truth, [served.search(q, 10) for q in queries])
     for ef in (64, 128, 256, 512):
-        hits = index.search_batch(queries, 10, ef=ef)
-        out[f"recall_ef{ef}"] = float(
-            np.mean([len(t & {h[0] for h in f}) / 10 for t, f in zip(truth, hits, strict=True)])
-        )
+        if kind == "hnsw":
+            out[f"recall_ef{ef}"] = recall_at_10(truth, served.search_batch(queries, 10, ef=ef))
     return out
 
 
-def report_hnsw(rows: list[dict[str, float]]) -> None:
+def report_auto(rows: list[dict[str, float]]) -> None:
     first = rows[0]
     print(
-        f"exact vs HNSW (faiss IndexHNSWFlat, M={int(first['m'])}, "
-        f"efConstruction={int(first['efc'])}, 2 build threads):"
+        f'exact vs index="auto" (exact below {int(first["above"]):,} vectors, else faiss '
+        "IndexHNSWFlat, "
+        f"M={int(first['m'])}, efConstruction={int(first['efc'])}, 2 build threads; "
+        "recall@10 on held-out queries, check: the recall the build measured):"
     )
     print(
-        f"  {'vectors':>9} {'exact p50':>10} {'hnsw p50':>9} {'p95':>7} {'cpu':>7} "
-        f"{'recall@10':>9} {'ef':>4} {'build s':>8} {'memory':>9}  recall at ef 64/128/256/512"
+        f"  {'vectors':>9} {'auto':>5} {'exact p50':>10} {'auto p50':>9} {'p95':>7} {'cpu':>7} "
+        f"{'recall@10':>9} {'check':>6} {'ef':>4} {'build s':>8} {'memory':>9}  "
+        "recall at ef 64/128/256/512"
     )
     for r in rows:
-        sweep = "/".join(f"{r[f'recall_ef{ef}']:.3f}" for ef in (64, 128, 256, 512))
+        kind = KINDS[int(r["kind"])]
+        sweep = "/".join(
+            f"{r[f'recall_ef{ef}']:.3f}" for ef in (64, 128, 256, 512) if f"recall_ef{ef}" in r
+        )
+        check = "" if r["checked"] != r["checked"] else f"{r['checked']:.3f}"
         print(
-            f"  {int(r['n']):>9,} {r['exact_ms']:8.2f}ms {r['hnsw_ms']:7.3f}ms "
-            f"{r['hnsw_p95_ms']:5.2f}ms {r['hnsw_cpu_ms']:5.2f}ms {r['recall_at_10']:9.3f} "
-            f"{int(r['ef_search']):>4} "
+            f"  {int(r['n']):>9,} {kind:>5} {r['exact_ms']:8.2f}ms {r['auto_ms']:7.3f}ms "
+            f"{r['auto_p95_ms']:5.2f}ms {r['auto_cpu_ms']:5.2f}ms {r['recall_at_10']:9.3f} "
+            f"{check:>6} {int(r['ef']) or '':>4} "
             f"{r['build_s']:8.1f} {r['memory_mb']:6.0f} MiB  {sweep}"
         )
     for r in rows:
         size = f"{int(r['n']) // 1000}k x {DIM}"
-        record_scaling("top-10 HNSW p50", r["n"], r["hnsw_ms"], "ms", size_unit="vectors")
+        record_scaling("top-10 auto p50", r["n"], r["auto_ms"], "ms", size_unit="vectors")
         record_scaling("top-10 exact p50", r["n"], r["exact_ms"], "ms", size_unit="vectors")
         record(
-            f"top-10 over {size}, HNSW, p50",
-            r["hnsw_ms"],
+            f"top-10 over {size}, auto ({KINDS[int(r['kind'])]}), p50",
+            r["auto_ms"],
             "ms",
             peer="exact scan (same run)",
             peer_value=r["exact_ms"],
             goal="< 2 ms at recall@10 >= 0.95",
         )
-        record(f"top-10 over {size}, HNSW, recall@10", r["recall_at_10"], "", goal=">= 0.95")
-        record(f"HNSW build over {size}, 2 threads", r["build_s"], "s")
-        record(f"HNSW memory over {size}", r["memory_mb"], "MiB")
+        record(f"top-10 over {size}, auto, recall@10", r["recall_at_10"], "", goal=">= 0.95")
+        if KINDS[int(r["kind"])] == "hnsw":
+            record(f"auto (HNSW) build over {size}, 2 threads", r["build_s"], "s")
+            record(f"auto (HNSW) memory over {size}", r["memory_mb"], "MiB")
     if len(rows) > 1:
         small, large = rows[0], rows[-1]
         grow = large["n"] / small["n"]
         print(
             f"  {int(large['n']):,} / {int(small['n']):,} vectors ({grow:.0f}x): exact "
-            f"{large['exact_ms'] / small['exact_ms']:.1f}x, HNSW "
-            f"{large['hnsw_ms'] / small['hnsw_ms']:.1f}x"
+            f"{large['exact_ms'] / small['exact_ms']:.1f}x, auto "
+            f"{large['auto_ms'] / small['auto_ms']:.1f}x"
         )
 
 
@@ -246,10 +271,11 @@ def main() -> None:
     parser.add_argument(
         "--hnsw-sizes",
         default=None,
-        help="comma-separated collection sizes for exact vs HNSW (default 10000,100000; "
+        help="comma-separated collection sizes for exact vs auto (default 10000,100000; "
         "1000000 builds for ~5-10 min on 2 cores and needs ~6 GB)",
     )
-    parser.add_argument("--hnsw-only", action="store_true", help="only exact vs HNSW")
+    parser.add_argument("--million", action="store_true", help="also 1,000,000 vectors")
+    parser.add_argument("--hnsw-only", action="store_true", help="only exact vs auto")
     parser.add_argument("--hnsw-m", type=int, default=16, help="graph links per vector")
     parser.add_argument("--hnsw-efc", type=int, default=128, help="efConstruction")
     args = parser.parse_args()
@@ -257,8 +283,11 @@ def main() -> None:
     print(f"cpus={os.cpu_count()} load(1m)={load:.1f} quick={args.quick}")
     default = "5000,20000" if args.quick else "10000,100000"
     sizes = [int(v) for v in (args.hnsw_sizes or default).split(",")]
+    if args.million and 1_000_000 not in sizes:
+        sizes.append(1_000_000)
     queries = 50 if args.quick else 200
-    report_hnsw([bench_hnsw(n, queries, args.hnsw_m, args.hnsw_efc) for n in sizes])
+    above = 10_000 if args.quick else AUTO_EXACT_BELOW  # quick: the graph path runs too
+    report_auto([bench_auto(n, queries, args.hnsw_m, args.hnsw_efc, above) for n in sizes])
     if args.hnsw_only:
         return
     figures = run(args.quick)
