@@ -1,6 +1,7 @@
 """Edit matching: a cascade of conservative levels, each of which must match uniquely.
 
-Levels, in order: exact substring; line-trimmed (trailing whitespace ignored); whitespace-
+Levels, in order: exact substring (at a line start or after code; see ``indentation`` for
+one found inside a line's indentation); line-trimmed (trailing whitespace ignored); whitespace-
 collapsed (runs of inner whitespace equal); indentation-relative (the block is shifted as a
 whole, the new text is shifted the same way); escape-normalised (over-escaped ``\\n``/``\\"``,
 typographic quotes, ``read`` line-number prefixes undone, then the levels again). A level with
@@ -16,6 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from toolcards.core.errors import RetriableError
+from toolcards.tools.workspace.indentation import (
+    Match,
+    exact_matches,
+    indent_of,
+    reindent,
+    width,
+)
 from toolcards.tools.workspace.locate import (
     candidate_windows,
     closest_region,
@@ -23,23 +31,12 @@ from toolcards.tools.workspace.locate import (
     lines_at,
 )
 
-TAB = 4
 _QUOTES = str.maketrans(
     {"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2032": "'", "\u00a0": " "}
 )
 _FOLDED = "".join(chr(c) for c in _QUOTES)
 _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "'": "'", "\\": "\\", "`": "`"}
 _NUMBERED = re.compile(r"^ *\d+\t")
-
-
-@dataclass(frozen=True, slots=True)
-class Match:
-    """A region ``text[start:end]`` to replace by ``replacement``; ``line`` is 1-based."""
-
-    start: int
-    end: int
-    line: int
-    replacement: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +109,7 @@ def _base_levels(old: str, new: str, *, fold: bool = False) -> list[tuple[str, F
         return cached[1]
 
     def exact(text: str) -> list[Match]:
-        return _exact(view(text), old, new)
+        return exact_matches(view(text), old, new)
 
     def lines(norm: Callable[[str], str], indent: bool) -> Finder:
         return lambda text: _line_level(view(text), old, new, norm, indent, windows)
@@ -157,32 +154,6 @@ def _unescape(text: str) -> str:
     return re.sub(r"\\([nt\"'\\`])", lambda m: _ESCAPES[m.group(1)], text)
 
 
-def _exact(text: str, old: str, new: str) -> list[Match]:
-    found: list[Match] = []
-    pos = text.find(old)
-    while pos != -1:
-        _check_mid_line(text, pos, old, new)
-        found.append(Match(pos, pos + len(old), text.count("\n", 0, pos) + 1, new))
-        pos = text.find(old, pos + len(old))
-    return found
-
-
-def _check_mid_line(text: str, pos: int, old: str, new: str) -> None:
-    """Refuse a one-line ``old`` found after a line's indentation when ``new`` adds lines
-    indented less than that: whether they belong at the line's level or further out is
-    unknowable, so the model must send whole lines."""
-    indent = text[text.rfind("\n", 0, pos) + 1 : pos]
-    if not indent or indent.strip() or "\n" in old.rstrip("\n"):
-        return
-    extra = [ln for ln in new.rstrip("\n").split("\n")[1:] if ln.strip()]
-    if any(not ln.startswith(indent) for ln in extra):
-        raise RetriableError(
-            "old_string starts after the indentation of its line, and new_string adds lines "
-            "indented less than that line; send whole lines with their exact indentation in "
-            "both old_string and new_string"
-        )
-
-
 def _collapse_inner(line: str) -> str:
     body = line.lstrip()
     return line[: len(line) - len(body)] + " ".join(body.split())
@@ -190,14 +161,6 @@ def _collapse_inner(line: str) -> str:
 
 def _collapse_all(line: str) -> str:
     return " ".join(line.split())
-
-
-def _width(indent: str) -> int:
-    return len(indent.expandtabs(TAB))
-
-
-def _indent_of(line: str) -> str:
-    return line[: len(line) - len(line.lstrip())]
 
 
 def _line_level(
@@ -246,7 +209,7 @@ def _line_match(
     end = offset + sum(len(w) + 1 for w in window) - 1
     repl = new
     if _indents_differ(old_lines, window):
-        repl = _reindent(new, _shift(old_lines, window) or 0, _uses_tabs(window))
+        repl = reindent(new, _shift(old_lines, window) or 0, _uses_tabs(window))
     if trailing_nl and end < len(text):
         end += 1
     elif trailing_nl and repl.endswith("\n"):
@@ -260,7 +223,7 @@ def _shift(old_lines: list[str], window: list[str]) -> int | None:
     None when the blocks' relative indentation differs (then they do not match at this level).
     """
     deltas = {
-        _width(_indent_of(f)) - _width(_indent_of(o))
+        width(indent_of(f)) - width(indent_of(o))
         for o, f in zip(old_lines, window, strict=True)
         if o.strip()
     }
@@ -269,31 +232,14 @@ def _shift(old_lines: list[str], window: list[str]) -> int | None:
 
 def _indents_differ(old_lines: list[str], window: list[str]) -> bool:
     return any(
-        _indent_of(o) != _indent_of(f) for o, f in zip(old_lines, window, strict=True) if o.strip()
+        indent_of(o) != indent_of(f) for o, f in zip(old_lines, window, strict=True) if o.strip()
     )
 
 
 def _uses_tabs(window: list[str]) -> bool:
     """True when the block's own code is tab-indented (whitespace-only lines do not count:
     a stray tab on an empty line says nothing about how the code is indented)."""
-    return any("\t" in _indent_of(ln) for ln in window if ln.strip())
-
-
-def _reindent(new: str, shift: int, tabs: bool) -> str:
-    out: list[str] = []
-    for line in new.split("\n"):
-        if not line.strip():
-            out.append(line)
-            continue
-        width = _width(_indent_of(line)) + shift
-        if width < 0:
-            raise RetriableError(
-                "new_string is indented less than the block it replaces allows; "
-                "copy old_string with the file's exact indentation"
-            )
-        pad = "\t" * (width // TAB) + " " * (width % TAB) if tabs else " " * width
-        out.append(pad + line.lstrip())
-    return "\n".join(out)
+    return any("\t" in indent_of(ln) for ln in window if ln.strip())
 
 
 def not_found_message(text: str, old: str) -> str:

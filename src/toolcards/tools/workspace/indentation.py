@@ -1,0 +1,122 @@
+"""The exact level of the edit cascade, and re-indenting a replacement.
+
+An exact occurrence of ``old`` that begins inside a line's indentation is one of two requests:
+
+- ``old`` starts with its own indentation, which is less than the line's (``"    x = 1"`` found
+  in ``"        x = 1"``): whole lines sent at another indentation. The replacement is shifted
+  as a whole, every line by the same number of columns, and replaces the line from its start.
+  Such an occurrence alone is no exact match: when no occurrence of ``old`` stands at a line
+  start (or after code), the line levels decide, comparing every indentation of the lines.
+- ``old`` starts at the line's code (``"x = 1"``): the line's indentation stays; a deletion of
+  whole lines takes it too. A one-line ``old`` whose replacement adds lines is refused: whether
+  those lines are indented as in the file or relative to the first line is unknowable.
+
+No result ever has its first line shifted differently from the later ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from toolcards.core.errors import RetriableError
+
+TAB = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """A region ``text[start:end]`` to replace by ``replacement``; ``line`` is 1-based."""
+
+    start: int
+    end: int
+    line: int
+    replacement: str
+
+
+def width(indent: str) -> int:
+    return len(indent.expandtabs(TAB))
+
+
+def indent_of(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def reindent(new: str, shift: int, tabs: bool) -> str:
+    """``new`` with every non-blank line moved ``shift`` columns (tabs: indented with tabs)."""
+    out: list[str] = []
+    for line in new.split("\n"):
+        if not line.strip():
+            out.append(line)
+            continue
+        cols = width(indent_of(line)) + shift
+        if cols < 0:
+            raise RetriableError(
+                "new_string is indented less than the block it replaces allows; "
+                "copy old_string with the file's exact indentation"
+            )
+        pad = "\t" * (cols // TAB) + " " * (cols % TAB) if tabs else " " * cols
+        out.append(pad + line.lstrip())
+    return "\n".join(out)
+
+
+def exact_matches(text: str, old: str, new: str) -> list[Match]:
+    """Occurrences of ``old`` in ``text``, left to right, without overlap (see the module)."""
+    found: list[Match] = []
+    anchored = False
+    pos = text.find(old)
+    while pos != -1:
+        occurrence = _occurrence(text, pos, old, new)
+        if occurrence is not None:
+            found.append(occurrence[0])
+            anchored = anchored or not occurrence[1]
+        pos = text.find(old, pos + len(old))
+    if anchored or not found:
+        return found
+    if old.endswith("\n"):
+        return []  # whole lines: the indentation-relative level compares every indentation
+    return _line_heads(text, old, new)
+
+
+def _occurrence(text: str, pos: int, old: str, new: str) -> tuple[Match, bool] | None:
+    """The match for the occurrence at ``pos`` and whether it is a shifted one; None when it
+    is no match (``old``'s later lines would be shifted differently from its first)."""
+    start = text.rfind("\n", 0, pos) + 1
+    indent = text[start:pos]
+    end = pos + len(old)
+    line = text.count("\n", 0, pos) + 1
+    if not indent or indent.strip():
+        return Match(pos, end, line, new), False
+    one_line = not any(ln.strip() for ln in old.split("\n")[1:])
+    if old[0] in " \t":
+        if not one_line:
+            return None
+        return Match(start, end, line, reindent(new, width(indent), "\t" in indent)), True
+    ends_line = end == len(text) or text[end - 1] == "\n" or text[end] == "\n"
+    if ends_line and not new.strip():
+        return Match(start, end, line, new), False
+    if one_line and any(ln.strip() for ln in new.split("\n")[1:]):
+        raise RetriableError(
+            "old_string starts after the indentation of its line, and new_string adds lines: "
+            "whether they are indented as in the file or relative to the first line is unclear; "
+            "send whole lines with their exact indentation in both old_string and new_string"
+        )
+    return Match(pos, end, line, new), False
+
+
+def _line_heads(text: str, old: str, new: str) -> list[Match]:
+    """A one-line ``old`` ending inside a line, found only inside deeper indentation: its code
+    after the indentation of any line, each with ``new`` shifted by the difference."""
+    code = old.lstrip(" \t")
+    if not code.strip():
+        return []
+    base = width(old[: len(old) - len(code)])
+    found: list[Match] = []
+    pos = text.find(code)
+    while pos != -1:
+        start = text.rfind("\n", 0, pos) + 1
+        indent = text[start:pos]
+        if not indent.strip():
+            repl = reindent(new, width(indent) - base, "\t" in indent)
+            found.append(Match(start, pos + len(code), text.count("\n", 0, pos) + 1, repl))
+        pos = text.find(code, pos + len(code))
+    return found
