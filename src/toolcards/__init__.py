@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         dump_cards,
         load_cards,
     )
+    from toolcards.surfaces.agent import ToolCards
     from toolcards.tools.exec.card import ExecTool
     from toolcards.tools.knowledge_graph.card import KnowledgeGraphTool
     from toolcards.tools.mcp.card import MCPTool
@@ -78,6 +79,7 @@ __all__ = [
     "SkillTool",
     "TeamTool",
     "ToolCard",
+    "ToolCards",
     "ToolFactory",
     "ToolObserver",
     "ToolObserverGone",
@@ -96,6 +98,7 @@ _lazy_getattr, __dir__ = lazy_names(
     {
         **dict.fromkeys(_CORE_NAMES, "toolcards.core"),
         **{name: module for name, (module, _) in BUILTIN_CARDS.items()},
+        "ToolCards": "toolcards.surfaces.agent",
     },
     renamed={"Capability": "CardCapability"},
 )
