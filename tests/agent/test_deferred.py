@@ -12,7 +12,7 @@ from pydantic_ai.messages import ModelRequest, ToolSearchReturnPart
 
 from support.scripted import SequenceScript
 from toolcards import MCPTool, PlanningTool, ToolFactory, WorkspaceTool, dump_cards, load_cards
-from toolcards.governance import AuditLog, Identity, Policy
+from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
 from toolcards.surfaces.agent import ToolCards
 
 WRITER = Identity("agent.writer", type="agent")
@@ -68,6 +68,18 @@ def test_the_search_never_offers_a_tool_the_caller_may_not_call(root: Path) -> N
     assert "workspace_write" not in found
     assert all("workspace_write" not in seen for seen in script.seen_tools)
     assert not (root / "default" / "a.md").exists()
+
+
+def test_listing_denied_tools_still_keeps_denied_deferred_ones_from_the_search(root: Path) -> None:
+    script = SequenceScript([("search_tools", {"queries": ["workspace write read file"]})])
+    tools = ToolFactory([WorkspaceTool(defer_loading=True), PlanningTool(vector_store=False)])
+    governed = GovernedToolset(
+        tools.toolset(), policy=Policy.from_dict(READ_ONLY), identity=WRITER, hide_denied=False
+    )
+    result = Agent(script.model, toolsets=[governed]).run_sync("go")
+    found = _found(result)
+    assert "workspace_read" in found and "workspace_write" not in found
+    assert "update_planning" in script.seen_tools[0]  # a denied tool that is not deferred
 
 
 def test_a_found_tool_runs_through_the_executor_and_is_audited(root: Path, audit: AuditLog) -> None:

@@ -122,7 +122,8 @@ class _Cache:
 class GovernedToolset(WrapperToolset[Any]):
     """Wraps any pydantic-ai toolset so that every call goes through the governed executor.
 
-    The model sees only the tools the principal may call (unless ``hide_denied=False``),
+    The model sees only the tools the principal may call (unless ``hide_denied=False``, which
+    still never lists a denied ``defer_loading`` tool: a tool search would offer it),
     under provider-safe names (the original id is in ``metadata["tool_id"]``); destructive tools
     are sequential and carry a warning line. Denials, rate limits and tool failures come back as
     readable tool results, fixable errors (and unknown tool names) as retries, and approvals
@@ -287,11 +288,15 @@ class GovernedToolset(WrapperToolset[Any]):
         key = (identity, policy.version)
         view = listing.by_caller.get(key)
         if view is None:
+            visible = policy.visible
             if self.hide_denied:
-                visible = policy.visible
                 view = {n: t for n, t in listing.tools.items() if visible(identity, t.tool_id)}
-            else:
-                view = dict(listing.tools)
+            else:  # a deferred tool is offered by a search: never one the caller may not call
+                view = {
+                    n: t
+                    for n, t in listing.tools.items()
+                    if not t.tool_def.defer_loading or visible(identity, t.tool_id)
+                }
             if len(listing.by_caller) >= _MAX_CALLERS:
                 listing.by_caller.clear()
             listing.by_caller[key] = view
