@@ -56,9 +56,14 @@ class ActorHost(Protocol):
         """The running actor ``name``, or None."""
 
     def tool_actor(
-        self, name: str, actor_cls: type[A], config: BaseModel | None = None
+        self,
+        name: str,
+        actor_cls: type[A],
+        config: BaseModel | None = None,
+        *,
+        by: str | None = None,
     ) -> ActorHandle[A]:
-        """Get or create the team singleton ``name``."""
+        """Get or create the team singleton ``name`` (``by``: the member binding it)."""
 
     def stop_later(self, name: str) -> None:
         """Stop the actor ``name`` once its queued messages are handled (returns at once)."""

@@ -53,7 +53,7 @@ class TeamObserver:
         self, name: str, actor_cls: type[A], config: BaseModel | None = None
     ) -> ActorHandle[A]:
         """Get or create the team singleton ``name`` (see ``Team.tool_actor``)."""
-        return self._team.tool_actor(name, actor_cls, config)
+        return self._team.tool_actor(name, actor_cls, config, by=self._address)
 
     def actor(self, name: str) -> ActorHandle[Any] | None:
         """The running team actor ``name``, or None."""

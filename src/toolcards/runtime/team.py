@@ -19,6 +19,7 @@ from toolcards.core.errors import ToolcardsError
 from toolcards.core.events import ToolStateEvent
 from toolcards.core.factory import ToolFactory
 from toolcards.runtime import process
+from toolcards.runtime.actor_specs import conflict_line, in_code_values, merge_in_code, with_values
 from toolcards.runtime.events import EventCallback, EventLog, Subscription
 from toolcards.runtime.members import DEFAULT_SEND_TIMEOUT, MemberRoster
 from toolcards.runtime.messaging import USER, MemberActivity, MemberInfo, MemberMessage
@@ -108,6 +109,9 @@ class Team:
         self.stop_timeout = stop_timeout
         self._lock = threading.RLock()
         self._specs: dict[str, _Spec] = {}
+        self._in_code: dict[str, dict[str, Any]] = {}
+        """The values given in code (never recorded) that each tool actor was started with."""
+        self._bound_by: dict[str, str] = {}
         self._name_locks: dict[str, threading.Lock] = {}
         self._observers: dict[str, TeamObserver] = {}
         self._subscriptions: list[Subscription] = []
@@ -197,12 +201,22 @@ class Team:
             raise TeamStopped(f"team {self.team_id} is stopped")
 
     def tool_actor(
-        self, name: str, actor_cls: type[A], config: BaseModel | None = None
+        self,
+        name: str,
+        actor_cls: type[A],
+        config: BaseModel | None = None,
+        *,
+        by: str | None = None,
     ) -> ActorHandle[A]:
         """Get or create the team singleton ``name`` (``#<Name>``), atomically.
 
         The same class and an equal config return the running actor; a different class or
-        config for the same name is a ``ValueError``. A new actor loads its state in ``on_start``.
+        config for the same name is a ``ValueError`` naming both settings and who bound each
+        (``by``: the member binding now). A new actor loads its state in ``on_start``.
+
+        Values given in code that the config's JSON leaves out (``exclude=True`` fields such as
+        an API key, private attributes) reach the actor in memory, never the store; a running
+        actor that lacks one given now is restarted with it (its state is in the store).
         """
         if not (isinstance(actor_cls, type) and issubclass(actor_cls, ToolActor)):
             raise TypeError(f"tool actors subclass ToolActor, got {actor_cls!r}")
@@ -211,22 +225,32 @@ class Team:
         spec = _spec(actor_cls, config)
         if name.startswith(TRANSIENT_PREFIX):  # unique, short-lived: no roster, no resume
             self.check_running()
-            return self._start_tool_actor(name, actor_cls, spec, self._local)
+            return self._start_tool_actor(name, actor_cls, spec, self._local, config)
         with self._lock:
             self.check_running()
             name_lock = self._name_locks.setdefault(name, threading.Lock())
         with name_lock:  # per name: an actor may create other actors from its on_start
             known = self._specs.get(name) or self._recorded_spec(name)
             if known is not None and known != spec:
+                first = (known.actor_tag, known.config, self._bound_by.get(name))
                 raise ValueError(
-                    f"tool actor {name} already exists in team {self.team_id} with "
-                    f"{known.actor_tag} config {known.config}; refusing {spec.actor_tag} "
-                    f"config {spec.config}"
+                    conflict_line(name, self.team_id, first, (spec.actor_tag, spec.config, by))
                 )
+            running = self._in_code.get(name, {})
+            values = merge_in_code(name, running, in_code_values(config))
             handle = self.system.lookup(name)
-            if handle is None or not handle.is_alive():
-                handle = self._start_tool_actor(name, actor_cls, spec, self.system)
+            alive = handle is not None and handle.is_alive()
+            if alive and values != running:  # restarted so that it gets what it lacks
+                if self.system.stop([name], self.stop_timeout):
+                    raise RuntimeError(f"tool actor {name} is busy; bind again later")
+                alive = False
+            if handle is None or not alive:
+                live = config if config is None else with_values(config, values)
+                handle = self._start_tool_actor(name, actor_cls, spec, self.system, live)
                 self._store.record_actor(self.team_id, name, spec.actor_tag, spec.config)
+                self._in_code[name] = values
+            if by is not None:
+                self._bound_by.setdefault(name, by)
             self._specs[name] = spec
             return handle
 
@@ -239,7 +263,12 @@ class Team:
         return None
 
     def _start_tool_actor(
-        self, name: str, actor_cls: type[ToolActor], spec: _Spec, system: ActorSystem
+        self,
+        name: str,
+        actor_cls: type[ToolActor],
+        spec: _Spec,
+        system: ActorSystem,
+        live: BaseModel | None = None,
     ) -> ActorHandle[Any]:
         local = system is self._local or not _is_remote(system)
         factory = ToolActorFactory(
@@ -248,6 +277,7 @@ class Team:
             name,
             actor_cls,
             spec.config,
+            live=live,
             host=self if local else None,
             store=self._store if local else None,
             system=None if local else system,

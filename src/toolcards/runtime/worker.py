@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from pydantic import BaseModel
 
 from toolcards.core.actors import ActorHandle
+from toolcards.runtime.actor_specs import secret_fields, with_values
 from toolcards.runtime.events import EventLog
 from toolcards.runtime.messaging import MESSAGES, USER, MemberMessage
 from toolcards.runtime.process import open_location
@@ -115,7 +116,12 @@ class Coherent(Recovering):
 
 
 class ToolActorFactory:
-    """Builds a tool actor; picklable, so an actor system may build it in another process."""
+    """Builds a tool actor; picklable, so an actor system may build it in another process.
+
+    ``config`` is the recorded JSON; ``live`` the config object given in code, whose values
+    the JSON leaves out (an API key, a transport) reach the actor from memory. Pickled, only
+    its excluded fields travel (to the worker process, never to the store).
+    """
 
     def __init__(
         self,
@@ -125,6 +131,7 @@ class ToolActorFactory:
         actor_cls: type[ToolActor],
         config: str | None,
         *,
+        live: BaseModel | None = None,
         host: ActorHost | None = None,
         store: Store | None = None,
         system: ActorSystem | None = None,
@@ -134,13 +141,15 @@ class ToolActorFactory:
         self.name = name
         self.actor_cls = actor_cls
         self.config = config
+        self.secrets = secret_fields(live)
         self.system = system
+        self._live = live
         self._host = host
         self._store = store
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_host"] = state["_store"] = None  # rebuilt where the actor runs
+        state["_host"] = state["_store"] = state["_live"] = None  # rebuilt where it runs
         return state
 
     def __repr__(self) -> str:
@@ -155,7 +164,11 @@ class ToolActorFactory:
             store = worker.store
         else:
             host, store = self._host, self._store
-        cfg = config_of(self.actor_cls, self.config)
+        cfg = self._live
+        if cfg is None:
+            cfg = config_of(self.actor_cls, self.config)
+            if cfg is not None and self.secrets:
+                cfg = with_values(cfg, self.secrets)
 
         def build() -> ToolActor:
             ctx = ToolActorContext(
@@ -221,7 +234,12 @@ class WorkerHost:
         return found if found is None or found.is_alive() else None
 
     def tool_actor(
-        self, name: str, actor_cls: type[A], config: BaseModel | None = None
+        self,
+        name: str,
+        actor_cls: type[A],
+        config: BaseModel | None = None,
+        *,
+        by: str | None = None,
     ) -> ActorHandle[A]:
         if not (isinstance(actor_cls, type) and issubclass(actor_cls, ToolActor)):
             raise TypeError(f"tool actors subclass ToolActor, got {actor_cls!r}")
@@ -233,13 +251,20 @@ class WorkerHost:
                 name,
                 actor_cls,
                 text,
+                live=config,
                 host=self,
                 store=self.store,
                 system=self.system,
             )
             return self._local_system().spawn(name, factory)  # type: ignore[no-any-return]
         factory = ToolActorFactory(
-            self.team_id, self._store_location, name, actor_cls, text, system=self.system
+            self.team_id,
+            self._store_location,
+            name,
+            actor_cls,
+            text,
+            live=config,
+            system=self.system,
         )
         handle = self.system.spawn(name, factory)
         self.store.record_actor(self.team_id, name, actor_cls.actor_tag, text)

@@ -30,6 +30,9 @@ class VectorStoreApi(Protocol):
     def query(self, collection: str, text: str, top_k: int = 10) -> Future[list[Hit]]:
         """The ``top_k`` nearest ids as ``(id, cosine)`` (resolved off the actor thread)."""
 
+    def check_stored(self, collection: str, item: str, text: str) -> str | None:
+        """None when ``item`` is searchable with ``text``'s vector, else why not (one line)."""
+
     def flush(self) -> Future[None]:
         """Resolves once everything queued so far is searchable."""
 

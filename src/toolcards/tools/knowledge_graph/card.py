@@ -98,6 +98,10 @@ class KnowledgeGraphTool(ToolCard):
             )
         return self._handle
 
+    def get_tools(self) -> list[ToolFunc]:
+        self._actor()  # bound now: another vector_store setting for the actor fails the bind
+        return super().get_tools()
+
     def _summary(self, param: GetGraph) -> str:
         tools = [f for f in ("search_graph", "update_graph") if self.exposed(f, Channels.TOOL_CALL)]
         return graph_summary(self._actor().ask(KnowledgeGraphActor.summary, param.max_roots), tools)

@@ -88,6 +88,10 @@ class PlanningTool(ToolCard):
             self._handle, self._link = tool_actor_with_link(self, ACTOR_NAME, PlanningActor, config)
         return self._handle
 
+    def get_tools(self) -> list[ToolFunc]:
+        self._actor()  # bound now: another vector_store setting for the actor fails the bind
+        return super().get_tools()
+
     def _member(self) -> str:
         return writer_of(self)
 

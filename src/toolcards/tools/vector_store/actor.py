@@ -28,7 +28,7 @@ from toolcards.tools.vector_store.index import Hit, InMemoryIndex, VectorIndex
 from toolcards.tools.vector_store.indexing import Delta, IndexBuilder, install_graph, take_delta
 from toolcards.tools.vector_store.models import VectorStoreConfig
 from toolcards.tools.vector_store.providers import make_provider
-from toolcards.tools.vector_store.records import check_collection, valid_pair
+from toolcards.tools.vector_store.records import check_collection, text_hash, valid_pair
 from toolcards.tools.vector_store.store import IndexFactory, Pending, VectorStore, inmemory_factory
 
 if TYPE_CHECKING:
@@ -38,6 +38,8 @@ logger = logging.getLogger(__name__)
 
 JOB_TEXTS = 256
 """Texts per worker job: bounds the latency a query waits behind a bulk upsert."""
+MAX_FAILURES = 10_000
+"""Failed embeddings remembered (per item, for :meth:`VectorStoreActor.check_stored`)."""
 
 _warned: set[str] = set()
 
@@ -57,6 +59,7 @@ def provider_for(config: VectorStoreConfig) -> EmbeddingProvider:
         azure_endpoint=config.azure_endpoint,
         azure_deployment=config.azure_deployment,
         azure_api_version=config.azure_api_version,
+        transport=config._transport,
     )
 
 
@@ -87,6 +90,8 @@ class VectorStoreActor(ToolActor):
         self._builder: IndexBuilder | None = None
         self._qdrant: Any = None
         self.last_error: str | None = None
+        self._failed: dict[tuple[str, str], tuple[str, str]] = {}
+        """``(collection, id) -> (text hash, error)`` of embeddings that failed."""
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
@@ -278,6 +283,19 @@ class VectorStoreActor(ToolActor):
         """The (bounded) text ``item`` was indexed with."""
         return None if self.store is None else self.store.text(collection, item)
 
+    def check_stored(self, collection: str, item: str, text: str) -> str | None:
+        """None when ``item`` is searchable with the vector of ``text``; else why not, in one
+        line (its embedding failed, it is still running, or another text replaced it)."""
+        if self.store is None:
+            return self.reason or f"{self.ctx.name} is not started"
+        text = text[: self.cfg.max_text_chars]
+        if self.store.text(collection, item) == text:
+            return None
+        failed = self._failed.get((collection, item))
+        if failed is not None and failed[0] == text_hash(text):
+            return f"embedding failed: {failed[1]}"
+        return "not embedded yet, or another text replaced it meanwhile"
+
     def flush(self) -> Future[None]:
         """A Future resolved once every embedding submitted so far has been applied."""
         waiter: Future[None] = Future()
@@ -313,6 +331,8 @@ class VectorStoreActor(ToolActor):
                 ids = store.apply(collection, batch, vectors)
                 if ids:
                     self.ctx.emit(_delta(collection, "indexed", ids))
+            for item in ids if self._failed else ():
+                self._failed.pop((collection, item), None)
             self._maybe_train(collection)
         finally:
             self._job_done()
@@ -361,6 +381,11 @@ class VectorStoreActor(ToolActor):
         try:
             self._require().fail(collection, batch)
             self.last_error = error
+            for item, _, digest in batch:
+                self._failed.pop((collection, item), None)
+                self._failed[(collection, item)] = (digest, error)
+            while len(self._failed) > MAX_FAILURES:  # the oldest go first
+                del self._failed[next(iter(self._failed))]
         finally:
             self._job_done()
 

@@ -16,6 +16,7 @@ from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate
 from toolcards.tools._common.fusion import store_name
 from toolcards.tools._common.vector_api import VectorStoreApi
+from toolcards.tools.vector_store.base import EmbeddingError
 from toolcards.tools.vector_store.models import StoreSettings, VectorStoreConfig
 
 logger = logging.getLogger(__name__)
@@ -82,7 +83,9 @@ class VectorStoreTool(ToolCard, StoreSettings):
 
     def config(self) -> VectorStoreConfig:
         """The actor's configuration (validated: unknown model or wrong dimension raise)."""
-        return VectorStoreConfig(**{key: getattr(self, key) for key in StoreSettings.model_fields})
+        found = VectorStoreConfig(**{k: getattr(self, k) for k in StoreSettings.model_fields})
+        found._transport = self._transport
+        return found
 
     def handle(self) -> ActorHandle[VectorStoreApi]:
         """Get or create the store actor in this card's team (the implicit one standalone)."""
@@ -155,7 +158,16 @@ class VectorStoreTool(ToolCard, StoreSettings):
                 handle.ask(VectorStoreApi.upsert, collection, [(item, text)])
             except (ValueError, TypeError) as exc:
                 raise RetriableError(str(exc)) from exc
-            flush(handle, timeout=param.timeout_s)
+            try:
+                flush(handle, timeout=param.timeout_s)
+            except TimeoutError:
+                return (
+                    f"error: {item!r} is not stored yet: its embedding took more than "
+                    f"{param.timeout_s:g} s (call again to check)"
+                )
+            problem = handle.ask(VectorStoreApi.check_stored, collection, item, text)
+            if problem is not None:
+                return f"error: {item!r} was not stored in {collection!r}: {problem}"
             return f"stored {item!r} in {collection!r}"
 
         if self.name != "VectorStore":
@@ -184,6 +196,8 @@ class VectorStoreTool(ToolCard, StoreSettings):
                 hits = query(handle, collection, query_text, k, timeout=param.timeout_s)
             except (ValueError, TypeError) as exc:
                 raise RetriableError(str(exc)) from exc
+            except (EmbeddingError, TimeoutError) as exc:
+                return f"error: vector search failed: {exc}"
             if not hits:
                 known = handle.ask(VectorStoreApi.collections)
                 names = [n for n in known if allowed is None or n in allowed]

@@ -6,7 +6,7 @@ import importlib.util
 import warnings
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, model_validator
 
 from toolcards.tools.vector_store.base import (
     EXTRA_HINT,
@@ -47,7 +47,11 @@ class StoreSettings(BaseModel):
     openai_base_url: str | None = None
     api_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
     """The openai / azure key; default: the provider's environment variable. Never
-    serialised (a card written to JSON or recorded for a restart leaves it out) nor logged."""
+    serialised (a card written to JSON or recorded for a restart leaves it out) nor logged:
+    it reaches the store's actor in memory."""
+    _transport: Any = PrivateAttr(default=None)
+    """An ``httpx.BaseTransport`` the openai / azure provider sends through instead of the
+    network (``httpx.MockTransport`` in tests); in this process only, never serialised."""
     azure_endpoint: str | None = Field(default=None, pattern=r"^https?://[^\s?#]+$")
     """``https://<resource>.openai.azure.com``; default: AZURE_OPENAI_ENDPOINT."""
     azure_deployment: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")

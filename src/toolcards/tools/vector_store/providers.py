@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from toolcards.tools.vector_store.base import LOCAL_MODEL, EmbeddingProvider
 
@@ -23,10 +23,12 @@ def make_provider(
     azure_endpoint: str | None = None,
     azure_deployment: str | None = None,
     azure_api_version: str | None = None,
+    transport: Any = None,
 ) -> EmbeddingProvider:
     """Build a provider by kind; ``dimension`` (when given) must match what it produces.
 
-    ``api_key`` (openai, azure) defaults to the provider's environment variable.
+    ``api_key`` (openai, azure) defaults to the provider's environment variable;
+    ``transport`` (openai, azure: an ``httpx.BaseTransport``) replaces the network.
     """
     found: EmbeddingProvider
     key = api_key.get_secret_value() if api_key is not None else None
@@ -50,6 +52,7 @@ def make_provider(
             batch_size=batch_size,
             timeout_s=timeout_s,
             base_url=base_url,
+            transport=transport,
         )
     elif provider == "azure":
         from toolcards.tools.vector_store.openai_provider import (
@@ -68,6 +71,7 @@ def make_provider(
             api_key=key,
             batch_size=batch_size,
             timeout_s=timeout_s,
+            transport=transport,
         )
     else:
         raise ValueError(f"unknown embedding provider {provider!r} (local, openai, azure or hash)")
