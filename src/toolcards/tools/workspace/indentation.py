@@ -63,9 +63,10 @@ def exact_matches(text: str, old: str, new: str) -> list[Match]:
     """Occurrences of ``old`` in ``text``, left to right, without overlap (see the module)."""
     found: list[Match] = []
     anchored = False
+    lines = _Lines(text)
     pos = text.find(old)
     while pos != -1:
-        occurrence = _occurrence(text, pos, old, new)
+        occurrence = _occurrence(text, pos, lines.of(pos), old, new)
         if occurrence is not None:
             found.append(occurrence[0])
             anchored = anchored or not occurrence[1]
@@ -77,13 +78,12 @@ def exact_matches(text: str, old: str, new: str) -> list[Match]:
     return _line_heads(text, old, new)
 
 
-def _occurrence(text: str, pos: int, old: str, new: str) -> tuple[Match, bool] | None:
+def _occurrence(text: str, pos: int, line: int, old: str, new: str) -> tuple[Match, bool] | None:
     """The match for the occurrence at ``pos`` and whether it is a shifted one; None when it
     is no match (``old``'s later lines would be shifted differently from its first)."""
     start = text.rfind("\n", 0, pos) + 1
     indent = text[start:pos]
     end = pos + len(old)
-    line = text.count("\n", 0, pos) + 1
     if not indent or indent.strip():
         return Match(pos, end, line, new), False
     one_line = not any(ln.strip() for ln in old.split("\n")[1:])
@@ -111,12 +111,27 @@ def _line_heads(text: str, old: str, new: str) -> list[Match]:
         return []
     base = width(old[: len(old) - len(code)])
     found: list[Match] = []
+    lines = _Lines(text)
     pos = text.find(code)
     while pos != -1:
         start = text.rfind("\n", 0, pos) + 1
         indent = text[start:pos]
         if not indent.strip():
             repl = reindent(new, width(indent) - base, "\t" in indent)
-            found.append(Match(start, pos + len(code), text.count("\n", 0, pos) + 1, repl))
+            found.append(Match(start, pos + len(code), lines.of(pos), repl))
         pos = text.find(code, pos + len(code))
     return found
+
+
+class _Lines:
+    """1-based line numbers of ascending positions of ``text``, counted incrementally."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.line = 1
+        self.at = 0
+
+    def of(self, pos: int) -> int:
+        self.line += self.text.count("\n", self.at, pos)
+        self.at = pos
+        return self.line
