@@ -134,3 +134,16 @@ def test_denied_tools_are_not_offered_through_the_capability(root: Path) -> None
 def test_identity_without_a_policy_is_refused() -> None:
     with pytest.raises(TypeError, match="need policy= or executor="):
         ToolCards([WorkspaceTool()], identity=WRITER)
+
+
+def test_a_team_members_cards_are_one_capability(root: Path) -> None:
+    from toolcards.runtime import Team
+
+    with Team("t-cap", store=":memory:") as team:
+        alice = team.bind([PlanningTool(vector_store=False)], member="alice")
+        policy = Policy.from_dict({"default_effect": "allow"})
+        cards = ToolCards(alice, policy=policy, identity=Identity("alice"))
+        script = SequenceScript([("update_planning", {"create": [{"description": "Ship"}]})])
+        Agent(script.model, capabilities=[cards]).run_sync("plan")
+        bob = team.bind([PlanningTool(vector_store=False)], member="bob")
+        assert "1 tasks total" in bob.get_system_prompts()[0]()
