@@ -48,7 +48,7 @@ def _sleeper(marker: str) -> FunctionModel:
 @pytest.mark.parametrize("mode", MODES)
 def test_cancelling_the_agent_run_kills_the_command(mode: str, marker: str) -> None:
     """The governed toolset awaits exec_command in a task; cancelling it kills the sleep."""
-    card = ExecTool(mode=mode, limits=RUNNABLE, timeout_s=50)
+    card = ExecTool(mode=mode, limits=RUNNABLE, timeout_s=50, allowed_commands=["sleep"])
     governed = GovernedToolset(
         ToolFactory([card]).toolset(), policy=Policy.allow_all(), identity=Identity(id="alice")
     )
@@ -68,7 +68,9 @@ def test_cancelling_the_agent_run_kills_the_command(mode: str, marker: str) -> N
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("mode", MODES)
 def test_cancelling_a_task_awaiting_the_tool_kills_the_command(mode: str, marker: str) -> None:
-    tool = ExecTool(mode=mode, limits=RUNNABLE, timeout_s=50).get_tools()[0]
+    tool = ExecTool(
+        mode=mode, limits=RUNNABLE, timeout_s=50, allowed_commands=["sleep"]
+    ).get_tools()[0]
 
     async def scenario() -> None:
         task = asyncio.create_task(tool(f"sleep {marker}"))
@@ -118,7 +120,7 @@ def test_a_cancelled_call_does_not_start(tmp_path: Path) -> None:
 @pytest.mark.timeout(60)
 def test_a_governance_timeout_kills_the_command(marker: str) -> None:
     """The executor's deadline cancels the tool coroutine; the command does not live on."""
-    card = ExecTool(mode="local", limits=RUNNABLE, timeout_s=50)
+    card = ExecTool(mode="local", limits=RUNNABLE, timeout_s=50, allowed_commands=["sleep"])
     governed = GovernedToolset(
         ToolFactory([card]).toolset(),
         policy=Policy.allow_all(),

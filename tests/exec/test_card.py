@@ -132,7 +132,7 @@ def test_job_start_and_result() -> None:
 
 
 def test_job_result_reports_running_then_unknown_ids_retry() -> None:
-    tools = _tools(ExecTool(mode="local", limits=RUNNABLE, timeout_s=5))
+    tools = _tools(ExecTool(mode="local", limits=RUNNABLE, timeout_s=5, allowed_commands=["sleep"]))
     job_id = tools["exec_start"]("sleep 3").split("job_id: ")[1].split()[0]
     assert "status: running" in tools["exec_result"](job_id)
     with pytest.raises(RetriableError, match="unknown job id"):
@@ -187,7 +187,7 @@ def test_one_service_per_team_and_settings() -> None:
 
 @pytest.mark.parametrize("wait", [float("nan"), "soon", True])
 def test_job_result_rejects_bad_wait(wait: object) -> None:
-    tools = _tools(ExecTool(mode="local", limits=RUNNABLE))
+    tools = _tools(ExecTool(mode="local", limits=RUNNABLE, allowed_commands=["true"]))
     job_id = tools["exec_start"]("true").split("job_id: ")[1].split()[0]
     with pytest.raises(RetriableError, match="wait_s"):
         tools["exec_result"](job_id, wait_s=wait)

@@ -115,7 +115,9 @@ def test_option_injection_lands_after_the_image(fake_docker: Path) -> None:
 
 
 def test_timeout_kills_the_container(fake_docker: Path) -> None:
-    out = sync(ExecTool(mode="docker", timeout_s=1).get_tools()[0])("sleep 100")
+    out = sync(ExecTool(mode="docker", timeout_s=1, allowed_commands=["sleep"]).get_tools()[0])(
+        "sleep 100"
+    )
     assert "killed: timeout" in out
     name = _run_args(fake_docker)[_run_args(fake_docker).index("--name") + 1]
     assert ["kill", name] in [c["argv"] for c in _calls(fake_docker)]

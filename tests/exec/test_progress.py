@@ -16,7 +16,7 @@ def _exec_command(card: ExecTool) -> Any:
 
 
 def test_a_running_command_reports_elapsed_seconds() -> None:
-    run = _exec_command(ExecTool(mode="local", limits=RUNNABLE))
+    run = _exec_command(ExecTool(mode="local", limits=RUNNABLE, allowed_commands=["sleep"]))
     heard: list[tuple[float, float | None, str | None]] = []
 
     async def main() -> str:

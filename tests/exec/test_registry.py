@@ -43,7 +43,9 @@ def tagging() -> Iterator[str]:
 
 
 def test_registered_backend_runs_commands(tagging: str) -> None:
-    out = tools_of(ExecTool(mode=tagging, limits=RUNNABLE))["exec_command"]("env")
+    out = tools_of(ExecTool(mode=tagging, limits=RUNNABLE, allowed_commands=["env"]))[
+        "exec_command"
+    ]("env")
     assert "RAN_THROUGH=tagging" in out and "exit_code: 0" in out
 
 
@@ -118,7 +120,9 @@ def test_entry_point_backend_is_found_by_name(tmp_path: Path) -> None:
     sys.path.insert(0, str(tmp_path))
     try:
         assert "fromplugin" in known_modes()
-        out = tools_of(ExecTool(mode="fromplugin", limits=RUNNABLE))["exec_command"]("env")
+        out = tools_of(ExecTool(mode="fromplugin", limits=RUNNABLE, allowed_commands=["env"]))[
+            "exec_command"
+        ]("env")
     finally:
         sys.path.remove(str(tmp_path))
         unregister_backend("fromplugin")

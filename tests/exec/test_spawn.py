@@ -39,7 +39,9 @@ def test_commands_start_without_preexec_fn(mode: str, monkeypatch: pytest.Monkey
         return real(*args, **kwargs)
 
     monkeypatch.setattr(spawn.subprocess, "Popen", recording)
-    out = tools_of(ExecTool(mode=mode, limits=RUNNABLE))["exec_command"]("true")
+    out = tools_of(ExecTool(mode=mode, limits=RUNNABLE, allowed_commands=["true"]))["exec_command"](
+        "true"
+    )
     assert "exit_code: 0" in out
     assert seen and all(kw.get("preexec_fn") is None for kw in seen)
 
@@ -102,7 +104,7 @@ def test_a_limit_that_cannot_be_set_stops_the_command_before_it_runs(
         raise PermissionError(1, "Operation not permitted")
 
     monkeypatch.setattr(spawn, "apply_rlimits", refuse)
-    card = ExecTool(mode="bwrap", limits=RUNNABLE, workspace_id="gate")
+    card = ExecTool(mode="bwrap", limits=RUNNABLE, workspace_id="gate", allowed_commands=["touch"])
     with pytest.raises(RetriableError, match="could not apply the limits"):
         tools_of(card)["exec_command"]("touch ran")
     assert not (workspaces / "gate" / "ran").exists()

@@ -6,9 +6,10 @@ Security model, in short:
   answers) and raises :class:`BackendUnavailable` when none works; it never runs unconfined.
   ``mode="local"`` is unconfined, used only when chosen, and its tool description says so.
 - **No implicit shell.** Commands are split with shell quoting rules and executed directly.
-  ``allowed_commands`` names the programs a command may start with (a shell as the first
-  word only when listed); what a started program runs in turn is bounded by the sandbox,
-  which is the boundary, not the list.
+  ``allowed_commands`` names the programs a command may start with (by default
+  ``DEFAULT_ALLOWED_COMMANDS``: file readers, Python build tools, read-only git subcommands;
+  ``"any"`` only when chosen; a shell as the first word only when listed); what a started
+  program runs in turn is bounded by the sandbox, which is the boundary, not the list.
 - **Limits everywhere.** Wall-clock timeout and cancellation (the process group, the pids
   cgroup, the bwrap PID namespace or the container is killed), RLIMIT_CPU/AS/FSIZE set from
   outside (prlimit; bwrap waits at a start gate until they are set), a process cap (pids

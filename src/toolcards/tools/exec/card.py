@@ -6,7 +6,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import Field, PrivateAttr, field_validator
 
@@ -17,6 +17,7 @@ from toolcards.core.progress import progress_enabled, report_progress
 from toolcards.core.spec import annotate
 from toolcards.tools._common.workspace_dir import workspace_dir, workspace_id_for
 from toolcards.tools.exec.backends import check_mode
+from toolcards.tools.exec.command import ANY_PROGRAM, DEFAULT_ALLOWED_COMMANDS, check_allowed_entry
 from toolcards.tools.exec.limits import ExecLimits
 from toolcards.tools.exec.service import ExecService, ExecSettings, service_for
 
@@ -47,6 +48,10 @@ class ExecTool(ToolCard):
     running unconfined. ``mode="local"`` runs on the host and is only used when chosen. Other
     names are backends registered with ``register_backend`` or installed in the
     ``toolcards.exec_backends`` entry-point group.
+
+    A command may start with a program of ``allowed_commands``: by default a short list of
+    file readers, Python build and test tools and read-only git subcommands
+    (``DEFAULT_ALLOWED_COMMANDS``); any program only with ``allowed_commands="any"``.
     """
 
     mode: str = "auto"
@@ -55,8 +60,12 @@ class ExecTool(ToolCard):
     _workspaces_root: str | None = PrivateAttr(default=None)
     timeout_s: float = Field(default=60.0, gt=0, le=24 * 3600)
     limits: ExecLimits = Field(default_factory=ExecLimits)
-    allowed_commands: list[str] | None = None
-    """Programs a command may start with (its first word, by name). None: any program. A
+    allowed_commands: list[str] | Literal["any"] = Field(
+        default_factory=lambda: list(DEFAULT_ALLOWED_COMMANDS)
+    )
+    """Programs a command may start with (its first word, by name; ``"git log"`` allows git
+    with that subcommand only). Default: ``DEFAULT_ALLOWED_COMMANDS`` (file readers, Python
+    build and test tools, read-only git). ``"any"``: any program, only when set so. A
     started program may start others (``env sh -c``, ``find -exec``, ``make``): this list
     is not a boundary, the sandbox is. A shell as the first word needs to be listed."""
     env_allow: list[str] = Field(default_factory=lambda: list(DEFAULT_ENV_ALLOW))
@@ -72,19 +81,24 @@ class ExecTool(ToolCard):
     def _known_mode(cls, mode: str) -> str:
         return check_mode(mode)
 
-    @field_validator("allowed_commands")
+    @field_validator("allowed_commands", mode="before")
     @classmethod
-    def _plain_names(cls, names: list[str] | None) -> list[str] | None:
-        for name in names or []:
-            if not name or "/" in name or name.startswith("-") or name.strip() != name:
-                raise ValueError(f"allowed command {name!r} must be a bare program name")
+    def _plain_names(cls, names: Any) -> Any:
+        if names is None:
+            raise ValueError(
+                'allowed_commands=None is not a choice: give a list of programs, or "any" '
+                "for any program (leave it out for the default list)"
+            )
+        if isinstance(names, list):
+            for name in names:
+                if isinstance(name, str):
+                    check_allowed_entry(name)
         return names
 
     def settings(self) -> ExecSettings:
         """The hashable settings that key the team's exec service."""
-        allowed = (
-            tuple(sorted(set(self.allowed_commands))) if self.allowed_commands is not None else None
-        )
+        chosen = self.allowed_commands
+        allowed = None if chosen == ANY_PROGRAM else tuple(sorted(set(chosen)))
         return ExecSettings(
             mode=self.mode,
             timeout_s=self.timeout_s,
@@ -120,7 +134,7 @@ class ExecTool(ToolCard):
         allowed = self.allowed_commands
         programs = (
             "any program"
-            if allowed is None
+            if allowed == ANY_PROGRAM
             else f"{', '.join(allowed)} (the program a command starts with; what it runs in "
             "turn is bounded by the confinement above)"
         )

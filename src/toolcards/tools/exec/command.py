@@ -15,6 +15,27 @@ SHELL_OPERATORS = frozenset(
 )
 _FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 
+ANY_PROGRAM = "any"
+"""``ExecTool(allowed_commands="any")``: any program may start a command (explicitly chosen)."""
+
+READ_ONLY_GIT = ("status", "diff", "log", "show", "blame", "ls-files", "rev-parse")
+"""The git subcommands of the default list: they read the repository. Global options
+(``git -c``, ``-C``, ``--exec-path``) and every other subcommand (``push``, ``fetch``,
+``clone``, ``config``, ``reset``, ``clean``, ``checkout``, ``rebase``, ``submodule``, ...)
+need an entry of their own (``"git push"``) or ``"git"``."""
+
+DEFAULT_ALLOWED_COMMANDS: tuple[str, ...] = (
+    *("ls", "cat", "head", "tail", "wc", "grep", "rg", "find", "sort", "uniq", "diff"),
+    *("cut", "tr", "stat", "du", "pwd", "echo"),
+    *("python", "python3", "pytest", "ruff", "mypy", "make"),
+    *(f"git {sub}" for sub in READ_ONLY_GIT),
+)
+"""``ExecTool``'s allowlist unless one is given: programs that read files, and the Python
+build and test tools. An entry of two words (``"git log"``) allows a program with that first
+argument only. No shell, no ``env``/``xargs``, no file removal or copying (the workspace tools
+do that), no network clients. Not a boundary: ``python3``, ``make``, ``pytest`` and
+``find -exec`` run what they are told, within the sandbox."""
+
 
 def parse_command(command: Any, allowed: Collection[str] | None) -> list[str]:
     """``command`` split with shell quoting rules, never run through a shell.
@@ -56,12 +77,31 @@ def parse_command(command: Any, allowed: Collection[str] | None) -> list[str]:
                 f"{program!r}: give the program by name, without a path "
                 f"(allowed: {', '.join(sorted(allowed)) or 'none'})"
             )
-        if program not in allowed:
+        if not _listed(argv, allowed):
+            subcommands = any(entry.startswith(f"{program} ") for entry in allowed)
+            shown = " ".join(argv[:2]) if subcommands and len(argv) > 1 else program
             raise RetriableError(
-                f"command {program!r} is not allowed; allowed commands: "
+                f"command {shown!r} is not allowed; allowed commands: "
                 f"{', '.join(sorted(allowed)) or 'none'}"
             )
     return argv
+
+
+def check_allowed_entry(entry: str) -> str:
+    """``entry`` of an allowlist: a bare program name, or a program and its first argument
+    (``"git log"``); a ValueError otherwise."""
+    words = entry.split(" ")
+    plain = all(w and "/" not in w and not w.startswith("-") and w.strip() == w for w in words)
+    if not plain or len(words) > 2:
+        raise ValueError(
+            f"allowed command {entry!r} must be a bare program name, or a program and its "
+            "subcommand such as 'git log'"
+        )
+    return entry
+
+
+def _listed(argv: list[str], allowed: Collection[str]) -> bool:
+    return argv[0] in allowed or (len(argv) > 1 and f"{argv[0]} {argv[1]}" in allowed)
 
 
 def _shell_allowed(allowed: Collection[str] | None) -> bool:
