@@ -49,7 +49,7 @@ def graph_events_naming(world: World, name: str) -> list[Any]:
     return [
         e
         for e in world.team.events()
-        if e.tool_id == GRAPH_EVENTS and name in json.dumps(e.payload)
+        if e.tool_id == GRAPH_EVENTS and name in e.model_dump_json(include={"payload"})
     ]
 
 
@@ -135,7 +135,7 @@ def test_a_task_created_by_an_agent_appears_on_the_plan_within_one_second(
     [event] = [
         e
         for e in world.team.events()
-        if e.tool_id == "#PlanningTool" and title in json.dumps(e.payload)
+        if e.tool_id == "#PlanningTool" and title in e.model_dump_json(include={"payload"})
     ]
     latency = page.evaluate("window.__seen") / 1000 - event.timestamp
     print(f"plan event -> page: {latency * 1000:.0f} ms")

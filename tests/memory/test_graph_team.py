@@ -67,8 +67,8 @@ def test_one_event_per_batch_with_cascade(team: Team) -> None:
     tools["update_graph"](delete_entities=["ledger"])
     events = graph_events(team)
     assert [e.seq for e in events] == [1, 2]
-    assert events[1].payload["entities_removed"] == ["ledger"]
-    assert events[1].payload["relations_removed"][0]["relation_type"] == "writes_to"
+    assert events[1].payload.entities_removed == ["ledger"]
+    assert events[1].payload.relations_removed[0].relation_type == "writes_to"
 
 
 def test_batch_of_only_errors_emits_nothing(team: Team) -> None:

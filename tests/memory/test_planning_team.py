@@ -90,9 +90,9 @@ def test_one_delta_event_per_mutating_call(team: Team) -> None:
     alice["update_planning"](update=[{"id": 1, "version": 1, "status": "started"}], delete=[2])
     events = planning_events(team)
     assert [e.seq for e in events] == [1, 2]
-    assert [t["id"] for t in events[0].payload["created"]] == [1, 2]
-    assert events[1].payload["deleted"] == [2]
-    assert events[1].payload["updated"][0]["status"] == "started"
+    assert [t.id for t in events[0].payload.created] == [1, 2]
+    assert events[1].payload.deleted == [2]
+    assert events[1].payload.updated[0].status == "started"
 
 
 def test_rejected_batch_emits_no_event(team: Team) -> None:

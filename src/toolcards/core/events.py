@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -13,11 +14,28 @@ logger = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
 
 
+TOOL_STATE = "tool_state"
+"""The display type of a tool actor's state delta (the default)."""
+LIFECYCLE_DISPLAY = "lifecycle"
+"""The display type of a team lifecycle event (team and actors started/stopped, hires)."""
+MESSAGE_DISPLAY = "message"
+"""The display type of a message between members (queued, received, sent, processed)."""
+
+
+def new_event_id() -> str:
+    """A fresh event id (32 hex digits, unique across processes)."""
+    return uuid.uuid4().hex
+
+
 class ToolStateEvent(BaseModel):
     """A delta of a tool actor's state.
 
     ``tool_id`` is the emitting actor's name (``#PlanningTool``); ``seq`` counts per tool from 1
     without gaps, so a consumer detects a missed event; ``payload`` is the change, not the state.
+    ``id`` names the event itself (the same on every read of it); ``sender`` is the member or
+    principal whose call caused it (None for the team's own events); ``display_type`` tells a
+    viewer what kind of event it is (:data:`TOOL_STATE`, :data:`LIFECYCLE_DISPLAY`,
+    :data:`MESSAGE_DISPLAY`, or a card's own word).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -27,6 +45,9 @@ class ToolStateEvent(BaseModel):
     payload: Any = None
     team_id: str | None = None
     timestamp: float = Field(default_factory=time.time)
+    id: str = Field(default_factory=new_event_id)
+    sender: str | None = None
+    display_type: str = TOOL_STATE
 
 
 class PayloadTypes:

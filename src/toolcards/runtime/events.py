@@ -10,16 +10,27 @@ sees exactly what was compacted and its seqs still have no gap.
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from pydantic import BaseModel
 
-from toolcards.core.events import EVENT_PAYLOADS, ToolStateEvent
+from toolcards.core.events import (
+    EVENT_PAYLOADS,
+    LIFECYCLE_DISPLAY,
+    MESSAGE_DISPLAY,
+    TOOL_STATE,
+    ToolStateEvent,
+    new_event_id,
+)
+from toolcards.runtime.host_events import current_listener
 from toolcards.stores.base import (
     LIFECYCLE_TOOL,
     Compaction,
@@ -33,6 +44,40 @@ logger = logging.getLogger(__name__)
 
 LIFECYCLE = LIFECYCLE_TOOL
 """The ``tool_id`` of lifecycle events (team and actor started/stopped)."""
+
+MESSAGES = "messages"
+"""The ``tool_id`` of message telemetry in the team event log."""
+
+_DISPLAY_TYPES = {LIFECYCLE: LIFECYCLE_DISPLAY, MESSAGES: MESSAGE_DISPLAY}
+
+_BUILTIN_PAYLOAD_MODULES = (
+    "toolcards.tools.planning.models",
+    "toolcards.tools.knowledge_graph.models",
+)
+"""Modules of the built-in cards' payload models: imported (from this fixed list) when a
+stored tag names one of them, so a process that never bound the card still reads them typed."""
+
+_OLD_ROW_IDS = uuid.UUID("6b1f0c1e-4f3a-5d0e-9a57-2b7c1d9e8f10")
+"""Namespace of the ids given to rows stored before events had one (stable per position)."""
+
+
+def display_type_of(tool_id: str) -> str:
+    """The display type an event of ``tool_id`` gets unless its emitter names one."""
+    return _DISPLAY_TYPES.get(tool_id, TOOL_STATE)
+
+
+def restore_payload(tag: str | None, data: Any) -> Any:
+    """A stored payload as its registered model (built-in card models load on first use)."""
+    if tag and tag.split(":", 1)[0] in _BUILTIN_PAYLOAD_MODULES:
+        _load_builtin_payloads()
+    return EVENT_PAYLOADS.restore(tag, data)
+
+
+@functools.cache
+def _load_builtin_payloads() -> None:
+    for module in _BUILTIN_PAYLOAD_MODULES:
+        importlib.import_module(module)
+
 
 EventCallback = Callable[[ToolStateEvent], Any]
 
@@ -72,25 +117,55 @@ class EventLog:
         self._closed = False
         self._unwatch = store.watch(team_id, self._wake)  # commits of other processes
 
-    def append(self, tool_id: str, payload: Any) -> ToolStateEvent | None:
+    def append(
+        self,
+        tool_id: str,
+        payload: Any,
+        *,
+        sender: str | None = None,
+        display_type: str | None = None,
+        event_id: str | None = None,
+    ) -> ToolStateEvent | None:
         """Record a delta of ``tool_id``; returns the event, or None for an empty payload.
 
         A payload that is an instance of a registered model (``EVENT_PAYLOADS``) is stored
-        with its tag and read back as that model.
+        with its tag and read back as that model. ``sender`` is who caused it; the display
+        type defaults by tool (:func:`display_type_of`); the id is fresh unless given.
         """
         if is_empty_delta(payload):
             return None
         tag = EVENT_PAYLOADS.tag_of(payload)
         text = dumps(payload)
         now = time.time()
+        shown = display_type or display_type_of(tool_id)
+        eid = event_id or new_event_id()
         store = self._store
         with store.lock:
-            _, seq = store.append_event(self.team_id, tool_id, text, tag, now)
+            _, seq = store.append_event(
+                self.team_id,
+                tool_id,
+                text,
+                tag,
+                now,
+                event_id=eid,
+                sender=sender,
+                display_type=shown,
+            )
             store.after_commit(self._wake)
-        restored = EVENT_PAYLOADS.restore(tag, json.loads(text))
-        return ToolStateEvent(
-            tool_id=tool_id, seq=seq, payload=restored, team_id=self.team_id, timestamp=now
+        event = ToolStateEvent(
+            tool_id=tool_id,
+            seq=seq,
+            payload=restore_payload(tag, json.loads(text)),
+            team_id=self.team_id,
+            timestamp=now,
+            id=eid,
+            sender=sender,
+            display_type=shown,
         )
+        listener = current_listener()
+        if listener is not None:  # a host observer's call: it hears the event once committed
+            store.after_commit(functools.partial(listener, event))
+        return event
 
     def lifecycle(self, event: str, **details: Any) -> ToolStateEvent | None:
         """Record a lifecycle event (``team_started``, ``actor_stopped``, ...)."""
@@ -133,12 +208,17 @@ class EventLog:
         return [event for _, event in self.entries(since)]
 
     def _event(self, row: EventRow) -> ToolStateEvent:
+        """A stored row as an event; a row from before envelopes gets a stable id derived
+        from its position and the display type of its tool."""
         return ToolStateEvent(
             tool_id=row.tool_id,
             seq=row.seq,
-            payload=EVENT_PAYLOADS.restore(row.payload_type, json.loads(row.payload)),
+            payload=restore_payload(row.payload_type, json.loads(row.payload)),
             team_id=self.team_id,
             timestamp=row.timestamp,
+            id=row.event_id or uuid.uuid5(_OLD_ROW_IDS, f"{self.team_id}/{row.position}").hex,
+            sender=row.sender,
+            display_type=row.display_type or display_type_of(row.tool_id),
         )
 
     def compact(

@@ -25,9 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from toolcards.core.events import ToolStateEvent
 from toolcards.runtime.events import LIFECYCLE
-
-MESSAGES = "messages"
-"""The ``tool_id`` of message telemetry in the team event log."""
+from toolcards.runtime.events import MESSAGES as MESSAGES  # re-exported: its old home
 
 MAX_MESSAGE_CHARS = 64_000
 """Longer message contents are cut to this size (with a marker) when posted."""

@@ -42,12 +42,19 @@ class TeamObserver:
         return self._team
 
     def notify_event(self, event: ToolStateEvent | Any) -> None:
-        """Record ``event`` in the team log (a ToolStateEvent under its ``tool_id``, anything
-        else under this member's address); the log assigns the ``seq``."""
+        """Record ``event`` in the team log (a ToolStateEvent under its ``tool_id``, with its
+        id, display type and sender, this member when it names none; anything else under this
+        member's address); the log assigns the ``seq``."""
         if isinstance(event, ToolStateEvent):
-            self._team.log.append(event.tool_id, event.payload)
+            self._team.log.append(
+                event.tool_id,
+                event.payload,
+                sender=event.sender or self._address,
+                display_type=event.display_type,
+                event_id=event.id,
+            )
         else:
-            self._team.log.append(self._address, event)
+            self._team.log.append(self._address, event, sender=self._address)
 
     def tool_actor(
         self, name: str, actor_cls: type[A], config: BaseModel | None = None

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 import pykka
 
+from toolcards.runtime.host_events import EventListener, current_listener, listening
 from toolcards.runtime.system import ActorUnavailable, HandleBase
 
 
@@ -16,6 +17,8 @@ class _Call(NamedTuple):
     method: str
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
+    listener: EventListener | None = None
+    """The host observer's listener of the calling thread: the actor's events reach it."""
 
 
 class _Started(NamedTuple):
@@ -61,7 +64,8 @@ class _Host(pykka.ThreadingActor):
             if message.method.startswith("_"):
                 raise AttributeError(f"{self.name} does not expose {message.method!r}")
             try:
-                return getattr(self.target, message.method)(*message.args, **message.kwargs)
+                with listening(message.listener):
+                    return getattr(self.target, message.method)(*message.args, **message.kwargs)
             except Exception:
                 raise
             except BaseException as exc:  # Pykka would stop every actor of the process
@@ -82,7 +86,7 @@ class PykkaHandle(HandleBase[Any]):
 
     def _ask(self, method: str, args: tuple[Any, ...], kw: dict[str, Any], timeout: float) -> Any:
         try:
-            future = self._ref.ask(_Call(method, args, kw), block=False)
+            future = self._ref.ask(_Call(method, args, kw, current_listener()), block=False)
         except pykka.ActorDeadError:
             raise ActorUnavailable(f"actor {self._name} is not running") from None
         try:
@@ -96,7 +100,7 @@ class PykkaHandle(HandleBase[Any]):
 
     def _tell(self, method: str, args: tuple[Any, ...], kw: dict[str, Any]) -> None:
         try:
-            self._ref.tell(_Call(method, args, kw))
+            self._ref.tell(_Call(method, args, kw, current_listener()))
         except pykka.ActorDeadError:
             raise ActorUnavailable(f"actor {self._name} is not running") from None
 

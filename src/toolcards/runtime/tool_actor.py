@@ -54,13 +54,16 @@ class ToolActorContext:
         self.state = state
         self._log = log
 
-    def emit(self, payload: Any) -> ToolStateEvent | None:
+    def emit(
+        self, payload: Any, *, sender: str | None = None, display_type: str | None = None
+    ) -> ToolStateEvent | None:
         """Append a delta of this actor's state to the team log, before the call returns.
 
         ``seq`` counts per actor from 1 without gaps; an empty payload records nothing and
         returns None. Inside ``with state.batch():`` the event commits with the state change.
+        ``sender`` names the member or principal whose call caused the change.
         """
-        return self._log.append(self.name, payload)
+        return self._log.append(self.name, payload, sender=sender, display_type=display_type)
 
     def stop_self(self) -> None:
         """Stop this actor once the current call returns (short-lived actors end this way)."""
@@ -103,9 +106,11 @@ class ToolActor:
     def state(self) -> StateNamespace:
         return self.ctx.state
 
-    def emit(self, payload: Any) -> ToolStateEvent | None:
-        """Shortcut for ``self.ctx.emit(payload)``."""
-        return self.ctx.emit(payload)
+    def emit(
+        self, payload: Any, *, sender: str | None = None, display_type: str | None = None
+    ) -> ToolStateEvent | None:
+        """Shortcut for ``self.ctx.emit(payload, ...)``."""
+        return self.ctx.emit(payload, sender=sender, display_type=display_type)
 
     def pid(self) -> int:
         """The id of the process this actor runs in (it moves when a worker restarts it)."""

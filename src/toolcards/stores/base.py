@@ -37,6 +37,7 @@ from toolcards.stores.location import StoreLocation
 
 __all__ = [
     "DEFAULT_TEAM",
+    "EVENT_ENVELOPE_COLUMNS",
     "ApprovalStore",
     "AuditTable",
     "Binding",
@@ -63,7 +64,9 @@ SCHEMA_VERSION = 2
 
 
 class EventRow(NamedTuple):
-    """One stored event: its position in the team log, tool, seq and JSON payload."""
+    """One stored event: its position in the team log, tool, seq and JSON payload, and the
+    envelope fields rows written before they existed lack (None there): the event's id, its
+    sender and its display type."""
 
     position: int
     tool_id: str
@@ -71,6 +74,14 @@ class EventRow(NamedTuple):
     payload: str
     payload_type: str | None
     timestamp: float
+    event_id: str | None = None
+    sender: str | None = None
+    display_type: str | None = None
+
+
+EVENT_ENVELOPE_COLUMNS = (("event_id", "TEXT"), ("sender", "TEXT"), ("display_type", "TEXT"))
+"""Nullable columns of the events table added after schema 2 (both backends add them to an
+older table when it lacks them; older rows keep NULL)."""
 
 
 @dataclass(frozen=True)
@@ -206,7 +217,16 @@ class Store(ABC):
 
     @abstractmethod
     def append_event(
-        self, team_id: str, tool_id: str, payload: str, payload_type: str | None, timestamp: float
+        self,
+        team_id: str,
+        tool_id: str,
+        payload: str,
+        payload_type: str | None,
+        timestamp: float,
+        *,
+        event_id: str | None = None,
+        sender: str | None = None,
+        display_type: str | None = None,
     ) -> tuple[int, int]:
         """Append one event; returns ``(position, seq)``. The store assigns both, so positions
         and per-tool seqs stay gap-free under concurrent writers."""

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from toolcards.stores.base import (
+    EVENT_ENVELOPE_COLUMNS,
     LIFECYCLE_TOOL,
     SCHEMA_VERSION,
     Compaction,
@@ -56,7 +57,7 @@ _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS toolcards_events (team_id TEXT NOT NULL, "
     "team_pos BIGINT NOT NULL, tool_id TEXT NOT NULL, seq BIGINT NOT NULL, "
     "payload TEXT NOT NULL, payload_type TEXT, timestamp DOUBLE PRECISION NOT NULL, "
-    "PRIMARY KEY (team_id, team_pos))",
+    "event_id TEXT, sender TEXT, display_type TEXT, PRIMARY KEY (team_id, team_pos))",
     "CREATE UNIQUE INDEX IF NOT EXISTS toolcards_events_tool_seq "
     "ON toolcards_events (team_id, tool_id, seq)",
     "CREATE TABLE IF NOT EXISTS toolcards_tool_seqs (team_id TEXT NOT NULL, "
@@ -160,6 +161,14 @@ class PostgresStore(Store):
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
             for statement in _SCHEMA:
                 cur.execute(statement)
+            cur.execute(
+                "SELECT column_name FROM information_schema.columns WHERE "
+                "table_schema = current_schema() AND table_name = 'toolcards_events'"
+            )
+            columns = {str(row[0]) for row in cur.fetchall()}
+            for name, ddl in EVENT_ENVELOPE_COLUMNS:  # older rows keep NULL there
+                if name not in columns:
+                    cur.execute(f"ALTER TABLE toolcards_events ADD COLUMN {name} {ddl}")
             cur.execute("SELECT value FROM toolcards_meta WHERE key='schema_version'")
             row = cur.fetchone()
             if row is not None and int(row[0]) > SCHEMA_VERSION:
@@ -303,9 +312,19 @@ class PostgresStore(Store):
     # ---- events ------------------------------------------------------------------------------
 
     def append_event(
-        self, team_id: str, tool_id: str, payload: str, payload_type: str | None, timestamp: float
+        self,
+        team_id: str,
+        tool_id: str,
+        payload: str,
+        payload_type: str | None,
+        timestamp: float,
+        *,
+        event_id: str | None = None,
+        sender: str | None = None,
+        display_type: str | None = None,
     ) -> tuple[int, int]:
-        with self._write(team_id, tool_id, tool_id=tool_id) as cur:
+        texts = {"tool_id": tool_id} if sender is None else {"tool_id": tool_id, "sender": sender}
+        with self._write(team_id, tool_id, **texts) as cur:
             cur.execute(
                 "INSERT INTO toolcards_tool_seqs VALUES (%s, %s, 1) "
                 "ON CONFLICT (team_id, tool_id) DO UPDATE SET seq = toolcards_tool_seqs.seq + 1 "
@@ -321,20 +340,36 @@ class PostgresStore(Store):
             )
             position = int(cur.fetchone()[0])
             cur.execute(
-                "INSERT INTO toolcards_events VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                (team_id, position, tool_id, seq, payload, payload_type, timestamp),
+                "INSERT INTO toolcards_events (team_id, team_pos, tool_id, seq, payload, "
+                "payload_type, timestamp, event_id, sender, display_type) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (
+                    team_id,
+                    position,
+                    tool_id,
+                    seq,
+                    payload,
+                    payload_type,
+                    timestamp,
+                    event_id,
+                    sender,
+                    display_type,
+                ),
             )
             cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, team_id))
         return position, seq
 
     def read_events(self, team_id: str, after: int, limit: int = 1000) -> list[EventRow]:
         rows = self._rows(
-            "SELECT team_pos, tool_id, seq, payload, payload_type, timestamp "
-            "FROM toolcards_events WHERE team_id=%s AND team_pos > %s "
+            "SELECT team_pos, tool_id, seq, payload, payload_type, timestamp, event_id, "
+            "sender, display_type FROM toolcards_events WHERE team_id=%s AND team_pos > %s "
             "ORDER BY team_pos LIMIT %s",
             (team_id, after, limit),
         )
-        return [EventRow(int(p), t, int(s), d, k, float(ts)) for p, t, s, d, k, ts in rows]
+        return [
+            EventRow(int(p), t, int(s), d, k, float(ts), i, who, dt)
+            for p, t, s, d, k, ts, i, who, dt in rows
+        ]
 
     def last_seq(self, team_id: str, tool_id: str) -> int:
         rows = self._rows(
@@ -374,7 +409,7 @@ class PostgresStore(Store):
                 removed = cur.rowcount
                 marker = dumps(compaction_marker(through))
                 cur.execute(
-                    "UPDATE toolcards_events SET payload=%s, payload_type=NULL WHERE "
+                    "UPDATE toolcards_events SET payload=%s, payload_type=NULL, sender=NULL WHERE "
                     "team_id=%s AND tool_id=%s AND seq=%s AND payload <> %s",
                     (marker, team_id, tool_id, through, marker),
                 )

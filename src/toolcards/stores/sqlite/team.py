@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from toolcards.stores.base import (
+    EVENT_ENVELOPE_COLUMNS,
     LIFECYCLE_TOOL,
     SCHEMA_VERSION,
     Compaction,
@@ -60,7 +61,7 @@ CREATE TABLE IF NOT EXISTS state (
 CREATE TABLE IF NOT EXISTS events (
     pos INTEGER PRIMARY KEY, team_id TEXT NOT NULL, tool_id TEXT NOT NULL,
     seq INTEGER NOT NULL, payload TEXT NOT NULL, timestamp REAL NOT NULL,
-    payload_type TEXT, team_pos INTEGER
+    payload_type TEXT, team_pos INTEGER, event_id TEXT, sender TEXT, display_type TEXT
 );
 CREATE UNIQUE INDEX IF NOT EXISTS events_tool_seq ON events (team_id, tool_id, seq);
 CREATE TABLE IF NOT EXISTS tool_seqs (
@@ -218,6 +219,10 @@ class TeamStore(Store):
             conn.execute("ALTER TABLE teams ADD COLUMN last_pos INTEGER NOT NULL DEFAULT 0")
         for statement in _SCHEMA.split(";"):
             conn.execute(statement)
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(events)")}
+        for name, ddl in EVENT_ENVELOPE_COLUMNS:  # older rows keep NULL there
+            if name not in columns:
+                conn.execute(f"ALTER TABLE events ADD COLUMN {name} {ddl}")
         if version < 2:
             for statement in _V1_TO_V2:
                 conn.execute(statement)
@@ -374,7 +379,16 @@ class TeamStore(Store):
     # ---- events ------------------------------------------------------------------------------
 
     def append_event(
-        self, team_id: str, tool_id: str, payload: str, payload_type: str | None, timestamp: float
+        self,
+        team_id: str,
+        tool_id: str,
+        payload: str,
+        payload_type: str | None,
+        timestamp: float,
+        *,
+        event_id: str | None = None,
+        sender: str | None = None,
+        display_type: str | None = None,
     ) -> tuple[int, int]:
         with self.transaction():
             conn = self.conn
@@ -396,15 +410,27 @@ class TeamStore(Store):
             position = int(found[0])
             conn.execute(
                 "INSERT INTO events (team_id, tool_id, seq, payload, timestamp, payload_type, "
-                "team_pos) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (team_id, tool_id, seq, payload, timestamp, payload_type, position),
+                "team_pos, event_id, sender, display_type) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    team_id,
+                    tool_id,
+                    seq,
+                    payload,
+                    timestamp,
+                    payload_type,
+                    position,
+                    event_id,
+                    sender,
+                    display_type,
+                ),
             )
         return position, int(seq)
 
     def read_events(self, team_id: str, after: int, limit: int = 1000) -> list[EventRow]:
         with self.lock:
             rows = self.conn.execute(
-                "SELECT team_pos, tool_id, seq, payload, payload_type, timestamp FROM events "
+                "SELECT team_pos, tool_id, seq, payload, payload_type, timestamp, event_id, "
+                "sender, display_type FROM events "
                 "WHERE team_id=? AND team_pos>? ORDER BY team_pos LIMIT ?",
                 (team_id, after, limit),
             ).fetchall()
@@ -450,7 +476,7 @@ class TeamStore(Store):
                 ).rowcount
                 marker = dumps(compaction_marker(through))
                 replaced = conn.execute(
-                    "UPDATE events SET payload=?, payload_type=NULL WHERE team_id=? "
+                    "UPDATE events SET payload=?, payload_type=NULL, sender=NULL WHERE team_id=? "
                     "AND tool_id=? AND seq=? AND payload<>?",
                     (marker, team_id, tool_id, through, marker),
                 ).rowcount

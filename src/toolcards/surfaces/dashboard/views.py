@@ -150,6 +150,9 @@ def event_item(event: ToolStateEvent, redactor: Redactor = DEFAULT_REDACTOR) -> 
         "tool_id": event.tool_id,
         "seq": event.seq,
         "ts": event.timestamp,
+        "id": event.id,
+        "sender": redactor.text(event.sender) if event.sender else "",
+        "display_type": event.display_type,
         "text": compact_json(redactor.value(event.payload)),
     }
 

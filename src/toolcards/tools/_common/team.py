@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from toolcards.core.card import ToolCard
 from toolcards.core.errors import ToolObserverGone
-from toolcards.core.observer import ActorToolObserver
+from toolcards.core.observer import ActorToolObserver, ToolObserver
 from toolcards.runtime.host import TeamHost
+from toolcards.runtime.host_events import HostObserved
 from toolcards.runtime.observer import TeamObserver
 
 
@@ -27,7 +28,10 @@ def team_observer(card: ToolCard) -> ActorToolObserver:
         raise ToolObserverGone(f"the owner of {type(card).__name__} is gone")
     from toolcards.runtime.team import Team
 
-    return Team.implicit().observer_for("user")
+    implicit = Team.implicit().observer_for("user")
+    if isinstance(observer, ToolObserver):  # a host observer hears the events of its calls
+        return HostObserved(implicit, observer)
+    return implicit
 
 
 def team_of(card: ToolCard) -> TeamHost:

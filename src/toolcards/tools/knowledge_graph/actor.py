@@ -61,11 +61,12 @@ class KnowledgeGraphActor(ToolActor):
             with state.batch():
                 self.vectors.flush()
 
-    def update(self, *args: Any, **kwargs: Any) -> str:
+    def update(self, /, *args: Any, sender: str | None = None, **kwargs: Any) -> str:
         """Apply a batch; what failed is reported in one RetriableError after the rest applied.
 
         Takes the arguments of :meth:`Graph.apply` (create_entities, update_entities,
-        delete_entities, create_relations, delete_relations) and passes them on.
+        delete_entities, create_relations, delete_relations) and passes them on; ``sender``
+        (who writes) is recorded on the change's event.
         """
         change, errors = self.graph.apply(*args, **kwargs)
         state = self.ctx.state
@@ -90,7 +91,7 @@ class KnowledgeGraphActor(ToolActor):
                         sync.changed(RELATION + relation.key, relation_text(relation))
                 if sync is not None:
                     sync.flush()
-                self.ctx.emit(change.payload())
+                self.ctx.emit(change.payload(), sender=sender)
         done = (
             f"entities: {len(change.entities_added)} created, {len(change.entities_modified)} "
             f"updated, {len(change.entities_removed)} deleted; relations: "

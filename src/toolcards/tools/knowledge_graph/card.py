@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PrivateAttr, TypeAdapter
 
@@ -15,6 +15,7 @@ from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate
 from toolcards.tools._common.batch import parse_batch
+from toolcards.tools._common.caller import writer_of
 from toolcards.tools._common.fusion import (
     KEYWORD_ONLY_NOTICE,
     VectorLink,
@@ -68,8 +69,11 @@ class SearchGraph(BaseToolParam):
     """Default number of hits."""
     score_threshold: float = Field(default=0.3, ge=-1.0, le=1.0)
     """Default minimum cosine similarity of a semantic hit."""
+    fusion: Literal["scores", "rrf"] = "scores"
+    """How ``hybrid`` fuses: ``scores`` adds the BM25 score, scaled by the most the query
+    could score, to the cosine; ``rrf``: reciprocal-rank fusion of the ranks alone."""
     rrf_k: float = Field(default=10.0, gt=0)
-    """The reciprocal-rank fusion constant (10 scored best on the retrieval eval)."""
+    """The reciprocal-rank fusion constant (with ``fusion="rrf"``)."""
     keyword_weight: float = Field(default=1.0, ge=0)
     vector_weight: float = Field(default=1.0, ge=0)
 
@@ -145,7 +149,9 @@ class KnowledgeGraphTool(ToolCard):
             }
             if not any(batch.values()):
                 raise RetriableError("nothing to do: give at least one list of changes")
-            result: str = self._actor().ask(KnowledgeGraphActor.update, **batch)
+            result: str = self._actor().ask(
+                KnowledgeGraphActor.update, sender=writer_of(self), **batch
+            )
             return result
 
         return annotate(update_graph)
@@ -203,6 +209,7 @@ class KnowledgeGraphTool(ToolCard):
                 bool(find_paths),
                 param.rrf_k,
                 (param.keyword_weight, param.vector_weight),
+                param.fusion,
             )
             return search_text(result, notice)
 

@@ -18,6 +18,7 @@ from toolcards.tools.knowledge_graph.models import (
     Entity,
     EntityCreate,
     EntityUpdate,
+    GraphDelta,
     Relation,
     RelationCreate,
     RelationRef,
@@ -62,15 +63,15 @@ class GraphChange:
             or self.relations_removed
         )
 
-    def payload(self) -> dict[str, Any]:
-        """The delta as JSON-ready data."""
-        return {
-            "entities_added": [e.model_dump() for e in self.entities_added],
-            "entities_modified": [e.model_dump() for e in self.entities_modified],
-            "entities_removed": list(self.entities_removed),
-            "relations_added": [r.model_dump() for r in self.relations_added],
-            "relations_removed": [r.model_dump() for r in self.relations_removed],
-        }
+    def payload(self) -> GraphDelta:
+        """The delta as the ``#KnowledgeGraphTool`` event payload."""
+        return GraphDelta(
+            entities_added=list(self.entities_added),
+            entities_modified=list(self.entities_modified),
+            entities_removed=list(self.entities_removed),
+            relations_added=list(self.relations_added),
+            relations_removed=list(self.relations_removed),
+        )
 
 
 @dataclass

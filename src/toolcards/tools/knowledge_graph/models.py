@@ -6,6 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from toolcards.core.events import event_payload
+
 MAX_NAME = 200
 MAX_TYPE = 100
 MAX_DESCRIPTION = 1000
@@ -67,6 +69,20 @@ class Relation(BaseModel):
     @property
     def key(self) -> str:
         return relation_key(self.from_entity, self.relation_type, self.to_entity)
+
+
+@event_payload
+class GraphDelta(BaseModel):
+    """What one ``update_graph`` batch changed: the ``#KnowledgeGraphTool`` event payload
+    (``team.events()`` reads it back as this model)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    entities_added: list[Entity] = Field(default_factory=list)
+    entities_modified: list[Entity] = Field(default_factory=list)
+    entities_removed: list[str] = Field(default_factory=list)
+    relations_added: list[Relation] = Field(default_factory=list)
+    relations_removed: list[Relation] = Field(default_factory=list)
 
 
 def relation_key(from_entity: str, relation_type: str, to_entity: str) -> str:

@@ -77,7 +77,7 @@ class PlanningActor(ToolActor):
             state.put(_NEXT_ID, self.board.next_id)
             if self.vectors is not None:
                 self.vectors.flush()
-            self.ctx.emit(change.payload())
+            self.ctx.emit(change.payload(), sender=creator)
         return {
             "created": [t.id for t in change.created],
             "updated": {t.id: t.version for t in change.updated},

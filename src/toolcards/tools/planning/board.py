@@ -15,7 +15,7 @@ from typing import Any
 
 from toolcards.core.errors import RetriableError
 from toolcards.tools._common.fusion import rrf_fuse
-from toolcards.tools.planning.models import Task, TaskCreate, TaskUpdate
+from toolcards.tools.planning.models import PlanningDelta, Task, TaskCreate, TaskUpdate
 
 
 def member_key(name: str) -> str:
@@ -63,13 +63,11 @@ class BoardChange:
     def is_empty(self) -> bool:
         return not (self.created or self.updated or self.deleted)
 
-    def payload(self) -> dict[str, Any]:
-        """The delta as JSON-ready data."""
-        return {
-            "created": [t.model_dump() for t in self.created],
-            "updated": [t.model_dump() for t in self.updated],
-            "deleted": list(self.deleted),
-        }
+    def payload(self) -> PlanningDelta:
+        """The delta as the ``#PlanningTool`` event payload."""
+        return PlanningDelta(
+            created=list(self.created), updated=list(self.updated), deleted=list(self.deleted)
+        )
 
 
 class Board:

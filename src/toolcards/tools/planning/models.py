@@ -6,6 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from toolcards.core.events import event_payload
+
 TaskStatus = Literal["pending", "started", "completed", "failed", "cancelled"]
 STATUSES: tuple[str, ...] = ("pending", "started", "completed", "failed", "cancelled")
 
@@ -67,6 +69,18 @@ class Task(BaseModel):
     output: str = ""
     depends_on: list[int] = Field(default_factory=list)
     version: int = 1
+
+
+@event_payload
+class PlanningDelta(BaseModel):
+    """What one ``update_planning`` batch changed: the ``#PlanningTool`` event payload
+    (``team.events()`` reads it back as this model)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    created: list[Task] = Field(default_factory=list)
+    updated: list[Task] = Field(default_factory=list)
+    deleted: list[int] = Field(default_factory=list)
 
 
 class TaskCreate(BaseModel):

@@ -60,9 +60,13 @@
     if (!list) return;
     var li = document.createElement("li");
     li.dataset.testid = "event";
+    li.dataset.eventId = ev.id || "";
+    li.dataset.displayType = ev.display_type || "";
     li.className = "fresh";
     li.append(span("time", clock(ev.ts)), " ", span("tool", ev.tool_id, "code"), " ",
-      span("seq", "#" + ev.seq), " ", span("text", ev.text));
+      span("seq", "#" + ev.seq));
+    if (ev.sender) li.append(" ", span("sender", "by " + ev.sender));
+    li.append(" ", span("text", ev.text));
     list.prepend(li);
     while (list.children.length > 200) list.lastElementChild.remove();
   }
