@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError, model_
 from toolcards._lazy import renamed_names
 from toolcards.core.channels import Channels
 from toolcards.core.errors import ToolObserverGone
+from toolcards.core.json_fields import check_json_fields
 from toolcards.core.params import BaseToolParam
 from toolcards.core.retry import ToolFunc
 from toolcards.core.spec import set_instructions
@@ -93,6 +94,7 @@ class ToolCard(BaseModel):
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
+        check_json_fields(cls)  # a card is data: a field JSON cannot carry is refused here
         if not cls.__dict__.get("card_type"):
             cls.card_type = cls.__name__
         for field, capability in cls.capabilities.items():

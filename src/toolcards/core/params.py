@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from toolcards.core.channels import Channels
+from toolcards.core.json_fields import check_json_fields
 
 
 class BaseToolParam(BaseModel):
@@ -27,6 +28,11 @@ class BaseToolParam(BaseModel):
     """The channels this capability appears on."""
     instructions: str | None = None
     """Text appended to the tool description the model reads."""
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        check_json_fields(cls)  # a param is data, as its card is
 
     @field_validator("expose")
     @classmethod
