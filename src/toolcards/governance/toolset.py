@@ -12,8 +12,9 @@ It is the execution layer on top of a stack of listing layers (:mod:`.layers`)::
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal
@@ -46,6 +47,7 @@ from toolcards.governance.layers import (
 from toolcards.governance.outcomes import OUTCOMES, Outcome
 from toolcards.governance.policy import Policy
 from toolcards.governance.redact import redact_text
+from toolcards.governance.replay import CallResults, durable_call_key, run_once
 from toolcards.governance.telemetry import Telemetry
 
 __all__ = [
@@ -150,6 +152,10 @@ class GovernedToolset(WrapperToolset[Any]):
     reloads. A toolset whose listing can change on its own (an MCP server, a tool with a
     ``prepare`` function) is listed again per ``relist``: every ``"step"``, once per ``"run"``
     (default), or ``"never"`` after the first listing (call :meth:`invalidate`).
+
+    Durable runs: with ``call_results`` (a store of :mod:`toolcards.stores.call_results`) a
+    call runs once per ``<run id>/<tool call id>``; a replayed call gets its recorded result
+    (:mod:`.replay`).
     """
 
     def __init__(
@@ -170,6 +176,7 @@ class GovernedToolset(WrapperToolset[Any]):
         defer_approvals: bool = True,
         toolset_id: str | None = None,
         telemetry: Telemetry | None = None,
+        call_results: CallResults | None = None,
     ) -> None:
         selected = SelectedToolset(inner, include=include, exclude=tuple(exclude or ()))
         self.wrapped = ApprovalMarkedToolset(DescribedToolset(SafeNamedToolset(selected)))
@@ -184,6 +191,7 @@ class GovernedToolset(WrapperToolset[Any]):
         self.defer_approvals = defer_approvals
         self._id = toolset_id
         self._cache = _Cache()
+        self.call_results = call_results
 
     @property
     def id(self) -> str | None:
@@ -338,7 +346,12 @@ class GovernedToolset(WrapperToolset[Any]):
                     await checked
             return await inner.call_tool(source.tool_def.name, args, ctx, source)
 
-        result = await self.executor.run(
+        run: Callable[..., Awaitable[ExecutionResult]] = self.executor.run
+        results = self.call_results
+        key = durable_call_key(ctx.run_id, ctx.tool_call_id) if results is not None else None
+        if results is not None and key is not None:  # once per key; a replay gets the record
+            run = functools.partial(run_once, results, key, self.executor)
+        result = await run(
             entry.governed_capability(),
             tool_args,
             identity,

@@ -1,0 +1,131 @@
+"""Recorded results of governed calls, by durable call key: what lets a replayed call (a
+durable run recovering after its process died) be answered without running the tool again.
+
+A key is claimed before the tool runs and settled with the outcome after; a key seen again
+is either settled (answer from the record) or claimed but never settled (the process died
+while the tool ran). The SQL is shared by :class:`SqliteCallResults` and
+:class:`toolcards.stores.postgres.call_results.PostgresCallResults`; every row carries its
+``team_id`` and every statement filters by it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from toolcards.stores.base import DEFAULT_TEAM
+from toolcards.stores.sqlite.connect import shared_connection
+
+TABLE = """
+CREATE TABLE IF NOT EXISTS toolcards_call_results (
+    team_id TEXT NOT NULL,
+    call_key TEXT NOT NULL,
+    tool_id TEXT NOT NULL,
+    args_digest TEXT NOT NULL,
+    claimed_at DOUBLE PRECISION NOT NULL,
+    outcome TEXT,
+    message TEXT,
+    value TEXT,
+    PRIMARY KEY (team_id, call_key)
+)
+"""
+
+_CLAIM = (
+    "INSERT INTO toolcards_call_results (team_id, call_key, tool_id, args_digest, claimed_at) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (team_id, call_key) DO NOTHING"
+)
+_FIND = (
+    "SELECT tool_id, args_digest, outcome, message, value FROM toolcards_call_results "
+    "WHERE team_id = ? AND call_key = ?"
+)
+_SETTLE = (
+    "UPDATE toolcards_call_results SET outcome = ?, message = ?, value = ? "
+    "WHERE team_id = ? AND call_key = ?"
+)
+_RELEASE = (
+    "DELETE FROM toolcards_call_results WHERE team_id = ? AND call_key = ? AND outcome IS NULL"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """A key claimed before this claim: its tool and argument digest, and (None while the
+    call never finished) its outcome, message and JSON-encoded value."""
+
+    tool_id: str
+    args_digest: str
+    outcome: str | None
+    message: str | None
+    value: str | None
+
+    @property
+    def settled(self) -> bool:
+        return self.outcome is not None
+
+
+class SqlCallResults(ABC):
+    """The claim/settle logic over ``_tx()`` (one write transaction yielding a cursor that
+    speaks ``?`` placeholders)."""
+
+    team_id: str
+
+    @abstractmethod
+    def _tx(self) -> AbstractContextManager[Any]: ...
+
+    def claim(self, key: str, tool_id: str, args_digest: str) -> CallRecord | None:
+        """Claim ``key`` for a call about to run: None when this claim is the first, else the
+        record an earlier claim left (settled or not)."""
+        with self._tx() as cur:
+            cur.execute(_CLAIM, (self.team_id, key, tool_id, args_digest, time.time()))
+            if cur.rowcount == 1:
+                return None
+            row = cur.execute(_FIND, (self.team_id, key)).fetchone()
+        return CallRecord(*row) if row is not None else None
+
+    def settle(self, key: str, outcome: str, message: str, value: str | None) -> None:
+        """Record how the claimed call ended (``value``: its result as JSON text)."""
+        with self._tx() as cur:
+            cur.execute(_SETTLE, (outcome, message, value, self.team_id, key))
+
+    def release(self, key: str) -> None:
+        """Drop an unsettled claim (the call did not end: it waits for approval, or was
+        withdrawn), so the next call with ``key`` runs."""
+        with self._tx() as cur:
+            cur.execute(_RELEASE, (self.team_id, key))
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class SqliteCallResults(SqlCallResults):
+    """Recorded call results in a SQLite file (WAL, synchronous writes): shared by the
+    processes of one machine and kept across restarts."""
+
+    def __init__(self, path: str | Path, team_id: str | None = None) -> None:
+        self.path = Path(path)
+        self.team_id = team_id or DEFAULT_TEAM
+        self._db = shared_connection(self.path, sync=True)
+        self._lock = threading.Lock()
+        with self._tx() as cur:
+            cur.execute(TABLE)
+
+    @contextmanager
+    def _tx(self) -> Iterator[Any]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db.cursor()
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
