@@ -54,7 +54,7 @@ def _key() -> str:
     return f"sk-code-{secrets.token_hex(12)}"
 
 
-def _card(key: str, endpoint: Handler, name: str = "VectorStore") -> VectorStoreTool:
+def _card(key: str | None, endpoint: Handler, name: str = "VectorStore") -> VectorStoreTool:
     card = VectorStoreTool(
         name=name,
         provider="openai",
@@ -153,3 +153,18 @@ def _all_rows(db: Path) -> list[str]:
     with sqlite3.connect(db) as conn:
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
         return [str(row) for t in tables for row in conn.execute(f'SELECT * FROM "{t}"')]
+
+
+def test_tools_bound_before_the_key_arrived_use_it_afterwards(tmp_path: Path) -> None:
+    db = tmp_path / "team.db"
+    with Team("key-late", store=db) as team:
+        team.bind([_card(_key(), Endpoint())], member="alice")
+    key, endpoint = _key(), Endpoint()
+    with Team.resume("key-late", store=db) as team:
+        keyless = _card(None, endpoint)
+        early = _tools(team.bind([keyless], member="alice"))
+        keyed = _card(key, endpoint)
+        keyed._transport = keyless._transport
+        team.bind([keyed], member="bob")
+        assert early["vector_add"](text="plan the offsite", id="o1") == "stored 'o1' in 'default'"
+    assert endpoint.auth == [f"Bearer {key}"]

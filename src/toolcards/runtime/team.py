@@ -216,7 +216,7 @@ class Team:
 
         Values given in code that the config's JSON leaves out (``exclude=True`` fields such as
         an API key, private attributes) reach the actor in memory, never the store; a running
-        actor that lacks one given now is restarted with it (its state is in the store).
+        actor that lacks one given now is rebuilt with it from the store, behind its handle.
         """
         if not (isinstance(actor_cls, type) and issubclass(actor_cls, ToolActor)):
             raise TypeError(f"tool actors subclass ToolActor, got {actor_cls!r}")
@@ -240,10 +240,10 @@ class Team:
             values = merge_in_code(name, running, in_code_values(config))
             handle = self.system.lookup(name)
             alive = handle is not None and handle.is_alive()
-            if alive and values != running:  # restarted so that it gets what it lacks
-                if self.system.stop([name], self.stop_timeout):
-                    raise RuntimeError(f"tool actor {name} is busy; bind again later")
-                alive = False
+            if alive and values != running:  # rebuilt with what it lacks, behind its handle
+                assert handle is not None
+                handle.ask(Lifecycle.take_in_code_values, values)
+                self._in_code[name] = values
             if handle is None or not alive:
                 live = config if config is None else with_values(config, values)
                 handle = self._start_tool_actor(name, actor_cls, spec, self.system, live)

@@ -50,12 +50,31 @@ def config_of(cls: type[ToolActor], config: str | None) -> BaseModel | None:
 
 
 class Lifecycle:
-    """Wraps an actor's target so its stop is recorded as a lifecycle event."""
+    """Wraps an actor's target so its stop is recorded as a lifecycle event.
 
-    def __init__(self, target: Any, log: EventLog, name: str) -> None:
+    ``reconfigure`` (tool actors) takes values given in code into the config the target is
+    built from; :meth:`take_in_code_values` then rebuilds the target from its store.
+    """
+
+    def __init__(
+        self,
+        target: Any,
+        log: EventLog,
+        name: str,
+        reconfigure: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self._target = target
         self._log = log
         self._name = name
+        self._reconfigure = reconfigure
+
+    def take_in_code_values(self, values: dict[str, Any]) -> None:
+        """Rebuild the tool actor with values given in code that it lacks (an API key): a
+        fresh object loaded from the store, behind the same handle."""
+        if self._reconfigure is None or not isinstance(self._target, Recovering):
+            raise TypeError(f"{self._name} takes no values given in code")
+        self._reconfigure(values)
+        self._target._reload()
 
     def on_start(self) -> None:
         hook = getattr(self._target, "on_start", None)
@@ -170,11 +189,17 @@ class ToolActorFactory:
             if cfg is not None and self.secrets:
                 cfg = with_values(cfg, self.secrets)
 
+        current = [cfg]
+
         def build() -> ToolActor:
             ctx = ToolActorContext(
                 self.name, host, StateNamespace(store, self.team_id, self.name), host.log
             )
-            return self.actor_cls(ctx, cfg)
+            return self.actor_cls(ctx, current[0])
+
+        def reconfigure(values: dict[str, Any]) -> None:
+            if current[0] is not None:
+                current[0] = with_values(current[0], values)
 
         local_copy = self._host is not None and store.shared
         target: Recovering = (
@@ -182,7 +207,7 @@ class ToolActorFactory:
             if local_copy
             else Recovering(build, store)
         )
-        return Lifecycle(target, host.log, self.name)
+        return Lifecycle(target, host.log, self.name, reconfigure)
 
 
 class WorkerHost:
