@@ -2,25 +2,26 @@
 
 A registry of plain tools or a ToolFactory's tools is *deferred*: its ids, descriptions and
 annotations (:meth:`CapabilityRegistry.summaries`) are read from the callables, and the JSON
-schemas, validators and invokers (which need pydantic-ai) are built on first use. Listing
-tools therefore never imports pydantic-ai.
+schemas, validators and invokers are built on first use. Listing tools therefore never
+imports pydantic-ai; nor does calling a plain tool: :meth:`CapabilityRegistry.get` builds
+only the capability asked for, with pydantic's validator (:mod:`.plain_tools`) and its JSON
+schema from pydantic-ai made when something reads it.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import functools
 import inspect
-import os
 import threading
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from toolcards._lazy import renamed_names
 from toolcards.core.spec import ToolAnnotations, annotations_of, describe
+from toolcards.governance.invoke import Invoke as Invoke
+from toolcards.governance.invoke import direct_invoke as direct_invoke
+from toolcards.governance.invoke import function_invoke
+from toolcards.governance.invoke import tool_threads as tool_threads
 
 if TYPE_CHECKING:
     from pydantic_ai import RunContext
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 
     from toolcards.core.factory import ToolFactory
 
-Invoke = Callable[[dict[str, Any]], Coroutine[Any, Any, Any]]
 __getattr__ = renamed_names(__name__, {"Capability": "ToolCapability"})
 
 
@@ -81,50 +81,6 @@ class ToolSummary:
         return cls(fn.__name__, describe(fn), annotations_of(fn))
 
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def tool_threads() -> ThreadPoolExecutor:
-    """The worker threads sync tools run in (created on first use)."""
-    global _pool
-    if _pool is None:
-        with _pool_lock:
-            if _pool is None:
-                workers = min(32, (os.cpu_count() or 1) + 4)
-                _pool = ThreadPoolExecutor(workers, thread_name_prefix="toolcards-tool")
-    return _pool
-
-
-def direct_invoke(schema: Any, ctx: RunContext[Any]) -> Invoke:
-    """Call a pydantic-ai ``FunctionSchema``'s function with validated arguments: async
-    functions awaited, sync ones in a worker thread (abandoned, not killed, on timeout)."""
-    if schema.positional_fields or schema.var_positional_field:
-
-        async def via_schema(args: dict[str, Any]) -> Any:
-            return await schema.call(args, ctx)
-
-        return via_schema
-    fn = schema.function
-    lead = (ctx,) if schema.takes_ctx else ()
-    if schema.is_async:
-
-        async def call_async(args: dict[str, Any]) -> Any:
-            return await fn(*lead, **args)
-
-        return call_async
-
-    async def call_sync(args: dict[str, Any]) -> Any:
-        loop = asyncio.get_running_loop()
-        job = functools.partial(fn, *lead, **args)
-        result = await loop.run_in_executor(tool_threads(), contextvars.copy_context().run, job)
-        if inspect.isawaitable(result):
-            result = await result
-        return result
-
-    return call_sync
-
-
 def surface_context() -> RunContext[None]:
     """A RunContext for calls that do not come from an agent run (MCP server, CLI).
 
@@ -137,6 +93,80 @@ def surface_context() -> RunContext[None]:
     return RunContext(deps=None, model=TestModel(), usage=RunUsage())
 
 
+_SCHEMA_SLOT = ToolCapability.__dict__["json_schema"]  # the dataclass's slot for the field
+
+
+class _LazySchemaCapability(ToolCapability):
+    """A capability whose JSON schema is made on first read."""
+
+    __slots__ = ("_schema_of",)
+    _schema_of: Callable[[], dict[str, Any]] | None
+
+    @property
+    def json_schema(self) -> dict[str, Any]:
+        source = self._schema_of
+        if source is not None:
+            _SCHEMA_SLOT.__set__(self, dict(source()))
+            self._schema_of = None
+        value: dict[str, Any] = _SCHEMA_SLOT.__get__(self)
+        return value
+
+    @json_schema.setter
+    def json_schema(self, value: dict[str, Any]) -> None:
+        _SCHEMA_SLOT.__set__(self, value)
+        self._schema_of = None
+
+
+def plain_builder(
+    tools: Sequence[Callable[..., Any]], toolset: Callable[[], Any]
+) -> Callable[[str], ToolCapability | None]:
+    """``tool_id -> capability`` for the registry (:meth:`CapabilityRegistry.deferred`);
+    ``toolset()`` is the pydantic-ai ``FunctionToolset`` of ``tools``, asked only for a
+    JSON schema."""
+    by_name = {fn.__name__: fn for fn in tools}
+
+    def one(tool_id: str) -> ToolCapability | None:
+        fn = by_name.get(tool_id)
+        if fn is None:
+            return None
+
+        def schema() -> dict[str, Any]:
+            return dict(toolset().tools[tool_id].function_schema.json_schema)
+
+        return plain_capability(fn, schema)
+
+    return one
+
+
+def plain_capability(
+    fn: Callable[..., Any], json_schema: Callable[[], dict[str, Any]]
+) -> ToolCapability | None:
+    """The capability of ``fn`` as the pydantic-ai path builds it (same id, description,
+    annotations, validation and invocation) without importing pydantic-ai, its JSON schema
+    made by ``json_schema()`` on first read; None when ``fn``'s signature needs that path
+    (see :mod:`toolcards.governance.plain_tools`)."""
+    from toolcards.governance.plain_tools import plain_validator
+
+    validator = plain_validator(fn)
+    if validator is None:
+        return None
+    summary = ToolSummary.of(fn)
+    is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 (a callable object's own __call__)
+    )
+    cap = _LazySchemaCapability(
+        id=summary.id,
+        description=summary.description,
+        json_schema={},
+        annotations=summary.annotations,
+        invoke=function_invoke(fn, is_async),
+        validator=validator,
+        abandon_threads=False,
+    )
+    cap._schema_of = json_schema
+    return cap
+
+
 class CapabilityRegistry:
     """Capabilities by id (the tool name). Build with :meth:`from_tools`,
     :meth:`from_factory` (sync) or :meth:`from_toolset` (async, any pydantic-ai toolset)."""
@@ -145,22 +175,30 @@ class CapabilityRegistry:
         self._caps: dict[str, ToolCapability] = {}
         self._pending: dict[str, ToolSummary] = {}
         self._build: Callable[[], Iterable[ToolCapability]] | None = None
+        self._one: Callable[[str], ToolCapability | None] | None = None
+        self._some: dict[str, ToolCapability] = {}
         self._lock = threading.Lock()
         for cap in capabilities:
             self.add(cap)
 
     @classmethod
     def deferred(
-        cls, summaries: Iterable[ToolSummary], build: Callable[[], Iterable[ToolCapability]]
+        cls,
+        summaries: Iterable[ToolSummary],
+        build: Callable[[], Iterable[ToolCapability]],
+        one: Callable[[str], ToolCapability | None] | None = None,
     ) -> CapabilityRegistry:
         """A registry whose capabilities ``build()`` makes on first use (exactly the ids of
-        ``summaries``, which answer listings until then)."""
+        ``summaries``, which answer listings until then). ``one(tool_id)``, when given, builds
+        a single capability for :meth:`get` (None: that one needs the whole build), so a
+        call builds only the tool it calls."""
         registry = cls()
         for summary in summaries:
             if summary.id in registry._pending:
                 raise ValueError(f"duplicate capability id {summary.id!r}")
             registry._pending[summary.id] = summary
         registry._build = build
+        registry._one = one
         return registry
 
     @classmethod
@@ -168,7 +206,12 @@ class CapabilityRegistry:
         """One registry of several (still deferred); ValueError when two share an id."""
         parts = list(registries)
         summaries = [summary for part in parts for summary in part.summaries()]
-        return cls.deferred(summaries, lambda: [cap for part in parts for cap in part])
+
+        def one(tool_id: str) -> ToolCapability | None:
+            part = next((part for part in parts if tool_id in part), None)
+            return part.get(tool_id) if part is not None else None
+
+        return cls.deferred(summaries, lambda: [cap for part in parts for cap in part], one)
 
     def _resolved(self) -> dict[str, ToolCapability]:
         if self._build is not None:
@@ -178,10 +221,23 @@ class CapabilityRegistry:
                     built = {cap.id: cap for cap in build()}
                     if set(built) != set(self._pending):
                         raise RuntimeError("the built capabilities differ from the listed ones")
-                    self._caps = {tool_id: built[tool_id] for tool_id in self._pending}
-                    self._pending = {}
-                    self._build = None
+                    some = self._some  # one capability object per id, whichever built it
+                    self._caps = {i: some.get(i) or built[i] for i in self._pending}
+                    self._pending, self._some = {}, {}
+                    self._build = self._one = None
         return self._caps
+
+    def _built_one(self, tool_id: str) -> ToolCapability | None:
+        """The capability ``tool_id`` alone (None: unknown, or only the whole build has it)."""
+        with self._lock:
+            if self._one is None or tool_id not in self._pending:
+                return None
+            cap = self._some.get(tool_id)
+            if cap is None:
+                cap = self._one(tool_id)
+                if cap is not None:
+                    self._some[tool_id] = cap
+            return cap
 
     def add(self, cap: ToolCapability) -> None:
         caps = self._resolved()
@@ -190,10 +246,15 @@ class CapabilityRegistry:
         caps[cap.id] = cap
 
     def get(self, tool_id: str) -> ToolCapability | None:
+        if self._one is not None and (cap := self._built_one(tool_id)) is not None:
+            return cap
         return self._resolved().get(tool_id)
 
     def __getitem__(self, tool_id: str) -> ToolCapability:
-        return self._resolved()[tool_id]
+        cap = self.get(tool_id)
+        if cap is None:
+            raise KeyError(tool_id)
+        return cap
 
     def __contains__(self, tool_id: object) -> bool:
         return tool_id in (self._pending or self._caps)
@@ -220,13 +281,20 @@ class CapabilityRegistry:
         """Capabilities of plain tool callables (names from ``__name__``, annotations from
         :func:`toolcards.core.spec.annotate`), built on first use."""
         tools = list(tools)
+        toolset: list[FunctionToolset[Any]] = []
+
+        def function_toolset() -> FunctionToolset[Any]:
+            if not toolset:
+                from toolcards.core.toolset import build_function_toolset
+
+                toolset.append(build_function_toolset(tools))
+            return toolset[0]
 
         def build() -> CapabilityRegistry:
-            from toolcards.core.toolset import build_function_toolset
+            return cls.from_function_toolset(function_toolset())
 
-            return cls.from_function_toolset(build_function_toolset(tools))
-
-        return cls.deferred([ToolSummary.of(fn) for fn in tools], build)
+        one = plain_builder(tools, function_toolset)
+        return cls.deferred([ToolSummary.of(fn) for fn in tools], build, one)
 
     @classmethod
     def from_factory(cls, factory: ToolFactory) -> CapabilityRegistry:
@@ -234,10 +302,15 @@ class CapabilityRegistry:
         Card-contributed toolsets (MCP servers) need :meth:`from_toolset` with
         ``factory.toolset()``."""
 
-        def build() -> CapabilityRegistry:
-            return cls.from_function_toolset(factory.function_toolset())  # type: ignore[arg-type]
+        def function_toolset() -> FunctionToolset[Any]:
+            return factory.function_toolset()  # type: ignore[return-value]
 
-        return cls.deferred([ToolSummary.of(fn) for fn in factory.get_tools()], build)
+        def build() -> CapabilityRegistry:
+            return cls.from_function_toolset(function_toolset())
+
+        tools = factory.get_tools()
+        one = plain_builder(tools, function_toolset)
+        return cls.deferred([ToolSummary.of(fn) for fn in tools], build, one)
 
     @classmethod
     def from_function_toolset(

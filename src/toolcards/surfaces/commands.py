@@ -13,7 +13,8 @@ from typing import Annotated
 import typer
 
 from toolcards.surfaces.cli.app import State, app
-from toolcards.surfaces.cli.state import ConfigOpt, err, fail, state_of
+from toolcards.surfaces.cli.options import ConfigOpt, state_of
+from toolcards.surfaces.cli.state import err, fail
 from toolcards.surfaces.dashboard.cli import register as register_dashboard
 from toolcards.surfaces.outcomes import ExitCode
 from toolcards.surfaces.ports import MCP_PORT, PortUnavailable, listen, url_host
@@ -93,12 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, prog_name="toolcards")
     except Exception as exc:
-        from toolcards.surfaces.extras import missing_extra
+        from toolcards.surfaces.cli.run import end_for_missing_extra
 
-        line = missing_extra(exc)
-        if line is None:
-            raise
-        from rich.markup import escape
-
-        err().print(f"[red]error:[/red] {escape(line)}", markup=True, highlight=False)
-        raise SystemExit(int(ExitCode.USAGE)) from None
+        end_for_missing_extra(exc)
+        raise

@@ -16,21 +16,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from toolcards.surfaces.cli.audit import audit_app, team_app
-from toolcards.surfaces.cli.state import (
-    ConfigOpt,
-    State,
-    emit_json,
-    err,
-    fail,
-    out,
-    print_rows,
-    state_of,
-)
+from toolcards.surfaces.cli.options import ConfigOpt, state_of
+from toolcards.surfaces.cli.run import call_tool, forwarded, list_tools
+from toolcards.surfaces.cli.state import State, emit_json, err, out
 from toolcards.surfaces.outcomes import ExitCode
 
 __all__ = ["State", "app"]
@@ -79,22 +72,11 @@ def _root(
     ctx.call_on_close(state.close)
 
 
-def _forwarded(state: State, op: str, **fields: Any) -> tuple[bool, Any]:
-    """(True, data) when a running server on this config answered ``op``."""
-    server = state.server()
-    if server is None:
-        return False, None
-    try:
-        return True, server.request(op, **fields)
-    except (OSError, RuntimeError, ValueError) as exc:
-        fail(f"the running server did not answer: {exc}", ExitCode.FAILED)
-
-
 # -- tools ------------------------------------------------------------------------------------
 
 
 @app.command("list")
-def list_tools(
+def list_command(
     ctx: typer.Context,
     config: ConfigOpt = None,
     show_all: Annotated[
@@ -102,33 +84,7 @@ def list_tools(
     ] = False,
 ) -> None:
     """List the tools the local principal may call."""
-    state = state_of(ctx, config)
-    done, rows = _forwarded(state, "list", all=show_all)
-    if not done:
-        from toolcards.surfaces.operations import list_rows
-
-        rows = list_rows(state.runtime(), show_all)
-    if state.json:
-        emit_json(rows)
-        return
-    lines = [
-        (str(r["name"]), ",".join([*r["hints"], *([] if r["callable"] else ["denied"])]) or "-",
-         str(r["description"]))
-        for r in rows
-    ]  # fmt: skip
-    if not sys.stdout.isatty():  # full values, one tool a line, for pipes and files
-        print_rows(("tool", "hints", "description"), lines)
-    else:
-        from rich.table import Table
-
-        table = Table("tool", "hints", "description", box=None, pad_edge=False)
-        table.columns[0].no_wrap = table.columns[1].no_wrap = True
-        for name, tags, description in lines:
-            shown = f"[dim]{name}[/dim]" if "denied" in tags.split(",") else name
-            table.add_row(shown, tags, description)
-        out().print(table)
-    if not rows:
-        err().print("no tools for this principal")
+    list_tools(state_of(ctx, config), show_all)
 
 
 @app.command()
@@ -141,7 +97,7 @@ def describe(
     import json
 
     state = state_of(ctx, config)
-    done, data = _forwarded(state, "describe", tool=tool)
+    done, data = forwarded(state, "describe", tool=tool)
     if not done:
         from toolcards.surfaces.operations import describe_data
 
@@ -156,19 +112,6 @@ def describe(
     out().print(f"[bold]{data['name']}[/bold]  {', '.join(hints)}")
     out().print(data["description"] or "(no description)", markup=False)
     out().print_json(json.dumps(data["input_schema"]))
-
-
-def _approver(state: State, rt: Any, status: Any) -> Any:
-    """Who decides an approval-required call (see :mod:`.cli_prompt`): never the caller
-    unless ``approval: client``; None fails the call closed."""
-    from toolcards.surfaces.cli.prompt import call_approver
-
-    interactive = not state.json and stdin_is_tty()
-    return call_approver(rt, interactive=interactive, status=status)
-
-
-def stdin_is_tty() -> bool:
-    return sys.stdin.isatty()
 
 
 @app.command()
@@ -191,59 +134,7 @@ def call(
     caller with "approval: client"), else it waits for an approver's `toolcards approvals
     grant`; otherwise it fails closed with exit code 5.
     """
-    import asyncio
-    import contextlib
-
-    from toolcards.surfaces.cli.args import ArgsError, parse_json, parse_pairs
-
-    state = state_of(ctx, config)
-    if pairs and json_args is not None:
-        fail("give key=value pairs or --json, not both", ExitCode.USAGE)
-    server = state.server()
-    rt = None if server is not None else state.runtime()
-    try:
-        if json_args is not None:
-            args = parse_json(json_args)
-        elif rt is not None:
-            from toolcards.surfaces.operations import schema_of
-
-            args = parse_pairs(pairs or [], schema_of(rt, tool))
-        else:
-            args = parse_pairs(pairs or [], _forwarded(state, "schema", tool=tool)[1] or {})
-    except ArgsError as exc:
-        fail(str(exc), ExitCode.USAGE)
-    if rt is None:
-        data = _forwarded(state, "call", tool=tool, args=args)[1]
-    else:
-        from toolcards.surfaces.operations import call_data
-
-        spinner = sys.stdout.isatty() and not state.json
-        status = err().status(f"calling {tool}...") if spinner else None
-        approver = _approver(state, rt, status)
-        with status if status is not None else contextlib.nullcontext():
-            data = asyncio.run(call_data(rt, tool, args, approver))
-        if approver is None and data.get("outcome") == "needs_approval" and not state.json:
-            from toolcards.surfaces.cli.prompt import FAIL_CLOSED_HINT
-
-            data["message"] += f" ({FAIL_CLOSED_HINT})"
-    code = int(data.pop("exit_code"))
-    if state.json:
-        emit_json(data)
-    elif data["ok"]:
-        _print_value(data["value"])
-    else:
-        err().print(data["message"], markup=False)
-    raise typer.Exit(code)
-
-
-def _print_value(value: Any) -> None:
-    from toolcards.surfaces.render import render_value
-
-    text, _ = render_value(value)
-    if isinstance(value, str):
-        out().print(text, markup=False)
-    else:
-        out().print_json(text)
+    raise typer.Exit(call_tool(state_of(ctx, config), tool, pairs, json_args))
 
 
 # -- serving and tokens -----------------------------------------------------------------------

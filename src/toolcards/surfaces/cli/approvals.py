@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from toolcards.surfaces.cli.state import ConfigOpt, State, emit_json, err, fail, out, state_of
+from toolcards.surfaces.cli.options import ConfigOpt, state_of
+from toolcards.surfaces.cli.state import State, emit_json, err, fail, out
 from toolcards.surfaces.outcomes import ExitCode
 
 if TYPE_CHECKING:

@@ -8,15 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from toolcards.surfaces.cli.state import (
-    ConfigOpt,
-    State,
-    emit_json,
-    fail,
-    out,
-    print_rows,
-    state_of,
-)
+from toolcards.surfaces.cli.options import ConfigOpt, state_of
+from toolcards.surfaces.cli.state import State, emit_json, fail, out, print_rows
 from toolcards.surfaces.outcomes import ExitCode
 
 audit_app = typer.Typer(help="Read the audit trail.", no_args_is_help=True)

@@ -1,18 +1,18 @@
 """What every ``toolcards`` command shares: the per-invocation state (config, output mode,
 the runtime it opened), error exits, JSON output and the two consoles (created on first use:
-importing rich costs more than a ``--help`` may take)."""
+importing rich costs more than a ``--help`` may take). Free of typer, so ``list`` and
+``call`` can run without it (:mod:`.run`); the typer options are in :mod:`.options`."""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
-
-import typer
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from toolcards.surfaces.outcomes import ExitCode
 
@@ -95,24 +95,9 @@ class State:
             self.opened.pop().close()
 
 
-ConfigOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--config", "-c", help="Config file (default ./toolcards.yaml).", show_default=False
-    ),
-]
-
-
-def state_of(ctx: typer.Context, config: Path | None = None) -> State:
-    state = ctx.find_root().obj
-    if not isinstance(state, State):
-        state = ctx.find_root().obj = State()
-    if config is not None and state.factory is None:
-        state.config = config
-    return state
-
-
 def fail(message: str, code: ExitCode) -> NoReturn:
+    import typer  # only when failing: the commands that run without typer pay it then
+
     err().print(f"[red]error:[/red] {message}", markup=True, highlight=False)
     raise typer.Exit(int(code))
 
@@ -122,6 +107,23 @@ def print_rows(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None
     terminal: nothing is cut or wrapped); tabs and line breaks inside values become spaces."""
     for row in (header, *rows):
         sys.stdout.write("\t".join(" ".join(str(v).split()) for v in row) + "\n")
+
+
+_RICH_CHANGES = re.compile(r":\S*:|\t")  # what rich would rewrite: emoji codes, tabs
+
+
+def print_text(text: str) -> None:
+    """``text`` on stdout as ``out().print(text, markup=False)`` prints it. Written
+    directly when stdout is no terminal and rich would change nothing (no tabs, control
+    characters or ``:emoji:`` codes): importing rich costs more than a tool call."""
+    if (
+        sys.stdout.isatty()
+        or _RICH_CHANGES.search(text)
+        or not text.replace("\n", "").isprintable()
+    ):
+        out().print(text, markup=False)
+        return
+    sys.stdout.write(text + "\n")
 
 
 def emit_json(data: Any) -> None:

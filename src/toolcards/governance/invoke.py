@@ -1,0 +1,68 @@
+"""Running a tool callable for the executor: async functions awaited, sync ones in worker
+threads of their own (abandoned, not killed, on timeout)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+import os
+import threading
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic_ai import RunContext
+
+__all__ = ["Invoke", "direct_invoke", "function_invoke", "tool_threads"]
+
+Invoke = Callable[[dict[str, Any]], Coroutine[Any, Any, Any]]
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def tool_threads() -> ThreadPoolExecutor:
+    """The worker threads sync tools run in (created on first use)."""
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                workers = min(32, (os.cpu_count() or 1) + 4)
+                _pool = ThreadPoolExecutor(workers, thread_name_prefix="toolcards-tool")
+    return _pool
+
+
+def direct_invoke(schema: Any, ctx: RunContext[Any]) -> Invoke:
+    """Call a pydantic-ai ``FunctionSchema``'s function with validated arguments: async
+    functions awaited, sync ones in a worker thread (abandoned, not killed, on timeout)."""
+    if schema.positional_fields or schema.var_positional_field:
+
+        async def via_schema(args: dict[str, Any]) -> Any:
+            return await schema.call(args, ctx)
+
+        return via_schema
+    lead = (ctx,) if schema.takes_ctx else ()
+    return function_invoke(schema.function, schema.is_async, lead)
+
+
+def function_invoke(fn: Callable[..., Any], is_async: bool, lead: tuple[Any, ...] = ()) -> Invoke:
+    """Call ``fn(*lead, **args)``: awaited when ``is_async``, else in a worker thread."""
+    if is_async:
+
+        async def call_async(args: dict[str, Any]) -> Any:
+            return await fn(*lead, **args)
+
+        return call_async
+
+    async def call_sync(args: dict[str, Any]) -> Any:
+        loop = asyncio.get_running_loop()
+        job = functools.partial(fn, *lead, **args)
+        result = await loop.run_in_executor(tool_threads(), contextvars.copy_context().run, job)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    return call_sync

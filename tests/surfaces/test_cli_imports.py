@@ -1,0 +1,69 @@
+"""The command line loads what a command needs: ``toolcards list`` and a governed ``toolcards
+call`` of a planning tool (real processes on a copy of examples/team) never import
+pydantic-ai, which alone costs the CLI about a second per command."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from surfaces.surface_support import SURFACE_ENV, TOOLCARDS
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "team"
+
+
+@pytest.fixture
+def team(tmp_path: Path) -> Path:
+    copy = tmp_path / "team"
+    shutil.copytree(EXAMPLE, copy)
+    return copy / "toolcards.yaml"
+
+
+def imported(config: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """The finished command and the modules it imported (``python -X importtime``)."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", str(TOOLCARDS), *args, "-c", str(config)],
+        env=SURFACE_ENV,
+        cwd=config.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    modules = {
+        line.rsplit("|", 1)[1].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    return done, modules
+
+
+def _pydantic_ai(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m == "pydantic_ai" or m.startswith("pydantic_ai."))
+
+
+def test_list_does_not_import_pydantic_ai(team: Path) -> None:
+    done, modules = imported(team, "list")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "update_planning" in done.stdout
+    assert _pydantic_ai(modules) == []
+
+
+def test_a_planning_call_does_not_import_pydantic_ai(team: Path) -> None:
+    create = json.dumps({"create": [{"description": "Stay fast"}]})
+    done, modules = imported(team, "call", "update_planning", "--args", create)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "created ids: [1]"
+    assert _pydantic_ai(modules) == []
+
+
+def test_invalid_arguments_of_a_planning_call_do_not_import_pydantic_ai(team: Path) -> None:
+    bad = json.dumps({"create": [{"title": "no description"}]})
+    done, modules = imported(team, "call", "update_planning", "--args", bad)
+    assert done.returncode == 4
+    assert "invalid arguments for update_planning: create.0.description" in done.stderr
+    assert _pydantic_ai(modules) == []
