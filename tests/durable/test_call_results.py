@@ -1,0 +1,79 @@
+"""The store of recorded call results, on SQLite and on PostgreSQL: claims, settled records,
+released claims, and two teams in one database."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from toolcards.stores.call_results import SqlCallResults, SqliteCallResults
+from toolcards.stores.postgres.call_results import PostgresCallResults
+
+KEY = "wf-1:3/pyd_ai_call_1"
+Opener = Callable[..., SqlCallResults]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def open_results(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
+    """Opens the store of a team (the same database for every team)."""
+    opened: list[SqlCallResults] = []
+    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+
+    def open_team(team: str = "t1") -> SqlCallResults:
+        store: SqlCallResults
+        if url is None:
+            store = SqliteCallResults(tmp_path / "calls.db", team_id=team)
+        else:
+            store = PostgresCallResults(url, team_id=team)
+        opened.append(store)
+        return store
+
+    yield open_team
+    for store in opened:
+        store.close()
+
+
+def test_the_first_claim_of_a_key_finds_nothing(open_results: Opener) -> None:
+    assert open_results().claim(KEY, "append_line", "d1") is None
+
+
+def test_a_key_claimed_and_never_settled_reads_unsettled(open_results: Opener) -> None:
+    store = open_results()
+    store.claim(KEY, "append_line", "d1")
+    earlier = store.claim(KEY, "append_line", "d1")
+    assert earlier is not None and not earlier.settled
+    assert (earlier.tool_id, earlier.args_digest) == ("append_line", "d1")
+
+
+def test_a_settled_key_reads_its_outcome_and_value(open_results: Opener) -> None:
+    store = open_results()
+    store.claim(KEY, "append_line", "d1")
+    store.settle(KEY, "ok", "", '"appended"')
+    again = open_results().claim(KEY, "append_line", "d1")  # another process, the same file
+    assert again is not None and again.settled
+    assert (again.outcome, again.value) == ("ok", '"appended"')
+
+
+def test_a_released_claim_lets_the_key_run_again(open_results: Opener) -> None:
+    store = open_results()
+    store.claim(KEY, "append_line", "d1")
+    store.release(KEY)
+    assert store.claim(KEY, "append_line", "d1") is None
+
+
+def test_a_settled_key_is_not_released(open_results: Opener) -> None:
+    store = open_results()
+    store.claim(KEY, "append_line", "d1")
+    store.settle(KEY, "ok", "", "null")
+    store.release(KEY)
+    earlier = store.claim(KEY, "append_line", "d1")
+    assert earlier is not None and earlier.settled
+
+
+def test_two_teams_never_see_each_others_calls(open_results: Opener) -> None:
+    one, other = open_results("t1"), open_results("t2")
+    one.claim(KEY, "append_line", "d1")
+    one.settle(KEY, "ok", "", "null")
+    assert other.claim(KEY, "append_line", "d1") is None

@@ -1,0 +1,128 @@
+"""Governed calls with recorded results (``GovernedToolset(call_results=...)``), in real
+pydantic-ai runs with a FunctionModel: a call replayed under its run id and tool call id is
+answered from the record; a call whose process died while it ran is repeated only when the
+tool is idempotent; a key reused with other arguments, or a call waiting for approval, is
+never answered from a record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent, Tool
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.toolsets import FunctionToolset
+
+from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
+from toolcards.governance.redact import args_digest
+from toolcards.governance.replay import durable_call_key
+from toolcards.stores.call_results import SqliteCallResults
+
+RUN_ID = "wf-7:2"  # what DBOS makes: <workflow id>:<step>, the same on every replay
+CALL_ID = "pyd_ai_call_1"
+writes: list[str] = []
+
+
+def append_line(text: str) -> str:
+    """Append a line (a side effect)."""
+    writes.append(text)
+    return f"appended {text!r}"
+
+
+def set_flag(value: str) -> str:
+    """Set a flag (the same effect however often it runs)."""
+    writes.append(value)
+    return f"set {value}"
+
+
+def _scripted(tool: str, args: dict[str, Any]) -> FunctionModel:
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart(tool, args, tool_call_id=CALL_ID)])
+        return ModelResponse(parts=[TextPart(str(messages[-1].parts[0].content))])  # type: ignore[union-attr]
+
+    return FunctionModel(model)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Any:
+    writes.clear()
+    audit = AuditLog(tmp_path / "audit.db", durability="sync")
+    results = SqliteCallResults(tmp_path / "calls.db")
+    policy = Policy.from_dict({"default_effect": "allow"})
+
+    def run(tool: str, args: dict[str, Any], **options: Any) -> str:
+        governed = GovernedToolset(
+            FunctionToolset([append_line, Tool(set_flag, metadata={"idempotent": True})]),
+            policy=options.pop("policy", policy),
+            identity=Identity("agent.writer", type="agent"),
+            audit=audit,
+            call_results=results,
+            **options,
+        )
+        agent = Agent(_scripted(tool, args), toolsets=[governed])
+        return str(agent.run_sync("go", run_id=RUN_ID).output)
+
+    yield run, audit, results
+    audit.close()
+    results.close()
+
+
+def _outcomes(audit: AuditLog, tool: str) -> list[str]:
+    return [row.outcome for row in audit.query(tool=tool)]
+
+
+def test_a_replayed_call_returns_its_recorded_result_without_running(world: Any) -> None:
+    run, audit, _ = world
+    first = run("append_line", {"text": "one"})
+    again = run("append_line", {"text": "one"})
+    assert again == first == "appended 'one'"
+    assert writes == ["one"]
+    assert _outcomes(audit, "append_line") == ["ok"]
+
+
+def test_a_call_its_process_died_in_is_refused_and_audited_once(world: Any) -> None:
+    run, audit, results = world
+    # what a process killed while the tool ran leaves: the key claimed, never settled
+    key = durable_call_key(RUN_ID, CALL_ID)
+    results.claim(key, "append_line", args_digest({"text": "one"}))
+    answer = run("append_line", {"text": "one"})
+    assert answer.startswith("error: append_line was interrupted")
+    assert writes == []
+    assert _outcomes(audit, "append_line") == ["interrupted"]
+
+
+def test_an_idempotent_call_its_process_died_in_runs_again(world: Any) -> None:
+    run, audit, results = world
+    key = durable_call_key(RUN_ID, CALL_ID)
+    results.claim(key, "set_flag", args_digest({"value": "on"}))
+    assert run("set_flag", {"value": "on"}) == "set on"
+    assert writes == ["on"]
+    assert _outcomes(audit, "set_flag") == ["ok"]
+
+
+def test_a_call_key_reused_with_other_arguments_is_refused(world: Any) -> None:
+    run, audit, _ = world
+    run("append_line", {"text": "one"})
+    answer = run("append_line", {"text": "two"})
+    assert answer.startswith("error: call") and "another tool or arguments" in answer
+    assert writes == ["one"]
+    assert _outcomes(audit, "append_line") == ["ok", "error"]
+
+
+def test_a_call_waiting_for_approval_is_not_recorded(world: Any) -> None:
+    run, _, _ = world
+    policy_says_approve = Policy.from_dict(
+        {
+            "default_effect": "deny",
+            "rules": [{"callers": ["*"], "targets": ["*"], "effect": "approve"}],
+        }
+    )
+    for _ in range(2):  # asked both times: no approval, no run, nothing replayed
+        answer = run(
+            "append_line", {"text": "one"}, policy=policy_says_approve, defer_approvals=False
+        )
+        assert answer.startswith("approval required")
+    assert writes == []
