@@ -1,6 +1,7 @@
 """The command line loads what a command needs: ``toolcards list`` and a governed ``toolcards
 call`` of a planning tool (real processes on a copy of examples/team) never import
-pydantic-ai, which alone costs the CLI about a second per command."""
+pydantic-ai, which alone costs the CLI about a second per command; a call forwarded to a
+running ``toolcards serve`` loads neither typer nor pydantic."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from surfaces.surface_support import SURFACE_ENV, TOOLCARDS
+from support.scripted import wait_until
+from surfaces.surface_support import SURFACE_ENV, TOOLCARDS, HttpServer
+from toolcards.surfaces.control import find_server
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "team"
 
@@ -67,3 +70,17 @@ def test_invalid_arguments_of_a_planning_call_do_not_import_pydantic_ai(team: Pa
     assert done.returncode == 4
     assert "invalid arguments for update_planning: create.0.description" in done.stderr
     assert _pydantic_ai(modules) == []
+
+
+def test_a_forwarded_call_loads_neither_typer_nor_pydantic(team: Path) -> None:
+    server = HttpServer(team)
+    try:
+        assert wait_until(lambda: find_server(team) is not None, timeout=60)
+        create = json.dumps({"create": [{"description": "Forwarded"}]})
+        done, modules = imported(team, "call", "update_planning", "--args", create)
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "created ids: [1]"
+    heavy = {m.partition(".")[0] for m in modules} & {"typer", "pydantic", "pydantic_core"}
+    assert heavy == set()

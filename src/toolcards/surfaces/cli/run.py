@@ -69,9 +69,6 @@ def stdin_is_tty() -> bool:
 
 def call_tool(state: State, tool: str, pairs: list[str] | None, json_args: str | None) -> int:
     """Call ``tool`` as the local principal, print the outcome; the exit code."""
-    import asyncio
-    import contextlib
-
     from toolcards.surfaces.cli.args import ArgsError, parse_json, parse_pairs
 
     if pairs and json_args is not None:
@@ -91,7 +88,10 @@ def call_tool(state: State, tool: str, pairs: list[str] | None, json_args: str |
         fail(str(exc), ExitCode.USAGE)
     if rt is None:
         data = forwarded(state, "call", tool=tool, args=args)[1]
-    else:
+    else:  # asyncio only here: a call forwarded to a running server does without it
+        import asyncio
+        import contextlib
+
         from toolcards.surfaces.operations import call_data
 
         spinner = sys.stdout.isatty() and not state.json
