@@ -23,6 +23,7 @@ SCRIPTS = [
     "resource_race",
     "cli",
     "deferred",
+    "resume",
 ]
 
 

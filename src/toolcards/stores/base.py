@@ -263,6 +263,13 @@ class Store(ABC):
         state or events (always 0 in a store one process owns)."""
         return 0
 
+    def state_version(self, team_id: str, actor: str) -> int:
+        """A number that moves by one with each committed transaction that changed ``actor``'s
+        state rows or events, whoever made it (0 before the first). A summary an actor keeps
+        of its rows, written at version ``v`` (its transaction commits it as ``v + 1``), is
+        current while the version reads ``v + 1``."""
+        return self.actor_version(team_id, actor)
+
     def lock_actor(self, team_id: str, actor: str) -> None:  # noqa: B027 - no-op alone
         """Inside a transaction: serialize with every other process calling ``actor``."""
 
@@ -331,6 +338,13 @@ class StateNamespace:
     def batch(self) -> AbstractContextManager[None]:
         """A context manager: every put/delete/emit inside commits atomically at exit."""
         return self._store.transaction()
+
+    def version(self) -> int:
+        """Moves by one with each committed transaction that wrote this namespace (or events
+        of its actor), from any writer. Read inside :meth:`batch`, the batch's own commit makes
+        it this plus one unless another writer commits too: a summary row that records the
+        version its batch commits at tells, by one read, whether any row changed since."""
+        return self._store.state_version(self._team_id, self._actor)
 
 
 DEFAULT_TEAM = "default"

@@ -67,6 +67,10 @@ CREATE UNIQUE INDEX IF NOT EXISTS events_tool_seq ON events (team_id, tool_id, s
 CREATE TABLE IF NOT EXISTS tool_seqs (
     team_id TEXT NOT NULL, tool_id TEXT NOT NULL, seq INTEGER NOT NULL,
     PRIMARY KEY (team_id, tool_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS state_versions (
+    team_id TEXT NOT NULL, actor TEXT NOT NULL, version INTEGER NOT NULL,
+    PRIMARY KEY (team_id, actor)
 ) WITHOUT ROWID
 """
 
@@ -155,6 +159,8 @@ class TeamStore(Store):
         self.in_memory = self.location == ":memory:"
         self._depth = 0
         self._after_commit: list[Callable[[], Any]] = []
+        self._dirty: set[tuple[str, str]] = set()
+        """(team, actor) pairs whose state or events the open transaction changed."""
         self._lockfile: _LockFile | None = None
         self._conn: sqlite3.Connection | None = None
         if not self.in_memory:
@@ -264,6 +270,7 @@ class TeamStore(Store):
             if self._depth:
                 return
             try:
+                self._bump_versions(conn)
                 conn.execute("COMMIT")
             except BaseException:
                 self._roll_back(conn)
@@ -272,8 +279,19 @@ class TeamStore(Store):
         for callback in callbacks:
             callback()
 
+    def _bump_versions(self, conn: sqlite3.Connection) -> None:
+        """Before a commit: move the state version of every actor the transaction changed."""
+        if self._dirty:
+            dirty, self._dirty = sorted(self._dirty), set()
+            conn.executemany(
+                "INSERT INTO state_versions VALUES (?, ?, 1) ON CONFLICT(team_id, actor) "
+                "DO UPDATE SET version = version + 1",
+                dirty,
+            )
+
     def _roll_back(self, conn: sqlite3.Connection) -> None:
         self._after_commit.clear()
+        self._dirty.clear()
         self.note_lost_write()
         if conn.in_transaction:
             conn.execute("ROLLBACK")
@@ -345,16 +363,25 @@ class TeamStore(Store):
 
     def state_put(self, team_id: str, actor: str, key: str, value: Any) -> None:
         text = dumps(value)
-        with self.lock:
+        with self.transaction():
             self.conn.execute(
                 "INSERT OR REPLACE INTO state VALUES (?, ?, ?, ?)", (team_id, actor, key, text)
             )
+            self._dirty.add((team_id, actor))
 
     def state_delete(self, team_id: str, actor: str, key: str) -> None:
-        with self.lock:
+        with self.transaction():
             self.conn.execute(
                 "DELETE FROM state WHERE team_id=? AND actor=? AND key=?", (team_id, actor, key)
             )
+            self._dirty.add((team_id, actor))
+
+    def state_version(self, team_id: str, actor: str) -> int:
+        with self.lock:
+            row = self.conn.execute(
+                "SELECT version FROM state_versions WHERE team_id=? AND actor=?", (team_id, actor)
+            ).fetchone()
+        return 0 if row is None else int(row[0])
 
     def state_items(
         self, team_id: str, actor: str, prefix: str = "", *, after: str = "", limit: int = 0
@@ -392,6 +419,7 @@ class TeamStore(Store):
     ) -> tuple[int, int]:
         with self.transaction():
             conn = self.conn
+            self._dirty.add((team_id, tool_id))
             seq = conn.execute(
                 "INSERT INTO tool_seqs VALUES (?, ?, 1) ON CONFLICT(team_id, tool_id) "
                 "DO UPDATE SET seq = seq + 1 RETURNING seq",

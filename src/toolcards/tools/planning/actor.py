@@ -7,15 +7,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from toolcards.core.errors import RetriableError
 from toolcards.runtime import ToolActor, ToolActorContext
 from toolcards.tools._common.fusion import VectorLink, VectorSync
 from toolcards.tools.planning.board import Board, BoardView
 from toolcards.tools.planning.models import Task, TaskCreate, TaskUpdate
+from toolcards.tools.planning.stored import TASK, StoredPlan
 
 ACTOR_NAME = "#PlanningTool"
 COLLECTION = "planning"
-_TASK = "task:"
-_NEXT_ID = "meta:next_id"
 
 
 class PlanningConfig(BaseModel):
@@ -33,25 +33,51 @@ def embed_text(task: Task) -> str:
 
 
 class PlanningActor(ToolActor):
-    """Owns the team's board; every method runs on the actor's own thread, one at a time."""
+    """Owns the team's board; every method runs on the actor's own thread, one at a time.
+
+    A restore reads only the summary row (:mod:`~toolcards.tools.planning.stored`): a task is
+    read by key, and the board (every row, its keyword index and totals) is loaded on the
+    first call that needs it (a change, a search, a member's view).
+    """
 
     config_type = PlanningConfig
 
     def __init__(self, ctx: ToolActorContext, config: BaseModel | None) -> None:
         super().__init__(ctx, config)
         self.settings = config if isinstance(config, PlanningConfig) else PlanningConfig()
-        self.board = Board()
+        self.stored = StoredPlan(ctx.state)
+        self._board: Board | None = None
         self.vectors: VectorSync | None = None
 
     def on_start(self) -> None:
+        self.stored.restore()
+
+    @property
+    def board(self) -> Board:
+        """Every task in memory, loaded on first use (then kept up to date by each change)."""
+        if self._board is None:
+            self._board = self._load()
+        return self._board
+
+    def _load(self) -> Board:
         state = self.ctx.state
-        tasks = [Task.model_validate(value) for _, value in state.items(_TASK)]
-        next_id = state.get(_NEXT_ID)
-        self.board = Board(tasks, next_id=int(next_id) if next_id else 1)
+        self.stored.loading()
+        tasks = [Task.model_validate(value) for _, value in state.iter_items(TASK)]
+        board = Board(tasks, next_id=self.stored.next_id_floor)
         if self.settings.vector_store is not None:
             link = VectorLink(self.ctx.team, self.settings.vector_store, timeout=2.0)
             self.vectors = VectorSync(link, COLLECTION, state)
             self.vectors.load({str(t.id): embed_text(t) for t in tasks})
+        return board
+
+    def _reading(self) -> Board:
+        """The board for a read; after a load that found the summary stale (rows written
+        around the actor), the summary is written again, so the next restore trusts it."""
+        board = self.board
+        if self.stored.needs_save:
+            with self.ctx.state.batch():
+                self.stored.save(board)
+        return board
 
     def apply(
         self,
@@ -67,14 +93,14 @@ class PlanningActor(ToolActor):
         state = self.ctx.state
         with state.batch():
             for task in (*change.created, *change.updated):
-                state.put(_TASK + str(task.id), task.model_dump())
+                state.put(TASK + str(task.id), task.model_dump())
                 if self.vectors is not None:
                     self.vectors.changed(str(task.id), embed_text(task))
             for task_id in change.deleted:
-                state.delete(_TASK + str(task_id))
+                state.delete(TASK + str(task_id))
                 if self.vectors is not None:
                     self.vectors.removed(str(task_id))
-            state.put(_NEXT_ID, self.board.next_id)
+            self.stored.save(self.board)
             if self.vectors is not None:
                 self.vectors.flush()
             self.ctx.emit(change.payload(), sender=creator)
@@ -85,20 +111,51 @@ class PlanningActor(ToolActor):
         }
 
     def get(self, task_id: int) -> Task:
-        """One task (RetriableError when unknown)."""
-        return self.board.get(task_id)
+        """One task (RetriableError when unknown): one read by key until the board is loaded."""
+        if self._board is not None:
+            return self._board.get(task_id)
+        task = self.stored.task(task_id)
+        if task is None:
+            raise RetriableError(f"no task with id {task_id}; {self._ids_hint()}")
+        return task
+
+    def _ids_hint(self) -> str:
+        summary = self.stored.summary
+        first = self.stored.first(30)
+        if summary is None or first is None:
+            return self._reading().ids_hint()
+        if not first:
+            return "the board is empty"
+        shown = ", ".join(str(t.id) for t in first)
+        return f"existing ids: {shown}{', ...' if summary.total > 30 else ''}"
 
     def tasks(self) -> list[Task]:
         """Every task, by id."""
-        return self.board.filter()
+        return self._reading().filter()
 
     def head(self, limit: int) -> list[Task]:
         """The first ``limit`` tasks, by id."""
-        return self.board.view(None, False, limit).scoped
+        if self._board is None:
+            first = self.stored.first(limit)
+            if first is not None:
+                return first
+        return self._reading().view(None, False, limit).scoped
 
     def summary(self, member: str | None, filter_by_agent: bool, max_tasks: int) -> BoardView:
         """What the plan summary shows (see :meth:`Board.view`); costs what it shows."""
-        return self.board.view(member, filter_by_agent, max_tasks)
+        summary = self.stored.summary
+        everyone = not (filter_by_agent and member)
+        if self._board is None and everyone and summary is not None and summary.owners is not None:
+            first = self.stored.first(max_tasks)
+            if first is not None:
+                return BoardView(
+                    total=summary.total,
+                    by_status=dict(summary.by_status),
+                    owners=dict(summary.owners),
+                    scoped=first,
+                    scoped_total=summary.total,
+                )
+        return self._reading().view(member, filter_by_agent, max_tasks)
 
     def search(
         self,
@@ -112,7 +169,8 @@ class PlanningActor(ToolActor):
     ) -> tuple[list[Task], int]:
         """Filtered tasks (and how many passed the filters); with ``query``, ranked by
         keywords fused with ``vector_hits``."""
-        found = self.board.filter(status, owner, creator)
+        board = self._reading()
+        found = board.filter(status, owner, creator)
         if query and query.strip():
-            return self.board.search(found, query, vector_hits, top_k, rrf_k), len(found)
+            return board.search(found, query, vector_hits, top_k, rrf_k), len(found)
         return found[:top_k], len(found)

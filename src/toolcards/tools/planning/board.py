@@ -142,10 +142,11 @@ class Board:
         """The task ``task_id``; RetriableError naming the valid ids when unknown."""
         task = self.tasks.get(task_id)
         if task is None:
-            raise RetriableError(f"no task with id {task_id}; {self._ids_hint()}")
+            raise RetriableError(f"no task with id {task_id}; {self.ids_hint()}")
         return task
 
-    def _ids_hint(self) -> str:
+    def ids_hint(self) -> str:
+        """The first 30 ids, for an error about an unknown one."""
         ids = sorted(self.tasks)
         if not ids:
             return "the board is empty"
