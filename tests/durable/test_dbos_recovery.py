@@ -20,6 +20,7 @@ from support.servers import PostgresServer
 from toolcards.governance import AuditLog
 
 pytest.importorskip("dbos")
+pytestmark = pytest.mark.slow  # two agent processes, each importing pydantic-ai and DBOS
 
 AGENT = Path(__file__).with_name("writer_agent.py")
 TIMEOUT = 180.0
