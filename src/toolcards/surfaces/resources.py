@@ -23,7 +23,7 @@ import dataclasses
 import functools
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -76,6 +76,13 @@ class TemplateResource:
     normalise: Callable[[dict[str, str]], dict[str, str]] | None = None
     """The decoded variables as the reader acts on them (a workspace path resolved as the
     workspace resolves it); raises ResourceNotFound for values the reader refuses."""
+    complete: Callable[[str, str, dict[str, str]], Iterable[str]] | None = None
+    """``(variable, value, other variables) -> candidates`` for ``completion/complete``;
+    only candidates whose resource the caller may see are offered."""
+
+    def variables(self) -> list[str]:
+        """The template's variable names, in order."""
+        return [var.lstrip("+") for _literal, var in _parts(self.uri_template) if var]
 
     def match(self, uri: str) -> dict[str, str] | None:
         """The variables of ``uri``, each percent-decoded exactly once; None if no match."""
@@ -219,6 +226,7 @@ def workspace_resources(runtime: SurfaceRuntime) -> Iterator[StaticResource | Te
             "application/octet-stream",
             f"A file of the workspace {wid!r} (at most {MAX_FILE_BYTES} bytes).",
             normalise=functools.partial(_canonical_path, root),
+            complete=functools.partial(_complete_path, root),
         )
         for rel in _files(root):
             yield StaticResource(
@@ -236,6 +244,11 @@ def _canonical_path(root: Path, variables: dict[str, str]) -> dict[str, str]:
         return {**variables, "path": Contained(root).canonical(variables["path"])}
     except RetriableError:
         raise ResourceNotFound("no such file") from None
+
+
+def _complete_path(root: Path, _variable: str, value: str, _context: dict[str, str]) -> list[str]:
+    """The listed files of the workspace whose path starts with ``value``."""
+    return [rel for rel in _files(root) if rel.startswith(value)]
 
 
 def _read_var(root: Path, variables: dict[str, str]) -> Content:

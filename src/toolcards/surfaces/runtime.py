@@ -54,6 +54,9 @@ class SurfaceRuntime:
     connected while it runs."""
     http_limits: HttpLimits = field(default_factory=HttpLimits)
     """What one HTTP client may make the server hold (the config's ``http:``)."""
+    tool_functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    """The Python callables behind the registry's tools, by id, where known (the MCP server
+    reads their return types for its output schemas)."""
 
     @property
     def registry(self) -> CapabilityRegistry:
@@ -197,6 +200,7 @@ class SurfaceRuntime:
         rt.approval, rt.approval_timeout = config.approval, config.approval_timeout
         rt.toolsets = card_toolsets
         rt.http_limits = config.http
+        rt.tool_functions = _functions(factory, tools)
         return rt
 
     @classmethod
@@ -217,6 +221,7 @@ class SurfaceRuntime:
         decides approval-required MCP calls (see :attr:`approval`)."""
         from toolcards.core.factory import ToolFactory
         from toolcards.governance.audit import AuditLog
+        from toolcards.governance.capability import CapabilityRegistry
         from toolcards.governance.policy import Policy
 
         owned: list[Callable[[], Any]] = []
@@ -233,6 +238,9 @@ class SurfaceRuntime:
         if isinstance(source, ToolFactory):
             rt.prompts = card_prompts(source)
             rt.toolsets = source.get_toolsets()
+            rt.tool_functions = _functions(source, [])
+        elif not isinstance(source, CapabilityRegistry):
+            rt.tool_functions = _functions(None, list(source))
         return rt
 
 
@@ -311,6 +319,13 @@ def _registry(factory: ToolFactory | None, tools: list[Callable[..., Any]]) -> C
         return CapabilityRegistry.combine(parts)
     except ValueError as exc:
         raise ConfigError(f"two tools share a name: {exc}") from None
+
+
+def _functions(
+    factory: ToolFactory | None, tools: list[Callable[..., Any]]
+) -> dict[str, Callable[..., Any]]:
+    cards = factory.get_tools() if factory is not None else []
+    return {fn.__name__: fn for fn in [*cards, *tools]}
 
 
 def card_prompts(factory: ToolFactory) -> list[tuple[str, Callable[..., Any], str | None]]:

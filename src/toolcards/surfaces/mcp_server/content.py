@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import base64
+import sys
 from typing import Any
 
 import mcp.types as types
@@ -27,6 +28,15 @@ _BLOCKS = (
     types.ResourceLink,
 )
 Blocks = list[types.ContentBlock]
+
+
+def is_content_type(tp: type) -> bool:
+    """Whether values of ``tp`` are content of their own (MCP blocks, pydantic-ai binary or
+    file content), never structured output."""
+    if issubclass(tp, _BLOCKS):
+        return True
+    messages = sys.modules.get("pydantic_ai.messages")  # not loaded: tp cannot be one of them
+    return messages is not None and issubclass(tp, (messages.BinaryContent, messages.FileUrl))
 
 
 def _binary(value: Any) -> types.ContentBlock | None:

@@ -3,7 +3,8 @@ offered). Each resource is governed like a tool, with the policy target ``resour
 listings show what the caller may read, a read is decided and audited, and a resource the
 caller may not read is reported exactly like one that does not exist (no existence leak).
 ``resources/subscribe`` sends ``notifications/resources/updated`` when the team's events
-touch the resource.
+touch the resource; subscribing to a URI a read would answer with not-found is refused the
+same way (``-32002``).
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ class ResourceCatalog:
         found += [*res.workspace_resources(rt), *rt.extra_resources]
         return found
 
-    def _visible(self, who: Identity, uri: str) -> bool:
+    def visible(self, who: Identity, uri: str) -> bool:
+        """Whether listings show ``who`` the resource (or template) ``uri``."""
         return self.runtime.policy.visible(who, f"resource:{uri}")
 
     # -- listing ------------------------------------------------------------------------------
@@ -75,7 +77,7 @@ class ResourceCatalog:
         listed = [
             types.Resource(uri=s.uri, name=s.name, description=s.description, mime_type=s.mime_type)
             for s in sources
-            if isinstance(s, res.StaticResource) and self._visible(who, s.uri)
+            if isinstance(s, res.StaticResource) and self.visible(who, s.uri)
         ]
         return types.ListResourcesResult(resources=listed)
 
@@ -90,7 +92,7 @@ class ResourceCatalog:
                 mime_type=s.mime_type,
             )
             for s in sources
-            if isinstance(s, res.TemplateResource) and self._visible(who, s.uri_template)
+            if isinstance(s, res.TemplateResource) and self.visible(who, s.uri_template)
         ]
         return types.ListResourceTemplatesResult(resource_templates=listed)
 
@@ -175,11 +177,26 @@ class ResourceCatalog:
 
     # -- subscriptions ------------------------------------------------------------------------
 
+    def _subscribable(self, who: Identity, uri: str) -> bool:
+        """Whether ``uri`` names a resource ``who`` may read: one a read would not answer
+        with not-found (a template's reader is asked)."""
+        target, found = self._target(uri)
+        if found is None or decide(self.runtime, who, target).effect != "allow":
+            return False
+        source, read = found
+        if isinstance(source, res.TemplateResource):
+            try:
+                read()
+            except res.ResourceNotFound:
+                return False
+            except Exception:  # it exists; reading it fails for another reason
+                log.warning("reading %s to subscribe to it failed", uri, exc_info=True)
+        return True
+
     async def _subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> Any:
         who = self.identity_of(ctx)
         uri = str(params.uri)
-        target, _ = await anyio.to_thread.run_sync(self._target, uri)
-        if decide(self.runtime, who, target).effect != "allow":
+        if not await anyio.to_thread.run_sync(self._subscribable, who, uri):
             raise MCPError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri})
         key = id(getattr(ctx.session, "_connection", ctx.session))
         with self._lock:

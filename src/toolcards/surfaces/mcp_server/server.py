@@ -8,7 +8,8 @@ model; ``_meta["toolcards/outcome"]`` names the outcome. A call the client cance
 executor: one row per call, under the call id its approval rows carry too).
 Approvals go through :mod:`.mcp_approval`; progress through :mod:`.mcp_progress`; logging
 through :mod:`.mcp_logging`; resources and prompts through :mod:`.mcp_resources` and
-:mod:`.mcp_prompts`.
+:mod:`.mcp_prompts`; ``completion/complete`` through :mod:`.completions`; output schemas and
+structured content through :mod:`.structured`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,12 @@ from toolcards.surfaces.approval import ApprovalChannel
 from toolcards.surfaces.mcp_server.content import tool_content
 from toolcards.surfaces.mcp_server.logs import LogForwarder
 from toolcards.surfaces.mcp_server.progress import CallProgress
+from toolcards.surfaces.mcp_server.structured import (
+    JSON_SCHEMA_DIALECT,
+    StructuredOutput,
+    output_schemas,
+    structured_text,
+)
 from toolcards.surfaces.outcomes import classify
 from toolcards.surfaces.runtime import SurfaceRuntime
 
@@ -50,19 +57,18 @@ def toolcards_version() -> str:
         return "0+unknown"
 
 
-JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
-
-
-def mcp_tool(cap: ToolCapability) -> types.Tool:
+def mcp_tool(cap: ToolCapability, output: StructuredOutput | None = None) -> types.Tool:
     """The MCP view of a capability: its JSON schema (dialect declared: 2020-12, as pydantic
-    writes it) and the four hints, always explicit (MCP assumes a tool with no hints is
-    destructive and open-world)."""
+    writes it), its output schema when its return type has one (:mod:`.structured`) and the
+    four hints, always explicit (MCP assumes a tool with no hints is destructive and
+    open-world)."""
     ann = cap.annotations
     schema = cap.json_schema or {"type": "object", "properties": {}}
     return types.Tool(
         name=cap.id,
         description=cap.description or None,
         input_schema={"$schema": JSON_SCHEMA_DIALECT, **schema},
+        output_schema=None if output is None else output.schema,
         annotations=types.ToolAnnotations(
             read_only_hint=ann.readonly,
             destructive_hint=ann.destructive and not ann.readonly,
@@ -95,6 +101,7 @@ class GovernedMCPServer:
         name: str = "toolcards",
         approvals: ApprovalChannel | None = None,
     ) -> None:
+        from toolcards.surfaces.mcp_server.completions import Completer
         from toolcards.surfaces.mcp_server.prompts import PromptCatalog
         from toolcards.surfaces.mcp_server.resources import ResourceCatalog
 
@@ -104,7 +111,9 @@ class GovernedMCPServer:
         self.logs = LogForwarder()
         self.resources = ResourceCatalog(runtime, self.identity_of)
         self.prompts = PromptCatalog(runtime, self.identity_of)
-        self._tools = {cap.id: mcp_tool(cap) for cap in runtime.registry}
+        self.completions = Completer(runtime, self.identity_of, self.prompts, self.resources)
+        self._outputs = output_schemas(runtime.tool_functions)
+        self._tools = {cap.id: mcp_tool(cap, self._outputs.get(cap.id)) for cap in runtime.registry}
         with warnings.catch_warnings():  # logging is deprecated only for a later protocol
             warnings.simplefilter("ignore")
             self.server: Server[Any] = Server(
@@ -115,6 +124,7 @@ class GovernedMCPServer:
                 on_set_logging_level=self._set_level,
                 **self.resources.handlers(),
                 **self.prompts.handlers(),
+                **self.completions.handlers(),
             )
 
     def initialization_options(self) -> Any:
@@ -179,6 +189,9 @@ class GovernedMCPServer:
         view = classify(result, human_asked=approval.human_asked)
         if view.is_error:
             return _error(view.message, view.meta(result.retry_after))
+        output = self._outputs.get(name)
+        if output is not None:
+            return await _structured(name, output, result.value)
         content, structured = await _content(result.value)
         return types.CallToolResult(content=content, structured_content=structured, is_error=False)
 
@@ -213,6 +226,21 @@ async def _content(value: Any) -> tuple[list[types.ContentBlock], dict[str, Any]
     if _small(value):
         return tool_content(value)
     return await anyio.to_thread.run_sync(tool_content, value)
+
+
+async def _structured(name: str, output: StructuredOutput, value: Any) -> types.CallToolResult:
+    """The result of a tool with an output schema: its value dumped by the declared type, as
+    structured content and as the same JSON in text; a value of another type is an error
+    (structured content that the schema would refuse is never sent)."""
+    plain = (
+        output.dump(value) if _small(value) else await anyio.to_thread.run_sync(output.dump, value)
+    )
+    if plain is None:
+        log.warning("tool %s returned a value that is not of its declared return type", name)
+        return _error(f"error: {name} returned a value that does not match its output schema",
+                      {"outcome": "error"})  # fmt: skip
+    text = types.TextContent(type="text", text=structured_text(plain))
+    return types.CallToolResult(content=[text], structured_content=plain, is_error=False)
 
 
 async def run_stdio(runtime: SurfaceRuntime) -> None:
