@@ -34,7 +34,8 @@ class Endpoint:
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.auth.append(request.headers.get("authorization"))
         if self.status != 200:
-            return httpx.Response(self.status, json={"error": {"message": "Incorrect API key"}})
+            message = "Incorrect API key provided.\nYou can find your key in your settings."
+            return httpx.Response(self.status, json={"error": {"message": message}})
         texts = json.loads(request.content)["input"]
         data = [{"index": i, "embedding": _vector(t)} for i, t in enumerate(texts)]
         return httpx.Response(200, json={"data": data, "model": "text-embedding-3-small"})
@@ -133,6 +134,7 @@ def test_a_failing_provider_makes_vector_search_an_error_result() -> None:
     tools = _tools(ToolFactory([_card(_key(), Endpoint(status=401), name="Refusing")]))
     result = tools["vector_search_refusing"](query_text="report")
     assert result.startswith("error: vector search failed") and "HTTP 401" in result
+    assert "\n" not in result
 
 
 def test_a_second_key_for_the_same_store_is_refused_without_showing_either(

@@ -167,7 +167,8 @@ class VectorStoreTool(ToolCard, StoreSettings):
                 )
             problem = handle.ask(VectorStoreApi.check_stored, collection, item, text)
             if problem is not None:
-                return f"error: {item!r} was not stored in {collection!r}: {problem}"
+                why = " ".join(problem.split())  # one line, whatever the service answered
+                return f"error: {item!r} was not stored in {collection!r}: {why}"
             return f"stored {item!r} in {collection!r}"
 
         if self.name != "VectorStore":
@@ -197,7 +198,7 @@ class VectorStoreTool(ToolCard, StoreSettings):
             except (ValueError, TypeError) as exc:
                 raise RetriableError(str(exc)) from exc
             except (EmbeddingError, TimeoutError) as exc:
-                return f"error: vector search failed: {exc}"
+                return "error: vector search failed: " + " ".join(str(exc).split())
             if not hits:
                 known = handle.ask(VectorStoreApi.collections)
                 names = [n for n in known if allowed is None or n in allowed]
