@@ -211,6 +211,18 @@ class KeywordIndex:
             ranked = self._search_loop(weighted, c1, c2, top_k, allowed)
         return [(doc_id, score) for doc_id, score in ranked]
 
+    def score_bound(self, query: str) -> float:
+        """The most any document could score for ``query``: ``idf * (k1 + 1)`` summed over its
+        terms (each matched with a saturated frequency; an unseen term with the idf of a term
+        no document holds). 0 for an empty index or a query without terms."""
+        count = len(self._slots)
+        if count == 0:
+            return 0.0
+        terms = query_terms(query)
+        postings = self._postings
+        k1p = self.k1 + 1.0
+        return sum(self._idf(len(postings.get(t, ())), count) * k1p for t in terms)
+
     @staticmethod
     def _idf(df: int, count: int) -> float:
         return math.log(1.0 + (count - df + 0.5) / (df + 0.5))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PrivateAttr, TypeAdapter
 
@@ -69,8 +69,11 @@ class SearchGraph(BaseToolParam):
     """Default number of hits."""
     score_threshold: float = Field(default=0.3, ge=-1.0, le=1.0)
     """Default minimum cosine similarity of a semantic hit."""
+    fusion: Literal["scores", "rrf"] = "scores"
+    """How ``hybrid`` fuses: ``scores`` adds the BM25 score, scaled by the most the query
+    could score, to the cosine; ``rrf``: reciprocal-rank fusion of the ranks alone."""
     rrf_k: float = Field(default=10.0, gt=0)
-    """The reciprocal-rank fusion constant (10 scored best on the retrieval eval)."""
+    """The reciprocal-rank fusion constant (with ``fusion="rrf"``)."""
     keyword_weight: float = Field(default=1.0, ge=0)
     vector_weight: float = Field(default=1.0, ge=0)
 
@@ -206,6 +209,7 @@ class KnowledgeGraphTool(ToolCard):
                 bool(find_paths),
                 param.rrf_k,
                 (param.keyword_weight, param.vector_weight),
+                param.fusion,
             )
             return search_text(result, notice)
 

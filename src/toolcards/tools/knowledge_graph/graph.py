@@ -9,10 +9,11 @@ import bisect
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from toolcards.tools._common.fusion import rrf_fuse
 from toolcards.tools._common.keyword_index import KeywordIndex
+from toolcards.tools._common.score_fusion import score_fuse
 from toolcards.tools.knowledge_graph.models import (
     MAX_OBSERVATIONS,
     Entity,
@@ -300,16 +301,24 @@ class Graph:
         find_paths: bool = False,
         rrf_k: float = 10.0,
         weights: tuple[float, float] = (1.0, 1.0),
+        fusion: Literal["scores", "rrf"] = "scores",
     ) -> SearchResult:
-        """Rank entities and relations; ``vector_hits`` are ``(doc_id, cosine)`` pairs."""
+        """Rank entities and relations; ``vector_hits`` are ``(doc_id, cosine)`` pairs.
+
+        ``hybrid`` adds the BM25 score scaled by the query's own maximum to the cosine
+        (:func:`score_fuse`); ``fusion="rrf"`` fuses the ranks alone (reciprocal-rank fusion
+        with ``rrf_k``), as before."""
         keyword = [] if mode == "vector" else self._index.search(query, top_k=max(top_k * 3, 30))
         known = [h for h in vector_hits or () if self._resolve(h[0]) is not None]
         if mode == "keyword" or vector_hits is None:
             ranked = keyword
         elif mode == "vector":
             ranked = known
-        else:
+        elif fusion == "rrf":
             ranked = rrf_fuse([keyword, known], k=rrf_k, weights=weights)
+        else:
+            bound = self._index.score_bound(query)
+            ranked = score_fuse(keyword, known, bound, weights=weights)
         result = SearchResult()
         for doc_id, score in ranked[:top_k]:
             found = self._resolve(doc_id)
