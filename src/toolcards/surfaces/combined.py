@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from toolcards.surfaces.approval import OutOfBandApprovals
 from toolcards.surfaces.dashboard.app import Dashboard
 from toolcards.surfaces.dashboard.serve import dashboard_for, uvicorn_server, warn_if_exposed
+from toolcards.surfaces.http_auth import HttpAuth
 from toolcards.surfaces.inbox_approver import DEFAULT_TIMEOUT
 from toolcards.surfaces.mcp_server.http import MCP_PATH, http_app
 from toolcards.surfaces.ports import MCP_PORT
@@ -48,6 +49,7 @@ def mcp_with_dashboard(
     app = Starlette(
         routes=[
             Route(MCP_PATH, endpoint=mcp_app, methods=None),
+            *HttpAuth.of(runtime).metadata_routes(),
             Mount("/", app=dashboard.app()),
         ],
         lifespan=lifespan,

@@ -29,6 +29,8 @@ principals:
   terminal_approver: {id: rita, roles: [approver]}         # answers `toolcards call`'s prompt
   tokens:                                                  # HTTP bearer tokens, hashed
     - {token_sha256: "sha256:9f86d0...", id: agent.crawler, type: agent, roles: [data_admin]}
+  oauth: {issuer: "https://auth.example.com/", resource: "https://mcp.example.com/mcp",
+          scopes: {crm.admin: [data_admin]}}      # bearer JWTs too (surfaces.oauth_config)
 ```
 
 Tokens are stored as ``sha256:<hex>`` of the token (``toolcards hash-token`` prints one).
@@ -60,6 +62,7 @@ from toolcards.core.yaml_safe import YamlError, load_yaml
 from toolcards.stores.errors import UnknownStoreScheme
 from toolcards.stores.location import StoreLocation, is_postgres_url, redact_url
 from toolcards.surfaces.http_limits import HttpLimits
+from toolcards.surfaces.oauth_config import OAuthSpec
 
 if TYPE_CHECKING:
     from toolcards.runtime.system import ActorSystem
@@ -108,6 +111,8 @@ class Principals(BaseModel):
 
     local: PrincipalSpec | None = None
     tokens: list[TokenSpec] = Field(default_factory=list)
+    oauth: OAuthSpec | None = None
+    """Bearer JWTs of an OAuth issuer over HTTP (:mod:`toolcards.surfaces.oauth_config`)."""
     terminal_approver: PrincipalSpec | None = None
     """The human at the terminal who answers ``toolcards call``'s approval prompt: another
     principal than ``local`` (a caller never approves its own call), holding the approver

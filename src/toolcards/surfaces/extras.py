@@ -31,6 +31,8 @@ EXTRA_OF: dict[str, str] = {
     "apcore_cli": "apcore",
     "apcore_toolkit": "apcore",
     "apcore_mcp": "apcore",
+    "jwt": "oauth",
+    "cryptography": "oauth",
 }
 """Top-level module -> the extra that installs it."""
 

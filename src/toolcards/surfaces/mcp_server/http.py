@@ -1,8 +1,10 @@
 """Streamable HTTP transport: bearer-token callers, loopback by default.
 
 ``Authorization: Bearer <token>`` is checked against the configured sha256 digests in
-constant time. No header: the caller is anonymous (a default-deny policy rejects it). A
-token that matches nothing, or another scheme: 401 before any MCP processing. Sessions are
+constant time, or as a JWT of the configured OAuth issuer (:mod:`toolcards.surfaces.http_auth`,
+which also serves the protected-resource metadata). No header: the caller is anonymous (a
+default-deny policy rejects it; with OAuth, 401 and the challenge). A token that matches
+nothing, or another scheme: 401 before any MCP processing. Sessions are
 bound to the caller that opened it and bounded per caller and in total
 (:mod:`.mcp_sessions`).
 """
@@ -18,8 +20,8 @@ from typing import Any
 
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.surfaces.approval import ApprovalChannel
-from toolcards.surfaces.auth import InvalidToken, TokenTable
 from toolcards.surfaces.config import SessionLimits
+from toolcards.surfaces.http_auth import BearerAuth, HttpAuth
 from toolcards.surfaces.http_limits import BodyLimit, HttpLimits, replaying
 from toolcards.surfaces.mcp_server.server import IDENTITY_SCOPE_KEY, GovernedMCPServer
 from toolcards.surfaces.mcp_server.sessions import (
@@ -28,7 +30,6 @@ from toolcards.surfaces.mcp_server.sessions import (
     Scope,
     Send,
     SessionGuard,
-    header,
     manager_sessions,
     reply,
 )
@@ -38,35 +39,6 @@ log = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
-class BearerAuth:
-    """ASGI middleware: resolve the caller (into the scope), pass the request on."""
-
-    def __init__(self, app: ASGIApp, tokens: TokenTable) -> None:
-        self.app = app
-        self.tokens = tokens
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        try:
-            who = self.tokens.from_header(header(scope, b"authorization"))
-        except InvalidToken as exc:
-            await send_unauthorized(send, str(exc))
-            return
-        scope[IDENTITY_SCOPE_KEY] = who
-        await self.app(scope, receive, send)
-
-
-async def send_unauthorized(send: Send, message: str) -> None:
-    challenge = (b"www-authenticate", b'Bearer error="invalid_token"')
-    body = f"{message}\n".encode()
-    headers = [(b"content-type", b"text/plain; charset=utf-8"), challenge,
-               (b"content-length", str(len(body)).encode())]  # fmt: skip
-    await send({"type": "http.response.start", "status": 401, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 def identity_from_scope(ctx: Any) -> Identity:
@@ -192,7 +164,8 @@ def http_app(
     guard = SessionGuard(
         JsonRpcEdge(manager.handle_request), manager_sessions(manager), sessions, IDENTITY_SCOPE_KEY
     )
-    handler = BodyLimit(BearerAuth(guard, runtime.tokens), limits or runtime.http_limits)
+    auth = HttpAuth.of(runtime)
+    handler = BodyLimit(BearerAuth(guard, auth, IDENTITY_SCOPE_KEY), limits or runtime.http_limits)
     quiet_disconnects()
 
     @contextlib.asynccontextmanager
@@ -200,7 +173,8 @@ def http_app(
         async with mcp_server.running(), manager.run():
             yield
 
-    return Starlette(routes=[Route(MCP_PATH, endpoint=handler, methods=None)], lifespan=lifespan)
+    routes = [Route(MCP_PATH, endpoint=handler, methods=None), *auth.metadata_routes()]
+    return Starlette(routes=routes, lifespan=lifespan)
 
 
 async def run_http(

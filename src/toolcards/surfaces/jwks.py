@@ -1,0 +1,196 @@
+"""An issuer's signing keys: found from its metadata (or a configured ``jwks_uri``), fetched
+over HTTPS, kept for ``jwks_ttl`` seconds, at most ``jwks_max_keys`` of them.
+
+A token naming a ``kid`` the cache does not hold makes one refetch (a key rotation), at most
+one per ``jwks_refetch_interval`` seconds whatever the tokens say, so made-up ``kid``s cannot
+turn the server into a flood of requests to the issuer. Documents are read with a size bound,
+no redirect is followed, and only public signature keys of a public-key type are kept
+(symmetric ``oct`` keys and keys with private parts are ignored).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import anyio
+
+from toolcards.surfaces.auth import InvalidToken
+from toolcards.surfaces.oauth_config import OAuthSpec, checked_url
+
+log = logging.getLogger(__name__)
+
+MAX_DOCUMENT = 256 * 1024
+"""Bytes of a metadata or JWKS document read at most."""
+_KEY_TYPES = frozenset({"RSA", "EC"})
+_PRIVATE_PARTS = ("d", "p", "q", "dp", "dq", "qi", "k")
+
+
+class KeysUnavailable(InvalidToken):
+    """The issuer's keys could not be fetched (the token cannot be checked)."""
+
+
+async def fetch_json(url: str, timeout: float) -> dict[str, Any]:
+    """The JSON object at ``url`` (200 only, no redirects, at most :data:`MAX_DOCUMENT`
+    bytes); :class:`KeysUnavailable` otherwise."""
+    import httpx
+
+    try:
+        async with (
+            httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client,
+            client.stream("GET", url, headers={"Accept": "application/json"}) as response,
+        ):
+            if response.status_code != 200:
+                raise KeysUnavailable(f"{url}: HTTP {response.status_code}")
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > MAX_DOCUMENT:
+                    raise KeysUnavailable(f"{url}: document larger than {MAX_DOCUMENT} bytes")
+    except httpx.HTTPError as exc:
+        raise KeysUnavailable(f"{url}: {type(exc).__name__}") from None
+    try:
+        data = json.loads(bytes(body))
+    except ValueError:
+        raise KeysUnavailable(f"{url}: not JSON") from None
+    if not isinstance(data, dict):
+        raise KeysUnavailable(f"{url}: not a JSON object")
+    return data
+
+
+def metadata_urls(issuer: str) -> list[str]:
+    """Where an issuer publishes its metadata: RFC 8414's path-inserted well-known URL,
+    then OpenID Connect discovery's appended one."""
+    parts = urlsplit(issuer)
+    path = parts.path.rstrip("/")
+    oauth = urlunsplit((parts.scheme, parts.netloc, "/.well-known/oauth-authorization-server"
+                        + path, "", ""))  # fmt: skip
+    oidc = issuer.rstrip("/") + "/.well-known/openid-configuration"
+    return [oauth, oidc]
+
+
+def usable_keys(document: dict[str, Any], limit: int) -> dict[str | None, list[dict[str, Any]]]:
+    """The public signature keys of a JWKS document by ``kid`` (the first ``limit``)."""
+    keys = document.get("keys")
+    if not isinstance(keys, list):
+        raise KeysUnavailable("the JWKS document has no 'keys' list")
+    found: dict[str | None, list[dict[str, Any]]] = {}
+    kept = 0
+    for key in keys:
+        if kept >= limit:
+            break
+        if not isinstance(key, dict) or key.get("kty") not in _KEY_TYPES:
+            continue
+        if key.get("use", "sig") != "sig" or any(part in key for part in _PRIVATE_PARTS):
+            continue
+        kid = key.get("kid")
+        if kid is not None and not isinstance(kid, str):
+            continue
+        found.setdefault(kid, []).append(key)
+        kept += 1
+    return found
+
+
+class KeySet:
+    """The signing keys of ``spec.issuer``, fetched lazily and refreshed as described above.
+    One instance per server; safe for concurrent requests on one event loop."""
+
+    def __init__(self, spec: OAuthSpec) -> None:
+        self.spec = spec
+        self.jwks_uri = spec.jwks_uri
+        self.fetches = 0
+        """JWKS documents fetched so far."""
+        self._keys: dict[str | None, list[dict[str, Any]]] = {}
+        self._built: dict[tuple[int, str], Any] = {}
+        self._fetched_at = -float("inf")
+        self._refetched_at = -float("inf")
+        self._retry_at = -float("inf")
+        self._generation = 0
+        self._lock = anyio.Lock()
+
+    async def key_for(self, kid: str | None, alg: str) -> Any:
+        """The key (a ``jwt.PyJWK``) to check a token signed with ``alg`` under ``kid``;
+        :class:`InvalidToken` when the issuer publishes none."""
+        now = time.monotonic()
+        if now - self._fetched_at >= self.spec.jwks_ttl:
+            await self._refresh(self._generation)
+        key = self._find(kid, alg)
+        unknown = key is None and kid is not None and kid not in self._keys
+        if unknown and now - self._refetched_at >= self.spec.jwks_refetch_interval:
+            self._refetched_at = now
+            await self._refresh(self._generation)
+            key = self._find(kid, alg)
+        if key is None:
+            raise InvalidToken("no signing key of the issuer matches the token")
+        return key
+
+    def _find(self, kid: str | None, alg: str) -> Any:
+        if kid is None:  # no kid: only an unambiguous key will do
+            candidates = [k for keys in self._keys.values() for k in keys]
+        else:
+            candidates = self._keys.get(kid, [])
+        matching = [k for k in (self._build(data, alg) for data in candidates) if k is not None]
+        return matching[0] if len(matching) == 1 else None
+
+    def _build(self, data: dict[str, Any], alg: str) -> Any:
+        import jwt
+
+        if data.get("alg", alg) != alg:
+            return None
+        cached = self._built.get((id(data), alg))
+        if cached is not None:
+            return cached
+        try:
+            key = jwt.PyJWK(data, algorithm=alg)
+        except (jwt.PyJWKError, jwt.InvalidKeyError, ValueError, TypeError, KeyError):
+            return None  # a key of another type than the algorithm's (or a broken one)
+        self._built[(id(data), alg)] = key
+        return key
+
+    async def _refresh(self, generation: int) -> None:
+        """Fetch the keys again, unless another request did since ``generation`` was read.
+        After a failure nothing is fetched for ``jwks_refetch_interval`` (at least a second)
+        and no key is trusted (stale keys are not kept: a key the issuer withdrew stops
+        working when it is seen gone, never later)."""
+        async with self._lock:
+            if self._generation != generation:
+                return
+            if time.monotonic() < self._retry_at:
+                raise KeysUnavailable("the issuer's signing keys cannot be fetched")
+            self._generation += 1
+            try:
+                uri = self.jwks_uri or await self._discover()
+                self.jwks_uri = uri
+                self.fetches += 1
+                document = await fetch_json(uri, self.spec.fetch_timeout)
+                keys = usable_keys(document, self.spec.jwks_max_keys)
+            except KeysUnavailable as exc:
+                log.warning("cannot fetch the signing keys of %s: %s", self.spec.issuer, exc)
+                self._keys, self._built = {}, {}
+                self._retry_at = time.monotonic() + max(1.0, self.spec.jwks_refetch_interval)
+                raise KeysUnavailable("the issuer's signing keys cannot be fetched") from None
+            self._keys, self._built = keys, {}
+            self._fetched_at = time.monotonic()
+
+    async def _discover(self) -> str:
+        """The ``jwks_uri`` of the issuer's metadata (whose ``issuer`` must be the one
+        configured, RFC 8414 section 3.3)."""
+        problems = []
+        for url in metadata_urls(self.spec.issuer):
+            try:
+                document = await fetch_json(url, self.spec.fetch_timeout)
+            except KeysUnavailable as exc:
+                problems.append(str(exc))
+                continue
+            if document.get("issuer") != self.spec.issuer:
+                problems.append(f"{url}: issuer is not {self.spec.issuer!r}")
+                continue
+            uri = document.get("jwks_uri")
+            try:
+                return checked_url(uri if isinstance(uri, str) else "", "jwks_uri")
+            except ValueError as exc:
+                problems.append(f"{url}: {exc}")
+        raise KeysUnavailable("no usable metadata: " + "; ".join(problems))

@@ -1,0 +1,234 @@
+"""`toolcards serve --transport http` as an OAuth resource server: bearer JWTs of a local
+issuer (keys made here, metadata and JWKS served on 127.0.0.1) checked by a real server
+process, called with the official MCP client and raw httpx."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from mcp_clients import http_session
+from oauth_issuer import Issuer
+from oauth_tools import write_policy
+
+from support.processes import ListeningProcess, free_port
+from surfaces.surface_support import HEADERS, INIT, SURFACE_ENV, TOOLCARDS, token_for, write_config
+from toolcards.governance import Identity
+
+pytestmark = pytest.mark.anyio
+
+CAROL = Identity("carol", "user", ["crm_admin"])
+SCOPES = {"crm.admin": ["crm_admin"], "crm.read": ["reader"]}
+
+
+class OAuthServer(ListeningProcess):
+    """A served config whose ``principals.oauth`` trusts ``issuer``, plus a static token."""
+
+    def __init__(self, directory: Path, issuer: Issuer, **oauth: Any) -> None:
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}/mcp"
+        spec = {"issuer": issuer.url, "resource": self.url, "scopes": SCOPES, **oauth}
+        config = write_config(directory, tokens=[CAROL], tools=["oauth_tools:TOOLS"],
+                              policy=write_policy(directory))  # fmt: skip
+        data = yaml.safe_load(config.read_text(encoding="utf-8"))
+        data["principals"]["oauth"] = spec
+        config.write_text(yaml.safe_dump(data), encoding="utf-8")
+        argv = [str(TOOLCARDS), "serve", "--config", str(config), "--transport", "http",
+                "--port", str(port)]  # fmt: skip
+        super().__init__(argv, port, SURFACE_ENV, what="toolcards serve")
+
+
+@pytest.fixture(scope="module")
+def issuer() -> Iterator[Issuer]:
+    found = Issuer()
+    yield found
+    found.stop()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, issuer: Issuer) -> Iterator[OAuthServer]:
+    srv = OAuthServer(tmp_path_factory.mktemp("oauth"), issuer, jwks_refetch_interval=3600)
+    yield srv
+    srv.stop()
+
+
+def post(server: OAuthServer, token: str | None) -> httpx.Response:
+    headers = dict(HEADERS)
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    return httpx.post(server.url, json=INIT, headers=headers, timeout=20)
+
+
+def b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def forged(header: dict[str, Any], claims: dict[str, Any], secret: bytes | None) -> str:
+    """A compact JWT with ``header`` and ``claims``, HMAC-SHA256 signed with ``secret``
+    (no signature when None)."""
+    signing_input = f"{b64(json.dumps(header).encode())}.{b64(json.dumps(claims).encode())}"
+    signature = (
+        b"" if secret is None else hmac.new(secret, signing_input.encode(), hashlib.sha256).digest()
+    )
+    return f"{signing_input}.{b64(signature)}"
+
+
+def assert_refused(response: httpx.Response, description: str) -> None:
+    assert response.status_code == 401, response.text
+    challenge = response.headers["www-authenticate"]
+    assert challenge.startswith("Bearer ")
+    assert 'error="invalid_token"' in challenge
+    assert "resource_metadata=" in challenge
+    assert description in response.text
+
+
+async def call_text(url: str, token: str, tool: str, args: dict[str, Any]) -> tuple[bool, str]:
+    async with http_session(url, token) as s:
+        result = await s.call_tool(tool, args)
+    return bool(result.is_error), result.content[0].text  # type: ignore[union-attr]
+
+
+async def test_a_valid_token_calls_as_its_sub_with_the_roles_of_its_scopes(
+    server: OAuthServer, issuer: Issuer
+) -> None:
+    token = issuer.token(server.url, scope="crm.admin crm.read")
+    assert await call_text(server.url, token, "whoami", {}) == (
+        False,
+        "alice user crm_admin,reader",
+    )
+    assert await call_text(server.url, token, "delete_record", {"id": 7}) == (False, "deleted 7")
+
+
+async def test_an_ec_signed_token_is_accepted(server: OAuthServer, issuer: Issuer) -> None:
+    token = issuer.token(server.url, kid="ec-1", sub="erin", scope="crm.read")
+    assert await call_text(server.url, token, "whoami", {}) == (False, "erin user reader")
+
+
+async def test_the_policy_sees_the_sub_not_only_the_scope(
+    server: OAuthServer, issuer: Issuer
+) -> None:
+    token = issuer.token(server.url, sub="mallory", scope="crm.admin")
+    error, text = await call_text(server.url, token, "delete_record", {"id": 7})
+    assert error is True
+    assert "deleted" not in text
+
+
+async def test_static_tokens_still_work_beside_oauth(server: OAuthServer) -> None:
+    result = await call_text(server.url, token_for(CAROL), "whoami", {})
+    assert result == (False, "carol user crm_admin")
+
+
+def test_no_token_is_challenged_with_the_metadata_url(server: OAuthServer) -> None:
+    response = post(server, None)
+    assert response.status_code == 401
+    metadata = server.url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
+    assert response.headers["www-authenticate"] == f'Bearer resource_metadata="{metadata}"'
+
+
+@pytest.mark.parametrize(
+    "path", ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"]
+)
+def test_the_protected_resource_metadata_names_the_issuer(
+    server: OAuthServer, issuer: Issuer, path: str
+) -> None:
+    response = httpx.get(server.url.replace("/mcp", path), timeout=20)
+    assert response.status_code == 200
+    assert response.json() == {
+        "resource": server.url,
+        "authorization_servers": [issuer.url],
+        "bearer_methods_supported": ["header"],
+        "scopes_supported": ["crm.admin", "crm.read"],
+    }
+
+
+def test_an_expired_token_is_refused(server: OAuthServer, issuer: Issuer) -> None:
+    claims = issuer.claims(server.url)
+    token = issuer.token(server.url, exp=claims["iat"] - 120, iat=claims["iat"] - 600)
+    assert_refused(post(server, token), "expired")
+
+
+def test_a_token_not_valid_yet_is_refused(server: OAuthServer, issuer: Issuer) -> None:
+    token = issuer.token(server.url, nbf=issuer.claims(server.url)["iat"] + 600)
+    assert_refused(post(server, token), "not valid yet")
+
+
+def test_a_token_for_another_audience_is_refused(server: OAuthServer, issuer: Issuer) -> None:
+    token = issuer.token(server.url, aud="http://127.0.0.1:1/mcp")
+    assert_refused(post(server, token), "(aud)")
+
+
+def test_a_token_without_an_audience_is_refused(server: OAuthServer, issuer: Issuer) -> None:
+    assert_refused(post(server, issuer.token(server.url, aud=None)), "no aud claim")
+
+
+def test_a_token_of_another_issuer_is_refused(server: OAuthServer, issuer: Issuer) -> None:
+    token = issuer.token(server.url, iss=issuer.url + "/evil")
+    assert_refused(post(server, token), "(iss)")
+
+
+def test_an_unsigned_alg_none_token_is_refused(server: OAuthServer, issuer: Issuer) -> None:
+    token = forged({"alg": "none", "typ": "JWT"}, issuer.claims(server.url), None)
+    assert_refused(post(server, token), "algorithm is not allowed")
+
+
+def test_hs256_signed_with_the_public_key_is_refused(server: OAuthServer, issuer: Issuer) -> None:
+    header = {"alg": "HS256", "typ": "JWT", "kid": "rsa-1"}
+    token = forged(header, issuer.claims(server.url), issuer.public_pem("rsa-1"))
+    assert_refused(post(server, token), "algorithm is not allowed")
+
+
+def test_a_token_of_an_unpublished_key_is_refused(server: OAuthServer, issuer: Issuer) -> None:
+    issuer.add_key("rogue", "RS256", publish=False)
+    assert_refused(post(server, issuer.token(server.url, kid="rogue")), "no signing key")
+
+
+def test_a_tampered_token_is_refused(server: OAuthServer, issuer: Issuer) -> None:
+    head, _, signature = issuer.token(server.url, sub="bob", scope="crm.read").split(".")
+    claims = issuer.claims(server.url, sub="alice", scope="crm.admin")
+    token = f"{head}.{b64(json.dumps(claims).encode())}.{signature}"
+    assert_refused(post(server, token), "signature does not verify")
+
+
+def test_a_token_signed_by_the_ec_key_under_the_rsa_kid_is_refused(
+    server: OAuthServer, issuer: Issuer
+) -> None:
+    key, _ = issuer.private["ec-1"]
+    import jwt
+
+    token = jwt.encode(issuer.claims(server.url), key, "ES256", headers={"kid": "rsa-1"})
+    assert_refused(post(server, token), "no signing key")
+
+
+def test_unknown_kids_refetch_the_jwks_at_most_once(server: OAuthServer, issuer: Issuer) -> None:
+    issuer.add_key("flood", "RS256", publish=False)
+    post(server, issuer.token(server.url))  # the keys are cached
+    before = issuer.jwks_fetches
+    for _ in range(10):
+        issuer.private[f"kid-{uuid.uuid4()}"] = issuer.private["flood"]
+    tokens = [issuer.token(server.url, kid=kid) for kid in issuer.private if kid.startswith("kid-")]
+    for token in tokens:
+        assert post(server, token).status_code == 401
+    assert issuer.jwks_fetches - before <= 1
+
+
+async def test_a_rotated_key_is_fetched_on_its_first_token(tmp_path: Path) -> None:
+    issuer = Issuer()
+    srv = OAuthServer(tmp_path, issuer)
+    try:
+        assert post(srv, issuer.token(srv.url)).status_code == 200
+        issuer.add_key("rsa-2", "RS256")
+        token = issuer.token(srv.url, kid="rsa-2", sub="alice")
+        assert await call_text(srv.url, token, "whoami", {}) == (False, "alice user crm_admin")
+        assert issuer.jwks_fetches == 2
+    finally:
+        srv.stop()
+        issuer.stop()
