@@ -232,3 +232,27 @@ async def test_a_rotated_key_is_fetched_on_its_first_token(tmp_path: Path) -> No
     finally:
         srv.stop()
         issuer.stop()
+
+
+def test_two_authorization_headers_are_refused(server: OAuthServer, issuer: Issuer) -> None:
+    headers = [*HEADERS.items(), ("Authorization", f"Bearer {token_for(CAROL)}"),
+               ("Authorization", f"Bearer {issuer.token(server.url)}")]  # fmt: skip
+    response = httpx.post(server.url, json=INIT, headers=headers, timeout=20)
+    assert response.status_code == 401
+    assert 'error="invalid_request"' in response.headers["www-authenticate"]
+
+
+def test_a_token_lacking_a_required_scope_gets_403_insufficient_scope(tmp_path: Path) -> None:
+    issuer = Issuer()
+    srv = OAuthServer(tmp_path, issuer, required_scopes=["crm.read"])
+    try:
+        refused = post(srv, issuer.token(srv.url, scope="crm.admin"))
+        allowed = post(srv, issuer.token(srv.url, scope="crm.read"))
+    finally:
+        srv.stop()
+        issuer.stop()
+    assert refused.status_code == 403
+    challenge = refused.headers["www-authenticate"]
+    assert 'error="insufficient_scope"' in challenge
+    assert 'scope="crm.read"' in challenge
+    assert allowed.status_code == 200
