@@ -33,7 +33,7 @@ SCOPES = {"crm.admin": ["crm_admin"], "crm.read": ["reader"]}
 class OAuthServer(ListeningProcess):
     """A served config whose ``principals.oauth`` trusts ``issuer``, plus a static token."""
 
-    def __init__(self, directory: Path, issuer: Issuer, **oauth: Any) -> None:
+    def __init__(self, directory: Path, issuer: Issuer, *flags: str, **oauth: Any) -> None:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}/mcp"
         spec = {"issuer": issuer.url, "resource": self.url, "scopes": SCOPES, **oauth}
@@ -43,7 +43,7 @@ class OAuthServer(ListeningProcess):
         data["principals"]["oauth"] = spec
         config.write_text(yaml.safe_dump(data), encoding="utf-8")
         argv = [str(TOOLCARDS), "serve", "--config", str(config), "--transport", "http",
-                "--port", str(port)]  # fmt: skip
+                "--port", str(port), *flags]  # fmt: skip
         super().__init__(argv, port, SURFACE_ENV, what="toolcards serve")
 
 
@@ -256,3 +256,31 @@ def test_a_token_lacking_a_required_scope_gets_403_insufficient_scope(tmp_path: 
     assert 'error="insufficient_scope"' in challenge
     assert 'scope="crm.read"' in challenge
     assert allowed.status_code == 200
+
+
+def test_with_the_dashboard_the_metadata_is_served_and_mcp_still_challenges(
+    tmp_path: Path, issuer: Issuer
+) -> None:
+    srv = OAuthServer(tmp_path, issuer, "--dashboard")
+    try:
+        document = httpx.get(srv.url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp"))
+        anonymous = post(srv, None)
+    finally:
+        srv.stop()
+    assert document.status_code == 200
+    assert document.json()["authorization_servers"] == [issuer.url]
+    assert anonymous.status_code == 401
+    assert "resource_metadata=" in anonymous.headers["www-authenticate"]
+
+
+def test_an_unreachable_issuer_refuses_tokens_without_an_error(tmp_path: Path) -> None:
+    issuer = Issuer()
+    srv = OAuthServer(tmp_path, issuer)
+    token = issuer.token(srv.url)
+    issuer.stop()
+    try:
+        first, second = post(srv, token), post(srv, token)
+    finally:
+        srv.stop()
+    assert_refused(first, "cannot be fetched")
+    assert_refused(second, "cannot be fetched")
