@@ -33,6 +33,7 @@ EXTRA_OF: dict[str, str] = {
     "apcore_mcp": "apcore",
     "jwt": "oauth",
     "cryptography": "oauth",
+    "dbos": "durable",
 }
 """Top-level module -> the extra that installs it."""
 
