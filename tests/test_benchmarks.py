@@ -18,6 +18,7 @@ SCRIPTS = [
     "memory",
     "runtime",
     "vector",
+    "retrieval",
     "workspace",
     "exec",
     "resource_race",
