@@ -49,6 +49,9 @@ kept because callers catch that built-in type. The module each class lives in is
     ├── ArgsError (ValueError)                  surfaces.cli.args
     ├── PortUnavailable (OSError)               surfaces.ports
     ├── InvalidToken                            surfaces.auth
+    │   ├── InsufficientScope                   surfaces.oauth
+    │   └── KeysUnavailable                     surfaces.jwks
+    ├── Unauthorized                            surfaces.http_auth
     ├── SignInRefused                           surfaces.dashboard.sessions
     ├── ResourceNotFound (LookupError)          surfaces.resources
     ├── RegistrationError (ValueError)          bridges.apcore.register

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from toolcards.core.errors import ToolcardsError
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.surfaces.auth import InvalidToken, TokenTable
 from toolcards.surfaces.oauth_config import OAuthSpec
@@ -31,7 +32,7 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-class Unauthorized(Exception):
+class Unauthorized(ToolcardsError):
     """A request refused before it reaches MCP: ``status``, one line, the challenge."""
 
     def __init__(self, status: int, message: str, challenge: str) -> None:
