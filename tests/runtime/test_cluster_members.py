@@ -44,7 +44,8 @@ def ray_team(postgres_url: str, ray_cluster: RayCluster) -> Any:
 
     def make(team_id: str, *, resume: str | None = None, **kwargs: Any) -> Team:
         namespace = resume or f"cm-{team_id}-{time.monotonic_ns()}"
-        system = RayActorSystem(namespace=namespace)
+        # a bound, not a measurement: a loaded machine starts a worker process slowly
+        system = RayActorSystem(namespace=namespace, start_timeout=180)
         opener = Team.resume if resume else Team
         team = opener(team_id, store=postgres_url, system=system, **kwargs)
         teams.append(team)

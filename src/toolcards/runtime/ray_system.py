@@ -169,11 +169,15 @@ class RayActorSystem:
         namespace: str = "toolcards",
         *,
         connect_timeout: float = 10.0,
+        start_timeout: float = 60.0,
         max_restarts: int = -1,
         init_options: dict[str, Any] | None = None,
         team_key: str | None = None,
     ) -> None:
         self.address = address
+        self.start_timeout = start_timeout
+        """How long :meth:`spawn` waits for a new actor to start (a worker process that must
+        start and import first: a loaded cluster takes longer)."""
         self.team_key = team_key
         """The secret every call to this system's actors carries (a Team sets it from its
         store); actors spawned with it refuse calls without it."""
@@ -200,6 +204,7 @@ class RayActorSystem:
             self.address,
             namespace,
             connect_timeout=self.connect_timeout,
+            start_timeout=self.start_timeout,
             max_restarts=self.max_restarts,
             init_options=self._init_options,
             team_key=key,
@@ -246,8 +251,10 @@ class RayActorSystem:
     # ---- the ActorSystem interface -----------------------------------------------------------
 
     def spawn(
-        self, name: str, factory: Callable[[], Any], *, start_timeout: float = 60.0
+        self, name: str, factory: Callable[[], Any], *, start_timeout: float | None = None
     ) -> RayHandle:
+        if start_timeout is None:
+            start_timeout = self.start_timeout
         ray = self.connect()
         remote = ray.remote(_RayHost).options(
             name=name,
