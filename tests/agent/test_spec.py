@@ -9,7 +9,7 @@ import pytest
 from pydantic_ai import Agent
 from pydantic_ai.agent.spec import AgentSpec
 
-from support.scripted import SequenceScript
+from support.scripted import SequenceScript, wait_until
 from toolcards.governance import AuditLog
 from toolcards.surfaces.agent import ToolCards
 
@@ -53,9 +53,13 @@ def test_an_agent_spec_names_governed_cards_and_runs(spec_dir: Path, root: Path)
     assert (root / "default" / "notes" / "a.md").read_text() == "hello"
     assert not (root / "default" / "deploy").exists()
     assert "denied: workspace_write" in output
-    with AuditLog(spec_dir / "audit.db") as log:
-        rows = [(e.principal, e.principal_type, e.tool, e.decision) for e in log.tail(10)]
-    assert rows == [
+
+    def rows() -> list[tuple[str, str, str, str]]:  # the spec's log writes in the background
+        with AuditLog(spec_dir / "audit.db") as log:
+            return [(e.principal, e.principal_type, e.tool, e.decision) for e in log.tail(10)]
+
+    assert wait_until(lambda: len(rows()) >= 2, timeout=30)
+    assert rows() == [
         ("agent.writer", "agent", "workspace_write", "allow"),
         ("agent.writer", "agent", "workspace_write", "deny"),
     ]
