@@ -308,8 +308,8 @@ async def test_the_trail_of_a_distributed_team_is_one_postgresql_table(
     first, second = AuditLog(postgres_url), AuditLog(postgres_url)  # two processes' logs
     try:
         await _executor(first).call("login", {"user": "a", "password": "pw-1"}, ALICE)
+        first.flush()  # each log commits in its own thread: a's row first, then b's
         await _executor(second).call("login", {"user": "b", "password": "pw-2"}, ALICE)
-        first.flush()
         second.flush()
         rows = first.query(limit=10)
         assert [r.args["user"] for r in rows] == ["a", "b"]
