@@ -291,7 +291,12 @@ class Team:
         """Start an actor of this process (a member, a helper) under a unique ``name``, with
         lifecycle events. Names without ``#`` are stopped in the first teardown phase."""
         self.check_running()
-        handle = self._local.spawn(name, lambda: Lifecycle(factory(), self.log, name))
+        # a member's start binds its cards, which may start tool actors on the team's system:
+        # it waits at least as long as that system waits for one of its own to start
+        bound = max(30.0, float(getattr(self.system, "start_timeout", 0.0)))
+        handle = self._local.spawn(
+            name, lambda: Lifecycle(factory(), self.log, name), start_timeout=bound
+        )
         self.log.lifecycle("actor_started", name=name)
         return handle
 
