@@ -8,6 +8,16 @@ from pathlib import Path
 import pytest
 
 from toolcards.governance import AuditLog
+from toolcards.runtime import Team
+
+
+@pytest.fixture(autouse=True)
+def fresh_implicit_team() -> Iterator[None]:
+    """Cards bound without a team share the per-process in-memory team: each test starts
+    with a new one, so no other test's tasks show in its prompts."""
+    Team.implicit().stop()
+    yield
+    Team.implicit().stop()
 
 
 @pytest.fixture
