@@ -105,13 +105,10 @@ _lazy_getattr, __dir__ = lazy_names(
 
 
 def __getattr__(name: str) -> Any:
-    if name == "__version__":  # read from the installed metadata, the one place it is written
-        from importlib.metadata import PackageNotFoundError, version
+    if name == "__version__":
+        from toolcards._version import package_version
 
-        try:
-            found = version("toolcards")
-        except PackageNotFoundError:  # pragma: no cover - a source tree without metadata
-            found = "0+unknown"
+        found = package_version()
         globals()["__version__"] = found
         return found
     return _lazy_getattr(name)

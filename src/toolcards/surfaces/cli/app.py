@@ -45,9 +45,9 @@ app.add_typer(team_app, name="team")
 
 def _version(value: bool) -> None:
     if value:
-        from toolcards import __version__
+        from toolcards._version import package_version
 
-        out().print(f"toolcards {__version__}", markup=False)
+        out().print(f"toolcards {package_version()}", markup=False)
         raise typer.Exit(0)
 
 
