@@ -57,6 +57,7 @@ class ListeningProcess:
         port: int,
         env: Mapping[str, str] | None = None,
         what: str = "server",
+        timeout: float = 30.0,
     ) -> None:
         self.port = port
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by stop()
@@ -67,7 +68,7 @@ class ListeningProcess:
             stderr=self.log,
         )
         try:
-            wait_listening(port, self.proc, what=what)
+            wait_listening(port, self.proc, timeout=timeout, what=what)
         except RuntimeError as exc:
             output = self.output()[-2000:]
             self.stop()

@@ -110,12 +110,15 @@ def toolcards_json(config: Path, *args: str) -> subprocess.CompletedProcess[str]
 class HttpServer(ListeningProcess):
     """`toolcards serve --transport http` on 127.0.0.1, stopped by :meth:`stop`."""
 
-    def __init__(self, config: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, config: Path, env: dict[str, str] | None = None, timeout: float = 30.0
+    ) -> None:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}/mcp"
         argv = [str(TOOLCARDS), "serve", "--config", str(config), "--transport", "http",
                 "--port", str(port)]  # fmt: skip
-        super().__init__(argv, port, {**SURFACE_ENV, **(env or {})}, what="toolcards serve")
+        env = {**SURFACE_ENV, **(env or {})}
+        super().__init__(argv, port, env, what="toolcards serve", timeout=timeout)
 
 
 def audit_rows(path: Path) -> list[tuple[Any, ...]]:

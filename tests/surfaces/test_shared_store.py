@@ -209,7 +209,7 @@ async def test_on_ray_the_server_and_a_cli_process_share_one_cluster_wide_tool_a
     system = {"ray": {"address": ray_cluster.address, "namespace": namespace}}
     config = shared_config(tmp_path, postgres_url, system=system)
     create = json.dumps({"create": [{"description": "written by the CLI on Ray"}]})
-    server = HttpServer(config)
+    server = HttpServer(config, timeout=120)  # a bound: joining the cluster on a busy machine
     try:
         made = await anyio.to_thread.run_sync(
             toolcards, config, "call", "update_planning", "--args", create
