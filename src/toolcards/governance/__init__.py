@@ -34,6 +34,12 @@ _NAMES = {
     "Outcome": "toolcards.governance.outcomes",
     "RateLimiter": "toolcards.stores.memory",
     "GovernedToolset": "toolcards.governance.toolset",
+    "HookContext": "toolcards.governance.guardrails",
+    "Refuse": "toolcards.governance.guardrails",
+    "SecretScanner": "toolcards.governance.secret_scanner",
+    "ToolHook": "toolcards.governance.guardrails",
+    "input_guardrail": "toolcards.governance.guardrails",
+    "output_guardrail": "toolcards.governance.guardrails",
     "provider_safe_name": "toolcards.core.names",
     "PolicyTableRow": "toolcards.governance.table",
     "load_policy_table": "toolcards.governance.table",
@@ -53,9 +59,17 @@ if TYPE_CHECKING:
     from toolcards.governance.audit import AuditEntry, AuditLog, AuditRecord
     from toolcards.governance.capability import CapabilityRegistry, ToolCapability
     from toolcards.governance.executor import ExecutionResult, Executor
+    from toolcards.governance.guardrails import (
+        HookContext,
+        Refuse,
+        ToolHook,
+        input_guardrail,
+        output_guardrail,
+    )
     from toolcards.governance.outcomes import Outcome
     from toolcards.governance.policy import Decision, Policy
     from toolcards.governance.redact import Redactor
+    from toolcards.governance.secret_scanner import SecretScanner
     from toolcards.governance.table import PolicyTableRow, load_policy_table, run_policy_table
     from toolcards.governance.telemetry import Telemetry
     from toolcards.governance.toolset import GovernedToolset
@@ -77,6 +91,7 @@ __all__ = [
     "ExecutionResult",
     "Executor",
     "GovernedToolset",
+    "HookContext",
     "Identity",
     "MemoryApprovalStore",
     "Outcome",
@@ -85,10 +100,15 @@ __all__ = [
     "PolicyTableRow",
     "RateLimiter",
     "Redactor",
+    "Refuse",
+    "SecretScanner",
     "SqliteApprovalStore",
     "Telemetry",
     "ToolCapability",
+    "ToolHook",
+    "input_guardrail",
     "load_policy_table",
+    "output_guardrail",
     "provider_safe_name",
     "run_policy_table",
 ]

@@ -13,11 +13,13 @@ needs_approval  approval     5    error     ApprovalRequired(metadata)
 approval_timeout approval    5    error     the text "approval timeout: ..."
 error           failed       1    error     the text "error: ..."
 policy_error    policy_error 8    error     the text "policy error: ..."
+refused         refused      9    error     the text "refused: ..."
 =============== ============ ==== ========= ============================================
 
 Exit code 2 (usage) is the command line's own: no call was made. A refused approval (a human
 was asked and said no) is reported as ``approval``, not as a policy denial; so is a call nobody
-decided on in time (``approval_timeout``).
+decided on in time (``approval_timeout``). ``refused`` is a guardrail's (a hook of
+:mod:`.guardrails` stopped a call the policy allowed), not the policy's.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ class Outcome(StrEnum):
     ERROR = "error"
     POLICY_ERROR = "policy_error"
     """The policy has no good rules (its file was broken from the start): nothing runs."""
+    REFUSED = "refused"
+    """A guardrail hook stopped the call (its arguments, or its result): see ``.guardrails``."""
 
 
 class ExitCode(IntEnum):
@@ -51,6 +55,7 @@ class ExitCode(IntEnum):
     RATE_LIMITED = 6
     UNKNOWN_TOOL = 7
     POLICY_ERROR = 8
+    REFUSED = 9
 
 
 ModelView = Literal["value", "retry", "approval", "text"]
@@ -79,6 +84,7 @@ OUTCOMES: dict[Outcome, OutcomeMeaning] = {
     Outcome.APPROVAL_TIMEOUT: OutcomeMeaning("approval", ExitCode.APPROVAL, True, "text"),
     Outcome.ERROR: OutcomeMeaning("failed", ExitCode.FAILED, True, "text"),
     Outcome.POLICY_ERROR: OutcomeMeaning("policy_error", ExitCode.POLICY_ERROR, True, "text"),
+    Outcome.REFUSED: OutcomeMeaning("refused", ExitCode.REFUSED, True, "text"),
 }
 
 REFUSED_APPROVAL = OutcomeMeaning("approval", ExitCode.APPROVAL, True, "text")

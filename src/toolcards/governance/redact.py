@@ -135,7 +135,12 @@ class Redactor:
         redacted decoded spelling is returned instead."""
         if len(text) > _MAX_STRING:
             text = text[:_MAX_STRING] + "...[truncated]"
-        elif self._plain(text):
+        return self.scrub(text)
+
+    def scrub(self, text: str) -> str:
+        """``text`` with secret-looking substrings replaced, at any length (:meth:`text` cuts
+        it first, for a log line or an audit row); a decoded spelling as :meth:`text` says."""
+        if self._plain(text):
             return text
         text = self._replaced(text)
         for _ in range(DEPTH):

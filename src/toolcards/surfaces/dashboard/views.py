@@ -41,6 +41,7 @@ OUTCOMES = (
     "rate_limited",
     "needs_approval",
     "error",
+    "refused",
     "deferred",
     "approval_granted",
     "approval_denied",
