@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import (
@@ -12,16 +13,19 @@ from pydantic import (
     PrivateAttr,
     SecretStr,
     ValidationInfo,
+    field_validator,
     model_validator,
 )
 
 from toolcards.core.card import ToolCard
 from toolcards.core.registry import FROM_DATA, TRUST
+from toolcards.tools._common.workspace_dir import workspace_dir, workspace_id_for
 from toolcards.tools.mcp.oauth import AuthorizationHandler, OAuthFlow, loopback_handler
 from toolcards.tools.mcp.oauth_urls import OAuthError, resource_for
 from toolcards.tools.mcp.trust import MCPTrust
 
 if TYPE_CHECKING:
+    from toolcards.tools.mcp.server_requests import RequestRules, ServerRequests
     from toolcards.tools.mcp.toolset import MCPServerToolset
 
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -117,8 +121,37 @@ class MCPTool(ToolCard):
     """Longer text results are cut, with a marker, before they reach the model."""
     retry_interval_seconds: float = Field(default=5.0, ge=0, le=3600)
     """Least time between two connection attempts to a server that is down."""
+    protocol: Literal["auto", "legacy"] = "auto"
+    """``auto``: the newest MCP revision both sides speak; ``legacy``: the handshake-era
+    revisions (2025-11-25 and before), whose servers ask by server-initiated requests."""
+
+    # ---- what the server may ask of this client (each request governed and audited) ------
+    elicitation: Literal["refuse", "inbox"] = "refuse"
+    """``refuse``: the server's questions are declined; ``inbox``: they wait in the approvals
+    inbox for a human approver (not the caller), who accepts with content or declines."""
+    elicitation_timeout_seconds: float = Field(default=300.0, gt=0, le=3600)
+    """Longest wait for the human's answer; then the question is cancelled."""
+    sampling: Literal["off", "agent"] = "off"
+    """``agent``: the server's sampling requests are answered by the calling agent's model
+    (or ``sampling_model`` outside an agent run)."""
+    sampling_model: str | None = Field(default=None, max_length=200)
+    """A pydantic-ai model name for sampling when no agent model is reachable (the MCP
+    server and CLI surfaces); None: refused there."""
+    sampling_max_tokens: int = Field(default=1024, ge=1, le=100_000)
+    """The cap on the ``max_tokens`` a sampling request may ask for."""
+    sampling_max_requests: int = Field(default=10, ge=0, le=10_000)
+    """Sampling requests allowed per connection; later ones are refused."""
+    sampling_max_chars: int = Field(default=50_000, ge=100, le=1_000_000)
+    """The most text a sampling request may send, and the completion may return."""
+    roots: Literal["none", "workspace"] = "none"
+    """``workspace``: the server's roots request gets the card's workspace directory (one
+    ``file://`` URI, symlinks resolved); ``none``: refused."""
+    workspace_id: str | None = None
+    """The workspace the roots name (under the workspaces root); default: the team id."""
 
     _toolset: MCPServerToolset | None = PrivateAttr(default=None)
+    _requests: ServerRequests | None = PrivateAttr(default=None)
+    _workspaces_root: str | None = PrivateAttr(default=None)
     _oauth_flow: OAuthFlow | None = PrivateAttr(default=None)
     _oauth_handler: AuthorizationHandler | None = PrivateAttr(default=None)
 
@@ -164,6 +197,33 @@ class MCPTool(ToolCard):
             env_from=self.env_from,
         )
         return self
+
+    @field_validator("workspace_id")
+    @classmethod
+    def _safe_workspace_id(cls, value: str | None) -> str | None:
+        return None if value is None else workspace_id_for(value, None)
+
+    def use_workspaces_root(self, root: str | Path) -> None:
+        """Keep this card's workspace under ``root`` (the host's choice, never card data)."""
+        self._workspaces_root = str(root)
+
+    def _rules(self) -> RequestRules:
+        from toolcards.tools.mcp.server_requests import RequestRules
+
+        chosen = workspace_id_for(self.workspace_id, self.observer_or_none())
+        root = self._workspaces_root
+        return RequestRules(
+            elicitation=self.elicitation,
+            elicitation_timeout=self.elicitation_timeout_seconds,
+            sampling=self.sampling,
+            sampling_model=self.sampling_model,
+            sampling_max_tokens=self.sampling_max_tokens,
+            sampling_max_requests=self.sampling_max_requests,
+            sampling_max_chars=self.sampling_max_chars,
+            roots=self.roots,
+            workspace=lambda: workspace_dir(chosen, None, root=root),
+            timeout=self.timeout_seconds,
+        )
 
     def set_authorization_handler(self, handler: AuthorizationHandler) -> Self:
         """Use ``handler`` for the user-consent step of OAuth (default: a loopback browser flow)."""
@@ -227,23 +287,29 @@ class MCPTool(ToolCard):
         return env
 
     def _build(self) -> Any:
+        from toolcards.tools.mcp.answers import client_handlers
         from toolcards.tools.mcp.toolset import require_mcp_client
 
         mcp = require_mcp_client()
         from fastmcp import Client
 
+        assert self._requests is not None
         client = Client(
             self._transport(),
             init_timeout=self.connect_timeout_seconds,
             timeout=self.timeout_seconds,
+            mode=self.protocol,
+            **client_handlers(self._requests),
         )
         return mcp.MCPToolset(client, id=f"mcp-{self.name}", tool_error_behavior="error")
 
     def get_toolsets(self) -> list[Any]:
         if self._toolset is None:
+            from toolcards.tools.mcp.server_requests import ServerRequests
             from toolcards.tools.mcp.toolset import MCPServerToolset, require_mcp_client
 
             require_mcp_client()
+            self._requests = ServerRequests(self.name, self._rules())
             self._toolset = MCPServerToolset(
                 name=self.name,
                 build=self._build,
@@ -253,5 +319,6 @@ class MCPTool(ToolCard):
                 retry_interval=self.retry_interval_seconds,
                 max_result_chars=self.max_result_chars,
                 defer_loading=self.defer_loading,
+                requests=self._requests,
             )
         return [self._toolset]

@@ -19,6 +19,7 @@ from pydantic_ai import ModelRetry, RunContext
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 
 from toolcards.tools.mcp.names import sanitize_names
+from toolcards.tools.mcp.server_requests import ServerRequests
 
 log = logging.getLogger("toolcards.mcp")
 
@@ -130,8 +131,10 @@ class MCPServerToolset(AbstractToolset[Any]):
         retry_interval: float = 5.0,
         max_result_chars: int = 100_000,
         defer_loading: bool = False,
+        requests: ServerRequests | None = None,
     ) -> None:
         self.name = name
+        self._requests = requests  # the server's own requests, answered per the card
         self._deferred = defer_loading  # every tool hidden until a tool search finds it
         self._build = build
         self._prefix = prefix
@@ -198,7 +201,8 @@ class MCPServerToolset(AbstractToolset[Any]):
             self._last_attempt = now
             try:
                 inner = self._build()
-                await inner.__aenter__()
+                with ServerRequests.outside_calls():  # its tasks belong to no call
+                    await inner.__aenter__()
             except Exception as exc:
                 self._failed(exc)
                 log.warning("MCP server %r is unavailable: %s", self.name, self.last_error)
@@ -206,6 +210,8 @@ class MCPServerToolset(AbstractToolset[Any]):
             self._inner = inner
             self.last_error = self._note = None
             self.connections += 1
+            if self._requests is not None:
+                self._requests.new_session()
             return True
 
     async def _close(self) -> None:
@@ -293,6 +299,19 @@ class MCPServerToolset(AbstractToolset[Any]):
         original, inner_tool = route if route is not None else (name, tool)
         if route is None:
             original = str((tool.tool_def.metadata or {}).get("mcp_name", name))
+        if self._requests is None:
+            return await self._call(name, original, tool_args, ctx, inner_tool)
+        with self._requests.during(ctx, original):
+            return await self._call(name, original, tool_args, ctx, inner_tool)
+
+    async def _call(
+        self,
+        name: str,
+        original: str,
+        tool_args: dict[str, Any],
+        ctx: RunContext[Any],
+        inner_tool: ToolsetTool[Any],
+    ) -> Any:
         failure: BaseException | None = None
         for attempt in range(2):
             if self._inner is None and not await self._connect(force=True):

@@ -1,0 +1,180 @@
+"""Questions for the team's human, in the approvals inbox: an MCP server's elicitation.
+
+A question is a pending approval request (``tool_id`` such as ``mcp.crm.elicit``, arguments
+``server``, ``message`` and ``requested_schema``), listed and decided where every approval
+is (``toolcards approvals list|grant|deny``, the dashboard's inbox). The human's answer:
+
+- :func:`answer_elicitation` with ``content``: *accept* with that content (checked against
+  the requested schema first);
+- a plain grant: *accept* with no content;
+- a deny: *decline*;
+- nobody in time, or the request withdrawn: *cancel*.
+
+Who may answer is who may approve: a principal holding the approver role, never the caller
+(the broker refuses and audits anything else). The content travels through the approval
+store beside the question (a decided record only its answerer's grant makes valid), so the
+answer may come from another process sharing the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from toolcards.core.approvals import ApprovalRequest, ApprovalState
+from toolcards.core.identity import Identity
+from toolcards.governance.approvals import ApprovalBroker, ApprovalError, Handle
+from toolcards.governance.redact import canonical_json
+
+__all__ = ["ElicitationReply", "answer_elicitation", "ask_inbox", "check_content"]
+
+_ANSWER = ".answer."
+_MAX_CONTENT_CHARS = 20_000
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "number": (int, float),
+    "integer": (int,),
+    "boolean": (bool,),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ElicitationReply:
+    """The human's answer: ``accept`` (with ``content``, or None), ``decline`` or ``cancel``."""
+
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, Any] | None = None
+
+
+def check_content(content: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``content`` as a plain dict when it fits the flat object ``schema`` of an elicitation
+    (primitive properties, ``enum``, ``required``); ValueError naming what does not fit."""
+    if not isinstance(content, Mapping):
+        raise ValueError("the answer must be an object")
+    props = schema.get("properties") or {}
+    unknown = sorted(set(content) - set(props))
+    if unknown:
+        raise ValueError(f"the question has no field {', '.join(map(repr, unknown))}")
+    missing = [name for name in schema.get("required") or () if name not in content]
+    if missing:
+        raise ValueError(f"the answer lacks the required field {', '.join(map(repr, missing))}")
+    for name, value in content.items():
+        spec = props[name] if isinstance(props[name], Mapping) else {}
+        kinds = _TYPES.get(str(spec.get("type", "")))
+        wrong_bool = isinstance(value, bool) and spec.get("type") != "boolean"
+        if kinds is not None and (not isinstance(value, kinds) or wrong_bool):
+            raise ValueError(f"field {name!r} must be a {spec['type']}")
+        if "enum" in spec and value not in spec["enum"]:
+            raise ValueError(f"field {name!r} must be one of {spec['enum']!r}")
+    plain = dict(content)
+    if len(canonical_json(plain)) > _MAX_CONTENT_CHARS:
+        raise ValueError(f"the answer is longer than {_MAX_CONTENT_CHARS} characters")
+    return plain
+
+
+def _answer_id(question: ApprovalRequest, approver: str) -> str:
+    tag = hashlib.sha256(approver.encode()).hexdigest()[:16]
+    return question.approval_id + _ANSWER + tag
+
+
+async def ask_inbox(
+    broker: ApprovalBroker,
+    *,
+    tool_id: str,
+    server: str,
+    message: str,
+    schema: Mapping[str, Any],
+    identity: Identity,
+    call_id: str,
+    surface: str,
+    timeout: float,
+) -> ElicitationReply:
+    """Put the question in the inbox and wait (at most ``timeout`` seconds) for the answer."""
+    args = {"server": server, "message": message, "requested_schema": dict(schema)}
+    question = broker.request(
+        tool_id=tool_id,
+        args=args,
+        identity=identity,
+        reason=f"MCP server {server!r} asks {identity.id}'s human a question",
+        call_id=call_id,
+        surface=surface,
+    )
+    try:
+        state = await broker.wait(question, timeout)
+    except BaseException:
+        broker.withdraw(question)
+        raise
+    decided = broker.store.get(question.approval_id)
+    state, _ = broker.settle(
+        question.call_id,
+        tool_id=question.tool_id,
+        args_digest=question.args_digest,
+        principal=question.principal,
+    )
+    if state is ApprovalState.PENDING:  # nobody in time
+        broker.withdraw(question)
+        return ElicitationReply("cancel")
+    if state is ApprovalState.DENIED:
+        return ElicitationReply("decline")
+    if state is not ApprovalState.GRANTED or decided is None or decided.approver is None:
+        return ElicitationReply("cancel")
+    return ElicitationReply("accept", _take_answer(broker, question, decided.approver))
+
+
+def _take_answer(broker: ApprovalBroker, question: ApprovalRequest, approver: str) -> Any:
+    """The content the granting approver gave (None: a plain grant), spent."""
+    answer_id = _answer_id(question, approver)
+    record = broker.store.get(answer_id)
+    broker.store.remove(answer_id)
+    if record is None or record.state is not ApprovalState.GRANTED or record.approver != approver:
+        return None
+    args = record.request.exact_args or {}
+    content = args.get("content")
+    return content if isinstance(content, dict) else None
+
+
+def answer_elicitation(
+    broker: ApprovalBroker,
+    handle: Handle,
+    *,
+    approver: Identity,
+    content: Mapping[str, Any] | None,
+    surface: str = "python",
+) -> ApprovalRequest:
+    """Accept the question named by ``handle`` with ``content`` (None: no content), as
+    ``approver``. Raises ApprovalError when the question is unknown or decided, or when
+    ``approver`` may not approve it (the caller, or without the approver role); ValueError
+    when ``content`` does not fit the question's schema."""
+    question = broker.get(handle)
+    asked = question.exact_args if question is not None else None
+    if question is None or asked is None or "requested_schema" not in asked:
+        raise ApprovalError("no such pending question (unknown, expired or not a question)")
+    if content is None:
+        return broker.grant(question, approver=approver, surface=surface)
+    plain = check_content(content, asked["requested_schema"])
+    exact = canonical_json({"content": plain})
+    now = question.created_at
+    answer = ApprovalRequest(
+        call_id=question.call_id + _ANSWER.rstrip("."),
+        tool_id=question.tool_id,
+        args_digest=hashlib.sha256(exact.encode()).hexdigest(),
+        principal=approver.id,
+        args={"content": plain},
+        reason=f"the answer to approval {question.approval_id}",
+        expires_at=question.expires_at,
+        surface=surface,
+        approval_id=_answer_id(question, approver.id),
+        created_at=now,
+        args_json=exact,
+    )
+    store = broker.store
+    store.remove(answer.approval_id)
+    store.add(answer, now)
+    store.decide(answer.approval_id, ApprovalState.GRANTED, approver.id, now)
+    try:
+        return broker.grant(question, approver=approver, surface=surface)
+    except BaseException:
+        store.remove(answer.approval_id)
+        raise

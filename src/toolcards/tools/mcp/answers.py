@@ -1,0 +1,93 @@
+"""The MCP client's handlers for a server's requests (the fastmcp ``Client`` arguments).
+
+Each handler governs the request (:class:`ServerRequests`) and answers it: elicitation from
+the approvals inbox, sampling from the agent's model (or the card's ``sampling_model``),
+roots from the card's workspace. A refused elicitation is a *decline*; a refused sampling
+or roots request is an error the server reads (no reason beyond "refused": the audit row
+has it).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from toolcards.tools.mcp.sampling import sample, sampling_args
+from toolcards.tools.mcp.server_requests import Frame, Refused, ServerRequests
+
+log = logging.getLogger("toolcards.mcp")
+
+
+def client_handlers(requests: ServerRequests) -> dict[str, Any]:
+    """``elicitation_handler``, ``sampling_handler`` and ``roots`` for a fastmcp Client."""
+    rules = requests.rules
+
+    async def elicit(message: str, _type: Any, params: Any, _ctx: Any) -> Any:
+        from fastmcp.client.elicitation import ElicitResult
+
+        from toolcards.governance.elicitation import ask_inbox
+
+        schema = getattr(params, "requested_schema", None)
+        if not isinstance(schema, dict):  # URL mode: nothing a human can answer here
+            schema = None
+        text = str(message)[:4000]
+        args = {"message": text, "requested_schema": schema or {}}
+
+        async def answer(frame: Frame, call_id: str) -> Any:
+            governing = frame.governing
+            assert governing is not None
+            if schema is None:
+                raise Refused("elicit refused by the client: only form elicitation is answered")
+            reply = await ask_inbox(
+                governing.executor.approvals,
+                tool_id=requests.tool_id("elicit"),
+                server=requests.server,
+                message=text,
+                schema=schema,
+                identity=governing.identity,
+                call_id=call_id,
+                surface=governing.surface,
+                timeout=rules.elicitation_timeout,
+            )
+            return {"action": reply.action, "content": reply.content}
+
+        try:
+            got = await requests.govern("elicit", args, answer, rules.elicitation_timeout + 5)
+        except Refused as exc:
+            log.info("MCP server %r: %s", requests.server, exc)
+            return ElicitResult(action="decline")
+        return ElicitResult(action=got["action"], content=got["content"])
+
+    async def sampling(_messages: Any, params: Any, _ctx: Any) -> Any:
+        args = sampling_args(params)
+
+        async def answer(frame: Frame, _call_id: str) -> Any:
+            model = frame.model if frame.model is not None else rules.sampling_model
+            return await sample(
+                model,
+                params,
+                max_tokens=rules.sampling_max_tokens,
+                max_chars=rules.sampling_max_chars,
+            )
+
+        try:
+            return await requests.govern("sample", args, answer, rules.timeout)
+        except Refused as exc:
+            log.info("MCP server %r: %s", requests.server, exc)
+            raise RuntimeError(str(exc).split(":")[0]) from None
+
+    async def roots(_ctx: Any) -> list[str]:
+        async def answer(_frame: Frame, _call_id: str) -> list[str]:
+            workspace = rules.workspace
+            if workspace is None:
+                return []
+            return [workspace().resolve().as_uri()]
+
+        try:
+            found: list[str] = await requests.govern("roots", {}, answer, rules.timeout)
+        except Refused as exc:
+            log.info("MCP server %r: %s", requests.server, exc)
+            raise RuntimeError(str(exc).split(":")[0]) from None
+        return found
+
+    return {"elicitation_handler": elicit, "sampling_handler": sampling, "roots": roots}

@@ -1,0 +1,95 @@
+"""An MCP server's sampling request answered by a pydantic-ai model, within bounds.
+
+Only text is sampled: the server's messages become the model's history (user turns as
+prompts, assistant turns as its earlier replies, the server's system prompt first), the
+``max_tokens`` asked is capped by the card, and the text in and out is bounded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolcards.tools.mcp.server_requests import Refused
+
+_STOP_REASONS = {"length": "maxTokens", "stop": "endTurn"}
+
+
+def _text(content: Any) -> str:
+    items = content if isinstance(content, list) else [content]
+    parts = []
+    for item in items:
+        if getattr(item, "type", None) != "text":
+            raise Refused("sample refused by the client: only text content is sampled")
+        parts.append(str(item.text))
+    return "".join(parts)
+
+
+def request_size(params: Any) -> int:
+    """The characters of text a sampling request carries (messages and system prompt)."""
+    size = len(params.system_prompt or "")
+    for message in params.messages:
+        items = message.content if isinstance(message.content, list) else [message.content]
+        size += sum(len(getattr(item, "text", "") or "") for item in items)
+    return size
+
+
+def sampling_args(params: Any) -> dict[str, Any]:
+    """What the audit row records of a sampling request."""
+    return {
+        "messages": [
+            {"role": m.role, "text": _text(m.content) if _is_text(m.content) else "[non-text]"}
+            for m in params.messages
+        ],
+        "system_prompt": params.system_prompt,
+        "output_limit": params.max_tokens,  # (a key named *tokens* would be redacted)
+    }
+
+
+def _is_text(content: Any) -> bool:
+    items = content if isinstance(content, list) else [content]
+    return all(getattr(item, "type", None) == "text" for item in items)
+
+
+async def sample(model: Any, params: Any, *, max_tokens: int, max_chars: int) -> Any:
+    """A ``CreateMessageResult`` from ``model`` (a pydantic-ai model or model name)."""
+    import mcp_types
+    from pydantic_ai.direct import model_request
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelRequest,
+        ModelResponse,
+        SystemPromptPart,
+        TextPart,
+        UserPromptPart,
+    )
+    from pydantic_ai.settings import ModelSettings
+
+    if params.tools or params.tool_choice:
+        raise Refused("sample refused by the client: tool use in sampling is not offered")
+    size = request_size(params)
+    if size > max_chars:
+        raise Refused(f"sample refused by the client: the request exceeds {max_chars} characters")
+    history: list[ModelMessage] = []
+    if params.system_prompt:
+        history.append(ModelRequest(parts=[SystemPromptPart(params.system_prompt)]))
+    for message in params.messages:
+        text = _text(message.content)
+        if message.role == "assistant":
+            history.append(ModelResponse(parts=[TextPart(text)]))
+        else:
+            history.append(ModelRequest(parts=[UserPromptPart(text)]))
+    settings = ModelSettings(max_tokens=min(int(params.max_tokens), max_tokens))
+    if params.temperature is not None:
+        settings["temperature"] = params.temperature
+    if params.stop_sequences:
+        settings["stop_sequences"] = list(params.stop_sequences)
+    response = await model_request(model, history, model_settings=settings)
+    text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
+    if len(text) > max_chars:
+        text = text[:max_chars]
+    return mcp_types.CreateMessageResult(
+        role="assistant",
+        content=mcp_types.TextContent(type="text", text=text),
+        model=response.model_name or "unknown",
+        stop_reason=_STOP_REASONS.get(str(response.finish_reason), "endTurn"),
+    )

@@ -1,0 +1,227 @@
+"""MCPTool answers a server's requests (elicitation, sampling, roots), governed and audited.
+
+A real MCP server (``servers/asking_server.py``, the official SDK) asks while its tools run,
+over stdio (MCP 2026-07-28 by default, the handshake era with ``protocol: legacy``) and
+streamable HTTP on 127.0.0.1; the card is bound through ToolFactory and governed by a
+GovernedToolset; the model is a FunctionModel; the inbox is answered through the approvals
+API by a human approver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp_support import ServerProcess
+from server_requests_support import (
+    APPROVER,
+    ASKING,
+    CALLER,
+    ONLY_TOOLS,
+    Run,
+    asking_card,
+    governed_agent,
+    run_once,
+)
+
+from toolcards.governance import AuditLog
+from toolcards.governance.approvals import ApprovalBroker, ApprovalError
+from toolcards.governance.elicitation import answer_elicitation
+
+ERAS = ["auto", "legacy"]
+
+
+@pytest.fixture
+def audit(tmp_path: Path) -> Any:
+    with AuditLog(tmp_path / "audit.db", durability="sync") as log:
+        yield log
+
+
+def one_run(card: Any, calls: list[tuple[str, dict[str, Any]]], audit: AuditLog, **kw: Any) -> Any:
+    run = Run(calls)
+    agent, _ = governed_agent(card, run, audit, **kw)
+    return asyncio.run(run_once(agent)), run
+
+
+@pytest.mark.parametrize("protocol", ERAS)
+def test_elicitation_is_declined_by_default(tmp_path: Path, audit: AuditLog, protocol: str) -> None:
+    card = asking_card(tmp_path, protocol=protocol)
+    (answer,), _ = one_run(card, [("book", {})], audit)
+    assert answer == {"action": "decline", "content": None}
+    (row,) = audit.query(tool="mcp.asker.elicit")
+    assert (row.principal, row.decision, row.outcome) == (CALLER.id, "deny", "denied")
+    assert "elicitation: refuse" in (row.reason or "")
+
+
+async def _answer_when_asked(broker: ApprovalBroker, content: dict[str, Any]) -> str:
+    """The human's side: wait for the question, refuse the caller's own answer, answer."""
+    while not broker.pending():
+        await asyncio.sleep(0.01)
+    (question,) = broker.pending()
+    with pytest.raises(ApprovalError, match="cannot approve its own call"):
+        caller_as_approver = type(CALLER)(CALLER.id, CALLER.type, roles=["approver"])
+        answer_elicitation(broker, question, approver=caller_as_approver, content=content)
+    answer_elicitation(broker, question, approver=APPROVER, content=content)
+    return question.tool_id
+
+
+@pytest.mark.parametrize("protocol", ERAS)
+def test_inbox_question_is_answered_by_a_human_not_the_caller(
+    tmp_path: Path, audit: AuditLog, protocol: str
+) -> None:
+    card = asking_card(tmp_path, protocol=protocol, elicitation="inbox")
+    run = Run([("book", {})])
+    agent, governed = governed_agent(card, run, audit)
+    broker = governed.executor.approvals
+
+    async def main() -> tuple[list[Any], str]:
+        human = asyncio.create_task(_answer_when_asked(broker, {"city": "Oslo", "nights": 2}))
+        results = await run_once(agent)
+        return results, await human
+
+    (answer,), asked = asyncio.run(main())
+    assert answer == {"action": "accept", "content": {"city": "Oslo", "nights": 2}}
+    assert asked == "mcp.asker.elicit"
+    (row,) = audit.query(tool="mcp.asker.elicit", outcome="ok")
+    assert (row.principal, row.decision) == (CALLER.id, "allow")
+    granted = audit.query(tool="mcp.asker.elicit", outcome="approval_granted")
+    assert [r.principal for r in granted] == [APPROVER.id]
+
+
+def test_inbox_question_denied_is_a_decline(tmp_path: Path, audit: AuditLog) -> None:
+    card = asking_card(tmp_path, elicitation="inbox")
+    agent, governed = governed_agent(card, Run([("book", {})]), audit)
+    broker = governed.executor.approvals
+
+    async def deny() -> None:
+        while not broker.pending():
+            await asyncio.sleep(0.01)
+        broker.deny(broker.pending()[0], approver=APPROVER)
+
+    async def main() -> list[Any]:
+        human = asyncio.create_task(deny())
+        results = await run_once(agent)
+        await human
+        return results
+
+    (answer,) = asyncio.run(main())
+    assert answer == {"action": "decline", "content": None}
+
+
+def test_an_answer_that_does_not_fit_the_question_is_refused(
+    tmp_path: Path, audit: AuditLog
+) -> None:
+    broker = ApprovalBroker()
+    question = broker.request(
+        tool_id="mcp.asker.elicit",
+        args={
+            "server": "asker",
+            "message": "Where?",
+            "requested_schema": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        },
+        identity=CALLER,
+        reason="a question",
+    )
+    for content in ({"nights": 2}, {"city": 3}, {}):
+        with pytest.raises(ValueError):
+            answer_elicitation(broker, question, approver=APPROVER, content=content)
+    assert broker.pending() == [question]
+
+
+@pytest.mark.parametrize("protocol", ERAS)
+def test_sampling_is_off_by_default(tmp_path: Path, audit: AuditLog, protocol: str) -> None:
+    card = asking_card(tmp_path, protocol=protocol)
+    (answer,), run = one_run(card, [("summarize", {"text": "a long text"})], audit)
+    assert "refused" in str(answer) and run.sampled == []
+    (row,) = audit.query(tool="mcp.asker.sample")
+    assert (row.decision, row.outcome) == ("deny", "denied")
+
+
+@pytest.mark.parametrize("protocol", ERAS)
+def test_sampling_on_uses_the_agents_model_within_the_token_cap(
+    tmp_path: Path, audit: AuditLog, protocol: str
+) -> None:
+    card = asking_card(tmp_path, protocol=protocol, sampling="agent", sampling_max_tokens=20)
+    calls = [("summarize", {"text": "a long text", "max_tokens": 500})]
+    (answer,), run = one_run(card, calls, audit)
+    assert answer["text"] == "a short summary" and answer["model"].startswith("function:")
+    (sampled,) = run.sampled
+    assert "a long text" in str(sampled)
+    (row,) = audit.query(tool="mcp.asker.sample")
+    assert (row.principal, row.outcome) == (CALLER.id, "ok")
+    assert row.args["output_limit"] == 500 and run.limits == [20]
+
+
+def test_sampling_requests_beyond_the_session_count_are_refused(
+    tmp_path: Path, audit: AuditLog
+) -> None:
+    card = asking_card(tmp_path, sampling="agent", sampling_max_requests=1)
+    calls = [("summarize", {"text": "one"})]
+    run = Run(calls)
+    agent, _ = governed_agent(card, run, audit)
+
+    async def main() -> list[Any]:
+        async with agent:  # one connection for both runs
+            return [*(await run_once(agent)), *(await run_once(agent))]
+
+    first, second = asyncio.run(main())
+    assert first["text"] == "a short summary" and "refused" in str(second)
+    assert [r.outcome for r in audit.query(tool="mcp.asker.sample")] == ["ok", "denied"]
+
+
+@pytest.mark.parametrize("protocol", ERAS)
+def test_roots_are_the_cards_workspace(tmp_path: Path, audit: AuditLog, protocol: str) -> None:
+    card = asking_card(tmp_path, protocol=protocol, roots="workspace", workspace_id="trip")
+    (answer,), _ = one_run(card, [("where", {})], audit)
+    workspace = (tmp_path / "workspaces" / "trip").resolve()
+    assert answer == [workspace.as_uri()]
+    (row,) = audit.query(tool="mcp.asker.roots")
+    assert (row.principal, row.outcome) == (CALLER.id, "ok")
+
+
+def test_roots_are_refused_by_default(tmp_path: Path, audit: AuditLog) -> None:
+    (answer,), _ = one_run(asking_card(tmp_path), [("where", {})], audit)
+    assert "refused" in str(answer)
+    assert [r.outcome for r in audit.query(tool="mcp.asker.roots")] == ["denied"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "tool", "pseudo"),
+    [
+        ({"elicitation": "inbox"}, "book", "mcp.asker.elicit"),
+        ({"sampling": "agent"}, "summarize", "mcp.asker.sample"),
+        ({"roots": "workspace"}, "where", "mcp.asker.roots"),
+    ],
+)
+def test_a_policy_that_does_not_allow_the_request_blocks_it(
+    tmp_path: Path, audit: AuditLog, fields: dict[str, Any], tool: str, pseudo: str
+) -> None:
+    card = asking_card(tmp_path, **fields)
+    (answer,), run = one_run(
+        card,
+        [(tool, {})] if tool != "summarize" else [(tool, {"text": "x"})],
+        audit,
+        policy=ONLY_TOOLS,
+    )
+    assert "Oslo" not in str(answer) and run.sampled == []
+    assert "accept" not in str(answer) and "file://" not in str(answer)
+    (row,) = audit.query(tool=pseudo)
+    assert (row.principal, row.decision, row.outcome) == (CALLER.id, "deny", "denied")
+    assert audit.query(tool=tool)  # the server's tool itself was allowed
+
+
+def test_requests_over_streamable_http_are_answered(
+    tmp_path: Path, audit: AuditLog, start_server: type[ServerProcess]
+) -> None:
+    server = start_server(ASKING, "http").start()
+    card = asking_card(tmp_path, url=server.url, roots="workspace", sampling="agent")
+    calls = [("where", {}), ("summarize", {"text": "t"})]
+    (roots, summary), _ = one_run(card, calls, audit)
+    assert roots == [(tmp_path / "workspaces" / "default").resolve().as_uri()]
+    assert summary["text"] == "a short summary"
