@@ -26,9 +26,12 @@ from server_requests_support import (
     run_once,
 )
 
-from toolcards.governance import AuditLog
+from toolcards import ToolFactory
+from toolcards.governance import AuditLog, Policy
 from toolcards.governance.approvals import ApprovalBroker, ApprovalError
+from toolcards.governance.capability import CapabilityRegistry
 from toolcards.governance.elicitation import answer_elicitation
+from toolcards.governance.executor import Executor
 
 ERAS = ["auto", "legacy"]
 
@@ -225,3 +228,50 @@ def test_requests_over_streamable_http_are_answered(
     (roots, summary), _ = one_run(card, calls, audit)
     assert roots == [(tmp_path / "workspaces" / "default").resolve().as_uri()]
     assert summary["text"] == "a short summary"
+
+
+def test_an_unanswered_question_is_cancelled_and_leaves_the_inbox(
+    tmp_path: Path, audit: AuditLog
+) -> None:
+    card = asking_card(tmp_path, elicitation="inbox", elicitation_timeout_seconds=0.2)
+    agent, governed = governed_agent(card, Run([("book", {})]), audit)
+    (answer,) = asyncio.run(run_once(agent))
+    assert answer == {"action": "cancel", "content": None}
+    assert governed.executor.approvals.pending() == []
+
+
+async def _served_call(card: Any, audit: AuditLog, tool: str, args: dict[str, Any]) -> Any:
+    """A call as the MCP server and CLI surfaces make it: no agent run, so no agent model."""
+    toolset = ToolFactory([card]).toolset()
+    async with toolset:
+        registry = await CapabilityRegistry.from_toolset(toolset)
+        executor = Executor(registry, Policy.allow_all(), audit=audit)
+        return await executor.call(tool, args, CALLER, surface="mcp")
+
+
+def test_sampling_outside_an_agent_run_needs_a_sampling_model(
+    tmp_path: Path, audit: AuditLog
+) -> None:
+    card = asking_card(tmp_path, sampling="agent")
+    refused = asyncio.run(_served_call(card, audit, "summarize", {"text": "t"}))
+    assert "refused" in refused.message
+    (row,) = audit.query(tool="mcp.asker.sample")
+    assert row.outcome == "denied" and "no agent model" in (row.reason or "")
+    card = asking_card(tmp_path, sampling="agent", sampling_model="test")
+    served = asyncio.run(_served_call(card, audit, "summarize", {"text": "t"}))
+    assert served.ok and '"model": "test"' in str(served.value)
+
+
+def test_a_server_asks_one_question_at_a_time(tmp_path: Path, audit: AuditLog) -> None:
+    card = asking_card(tmp_path, elicitation="inbox")
+    agent, governed = governed_agent(card, Run([("book_twice", {})]), audit)
+    broker = governed.executor.approvals
+
+    async def main() -> tuple[list[Any], int]:
+        human = asyncio.create_task(_answer_when_asked(broker, {"city": "Oslo"}))
+        results = await run_once(agent)
+        await human
+        return results, len(audit.query(tool="mcp.asker.elicit", outcome="ok"))
+
+    (answers,), answered = asyncio.run(main())
+    assert answers == ["accept", "decline"] and answered == 1

@@ -63,6 +63,24 @@ async def book(ctx: Context) -> str | types.InputRequiredResult:
 
 
 @server.tool()
+async def book_twice(ctx: Context) -> str | types.InputRequiredResult:
+    """Ask two questions at once (on 2026-07-28; one after the other before it)."""
+    params = types.ElicitRequestFormParams(message="Where to?", requested_schema=SCHEMA)
+    if _modern(ctx):
+        got = ctx.input_responses
+        if not got:
+            asks = {key: types.ElicitRequest(params=params) for key in ("a", "b")}
+            return types.InputRequiredResult(input_requests=asks)
+        answers = [got["a"], got["b"]]
+    else:
+        answers = [
+            await ctx.session.elicit_form(params.message, SCHEMA, related_request_id=ctx.request_id)
+            for _ in range(2)
+        ]
+    return json.dumps(sorted(a.action for a in answers))
+
+
+@server.tool()
 async def summarize(
     ctx: Context, text: str, max_tokens: int = 50
 ) -> str | types.InputRequiredResult:

@@ -12,10 +12,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from toolcards.governance.redact import canonical_json
 from toolcards.tools.mcp.sampling import sample, sampling_args
 from toolcards.tools.mcp.server_requests import Frame, Refused, ServerRequests
 
 log = logging.getLogger("toolcards.mcp")
+_MAX_MESSAGE_CHARS = 4_000
+_MAX_SCHEMA_CHARS = 20_000
 
 
 def client_handlers(requests: ServerRequests) -> dict[str, Any]:
@@ -28,17 +31,29 @@ def client_handlers(requests: ServerRequests) -> dict[str, Any]:
         from toolcards.governance.elicitation import ask_inbox
 
         schema = getattr(params, "requested_schema", None)
-        if not isinstance(schema, dict):  # URL mode: nothing a human can answer here
-            schema = None
-        text = str(message)[:4000]
+        if not isinstance(schema, dict) or len(canonical_json(schema)) > _MAX_SCHEMA_CHARS:
+            schema = None  # URL mode (nothing a human can answer here), or a form too large
+        text = str(message)[:_MAX_MESSAGE_CHARS]
         args = {"message": text, "requested_schema": schema or {}}
 
         async def answer(frame: Frame, call_id: str) -> Any:
             governing = frame.governing
             assert governing is not None
             if schema is None:
-                raise Refused("elicit refused by the client: only form elicitation is answered")
-            reply = await ask_inbox(
+                raise Refused("elicit refused: only a form of bounded size is answered")
+            if requests.asking:  # a server floods the inbox no faster than a human answers
+                raise Refused("elicit refused: one question of this server is already waiting")
+            requests.asking = True
+            try:
+                reply = await _ask(frame, call_id)
+            finally:
+                requests.asking = False
+            return {"action": reply.action, "content": reply.content}
+
+        async def _ask(frame: Frame, call_id: str) -> Any:
+            governing = frame.governing
+            assert governing is not None and schema is not None
+            return await ask_inbox(
                 governing.executor.approvals,
                 tool_id=requests.tool_id("elicit"),
                 server=requests.server,
@@ -49,7 +64,6 @@ def client_handlers(requests: ServerRequests) -> dict[str, Any]:
                 surface=governing.surface,
                 timeout=rules.elicitation_timeout,
             )
-            return {"action": reply.action, "content": reply.content}
 
         try:
             got = await requests.govern("elicit", args, answer, rules.elicitation_timeout + 5)

@@ -80,6 +80,8 @@ class ServerRequests:
     server: str
     rules: RequestRules
     _frames: list[Frame] = field(default_factory=list)
+    asking: bool = False
+    """Whether a question of this server waits for its human (one at a time)."""
     _samples: int = 0
     _numbers: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
