@@ -15,12 +15,19 @@ method of a ``Protocol`` that describes an actor of another card.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, runtime_checkable
 
 from toolcards.core.errors import TransientError
 
 DEFAULT_ASK_TIMEOUT = 10.0
 """Seconds an ``ask`` waits for its answer unless the handle says otherwise (``within``)."""
+
+calling_call_key: ContextVar[str | None] = ContextVar("toolcards_calling_call_key", default=None)
+"""The idempotency key of the governed call whose tool runs in this context (the executor
+sets it: the call id, or the durable key of a run's tool call). :meth:`ActorHandle.ask_once`
+sends it with a mutation, so a retry under the same key is answered from the record its
+first commit left (:mod:`toolcards.stores.applied_calls`)."""
 
 A_co = TypeVar("A_co", covariant=True)
 P = ParamSpec("P")
@@ -64,6 +71,15 @@ class ActorHandle(Protocol[A_co]):
         An exception raised by the method is raised here; no answer in time is a
         ``TimeoutError``; a stopped actor is :class:`ActorUnavailable`.
         """
+
+    def ask_once(
+        self, method: Callable[Concatenate[A_co, P], R], /, *args: P.args, **kwargs: P.kwargs
+    ) -> R:
+        """:meth:`ask` for a mutation of a tool actor, under the calling governed call's key
+        (:data:`calling_call_key`; a plain :meth:`ask` without one). The key commits with
+        the writes; a call under a key that committed before, with the same method and
+        arguments, gets the recorded result and writes nothing. The result must be JSON data
+        (a replay returns it as read back from JSON)."""
 
     def tell(
         self, method: Callable[Concatenate[A_co, P], Any], /, *args: P.args, **kwargs: P.kwargs

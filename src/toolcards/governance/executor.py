@@ -35,6 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from toolcards.core.actors import calling_call_key
 from toolcards.core.errors import RetriableError, ToolNotConfigured, TransientError
 from toolcards.core.identity import ANONYMOUS, Identity, calling_principal
 from toolcards.governance import _shutdown, telemetry
@@ -56,7 +57,6 @@ from toolcards.governance.endings import (
     abrupt_ending,
     fresh_call_id,
 )
-from toolcards.governance.governing import GoverningCall, governing_call
 from toolcards.governance.outcomes import Outcome
 from toolcards.governance.policy import Decision, Each, Policy
 from toolcards.governance.redact import args_digest
@@ -112,6 +112,8 @@ class Call(NamedTuple):
     instruments: telemetry.Instruments | None = None
     key: int | None = None
     """Its entry in the executor's in-flight book (None: a call that cannot be left running)."""
+    writes_key: str | None = None
+    """The idempotency key of the tool's writes (None: the call id)."""
 
 
 def unknown_tool_message(tool_id: str, visible: Iterable[str]) -> str:
@@ -256,10 +258,16 @@ class Executor:
         invoke: Invoke | None = None,
         validated: bool = False,
         hide_denied: bool = False,
+        call_key: str | None = None,
     ) -> ExecutionResult:
         """The pipeline for one capability. ``invoke`` replaces ``cap.invoke`` (a surface that
         calls the tool itself); ``validated=True`` skips validation (already done);
-        ``hide_denied=True`` reports a tool the caller may not see as unknown."""
+        ``hide_denied=True`` reports a tool the caller may not see as unknown.
+
+        ``call_key`` (default: ``call_id``) is the idempotency key of the tool's writes: a
+        tool actor's mutation commits it with its rows, and the same call run again under
+        the same key (a retry after "outcome unknown") is answered from that record instead
+        of writing twice (:mod:`toolcards.stores.applied_calls`)."""
         malformed = False
         if args is None:
             args = {}
@@ -278,6 +286,7 @@ class Executor:
             cap,
             instruments=self.telemetry.active(),
             key=self._running.new_key(),
+            writes_key=call_key,
         )
         options = (approver, approved, invoke, validated, hide_denied)
         if call.instruments is None:
@@ -474,9 +483,7 @@ class Executor:
         timeout = cap.timeout if cap.timeout is not None else self.timeout
         self._note(call, decision)
         principal = calling_principal.set(call.identity)  # who writes, for the tool to record
-        governing = governing_call.set(
-            GoverningCall(self, call.identity, call.surface, call.call_id, cap.id)
-        )
+        writes = calling_call_key.set(call.writes_key or call.call_id)  # its writes' key
         try:
             if timeout is None:
                 value = await invoke(parsed)
@@ -505,8 +512,8 @@ class Executor:
             self._ended_by(call, decision, exc)
             raise
         finally:
+            calling_call_key.reset(writes)
             calling_principal.reset(principal)
-            governing_call.reset(governing)
         return self._finish(call, Outcome.OK, decision, "", value=value)
 
     # -- results, audit and telemetry --------------------------------------------------------

@@ -360,6 +360,7 @@ class GovernedToolset(WrapperToolset[Any]):
             approved=ctx.tool_call_approved,
             approver=self.approver,
             invoke=invoke,
+            call_key=durable_call_key(ctx.run_id, ctx.tool_call_id),  # one call of one run
         )
         if result.outcome is Outcome.NEEDS_APPROVAL and not self.defer_approvals:
             return f"{result.message}; no approver is configured, so it was not run"

@@ -105,6 +105,12 @@ class ListeningHandle:
         with listening(self._listener):
             return self._inner.ask(method, *args, **kw)
 
+    def ask_once(
+        self, method: Callable[Concatenate[Any, P], R], /, *args: P.args, **kw: P.kwargs
+    ) -> R:
+        with listening(self._listener):
+            return self._inner.ask_once(method, *args, **kw)
+
     def tell(
         self, method: Callable[Concatenate[Any, P], Any], /, *args: P.args, **kw: P.kwargs
     ) -> None:

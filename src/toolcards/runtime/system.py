@@ -17,6 +17,7 @@ from toolcards.core.actors import (
     DEFAULT_ASK_TIMEOUT,
     ActorHandle,
     ActorUnavailable,
+    calling_call_key,
     method_name,
 )
 from toolcards.core.errors import ToolcardsError
@@ -64,6 +65,17 @@ class HandleBase(Generic[A]):
     def ask(self, method: Callable[Concatenate[A, P], R], /, *args: P.args, **kw: P.kwargs) -> R:
         """Call ``method`` on the actor; wait at most :attr:`timeout` seconds for the result."""
         result: R = self._ask(method_name(method), args, kw, self._timeout)
+        return result
+
+    def ask_once(
+        self, method: Callable[Concatenate[A, P], R], /, *args: P.args, **kw: P.kwargs
+    ) -> R:
+        """:meth:`ask` under the calling governed call's idempotency key (the tool actor's
+        ``call_once`` receives it; see :meth:`ActorHandle.ask_once`)."""
+        key = calling_call_key.get()
+        if key is None:
+            return self.ask(method, *args, **kw)
+        result: R = self._ask("call_once", (key, method_name(method), args, kw), {}, self._timeout)
         return result
 
     def tell(

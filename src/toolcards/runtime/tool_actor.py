@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import json
 import os
 import threading
 from collections.abc import Callable
@@ -19,8 +20,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 from pydantic import BaseModel
 
 from toolcards._lazy import entry_point_classes
-from toolcards.core.errors import ToolcardsError
+from toolcards.core.errors import RetriableError, ToolcardsError
 from toolcards.core.events import ToolStateEvent
+from toolcards.stores.applied_calls import call_digest
+from toolcards.stores.base import dumps
 
 if TYPE_CHECKING:
     from toolcards.runtime.events import EventLog
@@ -133,11 +136,19 @@ class Recovering:
     store (a fresh object, its ``on_start``). A rebuild that fails (the store is still down)
     raises that retryable error and the actor stays stale: no answer comes from memory the
     store does not hold. Every tool actor runs inside one (Pykka threads and Ray workers).
+
+    :meth:`call_once` runs a mutation under an idempotency key (``ask_once``): the key and
+    the call's result commit in the transaction of its writes, and a later call under the
+    key with the same method and arguments is answered from that record.
     """
 
-    def __init__(self, build: Callable[[], Any], store: Store) -> None:
+    def __init__(
+        self, build: Callable[[], Any], store: Store, team_id: str = "", name: str = ""
+    ) -> None:
         self._build = build
         self._store = store
+        self._team_id = team_id
+        self._name = name
         self._target: Any = None
         self._stale = False
 
@@ -176,11 +187,57 @@ class Recovering:
             if self._store.lost_writes() != lost:
                 self._stale = True
 
+    def call_once(self, key: str, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``name(*args, **kwargs)`` once per ``key``: in one transaction with its writes,
+        the key and the result (its JSON, or the RetriableError it raised after writing) are
+        recorded. A key already recorded for the same method and arguments returns the
+        recorded result (or raises the recorded RetriableError) and writes nothing; a key
+        recorded for another call runs this one (and records it in its place). A call that
+        writes nothing records nothing."""
+        if name.startswith("_"):
+            raise AttributeError(f"actor does not expose {name!r}")
+        store, team, actor = self._store, self._team_id, self._name
+        digest = call_digest(name, args, kwargs)
+        refusal: RetriableError | None = None
+        lost = store.lost_writes()
+        try:
+            with store.transaction():
+                store.lock_actor(team, actor)  # a retry racing its first attempt waits for it
+                earlier = store.applied_call(team, key)
+                if earlier is not None and earlier.digest == digest and earlier.actor == actor:
+                    return _replayed(earlier.result)
+                try:
+                    result = self._call(name, *args, **kwargs)
+                except RetriableError as exc:  # it wrote what it could, then refused the rest
+                    if not store.writes_pending(team, actor):
+                        raise
+                    refusal = exc
+                    recorded = dumps({"retry": str(exc)})
+                else:
+                    if not store.writes_pending(team, actor):
+                        return result
+                    recorded = dumps({"value": result})
+                store.record_applied(team, key, actor, digest, recorded)
+        finally:
+            if store.lost_writes() != lost:
+                self._stale = True  # its commit failed, or its outcome is unknown: reload
+        if refusal is not None:
+            raise refusal
+        return json.loads(recorded)["value"]
+
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._target, name)
         if name.startswith("_") or not callable(method):
             return method
         return functools.partial(self._call, name)
+
+
+def _replayed(recorded: str) -> Any:
+    """The result a recorded call returns again (its recorded refusal is raised again)."""
+    data = json.loads(recorded)
+    if "retry" in data:
+        raise RetriableError(str(data["retry"]))
+    return data["value"]
 
 
 class ActorTypes:

@@ -105,9 +105,7 @@ class Coherent(Recovering):
     """
 
     def __init__(self, build: Callable[[], Any], store: Store, team_id: str, name: str) -> None:
-        super().__init__(build, store)
-        self._team_id = team_id
-        self._name = name
+        super().__init__(build, store, team_id, name)
         self._seen: int | None = None
 
     def on_start(self) -> None:
@@ -205,7 +203,7 @@ class ToolActorFactory:
         target: Recovering = (
             Coherent(build, store, self.team_id, self.name)
             if local_copy
-            else Recovering(build, store)
+            else Recovering(build, store, self.team_id, self.name)
         )
         return Lifecycle(target, host.log, self.name, reconfigure)
 

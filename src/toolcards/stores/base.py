@@ -38,6 +38,7 @@ from toolcards.stores.location import StoreLocation
 __all__ = [
     "DEFAULT_TEAM",
     "EVENT_ENVELOPE_COLUMNS",
+    "AppliedCall",
     "ApprovalStore",
     "AuditTable",
     "Binding",
@@ -77,6 +78,17 @@ class EventRow(NamedTuple):
     event_id: str | None = None
     sender: str | None = None
     display_type: str | None = None
+
+
+class AppliedCall(NamedTuple):
+    """What a call committed under an idempotency key left (:mod:`.applied_calls`): the
+    actor and digest of the call (its method and arguments), its result as JSON text, and
+    when it committed (epoch seconds)."""
+
+    actor: str
+    digest: str
+    result: str
+    at: float
 
 
 EVENT_ENVELOPE_COLUMNS = (("event_id", "TEXT"), ("sender", "TEXT"), ("display_type", "TEXT"))
@@ -277,6 +289,19 @@ class Store(ABC):
         """Inside a transaction: True when it changed ``actor``'s state or events (its version
         moves by one when it commits)."""
         return False
+
+    # ---- idempotency keys of mutations (see :mod:`toolcards.stores.applied_calls`) -----------
+
+    def applied_call(self, team_id: str, key: str) -> AppliedCall | None:
+        """The record a call that committed under ``key`` left (None: none committed under
+        it, or its record expired)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no call keys")
+
+    def record_applied(self, team_id: str, key: str, actor: str, digest: str, result: str) -> None:
+        """Inside the transaction of a call's writes: record ``key`` with the call's
+        ``digest`` and ``result`` (JSON text); the record commits with the writes or not at
+        all."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no call keys")
 
     def watch(self, team_id: str, callback: Callable[[], Any]) -> Callable[[], None]:
         """Call ``callback`` (on a store thread) whenever another process commits events of

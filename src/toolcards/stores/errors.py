@@ -11,7 +11,10 @@ from toolcards.core.errors import RetriableError, ToolcardsError, TransientError
 class DatabaseUnavailable(TransientError):
     """The database cannot be reached right now (refused, or the connection was lost).
 
-    Nothing acknowledged before it was raised is lost: a failed call committed nothing.
+    Nothing acknowledged before it was raised is lost. The call it ends committed nothing,
+    unless its message says "outcome unknown": the connection was lost while ``COMMIT`` was
+    on its way, so the call may have committed (a retry under the same call id returns the
+    recorded result instead of writing again: :mod:`toolcards.stores.applied_calls`).
     """
 
 
@@ -35,7 +38,8 @@ class StoreClosedError(ToolcardsError):
 class StoreUnavailable(DatabaseUnavailable):
     """The store cannot be reached right now (connection lost or refused); retry later.
 
-    Nothing acknowledged before it was raised is lost: a failed call committed nothing.
+    Nothing acknowledged before it was raised is lost. The call it ends committed nothing,
+    unless its message says "outcome unknown" (see :class:`DatabaseUnavailable`).
     """
 
 

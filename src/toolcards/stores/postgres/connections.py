@@ -118,7 +118,9 @@ class Connections:
             text = str(exc).strip()
             first = self.clean(text.splitlines()[0]) if text else repr(exc)
         outcome = (
-            "; the commit was sent and its outcome is unknown: read before you retry"
+            "; outcome unknown: the commit was sent and no answer came, so the change may "
+            "have been applied (a retry with the same call id returns its recorded result; "
+            "otherwise read before you retry)"
             if unknown
             else ", then retry"
         )

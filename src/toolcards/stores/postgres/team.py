@@ -19,10 +19,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from toolcards.stores import applied_calls
 from toolcards.stores.base import (
     EVENT_ENVELOPE_COLUMNS,
     LIFECYCLE_TOOL,
     SCHEMA_VERSION,
+    AppliedCall,
     Compaction,
     DatabaseClosed,
     DatabaseUnavailable,
@@ -76,6 +78,16 @@ def _bump_versions(state: ThreadState, cur: Any) -> None:
             "SET version = toolcards_actor_versions.version + 1",
             sorted(state.dirty),
         )
+
+
+def _placeholders(cur: Any) -> applied_calls.Execute:
+    """Runs the shared SQL (``?`` placeholders) on a psycopg cursor."""
+
+    def execute(sql: str, params: tuple[Any, ...]) -> Any:
+        cur.execute(sql.replace("?", "%s"), params)
+        return cur
+
+    return execute
 
 
 class _NoLock:
@@ -159,8 +171,8 @@ class PostgresStore(Store):
     def _migrate(self) -> None:
         with self.transaction(), self._cursor() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            for statement in _SCHEMA:
-                cur.execute(statement)
+            for statement in [*_SCHEMA, *applied_calls.statements("toolcards_")]:
+                cur.execute(statement)  # a store written before a table gains it here
             cur.execute(
                 "SELECT column_name FROM information_schema.columns WHERE "
                 "table_schema = current_schema() AND table_name = 'toolcards_events'"
@@ -431,6 +443,23 @@ class PostgresStore(Store):
 
     def writes_pending(self, team_id: str, actor: str) -> bool:
         return (team_id, actor) in self._db.state().dirty
+
+    def applied_call(self, team_id: str, key: str) -> AppliedCall | None:
+        def query(cur: Any) -> AppliedCall | None:
+            return applied_calls.find(_placeholders(cur), "toolcards_", team_id, key)
+
+        try:
+            return self._db.read(query)
+        except DatabaseUnavailable as exc:
+            raise StoreUnavailable(str(exc)) from None
+        except DatabaseClosed as exc:
+            raise StoreClosedError(f"store {self.location} is closed") from exc
+
+    def record_applied(self, team_id: str, key: str, actor: str, digest: str, result: str) -> None:
+        check_text("call id", key)
+        with self.transaction(), self._cursor() as cur:
+            execute = _placeholders(cur)
+            applied_calls.record(execute, "toolcards_", team_id, key, actor, digest, result)
 
     def lock_actor(self, team_id: str, actor: str) -> None:
         with self._cursor() as cur:

@@ -18,10 +18,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
+from toolcards.stores import applied_calls
 from toolcards.stores.base import (
     EVENT_ENVELOPE_COLUMNS,
     LIFECYCLE_TOOL,
     SCHEMA_VERSION,
+    AppliedCall,
     Compaction,
     EventRow,
     SchemaTooNew,
@@ -223,8 +225,8 @@ class TeamStore(Store):
             conn.execute("ALTER TABLE events ADD COLUMN payload_type TEXT")
             conn.execute("ALTER TABLE events ADD COLUMN team_pos INTEGER")
             conn.execute("ALTER TABLE teams ADD COLUMN last_pos INTEGER NOT NULL DEFAULT 0")
-        for statement in _SCHEMA.split(";"):
-            conn.execute(statement)
+        for statement in [*_SCHEMA.split(";"), *applied_calls.statements("")]:
+            conn.execute(statement)  # a store written before a table gains it here
         columns = {row[1] for row in conn.execute("PRAGMA table_info(events)")}
         for name, ddl in EVENT_ENVELOPE_COLUMNS:  # older rows keep NULL there
             if name not in columns:
@@ -375,6 +377,17 @@ class TeamStore(Store):
                 "DELETE FROM state WHERE team_id=? AND actor=? AND key=?", (team_id, actor, key)
             )
             self._dirty.add((team_id, actor))
+
+    def writes_pending(self, team_id: str, actor: str) -> bool:
+        return (team_id, actor) in self._dirty
+
+    def applied_call(self, team_id: str, key: str) -> AppliedCall | None:
+        with self.lock:
+            return applied_calls.find(self.conn.execute, "", team_id, key)
+
+    def record_applied(self, team_id: str, key: str, actor: str, digest: str, result: str) -> None:
+        with self.transaction():
+            applied_calls.record(self.conn.execute, "", team_id, key, actor, digest, result)
 
     def state_version(self, team_id: str, actor: str) -> int:
         with self.lock:

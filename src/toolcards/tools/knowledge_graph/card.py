@@ -149,7 +149,7 @@ class KnowledgeGraphTool(ToolCard):
             }
             if not any(batch.values()):
                 raise RetriableError("nothing to do: give at least one list of changes")
-            result: str = self._actor().ask(
+            result: str = self._actor().ask_once(  # a retry of a committed call writes nothing
                 KnowledgeGraphActor.update, sender=writer_of(self), **batch
             )
             return result

@@ -152,7 +152,7 @@ class PlanningTool(ToolCard):
             deletes = parse_batch(_IDS, delete, "delete", MAX_BATCH)
             if not (creates or updates or deletes):
                 raise RetriableError("nothing to do: give create, update or delete")
-            result = self._actor().ask(
+            result = self._actor().ask_once(  # a retry of a committed call writes nothing
                 PlanningActor.apply, self._member(), creates, updates, deletes
             )
             parts = [f"created ids: {result['created']}"]
