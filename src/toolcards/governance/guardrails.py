@@ -271,6 +271,17 @@ def _refusal(hook: ToolHook, ctx: HookContext, failure: BaseException | Refuse) 
     )
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _own_copy(args: Mapping[str, Any]) -> Args:
+    """A copy a hook may change without touching the call's arguments (one level deep when
+    they are all scalars, the usual case: a deep copy costs several microseconds)."""
+    if all(type(v) in _SCALARS for v in args.values()):
+        return dict(args)
+    return copy.deepcopy(dict(args))
+
+
 def _stopped(tool_id: str) -> str:
     return f"refused: a guardrail stopped {tool_id}"
 
@@ -289,7 +300,7 @@ async def check_input(
     changed: list[str] = []
     for hook in hooks:
         try:
-            result = await _answer(hook, ctx, "before_call", copy.deepcopy(args))
+            result = await _answer(hook, ctx, "before_call", _own_copy(args))
         except Exception as exc:
             return _refusal(hook, ctx, exc)
         if isinstance(result, Refuse):
@@ -359,5 +370,5 @@ def context(
 ) -> HookContext:
     """The context of one call whose time starts now."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    view = MappingProxyType(copy.deepcopy(dict(args)))
+    view = MappingProxyType(_own_copy(args))
     return HookContext(tool_id, who, view, call_id, surface, decision, deadline, redaction)
