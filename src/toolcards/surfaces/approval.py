@@ -9,6 +9,9 @@
 - :class:`ElicitationApprovals` (config ``approval: client``, and only then): the calling
   client is asked by elicitation, with the exact arguments. This trusts the client: whoever
   holds its token approves its own calls; each yes is audited as the caller's own grant.
+  A connection that cannot carry a server-initiated request (MCP 2026-07-28 dropped them)
+  cannot be asked: the call goes to the out-of-band approver instead (refused at once when no
+  principal may approve), and the caller is told so in one log line. Never approved silently.
 
 The MCP server takes any :class:`ApprovalChannel`; :func:`approval_channel` picks one.
 """
@@ -91,6 +94,8 @@ class AskedApprover:
 
     approver: Approver | None
     asked: list[bool] = field(default_factory=list)
+    note: str | None = None
+    """Why this call is not decided where the config says (added to an approval error)."""
 
     @property
     def human_asked(self) -> bool:
@@ -105,9 +110,13 @@ class ElicitationApprovals:
 
     timeout: float = APPROVAL_TIMEOUT
     broker: ApprovalBroker | None = None
+    fallback: OutOfBandApprovals | FailClosed | None = None
+    """Who decides when the connection cannot carry the question (None: nobody)."""
 
     def for_call(self, ctx: Any) -> AskedApprover:
         session = ctx.session
+        if not _can_push_requests(session):
+            return self._out_of_band(ctx, _cannot_ask(session))
         if not _can_elicit(session):
             return AskedApprover(None)
         result = AskedApprover(None)
@@ -135,10 +144,35 @@ class ElicitationApprovals:
         result.approver = approver
         return result
 
+    def _out_of_band(self, ctx: Any, why: str) -> AskedApprover:
+        """The fallback's approver, announcing ``why`` (refused at once without one)."""
+        if isinstance(self.fallback, OutOfBandApprovals):
+            asked = self.fallback.for_call(ctx, because=why)
+            asked.note = why
+            return asked
+        return AskedApprover(None, note=f"{why}; no principal may approve it")
+
 
 def _can_elicit(session: Any) -> bool:
     caps = getattr(session, "client_capabilities", None)
     return getattr(caps, "elicitation", None) is not None
+
+
+def _can_push_requests(session: Any) -> bool:
+    """Whether the server may send this request's client a request of its own (False on
+    an MCP 2026-07-28 connection: that revision has no server-initiated requests)."""
+    return getattr(session, "can_send_request", True) is not False
+
+
+def _cannot_ask(session: Any) -> str:
+    from mcp.types.version import MODERN_PROTOCOL_VERSIONS  # only reached on mcp 2.x
+
+    version = getattr(session, "protocol_version", None)
+    if version in MODERN_PROTOCOL_VERSIONS:
+        lacks = f"MCP {version} has no server-initiated elicitation"
+    else:
+        lacks = "this connection cannot carry a server-initiated request"
+    return f"approval: client cannot ask this client ({lacks})"
 
 
 @dataclass(frozen=True)
@@ -163,19 +197,26 @@ class OutOfBandApprovals:
         self.page = page
         """The dashboard's address, named in the log line when it serves the inbox too."""
 
-    def for_call(self, ctx: Any) -> AskedApprover:
+    def for_call(self, ctx: Any, *, because: str | None = None) -> AskedApprover:
+        """The inbox's approver for one call; ``because``: why the call waits here although
+        the config says ``approval: client`` (it leads the announcement, a warning then)."""
         result = AskedApprover(None)
         inbox = self.inbox
         also = "" if self.page is None else f", or in the dashboard at {self.page}"
+        level, lead = (
+            (logging.INFO, "") if because is None else (logging.WARNING, f": {because}; it")
+        )
 
         async def approver(request: ApprovalRequest) -> bool:
             result.asked.append(True)
-            log.info(
-                "approval %s: %s by %s waits (at most %g s) for an approver: "
+            log.log(
+                level,
+                "approval %s: %s by %s%s waits (at most %g s) for an approver: "
                 "toolcards approvals grant %s%s",
                 request.approval_id,
                 request.tool_id,
                 request.principal,
+                lead,
                 inbox.timeout,
                 request.approval_id,
                 also,
@@ -191,8 +232,9 @@ def approval_channel(
 ) -> ApprovalChannel:
     """The channel for ``mode`` (``"approver"`` or ``"client"``): out of band when some
     principal may approve (``has_approver``), refused at once when none may; or the client."""
-    if mode == "client":
-        return ElicitationApprovals(timeout, broker)
-    if mode != "approver":
+    if mode not in ("approver", "client"):
         raise ValueError("approval must be 'approver' or 'client'")
-    return OutOfBandApprovals(broker, timeout) if has_approver else FailClosed()
+    out_of_band = OutOfBandApprovals(broker, timeout) if has_approver else FailClosed()
+    if mode == "client":
+        return ElicitationApprovals(timeout, broker, fallback=out_of_band)
+    return out_of_band

@@ -188,7 +188,13 @@ class GovernedMCPServer:
             self.runtime.executor.approvals.withdraw(result.approval)
         view = classify(result, human_asked=approval.human_asked)
         if view.is_error:
-            return _error(view.message, view.meta(result.retry_after))
+            note = getattr(approval, "note", None)  # why it was not decided where configured
+            message = (
+                view.message
+                if note is None or view.kind != "approval"
+                else f"{view.message}; {note}"
+            )
+            return _error(message, view.meta(result.retry_after))
         output = self._outputs.get(name)
         if output is not None:
             return await _structured(name, output, result.value)

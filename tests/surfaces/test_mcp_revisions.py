@@ -1,0 +1,235 @@
+"""`toolcards serve` speaks two MCP revisions: a client asking for 2026-07-28 gets it (no
+handshake, per-request envelopes, no server-initiated requests), a client opening with the
+initialize handshake gets 2025-11-25 (or the older revision it asked for) and today's
+behaviour; an unsupported version gets the server's latest of that era. With
+``approval: client``, a 2026-07-28 caller cannot be asked by elicitation: its call waits for
+the out-of-band approver instead, and the caller is told so (official SDK clients, real stdio
+subprocesses and HTTP servers on 127.0.0.1, the real `toolcards approvals` CLI)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as types
+import pytest
+from mcp.client.client import Client
+from revision_clients import LEGACY, MODERN, StdioLines, envelope, http_client, stdio_client
+
+from surfaces.surface_support import HttpServer, token_for, write_config
+from surfaces.surface_support import toolcards_json as toolcards
+from toolcards.governance import AuditLog, Identity
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
+
+BOB = Identity("bob", "user", ["sales"])
+CAROL = Identity("carol", "user", ["finance"])
+AGENT = Identity("agent.crawler", "agent", ["worker"])
+ANN = Identity("ann", "user", ["approver"])
+BIG_TRANSFER = {"amount": 500, "currency": "EUR", "to": "acct-9"}
+CANNOT_ASK = "approval: client cannot ask this client (MCP 2026-07-28 has no server-initiated"
+
+Connect = Callable[..., AbstractAsyncContextManager[Client]]
+
+
+@pytest.fixture(params=["stdio", "http"])
+async def connect(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[Callable[[str], AbstractAsyncContextManager[Client]]]:
+    """``connect(mode)``: a client in ``mode`` to a server of Bob's (over the transport of the
+    parameter)."""
+    config = write_config(tmp_path, local=BOB, tokens=[BOB])
+    if request.param == "stdio":
+        yield lambda mode: stdio_client(config, mode)
+        return
+    server = HttpServer(config)
+    try:
+        yield lambda mode: http_client(server.url, mode, token_for(BOB))
+    finally:
+        server.stop()
+
+
+def text(result: types.CallToolResult) -> str:
+    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+async def test_a_client_asking_for_2026_07_28_gets_it(connect: Connect) -> None:
+    async with connect(MODERN) as client:
+        tools = await client.list_tools()
+        assert client.session.protocol_version == "2026-07-28"
+    assert {t.name for t in tools.tools} == {"crm_read", "crm_search", "send_email"}
+
+
+async def test_a_client_opening_with_the_handshake_gets_2025_11_25(connect: Connect) -> None:
+    async with connect(LEGACY) as client:
+        tools = await client.list_tools()
+        assert client.session.protocol_version == "2025-11-25"
+    assert {t.name for t in tools.tools} == {"crm_read", "crm_search", "send_email"}
+
+
+@pytest.fixture
+def lines(tmp_path: Path) -> Iterator[StdioLines]:
+    served = StdioLines(write_config(tmp_path, local=BOB))
+    yield served
+    served.close()
+
+
+def initialize(version: str) -> dict[str, Any]:
+    client = {"name": "raw", "version": "0"}
+    return {"protocolVersion": version, "capabilities": {}, "clientInfo": client}
+
+
+def test_an_older_handshake_revision_is_answered_in_kind(lines: StdioLines) -> None:
+    found = lines.request(1, "initialize", initialize("2025-06-18"))
+    assert found["result"]["protocolVersion"] == "2025-06-18"
+
+
+def test_an_unsupported_handshake_version_gets_the_latest_handshake_revision(
+    lines: StdioLines,
+) -> None:
+    found = lines.request(1, "initialize", initialize("2099-01-01"))
+    assert found["result"]["protocolVersion"] == "2025-11-25"
+
+
+def test_an_unsupported_envelope_version_is_refused_naming_2026_07_28(
+    lines: StdioLines,
+) -> None:
+    found = lines.request(1, "tools/list", {"_meta": envelope("2099-01-01")})
+    assert "result" not in found
+    assert found["error"]["data"]["supported"] == ["2026-07-28"]
+
+
+def test_on_2026_07_28_resources_subscribe_is_neither_offered_nor_served(
+    lines: StdioLines,
+) -> None:
+    meta = {"_meta": envelope(MODERN)}
+    found = lines.request(1, "server/discover", meta)
+    assert found["result"]["supportedVersions"] == ["2026-07-28"]
+    assert found["result"]["capabilities"]["resources"]["subscribe"] is False
+    refused = lines.request(2, "resources/subscribe", {"uri": "toolcards://x", **meta})
+    assert refused["error"]["code"] == types.METHOD_NOT_FOUND
+
+
+def test_on_2025_11_25_resources_subscribe_is_offered(lines: StdioLines) -> None:
+    found = lines.request(1, "initialize", initialize("2025-11-25"))
+    assert found["result"]["capabilities"]["resources"]["subscribe"] is True
+
+
+# -- approval: client on a 2026-07-28 connection ---------------------------------------------
+
+
+def approval_config(base: Path, *, approver: bool) -> Path:
+    """``approval: client`` for the agent's ``send_note`` (the CLI's principal is Ann, an
+    approver, when ``approver``; a clerk without the role otherwise)."""
+    policy = base / "policy.yaml"
+    policy.write_text("default_effect: allow\n", encoding="utf-8")
+    return write_config(
+        base,
+        local=ANN if approver else Identity("clerk", "user", ["sales"]),
+        tokens=[AGENT],
+        policy=policy,
+        tools=["approval_tools:TOOLS"],
+        approvals=str(base / "approvals.db"),
+        approval="client",
+        approval_timeout=60,
+    )
+
+
+class Asked:
+    """What the client was asked (elicitation) and told (log messages)."""
+
+    def __init__(self) -> None:
+        self.elicited: list[str] = []
+        self.told: list[str] = []
+
+    async def elicit(self, _ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.elicited.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async def log(self, params: types.LoggingMessageNotificationParams) -> None:
+        self.told.append(str(params.data))
+
+    def options(self) -> dict[str, Any]:
+        return {"elicitation_callback": self.elicit, "logging_callback": self.log,
+                "log_level": "info"}  # fmt: skip
+
+
+async def pending(config: Path) -> list[dict[str, Any]]:
+    """The inbox as `toolcards approvals list` shows it, once it holds a call."""
+    with anyio.fail_after(60):
+        while True:
+            done = await anyio.to_thread.run_sync(toolcards, config, "approvals", "list")
+            assert done.returncode == 0, done.stderr
+            rows: list[dict[str, Any]] = json.loads(done.stdout)
+            if rows:
+                return rows
+            await anyio.sleep(0.1)
+
+
+async def test_approval_client_on_2026_07_28_waits_for_the_approver_and_says_why(
+    tmp_path: Path,
+) -> None:
+    config = approval_config(tmp_path, approver=True)
+    notes = tmp_path / "notes.txt"
+    server = HttpServer(config, env={"NOTES_FILE": str(notes)})
+    asked, results = Asked(), []
+    try:
+        async with (
+            http_client(server.url, MODERN, token_for(AGENT), **asked.options()) as client,
+            anyio.create_task_group() as tasks,
+        ):
+
+            async def call() -> None:
+                args = {"to": "ops", "body": "modern"}
+                results.append(await client.call_tool("send_note", args))
+
+            tasks.start_soon(call)
+            (row,) = await pending(config)
+            granted = await anyio.to_thread.run_sync(
+                toolcards, config, "approvals", "grant", row["approval_id"]
+            )
+            assert granted.returncode == 0, granted.stderr
+    finally:
+        server.stop()
+    assert asked.elicited == []  # never asked: the revision cannot carry the question
+    assert any(CANNOT_ASK in line and row["approval_id"] in line for line in asked.told)
+    assert results[0].is_error is False
+    assert notes.read_text(encoding="utf-8") == "ops: modern\n"
+    with AuditLog(tmp_path / "audit.db") as log:
+        (entry,) = log.query(outcome="approval_granted", limit=10)
+    assert entry.principal == "ann"
+
+
+async def test_approval_client_on_2026_07_28_without_an_approver_is_refused_saying_why(
+    tmp_path: Path,
+) -> None:
+    config = approval_config(tmp_path, approver=False)
+    notes = tmp_path / "notes.txt"
+    asked = Asked()
+    env = {"NOTES_FILE": str(notes)}
+    async with stdio_client(config, MODERN, env, **asked.options()) as client:
+        result = await client.call_tool("send_note", {"to": "ops", "body": "nobody"})
+    assert asked.elicited == []
+    assert result.is_error is True
+    assert result.meta is not None
+    assert result.meta["toolcards/outcome"]["outcome"] == "needs_approval"
+    assert CANNOT_ASK in text(result) and "no principal may approve it" in text(result)
+    assert not notes.exists()
+
+
+async def test_approval_client_on_2025_11_25_still_asks_the_calling_client(
+    tmp_path: Path,
+) -> None:
+    config = approval_config(tmp_path, approver=True)
+    notes = tmp_path / "notes.txt"
+    asked = Asked()
+    env = {"NOTES_FILE": str(notes)}
+    async with stdio_client(config, LEGACY, env, **asked.options()) as client:
+        result = await client.call_tool("send_note", {"to": "ops", "body": "asked"})
+    assert len(asked.elicited) == 1 and "send_note" in asked.elicited[0]
+    assert result.is_error is False
+    assert notes.read_text(encoding="utf-8") == "ops: asked\n"
