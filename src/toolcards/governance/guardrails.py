@@ -244,12 +244,18 @@ class Hooks:
 
 
 def _guards(hook: ToolHook, tool_id: str) -> bool:
-    return hook.tools is None or compile_globs(tuple(hook.tools)).fullmatch(tool_id) is not None
+    tools = hook.tools
+    if tools is None:
+        return True
+    globs = (tools,) if isinstance(tools, str) else tuple(tools)
+    return compile_globs(globs).fullmatch(tool_id) is not None
 
 
 async def _answer(hook: ToolHook, ctx: HookContext, method: str, value: Any) -> Any:
     """The hook's answer, awaited within the call's deadline. Raises what the hook raised,
-    or TimeoutError."""
+    or TimeoutError (also when the deadline passed before its turn)."""
+    if ctx.remaining() == 0.0:
+        raise TimeoutError
     result = getattr(hook, method)(ctx, value)
     if inspect.isawaitable(result):
         async with asyncio.timeout(ctx.remaining()):
