@@ -275,3 +275,21 @@ def test_a_server_asks_one_question_at_a_time(tmp_path: Path, audit: AuditLog) -
 
     (answers,), answered = asyncio.run(main())
     assert answers == ["accept", "decline"] and answered == 1
+
+
+def test_each_of_two_calls_at_once_gets_its_own_answer(tmp_path: Path, audit: AuditLog) -> None:
+    card = asking_card(tmp_path, roots="workspace")
+    (first, second), _ = one_run(card, [("where", {}), ("where", {})], audit)
+    assert first == second == [(tmp_path / "workspaces" / "default").resolve().as_uri()]
+    rows = audit.query(tool="mcp.asker.roots")
+    calls = {r.call_id.rsplit(".", 1)[0] for r in rows if r.call_id}
+    assert len(rows) == 2 and calls == {r.call_id for r in audit.query(tool="where")}
+
+
+def test_a_request_during_two_calls_of_the_handshake_era_is_refused(
+    tmp_path: Path, audit: AuditLog
+) -> None:
+    card = asking_card(tmp_path, roots="workspace", protocol="legacy")
+    answers, _ = one_run(card, [("where", {}), ("where", {})], audit)
+    assert "file://" not in str(answers)
+    assert audit.query(tool="mcp.asker.roots") == []

@@ -101,9 +101,9 @@ async def summarize(
     return json.dumps({"text": getattr(content, "text", None), "model": answer.model})
 
 
-@server.tool()
+@server.tool(annotations=types.ToolAnnotations(read_only_hint=True))
 async def where(ctx: Context) -> str | types.InputRequiredResult:
-    """The client's roots."""
+    """The client's roots (read-only: an agent may call it twice at once)."""
     if _modern(ctx):
         answer = _answered(ctx)
         if answer is None:
