@@ -57,6 +57,7 @@ from toolcards.governance.endings import (
     abrupt_ending,
     fresh_call_id,
 )
+from toolcards.governance.governing import GoverningCall, governing_call
 from toolcards.governance.outcomes import Outcome
 from toolcards.governance.policy import Decision, Each, Policy
 from toolcards.governance.redact import args_digest
@@ -483,6 +484,9 @@ class Executor:
         timeout = cap.timeout if cap.timeout is not None else self.timeout
         self._note(call, decision)
         principal = calling_principal.set(call.identity)  # who writes, for the tool to record
+        governing = governing_call.set(
+            GoverningCall(self, call.identity, call.surface, call.call_id, cap.id)
+        )
         writes = calling_call_key.set(call.writes_key or call.call_id)  # its writes' key
         try:
             if timeout is None:
@@ -514,6 +518,7 @@ class Executor:
         finally:
             calling_call_key.reset(writes)
             calling_principal.reset(principal)
+            governing_call.reset(governing)
         return self._finish(call, Outcome.OK, decision, "", value=value)
 
     # -- results, audit and telemetry --------------------------------------------------------
