@@ -192,3 +192,12 @@ def test_sqlite_store_is_shared_between_connections(tmp_path: Path) -> None:
         writer.close()
         reader.close()
     assert taken is not None and taken.state is ApprovalState.GRANTED
+
+
+def test_an_edit_recorded_with_a_grant_is_taken_with_it(store: ApprovalStore) -> None:
+    req = request()
+    store.add(req, NOW)
+    store.decide(req.approval_id, ApprovalState.GRANTED, "rita", NOW, edited='{"amount":1}')
+    taken = store.take(req.binding, approved=False, now=NOW + 1)
+    assert taken is not None and taken.state is ApprovalState.GRANTED
+    assert taken.edited_args == {"amount": 1}

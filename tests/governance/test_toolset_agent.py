@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic_ai import Agent, RunContext
-from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 
 from support.scripted import SequenceScript as Script
 from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
@@ -114,18 +114,6 @@ def test_approval_flow_runs_the_tool_exactly_once(recorder: Recorder) -> None:
     replay = agent.run_sync(message_history=first.all_messages(), deferred_tool_results=results)
     assert isinstance(replay.output, DeferredToolRequests)
     assert recorder.count("transfer_money") == 1
-
-
-def test_approval_does_not_cover_changed_arguments(recorder: Recorder) -> None:
-    toolset = _governed(recorder, identity=CAROL)
-    agent, first = _approval_run(recorder, toolset)
-    call_id = first.output.approvals[0].tool_call_id
-    changed = {"amount": 999999, "currency": "EUR", "to": "mallory"}
-    results = DeferredToolResults(approvals={call_id: ToolApproved(override_args=changed)})
-    resumed = agent.run_sync(message_history=first.all_messages(), deferred_tool_results=results)
-    assert isinstance(resumed.output, DeferredToolRequests)
-    assert resumed.output.metadata[call_id]["args"]["to"] == "mallory"
-    assert recorder.count("transfer_money") == 0
 
 
 def test_approval_is_bound_to_the_principal(recorder: Recorder) -> None:

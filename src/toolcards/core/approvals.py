@@ -94,3 +94,21 @@ class ApprovalRecord:
     state: ApprovalState = ApprovalState.PENDING
     approver: str | None = None
     decided_at: float | None = None
+    edited_json: str = ""
+    """The arguments the approver granted in place of the request's own (canonical JSON),
+    empty when the grant runs the request's arguments as they are."""
+
+    @property
+    def edited_args(self) -> dict[str, Any] | None:
+        """The approver's edited arguments (None: no edit)."""
+        if not self.edited_json:
+            return None
+        value = json.loads(self.edited_json)
+        return value if isinstance(value, dict) else None
+
+    @property
+    def edited_digest(self) -> str | None:
+        """The SHA-256 of :attr:`edited_json` (None: no edit)."""
+        if not self.edited_json:
+            return None
+        return hashlib.sha256(self.edited_json.encode()).hexdigest()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import logging
 import time
 import uuid
@@ -44,6 +45,7 @@ __all__ = [
     "ApprovalRequest",
     "ApprovalState",
     "Approver",
+    "EditRefusedError",
 ]
 
 log = logging.getLogger(__name__)
@@ -53,8 +55,18 @@ class ApprovalError(ToolcardsError, PermissionError):
     """A grant or deny was refused; the message says why."""
 
 
+class EditRefusedError(ApprovalError):
+    """A grant's edited arguments were refused (not one JSON object, too long, invalid for
+    the tool's schema, or denied by the policy); the request still waits."""
+
+
 Approver = Callable[[ApprovalRequest], Awaitable[bool]]
 """An async callable a surface provides: ``await approver(request) -> bool``."""
+
+EditCheck = Callable[[ApprovalRequest, dict[str, Any]], str]
+"""Checks an approver's edit of ``request``'s arguments as a fresh call's would be checked
+(an executor lends its own, see :mod:`toolcards.governance.edits`): returns the canonical JSON
+that will run, or raises :class:`~toolcards.governance.edits.EditRefused`."""
 
 Handle = ApprovalRequest | str
 """What a decision names: the request the human saw, or its ``approval_id``."""
@@ -96,6 +108,9 @@ class ApprovalBroker:
         self.store = store
         self.approver_role = approver_role
         self.audit = audit
+        self.edit_check: EditCheck | None = None
+        """Checks an edited grant before it is recorded (an executor sharing this broker lends
+        its own); without one, the edit is checked when the call runs."""
 
     # -- the caller's side -----------------------------------------------------------------
 
@@ -153,12 +168,30 @@ class ApprovalBroker:
         means there is none. ``approved=True`` is a surface whose human just said yes to this
         call id (pydantic-ai's deferred approvals): it grants a pending request for exactly
         this call, and nothing else."""
-        record = self.store.take(
-            (call_id, tool_id, args_digest, principal), approved=approved, now=self._clock()
+        record = self.settle_record(
+            call_id,
+            tool_id=tool_id,
+            args_digest=args_digest,
+            principal=principal,
+            approved=approved,
         )
         if record is None:
             return ApprovalState.EXPIRED, None
         return record.state, record.request
+
+    def settle_record(
+        self,
+        call_id: str,
+        *,
+        tool_id: str,
+        args_digest: str,
+        principal: str,
+        approved: bool = False,
+    ) -> ApprovalRecord | None:
+        """:meth:`settle`, as the record (with an approver's edit, ``edited_json``); None when
+        there is none."""
+        binding = (call_id, tool_id, args_digest, principal)
+        return self.store.take(binding, approved=approved, now=self._clock())
 
     def withdraw(self, handle: Handle) -> bool:
         """Drop a request (the surface asked its own human inline, or gave up waiting)."""
@@ -196,12 +229,38 @@ class ApprovalBroker:
     # -- the approver's side ---------------------------------------------------------------
 
     def grant(
-        self, handle: Handle, *, approver: Identity, surface: str = "python"
+        self,
+        handle: Handle,
+        *,
+        approver: Identity,
+        surface: str = "python",
+        args: Mapping[str, Any] | None = None,
     ) -> ApprovalRequest:
         """Approve the request named by ``handle`` (what the human saw), once. Raises
         :class:`ApprovalError` when it is unknown, expired, already decided, changed, or when
-        ``approver`` is the caller or lacks the approver role."""
-        return self._decide(handle, ApprovalState.GRANTED, approver, surface, None)
+        ``approver`` is the caller or lacks the approver role.
+
+        ``args`` are the approver's edit of the arguments: they, not the caller's, are what is
+        approved and what runs (once, without asking again), checked as a fresh call's would
+        be (:mod:`toolcards.governance.edits`); :meth:`grant_record` also says what will run."""
+        return self.grant_record(handle, approver=approver, surface=surface, args=args).request
+
+    def grant_record(
+        self,
+        handle: Handle,
+        *,
+        approver: Identity,
+        surface: str = "python",
+        args: Mapping[str, Any] | None = None,
+    ) -> ApprovalRecord:
+        """:meth:`grant`, answering the granted record: its ``edited_args`` (None: no edit)
+        are the canonical arguments that will run."""
+        return self._decide(handle, ApprovalState.GRANTED, approver, surface, None, args)
+
+    def edit_of(self, handle: Handle) -> dict[str, Any] | None:
+        """The arguments a grant with an edit runs (None: no edit, or no such request)."""
+        record = self._live(_handle_id(handle))
+        return None if record is None else record.edited_args
 
     def deny(
         self,
@@ -212,7 +271,7 @@ class ApprovalBroker:
         reason: str | None = None,
     ) -> ApprovalRequest:
         """Refuse the request named by ``handle``; the waiting call is refused, once."""
-        return self._decide(handle, ApprovalState.DENIED, approver, surface, reason)
+        return self._decide(handle, ApprovalState.DENIED, approver, surface, reason).request
 
     def grant_by_caller(self, handle: Handle, *, surface: str) -> ApprovalRequest:
         """The caller approves its own call, once: only for a surface configured to trust
@@ -265,25 +324,54 @@ class ApprovalBroker:
         approver: Identity,
         surface: str,
         reason: str | None,
-    ) -> ApprovalRequest:
+        args: Mapping[str, Any] | None = None,
+    ) -> ApprovalRecord:
         approval_id = _handle_id(handle)
         record = self._live(approval_id)
         request = record.request if record is not None else None
         why = self._refusal(handle, record, approver, state)
+        decided = None
+        edited, refused_edit = "", False
+        if why is None and args is not None:
+            assert request is not None
+            edited, why = self._edit(request, args)
+            refused_edit = why is not None
         if why is None:
             assert request is not None
-            decided = self.store.decide(approval_id, state, approver.id, self._clock())
+            decided = self.store.decide(
+                approval_id, state, approver.id, self._clock(), edited=edited
+            )
             if decided is None:  # decided or expired between the check and the update
                 why = "the request was decided by someone else or expired"
+        digest = _digest(edited)
         if why is not None:
-            self._audit(request, approver, surface, "none", "approval_rejected", why, handle)
-            raise ApprovalError(f"cannot decide approval {approval_id}: {why}")
+            self._audit(
+                request, approver, surface, "none", "approval_rejected", why, handle, digest
+            )
+            error = EditRefusedError if refused_edit else ApprovalError
+            raise error(f"cannot decide approval {approval_id}: {why}")
         assert request is not None
         outcome = "approval_granted" if state is ApprovalState.GRANTED else "approval_denied"
         note = f"requested by {request.principal}" + (f": {reason}" if reason else "")
+        if edited:
+            note += "; granted with edited arguments (approved_args_digest)"
         effect = "grant" if state is ApprovalState.GRANTED else "deny"
-        self._audit(request, approver, surface, effect, outcome, note, handle)
-        return request
+        self._audit(request, approver, surface, effect, outcome, note, handle, digest)
+        assert decided is not None
+        return decided
+
+    def _edit(self, request: ApprovalRequest, args: Mapping[str, Any]) -> tuple[str, str | None]:
+        """The canonical JSON an edited grant records ("" when it equals the request's own
+        arguments), or why the edit is refused."""
+        from toolcards.governance.edits import EditRefused, edited_json
+
+        try:
+            text = edited_json(args)
+            if self.edit_check is not None:
+                text = self.edit_check(request, json.loads(text))
+        except EditRefused as exc:
+            return "", str(exc)
+        return ("" if text == request.args_json else text), None
 
     def _refusal(
         self,
@@ -317,6 +405,7 @@ class ApprovalBroker:
         outcome: str,
         reason: str,
         handle: Handle,
+        approved_args_digest: str | None = None,
     ) -> None:
         audit = self.audit
         if audit is None:
@@ -342,8 +431,13 @@ class ApprovalBroker:
                 outcome=outcome,
                 reason=reason,
                 args_digest=request.args_digest if request else None,
+                approved_args_digest=approved_args_digest,
             )
         )
+
+
+def _digest(edited: str) -> str | None:
+    return hashlib.sha256(edited.encode()).hexdigest() if edited else None
 
 
 def _handle_id(handle: Handle) -> str:

@@ -33,6 +33,9 @@ class AuditRecord(NamedTuple):
     ``args_digest`` is set only when ``args`` are already redacted (an approval decision
     recorded from its request); the digest is then taken as given. ``duration`` is in
     seconds. ``redactor`` is the policy's (None: the default patterns).
+    ``approved_args_digest`` is the digest of the arguments an approver granted in place of
+    the call's own (an edit): ``args`` are then those that ran and ``args_digest`` stays the
+    digest of the arguments as called.
     """
 
     ts: float
@@ -51,6 +54,7 @@ class AuditRecord(NamedTuple):
     sensitive: Iterable[str] = ()
     args_digest: str | None = None
     redactor: Redactor | None = None
+    approved_args_digest: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +76,9 @@ class AuditEntry:
     outcome: str
     duration_ms: float
     error: str | None
+    approved_args_digest: str | None = None
+    """Set when an approver edited the arguments: the digest of those that ran (``args``);
+    ``args_digest`` is then the digest of the arguments as called."""
 
 
 def _row(rec: AuditRecord) -> tuple[Any, ...]:
@@ -95,6 +102,7 @@ def _row(rec: AuditRecord) -> tuple[Any, ...]:
         rec.outcome,
         rec.duration * 1000.0,
         redactor.text(rec.error) if rec.error else None,
+        rec.approved_args_digest,
     )
 
 
@@ -314,7 +322,7 @@ def _ts(value: float | datetime) -> float:
 
 def _entry(row: Iterable[Any]) -> AuditEntry:
     (rid, ts, principal, ptype, roles, surface, tool, call_id, digest, args, decision, reason,
-     outcome, duration, error) = row  # fmt: skip
+     outcome, duration, error, approved) = row  # fmt: skip
     return AuditEntry(
         id=rid,
         ts=ts,
@@ -331,6 +339,7 @@ def _entry(row: Iterable[Any]) -> AuditEntry:
         outcome=outcome,
         duration_ms=duration,
         error=error,
+        approved_args_digest=approved,
     )
 
 

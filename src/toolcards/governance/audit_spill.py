@@ -23,9 +23,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from toolcards.stores import audit_sql
+
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+_OLDEST_WIDTH = 14  # values in a row kept before the audit table gained a column
 _REPLAY_BATCH = 500
 
 
@@ -198,5 +201,5 @@ def _read(path: Path) -> Iterator[tuple[Any, ...]]:
                 row = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(row, list) and len(row) == 14:
-                yield tuple(row)
+            if isinstance(row, list) and _OLDEST_WIDTH <= len(row) <= audit_sql.WIDTH:
+                yield (*row, *[None] * (audit_sql.WIDTH - len(row)))  # kept by an older version

@@ -37,7 +37,8 @@ CREATE TABLE IF NOT EXISTS approvals (
     approver TEXT,
     decided_at REAL,
     args_exact TEXT NOT NULL DEFAULT '',
-    team_id TEXT NOT NULL DEFAULT ''
+    team_id TEXT NOT NULL DEFAULT '',
+    args_edited TEXT NOT NULL DEFAULT ''
 )
 """
 INDEXES = """
@@ -48,14 +49,18 @@ CREATE INDEX IF NOT EXISTS approvals_team_expiry ON approvals(team_id, expires_a
 MIGRATION = TeamColumn(
     "approvals",
     drop_indexes=("approvals_binding", "approvals_expiry"),
-    added=(("args_exact", "TEXT NOT NULL DEFAULT ''"),),
+    added=(
+        ("args_exact", "TEXT NOT NULL DEFAULT ''"),
+        ("args_edited", "TEXT NOT NULL DEFAULT ''"),
+    ),
 )
-"""Tables written before gain the columns added since (the exact arguments, the team) and
-lose the team-less indexes."""
+"""Tables written before gain the columns added since (the exact arguments, the team, an
+approver's edit of the arguments) and lose the team-less indexes."""
 
 _FIELDS = (
     "approval_id, call_id, tool_id, args_digest, principal, principal_type, roles, args, "
-    "reason, surface, created_at, expires_at, state, approver, decided_at, args_exact"
+    "reason, surface, created_at, expires_at, state, approver, decided_at, args_exact, "
+    "args_edited"
 )
 _BY_BINDING = "team_id = ? AND call_id = ? AND tool_id = ? AND args_digest = ? AND principal = ?"
 
@@ -86,7 +91,7 @@ class SqlApprovalStore:
             if row is not None:
                 return _record(row)
             db.execute(
-                f"INSERT INTO {self.table} ({_FIELDS}, team_id) VALUES ({', '.join('?' * 17)})",
+                f"INSERT INTO {self.table} ({_FIELDS}, team_id) VALUES ({', '.join('?' * 18)})",
                 (
                     request.approval_id,
                     *request.binding,
@@ -101,6 +106,7 @@ class SqlApprovalStore:
                     None,
                     None,
                     request.args_json,
+                    "",
                     team,
                 ),
             )
@@ -115,13 +121,20 @@ class SqlApprovalStore:
         return None if row is None else _record(row)
 
     def decide(
-        self, approval_id: str, state: ApprovalState, approver: str, now: float
+        self,
+        approval_id: str,
+        state: ApprovalState,
+        approver: str,
+        now: float,
+        *,
+        edited: str = "",
     ) -> ApprovalRecord | None:
         with self._tx() as db:
             changed = db.execute(
-                f"UPDATE {self.table} SET state = ?, approver = ?, decided_at = ? "
+                f"UPDATE {self.table} SET state = ?, approver = ?, decided_at = ?, "
+                "args_edited = ? "
                 "WHERE approval_id = ? AND team_id = ? AND state = 'pending' AND expires_at > ?",
-                (state.value, approver, now, approval_id, self.team_id, now),
+                (state.value, approver, now, edited, approval_id, self.team_id, now),
             ).rowcount
             row = db.execute(
                 f"SELECT {_FIELDS} FROM {self.table} WHERE approval_id = ? AND team_id = ?",
@@ -177,7 +190,7 @@ class SqlApprovalStore:
 
 def _record(row: tuple[object, ...]) -> ApprovalRecord:
     (approval_id, call_id, tool_id, digest, principal, ptype, roles, args, reason, surface,
-     created_at, expires_at, state, approver, decided_at, exact) = row  # fmt: skip
+     created_at, expires_at, state, approver, decided_at, exact, edited) = row  # fmt: skip
     identity = Identity(str(principal), str(ptype), [r for r in str(roles).split(",") if r])
     request = ApprovalRequest(
         call_id=str(call_id),
@@ -198,4 +211,5 @@ def _record(row: tuple[object, ...]) -> ApprovalRecord:
         ApprovalState(str(state)),
         None if approver is None else str(approver),
         None if decided_at is None else float(decided_at),  # type: ignore[arg-type]
+        str(edited or ""),
     )

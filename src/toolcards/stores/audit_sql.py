@@ -24,7 +24,8 @@ CREATE TABLE IF NOT EXISTS audit (
     outcome TEXT NOT NULL,
     duration_ms REAL NOT NULL,
     error TEXT,
-    team_id TEXT NOT NULL DEFAULT ''
+    team_id TEXT NOT NULL DEFAULT '',
+    approved_args_digest TEXT
 )
 """
 INDEXES = """
@@ -32,13 +33,21 @@ CREATE INDEX IF NOT EXISTS audit_team_principal_ts ON audit(team_id, principal, 
 CREATE INDEX IF NOT EXISTS audit_team_tool_ts ON audit(team_id, tool, ts);
 CREATE INDEX IF NOT EXISTS audit_team_ts ON audit(team_id, ts)
 """
-MIGRATION = TeamColumn("audit", drop_indexes=("audit_principal_ts", "audit_tool_ts", "audit_ts"))
+MIGRATION = TeamColumn(
+    "audit",
+    drop_indexes=("audit_principal_ts", "audit_tool_ts", "audit_ts"),
+    added=(("approved_args_digest", "TEXT"),),
+)
+"""Tables written before gain the team and the digest of an approver's edited arguments (NULL
+in older rows: they ran as called)."""
 
 COLUMNS = (
     "ts, principal, principal_type, roles, surface, tool, call_id, args_digest, args, "
-    "decision, reason, outcome, duration_ms, error"
+    "decision, reason, outcome, duration_ms, error, approved_args_digest"
 )
-INSERT = f"INSERT INTO audit ({COLUMNS}, team_id) VALUES ({', '.join('?' * 15)})"
+WIDTH = COLUMNS.count(",") + 1
+"""Values in a row (a row kept by an older version may have fewer: the later ones are NULL)."""
+INSERT = f"INSERT INTO audit ({COLUMNS}, team_id) VALUES ({', '.join('?' * (WIDTH + 1))})"
 
 
 def select(where: str) -> str:

@@ -39,7 +39,13 @@ class MemoryApprovalStore:
             return self._records.get(approval_id)
 
     def decide(
-        self, approval_id: str, state: ApprovalState, approver: str, now: float
+        self,
+        approval_id: str,
+        state: ApprovalState,
+        approver: str,
+        now: float,
+        *,
+        edited: str = "",
     ) -> ApprovalRecord | None:
         with self._lock:
             record = self._records.get(approval_id)
@@ -49,7 +55,9 @@ class MemoryApprovalStore:
                 or record.request.expires_at <= now
             ):
                 return None
-            record = replace(record, state=state, approver=approver, decided_at=now)
+            record = replace(
+                record, state=state, approver=approver, decided_at=now, edited_json=edited
+            )
             self._records[approval_id] = record
             return record
 

@@ -10,8 +10,12 @@ hidden characters (controls, bidi, zero-width) written as escapes and named; any
 them redacted. Arguments too long for the list are shown only by ``show``, and granting them
 needs the digest ``show`` printed (``grant ID --digest ...``). ``grant ID`` / ``deny ID``
 decide that one request, once, as the local principal, which must hold the approver role and
-must not be the caller. Every decision, and every refused attempt, is audited with the
-deciding principal's identity. Exit codes: 0 decided, 2 usage or config error, 3 refused.
+must not be the caller. ``grant ID --args '{...}'`` grants it with edited arguments: they are
+what is approved and what runs (once, without asking again), checked as a fresh call's would be
+(the schema, then the policy on the edit: an edit the policy denies is refused). Every
+decision, and every refused attempt, is audited with the deciding principal's identity (an
+edited grant with the digests of both argument sets). Exit codes: 0 decided, 2 usage or config
+error, 3 refused.
 """
 
 from __future__ import annotations
@@ -45,6 +49,16 @@ DigestOpt = Annotated[
     typer.Option(
         help="The arguments digest `toolcards approvals show` printed: the grant applies only "
         "to the request with exactly those arguments (needed for arguments too long for list)."
+    ),
+]
+
+
+EditOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--args",
+        help="Grant with edited arguments (one JSON object, `-` reads stdin): they run instead "
+        "of the caller's, once, checked as a fresh call's would be.",
     ),
 ]
 
@@ -230,31 +244,55 @@ def _decide(
     grant: bool,
     why: str | None,
     digest: str | None = None,
+    edit: str | None = None,
 ) -> None:
     from toolcards.governance.approval_view import is_approver
     from toolcards.governance.approvals import ApprovalError
 
     state = state_of(ctx, config)
+    edited = _edit(edit)
     with _inbox(state) as (broker, me):
         try:
             if grant:
                 handle = _granted(broker, approval_id, digest)
-                request = broker.grant(handle, approver=me, surface="cli")
+                record = broker.grant_record(handle, approver=me, surface="cli", args=edited)
+                request, runs = record.request, record.edited_args
             else:
                 request = broker.deny(approval_id, approver=me, surface="cli", reason=why)
+                runs = None
         except ApprovalError as exc:
             fail(str(exc), ExitCode.DENIED)
         exact = is_approver(me, broker.approver_role)
     verb = "granted" if grant else "denied"
     data = {**_row(request, time.time(), exact), "decision": verb, "approver": me.id}
+    if runs is not None:
+        from toolcards.governance.redact import args_digest
+
+        data["edited_args"], data["approved_args_digest"] = runs, args_digest(runs)
     if state.json:
         emit_json(data)
         return
-    out().print(
+    line = (
         f"{verb}: {request.tool_id} for {request.principal} ({request.approval_id}); "
-        f"arguments sha256:{request.args_digest}",
-        markup=False,
+        f"arguments sha256:{request.args_digest}"
     )
+    if runs is not None:
+        from toolcards.governance.redact import canonical_json
+
+        line += f"; runs instead sha256:{data['approved_args_digest']} {canonical_json(runs)}"
+    out().print(line, markup=False, soft_wrap=True)
+
+
+def _edit(text: str | None) -> dict[str, Any] | None:
+    """``--args``: one JSON object (bounded), or a usage error in one line."""
+    if text is None:
+        return None
+    from toolcards.surfaces.cli.args import ArgsError, parse_json
+
+    try:
+        return parse_json(text)
+    except ArgsError as exc:
+        fail(f"--args: {exc}", ExitCode.USAGE)
 
 
 def _granted(broker: ApprovalBroker, approval_id: str, digest: str | None) -> Any:
@@ -280,10 +318,15 @@ def _granted(broker: ApprovalBroker, approval_id: str, digest: str | None) -> An
 
 @approvals_app.command("grant")
 def approvals_grant(
-    ctx: typer.Context, approval_id: IdArg, digest: DigestOpt = None, config: ConfigOpt = None
+    ctx: typer.Context,
+    approval_id: IdArg,
+    digest: DigestOpt = None,
+    edit: EditOpt = None,
+    config: ConfigOpt = None,
 ) -> None:
-    """Let the waiting call run, once, with exactly the arguments shown."""
-    _decide(ctx, config, approval_id, True, None, digest)
+    """Let the waiting call run, once, with exactly the arguments shown (or, with --args,
+    with those edited arguments instead)."""
+    _decide(ctx, config, approval_id, True, None, digest, edit)
 
 
 @approvals_app.command("deny")

@@ -38,13 +38,13 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 from toolcards.core.identity import Identity
-from toolcards.governance.approval_view import is_approver
-from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
+from toolcards.governance.approval_view import escape_hidden, is_approver
+from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor, canonical_json
 from toolcards.surfaces.auth import TokenTable
 from toolcards.surfaces.dashboard import views
 from toolcards.surfaces.dashboard.filters import FILTERS
 from toolcards.surfaces.dashboard.graphview import graph_view
-from toolcards.surfaces.dashboard.inbox import decide_shown
+from toolcards.surfaces.dashboard.inbox import BINDING, Decided, decide_shown, read_decision
 from toolcards.surfaces.dashboard.live import LiveHub
 from toolcards.surfaces.dashboard.security import (
     LOOPBACK_HOSTS,
@@ -342,23 +342,37 @@ class Dashboard:
         session = self._session(request)
         if session is None:
             return _text("sign in first", 401)
-        form = await _form(request)
+        wants_json = "application/json" in request.headers.get("accept", "")
+        form, edit, bad = await read_decision(request, MAX_FORM, _form)  # edit: a grant's args
         if not self._csrf_ok(request, session, form):
             return _text("missing or wrong CSRF token", 403)
         decision = request.path_params["decision"]
         if decision not in ("grant", "deny") or self.approvals is None:
             return _text("no such action", 404)
-        shown = tuple(form.get(k, "") for k in ("call_id", "tool", "args_digest", "principal"))
-        status, message = await anyio.to_thread.run_sync(
-            decide_shown,
-            self.approvals,
-            session.identity,
-            request.path_params["approval_id"],
-            shown,
-            decision == "grant",
+        shown = tuple(form.get(k, "") for k in BINDING)
+        decided = (
+            Decided(422, bad)
+            if bad is not None
+            else await anyio.to_thread.run_sync(
+                decide_shown,
+                self.approvals,
+                session.identity,
+                request.path_params["approval_id"],
+                shown,
+                decision == "grant",
+                edit,
+            )
         )
-        if "application/json" in request.headers.get("accept", ""):
-            return JSONResponse({"ok": status == 200, "message": message}, status_code=status)
+        status, message = decided.status, decided.message
+        if wants_json:
+            answer = {"ok": status == 200, "message": message}
+            if decided.runs is not None:
+                answer |= {"runs": decided.runs, "approved_args_digest": decided.runs_digest}
+            return JSONResponse(answer, status_code=status)
+        if status == 200 and decided.runs is not None:  # what will run, shown whole
+            pieces = escape_hidden(canonical_json(decided.runs))
+            context: dict[str, Any] = {"message": message, "digest": decided.runs_digest}
+            return self.render("granted_edit.html", pieces=pieces, **context, **self._who(session))
         if status == 200:
             return RedirectResponse("/#approvals", status_code=303)
         return self.render("error.html", status, message=message, **self._who(session))

@@ -1,18 +1,82 @@
 """Deciding a pending call from the dashboard: the decision names exactly what the page
 showed (the binding in the form), and goes through the broker, which checks the role,
-refuses self-approval and audits it."""
+refuses self-approval and audits it.
+
+A grant may carry the approver's edit of the arguments (``args``: a JSON object in a JSON
+body, or JSON text in a form field): those are what is approved and what runs, once, checked
+as a fresh call's would be. The answer names what will run (its canonical JSON and digest).
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import json
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from starlette.requests import Request
+
     from toolcards.core.identity import Identity
     from toolcards.governance.approvals import ApprovalBroker
 
-__all__ = ["decide_shown"]
+__all__ = ["BINDING", "Decided", "decide_shown", "read_decision"]
+
+BINDING = ("call_id", "tool", "args_digest", "principal")
+"""The form fields that name the request as the page showed it."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Decided:
+    """The answer to a decision: HTTP status, one line, and (an edited grant) what runs."""
+
+    status: int
+    message: str
+    runs: dict[str, Any] | None = None
+    runs_digest: str | None = None
+
+
+async def read_decision(
+    request: Request, limit: int, read_form: Callable[[Request], Awaitable[dict[str, str]]]
+) -> tuple[dict[str, str], Any, str | None]:
+    """A decision's fields, the edit it carries (None: none) and why its body cannot be read
+    (None: it can): a JSON object (``args`` an object) or a form (``args`` JSON text)."""
+    if request.headers.get("content-type", "").startswith("application/json"):
+        found = await json_fields(request, limit)
+        if found is None:
+            return {}, None, f"the body must be one JSON object of at most {limit} bytes"
+        return found[0], found[1], None
+    form = await read_form(request)
+    edit, bad = form_edit(form.get("args"))
+    return form, edit, bad
+
+
+async def json_fields(request: Request, limit: int) -> tuple[dict[str, str], Any] | None:
+    """A JSON decision body (at most ``limit`` bytes): its string fields, and ``args`` as
+    given (None when absent); None when it is not one JSON object within the limit."""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    fields = {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
+    return fields, data.get("args")
+
+
+def form_edit(text: str | None) -> tuple[Any, str | None]:
+    """A form's ``args`` field: (the edit, None), (None, None) when empty, or (None, why)."""
+    if text is None or not text.strip():
+        return None, None
+    try:
+        return json.loads(text), None
+    except ValueError as exc:
+        return None, f"the edited arguments are not valid JSON ({exc})"
 
 
 def decide_shown(
@@ -21,9 +85,12 @@ def decide_shown(
     approval_id: str,
     shown: tuple[str, ...],
     grant: bool,
-) -> tuple[int, str]:
-    """Grant or deny what the human saw (the binding in the form), through the broker."""
-    from toolcards.governance.approvals import ApprovalError
+    args: Any = None,
+) -> Decided:
+    """Grant (with ``args``: the approver's edit) or deny what the human saw (the binding in
+    the form), through the broker."""
+    from toolcards.governance.approvals import ApprovalError, EditRefusedError
+    from toolcards.governance.redact import args_digest
 
     request = broker.get(approval_id)
     handle: Any = approval_id
@@ -32,12 +99,21 @@ def decide_shown(
         handle = dataclasses.replace(
             request, call_id=call_id, tool_id=tool_id, args_digest=digest, principal=principal
         )
-    decide: Callable[..., Any] = broker.grant if grant else broker.deny
+    decide: Callable[..., Any] = broker.grant_record if grant else broker.deny
+    edit = {"args": args} if grant and args is not None else {}
     try:
-        decided = decide(handle, approver=identity, surface="dashboard")
+        answer = decide(handle, approver=identity, surface="dashboard", **edit)
+    except EditRefusedError as exc:
+        return Decided(422, str(exc))
     except ApprovalError as exc:
         own = request is not None and request.principal == identity.id
         forbidden = broker.approver_role not in identity.roles or own
-        return (403 if forbidden else 409), str(exc)
+        return Decided(403 if forbidden else 409, str(exc))
+    decided = answer.request if grant else answer
     verb = "granted" if grant else "denied"
-    return 200, f"{verb}: {decided.tool_id} for {decided.principal}"
+    message = f"{verb}: {decided.tool_id} for {decided.principal}"
+    runs = answer.edited_args if grant else None
+    if runs is None:
+        return Decided(200, message)
+    digest = args_digest(runs)
+    return Decided(200, f"{message}; runs the edited arguments sha256:{digest}", runs, digest)

@@ -1,0 +1,89 @@
+"""An approver's edit in a real pydantic-ai run: ``ToolApproved(override_args=...)`` runs the
+edited arguments once, checked as a fresh call's, audited with both digests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai import Agent
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved
+
+from support.scripted import SequenceScript as Script
+from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
+from toolcards.governance.redact import args_digest
+
+from .conftest import HERE, Recorder
+
+CAROL = Identity("carol", roles=["finance"])
+CALLED = {"amount": 2000, "currency": "EUR", "to": "acme"}
+
+
+def _deferred(recorder: Recorder, **kwargs: Any) -> tuple[Agent[None, Any], Any]:
+    """A run whose transfer waits for approval, and its agent (to resume it)."""
+    toolset = GovernedToolset(
+        recorder.toolset, policy=Policy.from_yaml(HERE / "edit_policy.yaml"), identity=CAROL,
+        **kwargs,
+    )  # fmt: skip
+    script = Script([("transfer_money", CALLED)])
+    agent = Agent(script.model, toolsets=[toolset], output_type=[str, DeferredToolRequests])
+    first = agent.run_sync("pay")
+    assert isinstance(first.output, DeferredToolRequests)
+    return agent, first
+
+
+def _resume(agent: Agent[None, Any], first: Any, edit: dict[str, Any]) -> Any:
+    call_id = first.output.approvals[0].tool_call_id
+    results = DeferredToolResults(approvals={call_id: ToolApproved(override_args=edit)})
+    return agent.run_sync(message_history=first.all_messages(), deferred_tool_results=results)
+
+
+def test_an_edit_runs_once_instead_of_the_call_without_asking_again(recorder: Recorder) -> None:
+    agent, first = _deferred(recorder)
+    resumed = _resume(agent, first, {**CALLED, "amount": 150})
+    assert resumed.output == "transfer_money: success: sent 150 EUR to acme"
+    assert recorder.calls == [("transfer_money", {"amount": 150.0, "to": "acme"})]
+
+
+def test_an_edit_is_spent_by_its_one_run(recorder: Recorder) -> None:
+    agent, first = _deferred(recorder)
+    _resume(agent, first, {**CALLED, "amount": 150})
+    again = _resume(agent, first, {**CALLED, "amount": 150})
+    assert isinstance(again.output, DeferredToolRequests)  # a new request, never a second run
+    assert recorder.count("transfer_money") == 1
+
+
+def test_the_audit_row_of_an_edited_run_has_both_digests(
+    recorder: Recorder, tmp_path: Path
+) -> None:
+    edit = {**CALLED, "amount": 150}
+    with AuditLog(tmp_path / "audit.db") as audit:
+        agent, first = _deferred(recorder, audit=audit)
+        _resume(agent, first, edit)
+        ran = [row for row in audit.query() if row.outcome == "ok"]
+    assert len(ran) == 1
+    assert ran[0].args_digest == args_digest(CALLED)
+    assert ran[0].approved_args_digest == args_digest(edit)
+    assert ran[0].args == edit
+
+
+def test_an_edit_the_policy_denies_is_denied(recorder: Recorder) -> None:
+    agent, first = _deferred(recorder)
+    resumed = _resume(agent, first, {**CALLED, "to": "mallory"})
+    assert resumed.output == (
+        "transfer_money: success: denied: transfer_money with the edited arguments is not "
+        "permitted for carol"
+    )
+    assert recorder.count("transfer_money") == 0
+
+
+def test_an_edit_failing_validation_is_refused_in_one_line(recorder: Recorder) -> None:
+    agent, first = _deferred(recorder)
+    resumed = _resume(agent, first, {"amount": "lots", "to": "acme"})
+    text = resumed.output
+    assert isinstance(text, str) and "\n" not in text
+    assert text.startswith(
+        "transfer_money: success: denied: edited arguments: invalid arguments for transfer_money"
+    )
+    assert "amount" in text and "currency" in text and "lots" not in text
+    assert recorder.count("transfer_money") == 0
