@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from support.pg_proxy import CommitCuttingProxy, commit_cutting_proxy
+from support.servers import RayCluster
 from toolcards import KnowledgeGraphTool, PlanningTool
 from toolcards.governance import Identity, Policy
 from toolcards.governance.capability import CapabilityRegistry
@@ -107,6 +108,22 @@ def test_a_graph_change_retried_after_a_lost_commit_answer_is_applied_once(
     assert retry.outcome is Outcome.OK, retry.message
     assert retry.value.startswith("entities: 1 created")  # the first attempt's own answer
     assert len(_rows(postgres_url, GRAPH, "e:")) == 1
+
+
+def test_a_ray_actor_retried_after_a_lost_commit_answer_returns_the_recorded_result(
+    postgres_url: str, proxy: CommitCuttingProxy, ray_cluster: RayCluster
+) -> None:
+    from toolcards.runtime import RayActorSystem
+
+    system = RayActorSystem(address=ray_cluster.address, namespace="commit-outcome")
+    with Team("t", store=proxy.url, system=system) as team:
+        executor = _executor(team)
+        proxy.arm("answer lost")
+        first = _call(executor, "update_planning", _create("answer lost"), "c-1")
+        retry = _call(executor, "update_planning", _create("answer lost"), "c-1")
+    assert "outcome unknown" in first.message
+    assert retry.value == "created ids: [1]", retry.message
+    assert len(_rows(postgres_url, PLAN, "task:")) == 1
 
 
 def test_retries_under_new_call_ids_after_lost_commit_answers_duplicate(
