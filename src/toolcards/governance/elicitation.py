@@ -4,21 +4,21 @@ A question is a pending approval request (``tool_id`` such as ``mcp.crm.elicit``
 ``server``, ``message`` and ``requested_schema``), listed and decided where every approval
 is (``toolcards approvals list|grant|deny``, the dashboard's inbox). The human's answer:
 
-- :func:`answer_elicitation` with ``content``: *accept* with that content (checked against
-  the requested schema first);
+- a grant whose edited arguments are ``{"content": {...}}`` (:func:`answer_elicitation`,
+  ``toolcards approvals grant ID --args '{"content": ...}'``, the dashboard's grant with
+  edited arguments): *accept* with that content, which must fit the requested schema;
 - a plain grant: *accept* with no content;
 - a deny: *decline*;
 - nobody in time, or the request withdrawn: *cancel*.
 
 Who may answer is who may approve: a principal holding the approver role, never the caller
-(the broker refuses and audits anything else). The content travels through the approval
-store beside the question (a decided record only its answerer's grant makes valid), so the
-answer may come from another process sharing the store.
+(the broker refuses and audits anything else). The answer travels in the approval store as
+the grant's edit, so it may come from another process sharing the store.
 """
 
 from __future__ import annotations
 
-import hashlib
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -30,7 +30,7 @@ from toolcards.governance.redact import canonical_json
 
 __all__ = ["ElicitationReply", "answer_elicitation", "ask_inbox", "check_content"]
 
-_ANSWER = ".answer."
+log = logging.getLogger(__name__)
 _MAX_CONTENT_CHARS = 20_000
 _TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -74,11 +74,6 @@ def check_content(content: Mapping[str, Any], schema: Mapping[str, Any]) -> dict
     return plain
 
 
-def _answer_id(question: ApprovalRequest, approver: str) -> str:
-    tag = hashlib.sha256(approver.encode()).hexdigest()[:16]
-    return question.approval_id + _ANSWER + tag
-
-
 async def ask_inbox(
     broker: ApprovalBroker,
     *,
@@ -102,37 +97,33 @@ async def ask_inbox(
         surface=surface,
     )
     try:
-        state = await broker.wait(question, timeout)
+        await broker.wait(question, timeout)
     except BaseException:
         broker.withdraw(question)
         raise
-    decided = broker.store.get(question.approval_id)
-    state, _ = broker.settle(
+    record = broker.settle_record(
         question.call_id,
         tool_id=question.tool_id,
         args_digest=question.args_digest,
         principal=question.principal,
     )
+    state = record.state if record is not None else ApprovalState.EXPIRED
     if state is ApprovalState.PENDING:  # nobody in time
         broker.withdraw(question)
         return ElicitationReply("cancel")
     if state is ApprovalState.DENIED:
         return ElicitationReply("decline")
-    if state is not ApprovalState.GRANTED or decided is None or decided.approver is None:
+    if state is not ApprovalState.GRANTED or record is None:
         return ElicitationReply("cancel")
-    return ElicitationReply("accept", _take_answer(broker, question, decided.approver))
-
-
-def _take_answer(broker: ApprovalBroker, question: ApprovalRequest, approver: str) -> Any:
-    """The content the granting approver gave (None: a plain grant), spent."""
-    answer_id = _answer_id(question, approver)
-    record = broker.store.get(answer_id)
-    broker.store.remove(answer_id)
-    if record is None or record.state is not ApprovalState.GRANTED or record.approver != approver:
-        return None
-    args = record.request.exact_args or {}
-    content = args.get("content")
-    return content if isinstance(content, dict) else None
+    edited = record.edited_args or {}
+    content = edited.get("content")
+    if content is None:
+        return ElicitationReply("accept")
+    try:
+        return ElicitationReply("accept", check_content(content, schema))
+    except ValueError as exc:  # an edit made where nothing checked it against the form
+        log.warning("the answer to %s does not fit its question (%s)", tool_id, exc)
+        return ElicitationReply("cancel")
 
 
 def answer_elicitation(
@@ -154,27 +145,4 @@ def answer_elicitation(
     if content is None:
         return broker.grant(question, approver=approver, surface=surface)
     plain = check_content(content, asked["requested_schema"])
-    exact = canonical_json({"content": plain})
-    now = question.created_at
-    answer = ApprovalRequest(
-        call_id=question.call_id + _ANSWER.rstrip("."),
-        tool_id=question.tool_id,
-        args_digest=hashlib.sha256(exact.encode()).hexdigest(),
-        principal=approver.id,
-        args={"content": plain},
-        reason=f"the answer to approval {question.approval_id}",
-        expires_at=question.expires_at,
-        surface=surface,
-        approval_id=_answer_id(question, approver.id),
-        created_at=now,
-        args_json=exact,
-    )
-    store = broker.store
-    store.remove(answer.approval_id)
-    store.add(answer, now)
-    store.decide(answer.approval_id, ApprovalState.GRANTED, approver.id, now)
-    try:
-        return broker.grant(question, approver=approver, surface=surface)
-    except BaseException:
-        store.remove(answer.approval_id)
-        raise
+    return broker.grant(question, approver=approver, surface=surface, args={"content": plain})
