@@ -293,3 +293,26 @@ def test_a_request_during_two_calls_of_the_handshake_era_is_refused(
     answers, _ = one_run(card, [("where", {}), ("where", {})], audit)
     assert "file://" not in str(answers)
     assert audit.query(tool="mcp.asker.roots") == []
+
+
+def test_a_granted_answer_that_does_not_fit_the_form_cancels_the_question(
+    tmp_path: Path, audit: AuditLog
+) -> None:
+    card = asking_card(tmp_path, elicitation="inbox")
+    agent, governed = governed_agent(card, Run([("book", {})]), audit)
+    broker = governed.executor.approvals
+
+    async def grant_a_bad_answer() -> None:  # as the CLI or the dashboard would, unchecked
+        while not broker.pending():
+            await asyncio.sleep(0.01)
+        edit = {"content": {"city": "Oslo", "nights": "many"}}
+        broker.grant(broker.pending()[0], approver=APPROVER, args=edit)
+
+    async def main() -> list[Any]:
+        human = asyncio.create_task(grant_a_bad_answer())
+        results = await run_once(agent)
+        await human
+        return results
+
+    (answer,) = asyncio.run(main())
+    assert answer == {"action": "cancel", "content": None}
