@@ -30,6 +30,7 @@ from toolcards.core.spec import ToolAnnotations
 from toolcards.governance.approvals import Approver
 from toolcards.governance.audit import AuditLog
 from toolcards.governance.capability import CapabilityRegistry, ToolCapability
+from toolcards.governance.edits import split_override
 from toolcards.governance.executor import ExecutionResult, Executor
 from toolcards.governance.layers import (
     APPROVAL_NOTE,
@@ -351,6 +352,9 @@ class GovernedToolset(WrapperToolset[Any]):
         key = durable_call_key(ctx.run_id, ctx.tool_call_id) if results is not None else None
         if results is not None and key is not None:  # once per key; a replay gets the record
             run = functools.partial(run_once, results, key, self.executor)
+        edited = None  # ToolApproved(override_args=...): the call as made, and the edit to run
+        if ctx.tool_call_approved:
+            tool_args, edited = split_override(ctx.messages, ctx.tool_call_id, tool_args)
         result = await run(
             entry.governed_capability(),
             tool_args,
@@ -360,6 +364,7 @@ class GovernedToolset(WrapperToolset[Any]):
             approved=ctx.tool_call_approved,
             approver=self.approver,
             invoke=invoke,
+            edited=edited,
             call_key=durable_call_key(ctx.run_id, ctx.tool_call_id),  # one call of one run
         )
         if result.outcome is Outcome.NEEDS_APPROVAL and not self.defer_approvals:

@@ -391,9 +391,16 @@ class ApprovalStore(Protocol):
         ...
 
     def decide(
-        self, approval_id: str, state: ApprovalState, approver: str, now: float
+        self,
+        approval_id: str,
+        state: ApprovalState,
+        approver: str,
+        now: float,
+        *,
+        edited: str = "",
     ) -> ApprovalRecord | None:
-        """Move a pending, unexpired record to ``state``; None when it is not pending."""
+        """Move a pending, unexpired record to ``state``; None when it is not pending.
+        ``edited`` (canonical JSON) is the approver's edit of its arguments, kept with it."""
         ...
 
     def take(self, binding: Binding, *, approved: bool, now: float) -> ApprovalRecord | None:
