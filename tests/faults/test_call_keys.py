@@ -64,6 +64,17 @@ def test_another_call_id_is_another_call(tmp_path: Path) -> None:
         assert _tasks(team) == ["twice", "twice"]
 
 
+def test_a_call_id_another_principal_used_is_another_call(tmp_path: Path) -> None:
+    with Team("t", store=tmp_path / "t.db") as team:
+        executor = _executor(team)
+        _call(executor, "update_planning", _create("mine"), "c-1")
+        bob = asyncio.run(
+            executor.call("update_planning", _create("mine"), Identity("bob"), call_id="c-1")
+        )
+        assert bob.value == "created ids: [2]"  # not alice's recorded answer
+        assert _tasks(team) == ["mine", "mine"]
+
+
 def test_the_same_call_id_with_other_arguments_runs_the_new_call(tmp_path: Path) -> None:
     with Team("t", store=tmp_path / "t.db") as team:
         executor = _executor(team)
