@@ -38,9 +38,10 @@ from typing import Any, NamedTuple
 from toolcards.core.actors import calling_call_key
 from toolcards.core.errors import RetriableError, ToolNotConfigured, TransientError
 from toolcards.core.identity import ANONYMOUS, Identity, calling_principal
-from toolcards.governance import _shutdown, telemetry
+from toolcards.governance import _shutdown, edits, telemetry
 from toolcards.governance.approvals import (
     ApprovalBroker,
+    ApprovalRecord,
     ApprovalRequest,
     ApprovalState,
     ApprovalTimedOut,
@@ -60,7 +61,7 @@ from toolcards.governance.endings import (
 from toolcards.governance.governing import GoverningCall, governing_call
 from toolcards.governance.outcomes import Outcome
 from toolcards.governance.policy import Decision, Each, Policy
-from toolcards.governance.redact import args_digest
+from toolcards.governance.redact import args_digest, canonical_json
 from toolcards.governance.telemetry import Telemetry
 from toolcards.stores.base import RateLimits
 from toolcards.stores.memory import RateLimiter
@@ -115,6 +116,11 @@ class Call(NamedTuple):
     """Its entry in the executor's in-flight book (None: a call that cannot be left running)."""
     writes_key: str | None = None
     """The idempotency key of the tool's writes (None: the call id)."""
+    edit: Mapping[str, Any] | None = None
+    """An approver's edit of its arguments, to check and run once its approval is granted."""
+    called_digest: str | None = None
+    """Set once an edit applies (``args`` are then the edit): the digest of the arguments as
+    called, which every row of the call keeps."""
 
 
 def unknown_tool_message(tool_id: str, visible: Iterable[str]) -> str:
@@ -154,6 +160,8 @@ class Executor:
         self.telemetry = telemetry or _default_telemetry()
         self._audit: AuditLog | None = None
         self.audit = audit
+        if self.approvals.edit_check is None:  # an edited grant is checked where it is made
+            self.approvals.edit_check = functools.partial(edits.check_granted, self)
         self._running = InFlight()
         _shutdown.register_calls(self)
 
@@ -260,6 +268,7 @@ class Executor:
         validated: bool = False,
         hide_denied: bool = False,
         call_key: str | None = None,
+        edited: Mapping[str, Any] | None = None,
     ) -> ExecutionResult:
         """The pipeline for one capability. ``invoke`` replaces ``cap.invoke`` (a surface that
         calls the tool itself); ``validated=True`` skips validation (already done);
@@ -268,7 +277,11 @@ class Executor:
         ``call_key`` (default: ``call_id``) is the idempotency key of the tool's writes: a
         tool actor's mutation commits it with its rows, and the same call run again under
         the same key (a retry after "outcome unknown") is answered from that record instead
-        of writing twice (:mod:`toolcards.stores.applied_calls`)."""
+        of writing twice (:mod:`toolcards.stores.applied_calls`).
+
+        ``edited`` (with ``approved=True``) are the arguments the surface's human approved in
+        place of ``args`` (pydantic-ai's ``ToolApproved(override_args=...)``): checked as a
+        fresh call's, they run once (:mod:`.edits`)."""
         malformed = False
         if args is None:
             args = {}
@@ -288,6 +301,7 @@ class Executor:
             instruments=self.telemetry.active(),
             key=self._running.new_key(),
             writes_key=call_key,
+            edit=edited if approved else None,
         )
         options = (approver, approved, invoke, validated, hide_denied)
         if call.instruments is None:
@@ -365,6 +379,14 @@ class Executor:
             if isinstance(gate, ExecutionResult):
                 return gate
             call = gate
+        if call.edit is not None:  # what the approver granted is what runs, checked afresh
+            edit = edits.apply(self.policy, call.edit, call.identity, cap)
+            call = call._replace(edit=None, called_digest=args_digest(call.args))
+            if isinstance(edit, edits.Refusal):
+                return self._finish(
+                    call._replace(args=edit.args), edit.outcome, decision, edit.message
+                )
+            call, decision, parsed = call._replace(args=edit.args), edit.decision, edit.parsed
         if parsed is None:  # hidden a moment ago, allowed now (the policy reloaded)
             try:
                 parsed = parse_arguments(cap, args)
@@ -413,15 +435,15 @@ class Executor:
         who, tool_id = call.identity, call.tool_id
         digest = args_digest(call.args)
         settle = functools.partial(
-            broker.settle, tool_id=tool_id, args_digest=digest, principal=who.id
+            broker.settle_record, tool_id=tool_id, args_digest=digest, principal=who.id
         )
         pending: ApprovalRequest | None = None
         if call.call_id is not None:
-            state, pending = settle(call.call_id, approved=approved)
-            if state is ApprovalState.GRANTED:
-                telemetry.event(call.span, "toolcards.approved", approval_id=_id(pending))
-                return call
-            if state is ApprovalState.DENIED:
+            record = settle(call.call_id, approved=approved)
+            pending = record.request if record is not None else None
+            if record is not None and record.state is ApprovalState.GRANTED:
+                return self._granted(call, decision, record)
+            if record is not None and record.state is ApprovalState.DENIED:
                 return self._refused(call, decision, pending)
         if pending is None:
             reason = (
@@ -461,13 +483,25 @@ class Executor:
             self._ended_by(call, decision, exc)
             raise
         if ok is True:
-            state, _ = settle(pending.call_id, approved=True)
-            if state is ApprovalState.GRANTED:
-                telemetry.event(call.span, "toolcards.approved", approval_id=pending.approval_id)
+            record = settle(pending.call_id, approved=True)
+            if record is not None and record.state is ApprovalState.GRANTED:
                 # a human's time is not the tool's
-                return call._replace(start=call.start + time.perf_counter() - asked)
+                moved = call._replace(start=call.start + time.perf_counter() - asked)
+                return self._granted(moved, decision, record)
         broker.withdraw(pending)
         return self._refused(call, decision, pending)
+
+    def _granted(
+        self, call: Call, decision: Decision, record: ApprovalRecord
+    ) -> Call | ExecutionResult:
+        """The granted call, carrying the approver's edit of its arguments when there is one
+        (an edit recorded by the grant, or the surface's own: two different ones are refused)."""
+        telemetry.event(call.span, "toolcards.approved", approval_id=record.request.approval_id)
+        if not record.edited_json:
+            return call
+        if call.edit is not None and canonical_json(call.edit) != record.edited_json:
+            return self._refused(call, decision, record.request)
+        return call._replace(edit=record.edited_args)
 
     def _refused(
         self, call: Call, decision: Decision, request: ApprovalRequest | None
@@ -619,6 +653,8 @@ class Executor:
                 error=error,
                 sensitive=_sensitive(call),
                 redactor=self.policy.redaction,
+                args_digest=call.called_digest,  # an edit ran: the digest as called stays
+                approved_args_digest=None if call.called_digest is None else args_digest(call.args),
             )
         )
 
