@@ -55,6 +55,8 @@ class AuditRecord(NamedTuple):
     args_digest: str | None = None
     redactor: Redactor | None = None
     approved_args_digest: str | None = None
+    hook: str | None = None
+    """The guardrail that refused the call, or those that changed it (comma-separated)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +81,9 @@ class AuditEntry:
     approved_args_digest: str | None = None
     """Set when an approver edited the arguments: the digest of those that ran (``args``);
     ``args_digest`` is then the digest of the arguments as called."""
+    hook: str | None = None
+    """The guardrail hook that refused the call (outcome ``refused``), or the hooks that
+    changed its arguments or its result (comma-separated; see :mod:`.guardrails`)."""
 
 
 def _row(rec: AuditRecord) -> tuple[Any, ...]:
@@ -103,6 +108,7 @@ def _row(rec: AuditRecord) -> tuple[Any, ...]:
         rec.duration * 1000.0,
         redactor.text(rec.error) if rec.error else None,
         rec.approved_args_digest,
+        redactor.text(rec.hook) if rec.hook else None,
     )
 
 
@@ -322,7 +328,7 @@ def _ts(value: float | datetime) -> float:
 
 def _entry(row: Iterable[Any]) -> AuditEntry:
     (rid, ts, principal, ptype, roles, surface, tool, call_id, digest, args, decision, reason,
-     outcome, duration, error, approved) = row  # fmt: skip
+     outcome, duration, error, approved, hook) = row  # fmt: skip
     return AuditEntry(
         id=rid,
         ts=ts,
@@ -340,6 +346,7 @@ def _entry(row: Iterable[Any]) -> AuditEntry:
         duration_ms=duration,
         error=error,
         approved_args_digest=approved,
+        hook=hook,
     )
 
 

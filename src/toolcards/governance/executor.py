@@ -38,7 +38,7 @@ from typing import Any, NamedTuple
 from toolcards.core.actors import calling_call_key
 from toolcards.core.errors import RetriableError, ToolNotConfigured, TransientError
 from toolcards.core.identity import ANONYMOUS, Identity, calling_principal
-from toolcards.governance import _shutdown, edits, telemetry
+from toolcards.governance import _shutdown, edits, guardrails, telemetry
 from toolcards.governance.approvals import (
     ApprovalBroker,
     ApprovalRecord,
@@ -116,6 +116,8 @@ class Call(NamedTuple):
     """Its entry in the executor's in-flight book (None: a call that cannot be left running)."""
     writes_key: str | None = None
     """The idempotency key of the tool's writes (None: the call id)."""
+    hook: str | None = None
+    """The guardrail that refused it, or those that changed it (comma-separated)."""
     edit: Mapping[str, Any] | None = None
     """An approver's edit of its arguments, to check and run once its approval is granted."""
     called_digest: str | None = None
@@ -151,8 +153,11 @@ class Executor:
         rate_limiter: RateLimits | None = None,
         timeout: float | None = 60.0,
         telemetry: Telemetry | None = None,
+        hooks: Iterable[guardrails.ToolHook] = (),
     ) -> None:
         self.registry = registry
+        self.hooks = guardrails.Hooks(hooks)
+        """The guardrails every call passes after the policy (see :mod:`.guardrails`)."""
         self.policy = policy
         self.approvals = approvals or ApprovalBroker()
         self.rate_limiter: RateLimits = rate_limiter or RateLimiter()
@@ -396,6 +401,8 @@ class Executor:
         if run is None:
             raise TypeError(f"capability {tool_id!r} has no invoke and none was given")
         # the audit keeps the arguments as received, so every row of one call has one digest
+        if self.hooks:
+            return await self._hooked(call, decision, parsed, run)
         return await self._execute(call, decision, parsed, run)
 
     def _named(self, call: Call, hide_denied: bool) -> tuple[Call, Each] | ExecutionResult:
@@ -510,12 +517,51 @@ class Executor:
         msg = f"denied: approval for {call.tool_id} was refused"
         return self._finish(call, Outcome.DENIED, decision, msg)
 
-    async def _execute(
+    async def _hooked(
         self, call: Call, decision: Decision, parsed: dict[str, Any], invoke: Invoke
     ) -> ExecutionResult:
+        """The input hooks, then the tool and the output hooks, within the call's deadline."""
+        cap = call.cap
+        assert cap is not None and call.call_id is not None
+        before, after = self.hooks.for_tool(cap.id)
+        timeout = cap.timeout if cap.timeout is not None else self.timeout
+        ctx = guardrails.context(
+            cap.id, call.identity, call.args, call.call_id, call.surface, decision, timeout,
+            self.policy.redaction,
+        )  # fmt: skip
+        changed: tuple[str, ...] = ()
+        if before:
+            asked = decision.effect == "approve" or cap.annotations.requires_approval
+            recheck = guardrails.rechecker(self.policy, cap, call.identity, decision, asked)
+            self._note(call, decision)
+            checked = await guardrails.check_input(before, ctx, recheck)
+            if isinstance(checked, guardrails.Refusal):
+                return self._hook_refused(call, decision, checked)
+            parsed = checked.value[1] if checked.value[1] is not None else parsed
+            changed = checked.changed
+        return await self._execute(call, decision, parsed, invoke, (ctx, after, changed))
+
+    def _hook_refused(
+        self, call: Call, decision: Decision, refusal: guardrails.Refusal
+    ) -> ExecutionResult:
+        telemetry.event(call.span, "toolcards.refused", hook=refusal.hook)
+        call = call._replace(hook=refusal.hook)
+        return self._finish(call, Outcome.REFUSED, decision, refusal.message, refusal.error)
+
+    async def _execute(
+        self,
+        call: Call,
+        decision: Decision,
+        parsed: dict[str, Any],
+        invoke: Invoke,
+        hooked: tuple[guardrails.HookContext, Any, tuple[str, ...]] | None = None,
+    ) -> ExecutionResult:
+        """Run the tool; ``hooked``: the call's hook context, output hooks and the names of
+        the hooks that changed it so far."""
         cap = call.cap
         assert cap is not None
-        timeout = cap.timeout if cap.timeout is not None else self.timeout
+        limit = cap.timeout if cap.timeout is not None else self.timeout
+        timeout = limit if hooked is None else hooked[0].remaining()  # what the hooks left
         self._note(call, decision)
         principal = calling_principal.set(call.identity)  # who writes, for the tool to record
         governing = governing_call.set(
@@ -538,7 +584,7 @@ class Executor:
                 self._end(call, decision, "deferred", None)
                 raise
             if isinstance(exc, TimeoutError):
-                why = f"timed out after {timeout:g} s"
+                why = f"timed out after {limit:g} s"
                 msg = f"error: {cap.id} {why}"
                 return self._finish(call, Outcome.ERROR, decision, msg, why, audited=TIMEOUT)
             if isinstance(exc, ToolNotConfigured):  # its message names what to set
@@ -553,6 +599,15 @@ class Executor:
             calling_call_key.reset(writes)
             calling_principal.reset(principal)
             governing_call.reset(governing)
+        if hooked is not None:
+            ctx, after, changed = hooked
+            if after:
+                checked = await guardrails.check_output(after, ctx, value)
+                if isinstance(checked, guardrails.Refusal):
+                    return self._hook_refused(call, decision, checked)
+                value, changed = checked.value, changed + checked.changed
+            if changed:
+                call = call._replace(hook=",".join(changed))
         return self._finish(call, Outcome.OK, decision, "", value=value)
 
     # -- results, audit and telemetry --------------------------------------------------------
@@ -653,6 +708,7 @@ class Executor:
                 error=error,
                 sensitive=_sensitive(call),
                 redactor=self.policy.redaction,
+                hook=call.hook,
                 args_digest=call.called_digest,  # an edit ran: the digest as called stays
                 approved_args_digest=None if call.called_digest is None else args_digest(call.args),
             )

@@ -32,6 +32,7 @@ from toolcards.governance.audit import AuditLog
 from toolcards.governance.capability import CapabilityRegistry, ToolCapability
 from toolcards.governance.edits import split_override
 from toolcards.governance.executor import ExecutionResult, Executor
+from toolcards.governance.guardrails import ToolHook
 from toolcards.governance.layers import (
     APPROVAL_NOTE,
     DESTRUCTIVE_WARNING,
@@ -140,10 +141,11 @@ class GovernedToolset(WrapperToolset[Any]):
     refused with a readable result: no approver, no run.
 
     The executor: without ``executor``, the toolset builds its own from ``policy``, ``audit``,
-    ``timeout`` (seconds per tool run, 60 by default) and ``telemetry`` (where spans and
-    metrics go, see :mod:`.telemetry`). With ``executor`` it shares that one (its policy, rate
-    limits, pending approvals, audit, timeout and telemetry) with other surfaces and never
-    changes it: ``audit``, ``timeout`` and ``telemetry`` belong to it and are then a
+    ``timeout`` (seconds per tool run, 60 by default), ``telemetry`` (where spans and
+    metrics go, see :mod:`.telemetry`) and ``hooks`` (guardrails, see :mod:`.guardrails`). With
+    ``executor`` it shares that one (its policy, rate limits, pending approvals, audit,
+    timeout, telemetry and hooks) with other surfaces and never changes it: ``audit``,
+    ``timeout``, ``telemetry`` and ``hooks`` belong to it and are then a
     ``TypeError``, as is a ``policy`` other than ``executor.policy`` (``policy`` may be left
     out).
 
@@ -178,11 +180,12 @@ class GovernedToolset(WrapperToolset[Any]):
         toolset_id: str | None = None,
         telemetry: Telemetry | None = None,
         call_results: CallResults | None = None,
+        hooks: Sequence[ToolHook] = (),
     ) -> None:
         selected = SelectedToolset(inner, include=include, exclude=tuple(exclude or ()))
         self.wrapped = ApprovalMarkedToolset(DescribedToolset(SafeNamedToolset(selected)))
         self.inner = inner  # the toolset governed; calls go to it, under no listing layer
-        self.executor = _executor(executor, policy, audit, timeout, telemetry)
+        self.executor = _executor(executor, policy, audit, timeout, telemetry, hooks)
         self.policy = self.executor.policy
         self.identity = identity
         self.identity_resolver = identity_resolver
@@ -378,6 +381,7 @@ def _executor(
     audit: AuditLog | None,
     timeout: float | _Unset | None,
     telemetry: Telemetry | None,
+    hooks: Sequence[ToolHook] = (),
 ) -> Executor:
     """The executor a toolset calls: ``executor`` as given (never changed), else a new one."""
     if executor is None:
@@ -389,8 +393,9 @@ def _executor(
             audit=audit,
             timeout=60.0 if timeout is _UNSET else timeout,
             telemetry=telemetry,
+            hooks=hooks,
         )
-    given = {"audit": audit, "telemetry": telemetry}
+    given = {"audit": audit, "telemetry": telemetry, "hooks": hooks or None}
     conflicts = [name for name, value in given.items() if value is not None]
     if timeout is not _UNSET:
         conflicts.append("timeout")

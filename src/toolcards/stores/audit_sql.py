@@ -25,7 +25,8 @@ CREATE TABLE IF NOT EXISTS audit (
     duration_ms REAL NOT NULL,
     error TEXT,
     team_id TEXT NOT NULL DEFAULT '',
-    approved_args_digest TEXT
+    approved_args_digest TEXT,
+    hook TEXT
 )
 """
 INDEXES = """
@@ -36,14 +37,14 @@ CREATE INDEX IF NOT EXISTS audit_team_ts ON audit(team_id, ts)
 MIGRATION = TeamColumn(
     "audit",
     drop_indexes=("audit_principal_ts", "audit_tool_ts", "audit_ts"),
-    added=(("approved_args_digest", "TEXT"),),
+    added=(("approved_args_digest", "TEXT"), ("hook", "TEXT")),
 )
-"""Tables written before gain the team and the digest of an approver's edited arguments (NULL
-in older rows: they ran as called)."""
+"""Tables written before gain the team, the digest of an approver's edited arguments (NULL
+in older rows: they ran as called) and the guardrail hook that refused or changed a call."""
 
 COLUMNS = (
     "ts, principal, principal_type, roles, surface, tool, call_id, args_digest, args, "
-    "decision, reason, outcome, duration_ms, error, approved_args_digest"
+    "decision, reason, outcome, duration_ms, error, approved_args_digest, hook"
 )
 WIDTH = COLUMNS.count(",") + 1
 """Values in a row (a row kept by an older version may have fewer: the later ones are NULL)."""

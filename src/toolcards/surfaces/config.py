@@ -10,6 +10,7 @@ cards:
 tools: ["myapp.tools:TOOLS"]   # optional: plain tool callables (module:attribute)
 resources: []                  # optional: extra MCP resources (module:attribute)
 prompts: []                    # optional: extra MCP prompt functions (module:attribute)
+hooks: ["myapp.guards:HOOKS"]  # optional: guardrail ToolHooks, in order (module:attribute)
 policy: policy.yaml            # relative to this file
 workspaces: workspaces         # WorkspaceTool/ExecTool files: <this>/<workspace id>; relative
                                # to this file (default: $TOOLCARDS_WORKSPACES_ROOT, else
@@ -171,6 +172,7 @@ class SurfaceConfig(BaseModel):
     tools: list[str] = Field(default_factory=list)
     resources: list[str] = Field(default_factory=list)
     prompts: list[str] = Field(default_factory=list)
+    hooks: list[str] = Field(default_factory=list)
     policy: str
     workspaces: str | None = None
     audit: str | None = "audit.db"

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from toolcards.governance.audit import AuditLog
     from toolcards.governance.capability import CapabilityRegistry
     from toolcards.governance.executor import Executor
+    from toolcards.governance.guardrails import ToolHook
     from toolcards.governance.policy import Policy
     from toolcards.runtime.system import ActorSystem
     from toolcards.runtime.team import Team
@@ -163,6 +164,7 @@ class SurfaceRuntime:
             for spec in config.prompts
             for fn in _imported(spec, config.source, "prompts")
         ]
+        hooks = [hook for spec in config.hooks for hook in _import_hooks(spec, config.source)]
         owned: list[Callable[[], Any]] = []
         team = None
         card_toolsets: list[AbstractToolset[Any]] = []
@@ -187,6 +189,7 @@ class SurfaceRuntime:
                 config.timeout,
                 approvals=shared.approvals,
                 rate_limiter=shared.rate_limiter,
+                hooks=hooks,
             )
         except BaseException:
             for closer in reversed(owned):
@@ -287,6 +290,7 @@ def _executor(
     *,
     approvals: ApprovalBroker | None = None,
     rate_limiter: RateLimits | None = None,
+    hooks: Sequence[ToolHook] = (),
 ) -> Executor:
     from toolcards.governance.executor import Executor
 
@@ -297,6 +301,7 @@ def _executor(
         approvals=approvals,
         rate_limiter=rate_limiter,
         timeout=timeout,
+        hooks=hooks,
     )
 
 
@@ -368,4 +373,14 @@ def _import_tools(spec: str, source: str) -> Iterable[Callable[..., Any]]:
     for item in items:
         if not callable(item):
             raise ConfigError(f"{source}: tools: {spec!r} holds {item!r:.60}, not a callable")
+    return items
+
+
+def _import_hooks(spec: str, source: str) -> list[ToolHook]:
+    from toolcards.governance.guardrails import ToolHook
+
+    items: list[ToolHook] = _imported(spec, source, "hooks")
+    for item in items:
+        if not isinstance(item, ToolHook):
+            raise ConfigError(f"{source}: hooks: {spec!r} holds {item!r:.60}, not a ToolHook")
     return items
