@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import logging
 import time
 import uuid
@@ -334,7 +333,9 @@ class ApprovalBroker:
         edited, refused_edit = "", False
         if why is None and args is not None:
             assert request is not None
-            edited, why = self._edit(request, args)
+            from toolcards.governance.edits import granted_json
+
+            edited, why = granted_json(request, args, self.edit_check)
             refused_edit = why is not None
         if why is None:
             assert request is not None
@@ -359,19 +360,6 @@ class ApprovalBroker:
         self._audit(request, approver, surface, effect, outcome, note, handle, digest)
         assert decided is not None
         return decided
-
-    def _edit(self, request: ApprovalRequest, args: Mapping[str, Any]) -> tuple[str, str | None]:
-        """The canonical JSON an edited grant records ("" when it equals the request's own
-        arguments), or why the edit is refused."""
-        from toolcards.governance.edits import EditRefused, edited_json
-
-        try:
-            text = edited_json(args)
-            if self.edit_check is not None:
-                text = self.edit_check(request, json.loads(text))
-        except EditRefused as exc:
-            return "", str(exc)
-        return ("" if text == request.args_json else text), None
 
     def _refusal(
         self,

@@ -12,7 +12,7 @@ in one line. Nothing here asks anyone again: the grant already names exactly the
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -34,6 +34,7 @@ __all__ = [
     "check_edit",
     "check_granted",
     "edited_json",
+    "granted_json",
     "split_override",
 ]
 
@@ -140,6 +141,23 @@ def check_granted(executor: Governing, request: ApprovalRequest, edited: dict[st
         return edited_json(edited)
     who = request.identity or Identity(request.principal)
     return check_edit(executor.policy, cap, who, edited).json
+
+
+def granted_json(
+    request: ApprovalRequest,
+    args: Mapping[str, Any],
+    check: Callable[[ApprovalRequest, dict[str, Any]], str] | None,
+) -> tuple[str, str | None]:
+    """The canonical JSON an edited grant of ``request`` records ("" when it equals the
+    request's own arguments) after ``check`` (a broker's :data:`EditCheck`), or why the edit
+    is refused."""
+    try:
+        text = edited_json(args)
+        if check is not None:
+            text = check(request, json.loads(text))
+    except EditRefused as exc:
+        return "", str(exc)
+    return ("" if text == request.args_json else text), None
 
 
 def split_override(

@@ -234,6 +234,7 @@ def approvals_show(ctx: typer.Context, approval_id: IdArg, config: ConfigOpt = N
             f"grant it (once, exactly these arguments): toolcards approvals grant "
             f"{request.approval_id} --digest {request.args_digest}"
         )
+        lines.append("or with edited arguments, which then run instead: add --args '{...}'")
     sys.stdout.write("\n".join(lines) + "\n")
 
 
