@@ -20,7 +20,7 @@ def free_port() -> int:
 
 
 def wait_listening(
-    port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0, what: str = "server"
+    port: int, proc: subprocess.Popen[bytes], timeout: float = 60.0, what: str = "server"
 ) -> None:
     """Return once something accepts connections on 127.0.0.1:``port``; RuntimeError when
     ``proc`` exits first or ``timeout`` passes."""
@@ -57,7 +57,7 @@ class ListeningProcess:
         port: int,
         env: Mapping[str, str] | None = None,
         what: str = "server",
-        timeout: float = 30.0,
+        timeout: float = 60.0,
     ) -> None:
         self.port = port
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by stop()

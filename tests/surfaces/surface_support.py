@@ -111,7 +111,7 @@ class HttpServer(ListeningProcess):
     """`toolcards serve --transport http` on 127.0.0.1, stopped by :meth:`stop`."""
 
     def __init__(
-        self, config: Path, env: dict[str, str] | None = None, timeout: float = 30.0
+        self, config: Path, env: dict[str, str] | None = None, timeout: float = 60.0
     ) -> None:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}/mcp"
