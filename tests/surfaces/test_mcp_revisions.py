@@ -20,7 +20,7 @@ import pytest
 from mcp.client.client import Client
 from revision_clients import LEGACY, MODERN, StdioLines, envelope, http_client, stdio_client
 
-from surfaces.surface_support import HttpServer, token_for, write_config
+from surfaces.surface_support import SURFACE_ENV, HttpServer, token_for, write_config
 from surfaces.surface_support import toolcards_json as toolcards
 from toolcards.governance import AuditLog, Identity
 
@@ -31,6 +31,7 @@ CAROL = Identity("carol", "user", ["finance"])
 AGENT = Identity("agent.crawler", "agent", ["worker"])
 ANN = Identity("ann", "user", ["approver"])
 BIG_TRANSFER = {"amount": 500, "currency": "EUR", "to": "acct-9"}
+STARTUP = 120.0  # seconds a server may take to listen on a loaded machine
 CANNOT_ASK = "approval: client cannot ask this client (MCP 2026-07-28 has no server-initiated"
 
 Connect = Callable[..., AbstractAsyncContextManager[Client]]
@@ -46,7 +47,7 @@ async def connect(
     if request.param == "stdio":
         yield lambda mode: stdio_client(config, mode)
         return
-    server = HttpServer(config)
+    server = HttpServer(config, timeout=STARTUP)
     try:
         yield lambda mode: http_client(server.url, mode, token_for(BOB))
     finally:
@@ -99,7 +100,7 @@ def test_an_unsupported_envelope_version_is_refused_naming_2026_07_28(
     lines: StdioLines,
 ) -> None:
     found = lines.request(1, "tools/list", {"_meta": envelope("2099-01-01")})
-    assert "result" not in found
+    assert found["error"]["code"] == -32022  # UNSUPPORTED_PROTOCOL_VERSION
     assert found["error"]["data"]["supported"] == ["2026-07-28"]
 
 
@@ -175,7 +176,7 @@ async def test_approval_client_on_2026_07_28_waits_for_the_approver_and_says_why
 ) -> None:
     config = approval_config(tmp_path, approver=True)
     notes = tmp_path / "notes.txt"
-    server = HttpServer(config, env={"NOTES_FILE": str(notes)})
+    server = HttpServer(config, env={"NOTES_FILE": str(notes)}, timeout=STARTUP)
     asked, results = Asked(), []
     try:
         async with (
@@ -233,3 +234,38 @@ async def test_approval_client_on_2025_11_25_still_asks_the_calling_client(
     assert len(asked.elicited) == 1 and "send_note" in asked.elicited[0]
     assert result.is_error is False
     assert notes.read_text(encoding="utf-8") == "ops: asked\n"
+
+
+# -- logging: a per-request opt-in on 2026-07-28 ---------------------------------------------
+
+CONFORMANCE = Path(__file__).resolve().parent / "conformance"
+LOGGING_TOOL = "test_tool_with_logging"  # logs three info records while it runs
+
+
+async def logged_call(mode: str, **options: Any) -> list[str]:
+    """The log messages one call of the logging tool brings its client in ``mode``."""
+    told: list[str] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        told.append(str(params.data))
+
+    env = {"PYTHONPATH": f"{CONFORMANCE}:{SURFACE_ENV['PYTHONPATH']}"}
+    config = CONFORMANCE / "toolcards.yaml"
+    async with stdio_client(config, mode, env, logging_callback=on_log, **options) as client:
+        result = await client.call_tool(LOGGING_TOOL, {})
+    assert result.is_error is False
+    return told
+
+
+async def test_on_2026_07_28_a_call_that_did_not_opt_in_gets_no_log_messages() -> None:
+    assert await logged_call(MODERN) == []
+
+
+async def test_on_2026_07_28_a_call_that_opted_in_gets_its_log_messages() -> None:
+    told = await logged_call(MODERN, log_level="info")
+    assert told == ["Tool execution started", "Tool processing data", "Tool execution completed"]
+
+
+async def test_on_2025_11_25_a_call_gets_its_log_messages_without_asking() -> None:
+    told = await logged_call(LEGACY)
+    assert told == ["Tool execution started", "Tool processing data", "Tool execution completed"]

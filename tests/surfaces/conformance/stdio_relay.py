@@ -8,6 +8,8 @@ One spare server process is kept started, so a new session does not wait for a w
 interpreter start. A POSTed request gets an SSE stream carrying what the server sends until
 its response (notifications in between ride along while it is the only request in flight);
 other server messages go to the session's GET stream. Host and Origin must be loopback names.
+A 2026-07-28 request (no session: it carries its own ``_meta`` envelope) goes to one server
+process shared by all such requests, under an id of the relay's (their ids may repeat).
 """
 
 from __future__ import annotations
@@ -26,6 +28,21 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+ENVELOPE_KEY = "io.modelcontextprotocol/protocolVersion"
+
+
+MODERN = "2026-07-28"
+
+
+def _enveloped(message: dict[str, Any], version_header: str | None) -> bool:
+    """A 2026-07-28 request (it needs no session): it carries the per-request envelope, or
+    the HTTP header claims that revision (a malformed envelope is then the server's to
+    refuse)."""
+    if not isinstance(message, dict) or message.get("method") == "initialize":
+        return False
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return version_header == MODERN or (isinstance(meta, dict) and ENVELOPE_KEY in meta)
 
 
 @dataclass
@@ -80,6 +97,8 @@ class Relay:
         self.sessions: dict[str, Session] = {}
         self.tasks: Any = None
         self.spare: Process | None = None
+        self.modern: Session | None = None
+        self.relayed = 0
 
     async def process(self) -> Process:
         """A started server process; the next one starts now, so a session does not wait
@@ -93,7 +112,7 @@ class Relay:
             async with anyio.create_task_group() as self.tasks:
                 while (await receive())["type"] != "lifespan.shutdown":
                     await send({"type": "lifespan.startup.complete"})
-                for session in self.sessions.values():
+                for session in [*self.sessions.values(), *filter(None, [self.modern])]:
                     session.proc.terminate()
                 if self.spare is not None:
                     self.spare.terminate()
@@ -129,6 +148,8 @@ class Relay:
 
             return StreamingResponse(stray(), media_type="text/event-stream")
         message = json.loads(await request.body())
+        if session is None and _enveloped(message, request.headers.get("mcp-protocol-version")):
+            return await self.modern_request(message)
         headers = {}
         if session is None:
             if message.get("method") != "initialize":
@@ -154,6 +175,46 @@ class Relay:
                         return
 
         return StreamingResponse(answer(), media_type="text/event-stream", headers=headers)
+
+    async def modern_opening(self, session: Session) -> None:
+        """Open the shared process's connection in the 2026-07-28 era: its first request
+        decides, so it is an enveloped ``server/discover`` of the relay's own."""
+        caps = "io.modelcontextprotocol/clientCapabilities"
+        opening = {"jsonrpc": "2.0", "id": "relay-0", "method": "server/discover",
+                   "params": {"_meta": {ENVELOPE_KEY: MODERN, caps: {}}}}  # fmt: skip
+        send, receive = anyio.create_memory_object_stream[dict[str, Any]](100)
+        session.waiting["relay-0"] = send
+        await session.write(opening)
+        with anyio.fail_after(60):
+            async with receive:
+                await receive.receive()
+
+    async def modern_request(self, message: dict[str, Any]) -> Response:
+        """A 2026-07-28 request: relayed to the shared process under a relay id, its
+        response (and what comes before it) streamed back under the client's id."""
+        if self.modern is None:
+            self.modern = Session(await self.process())
+            self.tasks.start_soon(self.modern.pump)
+            await self.modern_opening(self.modern)
+        session, ident = self.modern, message.get("id")
+        if ident is None:  # a notification: the 2026-07-28 core defines none to send
+            await session.write(message)
+            return Response(status_code=202)
+        self.relayed += 1
+        relay_id = f"relay-{self.relayed}"
+        send, receive = anyio.create_memory_object_stream[dict[str, Any]](100)
+        session.waiting[relay_id] = send
+        await session.write({**message, "id": relay_id})
+
+        async def answer() -> Any:
+            async with receive:
+                async for item in receive:
+                    done = "method" not in item and item.get("id") == relay_id
+                    yield _sse({**item, "id": ident} if done else item)
+                    if done:
+                        return
+
+        return StreamingResponse(answer(), media_type="text/event-stream")
 
 
 def main() -> None:

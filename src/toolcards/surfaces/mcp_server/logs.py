@@ -5,7 +5,9 @@ at or above that level.
 A record emitted while a tool call runs (in its task or its worker thread) goes to the
 connection that made the call, on the call's own stream, at or above the connection's level
 (``info`` until it sets one); other records, and those marked for everyone (a policy file
-that broke), go to every connection that set a level.
+that broke), go to every connection that set a level. On MCP 2026-07-28 there is no
+``logging/setLevel``: a call's records are sent only when its request opts in with a level
+(``_meta["io.modelcontextprotocol/logLevel"]``), at or above it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import asyncio
 import contextvars
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +29,8 @@ from toolcards.surfaces.spawner import Spawner
 
 ROOT_LOGGER = "toolcards"
 DEFAULT_CALL_LEVEL = logging.INFO
+LOG_LEVEL_META_KEY = "io.modelcontextprotocol/logLevel"
+_SILENT = logging.CRITICAL + 100  # above every level: nothing is sent
 # RFC 5424 severities as MCP names them, and the stdlib level each starts at
 _LEVELS: dict[str, int] = {
     "debug": logging.DEBUG,
@@ -84,10 +88,13 @@ class LogForwarder(logging.Handler):
         return None if listener is None else listener.level
 
     @contextmanager
-    def for_call(self, session: Any, request_id: Any) -> Iterator[_Listener]:
-        """Records emitted in this context go to ``session``'s call ``request_id``."""
+    def for_call(self, session: Any, request_id: Any, params: Any = None) -> Iterator[_Listener]:
+        """Records emitted in this context go to ``session``'s call ``request_id`` (on a
+        2026-07-28 connection only as its request's ``params`` opted in)."""
         level = self.level_of(session)
-        if level is None:
+        if _per_request(session):
+            level = _opted_in(params)
+        elif level is None:
             level = DEFAULT_CALL_LEVEL
         listener = _Listener(session, level, request_id, [])
         token = _current.set(listener)
@@ -183,3 +190,20 @@ class LogForwarder(logging.Handler):
 
 def _connection_key(session: Any) -> int:
     return id(getattr(session, "_connection", session))
+
+
+def _per_request(session: Any) -> bool:
+    """Whether log delivery is the request's opt-in (MCP 2026-07-28 and later)."""
+    version = getattr(session, "protocol_version", None)
+    if not isinstance(version, str):
+        return False
+    from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+
+    return version in MODERN_PROTOCOL_VERSIONS
+
+
+def _opted_in(params: Any) -> int:
+    """The level a 2026-07-28 request asked its log messages at (none asked: silent)."""
+    meta = params.get("_meta") if isinstance(params, Mapping) else None
+    asked = meta.get(LOG_LEVEL_META_KEY) if isinstance(meta, Mapping) else None
+    return _LEVELS.get(asked, _SILENT) if isinstance(asked, str) else _SILENT

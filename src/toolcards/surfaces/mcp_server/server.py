@@ -175,7 +175,10 @@ class GovernedMCPServer:
         # request id to find it by, made unique (a client's ids repeat across sessions)
         call_id = fresh_call_id(f"mcp-{ctx.request_id}")
         try:  # a cancelled call (notifications/cancelled) is audited by the executor
-            with progress.bound(), self.logs.for_call(ctx.session, ctx.request_id) as logs:
+            with (
+                progress.bound(),
+                self.logs.for_call(ctx.session, ctx.request_id, ctx.params) as logs,
+            ):
                 result = await self.runtime.executor.call(
                     name, args, who, surface="mcp", approver=approval.approver, call_id=call_id
                 )
