@@ -16,7 +16,6 @@ SQLite file shared by the processes of one machine.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import time
@@ -398,30 +397,17 @@ class ApprovalBroker:
         audit = self.audit
         if audit is None:
             return
-        from toolcards.governance.audit import AuditRecord
+        from toolcards.governance.approval_audit import decision_record
 
+        approval_id = _handle_id(handle)
         if request is None:  # expired or already spent: the row still names its call
-            with contextlib.suppress(TypeError):
-                stored = self.store.get(_handle_id(handle))
-                request = stored.request if stored is not None else None
-        who = approver if isinstance(approver, Identity) else None
-        audit.record(
-            AuditRecord(
-                ts=self._clock(),
-                principal=who.id if who else "anonymous",
-                principal_type=who.type if who else "anonymous",
-                roles=who.roles if who else (),
-                surface=surface,
-                tool=request.tool_id if request else "",
-                call_id=request.call_id if request else None,
-                args=request.args if request else {"approval_id": _handle_id(handle)},
-                decision=decision,
-                outcome=outcome,
-                reason=reason,
-                args_digest=request.args_digest if request else None,
-                approved_args_digest=approved_args_digest,
-            )
-        )
+            stored = self.store.get(approval_id)
+            request = stored.request if stored is not None else None
+        row = decision_record(
+            self._clock(), request, approver, surface, decision, outcome, reason, approval_id,
+            approved_args_digest,
+        )  # fmt: skip
+        audit.record(row)
 
 
 def _digest(edited: str) -> str | None:

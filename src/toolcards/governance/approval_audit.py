@@ -1,0 +1,41 @@
+"""The audit row of an approval decision: a grant, a denial, or a refused attempt to decide,
+under the deciding principal's identity (an edited grant also with the digest of the edit)."""
+
+from __future__ import annotations
+
+from toolcards.core.approvals import ApprovalRequest
+from toolcards.core.identity import Identity
+from toolcards.governance.audit import AuditRecord
+
+__all__ = ["decision_record"]
+
+
+def decision_record(
+    ts: float,
+    request: ApprovalRequest | None,
+    approver: Identity,
+    surface: str,
+    decision: str,
+    outcome: str,
+    reason: str,
+    approval_id: str,
+    approved_args_digest: str | None = None,
+) -> AuditRecord:
+    """The row of one decision on ``request`` (None: unknown, expired or spent; the row then
+    names the ``approval_id`` that was given)."""
+    who = approver if isinstance(approver, Identity) else None
+    return AuditRecord(
+        ts=ts,
+        principal=who.id if who else "anonymous",
+        principal_type=who.type if who else "anonymous",
+        roles=who.roles if who else (),
+        surface=surface,
+        tool=request.tool_id if request else "",
+        call_id=request.call_id if request else None,
+        args=request.args if request else {"approval_id": approval_id},
+        decision=decision,
+        outcome=outcome,
+        reason=reason,
+        args_digest=request.args_digest if request else None,
+        approved_args_digest=approved_args_digest,
+    )
