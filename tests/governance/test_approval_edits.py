@@ -238,3 +238,16 @@ def test_older_postgres_tables_gain_the_edit_columns(postgres_url: str) -> None:
         assert granted.approved_args_digest == args_digest({"a": 2})
     finally:
         store.close()
+
+
+def test_a_row_an_older_version_spilled_is_written_with_the_new_columns_empty(
+    tmp_path: Path,
+) -> None:
+    from toolcards.governance.audit import AuditRecord
+
+    old = (1.0, "carol", "user", "", "cli", "t", "c0", "d", "{}", "allow", None, "ok", 1.0, None)
+    with AuditLog(tmp_path / "audit.db", durability="sync", spill_dir=tmp_path / "spill") as audit:
+        audit.spill.add([old])  # the 14 values a row had before approved_args_digest
+        audit.record(AuditRecord(2.0, "carol", "user", (), "cli", "t", "c1", {}, "allow", "ok"))
+        rows = audit.query()
+    assert [(r.call_id, r.approved_args_digest) for r in rows] == [("c0", None), ("c1", None)]
