@@ -1,7 +1,8 @@
 """The governed executor: one pipeline for every call from every surface.
 
-identity -> ACL decision -> rate limit -> approval -> argument validation -> run with a
-timeout -> error mapping -> audit (and a telemetry span). A surface resolves the caller
+identity -> ACL decision -> rate limit -> approval (:mod:`.approval_step`) -> argument
+validation -> run with a timeout, between the guardrail hooks (:mod:`.guardrails`) -> error
+mapping -> audit (and a telemetry span; :mod:`.calls` ends each call). A surface resolves the caller
 itself (never from tool arguments), calls :meth:`Executor.call` and maps the
 :class:`ExecutionResult` outcome::
 
@@ -26,116 +27,56 @@ secrets, no other rules.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import logging
-import sys
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from toolcards.core.actors import calling_call_key
-from toolcards.core.errors import RetriableError, ToolNotConfigured, TransientError
+from toolcards.core.errors import RetriableError, ToolNotConfigured
 from toolcards.core.identity import ANONYMOUS, Identity, calling_principal
 from toolcards.governance import _shutdown, edits, guardrails, telemetry
+from toolcards.governance.approval_step import ApprovalStep
 from toolcards.governance.approvals import (
     ApprovalBroker,
-    ApprovalRecord,
-    ApprovalRequest,
-    ApprovalState,
-    ApprovalTimedOut,
     Approver,
 )
 from toolcards.governance.arguments import InvalidArguments, parse_arguments
-from toolcards.governance.audit import AuditLog, AuditRecord
+from toolcards.governance.audit import AuditLog
+from toolcards.governance.calls import (
+    POLICY_ERROR_MESSAGE,
+    Call,
+    ExecutionResult,
+    _passes_through,
+    _retry_message,
+    _sensitive,
+    _writes_key,
+    unknown_tool_message,
+)
 from toolcards.governance.capability import CapabilityRegistry, Invoke, ToolCapability
 from toolcards.governance.deadline import abandoning_deadline, with_deadline
 from toolcards.governance.endings import (
-    INTERRUPTED,
     TIMEOUT,
     InFlight,
-    abrupt_ending,
     fresh_call_id,
 )
 from toolcards.governance.governing import GoverningCall, governing_call
 from toolcards.governance.outcomes import Outcome
 from toolcards.governance.policy import Decision, Each, Policy
-from toolcards.governance.redact import args_digest, canonical_json
+from toolcards.governance.redact import args_digest
 from toolcards.governance.telemetry import Telemetry
 from toolcards.stores.base import RateLimits
 from toolcards.stores.memory import RateLimiter
 
+__all__ = ["POLICY_ERROR_MESSAGE", "Call", "ExecutionResult", "Executor", "unknown_tool_message"]
+
 log = logging.getLogger(__name__)
 
-_MAX_NAME = 100  # a model-supplied tool name is cut to this length in messages
 _UNKNOWN = Decision("deny", "unknown tool")
-POLICY_ERROR_MESSAGE = (
-    "policy error: the policy file is invalid, so every call is refused until it is fixed"
-)
 
 
-@dataclass(slots=True)
-class ExecutionResult:
-    """What happened to one call.
-
-    ``value`` is the tool's return value for OK. ``message`` is model-readable text for every
-    other outcome (no stack traces, no secrets, no hints about other rules). ``retry_after``
-    is set for RATE_LIMITED, ``approval`` for NEEDS_APPROVAL.
-    """
-
-    outcome: Outcome
-    tool_id: str
-    value: Any = None
-    message: str = ""
-    decision: Decision | None = None
-    retry_after: float | None = None
-    approval: ApprovalRequest | None = None
-    call_id: str | None = None
-    """The id every audit row of the call carries (the surface's, or one made at its start)."""
-
-    @property
-    def ok(self) -> bool:
-        return self.outcome is Outcome.OK
-
-
-class Call(NamedTuple):
-    """One call as it travels down the pipeline (immutable: a step that changes something
-    passes on a new record)."""
-
-    tool_id: str
-    args: dict[str, Any]
-    identity: Identity
-    surface: str
-    call_id: str | None
-    start: float
-    cap: ToolCapability | None = None
-    span: Any = None
-    instruments: telemetry.Instruments | None = None
-    key: int | None = None
-    """Its entry in the executor's in-flight book (None: a call that cannot be left running)."""
-    writes_key: str | None = None
-    """The idempotency key of the tool's writes (None: the call id)."""
-    hook: str | None = None
-    """The guardrail that refused it, or those that changed it (comma-separated)."""
-    edit: Mapping[str, Any] | None = None
-    """An approver's edit of its arguments, to check and run once its approval is granted."""
-    called_digest: str | None = None
-    """Set once an edit applies (``args`` are then the edit): the digest of the arguments as
-    called, which every row of the call keeps."""
-
-
-def unknown_tool_message(tool_id: str, visible: Iterable[str]) -> str:
-    """``unknown tool: <name>`` with the closest names among ``visible`` (the tools the
-    caller may see, and nothing else)."""
-    name = tool_id if len(tool_id) <= _MAX_NAME else tool_id[:_MAX_NAME] + "..."
-    close = difflib.get_close_matches(tool_id[:_MAX_NAME], list(visible), n=3, cutoff=0.6)
-    if not close:
-        return f"unknown tool: {name}"
-    return f"unknown tool: {name}; did you mean {' or '.join(close)}?"
-
-
-class Executor:
+class Executor(ApprovalStep):
     """Runs capabilities under a policy. Surface-agnostic: the pydantic-ai toolset, the MCP
     server and the CLI all call :meth:`call` (or :meth:`run` with their own invoke).
 
@@ -429,94 +370,6 @@ class Executor:
             return self._unknown(call, decision, self.visible_to(who))
         return self._finish(call, outcome, None, msg)
 
-    async def _approval(
-        self,
-        call: Call,
-        decision: Decision,
-        approver: Approver | None,
-        approved: bool,
-    ) -> Call | ExecutionResult:
-        """The call (its clock moved past a human's time) when it may proceed, else the
-        result that stops it."""
-        broker = self.approvals
-        who, tool_id = call.identity, call.tool_id
-        digest = args_digest(call.args)
-        settle = functools.partial(
-            broker.settle_record, tool_id=tool_id, args_digest=digest, principal=who.id
-        )
-        pending: ApprovalRequest | None = None
-        if call.call_id is not None:
-            record = settle(call.call_id, approved=approved)
-            pending = record.request if record is not None else None
-            if record is not None and record.state is ApprovalState.GRANTED:
-                return self._granted(call, decision, record)
-            if record is not None and record.state is ApprovalState.DENIED:
-                return self._refused(call, decision, pending)
-        if pending is None:
-            reason = (
-                decision.reason if decision.effect == "approve" else "the tool requires approval"
-            )
-            pending = broker.request(
-                tool_id=tool_id,
-                args=call.args,
-                args_digest=digest,
-                identity=who,
-                reason=reason,
-                sensitive=_sensitive(call),
-                call_id=call.call_id,
-                surface=call.surface,
-                redactor=self.policy.redaction,
-            )
-        if approver is None:
-            telemetry.event(
-                call.span, "toolcards.approval_required", approval_id=pending.approval_id
-            )
-            msg = f"approval required: {tool_id} needs a human's approval before it runs"
-            return self._finish(call, Outcome.NEEDS_APPROVAL, decision, msg, approval=pending)
-        asked = time.perf_counter()
-        self._note(call, decision)
-        try:
-            ok = await approver(pending)
-        except ApprovalTimedOut as exc:
-            broker.withdraw(pending)
-            telemetry.event(call.span, "toolcards.approval_timeout", approval_id=_id(pending))
-            msg = f"approval timeout: nobody decided on {tool_id} within {exc.seconds:g} s"
-            return self._finish(call, Outcome.APPROVAL_TIMEOUT, decision, msg)
-        except Exception:
-            log.exception("approver failed for %s", tool_id)
-            ok = False
-        except BaseException as exc:  # the call is gone: so is its request, and it is audited
-            broker.withdraw(pending)
-            self._ended_by(call, decision, exc)
-            raise
-        if ok is True:
-            record = settle(pending.call_id, approved=True)
-            if record is not None and record.state is ApprovalState.GRANTED:
-                # a human's time is not the tool's
-                moved = call._replace(start=call.start + time.perf_counter() - asked)
-                return self._granted(moved, decision, record)
-        broker.withdraw(pending)
-        return self._refused(call, decision, pending)
-
-    def _granted(
-        self, call: Call, decision: Decision, record: ApprovalRecord
-    ) -> Call | ExecutionResult:
-        """The granted call, carrying the approver's edit of its arguments when there is one
-        (an edit recorded by the grant, or the surface's own: two different ones are refused)."""
-        telemetry.event(call.span, "toolcards.approved", approval_id=record.request.approval_id)
-        if not record.edited_json:
-            return call
-        if call.edit is not None and canonical_json(call.edit) != record.edited_json:
-            return self._refused(call, decision, record.request)
-        return call._replace(edit=record.edited_args)
-
-    def _refused(
-        self, call: Call, decision: Decision, request: ApprovalRequest | None
-    ) -> ExecutionResult:
-        telemetry.event(call.span, "toolcards.approval_refused", approval_id=_id(request))
-        msg = f"denied: approval for {call.tool_id} was refused"
-        return self._finish(call, Outcome.DENIED, decision, msg)
-
     async def _hooked(
         self, call: Call, decision: Decision, parsed: dict[str, Any], invoke: Invoke
     ) -> ExecutionResult:
@@ -609,148 +462,6 @@ class Executor:
             if changed:
                 call = call._replace(hook=",".join(changed))
         return self._finish(call, Outcome.OK, decision, "", value=value)
-
-    # -- results, audit and telemetry --------------------------------------------------------
-
-    def _finish(
-        self,
-        call: Call,
-        outcome: Outcome,
-        decision: Decision | None,
-        message: str,
-        error: str | None = None,
-        *,
-        value: Any = None,
-        retry_after: float | None = None,
-        approval: ApprovalRequest | None = None,
-        audited: str | None = None,
-    ) -> ExecutionResult:
-        """Audit (as ``audited``, default the outcome) and report the call's end; the result
-        a surface maps."""
-        if outcome is not Outcome.OK and error is None:
-            error = message
-        self._end(call, decision, audited or outcome.value, error, outcome.value)
-        return ExecutionResult(
-            outcome,
-            call.tool_id,
-            value=value,
-            message=message,
-            decision=decision,
-            retry_after=retry_after,
-            approval=approval,
-            call_id=call.call_id,
-        )
-
-    def _note(self, call: Call, decision: Decision) -> None:
-        """Where the call stands, for a row its process may have to write for it."""
-        if call.key is not None:
-            self._running.note(call.key, call, decision)
-
-    def _ended_by(self, call: Call, decision: Decision | None, exc: BaseException) -> None:
-        """The row of a call that ends by ``exc`` instead of a result."""
-        outcome, error = abrupt_ending(exc)
-        if self._end(call, decision, outcome, error) and isinstance(exc, Exception):
-            log.exception("governed call %s failed outside the tool", call.tool_id)
-
-    def _end(
-        self,
-        call: Call,
-        decision: Decision | None,
-        outcome: str,
-        error: str | None,
-        reported: str | None = None,
-    ) -> bool:
-        """The call's one row and telemetry (``reported``: the outcome telemetry counts,
-        default ``outcome``); nothing (False) when the row was already written."""
-        if call.key is not None and not self._running.take(call.key):
-            return False
-        if self._audit is not None:
-            self._record(call, decision, outcome, error)
-        if call.instruments is not None:
-            telemetry.finish(
-                call.instruments,
-                call.span,
-                call.cap.id if call.cap is not None else None,
-                decision.effect if decision is not None else "none",
-                reported or outcome,
-                time.perf_counter() - call.start,
-            )
-        return True
-
-    def interrupt_all(self, reason: str) -> None:
-        """Audit every call still running as ``interrupted`` (its process ends under it)."""
-        for call, decision in self._running.take_all():
-            if self._audit is not None:
-                self._record(call, decision, INTERRUPTED, reason)
-
-    def _record(
-        self, call: Call, decision: Decision | None, outcome: str, error: str | None
-    ) -> None:
-        """Append one audit row (nothing without an audit log)."""
-        audit = self._audit
-        if audit is None:
-            return
-        who = call.identity
-        audit.record(
-            AuditRecord(
-                ts=time.time(),
-                principal=who.id,
-                principal_type=who.type,
-                roles=who.roles,
-                surface=call.surface,
-                tool=call.tool_id,
-                call_id=call.call_id,
-                args=dict(call.args),
-                decision=decision.effect if decision is not None else "none",
-                outcome=outcome,
-                reason=decision.reason if decision is not None else None,
-                duration=time.perf_counter() - call.start,
-                error=error,
-                sensitive=_sensitive(call),
-                redactor=self.policy.redaction,
-                hook=call.hook,
-                args_digest=call.called_digest,  # an edit ran: the digest as called stays
-                approved_args_digest=None if call.called_digest is None else args_digest(call.args),
-            )
-        )
-
-
-# pydantic-ai's exceptions are looked up, never imported, here: a ModelRetry (or a deferral)
-# can only have been raised once pydantic-ai is loaded, and importing it costs about a second
-# that a surface listing tools should not pay.
-_PAI_EXCEPTIONS = "pydantic_ai.exceptions"
-
-
-def _retry_message(exc: Exception) -> str | None:
-    """The model-readable message of a retryable tool error (RetriableError, TransientError,
-    ModelRetry)."""
-    if isinstance(exc, RetriableError | TransientError):
-        return str(exc)
-    pai = sys.modules.get(_PAI_EXCEPTIONS)
-    if pai is not None and isinstance(exc, pai.ModelRetry):
-        return str(exc.message)
-    return None
-
-
-def _passes_through(exc: Exception) -> bool:
-    """A deferral (CallDeferred, ApprovalRequired) that the surface handles itself."""
-    pai = sys.modules.get(_PAI_EXCEPTIONS)
-    return pai is not None and isinstance(exc, pai.CallDeferred | pai.ApprovalRequired)
-
-
-def _writes_key(call: Call) -> str:
-    """The idempotency key of the call's writes: its key (default: its call id) within its
-    principal, so a call id another principal used never answers from that one's record."""
-    who = call.identity.id
-    return f"{len(who)}:{who}/{call.writes_key or call.call_id}"
-
-
-def _sensitive(call: Call) -> tuple[str, ...]:
-    return tuple(call.cap.sensitive) if call.cap is not None else ()
-
-
-def _id(request: ApprovalRequest | None) -> str:
-    return request.approval_id if request is not None else ""
 
 
 def _default_telemetry() -> Telemetry:
