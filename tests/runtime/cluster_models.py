@@ -22,3 +22,11 @@ def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     if hasattr(part, "tool_name"):
         return ModelResponse(parts=[TextPart(f"planned: {part.content}")])
     return ModelResponse(parts=[TextPart(f"pid {os.getpid()} prompts {len(prompts)}")])
+
+
+class Whereabouts:
+    """A tool actor's target that tells which process serves it and that process's parent
+    (on Ray: its node's raylet)."""
+
+    def where(self) -> tuple[int, int]:
+        return os.getpid(), os.getppid()

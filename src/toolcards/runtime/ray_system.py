@@ -28,7 +28,13 @@ from typing import Any
 
 from toolcards._lazy import optional_module
 from toolcards.core.actors import ActorUnavailable
+from toolcards.runtime.ray_fence import NodeFence
 from toolcards.runtime.system import ActorSystemUnavailable, HandleBase
+
+_OWN_OPTIONS = frozenset(
+    ("name", "namespace", "get_if_exists", "lifetime", "max_restarts", "max_task_retries",
+     "max_concurrency")
+)  # fmt: skip
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep addresses on loopback
 
@@ -46,14 +52,18 @@ class _RayHost:
 
     With a team key, every method refuses a caller that does not present it: Ray lets any
     driver of the cluster find a named actor in any namespace, so the key (kept in the team's
-    store) is what keeps another team's driver out.
+    store) is what keeps another team's driver out. A :class:`NodeFence` stops the worker
+    once its node is lost, so a restarted copy elsewhere is the only one serving.
     """
 
-    def __init__(self, factory: Callable[[], Any], key_digest: bytes | None = None) -> None:
+    def __init__(
+        self, factory: Callable[[], Any], key_digest: bytes | None = None, name: str = "?"
+    ) -> None:
         self.target: Any = None
         self.start_error: BaseException | None = None
         self._key = key_digest
         self._joined = False
+        self._fence = NodeFence(name).watch()
         try:
             self.target = factory()
             hook = getattr(self.target, "on_start", None)
@@ -63,6 +73,7 @@ class _RayHost:
             self.start_error = exc
 
     def _admit(self, key: str | None) -> None:
+        self._fence.check()
         if self._key is not None and not hmac.compare_digest(self._key, _digest(key)):
             raise PermissionError(
                 "refused: this actor serves one team, and the call did not carry its team key"
@@ -99,6 +110,7 @@ class _RayHost:
             if hook is not None and self.start_error is None:
                 hook()
         finally:
+            self._fence.close()
             _ray().actor.exit_actor()
 
 
@@ -161,6 +173,9 @@ class RayActorSystem:
     default ``RAY_ADDRESS``, else an already initialised Ray, else a new local one.
     ``namespace`` keeps one team's actors apart from another's. Factories handed to
     :meth:`spawn` run in Ray worker processes, so they must be picklable.
+    ``actor_options`` are further Ray actor options for every actor it spawns (``resources``,
+    ``scheduling_strategy``, ``num_cpus``...), e.g. ``{"resources": {"tools": 0.01}}`` to keep
+    a team's actors on the nodes that offer a ``tools`` resource.
     """
 
     def __init__(
@@ -173,7 +188,12 @@ class RayActorSystem:
         max_restarts: int = -1,
         init_options: dict[str, Any] | None = None,
         team_key: str | None = None,
+        actor_options: dict[str, Any] | None = None,
     ) -> None:
+        taken = sorted(_OWN_OPTIONS & set(actor_options or {}))
+        if taken:
+            raise TypeError(f"RayActorSystem sets {', '.join(taken)} itself: not actor_options")
+        self.actor_options = dict(actor_options or {})
         self.address = address
         self.start_timeout = start_timeout
         """How long :meth:`spawn` waits for a new actor to start (a worker process that must
@@ -208,6 +228,7 @@ class RayActorSystem:
             max_restarts=self.max_restarts,
             init_options=self._init_options,
             team_key=key,
+            actor_options=self.actor_options,
         )
         other._connected = self._connected
         return other
@@ -264,10 +285,10 @@ class RayActorSystem:
             max_restarts=self.max_restarts,
             max_task_retries=0,
             max_concurrency=1,
-            num_cpus=0,
+            **{"num_cpus": 0, **self.actor_options},
         )
         key = self.team_key
-        actor = remote.remote(factory, None if key is None else _digest(key))
+        actor = remote.remote(factory, None if key is None else _digest(key), name)
         try:
             error = ray.get(actor.started.remote(key), timeout=start_timeout)
         except ray.exceptions.GetTimeoutError:
