@@ -208,3 +208,26 @@ def test_a_body_that_is_not_one_json_object_is_refused(desk: Desk, approver: htt
         },
     )
     assert response.status_code == 422 and "one JSON object" in response.json()["message"]
+
+
+def test_an_approver_edits_the_arguments_in_the_inbox_and_sees_what_will_run(
+    desk: Desk, browser: Any
+) -> None:
+    box = desk.call_later(CALLED)
+    context = browser.new_context(viewport={"width": 1360, "height": 1000})
+    try:
+        page = context.new_page()
+        page.goto(desk.server.url + "/login")
+        page.fill("#token", TOKENS["approver"])
+        page.click("[data-testid=sign-in]")
+        page.wait_for_url(desk.server.url + "/")
+        page.click("[data-testid=approval-edit] summary")
+        assert page.input_value("[data-testid=edit-args]") == '{"amount":5000,"to":"acme"}'
+        page.fill("[data-testid=edit-args]", '{"amount": 70, "to": "acme"}')
+        page.click("[data-testid=approve-edited]")
+        shown = page.text_content("[data-testid=edited-runs]")
+    finally:
+        context.close()
+    assert shown == '{"amount":70,"to":"acme"}'
+    assert result_of(box).value == "sent 70 to acme"
+    assert desk.runs[-1] == {"amount": 70.0, "to": "acme"}
