@@ -84,3 +84,39 @@ def test_a_forwarded_call_loads_neither_typer_nor_pydantic(team: Path) -> None:
     assert done.stdout.strip() == "created ids: [1]"
     heavy = {m.partition(".")[0] for m in modules} & {"typer", "pydantic", "pydantic_core"}
     assert heavy == set()
+
+
+_MEMBERS_AND_DEFERRED = {
+    "toolcards.runtime.deferred",
+    "toolcards.runtime.member_actor",
+    "toolcards.runtime.profiles",
+}
+
+
+def test_list_loads_neither_deferred_results_nor_agent_members(team: Path) -> None:
+    done, modules = imported(team, "list")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert modules & _MEMBERS_AND_DEFERRED == set()
+
+
+def test_a_planning_call_loads_neither_deferred_results_nor_agent_members(team: Path) -> None:
+    create = json.dumps({"create": [{"description": "No members"}]})
+    done, modules = imported(team, "call", "update_planning", "--args", create)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert modules & _MEMBERS_AND_DEFERRED == set()
+
+
+def test_list_and_a_call_without_a_telemetry_provider_do_not_import_opentelemetry(
+    team: Path,
+) -> None:
+    create = json.dumps({"create": [{"description": "No spans"}]})
+    for args in (["list"], ["call", "update_planning", "--args", create]):
+        done, modules = imported(team, *args)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert {m for m in modules if m.partition(".")[0] == "opentelemetry"} == set(), args
+
+
+def test_list_does_not_import_asyncio(team: Path) -> None:
+    done, modules = imported(team, "list")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "asyncio" not in modules

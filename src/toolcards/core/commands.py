@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import inspect
 import shlex
@@ -314,6 +313,8 @@ class CommandRegistry:
 
 
 def _run_sync(awaitable: Any) -> Any:
+    import asyncio  # here: a process that never runs an async command does without it
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -15,7 +15,6 @@ SQLite file shared by the processes of one machine.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import time
@@ -201,6 +200,8 @@ class ApprovalBroker:
         """Wait (at most ``timeout`` seconds) for a decision made anywhere: in another task,
         thread or process sharing the store. Polls with a growing interval (``poll`` up to
         ``max_poll`` seconds); returns PENDING on timeout."""
+        import asyncio  # loaded by the running loop (listing tools does without it)
+
         approval_id = _handle_id(handle)
         deadline = time.monotonic() + timeout
         delay = poll

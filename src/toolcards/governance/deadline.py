@@ -12,10 +12,12 @@ Two ways, both on public asyncio only:
 
 from __future__ import annotations
 
-import asyncio
 import types
 from collections.abc import Coroutine, Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # asyncio is imported by the first call (loaded by its loop already)
+    import asyncio
 
 _ABANDONED: set[asyncio.Task[Any]] = set()
 """Tasks given up at their deadline, held until they end so they are not collected early."""
@@ -30,6 +32,8 @@ async def with_deadline(coro: Coroutine[Any, Any, Any], timeout: float) -> Any:
     except BaseException:
         coro.close()
         raise
+    import asyncio
+
     async with asyncio.timeout(timeout):
         return await _resume(coro, pending)
 
@@ -37,6 +41,8 @@ async def with_deadline(coro: Coroutine[Any, Any, Any], timeout: float) -> Any:
 async def abandoning_deadline(coro: Coroutine[Any, Any, Any], timeout: float) -> Any:
     """Await ``coro`` under a deadline; when it passes (or the caller is cancelled), cancel
     the coroutine's task without waiting for it and raise at once."""
+    import asyncio
+
     task = asyncio.ensure_future(coro)
     try:
         done, _ = await asyncio.wait({task}, timeout=timeout)

@@ -13,11 +13,11 @@ row of the call (approval request and decision, the final row) carries the same 
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import os
 import re
 import secrets
+import sys
 from typing import Any
 
 CANCELLED = "cancelled"
@@ -59,7 +59,10 @@ def fresh_call_id(hint: object = None) -> str:
 
 def abrupt_ending(exc: BaseException) -> tuple[str, str]:
     """The audit outcome and error text of a call that ended by ``exc`` without a result."""
-    if isinstance(exc, asyncio.CancelledError | GeneratorExit):
+    asyncio = sys.modules.get("asyncio")  # a task's cancellation: asyncio is loaded then
+    if isinstance(exc, GeneratorExit) or (
+        asyncio is not None and isinstance(exc, asyncio.CancelledError)
+    ):
         return CANCELLED, "cancelled before it finished"
     if isinstance(exc, Exception):
         return "error", f"{type(exc).__name__}: {exc}"

@@ -31,7 +31,6 @@ the input hooks left of it.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import inspect
 import logging
@@ -258,6 +257,8 @@ async def _answer(hook: ToolHook, ctx: HookContext, method: str, value: Any) -> 
         raise TimeoutError
     result = getattr(hook, method)(ctx, value)
     if inspect.isawaitable(result):
+        import asyncio  # loaded by the running loop (a process that only lists does without)
+
         async with asyncio.timeout(ctx.remaining()):
             result = await result
     return result

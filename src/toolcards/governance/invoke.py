@@ -3,7 +3,6 @@ threads of their own (abandoned, not killed, on timeout)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import functools
 import inspect
@@ -58,6 +57,8 @@ def function_invoke(fn: Callable[..., Any], is_async: bool, lead: tuple[Any, ...
         return call_async
 
     async def call_sync(args: dict[str, Any]) -> Any:
+        import asyncio  # loaded by the running loop: a process that only lists does without
+
         loop = asyncio.get_running_loop()
         job = functools.partial(fn, *lead, **args)
         result = await loop.run_in_executor(tool_threads(), contextvars.copy_context().run, job)

@@ -14,17 +14,22 @@ and the principal (a configured identity, never a tool argument) and call id are
 attributes only, never metric labels.
 
 Without a configured SDK (the API's default providers) nothing is recorded and a call pays
-one check. Argument values go on spans only when the policy's redaction allows it
-(``redaction: {span_arguments: true}``), and then redacted.
+one check. While nothing in the process has imported the OpenTelemetry API and the environment
+names no provider, the providers are known to be the API's defaults without importing it (a
+command line call does without it). Argument values go on spans only when the policy's
+redaction allows it (``redaction: {span_arguments: true}``), and then redacted.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from opentelemetry import metrics, trace
+if TYPE_CHECKING:
+    from opentelemetry import metrics, trace
 
 TRACER_NAME = "toolcards.governance"
 RECHECK = 1.0  # seconds between looks at the global providers
@@ -46,11 +51,23 @@ class Instruments:
 
 
 _API_MODULES = ("opentelemetry.trace", "opentelemetry.metrics")
+_PROVIDER_VARIABLES = ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
+
+
+def _api_untouched() -> bool:
+    """True while no module of this process has imported the API's providers and the
+    environment names none: the global providers are then the API's no-ops (setting another
+    needs the API imported), known without importing it."""
+    return not any(name in sys.modules for name in _API_MODULES) and not any(
+        os.environ.get(name) for name in _PROVIDER_VARIABLES
+    )
 
 
 def _is_noop(provider: object) -> bool:
     """A provider of the API itself (a no-op, or the stand-in before an SDK is configured,
     whose meter class is not public) rather than an SDK's: the API defines it."""
+    from opentelemetry import metrics, trace
+
     return isinstance(
         provider,
         trace.ProxyTracerProvider | trace.NoOpTracerProvider | metrics.NoOpMeterProvider,
@@ -88,6 +105,12 @@ class Telemetry:
         ):
             return self._instruments
         self._recheck = time.monotonic() + RECHECK
+        defaults = self.tracer_provider is None and self.meter_provider is None
+        if self.enabled is None and defaults and _api_untouched():
+            self._instruments, self._seen = None, (None, None)
+            return None
+        from opentelemetry import metrics, trace
+
         tracers = self.tracer_provider or trace.get_tracer_provider()
         meters = self.meter_provider or metrics.get_meter_provider()
         seen = self._seen
@@ -122,7 +145,7 @@ def start_span(
 ) -> tuple[trace.Span, object]:
     """Start the call's span as the current span; returns it and the context token.
     ``tool_id`` is a registered tool's id, None for a name no tool has (:data:`UNKNOWN_TOOL`)."""
-    from opentelemetry import context
+    from opentelemetry import context, trace
 
     tool = UNKNOWN_TOOL if tool_id is None else tool_id
     attributes: dict[str, Any] = {
@@ -141,7 +164,7 @@ def start_span(
 
 
 def end_span(span: trace.Span, token: object, error: BaseException | None = None) -> None:
-    from opentelemetry import context
+    from opentelemetry import context, trace
 
     if error is not None:
         span.record_exception(error)
@@ -169,6 +192,8 @@ def finish(
             }
         )
         if outcome == "error":
+            from opentelemetry import trace
+
             span.set_status(trace.Status(trace.StatusCode.ERROR, "the tool failed"))
     tool = UNKNOWN_TOOL if tool_id is None else tool_id
     labels = {"gen_ai.tool.name": tool, "toolcards.outcome": outcome}

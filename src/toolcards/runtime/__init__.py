@@ -27,59 +27,61 @@ Slow work never runs on a tool actor: see :mod:`toolcards.runtime.deferred`. Age
 :mod:`toolcards.runtime.members`.
 """
 
-from typing import TYPE_CHECKING
+from __future__ import annotations
 
-from toolcards._lazy import lazy_names
-from toolcards.runtime.deferred import (
-    DeferredConfig,
-    DeferredFailed,
-    DeferredResultActor,
-    DeferredWorker,
-    fetch_deferred,
-    poll_deferred,
-)
-from toolcards.runtime.events import LIFECYCLE, EventLog, Subscription, is_empty_delta
-from toolcards.runtime.host import ActorHost, TeamHost
-from toolcards.runtime.members import DEFAULT_SEND_TIMEOUT, MemberRoster
-from toolcards.runtime.messaging import (
-    MESSAGES,
-    MemberActivity,
-    MemberInfo,
-    MemberMessage,
-    member_activity,
-)
-from toolcards.runtime.observer import TeamObserver
-from toolcards.runtime.process import open_location as open_store
-from toolcards.runtime.profiles import ModelUnavailable, RoleProfile, check_model
-from toolcards.runtime.system import (
-    DEFAULT_ASK_TIMEOUT,
-    ActorHandle,
-    ActorSystem,
-    ActorUnavailable,
-    HandleBase,
-)
-from toolcards.runtime.team import StopReport, Team, TeamStopped
-from toolcards.runtime.tool_actor import (
-    ACTOR_TYPES,
-    ToolActor,
-    ToolActorContext,
-    UnknownActorTag,
-)
-from toolcards.stores.base import (
-    SchemaTooNew,
-    StateNamespace,
-    Store,
-    StoreClosedError,
-    StoreError,
-    StoreLockedError,
-    StoreUnavailable,
-)
-from toolcards.stores.sqlite.team import TeamStore
+from toolcards._lazy import TYPE_CHECKING, lazy_names
 
 if TYPE_CHECKING:
+    from typing import Any
+
+    from toolcards.runtime.deferred import (
+        DeferredConfig,
+        DeferredFailed,
+        DeferredResultActor,
+        DeferredWorker,
+        fetch_deferred,
+        poll_deferred,
+    )
+    from toolcards.runtime.events import LIFECYCLE, EventLog, Subscription, is_empty_delta
+    from toolcards.runtime.host import ActorHost, TeamHost
+    from toolcards.runtime.members import DEFAULT_SEND_TIMEOUT, MemberRoster
+    from toolcards.runtime.messaging import (
+        MESSAGES,
+        MemberActivity,
+        MemberInfo,
+        MemberMessage,
+        member_activity,
+    )
+    from toolcards.runtime.observer import TeamObserver
+    from toolcards.runtime.process import open_location as open_store
+    from toolcards.runtime.profiles import ModelUnavailable, RoleProfile, check_model
     from toolcards.runtime.pykka_system import PykkaActorSystem
     from toolcards.runtime.ray_system import RayActorSystem
+    from toolcards.runtime.system import (
+        DEFAULT_ASK_TIMEOUT,
+        ActorHandle,
+        ActorSystem,
+        ActorUnavailable,
+        HandleBase,
+    )
+    from toolcards.runtime.team import StopReport, Team, TeamStopped
+    from toolcards.runtime.tool_actor import (
+        ACTOR_TYPES,
+        ToolActor,
+        ToolActorContext,
+        UnknownActorTag,
+    )
+    from toolcards.stores.base import (
+        SchemaTooNew,
+        StateNamespace,
+        Store,
+        StoreClosedError,
+        StoreError,
+        StoreLockedError,
+        StoreUnavailable,
+    )
     from toolcards.stores.postgres.team import PostgresStore
+    from toolcards.stores.sqlite.team import TeamStore
 
 __all__ = [
     "ACTOR_TYPES",
@@ -132,11 +134,67 @@ __all__ = [
 ]
 
 
-__getattr__, __dir__ = lazy_names(
-    __name__,
-    {
-        "PykkaActorSystem": "toolcards.runtime.pykka_system",
-        "RayActorSystem": "toolcards.runtime.ray_system",
-        "PostgresStore": "toolcards.stores.postgres.team",
-    },
-)
+# names -> their module, imported on first use: a command that needs only the team and its
+# store (``toolcards list``) loads neither the deferred results nor the agent members
+_NAMES = {
+    **dict.fromkeys(
+        (
+            "DeferredConfig",
+            "DeferredFailed",
+            "DeferredResultActor",
+            "DeferredWorker",
+            "fetch_deferred",
+            "poll_deferred",
+        ),
+        "toolcards.runtime.deferred",
+    ),
+    **dict.fromkeys(
+        ("LIFECYCLE", "EventLog", "Subscription", "is_empty_delta"), "toolcards.runtime.events"
+    ),
+    **dict.fromkeys(("ActorHost", "TeamHost"), "toolcards.runtime.host"),
+    **dict.fromkeys(("DEFAULT_SEND_TIMEOUT", "MemberRoster"), "toolcards.runtime.members"),
+    **dict.fromkeys(
+        ("MESSAGES", "MemberActivity", "MemberInfo", "MemberMessage", "member_activity"),
+        "toolcards.runtime.messaging",
+    ),
+    **dict.fromkeys(("TeamObserver",), "toolcards.runtime.observer"),
+    **dict.fromkeys(
+        ("ModelUnavailable", "RoleProfile", "check_model"), "toolcards.runtime.profiles"
+    ),
+    **dict.fromkeys(
+        ("DEFAULT_ASK_TIMEOUT", "ActorHandle", "ActorSystem", "ActorUnavailable", "HandleBase"),
+        "toolcards.runtime.system",
+    ),
+    **dict.fromkeys(("StopReport", "Team", "TeamStopped"), "toolcards.runtime.team"),
+    **dict.fromkeys(
+        ("ACTOR_TYPES", "ToolActor", "ToolActorContext", "UnknownActorTag"),
+        "toolcards.runtime.tool_actor",
+    ),
+    **dict.fromkeys(
+        (
+            "SchemaTooNew",
+            "StateNamespace",
+            "Store",
+            "StoreClosedError",
+            "StoreError",
+            "StoreLockedError",
+            "StoreUnavailable",
+        ),
+        "toolcards.stores.base",
+    ),
+    **dict.fromkeys(("TeamStore",), "toolcards.stores.sqlite.team"),
+    **dict.fromkeys(("PykkaActorSystem",), "toolcards.runtime.pykka_system"),
+    **dict.fromkeys(("RayActorSystem",), "toolcards.runtime.ray_system"),
+    **dict.fromkeys(("PostgresStore",), "toolcards.stores.postgres.team"),
+}
+
+_lazy_getattr, __dir__ = lazy_names(__name__, _NAMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "open_store":  # process.open_location under its public name
+        from toolcards.runtime.process import open_location
+
+        globals()[name] = open_location
+        return open_location
+    return _lazy_getattr(name)

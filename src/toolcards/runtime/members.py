@@ -26,7 +26,6 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from toolcards.core.actors import ActorHandle, ActorUnavailable
-from toolcards.runtime.member_actor import HISTORY_KEY, MemberActor, current_member
 from toolcards.runtime.messaging import (
     MAX_MESSAGE_CHARS,
     MESSAGES,
@@ -38,12 +37,13 @@ from toolcards.runtime.messaging import (
     sent_event,
     truncate,
 )
-from toolcards.runtime.profiles import RoleProfile, check_model
 from toolcards.runtime.relay import TOKEN, Relay
 from toolcards.stores.base import StateNamespace
 
 if TYPE_CHECKING:
     from toolcards.runtime.host import TeamHost
+    from toolcards.runtime.member_actor import MemberActor
+    from toolcards.runtime.profiles import RoleProfile
 
 ROSTER = "~members"
 """The state namespace of the roster (one ``member:<name>`` row per member)."""
@@ -156,6 +156,9 @@ class MemberRoster:
         team = self._team
         team.check_running()
         profile = self.profile(role)
+        from toolcards.runtime.member_actor import MemberActor
+        from toolcards.runtime.profiles import check_model
+
         check_model(profile.model)  # before any name is claimed: a failed hire leaves no trace
         placed = profile.placement == "cluster" and not adopting
         if placed and self._relay is None and not restoring:
@@ -226,6 +229,8 @@ class MemberRoster:
 
     def fire(self, name: str, timeout: float | None = None) -> bool:
         """Stop ``name`` and remove it; True when its actor stopped within the bound."""
+        from toolcards.runtime.member_actor import HISTORY_KEY, current_member
+
         team = self._team
         with self._lock:
             member = self.resolve(name)
@@ -247,6 +252,8 @@ class MemberRoster:
 
     def _fire_placed(self, member: str, timeout: float | None) -> bool:
         """Fire a member placed on the cluster from any process of the team."""
+        from toolcards.runtime.member_actor import HISTORY_KEY
+
         record = self._remote(member) or {}
         if record.get("placement") != "cluster":
             raise LookupError(f"member {member} runs in another process; fire it there")
@@ -285,6 +292,8 @@ class MemberRoster:
                 continue  # another running process holds it
             try:
                 if not any(p.role == role for p in team.profiles) and record.get("profile"):
+                    from toolcards.runtime.profiles import RoleProfile
+
                     stored = RoleProfile.model_validate_json(record["profile"])
                     team.profiles.append(stored)
                 self.hire(str(role), name, restoring=True)
@@ -324,6 +333,8 @@ class MemberRoster:
         return handle
 
     def post(self, to: str, content: str, sender: str = USER) -> MemberMessage:
+        from toolcards.runtime.member_actor import MemberActor
+
         message = self._message(to, content, sender, route_reply=True)
         if message.recipient not in self._entries and self._relay is not None:
             self._relay.queue(message)  # its process delivers it
@@ -333,6 +344,8 @@ class MemberRoster:
 
     def _deliver_queued(self, message: MemberMessage) -> bool:
         """A message another process queued for one of ours: into its mailbox."""
+        from toolcards.runtime.member_actor import MemberActor
+
         if message.recipient not in self._entries:
             return False
         with contextlib.suppress(LookupError, ActorUnavailable):
@@ -341,6 +354,8 @@ class MemberRoster:
         return False
 
     def send(self, to: str, content: str, sender: str, timeout: float) -> str:
+        from toolcards.runtime.member_actor import MemberActor, current_member
+
         self._team.check_running()
         remote = self._relay is not None and self.resolve(to) not in self._entries
         message = self._message(to, content, sender, route_reply=False, awaited=remote)
@@ -391,6 +406,8 @@ class MemberRoster:
 
         Replies are never answered automatically, so two members cannot loop on each other.
         """
+        from toolcards.runtime.member_actor import MemberActor
+
         answer = MemberMessage(
             sender=message.recipient, recipient=message.sender, content=text, reply_to=message.id
         )

@@ -24,7 +24,6 @@ from toolcards.runtime.events import EventCallback, EventLog, Subscription
 from toolcards.runtime.members import DEFAULT_SEND_TIMEOUT, MemberRoster
 from toolcards.runtime.messaging import USER, MemberActivity, MemberInfo, MemberMessage
 from toolcards.runtime.observer import TeamObserver
-from toolcards.runtime.profiles import RoleProfile, normalize_profiles
 from toolcards.runtime.system import ActorSystem
 from toolcards.runtime.tool_actor import ACTOR_TYPES, ToolActor
 from toolcards.runtime.worker import TRANSIENT_PREFIX, Lifecycle, ToolActorFactory, config_of
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
     from toolcards.governance.approvals import Approver
     from toolcards.governance.audit import AuditLog
     from toolcards.governance.policy import Policy
+    from toolcards.runtime.profiles import RoleProfile
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +102,11 @@ class Team:
         if not team_id:
             raise ValueError("team_id must be a non-empty string")
         self.team_id = team_id
-        self.profiles: list[RoleProfile] = normalize_profiles(profiles)
+        self.profiles: list[RoleProfile] = []
+        if profiles:  # a team without members does without the profiles' models
+            from toolcards.runtime.profiles import normalize_profiles
+
+            self.profiles = normalize_profiles(profiles)
         self.policy = policy
         self.audit = audit
         self.approver = approver

@@ -15,11 +15,9 @@ Reading the record needs only the YAML config (no team, no registry): forwarding
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import socket
-import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +52,9 @@ def endpoint_path(config: Path) -> Path:
 
 def _socket_path(record: Path) -> Path:
     """A short path (unix sockets allow ~100 bytes) in a directory only this user may use."""
+    import hashlib
+    import tempfile
+
     base = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir())
     directory = base / f"toolcards-{os.getuid()}"
     directory.mkdir(mode=0o700, exist_ok=True)
