@@ -269,6 +269,24 @@ class RayActorSystem:
         self._connected = True
         return ray
 
+    def cluster(self) -> str:
+        """The cluster this system is connected to, as the cluster names itself (its GCS
+        address), whichever spelling of the address reached it."""
+        ray = self.connect()
+        try:
+            return str(ray.get_runtime_context().gcs_address)
+        except Exception:  # a Ray client connection does not see the GCS: the given address
+            return str(self.address or os.environ.get("RAY_ADDRESS") or "local")
+
+    @staticmethod
+    def reachable(cluster: str, timeout: float = 2.0) -> bool:
+        """Whether something answers at ``cluster`` (a ``host:port``) within ``timeout``."""
+        try:
+            _check_reachable(cluster, timeout)
+        except ActorSystemUnavailable:
+            return False
+        return True
+
     # ---- the ActorSystem interface -----------------------------------------------------------
 
     def spawn(

@@ -571,8 +571,11 @@ def _actor_system(
         )
     keyed = getattr(system, "with_team_key", None)
     if callable(keyed):  # Ray: any driver finds any named actor; the team's key keeps it out
-        from toolcards.runtime.team_key import team_key
+        from toolcards.runtime.team_key import claim_cluster, team_key
 
         keyed_system: ActorSystem = keyed(team_key(store, team_id))
+        cluster, reachable = getattr(system, "cluster", None), getattr(system, "reachable", None)
+        if callable(cluster) and callable(reachable):  # one cluster per team, never two
+            claim_cluster(store, team_id, cluster(), reachable)
         return keyed_system
     return system
