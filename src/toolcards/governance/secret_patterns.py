@@ -4,7 +4,8 @@ for a random-looking name (a token used as a dictionary key).
 Every pattern is linear in its input: no unbounded repeat sits inside another repeat (a
 structural test walks each pattern), and every look-ahead or look-behind is bounded. Each
 pattern names literal *anchors*, one of which every match contains, so :class:`Redactor
-<toolcards.governance.redact.Redactor>` runs only the patterns whose anchors occur.
+<toolcards.governance.redact.Redactor>` runs only the patterns whose anchors occur. A built-in
+pattern is compiled the first time it is searched (most processes never search most of them).
 """
 
 from __future__ import annotations
@@ -84,12 +85,24 @@ class SecretPattern:
     that group (the key of a ``key=value`` pair stays readable)."""
 
     name: str
-    regex: re.Pattern[str]
+    source: re.Pattern[str] | str
+    """The regex, or its text (compiled on first use: :attr:`regex`)."""
     anchors: tuple[str, ...] = ()
 
     @classmethod
     def compile(cls, name: str, pattern: str, anchors: Iterable[str] = ()) -> SecretPattern:
+        """Compiled now: a bad regex fails here (patterns given in a policy)."""
         return cls(name, re.compile(pattern), tuple(a.lower() for a in anchors))
+
+    @classmethod
+    def lazy(cls, name: str, pattern: str, anchors: Iterable[str] = ()) -> SecretPattern:
+        """Compiled on first use (the built-in patterns, which a test compiles)."""
+        return cls(name, pattern, tuple(a.lower() for a in anchors))
+
+    @property
+    def regex(self) -> re.Pattern[str]:
+        source = self.source
+        return source if isinstance(source, re.Pattern) else _compiled(source)
 
     def sub(self, text: str) -> str:
         if "secret" not in self.regex.groupindex:
@@ -104,7 +117,12 @@ class SecretPattern:
         return self.regex.sub(keep_key, text)
 
 
-_P = SecretPattern.compile
+@functools.cache
+def _compiled(source: str) -> re.Pattern[str]:
+    return re.compile(source)
+
+
+_P = SecretPattern.lazy
 BUILTIN_PATTERNS: tuple[SecretPattern, ...] = (
     _P(
         "private_key",
