@@ -8,6 +8,8 @@ its ratio to the median of ``python -c pass`` from the same interpreter. Goals (
 loaded machine measures the machine; the median wall time is printed beside it.
 
 Run: .venv/bin/python benchmarks/bench_cli.py [--quick]
+
+``--quick`` runs each command once, without the warm-up run (a smoke run: cold caches).
 """
 
 from __future__ import annotations
@@ -43,17 +45,22 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]
     return cpu, wall
 
 
-def _median(argv: list[str], cwd: Path, env: dict[str, str], runs: int) -> tuple[float, float]:
-    _run(argv, cwd, env)  # one warm-up run: page cache, bytecode, the help cache
+def _median(
+    argv: list[str], cwd: Path, env: dict[str, str], runs: int, warm: bool = True
+) -> tuple[float, float]:
+    if warm:
+        _run(argv, cwd, env)  # one warm-up run: page cache, bytecode, the help cache
     samples = [_run(argv, cwd, env) for _ in range(runs)]
     return statistics.median(s[0] for s in samples), statistics.median(s[1] for s in samples)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="1 run each instead of 7")
+    parser.add_argument(
+        "--quick", action="store_true", help="1 run each, no warm-up, instead of a warm-up and 7"
+    )
     args = parser.parse_args()
-    runs = 1 if args.quick else 7
+    runs, warm = (1, False) if args.quick else (7, True)
     with tempfile.TemporaryDirectory(prefix="bench-cli-") as tmp:
         team = Path(tmp) / "team"
         shutil.copytree(ROOT / "examples" / "team", team)
@@ -65,11 +72,11 @@ def main() -> None:
             "list": [str(TOOLCARDS), "list", *config],
             "call": [str(TOOLCARDS), "call", "update_planning", "--args", create, *config],
         }
-        base_cpu, base_wall = _median([sys.executable, "-c", "pass"], team, env, runs)
+        base_cpu, base_wall = _median([sys.executable, "-c", "pass"], team, env, runs, warm)
         print(f"python -c pass: {base_cpu * 1000:.0f} ms CPU ({base_wall * 1000:.0f} ms wall)")
         record("python -c pass CPU", base_cpu * 1000, "ms")
         for name, argv in commands.items():
-            cpu, wall = _median(argv, team, env, runs)
+            cpu, wall = _median(argv, team, env, runs, warm)
             ratio = cpu / base_cpu
             goal = GOALS[name]
             verdict = "meets" if ratio <= goal else "misses"

@@ -1,6 +1,8 @@
 """Card-layer costs: `import toolcards`, building a factory of 50 cards, listing its toolset.
 
 Run: .venv/bin/python benchmarks/bench_factory.py [--quick]
+
+``--quick``: one import run, 3 builds and 20 warm listings (7, 21 and 200 otherwise).
 """
 
 from __future__ import annotations
@@ -58,10 +60,11 @@ def make_cards(n: int) -> list[Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1 import run, 3 builds, 20 listings")
     args = parser.parse_args()
-    runs = 3 if args.quick else 7
+    runs = 1 if args.quick else 7
+    listings = 20 if args.quick else 200
     plain, core = import_time(runs)
     print(f"import toolcards (fresh process, median of {runs}): {plain * 1000:.1f} ms")
     print(f"import toolcards + core contracts (pydantic):       {core * 1000:.1f} ms")
@@ -94,7 +97,7 @@ def main() -> None:
         first = time.perf_counter() - first_start
         assert len(tools) == 50
         again = []
-        for _ in range(200):
+        for _ in range(listings):
             start = time.perf_counter()
             await toolset.get_tools(ctx)
             again.append(time.perf_counter() - start)

@@ -9,6 +9,8 @@
 - rows kept when a process ends without close(), and on SIGTERM.
 
 Run: .venv/bin/python benchmarks/bench_governance.py [--quick]
+
+``--quick`` runs every section once at tiny sizes (a smoke run: its figures mean little).
 """
 
 from __future__ import annotations
@@ -468,7 +470,7 @@ QUEUE_AND_END = """
 import sys, time
 from toolcards.governance import AuditLog, AuditRecord
 log = AuditLog(sys.argv[1])
-for i in range(5000):
+for i in range(int(sys.argv[3])):
     log.record(AuditRecord(ts=time.time(), principal="p", principal_type="user", roles=(),
                surface="s", tool="t", call_id=str(i), args={"i": i}, decision="allow",
                outcome="ok"))
@@ -478,14 +480,14 @@ if sys.argv[2] == "wait":
 """
 
 
-def audit_shutdown() -> None:
-    """5,000 queued rows, then the process ends: without close(), and by SIGTERM."""
+def audit_shutdown(rows: int) -> None:
+    """``rows`` queued rows, then the process ends: without close(), and by SIGTERM."""
     kept = {}
     with tempfile.TemporaryDirectory() as tmp:
         for how in ("exit", "wait"):
             path = Path(tmp) / f"{how}.db"
             proc = subprocess.Popen(
-                [sys.executable, "-c", QUEUE_AND_END, str(path), how],
+                [sys.executable, "-c", QUEUE_AND_END, str(path), how, str(rows)],
                 stdout=subprocess.PIPE, text=True,
             )  # fmt: skip
             assert proc.stdout is not None and proc.stdout.readline().strip() == "queued"
@@ -496,30 +498,38 @@ def audit_shutdown() -> None:
             kept[how] = db.execute("SELECT count(*) FROM audit").fetchone()[0]
             db.close()
     print(
-        f"audit rows kept of 5000 queued: exit without close() {kept['exit']}, "
+        f"audit rows kept of {rows} queued: exit without close() {kept['exit']}, "
         f"SIGTERM {kept['wait']}"
     )
     record(
-        "audit rows kept of 5,000 queued, exit without close()", kept["exit"], "rows", goal="5000"
+        f"audit rows kept of {rows:,} queued, exit without close()",
+        kept["exit"],
+        "rows",
+        goal=str(rows),
     )
-    record("audit rows kept of 5,000 queued, SIGTERM", kept["wait"], "rows", goal="5000")
+    record(f"audit rows kept of {rows:,} queued, SIGTERM", kept["wait"], "rows", goal=str(rows))
 
 
 async def main(quick: bool) -> None:
-    n, rounds = (2_000, 3) if quick else (5_000, 7)
+    n, rounds = (200, 1) if quick else (5_000, 7)
     await per_call(n, rounds)
     print()
-    for size in (500, 5_000):
-        await listing(size, 2 if quick else 5)
+    for size in (50, 500) if quick else (500, 5_000):
+        await listing(size, 1 if quick else 5)
     print()
-    policy_scaling((10, 1_000), 1_000 if quick else 5_000, rounds)
+    policy_scaling((10, 100) if quick else (10, 1_000), 200 if quick else 5_000, rounds)
     print()
-    audit_burst(5_000 if quick else 20_000, 2 if quick else 3)
-    await audit_paced(5_000 if quick else 10_000, 10_000.0, 2 if quick else 3)
-    audit_shutdown()
+    audit_burst(500 if quick else 20_000, 1 if quick else 3)
+    await audit_paced(500 if quick else 10_000, 10_000.0, 1 if quick else 3)
+    audit_shutdown(500 if quick else 5_000)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="fewer iterations")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="every section once at tiny sizes (200 calls, 1 round; listing 50 and 500 tools; "
+        "10 vs 100 rules; 500 audit rows)",
+    )
     asyncio.run(main(parser.parse_args().quick))

@@ -2,6 +2,8 @@
 
 Run: .venv/bin/python benchmarks/bench_history.py [--quick]
 
+``--quick``: sizes 100, 1k and 10k, 3 resumes per size (a smoke run of every section).
+
 - ``Team.resume`` on a SQLite store holding 1k, 100k and 1M events (goal: 1M within 1.2x of
   1k). The log is never scanned on resume: each tool's last seq and the team's last
   position are single rows.
@@ -113,15 +115,15 @@ def first_call_ms(path: Path, team: str, actor: type[Ledger]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="1k / 10k / 100k only")
+    parser.add_argument("--quick", action="store_true", help="100 / 1k / 10k, 3 resumes each")
     quick = parser.parse_args().quick
-    sizes = [1_000, 10_000, 100_000] if quick else [1_000, 100_000, 1_000_000]
+    sizes = [100, 1_000, 10_000] if quick else [1_000, 100_000, 1_000_000]
     with tempfile.TemporaryDirectory() as tmp:
         resumes = {}
         for size in sizes:
             path = Path(tmp) / f"events-{size}.db"
             _fill_events(path, f"e{size}", size)
-            resumes[size] = resume_ms(path, f"e{size}", 9)
+            resumes[size] = resume_ms(path, f"e{size}", 3 if quick else 9)
             print(f"Team.resume with {size:>9,} events: {resumes[size]:.2f} ms")
             record_scaling("Team.resume", size, resumes[size], "ms", size_unit="events")
         ratio = resumes[sizes[-1]] / resumes[sizes[0]]

@@ -164,7 +164,7 @@ def bench_planning(team: Team, tasks: int, rounds: int) -> None:
     record(f"search_planning query over {tasks} tasks, p50", p50_p95(samples)[0], "ms")
 
 
-def render_ms(render: Callable[[], str], budget_s: float = 2.0) -> float:
+def render_ms(render: Callable[[], str], budget_s: float) -> float:
     """Median milliseconds of one rendering, over as many as fit in ``budget_s`` (5 to 500)."""
     render()
     samples: list[float] = []
@@ -209,8 +209,9 @@ def grow_plan(team: Team, first: int, last: int) -> None:
         plan.within(600).ask(PlanningActor.apply, rng.choice(owners[1:]), creates, [], [])
 
 
-def bench_summaries(sizes: list[int]) -> None:
-    """System-prompt renderings (actor ask + text) of the graph and the plan, by size."""
+def bench_summaries(sizes: list[int], budget_s: float = 2.0) -> None:
+    """System-prompt renderings (actor ask + text) of the graph and the plan, by size (each
+    timed over ``budget_s`` seconds at most)."""
     with Team("bench-summaries", ":memory:") as team:
         alice = team.bind([KnowledgeGraphTool(vector_store=False)], "alice")
         (graph_prompt,) = alice.get_system_prompts()
@@ -226,7 +227,7 @@ def bench_summaries(sizes: list[int]) -> None:
             grow_graph(team, done, size)
             grow_plan(team, done, size)
             done = size
-            rows.append((size, render_ms(graph_prompt), render_ms(mine), render_ms(every)))
+            rows.append((size, *(render_ms(p, budget_s) for p in (graph_prompt, mine, every))))
     print("system prompt rendering (ask + render), median ms:")
     print(f"  {'size':>8}  {'graph':>8}  {'plan (own)':>10}  {'plan (all)':>10}")
     for size, graph_ms, mine_ms, every_ms in rows:
@@ -244,21 +245,30 @@ def bench_summaries(sizes: list[int]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer samples (under 60 s)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="every part once at tiny sizes (500 entities, 20 queries, 50 tasks, summaries at "
+        "100 and 1,000)",
+    )
     parser.add_argument("--provider", default="hash", choices=("hash", "local"))
-    parser.add_argument("--entities", type=int, default=10_000)
+    parser.add_argument("--entities", type=int, default=None, help="default 10,000 (500 quick)")
     parser.add_argument("--part", default="all", choices=("all", "graph", "planning", "summaries"))
     args = parser.parse_args()
-    queries = 100 if args.quick else 1_000
+    queries = 20 if args.quick else 1_000
+    entities = args.entities or (500 if args.quick else 10_000)
     with tempfile.TemporaryDirectory() as tmp:
         if args.part in ("all", "graph"):
             with Team("bench-graph", Path(tmp) / "graph.db") as team:
-                bench_graph(team, args.entities, queries, args.provider)
+                bench_graph(team, entities, queries, args.provider)
         if args.part in ("all", "planning"):
             with Team("bench-plan", Path(tmp) / "plan.db") as team:
-                bench_planning(team, 300 if args.quick else 2_000, 100 if args.quick else 1_000)
+                bench_planning(team, 50 if args.quick else 2_000, 20 if args.quick else 1_000)
     if args.part in ("all", "summaries"):
-        bench_summaries([1_000, 10_000] if args.quick else [1_000, 10_000, 100_000])
+        if args.quick:
+            bench_summaries([100, 1_000], budget_s=0.1)
+        else:
+            bench_summaries([1_000, 10_000, 100_000])
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ Usage: python benchmarks/bench_resource_race.py [--quick] [--reads N]
 A real ``toolcards serve`` over stdio, the official ``mcp`` client, and the race harness of
 the tests (``tests/surfaces/resource_race.py``): ``dir`` and ``lnk -> <outside dir>`` are
 exchanged with ``renameat2(RENAME_EXCHANGE)`` while the client reads
-``toolcards://workspace/w/dir/secret.txt`` N times (default 10,000; 500 with --quick), once
+``toolcards://workspace/w/dir/secret.txt`` N times (default 10,000; 20 with --quick), once
 with the swapper as a host process and once as an ExecTool bwrap job that plants the link
 itself (skipped when bwrap cannot run). A read that returns the outside file escaped.
 """
@@ -68,10 +68,10 @@ def report(label: str, tally: Tally, rate: float, how: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="500 reads per race")
+    parser.add_argument("--quick", action="store_true", help="20 reads per race")
     parser.add_argument("--reads", type=int, default=None, help="raced reads per race")
     args = parser.parse_args()
-    reads = args.reads or (500 if args.quick else 10_000)
+    reads = args.reads or (20 if args.quick else 10_000)
     with tempfile.TemporaryDirectory() as tmp:
         tally, rate, how = anyio.run(race, Path(tmp) / "host", reads, False)
         report("without exec", tally, rate, how)

@@ -260,16 +260,21 @@ def bench_qdrant(n: int) -> dict[str, float]:
 
 def run(quick: bool = False) -> dict[str, dict[str, float]]:
     return {
-        "search": bench_search(20_000 if quick else 100_000, 30 if quick else 100),
-        "adds": bench_adds(5_000 if quick else 50_000),
-        "embedding": bench_embedding(64 if quick else 512),
-        "qdrant_local": bench_qdrant(2_000 if quick else 10_000),
+        "search": bench_search(2_000 if quick else 100_000, 20 if quick else 100),
+        "adds": bench_adds(1_000 if quick else 50_000),
+        "embedding": bench_embedding(16 if quick else 512),
+        "qdrant_local": bench_qdrant(500 if quick else 10_000),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smaller sizes (a few seconds)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny sizes, every section once (exact vs auto at 500 and 2,000 vectors with the "
+        "graph threshold lowered to 1,000)",
+    )
     parser.add_argument(
         "--hnsw-sizes",
         default=None,
@@ -283,12 +288,12 @@ def main() -> None:
     args = parser.parse_args()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"cpus={os.cpu_count()} load(1m)={load:.1f} quick={args.quick}")
-    default = "5000,20000" if args.quick else "10000,100000"
+    default = "500,2000" if args.quick else "10000,100000"
     sizes = [int(v) for v in (args.hnsw_sizes or default).split(",")]
     if args.million and 1_000_000 not in sizes:
         sizes.append(1_000_000)
-    queries = 50 if args.quick else 200
-    above = 10_000 if args.quick else AUTO_EXACT_BELOW  # quick: the graph path runs too
+    queries = 20 if args.quick else 200
+    above = 1_000 if args.quick else AUTO_EXACT_BELOW  # quick: the graph path runs too
     report_auto([bench_auto(n, queries, args.hnsw_m, args.hnsw_efc, above) for n in sizes])
     if args.hnsw_only:
         return

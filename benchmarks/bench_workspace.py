@@ -4,10 +4,13 @@ a catastrophic regex against a heartbeat, and the cost of descriptor-based path 
 
 Usage: python benchmarks/bench_workspace.py [--quick] [--race N]
 
+``--quick`` runs every section once at tiny sizes: 3 repetitions, edit scaling at 100/1k/10k
+lines, grep over 200 files, a 0.5 s catastrophic grep, 200 raced reads and writes.
+
 Every sample goes through the real tool callables (containment checks, read ledger, atomic
 writes). Grep runs once with ripgrep (when installed) and once with the pure-Python search;
 their outputs are compared. The race runs N raced reads and N raced writes (default 10,000;
-2,000 with --quick) while another process swaps a directory for a link to the outside, and
+200 with --quick) while another process swaps a directory for a link to the outside, and
 prints how many escaped.
 """
 
@@ -104,12 +107,13 @@ def bench_patch(ws: Path, runs: int) -> None:
     record("workspace_patch, 3 files, p50", p50, "ms")
 
 
-def bench_grep(ws: Path, runs: int) -> None:
+def bench_grep(ws: Path, runs: int, dirs: int = 50, per_dir: int = 100) -> None:
     tree = ws / "tree"
-    for d in range(50):
+    files = f"{dirs * per_dir:,}"
+    for d in range(dirs):
         sub = tree / f"pkg{d:02d}"
         sub.mkdir(parents=True)
-        for f in range(100):
+        for f in range(per_dir):
             body = "".join(f"value_{d}_{f}_{i} = compute({i})\n" for i in range(40))
             if f % 97 == 0:
                 body += "# TODO: remove the legacy path\n"
@@ -122,8 +126,8 @@ def bench_grep(ws: Path, runs: int) -> None:
         p50, worst = timed(lambda: grep("TODO: remove", "tree", "*.py"), runs)  # noqa: B023
         results[engine] = out
         hits = len(out.splitlines())
-        print(f"grep 5,000 files ({engine}): p50 {p50:.1f} ms, max {worst:.1f} ms, {hits} hits")
-        record(f"workspace_grep over 5,000 files ({engine}), p50", p50, "ms")
+        print(f"grep {files} files ({engine}): p50 {p50:.1f} ms, max {worst:.1f} ms, {hits} hits")
+        record(f"workspace_grep over {files} files ({engine}), p50", p50, "ms")
     if len(results) == 2:
         print(f"grep outputs identical: {results['rg'] == results['python']}")
     else:
@@ -149,7 +153,7 @@ def _edit_pair(t: dict[str, Callable[..., Any]], name: str) -> tuple[Callable[[]
 def bench_edit_scaling(ws: Path, quick: bool) -> None:
     """workspace_edit with no match vs an exact match in the same file, at three sizes."""
     t = tools()
-    for lines in (1_000, 10_000, 100_000):
+    for lines in (100, 1_000, 10_000) if quick else (1_000, 10_000, 100_000):
         name = f"scale{lines}.py"
         body = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(lines // 2))
         (ws / name).write_text(body)
@@ -157,7 +161,7 @@ def bench_edit_scaling(ws: Path, quick: bool) -> None:
         exact, missing = _edit_pair(t, name)
         hit: list[float] = []
         miss: list[float] = []
-        for _ in range((5 if quick else 15) if lines == 100_000 else (11 if quick else 41)):
+        for _ in range(3 if quick else 15 if lines == 100_000 else 41):
             for fn, out in ((exact, hit), (missing, miss)):  # interleaved: same machine load
                 start = time.perf_counter()
                 fn()
@@ -185,10 +189,11 @@ def bench_race(root: Path, attempts: int) -> None:
            escapes["read"] + escapes["write"], "calls", goal="0")  # fmt: skip
 
 
-def bench_heartbeat(ws: Path) -> None:
-    """Largest pause of another thread while a catastrophic Python-engine grep runs (3 s)."""
+def bench_heartbeat(ws: Path, limit_s: float = 3.0) -> None:
+    """Largest pause of another thread while a catastrophic Python-engine grep runs (to its
+    ``limit_s`` timeout)."""
     (ws / "redos.txt").write_text("a" * 64 + "b\n")
-    grep = tools(workspace_grep=GrepParam(engine="python", timeout_s=3.0))["workspace_grep"]
+    grep = tools(workspace_grep=GrepParam(engine="python", timeout_s=limit_s))["workspace_grep"]
     ticks, stop = [time.monotonic()], threading.Event()
 
     def beat() -> None:
@@ -208,7 +213,7 @@ def bench_heartbeat(ws: Path) -> None:
     stop.set()
     thread.join()
     gap = max(b - a for a, b in itertools.pairwise(ticks) if b >= start) * 1000
-    print(f"catastrophic grep (python engine, 3 s limit): {outcome} after {took:.1f} s, "
+    print(f"catastrophic grep (python engine, {limit_s:g} s limit): {outcome} after {took:.1f} s, "
           f"largest heartbeat gap {gap:.0f} ms")  # fmt: skip
     record("heartbeat gap during a catastrophic Python-engine grep", gap, "ms", goal="< 100 ms")
 
@@ -261,10 +266,12 @@ def tools_for(workspace_id: str) -> dict[str, Callable[..., Any]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="fewer repetitions (< 60 s)")
+    parser.add_argument(
+        "--quick", action="store_true", help="every section once at tiny sizes (a few seconds)"
+    )
     parser.add_argument("--race", type=int, default=None, help="raced reads and writes")
     args = parser.parse_args()
-    runs = 5 if args.quick else 30
+    runs = 3 if args.quick else 30
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["TOOLCARDS_WORKSPACES_ROOT"] = str(Path(tmp) / "roots")
         root = Path(tmp) / "roots"
@@ -273,10 +280,13 @@ def main() -> None:
         bench_edits(ws, runs)
         bench_edit_scaling(ws, args.quick)
         bench_patch(ws, runs)
-        bench_grep(ws, 3 if args.quick else 10)
-        bench_heartbeat(ws)
-        bench_resolution(ws, 200 if args.quick else 2000)
-        bench_race(root, args.race or (2_000 if args.quick else 10_000))
+        if args.quick:
+            bench_grep(ws, 3, dirs=10, per_dir=20)
+        else:
+            bench_grep(ws, 10)
+        bench_heartbeat(ws, 0.5 if args.quick else 3.0)
+        bench_resolution(ws, 50 if args.quick else 2000)
+        bench_race(root, args.race or (200 if args.quick else 10_000))
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ SCRIPTS = [
 ]
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(140)
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_the_benchmark_runs_in_quick_mode(name: str, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "TOOLCARDS_BENCH_RESULTS"}
@@ -39,7 +39,7 @@ def test_the_benchmark_runs_in_quick_mode(name: str, tmp_path: Path) -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=280,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip()  # it printed its figures
