@@ -204,14 +204,14 @@ def main() -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="30 documents, 10 queries, drawn from the first 300 candidates of the stdlib walk",
+        help="16 documents, 8 queries, drawn from the first 100 candidates of the stdlib walk",
     )
     parser.add_argument("--docs", type=int, default=2000)
     parser.add_argument("--queries", type=int, default=400)
     args = parser.parse_args()
-    docs, queries = (30, 10) if args.quick else (args.docs, args.queries)
+    docs, queries = (16, 8) if args.quick else (args.docs, args.queries)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    figures = run(docs, queries, scan=300 if args.quick else None)
+    figures = run(docs, queries, scan=100 if args.quick else None)
     meta = figures.pop("_")
     print(
         f"cpus={os.cpu_count()} load(1m)={load:.1f}: {int(meta['docs'])} stdlib docstrings, "
