@@ -29,6 +29,10 @@ kept because callers catch that built-in type. The module each class lives in is
     ├── YamlError (ValueError)                  core.yaml_safe
     ├── PolicyError (ValueError)                governance._policy_parse
     ├── ApprovalError (PermissionError)         governance.approvals
+    │   └── EditRefusedError                    governance.approvals
+    ├── EditRefused (ValueError)                governance.edits
+    ├── ResultTooDeep                           governance.secret_scanner
+    ├── OpaqueResult                            governance.secret_scanner
     ├── ApprovalTimedOut                        governance.approvals
     ├── InvalidArguments (ValueError)           governance.arguments
     ├── ActorSystemUnavailable                  runtime.system
@@ -41,6 +45,7 @@ kept because callers catch that built-in type. The module each class lives in is
     ├── LimitUnavailable (RuntimeError)         tools.exec.limits
     ├── OAuthError (RuntimeError)               tools.mcp.oauth_urls
     ├── UntrustedCommand (ValueError)           tools.mcp.trust
+    ├── Refused                                 tools.mcp.server_requests
     ├── SearchError                             tools.search.client
     ├── URLRefused (ValueError)                 tools._common.urls
     ├── EmbeddingError                          tools.vector_store.base

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic_core import to_jsonable_python
 
+from toolcards.core.errors import ToolcardsError
 from toolcards.governance.guardrails import HookContext, Refuse, ToolHook
 from toolcards.governance.redact import Redactor
 from toolcards.governance.secret_patterns import REDACTED, is_secret_name
@@ -28,12 +29,12 @@ MAX_DEPTH = 64
 """A result nested deeper than this is refused, not passed on unscanned."""
 
 
-class _TooDeep(Exception):
-    pass
+class ResultTooDeep(ToolcardsError):
+    """A result nested deeper than :data:`MAX_DEPTH` (the scanner refuses it)."""
 
 
-class _Opaque(Exception):
-    pass
+class OpaqueResult(ToolcardsError):
+    """A result the scanner reads as its JSON form (a model, a dataclass)."""
 
 
 class SecretScanner(ToolHook):
@@ -60,12 +61,12 @@ class SecretScanner(ToolHook):
         try:
             try:
                 scanned = _scan(redactor, result, 0)
-            except _Opaque:  # a model or a dataclass: its JSON form is what leaves
+            except OpaqueResult:  # a model or a dataclass: its JSON form is what leaves
                 plain = to_jsonable_python(result, fallback=repr)
                 scanned = _scan(redactor, plain, 0)
                 if scanned is plain:
                     scanned = result
-        except _TooDeep:
+        except ResultTooDeep:
             return Refuse(f"the result of {ctx.tool_id} is nested too deeply to check")
         if scanned is result:
             return result
@@ -75,10 +76,10 @@ class SecretScanner(ToolHook):
 
 
 def _scan(redactor: Redactor, value: Any, depth: int) -> Any:
-    """``value`` itself when nothing in it needs replacing, else a redacted copy; _Opaque
+    """``value`` itself when nothing in it needs replacing, else a redacted copy; OpaqueResult
     for a value of another kind than JSON's."""
     if depth > MAX_DEPTH:
-        raise _TooDeep
+        raise ResultTooDeep
     if isinstance(value, str):
         scrubbed = redactor.scrub(value)
         return value if scrubbed == value else scrubbed
@@ -101,4 +102,4 @@ def _scan(redactor: Redactor, value: Any, depth: int) -> Any:
         if all(new is old for new, old in zip(items, value, strict=True)):
             return value
         return items if isinstance(value, list) else tuple(items)
-    raise _Opaque
+    raise OpaqueResult

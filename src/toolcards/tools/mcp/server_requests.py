@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from toolcards.core.errors import ToolcardsError
 from toolcards.core.spec import ToolAnnotations
 from toolcards.governance.audit import AuditRecord
 from toolcards.governance.capability import ToolCapability
@@ -40,7 +41,7 @@ _DESCRIPTIONS = {
 }
 
 
-class Refused(Exception):
+class Refused(ToolcardsError):
     """A server request that is not answered; the message is what the server is told."""
 
 
