@@ -97,9 +97,10 @@ class Lifecycle:
 class Coherent(Recovering):
     """A tool actor copy that stays in step with the other processes' copies of it.
 
-    Each public call: one store transaction, the tool's cross-process lock, a reload of the
-    copy (a fresh object, its ``on_start``) when the tool's version moved since this copy
-    last saw it, then the call. A call whose writes did not commit (rolled back, or cut off
+    Each public call: one store transaction, the tool's cross-process lock, a catch-up of the
+    copy when the tool's version moved since this copy last saw it (the changed rows through
+    the actor's ``apply_changes``, or a reload: a fresh object, its ``on_start``), then the
+    call. A call whose writes did not commit (rolled back, or cut off
     with the connection) leaves the copy stale, and it reloads before the next call (a call
     that raises without writing, such as a refusal, keeps the copy as it is).
     """
@@ -107,9 +108,13 @@ class Coherent(Recovering):
     def __init__(self, build: Callable[[], Any], store: Store, team_id: str, name: str) -> None:
         super().__init__(build, store, team_id, name)
         self._seen: int | None = None
+        self._held: int | None = None
+        """Every change committed at or below this version is in the copy (``_seen`` may be
+        one more: the copy's own commit, which moved it by one unless a writer around the
+        lock committed too; the version then moves past ``_seen`` and both are fetched)."""
 
     def on_start(self) -> None:
-        self._seen = self._store.actor_version(self._team_id, self._name)
+        self._seen = self._held = self._store.actor_version(self._team_id, self._name)
         super().on_start()
 
     def _call(self, name: str, /, *args: Any, **kwargs: Any) -> Any:
@@ -120,8 +125,8 @@ class Coherent(Recovering):
                 store.lock_actor(self._team_id, self._name)
                 version = store.actor_version(self._team_id, self._name)
                 if version != self._seen or self._stale:
-                    self._reload()
-                    self._seen = version
+                    self._catch_up()
+                self._seen = self._held = version
                 result = getattr(self._target, name)(*args, **kwargs)
                 wrote = store.writes_pending(self._team_id, self._name)
         except BaseException:
@@ -130,6 +135,25 @@ class Coherent(Recovering):
             raise
         self._seen = version + 1 if wrote else version  # our commit's own bump
         return result
+
+    def _catch_up(self) -> None:
+        """Bring the copy to the store: apply the rows changed since the version it holds
+        whole (``apply_changes(upserts, deleted)`` of an actor that has it, returning True;
+        its own last writes come again) or reload it (stale, the store cannot tell, or the
+        actor declines)."""
+        since, apply = self._held, getattr(self._target, "apply_changes", None)
+        if self._stale or since is None or apply is None:
+            self._reload()
+            return
+        changes = self._store.state_changes(self._team_id, self._name, since)
+        if changes is None:
+            self._reload()
+            return
+        self._stale = True  # until applied whole: a partial apply is never answered from
+        if apply(*changes):
+            self._stale = False
+            return
+        self._reload()
 
 
 class ToolActorFactory:

@@ -275,6 +275,14 @@ class Store(ABC):
         state or events (always 0 in a store one process owns)."""
         return 0
 
+    def state_changes(
+        self, team_id: str, actor: str, since: int
+    ) -> tuple[list[tuple[str, Any]], list[str]] | None:
+        """The state rows of ``actor`` written by transactions committed after its version
+        ``since`` (``(key, value)``, at least those) and the keys deleted since (absent now),
+        or None when the store cannot tell (a full reload then). Events are not included."""
+        return None
+
     def state_version(self, team_id: str, actor: str) -> int:
         """A number that moves by one with each committed transaction that changed ``actor``'s
         state rows or events, whoever made it (0 before the first). A summary an actor keeps

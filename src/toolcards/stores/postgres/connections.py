@@ -46,6 +46,8 @@ class ThreadState:
         self.after_commit: list[Callable[[], Any]] = []
         self.dirty: set[tuple[str, str]] = set()
         """What the open transaction changed, for a user's ``before_commit``."""
+        self.keys: dict[tuple[str, str], dict[str, bool]] = {}
+        """The state keys it wrote, by (team, actor): True for a delete, False for a put."""
         self.broken = False
         """The connection was lost inside the open transaction: it can only end."""
         self.timed_out = False
@@ -68,6 +70,7 @@ class ThreadState:
         self.depth = 0
         self.after_commit.clear()
         self.dirty.clear()
+        self.keys.clear()
         self.broken = False
 
 
@@ -278,6 +281,7 @@ class Connections:
             raise
         callbacks, state.after_commit = state.after_commit, []
         state.dirty.clear()
+        state.keys.clear()
         for callback in callbacks:
             callback()
 

@@ -66,18 +66,71 @@ _SCHEMA = [
     "tool_id TEXT NOT NULL, seq BIGINT NOT NULL, PRIMARY KEY (team_id, tool_id))",
     "CREATE TABLE IF NOT EXISTS toolcards_actor_versions (team_id TEXT NOT NULL, "
     "actor TEXT NOT NULL, version BIGINT NOT NULL, PRIMARY KEY (team_id, actor))",
+    "CREATE TABLE IF NOT EXISTS toolcards_state_tombstones (team_id TEXT NOT NULL, "
+    'actor TEXT NOT NULL, changed BIGINT NOT NULL, key TEXT COLLATE "C" NOT NULL, '
+    "PRIMARY KEY (team_id, actor, changed, key))",
+    "CREATE TABLE IF NOT EXISTS toolcards_state_pruned (team_id TEXT NOT NULL, "
+    "actor TEXT NOT NULL, through BIGINT NOT NULL, PRIMARY KEY (team_id, actor))",
+]
+_STATE_CHANGED = [  # rows written before the column read 0: older than any copy's version
+    "ALTER TABLE toolcards_state ADD COLUMN IF NOT EXISTS changed BIGINT NOT NULL DEFAULT 0",
+    "CREATE INDEX IF NOT EXISTS toolcards_state_changed "
+    "ON toolcards_state (team_id, actor, changed)",
 ]
 
 
+TOMBSTONES_KEPT = 10_000
+"""Deleted keys remembered per actor (a copy older than the oldest one reloads fully)."""
+
+
 def _bump_versions(state: ThreadState, cur: Any) -> None:
-    """Before a commit: move the version of every actor the transaction changed by one."""
-    if state.dirty:
-        cur.executemany(
+    """Before a commit: move the version of every actor the transaction changed by one, and
+    stamp the state rows it wrote (and a tombstone per key it deleted) with that version."""
+    for team_id, actor in sorted(state.dirty):
+        cur.execute(
             "INSERT INTO toolcards_actor_versions VALUES (%s, %s, 1) "
             "ON CONFLICT (team_id, actor) DO UPDATE "
-            "SET version = toolcards_actor_versions.version + 1",
-            sorted(state.dirty),
+            "SET version = toolcards_actor_versions.version + 1 RETURNING version",
+            (team_id, actor),
         )
+        version = int(cur.fetchone()[0])
+        keys = state.keys.get((team_id, actor), {})
+        if put := sorted(key for key, gone in keys.items() if not gone):
+            cur.execute(
+                "UPDATE toolcards_state SET changed=%s "
+                "WHERE team_id=%s AND actor=%s AND key = ANY(%s)",
+                (version, team_id, actor, put),
+            )
+        if gone := sorted(key for key, gone in keys.items() if gone):
+            cur.executemany(
+                "INSERT INTO toolcards_state_tombstones VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT DO NOTHING",
+                [(team_id, actor, version, key) for key in gone],
+            )
+            _prune_tombstones(cur, team_id, actor)
+
+
+def _prune_tombstones(cur: Any, team_id: str, actor: str) -> None:
+    """Keep about the newest :data:`TOMBSTONES_KEPT` tombstones of an actor; the version
+    they are pruned through is recorded (changes since an older one cannot be told)."""
+    cur.execute(
+        "SELECT changed FROM toolcards_state_tombstones WHERE team_id=%s AND actor=%s "
+        "ORDER BY changed DESC OFFSET %s LIMIT 1",
+        (team_id, actor, TOMBSTONES_KEPT),
+    )
+    row = cur.fetchone()
+    if row is None:
+        return
+    through = int(row[0])
+    cur.execute(
+        "DELETE FROM toolcards_state_tombstones WHERE team_id=%s AND actor=%s AND changed <= %s",
+        (team_id, actor, through),
+    )
+    cur.execute(
+        "INSERT INTO toolcards_state_pruned VALUES (%s, %s, %s) ON CONFLICT (team_id, actor) "
+        "DO UPDATE SET through = GREATEST(toolcards_state_pruned.through, EXCLUDED.through)",
+        (team_id, actor, through),
+    )
 
 
 def _placeholders(cur: Any) -> applied_calls.Execute:
@@ -181,6 +234,13 @@ class PostgresStore(Store):
             for name, ddl in EVENT_ENVELOPE_COLUMNS:  # older rows keep NULL there
                 if name not in columns:
                     cur.execute(f"ALTER TABLE toolcards_events ADD COLUMN {name} {ddl}")
+            cur.execute(
+                "SELECT 1 FROM information_schema.columns WHERE table_schema = "
+                "current_schema() AND table_name = 'toolcards_state' AND column_name = 'changed'"
+            )
+            if cur.fetchone() is None:  # checked first: the ALTER would lock out every writer
+                for statement in _STATE_CHANGED:
+                    cur.execute(statement)
             cur.execute("SELECT value FROM toolcards_meta WHERE key='schema_version'")
             row = cur.fetchone()
             if row is not None and int(row[0]) > SCHEMA_VERSION:
@@ -283,6 +343,7 @@ class PostgresStore(Store):
     def state_put(self, team_id: str, actor: str, key: str, value: Any) -> None:
         text = dumps(value)
         with self._write(team_id, actor, name_or_key=key) as cur:
+            self._db.state().keys.setdefault((team_id, actor), {})[key] = False
             cur.execute(
                 "INSERT INTO toolcards_state VALUES (%s, %s, %s, %s) "
                 "ON CONFLICT (team_id, actor, key) DO UPDATE SET value = EXCLUDED.value",
@@ -291,6 +352,7 @@ class PostgresStore(Store):
 
     def state_delete(self, team_id: str, actor: str, key: str) -> None:
         with self._write(team_id, actor, name_or_key=key) as cur:
+            self._db.state().keys.setdefault((team_id, actor), {})[key] = True
             cur.execute(
                 "DELETE FROM toolcards_state WHERE team_id=%s AND actor=%s AND key=%s",
                 (team_id, actor, key),
@@ -437,6 +499,28 @@ class PostgresStore(Store):
             (team_id, actor),
         )
         return int(rows[0][0]) if rows else 0
+
+    def state_changes(
+        self, team_id: str, actor: str, since: int
+    ) -> tuple[list[tuple[str, Any]], list[str]] | None:
+        rows = self._rows(
+            "SELECT key, value FROM toolcards_state WHERE team_id=%s AND actor=%s "
+            "AND changed > %s ORDER BY key",
+            (team_id, actor, since),
+        )
+        gone = self._rows(
+            "SELECT DISTINCT t.key FROM toolcards_state_tombstones t WHERE t.team_id=%s "
+            "AND t.actor=%s AND t.changed > %s AND NOT EXISTS (SELECT 1 FROM toolcards_state s "
+            "WHERE s.team_id=t.team_id AND s.actor=t.actor AND s.key=t.key) ORDER BY t.key",
+            (team_id, actor, since),
+        )
+        pruned = self._rows(  # read last: a prune that raced the reads above shows here
+            "SELECT through FROM toolcards_state_pruned WHERE team_id=%s AND actor=%s",
+            (team_id, actor),
+        )
+        if pruned and since < int(pruned[0][0]):
+            return None  # tombstones it would need are gone
+        return [(str(k), json.loads(v)) for k, v in rows], [str(k) for (k,) in gone]
 
     def secret_location(self) -> str:
         return self._db.url

@@ -12,7 +12,7 @@ from toolcards.runtime import ToolActor, ToolActorContext
 from toolcards.tools._common.fusion import VectorLink, VectorSync
 from toolcards.tools.planning.board import Board, BoardView
 from toolcards.tools.planning.models import Task, TaskCreate, TaskUpdate
-from toolcards.tools.planning.stored import TASK, StoredPlan
+from toolcards.tools.planning.stored import NEXT_ID, SUMMARY, TASK, StoredPlan
 
 ACTOR_NAME = "#PlanningTool"
 COLLECTION = "planning"
@@ -30,6 +30,14 @@ class PlanningConfig(BaseModel):
 def embed_text(task: Task) -> str:
     """The text embedded for a task."""
     return task.description if not task.output else f"{task.description}\n{task.output}"
+
+
+def _task_id(key: str) -> int | None:
+    """The id of a ``task:<id>`` key written as the actor writes it, else None."""
+    digits = key.removeprefix(TASK)
+    if digits == key or not digits.isdigit() or str(int(digits)) != digits:
+        return None
+    return int(digits)
 
 
 class PlanningActor(ToolActor):
@@ -69,6 +77,37 @@ class PlanningActor(ToolActor):
             self.vectors = VectorSync(link, COLLECTION, state)
             self.vectors.load({str(t.id): embed_text(t) for t in tasks})
         return board
+
+    def apply_changes(self, upserts: Sequence[tuple[str, Any]], deleted: Sequence[str]) -> bool:
+        """Take in the rows another process changed since this copy's version (called by the
+        runtime); False, changing nothing, when they are not only tasks and the summary rows
+        (the copy is then reloaded whole)."""
+        if self.vectors is not None:
+            return False  # the vector fingerprints are reloaded with the board
+        tasks: list[Task] = []
+        gone: list[int] = []
+        try:
+            for key, value in upserts:
+                task_id = _task_id(key)
+                if task_id is not None:
+                    tasks.append(Task.model_validate(value))
+                    if tasks[-1].id != task_id:
+                        return False
+                elif key not in (SUMMARY, NEXT_ID):
+                    return False
+            for key in deleted:
+                task_id = _task_id(key)
+                if task_id is not None:
+                    gone.append(task_id)
+                elif key not in (SUMMARY, NEXT_ID):
+                    return False
+        except ValueError:  # a row the board would not load either
+            return False
+        self.stored.restore()
+        if self._board is not None:
+            self._board.merge(tasks, gone, self.stored.next_id_floor)
+            self.stored.loading()
+        return True
 
     def _reading(self) -> Board:
         """The board for a read; after a load that found the summary stale (rows written

@@ -120,6 +120,22 @@ class Board:
                 if not ids:
                     del self._members[key]
 
+    def merge(self, tasks: Iterable[Task], deleted: Iterable[int], next_id: int) -> None:
+        """Take in rows another writer stored: ``tasks`` as they are now, ``deleted`` ids
+        gone; ids stay in order and ``next_id`` never moves back."""
+        for task_id in deleted:
+            if task_id in self.tasks:
+                self._drop(task_id)
+        tail = max(self.tasks, default=0)
+        out_of_order = False
+        for task in sorted(tasks, key=lambda t: t.id):
+            out_of_order = out_of_order or (task.id < tail and task.id not in self.tasks)
+            self._put(task)
+            self.next_id = max(self.next_id, task.id + 1)
+        self.next_id = max(self.next_id, next_id)
+        if out_of_order:  # a row written around the actor under an old id
+            self.tasks = dict(sorted(self.tasks.items()))
+
     def view(self, member: str | None, filter_by_agent: bool, max_tasks: int) -> BoardView:
         """Totals, owners and the first ``max_tasks`` tasks in scope: the member's own tasks
         (owner or creator) when ``filter_by_agent`` and ``member`` are given, else all."""
