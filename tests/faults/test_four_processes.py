@@ -3,7 +3,8 @@ governed calls on a real PostgreSQL (Pykka copies of the planning actor in each)
 server is crash-restarted (`pg_ctl restart -m immediate`), stopped for seconds, and frozen
 (SIGSTOP). A process retries a call that answered "retry" under the same call id, as an
 agent's durable run does. After recovery the store, every process's actor and the audit
-trails hold exactly the acknowledged writes: no phantom, no loss, no duplicate."""
+trails hold exactly the acknowledged writes: no phantom, no loss, no duplicate; and a
+subscriber of the team's events, in the test's own process, received every event once."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ import pytest
 from support.scripted import wait_until
 from support.servers import PostgresServer
 from toolcards.governance import AuditLog
+from toolcards.runtime import Team
+from toolcards.runtime.events import EventLog
 from toolcards.stores.postgres.team import PostgresStore
 from toolcards.tools.planning.actor import ACTOR_NAME as PLAN
 
@@ -124,6 +127,18 @@ def _stored(url: str) -> dict[int, str]:
     return {int(value["id"]): str(value["description"]) for _, value in rows}
 
 
+def _event_position(url: str) -> int:
+    store = PostgresStore(url)
+    try:
+        log = EventLog(store, TEAM)
+        try:
+            return log.position
+        finally:
+            log.close()
+    finally:
+        store.close()
+
+
 def _progress(writers: list[Writer], more: int) -> None:
     """Wait until every writer acknowledged ``more`` further calls."""
     marks = [len(w.acked) + more for w in writers]
@@ -135,13 +150,16 @@ def _progress(writers: list[Writer], more: int) -> None:
 def test_four_processes_through_restart_stop_and_freeze_hold_exactly_the_acknowledged(
     pg: PostgresServer, pg_url: str, tmp_path: Path
 ) -> None:
+    events: list[tuple[str, int]] = []
+    watcher = Team(TEAM, store=pg_url)
+    subscription = watcher.subscribe(lambda e: events.append((e.tool_id, e.seq)))
     writers = [Writer(pg_url, f"w{n}", tmp_path) for n in range(PROCESSES)]
     try:
         _progress(writers, 5)
         pg.restart("immediate")  # a crash restart mid-run
         _progress(writers, 5)
-        pg.stop("fast")  # down for a few seconds
-        time.sleep(3)  # the outage itself: nothing to wait for
+        pg.stop("fast")  # down for ten seconds
+        time.sleep(10)  # the outage itself: nothing to wait for
         pg.start()
         _progress(writers, 5)
         pg.freeze()  # SIGSTOP: a hung server, not a refused connection
@@ -154,6 +172,13 @@ def test_four_processes_through_restart_stop_and_freeze_hold_exactly_the_acknowl
         if pg.process is None or pg.process.poll() is not None:
             pg.start()  # the writers finish their last call and read the board
         errors = [w.finish() for w in writers]
+    try:
+        last = _event_position(pg_url)
+        assert wait_until(lambda: len(events) >= last, 60), (len(events), last)
+        assert subscription.active
+        assert len(events) == len(set(events)) == last  # every event once, none missing
+    finally:
+        watcher.stop()
     stored = _stored(pg_url)
     acked = {call_id: task for w in writers for call_id, task in w.acked.items()}
     descriptions = sorted(stored.values())
@@ -169,5 +194,6 @@ def test_four_processes_through_restart_stop_and_freeze_hold_exactly_the_acknowl
             ok[row.call_id] += row.outcome == "ok"
         assert all(ok[call_id] == 1 for call_id in writer.acked), "an ack without its one ok row"
     retries = sum(w.retries for w in writers)
-    print(f"{len(acked)} acknowledged, {len(stored)} stored, {retries} retries")  # for -s
+    print(f"{len(acked)} acknowledged, {len(stored)} stored, {retries} retries, "
+          f"{len(events)} events received once")  # fmt: skip
     assert retries > 0, errors  # the faults did reach the writers
