@@ -98,8 +98,11 @@ class Writer:
             stderr=subprocess.PIPE,
             text=True,
         )
+        self.errors: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+        self._errors = threading.Thread(target=self._read_errors, daemon=True)
+        self._errors.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -111,9 +114,16 @@ class Writer:
             elif line.startswith("retry "):
                 self.retries += 1
 
+    def _read_errors(self) -> None:
+        assert self.proc.stderr is not None
+        self.errors.extend(self.proc.stderr)
+
     def finish(self) -> str:
-        _, err = self.proc.communicate(timeout=180)
+        """Wait for the process and for its last lines (each pipe has one reader)."""
+        self.proc.wait(timeout=180)
         self._reader.join(30)
+        self._errors.join(30)
+        err = "".join(self.errors)
         assert self.proc.returncode == 0, err[-3000:]
         return err
 
