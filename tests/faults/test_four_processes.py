@@ -1,7 +1,8 @@
 """The fault suite under load (issue #32): four processes of one team write tasks through
 governed calls on a real PostgreSQL (Pykka copies of the planning actor in each), while the
-server is crash-restarted (`pg_ctl restart -m immediate`), stopped for seconds, and frozen
-(SIGSTOP). A process retries a call that answered "retry" under the same call id, as an
+server is crash-restarted (`pg_ctl restart -m immediate`), stopped for ten seconds, frozen
+(SIGSTOP), and a TCP proxy in front of it cuts a COMMIT (its answer lost, or the COMMIT
+itself). A process retries a call that answered "retry" under the same call id, as an
 agent's durable run does. After recovery the store, every process's actor and the audit
 trails hold exactly the acknowledged writes: no phantom, no loss, no duplicate; and a
 subscriber of the team's events, in the test's own process, received every event once."""
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from support.pg_proxy import CommitCuttingProxy
 from support.scripted import wait_until
 from support.servers import PostgresServer
 from toolcards.governance import AuditLog
@@ -157,13 +159,23 @@ def _progress(writers: list[Writer], more: int) -> None:
     ), [w.lines[-3:] for w in writers]
 
 
+def _cut_commits(proxy: CommitCuttingProxy, writers: list[Writer]) -> None:
+    """Cut a COMMIT of a coming write of two writers: its answer lost (it committed), then
+    the COMMIT itself (it did not); neither writer can tell which happened to it."""
+    for writer, mode in ((writers[0], "answer"), (writers[1], "commit")):
+        cuts = proxy.cuts
+        proxy.arm(f'"{writer.me}-{len(writer.acked) + 2}"', mode)  # its description, quoted
+        assert wait_until(lambda cuts=cuts: proxy.cuts > cuts, 60)
+
+
 def test_four_processes_through_restart_stop_and_freeze_hold_exactly_the_acknowledged(
     pg: PostgresServer, pg_url: str, tmp_path: Path
 ) -> None:
     events: list[tuple[str, int]] = []
     watcher = Team(TEAM, store=pg_url)
     subscription = watcher.subscribe(lambda e: events.append((e.tool_id, e.seq)))
-    writers = [Writer(pg_url, f"w{n}", tmp_path) for n in range(PROCESSES)]
+    proxy = CommitCuttingProxy(pg_url)  # the writers reach the server through it
+    writers = [Writer(proxy.url, f"w{n}", tmp_path) for n in range(PROCESSES)]
     try:
         _progress(writers, 5)
         pg.restart("immediate")  # a crash restart mid-run
@@ -176,12 +188,15 @@ def test_four_processes_through_restart_stop_and_freeze_hold_exactly_the_acknowl
         time.sleep(3)
         pg.thaw()
         _progress(writers, 5)
+        _cut_commits(proxy, writers)
+        _progress(writers, 5)
     finally:
         (tmp_path / "stop").touch()
         pg.thaw()
         if pg.process is None or pg.process.poll() is not None:
             pg.start()  # the writers finish their last call and read the board
         errors = [w.finish() for w in writers]
+        proxy.close()
     try:
         last = _event_position(pg_url)
         assert wait_until(lambda: len(events) >= last, 60), (len(events), last)

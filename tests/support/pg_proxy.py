@@ -13,6 +13,7 @@ in one of two ways, and the client's connection is closed:
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -20,6 +21,9 @@ from contextlib import contextmanager
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 _COMMIT = b"COMMIT\x00"  # the query text of a simple or extended-protocol COMMIT
+# psycopg prepares a statement it ran often (COMMIT too): Parse names it once, and each later
+# COMMIT is a Bind of that name, without the text
+_PARSED_COMMIT = re.compile(rb"P.{4}([^\x00]+)\x00COMMIT\x00", re.DOTALL)
 
 
 class CommitCuttingProxy:
@@ -68,14 +72,15 @@ class CommitCuttingProxy:
             self._sockets += [client, server]
             _Link(self, client, server).start()
 
-    def _take(self, sent: bytes, marked: bool) -> tuple[bool, str | None]:
-        """Whether the connection has now sent the marker, and the cut its COMMIT gets."""
+    def _take(self, sent: bytes, marked: bool, commits: bool) -> tuple[bool, str | None]:
+        """Whether the connection has now sent the marker, and the cut its COMMIT (``sent``
+        ``commits``) gets."""
         with self._lock:
             marker = self._marker
             if marker is None:
                 return False, None
             marked = marked or marker in sent
-            if marked and _COMMIT in sent:
+            if marked and commits:
                 self._marker = None
                 self.cuts += 1
                 return False, self._mode
@@ -90,16 +95,24 @@ class _Link:
         self.client = client
         self.server = server
         self.withhold = threading.Event()
+        self.prepared_commits: set[bytes] = set()
 
     def start(self) -> None:
         threading.Thread(target=self._upstream, daemon=True).start()
         threading.Thread(target=self._downstream, daemon=True).start()
 
+    def _commits(self, data: bytes) -> bool:
+        """Whether ``data`` sends a COMMIT: as text, or as a Bind of a prepared COMMIT."""
+        self.prepared_commits.update(m.group(1) for m in _PARSED_COMMIT.finditer(data))
+        if _COMMIT in data:
+            return True
+        return any(b"\x00" + name + b"\x00" in data for name in self.prepared_commits)
+
     def _upstream(self) -> None:
         marked = False
         try:
             while data := self.client.recv(65536):
-                marked, cut = self.proxy._take(data, marked)
+                marked, cut = self.proxy._take(data, marked, self._commits(data))
                 if cut == "commit":
                     self._end()
                     return
