@@ -231,3 +231,33 @@ def test_an_approver_edits_the_arguments_in_the_inbox_and_sees_what_will_run(
     assert shown == '{"amount":70,"to":"acme"}'
     assert result_of(box).value == "sent 70 to acme"
     assert desk.runs[-1] == {"amount": 70.0, "to": "acme"}
+
+
+def test_an_edit_in_progress_survives_another_request_arriving_in_the_inbox(
+    desk: Desk, browser: Any
+) -> None:
+    box = desk.call_later(CALLED)
+    context = browser.new_context(viewport={"width": 1360, "height": 1000})
+    try:
+        page = context.new_page()
+        page.goto(desk.server.url + "/login")
+        page.fill("#token", TOKENS["approver"])
+        page.click("[data-testid=sign-in]")
+        page.wait_for_url(desk.server.url + "/")
+        page.click("[data-testid=approval-edit] summary")
+        page.fill("[data-testid=edit-args]", '{"amount": 70, "to": "acme"}')
+        first = desk.broker.pending()[0]
+        later = desk.call_later({"amount": 1, "to": "later"})  # the inbox hears of it live
+        wait_until(lambda: len(desk.broker.pending()) == 2)
+        wait_until(lambda: page.text_content("#approval-count") == "2")  # the event came
+        kept = page.input_value("[data-testid=edit-args]")  # not replaced under the approver
+        page.click("[data-testid=approve-edited]")
+        shown = page.text_content("[data-testid=edited-runs]")
+    finally:
+        context.close()
+    assert kept == '{"amount": 70, "to": "acme"}'
+    assert shown == '{"amount":70,"to":"acme"}'
+    assert result_of(box).value == "sent 70 to acme"
+    other = [r for r in desk.broker.pending() if r.approval_id != first.approval_id]
+    desk.broker.deny(other[0], approver=IDENTITIES["approver"])
+    assert result_of(later).outcome is not None

@@ -52,6 +52,7 @@ def _config(tmp_path: Path, card: dict[str, Any] = CARD) -> Path:
     return path
 
 
+@pytest.mark.timeout(300)  # six CLI processes, each starting the MCP server: a loaded machine
 def test_the_cli_lists_and_calls_the_tools_of_an_mcp_card(tmp_path: Path) -> None:
     config = _config(tmp_path)
     listed = toolcards_json(config, "list")

@@ -13,9 +13,9 @@ import sys
 import warnings
 from typing import Any
 
-import mcp_types as types
+import mcp.types as types
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 warnings.simplefilter("ignore")  # sampling and roots are deprecated in 2026-07-28
 server = MCPServer("asker", log_level="WARNING")

@@ -52,7 +52,7 @@ def _is_text(content: Any) -> bool:
 
 async def sample(model: Any, params: Any, *, max_tokens: int, max_chars: int) -> Any:
     """A ``CreateMessageResult`` from ``model`` (a pydantic-ai model or model name)."""
-    import mcp_types
+    from mcp import types as mcp_types
     from pydantic_ai.direct import model_request
     from pydantic_ai.messages import (
         ModelMessage,

@@ -22,14 +22,29 @@
     return "/panel/" + name;
   }
 
+  // A panel with an open edit form (an approver editing a call's arguments) is not replaced
+  // under the person's hands: it is refreshed once they close it.
+  var held = {};
+  function editing(section) {
+    return section.querySelector("details.edit[open]") !== null;
+  }
+  document.addEventListener("toggle", function (e) {
+    var section = e.target.closest && e.target.closest("[data-panel]");
+    if (!section || editing(section)) return;
+    var name = section.dataset.panel;
+    if (held[name]) { held[name] = false; refresh(name); }
+  }, true);
+
   function refresh(name) {
     var section = document.querySelector('[data-panel="' + name + '"]');
     if (!section) return;
+    if (editing(section)) { held[name] = true; return; }
     if (inflight[name]) { dirty[name] = true; return; }
     inflight[name] = true;
     fetch(panelUrl(name), { credentials: "same-origin", headers: { Accept: "text/html" } })
       .then(function (r) { return r.ok ? r.text() : Promise.reject(new Error(String(r.status))); })
       .then(function (html) {
+        if (editing(section)) { held[name] = true; return; }  // opened while this was fetched
         var doc = new DOMParser().parseFromString(html, "text/html");
         section.replaceChildren.apply(section, Array.prototype.slice.call(doc.body.childNodes));
         section.dispatchEvent(new CustomEvent("panel:updated", { bubbles: true }));
