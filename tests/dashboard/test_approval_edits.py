@@ -210,17 +210,23 @@ def test_a_body_that_is_not_one_json_object_is_refused(desk: Desk, approver: htt
     assert response.status_code == 422 and "one JSON object" in response.json()["message"]
 
 
+def _signed_in_inbox(context: Any, desk: Desk) -> Any:
+    """A page of ``context`` on the dashboard, signed in as the approver."""
+    page = context.new_page()
+    page.goto(desk.server.url + "/login")
+    page.fill("#token", TOKENS["approver"])
+    page.click("[data-testid=sign-in]")
+    page.wait_for_url(desk.server.url + "/")
+    return page
+
+
 def test_an_approver_edits_the_arguments_in_the_inbox_and_sees_what_will_run(
     desk: Desk, browser: Any
 ) -> None:
     box = desk.call_later(CALLED)
     context = browser.new_context(viewport={"width": 1360, "height": 1000})
     try:
-        page = context.new_page()
-        page.goto(desk.server.url + "/login")
-        page.fill("#token", TOKENS["approver"])
-        page.click("[data-testid=sign-in]")
-        page.wait_for_url(desk.server.url + "/")
+        page = _signed_in_inbox(context, desk)
         page.click("[data-testid=approval-edit] summary")
         assert page.input_value("[data-testid=edit-args]") == '{"amount":5000,"to":"acme"}'
         page.fill("[data-testid=edit-args]", '{"amount": 70, "to": "acme"}')
@@ -239,11 +245,7 @@ def test_an_edit_in_progress_survives_another_request_arriving_in_the_inbox(
     box = desk.call_later(CALLED)
     context = browser.new_context(viewport={"width": 1360, "height": 1000})
     try:
-        page = context.new_page()
-        page.goto(desk.server.url + "/login")
-        page.fill("#token", TOKENS["approver"])
-        page.click("[data-testid=sign-in]")
-        page.wait_for_url(desk.server.url + "/")
+        page = _signed_in_inbox(context, desk)
         page.click("[data-testid=approval-edit] summary")
         page.fill("[data-testid=edit-args]", '{"amount": 70, "to": "acme"}')
         first = desk.broker.pending()[0]
