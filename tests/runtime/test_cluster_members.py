@@ -62,7 +62,7 @@ def _pid_of(team: Team, name: str) -> int:
     return int(handle.within(30).ask(ClusterMember.pid))
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(480)
 def test_a_member_placed_on_the_cluster_runs_in_a_worker_and_survives_its_death(
     ray_team: Any,
 ) -> None:
@@ -87,7 +87,9 @@ def test_a_member_placed_on_the_cluster_runs_in_a_worker_and_survives_its_death(
         except Exception:
             return False
 
-    assert wait_until(restarted, timeout=60)
+    # a bound, not a measurement: on a loaded machine Ray starts the replacement worker as
+    # slowly as the first one (the system's start_timeout above)
+    assert wait_until(restarted, timeout=180)
     again = team.send(name, "still there?", timeout=60)
     assert again == f"pid {_pid_of(team, name)} prompts 3"  # the conversation was kept
 
