@@ -14,6 +14,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 SCRIPTS = [
     "factory",
     "governance",
+    "guardrails",
     "history",
     "memory",
     "runtime",
