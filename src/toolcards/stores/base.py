@@ -1,27 +1,24 @@
-"""The store protocols and what their implementations share.
+"""The team store: :class:`Store` (tool-actor state, the event log, recorded actors) and
+:class:`StateNamespace`, one tool actor's view of its state rows.
 
-Four stores, each one team's: :class:`Store` (tool-actor state, the event log, recorded
-actors), :class:`AuditTable` (the audit trail), :class:`ApprovalStore` (pending approvals) and
-:class:`RateLimits` (token buckets). Implementations: ``stores/sqlite/`` (a file or memory),
-``stores/postgres/`` (many processes and machines), ``stores/memory.py``; one contract
-test-suite (``tests/stores/``) runs against each, with two teams in one database.
-:func:`toolcards.stores.open.open_stores` is the one place that picks a backend, from a
-:class:`StoreLocation`.
+The other stores, each one team's, have their protocols in :mod:`toolcards.stores.governance`:
+:class:`AuditTable` (the audit trail), :class:`ApprovalStore` (pending approvals) and
+:class:`RateLimits` (token buckets); the rows both backends share are in
+:mod:`toolcards.stores.rows`. All of them are importable from here too. Implementations:
+``stores/sqlite/`` (a file or memory), ``stores/postgres/`` (many processes and machines),
+``stores/memory.py``; one contract test-suite (``tests/stores/``) runs against each, with two
+teams in one database. :func:`toolcards.stores.open.open_stores` is the one place that picks a
+backend, from a :class:`StoreLocation`.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any
 
-from pydantic_core import to_jsonable_python
-
-from toolcards.core.approvals import ApprovalRecord, ApprovalRequest, ApprovalState
 from toolcards.stores.errors import (
     DatabaseClosed,
     DatabaseUnavailable,
@@ -33,15 +30,31 @@ from toolcards.stores.errors import (
     UnknownStoreScheme,
     UnstorableText,
 )
+from toolcards.stores.governance import ApprovalStore, AuditTable, Binding, Limit, RateLimits
 from toolcards.stores.location import StoreLocation
+from toolcards.stores.rows import (
+    DEFAULT_TEAM,
+    EVENT_ENVELOPE_COLUMNS,
+    LIFECYCLE_TOOL,
+    SCHEMA_VERSION,
+    AppliedCall,
+    Compaction,
+    EventRow,
+    check_text,
+    compaction_marker,
+    dumps,
+)
 
 __all__ = [
     "DEFAULT_TEAM",
     "EVENT_ENVELOPE_COLUMNS",
+    "LIFECYCLE_TOOL",
+    "SCHEMA_VERSION",
     "AppliedCall",
     "ApprovalStore",
     "AuditTable",
     "Binding",
+    "Compaction",
     "DatabaseClosed",
     "DatabaseUnavailable",
     "EventRow",
@@ -58,78 +71,9 @@ __all__ = [
     "UnknownStoreScheme",
     "UnstorableText",
     "check_text",
+    "compaction_marker",
+    "dumps",
 ]
-
-SCHEMA_VERSION = 2
-"""The version of the store layout this code writes (both backends)."""
-
-
-class EventRow(NamedTuple):
-    """One stored event: its position in the team log, tool, seq and JSON payload, and the
-    envelope fields rows written before they existed lack (None there): the event's id, its
-    sender and its display type."""
-
-    position: int
-    tool_id: str
-    seq: int
-    payload: str
-    payload_type: str | None
-    timestamp: float
-    event_id: str | None = None
-    sender: str | None = None
-    display_type: str | None = None
-
-
-class AppliedCall(NamedTuple):
-    """What a call committed under an idempotency key left (:mod:`.applied_calls`): the
-    actor and digest of the call (its method and arguments), its result as JSON text, and
-    when it committed (epoch seconds)."""
-
-    actor: str
-    digest: str
-    result: str
-    at: float
-
-
-EVENT_ENVELOPE_COLUMNS = (("event_id", "TEXT"), ("sender", "TEXT"), ("display_type", "TEXT"))
-"""Nullable columns of the events table added after schema 2 (both backends add them to an
-older table when it lacks them; older rows keep NULL)."""
-
-
-@dataclass(frozen=True)
-class Compaction:
-    """What :meth:`Store.compact_events` did for one tool: every event before ``through_seq``
-    is gone and event ``through_seq`` became a ``compacted`` marker (``removed`` rows
-    changed)."""
-
-    tool_id: str
-    through_seq: int
-    removed: int
-
-
-def check_text(field: str, text: str) -> None:
-    """Refuse ``text`` (a key or a name a store writes as text) when a store cannot keep it:
-    PostgreSQL text holds no NUL character. JSON values need no check (``dumps`` escapes)."""
-    if "\x00" in text:
-        raise UnstorableText(
-            f"{field} {text!r:.80} contains a NUL character (\\x00), which the store cannot "
-            "keep; nothing was stored: remove the character and call again"
-        )
-
-
-def dumps(value: Any) -> str:
-    """JSON text of ``value``; pydantic models, dates and sets are converted on the way."""
-    return json.dumps(value, default=to_jsonable_python, separators=(",", ":"))
-
-
-LIFECYCLE_TOOL = "team"
-"""The tool id of the team's lifecycle events (never compacted)."""
-
-
-def compaction_marker(through_seq: int) -> dict[str, Any]:
-    """The payload that replaces the newest compacted event of a tool: every earlier event of
-    the tool is gone; the tool's state rows hold what they added up to."""
-    return {"compacted": {"through_seq": through_seq}}
 
 
 class Store(ABC):
@@ -378,95 +322,3 @@ class StateNamespace:
         it this plus one unless another writer commits too: a summary row that records the
         version its batch commits at tells, by one read, whether any row changed since."""
         return self._store.state_version(self._team_id, self._actor)
-
-
-DEFAULT_TEAM = "default"
-"""The team of stores opened without one (a standalone executor, a plain AuditLog)."""
-
-Binding = tuple[str, str, str, str]
-"""(call id, tool id, argument digest, principal id)."""
-
-
-@runtime_checkable
-class ApprovalStore(Protocol):
-    def add(self, request: ApprovalRequest, now: float) -> ApprovalRecord:
-        """Store ``request`` as pending, unless an unexpired record with the same binding
-        exists: then return that one unchanged (a request is never replaced)."""
-        ...
-
-    def get(self, approval_id: str) -> ApprovalRecord | None:
-        """The record, expired or not (None when unknown or removed)."""
-        ...
-
-    def decide(
-        self,
-        approval_id: str,
-        state: ApprovalState,
-        approver: str,
-        now: float,
-        *,
-        edited: str = "",
-    ) -> ApprovalRecord | None:
-        """Move a pending, unexpired record to ``state``; None when it is not pending.
-        ``edited`` (canonical JSON) is the approver's edit of its arguments, kept with it."""
-        ...
-
-    def take(self, binding: Binding, *, approved: bool, now: float) -> ApprovalRecord | None:
-        """The unexpired record for ``binding``. A decided one is removed (spent) and returned;
-        a pending one is returned and kept, unless ``approved``: then it is removed and
-        returned as granted. None when there is none (expired ones are removed)."""
-        ...
-
-    def remove(self, approval_id: str) -> bool:
-        """Forget a record; True when there was one."""
-        ...
-
-    def pending(self, now: float) -> list[ApprovalRecord]:
-        """Unexpired pending records, oldest first (expired ones are removed)."""
-        ...
-
-
-@runtime_checkable
-class AuditTable(Protocol):
-    """Where one team's audit rows go (the statements of :mod:`toolcards.stores.audit_sql`,
-    ``?`` placeholders); every row written and read is the table's team's."""
-
-    team_id: str
-
-    def insert(self, rows: list[tuple[Any, ...]]) -> None:
-        """Insert ``rows`` (without their team: the table adds it) in one transaction."""
-        ...
-
-    def select(self, where: str, params: list[Any], limit: int) -> list[tuple[Any, ...]]:
-        """Rows of the team matching ``where`` (a condition on the columns, may be empty),
-        newest first, at most ``limit``."""
-        ...
-
-    def close(self) -> None:
-        """Release the connection."""
-        ...
-
-
-class Limit(Protocol):
-    """One rate limit as the buckets see it: its rule index, ``count`` calls per ``period``
-    seconds (the policy's compiled limits have these attributes)."""
-
-    @property
-    def index(self) -> int: ...
-
-    @property
-    def count(self) -> int: ...
-
-    @property
-    def period(self) -> float: ...
-
-
-class RateLimits(Protocol):
-    """What the executor needs of a rate limiter: one team's buckets, in this process's
-    memory (:class:`~toolcards.stores.memory.RateLimiter`) or in PostgreSQL, shared by every
-    process of the team (:class:`~toolcards.stores.postgres.governance.PostgresRateLimiter`)."""
-
-    def acquire(self, limits: Sequence[Limit], principal: str, tool_id: str) -> float:
-        """Take one token from every applicable bucket: 0.0 when allowed, else the seconds
-        until the call would be (no token is taken then)."""
-        ...

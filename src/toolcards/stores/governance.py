@@ -1,0 +1,100 @@
+"""The protocols of the stores governance writes to, one team's each: :class:`ApprovalStore`
+(pending approvals, found again by their :data:`Binding`), :class:`AuditTable` (the audit
+trail) and :class:`RateLimits` (token buckets, of :class:`Limit` rules)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from toolcards.core.approvals import ApprovalRecord, ApprovalRequest, ApprovalState
+
+__all__ = ["ApprovalStore", "AuditTable", "Binding", "Limit", "RateLimits"]
+
+Binding = tuple[str, str, str, str]
+"""(call id, tool id, argument digest, principal id)."""
+
+
+@runtime_checkable
+class ApprovalStore(Protocol):
+    def add(self, request: ApprovalRequest, now: float) -> ApprovalRecord:
+        """Store ``request`` as pending, unless an unexpired record with the same binding
+        exists: then return that one unchanged (a request is never replaced)."""
+        ...
+
+    def get(self, approval_id: str) -> ApprovalRecord | None:
+        """The record, expired or not (None when unknown or removed)."""
+        ...
+
+    def decide(
+        self,
+        approval_id: str,
+        state: ApprovalState,
+        approver: str,
+        now: float,
+        *,
+        edited: str = "",
+    ) -> ApprovalRecord | None:
+        """Move a pending, unexpired record to ``state``; None when it is not pending.
+        ``edited`` (canonical JSON) is the approver's edit of its arguments, kept with it."""
+        ...
+
+    def take(self, binding: Binding, *, approved: bool, now: float) -> ApprovalRecord | None:
+        """The unexpired record for ``binding``. A decided one is removed (spent) and returned;
+        a pending one is returned and kept, unless ``approved``: then it is removed and
+        returned as granted. None when there is none (expired ones are removed)."""
+        ...
+
+    def remove(self, approval_id: str) -> bool:
+        """Forget a record; True when there was one."""
+        ...
+
+    def pending(self, now: float) -> list[ApprovalRecord]:
+        """Unexpired pending records, oldest first (expired ones are removed)."""
+        ...
+
+
+@runtime_checkable
+class AuditTable(Protocol):
+    """Where one team's audit rows go (the statements of :mod:`toolcards.stores.audit_sql`,
+    ``?`` placeholders); every row written and read is the table's team's."""
+
+    team_id: str
+
+    def insert(self, rows: list[tuple[Any, ...]]) -> None:
+        """Insert ``rows`` (without their team: the table adds it) in one transaction."""
+        ...
+
+    def select(self, where: str, params: list[Any], limit: int) -> list[tuple[Any, ...]]:
+        """Rows of the team matching ``where`` (a condition on the columns, may be empty),
+        newest first, at most ``limit``."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection."""
+        ...
+
+
+class Limit(Protocol):
+    """One rate limit as the buckets see it: its rule index, ``count`` calls per ``period``
+    seconds (the policy's compiled limits have these attributes)."""
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def count(self) -> int: ...
+
+    @property
+    def period(self) -> float: ...
+
+
+class RateLimits(Protocol):
+    """What the executor needs of a rate limiter: one team's buckets, in this process's
+    memory (:class:`~toolcards.stores.memory.RateLimiter`) or in PostgreSQL, shared by every
+    process of the team (:class:`~toolcards.stores.postgres.governance.PostgresRateLimiter`)."""
+
+    def acquire(self, limits: Sequence[Limit], principal: str, tool_id: str) -> float:
+        """Take one token from every applicable bucket: 0.0 when allowed, else the seconds
+        until the call would be (no token is taken then)."""
+        ...
