@@ -11,7 +11,7 @@ same executor, policy, approvals and audit rows as ``GovernedToolset(factory.too
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,9 +22,18 @@ from toolcards.core.identity import Identity
 from toolcards.governance.approvals import Approver
 from toolcards.governance.audit import AuditLog
 from toolcards.governance.executor import Executor
+from toolcards.governance.guardrails import ToolHook
 from toolcards.governance.policy import Policy
+from toolcards.governance.replay import CallResults
 from toolcards.governance.toolset import GovernedToolset
-from toolcards.surfaces.agent.spec_args import spec_audit, spec_cards, spec_identity, spec_policy
+from toolcards.surfaces.agent.spec_args import (
+    spec_audit,
+    spec_call_results,
+    spec_cards,
+    spec_hooks,
+    spec_identity,
+    spec_policy,
+)
 
 SPEC_NAME = "toolcards"
 """The capability's name in agent specs (``capabilities: [{toolcards: {...}}]``)."""
@@ -37,9 +46,12 @@ class ToolCards(CardsCapability):
 
     ``cards`` are cards or a bound :class:`~toolcards.ToolFactory` (``team.bind(...)``).
     ``identity`` is the caller every call is decided for (never read from arguments);
-    ``audit``, ``approver`` and ``defer_approvals`` mean what they mean on ``GovernedToolset``.
-    Without ``policy`` and ``executor`` the tools are not governed (``identity`` and ``audit``
-    are then a ``TypeError``).
+    ``audit``, ``approver``, ``defer_approvals``, ``hooks`` (guardrails, see
+    :mod:`toolcards.governance.guardrails`) and ``call_results`` (durable runs: a call runs
+    once per ``<run id>/<tool call id>``) mean what they mean on ``GovernedToolset``; with an
+    ``executor``, its own hooks apply and ``hooks`` is a ``TypeError``. Without ``policy`` and
+    ``executor`` the tools are not governed (``identity``, ``audit``, ``approver``, ``hooks``
+    and ``call_results`` are then a ``TypeError``).
     """
 
     policy: Policy | None = None
@@ -56,6 +68,8 @@ class ToolCards(CardsCapability):
         executor: Executor | None = None,
         approver: Approver | None = None,
         defer_approvals: bool = True,
+        hooks: Sequence[ToolHook] = (),
+        call_results: CallResults | None = None,
         id: str | None = None,
         description: str | None = None,
     ) -> None:
@@ -70,9 +84,20 @@ class ToolCards(CardsCapability):
                 executor=executor,
                 approver=approver,
                 defer_approvals=defer_approvals,
+                hooks=hooks,
+                call_results=call_results,
             )
-        elif identity is not None or audit is not None or approver is not None:
-            raise TypeError("ToolCards: identity, audit and approver need policy= or executor=")
+        else:
+            given = {
+                "identity": identity,
+                "audit": audit,
+                "approver": approver,
+                "hooks": hooks or None,
+                "call_results": call_results,
+            }
+            named = [name for name, value in given.items() if value is not None]
+            if named:
+                raise TypeError(f"ToolCards: {', '.join(named)} need policy= or executor=")
         super().__init__(factory, governed, id=id, description=description)
         self.policy = governed.policy if governed is not None else None
         self.identity = identity
@@ -89,12 +114,18 @@ class ToolCards(CardsCapability):
         policy: str | dict[str, Any] | None = None,
         identity: str | dict[str, Any] | None = None,
         audit: str | None = None,
+        secret_scanner: bool | dict[str, Any] | None = None,
+        call_results: str | None = None,
     ) -> ToolCards:
         """From an agent spec: ``cards`` as tagged mappings, ``policy`` a file or a mapping,
-        ``identity`` an id or ``{id, type, roles}``, ``audit`` a database path."""
+        ``identity`` an id or ``{id, type, roles}``, ``audit`` a database path,
+        ``secret_scanner`` true or ``{action, tools}`` (the built-in output guardrail; a spec
+        names no code), ``call_results`` a database path (durable runs)."""
         return cls(
             spec_cards(cards),
             policy=spec_policy(policy),
             identity=spec_identity(identity),
             audit=spec_audit(audit),
+            hooks=spec_hooks(secret_scanner),
+            call_results=spec_call_results(call_results),
         )

@@ -7,10 +7,13 @@ capabilities:
       policy: policy.yaml          # a file (relative to the working directory) or a mapping
       identity: agent.writer       # an id (type agent), or {id, type, roles}
       audit: audit.db              # optional: where the audit rows go
+      secret_scanner: true         # optional: or {action: refuse, tools: ["web_*"]}
+      call_results: runs.db        # optional: durable runs run each tool call once
 ```
 
 Cards load by type tag with no trust granted (a stdio ``MCPTool`` is refused: what may run
-on this host is the host's decision, never the spec's).
+on this host is the host's decision, never the spec's). For the same reason a spec names no
+hook code: of the guardrails, only the built-in ``secret_scanner`` can be switched on here.
 """
 
 from __future__ import annotations
@@ -23,9 +26,12 @@ from toolcards.core.card import ToolCard
 from toolcards.core.identity import Identity
 from toolcards.core.registry import load_cards
 from toolcards.governance.audit import AuditLog
+from toolcards.governance.guardrails import ToolHook
 from toolcards.governance.policy import Policy
+from toolcards.stores.call_results import SqliteCallResults
 
 IDENTITY_KEYS = frozenset({"id", "type", "roles"})
+SCANNER_KEYS = frozenset({"action", "tools"})
 
 
 def spec_cards(data: Any) -> list[ToolCard]:
@@ -71,3 +77,36 @@ def spec_audit(data: Any) -> AuditLog | None:
     if isinstance(data, str) and data:
         return AuditLog(data)
     raise ValueError("audit must be a database file path")
+
+
+def spec_hooks(data: Any) -> list[ToolHook]:
+    """The spec's guardrails: ``secret_scanner`` true, false/None, or ``{action, tools}``."""
+    if data is None or data is False:
+        return []
+    from toolcards.governance.secret_scanner import SecretScanner
+
+    if data is True:
+        return [SecretScanner()]
+    if not isinstance(data, Mapping):
+        raise ValueError("secret_scanner must be true, false or a mapping {action, tools}")
+    unknown = sorted(set(data) - SCANNER_KEYS)
+    if unknown:
+        raise ValueError(f"secret_scanner takes action and tools, not {', '.join(unknown)}")
+    action = data.get("action", "redact")
+    if action not in ("redact", "refuse"):
+        raise ValueError("secret_scanner action must be 'redact' or 'refuse'")
+    tools = data.get("tools")
+    if tools is not None and (
+        not isinstance(tools, list) or not all(isinstance(t, str) and t for t in tools)
+    ):
+        raise ValueError("secret_scanner tools must be a list of tool globs")
+    return [SecretScanner(action=action, tools=tools)]
+
+
+def spec_call_results(data: Any) -> SqliteCallResults | None:
+    """A durable runs' call-results database path, or None."""
+    if data is None:
+        return None
+    if isinstance(data, str) and data and "\n" not in data:
+        return SqliteCallResults(data)
+    raise ValueError("call_results must be a database file path")

@@ -1,0 +1,120 @@
+"""The ToolCards capability takes the toolset's guardrail hooks and durable-run call results, in
+code and (the built-in secret scanner, a call-results database) in agent specs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent
+
+from support.scripted import SequenceScript
+from toolcards import WorkspaceTool
+from toolcards.governance import Identity, Policy, SecretScanner
+from toolcards.stores.call_results import SqliteCallResults
+from toolcards.surfaces.agent import ToolCards
+
+WRITER = Identity("agent.writer", type="agent")
+POLICY = {"default_effect": "deny", "rules": [{"targets": ["workspace_*"], "effect": "allow"}]}
+SECRET = "AKIAIOSFODNN7EXAMPLE"
+
+
+def _secret_file(root: Path) -> None:
+    (root / "default").mkdir(parents=True, exist_ok=True)
+    (root / "default" / "keys.txt").write_text(f"aws key {SECRET}\n")
+
+
+def _read_keys() -> SequenceScript:
+    return SequenceScript([("workspace_read", {"path": "keys.txt"})])
+
+
+def test_a_capabilitys_output_hook_redacts_what_the_model_reads(root: Path) -> None:
+    _secret_file(root)
+    script = _read_keys()
+    cards = ToolCards(
+        [WorkspaceTool()],
+        policy=Policy.from_dict(POLICY),
+        identity=WRITER,
+        hooks=[SecretScanner()],
+    )
+    output = Agent(script.model, capabilities=[cards]).run_sync("read").output
+    assert SECRET not in output
+    assert "[REDACTED]" in output
+
+
+def test_without_the_hook_the_same_run_reads_the_secret(root: Path) -> None:
+    _secret_file(root)
+    script = _read_keys()
+    cards = ToolCards([WorkspaceTool()], policy=Policy.from_dict(POLICY), identity=WRITER)
+    assert SECRET in Agent(script.model, capabilities=[cards]).run_sync("read").output
+
+
+def _spec(**toolcards: Any) -> dict[str, Any]:
+    body = {"cards": [{"type": "WorkspaceTool"}], "policy": POLICY, "identity": "agent.w"}
+    return {"capabilities": [{"toolcards": {**body, **toolcards}}]}
+
+
+@pytest.mark.parametrize(
+    ("scanner", "seen"),
+    [(True, "[REDACTED]"), ({"action": "refuse"}, "refused:"), (False, SECRET)],
+)
+def test_an_agent_spec_switches_the_secret_scanner(root: Path, scanner: Any, seen: str) -> None:
+    _secret_file(root)
+    script = _read_keys()
+    agent = Agent.from_spec(
+        _spec(secret_scanner=scanner), model=script.model, custom_capability_types=[ToolCards]
+    )
+    output = agent.run_sync("read").output
+    assert seen in output
+    if scanner is not False:
+        assert SECRET not in output
+
+
+@pytest.mark.parametrize(
+    ("scanner", "message"),
+    [
+        ({"action": "redact", "module": "os"}, "secret_scanner takes action and tools, not module"),
+        ({"action": "drop"}, "secret_scanner action must be 'redact' or 'refuse'"),
+        ({"tools": "workspace_*"}, "secret_scanner tools must be a list of tool globs"),
+        ("yes", "secret_scanner must be true, false or a mapping"),
+    ],
+)
+def test_a_spec_scanner_of_the_wrong_shape_is_one_clear_error(scanner: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Agent.from_spec(_spec(secret_scanner=scanner), custom_capability_types=[ToolCards])
+
+
+def test_hooks_and_call_results_without_governance_are_a_type_error(tmp_path: Path) -> None:
+    results = SqliteCallResults(tmp_path / "calls.db")
+    with pytest.raises(TypeError, match="hooks, call_results need policy= or executor="):
+        ToolCards([WorkspaceTool()], hooks=[SecretScanner()], call_results=results)
+    results.close()
+
+
+def test_a_capability_with_call_results_records_each_tool_call_of_a_run(
+    root: Path, tmp_path: Path
+) -> None:
+    script = SequenceScript([("workspace_write", {"path": "a.md", "content": "once"})])
+    results = SqliteCallResults(tmp_path / "calls.db")
+    cards = ToolCards(
+        [WorkspaceTool()], policy=Policy.from_dict(POLICY), identity=WRITER, call_results=results
+    )
+    run = Agent(script.model, capabilities=[cards]).run_sync("write")
+    recorded = results.claim(f"{run.run_id}/call-1", "workspace_write", "")
+    assert recorded is not None and recorded.settled
+    assert (recorded.tool_id, recorded.outcome) == ("workspace_write", "ok")
+    results.close()
+
+
+def test_a_spec_names_a_call_results_database(root: Path, tmp_path: Path) -> None:
+    script = SequenceScript([("workspace_write", {"path": "a.md", "content": "once"})])
+    db = tmp_path / "runs.db"
+    agent = Agent.from_spec(
+        _spec(call_results=str(db)), model=script.model, custom_capability_types=[ToolCards]
+    )
+    run = agent.run_sync("write")
+    results = SqliteCallResults(db)
+    recorded = results.claim(f"{run.run_id}/call-1", "workspace_write", "")
+    assert recorded is not None and recorded.outcome == "ok"
+    results.close()
