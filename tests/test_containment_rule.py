@@ -49,7 +49,7 @@ FILE_IO = {
     "toolcards.governance.audit_spill": "the audit rows kept in its own spill directory",
     "toolcards.governance.policy": "reads the policy file a config names",
     "toolcards.governance.table": "reads a policy decision table (YAML)",
-    "toolcards.stores.sqlite.team": "holds the SQLite store's lock file open",
+    "toolcards.stores.sqlite.file": "holds the SQLite store's lock file open",
     "toolcards.surfaces.main": "the CLI's startup cache file",
     "toolcards.surfaces.cli.init": "writes the toolcards.yaml and policy.yaml of `toolcards init`",
     "toolcards.surfaces.config_file": "reads the config file",

@@ -1,14 +1,14 @@
 """The SQLite team store: tool-actor state, the event log, recorded actors, in one file.
 
-This module owns the SQLite schema and its migrations. A file-backed store runs in WAL mode, so
-a process killed mid-write leaves the last committed transaction intact, and it is guarded by
-an exclusive lock file: one writing process per store file (PostgreSQL is the store for teams
-that span processes: :mod:`toolcards.stores.postgres.team`).
+Its schema and migrations are :mod:`toolcards.stores.sqlite.schema`'s. A file-backed store runs
+in WAL mode, so a process killed mid-write leaves the last committed transaction intact, and it
+is guarded by an exclusive lock file (:mod:`toolcards.stores.sqlite.file`): one writing process
+per store file (PostgreSQL is the store for teams that span processes:
+:mod:`toolcards.stores.postgres.team`).
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import sqlite3
@@ -16,25 +16,23 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from toolcards.stores import applied_calls
 from toolcards.stores.base import (
-    EVENT_ENVELOPE_COLUMNS,
-    LIFECYCLE_TOOL,
     SCHEMA_VERSION,
     AppliedCall,
     Compaction,
     EventRow,
-    SchemaTooNew,
     StateNamespace,
     Store,
     StoreClosedError,
-    StoreError,
     StoreLockedError,
-    compaction_marker,
     dumps,
 )
+from toolcards.stores.events_sql import compact
+from toolcards.stores.sqlite.file import LockFile, cannot_open, check_location
+from toolcards.stores.sqlite.schema import migrate
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -45,107 +43,7 @@ __all__ = [
     "dumps",
 ]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS teams (
-    team_id TEXT PRIMARY KEY, created_at REAL NOT NULL, stopped_at REAL,
-    last_pos INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS actors (
-    team_id TEXT NOT NULL, name TEXT NOT NULL, actor_cls TEXT NOT NULL,
-    config_cls TEXT, config TEXT, created_at REAL NOT NULL,
-    PRIMARY KEY (team_id, name)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS state (
-    team_id TEXT NOT NULL, actor TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
-    PRIMARY KEY (team_id, actor, key)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS events (
-    pos INTEGER PRIMARY KEY, team_id TEXT NOT NULL, tool_id TEXT NOT NULL,
-    seq INTEGER NOT NULL, payload TEXT NOT NULL, timestamp REAL NOT NULL,
-    payload_type TEXT, team_pos INTEGER, event_id TEXT, sender TEXT, display_type TEXT
-);
-CREATE UNIQUE INDEX IF NOT EXISTS events_tool_seq ON events (team_id, tool_id, seq);
-CREATE TABLE IF NOT EXISTS tool_seqs (
-    team_id TEXT NOT NULL, tool_id TEXT NOT NULL, seq INTEGER NOT NULL,
-    PRIMARY KEY (team_id, tool_id)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS state_versions (
-    team_id TEXT NOT NULL, actor TEXT NOT NULL, version INTEGER NOT NULL,
-    PRIMARY KEY (team_id, actor)
-) WITHOUT ROWID
-"""
-
-_V1_TO_V2 = [
-    "UPDATE events SET team_pos = ranked.n FROM (SELECT pos, ROW_NUMBER() OVER "
-    "(PARTITION BY team_id ORDER BY pos) AS n FROM events) AS ranked "
-    "WHERE events.pos = ranked.pos",
-    "DROP INDEX IF EXISTS events_team_pos",
-    "INSERT OR REPLACE INTO tool_seqs SELECT team_id, tool_id, MAX(seq) FROM events "
-    "GROUP BY team_id, tool_id",
-    "UPDATE teams SET last_pos = COALESCE((SELECT MAX(team_pos) FROM events e "
-    "WHERE e.team_id = teams.team_id), 0)",
-]
-"""Version 1 -> 2: dense per-team positions and per-tool last seqs (payload types: NULL)."""
-
 _KEY_END = chr(0x10FFFF)
-
-
-class _LockFile:
-    """An exclusive, non-blocking ``flock`` on ``<store>.lock``, released by the kernel on exit."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fh: TextIO | None = None
-
-    def acquire(self, store: Path) -> None:
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - non-POSIX: no cross-process guard
-            return
-        fh = open(self.path, "a+")  # noqa: SIM115 - held open for the lock's lifetime
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            fh.seek(0)
-            holder = fh.read().strip() or "unknown"
-            fh.close()
-            raise StoreLockedError(
-                f"store {store} is open for writing by another process (pid {holder}); "
-                "stop that team first, or open a copy of the file"
-            ) from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(str(os.getpid()))
-        fh.flush()
-        self._fh = fh
-
-    def release(self) -> None:
-        if self._fh is not None:
-            self._fh.close()  # closing the descriptor drops the flock
-            self._fh = None
-
-
-def _check_location(file: Path) -> None:
-    if file.is_dir():
-        raise StoreError(
-            f"store {file} is a directory; give a file path inside it, e.g. {file / 'team.db'}"
-        )
-    if str(file).startswith(("/proc/", "/sys/", "/dev/")):
-        raise StoreError(f"store {file} is in a system directory; use a path in a writable folder")
-
-
-def _cannot_open(file: Path, exc: BaseException) -> StoreError:
-    reason = getattr(exc, "strerror", None) or str(exc)
-    text = str(exc).lower()
-    read_only = getattr(exc, "errno", None) in (errno.EROFS, errno.EACCES, errno.EPERM)
-    if isinstance(exc, PermissionError) or read_only or "readonly" in text or "read-only" in text:
-        hint = "the location is not writable: choose a writable folder (or fix its permissions)"
-    elif isinstance(exc, sqlite3.DatabaseError) and "not a database" in str(exc):
-        hint = "the file is not a toolcards store: give another path"
-    else:
-        hint = "check that the folder exists and is writable"
-    return StoreError(f"cannot open store {file}: {reason}; {hint}")
 
 
 class TeamStore(Store):
@@ -163,17 +61,17 @@ class TeamStore(Store):
         self._after_commit: list[Callable[[], Any]] = []
         self._dirty: set[tuple[str, str]] = set()
         """(team, actor) pairs whose state or events the open transaction changed."""
-        self._lockfile: _LockFile | None = None
+        self._lockfile: LockFile | None = None
         self._conn: sqlite3.Connection | None = None
         if not self.in_memory:
             file = Path(self.location).expanduser().resolve()
-            _check_location(file)
+            check_location(file)
             try:
                 file.parent.mkdir(parents=True, exist_ok=True)
-                self._lockfile = _LockFile(file.with_name(file.name + ".lock"))
+                self._lockfile = LockFile(file.with_name(file.name + ".lock"))
                 self._lockfile.acquire(file)
             except OSError as exc:
-                raise _cannot_open(file, exc) from None
+                raise cannot_open(file, exc) from None
             self.location = str(file)
         try:
             self._conn = sqlite3.connect(
@@ -182,7 +80,7 @@ class TeamStore(Store):
             self._setup(durable)
         except sqlite3.Error as exc:
             self._release()
-            raise _cannot_open(Path(self.location), exc) from None
+            raise cannot_open(Path(self.location), exc) from None
         except BaseException:
             self._release()
             raise
@@ -202,45 +100,11 @@ class TeamStore(Store):
         conn.execute("PRAGMA busy_timeout=5000")
         conn.execute("BEGIN IMMEDIATE")
         try:
-            self._migrate(conn)
+            migrate(conn, self.location)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-
-    def _migrate(self, conn: sqlite3.Connection) -> None:
-        exists = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
-        ).fetchone()
-        row = None
-        if exists:
-            row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        version = SCHEMA_VERSION if row is None else int(row[0])
-        if version > SCHEMA_VERSION:
-            raise SchemaTooNew(
-                f"store {self.location} has schema {version}, newer than this toolcards "
-                f"({SCHEMA_VERSION}); upgrade toolcards to open it"
-            )
-        if version < 2:  # tables of version 1 lack columns the new CREATEs would add
-            conn.execute("ALTER TABLE events ADD COLUMN payload_type TEXT")
-            conn.execute("ALTER TABLE events ADD COLUMN team_pos INTEGER")
-            conn.execute("ALTER TABLE teams ADD COLUMN last_pos INTEGER NOT NULL DEFAULT 0")
-        for statement in [*_SCHEMA.split(";"), *applied_calls.statements("")]:
-            conn.execute(statement)  # a store written before a table gains it here
-        columns = {row[1] for row in conn.execute("PRAGMA table_info(events)")}
-        for name, ddl in EVENT_ENVELOPE_COLUMNS:  # older rows keep NULL there
-            if name not in columns:
-                conn.execute(f"ALTER TABLE events ADD COLUMN {name} {ddl}")
-        if version < 2:
-            for statement in _V1_TO_V2:
-                conn.execute(statement)
-        conn.execute(
-            "CREATE UNIQUE INDEX IF NOT EXISTS events_team_pos2 ON events (team_id, team_pos)"
-        )
-        conn.execute(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
-            (str(SCHEMA_VERSION),),
-        )
 
     # ---- connection and transactions ---------------------------------------------------------
 
@@ -494,33 +358,7 @@ class TeamStore(Store):
     def compact_events(
         self, team_id: str, *, keep_per_tool: int | None, before: float | None
     ) -> list[Compaction]:
-        done: list[Compaction] = []
         with self.transaction():
-            conn = self.conn
-            tools = conn.execute(
-                "SELECT tool_id, seq FROM tool_seqs WHERE team_id=? AND tool_id<>?",
-                (team_id, LIFECYCLE_TOOL),
-            ).fetchall()
-            for tool_id, last in tools:
-                through = 0 if keep_per_tool is None else int(last) - keep_per_tool
-                if before is not None:
-                    row = conn.execute(
-                        "SELECT MAX(seq) FROM events WHERE team_id=? AND tool_id=? AND timestamp<?",
-                        (team_id, tool_id, before),
-                    ).fetchone()
-                    through = max(through, int(row[0] or 0))
-                if through <= 0:
-                    continue
-                removed = conn.execute(
-                    "DELETE FROM events WHERE team_id=? AND tool_id=? AND seq<?",
-                    (team_id, tool_id, through),
-                ).rowcount
-                marker = dumps(compaction_marker(through))
-                replaced = conn.execute(
-                    "UPDATE events SET payload=?, payload_type=NULL, sender=NULL WHERE team_id=? "
-                    "AND tool_id=? AND seq=? AND payload<>?",
-                    (marker, team_id, tool_id, through, marker),
-                ).rowcount
-                if removed or replaced:
-                    done.append(Compaction(tool_id, through, removed + replaced))
-        return done
+            return compact(
+                self.conn.execute, "", team_id, keep_per_tool=keep_per_tool, before=before
+            )
