@@ -20,7 +20,6 @@ import hashlib
 import hmac
 import importlib.util
 import os
-import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -28,6 +27,7 @@ from typing import Any
 
 from toolcards._lazy import optional_module
 from toolcards.core.actors import ActorUnavailable
+from toolcards.runtime.ray_address import check_reachable, check_same_cluster
 from toolcards.runtime.ray_fence import NodeFence
 from toolcards.runtime.system import ActorSystemUnavailable, HandleBase
 
@@ -251,12 +251,15 @@ class RayActorSystem:
     def connect(self) -> Any:
         """Connect to (or start) Ray once; the ``ray`` module."""
         ray = _ray()
-        if self._connected or ray.is_initialized():
+        if self._connected:
+            return ray
+        if ray.is_initialized():
+            check_same_cluster(ray, self.address)
             self._connected = True
             return ray
         address = self.address or os.environ.get("RAY_ADDRESS") or None
         if address and address != "auto":
-            _check_reachable(address, self.connect_timeout)
+            check_reachable(address, self.connect_timeout)
         options = {"include_dashboard": False, "log_to_driver": False, **self._init_options}
         try:
             ray.init(address=address, ignore_reinit_error=True, **options)
@@ -282,7 +285,7 @@ class RayActorSystem:
     def reachable(cluster: str, timeout: float = 2.0) -> bool:
         """Whether something answers at ``cluster`` (a ``host:port``) within ``timeout``."""
         try:
-            _check_reachable(cluster, timeout)
+            check_reachable(cluster, timeout)
         except ActorSystemUnavailable:
             return False
         return True
@@ -376,19 +379,3 @@ class RayActorSystem:
                 ray.shutdown()
             self._started_ray = False
         self._connected = False
-
-
-def _check_reachable(address: str, timeout: float) -> None:
-    """A bounded TCP check of ``host:port`` (``ray://`` too) before Ray's long retries."""
-    target = address.removeprefix("ray://")
-    host, _, port = target.rpartition(":")
-    if not host or not port.isdigit():
-        return
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout):
-            return
-    except OSError as exc:
-        raise ActorSystemUnavailable(
-            f"cannot reach the Ray cluster at {address} ({exc}); start it with "
-            "`ray start --head` (or give another address)"
-        ) from None
