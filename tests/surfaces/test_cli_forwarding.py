@@ -119,3 +119,14 @@ def test_a_client_that_hangs_up_does_not_stop_the_endpoint(
             sock.sendall(b'{"op": "list"}\n')
     assert toolcards(config, "list").returncode == 0
     assert server.proc.poll() is None
+
+
+def test_a_config_whose_store_changed_after_a_lookup_is_looked_up_again(tmp_path: Path) -> None:
+    from toolcards.surfaces.control import record_of
+
+    config = tmp_path / "toolcards.yaml"
+    config.write_text("team_id: t\nstore: first.db\n", encoding="utf-8")
+    assert record_of(config) == tmp_path / "first.db.endpoint"
+    assert record_of(config) == tmp_path / "first.db.endpoint"  # from the cache
+    config.write_text("team_id: t\nstore: second.db\n", encoding="utf-8")
+    assert record_of(config) == endpoint_path(config) == tmp_path / "second.db.endpoint"

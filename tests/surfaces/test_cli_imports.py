@@ -1,7 +1,7 @@
 """The command line loads what a command needs: ``toolcards list`` and a governed ``toolcards
 call`` of a planning tool (real processes on a copy of examples/team) never import
 pydantic-ai, which alone costs the CLI about a second per command; a call forwarded to a
-running ``toolcards serve`` loads neither typer nor pydantic."""
+running ``toolcards serve`` loads neither typer, pydantic, rich, YAML, the runtime nor a card."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -72,18 +73,42 @@ def test_invalid_arguments_of_a_planning_call_do_not_import_pydantic_ai(team: Pa
     assert _pydantic_ai(modules) == []
 
 
-def test_a_forwarded_call_loads_neither_typer_nor_pydantic(team: Path) -> None:
+@pytest.fixture
+def served(team: Path) -> Iterator[Path]:
+    """The team's config with a real ``toolcards serve`` on it (the CLI forwards to it)."""
     server = HttpServer(team)
     try:
         assert wait_until(lambda: find_server(team) is not None, timeout=60)
-        create = json.dumps({"create": [{"description": "Forwarded"}]})
-        done, modules = imported(team, "call", "update_planning", "--args", create)
+        yield team
     finally:
         server.stop()
+
+
+_FORWARDING_NEEDS_NONE = {"typer", "pydantic", "pydantic_core", "rich", "yaml"}
+
+
+def test_a_forwarded_call_loads_neither_typer_pydantic_rich_nor_yaml(served: Path) -> None:
+    create = json.dumps({"create": [{"description": "Forwarded"}]})
+    done, modules = imported(served, "call", "update_planning", "--args", create)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "created ids: [1]"
-    heavy = {m.partition(".")[0] for m in modules} & {"typer", "pydantic", "pydantic_core"}
+    assert {m.partition(".")[0] for m in modules} & _FORWARDING_NEEDS_NONE == set()
+
+
+def test_a_forwarded_list_loads_neither_typer_pydantic_rich_nor_yaml(served: Path) -> None:
+    done, modules = imported(served, "list")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "update_planning\t" in done.stdout
+    assert {m.partition(".")[0] for m in modules} & _FORWARDING_NEEDS_NONE == set()
+
+
+def test_a_forwarded_command_loads_no_card_nor_the_runtime(served: Path) -> None:
+    done, modules = imported(served, "call", "search_planning", "--args", "{}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    ours = {m for m in modules if m.startswith("toolcards.")}
+    heavy = {m for m in ours if m.split(".")[1] in {"tools", "runtime", "governance", "stores"}}
     assert heavy == set()
+    assert "toolcards.surfaces.config" not in ours
 
 
 _MEMBERS_AND_DEFERRED = {

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
 
+from toolcards._lazy import TYPE_CHECKING
 from toolcards.core.errors import ToolcardsError
+
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_ARGS_BYTES = 1_000_000
 

@@ -5,10 +5,21 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
 
-from toolcards.surfaces.cli.state import State, emit_json, err, fail, out, print_rows, print_text
-from toolcards.surfaces.outcomes import ExitCode
+from toolcards._lazy import TYPE_CHECKING
+from toolcards.surfaces.cli.state import (
+    State,
+    emit_json,
+    err,
+    fail,
+    out,
+    print_json_text,
+    print_rows,
+    print_text,
+)
+
+if TYPE_CHECKING:  # a command forwarded to a running server loads neither
+    from typing import Any
 
 __all__ = ["call_tool", "end_for_missing_extra", "forwarded", "list_tools", "stdin_is_tty"]
 
@@ -21,6 +32,8 @@ def forwarded(state: State, op: str, **fields: Any) -> tuple[bool, Any]:
     try:
         return True, server.request(op, **fields)
     except (OSError, RuntimeError, ValueError) as exc:
+        from toolcards.surfaces.outcomes import ExitCode
+
         fail(f"the running server did not answer: {exc}", ExitCode.FAILED)
 
 
@@ -32,7 +45,7 @@ def list_tools(state: State, show_all: bool) -> None:
 
         rows = list_rows(state.runtime(), show_all)
     if state.json:
-        emit_json(rows)
+        emit_json(rows, plain=done)
         return
     lines = [
         (str(r["name"]), ",".join([*r["hints"], *([] if r["callable"] else ["denied"])]) or "-",
@@ -51,7 +64,7 @@ def list_tools(state: State, show_all: bool) -> None:
             table.add_row(shown, tags, description)
         out().print(table)
     if not rows:
-        err().print("no tools for this principal")
+        print_text("no tools for this principal", stderr=True)
 
 
 def _approver(state: State, rt: Any, status: Any) -> Any:
@@ -72,6 +85,8 @@ def call_tool(state: State, tool: str, pairs: list[str] | None, json_args: str |
     from toolcards.surfaces.cli.args import ArgsError, parse_json, parse_pairs
 
     if pairs and json_args is not None:
+        from toolcards.surfaces.outcomes import ExitCode
+
         fail("give key=value pairs or --json, not both", ExitCode.USAGE)
     server = state.server()
     rt = None if server is not None else state.runtime()
@@ -85,6 +100,8 @@ def call_tool(state: State, tool: str, pairs: list[str] | None, json_args: str |
         else:
             args = parse_pairs(pairs or [], forwarded(state, "schema", tool=tool)[1] or {})
     except ArgsError as exc:
+        from toolcards.surfaces.outcomes import ExitCode
+
         fail(str(exc), ExitCode.USAGE)
     if rt is None:
         data = forwarded(state, "call", tool=tool, args=args)[1]
@@ -105,22 +122,28 @@ def call_tool(state: State, tool: str, pairs: list[str] | None, json_args: str |
             data["message"] += f" ({FAIL_CLOSED_HINT})"
     code = int(data.pop("exit_code"))
     if state.json:
-        emit_json(data)
+        emit_json(data, plain=rt is None)
     elif data["ok"]:
-        _print_value(data["value"])
+        _print_value(data["value"], plain=rt is None)
     else:
-        err().print(data["message"], markup=False)
+        print_text(data["message"], stderr=True)
     return code
 
 
-def _print_value(value: Any) -> None:
-    from toolcards.surfaces.render import render_value
-
-    text, _ = render_value(value)
+def _print_value(value: Any, plain: bool) -> None:
+    """A call's value; ``plain``: JSON already (a running server's answer)."""
     if isinstance(value, str):
-        print_text(text)
+        print_text(value)
+        return
+    if plain:
+        import json
+
+        text = json.dumps(value, ensure_ascii=False, indent=2)
     else:
-        out().print_json(text)
+        from toolcards.surfaces.render import render_value
+
+        text = render_value(value)[0]
+    print_json_text(text)
 
 
 def end_for_missing_extra(exc: BaseException) -> None:
@@ -132,6 +155,8 @@ def end_for_missing_extra(exc: BaseException) -> None:
     if line is None:
         return
     from rich.markup import escape
+
+    from toolcards.surfaces.outcomes import ExitCode
 
     err().print(f"[red]error:[/red] {escape(line)}", markup=True, highlight=False)
     raise SystemExit(int(ExitCode.USAGE)) from None

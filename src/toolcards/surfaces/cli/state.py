@@ -8,17 +8,18 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
 
-from toolcards.surfaces.outcomes import ExitCode
+from toolcards._lazy import TYPE_CHECKING
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # a command forwarded to a running server loads none of these
+    from collections.abc import Callable, Sequence
+    from typing import Any, NoReturn
+
     from rich.console import Console
 
+    from toolcards.surfaces.outcomes import ExitCode
     from toolcards.surfaces.runtime import SurfaceRuntime
 
 
@@ -36,12 +37,20 @@ def err() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-@dataclass
 class State:
-    config: Path = Path("toolcards.yaml")
-    json: bool = False
-    factory: Callable[[bool], SurfaceRuntime] | None = None
-    opened: list[SurfaceRuntime] = field(default_factory=list)
+    """One command's config, output mode (``json``), the runtime ``factory`` of a code-built
+    CLI (None: open the config) and the runtimes it opened."""
+
+    def __init__(
+        self,
+        config: Path = Path("toolcards.yaml"),
+        json: bool = False,
+        factory: Callable[[bool], SurfaceRuntime] | None = None,
+    ) -> None:
+        self.config = config
+        self.json = json
+        self.factory = factory
+        self.opened: list[SurfaceRuntime] = []
 
     def runtime(self, with_team: bool = False) -> SurfaceRuntime:
         """The runtime for this command (config and store problems end the command)."""
@@ -50,6 +59,7 @@ class State:
         from toolcards.runtime.system import ActorSystemUnavailable
         from toolcards.stores.base import DatabaseUnavailable, StoreError, StoreLockedError
         from toolcards.surfaces.config import ConfigError
+        from toolcards.surfaces.outcomes import ExitCode
         from toolcards.surfaces.runtime import SurfaceRuntime
 
         try:
@@ -112,22 +122,47 @@ def print_rows(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None
 _RICH_CHANGES = re.compile(r":\S*:|\t")  # what rich would rewrite: emoji codes, tabs
 
 
-def print_text(text: str) -> None:
-    """``text`` on stdout as ``out().print(text, markup=False)`` prints it. Written
-    directly when stdout is no terminal and rich would change nothing (no tabs, control
-    characters or ``:emoji:`` codes): importing rich costs more than a tool call."""
-    if (
-        sys.stdout.isatty()
-        or _RICH_CHANGES.search(text)
-        or not text.replace("\n", "").isprintable()
-    ):
-        out().print(text, markup=False)
+def print_text(text: str, stderr: bool = False) -> None:
+    """``text`` on stdout (``stderr``: on stderr) as ``out().print(text, markup=False)``
+    (``err()``) prints it. Written directly when the stream is no terminal and rich would
+    change nothing (no tabs, control characters or ``:emoji:`` codes): importing rich costs
+    more than a tool call."""
+    stream = sys.stderr if stderr else sys.stdout
+    if not _unchanged_by_rich(stream, text):
+        (err() if stderr else out()).print(text, markup=False)
+        return
+    stream.write(text + "\n")
+
+
+def print_json_text(text: str) -> None:
+    """Indented JSON ``text`` on stdout as ``out().print_json(text)`` prints it (written
+    directly when rich would change nothing, as :func:`print_text` decides)."""
+    if not _unchanged_by_rich(sys.stdout, text):
+        out().print_json(text)
         return
     sys.stdout.write(text + "\n")
 
 
-def emit_json(data: Any) -> None:
-    from pydantic_core import to_jsonable_python
+def _unchanged_by_rich(stream: Any, text: str) -> bool:
+    """Whether rich would print ``text`` to ``stream`` as it is: no terminal (nor one
+    forced by the environment), no tabs, control characters or ``:emoji:`` codes."""
+    import os
 
-    sys.stdout.write(json.dumps(to_jsonable_python(data, fallback=str), ensure_ascii=False))
+    return (
+        not stream.isatty()
+        and not os.environ.get("FORCE_COLOR")
+        and os.environ.get("TTY_COMPATIBLE") != "1"
+        and not _RICH_CHANGES.search(text)
+        and text.replace("\n", "").isprintable()
+    )
+
+
+def emit_json(data: Any, plain: bool = False) -> None:
+    """``data`` as one JSON line; ``plain``: data that is JSON already (decoded from a
+    running server's answer), which needs no conversion."""
+    if not plain:
+        from pydantic_core import to_jsonable_python
+
+        data = to_jsonable_python(data, fallback=str)
+    sys.stdout.write(json.dumps(data, ensure_ascii=False))
     sys.stdout.write("\n")
