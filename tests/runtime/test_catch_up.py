@@ -16,7 +16,7 @@ from support.pg_proxy import CommitCuttingProxy, commit_cutting_proxy
 from toolcards.core.actors import ActorHandle
 from toolcards.core.errors import TransientError
 from toolcards.runtime import Team
-from toolcards.stores.postgres import team as postgres_team
+from toolcards.stores.postgres import versions as postgres_versions
 from toolcards.stores.postgres.team import PostgresStore
 from toolcards.tools.planning.actor import ACTOR_NAME, PlanningActor, PlanningConfig
 from toolcards.tools.planning.models import TaskCreate, TaskUpdate
@@ -127,7 +127,7 @@ def test_a_copy_keeps_counting_ids_and_searching_after_taking_in_changes(
 def test_a_copy_older_than_the_pruned_tombstones_is_rebuilt_and_answers_the_store(
     two: tuple[Handle, Handle], postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(postgres_team, "TOMBSTONES_KEPT", 1)
+    monkeypatch.setattr(postgres_versions, "TOMBSTONES_KEPT", 1)
     a, b = two
     ids = _create(a, "one", "two", "three", "four")
     b.ask(CountedPlanning.tasks)

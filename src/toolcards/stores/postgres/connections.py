@@ -37,6 +37,18 @@ def psycopg_module() -> Any:
     return optional_module("psycopg", "postgres", "PostgreSQL")
 
 
+def placeholders(cur: Any) -> Callable[[str, tuple[Any, ...]], Any]:
+    """Runs SQL shared with SQLite (``?`` placeholders, see :mod:`toolcards.stores.events_sql`)
+    on a psycopg cursor, and returns the cursor (a statement without parameters is sent as
+    it is)."""
+
+    def execute(sql: str, params: tuple[Any, ...]) -> Any:
+        cur.execute(sql.replace("?", "%s"), params or None)
+        return cur
+
+    return execute
+
+
 class ThreadState:
     """One thread's connection and transaction."""
 

@@ -1,19 +1,18 @@
 """The PostgreSQL team store: one team held by many processes and machines at once.
 
-This module owns the PostgreSQL schema (a version table; created or migrated on first use)
-and all of its SQL. Events are numbered by the store under a row lock of the team, so
-positions and per-tool seqs stay gap-free under concurrent writers; commits of events are
-announced with ``NOTIFY`` and a listener thread wakes this process's subscribers, without
+Its schema (a version table; created or migrated on first use) is
+:mod:`toolcards.stores.postgres.schema`'s, the actor versions that let copies catch up
+:mod:`toolcards.stores.postgres.versions`'. Events are numbered by the store under a row lock
+of the team, so positions and per-tool seqs stay gap-free under concurrent writers; commits of
+events are announced with ``NOTIFY`` and a listener thread
+(:mod:`toolcards.stores.postgres.listener`) wakes this process's subscribers, without
 polling. Connection loss surfaces as :class:`StoreUnavailable` (a retryable error) and the
 next call reconnects. A URL's password never appears in ``location``, errors or ``repr``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,126 +20,27 @@ from typing import Any
 
 from toolcards.stores import applied_calls
 from toolcards.stores.base import (
-    EVENT_ENVELOPE_COLUMNS,
-    LIFECYCLE_TOOL,
-    SCHEMA_VERSION,
     AppliedCall,
     Compaction,
     DatabaseClosed,
     DatabaseUnavailable,
     EventRow,
-    SchemaTooNew,
     Store,
     StoreClosedError,
     StoreUnavailable,
     check_text,
-    compaction_marker,
     dumps,
 )
-from toolcards.stores.postgres.connections import Connections, ThreadState
+from toolcards.stores.events_sql import compact
+from toolcards.stores.postgres.connections import Connections, placeholders
 from toolcards.stores.postgres.limits import Timeouts
+from toolcards.stores.postgres.listener import CHANNEL, EventListener
+from toolcards.stores.postgres.schema import migrate
+from toolcards.stores.postgres.versions import TOMBSTONES_KEPT, bump_versions, state_changes
 
-log = logging.getLogger(__name__)
+__all__ = ["CHANNEL", "TOMBSTONES_KEPT", "PostgresStore"]
 
-CHANNEL = "toolcards_events"
 _KEY_END = chr(0x10FFFF)
-_SCHEMA_LOCK = 7_264_331_942  # advisory lock id guarding schema creation
-
-_SCHEMA = [
-    "CREATE TABLE IF NOT EXISTS toolcards_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS toolcards_teams (team_id TEXT PRIMARY KEY, "
-    "created_at DOUBLE PRECISION NOT NULL, stopped_at DOUBLE PRECISION, "
-    "last_pos BIGINT NOT NULL DEFAULT 0)",
-    "CREATE TABLE IF NOT EXISTS toolcards_actors (team_id TEXT NOT NULL, name TEXT NOT NULL, "
-    "tag TEXT NOT NULL, config TEXT, created_at DOUBLE PRECISION NOT NULL, "
-    "PRIMARY KEY (team_id, name))",
-    "CREATE TABLE IF NOT EXISTS toolcards_state (team_id TEXT NOT NULL, actor TEXT NOT NULL, "
-    'key TEXT COLLATE "C" NOT NULL, value TEXT NOT NULL, PRIMARY KEY (team_id, actor, key))',
-    "CREATE TABLE IF NOT EXISTS toolcards_events (team_id TEXT NOT NULL, "
-    "team_pos BIGINT NOT NULL, tool_id TEXT NOT NULL, seq BIGINT NOT NULL, "
-    "payload TEXT NOT NULL, payload_type TEXT, timestamp DOUBLE PRECISION NOT NULL, "
-    "event_id TEXT, sender TEXT, display_type TEXT, PRIMARY KEY (team_id, team_pos))",
-    "CREATE UNIQUE INDEX IF NOT EXISTS toolcards_events_tool_seq "
-    "ON toolcards_events (team_id, tool_id, seq)",
-    "CREATE TABLE IF NOT EXISTS toolcards_tool_seqs (team_id TEXT NOT NULL, "
-    "tool_id TEXT NOT NULL, seq BIGINT NOT NULL, PRIMARY KEY (team_id, tool_id))",
-    "CREATE TABLE IF NOT EXISTS toolcards_actor_versions (team_id TEXT NOT NULL, "
-    "actor TEXT NOT NULL, version BIGINT NOT NULL, PRIMARY KEY (team_id, actor))",
-    "CREATE TABLE IF NOT EXISTS toolcards_state_tombstones (team_id TEXT NOT NULL, "
-    'actor TEXT NOT NULL, changed BIGINT NOT NULL, key TEXT COLLATE "C" NOT NULL, '
-    "PRIMARY KEY (team_id, actor, changed, key))",
-    "CREATE TABLE IF NOT EXISTS toolcards_state_pruned (team_id TEXT NOT NULL, "
-    "actor TEXT NOT NULL, through BIGINT NOT NULL, PRIMARY KEY (team_id, actor))",
-]
-_STATE_CHANGED = [  # rows written before the column read 0: older than any copy's version
-    "ALTER TABLE toolcards_state ADD COLUMN IF NOT EXISTS changed BIGINT NOT NULL DEFAULT 0",
-    "CREATE INDEX IF NOT EXISTS toolcards_state_changed "
-    "ON toolcards_state (team_id, actor, changed)",
-]
-
-
-TOMBSTONES_KEPT = 10_000
-"""Deleted keys remembered per actor (a copy older than the oldest one reloads fully)."""
-
-
-def _bump_versions(state: ThreadState, cur: Any) -> None:
-    """Before a commit: move the version of every actor the transaction changed by one, and
-    stamp the state rows it wrote (and a tombstone per key it deleted) with that version."""
-    for team_id, actor in sorted(state.dirty):
-        cur.execute(
-            "INSERT INTO toolcards_actor_versions VALUES (%s, %s, 1) "
-            "ON CONFLICT (team_id, actor) DO UPDATE "
-            "SET version = toolcards_actor_versions.version + 1 RETURNING version",
-            (team_id, actor),
-        )
-        version = int(cur.fetchone()[0])
-        keys = state.keys.get((team_id, actor), {})
-        if put := sorted(key for key, gone in keys.items() if not gone):
-            cur.execute(
-                "UPDATE toolcards_state SET changed=%s "
-                "WHERE team_id=%s AND actor=%s AND key = ANY(%s)",
-                (version, team_id, actor, put),
-            )
-        if gone := sorted(key for key, gone in keys.items() if gone):
-            cur.executemany(
-                "INSERT INTO toolcards_state_tombstones VALUES (%s, %s, %s, %s) "
-                "ON CONFLICT DO NOTHING",
-                [(team_id, actor, version, key) for key in gone],
-            )
-            _prune_tombstones(cur, team_id, actor)
-
-
-def _prune_tombstones(cur: Any, team_id: str, actor: str) -> None:
-    """Keep about the newest :data:`TOMBSTONES_KEPT` tombstones of an actor; the version
-    they are pruned through is recorded (changes since an older one cannot be told)."""
-    cur.execute(
-        "SELECT changed FROM toolcards_state_tombstones WHERE team_id=%s AND actor=%s "
-        "ORDER BY changed DESC OFFSET %s LIMIT 1",
-        (team_id, actor, TOMBSTONES_KEPT),
-    )
-    row = cur.fetchone()
-    if row is None:
-        return
-    through = int(row[0])
-    cur.execute(
-        "DELETE FROM toolcards_state_tombstones WHERE team_id=%s AND actor=%s AND changed <= %s",
-        (team_id, actor, through),
-    )
-    cur.execute(
-        "INSERT INTO toolcards_state_pruned VALUES (%s, %s, %s) ON CONFLICT (team_id, actor) "
-        "DO UPDATE SET through = GREATEST(toolcards_state_pruned.through, EXCLUDED.through)",
-        (team_id, actor, through),
-    )
-
-
-def _placeholders(cur: Any) -> applied_calls.Execute:
-    """Runs the shared SQL (``?`` placeholders) on a psycopg cursor."""
-
-    def execute(sql: str, params: tuple[Any, ...]) -> Any:
-        cur.execute(sql.replace("?", "%s"), params)
-        return cur
-
-    return execute
 
 
 class _NoLock:
@@ -176,16 +76,14 @@ class PostgresStore(Store):
             url,
             connect_timeout=connect_timeout,
             timeouts=timeouts,
-            before_commit=_bump_versions,
+            before_commit=bump_versions,
             on_rollback=self._rolled_back,
         )
         self.location = self._db.location
-        self._watchers: dict[str, list[Callable[[], Any]]] = {}
-        self._watch_lock = threading.Lock()
-        self._listener: threading.Thread | None = None
-        self._stop_listening = threading.Event()
+        self._events = EventListener(self._db, self.location)
         try:
-            self._migrate()
+            with self.transaction(), self._cursor() as cur:
+                migrate(cur, self.location)
         except DatabaseUnavailable as exc:
             raise StoreUnavailable(str(exc)) from None
 
@@ -221,39 +119,6 @@ class PostgresStore(Store):
         except DatabaseClosed as exc:
             raise StoreClosedError(f"store {self.location} is closed") from exc
 
-    def _migrate(self) -> None:
-        with self.transaction(), self._cursor() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            for statement in [*_SCHEMA, *applied_calls.statements("toolcards_")]:
-                cur.execute(statement)  # a store written before a table gains it here
-            cur.execute(
-                "SELECT column_name FROM information_schema.columns WHERE "
-                "table_schema = current_schema() AND table_name = 'toolcards_events'"
-            )
-            columns = {str(row[0]) for row in cur.fetchall()}
-            for name, ddl in EVENT_ENVELOPE_COLUMNS:  # older rows keep NULL there
-                if name not in columns:
-                    cur.execute(f"ALTER TABLE toolcards_events ADD COLUMN {name} {ddl}")
-            cur.execute(
-                "SELECT 1 FROM information_schema.columns WHERE table_schema = "
-                "current_schema() AND table_name = 'toolcards_state' AND column_name = 'changed'"
-            )
-            if cur.fetchone() is None:  # checked first: the ALTER would lock out every writer
-                for statement in _STATE_CHANGED:
-                    cur.execute(statement)
-            cur.execute("SELECT value FROM toolcards_meta WHERE key='schema_version'")
-            row = cur.fetchone()
-            if row is not None and int(row[0]) > SCHEMA_VERSION:
-                raise SchemaTooNew(
-                    f"store {self.location} has schema {row[0]}, newer than this toolcards "
-                    f"({SCHEMA_VERSION}); upgrade toolcards to open it"
-                )
-            cur.execute(
-                "INSERT INTO toolcards_meta VALUES ('schema_version', %s) "
-                "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                (str(SCHEMA_VERSION),),
-            )
-
     # ---- transactions ------------------------------------------------------------------------
 
     @property
@@ -288,10 +153,9 @@ class PostgresStore(Store):
         self._db.after_commit(callback)
 
     def close(self) -> None:
-        self._stop_listening.set()
+        self._events.stop()
         self._db.close()
-        if self._listener is not None:
-            self._listener.join(timeout=2.0)
+        self._events.join()
 
     # ---- teams and actors --------------------------------------------------------------------
 
@@ -459,37 +323,14 @@ class PostgresStore(Store):
     def compact_events(
         self, team_id: str, *, keep_per_tool: int | None, before: float | None
     ) -> list[Compaction]:
-        done: list[Compaction] = []
         with self.transaction(), self._cursor() as cur:
-            cur.execute(
-                "SELECT tool_id, seq FROM toolcards_tool_seqs WHERE team_id=%s AND tool_id<>%s",
-                (team_id, LIFECYCLE_TOOL),
+            return compact(
+                placeholders(cur),
+                "toolcards_",
+                team_id,
+                keep_per_tool=keep_per_tool,
+                before=before,
             )
-            for tool_id, last in cur.fetchall():
-                through = 0 if keep_per_tool is None else int(last) - keep_per_tool
-                if before is not None:
-                    cur.execute(
-                        "SELECT MAX(seq) FROM toolcards_events WHERE team_id=%s AND tool_id=%s "
-                        "AND timestamp < %s",
-                        (team_id, tool_id, before),
-                    )
-                    through = max(through, int(cur.fetchone()[0] or 0))
-                if through <= 0:
-                    continue
-                cur.execute(
-                    "DELETE FROM toolcards_events WHERE team_id=%s AND tool_id=%s AND seq < %s",
-                    (team_id, tool_id, through),
-                )
-                removed = cur.rowcount
-                marker = dumps(compaction_marker(through))
-                cur.execute(
-                    "UPDATE toolcards_events SET payload=%s, payload_type=NULL, sender=NULL WHERE "
-                    "team_id=%s AND tool_id=%s AND seq=%s AND payload <> %s",
-                    (marker, team_id, tool_id, through, marker),
-                )
-                if removed or cur.rowcount:
-                    done.append(Compaction(str(tool_id), through, removed + cur.rowcount))
-        return done
 
     # ---- cross-process coherence -------------------------------------------------------------
 
@@ -503,24 +344,7 @@ class PostgresStore(Store):
     def state_changes(
         self, team_id: str, actor: str, since: int
     ) -> tuple[list[tuple[str, Any]], list[str]] | None:
-        rows = self._rows(
-            "SELECT key, value FROM toolcards_state WHERE team_id=%s AND actor=%s "
-            "AND changed > %s ORDER BY key",
-            (team_id, actor, since),
-        )
-        gone = self._rows(
-            "SELECT DISTINCT t.key FROM toolcards_state_tombstones t WHERE t.team_id=%s "
-            "AND t.actor=%s AND t.changed > %s AND NOT EXISTS (SELECT 1 FROM toolcards_state s "
-            "WHERE s.team_id=t.team_id AND s.actor=t.actor AND s.key=t.key) ORDER BY t.key",
-            (team_id, actor, since),
-        )
-        pruned = self._rows(  # read last: a prune that raced the reads above shows here
-            "SELECT through FROM toolcards_state_pruned WHERE team_id=%s AND actor=%s",
-            (team_id, actor),
-        )
-        if pruned and since < int(pruned[0][0]):
-            return None  # tombstones it would need are gone
-        return [(str(k), json.loads(v)) for k, v in rows], [str(k) for (k,) in gone]
+        return state_changes(self._rows, team_id, actor, since)
 
     def secret_location(self) -> str:
         return self._db.url
@@ -530,7 +354,7 @@ class PostgresStore(Store):
 
     def applied_call(self, team_id: str, key: str) -> AppliedCall | None:
         def query(cur: Any) -> AppliedCall | None:
-            return applied_calls.find(_placeholders(cur), "toolcards_", team_id, key)
+            return applied_calls.find(placeholders(cur), "toolcards_", team_id, key)
 
         try:
             return self._db.read(query)
@@ -542,7 +366,7 @@ class PostgresStore(Store):
     def record_applied(self, team_id: str, key: str, actor: str, digest: str, result: str) -> None:
         check_text("call id", key)
         with self.transaction(), self._cursor() as cur:
-            execute = _placeholders(cur)
+            execute = placeholders(cur)
             applied_calls.record(execute, "toolcards_", team_id, key, actor, digest, result)
 
     def lock_actor(self, team_id: str, actor: str) -> None:
@@ -552,54 +376,4 @@ class PostgresStore(Store):
             )
 
     def watch(self, team_id: str, callback: Callable[[], Any]) -> Callable[[], None]:
-        with self._watch_lock:
-            self._watchers.setdefault(team_id, []).append(callback)
-            if self._listener is None:
-                self._listener = threading.Thread(
-                    target=self._listen, name="toolcards-pg-listen", daemon=True
-                )
-                self._listener.start()
-
-        def unwatch() -> None:
-            with self._watch_lock:
-                found = self._watchers.get(team_id, [])
-                if callback in found:
-                    found.remove(callback)
-
-        return unwatch
-
-    def _listen(self) -> None:
-        """Wake the watchers of a team on each NOTIFY; reconnect (backing off) when the
-        connection drops, and wake everyone after a reconnect (a notice may have been lost)."""
-        delay = 0.1
-        while not self._stop_listening.is_set():
-            try:
-                conn = self._db.open()
-            except DatabaseUnavailable:
-                self._stop_listening.wait(delay)
-                delay = min(delay * 2, 5.0)
-                continue
-            delay = 0.1
-            try:
-                conn.execute(f"LISTEN {CHANNEL}")
-                self._wake_all()
-                while not self._stop_listening.is_set():
-                    for note in conn.notifies(timeout=0.5):
-                        self._wake(note.payload)
-            except Exception:  # the connection dropped: reconnect
-                log.debug("event listener of %s lost its connection", self.location)
-            finally:
-                with contextlib.suppress(Exception):
-                    conn.close()
-
-    def _wake(self, team_id: str) -> None:
-        with self._watch_lock:
-            callbacks = list(self._watchers.get(team_id, ()))
-        for callback in callbacks:
-            callback()
-
-    def _wake_all(self) -> None:
-        with self._watch_lock:
-            teams = list(self._watchers)
-        for team_id in teams:
-            self._wake(team_id)
+        return self._events.watch(team_id, callback)
