@@ -1,10 +1,10 @@
 """The governed executor: one pipeline for every call from every surface.
 
 identity -> ACL decision -> rate limit -> approval (:mod:`.approval_step`) -> argument
-validation -> run with a timeout, between the guardrail hooks (:mod:`.guardrails`) -> error
-mapping -> audit (and a telemetry span; :mod:`.calls` ends each call). A surface resolves the caller
-itself (never from tool arguments), calls :meth:`Executor.call` and maps the
-:class:`ExecutionResult` outcome::
+validation -> run with a timeout, between the guardrail hooks (:mod:`.run_step`,
+:mod:`.guardrails`) -> error mapping -> audit (and a telemetry span; :mod:`.calls` ends each
+call). A surface resolves the caller itself (never from tool arguments), calls
+:meth:`Executor.call` and maps the :class:`ExecutionResult` outcome::
 
     result = await executor.call(tool_id, raw_args, identity, surface="mcp",
                                  approver=ask_human_or_None, call_id=request_id)
@@ -33,11 +33,9 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from toolcards.core.actors import calling_call_key
-from toolcards.core.errors import RetriableError, ToolNotConfigured
-from toolcards.core.identity import ANONYMOUS, Identity, calling_principal
+from toolcards.core.errors import RetriableError
+from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.governance import _shutdown, edits, guardrails, telemetry
-from toolcards.governance.approval_step import ApprovalStep
 from toolcards.governance.approvals import (
     ApprovalBroker,
     Approver,
@@ -48,23 +46,18 @@ from toolcards.governance.calls import (
     POLICY_ERROR_MESSAGE,
     Call,
     ExecutionResult,
-    _passes_through,
-    _retry_message,
     _sensitive,
-    _writes_key,
     unknown_tool_message,
 )
 from toolcards.governance.capability import CapabilityRegistry, Invoke, ToolCapability
-from toolcards.governance.deadline import abandoning_deadline, with_deadline
 from toolcards.governance.endings import (
-    TIMEOUT,
     InFlight,
     fresh_call_id,
 )
-from toolcards.governance.governing import GoverningCall, governing_call
 from toolcards.governance.outcomes import Outcome
 from toolcards.governance.policy import Decision, Each, Policy
 from toolcards.governance.redact import args_digest
+from toolcards.governance.run_step import RunStep
 from toolcards.governance.telemetry import Telemetry
 from toolcards.stores.base import RateLimits
 from toolcards.stores.memory import RateLimiter
@@ -76,7 +69,7 @@ log = logging.getLogger(__name__)
 _UNKNOWN = Decision("deny", "unknown tool")
 
 
-class Executor(ApprovalStep):
+class Executor(RunStep):
     """Runs capabilities under a policy. Surface-agnostic: the pydantic-ai toolset, the MCP
     server and the CLI all call :meth:`call` (or :meth:`run` with their own invoke).
 
@@ -369,99 +362,6 @@ class Executor(ApprovalStep):
             decision = self.policy.decide(who, call.tool_id, call.args)
             return self._unknown(call, decision, self.visible_to(who))
         return self._finish(call, outcome, None, msg)
-
-    async def _hooked(
-        self, call: Call, decision: Decision, parsed: dict[str, Any], invoke: Invoke
-    ) -> ExecutionResult:
-        """The input hooks, then the tool and the output hooks, within the call's deadline."""
-        cap = call.cap
-        assert cap is not None and call.call_id is not None
-        before, after = self.hooks.for_tool(cap.id)
-        timeout = cap.timeout if cap.timeout is not None else self.timeout
-        ctx = guardrails.context(
-            cap.id, call.identity, call.args, call.call_id, call.surface, decision, timeout,
-            self.policy.redaction,
-        )  # fmt: skip
-        changed: tuple[str, ...] = ()
-        if before:
-            asked = decision.effect == "approve" or cap.annotations.requires_approval
-            recheck = guardrails.rechecker(self.policy, cap, call.identity, decision, asked)
-            self._note(call, decision)
-            checked = await guardrails.check_input(before, ctx, recheck)
-            if isinstance(checked, guardrails.Refusal):
-                return self._hook_refused(call, decision, checked)
-            parsed = checked.value[1] if checked.value[1] is not None else parsed
-            changed = checked.changed
-        return await self._execute(call, decision, parsed, invoke, (ctx, after, changed))
-
-    def _hook_refused(
-        self, call: Call, decision: Decision, refusal: guardrails.Refusal
-    ) -> ExecutionResult:
-        telemetry.event(call.span, "toolcards.refused", hook=refusal.hook)
-        call = call._replace(hook=refusal.hook)
-        return self._finish(call, Outcome.REFUSED, decision, refusal.message, refusal.error)
-
-    async def _execute(
-        self,
-        call: Call,
-        decision: Decision,
-        parsed: dict[str, Any],
-        invoke: Invoke,
-        hooked: tuple[guardrails.HookContext, Any, tuple[str, ...]] | None = None,
-    ) -> ExecutionResult:
-        """Run the tool; ``hooked``: the call's hook context, output hooks and the names of
-        the hooks that changed it so far."""
-        cap = call.cap
-        assert cap is not None
-        limit = cap.timeout if cap.timeout is not None else self.timeout
-        timeout = limit if hooked is None else hooked[0].remaining()  # what the hooks left
-        self._note(call, decision)
-        principal = calling_principal.set(call.identity)  # who writes, for the tool to record
-        governing = governing_call.set(
-            GoverningCall(self, call.identity, call.surface, call.call_id, cap.id)
-        )
-        writes = calling_call_key.set(_writes_key(call))
-        try:
-            if timeout is None:
-                value = await invoke(parsed)
-            elif cap.abandon_threads:
-                value = await abandoning_deadline(invoke(parsed), timeout)
-            else:
-                value = await with_deadline(invoke(parsed), timeout)
-        except Exception as exc:
-            retry = _retry_message(exc)
-            if retry is not None:
-                redacted = self.policy.redaction.text(retry)
-                return self._finish(call, Outcome.RETRY, decision, redacted, retry)
-            if _passes_through(exc):
-                self._end(call, decision, "deferred", None)
-                raise
-            if isinstance(exc, TimeoutError):
-                why = f"timed out after {limit:g} s"
-                msg = f"error: {cap.id} {why}"
-                return self._finish(call, Outcome.ERROR, decision, msg, why, audited=TIMEOUT)
-            if isinstance(exc, ToolNotConfigured):  # its message names what to set
-                msg = f"error: {self.policy.redaction.text(str(exc))}"
-                return self._finish(call, Outcome.ERROR, decision, msg)
-            msg = f"error: {cap.id} failed ({type(exc).__name__})"
-            return self._finish(call, Outcome.ERROR, decision, msg, f"{type(exc).__name__}: {exc}")
-        except BaseException as exc:  # cancelled or interrupted: the row, then on its way
-            self._ended_by(call, decision, exc)
-            raise
-        finally:
-            calling_call_key.reset(writes)
-            calling_principal.reset(principal)
-            governing_call.reset(governing)
-        if hooked is not None:
-            ctx, after, changed = hooked
-            if after:
-                checked = await guardrails.check_output(after, ctx, value)
-                if isinstance(checked, guardrails.Refusal):
-                    return self._hook_refused(call, decision, checked)
-                value, changed = checked.value, changed + checked.changed
-            if changed:
-                call = call._replace(hook=",".join(changed))
-        return self._finish(call, Outcome.OK, decision, "", value=value)
 
 
 def _default_telemetry() -> Telemetry:
