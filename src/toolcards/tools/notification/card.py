@@ -15,7 +15,7 @@ from toolcards.core.spec import annotate
 from toolcards.tools._common.caller import caller_address
 from toolcards.tools.notification.actor import NotificationActor
 from toolcards.tools.notification.messages import message_type
-from toolcards.tools.notification.models import ACTOR_NAME
+from toolcards.tools.notification.models import ACTOR_NAME, PendingNotification
 
 
 class RegisterNotification(BaseToolParam):
@@ -119,7 +119,7 @@ class NotificationTool(ToolCard):
                     f"content has {len(content)} characters; at most {max_chars} are allowed"
                 )
             delay = parse_delay(delay_seconds, limit)
-            entry = self._actor().ask(
+            registered = self._actor().ask_once(  # a retry of a committed call adds none
                 NotificationActor.register,
                 self._owner(),
                 content.strip(),
@@ -127,6 +127,7 @@ class NotificationTool(ToolCard):
                 cap,
                 self.message_type,
             )
+            entry = PendingNotification.model_validate(registered)  # recorded: its JSON
             return f"notification #{entry.id} scheduled in {delay:g}s"
 
         return annotate(register_notification)
