@@ -26,10 +26,10 @@ import yaml
 from _results import record
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import httpx2
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from support.processes import free_port, serving
 from toolcards.surfaces.config import hash_token
@@ -113,7 +113,7 @@ def http_server(argv: list[str], env: dict[str, str], port: int) -> Iterator[str
 async def http_client(url: str) -> AsyncIterator[ClientSession]:
     headers = {"Authorization": f"Bearer {TOKEN}"}
     async with (
-        create_mcp_http_client(headers=headers) as client,
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0)) as client,
         streamable_http_client(url, http_client=client) as (read, write),
         ClientSession(read, write) as s,
     ):

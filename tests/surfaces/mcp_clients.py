@@ -7,12 +7,18 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from surfaces.surface_support import SURFACE_ENV, TOOLCARDS
+
+
+def http_client(headers: dict[str, str] | None = None) -> httpx2.AsyncClient:
+    """The HTTP client the SDK's transports use by default (30 s, 300 s to read a stream),
+    with ``headers`` on every request."""
+    return httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
 
 
 @contextlib.asynccontextmanager
@@ -36,7 +42,7 @@ async def http_session(
 ) -> AsyncIterator[ClientSession]:
     headers = None if token is None else {"Authorization": f"Bearer {token}"}
     async with (
-        create_mcp_http_client(headers=headers) as client,
+        http_client(headers) as client,
         streamable_http_client(url, http_client=client) as (read, write),
         ClientSession(read, write, **session) as s,
     ):

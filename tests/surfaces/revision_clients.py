@@ -16,8 +16,8 @@ from typing import Any
 from mcp import StdioServerParameters
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
+from surfaces.mcp_clients import http_client as sdk_http_client
 from surfaces.surface_support import SURFACE_ENV, TOOLCARDS
 
 MODERN = "2026-07-28"
@@ -51,7 +51,7 @@ async def http_client(
     """A ``Client`` in ``mode`` over streamable HTTP at ``url`` (bearer ``token``)."""
     headers = None if token is None else {"Authorization": f"Bearer {token}"}
     async with (
-        create_mcp_http_client(headers=headers) as http,
+        sdk_http_client(headers) as http,
         Client(streamable_http_client(url, http_client=http), mode=mode, **options) as client,  # type: ignore[arg-type]
     ):
         yield client

@@ -48,3 +48,26 @@ def test_pattern_over_ripgreps_cap_is_answered_by_the_python_engine_in_auto(text
     assert grep_tool("python")(r"\w{100}").startswith("a.txt:1:aaa")
     with pytest.raises(RgPatternError, match="too large for ripgrep"):
         grep_tool("rg")(r"\w{100}")
+
+
+@BOUND
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "(?x)(?:a{1000}) {6000}",  # verbose mode: the count repeats the group, not a space
+        "(?x)(?:a{1000}){ 6000 }",  # verbose mode: spaces inside the count
+        "(?:a{1000}(?#[)){6000}",  # a comment holding a bracket
+        "(?V1)(?:a{1000}[[b](]){6000}",  # a version-1 nested set holding a parenthesis
+    ],
+)
+def test_a_repeat_bomb_the_syntax_hides_is_a_retry(text: Path, pattern: str) -> None:
+    with pytest.raises(RetriableError, match="too large"):
+        grep_tool("python")(pattern)
+
+
+@BOUND
+@pytest.mark.parametrize("pattern", [r"[[:alpha:]]{3}\d{4}", r"\p{L}{3}", r"(?x) x{2} y"])
+def test_sets_properties_and_verbose_patterns_with_small_counts_still_search(
+    text: Path, pattern: str
+) -> None:
+    assert "too large" not in grep_tool("python")(pattern)

@@ -1,0 +1,91 @@
+"""The package imports only public modules of other distributions: no dotted component of an
+imported name outside ``toolcards`` starts with an underscore (``regex._regex_core``,
+``pydantic_ai._utils``, ``from mcp.shared import _httpx_utils``), whether by ``import``,
+``from ... import`` or ``importlib.import_module("...")``. Dunder names (``__future__``,
+``__version__``) are public. One private module of the standard library is accepted, named in
+:data:`ACCEPTED` with its reason (it is versioned with the interpreter, not a dependency)."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from support.package import package_modules
+
+OURS = "toolcards"
+ACCEPTED = {
+    "_socket": "the C module under socket, with socket's own API: the control client of "
+    "`toolcards list`/`call` skips socket's 10-25 ms import (selectors, array)",
+}
+
+
+def _private(name: str) -> bool:
+    parts = name.split(".")
+    return parts[0] not in (OURS, *ACCEPTED) and any(
+        part.startswith("_") and not (part.startswith("__") and part.endswith("__"))
+        for part in parts
+    )
+
+
+def _imported(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, dotted name) of every absolute import in ``tree``."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.lineno, node.module))
+            found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", None))
+            in ("import_module", "__import__")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            found.append((node.lineno, node.args[0].value))
+    return found
+
+
+def private_imports(source: str, filename: str = "<source>") -> list[str]:
+    """``file:line: name`` for each private name of another distribution ``source`` imports."""
+    tree = ast.parse(source, filename)
+    return [f"{filename}:{line}: {name}" for line, name in _imported(tree) if _private(name)]
+
+
+def test_no_module_imports_a_private_module_of_another_distribution() -> None:
+    found = [
+        hit
+        for path in package_modules().values()
+        for hit in private_imports(path.read_text(encoding="utf-8"), str(path))
+    ]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import regex._regex_core",
+        "from pydantic_ai._utils import now_utc",
+        "from mcp.shared import _httpx_utils",
+        "import importlib\nimportlib.import_module('regex._regex_core')",
+        "def f():\n    from starlette._utils import is_async_callable",
+    ],
+)
+def test_the_check_sees_each_spelling_of_a_private_import(source: str) -> None:
+    assert private_imports(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from __future__ import annotations",
+        "from toolcards._lazy import lazy",
+        "from .tools._common import fusion",
+        "import pydantic_ai.toolsets",
+    ],
+)
+def test_public_ours_and_relative_imports_pass_the_check(source: str) -> None:
+    assert private_imports(source) == []
