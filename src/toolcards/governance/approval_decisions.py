@@ -1,0 +1,214 @@
+"""The approver's side of the approval broker: granting (with an approver's edit of the
+arguments), denying and the caller's own grant where a surface trusts it, each refused unless
+the deciding principal may decide exactly this pending request, and each audited with the
+approver's identity (see :mod:`.approvals`)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from toolcards.core.approvals import ApprovalRecord, ApprovalRequest, ApprovalState
+from toolcards.core.identity import Identity
+from toolcards.governance.approval_types import (
+    ApprovalError,
+    EditCheck,
+    EditRefusedError,
+    Handle,
+    handle_id,
+)
+
+if TYPE_CHECKING:
+    from toolcards.governance.audit import AuditLog
+    from toolcards.stores.base import ApprovalStore
+
+__all__ = ["ApprovalDecisions"]
+
+
+class ApprovalDecisions:
+    """Decides pending approvals (the broker's base; the broker holds the attributes)."""
+
+    store: ApprovalStore
+    approver_role: str
+    audit: AuditLog | None
+    edit_check: EditCheck | None
+    _clock: Callable[[], float]
+
+    def grant(
+        self,
+        handle: Handle,
+        *,
+        approver: Identity,
+        surface: str = "python",
+        args: Mapping[str, Any] | None = None,
+    ) -> ApprovalRequest:
+        """Approve the request named by ``handle`` (what the human saw), once. Raises
+        :class:`ApprovalError` when it is unknown, expired, already decided, changed, or when
+        ``approver`` is the caller or lacks the approver role.
+
+        ``args`` are the approver's edit of the arguments: they, not the caller's, are what is
+        approved and what runs (once, without asking again), checked as a fresh call's would
+        be (:mod:`toolcards.governance.edits`); :meth:`grant_record` also says what will run."""
+        return self.grant_record(handle, approver=approver, surface=surface, args=args).request
+
+    def grant_record(
+        self,
+        handle: Handle,
+        *,
+        approver: Identity,
+        surface: str = "python",
+        args: Mapping[str, Any] | None = None,
+    ) -> ApprovalRecord:
+        """:meth:`grant`, answering the granted record: its ``edited_args`` (None: no edit)
+        are the canonical arguments that will run."""
+        return self._decide(handle, ApprovalState.GRANTED, approver, surface, None, args)
+
+    def deny(
+        self,
+        handle: Handle,
+        *,
+        approver: Identity,
+        surface: str = "python",
+        reason: str | None = None,
+    ) -> ApprovalRequest:
+        """Refuse the request named by ``handle``; the waiting call is refused, once."""
+        return self._decide(handle, ApprovalState.DENIED, approver, surface, reason).request
+
+    def grant_by_caller(self, handle: Handle, *, surface: str) -> ApprovalRequest:
+        """The caller approves its own call, once: only for a surface configured to trust
+        its caller (``approval: client``: MCP elicitation, the ``toolcards call`` prompt).
+        Audited as a grant with the caller as the deciding principal, saying so."""
+        approval_id = handle_id(handle)
+        record = self._live(approval_id)
+        request = record.request if record is not None else None
+        why = None
+        if record is None or record.state is not ApprovalState.PENDING:
+            why = "no such pending request (unknown, expired or already decided)"
+        elif isinstance(handle, ApprovalRequest) and handle != record.request:
+            why = "the request shown differs from the one recorded"
+        else:
+            who = record.request.principal
+            if self.store.decide(approval_id, ApprovalState.GRANTED, who, self._clock()) is None:
+                why = "the request was decided by someone else or expired"
+        caller = _caller(request)
+        if why is not None:
+            self._audit(request, caller, surface, "none", "approval_rejected", why, handle)
+            raise ApprovalError(f"cannot decide approval {approval_id}: {why}")
+        assert request is not None
+        note = "approval: client trusts the caller: the caller approved its own call"
+        self._audit(request, caller, surface, "grant", "approval_granted", note, handle)
+        return request
+
+    def _live(self, approval_id: str) -> ApprovalRecord | None:
+        record = self.store.get(approval_id)
+        if record is None or record.request.expires_at <= self._clock():
+            return None
+        return record
+
+    def _decide(
+        self,
+        handle: Handle,
+        state: ApprovalState,
+        approver: Identity,
+        surface: str,
+        reason: str | None,
+        args: Mapping[str, Any] | None = None,
+    ) -> ApprovalRecord:
+        approval_id = handle_id(handle)
+        record = self._live(approval_id)
+        request = record.request if record is not None else None
+        why = self._refusal(handle, record, approver, state)
+        decided = None
+        edited, refused_edit = "", False
+        if why is None and args is not None:
+            assert request is not None
+            from toolcards.governance.edits import granted_json
+
+            edited, why = granted_json(request, args, self.edit_check)
+            refused_edit = why is not None
+        if why is None:
+            assert request is not None
+            decided = self.store.decide(
+                approval_id, state, approver.id, self._clock(), edited=edited
+            )
+            if decided is None:  # decided or expired between the check and the update
+                why = "the request was decided by someone else or expired"
+        digest = _digest(edited)
+        if why is not None:
+            self._audit(
+                request, approver, surface, "none", "approval_rejected", why, handle, digest
+            )
+            error = EditRefusedError if refused_edit else ApprovalError
+            raise error(f"cannot decide approval {approval_id}: {why}")
+        assert request is not None
+        outcome = "approval_granted" if state is ApprovalState.GRANTED else "approval_denied"
+        note = f"requested by {request.principal}" + (f": {reason}" if reason else "")
+        if edited:
+            note += "; granted with edited arguments (approved_args_digest)"
+        effect = "grant" if state is ApprovalState.GRANTED else "deny"
+        self._audit(request, approver, surface, effect, outcome, note, handle, digest)
+        assert decided is not None
+        return decided
+
+    def _refusal(
+        self,
+        handle: Handle,
+        record: ApprovalRecord | None,
+        approver: Identity,
+        state: ApprovalState,
+    ) -> str | None:
+        if not isinstance(approver, Identity) or approver.is_anonymous:
+            return "an approver must be an identified principal"
+        if self.approver_role not in approver.roles:
+            return f"{approver.id} does not hold the {self.approver_role!r} role"
+        if record is None:
+            return "no such pending request (unknown, expired or already spent)"
+        if record.state is not ApprovalState.PENDING:
+            return f"the request was already {record.state.value}"
+        if approver.id == record.request.principal:
+            return "a caller cannot approve its own call"
+        if state is ApprovalState.GRANTED and not record.request.exact_recorded:
+            return "its exact arguments were not recorded, so nobody can have seen them"
+        if isinstance(handle, ApprovalRequest) and handle != record.request:
+            return "the request shown differs from the one recorded"
+        return None
+
+    def _audit(
+        self,
+        request: ApprovalRequest | None,
+        approver: Identity,
+        surface: str,
+        decision: str,
+        outcome: str,
+        reason: str,
+        handle: Handle,
+        approved_args_digest: str | None = None,
+    ) -> None:
+        audit = self.audit
+        if audit is None:
+            return
+        from toolcards.governance.approval_audit import decision_record
+
+        approval_id = handle_id(handle)
+        if request is None:  # expired or already spent: the row still names its call
+            stored = self.store.get(approval_id)
+            request = stored.request if stored is not None else None
+        row = decision_record(
+            self._clock(), request, approver, surface, decision, outcome, reason, approval_id,
+            approved_args_digest,
+        )  # fmt: skip
+        audit.record(row)
+
+
+def _digest(edited: str) -> str | None:
+    return hashlib.sha256(edited.encode()).hexdigest() if edited else None
+
+
+def _caller(request: ApprovalRequest | None) -> Identity:
+    """The calling principal of ``request`` (anonymous when unknown)."""
+    from toolcards.core.identity import ANONYMOUS
+
+    if request is None:
+        return ANONYMOUS
+    return request.identity or Identity(request.principal)
