@@ -4,25 +4,35 @@ every JSON-RPC line is relayed unchanged.
 
     python stdio_relay.py PORT -- toolcards serve --config toolcards.yaml
 
-One spare server process is kept started, so a new session does not wait for a whole
-interpreter start. A POSTed request gets an SSE stream carrying what the server sends until
-its response (notifications in between ride along while it is the only request in flight);
-other server messages go to the session's GET stream. Host and Origin must be loopback names.
+Server processes are forked by ``fork_server.py`` from one interpreter that has imported the
+serving stack (each runs the ``toolcards`` entry point with the command's arguments, over one
+socket as its stdin and stdout), and one spare is kept started, so a new session waits
+neither for an interpreter start nor for the server's set-up. A POSTed request gets an SSE
+stream carrying what the server sends until its response (notifications in between ride
+along while it is the only request in flight); other server messages go to the session's GET
+stream. Host and Origin must be loopback names.
 A 2026-07-28 request (no session: it carries its own ``_meta`` envelope) goes to one server
 process shared by all such requests, under an id of the relay's (their ids may repeat).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import secrets
+import signal
+import socket
+import subprocess
 import sys
+import tempfile
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import uvicorn
-from anyio.abc import Process
+from anyio.abc import ByteReceiveStream, ByteSendStream, UNIXSocketStream
 from anyio.streams.memory import MemoryObjectSendStream
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -46,8 +56,59 @@ def _enveloped(message: dict[str, Any], version_header: str | None) -> bool:
 
 
 @dataclass
+class Forked:
+    """A server process of the fork server: its stdin and stdout are one socket."""
+
+    pid: int
+    stream: UNIXSocketStream
+
+    @property
+    def stdin(self) -> ByteSendStream:
+        return self.stream
+
+    @property
+    def stdout(self) -> ByteReceiveStream:
+        return self.stream
+
+    def terminate(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGTERM)
+
+
+class ForkServer:
+    """``fork_server.py`` started beside the relay, asked for one process per session."""
+
+    def __init__(self, command: list[str]) -> None:
+        self.path = os.path.join(tempfile.mkdtemp(prefix="fork-server-"), "socket")
+        here = os.path.dirname(os.path.abspath(__file__))
+        argv = [sys.executable, os.path.join(here, "fork_server.py"), self.path, "--", *command]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while not os.path.exists(self.path):  # it appears once the imports are done
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the fork server did not start")
+            time.sleep(0.05)
+
+    def _fork(self) -> tuple[int, socket.socket]:
+        mine, theirs = socket.socketpair()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as control, theirs:
+            control.connect(self.path)
+            socket.send_fds(control, [b"x"], [theirs.fileno()])
+            pid = int(control.makefile("rb").readline())
+        return pid, mine
+
+    async def start(self) -> Forked:
+        pid, sock = await anyio.to_thread.run_sync(self._fork)
+        return Forked(pid, await UNIXSocketStream.from_socket(sock))
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+@dataclass
 class Session:
-    proc: Process
+    proc: Any
     waiting: dict[Any, MemoryObjectSendStream[dict[str, Any]]] = field(default_factory=dict)
     stray: list[MemoryObjectSendStream[dict[str, Any]]] = field(default_factory=list)
 
@@ -92,19 +153,20 @@ def _sse(message: dict[str, Any]) -> bytes:
 
 
 class Relay:
-    def __init__(self, command: list[str]) -> None:
+    def __init__(self, command: list[str], forks: ForkServer) -> None:
         self.command = command
+        self.forks = forks
         self.sessions: dict[str, Session] = {}
         self.tasks: Any = None
-        self.spare: Process | None = None
+        self.spare: Forked | None = None
         self.modern: Session | None = None
         self.relayed = 0
 
-    async def process(self) -> Process:
+    async def process(self) -> Forked:
         """A started server process; the next one starts now, so a session does not wait
-        for a whole interpreter start."""
-        proc = self.spare or await anyio.open_process(self.command, stderr=None)
-        self.spare = await anyio.open_process(self.command, stderr=None)
+        for the server's set-up."""
+        proc = self.spare or await self.forks.start()
+        self.spare = await self.forks.start()
         return proc
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -220,7 +282,11 @@ class Relay:
 def main() -> None:
     port = int(sys.argv[1])
     command = sys.argv[sys.argv.index("--") + 1 :]
-    uvicorn.run(Relay(command), host="127.0.0.1", port=port, log_level="warning")
+    forks = ForkServer(command[1:])  # the arguments of the ``toolcards`` entry point
+    try:
+        uvicorn.run(Relay(command, forks), host="127.0.0.1", port=port, log_level="warning")
+    finally:
+        forks.stop()
 
 
 if __name__ == "__main__":

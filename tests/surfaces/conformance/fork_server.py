@@ -1,0 +1,106 @@
+"""Start `toolcards serve` processes for the stdio relay by forking one interpreter that has
+imported the serving stack already, so each MCP session's server starts in milliseconds
+instead of a whole interpreter start (a second or more of CPU each; the suite opens one
+session per scenario).
+
+    python fork_server.py SOCKET -- serve --config toolcards.yaml
+
+Listens on the Unix socket ``SOCKET``; each connection passes one connected socket (SCM_RIGHTS)
+that becomes the new server's stdin and stdout, and gets the child's pid back as a line. The
+child runs the ``toolcards`` console entry point with the arguments after ``--``, exactly as
+the console script would. Ends when its parent (the relay) is gone; a child ends at the end
+of its stdin, as every stdio server does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+import os
+import pkgutil
+import selectors
+import signal
+import socket
+import sys
+
+PRELOAD = ("typer", "sqlite3", "pydantic_ai", "mcp.server.stdio", "fixtures")
+PACKAGES = ("toolcards.core", "toolcards.stores", "toolcards.governance", "toolcards.runtime",
+            "toolcards.surfaces")  # fmt: skip
+"""Imported before the first fork: these modules and every module of these packages but the
+PostgreSQL and Ray ones (a module that fails to import is left to the child)."""
+
+
+def _preload() -> None:
+    names = list(PRELOAD)
+    for package in PACKAGES:
+        names.append(package)
+        with contextlib.suppress(ImportError):
+            found = pkgutil.walk_packages(importlib.import_module(package).__path__, package + ".")
+            names += [m.name for m in found if not {"postgres", "ray"} & set(m.name.split("."))]
+    for name in names:
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+
+
+def _child(conn: socket.socket, args: list[str]) -> None:
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    os.dup2(conn.fileno(), 0)
+    os.dup2(conn.fileno(), 1)
+    conn.close()
+    code = 0
+    try:
+        from toolcards.surfaces.main import main
+
+        sys.argv = ["toolcards", *args]
+        main()
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+    os._exit(code)
+
+
+def _serve_one(listener: socket.socket, args: list[str]) -> None:
+    control, _ = listener.accept()
+    with control:
+        _msg, fds, _flags, _addr = socket.recv_fds(control, 16, 1)
+        if not fds:
+            return
+        conn = socket.socket(fileno=fds[0])
+        pid = os.fork()
+        if pid == 0:
+            listener.close()
+            control.close()
+            _child(conn, args)
+        conn.close()
+        control.sendall(f"{pid}\n".encode())
+
+
+def main() -> None:
+    path = sys.argv[1]
+    args = sys.argv[sys.argv.index("--") + 1 :]
+    parent = os.getppid()
+    _preload()
+    gc.freeze()  # the children's collections leave the preloaded objects (and their pages) alone
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path + ".tmp")
+    listener.listen(16)
+    os.rename(path + ".tmp", path)  # the socket appears once it accepts
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ)
+    while os.getppid() == parent:
+        if selector.select(timeout=1.0):
+            _serve_one(listener, args)
+
+
+if __name__ == "__main__":
+    main()
