@@ -7,6 +7,8 @@ It is the execution layer on top of a stack of listing layers (:mod:`.layers`)::
         DescribedToolset(                  annotations, destructive warning, sequential
           SafeNamedToolset(                provider-safe names
             SelectedToolset(inner, include, exclude)))))
+
+What it lists, and each caller's view of that, is kept by its base (:mod:`.toolset_listing`).
 """
 
 from __future__ import annotations
@@ -15,21 +17,18 @@ import copy
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal
 
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
-from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
-from pydantic_core import SchemaValidator, core_schema
+from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.names import provider_safe_name
-from toolcards.core.spec import ToolAnnotations
 from toolcards.governance.approvals import Approver
 from toolcards.governance.audit import AuditLog
-from toolcards.governance.capability import CapabilityRegistry, ToolCapability
+from toolcards.governance.capability import CapabilityRegistry
 from toolcards.governance.edits import split_override
 from toolcards.governance.executor import ExecutionResult, Executor
 from toolcards.governance.guardrails import ToolHook
@@ -38,19 +37,15 @@ from toolcards.governance.layers import (
     DESTRUCTIVE_WARNING,
     ApprovalMarkedToolset,
     DescribedToolset,
-    Fingerprint,
     SafeNamedToolset,
     SelectedToolset,
-    built,
-    list_tools,
-    listing_fingerprint,
-    source_of,
 )
 from toolcards.governance.outcomes import OUTCOMES, Outcome
 from toolcards.governance.policy import Policy
 from toolcards.governance.redact import redact_text
 from toolcards.governance.replay import CallResults, durable_call_key, run_once
 from toolcards.governance.telemetry import Telemetry
+from toolcards.governance.toolset_listing import GovernedTool, ListedToolset, ListingCache
 
 __all__ = [
     "APPROVAL_NOTE",
@@ -62,10 +57,6 @@ __all__ = [
 
 IdentityResolver = Callable[[RunContext[Any]], Identity | None]
 SURFACE = "pydantic-ai"
-# The model's arguments reach call_tool unparsed, so that the ACL, rate limit and approval
-# see the same raw arguments as on every other surface; the executor validates afterwards.
-_RAW_ARGS = SchemaValidator(core_schema.dict_schema(keys_schema=core_schema.str_schema()))
-_MAX_CALLERS = 1024  # per-caller listings kept before the cache starts over
 
 
 class _Unset(Enum):
@@ -75,55 +66,7 @@ class _Unset(Enum):
 _UNSET = _Unset.UNSET  # an executor option left out (so beside ``executor=`` it is no conflict)
 
 
-@dataclass(kw_only=True)
-class GovernedTool(ToolsetTool[Any]):
-    """A tool as the model sees it through governance: ``source`` is the tool the governed
-    toolset itself listed (under the listing layers, which take no part in calls), ``tool_id``
-    its id; the capability is built on the first call."""
-
-    source: ToolsetTool[Any]
-    tool_id: str
-    capability: ToolCapability | None = field(default=None, repr=False)
-
-    def governed_capability(self) -> ToolCapability:
-        cap = self.capability
-        if cap is None:
-            tdef = self.tool_def
-            cap = self.capability = ToolCapability(
-                id=self.tool_id,
-                description=tdef.description or "",
-                json_schema=dict(tdef.parameters_json_schema),
-                annotations=ToolAnnotations.from_metadata(tdef.metadata),
-                validator=self.source.args_validator,
-                timeout=tdef.timeout,
-                # an async function tool never waits on a worker thread a timeout must abandon
-                abandon_threads=getattr(self.source, "is_async", None) is not True,
-            )
-        return cap
-
-
-@dataclass(slots=True)
-class _Listing:
-    """One listing of the stack and the per-caller views of it."""
-
-    fingerprint: Fingerprint | None
-    key: object
-    wrapped: AbstractToolset[Any] | None
-    tools: dict[str, GovernedTool]
-    by_caller: dict[tuple[Identity, int], dict[str, ToolsetTool[Any]]] = field(default_factory=dict)
-    step: tuple[object, ...] = ()
-    """The run step it was last found valid for (calls in that step skip the check)."""
-
-
-@dataclass(slots=True)
-class _Cache:
-    """Shared by a GovernedToolset and its per-run copies; a listing is reused while the
-    wrapped toolset would list the same tools (see :func:`listing_fingerprint`)."""
-
-    listing: _Listing | None = None
-
-
-class GovernedToolset(WrapperToolset[Any]):
+class GovernedToolset(ListedToolset):
     """Wraps any pydantic-ai toolset so that every call goes through the governed executor.
 
     The model sees only the tools the principal may call (unless ``hide_denied=False``, which
@@ -194,7 +137,7 @@ class GovernedToolset(WrapperToolset[Any]):
         self.approver = approver
         self.defer_approvals = defer_approvals
         self._id = toolset_id
-        self._cache = _Cache()
+        self._cache = ListingCache()
         self.call_results = call_results
 
     @property
@@ -238,81 +181,8 @@ class GovernedToolset(WrapperToolset[Any]):
                 return found
         return self.identity if self.identity is not None else ANONYMOUS
 
-    def _key(self, ctx: RunContext[Any]) -> object:
-        if self.relist == "run":
-            return ctx.run_id
-        return True if self.relist == "never" else (ctx.run_id, ctx.run_step)
-
-    def _current(self, ctx: RunContext[Any]) -> tuple[_Listing | None, Fingerprint | None]:
-        """The cached listing when it still holds for ``ctx``, and the stack's fingerprint."""
-        listing = self._cache.listing
-        if self.relist == "never":
-            return listing, None
-        fingerprint = listing_fingerprint(self.wrapped, ctx)
-        if listing is None:
-            return None, fingerprint
-        if fingerprint is not None:
-            same = listing.fingerprint is not None and listing.fingerprint == fingerprint
-        else:
-            same = listing.wrapped is self.wrapped and listing.key == self._key(ctx)
-        return (listing if same else None), fingerprint
-
-    async def _listing(self, ctx: RunContext[Any]) -> _Listing:
-        listing, fingerprint = self._current(ctx)
-        if listing is not None:
-            return listing
-        stack = await list_tools(self.wrapped, ctx)
-        tools = {
-            name: built(
-                GovernedTool,
-                toolset=self,
-                tool_def=tool.tool_def,
-                max_retries=tool.max_retries,
-                args_validator=_RAW_ARGS,
-                args_validator_func=None,
-                source=source_of(tool),
-                tool_id=(tool.tool_def.metadata or {}).get("tool_id", name),
-                capability=None,
-            )
-            for name, tool in stack.items()
-        }
-        listing = _Listing(
-            fingerprint,
-            None if fingerprint is not None else self._key(ctx),
-            None if fingerprint is not None else self.wrapped,
-            tools,
-        )
-        self._cache.listing = listing
-        return listing
-
-    def _step(self, ctx: RunContext[Any]) -> tuple[object, ...]:
-        return (ctx.run_id, ctx.run_step, self.wrapped)
-
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         return await self._view(ctx, self.resolve_identity(ctx))
-
-    async def _view(self, ctx: RunContext[Any], identity: Identity) -> dict[str, ToolsetTool[Any]]:
-        """What ``identity`` sees: the listing filtered by the policy (cached per caller)."""
-        listing = await self._listing(ctx)
-        listing.step = self._step(ctx)
-        policy = self.policy
-        policy.check_reload()
-        key = (identity, policy.version)
-        view = listing.by_caller.get(key)
-        if view is None:
-            visible = policy.visible
-            if self.hide_denied:
-                view = {n: t for n, t in listing.tools.items() if visible(identity, t.tool_id)}
-            else:  # a deferred tool is offered by a search: never one the caller may not call
-                view = {
-                    n: t
-                    for n, t in listing.tools.items()
-                    if not t.tool_def.defer_loading or visible(identity, t.tool_id)
-                }
-            if len(listing.by_caller) >= _MAX_CALLERS:
-                listing.by_caller.clear()
-            listing.by_caller[key] = view
-        return view
 
     # -- calls -----------------------------------------------------------------------------
 
