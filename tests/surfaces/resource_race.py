@@ -17,11 +17,12 @@ import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import yaml
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
@@ -165,10 +166,13 @@ async def exec_swapper(
         job.output = "".join(getattr(c, "text", "") for c in done.content)
 
 
-async def raced_reads(session: ClientSession, count: int, uri: str = URI) -> Tally:
-    """``count`` reads of ``uri``, sorted by what they returned."""
+async def raced_reads(
+    session: ClientSession, count: int, uri: str = URI, in_flight: int = 1
+) -> Tally:
+    """``count`` reads of ``uri``, ``in_flight`` at a time, sorted by what they returned."""
     tally = Tally()
-    for _ in range(count):
+
+    async def read_one() -> None:
         try:
             read = await session.read_resource(uri)
         except MCPError as exc:
@@ -176,7 +180,7 @@ async def raced_reads(session: ClientSession, count: int, uri: str = URI) -> Tal
                 tally.refused += 1
             else:
                 tally.errors += 1
-            continue
+            return
         content = read.contents[0]
         text = getattr(content, "text", None)
         seen = text if text is not None else base64.b64decode(content.blob).decode(errors="replace")
@@ -184,4 +188,22 @@ async def raced_reads(session: ClientSession, count: int, uri: str = URI) -> Tal
             tally.escapes += 1
         else:
             tally.inside += 1
+
+    await in_parallel(count, read_one, in_flight)
     return tally
+
+
+async def in_parallel(count: int, call: Callable[[], Awaitable[None]], in_flight: int) -> None:
+    """``call()`` ``count`` times over one session, ``in_flight`` awaiting at once (a stdio
+    round trip on a loaded machine is mostly waiting to be scheduled)."""
+    left = count
+
+    async def worker() -> None:
+        nonlocal left
+        while left > 0:
+            left -= 1
+            await call()
+
+    async with anyio.create_task_group() as group:
+        for _ in range(max(1, min(in_flight, count))):
+            group.start_soon(worker)

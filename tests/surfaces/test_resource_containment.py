@@ -16,6 +16,7 @@ from resource_race import (
     OUTSIDE_ONLY,
     exec_swapper,
     host_swapper,
+    in_parallel,
     prepare,
     raced_reads,
     server_env,
@@ -27,6 +28,9 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
 
 READS = 2000
 LISTINGS = 1000
+IN_FLIGHT = 8
+"""Requests awaiting at once on the one session: the same reads race the swapper, without a
+whole round trip between two of them."""
 PLANTED = "toolcards://workspace/w/planted.txt"
 
 
@@ -36,7 +40,7 @@ async def test_no_resource_read_escapes_while_a_directory_is_swapped_for_an_outs
     config, ws, outside = prepare(tmp_path)
     async with stdio_session(config, env=server_env(tmp_path)) as s:
         with host_swapper(ws, outside):
-            tally = await raced_reads(s, READS)
+            tally = await raced_reads(s, READS, in_flight=IN_FLIGHT)
     assert tally.escapes == 0
     assert tally.inside > 0 and tally.refused > 0  # both sides of the swap were seen
 
@@ -52,7 +56,7 @@ async def test_no_resource_read_escapes_while_a_sandboxed_job_swaps_the_link(
         stdio_session(config, env=server_env(tmp_path)) as s,
         exec_swapper(s, ws, outside),
     ):
-        tally = await raced_reads(s, READS)
+        tally = await raced_reads(s, READS, in_flight=IN_FLIGHT)
     assert tally.escapes == 0
     assert tally.inside > 0 and tally.refused > 0
 
@@ -63,9 +67,12 @@ async def test_no_resource_listing_walks_into_a_directory_swapped_for_an_outside
     config, ws, outside = prepare(tmp_path)
     seen: set[str] = set()
     async with stdio_session(config, env=server_env(tmp_path)) as s:
+
+        async def list_once() -> None:
+            seen.update(str(r.uri) for r in (await s.list_resources()).resources)
+
         with host_swapper(ws, outside):
-            for _ in range(LISTINGS):
-                seen |= {str(r.uri) for r in (await s.list_resources()).resources}
+            await in_parallel(LISTINGS, list_once, IN_FLIGHT)
     assert not [uri for uri in seen if OUTSIDE_ONLY in uri]
 
 
@@ -77,7 +84,7 @@ async def test_a_fifo_swapped_in_is_refused_at_once_and_the_server_keeps_answeri
     async with stdio_session(config, env=server_env(tmp_path)) as s:
         with host_swapper(ws, None, "dir/secret.txt", "dir/pipe"):
             with anyio.fail_after(120):  # a read blocked on the FIFO would never answer
-                tally = await raced_reads(s, READS // 4)
+                tally = await raced_reads(s, READS // 4, in_flight=IN_FLIGHT)
         with anyio.fail_after(30):
             await s.send_ping()
     assert tally.errors == 0 and tally.escapes == 0
