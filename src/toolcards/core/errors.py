@@ -28,12 +28,12 @@ kept because callers catch that built-in type. The module each class lives in is
     ├── SchemaTooNew                            stores.errors
     ├── YamlError (ValueError)                  core.yaml_safe
     ├── PolicyError (ValueError)                governance._policy_parse
-    ├── ApprovalError (PermissionError)         governance.approvals
-    │   └── EditRefusedError                    governance.approvals
+    ├── ApprovalError (PermissionError)         governance.approval_types
+    │   └── EditRefusedError                    governance.approval_types
     ├── EditRefused (ValueError)                governance.edits
     ├── ResultTooDeep                           governance.secret_scanner
     ├── OpaqueResult                            governance.secret_scanner
-    ├── ApprovalTimedOut                        governance.approvals
+    ├── ApprovalTimedOut                        governance.approval_types
     ├── InvalidArguments (ValueError)           governance.arguments
     ├── ActorSystemUnavailable                  runtime.system
     ├── DeferredFailed                          runtime.deferred
