@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
-import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from pydantic import BaseModel
 
-from toolcards.core.actors import ActorHandle, ActorUnavailable
+from toolcards.core.actors import ActorHandle
 from toolcards.core.card import ToolCard
 from toolcards.core.errors import ToolcardsError
 from toolcards.core.events import ToolStateEvent
@@ -25,9 +23,16 @@ from toolcards.runtime.members import DEFAULT_SEND_TIMEOUT, MemberRoster
 from toolcards.runtime.messaging import USER, MemberActivity, MemberInfo, MemberMessage
 from toolcards.runtime.observer import TeamObserver
 from toolcards.runtime.system import ActorSystem
+from toolcards.runtime.team_stop import StopReport, stop_team
+from toolcards.runtime.team_systems import (
+    actor_system,
+    is_remote,
+    start_cluster_member,
+    stop_cluster_member,
+)
 from toolcards.runtime.tool_actor import ACTOR_TYPES, ToolActor
 from toolcards.runtime.worker import TRANSIENT_PREFIX, Lifecycle, ToolActorFactory, config_of
-from toolcards.stores.base import StateNamespace, Store
+from toolcards.stores.base import StateNamespace
 
 if TYPE_CHECKING:
     from toolcards.governance.approvals import Approver
@@ -35,25 +40,13 @@ if TYPE_CHECKING:
     from toolcards.governance.policy import Policy
     from toolcards.runtime.profiles import RoleProfile
 
-logger = logging.getLogger(__name__)
+__all__ = ["StopReport", "Team", "TeamStopped"]
 
 A = TypeVar("A")
 
 
 class TeamStopped(ToolcardsError):
     """The team was stopped; it no longer creates or serves actors."""
-
-
-@dataclass
-class StopReport:
-    """What ``Team.stop()`` did: actors stopped cleanly and actors abandoned (still busy)."""
-
-    stopped: list[str] = field(default_factory=list)
-    abandoned: list[str] = field(default_factory=list)
-
-    @property
-    def clean(self) -> bool:
-        return not self.abandoned
 
 
 @dataclass(frozen=True)
@@ -131,7 +124,7 @@ class Team:
             self._local: ActorSystem = PykkaActorSystem()
             """Members and short-lived helpers: always in this process."""
             self._owns_system = system is None or isinstance(system, str)
-            self.system: ActorSystem = _actor_system(system, self._local, team_id, self._store)
+            self.system: ActorSystem = actor_system(system, self._local, team_id, self._store)
             """Tool actors: in this process (Pykka) or cluster-wide (Ray)."""
             connect = getattr(self.system, "connect", None)
             if callable(connect):  # a cluster that cannot be reached fails here, once
@@ -274,7 +267,7 @@ class Team:
         system: ActorSystem,
         live: BaseModel | None = None,
     ) -> ActorHandle[Any]:
-        local = system is self._local or not _is_remote(system)
+        local = system is self._local or not is_remote(system)
         factory = ToolActorFactory(
             self.team_id,
             self._store.secret_location(),
@@ -386,45 +379,12 @@ class Team:
 
     def start_cluster_member(self, name: str, profile: RoleProfile) -> None:
         """Start the member ``name`` as an actor of this team's distributed actor system."""
-        system = self.system
-        if system is self._local or not _is_remote(system):
-            raise ValueError(
-                f"role {profile.role!r} has placement='cluster', which needs a distributed "
-                "actor system: Team(..., system='ray')"
-            )
-        from toolcards.runtime.cluster_member import ClusterMemberFactory
-
-        factory = ClusterMemberFactory(
-            type(self),
-            self.team_id,
-            self._store.secret_location(),
-            name,
-            profile,
-            system,
-            policy=self.policy,
-            audit=self.audit,
-            approver=self.approver,
-        )
-        factory.check_portable()
-        system.spawn(name, factory)
+        start_cluster_member(self, name, profile)
 
     def stop_cluster_member(self, name: str, timeout: float | None = None) -> bool | None:
         """Fire the cluster-placed member ``name`` in its worker and stop its actor; None when
         no such actor runs."""
-        from toolcards.runtime.cluster_member import ClusterMember
-
-        if not _is_remote(self.system):
-            return None
-        handle = self.system.lookup(name)
-        if handle is None:
-            return None
-        bound = self.stop_timeout if timeout is None else timeout
-        try:
-            clean = bool(handle.within(bound + 5.0).ask(ClusterMember.fire, bound))
-        except (TimeoutError, ActorUnavailable):
-            clean = False
-        self.system.stop([name], bound)
-        return clean
+        return stop_cluster_member(self, name, timeout)
 
     def fire(self, name: str, timeout: float | None = None) -> bool:
         """Stop the member ``name`` (bounded by ``timeout``, default the team's stop timeout)
@@ -486,45 +446,7 @@ class Team:
         distributed system (Ray) serve every process of the team, and members placed on the
         cluster belong to no one process: both keep running unless ``everywhere=True``.
         """
-        bound = self.stop_timeout if timeout is None else timeout
-        with self._lock:
-            if self._stop_report is not None:
-                return self._stop_report
-            self._stop_report = report = StopReport()
-        self._roster.retire_all()
-        local = self._local.names()
-        phases: list[tuple[ActorSystem, list[str]]] = [
-            (self._local, [n for n in local if not n.startswith("#")]),
-            (self._local, [n for n in local if n[:1] == "#"]),
-        ]
-        if self.system is not self._local:
-            remote = self.system.names() if everywhere else []
-            phases.insert(1, (self.system, [n for n in remote if n.startswith("@")]))
-            phases.insert(2, (self.system, [n for n in remote if n.startswith("#")]))
-        for system, phase in phases:
-            abandoned = system.stop(phase, bound)
-            report.abandoned.extend(abandoned)
-            report.stopped.extend(n for n in phase if n not in abandoned)
-        late = self._local.names()  # spawned while the phases ran (a cache's last worker)
-        if late:
-            abandoned = self._local.stop(late, min(bound, 0.5))
-            report.abandoned.extend(abandoned)
-            report.stopped.extend(n for n in late if n not in abandoned)
-        self.log.lifecycle("team_stopped", stopped=report.stopped, abandoned=report.abandoned)
-        if report.abandoned:
-            logger.warning("team %s abandoned busy actors: %s", self.team_id, report.abandoned)
-        self._store.mark_stopped(self.team_id)
-        self.log.close()
-        deadline = time.monotonic() + bound
-        for sub in self._subscriptions:
-            sub.drain(timeout=max(deadline - time.monotonic(), 0.0))
-        self._observers.clear()
-        self._local.shutdown()
-        if self._owns_system and self.system is not self._local:
-            self.system.shutdown()
-        process.unclaim(self)
-        process.release_store(self._store)
-        return report
+        return stop_team(self, self.stop_timeout if timeout is None else timeout, everywhere)
 
     def __enter__(self) -> Self:
         return self
@@ -535,47 +457,3 @@ class Team:
     def __repr__(self) -> str:
         where = "memory" if self._store.in_memory else self._store.location
         return f"<Team {self.team_id} store={where} running={self.running}>"
-
-
-def _is_remote(system: ActorSystem) -> bool:
-    """True for an actor system whose actors run in other processes."""
-    from toolcards.runtime.pykka_system import PykkaActorSystem
-
-    return not isinstance(system, PykkaActorSystem)
-
-
-def _actor_system(
-    system: ActorSystem | str | None, local: ActorSystem, team_id: str, store: Store
-) -> ActorSystem:
-    """The actor system for tool actors from ``Team(system=...)``."""
-    if system is None or system == "pykka":
-        return local
-    if system == "ray":
-        from toolcards.runtime.ray_system import RayActorSystem
-
-        system = RayActorSystem(namespace=f"toolcards-{team_id}")
-    if isinstance(system, str):
-        raise ValueError(f"system must be 'pykka', 'ray' or an ActorSystem, got {system!r}")
-    if _is_remote(system) and not store.shared:
-        raise ValueError(
-            f"actors in other processes cannot open the store {store.location}: a "
-            "distributed actor system needs a store every process shares (a postgresql:// URL)"
-        )
-    private = getattr(system, "starts_private_cluster", None)
-    if callable(private) and private():
-        raise ValueError(
-            f"system ray with the shared store {store.location} would start a private Ray "
-            "cluster in this process, so every process would run its own copy of the team's "
-            "actors: give the cluster's address (RAY_ADDRESS, RayActorSystem(address=...) or "
-            "'auto' for the cluster running on this machine; 'local' asks for a private one)"
-        )
-    keyed = getattr(system, "with_team_key", None)
-    if callable(keyed):  # Ray: any driver finds any named actor; the team's key keeps it out
-        from toolcards.runtime.team_key import claim_cluster, team_key
-
-        keyed_system: ActorSystem = keyed(team_key(store, team_id))
-        cluster, reachable = getattr(system, "cluster", None), getattr(system, "reachable", None)
-        if callable(cluster) and callable(reachable):  # one cluster per team, never two
-            claim_cluster(store, team_id, cluster(), reachable)
-        return keyed_system
-    return system
