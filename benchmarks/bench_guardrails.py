@@ -9,7 +9,8 @@ adds to one tool call of an agent run, in the same run.
   with a capability overriding ``before_tool_execute`` and ``after_tool_execute``
   (pass-through); the difference over ``K`` is that pair's cost per tool call.
 
-Each figure is the best of several rounds (the one least disturbed by other processes).
+Each figure is the best of several rounds (the one least disturbed by other processes); the
+cases, and the two agents, take turns round by round.
 
 Run: .venv/bin/python benchmarks/bench_guardrails.py [--quick]
 
@@ -69,19 +70,16 @@ class Rewrite(ToolHook):
         return {**args, "text": args["text"].strip()}
 
 
-async def _best_us(fn: Callable[[], Awaitable[Any]], n: int, rounds: int) -> float:
-    for _ in range(min(n, 200)):
+async def _round_us(fn: Callable[[], Awaitable[Any]], n: int) -> float:
+    start = time.perf_counter()
+    for _ in range(n):
         await fn()
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(n):
-            await fn()
-        best = min(best, time.perf_counter() - start)
-    return best / n * 1e6
+    return (time.perf_counter() - start) / n * 1e6
 
 
 async def ours(n: int, rounds: int) -> dict[str, float]:
+    """Each case's best round; the cases take turns round by round, so a burst of load on
+    the machine falls on all of them alike."""
     registry = CapabilityRegistry.from_tools([echo])
     policy = Policy.from_dict(POLICY)
     clean = {"text": "nothing to hide here"}
@@ -95,14 +93,18 @@ async def ours(n: int, rounds: int) -> dict[str, float]:
         ("SecretScanner, clean result", [SecretScanner()], clean),
         ("SecretScanner, result with a secret", [SecretScanner()], secret),
     ]
-    figures: dict[str, float] = {}
+    calls: dict[str, Callable[[], Awaitable[Any]]] = {}
     for name, hooks, args in cases:
         executor = Executor(registry, policy, timeout=30.0, hooks=hooks)
         result = await executor.call("echo", args, ALICE)
         assert result.ok, result  # the case must measure a call that ran
-        call = functools.partial(executor.call, "echo", args, ALICE)
-        figures[name] = await _best_us(call, n, rounds)
-    return figures
+        calls[name] = functools.partial(executor.call, "echo", args, ALICE)
+        await _round_us(calls[name], min(n, 200))  # warm-up
+    best = dict.fromkeys(calls, float("inf"))
+    for _ in range(rounds):
+        for name, call in calls.items():
+            best[name] = min(best[name], await _round_us(call, n))
+    return best
 
 
 def _agent(calls: int, hooked: bool) -> Any:
@@ -136,23 +138,24 @@ def _agent(calls: int, hooked: bool) -> Any:
 
 
 async def peer(calls: int, rounds: int) -> tuple[float, float]:
-    """(us per tool call without hooks, us added per tool call by the pass-through pair)."""
-    plain, hooked = _agent(calls, False), _agent(calls, True)
-    times: dict[bool, float] = {}
-    for with_hooks, agent in ((False, plain), (True, hooked)):
-        await agent.run("go")
-        best = float("inf")
-        for _ in range(rounds):
+    """(us per tool call without hooks, us added per tool call by the pass-through pair):
+    the best of ``rounds`` runs each, the two agents taking turns."""
+    agents = {False: _agent(calls, False), True: _agent(calls, True)}
+    best = dict.fromkeys(agents, float("inf"))
+    for agent in agents.values():
+        await agent.run("go")  # warm-up
+    for _ in range(rounds):
+        for hooked, agent in agents.items():
             start = time.perf_counter()
             result = await agent.run("go")
-            best = min(best, time.perf_counter() - start)
+            best[hooked] = min(best[hooked], time.perf_counter() - start)
             assert result.output == "done"
-        times[with_hooks] = best / calls * 1e6
-    return times[False], times[True] - times[False]
+    plain, hooked_us = best[False] / calls * 1e6, best[True] / calls * 1e6
+    return plain, hooked_us - plain
 
 
 async def main(quick: bool) -> None:
-    n, rounds, calls = (200, 1, 20) if quick else (5_000, 7, 200)
+    n, rounds, calls = (200, 1, 20) if quick else (3_000, 15, 200)
     figures = await ours(n, rounds)
     base = figures["no hooks"]
     print(f"{'Executor.call of an async tool':44} {'us/call':>9} {'added us':>9}")
