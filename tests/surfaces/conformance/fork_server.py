@@ -8,8 +8,10 @@ session per scenario).
 Listens on the Unix socket ``SOCKET``; each connection passes one connected socket (SCM_RIGHTS)
 that becomes the new server's stdin and stdout, and gets the child's pid back as a line. The
 child runs the ``toolcards`` console entry point with the arguments after ``--``, exactly as
-the console script would. Ends when its parent (the relay) is gone; a child ends at the end
-of its stdin, as every stdio server does.
+the console script would, and ends at the end of its stdin, as every stdio server does (the
+relay never signals a pid: once the kernel reaps a child, its pid may be another process's).
+The fork server reaps its children itself and, when its parent (the relay) is gone or it is
+terminated, terminates those still running.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def _preload() -> None:
 
 
 def _child(conn: socket.socket, args: list[str]) -> None:
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.dup2(conn.fileno(), 0)
     os.dup2(conn.fileno(), 1)
     conn.close()
@@ -68,7 +70,7 @@ def _child(conn: socket.socket, args: list[str]) -> None:
     os._exit(code)
 
 
-def _serve_one(listener: socket.socket, args: list[str]) -> None:
+def _serve_one(listener: socket.socket, args: list[str], children: set[int]) -> None:
     control, _ = listener.accept()
     with control:
         _msg, fds, _flags, _addr = socket.recv_fds(control, 16, 1)
@@ -80,8 +82,23 @@ def _serve_one(listener: socket.socket, args: list[str]) -> None:
             listener.close()
             control.close()
             _child(conn, args)
+        children.add(pid)
         conn.close()
-        control.sendall(f"{pid}\n".encode())
+        with contextlib.suppress(OSError):
+            control.sendall(f"{pid}\n".encode())
+
+
+def _reap(children: set[int]) -> None:
+    """Wait for the children that ended (a pid stays ours, never reused, until then)."""
+    for pid in list(children):
+        with contextlib.suppress(ChildProcessError):
+            if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                continue
+        children.discard(pid)
+
+
+def _stopped(_signum: int, _frame: object) -> None:
+    raise SystemExit(0)
 
 
 def main() -> None:
@@ -90,16 +107,23 @@ def main() -> None:
     parent = os.getppid()
     _preload()
     gc.freeze()  # the children's collections leave the preloaded objects (and their pages) alone
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    signal.signal(signal.SIGTERM, _stopped)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path + ".tmp")
     listener.listen(16)
     os.rename(path + ".tmp", path)  # the socket appears once it accepts
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ)
-    while os.getppid() == parent:
-        if selector.select(timeout=1.0):
-            _serve_one(listener, args)
+    children: set[int] = set()
+    try:
+        while os.getppid() == parent:
+            if selector.select(timeout=0.5):
+                _serve_one(listener, args, children)
+            _reap(children)
+    finally:
+        _reap(children)
+        for pid in children:  # not reaped yet: still our children
+            os.kill(pid, signal.SIGTERM)
 
 
 if __name__ == "__main__":

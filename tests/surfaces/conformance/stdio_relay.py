@@ -21,7 +21,6 @@ import contextlib
 import json
 import os
 import secrets
-import signal
 import socket
 import subprocess
 import sys
@@ -61,6 +60,7 @@ class Forked:
 
     pid: int
     stream: UNIXSocketStream
+    sock: socket.socket
 
     @property
     def stdin(self) -> ByteSendStream:
@@ -71,8 +71,9 @@ class Forked:
         return self.stream
 
     def terminate(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGTERM)
+        """The end of its stdin: a stdio server then ends (the fork server reaps it)."""
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
 
 
 class ForkServer:
@@ -99,7 +100,7 @@ class ForkServer:
 
     async def start(self) -> Forked:
         pid, sock = await anyio.to_thread.run_sync(self._fork)
-        return Forked(pid, await UNIXSocketStream.from_socket(sock))
+        return Forked(pid, await UNIXSocketStream.from_socket(sock), sock)
 
     def stop(self) -> None:
         self.proc.terminate()
