@@ -41,6 +41,7 @@ kept because callers catch that built-in type. The module each class lives in is
     ├── TeamStopped                             runtime.team
     ├── UnknownActorTag (LookupError)           runtime.tool_actor
     ├── AccessRefused (LookupError)             tools.workspace.access
+    ├── AmbiguousPattern                        tools.workspace.regex_size
     ├── BackendUnavailable (RuntimeError)       tools.exec.backends.base
     ├── LimitUnavailable (RuntimeError)         tools.exec.limits
     ├── OAuthError (RuntimeError)               tools.mcp.oauth_urls

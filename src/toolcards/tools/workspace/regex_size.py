@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from toolcards.core.errors import RetriableError
+from toolcards.core.errors import RetriableError, ToolcardsError
 
 MAX_PATTERN_SIZE = 50_000
 """Nodes of the compiled pattern with every counted repeat copied out (about 1 microsecond of
@@ -32,8 +32,9 @@ _POSIX_CLASS = re.compile(r"\[:\^?\w+:\]")
 _ANY_COUNT = re.compile(r"\{\s*(\d+)")
 
 
-class _Ambiguous(Exception):
-    """The scanner's reading may differ from the package's: use the coarse bound."""
+class AmbiguousPattern(ToolcardsError):
+    """The scanner's reading may differ from the package's: the coarse bound is used (never
+    raised out of :func:`pattern_weight`)."""
 
 
 def check_pattern_size(pattern: str, flags: int = 0) -> None:
@@ -52,7 +53,7 @@ def pattern_weight(pattern: str, flags: int = 0, cap: int = MAX_PATTERN_SIZE) ->
     verbose = bool(flags & _VERBOSE) or _INLINE_VERBOSE.search(pattern) is not None
     try:
         return _scan(pattern, verbose, cap)
-    except _Ambiguous:
+    except AmbiguousPattern:
         return _coarse(pattern, cap)
 
 
@@ -81,7 +82,7 @@ def _scan(pattern: str, verbose: bool, cap: int) -> int:
             i += 1
             continue
         if char == "#" and verbose and ("\n" in pattern or _structural(pattern, i)):
-            raise _Ambiguous  # verbose mode may read a comment there, holding structure
+            raise AmbiguousPattern  # verbose mode may read a comment there, holding structure
         if char == "(":
             if pattern.startswith("(?#", i):
                 i = _comment_end(pattern, i + 3)
@@ -95,7 +96,7 @@ def _scan(pattern: str, verbose: bool, cap: int) -> int:
             continue
         if char == ")":
             if len(frames) == 1:
-                raise _Ambiguous
+                raise AmbiguousPattern
             weight = frames.pop()[0]
             frames[-1][0] += weight
             frames[-1][1] = weight
@@ -123,7 +124,7 @@ def _scan(pattern: str, verbose: bool, cap: int) -> int:
         if frame[0] > cap:
             return frame[0]
     if len(frames) != 1:
-        raise _Ambiguous
+        raise AmbiguousPattern
     return frames[0][0]
 
 
@@ -140,7 +141,7 @@ def _comment_end(pattern: str, i: int) -> int:
             return i + 1
         else:
             i += 1
-    raise _Ambiguous
+    raise AmbiguousPattern
 
 
 def _escape_end(pattern: str, i: int) -> int:
@@ -170,8 +171,8 @@ def _set_end(pattern: str, i: int) -> int:
         elif char == "[":
             posix = _POSIX_CLASS.match(pattern, i)
             if posix is None:
-                raise _Ambiguous
+                raise AmbiguousPattern
             i = posix.end()
         else:
             i += 1
-    raise _Ambiguous
+    raise AmbiguousPattern
