@@ -45,8 +45,12 @@ def _preload() -> None:
             importlib.import_module(name)
 
 
-def _child(conn: socket.socket, args: list[str]) -> None:
+def _child(conn: socket.socket, args: list[str], runtime_dir: str) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # each server its own control endpoint: servers on one config started within the same
+    # moment would race for one socket path (bind: address already in use)
+    os.mkdir(runtime_dir, 0o700)
+    os.environ["XDG_RUNTIME_DIR"] = runtime_dir
     os.dup2(conn.fileno(), 0)
     os.dup2(conn.fileno(), 1)
     conn.close()
@@ -71,6 +75,7 @@ def _child(conn: socket.socket, args: list[str]) -> None:
 
 
 def _serve_one(listener: socket.socket, args: list[str], children: set[int]) -> None:
+    listener_path = listener.getsockname()
     control, _ = listener.accept()
     with control:
         _msg, fds, _flags, _addr = socket.recv_fds(control, 16, 1)
@@ -81,7 +86,7 @@ def _serve_one(listener: socket.socket, args: list[str], children: set[int]) -> 
         if pid == 0:
             listener.close()
             control.close()
-            _child(conn, args)
+            _child(conn, args, os.path.join(os.path.dirname(listener_path), f"run-{os.getpid()}"))
         children.add(pid)
         conn.close()
         with contextlib.suppress(OSError):

@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -103,8 +104,10 @@ class ForkServer:
         return Forked(pid, await UNIXSocketStream.from_socket(sock), sock)
 
     def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+        shutil.rmtree(os.path.dirname(self.path), ignore_errors=True)
 
 
 @dataclass
@@ -179,6 +182,7 @@ class Relay:
                     session.proc.terminate()
                 if self.spare is not None:
                     self.spare.terminate()
+                self.forks.stop()  # here: uvicorn re-raises the signal that stopped it
                 await send({"type": "lifespan.shutdown.complete"})
                 self.tasks.cancel_scope.cancel()
             return
