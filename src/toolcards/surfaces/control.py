@@ -11,16 +11,16 @@ decision and the audit row are those of a local run (``surface="cli"``).
 
 Finding the record needs only the YAML config (no team, no registry), and once a config was
 read its record's path is cached (:func:`record_of`), so a forwarded command imports neither
-YAML nor pydantic: this module's client half needs only ``json``, ``os``, ``_socket`` and
+YAML nor pydantic: this module's client half needs only ``json``, ``os``, ``socket`` and
 ``pathlib``.
 """
 
 from __future__ import annotations
 
-import _socket
 import contextlib
 import json
 import os
+import socket
 from pathlib import Path
 
 from toolcards._lazy import TYPE_CHECKING
@@ -166,10 +166,9 @@ def find_server(config: Path) -> ServerEndpoint | None:
     return endpoint
 
 
-def _connect(path: str) -> _socket.socket:
-    """A unix stream socket connected to ``path`` (the C module: the ``socket`` module's
-    import costs a forwarded command a fifth of its time)."""
-    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+def _connect(path: str) -> socket.socket:
+    """A unix stream socket connected to ``path``."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(CONNECT_TIMEOUT)
         sock.connect(path)
@@ -179,7 +178,7 @@ def _connect(path: str) -> _socket.socket:
     return sock
 
 
-def _read_line(sock: _socket.socket) -> bytes:
+def _read_line(sock: socket.socket) -> bytes:
     """Bytes up to and including the first newline, at most ``MAX_LINE + 1`` of them, or
     what came before the server closed the connection."""
     line = bytearray()
