@@ -5,6 +5,7 @@ config's principal, the same decision and the same audit trail."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -130,3 +131,37 @@ def test_a_config_whose_store_changed_after_a_lookup_is_looked_up_again(tmp_path
     assert record_of(config) == tmp_path / "first.db.endpoint"  # from the cache
     config.write_text("team_id: t\nstore: second.db\n", encoding="utf-8")
     assert record_of(config) == endpoint_path(config) == tmp_path / "second.db.endpoint"
+
+
+def test_two_servers_started_at_once_on_one_config_leave_one_control_endpoint(
+    tmp_path: Path,
+) -> None:
+    """They used to race (unlink, then bind): the second crashed on "Address already in use"
+    or unlinked the first one's socket. Now one holds the endpoint; the other serves on and
+    says in one line that it has none."""
+    config = write_config(
+        tmp_path,
+        local=BOB,
+        store=":memory:",
+        cards=[{"type": "PlanningTool", "vector_store": False}],
+    )
+    servers: list[HttpServer] = []
+    starts = [threading.Thread(target=lambda: servers.append(HttpServer(config))) for _ in "ab"]
+    for start in starts:
+        start.start()
+    for start in starts:
+        start.join()
+    try:
+        assert len(servers) == 2  # both listen on HTTP
+        found = find_server(config)
+        assert found is not None
+        holder = next(s for s in servers if s.proc.pid == found.pid)
+        other = next(s for s in servers if s is not holder)
+        done = toolcards(config, "list")
+        assert done.returncode == 0, done.stderr
+        assert holder.proc.poll() is None and other.proc.poll() is None
+        assert wait_until(lambda: "answers forwarded CLI commands" in other.output(), timeout=30)
+        assert "answers forwarded CLI commands" not in holder.output()
+    finally:
+        for srv in servers:
+            srv.stop()

@@ -220,9 +220,10 @@ async def _answer(rt: SurfaceRuntime, request: dict[str, Any]) -> Any:
 @contextlib.asynccontextmanager
 async def control_endpoint(
     rt: SurfaceRuntime, config: Path, http: str | None = None
-) -> AsyncIterator[Path]:
+) -> AsyncIterator[Path | None]:
     """Listen for forwarded CLI commands while the context is open; the endpoint record
-    exists exactly as long."""
+    exists exactly as long. None: another server on this config holds the endpoint (one
+    warning line; this server runs on without one)."""
     import anyio
     from anyio.abc import SocketStream
     from anyio.streams.buffered import BufferedByteReceiveStream
@@ -230,9 +231,24 @@ async def control_endpoint(
 
     record = endpoint_path(config)
     path = _socket_path(record)
-    path.unlink(missing_ok=True)
-    listener = await anyio.create_unix_listener(path)
-    os.chmod(path, 0o600)
+    claim = _claim(path)
+    if claim is None:  # another server on this config holds the endpoint: it answers the CLI
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "another toolcards serve on %s answers forwarded CLI commands; this one serves "
+            "without a control endpoint",
+            config,
+        )
+        yield None
+        return
+    try:
+        path.unlink(missing_ok=True)  # a socket left by a killed server: the claim proves it
+        listener = await anyio.create_unix_listener(path)
+        os.chmod(path, 0o600)
+    except BaseException:
+        os.close(claim)
+        raise
 
     async def handle(stream: SocketStream) -> None:
         async with stream:
@@ -266,3 +282,20 @@ async def control_endpoint(
         with contextlib.suppress(OSError, ValueError):
             if json.loads(record.read_text()).get("pid") == os.getpid():
                 record.unlink()
+        os.close(claim)  # the lock goes with the descriptor
+
+
+def _claim(path: Path) -> int | None:
+    """An exclusive lock on ``<socket>.lock`` (its descriptor), held while this process owns
+    the control socket; None when another live process holds it. Checking for a listener
+    and binding are then one step: two servers started at once never unlink or bind over
+    each other's socket."""
+    import fcntl
+
+    fd = os.open(str(path) + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd

@@ -3,13 +3,40 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
+
+BUSY_TIMEOUT = 10.0
+"""Seconds a statement waits for another process's lock (and the WAL switch is retried)."""
 
 
 def shared_connection(path: str | Path, *, sync: bool) -> sqlite3.Connection:
     """An autocommit connection (transactions are explicit) usable from any thread."""
-    db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=10.0)
-    db.execute("PRAGMA busy_timeout=10000")
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute(f"PRAGMA synchronous={'FULL' if sync else 'NORMAL'}")
+    db = sqlite3.connect(
+        str(path), check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT
+    )
+    db.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT * 1000)}")
+    try:
+        enable_wal(db)
+        db.execute(f"PRAGMA synchronous={'FULL' if sync else 'NORMAL'}")
+    except BaseException:
+        db.close()
+        raise
     return db
+
+
+def enable_wal(db: sqlite3.Connection, timeout: float = BUSY_TIMEOUT) -> None:
+    """Switch ``db`` to WAL, retried for at most ``timeout`` seconds: the switch takes the
+    file's exclusive lock and SQLite answers "database is locked" at once, without its busy
+    handler, while another process opens (or switches) the same new file."""
+    deadline = time.monotonic() + timeout
+    pause = 0.005
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)  # a bounded backoff: the other opener holds the lock for moments
+        pause = min(pause * 2, 0.2)
