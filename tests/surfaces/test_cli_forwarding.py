@@ -4,7 +4,9 @@ config's principal, the same decision and the same audit trail."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -165,3 +167,47 @@ def test_two_servers_started_at_once_on_one_config_leave_one_control_endpoint(
     finally:
         for srv in servers:
             srv.stop()
+
+
+def test_a_planted_record_naming_a_socket_in_a_shared_folder_is_not_followed(
+    tmp_path: Path,
+) -> None:
+    """The record lies beside the store, so whoever may write that folder may plant one: a
+    socket outside a folder only this user may change is not taken for a server, and the
+    command runs on the config itself instead of printing what that socket says."""
+    import socket as sockets
+
+    config = write_config(
+        tmp_path,
+        local=BOB,
+        store="team.db",
+        cards=[{"type": "PlanningTool", "vector_store": False}],
+    )
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    planted = sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM)
+    planted.bind(str(shared / "s.sock"))
+    planted.listen(8)
+    lie = json.dumps({"data": [{"name": "planted_tool", "hints": [], "callable": True,
+                                "description": "not ours"}]}) + "\n"  # fmt: skip
+
+    def answer() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = planted.accept()
+                with conn:
+                    conn.recv(65536)
+                    conn.sendall(lie.encode())
+
+    threading.Thread(target=answer, daemon=True).start()
+    record = endpoint_path(config)
+    record.write_text(json.dumps({"pid": os.getpid(), "socket": str(shared / "s.sock")}))
+    try:
+        assert find_server(config) is None
+        done = toolcards(config, "list")
+        assert done.returncode == 0, done.stderr
+        names = {row["name"] for row in json.loads(done.stdout)}
+        assert "planted_tool" not in names and "crm_read" in names
+    finally:
+        planted.close()

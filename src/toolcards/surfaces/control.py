@@ -159,11 +159,24 @@ def find_server(config: Path) -> ServerEndpoint | None:
         return None
     except PermissionError:
         pass
+    if not _private_socket(endpoint.socket):
+        return None  # a record naming a socket others could have placed: not a server of ours
     try:  # a record left by a killed server: nobody listens on its socket
         _connect(str(endpoint.socket)).close()
     except OSError:
         return None
     return endpoint
+
+
+def _private_socket(path: Path) -> bool:
+    """Whether ``path`` is a socket of this user in a directory only this user may change
+    (as a server makes it): a record beside a store is only as trusted as that folder."""
+    try:
+        folder, sock = os.stat(path.parent), os.stat(path)
+    except OSError:
+        return False
+    uid = os.getuid()
+    return folder.st_uid == uid and not folder.st_mode & 0o077 and sock.st_uid == uid
 
 
 def _connect(path: str) -> socket.socket:
