@@ -126,6 +126,9 @@ def main() -> None:
         team = Path(tmp) / "team"
         shutil.copytree(ROOT / "examples" / "team", team)
         env = dict(os.environ, XDG_CACHE_HOME=str(Path(tmp) / "cache"), COLUMNS="100")
+        # bytecode as an installed package has it: the warm-up run writes what it compiled
+        # (with PYTHONDONTWRITEBYTECODE set every run compiles the sources again)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         config = ["-c", str(team / "toolcards.yaml")]
         create = '{"create": [{"description": "Measure the command line"}]}'
         commands = {

@@ -3,10 +3,11 @@ through governed calls to the one cluster-wide ``#PlanningTool`` actor (a real R
 real PostgreSQL store), while the actor's worker is SIGKILLed (Ray restarts it; it reloads from
 the store) and then the raylet of the node it runs on (a node added for the test: the actor
 comes back on another node), and two more processes of the team join without ``RAY_ADDRESS``
-(each refused in one line). A process retries a call that answered "retry" under the same
-call id. After recovery the store and the actor hold exactly the acknowledged writes (no
-phantom, no loss, no duplicate), a subscriber in the test's process received every event once,
-and every call a writer started has exactly one audit row.
+(each refused in one line). A process retries a call that answered "retry", or timed out
+while Ray had yet to declare the lost node dead (it may yet commit), under the same call id.
+After recovery the store and the actor hold exactly the acknowledged writes (no phantom, no
+loss, no duplicate), a subscriber in the test's process received every event once, and every
+call a writer started has exactly one audit row.
 
 The actor asks for a custom resource that only nodes added for the test offer: it starts on
 the first; a second is added before the first one's raylet is killed, so the restart has a
@@ -180,9 +181,10 @@ def test_four_ray_processes_through_worker_and_raylet_kills_hold_exactly_the_ack
             assert found == started, writer.me
             rows += found.total()
         retries = sum(w.retries for w in writers)
+        timeouts = sum(w.timeouts for w in writers)
         print(f"per phase (acknowledged, retries): {phases.counts}; {len(stored)} acknowledged "
-              f"and stored, {retries} retries, {len(events)} events received once, "
-              f"{rows} audit rows")  # fmt: skip
+              f"and stored, {retries} retries ({timeouts} after a timeout), "
+              f"{len(events)} events received once, {rows} audit rows")  # fmt: skip
         assert retries > 0  # the faults did reach the writers
     finally:
         watcher.stop(everywhere=True)

@@ -2,7 +2,8 @@
 
 A writer is one OS process of a team: it creates one task per governed call, through the
 executor (its own audit trail, a call id per call), and retries a call that answered "retry"
-under the same call id, as an agent's durable run does, until a stop file appears; it then
+or timed out (it may yet commit) under the same call id, as an agent's durable run does,
+until a stop file appears; it then
 reads each of its tasks back through its actor. It runs on Pykka copies of the planning actor
 (each process its own) or, given a Ray cluster, on the one cluster-wide actor.
 """
@@ -56,9 +57,11 @@ WRITER = textwrap.dedent(
             result = await executor.call("update_planning", args, Identity(me), call_id=call_id)
             if result.outcome is Outcome.OK:
                 return result.value
-            if result.outcome is not Outcome.RETRY or time.monotonic() > deadline:
+            # a timed-out call may yet commit: as ambiguous as a retry, and as safe to repeat
+            timed_out = result.outcome is Outcome.ERROR and "timed out after" in result.message
+            if not (result.outcome is Outcome.RETRY or timed_out) or time.monotonic() > deadline:
                 raise SystemExit(f"{call_id}: {result.outcome} {result.message}")
-            print(f"retry {call_id}", flush=True)
+            print(f"retry {call_id}{' timeout' if timed_out else ''}", flush=True)
             await asyncio.sleep(0.2)
 
     async def main():
@@ -103,6 +106,8 @@ class Writer:
         self.audit = tmp / f"{me}-audit.db"
         self.acked: dict[str, int] = {}
         self.retries = 0
+        self.timeouts = 0
+        """Of the retries, those of a call that timed out (its outcome unknown)."""
         self.ready = False
         self.lines: list[str] = []
         argv = [sys.executable, "-c", WRITER, url, me, str(self.audit), str(tmp / "stop"), team]
@@ -128,6 +133,7 @@ class Writer:
                 self.acked[call_id] = int(value.split("[", 1)[1].split("]", 1)[0])
             elif line.startswith("retry "):
                 self.retries += 1
+                self.timeouts += line.rstrip().endswith(" timeout")
             elif line.startswith("ready"):
                 self.ready = True
 
