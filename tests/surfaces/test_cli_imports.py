@@ -145,3 +145,26 @@ def test_list_does_not_import_asyncio(team: Path) -> None:
     done, modules = imported(team, "list")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "asyncio" not in modules
+
+
+_SERVER_PACKAGES = {"uvicorn", "starlette", "httpx", "mcp", "pydantic_ai"}
+_NOT_ON_THE_PATH = {
+    # the workspace tools' file operations: imported when a workspace tool runs
+    "toolcards.tools.workspace.ops",
+    "toolcards.tools.workspace.grep",
+    "toolcards.tools.workspace.patch",
+    "toolcards.tools.workspace.edits",
+}
+
+
+@pytest.mark.parametrize("command", ["list", "call"])
+def test_list_and_a_planning_call_load_no_server_package_nor_file_operations(
+    team: Path, command: str
+) -> None:
+    create = json.dumps({"create": [{"description": "Lean"}]})
+    args = ["list"] if command == "list" else ["call", "update_planning", "--args", create]
+    done, modules = imported(team, *args)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert ("update_planning\t" if command == "list" else "created ids: [1]") in done.stdout
+    assert {m.partition(".")[0] for m in modules} & _SERVER_PACKAGES == set()
+    assert modules & _NOT_ON_THE_PATH == set()

@@ -1,11 +1,12 @@
-"""WorkspaceTool: the card and its eleven tools (also /commands), one builder per tool."""
+"""WorkspaceTool: the card and its eleven tools (also /commands), one builder per tool; the
+file operations (:mod:`.ops`, :mod:`.grep`, :mod:`.patch`) are imported when a tool runs."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field, PrivateAttr, TypeAdapter, field_validator
 
@@ -16,16 +17,14 @@ from toolcards.core.pathargs import PathArgs
 from toolcards.core.spec import annotate
 from toolcards.tools._common.workspace_dir import workspace_dir, workspace_id_for
 from toolcards.tools.workspace.fs_errors import retry_on_os_errors
-from toolcards.tools.workspace.grep import GrepOptions
-from toolcards.tools.workspace.models import EditItem
-from toolcards.tools.workspace.ops import (
+from toolcards.tools.workspace.limits import (
     DOCUMENT_TIMEOUT_S,
     MAX_DOCUMENT_BYTES,
     MAX_IMAGE_FILE_BYTES,
     Limits,
     ReadCaps,
-    Workspace,
 )
+from toolcards.tools.workspace.models import EditItem
 from toolcards.tools.workspace.params import (
     GlobParam,
     GrepParam,
@@ -34,9 +33,11 @@ from toolcards.tools.workspace.params import (
     ViewParam,
     WorkspaceParam,
 )
-from toolcards.tools.workspace.patch import patch_paths
 from toolcards.tools.workspace.paths import check_relative_path
 from toolcards.tools.workspace.textfile import MAX_TEXT_BYTES
+
+if TYPE_CHECKING:
+    from toolcards.tools.workspace.ops import Workspace
 
 __all__ = [
     "READ_TOOLS",
@@ -122,6 +123,8 @@ class WorkspaceTool(ToolCard):
 
     def workspace(self) -> Workspace:
         """This card's workspace as seen by its owner (resources seeded on first use)."""
+        from toolcards.tools.workspace.ops import Workspace
+
         observer = self.observer_or_none()
         agent = str(getattr(observer, "address", None) or "default")
         limits = Limits(
@@ -165,7 +168,7 @@ class WorkspaceTool(ToolCard):
             follow=name != "workspace_delete",  # delete removes a link, not its target
         )
         if name == "workspace_patch":
-            return PathArgs(canonical, fields=(), texts=(("patch_text", patch_paths),))
+            return PathArgs(canonical, fields=(), texts=(("patch_text", _patch_paths),))
         if name == "workspace_multi_edit":
             return PathArgs(canonical, fields=("edits[].path",))
         return PathArgs(canonical)
@@ -220,9 +223,7 @@ class WorkspaceTool(ToolCard):
 
     def _grep(self, param: GrepParam) -> list[ToolFunc]:
         get = self.workspace
-        options = GrepOptions(
-            max_matches=param.max_matches, engine=param.engine, timeout_s=param.timeout_s
-        )
+        max_matches, engine, timeout_s = param.max_matches, param.engine, param.timeout_s
 
         def workspace_grep(pattern: str, path: str = "", include: str = "") -> str:
             """Search file contents with a regular expression; prints `path:line:text`.
@@ -232,6 +233,9 @@ class WorkspaceTool(ToolCard):
                 path: File or directory to search, relative to the workspace.
                 include: Glob on file names to search, such as `*.py` or `*.{ts,tsx}`.
             """
+            from toolcards.tools.workspace.grep import GrepOptions
+
+            options = GrepOptions(max_matches=max_matches, engine=engine, timeout_s=timeout_s)
             return get().grep(pattern, path, include, options)
 
         return self._offer(workspace_grep)
@@ -384,6 +388,13 @@ _MULTI_EDIT_DOC = """Apply several edits, in order, across one or more files: al
     Args:
         edits: The edits, applied in order (later edits see earlier results).
     """
+
+
+def _patch_paths(patch_text: str) -> list[str]:
+    """The paths a patch names (:func:`.patch.patch_paths`, imported when one is checked)."""
+    from toolcards.tools.workspace.patch import patch_paths
+
+    return patch_paths(patch_text)
 
 
 def _canonical(get: Callable[[], Workspace], path: str, *, allow_root: bool, follow: bool) -> str:

@@ -18,11 +18,11 @@ from toolcards.core.progress import report_progress
 from toolcards.tools.workspace import docs, grep, listing
 from toolcards.tools.workspace.edits import apply_edit, unified_diff
 from toolcards.tools.workspace.ledger import ReadLedger
+from toolcards.tools.workspace.limits import Limits, ReadCaps
 from toolcards.tools.workspace.models import EditItem
 from toolcards.tools.workspace.patch import FilePatch, apply_hunks, parse_patch
 from toolcards.tools.workspace.paths import Contained, Spot, check_pattern, make_dirs, undo_dirs
 from toolcards.tools.workspace.textfile import (
-    MAX_TEXT_BYTES,
     TextDoc,
     Transaction,
     keep_style,
@@ -30,31 +30,6 @@ from toolcards.tools.workspace.textfile import (
     read_fd,
     regular_fd,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class ReadCaps:
-    """Output bounds of workspace_read."""
-
-    max_line_chars: int = 2000
-    max_lines: int = 2000
-    max_chars: int = 200_000
-
-
-MAX_DOCUMENT_BYTES = 50 * 1024 * 1024
-MAX_IMAGE_FILE_BYTES = 20 * 1024 * 1024
-DOCUMENT_TIMEOUT_S = 60.0
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """What the tools agree to open: sizes per kind of file, hard links, conversion time."""
-
-    allow_hardlinks: bool = False
-    max_text_bytes: int = MAX_TEXT_BYTES
-    max_document_bytes: int = MAX_DOCUMENT_BYTES
-    max_image_bytes: int = MAX_IMAGE_FILE_BYTES
-    document_timeout_s: float = DOCUMENT_TIMEOUT_S
 
 
 @dataclass
