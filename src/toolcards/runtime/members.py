@@ -18,25 +18,14 @@ profiles given to it (or the stored ones, for profiles whose model is a spec str
 
 from __future__ import annotations
 
-import contextlib
 import re
 import threading
 import time
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from toolcards.core.actors import ActorHandle, ActorUnavailable
-from toolcards.runtime.messaging import (
-    MAX_MESSAGE_CHARS,
-    MESSAGES,
-    USER,
-    MemberActivity,
-    MemberInfo,
-    MemberMessage,
-    member_activity,
-    sent_event,
-    truncate,
-)
+from toolcards.runtime.member_messages import MemberMessaging
+from toolcards.runtime.messaging import MemberActivity, MemberInfo, member_activity
 from toolcards.runtime.relay import TOKEN, Relay
 from toolcards.stores.base import StateNamespace
 
@@ -50,7 +39,6 @@ ROSTER = "~members"
 
 DEFAULT_SEND_TIMEOUT = 300.0
 NAME_PATTERN = re.compile(r"@[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-SENDER_PATTERN = re.compile(r"[^\s\x00-\x1f]{1,100}")
 
 
 class _Entry:
@@ -62,7 +50,7 @@ class _Entry:
         self.hired_at = hired_at
 
 
-class MemberRoster:
+class MemberRoster(MemberMessaging):
     """The members of one team; the team owns it and delegates its member methods to it."""
 
     def __init__(self, team: TeamHost) -> None:
@@ -302,131 +290,6 @@ class MemberRoster:
             except Exception as exc:
                 warnings.warn(f"member {name} failed to restart: {exc}", stacklevel=3)
                 team.log.lifecycle("member_restore_failed", name=name, reason=str(exc))
-
-    # ---- messaging ---------------------------------------------------------------------------
-
-    def _message(
-        self, to: str, content: str, sender: str, *, route_reply: bool, awaited: bool = False
-    ) -> MemberMessage:
-        self._team.check_running()
-        if not isinstance(content, str):
-            raise ValueError(f"message content must be a string, got {type(content).__name__}")
-        if not isinstance(sender, str) or not SENDER_PATTERN.fullmatch(sender):
-            raise ValueError(f"sender {sender!r:.80} must be a short name without spaces")
-        recipient = self.resolve(to)
-        if recipient == sender:
-            raise ValueError(f"{sender} cannot message itself")
-        return MemberMessage(
-            sender=sender,
-            recipient=recipient,
-            content=truncate(content, MAX_MESSAGE_CHARS),
-            route_reply=route_reply and self.is_member(sender),
-            awaited=awaited,
-        )
-
-    def _dispatch(self, message: MemberMessage) -> ActorHandle[Any]:
-        """Record ``message`` as sent; the recipient's actor, to tell or ask it."""
-        handle = self._team.actor(message.recipient)
-        if handle is None:
-            raise LookupError(f"member {message.recipient} is not running")
-        self._team.log.append(MESSAGES, sent_event(message))
-        return handle
-
-    def post(self, to: str, content: str, sender: str = USER) -> MemberMessage:
-        from toolcards.runtime.member_actor import MemberActor
-
-        message = self._message(to, content, sender, route_reply=True)
-        if message.recipient not in self._entries and self._relay is not None:
-            self._relay.queue(message)  # its process delivers it
-            return message
-        self._dispatch(message).tell(MemberActor.receive, message)
-        return message
-
-    def _deliver_queued(self, message: MemberMessage) -> bool:
-        """A message another process queued for one of ours: into its mailbox."""
-        from toolcards.runtime.member_actor import MemberActor
-
-        if message.recipient not in self._entries:
-            return False
-        with contextlib.suppress(LookupError, ActorUnavailable):
-            self._dispatch(message).tell(MemberActor.receive, message)
-            return True
-        return False
-
-    def send(self, to: str, content: str, sender: str, timeout: float) -> str:
-        from toolcards.runtime.member_actor import MemberActor, current_member
-
-        self._team.check_running()
-        remote = self._relay is not None and self.resolve(to) not in self._entries
-        message = self._message(to, content, sender, route_reply=False, awaited=remote)
-        if self._relay is not None and remote:
-            return self._send_remote(self._relay, message, timeout)
-        if current_member.get() == message.recipient:
-            raise ValueError(f"{message.recipient} cannot wait for its own answer; use post")
-        handle = self._dispatch(message)
-        try:
-            return str(handle.within(timeout).ask(MemberActor.receive, message))
-        except TimeoutError:
-            raise TimeoutError(
-                f"{message.recipient} did not answer within {timeout:g}s; its answer will be "
-                f"recorded in the event log as the reply to message {message.id}"
-            ) from None
-        except ActorUnavailable:
-            raise LookupError(f"member {message.recipient} left before answering") from None
-
-    def _send_remote(self, relay: Relay, message: MemberMessage, timeout: float) -> str:
-        """Queue ``message`` for the process holding its recipient; wait for the answer in
-        the event log."""
-        answers: list[str] = []
-        done = threading.Event()
-
-        def watch(event: Any) -> None:
-            payload = event.payload
-            if event.tool_id != MESSAGES or not isinstance(payload, dict):
-                return
-            if payload.get("event") == "sent" and payload.get("reply_to") == message.id:
-                answers.append(str(payload.get("content", payload.get("text", ""))))
-                done.set()
-
-        log = self._team.log
-        watcher = log.subscribe(watch, log.position)
-        try:
-            relay.queue(message)
-            if not done.wait(timeout):
-                raise TimeoutError(
-                    f"{message.recipient} did not answer within {timeout:g}s; its answer will "
-                    f"be recorded in the event log as the reply to message {message.id}"
-                )
-        finally:
-            watcher.close()
-        return answers[0]
-
-    def reply(self, message: MemberMessage, text: str) -> str:
-        """Record the answer to ``message``; post it to the sender's mailbox when asked to.
-
-        Replies are never answered automatically, so two members cannot loop on each other.
-        """
-        from toolcards.runtime.member_actor import MemberActor
-
-        answer = MemberMessage(
-            sender=message.recipient, recipient=message.sender, content=text, reply_to=message.id
-        )
-        deliver = message.route_reply and message.reply_to is None
-        if deliver and self._relay is not None and self._remote(message.sender) is not None:
-            self._relay.queue(answer)
-            return answer.id
-        if deliver and self.is_member(message.sender) and self._team.running:
-            handle = self._team.actor(answer.recipient)
-            if handle is not None:  # else the sender left meanwhile: the answer stays logged
-                self._team.log.append(MESSAGES, sent_event(answer))
-                with contextlib.suppress(ActorUnavailable):
-                    handle.tell(MemberActor.receive, answer)
-                return answer.id
-        event = sent_event(answer)
-        if message.awaited:  # a sender in another process waits for the whole answer
-            event["content"] = answer.content
-        self._team.log.append(MESSAGES, event)
-        return answer.id
 
     # ---- views -------------------------------------------------------------------------------
 

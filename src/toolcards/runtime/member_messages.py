@@ -1,0 +1,173 @@
+"""The messages of a team's members: post (queued), send (waits for the answer) and the
+answer's way back, within this process or, on a shared store, through the relay to the
+process that holds the recipient. The roster (:mod:`toolcards.runtime.members`) carries them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any
+
+from toolcards.core.actors import ActorHandle, ActorUnavailable
+from toolcards.runtime.messaging import (
+    MAX_MESSAGE_CHARS,
+    MESSAGES,
+    USER,
+    MemberMessage,
+    sent_event,
+    truncate,
+)
+
+if TYPE_CHECKING:
+    from toolcards.runtime.host import TeamHost
+    from toolcards.runtime.relay import Relay
+
+SENDER_PATTERN = re.compile(r"[^\s\x00-\x1f]{1,100}")
+
+
+class MemberMessaging(ABC):
+    """The messaging half of a team's roster: what it needs of the roster is declared here."""
+
+    _team: TeamHost
+    _entries: dict[str, Any]
+    """The members running in this process, by name."""
+    _relay: Relay | None
+    """On a shared store: the queue to the other processes of the team."""
+
+    @abstractmethod
+    def resolve(self, name: str) -> str:
+        """The roster name for ``name``; LookupError when there is none."""
+
+    @abstractmethod
+    def is_member(self, name: str) -> bool:
+        """Whether ``name`` is a member of the team (of any of its processes)."""
+
+    @abstractmethod
+    def _remote(self, name: str) -> dict[str, Any] | None:
+        """The roster row of ``name`` when another process holds it."""
+
+    def _message(
+        self, to: str, content: str, sender: str, *, route_reply: bool, awaited: bool = False
+    ) -> MemberMessage:
+        self._team.check_running()
+        if not isinstance(content, str):
+            raise ValueError(f"message content must be a string, got {type(content).__name__}")
+        if not isinstance(sender, str) or not SENDER_PATTERN.fullmatch(sender):
+            raise ValueError(f"sender {sender!r:.80} must be a short name without spaces")
+        recipient = self.resolve(to)
+        if recipient == sender:
+            raise ValueError(f"{sender} cannot message itself")
+        return MemberMessage(
+            sender=sender,
+            recipient=recipient,
+            content=truncate(content, MAX_MESSAGE_CHARS),
+            route_reply=route_reply and self.is_member(sender),
+            awaited=awaited,
+        )
+
+    def _dispatch(self, message: MemberMessage) -> ActorHandle[Any]:
+        """Record ``message`` as sent; the recipient's actor, to tell or ask it."""
+        handle = self._team.actor(message.recipient)
+        if handle is None:
+            raise LookupError(f"member {message.recipient} is not running")
+        self._team.log.append(MESSAGES, sent_event(message))
+        return handle
+
+    def post(self, to: str, content: str, sender: str = USER) -> MemberMessage:
+        from toolcards.runtime.member_actor import MemberActor
+
+        message = self._message(to, content, sender, route_reply=True)
+        if message.recipient not in self._entries and self._relay is not None:
+            self._relay.queue(message)  # its process delivers it
+            return message
+        self._dispatch(message).tell(MemberActor.receive, message)
+        return message
+
+    def _deliver_queued(self, message: MemberMessage) -> bool:
+        """A message another process queued for one of ours: into its mailbox."""
+        from toolcards.runtime.member_actor import MemberActor
+
+        if message.recipient not in self._entries:
+            return False
+        with contextlib.suppress(LookupError, ActorUnavailable):
+            self._dispatch(message).tell(MemberActor.receive, message)
+            return True
+        return False
+
+    def send(self, to: str, content: str, sender: str, timeout: float) -> str:
+        from toolcards.runtime.member_actor import MemberActor, current_member
+
+        self._team.check_running()
+        remote = self._relay is not None and self.resolve(to) not in self._entries
+        message = self._message(to, content, sender, route_reply=False, awaited=remote)
+        if self._relay is not None and remote:
+            return self._send_remote(self._relay, message, timeout)
+        if current_member.get() == message.recipient:
+            raise ValueError(f"{message.recipient} cannot wait for its own answer; use post")
+        handle = self._dispatch(message)
+        try:
+            return str(handle.within(timeout).ask(MemberActor.receive, message))
+        except TimeoutError:
+            raise TimeoutError(
+                f"{message.recipient} did not answer within {timeout:g}s; its answer will be "
+                f"recorded in the event log as the reply to message {message.id}"
+            ) from None
+        except ActorUnavailable:
+            raise LookupError(f"member {message.recipient} left before answering") from None
+
+    def _send_remote(self, relay: Relay, message: MemberMessage, timeout: float) -> str:
+        """Queue ``message`` for the process holding its recipient; wait for the answer in
+        the event log."""
+        answers: list[str] = []
+        done = threading.Event()
+
+        def watch(event: Any) -> None:
+            payload = event.payload
+            if event.tool_id != MESSAGES or not isinstance(payload, dict):
+                return
+            if payload.get("event") == "sent" and payload.get("reply_to") == message.id:
+                answers.append(str(payload.get("content", payload.get("text", ""))))
+                done.set()
+
+        log = self._team.log
+        watcher = log.subscribe(watch, log.position)
+        try:
+            relay.queue(message)
+            if not done.wait(timeout):
+                raise TimeoutError(
+                    f"{message.recipient} did not answer within {timeout:g}s; its answer will "
+                    f"be recorded in the event log as the reply to message {message.id}"
+                )
+        finally:
+            watcher.close()
+        return answers[0]
+
+    def reply(self, message: MemberMessage, text: str) -> str:
+        """Record the answer to ``message``; post it to the sender's mailbox when asked to.
+
+        Replies are never answered automatically, so two members cannot loop on each other.
+        """
+        from toolcards.runtime.member_actor import MemberActor
+
+        answer = MemberMessage(
+            sender=message.recipient, recipient=message.sender, content=text, reply_to=message.id
+        )
+        deliver = message.route_reply and message.reply_to is None
+        if deliver and self._relay is not None and self._remote(message.sender) is not None:
+            self._relay.queue(answer)
+            return answer.id
+        if deliver and self.is_member(message.sender) and self._team.running:
+            handle = self._team.actor(answer.recipient)
+            if handle is not None:  # else the sender left meanwhile: the answer stays logged
+                self._team.log.append(MESSAGES, sent_event(answer))
+                with contextlib.suppress(ActorUnavailable):
+                    handle.tell(MemberActor.receive, answer)
+                return answer.id
+        event = sent_event(answer)
+        if message.awaited:  # a sender in another process waits for the whole answer
+            event["content"] = answer.content
+        self._team.log.append(MESSAGES, event)
+        return answer.id
