@@ -19,17 +19,12 @@ from toolcards.core.factory import ToolFactory
 from toolcards.runtime import process
 from toolcards.runtime.actor_specs import conflict_line, in_code_values, merge_in_code, with_values
 from toolcards.runtime.events import EventCallback, EventLog, Subscription
-from toolcards.runtime.members import DEFAULT_SEND_TIMEOUT, MemberRoster
-from toolcards.runtime.messaging import USER, MemberActivity, MemberInfo, MemberMessage
+from toolcards.runtime.members import MemberRoster
 from toolcards.runtime.observer import TeamObserver
 from toolcards.runtime.system import ActorSystem
+from toolcards.runtime.team_members import TeamMembers
 from toolcards.runtime.team_stop import StopReport, stop_team
-from toolcards.runtime.team_systems import (
-    actor_system,
-    is_remote,
-    start_cluster_member,
-    stop_cluster_member,
-)
+from toolcards.runtime.team_systems import actor_system, is_remote
 from toolcards.runtime.tool_actor import ACTOR_TYPES, ToolActor
 from toolcards.runtime.worker import TRANSIENT_PREFIX, Lifecycle, ToolActorFactory, config_of
 from toolcards.stores.base import StateNamespace
@@ -59,7 +54,7 @@ def _spec(actor_cls: type[ToolActor], config: BaseModel | None) -> _Spec:
     return _Spec(actor_cls.actor_tag, None if config is None else config.model_dump_json())
 
 
-class Team:
+class Team(TeamMembers):
     """A team: tool actors (team singletons named ``#<Name>``), members, an event log and a
     state store.
 
@@ -358,69 +353,6 @@ class Team:
         """Bind ``cards`` for ``member``: they share this team's tool actors and event log."""
         self.check_running()
         return ToolFactory(cards, self.observer_for(member), retry_exception=retry_exception)
-
-    # ---- members (see toolcards.runtime.members) ---------------------------------------------
-
-    def hire(self, role: str, name: str | None = None) -> str:
-        """Hire a member for ``role``; returns its unique name (``@<role>-<n>`` by default).
-
-        An unknown role, a taken or malformed ``name``, or a full role is an error (nothing
-        is started). The member's cards are bound for it; its tools are governed when the
-        team has a policy. A role with ``placement="cluster"`` runs the member as an actor of
-        the team's distributed system (Ray), in a worker process of the cluster.
-        """
-        return self._roster.hire(role, name)
-
-    def adopt(self, role: str, name: str) -> str:
-        """Hold the recorded member ``name`` of ``role`` in this process (the worker of a
-        member placed on the cluster does this): its conversation continues from the store
-        and messages queued for it meanwhile are delivered."""
-        return self._roster.hire(role, name, adopting=True)
-
-    def start_cluster_member(self, name: str, profile: RoleProfile) -> None:
-        """Start the member ``name`` as an actor of this team's distributed actor system."""
-        start_cluster_member(self, name, profile)
-
-    def stop_cluster_member(self, name: str, timeout: float | None = None) -> bool | None:
-        """Fire the cluster-placed member ``name`` in its worker and stop its actor; None when
-        no such actor runs."""
-        return stop_cluster_member(self, name, timeout)
-
-    def fire(self, name: str, timeout: float | None = None) -> bool:
-        """Stop the member ``name`` (bounded by ``timeout``, default the team's stop timeout)
-        and remove it from the roster with its conversation. Returns True when it stopped in
-        time. An unknown or already fired name is a ``LookupError``."""
-        return self._roster.fire(name, timeout)
-
-    def send(
-        self, to: str, content: str, *, sender: str = USER, timeout: float = DEFAULT_SEND_TIMEOUT
-    ) -> str:
-        """Send ``content`` to the member ``to`` and wait at most ``timeout`` seconds for its
-        answer. A slash command (``/name args``) runs the member's command, not its model."""
-        return self._roster.send(to, content, sender, timeout)
-
-    def post(self, to: str, content: str, *, sender: str = USER) -> MemberMessage:
-        """Queue ``content`` in the mailbox of ``to`` and return at once. When ``sender`` is a
-        member, the answer is posted back to the sender's mailbox."""
-        return self._roster.post(to, content, sender)
-
-    def members(self) -> list[MemberInfo]:
-        """The roster: name, role, busy and hire time of every member, in hire order."""
-        return self._roster.members()
-
-    def is_member(self, name: str) -> bool:
-        """True when ``name`` is on the roster (exact name, with its ``@``)."""
-        return self._roster.is_member(name)
-
-    def profile(self, role: str) -> RoleProfile:
-        """The profile of ``role``; a ``LookupError`` lists the known roles."""
-        return self._roster.profile(role)
-
-    def activity(
-        self, *, max_task_chars: int = 200, stale_after: float | None = None
-    ) -> dict[str, MemberActivity]:
-        """Who is busy on what, per member on the roster, derived from the event log."""
-        return self._roster.activity(max_task_chars=max_task_chars, stale_after=stale_after)
 
     # ---- events ------------------------------------------------------------------------------
 
