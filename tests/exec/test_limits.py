@@ -60,7 +60,7 @@ def test_limits_reject_bad_values(bad: dict[str, object]) -> None:
         ExecLimits.model_validate(bad)
 
 
-def _run_local(argv: list[str], limits: ExecLimits, tmp_path: Path, timeout_s: float = 10):
+def _run_local(argv: list[str], limits: ExecLimits, tmp_path: Path, timeout_s: float = 60):
     launch = Launch(argv=argv, env={"PATH": "/usr/bin:/bin"}, cwd=str(tmp_path))
     return run(
         launch,
@@ -163,3 +163,29 @@ def test_nproc_rlimit_is_applied_with_offset(tmp_path: Path) -> None:
     )
     row = next(line for line in result.stdout.splitlines() if line.startswith("Max processes"))
     assert row.split()[2:4] == ["45", "45"]
+
+
+def test_limits_bind_before_the_command_runs_its_first_instruction(tmp_path: Path) -> None:
+    # the shell's ulimit is its first action: it reads the limit before anything set from
+    # outside after the start could bind (the launch is held until its limits are set)
+    limits = ExecLimits(memory_bytes=256 << 20)
+    seen = {_run_local(["/bin/sh", "-c", "ulimit -v"], limits, tmp_path).stdout for _ in range(30)}
+    assert seen == {f"{256 << 10}\n"}
+
+
+def test_a_held_launch_keeps_the_environment_as_given(tmp_path: Path) -> None:
+    given = {"PATH": "/usr/bin:/bin", "MARK": "a b"}
+    for env in (given, {**given, "PWD": "/not/here"}):
+        launch = Launch(argv=["env"], env=env, cwd=str(tmp_path))
+        result = run(launch, display_argv=["env"], backend="local", timeout_s=60,
+                     limits=ExecLimits(), process_cap="none")  # fmt: skip
+        assert dict(line.split("=", 1) for line in result.stdout.splitlines()) == env
+
+
+def test_a_program_that_is_not_executable_is_reported_not_raised(tmp_path: Path) -> None:
+    script = tmp_path / "script.sh"
+    script.write_text("#!/bin/sh\necho ran\n")
+    result = _run_local(["./script.sh"], ExecLimits(), tmp_path)
+    assert result.exit_code == 127 and "./script.sh: cannot run" in result.stderr
+    script.chmod(0o755)
+    assert _run_local(["./script.sh"], ExecLimits(), tmp_path).stdout == "ran\n"

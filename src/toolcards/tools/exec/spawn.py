@@ -7,8 +7,11 @@ Linux the limits are set from outside instead, with prlimit(2) and cgroup writes
   (cgroup v1); otherwise it is moved in by pid: at the gate, or right after the start;
 - a gated launch (bwrap) reports its first process and waits: it gets the rlimits (and, on
   cgroup v2, joins the group) before it runs anything, so there is no window;
-- an ungated launch (local) gets its rlimits right after the start: the command may run for
-  a few microseconds (more on a loaded machine) before they bind.
+- an ungated launch (local) is held the same way: it starts as a ``/bin/sh`` that waits for
+  one line on its stdin, gets its rlimits (and its cgroup), and is then told to ``exec`` the
+  command with stdin from ``/dev/null`` (the pid stays the same; before, the command ran
+  unlimited until the limits were set after the start, long enough on a loaded machine for
+  a 2 GiB allocation under a 256 MiB address-space limit to succeed).
 
 Elsewhere (macOS), the ``preexec_fn`` fallback applies the limits in the child.
 """
@@ -16,8 +19,11 @@ Elsewhere (macOS), the ``preexec_fn`` fallback applies the limits in the child.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import time
@@ -31,6 +37,17 @@ from toolcards.tools.exec.limits import CAN_PRLIMIT, RlimitPlan, apply_rlimits, 
 GATE_WAIT_S = 30.0
 """How long a gated sandbox may take to report its first process."""
 KILL_REAP_S = 5.0
+HOLD_NAME = "toolcards-exec"
+"""The held shell's ``$0`` (the name its own errors carry)."""
+
+
+def hold_argv(launch: Launch) -> list[str]:
+    """An ungated launch's argv: a shell that runs the command once told ``go``, with the
+    environment as given (the shell's own ``PWD`` is taken out, or set back as given)."""
+    pwd = launch.env.get("PWD")
+    keep = "" if pwd is None else f"export PWD={shlex.quote(pwd)}; "
+    script = f'IFS= read -r go && [ "$go" = go ] || exit 125; unset PWD; {keep}exec "$@" </dev/null'
+    return ["/bin/sh", "-c", script, HOLD_NAME, *launch.argv]
 
 
 def start(launch: Launch, plan: RlimitPlan, group: PidsGroup | None) -> subprocess.Popen[bytes]:
@@ -43,11 +60,16 @@ def start(launch: Launch, plan: RlimitPlan, group: PidsGroup | None) -> subproce
     inside: AbstractContextManager[bool] = contextlib.nullcontext(False)
     if CAN_PRLIMIT and group is not None:
         inside = group.spawning_thread()
+    held = CAN_PRLIMIT and launch.gate is None and bool(plan or group is not None)
+    argv = launch.argv
+    if held:
+        _check_runnable(launch)
+        argv = hold_argv(launch)
     try:
         with inside as born_inside:
             proc = subprocess.Popen(
-                launch.argv,
-                stdin=subprocess.DEVNULL,
+                argv,
+                stdin=subprocess.PIPE if held else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=launch.cwd,
@@ -73,6 +95,8 @@ def start(launch: Launch, plan: RlimitPlan, group: PidsGroup | None) -> subproce
                 group.add(target)
             if launch.gate is not None:
                 launch.gate.release()
+            if held:
+                _release(proc)
     except ProcessLookupError:
         pass  # it already ended: nothing left to limit; the runner reports its status
     except OSError as exc:
@@ -82,6 +106,31 @@ def start(launch: Launch, plan: RlimitPlan, group: PidsGroup | None) -> subproce
         _kill(proc, target, reap=True)
         raise
     return proc
+
+
+def _check_runnable(launch: Launch) -> None:
+    """Raise the OSError starting ``launch.argv`` directly would raise for a program that is
+    missing or not executable (the held shell would only print it)."""
+    program = launch.argv[0]
+    if os.sep in program:
+        found = os.path.join(launch.cwd, program)
+        if not os.path.isfile(found):
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+        if not os.access(found, os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), program)
+    elif shutil.which(program, path=os.pathsep.join(os.get_exec_path(launch.env))) is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+
+
+def _release(proc: subprocess.Popen[bytes]) -> None:
+    """Tell a held launch to run its command (it has its limits now)."""
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+    finally:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
 
 
 def _target(proc: subprocess.Popen[bytes], launch: Launch) -> int | None:
