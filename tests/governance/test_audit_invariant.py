@@ -54,7 +54,7 @@ CALLS: dict[str, tuple[str, dict[str, str]]] = {
 OUTCOME = {"approved": "ok"}  # the audit outcome of each ending (default: its name)
 SURFACES = ["python", "pydantic-ai", "mcp-stdio", "mcp-http", "cli"]
 NOT_ON = {"cli": {"approved"}}  # the terminal prompt is for a human at the terminal
-TIMEOUT = 2.0
+TIMEOUT = 5.0  # a cancelled call is cancelled within it, even on a loaded machine
 
 Call = Callable[[str, dict[str, str]], Awaitable[Any]]
 

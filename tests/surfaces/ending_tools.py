@@ -18,7 +18,7 @@ from pathlib import Path
 
 from toolcards.core.spec import annotate
 
-OUTLAST = 6.0
+OUTLAST = 9.0
 POLICY = """\
 default_effect: allow
 rules:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from toolcards.demo.next_steps import write_serve_config
+from toolcards.demo.reminder import delivered_reminder
 from toolcards.demo.script import Scene, first_int, scripted_model
 from toolcards.demo.state import (
     AUDIT,
@@ -372,48 +372,7 @@ def _talk(team: Team, log: JobLog, to: str, text: str) -> None:
 
 
 def _wait_for_notification(team: Team, log: JobLog, timeout: float = 15.0) -> None:
-    """Log the reminder if it is delivered during this run (read from the event log, from this
-    run's ``team_started`` on: one delivered in an earlier run is not news). One still pending
-    when the first run stopped is overdue on resume and fires on the first tick, so a resumed
-    run waits (bounded) for it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        events = team.events()
-        start = max(
-            (i for i, e in enumerate(events) if _payload(e).get("event") == "team_started"),
-            default=0,
-        )
-        delivered: dict[str, Any] = {}
-        for event in events[start:]:
-            payload = _payload(event)
-            if payload.get("event") == "received" and payload.get("sender") == "#NotificationTool":
-                delivered = payload
-            elif (
-                delivered
-                and payload.get("event") == "processed"
-                and payload.get("message_id") == delivered.get("message_id")
-            ):
-                log.add(f"#NotificationTool -> {delivered.get('recipient')}", delivered["text"])
-                return
-        if time.monotonic() >= deadline or _settled_before(events, start):
-            return
-        time.sleep(0.1)
-
-
-def _payload(event: Any) -> dict[str, Any]:
-    return event.payload if isinstance(event.payload, dict) else {}
-
-
-def _settled_before(events: list[Any], start: int) -> bool:
-    """True when every reminder was fired, cancelled or dropped before ``start`` (nothing
-    will arrive in this run, so there is nothing to wait for)."""
-    registered = sum(
-        1 for e in events if e.tool_id == "#NotificationTool" and "registered" in _payload(e)
-    )
-    ended = sum(
-        1
-        for e in events[:start]
-        if e.tool_id == "#NotificationTool"
-        and any(k in _payload(e) for k in ("fired", "cancelled", "dropped"))
-    )
-    return ended >= registered
+    """Log the reminder if it is delivered during this run (see :func:`delivered_reminder`)."""
+    found = delivered_reminder(team, timeout)
+    if found is not None:
+        log.add(f"#NotificationTool -> {found[0]}", found[1])
