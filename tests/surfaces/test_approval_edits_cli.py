@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
+from support.scripted import wait_until
 from surfaces.surface_support import HttpServer, write_config
 from surfaces.surface_support import toolcards_json as toolcards
 from surfaces.test_approvals_cli import AGENT, ANN, Served, audit_outcomes, call_while
@@ -81,9 +82,16 @@ async def test_the_edited_arguments_run_once_and_not_the_call(served: Served) ->
 
 async def test_the_audit_has_the_digest_of_the_call_and_of_the_edit(served: Served) -> None:
     called, edit = {"to": "ops", "body": "audited"}, {"to": "ops", "body": "audited-edit"}
-    await edit_while_waiting(served, "audited", edit)
-    with AuditLog(served.base / "audit.db") as log:
-        (ran,) = [e for e in log.query(principal=AGENT.id, limit=1000) if e.args == edit]
+    result, granted = await edit_while_waiting(served, "audited", edit)
+    assert granted.returncode == ExitCode.OK, granted.stderr
+    assert result.is_error is False
+
+    def rows() -> list[Any]:  # the server's audit writer may land the row after the answer
+        with AuditLog(served.base / "audit.db") as log:
+            return [e for e in log.query(principal=AGENT.id, limit=1000) if e.args == edit]
+
+    assert wait_until(lambda: bool(rows()), 60)
+    (ran,) = rows()
     assert ran.outcome == "ok"
     assert (ran.args_digest, ran.approved_args_digest) == (args_digest(called), args_digest(edit))
 
