@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -152,11 +153,21 @@ def run_mcp_http(endings: Endings) -> None:
         server.stop()
 
 
+AT_A_TERMINAL = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
+"""Start the command as from a terminal: SIGINT neither ignored nor blocked, whatever this
+worker process inherited or set (an ignored or blocked signal passes on to a child)."""
+
+
 def run_cli(endings: Endings) -> None:
     """`toolcards call` processes; a cancelled call is the user's Ctrl-C (SIGINT)."""
 
     async def call(tool: str, args: dict[str, str]) -> None:
-        argv = [str(TOOLCARDS), "--json", "--config", str(endings.config), "call", tool]
+        argv = [sys.executable, "-c", AT_A_TERMINAL, str(TOOLCARDS)]
+        argv += ["--json", "--config", str(endings.config), "call", tool]
         argv += ["--json", json.dumps(args)]
         proc = await anyio.open_process(argv, env=endings.env, stdout=subprocess.DEVNULL)
         try:
