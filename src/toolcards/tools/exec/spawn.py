@@ -61,11 +61,10 @@ def start(launch: Launch, plan: RlimitPlan, group: PidsGroup | None) -> subproce
     if CAN_PRLIMIT and group is not None:
         inside = group.spawning_thread()
     held = CAN_PRLIMIT and launch.gate is None and bool(plan or group is not None)
-    argv = launch.argv
-    if held:
-        _check_runnable(launch)
-        argv = hold_argv(launch)
+    argv = hold_argv(launch) if held else launch.argv
     try:
+        if held:
+            _check_runnable(launch)
         with inside as born_inside:
             proc = subprocess.Popen(
                 argv,
