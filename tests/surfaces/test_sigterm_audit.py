@@ -24,7 +24,10 @@ pytestmark = pytest.mark.timeout(180)
 
 PROGRAM = textwrap.dedent(
     """
-    import asyncio, sys, threading
+    import asyncio, signal, sys, threading
+    # as a program started from a shell: SIGTERM and SIGINT unblocked, whatever the test
+    # worker's thread passed on (a blocked signal is inherited by a child)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
     from toolcards.governance import AuditLog, CapabilityRegistry, Executor, Identity, Policy
 
     async def hold(tag: str) -> str:
