@@ -316,11 +316,20 @@ class CapabilityRegistry:
     def from_function_toolset(
         cls, toolset: FunctionToolset[Any], ctx: RunContext[Any] | None = None
     ) -> CapabilityRegistry:
-        """Capabilities of a ``FunctionToolset`` without listing it (sync)."""
-        run_ctx = ctx or surface_context()
+        """Capabilities of a ``FunctionToolset`` without listing it (sync). A surface context
+        is made only for a tool that takes one: making it loads pydantic-ai's model price
+        table (about 0.1 s of CPU), which a server whose tools take no context never needs."""
+        contexts = [ctx] if ctx is not None else []
+
+        def context() -> RunContext[Any]:
+            if not contexts:
+                contexts.append(surface_context())
+            return contexts[0]
+
         caps = []
         for name, tool in toolset.tools.items():
             schema = tool.function_schema
+            run_ctx = context() if schema.takes_ctx else None
             caps.append(
                 ToolCapability(
                     id=name,

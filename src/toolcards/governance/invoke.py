@@ -34,9 +34,12 @@ def tool_threads() -> ThreadPoolExecutor:
     return _pool
 
 
-def direct_invoke(schema: Any, ctx: RunContext[Any]) -> Invoke:
+def direct_invoke(schema: Any, ctx: RunContext[Any] | None) -> Invoke:
     """Call a pydantic-ai ``FunctionSchema``'s function with validated arguments: async
-    functions awaited, sync ones in a worker thread (abandoned, not killed, on timeout)."""
+    functions awaited, sync ones in a worker thread (abandoned, not killed, on timeout).
+    ``ctx`` is passed to a function that takes a ``RunContext`` (None: it takes none)."""
+    if schema.takes_ctx and ctx is None:
+        raise ValueError(f"{schema.function.__name__} takes a RunContext: give one")
     if schema.positional_fields or schema.var_positional_field:
 
         async def via_schema(args: dict[str, Any]) -> Any:
