@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from support.launch import start_fork_server
 from support.servers import PostgresServer, RayCluster, running_postgres
 
 _databases = itertools.count(1)
@@ -58,6 +59,18 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                 f"--dist loadgroup lost the group of {item.nodeid}: pytest-xdist cannot group"
                 " on this pytest version (see the pytest bound in pyproject.toml)"
             )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fork_server() -> Iterator[None]:
+    """This worker's fork server for the ``toolcards`` processes tests start
+    (:mod:`support.launch`); ``TOOLCARDS_TEST_FORK=0`` starts each one from nothing."""
+    server = start_fork_server()
+    try:
+        yield
+    finally:
+        if server is not None:
+            server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import socket
-import sys
 import threading
 import time
 import uuid
@@ -35,6 +34,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from support.launch import TOOLCARDS
 from support.processes import ListeningProcess
 from toolcards import KnowledgeGraphTool, PlanningTool
 from toolcards.governance import AuditLog, Identity, Policy
@@ -244,9 +244,6 @@ def binding(request: Any) -> dict[str, str]:
         "args_digest": request.args_digest,
         "principal": request.principal,
     }
-
-
-TOOLCARDS = Path(sys.executable).parent / "toolcards"
 
 
 class Process(ListeningProcess):

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from support.launch import TOOLCARDS
 from support.newcomer import held_store, on_a_terminal
 
-TOOLCARDS = Path(sys.executable).parent / "toolcards"
 NO_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "TOOLCARDS_WORKSPACES_ROOT")
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from support.launch import TOOLCARDS as LAUNCHED
 from support.processes import free_port
 
-TOOLCARDS = str(Path(sys.executable).parent / "toolcards")
+TOOLCARDS = str(LAUNCHED)
 
 
 def _call(folder: Path, store: str, system: str) -> subprocess.CompletedProcess[str]:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from pydantic_ai import Agent
 
+from support.launch import TOOLCARDS
 from support.scripted import SequenceScript
 from toolcards import SearchTool, ToolFactory
 from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
@@ -58,7 +58,7 @@ def test_cli_call_exits_one_with_one_line(tmp_path: Path) -> None:
     )
     env = {k: v for k, v in os.environ.items() if k != "TAVILY_API_KEY"}
     done = subprocess.run(
-        [str(Path(sys.executable).parent / "toolcards"), "call", "web_search", "query=pydantic"],
+        [str(TOOLCARDS), "call", "web_search", "query=pydantic"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -16,10 +16,10 @@ sys.path.insert(0, str(HERE))
 
 from table_tools import TABLE_PATH  # noqa: E402
 
+from support.launch import TOOLCARDS  # noqa: E402
 from support.processes import ListeningProcess, free_port  # noqa: E402
 from toolcards.governance import Identity  # noqa: E402
 
-TOOLCARDS = Path(sys.executable).parent / "toolcards"
 POLICY = TABLE_PATH.parent / "policy.yaml"
 SURFACE_ENV = {
     **os.environ,
@@ -111,11 +111,17 @@ class HttpServer(ListeningProcess):
     """`toolcards serve --transport http` on 127.0.0.1, stopped by :meth:`stop`."""
 
     def __init__(
-        self, config: Path, env: dict[str, str] | None = None, timeout: float = 60.0
+        self,
+        config: Path,
+        env: dict[str, str] | None = None,
+        timeout: float = 60.0,
+        command: Path = TOOLCARDS,
     ) -> None:
+        """``command``: :data:`support.launch.REAL_TOOLCARDS` for a test of the process
+        itself (its pid)."""
         port = free_port()
         self.url = f"http://127.0.0.1:{port}/mcp"
-        argv = [str(TOOLCARDS), "serve", "--config", str(config), "--transport", "http",
+        argv = [str(command), "serve", "--config", str(config), "--transport", "http",
                 "--port", str(port)]  # fmt: skip
         env = {**SURFACE_ENV, **(env or {})}
         super().__init__(argv, port, env, what="toolcards serve", timeout=timeout)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from support.launch import REAL_TOOLCARDS
 from support.scripted import wait_until
 from surfaces.surface_support import HttpServer, write_config
 from surfaces.surface_support import toolcards_json as toolcards
@@ -148,7 +149,11 @@ def test_two_servers_started_at_once_on_one_config_leave_one_control_endpoint(
         cards=[{"type": "PlanningTool", "vector_store": False}],
     )
     servers: list[HttpServer] = []
-    starts = [threading.Thread(target=lambda: servers.append(HttpServer(config))) for _ in "ab"]
+
+    def start() -> None:  # the real command: the record names the server's own pid
+        servers.append(HttpServer(config, command=REAL_TOOLCARDS))
+
+    starts = [threading.Thread(target=start) for _ in "ab"]
     for start in starts:
         start.start()
     for start in starts:

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from support.launch import REAL_TOOLCARDS
 from support.scripted import wait_until
-from surfaces.surface_support import SURFACE_ENV, TOOLCARDS, HttpServer
+from surfaces.surface_support import SURFACE_ENV, HttpServer
 from toolcards.surfaces.control import find_server
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "team"
@@ -31,7 +32,7 @@ def team(tmp_path: Path) -> Path:
 def imported(config: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
     """The finished command and the modules it imported (``python -X importtime``)."""
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", str(TOOLCARDS), *args, "-c", str(config)],
+        [sys.executable, "-X", "importtime", str(REAL_TOOLCARDS), *args, "-c", str(config)],
         env=SURFACE_ENV,
         cwd=config.parent,
         capture_output=True,

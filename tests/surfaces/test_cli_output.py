@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from support.launch import TOOLCARDS
 from support.newcomer import on_a_terminal
 from toolcards import load_cards
 from toolcards.surfaces.commands import app
@@ -21,7 +21,6 @@ from toolcards.surfaces.config import ConfigError, load_config
 from toolcards.surfaces.outcomes import ExitCode
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "team"
-TOOLCARDS = Path(sys.executable).parent / "toolcards"
 LONG_TOOL = "a_tool_with_a_rather_long_name_for_the_audit_table"
 
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from support.launch import TOOLCARDS
 from support.newcomer import held_store
 from toolcards.surfaces.outcomes import ExitCode
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "team"
-TOOLCARDS = Path(sys.executable).parent / "toolcards"
 
 
 def config_with(tmp_path: Path, **replace: str) -> Path:

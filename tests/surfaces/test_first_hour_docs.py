@@ -21,6 +21,7 @@ import pytest
 import yaml
 from mcp_clients import http_session
 
+from support.launch import REAL_TOOLCARDS
 from support.processes import ListeningProcess, free_port
 from surfaces.surface_support import SURFACE_ENV, TOOLCARDS
 from toolcards.governance import AuditLog
@@ -329,7 +330,7 @@ def test_shell_completion_is_offered() -> None:
     assert "--install-completion" in cli("--help").stdout
     # asked from a bash (the shell is detected from the parent process, as a user's is)
     done = subprocess.run(
-        ["bash", "-c", f"'{TOOLCARDS}' --show-completion bash; exit $?"],  # not exec'd: bash stays
+        ["bash", "-c", f"'{REAL_TOOLCARDS}' --show-completion bash; exit $?"],  # bash stays
         env=ENV,
         capture_output=True,
         text=True,
