@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -10,6 +11,8 @@ from runtime.stateful_cards import COUNTER, CounterActor
 from toolcards.core import ToolStateEvent
 from toolcards.core.events import EVENT_PAYLOADS, event_payload
 from toolcards.runtime import LIFECYCLE, Team, ToolActor, is_empty_delta
+from toolcards.runtime.events import EventLog
+from toolcards.runtime.process import open_location
 
 
 class Pair(ToolActor):
@@ -198,3 +201,33 @@ def test_an_unknown_payload_tag_reads_back_as_plain_json(make_local_team: TeamMa
             assert stored.payload == {"item": "crate", "to": 5}
         finally:
             EVENT_PAYLOADS.register(Moved)
+
+
+def test_the_event_committed_just_before_the_close_reaches_a_subscriber_reading_then(
+    tmp_path: Path,
+) -> None:
+    """A stop records ``team_stopped``, then closes the log: a subscriber whose read found
+    nothing just before that commit still delivers it (it saw the close and returned)."""
+    store = open_location(str(tmp_path / "team.db"))
+    store.open_team("t")
+    log = EventLog(store, "t")
+    empty_read, go_on = threading.Event(), threading.Event()
+    read_events = store.read_events
+
+    def pausing_read(team_id: str, after: int) -> Any:  # the subscriber's empty read waits
+        rows = read_events(team_id, after)
+        if not rows and threading.current_thread().name == "events-t" and not go_on.is_set():
+            empty_read.set()
+            go_on.wait(10)
+        return rows
+
+    store.read_events = pausing_read  # type: ignore[method-assign]
+    got: list[ToolStateEvent] = []
+    sub = log.subscribe(got.append)
+    assert empty_read.wait(10)
+    log.lifecycle("team_stopped")
+    log.close()
+    go_on.set()
+    sub.drain(10)
+    assert [e.payload["event"] for e in got] == ["team_stopped"]
+    store.close()

@@ -319,9 +319,18 @@ class Subscription:
                 logger.info("events of %s: the store answers again", self._log.team_id)
                 delay = RETRY_FIRST
             if not delivered:
-                if self._log.closed:
+                if self._log.closed:  # what was committed before the close is read once more
+                    self._last_delivery()
                     return
                 self._log.wait_for_change(seen, 1.0)
+
+    def _last_delivery(self) -> None:
+        """Deliver the events committed before the log closed: the close comes after the
+        team's last event (``team_stopped``), which an empty read just before it missed."""
+        try:
+            self._deliver()
+        except Exception as exc:  # the store went with the team: nothing more to read
+            logger.debug("events of %s after the close: %s", self._log.team_id, exc)
 
     def _failed(self, exc: Exception) -> None:
         self.error = exc
