@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from support.launch import TOOLCARDS
+from support.launch import PYTHON, TOOLCARDS
 from support.newcomer import held_store, on_a_terminal
 
 NO_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "TOOLCARDS_WORKSPACES_ROOT")
@@ -27,7 +27,7 @@ def demo_env(**extra: str) -> dict[str, str]:
 
 def demo(cwd: Path, *args: str, wrap: list[str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*(wrap or []), sys.executable, "-m", "toolcards.demo", *args],
+        [*(wrap or []), PYTHON, "-m", "toolcards.demo", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -112,7 +112,7 @@ def test_a_store_locked_by_another_process_is_one_line(tmp_path: Path, held: Pat
 @pytest.mark.timeout(300)
 def test_first_output_on_a_terminal_is_the_job_not_a_banner(tmp_path: Path) -> None:
     env = {k: v for k, v in demo_env().items() if k not in ("PYTEST_VERSION", "CI")}
-    text = on_a_terminal([sys.executable, "-m", "toolcards.demo"], tmp_path, env, columns=120)
+    text = on_a_terminal([PYTHON, "-m", "toolcards.demo"], tmp_path, env, columns=120)
     assert text.lstrip().lstrip("─ ").startswith("toolcards main job"), text[:400]
     assert "pydantic-ai v" not in text and "PYDANTIC_AI_NO_BANNER" not in text
 

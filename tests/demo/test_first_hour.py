@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from support.launch import PYTHON
+
 REPO = Path(__file__).resolve().parents[2]
 REAL_MODEL = ("--model", "openai:gpt-4o")
 
@@ -37,7 +39,7 @@ def make_run(clone: Path, *args: str) -> subprocess.CompletedProcess[str]:
     }
     env.update(PYTHONPATH=str(clone / "src"), COLUMNS="120")
     return subprocess.run(
-        [sys.executable, "-m", "toolcards.demo", *args],
+        [PYTHON, "-m", "toolcards.demo", *args],
         cwd=clone,
         capture_output=True,
         text=True,

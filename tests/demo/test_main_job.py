@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from support.launch import PYTHON
 from toolcards.demo.team_job import run_job
 
 
@@ -57,7 +57,7 @@ def test_second_run_resumes_state_and_delivers_the_reminder(state: Path) -> None
 def test_make_run_entry_point_prints_the_summary(tmp_path: Path) -> None:
     env_root = tmp_path / "ws"
     result = subprocess.run(
-        [sys.executable, "-m", "toolcards.demo", "--state", str(tmp_path / "s")],
+        [PYTHON, "-m", "toolcards.demo", "--state", str(tmp_path / "s")],
         capture_output=True,
         text=True,
         timeout=300,

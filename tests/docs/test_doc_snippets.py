@@ -8,11 +8,12 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from support.launch import PYTHON as INTERPRETER
 
 REPO = Path(__file__).resolve().parents[2]
 FRAGMENT = "<!-- fragment -->"
@@ -90,7 +91,7 @@ def test_block_runs_on_its_own(block: Block, tmp_path: Path) -> None:
     env["PYTHONPATH"] = str(REPO / "src")
     env["HOME"] = str(tmp_path)  # nothing of the user's is read or written
     done = subprocess.run(
-        [sys.executable, script.name],
+        [INTERPRETER, script.name],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import ToolDefinition
 
+from support.launch import PYTHON
 from support.processes import free_port, stop_process, wait_listening
 
 SERVERS = Path(__file__).parent / "servers"
@@ -45,7 +45,7 @@ class ServerProcess:
         return f"http://127.0.0.1:{self.port}{path}"
 
     def start(self) -> ServerProcess:
-        argv = [sys.executable, str(self.script), self.mode, str(self.port)]
+        argv = [PYTHON, str(self.script), self.mode, str(self.port)]
         self.proc = subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL)
         wait_listening(self.port, self.proc)
         return self

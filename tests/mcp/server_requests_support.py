@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from support.launch import PYTHON
 from toolcards import ToolFactory
 from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
 from toolcards.tools.mcp import MCPTool
@@ -41,9 +41,7 @@ def asking_card(tmp_path: Path, *, url: str | None = None, **fields: Any) -> MCP
     if url is not None:
         card = MCPTool(transport="streamable-http", url=url, **fields)
     else:
-        card = MCPTool(
-            transport="stdio", command=sys.executable, args=[str(ASKING), "stdio"], **fields
-        )
+        card = MCPTool(transport="stdio", command=PYTHON, args=[str(ASKING), "stdio"], **fields)
     card.use_workspaces_root(tmp_path / "workspaces")
     return card
 

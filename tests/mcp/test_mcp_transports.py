@@ -6,12 +6,12 @@ import asyncio
 import os
 import re
 import signal
-import sys
 from typing import Any
 
 import pytest
 from mcp_support import ECHO, ServerProcess, call_tools, make_agent
 
+from support.launch import PYTHON
 from toolcards import ToolFactory
 from toolcards.tools.mcp import MCPTool
 from toolcards.tools.mcp.toolset import bound_result
@@ -26,9 +26,7 @@ def card_for(
     # start a Python server, and a server not connected in time has no tools.
     fields.setdefault("connect_timeout_seconds", 60.0)
     if transport == "stdio":
-        return MCPTool(
-            transport="stdio", command=sys.executable, args=[str(ECHO), "stdio"], **fields
-        ), None
+        return MCPTool(transport="stdio", command=PYTHON, args=[str(ECHO), "stdio"], **fields), None
     server = start_server(ECHO, transport).start()
     return MCPTool(transport=transport, url=server.url, **fields), server
 

@@ -1,4 +1,4 @@
-"""The ``toolcards`` command the tests run: :data:`TOOLCARDS`.
+"""The ``toolcards`` command the tests run, :data:`TOOLCARDS`, and their Python, :data:`PYTHON`.
 
 It is a small launcher script that hands its arguments, working directory, environment and
 standard streams to this worker's fork server (:mod:`support.zygote`), which forks a process
@@ -24,14 +24,14 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["REAL_TOOLCARDS", "TOOLCARDS", "start_fork_server"]
+__all__ = ["PYTHON", "REAL_TOOLCARDS", "TOOLCARDS", "start_fork_server"]
 
 REAL_TOOLCARDS = Path(sys.executable).parent / "toolcards"
 
 _LAUNCHER = r"""#!@PYTHON@ -S
 import os, sys
 
-REAL, SOCKET = @REAL@, @SOCKET@
+REAL, SOCKET, MODE = @REAL@, @SOCKET@, @MODE@
 
 
 def real():
@@ -73,8 +73,8 @@ context = dict(
     umask=mask,
 )
 body = json.dumps(
-    dict(argv=sys.argv[1:], cwd=os.getcwd(), env=dict(os.environ), streams=streams,
-         context=context)
+    dict(mode=MODE, program=REAL, argv=sys.argv[1:], cwd=os.getcwd(), env=dict(os.environ),
+         streams=streams, context=context)
 ).encode()
 pending = []
 pid = None
@@ -122,12 +122,13 @@ os._exit(int(value) if kind == "exit" else 70)
 """
 
 
-def _launcher(folder: Path) -> Path:
-    path = folder / "toolcards"
+def _launcher(folder: Path, mode: str, program: str) -> Path:
+    path = folder / mode
     text = (
         _LAUNCHER.replace("@PYTHON@", sys.executable)
-        .replace("@REAL@", repr(str(REAL_TOOLCARDS)))
+        .replace("@REAL@", repr(program))
         .replace("@SOCKET@", repr(str(folder / "zygote.sock")))
+        .replace("@MODE@", repr(mode))
     )
     path.write_text(text)
     path.chmod(0o755)
@@ -136,7 +137,10 @@ def _launcher(folder: Path) -> Path:
 
 _FOLDER = Path(tempfile.mkdtemp(prefix="toolcards-launch-"))
 atexit.register(shutil.rmtree, _FOLDER, True)
-TOOLCARDS = _launcher(_FOLDER)
+TOOLCARDS = _launcher(_FOLDER, "toolcards", str(REAL_TOOLCARDS))
+PYTHON = str(_launcher(_FOLDER, "python", sys.executable))
+"""This interpreter, for ``PYTHON -c CODE``, ``PYTHON -m MODULE`` or ``PYTHON SCRIPT`` (with
+no interpreter option; any other form runs the real interpreter)."""
 
 
 class ForkServer:
@@ -151,7 +155,6 @@ class ForkServer:
                 sys.executable,
                 str(Path(__file__).with_name("zygote.py")),
                 str(socket_path),
-                str(REAL_TOOLCARDS),
             ],
             stdin=subprocess.PIPE,
             stdout=self.log,

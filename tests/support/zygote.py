@@ -1,20 +1,24 @@
-"""A fork server for the ``toolcards`` processes a test session starts.
+"""A fork server for the processes a test session starts: ``toolcards`` and ``python``.
 
 Every ``toolcards serve`` or CLI process of the suite would import pydantic, pydantic-ai, the
-MCP SDK, typer and the HTTP stack again (about 1.5 s of CPU of a serve's 1.8 s). This server
-imports those third-party packages once and forks a child per process asked for; the child
-becomes the process the launcher (:mod:`support.launch`) stands for: that process's argument
-list, working directory, environment, standard streams and ``sys.path``, then the console
-entry point, and a normal interpreter exit. toolcards' own modules are imported by each child,
-from the child's environment, as by a process started from nothing.
+MCP SDK, typer and the HTTP stack again (about 1.5 s of CPU of a serve's 1.8 s), and so would
+the suite's Python helpers (MCP servers, the demo, the docs' snippets). This server imports
+those third-party packages once and forks a child per process asked for; the child becomes the
+process the launcher (:mod:`support.launch`) stands for: that process's argument list, working
+directory, environment, standard streams and ``sys.path``, then the console entry point (or
+``-c``, ``-m`` or a script, as the interpreter runs them), and a normal interpreter exit.
+toolcards' own modules are imported by each child, from the child's environment, as by a
+process started from nothing. A launcher whose process would differ from a child in what the
+child cannot change (namespaces, limits, cgroup, ids, umask, a ``PYTHON*`` variable, a
+``sitecustomize``, an interpreter option) is told to start the real one.
 
-    python zygote.py SOCKET REAL_TOOLCARDS
+    python zygote.py SOCKET
 
 One request per connection: a 4-byte length with the standard streams (SCM_RIGHTS), then the
-JSON request; the answer is the child's pid as a line, and later its ending as ``exit N`` or
-``signal N``. A connection that closes before its child ended (the launcher was killed) kills
-the child. The server ends, killing its children, when its standard input ends (its parent,
-the test worker, is gone) or on SIGTERM.
+JSON request; the answer is ``real`` or the child's pid as a line, and later its ending as
+``exit N`` or ``signal N``. A connection that closes before its child ended (the launcher was
+killed) kills the child. The server ends, killing its children, when its standard input ends
+(its parent, the test worker, is gone) or on SIGTERM.
 """
 
 from __future__ import annotations
@@ -69,6 +73,9 @@ child)."""
 
 @dataclass
 class Request:
+    mode: str
+    """``toolcards`` (the console script) or ``python`` (the interpreter)."""
+    program: str
     argv: list[str]
     cwd: str
     env: dict[str, str]
@@ -99,7 +106,14 @@ def _receive(conn: socket.socket) -> Request | None:
             body += chunk
         data = json.loads(body)
         return Request(
-            data["argv"], data["cwd"], data["env"], data["streams"], fds, data["context"]
+            data["mode"],
+            data["program"],
+            data["argv"],
+            data["cwd"],
+            data["env"],
+            data["streams"],
+            fds,
+            data["context"],
         )
     except (OSError, ValueError, KeyError):
         return None
@@ -115,6 +129,8 @@ def _differs(request: Request, own: dict[str, Any], env: dict[str, str]) -> str 
     """Why a forked child would not be the process the launcher stands for (None: it would):
     another namespace (bwrap), other limits, cgroup, ids or umask, another interpreter set-up
     by a ``PYTHON*`` variable, or a ``sitecustomize`` on its path (run at start-up)."""
+    if request.mode == "python" and _python_form(request.argv) is None:
+        return "an interpreter option"
     for key, value in own.items():
         if request.context.get(key) != value:
             return key
@@ -126,6 +142,16 @@ def _differs(request: Request, own: dict[str, Any], env: dict[str, str]) -> str 
         for name in ("sitecustomize.py", "usercustomize.py", "sitecustomize", "usercustomize"):
             if folder and os.path.exists(os.path.join(folder, name)):
                 return name
+    return None
+
+
+def _python_form(argv: list[str]) -> str | None:
+    """``-c``, ``-m`` or ``script`` for the interpreter command lines a child runs; None for
+    one with interpreter options (or none: an interactive interpreter)."""
+    if len(argv) >= 2 and argv[0] in ("-c", "-m"):
+        return argv[0]
+    if argv and not argv[0].startswith("-"):
+        return "script"
     return None
 
 
@@ -176,7 +202,7 @@ def _stdio(fd: int, env: dict[str, str]) -> io.TextIOWrapper:
     )
 
 
-def _become(request: Request, real: str, own_path: list[str]) -> None:
+def _become(request: Request, own_path: list[str]) -> None:
     """Turn this fresh child into the process the launcher stands for."""
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, signal.SIG_DFL)
@@ -196,10 +222,18 @@ def _become(request: Request, real: str, own_path: list[str]) -> None:
     sys.stdin, sys.stdout, sys.stderr = (_stdio(fd, request.env) for fd in (0, 1, 2))
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
     given = [p for p in request.env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    sys.path[:] = [os.path.dirname(real), *given, *own_path]
+    form = _python_form(request.argv) if request.mode == "python" else None
+    if form is None:
+        first, sys.argv = os.path.dirname(request.program), [request.program, *request.argv]
+    elif form == "-c":
+        first, sys.argv = "", ["-c", *request.argv[2:]]
+    elif form == "-m":
+        first, sys.argv = os.getcwd(), ["-m", *request.argv[2:]]
+    else:
+        first, sys.argv = os.path.dirname(os.path.realpath(request.argv[0])), request.argv
+    sys.path[:] = [first, *given, *own_path]
     importlib.invalidate_caches()
     sys.dont_write_bytecode = bool(request.env.get("PYTHONDONTWRITEBYTECODE"))
-    sys.argv = [real, *request.argv]
     if "random" in sys.modules:
         sys.modules["random"].seed()
 
@@ -316,7 +350,7 @@ def _terminated(_signum: int, _frame: object) -> None:
 
 
 def main() -> Request | None:
-    path, real = sys.argv[1], sys.argv[2]
+    path = sys.argv[1]
     given = set(os.environ.pop("PYTHONPATH", "").split(os.pathsep))
     own_path = [p for p in sys.path[1:] if p not in given]  # nor this script's folder
     _preload()
@@ -329,12 +363,35 @@ def main() -> Request | None:
         server.stop()
         raise
     if request is not None:
-        _become(request, real, own_path)
+        _become(request, own_path)
     return request
 
 
-if __name__ == "__main__":
-    if main() is not None:
+def run(request: Request) -> None:
+    """Run the command the child stands for, as the console script or the interpreter runs
+    it (an uncaught exception ends it as there: its traceback, exit code 1)."""
+    if request.mode == "toolcards":
         from toolcards.surfaces.main import main as toolcards
 
         sys.exit(toolcards())
+    import runpy
+
+    form, argv = _python_form(request.argv), request.argv
+    if form == "-c":
+        import builtins
+        import types
+
+        module = types.ModuleType("__main__")
+        module.__dict__["__builtins__"] = builtins
+        sys.modules["__main__"] = module
+        exec(compile(argv[1], "<string>", "exec"), module.__dict__)
+    elif form == "-m":
+        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+    else:
+        runpy.run_path(argv[0], run_name="__main__")
+
+
+if __name__ == "__main__":
+    request = main()
+    if request is not None:
+        run(request)

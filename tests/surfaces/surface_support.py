@@ -16,7 +16,7 @@ sys.path.insert(0, str(HERE))
 
 from table_tools import TABLE_PATH  # noqa: E402
 
-from support.launch import TOOLCARDS  # noqa: E402
+from support.launch import PYTHON, TOOLCARDS  # noqa: E402
 from support.processes import ListeningProcess, free_port  # noqa: E402
 from toolcards.governance import Identity  # noqa: E402
 
@@ -76,7 +76,7 @@ ECHO_CARD: dict[str, Any] = {
     "type": "MCPTool",
     "name": "echo",
     "transport": "stdio",
-    "command": sys.executable,
+    "command": PYTHON,
     "args": ECHO_ARGS,
     "connect_timeout_seconds": 20,
 }

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ pytestmark = pytest.mark.timeout(90)
 ARGS = ECHO_ARGS
 ECHO = Path(ARGS[0])
 CARD = ECHO_CARD
+COMMAND = str(CARD["command"])
 
 
 def write(tmp_path: Path, **data: Any) -> Path:
@@ -37,18 +37,18 @@ def write(tmp_path: Path, **data: Any) -> Path:
 
 
 def test_a_trusted_stdio_card_loads_and_its_real_server_answers(tmp_path: Path) -> None:
-    path = write(tmp_path, mcp_commands=[shlex.join([sys.executable, *ARGS])])
+    path = write(tmp_path, mcp_commands=[shlex.join([COMMAND, *ARGS])])
     with SurfaceRuntime.open(path) as rt:
         assert rt.team is not None
     (card,) = load_config(path).load_cards()
-    assert isinstance(card, MCPTool) and card.command == sys.executable
+    assert isinstance(card, MCPTool) and card.command == COMMAND
     script = Script(call_tool("echo", {"text": "from the config"}))
     agent = Agent(script.model, toolsets=[ToolFactory([card]).toolset()])
     assert agent.run_sync("go").output == "tool said: from the config"
 
 
 def test_a_rule_in_mapping_form_with_an_argument_pattern_is_trusted(tmp_path: Path) -> None:
-    rule = {"command": sys.executable, "args": [str(ECHO), "*"]}
+    rule = {"command": COMMAND, "args": [str(ECHO), "*"]}
     (card,) = load_config(write(tmp_path, mcp_commands=[rule])).load_cards()
     assert isinstance(card, MCPTool) and card.args == ARGS
 
@@ -59,7 +59,7 @@ def test_without_mcp_commands_the_config_is_refused_naming_the_command(tmp_path:
 
 
 def test_a_rule_for_other_arguments_does_not_trust_the_card(tmp_path: Path) -> None:
-    path = write(tmp_path, mcp_commands=[shlex.join([sys.executable, str(ECHO), "http"])])
+    path = write(tmp_path, mcp_commands=[shlex.join([COMMAND, str(ECHO), "http"])])
     with pytest.raises(ConfigError, match="mcp_commands"):
         load_config(path).load_cards()
 
