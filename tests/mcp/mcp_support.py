@@ -23,7 +23,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import ToolDefinition
 
 from support.launch import PYTHON
-from support.processes import free_port, stop_process, wait_listening
+from support.processes import free_port, stop_process, wait_closed, wait_listening
 
 SERVERS = Path(__file__).parent / "servers"
 ECHO = SERVERS / "echo_server.py"
@@ -54,6 +54,7 @@ class ServerProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=10)
+            wait_closed(self.port)  # the server itself, not only its launcher, is gone
         self.proc = None
 
     def stop(self) -> None:

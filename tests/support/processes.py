@@ -36,6 +36,21 @@ def wait_listening(
     raise RuntimeError(f"{what} did not listen on port {port} within {timeout:g}s")
 
 
+def wait_closed(port: int, timeout: float = 30.0) -> None:
+    """Return once nothing accepts connections on 127.0.0.1:``port``; RuntimeError when
+    something still does after ``timeout`` (a process started by the fork server dies a moment
+    after its launcher: see :mod:`support.launch`)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                pass
+        except OSError:
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"port {port} still accepts connections after {timeout:g}s")
+
+
 def stop_process(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
     """Terminate ``proc`` and wait for it; kill it when it does not end within ``timeout``."""
     if proc.poll() is None:

@@ -276,7 +276,9 @@ class Server:
         if request is None:
             conn.close()
             return None
-        if _differs(request, self.context, self.env) is not None:
+        reason = _differs(request, self.context, self.env)
+        if reason is not None:
+            print(f"real start ({reason}): {request.mode} {request.argv[:3]}", file=sys.stderr)
             with contextlib.suppress(OSError):
                 conn.sendall(b"real\n")
             for fd in request.fds:

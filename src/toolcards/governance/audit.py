@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+from toolcards.core.threads import background_thread
 from toolcards.governance import _shutdown
 from toolcards.governance.audit_spill import AuditSpill
 from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
@@ -171,7 +172,7 @@ class AuditLog:
         self._closed = False
         self._writer: threading.Thread | None = None
         if durability == "batched":
-            self._writer = threading.Thread(target=self._run, name="toolcards-audit", daemon=True)
+            self._writer = background_thread(self._run, name="toolcards-audit")
             self._writer.start()
         # also "sync": on SIGTERM, the calls still running get their rows before the end
         _shutdown.register(self, signals=flush_on_signal)

@@ -12,6 +12,8 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from toolcards.core.threads import leave_signals_to_the_main_thread
+
 if TYPE_CHECKING:
     from pydantic_ai import RunContext
 
@@ -24,13 +26,18 @@ _pool_lock = threading.Lock()
 
 
 def tool_threads() -> ThreadPoolExecutor:
-    """The worker threads sync tools run in (created on first use)."""
+    """The worker threads sync tools run in (created on first use; they leave process
+    signals to the main thread)."""
     global _pool
     if _pool is None:
         with _pool_lock:
             if _pool is None:
                 workers = min(32, (os.cpu_count() or 1) + 4)
-                _pool = ThreadPoolExecutor(workers, thread_name_prefix="toolcards-tool")
+                _pool = ThreadPoolExecutor(
+                    workers,
+                    thread_name_prefix="toolcards-tool",
+                    initializer=leave_signals_to_the_main_thread,
+                )
     return _pool
 
 

@@ -30,6 +30,7 @@ from toolcards.core.events import (
     ToolStateEvent,
     new_event_id,
 )
+from toolcards.core.threads import background_thread
 from toolcards.runtime.host_events import current_listener
 from toolcards.stores.base import (
     LIFECYCLE_TOOL,
@@ -293,7 +294,7 @@ class Subscription:
         self.error: BaseException | None = None
         """What ended the subscription, when an error did."""
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"events-{log.team_id}", daemon=True)
+        self._thread = background_thread(self._run, name=f"events-{log.team_id}")
         self._thread.start()
 
     def _run(self) -> None:

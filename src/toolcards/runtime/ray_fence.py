@@ -17,6 +17,8 @@ import sys
 import threading
 from collections.abc import Callable
 
+from toolcards.core.threads import background_thread
+
 EXIT_CODE = 70
 """The exit status of a fenced worker (EX_SOFTWARE)."""
 
@@ -51,7 +53,7 @@ class NodeFence:
 
     def watch(self) -> NodeFence:
         """Start the watcher thread (a daemon); returns ``self``."""
-        threading.Thread(target=self._watch, name=f"fence {self.name}", daemon=True).start()
+        background_thread(self._watch, name=f"fence {self.name}").start()
         return self
 
     def close(self) -> None:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from toolcards.core.events import ToolStateEvent
+from toolcards.core.threads import background_thread
 from toolcards.runtime.events import EventLog, Subscription
 from toolcards.runtime.messaging import MESSAGES, MemberMessage
 from toolcards.stores.base import StateNamespace, StoreClosedError
@@ -109,7 +110,7 @@ class Relay:
             self._roster.put(f"holder:{TOKEN}", time.time())
             self._done = {_handled(event) for _, event in self._log.entries(since)}
             self._sub = self._log.subscribe(self._on_event, since, on_failure=self._died)
-            self._beat = threading.Thread(target=self._heartbeat, name="relay-beat", daemon=True)
+            self._beat = background_thread(self._heartbeat, name="relay-beat")
             self._beat.start()
 
     def queue(self, message: MemberMessage) -> None:

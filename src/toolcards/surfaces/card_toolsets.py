@@ -10,9 +10,10 @@ keeps each toolset connected while it serves (:func:`connected`).
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
+
+from toolcards.core.threads import background_thread
 
 if TYPE_CHECKING:
     from pydantic_ai.toolsets import AbstractToolset
@@ -39,7 +40,7 @@ def toolset_registry(toolsets: Sequence[AbstractToolset[Any]]) -> CapabilityRegi
         except BaseException as exc:
             failed.append(exc)
 
-    worker = threading.Thread(target=list_them, name="toolcards-list-toolsets")
+    worker = background_thread(list_them, name="toolcards-list-toolsets", daemon=False)
     worker.start()
     worker.join()
     if failed:

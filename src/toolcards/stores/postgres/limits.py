@@ -28,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from toolcards.core.threads import background_thread
+
 _UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|ms|s|min|h|d)?\s*$")
 _STATEMENT_TIMEOUT = re.compile(r"(?:-c\s*|--)statement[_-]timeout\s*=\s*(\S+)")
@@ -110,9 +112,7 @@ class Deadlines:
                 self._pid = os.getpid()
                 self._armed.clear()
                 self._wake_at = math.inf
-                threading.Thread(
-                    target=self._run, name="toolcards-pg-deadlines", daemon=True
-                ).start()
+                background_thread(self._run, name="toolcards-pg-deadlines").start()
             token = next(self._tokens)
             self._armed[token] = (deadline, fileno, expired)
             if deadline < self._wake_at:

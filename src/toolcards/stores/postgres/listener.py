@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from toolcards.core.threads import background_thread
 from toolcards.stores.errors import DatabaseUnavailable
 from toolcards.stores.postgres.connections import Connections
 
@@ -47,9 +48,7 @@ class EventListener:
         with self._watch_lock:
             self._watchers.setdefault(team_id, []).append(callback)
             if self._listener is None:
-                self._listener = threading.Thread(
-                    target=self._listen, name="toolcards-pg-listen", daemon=True
-                )
+                self._listener = background_thread(self._listen, name="toolcards-pg-listen")
                 self._listener.start()
 
         def unwatch() -> None:

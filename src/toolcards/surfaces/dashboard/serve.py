@@ -10,11 +10,11 @@ from __future__ import annotations
 import functools
 import logging
 import socket
-import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolcards.core.threads import background_thread
 from toolcards.surfaces.dashboard.app import Dashboard
 from toolcards.surfaces.dashboard.security import is_loopback
 from toolcards.surfaces.http_limits import HttpLimits
@@ -113,7 +113,7 @@ class BackgroundServer:
         self._sock.bind((host, port))
         self.port = self._sock.getsockname()[1]
         self.server = uvicorn_server(app, host, self.port, limits)
-        self._thread = threading.Thread(target=self._run, name="toolcards-dashboard", daemon=True)
+        self._thread = background_thread(self._run, name="toolcards-dashboard")
 
     @property
     def url(self) -> str:

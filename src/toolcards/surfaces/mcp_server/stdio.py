@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import sys
-import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,6 +22,8 @@ import mcp.types as types
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp.types.jsonrpc import INVALID_REQUEST, PARSE_ERROR, jsonrpc_message_adapter
+
+from toolcards.core.threads import background_thread
 
 
 def edge_error(raw: str | bytes) -> dict[str, Any] | None:
@@ -95,7 +96,7 @@ async def _stdin_lines(fd: int) -> AsyncIterator[str]:
         except (RuntimeError, OSError, concurrent.futures.CancelledError):
             return  # the loop or stdin is gone: so is the reader
 
-    threading.Thread(target=read, name="toolcards-stdin", daemon=True).start()
+    background_thread(read, name="toolcards-stdin").start()
     while (line := await lines.get()) is not None:
         yield line
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from toolcards.core.errors import RetriableError
+from toolcards.core.threads import leave_signals_to_the_main_thread
 from toolcards.tools.exec import runner
 from toolcards.tools.exec.backends import (
     Backend,
@@ -74,9 +75,15 @@ class ExecService:
                 )
         self._slots = threading.BoundedSemaphore(settings.max_concurrent)
         self._pool = ThreadPoolExecutor(
-            settings.max_concurrent, thread_name_prefix="toolcards-exec"
+            settings.max_concurrent,
+            thread_name_prefix="toolcards-exec",
+            initializer=leave_signals_to_the_main_thread,
         )
-        self._calls = ThreadPoolExecutor(CALL_THREADS, thread_name_prefix="toolcards-exec-call")
+        self._calls = ThreadPoolExecutor(
+            CALL_THREADS,
+            thread_name_prefix="toolcards-exec-call",
+            initializer=leave_signals_to_the_main_thread,
+        )
         self._jobs: OrderedDict[str, tuple[list[str], Future[ExecResult]]] = OrderedDict()
         self._lock = threading.Lock()
 

@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from toolcards.core.threads import background_thread
+
 logger = logging.getLogger(__name__)
 
 MAX_WAIT = 30.0
@@ -98,7 +100,7 @@ class DueScheduler:
         with self._cond:
             if self._thread is not None:
                 return
-            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+            self._thread = background_thread(self._run, name=self._name)
         self._thread.start()
 
     def stop(self, timeout: float = 2.0) -> bool:
@@ -138,7 +140,7 @@ class Courier:
 
     def __init__(self, name: str = "courier") -> None:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread = background_thread(self._run, name=name)
         self._started = False
         self._name = name
 

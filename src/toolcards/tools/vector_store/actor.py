@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from toolcards.core.actors import ActorHandle
+from toolcards.core.threads import leave_signals_to_the_main_thread
 from toolcards.runtime import ToolActor, ToolActorContext
 from toolcards.tools.vector_store.base import EmbeddingProvider, VectorExtraMissing
 from toolcards.tools.vector_store.hnsw_index import HnswIndex
@@ -110,7 +111,9 @@ class VectorStoreActor(ToolActor):
             query_cache_size=self.cfg.query_cache_size,
         )
         self._pool = ThreadPoolExecutor(
-            self.cfg.workers, thread_name_prefix=f"{self.ctx.name}-embed"
+            self.cfg.workers,
+            thread_name_prefix=f"{self.ctx.name}-embed",
+            initializer=leave_signals_to_the_main_thread,
         )
         self._builder = IndexBuilder(
             self.cfg,

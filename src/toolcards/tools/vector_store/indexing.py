@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolcards.core.threads import background_thread
 from toolcards.tools.vector_store.base import require
 from toolcards.tools.vector_store.hnsw_index import (
     HNSW_HINT,
@@ -179,7 +180,7 @@ class IndexBuilder:
     def _submit(self, job: Callable[..., None], *args: Any) -> None:
         self._jobs.put(functools.partial(job, *args))
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+            self._thread = background_thread(self._run, name=self._name)
             self._thread.start()
 
     def _run(self) -> None:  # the build thread

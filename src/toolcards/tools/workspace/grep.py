@@ -30,6 +30,7 @@ from typing import IO, TYPE_CHECKING
 
 from toolcards.core.errors import RetriableError
 from toolcards.core.progress import report_progress
+from toolcards.core.threads import background_thread
 from toolcards.tools.workspace.globs import glob_matches, iter_files
 from toolcards.tools.workspace.paths import ENTRY_FLAGS, Spot
 from toolcards.tools.workspace.regex_size import check_pattern_size
@@ -324,9 +325,7 @@ def grep_rg(rg: str, pattern: str, files: SearchFiles, options: GrepOptions) -> 
         feed = _Feed(files, proc.stdin)
         # the feed reports progress: it runs in a copy of the caller's context (the reporter)
         context = contextvars.copy_context()
-        writer = threading.Thread(
-            target=context.run, args=(feed.run,), name="grep-feed", daemon=True
-        )
+        writer = background_thread(context.run, args=(feed.run,), name="grep-feed")
 
         def stop() -> None:
             fired.set()
