@@ -40,7 +40,10 @@ pytest: install
 test-fast: install
 	$(PYTEST) -m 'not slow' $(FAST_TESTS)
 
-test: lint typecheck docs pytest
+# The checks run side by side (pytest leaves a core idle part of the time: tests waiting on
+# servers and timeouts); each line of output stays whole.
+test: install
+	$(MAKE) --no-print-directory -j4 --output-sync=line lint typecheck docs pytest
 
 bench: install
 	$(BIN)/python benchmarks/run_all.py $(BENCH_ARGS)

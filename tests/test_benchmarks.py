@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from support.launch import PYTHON
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 SCRIPTS = [
@@ -35,7 +36,7 @@ def test_the_benchmark_runs_in_quick_mode(name: str, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "TOOLCARDS_BENCH_RESULTS"}
     env["TOOLCARDS_WORKSPACES_ROOT"] = str(tmp_path / "workspaces")
     done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / f"bench_{name}.py"), "--quick"],
+        [PYTHON, str(BENCHMARKS / f"bench_{name}.py"), "--quick"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
