@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 # (tests/conftest.py marks them): every Ray test shares one cluster, and a module with a
 # module-scoped server or browser starts it once. Python may write bytecode (also rewritten
 # test modules): every worker and subprocess reuses it.
-PYTEST_WORKERS ?= 4
+PYTEST_WORKERS ?= 6
 PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
 # The fast set (make test-fast, under a minute): the unit tests of the lower layers.
 FAST_TESTS ?= tests/core tests/stores tests/governance tests/test_architecture.py
