@@ -14,7 +14,7 @@ from toolcards.core.errors import TransientError
 from toolcards.runtime import Team
 from toolcards.runtime.events import EventLog
 from toolcards.runtime.messaging import MemberMessage
-from toolcards.runtime.relay import TOKEN, Relay
+from toolcards.runtime.relay import Relay, process_token
 from toolcards.stores.base import StateNamespace
 from toolcards.stores.postgres.team import PostgresStore
 
@@ -107,7 +107,7 @@ def test_a_relay_whose_feed_died_stops_heartbeating(pg_url: str) -> None:
     relay, log, store = _relay(pg_url, got)
     roster = StateNamespace(store, "t", "~members")
     try:
-        assert roster.get(f"holder:{TOKEN}") is not None
+        assert roster.get(f"holder:{process_token()}") is not None
         with psycopg.connect(pg_url, autocommit=True) as conn:  # a row the feed cannot read
             conn.execute("UPDATE toolcards_teams SET last_pos = last_pos + 1 WHERE team_id = 't'")
             conn.execute(
@@ -115,7 +115,7 @@ def test_a_relay_whose_feed_died_stops_heartbeating(pg_url: str) -> None:
                 "NULL, 0 FROM toolcards_teams WHERE team_id = 't'"
             )
         log.append("#nudge", {"wake": True})
-        wait_until(lambda: roster.get(f"holder:{TOKEN}") is None, timeout=30)
+        wait_until(lambda: roster.get(f"holder:{process_token()}") is None, timeout=30)
     finally:
         relay.stop()
         log.close()

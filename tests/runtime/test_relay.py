@@ -3,6 +3,7 @@ had not handled, and nothing that was already answered (the watermark and the lo
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from support.scripted import wait_until
 from toolcards.runtime.events import EventLog
 from toolcards.runtime.messaging import MESSAGES, MemberMessage, processed_event, sent_event
 from toolcards.runtime.process import open_location
-from toolcards.runtime.relay import Relay
+from toolcards.runtime.relay import Relay, process_token
 from toolcards.stores.base import StateNamespace
 
 
@@ -64,3 +65,21 @@ def _position_of(log: EventLog, message_id: str) -> int:
         if isinstance(payload, dict) and payload.get("message", {}).get("id") == message_id:
             return position
     raise AssertionError(f"no queued event for {message_id}")
+
+
+def test_a_forked_child_holds_members_under_its_own_token() -> None:
+    """A token made once at import would be the parent's in a child forked after it (a
+    server forked from a warm interpreter): each would take the other's members for its own."""
+    parent = process_token()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its token, then gone without running the parent's cleanup
+        os.write(write, process_token().encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        child = pipe.read().decode()
+    os.waitpid(pid, 0)
+    assert child and child != parent
+    assert child.split(":")[1] == str(pid)
+    assert process_token() == parent

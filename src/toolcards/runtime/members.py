@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolcards.runtime.member_messages import MemberMessaging
 from toolcards.runtime.messaging import MemberActivity, MemberInfo, member_activity
-from toolcards.runtime.relay import TOKEN, Relay
+from toolcards.runtime.relay import Relay, process_token
 from toolcards.stores.base import StateNamespace
 
 if TYPE_CHECKING:
@@ -188,7 +188,7 @@ class MemberRoster(MemberMessaging):
             "role": profile.role,
             "hired_at": hired_at,
             "profile": profile.model_dump_json() if profile.serializable else None,
-            "holder": TOKEN if self._relay is not None else None,
+            "holder": process_token() if self._relay is not None else None,
             "placement": profile.placement,
         }
         self._state.put(f"member:{member}", record)
@@ -267,7 +267,7 @@ class MemberRoster(MemberMessaging):
             self._relay.stop()
             for name, _ in entries:
                 record = self._state.get(f"member:{name}")
-                if isinstance(record, dict) and record.get("holder") == TOKEN:
+                if isinstance(record, dict) and record.get("holder") == process_token():
                     self._state.put(f"member:{name}", {**record, "holder": None})
 
     def restore(self) -> None:

@@ -38,8 +38,18 @@ HEARTBEAT = 10.0
 STALE_AFTER = 45.0
 """A holder silent this long is presumed gone; its members may be taken over."""
 
-TOKEN = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-"""This process's holder token."""
+_token: tuple[int, str] | None = None
+
+
+def process_token() -> str:
+    """This process's holder token; a forked child makes its own (a token made when the
+    module was imported would be its parent's, and the two would take each other's
+    members for their own)."""
+    global _token
+    pid = os.getpid()
+    if _token is None or _token[0] != pid:
+        _token = (pid, f"{socket.gethostname()}:{pid}:{uuid.uuid4().hex[:8]}")
+    return _token[1]
 
 
 def queued_event(message: MemberMessage) -> dict[str, Any]:
@@ -74,7 +84,7 @@ class Relay:
         """True when ``token`` is this process or a holder with a fresh heartbeat."""
         if not token:
             return False
-        if token == TOKEN:
+        if token == process_token():
             return True
         beat = self._roster.get(f"holder:{token}")
         return isinstance(beat, (int, float)) and time.time() - beat < STALE_AFTER
@@ -87,18 +97,18 @@ class Relay:
             if sub is None or not sub.active:
                 return
             with contextlib.suppress(Exception):
-                self._roster.put(f"holder:{TOKEN}", time.time())
+                self._roster.put(f"holder:{process_token()}", time.time())
 
     def _died(self, exc: BaseException) -> None:
         """The relay's subscription ended on an error: stop beating, free the members."""
         log.error(
             "the member relay of %s stopped (%s); its members are free to be taken over",
-            TOKEN,
+            process_token(),
             type(exc).__name__,
         )
         self._stop.set()
         with contextlib.suppress(Exception):
-            self._roster.delete(f"holder:{TOKEN}")
+            self._roster.delete(f"holder:{process_token()}")
 
     # ---- delivery ----------------------------------------------------------------------------
 
@@ -107,7 +117,7 @@ class Relay:
         with self._lock:
             if self._sub is not None:
                 return
-            self._roster.put(f"holder:{TOKEN}", time.time())
+            self._roster.put(f"holder:{process_token()}", time.time())
             self._done = {_handled(event) for _, event in self._log.entries(since)}
             self._sub = self._log.subscribe(self._on_event, since, on_failure=self._died)
             self._beat = background_thread(self._heartbeat, name="relay-beat")
@@ -157,7 +167,7 @@ class Relay:
         if sub is not None:
             sub.close()
         with contextlib.suppress(Exception):
-            self._roster.delete(f"holder:{TOKEN}")
+            self._roster.delete(f"holder:{process_token()}")
 
 
 def _is_message(event: ToolStateEvent, kind: str) -> bool:
