@@ -7,10 +7,11 @@ those third-party packages once and forks a child per process asked for; the chi
 process the launcher (:mod:`support.launch`) stands for: that process's argument list, working
 directory, environment, standard streams and ``sys.path``, then the console entry point (or
 ``-c``, ``-m`` or a script, as the interpreter runs them), and a normal interpreter exit.
-toolcards' own modules are imported by each child, from the child's environment, as by a
-process started from nothing. A launcher whose process would differ from a child in what the
-child cannot change (namespaces, limits, cgroup, ids, umask, a ``PYTHON*`` variable, a
-``sitecustomize``, an interpreter option) is told to start the real one.
+toolcards' own modules are imported once too: importing them keeps no per-process state
+(``tests/test_import_state.py``). A launcher whose process would differ from a child in what
+the child cannot change (namespaces, limits, cgroup, ids, umask, a ``PYTHON*`` variable, a
+``sitecustomize``, an interpreter option, a toolcards of its own on its path) is told to start
+the real one.
 
     python zygote.py SOCKET
 
@@ -29,6 +30,7 @@ import importlib
 import io
 import json
 import os
+import pkgutil
 import selectors
 import signal
 import socket
@@ -66,9 +68,19 @@ PRELOAD = (
     "psycopg",
     "opentelemetry.trace",
 )
-"""Third-party modules only: none of them reads the environment when imported in a way the
-suite changes per process (toolcards' modules, ray and the vector stack are left to the
-child)."""
+"""Third-party modules: none of them reads the environment when imported in a way the suite
+changes per process (ray and the vector stack are left to the child)."""
+
+OWN_PACKAGES = ("toolcards.core", "toolcards.stores", "toolcards.governance", "toolcards.runtime",
+                "toolcards.tools", "toolcards.surfaces")  # fmt: skip
+"""toolcards' own modules, imported too: none reads the environment or keeps per-process state
+when imported (``tests/test_import_state.py`` checks it), so a child finds them as it would
+have made them. A child whose path holds a toolcards of its own (a clone's ``src``)
+starts for real."""
+
+_NOT_PRELOADED = {"postgres", "ray", "vector_store", "demo", "bridges"}
+"""Module name parts left to the child: optional or heavy dependencies (psycopg's pool, ray,
+onnxruntime), and the demo."""
 
 
 @dataclass
@@ -87,7 +99,13 @@ class Request:
 
 
 def _preload() -> None:
-    for name in PRELOAD:
+    names = list(PRELOAD)
+    for package in OWN_PACKAGES:
+        names.append(package)
+        with contextlib.suppress(Exception):
+            found = pkgutil.walk_packages(importlib.import_module(package).__path__, package + ".")
+            names += [m.name for m in found if not _NOT_PRELOADED & set(m.name.split("."))]
+    for name in names:
         with contextlib.suppress(Exception):
             importlib.import_module(name)
 
@@ -138,11 +156,29 @@ def _differs(request: Request, own: dict[str, Any], env: dict[str, str]) -> str 
         own = name in _OWN_PYTHON_VARIABLES or not name.startswith("PYTHON")
         if not own and env.get(name) != request.env.get(name):
             return name
-    for folder in request.env.get("PYTHONPATH", "").split(os.pathsep):
+    given = [p for p in request.env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    for folder in given:
         for name in ("sitecustomize.py", "usercustomize.py", "sitecustomize", "usercustomize"):
-            if folder and os.path.exists(os.path.join(folder, name)):
+            if os.path.exists(os.path.join(folder, name)):
                 return name
+    for folder in [_first_path(request), *given]:
+        where = os.path.join(request.cwd, folder)
+        if os.path.exists(os.path.join(where, "toolcards", "__init__.py")):
+            return "a toolcards of its own"
     return None
+
+
+def _first_path(request: Request) -> str:
+    """``sys.path[0]`` of the process: the console script's folder, ``""`` for ``-c``, the
+    working directory for ``-m``, the script's folder for a script."""
+    form = _python_form(request.argv) if request.mode == "python" else None
+    if form is None:
+        return os.path.dirname(request.program)
+    if form == "-c":
+        return ""
+    if form == "-m":
+        return request.cwd
+    return os.path.dirname(os.path.realpath(os.path.join(request.cwd, request.argv[0])))
 
 
 def _python_form(argv: list[str]) -> str | None:
@@ -224,14 +260,14 @@ def _become(request: Request, own_path: list[str]) -> None:
     given = [p for p in request.env.get("PYTHONPATH", "").split(os.pathsep) if p]
     form = _python_form(request.argv) if request.mode == "python" else None
     if form is None:
-        first, sys.argv = os.path.dirname(request.program), [request.program, *request.argv]
+        sys.argv = [request.program, *request.argv]
     elif form == "-c":
-        first, sys.argv = "", ["-c", *request.argv[2:]]
+        sys.argv = ["-c", *request.argv[2:]]
     elif form == "-m":
-        first, sys.argv = os.getcwd(), ["-m", *request.argv[2:]]
+        sys.argv = ["-m", *request.argv[2:]]
     else:
-        first, sys.argv = os.path.dirname(os.path.realpath(request.argv[0])), request.argv
-    sys.path[:] = [first, *given, *own_path]
+        sys.argv = request.argv
+    sys.path[:] = [_first_path(request), *given, *own_path]
     importlib.invalidate_caches()
     sys.dont_write_bytecode = bool(request.env.get("PYTHONDONTWRITEBYTECODE"))
     if "random" in sys.modules:
