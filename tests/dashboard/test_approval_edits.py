@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -263,3 +264,36 @@ def test_an_edit_in_progress_survives_another_request_arriving_in_the_inbox(
     other = [r for r in desk.broker.pending() if r.approval_id != first.approval_id]
     desk.broker.deny(other[0], approver=IDENTITIES["approver"])
     assert result_of(later).outcome is not None
+
+
+def test_a_click_pressed_while_the_inbox_refreshes_still_follows_its_link(
+    desk: Desk, browser: Any
+) -> None:
+    """A refresh between the press and the release of a click replaced the panel: the release
+    landed on the new panel's link, no click happened, and the link did not answer."""
+    box = desk.call_later(CALLED)
+    first = desk.broker.pending()[0]
+    context = browser.new_context(viewport={"width": 1360, "height": 1000})
+    try:
+        page = _signed_in_inbox(context, desk)
+        card = page.locator(f"[data-approval-id='{first.approval_id}']")
+        link = card.locator("[data-testid=approval-open-full]")
+        link.scroll_into_view_if_needed()
+        spot = link.bounding_box()
+        assert spot is not None
+        page.mouse.move(spot["x"] + 3, spot["y"] + spot["height"] / 2)
+        page.mouse.down()
+        later = desk.call_later({"amount": 1, "to": "later"})
+        wait_until(lambda: page.text_content("#approval-count") == "2")  # the event came
+        deadline = time.monotonic() + 2  # while pressed, the inbox keeps its one card
+        while time.monotonic() < deadline:
+            assert page.locator("[data-testid=approval]").count() == 1
+        with page.expect_navigation():
+            page.mouse.up()
+        opened = page.url
+    finally:
+        context.close()
+    assert opened == f"{desk.server.url}/approvals/{first.approval_id}"
+    for request in desk.broker.pending():
+        desk.broker.deny(request, approver=IDENTITIES["approver"])
+    assert result_of(box).outcome is not None and result_of(later).outcome is not None

@@ -22,29 +22,43 @@
     return "/panel/" + name;
   }
 
-  // A panel with an open edit form (an approver editing a call's arguments) is not replaced
-  // under the person's hands: it is refreshed once they close it.
+  // A panel is not replaced under the person's hands: not while it holds an open edit form
+  // (an approver editing a call's arguments; refreshed once they close it), nor while a
+  // button is pressed (a click whose press and release land on different elements, the old
+  // panel's and the new one's, is no click: the link or button would not answer).
   var held = {};
+  var pressed = false;
   function editing(section) {
     return section.querySelector("details.edit[open]") !== null;
   }
-  document.addEventListener("toggle", function (e) {
-    var section = e.target.closest && e.target.closest("[data-panel]");
-    if (!section || editing(section)) return;
-    var name = section.dataset.panel;
-    if (held[name]) { held[name] = false; refresh(name); }
-  }, true);
+  function busy(section) {
+    return pressed || editing(section);
+  }
+  function releaseHeld() {
+    Object.keys(held).forEach(function (name) {
+      var section = document.querySelector('[data-panel="' + name + '"]');
+      if (held[name] && section && !busy(section)) { held[name] = false; refresh(name); }
+    });
+  }
+  document.addEventListener("toggle", releaseHeld, true);
+  document.addEventListener("pointerdown", function () { pressed = true; }, true);
+  ["pointerup", "pointercancel"].forEach(function (type) {
+    document.addEventListener(type, function () {
+      // after the click this release makes has been handled
+      setTimeout(function () { pressed = false; releaseHeld(); }, 0);
+    }, true);
+  });
 
   function refresh(name) {
     var section = document.querySelector('[data-panel="' + name + '"]');
     if (!section) return;
-    if (editing(section)) { held[name] = true; return; }
+    if (busy(section)) { held[name] = true; return; }
     if (inflight[name]) { dirty[name] = true; return; }
     inflight[name] = true;
     fetch(panelUrl(name), { credentials: "same-origin", headers: { Accept: "text/html" } })
       .then(function (r) { return r.ok ? r.text() : Promise.reject(new Error(String(r.status))); })
       .then(function (html) {
-        if (editing(section)) { held[name] = true; return; }  // opened while this was fetched
+        if (busy(section)) { held[name] = true; return; }  // pressed or opened meanwhile
         var doc = new DOMParser().parseFromString(html, "text/html");
         section.replaceChildren.apply(section, Array.prototype.slice.call(doc.body.childNodes));
         section.dispatchEvent(new CustomEvent("panel:updated", { bubbles: true }));
