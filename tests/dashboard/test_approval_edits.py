@@ -266,6 +266,20 @@ def test_an_edit_in_progress_survives_another_request_arriving_in_the_inbox(
     assert result_of(later).outcome is not None
 
 
+def _in_view(element: Any, spots: list[dict[str, float]]) -> bool:
+    """Scroll ``element`` into view and note where it is; False while it is being replaced."""
+    from playwright.sync_api import Error
+
+    try:
+        element.scroll_into_view_if_needed(timeout=2000)
+        spot = element.bounding_box(timeout=2000)
+    except Error:
+        return False
+    if spot is not None:
+        spots.append(spot)
+    return spot is not None
+
+
 def test_a_click_pressed_while_the_inbox_refreshes_still_follows_its_link(
     desk: Desk, browser: Any
 ) -> None:
@@ -278,9 +292,9 @@ def test_a_click_pressed_while_the_inbox_refreshes_still_follows_its_link(
         page = _signed_in_inbox(context, desk)
         card = page.locator(f"[data-approval-id='{first.approval_id}']")
         link = card.locator("[data-testid=approval-open-full]")
-        link.scroll_into_view_if_needed()
-        spot = link.bounding_box()
-        assert spot is not None
+        spots: list[dict[str, float]] = []
+        wait_until(lambda: _in_view(link, spots))  # the panel may be mid-refresh (detached)
+        spot = spots[-1]
         page.mouse.move(spot["x"] + 3, spot["y"] + spot["height"] / 2)
         page.mouse.down()
         later = desk.call_later({"amount": 1, "to": "later"})
