@@ -41,9 +41,9 @@ test-fast: install
 	$(PYTEST) -m 'not slow' $(FAST_TESTS)
 
 # The checks run side by side (pytest leaves a core idle part of the time: tests waiting on
-# servers and timeouts); each line of output stays whole.
+# servers and timeouts); their output interleaves as it comes, so a hang shows where it is.
 test: install
-	$(MAKE) --no-print-directory -j4 --output-sync=line lint typecheck docs pytest
+	$(MAKE) --no-print-directory -j4 lint typecheck docs pytest
 
 bench: install
 	$(BIN)/python benchmarks/run_all.py $(BENCH_ARGS)

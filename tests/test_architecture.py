@@ -7,6 +7,7 @@ under ``TYPE_CHECKING`` alike), so a circle cannot hide behind a lazy import.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -75,7 +76,14 @@ def _is_import_module(node: ast.AST) -> bool:
     )
 
 
-GRAPH = {module: _imports(module, path) for module, path in MODULES.items()}
+@functools.cache
+def graph() -> dict[str, set[str]]:
+    """Each module's imports of the package (read once, when a test asks: the tests of this
+    module share one worker, so collecting them costs no parse)."""
+    return {module: _imports(module, path) for module, path in MODULES.items()}
+
+
+pytestmark = pytest.mark.xdist_group("import-graph")
 
 
 def _layer(module: str) -> int | None:
@@ -97,7 +105,7 @@ def _cycles() -> list[list[str]]:
         counter[0] += 1
         stack.append(node)
         on_stack.add(node)
-        for nxt in sorted(GRAPH.get(node, ())):
+        for nxt in sorted(graph().get(node, ())):
             if nxt not in index:
                 visit(nxt)
                 low[node] = min(low[node], low[nxt])
@@ -114,7 +122,7 @@ def _cycles() -> list[list[str]]:
             if len(component) > 1:
                 found.append(sorted(component))
 
-    for module in sorted(GRAPH):
+    for module in sorted(graph()):
         if module not in index:
             visit(module)
     return found
@@ -122,23 +130,23 @@ def _cycles() -> list[list[str]]:
 
 def test_the_walk_sees_the_whole_package() -> None:
     assert len(MODULES) > 100
-    assert "toolcards.runtime.team" in GRAPH["toolcards.runtime"]
+    assert "toolcards.runtime.team" in graph()["toolcards.runtime"]
 
 
 def test_no_import_circles() -> None:
     assert _cycles() == []
 
 
-@pytest.mark.parametrize("module", sorted(m for m in GRAPH if _layer(m) is not None))
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _layer(m) is not None))
 def test_layers_import_only_downward(module: str) -> None:
     own = _layer(module)
     assert own is not None
-    upward = sorted(t for t in GRAPH[module] if (_layer(t) or 0) > own)
+    upward = sorted(t for t in graph()[module] if (_layer(t) or 0) > own)
     assert upward == [], f"{module} imports a higher layer"
 
 
 def test_card_folders_never_import_each_other() -> None:
-    for module, targets in GRAPH.items():
+    for module, targets in graph().items():
         parts = module.split(".")
         if len(parts) < 3 or parts[1] != "tools":
             continue
@@ -173,7 +181,7 @@ def _wing(module: str) -> str | None:
 
 
 def _surface_modules() -> list[str]:
-    return sorted(m for m in GRAPH if m.startswith("toolcards.surfaces"))
+    return sorted(m for m in MODULES if m.startswith("toolcards.surfaces"))
 
 
 @pytest.mark.parametrize("module", _surface_modules())
@@ -181,7 +189,7 @@ def test_no_wing_imports_another_wing(module: str) -> None:
     own = _wing(module)
     if own is None:
         return
-    others = sorted(t for t in GRAPH[module] if _wing(t) not in (None, own))
+    others = sorted(t for t in graph()[module] if _wing(t) not in (None, own))
     assert others == [], f"{module} (wing {own}) imports another wing"
 
 
@@ -189,7 +197,7 @@ def test_no_wing_imports_another_wing(module: str) -> None:
 def test_shared_surface_modules_import_no_wing_and_no_composition(module: str) -> None:
     if _wing(module) is not None or module in COMPOSITION:
         return
-    above = sorted(t for t in GRAPH[module] if _wing(t) is not None or t in COMPOSITION)
+    above = sorted(t for t in graph()[module] if _wing(t) is not None or t in COMPOSITION)
     assert above == [], f"{module} is shared by the wings but imports {above}"
 
 
@@ -197,7 +205,7 @@ def test_shared_surface_modules_import_no_wing_and_no_composition(module: str) -
 def test_wings_import_no_composition_module(module: str) -> None:
     if _wing(module) is None:
         return
-    found = sorted(t for t in GRAPH[module] if t in COMPOSITION)
+    found = sorted(t for t in graph()[module] if t in COMPOSITION)
     assert found == [], f"{module} imports {found}, which composes the wings"
 
 

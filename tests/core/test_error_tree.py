@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import importlib
 import re
 from pathlib import Path
@@ -31,7 +32,8 @@ def _module(path: Path) -> str:
     return ".".join(parts)
 
 
-def _defined_exceptions() -> dict[str, type[BaseException]]:
+@functools.cache
+def defined() -> dict[str, type[BaseException]]:
     """Every exception class defined at module level in the package, by name. Candidates are
     found in the source (a base that is a built-in exception, a name ending in Error or
     Exception, or another candidate), then imported to see what they really are."""
@@ -76,30 +78,29 @@ def _drawn() -> list[tuple[int, str, list[str], str]]:
     return rows
 
 
-DEFINED = _defined_exceptions()
-DRAWN = _drawn()
+pytestmark = pytest.mark.xdist_group("exception-tree")  # one worker imports the package once
 
 
 def test_the_scan_finds_the_library_exceptions() -> None:
-    assert {"ToolcardsError", "PolicyError", "ConfigError", "StoreUnavailable"} <= set(DEFINED)
-    assert len(DEFINED) >= 39
+    assert {"ToolcardsError", "PolicyError", "ConfigError", "StoreUnavailable"} <= set(defined())
+    assert len(defined()) >= 39
 
 
-@pytest.mark.parametrize("name", sorted(DEFINED))
-def test_every_exception_class_derives_from_toolcards_error(name: str) -> None:
-    assert issubclass(DEFINED[name], ToolcardsError)
+def test_every_exception_class_derives_from_toolcards_error() -> None:
+    outside = sorted(name for name, cls in defined().items() if not issubclass(cls, ToolcardsError))
+    assert outside == []
 
 
 def test_the_drawn_tree_names_every_exception_class_once() -> None:
-    drawn = [name for _, name, _, _ in DRAWN]
-    assert sorted(drawn) == sorted(DEFINED)
+    drawn = [name for _, name, _, _ in _drawn()]
+    assert sorted(drawn) == sorted(defined())
 
 
 def test_each_drawn_class_is_a_direct_subclass_of_its_drawn_parent() -> None:
     parents: list[str] = []
-    for depth, name, also, module in DRAWN:
+    for depth, name, also, module in _drawn():
         del parents[depth:]
-        cls = DEFINED[name]
+        cls = defined()[name]
         bases = [b.__name__ for b in cls.__bases__]
         expected = ([parents[-1]] if parents else ["Exception"]) + also
         assert bases == expected, (name, bases, expected)
