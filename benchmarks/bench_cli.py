@@ -7,6 +7,9 @@ its ratio to the median of ``python -c pass`` from the same interpreter. Goals (
 ``--help`` <= 2x, ``list`` <= 5x, ``call`` <= 8x. CPU time is used because wall time on a
 loaded machine measures the machine; the median wall time is printed beside it.
 
+Beside them, a Python that imports pydantic and builds one model: the least any command that
+validates its input with pydantic pays before doing anything of its own.
+
 Then ``list`` and the ``call`` again while a real ``toolcards serve --transport http`` runs on
 the same config (the commands forward to it over its control socket; the figure is the
 command's CPU time, not the server's), with the same goals; the server is stopped after.
@@ -35,6 +38,8 @@ from _results import record
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLCARDS = Path(sys.executable).parent / "toolcards"
+PYDANTIC_FLOOR = "from pydantic import BaseModel\nclass M(BaseModel):\n    x: int\nM(x=1)"
+"""What any command that validates its input with pydantic pays before its own work."""
 GOALS = {"--help": 2.0, "list": 5.0, "call": 8.0, "list (forwarded)": 5.0, "call (forwarded)": 8.0}
 
 
@@ -139,6 +144,21 @@ def main() -> None:
         base_cpu, base_wall = _median([sys.executable, "-c", "pass"], team, env, runs, warm)
         print(f"python -c pass: {base_cpu * 1000:.0f} ms CPU ({base_wall * 1000:.0f} ms wall)")
         record("python -c pass CPU", base_cpu * 1000, "ms")
+        floor_cpu, floor_wall = _median(
+            [sys.executable, "-c", PYDANTIC_FLOOR], team, env, runs, warm
+        )
+        print(
+            f"python importing pydantic and building one model: {floor_cpu * 1000:.0f} ms CPU "
+            f"({floor_wall * 1000:.0f} ms wall), {floor_cpu / base_cpu:.2f}x python -c pass "
+            "(the least a command that validates with pydantic can cost)"
+        )
+        record(
+            "pydantic import + one model CPU",
+            floor_cpu * 1000,
+            "ms",
+            peer="python -c pass",
+            peer_value=base_cpu * 1000,
+        )
         for name, argv in commands.items():
             _report(name, *_median(argv, team, env, runs, warm), base_cpu)
         server = _serve(team / "toolcards.yaml", env, Path(tmp) / "serve.log")

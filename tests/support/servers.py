@@ -247,6 +247,16 @@ class PostgresServer:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+HEALTH_CHECKS = {
+    "health_check_period_ms": 1000,
+    "health_check_timeout_ms": 3000,
+    "health_check_failure_threshold": 4,
+}
+"""The test cluster declares a node whose raylet stopped answering dead after about 4-7 s
+(Ray's defaults: 3 s, 10 s and 5, about 15-25 s): the fault tests that kill a raylet wait
+that long for what follows (the actor placed again), which is the same either way."""
+
+
 class RayCluster:
     """A real two-node Ray cluster on this machine (``ray.cluster_utils.Cluster``): a head
     and one more node, one CPU and 100 MB of object store each, on 127.0.0.1."""
@@ -268,7 +278,8 @@ class RayCluster:
         from ray.cluster_utils import Cluster
 
         node = {"num_cpus": 1, "object_store_memory": 100 * 1024 * 1024}
-        cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
+        head = {**node, "include_dashboard": False, "_system_config": HEALTH_CHECKS}
+        cluster = Cluster(initialize_head=True, head_node_args=head)
         for _ in range(self.nodes - 1):
             cluster.add_node(**node)
         self.cluster = cluster
