@@ -12,7 +12,9 @@ STAMP := $(VENV)/.installed
 # module-scoped server or browser starts it once. Python may write bytecode (also rewritten
 # test modules): every worker and subprocess reuses it.
 PYTEST_WORKERS ?= 6
-PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
+# More pytest options for one run, e.g. make pytest PYTEST_ARGS=--durations=20
+PYTEST_ARGS ?=
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 # The fast set (make test-fast, under a minute): the unit tests of the lower layers.
 FAST_TESTS ?= tests/core tests/stores tests/governance tests/test_architecture.py
 
