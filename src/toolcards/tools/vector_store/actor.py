@@ -25,10 +25,11 @@ from toolcards.core.threads import leave_signals_to_the_main_thread
 from toolcards.runtime import ToolActor, ToolActorContext
 from toolcards.tools.vector_store.base import EmbeddingProvider, VectorExtraMissing
 from toolcards.tools.vector_store.hnsw_index import HnswIndex
-from toolcards.tools.vector_store.index import Hit, InMemoryIndex, VectorIndex
+from toolcards.tools.vector_store.index import InMemoryIndex, VectorIndex
 from toolcards.tools.vector_store.indexing import Delta, IndexBuilder, install_graph, take_delta
 from toolcards.tools.vector_store.models import VectorStoreConfig
 from toolcards.tools.vector_store.providers import make_provider
+from toolcards.tools.vector_store.ranking import Hit
 from toolcards.tools.vector_store.records import check_collection, text_hash, valid_pair
 from toolcards.tools.vector_store.store import IndexFactory, Pending, VectorStore, inmemory_factory
 

@@ -23,7 +23,7 @@ from typing import Any
 from toolcards.core.actors import ActorHandle, ActorUnavailable
 from toolcards.tools._common.fusion import ActorFinder, store_actor_name
 from toolcards.tools._common.vector_api import VectorStoreApi
-from toolcards.tools.vector_store.index import Hit
+from toolcards.tools.vector_store.ranking import Hit
 
 
 def actor_name(store: bool | str = True) -> str | None:

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolcards.tools.vector_store.base import VectorExtraMissing, require, usable_cpus
-from toolcards.tools.vector_store.index import Hit, RowIndex, check_matrix, top_hits
+from toolcards.tools.vector_store.index import RowIndex, check_matrix
+from toolcards.tools.vector_store.ranking import Hit, best_first, top_hits
 
 if TYPE_CHECKING:
     from toolcards.tools.vector_store.base import Matrix
@@ -200,11 +201,11 @@ class HnswIndex(RowIndex):
             params.sel = self._selector
         scores, rows = self._graph.search(queries, k, params=params)
         return [
-            [
+            best_first(
                 (label, float(s))
                 for s, r in zip(scores[q], rows[q], strict=True)
                 if r >= 0 and (label := self._ids[int(r)]) is not None
-            ]
+            )
             for q in range(queries.shape[0])
         ]
 

@@ -10,11 +10,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from toolcards.tools.vector_store.base import require
+from toolcards.tools.vector_store.ranking import Hit, top_hits
 
 if TYPE_CHECKING:
     from toolcards.tools.vector_store.base import Matrix
-
-Hit = tuple[str, float]
 
 
 class VectorIndex(Protocol):
@@ -97,22 +96,6 @@ def nearest_cells(matrix: Matrix, centroids: Matrix) -> Any:
     for start in range(0, matrix.shape[0], 8192):
         out[start : start + 8192] = (matrix[start : start + 8192] @ centroids.T).argmax(axis=1)
     return out
-
-
-def top_hits(scores: Any, k: int, labels: Sequence[str | None], rows: Any = None) -> list[Hit]:
-    """The ``k`` best of ``scores`` as ``(label, score)``, best first; ``rows`` maps a score's
-    position to its row in ``labels`` (None: the same); tombstoned (None) labels are skipped."""
-    np = require("numpy")
-    k = min(k, scores.shape[0])
-    part = np.argpartition(-scores, k - 1)[:k] if k < scores.shape[0] else np.arange(k)
-    best = part[np.argsort(-scores[part], kind="stable")]
-    found = best if rows is None else rows[best]
-    hits: list[Hit] = []
-    for r, b in zip(found, best, strict=True):
-        item = labels[int(r)]
-        if item is not None:
-            hits.append((item, float(scores[int(b)])))
-    return hits
 
 
 def default_cells(rows: int) -> int:

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from toolcards.tools.vector_store.base import require
-from toolcards.tools.vector_store.index import Hit, check_matrix
+from toolcards.tools.vector_store.index import check_matrix
+from toolcards.tools.vector_store.ranking import Hit, best_first
 
 if TYPE_CHECKING:
     from toolcards.tools.vector_store.base import Matrix
@@ -111,7 +112,8 @@ class QdrantIndex:
             answer = self._client.query_points(
                 self.collection, query=row.tolist(), limit=k, with_payload=True
             )
-            results.append([(str(p.payload["id"]), float(p.score)) for p in answer.points])
+            hits = ((str(p.payload["id"]), float(p.score)) for p in answer.points)
+            results.append(best_first(hits))
         return results
 
     def drop(self) -> None:

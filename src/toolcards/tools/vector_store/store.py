@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from toolcards.tools.vector_store.base import EmbeddingProvider, require
-from toolcards.tools.vector_store.index import Hit, InMemoryIndex, VectorIndex, check_matrix
+from toolcards.tools.vector_store.index import InMemoryIndex, VectorIndex, check_matrix
+from toolcards.tools.vector_store.ranking import Hit
 from toolcards.tools.vector_store.records import (
     Record,
     RecordStore,
