@@ -142,7 +142,17 @@ def test_list_and_a_call_without_a_telemetry_provider_do_not_import_opentelemetr
         assert {m for m in modules if m.partition(".")[0] == "opentelemetry"} == set(), args
 
 
+def _pydantic_imports_asyncio() -> bool:
+    """Whether importing pydantic alone imports asyncio (pydantic 2.12.0's core does, through
+    typing_extensions' ``deprecated``): then no command that validates with pydantic avoids it."""
+    probe = "import sys, pydantic; print('asyncio' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    return done.stdout.strip() == "True"
+
+
 def test_list_does_not_import_asyncio(team: Path) -> None:
+    if _pydantic_imports_asyncio():
+        pytest.skip("this pydantic imports asyncio itself")
     done, modules = imported(team, "list")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "asyncio" not in modules
