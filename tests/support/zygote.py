@@ -98,13 +98,15 @@ class Request:
     """The launcher's namespaces, resource limits, cgroup, ids and umask."""
 
 
-def _preload() -> None:
-    names = list(PRELOAD)
-    for package in OWN_PACKAGES:
+def import_all(modules: tuple[str, ...], packages: tuple[str, ...], skip: set[str]) -> None:
+    """Import ``modules``, and ``packages`` with every module in them but those with a name
+    part in ``skip``; a module that fails to import is left to the process that needs it."""
+    names = list(modules)
+    for package in packages:
         names.append(package)
         with contextlib.suppress(Exception):
             found = pkgutil.walk_packages(importlib.import_module(package).__path__, package + ".")
-            names += [m.name for m in found if not _NOT_PRELOADED & set(m.name.split("."))]
+            names += [m.name for m in found if not skip & set(m.name.split("."))]
     for name in names:
         with contextlib.suppress(Exception):
             importlib.import_module(name)
@@ -391,7 +393,7 @@ def main() -> Request | None:
     path = sys.argv[1]
     given = set(os.environ.pop("PYTHONPATH", "").split(os.pathsep))
     own_path = [p for p in sys.path[1:] if p not in given]  # nor this script's folder
-    _preload()
+    import_all(PRELOAD, OWN_PACKAGES, _NOT_PRELOADED)
     gc.freeze()  # the children's collections leave the preloaded objects (and pages) alone
     signal.signal(signal.SIGTERM, _terminated)
     server = Server(path)

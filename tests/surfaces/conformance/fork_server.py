@@ -18,31 +18,20 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import importlib
 import os
-import pkgutil
 import selectors
 import signal
 import socket
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from support.zygote import import_all  # tests/ is not on the path of a script run by name
 
 PRELOAD = ("typer", "sqlite3", "pydantic_ai", "mcp.server.stdio", "fixtures")
 PACKAGES = ("toolcards.core", "toolcards.stores", "toolcards.governance", "toolcards.runtime",
             "toolcards.surfaces")  # fmt: skip
 """Imported before the first fork: these modules and every module of these packages but the
 PostgreSQL and Ray ones (a module that fails to import is left to the child)."""
-
-
-def _preload() -> None:
-    names = list(PRELOAD)
-    for package in PACKAGES:
-        names.append(package)
-        with contextlib.suppress(ImportError):
-            found = pkgutil.walk_packages(importlib.import_module(package).__path__, package + ".")
-            names += [m.name for m in found if not {"postgres", "ray"} & set(m.name.split("."))]
-    for name in names:
-        with contextlib.suppress(Exception):
-            importlib.import_module(name)
 
 
 def _child(conn: socket.socket, args: list[str], runtime_dir: str) -> None:
@@ -110,7 +99,7 @@ def main() -> None:
     path = sys.argv[1]
     args = sys.argv[sys.argv.index("--") + 1 :]
     parent = os.getppid()
-    _preload()
+    import_all(PRELOAD, PACKAGES, {"postgres", "ray"})
     gc.freeze()  # the children's collections leave the preloaded objects (and their pages) alone
     signal.signal(signal.SIGTERM, _stopped)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
