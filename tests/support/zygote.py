@@ -75,8 +75,8 @@ OWN_PACKAGES = ("toolcards.core", "toolcards.stores", "toolcards.governance", "t
                 "toolcards.tools", "toolcards.surfaces")  # fmt: skip
 """toolcards' own modules, imported too: none reads the environment or keeps per-process state
 when imported (``tests/test_import_state.py`` checks it), so a child finds them as it would
-have made them. A child whose path holds a toolcards of its own (a clone's ``src``)
-starts for real."""
+have made them. A child whose path finds another toolcards first (a clone's ``src``) starts
+for real; this checkout's ``src`` on its path is the toolcards imported here."""
 
 _NOT_PRELOADED = {"postgres", "ray", "vector_store", "demo", "bridges"}
 """Module name parts left to the child: optional or heavy dependencies (psycopg's pool, ray,
@@ -148,7 +148,8 @@ starts, so a launcher whose value differs from the server's starts for real."""
 def _differs(request: Request, own: dict[str, Any], env: dict[str, str]) -> str | None:
     """Why a forked child would not be the process the launcher stands for (None: it would):
     another namespace (bwrap), other limits, cgroup, ids or umask, another interpreter set-up
-    by a ``PYTHON*`` variable, or a ``sitecustomize`` on its path (run at start-up)."""
+    by a ``PYTHON*`` variable, a ``sitecustomize`` on its path (run at start-up), or another
+    toolcards first on its path than the one imported here (a clone's ``src``)."""
     if request.mode == "python" and _python_form(request.argv) is None:
         return "an interpreter option"
     for key, value in own.items():
@@ -163,10 +164,12 @@ def _differs(request: Request, own: dict[str, Any], env: dict[str, str]) -> str 
         for name in ("sitecustomize.py", "usercustomize.py", "sitecustomize", "usercustomize"):
             if os.path.exists(os.path.join(folder, name)):
                 return name
+    module = sys.modules.get("toolcards")
+    preloaded = os.path.realpath(os.path.dirname(module.__file__ or "")) if module else None
     for folder in [_first_path(request), *given]:
-        where = os.path.join(request.cwd, folder)
-        if os.path.exists(os.path.join(where, "toolcards", "__init__.py")):
-            return "a toolcards of its own"
+        package = os.path.join(request.cwd, folder, "toolcards")
+        if os.path.exists(os.path.join(package, "__init__.py")):  # the first one is imported
+            return None if os.path.realpath(package) == preloaded else "a toolcards of its own"
     return None
 
 
