@@ -277,7 +277,11 @@ class RayCluster:
         import ray
         from ray.cluster_utils import Cluster
 
-        node = {"num_cpus": 1, "object_store_memory": 100 * 1024 * 1024}
+        node = {
+            "num_cpus": 1,
+            "object_store_memory": 100 * 1024 * 1024,
+            "include_log_monitor": False,  # no driver here prints its workers' output
+        }
         head = {**node, "include_dashboard": False, "_system_config": HEALTH_CHECKS}
         cluster = Cluster(initialize_head=True, head_node_args=head)
         for _ in range(self.nodes - 1):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from surfaces.surface_support import SURFACE_ENV, TOOLCARDS
+from surfaces.surface_support import PYTHON, SURFACE_ENV, TOOLCARDS
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "team"
 FULL_CLI = "import sys; from toolcards.surfaces.commands import main; main(sys.argv[1:])"
@@ -56,7 +56,7 @@ def _run(argv: list[str], base: Path) -> tuple[int, str, str, list[tuple[str, ..
 @pytest.mark.parametrize("args", list(COMMAND_LINES.values()), ids=list(COMMAND_LINES))
 def test_the_short_path_answers_as_the_full_command_line(args: list[str], tmp_path: Path) -> None:
     short = _run([str(TOOLCARDS), *args], tmp_path / "short")
-    full = _run([sys.executable, "-c", FULL_CLI, *args], tmp_path / "full")
+    full = _run([PYTHON, "-c", FULL_CLI, *args], tmp_path / "full")
     assert short == full
 
 
