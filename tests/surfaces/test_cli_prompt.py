@@ -143,8 +143,9 @@ def test_a_caller_answering_y_on_its_terminal_does_not_run_its_call(
     setup = Setup(tmp_path)
     call = terminal(setup, "send_note", "to=ops", "body=self-approved", typed=b"y\ny\n")
     waiting = call.until(setup.pending)  # None: the call ended by itself (it ran, or not)
-    if waiting:
-        assert f"toolcards approvals grant {waiting[0].approval_id}" in call.stderr()
+    if waiting:  # the request is stored a moment before the hint is printed
+        hint = f"toolcards approvals grant {waiting[0].approval_id}"
+        assert call.until(lambda: hint in call.stderr()), call.stderr()[-800:]
         denied = toolcards(setup.approver, "approvals", "deny", waiting[0].approval_id)
         assert denied.returncode == ExitCode.OK, denied.stderr
     assert call.finish() == ExitCode.APPROVAL, call.stderr()[-800:]
