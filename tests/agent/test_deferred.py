@@ -3,13 +3,13 @@ until searched, governed as ever, and a tool the caller may not call is never fo
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelRequest, ToolSearchReturnPart
 
+from support.launch import PYTHON
 from support.scripted import SequenceScript
 from toolcards import MCPTool, PlanningTool, ToolFactory, WorkspaceTool, dump_cards, load_cards
 from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
@@ -98,7 +98,7 @@ def test_a_found_tool_runs_through_the_executor_and_is_audited(root: Path, audit
 def test_every_tool_of_a_deferred_mcp_card_is_hidden_until_searched() -> None:
     card = MCPTool(
         transport="stdio",
-        command=sys.executable,
+        command=PYTHON,
         args=[str(ECHO), "stdio"],
         connect_timeout_seconds=60.0,
         defer_loading=True,

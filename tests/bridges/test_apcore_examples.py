@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from support.launch import PYTHON
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -40,7 +41,7 @@ def test_example_runs_and_reports(name: str) -> None:
     folder = EXAMPLES / name
     assert {"README.md", "acl.yaml", "main.py"} <= {p.name for p in folder.iterdir()}
     done = subprocess.run(
-        [sys.executable, str(folder / "main.py")],
+        [PYTHON, str(folder / "main.py")],
         capture_output=True,
         text=True,
         timeout=120,

@@ -14,6 +14,7 @@ import anyio
 import pytest
 from click.testing import CliRunner
 
+from support.launch import PYTHON
 from toolcards.bridges.apcore import build_cli, serve_cli, serve_mcp
 
 REGISTRY_SCRIPT = """
@@ -51,7 +52,7 @@ def test_serve_cli_runs_a_real_command_line(tmp_path: Path) -> None:
         """,
     )
     done = subprocess.run(
-        [sys.executable, str(script), "math", "add", "--a", "2", "--b", "40"],
+        [PYTHON, str(script), "math", "add", "--a", "2", "--b", "40"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -95,7 +96,7 @@ def test_serve_mcp_serves_the_registry_over_stdio(tmp_path: Path) -> None:
         serve_mcp(registry)
         """,
     )
-    params = StdioServerParameters(command=sys.executable, args=[str(script)])
+    params = StdioServerParameters(command=PYTHON, args=[str(script)])
 
     async def session() -> tuple[list[str], str]:
         with anyio.fail_after(60):
@@ -153,6 +154,6 @@ def test_serve_cli_without_apcore_cli_names_the_extra(monkeypatch: pytest.Monkey
 def test_importing_toolcards_does_not_import_apcore() -> None:
     code = "import sys, toolcards; print('apcore' in sys.modules)"
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+        [PYTHON, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "False"

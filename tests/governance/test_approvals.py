@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -15,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from support.launch import PYTHON
 from toolcards.core.spec import annotate
 from toolcards.governance import (
     ApprovalBroker,
@@ -280,7 +280,7 @@ async def test_a_call_waits_for_a_grant_made_by_another_process(tmp_path: Path) 
     with AuditLog(audit_path) as audit:
         executor = _executor(approvals=broker, audit=audit)
         desk = subprocess.Popen(
-            [sys.executable, "-c", GRANT_FROM_ANOTHER_PROCESS, str(store_path), str(audit_path)],
+            [PYTHON, "-c", GRANT_FROM_ANOTHER_PROCESS, str(store_path), str(audit_path)],
             stdout=subprocess.PIPE,
             text=True,
         )

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import textwrap
 
+from support.launch import PYTHON
 from toolcards.governance import ApprovalBroker, Identity
 from toolcards.governance._policy_parse import Limit
 from toolcards.governance.approvals import ApprovalState
@@ -28,7 +28,7 @@ LIMITER = textwrap.dedent(
 
 def test_a_limit_of_five_a_minute_holds_across_four_processes(postgres_url: str) -> None:
     procs = [
-        subprocess.Popen([sys.executable, "-c", LIMITER, postgres_url], stdout=subprocess.PIPE)
+        subprocess.Popen([PYTHON, "-c", LIMITER, postgres_url], stdout=subprocess.PIPE)
         for _ in range(4)
     ]
     allowed = sum(int(proc.communicate(timeout=120)[0]) for proc in procs)
@@ -79,7 +79,7 @@ def test_a_grant_in_another_process_releases_the_waiting_call(postgres_url: str)
         await asyncio.sleep(0.2)
         out = await asyncio.to_thread(
             subprocess.run,
-            [sys.executable, "-c", GRANTER, postgres_url],
+            [PYTHON, "-c", GRANTER, postgres_url],
             capture_output=True,
             text=True,
             timeout=60,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from support.launch import PYTHON
 from toolcards.core.spec import annotate
 from toolcards.governance import (
     AuditLog,
@@ -307,9 +307,7 @@ AGENT_RUN = textwrap.dedent(
 
 @pytest.mark.timeout(120)
 def test_in_an_instrumented_agent_run_the_span_nests_under_the_agent_span() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", AGENT_RUN], capture_output=True, text=True, timeout=100
-    )
+    done = subprocess.run([PYTHON, "-c", AGENT_RUN], capture_output=True, text=True, timeout=100)
     assert done.returncode == 0, done.stderr
     spans = json.loads(done.stdout.strip().splitlines()[-1])
     by_id = {s["id"]: s for s in spans}

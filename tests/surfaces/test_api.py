@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from support.launch import PYTHON
 from surfaces.surface_support import POLICY, SURFACE_ENV
 from toolcards.governance import AuditLog, Identity
 from toolcards.governance.table import PolicyTable
@@ -44,7 +44,7 @@ async def test_serve_mcp_serves_code_built_tools_over_stdio() -> None:
         "from toolcards.surfaces import serve_mcp\n"
         f"serve_mcp(TOOLS, policy={str(POLICY)!r}, identity=Identity('bob', 'user', ['sales']))\n"
     )
-    params = StdioServerParameters(command=sys.executable, args=["-c", code], env=SURFACE_ENV)
+    params = StdioServerParameters(command=PYTHON, args=["-c", code], env=SURFACE_ENV)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
         await s.initialize()
         names = {t.name for t in (await s.list_tools()).tools}

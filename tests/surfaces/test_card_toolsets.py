@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import anyio
 import pytest
 import yaml
 
+from support.launch import PYTHON
 from surfaces.mcp_clients import stdio_session
 from surfaces.surface_support import ECHO_ARGS, ECHO_CARD, toolcards_json
 from toolcards import ToolFactory
@@ -94,7 +94,7 @@ def test_a_runtime_built_in_code_serves_a_cards_toolset(tmp_path: Path) -> None:
     card = MCPTool(
         name="echo",
         transport="stdio",
-        command=sys.executable,
+        command=PYTHON,
         args=ARGS,
         include_tools=["add"],
         connect_timeout_seconds=20,
