@@ -6,7 +6,10 @@ address. :func:`guarded_protocol` adds both to its HTTP protocol: the headers of
 must be complete within ``header_timeout`` seconds of the connection (or of the previous
 answer), else the connection is answered 408 and closed; an address holding ``per_client``
 connections has its next one answered 429 and closed. A stopping server drops at once the
-connections whose request is still arriving (uvicorn would wait for them).
+connections whose request is still arriving (uvicorn would wait for them), and a connection
+made once it began stopping (accepted a moment before the listening socket closed, it would
+hold the shutdown until its deadline: :class:`toolcards.surfaces.http_server.GuardedServer`
+marks the protocol ``stopping`` first).
 :func:`server_config` is the uvicorn configuration every HTTP surface runs with: that
 protocol, a shutdown that cancels what still runs after ``shutdown_timeout`` seconds, and
 client addresses taken from the socket (``X-Forwarded-For`` is not believed: it would let
@@ -42,6 +45,8 @@ def guarded_protocol(limits: HttpLimits) -> type[asyncio.Protocol]:
     too_many = _answer(429, "Too Many Requests", "too many open connections from this address")
 
     class GuardedH11Protocol(H11Protocol):
+        stopping = False
+        """Set when the server begins stopping: a connection made after is closed at once."""
         _address: str | None = None
         _deadline: asyncio.TimerHandle | None = None
         _served: object = None
@@ -49,6 +54,9 @@ def guarded_protocol(limits: HttpLimits) -> type[asyncio.Protocol]:
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
+            if type(self).stopping:
+                transport.close()
+                return
             address = self.client[0] if self.client else None
             if address is not None:
                 if open_by_address[address] >= limits.per_client:

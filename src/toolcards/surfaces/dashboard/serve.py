@@ -79,11 +79,10 @@ def policy_problem(policy: Policy) -> str | None:
 def uvicorn_server(app: Any, host: str, port: int, limits: HttpLimits | None = None) -> Any:
     """A uvicorn server of ``app``, its clients bounded by ``limits`` (see
     :mod:`toolcards.surfaces.http_guard`)."""
-    import uvicorn
-
     from toolcards.surfaces.http_guard import server_config
+    from toolcards.surfaces.http_server import GuardedServer
 
-    return uvicorn.Server(server_config(app, host, port, limits))
+    return GuardedServer(server_config(app, host, port, limits))
 
 
 async def run_dashboard(

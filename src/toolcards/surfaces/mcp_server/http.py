@@ -187,14 +187,13 @@ async def run_http(
 ) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled or signalled
     (``sock``: a socket already bound there, see :mod:`toolcards.surfaces.ports`)."""
-    import uvicorn
-
     from toolcards.surfaces.http_guard import server_config
+    from toolcards.surfaces.http_server import GuardedServer
 
     if host not in _LOOPBACK:
         log.warning("serving MCP on %s: reachable beyond this machine", host)
 
-    class Server(uvicorn.Server):
+    class Server(GuardedServer):
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
             """Shut down on SIGINT/SIGTERM, then return normally (uvicorn would re-raise
