@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 # (tests/conftest.py marks them): every Ray test shares one cluster, and a module with a
 # module-scoped server or browser starts it once. Python may write bytecode (also rewritten
 # test modules): every worker and subprocess reuses it.
-PYTEST_WORKERS ?= 6
+PYTEST_WORKERS ?= 5
 # More pytest options for one run, e.g. make pytest PYTEST_ARGS=--durations=20
 PYTEST_ARGS ?=
 PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
