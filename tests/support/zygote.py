@@ -164,8 +164,8 @@ def _differs(request: Request, own: dict[str, Any], env: dict[str, str]) -> str 
         for name in ("sitecustomize.py", "usercustomize.py", "sitecustomize", "usercustomize"):
             if os.path.exists(os.path.join(folder, name)):
                 return name
-    module = sys.modules.get("toolcards")
-    preloaded = os.path.realpath(os.path.dirname(module.__file__ or "")) if module else None
+    imported = getattr(sys.modules.get("toolcards"), "__file__", None)
+    preloaded = os.path.realpath(os.path.dirname(imported)) if imported else None
     for folder in [_first_path(request), *given]:
         package = os.path.join(request.cwd, folder, "toolcards")
         if os.path.exists(os.path.join(package, "__init__.py")):  # the first one is imported
