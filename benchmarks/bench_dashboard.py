@@ -27,8 +27,8 @@ from _results import record
 
 from toolcards import KnowledgeGraphTool, PlanningTool
 from toolcards.governance import AuditLog, Identity
-from toolcards.governance.approvals import ApprovalBroker
-from toolcards.governance.audit import AuditRecord
+from toolcards.governance.approvals.broker import ApprovalBroker
+from toolcards.governance.audit.log import AuditRecord
 from toolcards.runtime import Team
 from toolcards.surfaces.auth import TokenTable
 from toolcards.surfaces.dashboard import BackgroundServer, Dashboard

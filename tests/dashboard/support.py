@@ -38,7 +38,7 @@ from support.launch import TOOLCARDS
 from support.processes import ListeningProcess
 from toolcards import KnowledgeGraphTool, PlanningTool
 from toolcards.governance import AuditLog, Identity, Policy
-from toolcards.governance.approvals import ApprovalBroker
+from toolcards.governance.approvals.broker import ApprovalBroker
 from toolcards.runtime import RoleProfile, Team
 from toolcards.surfaces.auth import TokenTable
 from toolcards.surfaces.dashboard import BackgroundServer, Dashboard, InboxApprover

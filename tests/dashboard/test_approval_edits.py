@@ -28,8 +28,8 @@ from toolcards.governance import (
     Policy,
     SqliteApprovalStore,
 )
-from toolcards.governance.executor import ExecutionResult
-from toolcards.governance.redact import args_digest
+from toolcards.governance.executor.pipeline import ExecutionResult
+from toolcards.governance.redaction.redactor import args_digest
 from toolcards.surfaces.auth import TokenTable
 from toolcards.surfaces.dashboard import BackgroundServer, Dashboard
 

@@ -16,7 +16,7 @@ import pytest
 
 from dashboard.support import IDENTITIES, World, fresh, reply_of, wait_pending
 from dashboard.support import entity_call as curator_call
-from toolcards.governance.redact import canonical_json
+from toolcards.governance.redaction.redactor import canonical_json
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -210,7 +210,7 @@ def test_a_new_pending_approval_is_announced_on_the_stream(
 def test_the_audit_panel_pages_back_fifty_rows_at_a_time(
     world: World, approver: httpx.Client
 ) -> None:
-    from toolcards.governance.audit import AuditRecord
+    from toolcards.governance.audit.log import AuditRecord
 
     for i in range(120):
         world.audit.record(

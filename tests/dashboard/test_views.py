@@ -50,7 +50,7 @@ def test_panels_without_a_team_say_so() -> None:
 
 def test_huge_approval_arguments_are_never_cut_for_an_approver() -> None:
     from toolcards.governance import ApprovalBroker, Identity
-    from toolcards.governance.approval_view import INLINE_LIMIT
+    from toolcards.governance.approvals.view import INLINE_LIMIT
 
     broker = ApprovalBroker()
     args = {f"part{i}": "x" * 1_500 for i in range(40)}  # about 60,000 characters in all

@@ -16,8 +16,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
 from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
-from toolcards.governance.redact import args_digest
-from toolcards.governance.replay import durable_call_key
+from toolcards.governance.executor.replay import durable_call_key
+from toolcards.governance.redaction.redactor import args_digest
 from toolcards.stores.call_results import SqliteCallResults
 
 RUN_ID = "wf-7:2"  # what DBOS makes: <workflow id>:<step>, the same on every replay

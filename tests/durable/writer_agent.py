@@ -32,7 +32,7 @@ WORKFLOW_ID = "notes-1"
 system_db, results_url, base, pause = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]
 notes = base / "workspace" / "notes.txt"
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s %(message)s")
-logging.getLogger("toolcards.governance.replay").setLevel(logging.INFO)
+logging.getLogger("toolcards.governance.executor.replay").setLevel(logging.INFO)
 
 DBOS(
     config=DBOSConfig(

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from support.servers import PostgresServer
 from toolcards.governance import AuditLog
-from toolcards.governance.audit import AuditRecord
-from toolcards.governance.audit_spill import AuditSpill
+from toolcards.governance.audit.log import AuditRecord
+from toolcards.governance.audit.spill import AuditSpill
 
 
 def _row(n: int, tool: str = "crm_read") -> AuditRecord:
@@ -66,7 +66,7 @@ ENDS_EARLY = textwrap.dedent(
     """
     import sys, time
     from toolcards.governance import AuditLog
-    from toolcards.governance.audit import AuditRecord
+    from toolcards.governance.audit.log import AuditRecord
     log = AuditLog(sys.argv[1], durability="sync", team_id="spill", spill_dir=sys.argv[2])
     print("open", flush=True)
     sys.stdin.readline()  # the server is stopped now

@@ -11,7 +11,7 @@ from typing import Any
 from toolcards import KnowledgeGraphTool, PlanningTool
 from toolcards.governance import GovernedToolset, Identity, Policy
 from toolcards.governance.capability import CapabilityRegistry
-from toolcards.governance.executor import ExecutionResult, Executor, Outcome
+from toolcards.governance.executor.pipeline import ExecutionResult, Executor, Outcome
 from toolcards.runtime import Team
 from toolcards.tools.knowledge_graph.actor import ACTOR_NAME as GRAPH
 from toolcards.tools.planning.actor import ACTOR_NAME as PLAN

@@ -15,7 +15,7 @@ from support.servers import RayCluster
 from toolcards import KnowledgeGraphTool, PlanningTool
 from toolcards.governance import Identity, Policy
 from toolcards.governance.capability import CapabilityRegistry
-from toolcards.governance.executor import ExecutionResult, Executor, Outcome
+from toolcards.governance.executor.pipeline import ExecutionResult, Executor, Outcome
 from toolcards.runtime import Team
 from toolcards.stores.postgres.team import PostgresStore
 from toolcards.tools.knowledge_graph.actor import ACTOR_NAME as GRAPH

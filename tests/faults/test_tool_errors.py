@@ -11,7 +11,7 @@ from pydantic_ai import ModelRetry
 from toolcards import KnowledgeGraphTool, PlanningTool
 from toolcards.governance import Identity, Policy
 from toolcards.governance.capability import CapabilityRegistry
-from toolcards.governance.executor import Executor, Outcome
+from toolcards.governance.executor.pipeline import Executor, Outcome
 from toolcards.runtime import Team
 from toolcards.tools.planning.actor import ACTOR_NAME
 

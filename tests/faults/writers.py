@@ -32,7 +32,7 @@ WRITER = textwrap.dedent(
     from toolcards import PlanningTool
     from toolcards.governance import AuditLog, Identity, Policy
     from toolcards.governance.capability import CapabilityRegistry
-    from toolcards.governance.executor import Executor, Outcome
+    from toolcards.governance.executor.pipeline import Executor, Outcome
     from toolcards.runtime import Team
 
     url, me, audit_path, stop = sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4])

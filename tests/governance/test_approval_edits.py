@@ -23,8 +23,8 @@ from toolcards.governance import (
     Policy,
     SqliteApprovalStore,
 )
-from toolcards.governance.edits import MAX_EDITED_ARGS
-from toolcards.governance.redact import args_digest
+from toolcards.governance.approvals.edits import MAX_EDITED_ARGS
+from toolcards.governance.redaction.redactor import args_digest
 
 pytestmark = pytest.mark.anyio
 HERE = Path(__file__).parent
@@ -243,7 +243,7 @@ def test_older_postgres_tables_gain_the_edit_columns(postgres_url: str) -> None:
 def test_a_row_an_older_version_spilled_is_written_with_the_new_columns_empty(
     tmp_path: Path,
 ) -> None:
-    from toolcards.governance.audit import AuditRecord
+    from toolcards.governance.audit.log import AuditRecord
 
     old = (1.0, "carol", "user", "", "cli", "t", "c0", "d", "{}", "allow", None, "ok", 1.0, None)
     with AuditLog(tmp_path / "audit.db", durability="sync", spill_dir=tmp_path / "spill") as audit:

@@ -11,7 +11,7 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApp
 
 from support.scripted import SequenceScript as Script
 from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
-from toolcards.governance.redact import args_digest
+from toolcards.governance.redaction.redactor import args_digest
 
 from .conftest import HERE, Recorder
 

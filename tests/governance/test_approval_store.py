@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from toolcards.governance import Identity
-from toolcards.governance.approvals import ApprovalRequest, ApprovalState
+from toolcards.governance.approvals.broker import ApprovalRequest, ApprovalState
 from toolcards.stores.base import ApprovalStore
 from toolcards.stores.memory import MemoryApprovalStore
 from toolcards.stores.sqlite.approvals import SqliteApprovalStore

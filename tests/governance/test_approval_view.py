@@ -23,8 +23,8 @@ from toolcards.governance import (
     Policy,
     SqliteApprovalStore,
 )
-from toolcards.governance.approval_view import arguments_view
-from toolcards.governance.redact import args_digest, canonical_json
+from toolcards.governance.approvals.view import arguments_view
+from toolcards.governance.redaction.redactor import args_digest, canonical_json
 
 pytestmark = pytest.mark.anyio
 CAROL = Identity("carol", "agent", ["finance"])

@@ -395,6 +395,6 @@ def test_the_secret_scanner_redacts_past_the_audit_rows_length_bound() -> None:
 
 
 def _ctx() -> HookContext:
-    from toolcards.governance.policy import Decision
+    from toolcards.governance.policy.policy import Decision
 
     return HookContext("t", FINANCE, {}, "c", "python", Decision("allow", "test"), None)

@@ -10,7 +10,7 @@ from pydantic_ai.toolsets import FunctionToolset
 
 from support.scripted import SequenceScript as Script
 from toolcards.governance.capability import surface_context
-from toolcards.governance.layers import (
+from toolcards.governance.toolset.layers import (
     APPROVAL_NOTE,
     DESTRUCTIVE_WARNING,
     ApprovalMarkedToolset,

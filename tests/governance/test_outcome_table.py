@@ -9,9 +9,9 @@ import pytest
 from pydantic_ai import ModelRetry
 from pydantic_ai.exceptions import ApprovalRequired
 
-from toolcards.governance.executor import ExecutionResult
+from toolcards.governance.executor.pipeline import ExecutionResult
 from toolcards.governance.outcomes import OUTCOMES, ExitCode, Outcome, meaning
-from toolcards.governance.toolset import to_model_result
+from toolcards.governance.toolset.governed import to_model_result
 from toolcards.surfaces.outcomes import classify
 
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from toolcards.governance import Identity, Policy
-from toolcards.governance._policy_index import GlobIndex
-from toolcards.governance._policy_parse import CompiledPolicy, Rule, compile_policy
+from toolcards.governance.policy.index import GlobIndex
+from toolcards.governance.policy.parse import CompiledPolicy, Rule, compile_policy
 
 TARGETS = ["t1", "t2", "t*", "x?", "[tx]1", "*", "t1*", "crm.read"]
 CALLERS = ["alice", "a*", "*", "bob", "agent.*", "?ob"]

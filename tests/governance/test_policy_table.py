@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from toolcards.governance import CapabilityRegistry, Executor, load_policy_table, run_policy_table
-from toolcards.governance.table import executor_caller
+from toolcards.governance.policy.table import executor_caller
 
 from .conftest import TABLE_PATH
 

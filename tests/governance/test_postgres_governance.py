@@ -8,14 +8,14 @@ import textwrap
 
 from support.launch import PYTHON
 from toolcards.governance import ApprovalBroker, Identity
-from toolcards.governance._policy_parse import Limit
-from toolcards.governance.approvals import ApprovalState
+from toolcards.governance.approvals.broker import ApprovalState
+from toolcards.governance.policy.parse import Limit
 from toolcards.stores.postgres.governance import PostgresApprovalStore, PostgresRateLimiter
 
 LIMITER = textwrap.dedent(
     """
     import re, sys
-    from toolcards.governance._policy_parse import Limit
+    from toolcards.governance.policy.parse import Limit
     from toolcards.stores.postgres.governance import PostgresRateLimiter
     limiter = PostgresRateLimiter(sys.argv[1])
     anything = re.compile(".*")

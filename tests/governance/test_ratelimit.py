@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from toolcards.governance import RateLimiter
-from toolcards.governance._policy_parse import Limit, PolicyError, compile_globs, parse_rate
+from toolcards.governance.policy.parse import Limit, PolicyError, compile_globs, parse_rate
 from toolcards.stores import memory as ratelimit_module
 
 

@@ -17,7 +17,7 @@ from toolcards.governance import (
     PolicyError,
     Redactor,
 )
-from toolcards.governance.redact import BUILTIN_NAMES, REDACTED, redact, redact_text
+from toolcards.governance.redaction.redactor import BUILTIN_NAMES, REDACTED, redact, redact_text
 
 PEM = (
     "-----BEGIN RSA PRIVATE KEY-----\n"

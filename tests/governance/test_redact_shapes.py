@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from toolcards.governance import AuditLog, CapabilityRegistry, Executor, Identity, Policy
-from toolcards.governance.redact import BUILTIN_PATTERNS, REDACTED, redact, redact_text
+from toolcards.governance.redaction.redactor import BUILTIN_PATTERNS, REDACTED, redact, redact_text
 
 # (arguments of one call, the secret in them): every secret starts with "Hx7" so that a part
 # of it left behind is found too

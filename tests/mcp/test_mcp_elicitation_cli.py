@@ -16,9 +16,9 @@ from server_requests_support import APPROVER, CALLER, Run, asking_card, run_once
 from surfaces.surface_support import toolcards_json, write_config
 from toolcards import ToolFactory
 from toolcards.governance import AuditLog, GovernedToolset, Policy
-from toolcards.governance.approvals import ApprovalBroker
+from toolcards.governance.approvals.broker import ApprovalBroker
 from toolcards.governance.capability import CapabilityRegistry
-from toolcards.governance.executor import Executor
+from toolcards.governance.executor.pipeline import Executor
 from toolcards.stores.sqlite.approvals import SqliteApprovalStore
 
 

@@ -28,10 +28,10 @@ from server_requests_support import (
 
 from toolcards import ToolFactory
 from toolcards.governance import AuditLog, Policy
-from toolcards.governance.approvals import ApprovalBroker, ApprovalError
+from toolcards.governance.approvals.broker import ApprovalBroker, ApprovalError
+from toolcards.governance.approvals.elicitation import answer_elicitation
 from toolcards.governance.capability import CapabilityRegistry
-from toolcards.governance.elicitation import answer_elicitation
-from toolcards.governance.executor import Executor
+from toolcards.governance.executor.pipeline import Executor
 
 ERAS = ["auto", "legacy"]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from toolcards import NotificationTool
 from toolcards.governance import Identity, Policy
 from toolcards.governance.capability import CapabilityRegistry
-from toolcards.governance.executor import ExecutionResult, Executor, Outcome
+from toolcards.governance.executor.pipeline import ExecutionResult, Executor, Outcome
 from toolcards.runtime import Team
 from toolcards.tools.notification.models import ACTOR_NAME
 

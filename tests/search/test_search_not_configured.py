@@ -15,7 +15,7 @@ from support.scripted import SequenceScript
 from toolcards import SearchTool, ToolFactory
 from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
 from toolcards.governance.capability import CapabilityRegistry
-from toolcards.governance.executor import Executor
+from toolcards.governance.executor.pipeline import Executor
 from toolcards.governance.outcomes import Outcome
 from toolcards.surfaces.outcomes import ExitCode
 

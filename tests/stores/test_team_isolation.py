@@ -130,7 +130,7 @@ def _log(location: str, team: str) -> AuditLog:
 
 
 def _row(log: AuditLog, tool: str) -> None:
-    from toolcards.governance.audit import AuditRecord
+    from toolcards.governance.audit.log import AuditRecord
 
     log.record(AuditRecord(NOW, "agent", "agent", (), "python", tool, "c1", {}, "allow", "ok"))
 

@@ -9,7 +9,7 @@ import pytest
 
 from surfaces.surface_support import TABLE_PATH, HttpServer
 from toolcards.governance import load_policy_table
-from toolcards.governance.table import PolicyTable
+from toolcards.governance.policy.table import PolicyTable
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ from mcp.client.stdio import stdio_client
 from support.launch import PYTHON
 from surfaces.surface_support import POLICY, SURFACE_ENV
 from toolcards.governance import AuditLog, Identity
-from toolcards.governance.table import PolicyTable
+from toolcards.governance.policy.table import PolicyTable
 from toolcards.surfaces import run_cli
 from toolcards.surfaces.outcomes import ExitCode
 

@@ -18,7 +18,7 @@ from surfaces.surface_support import HttpServer, write_config
 from surfaces.surface_support import toolcards_json as toolcards
 from surfaces.test_approvals_cli import AGENT, ANN, Served, audit_outcomes, call_while
 from toolcards.governance import AuditLog, Identity
-from toolcards.governance.redact import args_digest
+from toolcards.governance.redaction.redactor import args_digest
 from toolcards.surfaces.outcomes import ExitCode
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]

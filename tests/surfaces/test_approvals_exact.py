@@ -16,8 +16,8 @@ import pytest
 from surfaces.surface_support import SURFACE_ENV, TOOLCARDS, write_config
 from surfaces.surface_support import toolcards_json as toolcards
 from toolcards.governance import AuditLog, Identity
-from toolcards.governance.approvals import ApprovalBroker, ApprovalRequest
-from toolcards.governance.redact import canonical_json
+from toolcards.governance.approvals.broker import ApprovalBroker, ApprovalRequest
+from toolcards.governance.redaction.redactor import canonical_json
 from toolcards.stores.sqlite.approvals import SqliteApprovalStore
 from toolcards.surfaces.outcomes import ExitCode
 

@@ -154,7 +154,7 @@ def test_audit_table_on_an_80_column_terminal_keeps_one_line_per_entry(team: Pat
     import time
 
     from toolcards.governance import AuditLog
-    from toolcards.governance.audit import AuditRecord
+    from toolcards.governance.audit.log import AuditRecord
 
     _audited(team)
     with AuditLog(team.parent / "audit.db", durability="sync") as audit:

@@ -22,7 +22,7 @@ from support.processes import stop_process
 from surfaces.surface_support import SURFACE_ENV, TOOLCARDS, principal_spec, write_config
 from surfaces.surface_support import toolcards_json as toolcards
 from toolcards.governance import AuditLog, Identity
-from toolcards.governance.approvals import ApprovalBroker, ApprovalRequest
+from toolcards.governance.approvals.broker import ApprovalBroker, ApprovalRequest
 from toolcards.stores.sqlite.approvals import SqliteApprovalStore
 from toolcards.surfaces.config import ConfigError, load_config
 from toolcards.surfaces.outcomes import ExitCode

@@ -12,7 +12,7 @@ from mcp_clients import stdio_session
 
 from surfaces.surface_support import audit_rows, write_config
 from toolcards.governance import AuditLog, Identity
-from toolcards.governance.table import PolicyTable
+from toolcards.governance.policy.table import PolicyTable
 from toolcards.surfaces.mcp_server.server import JSON_SCHEMA_DIALECT, META_KEY
 
 pytestmark = pytest.mark.anyio

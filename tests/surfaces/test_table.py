@@ -23,7 +23,7 @@ from surfaces.surface_support import (
     write_config,
 )
 from toolcards.governance import AuditLog, CapabilityRegistry, Executor, Identity
-from toolcards.governance.table import PolicyTable, PolicyTableRow, decision_of
+from toolcards.governance.policy.table import PolicyTable, PolicyTableRow, decision_of
 from toolcards.surfaces.commands import app
 from toolcards.surfaces.mcp_server.server import META_KEY
 from toolcards.surfaces.outcomes import ExitCode, table_decision

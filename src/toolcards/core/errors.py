@@ -27,13 +27,13 @@ kept because callers catch that built-in type. The module each class lives in is
     ├── DatabaseClosed                          stores.errors
     ├── SchemaTooNew                            stores.errors
     ├── YamlError (ValueError)                  core.yaml_safe
-    ├── PolicyError (ValueError)                governance._policy_parse
-    ├── ApprovalError (PermissionError)         governance.approval_types
-    │   └── EditRefusedError                    governance.approval_types
-    ├── EditRefused (ValueError)                governance.edits
-    ├── ResultTooDeep                           governance.secret_scanner
-    ├── OpaqueResult                            governance.secret_scanner
-    ├── ApprovalTimedOut                        governance.approval_types
+    ├── PolicyError (ValueError)                governance.policy.parse
+    ├── ApprovalError (PermissionError)         governance.approvals.types
+    │   └── EditRefusedError                    governance.approvals.types
+    ├── EditRefused (ValueError)                governance.approvals.edits
+    ├── ResultTooDeep                           governance.redaction.scanner
+    ├── OpaqueResult                            governance.redaction.scanner
+    ├── ApprovalTimedOut                        governance.approvals.types
     ├── InvalidArguments (ValueError)           governance.arguments
     ├── ActorSystemUnavailable                  runtime.system
     ├── DeferredFailed                          runtime.deferred

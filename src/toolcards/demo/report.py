@@ -16,7 +16,7 @@ from toolcards.tools.planning.actor import PlanningActor
 from toolcards.tools.workspace.access import AccessRefused, list_files
 
 if TYPE_CHECKING:
-    from toolcards.governance.audit import AuditLog
+    from toolcards.governance.audit.log import AuditLog
     from toolcards.runtime import Team
 
 

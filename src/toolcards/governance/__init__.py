@@ -12,53 +12,52 @@ from toolcards._lazy import lazy_names
 
 _NAMES = {
     "Identity": "toolcards.core.identity",
-    "Policy": "toolcards.governance.policy",
-    "PolicyError": "toolcards.governance._policy_parse",
-    "Decision": "toolcards.governance.policy",
-    "AuditLog": "toolcards.governance.audit",
-    "AuditEntry": "toolcards.governance.audit",
-    "ApprovalBroker": "toolcards.governance.approvals",
-    "ApprovalError": "toolcards.governance.approvals",
-    "ApprovalRequest": "toolcards.governance.approvals",
-    "ApprovalState": "toolcards.governance.approvals",
+    "Policy": "toolcards.governance.policy.policy",
+    "PolicyError": "toolcards.governance.policy.parse",
+    "Decision": "toolcards.governance.policy.policy",
+    "AuditLog": "toolcards.governance.audit.log",
+    "AuditEntry": "toolcards.governance.audit.log",
+    "ApprovalBroker": "toolcards.governance.approvals.broker",
+    "ApprovalError": "toolcards.governance.approvals.broker",
+    "ApprovalRequest": "toolcards.governance.approvals.broker",
+    "ApprovalState": "toolcards.governance.approvals.broker",
     "ApprovalStore": "toolcards.stores.base",
     "MemoryApprovalStore": "toolcards.stores.memory",
     "SqliteApprovalStore": "toolcards.stores.sqlite.approvals",
-    "AuditRecord": "toolcards.governance.audit",
-    "Redactor": "toolcards.governance.redact",
+    "AuditRecord": "toolcards.governance.audit.log",
+    "Redactor": "toolcards.governance.redaction.redactor",
     "Telemetry": "toolcards.governance.telemetry",
     "ToolCapability": "toolcards.governance.capability",
     "CapabilityRegistry": "toolcards.governance.capability",
-    "Executor": "toolcards.governance.executor",
-    "ExecutionResult": "toolcards.governance.executor",
+    "Executor": "toolcards.governance.executor.pipeline",
+    "ExecutionResult": "toolcards.governance.executor.pipeline",
     "Outcome": "toolcards.governance.outcomes",
     "RateLimiter": "toolcards.stores.memory",
-    "GovernedToolset": "toolcards.governance.toolset",
+    "GovernedToolset": "toolcards.governance.toolset.governed",
     "HookContext": "toolcards.governance.guardrails",
     "Refuse": "toolcards.governance.guardrails",
-    "SecretScanner": "toolcards.governance.secret_scanner",
+    "SecretScanner": "toolcards.governance.redaction.scanner",
     "ToolHook": "toolcards.governance.guardrails",
     "input_guardrail": "toolcards.governance.guardrails",
     "output_guardrail": "toolcards.governance.guardrails",
     "provider_safe_name": "toolcards.core.names",
-    "PolicyTableRow": "toolcards.governance.table",
-    "load_policy_table": "toolcards.governance.table",
-    "run_policy_table": "toolcards.governance.table",
+    "PolicyTableRow": "toolcards.governance.policy.table",
+    "load_policy_table": "toolcards.governance.policy.table",
+    "run_policy_table": "toolcards.governance.policy.table",
 }
 
 if TYPE_CHECKING:
     from toolcards.core.identity import Identity
     from toolcards.core.names import provider_safe_name
-    from toolcards.governance._policy_parse import PolicyError
-    from toolcards.governance.approvals import (
+    from toolcards.governance.approvals.broker import (
         ApprovalBroker,
         ApprovalError,
         ApprovalRequest,
         ApprovalState,
     )
-    from toolcards.governance.audit import AuditEntry, AuditLog, AuditRecord
+    from toolcards.governance.audit.log import AuditEntry, AuditLog, AuditRecord
     from toolcards.governance.capability import CapabilityRegistry, ToolCapability
-    from toolcards.governance.executor import ExecutionResult, Executor
+    from toolcards.governance.executor.pipeline import ExecutionResult, Executor
     from toolcards.governance.guardrails import (
         HookContext,
         Refuse,
@@ -67,12 +66,17 @@ if TYPE_CHECKING:
         output_guardrail,
     )
     from toolcards.governance.outcomes import Outcome
-    from toolcards.governance.policy import Decision, Policy
-    from toolcards.governance.redact import Redactor
-    from toolcards.governance.secret_scanner import SecretScanner
-    from toolcards.governance.table import PolicyTableRow, load_policy_table, run_policy_table
+    from toolcards.governance.policy.parse import PolicyError
+    from toolcards.governance.policy.policy import Decision, Policy
+    from toolcards.governance.policy.table import (
+        PolicyTableRow,
+        load_policy_table,
+        run_policy_table,
+    )
+    from toolcards.governance.redaction.redactor import Redactor
+    from toolcards.governance.redaction.scanner import SecretScanner
     from toolcards.governance.telemetry import Telemetry
-    from toolcards.governance.toolset import GovernedToolset
+    from toolcards.governance.toolset.governed import GovernedToolset
     from toolcards.stores.base import ApprovalStore
     from toolcards.stores.memory import MemoryApprovalStore, RateLimiter
     from toolcards.stores.sqlite.approvals import SqliteApprovalStore

@@ -42,11 +42,11 @@ from typing import Any, TypeAlias, TypeVar, overload
 
 from toolcards.core.errors import RetriableError
 from toolcards.core.identity import Identity
-from toolcards.governance._policy_parse import compile_globs
 from toolcards.governance.arguments import InvalidArguments, parse_arguments
 from toolcards.governance.capability import ToolCapability
-from toolcards.governance.policy import Decision, Policy
-from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
+from toolcards.governance.policy.parse import compile_globs
+from toolcards.governance.policy.policy import Decision, Policy
+from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor
 
 __all__ = [
     "HookContext",

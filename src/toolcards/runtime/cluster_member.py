@@ -20,9 +20,9 @@ import pickle
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from toolcards.governance.approvals import Approver
-    from toolcards.governance.audit import AuditLog
-    from toolcards.governance.policy import Policy
+    from toolcards.governance.approvals.broker import Approver
+    from toolcards.governance.audit.log import AuditLog
+    from toolcards.governance.policy.policy import Policy
     from toolcards.runtime.profiles import RoleProfile
     from toolcards.runtime.system import ActorSystem
 

@@ -19,9 +19,9 @@ if TYPE_CHECKING:
     from toolcards.core.card import ToolCard
     from toolcards.core.events import ToolStateEvent
     from toolcards.core.factory import ToolFactory
-    from toolcards.governance.approvals import Approver
-    from toolcards.governance.audit import AuditLog
-    from toolcards.governance.policy import Policy
+    from toolcards.governance.approvals.broker import Approver
+    from toolcards.governance.audit.log import AuditLog
+    from toolcards.governance.policy.policy import Policy
     from toolcards.runtime.events import EventLog
     from toolcards.runtime.messaging import MemberInfo, MemberMessage
     from toolcards.runtime.profiles import RoleProfile

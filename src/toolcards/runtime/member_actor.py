@@ -43,9 +43,9 @@ if TYPE_CHECKING:
     from pydantic_ai.toolsets import AbstractToolset
 
     from toolcards.core.context import ContextUpdater
-    from toolcards.governance.approvals import Approver
-    from toolcards.governance.audit import AuditLog
-    from toolcards.governance.policy import Policy
+    from toolcards.governance.approvals.broker import Approver
+    from toolcards.governance.audit.log import AuditLog
+    from toolcards.governance.policy.policy import Policy
     from toolcards.runtime.host import TeamHost
 
 logger = logging.getLogger(__name__)

@@ -30,9 +30,9 @@ from toolcards.runtime.worker import TRANSIENT_PREFIX, Lifecycle, ToolActorFacto
 from toolcards.stores.base import StateNamespace
 
 if TYPE_CHECKING:
-    from toolcards.governance.approvals import Approver
-    from toolcards.governance.audit import AuditLog
-    from toolcards.governance.policy import Policy
+    from toolcards.governance.approvals.broker import Approver
+    from toolcards.governance.audit.log import AuditLog
+    from toolcards.governance.policy.policy import Policy
     from toolcards.runtime.profiles import RoleProfile
 
 __all__ = ["StopReport", "Team", "TeamStopped"]

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from toolcards.core.factory import ToolFactory
     from toolcards.core.identity import Identity
-    from toolcards.governance.audit import AuditLog
+    from toolcards.governance.audit.log import AuditLog
     from toolcards.governance.capability import CapabilityRegistry
-    from toolcards.governance.policy import Policy
+    from toolcards.governance.policy.policy import Policy
     from toolcards.surfaces.runtime import SurfaceRuntime
 
 

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from toolcards.governance.approvals import (
+from toolcards.governance.approvals.broker import (
     ApprovalBroker,
     ApprovalError,
     ApprovalRequest,
@@ -51,7 +51,7 @@ APPROVAL_SCHEMA: dict[str, Any] = {
 def approval_prompt(request: ApprovalRequest) -> str:
     """What the human deciding a call reads before approving it: the exact arguments that run,
     whole (canonical JSON, hidden characters as named escapes), and the digest a yes binds."""
-    from toolcards.governance.approval_view import arguments_view
+    from toolcards.governance.approvals.view import arguments_view
 
     view = arguments_view(request, exact=True)
     if not view.recorded:

@@ -7,12 +7,12 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from toolcards.governance.audit import AuditRecord
+from toolcards.governance.audit.log import AuditRecord
 
 if TYPE_CHECKING:
     from toolcards.core.identity import Identity
-    from toolcards.governance.executor import Executor
-    from toolcards.governance.policy import Decision
+    from toolcards.governance.executor.pipeline import Executor
+    from toolcards.governance.policy.policy import Decision
 
 
 def record(

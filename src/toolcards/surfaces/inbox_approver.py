@@ -1,10 +1,10 @@
 """The dashboard's approver channel: approval-required calls wait in the page's inbox.
 
 :class:`InboxApprover` is an executor approver (``await approver(request) -> bool``). The
-request is put in the dashboard's :class:`~toolcards.governance.approvals.ApprovalBroker`
+request is put in the dashboard's :class:`~toolcards.governance.approvals.broker.ApprovalBroker`
 (it is already there when the executor shares that broker) and the call waits, at most
 ``timeout`` seconds, for a principal with the approver role to grant or deny it on the page.
-No decision in time is :class:`~toolcards.governance.approvals.ApprovalTimedOut` (the call's
+No decision in time is :class:`~toolcards.governance.approvals.broker.ApprovalTimedOut` (the call's
 outcome is ``approval_timeout``, not a refusal). The broker binds the decision to the call id,
 tool, argument digest and principal, refuses self-approval and audits it with the approver's
 identity; the executor then runs the call once, or refuses it.
@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolcards.governance.approvals import (
+from toolcards.governance.approvals.broker import (
     ApprovalBroker,
     ApprovalRequest,
     ApprovalState,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from toolcards.surfaces.outcomes import classify
 
 if TYPE_CHECKING:
-    from toolcards.governance.approvals import Approver
+    from toolcards.governance.approvals.broker import Approver
     from toolcards.surfaces.runtime import SurfaceRuntime
 
 _HINTS = ("readonly", "destructive", "idempotent", "open_world", "requires_approval")
@@ -41,7 +41,7 @@ def list_rows(rt: SurfaceRuntime, show_all: bool = False) -> list[dict[str, Any]
 def describe_data(rt: SurfaceRuntime, tool: str) -> dict[str, Any]:
     """The tool's description; ``{"unknown": message}`` when it is unknown or hidden from the
     principal (the two read the same, with the message a call of it gets)."""
-    from toolcards.governance.executor import unknown_tool_message
+    from toolcards.governance.executor.pipeline import unknown_tool_message
 
     cap = rt.registry.get(tool)
     if cap is None or not rt.policy.visible(rt.local, tool):

@@ -15,7 +15,7 @@ from toolcards.governance.outcomes import ExitCode, meaning
 __all__ = ["ExitCode", "SurfaceOutcome", "classify", "table_decision"]
 
 if TYPE_CHECKING:
-    from toolcards.governance.executor import ExecutionResult
+    from toolcards.governance.executor.pipeline import ExecutionResult
 
 
 @dataclass(frozen=True, slots=True)

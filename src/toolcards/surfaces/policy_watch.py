@@ -1,7 +1,7 @@
 """While a server runs, its policy file is watched: a file that breaks is said on stderr at
 once (the server goes on with the last good policy), and so is the fix. MCP clients hear it
 as a logging notification (the policy logs it for everyone, see
-:data:`toolcards.governance.policy.EVERYONE`); the dashboard shows it in a banner.
+:data:`toolcards.governance.policy.policy.EVERYONE`); the dashboard shows it in a banner.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from toolcards.governance.policy import Policy
+    from toolcards.governance.policy.policy import Policy
 
 __all__ = ["policy_notice", "watching_policy"]
 

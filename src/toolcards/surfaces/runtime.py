@@ -19,12 +19,12 @@ if TYPE_CHECKING:
     from pydantic_ai.toolsets import AbstractToolset
 
     from toolcards.core.factory import ToolFactory
-    from toolcards.governance.approvals import ApprovalBroker
-    from toolcards.governance.audit import AuditLog
+    from toolcards.governance.approvals.broker import ApprovalBroker
+    from toolcards.governance.audit.log import AuditLog
     from toolcards.governance.capability import CapabilityRegistry
-    from toolcards.governance.executor import Executor
+    from toolcards.governance.executor.pipeline import Executor
     from toolcards.governance.guardrails import ToolHook
-    from toolcards.governance.policy import Policy
+    from toolcards.governance.policy.policy import Policy
     from toolcards.runtime.system import ActorSystem
     from toolcards.runtime.team import Team
     from toolcards.stores.base import RateLimits
@@ -144,8 +144,8 @@ class SurfaceRuntime:
     ) -> SurfaceRuntime:
         """Team (when there are cards, or ``with_team``), registry, policy, audit, approvals,
         rate limits (shared through the store's database with a PostgreSQL store), executor."""
-        from toolcards.governance._policy_parse import PolicyError
-        from toolcards.governance.policy import Policy
+        from toolcards.governance.policy.parse import PolicyError
+        from toolcards.governance.policy.policy import Policy
         from toolcards.surfaces.shared import open_shared
 
         try:
@@ -223,9 +223,9 @@ class SurfaceRuntime:
         ``tokens`` maps plain bearer tokens to identities (hashed here). ``approval``: who
         decides approval-required MCP calls (see :attr:`approval`)."""
         from toolcards.core.factory import ToolFactory
-        from toolcards.governance.audit import AuditLog
+        from toolcards.governance.audit.log import AuditLog
         from toolcards.governance.capability import CapabilityRegistry
-        from toolcards.governance.policy import Policy
+        from toolcards.governance.policy.policy import Policy
 
         owned: list[Callable[[], Any]] = []
         if not isinstance(policy, Policy):
@@ -292,7 +292,7 @@ def _executor(
     rate_limiter: RateLimits | None = None,
     hooks: Sequence[ToolHook] = (),
 ) -> Executor:
-    from toolcards.governance.executor import Executor
+    from toolcards.governance.executor.pipeline import Executor
 
     return Executor(
         registry,

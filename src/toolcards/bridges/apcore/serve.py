@@ -17,7 +17,7 @@ from ._deps import require
 if TYPE_CHECKING:
     from toolcards.core.identity import Identity
     from toolcards.governance.capability import CapabilityRegistry
-    from toolcards.governance.policy import Policy
+    from toolcards.governance.policy.policy import Policy
 
 _TRANSPORTS = {"stdio": "stdio", "http": "http", "streamable-http": "http"}
 
@@ -71,7 +71,7 @@ def serve_mcp(
     the decisions to the apcore executor's own ACL) and then the apcore executor.
     ``identity``, ``tokens`` and ``audit`` are those of :func:`toolcards.surfaces.serve_mcp`.
     """
-    from toolcards.governance.policy import Policy
+    from toolcards.governance.policy.policy import Policy
     from toolcards.surfaces.api import serve_mcp as serve
 
     if transport not in _TRANSPORTS:

@@ -1,5 +1,5 @@
 """Governance state in PostgreSQL, for a team held by many processes: pending approvals,
-rate-limit counters and the audit trail (:class:`~toolcards.governance.audit.AuditLog` with a
+rate-limit counters and the audit trail (:class:`~toolcards.governance.audit.log.AuditLog` with a
 ``postgresql://`` location uses :class:`PostgresAuditTable`).
 
 One module owns this SQL; the approval logic is the SQLite store's (the same statements, with

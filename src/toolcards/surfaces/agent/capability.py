@@ -19,13 +19,13 @@ from toolcards.core.agent_capability import CardsCapability
 from toolcards.core.card import ToolCard
 from toolcards.core.factory import ToolFactory
 from toolcards.core.identity import Identity
-from toolcards.governance.approvals import Approver
-from toolcards.governance.audit import AuditLog
-from toolcards.governance.executor import Executor
+from toolcards.governance.approvals.broker import Approver
+from toolcards.governance.audit.log import AuditLog
+from toolcards.governance.executor.pipeline import Executor
+from toolcards.governance.executor.replay import CallResults
 from toolcards.governance.guardrails import ToolHook
-from toolcards.governance.policy import Policy
-from toolcards.governance.replay import CallResults
-from toolcards.governance.toolset import GovernedToolset
+from toolcards.governance.policy.policy import Policy
+from toolcards.governance.toolset.governed import GovernedToolset
 from toolcards.surfaces.agent.spec_args import (
     spec_audit,
     spec_call_results,

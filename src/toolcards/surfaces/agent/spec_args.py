@@ -25,9 +25,9 @@ from typing import Any
 from toolcards.core.card import ToolCard
 from toolcards.core.identity import Identity
 from toolcards.core.registry import load_cards
-from toolcards.governance.audit import AuditLog
+from toolcards.governance.audit.log import AuditLog
 from toolcards.governance.guardrails import ToolHook
-from toolcards.governance.policy import Policy
+from toolcards.governance.policy.policy import Policy
 from toolcards.stores.call_results import SqliteCallResults
 
 IDENTITY_KEYS = frozenset({"id", "type", "roles"})
@@ -83,7 +83,7 @@ def spec_hooks(data: Any) -> list[ToolHook]:
     """The spec's guardrails: ``secret_scanner`` true, false/None, or ``{action, tools}``."""
     if data is None or data is False:
         return []
-    from toolcards.governance.secret_scanner import SecretScanner
+    from toolcards.governance.redaction.scanner import SecretScanner
 
     if data is True:
         return [SecretScanner()]

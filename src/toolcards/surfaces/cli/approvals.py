@@ -35,8 +35,8 @@ from toolcards.surfaces.outcomes import ExitCode
 
 if TYPE_CHECKING:
     from toolcards.core.identity import Identity
-    from toolcards.governance.approval_view import ArgumentsView
-    from toolcards.governance.approvals import ApprovalBroker, ApprovalRequest
+    from toolcards.governance.approvals.broker import ApprovalBroker, ApprovalRequest
+    from toolcards.governance.approvals.view import ArgumentsView
 
 approvals_app = typer.Typer(
     help="Decide calls that wait for approval (list, show, grant, deny).",
@@ -103,7 +103,7 @@ def _age(seconds: float) -> str:
 def _row(request: ApprovalRequest, now: float, exact: bool) -> dict[str, Any]:
     """One request as ``me`` may see it: ``exact`` (an approver) gives the arguments that run,
     else the redacted copy."""
-    from toolcards.governance.approval_view import arguments_view
+    from toolcards.governance.approvals.view import arguments_view
 
     view = arguments_view(request, exact=exact)
     return {
@@ -150,7 +150,7 @@ def _write_rows(lines: list[tuple[str, ...]]) -> None:
 @approvals_app.command("list")
 def approvals_list(ctx: typer.Context, config: ConfigOpt = None) -> None:
     """Calls waiting for an approver, oldest first (an approver sees the exact arguments)."""
-    from toolcards.governance.approval_view import arguments_view, is_approver
+    from toolcards.governance.approvals.view import arguments_view, is_approver
 
     state = state_of(ctx, config)
     with _inbox(state) as (broker, me):
@@ -196,7 +196,7 @@ def approvals_show(ctx: typer.Context, approval_id: IdArg, config: ConfigOpt = N
     """One waiting call, whole: the exact arguments that a grant runs (for an approver), and
     the digest that binds them."""
     from toolcards.core.approvals import ApprovalState
-    from toolcards.governance.approval_view import arguments_view, is_approver
+    from toolcards.governance.approvals.view import arguments_view, is_approver
 
     state = state_of(ctx, config)
     with _inbox(state) as (broker, me):
@@ -247,8 +247,8 @@ def _decide(
     digest: str | None = None,
     edit: str | None = None,
 ) -> None:
-    from toolcards.governance.approval_view import is_approver
-    from toolcards.governance.approvals import ApprovalError
+    from toolcards.governance.approvals.broker import ApprovalError
+    from toolcards.governance.approvals.view import is_approver
 
     state = state_of(ctx, config)
     edited = _edit(edit)
@@ -267,7 +267,7 @@ def _decide(
     verb = "granted" if grant else "denied"
     data = {**_row(request, time.time(), exact), "decision": verb, "approver": me.id}
     if runs is not None:
-        from toolcards.governance.redact import args_digest
+        from toolcards.governance.redaction.redactor import args_digest
 
         data["edited_args"], data["approved_args_digest"] = runs, args_digest(runs)
     if state.json:
@@ -278,7 +278,7 @@ def _decide(
         f"arguments sha256:{request.args_digest}"
     )
     if runs is not None:
-        from toolcards.governance.redact import canonical_json
+        from toolcards.governance.redaction.redactor import canonical_json
 
         line += f"; runs instead sha256:{data['approved_args_digest']} {canonical_json(runs)}"
     out().print(line, markup=False, soft_wrap=True)
@@ -299,7 +299,7 @@ def _edit(text: str | None) -> dict[str, Any] | None:
 def _granted(broker: ApprovalBroker, approval_id: str, digest: str | None) -> Any:
     """What a grant names: the request with the digest given (the broker refuses it when it
     is not the recorded one), or its id when the list showed its arguments whole."""
-    from toolcards.governance.approval_view import arguments_view
+    from toolcards.governance.approvals.view import arguments_view
 
     request = broker.get(approval_id)
     if request is None:

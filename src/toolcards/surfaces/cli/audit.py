@@ -18,7 +18,7 @@ team_app = typer.Typer(help="Inspect the team.", no_args_is_help=True)
 
 def _audit_log(ctx: typer.Context, state: State) -> Any:
     """The audit log: read directly (SQLite WAL), also while a server writes to it."""
-    from toolcards.governance.audit import AuditLog
+    from toolcards.governance.audit.log import AuditLog
     from toolcards.surfaces.config import ConfigError, load_config
 
     if state.factory is not None:

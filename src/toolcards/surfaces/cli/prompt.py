@@ -24,7 +24,7 @@ from toolcards.surfaces.cli.state import err
 
 if TYPE_CHECKING:
     from toolcards.core.identity import Identity
-    from toolcards.governance.approvals import ApprovalBroker, ApprovalRequest, Approver
+    from toolcards.governance.approvals.broker import ApprovalBroker, ApprovalRequest, Approver
     from toolcards.surfaces.runtime import SurfaceRuntime
 
 FAIL_CLOSED_HINT = (
@@ -66,7 +66,7 @@ class _Prompt:
     async def ask(self, request: ApprovalRequest) -> bool:
         from rich.prompt import Confirm
 
-        from toolcards.governance.approvals import ApprovalError
+        from toolcards.governance.approvals.broker import ApprovalError
         from toolcards.surfaces.approval import approval_prompt
 
         who = self.approver

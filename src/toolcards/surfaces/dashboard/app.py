@@ -38,8 +38,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 from toolcards.core.identity import Identity
-from toolcards.governance.approval_view import escape_hidden, is_approver
-from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor, canonical_json
+from toolcards.governance.approvals.view import escape_hidden, is_approver
+from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor, canonical_json
 from toolcards.surfaces.auth import TokenTable
 from toolcards.surfaces.dashboard import views
 from toolcards.surfaces.dashboard.filters import FILTERS
@@ -64,8 +64,8 @@ from toolcards.surfaces.dashboard.throttle import SignInThrottle
 from toolcards.surfaces.http_limits import BodyLimit, HttpLimits
 
 if TYPE_CHECKING:
-    from toolcards.governance.approvals import ApprovalBroker
-    from toolcards.governance.audit import AuditLog
+    from toolcards.governance.approvals.broker import ApprovalBroker
+    from toolcards.governance.audit.log import AuditLog
     from toolcards.runtime.team import Team
 
 HERE = Path(__file__).parent
@@ -298,7 +298,7 @@ class Dashboard:
     def _audit_sign_in(self, identity: Identity | None, refused: str | None) -> None:
         if self.audit is None:
             return
-        from toolcards.governance.audit import AuditRecord
+        from toolcards.governance.audit.log import AuditRecord
 
         self.audit.record(
             AuditRecord(

@@ -145,7 +145,7 @@ def _from_store(
 
     @contextlib.contextmanager
     def open_it(host: str) -> Iterator[Dashboard]:
-        from toolcards.governance.audit import AuditLog
+        from toolcards.governance.audit.log import AuditLog
         from toolcards.runtime.team import Team
 
         try:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
     from toolcards.core.identity import Identity
-    from toolcards.governance.approvals import ApprovalBroker
+    from toolcards.governance.approvals.broker import ApprovalBroker
 
 __all__ = ["BINDING", "Decided", "decide_shown", "read_decision"]
 
@@ -89,8 +89,8 @@ def decide_shown(
 ) -> Decided:
     """Grant (with ``args``: the approver's edit) or deny what the human saw (the binding in
     the form), through the broker."""
-    from toolcards.governance.approvals import ApprovalError, EditRefusedError
-    from toolcards.governance.redact import args_digest
+    from toolcards.governance.approvals.broker import ApprovalError, EditRefusedError
+    from toolcards.governance.redaction.redactor import args_digest
 
     request = broker.get(approval_id)
     handle: Any = approval_id

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
+from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor
 from toolcards.surfaces.dashboard.views import event_item
 
 if TYPE_CHECKING:
     from toolcards.core.events import ToolStateEvent
-    from toolcards.governance.approvals import ApprovalBroker
+    from toolcards.governance.approvals.broker import ApprovalBroker
     from toolcards.runtime.events import Subscription
     from toolcards.runtime.team import Team
 

@@ -21,7 +21,7 @@ from toolcards.surfaces.http_limits import HttpLimits
 from toolcards.surfaces.ports import DASHBOARD_PORT
 
 if TYPE_CHECKING:
-    from toolcards.governance.policy import Policy
+    from toolcards.governance.policy.policy import Policy
     from toolcards.surfaces.auth import TokenTable
     from toolcards.surfaces.runtime import SurfaceRuntime
 

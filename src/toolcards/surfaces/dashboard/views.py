@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 from pydantic_core import to_jsonable_python
 
 from toolcards.core.approvals import ApprovalState
-from toolcards.governance.approval_view import arguments_view
-from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
+from toolcards.governance.approvals.view import arguments_view
+from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor
 
 if TYPE_CHECKING:
     from toolcards.core.events import ToolStateEvent
-    from toolcards.governance.approvals import ApprovalBroker, ApprovalRequest
-    from toolcards.governance.audit import AuditEntry, AuditLog
+    from toolcards.governance.approvals.broker import ApprovalBroker, ApprovalRequest
+    from toolcards.governance.audit.log import AuditEntry, AuditLog
     from toolcards.runtime.team import Team
 
 PLANNING = "#PlanningTool"
@@ -179,7 +179,7 @@ def events_view(
 
 def approval_item(request: ApprovalRequest, now: float, *, exact: bool) -> dict[str, Any]:
     """One request as the inbox shows it: its exact arguments for an approver (``exact``),
-    else the redacted copy (see :mod:`toolcards.governance.approval_view`)."""
+    else the redacted copy (see :mod:`toolcards.governance.approvals.view`)."""
     return {
         "approval_id": request.approval_id,
         "call_id": request.call_id,

@@ -24,7 +24,7 @@ from typing import Any
 import mcp.types as types
 from anyio.abc import TaskGroup
 
-from toolcards.governance.policy import EVERYONE
+from toolcards.governance.policy.policy import EVERYONE
 from toolcards.surfaces.spawner import Spawner
 
 ROOT_LOGGER = "toolcards"

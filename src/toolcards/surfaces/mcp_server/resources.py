@@ -24,7 +24,7 @@ from mcp.shared.exceptions import MCPError
 
 import toolcards.surfaces.resources as res
 from toolcards.core.identity import Identity
-from toolcards.governance.policy import Decision
+from toolcards.governance.policy.policy import Decision
 from toolcards.surfaces.audit_rows import record
 from toolcards.surfaces.runtime import SurfaceRuntime
 from toolcards.surfaces.spawner import Spawner

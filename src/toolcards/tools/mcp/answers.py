@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from toolcards.governance.redact import canonical_json
+from toolcards.governance.redaction.redactor import canonical_json
 from toolcards.tools.mcp.sampling import sample, sampling_args
 from toolcards.tools.mcp.server_requests import Frame, Refused, ServerRequests
 
@@ -28,7 +28,7 @@ def client_handlers(requests: ServerRequests) -> dict[str, Any]:
     async def elicit(message: str, _type: Any, params: Any, _ctx: Any) -> Any:
         from fastmcp.client.elicitation import ElicitResult
 
-        from toolcards.governance.elicitation import ask_inbox
+        from toolcards.governance.approvals.elicitation import ask_inbox
 
         schema = getattr(params, "requested_schema", None)
         if not isinstance(schema, dict) or len(canonical_json(schema)) > _MAX_SCHEMA_CHARS:

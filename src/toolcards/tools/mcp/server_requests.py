@@ -27,9 +27,9 @@ from typing import Any, Literal
 
 from toolcards.core.errors import ToolcardsError
 from toolcards.core.spec import ToolAnnotations
-from toolcards.governance.audit import AuditRecord
+from toolcards.governance.audit.log import AuditRecord
 from toolcards.governance.capability import ToolCapability
-from toolcards.governance.governing import GoverningCall, governing_call
+from toolcards.governance.executor.governing import GoverningCall, governing_call
 
 log = logging.getLogger("toolcards.mcp")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from toolcards.core.approvals import ApprovalRequest
 from toolcards.core.identity import Identity
-from toolcards.governance.audit import AuditRecord
+from toolcards.governance.audit.log import AuditRecord
 
 __all__ = ["decision_record"]
 

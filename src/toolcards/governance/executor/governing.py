@@ -21,7 +21,7 @@ class GoverningCall:
     """One governed call while its tool runs."""
 
     executor: Any
-    """The :class:`~toolcards.governance.executor.Executor` running the call (not imported
+    """The :class:`~toolcards.governance.executor.pipeline.Executor` running the call (not imported
     here: the executor imports this module)."""
     identity: Identity
     surface: str

@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 from toolcards.core.approvals import ApprovalRequest, ApprovalState
 from toolcards.core.identity import Identity
-from toolcards.governance.approvals import ApprovalBroker, ApprovalError, Handle
-from toolcards.governance.redact import canonical_json
+from toolcards.governance.approvals.broker import ApprovalBroker, ApprovalError, Handle
+from toolcards.governance.redaction.redactor import canonical_json
 
 __all__ = ["ElicitationReply", "answer_elicitation", "ask_inbox", "check_content"]
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from toolcards.governance.secret_patterns import (
+from toolcards.governance.redaction.patterns import (
     BUILTIN_NAMES,
     BUILTIN_PATTERNS,
     REDACTED,
@@ -35,7 +35,7 @@ from toolcards.governance.secret_patterns import (
     is_secret_name,
     looks_random,
 )
-from toolcards.governance.secret_views import DEPTH, views
+from toolcards.governance.redaction.views import DEPTH, views
 
 __all__ = [
     "BUILTIN_NAMES",

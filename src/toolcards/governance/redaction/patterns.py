@@ -4,8 +4,9 @@ for a random-looking name (a token used as a dictionary key).
 Every pattern is linear in its input: no unbounded repeat sits inside another repeat (a
 structural test walks each pattern), and every look-ahead or look-behind is bounded. Each
 pattern names literal *anchors*, one of which every match contains, so :class:`Redactor
-<toolcards.governance.redact.Redactor>` runs only the patterns whose anchors occur. A built-in
-pattern is compiled the first time it is searched (most processes never search most of them).
+<toolcards.governance.redaction.redactor.Redactor>` runs only the patterns whose anchors
+occur. A built-in pattern is compiled the first time it is searched (most processes never
+search most of them).
 """
 
 from __future__ import annotations

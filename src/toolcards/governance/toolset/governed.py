@@ -26,13 +26,18 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.names import provider_safe_name
-from toolcards.governance.approvals import Approver
-from toolcards.governance.audit import AuditLog
+from toolcards.governance.approvals.broker import Approver
+from toolcards.governance.approvals.edits import split_override
+from toolcards.governance.audit.log import AuditLog
 from toolcards.governance.capability import CapabilityRegistry
-from toolcards.governance.edits import split_override
-from toolcards.governance.executor import ExecutionResult, Executor
+from toolcards.governance.executor.pipeline import ExecutionResult, Executor
+from toolcards.governance.executor.replay import CallResults, durable_call_key, run_once
 from toolcards.governance.guardrails import ToolHook
-from toolcards.governance.layers import (
+from toolcards.governance.outcomes import OUTCOMES, Outcome
+from toolcards.governance.policy.policy import Policy
+from toolcards.governance.redaction.redactor import redact_text
+from toolcards.governance.telemetry import Telemetry
+from toolcards.governance.toolset.layers import (
     APPROVAL_NOTE,
     DESTRUCTIVE_WARNING,
     ApprovalMarkedToolset,
@@ -40,12 +45,7 @@ from toolcards.governance.layers import (
     SafeNamedToolset,
     SelectedToolset,
 )
-from toolcards.governance.outcomes import OUTCOMES, Outcome
-from toolcards.governance.policy import Policy
-from toolcards.governance.redact import redact_text
-from toolcards.governance.replay import CallResults, durable_call_key, run_once
-from toolcards.governance.telemetry import Telemetry
-from toolcards.governance.toolset_listing import GovernedTool, ListedToolset, ListingCache
+from toolcards.governance.toolset.listing import GovernedTool, ListedToolset, ListingCache
 
 __all__ = [
     "APPROVAL_NOTE",

@@ -1,6 +1,6 @@
 """One governed call as it travels down the executor's pipeline, and its one ending.
 
-:class:`Call` is the record each step of :class:`~toolcards.governance.executor.Executor`
+:class:`Call` is the record each step of :class:`~toolcards.governance.executor.pipeline.Executor`
 passes on; :class:`ExecutionResult` is what a surface gets back; :class:`CallBook`, the
 executor's base, ends a call: its one audit row and its telemetry (see :mod:`.endings`).
 """
@@ -18,16 +18,16 @@ from typing import Any, NamedTuple
 from toolcards.core.errors import RetriableError, TransientError
 from toolcards.core.identity import Identity
 from toolcards.governance import telemetry
-from toolcards.governance.approvals import ApprovalRequest
-from toolcards.governance.audit import AuditLog, AuditRecord
+from toolcards.governance.approvals.broker import ApprovalRequest
+from toolcards.governance.audit.log import AuditLog, AuditRecord
 from toolcards.governance.capability import ToolCapability
-from toolcards.governance.endings import INTERRUPTED, InFlight, abrupt_ending
+from toolcards.governance.executor.endings import INTERRUPTED, InFlight, abrupt_ending
 from toolcards.governance.outcomes import Outcome
-from toolcards.governance.policy import Decision, Policy
-from toolcards.governance.redact import args_digest
+from toolcards.governance.policy.policy import Decision, Policy
+from toolcards.governance.redaction.redactor import args_digest
 from toolcards.governance.telemetry import Telemetry
 
-log = logging.getLogger("toolcards.governance.executor")  # where the executor's lines went
+log = logging.getLogger("toolcards.governance.executor.pipeline")  # where the executor's lines went
 
 _MAX_NAME = 100  # a model-supplied tool name is cut to this length in messages
 POLICY_ERROR_MESSAGE = (

@@ -29,8 +29,8 @@ from toolcards.core.approvals import (
     ApprovalState,
 )
 from toolcards.core.identity import Identity
-from toolcards.governance.approval_decisions import ApprovalDecisions
-from toolcards.governance.approval_types import (
+from toolcards.governance.approvals.decisions import ApprovalDecisions
+from toolcards.governance.approvals.types import (
     ApprovalError,
     ApprovalTimedOut,
     Approver,
@@ -39,10 +39,10 @@ from toolcards.governance.approval_types import (
     Handle,
     handle_id,
 )
-from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor, canonical_json
+from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor, canonical_json
 
 if TYPE_CHECKING:
-    from toolcards.governance.audit import AuditLog
+    from toolcards.governance.audit.log import AuditLog
     from toolcards.stores.base import ApprovalStore
 
 __all__ = [

@@ -25,12 +25,12 @@ from typing import Any, Protocol
 from pydantic_core import to_json
 
 from toolcards.core.identity import ANONYMOUS, Identity
-from toolcards.governance.audit import AuditRecord
+from toolcards.governance.audit.log import AuditRecord
 from toolcards.governance.capability import ToolCapability
-from toolcards.governance.endings import INTERRUPTED
-from toolcards.governance.executor import ExecutionResult, Executor
+from toolcards.governance.executor.endings import INTERRUPTED
+from toolcards.governance.executor.pipeline import ExecutionResult, Executor
 from toolcards.governance.outcomes import Outcome
-from toolcards.governance.redact import args_digest
+from toolcards.governance.redaction.redactor import args_digest
 from toolcards.stores.call_results import CallRecord
 
 log = logging.getLogger(__name__)

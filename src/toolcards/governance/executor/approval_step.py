@@ -8,7 +8,7 @@ import logging
 import time
 
 from toolcards.governance import telemetry
-from toolcards.governance.approvals import (
+from toolcards.governance.approvals.broker import (
     ApprovalBroker,
     ApprovalRecord,
     ApprovalRequest,
@@ -16,12 +16,12 @@ from toolcards.governance.approvals import (
     ApprovalTimedOut,
     Approver,
 )
-from toolcards.governance.calls import Call, CallBook, ExecutionResult, _id, _sensitive
+from toolcards.governance.executor.calls import Call, CallBook, ExecutionResult, _id, _sensitive
 from toolcards.governance.outcomes import Outcome
-from toolcards.governance.policy import Decision
-from toolcards.governance.redact import args_digest, canonical_json
+from toolcards.governance.policy.policy import Decision
+from toolcards.governance.redaction.redactor import args_digest, canonical_json
 
-log = logging.getLogger("toolcards.governance.executor")
+log = logging.getLogger("toolcards.governance.executor.pipeline")
 
 
 class ApprovalStep(CallBook):

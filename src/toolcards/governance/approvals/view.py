@@ -22,7 +22,7 @@ from functools import lru_cache
 
 from toolcards.core.approvals import ApprovalRequest
 from toolcards.core.identity import Identity
-from toolcards.governance.redact import canonical_json
+from toolcards.governance.redaction.redactor import canonical_json
 
 __all__ = [
     "INLINE_LIMIT",

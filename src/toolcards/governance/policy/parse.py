@@ -18,7 +18,7 @@ from toolcards.core.errors import ToolcardsError
 from toolcards.core.names import glob_pattern
 from toolcards.core.yaml_safe import BoundedLoader, YamlError
 from toolcards.core.yaml_safe import load_yaml as load_bounded_yaml
-from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
+from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor
 
 Effect = Literal["allow", "deny", "approve"]
 EFFECTS: tuple[str, ...] = ("allow", "deny", "approve")

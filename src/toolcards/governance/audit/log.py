@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from toolcards.core.threads import background_thread
-from toolcards.governance import _shutdown
-from toolcards.governance.audit_spill import AuditSpill
-from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
+from toolcards.governance.audit import shutdown
+from toolcards.governance.audit.spill import AuditSpill
+from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor
 from toolcards.stores.base import AuditTable, StoreLocation
 from toolcards.stores.open import open_audit_table
 
@@ -165,7 +165,7 @@ class AuditLog:
         """The file, or (PostgreSQL) the database's printable URL."""
         where = Path(spill_dir) if spill_dir is not None else None
         self.spill = AuditSpill(location.display, self.team_id, where)
-        """Rows the trail could not take yet (see :mod:`toolcards.governance.audit_spill`)."""
+        """Rows the trail could not take yet (see :mod:`toolcards.governance.audit.spill`)."""
         self._lock = threading.RLock()  # a SIGTERM handler may write while its thread does
         self._queue: queue.SimpleQueue[AuditRecord | threading.Event | None] = queue.SimpleQueue()
         self._hurry = threading.Event()
@@ -175,7 +175,7 @@ class AuditLog:
             self._writer = background_thread(self._run, name="toolcards-audit")
             self._writer.start()
         # also "sync": on SIGTERM, the calls still running get their rows before the end
-        _shutdown.register(self, signals=flush_on_signal)
+        shutdown.register(self, signals=flush_on_signal)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as where it writes: unpickling (in another process) opens the same trail."""
@@ -259,7 +259,7 @@ class AuditLog:
         if self._closed:
             return
         self._closed = True
-        _shutdown.unregister(self)
+        shutdown.unregister(self)
         if self._writer is not None and self._writer.is_alive():
             self._queue.put(None)
             self._hurry.set()

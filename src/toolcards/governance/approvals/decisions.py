@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolcards.core.approvals import ApprovalRecord, ApprovalRequest, ApprovalState
 from toolcards.core.identity import Identity
-from toolcards.governance.approval_types import (
+from toolcards.governance.approvals.types import (
     ApprovalError,
     EditCheck,
     EditRefusedError,
@@ -20,7 +20,7 @@ from toolcards.governance.approval_types import (
 )
 
 if TYPE_CHECKING:
-    from toolcards.governance.audit import AuditLog
+    from toolcards.governance.audit.log import AuditLog
     from toolcards.stores.base import ApprovalStore
 
 __all__ = ["ApprovalDecisions"]
@@ -49,7 +49,7 @@ class ApprovalDecisions:
 
         ``args`` are the approver's edit of the arguments: they, not the caller's, are what is
         approved and what runs (once, without asking again), checked as a fresh call's would
-        be (:mod:`toolcards.governance.edits`); :meth:`grant_record` also says what will run."""
+        be (:mod:`.edits`); :meth:`grant_record` also says what will run."""
         return self.grant_record(handle, approver=approver, surface=surface, args=args).request
 
     def grant_record(
@@ -123,7 +123,7 @@ class ApprovalDecisions:
         edited, refused_edit = "", False
         if why is None and args is not None:
             assert request is not None
-            from toolcards.governance.edits import granted_json
+            from toolcards.governance.approvals.edits import granted_json
 
             edited, why = granted_json(request, args, self.edit_check)
             refused_edit = why is not None
@@ -188,7 +188,7 @@ class ApprovalDecisions:
         audit = self.audit
         if audit is None:
             return
-        from toolcards.governance.approval_audit import decision_record
+        from toolcards.governance.approvals.records import decision_record
 
         approval_id = handle_id(handle)
         if request is None:  # expired or already spent: the row still names its call

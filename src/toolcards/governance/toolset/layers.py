@@ -34,7 +34,7 @@ from pydantic_ai.toolsets import (
 )
 
 from toolcards.core.names import provider_safe_name
-from toolcards.governance._policy_parse import compile_globs
+from toolcards.governance.policy.parse import compile_globs
 
 DESTRUCTIVE_WARNING = "Warning: destructive. Its changes may not be undoable; call it deliberately."
 APPROVAL_NOTE = "A human must approve each call before it runs."

@@ -32,9 +32,9 @@ from typing import Any
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.spec import annotate
 from toolcards.core.yaml_safe import load_yaml
-from toolcards.governance.executor import ExecutionResult, Executor
+from toolcards.governance.executor.pipeline import ExecutionResult, Executor
 from toolcards.governance.outcomes import Outcome
-from toolcards.governance.policy import Policy
+from toolcards.governance.policy.policy import Policy
 
 _TYPES: dict[str, type] = {
     "int": int,

@@ -35,29 +35,31 @@ from typing import Any
 
 from toolcards.core.errors import RetriableError
 from toolcards.core.identity import ANONYMOUS, Identity
-from toolcards.governance import _shutdown, edits, guardrails, telemetry
-from toolcards.governance.approvals import (
+from toolcards.governance import guardrails, telemetry
+from toolcards.governance.approvals import edits
+from toolcards.governance.approvals.broker import (
     ApprovalBroker,
     Approver,
 )
 from toolcards.governance.arguments import InvalidArguments, parse_arguments
-from toolcards.governance.audit import AuditLog
-from toolcards.governance.calls import (
+from toolcards.governance.audit import shutdown
+from toolcards.governance.audit.log import AuditLog
+from toolcards.governance.capability import CapabilityRegistry, Invoke, ToolCapability
+from toolcards.governance.executor.calls import (
     POLICY_ERROR_MESSAGE,
     Call,
     ExecutionResult,
     _sensitive,
     unknown_tool_message,
 )
-from toolcards.governance.capability import CapabilityRegistry, Invoke, ToolCapability
-from toolcards.governance.endings import (
+from toolcards.governance.executor.endings import (
     InFlight,
     fresh_call_id,
 )
+from toolcards.governance.executor.run_step import RunStep
 from toolcards.governance.outcomes import Outcome
-from toolcards.governance.policy import Decision, Each, Policy
-from toolcards.governance.redact import args_digest
-from toolcards.governance.run_step import RunStep
+from toolcards.governance.policy.policy import Decision, Each, Policy
+from toolcards.governance.redaction.redactor import args_digest
 from toolcards.governance.telemetry import Telemetry
 from toolcards.stores.base import RateLimits
 from toolcards.stores.memory import RateLimiter
@@ -102,7 +104,7 @@ class Executor(RunStep):
         if self.approvals.edit_check is None:  # an edited grant is checked where it is made
             self.approvals.edit_check = functools.partial(edits.check_granted, self)
         self._running = InFlight()
-        _shutdown.register_calls(self)
+        shutdown.register_calls(self)
 
     @property
     def audit(self) -> AuditLog | None:

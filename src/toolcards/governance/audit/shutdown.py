@@ -16,7 +16,7 @@ import weakref
 from types import FrameType
 from typing import Any, Protocol
 
-from toolcards.governance.endings import EXIT_REASON, SIGTERM_REASON
+from toolcards.governance.executor.endings import EXIT_REASON, SIGTERM_REASON
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from toolcards.core.identity import Identity
-from toolcards.governance._policy_index import ArgumentIndex, Profile, RuleIndex, ToolRules
-from toolcards.governance._policy_parse import (
+from toolcards.governance.policy.index import ArgumentIndex, Profile, RuleIndex, ToolRules
+from toolcards.governance.policy.parse import (
     ArgCondition,
     CompiledPolicy,
     Effect,
@@ -30,7 +30,7 @@ from toolcards.governance._policy_parse import (
     compile_policy,
     load_yaml,
 )
-from toolcards.governance.redact import DEFAULT_REDACTOR, Redactor
+from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor
 
 __all__ = ["Decision", "Policy", "PolicyError"]
 

@@ -22,8 +22,8 @@ from toolcards.core.identity import Identity
 from toolcards.governance.arguments import InvalidArguments, parse_arguments
 from toolcards.governance.capability import CapabilityRegistry, ToolCapability
 from toolcards.governance.outcomes import Outcome
-from toolcards.governance.policy import Decision, Each, Policy
-from toolcards.governance.redact import canonical_json
+from toolcards.governance.policy.policy import Decision, Each, Policy
+from toolcards.governance.redaction.redactor import canonical_json
 
 __all__ = [
     "MAX_EDITED_ARGS",

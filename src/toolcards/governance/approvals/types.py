@@ -34,8 +34,8 @@ Approver = Callable[[ApprovalRequest], Awaitable[bool]]
 
 EditCheck = Callable[[ApprovalRequest, dict[str, Any]], str]
 """Checks an approver's edit of ``request``'s arguments as a fresh call's would be checked
-(an executor lends its own, see :mod:`toolcards.governance.edits`): returns the canonical JSON
-that will run, or raises :class:`~toolcards.governance.edits.EditRefused`."""
+(an executor lends its own, see :mod:`.edits`): returns the canonical JSON that will
+run, or raises :class:`~toolcards.governance.approvals.edits.EditRefused`."""
 
 Handle = ApprovalRequest | str
 """What a decision names: the request the human saw, or its ``approval_id``."""

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from toolcards.core.identity import Identity
-from toolcards.governance._policy_parse import ArgCondition, Limit, Rule, compile_globs
+from toolcards.governance.policy.parse import ArgCondition, Limit, Rule, compile_globs
 
 _WILD = frozenset("*?[")
 _CACHE_MAX = 50_000

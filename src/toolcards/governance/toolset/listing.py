@@ -1,7 +1,7 @@
-"""What :class:`~toolcards.governance.toolset.GovernedToolset` lists: the tools of its stack of
-listing layers (:mod:`.layers`) as :class:`GovernedTool`\\s, listed once and kept across runs
-while the wrapped toolset would list the same ones, and each caller's view of them (the
-tools the policy lets it see), kept until the policy reloads."""
+"""What :class:`~.governed.GovernedToolset` lists: the tools of its stack of listing layers
+(:mod:`.layers`) as :class:`GovernedTool`\\s, listed once and kept across runs while the
+wrapped toolset would list the same ones, and each caller's view of them (the tools the
+policy lets it see), kept until the policy reloads."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ from pydantic_core import SchemaValidator, core_schema
 from toolcards.core.identity import Identity
 from toolcards.core.spec import ToolAnnotations
 from toolcards.governance.capability import ToolCapability
-from toolcards.governance.layers import (
+from toolcards.governance.policy.policy import Policy
+from toolcards.governance.toolset.layers import (
     Fingerprint,
     built,
     list_tools,
     listing_fingerprint,
     source_of,
 )
-from toolcards.governance.policy import Policy
 
 __all__ = ["GovernedTool", "ListedToolset", "Listing", "ListingCache"]
 

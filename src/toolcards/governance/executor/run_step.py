@@ -11,20 +11,20 @@ from toolcards.core.actors import calling_call_key
 from toolcards.core.errors import ToolNotConfigured
 from toolcards.core.identity import calling_principal
 from toolcards.governance import guardrails, telemetry
-from toolcards.governance.approval_step import ApprovalStep
-from toolcards.governance.calls import (
+from toolcards.governance.capability import Invoke
+from toolcards.governance.executor.approval_step import ApprovalStep
+from toolcards.governance.executor.calls import (
     Call,
     ExecutionResult,
     _passes_through,
     _retry_message,
     _writes_key,
 )
-from toolcards.governance.capability import Invoke
-from toolcards.governance.deadline import abandoning_deadline, with_deadline
-from toolcards.governance.endings import TIMEOUT
-from toolcards.governance.governing import GoverningCall, governing_call
+from toolcards.governance.executor.deadline import abandoning_deadline, with_deadline
+from toolcards.governance.executor.endings import TIMEOUT
+from toolcards.governance.executor.governing import GoverningCall, governing_call
 from toolcards.governance.outcomes import Outcome
-from toolcards.governance.policy import Decision
+from toolcards.governance.policy.policy import Decision
 
 __all__ = ["RunStep"]
 
