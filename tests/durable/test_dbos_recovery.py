@@ -100,8 +100,8 @@ def test_the_side_effect_of_a_replayed_call_happens_once(killed_after_the_call: 
     assert _lines(killed_after_the_call) == ["first note"]
 
 
-def test_a_replayed_call_is_audited_once(killed_after_the_call: Path) -> None:
-    assert _rows(killed_after_the_call) == [("agent.writer", "ok")]
+def test_a_replayed_call_has_a_row_of_its_own(killed_after_the_call: Path) -> None:
+    assert _rows(killed_after_the_call) == [("agent.writer", "ok"), ("agent.writer", "replayed")]
 
 
 def test_a_replayed_call_is_answered_from_its_record(killed_after_the_call: Path) -> None:

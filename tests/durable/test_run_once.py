@@ -16,7 +16,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
 from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
-from toolcards.governance.executor.replay import durable_call_key
+from toolcards.governance.executor.calls import durable_call_key
 from toolcards.governance.redaction.redactor import args_digest
 from toolcards.stores.call_results import SqliteCallResults
 
@@ -37,10 +37,10 @@ def set_flag(value: str) -> str:
     return f"set {value}"
 
 
-def _scripted(tool: str, args: dict[str, Any]) -> FunctionModel:
+def _scripted(tool: str, args: dict[str, Any], call_id: str = CALL_ID) -> FunctionModel:
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if len(messages) == 1:
-            return ModelResponse(parts=[ToolCallPart(tool, args, tool_call_id=CALL_ID)])
+            return ModelResponse(parts=[ToolCallPart(tool, args, tool_call_id=call_id)])
         return ModelResponse(parts=[TextPart(str(messages[-1].parts[0].content))])  # type: ignore[union-attr]
 
     return FunctionModel(model)
@@ -54,16 +54,17 @@ def world(tmp_path: Path) -> Any:
     policy = Policy.from_dict({"default_effect": "allow"})
 
     def run(tool: str, args: dict[str, Any], **options: Any) -> str:
+        run_id, call_id = options.pop("run_id", RUN_ID), options.pop("call_id", CALL_ID)
         governed = GovernedToolset(
             FunctionToolset([append_line, Tool(set_flag, metadata={"idempotent": True})]),
             policy=options.pop("policy", policy),
-            identity=Identity("agent.writer", type="agent"),
+            identity=options.pop("identity", Identity("agent.writer", type="agent")),
             audit=audit,
             call_results=results,
             **options,
         )
-        agent = Agent(_scripted(tool, args), toolsets=[governed])
-        return str(agent.run_sync("go", run_id=RUN_ID).output)
+        agent = Agent(_scripted(tool, args, call_id), toolsets=[governed])
+        return str(agent.run_sync("go", run_id=run_id).output)
 
     yield run, audit, results
     audit.close()
@@ -80,14 +81,18 @@ def test_a_replayed_call_returns_its_recorded_result_without_running(world: Any)
     again = run("append_line", {"text": "one"})
     assert again == first == "appended 'one'"
     assert writes == ["one"]
-    assert _outcomes(audit, "append_line") == ["ok"]
+    assert _outcomes(audit, "append_line") == ["ok", "replayed"]
+    replay = audit.query(tool="append_line")[-1]
+    assert replay.call_id == CALL_ID and f"recorded result of call {CALL_ID}" in (
+        replay.error or ""
+    )
 
 
 def test_a_call_its_process_died_in_is_refused_and_audited_once(world: Any) -> None:
     run, audit, results = world
     # what a process killed while the tool ran leaves: the key claimed, never settled
     key = durable_call_key(RUN_ID, CALL_ID)
-    results.claim(key, "append_line", args_digest({"text": "one"}))
+    results.claim(key, "append_line", args_digest({"text": "one"}), "agent.writer")
     answer = run("append_line", {"text": "one"})
     assert answer.startswith("error: append_line was interrupted")
     assert writes == []
@@ -97,7 +102,7 @@ def test_a_call_its_process_died_in_is_refused_and_audited_once(world: Any) -> N
 def test_an_idempotent_call_its_process_died_in_runs_again(world: Any) -> None:
     run, audit, results = world
     key = durable_call_key(RUN_ID, CALL_ID)
-    results.claim(key, "set_flag", args_digest({"value": "on"}))
+    results.claim(key, "set_flag", args_digest({"value": "on"}), "agent.writer")
     assert run("set_flag", {"value": "on"}) == "set on"
     assert writes == ["on"]
     assert _outcomes(audit, "set_flag") == ["ok"]
@@ -126,3 +131,58 @@ def test_a_call_waiting_for_approval_is_not_recorded(world: Any) -> None:
         )
         assert answer.startswith("approval required")
     assert writes == []
+
+
+MALLORY = Identity("mallory", type="agent")
+ALICE_ONLY = Policy.from_dict(
+    {
+        "default_effect": "allow",
+        "rules": [{"callers": ["mallory"], "targets": ["append_line"], "effect": "deny"}],
+    }
+)
+
+
+def test_a_principal_the_policy_denies_never_gets_anothers_recorded_result(world: Any) -> None:
+    run, audit, _ = world
+    assert run("append_line", {"text": "alice's secret"}) == 'appended "alice\'s secret"'
+    answer = run(
+        "append_line",
+        {"text": "alice's secret"},
+        identity=MALLORY,
+        policy=ALICE_ONLY,
+        hide_denied=False,
+    )
+    assert "secret" not in answer and "appended" not in answer
+    rows = audit.query(tool="append_line")
+    assert [(r.principal, r.outcome) for r in rows] == [
+        ("agent.writer", "ok"),
+        ("mallory", "denied"),
+    ]
+
+
+def test_another_principal_reusing_a_key_is_refused_without_the_record(world: Any) -> None:
+    run, audit, _ = world
+    run("append_line", {"text": "alice's secret"})
+    answer = run("append_line", {"text": "alice's secret"}, identity=MALLORY)
+    assert answer.startswith("error: call") and "secret" not in answer
+    assert writes == ["alice's secret"]
+    assert [(r.principal, r.outcome) for r in audit.query(tool="append_line")] == [
+        ("agent.writer", "ok"),
+        ("mallory", "error"),
+    ]
+
+
+def test_durable_keys_join_their_parts_unambiguously() -> None:
+    assert durable_call_key("r/1", "x") != durable_call_key("r", "1/x")
+    assert durable_call_key("r:1", "x") != durable_call_key("r", "1:x")
+
+
+def test_a_long_call_id_is_hashed_and_still_runs_once(world: Any) -> None:
+    run, audit, _ = world
+    long_id = "call-" + "x" * 1000
+    key = durable_call_key(RUN_ID, long_id)
+    assert key is not None and len(key) < 100 and key != durable_call_key(RUN_ID, long_id + "y")
+    first = run("append_line", {"text": "once"}, call_id=long_id)
+    again = run("append_line", {"text": "once"}, call_id=long_id)
+    assert first == again and writes == ["once"]
+    assert _outcomes(audit, "append_line") == ["ok", "replayed"]

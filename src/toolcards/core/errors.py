@@ -34,7 +34,7 @@ kept because callers catch that built-in type. The module each class lives in is
     ├── ResultTooDeep                           governance.redaction.scanner
     ├── OpaqueResult                            governance.redaction.scanner
     ├── ApprovalTimedOut                        governance.approvals.types
-    ├── InvalidArguments (ValueError)           governance.arguments
+    ├── InvalidArguments (ValueError)           governance.capability
     ├── ActorSystemUnavailable                  runtime.system
     ├── DeferredFailed                          runtime.deferred
     ├── ModelUnavailable (ValueError)           runtime.profiles

@@ -6,6 +6,14 @@ schemas, validators and invokers are built on first use. Listing tools therefore
 imports pydantic-ai; nor does calling a plain tool: :meth:`CapabilityRegistry.get` builds
 only the capability asked for, with pydantic's validator (:mod:`.plain_tools`) and its JSON
 schema from pydantic-ai made when something reads it.
+
+Arguments are checked against the tool's schema before the policy looks at them
+(:func:`parse_arguments`): a caller who may see a tool may see its schema, so a call missing a
+required argument, or giving one of the wrong type, is ``invalid_args`` with the schema's
+error: a deny rule with a condition on that argument does not turn it into "denied" (a
+condition that cannot be evaluated counts against the caller, which is right for a valid call
+and misleading for a broken one). A tool the caller may not see is not checked: its schema
+stays hidden, and the call reads as unknown.
 """
 
 from __future__ import annotations
@@ -16,7 +24,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from toolcards._lazy import renamed_names
+from toolcards.core.errors import ToolcardsError
 from toolcards.core.spec import ToolAnnotations, annotations_of, describe
 from toolcards.governance.invoke import Invoke as Invoke
 from toolcards.governance.invoke import direct_invoke as direct_invoke
@@ -64,6 +75,33 @@ class ToolCapability:
             return args
         result = self.validator.validate_python(args)
         return result if isinstance(result, dict) else dict(result)
+
+
+class InvalidArguments(ToolcardsError, ValueError):
+    """The arguments do not fit the schema; the message is safe to show the caller (field
+    names and what is wrong, never the values)."""
+
+
+def validation_errors(exc: ValidationError, limit: int = 8) -> str:
+    """Compact validation errors without echoing input values (they may hold secrets)."""
+    parts = []
+    for err in exc.errors(include_input=False, include_url=False)[:limit]:
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
+        parts.append(f"{loc}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts)
+
+
+def parse_arguments(cap: ToolCapability, args: dict[str, Any]) -> dict[str, Any]:
+    """``args`` parsed into the tool's types (unchanged for a tool without a validator);
+    :class:`InvalidArguments` naming the tool and every problem otherwise."""
+    if cap.validator is None:
+        return args
+    try:
+        return cap.validate(args)
+    except ValidationError as exc:
+        raise InvalidArguments(
+            f"invalid arguments for {cap.id}: {validation_errors(exc)}"
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,8 +42,7 @@ from typing import Any, TypeAlias, TypeVar, overload
 
 from toolcards.core.errors import RetriableError
 from toolcards.core.identity import Identity
-from toolcards.governance.arguments import InvalidArguments, parse_arguments
-from toolcards.governance.capability import ToolCapability
+from toolcards.governance.capability import InvalidArguments, ToolCapability, parse_arguments
 from toolcards.governance.policy.parse import compile_globs
 from toolcards.governance.policy.policy import Decision, Policy
 from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from toolcards.stores.base import DEFAULT_TEAM
+from toolcards.stores.migrate import TeamColumn
 from toolcards.stores.sqlite.connect import shared_connection
 
 TABLE = """
@@ -28,6 +29,8 @@ CREATE TABLE IF NOT EXISTS toolcards_call_results (
     call_key TEXT NOT NULL,
     tool_id TEXT NOT NULL,
     args_digest TEXT NOT NULL,
+    principal TEXT NOT NULL DEFAULT '',
+    call_id TEXT,
     claimed_at DOUBLE PRECISION NOT NULL,
     outcome TEXT,
     message TEXT,
@@ -36,13 +39,19 @@ CREATE TABLE IF NOT EXISTS toolcards_call_results (
 )
 """
 
+MIGRATION = TeamColumn(
+    "call_results", added=(("principal", "TEXT NOT NULL DEFAULT ''"), ("call_id", "TEXT"))
+)
+"""The columns a table made by an older version lacks (its rows answer no principal)."""
+
 _CLAIM = (
-    "INSERT INTO toolcards_call_results (team_id, call_key, tool_id, args_digest, claimed_at) "
-    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (team_id, call_key) DO NOTHING"
+    "INSERT INTO toolcards_call_results "
+    "(team_id, call_key, tool_id, args_digest, principal, call_id, claimed_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (team_id, call_key) DO NOTHING"
 )
 _FIND = (
-    "SELECT tool_id, args_digest, outcome, message, value FROM toolcards_call_results "
-    "WHERE team_id = ? AND call_key = ?"
+    "SELECT tool_id, args_digest, principal, call_id, outcome, message, value "
+    "FROM toolcards_call_results WHERE team_id = ? AND call_key = ?"
 )
 _SETTLE = (
     "UPDATE toolcards_call_results SET outcome = ?, message = ?, value = ? "
@@ -55,11 +64,13 @@ _RELEASE = (
 
 @dataclass(frozen=True, slots=True)
 class CallRecord:
-    """A key claimed before this claim: its tool and argument digest, and (None while the
-    call never finished) its outcome, message and JSON-encoded value."""
+    """A key claimed before this claim: its tool, argument digest, principal and call id,
+    and (None while the call never finished) its outcome, message and JSON-encoded value."""
 
     tool_id: str
     args_digest: str
+    principal: str
+    call_id: str | None
     outcome: str | None
     message: str | None
     value: str | None
@@ -78,11 +89,14 @@ class SqlCallResults(ABC):
     @abstractmethod
     def _tx(self) -> AbstractContextManager[Any]: ...
 
-    def claim(self, key: str, tool_id: str, args_digest: str) -> CallRecord | None:
-        """Claim ``key`` for a call about to run: None when this claim is the first, else the
-        record an earlier claim left (settled or not)."""
+    def claim(
+        self, key: str, tool_id: str, args_digest: str, principal: str = "", call_id: str = ""
+    ) -> CallRecord | None:
+        """Claim ``key`` for ``principal``'s call about to run: None when this claim is the
+        first, else the record an earlier claim left (settled or not)."""
+        row = (self.team_id, key, tool_id, args_digest, principal, call_id or None, time.time())
         with self._tx() as cur:
-            cur.execute(_CLAIM, (self.team_id, key, tool_id, args_digest, time.time()))
+            cur.execute(_CLAIM, row)
             if cur.rowcount == 1:
                 return None
             row = cur.execute(_FIND, (self.team_id, key)).fetchone()
@@ -114,6 +128,7 @@ class SqliteCallResults(SqlCallResults):
         self._lock = threading.Lock()
         with self._tx() as cur:
             cur.execute(TABLE)
+            MIGRATION.sqlite(self._db, self.team_id, prefix="toolcards_")
 
     @contextmanager
     def _tx(self) -> Iterator[Any]:

@@ -25,16 +25,17 @@ class TeamColumn:
     drop_indexes: tuple[str, ...] = ()
     added: tuple[tuple[str, str], ...] = ()
 
-    def sqlite(self, conn: sqlite3.Connection, claim_for: str) -> None:
+    def sqlite(self, conn: sqlite3.Connection, claim_for: str, prefix: str = "") -> None:
         """Run inside the caller's write transaction (one migrating process at a time)."""
-        columns = {row[1] for row in conn.execute(f"PRAGMA table_info({self.table})")}
+        table = prefix + self.table
+        columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
         for name, ddl in self.added:
             if name not in columns:
-                conn.execute(f"ALTER TABLE {self.table} ADD COLUMN {name} {ddl}")
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {ddl}")
         if "team_id" in columns:
             return
-        conn.execute(f"ALTER TABLE {self.table} ADD COLUMN team_id TEXT NOT NULL DEFAULT ''")
-        conn.execute(f"UPDATE {self.table} SET team_id = ?", (claim_for,))
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN team_id TEXT NOT NULL DEFAULT ''")
+        conn.execute(f"UPDATE {table} SET team_id = ?", (claim_for,))
         for index in self.drop_indexes:
             conn.execute(f"DROP INDEX IF EXISTS {index}")
 

@@ -14,13 +14,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from toolcards.core.approvals import ApprovalRequest
 from toolcards.core.errors import RetriableError, ToolcardsError
 from toolcards.core.identity import Identity
-from toolcards.governance.arguments import InvalidArguments, parse_arguments
-from toolcards.governance.capability import CapabilityRegistry, ToolCapability
+from toolcards.governance.capability import InvalidArguments, ToolCapability, parse_arguments
 from toolcards.governance.outcomes import Outcome
 from toolcards.governance.policy.policy import Decision, Each, Policy
 from toolcards.governance.redaction.redactor import canonical_json
@@ -32,7 +31,6 @@ __all__ = [
     "Refusal",
     "apply",
     "check_edit",
-    "check_granted",
     "edited_json",
     "granted_json",
     "split_override",
@@ -124,23 +122,6 @@ def apply(
         except EditRefused:
             recorded = {}
         return Refusal(f"denied: {exc}", Outcome.DENIED, recorded)
-
-
-class Governing(Protocol):
-    """What checks an edit: an executor's registry and policy."""
-
-    registry: CapabilityRegistry
-    policy: Policy
-
-
-def check_granted(executor: Governing, request: ApprovalRequest, edited: dict[str, Any]) -> str:
-    """An executor's check of an edited grant, lent to its broker: the canonical JSON that
-    will run. A tool the executor does not know is checked when it runs."""
-    cap = executor.registry.get(request.tool_id)
-    if cap is None:
-        return edited_json(edited)
-    who = request.identity or Identity(request.principal)
-    return check_edit(executor.policy, cap, who, edited).json
 
 
 def granted_json(

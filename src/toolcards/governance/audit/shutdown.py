@@ -16,9 +16,10 @@ import weakref
 from types import FrameType
 from typing import Any, Protocol
 
-from toolcards.governance.executor.endings import EXIT_REASON, SIGTERM_REASON
-
 log = logging.getLogger(__name__)
+
+SIGTERM_REASON = "the process received SIGTERM while the call ran"
+EXIT_REASON = "the process exited while the call ran"
 
 
 class Closable(Protocol):

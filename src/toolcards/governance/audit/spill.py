@@ -60,12 +60,8 @@ class AuditSpill:
         """Rows lost because the spill file was full (or could not be written)."""
         self.replayed = 0
         """Rows handed back to the trail from spill files."""
-        self._pending = self._others_exist()
-
-    @property
-    def pending(self) -> bool:
+        self.pending = self._others_exist()
         """Whether rows may be waiting in a spill file of this trail."""
-        return self._pending
 
     def add(self, rows: list[tuple[Any, ...]]) -> None:
         """Keep ``rows`` (redacted audit rows) until the trail takes them."""
@@ -85,7 +81,7 @@ class AuditSpill:
                     out.writelines(kept)
                     out.flush()
                     os.fsync(out.fileno())
-                self._pending = True
+                self.pending = True
         except OSError:
             log.exception("audit spill %s cannot be written; %d rows lost", self.path, len(rows))
             self.dropped += len(rows)
@@ -119,12 +115,12 @@ class AuditSpill:
             except Exception:
                 if taken:
                     _rewrite(path, rows[taken:])
-                self._pending = True
+                self.pending = True
                 raise
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
             log.warning("audit trail back: %d kept rows written from %s", len(rows), path.name)
-        self._pending = self._others_exist()
+        self.pending = self._others_exist()
 
     def _claim(self, path: Path) -> Path | None:
         """``path`` made this process's: a file of an ended process is renamed first (one

@@ -1,38 +1,70 @@
 """One governed call as it travels down the executor's pipeline, and its one ending.
 
-:class:`Call` is the record each step of :class:`~toolcards.governance.executor.pipeline.Executor`
-passes on; :class:`ExecutionResult` is what a surface gets back; :class:`CallBook`, the
-executor's base, ends a call: its one audit row and its telemetry (see :mod:`.endings`).
+:class:`Call` is the record every step of :class:`~.pipeline.Executor` reads and updates: who
+calls which tool with which arguments, what the surface asked for the call (an approver, an
+approval already given, its own invoke), and where the call stands (the policy's decision,
+an approver's edit, the guardrails that changed it). :class:`ExecutionResult` is what a
+surface gets back.
+
+:class:`CallBook` ends calls. Every call that started gets exactly one audit row: the book
+enters a call when it starts and takes it out again with its row, and taking it out is the
+right to write that row, given once, to the call's own ending (a result, a cancellation, an
+interrupt) or to its process's (SIGTERM or interpreter exit write ``interrupted`` for the
+calls still running, see :mod:`toolcards.governance.audit.shutdown`). Single dict
+operations only (atomic under the GIL), so a signal handler on the main thread and calls on
+other threads may end calls concurrently.
+
+Call ids: a call that comes without one gets :func:`fresh_call_id` at its start, so every row
+of the call (approval request and decision, the final row) carries the same id.
 """
 
 from __future__ import annotations
 
 import difflib
+import hashlib
+import itertools
 import logging
+import os
+import re
+import secrets
 import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from toolcards.core.errors import RetriableError, TransientError
 from toolcards.core.identity import Identity
 from toolcards.governance import telemetry
-from toolcards.governance.approvals.broker import ApprovalRequest
+from toolcards.governance.approvals.broker import ApprovalRequest, Approver
 from toolcards.governance.audit.log import AuditLog, AuditRecord
-from toolcards.governance.capability import ToolCapability
-from toolcards.governance.executor.endings import INTERRUPTED, InFlight, abrupt_ending
+from toolcards.governance.capability import Invoke, ToolCapability
 from toolcards.governance.outcomes import Outcome
-from toolcards.governance.policy.policy import Decision, Policy
-from toolcards.governance.redaction.redactor import args_digest
+from toolcards.governance.policy.policy import Decision
+from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor, args_digest
 from toolcards.governance.telemetry import Telemetry
 
-log = logging.getLogger("toolcards.governance.executor.pipeline")  # where the executor's lines went
+if TYPE_CHECKING:
+    from toolcards.governance.executor.replay import DurableCall
 
-_MAX_NAME = 100  # a model-supplied tool name is cut to this length in messages
+log = logging.getLogger("toolcards.governance.executor")
+
+CANCELLED = "cancelled"
+"""The outcome of a call whose task was cancelled (the caller withdrew it)."""
+INTERRUPTED = "interrupted"
+"""The outcome of a call ended by its process: KeyboardInterrupt, SystemExit, SIGTERM, exit."""
+TIMEOUT = "timeout"
+"""The audit outcome of a call that ran out of time (the result's outcome is ``error``)."""
+REPLAYED = "replayed"
+"""The audit outcome of a durable call answered from its recorded result."""
+
 POLICY_ERROR_MESSAGE = (
     "policy error: the policy file is invalid, so every call is refused until it is fixed"
 )
+_MAX_NAME = 100  # a model-supplied tool name is cut to this length in messages
+_MAX_KEY = 400  # a longer call key is stored as its digest
+_UNSAFE = re.compile(r"[^A-Za-z0-9._:-]")
+_MAX_HINT = 40
 
 
 @dataclass(slots=True)
@@ -59,56 +91,93 @@ class ExecutionResult:
         return self.outcome is Outcome.OK
 
 
-class Call(NamedTuple):
-    """One call as it travels down the pipeline (immutable: a step that changes something
-    passes on a new record)."""
+@dataclass(slots=True, eq=False)
+class Call:
+    """One call, from its start to its one row. The steps of the pipeline update it in place;
+    the :class:`CallBook` writes its row from what it holds when it ends."""
 
     tool_id: str
     args: dict[str, Any]
+    """The arguments as received, then as the tool will act on them (canonical paths; an
+    approver's edit once it applies)."""
     identity: Identity
     surface: str
-    call_id: str | None
+    call_id: str
     start: float
+    """``time.perf_counter()`` at its start (moved past the time a human took to approve)."""
     cap: ToolCapability | None = None
-    span: Any = None
-    instruments: telemetry.Instruments | None = None
-    key: int | None = None
-    """Its entry in the executor's in-flight book (None: a call that cannot be left running)."""
+    redactor: Redactor = DEFAULT_REDACTOR
+    """The policy's redactor when the call started: its rows and messages use it."""
+
+    # -- what the surface asked -----------------------------------------------------------
+    approver: Approver | None = None
+    """Asked inline when the call needs approval (None: the call ends ``needs_approval``)."""
+    approved: bool = False
+    """The surface's human approved this call id now (pydantic-ai's deferred approvals)."""
+    invoke: Invoke | None = None
+    """Runs the tool in place of ``cap.invoke`` (a surface that calls the tool itself)."""
+    validated: bool = False
+    """The arguments are already parsed (validation is skipped)."""
+    hide_denied: bool = False
+    """A tool the caller may not see reads as unknown."""
     writes_key: str | None = None
     """The idempotency key of the tool's writes (None: the call id)."""
+    edit: Mapping[str, Any] | None = None
+    """An approver's edit of the arguments, to check and run once the approval is granted."""
+    durable: DurableCall | None = None
+    """Where a durable run records the call's result (a replay is answered from it)."""
+    timeout: float | None = None
+    """Seconds the hooks and the tool may take together (None: no limit)."""
+
+    # -- where it stands ------------------------------------------------------------------
+    decision: Decision | None = None
+    parsed: dict[str, Any] | None = None
+    """The arguments parsed into the tool's types (None until validated)."""
     hook: str | None = None
     """The guardrail that refused it, or those that changed it (comma-separated)."""
-    edit: Mapping[str, Any] | None = None
-    """An approver's edit of its arguments, to check and run once its approval is granted."""
     called_digest: str | None = None
     """Set once an edit applies (``args`` are then the edit): the digest of the arguments as
     called, which every row of the call keeps."""
+    span: Any = None
+    instruments: telemetry.Instruments | None = None
+    key: int | None = None
+    """Its entry in the book (None: a call that cannot be left running)."""
 
+    @property
+    def sensitive(self) -> tuple[str, ...]:
+        """The arguments redacted whole (the capability's ``sensitive``)."""
+        return tuple(self.cap.sensitive) if self.cap is not None else ()
 
-def unknown_tool_message(tool_id: str, visible: Iterable[str]) -> str:
-    """``unknown tool: <name>`` with the closest names among ``visible`` (the tools the
-    caller may see, and nothing else)."""
-    name = tool_id if len(tool_id) <= _MAX_NAME else tool_id[:_MAX_NAME] + "..."
-    close = difflib.get_close_matches(tool_id[:_MAX_NAME], list(visible), n=3, cutoff=0.6)
-    if not close:
-        return f"unknown tool: {name}"
-    return f"unknown tool: {name}; did you mean {' or '.join(close)}?"
+    def key_of_writes(self) -> str:
+        """The idempotency key of the call's writes: its key (default: its call id) within
+        its principal, so a key another principal used never answers from that one's record."""
+        who = self.identity.id
+        return f"{len(who)}:{who}/{self.writes_key or self.call_id}"
 
 
 class CallBook:
-    """Ends governed calls: each call's one audit row and telemetry, and the rows of the calls
-    still running when the process ends (:meth:`interrupt_all`)."""
+    """Ends governed calls: each call's one audit row and telemetry, and the rows of the
+    calls still running when the process ends (:meth:`interrupt_all`)."""
 
-    policy: Policy
-    telemetry: Telemetry
-    _audit: AuditLog | None
-    _running: InFlight
+    def __init__(self, telemetry: Telemetry, audit: AuditLog | None = None) -> None:
+        self.telemetry = telemetry
+        self.audit = audit
+        self._open: dict[int, Call] = {}
+        self._keys = itertools.count(1)
 
-    def _finish(
+    def __len__(self) -> int:
+        """The calls that started and have no row yet."""
+        return len(self._open)
+
+    def open(self, call: Call) -> None:
+        """Enter ``call``: from now on it ends in exactly one row."""
+        call.key = next(self._keys)
+        self._open[call.key] = call
+
+    def finish(
         self,
         call: Call,
         outcome: Outcome,
-        decision: Decision | None,
         message: str,
         error: str | None = None,
         *,
@@ -117,53 +186,41 @@ class CallBook:
         approval: ApprovalRequest | None = None,
         audited: str | None = None,
     ) -> ExecutionResult:
-        """Audit (as ``audited``, default the outcome) and report the call's end; the result
-        a surface maps."""
+        """Audit (as ``audited``, default the outcome) and report the call's end: the result a
+        surface maps."""
         if outcome is not Outcome.OK and error is None:
             error = message
-        self._end(call, decision, audited or outcome.value, error, outcome.value)
+        self.end(call, audited or outcome.value, error, outcome.value)
         return ExecutionResult(
             outcome,
             call.tool_id,
             value=value,
             message=message,
-            decision=decision,
+            decision=call.decision,
             retry_after=retry_after,
             approval=approval,
             call_id=call.call_id,
         )
 
-    def _note(self, call: Call, decision: Decision) -> None:
-        """Where the call stands, for a row its process may have to write for it."""
-        if call.key is not None:
-            self._running.note(call.key, call, decision)
-
-    def _ended_by(self, call: Call, decision: Decision | None, exc: BaseException) -> None:
-        """The row of a call that ends by ``exc`` instead of a result."""
+    def ended_by(self, call: Call, exc: BaseException) -> None:
+        """The row of a call that ends by ``exc`` instead of a result (nothing when it
+        already has its row)."""
         outcome, error = abrupt_ending(exc)
-        if self._end(call, decision, outcome, error) and isinstance(exc, Exception):
+        if self.end(call, outcome, error) and isinstance(exc, Exception):
             log.exception("governed call %s failed outside the tool", call.tool_id)
 
-    def _end(
-        self,
-        call: Call,
-        decision: Decision | None,
-        outcome: str,
-        error: str | None,
-        reported: str | None = None,
-    ) -> bool:
+    def end(self, call: Call, outcome: str, error: str | None, reported: str | None = None) -> bool:
         """The call's one row and telemetry (``reported``: the outcome telemetry counts,
         default ``outcome``); nothing (False) when the row was already written."""
-        if call.key is not None and not self._running.take(call.key):
+        if call.key is not None and self._open.pop(call.key, None) is None:
             return False
-        if self._audit is not None:
-            self._record(call, decision, outcome, error)
+        self.record(call, outcome, error)
         if call.instruments is not None:
             telemetry.finish(
                 call.instruments,
                 call.span,
                 call.cap.id if call.cap is not None else None,
-                decision.effect if decision is not None else "none",
+                call.decision.effect if call.decision is not None else "none",
                 reported or outcome,
                 time.perf_counter() - call.start,
             )
@@ -171,18 +228,17 @@ class CallBook:
 
     def interrupt_all(self, reason: str) -> None:
         """Audit every call still running as ``interrupted`` (its process ends under it)."""
-        for call, decision in self._running.take_all():
-            if self._audit is not None:
-                self._record(call, decision, INTERRUPTED, reason)
+        for key in list(self._open.copy()):
+            call = self._open.pop(key, None)
+            if call is not None:
+                self.record(call, INTERRUPTED, reason)
 
-    def _record(
-        self, call: Call, decision: Decision | None, outcome: str, error: str | None
-    ) -> None:
-        """Append one audit row (nothing without an audit log)."""
-        audit = self._audit
+    def record(self, call: Call, outcome: str, error: str | None) -> None:
+        """Append one audit row for ``call`` (nothing without an audit log)."""
+        audit = self.audit
         if audit is None:
             return
-        who = call.identity
+        who, decision = call.identity, call.decision
         audit.record(
             AuditRecord(
                 ts=time.time(),
@@ -198,13 +254,75 @@ class CallBook:
                 reason=decision.reason if decision is not None else None,
                 duration=time.perf_counter() - call.start,
                 error=error,
-                sensitive=_sensitive(call),
-                redactor=self.policy.redaction,
+                sensitive=call.sensitive,
+                redactor=call.redactor,
                 hook=call.hook,
                 args_digest=call.called_digest,  # an edit ran: the digest as called stays
                 approved_args_digest=None if call.called_digest is None else args_digest(call.args),
             )
         )
+
+
+def unknown_tool_message(tool_id: str, visible: Iterable[str]) -> str:
+    """``unknown tool: <name>`` with the closest names among ``visible`` (the tools the
+    caller may see, and nothing else)."""
+    name = tool_id if len(tool_id) <= _MAX_NAME else tool_id[:_MAX_NAME] + "..."
+    close = difflib.get_close_matches(tool_id[:_MAX_NAME], list(visible), n=3, cutoff=0.6)
+    if not close:
+        return f"unknown tool: {name}"
+    return f"unknown tool: {name}; did you mean {' or '.join(close)}?"
+
+
+def joined_key(*parts: str) -> str:
+    """One unambiguous key of ``parts`` (each length-prefixed: ``r/1`` + ``x`` is not ``r`` +
+    ``1/x``); a key longer than 400 characters is its SHA-256 digest, never dropped."""
+    key = "/".join(f"{len(part)}:{part}" for part in parts)
+    if len(key) <= _MAX_KEY:
+        return key
+    return "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def durable_call_key(run_id: str | None, tool_call_id: str | None) -> str | None:
+    """The key of one tool call of one run (None when either id is missing)."""
+    if not run_id or not tool_call_id:
+        return None
+    return joined_key(run_id, tool_call_id)
+
+
+def _new_prefix() -> str:
+    return secrets.token_hex(6)
+
+
+_prefix = _new_prefix()
+_numbers = itertools.count(1)
+
+
+def _reseed() -> None:  # a forked child must not repeat its parent's ids
+    global _prefix, _numbers
+    _prefix, _numbers = _new_prefix(), itertools.count(1)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reseed)
+
+
+def fresh_call_id(hint: object = None) -> str:
+    """A call id no other call of any process has: ``tc-<process>-<n>``, or
+    ``<hint>-<process>-<n>`` (``hint`` cut to 40 safe characters, e.g. ``mcp-7``)."""
+    head = "tc" if hint is None else _UNSAFE.sub("_", str(hint)[:_MAX_HINT])
+    return f"{head}-{_prefix}-{next(_numbers)}"
+
+
+def abrupt_ending(exc: BaseException) -> tuple[str, str]:
+    """The audit outcome and error text of a call that ended by ``exc`` without a result."""
+    asyncio = sys.modules.get("asyncio")  # a task's cancellation: asyncio is loaded then
+    if isinstance(exc, GeneratorExit) or (
+        asyncio is not None and isinstance(exc, asyncio.CancelledError)
+    ):
+        return CANCELLED, "cancelled before it finished"
+    if isinstance(exc, Exception):
+        return "error", f"{type(exc).__name__}: {exc}"
+    return INTERRUPTED, f"interrupted by {type(exc).__name__}"
 
 
 # pydantic-ai's exceptions are looked up, never imported, here: a ModelRetry (or a deferral)
@@ -213,7 +331,7 @@ class CallBook:
 _PAI_EXCEPTIONS = "pydantic_ai.exceptions"
 
 
-def _retry_message(exc: Exception) -> str | None:
+def retry_message(exc: Exception) -> str | None:
     """The model-readable message of a retryable tool error (RetriableError, TransientError,
     ModelRetry)."""
     if isinstance(exc, RetriableError | TransientError):
@@ -224,22 +342,7 @@ def _retry_message(exc: Exception) -> str | None:
     return None
 
 
-def _passes_through(exc: Exception) -> bool:
+def passes_through(exc: Exception) -> bool:
     """A deferral (CallDeferred, ApprovalRequired) that the surface handles itself."""
     pai = sys.modules.get(_PAI_EXCEPTIONS)
     return pai is not None and isinstance(exc, pai.CallDeferred | pai.ApprovalRequired)
-
-
-def _writes_key(call: Call) -> str:
-    """The idempotency key of the call's writes: its key (default: its call id) within its
-    principal, so a call id another principal used never answers from that one's record."""
-    who = call.identity.id
-    return f"{len(who)}:{who}/{call.writes_key or call.call_id}"
-
-
-def _sensitive(call: Call) -> tuple[str, ...]:
-    return tuple(call.cap.sensitive) if call.cap is not None else ()
-
-
-def _id(request: ApprovalRequest | None) -> str:
-    return request.approval_id if request is not None else ""

@@ -1,23 +1,29 @@
 """The governed executor: one pipeline for every call from every surface.
 
-identity -> ACL decision -> rate limit -> approval (:mod:`.approval_step`) -> argument
-validation -> run with a timeout, between the guardrail hooks (:mod:`.run_step`,
-:mod:`.guardrails`) -> error mapping -> audit (and a telemetry span; :mod:`.calls` ends each
-call). A surface resolves the caller itself (never from tool arguments), calls
-:meth:`Executor.call` and maps the :class:`ExecutionResult` outcome::
+A surface resolves the caller itself (never from tool arguments), calls :meth:`Executor.call`
+(or :meth:`Executor.run` with its own invoke) and maps the :class:`ExecutionResult`::
 
     result = await executor.call(tool_id, raw_args, identity, surface="mcp",
                                  approver=ask_human_or_None, call_id=request_id)
 
+One call, top to bottom (:meth:`Executor.run`, then :meth:`Executor._pipeline`):
+
+1. the call enters the :class:`~.calls.CallBook`: from now on it ends in exactly one audit row
+   (also when it is cancelled, interrupted or fails outside the tool);
+2. the policy file is valid, and the arguments are an object;
+3. the declared path arguments are made canonical: the policy decides on the names the tool
+   will act on;
+4. the arguments are validated against the tool's schema (for a caller who may see it);
+5. the policy decides (a tool the caller may not see reads as unknown);
+6. a durable run's replay is answered from its record (:mod:`.replay`);
+7. the rate limit;
+8. the approval of this exact call (:class:`~.gate.ApprovalGate`), and an approver's edit;
+9. the guardrails and the tool, within the call's deadline (:class:`~.runner.Runner`).
+
 What each outcome is on every surface (the pydantic-ai model's view, MCP's error flag, the
 CLI's exit code) is one table: :data:`toolcards.governance.outcomes.OUTCOMES`. A
 ``needs_approval`` result with ``approvals.waiter`` set can wait for an approver and be called
-again with the same ``call_id``.
-
-Every call that started has exactly one audit row (see :mod:`.endings`): a cancelled one
-``cancelled``, one its process ends (KeyboardInterrupt, SystemExit, SIGTERM) ``interrupted``,
-one out of time ``timeout``; the exception goes on after the row. A call given no ``call_id``
-gets one (``result.call_id``), so every row of it carries the same id.
+again with the same ``call_id``. A call given no ``call_id`` gets one (``result.call_id``).
 
 A tool the caller may not see (the policy denies it whatever the arguments) is reported
 exactly like a tool that does not exist: ``unknown_tool``, with suggestions drawn only from
@@ -27,7 +33,6 @@ secrets, no other rules.
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections.abc import Iterable, Mapping
@@ -37,46 +42,49 @@ from toolcards.core.errors import RetriableError
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.governance import guardrails, telemetry
 from toolcards.governance.approvals import edits
-from toolcards.governance.approvals.broker import (
-    ApprovalBroker,
-    Approver,
-)
-from toolcards.governance.arguments import InvalidArguments, parse_arguments
+from toolcards.governance.approvals.broker import ApprovalBroker, ApprovalRequest, Approver
 from toolcards.governance.audit import shutdown
 from toolcards.governance.audit.log import AuditLog
-from toolcards.governance.capability import CapabilityRegistry, Invoke, ToolCapability
+from toolcards.governance.capability import (
+    CapabilityRegistry,
+    InvalidArguments,
+    Invoke,
+    ToolCapability,
+    parse_arguments,
+)
 from toolcards.governance.executor.calls import (
     POLICY_ERROR_MESSAGE,
     Call,
+    CallBook,
     ExecutionResult,
-    _sensitive,
+    fresh_call_id,
     unknown_tool_message,
 )
-from toolcards.governance.executor.endings import (
-    InFlight,
-    fresh_call_id,
-)
-from toolcards.governance.executor.run_step import RunStep
+from toolcards.governance.executor.gate import ApprovalGate
+from toolcards.governance.executor.replay import DurableCall
+from toolcards.governance.executor.runner import GoverningCall, Runner
 from toolcards.governance.outcomes import Outcome
-from toolcards.governance.policy.policy import Decision, Each, Policy
-from toolcards.governance.redaction.redactor import args_digest
+from toolcards.governance.policy.policy import Decision, Policy
 from toolcards.governance.telemetry import Telemetry
 from toolcards.stores.base import RateLimits
 from toolcards.stores.memory import RateLimiter
 
 __all__ = ["POLICY_ERROR_MESSAGE", "Call", "ExecutionResult", "Executor", "unknown_tool_message"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("toolcards.governance.executor")
 
 _UNKNOWN = Decision("deny", "unknown tool")
 
 
-class Executor(RunStep):
+class Executor:
     """Runs capabilities under a policy. Surface-agnostic: the pydantic-ai toolset, the MCP
     server and the CLI all call :meth:`call` (or :meth:`run` with their own invoke).
 
-    ``telemetry`` says where spans and metrics go (the global OpenTelemetry providers by
-    default; nothing is recorded until an SDK is configured).
+    Its collaborators: ``book`` ends every call (audit row, telemetry), ``gate`` asks for and
+    settles approvals (over ``approvals``, the broker), ``runner`` runs the guardrails
+    (``hooks``) and the tool. ``timeout`` is each tool run's, in seconds (a capability's own
+    timeout wins); ``telemetry`` says where spans and metrics go (the global OpenTelemetry
+    providers by default; nothing is recorded until an SDK is configured).
     """
 
     def __init__(
@@ -92,30 +100,58 @@ class Executor(RunStep):
         hooks: Iterable[guardrails.ToolHook] = (),
     ) -> None:
         self.registry = registry
-        self.hooks = guardrails.Hooks(hooks)
-        """The guardrails every call passes after the policy (see :mod:`.guardrails`)."""
         self.policy = policy
-        self.approvals = approvals or ApprovalBroker()
-        self.rate_limiter: RateLimits = rate_limiter or RateLimiter()
         self.timeout = timeout
-        self.telemetry = telemetry or _default_telemetry()
-        self._audit: AuditLog | None = None
+        self.rate_limiter: RateLimits = rate_limiter or RateLimiter()
+        self.approvals = approvals or ApprovalBroker()
+        self.book = CallBook(telemetry or _default_telemetry(), None)
+        self.gate = ApprovalGate(self.approvals, self.book)
+        self.runner = Runner(self.book, guardrails.Hooks(hooks))
         self.audit = audit
         if self.approvals.edit_check is None:  # an edited grant is checked where it is made
-            self.approvals.edit_check = functools.partial(edits.check_granted, self)
-        self._running = InFlight()
-        shutdown.register_calls(self)
+            self.approvals.edit_check = self.checked_edit
+        shutdown.register_calls(self.book)
 
     @property
     def audit(self) -> AuditLog | None:
         """The audit log; its broker writes approval decisions there too (unless it has one)."""
-        return self._audit
+        return self.book.audit
 
     @audit.setter
     def audit(self, audit: AuditLog | None) -> None:
-        self._audit = audit
+        self.book.audit = audit
         if audit is not None and self.approvals.audit is None:
             self.approvals.audit = audit
+
+    @property
+    def telemetry(self) -> Telemetry:
+        return self.book.telemetry
+
+    @property
+    def hooks(self) -> guardrails.Hooks:
+        """The guardrails every call passes after the policy (see :mod:`..guardrails`)."""
+        return self.runner.hooks
+
+    def interrupt_all(self, reason: str) -> None:
+        """Audit every call still running as ``interrupted`` (its process ends under it)."""
+        self.book.interrupt_all(reason)
+
+    def checked_edit(self, request: ApprovalRequest, edited: dict[str, Any]) -> str:
+        """An approver's edit of ``request`` checked as a fresh call's arguments would be (lent
+        to the broker, which records it): the canonical JSON that will run. A tool this
+        executor does not know is checked when it runs."""
+        cap = self.registry.get(request.tool_id)
+        if cap is None:
+            return edits.edited_json(edited)
+        who = request.identity or Identity(request.principal)
+        return edits.check_edit(self.policy, cap, who, edited).json
+
+    def visible_to(self, identity: Identity) -> list[str]:
+        """The ids of the registry's tools ``identity`` may see."""
+        policy = self.policy
+        return [tool_id for tool_id in self.registry.ids() if policy.visible(identity, tool_id)]
+
+    # -- entry points ------------------------------------------------------------------------
 
     async def call(
         self,
@@ -152,11 +188,6 @@ class Executor(RunStep):
             hide_denied=True,
         )
 
-    def visible_to(self, identity: Identity) -> list[str]:
-        """The ids of the registry's tools ``identity`` may see."""
-        policy = self.policy
-        return [tool_id for tool_id in self.registry.ids() if policy.visible(identity, tool_id)]
-
     def unknown(
         self,
         tool_id: str,
@@ -179,21 +210,19 @@ class Executor(RunStep):
             surface,
             call_id if call_id is not None else fresh_call_id(),
             time.perf_counter(),
+            redactor=self.policy.redaction,
+            decision=decision,
             instruments=self.telemetry.active(),
         )
         if call.instruments is None:
-            return self._unknown(call, decision, visible)
-        span, token = telemetry.start_span(call.instruments, None, call_id, identity.id, surface)
+            return self._unknown(call, visible)
+        call.span, token = telemetry.start_span(
+            call.instruments, None, call.call_id, identity.id, surface
+        )
         try:
-            return self._unknown(call._replace(span=span), decision, visible)
+            return self._unknown(call, visible)
         finally:
-            telemetry.end_span(span, token)
-
-    def _unknown(self, call: Call, decision: Decision, visible: Iterable[str]) -> ExecutionResult:
-        if self.policy.refusing():  # a tool missing and one hidden read the same here too
-            return self._finish(call, Outcome.POLICY_ERROR, decision, POLICY_ERROR_MESSAGE)
-        message = unknown_tool_message(call.tool_id, visible)
-        return self._finish(call, Outcome.UNKNOWN_TOOL, decision, message)
+            telemetry.end_span(call.span, token)
 
     async def run(
         self,
@@ -210,6 +239,7 @@ class Executor(RunStep):
         hide_denied: bool = False,
         call_key: str | None = None,
         edited: Mapping[str, Any] | None = None,
+        durable: DurableCall | None = None,
     ) -> ExecutionResult:
         """The pipeline for one capability. ``invoke`` replaces ``cap.invoke`` (a surface that
         calls the tool itself); ``validated=True`` skips validation (already done);
@@ -222,148 +252,164 @@ class Executor(RunStep):
 
         ``edited`` (with ``approved=True``) are the arguments the surface's human approved in
         place of ``args`` (pydantic-ai's ``ToolApproved(override_args=...)``): checked as a
-        fresh call's, they run once (:mod:`.edits`)."""
-        malformed = False
-        if args is None:
-            args = {}
-        elif not isinstance(args, dict):
-            malformed = not isinstance(args, Mapping)
-            args = {} if malformed else dict(args)
-        if call_id is None:  # every row of the call carries one id
-            call_id = fresh_call_id()
+        fresh call's, they run once (:mod:`toolcards.governance.approvals.edits`).
+
+        ``durable``: the call's key in a durable run's recorded results: a replay is answered
+        from the record (:mod:`.replay`)."""
         call = Call(
             cap.id,
-            args,
+            args if type(args) is dict else {} if args is None else _object(args),
             identity if identity is not None else ANONYMOUS,
             surface,
-            call_id,
+            call_id if call_id is not None else fresh_call_id(),
             time.perf_counter(),
             cap,
-            instruments=self.telemetry.active(),
-            key=self._running.new_key(),
+            redactor=self.policy.redaction,
+            approver=approver,
+            approved=approved,
+            invoke=invoke,
+            validated=validated,
+            hide_denied=hide_denied,
             writes_key=call_key,
             edit=edited if approved else None,
+            durable=durable,
+            timeout=cap.timeout if cap.timeout is not None else self.timeout,
+            instruments=self.telemetry.active(),
         )
-        options = (approver, approved, invoke, validated, hide_denied)
+        malformed = args is not None and not isinstance(args, Mapping)
         if call.instruments is None:
-            return await self._guarded(call, malformed, options)
-        span, token = telemetry.start_span(
-            call.instruments, cap.id, call_id, call.identity.id, surface
+            return await self._booked(call, malformed)
+        call.span, token = telemetry.start_span(
+            call.instruments, cap.id, call.call_id, call.identity.id, surface
         )
         failure: BaseException | None = None
         try:
-            return await self._guarded(call._replace(span=span), malformed, options)
+            return await self._booked(call, malformed)
         except BaseException as exc:
             failure = exc
             raise
         finally:
-            telemetry.end_span(span, token, failure)
+            telemetry.end_span(call.span, token, failure)
 
-    async def _guarded(
-        self, call: Call, malformed: bool, options: tuple[Any, ...]
-    ) -> ExecutionResult:
-        """The pipeline, with the call in the in-flight book until its one row is written:
-        also when it is cancelled, interrupted, or fails outside the tool."""
-        self._running.open(call)
+    async def _booked(self, call: Call, malformed: bool) -> ExecutionResult:
+        """The pipeline, with the call in the book until its one row is written: also when it
+        is cancelled, interrupted, or fails outside the tool."""
+        self.book.open(call)
         try:
-            return await self._pipeline(call, malformed, *options)
+            return await self._pipeline(call, malformed)
         except BaseException as exc:
-            self._ended_by(call, None, exc)  # nothing when the call already has its row
+            self.book.ended_by(call, exc)  # nothing when the call already has its row
             raise
 
-    async def _pipeline(
-        self,
-        call: Call,
-        malformed: bool,
-        approver: Approver | None,
-        approved: bool,
-        invoke: Invoke | None,
-        validated: bool,
-        hide_denied: bool,
-    ) -> ExecutionResult:
-        tool_id = call.tool_id
-        if self.policy.refusing():
-            return self._finish(call, Outcome.POLICY_ERROR, None, POLICY_ERROR_MESSAGE)
+    # -- the pipeline ------------------------------------------------------------------------
+
+    async def _pipeline(self, call: Call, malformed: bool) -> ExecutionResult:
+        policy, book, cap = self.policy, self.book, call.cap
+        assert cap is not None
+        tool_id, who = call.tool_id, call.identity
+        if policy.refusing():
+            return book.finish(call, Outcome.POLICY_ERROR, POLICY_ERROR_MESSAGE)
         if malformed:
             msg = f"invalid arguments for {tool_id}: expected an object"
-            return self._finish(call, Outcome.INVALID_ARGS, None, msg)
-        named = self._named(call, hide_denied)
-        if isinstance(named, ExecutionResult):
-            return named
-        call, each = named
-        args = call.args
-        if call.span is not None and self.policy.redaction.span_arguments:
-            text = self.policy.redaction.digest_and_redacted(args, _sensitive(call))[1]
+            return book.finish(call, Outcome.INVALID_ARGS, msg)
+        each = self._canonical(call)
+        if isinstance(each, ExecutionResult):
+            return each
+        if call.span is not None and policy.redaction.span_arguments:
+            text = policy.redaction.digest_and_redacted(call.args, call.sensitive)[1]
             call.span.set_attribute("gen_ai.tool.call.arguments", text)
-        who = call.identity
-        cap = call.cap
-        assert cap is not None
-        parsed = args if validated else None
-        if parsed is None and self.policy.visible(who, tool_id):  # its schema is no secret
-            try:  # before argument conditions: a broken call is invalid, not denied
-                parsed = parse_arguments(cap, args)
+        if call.validated:
+            call.parsed = call.args
+        elif policy.visible(who, tool_id):  # its schema is no secret: a broken call is invalid,
+            try:  # not denied (before argument conditions)
+                call.parsed = parse_arguments(cap, call.args)
             except InvalidArguments as exc:
-                return self._finish(call, Outcome.INVALID_ARGS, None, str(exc))
-        decision, limits = self.policy.evaluate(who, tool_id, args, each)
-        if decision.effect == "deny":
-            if hide_denied and not self.policy.visible(who, tool_id):
-                return self._unknown(call, decision, self.visible_to(who))
-            telemetry.event(call.span, "toolcards.denied", reason=decision.reason)
-            msg = f"denied: {tool_id} is not permitted for {who.id}"
-            return self._finish(call, Outcome.DENIED, decision, msg)
-        wait = self.rate_limiter.acquire(limits, who.id, tool_id) if limits else 0.0
-        if wait > 0.0:
-            msg = f"rate limited: {tool_id} may be called again in {wait:.1f} s"
-            return self._finish(call, Outcome.RATE_LIMITED, decision, msg, retry_after=wait)
-        if decision.effect == "approve" or cap.annotations.requires_approval:
-            gate = await self._approval(call, decision, approver, approved)
-            if isinstance(gate, ExecutionResult):
-                return gate
-            call = gate
-        if call.edit is not None:  # what the approver granted is what runs, checked afresh
-            edit = edits.apply(self.policy, call.edit, call.identity, cap)
-            call = call._replace(edit=None, called_digest=args_digest(call.args))
-            if isinstance(edit, edits.Refusal):
-                return self._finish(
-                    call._replace(args=edit.args), edit.outcome, decision, edit.message
-                )
-            call, decision, parsed = call._replace(args=edit.args), edit.decision, edit.parsed
-        if parsed is None:  # hidden a moment ago, allowed now (the policy reloaded)
-            try:
-                parsed = parse_arguments(cap, args)
-            except InvalidArguments as exc:
-                return self._finish(call, Outcome.INVALID_ARGS, decision, str(exc))
-        run = invoke or cap.invoke
-        if run is None:
-            raise TypeError(f"capability {tool_id!r} has no invoke and none was given")
-        # the audit keeps the arguments as received, so every row of one call has one digest
-        if self.hooks:
-            return await self._hooked(call, decision, parsed, run)
-        return await self._execute(call, decision, parsed, run)
+                return book.finish(call, Outcome.INVALID_ARGS, str(exc))
+        call.decision, limits = policy.evaluate(who, tool_id, call.args, each)
+        if call.decision.effect == "deny":
+            return self._denied(call)
+        if call.durable is None:
+            return await self._admitted(call, limits)
+        replayed = call.durable.claim(call, book)
+        if replayed is not None:
+            return replayed
+        try:
+            result = await self._admitted(call, limits)
+        except BaseException:
+            call.durable.release()
+            raise
+        call.durable.settle(result)
+        return result
 
-    def _named(self, call: Call, hide_denied: bool) -> tuple[Call, Each] | ExecutionResult:
-        """The call with its declared path arguments canonical (the names the tool acts on,
-        see :class:`toolcards.core.pathargs.PathArgs`) and every path it names, for the
-        policy; a path the tool would refuse ends the call here, before the policy and the
-        tool."""
+    async def _admitted(self, call: Call, limits: Any) -> ExecutionResult:
+        """The steps of a call the policy lets through: rate limit, approval, the tool."""
+        book, cap, decision = self.book, call.cap, call.decision
+        assert cap is not None and decision is not None
+        wait = self.rate_limiter.acquire(limits, call.identity.id, cap.id) if limits else 0.0
+        if wait > 0.0:
+            msg = f"rate limited: {cap.id} may be called again in {wait:.1f} s"
+            return book.finish(call, Outcome.RATE_LIMITED, msg, retry_after=wait)
+        if decision.effect == "approve" or cap.annotations.requires_approval:
+            stopped = await self.gate.admit(call)
+            if stopped is not None:
+                return stopped
+        if call.edit is not None:  # what the approver granted is what runs, checked afresh
+            stopped = self.gate.apply_edit(call, self.policy)
+            if stopped is not None:
+                return stopped
+        if call.parsed is None:  # hidden a moment ago, allowed now (the policy reloaded)
+            try:
+                call.parsed = parse_arguments(cap, call.args)
+            except InvalidArguments as exc:
+                return book.finish(call, Outcome.INVALID_ARGS, str(exc))
+        invoke = call.invoke or cap.invoke
+        if invoke is None:
+            raise TypeError(f"capability {cap.id!r} has no invoke and none was given")
+        governing = GoverningCall(self, call.identity, call.surface, call.call_id, cap.id)
+        return await self.runner.run(call, invoke, self.policy, governing)
+
+    def _canonical(self, call: Call) -> dict[str, Any] | ExecutionResult:
+        """The call's declared path arguments made canonical (the names the tool acts on, see
+        :class:`toolcards.core.pathargs.PathArgs`), and every path it names, for the policy;
+        a path the tool would refuse ends the call here, before the policy and the tool."""
         declared = call.cap.annotations.paths if call.cap is not None else None
         if declared is None:
-            return call, {}
+            return {}
         try:
-            args, each = declared.resolve(call.args)
+            call.args, each = declared.resolve(call.args)
         except RetriableError as exc:
-            why = self.policy.redaction.text(str(exc))
+            why = call.redactor.text(str(exc))
             outcome, msg = Outcome.INVALID_ARGS, f"invalid arguments for {call.tool_id}: {why}"
         except Exception:
             log.exception("the paths of a %s call could not be resolved", call.tool_id)
             outcome, msg = Outcome.ERROR, f"error: {call.tool_id} failed (its paths)"
         else:
-            return call._replace(args=args), each
-        who = call.identity
-        if hide_denied and not self.policy.visible(who, call.tool_id):
-            decision = self.policy.decide(who, call.tool_id, call.args)
-            return self._unknown(call, decision, self.visible_to(who))
-        return self._finish(call, outcome, None, msg)
+            return each
+        if call.hide_denied and not self.policy.visible(call.identity, call.tool_id):
+            call.decision = self.policy.decide(call.identity, call.tool_id, call.args)
+            return self._unknown(call, self.visible_to(call.identity))
+        return self.book.finish(call, outcome, msg)
+
+    def _denied(self, call: Call) -> ExecutionResult:
+        """A call the policy denies: unknown when the caller may not see the tool."""
+        who, tool_id, decision = call.identity, call.tool_id, call.decision
+        assert decision is not None
+        if call.hide_denied and not self.policy.visible(who, tool_id):
+            return self._unknown(call, self.visible_to(who))
+        telemetry.event(call.span, "toolcards.denied", reason=decision.reason)
+        msg = f"denied: {tool_id} is not permitted for {who.id}"
+        return self.book.finish(call, Outcome.DENIED, msg)
+
+    def _unknown(self, call: Call, visible: Iterable[str]) -> ExecutionResult:
+        if self.policy.refusing():  # a tool missing and one hidden read the same here too
+            return self.book.finish(call, Outcome.POLICY_ERROR, POLICY_ERROR_MESSAGE)
+        message = unknown_tool_message(call.tool_id, visible)
+        return self.book.finish(call, Outcome.UNKNOWN_TOOL, message)
+
+
+def _object(args: object) -> dict[str, Any]:
+    """The arguments as a dict (a mapping copied; anything else, a malformed call, empty)."""
+    return dict(args) if isinstance(args, Mapping) else {}
 
 
 def _default_telemetry() -> Telemetry:

@@ -1,134 +1,97 @@
-"""Governed calls that run once per durable call key, for durable runs (DBOS, Temporal).
+"""Durable replay, a step of the executor's pipeline: a call of a durable run (DBOS,
+Temporal) runs once per durable call key.
 
 A durable engine that recovers a run replays it from the start: recorded model responses come
 back from its journal with the same tool call ids, and the run's id is replay-stable (DBOS:
-``<workflow id>:<step>``). So ``<run id>/<tool call id>`` names one call of one durable run,
-in every process that replays it. :func:`run_once` claims that key in a
-:class:`CallResults` store before the executor runs the call and settles it with the outcome
-after; a replay finds the record and returns it: the tool does not run again and no second
-audit row is written. Everything it reads at call time comes from the run context and the
-store, nothing from the process, so a worker in another process (a Temporal activity) answers
-the same way.
+``<workflow id>:<step>``). So :func:`~.calls.durable_call_key` of the run id and the tool call
+id names one call of one durable run, in every process that replays it. The pipeline asks
+:meth:`DurableCall.claim` once the policy has decided that this principal may make this call
+now: the first claim runs the call and :meth:`DurableCall.settle` records its outcome; a
+replay finds the record and is answered from it (the tool does not run again) with its own
+audit row, ``replayed``, naming the recorded call. A record answers only the principal that
+made it (the store is one team's): another principal reusing the key is refused.
 
 A key claimed but never settled means the process died while the tool ran: the tool may have
 had its effect. An ``idempotent`` tool then runs again; any other is not repeated (at most
-once): the call ends ``error`` with one ``interrupted`` audit row, and the model is told.
+once): the call ends ``error`` with an ``interrupted`` row, and the model is told.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import time
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
 from pydantic_core import to_json
 
-from toolcards.core.identity import ANONYMOUS, Identity
-from toolcards.governance.audit.log import AuditRecord
-from toolcards.governance.capability import ToolCapability
-from toolcards.governance.executor.endings import INTERRUPTED
-from toolcards.governance.executor.pipeline import ExecutionResult, Executor
+from toolcards.governance.executor.calls import (
+    INTERRUPTED,
+    REPLAYED,
+    Call,
+    CallBook,
+    ExecutionResult,
+)
 from toolcards.governance.outcomes import Outcome
 from toolcards.governance.redaction.redactor import args_digest
 from toolcards.stores.call_results import CallRecord
 
 log = logging.getLogger(__name__)
 
-_MAX_KEY = 400
-
 
 class CallResults(Protocol):
     """Where claimed and settled calls are kept (:mod:`toolcards.stores.call_results`)."""
 
-    def claim(self, key: str, tool_id: str, args_digest: str) -> CallRecord | None: ...
+    def claim(
+        self, key: str, tool_id: str, args_digest: str, principal: str = "", call_id: str = ""
+    ) -> CallRecord | None: ...
     def settle(self, key: str, outcome: str, message: str, value: str | None) -> None: ...
     def release(self, key: str) -> None: ...
 
 
-def durable_call_key(run_id: str | None, tool_call_id: str | None) -> str | None:
-    """The key of one tool call of one run (None when either id is missing or too long)."""
-    if not run_id or not tool_call_id:
-        return None
-    key = f"{run_id}/{tool_call_id}"
-    return key if len(key) <= _MAX_KEY else None
+@dataclass(frozen=True, slots=True)
+class DurableCall:
+    """One call of one durable run: its key in a :class:`CallResults` store."""
 
+    results: CallResults
+    key: str
 
-async def run_once(
-    results: CallResults,
-    key: str,
-    executor: Executor,
-    cap: ToolCapability,
-    args: dict[str, Any],
-    identity: Identity | None,
-    **options: Any,
-) -> ExecutionResult:
-    """``executor.run(cap, args, identity, **options)`` unless ``key`` was run before: then
-    its recorded result (or, for a call its process died in, the refusal to repeat it)."""
-    digest = args_digest(args)
-    earlier = results.claim(key, cap.id, digest)
-    if earlier is not None:
-        if earlier.tool_id != cap.id or earlier.args_digest != digest:
-            msg = f"error: call {key} was already made with another tool or arguments"
-            return _refused(executor, cap, args, identity, options, "error", msg)
+    def claim(self, call: Call, book: CallBook) -> ExecutionResult | None:
+        """Claim the key for ``call``: None when this claim is the first (the call runs, then
+        :meth:`settle`), else the answer of the earlier claim, ended through ``book``."""
+        assert call.cap is not None
+        digest = args_digest(call.args)
+        who = call.identity.id
+        earlier = self.results.claim(self.key, call.cap.id, digest, who, call.call_id)
+        if earlier is None:
+            return None
+        if (earlier.tool_id, earlier.args_digest, earlier.principal) != (call.cap.id, digest, who):
+            msg = f"error: call {call.call_id} was already made with another tool or arguments"
+            return book.finish(call, Outcome.ERROR, msg)
         if earlier.settled:
-            log.info("replayed %s %s from its recorded result", cap.id, key)
-            return _recorded(earlier, cap.id, options.get("call_id"))
-        if not cap.annotations.idempotent:
-            msg = (
-                f"error: {cap.id} was interrupted (its process ended while it ran) and may "
-                "have had its effect; it is not run again"
-            )
-            return _refused(executor, cap, args, identity, options, INTERRUPTED, msg)
-    try:
-        result = await executor.run(cap, args, identity, **options)
-    except BaseException:
-        results.release(key)  # withdrawn or deferred: not a result to replay
-        raise
-    if result.outcome is Outcome.NEEDS_APPROVAL:
-        results.release(key)  # the approved call runs under the same key
-        return result
-    value = to_json(result.value, fallback=str).decode() if result.ok else None
-    results.settle(key, result.outcome.value, result.message, value)
-    return result
-
-
-def _recorded(record: CallRecord, tool_id: str, call_id: str | None) -> ExecutionResult:
-    value = json.loads(record.value) if record.value is not None else None
-    outcome = Outcome(record.outcome or Outcome.ERROR.value)
-    return ExecutionResult(
-        outcome, tool_id, value=value, message=record.message or "", call_id=call_id
-    )
-
-
-def _refused(
-    executor: Executor,
-    cap: ToolCapability,
-    args: dict[str, Any],
-    identity: Identity | None,
-    options: dict[str, Any],
-    audited: str,
-    message: str,
-) -> ExecutionResult:
-    """The end of a call that is not run: one audit row (``audited``), an ``error`` result."""
-    who = identity if identity is not None else ANONYMOUS
-    call_id = options.get("call_id")
-    if executor.audit is not None:
-        executor.audit.record(
-            AuditRecord(
-                ts=time.time(),
-                principal=who.id,
-                principal_type=who.type,
-                roles=who.roles,
-                surface=str(options.get("surface", "python")),
-                tool=cap.id,
-                call_id=call_id,
-                args=args,
-                decision="none",
-                outcome=audited,
-                error=message,
-                sensitive=tuple(cap.sensitive),
-                redactor=executor.policy.redaction,
-            )
+            log.info("replayed %s %s from its recorded result", call.cap.id, self.key)
+            value = json.loads(earlier.value) if earlier.value is not None else None
+            note = f"answered from the recorded result of call {earlier.call_id or call.call_id}"
+            outcome = Outcome(earlier.outcome or Outcome.ERROR.value)
+            message = earlier.message or ""
+            return book.finish(call, outcome, message, note, value=value, audited=REPLAYED)
+        if call.cap.annotations.idempotent:
+            return None  # it may run again: the same effect however often it runs
+        msg = (
+            f"error: {call.cap.id} was interrupted (its process ended while it ran) and may "
+            "have had its effect; it is not run again"
         )
-    return ExecutionResult(Outcome.ERROR, cap.id, message=message, call_id=call_id)
+        return book.finish(call, Outcome.ERROR, msg, audited=INTERRUPTED)
+
+    def settle(self, result: ExecutionResult) -> None:
+        """Record how the claimed call ended; a call waiting for approval is not an ending
+        (the approved call runs under the same key)."""
+        if result.outcome is Outcome.NEEDS_APPROVAL:
+            self.release()
+            return
+        value = to_json(result.value, fallback=str).decode() if result.ok else None
+        self.results.settle(self.key, result.outcome.value, result.message, value)
+
+    def release(self) -> None:
+        """Drop the claim (the call was withdrawn or deferred: not a result to replay)."""
+        self.results.release(self.key)

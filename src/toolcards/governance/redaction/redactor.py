@@ -31,11 +31,12 @@ from toolcards.governance.redaction.patterns import (
     BUILTIN_NAMES,
     BUILTIN_PATTERNS,
     REDACTED,
+    VIEW_DEPTH,
     SecretPattern,
     is_secret_name,
     looks_random,
+    views,
 )
-from toolcards.governance.redaction.views import DEPTH, views
 
 __all__ = [
     "BUILTIN_NAMES",
@@ -143,7 +144,7 @@ class Redactor:
         if self._plain(text):
             return text
         text = self._replaced(text)
-        for _ in range(DEPTH):
+        for _ in range(VIEW_DEPTH):
             for view in views(text):
                 redone = self._replaced(view)
                 if redone != view:

@@ -14,9 +14,8 @@ What it lists, and each caller's view of that, is kept by its base (:mod:`.tools
 from __future__ import annotations
 
 import copy
-import functools
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from enum import Enum
 from typing import Any, Literal
 
@@ -30,8 +29,9 @@ from toolcards.governance.approvals.broker import Approver
 from toolcards.governance.approvals.edits import split_override
 from toolcards.governance.audit.log import AuditLog
 from toolcards.governance.capability import CapabilityRegistry
+from toolcards.governance.executor.calls import durable_call_key
 from toolcards.governance.executor.pipeline import ExecutionResult, Executor
-from toolcards.governance.executor.replay import CallResults, durable_call_key, run_once
+from toolcards.governance.executor.replay import CallResults, DurableCall
 from toolcards.governance.guardrails import ToolHook
 from toolcards.governance.outcomes import OUTCOMES, Outcome
 from toolcards.governance.policy.policy import Policy
@@ -220,15 +220,12 @@ class GovernedToolset(ListedToolset):
                     await checked
             return await inner.call_tool(source.tool_def.name, args, ctx, source)
 
-        run: Callable[..., Awaitable[ExecutionResult]] = self.executor.run
+        key = durable_call_key(ctx.run_id, ctx.tool_call_id)  # one call of one run
         results = self.call_results
-        key = durable_call_key(ctx.run_id, ctx.tool_call_id) if results is not None else None
-        if results is not None and key is not None:  # once per key; a replay gets the record
-            run = functools.partial(run_once, results, key, self.executor)
         edited = None  # ToolApproved(override_args=...): the call as made, and the edit to run
         if ctx.tool_call_approved:
             tool_args, edited = split_override(ctx.messages, ctx.tool_call_id, tool_args)
-        result = await run(
+        result = await self.executor.run(
             entry.governed_capability(),
             tool_args,
             identity,
@@ -238,7 +235,8 @@ class GovernedToolset(ListedToolset):
             approver=self.approver,
             invoke=invoke,
             edited=edited,
-            call_key=durable_call_key(ctx.run_id, ctx.tool_call_id),  # one call of one run
+            call_key=key,
+            durable=DurableCall(results, key) if results is not None and key else None,
         )
         if result.outcome is Outcome.NEEDS_APPROVAL and not self.defer_approvals:
             return f"{result.message}; no approver is configured, so it was not run"

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from toolcards.stores.base import DEFAULT_TEAM
-from toolcards.stores.call_results import TABLE, SqlCallResults
+from toolcards.stores.call_results import MIGRATION, TABLE, SqlCallResults
 from toolcards.stores.postgres.connections import Connections
 from toolcards.stores.postgres.governance import _create
 
@@ -38,7 +38,9 @@ class PostgresCallResults(SqlCallResults):
         self.team_id = team_id or DEFAULT_TEAM
         self._db = Connections(url, connect_timeout=connect_timeout)
         self.location = self._db.location
-        _create(self._db, TABLE)  # under the schema lock: concurrent first opens make it once
+        _create(
+            self._db, TABLE, MIGRATION
+        )  # under the schema lock: concurrent first opens make it once
 
     @contextmanager
     def _tx(self) -> Iterator[Any]:

@@ -26,7 +26,7 @@ from mcp.server.lowlevel import NotificationOptions, Server
 
 from toolcards.core.identity import Identity
 from toolcards.governance.capability import ToolCapability
-from toolcards.governance.executor.endings import fresh_call_id
+from toolcards.governance.executor.calls import fresh_call_id
 from toolcards.surfaces.approval import ApprovalChannel
 from toolcards.surfaces.mcp_server.content import tool_content
 from toolcards.surfaces.mcp_server.logs import LogForwarder

@@ -29,7 +29,7 @@ from toolcards.core.errors import ToolcardsError
 from toolcards.core.spec import ToolAnnotations
 from toolcards.governance.audit.log import AuditRecord
 from toolcards.governance.capability import ToolCapability
-from toolcards.governance.executor.governing import GoverningCall, governing_call
+from toolcards.governance.executor.runner import GoverningCall, governing_call
 
 log = logging.getLogger("toolcards.mcp")
 

@@ -1,0 +1,123 @@
+"""The executor's approval step: a call the policy says ``approve`` (or a tool that requires
+approval) runs only once a human granted this exact request: its call id, tool, argument
+digest and principal (see :mod:`toolcards.governance.approvals`). What an approver granted in
+place of the arguments (an edit) is checked as a fresh call's arguments would be, and is what
+runs."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from toolcards.governance import telemetry
+from toolcards.governance.approvals import edits
+from toolcards.governance.approvals.broker import (
+    ApprovalBroker,
+    ApprovalRecord,
+    ApprovalRequest,
+    ApprovalState,
+    ApprovalTimedOut,
+)
+from toolcards.governance.executor.calls import Call, CallBook, ExecutionResult
+from toolcards.governance.outcomes import Outcome
+from toolcards.governance.policy.policy import Policy
+from toolcards.governance.redaction.redactor import args_digest, canonical_json
+
+log = logging.getLogger("toolcards.governance.executor")
+
+
+class ApprovalGate:
+    """Asks for, waits on and settles the approval of calls (pending requests live in
+    ``broker``; a call the gate stops ends through ``book``)."""
+
+    def __init__(self, broker: ApprovalBroker, book: CallBook) -> None:
+        self.broker = broker
+        self.book = book
+
+    async def admit(self, call: Call) -> ExecutionResult | None:
+        """None when ``call`` may run (approved; its clock moved past the human's time, an
+        approver's edit in ``call.edit``); else the result that stops it."""
+        broker, book = self.broker, self.book
+        who, tool_id, decision = call.identity, call.tool_id, call.decision
+        digest = args_digest(call.args)
+        binding = {"tool_id": tool_id, "args_digest": digest, "principal": who.id}
+        record = broker.settle_record(call.call_id, approved=call.approved, **binding)
+        pending = record.request if record is not None else None
+        if record is not None and record.state is ApprovalState.GRANTED:
+            return self._granted(call, record)
+        if record is not None and record.state is ApprovalState.DENIED:
+            return self._refused(call, pending)
+        if pending is None:
+            asked = decision is not None and decision.effect == "approve"
+            pending = broker.request(
+                tool_id=tool_id,
+                args=call.args,
+                args_digest=digest,
+                identity=who,
+                reason=decision.reason if asked and decision else "the tool requires approval",
+                sensitive=call.sensitive,
+                call_id=call.call_id,
+                surface=call.surface,
+                redactor=call.redactor,
+            )
+        if call.approver is None:
+            telemetry.event(
+                call.span, "toolcards.approval_required", approval_id=pending.approval_id
+            )
+            msg = f"approval required: {tool_id} needs a human's approval before it runs"
+            return book.finish(call, Outcome.NEEDS_APPROVAL, msg, approval=pending)
+        asked_at = time.perf_counter()
+        try:
+            ok = await call.approver(pending)
+        except ApprovalTimedOut as exc:
+            broker.withdraw(pending)
+            telemetry.event(
+                call.span, "toolcards.approval_timeout", approval_id=pending.approval_id
+            )
+            msg = f"approval timeout: nobody decided on {tool_id} within {exc.seconds:g} s"
+            return book.finish(call, Outcome.APPROVAL_TIMEOUT, msg)
+        except Exception:
+            log.exception("approver failed for %s", tool_id)
+            ok = False
+        except BaseException:  # the call is gone: so is its request (its row is the caller's)
+            broker.withdraw(pending)
+            raise
+        if ok is True:
+            record = broker.settle_record(pending.call_id, approved=True, **binding)
+            if record is not None and record.state is ApprovalState.GRANTED:
+                call.start += time.perf_counter() - asked_at  # a human's time is not the tool's
+                return self._granted(call, record)
+        broker.withdraw(pending)
+        return self._refused(call, pending)
+
+    def apply_edit(self, call: Call, policy: Policy) -> ExecutionResult | None:
+        """The approver's edit (``call.edit``) checked where the call runs, as a fresh call's
+        arguments would be (the policy may have changed since the grant): None when it runs
+        (in ``call.args``), else the call's refusal."""
+        assert call.cap is not None and call.edit is not None
+        edit = edits.apply(policy, call.edit, call.identity, call.cap)
+        call.edit, call.called_digest = None, args_digest(call.args)
+        if isinstance(edit, edits.Refusal):
+            call.args = edit.args
+            return self.book.finish(call, edit.outcome, edit.message)
+        call.args, call.decision, call.parsed = edit.args, edit.decision, edit.parsed
+        return None
+
+    def _granted(self, call: Call, record: ApprovalRecord) -> ExecutionResult | None:
+        """None: the call runs, carrying the approver's edit of its arguments when there is
+        one (an edit recorded by the grant, or the surface's own: two different ones are
+        refused)."""
+        telemetry.event(call.span, "toolcards.approved", approval_id=record.request.approval_id)
+        if not record.edited_json:
+            return None
+        if call.edit is not None and canonical_json(call.edit) != record.edited_json:
+            return self._refused(call, record.request)
+        call.edit = record.edited_args
+        return None
+
+    def _refused(self, call: Call, request: ApprovalRequest | None) -> ExecutionResult:
+        approval_id = request.approval_id if request is not None else ""
+        telemetry.event(call.span, "toolcards.approval_refused", approval_id=approval_id)
+        return self.book.finish(
+            call, Outcome.DENIED, f"denied: approval for {call.tool_id} was refused"
+        )

@@ -1,0 +1,243 @@
+"""The executor's last step: an admitted call's tool, run between its guardrails.
+
+:class:`Runner` runs the input guardrails, then the tool itself (within the call's deadline,
+with the caller, the governed call and the idempotency key of its writes set for it), then the
+output guardrails, and maps what the tool raised to an outcome (see :mod:`..guardrails`).
+
+Deadlines, on public asyncio only: :func:`with_deadline` starts the tool's coroutine inline
+(one that finishes without suspending needs no timer) and cancels it at the deadline, waiting
+for it to unwind; :func:`abandoning_deadline` runs it as a task and stops waiting at the
+deadline: a sync tool that pydantic-ai runs in a worker thread cannot be interrupted, so its
+thread runs to completion in the background, its result discarded, and the call answers
+"timed out" at the deadline instead of when the thread returns.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Coroutine, Generator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from toolcards.core.actors import calling_call_key
+from toolcards.core.errors import ToolNotConfigured
+from toolcards.core.identity import Identity, calling_principal
+from toolcards.governance import guardrails, telemetry
+from toolcards.governance.capability import Invoke
+from toolcards.governance.executor.calls import (
+    TIMEOUT,
+    Call,
+    CallBook,
+    ExecutionResult,
+    passes_through,
+    retry_message,
+)
+from toolcards.governance.outcomes import Outcome
+from toolcards.governance.policy.policy import Policy
+
+if TYPE_CHECKING:
+    import asyncio
+
+__all__ = ["GoverningCall", "Runner", "abandoned_count", "governing_call"]
+
+
+@dataclass(frozen=True, slots=True)
+class GoverningCall:
+    """One governed call while its tool runs: what a tool needs to govern work done on the
+    call's behalf (an MCP server's requests to the client while its tool runs)."""
+
+    executor: Any
+    """The :class:`~toolcards.governance.executor.pipeline.Executor` running the call (its
+    policy, audit log and approvals; not imported here: the executor imports this module)."""
+    identity: Identity
+    surface: str
+    call_id: str | None
+    tool_id: str
+
+
+governing_call: ContextVar[GoverningCall | None] = ContextVar(
+    "toolcards_governing_call", default=None
+)
+"""The governed call whose tool runs in this context (None outside one)."""
+
+
+class Runner:
+    """Runs admitted calls: ``hooks`` (the guardrails every call passes after the policy),
+    the tool within the call's deadline, and the ending of each (through ``book``)."""
+
+    def __init__(self, book: CallBook, hooks: guardrails.Hooks) -> None:
+        self.book = book
+        self.hooks = hooks
+        self._hooked = bool(hooks)
+
+    async def run(
+        self, call: Call, invoke: Invoke, policy: Policy, governing: GoverningCall
+    ) -> ExecutionResult:
+        """The input hooks, the tool, the output hooks: the call's result. ``governing`` is
+        set for the tool (and the hooks) while they run."""
+        token = governing_call.set(governing)
+        try:
+            if not self._hooked:
+                return await self._tool(call, invoke, call.timeout)
+            return await self._hooked_run(call, invoke, policy)
+        finally:
+            governing_call.reset(token)
+
+    async def _hooked_run(self, call: Call, invoke: Invoke, policy: Policy) -> ExecutionResult:
+        cap, decision = call.cap, call.decision
+        assert cap is not None and decision is not None
+        before, after = self.hooks.for_tool(cap.id)
+        ctx = guardrails.context(
+            cap.id, call.identity, call.args, call.call_id, call.surface, decision,
+            call.timeout, call.redactor,
+        )  # fmt: skip
+        changed: tuple[str, ...] = ()
+        if before:
+            asked = decision.effect == "approve" or cap.annotations.requires_approval
+            recheck = guardrails.rechecker(policy, cap, call.identity, decision, asked)
+            checked = await guardrails.check_input(before, ctx, recheck)
+            if isinstance(checked, guardrails.Refusal):
+                return self._refused(call, checked)
+            if checked.value[1] is not None:
+                call.parsed = checked.value[1]
+            changed = checked.changed
+        result = await self._tool(call, invoke, ctx.remaining(), ending=False)
+        if not result.ok:
+            return result
+        value = result.value
+        if after:
+            checked = await guardrails.check_output(after, ctx, value)
+            if isinstance(checked, guardrails.Refusal):
+                return self._refused(call, checked)
+            value, changed = checked.value, changed + checked.changed
+        if changed:
+            call.hook = ",".join(changed)
+        return self.book.finish(call, Outcome.OK, "", value=value)
+
+    def _refused(self, call: Call, refusal: guardrails.Refusal) -> ExecutionResult:
+        telemetry.event(call.span, "toolcards.refused", hook=refusal.hook)
+        call.hook = refusal.hook
+        return self.book.finish(call, Outcome.REFUSED, refusal.message, refusal.error)
+
+    async def _tool(
+        self, call: Call, invoke: Invoke, timeout: float | None, *, ending: bool = True
+    ) -> ExecutionResult:
+        """Run the tool within ``timeout``. ``ending=False``: an OK result does not end the
+        call yet (its output hooks still run)."""
+        cap = call.cap
+        assert cap is not None and call.parsed is not None
+        book = self.book
+        principal = calling_principal.set(call.identity)  # who writes, for the tool to record
+        writes = calling_call_key.set(call.key_of_writes())
+        try:
+            if timeout is None:
+                value = await invoke(call.parsed)
+            elif cap.abandon_threads:
+                value = await abandoning_deadline(invoke(call.parsed), timeout)
+            else:
+                value = await with_deadline(invoke(call.parsed), timeout)
+        except Exception as exc:
+            retry = retry_message(exc)
+            if retry is not None:
+                return book.finish(call, Outcome.RETRY, call.redactor.text(retry), retry)
+            if passes_through(exc):
+                book.end(call, "deferred", None)
+                raise
+            if isinstance(exc, TimeoutError) and call.timeout is not None:
+                why = f"timed out after {call.timeout:g} s"
+                msg = f"error: {cap.id} {why}"
+                return book.finish(call, Outcome.ERROR, msg, why, audited=TIMEOUT)
+            if isinstance(exc, ToolNotConfigured):  # its message names what to set
+                return book.finish(call, Outcome.ERROR, f"error: {call.redactor.text(str(exc))}")
+            msg = f"error: {cap.id} failed ({type(exc).__name__})"
+            return book.finish(call, Outcome.ERROR, msg, f"{type(exc).__name__}: {exc}")
+        except BaseException as exc:  # cancelled or interrupted: the row, then on its way
+            book.ended_by(call, exc)
+            raise
+        finally:
+            calling_call_key.reset(writes)
+            calling_principal.reset(principal)
+        if not ending:
+            return ExecutionResult(Outcome.OK, cap.id, value=value, call_id=call.call_id)
+        return book.finish(call, Outcome.OK, "", value=value)
+
+
+# -- deadlines ------------------------------------------------------------------------------
+
+_ABANDONED: set[asyncio.Task[Any]] = set()
+"""Tasks given up at their deadline, held until they end so they are not collected early."""
+
+
+async def with_deadline(coro: Coroutine[Any, Any, Any], timeout: float) -> Any:
+    """Await ``coro`` under a deadline, cancelling it (and waiting for it) when it passes."""
+    try:
+        pending = coro.send(None)
+    except StopIteration as done:
+        return done.value
+    except BaseException:
+        coro.close()
+        raise
+    import asyncio  # lazy: loaded by the running loop; a process that only lists does without
+
+    async with asyncio.timeout(timeout):
+        return await _resume(coro, pending)
+
+
+async def abandoning_deadline(coro: Coroutine[Any, Any, Any], timeout: float) -> Any:
+    """Await ``coro`` under a deadline; when it passes (or the caller is cancelled), cancel
+    the coroutine's task without waiting for it and raise at once."""
+    import asyncio  # lazy: loaded by the running loop; a process that only lists does without
+
+    task = asyncio.ensure_future(coro)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    except BaseException:
+        _abandon(task)
+        raise
+    if not done:
+        _abandon(task)
+        raise TimeoutError(f"the tool did not finish within {timeout:g} s")
+    return task.result()
+
+
+def abandoned_count() -> int:
+    """How many abandoned tasks have not ended yet (their threads still run)."""
+    return len(_ABANDONED)
+
+
+def _abandon(task: asyncio.Task[Any]) -> None:
+    task.cancel()
+    if task.done():
+        _consume(task)
+        return
+    _ABANDONED.add(task)
+    task.add_done_callback(_consume)
+
+
+def _consume(task: asyncio.Task[Any]) -> None:
+    """Retrieve an abandoned task's ending so asyncio does not report it as never retrieved."""
+    _ABANDONED.discard(task)
+    if not task.cancelled():
+        task.exception()
+
+
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, Any], pending: Any) -> Generator[Any, Any, Any]:
+    """Go on driving a coroutine that was started by hand and suspended on ``pending``."""
+    while True:
+        try:
+            sent = yield pending
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:
+            try:
+                pending = coro.throw(exc)
+            except StopIteration as done:
+                return done.value
+        else:
+            try:
+                pending = coro.send(sent)
+            except StopIteration as done:
+                return done.value
