@@ -181,7 +181,7 @@ async def per_call(n: int, rounds: int) -> None:
 
     inner: FunctionToolset[Any] = FunctionToolset()
     inner.add_function(add, name="add")
-    governed = GovernedToolset(inner, policy=policy, identity=ALICE, timeout=30.0)
+    governed = GovernedToolset.with_policy(inner, policy, identity=ALICE, timeout=30.0)
     ctx = surface_context()
     tool = (await governed.get_tools(ctx))["add"]
     via_toolset = await _time_async(

@@ -12,6 +12,7 @@ from pydantic_ai import Agent
 from support.scripted import SequenceScript
 from toolcards import WorkspaceTool
 from toolcards.governance import Identity, Policy, SecretScanner
+from toolcards.governance.executor.calls import durable_call_key
 from toolcards.stores.call_results import SqliteCallResults
 from toolcards.surfaces.agent import ToolCards
 
@@ -101,7 +102,7 @@ def test_a_capability_with_call_results_records_each_tool_call_of_a_run(
         [WorkspaceTool()], policy=Policy.from_dict(POLICY), identity=WRITER, call_results=results
     )
     run = Agent(script.model, capabilities=[cards]).run_sync("write")
-    recorded = results.claim(f"{run.run_id}/call-1", "workspace_write", "")
+    recorded = results.claim(durable_call_key(run.run_id, "call-1") or "", "workspace_write", "")
     assert recorded is not None and recorded.settled
     assert (recorded.tool_id, recorded.outcome) == ("workspace_write", "ok")
     results.close()
@@ -115,6 +116,6 @@ def test_a_spec_names_a_call_results_database(root: Path, tmp_path: Path) -> Non
     )
     run = agent.run_sync("write")
     results = SqliteCallResults(db)
-    recorded = results.claim(f"{run.run_id}/call-1", "workspace_write", "")
+    recorded = results.claim(durable_call_key(run.run_id, "call-1") or "", "workspace_write", "")
     assert recorded is not None and recorded.outcome == "ok"
     results.close()

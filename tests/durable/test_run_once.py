@@ -126,9 +126,7 @@ def test_a_call_waiting_for_approval_is_not_recorded(world: Any) -> None:
         }
     )
     for _ in range(2):  # asked both times: no approval, no run, nothing replayed
-        answer = run(
-            "append_line", {"text": "one"}, policy=policy_says_approve, defer_approvals=False
-        )
+        answer = run("append_line", {"text": "one"}, policy=policy_says_approve, approver="refuse")
         assert answer.startswith("approval required")
     assert writes == []
 

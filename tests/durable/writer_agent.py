@@ -77,7 +77,7 @@ policy = Policy.from_dict(
     }
 )
 audit = AuditLog(base / "audit.db", durability="sync")
-governed = GovernedToolset(
+governed = GovernedToolset.with_policy(
     FunctionToolset([append_line], id="notes"),
     policy=policy,
     identity=Identity("agent.writer", type="agent"),

@@ -121,7 +121,7 @@ def test_a_cancelled_call_does_not_start(tmp_path: Path) -> None:
 def test_a_governance_timeout_kills_the_command(marker: str) -> None:
     """The executor's deadline cancels the tool coroutine; the command does not live on."""
     card = ExecTool(mode="local", limits=RUNNABLE, timeout_s=50, allowed_commands=["sleep"])
-    governed = GovernedToolset(
+    governed = GovernedToolset.with_policy(
         ToolFactory([card]).toolset(),
         policy=Policy.allow_all(),
         identity=Identity(id="alice"),

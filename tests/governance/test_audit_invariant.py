@@ -113,7 +113,6 @@ def run_pydantic_ai(endings: Endings) -> None:
         executor, approver = in_process_executor(endings, audit)
         governed = GovernedToolset(
             build_function_toolset(TOOLS),
-            policy=executor.policy,
             identity=CALLER,
             executor=executor,
             approver=approver,

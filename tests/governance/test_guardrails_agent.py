@@ -54,8 +54,8 @@ def _run(script: Script, toolset: GovernedToolset) -> str:
 
 def test_the_model_reads_a_result_with_the_aws_key_redacted(tmp_path: Path) -> None:
     with AuditLog(tmp_path / "audit.db", durability="sync") as audit:
-        toolset = GovernedToolset(
-            _tools([]), policy=POLICY, identity=ALICE, audit=audit, hooks=[SecretScanner()]
+        toolset = GovernedToolset.with_policy(
+            _tools([]), POLICY, identity=ALICE, audit=audit, hooks=[SecretScanner()]
         )
         output = _run(Script([("read_env", {"service": "db"})]), toolset)
         assert AWS_KEY not in output
@@ -70,7 +70,7 @@ def test_the_tool_runs_with_the_arguments_an_input_hook_rewrote() -> None:
         return {**args, "limit": min(args.get("limit", 10), 3)}
 
     ran: list[dict[str, Any]] = []
-    toolset = GovernedToolset(_tools(ran), policy=POLICY, identity=ALICE, hooks=[small_pages])
+    toolset = GovernedToolset.with_policy(_tools(ran), POLICY, identity=ALICE, hooks=[small_pages])
     output = _run(Script([("search", {"query": "hooks", "limit": 50})]), toolset)
     assert ran == [{"query": "hooks", "limit": 3}]
     assert "3 hits for hooks" in output
@@ -82,8 +82,8 @@ def test_the_model_reads_a_refusal_and_the_run_goes_on() -> None:
         return Refuse("queries may not hold keys") if "AKIA" in args["query"] else args
 
     ran: list[dict[str, Any]] = []
-    toolset = GovernedToolset(
-        _tools(ran), policy=POLICY, identity=ALICE, hooks=[no_secrets_in_queries]
+    toolset = GovernedToolset.with_policy(
+        _tools(ran), POLICY, identity=ALICE, hooks=[no_secrets_in_queries]
     )
     output = _run(Script([("search", {"query": AWS_KEY})]), toolset)
     assert output == "search: success: refused: queries may not hold keys"

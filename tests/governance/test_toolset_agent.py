@@ -64,7 +64,7 @@ def test_identity_comes_from_the_resolver_not_the_arguments(recorder: Recorder) 
         return ALICE if ctx.deps == "alice-session" else BOB
 
     script = Script([("crm_delete", {"id": 1, "identity": "alice", "principal": "alice"})])
-    toolset = _governed(recorder, identity_resolver=resolver, hide_denied=False)
+    toolset = _governed(recorder, identity=resolver, hide_denied=False)
     agent = Agent(script.model, toolsets=[toolset], deps_type=str)
     result = agent.run_sync("delete", deps="bob-session")
     assert result.output == "crm_delete: success: denied: crm_delete is not permitted for bob"
@@ -121,8 +121,8 @@ def test_approval_is_bound_to_the_principal(recorder: Recorder) -> None:
     _, first = _approval_run(recorder, carol_toolset)
     call_id = first.output.approvals[0].tool_call_id
     other = Identity("mallory", roles=["finance"])
-    mallory_toolset = _governed(
-        recorder, identity=other, executor=carol_toolset.executor, policy=carol_toolset.policy
+    mallory_toolset = GovernedToolset(
+        recorder.toolset, identity=other, executor=carol_toolset.executor
     )
     agent = _agent(Script([]), mallory_toolset)
     results = DeferredToolResults(approvals={call_id: True})
@@ -288,7 +288,7 @@ def test_audit_records_the_request_and_the_approved_run(recorder: Recorder, tmp_
 def test_without_deferred_approvals_an_approval_required_call_is_refused(
     recorder: Recorder,
 ) -> None:
-    toolset = _governed(recorder, identity=CAROL, defer_approvals=False)
+    toolset = _governed(recorder, identity=CAROL, approver="refuse")
     script = Script([("transfer_money", {"amount": 2000, "currency": "EUR", "to": "acme"})])
     result = Agent(script.model, toolsets=[toolset]).run_sync("pay")
     assert "approval required" in result.output and "not run" in result.output
@@ -329,7 +329,9 @@ def test_slow_sync_tool_times_out_through_the_toolset() -> None:
         time.sleep(1.0)
         return "late"
 
-    toolset = GovernedToolset(inner, policy=Policy.allow_all(), identity=ALICE, timeout=0.05)
+    toolset = GovernedToolset.with_policy(
+        inner, policy=Policy.allow_all(), identity=ALICE, timeout=0.05
+    )
     result = Agent(Script([("crawl", {"url": "x"})]).model, toolsets=[toolset]).run_sync("go")
     assert result.output == "crawl: success: error: crawl timed out after 0.05 s"
 
@@ -350,7 +352,9 @@ def test_a_sync_tool_past_its_deadline_is_answered_before_its_thread_returns() -
         finished.set()
         return "late"
 
-    toolset = GovernedToolset(inner, policy=Policy.allow_all(), identity=ALICE, timeout=0.05)
+    toolset = GovernedToolset.with_policy(
+        inner, policy=Policy.allow_all(), identity=ALICE, timeout=0.05
+    )
     try:
         result = Agent(Script([("stuck", {"url": "x"})]).model, toolsets=[toolset]).run_sync("go")
         # the answer came while the worker thread was still blocked: it was abandoned

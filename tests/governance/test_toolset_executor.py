@@ -40,30 +40,17 @@ def test_an_audit_log_beside_a_shared_executor_leaves_the_executor_unchanged(
     assert executor.approvals.audit is None
 
 
-def test_every_option_of_a_shared_executor_is_named_in_the_type_error(
-    recorder: Recorder, tmp_path: Path
-) -> None:
-    with AuditLog(tmp_path / "audit.db") as audit, pytest.raises(TypeError) as raised:
-        GovernedToolset(
-            recorder.toolset,
-            executor=_shared(),
-            policy=Policy.allow_all(),
-            audit=audit,
-            timeout=5.0,
-            telemetry=Telemetry(enabled=False),
-        )
-    assert "audit, policy, telemetry, timeout" in str(raised.value)
+def test_a_policy_beside_a_shared_executor_is_a_type_error(recorder: Recorder) -> None:
+    with pytest.raises(TypeError, match="not both"):
+        GovernedToolset(recorder.toolset, executor=_shared(), policy=Policy.allow_all())
 
 
-def test_a_timeout_of_none_beside_a_shared_executor_is_a_conflict(recorder: Recorder) -> None:
-    with pytest.raises(TypeError, match="timeout"):
-        GovernedToolset(recorder.toolset, executor=_shared(), timeout=None)
-
-
-def test_the_shared_executors_own_policy_object_may_be_repeated(recorder: Recorder) -> None:
-    executor = _shared()
-    toolset = GovernedToolset(recorder.toolset, executor=executor, policy=executor.policy)
-    assert toolset.executor is executor
+def test_with_policy_builds_an_executor_with_its_options(recorder: Recorder) -> None:
+    toolset = GovernedToolset.with_policy(
+        recorder.toolset, Policy.allow_all(), timeout=5.0, telemetry=Telemetry(enabled=False)
+    )
+    assert toolset.executor.timeout == 5.0
+    assert toolset.executor.telemetry.enabled is False
 
 
 def test_a_toolset_over_a_shared_executor_decides_by_the_executors_policy(
@@ -77,7 +64,7 @@ def test_a_toolset_over_a_shared_executor_decides_by_the_executors_policy(
 
 
 def test_a_toolset_needs_a_policy_or_an_executor(recorder: Recorder) -> None:
-    with pytest.raises(TypeError, match="policy= or executor="):
+    with pytest.raises(TypeError, match="policy="):
         GovernedToolset(recorder.toolset)
 
 

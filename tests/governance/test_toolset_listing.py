@@ -69,9 +69,7 @@ async def test_listing_is_cached_per_principal() -> None:
         {"rules": [{"targets": ["*"], "effect": "allow", "conditions": {"roles": ["admin"]}}]}
     )
     who = {"id": ALICE}
-    toolset = GovernedToolset(
-        _inner("a", "b"), policy=policy, identity_resolver=lambda ctx: who["id"]
-    )
+    toolset = GovernedToolset(_inner("a", "b"), policy=policy, identity=lambda ctx: who["id"])
     ctx = surface_context()
     first = await toolset.get_tools(ctx)
     assert await toolset.get_tools(ctx) is first
@@ -125,11 +123,11 @@ def test_card_factory_toolset_is_governed() -> None:
     assert defs["use_skill"].metadata is not None and defs["use_skill"].metadata["readonly"]
 
 
-async def test_identity_resolver_must_return_an_identity() -> None:
+async def test_an_identity_function_must_return_an_identity() -> None:
     toolset = GovernedToolset(
         _inner("a"),
         policy=Policy.allow_all(),
-        identity_resolver=lambda ctx: "alice",  # type: ignore[arg-type,return-value]
+        identity=lambda ctx: "alice",  # type: ignore[arg-type,return-value]
     )
     with pytest.raises(TypeError):
         await toolset.get_tools(surface_context())

@@ -93,8 +93,7 @@ def govern(
         policy=policy,
         identity=identity,
         audit=audit,
-        approver=approver,
-        defer_approvals=False,
+        approver=approver if approver is not None else "refuse",
     )
 
 

@@ -8,7 +8,8 @@ It is the execution layer on top of a stack of listing layers (:mod:`.layers`)::
           SafeNamedToolset(                provider-safe names
             SelectedToolset(inner, include, exclude)))))
 
-What it lists, and each caller's view of that, is kept by its base (:mod:`.toolset_listing`).
+What it lists, and each caller's view of that, is kept by its :class:`ToolListing` (shared
+with the toolset's per-run copies).
 """
 
 from __future__ import annotations
@@ -16,19 +17,21 @@ from __future__ import annotations
 import copy
 import inspect
 from collections.abc import Callable, Sequence
-from enum import Enum
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
-from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
+from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
+from pydantic_core import SchemaValidator, core_schema
 
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.names import provider_safe_name
+from toolcards.core.spec import ToolAnnotations
 from toolcards.governance.approvals.broker import Approver
 from toolcards.governance.approvals.edits import split_override
 from toolcards.governance.audit.log import AuditLog
-from toolcards.governance.capability import CapabilityRegistry
+from toolcards.governance.capability import CapabilityRegistry, ToolCapability
 from toolcards.governance.executor.calls import durable_call_key
 from toolcards.governance.executor.pipeline import ExecutionResult, Executor
 from toolcards.governance.executor.replay import CallResults, DurableCall
@@ -42,31 +45,36 @@ from toolcards.governance.toolset.layers import (
     DESTRUCTIVE_WARNING,
     ApprovalMarkedToolset,
     DescribedToolset,
+    Fingerprint,
     SafeNamedToolset,
     SelectedToolset,
+    built,
+    list_tools,
+    listing_fingerprint,
+    source_of,
 )
-from toolcards.governance.toolset.listing import GovernedTool, ListedToolset, ListingCache
 
 __all__ = [
     "APPROVAL_NOTE",
     "DESTRUCTIVE_WARNING",
+    "GovernedTool",
     "GovernedToolset",
+    "ToolListing",
     "provider_safe_name",
     "to_model_result",
 ]
 
 IdentityResolver = Callable[[RunContext[Any]], Identity | None]
+Relist = Literal["step", "run", "never"]
 SURFACE = "pydantic-ai"
 
-
-class _Unset(Enum):
-    UNSET = "unset"
-
-
-_UNSET = _Unset.UNSET  # an executor option left out (so beside ``executor=`` it is no conflict)
+# The model's arguments reach call_tool unparsed, so that the ACL, rate limit and approval
+# see the same raw arguments as on every other surface; the executor validates afterwards.
+_RAW_ARGS = SchemaValidator(core_schema.dict_schema(keys_schema=core_schema.str_schema()))
+_MAX_CALLERS = 1024  # per-caller listings kept before the cache starts over
 
 
-class GovernedToolset(ListedToolset):
+class GovernedToolset(WrapperToolset[Any]):
     """Wraps any pydantic-ai toolset so that every call goes through the governed executor.
 
     The model sees only the tools the principal may call (unless ``hide_denied=False``, which
@@ -78,30 +86,26 @@ class GovernedToolset(ListedToolset):
     bound to the call id, tool, arguments and principal. A tool hidden from the principal
     reads exactly like one that does not exist.
 
-    Approval: with ``approver`` (an async ``(ApprovalRequest) -> bool``) a human is asked
-    inline; otherwise the call is deferred (``defer_approvals=True``, the agent needs
-    ``DeferredToolRequests`` among its output types), or, with ``defer_approvals=False``,
-    refused with a readable result: no approver, no run.
+    The executor: ``policy`` (with ``audit``) builds the toolset's own (:meth:`with_policy`
+    also sets its timeout, telemetry and guardrails); ``executor`` shares one with other
+    surfaces (its policy, rate limits, pending approvals, audit, timeout, telemetry and
+    guardrails). One of the two.
 
-    The executor: without ``executor``, the toolset builds its own from ``policy``, ``audit``,
-    ``timeout`` (seconds per tool run, 60 by default), ``telemetry`` (where spans and
-    metrics go, see :mod:`.telemetry`) and ``hooks`` (guardrails, see :mod:`.guardrails`). With
-    ``executor`` it shares that one (its policy, rate limits, pending approvals, audit,
-    timeout, telemetry and hooks) with other surfaces and never changes it: ``audit``,
-    ``timeout``, ``telemetry`` and ``hooks`` belong to it and are then a
-    ``TypeError``, as is a ``policy`` other than ``executor.policy`` (``policy`` may be left
-    out).
+    The caller: ``identity`` is an :class:`Identity`, or a function of the run context that
+    returns one (None: anonymous), asked for every listing and call.
+
+    Approval: ``approver`` is an async ``(ApprovalRequest) -> bool`` asked inline; or
+    ``"defer"`` (default): the call is deferred through pydantic-ai (the agent needs
+    ``DeferredToolRequests`` among its output types); or ``"refuse"``: refused with a readable
+    result (no approver, no run).
 
     Listing: the tools are listed once and kept across runs while the wrapped toolset would
-    list the same ones (a ``FunctionToolset``, possibly combined, prefixed or renamed, whose
-    tools were not added, removed or replaced); each caller's view is kept until the policy
-    reloads. A toolset whose listing can change on its own (an MCP server, a tool with a
-    ``prepare`` function) is listed again per ``relist``: every ``"step"``, once per ``"run"``
-    (default), or ``"never"`` after the first listing (call :meth:`invalidate`).
+    list the same ones (see :class:`ToolListing`; its ``relist`` is the policy for toolsets
+    whose listing changes on their own).
 
     Durable runs: with ``call_results`` (a store of :mod:`toolcards.stores.call_results`) a
-    call runs once per ``<run id>/<tool call id>``; a replayed call gets its recorded result
-    (:mod:`.replay`).
+    call runs once per run id and tool call id; a replayed call gets its recorded result
+    (:mod:`toolcards.governance.executor.replay`).
     """
 
     def __init__(
@@ -109,40 +113,57 @@ class GovernedToolset(ListedToolset):
         inner: AbstractToolset[Any],
         *,
         policy: Policy | None = None,
-        identity: Identity | None = None,
-        identity_resolver: IdentityResolver | None = None,
+        audit: AuditLog | None = None,
+        executor: Executor | None = None,
+        identity: Identity | IdentityResolver | None = None,
         include: Sequence[str] | None = None,
         exclude: Sequence[str] | None = None,
-        audit: AuditLog | None = None,
         hide_denied: bool = True,
-        executor: Executor | None = None,
-        timeout: float | _Unset | None = _UNSET,
-        relist: Literal["step", "run", "never"] = "run",
-        approver: Approver | None = None,
-        defer_approvals: bool = True,
-        toolset_id: str | None = None,
-        telemetry: Telemetry | None = None,
+        approver: Approver | Literal["defer", "refuse"] = "defer",
         call_results: CallResults | None = None,
-        hooks: Sequence[ToolHook] = (),
     ) -> None:
+        if (policy is None) == (executor is None) or (executor is not None and audit is not None):
+            raise TypeError(
+                "GovernedToolset takes policy= (and audit=) for its own executor, or a shared "
+                "executor= (whose audit applies), not both"
+            )
         selected = SelectedToolset(inner, include=include, exclude=tuple(exclude or ()))
         self.wrapped = ApprovalMarkedToolset(DescribedToolset(SafeNamedToolset(selected)))
         self.inner = inner  # the toolset governed; calls go to it, under no listing layer
-        self.executor = _executor(executor, policy, audit, timeout, telemetry, hooks)
-        self.policy = self.executor.policy
+        if executor is None:
+            assert policy is not None
+            executor = Executor(CapabilityRegistry(), policy, audit=audit)
+        self.executor = executor
+        self.policy = executor.policy
         self.identity = identity
-        self.identity_resolver = identity_resolver
-        self.hide_denied = hide_denied
-        self.relist = relist
         self.approver = approver
-        self.defer_approvals = defer_approvals
-        self._id = toolset_id
-        self._cache = ListingCache()
         self.call_results = call_results
+        self.listing = ToolListing(self.policy, hide_denied)
+
+    @classmethod
+    def with_policy(
+        cls,
+        inner: AbstractToolset[Any],
+        policy: Policy,
+        *,
+        audit: AuditLog | None = None,
+        timeout: float | None = 60.0,
+        telemetry: Telemetry | None = None,
+        hooks: Sequence[ToolHook] = (),
+        **options: Any,
+    ) -> GovernedToolset:
+        """A governed toolset with its own :class:`Executor`: ``policy``, ``audit``,
+        ``timeout`` (seconds per tool run; a tool's own wins), ``telemetry`` (where spans and
+        metrics go) and ``hooks`` (guardrails); ``options`` are the toolset's own."""
+        executor = Executor(
+            CapabilityRegistry(), policy, audit=audit, timeout=timeout, telemetry=telemetry,
+            hooks=hooks,
+        )  # fmt: skip
+        return cls(inner, executor=executor, **options)
 
     @property
     def id(self) -> str | None:
-        return self._id
+        return self.inner.id
 
     # -- composition (the wrapped stack may be replaced per run or step) -------------------
 
@@ -150,7 +171,7 @@ class GovernedToolset(ListedToolset):
         clone = copy.copy(self)
         clone.wrapped = new
         clone.inner = _governed_inner(new)
-        return clone  # the listing cache is shared: it checks what it was listed from
+        return clone  # the listing is shared: it checks what it was listed from
 
     async def for_run(self, ctx: RunContext[Any]) -> AbstractToolset[Any]:
         new = await self.wrapped.for_run(ctx)
@@ -167,22 +188,21 @@ class GovernedToolset(ListedToolset):
 
     def invalidate(self) -> None:
         """Forget cached listings; the next step lists the wrapped toolset again."""
-        self._cache.listing = None
+        self.listing.cached = None
 
     # -- identity and listing --------------------------------------------------------------
 
     def resolve_identity(self, ctx: RunContext[Any]) -> Identity:
-        """The caller: ``identity_resolver(ctx)``, else ``identity``, else anonymous."""
-        if self.identity_resolver is not None:
-            found = self.identity_resolver(ctx)
-            if found is not None:
-                if not isinstance(found, Identity):
-                    raise TypeError("identity_resolver must return an Identity or None")
-                return found
-        return self.identity if self.identity is not None else ANONYMOUS
+        """The caller: ``identity``, or what it returns for ``ctx``; else anonymous."""
+        found = self.identity
+        if found is not None and not isinstance(found, Identity):
+            found = found(ctx)
+            if found is not None and not isinstance(found, Identity):
+                raise TypeError("an identity function must return an Identity or None")
+        return found if found is not None else ANONYMOUS
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
-        return await self._view(ctx, self.resolve_identity(ctx))
+        return await self.listing.view(self, ctx, self.resolve_identity(ctx))
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -190,16 +210,17 @@ class GovernedToolset(ListedToolset):
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
         identity = self.resolve_identity(ctx)
-        listing = self._cache.listing
+        listing = self.listing
+        listed = listing.cached
         view = None
-        if listing is not None and listing.step == self._step(ctx):  # listed this step
-            view = listing.by_caller.get((identity, self.policy.version))
+        if listed is not None and listed.step == (ctx.run_id, ctx.run_step, self.wrapped):
+            view = listed.by_caller.get((identity, self.policy.version))  # listed this step
         if view is None:
-            view = await self._view(ctx, identity)
-            listing = self._cache.listing
+            view = await listing.view(self, ctx, identity)
+            listed = listing.cached
         entry = view.get(name)
         if not isinstance(entry, GovernedTool):
-            hidden = listing.tools.get(name) if listing is not None else None
+            hidden = listed.tools.get(name) if listed is not None else None
             result = self.executor.unknown(
                 name,
                 tool_args,
@@ -220,61 +241,160 @@ class GovernedToolset(ListedToolset):
                     await checked
             return await inner.call_tool(source.tool_def.name, args, ctx, source)
 
+        cap = entry.capability
+        if cap is None:  # built on the first call
+            cap = entry.capability = entry.governed_capability()
         key = durable_call_key(ctx.run_id, ctx.tool_call_id)  # one call of one run
         results = self.call_results
         edited = None  # ToolApproved(override_args=...): the call as made, and the edit to run
         if ctx.tool_call_approved:
             tool_args, edited = split_override(ctx.messages, ctx.tool_call_id, tool_args)
+        approver = self.approver
         result = await self.executor.run(
-            entry.governed_capability(),
+            cap,
             tool_args,
             identity,
             surface=SURFACE,
             call_id=ctx.tool_call_id,
             approved=ctx.tool_call_approved,
-            approver=self.approver,
+            approver=None if isinstance(approver, str) else approver,
             invoke=invoke,
             edited=edited,
             call_key=key,
             durable=DurableCall(results, key) if results is not None and key else None,
         )
-        if result.outcome is Outcome.NEEDS_APPROVAL and not self.defer_approvals:
+        if result.outcome is Outcome.NEEDS_APPROVAL and approver == "refuse":
             return f"{result.message}; no approver is configured, so it was not run"
         return to_model_result(result)
 
 
-def _executor(
-    executor: Executor | None,
-    policy: Policy | None,
-    audit: AuditLog | None,
-    timeout: float | _Unset | None,
-    telemetry: Telemetry | None,
-    hooks: Sequence[ToolHook] = (),
-) -> Executor:
-    """The executor a toolset calls: ``executor`` as given (never changed), else a new one."""
-    if executor is None:
-        if policy is None:
-            raise TypeError("GovernedToolset needs policy= or executor=")
-        return Executor(
-            CapabilityRegistry(),
-            policy,
-            audit=audit,
-            timeout=60.0 if timeout is _UNSET else timeout,
-            telemetry=telemetry,
-            hooks=hooks,
+@dataclass(kw_only=True)
+class GovernedTool(ToolsetTool[Any]):
+    """A tool as the model sees it through governance: ``source`` is the tool the governed
+    toolset itself listed (under the listing layers, which take no part in calls), ``tool_id``
+    its id; the capability is built on the first call."""
+
+    source: ToolsetTool[Any]
+    tool_id: str
+    capability: ToolCapability | None = field(default=None, repr=False)
+
+    def governed_capability(self) -> ToolCapability:
+        tdef = self.tool_def
+        return ToolCapability(
+            id=self.tool_id,
+            description=tdef.description or "",
+            json_schema=dict(tdef.parameters_json_schema),
+            annotations=ToolAnnotations.from_metadata(tdef.metadata),
+            validator=self.source.args_validator,
+            timeout=tdef.timeout,
+            # an async function tool never waits on a worker thread a timeout must abandon
+            abandon_threads=getattr(self.source, "is_async", None) is not True,
         )
-    given = {"audit": audit, "telemetry": telemetry, "hooks": hooks or None}
-    conflicts = [name for name, value in given.items() if value is not None]
-    if timeout is not _UNSET:
-        conflicts.append("timeout")
-    if policy is not None and policy is not executor.policy:
-        conflicts.append("policy")
-    if conflicts:
-        raise TypeError(
-            f"GovernedToolset(executor=...) takes {', '.join(sorted(conflicts))} from the "
-            "executor; set them on the Executor (or leave executor out)"
+
+
+@dataclass(slots=True)
+class Listing:
+    """One listing of the stack and the per-caller views of it."""
+
+    fingerprint: Fingerprint | None
+    key: object
+    wrapped: AbstractToolset[Any] | None
+    tools: dict[str, GovernedTool]
+    by_caller: dict[tuple[Identity, int], dict[str, ToolsetTool[Any]]] = field(default_factory=dict)
+    step: tuple[object, ...] = ()
+    """The run step it was last found valid for (calls in that step skip the check)."""
+
+
+class ToolListing:
+    """What a governed toolset lists, shared with its per-run copies: the stack's listing
+    (``cached``), kept while the wrapped toolset would list the same tools (see
+    :func:`~.layers.listing_fingerprint`), and each caller's view of it (the tools the policy
+    lets it see; all of them with ``hide_denied=False``), kept until the policy reloads.
+
+    A toolset whose listing can change on its own (an MCP server, a tool with a ``prepare``
+    function) is listed again per ``relist``: every ``"step"``, once per ``"run"``
+    (default), or ``"never"`` after the first listing (call ``invalidate()``)."""
+
+    def __init__(self, policy: Policy, hide_denied: bool, relist: Relist = "run") -> None:
+        self.policy = policy
+        self.hide_denied = hide_denied
+        self.relist = relist
+        self.cached: Listing | None = None
+
+    async def view(
+        self, toolset: GovernedToolset, ctx: RunContext[Any], identity: Identity
+    ) -> dict[str, ToolsetTool[Any]]:
+        """What ``identity`` sees of ``toolset``: the listing filtered by the policy."""
+        listing = await self._listing(toolset, ctx)
+        listing.step = (ctx.run_id, ctx.run_step, toolset.wrapped)
+        policy = self.policy
+        policy.check_reload()
+        key = (identity, policy.version)
+        view = listing.by_caller.get(key)
+        if view is None:
+            visible = policy.visible
+            if self.hide_denied:
+                view = {n: t for n, t in listing.tools.items() if visible(identity, t.tool_id)}
+            else:  # a deferred tool is offered by a search: never one the caller may not call
+                view = {
+                    n: t
+                    for n, t in listing.tools.items()
+                    if not t.tool_def.defer_loading or visible(identity, t.tool_id)
+                }
+            if len(listing.by_caller) >= _MAX_CALLERS:
+                listing.by_caller.clear()
+            listing.by_caller[key] = view
+        return view
+
+    def _key(self, ctx: RunContext[Any]) -> object:
+        if self.relist == "run":
+            return ctx.run_id
+        return True if self.relist == "never" else (ctx.run_id, ctx.run_step)
+
+    def _current(
+        self, wrapped: AbstractToolset[Any], ctx: RunContext[Any]
+    ) -> tuple[Listing | None, Fingerprint | None]:
+        """The cached listing when it still holds for ``ctx``, and the stack's fingerprint."""
+        listing = self.cached
+        if self.relist == "never":
+            return listing, None
+        fingerprint = listing_fingerprint(wrapped, ctx)
+        if listing is None:
+            return None, fingerprint
+        if fingerprint is not None:
+            same = listing.fingerprint is not None and listing.fingerprint == fingerprint
+        else:
+            same = listing.wrapped is wrapped and listing.key == self._key(ctx)
+        return (listing if same else None), fingerprint
+
+    async def _listing(self, toolset: GovernedToolset, ctx: RunContext[Any]) -> Listing:
+        wrapped = toolset.wrapped
+        listing, fingerprint = self._current(wrapped, ctx)
+        if listing is not None:
+            return listing
+        stack = await list_tools(wrapped, ctx)
+        tools = {
+            name: built(
+                GovernedTool,
+                toolset=toolset,
+                tool_def=tool.tool_def,
+                max_retries=tool.max_retries,
+                args_validator=_RAW_ARGS,
+                args_validator_func=None,
+                source=source_of(tool),
+                tool_id=(tool.tool_def.metadata or {}).get("tool_id", name),
+                capability=None,
+            )
+            for name, tool in stack.items()
+        }
+        listing = Listing(
+            fingerprint,
+            None if fingerprint is not None else self._key(ctx),
+            None if fingerprint is not None else wrapped,
+            tools,
         )
-    return executor
+        self.cached = listing
+        return listing
 
 
 def _governed_inner(stack: AbstractToolset[Any]) -> AbstractToolset[Any]:

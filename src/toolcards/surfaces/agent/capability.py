@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from toolcards.core.agent_capability import CardsCapability
 from toolcards.core.card import ToolCard
@@ -21,6 +21,7 @@ from toolcards.core.factory import ToolFactory
 from toolcards.core.identity import Identity
 from toolcards.governance.approvals.broker import Approver
 from toolcards.governance.audit.log import AuditLog
+from toolcards.governance.capability import CapabilityRegistry
 from toolcards.governance.executor.pipeline import Executor
 from toolcards.governance.executor.replay import CallResults
 from toolcards.governance.guardrails import ToolHook
@@ -46,10 +47,10 @@ class ToolCards(CardsCapability):
 
     ``cards`` are cards or a bound :class:`~toolcards.ToolFactory` (``team.bind(...)``).
     ``identity`` is the caller every call is decided for (never read from arguments);
-    ``audit``, ``approver``, ``defer_approvals``, ``hooks`` (guardrails, see
+    ``audit``, ``approver`` (or ``"defer"``, ``"refuse"``), ``hooks`` (guardrails, see
     :mod:`toolcards.governance.guardrails`) and ``call_results`` (durable runs: a call runs
-    once per ``<run id>/<tool call id>``) mean what they mean on ``GovernedToolset``; with an
-    ``executor``, its own hooks apply and ``hooks`` is a ``TypeError``. Without ``policy`` and
+    once per run id and tool call id) mean what they mean on ``GovernedToolset``; with an
+    ``executor``, its own policy, audit and hooks apply. Without ``policy`` and
     ``executor`` the tools are not governed (``identity``, ``audit``, ``approver``, ``hooks``
     and ``call_results`` are then a ``TypeError``).
     """
@@ -66,8 +67,7 @@ class ToolCards(CardsCapability):
         identity: Identity | None = None,
         audit: AuditLog | None = None,
         executor: Executor | None = None,
-        approver: Approver | None = None,
-        defer_approvals: bool = True,
+        approver: Approver | Literal["defer", "refuse"] = "defer",
         hooks: Sequence[ToolHook] = (),
         call_results: CallResults | None = None,
         id: str | None = None,
@@ -76,22 +76,23 @@ class ToolCards(CardsCapability):
         factory = cards if isinstance(cards, ToolFactory) else ToolFactory(cards)
         governed: GovernedToolset | None = None
         if policy is not None or executor is not None:
+            if executor is None:
+                assert policy is not None
+                executor = Executor(CapabilityRegistry(), policy, audit=audit, hooks=hooks)
+            elif hooks or audit is not None or policy is not None:
+                raise TypeError("ToolCards: with executor=, its policy, audit and hooks apply")
             governed = GovernedToolset(
                 factory.toolset(),
-                policy=policy,
-                identity=identity,
-                audit=audit,
                 executor=executor,
+                identity=identity,
                 approver=approver,
-                defer_approvals=defer_approvals,
-                hooks=hooks,
                 call_results=call_results,
             )
         else:
             given = {
                 "identity": identity,
                 "audit": audit,
-                "approver": approver,
+                "approver": None if approver == "defer" else approver,
                 "hooks": hooks or None,
                 "call_results": call_results,
             }
@@ -101,7 +102,7 @@ class ToolCards(CardsCapability):
         super().__init__(factory, governed, id=id, description=description)
         self.policy = governed.policy if governed is not None else None
         self.identity = identity
-        self.executor = governed.executor if governed is not None else None
+        self.executor = executor
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
