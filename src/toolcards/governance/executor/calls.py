@@ -31,7 +31,7 @@ import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from toolcards.core.errors import RetriableError, TransientError
 from toolcards.core.identity import Identity
@@ -43,9 +43,6 @@ from toolcards.governance.outcomes import Outcome
 from toolcards.governance.policy.policy import Decision
 from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor, args_digest
 from toolcards.governance.telemetry import Telemetry
-
-if TYPE_CHECKING:
-    from toolcards.governance.executor.replay import DurableCall
 
 log = logging.getLogger("toolcards.governance.executor")
 
@@ -124,8 +121,6 @@ class Call:
     """The idempotency key of the tool's writes (None: the call id)."""
     edit: Mapping[str, Any] | None = None
     """An approver's edit of the arguments, to check and run once the approval is granted."""
-    durable: DurableCall | None = None
-    """Where a durable run records the call's result (a replay is answered from it)."""
     timeout: float | None = None
     """Seconds the hooks and the tool may take together (None: no limit)."""
 
@@ -169,7 +164,7 @@ class CallBook:
         """The calls that started and have no row yet."""
         return len(self._open)
 
-    def open(self, call: Call) -> None:
+    def enter(self, call: Call) -> None:
         """Enter ``call``: from now on it ends in exactly one row."""
         call.key = next(self._keys)
         self._open[call.key] = call

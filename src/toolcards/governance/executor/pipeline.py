@@ -272,38 +272,41 @@ class Executor:
             hide_denied=hide_denied,
             writes_key=call_key,
             edit=edited if approved else None,
-            durable=durable,
             timeout=cap.timeout if cap.timeout is not None else self.timeout,
             instruments=self.telemetry.active(),
         )
         malformed = args is not None and not isinstance(args, Mapping)
         if call.instruments is None:
-            return await self._booked(call, malformed)
+            return await self._booked(call, malformed, durable)
         call.span, token = telemetry.start_span(
             call.instruments, cap.id, call.call_id, call.identity.id, surface
         )
         failure: BaseException | None = None
         try:
-            return await self._booked(call, malformed)
+            return await self._booked(call, malformed, durable)
         except BaseException as exc:
             failure = exc
             raise
         finally:
             telemetry.end_span(call.span, token, failure)
 
-    async def _booked(self, call: Call, malformed: bool) -> ExecutionResult:
+    async def _booked(
+        self, call: Call, malformed: bool, durable: DurableCall | None
+    ) -> ExecutionResult:
         """The pipeline, with the call in the book until its one row is written: also when it
         is cancelled, interrupted, or fails outside the tool."""
-        self.book.open(call)
+        self.book.enter(call)
         try:
-            return await self._pipeline(call, malformed)
+            return await self._pipeline(call, malformed, durable)
         except BaseException as exc:
             self.book.ended_by(call, exc)  # nothing when the call already has its row
             raise
 
     # -- the pipeline ------------------------------------------------------------------------
 
-    async def _pipeline(self, call: Call, malformed: bool) -> ExecutionResult:
+    async def _pipeline(
+        self, call: Call, malformed: bool, durable: DurableCall | None
+    ) -> ExecutionResult:
         policy, book, cap = self.policy, self.book, call.cap
         assert cap is not None
         tool_id, who = call.tool_id, call.identity
@@ -328,17 +331,17 @@ class Executor:
         call.decision, limits = policy.evaluate(who, tool_id, call.args, each)
         if call.decision.effect == "deny":
             return self._denied(call)
-        if call.durable is None:
+        if durable is None:
             return await self._admitted(call, limits)
-        replayed = call.durable.claim(call, book)
+        replayed = durable.claim(call, book)
         if replayed is not None:
             return replayed
         try:
             result = await self._admitted(call, limits)
         except BaseException:
-            call.durable.release()
+            durable.release()
             raise
-        call.durable.settle(result)
+        durable.settle(result)
         return result
 
     async def _admitted(self, call: Call, limits: Any) -> ExecutionResult:
