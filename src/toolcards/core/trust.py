@@ -441,13 +441,18 @@ class _Check:
                 refuse(where, f"`{shown}`{place}", marker.what, f"commands=[{line!r}]")
             self.rules.append(rule)
         elif marker.reach is Reach.ENV:
+            grants = []
             if value not in trust.env and not any(value in r.env for r in self.rules):
-                refuse(where, repr(value), marker.what, f"env=[{value!r}]")
-            for sibling in marker.to:
-                url = getattr(model, sibling)
-                if url is not None and not trust.allows_url(str(url)):
-                    what = f"sends the host variable {value} to {url}"
-                    refuse(where, repr(value), what, f"env=[{value!r}], urls=[{str(url)!r}]")
+                grants.append(f"env=[{value!r}]")
+            targets = [str(getattr(model, s)) for s in marker.to if getattr(model, s) is not None]
+            refused = [url for url in targets if not trust.allows_url(url)]
+            if (
+                refused
+            ):  # where the value goes must be granted too, the default destination included
+                grants.append(f"urls={refused!r}")
+            if grants:
+                what = marker.what + (f" to {refused[0]}" if refused else "")
+                refuse(where, repr(value), what, ", ".join(grants))
         elif marker.reach is Reach.URL:
             self.decide_url(model, where, marker, str(value))
         elif marker.reach is Reach.NETWORK:
