@@ -252,3 +252,10 @@ def test_a_config_mapping_grants_each_kind() -> None:
 def test_malformed_config_entries_are_refused(value: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         HostTrust.from_config(value)
+
+
+def test_the_default_trust_cannot_be_widened_in_place() -> None:
+    nothing = HostTrust.of(None)
+    with pytest.raises(AttributeError, match="read-only"):
+        nothing.private_network = True
+    assert not loads(search(allow_private=True))

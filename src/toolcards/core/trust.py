@@ -26,6 +26,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import shlex
+import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -260,6 +261,11 @@ class HostTrust:
             [execution] if isinstance(execution, str) else execution
         )
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        if hasattr(self, "execution"):  # set last in __init__: from then on, read-only
+            raise AttributeError(f"HostTrust is read-only: build another one to change {name}")
+        object.__setattr__(self, name, value)
+
     def __repr__(self) -> str:
         shown = ", ".join(
             f"{name}={value!r}"
@@ -273,7 +279,7 @@ class HostTrust:
         """``value`` as a trust decision: a HostTrust, None (nothing allowed), a command rule
         string or ``CommandRule``, a list of command rules, or a config mapping."""
         if value is None:
-            return cls()
+            return NOTHING
         if isinstance(value, HostTrust):
             return value
         if isinstance(value, str | CommandRule):
@@ -356,27 +362,59 @@ class HostTrust:
         return False
 
 
+NOTHING = HostTrust()
+"""The trust of a card from data when the host gave none: nothing is allowed."""
+
+
 def check_card(card: BaseModel, trust: HostTrust) -> None:
     """Refuse (:class:`UntrustedField`) a field of ``card`` from data that reaches the host and
     that ``trust`` does not allow; nested models are checked the same way."""
-    _Check(trust).model(card, type(card).__name__)
+    if _reaches(type(card)):
+        _Check(trust).model(card, type(card).__name__)
 
 
-def _marked(cls: type[BaseModel]) -> list[tuple[str, HostAccess]]:
-    found = _MARKED.get(cls)
+@dataclass(frozen=True)
+class _Plan:
+    """What to check on one model class: its marked fields (with their defaults, computed once)
+    and the fields that may hold models with marked fields of their own."""
+
+    marked: tuple[tuple[str, HostAccess, Any], ...]
+    nested: tuple[str, ...]
+
+
+_PLANS: dict[type[BaseModel], _Plan] = {}
+
+
+def _plan(cls: type[BaseModel]) -> _Plan:
+    found = _PLANS.get(cls)
     if found is None:
-        found = [
-            (name, meta)
+        _PLANS[cls] = _Plan((), ())  # a model that holds itself: no loop while planning
+        marked = [
+            (name, meta, info.get_default(call_default_factory=True))
             for name, info in cls.model_fields.items()
             for meta in info.metadata
             if isinstance(meta, HostAccess)
         ]
-        found.sort(key=lambda item: item[1].reach is not Reach.PROGRAM)  # rules before env
-        _MARKED[cls] = found
+        marked.sort(key=lambda item: item[1].reach is not Reach.PROGRAM)  # rules before env
+        nested = [
+            name
+            for name, info in cls.model_fields.items()
+            if any(_reaches(model) for model in _models_in(info.annotation))
+        ]
+        found = _PLANS[cls] = _Plan(tuple(marked), tuple(nested))
     return found
 
 
-_MARKED: dict[type[BaseModel], list[tuple[str, HostAccess]]] = {}
+def _reaches(cls: type[BaseModel]) -> bool:
+    plan = _plan(cls)
+    return bool(plan.marked or plan.nested)
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models an annotation can hold (through Optional, unions and lists)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
 
 
 def _is_set(value: object) -> bool:
@@ -418,13 +456,12 @@ class _Check:
         self.rules: list[CommandRule] = []
 
     def model(self, model: BaseModel, where: str) -> None:
-        cls = type(model)
-        for name, marker in _marked(cls):
-            default = cls.model_fields[name].get_default(call_default_factory=True)
+        plan = _plan(type(model))
+        for name, marker, default in plan.marked:
             for part in _parts(getattr(model, name), default, marker.each):
                 if marker.safe is None or not marker.safe(part):
                     self.decide(model, f"{where}.{name}", marker, part)
-        for name in cls.model_fields:
+        for name in plan.nested:
             for index, nested in _nested(getattr(model, name)):
                 self.model(nested, f"{where}.{name}{index}")
 
