@@ -157,6 +157,7 @@ def test_a_url_without_a_credential_needs_trust_only_on_a_private_host() -> None
 def test_private_hosts_are_read_from_the_url_as_written() -> None:
     assert private_host("http://169.254.169.254/latest")
     assert private_host("http://localhost:8080/") and private_host("http://a.localhost/")
+    assert private_host("http://127.1:8080/") and private_host("http://0x7f.0.0.1/")
     assert not private_host("https://api.openai.com/v1")
 
 

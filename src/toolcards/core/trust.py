@@ -26,6 +26,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import shlex
+import socket
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -216,6 +217,10 @@ def private_host(url: str) -> bool:
     try:
         return not ipaddress.ip_address(host).is_global
     except ValueError:
+        pass
+    try:  # the forms C's inet_aton reads too: 127.1, 0x7f.0.0.1, 2130706433
+        return not ipaddress.IPv4Address(socket.inet_aton(host)).is_global
+    except (OSError, ValueError):
         return host in ("", "localhost") or host.endswith(".localhost") or "." not in host
 
 
