@@ -126,6 +126,8 @@ def test_a_url_is_allowed_under_a_trusted_prefix_by_whole_segments() -> None:
     assert not loads(search(base_url="https://search.example.evil/v1"), trust)
     assert not loads(search(base_url="http://search.example/v1"), trust)
     assert not loads(search(base_url="https://search.example:8443/v1"), trust)
+    for spelling in ("/v1/../admin", "/v1/%2E%2E/admin", "/v1/./x", "/v1\\..\\admin"):
+        assert not loads(search(base_url="https://search.example" + spelling), trust), spelling
 
 
 def test_a_new_key_name_needs_the_destination_granted_too() -> None:

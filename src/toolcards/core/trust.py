@@ -205,6 +205,9 @@ def _url_parts(url: str) -> tuple[str, str, int | None, str] | None:
         return None
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.username:
         return None
+    segments = parts.path.lower().replace("%2e", ".").split("/")
+    if "." in segments or ".." in segments or "\\" in url:
+        return None  # a path that could step out of a trusted prefix once normalised
     port = port or (443 if parts.scheme == "https" else 80)
     return parts.scheme, parts.hostname.lower(), port, parts.path.rstrip("/")
 
