@@ -85,7 +85,7 @@ def test_a_spec_identity_may_carry_roles(spec_dir: Path) -> None:
 def test_a_spec_cannot_start_a_program_on_this_host(spec_dir: Path) -> None:
     card = {"type": "MCPTool", "transport": "stdio", "command": sys.executable, "args": ["-V"]}
     spec = {"capabilities": [{"toolcards": {"cards": [card], "policy": "policy.yaml"}}]}
-    with pytest.raises(ValueError, match="no trust decision allows it"):
+    with pytest.raises(ValueError, match=r"MCPTool\.command = `.* -V` would run on this host"):
         Agent.from_spec(spec, model="test", custom_capability_types=[ToolCards])
 
 

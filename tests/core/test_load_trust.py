@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ValidationInfo, model_validator
 
-from toolcards import ToolCard, load_cards
+from toolcards import HostTrust, ToolCard, load_cards
 from toolcards.core import load_card
 from toolcards.core.registry import FROM_DATA, TRUST, CardList
 
@@ -31,13 +31,18 @@ def setup_function() -> None:
     ContextProbe.seen.clear()
 
 
-def test_a_card_from_data_is_validated_as_data_without_trust_by_default() -> None:
+def test_a_card_from_data_is_validated_as_data_trusted_with_nothing_by_default() -> None:
     load_card({"type": "ContextProbe"})
-    assert ContextProbe.seen == [{FROM_DATA: True, TRUST: None}]
+    (context,) = ContextProbe.seen
+    assert context is not None and context[FROM_DATA] is True
+    trust = context[TRUST]
+    assert isinstance(trust, HostTrust)
+    assert (trust.commands, trust.env, trust.urls, trust.paths) == ((), frozenset(), (), ())
+    assert not trust.private_network and not trust.execution
 
 
 def test_the_trust_given_to_load_cards_reaches_every_card() -> None:
-    trust = object()
+    trust = HostTrust(env=["X"])
     load_cards([{"type": "ContextProbe"}, {"type": "ContextProbe"}], trust=trust)
     assert [c[TRUST] for c in ContextProbe.seen if c] == [trust, trust]
 
@@ -49,7 +54,8 @@ def test_a_card_built_in_code_is_not_marked_as_data() -> None:
 
 
 def test_a_card_list_field_passes_the_trust_in_its_validation_context() -> None:
-    trust = object()
+    trust = HostTrust(env=["X"])
     Holder.model_validate({"cards": [{"type": "ContextProbe"}]}, context={TRUST: trust})
     Holder.model_validate({"cards": [{"type": "ContextProbe"}]})
-    assert ContextProbe.seen == [{FROM_DATA: True, TRUST: trust}, {FROM_DATA: True, TRUST: None}]
+    given, default = (c[TRUST] if c else None for c in ContextProbe.seen)
+    assert given is trust and isinstance(default, HostTrust) and not default.env

@@ -9,6 +9,7 @@ import re
 import pytest
 from pydantic import SecretStr
 
+from toolcards import HostTrust
 from toolcards.core.registry import dump_card, load_card
 from toolcards.tools.mcp import MCPOAuth, MCPTool
 from toolcards.tools.mcp.names import sanitize_names
@@ -27,7 +28,8 @@ def test_bearer_secret_never_serialized_or_shown() -> None:
     )
     for text in (card.model_dump_json(), json.dumps(dump_card(card)), repr(card), str(card)):
         assert SECRET not in text
-    again = load_card(json.loads(json.dumps(dump_card(card))))
+    trust = HostTrust(urls=["https://mcp.example/mcp"])  # read back, the card is data
+    again = load_card(json.loads(json.dumps(dump_card(card))), trust=trust)
     assert isinstance(again, MCPTool)
     assert again.bearer_token is None and again.oauth is not None
     assert again.oauth.client_secret is None and again.transport == "streamable-http"
@@ -35,7 +37,8 @@ def test_bearer_secret_never_serialized_or_shown() -> None:
 
 def test_env_reference_round_trips() -> None:
     card = MCPTool(transport="sse", url="http://127.0.0.1:1/sse", bearer_token_env="MY_TOKEN")
-    again = load_card(dump_card(card))
+    trust = HostTrust(env=["MY_TOKEN"], urls=["http://127.0.0.1:1/sse"])
+    again = load_card(dump_card(card), trust=trust)
     assert isinstance(again, MCPTool) and again.bearer_token_env == "MY_TOKEN"
 
 

@@ -15,7 +15,9 @@ PG = "postgresql://toolcards:pa55-word@127.0.0.1:5432/team"
 
 
 def config(tmp_path: Path, **data: Any) -> SurfaceConfig:
-    return parse_config({"policy": "policy.yaml", **data}, source="team.yaml", base_dir=tmp_path)
+    return parse_config(
+        {"policy": "policy.yaml", **data}, source="team.yaml", base_dir=tmp_path, host_written=True
+    )
 
 
 def test_a_postgres_url_is_never_resolved_as_a_path(tmp_path: Path) -> None:

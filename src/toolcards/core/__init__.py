@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         describe,
         set_instructions,
     )
+    from toolcards.core.trust import CommandRule, HostAccess, HostTrust, Reach, UntrustedField
 
 # names -> their module, imported on first use: a module of the core (``toolcards.core.errors``,
 # ``toolcards.core.yaml_safe``) loads without the cards' pydantic models
@@ -81,6 +82,11 @@ _NAMES = {
     "annotations_of": "toolcards.core.spec",
     "describe": "toolcards.core.spec",
     "set_instructions": "toolcards.core.spec",
+    "CommandRule": "toolcards.core.trust",
+    "HostAccess": "toolcards.core.trust",
+    "HostTrust": "toolcards.core.trust",
+    "Reach": "toolcards.core.trust",
+    "UntrustedField": "toolcards.core.trust",
 }
 
 __all__ = [
@@ -100,9 +106,13 @@ __all__ = [
     "CommandDescriptor",
     "CommandNotRecognized",
     "CommandRegistry",
+    "CommandRule",
     "ContextState",
     "ContextUpdater",
+    "HostAccess",
+    "HostTrust",
     "PathArgs",
+    "Reach",
     "Rest",
     "RestOfLine",
     "RetriableError",
@@ -117,6 +127,7 @@ __all__ = [
     "ToolStateEvent",
     "ToolcardsError",
     "TransientError",
+    "UntrustedField",
     "annotate",
     "annotations_of",
     "describe",

@@ -10,7 +10,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 
 from toolcards._lazy import renamed_names
 from toolcards.core.channels import Channels
@@ -19,6 +26,7 @@ from toolcards.core.json_fields import check_json_fields
 from toolcards.core.params import BaseToolParam
 from toolcards.core.retry import ToolFunc
 from toolcards.core.spec import set_instructions
+from toolcards.core.trust import FROM_DATA, TRUST, HostTrust, check_card
 
 if TYPE_CHECKING:
     from toolcards.core.context import ContextState
@@ -114,6 +122,15 @@ class ToolCard(BaseModel):
             value = getattr(self, field)
             if isinstance(value, BaseToolParam):
                 _check_channels(type(self), field, value.expose, capability)
+        return self
+
+    @model_validator(mode="after")
+    def _check_host_access(self, info: ValidationInfo) -> Self:
+        """From data, every field marked ``HostAccess`` needs the host's trust for its value
+        (:mod:`toolcards.core.trust`); built in code, the card is trusted."""
+        context = info.context if isinstance(info.context, dict) else {}
+        if context.get(FROM_DATA):
+            check_card(self, HostTrust.of(context.get(TRUST)))
         return self
 
     # ---- observer -------------------------------------------------------------------------

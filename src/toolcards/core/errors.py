@@ -20,6 +20,7 @@ kept because callers catch that built-in type. The module each class lives in is
     ├── ToolNotConfigured                       core.errors
     ├── ToolObserverGone                        core.errors
     ├── CommandNotRecognized                    core.errors
+    ├── UntrustedField (ValueError)             core.trust
     ├── StoreError                              stores.errors
     │   └── UnknownStoreScheme                  stores.errors
     ├── StoreLockedError                        stores.errors
@@ -45,7 +46,6 @@ kept because callers catch that built-in type. The module each class lives in is
     ├── BackendUnavailable (RuntimeError)       tools.exec.backends.base
     ├── LimitUnavailable (RuntimeError)         tools.exec.limits
     ├── OAuthError (RuntimeError)               tools.mcp.oauth_urls
-    ├── UntrustedCommand (ValueError)           tools.mcp.trust
     ├── Refused                                 tools.mcp.server_requests
     ├── SearchError                             tools.search.client
     ├── URLRefused (ValueError)                 tools._common.urls

@@ -17,13 +17,10 @@ from pydantic import BeforeValidator, PlainSerializer, ValidationInfo
 from toolcards._builtin import BUILTIN_CARDS
 from toolcards._lazy import entry_point_classes
 from toolcards.core.card import ToolCard
+from toolcards.core.trust import FROM_DATA, TRUST, HostTrust
 
 TYPE_KEY = "type"
 ENTRY_POINT_GROUP = "toolcards.cards"
-FROM_DATA = "toolcards.from_data"
-"""Validation-context key, True while a card is validated from data (not built in code)."""
-TRUST = "toolcards.trust"
-"""Validation-context key holding the host's trust decision for cards loaded from data."""
 
 
 class CardTypes:
@@ -91,8 +88,10 @@ def load_card(data: Any, *, trust: object = None) -> ToolCard:
     """One card from a tagged dict (or a card instance, returned as is).
 
     ``trust`` is the host program's decision about what a card from data may do on this
-    host; cards that start programs read it (``MCPTool``: an ``MCPTrust`` or a list of
-    allowed commands). The default trusts nothing: a stdio MCP card is refused.
+    host (a :class:`~toolcards.core.trust.HostTrust`, a list of allowed commands, or a config
+    mapping of grants): every card field that reaches the host (a program, an environment
+    variable, a URL that gets a host credential, a private-network allowance, a folder outside
+    the workspace) is refused unless it allows that value. The default trusts nothing.
     """
     if isinstance(data, ToolCard):
         return data
@@ -100,7 +99,7 @@ def load_card(data: Any, *, trust: object = None) -> ToolCard:
         raise ValueError(f"a card must be a mapping with a {TYPE_KEY!r} tag, got {data!r:.80}")
     fields = {k: v for k, v in data.items() if k != TYPE_KEY}
     cls = CARD_TYPES.resolve(data[TYPE_KEY])
-    return cls.model_validate(fields, context={FROM_DATA: True, TRUST: trust})
+    return cls.model_validate(fields, context={FROM_DATA: True, TRUST: HostTrust.of(trust)})
 
 
 def dump_cards(cards: Iterable[ToolCard]) -> list[dict[str, Any]]:
@@ -118,7 +117,8 @@ def load_cards(data: Any, *, trust: object = None) -> list[ToolCard]:
         )
     if not isinstance(data, list | tuple):
         raise ValueError(f"cards must be a list of tagged mappings, got {type(data).__name__}")
-    return [load_card(item, trust=trust) for item in data]
+    decided = HostTrust.of(trust)
+    return [load_card(item, trust=decided) for item in data]
 
 
 def _validate_cards(value: Any, info: ValidationInfo) -> list[Any]:

@@ -23,7 +23,14 @@ approval_timeout: 300
 approvals: audit.approvals.db  # pending approvals, shared by serve and the CLI (default)
 sessions: {max: 1000, per_principal: 100, idle_timeout: 900}   # MCP over HTTP
 http: {max_body: 4194304, header_timeout: 10, body_timeout: 15}   # HTTP clients' bounds
-mcp_commands: ["uvx mcp-server-fetch"]   # stdio MCP servers cards may start
+trust:                         # what the cards above may do on this host (HostTrust)
+  commands: ["uvx mcp-server-fetch"]     # programs they may start (MCP stdio servers)
+  env: [CRM_TOKEN]                       # host environment variables they may read or set
+  urls: ["https://search.internal.example/"]   # where a host credential may go
+  private_network: false                 # loopback, private and metadata addresses
+  paths: []                              # host folders outside the workspace
+  execution: []                          # exec modes that do not isolate (local)
+mcp_commands: []               # the older spelling of trust: {commands: [...]}
 timeout: 60
 principals:
   local: {id: alice, type: user, roles: [data_admin]}      # stdio and CLI caller
@@ -37,6 +44,11 @@ principals:
 Tokens are stored as ``sha256:<hex>`` of the token (``toolcards hash-token`` prints one).
 Without ``principals.local`` the stdio and CLI caller is anonymous (a default-deny policy
 rejects it).
+
+Trust comes from the operator only: ``trust:`` and ``mcp_commands:`` are read from the file
+``load_config`` opens (written by whoever runs the server); a config given as a mapping
+(``parse_config``) may carry them only when the host says it wrote it (``host_written=True``).
+A config a client sent is data, and grants nothing.
 """
 
 from __future__ import annotations
@@ -59,6 +71,7 @@ from pydantic import (
 
 from toolcards.core.errors import ToolcardsError
 from toolcards.core.identity import ANONYMOUS, Identity
+from toolcards.core.trust import HostTrust
 from toolcards.core.yaml_safe import YamlError, load_yaml
 from toolcards.stores.errors import UnknownStoreScheme
 from toolcards.stores.location import StoreLocation, is_postgres_url, redact_url
@@ -67,7 +80,6 @@ from toolcards.surfaces.oauth_config import OAuthSpec
 
 if TYPE_CHECKING:
     from toolcards.runtime.system import ActorSystem
-    from toolcards.tools.mcp.trust import MCPTrust
 
 DEFAULT_CONFIG = "toolcards.yaml"
 APPROVER_ROLE = "approver"
@@ -181,7 +193,10 @@ class SurfaceConfig(BaseModel):
     approvals: str | None = None
     sessions: SessionLimits = Field(default_factory=SessionLimits)
     http: HttpLimits = Field(default_factory=HttpLimits)
+    trust: dict[str, Any] | None = None
+    """What the cards may do on this host (``HostTrust.from_config``): the operator's grant."""
     mcp_commands: list[str | dict[str, Any]] = Field(default_factory=list)
+    """The older spelling of ``trust: {commands: [...]}``."""
     member: str | None = None
     timeout: float | None = Field(default=60.0, gt=0)
     principals: Principals = Field(default_factory=Principals)
@@ -225,13 +240,10 @@ class SurfaceConfig(BaseModel):
             raise ValueError("ray.connect_timeout must be a positive number of seconds")
         return {"ray": dict(options)}
 
-    @field_validator("mcp_commands")
+    @field_validator("mcp_commands", "trust")
     @classmethod
-    def _trusted_commands(cls, value: list[str | dict[str, Any]]) -> list[str | dict[str, Any]]:
-        if value:
-            from toolcards.tools.mcp.trust import MCPTrust
-
-            MCPTrust.from_config(value)  # a malformed rule is a config error now, not later
+    def _trust(cls, value: Any) -> Any:
+        HostTrust.from_config(value)  # a malformed grant is a config error now, not later
         return value
 
     @field_validator("cards")
@@ -339,13 +351,9 @@ class SurfaceConfig(BaseModel):
             connect_timeout=float(options.get("connect_timeout") or 10.0),
         )
 
-    def mcp_trust(self) -> MCPTrust | None:
-        """The stdio MCP commands ``mcp_commands:`` allows cards to start (None: none)."""
-        if not self.mcp_commands:
-            return None
-        from toolcards.tools.mcp.trust import MCPTrust
-
-        return MCPTrust.from_config(self.mcp_commands)
+    def host_trust(self) -> HostTrust:
+        """What ``trust:`` and ``mcp_commands:`` allow the cards to do on this host."""
+        return HostTrust.from_config(self.trust).joined(HostTrust.from_config(self.mcp_commands))
 
     @property
     def local_identity(self) -> Identity:
@@ -380,7 +388,7 @@ class SurfaceConfig(BaseModel):
         from toolcards.core.registry import CARD_TYPES, load_card
         from toolcards.surfaces.config_hints import problems
 
-        trust = self.mcp_trust()
+        trust = self.host_trust()
         cards = []
         for i, data in enumerate(self.cards):
             where = f"{self.source}: cards.{i} ({data.get('type')})"
@@ -400,11 +408,25 @@ class SurfaceConfig(BaseModel):
 
 
 def parse_config(
-    data: Any, *, source: str = "<config>", base_dir: Path | None = None
+    data: Any,
+    *,
+    source: str = "<config>",
+    base_dir: Path | None = None,
+    host_written: bool = False,
 ) -> SurfaceConfig:
-    """A config from a mapping; ConfigError naming ``source`` and the field when invalid."""
+    """A config from a mapping; ConfigError naming ``source`` and the field when invalid.
+
+    ``host_written``: the host (its operator's file, its own code) wrote ``data``, so its
+    ``trust:`` and ``mcp_commands:`` grant what they say; otherwise (a config from anywhere
+    else, such as a client) either of them is refused."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level")
+    granted = sorted(key for key in ("trust", "mcp_commands") if data.get(key))
+    if granted and not host_written:
+        raise ConfigError(
+            f"{source}: {granted[0]}: only the operator's config file (load_config) or the "
+            "host's code (parse_config(..., host_written=True)) grants trust; this config is data"
+        )
     try:
         config = SurfaceConfig.model_validate(data)
     except ValidationError as exc:
@@ -437,7 +459,7 @@ def load_config(path: str | Path = DEFAULT_CONFIG) -> SurfaceConfig:
         data = load_yaml(text, str(path))
     except YamlError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc.detail}") from None
-    return parse_config(data, source=str(path), base_dir=path.resolve().parent)
+    return parse_config(data, source=str(path), base_dir=path.resolve().parent, host_written=True)
 
 
 def hash_token(token: str) -> str:

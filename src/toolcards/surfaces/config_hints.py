@@ -56,10 +56,13 @@ def problems(exc: ValidationError, model: type[BaseModel], limit: int = 8) -> st
     parts = []
     for err in exc.errors(include_input=False, include_url=False)[:limit]:
         loc = tuple(err["loc"])
+        message = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             parts.append(f"{location(loc)}: unknown key{did_you_mean(model, loc)}")
+        elif not loc:  # the model's own check: its message names the field
+            parts.append(message)
         else:
-            parts.append(f"{location(loc)}: {err['msg']}")
+            parts.append(f"{location(loc)}: {message}")
     return "; ".join(parts)
 
 

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from toolcards.core.agent_capability import CardsCapability
 from toolcards.core.card import ToolCard
 from toolcards.core.factory import ToolFactory
 from toolcards.core.identity import Identity
+from toolcards.core.trust import HostTrust
 from toolcards.governance.approvals.broker import Approver
 from toolcards.governance.audit.log import AuditLog
 from toolcards.governance.capability import CapabilityRegistry
@@ -58,6 +59,8 @@ class ToolCards(CardsCapability):
     policy: Policy | None = None
     identity: Identity | None = None
     executor: Executor | None = field(default=None, repr=False)
+    host_trust: ClassVar[HostTrust | None] = None
+    """What cards of an agent spec may do on this host (see :meth:`trusting`); None: nothing."""
 
     def __init__(
         self,
@@ -109,6 +112,16 @@ class ToolCards(CardsCapability):
         return SPEC_NAME
 
     @classmethod
+    def trusting(cls, trust: HostTrust | object) -> type[ToolCards]:
+        """``ToolCards`` for agent specs whose cards may do on this host what ``trust`` allows
+        (a :class:`~toolcards.HostTrust`): ``Agent.from_spec(spec, custom_capability_types=
+        [ToolCards.trusting(HostTrust(execution=["local"]))])``. The trust is the host's
+        choice, made in code: a spec cannot name one."""
+        decided = HostTrust.of(trust)
+        named = type(cls.__name__, (cls,), {"__module__": cls.__module__, "host_trust": decided})
+        return dataclass(init=False)(named)
+
+    @classmethod
     def from_spec(
         cls,
         cards: list[dict[str, Any]],
@@ -121,12 +134,26 @@ class ToolCards(CardsCapability):
         """From an agent spec: ``cards`` as tagged mappings, ``policy`` a file or a mapping,
         ``identity`` an id or ``{id, type, roles}``, ``audit`` a database path,
         ``secret_scanner`` true or ``{action, tools}`` (the built-in output guardrail; a spec
-        names no code), ``call_results`` a database path (durable runs)."""
+        names no code), ``call_results`` a database path (durable runs).
+
+        The cards load with :attr:`host_trust` (see :meth:`trusting`). A spec without a
+        ``policy`` is refused: the tools a spec names are governed (for ungoverned tools, build
+        ``ToolFactory(cards).capability()`` in code)."""
+        loaded = spec_cards(cards, cls.host_trust)
+        governed = spec_policy(policy)
+        caller = spec_identity(identity)
+        hooks = spec_hooks(secret_scanner)
+        if governed is None:
+            raise ValueError(
+                "toolcards in an agent spec needs a policy (a file path or a mapping of rules): "
+                "the tools a spec names are governed; ungoverned tools are built in code "
+                "(ToolFactory(cards).capability())"
+            )
         return cls(
-            spec_cards(cards),
-            policy=spec_policy(policy),
-            identity=spec_identity(identity),
+            loaded,
+            policy=governed,
+            identity=caller,
             audit=spec_audit(audit),
-            hooks=spec_hooks(secret_scanner),
+            hooks=hooks,
             call_results=spec_call_results(call_results),
         )

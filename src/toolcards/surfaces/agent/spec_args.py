@@ -11,9 +11,12 @@ capabilities:
       call_results: runs.db        # optional: durable runs run each tool call once
 ```
 
-Cards load by type tag with no trust granted (a stdio ``MCPTool`` is refused: what may run
-on this host is the host's decision, never the spec's). For the same reason a spec names no
-hook code: of the guardrails, only the built-in ``secret_scanner`` can be switched on here.
+Cards load by type tag with the trust the host gave (``ToolCards.trusting(HostTrust(...))``;
+none by default): a card field that reaches the host (a stdio ``MCPTool``, ``ExecTool``'s
+``mode: local``, a URL that would receive a host secret) is refused unless that trust allows
+it. What may run on this host is the host's decision, never the spec's. For the same reason a
+spec names no hook code: of the guardrails, only the built-in ``secret_scanner`` can be
+switched on here.
 """
 
 from __future__ import annotations
@@ -22,21 +25,37 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from toolcards.core.card import ToolCard
 from toolcards.core.identity import Identity
-from toolcards.core.registry import load_cards
+from toolcards.core.registry import CARD_TYPES, load_card
+from toolcards.core.trust import HostTrust
 from toolcards.governance.audit.log import AuditLog
 from toolcards.governance.guardrails import ToolHook
 from toolcards.governance.policy.policy import Policy
 from toolcards.stores.call_results import SqliteCallResults
+from toolcards.surfaces.config_hints import problems
 
 IDENTITY_KEYS = frozenset({"id", "type", "roles"})
 SCANNER_KEYS = frozenset({"action", "tools"})
 
 
-def spec_cards(data: Any) -> list[ToolCard]:
-    """The cards of the spec (a list of tagged mappings)."""
-    return load_cards(data)
+def spec_cards(data: Any, trust: HostTrust | None = None) -> list[ToolCard]:
+    """The cards of the spec (a list of tagged mappings), loaded with the host's ``trust``;
+    a refused card is one line naming it."""
+    if not isinstance(data, list):
+        raise ValueError("cards must be a list of tagged mappings ({type: WorkspaceTool})")
+    cards = []
+    for i, item in enumerate(data):
+        try:
+            cards.append(load_card(item, trust=trust))
+        except ValidationError as exc:
+            kind = CARD_TYPES.resolve(str(item.get("type")))
+            raise ValueError(
+                f"toolcards cards[{i}] ({kind.card_type}): {problems(exc, kind)}"
+            ) from None
+    return cards
 
 
 def spec_policy(data: Any) -> Policy | None:

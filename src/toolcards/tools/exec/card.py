@@ -6,7 +6,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import Field, PrivateAttr, field_validator
 
@@ -15,8 +15,9 @@ from toolcards.core.channels import Channels
 from toolcards.core.params import BaseToolParam
 from toolcards.core.progress import progress_enabled, report_progress
 from toolcards.core.spec import annotate
+from toolcards.core.trust import HostAccess, Reach
 from toolcards.tools._common.workspace_dir import workspace_dir, workspace_id_for
-from toolcards.tools.exec.backends import check_mode
+from toolcards.tools.exec.backends import check_mode, isolating
 from toolcards.tools.exec.command import ANY_PROGRAM, DEFAULT_ALLOWED_COMMANDS, check_allowed_entry
 from toolcards.tools.exec.limits import ExecLimits
 from toolcards.tools.exec.service import ExecService, ExecSettings, service_for
@@ -52,9 +53,17 @@ class ExecTool(ToolCard):
     A command may start with a program of ``allowed_commands``: by default a short list of
     file readers, Python build and test tools and read-only git subcommands
     (``DEFAULT_ALLOWED_COMMANDS``); any program only with ``allowed_commands="any"``.
+
+    Loaded from data, the card needs the host's trust (``HostTrust``) for a ``mode`` that does
+    not isolate (``execution=["local"]``), for ``env_allow`` names beyond the default
+    (``env=[...]``) and for ``network=True`` (``private_network=True``). The allowlist needs
+    none: the sandbox is the boundary, and the default list already holds ``python3``.
     """
 
-    mode: str = "auto"
+    mode: Annotated[
+        str,
+        HostAccess(Reach.EXECUTION, "runs commands unconfined on this host", safe=isolating),
+    ] = "auto"
     workspace_id: str | None = None
     """The workspace directory (default: the team's, as for WorkspaceTool)."""
     _workspaces_root: str | None = PrivateAttr(default=None)
@@ -68,9 +77,13 @@ class ExecTool(ToolCard):
     build and test tools, read-only git). ``"any"``: any program, only when set so. A
     started program may start others (``env sh -c``, ``find -exec``, ``make``): this list
     is not a boundary, the sandbox is. A shell as the first word needs to be listed."""
-    env_allow: list[str] = Field(default_factory=lambda: list(DEFAULT_ENV_ALLOW))
+    env_allow: Annotated[
+        list[str], HostAccess(Reach.ENV, "passes a host variable to every command", each="item")
+    ] = Field(default_factory=lambda: list(DEFAULT_ENV_ALLOW))
     """Host environment variables passed through; everything else is scrubbed."""
-    network: bool = False
+    network: Annotated[
+        bool, HostAccess(Reach.NETWORK, "gives commands this host's network, loopback included")
+    ] = False
     max_concurrent: int = Field(default=4, ge=1, le=64)
     docker_image: str | None = None
     exec_command: bool | ExecCommand = True

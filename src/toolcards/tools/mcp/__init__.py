@@ -1,6 +1,10 @@
 """MCPTool: an MCP server's tools, with reconnection, failure isolation and OAuth."""
 
+from toolcards._lazy import renamed_names
+from toolcards.core.trust import CommandRule, HostTrust, UntrustedField
 from toolcards.tools.mcp.card import MCPOAuth, MCPTool
-from toolcards.tools.mcp.trust import CommandRule, MCPTrust, UntrustedCommand
 
-__all__ = ["CommandRule", "MCPOAuth", "MCPTool", "MCPTrust", "UntrustedCommand"]
+__all__ = ["CommandRule", "HostTrust", "MCPOAuth", "MCPTool", "UntrustedField"]
+__getattr__ = renamed_names(
+    __name__, {"MCPTrust": "HostTrust", "UntrustedCommand": "UntrustedField"}
+)

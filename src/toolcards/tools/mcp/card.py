@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -12,17 +12,15 @@ from pydantic import (
     Field,
     PrivateAttr,
     SecretStr,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from toolcards.core.card import ToolCard
-from toolcards.core.registry import FROM_DATA, TRUST
+from toolcards.core.trust import HostAccess, Reach
 from toolcards.tools._common.workspace_dir import workspace_dir, workspace_id_for
 from toolcards.tools.mcp.oauth import AuthorizationHandler, OAuthFlow, loopback_handler
 from toolcards.tools.mcp.oauth_urls import OAuthError, resource_for
-from toolcards.tools.mcp.trust import MCPTrust
 
 if TYPE_CHECKING:
     from toolcards.tools.mcp.server_requests import RequestRules, ServerRequests
@@ -54,14 +52,25 @@ class MCPOAuth(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     client_id: str = Field(min_length=1)
-    client_secret_env: str | None = Field(default=None, pattern=_ENV_NAME)
+    client_secret_env: Annotated[
+        str | None,
+        HostAccess(
+            Reach.ENV, "sends a host variable as the client secret", to=("issuer", "token_endpoint")
+        ),
+    ] = Field(default=None, pattern=_ENV_NAME)
     client_secret: SecretStr | None = Field(default=None, exclude=True, repr=False)
     """Never serialized: persisted cards use ``client_secret_env``."""
     redirect_uri: str = "http://127.0.0.1:8765/callback"
     scopes: list[str] = Field(default_factory=list)
     authorization_endpoint: str | None = None
-    token_endpoint: str | None = None
-    issuer: str | None = None
+    token_endpoint: Annotated[
+        str | None,
+        HostAccess(Reach.URL, "receives the client secret", credential=("client_secret_env",)),
+    ] = None
+    issuer: Annotated[
+        str | None,
+        HostAccess(Reach.URL, "receives the client secret", credential=("client_secret_env",)),
+    ] = None
     """The authorization server (required with a client secret); when set, the MCP server's
     own metadata is not asked which authorization server to use."""
     resource: str | None = None
@@ -89,25 +98,42 @@ class MCPTool(ToolCard):
     a ``bearer_token`` secret set in code.
 
     A stdio server is a program run on this host. Built in code, the card is trusted; loaded
-    from data (``load_cards``, a config file, a stored profile) it is refused unless the host's
-    trust decision (``MCPTrust``) allows its command and every environment name it uses. The
-    server's environment holds only what the card names (plus ``PATH``, ``HOME``, ``USER``,
+    from data (``load_cards``, a config file, a stored profile, an agent spec) it is refused
+    unless the host's trust (``HostTrust``) allows its command and every environment name it
+    uses; so is an HTTP server that would receive a host credential (``bearer_token_env``,
+    ``oauth``) at a URL the trust does not list, or that names a private host. The server's
+    environment holds only what the card names (plus ``PATH``, ``HOME``, ``USER``,
     ``LOGNAME``, ``SHELL``, ``TERM``).
     """
 
     name: str = Field(default="mcp", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     """Names the server in logs and messages."""
     transport: Literal["stdio", "sse", "streamable-http"]
-    command: str | None = None
+    command: Annotated[
+        str | None,
+        HostAccess(Reach.PROGRAM, "would run on this host", args="args", cwd="cwd"),
+    ] = None
     args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
+    env: Annotated[
+        dict[str, str], HostAccess(Reach.ENV, "sets a variable of the server", each="key")
+    ] = Field(default_factory=dict)
     """Extra environment of the stdio server (persisted: no secrets here, see ``env_from``)."""
-    env_from: dict[str, str] = Field(default_factory=dict)
+    env_from: Annotated[
+        dict[str, str],
+        HostAccess(Reach.ENV, "copies a host variable into the server", each="name"),
+    ] = Field(default_factory=dict)
     """Stdio server variables copied from this process's environment: child name -> our name."""
     cwd: str | None = None
-    url: str | None = None
+    url: Annotated[
+        str | None,
+        HostAccess(
+            Reach.URL, "receives a host credential", credential=("bearer_token_env", "oauth")
+        ),
+    ] = None
     headers: dict[str, str] = Field(default_factory=dict)
-    bearer_token_env: str | None = Field(default=None, pattern=_ENV_NAME)
+    bearer_token_env: Annotated[
+        str | None, HostAccess(Reach.ENV, "sends a host variable as a bearer token", to=("url",))
+    ] = Field(default=None, pattern=_ENV_NAME)
     bearer_token: SecretStr | None = Field(default=None, exclude=True, repr=False)
     oauth: MCPOAuth | None = None
     tool_prefix: str = Field(default="", pattern=r"^[A-Za-z0-9_-]{0,32}$")
@@ -179,23 +205,6 @@ class MCPTool(ToolCard):
         for key in self.env_from.values():
             if not key or not key.replace("_", "a").isalnum():
                 raise ValueError(f"env_from values must be environment variable names: {key!r}")
-        return self
-
-    @model_validator(mode="after")
-    def _check_trust(self, info: ValidationInfo) -> Self:
-        """A stdio card validated from data needs the host's trust (see ``MCPTrust``)."""
-        context = info.context if isinstance(info.context, dict) else {}
-        if self.transport != "stdio" or not context.get(FROM_DATA):
-            return self
-        assert self.command is not None
-        MCPTrust.of(context.get(TRUST)).check(
-            name=self.name,
-            command=self.command,
-            args=self.args,
-            cwd=self.cwd,
-            env=self.env,
-            env_from=self.env_from,
-        )
         return self
 
     @field_validator("workspace_id")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import httpx
 from pydantic import Field, PrivateAttr, SecretStr, field_validator
@@ -14,6 +14,7 @@ from toolcards.core.channels import Channels
 from toolcards.core.errors import RetriableError, ToolNotConfigured
 from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate
+from toolcards.core.trust import HostAccess, Reach
 from toolcards.tools._common.url_guard import Resolver, check_url, system_resolver
 from toolcards.tools._common.urls import URLRefused
 from toolcards.tools.search.client import SearchError, TavilyClient
@@ -70,14 +71,24 @@ class SearchTool(ToolCard):
     The API key comes from ``api_key`` (a secret that is never serialized) or from the
     environment variable named by ``api_key_env``. URLs reaching private, loopback, link-local
     or metadata addresses are refused unless ``allow_private`` is set.
+
+    Loaded from data, another ``base_url`` (it receives the key), another ``api_key_env`` and
+    ``allow_private`` need the host's trust (``HostTrust(urls=..., env=...,
+    private_network=True)``).
     """
 
     api_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
     """Never serialized: persisted cards use ``api_key_env``."""
-    api_key_env: str = Field(default="TAVILY_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    base_url: str = "https://api.tavily.com"
+    api_key_env: Annotated[
+        str, HostAccess(Reach.ENV, "sends a host variable as the API key", to=("base_url",))
+    ] = Field(default="TAVILY_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    base_url: Annotated[str, HostAccess(Reach.URL, "receives the host's search API key")] = (
+        "https://api.tavily.com"
+    )
     timeout_seconds: float = Field(default=30.0, gt=0, le=600)
-    allow_private: bool = False
+    allow_private: Annotated[
+        bool, HostAccess(Reach.NETWORK, "lets the model read loopback, private and metadata URLs")
+    ] = False
     web_search: bool | WebSearch = True
     web_fetch: bool | WebFetch = True
     web_crawl: bool | WebCrawl = True

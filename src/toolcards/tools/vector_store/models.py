@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import warnings
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, model_validator
 
+from toolcards.core.trust import HostAccess, Reach
 from toolcards.tools.vector_store.base import (
     EXTRA_HINT,
     LOCAL_DIMENSION,
@@ -39,12 +40,19 @@ class StoreSettings(BaseModel):
     dimension: int | None = Field(default=None, ge=8, le=8192)
     """Checked against the model's real vector length when given."""
     backend: BackendName = "inmemory"
-    qdrant_url: str | None = None
-    qdrant_path: str | None = None
+    qdrant_url: Annotated[
+        str | None,
+        HostAccess(Reach.URL, "receives the store's texts", credential=False),
+    ] = None
+    qdrant_path: Annotated[
+        str | None, HostAccess(Reach.PATH, "writes the store into a folder of this host")
+    ] = None
     batch_size: int = Field(default=32, ge=1, le=2048)
     max_length: int = Field(default=256, ge=8, le=512)
     timeout_s: float = Field(default=30.0, gt=0, le=600)
-    openai_base_url: str | None = None
+    openai_base_url: Annotated[
+        str | None, HostAccess(Reach.URL, "receives the host's OPENAI_API_KEY")
+    ] = None
     api_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
     """The openai / azure key; default: the provider's environment variable. Never
     serialised (a card written to JSON or recorded for a restart leaves it out) nor logged:
@@ -52,7 +60,9 @@ class StoreSettings(BaseModel):
     _transport: Any = PrivateAttr(default=None)
     """An ``httpx.BaseTransport`` the openai / azure provider sends through instead of the
     network (``httpx.MockTransport`` in tests); in this process only, never serialised."""
-    azure_endpoint: str | None = Field(default=None, pattern=r"^https?://[^\s?#]+$")
+    azure_endpoint: Annotated[
+        str | None, HostAccess(Reach.URL, "receives the host's AZURE_OPENAI_API_KEY")
+    ] = Field(default=None, pattern=r"^https?://[^\s?#]+$")
     """``https://<resource>.openai.azure.com``; default: AZURE_OPENAI_ENDPOINT."""
     azure_deployment: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     """The deployment of the embedding model (required with ``provider="azure"``)."""
@@ -79,7 +89,9 @@ class StoreSettings(BaseModel):
     48, ... 1024) whose recall@10 reaches ``hnsw_target_recall`` on sample queries near the
     stored vectors, or where a larger step stops improving it."""
     hnsw_target_recall: float = Field(default=0.98, gt=0, le=1)
-    index_dir: str | None = None
+    index_dir: Annotated[
+        str | None, HostAccess(Reach.PATH, "writes index files into a folder of this host")
+    ] = None
     """Where HNSW graphs are saved when the store stops, to be reloaded (and checked against
     the stored vectors) at the next start instead of rebuilt; None: rebuilt after a restart."""
 

@@ -67,6 +67,11 @@ def check_mode(name: object) -> str:
     return name
 
 
+def isolating(name: str) -> bool:
+    """True for ``auto`` and for a backend that confines what it runs (not ``local``)."""
+    return name == AUTO or backend_class(name).isolating
+
+
 def _from_entry_points(name: str) -> type[Backend] | None:
     """Load the backend an installed distribution declares under ``name`` (and keep it)."""
     for ep in entry_points(group=ENTRY_POINT_GROUP, name=name):
