@@ -167,6 +167,9 @@ def test_the_docs_draw_the_layers_this_test_enforces() -> None:
 
 WINGS = ("agent", "cli", "dashboard", "mcp_server")
 """The surfaces' wings: each serves people or clients one way and never imports another."""
+SHARED_FOLDERS = ("config", "http")
+"""Surfaces folders that several wings share (like the shared modules at the root, they
+import no wing and no composition module)."""
 COMPOSITION = {"toolcards.surfaces", "toolcards.surfaces.api", "toolcards.surfaces.combined",
                "toolcards.surfaces.commands", "toolcards.surfaces.main",
                "toolcards.surfaces.serving"}  # fmt: skip
@@ -213,4 +216,9 @@ def test_the_wings_are_folders() -> None:
     for wing in WINGS:
         assert (PACKAGE / "surfaces" / wing / "__init__.py").exists()
     flat = [p.name for p in (PACKAGE / "surfaces").glob("*.py")]
-    assert not [n for n in flat if n.startswith(("mcp_", "cli_"))], flat
+    assert not [n for n in flat if n.startswith(("mcp_", "cli_", "http_", "config_"))], flat
+
+
+def test_every_surfaces_folder_is_a_wing_or_shared() -> None:
+    folders = {p.parent.name for p in (PACKAGE / "surfaces").glob("*/__init__.py")}
+    assert folders == {*WINGS, *SHARED_FOLDERS}

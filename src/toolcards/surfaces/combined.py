@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 from toolcards.surfaces.approval import OutOfBandApprovals
 from toolcards.surfaces.dashboard.app import Dashboard
 from toolcards.surfaces.dashboard.serve import dashboard_for, uvicorn_server, warn_if_exposed
-from toolcards.surfaces.http_auth import HttpAuth
+from toolcards.surfaces.http.auth import HttpAuth
+from toolcards.surfaces.http.ports import MCP_PORT
 from toolcards.surfaces.inbox_approver import DEFAULT_TIMEOUT
 from toolcards.surfaces.mcp_server.http import MCP_PATH, http_app
-from toolcards.surfaces.ports import MCP_PORT
 
 if TYPE_CHECKING:
     from toolcards.surfaces.runtime import SurfaceRuntime

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from toolcards.core.identity import ANONYMOUS, Identity
-from toolcards.surfaces.auth import TokenTable
 from toolcards.surfaces.config import ConfigError, SurfaceConfig, load_config
-from toolcards.surfaces.http_limits import HttpLimits
+from toolcards.surfaces.http.limits import HttpLimits
+from toolcards.surfaces.http.tokens import TokenTable
 
 if TYPE_CHECKING:
     from pydantic_ai.toolsets import AbstractToolset
@@ -146,7 +146,7 @@ class SurfaceRuntime:
         rate limits (shared through the store's database with a PostgreSQL store), executor."""
         from toolcards.governance._policy_parse import PolicyError
         from toolcards.governance.policy import Policy
-        from toolcards.surfaces.shared import open_shared
+        from toolcards.surfaces.config.shared import open_shared
 
         try:
             policy = Policy.from_yaml(config.policy_path)
@@ -262,7 +262,7 @@ def as_registry(
 
 def _require_module(name: str) -> None:
     """ModuleNotFoundError for ``name`` when it cannot be imported (the command line names
-    its extra, see :mod:`toolcards.surfaces.extras`); nothing is imported here."""
+    its extra, see :mod:`toolcards.surfaces.cli.extras`); nothing is imported here."""
     import importlib.util
 
     if importlib.util.find_spec(name) is None:

@@ -1,5 +1,5 @@
 """Run a runtime's MCP server (stdio or HTTP), with the CLI's control endpoint beside it
-when it was opened from a config file with an embedded store (:mod:`.control`; with a
+when it was opened from a config file with an embedded store (:mod:`.cli.control`; with a
 PostgreSQL store every CLI process opens the team itself)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from toolcards.surfaces.ports import MCP_PORT
+from toolcards.surfaces.http.ports import MCP_PORT
 
 if TYPE_CHECKING:
     from toolcards.surfaces.runtime import SurfaceRuntime
@@ -28,9 +28,9 @@ async def serve_runtime(
     """Serve until the client leaves (stdio) or the process is signalled (HTTP). With
     ``dashboard`` (HTTP), the team's dashboard is at ``/`` and approval-required calls wait
     in its approvals inbox. ``sock`` (HTTP): a socket already bound to ``host:port``
-    (:func:`toolcards.surfaces.ports.listen`)."""
+    (:func:`toolcards.surfaces.http.ports.listen`)."""
     from toolcards.surfaces.card_toolsets import connected
-    from toolcards.surfaces.control import control_endpoint
+    from toolcards.surfaces.cli.control import control_endpoint
     from toolcards.surfaces.policy_watch import watching_policy
 
     http = f"http://{host}:{port}/mcp" if transport == "http" else None
