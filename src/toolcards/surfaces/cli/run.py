@@ -140,7 +140,7 @@ def _print_value(value: Any, plain: bool) -> None:
 
         text = json.dumps(value, ensure_ascii=False, indent=2)
     else:
-        from toolcards.surfaces.render import render_value
+        from toolcards.surfaces.outcomes import render_value
 
         text = render_value(value)[0]
     print_json_text(text)
