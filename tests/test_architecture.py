@@ -170,6 +170,9 @@ WINGS = ("agent", "cli", "dashboard", "mcp_server")
 SHARED_FOLDERS = ("config", "http")
 """Surfaces folders that several wings share (like the shared modules at the root, they
 import no wing and no composition module)."""
+ROOT_MODULES = 12
+"""At most this many modules at the surfaces root: what several wings share and the composers
+(a module one wing uses goes into that wing, a family of shared modules into a folder)."""
 COMPOSITION = {"toolcards.surfaces", "toolcards.surfaces.api", "toolcards.surfaces.combined",
                "toolcards.surfaces.commands", "toolcards.surfaces.main",
                "toolcards.surfaces.serving"}  # fmt: skip
@@ -222,3 +225,8 @@ def test_the_wings_are_folders() -> None:
 def test_every_surfaces_folder_is_a_wing_or_shared() -> None:
     folders = {p.parent.name for p in (PACKAGE / "surfaces").glob("*/__init__.py")}
     assert folders == {*WINGS, *SHARED_FOLDERS}
+
+
+def test_the_surfaces_root_holds_only_what_wings_share_and_the_composers() -> None:
+    flat = sorted(p.name for p in (PACKAGE / "surfaces").glob("*.py"))
+    assert len(flat) <= ROOT_MODULES, flat

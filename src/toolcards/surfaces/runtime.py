@@ -1,6 +1,13 @@
 """The one place a surface gets its executor: the MCP server and the CLI both build a
 :class:`SurfaceRuntime`, so a config gives one team, one registry, one policy and one audit
-trail whichever surface a call comes through."""
+trail whichever surface a call comes through.
+
+An ``MCPTool`` card contributes a toolset rather than tool functions; its tools are known only
+once the server is asked. :func:`toolset_registry` asks once, when the runtime is built, and
+turns every tool found into a governed capability (the same policy, audit and approvals as the
+card tools). A call made outside a running server connects for that call; a running server
+keeps each toolset connected while it serves (:func:`toolcards.surfaces.serving.connected`).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from toolcards.core.identity import ANONYMOUS, Identity
+from toolcards.core.threads import background_thread
 from toolcards.surfaces.config import ConfigError, SurfaceConfig, load_config
 from toolcards.surfaces.http.limits import HttpLimits
 from toolcards.surfaces.http.tokens import TokenTable
@@ -316,14 +324,39 @@ def _registry(factory: ToolFactory | None, tools: list[Callable[..., Any]]) -> C
             parts.append(CapabilityRegistry.from_factory(factory))
             toolsets = factory.get_toolsets()
             if toolsets:
-                from toolcards.surfaces.card_toolsets import toolset_registry
-
                 parts.append(toolset_registry(toolsets))
         if tools:
             parts.append(CapabilityRegistry.from_tools(tools))
         return CapabilityRegistry.combine(parts)
     except ValueError as exc:
         raise ConfigError(f"two tools share a name: {exc}") from None
+
+
+def toolset_registry(toolsets: Sequence[AbstractToolset[Any]]) -> CapabilityRegistry:
+    """Capabilities of every tool of ``toolsets``, listed now (each toolset connects for the
+    listing and closes again). A server that cannot be reached lists no tools: its toolset
+    logs why."""
+    import anyio
+    from pydantic_ai.toolsets import CombinedToolset
+
+    from toolcards.governance.capability import CapabilityRegistry
+
+    combined = CombinedToolset(list(toolsets))
+    found: list[CapabilityRegistry] = []
+    failed: list[BaseException] = []
+
+    def list_them() -> None:  # its own event loop, whether or not the caller runs one
+        try:
+            found.append(anyio.run(CapabilityRegistry.from_toolset, combined))
+        except BaseException as exc:
+            failed.append(exc)
+
+    worker = background_thread(list_them, name="toolcards-list-toolsets", daemon=False)
+    worker.start()
+    worker.join()
+    if failed:
+        raise failed[0]
+    return found[0]
 
 
 def _functions(
