@@ -186,6 +186,13 @@ def _wing(module: str) -> str | None:
     return None
 
 
+def _shared_folder(module: str) -> str | None:
+    parts = module.split(".")
+    if len(parts) > 2 and parts[1] == "surfaces" and parts[2] in SHARED_FOLDERS:
+        return parts[2]
+    return None
+
+
 def _surface_modules() -> list[str]:
     return sorted(m for m in MODULES if m.startswith("toolcards.surfaces"))
 
@@ -205,6 +212,20 @@ def test_shared_surface_modules_import_no_wing_and_no_composition(module: str) -
         return
     above = sorted(t for t in graph()[module] if _wing(t) is not None or t in COMPOSITION)
     assert above == [], f"{module} is shared by the wings but imports {above}"
+
+
+@pytest.mark.parametrize("module", _surface_modules())
+def test_shared_folders_import_no_surfaces_module_outside_the_shared_folders(module: str) -> None:
+    """A shared folder sits below the root's shared modules (which use it), so neither forms
+    a circle with it."""
+    if _shared_folder(module) is None:
+        return
+    outside = sorted(
+        t
+        for t in graph()[module]
+        if t.startswith("toolcards.surfaces") and _shared_folder(t) is None
+    )
+    assert outside == [], f"{module} is in a shared folder but imports {outside}"
 
 
 @pytest.mark.parametrize("module", _surface_modules())

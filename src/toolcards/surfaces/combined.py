@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 from toolcards.surfaces.approval import APPROVAL_TIMEOUT, OutOfBandApprovals
 from toolcards.surfaces.dashboard.app import Dashboard
 from toolcards.surfaces.dashboard.serve import dashboard_for, uvicorn_server, warn_if_exposed
-from toolcards.surfaces.http.auth import HttpAuth
 from toolcards.surfaces.http.ports import MCP_PORT
 from toolcards.surfaces.mcp_server.http import MCP_PATH, http_app
 
@@ -48,7 +47,7 @@ def mcp_with_dashboard(
     app = Starlette(
         routes=[
             Route(MCP_PATH, endpoint=mcp_app, methods=None),
-            *HttpAuth.of(runtime).metadata_routes(),
+            *runtime.http_auth().metadata_routes(),
             Mount("/", app=dashboard.app()),
         ],
         lifespan=lifespan,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.threads import background_thread
 from toolcards.surfaces.config import ConfigError, SurfaceConfig, load_config
+from toolcards.surfaces.http.auth import HttpAuth
 from toolcards.surfaces.http.limits import HttpLimits
 from toolcards.surfaces.http.tokens import TokenTable
 
@@ -82,6 +83,12 @@ class SurfaceRuntime:
     def visible_to(self, identity: Identity) -> list[str]:
         """The tool ids ``identity`` may see (the policy's listing filter)."""
         return self.executor.visible_to(identity)
+
+    def http_auth(self) -> HttpAuth:
+        """Who an HTTP request comes from: this runtime's tokens, and the JWTs of the config's
+        ``principals.oauth`` issuer when it names one."""
+        oauth = self.config.principals.oauth if self.config is not None else None
+        return HttpAuth(self.tokens, oauth)
 
     def has_approver(self) -> bool:
         """True when a principal this runtime vouches for (the local one or a token's) holds

@@ -24,7 +24,6 @@ from toolcards.surfaces.http.tokens import InvalidToken, TokenTable
 
 if TYPE_CHECKING:
     from toolcards.surfaces.http.oauth import JwtVerifier
-    from toolcards.surfaces.runtime import SurfaceRuntime
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -53,13 +52,6 @@ class HttpAuth:
             from toolcards.surfaces.http.oauth import JwtVerifier
 
             self.verifier = JwtVerifier(self.oauth)
-
-    @classmethod
-    def of(cls, runtime: SurfaceRuntime, oauth: OAuthSpec | None = None) -> HttpAuth:
-        """The runtime's tokens, with ``oauth`` (default: the config's ``principals.oauth``)."""
-        if oauth is None and runtime.config is not None:
-            oauth = runtime.config.principals.oauth
-        return cls(runtime.tokens, oauth)
 
     def challenge(self, error: str | None = None, description: str | None = None) -> str:
         """The ``WWW-Authenticate`` value (``error``/``description`` are fixed texts)."""

@@ -21,7 +21,7 @@ from typing import Any
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.surfaces.approval import ApprovalChannel
 from toolcards.surfaces.config import SessionLimits
-from toolcards.surfaces.http.auth import BearerAuth, HttpAuth
+from toolcards.surfaces.http.auth import BearerAuth
 from toolcards.surfaces.http.limits import BodyLimit, HttpLimits, replaying
 from toolcards.surfaces.mcp_server.server import IDENTITY_SCOPE_KEY, GovernedMCPServer
 from toolcards.surfaces.mcp_server.sessions import (
@@ -164,7 +164,7 @@ def http_app(
     guard = SessionGuard(
         JsonRpcEdge(manager.handle_request), manager_sessions(manager), sessions, IDENTITY_SCOPE_KEY
     )
-    auth = HttpAuth.of(runtime)
+    auth = runtime.http_auth()
     handler = BodyLimit(BearerAuth(guard, auth, IDENTITY_SCOPE_KEY), limits or runtime.http_limits)
     quiet_disconnects()
 
