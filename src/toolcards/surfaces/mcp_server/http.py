@@ -6,7 +6,7 @@ which also serves the protected-resource metadata). No header: the caller is ano
 default-deny policy rejects it; with OAuth, 401 and the challenge). A token that matches
 nothing, or another scheme: 401 before any MCP processing. Sessions are
 bound to the caller that opened it and bounded per caller and in total
-(:mod:`.mcp_sessions`).
+(:mod:`.sessions`).
 """
 
 from __future__ import annotations
