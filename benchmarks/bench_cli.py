@@ -73,7 +73,7 @@ def _free_port() -> int:
 
 def _serve(config: Path, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     """A real ``toolcards serve`` on ``config``, once its control socket answers."""
-    from toolcards.surfaces.control import find_server
+    from toolcards.surfaces.cli.control import find_server
 
     argv = [str(TOOLCARDS), "serve", "-c", str(config), "--transport", "http"]
     with log.open("wb") as err:

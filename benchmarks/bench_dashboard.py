@@ -30,8 +30,8 @@ from toolcards.governance import AuditLog, Identity
 from toolcards.governance.approvals.broker import ApprovalBroker
 from toolcards.governance.audit.log import AuditRecord
 from toolcards.runtime import Team
-from toolcards.surfaces.auth import TokenTable
 from toolcards.surfaces.dashboard import BackgroundServer, Dashboard
+from toolcards.surfaces.http.tokens import TokenTable
 
 TOKEN = "bench-viewer-token"
 CHROMIUM_ARGS = [

@@ -167,6 +167,12 @@ def test_the_docs_draw_the_layers_this_test_enforces() -> None:
 
 WINGS = ("agent", "cli", "dashboard", "mcp_server")
 """The surfaces' wings: each serves people or clients one way and never imports another."""
+SHARED_FOLDERS = ("config", "http")
+"""Surfaces folders that several wings share (like the shared modules at the root, they
+import no wing and no composition module)."""
+ROOT_MODULES = 12
+"""At most this many modules at the surfaces root: what several wings share and the composers
+(a module one wing uses goes into that wing, a family of shared modules into a folder)."""
 COMPOSITION = {"toolcards.surfaces", "toolcards.surfaces.api", "toolcards.surfaces.combined",
                "toolcards.surfaces.commands", "toolcards.surfaces.main",
                "toolcards.surfaces.serving"}  # fmt: skip
@@ -176,6 +182,13 @@ COMPOSITION = {"toolcards.surfaces", "toolcards.surfaces.api", "toolcards.surfac
 def _wing(module: str) -> str | None:
     parts = module.split(".")
     if len(parts) > 2 and parts[1] == "surfaces" and parts[2] in WINGS:
+        return parts[2]
+    return None
+
+
+def _shared_folder(module: str) -> str | None:
+    parts = module.split(".")
+    if len(parts) > 2 and parts[1] == "surfaces" and parts[2] in SHARED_FOLDERS:
         return parts[2]
     return None
 
@@ -202,6 +215,20 @@ def test_shared_surface_modules_import_no_wing_and_no_composition(module: str) -
 
 
 @pytest.mark.parametrize("module", _surface_modules())
+def test_shared_folders_import_no_surfaces_module_outside_the_shared_folders(module: str) -> None:
+    """A shared folder sits below the root's shared modules (which use it), so neither forms
+    a circle with it."""
+    if _shared_folder(module) is None:
+        return
+    outside = sorted(
+        t
+        for t in graph()[module]
+        if t.startswith("toolcards.surfaces") and _shared_folder(t) is None
+    )
+    assert outside == [], f"{module} is in a shared folder but imports {outside}"
+
+
+@pytest.mark.parametrize("module", _surface_modules())
 def test_wings_import_no_composition_module(module: str) -> None:
     if _wing(module) is None:
         return
@@ -213,4 +240,14 @@ def test_the_wings_are_folders() -> None:
     for wing in WINGS:
         assert (PACKAGE / "surfaces" / wing / "__init__.py").exists()
     flat = [p.name for p in (PACKAGE / "surfaces").glob("*.py")]
-    assert not [n for n in flat if n.startswith(("mcp_", "cli_"))], flat
+    assert not [n for n in flat if n.startswith(("mcp_", "cli_", "http_", "config_"))], flat
+
+
+def test_every_surfaces_folder_is_a_wing_or_shared() -> None:
+    folders = {p.parent.name for p in (PACKAGE / "surfaces").glob("*/__init__.py")}
+    assert folders == {*WINGS, *SHARED_FOLDERS}
+
+
+def test_the_surfaces_root_holds_only_what_wings_share_and_the_composers() -> None:
+    flat = sorted(p.name for p in (PACKAGE / "surfaces").glob("*.py"))
+    assert len(flat) <= ROOT_MODULES, flat

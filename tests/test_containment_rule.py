@@ -52,8 +52,8 @@ FILE_IO = {
     "toolcards.stores.sqlite.file": "holds the SQLite store's lock file open",
     "toolcards.surfaces.main": "the CLI's startup cache file",
     "toolcards.surfaces.cli.init": "writes the toolcards.yaml and policy.yaml of `toolcards init`",
-    "toolcards.surfaces.config_file": "reads the config file",
-    "toolcards.surfaces.control": "the control socket's record file and its config",
+    "toolcards.surfaces.config.file": "reads the config file",
+    "toolcards.surfaces.cli.control": "the control socket's record file and its config",
     "toolcards.tools.exec.backends.etc_view": "stages the sandbox's /etc view from host /etc",
     "toolcards.tools.exec.cgroups": "cgroup and /proc files of the exec sandbox",
     "toolcards.tools.exec.limits": "the cgroup procs file a sandboxed child joins",
@@ -142,7 +142,7 @@ def test_no_module_with_file_calls_deals_with_workspace_roots(module: str) -> No
 
 
 def test_the_resource_surface_reads_files_only_through_the_containment_api() -> None:
-    source = MODULES["toolcards.surfaces.resources"].read_text()
+    source = MODULES["toolcards.surfaces.mcp_server.resource_sources"].read_text()
     assert touches_workspace_roots(source)
     assert file_calls(source) == []
 

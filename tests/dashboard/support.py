@@ -40,8 +40,8 @@ from toolcards import KnowledgeGraphTool, PlanningTool
 from toolcards.governance import AuditLog, Identity, Policy
 from toolcards.governance.approvals.broker import ApprovalBroker
 from toolcards.runtime import RoleProfile, Team
-from toolcards.surfaces.auth import TokenTable
 from toolcards.surfaces.dashboard import BackgroundServer, Dashboard, InboxApprover
+from toolcards.surfaces.http.tokens import TokenTable
 
 TOKENS = {"approver": "tok-approver-ann", "viewer": "tok-viewer-vera", "agent": "tok-agent-bot"}
 IDENTITIES = {

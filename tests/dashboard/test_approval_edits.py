@@ -30,8 +30,8 @@ from toolcards.governance import (
 )
 from toolcards.governance.executor.pipeline import ExecutionResult
 from toolcards.governance.redaction.redactor import args_digest
-from toolcards.surfaces.auth import TokenTable
 from toolcards.surfaces.dashboard import BackgroundServer, Dashboard
+from toolcards.surfaces.http.tokens import TokenTable
 
 pytestmark = pytest.mark.timeout(60)
 AGENT = IDENTITIES["agent"]

@@ -14,9 +14,9 @@ import pytest
 
 from dashboard.support import IDENTITIES, TOKENS, Process, form_token
 from support.processes import free_port
-from toolcards.surfaces.auth import TokenTable
 from toolcards.surfaces.dashboard import BackgroundServer, Dashboard
 from toolcards.surfaces.dashboard.sessions import LOGIN_COOKIE, SESSION_COOKIE
+from toolcards.surfaces.http.tokens import TokenTable
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -11,8 +11,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
 
 from toolcards.core.errors import RetriableError
-from toolcards.surfaces.completion import Complete, ResourceUri, ToolName
-from toolcards.surfaces.resources import ResourceNotFound, StaticResource, TemplateResource
+from toolcards.surfaces.mcp_server.complete import Complete, ResourceUri, ToolName
+from toolcards.surfaces.mcp_server.resource_sources import (
+    ResourceNotFound,
+    StaticResource,
+    TemplateResource,
+)
 
 
 class Reading(BaseModel):

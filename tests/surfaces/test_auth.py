@@ -7,9 +7,9 @@ import hmac
 import pytest
 
 from toolcards.governance import Identity
-from toolcards.surfaces import auth
-from toolcards.surfaces.auth import InvalidToken, TokenTable
 from toolcards.surfaces.config import hash_token
+from toolcards.surfaces.http import tokens
+from toolcards.surfaces.http.tokens import InvalidToken, TokenTable
 
 ALICE = Identity("alice", "user", ["admin"])
 BOT = Identity("bot", "agent")
@@ -51,7 +51,7 @@ def test_every_entry_is_compared_in_constant_time(monkeypatch: pytest.MonkeyPatc
         calls.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr(auth.hmac, "compare_digest", counting)
+    monkeypatch.setattr(tokens.hmac, "compare_digest", counting)
     assert TABLE.resolve("tok-a") == ALICE  # the first entry matches; the second is compared too
     assert len(calls) == 2
 

@@ -18,7 +18,7 @@ from support.scripted import wait_until
 from surfaces.surface_support import HttpServer, write_config
 from surfaces.surface_support import toolcards_json as toolcards
 from toolcards.governance import AuditLog, Identity
-from toolcards.surfaces.control import endpoint_path, find_server
+from toolcards.surfaces.cli.control import endpoint_path, find_server
 from toolcards.surfaces.outcomes import ExitCode
 
 pytestmark = pytest.mark.timeout(90)
@@ -126,7 +126,7 @@ def test_a_client_that_hangs_up_does_not_stop_the_endpoint(
 
 
 def test_a_config_whose_store_changed_after_a_lookup_is_looked_up_again(tmp_path: Path) -> None:
-    from toolcards.surfaces.control import record_of
+    from toolcards.surfaces.cli.control import record_of
 
     config = tmp_path / "toolcards.yaml"
     config.write_text("team_id: t\nstore: first.db\n", encoding="utf-8")

@@ -17,7 +17,7 @@ import pytest
 from support.launch import REAL_TOOLCARDS
 from support.scripted import wait_until
 from surfaces.surface_support import SURFACE_ENV, HttpServer
-from toolcards.surfaces.control import find_server
+from toolcards.surfaces.cli.control import find_server
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "team"
 

@@ -166,7 +166,7 @@ def test_a_missing_optional_part_is_one_line_naming_its_extra(
 
 
 def test_every_extra_of_the_package_has_its_modules_named() -> None:
-    from toolcards.surfaces.extras import EXTRA_OF
+    from toolcards.surfaces.cli.extras import EXTRA_OF
 
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     extras = set(declared["optional-dependencies"]) - {"all", "dev", "openai", "anthropic"}

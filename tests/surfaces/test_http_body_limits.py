@@ -22,7 +22,7 @@ from raw_http import (
 
 from surfaces.surface_support import HEADERS, INIT, HttpServer, write_config
 from toolcards.surfaces.config import SurfaceConfig
-from toolcards.surfaces.http_limits import MAX_BODY, HttpLimits
+from toolcards.surfaces.http.limits import MAX_BODY, HttpLimits
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -16,7 +16,7 @@ import pytest
 from raw_http import connect, head, status, until_closed
 
 from surfaces.surface_support import HttpServer, write_config
-from toolcards.surfaces.http_limits import HttpLimits
+from toolcards.surfaces.http.limits import HttpLimits
 
 pytestmark = pytest.mark.timeout(180)
 

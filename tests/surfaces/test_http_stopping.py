@@ -11,9 +11,9 @@ import socket
 
 from starlette.applications import Starlette
 
-from toolcards.surfaces.http_guard import server_config
-from toolcards.surfaces.http_limits import HttpLimits
-from toolcards.surfaces.http_server import GuardedServer
+from toolcards.surfaces.http.guard import server_config
+from toolcards.surfaces.http.limits import HttpLimits
+from toolcards.surfaces.http.server import GuardedServer
 
 LIMITS = HttpLimits(header_timeout=300, body_timeout=300, shutdown_timeout=60)
 

@@ -9,7 +9,7 @@ import threading
 import anyio
 import pytest
 
-from toolcards.surfaces.spawner import Spawner
+from toolcards.surfaces.mcp_server.spawner import Spawner
 
 pytestmark = pytest.mark.anyio
 

@@ -51,15 +51,15 @@ kept because callers catch that built-in type. The module each class lives in is
     ├── URLRefused (ValueError)                 tools._common.urls
     ├── EmbeddingError                          tools.vector_store.base
     ├── VectorExtraMissing (ImportError)        tools.vector_store.base
-    ├── ConfigError (ValueError)                surfaces.config
+    ├── ConfigError (ValueError)                surfaces.config.model
     ├── ArgsError (ValueError)                  surfaces.cli.args
-    ├── PortUnavailable (OSError)               surfaces.ports
-    ├── InvalidToken                            surfaces.auth
-    │   ├── InsufficientScope                   surfaces.oauth
-    │   └── KeysUnavailable                     surfaces.jwks
-    ├── Unauthorized                            surfaces.http_auth
+    ├── PortUnavailable (OSError)               surfaces.http.ports
+    ├── InvalidToken                            surfaces.http.tokens
+    │   ├── InsufficientScope                   surfaces.http.oauth
+    │   └── KeysUnavailable                     surfaces.http.jwks
+    ├── Unauthorized                            surfaces.http.auth
     ├── SignInRefused                           surfaces.dashboard.sessions
-    ├── ResourceNotFound (LookupError)          surfaces.resources
+    ├── ResourceNotFound (LookupError)          surfaces.mcp_server.resource_sources
     ├── RegistrationError (ValueError)          bridges.apcore.register
     └── DemoError                               demo.state
 

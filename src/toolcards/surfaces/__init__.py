@@ -20,7 +20,7 @@ _NAMES = {
     "load_config": "toolcards.surfaces.config",
     "hash_token": "toolcards.surfaces.config",
     "SurfaceRuntime": "toolcards.surfaces.runtime",
-    "TokenTable": "toolcards.surfaces.auth",
+    "TokenTable": "toolcards.surfaces.http.tokens",
     "ExitCode": "toolcards.surfaces.outcomes",
     "classify": "toolcards.surfaces.outcomes",
     "GovernedMCPServer": "toolcards.surfaces.mcp_server.server",
@@ -30,9 +30,9 @@ _NAMES = {
 
 if TYPE_CHECKING:
     from toolcards.surfaces.api import run_cli, serve_mcp
-    from toolcards.surfaces.auth import TokenTable
     from toolcards.surfaces.combined import mcp_with_dashboard, run_mcp_with_dashboard
     from toolcards.surfaces.config import ConfigError, SurfaceConfig, hash_token, load_config
+    from toolcards.surfaces.http.tokens import TokenTable
     from toolcards.surfaces.mcp_server.server import GovernedMCPServer
     from toolcards.surfaces.outcomes import ExitCode, classify
     from toolcards.surfaces.runtime import SurfaceRuntime

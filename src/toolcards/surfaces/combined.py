@@ -11,13 +11,11 @@ import socket
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from toolcards.surfaces.approval import OutOfBandApprovals
+from toolcards.surfaces.approval import APPROVAL_TIMEOUT, OutOfBandApprovals
 from toolcards.surfaces.dashboard.app import Dashboard
 from toolcards.surfaces.dashboard.serve import dashboard_for, uvicorn_server, warn_if_exposed
-from toolcards.surfaces.http_auth import HttpAuth
-from toolcards.surfaces.inbox_approver import DEFAULT_TIMEOUT
+from toolcards.surfaces.http.ports import MCP_PORT
 from toolcards.surfaces.mcp_server.http import MCP_PATH, http_app
-from toolcards.surfaces.ports import MCP_PORT
 
 if TYPE_CHECKING:
     from toolcards.surfaces.runtime import SurfaceRuntime
@@ -27,7 +25,7 @@ def mcp_with_dashboard(
     runtime: SurfaceRuntime,
     *,
     host: str = "127.0.0.1",
-    approval_timeout: float = DEFAULT_TIMEOUT,
+    approval_timeout: float = APPROVAL_TIMEOUT,
     page: str | None = None,
 ) -> tuple[Any, Dashboard]:
     """One ASGI app: MCP at ``/mcp`` (approval-required calls wait in the dashboard's
@@ -49,7 +47,7 @@ def mcp_with_dashboard(
     app = Starlette(
         routes=[
             Route(MCP_PATH, endpoint=mcp_app, methods=None),
-            *HttpAuth.of(runtime).metadata_routes(),
+            *runtime.http_auth().metadata_routes(),
             Mount("/", app=dashboard.app()),
         ],
         lifespan=lifespan,
@@ -62,7 +60,7 @@ async def run_mcp_with_dashboard(
     *,
     host: str = "127.0.0.1",
     port: int = MCP_PORT,
-    approval_timeout: float = DEFAULT_TIMEOUT,
+    approval_timeout: float = APPROVAL_TIMEOUT,
     sock: socket.socket | None = None,
 ) -> None:
     """``toolcards serve --transport http --dashboard``: both on ``host:port`` (``sock``:

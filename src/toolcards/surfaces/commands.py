@@ -16,8 +16,8 @@ from toolcards.surfaces.cli.app import State, app
 from toolcards.surfaces.cli.options import ConfigOpt, state_of
 from toolcards.surfaces.cli.state import err, fail
 from toolcards.surfaces.dashboard.cli import register as register_dashboard
+from toolcards.surfaces.http.ports import MCP_PORT, PortUnavailable, listen, url_host
 from toolcards.surfaces.outcomes import ExitCode
-from toolcards.surfaces.ports import MCP_PORT, PortUnavailable, listen, url_host
 
 __all__ = ["State", "app", "main", "serve"]
 

@@ -1,5 +1,7 @@
 """How every surface reports an executor result: the kind, the CLI exit code and the MCP
-error flag come from the one table, :data:`toolcards.governance.outcomes.OUTCOMES`.
+error flag come from the one table, :data:`toolcards.governance.outcomes.OUTCOMES`; a tool's
+value is shown as text the same way by the CLI and the MCP server's text content
+(:func:`render_value`).
 
 Exit code 2 (usage) is the command line's own: the command or the config is wrong, no call
 was made.
@@ -7,12 +9,13 @@ was made.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from toolcards.governance.outcomes import ExitCode, meaning
 
-__all__ = ["ExitCode", "SurfaceOutcome", "classify", "table_decision"]
+__all__ = ["ExitCode", "SurfaceOutcome", "classify", "render_value", "table_decision"]
 
 if TYPE_CHECKING:
     from toolcards.governance.executor.pipeline import ExecutionResult
@@ -55,3 +58,15 @@ def table_decision(kind: str) -> str:
     if kind == "invalid":  # the table's tools never ask for a retry: the schema refused
         return "invalid"
     return "allow"
+
+
+def render_value(value: Any) -> tuple[str, dict[str, Any] | None]:
+    """A tool value as text (strings as they are, everything else as indented JSON) and, for
+    objects, the structured (JSON-ready) value."""
+    if isinstance(value, str):
+        return value, None
+    from pydantic_core import to_jsonable_python  # lazy: a forwarded CLI call loads no pydantic
+
+    plain = to_jsonable_python(value, fallback=str)
+    text = json.dumps(plain, ensure_ascii=False, indent=2)
+    return text, plain if isinstance(plain, dict) else None

@@ -1,6 +1,13 @@
 """The one place a surface gets its executor: the MCP server and the CLI both build a
 :class:`SurfaceRuntime`, so a config gives one team, one registry, one policy and one audit
-trail whichever surface a call comes through."""
+trail whichever surface a call comes through.
+
+An ``MCPTool`` card contributes a toolset rather than tool functions; its tools are known only
+once the server is asked. :func:`toolset_registry` asks once, when the runtime is built, and
+turns every tool found into a governed capability (the same policy, audit and approvals as the
+card tools). A call made outside a running server connects for that call; a running server
+keeps each toolset connected while it serves (:func:`toolcards.surfaces.serving.connected`).
+"""
 
 from __future__ import annotations
 
@@ -11,9 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from toolcards.core.identity import ANONYMOUS, Identity
-from toolcards.surfaces.auth import TokenTable
+from toolcards.core.threads import background_thread
 from toolcards.surfaces.config import ConfigError, SurfaceConfig, load_config
-from toolcards.surfaces.http_limits import HttpLimits
+from toolcards.surfaces.http.auth import HttpAuth
+from toolcards.surfaces.http.limits import HttpLimits
+from toolcards.surfaces.http.tokens import TokenTable
 
 if TYPE_CHECKING:
     from pydantic_ai.toolsets import AbstractToolset
@@ -74,6 +83,12 @@ class SurfaceRuntime:
     def visible_to(self, identity: Identity) -> list[str]:
         """The tool ids ``identity`` may see (the policy's listing filter)."""
         return self.executor.visible_to(identity)
+
+    def http_auth(self) -> HttpAuth:
+        """Who an HTTP request comes from: this runtime's tokens, and the JWTs of the config's
+        ``principals.oauth`` issuer when it names one."""
+        oauth = self.config.principals.oauth if self.config is not None else None
+        return HttpAuth(self.tokens, oauth)
 
     def has_approver(self) -> bool:
         """True when a principal this runtime vouches for (the local one or a token's) holds
@@ -146,7 +161,7 @@ class SurfaceRuntime:
         rate limits (shared through the store's database with a PostgreSQL store), executor."""
         from toolcards.governance.policy.parse import PolicyError
         from toolcards.governance.policy.policy import Policy
-        from toolcards.surfaces.shared import open_shared
+        from toolcards.surfaces.config.shared import open_shared
 
         try:
             policy = Policy.from_yaml(config.policy_path)
@@ -262,7 +277,7 @@ def as_registry(
 
 def _require_module(name: str) -> None:
     """ModuleNotFoundError for ``name`` when it cannot be imported (the command line names
-    its extra, see :mod:`toolcards.surfaces.extras`); nothing is imported here."""
+    its extra, see :mod:`toolcards.surfaces.cli.extras`); nothing is imported here."""
     import importlib.util
 
     if importlib.util.find_spec(name) is None:
@@ -316,14 +331,39 @@ def _registry(factory: ToolFactory | None, tools: list[Callable[..., Any]]) -> C
             parts.append(CapabilityRegistry.from_factory(factory))
             toolsets = factory.get_toolsets()
             if toolsets:
-                from toolcards.surfaces.card_toolsets import toolset_registry
-
                 parts.append(toolset_registry(toolsets))
         if tools:
             parts.append(CapabilityRegistry.from_tools(tools))
         return CapabilityRegistry.combine(parts)
     except ValueError as exc:
         raise ConfigError(f"two tools share a name: {exc}") from None
+
+
+def toolset_registry(toolsets: Sequence[AbstractToolset[Any]]) -> CapabilityRegistry:
+    """Capabilities of every tool of ``toolsets``, listed now (each toolset connects for the
+    listing and closes again). A server that cannot be reached lists no tools: its toolset
+    logs why."""
+    import anyio
+    from pydantic_ai.toolsets import CombinedToolset
+
+    from toolcards.governance.capability import CapabilityRegistry
+
+    combined = CombinedToolset(list(toolsets))
+    found: list[CapabilityRegistry] = []
+    failed: list[BaseException] = []
+
+    def list_them() -> None:  # its own event loop, whether or not the caller runs one
+        try:
+            found.append(anyio.run(CapabilityRegistry.from_toolset, combined))
+        except BaseException as exc:
+            failed.append(exc)
+
+    worker = background_thread(list_them, name="toolcards-list-toolsets", daemon=False)
+    worker.start()
+    worker.join()
+    if failed:
+        raise failed[0]
+    return found[0]
 
 
 def _functions(

@@ -1,17 +1,29 @@
 """Run a runtime's MCP server (stdio or HTTP), with the CLI's control endpoint beside it
-when it was opened from a config file with an embedded store (:mod:`.control`; with a
-PostgreSQL store every CLI process opens the team itself)."""
+when it was opened from a config file with an embedded store (:mod:`.cli.control`; with a
+PostgreSQL store every CLI process opens the team itself).
+
+While a server runs, its card-contributed toolsets (MCP servers) stay connected, and its policy
+file is watched: a file that breaks is said on stderr at once (the server goes on with the last
+good policy), and so is the fix. MCP clients hear it as a logging notification (the policy logs
+it for everyone, see :data:`toolcards.governance.policy.policy.EVERYONE`); the dashboard
+shows it in a banner.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import socket
+import sys
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from toolcards.surfaces.ports import MCP_PORT
+from toolcards.surfaces.http.ports import MCP_PORT
 
 if TYPE_CHECKING:
+    from pydantic_ai.toolsets import AbstractToolset
+
+    from toolcards.governance.policy.policy import Policy
     from toolcards.surfaces.runtime import SurfaceRuntime
 
 
@@ -28,10 +40,8 @@ async def serve_runtime(
     """Serve until the client leaves (stdio) or the process is signalled (HTTP). With
     ``dashboard`` (HTTP), the team's dashboard is at ``/`` and approval-required calls wait
     in its approvals inbox. ``sock`` (HTTP): a socket already bound to ``host:port``
-    (:func:`toolcards.surfaces.ports.listen`)."""
-    from toolcards.surfaces.card_toolsets import connected
-    from toolcards.surfaces.control import control_endpoint
-    from toolcards.surfaces.policy_watch import watching_policy
+    (:func:`toolcards.surfaces.http.ports.listen`)."""
+    from toolcards.surfaces.cli.control import control_endpoint
 
     http = f"http://{host}:{port}/mcp" if transport == "http" else None
     async with contextlib.AsyncExitStack() as stack:
@@ -74,3 +84,51 @@ async def _until_signalled(rt: SurfaceRuntime) -> None:
         tasks.start_soon(watch)
         await run_stdio(rt)
         tasks.cancel_scope.cancel()
+
+
+@contextlib.asynccontextmanager
+async def connected(toolsets: Sequence[AbstractToolset[Any]]) -> AsyncIterator[None]:
+    """Keep ``toolsets`` connected (entered) for the duration of the block."""
+    async with contextlib.AsyncExitStack() as stack:
+        for toolset in toolsets:
+            await stack.enter_async_context(toolset)
+        yield
+
+
+def policy_notice(policy: Policy) -> str:
+    """The line that tells an operator how the policy stands now."""
+    if policy.error is None:
+        return "policy reloaded: the policy file is valid again"
+    if policy.loaded:
+        return f"error: {policy.error} (still serving the last good policy until it is fixed)"
+    return f"error: {policy.error} (every call is refused until it is fixed)"
+
+
+def _to_stderr(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+@contextlib.asynccontextmanager
+async def watching_policy(
+    policy: Policy, say: Callable[[str], None] = _to_stderr
+) -> AsyncIterator[None]:
+    """Check ``policy``'s file every ``reload_interval`` seconds for the block; each change
+    between broken and valid is one line given to ``say``."""
+    import anyio
+
+    async def watch() -> None:
+        last = policy.error
+        while True:
+            policy.check_reload()
+            if policy.error != last:
+                last = policy.error
+                say(policy_notice(policy))
+            await anyio.sleep(max(policy.reload_interval, 0.05))
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(watch)
+        try:
+            yield
+        finally:
+            tasks.cancel_scope.cancel()

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic_ai.messages import BinaryContent
 
 from toolcards.core.progress import report_progress
-from toolcards.surfaces.resources import StaticResource, TemplateResource
+from toolcards.surfaces.mcp_server.resource_sources import StaticResource, TemplateResource
 
 log = logging.getLogger("toolcards.conformance")
 PNG = base64.b64decode(

@@ -35,7 +35,7 @@ from toolcards.governance.audit.log import AuditLog
 from toolcards.governance.guardrails import ToolHook
 from toolcards.governance.policy.policy import Policy
 from toolcards.stores.call_results import SqliteCallResults
-from toolcards.surfaces.config_hints import problems
+from toolcards.surfaces.config.hints import problems
 
 IDENTITY_KEYS = frozenset({"id", "type", "roles"})
 SCANNER_KEYS = frozenset({"action", "tools"})

@@ -99,7 +99,7 @@ def describe(
     state = state_of(ctx, config)
     done, data = forwarded(state, "describe", tool=tool)
     if not done:
-        from toolcards.surfaces.operations import describe_data
+        from toolcards.surfaces.cli.operations import describe_data
 
         data = describe_data(state.runtime(), tool)
     if data is None or "unknown" in data:  # hidden or missing: what a call of it says

@@ -73,7 +73,7 @@ def _inbox(state: State) -> Iterator[tuple[ApprovalBroker, Identity]]:
     """The config's approvals broker (decisions audited) and the local principal."""
     from toolcards.stores.base import DatabaseUnavailable
     from toolcards.surfaces.config import ConfigError, load_config
-    from toolcards.surfaces.shared import open_shared
+    from toolcards.surfaces.config.shared import open_shared
 
     if state.factory is not None:
         rt = state.runtime()

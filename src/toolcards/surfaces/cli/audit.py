@@ -152,7 +152,7 @@ def team_status(
         except (OSError, RuntimeError, ValueError) as exc:
             fail(f"the running server did not answer: {exc}", ExitCode.FAILED)
     else:
-        from toolcards.surfaces.operations import team_data
+        from toolcards.surfaces.cli.operations import team_data
 
         data = team_data(state.runtime(with_team=True), events)
     if data is None:

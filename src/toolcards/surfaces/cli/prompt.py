@@ -95,7 +95,7 @@ class _Prompt:
 
 
 def _waiter(broker: ApprovalBroker, timeout: float) -> Approver:
-    from toolcards.surfaces.inbox_approver import InboxApprover
+    from toolcards.surfaces.approval import InboxApprover
 
     inbox = InboxApprover(broker, timeout)
 

@@ -41,7 +41,7 @@ def list_tools(state: State, show_all: bool) -> None:
     """List the tools the local principal may call (``show_all``: the others too)."""
     done, rows = forwarded(state, "list", all=show_all)
     if not done:
-        from toolcards.surfaces.operations import list_rows
+        from toolcards.surfaces.cli.operations import list_rows
 
         rows = list_rows(state.runtime(), show_all)
     if state.json:
@@ -94,7 +94,7 @@ def call_tool(state: State, tool: str, pairs: list[str] | None, json_args: str |
         if json_args is not None:
             args = parse_json(json_args)
         elif rt is not None:
-            from toolcards.surfaces.operations import schema_of
+            from toolcards.surfaces.cli.operations import schema_of
 
             args = parse_pairs(pairs or [], schema_of(rt, tool))
         else:
@@ -109,7 +109,7 @@ def call_tool(state: State, tool: str, pairs: list[str] | None, json_args: str |
         import asyncio
         import contextlib
 
-        from toolcards.surfaces.operations import call_data
+        from toolcards.surfaces.cli.operations import call_data
 
         spinner = sys.stdout.isatty() and not state.json
         status = err().status(f"calling {tool}...") if spinner else None
@@ -140,7 +140,7 @@ def _print_value(value: Any, plain: bool) -> None:
 
         text = json.dumps(value, ensure_ascii=False, indent=2)
     else:
-        from toolcards.surfaces.render import render_value
+        from toolcards.surfaces.outcomes import render_value
 
         text = render_value(value)[0]
     print_json_text(text)
@@ -149,7 +149,7 @@ def _print_value(value: Any, plain: bool) -> None:
 def end_for_missing_extra(exc: BaseException) -> None:
     """When ``exc`` says an optional part is not installed: one line naming its extra, and
     exit code 2 (the caller raises ``exc`` otherwise)."""
-    from toolcards.surfaces.extras import missing_extra
+    from toolcards.surfaces.cli.extras import missing_extra
 
     line = missing_extra(exc)
     if line is None:

@@ -96,7 +96,7 @@ class State:
         """A running ``toolcards serve`` on this config to forward to, or None."""
         if self.factory is not None:
             return None
-        from toolcards.surfaces.control import find_server
+        from toolcards.surfaces.cli.control import find_server
 
         return find_server(self.config)
 

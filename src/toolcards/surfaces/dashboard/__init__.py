@@ -22,20 +22,20 @@ from toolcards._lazy import lazy_names
 
 _NAMES = {
     "Dashboard": "toolcards.surfaces.dashboard.app",
-    "InboxApprover": "toolcards.surfaces.inbox_approver",
+    "InboxApprover": "toolcards.surfaces.approval",
     "BackgroundServer": "toolcards.surfaces.dashboard.serve",
     "dashboard_for": "toolcards.surfaces.dashboard.serve",
     "run_dashboard": "toolcards.surfaces.dashboard.serve",
 }
 
 if TYPE_CHECKING:
+    from toolcards.surfaces.approval import InboxApprover
     from toolcards.surfaces.dashboard.app import Dashboard
     from toolcards.surfaces.dashboard.serve import (
         BackgroundServer,
         dashboard_for,
         run_dashboard,
     )
-    from toolcards.surfaces.inbox_approver import InboxApprover
 
 __all__ = [
     "BackgroundServer",

@@ -40,7 +40,6 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 from toolcards.core.identity import Identity
 from toolcards.governance.approvals.view import escape_hidden, is_approver
 from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor, canonical_json
-from toolcards.surfaces.auth import TokenTable
 from toolcards.surfaces.dashboard import views
 from toolcards.surfaces.dashboard.filters import FILTERS
 from toolcards.surfaces.dashboard.graphview import graph_view
@@ -61,7 +60,8 @@ from toolcards.surfaces.dashboard.sessions import (
     SignInRefused,
 )
 from toolcards.surfaces.dashboard.throttle import SignInThrottle
-from toolcards.surfaces.http_limits import BodyLimit, HttpLimits
+from toolcards.surfaces.http.limits import BodyLimit, HttpLimits
+from toolcards.surfaces.http.tokens import TokenTable
 
 if TYPE_CHECKING:
     from toolcards.governance.approvals.broker import ApprovalBroker

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from toolcards.surfaces.http.ports import DASHBOARD_PORT, PortUnavailable, listen, url_host
 from toolcards.surfaces.outcomes import ExitCode
-from toolcards.surfaces.ports import DASHBOARD_PORT, PortUnavailable, listen, url_host
 
 if TYPE_CHECKING:
     from toolcards.surfaces.dashboard.app import Dashboard
@@ -128,9 +128,9 @@ def _from_store(
         StoreLockedError,
         UnknownStoreScheme,
     )
-    from toolcards.surfaces.auth import TokenTable
     from toolcards.surfaces.config import new_token
     from toolcards.surfaces.dashboard.app import Dashboard
+    from toolcards.surfaces.http.tokens import TokenTable
 
     if not team_id:
         raise _fail("--store needs --team (the team id)", ExitCode.USAGE)

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from toolcards.core.identity import Identity
-from toolcards.surfaces.auth import TokenTable
 from toolcards.surfaces.dashboard.sessions import DEFAULT_VIEWER_ROLES
+from toolcards.surfaces.http.tokens import TokenTable
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 from toolcards.core.threads import background_thread
 from toolcards.surfaces.dashboard.app import Dashboard
 from toolcards.surfaces.dashboard.security import is_loopback
-from toolcards.surfaces.http_limits import HttpLimits
-from toolcards.surfaces.ports import DASHBOARD_PORT
+from toolcards.surfaces.http.limits import HttpLimits
+from toolcards.surfaces.http.ports import DASHBOARD_PORT
 
 if TYPE_CHECKING:
     from toolcards.governance.policy.policy import Policy
-    from toolcards.surfaces.auth import TokenTable
+    from toolcards.surfaces.http.tokens import TokenTable
     from toolcards.surfaces.runtime import SurfaceRuntime
 
 log = logging.getLogger(__name__)
@@ -78,9 +78,9 @@ def policy_problem(policy: Policy) -> str | None:
 
 def uvicorn_server(app: Any, host: str, port: int, limits: HttpLimits | None = None) -> Any:
     """A uvicorn server of ``app``, its clients bounded by ``limits`` (see
-    :mod:`toolcards.surfaces.http_guard`)."""
-    from toolcards.surfaces.http_guard import server_config
-    from toolcards.surfaces.http_server import GuardedServer
+    :mod:`toolcards.surfaces.http.guard`)."""
+    from toolcards.surfaces.http.guard import server_config
+    from toolcards.surfaces.http.server import GuardedServer
 
     return GuardedServer(server_config(app, host, port, limits))
 

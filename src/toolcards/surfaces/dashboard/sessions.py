@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from toolcards.core.errors import ToolcardsError
 from toolcards.core.identity import Identity
-from toolcards.surfaces.auth import InvalidToken, TokenTable
+from toolcards.surfaces.http.tokens import InvalidToken, TokenTable
 
 SESSION_COOKIE = "toolcards_session"
 LOGIN_COOKIE = "toolcards_login"

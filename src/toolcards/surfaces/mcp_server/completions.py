@@ -4,7 +4,7 @@ Governed like the listings: a prompt or template the caller may not see answers 
 one that does not exist (``-32602``), and no value names what the caller could not list (tool
 names from the policy's visibility filter, resource URIs the caller may see, template values
 only where the resource they complete to is visible). Where values come from:
-:mod:`toolcards.surfaces.completion` (prompt arguments: ``Literal``/``Enum`` types and
+:mod:`toolcards.surfaces.mcp_server.complete` (prompt arguments: ``Literal``/``Enum`` types and
 ``Complete`` markers) and ``TemplateResource.complete`` (template variables; the workspace
 template completes the files it lists). At most 100 values, in the source's order, each
 starting with what the caller typed; ``total`` counts them all.
@@ -23,9 +23,9 @@ import anyio
 import mcp.types as types
 from mcp.shared.exceptions import MCPError
 
-import toolcards.surfaces.resources as res
+import toolcards.surfaces.mcp_server.resource_sources as res
 from toolcards.core.identity import Identity
-from toolcards.surfaces.completion import Complete
+from toolcards.surfaces.mcp_server.complete import Complete
 from toolcards.surfaces.mcp_server.prompts import INVALID_PARAMS, PromptCatalog
 from toolcards.surfaces.mcp_server.resources import ResourceCatalog
 from toolcards.surfaces.runtime import SurfaceRuntime

@@ -18,7 +18,7 @@ from typing import Any
 
 import mcp.types as types
 
-from toolcards.surfaces.render import render_value
+from toolcards.surfaces.outcomes import render_value
 
 _BLOCKS = (
     types.TextContent,

@@ -1,12 +1,12 @@
 """Streamable HTTP transport: bearer-token callers, loopback by default.
 
 ``Authorization: Bearer <token>`` is checked against the configured sha256 digests in
-constant time, or as a JWT of the configured OAuth issuer (:mod:`toolcards.surfaces.http_auth`,
+constant time, or as a JWT of the configured OAuth issuer (:mod:`toolcards.surfaces.http.auth`,
 which also serves the protected-resource metadata). No header: the caller is anonymous (a
 default-deny policy rejects it; with OAuth, 401 and the challenge). A token that matches
 nothing, or another scheme: 401 before any MCP processing. Sessions are
 bound to the caller that opened it and bounded per caller and in total
-(:mod:`.mcp_sessions`).
+(:mod:`.sessions`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.surfaces.approval import ApprovalChannel
 from toolcards.surfaces.config import SessionLimits
-from toolcards.surfaces.http_auth import BearerAuth, HttpAuth
-from toolcards.surfaces.http_limits import BodyLimit, HttpLimits, replaying
+from toolcards.surfaces.http.auth import BearerAuth
+from toolcards.surfaces.http.limits import BodyLimit, HttpLimits, replaying
 from toolcards.surfaces.mcp_server.server import IDENTITY_SCOPE_KEY, GovernedMCPServer
 from toolcards.surfaces.mcp_server.sessions import (
     ASGIApp,
@@ -138,7 +138,7 @@ def http_app(
     """The Starlette app serving MCP at ``/mcp`` for ``runtime`` (``approvals``: who decides
     approval-required calls, see :class:`~toolcards.surfaces.approval.ApprovalChannel`;
     ``sessions``: their bounds, by default the config's; ``limits``: request bodies, by
-    default the runtime's, see :mod:`toolcards.surfaces.http_limits`)."""
+    default the runtime's, see :mod:`toolcards.surfaces.http.limits`)."""
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.applications import Starlette
@@ -164,7 +164,7 @@ def http_app(
     guard = SessionGuard(
         JsonRpcEdge(manager.handle_request), manager_sessions(manager), sessions, IDENTITY_SCOPE_KEY
     )
-    auth = HttpAuth.of(runtime)
+    auth = runtime.http_auth()
     handler = BodyLimit(BearerAuth(guard, auth, IDENTITY_SCOPE_KEY), limits or runtime.http_limits)
     quiet_disconnects()
 
@@ -186,9 +186,9 @@ async def run_http(
     sock: socket.socket | None = None,
 ) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled or signalled
-    (``sock``: a socket already bound there, see :mod:`toolcards.surfaces.ports`)."""
-    from toolcards.surfaces.http_guard import server_config
-    from toolcards.surfaces.http_server import GuardedServer
+    (``sock``: a socket already bound there, see :mod:`toolcards.surfaces.http.ports`)."""
+    from toolcards.surfaces.http.guard import server_config
+    from toolcards.surfaces.http.server import GuardedServer
 
     if host not in _LOOPBACK:
         log.warning("serving MCP on %s: reachable beyond this machine", host)

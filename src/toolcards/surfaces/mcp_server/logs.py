@@ -25,7 +25,7 @@ import mcp.types as types
 from anyio.abc import TaskGroup
 
 from toolcards.governance.policy.policy import EVERYONE
-from toolcards.surfaces.spawner import Spawner
+from toolcards.surfaces.mcp_server.spawner import Spawner
 
 ROOT_LOGGER = "toolcards"
 DEFAULT_CALL_LEVEL = logging.INFO

@@ -22,7 +22,7 @@ import mcp.types as types
 from mcp.shared.exceptions import MCPError
 
 from toolcards.core.identity import Identity
-from toolcards.surfaces.audit_rows import record
+from toolcards.surfaces.mcp_server.audit_rows import record
 from toolcards.surfaces.mcp_server.content import tool_content
 from toolcards.surfaces.mcp_server.resources import decide
 from toolcards.surfaces.runtime import SurfaceRuntime

@@ -1,4 +1,4 @@
-"""MCP resources: list, templates, read, subscribe (see :mod:`.resources` for what is
+"""MCP resources: list, templates, read, subscribe (see :mod:`.resource_sources` for what is
 offered). Each resource is governed like a tool, with the policy target ``resource:<uri>``:
 listings show what the caller may read, a read is decided and audited, and a resource the
 caller may not read is reported exactly like one that does not exist (no existence leak).
@@ -22,12 +22,12 @@ import mcp.types as types
 from anyio.abc import TaskGroup
 from mcp.shared.exceptions import MCPError
 
-import toolcards.surfaces.resources as res
+import toolcards.surfaces.mcp_server.resource_sources as res
 from toolcards.core.identity import Identity
 from toolcards.governance.policy.policy import Decision
-from toolcards.surfaces.audit_rows import record
+from toolcards.surfaces.mcp_server.audit_rows import record
+from toolcards.surfaces.mcp_server.spawner import Spawner
 from toolcards.surfaces.runtime import SurfaceRuntime
-from toolcards.surfaces.spawner import Spawner
 
 log = logging.getLogger(__name__)
 

@@ -6,9 +6,9 @@ their JSON schemas and MCP annotations; tools/call runs through the executor wit
 model; ``_meta["toolcards/outcome"]`` names the outcome. A call the client cancels
 (``notifications/cancelled``) is stopped, gets no response, and is audited ``cancelled`` (by the
 executor: one row per call, under the call id its approval rows carry too).
-Approvals go through :mod:`.mcp_approval`; progress through :mod:`.mcp_progress`; logging
-through :mod:`.mcp_logging`; resources and prompts through :mod:`.mcp_resources` and
-:mod:`.mcp_prompts`; ``completion/complete`` through :mod:`.completions`; output schemas and
+Approvals go through :mod:`toolcards.surfaces.approval`; progress through :mod:`.progress`;
+logging through :mod:`.logs`; resources and prompts through :mod:`.resources` and
+:mod:`.prompts`; ``completion/complete`` through :mod:`.completions`; output schemas and
 structured content through :mod:`.structured`.
 """
 

@@ -19,12 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from toolcards.core.errors import ToolcardsError
 from toolcards.core.identity import ANONYMOUS, Identity
-from toolcards.surfaces.auth import InvalidToken, TokenTable
-from toolcards.surfaces.oauth_config import OAuthSpec
+from toolcards.surfaces.http.oauth_config import OAuthSpec
+from toolcards.surfaces.http.tokens import InvalidToken, TokenTable
 
 if TYPE_CHECKING:
-    from toolcards.surfaces.oauth import JwtVerifier
-    from toolcards.surfaces.runtime import SurfaceRuntime
+    from toolcards.surfaces.http.oauth import JwtVerifier
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -50,16 +49,9 @@ class HttpAuth:
 
     def __post_init__(self) -> None:
         if self.oauth is not None and self.verifier is None:
-            from toolcards.surfaces.oauth import JwtVerifier
+            from toolcards.surfaces.http.oauth import JwtVerifier
 
             self.verifier = JwtVerifier(self.oauth)
-
-    @classmethod
-    def of(cls, runtime: SurfaceRuntime, oauth: OAuthSpec | None = None) -> HttpAuth:
-        """The runtime's tokens, with ``oauth`` (default: the config's ``principals.oauth``)."""
-        if oauth is None and runtime.config is not None:
-            oauth = runtime.config.principals.oauth
-        return cls(runtime.tokens, oauth)
 
     def challenge(self, error: str | None = None, description: str | None = None) -> str:
         """The ``WWW-Authenticate`` value (``error``/``description`` are fixed texts)."""
@@ -91,7 +83,7 @@ class HttpAuth:
             static_refusal = str(exc)
         if self.verifier is None:
             raise Unauthorized(401, static_refusal, self.challenge("invalid_token"))
-        from toolcards.surfaces.oauth import InsufficientScope, looks_like_jwt
+        from toolcards.surfaces.http.oauth import InsufficientScope, looks_like_jwt
 
         if not looks_like_jwt(token):
             raise Unauthorized(401, static_refusal, self.challenge("invalid_token"))

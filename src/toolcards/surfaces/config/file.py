@@ -1,6 +1,6 @@
 """The config loader's one file call: a config file's text.
 
-Kept apart from :mod:`toolcards.surfaces.config`, which knows where workspaces live: a module
+Kept apart from :mod:`toolcards.surfaces.config.model`, which knows where workspaces live: a module
 that knows workspace roots makes no file calls of its own (``tests/test_containment_rule.py``).
 """
 

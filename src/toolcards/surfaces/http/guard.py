@@ -8,7 +8,7 @@ answer), else the connection is answered 408 and closed; an address holding ``pe
 connections has its next one answered 429 and closed. A stopping server drops at once the
 connections whose request is still arriving (uvicorn would wait for them), and a connection
 made once it began stopping (accepted a moment before the listening socket closed, it would
-hold the shutdown until its deadline: :class:`toolcards.surfaces.http_server.GuardedServer`
+hold the shutdown until its deadline: :class:`toolcards.surfaces.http.server.GuardedServer`
 marks the protocol ``stopping`` first).
 :func:`server_config` is the uvicorn configuration every HTTP surface runs with: that
 protocol, a shutdown that cancels what still runs after ``shutdown_timeout`` seconds, and
@@ -23,7 +23,7 @@ import math
 from collections import Counter
 from typing import Any
 
-from toolcards.surfaces.http_limits import HttpLimits
+from toolcards.surfaces.http.limits import HttpLimits
 
 
 def _answer(status: int, reason: str, message: str) -> bytes:

@@ -18,8 +18,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 
-from toolcards.surfaces.auth import InvalidToken
-from toolcards.surfaces.oauth_config import OAuthSpec, checked_url
+from toolcards.surfaces.http.oauth_config import OAuthSpec, checked_url
+from toolcards.surfaces.http.tokens import InvalidToken
 
 log = logging.getLogger(__name__)
 

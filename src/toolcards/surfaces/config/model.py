@@ -38,7 +38,7 @@ principals:
   tokens:                                                  # HTTP bearer tokens, hashed
     - {token_sha256: "sha256:9f86d0...", id: agent.crawler, type: agent, roles: [data_admin]}
   oauth: {issuer: "https://auth.example.com/", resource: "https://mcp.example.com/mcp",
-          scopes: {crm.admin: [data_admin]}}      # bearer JWTs too (surfaces.oauth_config)
+          scopes: {crm.admin: [data_admin]}}      # bearer JWTs too (surfaces.http.oauth_config)
 ```
 
 Tokens are stored as ``sha256:<hex>`` of the token (``toolcards hash-token`` prints one).
@@ -75,8 +75,8 @@ from toolcards.core.trust import HostTrust
 from toolcards.core.yaml_safe import YamlError, load_yaml
 from toolcards.stores.errors import UnknownStoreScheme
 from toolcards.stores.location import StoreLocation, is_postgres_url, redact_url
-from toolcards.surfaces.http_limits import HttpLimits
-from toolcards.surfaces.oauth_config import OAuthSpec
+from toolcards.surfaces.http.limits import HttpLimits
+from toolcards.surfaces.http.oauth_config import OAuthSpec
 
 if TYPE_CHECKING:
     from toolcards.runtime.system import ActorSystem
@@ -125,7 +125,7 @@ class Principals(BaseModel):
     local: PrincipalSpec | None = None
     tokens: list[TokenSpec] = Field(default_factory=list)
     oauth: OAuthSpec | None = None
-    """Bearer JWTs of an OAuth issuer over HTTP (:mod:`toolcards.surfaces.oauth_config`)."""
+    """Bearer JWTs of an OAuth issuer over HTTP (:mod:`toolcards.surfaces.http.oauth_config`)."""
     terminal_approver: PrincipalSpec | None = None
     """The human at the terminal who answers ``toolcards call``'s approval prompt: another
     principal than ``local`` (a caller never approves its own call), holding the approver
@@ -386,7 +386,7 @@ class SurfaceConfig(BaseModel):
     def load_cards(self) -> list[Any]:
         """The configured cards as ToolCard instances (ConfigError naming the bad card)."""
         from toolcards.core.registry import CARD_TYPES, load_card
-        from toolcards.surfaces.config_hints import problems
+        from toolcards.surfaces.config.hints import problems
 
         trust = self.host_trust()
         cards = []
@@ -430,7 +430,7 @@ def parse_config(
     try:
         config = SurfaceConfig.model_validate(data)
     except ValidationError as exc:
-        from toolcards.surfaces.config_hints import problems
+        from toolcards.surfaces.config.hints import problems
 
         raise ConfigError(f"{source}: {problems(exc, SurfaceConfig)}") from None
     config.base_dir = base_dir if base_dir is not None else Path(".")
@@ -446,7 +446,7 @@ def parse_config(
 
 def load_config(path: str | Path = DEFAULT_CONFIG) -> SurfaceConfig:
     """Read a config file; ConfigError naming the file (and field) when it is unusable."""
-    from toolcards.surfaces.config_file import read_config_text
+    from toolcards.surfaces.config.file import read_config_text
 
     path = Path(path)
     try:

@@ -7,7 +7,7 @@ middleware in front of the MCP endpoint and the dashboard. A request whose
 sent in chunks is read up to the cap and then refused the same way; a body not complete
 within ``body_timeout`` seconds gets 408. Both answers close the connection. The
 connection-level bounds (request headers in time, connections per address) are
-:mod:`toolcards.surfaces.http_guard`'s.
+:mod:`toolcards.surfaces.http.guard`'s.
 """
 
 from __future__ import annotations

@@ -211,7 +211,7 @@ def _read_line(sock: socket.socket) -> bytes:
 
 
 async def _answer(rt: SurfaceRuntime, request: dict[str, Any]) -> Any:
-    import toolcards.surfaces.operations as ops
+    import toolcards.surfaces.cli.operations as ops
 
     op = request.get("op")
     if op == "list":

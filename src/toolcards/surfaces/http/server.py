@@ -9,7 +9,7 @@ import uvicorn
 
 class GuardedServer(uvicorn.Server):
     """uvicorn's server whose shutdown first marks its guarded protocol ``stopping`` (see
-    :mod:`toolcards.surfaces.http_guard`): a connection accepted just before the listening
+    :mod:`toolcards.surfaces.http.guard`): a connection accepted just before the listening
     socket closed, but made after uvicorn asked the open ones to shut down, is closed at once
     instead of holding the shutdown until its deadline."""
 

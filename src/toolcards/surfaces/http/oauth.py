@@ -8,9 +8,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from toolcards.core.identity import Identity
-from toolcards.surfaces.auth import InvalidToken
-from toolcards.surfaces.jwks import KeySet
-from toolcards.surfaces.oauth_config import OAuthSpec
+from toolcards.surfaces.http.jwks import KeySet
+from toolcards.surfaces.http.oauth_config import OAuthSpec
+from toolcards.surfaces.http.tokens import InvalidToken
 
 MAX_TOKEN = 16 * 1024
 """Characters of a bearer JWT read at most."""
@@ -40,7 +40,7 @@ def token_scopes(claims: dict[str, Any]) -> set[str]:
 
 
 class JwtVerifier:
-    """Checks access tokens of ``spec.issuer`` (see :mod:`toolcards.surfaces.oauth_config`)."""
+    """Checks access tokens of ``spec.issuer`` (see :mod:`toolcards.surfaces.http.oauth_config`)."""
 
     def __init__(self, spec: OAuthSpec, keys: KeySet | None = None) -> None:
         import jwt.algorithms

@@ -6,7 +6,7 @@ may see), ``"prompts"`` (the prompt names the caller may see), or a callable
 ``(value, context) -> Iterable[str]`` of the function's own. ``ToolName`` and ``ResourceUri``
 are the first two, ready to use. An argument typed ``Literal[...]`` or as an ``Enum``
 completes with its values without a marker. A resource template completes its variables
-through :attr:`toolcards.surfaces.resources.TemplateResource.complete`.
+through :attr:`toolcards.surfaces.mcp_server.resource_sources.TemplateResource.complete`.
 """
 
 from __future__ import annotations
