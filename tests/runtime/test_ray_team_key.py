@@ -182,6 +182,20 @@ def _write(team: Team, task: str) -> str:
     return str(tools["search_planning"]())
 
 
+def _wait_until_gone(namespace: str, name: str, within: float = 60.0) -> None:
+    """Until Ray has released the name of a killed actor."""
+    import ray
+
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            ray.get_actor(name, namespace=namespace)
+        except ValueError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{name} was still registered {within:g} s after it was killed")
+
+
 def _driver(script: str, *args: str) -> subprocess.CompletedProcess[str]:
     """Another Ray driver process on the same cluster."""
     return subprocess.run(
@@ -286,6 +300,7 @@ def test_an_actor_another_driver_made_under_the_teams_name_is_never_adopted(
         finally:
             store.close()
         ray.kill(ray.get_actor("#PlanningTool", namespace=namespace))  # the operator removes it
+        _wait_until_gone(namespace, "#PlanningTool")
         board = _write(team, "team d's write, once it is gone")
     finally:
         team.stop(everywhere=True)
