@@ -8,28 +8,32 @@ flight when the worker died fails with :class:`ActorUnavailable` (retry it); cal
 after the restart are served. Needs the ``ray`` extra.
 
 A namespace is not a boundary: any driver of the cluster can look up any named actor. A team's
-actors therefore carry the team's key (a secret kept in its store) and refuse every call that
-does not present it; see ``docs/distributed.md`` for the cluster setup that keeps foreign
-drivers out in the first place (Ray's token authentication, a loopback or private address).
+actors are therefore :class:`~toolcards.runtime.ray_host.RayHost` actors made with the team's
+key (a secret kept in its store): a team proves every actor before it sends it anything, and
+every call carries a ticket of the key, never the key. A Ray cluster is still one trust
+domain (code run on it can reach every actor's process): see ``docs/distributed.md`` for the
+setup that keeps other teams' drivers on clusters of their own.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import hmac
 import importlib.util
 import os
+import secrets
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from toolcards._lazy import optional_module
 from toolcards.core.actors import ActorUnavailable
+from toolcards.core.threads import background_thread
 from toolcards.runtime.ray_address import check_reachable, check_same_cluster
-from toolcards.runtime.ray_fence import NodeFence
+from toolcards.runtime.ray_host import NONCE, HostKey, RayHost, host_class_problem
 from toolcards.runtime.system import ActorSystemUnavailable, HandleBase
+from toolcards.runtime.team_key import team_key as stored_team_key
+from toolcards.stores.base import Store
 
 _OWN_OPTIONS = frozenset(
     ("name", "namespace", "get_if_exists", "lifetime", "max_restarts", "max_task_retries",
@@ -43,94 +47,75 @@ def _ray() -> Any:
     return optional_module("ray", "ray", "the Ray actor system")
 
 
-def _digest(key: str | None) -> bytes:
-    return hashlib.sha256((key or "").encode()).digest()
-
-
-class _RayHost:
-    """The Ray actor class: runs one target object built by a picklable factory.
-
-    With a team key, every method refuses a caller that does not present it: Ray lets any
-    driver of the cluster find a named actor in any namespace, so the key (kept in the team's
-    store) is what keeps another team's driver out. A :class:`NodeFence` stops the worker
-    once its node is lost, so a restarted copy elsewhere is the only one serving.
-    """
-
-    def __init__(
-        self, factory: Callable[[], Any], key_digest: bytes | None = None, name: str = "?"
-    ) -> None:
-        self.target: Any = None
-        self.start_error: BaseException | None = None
-        self._key = key_digest
-        self._joined = False
-        self._fence = NodeFence(name).watch()
-        try:
-            self.target = factory()
-            hook = getattr(self.target, "on_start", None)
-            if hook is not None:
-                hook()
-        except Exception as exc:
-            self.start_error = exc
-
-    def _admit(self, key: str | None) -> None:
-        self._fence.check()
-        if self._key is not None and not hmac.compare_digest(self._key, _digest(key)):
-            raise PermissionError(
-                "refused: this actor serves one team, and the call did not carry its team key"
-            )
-
-    def started(self, key: str | None = None) -> BaseException | None:
-        self._admit(key)
-        return self.start_error
-
-    def first_join(self, key: str | None = None) -> bool:
-        """True for the first caller only: the spawn that started this actor (later ones
-        joined it, from this or another process)."""
-        self._admit(key)
-        first = not self._joined
-        self._joined = True
-        return first
-
-    def call(
-        self, method: str, args: tuple[Any, ...], kw: dict[str, Any], key: str | None = None
-    ) -> Any:
-        self._admit(key)
-        if method.startswith("_"):
-            raise AttributeError(f"actor does not expose {method!r}")
-        return getattr(self.target, method)(*args, **kw)
-
-    def ping(self, key: str | None = None) -> bool:
-        self._admit(key)
-        return True
-
-    def stop(self, key: str | None = None) -> None:
-        self._admit(key)
-        try:
-            hook = getattr(self.target, "on_stop", None)
-            if hook is not None and self.start_error is None:
-                hook()
-        finally:
-            self._fence.close()
-            _ray().actor.exit_actor()
+def _settled(ray: Any, refs: Iterable[Any], deadline: float) -> set[Any]:
+    """Those of ``refs`` whose result is ready by ``deadline`` (a ``time.monotonic()``)."""
+    pending = list(refs)
+    ready: set[Any] = set()
+    while pending and time.monotonic() < deadline:
+        done, pending = ray.wait(pending, timeout=max(deadline - time.monotonic(), 0.0))
+        ready.update(done)
+    return ready
 
 
 class RayHandle(HandleBase[Any]):
-    """An :class:`ActorHandle` over a Ray actor handle."""
+    """An :class:`ActorHandle` over a Ray actor handle.
 
-    __slots__ = ("_actor", "_key", "started_here")
+    Before it sends the actor anything it checks that the actor is the team's tool host: its
+    class (Ray's method table) and its answer to a random challenge, which only a host made
+    with the team's key gives (a PermissionError otherwise); every call then carries a
+    ticket of that key, never the key.
+    """
 
-    def __init__(self, name: str, actor: Any, key: str | None = None) -> None:
+    __slots__ = ("_actor", "_key", "_namespace", "_proven", "started_here")
+
+    def __init__(self, name: str, actor: Any, key: HostKey, namespace: str) -> None:
         super().__init__(name)
         self._actor = actor
         self._key = key
+        self._namespace = namespace
+        self._proven = False
         self.started_here = True
         """False when the spawn found the actor already running (another process started it)."""
 
+    def challenge(self) -> tuple[bytes, Any]:
+        """Send the actor a random challenge after checking its class: the challenge and the
+        reference of the answer (PermissionError when it is not a tool host)."""
+        problem = host_class_problem(set(dir(self._actor)))
+        if problem is not None:
+            raise PermissionError(
+                f"actor {self._name} in namespace {self._namespace} is not a toolcards tool "
+                f"host ({problem}): nothing was sent to it; stop it or give the team another "
+                "namespace"
+            )
+        challenge = secrets.token_bytes(NONCE)
+        return challenge, self._actor.hello.remote(challenge)
+
+    def accept(self, challenge: bytes, answer: object) -> None:
+        """Take ``answer`` to ``challenge`` as the proof that the actor is the team's host;
+        PermissionError when it is not."""
+        if not self._key.proves(challenge, answer):
+            raise PermissionError(
+                f"actor {self._name} in namespace {self._namespace} was not started by this "
+                "team (it does not prove the team's key): it was sent a random challenge and "
+                "nothing else; stop it or give the team another namespace"
+            )
+        self._proven = True
+
+    def prove(self, timeout: float, *, again: bool = False) -> None:
+        """Make sure the actor is the team's tool host (once, or ``again``), waiting at most
+        ``timeout`` seconds for its answer."""
+        if self._proven and not again:
+            return
+        challenge, ref = self.challenge()
+        self.accept(challenge, _ray().get(ref, timeout=timeout))
+
     def _ask(self, method: str, args: tuple[Any, ...], kw: dict[str, Any], timeout: float) -> Any:
         ray = _ray()
+        deadline = time.monotonic() + timeout
         try:
-            ref = self._actor.call.remote(method, args, kw, self._key)
-            return ray.get(ref, timeout=timeout)
+            self.prove(timeout)
+            ref = self._actor.call.remote(self._key.ticket("call", method), method, args, kw)
+            return ray.get(ref, timeout=max(deadline - time.monotonic(), 0.0))
         except ray.exceptions.GetTimeoutError:
             raise TimeoutError(
                 f"{self._name}.{method} did not answer within {timeout:g}s"
@@ -149,16 +134,27 @@ class RayHandle(HandleBase[Any]):
     def _tell(self, method: str, args: tuple[Any, ...], kw: dict[str, Any]) -> None:
         ray = _ray()
         try:
-            self._actor.call.remote(method, args, kw, self._key)
-        except ray.exceptions.RayActorError:
+            self.prove(self.timeout)
+            self._actor.call.remote(self._key.ticket("call", method), method, args, kw)
+        except (ray.exceptions.RayError, TimeoutError):
             raise ActorUnavailable(f"actor {self._name} is not running") from None
 
     def is_alive(self) -> bool:
-        ray = _ray()
         try:
-            return bool(ray.get(self._actor.ping.remote(self._key), timeout=self.timeout))
+            self.prove(self.timeout, again=True)
         except Exception:
             return False
+        return True
+
+    def stop_ref(self) -> Any:
+        """Ask the (proven) actor to stop; the reference of its answer."""
+        return self._actor.stop.remote(self._key.ticket("stop"))
+
+    def stop_when_proven(self) -> None:
+        """Prove the actor, then ask it to stop (errors dropped: it may be gone)."""
+        with contextlib.suppress(Exception):
+            self.prove(self.timeout)
+            self.stop_ref()
 
     @property
     def actor(self) -> Any:
@@ -199,8 +195,11 @@ class RayActorSystem:
         """How long :meth:`spawn` waits for a new actor to start (a worker process that must
         start and import first: a loaded cluster takes longer)."""
         self.team_key = team_key
-        """The secret every call to this system's actors carries (a Team sets it from its
-        store); actors spawned with it refuse calls without it."""
+        """The team's secret (a Team sets it from its store): actors spawned with it hold a
+        verifier derived from it and admit only calls carrying a ticket of it. It never
+        leaves this process (a copy sent to a worker reads it from the store there)."""
+        self.key_in_store = False
+        """True in a copy sent here without its team key (:meth:`keyed_from` reads it)."""
         self.namespace = namespace
         self.connect_timeout = connect_timeout
         self.max_restarts = max_restarts
@@ -231,6 +230,7 @@ class RayActorSystem:
             actor_options=self.actor_options,
         )
         other._connected = self._connected
+        other.key_in_store = self.key_in_store
         return other
 
     # ---- connection --------------------------------------------------------------------------
@@ -298,7 +298,7 @@ class RayActorSystem:
         if start_timeout is None:
             start_timeout = self.start_timeout
         ray = self.connect()
-        remote = ray.remote(_RayHost).options(
+        remote = ray.remote(RayHost).options(
             name=name,
             namespace=self.namespace,
             get_if_exists=True,
@@ -308,28 +308,31 @@ class RayActorSystem:
             max_concurrency=1,
             **{"num_cpus": 0, **self.actor_options},
         )
-        key = self.team_key
-        actor = remote.remote(factory, None if key is None else _digest(key), name)
+        key = self._host_key(name)
+        # an actor already running under the name is returned as it is: it gets none of these
+        actor = remote.remote(factory, key.verifier, name)
+        handle = RayHandle(name, actor, key, self.namespace)
         try:
-            error = ray.get(actor.started.remote(key), timeout=start_timeout)
+            handle.prove(start_timeout)  # waits for a new actor to start
+            error, first = ray.get(actor.join.remote(key.ticket("join")), timeout=start_timeout)
         except ray.exceptions.GetTimeoutError:
             raise TimeoutError(f"actor {name} did not start within {start_timeout:g}s") from None
         except ray.exceptions.RayActorError as exc:
             raise ActorUnavailable(f"actor {name} failed to start: {exc}") from None
         except ray.exceptions.RayTaskError as exc:
-            if isinstance(getattr(exc, "cause", None), PermissionError):
-                raise PermissionError(
-                    f"actor {name} exists in namespace {self.namespace} and belongs to another "
-                    "team (it refused this team's key)"
-                ) from None
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, BaseException):
+                raise cause from None
             raise
         if isinstance(error, BaseException):
             with contextlib.suppress(Exception):
                 ray.kill(actor, no_restart=True)
             raise error
-        handle = RayHandle(name, actor, key)
-        handle.started_here = ray.get(actor.first_join.remote(key), timeout=start_timeout)
+        handle.started_here = bool(first)
         return handle
+
+    def _host_key(self, name: str) -> HostKey:
+        return HostKey.derive(self.team_key, self.namespace, name)
 
     def lookup(self, name: str) -> RayHandle | None:
         ray = self.connect()
@@ -337,7 +340,7 @@ class RayActorSystem:
             actor = ray.get_actor(name, namespace=self.namespace)
         except ValueError:
             return None
-        return RayHandle(name, actor, self.team_key)
+        return RayHandle(name, actor, self._host_key(name), self.namespace)
 
     def names(self) -> list[str]:
         ray = self.connect()
@@ -345,31 +348,59 @@ class RayActorSystem:
         return sorted(a["name"] for a in found if a.get("namespace") == self.namespace)
 
     def stop(self, names: Sequence[str], timeout: float) -> list[str]:
+        """Stop the team's actors among ``names``: each proves itself first (an actor that
+        answers it is not the team's is left alone); one that does not answer in time, or
+        does not stop in time, is killed and returned."""
         if not names:  # nothing to stop: never (re)connect for it
             return []
         ray = self.connect()
-        pending: dict[Any, tuple[str, Any]] = {}
-        for name in names:
-            handle = self.lookup(name)
-            if handle is not None:
-                pending[handle.actor.stop.remote(self.team_key)] = (name, handle.actor)
         deadline = time.monotonic() + max(timeout, 0.0)
-        refs = list(pending)
-        while refs and time.monotonic() < deadline:
-            _, refs = ray.wait(refs, timeout=max(deadline - time.monotonic(), 0.0))
-        abandoned = []
-        for ref in refs:
-            name, actor = pending[ref]
-            abandoned.append(name)
-        for _, actor in pending.values():  # exit_actor may leave it restartable: make sure
-            with contextlib.suppress(Exception):
-                ray.kill(actor, no_restart=True)
-        return abandoned
+        asked: dict[Any, tuple[RayHandle, bytes]] = {}
+        for handle in filter(None, map(self.lookup, names)):
+            with contextlib.suppress(PermissionError):  # not a tool host: not the team's
+                challenge, ref = handle.challenge()
+                asked[ref] = (handle, challenge)
+        answered = _settled(ray, asked, deadline)
+        stopping: dict[Any, RayHandle] = {}
+        silent, gone = [], []
+        for ref, (handle, challenge) in asked.items():
+            if ref not in answered:
+                silent.append(handle)
+                continue
+            try:
+                handle.accept(challenge, ray.get(ref, timeout=0))
+            except PermissionError:
+                continue
+            except ray.exceptions.RayError:
+                gone.append(handle)
+                continue
+            stopping[handle.stop_ref()] = handle
+        stopped = _settled(ray, stopping, deadline)
+        late = [h for ref, h in stopping.items() if ref not in stopped]
+        for handle in [*stopping.values(), *silent, *gone]:  # exit_actor may leave it
+            with contextlib.suppress(Exception):  # restartable: make sure
+                ray.kill(handle.actor, no_restart=True)
+        return [h.name for h in (*late, *silent)]
 
     def stop_later(self, name: str) -> None:
         handle = self.lookup(name)
-        if handle is not None:
-            handle.actor.stop.remote(self.team_key)
+        if handle is not None:  # proving waits for the actor, which may be the caller
+            background_thread(handle.stop_when_proven, name=f"stop {name}").start()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy sent to another process (a worker) leaves the team key behind: it reads the
+        key from the team's store there (:meth:`keyed_from`)."""
+        state = dict(self.__dict__)
+        state["key_in_store"] = self.key_in_store or self.team_key is not None
+        state["team_key"] = None
+        return state
+
+    def keyed_from(self, store: Store, team_id: str) -> RayActorSystem:
+        """This system with the team's key read from ``store``, when it was sent here
+        without it (:meth:`__getstate__`); itself otherwise."""
+        if not self.key_in_store or self.team_key is not None:
+            return self
+        return self.with_team_key(stored_team_key(store, team_id))
 
     def shutdown(self) -> None:
         """Disconnect from Ray (stopping it when this object started a local one)."""

@@ -212,12 +212,11 @@ class ToolActorFactory:
                 cfg = with_values(cfg, self.secrets)
 
         current = [cfg]
+        team_id, name, actor_cls = self.team_id, self.name, self.actor_cls
 
-        def build() -> ToolActor:
-            ctx = ToolActorContext(
-                self.name, host, StateNamespace(store, self.team_id, self.name), host.log
-            )
-            return self.actor_cls(ctx, current[0])
+        def build() -> ToolActor:  # holds no reference to this factory (its store location)
+            ctx = ToolActorContext(name, host, StateNamespace(store, team_id, name), host.log)
+            return actor_cls(ctx, current[0])
 
         def reconfigure(values: dict[str, Any]) -> None:
             if current[0] is not None:
@@ -242,8 +241,8 @@ class WorkerHost:
         self.team_id = team_id
         self.store = open_location(store_location)
         self.log = EventLog(self.store, team_id)
-        self.system = system
-        self._store_location = store_location
+        keyed_from = getattr(system, "keyed_from", None)  # Ray: sent without the key, read it here
+        self.system: ActorSystem = keyed_from(self.store, team_id) if keyed_from else system
         self._local: Any = None
 
     @classmethod
@@ -294,7 +293,7 @@ class WorkerHost:
         if name.startswith(TRANSIENT_PREFIX):  # short-lived helpers stay in this process
             factory = ToolActorFactory(
                 self.team_id,
-                self._store_location,
+                self.store.secret_location(),
                 name,
                 actor_cls,
                 text,
@@ -306,7 +305,7 @@ class WorkerHost:
             return self._local_system().spawn(name, factory)  # type: ignore[no-any-return]
         factory = ToolActorFactory(
             self.team_id,
-            self._store_location,
+            self.store.secret_location(),
             name,
             actor_cls,
             text,
