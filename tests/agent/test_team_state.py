@@ -184,8 +184,22 @@ def test_the_host_alone_gives_team_state_the_operators_voice(team: Team) -> None
     [part] = _state_parts(result.all_messages())
     assert isinstance(part, TrustedTeamStatePart) and part.source == OperatorSource()
     assert any(SECRET in text for text in model.system_texts())
-    with pytest.raises(TypeError, match="authority"):
-        ToolCards.from_spec(cards=[{"type": "PlanningTool"}], authority="operator")  # type: ignore[call-arg]
+
+
+def test_an_agent_spec_cannot_give_team_state_authority(team: Team) -> None:
+    args: dict[str, Any] = {
+        "cards": [{"type": "PlanningTool", "vector_store": False}],
+        "policy": {"default_effect": "deny", "rules": [PLANNER_RULE]},
+        "identity": "agent.guest",
+    }
+    spec = {"name": "reader", "capabilities": [{"toolcards": {**args, "authority": "operator"}}]}
+    with pytest.raises(ValueError, match="unexpected keyword argument 'authority'"):
+        Agent.from_spec(spec, model=Model().model, custom_capability_types=[ToolCards])
+    spec = {"name": "reader", "capabilities": [{"toolcards": args}]}
+    model = Model()
+    agent = Agent.from_spec(spec, model=model.model, custom_capability_types=[ToolCards])
+    [part] = _state_parts(agent.run_sync("hi").all_messages())
+    assert isinstance(part, TeamStatePart) and isinstance(part.source, ModelSource)
 
 
 def test_text_that_mimics_the_framework_stays_data_even_at_operator_authority(team: Team) -> None:
