@@ -46,7 +46,8 @@ SPEC_NAME = "toolcards"
 class ToolCards(CardsCapability):
     """Cards as a capability: their tools (governed when a ``policy`` or ``executor`` is
     given), and before each request each card's summary and per-turn context as team state:
-    data (``none`` authority) unless the host passes ``authority="operator"``. Governed, a
+    data (``none`` authority) unless the host's code passes ``authority="operator"`` (an agent
+    spec cannot: :meth:`from_spec` takes no such key). Governed, a
     card's state reaches the caller only when the policy lets it call one of the card's tools
     or allows it ``context:<CardType>`` (:mod:`toolcards.governance.card_reads`).
 
