@@ -1,5 +1,6 @@
 """Cards as one pydantic-ai capability in real agent runs (FunctionModel): the tools, the
-system prompts as instructions, the per-turn context, and governance equal to the toolset's."""
+system prompts and the per-turn context as team state, and governance equal to the
+toolset's (who reads the team state: ``test_team_state.py``)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from typing import Any
 
 import pytest
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart
+from pydantic_ai.messages import ModelMessage, ModelRequest
 
 from support.scripted import Script, SequenceScript, call_tool
 from toolcards import PlanningTool, ToolFactory, WorkspaceTool
+from toolcards.core.agent_capability import TeamStatePart
 from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
 from toolcards.surfaces.agent import ToolCards
 
@@ -32,18 +34,16 @@ CALLS = [
 
 
 def _planning_with_context() -> PlanningTool:
-    return PlanningTool(
-        vector_store=False, get_planning={"expose": ["system_prompt", "llm_context"]}
-    )
+    return PlanningTool(vector_store=False, get_planning={"expose": ["llm_context"]})
 
 
-def _context_blocks(messages: list[ModelMessage]) -> list[str]:
+def _state_blocks(messages: list[ModelMessage]) -> list[str]:
     return [
-        str(part.content)
+        part.content
         for m in messages
         if isinstance(m, ModelRequest)
         for part in m.parts
-        if isinstance(part, SystemPromptPart) and part.content.startswith("Context update")
+        if isinstance(part, TeamStatePart)
     ]
 
 
@@ -56,13 +56,13 @@ def test_one_capability_gives_the_agent_the_card_tools(root: Path) -> None:
     assert result.output.startswith("tool said:")
 
 
-def test_card_system_prompts_are_the_agent_instructions(root: Path) -> None:
+def test_card_system_prompts_are_team_state_not_instructions(root: Path) -> None:
     script = Script()
     factory = ToolFactory([PlanningTool(vector_store=False)])
-    agent = Agent(script.model, capabilities=[factory.capability()])
-    agent.run_sync("hi")
-    instructions = script.calls[0][1].instructions or ""
-    assert "0 tasks total" in instructions
+    result = Agent(script.model, capabilities=[factory.capability()]).run_sync("hi")
+    assert script.calls[0][1].instructions is None
+    [summary] = _state_blocks(result.all_messages())
+    assert summary.startswith("Context update 1") and "0 tasks total" in summary
 
 
 def test_per_turn_context_is_a_full_block_then_only_what_changed(root: Path) -> None:
@@ -70,7 +70,7 @@ def test_per_turn_context_is_a_full_block_then_only_what_changed(root: Path) -> 
     factory = ToolFactory([_planning_with_context()])
     agent = Agent(script.model, capabilities=[factory.capability()])
     result = agent.run_sync("plan")
-    blocks = _context_blocks(result.all_messages())
+    blocks = _state_blocks(result.all_messages())
     assert len(blocks) == 2
     assert blocks[0].startswith("Context update 1") and "(none)" in blocks[0]
     assert (
@@ -86,7 +86,7 @@ def test_a_later_run_continues_the_context_of_its_history(root: Path) -> None:
     again = Agent(SequenceScript([("update_planning", {"create": [{"description": "B"}]})]).model,
                   capabilities=[ToolFactory([_planning_with_context()]).capability()])  # fmt: skip
     later = again.run_sync("more", message_history=history).new_messages()
-    blocks = _context_blocks(later)
+    blocks = _state_blocks(later)
     assert len(blocks) == 1  # nothing changed before the call: no block; then only task B
     assert blocks[0].startswith("Context update 3") and "B" in blocks[0] and "ID 1" not in blocks[0]
 

@@ -30,12 +30,12 @@ from pydantic_ai.messages import (
     TextPart,
     ToolCallPart,
     ToolReturnPart,
-    UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from support.launch import TOOLCARDS
 from support.processes import ListeningProcess
+from support.scripted import is_prompt
 from toolcards import KnowledgeGraphTool, PlanningTool
 from toolcards.governance import AuditLog, Identity, Policy
 from toolcards.governance.approvals.broker import ApprovalBroker
@@ -89,7 +89,7 @@ def one_call_model(build: Build) -> FunctionModel:
             if not isinstance(message, ModelRequest):
                 continue
             for part in message.parts:
-                if isinstance(part, UserPromptPart):
+                if is_prompt(part):  # not the team state rendered beside it
                     prompt, results = str(part.content), []
                 elif isinstance(part, ToolReturnPart | RetryPromptPart):
                     content = part.content

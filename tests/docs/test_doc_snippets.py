@@ -1,7 +1,7 @@
 """Every Python block of README.md and docs/ runs as written: on its own, offline, in an empty
-directory, in a fresh interpreter (bounded in time). A block that cannot (it needs a server,
-a cluster or names defined elsewhere) is marked with a ``<!-- fragment -->`` line right before
-its fence and is not run."""
+directory, in a fresh interpreter (bounded in time), without printing a warning. A block that
+cannot (it needs a server, a cluster or names defined elsewhere) is marked with a
+``<!-- fragment -->`` line right before its fence and is not run."""
 
 from __future__ import annotations
 
@@ -22,6 +22,8 @@ PYTHON = {"python", "py", "python3"}
 SECRETS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "TAVILY_API_KEY", "TOOLCARDS_WORKSPACES_ROOT")
 MAX_FRAGMENT_SHARE = 0.25
 """Fragments stay rare: at most this share of the Python blocks."""
+WARNING = re.compile(r"^.+:\d+: (\w*Warning): .*$", re.MULTILINE)
+"""A warning as Python prints it (``file:line: Category: message``)."""
 
 
 @dataclass(frozen=True)
@@ -99,3 +101,5 @@ def test_block_runs_on_its_own(block: Block, tmp_path: Path) -> None:
         env=env,
     )
     assert done.returncode == 0, f"{block.name} failed:\n{done.stderr[-3000:]}"
+    warned = [found.group(0) for found in WARNING.finditer(done.stderr)]
+    assert not warned, f"{block.name} printed warnings:\n" + "\n".join(warned)

@@ -39,15 +39,15 @@ def test_member_calls_a_card_tool_and_replies_with_its_result() -> None:
         assert f"write the report (Owner: unassigned, Creator: {name})" in plan
 
 
-def test_skill_menu_and_profile_instructions_reach_the_model_as_instructions() -> None:
+def test_profile_instructions_are_instructions_and_the_skill_menu_is_team_state() -> None:
     script = Script()
     skills = SkillTool(skills=[Skill(name="triage", summary="Sort bugs", content="...")])
     profile = _profile(script, instructions="You are careful.", cards=[skills])
     with Team("instructions", profiles=[profile]) as team:
         team.send(team.hire("researcher"), "hi")
-        instructions = script.calls[0][1].instructions or ""
-        assert instructions.startswith("You are careful.")
-        assert "triage" in instructions
+        assert script.calls[0][1].instructions == "You are careful."
+        [menu] = _team_state(script.calls[0][0])
+        assert menu.startswith('<team_state card="SkillTool">') and "triage: Sort bugs" in menu
 
 
 def test_member_calls_use_skill_and_gets_the_skill_text() -> None:
@@ -58,15 +58,35 @@ def test_member_calls_use_skill_and_gets_the_skill_text() -> None:
         assert "Step 1" in reply
 
 
-def test_context_update_is_prepended_to_the_user_turn_only_when_it_changed() -> None:
+def test_card_context_reaches_the_member_as_team_state_only_when_it_changed() -> None:
     script = Script(call_tool("note_add", {"text": "buy milk"}))
     with Team("context", profiles=[_profile(script, cards=[NotesCard()])]) as team:
         name = team.hire("researcher")
         team.send(name, "first")
         team.send(name, "second")
-        first, second = script.prompts()[0], script.prompts()[-1]
-        assert first == "Context update 1\n\n## Notes\n(none)\n\nfirst"
-        assert second == "Context update 2\n\n## Notes\n+ added: buy milk\n\nsecond"
+        assert script.prompts() == ["first", "second"]  # the user's words, and only them
+        frame = '<team_state card="NotesCard">\n'
+        assert _team_state(script.calls[0][0]) == [
+            f"{frame}Context update 1\n\nYou keep notes.\n\n## Notes\n(none)\n</team_state>"
+        ]
+        after_the_call = _team_state(script.calls[1][0])  # the first turn, after note_add
+        assert after_the_call[-1] == (
+            f"{frame}Context update 2\n\n## Notes\n+ added: buy milk\n</team_state>"
+        )
+        assert _team_state(script.calls[2][0]) == after_the_call  # no change: no new part
+
+
+def _team_state(messages: list[ModelMessage]) -> list[str]:
+    """The team-state frames the model was shown."""
+    found = []
+    for message in messages:
+        for part in message.parts:
+            content = getattr(part, "content", None)
+            if isinstance(part, UserPromptPart) and isinstance(content, list):
+                text = "".join(str(getattr(item, "content", item)) for item in content)
+                if text.startswith("<team_state"):
+                    found.append(text)
+    return found
 
 
 def test_slash_command_runs_the_card_command_without_a_model_call() -> None:
@@ -90,7 +110,7 @@ def test_slash_text_from_another_member_goes_to_the_model_not_the_commands() -> 
         target = team.hire("researcher")
         other = team.hire("researcher")
         reply = team.send(target, "/notes", sender=other)
-        assert reply.endswith(f"\n\nMessage from {other}:\n/notes")
+        assert reply == f"echo: Message from {other}:\n/notes"
         assert script.count == 1
 
 

@@ -8,19 +8,19 @@ import os
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo
 
-from support.scripted import last_part, user_prompts
+from support.scripted import user_prompts
 
 
 def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     """``plan X`` creates task X on the shared board; anything else says where the member
     runs and how many prompts its conversation holds."""
     prompts = user_prompts(messages)
-    part = last_part(messages)
-    if prompts[-1].startswith("plan ") and not hasattr(part, "tool_name"):
+    returned = [p for p in messages[-1].parts if hasattr(p, "tool_name")]  # beside team state
+    if prompts[-1].startswith("plan ") and not returned:
         create = [{"description": prompts[-1].removeprefix("plan ")}]
         return ModelResponse(parts=[ToolCallPart("update_planning", {"create": create})])
-    if hasattr(part, "tool_name"):
-        return ModelResponse(parts=[TextPart(f"planned: {part.content}")])
+    if returned:
+        return ModelResponse(parts=[TextPart(f"planned: {returned[-1].content}")])
     return ModelResponse(parts=[TextPart(f"pid {os.getpid()} prompts {len(prompts)}")])
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "call_tool",
     "echo",
     "free_port",
+    "is_prompt",
     "last_part",
     "tool_results",
     "user_prompts",
@@ -76,13 +77,22 @@ class Script:
         ]
 
 
+def is_prompt(part: Any) -> bool:
+    """True for a user's prompt; False for what pydantic-ai renders on the user channel for a
+    FunctionModel: capability parts (framed data, subclasses of ``UserPromptPart``) and the
+    application's notes about them (``<system>...</system>`` text)."""
+    if type(part) is not UserPromptPart:
+        return False
+    return not (isinstance(part.content, str) and part.content.startswith("<system>"))
+
+
 def user_prompts(messages: list[ModelMessage]) -> list[str]:
     return [
         str(p.content)
         for m in messages
         if isinstance(m, ModelRequest)
         for p in m.parts
-        if isinstance(p, UserPromptPart)
+        if is_prompt(p)
     ]
 
 
@@ -99,9 +109,10 @@ def call_tool(name: str, args: dict[str, Any]) -> Responder:
     """Call ``name(**args)`` on a user prompt; then answer ``tool said: <result>``."""
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        part = last_part(messages)
-        if isinstance(part, UserPromptPart):
+        answered = [p for p in messages[-1].parts if not isinstance(p, UserPromptPart)]
+        if not answered:  # a prompt (and the context rendered beside it)
             return ModelResponse(parts=[ToolCallPart(name, args)])
+        part = answered[-1]
         return ModelResponse(parts=[TextPart(f"tool said: {getattr(part, 'content', part)}")])
 
     return respond
@@ -145,7 +156,7 @@ class ScriptedMember:
             with self._lock:
                 self.tool_results.extend(str(p.content) for p in returns)
             return ModelResponse(parts=[TextPart("done: " + str(returns[-1].content))])
-        prompt = "\n".join(str(p.content) for p in last.parts if isinstance(p, UserPromptPart))
+        prompt = "\n".join(str(p.content) for p in last.parts if is_prompt(p))
         with self._lock:
             self.seen.append(prompt)
         if self.gate is not None:

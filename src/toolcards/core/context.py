@@ -78,10 +78,18 @@ class ContextUpdater:
 
     def next_block(self) -> str | None:
         """The block for this turn, or None when nothing changed."""
-        states = [provider() for provider in self._providers]
+        sections = self.next_sections()
+        if not sections:
+            return None
+        self._count += 1
+        return f"Context update {self._count}\n\n" + "\n\n".join(sections)
+
+    def next_sections(self) -> list[str]:
+        """What changed since the states shown last, one section per state (all of them in
+        full when none was shown); empty when nothing changed. Not counted as a block."""
         parts: list[str] = []
         seen: dict[str, ContextState] = {}
-        for state in states:
+        for state in (provider() for provider in self._providers):
             seen[state.key] = state
             rendered = state.render_delta(self._previous.get(state.key))
             if rendered:
@@ -90,10 +98,7 @@ class ContextUpdater:
             f"## {old.title}\n(gone)" for key, old in self._previous.items() if key not in seen
         )
         self._previous = seen
-        if not parts:
-            return None
-        self._count += 1
-        return f"Context update {self._count}\n\n" + "\n\n".join(parts)
+        return parts
 
     def snapshot(self) -> Mapping[str, ContextState]:
         """The states shown so far, by key."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from toolcards.core.card import ToolCard, ToolFunc
 from toolcards.core.commands import CommandRegistry
@@ -84,6 +84,10 @@ class ToolFactory:
             return [fn for _, fn in self._tools]
         return [wrap_retriable(fn, self.retry_exception) for _, fn in self._tools]
 
+    def tool_names(self, card: ToolCard) -> list[str]:
+        """The names of ``card``'s TOOL_CALL tools (the policy's targets)."""
+        return [fn.__name__ for owner, fn in self._tools if owner is card]
+
     def get_system_prompts(self) -> list[Callable[[], str]]:
         """SYSTEM_PROMPT providers of every card, in card order."""
         return [p for card in self.cards for p in card.get_system_prompts()]
@@ -122,14 +126,19 @@ class ToolFactory:
 
         return CombinedToolset([self.function_toolset(), *extra])
 
-    def capability(self, toolset: AbstractToolset[Any] | None = None) -> CardsCapability:
-        """The cards as one pydantic-ai capability: ``toolset`` (default :meth:`toolset`), the
-        system prompts as instructions and the per-turn context before each model request, so
-        ``Agent(model, capabilities=[factory.capability()])`` is all an agent needs. Governed:
-        ``toolcards.surfaces.agent.ToolCards``."""
+    def capability(
+        self,
+        toolset: AbstractToolset[Any] | None = None,
+        *,
+        authority: Literal["operator", "user", "none"] = "none",
+    ) -> CardsCapability:
+        """The cards as one pydantic-ai capability: ``toolset`` (default :meth:`toolset`), and
+        before each model request each card's summary and context (team state: data, unless
+        ``authority`` gives it more), so ``Agent(model, capabilities=[factory.capability()])``
+        is all an agent needs. Governed: ``toolcards.surfaces.agent.ToolCards``."""
         from toolcards.core.agent_capability import CardsCapability
 
-        return CardsCapability(self, toolset)
+        return CardsCapability(self, toolset, authority=authority)
 
     def tool_descriptions(self) -> dict[str, str]:
         """Tool name -> the description a model reads."""

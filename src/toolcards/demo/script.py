@@ -53,7 +53,7 @@ def scripted_model(scenes: Sequence[Scene], *, name: str = "scripted") -> Any:
             if not isinstance(message, ModelRequest):
                 continue
             for part in message.parts:
-                if isinstance(part, UserPromptPart):
+                if type(part) is UserPromptPart and not _is_note(part.content):
                     prompt, results = str(part.content), []
                 elif isinstance(part, ToolReturnPart | RetryPromptPart):
                     content = part.content
@@ -71,3 +71,9 @@ def scripted_model(scenes: Sequence[Scene], *, name: str = "scripted") -> Any:
         return ModelResponse(parts=[TextPart(reply)])
 
     return FunctionModel(respond, model_name=name)
+
+
+def _is_note(content: object) -> bool:
+    """True for the application's notes a ``FunctionModel`` gets on the user channel
+    (``<system>`` text, beside the framed team state, a subclass of ``UserPromptPart``)."""
+    return isinstance(content, str) and content.startswith("<system>")

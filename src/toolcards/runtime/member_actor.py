@@ -2,17 +2,21 @@
 
 The member handles one message at a time (its actor's inbox is the mailbox). A slash command
 from outside the team (``/name args``) is dispatched to the member's ``CommandRegistry`` with
-no model call; anything else is a model turn: the cards' per-turn context block, then the
-message, with the member's stored history. The history is saved after every turn in the
+no model call; anything else is a model turn on the member's stored history. The member's
+cards reach its agent as one capability (``CardsCapability``): their tools, and each card's
+summary and per-turn context as team state (data with the card as its source, never the
+member's instructions or the user's words). The history is saved after every turn in the
 member's state namespace (pydantic-ai ``ModelMessagesTypeAdapter`` JSON), so a resumed team
 continues the conversation. A failing model run never stops the member: its answer is a
 readable ``error: ...`` line and the history stays as it was.
 
 Governance: when the team has a policy, every tool of the member (card tools, card toolsets
 and ``send_message``) runs through ``GovernedToolset`` with the identity
-``Identity(id="agent.<name>", type="agent", roles=profile.roles)``. The identity comes from
-the roster alone, never from a message or tool arguments. ``toolcards.governance`` is imported
-only then, inside :func:`govern`, so the runtime layer does not load it at import time.
+``Identity(id="agent.<name>", type="agent", roles=profile.roles)``, and a card's state reaches
+the member only when the policy lets it read the card (``governance.card_reads``). The
+identity comes from the roster alone, never from a message or tool arguments.
+``toolcards.governance`` is imported only then, inside :func:`govern`, so the runtime layer
+does not load it at import time.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
     from pydantic_ai.toolsets import AbstractToolset
 
-    from toolcards.core.context import ContextUpdater
+    from toolcards.core.agent_capability import CardFilter
     from toolcards.governance.approvals.broker import Approver
     from toolcards.governance.audit.log import AuditLog
     from toolcards.governance.policy.policy import Policy
@@ -79,22 +83,25 @@ def govern(
     *,
     audit: AuditLog | None = None,
     approver: Approver | None = None,
-) -> AbstractToolset[Any]:
-    """``toolset`` wrapped so every call is checked against ``policy`` as ``agent.<name>``.
+) -> tuple[AbstractToolset[Any], CardFilter]:
+    """``toolset`` wrapped so every call is checked against ``policy`` as ``agent.<name>``,
+    and the filter of the cards whose state that caller may read.
 
     A member's run has no place to wait for a deferred approval, so approval-required calls go
     to ``approver`` inline, and without one they are refused with a readable result.
     """
     from toolcards.governance import GovernedToolset, Identity
+    from toolcards.governance.card_reads import CardReads
 
     identity = Identity(id=f"agent.{name}", type="agent", roles=roles)
-    return GovernedToolset(
+    governed = GovernedToolset(
         toolset,
         policy=policy,
         identity=identity,
         audit=audit,
         approver=approver if approver is not None else "refuse",
     )
+    return governed, CardReads(governed.policy, governed.resolve_identity)
 
 
 def as_text(value: Any) -> str:
@@ -138,7 +145,6 @@ class MemberActor:
         self._retired = threading.Event()
         self._agent: Agent[None, str] | None = None
         self._commands = CommandRegistry()
-        self._context: ContextUpdater | None = None
         self._history: list[ModelMessage] = []
 
     # ---- lifecycle ---------------------------------------------------------------------------
@@ -147,16 +153,18 @@ class MemberActor:
         from pydantic_ai import Agent
         from pydantic_ai.toolsets import CombinedToolset
 
+        from toolcards.core.agent_capability import CardsCapability  # lazy: loads pydantic-ai
+
         profile = self.profile
         factory = self._team.bind(profile.fresh_cards(), member=self.name)
         self._commands = factory.get_commands()
-        self._context = factory.context_updater()
         toolsets: list[AbstractToolset[Any]] = [factory.toolset()]
         if profile.messaging:
             toolsets.append(self._messaging_toolset())
         toolset: AbstractToolset[Any] = CombinedToolset(toolsets)
+        readable: CardFilter | None = None
         if self._team.policy is not None:
-            toolset = govern(
+            toolset, readable = govern(
                 toolset,
                 self._team.policy,
                 self.name,
@@ -164,12 +172,11 @@ class MemberActor:
                 audit=self._team.audit,
                 approver=self._team.approver,
             )
-        instructions: list[Any] = [profile.instructions] if profile.instructions else []
-        instructions.extend(factory.get_system_prompts())
+        cards = CardsCapability(factory, toolset, readable=readable)
         self._agent = Agent(
             profile.model,
-            instructions=instructions or None,
-            toolsets=[toolset],
+            instructions=profile.instructions or None,
+            capabilities=[cards],
             name=self.name,
             model_settings=profile.model_settings,  # type: ignore[arg-type]
         )
@@ -230,11 +237,10 @@ class MemberActor:
     def _prompt(self, message: MemberMessage) -> str:
         text = message.content
         if message.reply_to is not None:
-            text = f"Reply from {message.sender} (to your message {message.reply_to}):\n{text}"
-        elif self._roster.is_member(message.sender):
-            text = f"Message from {message.sender}:\n{text}"
-        block = self._context.next_block() if self._context is not None else None
-        return f"{block}\n\n{text}" if block else text
+            return f"Reply from {message.sender} (to your message {message.reply_to}):\n{text}"
+        if self._roster.is_member(message.sender):
+            return f"Message from {message.sender}:\n{text}"
+        return text
 
     # ---- history -----------------------------------------------------------------------------
 

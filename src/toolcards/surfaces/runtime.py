@@ -42,6 +42,19 @@ if TYPE_CHECKING:
 ApprovalMode = Literal["approver", "client"]
 
 
+@dataclass(frozen=True)
+class PromptEntry:
+    """A prompt a surface may offer. A card's system prompt names its ``card`` type and the
+    card's ``tools``: it shows team state, so only a caller that may read the card gets it
+    (:func:`toolcards.governance.card_reads.may_read_card`)."""
+
+    name: str
+    fn: Callable[..., Any]
+    description: str | None
+    card: str | None = None
+    tools: tuple[str, ...] = ()
+
+
 @dataclass
 class SurfaceRuntime:
     """An executor with the identities a surface vouches for. Close it when done (it owns the
@@ -53,7 +66,7 @@ class SurfaceRuntime:
     team: Team | None = None
     config: SurfaceConfig | None = None
     _owned: list[Callable[[], Any]] = field(default_factory=list, repr=False)
-    prompts: list[tuple[str, Callable[..., Any], str | None]] = field(default_factory=list)
+    prompts: list[PromptEntry] = field(default_factory=list)
     extra_resources: list[Any] = field(default_factory=list)
     approval: ApprovalMode = "approver"
     """Who decides approval-required MCP calls: an approver principal out of band
@@ -105,8 +118,8 @@ class SurfaceRuntime:
             self.approval, self.executor.approvals, self.approval_timeout, self.has_approver()
         )
 
-    def prompt_sources(self) -> list[tuple[str, Callable[..., Any], str | None]]:
-        """(name, function, description) of every prompt a surface may offer."""
+    def prompt_sources(self) -> list[PromptEntry]:
+        """Every prompt a surface may offer."""
         return list(self.prompts)
 
     def card_types(self) -> set[str]:
@@ -373,21 +386,23 @@ def _functions(
     return {fn.__name__: fn for fn in [*cards, *tools]}
 
 
-def card_prompts(factory: ToolFactory) -> list[tuple[str, Callable[..., Any], str | None]]:
+def card_prompts(factory: ToolFactory) -> list[PromptEntry]:
     """Each card's system-prompt providers as prompts named after the card type."""
-    found: list[tuple[str, Callable[..., Any], str | None]] = []
+    found: list[PromptEntry] = []
     for card in factory.cards:
         providers = card.get_system_prompts()
         kind = type(card).__name__
+        tools = tuple(factory.tool_names(card))
         for i, provider in enumerate(providers):
             name = kind if len(providers) == 1 else f"{kind}_{i + 1}"
-            found.append((name, provider, f"The system prompt of the {kind} card."))
+            description = f"The system prompt of the {kind} card."
+            found.append(PromptEntry(name, provider, description, card=card.card_type, tools=tools))
     return found
 
 
-def _prompt(fn: Callable[..., Any]) -> tuple[str, Callable[..., Any], str | None]:
+def _prompt(fn: Callable[..., Any]) -> PromptEntry:
     doc = (fn.__doc__ or "").strip() or None
-    return getattr(fn, "__name__", "prompt"), fn, doc
+    return PromptEntry(getattr(fn, "__name__", "prompt"), fn, doc)
 
 
 def _imported(spec: str, source: str, field: str = "tools") -> list[Any]:

@@ -1,6 +1,9 @@
 """The pydantic-ai agent surface: cards as a capability (``Agent(capabilities=[...])``) and
-as ``toolcards`` in agent specs (``Agent.from_spec(..., custom_capability_types=[ToolCards])``)."""
+as ``toolcards`` in agent specs (``Agent.from_spec(..., custom_capability_types=[ToolCards])``);
+the capability parts its cards' state reaches the model as (``TeamStatePart``, or
+``TrustedTeamStatePart`` at the authority the host gave it)."""
 
+from toolcards.core.card_state import TeamStatePart, TrustedTeamStatePart
 from toolcards.surfaces.agent.capability import SPEC_NAME, ToolCards
 
-__all__ = ["SPEC_NAME", "ToolCards"]
+__all__ = ["SPEC_NAME", "TeamStatePart", "ToolCards", "TrustedTeamStatePart"]

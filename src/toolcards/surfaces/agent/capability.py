@@ -15,6 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from pydantic_ai.messages import Authority
+
 from toolcards.core.agent_capability import CardsCapability
 from toolcards.core.card import ToolCard
 from toolcards.core.factory import ToolFactory
@@ -23,6 +25,7 @@ from toolcards.core.trust import HostTrust
 from toolcards.governance.approvals.broker import Approver
 from toolcards.governance.audit.log import AuditLog
 from toolcards.governance.capability import CapabilityRegistry
+from toolcards.governance.card_reads import CardReads
 from toolcards.governance.executor.pipeline import Executor
 from toolcards.governance.executor.replay import CallResults
 from toolcards.governance.guardrails import ToolHook
@@ -44,7 +47,11 @@ SPEC_NAME = "toolcards"
 @dataclass(init=False)
 class ToolCards(CardsCapability):
     """Cards as a capability: their tools (governed when a ``policy`` or ``executor`` is
-    given), their system prompts as instructions, their per-turn context before each request.
+    given), and before each request each card's summary and per-turn context as team state:
+    data (``none`` authority) unless the host's code passes ``authority="operator"`` (an agent
+    spec cannot: :meth:`from_spec` takes no such key). Governed, a
+    card's state reaches the caller only when the policy lets it call one of the card's tools
+    or allows it ``context:<CardType>`` (:mod:`toolcards.governance.card_reads`).
 
     ``cards`` are cards or a bound :class:`~toolcards.ToolFactory` (``team.bind(...)``).
     ``identity`` is the caller every call is decided for (never read from arguments);
@@ -73,6 +80,7 @@ class ToolCards(CardsCapability):
         approver: Approver | Literal["defer", "refuse"] = "defer",
         hooks: Sequence[ToolHook] = (),
         call_results: CallResults | None = None,
+        authority: Authority = "none",
         id: str | None = None,
         description: str | None = None,
     ) -> None:
@@ -102,7 +110,10 @@ class ToolCards(CardsCapability):
             named = [name for name, value in given.items() if value is not None]
             if named:
                 raise TypeError(f"ToolCards: {', '.join(named)} need policy= or executor=")
-        super().__init__(factory, governed, id=id, description=description)
+        readable = None
+        if governed is not None:
+            readable = CardReads(governed.policy, governed.resolve_identity)
+        super().__init__(factory, governed, authority, readable, id=id, description=description)
         self.policy = governed.policy if governed is not None else None
         self.identity = identity
         self.executor = executor

@@ -92,7 +92,7 @@ class Completer:
         self, who: Identity, prompt: str, argument: str, value: str, context: dict[str, str]
     ) -> list[str]:
         source = self.prompts.sources.get(prompt)
-        if source is None or not self.runtime.policy.visible(who, f"prompt:{prompt}"):
+        if source is None or not self.prompts.visible(who, prompt):
             raise MCPError(INVALID_PARAMS, f"unknown prompt {prompt!r}")
         param = inspect.signature(source.fn).parameters.get(argument)
         if param is None or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
@@ -116,11 +116,10 @@ class Completer:
     def _from(
         self, mark: Complete, who: Identity, value: str, context: dict[str, str]
     ) -> Iterable[Any]:
-        policy = self.runtime.policy
         if mark.source == "tools":
             return self.runtime.visible_to(who)
         if mark.source == "prompts":
-            return [name for name in self.prompts.sources if policy.visible(who, f"prompt:{name}")]
+            return [name for name in self.prompts.sources if self.prompts.visible(who, name)]
         if mark.source == "resources":
             return [
                 s.uri

@@ -5,7 +5,10 @@ A prompt function takes string keyword arguments (its prompt arguments; those wi
 default are required) and returns a string, or a list of messages: ``(role, content)``
 pairs or MCP ``PromptMessage`` objects, where content is a string, pydantic-ai
 ``BinaryContent`` (an image) or an MCP content block. Prompts are governed with the policy
-target ``prompt:<name>`` (listing and ``prompts/get``; each get is audited).
+target ``prompt:<name>`` (listing, completion and ``prompts/get``; each get is audited). A
+card's prompt shows team state: it also needs what the card's state needs on every surface,
+one of the card's tools or the read right ``context:<CardType>``
+(:mod:`toolcards.governance.card_reads`); to a caller without either it does not exist.
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ import inspect
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
@@ -22,10 +24,12 @@ import mcp.types as types
 from mcp.shared.exceptions import MCPError
 
 from toolcards.core.identity import Identity
+from toolcards.governance.card_reads import may_read_card
+from toolcards.governance.policy.policy import Decision
 from toolcards.surfaces.mcp_server.audit_rows import record
 from toolcards.surfaces.mcp_server.content import tool_content
 from toolcards.surfaces.mcp_server.resources import decide
-from toolcards.surfaces.runtime import SurfaceRuntime
+from toolcards.surfaces.runtime import PromptEntry, SurfaceRuntime
 
 log = logging.getLogger(__name__)
 
@@ -33,19 +37,13 @@ INVALID_PARAMS = -32602
 _ROLES: dict[str, Literal["user", "assistant"]] = {"user": "user", "assistant": "assistant"}
 
 
-@dataclass(frozen=True)
-class PromptSource:
-    name: str
-    fn: Callable[..., Any]
-    description: str | None
-
-    def arguments(self) -> list[types.PromptArgument]:
-        found = []
-        for p in inspect.signature(self.fn).parameters.values():
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                continue
-            found.append(types.PromptArgument(name=p.name, required=p.default is p.empty))
-        return found
+def _arguments(fn: Callable[..., Any]) -> list[types.PromptArgument]:
+    found = []
+    for p in inspect.signature(fn).parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        found.append(types.PromptArgument(name=p.name, required=p.default is p.empty))
+    return found
 
 
 def _messages(value: Any) -> list[types.PromptMessage]:
@@ -67,22 +65,32 @@ class PromptCatalog:
     def __init__(self, runtime: SurfaceRuntime, identity_of: Callable[[Any], Identity]) -> None:
         self.runtime = runtime
         self.identity_of = identity_of
-        self.sources = {
-            name: PromptSource(name, fn, description)
-            for name, fn, description in runtime.prompt_sources()
-        }
+        self.sources = {entry.name: entry for entry in runtime.prompt_sources()}
 
     def handlers(self) -> dict[str, Any]:
         return {"on_list_prompts": self._list, "on_get_prompt": self._get}
 
+    def readable(self, who: Identity, source: PromptEntry) -> bool:
+        """Whether ``who`` may read ``source`` beside its ``prompt:`` decision: a card's prompt
+        only with one of the card's tools or the read right on the card."""
+        if source.card is None:
+            return True
+        return may_read_card(self.runtime.policy, who, source.card, source.tools)
+
+    def visible(self, who: Identity, name: str) -> bool:
+        """Whether listings and completions show ``who`` the prompt ``name``."""
+        source = self.sources.get(name)
+        if source is None or not self.runtime.policy.visible(who, f"prompt:{name}"):
+            return False
+        return self.readable(who, source)
+
     async def _list(self, ctx: Any, _params: Any) -> types.ListPromptsResult:
         who = self.identity_of(ctx)
-        policy = self.runtime.policy
         return types.ListPromptsResult(
             prompts=[
-                types.Prompt(name=s.name, description=s.description, arguments=s.arguments())
+                types.Prompt(name=s.name, description=s.description, arguments=_arguments(s.fn))
                 for s in self.sources.values()
-                if policy.visible(who, f"prompt:{s.name}")
+                if self.visible(who, s.name)
             ]
         )
 
@@ -93,6 +101,8 @@ class PromptCatalog:
         started = time.perf_counter()
         decision = decide(self.runtime, who, target)
         source = self.sources.get(params.name)
+        if source is not None and decision.effect == "allow" and not self.readable(who, source):
+            decision = Decision("deny", f"{who.id} may not read the {source.card} card's state")
         executor = self.runtime.executor
         if source is None or decision.effect != "allow":
             outcome = "denied" if source is not None else "not_found"
