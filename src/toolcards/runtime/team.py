@@ -2,31 +2,30 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
-import warnings
+import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from pydantic import BaseModel
 
-from toolcards.core.actors import ActorHandle
+from toolcards.core.actors import ActorHandle, ActorUnavailable
 from toolcards.core.card import ToolCard
 from toolcards.core.errors import ToolcardsError
 from toolcards.core.events import ToolStateEvent
 from toolcards.core.factory import ToolFactory
 from toolcards.runtime import process
-from toolcards.runtime.actor_specs import conflict_line, in_code_values, merge_in_code, with_values
+from toolcards.runtime.cluster_member import ClusterMember, ClusterMemberFactory
 from toolcards.runtime.events import EventCallback, EventLog, Subscription
-from toolcards.runtime.members import MemberRoster
+from toolcards.runtime.members import DEFAULT_SEND_TIMEOUT, MemberRoster
+from toolcards.runtime.messaging import USER, MemberActivity, MemberInfo, MemberMessage
 from toolcards.runtime.observer import TeamObserver
 from toolcards.runtime.system import ActorSystem
-from toolcards.runtime.team_members import TeamMembers
-from toolcards.runtime.team_stop import StopReport, stop_team
-from toolcards.runtime.team_systems import actor_system, is_remote
-from toolcards.runtime.tool_actor import ACTOR_TYPES, ToolActor
-from toolcards.runtime.worker import TRANSIENT_PREFIX, Lifecycle, ToolActorFactory, config_of
+from toolcards.runtime.tool_actors import ToolActors, is_remote
+from toolcards.runtime.worker import Lifecycle
 from toolcards.stores.base import StateNamespace
 
 if TYPE_CHECKING:
@@ -38,23 +37,26 @@ if TYPE_CHECKING:
 __all__ = ["StopReport", "Team", "TeamStopped"]
 
 A = TypeVar("A")
+logger = logging.getLogger(__name__)
 
 
 class TeamStopped(ToolcardsError):
     """The team was stopped; it no longer creates or serves actors."""
 
 
-@dataclass(frozen=True)
-class _Spec:
-    actor_tag: str
-    config: str | None
+@dataclass
+class StopReport:
+    """What ``Team.stop()`` did: actors stopped cleanly and actors abandoned (still busy)."""
+
+    stopped: list[str] = field(default_factory=list)
+    abandoned: list[str] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not self.abandoned
 
 
-def _spec(actor_cls: type[ToolActor], config: BaseModel | None) -> _Spec:
-    return _Spec(actor_cls.actor_tag, None if config is None else config.model_dump_json())
-
-
-class Team(TeamMembers):
+class Team:
     """A team: tool actors (team singletons named ``#<Name>``), members, an event log and a
     state store.
 
@@ -100,11 +102,6 @@ class Team(TeamMembers):
         self.approver = approver
         self.stop_timeout = stop_timeout
         self._lock = threading.RLock()
-        self._specs: dict[str, _Spec] = {}
-        self._in_code: dict[str, dict[str, Any]] = {}
-        """The values given in code (never recorded) that each tool actor was started with."""
-        self._bound_by: dict[str, str] = {}
-        self._name_locks: dict[str, threading.Lock] = {}
         self._observers: dict[str, TeamObserver] = {}
         self._subscriptions: list[Subscription] = []
         self._stop_report: StopReport | None = None
@@ -114,13 +111,8 @@ class Team(TeamMembers):
                 raise LookupError(f"store {self._store.location} holds no team {team_id!r}")
             process.claim(self, shared_store=not self._store.in_memory)
             self.log = EventLog(self._store, team_id)
-            from toolcards.runtime.pykka_system import PykkaActorSystem
-
-            self._local: ActorSystem = PykkaActorSystem()
-            """Members and short-lived helpers: always in this process."""
-            self._owns_system = system is None or isinstance(system, str)
-            self.system: ActorSystem = actor_system(system, self._local, team_id, self._store)
-            """Tool actors: in this process (Pykka) or cluster-wide (Ray)."""
+            self.actors = ToolActors(team_id, self._store, self.log, self, system)
+            """The team's actor systems and its tool actors."""
             connect = getattr(self.system, "connect", None)
             if callable(connect):  # a cluster that cannot be reached fails here, once
                 connect()
@@ -132,7 +124,7 @@ class Team(TeamMembers):
             raise
         self._roster = MemberRoster(self)
         if _resume:
-            self._restore()
+            self.actors.restore()
             self._roster.restore()
 
     @classmethod
@@ -165,23 +157,12 @@ class Team(TeamMembers):
         """Where the team's state lives (a file path, or ``:memory:``)."""
         return self._store.location
 
-    def _restore(self) -> None:
-        for name, tag, config in self._store.recorded_actors(self.team_id):
-            try:
-                cls = ACTOR_TYPES.resolve(tag)
-                cfg = config_of(cls, config)
-            except Exception as exc:  # unknown tag, or a config that no longer validates
-                with self._lock:
-                    self._specs[name] = _Spec(tag, config)
-                self.log.lifecycle("actor_restore_deferred", name=name, reason=str(exc))
-                continue
-            try:
-                self.tool_actor(name, cls, cfg)
-            except Exception as exc:
-                warnings.warn(f"tool actor {name} failed to restart: {exc}", stacklevel=3)
-                self.log.lifecycle("actor_restore_failed", name=name, reason=str(exc))
-
     # ---- actors ------------------------------------------------------------------------------
+
+    @property
+    def system(self) -> ActorSystem:
+        """Where tool actors run: this process (Pykka) or a cluster (Ray)."""
+        return self.actors.system
 
     @property
     def running(self) -> bool:
@@ -210,74 +191,8 @@ class Team(TeamMembers):
         an API key, private attributes) reach the actor in memory, never the store; a running
         actor that lacks one given now is rebuilt with it from the store, behind its handle.
         """
-        if not (isinstance(actor_cls, type) and issubclass(actor_cls, ToolActor)):
-            raise TypeError(f"tool actors subclass ToolActor, got {actor_cls!r}")
-        if not name.startswith("#"):
-            raise ValueError(f"tool actor names start with '#': {name!r}")
-        spec = _spec(actor_cls, config)
-        if name.startswith(TRANSIENT_PREFIX):  # unique, short-lived: no roster, no resume
-            self.check_running()
-            return self._start_tool_actor(name, actor_cls, spec, self._local, config)
-        with self._lock:
-            self.check_running()
-            name_lock = self._name_locks.setdefault(name, threading.Lock())
-        with name_lock:  # per name: an actor may create other actors from its on_start
-            known = self._specs.get(name) or self._recorded_spec(name)
-            if known is not None and known != spec:
-                first = (known.actor_tag, known.config, self._bound_by.get(name))
-                raise ValueError(
-                    conflict_line(name, self.team_id, first, (spec.actor_tag, spec.config, by))
-                )
-            running = self._in_code.get(name, {})
-            values = merge_in_code(name, running, in_code_values(config))
-            handle = self.system.lookup(name)
-            alive = handle is not None and handle.is_alive()
-            if alive and values != running:  # rebuilt with what it lacks, behind its handle
-                assert handle is not None
-                handle.ask(Lifecycle.take_in_code_values, values)
-                self._in_code[name] = values
-            if handle is None or not alive:
-                live = config if config is None else with_values(config, values)
-                handle = self._start_tool_actor(name, actor_cls, spec, self.system, live)
-                self._store.record_actor(self.team_id, name, spec.actor_tag, spec.config)
-                self._in_code[name] = values
-            if by is not None:
-                self._bound_by.setdefault(name, by)
-            self._specs[name] = spec
-            return handle
-
-    def _recorded_spec(self, name: str) -> _Spec | None:
-        if not self._store.shared:  # only this process records actors: _specs knows them
-            return None
-        for recorded, tag, config in self._store.recorded_actors(self.team_id):
-            if recorded == name:
-                return _Spec(tag, config)
-        return None
-
-    def _start_tool_actor(
-        self,
-        name: str,
-        actor_cls: type[ToolActor],
-        spec: _Spec,
-        system: ActorSystem,
-        live: BaseModel | None = None,
-    ) -> ActorHandle[Any]:
-        local = system is self._local or not is_remote(system)
-        factory = ToolActorFactory(
-            self.team_id,
-            self._store.secret_location(),
-            name,
-            actor_cls,
-            spec.config,
-            live=live,
-            host=self if local else None,
-            store=self._store if local else None,
-            system=None if local else system,
-        )
-        handle = system.spawn(name, factory)
-        if getattr(handle, "started_here", True):  # a Ray actor another process started: joined
-            self.log.lifecycle("actor_started", name=name)
-        return handle
+        self.check_running()
+        return self.actors.get(name, actor_cls, config, by=by)
 
     def spawn(self, name: str, factory: Callable[[], Any]) -> ActorHandle[Any]:
         """Start an actor of this process (a member, a helper) under a unique ``name``, with
@@ -286,7 +201,7 @@ class Team(TeamMembers):
         # a member's start binds its cards, which may start tool actors on the team's system:
         # it waits at least as long as that system waits for one of its own to start
         bound = max(30.0, float(getattr(self.system, "start_timeout", 0.0)))
-        handle = self._local.spawn(
+        handle = self.actors.local.spawn(
             name, lambda: Lifecycle(factory(), self.log, name), start_timeout=bound
         )
         self.log.lifecycle("actor_started", name=name)
@@ -301,30 +216,22 @@ class Team(TeamMembers):
         bound = self.stop_timeout if timeout is None else timeout
         with self._lock:
             self._observers.pop(name, None)
-        system = self._system_of(name)
+        system = self.actors.system_of(name)
         return not system.stop([name], bound) and system.lookup(name) is None
-
-    def _system_of(self, name: str) -> ActorSystem:
-        if name.startswith("#") and not name.startswith(TRANSIENT_PREFIX):
-            return self.system
-        return self._local
 
     def stop_later(self, name: str) -> None:
         """Stop the actor ``name`` once its queued messages are handled; returns at once."""
-        self._system_of(name).stop_later(name)
+        self.actors.system_of(name).stop_later(name)
 
     def actor(self, name: str) -> ActorHandle[Any] | None:
         """The running actor called ``name``, or None."""
-        handle = self._system_of(name).lookup(name)
+        handle = self.actors.system_of(name).lookup(name)
         return handle if handle is not None and handle.is_alive() else None
 
     def actor_names(self) -> list[str]:
         """Names of the running actors of this team (this process's, and cluster-wide tool
         actors on a distributed system)."""
-        names = self._local.names()
-        if self.system is not self._local:
-            names += [n for n in self.system.names() if n not in names]
-        return names
+        return self.actors.names()
 
     def state_of(self, name: str) -> StateNamespace:
         """The durable key/value state of the actor ``name`` (readable even when it is down)."""
@@ -333,6 +240,98 @@ class Team(TeamMembers):
     def checkpoint(self) -> None:
         """Fold the store's write-ahead log into its file (after a bulk load, before a copy)."""
         self._store.checkpoint()
+
+    # ---- members -------------------------------------------------------------------------------
+
+    def hire(self, role: str, name: str | None = None) -> str:
+        """Hire a member for ``role``; returns its unique name (``@<role>-<n>`` by default).
+
+        An unknown role, a taken or malformed ``name``, or a full role is an error (nothing
+        is started). The member's cards are bound for it; its tools are governed when the
+        team has a policy. A role with ``placement="cluster"`` runs the member as an actor of
+        the team's distributed system (Ray), in a worker process of the cluster.
+        """
+        return self._roster.hire(role, name)
+
+    def adopt(self, role: str, name: str) -> str:
+        """Hold the recorded member ``name`` of ``role`` in this process (the worker of a
+        member placed on the cluster does this): its conversation continues from the store
+        and messages queued for it meanwhile are delivered."""
+        return self._roster.hire(role, name, adopting=True)
+
+    def start_cluster_member(self, name: str, profile: RoleProfile) -> None:
+        """Start the member ``name`` as an actor of this team's distributed actor system."""
+        system = self.system
+        if not is_remote(system):
+            raise ValueError(
+                f"role {profile.role!r} has placement='cluster', which needs a distributed "
+                "actor system: Team(..., system='ray')"
+            )
+        factory = ClusterMemberFactory(
+            type(self),
+            self.team_id,
+            self._store.secret_location(),
+            name,
+            profile,
+            system,
+            policy=self.policy,
+            audit=self.audit,
+            approver=self.approver,
+        )
+        factory.check_portable()
+        system.spawn(name, factory)
+
+    def stop_cluster_member(self, name: str, timeout: float | None = None) -> bool | None:
+        """Fire the cluster-placed member ``name`` in its worker and stop its actor; None when
+        no such actor runs."""
+        if not is_remote(self.system):
+            return None
+        handle = self.system.lookup(name)
+        if handle is None:
+            return None
+        bound = self.stop_timeout if timeout is None else timeout
+        try:
+            clean = bool(handle.within(bound + 5.0).ask(ClusterMember.fire, bound))
+        except (TimeoutError, ActorUnavailable):
+            clean = False
+        self.system.stop([name], bound)
+        return clean
+
+    def fire(self, name: str, timeout: float | None = None) -> bool:
+        """Stop the member ``name`` (bounded by ``timeout``, default the team's stop timeout)
+        and remove it from the roster with its conversation. Returns True when it stopped in
+        time. An unknown or already fired name is a ``LookupError``."""
+        return self._roster.fire(name, timeout)
+
+    def send(
+        self, to: str, content: str, *, sender: str = USER, timeout: float = DEFAULT_SEND_TIMEOUT
+    ) -> str:
+        """Send ``content`` to the member ``to`` and wait at most ``timeout`` seconds for its
+        answer. A slash command (``/name args``) runs the member's command, not its model."""
+        return self._roster.send(to, content, sender, timeout)
+
+    def post(self, to: str, content: str, *, sender: str = USER) -> MemberMessage:
+        """Queue ``content`` in the mailbox of ``to`` and return at once. When ``sender`` is a
+        member, the answer is posted back to the sender's mailbox."""
+        return self._roster.post(to, content, sender)
+
+    def members(self) -> list[MemberInfo]:
+        """The roster: name, role, busy and hire time of every member, in hire order."""
+        return self._roster.members()
+
+    def is_member(self, name: str) -> bool:
+        """True when ``name`` is on the roster (exact name, with its ``@``)."""
+        return self._roster.is_member(name)
+
+    def profile(self, role: str) -> RoleProfile:
+        """The profile of ``role``; a ``LookupError`` lists the known roles."""
+        return self._roster.profile(role)
+
+    def activity(
+        self, *, max_task_chars: int = 200, stale_after: float | None = None
+    ) -> dict[str, MemberActivity]:
+        """Who is busy on what, per member on the roster, derived from the event log."""
+        return self._roster.activity(max_task_chars=max_task_chars, stale_after=stale_after)
 
     # ---- binding cards -----------------------------------------------------------------------
 
@@ -378,7 +377,27 @@ class Team(TeamMembers):
         distributed system (Ray) serve every process of the team, and members placed on the
         cluster belong to no one process: both keep running unless ``everywhere=True``.
         """
-        return stop_team(self, self.stop_timeout if timeout is None else timeout, everywhere)
+        bound = self.stop_timeout if timeout is None else timeout
+        with self._lock:
+            done = self._stop_report
+            if done is not None:
+                return done
+            self._stop_report = report = StopReport()
+        self._roster.retire_all()
+        report.stopped, report.abandoned = self.actors.stop_all(bound, everywhere)
+        self.log.lifecycle("team_stopped", stopped=report.stopped, abandoned=report.abandoned)
+        if report.abandoned:
+            logger.warning("team %s abandoned busy actors: %s", self.team_id, report.abandoned)
+        self._store.mark_stopped(self.team_id)
+        self.log.close()
+        deadline = time.monotonic() + bound
+        for sub in self._subscriptions:
+            sub.drain(timeout=max(deadline - time.monotonic(), 0.0))
+        self._observers.clear()
+        self.actors.shutdown()
+        process.unclaim(self)
+        process.release_store(self._store)
+        return report
 
     def __enter__(self) -> Self:
         return self
