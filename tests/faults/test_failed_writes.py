@@ -9,27 +9,25 @@ from __future__ import annotations
 import asyncio
 import itertools
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import psycopg
 import pytest
 
-from support.scripted import wait_until
+from support.scripted import once_served
 from support.servers import PostgresServer, RayCluster
 from toolcards import KnowledgeGraphTool, PlanningTool
 from toolcards.core.errors import TransientError
 from toolcards.governance import Identity, Policy
 from toolcards.governance.capability import CapabilityRegistry
 from toolcards.governance.executor import Executor, Outcome
-from toolcards.runtime import Team
+from toolcards.runtime import RayActorSystem, Team
 from toolcards.stores.postgres.team import PostgresStore
 from toolcards.tools.knowledge_graph.actor import ACTOR_NAME as GRAPH
 from toolcards.tools.planning.actor import ACTOR_NAME as PLAN
 
-T = TypeVar("T")
 ALICE = Identity("alice")
 _namespaces = itertools.count(1)
 
@@ -71,19 +69,11 @@ def _stopped(pg: PostgresServer, url: str) -> Iterator[None]:
 
 @contextmanager
 def _refusing(pg: PostgresServer, url: str) -> Iterator[None]:
-    """The server runs and refuses every new connection to the team's database; the open
-    ones are ended, so the next write reconnects when it begins, and is refused."""
-    database = url.rsplit("/", 1)[1]
-    with psycopg.connect(pg.url, autocommit=True) as admin:
-        admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
-        try:
-            admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
-                (database,),
-            )
-            yield
-        finally:
-            admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
+    pg.refuse(url)
+    try:
+        yield
+    finally:
+        pg.admit(url)
 
 
 FAULTS = {"stopped": _stopped, "refusing": _refusing}
@@ -91,27 +81,10 @@ FAULTS = {"stopped": _stopped, "refusing": _refusing}
 
 def _team(url: str, system: str, ray: RayCluster | None) -> Team:
     if system == "ray":
-        from toolcards.runtime import RayActorSystem
-
         assert ray is not None
         namespace = f"failed-writes-{next(_namespaces)}"
         return Team("t", store=url, system=RayActorSystem(address=ray.address, namespace=namespace))
     return Team("t", store=url)
-
-
-def _when_up(read: Callable[[], T]) -> T:
-    """What ``read`` answers once the store serves it again."""
-    found: list[T] = []
-
-    def served() -> bool:
-        try:
-            found.append(read())
-        except TransientError:
-            return False
-        return True
-
-    wait_until(served, timeout=60)
-    return found[-1]
 
 
 def _stored(url: str) -> tuple[list[str], dict[str, list[str]]]:
@@ -169,9 +142,9 @@ def test_a_write_reported_failed_is_not_shown_stored_or_written_later(
                     call(tool, call_id, **args)
 
         # answers: whoever asks sees only what committed
-        board = _when_up(lambda: call("search_planning"))
+        board = once_served(lambda: call("search_planning"))
         assert "kept task" in board and "phantom" not in board
-        graph = _when_up(lambda: call("search_graph", query="ada bob fact", mode="keyword"))
+        graph = once_served(lambda: call("search_graph", query="ada bob fact", mode="keyword"))
         assert "first fact" in graph
         assert "bob" not in graph and "phantom" not in graph and "lost fact" not in graph
         assert _stored(pg_url) == (["kept task"], {"ada": ["first fact"]})
