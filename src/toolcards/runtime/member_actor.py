@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel
 
 from toolcards.core.commands import CommandRegistry
-from toolcards.core.errors import CommandNotRecognized, RetriableError
+from toolcards.core.errors import CommandNotRecognized, RetriableError, TransientError
 from toolcards.runtime.messaging import (
     MAX_MESSAGE_CHARS,
     MESSAGES,
@@ -213,7 +213,7 @@ class MemberActor:
             team.log.append(
                 MESSAGES, processed_event(message, ok=ok, reply_id=reply_id, command=command)
             )
-        except Exception as exc:  # the store went away: say so, and keep serving the mailbox
+        except TransientError as exc:  # the store went away: say so, and serve the mailbox on
             logger.error(
                 "member %s handled message %s but could not record its answer (%s: %s); the "
                 "member goes on, and a sender waiting in another process gets no answer",

@@ -213,15 +213,15 @@ class MemberRoster(MemberMessaging):
         handle = team.actor(name)
         if handle is not None:
             return handle
-        from toolcards.runtime.member_actor import MemberActor
+        from toolcards.runtime.member_actor import MemberActor  # lazy: loaded with members
 
         with self._lock:
-            handle = team.actor(name)
-            entry = self._entries.get(name)
-            if handle is not None or entry is None:  # started again meanwhile, or not ours
-                if handle is None:
-                    raise LookupError(f"member {name} is not running")
+            handle = team.actor(name)  # another thread may have started it meanwhile
+            if handle is not None:
                 return handle
+            entry = self._entries.get(name)
+            if entry is None:
+                raise LookupError(f"member {name} is not running")
             actor = MemberActor(team, self, name, entry.profile)
             try:
                 handle = team.spawn(name, lambda: actor)
