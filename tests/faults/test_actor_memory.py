@@ -8,12 +8,12 @@ import itertools
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 import pytest
 
-from support.scripted import wait_until
+from support.scripted import once_served, wait_until
 from support.servers import PostgresServer, RayCluster
 from toolcards import PlanningTool
 from toolcards.core.errors import TransientError
@@ -22,7 +22,6 @@ from toolcards.stores.postgres.team import PostgresStore
 from toolcards.tools.planning.actor import ACTOR_NAME, PlanningActor
 
 Tools = dict[str, Callable[..., Any]]
-T = TypeVar("T")
 _namespaces = itertools.count(1)
 
 
@@ -49,7 +48,7 @@ def _stored(url: str) -> dict[int, tuple[int, str]]:
             store.close()
         return {int(v["id"]): (int(v["version"]), str(v["description"])) for _, v in rows}
 
-    return _when_up(read)
+    return once_served(read)
 
 
 def _answered(team: Team) -> dict[int, tuple[int, str]]:
@@ -58,23 +57,7 @@ def _answered(team: Team) -> dict[int, tuple[int, str]]:
         assert handle is not None
         return {t.id: (t.version, t.description) for t in handle.ask(PlanningActor.tasks)}
 
-    return _when_up(ask)
-
-
-def _when_up(read: Callable[[], T]) -> T:
-    """What ``read`` answers once the store serves it again (a retry error while it
-    recovers)."""
-    found: list[T] = []
-
-    def served() -> bool:
-        try:
-            found.append(read())
-        except TransientError:
-            return False
-        return True
-
-    wait_until(served, timeout=60)
-    return found[-1]
+    return once_served(ask)
 
 
 @contextmanager

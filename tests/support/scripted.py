@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic_ai.messages import (
     ModelMessage,
@@ -24,6 +24,9 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from support.processes import free_port
+from toolcards.core.errors import TransientError
+
+T = TypeVar("T")
 
 __all__ = [
     "Responder",
@@ -35,6 +38,7 @@ __all__ = [
     "free_port",
     "is_prompt",
     "last_part",
+    "once_served",
     "tool_results",
     "user_prompts",
     "wait_until",
@@ -127,6 +131,22 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
             raise AssertionError("condition not reached in time")
         time.sleep(0.01)
     return True
+
+
+def once_served(read: Callable[[], T], timeout: float = 60.0) -> T:
+    """What ``read`` answers once it no longer raises a retry (a store coming back); fail
+    after ``timeout`` (a bound)."""
+    found: list[T] = []
+
+    def served() -> bool:
+        try:
+            found.append(read())
+        except TransientError:
+            return False
+        return True
+
+    wait_until(served, timeout)
+    return found[-1]
 
 
 Plan = Callable[[str], tuple[str, dict[str, Any]] | None]

@@ -241,6 +241,28 @@ class PostgresServer:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
 
+    def refuse(self, url: str) -> None:
+        """The server runs and refuses every new session to the database of ``url``; its
+        open sessions are ended (the next statement of each finds its connection lost, and
+        reconnecting is refused) until :meth:`admit`."""
+        import psycopg
+
+        database = url.rsplit("/", 1)[1]
+        with psycopg.connect(self.url, autocommit=True) as admin:
+            admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                (database,),
+            )
+
+    def admit(self, url: str) -> None:
+        """Undo :meth:`refuse`."""
+        import psycopg
+
+        database = url.rsplit("/", 1)[1]
+        with psycopg.connect(self.url, autocommit=True) as admin:
+            admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
+
     def remove(self) -> None:
         """Stop the server and delete its cluster (the end of the session)."""
         self.stop("immediate")

@@ -8,7 +8,8 @@ summary and per-turn context as team state (data with the card as its source, ne
 member's instructions or the user's words). The history is saved after every turn in the
 member's state namespace (pydantic-ai ``ModelMessagesTypeAdapter`` JSON), so a resumed team
 continues the conversation. A failing model run never stops the member: its answer is a
-readable ``error: ...`` line and the history stays as it was.
+readable ``error: ...`` line and the history stays as it was. Nor does a store that fails
+while the member records a message's end: the log says so, and the member goes on.
 
 Governance: when the team has a policy, every tool of the member (card tools, card toolsets
 and ``send_message``) runs through ``GovernedToolset`` with the identity
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel
 
 from toolcards.core.commands import CommandRegistry
-from toolcards.core.errors import CommandNotRecognized, RetriableError
+from toolcards.core.errors import CommandNotRecognized, RetriableError, TransientError
 from toolcards.runtime.messaging import (
     MAX_MESSAGE_CHARS,
     MESSAGES,
@@ -213,10 +214,20 @@ class MemberActor:
             current_member.reset(token)
             self.current = None
         reply = truncate(reply, MAX_MESSAGE_CHARS)
-        reply_id = self._roster.reply(message, reply)
-        team.log.append(
-            MESSAGES, processed_event(message, ok=ok, reply_id=reply_id, command=command)
-        )
+        try:
+            reply_id = self._roster.reply(message, reply)
+            team.log.append(
+                MESSAGES, processed_event(message, ok=ok, reply_id=reply_id, command=command)
+            )
+        except TransientError as exc:  # the store went away: say so, and serve the mailbox on
+            logger.error(
+                "member %s handled message %s but could not record its answer (%s: %s); the "
+                "member goes on, and a sender waiting in another process gets no answer",
+                self.name,
+                message.id,
+                type(exc).__name__,
+                " ".join(str(exc).split()),
+            )
         return reply
 
     def _command(self, line: str) -> str:

@@ -8,10 +8,12 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
+import time
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
 from toolcards.core.actors import ActorHandle, ActorUnavailable
+from toolcards.core.errors import TransientError
 from toolcards.runtime.messaging import (
     MAX_MESSAGE_CHARS,
     MESSAGES,
@@ -26,6 +28,10 @@ if TYPE_CHECKING:
     from toolcards.runtime.relay import Relay
 
 SENDER_PATTERN = re.compile(r"[^\s\x00-\x1f]{1,100}")
+
+HOLDER_CHECK = 1.0
+"""Seconds between the checks a send waiting on another process makes that it still holds
+the member."""
 
 
 class MemberMessaging(ABC):
@@ -49,6 +55,11 @@ class MemberMessaging(ABC):
     def _remote(self, name: str) -> dict[str, Any] | None:
         """The roster row of ``name`` when another process holds it."""
 
+    @abstractmethod
+    def _running(self, name: str) -> ActorHandle[Any]:
+        """The actor of ``name``, a member of this process (started again when it stopped
+        without being fired); LookupError when there is none."""
+
     def _message(
         self, to: str, content: str, sender: str, *, route_reply: bool, awaited: bool = False
     ) -> MemberMessage:
@@ -70,9 +81,7 @@ class MemberMessaging(ABC):
 
     def _dispatch(self, message: MemberMessage) -> ActorHandle[Any]:
         """Record ``message`` as sent; the recipient's actor, to tell or ask it."""
-        handle = self._team.actor(message.recipient)
-        if handle is None:
-            raise LookupError(f"member {message.recipient} is not running")
+        handle = self._running(message.recipient)
         self._team.log.append(MESSAGES, sent_event(message))
         return handle
 
@@ -134,16 +143,37 @@ class MemberMessaging(ABC):
 
         log = self._team.log
         watcher = log.subscribe(watch, log.position)
+        deadline = time.monotonic() + timeout
         try:
+            self._check_held(relay, message.recipient)
             relay.queue(message)
-            if not done.wait(timeout):
-                raise TimeoutError(
-                    f"{message.recipient} did not answer within {timeout:g}s; its answer will "
-                    f"be recorded in the event log as the reply to message {message.id}"
-                )
+            while not done.wait(min(HOLDER_CHECK, max(deadline - time.monotonic(), 0.0))):
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(
+                        f"{message.recipient} did not answer within {timeout:g}s; its answer "
+                        f"will be recorded in the event log as the reply to message {message.id}"
+                    )
+                self._check_held(relay, message.recipient)
         finally:
             watcher.close()
         return answers[0]
+
+    def _check_held(self, relay: Relay, name: str) -> None:
+        """LookupError, in one line, when no running process holds the member ``name`` (an
+        answer would never come); a store that cannot tell right now says nothing."""
+        try:
+            record = self._remote(name)
+            gone = record is not None and relay.holder_gone(record.get("holder"))
+        except TransientError:
+            return
+        if record is None and name not in self._entries:
+            raise LookupError(f"member {name} left team {self._team.team_id}")
+        if gone:
+            raise LookupError(
+                f"member {name} is not held by any running process (its process stopped or "
+                "gave it up); resume the team in a process to take it over (a post waits "
+                "for that, a send does not)"
+            )
 
     def reply(self, message: MemberMessage, text: str) -> str:
         """Record the answer to ``message``; post it to the sender's mailbox when asked to.

@@ -18,6 +18,8 @@ profiles given to it (or the stored ones, for profiles whose model is a spec str
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
 import threading
 import time
@@ -30,9 +32,12 @@ from toolcards.runtime.relay import Relay, process_token
 from toolcards.stores.base import StateNamespace
 
 if TYPE_CHECKING:
+    from toolcards.core.actors import ActorHandle
     from toolcards.runtime.host import TeamHost
     from toolcards.runtime.member_actor import MemberActor
     from toolcards.runtime.profiles import RoleProfile
+
+log = logging.getLogger(__name__)
 
 ROSTER = "~members"
 """The state namespace of the roster (one ``member:<name>`` row per member)."""
@@ -191,13 +196,56 @@ class MemberRoster(MemberMessaging):
             "holder": process_token() if self._relay is not None else None,
             "placement": profile.placement,
         }
-        self._state.put(f"member:{member}", record)
-        if self._relay is not None:
+        if self._relay is not None:  # beating before the row names this process its holder
             resuming = restoring or adopting
             self._relay.start(self._relay.watermark(member) if resuming else team.log.position)
+        self._state.put(f"member:{member}", record)
         event = "member_adopted" if adopting else "member_restored" if restoring else "member_hired"
         team.log.lifecycle(event, name=member, role=profile.role)
         return member
+
+    def _running(self, name: str) -> ActorHandle[Any]:
+        """The actor of ``name``, a member of this process. One that stopped without being
+        fired (``stop_actor``, a failure) is started again first, its conversation from the
+        store, and the log says so; when that fails, the member is given up (free for another
+        process of the team to take over) and the LookupError says why, in one line."""
+        team = self._team
+        handle = team.actor(name)
+        if handle is not None:
+            return handle
+        from toolcards.runtime.member_actor import MemberActor  # lazy: loaded with members
+
+        with self._lock:
+            handle = team.actor(name)  # another thread may have started it meanwhile
+            if handle is not None:
+                return handle
+            entry = self._entries.get(name)
+            if entry is None:
+                raise LookupError(f"member {name} is not running")
+            actor = MemberActor(team, self, name, entry.profile)
+            try:
+                handle = team.spawn(name, lambda: actor)
+            except Exception as exc:
+                del self._entries[name]
+                reason = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+                log.error("member %s had stopped and could not start again (%s)", name, reason)
+                with contextlib.suppress(Exception):
+                    self._free(name)
+                raise LookupError(
+                    f"member {name} stopped and could not start again here ({reason}); it is "
+                    "free for another process of the team to take over"
+                ) from None
+            entry.actor = actor
+        log.warning("member %s had stopped without being fired; started it again", name)
+        with contextlib.suppress(Exception):  # the store may be what stopped it
+            team.log.lifecycle("member_restarted", name=name, role=entry.profile.role)
+        return handle
+
+    def _free(self, name: str) -> None:
+        """Let another process take ``name`` over: this process no longer holds it."""
+        record = self._state.get(f"member:{name}")
+        if isinstance(record, dict) and record.get("holder") == process_token():
+            self._state.put(f"member:{name}", {**record, "holder": None})
 
     def _place(self, member: str, profile: RoleProfile, *, restoring: bool) -> str:
         """Start ``member`` as an actor of the team's distributed system (it adopts itself
@@ -266,9 +314,7 @@ class MemberRoster(MemberMessaging):
         if self._relay is not None:
             self._relay.stop()
             for name, _ in entries:
-                record = self._state.get(f"member:{name}")
-                if isinstance(record, dict) and record.get("holder") == process_token():
-                    self._state.put(f"member:{name}", {**record, "holder": None})
+                self._free(name)
 
     def restore(self) -> None:
         """Re-hire every recorded member (on resume)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -12,6 +13,8 @@ import pykka
 from toolcards.runtime.host_events import EventListener, current_listener, listening
 from toolcards.runtime.system import ActorUnavailable, HandleBase
 
+log = logging.getLogger(__name__)
+
 
 class _Call(NamedTuple):
     method: str
@@ -19,6 +22,8 @@ class _Call(NamedTuple):
     kwargs: dict[str, Any]
     listener: EventListener | None = None
     """The host observer's listener of the calling thread: the actor's events reach it."""
+    told: bool = False
+    """Sent with ``tell``: nobody waits for the outcome, so a failure is logged here."""
 
 
 class _Started(NamedTuple):
@@ -61,18 +66,37 @@ class _Host(pykka.ThreadingActor):
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, _Call):
-            if message.method.startswith("_"):
-                raise AttributeError(f"{self.name} does not expose {message.method!r}")
             try:
-                with listening(message.listener):
-                    return getattr(self.target, message.method)(*message.args, **message.kwargs)
-            except Exception:
-                raise
-            except BaseException as exc:  # Pykka would stop every actor of the process
-                raise RuntimeError(f"{self.name}.{message.method} raised {exc!r}") from exc
+                return self._run(message)
+            except Exception as exc:
+                if not message.told:
+                    raise  # to the caller, who waits for it
+                # Pykka would stop the actor for good: nobody would know, every later message
+                # to it would be dropped. An actor goes on after a failed ``tell`` as after a
+                # failed ``ask`` (as a Ray actor does), and the log says what failed.
+                log.error(
+                    "%s.%s failed (%s: %s); nobody waited for it, the actor goes on",
+                    self.name,
+                    message.method,
+                    type(exc).__name__,
+                    " ".join(str(exc).split()),
+                    exc_info=exc,
+                )
+                return None
         if isinstance(message, _Started):
             return self.start_error
         raise TypeError(f"{self.name} got an unknown message {message!r}")
+
+    def _run(self, message: _Call) -> Any:
+        if message.method.startswith("_"):
+            raise AttributeError(f"{self.name} does not expose {message.method!r}")
+        try:
+            with listening(message.listener):
+                return getattr(self.target, message.method)(*message.args, **message.kwargs)
+        except Exception:
+            raise
+        except BaseException as exc:  # Pykka would stop every actor of the process
+            raise RuntimeError(f"{self.name}.{message.method} raised {exc!r}") from exc
 
 
 class PykkaHandle(HandleBase[Any]):
@@ -100,7 +124,7 @@ class PykkaHandle(HandleBase[Any]):
 
     def _tell(self, method: str, args: tuple[Any, ...], kw: dict[str, Any]) -> None:
         try:
-            self._ref.tell(_Call(method, args, kw, current_listener()))
+            self._ref.tell(_Call(method, args, kw, current_listener(), told=True))
         except pykka.ActorDeadError:
             raise ActorUnavailable(f"actor {self._name} is not running") from None
 

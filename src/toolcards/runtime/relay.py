@@ -89,6 +89,14 @@ class Relay:
         beat = self._roster.get(f"holder:{token}")
         return isinstance(beat, (int, float)) and time.time() - beat < STALE_AFTER
 
+    def holder_gone(self, token: str | None) -> bool:
+        """True when no process delivers under ``token``: none is named, or its heartbeat row
+        is gone (it stopped, or its relay died). One killed outright leaves the row, and is
+        presumed gone only when :meth:`holder_alive` finds it stale."""
+        if not token:
+            return True
+        return token != process_token() and self._roster.get(f"holder:{token}") is None
+
     def _heartbeat(self) -> None:
         """Beat while the relay delivers: a relay that died stops beating (and says so), so
         its members are taken over instead of waiting for ever."""

@@ -14,7 +14,7 @@ import importlib
 import json
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from pydantic import BaseModel
@@ -129,13 +129,20 @@ class ToolActor:
 class Recovering:
     """A tool actor whose memory never answers ahead of its store.
 
-    Actors change their memory and then write it (``with state.batch():``). When the write
-    does not commit (the connection was lost, the commit failed, its outcome is unknown),
-    the store counts a lost write on the calling thread (:meth:`Store.lost_writes`); a call
-    that moved the count marks the actor stale, and the next call first rebuilds it from the
+    Actors change their memory and then write it (``with state.batch():``). Where the store
+    gives each thread its own transaction (PostgreSQL), every call runs inside one, opened
+    before the actor is touched, and the call's batches join it: a store that cannot begin
+    it (stopped, refusing connections) fails the call before the actor changed anything, and
+    a store that is down answers nothing, not even a read from memory. When the write does
+    not commit (the connection was lost, the commit failed, its outcome is unknown), the
+    store counts a lost write on the calling thread (:meth:`Store.lost_writes`); a call that
+    moved the count marks the actor stale, and the next call first rebuilds it from the
     store (a fresh object, its ``on_start``). A rebuild that fails (the store is still down)
     raises that retryable error and the actor stays stale: no answer comes from memory the
-    store does not hold. Every tool actor runs inside one (Pykka threads and Ray workers).
+    store does not hold. On a store whose one connection serves the whole process (SQLite),
+    the transaction begins in the actor's batch instead (held across a call, it would hold
+    up every other actor), and one that cannot begin counts as a lost write too. Every tool
+    actor runs inside one (Pykka threads and Ray workers; :class:`Coherent` for copies).
 
     :meth:`call_once` runs a mutation under an idempotency key (``ask_once``): the key and
     the call's result commit in the transaction of its writes, and a later call under the
@@ -178,14 +185,23 @@ class Recovering:
                 hook()
 
     def _call(self, name: str, /, *args: Any, **kwargs: Any) -> Any:
-        if self._stale:
-            self._reload()
         lost = self._store.lost_writes()
         try:
-            return getattr(self._target, name)(*args, **kwargs)
+            with self._serving():
+                return getattr(self._target, name)(*args, **kwargs)
         finally:
             if self._store.lost_writes() != lost:
                 self._stale = True
+
+    @contextlib.contextmanager
+    def _serving(self) -> Iterator[None]:
+        """Around one call: the transaction it runs in (where the store gives each thread its
+        own), begun before the actor is touched, then the reload of a stale actor."""
+        store = self._store
+        with store.transaction() if store.transaction_per_thread else contextlib.nullcontext():
+            if self._stale:
+                self._reload()
+            yield
 
     def call_once(self, key: str, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """``name(*args, **kwargs)`` once per ``key``: in one transaction with its writes,

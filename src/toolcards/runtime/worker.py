@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pydantic import BaseModel
@@ -117,24 +117,18 @@ class Coherent(Recovering):
         self._seen = self._held = self._store.actor_version(self._team_id, self._name)
         super().on_start()
 
-    def _call(self, name: str, /, *args: Any, **kwargs: Any) -> Any:
+    @contextlib.contextmanager
+    def _serving(self) -> Iterator[None]:
         store = self._store
-        lost = store.lost_writes()
-        try:
-            with store.transaction():
-                store.lock_actor(self._team_id, self._name)
-                version = store.actor_version(self._team_id, self._name)
-                if version != self._seen or self._stale:
-                    self._catch_up()
-                self._seen = self._held = version
-                result = getattr(self._target, name)(*args, **kwargs)
-                wrote = store.writes_pending(self._team_id, self._name)
-        except BaseException:
-            if store.lost_writes() != lost:
-                self._stale = True  # its writes did not commit: reload before the next call
-            raise
+        with store.transaction():
+            store.lock_actor(self._team_id, self._name)
+            version = store.actor_version(self._team_id, self._name)
+            if version != self._seen or self._stale:
+                self._catch_up()
+            self._seen = self._held = version
+            yield
+            wrote = store.writes_pending(self._team_id, self._name)
         self._seen = version + 1 if wrote else version  # our commit's own bump
-        return result
 
     def _catch_up(self) -> None:
         """Bring the copy to the store: apply the rows changed since the version it holds

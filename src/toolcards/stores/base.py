@@ -89,6 +89,10 @@ class Store(ABC):
     in_memory: bool = False
     shared: bool = False
     """True when several processes may hold the same team in this store at once."""
+    transaction_per_thread: bool = False
+    """True when each thread has its own connection and transaction (PostgreSQL): a tool
+    actor's whole call may run inside one without holding up the process's other threads.
+    False where one connection serves the process (SQLite): a transaction holds its lock."""
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
@@ -98,8 +102,9 @@ class Store(ABC):
 
     def lost_writes(self) -> int:
         """How many transactions of the calling thread tried to write and did not commit
-        (rolled back, cut off with their connection, or with an unknown outcome). A tool actor
-        whose call moved this number reloads from the store before its next answer."""
+        (rolled back, cut off with their connection, or with an unknown outcome; without
+        :attr:`transaction_per_thread`, also one that could not begin). A tool actor whose
+        call moved this number reloads from the store before its next answer."""
         return int(getattr(self._lost, "count", 0))
 
     def note_lost_write(self) -> None:

@@ -66,6 +66,7 @@ class PostgresStore(Store):
     """
 
     shared = True
+    transaction_per_thread = True
 
     def __init__(
         self, url: str, *, connect_timeout: float = 5.0, timeouts: Timeouts | None = None

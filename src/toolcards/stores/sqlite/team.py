@@ -28,6 +28,7 @@ from toolcards.stores.base import (
     Store,
     StoreClosedError,
     StoreLockedError,
+    StoreUnavailable,
     dumps,
 )
 from toolcards.stores.events_sql import compact
@@ -123,7 +124,7 @@ class TeamStore(Store):
         with self.lock:
             conn = self.conn
             if self._depth == 0:
-                conn.execute("BEGIN IMMEDIATE")
+                self._begin(conn)
             self._depth += 1
             try:
                 yield
@@ -144,6 +145,20 @@ class TeamStore(Store):
             callbacks, self._after_commit = self._after_commit, []
         for callback in callbacks:
             callback()
+
+    def _begin(self, conn: sqlite3.Connection) -> None:
+        """``BEGIN IMMEDIATE``; one that fails counts as a lost write (its caller may hold in
+        memory what it was about to write), and a file locked by another connection past
+        the busy timeout is a retry."""
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            self.note_lost_write()
+            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                raise StoreUnavailable(
+                    f"store {self.location} is locked by another connection ({exc}); retry"
+                ) from None
+            raise
 
     def _bump_versions(self, conn: sqlite3.Connection) -> None:
         """Before a commit: move the state version of every actor the transaction changed."""
