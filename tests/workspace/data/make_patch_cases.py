@@ -28,6 +28,9 @@ Categories:
 - ``Latin-1``: CPython's ISO-8859-1 files (``sqlite3/test``), and UTF-8 files whose every
   character fits Latin-1 written in it.
 
+The files in the cases are CPython's (Python Software Foundation License, as the releases
+ship them); the generator only picks and rearranges them.
+
 Run: .venv/bin/python tests/workspace/data/make_patch_cases.py [PYENV_VERSIONS_DIR]
 (default ``~/.pyenv/versions``); ``--seed N --out FILE`` draws another set of cases (to check
 a change against cases it was not tuned on).
