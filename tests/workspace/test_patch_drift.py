@@ -89,6 +89,7 @@ def test_a_last_blank_context_line_of_the_diff_is_kept(tools: Tools, ws: Path) -
 
 # ---- a file that moved on ------------------------------------------------------------------
 
+
 MODULE = """import os
 
 def load(path):

@@ -144,7 +144,7 @@ class PatchedText:
                 raise self._already(number, near_new.pos)
             if near_old is None:
                 continue
-            if near_old.tie and not self._same_result(hunk, tier, [near_old.pos, *near_old.tie]):
+            if near_old.tie:
                 where = ", ".join(str(h + 1) for h in sorted([near_old.pos, *near_old.tie])[:20])
                 raise RetriableError(
                     f"{self.rel}: hunk {number} context matches several places about as near "
@@ -327,17 +327,6 @@ class PatchedText:
         if reaches_end and not final_nl and styled:
             out[-1] = out[-1][:-1]  # the last line has no line end to style
         return max(start, 0), min(start + old_count, len(lines)), out, final_nl
-
-    def _same_result(self, hunk: Hunk, tier: str, places: list[int]) -> bool:
-        """Whether the hunk written at each of ``places`` gives the same text (a run of equal
-        lines, where it does not matter which of them the hunk takes)."""
-        size = sum(op != "+" for op, _ in hunk.lines)
-        low, high = min(places), max(places) + size
-        results = set()
-        for place in places:
-            first, last, out, final_nl = self._render(hunk, place, tier)
-            results.add((*self.lines[low:first], *out, *self.lines[last:high], final_nl))
-        return len(results) == 1
 
     def _style(self, removed: list[int], kept: int, cursor: int) -> bool:
         """Whether a line added without a CR gets one: as the line it replaces, else the line
