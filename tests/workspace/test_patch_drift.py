@@ -170,3 +170,19 @@ def test_an_exact_copy_far_away_does_not_win_over_an_edited_place_at_the_header_
     with pytest.raises(RetriableError, match="Which one is meant is unclear"):
         tools["workspace_patch"](patch)
     assert (ws / "q.py").read_text() == before
+
+
+def test_an_insertion_with_no_context_line_left_goes_only_where_its_neighbours_are_unique(
+    tools: Tools, ws: Path
+) -> None:
+    """Every context line differs: the two lines around the insertion are all that is left,
+    and they stand in two places, so the nearer one is no better than a guess."""
+    before = "x1\na\nb\ny1\n" + "z\n" * 10 + "x2\na\nb\ny2\n"
+    (ws / "f.txt").write_text(before)
+    patch = "--- a/f.txt\n+++ b/f.txt\n@@ -1,4 +1,5 @@\n q\n a\n+new\n b\n r\n"
+    with pytest.raises(RetriableError, match="several places"):
+        tools["workspace_patch"](patch)
+    assert (ws / "f.txt").read_text() == before
+    (ws / "f.txt").write_text(before.replace("x2\na\nb", "x2\na\nc"))
+    tools["workspace_patch"](patch)
+    assert (ws / "f.txt").read_text().startswith("x1\na\nnew\nb\ny1\n")

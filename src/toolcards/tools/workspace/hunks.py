@@ -191,21 +191,24 @@ class PatchedText:
             raise self._already(number, max(result[1].start, 0))
         if place is None:
             raise self._not_found(number, old)
-        if place[2]:
-            where = ", ".join(str(max(f.start, 0) + 1) for f in [place[1], *place[2]][:20])
+        found, rivals = place[1], place[2]
+        if found.cost == found.context:  # no context line matches: only the one place will do
+            rivals = [f for f in places if f.start != found.start]
+        if rivals:
+            where = ", ".join(str(max(f.start, 0) + 1) for f in [found, *rivals][:20])
             raise RetriableError(
                 f"{self.rel}: hunk {number} does not apply as written, and with some of its "
                 f"context lines differing it would fit several places about as well (lines "
                 f"{where}); re-read the file and regenerate the patch"
             )
-        return place[1]
+        return found
 
     def _best(
         self, places: list[Fuzzy], expected: int, heading: str
     ) -> tuple[tuple[int, int], Fuzzy, list[Fuzzy]] | None:
         """The place nearest the header's line (of those with the fewest differing context
         lines, at one start): its rank (distance, differing lines), itself, and its rivals
-        (others about as near)."""
+        (others about as near, with no more differing lines)."""
         if not places:
             return None
         by_start: dict[int, Fuzzy] = {}
@@ -214,7 +217,8 @@ class PatchedText:
         near = self._nearest(list(by_start), expected, heading)
         assert near is not None
         found = by_start[near.pos]
-        return (near.distance, found.cost), found, [by_start[start] for start in near.tie]
+        rivals = [by_start[start] for start in near.tie if by_start[start].cost <= found.cost]
+        return (near.distance, found.cost), found, rivals
 
     def _keyed_lines(self, tier: str, key: Key) -> list[str]:
         if tier == "exact":
