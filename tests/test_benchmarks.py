@@ -22,6 +22,7 @@ SCRIPTS = [
     "vector",
     "retrieval",
     "workspace",
+    "patch",
     "exec",
     "resource_race",
     "cli",

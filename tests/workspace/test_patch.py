@@ -73,11 +73,42 @@ def test_wrong_hunk_counts_are_tolerated(tools: Tools, files: Path) -> None:
     assert (files / "b.py").read_text() == "alpha\nBETA\n"
 
 
-def test_ambiguous_context_away_from_header_line_is_refused(tools: Tools, ws: Path) -> None:
-    (ws / "r.txt").write_text("x\ny\nz\nx\ny\n")
+def test_repeated_context_goes_to_the_place_nearest_the_header_line(tools: Tools, ws: Path) -> None:
+    (ws / "r.txt").write_text("x\ny\nw\n" + "z\n" * 5 + "x\ny\nw\n")
+    tools["workspace_patch"]("--- a/r.txt\n+++ b/r.txt\n@@ -11,3 +11,3 @@\n x\n-y\n+Y\n w\n")
+    assert (ws / "r.txt").read_text() == "x\ny\nw\n" + "z\n" * 5 + "x\nY\nw\n"
+
+
+@pytest.mark.parametrize("header", ["@@ -3,3 +3,3 @@", "@@ -4,3 +4,3 @@"])
+def test_repeated_context_about_as_near_both_ways_is_refused(
+    tools: Tools, ws: Path, header: str
+) -> None:
+    """Places 2 and 4 lines from the header's line (or a true tie, 3 and 3): which one is meant
+    depends on how far the file moved, which the diff does not say."""
+    before = "x\ny\nw\nz\nz\nz\nx\ny\nw\n"
+    (ws / "r.txt").write_text(before)
     with pytest.raises(RetriableError, match="several places"):
-        tools["workspace_patch"]("--- a/r.txt\n+++ b/r.txt\n@@ -9,2 +9,2 @@\n x\n-y\n+Y\n")
-    assert (ws / "r.txt").read_text() == "x\ny\nz\nx\ny\n"
+        tools["workspace_patch"](f"--- a/r.txt\n+++ b/r.txt\n{header}\n x\n-y\n+Y\n w\n")
+    assert (ws / "r.txt").read_text() == before
+
+
+def test_repeated_context_is_looked_for_in_the_section_the_header_names(
+    tools: Tools, ws: Path
+) -> None:
+    """`git diff` names the section a hunk is in (the nearest line above it that starts with a
+    letter): of two equal places, the one in that section, even where the other stands at the
+    header's line."""
+    body = "    x = 1\n    return x\n\n"
+    before = f"def first():\n{body}def second():\n{body}"
+    (ws / "s.py").write_text(before)
+    patch = (
+        "--- a/s.py\n+++ b/s.py\n@@ -2,3 +2,3 @@ def second():\n"
+        "-    x = 1\n+    x = 2\n     return x\n \n"
+    )
+    tools["workspace_patch"](patch)
+    assert (ws / "s.py").read_text() == f"def first():\n{body}def second():\n{body}".replace(
+        "def second():\n    x = 1", "def second():\n    x = 2"
+    )
 
 
 def test_crlf_file_keeps_crlf(tools: Tools, ws: Path) -> None:

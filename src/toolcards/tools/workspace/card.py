@@ -325,7 +325,7 @@ class WorkspaceTool(ToolCard):
         def workspace_patch(patch_text: str) -> str:
             """Apply a unified diff (`--- a/path`, `+++ b/path`, `@@ -l,n +l,n @@` hunks) that may
             create (`--- /dev/null`), modify, delete (`+++ /dev/null`) or rename several files.
-            All files change or none.
+            All files change or none; a diff already applied is refused, never applied twice.
 
             Args:
                 patch_text: The diff text.

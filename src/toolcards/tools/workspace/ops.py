@@ -17,10 +17,11 @@ from toolcards.core.errors import RetriableError
 from toolcards.core.progress import report_progress
 from toolcards.tools.workspace import docs, grep, listing
 from toolcards.tools.workspace.edits import apply_edit, unified_diff
+from toolcards.tools.workspace.hunks import apply_hunks
 from toolcards.tools.workspace.ledger import ReadLedger
 from toolcards.tools.workspace.limits import Limits, ReadCaps
 from toolcards.tools.workspace.models import EditItem
-from toolcards.tools.workspace.patch import FilePatch, apply_hunks, parse_patch
+from toolcards.tools.workspace.patch import FilePatch, parse_patch
 from toolcards.tools.workspace.paths import Contained, Spot, check_pattern, make_dirs, undo_dirs
 from toolcards.tools.workspace.textfile import (
     TextDoc,
@@ -173,10 +174,10 @@ class Workspace:
             if spot.exists:
                 # the old bytes only give the style; a hard-linked file is replaced, not changed
                 doc, original = load(spot, cap=self.limits.max_text_bytes, allow_hardlinks=True)
-                data = doc.encode(keep_style(doc, content))
+                data = doc.encode(keep_style(doc, content), rel)
                 verb = "Updated"
             else:
-                data = content.encode("utf-8")
+                data = TextDoc("").encode(content, rel)
                 verb = "Created"
             txn = Transaction()
             txn.write(spot, data, original)
@@ -222,28 +223,36 @@ class Workspace:
         files = parse_patch(patch_text)
         with contextlib.ExitStack() as held:
             pending: dict[str, _Pending] = {}
-            summary = []
+            summary: list[str] = []
+            notes: list[str] = []
             for number, fp in enumerate(files, 1):
-                summary.append(self._plan_file(fp, pending, held))
+                summary.append(self._plan_file(fp, pending, held, notes))
                 report_progress(number, len(files), f"checked {number} of {len(files)} files")
             self._commit(list(pending.values()), diffs=False)
-        return "Patch applied:\n" + "\n".join(summary)
+        return "\n".join(["Patch applied:", *summary, *notes])
 
-    def _plan_file(self, fp: FilePatch, pending: dict[str, _Pending], held: ExitStack) -> str:
+    def _plan_file(
+        self, fp: FilePatch, pending: dict[str, _Pending], held: ExitStack, notes: list[str]
+    ) -> str:
+        """One file's part of a patch, applied to its pending text (as on disk: CRs kept)."""
         if self._in_place(fp, pending):
             fp.old = fp.new
-        src = self._pending(fp.old, pending, held, must_exist=True) if fp.old else None
-        dst = self._pending(fp.new, pending, held, must_exist=False) if fp.new else None
+        src = self._pending(fp.old, pending, held, must_exist=True, raw=True) if fp.old else None
+        dst = self._pending(fp.new, pending, held, must_exist=False, raw=True) if fp.new else None
         if src is None and dst is None:
             raise RetriableError("a patch file section names /dev/null on both sides")
         if src is None:
             assert dst is not None
             if dst.existed:
                 raise RetriableError(f"{dst.rel} already exists; patch it instead of creating it")
-            dst.after = apply_hunks("", fp.hunks, dst.rel)
+            dst.after = apply_hunks("", fp.hunks, dst.rel).text
             return f"A {dst.rel}"
         assert src.after is not None
-        result = apply_hunks(src.after, fp.hunks, src.rel) if fp.hunks else src.after
+        result = src.after
+        if fp.hunks:
+            applied = apply_hunks(src.after, fp.hunks, src.rel)
+            result = applied.text
+            notes += applied.notes
         if dst is None:
             if fp.hunks and result.strip():
                 raise RetriableError(f"{src.rel}: a deletion patch must remove every line")
@@ -269,26 +278,35 @@ class Workspace:
             return bool(spot.exists)
 
     def _pending(
-        self, path: str, pending: dict[str, _Pending], held: ExitStack, *, must_exist: bool
+        self,
+        path: str,
+        pending: dict[str, _Pending],
+        held: ExitStack,
+        *,
+        must_exist: bool,
+        raw: bool = False,
     ) -> _Pending:
-        """The file behind ``path`` in this operation (opened and checked once)."""
+        """The file behind ``path`` in this operation (opened and checked once); ``raw``: its
+        text as on disk (CR LF line ends kept), for patches."""
         spot = self.paths.locate(path)
         entry = pending.get(spot.rel)
         if entry is not None:
             spot.close()
         else:
             held.callback(spot.close)
-            entry = self._open(spot, missing_ok=not must_exist)
+            entry = self._open(spot, missing_ok=not must_exist, raw=raw)
             pending[spot.rel] = entry
         if must_exist and entry.after is None:
             raise RetriableError(f"file not found: {entry.rel}")
         return entry
 
-    def _open(self, spot: Spot, *, missing_ok: bool) -> _Pending:
+    def _open(self, spot: Spot, *, missing_ok: bool, raw: bool = False) -> _Pending:
         if missing_ok and not spot.exists:
             return _Pending(spot, TextDoc(""), "", None, None)
         lim = self.limits
         doc, data = load(spot, cap=lim.max_text_bytes, allow_hardlinks=lim.allow_hardlinks)
+        if raw:
+            doc = doc.as_on_disk()
         spot.release_entry()  # only the directory is needed from now on (fewer held fds)
         self.ledger.check_fresh(spot.rel, data)
         return _Pending(spot, doc, doc.text, doc.text, data)
@@ -302,7 +320,7 @@ class Workspace:
                     txn.delete(e.spot, e.data)
                     changed.append(e)
             elif e.after != e.before or not e.existed:
-                txn.write(e.spot, e.doc.encode(e.after), e.data)
+                txn.write(e.spot, e.doc.encode(e.after, e.rel), e.data)
                 changed.append(e)
         if not changed:
             raise RetriableError("the edit changes nothing")
@@ -312,7 +330,7 @@ class Workspace:
             if e.after is None:
                 self.ledger.forget(e.rel)
             else:
-                self.ledger.saw(e.rel, e.doc.encode(e.after))
+                self.ledger.saw(e.rel, e.doc.encode(e.after, e.rel))
             if diffs:
                 out.append(unified_diff(e.before, e.after or "", e.rel))
         return "\n".join(out) if diffs else ""

@@ -1,28 +1,33 @@
-"""GNU unified diffs: parsing (lenient about hunk counts) and applying hunks to text."""
+"""GNU unified diffs: parsing (lenient about hunk counts). Applying hunks: :mod:`.hunks`."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from toolcards.core.errors import RetriableError
-from toolcards.tools.workspace.edits import quote_lines
-from toolcards.tools.workspace.locate import closest_region
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
 @dataclass
 class Hunk:
+    """One hunk: its lines as ``(op, text)`` (``" "``, ``"-"``, ``"+"``), each text as the diff
+    wrote it, with the CR of a CR LF line kept."""
+
     old_start: int
     new_start: int
     lines: list[tuple[str, str]] = field(default_factory=list)
     old_no_eol: bool = False
     new_no_eol: bool = False
+    heading: str = ""
+    """The text after the second ``@@`` (the section line ``git diff`` names), stripped."""
 
     def old_block(self) -> list[str]:
         return [t for op, t in self.lines if op != "+"]
+
+    def new_block(self) -> list[str]:
+        return [t for op, t in self.lines if op != "-"]
 
 
 @dataclass
@@ -40,18 +45,19 @@ class FilePatch:
 
 def parse_patch(patch_text: str) -> list[FilePatch]:
     """Parse a unified diff with one or more files; RetriableError when it is malformed."""
-    lines = patch_text.replace("\r\n", "\n").split("\n")
-    while lines and not lines[-1].strip():
-        lines.pop()
-    if lines and lines[0].startswith("```") and lines[-1].strip() == "```":
-        lines = lines[1:-1]  # a diff sent inside a Markdown code fence
+    lines = _without_transport_crs(patch_text.split("\n"))
+    end = len(lines)  # blank lines at the end are left to the last hunk's counts
+    while end and not lines[end - 1].strip():
+        end -= 1
+    if end and lines[0].startswith("```") and lines[end - 1].strip() == "```":
+        lines = lines[1 : end - 1]  # a diff sent inside a Markdown code fence
     files: list[FilePatch] = []
     git_paths: tuple[str | None, str | None] | None = None
     i = 0
     while i < len(lines):
         line = lines[i]
         if line.startswith("diff --git "):
-            git_paths = _git_header(line)
+            git_paths = _git_header(line.rstrip("\r"))
         elif line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
             old, new = _header_path(line[4:]), _header_path(lines[i + 1][4:])
             files.append(  # `diff -N` marks a missing side with the epoch as its time
@@ -93,6 +99,17 @@ def parse_patch(patch_text: str) -> list[FilePatch]:
         )
     _strip_prefixes(files)
     return files
+
+
+def _without_transport_crs(lines: list[str]) -> list[str]:
+    """The diff's lines with the CR of every line dropped when the whole text was sent with
+    CR LF line ends (its ``---``, ``+++`` and ``@@`` lines end with a CR too): those CRs are
+    the transport's, not the files'. Otherwise a CR before a line's LF is the file's and is
+    kept (``git diff`` of a CR LF file)."""
+    frame = [line for line in lines if line.startswith(("@@", "--- ", "+++ "))]
+    if frame and all(line.endswith("\r") for line in frame):
+        return [line[:-1] if line.endswith("\r") else line for line in lines]
+    return lines
 
 
 def patch_paths(patch_text: str) -> list[str]:
@@ -251,7 +268,7 @@ def _parse_hunk(lines: list[str], i: int) -> tuple[Hunk, int]:
     old_start, new_start = int(match.group(1)), int(match.group(3))
     old_count = int(match.group(2)) if match.group(2) is not None else 1
     new_count = int(match.group(4)) if match.group(4) is not None else 1
-    hunk = Hunk(old_start, new_start)
+    hunk = Hunk(old_start, new_start, heading=lines[i][match.end() :].strip())
     body: list[str] = []
     left = [old_count, new_count]  # lines the header says are still to come
     j = i + 1
@@ -262,10 +279,10 @@ def _parse_hunk(lines: list[str], i: int) -> tuple[Hunk, int]:
         header = line.startswith("--- ") and j + 1 < len(lines) and lines[j + 1].startswith("+++ ")
         if header and not _content_pair(lines, j, left):
             break
-        if line and line[0] not in " +-\\":
+        if line and line[0] not in " +-\\" and line != "\r":
             break
         body.append(line)
-        op = line[0] if line else " "
+        op = line[0] if line not in ("", "\r") else " "
         left[0] -= op in " -"
         left[1] -= op in " +"
         j += 1
@@ -277,7 +294,7 @@ def _parse_hunk(lines: list[str], i: int) -> tuple[Hunk, int]:
             if hunk.lines and hunk.lines[-1][0] in " +":
                 hunk.new_no_eol = True
             continue
-        op, text = (line[0], line[1:]) if line else (" ", "")
+        op, text = (line[0], line[1:]) if line not in ("", "\r") else (" ", line)
         hunk.lines.append((op, text))
     if not hunk.lines:
         raise RetriableError(f"empty hunk at {lines[i]!r}")
@@ -305,83 +322,11 @@ def _fit_counts(body: list[str], old_count: int, new_count: int) -> list[str]:
             if all(r.startswith("\\") or not r.strip() for r in rest):
                 return body[:k] + [r for r in rest if r.startswith("\\")][:1]
             break
-        op = line[0] if line else " "
+        op = line[0] if line not in ("", "\r") else " "
         if op == "\\":
             continue
         old += op in " -"
         new += op in " +"
-    while body and body[-1] == "":
+    while body and body[-1] in ("", "\r"):
         body = body[:-1]
     return body
-
-
-def apply_hunks(text: str, hunks: list[Hunk], rel: str) -> str:
-    """Apply ``hunks`` in order to ``text`` (LF); RetriableError naming the failing hunk."""
-    lines = text.split("\n") if text else []
-    final_nl = text.endswith("\n") or not text
-    if text.endswith("\n"):
-        lines.pop()
-    delta = 0
-    floor = 0
-    for number, hunk in enumerate(hunks, 1):
-        old_block = hunk.old_block()
-        if not old_block:
-            pos = hunk.old_start + delta
-            if not floor <= pos <= len(lines):
-                raise RetriableError(
-                    f"{rel}: hunk {number} inserts after line {hunk.old_start}, but the file "
-                    f"has {len(lines)} lines"
-                )
-        else:
-            pos = _locate(lines, old_block, hunk.old_start - 1 + delta, floor, rel, number)
-        new_block: list[str] = []
-        cursor = pos
-        for op, t in hunk.lines:
-            if op == " ":
-                new_block.append(lines[cursor])
-            elif op == "+":
-                new_block.append(t)
-            cursor += op != "+"
-        lines[pos : pos + len(old_block)] = new_block
-        delta = pos + len(new_block) - (hunk.old_start - 1 + len(old_block))
-        if not old_block:
-            delta = pos + len(new_block) - hunk.old_start
-        floor = pos + len(new_block)
-        if floor >= len(lines) or not old_block:
-            if hunk.new_no_eol:
-                final_nl = False
-            elif hunk.old_no_eol:
-                final_nl = True
-    return "\n".join(lines) + ("\n" if final_nl and lines else "")
-
-
-def _locate(
-    lines: list[str], block: list[str], expected: int, floor: int, rel: str, number: int
-) -> int:
-    norms: list[Callable[[str], str]] = [lambda s: s, str.rstrip]
-    for norm in norms:
-        want = [norm(b) for b in block]
-        hits = [
-            p
-            for p in range(floor, len(lines) - len(block) + 1)
-            if norm(lines[p]) == want[0] and [norm(x) for x in lines[p : p + len(block)]] == want
-        ]
-        if expected in hits:
-            return expected
-        if len(hits) == 1:
-            return hits[0]
-        if hits:
-            where = ", ".join(str(h + 1) for h in hits[:20])
-            raise RetriableError(
-                f"{rel}: hunk {number} context matches several places (lines {where}) and none "
-                "at the line the header names; add context lines or fix the @@ line numbers"
-            )
-    region = closest_region("\n".join(lines), "\n".join(block))
-    quoted = ""
-    if region is not None:
-        first, found = region
-        quoted = f" Closest region (line {first}):\n" + quote_lines(first, found)
-    raise RetriableError(
-        f"{rel}: hunk {number} does not apply; its context/removed lines were not found."
-        f"{quoted}\nRe-read the file and regenerate the patch."
-    )

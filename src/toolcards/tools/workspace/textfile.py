@@ -21,21 +21,50 @@ _CHUNK = 1024 * 1024
 
 @dataclass(frozen=True, slots=True)
 class TextDoc:
-    """A decoded text file: ``text`` uses ``\\n``; ``crlf`` says the file used ``\\r\\n``."""
+    """A decoded text file: ``text`` uses ``\\n``; ``crlf`` says the file used ``\\r\\n``;
+    ``encoding`` is ``utf-8``, or ``cp1252``/``latin-1`` for a file that is not UTF-8."""
 
     text: str
     crlf: bool = False
     bom: bool = False
+    encoding: str = "utf-8"
 
     @property
     def final_newline(self) -> bool:
         return self.text.endswith("\n")
 
-    def encode(self, text: str) -> bytes:
-        """``text`` (LF) in this file's line-ending style."""
+    def as_on_disk(self) -> TextDoc:
+        """The same file with its text as on disk (CR LF line ends kept, encoded as is)."""
+        if not self.crlf:
+            return self
+        return TextDoc(self.text.replace("\n", "\r\n"), bom=self.bom, encoding=self.encoding)
+
+    def encode(self, text: str, rel: str) -> bytes:
+        """``text`` (LF) in this file's line-ending style and encoding; RetriableError when
+        the encoding cannot hold a character of it (the file is not changed)."""
         if self.crlf:
             text = text.replace("\r\n", "\n").replace("\n", "\r\n")
-        return ("\ufeff" if self.bom else "").encode("utf-8") + text.encode("utf-8")
+        try:
+            data = text.encode(self.encoding)
+        except UnicodeEncodeError as exc:
+            line = text.count("\n", 0, exc.start) + 1
+            char = text[exc.start]
+            if self.encoding == "utf-8":
+                raise RetriableError(
+                    f"{rel}: the new text has {char!r} (line {line}), which is not a character "
+                    "(a lone surrogate); send valid text"
+                ) from None
+            name = _ENCODING_NAMES[self.encoding]
+            raise RetriableError(
+                f"{rel} is {name} text (not UTF-8), and the new text has {char!r} (line {line}), "
+                f"which {name} cannot hold; use only characters {name} has (or delete the file "
+                "and write it anew as UTF-8)"
+            ) from None
+        return ("\ufeff".encode() if self.bom else b"") + data
+
+
+_ENCODING_NAMES = {"cp1252": "Windows-1252", "latin-1": "Latin-1"}
+_CONTROL = bytes(c for c in range(32) if c not in b"\t\n\v\f\r\x1b")
 
 
 def is_binary(data: bytes) -> bool:
@@ -44,20 +73,29 @@ def is_binary(data: bytes) -> bool:
 
 
 def decode(data: bytes, rel: str) -> TextDoc:
-    """Decode UTF-8 text; a file whose newlines are all ``\\r\\n`` is normalised to LF."""
+    """Decode UTF-8 text, else one-byte text (Windows-1252 when every byte is one of its
+    characters, else Latin-1: either gives back the same bytes when written unchanged); a file
+    whose newlines are all ``\\r\\n`` is normalised to LF."""
     if is_binary(data):
         raise RetriableError(f"{rel} is a binary file, not text")
+    encoding = "utf-8"
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise RetriableError(f"{rel} is not UTF-8 text") from None
+        sample = data[: 1 << 16]
+        if b"\x00" in data or 100 * sum(sample.count(c) for c in _CONTROL) > len(sample):
+            raise RetriableError(f"{rel} is a binary file, not text") from None
+        try:
+            text, encoding = data.decode("cp1252"), "cp1252"
+        except UnicodeDecodeError:
+            text, encoding = data.decode("latin-1"), "latin-1"
     bom = text.startswith("\ufeff")
     if bom:
         text = text[1:]
     crlf_count = text.count("\r\n")
     if crlf_count and crlf_count == text.count("\n"):
-        return TextDoc(text.replace("\r\n", "\n"), crlf=True, bom=bom)
-    return TextDoc(text, bom=bom)
+        return TextDoc(text.replace("\r\n", "\n"), crlf=True, bom=bom, encoding=encoding)
+    return TextDoc(text, bom=bom, encoding=encoding)
 
 
 def _kind(mode: int) -> str:
