@@ -88,3 +88,37 @@ def test_the_check_sees_each_spelling_of_a_private_import(source: str) -> None:
 )
 def test_public_ours_and_relative_imports_pass_the_check(source: str) -> None:
     assert private_imports(source) == []
+
+
+def private_names(source: str, filename: str = "<source>") -> list[str]:
+    """``file:line: name`` for each private name (``_x``) ``source`` imports from a module of
+    the package: a module's private names are its own; a private *module* (``_lazy``,
+    ``tools/_common``) is the package's shared helper and may be imported."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source, filename)):
+        if isinstance(node, ast.ImportFrom) and (
+            node.level or (node.module or "").startswith(OURS)
+        ):
+            found += [
+                f"{filename}:{node.lineno}: {alias.name}"
+                for alias in node.names
+                if alias.name.startswith("_") and not alias.name.startswith("__")
+            ]
+    return found
+
+
+def test_no_module_imports_another_modules_private_name() -> None:
+    found = [
+        hit
+        for path in package_modules().values()
+        for hit in private_names(path.read_text(encoding="utf-8"), str(path))
+    ]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["from toolcards.stores.postgres.governance import _create", "from .calls import _sensitive"],
+)
+def test_the_check_sees_a_private_name_imported(source: str) -> None:
+    assert private_names(source)

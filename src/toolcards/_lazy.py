@@ -60,7 +60,7 @@ def renamed_names(facade: str, renamed: Mapping[str, str]) -> Callable[[str], An
 def _user_level() -> int:
     """The ``stacklevel`` of the first frame above the module ``__getattr__`` calls (so a
     warning points at the line that used the former name)."""
-    level, frame = 2, sys._getframe(2)
+    level, frame = 2, sys._getframe(2)  # noqa: SLF001 - the stdlib's frame access
     while frame.f_back is not None and (
         frame.f_code.co_name == "__getattr__" or frame.f_code.co_filename == __file__
     ):

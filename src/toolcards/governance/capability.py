@@ -137,22 +137,22 @@ _SCHEMA_SLOT = ToolCapability.__dict__["json_schema"]  # the dataclass's slot fo
 class _LazySchemaCapability(ToolCapability):
     """A capability whose JSON schema is made on first read."""
 
-    __slots__ = ("_schema_of",)
-    _schema_of: Callable[[], dict[str, Any]] | None
+    __slots__ = ("schema_source",)
+    schema_source: Callable[[], dict[str, Any]] | None
 
     @property
     def json_schema(self) -> dict[str, Any]:
-        source = self._schema_of
+        source = self.schema_source
         if source is not None:
             _SCHEMA_SLOT.__set__(self, dict(source()))
-            self._schema_of = None
+            self.schema_source = None
         value: dict[str, Any] = _SCHEMA_SLOT.__get__(self)
         return value
 
     @json_schema.setter
     def json_schema(self, value: dict[str, Any]) -> None:
         _SCHEMA_SLOT.__set__(self, value)
-        self._schema_of = None
+        self.schema_source = None
 
 
 def plain_builder(
@@ -201,7 +201,7 @@ def plain_capability(
         validator=validator,
         abandon_threads=False,
     )
-    cap._schema_of = json_schema
+    cap.schema_source = json_schema
     return cap
 
 

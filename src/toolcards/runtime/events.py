@@ -116,7 +116,7 @@ class EventLog:
         self._changed = threading.Condition()
         self._version = 0
         self._closed = False
-        self._unwatch = store.watch(team_id, self._wake)  # commits of other processes
+        self._unwatch = store.watch(team_id, self.wake)  # commits of other processes
 
     def append(
         self,
@@ -152,7 +152,7 @@ class EventLog:
                 sender=sender,
                 display_type=shown,
             )
-            store.after_commit(self._wake)
+            store.after_commit(self.wake)
         event = ToolStateEvent(
             tool_id=tool_id,
             seq=seq,
@@ -172,7 +172,7 @@ class EventLog:
         """Record a lifecycle event (``team_started``, ``actor_stopped``, ...)."""
         return self.append(LIFECYCLE, {"event": event, **details})
 
-    def _wake(self) -> None:
+    def wake(self) -> None:
         with self._changed:
             self._version += 1
             self._changed.notify_all()
@@ -364,7 +364,7 @@ class Subscription:
     def close(self, timeout: float = 2.0) -> None:
         """Stop delivering events; waits at most ``timeout`` for an in-flight callback."""
         self._stop.set()
-        self._log._wake()
+        self._log.wake()
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 

@@ -87,7 +87,7 @@ class HandleBase(Generic[A]):
     def within(self, timeout: float) -> Self:
         """This handle with another ask timeout."""
         other = copy.copy(self)
-        other._timeout = float(timeout)
+        other._timeout = float(timeout)  # noqa: SLF001 - a copy of this very handle
         return other
 
     def _ask(self, method: str, args: tuple[Any, ...], kw: dict[str, Any], timeout: float) -> Any:

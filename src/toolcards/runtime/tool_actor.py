@@ -174,7 +174,7 @@ class Recovering:
             hook()
         return target
 
-    def _reload(self) -> None:
+    def reload(self) -> None:
         """Replace the actor by a fresh one loaded from the store (the old one stops after)."""
         fresh = self._started()
         old, self._target = self._target, fresh
@@ -200,7 +200,7 @@ class Recovering:
         store = self._store
         with store.transaction() if store.transaction_per_thread else contextlib.nullcontext():
             if self._stale:
-                self._reload()
+                self.reload()
             yield
 
     def call_once(self, key: str, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -74,7 +74,7 @@ class Lifecycle:
         if self._reconfigure is None or not isinstance(self._target, Recovering):
             raise TypeError(f"{self._name} takes no values given in code")
         self._reconfigure(values)
-        self._target._reload()
+        self._target.reload()
 
     def on_start(self) -> None:
         hook = getattr(self._target, "on_start", None)
@@ -137,17 +137,17 @@ class Coherent(Recovering):
         actor declines)."""
         since, apply = self._held, getattr(self._target, "apply_changes", None)
         if self._stale or since is None or apply is None:
-            self._reload()
+            self.reload()
             return
         changes = self._store.state_changes(self._team_id, self._name, since)
         if changes is None:
-            self._reload()
+            self.reload()
             return
         self._stale = True  # until applied whole: a partial apply is never answered from
         if apply(*changes):
             self._stale = False
             return
-        self._reload()
+        self.reload()
 
 
 class ToolActorFactory:

@@ -52,8 +52,8 @@ class AuditSpill:
         self.directory = directory or default_spill_dir()
         self.max_bytes = max_bytes or DEFAULT_MAX_BYTES
         key = hashlib.sha256(f"{trail}\0{team_id}".encode()).hexdigest()[:16]
-        self._prefix = f"audit-{key}-"
-        self.path = self.directory / f"{self._prefix}{os.getpid()}.jsonl"
+        self.prefix = f"audit-{key}-"
+        self.path = self.directory / f"{self.prefix}{os.getpid()}.jsonl"
         self.spilled = 0
         """Rows written to the spill file by this process."""
         self.dropped = 0
@@ -125,9 +125,9 @@ class AuditSpill:
     def _claim(self, path: Path) -> Path | None:
         """``path`` made this process's: a file of an ended process is renamed first (one
         rename wins), so two processes never replay the same rows."""
-        if path == self.path or path.name.startswith(f"{self._prefix}{os.getpid()}."):
+        if path == self.path or path.name.startswith(f"{self.prefix}{os.getpid()}."):
             return path
-        claimed = self.directory / f"{self._prefix}{os.getpid()}.{path.name}"
+        claimed = self.directory / f"{self.prefix}{os.getpid()}.{path.name}"
         try:
             os.rename(path, claimed)
         except FileNotFoundError:
@@ -137,10 +137,10 @@ class AuditSpill:
     def _files(self) -> list[Path]:
         """This process's files and those of processes of this trail that have ended."""
         try:
-            found = list(self.directory.glob(f"{self._prefix}*.jsonl"))
+            found = list(self.directory.glob(f"{self.prefix}*.jsonl"))
         except OSError:
             return []
-        ours = [p for p in found if not _alive(_pid_of(p, self._prefix)) or _mine(p, self)]
+        ours = [p for p in found if not _alive(_pid_of(p, self.prefix)) or _mine(p, self)]
         return sorted(ours, key=_mtime)
 
     def _others_exist(self) -> bool:
@@ -148,7 +148,7 @@ class AuditSpill:
 
 
 def _mine(path: Path, spill: AuditSpill) -> bool:
-    return _pid_of(path, spill._prefix) == os.getpid()
+    return _pid_of(path, spill.prefix) == os.getpid()
 
 
 def _mtime(path: Path) -> float:

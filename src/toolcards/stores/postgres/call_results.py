@@ -11,7 +11,7 @@ from typing import Any
 from toolcards.stores.base import DEFAULT_TEAM
 from toolcards.stores.call_results import MIGRATION, TABLE, SqlCallResults
 from toolcards.stores.postgres.connections import Connections
-from toolcards.stores.postgres.governance import _create
+from toolcards.stores.postgres.governance import create_table
 
 
 class _Cursor:
@@ -38,7 +38,7 @@ class PostgresCallResults(SqlCallResults):
         self.team_id = team_id or DEFAULT_TEAM
         self._db = Connections(url, connect_timeout=connect_timeout)
         self.location = self._db.location
-        _create(
+        create_table(
             self._db, TABLE, MIGRATION
         )  # under the schema lock: concurrent first opens make it once
 

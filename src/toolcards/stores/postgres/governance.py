@@ -49,7 +49,7 @@ def postgres_ddl(sqlite_ddl: str) -> str:
     return ddl
 
 
-def _create(
+def create_table(
     db: Connections, table: str, migration: TeamColumn | None = None, indexes: str = ""
 ) -> None:
     """Create a table (SQLite DDL, translated), add its team column when it predates it,
@@ -87,7 +87,7 @@ class PostgresApprovalStore(_TeamTable, SqlApprovalStore):
         self, url: str, team_id: str | None = None, *, connect_timeout: float = 5.0
     ) -> None:
         super().__init__(url, team_id, connect_timeout)
-        _create(self._db, approvals.TABLE, approvals.MIGRATION, approvals.INDEXES)
+        create_table(self._db, approvals.TABLE, approvals.MIGRATION, approvals.INDEXES)
 
     @contextmanager
     def _tx(self) -> Iterator[Any]:
@@ -109,7 +109,7 @@ class PostgresRateLimiter(_TeamTable):
         self, url: str, team_id: str | None = None, *, connect_timeout: float = 5.0
     ) -> None:
         super().__init__(url, team_id, connect_timeout)
-        _create(self._db, _BUCKETS)
+        create_table(self._db, _BUCKETS)
 
     def acquire(self, limits: Sequence[Limit], principal: str, tool_id: str) -> float:
         """Take one token from every applicable bucket: 0.0 when allowed, else the seconds
@@ -170,7 +170,7 @@ class PostgresAuditTable(_TeamTable):
         self, url: str, team_id: str | None = None, *, connect_timeout: float = 5.0
     ) -> None:
         super().__init__(url, team_id, connect_timeout)
-        _create(self._db, audit_sql.TABLE, audit_sql.MIGRATION, audit_sql.INDEXES)
+        create_table(self._db, audit_sql.TABLE, audit_sql.MIGRATION, audit_sql.INDEXES)
 
     def insert(self, rows: list[tuple[Any, ...]]) -> None:
         with self._db.transaction(), self._db.cursor() as cur:

@@ -142,4 +142,4 @@ def manager_sessions(manager: Any) -> Callable[[], Container[str]]:
     ``_server_instances``, removing a session when it ends or expires)."""
     if not isinstance(getattr(manager, "_server_instances", None), dict):  # pragma: no cover
         raise TypeError("unsupported mcp SDK: the session manager keeps no session table")
-    return lambda: manager._server_instances
+    return lambda: manager._server_instances  # noqa: SLF001 - checked above; the SDK has no API

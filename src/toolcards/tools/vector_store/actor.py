@@ -61,7 +61,7 @@ def provider_for(config: VectorStoreConfig) -> EmbeddingProvider:
         azure_endpoint=config.azure_endpoint,
         azure_deployment=config.azure_deployment,
         azure_api_version=config.azure_api_version,
-        transport=config._transport,
+        transport=config._transport,  # noqa: SLF001 - its own config's in-code transport
     )
 
 

@@ -84,7 +84,7 @@ class VectorStoreTool(ToolCard, StoreSettings):
     def config(self) -> VectorStoreConfig:
         """The actor's configuration (validated: unknown model or wrong dimension raise)."""
         found = VectorStoreConfig(**{k: getattr(self, k) for k in StoreSettings.model_fields})
-        found._transport = self._transport
+        found._transport = self._transport  # noqa: SLF001 - the config it builds
         return found
 
     def handle(self) -> ActorHandle[VectorStoreApi]:
