@@ -30,7 +30,8 @@ from toolcards.core.identity import Identity
 from toolcards.governance.capability import ToolCapability
 from toolcards.governance.executor.calls import fresh_call_id
 from toolcards.stores.tasks import SqliteTasks
-from toolcards.surfaces.approval import ApprovalChannel, InboxApprover
+from toolcards.surfaces.approval import ApprovalChannel, AskedApprover, InboxApprover
+from toolcards.surfaces.mcp_server.asking import AskingClient
 from toolcards.surfaces.mcp_server.content import tool_content
 from toolcards.surfaces.mcp_server.logs import LogForwarder
 from toolcards.surfaces.mcp_server.progress import CallProgress
@@ -152,6 +153,7 @@ class GovernedMCPServer:
                 **self.completions.handlers(),
             )
         self.tasks = self._task_server(runtime)
+        self.asking = AskingClient(runtime.executor.approvals)
 
     def initialization_options(self) -> Any:
         return self.server.create_initialization_options(NotificationOptions())
@@ -265,11 +267,15 @@ class GovernedMCPServer:
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
         who = self.identity_of(ctx)
         name, args = params.name, params.arguments
-        approval = self.approvals.for_call(ctx)
-        progress = CallProgress(ctx)
+        asking = self.runtime.approval == "client" and modern(ctx)
+        approval: Any = AskedApprover(None) if asking else self.approvals.for_call(ctx)
         # one id for every row of the call (approval request and decision, its end): the
         # request id to find it by, made unique (a client's ids repeat across sessions)
         call_id = fresh_call_id(f"mcp-{ctx.request_id}")
+        if asking:  # a retry carrying the client's answer resumes the call it answers
+            resumed, approval.approver = self.asking.resume(who, name, params)
+            call_id = resumed or call_id
+        progress = CallProgress(ctx)
         try:  # a cancelled call (notifications/cancelled) is audited by the executor
             with (
                 progress.bound(),
@@ -283,6 +289,8 @@ class GovernedMCPServer:
         except Exception:  # a deferral or a bug below: never a crash of the session
             log.exception("tool call %s failed outside the executor", name)
             return _error(f"error: {name} failed", {"outcome": "error"})
+        if result.approval is not None and asking:  # the client answers, or the inbox
+            return self.asking.ask(result.approval)
         if result.approval is not None:  # nobody decides it later: an MCP call never resumes
             self.runtime.executor.approvals.withdraw(result.approval)
         note = getattr(approval, "note", None)  # why it was not decided where configured

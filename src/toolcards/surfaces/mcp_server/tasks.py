@@ -54,7 +54,7 @@ from toolcards.governance.approvals.broker import (
 )
 from toolcards.stores import tasks as rows
 from toolcards.stores.tasks import SqlTasks, TaskRecord, TooManyTasks
-from toolcards.surfaces.approval import APPROVAL_SCHEMA, approval_prompt
+from toolcards.surfaces.mcp_server.asking import APPROVAL_KEY, approves, question
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,6 @@ its result is a task, which the ``tools/call`` result check of the SDK would ref
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
-APPROVAL_KEY = "approval"
 
 RunCall = Callable[[str, dict[str, Any], Identity, Approver | None, str], Awaitable[Any]]
 """``(tool, arguments, caller, approver, call id) -> CallToolResult``: one governed call."""
@@ -360,7 +359,11 @@ class TaskServer:
         async def approver(request: ApprovalRequest) -> bool:
             waits = f"waiting for approval {request.approval_id}"
             if ask_client:
-                asking = {APPROVAL_KEY: _approval_question(request)}
+                asking = {
+                    APPROVAL_KEY: question(request).model_dump(
+                        by_alias=True, mode="json", exclude_none=True
+                    )
+                }
                 fields: dict[str, Any] = {
                     "status": rows.INPUT_REQUIRED,
                     "status_message": f"{waits}: answer it, or an approver decides it",
@@ -504,7 +507,7 @@ class TaskServer:
         answer = params.input_responses.get(APPROVAL_KEY)
         if record.status != rows.INPUT_REQUIRED or record.approval_id is None or answer is None:
             return {"resultType": "complete"}
-        yes = _approves(answer)
+        yes = approves(answer)
         if yes:
             request = self.broker.get(record.approval_id)
             if request is not None and request.principal == record.principal:
@@ -548,26 +551,6 @@ async def _client_or_inbox(
             await running.answered.wait()
         running.answered = anyio.Event()
         delay = min(delay * 2, 0.5)
-
-
-def _approval_question(request: ApprovalRequest) -> dict[str, Any]:
-    """The elicitation a client answers to approve ``request`` (exact arguments shown)."""
-    return {
-        "method": "elicitation/create",
-        "params": {
-            "mode": "form",
-            "message": approval_prompt(request),
-            "requestedSchema": APPROVAL_SCHEMA,
-        },
-    }
-
-
-def _approves(answer: Any) -> bool:
-    """Whether an elicitation answer accepts with ``approve: true``."""
-    if not isinstance(answer, dict) or answer.get("action") != "accept":
-        return False
-    content = answer.get("content")
-    return isinstance(content, dict) and content.get("approve") is True
 
 
 def _error_result(text: str) -> dict[str, Any]:

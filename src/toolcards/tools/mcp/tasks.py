@@ -100,7 +100,7 @@ class TaskDriver(ClientExtension):
                 if left is not None and left <= 0:
                     raise TimeoutError(f"task {task_id} of {ctx.tool_name} outlasted {budget:g} s")
                 state = await session.send_request(
-                    _GetTask(params=_TaskIdParams(task_id=task_id)),
+                    _GetTask(params=_TaskIdParams(taskId=task_id)),
                     TaskState,
                     request_read_timeout_seconds=left,
                 )
@@ -122,7 +122,7 @@ class TaskDriver(ClientExtension):
             with anyio.CancelScope(shield=True), anyio.move_on_after(_CANCEL_WAIT):
                 try:
                     await session.send_request(
-                        _CancelTask(params=_TaskIdParams(task_id=task_id)),
+                        _CancelTask(params=_TaskIdParams(taskId=task_id)),
                         Result,
                         request_read_timeout_seconds=_CANCEL_WAIT,
                     )
