@@ -19,7 +19,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 import mcp.types as types
@@ -28,9 +28,6 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Res
 from mcp.shared.exceptions import MCPError
 
 from toolcards.core.identity import Identity
-
-if TYPE_CHECKING:
-    from toolcards.surfaces.mcp_server.resources import ResourceCatalog
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +39,18 @@ POLL = 2.0
 MAX_POLLED = 64
 
 
-class Listening:
-    """Serves ``subscriptions/listen`` over a :class:`ResourceCatalog`."""
+class Catalog(Protocol):
+    """What listening reads of the resource catalog (:mod:`.resources`)."""
 
-    def __init__(self, catalog: ResourceCatalog, identity_of: Callable[[Any], Identity]) -> None:
+    def find(self, uri: str) -> tuple[Any, str, Callable[[], str | bytes]] | None: ...
+
+    def subscribable(self, who: Identity, uri: str) -> bool: ...
+
+
+class Listening:
+    """Serves ``subscriptions/listen`` over a resource catalog."""
+
+    def __init__(self, catalog: Catalog, identity_of: Callable[[Any], Identity]) -> None:
         self.catalog = catalog
         self.identity_of = identity_of
         self.bus = InMemorySubscriptionBus()
