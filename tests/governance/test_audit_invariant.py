@@ -2,7 +2,8 @@
 row, whichever way it ends (ok, error, denied, timeout, cancelled, approved and run), and no
 other call's row carries its call id; an approval decision carries the id of the call it
 decided. The executor API and pydantic-ai in process; MCP over stdio and HTTP (official SDK
-client) and the CLI as real processes. A surface's run makes every call once (module
+client), MCP tasks (2026-07-28, every call a task, cancelled by ``tasks/cancel``) and the CLI
+as real processes. A surface's run makes every call once (module
 fixture); each test checks one ending on one surface."""
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ CALLS: dict[str, tuple[str, dict[str, str]]] = {
     "approved": ("finish_approved", {"how": "ok", "tag": "approved"}),
 }
 OUTCOME = {"approved": "ok"}  # the audit outcome of each ending (default: its name)
-SURFACES = ["python", "pydantic-ai", "mcp-stdio", "mcp-http", "cli"]
+SURFACES = ["python", "pydantic-ai", "mcp-stdio", "mcp-http", "mcp-tasks", "cli"]
 NOT_ON = {"cli": {"approved"}}  # the terminal prompt is for a human at the terminal
 TIMEOUT = 5.0  # a cancelled call is cancelled within it, even on a loaded machine
 
@@ -152,6 +153,35 @@ def run_mcp_http(endings: Endings) -> None:
         server.stop()
 
 
+def run_mcp_tasks(endings: Endings) -> None:
+    """Every call as a task over HTTP (MCPTool's task driver: a cancelled call cancels its
+    task with ``tasks/cancel``)."""
+    from mcp.client.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from surfaces.mcp_clients import http_client
+    from toolcards.tools.mcp.tasks import TaskDriver
+
+    server = HttpServer(endings.config, env=endings.env)
+    headers = {"Authorization": f"Bearer {token_for(CALLER)}"}
+
+    async def run() -> None:
+        async with (
+            http_client(headers) as http,
+            Client(
+                streamable_http_client(server.url, http_client=http),
+                mode="2026-07-28",
+                extensions=[TaskDriver()],
+            ) as client,
+        ):
+            await drive(endings, client.call_tool, set())
+
+    try:
+        anyio.run(run)
+    finally:
+        server.stop()
+
+
 AT_A_TERMINAL = (
     "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
     "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
@@ -186,6 +216,7 @@ RUNS = {
     "pydantic-ai": run_pydantic_ai,
     "mcp-stdio": run_mcp_stdio,
     "mcp-http": run_mcp_http,
+    "mcp-tasks": run_mcp_tasks,
     "cli": run_cli,
 }
 
@@ -221,6 +252,8 @@ def test_a_started_call_has_exactly_one_row_under_its_own_call_id(
     with AuditLog(endings.audit) as log:
         sharing = [e for e in log.query(limit=100_000) if e.call_id == row.call_id]
     assert row.call_id is not None
+    if surface == "mcp-tasks":  # the call ran as a task
+        assert row.call_id.startswith("mcp-task-")
     assert [e.outcome for e in sharing if e.outcome not in DECISIONS] == [row.outcome]
     decisions = [e.outcome for e in sharing if e.outcome in DECISIONS]
     assert decisions == (["approval_granted"] if ending == "approved" else [])

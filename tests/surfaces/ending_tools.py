@@ -63,9 +63,9 @@ async def hold_approved(tag: str) -> str:
     return await hold(tag)
 
 
-TOOLS = [
-    finish,
-    hold,
-    annotate(finish_approved, requires_approval=True),
-    annotate(hold_approved, requires_approval=True),
+TOOLS = [  # long-running: MCP runs each as a task when a client asks for one
+    annotate(finish, long_running=True),
+    annotate(hold, long_running=True),
+    annotate(finish_approved, requires_approval=True, long_running=True),
+    annotate(hold_approved, requires_approval=True, long_running=True),
 ]

@@ -22,6 +22,7 @@ METADATA_KEYS = (
     "requires_approval",
     "sensitive",
     "paths",
+    "long_running",
 )
 
 
@@ -40,6 +41,9 @@ class ToolAnnotations:
     requires_approval: bool = False
     sensitive: tuple[str, ...] = field(default_factory=tuple)
     paths: PathArgs | None = None
+    long_running: bool = False
+    """May run for seconds or minutes (a command, a search of many files, a crawl, an
+    embedding batch): MCP serves it as a task when the client asks for one."""
 
     def as_metadata(self) -> dict[str, Any]:
         """The annotations as ``ToolDefinition.metadata`` entries."""
@@ -50,6 +54,7 @@ class ToolAnnotations:
             "open_world": self.open_world,
             "requires_approval": self.requires_approval,
             "sensitive": list(self.sensitive),
+            "long_running": self.long_running,
         }
         if self.paths is not None:
             meta["paths"] = self.paths
@@ -71,6 +76,7 @@ class ToolAnnotations:
             requires_approval=bool(metadata.get("requires_approval", False)),
             sensitive=tuple(str(s) for s in sensitive),
             paths=paths if isinstance(paths := metadata.get("paths"), PathArgs) else None,
+            long_running=bool(metadata.get("long_running", False)),
         )
 
 
@@ -88,6 +94,7 @@ def annotate(
     sensitive: tuple[str, ...] | list[str] = (),
     instructions: str | None = None,
     paths: PathArgs | None = None,
+    long_running: bool = False,
 ) -> F:
     """Attach annotations (and optional extra instructions) to a tool callable; returns it.
     ``paths`` declares the arguments that name files (see :class:`PathArgs`)."""
@@ -102,6 +109,7 @@ def annotate(
             requires_approval=requires_approval,
             sensitive=tuple(sensitive),
             paths=paths,
+            long_running=long_running,
         ),
     )
     if instructions:

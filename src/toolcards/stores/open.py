@@ -19,6 +19,7 @@ from toolcards.stores.base import (
     Store,
     StoreLocation,
 )
+from toolcards.stores.tasks import SqlTasks
 
 Location = str | os.PathLike[str] | StoreLocation
 
@@ -69,6 +70,19 @@ def open_approvals(
 
     sqlite = SqliteApprovalStore(where.target, team_id)
     return sqlite, sqlite.close
+
+
+def open_tasks(location: Location, team_id: str | None = None) -> SqlTasks:
+    """One team's MCP task rows at ``location`` (``:memory:``: this process only); close
+    them when done."""
+    where = StoreLocation.parse(location)
+    if where.is_postgres:
+        from toolcards.stores.postgres.tasks import PostgresTasks
+
+        return PostgresTasks(where.target, team_id)
+    from toolcards.stores.tasks import SqliteTasks
+
+    return SqliteTasks(where.target if not where.is_memory else ":memory:", team_id)
 
 
 def open_rate_limits(

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.threads import background_thread
+from toolcards.stores.open import open_tasks
 from toolcards.surfaces.config import ConfigError, SurfaceConfig, load_config
 from toolcards.surfaces.http.auth import HttpAuth
 from toolcards.surfaces.http.limits import HttpLimits
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from toolcards.runtime.system import ActorSystem
     from toolcards.runtime.team import Team
     from toolcards.stores.base import RateLimits
+    from toolcards.stores.tasks import SqlTasks
     from toolcards.surfaces.approval import ApprovalChannel
 
 ApprovalMode = Literal["approver", "client"]
@@ -80,6 +82,9 @@ class SurfaceRuntime:
     tool_functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
     """The Python callables behind the registry's tools, by id, where known (the MCP server
     reads their return types for its output schemas)."""
+    tasks: SqlTasks | None = None
+    """The team's MCP task rows (shared by every process of the config; None: the MCP
+    server keeps its tasks in memory)."""
 
     @property
     def registry(self) -> CapabilityRegistry:
@@ -142,6 +147,10 @@ class SurfaceRuntime:
             except ValueError:
                 continue
         return found
+
+    def own(self, closer: Callable[[], Any]) -> None:
+        """Call ``closer`` when this runtime closes (before what it was built with)."""
+        self._owned.append(closer)
 
     def close(self) -> None:
         """Flush and close the audit log, stop the team. Idempotent."""
@@ -210,6 +219,8 @@ class SurfaceRuntime:
                 card_toolsets = factory.get_toolsets()
             shared = open_shared(config, durability=durability)
             owned.append(shared.close)
+            tasks = open_tasks(config.approvals_location, config.team_id)
+            owned.append(tasks.close)
             executor = _executor(
                 registry,
                 policy,
@@ -232,6 +243,7 @@ class SurfaceRuntime:
         rt.toolsets = card_toolsets
         rt.http_limits = config.http
         rt.tool_functions = _functions(factory, tools)
+        rt.tasks = tasks
         return rt
 
     @classmethod

@@ -357,6 +357,13 @@ class Policy:
         """False when no arguments could make the call allowed (the tool can be hidden)."""
         return self._plan(identity, tool_id).visible
 
+    def may_approve(self, identity: Identity, tool_id: str) -> bool:
+        """True when some arguments would make ``identity``'s call of ``tool_id`` wait for a
+        human's approval (a rule with effect ``approve`` applies to it)."""
+        plan = self._plan(identity, tool_id)
+        gated = (d.effect == "approve" for _, d in plan.conditional)
+        return plan.fallthrough.effect == "approve" or any(gated)
+
     def limits_for(self, identity: Identity, tool_id: str) -> tuple[Limit, ...]:
         """The rate limits that apply to ``identity`` calling ``tool_id``."""
         return self._plan(identity, tool_id).limits

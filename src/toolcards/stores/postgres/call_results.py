@@ -14,7 +14,7 @@ from toolcards.stores.postgres.connections import Connections
 from toolcards.stores.postgres.governance import create_table
 
 
-class _Cursor:
+class QmarkCursor:
     """A psycopg cursor speaking the ``?`` placeholders of the shared SQL."""
 
     def __init__(self, cursor: Any) -> None:
@@ -45,7 +45,7 @@ class PostgresCallResults(SqlCallResults):
     @contextmanager
     def _tx(self) -> Iterator[Any]:
         with self._db.transaction(), self._db.cursor() as cur:
-            yield _Cursor(cur)
+            yield QmarkCursor(cur)
 
     def close(self) -> None:
         self._db.close()

@@ -4,7 +4,7 @@ listings show what the caller may read, a read is decided and audited, and a res
 caller may not read is reported exactly like one that does not exist (no existence leak).
 ``resources/subscribe`` sends ``notifications/resources/updated`` when the team's events
 touch the resource; subscribing to a URI a read would answer with not-found is refused the
-same way (``-32002``).
+same way (``-32002``). ``subscriptions/listen`` (2026-07-28) is :mod:`.listening`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import toolcards.surfaces.mcp_server.resource_sources as res
 from toolcards.core.identity import Identity
 from toolcards.governance.policy.policy import Decision
 from toolcards.surfaces.mcp_server.audit_rows import record
+from toolcards.surfaces.mcp_server.listening import Listening
 from toolcards.surfaces.mcp_server.spawner import Spawner
 from toolcards.surfaces.runtime import SurfaceRuntime
 
@@ -49,6 +50,7 @@ class ResourceCatalog:
         self.identity_of = identity_of
         self._subs: dict[int, tuple[Any, set[str]]] = {}
         self._lock = threading.Lock()
+        self.listening = Listening(self, identity_of)
 
     def handlers(self) -> dict[str, Any]:
         return {
@@ -57,6 +59,7 @@ class ResourceCatalog:
             "on_read_resource": self._read,
             "on_subscribe_resource": self._subscribe,
             "on_unsubscribe_resource": self._unsubscribe,
+            "on_subscriptions_listen": self.listening.listen,
         }
 
     def sources(self) -> list[Source]:
@@ -177,7 +180,7 @@ class ResourceCatalog:
 
     # -- subscriptions ------------------------------------------------------------------------
 
-    def _subscribable(self, who: Identity, uri: str) -> bool:
+    def subscribable(self, who: Identity, uri: str) -> bool:
         """Whether ``uri`` names a resource ``who`` may read: one a read would not answer
         with not-found (a template's reader is asked)."""
         target, found = self._target(uri)
@@ -196,7 +199,7 @@ class ResourceCatalog:
     async def _subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> Any:
         who = self.identity_of(ctx)
         uri = str(params.uri)
-        if not await anyio.to_thread.run_sync(self._subscribable, who, uri):
+        if not await anyio.to_thread.run_sync(self.subscribable, who, uri):
             raise MCPError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri})
         key = id(getattr(ctx.session, "_connection", ctx.session))
         with self._lock:
@@ -224,7 +227,9 @@ class ResourceCatalog:
 
     @contextlib.contextmanager
     def watching(self, tasks: TaskGroup) -> Iterator[None]:
-        """Forward the team's live events as ``resources/updated`` while the server runs."""
+        """Forward the team's live events as ``resources/updated`` while the server runs (and
+        poll the listened resources no event announces)."""
+        tasks.start_soon(self.listening.poll, tasks)
         team = self.runtime.team
         if team is None:
             yield
@@ -242,6 +247,8 @@ class ResourceCatalog:
         def on_event(event: Any) -> None:
             if self._subs:
                 spawner.spawn(notify, event.tool_id)
+            if self.listening.listened():
+                spawner.spawn(self.listening.changed, event.tool_id)
 
         sub = team.subscribe(on_event, since=len(team.events()))
         try:

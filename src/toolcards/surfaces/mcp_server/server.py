@@ -23,11 +23,15 @@ from typing import Any
 import anyio
 import mcp.types as types
 from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.shared.exceptions import MCPError
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolcards.core.identity import Identity
 from toolcards.governance.capability import ToolCapability
 from toolcards.governance.executor.calls import fresh_call_id
-from toolcards.surfaces.approval import ApprovalChannel
+from toolcards.stores.tasks import SqliteTasks
+from toolcards.surfaces.approval import ApprovalChannel, AskedApprover, InboxApprover
+from toolcards.surfaces.mcp_server.asking import AskingClient
 from toolcards.surfaces.mcp_server.content import tool_content
 from toolcards.surfaces.mcp_server.logs import LogForwarder
 from toolcards.surfaces.mcp_server.progress import CallProgress
@@ -37,6 +41,7 @@ from toolcards.surfaces.mcp_server.structured import (
     output_schemas,
     structured_text,
 )
+from toolcards.surfaces.mcp_server.tasks import TASKS_EXTENSION, TaskServer, modern
 from toolcards.surfaces.outcomes import classify
 from toolcards.surfaces.runtime import SurfaceRuntime
 
@@ -57,13 +62,16 @@ def toolcards_version() -> str:
         return "0+unknown"
 
 
-def mcp_tool(cap: ToolCapability, output: StructuredOutput | None = None) -> types.Tool:
+def mcp_tool(
+    cap: ToolCapability, output: StructuredOutput | None = None, *, tasks: bool = False
+) -> types.Tool:
     """The MCP view of a capability: its JSON schema (dialect declared: 2020-12, as pydantic
-    writes it), its output schema when its return type has one (:mod:`.structured`) and the
+    writes it), its output schema when its return type has one (:mod:`.structured`), the
     four hints, always explicit (MCP assumes a tool with no hints is destructive and
-    open-world)."""
+    open-world), and ``execution.taskSupport: "optional"`` when it runs as a task."""
     ann = cap.annotations
     schema = cap.json_schema or {"type": "object", "properties": {}}
+    execution = types.ToolExecution(task_support="optional") if tasks else None
     return types.Tool(
         name=cap.id,
         description=cap.description or None,
@@ -75,6 +83,7 @@ def mcp_tool(cap: ToolCapability, output: StructuredOutput | None = None) -> typ
             idempotent_hint=ann.idempotent or ann.readonly,
             open_world_hint=ann.open_world,
         ),
+        execution=execution,
     )
 
 
@@ -84,6 +93,19 @@ def _error(message: str, meta: dict[str, Any]) -> types.CallToolResult:
         is_error=True,
         _meta={META_KEY: meta},
     )
+
+
+class _TaskServing(Server[Any]):
+    """The low-level server, declaring the 2025-11-25 ``tasks`` capability beside the others
+    (2026-07-28 clients see the tasks extension instead)."""
+
+    task_capability: types.ServerTasksCapability | None = None
+
+    def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
+        capabilities = super().get_capabilities(*args, **kwargs)
+        if kwargs.get("protocol_version") not in MODERN_PROTOCOL_VERSIONS:
+            capabilities.tasks = self.task_capability
+        return capabilities
 
 
 class GovernedMCPServer:
@@ -113,10 +135,14 @@ class GovernedMCPServer:
         self.prompts = PromptCatalog(runtime, self.identity_of)
         self.completions = Completer(runtime, self.identity_of, self.prompts, self.resources)
         self._outputs = output_schemas(runtime.tool_functions)
-        self._tools = {cap.id: mcp_tool(cap, self._outputs.get(cap.id)) for cap in runtime.registry}
+        outputs = self._outputs
+        self._tools = {cap.id: mcp_tool(cap, outputs.get(cap.id)) for cap in runtime.registry}
+        self._tasked = {
+            cap.id: mcp_tool(cap, outputs.get(cap.id), tasks=True) for cap in runtime.registry
+        }
         with warnings.catch_warnings():  # logging is deprecated only for a later protocol
             warnings.simplefilter("ignore")
-            self.server: Server[Any] = Server(
+            self.server = _TaskServing(
                 name,
                 version=toolcards_version(),
                 on_list_tools=self._list_tools,
@@ -126,6 +152,8 @@ class GovernedMCPServer:
                 **self.prompts.handlers(),
                 **self.completions.handlers(),
             )
+        self.tasks = self._task_server(runtime)
+        self.asking = AskingClient(runtime.executor.approvals)
 
     def initialization_options(self) -> Any:
         return self.server.create_initialization_options(NotificationOptions())
@@ -146,7 +174,11 @@ class GovernedMCPServer:
         @contextlib.asynccontextmanager
         async def scope() -> Any:
             async with anyio.create_task_group() as tasks:
-                with self.logs.installed(tasks), self.resources.watching(tasks):
+                with (
+                    self.logs.installed(tasks),
+                    self.resources.watching(tasks),
+                    self.tasks.running(tasks),
+                ):
                     try:
                         yield self
                     finally:
@@ -154,13 +186,79 @@ class GovernedMCPServer:
 
         return scope()
 
+    def _task_server(self, runtime: SurfaceRuntime) -> TaskServer:
+        """Tasks over the runtime's task rows (this process's memory without one)."""
+        store = runtime.tasks
+        if store is None:
+            store = SqliteTasks(":memory:")
+            runtime.own(store.close)
+        broker = runtime.executor.approvals
+        inbox = InboxApprover(broker, runtime.approval_timeout) if runtime.has_approver() else None
+        served = TaskServer(
+            store,
+            self._task_call,
+            self.identity_of,
+            broker,
+            inbox=inbox,
+            ask_client=runtime.approval == "client",
+            approval_timeout=runtime.approval_timeout,
+        )
+        served.register(self.server, self._create_task)
+        self.server.task_capability = served.capabilities()
+        self.server.extensions = {TASKS_EXTENSION: {}}
+        return served
+
+    def task_support(self, who: Identity, tool_id: str) -> bool:
+        """Whether ``who``'s call of ``tool_id`` runs as a task when asked: a long-running
+        tool, or one that may wait for a human's approval."""
+        cap = self.runtime.registry.get(tool_id)
+        if cap is None:
+            return False
+        ann = cap.annotations
+        return (
+            ann.long_running
+            or ann.requires_approval
+            or self.runtime.policy.may_approve(who, tool_id)
+        )
+
     # -- handlers -----------------------------------------------------------------------------
 
     async def _list_tools(
         self, ctx: Any, _params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        visible = self.runtime.visible_to(self.identity_of(ctx))
-        return types.ListToolsResult(tools=[self._tools[i] for i in visible])
+        who = self.identity_of(ctx)
+        visible = self.runtime.visible_to(who)
+        listed = [self._tasked[i] if self.task_support(who, i) else self._tools[i] for i in visible]
+        return types.ListToolsResult(tools=listed)
+
+    async def _create_task(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
+        """A ``tools/call`` that asked for a task: the task, when the tool runs as one; else
+        (2026-07-28: the server decides) the call's result, or (2025-11-25) ``-32601``."""
+        who = self.identity_of(ctx)
+        name = params.name
+        visible = self.runtime.policy.visible(who, name) and name in self._tools
+        if not (visible and self.task_support(who, name)):
+            if visible and not modern(ctx):
+                raise MCPError(-32601, f"{name} does not run as a task")
+            result = await self._call_tool(ctx, params)
+            return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        call_id = fresh_call_id(f"mcp-task-{ctx.request_id}")
+        return await self.tasks.create(ctx, params, who, call_id)
+
+    async def _task_call(
+        self, name: str, args: dict[str, Any], who: Identity, approver: Any, call_id: str
+    ) -> types.CallToolResult:
+        """A task's governed call (in the server's background): its MCP result."""
+        asked: list[bool] = []
+
+        async def asking(request: Any) -> bool:
+            asked.append(True)
+            return bool(await approver(request))
+
+        result = await self.runtime.executor.call(
+            name, args, who, surface="mcp", approver=asking, call_id=call_id
+        )
+        return await self._result(name, result, human_asked=bool(asked), note=None)
 
     async def _set_level(self, ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
         self.logs.set_level(ctx.session, params.level)
@@ -169,11 +267,15 @@ class GovernedMCPServer:
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
         who = self.identity_of(ctx)
         name, args = params.name, params.arguments
-        approval = self.approvals.for_call(ctx)
-        progress = CallProgress(ctx)
+        asking = self.runtime.approval == "client" and modern(ctx)
+        approval: Any = AskedApprover(None) if asking else self.approvals.for_call(ctx)
         # one id for every row of the call (approval request and decision, its end): the
         # request id to find it by, made unique (a client's ids repeat across sessions)
         call_id = fresh_call_id(f"mcp-{ctx.request_id}")
+        if asking:  # a retry carrying the client's answer resumes the call it answers
+            resumed, approval.approver = self.asking.resume(who, name, params)
+            call_id = resumed or call_id
+        progress = CallProgress(ctx)
         try:  # a cancelled call (notifications/cancelled) is audited by the executor
             with (
                 progress.bound(),
@@ -187,11 +289,19 @@ class GovernedMCPServer:
         except Exception:  # a deferral or a bug below: never a crash of the session
             log.exception("tool call %s failed outside the executor", name)
             return _error(f"error: {name} failed", {"outcome": "error"})
+        if result.approval is not None and asking:  # the client answers, or the inbox
+            return self.asking.ask(result.approval)
         if result.approval is not None:  # nobody decides it later: an MCP call never resumes
             self.runtime.executor.approvals.withdraw(result.approval)
-        view = classify(result, human_asked=approval.human_asked)
+        note = getattr(approval, "note", None)  # why it was not decided where configured
+        return await self._result(name, result, human_asked=approval.human_asked, note=note)
+
+    async def _result(
+        self, name: str, result: Any, *, human_asked: bool, note: str | None
+    ) -> types.CallToolResult:
+        """The MCP result of a governed call's :class:`ExecutionResult`."""
+        view = classify(result, human_asked=human_asked)
         if view.is_error:
-            note = getattr(approval, "note", None)  # why it was not decided where configured
             message = (
                 view.message
                 if note is None or view.kind != "approval"

@@ -189,7 +189,7 @@ class ExecTool(ToolCard):
             about,
             'command: e.g. "pytest -q tests/test_x.py". No pipes or redirections.',
         )
-        annotate(exec_command, destructive=True, open_world=open_world)
+        annotate(exec_command, destructive=True, open_world=open_world, long_running=True)
         return exec_command
 
     def _jobs(

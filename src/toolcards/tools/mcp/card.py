@@ -142,7 +142,8 @@ class MCPTool(ToolCard):
     exclude_tools: list[str] = Field(default_factory=list)
     connect_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
     timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
-    """Longest wait for one response from the server."""
+    """Longest wait for one response from the server; for a call the server runs as a task
+    (MCP 2026-07-28), the longest the task may take, after which it is cancelled."""
     max_result_chars: int = Field(default=100_000, ge=1_000)
     """Longer text results are cut, with a marker, before they reach the model."""
     retry_interval_seconds: float = Field(default=5.0, ge=0, le=3600)
@@ -302,12 +303,15 @@ class MCPTool(ToolCard):
         mcp = require_mcp_client()
         from fastmcp import Client
 
+        from toolcards.tools.mcp.tasks import TaskDriver
+
         assert self._requests is not None
         client = Client(
             self._transport(),
             init_timeout=self.connect_timeout_seconds,
             timeout=self.timeout_seconds,
             mode=self.protocol,
+            extensions=[TaskDriver(self.name)],
             **client_handlers(self._requests),
         )
         return mcp.MCPToolset(client, id=f"mcp-{self.name}", tool_error_behavior="error")

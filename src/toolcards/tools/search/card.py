@@ -263,7 +263,7 @@ class SearchTool(ToolCard):
 
             return await self._answer(work())
 
-        return annotate(web_crawl, readonly=True, open_world=True)
+        return annotate(web_crawl, readonly=True, open_world=True, long_running=True)
 
     capabilities: ClassVar[dict[str, CardCapability]] = {
         "web_search": CardCapability(tool=_search_tool),

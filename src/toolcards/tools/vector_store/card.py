@@ -173,7 +173,7 @@ class VectorStoreTool(ToolCard, StoreSettings):
 
         if self.name != "VectorStore":
             vector_add.__name__ = vector_add.__qualname__ = f"vector_add_{self._suffix()}"
-        return annotate(vector_add, idempotent=True)
+        return annotate(vector_add, idempotent=True, long_running=True)
 
     def _search_tool(self, handle: ActorHandle[VectorStoreApi], param: VectorSearch) -> ToolFunc:
         from toolcards.tools.vector_store.client import query

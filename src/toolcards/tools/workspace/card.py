@@ -58,6 +58,7 @@ WRITE_TOOLS = ("workspace_write", "workspace_edit", "workspace_multi_edit", "wor
 _DESTRUCTIVE = {"workspace_write", "workspace_edit", "workspace_multi_edit", "workspace_patch",
                 "workspace_delete"}  # fmt: skip
 _IDEMPOTENT = {*READ_TOOLS, "workspace_write", "workspace_delete", "workspace_mkdir"}
+_LONG = {"workspace_grep", "workspace_patch"}  # many files: MCP serves them as tasks
 _ROOT_OK = {"workspace_list", "workspace_glob", "workspace_grep"}
 _EDITS = TypeAdapter(list[EditItem])
 
@@ -155,6 +156,7 @@ class WorkspaceTool(ToolCard):
             destructive=name in _DESTRUCTIVE,
             idempotent=name in _IDEMPOTENT,
             paths=self._paths(name),
+            long_running=name in _LONG,
         )
         return [guarded]
 

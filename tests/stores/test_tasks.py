@@ -1,0 +1,96 @@
+"""MCP task rows (SQLite and PostgreSQL): a row belongs to its team and is read only by the
+principal that created it, a principal holds a bounded number, rows expire, and a row whose
+server stopped renewing its lease reads ``failed`` with that reason."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from toolcards.stores import tasks as rows
+from toolcards.stores.open import open_tasks
+from toolcards.stores.tasks import SqlTasks, TaskRecord, TooManyTasks
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "postgres":
+        return str(request.getfixturevalue("postgres_url"))
+    return str(tmp_path / "tasks.db")
+
+
+@pytest.fixture
+def teams(location: str) -> Iterator[tuple[SqlTasks, SqlTasks]]:
+    a, b = open_tasks(location, "a"), open_tasks(location, "b")
+    yield a, b
+    a.close()
+    b.close()
+
+
+def task(
+    task_id: str, principal: str = "carol", *, ttl: float = 60, lease: float = 60
+) -> TaskRecord:
+    now = time.time()
+    return TaskRecord(task_id, principal, "exec_command", f"call-{task_id}", rows.WORKING, None,
+                      now, now, now + ttl, "owner-1", now + lease)  # fmt: skip
+
+
+def test_a_task_is_read_only_by_its_principal_in_its_team(teams: tuple[SqlTasks, SqlTasks]) -> None:
+    a, b = teams
+    a.create(task("t1"), per_principal=10)
+    assert a.get("t1", "carol") is not None
+    assert a.get("t1", "mallory") is None
+    assert b.get("t1", "carol") is None
+    assert b.page("carol", None, 10) == []
+    assert not b.update("t1", status=rows.CANCELLED)
+    assert a.get("t1", "carol").status == rows.WORKING  # type: ignore[union-attr]
+
+
+def test_a_principal_holds_a_bounded_number_of_tasks(teams: tuple[SqlTasks, SqlTasks]) -> None:
+    a, b = teams
+    for n in range(3):
+        a.create(task(f"t{n}"), per_principal=3)
+    with pytest.raises(TooManyTasks):
+        a.create(task("t3"), per_principal=3)
+    a.create(task("other", principal="dave"), per_principal=3)  # another principal's count
+    b.create(task("t3"), per_principal=3)  # another team's count
+
+
+def test_expired_tasks_are_gone_and_free_their_place(teams: tuple[SqlTasks, SqlTasks]) -> None:
+    a, _ = teams
+    a.create(task("old", ttl=0.01), per_principal=1)
+    time.sleep(0.05)
+    assert a.get("old", "carol") is None
+    a.create(task("new"), per_principal=1)  # the expired one no longer counts
+
+
+def test_a_task_whose_server_stopped_reads_failed_with_the_reason(
+    teams: tuple[SqlTasks, SqlTasks],
+) -> None:
+    a, _ = teams
+    a.create(task("orphan", lease=-1), per_principal=10)
+    a.create(task("alive"), per_principal=10)
+    orphan, alive = a.get("orphan", "carol"), a.get("alive", "carol")
+    assert orphan is not None and orphan.status == rows.FAILED
+    assert orphan.status_message == rows.ORPHANED
+    assert alive is not None and alive.status == rows.WORKING
+
+
+def test_an_ended_task_keeps_its_end(teams: tuple[SqlTasks, SqlTasks]) -> None:
+    a, _ = teams
+    a.create(task("t"), per_principal=10)
+    assert a.update("t", status=rows.CANCELLED)
+    assert not a.update("t", status=rows.COMPLETED, result="{}")
+    assert a.get("t", "carol").status == rows.CANCELLED  # type: ignore[union-attr]
+
+
+def test_pages_list_a_principals_tasks_in_order(teams: tuple[SqlTasks, SqlTasks]) -> None:
+    a, _ = teams
+    for n in range(5):
+        a.create(task(f"t{n}"), per_principal=10)
+    first = a.page("carol", None, 3)
+    rest = a.page("carol", first[-1], 3)
+    assert [t.task_id for t in first + rest] == [f"t{n}" for n in range(5)]

@@ -1,0 +1,191 @@
+"""MCP 2026-07-28 in process (the official SDK client on an in-memory connection to the
+governed server): an approval-gated call answered through ``InputRequiredResult``, a task
+that asks its client and runs on its answer, and ``subscriptions/listen`` delivering a
+planning-board update, filtered by what the caller may read."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import mcp.types as types
+import pytest
+import yaml
+from mcp.client.client import Client
+from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from pydantic import ConfigDict, Field
+
+from surfaces.surface_support import write_config
+from toolcards.governance import AuditLog, Identity
+from toolcards.surfaces.config import load_config
+from toolcards.surfaces.mcp_server.server import GovernedMCPServer
+from toolcards.surfaces.runtime import SurfaceRuntime
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
+
+CALLER = Identity("agent.runner", "agent", ["worker"])
+APPROVER = Identity("ann", "user", ["approver"])
+MODERN = "2026-07-28"
+TASKS = "io.modelcontextprotocol/tasks"
+POLICY = {
+    "default_effect": "allow",
+    "rules": [
+        {"description": "writes need a human", "targets": ["workspace_write"], "effect": "approve"},
+        {"description": "no audit for agents", "targets": ["resource:toolcards://audit/*"],
+         "effect": "deny"},
+    ],
+}  # fmt: skip
+
+
+def config(base: Path, approval: str) -> Path:
+    (base / "workspaces" / "w").mkdir(parents=True, exist_ok=True)
+    policy = base / "policy.yaml"
+    policy.write_text(yaml.safe_dump(POLICY), encoding="utf-8")
+    cards = [{"type": "WorkspaceTool", "workspace_id": "w"}, {"type": "PlanningTool"}]
+    return write_config(base, local=CALLER, tokens=[APPROVER], policy=policy, tools=[],
+                        cards=cards, team_id="t", approval=approval)  # fmt: skip
+
+
+@contextlib.asynccontextmanager
+async def served(
+    base: Path, approval: str, monkeypatch: pytest.MonkeyPatch, **options: Any
+) -> AsyncIterator[tuple[Client, SurfaceRuntime]]:
+    monkeypatch.setenv("TOOLCARDS_WORKSPACES_ROOT", str(base / "workspaces"))
+    with SurfaceRuntime.from_config(load_config(config(base, approval)), durability="sync") as rt:
+        server = GovernedMCPServer(rt)
+        async with server.running(), Client(server.server, mode=MODERN, **options) as client:
+            yield client, rt
+
+
+async def test_a_gated_call_is_answered_by_the_client_through_input_required(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[str] = []
+
+    async def approve(_ctx: Any, params: Any) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async with served(tmp_path, "client", monkeypatch, elicitation_callback=approve) as (c, _rt):
+        result = await c.call_tool("workspace_write", {"path": "a.txt", "content": "hi"})
+    assert not result.is_error, result
+    assert (tmp_path / "workspaces" / "w" / "a.txt").read_text() == "hi"
+    (question,) = asked
+    assert '"content":"hi"' in question and "caller: agent.runner" in question
+    with AuditLog(tmp_path / "audit.db") as log:
+        rows = [(e.principal, e.outcome) for e in log.query() if e.tool == "workspace_write"]
+    assert rows == [
+        ("agent.runner", "needs_approval"),
+        ("agent.runner", "approval_granted"),
+        ("agent.runner", "ok"),
+    ]
+
+
+async def test_an_answer_for_other_arguments_runs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with served(tmp_path, "client", monkeypatch) as (client, _rt):
+        first = await client.session.call_tool(
+            "workspace_write", {"path": "a.txt", "content": "shown"}, allow_input_required=True
+        )
+        assert isinstance(first, types.InputRequiredResult)
+        yes = types.ElicitResult(action="accept", content={"approve": True})
+        retried = await client.session.call_tool(
+            "workspace_write",
+            {"path": "a.txt", "content": "swapped"},
+            input_responses={"approval": yes},
+            request_state=first.request_state,
+            allow_input_required=True,
+        )
+    assert isinstance(retried, types.CallToolResult) and retried.is_error
+    assert not (tmp_path / "workspaces" / "w" / "a.txt").exists()
+
+
+class _Created(types.Result):
+    model_config = ConfigDict(extra="allow")
+    result_type: Literal["task"] = Field(default="task", alias="resultType")
+    task_id: str = Field(alias="taskId")
+
+
+class _Id(types.RequestParams):
+    model_config = ConfigDict(populate_by_name=True)
+    task_id: str = Field(alias="taskId")
+
+
+class _Update(_Id):
+    input_responses: dict[str, Any] = Field(alias="inputResponses")
+
+
+class _Get(types.Request[_Id, Literal["tasks/get"]]):
+    method: Literal["tasks/get"] = "tasks/get"
+    params: _Id
+
+
+class _Answer(types.Request[_Update, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    params: _Update
+
+
+class _Detailed(types.Result):
+    model_config = ConfigDict(extra="allow")
+    status: str
+    input_requests: dict[str, Any] | None = Field(default=None, alias="inputRequests")
+
+
+class StartOnly(ClientExtension):
+    """Declares the tasks extension; a task result comes back as its id (nothing polled)."""
+
+    identifier = TASKS
+
+    def claims(self) -> Sequence[ResultClaim[Any]]:
+        async def give_id(created: _Created, _ctx: ClaimContext) -> types.CallToolResult:
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=created.task_id)]
+            )
+
+        return (ResultClaim(result_type="task", model=_Created, resolve=give_id),)
+
+
+async def poll(client: Client, task_id: str, until: str) -> _Detailed:
+    with anyio.fail_after(30):
+        while True:
+            got = await client.session.send_request(_Get(params=_Id(taskId=task_id)), _Detailed)
+            if got.status == until:
+                return got
+            await anyio.sleep(0.05)
+
+
+async def test_a_task_asks_its_client_and_runs_on_its_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with served(tmp_path, "client", monkeypatch, extensions=[StartOnly()]) as (c, _rt):
+        started = await c.call_tool("workspace_write", {"path": "t.txt", "content": "later"})
+        task_id = started.content[0].text  # type: ignore[union-attr]
+        waiting = await poll(c, task_id, "input_required")
+        assert waiting.input_requests is not None
+        question = waiting.input_requests["approval"]["params"]["message"]
+        assert '"content":"later"' in question
+        yes = {"action": "accept", "content": {"approve": True}}
+        answer = _Update(taskId=task_id, inputResponses={"approval": yes})
+        await c.session.send_request(_Answer(params=answer), types.Result)
+        done = await poll(c, task_id, "completed")
+    assert done.status == "completed"
+    assert (tmp_path / "workspaces" / "w" / "t.txt").read_text() == "later"
+
+
+async def test_a_listening_client_gets_board_updates_and_nothing_it_may_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    board, audit = "toolcards://team/t/planning", "toolcards://audit/tail"
+    async with (
+        served(tmp_path, "approver", monkeypatch) as (client, _rt),
+        client.listen(resource_subscriptions=[board, audit]) as sub,
+    ):
+        assert sub.honored.resource_subscriptions == [board]
+        await client.call_tool("update_planning", {"create": [{"description": "ship it"}]})
+        with anyio.fail_after(30):
+            event = await sub.__anext__()
+    assert event.uri == board  # type: ignore[union-attr]
