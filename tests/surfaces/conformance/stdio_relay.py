@@ -39,6 +39,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 ENVELOPE_KEY = "io.modelcontextprotocol/protocolVersion"
+SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"  # a listen stream's frames
 
 
 MODERN = "2026-07-28"
@@ -134,6 +135,13 @@ class Session:
         ident = message.get("id")
         if "method" not in message and ident in self.waiting:
             await self.waiting.pop(ident).send(message)
+            return
+        params = message.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        listen = meta.get(SUBSCRIPTION_ID) if isinstance(meta, dict) else None
+        if listen is not None and listen in self.waiting:  # a frame of a listen stream
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await self.waiting[listen].send(message)
             return
         targets = list(self.waiting.values())
         if len(targets) == 1 and "id" not in message:
@@ -274,12 +282,20 @@ class Relay:
         await session.write({**message, "id": relay_id})
 
         async def answer() -> Any:
-            async with receive:
-                async for item in receive:
-                    done = "method" not in item and item.get("id") == relay_id
-                    yield _sse({**item, "id": ident} if done else item)
-                    if done:
-                        return
+            done = False
+            try:
+                async with receive:
+                    async for item in receive:
+                        done = "method" not in item and item.get("id") == relay_id
+                        yield _sse({**item, "id": ident} if done else item)
+                        if done:
+                            return
+            finally:  # the client went away first (a listen it stopped reading): forget it
+                if not done and session.waiting.pop(relay_id, None) is not None:
+                    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                              "params": {"requestId": relay_id}}  # fmt: skip
+                    with contextlib.suppress(Exception):
+                        await session.write(cancel)
 
         return StreamingResponse(answer(), media_type="text/event-stream")
 

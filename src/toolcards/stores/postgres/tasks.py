@@ -10,7 +10,7 @@ from typing import Any
 from toolcards.stores.base import DEFAULT_TEAM
 from toolcards.stores.postgres.call_results import QmarkCursor
 from toolcards.stores.postgres.connections import Connections
-from toolcards.stores.postgres.governance import _create
+from toolcards.stores.postgres.governance import create_table
 from toolcards.stores.tasks import INDEX, TABLE, SqlTasks
 
 
@@ -25,7 +25,7 @@ class PostgresTasks(SqlTasks):
         self.team_id = team_id or DEFAULT_TEAM
         self._db = Connections(url, connect_timeout=connect_timeout)
         self.location = self._db.location
-        _create(self._db, TABLE, None, INDEX)
+        create_table(self._db, TABLE, None, INDEX)
 
     @contextmanager
     def _tx(self) -> Iterator[Any]:
