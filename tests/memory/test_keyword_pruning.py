@@ -17,6 +17,14 @@ from toolcards.tools._common import keyword_index
 from toolcards.tools._common.keyword_index import KeywordIndex, query_terms, tokens
 
 COLUMNS = ("name", "body")
+
+
+@pytest.fixture(autouse=True)
+def prune_small_queries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prune from the first posting: the corpora here are small enough to check quickly."""
+    monkeypatch.setattr(keyword_index, "PRUNE_FROM", 0)
+
+
 WEIGHTS = (3.0, 1.0)
 K1, B = 1.2, 0.75
 

@@ -95,9 +95,10 @@ BLOCK_STATS_FROM = 32
 postings' own weights."""
 FIRST_BLOCKS = 16
 """Blocks of best bound scored first, for a k-th best score to prune the others with."""
-PRUNE_FROM = 4096
-"""A query whose terms have fewer postings than this, together, is scored exhaustively (its
-postings cost less to score than the blocks to bound)."""
+PRUNE_FROM = 50_000
+"""A query whose terms have fewer postings than this, together, is scored exhaustively: numpy
+scores them in about the time bounding and picking the blocks takes (measured: at 10,000
+entities scoring every match costs 0.4 ms, pruning 0.6)."""
 COMPACT_FROM = 1024
 """Slots are renumbered once more than this many, and more than the live documents, are free."""
 
