@@ -1,8 +1,9 @@
-"""Retrieval quality of the knowledge graph: a known-item eval built from Python's standard
-library docstrings, recall@1/5/10 and MRR for keyword, vector and hybrid search beside a plain
-BM25 baseline.
+"""Retrieval quality of the knowledge graph: known-item evals built from Python's standard
+library docstrings and from Debian's package descriptions, recall@1/5/10/20 and MRR for
+keyword, vector and hybrid search beside a plain BM25 baseline.
 
 Run: .venv/bin/python benchmarks/bench_retrieval.py [--quick] [--docs 2000] [--queries 400]
+     [--corpus both|stdlib|debian] [--debian FILE]
 
 Every function and class of the standard library (read with ``ast``, nothing imported) whose
 docstring has a one-line summary and a body is a candidate: the entity holds the body (name,
@@ -13,16 +14,30 @@ local MiniLM model (offline, the ``vector`` extra), embedded from the same texts
 ``#VectorStore`` receives; vector hits below the card's ``score_threshold`` are dropped, as in
 ``search_graph``. ``hybrid (rrf)`` is the former plain reciprocal-rank fusion, ``hybrid`` the
 score-aware fusion ``search_graph`` uses now. MRR counts the first 10 hits.
+
+The Debian eval is held out (nothing was tuned on it): a package's one-line synopsis is the
+query, its long description the entity (named by the package, typed by its section). The
+descriptions come from ``--debian FILE`` (a ``Translation-en`` or ``status`` file, plain or
+lz4/gz/xz), else the ``Translation-en`` lists apt keeps when it fetched them, else the
+installed packages (``/var/lib/dpkg/status``).
+
+Each recall@k calls the search as ``search_graph(top_k=k)`` does (its candidate pools depend
+on k); the last line says at which k hybrid is below the better single mode, if any.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import functools
+import gzip
+import lzma
 import math
 import os
 import random
 import re
+import shutil
+import subprocess
 import sysconfig
 import time
 from collections import Counter
@@ -38,7 +53,7 @@ from toolcards.tools.knowledge_graph.graph import ENTITY, Graph, entity_text
 from toolcards.tools.knowledge_graph.models import Entity
 
 SKIP = {"test", "tests", "idlelib", "lib2to3", "site-packages", "dist-packages", "turtledemo"}
-KS = (1, 5, 10)
+KS = (1, 5, 10, 20)
 Ranked = list[tuple[str, float]]
 
 
@@ -81,16 +96,22 @@ def build_eval(
     """Entities (one per docstring body) and ``(query, expected entity name)`` pairs; with
     ``scan``, the stdlib walk stops after that many candidates (the first modules only)."""
     items: dict[str, tuple[str, str, str]] = {}
-    seen_queries: Counter[str] = Counter()
     for name, kind, doc in docstrings(Path(sysconfig.get_paths()["stdlib"])):
         if scan is not None and len(items) >= scan:
             break
         parts = split(doc)
-        if parts is None or name in items:
-            continue
-        items[name] = (kind, *parts)
-        seen_queries[parts[0].lower()] += 1
-    unique = [n for n, (_, q, _) in sorted(items.items()) if seen_queries[q.lower()] == 1]
+        if parts is not None and name not in items:
+            items[name] = (kind, *parts)
+    return sample(items, n_docs, n_queries, seed)
+
+
+def sample(
+    items: dict[str, tuple[str, str, str]], n_docs: int, n_queries: int, seed: int
+) -> tuple[list[Entity], Ranked]:
+    """``n_docs`` entities drawn from ``items`` (name -> kind, query, body) whose query no
+    other item shares, and ``n_queries`` of them asked."""
+    seen = Counter(query.lower() for _, query, _ in items.values())
+    unique = [n for n, (_, q, _) in sorted(items.items()) if seen[q.lower()] == 1]
     rng = random.Random(seed)
     chosen = sorted(rng.sample(unique, min(n_docs, len(unique))))
     entities = [
@@ -98,6 +119,68 @@ def build_eval(
     ]
     asked = rng.sample(chosen, min(n_queries, len(chosen)))
     return entities, [(items[name][1], name) for name in asked]
+
+
+APT_LISTS = Path("/var/lib/apt/lists")
+DPKG_STATUS = Path("/var/lib/dpkg/status")
+
+
+def debian_source(given: Path | None) -> Path | None:
+    """The file to read package descriptions from: ``given``, else apt's English
+    translations (the largest), else the installed packages; None when there is none."""
+    if given is not None:
+        return given
+    found = sorted(APT_LISTS.glob("*_i18n_Translation-en*"), key=lambda p: -p.stat().st_size)
+    if found:
+        return found[0]
+    return DPKG_STATUS if DPKG_STATUS.exists() else None
+
+
+def read_text(path: Path) -> str:
+    """A plain, gzip, xz or lz4 (with the ``lz4`` command) file's text."""
+    if path.suffix == ".gz":
+        return gzip.decompress(path.read_bytes()).decode("utf-8", "replace")
+    if path.suffix == ".xz":
+        return lzma.decompress(path.read_bytes()).decode("utf-8", "replace")
+    if path.suffix == ".lz4":
+        tool = shutil.which("lz4")
+        if tool is None:
+            raise SystemExit(f"{path} is lz4-compressed and the lz4 command is not installed")
+        done = subprocess.run([tool, "-dc", "--", str(path)], capture_output=True, check=True)
+        return done.stdout.decode("utf-8", "replace")
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+def packages(text: str) -> Iterator[tuple[str, str, str, str]]:
+    """``(package, section, synopsis, long description)`` of each stanza with a description."""
+    for stanza in text.split("\n\n"):
+        fields: dict[str, str] = {}
+        key = ""
+        for line in stanza.splitlines():
+            if line.startswith((" ", "\t")) and key:
+                fields[key] += "\n" + line[1:]
+            elif ":" in line:
+                key, _, value = line.partition(":")
+                fields[key] = value.strip()
+        description = fields.get("Description-en") or fields.get("Description")
+        if "Package" in fields and description:
+            synopsis, _, body = description.partition("\n")
+            lines = [line for line in body.splitlines() if line.strip() != "."]
+            section = fields.get("Section", "package").rpartition("/")[2]
+            yield fields["Package"], section, synopsis.strip(), " ".join(" ".join(lines).split())
+
+
+def build_debian(
+    n_docs: int, n_queries: int, source: Path, seed: int = 0
+) -> tuple[list[Entity], Ranked]:
+    """Entities (one per package: its long description) and ``(synopsis, package)`` pairs."""
+    items: dict[str, tuple[str, str, str]] = {}
+    for name, section, synopsis, body in packages(read_text(source)):
+        words = synopsis.split()
+        if len(words) < 3 or len(body.split()) < 15 or synopsis.lower() in body.lower():
+            continue
+        items.setdefault(name, (section, synopsis, body[:600]))
+    return sample(items, n_docs, n_queries, seed)
 
 
 _WORD = re.compile(r"\w+")
@@ -132,18 +215,19 @@ class PlainBM25:
         return sorted(scores.items(), key=lambda kv: -kv[1])[:top_k]
 
 
-def measure(rankings: list[list[str]], expected: list[str]) -> dict[str, float]:
-    """recall@1/5/10 and MRR@10 of one ranking per query."""
+def measure(rankings: dict[int, list[list[str]]], expected: list[str]) -> dict[str, float]:
+    """recall@k of the ranking asked with top_k=k, and MRR@10."""
     out = {f"r@{k}": 0.0 for k in KS}
     out["mrr"] = 0.0
-    for found, want in zip(rankings, expected, strict=True):
-        rank = found.index(want) + 1 if want in found[:10] else None
-        for k in KS:
-            out[f"r@{k}"] += rank is not None and rank <= k
-        out["mrr"] += 1.0 / rank if rank else 0.0
+    for k in KS:
+        for found, want in zip(rankings[k], expected, strict=True):
+            out[f"r@{k}"] += want in found[:k]
+    for found, want in zip(rankings[10], expected, strict=True):
+        out["mrr"] += 1.0 / (found.index(want) + 1) if want in found[:10] else 0.0
     return {key: value / len(expected) for key, value in out.items()}
 
 
+@functools.cache
 def embedder() -> Callable[[list[str]], Any]:
     from toolcards.tools.vector_store.embeddings import LocalMiniLMProvider
 
@@ -151,8 +235,7 @@ def embedder() -> Callable[[list[str]], Any]:
     return lambda texts: provider.embed(texts)
 
 
-def run(n_docs: int, n_queries: int, scan: int | None = None) -> dict[str, dict[str, float]]:
-    entities, queries = build_eval(n_docs, n_queries, scan=scan)
+def run(entities: list[Entity], queries: Ranked) -> dict[str, dict[str, float]]:
     graph = Graph(entities)
     ids = [ENTITY + e.name for e in entities]
     embed = embedder()
@@ -168,23 +251,25 @@ def run(n_docs: int, n_queries: int, scan: int | None = None) -> dict[str, dict[
     param = SearchGraph()
     expected = [name for _, name in queries]
     bm25 = PlainBM25({e.name: entity_text(e) for e in entities})
-    found: dict[str, list[list[str]]] = {m: [] for m in MODES}
+    found: dict[str, dict[int, list[list[str]]]] = {m: {k: [] for k in KS} for m in MODES}
     for (query, _), qvec in zip(queries, qvecs, strict=True):
         sims = matrix @ qvec
-        top = np.argsort(-sims)[:30]
-        hits = [(ids[i], float(sims[i])) for i in top if sims[i] >= param.score_threshold]
-        for mode, (search_mode, fusion) in SEARCHES.items():
-            result = graph.search(
-                query,
-                search_mode,
-                10,
-                hits,
-                rrf_k=param.rrf_k,
-                weights=(param.keyword_weight, param.vector_weight),
-                fusion=fusion,
-            )
-            found[mode].append([e.name for e, _ in result.entities])
-        found["bm25"].append([d for d, _ in bm25.search(query, 10)])
+        order = np.argsort(-sims, kind="stable")
+        for k in KS:  # as search_graph(top_k=k) asks the store: max(3k, 30) hits above the floor
+            top = order[: max(k * 3, 30)]
+            hits = [(ids[i], float(sims[i])) for i in top if sims[i] >= param.score_threshold]
+            for mode, (search_mode, fusion) in SEARCHES.items():
+                result = graph.search(
+                    query,
+                    search_mode,
+                    k,
+                    hits,
+                    rrf_k=param.rrf_k,
+                    weights=(param.keyword_weight, param.vector_weight),
+                    fusion=fusion,
+                )
+                found[mode][k].append([e.name for e, _ in result.entities])
+            found["bm25"][k].append([d for d, _ in bm25.search(query, k)])
     figures = {mode: measure(rankings, expected) for mode, rankings in found.items()}
     figures["_"] = {"docs": len(entities), "queries": len(queries), "embed_s": embed_s}
     return figures
@@ -197,6 +282,36 @@ SEARCHES: dict[str, tuple[Any, str]] = {
     "hybrid": ("hybrid", "scores"),
 }
 MODES = (*SEARCHES, "bm25")
+COLUMNS = (*(f"r@{k}" for k in KS), "mrr")
+
+
+def report(name: str, figures: dict[str, dict[str, float]]) -> None:
+    """Print one eval's table and the k at which hybrid is below the better single mode."""
+    meta = figures.pop("_")
+    print(
+        f"{name}: {int(meta['docs'])} entities, {int(meta['queries'])} queries, local MiniLM "
+        f"(embedded in {meta['embed_s']:.1f} s)"
+    )
+    print(f"  {'mode':<13}" + "".join(f"{c:>8}" for c in COLUMNS))
+    for mode, row in figures.items():
+        print(f"  {mode:<13}" + "".join(f"{row[c]:8.3f}" for c in COLUMNS))
+    gaps = []
+    for k in KS:
+        column = f"r@{k}"
+        better = max(figures["keyword"][column], figures["vector"][column])
+        gap = figures["hybrid"][column] - better
+        gaps.append(f"k={k} {gap:+.3f}")
+        record(
+            f"{name}, hybrid {column}",
+            figures["hybrid"][column],
+            "",
+            peer="the better of keyword and vector alone",
+            peer_value=better,
+            goal=">= the peer",
+        )
+    print("  hybrid minus the better single mode: " + ", ".join(gaps))
+    for mode, row in figures.items():
+        record(f"{name}, {mode}, mrr", row["mrr"], "")
 
 
 def main() -> None:
@@ -204,26 +319,28 @@ def main() -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="16 documents, 8 queries, drawn from the first 100 candidates of the stdlib walk",
+        help="16 documents, 8 queries each, from the first 100 stdlib candidates and the "
+        "installed packages",
     )
     parser.add_argument("--docs", type=int, default=2000)
     parser.add_argument("--queries", type=int, default=400)
+    parser.add_argument("--corpus", default="both", choices=("both", "stdlib", "debian"))
+    parser.add_argument("--debian", type=Path, default=None, help="package descriptions file")
     args = parser.parse_args()
     docs, queries = (16, 8) if args.quick else (args.docs, args.queries)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    figures = run(docs, queries, scan=100 if args.quick else None)
-    meta = figures.pop("_")
-    print(
-        f"cpus={os.cpu_count()} load(1m)={load:.1f}: {int(meta['docs'])} stdlib docstrings, "
-        f"{int(meta['queries'])} summary-line queries, local MiniLM "
-        f"(embedded in {meta['embed_s']:.1f} s)"
-    )
-    print(f"  {'mode':<13}" + "".join(f"{k:>8}" for k in ("r@1", "r@5", "r@10", "mrr")))
-    for mode, row in figures.items():
-        print(f"  {mode:<13}" + "".join(f"{row[k]:8.3f}" for k in ("r@1", "r@5", "r@10", "mrr")))
-    for mode, row in figures.items():
-        for key in ("r@5", "mrr"):
-            record(f"stdlib known-item eval, {mode}, {key}", row[key], "")
+    print(f"cpus={os.cpu_count()} load(1m)={load:.1f}")
+    if args.corpus in ("both", "stdlib"):
+        evaluation = build_eval(docs, queries, scan=100 if args.quick else None)
+        report("stdlib known-item eval", run(*evaluation))
+    if args.corpus in ("both", "debian"):
+        source = DPKG_STATUS if args.quick and args.debian is None else args.debian
+        found = debian_source(source)
+        if found is None or not found.exists():
+            print("Debian eval skipped: no package descriptions here (--debian FILE)")
+            return
+        print(f"Debian descriptions from {found}")
+        report("Debian known-item eval", run(*build_debian(docs, queries, found)))
 
 
 if __name__ == "__main__":

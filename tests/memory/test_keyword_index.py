@@ -157,7 +157,7 @@ def _corpus(index: KeywordIndex, size: int, seed: int) -> None:
         index.upsert(f"d{i}", " ".join(rng.choices(words, k=rng.randint(1, 3))), "")
 
 
-def test_a_large_index_ranks_like_the_plain_loop_with_ties_by_insertion() -> None:
+def test_a_large_index_ranks_like_the_plain_loop_with_ties_by_id() -> None:
     fast, slow = KeywordIndex(("text", "x")), KeywordIndex(("text", "x"))
     slow._np = None
     _corpus(fast, 20_000, 1)

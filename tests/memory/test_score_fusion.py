@@ -123,3 +123,14 @@ def test_a_document_both_rankings_name_leads() -> None:
 def test_score_fusion_wants_one_weight_per_ranking() -> None:
     with pytest.raises(ValueError, match="one weight per ranking"):
         score_fuse([("a", 1.0)], [], keyword_bound=1.0, weights=[1.0, 2.0, 3.0])
+
+
+def test_a_keyword_hit_covering_half_the_query_yields_to_a_clearly_better_meaning_match() -> None:
+    keyword = [("half", 5.0)]
+    vector = [("meant", 0.70), ("half", 0.30)]
+    assert [d for d, _ in score_fuse(keyword, vector, keyword_bound=10.0)] == ["meant", "half"]
+
+
+def test_equal_fused_scores_rank_by_id() -> None:
+    vector = [("b", 0.5), ("a", 0.5), ("c", 0.5)]
+    assert [d for d, _ in score_fuse([], vector, keyword_bound=1.0)] == ["a", "b", "c"]

@@ -105,7 +105,8 @@ class KnowledgeGraphActor(ToolActor):
         """Ranked entities and relations with the requested graph context.
 
         Takes the arguments of :meth:`Graph.search` (query, mode, top_k, vector_hits,
-        include_neighbors, include_edges, find_paths, rrf_k, weights) and passes them on.
+        include_neighbors, include_edges, find_paths, rrf_k, weights, fusion, exhaustive) and
+        passes them on.
         """
         if self.vectors is not None and self.vectors.pending:
             with self.ctx.state.batch():  # the store came up after this actor: catch it up

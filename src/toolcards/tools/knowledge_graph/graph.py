@@ -302,13 +302,16 @@ class Graph:
         rrf_k: float = 10.0,
         weights: tuple[float, float] = (1.0, 1.0),
         fusion: Literal["scores", "rrf"] = "scores",
+        exhaustive: bool = False,
     ) -> SearchResult:
         """Rank entities and relations; ``vector_hits`` are ``(doc_id, cosine)`` pairs.
 
         ``hybrid`` adds the BM25 score scaled by the query's own maximum to the cosine
         (:func:`score_fuse`); ``fusion="rrf"`` fuses the ranks alone (reciprocal-rank fusion
-        with ``rrf_k``), as before."""
-        keyword = [] if mode == "vector" else self._index.search(query, top_k=max(top_k * 3, 30))
+        with ``rrf_k``), as before. ``exhaustive`` scores every keyword match instead of
+        pruning (the same ranking: the baseline the pruned index is measured against)."""
+        pool = max(top_k * 3, 30)
+        keyword = [] if mode == "vector" else self._index.search(query, pool, exhaustive=exhaustive)
         known = [h for h in vector_hits or () if self._resolve(h[0]) is not None]
         if mode == "keyword" or vector_hits is None:
             ranked = keyword
