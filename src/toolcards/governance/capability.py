@@ -33,6 +33,7 @@ from toolcards.governance.invoke import Invoke as Invoke
 from toolcards.governance.invoke import direct_invoke as direct_invoke
 from toolcards.governance.invoke import function_invoke
 from toolcards.governance.invoke import tool_threads as tool_threads
+from toolcards.governance.plain_tools import plain_validator
 
 if TYPE_CHECKING:
     from pydantic_ai import RunContext
@@ -124,6 +125,7 @@ def surface_context() -> RunContext[None]:
 
     Tools that read ``ctx.deps`` or call ``ctx.model`` are not meaningful outside a run.
     """
+    # lazy: pydantic-ai, ~1 s; only a call from outside an agent run needs a context
     from pydantic_ai import RunContext
     from pydantic_ai.models.test import TestModel
     from pydantic_ai.usage import RunUsage
@@ -183,8 +185,6 @@ def plain_capability(
     annotations, validation and invocation) without importing pydantic-ai, its JSON schema
     made by ``json_schema()`` on first read; None when ``fn``'s signature needs that path
     (see :mod:`toolcards.governance.plain_tools`)."""
-    from toolcards.governance.plain_tools import plain_validator
-
     validator = plain_validator(fn)
     if validator is None:
         return None
@@ -323,7 +323,7 @@ class CapabilityRegistry:
 
         def function_toolset() -> FunctionToolset[Any]:
             if not toolset:
-                from toolcards.core.toolset import build_function_toolset
+                from toolcards.core.toolset import build_function_toolset  # lazy: pydantic-ai, ~1 s
 
                 toolset.append(build_function_toolset(tools))
             return toolset[0]

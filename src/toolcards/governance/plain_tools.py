@@ -18,7 +18,13 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Callable
+from types import GenericAlias
 from typing import Annotated, Any
+
+import typing_extensions as te
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic.fields import FieldInfo
+from typing_extensions import is_typeddict
 
 __all__ = ["plain_validator"]
 
@@ -29,10 +35,6 @@ def plain_validator(fn: Callable[..., Any]) -> Any:
     """pydantic's validator of ``fn``'s keyword arguments, or None (see the module)."""
     if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
         return None
-    import typing_extensions as te
-    from pydantic import ConfigDict, Field, TypeAdapter
-    from pydantic.fields import FieldInfo
-
     try:
         params = list(inspect.signature(fn).parameters.values())
         hints = te.get_type_hints(fn, include_extras=True)
@@ -63,11 +65,6 @@ def plain_validator(fn: Callable[..., Any]) -> Any:
 def _model_like(hint: Any) -> bool:
     """A pydantic model, dataclass or typed dict: pydantic-ai takes such a lone argument's
     fields at the top level."""
-    from types import GenericAlias
-
-    from pydantic import BaseModel
-    from typing_extensions import is_typeddict
-
     return (
         isinstance(hint, type)
         and not isinstance(hint, GenericAlias)

@@ -94,6 +94,7 @@ class Team:
         self.team_id = team_id
         self.profiles: list[RoleProfile] = []
         if profiles:  # a team without members does without the profiles' models
+            # lazy: agent members only (pydantic models, ~1x python -c pass)
             from toolcards.runtime.profiles import normalize_profiles
 
             self.profiles = normalize_profiles(profiles)

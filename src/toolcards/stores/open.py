@@ -1,6 +1,6 @@
 """The one place that picks a backend: a :class:`StoreLocation` and a team in, stores out.
 
-Backends are imported when chosen, so a SQLite-only install never imports psycopg.
+The PostgreSQL backend is imported when chosen, so a SQLite-only install never imports psycopg.
 """
 
 from __future__ import annotations
@@ -19,7 +19,11 @@ from toolcards.stores.base import (
     Store,
     StoreLocation,
 )
-from toolcards.stores.tasks import SqlTasks
+from toolcards.stores.memory import MemoryApprovalStore, RateLimiter
+from toolcards.stores.sqlite.approvals import SqliteApprovalStore
+from toolcards.stores.sqlite.audit import SqliteAuditTable
+from toolcards.stores.sqlite.team import TeamStore
+from toolcards.stores.tasks import SqliteTasks, SqlTasks
 
 Location = str | os.PathLike[str] | StoreLocation
 
@@ -30,11 +34,9 @@ def open_team_store(
     """The team store (state, events, actors) at ``location``; a new object each call."""
     where = StoreLocation.parse(location)
     if where.is_postgres:
-        from toolcards.stores.postgres.team import PostgresStore
+        from toolcards.stores.postgres.team import PostgresStore  # lazy: extra postgres
 
         return PostgresStore(where.target, connect_timeout=connect_timeout)
-    from toolcards.stores.sqlite.team import TeamStore
-
     return TeamStore(where.target, durable=durable)
 
 
@@ -43,11 +45,9 @@ def open_audit_table(location: Location, team_id: str | None = None, *, sync: bo
     team: the team owning a SQLite file, else the default team."""
     where = StoreLocation.parse(location)
     if where.is_postgres:
-        from toolcards.stores.postgres.governance import PostgresAuditTable
+        from toolcards.stores.postgres.governance import PostgresAuditTable  # lazy: extra postgres
 
         return PostgresAuditTable(where.target, team_id)
-    from toolcards.stores.sqlite.audit import SqliteAuditTable
-
     return SqliteAuditTable(where.target, sync=sync, team_id=team_id)
 
 
@@ -58,16 +58,13 @@ def open_approvals(
     this process only, nothing to close)."""
     where = StoreLocation.parse(location)
     if where.is_memory:
-        from toolcards.stores.memory import MemoryApprovalStore
-
         return MemoryApprovalStore(team_id or DEFAULT_TEAM), None
     if where.is_postgres:
+        # lazy: extra postgres
         from toolcards.stores.postgres.governance import PostgresApprovalStore
 
         pg = PostgresApprovalStore(where.target, team_id)
         return pg, pg.close
-    from toolcards.stores.sqlite.approvals import SqliteApprovalStore
-
     sqlite = SqliteApprovalStore(where.target, team_id)
     return sqlite, sqlite.close
 
@@ -77,11 +74,9 @@ def open_tasks(location: Location, team_id: str | None = None) -> SqlTasks:
     them when done."""
     where = StoreLocation.parse(location)
     if where.is_postgres:
-        from toolcards.stores.postgres.tasks import PostgresTasks
+        from toolcards.stores.postgres.tasks import PostgresTasks  # lazy: extra postgres
 
         return PostgresTasks(where.target, team_id)
-    from toolcards.stores.tasks import SqliteTasks
-
     return SqliteTasks(where.target if not where.is_memory else ":memory:", team_id)
 
 
@@ -92,12 +87,10 @@ def open_rate_limits(
     else in this process's memory."""
     where = StoreLocation.parse(location)
     if where.is_postgres:
-        from toolcards.stores.postgres.governance import PostgresRateLimiter
+        from toolcards.stores.postgres.governance import PostgresRateLimiter  # lazy: extra postgres
 
         pg = PostgresRateLimiter(where.target, team_id)
         return pg, pg.close
-    from toolcards.stores.memory import RateLimiter
-
     return RateLimiter(), None
 
 

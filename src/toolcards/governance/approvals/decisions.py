@@ -10,7 +10,9 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from toolcards.core.approvals import ApprovalRecord, ApprovalRequest, ApprovalState
-from toolcards.core.identity import Identity
+from toolcards.core.identity import ANONYMOUS, Identity
+from toolcards.governance.approvals.edits import granted_json
+from toolcards.governance.approvals.records import decision_record
 from toolcards.governance.approvals.types import (
     ApprovalError,
     EditCheck,
@@ -123,8 +125,6 @@ class ApprovalDecisions:
         edited, refused_edit = "", False
         if why is None and args is not None:
             assert request is not None
-            from toolcards.governance.approvals.edits import granted_json
-
             edited, why = granted_json(request, args, self.edit_check)
             refused_edit = why is not None
         if why is None:
@@ -188,8 +188,6 @@ class ApprovalDecisions:
         audit = self.audit
         if audit is None:
             return
-        from toolcards.governance.approvals.records import decision_record
-
         approval_id = handle_id(handle)
         if request is None:  # expired or already spent: the row still names its call
             stored = self.store.get(approval_id)
@@ -207,8 +205,6 @@ def _digest(edited: str) -> str | None:
 
 def _caller(request: ApprovalRequest | None) -> Identity:
     """The calling principal of ``request`` (anonymous when unknown)."""
-    from toolcards.core.identity import ANONYMOUS
-
     if request is None:
         return ANONYMOUS
     return request.identity or Identity(request.principal)

@@ -18,23 +18,21 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from toolcards._lazy import optional_module
+try:
+    import psycopg
+except ImportError as exc:  # the postgres extra is not installed
+    raise ImportError(
+        "PostgreSQL needs psycopg: pip install 'toolcards[postgres]'", name="psycopg"
+    ) from exc
+
 from toolcards.stores.errors import DatabaseClosed, DatabaseUnavailable
 from toolcards.stores.location import redact_url
 from toolcards.stores.postgres.limits import DEADLINES, Timeouts
 
-if TYPE_CHECKING:
-    import psycopg
-
 T = TypeVar("T")
-
-
-def psycopg_module() -> Any:
-    """The ``psycopg`` module, or an ImportError saying which extra to install."""
-    return optional_module("psycopg", "postgres", "PostgreSQL")
 
 
 def placeholders(cur: Any) -> Callable[[str, tuple[Any, ...]], Any]:
@@ -152,15 +150,14 @@ class Connections:
 
     def open(self) -> psycopg.Connection[Any]:
         """A new autocommit connection (not this thread's; the caller closes it)."""
-        pg = psycopg_module()
         try:
-            conn: psycopg.Connection[Any] = pg.connect(
+            conn: psycopg.Connection[Any] = psycopg.connect(
                 self._url,
                 autocommit=True,
                 connect_timeout=max(1, round(self.connect_timeout)),
                 **self._options,
             )
-        except pg.Error as exc:
+        except psycopg.Error as exc:
             raise self.unavailable(exc) from None
         return conn
 
@@ -199,13 +196,12 @@ class Connections:
     @contextmanager
     def cursor(self) -> Iterator[Any]:
         """A cursor on this thread's connection; a lost connection is DatabaseUnavailable."""
-        pg = psycopg_module()
         state = self.state()
         conn = self.connection()
         try:
             with self.bounded(state, conn), conn.cursor() as cur:
                 yield cur
-        except pg.OperationalError as exc:
+        except psycopg.OperationalError as exc:
             state.drop()
             raise self.unavailable(exc, state) from None
 
@@ -226,7 +222,6 @@ class Connections:
     def _begin(self, state: ThreadState) -> None:
         """``BEGIN`` on this thread's connection; once more on a new one when the connection
         it had was lost (nothing of the transaction was sent)."""
-        pg = psycopg_module()
         again = state.conn is not None and not state.conn.closed
         while True:
             conn = self.connection()
@@ -234,7 +229,7 @@ class Connections:
                 with self.bounded(state, conn):
                     conn.execute("BEGIN")
                 return
-            except pg.OperationalError as exc:
+            except psycopg.OperationalError as exc:
                 state.drop()
                 if not again or state.timed_out:
                     raise self.unavailable(exc, state) from None
@@ -243,7 +238,6 @@ class Connections:
     @contextmanager
     def transaction(self) -> Iterator[ThreadState]:
         """One atomic transaction on this thread (nestable: inner blocks join the outer)."""
-        pg = psycopg_module()
         state = self.state()
         if state.depth == 0:
             self._begin(state)
@@ -267,7 +261,7 @@ class Connections:
                 if self._before_commit is not None:
                     with conn.cursor() as cur:
                         self._before_commit(state, cur)
-        except pg.OperationalError as exc:
+        except psycopg.OperationalError as exc:
             state.depth = 1  # the transaction is broken, not committed
             state.drop()
             self._abandon(state)
@@ -278,7 +272,7 @@ class Connections:
         try:
             with self.bounded(state, conn):
                 conn.execute("COMMIT")
-        except pg.OperationalError as exc:
+        except psycopg.OperationalError as exc:
             lost = bool(conn.broken)
             if lost:  # sent, and no answer: it may or may not have committed
                 state.lost_writes += bool(state.dirty)
@@ -299,7 +293,6 @@ class Connections:
 
     def _abandon(self, state: ThreadState) -> None:
         """End the thread's transaction without committing it."""
-        pg = psycopg_module()
         if state.dirty or state.broken:
             state.lost_writes += 1
         conn = state.conn
@@ -307,7 +300,7 @@ class Connections:
             try:
                 with self.bounded(state, conn):
                     conn.execute("ROLLBACK")
-            except pg.Error:
+            except psycopg.Error:
                 state.conn = None
                 with contextlib.suppress(Exception):
                     conn.close()

@@ -23,7 +23,7 @@ class LockFile:
 
     def acquire(self, store: Path) -> None:
         try:
-            import fcntl
+            import fcntl  # lazy: fcntl is POSIX only
         except ImportError:  # pragma: no cover - non-POSIX: no cross-process guard
             return
         fh = open(self.path, "a+")  # noqa: SIM115 - held open for the lock's lifetime
