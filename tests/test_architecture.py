@@ -1,7 +1,8 @@
 """The package's import structure: no circles, and layers import only downward.
 
 Every ``import`` of the package is read from the source (module level, inside functions and
-under ``TYPE_CHECKING`` alike), so a circle cannot hide behind a lazy import.
+under ``TYPE_CHECKING`` alike, and the ``module:attribute`` entries of a table that imports
+them on first use), so a circle cannot hide behind a lazy import.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ def _imports(module: str, path: Path) -> set[str]:
             names = [f"{base}.{alias.name}" for alias in node.names] or [base]
         elif _is_import_module(node):
             names = [node.args[0].value]  # type: ignore[attr-defined]
+        elif _is_table_entry(node):
+            names = [node.value.partition(":")[0]]  # type: ignore[attr-defined]
         else:
             continue
         for name in names:
@@ -62,6 +65,18 @@ def _imports(module: str, path: Path) -> set[str]:
             if target is not None and target != module:
                 found.add(target)
     return found
+
+
+def _is_table_entry(node: ast.AST) -> bool:
+    """A ``"toolcards.x.y:attribute"`` string: a table that imports its entries on first use
+    (the command line's commands) imports them all the same."""
+    return (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value.startswith("toolcards.")
+        and node.value.count(":") == 1
+        and node.value.partition(":")[2].isidentifier()
+    )
 
 
 def _is_import_module(node: ast.AST) -> bool:
@@ -251,3 +266,4 @@ def test_every_surfaces_folder_is_a_wing_or_shared() -> None:
 def test_the_surfaces_root_holds_only_what_wings_share_and_the_composers() -> None:
     flat = sorted(p.name for p in (PACKAGE / "surfaces").glob("*.py"))
     assert len(flat) <= ROOT_MODULES, flat
+

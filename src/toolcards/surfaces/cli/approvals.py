@@ -29,8 +29,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from toolcards.core.approvals import ApprovalState
+from toolcards.governance.approvals.broker import ApprovalError
+from toolcards.governance.approvals.view import arguments_view, is_approver
+from toolcards.governance.redaction.redactor import args_digest, canonical_json
+from toolcards.stores.base import DatabaseUnavailable
+from toolcards.surfaces.cli.args import ArgsError, parse_json
 from toolcards.surfaces.cli.options import ConfigOpt, state_of
 from toolcards.surfaces.cli.state import State, emit_json, err, fail, out
+from toolcards.surfaces.config import ConfigError, load_config
+from toolcards.surfaces.config.shared import open_shared
 from toolcards.surfaces.outcomes import ExitCode
 
 if TYPE_CHECKING:
@@ -63,21 +71,12 @@ EditOpt = Annotated[
 ]
 
 
-def register(app: typer.Typer) -> None:
-    """Add the ``approvals`` commands to ``app``."""
-    app.add_typer(approvals_app, name="approvals")
-
-
 @contextlib.contextmanager
 def _inbox(state: State) -> Iterator[tuple[ApprovalBroker, Identity]]:
     """The config's approvals broker (decisions audited) and the local principal."""
-    from toolcards.stores.base import DatabaseUnavailable
-    from toolcards.surfaces.config import ConfigError, load_config
-    from toolcards.surfaces.config.shared import open_shared
-
-    if state.factory is not None:
-        rt = state.runtime()
-        yield rt.executor.approvals, rt.local
+    built = state.built()
+    if built is not None:
+        yield built.executor.approvals, built.local
         return
     try:
         config = load_config(state.config)
@@ -103,8 +102,6 @@ def _age(seconds: float) -> str:
 def _row(request: ApprovalRequest, now: float, exact: bool) -> dict[str, Any]:
     """One request as ``me`` may see it: ``exact`` (an approver) gives the arguments that run,
     else the redacted copy."""
-    from toolcards.governance.approvals.view import arguments_view
-
     view = arguments_view(request, exact=exact)
     return {
         "approval_id": request.approval_id,
@@ -150,8 +147,6 @@ def _write_rows(lines: list[tuple[str, ...]]) -> None:
 @approvals_app.command("list")
 def approvals_list(ctx: typer.Context, config: ConfigOpt = None) -> None:
     """Calls waiting for an approver, oldest first (an approver sees the exact arguments)."""
-    from toolcards.governance.approvals.view import arguments_view, is_approver
-
     state = state_of(ctx, config)
     with _inbox(state) as (broker, me):
         pending = broker.pending()
@@ -179,6 +174,7 @@ def approvals_list(ctx: typer.Context, config: ConfigOpt = None) -> None:
     if not sys.stdout.isatty():
         _write_rows([_COLUMNS, *lines])
         return
+    # lazy: rich, ~5x python -c pass; only for a terminal
     from rich.table import Table
     from rich.text import Text
 
@@ -195,9 +191,6 @@ def approvals_list(ctx: typer.Context, config: ConfigOpt = None) -> None:
 def approvals_show(ctx: typer.Context, approval_id: IdArg, config: ConfigOpt = None) -> None:
     """One waiting call, whole: the exact arguments that a grant runs (for an approver), and
     the digest that binds them."""
-    from toolcards.core.approvals import ApprovalState
-    from toolcards.governance.approvals.view import arguments_view, is_approver
-
     state = state_of(ctx, config)
     with _inbox(state) as (broker, me):
         request = broker.get(approval_id)
@@ -247,9 +240,6 @@ def _decide(
     digest: str | None = None,
     edit: str | None = None,
 ) -> None:
-    from toolcards.governance.approvals.broker import ApprovalError
-    from toolcards.governance.approvals.view import is_approver
-
     state = state_of(ctx, config)
     edited = _edit(edit)
     with _inbox(state) as (broker, me):
@@ -267,8 +257,6 @@ def _decide(
     verb = "granted" if grant else "denied"
     data = {**_row(request, time.time(), exact), "decision": verb, "approver": me.id}
     if runs is not None:
-        from toolcards.governance.redaction.redactor import args_digest
-
         data["edited_args"], data["approved_args_digest"] = runs, args_digest(runs)
     if state.json:
         emit_json(data)
@@ -278,8 +266,6 @@ def _decide(
         f"arguments sha256:{request.args_digest}"
     )
     if runs is not None:
-        from toolcards.governance.redaction.redactor import canonical_json
-
         line += f"; runs instead sha256:{data['approved_args_digest']} {canonical_json(runs)}"
     out().print(line, markup=False, soft_wrap=True)
 
@@ -288,8 +274,6 @@ def _edit(text: str | None) -> dict[str, Any] | None:
     """``--args``: one JSON object (bounded), or a usage error in one line."""
     if text is None:
         return None
-    from toolcards.surfaces.cli.args import ArgsError, parse_json
-
     try:
         return parse_json(text)
     except ArgsError as exc:
@@ -299,8 +283,6 @@ def _edit(text: str | None) -> dict[str, Any] | None:
 def _granted(broker: ApprovalBroker, approval_id: str, digest: str | None) -> Any:
     """What a grant names: the request with the digest given (the broker refuses it when it
     is not the recorded one), or its id when the list showed its arguments whole."""
-    from toolcards.governance.approvals.view import arguments_view
-
     request = broker.get(approval_id)
     if request is None:
         return approval_id  # the broker refuses it, and audits the attempt

@@ -1,28 +1,29 @@
-"""``toolcards audit tail|query`` and ``toolcards team status``."""
+"""``toolcards audit tail|query``: read the audit trail."""
 
 from __future__ import annotations
 
-import json
+import dataclasses
+import datetime as dt
 import sys
+import time
 from typing import Annotated, Any
 
 import typer
 
+from toolcards.governance.audit.log import AuditLog
 from toolcards.surfaces.cli.options import ConfigOpt, state_of
 from toolcards.surfaces.cli.state import State, emit_json, fail, out, print_rows
+from toolcards.surfaces.config import ConfigError, load_config
 from toolcards.surfaces.outcomes import ExitCode
 
 audit_app = typer.Typer(help="Read the audit trail.", no_args_is_help=True)
-team_app = typer.Typer(help="Inspect the team.", no_args_is_help=True)
 
 
 def _audit_log(ctx: typer.Context, state: State) -> Any:
     """The audit log: read directly (SQLite WAL), also while a server writes to it."""
-    from toolcards.governance.audit.log import AuditLog
-    from toolcards.surfaces.config import ConfigError, load_config
-
-    if state.factory is not None:
-        audit = state.runtime().audit
+    built = state.built()
+    if built is not None:
+        audit = built.audit
     else:
         try:
             config = load_config(state.config)
@@ -39,9 +40,6 @@ def _audit_log(ctx: typer.Context, state: State) -> Any:
 
 
 def _show_entries(state: State, entries: list[Any]) -> None:
-    import dataclasses
-    import datetime as dt
-
     if state.json:
         emit_json([dataclasses.asdict(e) for e in entries])
         return
@@ -53,7 +51,7 @@ def _show_entries(state: State, entries: list[Any]) -> None:
         ]
         print_rows(header, rows)
         return
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich, ~5x python -c pass; only for a terminal
 
     today = dt.date.today()
     rows = []
@@ -101,9 +99,6 @@ def audit_tail(
 
 
 def _since(text: str | None) -> float | None:
-    import datetime as dt
-    import time
-
     if text is None:
         return None
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -135,35 +130,3 @@ def audit_query(
         principal=principal, tool=tool, decision=decision, outcome=outcome, since=start, limit=limit
     )
     _show_entries(state, entries)
-
-
-@team_app.command("status")
-def team_status(
-    ctx: typer.Context,
-    config: ConfigOpt = None,
-    events: Annotated[int, typer.Option(min=0, max=1000)] = 10,
-) -> None:
-    """Members, tool actors and recent events of the configured team."""
-    state = state_of(ctx, config)
-    server = state.server()
-    if server is not None:
-        try:
-            data = server.request("team", events=events)
-        except (OSError, RuntimeError, ValueError) as exc:
-            fail(f"the running server did not answer: {exc}", ExitCode.FAILED)
-    else:
-        from toolcards.surfaces.cli.operations import team_data
-
-        data = team_data(state.runtime(with_team=True), events)
-    if data is None:
-        fail("no team is configured for this runtime", ExitCode.USAGE)
-    if state.json:
-        emit_json(data)
-        return
-    out().print(f"[bold]team[/bold] {data['team_id']}")
-    members = ", ".join(m["name"] for m in data["members"]) or "(none)"
-    out().print(f"members: {members}", markup=False)
-    out().print(f"tool actors: {', '.join(data['tool_actors']) or '(none)'}", markup=False)
-    for e in data["events"]:
-        payload = json.dumps(e.get("payload"), ensure_ascii=False)
-        out().print(f"  {e['tool_id']} #{e['seq']}: {payload[:120]}", markup=False)

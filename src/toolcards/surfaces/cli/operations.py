@@ -1,16 +1,27 @@
 """The CLI's operations on a runtime, as plain data: run in the CLI process, or in a running
 ``toolcards serve`` that the CLI forwards to (:mod:`.control`). Either way one runtime, one
-principal (the config's local one), one decision and one audit trail."""
+principal (the config's local one), one decision and one audit trail.
+
+:func:`open_runtime` opens the config's runtime for a command run here; :mod:`.run` imports
+this module only when no server answers, so a forwarded command loads no runtime."""
 
 from __future__ import annotations
 
+import sqlite3
 from typing import TYPE_CHECKING, Any
 
-from toolcards.surfaces.outcomes import classify
+from pydantic_core import to_jsonable_python
+
+from toolcards.governance.executor.pipeline import unknown_tool_message
+from toolcards.runtime.system import ActorSystemUnavailable
+from toolcards.stores.base import DatabaseUnavailable, StoreError, StoreLockedError
+from toolcards.surfaces.cli.state import State, fail
+from toolcards.surfaces.config import ConfigError, load_config
+from toolcards.surfaces.outcomes import ExitCode, classify
+from toolcards.surfaces.runtime import SurfaceRuntime
 
 if TYPE_CHECKING:
     from toolcards.governance.approvals.broker import Approver
-    from toolcards.surfaces.runtime import SurfaceRuntime
 
 _HINTS = ("readonly", "destructive", "idempotent", "open_world", "requires_approval")
 
@@ -41,8 +52,6 @@ def list_rows(rt: SurfaceRuntime, show_all: bool = False) -> list[dict[str, Any]
 def describe_data(rt: SurfaceRuntime, tool: str) -> dict[str, Any]:
     """The tool's description; ``{"unknown": message}`` when it is unknown or hidden from the
     principal (the two read the same, with the message a call of it gets)."""
-    from toolcards.governance.executor.pipeline import unknown_tool_message
-
     cap = rt.registry.get(tool)
     if cap is None or not rt.policy.visible(rt.local, tool):
         return {"unknown": unknown_tool_message(tool, rt.visible_to(rt.local))}
@@ -67,8 +76,6 @@ async def call_data(
     rt: SurfaceRuntime, tool: str, args: dict[str, Any], approver: Approver | None = None
 ) -> dict[str, Any]:
     """Call ``tool`` as the local principal; the outcome as the CLI reports it."""
-    from pydantic_core import to_jsonable_python
-
     asked: list[bool] = []
     wrapped = None
     if approver is not None:
@@ -102,3 +109,36 @@ def team_data(rt: SurfaceRuntime, events: int) -> dict[str, Any] | None:
     actors = sorted(n for n in team.actor_names() if n.startswith("#"))
     recent = [e.model_dump(mode="json") for e in team.events()[-events:]] if events else []
     return {"team_id": team.team_id, "members": members, "tool_actors": actors, "events": recent}
+
+
+def open_runtime(state: State, with_team: bool = False) -> SurfaceRuntime:
+    """The runtime for ``state``'s command (config and store problems end the command); it
+    is closed with the state."""
+    built = state.built(with_team)
+    if built is not None:
+        return built
+    try:
+        rt = SurfaceRuntime.open(state.config, with_team=with_team or None)
+    except ConfigError as exc:
+        fail(str(exc), ExitCode.USAGE)
+    except StoreLockedError as exc:
+        fail(f"{exc} (is `toolcards serve` running on this config?)", ExitCode.FAILED)
+    except StoreError as exc:
+        fail(f"{exc} (store: in {state.config})", ExitCode.FAILED)
+    except sqlite3.Error as exc:  # the audit log's file
+        fail(
+            f"{_audit_where(state)}: {exc}; give a file path in a writable folder",
+            ExitCode.FAILED,
+        )
+    except (DatabaseUnavailable, ActorSystemUnavailable) as exc:
+        fail(str(exc), ExitCode.FAILED)
+    state.opened.append(rt)
+    return rt
+
+
+def _audit_where(state: State) -> str:
+    try:
+        path = load_config(state.config).audit_path
+        return f"cannot open the audit log {path} (audit: in {state.config})"
+    except ConfigError:
+        return "cannot open the audit log"
