@@ -12,29 +12,36 @@ keeps each toolset connected while it serves (:func:`toolcards.surfaces.serving.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import anyio
+
+from toolcards.core.factory import ToolFactory
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.threads import background_thread
+from toolcards.governance.audit.log import AuditLog
+from toolcards.governance.capability import CapabilityRegistry
+from toolcards.governance.executor.pipeline import Executor
+from toolcards.governance.guardrails import ToolHook
+from toolcards.governance.policy.parse import PolicyError
+from toolcards.governance.policy.policy import Policy
 from toolcards.stores.open import open_tasks
+from toolcards.surfaces.approval import approval_channel
 from toolcards.surfaces.config import ConfigError, SurfaceConfig, load_config
+from toolcards.surfaces.config.shared import open_shared
 from toolcards.surfaces.http.auth import HttpAuth
 from toolcards.surfaces.http.limits import HttpLimits
 from toolcards.surfaces.http.tokens import TokenTable
+from toolcards.tools._common.workspace_dir import workspace_dir
 
 if TYPE_CHECKING:
     from pydantic_ai.toolsets import AbstractToolset
 
-    from toolcards.core.factory import ToolFactory
     from toolcards.governance.approvals.broker import ApprovalBroker
-    from toolcards.governance.audit.log import AuditLog
-    from toolcards.governance.capability import CapabilityRegistry
-    from toolcards.governance.executor.pipeline import Executor
-    from toolcards.governance.guardrails import ToolHook
-    from toolcards.governance.policy.policy import Policy
     from toolcards.runtime.system import ActorSystem
     from toolcards.runtime.team import Team
     from toolcards.stores.base import RateLimits
@@ -117,8 +124,6 @@ class SurfaceRuntime:
 
     def approval_channel(self) -> ApprovalChannel:
         """Where the MCP server sends approval-required calls (see :attr:`approval`)."""
-        from toolcards.surfaces.approval import approval_channel
-
         return approval_channel(
             self.approval, self.executor.approvals, self.approval_timeout, self.has_approver()
         )
@@ -137,8 +142,6 @@ class SurfaceRuntime:
         """Workspace id -> directory, for the configured WorkspaceTool cards."""
         if self.config is None:
             return {}
-        from toolcards.tools._common.workspace_dir import workspace_dir
-
         found: dict[str, Path] = {}
         root = self.config.workspaces_root
         for wid in self.config.workspace_ids():
@@ -181,10 +184,6 @@ class SurfaceRuntime:
     ) -> SurfaceRuntime:
         """Team (when there are cards, or ``with_team``), registry, policy, audit, approvals,
         rate limits (shared through the store's database with a PostgreSQL store), executor."""
-        from toolcards.governance.policy.parse import PolicyError
-        from toolcards.governance.policy.policy import Policy
-        from toolcards.surfaces.config.shared import open_shared
-
         try:
             policy = Policy.from_yaml(config.policy_path)
         except PolicyError as exc:
@@ -262,11 +261,6 @@ class SurfaceRuntime:
         """For registries built in code: a registry, a ToolFactory or plain tool callables.
         ``tokens`` maps plain bearer tokens to identities (hashed here). ``approval``: who
         decides approval-required MCP calls (see :attr:`approval`)."""
-        from toolcards.core.factory import ToolFactory
-        from toolcards.governance.audit.log import AuditLog
-        from toolcards.governance.capability import CapabilityRegistry
-        from toolcards.governance.policy.policy import Policy
-
         owned: list[Callable[[], Any]] = []
         if not isinstance(policy, Policy):
             policy = Policy.from_yaml(policy)
@@ -290,9 +284,6 @@ class SurfaceRuntime:
 def as_registry(
     source: CapabilityRegistry | ToolFactory | Sequence[Callable[..., Any]],
 ) -> CapabilityRegistry:
-    from toolcards.core.factory import ToolFactory
-    from toolcards.governance.capability import CapabilityRegistry
-
     if isinstance(source, CapabilityRegistry):
         return source
     if isinstance(source, ToolFactory):
@@ -303,8 +294,6 @@ def as_registry(
 def _require_module(name: str) -> None:
     """ModuleNotFoundError for ``name`` when it cannot be imported (the command line names
     its extra, see :mod:`toolcards.surfaces.cli.extras`); nothing is imported here."""
-    import importlib.util
-
     if importlib.util.find_spec(name) is None:
         raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
@@ -312,7 +301,7 @@ def _require_module(name: str) -> None:
 def _open_team(team_id: str, store: str, system: str | ActorSystem = "pykka") -> Team:
     """The team with its recorded tool actors restarted, or a new one (on a PostgreSQL
     store, other processes may hold it at the same time)."""
-    from toolcards.runtime.team import Team
+    from toolcards.runtime.team import Team  # lazy: ~3x python -c pass; cardless runtimes skip it
 
     if store != ":memory:":
         try:
@@ -332,8 +321,6 @@ def _executor(
     rate_limiter: RateLimits | None = None,
     hooks: Sequence[ToolHook] = (),
 ) -> Executor:
-    from toolcards.governance.executor.pipeline import Executor
-
     return Executor(
         registry,
         policy,
@@ -348,8 +335,6 @@ def _executor(
 def _registry(factory: ToolFactory | None, tools: list[Callable[..., Any]]) -> CapabilityRegistry:
     """The cards' and the plain tools' capabilities (built on first use: listing them does
     not load pydantic-ai)."""
-    from toolcards.governance.capability import CapabilityRegistry
-
     parts = []
     try:
         if factory is not None:
@@ -368,10 +353,7 @@ def toolset_registry(toolsets: Sequence[AbstractToolset[Any]]) -> CapabilityRegi
     """Capabilities of every tool of ``toolsets``, listed now (each toolset connects for the
     listing and closes again). A server that cannot be reached lists no tools: its toolset
     logs why."""
-    import anyio
-    from pydantic_ai.toolsets import CombinedToolset
-
-    from toolcards.governance.capability import CapabilityRegistry
+    from pydantic_ai.toolsets import CombinedToolset  # lazy: pydantic-ai, ~1 s; MCPTool cards only
 
     combined = CombinedToolset(list(toolsets))
     found: list[CapabilityRegistry] = []
@@ -444,8 +426,6 @@ def _import_tools(spec: str, source: str) -> Iterable[Callable[..., Any]]:
 
 
 def _import_hooks(spec: str, source: str) -> list[ToolHook]:
-    from toolcards.governance.guardrails import ToolHook
-
     items: list[ToolHook] = _imported(spec, source, "hooks")
     for item in items:
         if not isinstance(item, ToolHook):

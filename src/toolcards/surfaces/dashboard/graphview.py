@@ -12,6 +12,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from toolcards.tools._common.fusion import VectorLink
+from toolcards.tools.knowledge_graph.actor import COLLECTION, KnowledgeGraphActor
+
 if TYPE_CHECKING:
     from toolcards.runtime.team import Team
 
@@ -100,9 +103,6 @@ def _circle(entities: list[dict[str, Any]], hits: set[str]) -> list[dict[str, An
 
 def _search(team: Team, query: str) -> dict[str, Any]:
     """The card's hybrid search: vector hits (when a store answers) fused by the actor."""
-    from toolcards.tools._common.fusion import VectorLink
-    from toolcards.tools.knowledge_graph.actor import COLLECTION, KnowledgeGraphActor
-
     text = query.strip()[:MAX_QUERY]
     handle = team.actor(GRAPH)
     if handle is None or not text:

@@ -14,6 +14,9 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from toolcards.governance.approvals.broker import ApprovalError, EditRefusedError
+from toolcards.governance.redaction.redactor import args_digest
+
 if TYPE_CHECKING:
     from starlette.requests import Request
 
@@ -89,9 +92,6 @@ def decide_shown(
 ) -> Decided:
     """Grant (with ``args``: the approver's edit) or deny what the human saw (the binding in
     the form), through the broker."""
-    from toolcards.governance.approvals.broker import ApprovalError, EditRefusedError
-    from toolcards.governance.redaction.redactor import args_digest
-
     request = broker.get(approval_id)
     handle: Any = approval_id
     if request is not None:

@@ -18,6 +18,9 @@ from pydantic_core import to_jsonable_python
 from toolcards.core.approvals import ApprovalState
 from toolcards.governance.approvals.view import arguments_view
 from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor
+from toolcards.runtime.members import ROSTER
+from toolcards.runtime.worker import TRANSIENT_PREFIX
+from toolcards.tools.planning.actor import PlanningActor
 
 if TYPE_CHECKING:
     from toolcards.core.events import ToolStateEvent
@@ -64,7 +67,6 @@ def team_view(team: Team | None) -> dict[str, Any]:
     """Roster (busy or idle, last activity) and tool actors with their state size."""
     if team is None:
         return {"available": False}
-    from toolcards.runtime.worker import TRANSIENT_PREFIX
 
     last = _last_activity(team)
     running = [(m.name, m.role, "busy" if m.busy else "idle", m.hired_at) for m in team.members()]
@@ -95,8 +97,6 @@ def team_view(team: Team | None) -> dict[str, Any]:
 def _stopped_members(team: Team, running: set[str]) -> list[tuple[str, str, str, float]]:
     """Members on the roster that are not running here (their model could not be restored
     in this process, e.g. a dashboard opened on a stored team)."""
-    from toolcards.runtime.members import ROSTER
-
     found = []
     for key, record in team.state_of(ROSTER).items("member:"):
         name = key.removeprefix("member:")
@@ -128,7 +128,6 @@ def plan_view(team: Team | None, redactor: Redactor = DEFAULT_REDACTOR) -> dict[
     handle = team.actor(PLANNING) if team is not None else None
     if handle is None:
         return {"available": False}
-    from toolcards.tools.planning.actor import PlanningActor
 
     tasks = handle.within(ASK_TIMEOUT).ask(PlanningActor.tasks)
     columns: dict[str, list[dict[str, Any]]] = {s: [] for s in STATUSES}

@@ -49,6 +49,7 @@ class HttpAuth:
 
     def __post_init__(self) -> None:
         if self.oauth is not None and self.verifier is None:
+            # lazy: extra oauth, ~0.5x python -c pass; only with principals.oauth
             from toolcards.surfaces.http.oauth import JwtVerifier
 
             self.verifier = JwtVerifier(self.oauth)
@@ -83,6 +84,7 @@ class HttpAuth:
             static_refusal = str(exc)
         if self.verifier is None:
             raise Unauthorized(401, static_refusal, self.challenge("invalid_token"))
+        # lazy: extra oauth, ~0.5x python -c pass; only with principals.oauth
         from toolcards.surfaces.http.oauth import InsufficientScope, looks_like_jwt
 
         if not looks_like_jwt(token):
@@ -99,6 +101,7 @@ class HttpAuth:
         """Starlette routes serving the protected-resource metadata (none without OAuth)."""
         if self.oauth is None:
             return []
+        # lazy: starlette; a CLI loads this module and never serves
         from starlette.requests import Request
         from starlette.responses import Response
         from starlette.routing import Route

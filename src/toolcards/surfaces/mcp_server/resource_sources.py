@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import mimetypes
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -29,7 +30,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
+from pydantic_core import to_jsonable_python
+
 from toolcards.core.errors import RetriableError, ToolcardsError
+from toolcards.tools.knowledge_graph.actor import KnowledgeGraphActor
+from toolcards.tools.planning.actor import PlanningActor
 from toolcards.tools.workspace.access import AccessRefused, list_files, read_bytes
 from toolcards.tools.workspace.paths import Contained
 
@@ -118,8 +123,6 @@ def _parts(template: str) -> list[tuple[str, str]]:
 
 
 def _json(value: Any) -> str:
-    from pydantic_core import to_jsonable_python
-
     return json.dumps(to_jsonable_python(value, fallback=str), ensure_ascii=False, indent=2)
 
 
@@ -141,14 +144,10 @@ def _ask(
 
 
 def _planning() -> Any:
-    from toolcards.tools.planning.actor import PlanningActor
-
     return PlanningActor
 
 
 def _graph() -> Any:
-    from toolcards.tools.knowledge_graph.actor import KnowledgeGraphActor
-
     return KnowledgeGraphActor
 
 
@@ -277,6 +276,4 @@ def read_file(root: Path, rel: str) -> Content:
 
 
 def _mime(name: str) -> str:
-    import mimetypes
-
     return mimetypes.guess_type(name)[0] or "application/octet-stream"

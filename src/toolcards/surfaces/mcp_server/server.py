@@ -14,6 +14,7 @@ structured content through :mod:`.structured`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import warnings
 from collections.abc import Callable
@@ -32,9 +33,13 @@ from toolcards.governance.executor.calls import fresh_call_id
 from toolcards.stores.tasks import SqliteTasks
 from toolcards.surfaces.approval import ApprovalChannel, AskedApprover, InboxApprover
 from toolcards.surfaces.mcp_server.asking import AskingClient
+from toolcards.surfaces.mcp_server.completions import Completer
 from toolcards.surfaces.mcp_server.content import tool_content
 from toolcards.surfaces.mcp_server.logs import LogForwarder
 from toolcards.surfaces.mcp_server.progress import CallProgress
+from toolcards.surfaces.mcp_server.prompts import PromptCatalog
+from toolcards.surfaces.mcp_server.resources import ResourceCatalog
+from toolcards.surfaces.mcp_server.stdio import stdio_transport
 from toolcards.surfaces.mcp_server.structured import (
     JSON_SCHEMA_DIALECT,
     StructuredOutput,
@@ -123,10 +128,6 @@ class GovernedMCPServer:
         name: str = "toolcards",
         approvals: ApprovalChannel | None = None,
     ) -> None:
-        from toolcards.surfaces.mcp_server.completions import Completer
-        from toolcards.surfaces.mcp_server.prompts import PromptCatalog
-        from toolcards.surfaces.mcp_server.resources import ResourceCatalog
-
         self.runtime = runtime
         self.identity_of = identity_of or (lambda _ctx: runtime.local)
         self.approvals = approvals or runtime.approval_channel()
@@ -169,7 +170,6 @@ class GovernedMCPServer:
 
     def running(self) -> Any:
         """An async context for the server's background work (log forwarding, team events)."""
-        import contextlib
 
         @contextlib.asynccontextmanager
         async def scope() -> Any:
@@ -364,8 +364,6 @@ async def _structured(name: str, output: StructuredOutput, value: Any) -> types.
 
 async def run_stdio(runtime: SurfaceRuntime) -> None:
     """Serve over stdin/stdout as the runtime's local principal until the client leaves."""
-    from toolcards.surfaces.mcp_server.stdio import stdio_transport
-
     mcp_server = GovernedMCPServer(runtime)
     async with stdio_transport() as (read, write):
         await mcp_server.serve(read, write)

@@ -218,7 +218,7 @@ class MCPTool(ToolCard):
         self._workspaces_root = str(root)
 
     def _rules(self) -> RequestRules:
-        from toolcards.tools.mcp.server_requests import RequestRules
+        from toolcards.tools.mcp.server_requests import RequestRules  # lazy: extra mcp
 
         chosen = workspace_id_for(self.workspace_id, self.observer_or_none())
         root = self._workspaces_root
@@ -266,6 +266,7 @@ class MCPTool(ToolCard):
         return self._oauth_flow
 
     def _transport(self) -> Any:
+        # lazy: extra mcp
         from fastmcp.client.transports import SSETransport, StdioTransport, StreamableHttpTransport
 
         if self.transport == "stdio":
@@ -297,13 +298,14 @@ class MCPTool(ToolCard):
         return env
 
     def _build(self) -> Any:
+        # lazy: extra mcp
         from toolcards.tools.mcp.answers import client_handlers
         from toolcards.tools.mcp.toolset import require_mcp_client
 
         mcp = require_mcp_client()
-        from fastmcp import Client
+        from fastmcp import Client  # lazy: extra mcp
 
-        from toolcards.tools.mcp.tasks import TaskDriver
+        from toolcards.tools.mcp.tasks import TaskDriver  # lazy: extra mcp
 
         assert self._requests is not None
         client = Client(
@@ -318,6 +320,7 @@ class MCPTool(ToolCard):
 
     def get_toolsets(self) -> list[Any]:
         if self._toolset is None:
+            # lazy: extra mcp
             from toolcards.tools.mcp.server_requests import ServerRequests
             from toolcards.tools.mcp.toolset import MCPServerToolset, require_mcp_client
 

@@ -6,6 +6,7 @@ never from each other; :mod:`.providers` picks one by kind.
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -62,8 +63,6 @@ class EmbeddingProvider(Protocol):
 
 def require(module: str) -> Any:
     """Import ``module`` or raise :class:`VectorExtraMissing` naming ``toolcards[vector]``."""
-    import importlib
-
     try:
         return importlib.import_module(module)
     except ImportError as exc:

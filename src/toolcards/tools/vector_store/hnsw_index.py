@@ -8,12 +8,19 @@ thread, by :func:`build_graph`; later adds join it incrementally.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolcards.tools.vector_store.base import VectorExtraMissing, require, usable_cpus
+from toolcards.tools.vector_store.base import (
+    VectorExtraMissing,
+    normalize_rows,
+    require,
+    usable_cpus,
+)
 from toolcards.tools.vector_store.index import RowIndex, check_matrix
 from toolcards.tools.vector_store.ranking import Hit, best_first, top_hits
 
@@ -27,7 +34,7 @@ EF_STEPS = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 def faiss_module() -> Any:
     """The faiss module, or :class:`VectorExtraMissing` naming ``toolcards[hnsw]``."""
     try:
-        import faiss
+        import faiss  # lazy: extra hnsw (faiss)
     except ImportError as exc:
         raise VectorExtraMissing(f"faiss is not installed; {HNSW_HINT}") from exc
     return faiss
@@ -41,8 +48,6 @@ or the inverted file, as without the extra)."""
 def hnsw_available() -> bool:
     """True when faiss can be imported (without importing it) and is not switched off by
     ``TOOLCARDS_HNSW``."""
-    import importlib.util
-
     if os.environ.get(HNSW_SWITCH, "").strip().lower() in ("off", "0", "false", "no"):
         return False
     return importlib.util.find_spec("faiss") is not None
@@ -248,8 +253,6 @@ class HnswIndex(RowIndex):
 
     def _probe_queries(self, samples: int, seed: int) -> tuple[Matrix, list[set[str]]] | None:
         """Sample queries near the stored vectors and their exact top-10 (None: too few)."""
-        from toolcards.tools.vector_store.base import normalize_rows
-
         np = self._np
         alive = np.array([r for r, label in enumerate(self._ids) if label is not None])
         if alive.size <= 11:
@@ -300,8 +303,6 @@ class HnswIndex(RowIndex):
 
     def save(self, path: Path) -> None:
         """Write the graph (with tombstones) and the ids next to it, atomically."""
-        import json
-
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
         self._faiss.write_index(self._graph, str(tmp))
@@ -315,8 +316,6 @@ class HnswIndex(RowIndex):
     @classmethod
     def load(cls, path: Path, dimension: int) -> HnswIndex:
         """An index written by :meth:`save` (ValueError when it does not match)."""
-        import json
-
         faiss = faiss_module()
         meta = json.loads(path.with_name(path.name + ".ids.json").read_text(encoding="utf-8"))
         if meta.get("dimension") != dimension:
