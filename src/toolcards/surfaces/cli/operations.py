@@ -68,8 +68,9 @@ def describe_data(rt: SurfaceRuntime, tool: str) -> dict[str, Any]:
 
 
 def schema_of(rt: SurfaceRuntime, tool: str) -> dict[str, Any]:
+    """The schema ``key=value`` pairs are typed by (see ``argument_schema``)."""
     cap = rt.registry.get(tool)
-    return cap.json_schema if cap is not None else {}
+    return cap.argument_schema() if cap is not None else {}
 
 
 async def call_data(
