@@ -15,6 +15,7 @@ from pathlib import Path
 from toolcards._lazy import TYPE_CHECKING
 from toolcards.surfaces.cli.args import ArgsError, parse_json, parse_pairs
 from toolcards.surfaces.cli.extras import missing_extra
+from toolcards.surfaces.cli.listing import Start, cached_rows, remember
 from toolcards.surfaces.cli.state import (
     State,
     emit_json,
@@ -60,12 +61,10 @@ def list_tools(state: State, show_all: bool) -> None:
     """List the tools the local principal may call (``show_all``: the others too)."""
     done, rows = forwarded(state, "list", all=show_all)
     if not done:
-        # lazy: the runtime (~25x python -c pass); a command a running server answers opens none
-        from toolcards.surfaces.cli.operations import list_rows, open_runtime
-
-        rows = list_rows(open_runtime(state), show_all)
+        every = _local_rows(state)
+        rows = [row for row in every if show_all or row["callable"]]
     if state.json:
-        emit_json(rows, plain=done)
+        emit_json(rows, plain=True)
         return
     lines = [
         (str(r["name"]), ",".join([*r["hints"], *([] if r["callable"] else ["denied"])]) or "-",
@@ -85,6 +84,22 @@ def list_tools(state: State, show_all: bool) -> None:
         out().print(table)
     if not rows:
         print_text("no tools for this principal", stderr=True)
+
+
+def _local_rows(state: State) -> list[dict[str, Any]]:
+    """Every tool's row (with ``callable``) as listed here: from the listing cache while it
+    holds, else made from the config's runtime and remembered (:mod:`.listing`)."""
+    if state.factory is None and (rows := cached_rows(state.config)) is not None:
+        return rows
+    began = Start()
+    # lazy: the runtime (~25x python -c pass); a command a running server answers opens none
+    from toolcards.surfaces.cli.operations import list_rows, open_runtime
+
+    rt = open_runtime(state)
+    rows = list_rows(rt, show_all=True)
+    if state.factory is None:
+        remember(state.config, rt, rows, began)
+    return rows
 
 
 def call_tool(state: State, tool: str, pairs: list[str] | None, json_args: str | None) -> int:
