@@ -138,6 +138,10 @@ def test_a_damaged_entry_is_a_miss(team: Path, tmp_path: Path) -> None:
         listed, modules = _list(team, cache=cache)
         assert not _cached(modules) and listed == made
     entry = json.loads(entries[0].read_text(encoding="utf-8"))
+    for rows in [[{"name": "forged"}], [{"name": 1, "callable": 1, "hints": 1}], {}]:
+        entries[0].write_text(json.dumps({**entry, "rows": rows}), encoding="utf-8")
+        listed, modules = _list(team, cache=cache)
+        assert not _cached(modules) and listed == made
     entry["rows"] = [{"name": "forged", "callable": True, "hints": [], "description": "x"}]
     entry["context"] = "another environment"
     entries[0].write_text(json.dumps(entry), encoding="utf-8")

@@ -115,9 +115,22 @@ def cached_rows(config: Path) -> list[dict[str, Any]] | None:
         rows = entry["rows"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not fresh or not isinstance(rows, list):
+    if not fresh or not isinstance(rows, list) or not all(map(_is_row, rows)):
         return None
     return rows
+
+
+def _is_row(row: Any) -> bool:
+    """A row as :func:`toolcards.surfaces.cli.operations.list_rows` makes it."""
+    return (
+        isinstance(row, dict)
+        and row.keys() == {"name", "callable", "hints", "description"}
+        and isinstance(row["name"], str)
+        and isinstance(row["callable"], bool)
+        and isinstance(row["hints"], list)
+        and all(isinstance(hint, str) for hint in row["hints"])
+        and isinstance(row["description"], str)
+    )
 
 
 def remember(config: Path, rt: SurfaceRuntime, rows: list[dict[str, Any]], began: Start) -> None:
