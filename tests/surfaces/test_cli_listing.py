@@ -46,13 +46,18 @@ def _rewrite(file: Path, old: str, new: str) -> None:
     os.utime(file, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
-def _list(config: Path, *flags: str, cache: Path, as_json: bool = False) -> tuple[str, set[str]]:
-    """What ``toolcards [--json] list [flags] -c config`` prints, and the modules it imported. (The
-    console script as installed: a working directory on ``sys.path``, which the listing
-    writes to, would be a miss every time.)"""
+def _list(
+    config: Path, *flags: str, cache: Path, as_json: bool = False, path: str | None = None
+) -> tuple[str, set[str]]:
+    """What ``toolcards [--json] list [flags] -c config`` prints, and the modules it
+    imported; ``path``: the ``PYTHONPATH`` (none by default: the console script as installed,
+    since a working directory on ``sys.path``, which the listing writes to, is a miss every
+    time)."""
     root = ["--json"] if as_json else []
     argv = [sys.executable, "-X", "importtime", str(REAL_TOOLCARDS), *root, "list", *flags]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if path is not None:
+        env["PYTHONPATH"] = path
     done = subprocess.run(
         [*argv, "-c", str(config)],
         env={**env, "XDG_CACHE_HOME": str(cache)},
@@ -161,3 +166,35 @@ def test_a_config_changed_while_listing_is_not_cached(team: Path, tmp_path: Path
     _list(team, cache=cache)
     _, modules = _list(team, cache=cache)
     assert _cached(modules)
+
+
+def test_a_listing_with_tools_of_another_package_is_not_cached(team: Path, tmp_path: Path) -> None:
+    # a module's tools may be made from anything (here: one per line of a file it reads)
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "made_tools.py").write_text(
+        "from pathlib import Path\n"
+        "def _tool(name):\n"
+        "    def tool() -> str:\n"
+        "        return name\n"
+        "    tool.__name__ = name\n"
+        "    tool.__doc__ = f'Say {name}.'\n"
+        "    return tool\n"
+        "TOOLS = [_tool(n) for n in (Path(__file__).parent / 'names.txt').read_text().split()]\n",
+        encoding="utf-8",
+    )
+    (modules / "names.txt").write_text("say_hello\n", encoding="utf-8")
+    text = team.read_text(encoding="utf-8")
+    team.write_text(
+        text.replace("policy: policy.yaml", "tools: ['made_tools:TOOLS']\npolicy: policy.yaml")
+    )
+    _settle(team, *modules.iterdir())
+    cache = tmp_path / "cache"
+    first, _ = _list(team, cache=cache, as_json=True, path=str(modules))
+    assert "say_hello" in _names(first)
+    (modules / "names.txt").write_text("say_goodbye\n", encoding="utf-8")
+    _settle(modules / "names.txt")
+    then, modules_loaded = _list(team, cache=cache, as_json=True, path=str(modules))
+    assert not _cached(modules_loaded)
+    assert "say_goodbye" in _names(then) and "say_hello" not in _names(then)
+    assert list((cache / "toolcards").glob("list-*.json")) == []

@@ -14,9 +14,11 @@ whether the config's local principal may call it, and what the rows were made fr
 - the interpreter, the working directory and the environment (but for the shell's own
   bookkeeping variables).
 
-A listing is written only when it is a function of those: no card contributes a toolset
-(an MCP server's tools are asked from the server each time), and none of the files was
-changed in the second before the command started or since. An entry that cannot be read,
+A listing is written only when it is a function of those: every card is one of this
+package's own and none contributes a toolset (an MCP server's tools are asked from the server
+each time; a card or a tool of another package may make its tools from anything), see
+:func:`toolcards.surfaces.cli.operations.static_listing`, and none of the files was changed
+in the second before the command started or since. An entry that cannot be read,
 is too large or does not match is a miss: the listing is made as before and written again.
 A listing read from the cache opens no store and no audit log.
 """
@@ -36,7 +38,6 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from toolcards.surfaces.runtime import SurfaceRuntime
 
 __all__ = ["Start", "cached_rows", "remember"]
 
@@ -133,14 +134,13 @@ def _is_row(row: Any) -> bool:
     )
 
 
-def remember(config: Path, rt: SurfaceRuntime, rows: list[dict[str, Any]], began: Start) -> None:
-    """Write the cache entry of ``config``: ``rows`` (every tool's) as ``rt`` listed them,
-    in a command that began as ``began`` says, when the listing is a function of what the
-    entry records (see the module); otherwise leave any entry as it is."""
-    if rt.toolsets or rt.config is None:
-        return
+def remember(config: Path, policy: Path, rows: list[dict[str, Any]], began: Start) -> None:
+    """Write the cache entry of ``config``: ``rows`` (every tool's), listed under the policy
+    file ``policy`` in a command that began as ``began`` says, unless a file they were made
+    from changed in the second before it began or since; the caller writes only a listing
+    that is a function of what the entry records (see the module)."""
     where = os.path.realpath(config)
-    texts = [where, os.path.realpath(rt.config.policy_path)]
+    texts = [where, os.path.realpath(policy)]
     stamps: list[tuple[str, list[int] | None]] = [(path, _stamp(path)) for path in texts]
     stamps += [(path, _stamp(path)) for path in _modules()]
     stamps += [(path, _stamp(path)) for path in began.path if path]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
+from toolcards.core.registry import CARD_TYPES
 from toolcards.governance.executor.pipeline import unknown_tool_message
 from toolcards.runtime.system import ActorSystemUnavailable
 from toolcards.stores.base import DatabaseUnavailable, StoreError, StoreLockedError
@@ -47,6 +48,19 @@ def list_rows(rt: SurfaceRuntime, show_all: bool = False) -> list[dict[str, Any]
         for tool in rt.registry.summaries()  # no capability is built to list them
         if show_all or tool.id in visible
     ]
+
+
+def static_listing(rt: SurfaceRuntime) -> bool:
+    """Whether what :func:`list_rows` gives for ``rt`` follows from its config, its policy,
+    the code and the environment alone (the listing cache may keep it, see :mod:`.listing`):
+    every card is one of this package's own, none contributes a toolset (an MCP server's
+    tools are asked from the server), and there are no plain tools (a card or a tool of
+    another package may make its tools from anything)."""
+    config = rt.config
+    if config is None or rt.toolsets or config.tools:
+        return False
+    kinds = [CARD_TYPES.resolve(str(card["type"])) for card in config.cards]
+    return all(kind.__module__.startswith("toolcards.") for kind in kinds)
 
 
 def describe_data(rt: SurfaceRuntime, tool: str) -> dict[str, Any]:

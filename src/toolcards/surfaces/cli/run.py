@@ -93,12 +93,12 @@ def _local_rows(state: State) -> list[dict[str, Any]]:
         return rows
     began = Start()
     # lazy: the runtime (~25x python -c pass); a command a running server answers opens none
-    from toolcards.surfaces.cli.operations import list_rows, open_runtime
+    from toolcards.surfaces.cli.operations import list_rows, open_runtime, static_listing
 
     rt = open_runtime(state)
     rows = list_rows(rt, show_all=True)
-    if state.factory is None:
-        remember(state.config, rt, rows, began)
+    if state.factory is None and rt.config is not None and static_listing(rt):
+        remember(state.config, rt.config.policy_path, rows, began)
     return rows
 
 
