@@ -10,7 +10,9 @@ import pytest
 from dashboard.support import one_call_model
 from toolcards import KnowledgeGraphTool
 from toolcards.runtime import RoleProfile, Team
-from toolcards.surfaces.dashboard import graphview, views
+from toolcards.surfaces.dashboard import views
+from toolcards.tools.knowledge_graph import views as graph_views
+from toolcards.tools.planning import views as plan_views
 
 
 def test_a_member_whose_model_is_not_here_is_listed_as_stopped(tmp_path: Path) -> None:
@@ -27,14 +29,14 @@ def test_a_member_whose_model_is_not_here_is_listed_as_stopped(tmp_path: Path) -
 def test_the_graph_draws_at_most_its_cap_and_always_the_search_hits(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(graphview, "MAX_NODES", 5)
+    monkeypatch.setattr(graph_views, "MAX_NODES", 5)
     with Team("g", store=tmp_path / "team.db") as team:
         factory = team.bind([KnowledgeGraphTool(vector_store=False)])
         tools = {t.__name__: t for t in factory.get_tools()}
         entities = [{"name": f"n{i:02d}", "entity_type": "t"} for i in range(12)]
         entities.append({"name": "zz needle", "entity_type": "t", "description": "haystack"})
         tools["update_graph"](create_entities=entities)
-        view = graphview.graph_view(team, "needle")
+        view = graph_views.network(team, {}, "needle")
     names = {n["name"] for n in view["nodes"]}
     assert view["total_entities"] == 13
     assert len(names) == 6 and "zz needle" in names
@@ -43,9 +45,13 @@ def test_the_graph_draws_at_most_its_cap_and_always_the_search_hits(
 
 def test_panels_without_a_team_say_so() -> None:
     assert views.team_view(None) == {"available": False}
-    assert views.plan_view(None) == {"available": False}
-    assert graphview.graph_view(None) == {"available": False}
     assert views.events_view(None)["available"] is False
+
+
+def test_card_panels_of_a_team_without_their_actors_say_so(tmp_path: Path) -> None:
+    with Team("empty", store=tmp_path / "team.db") as team:
+        assert plan_views.board(team, {}, "")["available"] is False
+        assert graph_views.network(team, {}, "") == {"available": False}
 
 
 def test_huge_approval_arguments_are_never_cut_for_an_approver() -> None:

@@ -10,6 +10,7 @@ from toolcards.core.commands import CommandRegistry
 from toolcards.core.context import ContextProvider, ContextUpdater
 from toolcards.core.retry import wrap_retriable
 from toolcards.core.spec import annotations_of, describe
+from toolcards.core.views import CardView, card_views
 
 if TYPE_CHECKING:
     from pydantic_ai.toolsets import AbstractToolset
@@ -103,6 +104,11 @@ class ToolFactory:
     def get_commands(self) -> CommandRegistry:
         """A registry of every card's COMMAND callables."""
         return CommandRegistry(fn for _, fn in self._commands)
+
+    def get_views(self) -> list[CardView]:
+        """Every card's views of the team's state (RESOURCE channel), with the card's type
+        and tool names (who may read a view: see :mod:`toolcards.core.views`)."""
+        return card_views(self.cards)
 
     def get_toolsets(self) -> list[AbstractToolset[Any]]:
         """Extra toolsets contributed by cards (for example MCP servers)."""

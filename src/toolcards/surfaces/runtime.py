@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.threads import background_thread
+from toolcards.core.views import CardView
 from toolcards.stores.open import open_tasks
 from toolcards.surfaces.config import ConfigError, SurfaceConfig, load_config
 from toolcards.surfaces.http.auth import HttpAuth
@@ -85,6 +86,9 @@ class SurfaceRuntime:
     tasks: SqlTasks | None = None
     """The team's MCP task rows (shared by every process of the config; None: the MCP
     server keeps its tasks in memory)."""
+    views: list[CardView] = field(default_factory=list)
+    """The views of the team's state the configured cards offer (MCP resources, dashboard
+    panels; see :mod:`toolcards.core.views`)."""
 
     @property
     def registry(self) -> CapabilityRegistry:
@@ -205,6 +209,7 @@ class SurfaceRuntime:
         owned: list[Callable[[], Any]] = []
         team = None
         card_toolsets: list[AbstractToolset[Any]] = []
+        views: list[CardView] = []
         try:
             if cards or with_team:
                 system = config.actor_system()
@@ -217,6 +222,7 @@ class SurfaceRuntime:
             if factory is not None:
                 prompts = card_prompts(factory) + prompts
                 card_toolsets = factory.get_toolsets()
+                views = factory.get_views()
             shared = open_shared(config, durability=durability)
             owned.append(shared.close)
             tasks = open_tasks(config.approvals_location, config.team_id)
@@ -244,6 +250,7 @@ class SurfaceRuntime:
         rt.http_limits = config.http
         rt.tool_functions = _functions(factory, tools)
         rt.tasks = tasks
+        rt.views = views
         return rt
 
     @classmethod

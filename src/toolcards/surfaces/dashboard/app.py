@@ -26,7 +26,7 @@ import anyio
 try:
     import sse_starlette  # noqa: F401 - the event stream, imported where it is served
     import uvicorn  # noqa: F401 - the server, imported where it runs
-    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+    from jinja2 import ChoiceLoader, DictLoader, Environment, FileSystemLoader, StrictUndefined
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -38,11 +38,12 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 from toolcards.core.identity import Identity
+from toolcards.core.registry import registered_views
+from toolcards.core.views import CardView, TeamView
 from toolcards.governance.approvals.view import escape_hidden, is_approver
 from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor, canonical_json
 from toolcards.surfaces.dashboard import views
 from toolcards.surfaces.dashboard.filters import FILTERS
-from toolcards.surfaces.dashboard.graphview import graph_view
 from toolcards.surfaces.dashboard.inbox import BINDING, Decided, decide_shown, read_decision
 from toolcards.surfaces.dashboard.live import LiveHub
 from toolcards.surfaces.dashboard.security import (
@@ -70,7 +71,8 @@ if TYPE_CHECKING:
 
 HERE = Path(__file__).parent
 MAX_FORM = 64 * 1024
-PANELS = ("team", "plan", "graph", "approvals", "audit", "events")
+PANELS = ("team", "approvals", "audit", "events")
+"""The dashboard's own panels; cards add theirs (views with a panel: see core.views)."""
 SURFACE = "dashboard"
 
 
@@ -103,8 +105,14 @@ class Dashboard:
         one_time_tokens: bool = False,
         throttle: SignInThrottle | None = None,
         policy_error: Callable[[], str | None] | None = None,
+        views: Iterable[CardView] | None = None,
     ) -> None:
         self.team = team
+        known = registered_views() if views is None else views
+        self.panels: dict[str, TeamView] = {
+            cv.view.panel_id: cv.view for cv in known if cv.view.panel is not None
+        }
+        """The cards' panels by id (a dashboard given no views shows every known card's)."""
         self.audit = audit
         self.approvals = approvals
         self.redactor = redactor or _team_redactor(team)
@@ -115,8 +123,13 @@ class Dashboard:
         self.hub = LiveHub(team, approvals, self.redactor)
         self.host = host
         self.title = title or (f"team {team.team_id}" if team is not None else "toolcards")
+        card_templates = {
+            f"views/{key}.html": view.panel.template
+            for key, view in self.panels.items()
+            if view.panel is not None
+        }
         self.templates = Environment(
-            loader=FileSystemLoader(HERE / "templates"),
+            loader=ChoiceLoader([FileSystemLoader(HERE / "templates"), DictLoader(card_templates)]),
             autoescape=True,
             undefined=StrictUndefined,
             trim_blocks=True,
@@ -140,6 +153,7 @@ class Dashboard:
                     Route("/events", self.events),
                     Route("/approvals/{approval_id}", self.approval_page, methods=["GET"]),
                     Route("/approvals/{approval_id}/{decision}", self.decide, methods=["POST"]),
+                    Route("/static/views/{name}.js", self.panel_script),
                     Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
                 ],
                 lifespan=self.lifespan,
@@ -164,17 +178,27 @@ class Dashboard:
 
     def _context(self, session: Session, params: dict[str, str]) -> dict[str, Any]:
         """Every panel's data (blocking: run in a worker thread)."""
-        return {name: self._panel_data(name, params, session) for name in PANELS} | self._who(
-            session
-        )
+        own = {name: self._panel_data(name, params, session) for name in PANELS}
+        cards = {key: self._card_panel(key, params) for key in self.panels}
+        listed = [
+            {"key": key, "title": view.panel.title, "watch": " ".join(view.watch),
+             "wide": view.panel.wide, "script": bool(view.panel.script)}
+            for key, view in self.panels.items() if view.panel is not None
+        ]  # fmt: skip
+        return own | {"card_panels": listed, "card_data": cards} | self._who(session)
+
+    def _card_panel(self, key: str, params: dict[str, str]) -> Any:
+        """A card panel's data: its view read from the team (redacted for everyone)."""
+        if self.team is None:
+            return {"available": False}
+        data = self.panels[key].read(self.team, {}, (params.get("q") or "").strip())
+        return self.redactor.value(data)
 
     def _panel_data(self, name: str, params: dict[str, str], session: Session) -> Any:
+        if name in self.panels:
+            return self._card_panel(name, params)
         if name == "team":
             return views.team_view(self.team)
-        if name == "plan":
-            return views.plan_view(self.team, self.redactor)
-        if name == "graph":
-            return graph_view(self.team, (params.get("q") or "").strip() or None)
         if name == "approvals":
             return views.approvals_view(self.approvals, exact=self._can_approve(session))
         if name == "audit":
@@ -208,11 +232,20 @@ class Dashboard:
         if session is None:
             return _text("sign in first", 401)
         name = request.path_params["name"]
-        if name not in PANELS:
+        if name not in PANELS and name not in self.panels:
             return _text("no such panel", 404)
         params = dict(request.query_params)
         data = await anyio.to_thread.run_sync(self._panel_data, name, params, session)
+        if name in self.panels:
+            return self.render(f"views/{name}.html", view=data, **self._who(session))
         return self.render(f"panels/{name}.html", **{name: data}, **self._who(session))
+
+    async def panel_script(self, request: Request) -> Response:
+        """The script a card's panel needs (served like the dashboard's own static files)."""
+        view = self.panels.get(request.path_params["name"])
+        if view is None or view.panel is None or not view.panel.script:
+            return _text("not found", 404)
+        return Response(view.panel.script, media_type="text/javascript")
 
     async def approval_page(self, request: Request) -> Response:
         """One pending request with its arguments whole ("open in full"): exact for an

@@ -25,9 +25,6 @@ if TYPE_CHECKING:
     from toolcards.governance.audit.log import AuditEntry, AuditLog
     from toolcards.runtime.team import Team
 
-PLANNING = "#PlanningTool"
-STATUSES = ("pending", "started", "completed", "failed", "cancelled")
-MAX_TASKS = 500
 RECENT_EVENTS = 50
 ACTIVITY_WINDOW = 500
 AUDIT_PAGE = 50
@@ -118,28 +115,6 @@ def _last_activity(team: Team) -> dict[str, tuple[float, str]]:
             if isinstance(who, str) and who:
                 found[who] = (event.timestamp, what)
     return found
-
-
-# -- plan ------------------------------------------------------------------------------------
-
-
-def plan_view(team: Team | None, redactor: Redactor = DEFAULT_REDACTOR) -> dict[str, Any]:
-    """The planning board's tasks grouped by status (secrets in them redacted)."""
-    handle = team.actor(PLANNING) if team is not None else None
-    if handle is None:
-        return {"available": False}
-    from toolcards.tools.planning.actor import PlanningActor
-
-    tasks = handle.within(ASK_TIMEOUT).ask(PlanningActor.tasks)
-    columns: dict[str, list[dict[str, Any]]] = {s: [] for s in STATUSES}
-    for task in tasks[:MAX_TASKS]:
-        columns.setdefault(task.status, []).append(redactor.value(task.model_dump()))
-    return {
-        "available": True,
-        "columns": columns,
-        "total": len(tasks),
-        "shown": min(len(tasks), MAX_TASKS),
-    }
 
 
 # -- events ----------------------------------------------------------------------------------

@@ -80,7 +80,7 @@ class ResourceCatalog:
         listed = [
             types.Resource(uri=s.uri, name=s.name, description=s.description, mime_type=s.mime_type)
             for s in sources
-            if isinstance(s, res.StaticResource) and self.visible(who, s.uri)
+            if isinstance(s, res.StaticResource) and self.visible(who, s.uri) and s.may(who)
         ]
         return types.ListResourcesResult(resources=listed)
 
@@ -95,7 +95,9 @@ class ResourceCatalog:
                 mime_type=s.mime_type,
             )
             for s in sources
-            if isinstance(s, res.TemplateResource) and self.visible(who, s.uri_template)
+            if isinstance(s, res.TemplateResource)
+            and self.visible(who, s.uri_template)
+            and s.may(who)
         ]
         return types.ListResourceTemplatesResult(resource_templates=listed)
 
@@ -134,6 +136,8 @@ class ResourceCatalog:
         target, found = self._target(uri)
         decision = decide(self.runtime, who, target)
         executor = self.runtime.executor
+        if found is not None and not found[0].may(who):  # the card's state rule
+            decision = Decision("deny", "the caller may not read the card's state")
         if decision.effect != "allow":
             record(executor, target, {}, who, surface="mcp", outcome="denied",
                    started=started, decision=decision)  # fmt: skip
@@ -185,6 +189,8 @@ class ResourceCatalog:
         with not-found (a template's reader is asked)."""
         target, found = self._target(uri)
         if found is None or decide(self.runtime, who, target).effect != "allow":
+            return False
+        if not found[0].may(who):
             return False
         source, read = found
         if isinstance(source, res.TemplateResource):

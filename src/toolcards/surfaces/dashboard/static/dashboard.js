@@ -17,7 +17,8 @@
 
   function panelUrl(name) {
     var params = new URLSearchParams(window.location.search);
-    if (name === "graph" && params.get("q")) return "/panel/graph?q=" + encodeURIComponent(params.get("q"));
+    var card = document.querySelector('[data-watch][data-panel="' + name + '"]');
+    if (card && params.get("q")) return "/panel/" + name + "?q=" + encodeURIComponent(params.get("q"));
     if (name === "audit") return "/panel/audit" + window.location.search;
     return "/panel/" + name;
   }
@@ -100,10 +101,16 @@
     while (list.children.length > 200) list.lastElementChild.remove();
   }
 
+  // the cards' panels name the tool actors whose events change them (data-watch)
+  function watching() {
+    return Array.prototype.map.call(document.querySelectorAll("[data-watch]"),
+      function (el) { return el.dataset.panel; });
+  }
+
   function panelsFor(tool) {
-    if (tool === "#PlanningTool") return ["plan", "team"];
-    if (tool === "#KnowledgeGraphTool") return ["graph", "team"];
-    return ["team"];
+    var found = Array.prototype.filter.call(document.querySelectorAll("[data-watch]"),
+      function (el) { return el.dataset.watch.split(" ").indexOf(tool) >= 0; });
+    return found.map(function (el) { return el.dataset.panel; }).concat(["team"]);
   }
 
   function updateAgo() {
@@ -122,7 +129,7 @@
   var source = new EventSource("/events?since=" + encodeURIComponent(body.dataset.position));
   source.addEventListener("hello", function () {
     setState("live", true);
-    if (connectedBefore) ["team", "plan", "graph", "approvals"].forEach(refresh);
+    if (connectedBefore) ["team", "approvals"].concat(watching()).forEach(refresh);
     connectedBefore = true;
   });
   source.addEventListener("team", function (e) {
@@ -139,7 +146,7 @@
     if (!new URLSearchParams(window.location.search).get("before")) refresh("audit");
   });
   source.addEventListener("resync", function () {
-    ["team", "plan", "graph", "approvals", "audit"].forEach(refresh);
+    ["team", "approvals", "audit"].concat(watching()).forEach(refresh);
   });
   source.onerror = function () { setState("reconnecting", false); };
 })();
