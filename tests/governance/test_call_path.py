@@ -1,7 +1,9 @@
 """How many of the package's files one governed call enters at run time, from
 ``GovernedToolset.call_tool`` to the insert of its audit row (the caller's thread and the
 audit writer's), traced with ``sys.setprofile``. A reader follows the same path through the
-code; the fewer rooms it crosses, the easier it is to follow."""
+code; the fewer rooms it crosses, the easier it is to follow. Two of the fourteen hold what
+makes the row outlive a killed process (its journal line, ``audit/spill.py``) and what chains
+it to the team's rows before it (``stores/audit_sql.py``)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import toolcards
 from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
 
 PACKAGE = Path(toolcards.__file__).resolve().parent
-MAX_FILES = 12
+MAX_FILES = 14
 DETAIL = False
 
 
@@ -75,7 +77,7 @@ def entered_files(tmp_path: Path) -> list[str]:
     return list(seen)
 
 
-def test_one_governed_call_enters_at_most_twelve_files(tmp_path: Path) -> None:
+def test_one_governed_call_enters_at_most_fourteen_files(tmp_path: Path) -> None:
     files = entered_files(tmp_path)
     assert "governance/audit/log.py" in files  # the walk reached the audit row
     assert len(files) <= MAX_FILES, "\n".join(files)

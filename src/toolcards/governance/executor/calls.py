@@ -31,21 +31,18 @@ import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from toolcards.core.errors import RetriableError, TransientError
 from toolcards.core.identity import Identity
 from toolcards.governance import telemetry
 from toolcards.governance.approvals.broker import ApprovalRequest, Approver
-from toolcards.governance.audit.log import AuditLog, AuditRecord
+from toolcards.governance.audit.log import AuditEntry, AuditLog, AuditRecord
 from toolcards.governance.capability import Invoke, ToolCapability
 from toolcards.governance.outcomes import Outcome
 from toolcards.governance.policy.policy import Decision
 from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor, args_digest
 from toolcards.governance.telemetry import Telemetry
-
-if TYPE_CHECKING:
-    from toolcards.governance.executor.replay import DurableCall
 
 log = logging.getLogger("toolcards.governance.executor")
 
@@ -65,6 +62,8 @@ _MAX_NAME = 100  # a model-supplied tool name is cut to this length in messages
 _MAX_KEY = 400  # a longer call key is stored as its digest
 _UNSAFE = re.compile(r"[^A-Za-z0-9._:-]")
 _MAX_HINT = 40
+_CLOCK_SKEW = 3600.0  # seconds: a row's time is its writer's clock, a claim's another one's
+_NOT_ENDINGS = frozenset({"needs_approval"})  # a call waiting for approval has not ended
 
 
 @dataclass(slots=True)
@@ -89,6 +88,14 @@ class ExecutionResult:
     @property
     def ok(self) -> bool:
         return self.outcome is Outcome.OK
+
+
+class Durable(Protocol):
+    """Where a durable run records a call's result (:class:`~.replay.DurableCall`)."""
+
+    def claim(self, call: Call, book: CallBook) -> ExecutionResult | None: ...
+    def settle(self, result: ExecutionResult) -> None: ...
+    def release(self) -> None: ...
 
 
 @dataclass(slots=True, eq=False)
@@ -124,7 +131,7 @@ class Call:
     """The idempotency key of the tool's writes (None: the call id)."""
     edit: Mapping[str, Any] | None = None
     """An approver's edit of the arguments, to check and run once the approval is granted."""
-    durable: DurableCall | None = None
+    durable: Durable | None = None
     """Where a durable run records the call's result (a replay is answered from it)."""
     timeout: float | None = None
     """Seconds the hooks and the tool may take together (None: no limit)."""
@@ -225,6 +232,22 @@ class CallBook:
                 time.perf_counter() - call.start,
             )
         return True
+
+    def ending_of(self, call: Call, since: float) -> AuditEntry | None:
+        """The row that ended an earlier run of ``call`` (its call id, tool and principal),
+        written at ``since`` (epoch seconds) or later; None without one (or without an audit
+        log). Rows a killed process left in its journal are written first."""
+        if self.audit is None:
+            return None
+        rows = self.audit.query(
+            call_id=call.call_id,
+            tool=call.tool_id,
+            principal=call.identity.id,
+            since=since - _CLOCK_SKEW,
+            limit=20,
+        )
+        ended = [row for row in rows if row.outcome not in _NOT_ENDINGS]
+        return ended[-1] if ended else None
 
     def interrupt_all(self, reason: str) -> None:
         """Audit every call still running as ``interrupted`` (its process ends under it)."""
