@@ -116,41 +116,43 @@ _json = _encoder()
 
 _quote = json.encoder.encode_basestring_ascii
 _TEAMS: dict[str, str] = {}  # a team id's JSON
-_DIGEST = 7  # where a row (:data:`COLUMNS`) holds its argument digest, then its arguments
+_DIGEST, _ARGS = 7, 8  # where a row (:data:`COLUMNS`) holds its argument digest and arguments
+NOT_KEPT = '{"[not kept]":"its process was killed before the row was written"}'
+"""The arguments of a row written from a killed process's journal (its digest is kept)."""
 
 
 def row_json(values: Sequence[Any]) -> bytes:
-    """Values as compact JSON (ASCII): a row's line in a spill file, the values of a row but
-    its arguments (:func:`split`) in a journal file and in its link."""
+    """Values as compact JSON (ASCII): a row's line in a spill file; a row but its arguments
+    (:func:`split`) in a journal file and in its link."""
     return _json(values).encode()
 
 
-def split(row: Sequence[Any]) -> tuple[tuple[Any, ...], tuple[str, str]]:
-    """A row's values other than its argument digest and arguments, and those two."""
-    return (*row[:_DIGEST], *row[_DIGEST + 2 :]), (row[_DIGEST], row[_DIGEST + 1])
+def split(row: Sequence[Any]) -> tuple[tuple[Any, ...], str]:
+    """A row's values but its arguments (the argument digest moved last), and its arguments
+    (the redacted JSON: the costly part of a row, made on the writer)."""
+    return (*row[:_DIGEST], *row[_ARGS + 1 :], row[_DIGEST]), row[_ARGS]
 
 
-def join(fields: Sequence[Any], arguments: tuple[str, str]) -> tuple[Any, ...]:
+def join(rest: Sequence[Any], args: str) -> tuple[Any, ...]:
     """The row of :func:`split`'s parts."""
-    return (*fields[:_DIGEST], *arguments, *fields[_DIGEST:])
+    return (*rest[:_DIGEST], rest[-1], args, *rest[_DIGEST:-1])
 
 
-def link(prev: str, seq: int, team_id: str, row: Sequence[Any], fields: bytes | None = None) -> str:
+def link(prev: str, seq: int, team_id: str, row: Sequence[Any], rest: bytes | None = None) -> str:
     """The digest of ``row`` at position ``seq`` of ``team_id``'s chain, after ``prev`` (a
-    hex digest): SHA-256 of the JSON list ``[prev, seq, team_id, *fields, args_digest,
-    args]``, where ``fields`` are the row's other values in their order (:func:`split`;
-    the arguments come last, so the JSON of the rest can be made once, when the call ends).
-    ``fields``: ``row_json`` of them, when the caller has it already."""
-    if fields is None:
-        fields = row_json(split(row)[0])
+    hex digest): SHA-256 of the JSON list ``[prev, seq, team_id, *rest, args]``, where
+    ``rest`` are the row's values but its arguments (:func:`split`; the arguments come last,
+    so the JSON of the rest can be made once, when the call ends). ``rest``: ``row_json`` of
+    them, when the caller has it already."""
+    if rest is None:
+        rest = row_json(split(row)[0])
     team = _TEAMS.get(team_id)
     if team is None:
         if len(_TEAMS) >= 1024:
             _TEAMS.clear()
         team = _TEAMS[team_id] = _json(team_id)
     head = f'["{prev}",{seq},{team},'.encode()
-    tail = f",{_quote(row[_DIGEST])},{_quote(row[_DIGEST + 1])}]".encode()
-    return hashlib.sha256(head + fields[1:-1] + tail).hexdigest()
+    return hashlib.sha256(head + rest[1:-1] + f",{_quote(row[_ARGS])}]".encode()).hexdigest()
 
 
 class Cursor(Protocol):
@@ -181,8 +183,8 @@ def write(
     is what locks the chain head's row until it commits (PostgreSQL: `` FOR UPDATE``; SQLite
     holds the file's write lock already). ``replay``: the rows may have been written before
     (a spill, a journal): those whose key is in the table are left out. ``texts``: the JSON
-    of each row's values but its arguments (:func:`~toolcards.stores.audit_chain.link`),
-    made with the row (fresh rows only).
+    of each row's values but its arguments (:func:`split`), made with the row (fresh rows
+    only).
     ``per_statement``: rows one INSERT carries (a statement of many rows costs a third less
     per row than one statement per row). Returns the rows written."""
     fresh = [_normal(row) for row in rows] if replay or texts is None else rows

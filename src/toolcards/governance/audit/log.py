@@ -4,6 +4,7 @@ table is a store: :mod:`toolcards.stores.sqlite.audit` or PostgreSQL)."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
 import json
 import logging
@@ -19,7 +20,7 @@ from typing import Any, Literal, NamedTuple
 from toolcards.core.threads import background_thread
 from toolcards.governance.audit import shutdown
 from toolcards.governance.audit.spill import AuditJournal, AuditSpill
-from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor
+from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor, canonical_json
 from toolcards.stores.audit_chain import ChainCheck, ChainReport
 from toolcards.stores.audit_sql import join, row_json
 from toolcards.stores.base import AuditTable, StoreLocation
@@ -95,11 +96,18 @@ class AuditEntry:
     """The row's own key, made with the row: a row written again is found by it."""
 
 
-def _fields(rec: AuditRecord, key: str) -> tuple[Any, ...]:
-    """The values of ``rec``'s row other than its argument digest and arguments (see
-    :func:`toolcards.stores.audit_sql.split`): cheap, made when the call ends."""
+def _rest(rec: AuditRecord, key: str) -> tuple[tuple[Any, ...], str]:
+    """The values of ``rec``'s row but its arguments (see
+    :func:`toolcards.stores.audit_sql.split`), made when the call ends: what its journal
+    keeps; and the canonical JSON of its arguments (digested here, redacted on the writer:
+    the costly part of a row)."""
     redactor = rec.redactor or DEFAULT_REDACTOR
-    return (
+    try:
+        canonical = canonical_json(rec.args)
+    except Exception:  # an argument that cannot be made JSON: keep the row, drop the values
+        canonical = ""
+    digest = rec.args_digest or hashlib.sha256((canonical or _UNSERIALISABLE).encode()).hexdigest()
+    rest = (
         float(rec.ts),
         rec.principal,
         rec.principal_type,
@@ -115,22 +123,29 @@ def _fields(rec: AuditRecord, key: str) -> tuple[Any, ...]:
         rec.approved_args_digest,
         redactor.text(rec.hook) if rec.hook else None,
         key,
+        digest,
     )
+    return rest, canonical
 
 
-def _arguments(rec: AuditRecord) -> tuple[str, str]:
-    """The digest of ``rec``'s arguments and their redacted JSON: the costly part of a row,
-    made on the writer."""
+def _arguments(rec: AuditRecord, canonical: str) -> str:
+    """``rec``'s arguments, redacted, as JSON (``canonical``: their canonical JSON, empty
+    when they cannot be made JSON)."""
+    if not canonical:
+        return _UNSERIALISABLE
     redactor = rec.redactor or DEFAULT_REDACTOR
     try:
-        digest, args = redactor.digest_and_redacted(rec.args, rec.sensitive)
-    except Exception:  # an argument that cannot be made JSON: keep the row, drop the values
-        digest, args = redactor.digest_and_redacted({"unserialisable": True})
-    return (digest if rec.args_digest is None else rec.args_digest), args
+        return redactor.redacted_json(rec.args, rec.sensitive, canonical)
+    except Exception:  # keep the row, drop the values
+        return _UNSERIALISABLE
+
+
+_UNSERIALISABLE = '{"unserialisable":true}'
 
 
 def _row(rec: AuditRecord, key: str) -> tuple[Any, ...]:
-    return join(_fields(rec, key), _arguments(rec))
+    rest, canonical = _rest(rec, key)
+    return join(rest, _arguments(rec, canonical))
 
 
 _NAMES: dict[tuple[Redactor, str], str] = {}
@@ -148,8 +163,9 @@ def _shown_name(redactor: Redactor, tool: str) -> str:
     return shown
 
 
-_Queued = tuple[AuditRecord, tuple[Any, ...], bytes | None]
-"""A record, its row's values but the arguments, and their JSON (None: not made yet)."""
+_Queued = tuple[AuditRecord, tuple[Any, ...], str, bytes | None]
+"""A record, its row's values but its arguments, the canonical JSON of its arguments, and the
+JSON of those values (None: not made yet)."""
 
 
 class AuditLog:
@@ -215,7 +231,6 @@ class AuditLog:
         self._queue: queue.SimpleQueue[_Queued | threading.Event | None] = queue.SimpleQueue()
         self._hurry = threading.Event()
         self._closed = False
-        self._told_other_teams = False
         self._writer: threading.Thread | None = None
         if durability == "batched":
             self._writer = background_thread(self._run, name="toolcards-audit")
@@ -235,30 +250,30 @@ class AuditLog:
         if self._closed:
             return
         try:
-            fields = _fields(entry, f"{self._key_prefix}-{next(self._keys)}")
+            rest, canonical = _rest(entry, f"{self._key_prefix}-{next(self._keys)}")
             if self._writer is None:
                 with self._lock:
-                    self._write([(entry, fields, None)])
+                    self._write([(entry, rest, canonical, None)])
                 return
             if self._journal is None:
-                self._queue.put((entry, fields, None))
+                self._queue.put((entry, rest, canonical, None))
                 return
-            text = row_json(fields)
+            text = row_json(rest)
             with self._append:
                 self._journal.append(text + b"\n")
-                self._queue.put((entry, fields, text))
+                self._queue.put((entry, rest, canonical, text))
         except Exception:
             log.exception("audit write failed; 1 entry lost")
 
     def _write(self, queued: list[_Queued]) -> None:
         """Write the rows of ``queued``, after any rows kept while the trail was down; rows
         the trail cannot take now go to the spill file."""
-        rows = [join(fields, _arguments(entry)) for entry, fields, _ in queued]
+        rows = [join(rest, _arguments(entry, canonical)) for entry, rest, canonical, _ in queued]
         try:
             if self.spill.pending:
                 self.spill.replay(self._rewrite)
             if rows:
-                texts = [text or row_json(fields) for _, fields, text in queued]
+                texts = [text or row_json(rest) for _, rest, _, text in queued]
                 self._db.insert(rows, texts=texts)
         except Exception as exc:
             if rows:
@@ -366,8 +381,8 @@ class AuditLog:
         """Entries matching every given filter, oldest first (at most ``limit``, newest kept).
 
         ``before`` keeps entries whose ``id`` is below it: the next page back from a page whose
-        oldest entry has that id. A log that finds no row of its team where other teams have
-        rows says so once (a warning naming them)."""
+        oldest entry has that id. Nothing found where the team has no row at all: see
+        :meth:`elsewhere`."""
         self._caught_up()
         where: list[str] = []
         params: list[Any] = []
@@ -392,18 +407,20 @@ class AuditLog:
             params.append(int(before))
         with self._lock:
             rows = self._db.select(" AND ".join(where), params, int(limit))
-        if not rows and not self._told_other_teams:
-            self._tell_other_teams()
         return [_entry(r) for r in reversed(rows)]
 
     def tail(self, n: int = 20) -> list[AuditEntry]:
         """The last ``n`` entries, oldest first."""
         return self.query(limit=n)
 
-    def other_teams(self) -> list[str]:
-        """Teams other than this log's with rows in its table (a few, sorted): where rows
-        went that a reader of this team does not see."""
+    def elsewhere(self) -> list[str]:
+        """Other teams with rows in this log's table (a few, sorted) when its own team has
+        none: where the rows went that a reader of this team does not see (empty otherwise).
+        A reader that finds nothing says so (:func:`other_teams_line`)."""
+        self._caught_up()
         with self._lock:
+            if self._db.select("", [], 1):
+                return []
             return self._db.other_teams()
 
     def verify(self) -> ChainReport:
@@ -438,26 +455,14 @@ class AuditLog:
             with self._lock:
                 self._write([])
 
-    def _tell_other_teams(self) -> None:
-        with self._lock:
-            if self._db.select("", [], 1):
-                return
-            others = self._db.other_teams()
-        if others:
-            self._told_other_teams = True
-            log.warning(
-                "%s",
-                other_teams_line(self.path, self.team_id, others, "AuditLog(..., team_id=...)"),
-            )
 
-
-def other_teams_line(where: object, team_id: str, others: list[str], how: str) -> str:
-    """The one line a reader says when a trail holds rows of other teams and none of its own:
-    the teams, and ``how`` to select one."""
+def other_teams_line(log: AuditLog, others: list[str], how: str) -> str:
+    """The one line a reader says when ``log``'s trail holds rows of other teams and none of
+    its own: the teams, and ``how`` to select one (``{team}`` stands for the first)."""
     teams = ", ".join(repr(team) for team in others)
     return (
-        f"{where} has no audit rows of team {team_id!r}; it has rows of team {teams}: "
-        f"select one with {how}"
+        f"{log.path} has no audit rows of team {log.team_id!r}; it has rows of team {teams}: "
+        f"select one with {how.format(team=others[0])}"
     )
 
 

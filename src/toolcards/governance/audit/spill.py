@@ -28,6 +28,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import mmap
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -43,6 +44,7 @@ _OLDEST_WIDTH = 14  # values in a row kept before the audit table gained a colum
 _REPLAY_BATCH = 500
 _JOURNAL = ".journal"
 _SPILL = ".jsonl"
+_JOURNAL_BYTES = 1024 * 1024  # a journal file's room: the rows between two batches, and more
 
 
 def default_spill_dir() -> Path:
@@ -188,44 +190,55 @@ class AuditSpill:
 
 
 class AuditJournal:
-    """This process's journal for one trail: the rows queued for the writer, in a file
-    before their call is answered (one ``write`` each: the kernel has the row then, and keeps
-    it when the process dies). The log appends and seals under its own lock (a sealed file's
-    rows are all queued before the seal); the writer removes the sealed files once their
-    rows are committed or spilled."""
+    """This process's journal for one trail: the rows queued for the writer, on disk before
+    their call is answered. A journal file is allocated up front and mapped into memory: a
+    row is copied into the file's pages (no system call, which would also hand the
+    interpreter lock to the writer thread), and the kernel keeps them when the process dies.
+    The log appends and seals under its own lock (a sealed file's rows are all queued before
+    the seal); the writer removes the sealed files once their rows are committed or spilled.
+    A journal that cannot be written (no room, a file system without shared mappings) is
+    logged once and given up: rows then outlive the process once committed."""
 
-    def __init__(self, directory: Path, prefix: str) -> None:
+    def __init__(self, directory: Path, prefix: str, size: int = _JOURNAL_BYTES) -> None:
         self.directory = directory
         self._prefix = prefix
-        self._fd: int | None = None
+        self._size = size
+        self._map: mmap.mmap | None = None
         self._path: Path | None = None
+        self._used = 0
+        self._full: list[Path] = []
         self._number = 0
-        self.failed = 0
-        """Rows that could not be written to the journal (the directory is not writable)."""
+        self.failed: str | None = None
+        """Why the journal was given up (None: it works)."""
 
     def append(self, line: bytes) -> None:
-        """Write one row's line (a failure is counted and logged, never raised: the row is
-        still queued)."""
+        """Copy one row's line into the journal (a failure is logged, never raised: the row
+        is still queued)."""
+        if self.failed is not None:
+            return
         try:
-            if self._fd is None:
-                self._start()
-            assert self._fd is not None
-            _write_all(self._fd, line)
-        except OSError as exc:
-            self.failed += 1
-            if self.failed == 1:
-                log.error("the audit journal in %s cannot be written (%s)", self.directory, exc)
+            end = self._used + len(line)
+            if self._map is None or end > len(self._map):
+                self._start(len(line))
+                end = len(line)
+            assert self._map is not None
+            self._map[self._used : end] = line
+            self._used = end
+        except (OSError, ValueError) as exc:
+            self.failed = str(exc)
+            log.error(
+                "the audit journal in %s cannot be written (%s): rows outlive this process "
+                "only once committed",
+                self.directory,
+                exc,
+            )
 
     def seal(self) -> list[Path]:
-        """End the current file (the next row starts a new one); returns it (none: no row
-        was written since the last seal)."""
-        fd, path = self._fd, self._path
-        self._fd = self._path = None
-        if fd is None or path is None:
-            return []
-        with contextlib.suppress(OSError):
-            os.close(fd)
-        return [path]
+        """End the current file (the next row starts a new one); returns the files written
+        since the last seal."""
+        self._end()
+        sealed, self._full = self._full, []
+        return sealed
 
     @staticmethod
     def remove(paths: list[Path]) -> None:
@@ -234,13 +247,31 @@ class AuditJournal:
             with contextlib.suppress(OSError):
                 path.unlink()
 
-    def _start(self) -> None:
+    def _start(self, need: int) -> None:
+        self._end()
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._number += 1
         path = self.directory / f"{self._prefix}{os.getpid()}.{self._number}{_JOURNAL}"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC
-        self._fd = os.open(path, flags, 0o600)
-        self._path = path
+        size = max(self._size, need)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            self._path = path  # a file made and not mapped is removed with the sealed ones
+            os.posix_fallocate(fd, 0, size)  # no room: an error here, not a SIGBUS later
+            self._map = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+
+    def _end(self) -> None:
+        """Unmap the current file and cut it to its rows."""
+        mapped, path, used = self._map, self._path, self._used
+        self._map, self._path, self._used = None, None, 0
+        if mapped is not None:
+            with contextlib.suppress(OSError, ValueError):
+                mapped.close()
+        if path is not None:
+            with contextlib.suppress(OSError):
+                os.truncate(path, used)
+            self._full.append(path)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -290,8 +321,8 @@ def _alive(pid: int) -> bool:
 
 def _read(path: Path) -> Iterator[tuple[Any, ...]]:
     """The rows of a spill or journal file; a torn last line (a crash mid-append) is skipped.
-    A journal keeps a row without its arguments (:func:`~toolcards.stores.audit_sql.split`):
-    its row has an empty argument digest and no arguments."""
+    A journal keeps a row but its arguments (:func:`~toolcards.stores.audit_sql.split`; their
+    digest is kept): its row says so in their place (``audit_sql.NOT_KEPT``)."""
     journal = path.name.endswith(_JOURNAL)
     with open(path, "rb") as kept:
         for line in kept:
@@ -301,7 +332,7 @@ def _read(path: Path) -> Iterator[tuple[Any, ...]]:
                 continue
             if not isinstance(row, list):
                 continue
-            if journal and len(row) == audit_sql.WIDTH - 2:
-                yield join(row, ("", "{}"))
+            if journal and len(row) == audit_sql.WIDTH - 1:
+                yield join(row, audit_sql.NOT_KEPT)
             elif not journal and _OLDEST_WIDTH <= len(row) <= audit_sql.WIDTH:
                 yield (*row, *[None] * (audit_sql.WIDTH - len(row)))  # kept by an older version

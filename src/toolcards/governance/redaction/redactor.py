@@ -195,15 +195,24 @@ class Redactor:
         When nothing needs redacting (the common case) the canonical text is stored as is.
         """
         text = canonical_json(args)
-        digest = hashlib.sha256(text.encode()).hexdigest()
+        return hashlib.sha256(text.encode()).hexdigest(), self.redacted_json(args, sensitive, text)
+
+    def redacted_json(
+        self, args: Mapping[str, Any] | None, sensitive: Iterable[str] = (), text: str = ""
+    ) -> str:
+        """The redacted canonical JSON of ``args``; ``text``: their :func:`canonical_json`,
+        when the caller has it (the audit log digests the arguments when a call ends and
+        redacts them later). When nothing needs redacting (the common case) the canonical
+        text is stored as is."""
+        text = text or canonical_json(args)
         names = frozenset(sensitive)
         if (
             len(text) <= _MAX_STRING
             and not self.has_secret(text)
             and not _has_secret_key(args, names, 0)
         ):
-            return digest, text
-        return digest, _encode(self.value(args or {}, names))
+            return text
+        return _encode(self.value(args or {}, names))
 
     def __repr__(self) -> str:
         return f"Redactor({len(self.patterns)} patterns, span_arguments={self.span_arguments})"
