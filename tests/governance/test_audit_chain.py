@@ -10,7 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -105,73 +105,60 @@ def test_an_untouched_chain_holds_for_each_team(trail: tuple[str, Table]) -> Non
         assert report.message.startswith(f"audit chain of team '{team}' holds: 10 rows, head #10")
 
 
-def test_a_changed_row_is_named(trail: tuple[str, Table]) -> None:
+FORGED = (
+    "INSERT INTO audit (ts, principal, principal_type, roles, surface, tool, call_id, "
+    "args_digest, args, decision, outcome, duration_ms, team_id) VALUES "
+    "(1.0, 'mallory', 'user', '', 'sql', 'pay', 'forged', 'd', '{}', 'allow', 'ok', 1.0, 'a')"
+)
+EDITS: dict[str, tuple[Callable[[Table], object], str]] = {
+    "a changed outcome": (
+        lambda t: t.run("UPDATE audit SET outcome = 'denied' WHERE call_id = 'c3'"),
+        "row id {c3} (#4, call c3) was changed",
+    ),
+    "a changed argument": (
+        lambda t: t.run("UPDATE audit SET args = ? WHERE call_id = 'c6'", ('{"n":6}',)),
+        "row id {c6} (#7, call c6) was changed",
+    ),
+    "a removed row": (
+        lambda t: t.run("DELETE FROM audit WHERE call_id = 'c5'"),
+        "row id {c6} (#7, call c6): row #6 before it was removed",
+    ),
+    "rows removed from the end": (
+        lambda t: t.run("DELETE FROM audit WHERE call_id IN ('c8', 'c9')"),
+        "row #9-#10 at its end was removed",
+    ),
+    "reordered rows": (  # row #3 now stored where #4 was, and #4 where #3 was
+        lambda t: t.swap("c2", "c3"),
+        "row #3 (id {c3}) is stored after row id {c2} (#4, call c3): rows reordered",
+    ),
+    "a row written around the trail": (
+        lambda t: t.run(FORGED),
+        "row id {forged} carries no chain position: written around the trail",
+    ),
+}
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_an_edit_of_the_table_is_named_in_one_line(trail: tuple[str, Table], edit: str) -> None:
     location, table = trail
-    table.run("UPDATE audit SET outcome = 'denied' WHERE call_id = 'c3'")
+    change, expected = EDITS[edit]
+    ids = {c: table.run("SELECT id FROM audit WHERE call_id = ?", (c,)) for c in ("c2", "c3", "c6")}
+    change(table)
+    forged = table.run("SELECT id FROM audit WHERE call_id = 'forged'")
+    named = {c: rows[0][0] for c, rows in {**ids, "forged": forged}.items() if rows}
     report = _verify(location)
     assert not report.ok
-    assert report.message.endswith("(#4, call c3) was changed"), report.message
-    assert "\n" not in report.message
+    assert report.message == f"audit chain of team 'a' broken: {expected.format(**named)}"
     assert _verify(location, "b").ok  # the other team's chain is its own
-
-
-def test_a_changed_argument_is_named(trail: tuple[str, Table]) -> None:
-    location, table = trail
-    table.run("UPDATE audit SET args = ? WHERE call_id = 'c6'", ('{"n":6,"note":"edited"}',))
-    assert _verify(location).message.endswith("(#7, call c6) was changed")
-
-
-def test_a_removed_row_is_named(trail: tuple[str, Table]) -> None:
-    location, table = trail
-    table.run("DELETE FROM audit WHERE call_id = 'c5'")
-    report = _verify(location)
-    assert not report.ok
-    assert report.message.endswith("(#7, call c6): row #6 before it was removed"), report.message
-
-
-def test_reordered_rows_are_named(trail: tuple[str, Table]) -> None:
-    location, table = trail
-    table.swap("c2", "c3")  # row #3 now stored where #4 was, and #4 where #3 was
-    report = _verify(location)
-    assert not report.ok
-    assert "rows reordered" in report.message, report.message
-    assert "#4" in report.message and "call c3" in report.message
-
-
-def test_rows_removed_from_the_end_are_named(trail: tuple[str, Table]) -> None:
-    location, table = trail
-    table.run("DELETE FROM audit WHERE call_id IN ('c8', 'c9')")
-    report = _verify(location)
-    assert not report.ok
-    assert report.message.endswith("row #9-#10 at its end was removed"), report.message
-
-
-def test_a_row_written_around_the_trail_is_named(trail: tuple[str, Table]) -> None:
-    location, table = trail
-    table.run(
-        "INSERT INTO audit (ts, principal, principal_type, roles, surface, tool, call_id, "
-        "args_digest, args, decision, outcome, duration_ms, team_id) VALUES "
-        "(1.0, 'mallory', 'user', '', 'sql', 'pay', 'forged', 'd', '{}', 'allow', 'ok', 1.0, 'a')"
-    )
-    report = _verify(location)
-    assert not report.ok and "carries no chain position" in report.message, report.message
 
 
 def test_rows_written_before_the_chain_are_counted_and_the_chain_follows(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     old = sqlite3.connect(path)
-    old.executescript(
-        "CREATE TABLE audit (id INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL NOT NULL, "
-        "principal TEXT NOT NULL, principal_type TEXT NOT NULL, roles TEXT NOT NULL, "
-        "surface TEXT NOT NULL, tool TEXT NOT NULL, call_id TEXT, args_digest TEXT NOT NULL, "
-        "args TEXT NOT NULL, decision TEXT NOT NULL, reason TEXT, outcome TEXT NOT NULL, "
-        "duration_ms REAL NOT NULL, error TEXT, team_id TEXT NOT NULL DEFAULT '', "
-        "approved_args_digest TEXT, hook TEXT);"
-        "INSERT INTO audit (ts, principal, principal_type, roles, surface, tool, call_id, "
-        "args_digest, args, decision, outcome, duration_ms, team_id) VALUES "
-        "(1.0, 'agent', 'agent', '', 'cli', 'old_tool', 'c-old', 'd', '{}', 'allow', 'ok', 1.0, "
-        "'a');"
-    )
+    before = [line for line in audit_sql.TABLE.split(";")[0].splitlines()
+              if not line.strip().startswith(("row_key", "chain_"))]  # fmt: skip
+    old.execute("\n".join(before).replace("hook TEXT,", "hook TEXT"))  # the table before
+    old.execute(FORGED.replace("'forged'", "'c-old'"))
     old.commit()
     old.close()
     with AuditLog(path, durability="sync", team_id="a") as log:

@@ -159,7 +159,6 @@ class Cursor(Protocol):
     """A DB-API cursor (or connection) speaking ``?`` placeholders and these table names."""
 
     def execute(self, sql: str, params: Sequence[Any] = ...) -> Any: ...
-    def executemany(self, sql: str, params: Sequence[Sequence[Any]]) -> Any: ...
 
 
 def select(where: str) -> str:

@@ -30,6 +30,8 @@ import json
 import logging
 import mmap
 import os
+import secrets
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -200,9 +202,11 @@ class AuditJournal:
     logged once and given up: rows then outlive the process once committed."""
 
     def __init__(self, directory: Path, prefix: str, size: int = _JOURNAL_BYTES) -> None:
+        _JOURNALS.add(self)
         self.directory = directory
         self._prefix = prefix
         self._size = size
+        self._name = secrets.token_hex(4)  # two logs of one trail in a process: two journals
         self._map: mmap.mmap | None = None
         self._path: Path | None = None
         self._used = 0
@@ -251,7 +255,8 @@ class AuditJournal:
         self._end()
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._number += 1
-        path = self.directory / f"{self._prefix}{os.getpid()}.{self._number}{_JOURNAL}"
+        name = f"{self._prefix}{os.getpid()}.{self._name}-{self._number}{_JOURNAL}"
+        path = self.directory / name
         size = max(self._size, need)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
@@ -260,6 +265,15 @@ class AuditJournal:
             self._map = mmap.mmap(fd, size)
         finally:
             os.close(fd)
+
+    def forget(self) -> None:
+        """In a forked child: leave the parent's file to the parent (the child's rows start a
+        file of its own, written by the next process of the trail once the child ends)."""
+        mapped = self._map
+        self._map, self._path, self._used, self._full = None, None, 0, []
+        if mapped is not None:
+            with contextlib.suppress(OSError, ValueError):
+                mapped.close()  # the child's view only: the parent's file is untouched
 
     def _end(self) -> None:
         """Unmap the current file and cut it to its rows."""
@@ -272,6 +286,18 @@ class AuditJournal:
             with contextlib.suppress(OSError):
                 os.truncate(path, used)
             self._full.append(path)
+
+
+_JOURNALS: weakref.WeakSet[AuditJournal] = weakref.WeakSet()
+
+
+def _forget_in_child() -> None:
+    for journal in list(_JOURNALS):
+        journal.forget()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def _write_all(fd: int, data: bytes) -> None:

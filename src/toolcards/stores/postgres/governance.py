@@ -46,10 +46,6 @@ class _Cursorish:
         self._cursor.execute(self._sql(sql), params)
         return self._cursor
 
-    def executemany(self, sql: str, params: Any) -> Any:
-        self._cursor.executemany(self._sql(sql), params)
-        return self._cursor
-
 
 def postgres_ddl(sqlite_ddl: str) -> str:
     """The SQLite schema of an audit or approval table, for PostgreSQL: the same columns
