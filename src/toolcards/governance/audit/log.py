@@ -1,5 +1,7 @@
-"""AuditLog: one row per decision and call, of one team, written by a background thread (the
-table is a store: :mod:`toolcards.stores.sqlite.audit` or PostgreSQL)."""
+"""AuditLog: one row per decision and call, of one team: journaled when the call ends, written
+by a background thread, chained to the team's rows before it (the table is a store:
+:mod:`toolcards.stores.sqlite.audit` or PostgreSQL; the chain :mod:`toolcards.stores.audit_sql`
+and its check :mod:`toolcards.stores.audit_chain`)."""
 
 from __future__ import annotations
 
