@@ -37,6 +37,7 @@ NOT_FILES = {
     "self": "a class's own open() (a database connection, a dashboard session)",
     "self._db": "the PostgreSQL connection factory",
     "self._running": "the executor's book of calls in flight",
+    "self.book": "the executor's book of calls in flight (a call enters it)",
     "self.sessions": "the dashboard's login sessions",
     "SurfaceRuntime": "the surface runtime's constructor from a config file",
 }
@@ -49,6 +50,7 @@ FILE_IO = {
     "toolcards.governance.audit.spill": "the audit rows kept in its own spill directory",
     "toolcards.governance.policy.policy": "reads the policy file a config names",
     "toolcards.governance.policy.table": "reads a policy decision table (YAML)",
+    "toolcards.stores.sqlite.connect": "creates a governance file 0600 for SQLite",
     "toolcards.stores.sqlite.file": "holds the SQLite store's lock file open",
     "toolcards.surfaces.main": "the CLI's startup cache file",
     "toolcards.surfaces.cli.init": "writes the toolcards.yaml and policy.yaml of `toolcards init`",

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+import time
 from pathlib import Path
 
 import pytest
 
 from dashboard.support import one_call_model
 from toolcards import KnowledgeGraphTool
+from toolcards.governance import AuditLog, AuditRecord
 from toolcards.runtime import RoleProfile, Team
 from toolcards.surfaces.dashboard import views
 from toolcards.tools.knowledge_graph import views as graph_views
@@ -64,3 +67,42 @@ def test_huge_approval_arguments_are_never_cut_for_an_approver() -> None:
     [item] = views.approvals_view(broker, exact=True)["pending"]
     assert json.loads(item["args"].text) == args
     assert item["args"].length > INLINE_LIMIT and not item["args"].fits
+
+
+def _rows(audit: AuditLog, count: int) -> None:
+    for n in range(count):
+        audit.record(
+            AuditRecord(1.0 + n, "alice", "user", (), "python", "pay", f"c{n}", {"n": n},
+                        decision="allow", outcome="ok")
+        )  # fmt: skip
+
+
+def test_the_audit_panel_shows_the_chains_state_and_a_break(tmp_path: Path) -> None:
+    path = tmp_path / "audit.db"
+    with AuditLog(path, durability="sync", team_id="crm") as audit:
+        _rows(audit, 3)
+        held = views.audit_view(audit, views.AuditFilters())["chain"]
+        with sqlite3.connect(path) as db:
+            db.execute("UPDATE audit SET tool = 'refund' WHERE call_id = 'c1'")
+        cached = views.chain_state(audit)
+        broken = views.chain_state(audit, now=time.monotonic() + views.CHAIN_CHECK_EVERY + 1)
+    assert held.ok and held.rows == 3 and held.message.startswith("audit chain of team 'crm' holds")
+    assert cached is held  # a check reads every row: at most one per CHAIN_CHECK_EVERY
+    assert not broken.ok and broken.message.endswith("(#2, call c1) was changed")
+
+
+def test_an_audit_panel_of_a_team_without_rows_names_the_teams_that_have_some(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "audit.db"
+    with AuditLog(path, durability="sync", team_id="default") as written:
+        _rows(written, 2)
+    with AuditLog(path, durability="sync", team_id="toolcards") as audit:
+        shown = views.audit_view(audit, views.AuditFilters())
+        filtered = views.audit_view(audit, views.AuditFilters(tool="pay"))
+    assert shown["rows"] == []
+    assert shown["elsewhere"].endswith(
+        "has no audit rows of team 'toolcards'; it has rows of team 'default': "
+        "select one with --team default"
+    )
+    assert filtered["elsewhere"] == ""  # a filter that finds nothing is not a team question

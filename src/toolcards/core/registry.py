@@ -17,8 +17,9 @@ from pydantic import BeforeValidator, PlainSerializer, ValidationError, Validati
 from toolcards._builtin import BUILTIN_CARDS
 from toolcards._lazy import entry_point_classes
 from toolcards.core.card import ToolCard
+from toolcards.core.factory import card_views
 from toolcards.core.trust import FROM_DATA, TRUST, HostTrust
-from toolcards.core.views import CardView, card_views
+from toolcards.core.views import CardView
 
 TYPE_KEY = "type"
 ENTRY_POINT_GROUP = "toolcards.cards"

@@ -14,18 +14,14 @@ or is allowed ``context:<CardType>``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from toolcards.core.actors import ActorHandle
-from toolcards.core.channels import Channels
 from toolcards.core.errors import ToolcardsError
 
-if TYPE_CHECKING:
-    from toolcards.core.card import ToolCard
-
-__all__ = ["CardView", "Panel", "TeamReader", "TeamView", "ViewNotFound", "card_views"]
+__all__ = ["CardView", "Panel", "TeamReader", "TeamView", "ViewNotFound"]
 
 
 class TeamReader(Protocol):
@@ -87,15 +83,3 @@ class CardView:
     card_type: str
     tools: tuple[str, ...]
     view: TeamView
-
-
-def card_views(cards: Iterable[ToolCard]) -> list[CardView]:
-    """The views ``cards`` offer (bound to a team or not), each with its card's type and tool
-    names."""
-    found: list[CardView] = []
-    for card in cards:
-        views = card.get_views()
-        if views:
-            tools = tuple(fn.__name__ for fn, _ in card.build(Channels.TOOL_CALL))
-            found += [CardView(card.card_type, tools, view) for view in views]
-    return found

@@ -50,7 +50,7 @@ _CLAIM = (
     "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (team_id, call_key) DO NOTHING"
 )
 _FIND = (
-    "SELECT tool_id, args_digest, principal, call_id, outcome, message, value "
+    "SELECT tool_id, args_digest, principal, call_id, outcome, message, value, claimed_at "
     "FROM toolcards_call_results WHERE team_id = ? AND call_key = ?"
 )
 _SETTLE = (
@@ -65,7 +65,8 @@ _RELEASE = (
 @dataclass(frozen=True, slots=True)
 class CallRecord:
     """A key claimed before this claim: its tool, argument digest, principal and call id,
-    and (None while the call never finished) its outcome, message and JSON-encoded value."""
+    (None while the call never finished) its outcome, message and JSON-encoded value, and
+    when it was claimed (epoch seconds)."""
 
     tool_id: str
     args_digest: str
@@ -74,6 +75,7 @@ class CallRecord:
     outcome: str | None
     message: str | None
     value: str | None
+    claimed_at: float = 0.0
 
     @property
     def settled(self) -> bool:

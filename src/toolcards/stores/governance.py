@@ -61,13 +61,42 @@ class AuditTable(Protocol):
 
     team_id: str
 
-    def insert(self, rows: list[tuple[Any, ...]]) -> None:
-        """Insert ``rows`` (without their team: the table adds it) in one transaction."""
+    def insert(
+        self,
+        rows: list[tuple[Any, ...]],
+        *,
+        replay: bool = False,
+        texts: list[bytes] | None = None,
+    ) -> int:
+        """Append ``rows`` (without their team: the table adds it) to the team's chain in one
+        transaction; ``replay``: leave out rows whose key is already in the table (checked under
+        the lock that orders the team's writers); ``texts``:
+        the rows' JSON, made with them. Returns the rows written."""
         ...
 
     def select(self, where: str, params: list[Any], limit: int) -> list[tuple[Any, ...]]:
         """Rows of the team matching ``where`` (a condition on the columns, may be empty),
         newest first, at most ``limit``."""
+        ...
+
+    def chain_page(self, after: int, limit: int) -> list[Any]:
+        """The team's chained rows with an id above ``after``, by id."""
+        ...
+
+    def chain_row(self, seq: int) -> int | None:
+        """The id of the team's row at chain position ``seq`` (None: there is none)."""
+        ...
+
+    def chain_head(self) -> tuple[int, str] | None:
+        """The team's chain head: its last position and digest (None: no chained row)."""
+        ...
+
+    def unchained(self) -> tuple[int, int | None, int | None]:
+        """The team's rows without a chain position: how many, the lowest and highest id."""
+        ...
+
+    def other_teams(self) -> list[str]:
+        """A few other teams with rows in this table."""
         ...
 
     def close(self) -> None:

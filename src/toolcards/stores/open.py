@@ -46,7 +46,7 @@ def open_audit_table(location: Location, team_id: str | None = None, *, sync: bo
         from toolcards.stores.postgres.governance import PostgresAuditTable
 
         return PostgresAuditTable(where.target, team_id)
-    from toolcards.stores.sqlite.audit import SqliteAuditTable
+    from toolcards.stores.audit_sql import SqliteAuditTable
 
     return SqliteAuditTable(where.target, sync=sync, team_id=team_id)
 

@@ -28,8 +28,11 @@ __all__ = [
 SCHEMA_VERSION = 2
 """The version of the store layout this code writes (both backends)."""
 
-DEFAULT_TEAM = "default"
-"""The team of stores opened without one (a standalone executor, a plain AuditLog)."""
+DEFAULT_TEAM = "toolcards"
+"""The team of whatever names none: a store or audit log opened without one (a standalone
+executor, a plain ``AuditLog("audit.db")``) and a surfaces config without ``team_id:``, so a
+trail written from Python and read with ``toolcards audit tail`` is one team's. A SQLite file
+opened first by a named team belongs to that team, and readers naming no team read it."""
 
 
 class EventRow(NamedTuple):

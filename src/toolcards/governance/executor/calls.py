@@ -37,7 +37,7 @@ from toolcards.core.errors import RetriableError, TransientError
 from toolcards.core.identity import Identity
 from toolcards.governance import telemetry
 from toolcards.governance.approvals.broker import ApprovalRequest, Approver
-from toolcards.governance.audit.log import AuditLog, AuditRecord
+from toolcards.governance.audit.log import AuditEntry, AuditLog, AuditRecord
 from toolcards.governance.capability import Invoke, ToolCapability
 from toolcards.governance.outcomes import Outcome
 from toolcards.governance.policy.policy import Decision
@@ -62,6 +62,8 @@ _MAX_NAME = 100  # a model-supplied tool name is cut to this length in messages
 _MAX_KEY = 400  # a longer call key is stored as its digest
 _UNSAFE = re.compile(r"[^A-Za-z0-9._:-]")
 _MAX_HINT = 40
+_CLOCK_SKEW = 3600.0  # seconds: a row's time is its writer's clock, a claim's another one's
+_NOT_ENDINGS = frozenset({"needs_approval"})  # a call waiting for approval has not ended
 
 
 @dataclass(slots=True)
@@ -220,6 +222,22 @@ class CallBook:
                 time.perf_counter() - call.start,
             )
         return True
+
+    def ending_of(self, call: Call, since: float) -> AuditEntry | None:
+        """The row that ended an earlier run of ``call`` (its call id, tool and principal),
+        written at ``since`` (epoch seconds) or later; None without one (or without an audit
+        log). Rows a killed process left in its journal are written first."""
+        if self.audit is None:
+            return None
+        rows = self.audit.query(
+            call_id=call.call_id,
+            tool=call.tool_id,
+            principal=call.identity.id,
+            since=since - _CLOCK_SKEW,
+            limit=20,
+        )
+        ended = [row for row in rows if row.outcome not in _NOT_ENDINGS]
+        return ended[-1] if ended else None
 
     def interrupt_all(self, reason: str) -> None:
         """Audit every call still running as ``interrupted`` (its process ends under it)."""

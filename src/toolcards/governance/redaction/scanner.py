@@ -20,8 +20,8 @@ from pydantic_core import to_jsonable_python
 
 from toolcards.core.errors import ToolcardsError
 from toolcards.governance.guardrails import HookContext, Refuse, ToolHook
-from toolcards.governance.redaction.patterns import REDACTED, is_secret_name
-from toolcards.governance.redaction.redactor import Redactor
+from toolcards.governance.redaction.patterns import REDACTED
+from toolcards.governance.redaction.redactor import Redactor, is_secret_name
 
 __all__ = ["SecretScanner"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from toolcards.stores import approvals, audit_sql
 from toolcards.stores.approvals import SqlApprovalStore
@@ -26,17 +26,24 @@ CREATE TABLE IF NOT EXISTS toolcards_rate_buckets (
 )
 """
 
+_T = TypeVar("_T")
 _SCHEMA_LOCK = 7_264_331_943
+_TABLE_NAME = re.compile(r"\b(audit|approvals)(?=[ (_])")
 
 
 class _Cursorish:
-    """A psycopg cursor speaking the ``?`` placeholders of the shared SQL."""
+    """A psycopg cursor speaking the ``?`` placeholders of the shared SQL (``tables``: the
+    shared SQL's table names are SQLite's, made PostgreSQL's)."""
 
-    def __init__(self, cursor: Any) -> None:
+    def __init__(self, cursor: Any, *, tables: bool = False) -> None:
         self._cursor = cursor
+        self._tables = tables
+
+    def _sql(self, sql: str) -> str:
+        return (_TABLE_NAME.sub(r"toolcards_\1", sql) if self._tables else sql).replace("?", "%s")
 
     def execute(self, sql: str, params: Any = ()) -> Any:
-        self._cursor.execute(sql.replace("?", "%s"), params)
+        self._cursor.execute(self._sql(sql), params)
         return self._cursor
 
 
@@ -45,8 +52,7 @@ def postgres_ddl(sqlite_ddl: str) -> str:
     (64-bit ids, double precision reals), with ``toolcards_`` table and index names."""
     ddl = sqlite_ddl.replace("INTEGER PRIMARY KEY AUTOINCREMENT", "BIGSERIAL PRIMARY KEY")
     ddl = re.sub(r"\bREAL\b", "DOUBLE PRECISION", ddl)
-    ddl = re.sub(r"\b(audit|approvals)(?=[ (_])", r"toolcards_\1", ddl)
-    return ddl
+    return _TABLE_NAME.sub(r"toolcards_\1", ddl)
 
 
 def create_table(
@@ -56,7 +62,8 @@ def create_table(
     then its indexes: under one advisory lock, so concurrent processes migrate once."""
     with db.transaction(), db.cursor() as cur:
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-        cur.execute(postgres_ddl(table))
+        for statement in postgres_ddl(table).split(";"):
+            cur.execute(statement)
         if migration is not None:
             migration.postgres(cur)
         for statement in postgres_ddl(indexes).split(";"):
@@ -158,13 +165,9 @@ def _bucket_key(team_id: str, lim: Limit, principal: str, tool_id: str) -> str:
     return json.dumps([team_id, lim.index, lim.count, lim.period, principal, tool_id])
 
 
-def _audit_sql(sql: str) -> str:
-    """The audit log's statements for this table and PostgreSQL's placeholders."""
-    return sql.replace(" audit ", " toolcards_audit ").replace("?", "%s")
-
-
 class PostgresAuditTable(_TeamTable):
-    """The audit trail in PostgreSQL: every process of a team appends to one table."""
+    """The audit trail in PostgreSQL: every process of a team appends to one table, and to
+    one chain (each write locks the team's chain head until it commits)."""
 
     def __init__(
         self, url: str, team_id: str | None = None, *, connect_timeout: float = 5.0
@@ -172,18 +175,37 @@ class PostgresAuditTable(_TeamTable):
         super().__init__(url, team_id, connect_timeout)
         create_table(self._db, audit_sql.TABLE, audit_sql.MIGRATION, audit_sql.INDEXES)
 
-    def insert(self, rows: list[tuple[Any, ...]]) -> None:
+    def insert(
+        self,
+        rows: list[tuple[Any, ...]],
+        *,
+        replay: bool = False,
+        texts: list[bytes] | None = None,
+    ) -> int:
         with self._db.transaction(), self._db.cursor() as cur:
-            cur.executemany(_audit_sql(audit_sql.INSERT), [(*r, self.team_id) for r in rows])
+            table = _Cursorish(cur, tables=True)
+            lock = " FOR UPDATE"  # writers of the team, in any process, chain one by one
+            return audit_sql.write(table, self.team_id, rows, replay=replay, lock=lock, texts=texts)
 
     def select(self, where: str, params: list[Any], limit: int) -> list[tuple[Any, ...]]:
-        sql, args = _audit_sql(audit_sql.select(where)), [self.team_id, *params, limit]
+        sql, args = audit_sql.select(where), [self.team_id, *params, limit]
+        return self._read(lambda cur: list(cur.execute(sql, args).fetchall()))
 
-        def query(cur: Any) -> list[tuple[Any, ...]]:
-            cur.execute(sql, args)
-            return list(cur.fetchall())
+    def chain_page(self, after: int, limit: int) -> list[Any]:
+        return self._read(lambda cur: audit_sql.chain_page(cur, self.team_id, after, limit))
 
-        return self._db.read(query)  # a connection lost since the last read is reopened once
+    def chain_row(self, seq: int) -> int | None:
+        return self._read(lambda cur: audit_sql.chain_row(cur, self.team_id, seq))
 
-    def close(self) -> None:
-        self._db.close()
+    def chain_head(self) -> tuple[int, str] | None:
+        return self._read(lambda cur: audit_sql.chain_head(cur, self.team_id))
+
+    def unchained(self) -> tuple[int, int | None, int | None]:
+        return self._read(lambda cur: audit_sql.unchained(cur, self.team_id))
+
+    def other_teams(self) -> list[str]:
+        return self._read(lambda cur: audit_sql.other_teams(cur, self.team_id))
+
+    def _read(self, query: Callable[[_Cursorish], _T]) -> _T:
+        # a connection lost since the last read is reopened once
+        return self._db.read(lambda cur: query(_Cursorish(cur, tables=True)))
