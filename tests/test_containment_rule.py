@@ -64,6 +64,8 @@ FILE_IO = {
         "sums sizes in the exec workspace by lstat (never opens a file); a card folder "
         "cannot import the workspace package"
     ),
+    "toolcards.tools.knowledge_graph.views": "the graph panel's template and script (package data)",
+    "toolcards.tools.planning.views": "the plan panel's template (package data)",
     "toolcards.tools.vector_store.embeddings": "the embedding model's vocabulary file",
     "toolcards.tools.vector_store.hnsw_index": "the vector index's own label files",
 }
