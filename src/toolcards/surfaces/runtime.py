@@ -23,6 +23,7 @@ from toolcards.surfaces.config import ConfigError, SurfaceConfig, load_config
 from toolcards.surfaces.http.auth import HttpAuth
 from toolcards.surfaces.http.limits import HttpLimits
 from toolcards.surfaces.http.tokens import TokenTable
+from toolcards.surfaces.outcomes import ExitCode
 
 if TYPE_CHECKING:
     from pydantic_ai.toolsets import AbstractToolset
@@ -273,6 +274,39 @@ class SurfaceRuntime:
         elif not isinstance(source, CapabilityRegistry):
             rt.tool_functions = _functions(None, list(source))
         return rt
+
+
+def opening_error(exc: BaseException, config: Path) -> tuple[str, ExitCode] | None:
+    """The one line and exit code a command line says when opening the runtime of the config
+    file ``config`` raised ``exc`` (a config, store, database or cluster problem), or None
+    for anything else."""
+    import sqlite3
+
+    from toolcards.runtime.system import ActorSystemUnavailable
+    from toolcards.stores.errors import (
+        DatabaseUnavailable,
+        SchemaTooNew,
+        StoreError,
+        StoreLockedError,
+    )
+
+    if isinstance(exc, ConfigError):
+        return str(exc), ExitCode.USAGE
+    if isinstance(exc, StoreLockedError):
+        return f"{exc} (is `toolcards serve` running on this config?)", ExitCode.FAILED
+    if isinstance(exc, StoreError):
+        return f"{exc} (store: in {config})", ExitCode.FAILED
+    if isinstance(exc, sqlite3.Error):  # the audit log's file
+        try:
+            where = (
+                f"cannot open the audit log {load_config(config).audit_path} (audit: in {config})"
+            )
+        except ConfigError:
+            where = "cannot open the audit log"
+        return f"{where}: {exc}; give a file path in a writable folder", ExitCode.FAILED
+    if isinstance(exc, DatabaseUnavailable | ActorSystemUnavailable | SchemaTooNew):
+        return str(exc), ExitCode.FAILED
+    return None
 
 
 def as_registry(
