@@ -54,10 +54,11 @@ def stop_team(team: Any, bound: float, everywhere: bool) -> StopReport:
         abandoned = team._local.stop(late, min(bound, 0.5))
         report.abandoned.extend(abandoned)
         report.stopped.extend(n for n in late if n not in abandoned)
-    team.log.lifecycle("team_stopped", stopped=report.stopped, abandoned=report.abandoned)
     if report.abandoned:
         logger.warning("team %s abandoned busy actors: %s", team.team_id, report.abandoned)
-    team._store.mark_stopped(team.team_id)
+    if not team.read_only:  # a team opened to be looked at leaves no trace
+        team.log.lifecycle("team_stopped", stopped=report.stopped, abandoned=report.abandoned)
+        team._store.mark_stopped(team.team_id)
     team.log.close()
     deadline = time.monotonic() + bound
     for sub in team._subscriptions:

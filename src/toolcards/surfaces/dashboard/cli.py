@@ -148,8 +148,8 @@ def _from_store(
         from toolcards.governance.audit.log import AuditLog
         from toolcards.runtime.team import Team
 
-        try:
-            team = Team.resume(team_id, store)
+        try:  # to be looked at: nothing starts, nothing is written into its log
+            team = Team.open_read_only(team_id, store)
         except (LookupError, StoreLockedError, StoreError) as exc:
             raise _fail(str(exc), ExitCode.FAILED) from None
         audit = AuditLog(audit_path, team_id=team_id) if audit_path is not None else None

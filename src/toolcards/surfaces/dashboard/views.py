@@ -1,6 +1,6 @@
 """What each panel shows, read from the team, the audit log and the approval broker.
 
-Every function here blocks (actor asks, SQLite reads): the app runs them in a worker thread.
+Every function here blocks (store reads): the app runs them in a worker thread.
 They return plain data for the templates, which escape every value.
 """
 
@@ -18,6 +18,8 @@ from pydantic_core import to_jsonable_python
 from toolcards.core.approvals import ApprovalState
 from toolcards.governance.approvals.view import arguments_view
 from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor
+from toolcards.tools.planning.models import Task
+from toolcards.tools.planning.stored import TASK
 
 if TYPE_CHECKING:
     from toolcards.core.events import ToolStateEvent
@@ -48,7 +50,6 @@ OUTCOMES = (
     "approval_rejected",
 )
 _MEMBER_KEYS = ("sender", "recipient", "name", "member")
-ASK_TIMEOUT = 5.0
 
 
 def compact_json(value: Any, limit: int = EVENT_TEXT) -> str:
@@ -124,13 +125,15 @@ def _last_activity(team: Team) -> dict[str, tuple[float, str]]:
 
 
 def plan_view(team: Team | None, redactor: Redactor = DEFAULT_REDACTOR) -> dict[str, Any]:
-    """The planning board's tasks grouped by status (secrets in them redacted)."""
-    handle = team.actor(PLANNING) if team is not None else None
-    if handle is None:
+    """The planning board's tasks grouped by status (secrets in them redacted), read from the
+    team's state: a team opened read-only runs no actor."""
+    if team is None:
         return {"available": False}
-    from toolcards.tools.planning.actor import PlanningActor
-
-    tasks = handle.within(ASK_TIMEOUT).ask(PlanningActor.tasks)
+    state = team.state_of(PLANNING)
+    if state.count(TASK) == 0 and team.actor(PLANNING) is None:
+        return {"available": False}
+    rows = (Task.model_validate(value) for _, value in state.iter_items(TASK))
+    tasks = sorted(rows, key=lambda task: task.id)
     columns: dict[str, list[dict[str, Any]]] = {s: [] for s in STATUSES}
     for task in tasks[:MAX_TASKS]:
         columns.setdefault(task.status, []).append(redactor.value(task.model_dump()))
