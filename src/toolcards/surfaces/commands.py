@@ -21,6 +21,9 @@ from toolcards.surfaces.outcomes import ExitCode
 
 __all__ = ["State", "app", "main", "serve"]
 
+HTTP_MODULES = ("starlette", "sse_starlette", "uvicorn")
+"""What MCP over HTTP needs beside the MCP SDK (the dashboard extra)."""
+
 
 def serve(
     ctx: typer.Context,
@@ -52,6 +55,10 @@ def serve(
         raise typer.BadParameter("use stdio or http", param_hint="--transport")
     if dashboard and transport != "http":
         raise typer.BadParameter("the dashboard needs --transport http", param_hint="--dashboard")
+    from toolcards.surfaces.runtime import require_modules  # lazy: loads pydantic
+
+    # a missing extra is said before anything starts or says it serves
+    require_modules("mcp", *(HTTP_MODULES if transport == "http" else ()))
     state = state_of(ctx, config)
     sock = None
     if transport == "http":  # taken or not, known before anything starts

@@ -182,8 +182,10 @@ class SurfaceRuntime:
         except PolicyError as exc:
             raise ConfigError(f"{config.source}: policy: {exc}") from None
         if config.system != "pykka":  # a missing extra is said before any store is reached
-            _require_module("ray")
+            require_modules("ray")
         cards = config.load_cards()
+        for card in cards:  # a configured card without its extra would serve no tools
+            require_modules(*card.missing_modules())
         tools = [tool for spec in config.tools for tool in _import_tools(spec, config.source)]
         extra_resources = [
             r for spec in config.resources for r in _imported(spec, config.source, "resources")
@@ -322,13 +324,15 @@ def as_registry(
     return CapabilityRegistry.from_tools(list(source))
 
 
-def _require_module(name: str) -> None:
-    """ModuleNotFoundError for ``name`` when it cannot be imported (the command line names
-    its extra, see :mod:`toolcards.surfaces.cli.extras`); nothing is imported here."""
+def require_modules(*names: str) -> None:
+    """ModuleNotFoundError for the first of ``names`` that cannot be imported (the command
+    line names its extra, see :mod:`toolcards.surfaces.cli.extras`); nothing is imported
+    here."""
     import importlib.util
 
-    if importlib.util.find_spec(name) is None:
-        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+    for name in names:
+        if importlib.util.find_spec(name) is None:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
 
 def _open_team(team_id: str, store: str, system: str | ActorSystem = "pykka") -> Team:
