@@ -346,3 +346,38 @@ def test_describe_of_a_tool_the_caller_cannot_see_reads_like_a_call_of_it(
     called = toolcards(config, "call", tool)
     assert described.returncode == called.returncode == ExitCode.UNKNOWN_TOOL
     assert described.stderr == called.stderr == f"unknown tool: {tool}\n"
+
+
+CHECKED = '''
+from typing import Annotated
+
+from pydantic import AfterValidator
+
+
+def _even(value: int) -> int:
+    if value % 2:
+        raise ValueError("amount must be even")
+    return value
+
+
+def split(amount: Annotated[int, AfterValidator(_even)]) -> str:
+    """Split ``amount`` in two."""
+    return str(amount // 2)
+
+
+TOOLS = [split]
+'''
+
+
+def test_an_argument_a_validator_refuses_reads_without_pydantics_prefix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "checked_tools.py").write_text(CHECKED, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = write_setup(tmp_path, tools=["checked_tools:TOOLS"])
+    with pytest.raises(SystemExit) as ended:
+        main(["-c", str(config), "call", "split", "amount=3"])
+    said = capsys.readouterr()
+    assert ended.value.code == ExitCode.INVALID
+    assert "amount: amount must be even" in said.out + said.err
+    assert "Value error" not in said.out + said.err
