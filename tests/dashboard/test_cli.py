@@ -82,6 +82,10 @@ def test_serve_with_dashboard_puts_mcp_approvals_in_the_inbox(served: Process) -
     approver = http_sign_in(served.url, "approver")
     action, fields = _pending_form(approver)
     assert fields["tool"] == "update_planning" and fields["principal"] == "agent.bot"
+    approval_id = action.split("/")[2]
+    waiting = f"approval {approval_id}: update_planning by agent.bot waits"
+    assert waiting in served.output()  # the operator's terminal says it too
+    assert f"toolcards approvals grant {approval_id}" in served.output()
     assert approver.post(action, data=fields).status_code == 303
     caller.join(30)
     assert "error" not in box, box.get("error")

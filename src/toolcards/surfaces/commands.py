@@ -70,14 +70,14 @@ def serve(
         rt = state.runtime(with_team=dashboard)
         if max_body is not None:
             rt.http_limits = rt.http_limits.model_copy(update={"max_body": max_body})
-        from toolcards.surfaces.serving import serve_runtime
+        from toolcards.surfaces.serving import operator_lines, serve_runtime
 
         if transport == "http":
             err().print(f"serving MCP at http://{url_host(host)}:{port}/mcp", markup=False)
             if dashboard:
                 err().print(f"dashboard at http://{url_host(host)}:{port}/", markup=False)
         control = state.config if state.factory is None else None
-        with contextlib.suppress(KeyboardInterrupt):
+        with contextlib.suppress(KeyboardInterrupt), operator_lines():
             anyio.run(
                 lambda: serve_runtime(
                     rt,
