@@ -154,7 +154,8 @@ def test_the_dashboard_command_opens_a_store_read_only_with_a_one_time_token(
         csrf = re.search(r'name="csrf" value="([^"]+)"', client.get("/login").text)
         assert csrf is not None
         client.post("/login", data={"token": token.group(1), "csrf": csrf.group(1)})
-        assert "Stored task" in client.get("/panel/plan").text
+        plan = client.get("/panel/plan").text
+        assert "Stored task" in plan and ">1 task<" in plan  # not "1 tasks"
         team_panel = client.get("/panel/team").text
         assert member in team_panel and "#PlanningTool" in team_panel
         client.close()
