@@ -320,7 +320,7 @@ SPILLING = """(selector) => {
     (getComputedStyle(el).overflowX === "visible" && el.scrollWidth > el.clientWidth + 1);
   return Array.from(box.querySelectorAll("*"))
     .filter((el) => el.getClientRects().length && spills(el))
-    .map((el) => el.tagName.toLowerCase() + (el.dataset.testid ? "[" + el.dataset.testid + "]" : ""));
+    .map((el) => el.tagName.toLowerCase() + "[" + (el.dataset.testid || "") + "]");
 }"""
 """The elements inside ``selector`` that reach past its right edge or spill their text."""
 
