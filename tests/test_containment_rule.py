@@ -49,6 +49,7 @@ FILE_IO = {
     "toolcards.governance.audit.spill": "the audit rows kept in its own spill directory",
     "toolcards.governance.policy.policy": "reads the policy file a config names",
     "toolcards.governance.policy.table": "reads a policy decision table (YAML)",
+    "toolcards.runtime.ray_address": "reads the Ray token file Ray itself would send from",
     "toolcards.stores.sqlite.file": "holds the SQLite store's lock file open",
     "toolcards.surfaces.main": "the CLI's startup cache file",
     "toolcards.surfaces.cli.init": "writes the toolcards.yaml and policy.yaml of `toolcards init`",
