@@ -10,6 +10,7 @@ may be connected to the session's cluster already."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -62,50 +63,43 @@ def _in_process(
     return int(ended.value.code or 0), captured.out + captured.err
 
 
+def _ray_on_sqlite(folder: Path) -> tuple[Path, ExitCode, list[str]]:
+    """``system: ray`` with a file store: a config error naming both keys."""
+    return _config(folder, "team.db", "ray"), ExitCode.USAGE, ["system: ray", "postgresql://"]
+
+
+def _postgresql_down(folder: Path) -> tuple[Path, ExitCode, list[str]]:
+    """Nothing listens at the store's address: its URL, the password hidden."""
+    url = f"postgresql://toolcards:secret-pw@127.0.0.1:{free_port()}/toolcards"
+    return _config(folder, url), ExitCode.FAILED, [url.replace("secret-pw", "***")]
+
+
+def _schema_too_new(folder: Path) -> tuple[Path, ExitCode, list[str]]:
+    """The store was written by a newer toolcards."""
+    open_store(str(folder / "team.db")).close()
+    with sqlite3.connect(folder / "team.db") as conn:
+        conn.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
+    return _config(folder, "team.db"), ExitCode.FAILED, ["schema 99, newer than this toolcards"]
+
+
+ROWS = {"ray on sqlite": _ray_on_sqlite, "postgresql down": _postgresql_down,
+        "schema too new": _schema_too_new}  # fmt: skip
+
+
 @pytest.mark.parametrize("command", COMMANDS)
-def test_ray_with_a_sqlite_store_is_a_config_error_naming_both_keys(
+@pytest.mark.parametrize("row", ROWS)
+def test_a_start_that_cannot_work_is_one_line_and_its_exit_code(
     tmp_path: Path,
+    row: str,
     command: str,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    config = _config(tmp_path, "team.db", "ray")
+    config, expected, named = ROWS[row](tmp_path)
     code, output = _in_process(_argv(config, command), capsys, monkeypatch)
     line = _one_line(output)
-    assert code == ExitCode.USAGE
-    assert "system: ray" in line and "store:" in line and "postgresql://" in line
-
-
-@pytest.mark.parametrize("command", COMMANDS)
-def test_an_unreachable_postgresql_is_one_line_naming_it(
-    tmp_path: Path,
-    command: str,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    url = f"postgresql://toolcards:secret-pw@127.0.0.1:{free_port()}/toolcards"
-    code, output = _in_process(_argv(_config(tmp_path, url), command), capsys, monkeypatch)
-    line = _one_line(output)
-    assert code == ExitCode.FAILED
-    assert url.replace("secret-pw", "***") in line and "secret-pw" not in line
-
-
-@pytest.mark.parametrize("command", COMMANDS)
-def test_a_store_written_by_a_newer_toolcards_is_one_line(
-    tmp_path: Path,
-    command: str,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import sqlite3
-
-    open_store(str(tmp_path / "team.db")).close()
-    with sqlite3.connect(tmp_path / "team.db") as conn:
-        conn.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
-    code, output = _in_process(_argv(_config(tmp_path, "team.db"), command), capsys, monkeypatch)
-    line = _one_line(output)
-    assert code == ExitCode.FAILED
-    assert "schema 99, newer than this toolcards" in line
+    assert code == expected, line
+    assert all(part in line for part in named) and "secret-pw" not in line, line
 
 
 def _fresh_process(folder: Path, argv: list[str]) -> subprocess.CompletedProcess[str]:
