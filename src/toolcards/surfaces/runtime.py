@@ -12,6 +12,7 @@ keeps each toolset connected while it serves (:func:`toolcards.surfaces.serving.
 from __future__ import annotations
 
 import importlib
+import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.threads import background_thread
+from toolcards.runtime.system import ActorSystemUnavailable
+from toolcards.stores.errors import DatabaseUnavailable, SchemaTooNew, StoreError, StoreLockedError
 from toolcards.surfaces.config import ConfigError, SurfaceConfig, load_config
 from toolcards.surfaces.http.auth import HttpAuth
 from toolcards.surfaces.http.limits import HttpLimits
@@ -282,16 +285,6 @@ def opening_error(exc: BaseException, config: Path) -> tuple[str, ExitCode] | No
     """The one line and exit code a command line says when opening the runtime of the config
     file ``config`` raised ``exc`` (a config, store, database or cluster problem), or None
     for anything else."""
-    import sqlite3
-
-    from toolcards.runtime.system import ActorSystemUnavailable
-    from toolcards.stores.errors import (
-        DatabaseUnavailable,
-        SchemaTooNew,
-        StoreError,
-        StoreLockedError,
-    )
-
     if isinstance(exc, ConfigError):
         return str(exc), ExitCode.USAGE
     if isinstance(exc, StoreLockedError):
