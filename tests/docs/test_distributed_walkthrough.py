@@ -21,9 +21,10 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.xdist_grou
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "distributed.md"
 EXAMPLE = REPO / "examples" / "distributed"
-BIN = REPO / ".venv" / "bin"
+BIN = Path(sys.executable).parent  # toolcards, ray and python of this environment
 PG_BIN = "/usr/lib/postgresql/15/bin"
 
 
@@ -90,22 +91,31 @@ def _ctrl_c(process: subprocess.Popen[bytes], timeout: float = 120) -> None:
     process.wait(timeout=timeout)
 
 
-def _descendants(pid: int) -> set[int]:
-    """``pid`` and every process below it (by parent pid)."""
-    parents: dict[int, int] = {}
+def _descendants(pid: int) -> dict[int, str]:
+    """``pid`` and every process below it (by parent pid), each with its start time (so a
+    pid the kernel gave to another process since is never taken for one of them)."""
+    parents: dict[int, tuple[int, str]] = {}
     for stat in glob.glob("/proc/[0-9]*/stat"):
         with contextlib.suppress(OSError, ValueError, IndexError):
             fields = Path(stat).read_text().rsplit(")", 1)[1].split()
-            parents[int(stat.split("/")[2])] = int(fields[1])
+            parents[int(stat.split("/")[2])] = (int(fields[1]), fields[19])
     found, grown = {pid}, True
     while grown:
-        below = {child for child, parent in parents.items() if parent in found}
+        below = {child for child, (parent, _) in parents.items() if parent in found}
         grown = not below <= found
         found |= below
-    return found
+    return {p: parents[p][1] for p in found if p in parents}
 
 
-def _listening(pids: set[int]) -> list[str]:
+def _running(pid: int, started: str) -> bool:
+    """Whether the process ``pid`` that started at ``started`` still runs."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19] == started
+    except (OSError, IndexError):
+        return False
+
+
+def _listening(pids: Iterable[int]) -> list[str]:
     """The addresses (``ip:port``) the processes ``pids`` listen on over TCP."""
     inodes: set[str] = set()
     for pid in pids:
@@ -183,7 +193,7 @@ def test_the_walkthrough_runs_as_written(root: Path) -> None:
     assert env_sh == (folder / "env.sh").read_text()
 
     ray_head = serve = None
-    cluster: set[int] = set()
+    cluster: dict[int, str] = {}
     try:
         one = Terminal(root, new_terminal)
         *setup, ray_start = _commands(first)
@@ -236,7 +246,7 @@ def test_the_walkthrough_runs_as_written(root: Path) -> None:
         _ctrl_c(serve)
         _ctrl_c(ray_head)
         deadline = time.monotonic() + 60
-        while alive := [pid for pid in cluster if Path(f"/proc/{pid}").exists()]:
+        while alive := [pid for pid, started in cluster.items() if _running(pid, started)]:
             assert time.monotonic() < deadline, f"left running after Ctrl-C: {alive}"
             time.sleep(0.2)
         for line in _commands(teardown):
@@ -249,9 +259,10 @@ def test_the_walkthrough_runs_as_written(root: Path) -> None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=30)
-        for pid in cluster:  # what Ray started, by pid: its workers sit in groups of their own
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        for pid, started in cluster.items():  # what Ray started: workers have groups of their own
+            if _running(pid, started):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
         if (root / "pg" / "data" / "postmaster.pid").exists():
             subprocess.run(
                 ["runuser", "-u", "postgres", "--", f"{bindir}/pg_ctl", "-D",
