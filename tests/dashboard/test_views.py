@@ -106,3 +106,28 @@ def test_an_audit_panel_of_a_team_without_rows_names_the_teams_that_have_some(
         "select one with --team default"
     )
     assert filtered["elsewhere"] == ""  # a filter that finds nothing is not a team question
+
+
+def test_the_live_panel_finds_the_teams_work_among_its_starts_and_stops(tmp_path: Path) -> None:
+    """Each CLI call of a file store starts and stops the team and its actors: six lifecycle
+    events around one change. The panel shows the latest changes, and those lifecycle events
+    of the same span marked to be hidden (before: the latest 5 events, all starts and stops)."""
+    from toolcards import PlanningTool
+
+    store = tmp_path / "team.db"
+    for i in range(8):
+        with Team("t", store=store) as team:
+            bound = team.bind([PlanningTool(vector_store=False)])
+            tools = {t.__name__: t for t in bound.get_tools()}
+            tools["update_planning"](create=[{"description": f"task {i}"}])
+    with Team.open_read_only("t", store) as team:
+        view = views.events_view(team, n=5)
+    work = [json.loads(e["text"])["created"][0]["description"] for e in view["events"]
+            if not e["lifecycle"]]  # fmt: skip
+    assert work == [f"task {i}" for i in (7, 6, 5, 4, 3)]
+    starts = [e for e in view["events"] if e["lifecycle"]]
+    assert 0 < len(starts) == view["lifecycle"] <= 5
+    assert all(e["tool_id"] == "team" for e in starts)
+    assert [e["seq"] for e in view["events"] if e["tool_id"] == "team"] == sorted(
+        (e["seq"] for e in starts), reverse=True
+    )

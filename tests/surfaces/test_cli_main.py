@@ -3,10 +3,15 @@ other command line runs the full CLI."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from surfaces.surface_support import SURFACE_ENV, TOOLCARDS
+from toolcards.surfaces.main import main
+from toolcards.surfaces.outcomes import ExitCode
 
 
 def toolcards(*args: str, cache: Path, width: int = 100) -> subprocess.CompletedProcess[str]:
@@ -37,3 +42,14 @@ def test_other_command_lines_run_the_full_cli(tmp_path: Path) -> None:
     done = toolcards("hash-token", "secret", cache=tmp_path)
     assert done.returncode == 0
     assert done.stdout.strip().startswith("token_sha256: sha256:")
+
+
+def test_help_lists_every_exit_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each code a command can end with is named in ``toolcards --help`` (9 was missing)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    main(["--help"])
+    epilog = " ".join(capsys.readouterr().out.split()).split("Exit codes:", 1)[1]
+    named = [int(code) for code in re.findall(r"\b(\d+) [a-z]", epilog)]
+    assert named == [int(code) for code in ExitCode], epilog

@@ -280,7 +280,10 @@ def test_an_unreachable_issuer_refuses_tokens_without_an_error(tmp_path: Path) -
     issuer.stop()
     try:
         first, second = post(srv, token), post(srv, token)
+        said = srv.output()
     finally:
         srv.stop()
     assert_refused(first, "cannot be fetched")
     assert_refused(second, "cannot be fetched")
+    # the operator's terminal says why, once per failed fetch (the second waits for a retry)
+    assert said.count(f"warning: cannot fetch the signing keys of {issuer.url}") == 1, said

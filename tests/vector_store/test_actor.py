@@ -177,7 +177,7 @@ def test_without_the_extra_the_store_is_unavailable_and_says_so_once(
         with pytest.raises(VectorExtraMissing):
             query(handle, "tasks", "x", 1)
     said = [r for r in caplog.records if "toolcards[vector]" in r.getMessage()]
-    assert len(said) == 2  # once by the actor, once by the card: not per binding
+    assert len(said) == 1  # once, by the actor: not per binding, nor again by the card
 
 
 def test_local_model_in_a_team_finds_paraphrases(local_provider: Any) -> None:

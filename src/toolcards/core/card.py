@@ -184,6 +184,11 @@ class ToolCard(BaseModel):
         """Card types ordered before this one when present; absence is not an error."""
         return []
 
+    def missing_modules(self) -> list[str]:
+        """Optional modules this card needs to offer its tools that are not installed here
+        (a surface config that names the card then says which extra to install)."""
+        return []
+
     def get_tools(self) -> list[ToolFunc]:
         """Callables the model calls (TOOL_CALL channel)."""
         return [

@@ -88,6 +88,7 @@ class Team:
         durable: bool = False,
         stop_timeout: float = 5.0,
         _resume: bool = False,
+        _read_only: bool = False,
     ) -> None:
         if not team_id:
             raise ValueError("team_id must be a non-empty string")
@@ -105,9 +106,11 @@ class Team:
         self._observers: dict[str, TeamObserver] = {}
         self._subscriptions: list[Subscription] = []
         self._stop_report: StopReport | None = None
+        self.read_only = _read_only
+        """Opened by :meth:`open_read_only`: nothing starts, nothing is written."""
         self._store = process.open_store(os.fspath(store), durable)
         try:
-            if _resume and not self._store.team_exists(team_id):
+            if (_resume or _read_only) and not self._store.team_exists(team_id):
                 raise LookupError(f"store {self._store.location} holds no team {team_id!r}")
             process.claim(self, shared_store=not self._store.in_memory)
             self.log = EventLog(self._store, team_id)
@@ -116,8 +119,9 @@ class Team:
             connect = getattr(self.system, "connect", None)
             if callable(connect):  # a cluster that cannot be reached fails here, once
                 connect()
-            self._store.open_team(team_id)
-            self.log.lifecycle("team_started", resumed=_resume)
+            if not _read_only:
+                self._store.open_team(team_id)
+                self.log.lifecycle("team_started", resumed=_resume)
         except BaseException:
             process.unclaim(self)
             process.release_store(self._store)
@@ -134,6 +138,13 @@ class Team:
         Actors whose tag is not known yet come back when a card asks for them again.
         """
         return cls(team_id, store, _resume=True, **kwargs)
+
+    @classmethod
+    def open_read_only(cls, team_id: str, store: str | os.PathLike[str]) -> Self:
+        """A stored team opened to be looked at (a dashboard of its store): its state, roster
+        and event log are read as they are; no actor or member starts and nothing is written,
+        not even the team's start and stop. Starting anything raises :class:`TeamStopped`."""
+        return cls(team_id, store, _read_only=True)
 
     @classmethod
     def implicit(cls) -> Team:
@@ -172,6 +183,8 @@ class Team:
         """Raise :class:`TeamStopped` once the team is stopped."""
         if self._stop_report is not None:
             raise TeamStopped(f"team {self.team_id} is stopped")
+        if self.read_only:
+            raise TeamStopped(f"team {self.team_id} is open read-only: it starts nothing")
 
     def tool_actor(
         self,
@@ -230,7 +243,9 @@ class Team:
 
     def actor_names(self) -> list[str]:
         """Names of the running actors of this team (this process's, and cluster-wide tool
-        actors on a distributed system)."""
+        actors on a distributed system); of a team opened read-only, its recorded tool actors."""
+        if self.read_only:
+            return [name for name, _, _ in self._store.recorded_actors(self.team_id)]
         return self.actors.names()
 
     def state_of(self, name: str) -> StateNamespace:
@@ -361,7 +376,8 @@ class Team:
 
     def subscribe(self, callback: EventCallback, since: int = 0) -> Subscription:
         """Replay the events after ``since`` to ``callback``, then deliver live ones in order."""
-        self.check_running()
+        if self._stop_report is not None:  # reading: a team opened read-only may
+            raise TeamStopped(f"team {self.team_id} is stopped")
         sub = self.log.subscribe(callback, since)
         with self._lock:
             self._subscriptions.append(sub)
@@ -385,10 +401,11 @@ class Team:
             self._stop_report = report = StopReport()
         self._roster.retire_all()
         report.stopped, report.abandoned = self.actors.stop_all(bound, everywhere)
-        self.log.lifecycle("team_stopped", stopped=report.stopped, abandoned=report.abandoned)
         if report.abandoned:
             logger.warning("team %s abandoned busy actors: %s", self.team_id, report.abandoned)
-        self._store.mark_stopped(self.team_id)
+        if not self.read_only:  # a team opened to be looked at leaves no trace
+            self.log.lifecycle("team_stopped", stopped=report.stopped, abandoned=report.abandoned)
+            self._store.mark_stopped(self.team_id)
         self.log.close()
         deadline = time.monotonic() + bound
         for sub in self._subscriptions:

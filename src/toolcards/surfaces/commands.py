@@ -21,6 +21,9 @@ from toolcards.surfaces.outcomes import ExitCode
 
 __all__ = ["State", "app", "main", "serve"]
 
+HTTP_MODULES = ("starlette", "sse_starlette", "uvicorn")
+"""What MCP over HTTP needs beside the MCP SDK (the dashboard extra)."""
+
 
 def serve(
     ctx: typer.Context,
@@ -52,6 +55,10 @@ def serve(
         raise typer.BadParameter("use stdio or http", param_hint="--transport")
     if dashboard and transport != "http":
         raise typer.BadParameter("the dashboard needs --transport http", param_hint="--dashboard")
+    from toolcards.surfaces.runtime import require_modules  # lazy: loads pydantic
+
+    # a missing extra is said before anything starts or says it serves
+    require_modules("mcp", *(HTTP_MODULES if transport == "http" else ()))
     state = state_of(ctx, config)
     sock = None
     if transport == "http":  # taken or not, known before anything starts
@@ -63,14 +70,14 @@ def serve(
         rt = state.runtime(with_team=dashboard)
         if max_body is not None:
             rt.http_limits = rt.http_limits.model_copy(update={"max_body": max_body})
-        from toolcards.surfaces.serving import serve_runtime
+        from toolcards.surfaces.serving import operator_lines, serve_runtime
 
         if transport == "http":
             err().print(f"serving MCP at http://{url_host(host)}:{port}/mcp", markup=False)
             if dashboard:
                 err().print(f"dashboard at http://{url_host(host)}:{port}/", markup=False)
         control = state.config if state.factory is None else None
-        with contextlib.suppress(KeyboardInterrupt):
+        with contextlib.suppress(KeyboardInterrupt), operator_lines():
             anyio.run(
                 lambda: serve_runtime(
                     rt,

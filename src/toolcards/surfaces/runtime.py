@@ -12,6 +12,7 @@ keeps each toolset connected while it serves (:func:`toolcards.surfaces.serving.
 from __future__ import annotations
 
 import importlib
+import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,11 +21,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.threads import background_thread
 from toolcards.core.views import CardView
+from toolcards.runtime.system import ActorSystemUnavailable
+from toolcards.stores.errors import DatabaseUnavailable, SchemaTooNew, StoreError, StoreLockedError
 from toolcards.stores.open import open_tasks
 from toolcards.surfaces.config import ConfigError, SurfaceConfig, load_config
 from toolcards.surfaces.http.auth import HttpAuth
 from toolcards.surfaces.http.limits import HttpLimits
 from toolcards.surfaces.http.tokens import TokenTable
+from toolcards.surfaces.outcomes import ExitCode
 
 if TYPE_CHECKING:
     from pydantic_ai.toolsets import AbstractToolset
@@ -194,8 +198,10 @@ class SurfaceRuntime:
         except PolicyError as exc:
             raise ConfigError(f"{config.source}: policy: {exc}") from None
         if config.system != "pykka":  # a missing extra is said before any store is reached
-            _require_module("ray")
+            require_modules("ray")
         cards = config.load_cards()
+        for card in cards:  # a configured card without its extra would serve no tools
+            require_modules(*card.missing_modules())
         tools = [tool for spec in config.tools for tool in _import_tools(spec, config.source)]
         extra_resources = [
             r for spec in config.resources for r in _imported(spec, config.source, "resources")
@@ -294,6 +300,29 @@ class SurfaceRuntime:
         return rt
 
 
+def opening_error(exc: BaseException, config: Path) -> tuple[str, ExitCode] | None:
+    """The one line and exit code a command line says when opening the runtime of the config
+    file ``config`` raised ``exc`` (a config, store, database or cluster problem), or None
+    for anything else."""
+    if isinstance(exc, ConfigError):
+        return str(exc), ExitCode.USAGE
+    if isinstance(exc, StoreLockedError):
+        return f"{exc} (is `toolcards serve` running on this config?)", ExitCode.FAILED
+    if isinstance(exc, StoreError):
+        return f"{exc} (store: in {config})", ExitCode.FAILED
+    if isinstance(exc, sqlite3.Error):  # the audit log's file
+        try:
+            where = (
+                f"cannot open the audit log {load_config(config).audit_path} (audit: in {config})"
+            )
+        except ConfigError:
+            where = "cannot open the audit log"
+        return f"{where}: {exc}; give a file path in a writable folder", ExitCode.FAILED
+    if isinstance(exc, DatabaseUnavailable | ActorSystemUnavailable | SchemaTooNew):
+        return str(exc), ExitCode.FAILED
+    return None
+
+
 def as_registry(
     source: CapabilityRegistry | ToolFactory | Sequence[Callable[..., Any]],
 ) -> CapabilityRegistry:
@@ -307,13 +336,15 @@ def as_registry(
     return CapabilityRegistry.from_tools(list(source))
 
 
-def _require_module(name: str) -> None:
-    """ModuleNotFoundError for ``name`` when it cannot be imported (the command line names
-    its extra, see :mod:`toolcards.surfaces.cli.extras`); nothing is imported here."""
+def require_modules(*names: str) -> None:
+    """ModuleNotFoundError for the first of ``names`` that cannot be imported (the command
+    line names its extra, see :mod:`toolcards.surfaces.cli.extras`); nothing is imported
+    here."""
     import importlib.util
 
-    if importlib.util.find_spec(name) is None:
-        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+    for name in names:
+        if importlib.util.find_spec(name) is None:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
 
 def _open_team(team_id: str, store: str, system: str | ActorSystem = "pykka") -> Team:

@@ -12,13 +12,18 @@ shows it in a banner.
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolcards.governance.policy.policy import EVERYONE
+from toolcards.surfaces.approval import log as approval_log
 from toolcards.surfaces.http.ports import MCP_PORT
+
+ROOT_LOGGER = "toolcards"
 
 if TYPE_CHECKING:
     from pydantic_ai.toolsets import AbstractToolset
@@ -102,6 +107,45 @@ def policy_notice(policy: Policy) -> str:
     if policy.loaded:
         return f"error: {policy.error} (still serving the last good policy until it is fixed)"
     return f"error: {policy.error} (every call is refused until it is fixed)"
+
+
+class _OperatorLines(logging.Handler):
+    """One line on stderr per record the operator of a server must see: a call that waits
+    for an approver (the approval channels' INFO), and toolcards' warnings (an OAuth issuer
+    whose keys cannot be fetched, an MCP server that went away)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, EVERYONE, False):  # the policy's: :func:`watching_policy` says it
+            return False
+        return record.levelno >= logging.WARNING or record.name == approval_log.name
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = " ".join(record.getMessage().split())
+        except Exception:  # a record that cannot be formatted is not worth a traceback
+            return
+        lead = "" if record.levelno < logging.WARNING else f"{record.levelname.lower()}: "
+        _to_stderr(lead + text)
+
+
+@contextlib.contextmanager
+def operator_lines() -> Iterator[None]:
+    """While the block runs, what a server's operator must see is said on stderr (see
+    :class:`_OperatorLines`); the MCP clients hear it as log messages too."""
+    handler = _OperatorLines()
+    root, approvals = logging.getLogger(ROOT_LOGGER), approval_log
+    previous = approvals.level
+    if approvals.getEffectiveLevel() > logging.INFO:
+        approvals.setLevel(logging.INFO)
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        approvals.setLevel(previous)
 
 
 def _to_stderr(line: str) -> None:

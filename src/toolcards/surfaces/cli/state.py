@@ -54,43 +54,20 @@ class State:
 
     def runtime(self, with_team: bool = False) -> SurfaceRuntime:
         """The runtime for this command (config and store problems end the command)."""
-        import sqlite3
-
-        from toolcards.runtime.system import ActorSystemUnavailable
-        from toolcards.stores.base import DatabaseUnavailable, StoreError, StoreLockedError
-        from toolcards.surfaces.config import ConfigError
-        from toolcards.surfaces.outcomes import ExitCode
-        from toolcards.surfaces.runtime import SurfaceRuntime
+        from toolcards.surfaces.runtime import SurfaceRuntime, opening_error
 
         try:
             if self.factory is not None:
                 rt = self.factory(with_team)
             else:
                 rt = SurfaceRuntime.open(self.config, with_team=with_team or None)
-        except ConfigError as exc:
-            fail(str(exc), ExitCode.USAGE)
-        except StoreLockedError as exc:
-            fail(f"{exc} (is `toolcards serve` running on this config?)", ExitCode.FAILED)
-        except StoreError as exc:
-            fail(f"{exc} (store: in {self.config})", ExitCode.FAILED)
-        except sqlite3.Error as exc:  # the audit log's file
-            fail(
-                f"{self._audit_where()}: {exc}; give a file path in a writable folder",
-                ExitCode.FAILED,
-            )
-        except (DatabaseUnavailable, ActorSystemUnavailable) as exc:
-            fail(str(exc), ExitCode.FAILED)
+        except Exception as exc:
+            found = opening_error(exc, self.config)
+            if found is None:
+                raise
+            fail(*found)
         self.opened.append(rt)
         return rt
-
-    def _audit_where(self) -> str:
-        from toolcards.surfaces.config import ConfigError, load_config
-
-        try:
-            path = load_config(self.config).audit_path
-            return f"cannot open the audit log {path} (audit: in {self.config})"
-        except ConfigError:
-            return "cannot open the audit log"
 
     def server(self) -> Any:
         """A running ``toolcards serve`` on this config to forward to, or None."""

@@ -54,6 +54,7 @@ A config a client sent is data, and grants nothing.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import secrets
 from collections.abc import Iterator
@@ -339,17 +340,28 @@ class SurfaceConfig(BaseModel):
         return self.store if self.shared_store else None
 
     def actor_system(self) -> str | ActorSystem:
-        """``system:`` as ``Team(system=...)`` takes it."""
-        if isinstance(self.system, str):
-            return self.system
-        from toolcards.runtime.ray_system import RayActorSystem
+        """``system:`` as ``Team(system=...)`` takes it. Ray says only warnings on this
+        process's terminal; with no cluster address (``address:`` nor ``RAY_ADDRESS``) it is
+        a ConfigError: each process would start a private Ray and its own copy of the actors."""
+        if self.system == "pykka":
+            return "pykka"
+        from toolcards.runtime.ray_system import RayActorSystem  # lazy: the ray extra
 
-        options = self.system["ray"]
-        return RayActorSystem(
+        options = self.system["ray"] if isinstance(self.system, dict) else {}
+        system = RayActorSystem(
             options.get("address"),
             options.get("namespace") or f"toolcards-{self.team_id}",
             connect_timeout=float(options.get("connect_timeout") or 10.0),
+            init_options={"logging_level": logging.WARNING},
         )
+        if system.starts_private_cluster():
+            raise ConfigError(
+                f"{self.source}: system: ray needs the address of a running Ray cluster: set "
+                "system: {ray: {address: HOST:PORT}} or export RAY_ADDRESS=HOST:PORT (the "
+                "address `ray start --head` prints); every process of the team must join "
+                "that one cluster"
+            )
+        return system
 
     def host_trust(self) -> HostTrust:
         """What ``trust:`` and ``mcp_commands:`` allow the cards to do on this host."""

@@ -81,11 +81,10 @@ def dashboard(
 def _from_config(
     ctx: typer.Context, config: Path | None, approvals: Path | None, port: int
 ) -> Callable[[str], contextlib.AbstractContextManager[Dashboard]]:
-    from toolcards.stores.base import StoreError, StoreLockedError
-    from toolcards.surfaces.config import ConfigError
+    from toolcards.stores.base import StoreLockedError
     from toolcards.surfaces.dashboard.first_sign_in import first_sign_in
     from toolcards.surfaces.dashboard.serve import dashboard_for
-    from toolcards.surfaces.runtime import SurfaceRuntime
+    from toolcards.surfaces.runtime import SurfaceRuntime, opening_error
 
     path = config or Path(ctx.find_root().params.get("config") or "toolcards.yaml")
 
@@ -93,13 +92,14 @@ def _from_config(
     def open_it(host: str) -> Iterator[Dashboard]:
         try:
             runtime = SurfaceRuntime.open(path, with_team=True)
-        except ConfigError as exc:
-            raise _fail(str(exc), ExitCode.USAGE) from None
         except StoreLockedError as exc:
             hint = "serve MCP and the page together: toolcards serve --transport http --dashboard"
             raise _fail(f"{exc} ({hint})", ExitCode.FAILED) from None
-        except StoreError as exc:
-            raise _fail(str(exc), ExitCode.FAILED) from None
+        except Exception as exc:
+            found = opening_error(exc, path)
+            if found is None:
+                raise
+            raise _fail(*found) from None
         try:
             sign_in = first_sign_in(runtime.tokens, runtime.local)
             one_time = sign_in.tokens if sign_in.token is not None else None
@@ -148,8 +148,8 @@ def _from_store(
         from toolcards.governance.audit.log import AuditLog
         from toolcards.runtime.team import Team
 
-        try:
-            team = Team.resume(team_id, store)
+        try:  # to be looked at: nothing starts, nothing is written into its log
+            team = Team.open_read_only(team_id, store)
         except (LookupError, StoreLockedError, StoreError) as exc:
             raise _fail(str(exc), ExitCode.FAILED) from None
         audit = AuditLog(audit_path, team_id=team_id) if audit_path is not None else None

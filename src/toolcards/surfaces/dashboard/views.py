@@ -1,6 +1,6 @@
 """What each panel shows, read from the team, the audit log and the approval broker.
 
-Every function here blocks (actor asks, SQLite reads): the app runs them in a worker thread.
+Every function here blocks (store reads): the app runs them in a worker thread.
 They return plain data for the templates, which escape every value.
 """
 
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic_core import to_jsonable_python
 
 from toolcards.core.approvals import ApprovalState
+from toolcards.core.events import LIFECYCLE_DISPLAY
 from toolcards.governance.approvals.view import arguments_view
 from toolcards.governance.audit.log import other_teams_line
 from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from toolcards.stores.audit_chain import ChainReport
 
 RECENT_EVENTS = 50
+LIFECYCLE_SCAN = 10
 ACTIVITY_WINDOW = 500
 AUDIT_PAGE = 50
 CHAIN_CHECK_EVERY = 30.0  # seconds: the audit panel's chain state is at most this old
@@ -49,7 +51,6 @@ OUTCOMES = (
     "approval_rejected",
 )
 _MEMBER_KEYS = ("sender", "recipient", "name", "member")
-ASK_TIMEOUT = 5.0
 
 
 def compact_json(value: Any, limit: int = EVENT_TEXT) -> str:
@@ -133,6 +134,7 @@ def event_item(event: ToolStateEvent, redactor: Redactor = DEFAULT_REDACTOR) -> 
         "id": event.id,
         "sender": redactor.text(event.sender) if event.sender else "",
         "display_type": event.display_type,
+        "lifecycle": event.display_type == LIFECYCLE_DISPLAY,
         "text": compact_json(redactor.value(event.payload)),
     }
 
@@ -140,16 +142,24 @@ def event_item(event: ToolStateEvent, redactor: Redactor = DEFAULT_REDACTOR) -> 
 def events_view(
     team: Team | None, n: int = RECENT_EVENTS, redactor: Redactor = DEFAULT_REDACTOR
 ) -> dict[str, Any]:
-    """The latest ``n`` events, newest first, and the log position they end at."""
+    """The latest ``n`` events of the team's work (newest first), found among at most
+    ``n * LIFECYCLE_SCAN`` recent events, with the lifecycle events (team and actor starts
+    and stops, which a CLI call alone makes six of) of the same span, at most ``n``, which the
+    panel hides until asked; and the log position they end at."""
     if team is None:
-        return {"available": False, "events": [], "position": 0}
+        return {"available": False, "events": [], "position": 0, "lifecycle": 0}
     position = team.log.position
-    recent = [(p, e) for p, e in team.log.entries(max(0, position - n))]
+    recent = list(team.log.entries(max(0, position - n * LIFECYCLE_SCAN)))
     end = recent[-1][0] if recent else position
+    work = [(p, e) for p, e in recent if e.display_type != LIFECYCLE_DISPLAY][-n:]
+    since = work[0][0] if len(work) == n else 0
+    starts = [(p, e) for p, e in recent if e.display_type == LIFECYCLE_DISPLAY and p >= since]
+    shown = sorted(work + starts[-n:], key=lambda item: item[0], reverse=True)
     return {
         "available": True,
-        "events": [event_item(e, redactor) for _, e in reversed(recent)],
+        "events": [event_item(e, redactor) for _, e in shown],
         "position": end,
+        "lifecycle": len(starts[-n:]),
     }
 
 

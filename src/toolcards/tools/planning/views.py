@@ -8,23 +8,25 @@ from importlib import resources
 from typing import Any
 
 from toolcards.core.views import Panel, TeamReader, TeamView
-from toolcards.tools.planning.actor import ACTOR_NAME, PlanningActor
-from toolcards.tools.planning.models import STATUSES
+from toolcards.tools.planning.actor import ACTOR_NAME
+from toolcards.tools.planning.models import STATUSES, Task
+from toolcards.tools.planning.stored import TASK
 
 MAX_TASKS = 500
 """Tasks a read returns at most (the rest are counted)."""
-ASK_TIMEOUT = 10.0
 
 PANEL = Panel("Plan", resources.files(__package__).joinpath("panel.html").read_text("utf-8"))
 
 
 def board(team: TeamReader, variables: Mapping[str, str], query: str) -> dict[str, Any]:
-    """Every task (the first :data:`MAX_TASKS`) with status, owner and dependencies, from the
-    running planning actor (none started: no board yet)."""
-    handle = team.actor(ACTOR_NAME)
-    if handle is None:
+    """Every task (the first :data:`MAX_TASKS`, by id) with status, owner and dependencies,
+    read from the planning actor's stored state (what it wrote before announcing a change):
+    also of a team opened read-only, which runs no actor."""
+    state = team.state_of(ACTOR_NAME)
+    if state.count(TASK) == 0 and team.actor(ACTOR_NAME) is None:
         return {"available": False, "tasks": [], "total": 0, "statuses": list(STATUSES)}
-    tasks = handle.within(ASK_TIMEOUT).ask(PlanningActor.tasks)
+    tasks = sorted((Task.model_validate(value) for _, value in state.iter_items(TASK)),
+                   key=lambda task: task.id)  # fmt: skip
     return {
         "available": True,
         "tasks": [task.model_dump(mode="json") for task in tasks[:MAX_TASKS]],

@@ -93,6 +93,11 @@
     li.dataset.eventId = ev.id || "";
     li.dataset.displayType = ev.display_type || "";
     li.className = "fresh";
+    if (ev.lifecycle) {  // hidden unless the person asks for them (the checkbox above the list)
+      li.classList.add("lifecycle");
+      var count = document.getElementById("lifecycle-count");
+      if (count) count.textContent = String(parseInt(count.textContent, 10) + 1);
+    }
     li.append(span("time", clock(ev.ts)), " ", span("tool", ev.tool_id, "code"), " ",
       span("seq", "#" + ev.seq));
     if (ev.sender) li.append(" ", span("sender", "by " + ev.sender));
