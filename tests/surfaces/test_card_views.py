@@ -46,7 +46,11 @@ class NotesView(BaseToolParam):
 
 
 def read_notes(team: TeamReader, variables: Mapping[str, str], query: str) -> dict[str, Any]:
-    return {"notes": ["ship on friday"], "count": team.state_of("#Notes").count()}
+    return {
+        "available": True,
+        "notes": ["ship on friday"],
+        "count": team.state_of("#Notes").count(),
+    }
 
 
 NOTES = TeamView(
@@ -55,7 +59,11 @@ NOTES = TeamView(
     "The team's notes.",
     read_notes,
     ("#Notes",),
-    Panel("Notes", '<h2>Notes</h2><p data-testid="notes">{{ view.notes|join(", ") }}</p>'),
+    Panel(
+        "Notes",
+        '<h2>Notes</h2>{% if view.available %}<p data-testid="notes">'
+        '{{ view.notes|join(", ") }}</p>{% endif %}',
+    ),
 )
 
 
@@ -78,13 +86,13 @@ POLICY = {
 
 
 @pytest.fixture
-def config(tmp_path: Path) -> Path:
+def config(tmp_path: Path) -> Iterator[Path]:
     CARD_TYPES.register(NotesTool)
     policy = tmp_path / "policy.yaml"
     policy.write_text(yaml.safe_dump(POLICY), encoding="utf-8")
     cards = [{"type": "PlanningTool", "vector_store": False}, {"type": "NotesTool"}]
-    return write_config(tmp_path, local=LEAD, tokens=[GUEST], policy=policy, tools=[],
-                        cards=cards, team_id="crew")  # fmt: skip
+    yield write_config(tmp_path, local=LEAD, tokens=[GUEST], policy=policy, tools=[],
+                       cards=cards, team_id="crew")  # fmt: skip
 
 
 @contextlib.asynccontextmanager
@@ -102,7 +110,8 @@ async def test_a_new_cards_view_is_an_mcp_resource(config: Path) -> None:
         uris = {str(r.uri) for r in (await client.list_resources()).resources}
         read = await client.read_resource("toolcards://team/crew/notes")
     assert {"toolcards://team/crew/notes", "toolcards://team/crew/planning"} <= uris
-    assert json.loads(read.contents[0].text) == {"notes": ["ship on friday"], "count": 0}  # type: ignore[union-attr]
+    found = json.loads(read.contents[0].text)  # type: ignore[union-attr]
+    assert found == {"available": True, "notes": ["ship on friday"], "count": 0}
 
 
 @pytest.mark.anyio
