@@ -27,10 +27,10 @@ from toolcards.governance.audit.log import AuditLog
 from toolcards.governance.capability import CapabilityRegistry
 from toolcards.governance.card_reads import CardReads
 from toolcards.governance.executor.pipeline import Executor
-from toolcards.governance.executor.replay import CallResults
 from toolcards.governance.guardrails import ToolHook
 from toolcards.governance.policy.policy import Policy
 from toolcards.governance.toolset.governed import GovernedToolset
+from toolcards.stores.call_results import CallResults
 from toolcards.surfaces.agent.spec_args import (
     spec_audit,
     spec_call_results,
