@@ -8,7 +8,8 @@ import logging
 import threading
 from typing import Protocol
 
-from toolcards.stores.base import Store, StoreLocation
+from toolcards.stores.base import Store
+from toolcards.stores.location import StoreLocation
 from toolcards.stores.open import open_team_store
 
 logger = logging.getLogger(__name__)

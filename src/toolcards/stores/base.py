@@ -35,7 +35,6 @@ from toolcards.stores.errors import (
     UnstorableText,
 )
 from toolcards.stores.governance import ApprovalStore, AuditTable, Binding, Limit, RateLimits
-from toolcards.stores.location import StoreLocation
 from toolcards.stores.rows import (
     DEFAULT_TEAM,
     EVENT_ENVELOPE_COLUMNS,
@@ -73,7 +72,6 @@ __all__ = [
     "Store",
     "StoreClosedError",
     "StoreError",
-    "StoreLocation",
     "StoreLockedError",
     "StoreUnavailable",
     "UnknownStoreScheme",

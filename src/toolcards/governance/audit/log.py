@@ -18,7 +18,8 @@ from toolcards.core.threads import background_thread
 from toolcards.governance.audit import shutdown
 from toolcards.governance.audit.spill import AuditSpill
 from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor
-from toolcards.stores.base import AuditTable, StoreLocation
+from toolcards.stores.base import AuditTable
+from toolcards.stores.location import StoreLocation
 from toolcards.stores.open import open_audit_table
 
 log = logging.getLogger(__name__)
