@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,42 +32,38 @@ def _open(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Store
     return open_store(location)
 
 
-@pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    opened = _open(request.param, request, tmp_path)
+def _opened(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """The store of ``request.param``, or one half alone; closed after the test."""
+    if request.param == "memory-events":
+        yield MemoryEventStore()
+        return
+    opened = (
+        MemoryStateStore()
+        if request.param == "memory-state"
+        else _open(request.param, request, tmp_path)
+    )
     opened.open_team("t")
     try:
         yield opened
     finally:
         opened.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    yield from _opened(request, tmp_path)
 
 
 @pytest.fixture(params=[*BACKENDS, "memory-state"])
 def state_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
     """A whole store, or the state half alone."""
-    if request.param == "memory-state":
-        opened: StateStore = MemoryStateStore()
-    else:
-        opened = _open(request.param, request, tmp_path)
-    opened.open_team("t")
-    try:
-        yield opened
-    finally:
-        opened.close()
+    yield from _opened(request, tmp_path)
 
 
 @pytest.fixture(params=[*BACKENDS, "memory-events"])
 def event_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EventStore]:
     """A whole store, or the event half alone."""
-    if request.param == "memory-events":
-        yield MemoryEventStore()
-        return
-    opened = _open(request.param, request, tmp_path)
-    opened.open_team("t")
-    try:
-        yield opened
-    finally:
-        opened.close()
+    yield from _opened(request, tmp_path)
 
 
 def _append(
