@@ -101,6 +101,10 @@ class CallResults(Protocol):
         """Drop an unsettled claim, so the next call with ``key`` runs."""
         ...
 
+    def close(self) -> None:
+        """Release the connection."""
+        ...
+
 
 class SqlCallResults(ABC):
     """The claim/settle logic over ``_tx()`` (one write transaction yielding a cursor that
