@@ -23,8 +23,8 @@ import os
 import re
 import threading
 from dataclasses import dataclass
-from importlib.metadata import EntryPoints, entry_points
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from toolcards.stores.errors import UnknownStoreScheme
@@ -149,7 +149,10 @@ def installed_schemes() -> list[str]:
     return sorted({ep.name.lower() for ep in _entry_points()} - set(BACKENDS))
 
 
-def _entry_points() -> EntryPoints:
+def _entry_points() -> Any:
+    """The entry points of the group (read for a ``scheme://`` location that is not built in)."""
+    from importlib.metadata import entry_points  # lazy: ~10 ms of imports the CLI needs not
+
     return entry_points(group=ENTRY_POINT_GROUP)
 
 

@@ -395,7 +395,7 @@ class MemoryEventStore(EventStore):
             if log is None:
                 return []
             rows, done = log.rows, []
-            for tool_id, last in log.seqs.items():
+            for tool_id, last in sorted(log.seqs.items()):
                 if tool_id == LIFECYCLE_TOOL:
                     continue
                 through = 0 if keep_per_tool is None else last - keep_per_tool
