@@ -177,6 +177,21 @@ def test_teams_keep_their_own_positions(store: Store) -> None:
     assert store.last_position("t") == 1 and store.last_position("u") == 1
 
 
+def test_a_team_sees_none_of_another_teams_rows(store: Store) -> None:
+    store.open_team("u")
+    with store.transaction():
+        store.state_put("t", "#A", "k", "t's")
+        store.record_actor("t", "#A", "mod:A", None)
+        store.record_applied("t", "call-1", "#A", "d", "{}")
+        _append(store, "#A", {"x": 1})
+    assert store.state_get("u", "#A", "k") is None and store.state_count("u", "#A") == 0
+    assert store.state_items("u", "#A") == [] and store.recorded_actors("u") == []
+    assert store.applied_call("u", "call-1") is None and store.state_version("u", "#A") == 0
+    assert store.read_events("u", 0) == [] and store.last_seq("u", "#A") == 0
+    assert store.compact_events("u", keep_per_tool=0, before=None) == []
+    assert [r.seq for r in store.read_events("t", 0)] == [1]  # u's compaction left t's alone
+
+
 def test_concurrent_appenders_leave_no_gap(event_store: EventStore) -> None:
     def work(tool: str) -> None:
         for i in range(40):

@@ -36,8 +36,9 @@ def lock() -> threading.RLock:
 
 
 def open_location(location: str, *, durable: bool = False, connect_timeout: float = 5.0) -> Store:
-    """The store at ``location``: a ``postgresql://`` URL, a SQLite path, or ``":memory:"``
-    (a new store object each call; :func:`open_store` shares them within a process)."""
+    """The store at ``location``: a SQLite path, ``":memory:"``, a ``postgresql://`` URL or an
+    installed backend's scheme (a new store object each call; :func:`open_store` shares them
+    within a process)."""
     return open_team_store(location, durable=durable, connect_timeout=connect_timeout)
 
 
