@@ -27,6 +27,7 @@ kept because callers catch that built-in type. The module each class lives in is
     ├── StoreClosedError                        stores.errors
     ├── DatabaseClosed                          stores.errors
     ├── SchemaTooNew                            stores.errors
+    ├── TooManyTasks                            stores.tasks
     ├── YamlError (ValueError)                  core.yaml_safe
     ├── PolicyError (ValueError)                governance.policy.parse
     ├── ApprovalError (PermissionError)         governance.approvals.types
