@@ -15,6 +15,7 @@ from toolcards.stores.errors import UnstorableText
 __all__ = [
     "DEFAULT_TEAM",
     "EVENT_ENVELOPE_COLUMNS",
+    "KEY_END",
     "LIFECYCLE_TOOL",
     "SCHEMA_VERSION",
     "AppliedCall",
@@ -92,6 +93,10 @@ def dumps(value: Any) -> str:
     """JSON text of ``value``; pydantic models, dates and sets are converted on the way."""
     return json.dumps(value, default=to_jsonable_python, separators=(",", ":"))
 
+
+KEY_END = chr(0x10FFFF)
+"""Above every key a state row can have: a prefix's keys run from the prefix up to the prefix
+followed by this."""
 
 LIFECYCLE_TOOL = "team"
 """The tool id of the team's lifecycle events (never compacted)."""

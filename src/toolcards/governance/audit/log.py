@@ -25,7 +25,8 @@ from toolcards.governance.audit.spill import AuditJournal, AuditSpill
 from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor, canonical_json
 from toolcards.stores.audit_chain import ChainCheck, ChainReport
 from toolcards.stores.audit_sql import join, row_json
-from toolcards.stores.base import AuditTable, StoreLocation
+from toolcards.stores.base import AuditTable
+from toolcards.stores.location import StoreLocation
 from toolcards.stores.open import open_audit_table
 
 log = logging.getLogger(__name__)
@@ -220,7 +221,7 @@ class AuditLog:
         self.path = Path(location.display)
         """The file, or (PostgreSQL) the database's printable URL."""
         where = Path(spill_dir) if spill_dir is not None else None
-        trail = location.display if location.is_postgres else location.key
+        trail = location.key if location.path is not None else location.display
         self.spill = AuditSpill(trail, self.team_id, where)
         """Rows the trail could not take yet (see :mod:`toolcards.governance.audit.spill`)."""
         self._journal: AuditJournal | None = None

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from typing import Protocol
 
 from pydantic_core import to_json
 
@@ -38,19 +37,9 @@ from toolcards.governance.executor.calls import (
 )
 from toolcards.governance.outcomes import Outcome
 from toolcards.governance.redaction.redactor import args_digest
-from toolcards.stores.call_results import CallRecord
+from toolcards.stores.call_results import CallResults
 
 log = logging.getLogger(__name__)
-
-
-class CallResults(Protocol):
-    """Where claimed and settled calls are kept (:mod:`toolcards.stores.call_results`)."""
-
-    def claim(
-        self, key: str, tool_id: str, args_digest: str, principal: str = "", call_id: str = ""
-    ) -> CallRecord | None: ...
-    def settle(self, key: str, outcome: str, message: str, value: str | None) -> None: ...
-    def release(self, key: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ from toolcards.governance.audit.log import AuditLog
 from toolcards.governance.capability import CapabilityRegistry, ToolCapability
 from toolcards.governance.executor.calls import durable_call_key
 from toolcards.governance.executor.pipeline import ExecutionResult, Executor
-from toolcards.governance.executor.replay import CallResults, DurableCall
+from toolcards.governance.executor.replay import DurableCall
 from toolcards.governance.guardrails import ToolHook
 from toolcards.governance.outcomes import OUTCOMES, Outcome
 from toolcards.governance.policy.policy import Policy
@@ -53,6 +53,7 @@ from toolcards.governance.toolset.layers import (
     listing_fingerprint,
     source_of,
 )
+from toolcards.stores.call_results import CallResults
 
 __all__ = [
     "APPROVAL_NOTE",

@@ -27,10 +27,10 @@ from toolcards.governance.audit.log import AuditLog
 from toolcards.governance.capability import CapabilityRegistry
 from toolcards.governance.card_reads import CardReads
 from toolcards.governance.executor.pipeline import Executor
-from toolcards.governance.executor.replay import CallResults
 from toolcards.governance.guardrails import ToolHook
 from toolcards.governance.policy.policy import Policy
 from toolcards.governance.toolset.governed import GovernedToolset
+from toolcards.stores.call_results import CallResults
 from toolcards.surfaces.agent.spec_args import (
     spec_audit,
     spec_call_results,
@@ -143,9 +143,10 @@ class ToolCards(CardsCapability):
         call_results: str | None = None,
     ) -> ToolCards:
         """From an agent spec: ``cards`` as tagged mappings, ``policy`` a file or a mapping,
-        ``identity`` an id or ``{id, type, roles}``, ``audit`` a database path,
+        ``identity`` an id or ``{id, type, roles}``, ``audit`` a database path or URL,
         ``secret_scanner`` true or ``{action, tools}`` (the built-in output guardrail; a spec
-        names no code), ``call_results`` a database path (durable runs).
+        names no code), ``call_results`` a database path or URL (durable runs; see
+        :func:`~toolcards.surfaces.agent.spec_args.spec_store` for what a spec may name).
 
         The cards load with :attr:`host_trust` (see :meth:`trusting`). A spec without a
         ``policy`` is refused: the tools a spec names are governed (for ungoverned tools, build
@@ -164,7 +165,7 @@ class ToolCards(CardsCapability):
             loaded,
             policy=governed,
             identity=caller,
-            audit=spec_audit(audit),
+            audit=spec_audit(audit, cls.host_trust),
             hooks=hooks,
-            call_results=spec_call_results(call_results),
+            call_results=spec_call_results(call_results, cls.host_trust),
         )

@@ -9,6 +9,7 @@ capabilities:
       audit: audit.db              # optional: where the audit rows go
       secret_scanner: true         # optional: or {action: refuse, tools: ["web_*"]}
       call_results: runs.db        # optional: durable runs run each tool call once
+                                   # (or postgresql://user:password@host/db)
 ```
 
 Cards load by type tag with the trust the host gave (``ToolCards.trusting(HostTrust(...))``;
@@ -16,7 +17,10 @@ none by default): a card field that reaches the host (a stdio ``MCPTool``, ``Exe
 ``mode: local``, a URL that would receive a host secret) is refused unless that trust allows
 it. What may run on this host is the host's decision, never the spec's. For the same reason a
 spec names no hook code: of the guardrails, only the built-in ``secret_scanner`` can be
-switched on here.
+switched on here. A store the spec names (``audit``, ``call_results``) is a file, or a database
+server whose URL carries its own password and no options (the host's credentials and files,
+``PGPASSWORD``, ``~/.pgpass``, a service file, never go where a spec says); a server of this
+host's private network needs ``HostTrust(private_network=True)``.
 """
 
 from __future__ import annotations
@@ -24,17 +28,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
 from toolcards.core.card import ToolCard
 from toolcards.core.identity import Identity
 from toolcards.core.registry import CARD_TYPES, load_card
-from toolcards.core.trust import HostTrust
+from toolcards.core.trust import HostTrust, UntrustedField, private_host
 from toolcards.governance.audit.log import AuditLog
 from toolcards.governance.guardrails import ToolHook
 from toolcards.governance.policy.policy import Policy
-from toolcards.stores.call_results import SqliteCallResults
+from toolcards.stores.call_results import CallResults
+from toolcards.stores.errors import UnknownStoreScheme
+from toolcards.stores.location import StoreLocation
+from toolcards.stores.open import open_call_results
 from toolcards.surfaces.config.hints import problems
 
 IDENTITY_KEYS = frozenset({"id", "type", "roles"})
@@ -89,13 +97,11 @@ def spec_identity(data: Any) -> Identity | None:
     raise ValueError("identity must be an id or a mapping {id, type, roles}")
 
 
-def spec_audit(data: Any) -> AuditLog | None:
-    """An audit database path, or None."""
+def spec_audit(data: Any, trust: HostTrust | None) -> AuditLog | None:
+    """An audit database (a path, or a server :func:`spec_store` lets through), or None."""
     if data is None:
         return None
-    if isinstance(data, str) and data:
-        return AuditLog(data)
-    raise ValueError("audit must be a database file path")
+    return AuditLog(spec_store("audit", data, trust).target)
 
 
 def spec_hooks(data: Any) -> list[ToolHook]:
@@ -122,10 +128,39 @@ def spec_hooks(data: Any) -> list[ToolHook]:
     return [SecretScanner(action=action, tools=tools)]
 
 
-def spec_call_results(data: Any) -> SqliteCallResults | None:
-    """A durable runs' call-results database path, or None."""
+def spec_call_results(data: Any, trust: HostTrust | None) -> CallResults | None:
+    """A durable runs' call-results store at any store location :func:`spec_store` lets
+    through (opened by its backend), or None."""
     if data is None:
         return None
-    if isinstance(data, str) and data and "\n" not in data:
-        return SqliteCallResults(data)
-    raise ValueError("call_results must be a database file path")
+    return open_call_results(spec_store("call_results", data, trust))
+
+
+def spec_store(field: str, data: Any, trust: HostTrust | None) -> StoreLocation:
+    """The store location a spec names in ``field``: a file path (relative to the working
+    directory), ``:memory:``, or a server URL of a shared backend (PostgreSQL) that carries its
+    own password and no options, on a public host unless ``trust`` allows the private network.
+    A refusal is one line that never shows a password."""
+    if not isinstance(data, str) or not data or "\n" in data:
+        raise ValueError(f"{field} must be a database file path or a database URL")
+    try:
+        where = StoreLocation.parse(data)
+    except UnknownStoreScheme as exc:
+        raise ValueError(f"{field}: {exc}") from None
+    if not where.shared:
+        return where
+    parts = urlsplit(where.target)
+    if parts.password is None or parts.query:
+        raise UntrustedField(
+            f"toolcards {field} {where.display!r} names a database without its own password or "
+            "with options, and a spec may not choose where the host's credentials and files "
+            "(PGPASSWORD, ~/.pgpass, a service or key file) go: write user:password@host/db, "
+            "or open the store in code"
+        )
+    if private_host(where.target) and not HostTrust.of(trust).private_network:
+        raise UntrustedField(
+            f"toolcards {field} {where.display!r} names a host of this host's private network, "
+            "and a spec may not choose that: the host grants it with "
+            "ToolCards.trusting(HostTrust(private_network=True))"
+        )
+    return where

@@ -75,7 +75,7 @@ from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.trust import HostTrust
 from toolcards.core.yaml_safe import YamlError, load_yaml
 from toolcards.stores.errors import UnknownStoreScheme
-from toolcards.stores.location import StoreLocation, is_postgres_url, redact_url
+from toolcards.stores.location import StoreLocation, redact_url
 from toolcards.surfaces.http.limits import HttpLimits
 from toolcards.surfaces.http.oauth_config import OAuthSpec
 
@@ -297,9 +297,9 @@ class SurfaceConfig(BaseModel):
 
     @property
     def shared_store(self) -> bool:
-        """True with a PostgreSQL store: many processes hold the team at once, and the
-        audit trail, approvals and rate limits live in that database too."""
-        return is_postgres_url(self.store)
+        """True with a shared store (PostgreSQL): many processes hold the team at once, and
+        the audit trail, approvals and rate limits live in that database too."""
+        return StoreLocation.parse(self.store).shared
 
     @property
     def store_display(self) -> str:
@@ -318,7 +318,9 @@ class SurfaceConfig(BaseModel):
     def audit_path(self) -> Path | None:
         """The audit file (None with no audit log, or with one in a database)."""
         location = self.audit_location
-        return None if location is None or is_postgres_url(location) else Path(location)
+        if location is None or StoreLocation.parse(location).kind not in ("sqlite", "memory"):
+            return None
+        return Path(location)
 
     @property
     def approvals_location(self) -> str:

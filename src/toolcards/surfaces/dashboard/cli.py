@@ -122,12 +122,7 @@ def _from_store(
     """A config-less dashboard of a team's store: one viewer, signed in with a token printed
     here (no approvals: nothing in this process waits for them)."""
     from toolcards.core.identity import Identity
-    from toolcards.stores.base import (
-        StoreError,
-        StoreLocation,
-        StoreLockedError,
-        UnknownStoreScheme,
-    )
+    from toolcards.stores import StoreError, StoreLocation, StoreLockedError, UnknownStoreScheme
     from toolcards.surfaces.config import new_token
     from toolcards.surfaces.dashboard.app import Dashboard
     from toolcards.surfaces.http.tokens import TokenTable
