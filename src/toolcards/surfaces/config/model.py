@@ -146,6 +146,10 @@ class Principals(BaseModel):
                 "terminal_approver must be another principal than local "
                 "(a caller cannot approve its own call)"
             )
+        if self.oauth is not None:
+            static = [("local", local), ("terminal_approver", approver)]
+            static += [(f"tokens[{i}]", token) for i, token in enumerate(self.tokens)]
+            self.oauth.refuse_shared_ids((w, p.id) for w, p in static if p is not None)
         return self
 
 
