@@ -18,7 +18,7 @@ TOOLCARDS = str(LAUNCHED)
 def _call(folder: Path, store: str, system: str) -> subprocess.CompletedProcess[str]:
     (folder / "policy.yaml").write_text("default_effect: allow\n")
     (folder / "toolcards.yaml").write_text(
-        f"store: '{store}'\nsystem: {system}\npolicy: policy.yaml\n"
+        f"team_id: lines\nstore: '{store}'\nsystem: {system}\npolicy: policy.yaml\n"
         "principals: {local: {id: alice}}\ncards: [{type: PlanningTool, vector_store: false}]\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}

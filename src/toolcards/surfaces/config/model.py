@@ -1,7 +1,7 @@
 """The surfaces' YAML config: team, cards, policy, principals and audit, in one file.
 
 ```yaml
-team_id: crm
+team_id: crm                   # required with a postgresql:// store (default: toolcards)
 store: team.db                 # relative to this file; ":memory:" keeps nothing; or postgresql://...
 system: pykka                  # or ray, or {ray: {address: ..., namespace: ...}}
 cards:
@@ -439,6 +439,12 @@ def parse_config(
         raise ConfigError(f"{source}: {problems(exc, SurfaceConfig)}") from None
     config.base_dir = base_dir if base_dir is not None else Path(".")
     config.source = source
+    shared = [v for v in (config.store, config.audit, config.approvals) if v and is_postgres_url(v)]
+    if shared and "team_id" not in config.model_fields_set:
+        raise ConfigError(
+            f"{source}: team_id: {redact_url(shared[0])} is a shared store that holds many "
+            "teams; name this config's team (team_id: <name>)"
+        )
     if config.system != "pykka" and not config.shared_store:
         raise ConfigError(
             f"{source}: system: ray runs tool actors in other processes, which cannot open "
