@@ -80,6 +80,8 @@ class SurfaceRuntime:
     tool_functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
     """The Python callables behind the registry's tools, by id, where known (the MCP server
     reads their return types for its output schemas)."""
+    card_tools: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """The tool names of the served cards, by card type (who may read a card's state)."""
 
     @property
     def registry(self) -> CapabilityRegistry:
@@ -232,6 +234,7 @@ class SurfaceRuntime:
         rt.toolsets = card_toolsets
         rt.http_limits = config.http
         rt.tool_functions = _functions(factory, tools)
+        rt.card_tools = _card_tools(factory)
         return rt
 
     @classmethod
@@ -270,6 +273,7 @@ class SurfaceRuntime:
             rt.prompts = card_prompts(source)
             rt.toolsets = source.get_toolsets()
             rt.tool_functions = _functions(source, [])
+            rt.card_tools = _card_tools(source)
         elif not isinstance(source, CapabilityRegistry):
             rt.tool_functions = _functions(None, list(source))
         return rt
@@ -384,6 +388,14 @@ def _functions(
 ) -> dict[str, Callable[..., Any]]:
     cards = factory.get_tools() if factory is not None else []
     return {fn.__name__: fn for fn in [*cards, *tools]}
+
+
+def _card_tools(factory: ToolFactory | None) -> dict[str, tuple[str, ...]]:
+    found: dict[str, tuple[str, ...]] = {}
+    if factory is not None:
+        for card in factory.cards:
+            found[card.card_type] = (*found.get(card.card_type, ()), *factory.tool_names(card))
+    return found
 
 
 def card_prompts(factory: ToolFactory) -> list[PromptEntry]:

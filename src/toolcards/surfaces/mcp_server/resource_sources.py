@@ -15,6 +15,9 @@ may add its own :class:`StaticResource` / :class:`TemplateResource` objects. URI
 Every read and listing is governed by the policy with the target ``resource:<uri>``, where a
 template's URI is its canonical form (:meth:`TemplateResource.canonical`): a rule on
 ``toolcards://workspace/w/secret/*`` holds for ``./secret/x``, ``%73ecret/x`` and ``secret%2Fx``.
+A resource showing a card's team state (the board, the graph) also needs what the card's prompt
+context needs (:func:`toolcards.governance.card_reads.may_read_card`): one of the card's tools,
+or the read right ``context:<CardType>``.
 """
 
 from __future__ import annotations
@@ -60,6 +63,10 @@ class StaticResource:
     mime_type: str = "text/plain"
     description: str | None = None
     watch: tuple[str, ...] = ()
+    card: str | None = None
+    """The card type whose team state this shows (readers need its read rule), if any."""
+    tools: tuple[str, ...] = ()
+    """That card's tools."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,9 @@ class TemplateResource:
     complete: Callable[[str, str, dict[str, str]], Iterable[str]] | None = None
     """``(variable, value, other variables) -> candidates`` for ``completion/complete``;
     only candidates whose resource the caller may see are offered."""
+    card: str | None = None
+    """As :attr:`StaticResource.card`."""
+    tools: tuple[str, ...] = ()
 
     def variables(self) -> list[str]:
         """The template's variable names, in order."""
@@ -170,8 +180,11 @@ def team_resources(runtime: SurfaceRuntime) -> Iterator[StaticResource | Templat
             "application/json",
             "The team's planning board: every task with status, owner and dependencies.",
             (_PLANNING,),
+            card="PlanningTool",
+            tools=runtime.card_tools.get("PlanningTool", ()),
         )
     if "KnowledgeGraphTool" in kinds:
+        graph_tools = runtime.card_tools.get("KnowledgeGraphTool", ())
         yield StaticResource(
             f"{base}/graph",
             "knowledge-graph",
@@ -179,6 +192,8 @@ def team_resources(runtime: SurfaceRuntime) -> Iterator[StaticResource | Templat
             "application/json",
             "The team's knowledge graph: counts, entity types and root entities.",
             (_GRAPH,),
+            card="KnowledgeGraphTool",
+            tools=graph_tools,
         )
         yield TemplateResource(
             f"{base}/graph/entity/{{name}}",
@@ -187,6 +202,8 @@ def team_resources(runtime: SurfaceRuntime) -> Iterator[StaticResource | Templat
             "application/json",
             "One knowledge-graph entity with its observations and relations.",
             (_GRAPH,),
+            card="KnowledgeGraphTool",
+            tools=graph_tools,
         )
 
 
