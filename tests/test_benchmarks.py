@@ -28,6 +28,7 @@ SCRIPTS = [
     "cli",
     "deferred",
     "resume",
+    "mcp_results",
 ]
 
 

@@ -34,7 +34,7 @@ def _config(folder: Path, store: str, system: str = "pykka") -> Path:
     (folder / "policy.yaml").write_text("default_effect: allow\n")
     path = folder / "toolcards.yaml"
     path.write_text(
-        f"store: '{store}'\nsystem: {system}\npolicy: policy.yaml\n"
+        f"team_id: lines\nstore: '{store}'\nsystem: {system}\npolicy: policy.yaml\n"
         "principals: {local: {id: alice}}\ncards: [{type: PlanningTool, vector_store: false}]\n"
     )
     return path

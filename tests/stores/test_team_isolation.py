@@ -183,3 +183,21 @@ def test_an_audit_file_written_before_teams_is_claimed_by_its_first_team(tmp_pat
     finally:
         first.close()
         second.close()
+
+
+@pytest.mark.parametrize("opener", ["audit", "approvals", "rate_limits", "call_results", "stores"])
+def test_a_shared_database_refuses_a_store_opened_without_a_team(
+    postgres_url: str, opener: str
+) -> None:
+    from toolcards.stores.postgres.call_results import PostgresCallResults
+
+    open_without_team = {
+        "audit": lambda: AuditLog(postgres_url),
+        "approvals": lambda: open_approvals(postgres_url),
+        "rate_limits": lambda: open_rate_limits(postgres_url),
+        "call_results": lambda: PostgresCallResults(postgres_url),
+        "stores": lambda: open_stores(postgres_url),
+    }[opener]
+    with pytest.raises(ValueError, match=r"^team_id: a PostgreSQL store holds many teams") as no:
+        open_without_team()
+    assert "\n" not in str(no.value)

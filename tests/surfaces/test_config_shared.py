@@ -16,8 +16,21 @@ PG = "postgresql://toolcards:pa55-word@127.0.0.1:5432/team"
 
 def config(tmp_path: Path, **data: Any) -> SurfaceConfig:
     return parse_config(
-        {"policy": "policy.yaml", **data}, source="team.yaml", base_dir=tmp_path, host_written=True
+        {"policy": "policy.yaml", "team_id": "crm", **data},
+        source="team.yaml",
+        base_dir=tmp_path,
+        host_written=True,
     )
+
+
+@pytest.mark.parametrize("key", ["store", "audit", "approvals"])
+def test_a_shared_store_needs_an_explicit_team_id(tmp_path: Path, key: str) -> None:
+    data = {"policy": "policy.yaml", key: PG}
+    with pytest.raises(ConfigError) as refused:
+        parse_config(data, source="team.yaml", base_dir=tmp_path, host_written=True)
+    message = str(refused.value)
+    assert message.startswith("team.yaml: team_id: postgresql://toolcards:***@127.0.0.1")
+    assert "\n" not in message and "pa55-word" not in message
 
 
 def test_a_postgres_url_is_never_resolved_as_a_path(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from toolcards.core.card import ToolCard
     from toolcards.core.events import ToolStateEvent
     from toolcards.core.factory import ToolFactory
+    from toolcards.core.trust import HostTrust
     from toolcards.governance.approvals.broker import Approver
     from toolcards.governance.audit.log import AuditLog
     from toolcards.governance.policy.policy import Policy
@@ -93,6 +94,10 @@ class TeamHost(ActorHost, Protocol):
     @property
     def approver(self) -> Approver | None:
         """Who decides approval-required calls of members, if anyone."""
+
+    @property
+    def trust(self) -> HostTrust:
+        """What the host lets a stored profile choose on this host (``Team(trust=...)``)."""
 
     def check_running(self) -> None:
         """Raise ``TeamStopped`` when the team is stopped."""

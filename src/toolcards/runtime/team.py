@@ -17,6 +17,7 @@ from toolcards.core.card import ToolCard
 from toolcards.core.errors import ToolcardsError
 from toolcards.core.events import ToolStateEvent
 from toolcards.core.factory import ToolFactory
+from toolcards.core.trust import HostTrust
 from toolcards.runtime import process
 from toolcards.runtime.cluster_member import ClusterMember, ClusterMemberFactory
 from toolcards.runtime.events import EventCallback, EventLog, Subscription
@@ -70,6 +71,12 @@ class Team:
     and approval-required calls put to ``approver`` (an async ``(ApprovalRequest) -> bool``;
     without one they are refused). :meth:`spawn` starts any named actor (names without ``#`` are
     members, stopped in the first teardown phase) and :meth:`stop_actor` stops one.
+
+    What a resumed team reads back from its store (a tool actor's recorded config, a member's
+    stored profile) is data: a field of it that reaches the host (a URL that receives the
+    host's key, a program) counts only as far as ``trust`` (the host's :class:`HostTrust`,
+    none by default) allows; otherwise that actor or member waits for the host's code to bind
+    its card (or pass its profile) again.
     """
 
     _implicit: ClassVar[Team | None] = None
@@ -87,12 +94,15 @@ class Team:
         system: ActorSystem | str | None = None,
         durable: bool = False,
         stop_timeout: float = 5.0,
+        trust: HostTrust | None = None,
         _resume: bool = False,
         _read_only: bool = False,
     ) -> None:
         if not team_id:
             raise ValueError("team_id must be a non-empty string")
         self.team_id = team_id
+        self.trust = HostTrust.of(trust)
+        """What the host lets the rows this team reads back from its store choose."""
         self.profiles: list[RoleProfile] = []
         if profiles:  # a team without members does without the profiles' models
             from toolcards.runtime.profiles import normalize_profiles
@@ -114,7 +124,7 @@ class Team:
                 raise LookupError(f"store {self._store.location} holds no team {team_id!r}")
             process.claim(self, shared_store=not self._store.in_memory)
             self.log = EventLog(self._store, team_id)
-            self.actors = ToolActors(team_id, self._store, self.log, self, system)
+            self.actors = ToolActors(team_id, self._store, self.log, self, system, self.trust)
             """The team's actor systems and its tool actors."""
             connect = getattr(self.system, "connect", None)
             if callable(connect):  # a cluster that cannot be reached fails here, once
@@ -135,7 +145,8 @@ class Team:
     def resume(cls, team_id: str, store: str | os.PathLike[str], **kwargs: Any) -> Self:
         """Reopen a stopped (or killed) team: its recorded tool actors restart with their state.
 
-        Actors whose tag is not known yet come back when a card asks for them again.
+        Actors whose tag is not known yet, or whose recorded config chooses what reaches the
+        host beyond ``trust=``, come back when a card asks for them again.
         """
         return cls(team_id, store, _resume=True, **kwargs)
 

@@ -13,7 +13,6 @@ from typing import Any
 
 from toolcards.stores.backend import Closer, backend_of
 from toolcards.stores.base import (
-    DEFAULT_TEAM,
     ApprovalStore,
     AuditTable,
     RateLimits,
@@ -94,10 +93,11 @@ class Stores:
         self.close()
 
 
-def open_stores(location: Location, team_id: str = DEFAULT_TEAM, *, sync: bool = True) -> Stores:
-    """The four stores of ``team_id`` at ``location``. With SQLite the team store is the
-    file itself and the governance tables live in ``<file>.governance.db`` beside it (the team
-    store's file has one writing process; the governance tables have many)."""
+def open_stores(location: Location, team_id: str | None = None, *, sync: bool = True) -> Stores:
+    """The four stores of ``team_id`` at ``location`` (a PostgreSQL store needs it; a SQLite
+    one defaults to its file's team). With SQLite the team store is the file itself and the
+    governance tables live in ``<file>.governance.db`` beside it (the team store's file has one
+    writing process; the governance tables have many)."""
     where = StoreLocation.parse(location)
     closers: list[Callable[[], Any]] = []
     try:
@@ -119,4 +119,4 @@ def open_stores(location: Location, team_id: str = DEFAULT_TEAM, *, sync: bool =
             with contextlib.suppress(Exception):
                 closer()
         raise
-    return Stores(where, team_id, state, audit, approvals, limits, closers)
+    return Stores(where, audit.team_id, state, audit, approvals, limits, closers)

@@ -221,7 +221,7 @@ class SurfaceRuntime:
                 system = config.actor_system()
                 if not isinstance(system, str):  # a system built here is released here
                     owned.append(system.shutdown)
-                team = _open_team(config.team_id, config.store_location, system)
+                team = _open_team(config, system)
                 owned.append(team.stop)
             factory = team.bind(cards, member=config.member_name) if team and cards else None
             registry = _registry(factory, tools)
@@ -295,6 +295,7 @@ class SurfaceRuntime:
             rt.prompts = card_prompts(source)
             rt.toolsets = source.get_toolsets()
             rt.tool_functions = _functions(source, [])
+            rt.views = source.get_views()
         elif not isinstance(source, CapabilityRegistry):
             rt.tool_functions = _functions(None, list(source))
         return rt
@@ -347,17 +348,19 @@ def require_modules(*names: str) -> None:
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
 
-def _open_team(team_id: str, store: str, system: str | ActorSystem = "pykka") -> Team:
-    """The team with its recorded tool actors restarted, or a new one (on a PostgreSQL
-    store, other processes may hold it at the same time)."""
+def _open_team(config: SurfaceConfig, system: str | ActorSystem) -> Team:
+    """The config's team with its recorded tool actors restarted (what they read back from
+    the store under the operator's ``trust:``), or a new one (on a PostgreSQL store, other
+    processes may hold it at the same time)."""
     from toolcards.runtime.team import Team
 
+    team_id, store, trust = config.team_id, config.store_location, config.host_trust()
     if store != ":memory:":
         try:
-            return Team.resume(team_id, store=store, system=system)
+            return Team.resume(team_id, store=store, system=system, trust=trust)
         except LookupError:
             pass
-    return Team(team_id, store=store, system=system)
+    return Team(team_id, store=store, system=system, trust=trust)
 
 
 def _executor(

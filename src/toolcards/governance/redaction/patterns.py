@@ -19,8 +19,9 @@ from dataclasses import dataclass
 REDACTED = "[REDACTED]"
 
 # Argument names that always hold secrets (matched as substrings of the lower-cased name), and
-# the short ones that count only as a word of their own (``db_pass``, ``X-Auth``, ``dbPwd``;
-# not ``passport``, ``author``) or an environment name ending in ``_KEY``.
+# the short ones that count only as a word of their own (``db_pass``, ``X-Auth``, ``dbPwd``,
+# ``card_pin``; not ``passport``, ``author``, ``spinner``) or an environment name ending in
+# ``_KEY``.
 _SECRET_NAMES = (
     "password",
     "passwd",
@@ -38,8 +39,8 @@ _SECRET_NAMES = (
 )
 SECRET_NAME = re.compile(
     "|".join(_SECRET_NAMES)
-    + r"|(?<![a-z0-9])(?:pass|pwd|auth)(?![a-z0-9])"
-    + r"|(?<=[a-z0-9])(?-i:Pass|Pwd|Auth)(?-i:(?![a-z]))"
+    + r"|(?<![a-z0-9])(?:pass|pwd|auth|pin)(?![a-z0-9])"
+    + r"|(?<=[a-z0-9])(?-i:Pass|Pwd|Auth|Pin)(?-i:(?![a-z]))"
     + r"|(?-i:^[A-Z][A-Z0-9_]*_KEY$)",
     re.IGNORECASE,
 )
@@ -52,11 +53,11 @@ _SECRET_KEYS = (
     r"pass(?:word|wd|phrase)|secret(?:[_-]?key)?|token|api[_-]?key|access[_-]?key"
     r"|private[_-]?key|credentials?|authorization|cookie|session[_-]?(?:id|key)"
     r"|signature|account[_-]?key|sig"
-    r"|(?<![a-z0-9])(?:pass|pwd|auth)"
+    r"|(?<![a-z0-9])(?:pass|pwd|auth|pin)"
     r"|(?-i:(?<![A-Za-z0-9])[A-Z][A-Z0-9]{0,40}_KEY)"
 )
 _KEY_ANCHORS = ("pass", "secret", "token", "key", "credential", "auth", "cookie", "session")
-_KEY_ANCHORS_ALL = (*_KEY_ANCHORS, "sig", "pwd")
+_KEY_ANCHORS_ALL = (*_KEY_ANCHORS, "sig", "pwd", "pin")
 # words after "password:" that are a type, an empty value or a validation message, not the
 # secret (code, YAML, "password: Field required")
 _NOT_A_VALUE = (
@@ -136,7 +137,10 @@ BUILTIN_PATTERNS: tuple[SecretPattern, ...] = (
         r"(?::[ \t]*[|>]?[-+]?[ \t]*(?:\r?\n|(?:\\r)?\\n)[ \t]+|[:=]{1,2}>?[ \t]*)"
         r"(?:(?:basic|bearer|token|digest)[ \t]+)?"
         + _NOT_A_VALUE
-        + r"(?P<secret>\\{1,8}\"[^\"\n]*\"|\"[^\"\n]*\"|'[^'\n]*'|[\"']?[^\s\"',;&]+)",
+        # a list after the key is the secret whole (``"password": ["a", "b"]``, over lines
+        # too), up to its first ``]`` or 1,024 characters
+        + r"(?P<secret>\[[^\]]{0,1024}\]?|\\{1,8}\"[^\"\n]*\"|\"[^\"\n]*\"|'[^'\n]*'"
+        r"|[\"']?[^\s\"',;&]+)",
         _KEY_ANCHORS_ALL,
     ),
     _P(

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from toolcards.stores import approvals, audit_sql
 from toolcards.stores.approvals import SqlApprovalStore
-from toolcards.stores.base import DEFAULT_TEAM, Limit
+from toolcards.stores.base import Limit
 from toolcards.stores.migrate import TeamColumn
 from toolcards.stores.postgres.connections import Connections
 
@@ -71,12 +71,22 @@ def create_table(
                 cur.execute(statement)
 
 
+def named_team(team_id: str | None) -> str:
+    """``team_id``, which a shared database needs: without it two processes that each left
+    it out would silently be one team (ValueError naming the key)."""
+    if not team_id:
+        raise ValueError(
+            "team_id: a PostgreSQL store holds many teams; name the team its rows belong to"
+        )
+    return team_id
+
+
 class _TeamTable:
     """One team's view of a governance table in PostgreSQL: the connections, the printable
     location, the team, and the table made (and migrated) on first open."""
 
     def __init__(self, url: str, team_id: str | None, connect_timeout: float) -> None:
-        self.team_id = team_id or DEFAULT_TEAM
+        self.team_id = named_team(team_id)
         self._db = Connections(url, connect_timeout=connect_timeout)
         self.location = self._db.location
 

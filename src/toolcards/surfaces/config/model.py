@@ -1,7 +1,7 @@
 """The surfaces' YAML config: team, cards, policy, principals and audit, in one file.
 
 ```yaml
-team_id: crm
+team_id: crm                   # required with a postgresql:// store (default: toolcards)
 store: team.db                 # relative to this file; ":memory:" keeps nothing; or postgresql://...
 system: pykka                  # or ray, or {ray: {address: ..., namespace: ...}}
 cards:
@@ -147,6 +147,10 @@ class Principals(BaseModel):
                 "terminal_approver must be another principal than local "
                 "(a caller cannot approve its own call)"
             )
+        if self.oauth is not None:
+            static = [("local", local), ("terminal_approver", approver)]
+            static += [(f"tokens[{i}]", token) for i, token in enumerate(self.tokens)]
+            self.oauth.refuse_shared_ids((w, p.id) for w, p in static if p is not None)
         return self
 
 
@@ -449,6 +453,12 @@ def parse_config(
         raise ConfigError(f"{source}: {problems(exc, SurfaceConfig)}") from None
     config.base_dir = base_dir if base_dir is not None else Path(".")
     config.source = source
+    shared = [v for v in (config.store, config.audit, config.approvals) if v and _shared(v)]
+    if shared and "team_id" not in config.model_fields_set:
+        raise ConfigError(
+            f"{source}: team_id: {redact_url(shared[0])} is a shared store that holds many "
+            "teams; name this config's team (team_id: <name>)"
+        )
     if config.system != "pykka" and not config.shared_store:
         raise ConfigError(
             f"{source}: system: ray runs tool actors in other processes, which cannot open "
@@ -484,3 +494,12 @@ def hash_token(token: str) -> str:
 def new_token() -> str:
     """A fresh random bearer token (256 bits, URL-safe)."""
     return secrets.token_urlsafe(32)
+
+
+def _shared(location: str) -> bool:
+    """Whether ``location`` is a store many processes and teams share (one error when it is
+    not a location at all is the opener's to say)."""
+    try:
+        return StoreLocation.parse(location).shared
+    except UnknownStoreScheme:
+        return False

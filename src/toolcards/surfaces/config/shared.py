@@ -14,13 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from toolcards.stores.base import DEFAULT_TEAM
 from toolcards.stores.open import open_approvals, open_rate_limits
 
 if TYPE_CHECKING:
     from toolcards.governance.approvals.broker import ApprovalBroker
     from toolcards.governance.audit.log import AuditLog
-    from toolcards.stores.base import ApprovalStore, RateLimits
+    from toolcards.stores.base import RateLimits
     from toolcards.surfaces.config import SurfaceConfig
 
 
@@ -37,14 +36,6 @@ class SharedGovernance:
         closers, self.closers = self.closers, []
         for closer in reversed(closers):
             closer()
-
-
-def approval_store(
-    location: str, team_id: str = DEFAULT_TEAM
-) -> tuple[ApprovalStore, Callable[[], Any] | None]:
-    """The team's approvals store at ``location`` (a SQLite file, a ``postgresql://`` URL,
-    or ``:memory:`` for this process only) and how to close it."""
-    return open_approvals(location, team_id)
 
 
 def open_shared(
@@ -66,7 +57,7 @@ def open_shared(
         if location is not None:
             log = AuditLog(location, durability=durability, team_id=config.team_id)
             closers.append(log.close)
-        store, close_store = approval_store(config.approvals_location, config.team_id)
+        store, close_store = open_approvals(config.approvals_location, config.team_id)
         if close_store is not None:
             closers.append(close_store)
         ttl = config.approval_timeout  # the card shows when the waiting call gives up
