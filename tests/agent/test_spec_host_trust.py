@@ -344,7 +344,7 @@ def catcher(monkeypatch: pytest.MonkeyPatch) -> Iterator[PasswordCatcher]:
 def test_the_catcher_hears_the_password_libpq_finds_on_the_host(catcher: PasswordCatcher) -> None:
     """What the refusals below prevent: a URL without its own password gets the host's."""
     with pytest.raises(Exception, match="refused"):
-        open_call_results(f"postgresql://toolcards@127.0.0.1:{catcher.port}/runs")
+        open_call_results(f"postgresql://toolcards@127.0.0.1:{catcher.port}/runs", "specs")
     assert catcher.heard == [SECRET]
 
 
@@ -360,6 +360,7 @@ def test_a_spec_store_sends_no_host_password_to_its_server(
     ):
         data = spec({"type": "WorkspaceTool"})
         data["capabilities"][0]["toolcards"][field] = url
+        data["capabilities"][0]["toolcards"]["team"] = "specs"
         output = attempt(data, [], trusting)
         assert catcher.heard == []
         assert "without its own password or with options" in output, output
@@ -369,6 +370,7 @@ def test_a_spec_store_sends_no_host_password_to_its_server(
 def test_a_spec_store_on_a_private_host_needs_the_hosts_trust(postgres_url: str) -> None:
     data = spec({"type": "WorkspaceTool"})
     data["capabilities"][0]["toolcards"]["call_results"] = postgres_url
+    data["capabilities"][0]["toolcards"]["team"] = "specs"
     output = attempt(data, [])
     assert "private network" in output and "private_network=True" in output
     assert "s3cret" not in output  # the URL's password is never shown
@@ -381,14 +383,22 @@ def test_a_spec_records_call_results_in_the_postgres_database_the_host_trusts(
     card = {"type": "WorkspaceTool"}
     data = spec(card)
     data["capabilities"][0]["toolcards"]["call_results"] = postgres_url
+    data["capabilities"][0]["toolcards"]["team"] = "specs"
     script = SequenceScript([("workspace_write", {"path": "a.md", "content": "once"})])
     capability = ToolCards.trusting(HostTrust(private_network=True))
     agent = Agent.from_spec(data, model=script.model, custom_capability_types=[capability])
     run = agent.run_sync("write")
-    results = open_call_results(postgres_url)
+    results = open_call_results(postgres_url, "specs")
     key = durable_call_key(run.run_id, "call-1") or ""
     recorded = results.claim(key, "workspace_write", "")
     assert recorded is not None and (recorded.tool_id, recorded.outcome) == (
         "workspace_write",
         "ok",
     )
+
+
+def test_a_spec_on_a_shared_database_names_its_team(postgres_url: str) -> None:
+    data = spec({"type": "WorkspaceTool"})
+    data["capabilities"][0]["toolcards"]["call_results"] = postgres_url
+    output = attempt(data, [], ToolCards.trusting(HostTrust(private_network=True)))
+    assert "holds many teams" in output and "team: <name>" in output

@@ -102,7 +102,7 @@ def test_the_backend_says_whether_a_location_is_shared(installed: object) -> Non
 def test_a_config_on_a_shared_installed_scheme_keeps_its_stores_there(
     installed: object, tmp_path: Path
 ) -> None:
-    data = {"store": "memshared://cfg", "system": "ray", "policy": "policy.yaml"}
+    data = {"store": "memshared://cfg", "system": "ray", "policy": "policy.yaml", "team_id": "t"}
     config = parse_config(data, base_dir=tmp_path)
     assert config.shared_store
     assert config.approvals_location == "memshared://cfg"

@@ -141,12 +141,15 @@ class ToolCards(CardsCapability):
         audit: str | None = None,
         secret_scanner: bool | dict[str, Any] | None = None,
         call_results: str | None = None,
+        team: str | None = None,
     ) -> ToolCards:
         """From an agent spec: ``cards`` as tagged mappings, ``policy`` a file or a mapping,
         ``identity`` an id or ``{id, type, roles}``, ``audit`` a database path or URL,
         ``secret_scanner`` true or ``{action, tools}`` (the built-in output guardrail; a spec
         names no code), ``call_results`` a database path or URL (durable runs; see
-        :func:`~toolcards.surfaces.agent.spec_args.spec_store` for what a spec may name).
+        :func:`~toolcards.surfaces.agent.spec_args.spec_store` for what a spec may name),
+        ``team`` the team whose rows ``audit`` and ``call_results`` hold (needed with a shared
+        database, which holds many teams).
 
         The cards load with :attr:`host_trust` (see :meth:`trusting`). A spec without a
         ``policy`` is refused: the tools a spec names are governed (for ungoverned tools, build
@@ -165,7 +168,7 @@ class ToolCards(CardsCapability):
             loaded,
             policy=governed,
             identity=caller,
-            audit=spec_audit(audit, cls.host_trust),
+            audit=spec_audit(audit, cls.host_trust, team),
             hooks=hooks,
-            call_results=spec_call_results(call_results, cls.host_trust),
+            call_results=spec_call_results(call_results, cls.host_trust, team),
         )

@@ -97,11 +97,12 @@ def spec_identity(data: Any) -> Identity | None:
     raise ValueError("identity must be an id or a mapping {id, type, roles}")
 
 
-def spec_audit(data: Any, trust: HostTrust | None) -> AuditLog | None:
-    """An audit database (a path, or a server :func:`spec_store` lets through), or None."""
+def spec_audit(data: Any, trust: HostTrust | None, team: str | None = None) -> AuditLog | None:
+    """An audit database (a path, or a server :func:`spec_store` lets through) of ``team``,
+    or None."""
     if data is None:
         return None
-    return AuditLog(spec_store("audit", data, trust).target)
+    return AuditLog(spec_store("audit", data, trust, team).target, team_id=team)
 
 
 def spec_hooks(data: Any) -> list[ToolHook]:
@@ -128,15 +129,19 @@ def spec_hooks(data: Any) -> list[ToolHook]:
     return [SecretScanner(action=action, tools=tools)]
 
 
-def spec_call_results(data: Any, trust: HostTrust | None) -> CallResults | None:
-    """A durable runs' call-results store at any store location :func:`spec_store` lets
-    through (opened by its backend), or None."""
+def spec_call_results(
+    data: Any, trust: HostTrust | None, team: str | None = None
+) -> CallResults | None:
+    """A durable runs' call-results store of ``team`` at any store location :func:`spec_store`
+    lets through (opened by its backend), or None."""
     if data is None:
         return None
-    return open_call_results(spec_store("call_results", data, trust))
+    return open_call_results(spec_store("call_results", data, trust, team), team)
 
 
-def spec_store(field: str, data: Any, trust: HostTrust | None) -> StoreLocation:
+def spec_store(
+    field: str, data: Any, trust: HostTrust | None, team: str | None = None
+) -> StoreLocation:
     """The store location a spec names in ``field``: a file path (relative to the working
     directory), ``:memory:``, or a server URL of a shared backend (PostgreSQL) that carries its
     own password and no options, on a public host unless ``trust`` allows the private network.
@@ -149,6 +154,10 @@ def spec_store(field: str, data: Any, trust: HostTrust | None) -> StoreLocation:
         raise ValueError(f"{field}: {exc}") from None
     if not where.shared:
         return where
+    if not team:
+        raise ValueError(
+            f"{field}: a shared database holds many teams; name the spec's team (team: <name>)"
+        )
     parts = urlsplit(where.target)
     if parts.password is None or parts.query:
         raise UntrustedField(
