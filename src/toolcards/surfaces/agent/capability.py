@@ -32,9 +32,13 @@ from toolcards.governance.guardrails import ToolHook
 from toolcards.governance.policy.policy import Policy
 from toolcards.governance.toolset.governed import GovernedToolset
 from toolcards.surfaces.agent.spec_args import (
+    SPEC_KEYS,
+    SpecPaths,
+    known_keys,
     spec_audit,
     spec_call_results,
     spec_cards,
+    spec_folder,
     spec_hooks,
     spec_identity,
     spec_policy,
@@ -135,36 +139,41 @@ class ToolCards(CardsCapability):
     @classmethod
     def from_spec(
         cls,
-        cards: list[dict[str, Any]],
+        cards: list[dict[str, Any]] | None = None,
         policy: str | dict[str, Any] | None = None,
         identity: str | dict[str, Any] | None = None,
         audit: str | None = None,
         secret_scanner: bool | dict[str, Any] | None = None,
         call_results: str | None = None,
+        **unknown: Any,
     ) -> ToolCards:
         """From an agent spec: ``cards`` as tagged mappings, ``policy`` a file or a mapping,
         ``identity`` an id or ``{id, type, roles}``, ``audit`` a database path,
         ``secret_scanner`` true or ``{action, tools}`` (the built-in output guardrail; a spec
-        names no code), ``call_results`` a database path (durable runs).
+        names no code), ``call_results`` a database path (durable runs). Relative paths are
+        read against the spec file's folder under ``Agent.from_file`` (else the working
+        directory); an unknown key is refused with the closest known one.
 
         The cards load with :attr:`host_trust` (see :meth:`trusting`). A spec without a
         ``policy`` is refused: the tools a spec names are governed (for ungoverned tools, build
         ``ToolFactory(cards).capability()`` in code)."""
+        known_keys(unknown, SPEC_KEYS, "toolcards")
+        paths = SpecPaths(spec_folder())
         loaded = spec_cards(cards, cls.host_trust)
-        governed = spec_policy(policy)
+        governed = spec_policy(policy, paths)
         caller = spec_identity(identity)
         hooks = spec_hooks(secret_scanner)
         if governed is None:
             raise ValueError(
-                "toolcards in an agent spec needs a policy (a file path or a mapping of rules): "
-                "the tools a spec names are governed; ungoverned tools are built in code "
+                "toolcards: needs a policy (a file path or a mapping of rules): the tools a "
+                "spec names are governed; ungoverned tools are built in code "
                 "(ToolFactory(cards).capability())"
             )
         return cls(
             loaded,
             policy=governed,
             identity=caller,
-            audit=spec_audit(audit),
+            audit=spec_audit(audit, paths),
             hooks=hooks,
-            call_results=spec_call_results(call_results),
+            call_results=spec_call_results(call_results, paths),
         )
