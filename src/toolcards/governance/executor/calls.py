@@ -41,7 +41,12 @@ from toolcards.governance.audit.log import AuditLog, AuditRecord
 from toolcards.governance.capability import Invoke, ToolCapability
 from toolcards.governance.outcomes import Outcome
 from toolcards.governance.policy.policy import Decision
-from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor, args_digest
+from toolcards.governance.redaction.redactor import (
+    DEFAULT_REDACTOR,
+    Redactor,
+    args_digest,
+    canonical_json,
+)
 from toolcards.governance.telemetry import Telemetry
 
 log = logging.getLogger("toolcards.governance.executor")
@@ -64,6 +69,22 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._:-]")
 _MAX_HINT = 40
 
 
+@dataclass(frozen=True, slots=True)
+class ApprovedEdit:
+    """The arguments an approver granted in place of the caller's, as they ran: ``args``
+    (canonical), their ``digest`` and ``shown`` (their canonical JSON redacted as the audit
+    trail keeps it: what the caller is told)."""
+
+    args: dict[str, Any]
+    digest: str
+    shown: str
+
+    @property
+    def note(self) -> str:
+        """What the caller is told: its call ran with other arguments than it sent."""
+        return f"approved with edited arguments: {self.shown}"
+
+
 @dataclass(slots=True)
 class ExecutionResult:
     """What happened to one call.
@@ -82,10 +103,17 @@ class ExecutionResult:
     approval: ApprovalRequest | None = None
     call_id: str | None = None
     """The id every audit row of the call carries (the surface's, or one made at its start)."""
+    edit: ApprovedEdit | None = None
+    """Set when an approver's edit of the arguments ran in place of the caller's: every
+    surface tells the caller so (:attr:`ApprovedEdit.note`)."""
 
     @property
     def ok(self) -> bool:
         return self.outcome is Outcome.OK
+
+    def told(self, text: str) -> str:
+        """``text`` as the caller reads it: after the note of an approver's edit, if any."""
+        return text if self.edit is None else f"{self.edit.note}\n{text}"
 
 
 @dataclass(slots=True, eq=False)
@@ -133,6 +161,8 @@ class Call:
     called_digest: str | None = None
     """Set once an edit applies (``args`` are then the edit): the digest of the arguments as
     called, which every row of the call keeps."""
+    edit_runs: bool = False
+    """The approver's edit passed its checks: ``args`` are what runs, and the caller is told."""
     span: Any = None
     instruments: telemetry.Instruments | None = None
     key: int | None = None
@@ -185,6 +215,10 @@ class CallBook:
         surface maps."""
         if outcome is not Outcome.OK and error is None:
             error = message
+        edit = None
+        if call.edit_runs:  # an approver's edit ran in place of the call: the caller is told
+            shown = canonical_json(call.redactor.value(call.args, call.sensitive))
+            edit = ApprovedEdit(dict(call.args), args_digest(call.args), shown)
         self.end(call, audited or outcome.value, error, outcome.value)
         return ExecutionResult(
             outcome,
@@ -195,6 +229,7 @@ class CallBook:
             retry_after=retry_after,
             approval=approval,
             call_id=call.call_id,
+            edit=edit,
         )
 
     def ended_by(self, call: Call, exc: BaseException) -> None:

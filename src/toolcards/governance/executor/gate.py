@@ -101,6 +101,7 @@ class ApprovalGate:
             call.args = edit.args
             return self.book.finish(call, edit.outcome, edit.message)
         call.args, call.decision, call.parsed = edit.args, edit.decision, edit.parsed
+        call.edit_runs = True
         return None
 
     def _granted(self, call: Call, record: ApprovalRecord) -> ExecutionResult | None:

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
-from pydantic_core import SchemaValidator, core_schema
+from pydantic_core import SchemaValidator, core_schema, to_json
 
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.names import provider_safe_name
@@ -409,10 +409,14 @@ def to_model_result(result: ExecutionResult) -> Any:
     """Map an executor outcome to what a pydantic-ai model sees."""
     view = OUTCOMES[result.outcome].model
     if view == "value":
-        return result.value
+        if result.edit is None:
+            return result.value
+        value = result.value  # the model is told that other arguments than its own ran
+        text = value if isinstance(value, str) else to_json(value, fallback=str).decode()
+        return result.told(text)
     if view == "retry":
         raise ModelRetry(result.message)
     if view == "approval":
         meta = result.approval.as_metadata() if result.approval is not None else None
         raise ApprovalRequired(metadata=meta)
-    return redact_text(result.message)
+    return result.told(redact_text(result.message))

@@ -200,9 +200,17 @@ class GovernedMCPServer:
             return _error(message, view.meta(result.retry_after))
         output = self._outputs.get(name)
         if output is not None:
-            return await _structured(name, output, result.value)
-        content, structured = await _content(result.value)
-        return types.CallToolResult(content=content, structured_content=structured, is_error=False)
+            done = await _structured(name, output, result.value)
+        else:
+            content, structured = await _content(result.value)
+            done = types.CallToolResult(
+                content=content, structured_content=structured, is_error=False
+            )
+        if result.edit is None:
+            return done
+        note = types.TextContent(type="text", text=result.edit.note)  # other arguments ran
+        meta = {META_KEY: view.meta()}
+        return done.model_copy(update={"content": [note, *done.content], "meta": meta})
 
 
 _INLINE_CHARS = 65_536
