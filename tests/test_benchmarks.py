@@ -27,6 +27,7 @@ SCRIPTS = [
     "cli",
     "deferred",
     "resume",
+    "grants",
 ]
 
 

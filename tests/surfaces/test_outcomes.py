@@ -14,6 +14,7 @@ class Result:
     message: str = "no such tool"
     retry_after: float | None = None
     edit: None = None
+    grant_id: None = None
 
     def told(self, text: str) -> str:
         return text

@@ -22,6 +22,9 @@ _NAMES = {
     "ApprovalRequest": "toolcards.governance.approvals.broker",
     "ApprovalState": "toolcards.governance.approvals.broker",
     "ApprovalStore": "toolcards.stores.base",
+    "Grant": "toolcards.core.grants",
+    "GrantStore": "toolcards.stores.base",
+    "Remember": "toolcards.governance.approvals.grants",
     "MemoryApprovalStore": "toolcards.stores.memory",
     "SqliteApprovalStore": "toolcards.stores.sqlite.approvals",
     "AuditRecord": "toolcards.governance.audit.log",
@@ -47,6 +50,7 @@ _NAMES = {
 }
 
 if TYPE_CHECKING:
+    from toolcards.core.grants import Grant
     from toolcards.core.identity import Identity
     from toolcards.core.names import provider_safe_name
     from toolcards.governance.approvals.broker import (
@@ -55,6 +59,7 @@ if TYPE_CHECKING:
         ApprovalRequest,
         ApprovalState,
     )
+    from toolcards.governance.approvals.grants import Remember
     from toolcards.governance.audit.log import AuditEntry, AuditLog, AuditRecord
     from toolcards.governance.capability import CapabilityRegistry, ToolCapability
     from toolcards.governance.executor.pipeline import ExecutionResult, Executor
@@ -77,7 +82,7 @@ if TYPE_CHECKING:
     from toolcards.governance.redaction.scanner import SecretScanner
     from toolcards.governance.telemetry import Telemetry
     from toolcards.governance.toolset.governed import GovernedToolset
-    from toolcards.stores.base import ApprovalStore
+    from toolcards.stores.base import ApprovalStore, GrantStore
     from toolcards.stores.memory import MemoryApprovalStore, RateLimiter
     from toolcards.stores.sqlite.approvals import SqliteApprovalStore
 
@@ -95,6 +100,8 @@ __all__ = [
     "ExecutionResult",
     "Executor",
     "GovernedToolset",
+    "Grant",
+    "GrantStore",
     "HookContext",
     "Identity",
     "MemoryApprovalStore",
@@ -105,6 +112,7 @@ __all__ = [
     "RateLimiter",
     "Redactor",
     "Refuse",
+    "Remember",
     "SecretScanner",
     "SqliteApprovalStore",
     "Telemetry",

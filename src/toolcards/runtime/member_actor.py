@@ -88,17 +88,27 @@ def govern(
     and the filter of the cards whose state that caller may read.
 
     A member's run has no place to wait for a deferred approval, so approval-required calls go
-    to ``approver`` inline, and without one they are refused with a readable result.
+    to ``approver`` inline, and without one they are refused with a readable result. An
+    approver that holds a broker (the dashboard's ``InboxApprover``) lends it to the member's
+    executor: the member's requests wait in it, and the grants its approvers remember there
+    let the member's later calls run.
     """
-    from toolcards.governance import GovernedToolset, Identity
+    from toolcards.governance import ApprovalBroker, Executor, GovernedToolset, Identity
+    from toolcards.governance.capability import CapabilityRegistry
     from toolcards.governance.card_reads import CardReads
 
     identity = Identity(id=f"agent.{name}", type="agent", roles=roles)
+    broker = getattr(approver, "broker", None)
+    executor = Executor(
+        CapabilityRegistry(),
+        policy,
+        audit=audit,
+        approvals=broker if isinstance(broker, ApprovalBroker) else None,
+    )
     governed = GovernedToolset(
         toolset,
-        policy=policy,
+        executor=executor,
         identity=identity,
-        audit=audit,
         approver=approver if approver is not None else "refuse",
     )
     return governed, CardReads(governed.policy, governed.resolve_identity)

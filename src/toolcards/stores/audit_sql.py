@@ -26,25 +26,28 @@ CREATE TABLE IF NOT EXISTS audit (
     error TEXT,
     team_id TEXT NOT NULL DEFAULT '',
     approved_args_digest TEXT,
-    hook TEXT
+    hook TEXT,
+    grant_id TEXT
 )
 """
 INDEXES = """
 CREATE INDEX IF NOT EXISTS audit_team_principal_ts ON audit(team_id, principal, ts);
 CREATE INDEX IF NOT EXISTS audit_team_tool_ts ON audit(team_id, tool, ts);
-CREATE INDEX IF NOT EXISTS audit_team_ts ON audit(team_id, ts)
+CREATE INDEX IF NOT EXISTS audit_team_ts ON audit(team_id, ts);
+CREATE INDEX IF NOT EXISTS audit_team_grant ON audit(team_id, grant_id)
 """
 MIGRATION = TeamColumn(
     "audit",
     drop_indexes=("audit_principal_ts", "audit_tool_ts", "audit_ts"),
-    added=(("approved_args_digest", "TEXT"), ("hook", "TEXT")),
+    added=(("approved_args_digest", "TEXT"), ("hook", "TEXT"), ("grant_id", "TEXT")),
 )
 """Tables written before gain the team, the digest of an approver's edited arguments (NULL
-in older rows: they ran as called) and the guardrail hook that refused or changed a call."""
+in older rows: they ran as called), the guardrail hook that refused or changed a call and the
+grant (a remembered approval) that let it run."""
 
 COLUMNS = (
     "ts, principal, principal_type, roles, surface, tool, call_id, args_digest, args, "
-    "decision, reason, outcome, duration_ms, error, approved_args_digest, hook"
+    "decision, reason, outcome, duration_ms, error, approved_args_digest, hook, grant_id"
 )
 WIDTH = COLUMNS.count(",") + 1
 """Values in a row (a row kept by an older version may have fewer: the later ones are NULL)."""

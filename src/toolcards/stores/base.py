@@ -30,7 +30,14 @@ from toolcards.stores.errors import (
     UnknownStoreScheme,
     UnstorableText,
 )
-from toolcards.stores.governance import ApprovalStore, AuditTable, Binding, Limit, RateLimits
+from toolcards.stores.governance import (
+    ApprovalStore,
+    AuditTable,
+    Binding,
+    GrantStore,
+    Limit,
+    RateLimits,
+)
 from toolcards.stores.location import StoreLocation
 from toolcards.stores.rows import (
     DEFAULT_TEAM,
@@ -58,6 +65,7 @@ __all__ = [
     "DatabaseClosed",
     "DatabaseUnavailable",
     "EventRow",
+    "GrantStore",
     "Limit",
     "RateLimits",
     "SchemaTooNew",

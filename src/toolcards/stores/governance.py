@@ -1,5 +1,6 @@
 """The protocols of the stores governance writes to, one team's each: :class:`ApprovalStore`
-(pending approvals, found again by their :data:`Binding`), :class:`AuditTable` (the audit
+(pending approvals, found again by their :data:`Binding`), :class:`GrantStore` (remembered
+approvals, kept by the approval stores beside their requests), :class:`AuditTable` (the audit
 trail) and :class:`RateLimits` (token buckets, of :class:`Limit` rules)."""
 
 from __future__ import annotations
@@ -8,8 +9,9 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from toolcards.core.approvals import ApprovalRecord, ApprovalRequest, ApprovalState
+from toolcards.core.grants import Grant
 
-__all__ = ["ApprovalStore", "AuditTable", "Binding", "Limit", "RateLimits"]
+__all__ = ["ApprovalStore", "AuditTable", "Binding", "GrantStore", "Limit", "RateLimits"]
 
 Binding = tuple[str, str, str, str]
 """(call id, tool id, argument digest, principal id)."""
@@ -51,6 +53,47 @@ class ApprovalStore(Protocol):
 
     def pending(self, now: float) -> list[ApprovalRecord]:
         """Unexpired pending records, oldest first (expired ones are removed)."""
+        ...
+
+
+@runtime_checkable
+class GrantStore(Protocol):
+    """One team's remembered approvals (see :mod:`toolcards.governance.approvals.grants`),
+    kept beside its pending approvals: an approval store that keeps them holds one as its
+    ``grants``."""
+
+    team_id: str
+    fresh: bool
+    """True when :meth:`stamp` moves with every change made by any process before that change
+    can be read (a grant found through it needs no :meth:`live`); False when each use must be
+    confirmed."""
+
+    def add(self, grant: Grant, limit: int) -> bool:
+        """Store ``grant``; False (nothing stored) when the team already holds ``limit`` live
+        grants."""
+        ...
+
+    def revoke(self, grant_id: str, by: str, now: float) -> Grant | None:
+        """Revoke a live grant (its row stays, revoked); None when it is unknown, expired or
+        revoked already."""
+        ...
+
+    def get(self, grant_id: str) -> Grant | None:
+        """The grant, live or not (None when unknown)."""
+        ...
+
+    def listing(self, now: float, *, ended: bool = False, limit: int = 1000) -> list[Grant]:
+        """The live grants, newest first, at most ``limit`` (``ended``: also the revoked and
+        expired ones)."""
+        ...
+
+    def live(self, grant_id: str, now: float) -> bool:
+        """Whether the grant is live now, asked of the store itself (one round trip)."""
+        ...
+
+    def stamp(self) -> object:
+        """A value that changes whenever a grant of this store is made or revoked by any
+        process that shares it; cheap enough to read on every call."""
         ...
 
 

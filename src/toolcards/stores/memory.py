@@ -1,5 +1,5 @@
-"""The stores in this process's memory: pending approvals and rate-limit buckets (the test
-seam, and the default when nothing must be shared between processes)."""
+"""The stores in this process's memory: pending approvals and their grants, and rate-limit
+buckets (the test seam, and the default when nothing must be shared between processes)."""
 
 from __future__ import annotations
 
@@ -9,19 +9,67 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from toolcards.core.approvals import ApprovalRecord, ApprovalRequest, ApprovalState
+from toolcards.core.grants import Grant
 from toolcards.stores.base import DEFAULT_TEAM, Binding, Limit
 
 _MAX_BUCKETS = 100_000
 
 
+class MemoryGrants:
+    """Grants in this process's memory (see :class:`~toolcards.stores.base.GrantStore`)."""
+
+    fresh = True
+
+    def __init__(self, team_id: str = DEFAULT_TEAM) -> None:
+        self.team_id = team_id
+        self._grants: dict[str, Grant] = {}
+        self._changes = 0
+        self._lock = threading.Lock()
+
+    def add(self, grant: Grant, limit: int) -> bool:
+        with self._lock:
+            if sum(1 for g in self._grants.values() if g.live(grant.created_at)) >= limit:
+                return False
+            self._grants[grant.grant_id] = grant
+            self._changes += 1
+            return True
+
+    def revoke(self, grant_id: str, by: str, now: float) -> Grant | None:
+        with self._lock:
+            grant = self._grants.get(grant_id)
+            if grant is None or not grant.live(now):
+                return None
+            grant = self._grants[grant_id] = replace(grant, revoked_at=now, revoked_by=by)
+            self._changes += 1
+            return grant
+
+    def get(self, grant_id: str) -> Grant | None:
+        with self._lock:
+            return self._grants.get(grant_id)
+
+    def listing(self, now: float, *, ended: bool = False, limit: int = 1000) -> list[Grant]:
+        with self._lock:
+            found = [g for g in self._grants.values() if ended or g.live(now)]
+        return sorted(found, key=lambda g: (-g.created_at, g.grant_id))[:limit]
+
+    def live(self, grant_id: str, now: float) -> bool:
+        grant = self.get(grant_id)
+        return grant is not None and grant.live(now)
+
+    def stamp(self) -> object:
+        return self._changes
+
+
 class MemoryApprovalStore:
-    """Approvals in this process's memory (one store per team: nothing to share)."""
+    """Approvals in this process's memory (one store per team: nothing to share), with the
+    team's grants (``grants``)."""
 
     def __init__(self, team_id: str = DEFAULT_TEAM) -> None:
         self.team_id = team_id
         self._records: dict[str, ApprovalRecord] = {}
         self._by_binding: dict[Binding, str] = {}
         self._lock = threading.Lock()
+        self.grants = MemoryGrants(team_id)
 
     def add(self, request: ApprovalRequest, now: float) -> ApprovalRecord:
         with self._lock:

@@ -58,6 +58,8 @@ class AuditRecord(NamedTuple):
     approved_args_digest: str | None = None
     hook: str | None = None
     """The guardrail that refused the call, or those that changed it (comma-separated)."""
+    grant_id: str | None = None
+    """The grant (a remembered approval) that let the call run, or that a row is about."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +87,9 @@ class AuditEntry:
     hook: str | None = None
     """The guardrail hook that refused the call (outcome ``refused``), or the hooks that
     changed its arguments or its result (comma-separated; see :mod:`.guardrails`)."""
+    grant_id: str | None = None
+    """The grant that let the call run without asking anyone (a remembered approval), or the
+    grant a ``grant_created``/``grant_revoked`` row is about."""
 
 
 def _row(rec: AuditRecord) -> tuple[Any, ...]:
@@ -110,6 +115,7 @@ def _row(rec: AuditRecord) -> tuple[Any, ...]:
         redactor.text(rec.error) if rec.error else None,
         rec.approved_args_digest,
         redactor.text(rec.hook) if rec.hook else None,
+        rec.grant_id,
     )
 
 
@@ -288,11 +294,13 @@ class AuditLog:
         outcome: str | None = None,
         limit: int = 100,
         before: int | None = None,
+        grant_id: str | None = None,
     ) -> list[AuditEntry]:
         """Entries matching every given filter, oldest first (at most ``limit``, newest kept).
 
         ``before`` keeps entries whose ``id`` is below it: the next page back from a page whose
-        oldest entry has that id."""
+        oldest entry has that id. ``grant_id``: the calls a grant let through, and its own
+        rows (made, revoked)."""
         self.flush()
         where: list[str] = []
         params: list[Any] = []
@@ -301,6 +309,7 @@ class AuditLog:
             ("tool", tool),
             ("decision", decision),
             ("outcome", outcome),
+            ("grant_id", grant_id),
         ):
             if value is not None:
                 where.append(f"{column} = ?")
@@ -329,7 +338,7 @@ def _ts(value: float | datetime) -> float:
 
 def _entry(row: Iterable[Any]) -> AuditEntry:
     (rid, ts, principal, ptype, roles, surface, tool, call_id, digest, args, decision, reason,
-     outcome, duration, error, approved, hook) = row  # fmt: skip
+     outcome, duration, error, approved, hook, grant_id) = row  # fmt: skip
     return AuditEntry(
         id=rid,
         ts=ts,
@@ -348,6 +357,7 @@ def _entry(row: Iterable[Any]) -> AuditEntry:
         error=error,
         approved_args_digest=approved,
         hook=hook,
+        grant_id=grant_id,
     )
 
 

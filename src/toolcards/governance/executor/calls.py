@@ -106,6 +106,8 @@ class ExecutionResult:
     edit: ApprovedEdit | None = None
     """Set when an approver's edit of the arguments ran in place of the caller's: every
     surface tells the caller so (:attr:`ApprovedEdit.note`)."""
+    grant_id: str | None = None
+    """The grant (a remembered approval) that let the call run without asking anyone."""
 
     @property
     def ok(self) -> bool:
@@ -151,6 +153,9 @@ class Call:
     """An approver's edit of the arguments, to check and run once the approval is granted."""
     timeout: float | None = None
     """Seconds the hooks and the tool may take together (None: no limit)."""
+    session: str | None = None
+    """The session the call comes from (a pydantic-ai conversation, an MCP session): a grant
+    may be limited to it."""
 
     # -- where it stands ------------------------------------------------------------------
     decision: Decision | None = None
@@ -163,6 +168,10 @@ class Call:
     called, which every row of the call keeps."""
     edit_runs: bool = False
     """The approver's edit passed its checks: ``args`` are what runs, and the caller is told."""
+    each: Mapping[str, tuple[Any, ...]] | None = None
+    """Every canonical path of a call that names several (see ``PathArgs.resolve``)."""
+    grant_id: str | None = None
+    """The grant (a remembered approval) that let the call run without asking anyone."""
     span: Any = None
     instruments: telemetry.Instruments | None = None
     key: int | None = None
@@ -230,6 +239,7 @@ class CallBook:
             approval=approval,
             call_id=call.call_id,
             edit=edit,
+            grant_id=call.grant_id,
         )
 
     def ended_by(self, call: Call, exc: BaseException) -> None:
@@ -289,6 +299,7 @@ class CallBook:
                 hook=call.hook,
                 args_digest=call.called_digest,  # an edit ran: the digest as called stays
                 approved_args_digest=None if call.called_digest is None else args_digest(call.args),
+                grant_id=call.grant_id,
             )
         )
 

@@ -17,7 +17,8 @@ One call, top to bottom (:meth:`Executor.run`, then :meth:`Executor._pipeline`):
 5. the policy decides (a tool the caller may not see reads as unknown);
 6. a durable run's replay is answered from its record (:mod:`.replay`);
 7. the rate limit;
-8. the approval of this exact call (:class:`~.gate.ApprovalGate`), and an approver's edit;
+8. the approval of this exact call (:class:`~.gate.ApprovalGate`): a grant an approver
+   remembered that covers it, or a human's decision, and an approver's edit;
 9. the guardrails and the tool, within the call's deadline (:class:`~.runner.Runner`).
 
 What each outcome is on every surface (the pydantic-ai model's view, MCP's error flag, the
@@ -163,6 +164,7 @@ class Executor:
         approver: Approver | None = None,
         call_id: str | None = None,
         approved: bool = False,
+        session: str | None = None,
     ) -> ExecutionResult:
         """Run ``tool_id`` with raw ``args`` for ``identity`` (None = anonymous).
 
@@ -186,6 +188,7 @@ class Executor:
             call_id=call_id,
             approved=approved,
             hide_denied=True,
+            session=session,
         )
 
     def unknown(
@@ -240,6 +243,7 @@ class Executor:
         call_key: str | None = None,
         edited: Mapping[str, Any] | None = None,
         durable: DurableCall | None = None,
+        session: str | None = None,
     ) -> ExecutionResult:
         """The pipeline for one capability. ``invoke`` replaces ``cap.invoke`` (a surface that
         calls the tool itself); ``validated=True`` skips validation (already done);
@@ -255,7 +259,8 @@ class Executor:
         fresh call's, they run once (:mod:`toolcards.governance.approvals.edits`).
 
         ``durable``: the call's key in a durable run's recorded results: a replay is answered
-        from the record (:mod:`.replay`)."""
+        from the record (:mod:`.replay`). ``session``: where the call comes from (a
+        pydantic-ai conversation, an MCP session), which a grant may be limited to."""
         call = Call(
             cap.id,
             args if type(args) is dict else {} if args is None else _object(args),
@@ -274,6 +279,7 @@ class Executor:
             edit=edited if approved else None,
             timeout=cap.timeout if cap.timeout is not None else self.timeout,
             instruments=self.telemetry.active(),
+            session=session,
         )
         malformed = args is not None and not isinstance(args, Mapping)
         if call.instruments is None:
@@ -318,6 +324,8 @@ class Executor:
         each = self._canonical(call)
         if isinstance(each, ExecutionResult):
             return each
+        if each:
+            call.each = each
         if call.span is not None and policy.redaction.span_arguments:
             text = policy.redaction.digest_and_redacted(call.args, call.sensitive)[1]
             call.span.set_attribute("gen_ai.tool.call.arguments", text)
@@ -352,7 +360,9 @@ class Executor:
         if wait > 0.0:
             msg = f"rate limited: {cap.id} may be called again in {wait:.1f} s"
             return book.finish(call, Outcome.RATE_LIMITED, msg, retry_after=wait)
-        if decision.effect == "approve" or cap.annotations.requires_approval:
+        if (
+            decision.effect == "approve" or cap.annotations.requires_approval
+        ) and not self.gate.granted(call):
             stopped = await self.gate.admit(call)
             if stopped is not None:
                 return stopped

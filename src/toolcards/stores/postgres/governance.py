@@ -1,6 +1,7 @@
-"""Governance state in PostgreSQL, for a team held by many processes: pending approvals,
-rate-limit counters and the audit trail (:class:`~toolcards.governance.audit.log.AuditLog` with a
-``postgresql://`` location uses :class:`PostgresAuditTable`).
+"""Governance state in PostgreSQL, for a team held by many processes: pending approvals and
+remembered ones (grants), rate-limit counters and the audit trail
+(:class:`~toolcards.governance.audit.log.AuditLog` with a ``postgresql://`` location uses
+:class:`PostgresAuditTable`).
 
 One module owns this SQL; the approval logic is the SQLite store's (the same statements, with
 PostgreSQL's placeholders), so both pass one contract suite.
@@ -14,11 +15,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from toolcards.stores import approvals, audit_sql
+from toolcards.stores import approvals, audit_sql, grants
 from toolcards.stores.approvals import SqlApprovalStore
 from toolcards.stores.base import DEFAULT_TEAM, Limit
+from toolcards.stores.grants import SqlGrants
 from toolcards.stores.migrate import TeamColumn
 from toolcards.stores.postgres.connections import Connections
+from toolcards.stores.postgres.listener import GRANTS_CHANNEL, EventListener
 
 _BUCKETS = """
 CREATE TABLE IF NOT EXISTS toolcards_rate_buckets (
@@ -45,7 +48,7 @@ def postgres_ddl(sqlite_ddl: str) -> str:
     (64-bit ids, double precision reals), with ``toolcards_`` table and index names."""
     ddl = sqlite_ddl.replace("INTEGER PRIMARY KEY AUTOINCREMENT", "BIGSERIAL PRIMARY KEY")
     ddl = re.sub(r"\bREAL\b", "DOUBLE PRECISION", ddl)
-    ddl = re.sub(r"\b(audit|approvals)(?=[ (_])", r"toolcards_\1", ddl)
+    ddl = re.sub(r"\b(audit|approvals|grants)(?=[ (_])", r"toolcards_\1", ddl)
     return ddl
 
 
@@ -79,7 +82,10 @@ class _TeamTable:
 
 class PostgresApprovalStore(_TeamTable, SqlApprovalStore):
     """Pending approvals in a PostgreSQL database: every process of a team sees one set, and
-    a grant made in one process releases the call waiting in another."""
+    a grant made in one process releases the call waiting in another. Its ``grants`` are the
+    team's remembered approvals: a change is notified to every process (which reads them
+    again), and each use of one is confirmed by one query, so a revoked grant stops at once
+    on every machine."""
 
     table = "toolcards_approvals"
 
@@ -88,6 +94,21 @@ class PostgresApprovalStore(_TeamTable, SqlApprovalStore):
     ) -> None:
         super().__init__(url, team_id, connect_timeout)
         _create(self._db, approvals.TABLE, approvals.MIGRATION, approvals.INDEXES)
+        _create(self._db, grants.TABLE, grants.MIGRATION, grants.INDEXES)
+        stamp = NotifiedStamp(self._db, self.location, self.team_id)
+        self.grants = SqlGrants(
+            "toolcards_grants", self.team_id, self._grants_tx, self._read, stamp, fresh=False
+        )
+
+    @contextmanager
+    def _grants_tx(self) -> Iterator[Any]:
+        with self._db.transaction(), self._db.cursor() as cur:
+            cur.execute("LOCK TABLE toolcards_grants IN SHARE ROW EXCLUSIVE MODE")
+            yield _Cursorish(cur)
+
+    def close(self) -> None:
+        self.grants.close()
+        super().close()
 
     @contextmanager
     def _tx(self) -> Iterator[Any]:
@@ -99,6 +120,38 @@ class PostgresApprovalStore(_TeamTable, SqlApprovalStore):
     def _read(self) -> Iterator[Any]:
         with self._db.cursor() as cur:
             yield _Cursorish(cur)
+
+
+class NotifiedStamp:
+    """The stamp of a team's grants in PostgreSQL: a number this process moves whenever the
+    database notifies a change of them (and after its listening connection comes back, when a
+    notice may have been lost); :meth:`move` sends the notice."""
+
+    def __init__(self, db: Connections, location: str, team_id: str) -> None:
+        self._db = db
+        self._team_id = team_id
+        self._listener = EventListener(db, location, GRANTS_CHANNEL)
+        self._value = 0
+        self._unwatch: Any = None
+
+    def read(self) -> object:
+        if self._unwatch is None:  # listening from the first read on
+            self._unwatch = self._listener.watch(self._team_id, self._moved)
+            self._value += 1  # what changed before the listener started is read again
+        return self._value
+
+    def _moved(self) -> None:
+        self._value += 1
+
+    def move(self) -> None:
+        with self._db.transaction(), self._db.cursor() as cur:
+            cur.execute("SELECT pg_notify(%s, %s)", (GRANTS_CHANNEL, self._team_id))
+        self._value += 1
+
+    def close(self) -> None:
+        if self._unwatch is not None:
+            self._unwatch()
+        self._listener.stop()
 
 
 class PostgresRateLimiter(_TeamTable):

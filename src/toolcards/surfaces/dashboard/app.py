@@ -7,8 +7,9 @@
 
 Routes: ``/`` (every panel), ``/login`` and ``/logout``, ``/panel/<name>`` (one panel's HTML,
 for live refresh), ``/events`` (Server-Sent Events), ``/approvals/<id>`` (one pending request
-in full), ``POST /approvals/<id>/grant|deny`` and ``/static/...``. Everything but the
-sign-in page and static assets needs a session.
+in full), ``POST /approvals/<id>/grant|deny`` (a grant may be remembered for later calls),
+``POST /grants/<id>/revoke`` and ``/static/...``. Everything but the sign-in page and static
+assets needs a session.
 """
 
 from __future__ import annotations
@@ -43,7 +44,14 @@ from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor, 
 from toolcards.surfaces.dashboard import views
 from toolcards.surfaces.dashboard.filters import FILTERS
 from toolcards.surfaces.dashboard.graphview import graph_view
-from toolcards.surfaces.dashboard.inbox import BINDING, Decided, decide_shown, read_decision
+from toolcards.surfaces.dashboard.inbox import (
+    BINDING,
+    Decided,
+    decide_shown,
+    read_decision,
+    remember_of,
+    revoke_grant,
+)
 from toolcards.surfaces.dashboard.live import LiveHub
 from toolcards.surfaces.dashboard.security import (
     LOOPBACK_HOSTS,
@@ -140,6 +148,7 @@ class Dashboard:
                     Route("/events", self.events),
                     Route("/approvals/{approval_id}", self.approval_page, methods=["GET"]),
                     Route("/approvals/{approval_id}/{decision}", self.decide, methods=["POST"]),
+                    Route("/grants/{grant_id}/revoke", self.revoke, methods=["POST"]),
                     Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
                 ],
                 lifespan=self.lifespan,
@@ -350,6 +359,8 @@ class Dashboard:
         if decision not in ("grant", "deny") or self.approvals is None:
             return _text("no such action", 404)
         shown = tuple(form.get(k, "") for k in BINDING)
+        remember, unreadable = remember_of(form) if decision == "grant" else (None, None)
+        bad = bad or unreadable
         decided = (
             Decided(422, bad)
             if bad is not None
@@ -361,14 +372,20 @@ class Dashboard:
                 shown,
                 decision == "grant",
                 edit,
+                remember,
             )
         )
         status, message = decided.status, decided.message
         if wants_json:
-            answer = {"ok": status == 200, "message": message}
+            answer: dict[str, Any] = {"ok": status == 200, "message": message}
             if decided.runs is not None:
                 answer |= {"runs": decided.runs, "approved_args_digest": decided.runs_digest}
+            if decided.grant is not None:
+                answer["grant"] = decided.grant
             return JSONResponse(answer, status_code=status)
+        if status == 200 and decided.grant is not None:  # the grant, exactly as it will match
+            return self.render("remembered.html", message=message, grant=decided.grant,
+                               **self._who(session))  # fmt: skip
         if status == 200 and decided.runs is not None:  # what will run, shown whole
             pieces = escape_hidden(canonical_json(decided.runs))
             context: dict[str, Any] = {"message": message, "digest": decided.runs_digest}
@@ -376,6 +393,27 @@ class Dashboard:
         if status == 200:
             return RedirectResponse("/#approvals", status_code=303)
         return self.render("error.html", status, message=message, **self._who(session))
+
+    async def revoke(self, request: Request) -> Response:
+        """Revoke a grant (an approver's, checked and audited by the broker)."""
+        session = self._session(request)
+        if session is None:
+            return _text("sign in first", 401)
+        form = await _form(request)
+        if not self._csrf_ok(request, session, form):
+            return _text("missing or wrong CSRF token", 403)
+        if self.approvals is None:
+            return _text("no such action", 404)
+        decided = await anyio.to_thread.run_sync(
+            revoke_grant, self.approvals, session.identity, request.path_params["grant_id"]
+        )
+        if "application/json" in request.headers.get("accept", ""):
+            answer = {"ok": decided.status == 200, "message": decided.message}
+            return JSONResponse(answer, status_code=decided.status)
+        if decided.status == 200:
+            return RedirectResponse("/#approvals", status_code=303)
+        return self.render("error.html", decided.status, message=decided.message,
+                           **self._who(session))  # fmt: skip
 
 
 async def _form(request: Request) -> dict[str, str]:

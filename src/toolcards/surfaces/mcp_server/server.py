@@ -15,7 +15,9 @@ structured content through :mod:`.structured`.
 from __future__ import annotations
 
 import logging
+import secrets
 import warnings
+import weakref
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -114,6 +116,8 @@ class GovernedMCPServer:
         self.completions = Completer(runtime, self.identity_of, self.prompts, self.resources)
         self._outputs = output_schemas(runtime.tool_functions)
         self._tools = {cap.id: mcp_tool(cap, self._outputs.get(cap.id)) for cap in runtime.registry}
+        self._sessions: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        """A name for each client session (a grant may be limited to one), while it lives."""
         with warnings.catch_warnings():  # logging is deprecated only for a later protocol
             warnings.simplefilter("ignore")
             self.server: Server[Any] = Server(
@@ -154,6 +158,18 @@ class GovernedMCPServer:
 
         return scope()
 
+    def _session_name(self, session: Any) -> str | None:
+        """The client session's name (made on its first call; None: no session object)."""
+        if session is None:
+            return None
+        try:
+            name = self._sessions.get(session)
+            if name is None:
+                name = self._sessions[session] = f"mcp-{secrets.token_hex(8)}"
+        except TypeError:  # a session that cannot be weakly referenced: no session scope
+            return None
+        return name
+
     # -- handlers -----------------------------------------------------------------------------
 
     async def _list_tools(
@@ -180,8 +196,9 @@ class GovernedMCPServer:
                 self.logs.for_call(ctx.session, ctx.request_id, ctx.params) as logs,
             ):
                 result = await self.runtime.executor.call(
-                    name, args, who, surface="mcp", approver=approval.approver, call_id=call_id
-                )
+                    name, args, who, surface="mcp", approver=approval.approver, call_id=call_id,
+                    session=self._session_name(ctx.session),
+                )  # fmt: skip
             await progress.drain()
             await self.logs.drain(logs)
         except Exception:  # a deferral or a bug below: never a crash of the session
@@ -206,11 +223,11 @@ class GovernedMCPServer:
             done = types.CallToolResult(
                 content=content, structured_content=structured, is_error=False
             )
-        if result.edit is None:
+        if result.edit is None and result.grant_id is None:
             return done
-        note = types.TextContent(type="text", text=result.edit.note)  # other arguments ran
-        meta = {META_KEY: view.meta()}
-        return done.model_copy(update={"content": [note, *done.content], "meta": meta})
+        meta = {META_KEY: view.meta()}  # other arguments ran, or a grant let the call run
+        told = [types.TextContent(type="text", text=result.edit.note)] if result.edit else []
+        return done.model_copy(update={"content": [*told, *done.content], "meta": meta})
 
 
 _INLINE_CHARS = 65_536

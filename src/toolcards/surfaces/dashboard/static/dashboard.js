@@ -22,14 +22,15 @@
     return "/panel/" + name;
   }
 
-  // A panel is not replaced under the person's hands: not while it holds an open edit form
-  // (an approver editing a call's arguments; refreshed once they close it), nor while a
+  // A panel is not replaced under the person's hands: not while it holds an open edit or
+  // remember form (an approver editing a call's arguments, or choosing what a grant covers;
+  // refreshed once they close it), nor while a
   // button is pressed (a click whose press and release land on different elements, the old
   // panel's and the new one's, is no click: the link or button would not answer).
   var held = {};
   var pressed = false;
   function editing(section) {
-    return section.querySelector("details.edit[open]") !== null;
+    return section.querySelector("details.edit[open], details.remember[open]") !== null;
   }
   function busy(section) {
     return pressed || editing(section);
