@@ -274,15 +274,24 @@ def _same(a: Any, b: Any) -> bool:
 
 
 class GrantBook:
-    """The grants of one store as the approval gate asks them (see the module doc): a copy
-    in this process, by (principal, tool), read again when the store's stamp moves."""
+    """The grants of a broker's store as the approval gate asks them (see the module doc): a
+    copy in this process, by (principal, tool), read again when the store's stamp moves."""
 
-    def __init__(self, store: GrantStore | None, clock: Callable[[], float] = time.time) -> None:
-        self.store = store
+    def __init__(self, source: Any, clock: Callable[[], float] = time.time) -> None:
+        self._source = source
+        """What holds the store (an approval broker): its grants are read from the store it
+        holds now (a program may give the broker another store before serving)."""
         self._clock = clock
+        self._lock = threading.Lock()
+        self._bind()
+
+    def _bind(self) -> None:
+        self._held = getattr(self._source, "store", None)
+        found = getattr(self._held, "grants", None)
+        store = found if isinstance(found, GrantStore) else None
+        self.store = store
         self._stamp: object = _UNREAD
         self._by_key: dict[tuple[str, str], tuple[_Entry, ...]] = {}
-        self._lock = threading.Lock()
         self._read_stamp = store.stamp if store is not None else _no_stamp
         self._fresh = store.fresh if store is not None else True
         self._confirmed = store.live if store is not None else _never
@@ -296,6 +305,8 @@ class GrantBook:
         session: str | None,
     ) -> Grant | None:
         """The live grant covering this call (None: none does, and a human is asked)."""
+        if self._source.store is not self._held:
+            self._bind()
         stamp = self._read_stamp()
         if stamp != self._stamp:
             self._reload(stamp)

@@ -40,7 +40,7 @@ class ApprovalGate:
     def __init__(self, broker: ApprovalBroker, book: CallBook) -> None:
         self.broker = broker
         self.book = book
-        self.grants = GrantBook(broker.grant_store)
+        self.grants = GrantBook(broker)
 
     def granted(self, call: Call) -> bool:
         """True when a remembered grant covers ``call`` (it runs without asking anyone, its
