@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from toolcards.runtime.events import EventLog
     from toolcards.runtime.messaging import MemberInfo, MemberMessage
     from toolcards.runtime.profiles import RoleProfile
-    from toolcards.stores.base import StateNamespace
+    from toolcards.stores.base import BudgetStore, StateNamespace
 
 A = TypeVar("A")
 
@@ -93,6 +93,10 @@ class TeamHost(ActorHost, Protocol):
     @property
     def approver(self) -> Approver | None:
         """Who decides approval-required calls of members, if anyone."""
+
+    @property
+    def budgets(self) -> BudgetStore:
+        """Where the members' budgets are counted."""
 
     def check_running(self) -> None:
         """Raise ``TeamStopped`` when the team is stopped."""

@@ -27,7 +27,8 @@ from toolcards.runtime.team_stop import StopReport, stop_team
 from toolcards.runtime.team_systems import actor_system, is_remote
 from toolcards.runtime.tool_actor import ACTOR_TYPES, ToolActor
 from toolcards.runtime.worker import TRANSIENT_PREFIX, Lifecycle, ToolActorFactory, config_of
-from toolcards.stores.base import StateNamespace
+from toolcards.stores.base import BudgetStore, StateNamespace
+from toolcards.stores.memory import MemoryBudgets
 
 if TYPE_CHECKING:
     from toolcards.governance.approvals.broker import Approver
@@ -66,8 +67,9 @@ class Team(TeamMembers):
     Agent members: ``profiles`` are the :class:`RoleProfile` s that :meth:`hire` draws from;
     with a ``policy``, every member's tools are governed, their decisions written to ``audit``
     and approval-required calls put to ``approver`` (an async ``(ApprovalRequest) -> bool``;
-    without one they are refused). :meth:`spawn` starts any named actor (names without ``#`` are
-    members, stopped in the first teardown phase) and :meth:`stop_actor` stops one.
+    without one they are refused); the policy's budgets are counted in ``budgets``.
+    :meth:`spawn` starts any named actor (names without ``#`` are members, stopped in the first
+    teardown phase) and :meth:`stop_actor` stops one.
     """
 
     _implicit: ClassVar[Team | None] = None
@@ -82,6 +84,7 @@ class Team(TeamMembers):
         policy: Policy | None = None,
         audit: AuditLog | None = None,
         approver: Approver | None = None,
+        budgets: BudgetStore | None = None,
         system: ActorSystem | str | None = None,
         durable: bool = False,
         stop_timeout: float = 5.0,
@@ -98,6 +101,10 @@ class Team(TeamMembers):
         self.policy = policy
         self.audit = audit
         self.approver = approver
+        self.budgets: BudgetStore = budgets if budgets is not None else MemoryBudgets(team_id)
+        """Where the members' budgets are counted (see ``policy``'s ``budgets:``): this
+        process's memory by default; a store every process of the team opens
+        (``toolcards.stores.open.open_budgets``) to share them."""
         self.stop_timeout = stop_timeout
         self._lock = threading.RLock()
         self._specs: dict[str, _Spec] = {}

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from toolcards.core.actors import ActorUnavailable
 from toolcards.runtime.system import ActorSystem
 from toolcards.stores.base import Store
+from toolcards.stores.memory import MemoryBudgets
 
 if TYPE_CHECKING:
     from toolcards.runtime.profiles import RoleProfile
@@ -79,6 +80,7 @@ def start_cluster_member(team: Any, name: str, profile: RoleProfile) -> None:
         policy=team.policy,
         audit=team.audit,
         approver=team.approver,
+        budgets=None if isinstance(team.budgets, MemoryBudgets) else team.budgets,
     )
     factory.check_portable()
     system.spawn(name, factory)

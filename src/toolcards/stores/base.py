@@ -34,9 +34,11 @@ from toolcards.stores.governance import (
     ApprovalStore,
     AuditTable,
     Binding,
+    BudgetStore,
     GrantStore,
     Limit,
     RateLimits,
+    Spend,
 )
 from toolcards.stores.location import StoreLocation
 from toolcards.stores.rows import (
@@ -61,6 +63,7 @@ __all__ = [
     "ApprovalStore",
     "AuditTable",
     "Binding",
+    "BudgetStore",
     "Compaction",
     "DatabaseClosed",
     "DatabaseUnavailable",
@@ -69,6 +72,7 @@ __all__ = [
     "Limit",
     "RateLimits",
     "SchemaTooNew",
+    "Spend",
     "StateNamespace",
     "Store",
     "StoreClosedError",

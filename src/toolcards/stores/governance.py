@@ -1,17 +1,27 @@
 """The protocols of the stores governance writes to, one team's each: :class:`ApprovalStore`
 (pending approvals, found again by their :data:`Binding`), :class:`GrantStore` (remembered
 approvals, kept by the approval stores beside their requests), :class:`AuditTable` (the audit
-trail) and :class:`RateLimits` (token buckets, of :class:`Limit` rules)."""
+trail), :class:`RateLimits` (token buckets, of :class:`Limit` rules) and :class:`BudgetStore`
+(what a team spent, counter by counter, of :class:`Spend` s)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from toolcards.core.approvals import ApprovalRecord, ApprovalRequest, ApprovalState
 from toolcards.core.grants import Grant
 
-__all__ = ["ApprovalStore", "AuditTable", "Binding", "GrantStore", "Limit", "RateLimits"]
+__all__ = [
+    "ApprovalStore",
+    "AuditTable",
+    "Binding",
+    "BudgetStore",
+    "GrantStore",
+    "Limit",
+    "RateLimits",
+    "Spend",
+]
 
 Binding = tuple[str, str, str, str]
 """(call id, tool id, argument digest, principal id)."""
@@ -140,4 +150,42 @@ class RateLimits(Protocol):
     def acquire(self, limits: Sequence[Limit], principal: str, tool_id: str) -> float:
         """Take one token from every applicable bucket: 0.0 when allowed, else the seconds
         until the call would be (no token is taken then)."""
+        ...
+
+
+class Spend(NamedTuple):
+    """What one use adds to one budget counter: ``amount`` of it, within ``limit`` (a take
+    refuses to go past it); the counter may be forgotten after ``expires`` (epoch seconds;
+    None: kept)."""
+
+    counter: str
+    amount: float
+    limit: float
+    expires: float | None = None
+
+
+@runtime_checkable
+class BudgetStore(Protocol):
+    """One team's budget counters, shared by every process of the team that opens the same
+    store. ``key`` names one use (a call, a model response): a use counted once under its key
+    is never counted again (a durable run's replay), and a take under it is answered as taken."""
+
+    team_id: str
+
+    def take(self, key: str | None, spends: Sequence[Spend], now: float) -> int | None:
+        """Add every spend when each counter stays within its limit, all or nothing, at once
+        for every process: None when taken (or already counted under ``key``), else the index
+        of the first spend that would go over (nothing added)."""
+        ...
+
+    def add(self, key: str | None, spends: Sequence[Spend], now: float) -> None:
+        """Add every spend whatever the limits (what a model response used), once per key."""
+        ...
+
+    def spent(self, counters: Sequence[str]) -> dict[str, float]:
+        """What each of ``counters`` has spent (a counter never used is absent)."""
+        ...
+
+    def listing(self, now: float, limit: int = 1000) -> list[tuple[str, float, float]]:
+        """``(counter, spent, updated)`` of the team's live counters, most recently used first."""
         ...

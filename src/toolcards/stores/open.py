@@ -15,6 +15,7 @@ from toolcards.stores.base import (
     DEFAULT_TEAM,
     ApprovalStore,
     AuditTable,
+    BudgetStore,
     RateLimits,
     Store,
     StoreLocation,
@@ -87,6 +88,27 @@ def open_rate_limits(
     return RateLimiter(), None
 
 
+def open_budgets(
+    location: Location, team_id: str | None = None
+) -> tuple[BudgetStore, Callable[[], Any] | None]:
+    """One team's budget counters at ``location`` and how to close them: a SQLite file or a
+    PostgreSQL database every process of the team opens (``:memory:``: this process only)."""
+    where = StoreLocation.parse(location)
+    if where.is_memory:
+        from toolcards.stores.memory import MemoryBudgets
+
+        return MemoryBudgets(team_id or DEFAULT_TEAM), None
+    if where.is_postgres:
+        from toolcards.stores.postgres.governance import PostgresBudgets
+
+        pg = PostgresBudgets(where.target, team_id)
+        return pg, pg.close
+    from toolcards.stores.sqlite.budgets import SqliteBudgets
+
+    sqlite = SqliteBudgets(where.target, team_id)
+    return sqlite, sqlite.close
+
+
 @dataclass
 class Stores:
     """Every store of one team at one location; :meth:`close` releases them."""
@@ -97,6 +119,7 @@ class Stores:
     audit: AuditTable
     approvals: ApprovalStore
     rate_limits: RateLimits
+    budgets: BudgetStore
     _closers: list[Callable[[], Any]] = field(default_factory=list, repr=False)
 
     def close(self) -> None:
@@ -113,7 +136,7 @@ class Stores:
 
 
 def open_stores(location: Location, team_id: str = DEFAULT_TEAM, *, sync: bool = True) -> Stores:
-    """The four stores of ``team_id`` at ``location``. With SQLite the team store is the
+    """The stores of ``team_id`` at ``location``. With SQLite the team store is the
     file itself and the governance tables live in ``<file>.governance.db`` beside it (the team
     store's file has one writing process; the governance tables have many)."""
     where = StoreLocation.parse(location)
@@ -132,9 +155,12 @@ def open_stores(location: Location, team_id: str = DEFAULT_TEAM, *, sync: bool =
         limits, close_limits = open_rate_limits(where, team_id)
         if close_limits is not None:
             closers.append(close_limits)
+        spent, close_budgets = open_budgets(beside, team_id)
+        if close_budgets is not None:
+            closers.append(close_budgets)
     except BaseException:
         for closer in reversed(closers):
             with contextlib.suppress(Exception):
                 closer()
         raise
-    return Stores(where, team_id, state, audit, approvals, limits, closers)
+    return Stores(where, team_id, state, audit, approvals, limits, spent, closers)

@@ -156,6 +156,8 @@ class Call:
     session: str | None = None
     """The session the call comes from (a pydantic-ai conversation, an MCP session): a grant
     may be limited to it."""
+    run_id: str | None = None
+    """The run the call belongs to (a pydantic-ai run; else its session): per-run budgets."""
 
     # -- where it stands ------------------------------------------------------------------
     decision: Decision | None = None

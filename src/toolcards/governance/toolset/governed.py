@@ -263,6 +263,7 @@ class GovernedToolset(WrapperToolset[Any]):
             call_key=key,
             durable=DurableCall(results, key) if results is not None and key else None,
             session=ctx.conversation_id or ctx.run_id,
+            run_id=ctx.run_id,
         )
         if result.outcome is Outcome.NEEDS_APPROVAL and approver == "refuse":
             return f"{result.message}; no approver is configured, so it was not run"

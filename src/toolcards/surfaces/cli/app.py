@@ -166,9 +166,11 @@ def hash_token_cmd(
 
 
 from toolcards.surfaces.cli.approvals import register as _register_approvals  # noqa: E402
+from toolcards.surfaces.cli.budgets import register as _register_budgets  # noqa: E402
 from toolcards.surfaces.cli.grants import register as _register_grants  # noqa: E402
 from toolcards.surfaces.cli.init import register as _register_init  # noqa: E402
 
 _register_approvals(app)
+_register_budgets(app)
 _register_grants()
 _register_init(app)

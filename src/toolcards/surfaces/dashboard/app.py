@@ -74,11 +74,12 @@ from toolcards.surfaces.http.tokens import TokenTable
 if TYPE_CHECKING:
     from toolcards.governance.approvals.broker import ApprovalBroker
     from toolcards.governance.audit.log import AuditLog
+    from toolcards.governance.executor.budget import BudgetLine
     from toolcards.runtime.team import Team
 
 HERE = Path(__file__).parent
 MAX_FORM = 64 * 1024
-PANELS = ("team", "plan", "graph", "approvals", "audit", "events")
+PANELS = ("team", "plan", "graph", "approvals", "budgets", "audit", "events")
 SURFACE = "dashboard"
 
 
@@ -93,7 +94,8 @@ class Dashboard:
     An approver sees the exact arguments of a pending call (hidden characters escaped);
     anyone else sees them redacted. The plan and the live events are redacted for everyone
     with ``redactor`` (default: the team policy's). ``policy_error`` says why the policy file
-    does not load (None while it does): the page then shows it in a banner.
+    does not load (None while it does): the page then shows it in a banner. ``budgets``
+    reports what the team's budgets spent and have left (the Budgets panel).
     """
 
     def __init__(
@@ -111,6 +113,7 @@ class Dashboard:
         one_time_tokens: bool = False,
         throttle: SignInThrottle | None = None,
         policy_error: Callable[[], str | None] | None = None,
+        budgets: Callable[[], list[BudgetLine]] | None = None,
     ) -> None:
         self.team = team
         self.audit = audit
@@ -120,6 +123,7 @@ class Dashboard:
         self.limits = limits or HttpLimits()
         self.throttle = throttle or SignInThrottle()
         self.policy_error = policy_error or _no_error
+        self.budgets = budgets
         self.hub = LiveHub(team, approvals, self.redactor)
         self.host = host
         self.title = title or (f"team {team.team_id}" if team is not None else "toolcards")
@@ -188,6 +192,8 @@ class Dashboard:
             return views.approvals_view(self.approvals, exact=self._can_approve(session))
         if name == "audit":
             return views.audit_view(self.audit, views.AuditFilters.from_query(params))
+        if name == "budgets":
+            return views.budgets_view(self.budgets)
         return views.events_view(self.team, redactor=self.redactor)
 
     def _can_approve(self, session: Session) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from toolcards.core.events import ToolStateEvent
     from toolcards.governance.approvals.broker import ApprovalBroker, ApprovalRequest
     from toolcards.governance.audit.log import AuditEntry, AuditLog
+    from toolcards.governance.executor.budget import BudgetLine
     from toolcards.runtime.team import Team
 
 PLANNING = "#PlanningTool"
@@ -248,6 +249,17 @@ def one_approval_view(
         "role": broker.approver_role,
         "keeps_grants": broker.grant_store is not None,
     }
+
+
+# -- budgets ---------------------------------------------------------------------------------
+
+
+def budgets_view(report: Callable[[], list[BudgetLine]] | None) -> dict[str, Any]:
+    """What each budget of the team spent and has left (``report`` reads the counters)."""
+    if report is None:
+        return {"available": False, "lines": []}
+    lines = report()
+    return {"available": True, "lines": [line.as_dict() for line in lines]}
 
 
 # -- audit -----------------------------------------------------------------------------------

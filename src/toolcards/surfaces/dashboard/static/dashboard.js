@@ -132,15 +132,17 @@
     lastSeq[ev.tool_id] = ev.seq;
     addEvent(ev);
     panelsFor(ev.tool_id).forEach(refresh);
+    refresh("budgets");
   });
   source.addEventListener("approvals", function (e) {
     var count = document.getElementById("approval-count");
     if (count) count.textContent = String(JSON.parse(e.data).count);
     refresh("approvals");
     if (!new URLSearchParams(window.location.search).get("before")) refresh("audit");
+    refresh("budgets");
   });
   source.addEventListener("resync", function () {
-    ["team", "plan", "graph", "approvals", "audit"].forEach(refresh);
+    ["team", "plan", "graph", "approvals", "budgets", "audit"].forEach(refresh);
   });
   source.onerror = function () { setState("reconnecting", false); };
 })();
