@@ -1,6 +1,6 @@
 """Two teams in one database never see each other's rows: audit, approvals, grants, rate
-buckets and team state, on SQLite, PostgreSQL and memory (the contract every backend passes;
-invariant 4: every row belongs to a team)."""
+buckets, budget counters and team state, on SQLite, PostgreSQL and memory (the contract every
+backend passes; invariant 4: every row belongs to a team)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from toolcards.core.approvals import ApprovalRequest, ApprovalState
 from toolcards.core.grants import Grant
 from toolcards.core.identity import Identity
 from toolcards.governance import AuditLog
-from toolcards.stores.base import ApprovalStore, RateLimits
-from toolcards.stores.open import open_approvals, open_rate_limits, open_stores
+from toolcards.stores.base import ApprovalStore, RateLimits, Spend
+from toolcards.stores.open import open_approvals, open_budgets, open_rate_limits, open_stores
 
 NOW = 1_000.0
 
@@ -121,6 +121,23 @@ def test_a_team_full_of_grants_leaves_another_team_room(
     assert a.add(_grant("g-1"), 1)
     assert not a.add(_grant("g-2"), 1)  # a holds its one live grant
     assert b.add(_grant("g-3"), 1)
+
+
+def test_budget_counters_and_keys_belong_to_their_team(location: str) -> None:
+    a, close_a = open_budgets(location, "a")
+    b, close_b = open_budgets(location, "b")
+    try:
+        one = [Spend("pay-calls", 1, 1)]
+        assert a.take("call-1", one, NOW) is None
+        assert a.take(None, one, NOW) == 0  # a's budget is spent
+        assert b.take("call-1", one, NOW) is None  # b's own counter, and b's own key
+        assert b.take(None, one, NOW) == 0
+        assert a.spent(["pay-calls"]) == {"pay-calls": 1.0} == b.spent(["pay-calls"])
+        assert [c for c, _, _ in a.listing(NOW)] == ["pay-calls"]
+    finally:
+        for close in (close_a, close_b):
+            if close is not None:
+                close()
 
 
 def test_rate_buckets_belong_to_their_team(location: str) -> None:

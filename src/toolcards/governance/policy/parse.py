@@ -382,7 +382,11 @@ def _budget(index: int, node: Any, source: str) -> Budget:
     period, period_text = None, None
     if node.get("period") is not None:
         period_text = str(node["period"])
-        period = parse_rate(f"1/{period_text}", _where(source, node, "period"))[1]
+        at = _where(source, node, "period")
+        try:
+            period = parse_rate(f"1/{period_text}", at)[1]
+        except PolicyError:
+            raise PolicyError(f"{at}: period must look like hour, day or 7day") from None
     name = node.get("name", f"budget {index}")
     if not isinstance(name, str) or not name.strip():
         raise PolicyError(f"{_where(source, node, 'name')}: name must be a non-empty string")

@@ -95,7 +95,8 @@ class ModelBudget(AbstractCapability[Any]):
             return response
         usage = response.usage
         tokens = int(usage.input_tokens or 0) + int(usage.output_tokens or 0)
-        cost = self._cost(response)
+        priced = any(b.cost is not None for b in executor.policy.budgets)
+        cost = self._cost(response) if priced else None
         step = f"{ctx.run_step}.{request_context.attempt}"
         key = joined_key("model", ctx.run_id or "", step) if ctx.run_id else None
         await anyio.to_thread.run_sync(
