@@ -30,7 +30,8 @@ class ToolAnnotations:
     """What a tool declares about itself; governance and surfaces read it.
 
     Travels in ``ToolDefinition.metadata`` under the keys of :data:`METADATA_KEYS`;
-    ``paths`` (which arguments name files, see :class:`PathArgs`) only when declared.
+    ``paths`` (which arguments name files, see :class:`PathArgs`) and ``delegates`` only when
+    declared.
     """
 
     readonly: bool = False
@@ -40,6 +41,9 @@ class ToolAnnotations:
     requires_approval: bool = False
     sensitive: tuple[str, ...] = field(default_factory=tuple)
     paths: PathArgs | None = None
+    delegates: bool = False
+    """The tool runs other agents (a sub-agent, a team member): approvals their governed calls
+    need are asked of the run that called it (``toolcards.governance.approvals.nested``)."""
 
     def as_metadata(self) -> dict[str, Any]:
         """The annotations as ``ToolDefinition.metadata`` entries."""
@@ -53,6 +57,8 @@ class ToolAnnotations:
         }
         if self.paths is not None:
             meta["paths"] = self.paths
+        if self.delegates:
+            meta["delegates"] = True
         return meta
 
     @classmethod
@@ -71,6 +77,7 @@ class ToolAnnotations:
             requires_approval=bool(metadata.get("requires_approval", False)),
             sensitive=tuple(str(s) for s in sensitive),
             paths=paths if isinstance(paths := metadata.get("paths"), PathArgs) else None,
+            delegates=metadata.get("delegates") is True,
         )
 
 
@@ -88,9 +95,11 @@ def annotate(
     sensitive: tuple[str, ...] | list[str] = (),
     instructions: str | None = None,
     paths: PathArgs | None = None,
+    delegates: bool = False,
 ) -> F:
     """Attach annotations (and optional extra instructions) to a tool callable; returns it.
-    ``paths`` declares the arguments that name files (see :class:`PathArgs`)."""
+    ``paths`` declares the arguments that name files (see :class:`PathArgs`); ``delegates``
+    a tool that runs other agents, whose approvals then reach the calling run."""
     setattr(
         fn,
         _ATTR,
@@ -102,6 +111,7 @@ def annotate(
             requires_approval=requires_approval,
             sensitive=tuple(sensitive),
             paths=paths,
+            delegates=delegates,
         ),
     )
     if instructions:

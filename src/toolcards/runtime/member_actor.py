@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
+from toolcards.core import nesting
 from toolcards.core.commands import CommandRegistry
 from toolcards.core.errors import CommandNotRecognized, RetriableError
 from toolcards.runtime.messaging import (
@@ -215,6 +216,7 @@ class MemberActor:
         team.log.append(MESSAGES, received_event(message))
         self.current = message
         token = current_member.set(self.name)
+        asking = nesting.calling_run.set(nesting.find(message.caller_run))
         ok, command = True, False
         try:
             if self._retired.is_set():
@@ -230,6 +232,7 @@ class MemberActor:
             logger.info("member %s failed on message %s", self.name, message.id, exc_info=True)
             ok, reply = False, f"error: {type(exc).__name__}: {exc}"
         finally:
+            nesting.calling_run.reset(asking)
             current_member.reset(token)
             self.current = None
         reply = truncate(reply, MAX_MESSAGE_CHARS)

@@ -166,6 +166,39 @@ class ApprovalDecisions:
         self._audit(request, caller, surface, "grant", "approval_granted", note, handle)
         return request
 
+    def answer_for_run(
+        self,
+        handle: Handle,
+        *,
+        approved: bool,
+        run: Identity,
+        via: str,
+        why: str = "",
+        surface: str = "pydantic-ai",
+    ) -> bool:
+        """The calling run's answer to a call made on its behalf (see :mod:`.nested`): the
+        run's caller ``run`` decides it, through its deferred tool request for its tool
+        ``via``. The first answer wins: False (nothing written) when the request was already
+        decided, withdrawn or expired. Never the run's own call (a caller never approves its
+        own call), never one whose exact arguments were not recorded."""
+        approval_id = handle_id(handle)
+        record = self._live(approval_id)
+        if record is None or record.state is not ApprovalState.PENDING:
+            return False
+        request = record.request
+        if not isinstance(run, Identity) or run.id == request.principal:
+            return False
+        if approved and not request.exact_recorded:
+            return False
+        state = ApprovalState.GRANTED if approved else ApprovalState.DENIED
+        if self.store.decide(approval_id, state, run.id, self._clock()) is None:
+            return False  # decided elsewhere first
+        outcome = "approval_granted" if approved else "approval_denied"
+        note = f"requested by {request.principal}; answered by the run calling {via}"
+        self._audit(request, run, surface, "grant" if approved else "deny", outcome,
+                    note + (f": {why}" if why else ""), handle)  # fmt: skip
+        return True
+
     def _live(self, approval_id: str) -> ApprovalRecord | None:
         record = self.store.get(approval_id)
         if record is None or record.request.expires_at <= self._clock():
