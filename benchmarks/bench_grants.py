@@ -7,7 +7,8 @@ The same async tool, the same executor pipeline, measured in the same run, round
   approvals SQLite file other processes share (the default for a config): the gate reads the
   file's grant stamp (eight mapped bytes), finds the grants of the caller and tool in this
   process's copy, and matches the pattern (a glob and an exact value) on the canonical arguments;
-- the same with the grant in memory (one process).
+- the same with the grant in memory (one process);
+- both again through ``GovernedToolset.call_tool`` (what a pydantic-ai agent's call costs).
 
 Overhead = the governed call minus calling the tool directly, in CPU time per call (best round).
 Goal: a grant adds at most 10% to the governed call's overhead.
@@ -28,14 +29,17 @@ from typing import Any
 from _results import record
 
 from toolcards.core.spec import annotate
+from toolcards.core.toolset import build_function_toolset
 from toolcards.governance import (
     ApprovalBroker,
     CapabilityRegistry,
     Executor,
+    GovernedToolset,
     Identity,
     Outcome,
     Policy,
 )
+from toolcards.governance.capability import surface_context
 from toolcards.governance.approvals.grants import Remember
 from toolcards.stores.memory import MemoryApprovalStore
 from toolcards.stores.sqlite.approvals import SqliteApprovalStore
@@ -94,11 +98,20 @@ def main(quick: bool) -> None:
         for executor in (on_file, in_memory):
             done = asyncio.run(executor.call("publish", ARGS, CAROL))
             assert done.outcome is Outcome.OK and done.grant_id is not None, done.message
+        toolset = GovernedToolset(
+            build_function_toolset([write, publish]), executor=on_file, identity=CAROL
+        )
+        ctx = surface_context()
+        tools = asyncio.run(toolset.get_tools(ctx))
         paths: dict[str, Callable[[], Awaitable[Any]]] = {
             "direct call of the tool": lambda: write(**ARGS),
             "allowed call (no approval)": lambda: on_file.call("write", ARGS, CAROL),
             "granted call, grant in the SQLite file": lambda: on_file.call("publish", ARGS, CAROL),
             "granted call, grant in memory": lambda: in_memory.call("publish", ARGS, CAROL),
+            "call_tool, allowed": lambda: toolset.call_tool("write", ARGS, ctx, tools["write"]),
+            "call_tool, granted (SQLite file)": lambda: toolset.call_tool(
+                "publish", ARGS, ctx, tools["publish"]
+            ),
         }
         for fn in paths.values():  # warm: plans, listings, the grant copies
             cpu_per_call(fn, min(n, 500))
@@ -114,15 +127,20 @@ def main(quick: bool) -> None:
         over = per - direct
         ratio = f"{over / base:10.3f}" if name != "direct call of the tool" else ""
         print(f"{name:44} {per:12.2f} {over:12.2f} {ratio}")
-    for name in ("granted call, grant in the SQLite file", "granted call, grant in memory"):
+    toolset_base = best["call_tool, allowed"] - direct
+    for name, against, label in (
+        ("granted call, grant in the SQLite file", base, "allowed call (no approval)"),
+        ("granted call, grant in memory", base, "allowed call (no approval)"),
+        ("call_tool, granted (SQLite file)", toolset_base, "call_tool, allowed"),
+    ):
         over = best[name] - direct
-        print(f"{name}: {100 * (over / base - 1):+.1f}% of the governed call's overhead")
+        print(f"{name}: {100 * (over / against - 1):+.1f}% of the governed call's overhead")
         record(
             f"{name}: overhead",
             over,
             "us",
-            peer="allowed call (no approval), same run",
-            peer_value=base,
+            peer=f"{label}, same run",
+            peer_value=against,
             goal="<= 1.10x the allowed call's overhead",
         )
 

@@ -207,6 +207,7 @@ def describe(grant: Grant) -> str:
 Test = Callable[[Any], bool]
 Covers = Callable[[Mapping[str, Any], Mapping[str, Sequence[Any]]], bool]
 _SCALARS = (str, int, float, bool, type(None))
+_MISSING = object()
 _GLOB_MARKS = frozenset("*?[")
 
 
@@ -229,32 +230,47 @@ def _glob(glob: str) -> Test:
 
 def _matcher(pattern: Mapping[str, Any]) -> Covers:
     """The test of ``pattern`` on a call's arguments (and every path of the call): the names a
-    call may pass, the arguments that must be exactly a string or null (one C-level
-    comparison of items), then a test per other argument that is not ``any``."""
-    exact: dict[str, Any] = {}
+    call may pass, the arguments that must be exactly a string or null, the string prefixes
+    (``notes/*``), then a test per other argument that is not ``any``. Built for the common
+    shapes to cost a fraction of a microsecond: the gate asks it before every call a grant may
+    cover."""
+    exact: list[tuple[str, Any]] = []
+    prefixes: list[tuple[str, str]] = []
     tests: list[tuple[str, Test]] = []
+    globs: list[tuple[str, Test]] = []
     for name, spec in pattern.items():
         if spec == _ANY:
             continue
         if "glob" in spec:
-            tests.append((name, _glob(spec["glob"])))
+            glob: str = spec["glob"]
+            head = glob[:-1]
+            globs.append((name, _glob(glob)))
+            if glob.endswith("*") and not _GLOB_MARKS.intersection(head):
+                prefixes.append((name, head))
+            else:
+                tests.append(globs[-1])
         elif spec["eq"] is None or type(spec["eq"]) is str:  # no other value equals one
-            exact[name] = spec["eq"]
+            exact.append((name, spec["eq"]))
         else:
             tests.append((name, _equals(spec["eq"])))
     allowed = frozenset(pattern).issuperset
-    exactly = exact.items()
-    checks = tuple(tests)
-    globs = tuple((name, test) for name, test in tests if "glob" in pattern[name])
+    exactly, starts, checks, paths = tuple(exact), tuple(prefixes), tuple(tests), tuple(globs)
 
     def covers(args: Mapping[str, Any], each: Mapping[str, Sequence[Any]]) -> bool:
-        if not allowed(args) or not exactly <= args.items():
+        if not allowed(args):
             return False
+        for name, value in exactly:
+            if args.get(name, _MISSING) != value:
+                return False
+        for name, head in starts:
+            value = args.get(name)
+            if type(value) is not str or not value.startswith(head):
+                return False
         for name, test in checks:
             if name not in args or not test(args[name]):
                 return False
         if each:
-            for name, test in globs:  # every path of the call
+            for name, test in paths:  # every path of the call
                 if not all(test(other) for other in each.get(name, ())):
                     return False
         return True
@@ -293,8 +309,9 @@ class GrantBook:
         self._stamp: object = _UNREAD
         self._by_key: dict[tuple[str, str], tuple[_Entry, ...]] = {}
         self._read_stamp = store.stamp if store is not None else _no_stamp
-        self._fresh = store.fresh if store is not None else True
-        self._confirmed = store.live if store is not None else _never
+        self._confirmed = None if store is None or store.fresh else store.live
+        """Asked before a grant is used, where the stamp cannot be trusted alone (None: it
+        can)."""
 
     def admitting(
         self,
@@ -314,10 +331,11 @@ class GrantBook:
         if not found:
             return None
         now = self._clock()
+        confirmed = self._confirmed
         for expires_at, only, grant, covers in found:
             if expires_at <= now or (only and only != session) or not covers(args, each):
                 continue
-            if self._fresh or self._confirmed(grant.grant_id, now):
+            if confirmed is None or confirmed(grant.grant_id, now):
                 return grant
         return None
 
@@ -339,10 +357,6 @@ class GrantBook:
 _Entry = tuple[float, str, Grant, Covers]
 """A grant as the book keeps it: its expiry, its session ("" for any), itself, its test."""
 _UNREAD = object()
-
-
-def _never(_grant_id: str, _now: float) -> bool:
-    return False
 
 
 def _no_stamp() -> object:

@@ -102,4 +102,3 @@ def nested_approver(run: CallerRun, broker: ApprovalBroker, inline: Approver | N
         return state is ApprovalState.GRANTED
 
     return approve
-
