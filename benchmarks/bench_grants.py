@@ -39,8 +39,8 @@ from toolcards.governance import (
     Outcome,
     Policy,
 )
-from toolcards.governance.capability import surface_context
 from toolcards.governance.approvals.grants import Remember
+from toolcards.governance.capability import surface_context
 from toolcards.stores.memory import MemoryApprovalStore
 from toolcards.stores.sqlite.approvals import SqliteApprovalStore
 
