@@ -135,3 +135,20 @@ def test_a_tool_call_in_a_run_counts_its_run(tmp_path: Path) -> None:
     second = agent.run_sync("twice").output.splitlines()
     assert sum("over budget: 'per run'" in line for line in first) == 1
     assert sum("over budget: 'per run'" in line for line in second) == 1  # a new run
+
+
+def test_a_durable_runs_replayed_call_is_not_counted_again(tmp_path: Path) -> None:
+    from toolcards.stores.call_results import SqliteCallResults
+
+    results = SqliteCallResults(tmp_path / "runs.db")
+    rules = {"budgets": [{"name": "plans", "per": "team", "calls": 1}]}
+    capability = cards(rules, call_results=results)
+    script = SequenceScript([("update_planning", {"create": [{"description": "once"}]})])
+    agent = Agent(script.model, capabilities=[capability])
+    first = agent.run_sync("plan", run_id="durable-1")
+    script.step = 0  # the run is replayed: the same model calls, the same tool call id
+    again = agent.run_sync("plan", run_id="durable-1")
+    [line] = capability.executor.budgets.report(capability.executor.policy)
+    assert line.spent == 1.0  # the replay was answered from the record, not counted
+    assert "over budget" not in first.output and "over budget" not in again.output
+    results.close()

@@ -9,7 +9,8 @@ so ``--help`` starts fast.
 
 Exit codes: 0 ok · 1 tool failure (or the store is in use) · 2 usage or config error ·
 3 denied · 4 invalid input · 5 needs approval / approval refused · 6 rate limited ·
-7 unknown tool · 8 policy error (the policy file never loaded).
+7 unknown tool · 8 policy error (the policy file never loaded) · 9 refused by a guardrail ·
+10 over budget.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ app = typer.Typer(
     rich_markup_mode=None,
     epilog=(
         "Exit codes: 0 ok, 1 tool failure, 2 usage or config error, 3 denied, 4 invalid input, "
-        "5 needs approval or refused, 6 rate limited, 7 unknown tool, 8 policy error."
+        "5 needs approval or refused, 6 rate limited, 7 unknown tool, 8 policy error, "
+        "9 refused by a guardrail, 10 over budget."
     ),
 )
 app.add_typer(audit_app, name="audit")

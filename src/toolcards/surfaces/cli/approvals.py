@@ -40,8 +40,7 @@ if TYPE_CHECKING:
     from toolcards.governance.approvals.view import ArgumentsView
 
 approvals_app = typer.Typer(
-    help="Decide calls that wait for approval (list, show, grant, deny), and the grants "
-    "that remember such decisions (grants list, grants revoke).",
+    help="Decide waiting calls (list, show, grant, deny), and grants.",
     no_args_is_help=True,
 )
 

@@ -28,7 +28,7 @@ def _amount(value: float, unit: str) -> str:
 
 
 def budgets(ctx: typer.Context, config: ConfigOpt = None) -> None:
-    """What each budget of the policy has spent and has left (every process of the team)."""
+    """What each budget of the team has spent and has left."""
     from toolcards.governance.executor.budget import Budgets
     from toolcards.governance.policy.parse import PolicyError
     from toolcards.governance.policy.policy import Policy
