@@ -25,19 +25,10 @@ def decision_record(
 ) -> AuditRecord:
     """The row of one decision on ``request`` (None: unknown, expired or spent; the row then
     names the ``approval_id`` that was given)."""
-    who = approver if isinstance(approver, Identity) else None
-    return AuditRecord(
-        ts=ts,
-        principal=who.id if who else "anonymous",
-        principal_type=who.type if who else "anonymous",
-        roles=who.roles if who else (),
-        surface=surface,
+    return _by(approver, ts, surface, decision, outcome, reason)._replace(
         tool=request.tool_id if request else "",
         call_id=request.call_id if request else None,
         args=request.args if request else {"approval_id": approval_id},
-        decision=decision,
-        outcome=outcome,
-        reason=reason,
         args_digest=request.args_digest if request else None,
         approved_args_digest=approved_args_digest,
     )
@@ -55,6 +46,17 @@ def grant_record(
 ) -> AuditRecord:
     """The row of one thing done to a grant: its arguments are the grant's pattern (None: an
     unknown grant, the row names the id that was given)."""
+    return _by(approver, ts, surface, decision, outcome, reason)._replace(
+        tool=grant.tool_id if grant else "",
+        args=dict(grant.pattern) if grant else {"grant_id": grant_id},
+        grant_id=grant_id,
+    )
+
+
+def _by(
+    approver: Identity, ts: float, surface: str, decision: str, outcome: str, reason: str
+) -> AuditRecord:
+    """A row by the deciding principal (anonymous when it is no identity)."""
     who = approver if isinstance(approver, Identity) else None
     return AuditRecord(
         ts=ts,
@@ -62,11 +64,10 @@ def grant_record(
         principal_type=who.type if who else "anonymous",
         roles=who.roles if who else (),
         surface=surface,
-        tool=grant.tool_id if grant else "",
+        tool="",
         call_id=None,
-        args=dict(grant.pattern) if grant else {"grant_id": grant_id},
+        args={},
         decision=decision,
         outcome=outcome,
         reason=reason,
-        grant_id=grant_id,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,7 @@ from toolcards.stores import grants
 from toolcards.stores.approvals import INDEXES, MIGRATION, TABLE, SqlApprovalStore
 from toolcards.stores.grants import CounterStamp, FileStamp, SqlGrants, Stamp
 from toolcards.stores.migrate import sqlite_setup
-from toolcards.stores.sqlite.connect import shared_connection
+from toolcards.stores.sqlite.connect import immediate, shared_connection
 
 
 class SqliteApprovalStore(SqlApprovalStore):
@@ -34,18 +34,8 @@ class SqliteApprovalStore(SqlApprovalStore):
         stamp: Stamp = CounterStamp() if in_memory else FileStamp(Path(f"{self.path}.grants"))
         self.grants = SqlGrants("grants", self.team_id, self._tx, self._read, stamp, fresh=True)
 
-    @contextmanager
-    def _tx(self) -> Iterator[Any]:
-        """One write transaction, taken up front so that a read-then-write is atomic across
-        processes."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+    def _tx(self) -> AbstractContextManager[Any]:
+        return immediate(self._db, self._lock)
 
     @contextmanager
     def _read(self) -> Iterator[Any]:

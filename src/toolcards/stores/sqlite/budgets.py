@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from toolcards.stores.budgets import (
 )
 from toolcards.stores.governance import Spend
 from toolcards.stores.migrate import sqlite_setup
-from toolcards.stores.sqlite.connect import shared_connection
+from toolcards.stores.sqlite.connect import immediate, shared_connection
 
 
 class SqliteBudgets:
@@ -35,16 +35,8 @@ class SqliteBudgets:
         self._lock = threading.Lock()
         self._uses = 0
 
-    @contextmanager
-    def _tx(self) -> Iterator[Any]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+    def _tx(self) -> AbstractContextManager[Any]:
+        return immediate(self._db, self._lock)
 
     def take(self, key: str | None, spends: Sequence[Spend], now: float) -> int | None:
         team = self.team_id

@@ -24,7 +24,7 @@ import contextlib
 import dataclasses
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -140,12 +140,27 @@ _COLUMNS = ("id", "tool", "caller", "arguments", "digest", "reason", "age", "esc
 _ARGS = _COLUMNS.index("arguments")
 
 
-def _write_rows(lines: list[tuple[str, ...]]) -> None:
-    """One request a line, tab-separated (output that is not a terminal): the arguments
-    verbatim (their JSON holds no raw tab or line break), other values' whitespace folded."""
+def show_rows(
+    columns: tuple[str, ...], lines: Sequence[tuple[str, ...]], id_width: int, verbatim: int = -1
+) -> None:
+    """Rows under ``columns``: on a terminal a table whose first column (an id to copy into
+    the next command) is never cut; else one row a line, tab-separated, each value's
+    whitespace folded except column ``verbatim``'s (JSON holds no raw tab or line break)."""
+    if not sys.stdout.isatty():
+        for line in [columns, *lines]:
+            cells = [v if i == verbatim else " ".join(v.split()) for i, v in enumerate(line)]
+            sys.stdout.write("\t".join(cells) + "\n")
+        return
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=None, pad_edge=False)
+    table.add_column(columns[0], no_wrap=True, min_width=id_width)
+    for name in columns[1:]:
+        table.add_column(name, overflow="fold")
     for line in lines:
-        cells = [v if i == _ARGS else " ".join(v.split()) for i, v in enumerate(line)]
-        sys.stdout.write("\t".join(cells) + "\n")
+        table.add_row(*(Text(cell) for cell in line))  # never read as markup
+    out().print(table)
 
 
 @approvals_app.command("list")
@@ -177,19 +192,7 @@ def approvals_list(ctx: typer.Context, config: ConfigOpt = None) -> None:
             f"sha256:{request.args_digest[:16]}", row["reason"], _age(row["age_s"]),
             ", ".join(view.escapes) or "-",
         ))  # fmt: skip
-    if not sys.stdout.isatty():
-        _write_rows([_COLUMNS, *lines])
-        return
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(box=None, pad_edge=False)
-    table.add_column("id", no_wrap=True, min_width=32)  # copied into grant/deny: never cut
-    for name in _COLUMNS[1:]:
-        table.add_column(name, overflow="fold")
-    for line in lines:
-        table.add_row(*(Text(cell) for cell in line))  # never read as markup
-    out().print(table)
+    show_rows(_COLUMNS, lines, 32, verbatim=_ARGS)  # an id is copied into grant/deny
 
 
 @approvals_app.command("show")

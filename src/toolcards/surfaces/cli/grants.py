@@ -13,13 +13,12 @@ which must hold the approver role. Making and revoking are audited (``grant_crea
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import Annotated
 
 import typer
 
-from toolcards.surfaces.cli.approvals import approvals_app, grant_row, inbox
+from toolcards.surfaces.cli.approvals import approvals_app, grant_row, inbox, show_rows
 from toolcards.surfaces.cli.options import ConfigOpt, state_of
 from toolcards.surfaces.cli.state import emit_json, err, fail, out
 from toolcards.surfaces.outcomes import ExitCode
@@ -55,20 +54,7 @@ def grants_list(
         err().print("no grant" if all_ else "no live grant (--all shows ended ones)")
         return
     lines = [(r["grant_id"], r["state"], r["matches"], f"made by {r['created_by']}") for r in rows]
-    if not sys.stdout.isatty():
-        for line in lines:
-            sys.stdout.write("\t".join(" ".join(cell.split()) for cell in line) + "\n")
-        return
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(box=None, pad_edge=False)
-    table.add_column("id", no_wrap=True, min_width=34)  # copied into revoke: never cut
-    for name in ("state", "matches", "made by"):
-        table.add_column(name, overflow="fold")
-    for line in lines:
-        table.add_row(*(Text(cell) for cell in line))  # never read as markup
-    out().print(table)
+    show_rows(("id", "state", "matches", "made by"), lines, 34)  # an id is copied into revoke
 
 
 @grants_app.command("revoke")
