@@ -2,7 +2,7 @@
 member's waiting call and remembers it (one argument widened to any value); the page shows the
 grant exactly as it will match; the member's later covered call runs without waiting; the
 approvals panel lists the grant with a Revoke button, and after a revoke the member's next
-call waits in the inbox again."""
+call waits in the inbox again; the Budgets panel lists what the team's graph changes spent."""
 
 from __future__ import annotations
 
@@ -57,3 +57,9 @@ def test_approve_and_remember_then_revoke_from_the_page(approver_page: Any, worl
     waiting = wait_pending(world, f"{tag} third")  # asked again
     world.broker.deny(waiting, approver=IDENTITIES["approver"])
     assert "denied" in reply_of(after)
+
+    page = fresh(approver_page, world)  # the graph changes counted against the team's budget
+    row = page.locator('[data-testid=budget][data-budget="graph changes"]')
+    spent = float(row.locator("[data-testid=budget-spent]").inner_text().split()[0])
+    left = float(row.locator("[data-testid=budget-left]").inner_text().split()[0])
+    assert spent >= 3 and spent + left == 10000
