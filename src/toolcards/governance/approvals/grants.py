@@ -39,6 +39,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from toolcards.core.approvals import ApprovalRequest
+from toolcards.core.errors import ToolcardsError
 from toolcards.core.grants import Grant
 from toolcards.core.identity import Identity
 from toolcards.stores.base import GrantStore
@@ -67,7 +68,7 @@ _MAX_GLOB = 1_000
 _ANY = "any"
 
 
-class GrantError(ValueError):
+class GrantError(ToolcardsError, ValueError):
     """A grant that cannot be made or revoked; the message is one line."""
 
 

@@ -26,6 +26,7 @@ from pydantic_ai.exceptions import AgentRunError, UsageLimitExceeded
 from pydantic_ai.messages import ModelResponse
 from pydantic_ai.models import ModelRequestContext
 
+from toolcards.core.errors import ToolcardsError
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.governance.audit.log import AuditRecord
 from toolcards.governance.executor.calls import joined_key
@@ -38,7 +39,7 @@ MODEL_REQUEST = "model_request"
 """The tool name of the audit row of a model request a budget stopped."""
 
 
-class BudgetExceeded(UsageLimitExceeded):
+class BudgetExceeded(ToolcardsError, UsageLimitExceeded):
     """A budget the team shares is spent: the run stops before its next model request. The
     message is one line naming the budget (pydantic-ai's usage-limit hint is not added: it is
     about the run's own limits)."""
