@@ -300,64 +300,73 @@ class GrantBook:
         holds now (a program may give the broker another store before serving)."""
         self._clock = clock
         self._lock = threading.Lock()
+        self.admitting: Admitting = _none
         self._bind()
 
     def _bind(self) -> None:
-        self._held = getattr(self._source, "store", None)
-        found = getattr(self._held, "grants", None)
+        """Read the grants of the store the source holds now, through a new :meth:`admitting`
+        (a closure over its state: the gate asks it before every call a grant may cover)."""
+        held = getattr(self._source, "store", None)
+        found = getattr(held, "grants", None)
         store = found if isinstance(found, GrantStore) else None
         self.store = store
-        self._stamp: object = _UNREAD
-        self._by_key: dict[tuple[str, str], tuple[_Entry, ...]] = {}
-        self._read_stamp = store.stamp if store is not None else _no_stamp
-        self._confirmed = None if store is None or store.fresh else store.live
-        """Asked before a grant is used, where the stamp cannot be trusted alone (None: it
-        can)."""
+        read_stamp = store.stamp if store is not None else _no_stamp
+        confirmed = None if store is None or store.fresh else store.live
+        clock, source, lock = self._clock, self._source, self._lock
+        seen: list[object] = [_UNREAD]  # the stamp the grants were read at
+        kept: list[dict[tuple[str, str], tuple[_Entry, ...]]] = [{}]  # by (principal, tool)
 
-    def admitting(
-        self,
-        principal: str,
-        tool_id: str,
-        args: Mapping[str, Any],
-        each: Mapping[str, Sequence[Any]],
-        session: str | None,
-    ) -> Grant | None:
-        """The live grant covering this call (None: none does, and a human is asked)."""
-        if self._source.store is not self._held:
-            self._bind()
-        stamp = self._read_stamp()
-        if stamp != self._stamp:
-            self._reload(stamp)
-        found = self._by_key.get((principal, tool_id))
-        if not found:
-            return None
-        now = self._clock()
-        confirmed = self._confirmed
-        for expires_at, only, grant, covers in found:
-            if expires_at <= now or (only and only != session) or not covers(args, each):
-                continue
-            if confirmed is None or confirmed(grant.grant_id, now):
-                return grant
-        return None
+        def reload(stamp: object) -> None:
+            with lock:
+                if stamp == seen[0] or store is None:
+                    return
+                by_key: dict[tuple[str, str], list[_Entry]] = {}
+                for grant in store.listing(clock(), limit=MAX_GRANTS):
+                    if grant.created_by == grant.principal:  # never its own approver
+                        continue
+                    entry = (grant.expires_at, grant.session, grant, _matcher(grant.pattern))
+                    by_key.setdefault((grant.principal, grant.tool_id), []).append(entry)
+                kept[0] = {key: tuple(entries) for key, entries in by_key.items()}
+                seen[0] = stamp  # read before the grants: a change meanwhile reads them again
 
-    def _reload(self, stamp: object) -> None:
-        with self._lock:
-            if stamp == self._stamp or self.store is None:
-                return
-            by_key: dict[tuple[str, str], list[_Entry]] = {}
-            for grant in self.store.listing(self._clock(), limit=MAX_GRANTS):
-                if grant.created_by == grant.principal:  # never its own approver
+        def admitting(
+            principal: str,
+            tool_id: str,
+            args: Mapping[str, Any],
+            each: Mapping[str, Sequence[Any]],
+            session: str | None,
+        ) -> Grant | None:
+            """The live grant covering this call (None: none does, and a human is asked)."""
+            if source.store is not held:
+                self._bind()
+                return self.admitting(principal, tool_id, args, each, session)
+            stamp = read_stamp()
+            if stamp != seen[0]:
+                reload(stamp)
+            found = kept[0].get((principal, tool_id))
+            if not found:
+                return None
+            now = clock()
+            for expires_at, only, grant, covers in found:
+                if expires_at <= now or (only and only != session) or not covers(args, each):
                     continue
-                key = (grant.principal, grant.tool_id)
-                entry = (grant.expires_at, grant.session, grant, _matcher(grant.pattern))
-                by_key.setdefault(key, []).append(entry)
-            self._by_key = {key: tuple(found) for key, found in by_key.items()}
-            self._stamp = stamp  # read before the grants: a change meanwhile reads them again
+                if confirmed is None or confirmed(grant.grant_id, now):
+                    return grant
+            return None
+
+        self.admitting = admitting
 
 
+Admitting = Callable[
+    [str, str, Mapping[str, Any], Mapping[str, Sequence[Any]], str | None], Grant | None
+]
 _Entry = tuple[float, str, Grant, Covers]
 """A grant as the book keeps it: its expiry, its session ("" for any), itself, its test."""
 _UNREAD = object()
+
+
+def _none(*_: Any) -> Grant | None:
+    return None
 
 
 def _no_stamp() -> object:
