@@ -29,6 +29,7 @@ SCRIPTS = [
     "deferred",
     "resume",
     "mcp_results",
+    "grants",
 ]
 
 

@@ -37,6 +37,8 @@ kept because callers catch that built-in type. The module each class lives in is
     ├── ResultTooDeep                           governance.redaction.scanner
     ├── OpaqueResult                            governance.redaction.scanner
     ├── ApprovalTimedOut                        governance.approvals.types
+    ├── GrantError (ValueError)                 governance.approvals.grants
+    ├── BudgetExceeded (UsageLimitExceeded)     governance.toolset.budget
     ├── InvalidArguments (ValueError)           governance.capability
     ├── ActorSystemUnavailable                  runtime.system
     ├── DeferredFailed                          runtime.deferred

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from toolcards.runtime.events import EventLog
     from toolcards.runtime.messaging import MemberInfo, MemberMessage
     from toolcards.runtime.profiles import RoleProfile
-    from toolcards.stores.base import StateNamespace
+    from toolcards.stores.base import BudgetStore, StateNamespace
 
 A = TypeVar("A")
 
@@ -98,6 +98,10 @@ class TeamHost(ActorHost, Protocol):
     @property
     def trust(self) -> HostTrust:
         """What the host lets a stored profile choose on this host (``Team(trust=...)``)."""
+
+    @property
+    def budgets(self) -> BudgetStore:
+        """Where the members' budgets are counted."""
 
     def check_running(self) -> None:
         """Raise ``TeamStopped`` when the team is stopped."""

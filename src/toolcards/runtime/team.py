@@ -27,7 +27,8 @@ from toolcards.runtime.observer import TeamObserver
 from toolcards.runtime.system import ActorSystem
 from toolcards.runtime.tool_actors import ToolActors, is_remote
 from toolcards.runtime.worker import Lifecycle
-from toolcards.stores.base import StateNamespace
+from toolcards.stores.base import BudgetStore, StateNamespace
+from toolcards.stores.memory import MemoryBudgets
 
 if TYPE_CHECKING:
     from toolcards.governance.approvals.broker import Approver
@@ -69,8 +70,9 @@ class Team:
     Agent members: ``profiles`` are the :class:`RoleProfile` s that :meth:`hire` draws from;
     with a ``policy``, every member's tools are governed, their decisions written to ``audit``
     and approval-required calls put to ``approver`` (an async ``(ApprovalRequest) -> bool``;
-    without one they are refused). :meth:`spawn` starts any named actor (names without ``#`` are
-    members, stopped in the first teardown phase) and :meth:`stop_actor` stops one.
+    without one they are refused); the policy's budgets are counted in ``budgets``.
+    :meth:`spawn` starts any named actor (names without ``#`` are members, stopped in the first
+    teardown phase) and :meth:`stop_actor` stops one.
 
     What a resumed team reads back from its store (a tool actor's recorded config, a member's
     stored profile) is data: a field of it that reaches the host (a URL that receives the
@@ -91,6 +93,7 @@ class Team:
         policy: Policy | None = None,
         audit: AuditLog | None = None,
         approver: Approver | None = None,
+        budgets: BudgetStore | None = None,
         system: ActorSystem | str | None = None,
         durable: bool = False,
         stop_timeout: float = 5.0,
@@ -111,6 +114,10 @@ class Team:
         self.policy = policy
         self.audit = audit
         self.approver = approver
+        self.budgets: BudgetStore = budgets if budgets is not None else MemoryBudgets(team_id)
+        """Where the members' budgets are counted (see ``policy``'s ``budgets:``): this
+        process's memory by default; a store every process of the team opens
+        (``toolcards.stores.open.open_budgets``) to share them."""
         self.stop_timeout = stop_timeout
         self._lock = threading.RLock()
         self._observers: dict[str, TeamObserver] = {}
@@ -303,6 +310,7 @@ class Team:
             policy=self.policy,
             audit=self.audit,
             approver=self.approver,
+            budgets=None if isinstance(self.budgets, MemoryBudgets) else self.budgets,
         )
         factory.check_portable()
         system.spawn(name, factory)

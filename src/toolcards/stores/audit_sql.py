@@ -45,6 +45,7 @@ CREATE TABLE IF NOT EXISTS audit (
     team_id TEXT NOT NULL DEFAULT '',
     approved_args_digest TEXT,
     hook TEXT,
+    grant_id TEXT,
     row_key TEXT,
     chain_seq BIGINT,
     chain_digest TEXT
@@ -58,7 +59,8 @@ CREATE TABLE IF NOT EXISTS audit_chain (
 INDEXES = """
 CREATE INDEX IF NOT EXISTS audit_team_principal_ts ON audit(team_id, principal, ts);
 CREATE INDEX IF NOT EXISTS audit_team_tool_ts ON audit(team_id, tool, ts);
-CREATE INDEX IF NOT EXISTS audit_team_ts ON audit(team_id, ts)
+CREATE INDEX IF NOT EXISTS audit_team_ts ON audit(team_id, ts);
+CREATE INDEX IF NOT EXISTS audit_team_grant ON audit(team_id, grant_id)
 """
 MIGRATION = TeamColumn(
     "audit",
@@ -66,6 +68,7 @@ MIGRATION = TeamColumn(
     added=(
         ("approved_args_digest", "TEXT"),
         ("hook", "TEXT"),
+        ("grant_id", "TEXT"),
         ("row_key", "TEXT"),
         ("chain_seq", "BIGINT"),
         ("chain_digest", "TEXT"),
@@ -73,12 +76,13 @@ MIGRATION = TeamColumn(
 )
 """Tables written before gain the team, the digest of an approver's edited arguments (NULL
 in older rows: they ran as called), the guardrail hook that refused or changed a call, the
-row's key and its place in the team's chain (NULL in older rows: the chain starts after
-them)."""
+grant (a remembered approval) that let it run, the row's key and its place in the team's
+chain (NULL in older rows: the chain starts after them)."""
 
 COLUMNS = (
     "ts, principal, principal_type, roles, surface, tool, call_id, args_digest, args, "
-    "decision, reason, outcome, duration_ms, error, approved_args_digest, hook, row_key"
+    "decision, reason, outcome, duration_ms, error, approved_args_digest, hook, grant_id, "
+    "row_key"
 )
 WIDTH = COLUMNS.count(",") + 1
 """Values in a row (a row kept by an older version may have fewer: the later ones are NULL)."""

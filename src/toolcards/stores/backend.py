@@ -13,7 +13,7 @@ from toolcards.stores.errors import StoreError
 from toolcards.stores.location import ENTRY_POINT_GROUP, StoreLocation, backend_class
 
 if TYPE_CHECKING:
-    from toolcards.stores.base import Store
+    from toolcards.stores.base import BudgetStore, Store
     from toolcards.stores.call_results import CallResults
     from toolcards.stores.governance import ApprovalStore, AuditTable, RateLimits
     from toolcards.stores.tasks import SqlTasks
@@ -46,6 +46,10 @@ class StoreBackend(ABC):
     def rate_limits(self, where: StoreLocation, team_id: str | None) -> tuple[RateLimits, Closer]:
         """One team's token buckets, and how to close them."""
         raise self.keeps_no(where, "rate limits")
+
+    def budgets(self, where: StoreLocation, team_id: str | None) -> tuple[BudgetStore, Closer]:
+        """One team's budget counters, and how to close them."""
+        raise self.keeps_no(where, "budgets")
 
     def tasks(self, where: StoreLocation, team_id: str | None) -> SqlTasks:
         """One team's MCP task rows (close them when done)."""

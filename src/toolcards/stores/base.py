@@ -34,7 +34,16 @@ from toolcards.stores.errors import (
     UnknownStoreScheme,
     UnstorableText,
 )
-from toolcards.stores.governance import ApprovalStore, AuditTable, Binding, Limit, RateLimits
+from toolcards.stores.governance import (
+    ApprovalStore,
+    AuditTable,
+    Binding,
+    BudgetStore,
+    GrantStore,
+    Limit,
+    RateLimits,
+    Spend,
+)
 from toolcards.stores.rows import (
     DEFAULT_TEAM,
     EVENT_ENVELOPE_COLUMNS,
@@ -59,14 +68,17 @@ __all__ = [
     "ApprovalStore",
     "AuditTable",
     "Binding",
+    "BudgetStore",
     "Compaction",
     "DatabaseClosed",
     "DatabaseUnavailable",
     "EventRow",
     "EventStore",
+    "GrantStore",
     "Limit",
     "RateLimits",
     "SchemaTooNew",
+    "Spend",
     "StateNamespace",
     "StateStore",
     "Store",

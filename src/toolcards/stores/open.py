@@ -15,6 +15,7 @@ from toolcards.stores.backend import Closer, backend_of
 from toolcards.stores.base import (
     ApprovalStore,
     AuditTable,
+    BudgetStore,
     RateLimits,
     Store,
 )
@@ -68,6 +69,13 @@ def open_call_results(location: Location, team_id: str | None = None) -> CallRes
     return backend_of(where).call_results(where, team_id)
 
 
+def open_budgets(location: Location, team_id: str | None = None) -> tuple[BudgetStore, Closer]:
+    """One team's budget counters at ``location`` and how to close them: a SQLite file or a
+    PostgreSQL database every process of the team opens (``:memory:``: this process only)."""
+    where = StoreLocation.parse(location)
+    return backend_of(where).budgets(where, team_id)
+
+
 @dataclass
 class Stores:
     """Every store of one team at one location; :meth:`close` releases them."""
@@ -78,6 +86,7 @@ class Stores:
     audit: AuditTable
     approvals: ApprovalStore
     rate_limits: RateLimits
+    budgets: BudgetStore
     _closers: list[Callable[[], Any]] = field(default_factory=list, repr=False)
 
     def close(self) -> None:
@@ -94,7 +103,7 @@ class Stores:
 
 
 def open_stores(location: Location, team_id: str | None = None, *, sync: bool = True) -> Stores:
-    """The four stores of ``team_id`` at ``location`` (a PostgreSQL store needs it; a SQLite
+    """The stores of ``team_id`` at ``location`` (a PostgreSQL store needs it; a SQLite
     one defaults to its file's team). With SQLite the team store is the file itself and the
     governance tables live in ``<file>.governance.db`` beside it (the team store's file has one
     writing process; the governance tables have many)."""
@@ -114,9 +123,12 @@ def open_stores(location: Location, team_id: str | None = None, *, sync: bool = 
         limits, close_limits = open_rate_limits(where, team_id)
         if close_limits is not None:
             closers.append(close_limits)
+        spent, close_budgets = open_budgets(beside, team_id)
+        if close_budgets is not None:
+            closers.append(close_budgets)
     except BaseException:
         for closer in reversed(closers):
             with contextlib.suppress(Exception):
                 closer()
         raise
-    return Stores(where, audit.team_id, state, audit, approvals, limits, closers)
+    return Stores(where, audit.team_id, state, audit, approvals, limits, spent, closers)

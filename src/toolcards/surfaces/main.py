@@ -27,6 +27,8 @@ _CLI_FILES = (
     "cli/state.py",
     "cli/options.py",
     "cli/approvals.py",
+    "cli/budgets.py",
+    "cli/grants.py",
     "cli/init.py",
     "dashboard/cli.py",
 )

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from toolcards.governance.policy.policy import Policy
     from toolcards.runtime.system import ActorSystem
     from toolcards.runtime.team import Team
-    from toolcards.stores.base import RateLimits
+    from toolcards.stores.base import BudgetStore, RateLimits
     from toolcards.stores.tasks import SqlTasks
     from toolcards.surfaces.approval import ApprovalChannel
 
@@ -241,6 +241,7 @@ class SurfaceRuntime:
                 approvals=shared.approvals,
                 rate_limiter=shared.rate_limiter,
                 hooks=hooks,
+                budgets=shared.budgets,
             )
         except BaseException:
             for closer in reversed(owned):
@@ -372,6 +373,7 @@ def _executor(
     approvals: ApprovalBroker | None = None,
     rate_limiter: RateLimits | None = None,
     hooks: Sequence[ToolHook] = (),
+    budgets: BudgetStore | None = None,
 ) -> Executor:
     from toolcards.governance.executor.pipeline import Executor
 
@@ -383,6 +385,7 @@ def _executor(
         rate_limiter=rate_limiter,
         timeout=timeout,
         hooks=hooks,
+        budgets=budgets,
     )
 
 

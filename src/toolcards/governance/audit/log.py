@@ -68,6 +68,8 @@ class AuditRecord(NamedTuple):
     approved_args_digest: str | None = None
     hook: str | None = None
     """The guardrail that refused the call, or those that changed it (comma-separated)."""
+    grant_id: str | None = None
+    """The grant (a remembered approval) that let the call run, or that a row is about."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,9 @@ class AuditEntry:
     changed its arguments or its result (comma-separated; see :mod:`.guardrails`)."""
     key: str | None = None
     """The row's own key, made with the row: a row written again is found by it."""
+    grant_id: str | None = None
+    """The grant that let the call run without asking anyone (a remembered approval), or the
+    grant a ``grant_created``/``grant_revoked`` row is about."""
 
 
 def _rest(rec: AuditRecord, key: str) -> tuple[tuple[Any, ...], str]:
@@ -125,6 +130,7 @@ def _rest(rec: AuditRecord, key: str) -> tuple[tuple[Any, ...], str]:
         redactor.text(rec.error) if rec.error else None,
         rec.approved_args_digest,
         redactor.text(rec.hook) if rec.hook else None,
+        rec.grant_id,
         key,
         digest,
     )
@@ -380,11 +386,13 @@ class AuditLog:
         limit: int = 100,
         before: int | None = None,
         call_id: str | None = None,
+        grant_id: str | None = None,
     ) -> list[AuditEntry]:
         """Entries matching every given filter, oldest first (at most ``limit``, newest kept).
 
         ``before`` keeps entries whose ``id`` is below it: the next page back from a page whose
-        oldest entry has that id. Nothing found where the team has no row at all: see
+        oldest entry has that id. ``grant_id``: the calls a grant let through, and its own
+        rows (made, revoked). Nothing found where the team has no row at all: see
         :meth:`elsewhere`."""
         self._caught_up()
         where: list[str] = []
@@ -395,6 +403,7 @@ class AuditLog:
             ("decision", decision),
             ("outcome", outcome),
             ("call_id", call_id),
+            ("grant_id", grant_id),
         ):
             if value is not None:
                 where.append(f"{column} = ?")
@@ -475,7 +484,7 @@ def _ts(value: float | datetime) -> float:
 
 def _entry(row: Iterable[Any]) -> AuditEntry:
     (rid, ts, principal, ptype, roles, surface, tool, call_id, digest, args, decision, reason,
-     outcome, duration, error, approved, hook, key) = row  # fmt: skip
+     outcome, duration, error, approved, hook, grant_id, key) = row  # fmt: skip
     return AuditEntry(
         id=rid,
         ts=ts,
@@ -494,6 +503,7 @@ def _entry(row: Iterable[Any]) -> AuditEntry:
         error=error,
         approved_args_digest=approved,
         hook=hook,
+        grant_id=grant_id,
         key=key,
     )
 

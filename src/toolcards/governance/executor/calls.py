@@ -41,7 +41,12 @@ from toolcards.governance.audit.log import AuditEntry, AuditLog, AuditRecord
 from toolcards.governance.capability import Invoke, ToolCapability
 from toolcards.governance.outcomes import Outcome
 from toolcards.governance.policy.policy import Decision
-from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor, args_digest
+from toolcards.governance.redaction.redactor import (
+    DEFAULT_REDACTOR,
+    Redactor,
+    args_digest,
+    canonical_json,
+)
 from toolcards.governance.telemetry import Telemetry
 
 log = logging.getLogger("toolcards.governance.executor")
@@ -66,6 +71,22 @@ _CLOCK_SKEW = 3600.0  # seconds: a row's time is its writer's clock, a claim's a
 _NOT_ENDINGS = frozenset({"needs_approval"})  # a call waiting for approval has not ended
 
 
+@dataclass(frozen=True, slots=True)
+class ApprovedEdit:
+    """The arguments an approver granted in place of the caller's, as they ran: ``args``
+    (canonical), their ``digest`` and ``shown`` (their canonical JSON redacted as the audit
+    trail keeps it: what the caller is told)."""
+
+    args: dict[str, Any]
+    digest: str
+    shown: str
+
+    @property
+    def note(self) -> str:
+        """What the caller is told: its call ran with other arguments than it sent."""
+        return f"approved with edited arguments: {self.shown}"
+
+
 @dataclass(slots=True)
 class ExecutionResult:
     """What happened to one call.
@@ -84,10 +105,19 @@ class ExecutionResult:
     approval: ApprovalRequest | None = None
     call_id: str | None = None
     """The id every audit row of the call carries (the surface's, or one made at its start)."""
+    edit: ApprovedEdit | None = None
+    """Set when an approver's edit of the arguments ran in place of the caller's: every
+    surface tells the caller so (:attr:`ApprovedEdit.note`)."""
+    grant_id: str | None = None
+    """The grant (a remembered approval) that let the call run without asking anyone."""
 
     @property
     def ok(self) -> bool:
         return self.outcome is Outcome.OK
+
+    def told(self, text: str) -> str:
+        """``text`` as the caller reads it: after the note of an approver's edit, if any."""
+        return text if self.edit is None else f"{self.edit.note}\n{text}"
 
 
 @dataclass(slots=True, eq=False)
@@ -125,6 +155,11 @@ class Call:
     """An approver's edit of the arguments, to check and run once the approval is granted."""
     timeout: float | None = None
     """Seconds the hooks and the tool may take together (None: no limit)."""
+    session: str | None = None
+    """The session the call comes from (a pydantic-ai conversation, an MCP session): a grant
+    may be limited to it."""
+    run_id: str | None = None
+    """The run the call belongs to (a pydantic-ai run; else its session): per-run budgets."""
 
     # -- where it stands ------------------------------------------------------------------
     decision: Decision | None = None
@@ -135,6 +170,12 @@ class Call:
     called_digest: str | None = None
     """Set once an edit applies (``args`` are then the edit): the digest of the arguments as
     called, which every row of the call keeps."""
+    edit_runs: bool = False
+    """The approver's edit passed its checks: ``args`` are what runs, and the caller is told."""
+    each: Mapping[str, tuple[Any, ...]] | None = None
+    """Every canonical path of a call that names several (see ``PathArgs.resolve``)."""
+    grant_id: str | None = None
+    """The grant (a remembered approval) that let the call run without asking anyone."""
     span: Any = None
     instruments: telemetry.Instruments | None = None
     key: int | None = None
@@ -187,6 +228,10 @@ class CallBook:
         surface maps."""
         if outcome is not Outcome.OK and error is None:
             error = message
+        edit = None
+        if call.edit_runs:  # an approver's edit ran in place of the call: the caller is told
+            shown = canonical_json(call.redactor.value(call.args, call.sensitive))
+            edit = ApprovedEdit(dict(call.args), args_digest(call.args), shown)
         self.end(call, audited or outcome.value, error, outcome.value)
         return ExecutionResult(
             outcome,
@@ -197,6 +242,8 @@ class CallBook:
             retry_after=retry_after,
             approval=approval,
             call_id=call.call_id,
+            edit=edit,
+            grant_id=call.grant_id,
         )
 
     def ended_by(self, call: Call, exc: BaseException) -> None:
@@ -272,6 +319,7 @@ class CallBook:
                 hook=call.hook,
                 args_digest=call.called_digest,  # an edit ran: the digest as called stays
                 approved_args_digest=None if call.called_digest is None else args_digest(call.args),
+                grant_id=call.grant_id,
             )
         )
 

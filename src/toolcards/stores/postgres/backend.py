@@ -4,12 +4,13 @@ database, shared by every process and machine that opens it."""
 from __future__ import annotations
 
 from toolcards.stores.backend import Closer, StoreBackend
-from toolcards.stores.base import ApprovalStore, RateLimits
+from toolcards.stores.base import ApprovalStore, BudgetStore, RateLimits
 from toolcards.stores.location import StoreLocation
 from toolcards.stores.postgres.call_results import PostgresCallResults
 from toolcards.stores.postgres.governance import (
     PostgresApprovalStore,
     PostgresAuditTable,
+    PostgresBudgets,
     PostgresRateLimiter,
 )
 from toolcards.stores.postgres.tasks import PostgresTasks
@@ -38,6 +39,10 @@ class PostgresBackend(StoreBackend):
     def rate_limits(self, where: StoreLocation, team_id: str | None) -> tuple[RateLimits, Closer]:
         limiter = PostgresRateLimiter(where.target, team_id)
         return limiter, limiter.close
+
+    def budgets(self, where: StoreLocation, team_id: str | None) -> tuple[BudgetStore, Closer]:
+        store = PostgresBudgets(where.target, team_id)
+        return store, store.close
 
     def tasks(self, where: StoreLocation, team_id: str | None) -> PostgresTasks:
         return PostgresTasks(where.target, team_id)

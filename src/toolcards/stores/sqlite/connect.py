@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 BUSY_TIMEOUT = 10.0
@@ -62,3 +65,17 @@ def enable_wal(db: sqlite3.Connection, timeout: float = BUSY_TIMEOUT) -> None:
                 raise
         time.sleep(pause)  # a bounded backoff: the other opener holds the lock for moments
         pause = min(pause * 2, 0.2)
+
+
+@contextmanager
+def immediate(db: sqlite3.Connection, lock: threading.Lock) -> Iterator[sqlite3.Connection]:
+    """One write transaction on ``db`` (this process's users serialised by ``lock``), taken up
+    front, so that a read-then-write is atomic across processes."""
+    with lock:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")

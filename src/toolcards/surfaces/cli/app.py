@@ -9,7 +9,8 @@ so ``--help`` starts fast.
 
 Exit codes: 0 ok · 1 tool failure (or the store is in use) · 2 usage or config error ·
 3 denied · 4 invalid input · 5 needs approval / approval refused · 6 rate limited ·
-7 unknown tool · 8 policy error (the policy file never loaded) · 9 refused by a guardrail.
+7 unknown tool · 8 policy error (the policy file never loaded) · 9 refused by a guardrail ·
+10 over budget.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ app = typer.Typer(
     epilog=(
         "Exit codes: 0 ok, 1 tool failure, 2 usage or config error, 3 denied, 4 invalid input, "
         "5 needs approval or refused, 6 rate limited, 7 unknown tool, 8 policy error, "
-        "9 refused by a guardrail."
+        "9 refused by a guardrail, 10 over budget."
     ),
 )
 app.add_typer(audit_app, name="audit")
@@ -167,7 +168,11 @@ def hash_token_cmd(
 
 
 from toolcards.surfaces.cli.approvals import register as _register_approvals  # noqa: E402
+from toolcards.surfaces.cli.budgets import register as _register_budgets  # noqa: E402
+from toolcards.surfaces.cli.grants import register as _register_grants  # noqa: E402
 from toolcards.surfaces.cli.init import register as _register_init  # noqa: E402
 
 _register_approvals(app)
+_register_budgets(app)
+_register_grants()
 _register_init(app)

@@ -144,13 +144,22 @@ def audit_query(
     since: Annotated[str | None, typer.Option(help="30s, 10m, 2h, 1d or ISO time.")] = None,
     limit: Annotated[int, typer.Option(min=1, max=100_000)] = 100,
     team: TeamOpt = None,
+    grant: Annotated[
+        str | None, typer.Option("--grant", help="The calls a grant let run, and its rows.")
+    ] = None,
 ) -> None:
     """Audit entries matching every given filter."""
     state = state_of(ctx, config)
     start = _since(since)
     audit = _audit_log(ctx, state, team)
     entries = audit.query(
-        principal=principal, tool=tool, decision=decision, outcome=outcome, since=start, limit=limit
+        principal=principal,
+        tool=tool,
+        decision=decision,
+        outcome=outcome,
+        since=start,
+        limit=limit,
+        grant_id=grant,
     )
     _show_entries(state, entries, audit)
 

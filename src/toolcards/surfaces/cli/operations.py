@@ -90,6 +90,8 @@ async def call_data(
         data["message"] = view.message
     else:
         data["value"] = to_jsonable_python(result.value, fallback=str)
+    if result.edit is not None:  # an approver's edit ran: said beside the value
+        data["note"] = result.edit.note
     return data
 
 

@@ -7,8 +7,9 @@
 
 Routes: ``/`` (every panel), ``/login`` and ``/logout``, ``/panel/<name>`` (one panel's HTML,
 for live refresh), ``/events`` (Server-Sent Events), ``/approvals/<id>`` (one pending request
-in full), ``POST /approvals/<id>/grant|deny`` and ``/static/...``. Everything but the
-sign-in page and static assets needs a session.
+in full), ``POST /approvals/<id>/grant|deny`` (a grant may be remembered for later calls),
+``POST /grants/<id>/revoke`` and ``/static/...``. Everything but the sign-in page and static
+assets needs a session.
 """
 
 from __future__ import annotations
@@ -44,7 +45,14 @@ from toolcards.governance.approvals.view import escape_hidden, is_approver
 from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor, canonical_json
 from toolcards.surfaces.dashboard import views
 from toolcards.surfaces.dashboard.filters import FILTERS
-from toolcards.surfaces.dashboard.inbox import BINDING, Decided, decide_shown, read_decision
+from toolcards.surfaces.dashboard.inbox import (
+    BINDING,
+    Decided,
+    decide_shown,
+    read_decision,
+    remember_of,
+    revoke_grant,
+)
 from toolcards.surfaces.dashboard.live import LiveHub
 from toolcards.surfaces.dashboard.security import (
     LOOPBACK_HOSTS,
@@ -67,11 +75,12 @@ from toolcards.surfaces.http.tokens import TokenTable
 if TYPE_CHECKING:
     from toolcards.governance.approvals.broker import ApprovalBroker
     from toolcards.governance.audit.log import AuditLog
+    from toolcards.governance.executor.budget import BudgetLine
     from toolcards.runtime.team import Team
 
 HERE = Path(__file__).parent
 MAX_FORM = 64 * 1024
-PANELS = ("team", "approvals", "audit", "events")
+PANELS = ("team", "approvals", "budgets", "audit", "events")
 """The dashboard's own panels; cards add theirs (views with a panel: see core.views)."""
 SURFACE = "dashboard"
 
@@ -87,7 +96,8 @@ class Dashboard:
     An approver sees the exact arguments of a pending call (hidden characters escaped);
     anyone else sees them redacted. The plan and the live events are redacted for everyone
     with ``redactor`` (default: the team policy's). ``policy_error`` says why the policy file
-    does not load (None while it does): the page then shows it in a banner.
+    does not load (None while it does): the page then shows it in a banner. ``budgets``
+    reports what the team's budgets spent and have left (the Budgets panel).
     """
 
     def __init__(
@@ -106,6 +116,7 @@ class Dashboard:
         throttle: SignInThrottle | None = None,
         policy_error: Callable[[], str | None] | None = None,
         views: Iterable[CardView] | None = None,
+        budgets: Callable[[], list[BudgetLine]] | None = None,
     ) -> None:
         self.team = team
         known = registered_views() if views is None else views
@@ -120,6 +131,7 @@ class Dashboard:
         self.limits = limits or HttpLimits()
         self.throttle = throttle or SignInThrottle()
         self.policy_error = policy_error or _no_error
+        self.budgets = budgets
         self.hub = LiveHub(team, approvals, self.redactor)
         self.host = host
         self.title = title or (f"team {team.team_id}" if team is not None else "toolcards")
@@ -154,6 +166,7 @@ class Dashboard:
                     Route("/approvals/{approval_id}", self.approval_page, methods=["GET"]),
                     Route("/approvals/{approval_id}/{decision}", self.decide, methods=["POST"]),
                     Route("/static/views/{name}.js", self.panel_script),
+                    Route("/grants/{grant_id}/revoke", self.revoke, methods=["POST"]),
                     Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
                 ],
                 lifespan=self.lifespan,
@@ -203,6 +216,8 @@ class Dashboard:
             return views.approvals_view(self.approvals, exact=self._can_approve(session))
         if name == "audit":
             return views.audit_view(self.audit, views.AuditFilters.from_query(params))
+        if name == "budgets":
+            return views.budgets_view(self.budgets)
         return views.events_view(self.team, redactor=self.redactor)
 
     def _can_approve(self, session: Session) -> bool:
@@ -383,6 +398,8 @@ class Dashboard:
         if decision not in ("grant", "deny") or self.approvals is None:
             return _text("no such action", 404)
         shown = tuple(form.get(k, "") for k in BINDING)
+        remember, unreadable = remember_of(form) if decision == "grant" else (None, None)
+        bad = bad or unreadable
         decided = (
             Decided(422, bad)
             if bad is not None
@@ -394,14 +411,20 @@ class Dashboard:
                 shown,
                 decision == "grant",
                 edit,
+                remember,
             )
         )
         status, message = decided.status, decided.message
         if wants_json:
-            answer = {"ok": status == 200, "message": message}
+            answer: dict[str, Any] = {"ok": status == 200, "message": message}
             if decided.runs is not None:
                 answer |= {"runs": decided.runs, "approved_args_digest": decided.runs_digest}
+            if decided.grant is not None:
+                answer["grant"] = decided.grant
             return JSONResponse(answer, status_code=status)
+        if status == 200 and decided.grant is not None:  # the grant, exactly as it will match
+            return self.render("remembered.html", message=message, grant=decided.grant,
+                               **self._who(session))  # fmt: skip
         if status == 200 and decided.runs is not None:  # what will run, shown whole
             pieces = escape_hidden(canonical_json(decided.runs))
             context: dict[str, Any] = {"message": message, "digest": decided.runs_digest}
@@ -409,6 +432,27 @@ class Dashboard:
         if status == 200:
             return RedirectResponse("/#approvals", status_code=303)
         return self.render("error.html", status, message=message, **self._who(session))
+
+    async def revoke(self, request: Request) -> Response:
+        """Revoke a grant (an approver's, checked and audited by the broker)."""
+        session = self._session(request)
+        if session is None:
+            return _text("sign in first", 401)
+        form = await _form(request)
+        if not self._csrf_ok(request, session, form):
+            return _text("missing or wrong CSRF token", 403)
+        if self.approvals is None:
+            return _text("no such action", 404)
+        decided = await anyio.to_thread.run_sync(
+            revoke_grant, self.approvals, session.identity, request.path_params["grant_id"]
+        )
+        if "application/json" in request.headers.get("accept", ""):
+            answer = {"ok": decided.status == 200, "message": decided.message}
+            return JSONResponse(answer, status_code=decided.status)
+        if decided.status == 200:
+            return RedirectResponse("/#approvals", status_code=303)
+        return self.render("error.html", decided.status, message=decided.message,
+                           **self._who(session))  # fmt: skip
 
 
 async def _form(request: Request) -> dict[str, str]:

@@ -10,7 +10,7 @@ import datetime as dt
 import json
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +18,8 @@ from pydantic_core import to_jsonable_python
 
 from toolcards.core.approvals import ApprovalState
 from toolcards.core.events import LIFECYCLE_DISPLAY
+from toolcards.core.grants import Grant
+from toolcards.governance.approvals.grants import describe
 from toolcards.governance.approvals.view import arguments_view
 from toolcards.governance.audit.log import other_teams_line
 from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from toolcards.core.events import ToolStateEvent
     from toolcards.governance.approvals.broker import ApprovalBroker, ApprovalRequest
     from toolcards.governance.audit.log import AuditEntry, AuditLog
+    from toolcards.governance.executor.budget import BudgetLine
     from toolcards.runtime.team import Team
     from toolcards.stores.audit_chain import ChainReport
 
@@ -168,30 +171,58 @@ def events_view(
 
 def approval_item(request: ApprovalRequest, now: float, *, exact: bool) -> dict[str, Any]:
     """One request as the inbox shows it: its exact arguments for an approver (``exact``),
-    else the redacted copy (see :mod:`toolcards.governance.approvals.view`)."""
+    else the redacted copy (see :mod:`toolcards.governance.approvals.view`); for an approver,
+    each argument (``fields``) for a grant that remembers the decision."""
+    view = arguments_view(request, exact=exact)
+    given = request.exact_args if exact and view.grantable else None
+    fields = [
+        {"name": name, "glob": value if isinstance(value, str) else ""}
+        for name, value in sorted((given or {}).items())
+    ]
     return {
         "approval_id": request.approval_id,
         "call_id": request.call_id,
         "tool": request.tool_id,
         "principal": request.principal,
         "args_digest": request.args_digest,
-        "args": arguments_view(request, exact=exact),
+        "args": view,
         "reason": request.reason,
         "surface": request.surface,
+        "session": request.session,
+        "fields": fields,
         "age": max(0.0, now - request.created_at) if request.created_at else None,
         "expires_in": max(0.0, request.expires_at - now),
     }
 
 
+def grant_item(grant: Grant, now: float) -> dict[str, Any]:
+    """One live grant as the inbox shows it: exactly as it will match."""
+    return {
+        "grant_id": grant.grant_id,
+        "principal": grant.principal,
+        "tool": grant.tool_id,
+        "matches": describe(grant),
+        "pattern": grant.pattern_json,
+        "session": grant.session,
+        "created_by": grant.created_by,
+        "expires_in": max(0.0, grant.expires_at - now),
+    }
+
+
 def approvals_view(broker: ApprovalBroker | None, *, exact: bool = False) -> dict[str, Any]:
-    """The requests waiting for a decision; ``exact``: as an approver sees them."""
+    """The requests waiting for a decision and the live grants; ``exact``: as an approver
+    sees them (a grant's pattern holds exact argument values: only an approver sees it)."""
     if broker is None:
-        return {"available": False, "pending": []}
+        return {"available": False, "pending": [], "grants": [], "grant_count": 0}
     now = time.time()
+    grants = broker.grants()
     return {
         "available": True,
         "pending": [approval_item(r, now, exact=exact) for r in broker.pending()],
         "role": broker.approver_role,
+        "grants": [grant_item(g, now) for g in grants] if exact else [],
+        "grant_count": len(grants),
+        "keeps_grants": broker.grant_store is not None,
     }
 
 
@@ -202,7 +233,22 @@ def one_approval_view(
     request = broker.get(approval_id) if broker is not None else None
     if broker is None or request is None or broker.state(request) is not ApprovalState.PENDING:
         return None
-    return {"item": approval_item(request, time.time(), exact=exact), "role": broker.approver_role}
+    return {
+        "item": approval_item(request, time.time(), exact=exact),
+        "role": broker.approver_role,
+        "keeps_grants": broker.grant_store is not None,
+    }
+
+
+# -- budgets ---------------------------------------------------------------------------------
+
+
+def budgets_view(report: Callable[[], list[BudgetLine]] | None) -> dict[str, Any]:
+    """What each budget of the team spent and has left (``report`` reads the counters)."""
+    if report is None:
+        return {"available": False, "lines": []}
+    lines = report()
+    return {"available": True, "lines": [line.as_dict() for line in lines]}
 
 
 # -- audit -----------------------------------------------------------------------------------

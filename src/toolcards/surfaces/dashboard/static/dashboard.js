@@ -23,14 +23,15 @@
     return "/panel/" + name;
   }
 
-  // A panel is not replaced under the person's hands: not while it holds an open edit form
-  // (an approver editing a call's arguments; refreshed once they close it), nor while a
+  // A panel is not replaced under the person's hands: not while it holds an open edit or
+  // remember form (an approver editing a call's arguments, or choosing what a grant covers;
+  // refreshed once they close it), nor while a
   // button is pressed (a click whose press and release land on different elements, the old
   // panel's and the new one's, is no click: the link or button would not answer).
   var held = {};
   var pressed = false;
   function editing(section) {
-    return section.querySelector("details.edit[open]") !== null;
+    return section.querySelector("details.edit[open], details.remember[open]") !== null;
   }
   function busy(section) {
     return pressed || editing(section);
@@ -143,15 +144,17 @@
     lastSeq[ev.tool_id] = ev.seq;
     addEvent(ev);
     panelsFor(ev.tool_id).forEach(refresh);
+    refresh("budgets");
   });
   source.addEventListener("approvals", function (e) {
     var count = document.getElementById("approval-count");
     if (count) count.textContent = String(JSON.parse(e.data).count);
     refresh("approvals");
     if (!new URLSearchParams(window.location.search).get("before")) refresh("audit");
+    refresh("budgets");
   });
   source.addEventListener("resync", function () {
-    ["team", "approvals", "audit"].concat(watching()).forEach(refresh);
+    ["team", "approvals", "budgets", "audit"].concat(watching()).forEach(refresh);
   });
   source.onerror = function () { setState("reconnecting", false); };
 })();
