@@ -90,7 +90,7 @@ class FileStamp:
 
     def __init__(self, path: Path) -> None:
         flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(path, flags, 0o666)
+        fd = os.open(path, flags, 0o600)  # private, as the database beside it
         try:
             if os.fstat(fd).st_size < self.SIZE:
                 os.ftruncate(fd, self.SIZE)  # two processes doing it at once: still 8 bytes
