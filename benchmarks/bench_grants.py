@@ -8,7 +8,9 @@ The same async tool, the same executor pipeline, measured in the same run, round
   file's grant stamp (eight mapped bytes), finds the grants of the caller and tool in this
   process's copy, and matches the pattern (a glob and an exact value) on the canonical arguments;
 - the same with the grant in memory (one process);
-- both again through ``GovernedToolset.call_tool`` (what a pydantic-ai agent's call costs).
+- both again through ``GovernedToolset.call_tool`` (what a pydantic-ai agent's call costs);
+- an allowed and a granted call with the audit log a config writes (a SQLite file; its writer
+  thread's CPU counts too): a governed call as it is served.
 
 Overhead = the governed call minus calling the tool directly, in CPU time per call (best round).
 Goal: a grant adds at most 10% to the governed call's overhead.
@@ -32,6 +34,7 @@ from toolcards.core.spec import annotate
 from toolcards.core.toolset import build_function_toolset
 from toolcards.governance import (
     ApprovalBroker,
+    AuditLog,
     CapabilityRegistry,
     Executor,
     GovernedToolset,
@@ -62,11 +65,12 @@ async def publish(path: str, mode: str) -> str:
 annotate(publish, requires_approval=True)
 
 
-def granted_executor(store: Any) -> Executor:
+def granted_executor(store: Any, audit: AuditLog | None = None) -> Executor:
     """An executor whose approvals live in ``store``, holding a grant covering ``ARGS``."""
     executor = Executor(
         CapabilityRegistry.from_tools([write, publish]),
         Policy.allow_all(),
+        audit=audit,
         approvals=ApprovalBroker(store=store),
         timeout=30.0,
     )
@@ -95,7 +99,10 @@ def main(quick: bool) -> None:
         sqlite_store = SqliteApprovalStore(Path(tmp) / "approvals.db")
         on_file = granted_executor(sqlite_store)
         in_memory = granted_executor(MemoryApprovalStore())
-        for executor in (on_file, in_memory):
+        audit = AuditLog(Path(tmp) / "audit.db")
+        audited_store = SqliteApprovalStore(Path(tmp) / "audited-approvals.db")
+        audited = granted_executor(audited_store, audit)
+        for executor in (on_file, in_memory, audited):
             done = asyncio.run(executor.call("publish", ARGS, CAROL))
             assert done.outcome is Outcome.OK and done.grant_id is not None, done.message
         toolset = GovernedToolset(
@@ -112,6 +119,8 @@ def main(quick: bool) -> None:
             "call_tool, granted (SQLite file)": lambda: toolset.call_tool(
                 "publish", ARGS, ctx, tools["publish"]
             ),
+            "audited, allowed": lambda: audited.call("write", ARGS, CAROL),
+            "audited, granted (SQLite file)": lambda: audited.call("publish", ARGS, CAROL),
         }
         for fn in paths.values():  # warm: plans, listings, the grant copies
             cpu_per_call(fn, min(n, 500))
@@ -120,6 +129,8 @@ def main(quick: bool) -> None:
             for name, fn in paths.items():
                 best[name] = min(best[name], cpu_per_call(fn, n))
         sqlite_store.close()
+        audit.close()
+        audited_store.close()
     direct = best["direct call of the tool"]
     base = best["allowed call (no approval)"] - direct
     print(f"{'path':44} {'cpu us/call':>12} {'overhead us':>12} {'x allowed':>10}")
@@ -128,10 +139,12 @@ def main(quick: bool) -> None:
         ratio = f"{over / base:10.3f}" if name != "direct call of the tool" else ""
         print(f"{name:44} {per:12.2f} {over:12.2f} {ratio}")
     toolset_base = best["call_tool, allowed"] - direct
+    audited_base = best["audited, allowed"] - direct
     for name, against, label in (
         ("granted call, grant in the SQLite file", base, "allowed call (no approval)"),
         ("granted call, grant in memory", base, "allowed call (no approval)"),
         ("call_tool, granted (SQLite file)", toolset_base, "call_tool, allowed"),
+        ("audited, granted (SQLite file)", audited_base, "audited, allowed"),
     ):
         over = best[name] - direct
         print(f"{name}: {100 * (over / against - 1):+.1f}% of the governed call's overhead")
