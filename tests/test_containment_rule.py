@@ -51,6 +51,7 @@ FILE_IO = {
     "toolcards.governance.policy.policy": "reads the policy file a config names",
     "toolcards.governance.policy.table": "reads a policy decision table (YAML)",
     "toolcards.stores.sqlite.connect": "creates a governance file 0600 for SQLite",
+    "toolcards.stores.grants": "maps the grant stamp beside an approvals SQLite file",
     "toolcards.runtime.ray_address": "reads the Ray token file Ray itself would send from",
     "toolcards.stores.sqlite.file": "holds the SQLite store's lock file open",
     "toolcards.surfaces.main": "the CLI's startup cache file",
