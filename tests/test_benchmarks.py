@@ -28,6 +28,8 @@ SCRIPTS = [
     "cli",
     "deferred",
     "resume",
+    "mcp_results",
+    "grants",
 ]
 
 

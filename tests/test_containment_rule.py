@@ -37,6 +37,7 @@ NOT_FILES = {
     "self": "a class's own open() (a database connection, a dashboard session)",
     "self._db": "the PostgreSQL connection factory",
     "self._running": "the executor's book of calls in flight",
+    "self.book": "the executor's book of calls in flight (a call enters it)",
     "self.sessions": "the dashboard's login sessions",
     "SurfaceRuntime": "the surface runtime's constructor from a config file",
 }
@@ -49,8 +50,14 @@ FILE_IO = {
     "toolcards.governance.audit.spill": "the audit rows kept in its own spill directory",
     "toolcards.governance.policy.policy": "reads the policy file a config names",
     "toolcards.governance.policy.table": "reads a policy decision table (YAML)",
+    "toolcards.stores.sqlite.connect": "creates a governance file 0600 for SQLite",
+    "toolcards.stores.grants": "maps the grant stamp beside an approvals SQLite file",
+    "toolcards.runtime.ray_address": "reads the Ray token file Ray itself would send from",
     "toolcards.stores.sqlite.file": "holds the SQLite store's lock file open",
     "toolcards.surfaces.main": "the CLI's startup cache file",
+    "toolcards.surfaces.cli.listing": (
+        "the CLI's listing cache entry, and the config and policy files it was made from"
+    ),
     "toolcards.surfaces.cli.run": "points stdout at /dev/null when its reader went away",
     "toolcards.surfaces.cli.init": "writes the toolcards.yaml and policy.yaml of `toolcards init`",
     "toolcards.surfaces.config.file": "reads the config file",
@@ -64,6 +71,8 @@ FILE_IO = {
         "sums sizes in the exec workspace by lstat (never opens a file); a card folder "
         "cannot import the workspace package"
     ),
+    "toolcards.tools.knowledge_graph.views": "the graph panel's template and script (package data)",
+    "toolcards.tools.planning.views": "the plan panel's template (package data)",
     "toolcards.tools.vector_store.embeddings": "the embedding model's vocabulary file",
     "toolcards.tools.vector_store.hnsw_index": "the vector index's own label files",
 }

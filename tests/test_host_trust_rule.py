@@ -5,8 +5,9 @@
    looks like it could reach the host (:data:`SUSPECT`) is marked or listed in
    :data:`REVIEWED` with the reason it does not. A new such field fails here until decided.
 2. Every door through which cards come from data (``load_cards``, JSON, a ``CardList`` field,
-   the surfaces config, an agent spec, a stored profile) refuses a marked value the host did not
-   grant, and lets exactly the granted value through; built in code, the card is trusted.
+   the surfaces config, an agent spec, a stored profile, a tool actor's recorded config) refuses
+   a marked value the host did not grant, and lets exactly the granted value through; built in
+   code, the card is trusted.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from toolcards.core.trust import HostAccess, Reach
 from toolcards.runtime import RoleProfile, Team
 from toolcards.surfaces.agent import ToolCards
 from toolcards.surfaces.config import ConfigError, load_config, parse_config
+from toolcards.tools.vector_store.card import VectorStoreTool
 
 MARKED = {
     "ExecTool.mode": Reach.EXECUTION,
@@ -231,6 +233,30 @@ def test_a_stored_profile_is_data_too(tmp_path: Path) -> None:
         assert resumed.members() == []
     finally:
         resumed.stop()
+
+
+@pytest.mark.timeout(60)
+def test_a_stored_profile_is_granted_by_the_teams_trust(tmp_path: Path) -> None:
+    store = str(tmp_path / "team.db")
+    profile = RoleProfile(role="r", model="test", cards=[ExecTool(mode="local")])
+    with Team("t1", store=store, profiles=[profile]) as team:
+        team.hire("r")
+    with Team.resume("t1", store=store, trust=GRANT) as resumed:
+        assert [m.name for m in resumed.members()] == ["@r-1"]
+
+
+@pytest.mark.timeout(60)
+def test_a_recorded_tool_actor_config_is_data_too(tmp_path: Path) -> None:
+    store, folder = str(tmp_path / "team.db"), tmp_path / "indexes"
+    card = VectorStoreTool(provider="hash", dimension=64, index_dir=str(folder))
+    with Team("t1", store=store) as team:
+        team.bind([card], member="alice")  # built in code: trusted, and recorded
+    with pytest.warns(UserWarning, match=r"#VectorStore waits for its card: .*\.index_dir"):
+        resumed = Team.resume("t1", store=store)
+    with resumed:
+        assert resumed.actor("#VectorStore") is None
+    with Team.resume("t1", store=store, trust=HostTrust(paths=[str(folder)])) as granted:
+        assert granted.actor("#VectorStore") is not None
 
 
 def test_a_card_built_in_code_is_trusted() -> None:

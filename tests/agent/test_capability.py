@@ -146,4 +146,4 @@ def test_a_team_members_cards_are_one_capability(root: Path) -> None:
         script = SequenceScript([("update_planning", {"create": [{"description": "Ship"}]})])
         Agent(script.model, capabilities=[cards]).run_sync("plan")
         bob = team.bind([PlanningTool(vector_store=False)], member="bob")
-        assert "1 tasks total" in bob.get_system_prompts()[0]()
+        assert "1 task total" in bob.get_system_prompts()[0]()  # not "1 tasks"

@@ -75,10 +75,13 @@ def test_an_agent_spec_switches_the_secret_scanner(root: Path, scanner: Any, see
 @pytest.mark.parametrize(
     ("scanner", "message"),
     [
-        ({"action": "redact", "module": "os"}, "secret_scanner takes action and tools, not module"),
-        ({"action": "drop"}, "secret_scanner action must be 'redact' or 'refuse'"),
-        ({"tools": "workspace_*"}, "secret_scanner tools must be a list of tool globs"),
-        ("yes", "secret_scanner must be true, false or a mapping"),
+        (
+            {"action": "redact", "module": "os"},
+            "toolcards secret_scanner: unknown key 'module'; its keys are action, tools",
+        ),
+        ({"action": "drop"}, "toolcards secret_scanner.action: must be redact or refuse"),
+        ({"tools": "workspace_*"}, "toolcards secret_scanner.tools: must be a list of tool globs"),
+        ("yes", "toolcards secret_scanner: must be true, false or a mapping"),
     ],
 )
 def test_a_spec_scanner_of_the_wrong_shape_is_one_clear_error(scanner: Any, message: str) -> None:

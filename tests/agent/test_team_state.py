@@ -193,7 +193,7 @@ def test_an_agent_spec_cannot_give_team_state_authority(team: Team) -> None:
         "identity": "agent.guest",
     }
     spec = {"name": "reader", "capabilities": [{"toolcards": {**args, "authority": "operator"}}]}
-    with pytest.raises(ValueError, match="unexpected keyword argument 'authority'"):
+    with pytest.raises(ValueError, match="toolcards: unknown key 'authority'"):
         Agent.from_spec(spec, model=Model().model, custom_capability_types=[ToolCards])
     spec = {"name": "reader", "capabilities": [{"toolcards": args}]}
     model = Model()

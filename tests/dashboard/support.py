@@ -7,6 +7,7 @@ with arguments built from ``text``, then answer with what the tool returned.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -39,6 +40,7 @@ from support.scripted import is_prompt
 from toolcards import KnowledgeGraphTool, PlanningTool
 from toolcards.governance import AuditLog, Identity, Policy
 from toolcards.governance.approvals.broker import ApprovalBroker
+from toolcards.governance.executor.budget import Budgets
 from toolcards.runtime import RoleProfile, Team
 from toolcards.surfaces.dashboard import BackgroundServer, Dashboard, InboxApprover
 from toolcards.surfaces.http.tokens import TokenTable
@@ -64,6 +66,9 @@ POLICY = {
             "targets": ["*"],
             "effect": "allow",
         },
+    ],
+    "budgets": [
+        {"name": "graph changes", "per": "team", "targets": ["update_graph"], "calls": 10000}
     ],
 }
 CHROMIUM_ARGS = [
@@ -196,7 +201,8 @@ def build_world(root: Path, approval_timeout: float = 30.0) -> World:
         approver=InboxApprover(broker, timeout=approval_timeout),
     )
     tokens = TokenTable.from_tokens((TOKENS[k], IDENTITIES[k]) for k in TOKENS)
-    dashboard = Dashboard(team=team, audit=audit, approvals=broker, tokens=tokens)
+    report = functools.partial(Budgets(team.budgets).report, team.policy)
+    dashboard = Dashboard(team=team, audit=audit, approvals=broker, tokens=tokens, budgets=report)
     server = BackgroundServer(dashboard.app()).start()
     world = World(root, team, audit, broker, dashboard, server)
     world.planner = team.hire("planner")

@@ -311,3 +311,45 @@ def test_a_click_pressed_while_the_inbox_refreshes_still_follows_its_link(
     for request in desk.broker.pending():
         desk.broker.deny(request, approver=IDENTITIES["approver"])
     assert result_of(box).outcome is not None and result_of(later).outcome is not None
+
+
+SPILLING = """(selector) => {
+  const box = document.querySelector(selector);
+  const edge = box.getBoundingClientRect().right;
+  const spills = (el) => el.getBoundingClientRect().right > edge + 0.5 ||
+    (getComputedStyle(el).overflowX === "visible" && el.scrollWidth > el.clientWidth + 1);
+  return Array.from(box.querySelectorAll("*"))
+    .filter((el) => el.getClientRects().length && spills(el))
+    .map((el) => el.tagName.toLowerCase() + "[" + (el.dataset.testid || "") + "]");
+}"""
+"""The elements inside ``selector`` that reach past its right edge or spill their text."""
+
+
+def test_the_edit_box_and_the_approved_digest_stay_inside_their_cards(
+    desk: Desk, browser: Any
+) -> None:
+    """Long arguments, the edit box (stretched by its resize handle) and the 64-digit digest
+    stay inside their card (before: the granted page's digest line, digest and arguments ran
+    past its right edge, and the edit box was 20 characters wide and could be dragged out)."""
+    long_name = "acme-" + "x" * 300
+    box = desk.call_later({"amount": 5, "to": long_name})
+    context = browser.new_context(viewport={"width": 1360, "height": 1000})
+    try:
+        page = _signed_in_inbox(context, desk)
+        (request,) = desk.broker.pending()
+        card = f"[data-approval-id='{request.approval_id}']"
+        edit = f"{card} [data-testid=edit-args]"
+        page.click(f"{card} [data-testid=approval-edit] summary")
+        page.eval_on_selector(edit, "box => { box.style.width = '3000px'; }")  # as if dragged
+        in_the_inbox = page.evaluate(SPILLING, card)
+        edit_width = page.eval_on_selector(edit, "box => box.getBoundingClientRect().width")
+        card_width = page.eval_on_selector(card, "box => box.clientWidth")
+        page.fill(edit, f'{{"amount": 6, "to": "{long_name}"}}')
+        page.click(f"{card} [data-testid=approve-edited]")
+        page.wait_for_selector("[data-testid=edited-runs]")
+        on_the_granted_page = page.evaluate(SPILLING, ".card")
+    finally:
+        context.close()
+    assert in_the_inbox == [] and on_the_granted_page == []
+    assert edit_width > card_width / 2  # room to read the arguments being edited
+    assert result_of(box).value == f"sent 6 to {long_name}"

@@ -24,6 +24,7 @@ from dashboard.support import (
     screenshot_dir,
     wait_pending,
 )
+from runtime.stateful_cards import CounterActor
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -153,6 +154,29 @@ def test_team_events_stream_to_the_live_panel_without_reload(
     page.locator("[data-testid=event]", has_text=title).first.wait_for(timeout=5_000)
     assert page.locator("[data-testid=event]").count() > before
     assert page.evaluate("() => window.__sameDocument === true")
+
+
+def test_the_live_panel_hides_starts_and_stops_until_asked(
+    approver_page: Any, world: World
+) -> None:
+    """Lifecycle events (the team's and its actors' starts and stops) are in the list but
+    hidden, also those that arrive live; the checkbox shows them (without script too)."""
+    page = fresh(approver_page, world)
+    world.team.tool_actor("#LiveProbe", CounterActor)  # a start and a stop, live
+    world.team.stop_actor("#LiveProbe")
+    reply_of(world.send_later(world.planner, f"Wake {uuid.uuid4().hex[:6]}"))
+    starts = page.locator("[data-testid=event][data-display-type=lifecycle]")
+    work = page.locator("[data-testid=event]:not([data-display-type=lifecycle])")
+    page.wait_for_function(
+        "() => document.querySelectorAll('#events li.fresh.lifecycle').length >= 2"
+    )
+    assert starts.count() >= 2 and work.count() > 0
+    assert not any(starts.nth(i).is_visible() for i in range(starts.count()))
+    assert work.first.is_visible()
+    shown = int(page.text_content("[data-testid=lifecycle-count]") or "0")
+    assert shown == starts.count()
+    page.check("[data-testid=show-lifecycle]")
+    assert all(starts.nth(i).is_visible() for i in range(starts.count()))
 
 
 def test_tool_actors_show_their_state_size(approver_page: Any, world: World) -> None:

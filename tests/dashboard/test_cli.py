@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -81,6 +82,10 @@ def test_serve_with_dashboard_puts_mcp_approvals_in_the_inbox(served: Process) -
     approver = http_sign_in(served.url, "approver")
     action, fields = _pending_form(approver)
     assert fields["tool"] == "update_planning" and fields["principal"] == "agent.bot"
+    approval_id = action.split("/")[2]
+    waiting = f"approval {approval_id}: update_planning by agent.bot waits"
+    assert waiting in served.output()  # the operator's terminal says it too
+    assert f"toolcards approvals grant {approval_id}" in served.output()
     assert approver.post(action, data=fields).status_code == 303
     caller.join(30)
     assert "error" not in box, box.get("error")
@@ -112,13 +117,33 @@ def test_the_dashboard_command_serves_the_config_team_on_loopback(tmp_path: Path
         process.stop()
 
 
-def test_the_dashboard_command_opens_a_store_with_a_one_time_token(tmp_path: Path) -> None:
-    from toolcards import PlanningTool
-    from toolcards.runtime import Team
+def _written(store: Path) -> list[tuple[Any, ...]]:
+    """What the store holds of the team: every event, and the team's row."""
+    with sqlite3.connect(store) as db:
+        events = db.execute("SELECT pos, tool_id, seq, payload FROM events ORDER BY pos")
+        return [*events.fetchall(), *db.execute("SELECT * FROM teams").fetchall()]
 
-    with Team("stored", store=tmp_path / "team.db") as team:
+
+def test_the_dashboard_command_opens_a_store_read_only_with_a_one_time_token(
+    tmp_path: Path,
+) -> None:
+    """The stored team is shown, and the dashboard writes nothing into its log (before: it
+    started the team and its actors, and put off restoring the member, in 6 new events)."""
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from toolcards import PlanningTool
+    from toolcards.runtime import RoleProfile, Team
+
+    def quiet(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart("ok")])
+
+    profile = RoleProfile(role="writer", model=FunctionModel(quiet))  # not storable: deferred
+    with Team("stored", store=tmp_path / "team.db", profiles=[profile]) as team:
         tools = {t.__name__: t for t in team.bind([PlanningTool(vector_store=False)]).get_tools()}
         tools["update_planning"](create=[{"description": "Stored task"}])
+        member = team.hire("writer")
+    before = _written(tmp_path / "team.db")
     process = Process(
         "dashboard", "--store", str(tmp_path / "team.db"), "--team", "stored", port=free_port()
     )
@@ -129,10 +154,14 @@ def test_the_dashboard_command_opens_a_store_with_a_one_time_token(tmp_path: Pat
         csrf = re.search(r'name="csrf" value="([^"]+)"', client.get("/login").text)
         assert csrf is not None
         client.post("/login", data={"token": token.group(1), "csrf": csrf.group(1)})
-        assert "Stored task" in client.get("/panel/plan").text
+        plan = client.get("/panel/plan").text
+        assert "Stored task" in plan and ">1 task<" in plan  # not "1 tasks"
+        team_panel = client.get("/panel/team").text
+        assert member in team_panel and "#PlanningTool" in team_panel
         client.close()
     finally:
         process.stop()
+    assert _written(tmp_path / "team.db") == before
 
 
 def test_a_dashboard_on_another_address_warns(caplog: pytest.LogCaptureFixture) -> None:

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+import time
 from pathlib import Path
 
 import pytest
 
 from dashboard.support import one_call_model
 from toolcards import KnowledgeGraphTool
+from toolcards.governance import AuditLog, AuditRecord
 from toolcards.runtime import RoleProfile, Team
-from toolcards.surfaces.dashboard import graphview, views
+from toolcards.surfaces.dashboard import views
+from toolcards.tools.knowledge_graph import views as graph_views
+from toolcards.tools.planning import views as plan_views
 
 
 def test_a_member_whose_model_is_not_here_is_listed_as_stopped(tmp_path: Path) -> None:
@@ -27,14 +32,14 @@ def test_a_member_whose_model_is_not_here_is_listed_as_stopped(tmp_path: Path) -
 def test_the_graph_draws_at_most_its_cap_and_always_the_search_hits(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(graphview, "MAX_NODES", 5)
+    monkeypatch.setattr(graph_views, "MAX_NODES", 5)
     with Team("g", store=tmp_path / "team.db") as team:
         factory = team.bind([KnowledgeGraphTool(vector_store=False)])
         tools = {t.__name__: t for t in factory.get_tools()}
         entities = [{"name": f"n{i:02d}", "entity_type": "t"} for i in range(12)]
         entities.append({"name": "zz needle", "entity_type": "t", "description": "haystack"})
         tools["update_graph"](create_entities=entities)
-        view = graphview.graph_view(team, "needle")
+        view = graph_views.network(team, {}, "needle")
     names = {n["name"] for n in view["nodes"]}
     assert view["total_entities"] == 13
     assert len(names) == 6 and "zz needle" in names
@@ -43,9 +48,13 @@ def test_the_graph_draws_at_most_its_cap_and_always_the_search_hits(
 
 def test_panels_without_a_team_say_so() -> None:
     assert views.team_view(None) == {"available": False}
-    assert views.plan_view(None) == {"available": False}
-    assert graphview.graph_view(None) == {"available": False}
     assert views.events_view(None)["available"] is False
+
+
+def test_card_panels_of_a_team_without_their_actors_say_so(tmp_path: Path) -> None:
+    with Team("empty", store=tmp_path / "team.db") as team:
+        assert plan_views.board(team, {}, "")["available"] is False
+        assert graph_views.network(team, {}, "") == {"available": False}
 
 
 def test_huge_approval_arguments_are_never_cut_for_an_approver() -> None:
@@ -58,3 +67,67 @@ def test_huge_approval_arguments_are_never_cut_for_an_approver() -> None:
     [item] = views.approvals_view(broker, exact=True)["pending"]
     assert json.loads(item["args"].text) == args
     assert item["args"].length > INLINE_LIMIT and not item["args"].fits
+
+
+def _rows(audit: AuditLog, count: int) -> None:
+    for n in range(count):
+        audit.record(
+            AuditRecord(1.0 + n, "alice", "user", (), "python", "pay", f"c{n}", {"n": n},
+                        decision="allow", outcome="ok")
+        )  # fmt: skip
+
+
+def test_the_audit_panel_shows_the_chains_state_and_a_break(tmp_path: Path) -> None:
+    path = tmp_path / "audit.db"
+    with AuditLog(path, durability="sync", team_id="crm") as audit:
+        _rows(audit, 3)
+        held = views.audit_view(audit, views.AuditFilters())["chain"]
+        with sqlite3.connect(path) as db:
+            db.execute("UPDATE audit SET tool = 'refund' WHERE call_id = 'c1'")
+        cached = views.chain_state(audit)
+        broken = views.chain_state(audit, now=time.monotonic() + views.CHAIN_CHECK_EVERY + 1)
+    assert held.ok and held.rows == 3 and held.message.startswith("audit chain of team 'crm' holds")
+    assert cached is held  # a check reads every row: at most one per CHAIN_CHECK_EVERY
+    assert not broken.ok and broken.message.endswith("(#2, call c1) was changed")
+
+
+def test_an_audit_panel_of_a_team_without_rows_names_the_teams_that_have_some(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "audit.db"
+    with AuditLog(path, durability="sync", team_id="default") as written:
+        _rows(written, 2)
+    with AuditLog(path, durability="sync", team_id="toolcards") as audit:
+        shown = views.audit_view(audit, views.AuditFilters())
+        filtered = views.audit_view(audit, views.AuditFilters(tool="pay"))
+    assert shown["rows"] == []
+    assert shown["elsewhere"].endswith(
+        "has no audit rows of team 'toolcards'; it has rows of team 'default': "
+        "select one with --team default"
+    )
+    assert filtered["elsewhere"] == ""  # a filter that finds nothing is not a team question
+
+
+def test_the_live_panel_finds_the_teams_work_among_its_starts_and_stops(tmp_path: Path) -> None:
+    """Each CLI call of a file store starts and stops the team and its actors: six lifecycle
+    events around one change. The panel shows the latest changes, and those lifecycle events
+    of the same span marked to be hidden (before: the latest 5 events, all starts and stops)."""
+    from toolcards import PlanningTool
+
+    store = tmp_path / "team.db"
+    for i in range(8):
+        with Team("t", store=store) as team:
+            bound = team.bind([PlanningTool(vector_store=False)])
+            tools = {t.__name__: t for t in bound.get_tools()}
+            tools["update_planning"](create=[{"description": f"task {i}"}])
+    with Team.open_read_only("t", store) as team:
+        view = views.events_view(team, n=5)
+    work = [json.loads(e["text"])["created"][0]["description"] for e in view["events"]
+            if not e["lifecycle"]]  # fmt: skip
+    assert work == [f"task {i}" for i in (7, 6, 5, 4, 3)]
+    starts = [e for e in view["events"] if e["lifecycle"]]
+    assert 0 < len(starts) == view["lifecycle"] <= 5
+    assert all(e["tool_id"] == "team" for e in starts)
+    assert [e["seq"] for e in view["events"] if e["tool_id"] == "team"] == sorted(
+        (e["seq"] for e in starts), reverse=True
+    )

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from support.launch import PYTHON
+from toolcards.demo.state import CONFIG
 from toolcards.demo.team_job import run_job
+from toolcards.surfaces.commands import app
 
 
 @pytest.fixture
@@ -39,6 +43,9 @@ def test_first_run_plans_writes_remembers_and_is_governed(state: Path) -> None:
         assert any(r.tool == "exec_command" and r.outcome == "ok" for r in summary["audit"])
     notes = (state.parent / "workspaces" / "release-team" / "notes" / "RELEASE.md").read_text()
     assert notes.startswith("# Release notes (Final)")
+    tail = ["--json", "--config", str(state / CONFIG), "audit", "tail", "-n", "1000"]
+    shown = json.loads(CliRunner().invoke(app, tail).stdout)  # the printed next step's view
+    assert {row["id"] for row in shown} >= {row.id for row in summary["audit"]}
 
 
 def test_second_run_resumes_state_and_delivers_the_reminder(state: Path) -> None:

@@ -1,5 +1,6 @@
-"""The store of recorded call results, on SQLite and on PostgreSQL: claims, settled records,
-released claims, and two teams in one database."""
+"""The store of recorded call results, on SQLite and on PostgreSQL (each opened by its location
+through the opener): claims, settled records, released claims, and two teams in one
+database."""
 
 from __future__ import annotations
 
@@ -8,25 +9,26 @@ from pathlib import Path
 
 import pytest
 
-from toolcards.stores.call_results import SqlCallResults, SqliteCallResults
+from toolcards.stores import CallResults, open_call_results
+from toolcards.stores.call_results import SqliteCallResults
 from toolcards.stores.postgres.call_results import PostgresCallResults
 
 KEY = "wf-1:3/pyd_ai_call_1"
-Opener = Callable[..., SqlCallResults]
+Opener = Callable[..., CallResults]
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def open_results(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
     """Opens the store of a team (the same database for every team)."""
-    opened: list[SqlCallResults] = []
-    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+    opened: list[CallResults] = []
+    kind = SqliteCallResults if request.param == "sqlite" else PostgresCallResults
+    where = str(tmp_path / "calls.db")
+    if request.param == "postgres":
+        where = request.getfixturevalue("postgres_url")
 
-    def open_team(team: str = "t1") -> SqlCallResults:
-        store: SqlCallResults
-        if url is None:
-            store = SqliteCallResults(tmp_path / "calls.db", team_id=team)
-        else:
-            store = PostgresCallResults(url, team_id=team)
+    def open_team(team: str = "t1") -> CallResults:
+        store = open_call_results(where, team)
+        assert isinstance(store, kind)
         opened.append(store)
         return store
 

@@ -83,7 +83,7 @@ governed = GovernedToolset.with_policy(
     identity=Identity("agent.writer", type="agent"),
     audit=audit,
     timeout=None,  # the tool waits for the test in ``during``
-    call_results=PostgresCallResults(results_url),
+    call_results=PostgresCallResults(results_url, "notes"),
 )
 agent = Agent(
     FunctionModel(model),

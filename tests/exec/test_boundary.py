@@ -51,3 +51,12 @@ def test_description_states_what_the_allowlist_means() -> None:
     text = " ".join((doc.__doc__ or "").split())
     assert "Allowed: pytest (the program a command starts with;" in text
     assert "no shell" not in text.lower()
+
+
+@needs_bwrap
+def test_the_sandbox_init_shows_no_host_path(workspaces: Path) -> None:
+    run = _exec("bwrap", ["cat"])["exec_command"]
+    out = str(run("cat /proc/1/cmdline"))  # type: ignore[operator]
+    assert "bwrap" in out  # the sandbox's first process is bwrap's init
+    assert str(workspaces) not in out
+    assert "toolcards-bwrap-etc" not in out and "--bind" not in out

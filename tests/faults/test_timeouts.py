@@ -87,3 +87,24 @@ def test_a_read_right_after_a_restart_reconnects_by_itself(pg: PostgresServer, p
         assert len(team.events()) == before  # the first read after it, no retry error
         pg.restart("immediate")
         assert "kept" in tools["search_planning"]()
+
+
+def test_a_thread_that_ended_leaves_no_connection_open(pg_url: str) -> None:
+    import gc
+
+    db = Connections(pg_url)
+    seen: list[Any] = []
+
+    def work() -> None:
+        with db.cursor() as cur:
+            cur.execute("SELECT 1")
+        seen.append(db.connection())
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join(timeout=30)
+    try:
+        gc.collect()
+        assert seen and seen[0].closed  # closed with the thread's state, not left to the finaliser
+    finally:
+        db.close()

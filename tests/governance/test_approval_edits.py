@@ -226,11 +226,11 @@ def test_older_postgres_tables_gain_the_edit_columns(postgres_url: str) -> None:
             "args TEXT NOT NULL, decision TEXT NOT NULL, reason TEXT, outcome TEXT NOT NULL, "
             "duration_ms DOUBLE PRECISION NOT NULL, error TEXT, team_id TEXT NOT NULL DEFAULT '')"
         )
-    store = PostgresApprovalStore(postgres_url)
+    store = PostgresApprovalStore(postgres_url, "t")
     try:
         broker = ApprovalBroker(store=store)
         request = broker.request(tool_id="t", args={"a": 1}, identity=CAROL, reason="r")
-        with AuditLog(postgres_url, durability="sync") as audit:
+        with AuditLog(postgres_url, durability="sync", team_id="t") as audit:
             broker.audit = audit
             broker.grant(request, approver=RITA, args={"a": 2})
             [granted] = audit.query(outcome="approval_granted")

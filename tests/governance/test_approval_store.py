@@ -50,7 +50,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ApprovalSt
     if request.param == "postgres":
         from toolcards.stores.postgres.governance import PostgresApprovalStore
 
-        made: ApprovalStore = PostgresApprovalStore(request.getfixturevalue("postgres_url"))
+        made: ApprovalStore = PostgresApprovalStore(request.getfixturevalue("postgres_url"), "t")
     else:
         made = STORES[request.param](tmp_path)
     yield made

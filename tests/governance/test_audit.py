@@ -305,7 +305,7 @@ def test_query_pages_back_with_before(tmp_path: Path) -> None:
 async def test_the_trail_of_a_distributed_team_is_one_postgresql_table(
     postgres_url: str, postgres_server: object
 ) -> None:
-    first, second = AuditLog(postgres_url), AuditLog(postgres_url)  # two processes' logs
+    first, second = (AuditLog(postgres_url, team_id="trail") for _ in range(2))  # two processes
     try:
         await _executor(first).call("login", {"user": "a", "password": "pw-1"}, ALICE)
         first.flush()  # each log commits in its own thread: a's row first, then b's

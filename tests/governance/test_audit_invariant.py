@@ -1,9 +1,9 @@
 """The audit invariant on every surface: a governed call that started has exactly one audit
-row, whichever way it ends (ok, error, denied, timeout, cancelled, approved and run), and no
-other call's row carries its call id; an approval decision carries the id of the call it
-decided. The executor API and pydantic-ai in process; MCP over stdio and HTTP (official SDK
-client), MCP tasks (2026-07-28, every call a task, cancelled by ``tasks/cancel``) and the CLI
-as real processes. A surface's run makes every call once (module
+row, whichever way it ends (ok, error, denied, timeout, cancelled, approved and run, stopped
+by a budget: invariant 5), and no other call's row carries its call id; an approval decision
+carries the id of the call it decided. The executor API and pydantic-ai in process; MCP over
+stdio and HTTP (official SDK client), MCP tasks (2026-07-28, every call a task, cancelled by
+``tasks/cancel``) and the CLI as real processes. A surface's run makes every call once (module
 fixture); each test checks one ending on one surface."""
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ CALLS: dict[str, tuple[str, dict[str, str]]] = {
     "timeout": ("finish", {"how": "timeout", "tag": "timeout"}),
     "cancelled": ("hold", {"tag": "cancelled"}),
     "approved": ("finish_approved", {"how": "ok", "tag": "approved"}),
+    "over_budget": ("finish_budgeted", {"how": "ok", "tag": "over_budget"}),
 }
 OUTCOME = {"approved": "ok"}  # the audit outcome of each ending (default: its name)
 SURFACES = ["python", "pydantic-ai", "mcp-stdio", "mcp-http", "mcp-tasks", "cli"]

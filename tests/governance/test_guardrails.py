@@ -42,7 +42,7 @@ POLICY = {
         },
         {"targets": ["transfer"], "effect": "approve", "conditions": {"roles": ["finance"]}},
         {"targets": ["lookup"], "effect": "deny", "conditions": {"arguments": {"name": ["root"]}}},
-        {"targets": ["lookup", "fetch_config", "profile", "tag"], "effect": "allow"},
+        {"targets": ["lookup", "fetch_config", "profile", "tag", "account"], "effect": "allow"},
     ],
 }
 
@@ -82,7 +82,18 @@ def tag(names: list[str]) -> str:
     return ",".join(names)
 
 
-TOOLS = [transfer, lookup, fetch_config, profile, tag]
+def account(name: str) -> dict[str, Any]:
+    """An account's record."""
+    return {
+        "name": name,
+        "password": ["hunter2", "s3cret-old"],
+        "pin": 4321,
+        "card": {"pin": "0000", "last4": "1234"},
+        "export": '{"password": ["hunter2"], "pin": 4321, "user": "ada"}',
+    }
+
+
+TOOLS = [transfer, lookup, fetch_config, profile, tag, account]
 
 
 class Spy(ToolHook):
@@ -372,6 +383,19 @@ async def test_the_secret_scanner_redacts_an_aws_key_in_a_result(audit: AuditLog
 async def test_the_secret_scanner_redacts_inside_a_model_result(audit: AuditLog) -> None:
     result = await _executor(audit, SecretScanner()).call("profile", {"name": "ada"}, FINANCE)
     assert result.value == {"name": "ada", "note": "deploy key [REDACTED]"}
+
+
+async def test_the_secret_scanner_redacts_lists_and_numbers_under_secret_names(
+    audit: AuditLog,
+) -> None:
+    result = await _executor(audit, SecretScanner()).call("account", {"name": "ada"}, FINANCE)
+    assert result.value == {
+        "name": "ada",
+        "password": "[REDACTED]",
+        "pin": "[REDACTED]",
+        "card": {"pin": "[REDACTED]", "last4": "1234"},
+        "export": '{"password": [REDACTED], "pin": [REDACTED], "user": "ada"}',
+    }
 
 
 async def test_the_secret_scanner_passes_a_clean_result_as_it_is(audit: AuditLog) -> None:

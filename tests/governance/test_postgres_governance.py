@@ -17,7 +17,7 @@ LIMITER = textwrap.dedent(
     import re, sys
     from toolcards.governance.policy.parse import Limit
     from toolcards.stores.postgres.governance import PostgresRateLimiter
-    limiter = PostgresRateLimiter(sys.argv[1])
+    limiter = PostgresRateLimiter(sys.argv[1], "t")
     anything = re.compile(".*")
     limit = Limit(0, anything, anything, 5, 60.0, "5/min")
     print(sum(1 for _ in range(5) if limiter.acquire((limit,), "agent.x", "send") == 0.0))
@@ -36,7 +36,7 @@ def test_a_limit_of_five_a_minute_holds_across_four_processes(postgres_url: str)
 
 
 def test_a_refused_call_reports_the_wait_and_takes_nothing(postgres_url: str) -> None:
-    limiter = PostgresRateLimiter(postgres_url)
+    limiter = PostgresRateLimiter(postgres_url, "t")
     try:
         limit = Limit(0, re.compile(".*"), re.compile(".*"), 2, 60.0, "2/min")
         assert limiter.acquire((limit,), "a", "t") == 0.0
@@ -53,7 +53,7 @@ GRANTER = textwrap.dedent(
     import sys
     from toolcards.governance import ApprovalBroker, Identity
     from toolcards.stores.postgres.governance import PostgresApprovalStore
-    broker = ApprovalBroker(store=PostgresApprovalStore(sys.argv[1]))
+    broker = ApprovalBroker(store=PostgresApprovalStore(sys.argv[1], "t"))
     (pending,) = broker.pending()
     broker.grant(pending.approval_id, approver=Identity("boss", roles=["approver"]))
     print(pending.tool_id)
@@ -64,7 +64,7 @@ GRANTER = textwrap.dedent(
 def test_a_grant_in_another_process_releases_the_waiting_call(postgres_url: str) -> None:
     import asyncio
 
-    broker = ApprovalBroker(store=PostgresApprovalStore(postgres_url))
+    broker = ApprovalBroker(store=PostgresApprovalStore(postgres_url, "t"))
     carol = Identity("carol", roles=["finance"])
     request = broker.request(
         tool_id="wire",

@@ -24,6 +24,7 @@ PEM = (
     "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun\n"
     "-----END RSA PRIVATE KEY-----"
 )
+ALICE = Identity("alice")
 # (text as a model or a tool might write it, the secret in it)
 CORPUS: list[tuple[str, str]] = [
     ("password=hunter2", "hunter2"),
@@ -74,6 +75,10 @@ CORPUS: list[tuple[str, str]] = [
     ("PRIVATE_KEY=abcdef0123", "abcdef0123"),
     ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N", "dozjgNry"),
     ("login with passwd=letmein please", "letmein"),
+    ('{"password": ["hunter2", "s3cret-old"]}', "hunter2"),
+    ('{"password": [\n  "old-one",\n  "hunter2"\n]}', "hunter2"),
+    ('{"pin": 4321, "user": "ada"}', "4321"),
+    ("card_pin=0000", "0000"),
 ]
 NOT_SECRETS = [
     "max_tokens=100",
@@ -85,6 +90,7 @@ NOT_SECRETS = [
     "bearer bonds are a thing",
     "password_hint=the usual",
     "design=compact",
+    "spinner=3 pinned=yes",
 ]
 
 
@@ -134,6 +140,21 @@ def test_nested_values_are_redacted_by_name_and_by_look() -> None:
         "items": [{"note": f"token: {REDACTED}"}, {"password": REDACTED}],
         "n": 1,
     }
+
+
+def test_audit_rows_never_hold_a_list_or_a_number_under_a_secret_name(tmp_path: Path) -> None:
+    def enrol(user: str, password: list[str], pin: int) -> str:
+        """Enrol a user."""
+        return "enrolled"
+
+    registry = CapabilityRegistry.from_tools([enrol])
+    args = {"user": "ada", "password": ["hunter2", "s3cret-old"], "pin": 48213}
+    with AuditLog(tmp_path / "audit.db", durability="sync") as audit:
+        asyncio.run(Executor(registry, Policy.allow_all(), audit=audit).call("enrol", args, ALICE))
+        row = audit.tail(1)[0]
+        raw = (tmp_path / "audit.db").read_bytes() + (tmp_path / "audit.db-wal").read_bytes()
+    assert row.args == {"user": "ada", "password": REDACTED, "pin": REDACTED}
+    assert b"hunter2" not in raw and b"48213" not in raw
 
 
 def test_extra_patterns_are_redacted() -> None:

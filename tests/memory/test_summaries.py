@@ -30,7 +30,9 @@ def reference_planning_summary(
     """The plan summary computed from every task (the text the model must keep seeing)."""
     counts = {s: sum(1 for t in tasks if t.status == s) for s in STATUSES}
     by_status = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-    lines = [f"**Team planning:** {len(tasks)} tasks total" + (f" ({by_status})" * bool(by_status))]
+    noun = "task" if len(tasks) == 1 else "tasks"
+    head = f"**Team planning:** {len(tasks)} {noun} total"
+    lines = [head + (f" ({by_status})" * bool(by_status))]
     owners: dict[str, int] = {}
     for task in tasks:
         owners[at(task.owner)] = owners.get(at(task.owner), 0) + 1

@@ -150,7 +150,7 @@ OTHER = textwrap.dedent(
 def test_a_post_and_a_send_from_another_process_reach_the_cluster_member(
     ray_team: Any, postgres_url: str
 ) -> None:
-    audit = AuditLog(postgres_url)
+    audit = AuditLog(postgres_url, team_id="placed2")
     policy = Policy.from_dict({"default_effect": "allow"})
     team = ray_team("placed2", profiles=[_profile()], policy=policy, audit=audit)
     name = team.hire("remote")

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import gc
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -175,3 +176,24 @@ def test_team_observer_implements_every_observer_protocol() -> None:
         assert isinstance(observer, TeamManagementToolObserver)
         handle = observer.tool_actor(COUNTER, CounterActor)
         assert handle is team.actor(COUNTER)
+
+
+def test_a_team_opened_read_only_shows_its_store_and_starts_or_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    with Team("seen", store=tmp_path / "team.db") as team:
+        _tools(team.bind([CounterCard()]))["counter_add"]("a")  # type: ignore[operator]
+    view = Team.open_read_only("seen", tmp_path / "team.db")
+    written = view.log.position
+    assert view.actor_names() == [COUNTER] and view.state_of(COUNTER).get("total") == 1
+    assert view.events(written - 1)[0].payload["event"] == "team_stopped"  # its last own
+    with pytest.raises(TeamStopped, match="read-only"):
+        view.bind([CounterCard()])
+    view.stop()
+    again = Team.open_read_only("seen", tmp_path / "team.db")
+    try:
+        assert again.log.position == written  # neither the opening nor the stop wrote
+    finally:
+        again.stop()
+    with pytest.raises(LookupError, match="no team 'unseen'"):
+        Team.open_read_only("unseen", tmp_path / "team.db")

@@ -1,6 +1,6 @@
-"""Idempotency keys in the team store, on SQLite and PostgreSQL: a key belongs to its team,
-commits or vanishes with its transaction, expires, is bounded per team, and a store written
-before the table existed gains it when opened."""
+"""Idempotency keys in the team store, on SQLite, PostgreSQL and the pure-Python double: a key
+belongs to its team, commits or vanishes with its transaction, expires, is bounded per team,
+and a store written before the table existed gains it when opened."""
 
 from __future__ import annotations
 
@@ -12,22 +12,34 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from toolcards.stores import applied_calls
+from toolcards.stores import MemoryStore, applied_calls
 from toolcards.stores.base import Store
 from toolcards.stores.postgres.team import PostgresStore
 from toolcards.stores.sqlite.team import TeamStore
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+def _opened(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     if request.param == "sqlite":
         opened: Store = TeamStore(tmp_path / "team.db")
+    elif request.param == "memory":
+        opened = MemoryStore()
     else:
         opened = PostgresStore(request.getfixturevalue("postgres_url"))
     try:
         yield opened
     finally:
         opened.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres", "memory"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    yield from _opened(request, tmp_path)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def sql_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """A store whose rows a test reads with SQL."""
+    yield from _opened(request, tmp_path)
 
 
 def _record(store: Store, team: str, key: str, result: str = '{"value":1}') -> None:
@@ -64,15 +76,15 @@ def test_a_key_older_than_the_keep_time_is_not_found(
 
 
 def test_recording_drops_the_teams_expired_keys(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    sql_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     past = time.time() - applied_calls.KEEP_SECONDS - 60
     monkeypatch.setattr(applied_calls.time, "time", lambda: past)
-    _record(store, "a", "old")
-    _record(store, "b", "old")
+    _record(sql_store, "a", "old")
+    _record(sql_store, "b", "old")
     monkeypatch.undo()
-    _record(store, "a", "new")
-    assert _keys(store) == [("a", "new"), ("b", "old")]  # b's keys wait for b's next record
+    _record(sql_store, "a", "new")
+    assert _keys(sql_store) == [("a", "new"), ("b", "old")]  # b's wait for b's next record
 
 
 def test_a_team_keeps_at_most_the_newest_keys_of_its_bound(
@@ -83,7 +95,8 @@ def test_a_team_keeps_at_most_the_newest_keys_of_its_bound(
     for n in range(5):
         _record(store, "a", f"k{n}")
     _record(store, "b", "k0")
-    assert _keys(store) == [("a", "k2"), ("a", "k3"), ("a", "k4"), ("b", "k0")]
+    kept = [(t, f"k{n}") for t in "ab" for n in range(5) if store.applied_call(t, f"k{n}")]
+    assert kept == [("a", "k2"), ("a", "k3"), ("a", "k4"), ("b", "k0")]
 
 
 def _keys(store: Store) -> list[tuple[str, str]]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from toolcards.runtime import Team
-from toolcards.stores.base import StoreLocation, UnknownStoreScheme
+from toolcards.stores import StoreLocation, UnknownStoreScheme
 from toolcards.surfaces.config import ConfigError, load_config
 
 

@@ -16,7 +16,7 @@ ROUNDS = 12
 OPENER = textwrap.dedent(
     """
     import sys, time
-    from toolcards.stores.sqlite.audit import SqliteAuditTable
+    from toolcards.stores.audit_sql import SqliteAuditTable
 
     print("ready", flush=True)
     for line in sys.stdin:  # "<path> <start>": open the file at that instant

@@ -1,5 +1,6 @@
-"""Two teams in one database never see each other's rows: audit, approvals, rate buckets
-and team state, on SQLite, PostgreSQL and memory (the contract every backend passes)."""
+"""Two teams in one database never see each other's rows: audit, approvals, grants, rate
+buckets, budget counters and team state, on SQLite, PostgreSQL and memory (the contract every
+backend passes; invariant 4: every row belongs to a team)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from toolcards.core.approvals import ApprovalRequest, ApprovalState
+from toolcards.core.grants import Grant
 from toolcards.core.identity import Identity
 from toolcards.governance import AuditLog
-from toolcards.stores.base import ApprovalStore, RateLimits
-from toolcards.stores.open import open_approvals, open_rate_limits, open_stores
+from toolcards.stores.base import ApprovalStore, RateLimits, Spend
+from toolcards.stores.open import open_approvals, open_budgets, open_rate_limits, open_stores
 
 NOW = 1_000.0
 
@@ -93,6 +95,49 @@ def test_the_same_binding_in_two_teams_is_two_requests(
     granted = b.take(_request("same").binding, approved=True, now=NOW)
     assert granted is not None and granted.state is ApprovalState.GRANTED
     assert [r.request.call_id for r in a.pending(NOW)] == ["same"]
+
+
+def _grant(grant_id: str) -> Grant:
+    pattern = {"amount": {"eq": 5}}
+    return Grant("carol", "pay", pattern, NOW + 60, "rita", NOW, grant_id=grant_id)
+
+
+def test_a_team_never_sees_uses_or_revokes_another_teams_grants(
+    approvals: tuple[ApprovalStore, ApprovalStore],
+) -> None:
+    a, b = (store.grants for store in approvals)  # type: ignore[attr-defined]
+    assert a.add(_grant("g-a"), 10) and b.add(_grant("g-b"), 10)
+    assert [g.grant_id for g in a.listing(NOW)] == ["g-a"]
+    assert [g.grant_id for g in b.listing(NOW, ended=True)] == ["g-b"]
+    assert b.get("g-a") is None and not b.live("g-a", NOW)
+    assert b.revoke("g-a", "mallory", NOW) is None
+    assert a.live("g-a", NOW)
+
+
+def test_a_team_full_of_grants_leaves_another_team_room(
+    approvals: tuple[ApprovalStore, ApprovalStore],
+) -> None:
+    a, b = (store.grants for store in approvals)  # type: ignore[attr-defined]
+    assert a.add(_grant("g-1"), 1)
+    assert not a.add(_grant("g-2"), 1)  # a holds its one live grant
+    assert b.add(_grant("g-3"), 1)
+
+
+def test_budget_counters_and_keys_belong_to_their_team(location: str) -> None:
+    a, close_a = open_budgets(location, "a")
+    b, close_b = open_budgets(location, "b")
+    try:
+        one = [Spend("pay-calls", 1, 1)]
+        assert a.take("call-1", one, NOW) is None
+        assert a.take(None, one, NOW) == 0  # a's budget is spent
+        assert b.take("call-1", one, NOW) is None  # b's own counter, and b's own key
+        assert b.take(None, one, NOW) == 0
+        assert a.spent(["pay-calls"]) == {"pay-calls": 1.0} == b.spent(["pay-calls"])
+        assert [c for c, _, _ in a.listing(NOW)] == ["pay-calls"]
+    finally:
+        for close in (close_a, close_b):
+            if close is not None:
+                close()
 
 
 def test_rate_buckets_belong_to_their_team(location: str) -> None:
@@ -183,3 +228,21 @@ def test_an_audit_file_written_before_teams_is_claimed_by_its_first_team(tmp_pat
     finally:
         first.close()
         second.close()
+
+
+@pytest.mark.parametrize("opener", ["audit", "approvals", "rate_limits", "call_results", "stores"])
+def test_a_shared_database_refuses_a_store_opened_without_a_team(
+    postgres_url: str, opener: str
+) -> None:
+    from toolcards.stores.postgres.call_results import PostgresCallResults
+
+    open_without_team = {
+        "audit": lambda: AuditLog(postgres_url),
+        "approvals": lambda: open_approvals(postgres_url),
+        "rate_limits": lambda: open_rate_limits(postgres_url),
+        "call_results": lambda: PostgresCallResults(postgres_url),
+        "stores": lambda: open_stores(postgres_url),
+    }[opener]
+    with pytest.raises(ValueError, match=r"^team_id: a PostgreSQL store holds many teams") as no:
+        open_without_team()
+    assert "\n" not in str(no.value)

@@ -4,7 +4,8 @@ tests on every surface.
 ``finish(how, tag)`` (sync, in a worker thread) returns (``how="ok"``), raises (``"error"``)
 or outlasts a timeout below :data:`OUTLAST` seconds (``"timeout"``); ``hold(tag)`` (async)
 waits until its call is cancelled; ``finish_approved`` and ``hold_approved`` are ``finish``
-and ``hold`` behind a human's approval. Each run first creates ``$ENDINGS_DIR/<tag>``, so a
+and ``hold`` behind a human's approval; ``finish_budgeted`` is ``finish`` under a budget of no
+calls (every call ends ``over_budget``). Each run first creates ``$ENDINGS_DIR/<tag>``, so a
 test can wait until its call runs. :data:`POLICY` allows everything except a tag starting
 with ``denied``.
 """
@@ -26,6 +27,8 @@ rules:
     targets: ["*"]
     effect: deny
     conditions: {arguments: {tag: {glob: "denied*"}}}
+budgets:
+  - {name: none left, targets: [finish_budgeted], per: team, calls: 0}
 """
 
 
@@ -58,6 +61,11 @@ def finish_approved(how: str, tag: str) -> str:
     return finish(how, tag)
 
 
+def finish_budgeted(how: str, tag: str) -> str:
+    """Ends as ``how`` says (no call of it is ever within its budget)."""
+    return finish(how, tag)
+
+
 async def hold_approved(tag: str) -> str:
     """Waits until the call is cancelled (a human approves each call first)."""
     return await hold(tag)
@@ -66,6 +74,7 @@ async def hold_approved(tag: str) -> str:
 TOOLS = [  # long-running: MCP runs each as a task when a client asks for one
     annotate(finish, long_running=True),
     annotate(hold, long_running=True),
+    annotate(finish_budgeted, long_running=True),
     annotate(finish_approved, requires_approval=True, long_running=True),
     annotate(hold_approved, requires_approval=True, long_running=True),
 ]

@@ -13,11 +13,15 @@ rules:
     targets: ["whoami"]
     effect: allow
     conditions: {identity_types: ["user"]}
-  - description: Only alice, as a CRM admin, deletes records
-    callers: ["alice"]
+  - description: Only alice's token, as a CRM admin, deletes records
+    callers: ["oauth:alice"]
     targets: ["delete_record"]
     effect: allow
     conditions: {roles: ["crm_admin"]}
+  - description: The static principal carol deletes records
+    callers: ["carol"]
+    targets: ["delete_record"]
+    effect: allow
 """
 
 

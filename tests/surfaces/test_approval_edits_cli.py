@@ -80,6 +80,18 @@ async def test_the_edited_arguments_run_once_and_not_the_call(served: Served) ->
     assert served.sent("body") == ["ops: edited-body"]
 
 
+async def test_the_caller_is_told_the_edited_arguments_ran_and_meta_has_their_digest(
+    served: Served,
+) -> None:
+    edit = {"to": "ops", "body": "told-edit"}
+    result, granted = await edit_while_waiting(served, "told-original", edit)
+    assert granted.returncode == ExitCode.OK, granted.stderr
+    assert result.is_error is False
+    note = json.dumps(edit, sort_keys=True, separators=(",", ":"))
+    assert result.content[0].text == f"approved with edited arguments: {note}"
+    assert result.meta["toolcards/outcome"]["approved_args_digest"] == args_digest(edit)
+
+
 async def test_the_audit_has_the_digest_of_the_call_and_of_the_edit(served: Served) -> None:
     called, edit = {"to": "ops", "body": "audited"}, {"to": "ops", "body": "audited-edit"}
     result, granted = await edit_while_waiting(served, "audited", edit)

@@ -126,7 +126,7 @@ def test_another_principal_in_the_config_is_listed_for_that_principal(
     _list(team, cache=cache)
     before, modules = _list(team, cache=cache, as_json=True)
     assert _cached(modules) and "update_planning" in _names(before)
-    _rewrite(team, "roles: [writer]", "roles: [reader]")
+    _rewrite(team, "roles: [writer, viewer]", "roles: [reader, viewer]")
     fresh, _ = _list(team, cache=tmp_path / "fresh", as_json=True)
     after, modules = _list(team, cache=cache, as_json=True)
     assert not _cached(modules)

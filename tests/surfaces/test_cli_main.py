@@ -4,14 +4,18 @@ help lists the commands from the command table without loading any)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import typer
 
 from surfaces.surface_support import SURFACE_ENV, TOOLCARDS
 from toolcards.surfaces.commands import COMMANDS, CommandTable, app
+from toolcards.surfaces.main import main
+from toolcards.surfaces.outcomes import ExitCode
 
 
 def app_command() -> typer.core.TyperGroup:
@@ -54,6 +58,8 @@ _COMMAND_MODULES = {
     "toolcards.surfaces.cli.app",
     "toolcards.surfaces.cli.approvals",
     "toolcards.surfaces.cli.audit",
+    "toolcards.surfaces.cli.budgets",
+    "toolcards.surfaces.cli.grants",
     "toolcards.surfaces.cli.init",
     "toolcards.surfaces.cli.team",
     "toolcards.surfaces.dashboard.cli",
@@ -90,3 +96,14 @@ def test_the_table_lists_each_command_with_the_first_paragraph_of_its_help() -> 
         command = group.get_command(typer.Context(group), name)
         first = " ".join((command.help or "").split("\n\n")[0].split())
         assert " ".join(entry.summary.split()) == first, name
+
+
+def test_help_lists_every_exit_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each code a command can end with is named in ``toolcards --help`` (9 was missing)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    main(["--help"])
+    epilog = " ".join(capsys.readouterr().out.split()).split("Exit codes:", 1)[1]
+    named = [int(code) for code in re.findall(r"\b(\d+) [a-z]", epilog)]
+    assert named == [int(code) for code in ExitCode], epilog

@@ -16,8 +16,21 @@ PG = "postgresql://toolcards:pa55-word@127.0.0.1:5432/team"
 
 def config(tmp_path: Path, **data: Any) -> SurfaceConfig:
     return parse_config(
-        {"policy": "policy.yaml", **data}, source="team.yaml", base_dir=tmp_path, host_written=True
+        {"policy": "policy.yaml", "team_id": "crm", **data},
+        source="team.yaml",
+        base_dir=tmp_path,
+        host_written=True,
     )
+
+
+@pytest.mark.parametrize("key", ["store", "audit", "approvals"])
+def test_a_shared_store_needs_an_explicit_team_id(tmp_path: Path, key: str) -> None:
+    data = {"policy": "policy.yaml", key: PG}
+    with pytest.raises(ConfigError) as refused:
+        parse_config(data, source="team.yaml", base_dir=tmp_path, host_written=True)
+    message = str(refused.value)
+    assert message.startswith("team.yaml: team_id: postgresql://toolcards:***@127.0.0.1")
+    assert "\n" not in message and "pa55-word" not in message
 
 
 def test_a_postgres_url_is_never_resolved_as_a_path(tmp_path: Path) -> None:
@@ -69,13 +82,27 @@ def test_an_explicit_approvals_location_is_used(tmp_path: Path) -> None:
     assert config(tmp_path, approvals=PG).approvals_location == PG
 
 
-@pytest.mark.parametrize("system", ["pykka", "ray"])
-def test_system_names_pass_through_to_the_team(tmp_path: Path, system: str) -> None:
-    assert config(tmp_path, store=PG, system=system).actor_system() == system
+def test_pykka_passes_through_to_the_team(tmp_path: Path) -> None:
+    assert config(tmp_path, store=PG, system="pykka").actor_system() == "pykka"
 
 
-def test_a_ray_mapping_builds_a_ray_actor_system(tmp_path: Path) -> None:
+def test_ray_by_name_is_the_cluster_of_ray_address_in_the_teams_namespace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from toolcards.runtime import RayActorSystem
+
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
+    system = config(tmp_path, team_id="crm", store=PG, system="ray").actor_system()
+    assert isinstance(system, RayActorSystem) and not system.starts_private_cluster()
+    assert (system.address, system.namespace) == (None, "toolcards-crm")
+
+
+def test_a_ray_mapping_builds_a_ray_actor_system(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolcards.runtime import RayActorSystem
+
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")  # for the mapping without an address
 
     ray = {"ray": {"address": "127.0.0.1:6379"}}
     found = config(tmp_path, team_id="crm", store=PG, system=ray)

@@ -107,18 +107,25 @@ def test_the_readme_makes_a_token_before_serving_over_http() -> None:
 # -- 7. a dashboard of a config without tokens ---------------------------------------------------
 
 
-def test_a_dashboard_without_tokens_prints_a_one_time_sign_in_link_for_the_local_viewer(
-    tmp_path: Path,
+@pytest.mark.parametrize("starter", ["toolcards init", "examples/team"])
+def test_a_starter_configs_dashboard_prints_a_one_time_sign_in_link_that_works(
+    tmp_path: Path, starter: str
 ) -> None:
-    local = {"id": "alice", "roles": ["writer", "viewer"]}
-    config = write(tmp_path, {"store": "team.db", "principals": {"local": local}})
-    server = Served(config, "dashboard")
+    """The configs a newcomer starts from give their local principal a viewer role, so the
+    dashboard's link signs in (before: a warning that nobody could, and a page anyway)."""
+    if starter == "toolcards init":
+        assert cli("init", cwd=tmp_path).returncode == 0
+    else:
+        for name in ("toolcards.yaml", "policy.yaml"):
+            (tmp_path / name).write_text((REPO / "examples" / "team" / name).read_text())
+    server = Served(tmp_path / "toolcards.yaml", "dashboard")
     try:
-        link = server.said(r"sign in as alice \(once\) at (http://\S+)").group(1)
+        found = server.said(r"sign in as (\S+) \(once\) at (http://\S+)")
+        who, link = found.group(1), found.group(2)
         base, _, fragment = link.partition("login#token=")
-        assert base == server.url + "/"
+        assert base == server.url + "/" and "warning" not in server.output()
         client, first = sign_in(server.url, fragment)
-        assert first.status_code == 303 and "alice" in client.get("/").text
+        assert first.status_code == 303 and who in client.get("/").text
         _, again = sign_in(server.url, fragment)
         assert again.status_code != 303  # the link's token was spent by its first sign-in
     finally:
@@ -128,11 +135,9 @@ def test_a_dashboard_without_tokens_prints_a_one_time_sign_in_link_for_the_local
 def test_a_dashboard_nobody_can_sign_in_to_names_the_missing_key_and_the_command(
     tmp_path: Path,
 ) -> None:
-    copy = tmp_path / "team"
-    copy.mkdir()
-    for name in ("toolcards.yaml", "policy.yaml"):
-        (copy / name).write_text((REPO / "examples" / "team" / name).read_text())
-    server = Served(copy / "toolcards.yaml", "dashboard")
+    local = {"id": "alice", "roles": ["writer"]}
+    config = write(tmp_path, {"store": "team.db", "principals": {"local": local}})
+    server = Served(config, "dashboard")
     try:
         line = server.said(r"warning: .*\n").group(0)
         assert "principals.tokens" in line and "toolcards hash-token" in line

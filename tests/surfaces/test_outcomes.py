@@ -13,6 +13,11 @@ class Result:
     outcome: str
     message: str = "no such tool"
     retry_after: float | None = None
+    edit: None = None
+    grant_id: None = None
+
+    def told(self, text: str) -> str:
+        return text
 
 
 def test_an_unlisted_outcome_is_an_error_with_a_failing_exit_code() -> None:

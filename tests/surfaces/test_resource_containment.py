@@ -107,3 +107,17 @@ async def test_a_hard_link_to_an_outside_file_is_not_read(tmp_path: Path) -> Non
         with pytest.raises(MCPError) as refused:
             await s.read_resource(PLANTED)
     assert refused.value.error.code == -32002
+
+
+async def test_a_dotfile_is_neither_listed_nor_read(tmp_path: Path) -> None:
+    config, ws, _outside = prepare(tmp_path)
+    (ws / ".env").write_text("API_KEY=abc123\n", encoding="utf-8")
+    async with stdio_session(config, env=server_env(tmp_path)) as s:
+        uris = {str(r.uri) for r in (await s.list_resources()).resources}
+        with pytest.raises(MCPError) as refused:
+            await s.read_resource("toolcards://workspace/w/.env")
+        with pytest.raises(MCPError) as spelled:
+            await s.read_resource("toolcards://workspace/w/dir/%2E%2E/%2Eenv")
+    assert "toolcards://workspace/w/.env" not in uris
+    assert "toolcards://workspace/w/dir/secret.txt" in uris
+    assert refused.value.error.code == spelled.value.error.code == -32002

@@ -1,7 +1,7 @@
 """Two teams' configs on one PostgreSQL database stay apart on every surface: team b's
-approver neither lists nor grants team a's pending call, team b's audit tail and query show
-none of team a's rows, and team a's calls do not use up team b's rate limit (real PostgreSQL,
-real `toolcards serve` and CLI processes)."""
+approver neither lists nor grants team a's pending call, team b's audit tail, query and verify
+show none of team a's rows (each team's hash chain is its own), and team a's calls do not use
+up team b's rate limit (real PostgreSQL, real `toolcards serve` and CLI processes)."""
 
 from __future__ import annotations
 
@@ -93,6 +93,10 @@ def test_another_teams_audit_tail_and_query_show_none_of_its_rows(
     assert [e["args"]["query"] for e in tail_a if e["tool"] == "crm_search"] == ["only a"]
     assert [e["args"]["query"] for e in tail_b if e["tool"] == "crm_search"] == ["only b"]
     assert [e["args"]["query"] for e in query_b] == ["only b"]
+    chain_a = json.loads(toolcards(a, "audit", "verify").stdout)  # each team's chain is its own
+    chain_b = json.loads(toolcards(b, "audit", "verify").stdout)
+    assert (chain_a["ok"], chain_a["rows"]) == (True, len(tail_a))
+    assert (chain_b["ok"], chain_b["rows"]) == (True, len(tail_b))
 
 
 def test_one_teams_calls_leave_another_teams_rate_limit_alone(

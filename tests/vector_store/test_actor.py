@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from toolcards import HostTrust
 from toolcards.core import RetriableError, ToolFactory
 from toolcards.runtime import Team
 from toolcards.tools.vector_store import actor as actor_mod
@@ -177,7 +178,7 @@ def test_without_the_extra_the_store_is_unavailable_and_says_so_once(
         with pytest.raises(VectorExtraMissing):
             query(handle, "tasks", "x", 1)
     said = [r for r in caplog.records if "toolcards[vector]" in r.getMessage()]
-    assert len(said) == 2  # once by the actor, once by the card: not per binding
+    assert len(said) == 1  # once, by the actor: not per binding, nor again by the card
 
 
 def test_local_model_in_a_team_finds_paraphrases(local_provider: Any) -> None:
@@ -311,7 +312,8 @@ def test_resume_with_a_qdrant_path_keeps_points_without_re_embedding(
         handle.ask(VectorStoreActor.upsert, "tasks", DOCS)
         flush(handle)
     spy.texts.clear()
-    with Team.resume("vs-qdrant-resume", store=db) as team:
+    trust = HostTrust(paths=[points])  # the stored card's folder, granted by the host
+    with Team.resume("vs-qdrant-resume", store=db, trust=trust) as team:
         handle = find_store(team)
         assert handle.ask(VectorStoreActor.count, "tasks") == 3
         assert query(handle, "tasks", "login bug", 1)[0][0] == "t2"

@@ -10,6 +10,7 @@ import pytest
 
 pytest.importorskip("faiss")
 
+from toolcards import HostTrust
 from toolcards.runtime import Team
 from toolcards.tools.vector_store import actor as actor_mod
 from toolcards.tools.vector_store import indexing
@@ -121,7 +122,8 @@ def test_a_stale_saved_graph_is_reloaded_and_caught_up_instead_of_rebuilt(
     with Team("hnsw-saved", db) as team:
         wait_for(loaded(team, index_dir=str(saved)), "hnsw")
     shutil.copytree(saved, old)  # the graph as saved by the first run
-    with Team.resume("hnsw-saved", db) as team:
+    trust = HostTrust(paths=[str(saved)])  # a resumed card may write there: the host says so
+    with Team.resume("hnsw-saved", db, trust=trust) as team:
         handle = find_store(team)
         handle.ask("upsert", "notes", [("d5", "rewritten: penguins skating on a frozen lake")])
         handle.ask("remove", "notes", ["d6"])
@@ -129,7 +131,7 @@ def test_a_stale_saved_graph_is_reloaded_and_caught_up_instead_of_rebuilt(
     shutil.rmtree(saved)
     shutil.copytree(old, saved)  # as if the second run had died before saving
     before = len(builds)
-    with Team.resume("hnsw-saved", db) as team:
+    with Team.resume("hnsw-saved", db, trust=trust) as team:
         handle = find_store(team)
         wait_for(handle, "hnsw")
         assert len(builds) == before  # reloaded, not rebuilt

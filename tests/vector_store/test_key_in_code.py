@@ -10,12 +10,16 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
+import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from support.listener import Listener, Seen
+from toolcards import HostTrust, PlanningTool
 from toolcards.core import ToolFactory, ToolFunc
 from toolcards.runtime import Team
 from toolcards.tools.vector_store.card import VectorStoreTool
@@ -170,3 +174,63 @@ def test_tools_bound_before_the_key_arrived_use_it_afterwards(tmp_path: Path) ->
         team.bind([keyed], member="bob")
         assert early["vector_add"](text="plan the offsite", id="o1") == "stored 'o1' in 'default'"
     assert endpoint.auth == [f"Bearer {key}"]
+
+
+def _change_recorded_config(db: Path, actor: str, **changes: Any) -> None:
+    """What a writer of the store (not the host's code) could do to a recorded config."""
+    with sqlite3.connect(db) as conn:
+        (config,) = conn.execute("SELECT config FROM actors WHERE name=?", (actor,)).fetchone()
+        changed = json.dumps({**json.loads(config), **changes})
+        conn.execute("UPDATE actors SET config=? WHERE name=?", (changed, actor))
+
+
+def _embeddings(seen: Seen) -> tuple[int, Any]:
+    """Answers like ``POST /v1/embeddings``."""
+    texts = json.loads(seen.body)["input"]
+    data = [{"index": i, "embedding": _vector(t)} for i, t in enumerate(texts)]
+    return 200, {"data": data, "model": "text-embedding-3-small"}
+
+
+def _openai_store() -> VectorStoreTool:
+    return VectorStoreTool(provider="openai", model="text-embedding-3-small", dimension=DIM)
+
+
+def test_a_recorded_config_changed_in_the_store_never_sends_the_hosts_key_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key, db = _key(), tmp_path / "team.db"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    with Team("key-row", store=db) as team:
+        team.bind([_openai_store()], member="alice")  # built in code: OpenAI's own endpoint
+    with Listener(_embeddings) as attacker:
+        _change_recorded_config(db, "#VectorStore", openai_base_url=f"{attacker.url}/v1")
+        with warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
+            resumed = Team.resume("key-row", store=db)
+        with resumed as team:
+            planning = _tools(team.bind([PlanningTool(vector_store=True)], member="alice"))
+            planning["update_planning"](create=[{"description": "rotate the signing keys"}])
+            assert "rotate" in planning["search_planning"](query="signing keys")
+            assert not attacker.carried(key)  # the query was not embedded there
+            with pytest.raises(ValueError, match="openai_base_url"):  # the row does not win
+                team.bind([_openai_store()], member="bob")
+    said = [str(w.message) for w in warned]
+    assert [s for s in said if "#VectorStore waits for its card" in s and "openai_base_url" in s]
+
+
+def test_a_recorded_url_the_host_trusts_is_restarted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key, db = _key(), tmp_path / "team.db"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    with Listener(_embeddings) as proxy:
+        store = _openai_store().model_copy(update={"openai_base_url": f"{proxy.url}/v1"})
+        with Team("key-proxy", store=db) as team:
+            team.bind([store], member="alice")
+        trust = HostTrust(urls=[proxy.url])
+        with Team.resume("key-proxy", store=db, trust=trust) as team:
+            assert team.actor("#VectorStore") is not None
+            planning = _tools(team.bind([PlanningTool(vector_store=True)], member="alice"))
+            planning["update_planning"](create=[{"description": "rotate the signing keys"}])
+            assert "rotate" in planning["search_planning"](query="signing keys")
+    assert proxy.carried(key)  # the query was embedded there, with the host's key

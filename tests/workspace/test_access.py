@@ -81,6 +81,19 @@ def test_listing_shows_only_what_read_bytes_reads(ws: Path, outside: Path) -> No
     assert list_files(ws, 100) == ["b.txt", "src/a.py"]
 
 
+@pytest.mark.parametrize("rel", [".env", ".git/config", "./.env", "src/.secrets", "env-link"])
+def test_a_hidden_file_is_not_read_as_it_is_not_listed(ws: Path, rel: str) -> None:
+    (ws / ".git").mkdir()
+    (ws / ".git" / "config").write_text("[remote] url = https://u:tok@host/r\n")
+    (ws / ".env").write_text("API_KEY=abc\n")
+    (ws / "src").mkdir()
+    (ws / "src" / ".secrets").write_text("k\n")
+    (ws / "env-link").symlink_to(".env")  # a link inside, to a hidden name
+    assert list_files(ws, 100) == []
+    with pytest.raises(AccessRefused):
+        read_bytes(ws, rel, CAP)
+
+
 def test_listing_stops_at_the_limit(ws: Path) -> None:
     for n in range(10):
         (ws / f"f{n}.txt").write_text("x\n")

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from toolcards.core.grants import Grant
 from toolcards.core.identity import Identity
 
 __all__ = ["ApprovalRecord", "ApprovalRequest", "ApprovalState", "new_approval_id"]
@@ -38,6 +39,9 @@ class ApprovalRequest:
     approval_id: str = field(default_factory=new_approval_id)
     created_at: float = 0.0
     args_json: str = field(default="", repr=False)
+    session: str = field(default="", compare=False)
+    """The session the call came from ("" for none): a pydantic-ai conversation, an MCP
+    session. A grant remembered from the request may be limited to it."""
 
     @property
     def exact_recorded(self) -> bool:
@@ -97,6 +101,8 @@ class ApprovalRecord:
     edited_json: str = ""
     """The arguments the approver granted in place of the request's own (canonical JSON),
     empty when the grant runs the request's arguments as they are."""
+    grant: Grant | None = None
+    """The grant the approver remembered the decision as (None: decided once)."""
 
     @property
     def edited_args(self) -> dict[str, Any] | None:

@@ -27,6 +27,7 @@ from toolcards.core.params import BaseToolParam
 from toolcards.core.retry import ToolFunc
 from toolcards.core.spec import set_instructions
 from toolcards.core.trust import FROM_DATA, TRUST, HostTrust, check_card
+from toolcards.core.views import TeamView
 
 if TYPE_CHECKING:
     from toolcards.core.context import ContextState
@@ -37,6 +38,8 @@ __getattr__ = renamed_names(__name__, {"Capability": "CardCapability"})
 Builder = Callable[[Any, Any], Callable[..., Any] | Sequence[Callable[..., Any]]]
 """``(card, param) -> callable``: how one capability becomes a callable on one channel (or
 several: a capability may offer a small family of tools)."""
+ViewBuilder = Callable[[Any, Any], "TeamView | Sequence[TeamView]"]
+"""``(card, param) -> view``: the view(s) of team state a capability offers (RESOURCE)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,21 +50,24 @@ class CardCapability:
     with a builder are the ones the capability supports (``expose`` may not name others).
     ``tool`` builds a TOOL_CALL tool and ``command`` a ``/slash`` command (the param's
     ``instructions`` are added to their descriptions), ``system_prompt`` a ``() -> str``
-    provider, ``context`` a ``() -> ContextState`` provider.
+    provider, ``context`` a ``() -> ContextState`` provider, ``resource`` a
+    :class:`~toolcards.core.views.TeamView` (or several) that surfaces offer people and clients.
     """
 
     tool: Builder | None = None
     command: Builder | None = None
     system_prompt: Builder | None = None
     context: Builder | None = None
+    resource: ViewBuilder | None = None
 
-    def builder(self, channel: Channels) -> Builder | None:
+    def builder(self, channel: Channels) -> Builder | ViewBuilder | None:
         """The builder for ``channel``, or None when the capability does not support it."""
         return {
             Channels.TOOL_CALL: self.tool,
             Channels.COMMAND: self.command,
             Channels.SYSTEM_PROMPT: self.system_prompt,
             Channels.LLM_CONTEXT: self.context,
+            Channels.RESOURCE: self.resource,
         }[channel]
 
     @property
@@ -178,6 +184,11 @@ class ToolCard(BaseModel):
         """Card types ordered before this one when present; absence is not an error."""
         return []
 
+    def missing_modules(self) -> list[str]:
+        """Optional modules this card needs to offer its tools that are not installed here
+        (a surface config that names the card then says which extra to install)."""
+        return []
+
     def get_tools(self) -> list[ToolFunc]:
         """Callables the model calls (TOOL_CALL channel)."""
         return [
@@ -198,14 +209,19 @@ class ToolCard(BaseModel):
             set_instructions(fn, param.instructions) for fn, param in self.build(Channels.COMMAND)
         ]
 
+    def get_views(self) -> list[TeamView]:
+        """Views of the team's state for people and clients (RESOURCE channel): read from a
+        team, so the card need not be bound to one."""
+        return [view for view, _ in self.build(Channels.RESOURCE) if isinstance(view, TeamView)]
+
     def get_toolsets(self) -> list[Any]:
         """Extra pydantic-ai toolsets this card contributes (for example an MCP server)."""
         return []
 
-    def build(self, channel: Channels) -> list[tuple[Callable[..., Any], BaseToolParam]]:
+    def build(self, channel: Channels) -> list[tuple[Any, BaseToolParam]]:
         """``(callable, param)`` for every capability that is on and exposed on ``channel``,
         in table order."""
-        built: list[tuple[Callable[..., Any], BaseToolParam]] = []
+        built: list[tuple[Any, BaseToolParam]] = []
         for field, capability in self.capabilities.items():
             builder = capability.builder(channel)
             if builder is None:
@@ -214,7 +230,7 @@ class ToolCard(BaseModel):
             if param is None:
                 continue
             made = builder(self, param)
-            if callable(made):
+            if callable(made) or not isinstance(made, Sequence):
                 built.append((made, param))
             else:
                 built.extend((fn, param) for fn in made)

@@ -21,12 +21,14 @@ kept because callers catch that built-in type. The module each class lives in is
     ├── ToolObserverGone                        core.errors
     ├── CommandNotRecognized                    core.errors
     ├── UntrustedField (ValueError)             core.trust
+    ├── ViewNotFound (LookupError)              core.views
     ├── StoreError                              stores.errors
     │   └── UnknownStoreScheme                  stores.errors
     ├── StoreLockedError                        stores.errors
     ├── StoreClosedError                        stores.errors
     ├── DatabaseClosed                          stores.errors
     ├── SchemaTooNew                            stores.errors
+    ├── TooManyTasks                            stores.tasks
     ├── YamlError (ValueError)                  core.yaml_safe
     ├── PolicyError (ValueError)                governance.policy.parse
     ├── ApprovalError (PermissionError)         governance.approvals.types
@@ -35,6 +37,8 @@ kept because callers catch that built-in type. The module each class lives in is
     ├── ResultTooDeep                           governance.redaction.scanner
     ├── OpaqueResult                            governance.redaction.scanner
     ├── ApprovalTimedOut                        governance.approvals.types
+    ├── GrantError (ValueError)                 governance.approvals.grants
+    ├── BudgetExceeded (UsageLimitExceeded)     governance.toolset.budget
     ├── InvalidArguments (ValueError)           governance.capability
     ├── ActorSystemUnavailable                  runtime.system
     ├── DeferredFailed                          runtime.deferred

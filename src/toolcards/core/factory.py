@@ -6,10 +6,12 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from toolcards.core.card import ToolCard, ToolFunc
+from toolcards.core.channels import Channels
 from toolcards.core.commands import CommandRegistry
 from toolcards.core.context import ContextProvider, ContextUpdater
 from toolcards.core.retry import wrap_retriable
 from toolcards.core.spec import annotations_of, describe
+from toolcards.core.views import CardView
 
 if TYPE_CHECKING:
     from pydantic_ai.toolsets import AbstractToolset
@@ -104,6 +106,11 @@ class ToolFactory:
         """A registry of every card's COMMAND callables."""
         return CommandRegistry(fn for _, fn in self._commands)
 
+    def get_views(self) -> list[CardView]:
+        """Every card's views of the team's state (RESOURCE channel), with the card's type
+        and tool names (who may read a view: see :mod:`toolcards.core.views`)."""
+        return card_views(self.cards)
+
     def get_toolsets(self) -> list[AbstractToolset[Any]]:
         """Extra toolsets contributed by cards (for example MCP servers)."""
         return [ts for card in self.cards for ts in card.get_toolsets()]
@@ -159,3 +166,15 @@ def _check_unique(entries: list[tuple[ToolCard, ToolFunc]], what: str) -> None:
                 f"duplicate {what} name {name!r}: defined by {first.card_type} and {card.card_type}"
             )
         owners[name] = card
+
+
+def card_views(cards: Iterable[ToolCard]) -> list[CardView]:
+    """The views ``cards`` offer (bound to a team or not), each with its card's type and tool
+    names."""
+    found: list[CardView] = []
+    for card in cards:
+        views = card.get_views()
+        if views:
+            tools = tuple(fn.__name__ for fn, _ in card.build(Channels.TOOL_CALL))
+            found += [CardView(card.card_type, tools, view) for view in views]
+    return found

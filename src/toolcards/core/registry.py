@@ -12,12 +12,14 @@ import threading
 from collections.abc import Iterable
 from typing import Annotated, Any, cast
 
-from pydantic import BeforeValidator, PlainSerializer, ValidationInfo
+from pydantic import BeforeValidator, PlainSerializer, ValidationError, ValidationInfo
 
 from toolcards._builtin import BUILTIN_CARDS
 from toolcards._lazy import entry_point_classes
 from toolcards.core.card import ToolCard
+from toolcards.core.factory import card_views
 from toolcards.core.trust import FROM_DATA, TRUST, HostTrust
+from toolcards.core.views import CardView
 
 TYPE_KEY = "type"
 ENTRY_POINT_GROUP = "toolcards.cards"
@@ -72,6 +74,21 @@ class CardTypes:
             card = cast(type[ToolCard], cls)
             self._entry.setdefault(name, card)
             self._entry.setdefault(card.card_type, card)
+
+
+def registered_views() -> list[CardView]:
+    """The views of every known card type's card with its defaults (a card type that needs
+    configuration has none here): what a surface offers for a team it knows only from its
+    store."""
+    cards: dict[type[ToolCard], ToolCard] = {}
+    for name in CARD_TYPES.names():
+        try:
+            cls = CARD_TYPES.resolve(name)
+            if cls not in cards:
+                cards[cls] = cls()
+        except (ValidationError, TypeError, ImportError):
+            continue
+    return card_views(cards.values())
 
 
 CARD_TYPES = CardTypes()

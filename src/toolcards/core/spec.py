@@ -31,7 +31,8 @@ class ToolAnnotations:
     """What a tool declares about itself; governance and surfaces read it.
 
     Travels in ``ToolDefinition.metadata`` under the keys of :data:`METADATA_KEYS`;
-    ``paths`` (which arguments name files, see :class:`PathArgs`) only when declared.
+    ``paths`` (which arguments name files, see :class:`PathArgs`) and ``delegates`` only when
+    declared.
     """
 
     readonly: bool = False
@@ -44,6 +45,9 @@ class ToolAnnotations:
     long_running: bool = False
     """May run for seconds or minutes (a command, a search of many files, a crawl, an
     embedding batch): MCP serves it as a task when the client asks for one."""
+    delegates: bool = False
+    """The tool runs other agents (a sub-agent, a team member): approvals their governed calls
+    need are asked of the run that called it (``toolcards.governance.approvals.nested``)."""
 
     def as_metadata(self) -> dict[str, Any]:
         """The annotations as ``ToolDefinition.metadata`` entries."""
@@ -58,6 +62,8 @@ class ToolAnnotations:
         }
         if self.paths is not None:
             meta["paths"] = self.paths
+        if self.delegates:
+            meta["delegates"] = True
         return meta
 
     @classmethod
@@ -77,6 +83,7 @@ class ToolAnnotations:
             sensitive=tuple(str(s) for s in sensitive),
             paths=paths if isinstance(paths := metadata.get("paths"), PathArgs) else None,
             long_running=bool(metadata.get("long_running", False)),
+            delegates=metadata.get("delegates") is True,
         )
 
 
@@ -95,9 +102,11 @@ def annotate(
     instructions: str | None = None,
     paths: PathArgs | None = None,
     long_running: bool = False,
+    delegates: bool = False,
 ) -> F:
     """Attach annotations (and optional extra instructions) to a tool callable; returns it.
-    ``paths`` declares the arguments that name files (see :class:`PathArgs`)."""
+    ``paths`` declares the arguments that name files (see :class:`PathArgs`); ``delegates``
+    a tool that runs other agents, whose approvals then reach the calling run."""
     setattr(
         fn,
         _ATTR,
@@ -110,6 +119,7 @@ def annotate(
             sensitive=tuple(sensitive),
             paths=paths,
             long_running=long_running,
+            delegates=delegates,
         ),
     )
     if instructions:

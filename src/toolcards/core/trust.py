@@ -10,7 +10,8 @@ mode: Annotated[str, HostAccess(Reach.EXECUTION, "runs commands unconfined on th
 ```
 
 Built in code by the host program, a card is trusted. Validated from data (``load_card(s)``,
-a ``CardList`` field, the surfaces config, an agent spec, a stored profile), each marked field
+a ``CardList`` field, the surfaces config, an agent spec, a stored profile, a tool actor's
+config read back from the team's store), each marked field
 whose value is not the field's default (nor a value its marker declares safe) must be allowed
 by the host's :class:`HostTrust`, else validation fails with one line naming the field and the
 grant that would allow it:
@@ -48,7 +49,8 @@ REST = "**"
 ANY_PROGRAM = "*"
 """As a command rule's program: any program (with any arguments unless patterns follow)."""
 HOW = (
-    "pass it as load_cards(..., trust=...), ToolCards.trusting(...) for agent specs or trust: "
+    "pass it as load_cards(..., trust=...), ToolCards.trusting(...) for agent specs, "
+    "Team(..., trust=...) for what a resumed team reads from its store or trust: "
     "in the operator's surfaces config, or build the card in code"
 )
 

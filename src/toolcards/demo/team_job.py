@@ -323,7 +323,7 @@ def _open(
     """The team and its audit log; store problems become one-line :class:`DemoError`s."""
     path = state_dir / AUDIT
     try:
-        audit = AuditLog(path, durability="sync")
+        audit = AuditLog(path, durability="sync", team_id=TEAM_ID)
     except sqlite3.Error as exc:
         raise DemoError(f"cannot open the audit log {path}: {exc}; {START_OVER}") from None
     options: dict[str, Any] = {

@@ -22,6 +22,12 @@ _NAMES = {
     "ApprovalRequest": "toolcards.governance.approvals.broker",
     "ApprovalState": "toolcards.governance.approvals.broker",
     "ApprovalStore": "toolcards.stores.base",
+    "BudgetExceeded": "toolcards.governance.toolset.budget",
+    "BudgetStore": "toolcards.stores.base",
+    "Budgets": "toolcards.governance.executor.budget",
+    "Grant": "toolcards.core.grants",
+    "GrantStore": "toolcards.stores.base",
+    "Remember": "toolcards.governance.approvals.grants",
     "MemoryApprovalStore": "toolcards.stores.memory",
     "SqliteApprovalStore": "toolcards.stores.sqlite.approvals",
     "AuditRecord": "toolcards.governance.audit.log",
@@ -34,6 +40,7 @@ _NAMES = {
     "Outcome": "toolcards.governance.outcomes",
     "RateLimiter": "toolcards.stores.memory",
     "GovernedToolset": "toolcards.governance.toolset.governed",
+    "ModelBudget": "toolcards.governance.toolset.budget",
     "HookContext": "toolcards.governance.guardrails",
     "Refuse": "toolcards.governance.guardrails",
     "SecretScanner": "toolcards.governance.redaction.scanner",
@@ -47,6 +54,7 @@ _NAMES = {
 }
 
 if TYPE_CHECKING:
+    from toolcards.core.grants import Grant
     from toolcards.core.identity import Identity
     from toolcards.core.names import provider_safe_name
     from toolcards.governance.approvals.broker import (
@@ -55,8 +63,10 @@ if TYPE_CHECKING:
         ApprovalRequest,
         ApprovalState,
     )
+    from toolcards.governance.approvals.grants import Remember
     from toolcards.governance.audit.log import AuditEntry, AuditLog, AuditRecord
     from toolcards.governance.capability import CapabilityRegistry, ToolCapability
+    from toolcards.governance.executor.budget import Budgets
     from toolcards.governance.executor.pipeline import ExecutionResult, Executor
     from toolcards.governance.guardrails import (
         HookContext,
@@ -76,8 +86,9 @@ if TYPE_CHECKING:
     from toolcards.governance.redaction.redactor import Redactor
     from toolcards.governance.redaction.scanner import SecretScanner
     from toolcards.governance.telemetry import Telemetry
+    from toolcards.governance.toolset.budget import BudgetExceeded, ModelBudget
     from toolcards.governance.toolset.governed import GovernedToolset
-    from toolcards.stores.base import ApprovalStore
+    from toolcards.stores.base import ApprovalStore, BudgetStore, GrantStore
     from toolcards.stores.memory import MemoryApprovalStore, RateLimiter
     from toolcards.stores.sqlite.approvals import SqliteApprovalStore
 
@@ -90,14 +101,20 @@ __all__ = [
     "AuditEntry",
     "AuditLog",
     "AuditRecord",
+    "BudgetExceeded",
+    "BudgetStore",
+    "Budgets",
     "CapabilityRegistry",
     "Decision",
     "ExecutionResult",
     "Executor",
     "GovernedToolset",
+    "Grant",
+    "GrantStore",
     "HookContext",
     "Identity",
     "MemoryApprovalStore",
+    "ModelBudget",
     "Outcome",
     "Policy",
     "PolicyError",
@@ -105,6 +122,7 @@ __all__ = [
     "RateLimiter",
     "Redactor",
     "Refuse",
+    "Remember",
     "SecretScanner",
     "SqliteApprovalStore",
     "Telemetry",

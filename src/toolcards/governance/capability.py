@@ -93,7 +93,8 @@ def validation_errors(exc: ValidationError, limit: int = 8) -> str:
     parts = []
     for err in exc.errors(include_input=False, include_url=False)[:limit]:
         loc = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
-        parts.append(f"{loc}: {err.get('msg', 'invalid')}")
+        message = str(err.get("msg", "invalid")).removeprefix("Value error, ")  # pydantic's
+        parts.append(f"{loc}: {message}")
     return "; ".join(parts)
 
 

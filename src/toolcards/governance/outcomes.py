@@ -14,12 +14,14 @@ approval_timeout approval    5    error     the text "approval timeout: ..."
 error           failed       1    error     the text "error: ..."
 policy_error    policy_error 8    error     the text "policy error: ..."
 refused         refused      9    error     the text "refused: ..."
+over_budget     over_budget  10   error     the text "over budget: ..."
 =============== ============ ==== ========= ============================================
 
 Exit code 2 (usage) is the command line's own: no call was made. A refused approval (a human
 was asked and said no) is reported as ``approval``, not as a policy denial; so is a call nobody
 decided on in time (``approval_timeout``). ``refused`` is a guardrail's (a hook of
-:mod:`.guardrails` stopped a call the policy allowed), not the policy's.
+:mod:`.guardrails` stopped a call the policy allowed), not the policy's. ``over_budget`` is a
+budget of the team's that is spent (see :mod:`.executor.budget`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ class Outcome(StrEnum):
     """The policy has no good rules (its file was broken from the start): nothing runs."""
     REFUSED = "refused"
     """A guardrail hook stopped the call (its arguments, or its result): see ``.guardrails``."""
+    OVER_BUDGET = "over_budget"
+    """A budget the team shares is spent (calls, model tokens or cost): see ``.executor.budget``."""
 
 
 class ExitCode(IntEnum):
@@ -56,6 +60,7 @@ class ExitCode(IntEnum):
     UNKNOWN_TOOL = 7
     POLICY_ERROR = 8
     REFUSED = 9
+    OVER_BUDGET = 10
 
 
 ModelView = Literal["value", "retry", "approval", "text"]
@@ -85,6 +90,7 @@ OUTCOMES: dict[Outcome, OutcomeMeaning] = {
     Outcome.ERROR: OutcomeMeaning("failed", ExitCode.FAILED, True, "text"),
     Outcome.POLICY_ERROR: OutcomeMeaning("policy_error", ExitCode.POLICY_ERROR, True, "text"),
     Outcome.REFUSED: OutcomeMeaning("refused", ExitCode.REFUSED, True, "text"),
+    Outcome.OVER_BUDGET: OutcomeMeaning("over_budget", ExitCode.OVER_BUDGET, True, "text"),
 }
 
 REFUSED_APPROVAL = OutcomeMeaning("approval", ExitCode.APPROVAL, True, "text")

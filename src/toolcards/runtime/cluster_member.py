@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from toolcards.governance.policy.policy import Policy
     from toolcards.runtime.profiles import RoleProfile
     from toolcards.runtime.system import ActorSystem
+    from toolcards.stores.base import BudgetStore
 
 
 class _HostingTeam(Protocol):
@@ -74,6 +75,7 @@ class ClusterMemberFactory:
         policy: Policy | None = None,
         audit: AuditLog | None = None,
         approver: Approver | None = None,
+        budgets: BudgetStore | None = None,
     ) -> None:
         self.team_cls = team_cls
         self.team_id = team_id
@@ -84,6 +86,8 @@ class ClusterMemberFactory:
         self.policy = policy
         self.audit = audit
         self.approver = approver
+        self.budgets = budgets
+        """The team's shared budget store (None: the worker counts in its own memory)."""
 
     def check_portable(self) -> None:
         """Raise ``ValueError`` naming the part that cannot travel to a worker process."""
@@ -94,6 +98,7 @@ class ClusterMemberFactory:
             ("the team's policy", self.policy),
             ("the team's audit log", self.audit),
             ("the team's approver", self.approver),
+            ("the team's budget store", self.budgets),
         ):
             try:
                 cloudpickle.dumps(value)
@@ -114,6 +119,7 @@ class ClusterMemberFactory:
             policy=self.policy,
             audit=self.audit,
             approver=self.approver,
+            budgets=self.budgets,
             system=self.system,
         )
         try:

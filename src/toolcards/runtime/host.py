@@ -19,13 +19,14 @@ if TYPE_CHECKING:
     from toolcards.core.card import ToolCard
     from toolcards.core.events import ToolStateEvent
     from toolcards.core.factory import ToolFactory
+    from toolcards.core.trust import HostTrust
     from toolcards.governance.approvals.broker import Approver
     from toolcards.governance.audit.log import AuditLog
     from toolcards.governance.policy.policy import Policy
     from toolcards.runtime.events import EventLog
     from toolcards.runtime.messaging import MemberInfo, MemberMessage
     from toolcards.runtime.profiles import RoleProfile
-    from toolcards.stores.base import StateNamespace
+    from toolcards.stores.base import BudgetStore, StateNamespace
 
 A = TypeVar("A")
 
@@ -93,6 +94,14 @@ class TeamHost(ActorHost, Protocol):
     @property
     def approver(self) -> Approver | None:
         """Who decides approval-required calls of members, if anyone."""
+
+    @property
+    def trust(self) -> HostTrust:
+        """What the host lets a stored profile choose on this host (``Team(trust=...)``)."""
+
+    @property
+    def budgets(self) -> BudgetStore:
+        """Where the members' budgets are counted."""
 
     def check_running(self) -> None:
         """Raise ``TeamStopped`` when the team is stopped."""

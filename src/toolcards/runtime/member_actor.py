@@ -29,10 +29,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
+from toolcards.core import nesting
 from toolcards.core.commands import CommandRegistry
 from toolcards.core.errors import CommandNotRecognized, RetriableError, TransientError
 from toolcards.core.identity import Identity
+from toolcards.governance.approvals.broker import ApprovalBroker
+from toolcards.governance.capability import CapabilityRegistry
 from toolcards.governance.card_reads import CardReads
+from toolcards.governance.executor.pipeline import Executor
 from toolcards.runtime.messaging import (
     MAX_MESSAGE_CHARS,
     MESSAGES,
@@ -46,6 +50,7 @@ from toolcards.stores.base import dumps
 
 if TYPE_CHECKING:
     from pydantic_ai import Agent
+    from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.messages import ModelMessage
     from pydantic_ai.toolsets import AbstractToolset
 
@@ -54,6 +59,7 @@ if TYPE_CHECKING:
     from toolcards.governance.audit.log import AuditLog
     from toolcards.governance.policy.policy import Policy
     from toolcards.runtime.host import TeamHost
+    from toolcards.stores.base import BudgetStore
 
 logger = logging.getLogger(__name__)
 
@@ -86,25 +92,39 @@ def govern(
     *,
     audit: AuditLog | None = None,
     approver: Approver | None = None,
-) -> tuple[AbstractToolset[Any], CardFilter]:
+    budgets: BudgetStore | None = None,
+) -> tuple[AbstractToolset[Any], CardFilter, AbstractCapability[Any]]:
     """``toolset`` wrapped so every call is checked against ``policy`` as ``agent.<name>``,
-    and the filter of the cards whose state that caller may read.
+    the filter of the cards whose state that caller may read, and the capability that counts
+    the member's model usage against the policy's budgets (in ``budgets``, the team's).
 
     A member's run has no place to wait for a deferred approval, so approval-required calls go
-    to ``approver`` inline, and without one they are refused with a readable result.
+    to ``approver`` inline, and without one they are refused with a readable result. An
+    approver that holds a broker (the dashboard's ``InboxApprover``) lends it to the member's
+    executor: the member's requests wait in it, and the grants its approvers remember there
+    let the member's later calls run.
     """
     # lazy: pydantic-ai, ~1 s; a process that only messages members runs no agent
+    from toolcards.governance.toolset.budget import ModelBudget
     from toolcards.governance.toolset.governed import GovernedToolset
 
     identity = Identity(id=f"agent.{name}", type="agent", roles=roles)
+    broker = getattr(approver, "broker", None)
+    executor = Executor(
+        CapabilityRegistry(),
+        policy,
+        audit=audit,
+        approvals=broker if isinstance(broker, ApprovalBroker) else None,
+        budgets=budgets,
+    )
     governed = GovernedToolset(
         toolset,
-        policy=policy,
+        executor=executor,
         identity=identity,
-        audit=audit,
         approver=approver if approver is not None else "refuse",
     )
-    return governed, CardReads(governed.policy, governed.resolve_identity)
+    readable = CardReads(governed.policy, governed.resolve_identity)
+    return governed, readable, ModelBudget(executor, identity)
 
 
 def as_text(value: Any) -> str:
@@ -169,20 +189,23 @@ class MemberActor:
             toolsets.append(self._messaging_toolset())
         toolset: AbstractToolset[Any] = CombinedToolset(toolsets)
         readable: CardFilter | None = None
+        capabilities: list[AbstractCapability[Any]] = []
         if self._team.policy is not None:
-            toolset, readable = govern(
+            toolset, readable, budget = govern(
                 toolset,
                 self._team.policy,
                 self.name,
                 profile.roles,
                 audit=self._team.audit,
                 approver=self._team.approver,
+                budgets=self._team.budgets,
             )
+            capabilities.append(budget)
         cards = CardsCapability(factory, toolset, readable=readable)
         self._agent = Agent(
             profile.model,
             instructions=profile.instructions or None,
-            capabilities=[cards],
+            capabilities=[*capabilities, cards],
             name=self.name,
             model_settings=profile.model_settings,  # type: ignore[arg-type]
         )
@@ -201,6 +224,7 @@ class MemberActor:
         team.log.append(MESSAGES, received_event(message))
         self.current = message
         token = current_member.set(self.name)
+        asking = nesting.calling_run.set(nesting.find(message.caller_run))
         ok, command = True, False
         try:
             if self._retired.is_set():
@@ -216,6 +240,7 @@ class MemberActor:
             logger.info("member %s failed on message %s", self.name, message.id, exc_info=True)
             ok, reply = False, f"error: {type(exc).__name__}: {exc}"
         finally:
+            nesting.calling_run.reset(asking)
             current_member.reset(token)
             self.current = None
         reply = truncate(reply, MAX_MESSAGE_CHARS)

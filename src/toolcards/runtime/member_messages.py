@@ -12,6 +12,7 @@ import time
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
+from toolcards.core import nesting
 from toolcards.core.actors import ActorHandle, ActorUnavailable
 from toolcards.core.errors import TransientError
 from toolcards.runtime.messaging import (
@@ -119,6 +120,9 @@ class MemberMessaging(ABC):
             return self._send_remote(self._relay, message, timeout)
         if current_member.get() == message.recipient:
             raise ValueError(f"{message.recipient} cannot wait for its own answer; use post")
+        run = nesting.calling_run.get()  # a delegating tool's run waits: it may answer approvals
+        if run is not None:
+            message = message.model_copy(update={"caller_run": run.token})
         handle = self._dispatch(message)
         try:
             return str(handle.within(timeout).ask(MemberActor.receive, message))

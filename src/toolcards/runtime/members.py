@@ -26,6 +26,7 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from toolcards.core.trust import TRUST
 from toolcards.runtime.member_messages import MemberMessaging
 from toolcards.runtime.messaging import MemberActivity, MemberInfo, member_activity
 from toolcards.runtime.relay import Relay, process_token
@@ -333,7 +334,8 @@ class MemberRoster(MemberMessaging):
                     # lazy: agent members only (pydantic models, ~1x python -c pass)
                     from toolcards.runtime.profiles import RoleProfile
 
-                    stored = RoleProfile.model_validate_json(record["profile"])
+                    trusted = {TRUST: team.trust}  # a stored profile is data
+                    stored = RoleProfile.model_validate_json(record["profile"], context=trusted)
                     team.profiles.append(stored)
                 self.hire(str(role), name, restoring=True)
             except LookupError as exc:

@@ -61,6 +61,10 @@ class MemberMessage(BaseModel):
     """Post the member's answer back to the sender's mailbox (member-to-member messages)."""
     awaited: bool = False
     """A sender in another process waits for the answer (it is logged in full)."""
+    caller_run: str | None = None
+    """The token of the run whose delegating tool sent the message and waits for the answer
+    (``toolcards.core.nesting``): approvals the member's calls need may be asked of that run,
+    when it is in this process."""
     created_at: float = Field(default_factory=time.time)
 
 

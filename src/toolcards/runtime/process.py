@@ -8,7 +8,8 @@ import logging
 import threading
 from typing import Protocol
 
-from toolcards.stores.base import Store, StoreLocation
+from toolcards.stores.base import Store
+from toolcards.stores.location import StoreLocation
 from toolcards.stores.open import open_team_store
 
 logger = logging.getLogger(__name__)
@@ -35,8 +36,9 @@ def lock() -> threading.RLock:
 
 
 def open_location(location: str, *, durable: bool = False, connect_timeout: float = 5.0) -> Store:
-    """The store at ``location``: a ``postgresql://`` URL, a SQLite path, or ``":memory:"``
-    (a new store object each call; :func:`open_store` shares them within a process)."""
+    """The store at ``location``: a SQLite path, ``":memory:"``, a ``postgresql://`` URL or an
+    installed backend's scheme (a new store object each call; :func:`open_store` shares them
+    within a process)."""
     return open_team_store(location, durable=durable, connect_timeout=connect_timeout)
 
 

@@ -1,14 +1,20 @@
-"""Ray cluster addresses: a bounded reachability check before Ray's long retries, and the
-refusal to join a second cluster from a process already connected to one."""
+"""Ray cluster addresses: bounded checks before Ray's long retries (something listens, and
+the cluster admits this process's token), and the refusal to join a second cluster from a
+process already connected to one."""
 
 from __future__ import annotations
 
+import os
 import socket
+from pathlib import Path
 from typing import Any
 
 from toolcards.runtime.system import ActorSystemUnavailable
 
-__all__ = ["check_reachable", "check_same_cluster"]
+__all__ = ["check_admitted", "check_reachable", "check_same_cluster"]
+
+_PROBE = "/ray.rpc.NodeInfoGcsService/GetClusterId"
+"""The first call a Ray driver makes to the cluster's GCS (an empty request)."""
 
 
 def _host_port(address: str) -> tuple[str, str] | None:
@@ -54,3 +60,51 @@ def check_reachable(address: str, timeout: float) -> None:
             f"cannot reach the Ray cluster at {address} ({exc}); start it with "
             "`ray start --head` (or give another address)"
         ) from None
+
+
+def _auth_token() -> str | None:
+    """The token Ray sends from this process: with ``RAY_AUTH_MODE=token``, ``RAY_AUTH_TOKEN``,
+    else the file ``RAY_AUTH_TOKEN_PATH`` names, else ``~/.ray/auth_token`` (Ray's documented
+    order); without that mode, none."""
+    if os.environ.get("RAY_AUTH_MODE", "").strip().lower() != "token":
+        return None
+    token = os.environ.get("RAY_AUTH_TOKEN", "").strip()
+    if token:
+        return token
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH") or str(Path.home() / ".ray" / "auth_token")
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read(4096).strip() or None
+    except OSError:
+        return None
+
+
+def check_admitted(address: str, timeout: float) -> None:
+    """The cluster at ``address`` (a GCS ``host:port``) answers this process's first call
+    with its token, as Ray would send it; a refusal is one line naming ``RAY_AUTH_TOKEN``
+    (Ray itself retries a refused call for about 20 s, printing a line per try). Anything
+    but a refusal is left to Ray."""
+    if address.startswith("ray://") or address in ("auto", "local"):
+        return
+    try:
+        import grpc  # type: ignore[import-untyped]  # lazy: the ray extra brings it
+    except ImportError:
+        return
+    token = _auth_token()
+    metadata = [("authorization", f"Bearer {token}")] if token else None
+    with grpc.insecure_channel(address) as channel:
+        probe = channel.unary_unary(_PROBE)
+        try:
+            probe(b"", timeout=timeout, metadata=metadata)
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.UNAUTHENTICATED:
+                return
+            if token is None:
+                raise ActorSystemUnavailable(
+                    f"the Ray cluster at {address} needs its token: export RAY_AUTH_MODE=token "
+                    "and RAY_AUTH_TOKEN=<the token the cluster was started with>"
+                ) from None
+            raise ActorSystemUnavailable(
+                f"the Ray cluster at {address} refused this process's token: export "
+                "RAY_AUTH_TOKEN=<the token the cluster was started with> (RAY_AUTH_MODE=token)"
+            ) from None

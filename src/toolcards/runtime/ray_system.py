@@ -29,7 +29,7 @@ from typing import Any
 from toolcards._lazy import optional_module
 from toolcards.core.actors import ActorUnavailable
 from toolcards.core.threads import background_thread
-from toolcards.runtime.ray_address import check_reachable, check_same_cluster
+from toolcards.runtime.ray_address import check_admitted, check_reachable, check_same_cluster
 from toolcards.runtime.ray_host import NONCE, HostKey, RayHost, host_class_problem
 from toolcards.runtime.system import ActorSystemUnavailable, HandleBase
 from toolcards.runtime.team_key import team_key as stored_team_key
@@ -260,13 +260,14 @@ class RayActorSystem:
         address = self.address or os.environ.get("RAY_ADDRESS") or None
         if address and address != "auto":
             check_reachable(address, self.connect_timeout)
+            check_admitted(address, self.connect_timeout)
         options = {"include_dashboard": False, "log_to_driver": False, **self._init_options}
         try:
             ray.init(address=address, ignore_reinit_error=True, **options)
         except ConnectionError as exc:
             raise ActorSystemUnavailable(
-                f"cannot connect to the Ray cluster at {address}: {exc}; start it "
-                "(`ray start --head`) or unset RAY_ADDRESS to run a local one"
+                f"cannot connect to the Ray cluster at {address}: {exc} (is it running there? "
+                "`ray start --head` prints the address to give)"
             ) from None
         self._started_ray = address is None
         self._connected = True

@@ -17,6 +17,7 @@ from toolcards.core.card import ToolCard
 from toolcards.core.errors import ToolcardsError
 from toolcards.core.events import ToolStateEvent
 from toolcards.core.factory import ToolFactory
+from toolcards.core.trust import HostTrust
 from toolcards.runtime import process
 from toolcards.runtime.cluster_member import ClusterMember, ClusterMemberFactory
 from toolcards.runtime.events import EventCallback, EventLog, Subscription
@@ -26,7 +27,8 @@ from toolcards.runtime.observer import TeamObserver
 from toolcards.runtime.system import ActorSystem
 from toolcards.runtime.tool_actors import ToolActors, is_remote
 from toolcards.runtime.worker import Lifecycle
-from toolcards.stores.base import StateNamespace
+from toolcards.stores.base import BudgetStore, StateNamespace
+from toolcards.stores.memory import MemoryBudgets
 
 if TYPE_CHECKING:
     from toolcards.governance.approvals.broker import Approver
@@ -68,8 +70,15 @@ class Team:
     Agent members: ``profiles`` are the :class:`RoleProfile` s that :meth:`hire` draws from;
     with a ``policy``, every member's tools are governed, their decisions written to ``audit``
     and approval-required calls put to ``approver`` (an async ``(ApprovalRequest) -> bool``;
-    without one they are refused). :meth:`spawn` starts any named actor (names without ``#`` are
-    members, stopped in the first teardown phase) and :meth:`stop_actor` stops one.
+    without one they are refused); the policy's budgets are counted in ``budgets``.
+    :meth:`spawn` starts any named actor (names without ``#`` are members, stopped in the first
+    teardown phase) and :meth:`stop_actor` stops one.
+
+    What a resumed team reads back from its store (a tool actor's recorded config, a member's
+    stored profile) is data: a field of it that reaches the host (a URL that receives the
+    host's key, a program) counts only as far as ``trust`` (the host's :class:`HostTrust`,
+    none by default) allows; otherwise that actor or member waits for the host's code to bind
+    its card (or pass its profile) again.
     """
 
     _implicit: ClassVar[Team | None] = None
@@ -84,14 +93,19 @@ class Team:
         policy: Policy | None = None,
         audit: AuditLog | None = None,
         approver: Approver | None = None,
+        budgets: BudgetStore | None = None,
         system: ActorSystem | str | None = None,
         durable: bool = False,
         stop_timeout: float = 5.0,
+        trust: HostTrust | None = None,
         _resume: bool = False,
+        _read_only: bool = False,
     ) -> None:
         if not team_id:
             raise ValueError("team_id must be a non-empty string")
         self.team_id = team_id
+        self.trust = HostTrust.of(trust)
+        """What the host lets the rows this team reads back from its store choose."""
         self.profiles: list[RoleProfile] = []
         if profiles:  # a team without members does without the profiles' models
             # lazy: agent members only (pydantic models, ~1x python -c pass)
@@ -101,24 +115,31 @@ class Team:
         self.policy = policy
         self.audit = audit
         self.approver = approver
+        self.budgets: BudgetStore = budgets if budgets is not None else MemoryBudgets(team_id)
+        """Where the members' budgets are counted (see ``policy``'s ``budgets:``): this
+        process's memory by default; a store every process of the team opens
+        (``toolcards.stores.open.open_budgets``) to share them."""
         self.stop_timeout = stop_timeout
         self._lock = threading.RLock()
         self._observers: dict[str, TeamObserver] = {}
         self._subscriptions: list[Subscription] = []
         self._stop_report: StopReport | None = None
+        self.read_only = _read_only
+        """Opened by :meth:`open_read_only`: nothing starts, nothing is written."""
         self._store = process.open_store(os.fspath(store), durable)
         try:
-            if _resume and not self._store.team_exists(team_id):
+            if (_resume or _read_only) and not self._store.team_exists(team_id):
                 raise LookupError(f"store {self._store.location} holds no team {team_id!r}")
             process.claim(self, shared_store=not self._store.in_memory)
             self.log = EventLog(self._store, team_id)
-            self.actors = ToolActors(team_id, self._store, self.log, self, system)
+            self.actors = ToolActors(team_id, self._store, self.log, self, system, self.trust)
             """The team's actor systems and its tool actors."""
             connect = getattr(self.system, "connect", None)
             if callable(connect):  # a cluster that cannot be reached fails here, once
                 connect()
-            self._store.open_team(team_id)
-            self.log.lifecycle("team_started", resumed=_resume)
+            if not _read_only:
+                self._store.open_team(team_id)
+                self.log.lifecycle("team_started", resumed=_resume)
         except BaseException:
             process.unclaim(self)
             process.release_store(self._store)
@@ -132,9 +153,17 @@ class Team:
     def resume(cls, team_id: str, store: str | os.PathLike[str], **kwargs: Any) -> Self:
         """Reopen a stopped (or killed) team: its recorded tool actors restart with their state.
 
-        Actors whose tag is not known yet come back when a card asks for them again.
+        Actors whose tag is not known yet, or whose recorded config chooses what reaches the
+        host beyond ``trust=``, come back when a card asks for them again.
         """
         return cls(team_id, store, _resume=True, **kwargs)
+
+    @classmethod
+    def open_read_only(cls, team_id: str, store: str | os.PathLike[str]) -> Self:
+        """A stored team opened to be looked at (a dashboard of its store): its state, roster
+        and event log are read as they are; no actor or member starts and nothing is written,
+        not even the team's start and stop. Starting anything raises :class:`TeamStopped`."""
+        return cls(team_id, store, _read_only=True)
 
     @classmethod
     def implicit(cls) -> Team:
@@ -173,6 +202,8 @@ class Team:
         """Raise :class:`TeamStopped` once the team is stopped."""
         if self._stop_report is not None:
             raise TeamStopped(f"team {self.team_id} is stopped")
+        if self.read_only:
+            raise TeamStopped(f"team {self.team_id} is open read-only: it starts nothing")
 
     def tool_actor(
         self,
@@ -231,7 +262,9 @@ class Team:
 
     def actor_names(self) -> list[str]:
         """Names of the running actors of this team (this process's, and cluster-wide tool
-        actors on a distributed system)."""
+        actors on a distributed system); of a team opened read-only, its recorded tool actors."""
+        if self.read_only:
+            return [name for name, _, _ in self._store.recorded_actors(self.team_id)]
         return self.actors.names()
 
     def state_of(self, name: str) -> StateNamespace:
@@ -278,6 +311,7 @@ class Team:
             policy=self.policy,
             audit=self.audit,
             approver=self.approver,
+            budgets=None if isinstance(self.budgets, MemoryBudgets) else self.budgets,
         )
         factory.check_portable()
         system.spawn(name, factory)
@@ -362,7 +396,8 @@ class Team:
 
     def subscribe(self, callback: EventCallback, since: int = 0) -> Subscription:
         """Replay the events after ``since`` to ``callback``, then deliver live ones in order."""
-        self.check_running()
+        if self._stop_report is not None:  # reading: a team opened read-only may
+            raise TeamStopped(f"team {self.team_id} is stopped")
         sub = self.log.subscribe(callback, since)
         with self._lock:
             self._subscriptions.append(sub)
@@ -386,10 +421,11 @@ class Team:
             self._stop_report = report = StopReport()
         self._roster.retire_all()
         report.stopped, report.abandoned = self.actors.stop_all(bound, everywhere)
-        self.log.lifecycle("team_stopped", stopped=report.stopped, abandoned=report.abandoned)
         if report.abandoned:
             logger.warning("team %s abandoned busy actors: %s", self.team_id, report.abandoned)
-        self._store.mark_stopped(self.team_id)
+        if not self.read_only:  # a team opened to be looked at leaves no trace
+            self.log.lifecycle("team_stopped", stopped=report.stopped, abandoned=report.abandoned)
+            self._store.mark_stopped(self.team_id)
         self.log.close()
         deadline = time.monotonic() + bound
         for sub in self._subscriptions:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from toolcards.core.actors import ActorHandle
+from toolcards.core.trust import NOTHING, HostTrust, UntrustedField, check_card
 from toolcards.runtime.actor_specs import conflict_line, in_code_values, merge_in_code, with_values
 from toolcards.runtime.events import EventLog
 from toolcards.runtime.host import ActorHost
@@ -52,7 +53,8 @@ def is_remote(system: ActorSystem) -> bool:
 
 class ToolActors:
     """The tool actors of team ``team_id`` (see the module doc). ``host`` is what a tool actor
-    of this process reaches its team through; ``system`` is ``Team(system=...)``."""
+    of this process reaches its team through; ``system`` is ``Team(system=...)``; ``trust``
+    what a recorded config read back from the store may choose (``Team(trust=...)``)."""
 
     def __init__(
         self,
@@ -61,8 +63,10 @@ class ToolActors:
         log: EventLog,
         host: ActorHost,
         system: ActorSystem | str | None,
+        trust: HostTrust = NOTHING,
     ) -> None:
         self.team_id = team_id
+        self.trust = trust
         self.store = store
         self.log = log
         self.host = host
@@ -160,13 +164,19 @@ class ToolActors:
             return handle
 
     def restore(self) -> None:
-        """Restart every recorded tool actor (a resumed team); one whose tag is not known yet
-        comes back when a card asks for it again."""
+        """Restart every recorded tool actor (a resumed team); one whose tag is not known yet,
+        or whose recorded config reaches the host beyond the team's trust (a stored row is data:
+        an ``openai_base_url`` changed in the store would get the host's key), comes back when a
+        card asks for it again (a card with other settings is refused, naming them)."""
         for name, tag, config in self.store.recorded_actors(self.team_id):
             try:
                 cls = ACTOR_TYPES.resolve(tag)
                 cfg = config_of(cls, config)
-            except Exception as exc:  # unknown tag, or a config that no longer validates
+                if cfg is not None:
+                    check_card(cfg, self.trust)
+            except Exception as exc:  # unknown tag, untrusted, or no longer valid
+                if isinstance(exc, UntrustedField):
+                    warnings.warn(f"tool actor {name} waits for its card: {exc}", stacklevel=3)
                 with self._lock:
                     self._specs[name] = ActorSpec(tag, config)
                 self.log.lifecycle("actor_restore_deferred", name=name, reason=str(exc))

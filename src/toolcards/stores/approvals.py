@@ -38,7 +38,8 @@ CREATE TABLE IF NOT EXISTS approvals (
     decided_at REAL,
     args_exact TEXT NOT NULL DEFAULT '',
     team_id TEXT NOT NULL DEFAULT '',
-    args_edited TEXT NOT NULL DEFAULT ''
+    args_edited TEXT NOT NULL DEFAULT '',
+    session TEXT NOT NULL DEFAULT ''
 )
 """
 INDEXES = """
@@ -52,15 +53,16 @@ MIGRATION = TeamColumn(
     added=(
         ("args_exact", "TEXT NOT NULL DEFAULT ''"),
         ("args_edited", "TEXT NOT NULL DEFAULT ''"),
+        ("session", "TEXT NOT NULL DEFAULT ''"),
     ),
 )
 """Tables written before gain the columns added since (the exact arguments, the team, an
-approver's edit of the arguments) and lose the team-less indexes."""
+approver's edit of the arguments, the caller's session) and lose the team-less indexes."""
 
 _FIELDS = (
     "approval_id, call_id, tool_id, args_digest, principal, principal_type, roles, args, "
     "reason, surface, created_at, expires_at, state, approver, decided_at, args_exact, "
-    "args_edited"
+    "args_edited, session"
 )
 _BY_BINDING = "team_id = ? AND call_id = ? AND tool_id = ? AND args_digest = ? AND principal = ?"
 
@@ -91,7 +93,7 @@ class SqlApprovalStore:
             if row is not None:
                 return _record(row)
             db.execute(
-                f"INSERT INTO {self.table} ({_FIELDS}, team_id) VALUES ({', '.join('?' * 18)})",
+                f"INSERT INTO {self.table} ({_FIELDS}, team_id) VALUES ({', '.join('?' * 19)})",
                 (
                     request.approval_id,
                     *request.binding,
@@ -107,6 +109,7 @@ class SqlApprovalStore:
                     None,
                     request.args_json,
                     "",
+                    request.session,
                     team,
                 ),
             )
@@ -190,7 +193,7 @@ class SqlApprovalStore:
 
 def _record(row: tuple[object, ...]) -> ApprovalRecord:
     (approval_id, call_id, tool_id, digest, principal, ptype, roles, args, reason, surface,
-     created_at, expires_at, state, approver, decided_at, exact, edited) = row  # fmt: skip
+     created_at, expires_at, state, approver, decided_at, exact, edited, session) = row  # fmt: skip
     identity = Identity(str(principal), str(ptype), [r for r in str(roles).split(",") if r])
     request = ApprovalRequest(
         call_id=str(call_id),
@@ -205,6 +208,7 @@ def _record(row: tuple[object, ...]) -> ApprovalRecord:
         approval_id=str(approval_id),
         created_at=float(created_at),  # type: ignore[arg-type]
         args_json=str(exact or ""),
+        session=str(session or ""),
     )
     return ApprovalRecord(
         request,

@@ -1,11 +1,29 @@
-"""The audit table: its schema, its team migration and the statements both audit stores use.
+"""The audit table: its schema, its migrations, the statements both audit stores use, and the
+SQLite store (:class:`SqliteAuditTable`; PostgreSQL's is in :mod:`.postgres.governance`).
 
 Rows carry their ``team_id``; every statement the stores run filters by the table's team.
+
+Each row carries a key made when the row was made (``row_key``): a row written again (a
+spill replayed after a COMMIT whose answer was lost, the journal of a killed process) is found
+by its time and key, under the chain head's lock, and not written twice. Each team's rows
+form a hash chain (:func:`link`; checked by :mod:`toolcards.stores.audit_chain`): each row's
+position and digest (over the digest of the row before it) are written in the transaction
+that moves the team's chain head (one row per team in ``audit_chain``, locked by that
+transaction, so concurrent writers chain one after the other).
 """
 
 from __future__ import annotations
 
-from toolcards.stores.migrate import TeamColumn
+import functools
+import hashlib
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from toolcards.stores.migrate import TeamColumn, sqlite_setup
+from toolcards.stores.sqlite.connect import shared_connection
 
 TABLE = """
 CREATE TABLE IF NOT EXISTS audit (
@@ -26,29 +44,129 @@ CREATE TABLE IF NOT EXISTS audit (
     error TEXT,
     team_id TEXT NOT NULL DEFAULT '',
     approved_args_digest TEXT,
-    hook TEXT
+    hook TEXT,
+    grant_id TEXT,
+    row_key TEXT,
+    chain_seq BIGINT,
+    chain_digest TEXT
+);
+CREATE TABLE IF NOT EXISTS audit_chain (
+    team_id TEXT PRIMARY KEY,
+    seq BIGINT NOT NULL,
+    digest TEXT NOT NULL
 )
 """
 INDEXES = """
 CREATE INDEX IF NOT EXISTS audit_team_principal_ts ON audit(team_id, principal, ts);
 CREATE INDEX IF NOT EXISTS audit_team_tool_ts ON audit(team_id, tool, ts);
-CREATE INDEX IF NOT EXISTS audit_team_ts ON audit(team_id, ts)
+CREATE INDEX IF NOT EXISTS audit_team_ts ON audit(team_id, ts);
+CREATE INDEX IF NOT EXISTS audit_team_grant ON audit(team_id, grant_id)
 """
 MIGRATION = TeamColumn(
     "audit",
     drop_indexes=("audit_principal_ts", "audit_tool_ts", "audit_ts"),
-    added=(("approved_args_digest", "TEXT"), ("hook", "TEXT")),
+    added=(
+        ("approved_args_digest", "TEXT"),
+        ("hook", "TEXT"),
+        ("grant_id", "TEXT"),
+        ("row_key", "TEXT"),
+        ("chain_seq", "BIGINT"),
+        ("chain_digest", "TEXT"),
+    ),
 )
 """Tables written before gain the team, the digest of an approver's edited arguments (NULL
-in older rows: they ran as called) and the guardrail hook that refused or changed a call."""
+in older rows: they ran as called), the guardrail hook that refused or changed a call, the
+grant (a remembered approval) that let it run, the row's key and its place in the team's
+chain (NULL in older rows: the chain starts after them)."""
 
 COLUMNS = (
     "ts, principal, principal_type, roles, surface, tool, call_id, args_digest, args, "
-    "decision, reason, outcome, duration_ms, error, approved_args_digest, hook"
+    "decision, reason, outcome, duration_ms, error, approved_args_digest, hook, grant_id, "
+    "row_key"
 )
 WIDTH = COLUMNS.count(",") + 1
 """Values in a row (a row kept by an older version may have fewer: the later ones are NULL)."""
-INSERT = f"INSERT INTO audit ({COLUMNS}, team_id) VALUES ({', '.join('?' * (WIDTH + 1))})"
+KEY = WIDTH - 1
+"""The index of the row's key in a row."""
+_TS, _DURATION = 0, 12
+_CHAINED = f"{COLUMNS}, chain_seq, chain_digest, team_id"
+_PLACES = f"({', '.join('?' * (WIDTH + 3))})"
+_HEAD_MADE = "INSERT INTO audit_chain VALUES (?, 0, ?) ON CONFLICT (team_id) DO NOTHING"
+_HEAD = "SELECT seq, digest FROM audit_chain WHERE team_id = ?"
+_HEAD_MOVED = "UPDATE audit_chain SET seq = ?, digest = ? WHERE team_id = ?"
+_KEYS_AT = "SELECT row_key FROM audit WHERE team_id = ? AND ts IN ({})"
+_OTHER_TEAMS = "SELECT DISTINCT team_id FROM audit WHERE team_id <> ? LIMIT ?"
+_CHAIN_PAGE = (
+    f"SELECT id, {_CHAINED} FROM audit WHERE team_id = ? AND id > ? "
+    "AND chain_seq IS NOT NULL ORDER BY id LIMIT ?"
+)
+_AT = "SELECT min(id) FROM audit WHERE team_id = ? AND chain_seq = ?"
+_UNCHAINED = "SELECT count(*), min(id), max(id) FROM audit WHERE team_id = ? AND chain_seq IS NULL"
+
+
+GENESIS = ""
+"""The digest "before" a team's first row."""
+
+
+def _encoder() -> Callable[[Any], str]:
+    """Compact ASCII JSON; the C encoder is built once (``json.dumps`` builds one per call)."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - interpreters without the C accelerator
+        return json.JSONEncoder(separators=(",", ":")).encode
+    chunks = make(
+        None, None, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True
+    )
+    return lambda value: "".join(chunks(value, 0))
+
+
+_json = _encoder()
+
+
+_quote = json.encoder.encode_basestring_ascii
+_TEAMS: dict[str, str] = {}  # a team id's JSON
+_DIGEST, _ARGS = 7, 8  # where a row (:data:`COLUMNS`) holds its argument digest and arguments
+NOT_KEPT = '{"[not kept]":"its process was killed before the row was written"}'
+"""The arguments of a row written from a killed process's journal (its digest is kept)."""
+
+
+def row_json(values: Sequence[Any]) -> bytes:
+    """Values as compact JSON (ASCII): a row's line in a spill file; a row but its arguments
+    (:func:`split`) in a journal file and in its link."""
+    return _json(values).encode()
+
+
+def split(row: Sequence[Any]) -> tuple[tuple[Any, ...], str]:
+    """A row's values but its arguments (the argument digest moved last), and its arguments
+    (the redacted JSON: the costly part of a row, made on the writer)."""
+    return (*row[:_DIGEST], *row[_ARGS + 1 :], row[_DIGEST]), row[_ARGS]
+
+
+def join(rest: Sequence[Any], args: str) -> tuple[Any, ...]:
+    """The row of :func:`split`'s parts."""
+    return (*rest[:_DIGEST], rest[-1], args, *rest[_DIGEST:-1])
+
+
+def link(prev: str, seq: int, team_id: str, row: Sequence[Any], rest: bytes | None = None) -> str:
+    """The digest of ``row`` at position ``seq`` of ``team_id``'s chain, after ``prev`` (a
+    hex digest): SHA-256 of the JSON list ``[prev, seq, team_id, *rest, args]``, where
+    ``rest`` are the row's values but its arguments (:func:`split`; the arguments come last,
+    so the JSON of the rest can be made once, when the call ends). ``rest``: ``row_json`` of
+    them, when the caller has it already."""
+    if rest is None:
+        rest = row_json(split(row)[0])
+    team = _TEAMS.get(team_id)
+    if team is None:
+        if len(_TEAMS) >= 1024:
+            _TEAMS.clear()
+        team = _TEAMS[team_id] = _json(team_id)
+    head = f'["{prev}",{seq},{team},'.encode()
+    return hashlib.sha256(head + rest[1:-1] + f",{_quote(row[_ARGS])}]".encode()).hexdigest()
+
+
+class Cursor(Protocol):
+    """A DB-API cursor (or connection) speaking ``?`` placeholders and these table names."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ...) -> Any: ...
 
 
 def select(where: str) -> str:
@@ -56,3 +174,170 @@ def select(where: str) -> str:
     condition's values, then the limit), newest first."""
     condition = f"team_id = ? AND ({where})" if where else "team_id = ?"
     return f"SELECT id, {COLUMNS} FROM audit WHERE {condition} ORDER BY id DESC LIMIT ?"
+
+
+def write(
+    cur: Cursor,
+    team_id: str,
+    rows: Sequence[Sequence[Any]],
+    *,
+    replay: bool,
+    lock: str,
+    texts: Sequence[bytes] | None = None,
+    per_statement: int = 500,
+) -> int:
+    """Append ``rows`` to the team's chain, inside the caller's write transaction; ``lock``
+    is what locks the chain head's row until it commits (PostgreSQL: `` FOR UPDATE``; SQLite
+    holds the file's write lock already). ``replay``: the rows may have been written before
+    (a spill, a journal): those whose key is in the table are left out. ``texts``: the JSON
+    of each row's values but its arguments (:func:`split`), made with the row (fresh rows
+    only).
+    ``per_statement``: rows one INSERT carries (a statement of many rows costs a third less
+    per row than one statement per row). Returns the rows written."""
+    fresh = [_normal(row) for row in rows] if replay or texts is None else rows
+    if not fresh:
+        return 0
+    cur.execute(_HEAD_MADE, (team_id, GENESIS))
+    seq, digest = cur.execute(_HEAD + lock, (team_id,)).fetchone()
+    if replay:  # under the head's lock: no other writer of the team adds rows meanwhile
+        fresh = _unwritten(cur, team_id, fresh)
+        if not fresh:
+            return 0
+    made: Sequence[bytes | None] = [None] * len(fresh) if replay or texts is None else texts
+    values: list[Any] = []
+    for row, text in zip(fresh, made, strict=True):
+        seq += 1
+        digest = link(digest, seq, team_id, row, text)
+        values += row
+        values += (seq, digest, team_id)
+    width = WIDTH + 3
+    step = per_statement * width
+    for start in range(0, len(values), step):
+        chunk = values[start : start + step]
+        cur.execute(_insert(len(chunk) // width), chunk)
+    cur.execute(_HEAD_MOVED, (seq, digest, team_id))
+    return len(fresh)
+
+
+@functools.lru_cache(maxsize=32)
+def _insert(rows: int) -> str:
+    """The INSERT of ``rows`` rows."""
+    return f"INSERT INTO audit ({_CHAINED}) VALUES {', '.join([_PLACES] * rows)}"
+
+
+def _normal(row: Sequence[Any]) -> tuple[Any, ...]:
+    """``row`` as stored and chained: every value (NULL for those an older version did not
+    keep), reals as floats, and a key (a row kept without one gets its content's digest, so
+    writing it again is still found)."""
+    full = [*row, *[None] * (WIDTH - len(row))]
+    full[_TS], full[_DURATION] = float(full[_TS]), float(full[_DURATION])
+    if not full[KEY]:
+        text = json.dumps(full[:KEY], separators=(",", ":"))
+        full[KEY] = "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:32]
+    return tuple(full)
+
+
+def _unwritten(cur: Cursor, team_id: str, rows: Sequence[Sequence[Any]]) -> list[Sequence[Any]]:
+    """``rows`` whose key is neither in the table nor earlier in ``rows`` (rows are found by
+    their time, which the team's time index finds, then by key)."""
+    seen: set[str] = set()
+    for start in range(0, len(rows), 500):
+        times = sorted({row[_TS] for row in rows[start : start + 500]})
+        found = cur.execute(_KEYS_AT.format(", ".join("?" * len(times))), (team_id, *times))
+        seen.update(key for (key,) in found.fetchall() if key)
+    fresh = []
+    for row in rows:
+        if row[KEY] not in seen:
+            seen.add(row[KEY])
+            fresh.append(row)
+    return fresh
+
+
+def chain_page(cur: Cursor, team_id: str, after: int, limit: int) -> list[Any]:
+    """Up to ``limit`` chained rows with an id above ``after``, by id:
+    ``(id, *row, chain_seq, chain_digest, team_id)``."""
+    return list(cur.execute(_CHAIN_PAGE, (team_id, after, limit)).fetchall())
+
+
+def chain_row(cur: Cursor, team_id: str, seq: int) -> int | None:
+    """The id of the team's row at chain position ``seq`` (None: there is none)."""
+    row = cur.execute(_AT, (team_id, seq)).fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def chain_head(cur: Cursor, team_id: str) -> tuple[int, str] | None:
+    """The team's chain head (its last position and digest), None before its first row."""
+    row = cur.execute(_HEAD, (team_id,)).fetchone()
+    return None if row is None else (int(row[0]), str(row[1]))
+
+
+def unchained(cur: Cursor, team_id: str) -> tuple[int, int | None, int | None]:
+    """How many of the team's rows carry no chain position, and their lowest and highest id."""
+    count, low, high = cur.execute(_UNCHAINED, (team_id,)).fetchone()
+    return int(count), low, high
+
+
+def other_teams(cur: Cursor, team_id: str, limit: int = 10) -> list[str]:
+    """Teams other than ``team_id`` with rows in the table (at most ``limit``, sorted)."""
+    return sorted(str(team) for (team,) in cur.execute(_OTHER_TEAMS, (team_id, limit)).fetchall())
+
+
+_ROWS = 500 if sqlite3.sqlite_version_info >= (3, 32) else 45
+"""Rows one INSERT carries: SQLite before 3.32 takes at most 999 values a statement."""
+
+
+class SqliteAuditTable:
+    """The audit table of a SQLite file, seen as one team's rows."""
+
+    def __init__(self, path: str | Path, *, sync: bool, team_id: str | None = None) -> None:
+        self.location = str(path)
+        self._db = shared_connection(path, sync=sync)
+        self.team_id = sqlite_setup(self._db, TABLE, MIGRATION, INDEXES, team_id)
+        """``team_id``, or (None) the team that owns the file."""
+
+    def insert(
+        self,
+        rows: list[tuple[Any, ...]],
+        *,
+        replay: bool = False,
+        texts: list[bytes] | None = None,
+    ) -> int:
+        # IMMEDIATE: the chain head is read and moved under the file's write lock
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            written = write(
+                self._db,
+                self.team_id,
+                rows,
+                replay=replay,
+                lock="",
+                texts=texts,
+                per_statement=_ROWS,
+            )
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+        return written
+
+    def select(self, where: str, params: list[Any], limit: int) -> list[tuple[Any, ...]]:
+        sql = select(where)
+        return list(self._db.execute(sql, [self.team_id, *params, limit]).fetchall())
+
+    def chain_page(self, after: int, limit: int) -> list[Any]:
+        return chain_page(self._db, self.team_id, after, limit)
+
+    def chain_row(self, seq: int) -> int | None:
+        return chain_row(self._db, self.team_id, seq)
+
+    def chain_head(self) -> tuple[int, str] | None:
+        return chain_head(self._db, self.team_id)
+
+    def unchained(self) -> tuple[int, int | None, int | None]:
+        return unchained(self._db, self.team_id)
+
+    def other_teams(self) -> list[str]:
+        return other_teams(self._db, self.team_id)
+
+    def close(self) -> None:
+        self._db.close()

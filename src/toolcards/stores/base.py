@@ -1,5 +1,9 @@
-"""The team store: :class:`Store` (tool-actor state, the event log, recorded actors) and
-:class:`StateNamespace`, one tool actor's view of its state rows.
+"""The team store, in two halves: :class:`StateStore` (transactions, teams and recorded
+actors, tool-actor state rows, their versions and the idempotency keys of mutations) and
+:class:`EventStore` (the team's event log: append, read, compact, positions, watch).
+:class:`Store` is both over one transaction, and :class:`StateNamespace` is one tool actor's
+view of its state rows. A backend (or a double: :mod:`toolcards.stores.memory`) can be written
+and tested one half at a time; the runtime runs on a whole :class:`Store`.
 
 The other stores, each one team's, have their protocols in :mod:`toolcards.stores.governance`:
 :class:`AuditTable` (the audit trail), :class:`ApprovalStore` (pending approvals) and
@@ -7,7 +11,7 @@ The other stores, each one team's, have their protocols in :mod:`toolcards.store
 :mod:`toolcards.stores.rows`. All of them are importable from here too. Implementations:
 ``stores/sqlite/`` (a file or memory), ``stores/postgres/`` (many processes and machines),
 ``stores/memory.py``; one contract test-suite (``tests/stores/``) runs against each, with two
-teams in one database. :func:`toolcards.stores.open.open_stores` is the one place that picks a
+teams in one database. :func:`toolcards.stores.open.open_stores` is the one place that opens a
 backend, from a :class:`StoreLocation`.
 """
 
@@ -30,11 +34,20 @@ from toolcards.stores.errors import (
     UnknownStoreScheme,
     UnstorableText,
 )
-from toolcards.stores.governance import ApprovalStore, AuditTable, Binding, Limit, RateLimits
-from toolcards.stores.location import StoreLocation
+from toolcards.stores.governance import (
+    ApprovalStore,
+    AuditTable,
+    Binding,
+    BudgetStore,
+    GrantStore,
+    Limit,
+    RateLimits,
+    Spend,
+)
 from toolcards.stores.rows import (
     DEFAULT_TEAM,
     EVENT_ENVELOPE_COLUMNS,
+    KEY_END,
     LIFECYCLE_TOOL,
     SCHEMA_VERSION,
     AppliedCall,
@@ -48,24 +61,29 @@ from toolcards.stores.rows import (
 __all__ = [
     "DEFAULT_TEAM",
     "EVENT_ENVELOPE_COLUMNS",
+    "KEY_END",
     "LIFECYCLE_TOOL",
     "SCHEMA_VERSION",
     "AppliedCall",
     "ApprovalStore",
     "AuditTable",
     "Binding",
+    "BudgetStore",
     "Compaction",
     "DatabaseClosed",
     "DatabaseUnavailable",
     "EventRow",
+    "EventStore",
+    "GrantStore",
     "Limit",
     "RateLimits",
     "SchemaTooNew",
+    "Spend",
     "StateNamespace",
+    "StateStore",
     "Store",
     "StoreClosedError",
     "StoreError",
-    "StoreLocation",
     "StoreLockedError",
     "StoreUnavailable",
     "UnknownStoreScheme",
@@ -76,8 +94,9 @@ __all__ = [
 ]
 
 
-class Store(ABC):
-    """Durable team state: tool-actor state rows, the event log, recorded actors, teams.
+class StateStore(ABC):
+    """Half of a team store: transactions, teams and recorded actors, tool-actor state rows,
+    their versions, and the idempotency keys of mutations.
 
     Every method is thread-safe. Statements outside :meth:`transaction` commit on their own;
     inside it they commit together when the outermost block exits, and callbacks registered
@@ -133,6 +152,11 @@ class Store(ABC):
     def checkpoint(self) -> None:  # noqa: B027 - optional: most stores have nothing to fold
         """Fold a write-ahead log into the main file, where there is one."""
 
+    def secret_location(self) -> str:
+        """What :func:`open_store` needs to open this store again in another process (a URL
+        with its password: never print it)."""
+        return self.location
+
     # ---- teams and actors --------------------------------------------------------------------
 
     @abstractmethod
@@ -174,50 +198,7 @@ class Store(ABC):
     @abstractmethod
     def state_count(self, team_id: str, actor: str, prefix: str = "") -> int: ...
 
-    # ---- events ------------------------------------------------------------------------------
-
-    @abstractmethod
-    def append_event(
-        self,
-        team_id: str,
-        tool_id: str,
-        payload: str,
-        payload_type: str | None,
-        timestamp: float,
-        *,
-        event_id: str | None = None,
-        sender: str | None = None,
-        display_type: str | None = None,
-    ) -> tuple[int, int]:
-        """Append one event; returns ``(position, seq)``. The store assigns both, so positions
-        and per-tool seqs stay gap-free under concurrent writers."""
-
-    @abstractmethod
-    def read_events(self, team_id: str, after: int, limit: int = 1000) -> list[EventRow]:
-        """Committed events of ``team_id`` with ``position > after``, in log order."""
-
-    @abstractmethod
-    def last_seq(self, team_id: str, tool_id: str) -> int:
-        """The seq of ``tool_id``'s last event (0 when none). O(1)."""
-
-    @abstractmethod
-    def last_position(self, team_id: str) -> int:
-        """The position of the team's last event (0 when none). O(1)."""
-
-    @abstractmethod
-    def compact_events(
-        self, team_id: str, *, keep_per_tool: int | None, before: float | None
-    ) -> list[Compaction]:
-        """Drop old events of every tool except lifecycle ones: all but the newest
-        ``keep_per_tool``, and/or those older than ``before`` (epoch seconds). The newest
-        dropped event of a tool stays as a marker, so seqs seen by readers have no gap."""
-
-    def secret_location(self) -> str:
-        """What :func:`open_store` needs to open this store again in another process (a URL
-        with its password: never print it)."""
-        return self.location
-
-    # ---- cross-process coherence -------------------------------------------------------------
+    # ---- versions: cross-process coherence ---------------------------------------------------
 
     def actor_version(self, team_id: str, actor: str) -> int:
         """A number that changes whenever another process commits a change of ``actor``'s
@@ -260,6 +241,48 @@ class Store(ABC):
         all."""
         raise NotImplementedError(f"{type(self).__name__} keeps no call keys")
 
+
+class EventStore(ABC):
+    """The other half of a team store: the team's event log. Positions (team-wide) and seqs
+    (per tool) are assigned by the store, gap-free under concurrent writers. Every method is
+    thread-safe; in a :class:`Store`, appends inside its transaction commit with it."""
+
+    @abstractmethod
+    def append_event(
+        self,
+        team_id: str,
+        tool_id: str,
+        payload: str,
+        payload_type: str | None,
+        timestamp: float,
+        *,
+        event_id: str | None = None,
+        sender: str | None = None,
+        display_type: str | None = None,
+    ) -> tuple[int, int]:
+        """Append one event; returns ``(position, seq)``. The store assigns both, so positions
+        and per-tool seqs stay gap-free under concurrent writers."""
+
+    @abstractmethod
+    def read_events(self, team_id: str, after: int, limit: int = 1000) -> list[EventRow]:
+        """Committed events of ``team_id`` with ``position > after``, in log order."""
+
+    @abstractmethod
+    def last_seq(self, team_id: str, tool_id: str) -> int:
+        """The seq of ``tool_id``'s last event (0 when none). O(1)."""
+
+    @abstractmethod
+    def last_position(self, team_id: str) -> int:
+        """The position of the team's last event (0 when none). O(1)."""
+
+    @abstractmethod
+    def compact_events(
+        self, team_id: str, *, keep_per_tool: int | None, before: float | None
+    ) -> list[Compaction]:
+        """Drop old events of every tool except lifecycle ones: all but the newest
+        ``keep_per_tool``, and/or those older than ``before`` (epoch seconds). The newest
+        dropped event of a tool stays as a marker, so seqs seen by readers have no gap."""
+
     def watch(self, team_id: str, callback: Callable[[], Any]) -> Callable[[], None]:
         """Call ``callback`` (on a store thread) whenever another process commits events of
         ``team_id``; returns a function that stops the calls. A store only this process
@@ -271,6 +294,12 @@ def _nothing() -> None:
     return None
 
 
+class Store(StateStore, EventStore):
+    """Durable team state: both halves over one transaction. Events appended inside
+    :meth:`transaction` commit (or roll back) with the state rows written there, and an
+    actor's :meth:`state_version` moves with its events too."""
+
+
 class StateNamespace:
     """One tool actor's durable key/value state: one row per key.
 
@@ -280,7 +309,7 @@ class StateNamespace:
     :meth:`count` and :meth:`iter_items` for large namespaces).
     """
 
-    def __init__(self, store: Store, team_id: str, actor: str) -> None:
+    def __init__(self, store: StateStore, team_id: str, actor: str) -> None:
         self._store = store
         self._team_id = team_id
         self._actor = actor

@@ -3,7 +3,10 @@ durable run recovering after its process died) be answered without running the t
 
 A key is claimed before the tool runs and settled with the outcome after; a key seen again
 is either settled (answer from the record) or claimed but never settled (the process died
-while the tool ran). The SQL is shared by :class:`SqliteCallResults` and
+while the tool ran). :class:`CallResults` is what the executor's durable step
+(:mod:`toolcards.governance.executor.replay`) asks of a store;
+:func:`toolcards.stores.open.open_call_results` opens one at any store location. The SQL is
+shared by :class:`SqliteCallResults` and
 :class:`toolcards.stores.postgres.call_results.PostgresCallResults`; every row carries its
 ``team_id`` and every statement filters by it.
 """
@@ -17,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from toolcards.stores.base import DEFAULT_TEAM
 from toolcards.stores.migrate import TeamColumn
@@ -50,7 +53,7 @@ _CLAIM = (
     "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (team_id, call_key) DO NOTHING"
 )
 _FIND = (
-    "SELECT tool_id, args_digest, principal, call_id, outcome, message, value "
+    "SELECT tool_id, args_digest, principal, call_id, outcome, message, value, claimed_at "
     "FROM toolcards_call_results WHERE team_id = ? AND call_key = ?"
 )
 _SETTLE = (
@@ -65,7 +68,8 @@ _RELEASE = (
 @dataclass(frozen=True, slots=True)
 class CallRecord:
     """A key claimed before this claim: its tool, argument digest, principal and call id,
-    and (None while the call never finished) its outcome, message and JSON-encoded value."""
+    (None while the call never finished) its outcome, message and JSON-encoded value, and
+    when it was claimed (epoch seconds)."""
 
     tool_id: str
     args_digest: str
@@ -74,10 +78,34 @@ class CallRecord:
     outcome: str | None
     message: str | None
     value: str | None
+    claimed_at: float = 0.0
 
     @property
     def settled(self) -> bool:
         return self.outcome is not None
+
+
+class CallResults(Protocol):
+    """Where claimed and settled calls are kept (one team's)."""
+
+    def claim(
+        self, key: str, tool_id: str, args_digest: str, principal: str = "", call_id: str = ""
+    ) -> CallRecord | None:
+        """Claim ``key`` for ``principal``'s call about to run: None when this claim is the
+        first, else the record an earlier claim left (settled or not)."""
+        ...
+
+    def settle(self, key: str, outcome: str, message: str, value: str | None) -> None:
+        """Record how the claimed call ended (``value``: its result as JSON text)."""
+        ...
+
+    def release(self, key: str) -> None:
+        """Drop an unsettled claim, so the next call with ``key`` runs."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection."""
+        ...
 
 
 class SqlCallResults(ABC):

@@ -52,7 +52,8 @@ def compact(
     events = f"{prefix}events"
     done: list[Compaction] = []
     tools = execute(
-        f"SELECT tool_id, seq FROM {prefix}tool_seqs WHERE team_id=? AND tool_id<>?",
+        f"SELECT tool_id, seq FROM {prefix}tool_seqs WHERE team_id=? AND tool_id<>? "
+        "ORDER BY tool_id",
         (team_id, LIFECYCLE_TOOL),
     ).fetchall()
     for tool_id, last in tools:

@@ -1,15 +1,27 @@
 """The protocols of the stores governance writes to, one team's each: :class:`ApprovalStore`
-(pending approvals, found again by their :data:`Binding`), :class:`AuditTable` (the audit
-trail) and :class:`RateLimits` (token buckets, of :class:`Limit` rules)."""
+(pending approvals, found again by their :data:`Binding`), :class:`GrantStore` (remembered
+approvals, kept by the approval stores beside their requests), :class:`AuditTable` (the audit
+trail), :class:`RateLimits` (token buckets, of :class:`Limit` rules) and :class:`BudgetStore`
+(what a team spent, counter by counter, of :class:`Spend` s)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from toolcards.core.approvals import ApprovalRecord, ApprovalRequest, ApprovalState
+from toolcards.core.grants import Grant
 
-__all__ = ["ApprovalStore", "AuditTable", "Binding", "Limit", "RateLimits"]
+__all__ = [
+    "ApprovalStore",
+    "AuditTable",
+    "Binding",
+    "BudgetStore",
+    "GrantStore",
+    "Limit",
+    "RateLimits",
+    "Spend",
+]
 
 Binding = tuple[str, str, str, str]
 """(call id, tool id, argument digest, principal id)."""
@@ -55,19 +67,89 @@ class ApprovalStore(Protocol):
 
 
 @runtime_checkable
+class GrantStore(Protocol):
+    """One team's remembered approvals (see :mod:`toolcards.governance.approvals.grants`),
+    kept beside its pending approvals: an approval store that keeps them holds one as its
+    ``grants``."""
+
+    team_id: str
+    fresh: bool
+    """True when :meth:`stamp` moves with every change made by any process before that change
+    can be read (a grant found through it needs no :meth:`live`); False when each use must be
+    confirmed."""
+
+    def add(self, grant: Grant, limit: int) -> bool:
+        """Store ``grant``; False (nothing stored) when the team already holds ``limit`` live
+        grants."""
+        ...
+
+    def revoke(self, grant_id: str, by: str, now: float) -> Grant | None:
+        """Revoke a live grant (its row stays, revoked); None when it is unknown, expired or
+        revoked already."""
+        ...
+
+    def get(self, grant_id: str) -> Grant | None:
+        """The grant, live or not (None when unknown)."""
+        ...
+
+    def listing(self, now: float, *, ended: bool = False, limit: int = 1000) -> list[Grant]:
+        """The live grants, newest first, at most ``limit`` (``ended``: also the revoked and
+        expired ones)."""
+        ...
+
+    def live(self, grant_id: str, now: float) -> bool:
+        """Whether the grant is live now, asked of the store itself (one round trip)."""
+        ...
+
+    def stamp(self) -> object:
+        """A value that changes whenever a grant of this store is made or revoked by any
+        process that shares it; cheap enough to read on every call."""
+        ...
+
+
+@runtime_checkable
 class AuditTable(Protocol):
     """Where one team's audit rows go (the statements of :mod:`toolcards.stores.audit_sql`,
     ``?`` placeholders); every row written and read is the table's team's."""
 
     team_id: str
 
-    def insert(self, rows: list[tuple[Any, ...]]) -> None:
-        """Insert ``rows`` (without their team: the table adds it) in one transaction."""
+    def insert(
+        self,
+        rows: list[tuple[Any, ...]],
+        *,
+        replay: bool = False,
+        texts: list[bytes] | None = None,
+    ) -> int:
+        """Append ``rows`` (without their team: the table adds it) to the team's chain in one
+        transaction; ``replay``: leave out rows whose key is already in the table (checked under
+        the lock that orders the team's writers); ``texts``:
+        the rows' JSON, made with them. Returns the rows written."""
         ...
 
     def select(self, where: str, params: list[Any], limit: int) -> list[tuple[Any, ...]]:
         """Rows of the team matching ``where`` (a condition on the columns, may be empty),
         newest first, at most ``limit``."""
+        ...
+
+    def chain_page(self, after: int, limit: int) -> list[Any]:
+        """The team's chained rows with an id above ``after``, by id."""
+        ...
+
+    def chain_row(self, seq: int) -> int | None:
+        """The id of the team's row at chain position ``seq`` (None: there is none)."""
+        ...
+
+    def chain_head(self) -> tuple[int, str] | None:
+        """The team's chain head: its last position and digest (None: no chained row)."""
+        ...
+
+    def unchained(self) -> tuple[int, int | None, int | None]:
+        """The team's rows without a chain position: how many, the lowest and highest id."""
+        ...
+
+    def other_teams(self) -> list[str]:
+        """A few other teams with rows in this table."""
         ...
 
     def close(self) -> None:
@@ -97,4 +179,42 @@ class RateLimits(Protocol):
     def acquire(self, limits: Sequence[Limit], principal: str, tool_id: str) -> float:
         """Take one token from every applicable bucket: 0.0 when allowed, else the seconds
         until the call would be (no token is taken then)."""
+        ...
+
+
+class Spend(NamedTuple):
+    """What one use adds to one budget counter: ``amount`` of it, within ``limit`` (a take
+    refuses to go past it); the counter may be forgotten after ``expires`` (epoch seconds;
+    None: kept)."""
+
+    counter: str
+    amount: float
+    limit: float
+    expires: float | None = None
+
+
+@runtime_checkable
+class BudgetStore(Protocol):
+    """One team's budget counters, shared by every process of the team that opens the same
+    store. ``key`` names one use (a call, a model response): a use counted once under its key
+    is never counted again (a durable run's replay), and a take under it is answered as taken."""
+
+    team_id: str
+
+    def take(self, key: str | None, spends: Sequence[Spend], now: float) -> int | None:
+        """Add every spend when each counter stays within its limit, all or nothing, at once
+        for every process: None when taken (or already counted under ``key``), else the index
+        of the first spend that would go over (nothing added)."""
+        ...
+
+    def add(self, key: str | None, spends: Sequence[Spend], now: float) -> None:
+        """Add every spend whatever the limits (what a model response used), once per key."""
+        ...
+
+    def spent(self, counters: Sequence[str]) -> dict[str, float]:
+        """What each of ``counters`` has spent (a counter never used is absent)."""
+        ...
+
+    def listing(self, now: float, limit: int = 1000) -> list[tuple[str, float, float]]:
+        """``(counter, spent, updated)`` of the team's live counters, most recently used first."""
         ...

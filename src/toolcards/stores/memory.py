@@ -1,5 +1,6 @@
-"""The stores in this process's memory: pending approvals and rate-limit buckets (the test
-seam, and the default when nothing must be shared between processes)."""
+"""The stores in this process's memory: pending approvals and their grants, rate-limit
+buckets and budget counters (the test seam, and the default when nothing must be shared
+between processes)."""
 
 from __future__ import annotations
 
@@ -9,19 +10,67 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from toolcards.core.approvals import ApprovalRecord, ApprovalRequest, ApprovalState
-from toolcards.stores.base import DEFAULT_TEAM, Binding, Limit
+from toolcards.core.grants import Grant
+from toolcards.stores.base import DEFAULT_TEAM, Binding, Limit, Spend
 
 _MAX_BUCKETS = 100_000
 
 
+class MemoryGrants:
+    """Grants in this process's memory (see :class:`~toolcards.stores.base.GrantStore`)."""
+
+    fresh = True
+
+    def __init__(self, team_id: str = DEFAULT_TEAM) -> None:
+        self.team_id = team_id
+        self._grants: dict[str, Grant] = {}
+        self._changes = 0
+        self._lock = threading.Lock()
+
+    def add(self, grant: Grant, limit: int) -> bool:
+        with self._lock:
+            if sum(1 for g in self._grants.values() if g.live(grant.created_at)) >= limit:
+                return False
+            self._grants[grant.grant_id] = grant
+            self._changes += 1
+            return True
+
+    def revoke(self, grant_id: str, by: str, now: float) -> Grant | None:
+        with self._lock:
+            grant = self._grants.get(grant_id)
+            if grant is None or not grant.live(now):
+                return None
+            grant = self._grants[grant_id] = replace(grant, revoked_at=now, revoked_by=by)
+            self._changes += 1
+            return grant
+
+    def get(self, grant_id: str) -> Grant | None:
+        with self._lock:
+            return self._grants.get(grant_id)
+
+    def listing(self, now: float, *, ended: bool = False, limit: int = 1000) -> list[Grant]:
+        with self._lock:
+            found = [g for g in self._grants.values() if ended or g.live(now)]
+        return sorted(found, key=lambda g: (-g.created_at, g.grant_id))[:limit]
+
+    def live(self, grant_id: str, now: float) -> bool:
+        grant = self.get(grant_id)
+        return grant is not None and grant.live(now)
+
+    def stamp(self) -> object:
+        return self._changes
+
+
 class MemoryApprovalStore:
-    """Approvals in this process's memory (one store per team: nothing to share)."""
+    """Approvals in this process's memory (one store per team: nothing to share), with the
+    team's grants (``grants``)."""
 
     def __init__(self, team_id: str = DEFAULT_TEAM) -> None:
         self.team_id = team_id
         self._records: dict[str, ApprovalRecord] = {}
         self._by_binding: dict[Binding, str] = {}
         self._lock = threading.Lock()
+        self.grants = MemoryGrants(team_id)
 
     def add(self, request: ApprovalRequest, now: float) -> ApprovalRecord:
         with self._lock:
@@ -146,3 +195,62 @@ class RateLimiter:
     def reset(self) -> None:
         with self._lock:
             self._buckets.clear()
+
+
+class MemoryBudgets:
+    """Budget counters in this process's memory (see
+    :class:`~toolcards.stores.base.BudgetStore`): at most 100,000 counters and as many keys
+    (the oldest keys are forgotten first; expired counters go first)."""
+
+    def __init__(self, team_id: str = DEFAULT_TEAM) -> None:
+        self.team_id = team_id
+        self._spent: dict[str, list[float | None]] = {}  # counter -> [spent, updated, expires]
+        self._keys: dict[str, None] = {}
+        self._lock = threading.Lock()
+
+    def take(self, key: str | None, spends: Sequence[Spend], now: float) -> int | None:
+        with self._lock:
+            if key is not None and key in self._keys:
+                return None
+            for index, spend in enumerate(spends):
+                row = self._spent.get(spend.counter)
+                if (float(row[0] or 0.0) if row else 0.0) + spend.amount > spend.limit:
+                    return index
+            self._spend(key, spends, now)
+        return None
+
+    def add(self, key: str | None, spends: Sequence[Spend], now: float) -> None:
+        with self._lock:
+            if key is None or key not in self._keys:
+                self._spend(key, spends, now)
+
+    def spent(self, counters: Sequence[str]) -> dict[str, float]:
+        with self._lock:
+            return {c: float(self._spent[c][0] or 0.0) for c in counters if c in self._spent}
+
+    def listing(self, now: float, limit: int = 1000) -> list[tuple[str, float, float]]:
+        with self._lock:
+            rows = [
+                (c, float(r[0] or 0.0), float(r[1] or 0.0))
+                for c, r in self._spent.items()
+                if r[2] is None or r[2] > now
+            ]
+        return sorted(rows, key=lambda row: -row[2])[:limit]
+
+    def _spend(self, key: str | None, spends: Sequence[Spend], now: float) -> None:
+        if key is not None:
+            if len(self._keys) >= _MAX_BUCKETS:
+                del self._keys[next(iter(self._keys))]
+            self._keys[key] = None
+        for spend in spends:
+            row = self._spent.get(spend.counter)
+            if row is None:
+                if len(self._spent) >= _MAX_BUCKETS:
+                    self._forget_expired(now)
+                row = self._spent[spend.counter] = [0.0, now, spend.expires]
+            row[0] = float(row[0] or 0.0) + spend.amount
+            row[1], row[2] = now, spend.expires
+
+    def _forget_expired(self, now: float) -> None:
+        for counter in [c for c, r in self._spent.items() if r[2] is not None and r[2] <= now]:
+            del self._spent[counter]

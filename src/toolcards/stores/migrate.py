@@ -62,8 +62,9 @@ _OWNER = "CREATE TABLE IF NOT EXISTS toolcards_owner (team_id TEXT NOT NULL)"
 def sqlite_setup(
     conn: sqlite3.Connection, table: str, migration: TeamColumn, indexes: str, team_id: str | None
 ) -> str:
-    """Create ``table`` (with its team column), migrate an old one, then create its indexes,
-    in one write transaction. Returns the team: ``team_id``, or (None) the file's owner."""
+    """Create ``table`` (with its team column; the statements of ``table`` may create tables
+    beside it), migrate an old one, then create its indexes, in one write transaction.
+    Returns the team: ``team_id``, or (None) the file's owner."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute(_OWNER)
@@ -73,7 +74,8 @@ def sqlite_setup(
             conn.execute("INSERT INTO toolcards_owner VALUES (?)", (owner,))
         else:
             owner = str(row[0])
-        conn.execute(table)
+        for statement in table.split(";"):
+            conn.execute(statement)
         migration.sqlite(conn, owner)
         for statement in indexes.split(";"):
             if statement.strip():

@@ -1,6 +1,6 @@
-"""The one place that picks a backend: a :class:`StoreLocation` and a team in, stores out.
-
-The PostgreSQL backend is imported when chosen, so a SQLite-only install never imports psycopg.
+"""The openers: a :class:`StoreLocation` and a team in, stores out. Each asks the location's
+backend (:class:`toolcards.stores.backend.StoreBackend`: SQLite, PostgreSQL, or an installed
+scheme's), imported when first chosen, so a SQLite-only install never imports psycopg.
 """
 
 from __future__ import annotations
@@ -11,19 +11,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolcards.stores.backend import Closer, backend_of
 from toolcards.stores.base import (
-    DEFAULT_TEAM,
     ApprovalStore,
     AuditTable,
+    BudgetStore,
     RateLimits,
     Store,
-    StoreLocation,
 )
-from toolcards.stores.memory import MemoryApprovalStore, RateLimiter
-from toolcards.stores.sqlite.approvals import SqliteApprovalStore
-from toolcards.stores.sqlite.audit import SqliteAuditTable
-from toolcards.stores.sqlite.team import TeamStore
-from toolcards.stores.tasks import SqliteTasks, SqlTasks
+from toolcards.stores.call_results import CallResults
+from toolcards.stores.location import StoreLocation
+from toolcards.stores.tasks import SqlTasks
 
 Location = str | os.PathLike[str] | StoreLocation
 
@@ -33,65 +31,49 @@ def open_team_store(
 ) -> Store:
     """The team store (state, events, actors) at ``location``; a new object each call."""
     where = StoreLocation.parse(location)
-    if where.is_postgres:
-        from toolcards.stores.postgres.team import PostgresStore  # lazy: extra postgres
-
-        return PostgresStore(where.target, connect_timeout=connect_timeout)
-    return TeamStore(where.target, durable=durable)
+    return backend_of(where).team_store(where, durable=durable, connect_timeout=connect_timeout)
 
 
 def open_audit_table(location: Location, team_id: str | None = None, *, sync: bool) -> AuditTable:
     """One team's audit rows at ``location`` (``:memory:``: this process only). Without a
     team: the team owning a SQLite file, else the default team."""
     where = StoreLocation.parse(location)
-    if where.is_postgres:
-        from toolcards.stores.postgres.governance import PostgresAuditTable  # lazy: extra postgres
-
-        return PostgresAuditTable(where.target, team_id)
-    return SqliteAuditTable(where.target, sync=sync, team_id=team_id)
+    return backend_of(where).audit_table(where, team_id, sync=sync)
 
 
-def open_approvals(
-    location: Location, team_id: str | None = None
-) -> tuple[ApprovalStore, Callable[[], Any] | None]:
+def open_approvals(location: Location, team_id: str | None = None) -> tuple[ApprovalStore, Closer]:
     """One team's pending approvals at ``location`` and how to close them (``:memory:``:
     this process only, nothing to close)."""
     where = StoreLocation.parse(location)
-    if where.is_memory:
-        return MemoryApprovalStore(team_id or DEFAULT_TEAM), None
-    if where.is_postgres:
-        # lazy: extra postgres
-        from toolcards.stores.postgres.governance import PostgresApprovalStore
-
-        pg = PostgresApprovalStore(where.target, team_id)
-        return pg, pg.close
-    sqlite = SqliteApprovalStore(where.target, team_id)
-    return sqlite, sqlite.close
+    return backend_of(where).approvals(where, team_id)
 
 
 def open_tasks(location: Location, team_id: str | None = None) -> SqlTasks:
     """One team's MCP task rows at ``location`` (``:memory:``: this process only); close
     them when done."""
     where = StoreLocation.parse(location)
-    if where.is_postgres:
-        from toolcards.stores.postgres.tasks import PostgresTasks  # lazy: extra postgres
-
-        return PostgresTasks(where.target, team_id)
-    return SqliteTasks(where.target if not where.is_memory else ":memory:", team_id)
+    return backend_of(where).tasks(where, team_id)
 
 
-def open_rate_limits(
-    location: Location, team_id: str | None = None
-) -> tuple[RateLimits, Callable[[], Any] | None]:
-    """One team's token buckets: in the database for PostgreSQL (every process shares them),
-    else in this process's memory."""
+def open_rate_limits(location: Location, team_id: str | None = None) -> tuple[RateLimits, Closer]:
+    """One team's token buckets: in the database of a shared location (every process shares
+    them), else in this process's memory."""
     where = StoreLocation.parse(location)
-    if where.is_postgres:
-        from toolcards.stores.postgres.governance import PostgresRateLimiter  # lazy: extra postgres
+    return backend_of(where).rate_limits(where, team_id)
 
-        pg = PostgresRateLimiter(where.target, team_id)
-        return pg, pg.close
-    return RateLimiter(), None
+
+def open_call_results(location: Location, team_id: str | None = None) -> CallResults:
+    """One team's recorded call results (durable runs) at ``location``: a SQLite file shared
+    by the processes of one machine, a PostgreSQL database shared by every machine."""
+    where = StoreLocation.parse(location)
+    return backend_of(where).call_results(where, team_id)
+
+
+def open_budgets(location: Location, team_id: str | None = None) -> tuple[BudgetStore, Closer]:
+    """One team's budget counters at ``location`` and how to close them: a SQLite file or a
+    PostgreSQL database every process of the team opens (``:memory:``: this process only)."""
+    where = StoreLocation.parse(location)
+    return backend_of(where).budgets(where, team_id)
 
 
 @dataclass
@@ -104,6 +86,7 @@ class Stores:
     audit: AuditTable
     approvals: ApprovalStore
     rate_limits: RateLimits
+    budgets: BudgetStore
     _closers: list[Callable[[], Any]] = field(default_factory=list, repr=False)
 
     def close(self) -> None:
@@ -119,10 +102,11 @@ class Stores:
         self.close()
 
 
-def open_stores(location: Location, team_id: str = DEFAULT_TEAM, *, sync: bool = True) -> Stores:
-    """The four stores of ``team_id`` at ``location``. With SQLite the team store is the
-    file itself and the governance tables live in ``<file>.governance.db`` beside it (the team
-    store's file has one writing process; the governance tables have many)."""
+def open_stores(location: Location, team_id: str | None = None, *, sync: bool = True) -> Stores:
+    """The stores of ``team_id`` at ``location`` (a PostgreSQL store needs it; a SQLite
+    one defaults to its file's team). With SQLite the team store is the file itself and the
+    governance tables live in ``<file>.governance.db`` beside it (the team store's file has one
+    writing process; the governance tables have many)."""
     where = StoreLocation.parse(location)
     closers: list[Callable[[], Any]] = []
     try:
@@ -139,9 +123,12 @@ def open_stores(location: Location, team_id: str = DEFAULT_TEAM, *, sync: bool =
         limits, close_limits = open_rate_limits(where, team_id)
         if close_limits is not None:
             closers.append(close_limits)
+        spent, close_budgets = open_budgets(beside, team_id)
+        if close_budgets is not None:
+            closers.append(close_budgets)
     except BaseException:
         for closer in reversed(closers):
             with contextlib.suppress(Exception):
                 closer()
         raise
-    return Stores(where, team_id, state, audit, approvals, limits, closers)
+    return Stores(where, audit.team_id, state, audit, approvals, limits, spent, closers)

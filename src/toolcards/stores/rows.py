@@ -15,6 +15,7 @@ from toolcards.stores.errors import UnstorableText
 __all__ = [
     "DEFAULT_TEAM",
     "EVENT_ENVELOPE_COLUMNS",
+    "KEY_END",
     "LIFECYCLE_TOOL",
     "SCHEMA_VERSION",
     "AppliedCall",
@@ -28,8 +29,11 @@ __all__ = [
 SCHEMA_VERSION = 2
 """The version of the store layout this code writes (both backends)."""
 
-DEFAULT_TEAM = "default"
-"""The team of stores opened without one (a standalone executor, a plain AuditLog)."""
+DEFAULT_TEAM = "toolcards"
+"""The team of whatever names none: a store or audit log opened without one (a standalone
+executor, a plain ``AuditLog("audit.db")``) and a surfaces config without ``team_id:``, so a
+trail written from Python and read with ``toolcards audit tail`` is one team's. A SQLite file
+opened first by a named team belongs to that team, and readers naming no team read it."""
 
 
 class EventRow(NamedTuple):
@@ -89,6 +93,10 @@ def dumps(value: Any) -> str:
     """JSON text of ``value``; pydantic models, dates and sets are converted on the way."""
     return json.dumps(value, default=to_jsonable_python, separators=(",", ":"))
 
+
+KEY_END = chr(0x10FFFF)
+"""Above every key a state row can have: a prefix's keys run from the prefix up to the prefix
+followed by this."""
 
 LIFECYCLE_TOOL = "team"
 """The tool id of the team's lifecycle events (never compacted)."""

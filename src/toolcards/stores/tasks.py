@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from toolcards.core.errors import ToolcardsError
 from toolcards.stores.base import DEFAULT_TEAM
 from toolcards.stores.sqlite.connect import shared_connection
 
@@ -93,7 +94,7 @@ _OWNED = (
 )
 
 
-class TooManyTasks(Exception):
+class TooManyTasks(ToolcardsError):
     """The principal already holds as many tasks as the store keeps for one principal."""
 
 

@@ -63,11 +63,15 @@ COMMANDS = {
     "dashboard": Command(
         "toolcards.surfaces.dashboard.cli:dashboard", "Serve the team dashboard in a browser."
     ),
-    "audit": Command("toolcards.surfaces.cli.audit:audit_app", "Read the audit trail."),
+    "audit": Command("toolcards.surfaces.cli.audit:audit_app", "Read and verify the audit trail."),
     "team": Command("toolcards.surfaces.cli.team:team_app", "Inspect the team."),
     "approvals": Command(
-        "toolcards.surfaces.cli.approvals:approvals_app",
-        "Decide calls that wait for approval (list, show, grant, deny).",
+        "toolcards.surfaces.cli.grants:approvals_app",
+        "Decide waiting calls (list, show, grant, deny), and grants.",
+    ),
+    "budgets": Command(
+        "toolcards.surfaces.cli.budgets:budgets",
+        "What each budget of the team has spent and has left.",
     ),
 }
 """Every command, in the order ``--help`` lists them."""
@@ -129,7 +133,8 @@ app = typer.Typer(
     rich_markup_mode=_MARKUP,
     epilog=(
         "Exit codes: 0 ok, 1 tool failure, 2 usage or config error, 3 denied, 4 invalid input, "
-        "5 needs approval or refused, 6 rate limited, 7 unknown tool, 8 policy error."
+        "5 needs approval or refused, 6 rate limited, 7 unknown tool, 8 policy error, "
+        "9 refused by a guardrail, 10 over budget."
     ),
 )
 

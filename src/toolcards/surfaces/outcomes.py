@@ -29,6 +29,10 @@ class SurfaceOutcome:
     exit_code: ExitCode
     outcome: str
     message: str
+    approved_args_digest: str | None = None
+    """Set when an approver's edit of the arguments ran in place of the caller's."""
+    grant_id: str | None = None
+    """Set when a remembered approval (a grant) let the call run without asking anyone."""
 
     @property
     def is_error(self) -> bool:
@@ -39,6 +43,10 @@ class SurfaceOutcome:
         data: dict[str, Any] = {"outcome": self.outcome, "kind": self.kind}
         if retry_after is not None:
             data["retry_after"] = retry_after
+        if self.approved_args_digest is not None:
+            data["approved_args_digest"] = self.approved_args_digest
+        if self.grant_id is not None:
+            data["grant_id"] = self.grant_id
         return data
 
 
@@ -46,7 +54,11 @@ def classify(result: ExecutionResult, *, human_asked: bool = False) -> SurfaceOu
     """The surface view of ``result``. A refused approval (a human was asked and said no) is
     an approval outcome, not a policy denial."""
     found = meaning(result.outcome, human_asked=human_asked)
-    return SurfaceOutcome(found.kind, found.exit_code, str(result.outcome), result.message)
+    digest = result.edit.digest if result.edit is not None else None
+    message = result.told(result.message) if result.message else result.message
+    return SurfaceOutcome(
+        found.kind, found.exit_code, str(result.outcome), message, digest, result.grant_id
+    )
 
 
 def table_decision(kind: str) -> str:

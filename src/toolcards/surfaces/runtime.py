@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,12 +24,15 @@ import anyio
 from toolcards.core.factory import ToolFactory
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.threads import background_thread
+from toolcards.core.views import CardView
 from toolcards.governance.audit.log import AuditLog
 from toolcards.governance.capability import CapabilityRegistry
 from toolcards.governance.executor.pipeline import Executor
 from toolcards.governance.guardrails import ToolHook
 from toolcards.governance.policy.parse import PolicyError
 from toolcards.governance.policy.policy import Policy
+from toolcards.runtime.system import ActorSystemUnavailable
+from toolcards.stores.errors import DatabaseUnavailable, SchemaTooNew, StoreError, StoreLockedError
 from toolcards.stores.open import open_tasks
 from toolcards.surfaces.approval import approval_channel
 from toolcards.surfaces.config import ConfigError, SurfaceConfig, load_config
@@ -36,6 +40,7 @@ from toolcards.surfaces.config.shared import open_shared
 from toolcards.surfaces.http.auth import HttpAuth
 from toolcards.surfaces.http.limits import HttpLimits
 from toolcards.surfaces.http.tokens import TokenTable
+from toolcards.surfaces.outcomes import ExitCode
 from toolcards.tools._common.workspace_dir import workspace_dir
 
 if TYPE_CHECKING:
@@ -44,7 +49,7 @@ if TYPE_CHECKING:
     from toolcards.governance.approvals.broker import ApprovalBroker
     from toolcards.runtime.system import ActorSystem
     from toolcards.runtime.team import Team
-    from toolcards.stores.base import RateLimits
+    from toolcards.stores.base import BudgetStore, RateLimits
     from toolcards.stores.tasks import SqlTasks
     from toolcards.surfaces.approval import ApprovalChannel
 
@@ -92,6 +97,9 @@ class SurfaceRuntime:
     tasks: SqlTasks | None = None
     """The team's MCP task rows (shared by every process of the config; None: the MCP
     server keeps its tasks in memory)."""
+    views: list[CardView] = field(default_factory=list)
+    """The views of the team's state the configured cards offer (MCP resources, dashboard
+    panels; see :mod:`toolcards.core.views`)."""
 
     @property
     def registry(self) -> CapabilityRegistry:
@@ -189,8 +197,10 @@ class SurfaceRuntime:
         except PolicyError as exc:
             raise ConfigError(f"{config.source}: policy: {exc}") from None
         if config.system != "pykka":  # a missing extra is said before any store is reached
-            _require_module("ray")
+            require_modules("ray")
         cards = config.load_cards()
+        for card in cards:  # a configured card without its extra would serve no tools
+            require_modules(*card.missing_modules())
         tools = [tool for spec in config.tools for tool in _import_tools(spec, config.source)]
         extra_resources = [
             r for spec in config.resources for r in _imported(spec, config.source, "resources")
@@ -204,18 +214,20 @@ class SurfaceRuntime:
         owned: list[Callable[[], Any]] = []
         team = None
         card_toolsets: list[AbstractToolset[Any]] = []
+        views: list[CardView] = []
         try:
             if cards or with_team:
                 system = config.actor_system()
                 if not isinstance(system, str):  # a system built here is released here
                     owned.append(system.shutdown)
-                team = _open_team(config.team_id, config.store_location, system)
+                team = _open_team(config, system)
                 owned.append(team.stop)
             factory = team.bind(cards, member=config.member_name) if team and cards else None
             registry = _registry(factory, tools)
             if factory is not None:
                 prompts = card_prompts(factory) + prompts
                 card_toolsets = factory.get_toolsets()
+                views = factory.get_views()
             shared = open_shared(config, durability=durability)
             owned.append(shared.close)
             tasks = open_tasks(config.approvals_location, config.team_id)
@@ -228,6 +240,7 @@ class SurfaceRuntime:
                 approvals=shared.approvals,
                 rate_limiter=shared.rate_limiter,
                 hooks=hooks,
+                budgets=shared.budgets,
             )
         except BaseException:
             for closer in reversed(owned):
@@ -243,6 +256,7 @@ class SurfaceRuntime:
         rt.http_limits = config.http
         rt.tool_functions = _functions(factory, tools)
         rt.tasks = tasks
+        rt.views = views
         return rt
 
     @classmethod
@@ -276,9 +290,33 @@ class SurfaceRuntime:
             rt.prompts = card_prompts(source)
             rt.toolsets = source.get_toolsets()
             rt.tool_functions = _functions(source, [])
+            rt.views = source.get_views()
         elif not isinstance(source, CapabilityRegistry):
             rt.tool_functions = _functions(None, list(source))
         return rt
+
+
+def opening_error(exc: BaseException, config: Path) -> tuple[str, ExitCode] | None:
+    """The one line and exit code a command line says when opening the runtime of the config
+    file ``config`` raised ``exc`` (a config, store, database or cluster problem), or None
+    for anything else."""
+    if isinstance(exc, ConfigError):
+        return str(exc), ExitCode.USAGE
+    if isinstance(exc, StoreLockedError):
+        return f"{exc} (is `toolcards serve` running on this config?)", ExitCode.FAILED
+    if isinstance(exc, StoreError):
+        return f"{exc} (store: in {config})", ExitCode.FAILED
+    if isinstance(exc, sqlite3.Error):  # the audit log's file
+        try:
+            where = (
+                f"cannot open the audit log {load_config(config).audit_path} (audit: in {config})"
+            )
+        except ConfigError:
+            where = "cannot open the audit log"
+        return f"{where}: {exc}; give a file path in a writable folder", ExitCode.FAILED
+    if isinstance(exc, DatabaseUnavailable | ActorSystemUnavailable | SchemaTooNew):
+        return str(exc), ExitCode.FAILED
+    return None
 
 
 def as_registry(
@@ -291,24 +329,28 @@ def as_registry(
     return CapabilityRegistry.from_tools(list(source))
 
 
-def _require_module(name: str) -> None:
-    """ModuleNotFoundError for ``name`` when it cannot be imported (the command line names
-    its extra, see :mod:`toolcards.surfaces.cli.extras`); nothing is imported here."""
-    if importlib.util.find_spec(name) is None:
-        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+def require_modules(*names: str) -> None:
+    """ModuleNotFoundError for the first of ``names`` that cannot be imported (the command
+    line names its extra, see :mod:`toolcards.surfaces.cli.extras`); nothing is imported
+    here."""
+    for name in names:
+        if importlib.util.find_spec(name) is None:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
 
-def _open_team(team_id: str, store: str, system: str | ActorSystem = "pykka") -> Team:
-    """The team with its recorded tool actors restarted, or a new one (on a PostgreSQL
-    store, other processes may hold it at the same time)."""
+def _open_team(config: SurfaceConfig, system: str | ActorSystem) -> Team:
+    """The config's team with its recorded tool actors restarted (what they read back from
+    the store under the operator's ``trust:``), or a new one (on a PostgreSQL store, other
+    processes may hold it at the same time)."""
     from toolcards.runtime.team import Team  # lazy: ~3x python -c pass; cardless runtimes skip it
 
+    team_id, store, trust = config.team_id, config.store_location, config.host_trust()
     if store != ":memory:":
         try:
-            return Team.resume(team_id, store=store, system=system)
+            return Team.resume(team_id, store=store, system=system, trust=trust)
         except LookupError:
             pass
-    return Team(team_id, store=store, system=system)
+    return Team(team_id, store=store, system=system, trust=trust)
 
 
 def _executor(
@@ -320,6 +362,7 @@ def _executor(
     approvals: ApprovalBroker | None = None,
     rate_limiter: RateLimits | None = None,
     hooks: Sequence[ToolHook] = (),
+    budgets: BudgetStore | None = None,
 ) -> Executor:
     return Executor(
         registry,
@@ -329,6 +372,7 @@ def _executor(
         rate_limiter=rate_limiter,
         timeout=timeout,
         hooks=hooks,
+        budgets=budgets,
     )
 
 

@@ -13,16 +13,19 @@ shows it in a banner.
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 import typer
 
+from toolcards.governance.policy.policy import EVERYONE
+from toolcards.surfaces.approval import log as approval_log
 from toolcards.surfaces.cli.endpoint import control_endpoint
 from toolcards.surfaces.cli.operations import open_runtime
 from toolcards.surfaces.cli.options import ConfigOpt, state_of
@@ -31,6 +34,11 @@ from toolcards.surfaces.http.ports import MCP_PORT, PortUnavailable, listen, url
 from toolcards.surfaces.mcp_server.http import run_http
 from toolcards.surfaces.mcp_server.server import run_stdio
 from toolcards.surfaces.outcomes import ExitCode
+from toolcards.surfaces.runtime import require_modules
+
+ROOT_LOGGER = "toolcards"
+HTTP_MODULES = ("starlette", "sse_starlette", "uvicorn")
+"""What MCP over HTTP needs beside the MCP SDK (the dashboard extra)."""
 
 if TYPE_CHECKING:
     from pydantic_ai.toolsets import AbstractToolset
@@ -106,6 +114,45 @@ def policy_notice(policy: Policy) -> str:
     return f"error: {policy.error} (every call is refused until it is fixed)"
 
 
+class _OperatorLines(logging.Handler):
+    """One line on stderr per record the operator of a server must see: a call that waits
+    for an approver (the approval channels' INFO), and toolcards' warnings (an OAuth issuer
+    whose keys cannot be fetched, an MCP server that went away)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, EVERYONE, False):  # the policy's: :func:`watching_policy` says it
+            return False
+        return record.levelno >= logging.WARNING or record.name == approval_log.name
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = " ".join(record.getMessage().split())
+        except Exception:  # a record that cannot be formatted is not worth a traceback
+            return
+        lead = "" if record.levelno < logging.WARNING else f"{record.levelname.lower()}: "
+        _to_stderr(lead + text)
+
+
+@contextlib.contextmanager
+def operator_lines() -> Iterator[None]:
+    """While the block runs, what a server's operator must see is said on stderr (see
+    :class:`_OperatorLines`); the MCP clients hear it as log messages too."""
+    handler = _OperatorLines()
+    root, approvals = logging.getLogger(ROOT_LOGGER), approval_log
+    previous = approvals.level
+    if approvals.getEffectiveLevel() > logging.INFO:
+        approvals.setLevel(logging.INFO)
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        approvals.setLevel(previous)
+
+
 def _to_stderr(line: str) -> None:
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
@@ -161,6 +208,8 @@ def serve(
         raise typer.BadParameter("use stdio or http", param_hint="--transport")
     if dashboard and transport != "http":
         raise typer.BadParameter("the dashboard needs --transport http", param_hint="--dashboard")
+    # a missing extra is said before anything starts or says it serves
+    require_modules("mcp", *(HTTP_MODULES if transport == "http" else ()))
     state = state_of(ctx, config)
     sock = None
     if transport == "http":  # taken or not, known before anything starts
@@ -177,7 +226,7 @@ def serve(
             if dashboard:
                 err().print(f"dashboard at http://{url_host(host)}:{port}/", markup=False)
         control = state.config if state.factory is None else None
-        with contextlib.suppress(KeyboardInterrupt):
+        with contextlib.suppress(KeyboardInterrupt), operator_lines():
             anyio.run(
                 lambda: serve_runtime(
                     rt,

@@ -105,6 +105,7 @@ class ApprovalBroker(ApprovalDecisions):
         call_id: str | None = None,
         surface: str = "",
         redactor: Redactor | None = None,
+        session: str = "",
     ) -> ApprovalRequest:
         """Record a pending request. The same call asked again (same call id, tool, digest and
         principal) gets the request already recorded; a request is never replaced.
@@ -130,6 +131,7 @@ class ApprovalBroker(ApprovalDecisions):
             identity=identity,
             created_at=now,
             args_json=exact,
+            session=session,
         )
         return self.store.add(req, now).request
 

@@ -1,18 +1,22 @@
 """The approver's side of the approval broker: granting (with an approver's edit of the
-arguments), denying and the caller's own grant where a surface trusts it, each refused unless
-the deciding principal may decide exactly this pending request, and each audited with the
-approver's identity (see :mod:`.approvals`)."""
+arguments, or remembered as a grant for later calls), denying, revoking a grant, and the
+caller's own grant where a surface trusts it, each refused unless the deciding principal may
+decide exactly this, and each audited with the approver's identity (see :mod:`.broker` and
+:mod:`.grants`)."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from toolcards.core.approvals import ApprovalRecord, ApprovalRequest, ApprovalState
+from toolcards.core.grants import Grant
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.governance.approvals.edits import granted_json
-from toolcards.governance.approvals.records import decision_record
+from toolcards.governance.approvals.grants import MAX_GRANTS, GrantError, Remember, describe
+from toolcards.governance.approvals.records import decision_record, grant_record
 from toolcards.governance.approvals.types import (
     ApprovalError,
     EditCheck,
@@ -20,6 +24,7 @@ from toolcards.governance.approvals.types import (
     Handle,
     handle_id,
 )
+from toolcards.stores.base import GrantStore
 
 if TYPE_CHECKING:
     from toolcards.governance.audit.log import AuditLog
@@ -61,10 +66,70 @@ class ApprovalDecisions:
         approver: Identity,
         surface: str = "python",
         args: Mapping[str, Any] | None = None,
+        remember: Remember | None = None,
     ) -> ApprovalRecord:
         """:meth:`grant`, answering the granted record: its ``edited_args`` (None: no edit)
-        are the canonical arguments that will run."""
-        return self._decide(handle, ApprovalState.GRANTED, approver, surface, None, args)
+        are the canonical arguments that will run.
+
+        ``remember`` also remembers the decision as a grant for later calls (see
+        :mod:`.grants`): the record's ``grant`` is then the grant made, audited with its own
+        ``grant_created`` row. It is refused with an edit, for a request whose exact arguments
+        were not recorded, and by a store that keeps no grants."""
+        return self._decide(handle, ApprovalState.GRANTED, approver, surface, None, args, remember)
+
+    def remember(
+        self,
+        handle: Handle,
+        *,
+        approver: Identity,
+        surface: str = "python",
+        remember: Remember,
+    ) -> Grant:
+        """Grant the request named by ``handle`` once and remember it as a grant: the grant
+        (see :meth:`grant_record`)."""
+        record = self.grant_record(handle, approver=approver, surface=surface, remember=remember)
+        assert record.grant is not None
+        return record.grant
+
+    def revoke(self, grant_id: str, *, approver: Identity, surface: str = "python") -> Grant:
+        """Revoke a live grant: no call runs by it any more, in any process sharing the store,
+        from the next call on. Refused (:class:`ApprovalError`, audited) unless ``approver``
+        holds the approver role and the grant is live."""
+        grants = self.grant_store
+        found = grants.get(grant_id) if grants is not None else None
+        why = None
+        if not isinstance(approver, Identity) or approver.is_anonymous:
+            why = "an approver must be an identified principal"
+        elif self.approver_role not in approver.roles:
+            why = f"{approver.id} does not hold the {self.approver_role!r} role"
+        elif grants is None:
+            why = "this approvals store keeps no grants"
+        elif found is None:
+            why = "no such grant"
+        revoked = None
+        if why is None:
+            assert grants is not None
+            revoked = grants.revoke(grant_id, approver.id, self._clock())
+            if revoked is None:
+                why = "the grant already expired or was revoked"
+        if why is not None:
+            self._grant_row(found, grant_id, approver, surface, "none", "approval_rejected", why)
+            raise ApprovalError(f"cannot revoke grant {grant_id}: {why}")
+        assert revoked is not None
+        self._grant_row(revoked, grant_id, approver, surface, "deny", "grant_revoked",
+                        f"revoked: {describe(revoked)}")  # fmt: skip
+        return revoked
+
+    def grants(self, *, ended: bool = False, limit: int = 1000) -> list[Grant]:
+        """The team's live grants, newest first (``ended``: also revoked and expired ones)."""
+        grants = self.grant_store
+        return [] if grants is None else grants.listing(self._clock(), ended=ended, limit=limit)
+
+    @property
+    def grant_store(self) -> GrantStore | None:
+        """Where the team's grants are kept: the approvals store's (None: it keeps none)."""
+        found = getattr(self.store, "grants", None)
+        return found if isinstance(found, GrantStore) else None
 
     def deny(
         self,
@@ -102,6 +167,39 @@ class ApprovalDecisions:
         self._audit(request, caller, surface, "grant", "approval_granted", note, handle)
         return request
 
+    def answer_for_run(
+        self,
+        handle: Handle,
+        *,
+        approved: bool,
+        run: Identity,
+        via: str,
+        why: str = "",
+        surface: str = "pydantic-ai",
+    ) -> bool:
+        """The calling run's answer to a call made on its behalf (see :mod:`.nested`): the
+        run's caller ``run`` decides it, through its deferred tool request for its tool
+        ``via``. The first answer wins: False (nothing written) when the request was already
+        decided, withdrawn or expired. Never the run's own call (a caller never approves its
+        own call), never one whose exact arguments were not recorded."""
+        approval_id = handle_id(handle)
+        record = self._live(approval_id)
+        if record is None or record.state is not ApprovalState.PENDING:
+            return False
+        request = record.request
+        if not isinstance(run, Identity) or run.id == request.principal:
+            return False
+        if approved and not request.exact_recorded:
+            return False
+        state = ApprovalState.GRANTED if approved else ApprovalState.DENIED
+        if self.store.decide(approval_id, state, run.id, self._clock()) is None:
+            return False  # decided elsewhere first
+        outcome = "approval_granted" if approved else "approval_denied"
+        note = f"requested by {request.principal}; answered by the run calling {via}"
+        self._audit(request, run, surface, "grant" if approved else "deny", outcome,
+                    note + (f": {why}" if why else ""), handle)  # fmt: skip
+        return True
+
     def _live(self, approval_id: str) -> ApprovalRecord | None:
         record = self.store.get(approval_id)
         if record is None or record.request.expires_at <= self._clock():
@@ -116,6 +214,7 @@ class ApprovalDecisions:
         surface: str,
         reason: str | None,
         args: Mapping[str, Any] | None = None,
+        remember: Remember | None = None,
     ) -> ApprovalRecord:
         approval_id = handle_id(handle)
         record = self._live(approval_id)
@@ -127,6 +226,10 @@ class ApprovalDecisions:
             assert request is not None
             edited, why = granted_json(request, args, self.edit_check)
             refused_edit = why is not None
+        grant = None
+        if why is None and remember is not None:
+            assert request is not None
+            grant, why = self._grant_of(request, approver, remember, edited)
         if why is None:
             assert request is not None
             decided = self.store.decide(
@@ -141,15 +244,49 @@ class ApprovalDecisions:
             )
             error = EditRefusedError if refused_edit else ApprovalError
             raise error(f"cannot decide approval {approval_id}: {why}")
-        assert request is not None
+        assert request is not None and decided is not None
         outcome = "approval_granted" if state is ApprovalState.GRANTED else "approval_denied"
         note = f"requested by {request.principal}" + (f": {reason}" if reason else "")
         if edited:
             note += "; granted with edited arguments (approved_args_digest)"
+        if grant is not None:
+            note += f"; remembered as grant {grant.grant_id}"
         effect = "grant" if state is ApprovalState.GRANTED else "deny"
-        self._audit(request, approver, surface, effect, outcome, note, handle, digest)
-        assert decided is not None
-        return decided
+        self._audit(request, approver, surface, effect, outcome, note, handle, digest,
+                    grant.grant_id if grant is not None else None)  # fmt: skip
+        if grant is None:
+            return decided
+        grants = self.grant_store
+        assert grants is not None
+        if not grants.add(grant, MAX_GRANTS):  # filled up since the check: granted once only
+            why = f"not remembered: {MAX_GRANTS} live grants"
+            self._grant_row(grant, grant.grant_id, approver, surface, "none",
+                            "approval_rejected", why)  # fmt: skip
+            raise ApprovalError(
+                f"approval {approval_id} was granted once, but not remembered: the team "
+                f"holds {MAX_GRANTS} live grants"
+            )
+        self._grant_row(grant, grant.grant_id, approver, surface, "grant", "grant_created",
+                        describe(grant))  # fmt: skip
+        return replace(decided, grant=grant)
+
+    def _grant_of(
+        self, request: ApprovalRequest, approver: Identity, remember: Remember, edited: str
+    ) -> tuple[Grant | None, str | None]:
+        """The grant ``remember`` makes of ``request``, or why it cannot be made."""
+        grants = self.grant_store
+        if grants is None:
+            return None, "this approvals store keeps no grants"
+        if edited:
+            return None, "an edited grant cannot be remembered (remember the call as it is)"
+        now = self._clock()
+        try:
+            grant = remember.grant(request, approver, now)
+        except GrantError as exc:
+            return None, f"cannot remember it: {exc}"
+        if len(grants.listing(now, limit=MAX_GRANTS)) >= MAX_GRANTS:
+            return None, f"cannot remember it: the team holds {MAX_GRANTS} live grants"
+        return grant, None
 
     def _refusal(
         self,
@@ -174,6 +311,25 @@ class ApprovalDecisions:
             return "the request shown differs from the one recorded"
         return None
 
+    def _grant_row(
+        self,
+        grant: Grant | None,
+        grant_id: str,
+        approver: Identity,
+        surface: str,
+        decision: str,
+        outcome: str,
+        reason: str,
+    ) -> None:
+        """The audit row of something done to a grant (made, revoked, or refused)."""
+        audit = self.audit
+        if audit is None:
+            return
+        ts = self._clock()
+        audit.record(
+            grant_record(ts, grant, grant_id, approver, surface, decision, outcome, reason)
+        )
+
     def _audit(
         self,
         request: ApprovalRequest | None,
@@ -184,6 +340,7 @@ class ApprovalDecisions:
         reason: str,
         handle: Handle,
         approved_args_digest: str | None = None,
+        grant_id: str | None = None,
     ) -> None:
         audit = self.audit
         if audit is None:
@@ -196,7 +353,7 @@ class ApprovalDecisions:
             self._clock(), request, approver, surface, decision, outcome, reason, approval_id,
             approved_args_digest,
         )  # fmt: skip
-        audit.record(row)
+        audit.record(row._replace(grant_id=grant_id))
 
 
 def _digest(edited: str) -> str | None:

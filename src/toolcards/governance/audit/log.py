@@ -1,12 +1,17 @@
-"""AuditLog: one row per decision and call, of one team, written by a background thread (the
-table is a store: :mod:`toolcards.stores.sqlite.audit` or PostgreSQL)."""
+"""AuditLog: one row per decision and call, of one team: journaled when the call ends, written
+by a background thread, chained to the team's rows before it (the table is a store:
+:mod:`toolcards.stores.audit_sql` or PostgreSQL; the chain :mod:`toolcards.stores.audit_sql`
+and its check :mod:`toolcards.stores.audit_chain`)."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import itertools
 import json
 import logging
 import queue
+import secrets
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -16,19 +21,24 @@ from typing import Any, Literal, NamedTuple
 
 from toolcards.core.threads import background_thread
 from toolcards.governance.audit import shutdown
-from toolcards.governance.audit.spill import AuditSpill
-from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor
-from toolcards.stores.base import AuditTable, StoreLocation
+from toolcards.governance.audit.spill import AuditJournal, AuditSpill
+from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor, canonical_json
+from toolcards.stores.audit_chain import ChainCheck, ChainReport
+from toolcards.stores.audit_sql import join, row_json
+from toolcards.stores.base import AuditTable
+from toolcards.stores.location import StoreLocation
 from toolcards.stores.open import open_audit_table
 
 log = logging.getLogger(__name__)
 
 _MAX_BATCH = 4096
+_VERIFY_PAGE = 5000
+_VERIFY_ROUNDS = 100
 
 
 class AuditRecord(NamedTuple):
-    """What a caller hands to :meth:`AuditLog.record`: raw values, redacted and digested on
-    the writer thread (a call pays microseconds).
+    """What a caller hands to :meth:`AuditLog.record`: raw values, redacted and digested
+    when the row is made (a call pays microseconds).
 
     ``args`` are the arguments as received; ``sensitive`` names arguments to redact whole.
     ``args_digest`` is set only when ``args`` are already redacted (an approval decision
@@ -58,6 +68,8 @@ class AuditRecord(NamedTuple):
     approved_args_digest: str | None = None
     hook: str | None = None
     """The guardrail that refused the call, or those that changed it (comma-separated)."""
+    grant_id: str | None = None
+    """The grant (a remembered approval) that let the call run, or that a row is about."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,56 +97,106 @@ class AuditEntry:
     hook: str | None = None
     """The guardrail hook that refused the call (outcome ``refused``), or the hooks that
     changed its arguments or its result (comma-separated; see :mod:`.guardrails`)."""
+    key: str | None = None
+    """The row's own key, made with the row: a row written again is found by it."""
+    grant_id: str | None = None
+    """The grant that let the call run without asking anyone (a remembered approval), or the
+    grant a ``grant_created``/``grant_revoked`` row is about."""
 
 
-def _row(rec: AuditRecord) -> tuple[Any, ...]:
+def _rest(rec: AuditRecord, key: str) -> tuple[tuple[Any, ...], str]:
+    """The values of ``rec``'s row but its arguments (see
+    :func:`toolcards.stores.audit_sql.split`), made when the call ends: what its journal
+    keeps; and the canonical JSON of its arguments (digested here, redacted on the writer:
+    the costly part of a row)."""
     redactor = rec.redactor or DEFAULT_REDACTOR
-    if rec.args_digest is None:
-        digest, args = redactor.digest_and_redacted(rec.args, rec.sensitive)
-    else:
-        digest, args = rec.args_digest, redactor.digest_and_redacted(rec.args, rec.sensitive)[1]
-    return (
-        rec.ts,
+    try:
+        canonical = canonical_json(rec.args)
+    except Exception:  # an argument that cannot be made JSON: keep the row, drop the values
+        canonical = ""
+    digest = rec.args_digest or hashlib.sha256((canonical or _UNSERIALISABLE).encode()).hexdigest()
+    rest = (
+        float(rec.ts),
         rec.principal,
         rec.principal_type,
         ",".join(sorted(rec.roles)),
         rec.surface,
-        redactor.name(rec.tool),  # an unknown tool's name is the caller's text
+        _shown_name(redactor, rec.tool),  # an unknown tool's name is the caller's text
         rec.call_id,
-        digest,
-        args,
         rec.decision,
         rec.reason,
         rec.outcome,
-        rec.duration * 1000.0,
+        float(rec.duration) * 1000.0,
         redactor.text(rec.error) if rec.error else None,
         rec.approved_args_digest,
         redactor.text(rec.hook) if rec.hook else None,
+        rec.grant_id,
+        key,
+        digest,
     )
+    return rest, canonical
 
 
-def _safe_row(rec: AuditRecord) -> tuple[Any, ...]:
+def _arguments(rec: AuditRecord, canonical: str) -> str:
+    """``rec``'s arguments, redacted, as JSON (``canonical``: their canonical JSON, empty
+    when they cannot be made JSON)."""
+    if not canonical:
+        return _UNSERIALISABLE
+    redactor = rec.redactor or DEFAULT_REDACTOR
     try:
-        return _row(rec)
-    except Exception:  # an argument that cannot be made JSON: keep the row, drop the values
-        return _row(rec._replace(args={"unserialisable": True}, sensitive=(), args_digest=None))
+        return redactor.redacted_json(rec.args, rec.sensitive, canonical)
+    except Exception:  # keep the row, drop the values
+        return _UNSERIALISABLE
+
+
+_UNSERIALISABLE = '{"unserialisable":true}'
+
+
+def _row(rec: AuditRecord, key: str) -> tuple[Any, ...]:
+    rest, canonical = _rest(rec, key)
+    return join(rest, _arguments(rec, canonical))
+
+
+_NAMES: dict[tuple[Redactor, str], str] = {}
+_MAX_NAMES = 4096
+
+
+def _shown_name(redactor: Redactor, tool: str) -> str:
+    """``redactor.name(tool)``, remembered (a few tools make most rows; the names a caller
+    makes up are bounded: the memory starts over when full)."""
+    shown = _NAMES.get((redactor, tool))
+    if shown is None:
+        if len(_NAMES) >= _MAX_NAMES:
+            _NAMES.clear()
+        shown = _NAMES[(redactor, tool)] = redactor.name(tool)
+    return shown
+
+
+_Queued = tuple[AuditRecord, tuple[Any, ...], str, bytes | None]
+"""A record, its row's values but its arguments, the canonical JSON of its arguments, and the
+JSON of those values (None: not made yet)."""
 
 
 class AuditLog:
     """An append-only audit trail in a SQLite file (WAL), or in PostgreSQL when ``path`` is a
-    ``postgresql://`` URL (one trail for every process of a distributed team).
+    ``postgresql://`` URL (one trail for every process of a distributed team). Each team's
+    rows form a hash chain (:meth:`verify`).
 
-    ``durability="batched"`` (default) queues rows for a background writer that commits in
-    batches: a call pays microseconds. The writer gathers rows for up to ``linger`` seconds
-    before a commit, so a busy process commits a few times a second, not once per row.
-    ``"sync"`` commits each row before :meth:`record` returns. :meth:`flush` waits for queued
-    rows; :meth:`close` flushes and stops the writer.
+    ``durability="batched"`` (default): :meth:`record` writes the row to this process's
+    journal file (:mod:`.spill`) and queues it for a background writer that commits in
+    batches: a call pays microseconds, and its row outlives the process from the moment the
+    call is answered, also when the process is killed (SIGKILL): the next process of the trail
+    writes what a killed one's writer had not committed. The writer gathers rows for up to
+    ``linger`` seconds before a commit, so a busy process commits a few times a second, not
+    once per row. ``"sync"`` commits each row (``synchronous=FULL`` on SQLite) before
+    :meth:`record` returns: it outlives the machine too. :meth:`flush` waits for queued rows;
+    :meth:`close` flushes and stops the writer.
 
-    Queued rows are kept on a clean shutdown: at interpreter exit (even without ``close``)
-    and, with ``flush_on_signal=True`` (default), on SIGTERM, whose default action (ending
-    the process) follows the flush; governed calls still running then get an ``interrupted``
-    row first. A process killed with SIGKILL loses what was still
-    queued (at most ``linger`` seconds of rows, plus one batch being written).
+    Queued rows are committed on a clean shutdown: at interpreter exit (even without
+    ``close``) and, with ``flush_on_signal=True`` (default), on SIGTERM, whose default action
+    (ending the process) follows the flush; governed calls still running then get an
+    ``interrupted`` row first. Rows the trail cannot take (the database is down) are kept in
+    a spill file until it can.
     """
 
     def __init__(
@@ -157,17 +219,25 @@ class AuditLog:
         self._db: AuditTable = open_audit_table(location, team_id, sync=durability == "sync")
         self.team_id = self._db.team_id
         """Whose rows this log writes and reads (every row carries it): ``team_id``, else the
-        team owning a SQLite file, else ``"default"``."""
+        team owning a SQLite file, else ``"toolcards"`` (the default team of every store and
+        config)."""
         spill = None if spill_dir is None else str(spill_dir)
         reopen = (location.target, durability, batch_size, linger, flush_on_signal, self.team_id)
         self._reopen = (*reopen, spill)
         self.path = Path(location.display)
         """The file, or (PostgreSQL) the database's printable URL."""
         where = Path(spill_dir) if spill_dir is not None else None
-        self.spill = AuditSpill(location.display, self.team_id, where)
+        trail = location.key if location.path is not None else location.display
+        self.spill = AuditSpill(trail, self.team_id, where)
         """Rows the trail could not take yet (see :mod:`toolcards.governance.audit.spill`)."""
+        self._journal: AuditJournal | None = None
+        if durability == "batched" and not location.is_memory:
+            self._journal = self.spill.journal()
+        self._keys = itertools.count(1)
+        self._key_prefix = secrets.token_hex(8)
         self._lock = threading.RLock()  # a SIGTERM handler may write while its thread does
-        self._queue: queue.SimpleQueue[AuditRecord | threading.Event | None] = queue.SimpleQueue()
+        self._append = threading.RLock()  # journal and queue in one order (also a handler's)
+        self._queue: queue.SimpleQueue[_Queued | threading.Event | None] = queue.SimpleQueue()
         self._hurry = threading.Event()
         self._closed = False
         self._writer: threading.Thread | None = None
@@ -184,39 +254,58 @@ class AuditLog:
     # -- writing --------------------------------------------------------------------------
 
     def record(self, entry: AuditRecord) -> None:
-        """Queue (batched) or write (sync) one entry. Never raises into the caller's call."""
+        """Write (sync) one entry, or journal and queue it (batched), as a row with a key of
+        its own. Never raises into the caller's call."""
         if self._closed:
             return
-        if self._writer is not None:
-            self._queue.put(entry)
-            return
-        with self._lock:
-            try:
-                self._write([entry])
-            except Exception:
-                log.exception("audit write failed; 1 entry lost")
+        try:
+            rest, canonical = _rest(entry, f"{self._key_prefix}-{next(self._keys)}")
+            if self._writer is None:
+                with self._lock:
+                    self._write([(entry, rest, canonical, None)])
+                return
+            if self._journal is None:
+                self._queue.put((entry, rest, canonical, None))
+                return
+            text = row_json(rest)
+            with self._append:
+                self._journal.append(text + b"\n")
+                self._queue.put((entry, rest, canonical, text))
+        except Exception:
+            log.exception("audit write failed; 1 entry lost")
 
-    def _write(self, entries: list[AuditRecord]) -> None:
-        """Write ``entries``, after any rows kept while the trail was down; rows the trail
-        cannot take now go to the spill file."""
-        rows = [_safe_row(rec) for rec in entries]
+    def _write(self, queued: list[_Queued]) -> None:
+        """Write the rows of ``queued``, after any rows kept while the trail was down; rows
+        the trail cannot take now go to the spill file."""
+        rows = [join(rest, _arguments(entry, canonical)) for entry, rest, canonical, _ in queued]
         try:
             if self.spill.pending:
-                self.spill.replay(self._db.insert)
-            self._db.insert(rows)
+                self.spill.replay(self._rewrite)
+            if rows:
+                texts = [text or row_json(rest) for _, rest, _, text in queued]
+                self._db.insert(rows, texts=texts)
         except Exception as exc:
-            log.warning("audit write failed (%s); keeping %d rows in the spill", exc, len(rows))
-            self.spill.add(rows)
+            if rows:
+                log.warning("audit write failed (%s); keeping %d rows in the spill", exc, len(rows))
+                self.spill.add(rows)
+
+    def _rewrite(self, rows: list[tuple[Any, ...]]) -> None:
+        """Rows kept on disk, written again: those the trail has already are left out."""
+        self._db.insert(rows, replay=True)
 
     def _run(self) -> None:
+        if self.spill.pending:  # rows an ended process of this trail left
+            self._commit([])
         stop = False
         while not stop:
             first = self._queue.get()
-            if self._linger and first is not None and not isinstance(first, threading.Event):
+            if self._linger and isinstance(first, tuple):
                 self._hurry.wait(self._linger)  # let a batch gather; flush/close cut it short
-            batch: list[AuditRecord] = []
+            with self._append:  # every row in the sealed journal files is queued by now
+                sealed = self._journal.seal() if self._journal is not None else []
+            batch: list[_Queued] = []
             waiters: list[threading.Event] = []
-            item: AuditRecord | threading.Event | None = first
+            item: _Queued | threading.Event | None = first
             while True:
                 if item is None:
                     stop = True
@@ -233,12 +322,13 @@ class AuditLog:
                     break
             if batch:
                 self._commit(batch)
+            AuditJournal.remove(sealed)  # its rows are committed, or in the spill
             if self._queue.empty():
                 self._hurry.clear()
             for waiter in waiters:
                 waiter.set()
 
-    def _commit(self, batch: list[AuditRecord]) -> None:
+    def _commit(self, batch: list[_Queued]) -> None:
         with self._lock:
             try:
                 self._write(batch)
@@ -255,7 +345,9 @@ class AuditLog:
         return done.wait(timeout)
 
     def close(self, timeout: float = 10.0) -> None:
-        """Flush, stop the writer and close the database. Idempotent."""
+        """Flush, stop the writer and close the database. Idempotent. Rows still queued
+        when ``timeout`` passes stay in the journal (the next process of the trail writes
+        them)."""
         if self._closed:
             return
         self._closed = True
@@ -267,8 +359,13 @@ class AuditLog:
         with self._lock:
             if self.spill.pending:  # the trail may be back: hand it what was kept
                 with contextlib.suppress(Exception):
-                    self.spill.replay(self._db.insert)
+                    self.spill.replay(self._rewrite)
             self._db.close()
+        if self._journal is not None:
+            with self._append:
+                sealed = self._journal.seal()
+            if self._writer is not None and not self._writer.is_alive() and self._queue.empty():
+                AuditJournal.remove(sealed)
 
     def __enter__(self) -> AuditLog:
         return self
@@ -288,12 +385,16 @@ class AuditLog:
         outcome: str | None = None,
         limit: int = 100,
         before: int | None = None,
+        call_id: str | None = None,
+        grant_id: str | None = None,
     ) -> list[AuditEntry]:
         """Entries matching every given filter, oldest first (at most ``limit``, newest kept).
 
         ``before`` keeps entries whose ``id`` is below it: the next page back from a page whose
-        oldest entry has that id."""
-        self.flush()
+        oldest entry has that id. ``grant_id``: the calls a grant let through, and its own
+        rows (made, revoked). Nothing found where the team has no row at all: see
+        :meth:`elsewhere`."""
+        self._caught_up()
         where: list[str] = []
         params: list[Any] = []
         for column, value in (
@@ -301,6 +402,8 @@ class AuditLog:
             ("tool", tool),
             ("decision", decision),
             ("outcome", outcome),
+            ("call_id", call_id),
+            ("grant_id", grant_id),
         ):
             if value is not None:
                 where.append(f"{column} = ?")
@@ -322,6 +425,58 @@ class AuditLog:
         """The last ``n`` entries, oldest first."""
         return self.query(limit=n)
 
+    def elsewhere(self) -> list[str]:
+        """Other teams with rows in this log's table (a few, sorted) when its own team has
+        none: where the rows went that a reader of this team does not see (empty otherwise).
+        A reader that finds nothing says so (:func:`other_teams_line`)."""
+        self._caught_up()
+        with self._lock:
+            if self._db.select("", [], 1):
+                return []
+            return self._db.other_teams()
+
+    def verify(self) -> ChainReport:
+        """Check the team's hash chain (every row committed so far): its report names the
+        first row changed, removed or reordered, in one line."""
+        self._caught_up()
+        check = ChainCheck(self.team_id, self._chain_row)
+        head = None
+        for _ in range(_VERIFY_ROUNDS):  # writers of other processes may add rows meanwhile
+            while True:
+                with self._lock:
+                    page = self._db.chain_page(check.after, _VERIFY_PAGE)
+                if not check.feed(page) or len(page) < _VERIFY_PAGE:
+                    break
+            with self._lock:
+                head = self._db.chain_head()
+                more = check.behind(head) and self._db.chain_page(check.after, 1)
+            if not more:
+                break
+        with self._lock:
+            unchained = self._db.unchained()
+        return check.finish(head, unchained)
+
+    def _chain_row(self, seq: int) -> int | None:
+        with self._lock:
+            return self._db.chain_row(seq)
+
+    def _caught_up(self) -> None:
+        """Queued rows committed, and rows kept on disk written, before a read."""
+        self.flush()
+        if self._writer is None and self.spill.pending:
+            with self._lock:
+                self._write([])
+
+
+def other_teams_line(log: AuditLog, others: list[str], how: str) -> str:
+    """The one line a reader says when ``log``'s trail holds rows of other teams and none of
+    its own: the teams, and ``how`` to select one (``{team}`` stands for the first)."""
+    teams = ", ".join(repr(team) for team in others)
+    return (
+        f"{log.path} has no audit rows of team {log.team_id!r}; it has rows of team {teams}: "
+        f"select one with {how.format(team=others[0])}"
+    )
+
 
 def _ts(value: float | datetime) -> float:
     return value.timestamp() if isinstance(value, datetime) else float(value)
@@ -329,7 +484,7 @@ def _ts(value: float | datetime) -> float:
 
 def _entry(row: Iterable[Any]) -> AuditEntry:
     (rid, ts, principal, ptype, roles, surface, tool, call_id, digest, args, decision, reason,
-     outcome, duration, error, approved, hook) = row  # fmt: skip
+     outcome, duration, error, approved, hook, grant_id, key) = row  # fmt: skip
     return AuditEntry(
         id=rid,
         ts=ts,
@@ -348,6 +503,8 @@ def _entry(row: Iterable[Any]) -> AuditEntry:
         error=error,
         approved_args_digest=approved,
         hook=hook,
+        grant_id=grant_id,
+        key=key,
     )
 
 

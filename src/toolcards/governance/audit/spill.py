@@ -1,10 +1,20 @@
-"""Audit rows that could not be written, kept in a local file until the trail takes them.
+"""Audit rows on disk until the trail has them: this process's journal, and the spill.
 
-When the audit database is down (PostgreSQL restarting, a SQLite disk full), governed calls
-go on; their rows must not be lost. :class:`AuditSpill` appends the redacted rows the
-writer could not commit to one JSON-lines file per process and team, and hands them back
-(oldest first) once a write succeeds again. A file left by a process that ended before its
-trail came back is taken over by the next process of the same team and trail.
+**The journal** (:class:`AuditJournal`): a batched log writes each row to its process's
+journal file before the row is queued for the writer, so the row outlives the process once
+its call is answered: a process killed with SIGKILL leaves the rows its writer had not
+committed in its journal. The writer seals the current journal file before each batch and
+removes it once the batch is committed (or spilled); the next process of the same trail finds
+a dead process's journal and writes its rows (rows the killed writer had committed are found
+by their key and left out). Journal files are not synced to the disk: they outlive the
+process, not the machine (``durability="sync"`` commits each row with ``synchronous=FULL``).
+
+**The spill** (:class:`AuditSpill`): when the audit database is down (PostgreSQL restarting,
+a SQLite disk full), governed calls go on; their rows must not be lost. The rows the writer
+could not commit are appended (and synced to the disk) to one JSON-lines file per process and
+trail, and handed back (oldest first) once a write succeeds again. A file left by a process
+that ended before its trail came back is taken over by the next process of the same team and
+trail, as a journal is.
 
 The spill is bounded (``max_bytes``, 64 MiB by default): past it, rows are counted as
 dropped and logged loudly, never held in memory. Files are private to the user (0600 in a
@@ -18,18 +28,25 @@ import contextlib
 import hashlib
 import json
 import logging
+import mmap
 import os
+import secrets
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from toolcards.stores import audit_sql
+from toolcards.stores.audit_sql import join, row_json
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 _OLDEST_WIDTH = 14  # values in a row kept before the audit table gained a column
 _REPLAY_BATCH = 500
+_JOURNAL = ".journal"
+_SPILL = ".jsonl"
+_JOURNAL_BYTES = 1024 * 1024  # a journal file's room: the rows between two batches, and more
 
 
 def default_spill_dir() -> Path:
@@ -43,8 +60,14 @@ def default_spill_dir() -> Path:
     return Path(state) / "toolcards" / "audit-spill"
 
 
+def row_line(row: tuple[Any, ...]) -> bytes:
+    """One row as a line of a journal or spill file."""
+    return row_json(row) + b"\n"
+
+
 class AuditSpill:
-    """The spill file of one process for one audit trail (a team in one database)."""
+    """The spill file of one process for one audit trail (a team in one database), and the
+    files of ended processes of the trail (spills and journals) it takes over."""
 
     def __init__(
         self, trail: str, team_id: str, directory: Path | None = None, max_bytes: int = 0
@@ -53,34 +76,40 @@ class AuditSpill:
         self.max_bytes = max_bytes or DEFAULT_MAX_BYTES
         key = hashlib.sha256(f"{trail}\0{team_id}".encode()).hexdigest()[:16]
         self.prefix = f"audit-{key}-"
-        self.path = self.directory / f"{self.prefix}{os.getpid()}.jsonl"
+        """Every file of this trail starts with it (then the process id)."""
+        self.path = self.directory / f"{self.prefix}{os.getpid()}{_SPILL}"
         self.spilled = 0
         """Rows written to the spill file by this process."""
         self.dropped = 0
         """Rows lost because the spill file was full (or could not be written)."""
         self.replayed = 0
-        """Rows handed back to the trail from spill files."""
+        """Rows handed back to the trail from spill and journal files."""
         self.pending = self._others_exist()
-        """Whether rows may be waiting in a spill file of this trail."""
+        """Whether rows may be waiting in a file of this trail."""
+
+    def journal(self) -> AuditJournal:
+        """This process's journal for the trail."""
+        return AuditJournal(self.directory, self.prefix)
 
     def add(self, rows: list[tuple[Any, ...]]) -> None:
         """Keep ``rows`` (redacted audit rows) until the trail takes them."""
         try:
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             size = self.path.stat().st_size if self.path.exists() else 0
-            lines = [json.dumps(list(row), separators=(",", ":")) + "\n" for row in rows]
             kept = []
-            for line in lines:
+            for row in rows:
+                line = row_line(row)
                 if size + len(line) > self.max_bytes:
                     break
                 kept.append(line)
                 size += len(line)
             if kept:
                 fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-                with os.fdopen(fd, "a", encoding="utf-8") as out:
-                    out.writelines(kept)
-                    out.flush()
-                    os.fsync(out.fileno())
+                try:
+                    _write_all(fd, b"".join(kept))
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
                 self.pending = True
         except OSError:
             log.exception("audit spill %s cannot be written; %d rows lost", self.path, len(rows))
@@ -96,10 +125,12 @@ class AuditSpill:
         else:
             log.warning("audit trail unavailable: %d rows kept in %s", len(kept), self.path)
 
-    def replay(self, insert: Callable[[list[tuple[Any, ...]]], None]) -> None:
+    def replay(self, insert: Callable[[list[tuple[Any, ...]]], object]) -> None:
         """Hand every kept row to ``insert`` (oldest file first, in batches) and remove each
         file once all its rows were taken. An ``insert`` that raises is re-raised; the rows
-        not taken stay for the next time (those taken are not offered again)."""
+        not taken stay for the next time (those taken are not offered again). ``insert``
+        leaves out rows already in the trail (a COMMIT whose answer was lost, a journal
+        whose rows were committed before its process was killed)."""
         for found in self._files():
             path = self._claim(found)
             if path is None:  # another process of this trail took it first
@@ -119,7 +150,8 @@ class AuditSpill:
                 raise
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
-            log.warning("audit trail back: %d kept rows written from %s", len(rows), path.name)
+            if rows:
+                log.warning("audit trail: %d kept rows written from %s", len(rows), path.name)
         self.pending = self._others_exist()
 
     def _claim(self, path: Path) -> Path | None:
@@ -135,20 +167,143 @@ class AuditSpill:
         return claimed
 
     def _files(self) -> list[Path]:
-        """This process's files and those of processes of this trail that have ended."""
+        """This process's spill file, and the files of processes of this trail that have
+        ended (this process's own journal is its writer's, never replayed here)."""
         try:
-            found = list(self.directory.glob(f"{self.prefix}*.jsonl"))
+            found = list(self.directory.glob(f"{self.prefix}*"))
         except OSError:
             return []
-        ours = [p for p in found if not _alive(_pid_of(p, self.prefix)) or _mine(p, self)]
+        mine = f"{self.prefix}{os.getpid()}."
+        claimed = f"{mine}{self.prefix}"
+        ours = []
+        for path in found:
+            name = path.name
+            if not name.endswith((_SPILL, _JOURNAL)):
+                continue  # a rewrite's temporary file
+            if name.startswith(mine):
+                if name.endswith(_SPILL) or name.startswith(claimed):
+                    ours.append(path)
+            elif not _alive(_pid_of(path, self.prefix)):
+                ours.append(path)
         return sorted(ours, key=_mtime)
 
     def _others_exist(self) -> bool:
         return bool(self._files())
 
 
-def _mine(path: Path, spill: AuditSpill) -> bool:
-    return _pid_of(path, spill.prefix) == os.getpid()
+class AuditJournal:
+    """This process's journal for one trail: the rows queued for the writer, on disk before
+    their call is answered. A journal file is allocated up front and mapped into memory: a
+    row is copied into the file's pages (no system call, which would also hand the
+    interpreter lock to the writer thread), and the kernel keeps them when the process dies.
+    The log appends and seals under its own lock (a sealed file's rows are all queued before
+    the seal); the writer removes the sealed files once their rows are committed or spilled.
+    A journal that cannot be written (no room, a file system without shared mappings) is
+    logged once and given up: rows then outlive the process once committed."""
+
+    def __init__(self, directory: Path, prefix: str, size: int = _JOURNAL_BYTES) -> None:
+        _JOURNALS.add(self)
+        self.directory = directory
+        self._prefix = prefix
+        self._size = size
+        self._name = secrets.token_hex(4)  # two logs of one trail in a process: two journals
+        self._map: mmap.mmap | None = None
+        self._path: Path | None = None
+        self._used = 0
+        self._full: list[Path] = []
+        self._number = 0
+        self.failed: str | None = None
+        """Why the journal was given up (None: it works)."""
+
+    def append(self, line: bytes) -> None:
+        """Copy one row's line into the journal (a failure is logged, never raised: the row
+        is still queued)."""
+        if self.failed is not None:
+            return
+        try:
+            end = self._used + len(line)
+            if self._map is None or end > len(self._map):
+                self._start(len(line))
+                end = len(line)
+            assert self._map is not None
+            self._map[self._used : end] = line
+            self._used = end
+        except (OSError, ValueError) as exc:
+            self.failed = str(exc)
+            log.error(
+                "the audit journal in %s cannot be written (%s): rows outlive this process "
+                "only once committed",
+                self.directory,
+                exc,
+            )
+
+    def seal(self) -> list[Path]:
+        """End the current file (the next row starts a new one); returns the files written
+        since the last seal."""
+        self._end()
+        sealed, self._full = self._full, []
+        return sealed
+
+    @staticmethod
+    def remove(paths: list[Path]) -> None:
+        """Remove sealed files whose rows the trail has."""
+        for path in paths:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+    def _start(self, need: int) -> None:
+        self._end()
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._number += 1
+        name = f"{self._prefix}{os.getpid()}.{self._name}-{self._number}{_JOURNAL}"
+        path = self.directory / name
+        size = max(self._size, need)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            self._path = path  # a file made and not mapped is removed with the sealed ones
+            os.posix_fallocate(fd, 0, size)  # no room: an error here, not a SIGBUS later
+            self._map = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+
+    def forget(self) -> None:
+        """In a forked child: leave the parent's file to the parent (the child's rows start a
+        file of its own, written by the next process of the trail once the child ends)."""
+        mapped = self._map
+        self._map, self._path, self._used, self._full = None, None, 0, []
+        if mapped is not None:
+            with contextlib.suppress(OSError, ValueError):
+                mapped.close()  # the child's view only: the parent's file is untouched
+
+    def _end(self) -> None:
+        """Unmap the current file and cut it to its rows."""
+        mapped, path, used = self._map, self._path, self._used
+        self._map, self._path, self._used = None, None, 0
+        if mapped is not None:
+            with contextlib.suppress(OSError, ValueError):
+                mapped.close()
+        if path is not None:
+            with contextlib.suppress(OSError):
+                os.truncate(path, used)
+            self._full.append(path)
+
+
+_JOURNALS: weakref.WeakSet[AuditJournal] = weakref.WeakSet()
+
+
+def _forget_in_child() -> None:
+    for journal in list(_JOURNALS):
+        journal.forget()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _mtime(path: Path) -> float:
@@ -162,15 +317,16 @@ def _rewrite(path: Path, rows: list[tuple[Any, ...]]) -> None:
     """Replace the file's rows by ``rows`` (atomically: a crash keeps one version)."""
     temporary = path.with_name(path.name + ".tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.writelines(json.dumps(list(row), separators=(",", ":")) + "\n" for row in rows)
-        out.flush()
-        os.fsync(out.fileno())
+    try:
+        _write_all(fd, b"".join(row_line(row) for row in rows))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     os.replace(temporary, path)
 
 
 def _pid_of(path: Path, prefix: str) -> int:
-    """The process a spill file belongs to (``<prefix><pid>[.<claimed name>].jsonl``)."""
+    """The process a file belongs to (``<prefix><pid>.[<claimed name>|<n>.]<kind>``)."""
     try:
         return int(path.name.removeprefix(prefix).split(".", 1)[0])
     except ValueError:
@@ -190,12 +346,19 @@ def _alive(pid: int) -> bool:
 
 
 def _read(path: Path) -> Iterator[tuple[Any, ...]]:
-    """The rows of a spill file; a torn last line (a crash mid-append) is skipped."""
-    with open(path, encoding="utf-8") as spill:
-        for line in spill:
+    """The rows of a spill or journal file; a torn last line (a crash mid-append) is skipped.
+    A journal keeps a row but its arguments (:func:`~toolcards.stores.audit_sql.split`; their
+    digest is kept): its row says so in their place (``audit_sql.NOT_KEPT``)."""
+    journal = path.name.endswith(_JOURNAL)
+    with open(path, "rb") as kept:
+        for line in kept:
             try:
                 row = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(row, list) and _OLDEST_WIDTH <= len(row) <= audit_sql.WIDTH:
+            if not isinstance(row, list):
+                continue
+            if journal and len(row) == audit_sql.WIDTH - 1:
+                yield join(row, audit_sql.NOT_KEPT)
+            elif not journal and _OLDEST_WIDTH <= len(row) <= audit_sql.WIDTH:
                 yield (*row, *[None] * (audit_sql.WIDTH - len(row)))  # kept by an older version

@@ -37,11 +37,16 @@ from toolcards.core.errors import RetriableError, TransientError
 from toolcards.core.identity import Identity
 from toolcards.governance import telemetry
 from toolcards.governance.approvals.broker import ApprovalRequest, Approver
-from toolcards.governance.audit.log import AuditLog, AuditRecord
+from toolcards.governance.audit.log import AuditEntry, AuditLog, AuditRecord
 from toolcards.governance.capability import Invoke, ToolCapability
 from toolcards.governance.outcomes import Outcome
 from toolcards.governance.policy.policy import Decision
-from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor, args_digest
+from toolcards.governance.redaction.redactor import (
+    DEFAULT_REDACTOR,
+    Redactor,
+    args_digest,
+    canonical_json,
+)
 from toolcards.governance.telemetry import Telemetry
 
 log = logging.getLogger("toolcards.governance.executor")
@@ -62,6 +67,24 @@ _MAX_NAME = 100  # a model-supplied tool name is cut to this length in messages
 _MAX_KEY = 400  # a longer call key is stored as its digest
 _UNSAFE = re.compile(r"[^A-Za-z0-9._:-]")
 _MAX_HINT = 40
+_CLOCK_SKEW = 3600.0  # seconds: a row's time is its writer's clock, a claim's another one's
+_NOT_ENDINGS = frozenset({"needs_approval"})  # a call waiting for approval has not ended
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovedEdit:
+    """The arguments an approver granted in place of the caller's, as they ran: ``args``
+    (canonical), their ``digest`` and ``shown`` (their canonical JSON redacted as the audit
+    trail keeps it: what the caller is told)."""
+
+    args: dict[str, Any]
+    digest: str
+    shown: str
+
+    @property
+    def note(self) -> str:
+        """What the caller is told: its call ran with other arguments than it sent."""
+        return f"approved with edited arguments: {self.shown}"
 
 
 @dataclass(slots=True)
@@ -82,10 +105,19 @@ class ExecutionResult:
     approval: ApprovalRequest | None = None
     call_id: str | None = None
     """The id every audit row of the call carries (the surface's, or one made at its start)."""
+    edit: ApprovedEdit | None = None
+    """Set when an approver's edit of the arguments ran in place of the caller's: every
+    surface tells the caller so (:attr:`ApprovedEdit.note`)."""
+    grant_id: str | None = None
+    """The grant (a remembered approval) that let the call run without asking anyone."""
 
     @property
     def ok(self) -> bool:
         return self.outcome is Outcome.OK
+
+    def told(self, text: str) -> str:
+        """``text`` as the caller reads it: after the note of an approver's edit, if any."""
+        return text if self.edit is None else f"{self.edit.note}\n{text}"
 
 
 @dataclass(slots=True, eq=False)
@@ -123,6 +155,11 @@ class Call:
     """An approver's edit of the arguments, to check and run once the approval is granted."""
     timeout: float | None = None
     """Seconds the hooks and the tool may take together (None: no limit)."""
+    session: str | None = None
+    """The session the call comes from (a pydantic-ai conversation, an MCP session): a grant
+    may be limited to it."""
+    run_id: str | None = None
+    """The run the call belongs to (a pydantic-ai run; else its session): per-run budgets."""
 
     # -- where it stands ------------------------------------------------------------------
     decision: Decision | None = None
@@ -133,6 +170,12 @@ class Call:
     called_digest: str | None = None
     """Set once an edit applies (``args`` are then the edit): the digest of the arguments as
     called, which every row of the call keeps."""
+    edit_runs: bool = False
+    """The approver's edit passed its checks: ``args`` are what runs, and the caller is told."""
+    each: Mapping[str, tuple[Any, ...]] | None = None
+    """Every canonical path of a call that names several (see ``PathArgs.resolve``)."""
+    grant_id: str | None = None
+    """The grant (a remembered approval) that let the call run without asking anyone."""
     span: Any = None
     instruments: telemetry.Instruments | None = None
     key: int | None = None
@@ -185,6 +228,10 @@ class CallBook:
         surface maps."""
         if outcome is not Outcome.OK and error is None:
             error = message
+        edit = None
+        if call.edit_runs:  # an approver's edit ran in place of the call: the caller is told
+            shown = canonical_json(call.redactor.value(call.args, call.sensitive))
+            edit = ApprovedEdit(dict(call.args), args_digest(call.args), shown)
         self.end(call, audited or outcome.value, error, outcome.value)
         return ExecutionResult(
             outcome,
@@ -195,6 +242,8 @@ class CallBook:
             retry_after=retry_after,
             approval=approval,
             call_id=call.call_id,
+            edit=edit,
+            grant_id=call.grant_id,
         )
 
     def ended_by(self, call: Call, exc: BaseException) -> None:
@@ -220,6 +269,22 @@ class CallBook:
                 time.perf_counter() - call.start,
             )
         return True
+
+    def ending_of(self, call: Call, since: float) -> AuditEntry | None:
+        """The row that ended an earlier run of ``call`` (its call id, tool and principal),
+        written at ``since`` (epoch seconds) or later; None without one (or without an audit
+        log). Rows a killed process left in its journal are written first."""
+        if self.audit is None:
+            return None
+        rows = self.audit.query(
+            call_id=call.call_id,
+            tool=call.tool_id,
+            principal=call.identity.id,
+            since=since - _CLOCK_SKEW,
+            limit=20,
+        )
+        ended = [row for row in rows if row.outcome not in _NOT_ENDINGS]
+        return ended[-1] if ended else None
 
     def interrupt_all(self, reason: str) -> None:
         """Audit every call still running as ``interrupted`` (its process ends under it)."""
@@ -254,6 +319,7 @@ class CallBook:
                 hook=call.hook,
                 args_digest=call.called_digest,  # an edit ran: the digest as called stays
                 approved_args_digest=None if call.called_digest is None else args_digest(call.args),
+                grant_id=call.grant_id,
             )
         )
 

@@ -1,8 +1,10 @@
 """The executor's approval step: a call the policy says ``approve`` (or a tool that requires
 approval) runs only once a human granted this exact request: its call id, tool, argument
-digest and principal (see :mod:`toolcards.governance.approvals`). What an approver granted in
-place of the arguments (an edit) is checked as a fresh call's arguments would be, and is what
-runs."""
+digest and principal (see :mod:`toolcards.governance.approvals`), or when a grant an approver
+remembered covers it (its principal, tool, canonical arguments, session and time: see
+:mod:`toolcards.governance.approvals.grants`; the call's row names the grant). What an
+approver granted in place of the arguments (an edit) is checked as a fresh call's arguments
+would be, and is what runs."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from toolcards.governance.approvals.broker import (
     ApprovalState,
     ApprovalTimedOut,
 )
+from toolcards.governance.approvals.grants import GrantBook
 from toolcards.governance.executor.calls import Call, CallBook, ExecutionResult
 from toolcards.governance.outcomes import Outcome
 from toolcards.governance.policy.policy import Policy
@@ -26,13 +29,34 @@ from toolcards.governance.redaction.redactor import args_digest, canonical_json
 log = logging.getLogger("toolcards.governance.executor")
 
 
+_NO_PATHS: dict[str, tuple[object, ...]] = {}
+
+
 class ApprovalGate:
     """Asks for, waits on and settles the approval of calls (pending requests live in
-    ``broker``; a call the gate stops ends through ``book``)."""
+    ``broker``; a call the gate stops ends through ``book``); ``grants`` are the remembered
+    approvals of the broker's store, asked first."""
 
     def __init__(self, broker: ApprovalBroker, book: CallBook) -> None:
         self.broker = broker
         self.book = book
+        self.grants = GrantBook(broker)
+
+    def granted(self, call: Call) -> bool:
+        """True when a remembered grant covers ``call`` (it runs without asking anyone, its
+        row naming the grant). Asked before :meth:`admit`, without a coroutine: a granted
+        call costs little more than one that needs no approval."""
+        if call.edit is not None:  # a surface's human who edits decides this call, not a grant
+            return False
+        grant = self.grants.admitting(
+            call.identity.id, call.tool_id, call.args, call.each or _NO_PATHS, call.session
+        )
+        if grant is None:
+            return False
+        call.grant_id = grant.grant_id
+        if call.span is not None:
+            telemetry.event(call.span, "toolcards.approved", grant_id=grant.grant_id)
+        return True
 
     async def admit(self, call: Call) -> ExecutionResult | None:
         """None when ``call`` may run (approved; its clock moved past the human's time, an
@@ -59,6 +83,7 @@ class ApprovalGate:
                 call_id=call.call_id,
                 surface=call.surface,
                 redactor=call.redactor,
+                session=call.session or "",
             )
         if call.approver is None:
             telemetry.event(
@@ -101,6 +126,7 @@ class ApprovalGate:
             call.args = edit.args
             return self.book.finish(call, edit.outcome, edit.message)
         call.args, call.decision, call.parsed = edit.args, edit.decision, edit.parsed
+        call.edit_runs = True
         return None
 
     def _granted(self, call: Call, record: ApprovalRecord) -> ExecutionResult | None:

@@ -16,8 +16,9 @@ One call, top to bottom (:meth:`Executor.run`, then :meth:`Executor._pipeline`):
 4. the arguments are validated against the tool's schema (for a caller who may see it);
 5. the policy decides (a tool the caller may not see reads as unknown);
 6. a durable run's replay is answered from its record (:mod:`.replay`);
-7. the rate limit;
-8. the approval of this exact call (:class:`~.gate.ApprovalGate`), and an approver's edit;
+7. the rate limit, and the budgets the team shares (:class:`~.budget.Budgets`);
+8. the approval of this exact call (:class:`~.gate.ApprovalGate`): a grant an approver
+   remembered that covers it, or a human's decision, and an approver's edit;
 9. the guardrails and the tool, within the call's deadline (:class:`~.runner.Runner`).
 
 What each outcome is on every surface (the pydantic-ai model's view, MCP's error flag, the
@@ -52,6 +53,7 @@ from toolcards.governance.capability import (
     ToolCapability,
     parse_arguments,
 )
+from toolcards.governance.executor.budget import Budgets
 from toolcards.governance.executor.calls import (
     POLICY_ERROR_MESSAGE,
     Call,
@@ -66,8 +68,8 @@ from toolcards.governance.executor.runner import GoverningCall, Runner
 from toolcards.governance.outcomes import Outcome
 from toolcards.governance.policy.policy import Decision, Policy
 from toolcards.governance.telemetry import Telemetry
-from toolcards.stores.base import RateLimits
-from toolcards.stores.memory import RateLimiter
+from toolcards.stores.base import BudgetStore, RateLimits
+from toolcards.stores.memory import MemoryBudgets, RateLimiter
 
 __all__ = ["POLICY_ERROR_MESSAGE", "Call", "ExecutionResult", "Executor", "unknown_tool_message"]
 
@@ -81,10 +83,12 @@ class Executor:
     server and the CLI all call :meth:`call` (or :meth:`run` with their own invoke).
 
     Its collaborators: ``book`` ends every call (audit row, telemetry), ``gate`` asks for and
-    settles approvals (over ``approvals``, the broker), ``runner`` runs the guardrails
-    (``hooks``) and the tool. ``timeout`` is each tool run's, in seconds (a capability's own
-    timeout wins); ``telemetry`` says where spans and metrics go (the global OpenTelemetry
-    providers by default; nothing is recorded until an SDK is configured).
+    settles approvals (over ``approvals``, the broker, and its grants), ``budgets`` counts what
+    the team spends (in the ``budgets`` store: this process's memory by default, or the team's
+    store shared by its processes), ``runner`` runs the guardrails (``hooks``) and the tool.
+    ``timeout`` is each tool run's, in seconds (a capability's own timeout wins);
+    ``telemetry`` says where spans and metrics go (the global OpenTelemetry providers by
+    default; nothing is recorded until an SDK is configured).
     """
 
     def __init__(
@@ -98,11 +102,13 @@ class Executor:
         timeout: float | None = 60.0,
         telemetry: Telemetry | None = None,
         hooks: Iterable[guardrails.ToolHook] = (),
+        budgets: BudgetStore | None = None,
     ) -> None:
         self.registry = registry
         self.policy = policy
         self.timeout = timeout
         self.rate_limiter: RateLimits = rate_limiter or RateLimiter()
+        self.budgets = Budgets(budgets if budgets is not None else MemoryBudgets())
         self.approvals = approvals or ApprovalBroker()
         self.book = CallBook(telemetry or _default_telemetry(), None)
         self.gate = ApprovalGate(self.approvals, self.book)
@@ -163,6 +169,8 @@ class Executor:
         approver: Approver | None = None,
         call_id: str | None = None,
         approved: bool = False,
+        session: str | None = None,
+        run_id: str | None = None,
     ) -> ExecutionResult:
         """Run ``tool_id`` with raw ``args`` for ``identity`` (None = anonymous).
 
@@ -186,6 +194,8 @@ class Executor:
             call_id=call_id,
             approved=approved,
             hide_denied=True,
+            session=session,
+            run_id=run_id,
         )
 
     def unknown(
@@ -240,6 +250,8 @@ class Executor:
         call_key: str | None = None,
         edited: Mapping[str, Any] | None = None,
         durable: DurableCall | None = None,
+        session: str | None = None,
+        run_id: str | None = None,
     ) -> ExecutionResult:
         """The pipeline for one capability. ``invoke`` replaces ``cap.invoke`` (a surface that
         calls the tool itself); ``validated=True`` skips validation (already done);
@@ -255,7 +267,9 @@ class Executor:
         fresh call's, they run once (:mod:`toolcards.governance.approvals.edits`).
 
         ``durable``: the call's key in a durable run's recorded results: a replay is answered
-        from the record (:mod:`.replay`)."""
+        from the record (:mod:`.replay`). ``session``: where the call comes from (a
+        pydantic-ai conversation, an MCP session), which a grant may be limited to; ``run_id``
+        the run it belongs to (per-run budgets; default: the session)."""
         call = Call(
             cap.id,
             args if type(args) is dict else {} if args is None else _object(args),
@@ -274,6 +288,8 @@ class Executor:
             edit=edited if approved else None,
             timeout=cap.timeout if cap.timeout is not None else self.timeout,
             instruments=self.telemetry.active(),
+            session=session,
+            run_id=run_id or session,
         )
         malformed = args is not None and not isinstance(args, Mapping)
         if call.instruments is None:
@@ -318,6 +334,8 @@ class Executor:
         each = self._canonical(call)
         if isinstance(each, ExecutionResult):
             return each
+        if each:
+            call.each = each
         if call.span is not None and policy.redaction.span_arguments:
             text = policy.redaction.digest_and_redacted(call.args, call.sensitive)[1]
             call.span.set_attribute("gen_ai.tool.call.arguments", text)
@@ -352,7 +370,15 @@ class Executor:
         if wait > 0.0:
             msg = f"rate limited: {cap.id} may be called again in {wait:.1f} s"
             return book.finish(call, Outcome.RATE_LIMITED, msg, retry_after=wait)
-        if decision.effect == "approve" or cap.annotations.requires_approval:
+        if self.policy.budgets:  # one call counted against every calls budget, all or none
+            over = self.budgets.take_call(
+                self.policy, call.identity, cap.id, call.run_id, call.key_of_writes()
+            )
+            if over is not None:
+                return book.finish(call, Outcome.OVER_BUDGET, over)
+        if (
+            decision.effect == "approve" or cap.annotations.requires_approval
+        ) and not self.gate.granted(call):
             stopped = await self.gate.admit(call)
             if stopped is not None:
                 return stopped

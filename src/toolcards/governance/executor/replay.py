@@ -11,9 +11,13 @@ replay finds the record and is answered from it (the tool does not run again) wi
 audit row, ``replayed``, naming the recorded call. A record answers only the principal that
 made it (the store is one team's): another principal reusing the key is refused.
 
-A key claimed but never settled means the process died while the tool ran: the tool may have
-had its effect. An ``idempotent`` tool then runs again; any other is not repeated (at most
-once): the call ends ``error`` with an ``interrupted`` row, and the model is told.
+A key claimed but never settled means the process died while the call ran, or after its
+row and before its settle: the tool may have had its effect. An ``idempotent`` tool then runs
+again; any other is not repeated (at most once). The audit trail is read first: when the call
+has its row already (it ended before its process did), the replay is answered from that row
+(its result was not recorded) with a ``replayed`` row naming it, never a second, contradictory
+ending; otherwise the call ends ``error`` with an ``interrupted`` row. Either way the model is
+told, and the record is settled with that answer, so a later replay gives the same one.
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from typing import Protocol
 
 from pydantic_core import to_json
 
@@ -34,19 +37,9 @@ from toolcards.governance.executor.calls import (
 )
 from toolcards.governance.outcomes import Outcome
 from toolcards.governance.redaction.redactor import args_digest
-from toolcards.stores.call_results import CallRecord
+from toolcards.stores.call_results import CallResults
 
 log = logging.getLogger(__name__)
-
-
-class CallResults(Protocol):
-    """Where claimed and settled calls are kept (:mod:`toolcards.stores.call_results`)."""
-
-    def claim(
-        self, key: str, tool_id: str, args_digest: str, principal: str = "", call_id: str = ""
-    ) -> CallRecord | None: ...
-    def settle(self, key: str, outcome: str, message: str, value: str | None) -> None: ...
-    def release(self, key: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +70,22 @@ class DurableCall:
             return book.finish(call, outcome, message, note, value=value, audited=REPLAYED)
         if call.cap.annotations.idempotent:
             return None  # it may run again: the same effect however often it runs
-        msg = (
-            f"error: {call.cap.id} was interrupted (its process ended while it ran) and may "
-            "have had its effect; it is not run again"
-        )
-        return book.finish(call, Outcome.ERROR, msg, audited=INTERRUPTED)
+        ended = book.ending_of(call, earlier.claimed_at)
+        if ended is None:
+            msg = (
+                f"error: {call.cap.id} was interrupted (its process ended while it ran) and may "
+                "have had its effect; it is not run again"
+            )
+            self.results.settle(self.key, Outcome.ERROR.value, msg, None)
+            return book.finish(call, Outcome.ERROR, msg, audited=INTERRUPTED)
+        if ended.outcome == INTERRUPTED:
+            how = "was interrupted (its process ended while it ran) and may have had its effect"
+        else:
+            how = f"ran to its end ({ended.outcome}) before its process ended"
+        msg = f"error: {call.cap.id} {how}; its result was not recorded, and it is not run again"
+        self.results.settle(self.key, Outcome.ERROR.value, msg, None)
+        note = f"answered from the audit row of call {ended.call_id} ({ended.outcome})"
+        return book.finish(call, Outcome.ERROR, msg, note, audited=REPLAYED)
 
     def settle(self, result: ExecutionResult) -> None:
         """Record how the claimed call ended; a call waiting for approval is not an ending

@@ -40,7 +40,13 @@ _NUMERIC = re.compile(r"^\s*[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*$")
 _RULE_KEYS = frozenset({"description", "callers", "targets", "effect", "conditions"})
 _CONDITION_KEYS = frozenset({"roles", "identity_types", "attrs", "arguments"})
 _LIMIT_KEYS = frozenset({"description", "callers", "targets", "rate"})
-_TOP_KEYS = frozenset({"default_effect", "rules", "limits", "description", "version", "redaction"})
+_BUDGET_KEYS = frozenset(
+    {"name", "description", "callers", "targets", "per", "period", "tokens", "cost", "calls"}
+)
+_BUDGET_SCOPES = ("principal", "run", "team")
+_TOP_KEYS = frozenset(
+    {"default_effect", "rules", "limits", "budgets", "description", "version", "redaction"}
+)
 _REDACTION_KEYS = frozenset({"patterns", "disable", "span_arguments"})
 _ARG_OPS = frozenset({"eq", "ne", "in", "not_in", "min", "max", "glob", "max_length"})
 
@@ -179,11 +185,35 @@ class Limit:
 
 
 @dataclass(frozen=True, slots=True)
+class Budget:
+    """A spending limit the whole team shares: model ``tokens``, model ``cost`` (US dollars)
+    and governed ``calls``, each optional, counted ``per`` principal, run or team, within a
+    fixed ``period`` of seconds (None: for as long as the counter lives)."""
+
+    index: int
+    name: str
+    callers: re.Pattern[str]
+    targets: re.Pattern[str]
+    per: str
+    period: float | None
+    tokens: int | None
+    cost: float | None
+    calls: int | None
+    period_text: str | None = None
+
+    def limit(self, metric: str) -> float | None:
+        """The limit on ``metric`` (tokens, cost or calls; None: not limited here)."""
+        value: float | None = getattr(self, metric)
+        return value
+
+
+@dataclass(frozen=True, slots=True)
 class CompiledPolicy:
     default_effect: Effect
     rules: tuple[Rule, ...]
     limits: tuple[Limit, ...]
     redaction: Redactor = DEFAULT_REDACTOR
+    budgets: tuple[Budget, ...] = ()
 
 
 def _str_list(value: Any, what: str, where: str) -> tuple[str, ...]:
@@ -325,6 +355,55 @@ def _limit(index: int, node: Any, source: str) -> Limit:
     )
 
 
+def _budget(index: int, node: Any, source: str) -> Budget:
+    where = _entry("budgets", index, node, source, _BUDGET_KEYS, {})
+    per = node.get("per", "principal")
+    if per not in _BUDGET_SCOPES:
+        raise PolicyError(
+            f"{_where(source, node, 'per')}: per must be principal, run or team (got {per!r})"
+        )
+    limits: dict[str, Any] = {}
+    for metric, kind in (("tokens", int), ("cost", float), ("calls", int)):
+        value = node.get(metric)
+        if value is None:
+            continue
+        number = as_number(value)
+        if (
+            isinstance(value, bool | str)
+            or number is None
+            or number < 0
+            or (kind is int and not float(number).is_integer())
+        ):
+            what = "a whole number" if kind is int else "a number (US dollars)"
+            raise PolicyError(f"{_where(source, node, metric)}: {metric} must be {what} >= 0")
+        limits[metric] = kind(number)
+    if not limits:
+        raise PolicyError(f"{where}: budgets[{index}] needs tokens, cost or calls")
+    period, period_text = None, None
+    if node.get("period") is not None:
+        period_text = str(node["period"])
+        at = _where(source, node, "period")
+        try:
+            period = parse_rate(f"1/{period_text}", at)[1]
+        except PolicyError:
+            raise PolicyError(f"{at}: period must look like hour, day or 7day") from None
+    name = node.get("name", f"budget {index}")
+    if not isinstance(name, str) or not name.strip():
+        raise PolicyError(f"{_where(source, node, 'name')}: name must be a non-empty string")
+    return Budget(
+        index=index,
+        name=name.strip(),
+        callers=compile_globs(_str_list(node.get("callers", ["*"]), "callers", where)),
+        targets=compile_globs(_str_list(node.get("targets", ["*"]), "targets", where)),
+        per=per,
+        period=period,
+        tokens=limits.get("tokens"),
+        cost=limits.get("cost"),
+        calls=limits.get("calls"),
+        period_text=period_text,
+    )
+
+
 def compile_policy(data: Any, source: str = "policy") -> CompiledPolicy:
     """Validate a policy document and compile its globs; raises PolicyError naming the line."""
     if data is None:
@@ -341,11 +420,20 @@ def compile_policy(data: Any, source: str = "policy") -> CompiledPolicy:
         limits = [limits]
     if not isinstance(limits, list):
         raise PolicyError(f"{_where(source, data, 'limits')}: limits must be a list")
+    budgets = data.get("budgets") or []
+    if not isinstance(budgets, list):
+        raise PolicyError(f"{_where(source, data, 'budgets')}: budgets must be a list")
+    compiled_budgets = tuple(_budget(i, b, source) for i, b in enumerate(budgets))
+    names = [b.name for b in compiled_budgets]
+    for name in names:
+        if names.count(name) > 1:
+            raise PolicyError(f"{_where(source, data, 'budgets')}: two budgets are named {name!r}")
     return CompiledPolicy(
         default_effect=default,
         rules=tuple(_rule(i, r, source) for i, r in enumerate(rules)),
         limits=tuple(_limit(i, lim, source) for i, lim in enumerate(limits)),
         redaction=_redaction(data.get("redaction"), source, data),
+        budgets=compiled_budgets,
     )
 
 

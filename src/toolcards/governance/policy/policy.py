@@ -22,6 +22,7 @@ from toolcards.core.identity import Identity
 from toolcards.governance.policy.index import ArgumentIndex, Profile, RuleIndex, ToolRules
 from toolcards.governance.policy.parse import (
     ArgCondition,
+    Budget,
     CompiledPolicy,
     Effect,
     Limit,
@@ -198,6 +199,11 @@ class Policy:
     @property
     def default_effect(self) -> Effect:
         return self._compiled.default_effect
+
+    @property
+    def budgets(self) -> tuple[Budget, ...]:
+        """The spending limits the team shares (the policy's ``budgets:`` section)."""
+        return self._compiled.budgets
 
     @property
     def redaction(self) -> Redactor:

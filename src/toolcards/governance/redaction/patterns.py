@@ -1,6 +1,5 @@
-"""What a secret looks like: the built-in value patterns, secret argument names, the test for
-a random-looking name (a token used as a dictionary key), and the other spellings of a text
-in which a secret may hide from the value patterns (:func:`views`).
+"""What a secret looks like: the built-in value patterns and the names of arguments that hold
+secrets.
 
 Every pattern is linear in its input: no unbounded repeat sits inside another repeat (a
 structural test walks each pattern), and every look-ahead or look-behind is bounded. Each
@@ -13,20 +12,16 @@ search most of them).
 from __future__ import annotations
 
 import functools
-import itertools
-import math
 import re
-import unicodedata
-import urllib.parse
-from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 REDACTED = "[REDACTED]"
 
 # Argument names that always hold secrets (matched as substrings of the lower-cased name), and
-# the short ones that count only as a word of their own (``db_pass``, ``X-Auth``, ``dbPwd``;
-# not ``passport``, ``author``) or an environment name ending in ``_KEY``.
+# the short ones that count only as a word of their own (``db_pass``, ``X-Auth``, ``dbPwd``,
+# ``card_pin``; not ``passport``, ``author``, ``spinner``) or an environment name ending in
+# ``_KEY``.
 _SECRET_NAMES = (
     "password",
     "passwd",
@@ -42,10 +37,10 @@ _SECRET_NAMES = (
     "cookie",
     "session_id",
 )
-_SECRET_NAME = re.compile(
+SECRET_NAME = re.compile(
     "|".join(_SECRET_NAMES)
-    + r"|(?<![a-z0-9])(?:pass|pwd|auth)(?![a-z0-9])"
-    + r"|(?<=[a-z0-9])(?-i:Pass|Pwd|Auth)(?-i:(?![a-z]))"
+    + r"|(?<![a-z0-9])(?:pass|pwd|auth|pin)(?![a-z0-9])"
+    + r"|(?<=[a-z0-9])(?-i:Pass|Pwd|Auth|Pin)(?-i:(?![a-z]))"
     + r"|(?-i:^[A-Z][A-Z0-9_]*_KEY$)",
     re.IGNORECASE,
 )
@@ -58,11 +53,11 @@ _SECRET_KEYS = (
     r"pass(?:word|wd|phrase)|secret(?:[_-]?key)?|token|api[_-]?key|access[_-]?key"
     r"|private[_-]?key|credentials?|authorization|cookie|session[_-]?(?:id|key)"
     r"|signature|account[_-]?key|sig"
-    r"|(?<![a-z0-9])(?:pass|pwd|auth)"
+    r"|(?<![a-z0-9])(?:pass|pwd|auth|pin)"
     r"|(?-i:(?<![A-Za-z0-9])[A-Z][A-Z0-9]{0,40}_KEY)"
 )
 _KEY_ANCHORS = ("pass", "secret", "token", "key", "credential", "auth", "cookie", "session")
-_KEY_ANCHORS_ALL = (*_KEY_ANCHORS, "sig", "pwd")
+_KEY_ANCHORS_ALL = (*_KEY_ANCHORS, "sig", "pwd", "pin")
 # words after "password:" that are a type, an empty value or a validation message, not the
 # secret (code, YAML, "password: Field required")
 _NOT_A_VALUE = (
@@ -142,7 +137,10 @@ BUILTIN_PATTERNS: tuple[SecretPattern, ...] = (
         r"(?::[ \t]*[|>]?[-+]?[ \t]*(?:\r?\n|(?:\\r)?\\n)[ \t]+|[:=]{1,2}>?[ \t]*)"
         r"(?:(?:basic|bearer|token|digest)[ \t]+)?"
         + _NOT_A_VALUE
-        + r"(?P<secret>\\{1,8}\"[^\"\n]*\"|\"[^\"\n]*\"|'[^'\n]*'|[\"']?[^\s\"',;&]+)",
+        # a list after the key is the secret whole (``"password": ["a", "b"]``, over lines
+        # too), up to its first ``]`` or 1,024 characters
+        + r"(?P<secret>\[[^\]]{0,1024}\]?|\\{1,8}\"[^\"\n]*\"|\"[^\"\n]*\"|'[^'\n]*'"
+        r"|[\"']?[^\s\"',;&]+)",
         _KEY_ANCHORS_ALL,
     ),
     _P(
@@ -219,95 +217,3 @@ BUILTIN_PATTERNS: tuple[SecretPattern, ...] = (
     _P("sendgrid_key", r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}", ["sg."]),
 )
 BUILTIN_NAMES = frozenset(p.name for p in BUILTIN_PATTERNS)
-
-
-@functools.lru_cache(maxsize=4096)
-def is_secret_name(name: str) -> bool:
-    """Whether an argument name always holds a secret (password, token, api_key, db_pass,
-    ``ｐａｓｓｗｏｒｄ`` in fullwidth letters, ...)."""
-    if not name.isascii():
-        name = unicodedata.normalize("NFKC", name)
-    return _SECRET_NAME.search(name) is not None
-
-
-_VOWELS = frozenset("aeiouAEIOU")
-_TOKEN_CHARS = re.compile(r"[A-Za-z0-9+/=_.~-]{20,512}")
-
-
-def looks_random(name: str) -> bool:
-    """Whether ``name`` reads as a random token rather than words: at least 20 characters of
-    a token alphabet, upper and lower case letters and digits (or 32 letters of both cases),
-    high character entropy, and few vowels or frequent changes of character class. Hex digests
-    and UUIDs (one case) never count; about one random 24-character token in 14 is missed."""
-    if len(name) < 20 or _TOKEN_CHARS.fullmatch(name) is None:
-        return False
-    upper = any(c.isupper() for c in name)
-    lower = any(c.islower() for c in name)
-    digit = any(c.isdigit() for c in name)
-    if not (upper and lower and (digit or len(name) >= 32)):
-        return False
-    counts = Counter(name)
-    size = len(name)
-    if -sum(n / size * math.log2(n / size) for n in counts.values()) < 3.8:
-        return False
-    letters = [c for c in name if c.isalpha()]
-    vowels = sum(c in _VOWELS for c in letters) / len(letters)
-    changes = sum(_kind(a) != _kind(b) for a, b in itertools.pairwise(name))
-    return vowels < 0.28 or changes / (size - 1) >= 0.6
-
-
-def _kind(char: str) -> int:
-    return 0 if char.islower() else 1 if char.isupper() else 2 if char.isdigit() else 3
-
-
-# -- other spellings ----------------------------------------------------------------------
-# One decoding step undoes JSON string escapes (``{\\"password\\": ...}`` inside a string,
-# ``\\u0070``), percent-encoding (``password%3D...``, UTF-8 included), compatibility forms of
-# Unicode (NFKC: fullwidth ``ｐａｓｓｗｏｒｄ＝``, mathematical letters) and drops invisible
-# format characters (zero-width spaces, soft hyphens, bidi controls). :func:`views` yields the
-# text after one, two and three steps (``%253D`` is two), stopping once nothing changes. Each
-# step is linear in the text.
-
-VIEW_DEPTH = 3
-"""How many decoding steps :func:`views` takes at most."""
-_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|[\"\\/bfnrt'])")
-_SIMPLE = {'"': '"', "'": "'", "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n"}
-_SIMPLE |= {"r": "\r", "t": "\t"}
-_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
-_INVISIBLE = re.compile(
-    "[\u00ad\u034f\u061c\u115f\u1160\u180e\u3164\ufeff\uffa0"
-    "\u200b-\u200f\u202a-\u202e\u2060-\u206f]"
-)
-# an escape worth undoing: a quote, a backslash or a \u (a bare \n alone changes nothing a
-# pattern reads: the YAML pattern knows the escaped line break too)
-_WORTH = ('\\"', "\\'", "\\\\", "\\u")
-
-
-def _unescape(match: re.Match[str]) -> str:
-    escape = match.group(0)
-    if escape[1] != "u":
-        return _SIMPLE[escape[1]]
-    code = int(escape[2:], 16)
-    return "\ufffd" if 0xD800 <= code <= 0xDFFF else chr(code)
-
-
-def decoded(text: str) -> str:
-    """``text`` after one decoding step (the same text when there is nothing to decode)."""
-    if "\\" in text and any(w in text for w in _WORTH):
-        text = _ESCAPE.sub(_unescape, text)
-    if "%" in text and _PERCENT.search(text) is not None:
-        text = urllib.parse.unquote(text, errors="replace")
-    if not text.isascii():
-        text = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
-    return text
-
-
-def views(text: str) -> Iterator[str]:
-    """The spellings of ``text`` one, two and three decoding steps down (fewer when a step
-    changes nothing)."""
-    for _ in range(VIEW_DEPTH):
-        deeper = decoded(text)
-        if deeper == text:
-            return
-        yield deeper
-        text = deeper

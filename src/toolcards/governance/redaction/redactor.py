@@ -18,10 +18,15 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import hashlib
+import itertools
 import json
+import math
 import re
+import unicodedata
+import urllib.parse
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -31,11 +36,8 @@ from toolcards.governance.redaction.patterns import (
     BUILTIN_NAMES,
     BUILTIN_PATTERNS,
     REDACTED,
-    VIEW_DEPTH,
+    SECRET_NAME,
     SecretPattern,
-    is_secret_name,
-    looks_random,
-    views,
 )
 
 __all__ = [
@@ -195,15 +197,24 @@ class Redactor:
         When nothing needs redacting (the common case) the canonical text is stored as is.
         """
         text = canonical_json(args)
-        digest = hashlib.sha256(text.encode()).hexdigest()
+        return hashlib.sha256(text.encode()).hexdigest(), self.redacted_json(args, sensitive, text)
+
+    def redacted_json(
+        self, args: Mapping[str, Any] | None, sensitive: Iterable[str] = (), text: str = ""
+    ) -> str:
+        """The redacted canonical JSON of ``args``; ``text``: their :func:`canonical_json`,
+        when the caller has it (the audit log digests the arguments when a call ends and
+        redacts them later). When nothing needs redacting (the common case) the canonical
+        text is stored as is."""
+        text = text or canonical_json(args)
         names = frozenset(sensitive)
         if (
             len(text) <= _MAX_STRING
             and not self.has_secret(text)
             and not _has_secret_key(args, names, 0)
         ):
-            return digest, text
-        return digest, _encode(self.value(args or {}, names))
+            return text
+        return _encode(self.value(args or {}, names))
 
     def __repr__(self) -> str:
         return f"Redactor({len(self.patterns)} patterns, span_arguments={self.span_arguments})"
@@ -296,3 +307,95 @@ def redact_text(text: str) -> str:
 def redact(value: Any, sensitive: Iterable[str] = ()) -> Any:
     """:meth:`Redactor.value` with the default patterns."""
     return DEFAULT_REDACTOR.value(value, sensitive)
+
+
+@functools.lru_cache(maxsize=4096)
+def is_secret_name(name: str) -> bool:
+    """Whether an argument name always holds a secret (password, token, api_key, db_pass,
+    ``ｐａｓｓｗｏｒｄ`` in fullwidth letters, ...)."""
+    if not name.isascii():
+        name = unicodedata.normalize("NFKC", name)
+    return SECRET_NAME.search(name) is not None
+
+
+_VOWELS = frozenset("aeiouAEIOU")
+_TOKEN_CHARS = re.compile(r"[A-Za-z0-9+/=_.~-]{20,512}")
+
+
+def looks_random(name: str) -> bool:
+    """Whether ``name`` reads as a random token rather than words: at least 20 characters of
+    a token alphabet, upper and lower case letters and digits (or 32 letters of both cases),
+    high character entropy, and few vowels or frequent changes of character class. Hex digests
+    and UUIDs (one case) never count; about one random 24-character token in 14 is missed."""
+    if len(name) < 20 or _TOKEN_CHARS.fullmatch(name) is None:
+        return False
+    upper = any(c.isupper() for c in name)
+    lower = any(c.islower() for c in name)
+    digit = any(c.isdigit() for c in name)
+    if not (upper and lower and (digit or len(name) >= 32)):
+        return False
+    counts = Counter(name)
+    size = len(name)
+    if -sum(n / size * math.log2(n / size) for n in counts.values()) < 3.8:
+        return False
+    letters = [c for c in name if c.isalpha()]
+    vowels = sum(c in _VOWELS for c in letters) / len(letters)
+    changes = sum(_kind(a) != _kind(b) for a, b in itertools.pairwise(name))
+    return vowels < 0.28 or changes / (size - 1) >= 0.6
+
+
+def _kind(char: str) -> int:
+    return 0 if char.islower() else 1 if char.isupper() else 2 if char.isdigit() else 3
+
+
+# -- other spellings ----------------------------------------------------------------------
+# One decoding step undoes JSON string escapes (``{\\"password\\": ...}`` inside a string,
+# ``\\u0070``), percent-encoding (``password%3D...``, UTF-8 included), compatibility forms of
+# Unicode (NFKC: fullwidth ``ｐａｓｓｗｏｒｄ＝``, mathematical letters) and drops invisible
+# format characters (zero-width spaces, soft hyphens, bidi controls). :func:`views` yields the
+# text after one, two and three steps (``%253D`` is two), stopping once nothing changes. Each
+# step is linear in the text.
+
+VIEW_DEPTH = 3
+"""How many decoding steps :func:`views` takes at most."""
+_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|[\"\\/bfnrt'])")
+_SIMPLE = {'"': '"', "'": "'", "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n"}
+_SIMPLE |= {"r": "\r", "t": "\t"}
+_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
+_INVISIBLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u180e\u3164\ufeff\uffa0"
+    "\u200b-\u200f\u202a-\u202e\u2060-\u206f]"
+)
+# an escape worth undoing: a quote, a backslash or a \u (a bare \n alone changes nothing a
+# pattern reads: the YAML pattern knows the escaped line break too)
+_WORTH = ('\\"', "\\'", "\\\\", "\\u")
+
+
+def _unescape(match: re.Match[str]) -> str:
+    escape = match.group(0)
+    if escape[1] != "u":
+        return _SIMPLE[escape[1]]
+    code = int(escape[2:], 16)
+    return "\ufffd" if 0xD800 <= code <= 0xDFFF else chr(code)
+
+
+def decoded(text: str) -> str:
+    """``text`` after one decoding step (the same text when there is nothing to decode)."""
+    if "\\" in text and any(w in text for w in _WORTH):
+        text = _ESCAPE.sub(_unescape, text)
+    if "%" in text and _PERCENT.search(text) is not None:
+        text = urllib.parse.unquote(text, errors="replace")
+    if not text.isascii():
+        text = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
+    return text
+
+
+def views(text: str) -> Iterator[str]:
+    """The spellings of ``text`` one, two and three decoding steps down (fewer when a step
+    changes nothing)."""
+    for _ in range(VIEW_DEPTH):
+        deeper = decoded(text)
+        if deeper == text:
+            return
+        yield deeper
+        text = deeper

@@ -3,8 +3,8 @@
 It finds what the audit trail's redaction finds (:mod:`.secret_patterns`: cloud and SaaS
 token shapes, ``key=value`` pairs with secret-like keys, bearer tokens, private-key blocks,
 URLs with credentials; the policy's own ``redaction:`` patterns too) and replaces each match
-with ``[REDACTED]``, at any length of text. A text value under a secret-named key
-(``password``, ``api_key``...) is replaced whole.
+with ``[REDACTED]``, at any length of text. A value under a secret-named key (``password``,
+``api_key``, ``pin``...) is replaced whole, whatever it is (a text, a number, a list).
 
 A result with nothing to replace is handed on as it is (the same object). One that needs
 redacting comes back as its JSON form (a pydantic model or a dataclass becomes a dict), with
@@ -20,8 +20,8 @@ from pydantic_core import to_jsonable_python
 
 from toolcards.core.errors import ToolcardsError
 from toolcards.governance.guardrails import HookContext, Refuse, ToolHook
-from toolcards.governance.redaction.patterns import REDACTED, is_secret_name
-from toolcards.governance.redaction.redactor import Redactor
+from toolcards.governance.redaction.patterns import REDACTED
+from toolcards.governance.redaction.redactor import Redactor, is_secret_name
 
 __all__ = ["SecretScanner"]
 
@@ -90,7 +90,7 @@ def _scan(redactor: Redactor, value: Any, depth: int) -> Any:
         changed = False
         for key, item in value.items():
             shown = _scan(redactor, key, depth + 1) if isinstance(key, str) else key
-            if isinstance(item, str) and isinstance(key, str) and is_secret_name(key):
+            if isinstance(key, str) and is_secret_name(key):  # a list, a number: whole
                 new: Any = REDACTED
             else:
                 new = _scan(redactor, item, depth + 1)

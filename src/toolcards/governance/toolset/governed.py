@@ -16,30 +16,33 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
-from pydantic_core import SchemaValidator, core_schema
+from pydantic_core import SchemaValidator, core_schema, to_json
 
+from toolcards.core import nesting
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.names import provider_safe_name
 from toolcards.core.spec import ToolAnnotations
 from toolcards.governance.approvals.broker import Approver
 from toolcards.governance.approvals.edits import split_override
+from toolcards.governance.approvals.nested import CallerRun, nested_approver
 from toolcards.governance.audit.log import AuditLog
 from toolcards.governance.capability import CapabilityRegistry, ToolCapability
 from toolcards.governance.executor.calls import durable_call_key
 from toolcards.governance.executor.pipeline import ExecutionResult, Executor
-from toolcards.governance.executor.replay import CallResults, DurableCall
+from toolcards.governance.executor.replay import DurableCall
 from toolcards.governance.guardrails import ToolHook
 from toolcards.governance.outcomes import OUTCOMES, Outcome
 from toolcards.governance.policy.policy import Policy
 from toolcards.governance.redaction.redactor import redact_text
 from toolcards.governance.telemetry import Telemetry
+from toolcards.governance.toolset.delegated import DelegatedCalls
 from toolcards.governance.toolset.layers import (
     APPROVAL_NOTE,
     DESTRUCTIVE_WARNING,
@@ -53,6 +56,7 @@ from toolcards.governance.toolset.layers import (
     listing_fingerprint,
     source_of,
 )
+from toolcards.stores.call_results import CallResults
 
 __all__ = [
     "APPROVAL_NOTE",
@@ -139,6 +143,8 @@ class GovernedToolset(WrapperToolset[Any]):
         self.approver = approver
         self.call_results = call_results
         self.listing = ToolListing(self.policy, hide_denied)
+        self.delegated = DelegatedCalls()
+        """Delegating calls parked while their run answers approvals asked on their behalf."""
 
     @classmethod
     def with_policy(
@@ -178,6 +184,7 @@ class GovernedToolset(WrapperToolset[Any]):
         return self if new is self.wrapped else self._with_wrapped(new)
 
     async def for_run_step(self, ctx: RunContext[Any]) -> AbstractToolset[Any]:
+        self.delegated.settle(ctx.messages)  # a run that denied a parked call: it stops
         new = await self.wrapped.for_run_step(ctx)
         return self if new is self.wrapped else self._with_wrapped(new)
 
@@ -250,19 +257,34 @@ class GovernedToolset(WrapperToolset[Any]):
         if ctx.tool_call_approved:
             tool_args, edited = split_override(ctx.messages, ctx.tool_call_id, tool_args)
         approver = self.approver
-        result = await self.executor.run(
-            cap,
-            tool_args,
-            identity,
-            surface=SURFACE,
-            call_id=ctx.tool_call_id,
-            approved=ctx.tool_call_approved,
-            approver=None if isinstance(approver, str) else approver,
-            invoke=invoke,
-            edited=edited,
-            call_key=key,
-            durable=DurableCall(results, key) if results is not None and key else None,
-        )
+        inline = None if isinstance(approver, str) else approver
+        caller = nesting.calling_run.get()  # made on behalf of another run: it may answer
+        if isinstance(caller, CallerRun) and caller.takes(identity.id):
+            inline = nested_approver(caller, self.executor.approvals, inline)
+
+        def execute() -> Awaitable[ExecutionResult]:
+            return self.executor.run(
+                cap,
+                tool_args,
+                identity,
+                surface=SURFACE,
+                call_id=ctx.tool_call_id,
+                approved=ctx.tool_call_approved,
+                approver=inline,
+                invoke=invoke,
+                edited=edited,
+                call_key=key,
+                durable=DurableCall(results, key) if results is not None and key else None,
+                session=ctx.conversation_id or ctx.run_id,
+                run_id=ctx.run_id,
+            )
+
+        if cap.annotations.delegates:  # it runs other agents: their approvals reach this run
+            result = await self.delegated.run(
+                ctx.tool_call_id, ctx.tool_call_approved, identity, cap.id, execute
+            )
+        else:
+            result = await execute()
         if result.outcome is Outcome.NEEDS_APPROVAL and approver == "refuse":
             return f"{result.message}; no approver is configured, so it was not run"
         return to_model_result(result)
@@ -409,10 +431,14 @@ def to_model_result(result: ExecutionResult) -> Any:
     """Map an executor outcome to what a pydantic-ai model sees."""
     view = OUTCOMES[result.outcome].model
     if view == "value":
-        return result.value
+        if result.edit is None:
+            return result.value
+        value = result.value  # the model is told that other arguments than its own ran
+        text = value if isinstance(value, str) else to_json(value, fallback=str).decode()
+        return result.told(text)
     if view == "retry":
         raise ModelRetry(result.message)
     if view == "approval":
         meta = result.approval.as_metadata() if result.approval is not None else None
         raise ApprovalRequired(metadata=meta)
-    return redact_text(result.message)
+    return result.told(redact_text(result.message))

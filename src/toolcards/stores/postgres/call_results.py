@@ -8,10 +8,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from toolcards.stores.base import DEFAULT_TEAM
 from toolcards.stores.call_results import MIGRATION, TABLE, SqlCallResults
 from toolcards.stores.postgres.connections import Connections
-from toolcards.stores.postgres.governance import create_table
+from toolcards.stores.postgres.governance import create_table, named_team
 
 
 class QmarkCursor:
@@ -35,7 +34,7 @@ class PostgresCallResults(SqlCallResults):
     def __init__(
         self, url: str, team_id: str | None = None, *, connect_timeout: float = 5.0
     ) -> None:
-        self.team_id = team_id or DEFAULT_TEAM
+        self.team_id = named_team(team_id)
         self._db = Connections(url, connect_timeout=connect_timeout)
         self.location = self._db.location
         create_table(

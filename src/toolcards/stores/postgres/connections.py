@@ -65,6 +65,14 @@ class ThreadState:
         self.lost_writes = 0
         """Transactions of this thread that tried to write and did not commit."""
 
+    def __del__(self) -> None:
+        # A thread that ended leaves its state to the collector: its connection closes here
+        # instead of reaching psycopg's finaliser open (a ResourceWarning there).
+        conn = self.conn
+        if conn is not None and not conn.closed:
+            with contextlib.suppress(Exception):
+                conn.close()
+
     def drop(self) -> None:
         """Forget a lost connection; inside a transaction, the transaction is broken."""
         conn, self.conn = self.conn, None

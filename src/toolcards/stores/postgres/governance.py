@@ -1,6 +1,7 @@
-"""Governance state in PostgreSQL, for a team held by many processes: pending approvals,
-rate-limit counters and the audit trail (:class:`~toolcards.governance.audit.log.AuditLog` with a
-``postgresql://`` location uses :class:`PostgresAuditTable`).
+"""Governance state in PostgreSQL, for a team held by many processes: pending approvals and
+remembered ones (grants), rate-limit counters and the audit trail
+(:class:`~toolcards.governance.audit.log.AuditLog` with a ``postgresql://`` location uses
+:class:`PostgresAuditTable`).
 
 One module owns this SQL; the approval logic is the SQLite store's (the same statements, with
 PostgreSQL's placeholders), so both pass one contract suite.
@@ -10,15 +11,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
-from toolcards.stores import approvals, audit_sql
+from toolcards.stores import approvals, audit_sql, budgets, grants
 from toolcards.stores.approvals import SqlApprovalStore
-from toolcards.stores.base import DEFAULT_TEAM, Limit
+from toolcards.stores.base import Limit, Spend
+from toolcards.stores.grants import SqlGrants
 from toolcards.stores.migrate import TeamColumn
 from toolcards.stores.postgres.connections import Connections
+from toolcards.stores.postgres.listener import GRANTS_CHANNEL, EventListener
 
 _BUCKETS = """
 CREATE TABLE IF NOT EXISTS toolcards_rate_buckets (
@@ -26,17 +29,24 @@ CREATE TABLE IF NOT EXISTS toolcards_rate_buckets (
 )
 """
 
+_T = TypeVar("_T")
 _SCHEMA_LOCK = 7_264_331_943
+_TABLE_NAME = re.compile(r"\b(audit|approvals|grants|budget_spend|budget_keys)(?=[ (_])")
 
 
 class _Cursorish:
-    """A psycopg cursor speaking the ``?`` placeholders of the shared SQL."""
+    """A psycopg cursor speaking the ``?`` placeholders of the shared SQL (``tables``: the
+    shared SQL's table names are SQLite's, made PostgreSQL's)."""
 
-    def __init__(self, cursor: Any) -> None:
+    def __init__(self, cursor: Any, *, tables: bool = False) -> None:
         self._cursor = cursor
+        self._tables = tables
+
+    def _sql(self, sql: str) -> str:
+        return (_TABLE_NAME.sub(r"toolcards_\1", sql) if self._tables else sql).replace("?", "%s")
 
     def execute(self, sql: str, params: Any = ()) -> Any:
-        self._cursor.execute(sql.replace("?", "%s"), params)
+        self._cursor.execute(self._sql(sql), params)
         return self._cursor
 
 
@@ -45,8 +55,7 @@ def postgres_ddl(sqlite_ddl: str) -> str:
     (64-bit ids, double precision reals), with ``toolcards_`` table and index names."""
     ddl = sqlite_ddl.replace("INTEGER PRIMARY KEY AUTOINCREMENT", "BIGSERIAL PRIMARY KEY")
     ddl = re.sub(r"\bREAL\b", "DOUBLE PRECISION", ddl)
-    ddl = re.sub(r"\b(audit|approvals)(?=[ (_])", r"toolcards_\1", ddl)
-    return ddl
+    return _TABLE_NAME.sub(r"toolcards_\1", ddl)
 
 
 def create_table(
@@ -56,7 +65,8 @@ def create_table(
     then its indexes: under one advisory lock, so concurrent processes migrate once."""
     with db.transaction(), db.cursor() as cur:
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-        cur.execute(postgres_ddl(table))
+        for statement in postgres_ddl(table).split(";"):
+            cur.execute(statement)
         if migration is not None:
             migration.postgres(cur)
         for statement in postgres_ddl(indexes).split(";"):
@@ -64,12 +74,22 @@ def create_table(
                 cur.execute(statement)
 
 
+def named_team(team_id: str | None) -> str:
+    """``team_id``, which a shared database needs: without it two processes that each left
+    it out would silently be one team (ValueError naming the key)."""
+    if not team_id:
+        raise ValueError(
+            "team_id: a PostgreSQL store holds many teams; name the team its rows belong to"
+        )
+    return team_id
+
+
 class _TeamTable:
     """One team's view of a governance table in PostgreSQL: the connections, the printable
     location, the team, and the table made (and migrated) on first open."""
 
     def __init__(self, url: str, team_id: str | None, connect_timeout: float) -> None:
-        self.team_id = team_id or DEFAULT_TEAM
+        self.team_id = named_team(team_id)
         self._db = Connections(url, connect_timeout=connect_timeout)
         self.location = self._db.location
 
@@ -79,7 +99,10 @@ class _TeamTable:
 
 class PostgresApprovalStore(_TeamTable, SqlApprovalStore):
     """Pending approvals in a PostgreSQL database: every process of a team sees one set, and
-    a grant made in one process releases the call waiting in another."""
+    a grant made in one process releases the call waiting in another. Its ``grants`` are the
+    team's remembered approvals: a change is notified to every process (which reads them
+    again), and each use of one is confirmed by one query, so a revoked grant stops at once
+    on every machine."""
 
     table = "toolcards_approvals"
 
@@ -88,6 +111,21 @@ class PostgresApprovalStore(_TeamTable, SqlApprovalStore):
     ) -> None:
         super().__init__(url, team_id, connect_timeout)
         create_table(self._db, approvals.TABLE, approvals.MIGRATION, approvals.INDEXES)
+        create_table(self._db, grants.TABLE, grants.MIGRATION, grants.INDEXES)
+        stamp = NotifiedStamp(self._db, self.location, self.team_id)
+        self.grants = SqlGrants(
+            "toolcards_grants", self.team_id, self._grants_tx, self._read, stamp, fresh=False
+        )
+
+    @contextmanager
+    def _grants_tx(self) -> Iterator[Any]:
+        with self._db.transaction(), self._db.cursor() as cur:
+            cur.execute("LOCK TABLE toolcards_grants IN SHARE ROW EXCLUSIVE MODE")
+            yield _Cursorish(cur)
+
+    def close(self) -> None:
+        self.grants.close()
+        super().close()
 
     @contextmanager
     def _tx(self) -> Iterator[Any]:
@@ -99,6 +137,38 @@ class PostgresApprovalStore(_TeamTable, SqlApprovalStore):
     def _read(self) -> Iterator[Any]:
         with self._db.cursor() as cur:
             yield _Cursorish(cur)
+
+
+class NotifiedStamp:
+    """The stamp of a team's grants in PostgreSQL: a number this process moves whenever the
+    database notifies a change of them (and after its listening connection comes back, when a
+    notice may have been lost); :meth:`move` sends the notice."""
+
+    def __init__(self, db: Connections, location: str, team_id: str) -> None:
+        self._db = db
+        self._team_id = team_id
+        self._listener = EventListener(db, location, GRANTS_CHANNEL)
+        self._value = 0
+        self._unwatch: Any = None
+
+    def read(self) -> object:
+        if self._unwatch is None:  # listening from the first read on
+            self._unwatch = self._listener.watch(self._team_id, self._moved)
+            self._value += 1  # what changed before the listener started is read again
+        return self._value
+
+    def _moved(self) -> None:
+        self._value += 1
+
+    def move(self) -> None:
+        with self._db.transaction(), self._db.cursor() as cur:
+            cur.execute("SELECT pg_notify(%s, %s)", (GRANTS_CHANNEL, self._team_id))
+        self._value += 1
+
+    def close(self) -> None:
+        if self._unwatch is not None:
+            self._unwatch()
+        self._listener.stop()
 
 
 class PostgresRateLimiter(_TeamTable):
@@ -153,18 +223,159 @@ class PostgresRateLimiter(_TeamTable):
             cur.execute("DELETE FROM toolcards_rate_buckets WHERE starts_with(key, %s)", (prefix,))
 
 
+_BUDGET_FUNCTIONS = """
+CREATE OR REPLACE FUNCTION toolcards_budget_take(
+    p_team text, p_key text, p_counters text[], p_amounts float8[], p_limits float8[],
+    p_expires float8[], p_now float8, p_key_expires float8
+) RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    i integer;
+    n integer := coalesce(array_length(p_counters, 1), 0);
+    held float8;
+BEGIN
+    IF random() < %(prune)s THEN
+        DELETE FROM toolcards_budget_keys WHERE team_id = p_team AND expires <= p_now;
+        DELETE FROM toolcards_budget_spend WHERE team_id = p_team AND expires <= p_now;
+    END IF;
+    IF p_key IS NOT NULL AND EXISTS (
+        SELECT 1 FROM toolcards_budget_keys WHERE team_id = p_team AND key = p_key
+    ) THEN
+        RETURN -1;
+    END IF;
+    FOR i IN 1 .. n LOOP  -- the counters come sorted: every process locks them in one order
+        INSERT INTO toolcards_budget_spend VALUES (p_team, p_counters[i], 0, p_now, p_expires[i])
+            ON CONFLICT DO NOTHING;
+        SELECT spent INTO held FROM toolcards_budget_spend
+            WHERE team_id = p_team AND counter = p_counters[i] FOR UPDATE;
+        IF held + p_amounts[i] > p_limits[i] THEN
+            RETURN i - 1;
+        END IF;
+    END LOOP;
+    IF p_key IS NOT NULL THEN
+        INSERT INTO toolcards_budget_keys VALUES (p_team, p_key, p_key_expires)
+            ON CONFLICT DO NOTHING;
+        IF NOT FOUND THEN  -- counted meanwhile by another process
+            RETURN -1;
+        END IF;
+    END IF;
+    FOR i IN 1 .. n LOOP
+        UPDATE toolcards_budget_spend SET spent = spent + p_amounts[i], updated = p_now,
+            expires = p_expires[i] WHERE team_id = p_team AND counter = p_counters[i];
+    END LOOP;
+    RETURN -1;
+END $$;
+CREATE OR REPLACE FUNCTION toolcards_budget_add(
+    p_team text, p_key text, p_counters text[], p_amounts float8[], p_expires float8[],
+    p_now float8, p_key_expires float8
+) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    i integer;
+BEGIN
+    IF p_key IS NOT NULL THEN
+        INSERT INTO toolcards_budget_keys VALUES (p_team, p_key, p_key_expires)
+            ON CONFLICT DO NOTHING;
+        IF NOT FOUND THEN
+            RETURN;
+        END IF;
+    END IF;
+    FOR i IN 1 .. coalesce(array_length(p_counters, 1), 0) LOOP
+        INSERT INTO toolcards_budget_spend VALUES (p_team, p_counters[i], p_amounts[i], p_now,
+                                                   p_expires[i])
+            ON CONFLICT (team_id, counter) DO UPDATE SET
+                spent = toolcards_budget_spend.spent + excluded.spent,
+                updated = excluded.updated, expires = excluded.expires;
+    END LOOP;
+END $$
+"""
+
+
+class PostgresBudgets(_TeamTable):
+    """Budget counters in PostgreSQL, shared by every process and machine of a team. A use is
+    one statement (one round trip): a function that checks and adds every counter of the use
+    under row locks taken in one order, so no process ever spends past a limit, and a use
+    counted once under its key is never counted again."""
+
+    def __init__(
+        self, url: str, team_id: str | None = None, *, connect_timeout: float = 5.0
+    ) -> None:
+        super().__init__(url, team_id, connect_timeout)
+        create_table(self._db, budgets.SPEND, budgets.SPEND_MIGRATION, budgets.SPEND_INDEXES)
+        create_table(self._db, budgets.KEYS, budgets.KEYS_MIGRATION, budgets.KEYS_INDEXES)
+        with self._db.transaction(), self._db.cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            cur.execute(_BUDGET_FUNCTIONS % {"prune": 1.0 / budgets.PRUNE_EVERY})
+        self._reopen = (url, self.team_id, connect_timeout)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as where it counts: unpickling (a worker of the team) opens the same table."""
+        url, team_id, connect_timeout = self._reopen
+        return (_reopen_budgets, (url, team_id, connect_timeout))
+
+    def take(self, key: str | None, spends: Sequence[Spend], now: float) -> int | None:
+        ordered = sorted(enumerate(spends), key=lambda item: item[1].counter)
+        with self._db.cursor() as cur:
+            cur.execute(
+                "SELECT toolcards_budget_take(%s, %s, %s, %s, %s, %s, %s, %s)",
+                (
+                    self.team_id, key, [s.counter for _, s in ordered],
+                    [float(s.amount) for _, s in ordered], [float(s.limit) for _, s in ordered],
+                    [s.expires for _, s in ordered], now, now + budgets.KEY_TTL,
+                ),
+            )  # fmt: skip
+            over = int(cur.fetchone()[0])
+        return None if over < 0 else ordered[over][0]
+
+    def add(self, key: str | None, spends: Sequence[Spend], now: float) -> None:
+        ordered = sorted(spends, key=lambda spend: spend.counter)
+        with self._db.cursor() as cur:
+            cur.execute(
+                "SELECT toolcards_budget_add(%s, %s, %s, %s, %s, %s, %s)",
+                (
+                    self.team_id, key, [s.counter for s in ordered],
+                    [float(s.amount) for s in ordered], [s.expires for s in ordered], now,
+                    now + budgets.KEY_TTL,
+                ),
+            )  # fmt: skip
+
+    def spent(self, counters: Sequence[str]) -> dict[str, float]:
+        if not counters:
+            return {}
+        sql = (
+            "SELECT counter, spent FROM toolcards_budget_spend "
+            "WHERE team_id = %s AND counter = ANY(%s)"
+        )
+
+        def query(cur: Any) -> list[tuple[Any, ...]]:
+            cur.execute(sql, (self.team_id, list(counters)))
+            return list(cur.fetchall())
+
+        return {str(c): float(s) for c, s in self._db.read(query)}
+
+    def listing(self, now: float, limit: int = 1000) -> list[tuple[str, float, float]]:
+        sql = (
+            "SELECT counter, spent, updated FROM toolcards_budget_spend WHERE team_id = %s "
+            "AND (expires IS NULL OR expires > %s) ORDER BY updated DESC LIMIT %s"
+        )
+
+        def query(cur: Any) -> list[tuple[Any, ...]]:
+            cur.execute(sql, (self.team_id, now, int(limit)))
+            return list(cur.fetchall())
+
+        return [(str(c), float(s), float(u)) for c, s, u in self._db.read(query)]
+
+
+def _reopen_budgets(url: str, team_id: str, connect_timeout: float) -> PostgresBudgets:
+    return PostgresBudgets(url, team_id, connect_timeout=connect_timeout)
+
+
 def _bucket_key(team_id: str, lim: Limit, principal: str, tool_id: str) -> str:
     """One bucket per team, limit, principal and tool; JSON, so no two tuples share a key."""
     return json.dumps([team_id, lim.index, lim.count, lim.period, principal, tool_id])
 
 
-def _audit_sql(sql: str) -> str:
-    """The audit log's statements for this table and PostgreSQL's placeholders."""
-    return sql.replace(" audit ", " toolcards_audit ").replace("?", "%s")
-
-
 class PostgresAuditTable(_TeamTable):
-    """The audit trail in PostgreSQL: every process of a team appends to one table."""
+    """The audit trail in PostgreSQL: every process of a team appends to one table, and to
+    one chain (each write locks the team's chain head until it commits)."""
 
     def __init__(
         self, url: str, team_id: str | None = None, *, connect_timeout: float = 5.0
@@ -172,18 +383,37 @@ class PostgresAuditTable(_TeamTable):
         super().__init__(url, team_id, connect_timeout)
         create_table(self._db, audit_sql.TABLE, audit_sql.MIGRATION, audit_sql.INDEXES)
 
-    def insert(self, rows: list[tuple[Any, ...]]) -> None:
+    def insert(
+        self,
+        rows: list[tuple[Any, ...]],
+        *,
+        replay: bool = False,
+        texts: list[bytes] | None = None,
+    ) -> int:
         with self._db.transaction(), self._db.cursor() as cur:
-            cur.executemany(_audit_sql(audit_sql.INSERT), [(*r, self.team_id) for r in rows])
+            table = _Cursorish(cur, tables=True)
+            lock = " FOR UPDATE"  # writers of the team, in any process, chain one by one
+            return audit_sql.write(table, self.team_id, rows, replay=replay, lock=lock, texts=texts)
 
     def select(self, where: str, params: list[Any], limit: int) -> list[tuple[Any, ...]]:
-        sql, args = _audit_sql(audit_sql.select(where)), [self.team_id, *params, limit]
+        sql, args = audit_sql.select(where), [self.team_id, *params, limit]
+        return self._read(lambda cur: list(cur.execute(sql, args).fetchall()))
 
-        def query(cur: Any) -> list[tuple[Any, ...]]:
-            cur.execute(sql, args)
-            return list(cur.fetchall())
+    def chain_page(self, after: int, limit: int) -> list[Any]:
+        return self._read(lambda cur: audit_sql.chain_page(cur, self.team_id, after, limit))
 
-        return self._db.read(query)  # a connection lost since the last read is reopened once
+    def chain_row(self, seq: int) -> int | None:
+        return self._read(lambda cur: audit_sql.chain_row(cur, self.team_id, seq))
 
-    def close(self) -> None:
-        self._db.close()
+    def chain_head(self) -> tuple[int, str] | None:
+        return self._read(lambda cur: audit_sql.chain_head(cur, self.team_id))
+
+    def unchained(self) -> tuple[int, int | None, int | None]:
+        return self._read(lambda cur: audit_sql.unchained(cur, self.team_id))
+
+    def other_teams(self) -> list[str]:
+        return self._read(lambda cur: audit_sql.other_teams(cur, self.team_id))
+
+    def _read(self, query: Callable[[_Cursorish], _T]) -> _T:
+        # a connection lost since the last read is reopened once
+        return self._db.read(lambda cur: query(_Cursorish(cur, tables=True)))

@@ -128,13 +128,18 @@ class Deadlines:
         with self._cond:
             while True:
                 now = time.monotonic()
-                for token, (deadline, fileno, expired) in list(self._armed.items()):
-                    if deadline <= now:
-                        del self._armed[token]
-                        expired()
-                        _shut_down(fileno)
+                self._fire(now)
                 self._wake_at = min((d for d, _, _ in self._armed.values()), default=math.inf)
                 self._cond.wait(None if self._wake_at == math.inf else self._wake_at - now)
+
+    def _fire(self, now: float) -> None:
+        """Cut the connections past their deadline. A method of its own: a callback (and the
+        thread state it holds) must not stay alive in the sleeping loop's variables."""
+        for token, (deadline, fileno, expired) in list(self._armed.items()):
+            if deadline <= now:
+                del self._armed[token]
+                expired()
+                _shut_down(fileno)
 
 
 def _shut_down(fileno: int) -> None:

@@ -1,6 +1,7 @@
-"""Wakes this process's watchers of a team when another process commits events of it: one
-thread per store ``LISTEN``\\s on :data:`CHANNEL` (the team store ``NOTIFY``\\s it with the
-team id in each transaction that appends an event), without polling."""
+"""Wakes this process's watchers of a team when another process commits a change of it: one
+thread per store ``LISTEN``\\s on its channel (the team store ``NOTIFY``\\s :data:`CHANNEL` with
+the team id in each transaction that appends an event; the approval store notifies
+:data:`GRANTS_CHANNEL` when a grant is made or revoked), without polling."""
 
 from __future__ import annotations
 
@@ -14,21 +15,24 @@ from toolcards.core.threads import background_thread
 from toolcards.stores.errors import DatabaseUnavailable
 from toolcards.stores.postgres.connections import Connections
 
-__all__ = ["CHANNEL", "EventListener"]
+__all__ = ["CHANNEL", "GRANTS_CHANNEL", "EventListener"]
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "toolcards_events"
 """The channel the team store notifies, with the team id as payload."""
+GRANTS_CHANNEL = "toolcards_grants"
+"""The channel the approval store notifies when a team's grants change (the team id)."""
 
 
 class EventListener:
     """The watchers of each team and the thread, started by the first :meth:`watch`, that
     calls them on each notice of their team."""
 
-    def __init__(self, db: Connections, location: str) -> None:
+    def __init__(self, db: Connections, location: str, channel: str = CHANNEL) -> None:
         self._db = db
         self._location = location
+        self._channel = channel
         self._watchers: dict[str, list[Callable[[], Any]]] = {}
         self._watch_lock = threading.Lock()
         self._listener: threading.Thread | None = None
@@ -72,7 +76,7 @@ class EventListener:
                 continue
             delay = 0.1
             try:
-                conn.execute(f"LISTEN {CHANNEL}")
+                conn.execute(f"LISTEN {self._channel}")
                 self._wake_all()
                 while not self._stop_listening.is_set():
                     for note in conn.notifies(timeout=0.5):

@@ -20,6 +20,7 @@ from typing import Any
 
 from toolcards.stores import applied_calls
 from toolcards.stores.base import (
+    KEY_END,
     AppliedCall,
     Compaction,
     DatabaseClosed,
@@ -39,8 +40,6 @@ from toolcards.stores.postgres.schema import migrate
 from toolcards.stores.postgres.versions import TOMBSTONES_KEPT, bump_versions, state_changes
 
 __all__ = ["CHANNEL", "TOMBSTONES_KEPT", "PostgresStore"]
-
-_KEY_END = chr(0x10FFFF)
 
 
 class _NoLock:
@@ -231,7 +230,7 @@ class PostgresStore(Store):
             f"SELECT key, value FROM toolcards_state WHERE team_id=%s AND actor=%s "
             f"AND key {op} %s AND key < %s ORDER BY key"
         )
-        params: tuple[Any, ...] = (team_id, actor, low, prefix + _KEY_END)
+        params: tuple[Any, ...] = (team_id, actor, low, prefix + KEY_END)
         if limit:
             sql += " LIMIT %s"
             params = (*params, limit)
@@ -244,7 +243,7 @@ class PostgresStore(Store):
         rows = self._rows(
             "SELECT COUNT(*) FROM toolcards_state WHERE team_id=%s AND actor=%s "
             "AND key >= %s AND key < %s",
-            (team_id, actor, prefix, prefix + _KEY_END),
+            (team_id, actor, prefix, prefix + KEY_END),
         )
         return int(rows[0][0])
 

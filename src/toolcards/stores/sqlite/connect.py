@@ -1,9 +1,18 @@
-"""One way to open a SQLite file that several processes share (WAL, a busy timeout)."""
+"""One way to open a SQLite file that several processes share (WAL, a busy timeout).
+
+The files it opens hold audit rows, approval requests and recorded call results (a pending
+call's arguments may hold a password): a file it creates is private to its user (0600), and
+so are its ``-wal`` and ``-shm`` files, which SQLite creates with the database file's mode.
+"""
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 BUSY_TIMEOUT = 10.0
@@ -11,7 +20,9 @@ BUSY_TIMEOUT = 10.0
 
 
 def shared_connection(path: str | Path, *, sync: bool) -> sqlite3.Connection:
-    """An autocommit connection (transactions are explicit) usable from any thread."""
+    """An autocommit connection (transactions are explicit) usable from any thread; a file
+    that does not exist yet is created 0600."""
+    _create_private(path)
     db = sqlite3.connect(
         str(path), check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT
     )
@@ -23,6 +34,20 @@ def shared_connection(path: str | Path, *, sync: bool) -> sqlite3.Connection:
         db.close()
         raise
     return db
+
+
+def _create_private(path: str | Path) -> None:
+    """Create the database file, readable and writable by its user only, when it is new."""
+    name = str(path)
+    if name == ":memory:" or name.startswith("file:"):
+        return
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    except OSError:  # a folder that does not exist: sqlite3 says so in its own words
+        return
+    os.close(fd)
 
 
 def enable_wal(db: sqlite3.Connection, timeout: float = BUSY_TIMEOUT) -> None:
@@ -40,3 +65,17 @@ def enable_wal(db: sqlite3.Connection, timeout: float = BUSY_TIMEOUT) -> None:
                 raise
         time.sleep(pause)  # a bounded backoff: the other opener holds the lock for moments
         pause = min(pause * 2, 0.2)
+
+
+@contextmanager
+def immediate(db: sqlite3.Connection, lock: threading.Lock) -> Iterator[sqlite3.Connection]:
+    """One write transaction on ``db`` (this process's users serialised by ``lock``), taken up
+    front, so that a read-then-write is atomic across processes."""
+    with lock:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")

@@ -3,6 +3,7 @@ cannot be opened, and the lock file that keeps it to one writing process."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sqlite3
@@ -15,7 +16,14 @@ __all__ = ["LockFile", "cannot_open", "check_location"]
 
 
 class LockFile:
-    """An exclusive, non-blocking ``flock`` on ``<store>.lock``, released by the kernel on exit."""
+    """An exclusive, non-blocking ``flock`` on ``<store>.lock``, released by the kernel on exit.
+
+    A clean release removes the file (while the lock is still held). A process that opened it
+    just before then may get the lock of that removed file: the lock counts only while the
+    path still names the file locked, so such a process opens the path again."""
+
+    ATTEMPTS = 5
+    """Locks found on a removed file before giving up (each needs another release between)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -26,27 +34,44 @@ class LockFile:
             import fcntl  # lazy: fcntl is POSIX only
         except ImportError:  # pragma: no cover - non-POSIX: no cross-process guard
             return
-        fh = open(self.path, "a+")  # noqa: SIM115 - held open for the lock's lifetime
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            fh.seek(0)
-            holder = fh.read().strip() or "unknown"
-            fh.close()
-            raise StoreLockedError(
-                f"store {store} is open for writing by another process (pid {holder}); "
-                "stop that team first, or open a copy of the file"
-            ) from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(str(os.getpid()))
-        fh.flush()
-        self._fh = fh
+        for _ in range(self.ATTEMPTS):
+            fh = open(self.path, "a+")  # noqa: SIM115 - held open for the lock's lifetime
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                fh.seek(0)
+                holder = fh.read().strip() or "unknown"
+                fh.close()
+                raise StoreLockedError(
+                    f"store {store} is open for writing by another process (pid {holder}); "
+                    "stop that team first, or open a copy of the file"
+                ) from None
+            if _names(self.path, fh):
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                self._fh = fh
+                return
+            fh.close()  # the lock of a file released and removed meanwhile: again
+        raise StoreLockedError(f"store {store}: its lock file keeps being replaced; retry")
 
     def release(self) -> None:
         if self._fh is not None:
+            with contextlib.suppress(OSError):  # removed while still held, then unlocked
+                if _names(self.path, self._fh):
+                    self.path.unlink()
             self._fh.close()  # closing the descriptor drops the flock
             self._fh = None
+
+
+def _names(path: Path, fh: TextIO) -> bool:
+    """Whether ``path`` is the file open as ``fh`` (it was not removed or replaced)."""
+    try:
+        found, held = os.stat(path), os.fstat(fh.fileno())
+        return (found.st_dev, found.st_ino) == (held.st_dev, held.st_ino)
+    except FileNotFoundError:
+        return False
 
 
 def check_location(file: Path) -> None:

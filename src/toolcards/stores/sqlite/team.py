@@ -20,6 +20,7 @@ from typing import Any
 
 from toolcards.stores import applied_calls
 from toolcards.stores.base import (
+    KEY_END,
     SCHEMA_VERSION,
     AppliedCall,
     Compaction,
@@ -43,8 +44,6 @@ __all__ = [
     "TeamStore",
     "dumps",
 ]
-
-_KEY_END = chr(0x10FFFF)
 
 
 class TeamStore(Store):
@@ -283,7 +282,7 @@ class TeamStore(Store):
             rows = self.conn.execute(
                 f"SELECT key, value FROM state WHERE team_id=? AND actor=? "
                 f"AND key{'>=' if inclusive else '>'}? AND key<? ORDER BY key LIMIT ?",
-                (team_id, actor, low, prefix + _KEY_END, limit or -1),
+                (team_id, actor, low, prefix + KEY_END, limit or -1),
             ).fetchall()
         return [(key, json.loads(value)) for key, value in rows]
 
@@ -291,7 +290,7 @@ class TeamStore(Store):
         with self.lock:
             row = self.conn.execute(
                 "SELECT COUNT(*) FROM state WHERE team_id=? AND actor=? AND key>=? AND key<?",
-                (team_id, actor, prefix, prefix + _KEY_END),
+                (team_id, actor, prefix, prefix + KEY_END),
             ).fetchone()
         return int(row[0])
 

@@ -15,7 +15,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from pydantic_ai.messages import Authority
+from pydantic_ai import RunContext
+from pydantic_ai.messages import Authority, ModelResponse
+from pydantic_ai.models import ModelRequestContext
 
 from toolcards.core.agent_capability import CardsCapability
 from toolcards.core.card import ToolCard
@@ -27,14 +29,20 @@ from toolcards.governance.audit.log import AuditLog
 from toolcards.governance.capability import CapabilityRegistry
 from toolcards.governance.card_reads import CardReads
 from toolcards.governance.executor.pipeline import Executor
-from toolcards.governance.executor.replay import CallResults
 from toolcards.governance.guardrails import ToolHook
 from toolcards.governance.policy.policy import Policy
+from toolcards.governance.toolset.budget import ModelBudget
 from toolcards.governance.toolset.governed import GovernedToolset
+from toolcards.stores.base import BudgetStore
+from toolcards.stores.call_results import CallResults
 from toolcards.surfaces.agent.spec_args import (
+    SPEC_KEYS,
+    SpecPaths,
+    known_keys,
     spec_audit,
     spec_call_results,
     spec_cards,
+    spec_folder,
     spec_hooks,
     spec_identity,
     spec_policy,
@@ -57,15 +65,20 @@ class ToolCards(CardsCapability):
     ``identity`` is the caller every call is decided for (never read from arguments);
     ``audit``, ``approver`` (or ``"defer"``, ``"refuse"``), ``hooks`` (guardrails, see
     :mod:`toolcards.governance.guardrails`) and ``call_results`` (durable runs: a call runs
-    once per run id and tool call id) mean what they mean on ``GovernedToolset``; with an
-    ``executor``, its own policy, audit and hooks apply. Without ``policy`` and
-    ``executor`` the tools are not governed (``identity``, ``audit``, ``approver``, ``hooks``
-    and ``call_results`` are then a ``TypeError``).
+    once per run id and tool call id) mean what they mean on ``GovernedToolset``; ``budgets``
+    is the store the policy's budgets are counted in (default: this process's memory; a
+    team's shared store, see ``toolcards.stores.open.open_budgets``): calls are counted by the
+    executor, model tokens and cost by this capability's model request hooks. With an
+    ``executor``, its own policy, audit, hooks and budgets apply. Without ``policy`` and
+    ``executor`` the tools are not governed (``identity``, ``audit``, ``approver``, ``hooks``,
+    ``call_results`` and ``budgets`` are then a ``TypeError``).
     """
 
     policy: Policy | None = None
     identity: Identity | None = None
     executor: Executor | None = field(default=None, repr=False)
+    budget: ModelBudget | None = field(default=None, repr=False)
+    """The model request hooks of the executor's budgets (None: not governed)."""
     host_trust: ClassVar[HostTrust | None] = None
     """What cards of an agent spec may do on this host (see :meth:`trusting`); None: nothing."""
 
@@ -80,6 +93,7 @@ class ToolCards(CardsCapability):
         approver: Approver | Literal["defer", "refuse"] = "defer",
         hooks: Sequence[ToolHook] = (),
         call_results: CallResults | None = None,
+        budgets: BudgetStore | None = None,
         authority: Authority = "none",
         id: str | None = None,
         description: str | None = None,
@@ -89,9 +103,13 @@ class ToolCards(CardsCapability):
         if policy is not None or executor is not None:
             if executor is None:
                 assert policy is not None
-                executor = Executor(CapabilityRegistry(), policy, audit=audit, hooks=hooks)
-            elif hooks or audit is not None or policy is not None:
-                raise TypeError("ToolCards: with executor=, its policy, audit and hooks apply")
+                executor = Executor(
+                    CapabilityRegistry(), policy, audit=audit, hooks=hooks, budgets=budgets
+                )
+            elif hooks or audit is not None or policy is not None or budgets is not None:
+                raise TypeError(
+                    "ToolCards: with executor=, its policy, audit, hooks and budgets apply"
+                )
             governed = GovernedToolset(
                 factory.toolset(),
                 executor=executor,
@@ -106,6 +124,7 @@ class ToolCards(CardsCapability):
                 "approver": None if approver == "defer" else approver,
                 "hooks": hooks or None,
                 "call_results": call_results,
+                "budgets": budgets,
             }
             named = [name for name, value in given.items() if value is not None]
             if named:
@@ -117,6 +136,32 @@ class ToolCards(CardsCapability):
         self.policy = governed.policy if governed is not None else None
         self.identity = identity
         self.executor = executor
+        self.budget = None
+        if governed is not None:
+            self.budget = ModelBudget(executor, governed.resolve_identity)
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """A spent model budget stops the run here; then the cards' state (see
+        :class:`~toolcards.core.agent_capability.CardsCapability`)."""
+        if self.budget is not None:
+            request_context = await self.budget.before_model_request(ctx, request_context)
+        return await super().before_model_request(ctx, request_context)
+
+    async def after_model_request(
+        self,
+        ctx: RunContext[Any],
+        *,
+        request_context: ModelRequestContext,
+        response: ModelResponse,
+    ) -> ModelResponse:
+        """What the response used is counted against the caller's model budgets."""
+        if self.budget is None:
+            return response
+        return await self.budget.after_model_request(
+            ctx, request_context=request_context, response=response
+        )
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
@@ -135,36 +180,45 @@ class ToolCards(CardsCapability):
     @classmethod
     def from_spec(
         cls,
-        cards: list[dict[str, Any]],
+        cards: list[dict[str, Any]] | None = None,
         policy: str | dict[str, Any] | None = None,
         identity: str | dict[str, Any] | None = None,
         audit: str | None = None,
         secret_scanner: bool | dict[str, Any] | None = None,
         call_results: str | None = None,
+        team: str | None = None,
+        **unknown: Any,
     ) -> ToolCards:
         """From an agent spec: ``cards`` as tagged mappings, ``policy`` a file or a mapping,
-        ``identity`` an id or ``{id, type, roles}``, ``audit`` a database path,
+        ``identity`` an id or ``{id, type, roles}``, ``audit`` a database path or URL,
         ``secret_scanner`` true or ``{action, tools}`` (the built-in output guardrail; a spec
-        names no code), ``call_results`` a database path (durable runs).
+        names no code), ``call_results`` a database path or URL (durable runs; see
+        :func:`~toolcards.surfaces.agent.spec_args.spec_store` for what a spec may name),
+        ``team`` the team whose rows ``audit`` and ``call_results`` hold (needed with a shared
+        database, which holds many teams). Relative paths are read against the spec file's
+        folder under ``Agent.from_file`` (else the working directory); an unknown key is
+        refused with the closest known one.
 
         The cards load with :attr:`host_trust` (see :meth:`trusting`). A spec without a
         ``policy`` is refused: the tools a spec names are governed (for ungoverned tools, build
         ``ToolFactory(cards).capability()`` in code)."""
+        known_keys(unknown, SPEC_KEYS, "toolcards")
+        paths = SpecPaths(spec_folder())
         loaded = spec_cards(cards, cls.host_trust)
-        governed = spec_policy(policy)
+        governed = spec_policy(policy, paths)
         caller = spec_identity(identity)
         hooks = spec_hooks(secret_scanner)
         if governed is None:
             raise ValueError(
-                "toolcards in an agent spec needs a policy (a file path or a mapping of rules): "
-                "the tools a spec names are governed; ungoverned tools are built in code "
+                "toolcards: needs a policy (a file path or a mapping of rules): the tools a "
+                "spec names are governed; ungoverned tools are built in code "
                 "(ToolFactory(cards).capability())"
             )
         return cls(
             loaded,
             policy=governed,
             identity=caller,
-            audit=spec_audit(audit),
+            audit=spec_audit(audit, cls.host_trust, team, paths),
             hooks=hooks,
-            call_results=spec_call_results(call_results),
+            call_results=spec_call_results(call_results, cls.host_trust, team, paths),
         )

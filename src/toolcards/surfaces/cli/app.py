@@ -9,7 +9,8 @@ imports a command's module when the command runs, so ``--help`` starts fast.
 
 Exit codes: 0 ok · 1 tool failure (or the store is in use) · 2 usage or config error ·
 3 denied · 4 invalid input · 5 needs approval / approval refused · 6 rate limited ·
-7 unknown tool · 8 policy error (the policy file never loaded).
+7 unknown tool · 8 policy error (the policy file never loaded) · 9 refused by a guardrail ·
+10 over budget.
 """
 
 from __future__ import annotations

@@ -24,13 +24,20 @@ import contextlib
 import dataclasses
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from toolcards.core.approvals import ApprovalState
 from toolcards.governance.approvals.broker import ApprovalError
+from toolcards.governance.approvals.grants import (
+    GrantError,
+    Remember,
+    describe,
+    parse_duration,
+    parse_matches,
+)
 from toolcards.governance.approvals.view import arguments_view, is_approver
 from toolcards.governance.redaction.redactor import args_digest, canonical_json
 from toolcards.stores.base import DatabaseUnavailable
@@ -42,12 +49,13 @@ from toolcards.surfaces.config.shared import open_shared
 from toolcards.surfaces.outcomes import ExitCode
 
 if TYPE_CHECKING:
+    from toolcards.core.grants import Grant
     from toolcards.core.identity import Identity
     from toolcards.governance.approvals.broker import ApprovalBroker, ApprovalRequest
     from toolcards.governance.approvals.view import ArgumentsView
 
 approvals_app = typer.Typer(
-    help="Decide calls that wait for approval (list, show, grant, deny).",
+    help="Decide waiting calls (list, show, grant, deny), and grants.",
     no_args_is_help=True,
 )
 
@@ -72,7 +80,7 @@ EditOpt = Annotated[
 
 
 @contextlib.contextmanager
-def _inbox(state: State) -> Iterator[tuple[ApprovalBroker, Identity]]:
+def inbox(state: State) -> Iterator[tuple[ApprovalBroker, Identity]]:
     """The config's approvals broker (decisions audited) and the local principal."""
     built = state.built()
     if built is not None:
@@ -136,19 +144,35 @@ _COLUMNS = ("id", "tool", "caller", "arguments", "digest", "reason", "age", "esc
 _ARGS = _COLUMNS.index("arguments")
 
 
-def _write_rows(lines: list[tuple[str, ...]]) -> None:
-    """One request a line, tab-separated (output that is not a terminal): the arguments
-    verbatim (their JSON holds no raw tab or line break), other values' whitespace folded."""
+def show_rows(
+    columns: tuple[str, ...], lines: Sequence[tuple[str, ...]], id_width: int, verbatim: int = -1
+) -> None:
+    """Rows under ``columns``: on a terminal a table whose first column (an id to copy into
+    the next command) is never cut; else one row a line, tab-separated, each value's
+    whitespace folded except column ``verbatim``'s (JSON holds no raw tab or line break)."""
+    if not sys.stdout.isatty():
+        for line in [columns, *lines]:
+            cells = [v if i == verbatim else " ".join(v.split()) for i, v in enumerate(line)]
+            sys.stdout.write("\t".join(cells) + "\n")
+        return
+    # lazy: rich, ~5x python -c pass; only for a terminal
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=None, pad_edge=False)
+    table.add_column(columns[0], no_wrap=True, min_width=id_width)
+    for name in columns[1:]:
+        table.add_column(name, overflow="fold")
     for line in lines:
-        cells = [v if i == _ARGS else " ".join(v.split()) for i, v in enumerate(line)]
-        sys.stdout.write("\t".join(cells) + "\n")
+        table.add_row(*(Text(cell) for cell in line))  # never read as markup
+    out().print(table)
 
 
 @approvals_app.command("list")
 def approvals_list(ctx: typer.Context, config: ConfigOpt = None) -> None:
     """Calls waiting for an approver, oldest first (an approver sees the exact arguments)."""
     state = state_of(ctx, config)
-    with _inbox(state) as (broker, me):
+    with inbox(state) as (broker, me):
         pending = broker.pending()
         exact = is_approver(me, broker.approver_role)
     now = time.time()
@@ -171,20 +195,7 @@ def approvals_list(ctx: typer.Context, config: ConfigOpt = None) -> None:
             f"sha256:{request.args_digest[:16]}", row["reason"], _age(row["age_s"]),
             ", ".join(view.escapes) or "-",
         ))  # fmt: skip
-    if not sys.stdout.isatty():
-        _write_rows([_COLUMNS, *lines])
-        return
-    # lazy: rich, ~5x python -c pass; only for a terminal
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(box=None, pad_edge=False)
-    table.add_column("id", no_wrap=True, min_width=32)  # copied into grant/deny: never cut
-    for name in _COLUMNS[1:]:
-        table.add_column(name, overflow="fold")
-    for line in lines:
-        table.add_row(*(Text(cell) for cell in line))  # never read as markup
-    out().print(table)
+    show_rows(_COLUMNS, lines, 32, verbatim=_ARGS)  # an id is copied into grant/deny
 
 
 @approvals_app.command("show")
@@ -192,7 +203,7 @@ def approvals_show(ctx: typer.Context, approval_id: IdArg, config: ConfigOpt = N
     """One waiting call, whole: the exact arguments that a grant runs (for an approver), and
     the digest that binds them."""
     state = state_of(ctx, config)
-    with _inbox(state) as (broker, me):
+    with inbox(state) as (broker, me):
         request = broker.get(approval_id)
         exact = is_approver(me, broker.approver_role)
         if request is not None and broker.state(request) is not ApprovalState.PENDING:
@@ -239,15 +250,19 @@ def _decide(
     why: str | None,
     digest: str | None = None,
     edit: str | None = None,
+    remember: Any = None,
 ) -> None:
     state = state_of(ctx, config)
     edited = _edit(edit)
-    with _inbox(state) as (broker, me):
+    remembered = None
+    with inbox(state) as (broker, me):
         try:
             if grant:
                 handle = _granted(broker, approval_id, digest)
-                record = broker.grant_record(handle, approver=me, surface="cli", args=edited)
-                request, runs = record.request, record.edited_args
+                record = broker.grant_record(
+                    handle, approver=me, surface="cli", args=edited, remember=remember
+                )
+                request, runs, remembered = record.request, record.edited_args, record.grant
             else:
                 request = broker.deny(approval_id, approver=me, surface="cli", reason=why)
                 runs = None
@@ -256,6 +271,8 @@ def _decide(
         exact = is_approver(me, broker.approver_role)
     verb = "granted" if grant else "denied"
     data = {**_row(request, time.time(), exact), "decision": verb, "approver": me.id}
+    if remembered is not None:
+        data["grant"] = grant_row(remembered, time.time())
     if runs is not None:
         data["edited_args"], data["approved_args_digest"] = runs, args_digest(runs)
     if state.json:
@@ -267,7 +284,29 @@ def _decide(
     )
     if runs is not None:
         line += f"; runs instead sha256:{data['approved_args_digest']} {canonical_json(runs)}"
+    if remembered is not None:
+        line += f"\nremembered as {remembered.grant_id}: {data['grant']['matches']}"
     out().print(line, markup=False, soft_wrap=True)
+
+
+def grant_row(grant: Grant, now: float) -> dict[str, Any]:
+    """One grant as the CLI shows it (JSON)."""
+    state = "revoked" if grant.revoked_at is not None else "live" if grant.live(now) else "expired"
+    return {
+        "grant_id": grant.grant_id,
+        "principal": grant.principal,
+        "tool": grant.tool_id,
+        "pattern": dict(grant.pattern),
+        "session": grant.session or None,
+        "expires_at": grant.expires_at,
+        "expires_in_s": round(grant.expires_at - now, 1),
+        "created_by": grant.created_by,
+        "created_at": grant.created_at,
+        "approval_id": grant.approval_id,
+        "state": state,
+        "revoked_by": grant.revoked_by,
+        "matches": describe(grant),
+    }
 
 
 def _edit(text: str | None) -> dict[str, Any] | None:
@@ -299,17 +338,55 @@ def _granted(broker: ApprovalBroker, approval_id: str, digest: str | None) -> An
     return approval_id
 
 
+RememberOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--remember",
+        help="Also remember the decision for this long (30m, 8h, 7d; at most 30 days): later "
+        "calls of this principal and tool with arguments matching run without asking.",
+    ),
+]
+SessionOpt = Annotated[
+    bool,
+    typer.Option("--session", help="With --remember: only in the session the call came from."),
+]
+MatchOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--match",
+        help="With --remember: NAME=any or NAME=glob:PATTERN widens one argument (repeatable); "
+        "the others must stay exactly as shown.",
+    ),
+]
+
+
 @approvals_app.command("grant")
 def approvals_grant(
     ctx: typer.Context,
     approval_id: IdArg,
     digest: DigestOpt = None,
     edit: EditOpt = None,
+    remember: RememberOpt = None,
+    session: SessionOpt = False,
+    match: MatchOpt = None,
     config: ConfigOpt = None,
 ) -> None:
     """Let the waiting call run, once, with exactly the arguments shown (or, with --args,
-    with those edited arguments instead)."""
-    _decide(ctx, config, approval_id, True, None, digest, edit)
+    with those edited arguments instead); with --remember, also later calls it covers."""
+    terms = _remember(remember, session, match or [])
+    _decide(ctx, config, approval_id, True, None, digest, edit, terms)
+
+
+def _remember(seconds: str | None, session: bool, match: list[str]) -> Remember | None:
+    """The ``Remember`` of ``--remember``/``--session``/``--match`` (None without it)."""
+    if seconds is None:
+        if session or match:
+            fail("--session and --match go with --remember", ExitCode.USAGE)
+        return None
+    try:
+        return Remember(parse_duration(seconds), session, parse_matches(match) or None)
+    except GrantError as exc:
+        fail(f"--remember: {exc}", ExitCode.USAGE)
 
 
 @approvals_app.command("deny")

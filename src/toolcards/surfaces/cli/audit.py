@@ -1,4 +1,4 @@
-"""``toolcards audit tail|query``: read the audit trail."""
+"""``toolcards audit tail|query|verify``: read the audit trail and check its hash chain."""
 
 from __future__ import annotations
 
@@ -10,19 +10,26 @@ from typing import Annotated, Any
 
 import typer
 
-from toolcards.governance.audit.log import AuditLog
+from toolcards.governance.audit.log import AuditLog, other_teams_line
 from toolcards.surfaces.cli.options import ConfigOpt, state_of
-from toolcards.surfaces.cli.state import State, emit_json, fail, out, print_rows
+from toolcards.surfaces.cli.state import State, emit_json, err, fail, out, print_rows
 from toolcards.surfaces.config import ConfigError, load_config
 from toolcards.surfaces.outcomes import ExitCode
 
-audit_app = typer.Typer(help="Read the audit trail.", no_args_is_help=True)
+audit_app = typer.Typer(help="Read and verify the audit trail.", no_args_is_help=True)
+TeamOpt = Annotated[
+    str | None,
+    typer.Option("--team", help="Read this team's rows (default: the config's team_id)."),
+]
+_TEAM_HINT = "--team {team} (or team_id: {team} in the config)"
 
 
-def _audit_log(ctx: typer.Context, state: State) -> Any:
+def _audit_log(ctx: typer.Context, state: State, team: str | None = None) -> Any:
     """The audit log: read directly (SQLite WAL), also while a server writes to it."""
     built = state.built()
     if built is not None:
+        if team is not None:
+            fail("--team reads a configured trail: pass --config", ExitCode.USAGE)
         audit = built.audit
     else:
         try:
@@ -32,14 +39,19 @@ def _audit_log(ctx: typer.Context, state: State) -> Any:
         path = config.audit_location  # a file, or the PostgreSQL database of a shared store
         if path is None or (config.audit_path is not None and not config.audit_path.exists()):
             fail(f"{config.source}: no audit log at {config.audit_path}", ExitCode.USAGE)
-        audit = AuditLog(path, team_id=config.team_id)
+        audit = AuditLog(path, team_id=team or config.team_id)
         ctx.call_on_close(audit.close)
     if audit is None:
         fail("this runtime keeps no audit log", ExitCode.USAGE)
     return audit
 
 
-def _show_entries(state: State, entries: list[Any]) -> None:
+def _show_entries(state: State, entries: list[Any], audit: Any) -> None:
+    if not entries:  # the rows may be another team's: say whose, and how to read them
+        others = audit.elsewhere()
+        if others:
+            err().print(other_teams_line(audit, others, _TEAM_HINT), markup=False)
+
     if state.json:
         emit_json([dataclasses.asdict(e) for e in entries])
         return
@@ -92,10 +104,12 @@ def audit_tail(
     ctx: typer.Context,
     config: ConfigOpt = None,
     n: Annotated[int, typer.Option("-n", min=1, max=10_000)] = 20,
+    team: TeamOpt = None,
 ) -> None:
     """The last N audit entries, oldest first."""
     state = state_of(ctx, config)
-    _show_entries(state, _audit_log(ctx, state).tail(n))
+    audit = _audit_log(ctx, state, team)
+    _show_entries(state, audit.tail(n), audit)
 
 
 def _since(text: str | None) -> float | None:
@@ -122,11 +136,36 @@ def audit_query(
     outcome: Annotated[str | None, typer.Option(help="ok, denied, needs_approval, ...")] = None,
     since: Annotated[str | None, typer.Option(help="30s, 10m, 2h, 1d or ISO time.")] = None,
     limit: Annotated[int, typer.Option(min=1, max=100_000)] = 100,
+    team: TeamOpt = None,
+    grant: Annotated[
+        str | None, typer.Option("--grant", help="The calls a grant let run, and its rows.")
+    ] = None,
 ) -> None:
     """Audit entries matching every given filter."""
     state = state_of(ctx, config)
     start = _since(since)
-    entries = _audit_log(ctx, state).query(
-        principal=principal, tool=tool, decision=decision, outcome=outcome, since=start, limit=limit
+    audit = _audit_log(ctx, state, team)
+    entries = audit.query(
+        principal=principal,
+        tool=tool,
+        decision=decision,
+        outcome=outcome,
+        since=start,
+        limit=limit,
+        grant_id=grant,
     )
-    _show_entries(state, entries)
+    _show_entries(state, entries, audit)
+
+
+@audit_app.command("verify")
+def audit_verify(ctx: typer.Context, config: ConfigOpt = None, team: TeamOpt = None) -> None:
+    """Check the team's hash chain: one line, the first changed, removed or reordered row
+    (exit 1), or the chain's length and head digest (keep it elsewhere to catch a rewrite)."""
+    state = state_of(ctx, config)
+    report = _audit_log(ctx, state, team).verify()
+    if state.json:
+        emit_json(dataclasses.asdict(report))
+    else:
+        (out() if report.ok else err()).print(report.message, markup=False)
+    if not report.ok:
+        raise typer.Exit(int(ExitCode.FAILED))

@@ -22,9 +22,10 @@ cards:
   - {{type: PlanningTool, vector_store: false}} # a shared task board
 policy: policy.yaml
 principals:
-  # Who `toolcards list|call` and `toolcards serve` (stdio) call as.
-  local: {{id: {user}, type: user, roles: [writer]}}
-  # HTTP callers (`toolcards serve --transport http`) and dashboard sign-ins: run
+  # Who `toolcards list|call` and `toolcards serve` (stdio) call as; as a viewer, it signs in
+  # to `toolcards dashboard` with the one-time link the command prints.
+  local: {{id: {user}, type: user, roles: [writer, viewer]}}
+  # HTTP callers (`toolcards serve --transport http`) and more dashboard sign-ins: run
   # `toolcards hash-token`, keep the token, and add its digest here, e.g.
   # tokens:
   #   - {{token_sha256: "sha256:...", id: agent.bot, type: agent, roles: [writer]}}

@@ -7,19 +7,15 @@ this module only when no server answers, so a forwarded command loads no runtime
 
 from __future__ import annotations
 
-import sqlite3
 from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
 from toolcards.core.registry import CARD_TYPES
 from toolcards.governance.executor.pipeline import unknown_tool_message
-from toolcards.runtime.system import ActorSystemUnavailable
-from toolcards.stores.base import DatabaseUnavailable, StoreError, StoreLockedError
 from toolcards.surfaces.cli.state import State, fail
-from toolcards.surfaces.config import ConfigError, load_config
-from toolcards.surfaces.outcomes import ExitCode, classify
-from toolcards.surfaces.runtime import SurfaceRuntime
+from toolcards.surfaces.outcomes import classify
+from toolcards.surfaces.runtime import SurfaceRuntime, opening_error
 
 if TYPE_CHECKING:
     from toolcards.governance.approvals.broker import Approver
@@ -112,6 +108,8 @@ async def call_data(
         data["message"] = view.message
     else:
         data["value"] = to_jsonable_python(result.value, fallback=str)
+    if result.edit is not None:  # an approver's edit ran: said beside the value
+        data["note"] = result.edit.note
     return data
 
 
@@ -134,26 +132,10 @@ def open_runtime(state: State, with_team: bool = False) -> SurfaceRuntime:
         return built
     try:
         rt = SurfaceRuntime.open(state.config, with_team=with_team or None)
-    except ConfigError as exc:
-        fail(str(exc), ExitCode.USAGE)
-    except StoreLockedError as exc:
-        fail(f"{exc} (is `toolcards serve` running on this config?)", ExitCode.FAILED)
-    except StoreError as exc:
-        fail(f"{exc} (store: in {state.config})", ExitCode.FAILED)
-    except sqlite3.Error as exc:  # the audit log's file
-        fail(
-            f"{_audit_where(state)}: {exc}; give a file path in a writable folder",
-            ExitCode.FAILED,
-        )
-    except (DatabaseUnavailable, ActorSystemUnavailable) as exc:
-        fail(str(exc), ExitCode.FAILED)
+    except Exception as exc:
+        found = opening_error(exc, state.config)
+        if found is None:
+            raise
+        fail(*found)
     state.opened.append(rt)
     return rt
-
-
-def _audit_where(state: State) -> str:
-    try:
-        path = load_config(state.config).audit_path
-        return f"cannot open the audit log {path} (audit: in {state.config})"
-    except ConfigError:
-        return "cannot open the audit log"

@@ -125,6 +125,8 @@ def call_tool(state: State, tool: str, pairs: list[str] | None, json_args: str |
     if state.json:
         emit_json(data, plain=server is not None)
     elif data["ok"]:
+        if "note" in data:
+            print_text(data["note"], stderr=True)
         _print_value(data["value"])
     else:
         print_text(data["message"], stderr=True)

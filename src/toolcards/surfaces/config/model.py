@@ -1,7 +1,7 @@
 """The surfaces' YAML config: team, cards, policy, principals and audit, in one file.
 
 ```yaml
-team_id: crm
+team_id: crm                   # required with a postgresql:// store (default: toolcards)
 store: team.db                 # relative to this file; ":memory:" keeps nothing; or postgresql://...
 system: pykka                  # or ray, or {ray: {address: ..., namespace: ...}}
 cards:
@@ -54,6 +54,7 @@ A config a client sent is data, and grants nothing.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import secrets
 from collections.abc import Iterator
@@ -75,7 +76,7 @@ from toolcards.core.registry import CARD_TYPES, load_card
 from toolcards.core.trust import HostTrust
 from toolcards.core.yaml_safe import YamlError, load_yaml
 from toolcards.stores.errors import UnknownStoreScheme
-from toolcards.stores.location import StoreLocation, is_postgres_url, redact_url
+from toolcards.stores.location import StoreLocation, redact_url
 from toolcards.surfaces.config.file import read_config_text
 from toolcards.surfaces.config.hints import problems
 from toolcards.surfaces.http.limits import HttpLimits
@@ -150,6 +151,10 @@ class Principals(BaseModel):
                 "terminal_approver must be another principal than local "
                 "(a caller cannot approve its own call)"
             )
+        if self.oauth is not None:
+            static = [("local", local), ("terminal_approver", approver)]
+            static += [(f"tokens[{i}]", token) for i, token in enumerate(self.tokens)]
+            self.oauth.refuse_shared_ids((w, p.id) for w, p in static if p is not None)
         return self
 
 
@@ -298,9 +303,9 @@ class SurfaceConfig(BaseModel):
 
     @property
     def shared_store(self) -> bool:
-        """True with a PostgreSQL store: many processes hold the team at once, and the
-        audit trail, approvals and rate limits live in that database too."""
-        return is_postgres_url(self.store)
+        """True with a shared store (PostgreSQL): many processes hold the team at once, and
+        the audit trail, approvals and rate limits live in that database too."""
+        return StoreLocation.parse(self.store).shared
 
     @property
     def store_display(self) -> str:
@@ -319,7 +324,9 @@ class SurfaceConfig(BaseModel):
     def audit_path(self) -> Path | None:
         """The audit file (None with no audit log, or with one in a database)."""
         location = self.audit_location
-        return None if location is None or is_postgres_url(location) else Path(location)
+        if location is None or StoreLocation.parse(location).kind not in ("sqlite", "memory"):
+            return None
+        return Path(location)
 
     @property
     def approvals_location(self) -> str:
@@ -341,17 +348,28 @@ class SurfaceConfig(BaseModel):
         return self.store if self.shared_store else None
 
     def actor_system(self) -> str | ActorSystem:
-        """``system:`` as ``Team(system=...)`` takes it."""
-        if isinstance(self.system, str):
-            return self.system
-        from toolcards.runtime.ray_system import RayActorSystem  # lazy: extra ray
+        """``system:`` as ``Team(system=...)`` takes it. Ray says only warnings on this
+        process's terminal; with no cluster address (``address:`` nor ``RAY_ADDRESS``) it is
+        a ConfigError: each process would start a private Ray and its own copy of the actors."""
+        if self.system == "pykka":
+            return "pykka"
+        from toolcards.runtime.ray_system import RayActorSystem  # lazy: the ray extra
 
-        options = self.system["ray"]
-        return RayActorSystem(
+        options = self.system["ray"] if isinstance(self.system, dict) else {}
+        system = RayActorSystem(
             options.get("address"),
             options.get("namespace") or f"toolcards-{self.team_id}",
             connect_timeout=float(options.get("connect_timeout") or 10.0),
+            init_options={"logging_level": logging.WARNING},
         )
+        if system.starts_private_cluster():
+            raise ConfigError(
+                f"{self.source}: system: ray needs the address of a running Ray cluster: set "
+                "system: {ray: {address: HOST:PORT}} or export RAY_ADDRESS=HOST:PORT (the "
+                "address `ray start --head` prints); every process of the team must join "
+                "that one cluster"
+            )
+        return system
 
     def host_trust(self) -> HostTrust:
         """What ``trust:`` and ``mcp_commands:`` allow the cards to do on this host."""
@@ -432,6 +450,12 @@ def parse_config(
         raise ConfigError(f"{source}: {problems(exc, SurfaceConfig)}") from None
     config.base_dir = base_dir if base_dir is not None else Path(".")
     config.source = source
+    shared = [v for v in (config.store, config.audit, config.approvals) if v and _shared(v)]
+    if shared and "team_id" not in config.model_fields_set:
+        raise ConfigError(
+            f"{source}: team_id: {redact_url(shared[0])} is a shared store that holds many "
+            "teams; name this config's team (team_id: <name>)"
+        )
     if config.system != "pykka" and not config.shared_store:
         raise ConfigError(
             f"{source}: system: ray runs tool actors in other processes, which cannot open "
@@ -465,3 +489,12 @@ def hash_token(token: str) -> str:
 def new_token() -> str:
     """A fresh random bearer token (256 bits, URL-safe)."""
     return secrets.token_urlsafe(32)
+
+
+def _shared(location: str) -> bool:
+    """Whether ``location`` is a store many processes and teams share (one error when it is
+    not a location at all is the opener's to say)."""
+    try:
+        return StoreLocation.parse(location).shared
+    except UnknownStoreScheme:
+        return False

@@ -7,8 +7,9 @@
 
 Routes: ``/`` (every panel), ``/login`` and ``/logout``, ``/panel/<name>`` (one panel's HTML,
 for live refresh), ``/events`` (Server-Sent Events), ``/approvals/<id>`` (one pending request
-in full), ``POST /approvals/<id>/grant|deny`` and ``/static/...``. Everything but the
-sign-in page and static assets needs a session.
+in full), ``POST /approvals/<id>/grant|deny`` (a grant may be remembered for later calls),
+``POST /grants/<id>/revoke`` and ``/static/...``. Everything but the sign-in page and static
+assets needs a session.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from toolcards.governance.audit.log import AuditRecord
 try:
     import sse_starlette  # noqa: F401 - the event stream, imported where it is served
     import uvicorn  # noqa: F401 - the server, imported where it runs
-    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+    from jinja2 import ChoiceLoader, DictLoader, Environment, FileSystemLoader, StrictUndefined
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -41,12 +42,20 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 from toolcards.core.identity import Identity
+from toolcards.core.registry import registered_views
+from toolcards.core.views import CardView, TeamView
 from toolcards.governance.approvals.view import escape_hidden, is_approver
 from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor, canonical_json
 from toolcards.surfaces.dashboard import views
 from toolcards.surfaces.dashboard.filters import FILTERS
-from toolcards.surfaces.dashboard.graphview import graph_view
-from toolcards.surfaces.dashboard.inbox import BINDING, Decided, decide_shown, read_decision
+from toolcards.surfaces.dashboard.inbox import (
+    BINDING,
+    Decided,
+    decide_shown,
+    read_decision,
+    remember_of,
+    revoke_grant,
+)
 from toolcards.surfaces.dashboard.live import LiveHub
 from toolcards.surfaces.dashboard.security import (
     LOOPBACK_HOSTS,
@@ -69,11 +78,13 @@ from toolcards.surfaces.http.tokens import TokenTable
 if TYPE_CHECKING:
     from toolcards.governance.approvals.broker import ApprovalBroker
     from toolcards.governance.audit.log import AuditLog
+    from toolcards.governance.executor.budget import BudgetLine
     from toolcards.runtime.team import Team
 
 HERE = Path(__file__).parent
 MAX_FORM = 64 * 1024
-PANELS = ("team", "plan", "graph", "approvals", "audit", "events")
+PANELS = ("team", "approvals", "budgets", "audit", "events")
+"""The dashboard's own panels; cards add theirs (views with a panel: see core.views)."""
 SURFACE = "dashboard"
 
 
@@ -88,7 +99,8 @@ class Dashboard:
     An approver sees the exact arguments of a pending call (hidden characters escaped);
     anyone else sees them redacted. The plan and the live events are redacted for everyone
     with ``redactor`` (default: the team policy's). ``policy_error`` says why the policy file
-    does not load (None while it does): the page then shows it in a banner.
+    does not load (None while it does): the page then shows it in a banner. ``budgets``
+    reports what the team's budgets spent and have left (the Budgets panel).
     """
 
     def __init__(
@@ -106,8 +118,15 @@ class Dashboard:
         one_time_tokens: bool = False,
         throttle: SignInThrottle | None = None,
         policy_error: Callable[[], str | None] | None = None,
+        views: Iterable[CardView] | None = None,
+        budgets: Callable[[], list[BudgetLine]] | None = None,
     ) -> None:
         self.team = team
+        known = registered_views() if views is None else views
+        self.panels: dict[str, TeamView] = {
+            cv.view.panel_id: cv.view for cv in known if cv.view.panel is not None
+        }
+        """The cards' panels by id (a dashboard given no views shows every known card's)."""
         self.audit = audit
         self.approvals = approvals
         self.redactor = redactor or _team_redactor(team)
@@ -115,11 +134,17 @@ class Dashboard:
         self.limits = limits or HttpLimits()
         self.throttle = throttle or SignInThrottle()
         self.policy_error = policy_error or _no_error
+        self.budgets = budgets
         self.hub = LiveHub(team, approvals, self.redactor)
         self.host = host
         self.title = title or (f"team {team.team_id}" if team is not None else "toolcards")
+        card_templates = {
+            f"views/{key}.html": view.panel.template
+            for key, view in self.panels.items()
+            if view.panel is not None
+        }
         self.templates = Environment(
-            loader=FileSystemLoader(HERE / "templates"),
+            loader=ChoiceLoader([FileSystemLoader(HERE / "templates"), DictLoader(card_templates)]),
             autoescape=True,
             undefined=StrictUndefined,
             trim_blocks=True,
@@ -143,6 +168,8 @@ class Dashboard:
                     Route("/events", self.events),
                     Route("/approvals/{approval_id}", self.approval_page, methods=["GET"]),
                     Route("/approvals/{approval_id}/{decision}", self.decide, methods=["POST"]),
+                    Route("/static/views/{name}.js", self.panel_script),
+                    Route("/grants/{grant_id}/revoke", self.revoke, methods=["POST"]),
                     Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
                 ],
                 lifespan=self.lifespan,
@@ -167,21 +194,33 @@ class Dashboard:
 
     def _context(self, session: Session, params: dict[str, str]) -> dict[str, Any]:
         """Every panel's data (blocking: run in a worker thread)."""
-        return {name: self._panel_data(name, params, session) for name in PANELS} | self._who(
-            session
-        )
+        own = {name: self._panel_data(name, params, session) for name in PANELS}
+        cards = {key: self._card_panel(key, params) for key in self.panels}
+        listed = [
+            {"key": key, "title": view.panel.title, "watch": " ".join(view.watch),
+             "wide": view.panel.wide, "script": bool(view.panel.script)}
+            for key, view in self.panels.items() if view.panel is not None
+        ]  # fmt: skip
+        return own | {"card_panels": listed, "card_data": cards} | self._who(session)
+
+    def _card_panel(self, key: str, params: dict[str, str]) -> Any:
+        """A card panel's data: its view read from the team (redacted for everyone)."""
+        if self.team is None:
+            return {"available": False}
+        data = self.panels[key].read(self.team, {}, (params.get("q") or "").strip())
+        return self.redactor.value(data)
 
     def _panel_data(self, name: str, params: dict[str, str], session: Session) -> Any:
+        if name in self.panels:
+            return self._card_panel(name, params)
         if name == "team":
             return views.team_view(self.team)
-        if name == "plan":
-            return views.plan_view(self.team, self.redactor)
-        if name == "graph":
-            return graph_view(self.team, (params.get("q") or "").strip() or None)
         if name == "approvals":
             return views.approvals_view(self.approvals, exact=self._can_approve(session))
         if name == "audit":
             return views.audit_view(self.audit, views.AuditFilters.from_query(params))
+        if name == "budgets":
+            return views.budgets_view(self.budgets)
         return views.events_view(self.team, redactor=self.redactor)
 
     def _can_approve(self, session: Session) -> bool:
@@ -211,11 +250,20 @@ class Dashboard:
         if session is None:
             return _text("sign in first", 401)
         name = request.path_params["name"]
-        if name not in PANELS:
+        if name not in PANELS and name not in self.panels:
             return _text("no such panel", 404)
         params = dict(request.query_params)
         data = await anyio.to_thread.run_sync(self._panel_data, name, params, session)
+        if name in self.panels:
+            return self.render(f"views/{name}.html", view=data, **self._who(session))
         return self.render(f"panels/{name}.html", **{name: data}, **self._who(session))
+
+    async def panel_script(self, request: Request) -> Response:
+        """The script a card's panel needs (served like the dashboard's own static files)."""
+        view = self.panels.get(request.path_params["name"])
+        if view is None or view.panel is None or not view.panel.script:
+            return _text("not found", 404)
+        return Response(view.panel.script, media_type="text/javascript")
 
     async def approval_page(self, request: Request) -> Response:
         """One pending request with its arguments whole ("open in full"): exact for an
@@ -351,6 +399,8 @@ class Dashboard:
         if decision not in ("grant", "deny") or self.approvals is None:
             return _text("no such action", 404)
         shown = tuple(form.get(k, "") for k in BINDING)
+        remember, unreadable = remember_of(form) if decision == "grant" else (None, None)
+        bad = bad or unreadable
         decided = (
             Decided(422, bad)
             if bad is not None
@@ -362,14 +412,20 @@ class Dashboard:
                 shown,
                 decision == "grant",
                 edit,
+                remember,
             )
         )
         status, message = decided.status, decided.message
         if wants_json:
-            answer = {"ok": status == 200, "message": message}
+            answer: dict[str, Any] = {"ok": status == 200, "message": message}
             if decided.runs is not None:
                 answer |= {"runs": decided.runs, "approved_args_digest": decided.runs_digest}
+            if decided.grant is not None:
+                answer["grant"] = decided.grant
             return JSONResponse(answer, status_code=status)
+        if status == 200 and decided.grant is not None:  # the grant, exactly as it will match
+            return self.render("remembered.html", message=message, grant=decided.grant,
+                               **self._who(session))  # fmt: skip
         if status == 200 and decided.runs is not None:  # what will run, shown whole
             pieces = escape_hidden(canonical_json(decided.runs))
             context: dict[str, Any] = {"message": message, "digest": decided.runs_digest}
@@ -377,6 +433,27 @@ class Dashboard:
         if status == 200:
             return RedirectResponse("/#approvals", status_code=303)
         return self.render("error.html", status, message=message, **self._who(session))
+
+    async def revoke(self, request: Request) -> Response:
+        """Revoke a grant (an approver's, checked and audited by the broker)."""
+        session = self._session(request)
+        if session is None:
+            return _text("sign in first", 401)
+        form = await _form(request)
+        if not self._csrf_ok(request, session, form):
+            return _text("missing or wrong CSRF token", 403)
+        if self.approvals is None:
+            return _text("no such action", 404)
+        decided = await anyio.to_thread.run_sync(
+            revoke_grant, self.approvals, session.identity, request.path_params["grant_id"]
+        )
+        if "application/json" in request.headers.get("accept", ""):
+            answer = {"ok": decided.status == 200, "message": decided.message}
+            return JSONResponse(answer, status_code=decided.status)
+        if decided.status == 200:
+            return RedirectResponse("/#approvals", status_code=303)
+        return self.render("error.html", decided.status, message=decided.message,
+                           **self._who(session))  # fmt: skip
 
 
 async def _form(request: Request) -> dict[str, str]:

@@ -14,15 +14,15 @@ import typer
 from toolcards.core.identity import Identity
 from toolcards.governance.audit.log import AuditLog
 from toolcards.runtime.team import Team
-from toolcards.stores.base import StoreError, StoreLocation, StoreLockedError, UnknownStoreScheme
-from toolcards.surfaces.config import ConfigError, new_token
+from toolcards.stores import StoreError, StoreLocation, StoreLockedError, UnknownStoreScheme
+from toolcards.surfaces.config import new_token
 from toolcards.surfaces.dashboard.app import Dashboard
 from toolcards.surfaces.dashboard.first_sign_in import first_sign_in
 from toolcards.surfaces.dashboard.serve import dashboard_for, run_dashboard
 from toolcards.surfaces.http.ports import DASHBOARD_PORT, PortUnavailable, listen, url_host
 from toolcards.surfaces.http.tokens import TokenTable
 from toolcards.surfaces.outcomes import ExitCode
-from toolcards.surfaces.runtime import SurfaceRuntime
+from toolcards.surfaces.runtime import SurfaceRuntime, opening_error
 
 HostOpt = Annotated[str, typer.Option(help="Bind address (loopback by default).")]
 PortOpt = Annotated[int, typer.Option(min=1, max=65535, help="Port.")]
@@ -86,13 +86,14 @@ def _from_config(
     def open_it(host: str) -> Iterator[Dashboard]:
         try:
             runtime = SurfaceRuntime.open(path, with_team=True)
-        except ConfigError as exc:
-            raise _fail(str(exc), ExitCode.USAGE) from None
         except StoreLockedError as exc:
             hint = "serve MCP and the page together: toolcards serve --transport http --dashboard"
             raise _fail(f"{exc} ({hint})", ExitCode.FAILED) from None
-        except StoreError as exc:
-            raise _fail(str(exc), ExitCode.FAILED) from None
+        except Exception as exc:
+            found = opening_error(exc, path)
+            if found is None:
+                raise
+            raise _fail(*found) from None
         try:
             sign_in = first_sign_in(runtime.tokens, runtime.local)
             one_time = sign_in.tokens if sign_in.token is not None else None
@@ -127,8 +128,8 @@ def _from_store(
 
     @contextlib.contextmanager
     def open_it(host: str) -> Iterator[Dashboard]:
-        try:
-            team = Team.resume(team_id, store)
+        try:  # to be looked at: nothing starts, nothing is written into its log
+            team = Team.open_read_only(team_id, store)
         except (LookupError, StoreLockedError, StoreError) as exc:
             raise _fail(str(exc), ExitCode.FAILED) from None
         audit = AuditLog(audit_path, team_id=team_id) if audit_path is not None else None

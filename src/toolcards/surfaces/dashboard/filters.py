@@ -36,4 +36,16 @@ def dict_merge(base: dict[str, Any], **more: Any) -> dict[str, Any]:
     return {**base, **more}
 
 
-FILTERS = {"clock": clock, "ago": ago, "since": since, "stamp": stamp, "dict_merge": dict_merge}
+def amount(value: float, unit: str) -> str:
+    """A budget amount with its unit (dollars to the cent's hundredth, counts whole)."""
+    return f"{value:.4f} {unit}" if unit == "USD" else f"{value:g} {unit}"
+
+
+FILTERS = {
+    "clock": clock,
+    "ago": ago,
+    "since": since,
+    "stamp": stamp,
+    "dict_merge": dict_merge,
+    "amount": amount,
+}

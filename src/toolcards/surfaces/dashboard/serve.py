@@ -68,6 +68,7 @@ def dashboard_for(
         host=host,
         limits=runtime.http_limits,
         policy_error=functools.partial(policy_problem, runtime.policy),
+        budgets=functools.partial(runtime.executor.budgets.report, runtime.policy),
     )
 
 

@@ -1,6 +1,6 @@
 """What each panel shows, read from the team, the audit log and the approval broker.
 
-Every function here blocks (actor asks, SQLite reads): the app runs them in a worker thread.
+Every function here blocks (store reads): the app runs them in a worker thread.
 They return plain data for the templates, which escape every value.
 """
 
@@ -9,31 +9,36 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
 from toolcards.core.approvals import ApprovalState
+from toolcards.core.events import LIFECYCLE_DISPLAY
+from toolcards.core.grants import Grant
+from toolcards.governance.approvals.grants import describe
 from toolcards.governance.approvals.view import arguments_view
+from toolcards.governance.audit.log import other_teams_line
 from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor
 from toolcards.runtime.members import ROSTER
 from toolcards.runtime.worker import TRANSIENT_PREFIX
-from toolcards.tools.planning.actor import PlanningActor
 
 if TYPE_CHECKING:
     from toolcards.core.events import ToolStateEvent
     from toolcards.governance.approvals.broker import ApprovalBroker, ApprovalRequest
     from toolcards.governance.audit.log import AuditEntry, AuditLog
+    from toolcards.governance.executor.budget import BudgetLine
     from toolcards.runtime.team import Team
+    from toolcards.stores.audit_chain import ChainReport
 
-PLANNING = "#PlanningTool"
-STATUSES = ("pending", "started", "completed", "failed", "cancelled")
-MAX_TASKS = 500
 RECENT_EVENTS = 50
+LIFECYCLE_SCAN = 10
 ACTIVITY_WINDOW = 500
 AUDIT_PAGE = 50
+CHAIN_CHECK_EVERY = 30.0  # seconds: the audit panel's chain state is at most this old
 EVENT_TEXT = 300
 OUTCOMES = (
     "ok",
@@ -51,7 +56,6 @@ OUTCOMES = (
     "approval_rejected",
 )
 _MEMBER_KEYS = ("sender", "recipient", "name", "member")
-ASK_TIMEOUT = 5.0
 
 
 def compact_json(value: Any, limit: int = EVENT_TEXT) -> str:
@@ -120,27 +124,6 @@ def _last_activity(team: Team) -> dict[str, tuple[float, str]]:
     return found
 
 
-# -- plan ------------------------------------------------------------------------------------
-
-
-def plan_view(team: Team | None, redactor: Redactor = DEFAULT_REDACTOR) -> dict[str, Any]:
-    """The planning board's tasks grouped by status (secrets in them redacted)."""
-    handle = team.actor(PLANNING) if team is not None else None
-    if handle is None:
-        return {"available": False}
-
-    tasks = handle.within(ASK_TIMEOUT).ask(PlanningActor.tasks)
-    columns: dict[str, list[dict[str, Any]]] = {s: [] for s in STATUSES}
-    for task in tasks[:MAX_TASKS]:
-        columns.setdefault(task.status, []).append(redactor.value(task.model_dump()))
-    return {
-        "available": True,
-        "columns": columns,
-        "total": len(tasks),
-        "shown": min(len(tasks), MAX_TASKS),
-    }
-
-
 # -- events ----------------------------------------------------------------------------------
 
 
@@ -153,6 +136,7 @@ def event_item(event: ToolStateEvent, redactor: Redactor = DEFAULT_REDACTOR) -> 
         "id": event.id,
         "sender": redactor.text(event.sender) if event.sender else "",
         "display_type": event.display_type,
+        "lifecycle": event.display_type == LIFECYCLE_DISPLAY,
         "text": compact_json(redactor.value(event.payload)),
     }
 
@@ -160,16 +144,24 @@ def event_item(event: ToolStateEvent, redactor: Redactor = DEFAULT_REDACTOR) -> 
 def events_view(
     team: Team | None, n: int = RECENT_EVENTS, redactor: Redactor = DEFAULT_REDACTOR
 ) -> dict[str, Any]:
-    """The latest ``n`` events, newest first, and the log position they end at."""
+    """The latest ``n`` events of the team's work (newest first), found among at most
+    ``n * LIFECYCLE_SCAN`` recent events, with the lifecycle events (team and actor starts
+    and stops, which a CLI call alone makes six of) of the same span, at most ``n``, which the
+    panel hides until asked; and the log position they end at."""
     if team is None:
-        return {"available": False, "events": [], "position": 0}
+        return {"available": False, "events": [], "position": 0, "lifecycle": 0}
     position = team.log.position
-    recent = [(p, e) for p, e in team.log.entries(max(0, position - n))]
+    recent = list(team.log.entries(max(0, position - n * LIFECYCLE_SCAN)))
     end = recent[-1][0] if recent else position
+    work = [(p, e) for p, e in recent if e.display_type != LIFECYCLE_DISPLAY][-n:]
+    since = work[0][0] if len(work) == n else 0
+    starts = [(p, e) for p, e in recent if e.display_type == LIFECYCLE_DISPLAY and p >= since]
+    shown = sorted(work + starts[-n:], key=lambda item: item[0], reverse=True)
     return {
         "available": True,
-        "events": [event_item(e, redactor) for _, e in reversed(recent)],
+        "events": [event_item(e, redactor) for _, e in shown],
         "position": end,
+        "lifecycle": len(starts[-n:]),
     }
 
 
@@ -178,30 +170,58 @@ def events_view(
 
 def approval_item(request: ApprovalRequest, now: float, *, exact: bool) -> dict[str, Any]:
     """One request as the inbox shows it: its exact arguments for an approver (``exact``),
-    else the redacted copy (see :mod:`toolcards.governance.approvals.view`)."""
+    else the redacted copy (see :mod:`toolcards.governance.approvals.view`); for an approver,
+    each argument (``fields``) for a grant that remembers the decision."""
+    view = arguments_view(request, exact=exact)
+    given = request.exact_args if exact and view.grantable else None
+    fields = [
+        {"name": name, "glob": value if isinstance(value, str) else ""}
+        for name, value in sorted((given or {}).items())
+    ]
     return {
         "approval_id": request.approval_id,
         "call_id": request.call_id,
         "tool": request.tool_id,
         "principal": request.principal,
         "args_digest": request.args_digest,
-        "args": arguments_view(request, exact=exact),
+        "args": view,
         "reason": request.reason,
         "surface": request.surface,
+        "session": request.session,
+        "fields": fields,
         "age": max(0.0, now - request.created_at) if request.created_at else None,
         "expires_in": max(0.0, request.expires_at - now),
     }
 
 
+def grant_item(grant: Grant, now: float) -> dict[str, Any]:
+    """One live grant as the inbox shows it: exactly as it will match."""
+    return {
+        "grant_id": grant.grant_id,
+        "principal": grant.principal,
+        "tool": grant.tool_id,
+        "matches": describe(grant),
+        "pattern": grant.pattern_json,
+        "session": grant.session,
+        "created_by": grant.created_by,
+        "expires_in": max(0.0, grant.expires_at - now),
+    }
+
+
 def approvals_view(broker: ApprovalBroker | None, *, exact: bool = False) -> dict[str, Any]:
-    """The requests waiting for a decision; ``exact``: as an approver sees them."""
+    """The requests waiting for a decision and the live grants; ``exact``: as an approver
+    sees them (a grant's pattern holds exact argument values: only an approver sees it)."""
     if broker is None:
-        return {"available": False, "pending": []}
+        return {"available": False, "pending": [], "grants": [], "grant_count": 0}
     now = time.time()
+    grants = broker.grants()
     return {
         "available": True,
         "pending": [approval_item(r, now, exact=exact) for r in broker.pending()],
         "role": broker.approver_role,
+        "grants": [grant_item(g, now) for g in grants] if exact else [],
+        "grant_count": len(grants),
+        "keeps_grants": broker.grant_store is not None,
     }
 
 
@@ -212,7 +232,22 @@ def one_approval_view(
     request = broker.get(approval_id) if broker is not None else None
     if broker is None or request is None or broker.state(request) is not ApprovalState.PENDING:
         return None
-    return {"item": approval_item(request, time.time(), exact=exact), "role": broker.approver_role}
+    return {
+        "item": approval_item(request, time.time(), exact=exact),
+        "role": broker.approver_role,
+        "keeps_grants": broker.grant_store is not None,
+    }
+
+
+# -- budgets ---------------------------------------------------------------------------------
+
+
+def budgets_view(report: Callable[[], list[BudgetLine]] | None) -> dict[str, Any]:
+    """What each budget of the team spent and has left (``report`` reads the counters)."""
+    if report is None:
+        return {"available": False, "lines": []}
+    lines = report()
+    return {"available": True, "lines": [line.as_dict() for line in lines]}
 
 
 # -- audit -----------------------------------------------------------------------------------
@@ -290,13 +325,34 @@ def audit_view(audit: AuditLog | None, filters: AuditFilters) -> dict[str, Any]:
     )
     more = len(entries) > AUDIT_PAGE
     page = list(reversed(entries[-AUDIT_PAGE:]))
+    others = audit.elsewhere() if not entries and not filters.query() else []
     return {
         "available": True,
         "rows": [audit_row(e) for e in page],
         "older": page[-1].id if more and page else None,
         "filters": filters,
         "outcomes": OUTCOMES,
+        "chain": chain_state(audit),
+        "elsewhere": other_teams_line(audit, others, "--team {team}") if others else "",
     }
+
+
+_CHAINS: weakref.WeakKeyDictionary[AuditLog, tuple[float, float, ChainReport]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def chain_state(audit: AuditLog, now: float | None = None) -> ChainReport:
+    """The team's hash chain as last checked. A check reads every row: it runs again when the
+    last one is older than :data:`CHAIN_CHECK_EVERY`, or a hundred times what it took (a
+    dashboard spends at most about 1% of a core on it, however long the trail)."""
+    now = time.monotonic() if now is None else now
+    known = _CHAINS.get(audit)
+    if known is None or now - known[0] > max(CHAIN_CHECK_EVERY, 100 * known[1]):
+        started = time.monotonic()
+        report = audit.verify()
+        known = _CHAINS[audit] = (now, time.monotonic() - started, report)
+    return known[2]
 
 
 def audit_row(entry: AuditEntry) -> dict[str, Any]:

@@ -48,6 +48,11 @@ class HttpAuth:
     verifier: JwtVerifier | None = None
 
     def __post_init__(self) -> None:
+        if self.oauth is not None:
+            static = self.tokens.entries
+            self.oauth.refuse_shared_ids(
+                (f"tokens[{i}]", who.id) for i, (_, who) in enumerate(static)
+            )
         if self.oauth is not None and self.verifier is None:
             # lazy: extra oauth, ~0.5x python -c pass; only with principals.oauth
             from toolcards.surfaces.http.oauth import JwtVerifier

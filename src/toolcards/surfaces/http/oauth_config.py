@@ -11,8 +11,11 @@ principals:
     scopes: {crm.read: [reader], crm.admin: [data_admin]}   # scope -> roles
     required_scopes: []                          # a token lacking one is 403 insufficient_scope
     type: user                                   # the identity type of a token's caller
-    id_prefix: ""                                # caller id = id_prefix + sub
+    id_prefix: "oauth:"                          # caller id = id_prefix + sub
 ```
+
+A token's caller never shares an id with a static principal (``principals.local``,
+``tokens``, ``terminal_approver``): no static id may start with ``id_prefix``.
 
 URLs are ``https://``; ``http://`` only on a loopback host (a local issuer under test).
 """
@@ -20,6 +23,7 @@ URLs are ``https://``; ``http://`` only on a loopback host (a local issuer under
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -73,7 +77,8 @@ class OAuthSpec(BaseModel):
     scopes: dict[str, list[str]] = Field(default_factory=dict)
     required_scopes: list[str] = Field(default_factory=list)
     type: str = Field(default="user", min_length=1)
-    id_prefix: str = ""
+    id_prefix: str = "oauth:"
+    """Prepended to a token's ``sub``: token callers are apart from the static principals."""
     jwks_ttl: float = Field(default=300.0, gt=0, le=86400)
     """Seconds the fetched keys are used before they are fetched again."""
     jwks_max_keys: int = Field(default=20, ge=1, le=200)
@@ -108,6 +113,18 @@ class OAuthSpec(BaseModel):
             allowed = ", ".join(sorted(ASYMMETRIC_ALGORITHMS))
             raise ValueError(f"{', '.join(refused)} not allowed; use public-key ones: {allowed}")
         return value
+
+    def refuse_shared_ids(self, static: Iterable[tuple[str, str]]) -> None:
+        """ValueError when a token could stand for a static principal: one of ``static``
+        (where it is configured, its id) starts with ``id_prefix``."""
+        for where, principal in static:
+            if principal.startswith(self.id_prefix):
+                sub = principal[len(self.id_prefix) :]
+                raise ValueError(
+                    f"oauth.id_prefix {self.id_prefix!r}: a token with sub {sub!r} would be the "
+                    f"static principal {where} ({principal!r}); use an id_prefix no static id "
+                    "starts with (the default is 'oauth:')"
+                )
 
     @property
     def metadata_url(self) -> str:

@@ -124,7 +124,7 @@ class Completer:
             return [
                 s.uri
                 for s in self.resources.sources()
-                if isinstance(s, res.StaticResource) and self.resources.visible(who, s.uri)
+                if isinstance(s, res.StaticResource) and self.resources.visible(who, s)
             ]
         try:
             return list(mark.source(value, context))
@@ -145,7 +145,7 @@ class Completer:
             ),
             None,
         )
-        if template is None or not self.resources.visible(who, uri_template):
+        if template is None or not self.resources.visible(who, template):
             raise MCPError(INVALID_PARAMS, f"unknown resource template {uri_template!r}")
         names = template.variables()
         if variable not in names:
@@ -171,4 +171,4 @@ class Completer:
             canonical, _ = template.canonical(variables)
         except res.ResourceNotFound:
             return False
-        return self.resources.visible(who, canonical)
+        return self.resources.visible(who, template, canonical)

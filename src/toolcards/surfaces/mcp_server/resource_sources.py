@@ -1,13 +1,14 @@
 """What a surface offers as readable resources, independent of MCP.
 
-Built in, when the config has a team: the planning board, the knowledge-graph summary and
-each entity, the audit tail, and the files of the configured workspaces. A config (or code)
-may add its own :class:`StaticResource` / :class:`TemplateResource` objects. URIs are stable:
+Built in, when the config has a team: the views of the team's state its cards offer (each
+card's RESOURCE channel, see :mod:`toolcards.core.views`: the planning board, the knowledge
+graph's summary, entities and network), the audit tail, and the files of the configured
+workspaces. A config (or code) may add its own :class:`StaticResource` /
+:class:`TemplateResource` objects. URIs are stable:
 
 ====================================================  ========================================
-``toolcards://team/<team>/planning``                  the planning board (JSON: the tasks)
-``toolcards://team/<team>/graph``                     graph summary (counts, types, roots)
-``toolcards://team/<team>/graph/entity/{name}``       one entity and its relations
+``toolcards://team/<team>/<view path>``               a card's view (JSON), e.g. ``planning``,
+                                                      ``graph``, ``graph/entity/{name}``
 ``toolcards://audit/tail``                            the last 100 audit entries
 ``toolcards://workspace/<id>/{path}``                 a workspace file (at most 1 MB)
 ====================================================  ========================================
@@ -15,6 +16,8 @@ may add its own :class:`StaticResource` / :class:`TemplateResource` objects. URI
 Every read and listing is governed by the policy with the target ``resource:<uri>``, where a
 template's URI is its canonical form (:meth:`TemplateResource.canonical`): a rule on
 ``toolcards://workspace/w/secret/*`` holds for ``./secret/x``, ``%73ecret/x`` and ``secret%2Fx``.
+A card's view is read only by a caller the card's state rule lets read it (one of the card's
+tools, or ``context:<CardType>``: :mod:`toolcards.governance.card_reads`), as its prompt is.
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ from urllib.parse import quote, unquote
 from pydantic_core import to_jsonable_python
 
 from toolcards.core.errors import RetriableError, ToolcardsError
-from toolcards.tools.knowledge_graph.actor import KnowledgeGraphActor
-from toolcards.tools.planning.actor import PlanningActor
+from toolcards.core.identity import Identity
+from toolcards.core.views import CardView, ViewNotFound
+from toolcards.governance.card_reads import may_read_card
 from toolcards.tools.workspace.access import AccessRefused, list_files, read_bytes
 from toolcards.tools.workspace.paths import Contained
 
@@ -45,9 +49,6 @@ Content = str | bytes
 MAX_FILE_BYTES = 1_000_000
 MAX_LISTED_FILES = 500
 AUDIT_TAIL = 100
-_PLANNING = "#PlanningTool"
-_GRAPH = "#KnowledgeGraphTool"
-_ASK_TIMEOUT = 10.0
 
 
 class ResourceNotFound(ToolcardsError, LookupError):
@@ -65,6 +66,11 @@ class StaticResource:
     mime_type: str = "text/plain"
     description: str | None = None
     watch: tuple[str, ...] = ()
+    readable: Callable[[Identity], bool] | None = None
+    """Who may read it beside the policy's ``resource:`` decision (None: anyone it allows)."""
+
+    def may(self, who: Identity) -> bool:
+        return self.readable is None or self.readable(who)
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,11 @@ class TemplateResource:
     complete: Callable[[str, str, dict[str, str]], Iterable[str]] | None = None
     """``(variable, value, other variables) -> candidates`` for ``completion/complete``;
     only candidates whose resource the caller may see are offered."""
+    readable: Callable[[Identity], bool] | None = None
+    """Who may read it beside the policy's ``resource:`` decision (None: anyone it allows)."""
+
+    def may(self, who: Identity) -> bool:
+        return self.readable is None or self.readable(who)
 
     def variables(self) -> list[str]:
         """The template's variable names, in order."""
@@ -126,79 +137,40 @@ def _json(value: Any) -> str:
     return json.dumps(to_jsonable_python(value, fallback=str), ensure_ascii=False, indent=2)
 
 
-def _ask(
-    runtime: SurfaceRuntime,
-    default: Any,
-    actor: str,
-    method: Callable[..., Any],
-    *args: Any,
-    **kw: Any,
-) -> Any:
-    """The actor's answer; ``default`` when it never started in this team (no state yet:
-    a resumed team restarts every actor it recorded)."""
-    team = runtime.team
-    handle = None if team is None else team.actor(actor)
-    if handle is None:
-        return default
-    return handle.within(_ASK_TIMEOUT).ask(method, *args, **kw)
-
-
-def _planning() -> Any:
-    return PlanningActor
-
-
-def _graph() -> Any:
-    return KnowledgeGraphActor
-
-
-_EMPTY_GRAPH = {"entities": 0, "relations": 0, "types": [], "roots": [], "more_roots": 0}
-
-
 def team_resources(runtime: SurfaceRuntime) -> Iterator[StaticResource | TemplateResource]:
-    """The planning board and knowledge graph of the runtime's team, where bound."""
+    """The views of the team's state that the configured cards offer."""
     team = runtime.team
     if team is None:
         return
     base = f"toolcards://team/{quote(team.team_id, safe='')}"
-    kinds = runtime.card_types()
-    if "PlanningTool" in kinds:
-        yield StaticResource(
-            f"{base}/planning",
-            "planning",
-            lambda: _json({"tasks": _ask(runtime, [], _PLANNING, _planning().tasks)}),
-            "application/json",
-            "The team's planning board: every task with status, owner and dependencies.",
-            (_PLANNING,),
-        )
-    if "KnowledgeGraphTool" in kinds:
-        yield StaticResource(
-            f"{base}/graph",
-            "knowledge-graph",
-            lambda: _json(_ask(runtime, _EMPTY_GRAPH, _GRAPH, _graph().summary, 50)),
-            "application/json",
-            "The team's knowledge graph: counts, entity types and root entities.",
-            (_GRAPH,),
-        )
-        yield TemplateResource(
-            f"{base}/graph/entity/{{name}}",
-            "knowledge-graph-entity",
-            lambda v: _entity(runtime, v["name"]),
-            "application/json",
-            "One knowledge-graph entity with its observations and relations.",
-            (_GRAPH,),
-        )
+    for card in runtime.views:
+        view = card.view
+        uri = f"{base}/{view.path}"
+        readable = functools.partial(_may_read, runtime, card)
+        if view.is_template:
+            yield TemplateResource(
+                uri, view.name, functools.partial(_read_view, runtime, card), "application/json",
+                view.description, view.watch, readable=readable,
+            )  # fmt: skip
+        else:
+            yield StaticResource(
+                uri, view.name, functools.partial(_read_view, runtime, card, {}),
+                "application/json", view.description, view.watch, readable=readable,
+            )  # fmt: skip
 
 
-def _entity(runtime: SurfaceRuntime, name: str) -> str:
-    search = _graph().search
-    result = _ask(runtime, None, _GRAPH, search, name, "keyword", 10, include_edges=True)
-    if result is None:
-        raise ResourceNotFound(f"no entity named {name!r}")
-    for entity, _score in result.entities:
-        if entity.name == name:
-            edges = [r for r in result.edges if name in (r.from_entity, r.to_entity)]
-            return _json({"entity": entity, "relations": edges})
-    raise ResourceNotFound(f"no entity named {name!r}")
+def _may_read(runtime: SurfaceRuntime, card: CardView, who: Identity) -> bool:
+    return may_read_card(runtime.policy, who, card.card_type, card.tools)
+
+
+def _read_view(runtime: SurfaceRuntime, card: CardView, variables: dict[str, str]) -> str:
+    team = runtime.team
+    if team is None:
+        raise ResourceNotFound(card.view.path)
+    try:
+        return _json(card.view.read(team, variables, ""))
+    except ViewNotFound as exc:
+        raise ResourceNotFound(str(exc)) from None
 
 
 def audit_resource(runtime: SurfaceRuntime) -> Iterator[StaticResource]:

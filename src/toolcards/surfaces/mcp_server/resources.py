@@ -1,7 +1,9 @@
 """MCP resources: list, templates, read, subscribe (see :mod:`.resource_sources` for what is
 offered). Each resource is governed like a tool, with the policy target ``resource:<uri>``:
 listings show what the caller may read, a read is decided and audited, and a resource the
-caller may not read is reported exactly like one that does not exist (no existence leak).
+caller may not read is reported exactly like one that does not exist (no existence leak). A
+resource of a card's team state (the board, the graph) needs the card's read rule besides
+(:func:`toolcards.governance.card_reads.may_read_card`), as the card's prompt does.
 ``resources/subscribe`` sends ``notifications/resources/updated`` when the team's events
 touch the resource; subscribing to a URI a read would answer with not-found is refused the
 same way (``-32002``). ``subscriptions/listen`` (2026-07-28) is :mod:`.listening`.
@@ -68,9 +70,24 @@ class ResourceCatalog:
         found += [*res.workspace_resources(rt), *rt.extra_resources]
         return found
 
-    def visible(self, who: Identity, uri: str) -> bool:
-        """Whether listings show ``who`` the resource (or template) ``uri``."""
-        return self.runtime.policy.visible(who, f"resource:{uri}")
+    def visible(self, who: Identity, source: Source, uri: str | None = None) -> bool:
+        """Whether listings show ``who`` the resource ``uri`` of ``source`` (default: its
+        URI, or its template's)."""
+        if uri is None:
+            uri = source.uri if isinstance(source, res.StaticResource) else source.uri_template
+        return self.runtime.policy.visible(who, f"resource:{uri}") and self.readable(who, source)
+
+    def readable(self, who: Identity, source: Source) -> bool:
+        """Whether ``who`` may read ``source`` beside its ``resource:`` decision: the team
+        state of a card only with one of the card's tools or the read right on the card."""
+        return source.may(who)
+
+    def decide(self, who: Identity, target: str, source: Source | None) -> Decision:
+        """The decision on reading ``source`` (None: not found) at ``target``."""
+        decision = decide(self.runtime, who, target)
+        if decision.effect == "allow" and source is not None and not self.readable(who, source):
+            return Decision("deny", f"{who.id} may not read the card's state it shows")
+        return decision
 
     # -- listing ------------------------------------------------------------------------------
 
@@ -80,7 +97,7 @@ class ResourceCatalog:
         listed = [
             types.Resource(uri=s.uri, name=s.name, description=s.description, mime_type=s.mime_type)
             for s in sources
-            if isinstance(s, res.StaticResource) and self.visible(who, s.uri)
+            if isinstance(s, res.StaticResource) and self.visible(who, s)
         ]
         return types.ListResourcesResult(resources=listed)
 
@@ -95,7 +112,7 @@ class ResourceCatalog:
                 mime_type=s.mime_type,
             )
             for s in sources
-            if isinstance(s, res.TemplateResource) and self.visible(who, s.uri_template)
+            if isinstance(s, res.TemplateResource) and self.visible(who, s)
         ]
         return types.ListResourceTemplatesResult(resource_templates=listed)
 
@@ -132,7 +149,7 @@ class ResourceCatalog:
     def _read_now(self, who: Identity, uri: str) -> tuple[Source, res.Content]:
         started = time.perf_counter()
         target, found = self._target(uri)
-        decision = decide(self.runtime, who, target)
+        decision = self.decide(who, target, None if found is None else found[0])
         executor = self.runtime.executor
         if decision.effect != "allow":
             record(executor, target, {}, who, surface="mcp", outcome="denied",
@@ -184,7 +201,7 @@ class ResourceCatalog:
         """Whether ``uri`` names a resource ``who`` may read: one a read would not answer
         with not-found (a template's reader is asked)."""
         target, found = self._target(uri)
-        if found is None or decide(self.runtime, who, target).effect != "allow":
+        if found is None or self.decide(who, target, found[0]).effect != "allow":
             return False
         source, read = found
         if isinstance(source, res.TemplateResource):

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import secrets
 import warnings
+import weakref
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -141,6 +143,8 @@ class GovernedMCPServer:
         self._tasked = {
             cap.id: mcp_tool(cap, outputs.get(cap.id), tasks=True) for cap in runtime.registry
         }
+        self._sessions: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        """A name for each client session (a grant may be limited to one), while it lives."""
         with warnings.catch_warnings():  # logging is deprecated only for a later protocol
             warnings.simplefilter("ignore")
             self.server = _TaskServing(
@@ -221,6 +225,18 @@ class GovernedMCPServer:
             or self.runtime.policy.may_approve(who, tool_id)
         )
 
+    def _session_name(self, session: Any) -> str | None:
+        """The client session's name (made on its first call; None: no session object)."""
+        if session is None:
+            return None
+        try:
+            name = self._sessions.get(session)
+            if name is None:
+                name = self._sessions[session] = f"mcp-{secrets.token_hex(8)}"
+        except TypeError:  # a session that cannot be weakly referenced: no session scope
+            return None
+        return name
+
     # -- handlers -----------------------------------------------------------------------------
 
     async def _list_tools(
@@ -282,8 +298,9 @@ class GovernedMCPServer:
                 self.logs.for_call(ctx.session, ctx.request_id, ctx.params) as logs,
             ):
                 result = await self.runtime.executor.call(
-                    name, args, who, surface="mcp", approver=approval.approver, call_id=call_id
-                )
+                    name, args, who, surface="mcp", approver=approval.approver, call_id=call_id,
+                    session=self._session_name(ctx.session),
+                )  # fmt: skip
             await progress.drain()
             await self.logs.drain(logs)
         except Exception:  # a deferral or a bug below: never a crash of the session
@@ -310,9 +327,17 @@ class GovernedMCPServer:
             return _error(message, view.meta(result.retry_after))
         output = self._outputs.get(name)
         if output is not None:
-            return await _structured(name, output, result.value)
-        content, structured = await _content(result.value)
-        return types.CallToolResult(content=content, structured_content=structured, is_error=False)
+            done = await _structured(name, output, result.value)
+        else:
+            content, structured = await _content(result.value)
+            done = types.CallToolResult(
+                content=content, structured_content=structured, is_error=False
+            )
+        if result.edit is None and result.grant_id is None:
+            return done
+        meta = {META_KEY: view.meta()}  # other arguments ran, or a grant let the call run
+        told = [types.TextContent(type="text", text=result.edit.note)] if result.edit else []
+        return done.model_copy(update={"content": [*told, *done.content], "meta": meta})
 
 
 _INLINE_CHARS = 65_536

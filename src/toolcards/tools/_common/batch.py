@@ -25,6 +25,8 @@ def parse_batch(adapter: TypeAdapter[Any], value: Any, what: str, max_items: int
         return list(adapter.validate_python(value))
     except ValidationError as exc:
         problems = "; ".join(
-            f"{what}.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+            f"{what}.{'.'.join(str(p) for p in err['loc'])}: "
+            + err["msg"].removeprefix("Value error, ")  # pydantic's prefix says nothing here
+            for err in exc.errors()
         )
         raise RetriableError(problems) from None

@@ -33,6 +33,7 @@ from toolcards.tools.knowledge_graph.models import (
     SearchMode,
 )
 from toolcards.tools.knowledge_graph.render import entity_line, graph_summary, search_text
+from toolcards.tools.knowledge_graph.views import VIEWS
 
 MAX_BATCH = 200
 MAX_QUERY = 1000
@@ -49,7 +50,7 @@ class GetGraph(BaseToolParam):
     """The graph summary: counts, entity types, root entities and a hint line."""
 
     expose: set[Channels] = Field(
-        default_factory=lambda: {Channels.SYSTEM_PROMPT, Channels.COMMAND}
+        default_factory=lambda: {Channels.SYSTEM_PROMPT, Channels.COMMAND, Channels.RESOURCE}
     )
     max_roots: int = Field(default=20, ge=0, le=500)
     """At most this many root entities are listed."""
@@ -241,7 +242,10 @@ class KnowledgeGraphTool(ToolCard):
 
     capabilities: ClassVar[dict[str, CardCapability]] = {
         "get_graph": CardCapability(
-            system_prompt=_summary_prompt, context=_context_state, command=_summary_command
+            system_prompt=_summary_prompt,
+            context=_context_state,
+            command=_summary_command,
+            resource=lambda card, param: VIEWS,
         ),
         "update_graph": CardCapability(tool=_update_graph),
         "search_graph": CardCapability(tool=_search_graph, command=_search_graph),

@@ -21,6 +21,7 @@ from toolcards.core.trust import HostAccess, Reach
 from toolcards.tools._common.workspace_dir import workspace_dir, workspace_id_for
 from toolcards.tools.mcp.oauth import AuthorizationHandler, OAuthFlow, loopback_handler
 from toolcards.tools.mcp.oauth_urls import OAuthError, resource_for
+from toolcards.tools.mcp.wire_json import WireBounds
 
 if TYPE_CHECKING:
     from toolcards.tools.mcp.server_requests import RequestRules, ServerRequests
@@ -145,7 +146,16 @@ class MCPTool(ToolCard):
     """Longest wait for one response from the server; for a call the server runs as a task
     (MCP 2026-07-28), the longest the task may take, after which it is cancelled."""
     max_result_chars: int = Field(default=100_000, ge=1_000)
-    """Longer text results are cut, with a marker, before they reach the model."""
+    """Longer text results are cut, with a marker, while they are read (no string of the
+    server's answer is kept longer than this, or ``sampling_max_chars`` if larger)."""
+    max_file_bytes: int = Field(default=5 << 20, ge=1024, le=100 << 20)
+    """Images, audio and embedded files larger than this reach the model as a one-line note
+    saying so, and are never held whole (an answer is refused past about 8 times
+    ``max_result_chars`` plus twice this)."""
+    max_listed_tools: int = Field(default=100, ge=1, le=100_000)
+    """A server listing more tools than this (after include/exclude) has every one deferred
+    to tool search, as with ``defer_loading``: no request carries their definitions until the
+    model finds them, and the model is told so."""
     retry_interval_seconds: float = Field(default=5.0, ge=0, le=3600)
     """Least time between two connection attempts to a server that is down."""
     protocol: Literal["auto", "legacy"] = "auto"
@@ -265,15 +275,22 @@ class MCPTool(ToolCard):
             )
         return self._oauth_flow
 
+    def wire_bounds(self) -> WireBounds:
+        """What of one message of the server is kept while it is read."""
+        text = max(self.max_result_chars, self.sampling_max_chars)
+        return WireBounds.of(text, self.max_file_bytes)
+
     def _transport(self) -> Any:
         # lazy: extra mcp
-        from fastmcp.client.transports import SSETransport, StdioTransport, StreamableHttpTransport
+        from fastmcp.client.transports import SSETransport, StreamableHttpTransport
 
+        from toolcards.tools.mcp.wire import BoundedStdio, bounded_client  # lazy: extra mcp
+
+        bounds = self.wire_bounds()
         if self.transport == "stdio":
             assert self.command is not None
-            return StdioTransport(
-                self.command, list(self.args), env=self._child_env(), cwd=self.cwd, keep_alive=False
-            )
+            args, env = list(self.args), self._child_env()
+            return BoundedStdio(self.command, args, env=env, cwd=self.cwd, bounds=bounds)
         assert self.url is not None
         headers = dict(self.headers)
         token = _secret(self.bearer_token, self.bearer_token_env, f"MCP server {self.name!r}")
@@ -285,8 +302,15 @@ class MCPTool(ToolCard):
                 headers=headers,
                 auth=self._auth(),
                 sse_read_timeout=max(self.timeout_seconds, 300.0),
+                httpx_client_factory=bounded_client(bounds),
             )
-        return StreamableHttpTransport(self.url, headers=headers, auth=self._auth())
+        return StreamableHttpTransport(
+            self.url,
+            headers=headers,
+            auth=self._auth(),
+            httpx_client_factory=bounded_client(bounds),
+            max_sse_event_size=bounds.total + (1 << 16),  # the events are bounded here
+        )
 
     def _child_env(self) -> dict[str, str]:
         """What the stdio server gets besides the SDK's base (``PATH``, ``HOME``, ``USER``,
@@ -335,6 +359,7 @@ class MCPTool(ToolCard):
                 retry_interval=self.retry_interval_seconds,
                 max_result_chars=self.max_result_chars,
                 defer_loading=self.defer_loading,
+                max_listed_tools=self.max_listed_tools,
                 requests=self._requests,
             )
         return [self._toolset]

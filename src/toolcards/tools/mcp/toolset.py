@@ -23,6 +23,7 @@ from toolcards.tools.mcp._http import HTTP_ERRORS, TRANSPORT_ERRORS
 from toolcards.tools.mcp.names import sanitize_names
 from toolcards.tools.mcp.oauth import OAuthError
 from toolcards.tools.mcp.server_requests import ServerRequests
+from toolcards.tools.mcp.wire_json import truncated
 
 log = logging.getLogger("toolcards.mcp")
 
@@ -83,17 +84,15 @@ def _trusted_text(exc: BaseException) -> bool:
 def bound_result(result: Any, limit: int) -> Any:
     """``result`` with text longer than ``limit`` cut, with a marker; other content unchanged.
 
-    A large structured result is turned into its JSON text, cut the same way.
+    A large structured result is turned into its JSON text, cut the same way. (The transport
+    has already cut each string while reading it: a marker it left counts here.)
     """
     if isinstance(result, str):
-        text = result
-    elif isinstance(result, dict | list):
-        text = json.dumps(result, default=str, ensure_ascii=False)
-    else:
+        return truncated(result, limit)
+    if not isinstance(result, dict | list):
         return result
-    if len(text) <= limit:
-        return result
-    return text[:limit] + f"\n[... truncated: {len(text) - limit} more chars]"
+    text = json.dumps(result, default=str, ensure_ascii=False)
+    return result if len(text) <= limit else truncated(text, limit)
 
 
 def _annotations(metadata: dict[str, Any] | None) -> dict[str, Any]:
@@ -128,11 +127,14 @@ class MCPServerToolset(AbstractToolset[Any]):
         retry_interval: float = 5.0,
         max_result_chars: int = 100_000,
         defer_loading: bool = False,
+        max_listed_tools: int = 100,
         requests: ServerRequests | None = None,
     ) -> None:
         self.name = name
         self._requests = requests  # the server's own requests, answered per the card
         self._deferred = defer_loading  # every tool hidden until a tool search finds it
+        self._max_listed = max_listed_tools  # more: every tool deferred, and said so
+        self._crowded: int | None = None  # how many tools the server lists, when too many
         self._build = build
         self._prefix = prefix
         self._include = None if include is None else set(include)
@@ -237,9 +239,15 @@ class MCPServerToolset(AbstractToolset[Any]):
     # ---- toolset -------------------------------------------------------------------------
 
     async def get_instructions(self, ctx: RunContext[Any]) -> str | None:
-        if self._note is None:
-            return None
-        return f"Note: {self.label} is unavailable ({self._note}); its tools are missing for now."
+        if self._note is not None:
+            note = f"{self.label} is unavailable ({self._note}); its tools are missing for now"
+            return f"Note: {note}."
+        if self._crowded is not None:
+            return (
+                f"Note: {self.label} offers {self._crowded} tools, more than "
+                f"{self._max_listed}: find the one you need with tool search."
+            )
+        return None
 
     def _failed(self, exc: BaseException) -> None:
         self.last_error = _short(exc)
@@ -275,11 +283,21 @@ class MCPServerToolset(AbstractToolset[Any]):
         names = sanitize_names(wanted, self._prefix)
         tools: dict[str, ToolsetTool[Any]] = {}
         routes: dict[str, tuple[str, ToolsetTool[Any]]] = {}
+        crowded = len(wanted) > self._max_listed
+        if crowded and self._crowded != len(wanted):
+            log.warning(
+                "MCP server %r lists %d tools (more than max_listed_tools=%d): every one is "
+                "deferred to tool search",
+                self.name,
+                len(wanted),
+                self._max_listed,
+            )
+        self._crowded = len(wanted) if crowded else None
         for original, tool in wanted.items():
             new = names[original]
             metadata = {**(tool.tool_def.metadata or {}), **_annotations(tool.tool_def.metadata)}
             metadata["mcp_name"] = original
-            deferred = self._deferred or tool.tool_def.defer_loading
+            deferred = self._deferred or crowded or tool.tool_def.defer_loading
             tool_def = replace(tool.tool_def, name=new, metadata=metadata, defer_loading=deferred)
             tools[new] = replace(tool, toolset=self, tool_def=tool_def)
             routes[new] = (original, tool)

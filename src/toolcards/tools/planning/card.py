@@ -20,6 +20,7 @@ from toolcards.tools._common.fusion import VectorLink, store_actor_name, tool_ac
 from toolcards.tools.planning.actor import ACTOR_NAME, PlanningActor, PlanningConfig
 from toolcards.tools.planning.models import STATUSES, TaskCreate, TaskStatus, TaskUpdate
 from toolcards.tools.planning.render import planning_summary, task_detail, task_line
+from toolcards.tools.planning.views import BOARD
 
 MAX_BATCH = 100
 _CREATES = TypeAdapter(list[TaskCreate])
@@ -31,7 +32,7 @@ class GetPlanning(BaseToolParam):
     """The plan summary: totals, owners, the tasks in scope and a hint line."""
 
     expose: set[Channels] = Field(
-        default_factory=lambda: {Channels.SYSTEM_PROMPT, Channels.COMMAND}
+        default_factory=lambda: {Channels.SYSTEM_PROMPT, Channels.COMMAND, Channels.RESOURCE}
     )
     filter_by_agent: bool = True
     """Show only the calling member's tasks (owner or creator); False shows every task."""
@@ -234,7 +235,10 @@ class PlanningTool(ToolCard):
 
     capabilities: ClassVar[dict[str, CardCapability]] = {
         "get_planning": CardCapability(
-            system_prompt=_summary_prompt, context=_context_state, command=_summary_command
+            system_prompt=_summary_prompt,
+            context=_context_state,
+            command=_summary_command,
+            resource=lambda card, param: BOARD,
         ),
         "get_planning_task": CardCapability(tool=_get_planning_task, command=_get_planning_task),
         "update_planning": CardCapability(tool=_update_planning),

@@ -49,7 +49,7 @@ def planning_summary(
 ) -> str:
     """Totals, owners, the tasks in scope and a hint naming only the exposed tools."""
     by_status = ", ".join(f"{view.by_status[s]} {s}" for s in STATUSES if view.by_status.get(s))
-    header = f"**Team planning:** {view.total} tasks total"
+    header = f"**Team planning:** {view.total} task{'' if view.total == 1 else 's'} total"
     lines = [header + (f" ({by_status})" if by_status else "")]
     owners: dict[str, int] = {}
     for owner, count in view.owners.items():

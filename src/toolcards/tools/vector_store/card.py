@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import re
 from typing import ClassVar
 
@@ -22,9 +21,6 @@ from toolcards.tools.vector_store.base import EmbeddingError
 from toolcards.tools.vector_store.client import flush, query
 from toolcards.tools.vector_store.models import StoreSettings, VectorStoreConfig
 from toolcards.tools.vector_store.records import text_hash
-
-logger = logging.getLogger(__name__)
-_said: set[str] = set()
 
 
 class VectorSearch(BaseToolParam):
@@ -100,13 +96,12 @@ class VectorStoreTool(ToolCard, StoreSettings):
         """True when this store can embed here (its modules are installed)."""
         return self.config().unavailable_reason() is None
 
+    def missing_modules(self) -> list[str]:
+        return self.config().missing_modules()
+
     def get_tools(self) -> list[ToolFunc]:
-        self.handle()  # bound now, so consumers ordered after this card find it
-        reason = self.config().unavailable_reason()
-        if reason is not None:
-            if self.actor_name not in _said:
-                _said.add(self.actor_name)
-                logger.warning("%s: %s", self.actor_name, reason)
+        self.handle()  # bound now, so consumers ordered after this card find it: its actor
+        if not self.available():  # says once why it cannot embed
             return []
         return super().get_tools()
 

@@ -9,6 +9,10 @@ met on the way are expanded by the walk and must stay inside), the file is opene
 only a regular file with one name (``st_nlink == 1``: a hard link may be a second name of an
 outside file) within the size cap is read, from that descriptor, at most ``cap`` bytes.
 
+Hidden names (``.env``, ``.git/config``: a name starting with a dot, or anything below one) are
+neither listed nor read, whichever way they are spelled or reached (a link inside that leads to
+one): what :func:`list_files` shows is exactly what :func:`read_bytes` reads.
+
 Every refusal is an :class:`AccessRefused` with a one-line reason; surfaces report it as
 "not found", so a caller learns nothing about what lies behind a refused name.
 """
@@ -35,10 +39,12 @@ def read_bytes(root: Path, rel: str, cap: int) -> bytes:
 
     Raises :class:`AccessRefused` when ``rel`` leads outside (a ``..``, an absolute path, a link
     to the outside, also one swapped in while this runs), is not a regular file, has other
-    names (hard links), or is larger than ``cap`` bytes.
+    names (hard links), is hidden (as written or as resolved), or is larger than ``cap`` bytes.
     """
     try:
         with Contained(root).locate(rel) as spot:
+            if _hidden(rel) or _hidden(spot.rel):
+                raise AccessRefused("no such file")  # what a listing never shows
             fd = regular_fd(spot, cap=cap, allow_hardlinks=False)
             return read_fd(fd, cap, spot.rel)
     except (RetriableError, OSError, ValueError) as exc:
@@ -70,6 +76,10 @@ def list_files(root: Path, limit: int) -> list[str]:
     finally:
         os.close(top)
     return found
+
+
+def _hidden(rel: str) -> bool:
+    return any(name.startswith(".") and name != "." for name in rel.split("/"))
 
 
 def _single_regular(name: str, dir_fd: int) -> bool:

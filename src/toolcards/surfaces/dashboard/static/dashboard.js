@@ -17,19 +17,21 @@
 
   function panelUrl(name) {
     var params = new URLSearchParams(window.location.search);
-    if (name === "graph" && params.get("q")) return "/panel/graph?q=" + encodeURIComponent(params.get("q"));
+    var card = document.querySelector('[data-watch][data-panel="' + name + '"]');
+    if (card && params.get("q")) return "/panel/" + name + "?q=" + encodeURIComponent(params.get("q"));
     if (name === "audit") return "/panel/audit" + window.location.search;
     return "/panel/" + name;
   }
 
-  // A panel is not replaced under the person's hands: not while it holds an open edit form
-  // (an approver editing a call's arguments; refreshed once they close it), nor while a
+  // A panel is not replaced under the person's hands: not while it holds an open edit or
+  // remember form (an approver editing a call's arguments, or choosing what a grant covers;
+  // refreshed once they close it), nor while a
   // button is pressed (a click whose press and release land on different elements, the old
   // panel's and the new one's, is no click: the link or button would not answer).
   var held = {};
   var pressed = false;
   function editing(section) {
-    return section.querySelector("details.edit[open]") !== null;
+    return section.querySelector("details.edit[open], details.remember[open]") !== null;
   }
   function busy(section) {
     return pressed || editing(section);
@@ -92,6 +94,11 @@
     li.dataset.eventId = ev.id || "";
     li.dataset.displayType = ev.display_type || "";
     li.className = "fresh";
+    if (ev.lifecycle) {  // hidden unless the person asks for them (the checkbox above the list)
+      li.classList.add("lifecycle");
+      var count = document.getElementById("lifecycle-count");
+      if (count) count.textContent = String(parseInt(count.textContent, 10) + 1);
+    }
     li.append(span("time", clock(ev.ts)), " ", span("tool", ev.tool_id, "code"), " ",
       span("seq", "#" + ev.seq));
     if (ev.sender) li.append(" ", span("sender", "by " + ev.sender));
@@ -100,10 +107,16 @@
     while (list.children.length > 200) list.lastElementChild.remove();
   }
 
+  // the cards' panels name the tool actors whose events change them (data-watch)
+  function watching() {
+    return Array.prototype.map.call(document.querySelectorAll("[data-watch]"),
+      function (el) { return el.dataset.panel; });
+  }
+
   function panelsFor(tool) {
-    if (tool === "#PlanningTool") return ["plan", "team"];
-    if (tool === "#KnowledgeGraphTool") return ["graph", "team"];
-    return ["team"];
+    var found = Array.prototype.filter.call(document.querySelectorAll("[data-watch]"),
+      function (el) { return el.dataset.watch.split(" ").indexOf(tool) >= 0; });
+    return found.map(function (el) { return el.dataset.panel; }).concat(["team"]);
   }
 
   function updateAgo() {
@@ -122,7 +135,7 @@
   var source = new EventSource("/events?since=" + encodeURIComponent(body.dataset.position));
   source.addEventListener("hello", function () {
     setState("live", true);
-    if (connectedBefore) ["team", "plan", "graph", "approvals"].forEach(refresh);
+    if (connectedBefore) ["team", "approvals"].concat(watching()).forEach(refresh);
     connectedBefore = true;
   });
   source.addEventListener("team", function (e) {
@@ -131,15 +144,17 @@
     lastSeq[ev.tool_id] = ev.seq;
     addEvent(ev);
     panelsFor(ev.tool_id).forEach(refresh);
+    refresh("budgets");
   });
   source.addEventListener("approvals", function (e) {
     var count = document.getElementById("approval-count");
     if (count) count.textContent = String(JSON.parse(e.data).count);
     refresh("approvals");
     if (!new URLSearchParams(window.location.search).get("before")) refresh("audit");
+    refresh("budgets");
   });
   source.addEventListener("resync", function () {
-    ["team", "plan", "graph", "approvals", "audit"].forEach(refresh);
+    ["team", "approvals", "budgets", "audit"].concat(watching()).forEach(refresh);
   });
   source.onerror = function () { setState("reconnecting", false); };
 })();

@@ -37,9 +37,14 @@ class BwrapBackend(Backend):
         fd = filter_fd(program) if program is not None else None
         info_read, info_write = os.pipe()
         block_read, block_write = os.pipe()
-        passed = (info_write, block_read) if fd is None else (fd, info_write, block_read)
+        options = self.options(spec, seccomp_fd=fd, gate_fds=(info_write, block_read))
+        args_fd = _options_fd(options)
+        passed = (info_write, block_read, args_fd) + (() if fd is None else (fd,))
         return Launch(
-            argv=self.argv(argv, spec, seccomp_fd=fd, gate_fds=(info_write, block_read)),
+            # the options (host paths: the workspace, the staged /etc) reach bwrap through a
+            # descriptor, so the sandbox's init (a fork of bwrap, /proc/1/cmdline) never
+            # shows them; bwrap closes the descriptor once read
+            argv=[self._executable(), "--args", str(args_fd), "--", *argv],
             env=env,
             cwd=str(spec.workspace),
             pass_fds=passed,
@@ -54,14 +59,28 @@ class BwrapBackend(Backend):
         seccomp_fd: int | None = None,
         gate_fds: tuple[int, int] | None = None,
     ) -> list[str]:
-        """The full bwrap command line for ``argv``.
+        """The bwrap command line for ``argv`` with every option written out (:meth:`launch`
+        passes the options through a descriptor instead)."""
+        options = self.options(spec, seccomp_fd=seccomp_fd, gate_fds=gate_fds)
+        return [self._executable(), *options, "--", *argv]
+
+    def _executable(self) -> str:
+        return _which(self.executable, os.environ.get("PATH"))
+
+    def options(
+        self,
+        spec: SandboxSpec,
+        seccomp_fd: int | None = None,
+        gate_fds: tuple[int, int] | None = None,
+    ) -> list[str]:
+        """bwrap's options for one command under ``spec``.
 
         ``gate_fds`` (info, block): bwrap reports the sandbox's first process on the first and
         waits for a byte on the second before it starts the command, so the runner sets the
         limits from outside first. The root, ``/dev`` and the system view are read-only;
         ``/tmp`` and ``/dev/shm`` are tmpfs mounts capped by ``limits.tmp_bytes``.
         """
-        cmd = [_which(self.executable, os.environ.get("PATH")), "--unshare-all"]
+        cmd = ["--unshare-all"]
         if seccomp_fd is not None:
             cmd += ["--seccomp", str(seccomp_fd)]
         if gate_fds is not None:
@@ -79,7 +98,22 @@ class BwrapBackend(Backend):
         cmd += ["--size", str(tmp), "--tmpfs", "/tmp"]
         cmd += ["--bind", str(spec.workspace), "/workspace", "--chdir", "/workspace"]
         cmd += ["--remount-ro", "/dev", "--remount-ro", "/"]
-        return [*cmd, "--", *argv]
+        return cmd
+
+
+def _options_fd(options: Sequence[str]) -> int:
+    """A memory file holding ``options`` NUL-separated, at its start (for ``--args``)."""
+    fd = os.memfd_create("bwrap-args", os.MFD_CLOEXEC)
+    try:
+        data = b"".join(option.encode() + b"\0" for option in options)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def system_view(*, network: bool) -> list[str]:

@@ -1,0 +1,131 @@
+"""The delegating calls of a governed toolset: a tool that runs other agents
+(``annotate(tool, delegates=True)``) runs as a task of its own, with its run's channel
+(:class:`~toolcards.governance.approvals.nested.CallerRun`) in its context. When a call made
+on its behalf waits for approval, the tool call is deferred to pydantic-ai
+(``ApprovalRequired``, the waiting requests in its metadata, exact arguments included) while
+the task waits, parked under its tool call id. The run's answer comes back as the same tool
+call approved (the waiting requests are granted: the task goes on, and its result is the tool
+call's), or denied (seen in the run's messages before its next step: the waiting requests are
+denied and the task is cancelled). A parked call nobody answers within its wait is cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from pydantic_ai.exceptions import ApprovalRequired
+
+from toolcards.core import nesting
+from toolcards.core.identity import Identity
+from toolcards.governance.approvals.nested import CallerRun
+
+__all__ = ["DELEGATED_WAIT", "DelegatedCalls"]
+
+DELEGATED_WAIT = 300.0
+"""How long a delegating call waits, parked, for its run's answer (seconds)."""
+_MAX_PARKED = 1024
+
+
+class DelegatedCalls:
+    """The delegating calls of one governed toolset (and its per-run copies) that are parked
+    while their run answers, by tool call id."""
+
+    def __init__(self, wait: float = DELEGATED_WAIT) -> None:
+        self.wait = wait
+        self._parked: dict[str, tuple[CallerRun, asyncio.Future[Any], float]] = {}
+        self._lock = threading.Lock()
+
+    async def run(
+        self,
+        call_id: str | None,
+        approved: bool,
+        caller: Identity,
+        tool_id: str,
+        start: Callable[[], Awaitable[Any]],
+    ) -> Any:
+        """The delegating call's result: started (``start()``, with the run's channel in its
+        context), or resumed when ``approved`` names a parked one; raises ``ApprovalRequired``
+        while calls made on its behalf wait for the run."""
+        key = call_id or ""
+        parked = self._unpark(key) if approved and key else None
+        if parked is not None:
+            run, task = parked
+            run.answer(True)
+        else:
+            run = CallerRun(caller, tool_id, call_id, self.wait)
+            token = nesting.calling_run.set(run)
+            try:
+                task = asyncio.ensure_future(start())
+            finally:
+                nesting.calling_run.reset(token)
+        return await self._until_done_or_asked(key, run, task)
+
+    def settle(self, messages: Sequence[Any]) -> None:
+        """Deny and cancel the parked calls the run's answer denied (a ``denied`` tool return
+        of theirs in ``messages``), and those parked longer than their wait."""
+        if not self._parked:
+            return
+        denied: dict[str, str] = {}
+        for message in messages[-2:]:  # the answer is in the newest request
+            for part in getattr(message, "parts", ()):
+                if getattr(part, "outcome", None) == "denied":
+                    denied[str(getattr(part, "tool_call_id", ""))] = str(part.content)
+        now = time.monotonic()
+        with self._lock:
+            ended = [
+                key
+                for key, (_, _, since) in self._parked.items()
+                if key in denied or now - since > self.wait
+            ]
+            stopped = [(key, self._parked.pop(key)) for key in ended]
+        for key, (run, task, _) in stopped:
+            run.answer(False, denied.get(key, "nobody answered in time"))
+            task.cancel()
+
+    async def _until_done_or_asked(
+        self, key: str, run: CallerRun, task: asyncio.Future[Any]
+    ) -> Any:
+        while True:
+            signal = asyncio.ensure_future(run.asked())
+            try:
+                await asyncio.wait({task, signal}, return_when=asyncio.FIRST_COMPLETED)
+            except BaseException:  # the tool call itself is cancelled: so is its work
+                signal.cancel()
+                task.cancel()
+                raise
+            signal.cancel()
+            if task.done():
+                return task.result()
+            waiting = run.waiting()
+            if not waiting:  # decided meanwhile (the inbox): wait on
+                continue
+            self._park(key, run, task)
+            raise ApprovalRequired(
+                metadata={
+                    "nested": [
+                        {
+                            **each.request.as_metadata(),
+                            "exact_args": each.request.exact_args,
+                            "via": run.tool_id,
+                        }
+                        for each in waiting
+                    ]
+                }
+            )
+
+    def _park(self, key: str, run: CallerRun, task: asyncio.Future[Any]) -> None:
+        with self._lock:
+            if len(self._parked) >= _MAX_PARKED:
+                oldest = min(self._parked, key=lambda k: self._parked[k][2])
+                _, dropped, _ = self._parked.pop(oldest)
+                dropped.cancel()
+            self._parked[key] = (run, task, time.monotonic())
+
+    def _unpark(self, key: str) -> tuple[CallerRun, asyncio.Future[Any]] | None:
+        with self._lock:
+            found = self._parked.pop(key, None)
+        return None if found is None else (found[0], found[1])

@@ -1,0 +1,262 @@
+"""Nested approvals in real pydantic-ai runs (FunctionModel): a sub-agent behind a tool, or a
+team member the tool sends a message to, reaches an approval-gated call; the calling run sees
+it as its own deferred tool request (HandleDeferredToolCalls, or the run's DeferredToolRequests
+output) and its answer goes back to the waiting call; the out-of-band inbox can answer the
+same request first (first answer wins, audited once); a run is never asked about its own
+principal's call."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.capabilities import HandleDeferredToolCalls
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, RunContext
+
+from support.scripted import tool_results
+from toolcards.core import ToolCard
+from toolcards.core.spec import annotate
+from toolcards.core.toolset import build_function_toolset
+from toolcards.governance import (
+    ApprovalBroker,
+    AuditLog,
+    CapabilityRegistry,
+    Executor,
+    GovernedToolset,
+    Identity,
+    Policy,
+)
+from toolcards.runtime import RoleProfile, Team
+
+LEAD = Identity("agent.lead", "agent")
+WORKER = Identity("agent.worker", "agent")
+POLICY = Policy.from_dict({
+    "default_effect": "allow",
+    "rules": [{"description": "money moves need a human", "targets": ["wire"],
+               "effect": "approve"}],
+})  # fmt: skip
+wired: list[float] = []
+
+
+def wire(amount: float) -> str:
+    """Send money."""
+    wired.append(amount)
+    return f"wired {amount:g}"
+
+
+class PayCard(ToolCard):
+    """A member's card with the ``wire`` tool."""
+
+    def get_tools(self) -> list[Callable[..., Any]]:
+        return [wire]
+
+
+def one_tool_model(tool: str, args: dict[str, Any]) -> FunctionModel:
+    """Calls ``tool(**args)`` once, then answers with what it returned."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart(tool, args, tool_call_id="call-1")])
+        return ModelResponse(parts=[TextPart(" | ".join(tool_results(messages)))])
+
+    return FunctionModel(respond)
+
+
+class Desk:
+    """A lead agent whose ``delegate`` tool runs a worker agent, both governed."""
+
+    def __init__(self, audit: AuditLog, worker: Identity = WORKER) -> None:
+        wired.clear()
+        self.audit = audit
+        self.worker_executor = Executor(CapabilityRegistry(), POLICY, audit=audit)
+        self.worker_tools = GovernedToolset(
+            build_function_toolset([wire]), executor=self.worker_executor, identity=worker
+        )
+        worker_tools = self.worker_tools
+
+        async def delegate(task: str) -> str:
+            """Ask the worker to do a task."""
+            inner = Agent(
+                one_tool_model("wire", {"amount": 250}),
+                toolsets=[worker_tools],
+                output_type=[str, DeferredToolRequests],
+            )
+            done = await inner.run(task)
+            return str(done.output)
+
+        annotate(delegate, delegates=True)
+        self.lead_tools = GovernedToolset(
+            build_function_toolset([delegate]), policy=POLICY, audit=audit, identity=LEAD
+        )
+
+    def agent(self, **kw: Any) -> Agent[None, Any]:
+        return Agent(
+            one_tool_model("delegate", {"task": "pay acme"}), toolsets=[self.lead_tools], **kw
+        )
+
+    @property
+    def inbox(self) -> ApprovalBroker:
+        return self.worker_executor.approvals
+
+    def decisions(self) -> list[tuple[str, str, str]]:
+        rows = self.audit.query(limit=1000)
+        return [(e.principal, e.outcome, e.tool) for e in rows if e.outcome.startswith("approval")]
+
+
+@pytest.fixture
+def audit(tmp_path: Path) -> Any:
+    with AuditLog(tmp_path / "audit.db", durability="sync") as log:
+        yield log
+
+
+def test_the_calling_run_sees_the_nested_request_and_its_yes_runs_the_waiting_call(
+    audit: AuditLog,
+) -> None:
+    desk = Desk(audit)
+    seen: list[dict[str, Any]] = []
+
+    def answer(ctx: RunContext[Any], requests: DeferredToolRequests) -> DeferredToolResults:
+        for call in requests.approvals:
+            seen.extend(requests.metadata[call.tool_call_id]["nested"])
+        return requests.build_results(approvals={c.tool_call_id: True for c in requests.approvals})
+
+    result = desk.agent(capabilities=[HandleDeferredToolCalls(answer)]).run_sync("go")
+    assert result.output == "delegate: success: wire: success: wired 250"
+    assert wired == [250]  # once
+    [nested] = seen
+    assert (nested["tool"], nested["principal"], nested["via"]) == ("wire", WORKER.id, "delegate")
+    assert nested["exact_args"] == {"amount": 250}  # what runs, exactly
+    assert desk.decisions() == [(LEAD.id, "approval_granted", "wire")]
+    ran = [(e.principal, e.tool, e.outcome) for e in audit.query(outcome="ok")]
+    assert ran == [(WORKER.id, "wire", "ok"), (LEAD.id, "delegate", "ok")]
+
+
+def test_the_calling_runs_no_refuses_the_waiting_call_and_stops_the_sub_agent(
+    audit: AuditLog,
+) -> None:
+    desk = Desk(audit)
+
+    def refuse(ctx: RunContext[Any], requests: DeferredToolRequests) -> DeferredToolResults:
+        return requests.build_results(approvals={c.tool_call_id: False for c in requests.approvals})
+
+    result = desk.agent(capabilities=[HandleDeferredToolCalls(refuse)]).run_sync("go")
+    assert "denied" in result.output
+    assert wired == []
+    assert desk.decisions() == [(LEAD.id, "approval_denied", "wire")]
+    assert desk.inbox.pending() == []
+
+
+def test_the_inbox_answers_first_and_the_runs_later_answer_changes_nothing(
+    audit: AuditLog,
+) -> None:
+    desk = Desk(audit)
+    agent = desk.agent(output_type=[str, DeferredToolRequests])
+    first = agent.run_sync("go")
+    assert isinstance(first.output, DeferredToolRequests)  # the run ends on the nested request
+    [waiting] = desk.inbox.pending()
+    rita = Identity("rita", roles=["approver"])
+    desk.inbox.grant(waiting, approver=rita, surface="dashboard")  # out of band, first
+    [call] = first.output.approvals
+    resumed = agent.run_sync(
+        message_history=first.all_messages(),
+        deferred_tool_results=DeferredToolResults(approvals={call.tool_call_id: True}),
+    )
+    assert resumed.output == "delegate: success: wire: success: wired 250"
+    assert wired == [250]
+    assert desk.decisions() == [("rita", "approval_granted", "wire")]  # audited once
+
+
+def test_a_run_is_never_asked_about_its_own_principals_call(audit: AuditLog) -> None:
+    desk = Desk(audit, worker=LEAD)  # the sub-agent acts as the lead itself
+    asked: list[Any] = []
+
+    def answer(ctx: RunContext[Any], requests: DeferredToolRequests) -> DeferredToolResults:
+        asked.append(requests)
+        return requests.build_results(approvals={c.tool_call_id: True for c in requests.approvals})
+
+    result = desk.agent(capabilities=[HandleDeferredToolCalls(answer)]).run_sync("go")
+    assert asked == [] and wired == []
+    assert "DeferredToolRequests" in result.output  # the sub-agent's own deferral, unanswered
+
+
+def test_a_team_members_approval_reaches_the_run_that_messaged_it(tmp_path: Path) -> None:
+    wired.clear()
+    member = RoleProfile(role="clerk", model=one_tool_model("wire", {"amount": 75}),
+                         cards=[PayCard()], messaging=False)  # fmt: skip
+    with (
+        AuditLog(tmp_path / "audit.db", durability="sync") as audit,
+        Team("desk", profiles=[member], policy=POLICY, audit=audit) as team,
+    ):
+        clerk = team.hire("clerk")
+
+        def ask_clerk(text: str) -> str:
+            """Ask the clerk."""
+            return team.send(clerk, text, timeout=60)
+
+        annotate(ask_clerk, delegates=True)
+        lead = GovernedToolset(
+            build_function_toolset([ask_clerk]), policy=POLICY, audit=audit, identity=LEAD
+        )
+        seen: list[Any] = []
+
+        def answer(ctx: RunContext[Any], requests: DeferredToolRequests) -> DeferredToolResults:
+            for call in requests.approvals:
+                seen.extend(requests.metadata[call.tool_call_id]["nested"])
+            return requests.build_results(
+                approvals={c.tool_call_id: True for c in requests.approvals}
+            )
+
+        agent = Agent(one_tool_model("ask_clerk", {"text": "pay 75"}), toolsets=[lead],
+                      capabilities=[HandleDeferredToolCalls(answer)])  # fmt: skip
+        result = agent.run_sync("go")
+        decisions = [(e.principal, e.outcome) for e in audit.query(outcome="approval_granted")]
+    assert [(s["tool"], s["principal"]) for s in seen] == [("wire", f"agent.{clerk}")]
+    assert wired == [75]
+    assert "wired 75" in result.output
+    assert decisions == [(LEAD.id, "approval_granted")]
+
+
+def test_a_member_with_an_inbox_is_asked_of_the_run_and_the_inbox_at_once(
+    tmp_path: Path,
+) -> None:
+    from toolcards.surfaces.dashboard import InboxApprover
+
+    wired.clear()
+    rita = Identity("rita", roles=["approver"])
+    member = RoleProfile(role="clerk", model=one_tool_model("wire", {"amount": 30}),
+                         cards=[PayCard()], messaging=False)  # fmt: skip
+    with AuditLog(tmp_path / "audit.db", durability="sync") as audit:
+        inbox = ApprovalBroker(audit=audit)
+        team = Team("desk2", profiles=[member], policy=POLICY, audit=audit,
+                    approver=InboxApprover(inbox, timeout=60))  # fmt: skip
+        with team:
+            clerk = team.hire("clerk")
+
+            def ask_clerk(text: str) -> str:
+                """Ask the clerk."""
+                return team.send(clerk, text, timeout=60)
+
+            annotate(ask_clerk, delegates=True)
+            lead = GovernedToolset(
+                build_function_toolset([ask_clerk]), policy=POLICY, audit=audit, identity=LEAD
+            )
+
+            def answer(ctx: RunContext[Any], requests: DeferredToolRequests) -> DeferredToolResults:
+                [waiting] = inbox.pending()  # the same request waits in the inbox
+                inbox.grant(waiting, approver=rita, surface="dashboard")  # which answers first
+                return requests.build_results(
+                    approvals={c.tool_call_id: True for c in requests.approvals}
+                )
+
+            agent = Agent(one_tool_model("ask_clerk", {"text": "pay 30"}), toolsets=[lead],
+                          capabilities=[HandleDeferredToolCalls(answer)])  # fmt: skip
+            result = agent.run_sync("go")
+        decisions = [(e.principal, e.outcome) for e in audit.query(limit=1000)
+                     if e.outcome.startswith("approval")]  # fmt: skip
+    assert wired == [30] and "wired 30" in result.output
+    assert decisions == [("rita", "approval_granted")]  # the run's later yes wrote nothing

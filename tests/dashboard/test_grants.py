@@ -1,0 +1,221 @@
+"""Remembered approvals in the dashboard, through an ASGI client: an approver approves a
+waiting call and remembers it (for how long, in which session, each argument exact, any or
+matching a glob); the answer shows the grant exactly as it will match; later covered calls run
+without asking; the inbox lists live grants to approvers only; a revoke stops the grant for the
+next call; viewers and callers cannot revoke or remember their own calls."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from dashboard.support import IDENTITIES, TOKENS, binding, form_token
+from support.scripted import wait_until
+from toolcards.core.spec import annotate
+from toolcards.governance import (
+    ApprovalBroker,
+    AuditLog,
+    CapabilityRegistry,
+    Executor,
+    Identity,
+    Outcome,
+    Policy,
+    SqliteApprovalStore,
+)
+from toolcards.governance.executor.pipeline import ExecutionResult
+from toolcards.surfaces.dashboard import Dashboard
+from toolcards.surfaces.http.tokens import TokenTable
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+AGENT = IDENTITIES["agent"]
+SELF = Identity(AGENT.id, "agent", ["approver"])  # the caller, holding the approver role
+PEOPLE = {**TOKENS, "self": "tok-self-agent"}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@dataclass
+class Desk:
+    executor: Executor
+    audit: AuditLog
+    dashboard: Dashboard
+    runs: list[str]
+
+    @property
+    def broker(self) -> ApprovalBroker:
+        return self.executor.approvals
+
+    async def call(self, path: str, who: Identity = AGENT) -> ExecutionResult:
+        """A call that must not wait (none waits: a needs_approval result)."""
+        return await self.executor.call("publish", {"path": path, "draft": False}, who)
+
+    def call_later(self, path: str) -> tuple[Any, dict[str, ExecutionResult]]:
+        """A call waiting for the inbox on a thread: its request, and the box of its result."""
+        box: dict[str, ExecutionResult] = {}
+        waiter = self.broker.waiter(30)
+        before = {r.approval_id for r in self.broker.pending()}
+
+        def run() -> None:
+            call = self.executor.call("publish", {"path": path, "draft": False}, AGENT,
+                                      approver=waiter)  # fmt: skip
+            box["result"] = asyncio.run(call)
+
+        threading.Thread(target=run, daemon=True).start()
+        wait_until(lambda: any(r.approval_id not in before for r in self.broker.pending()))
+        [request] = [r for r in self.broker.pending() if r.approval_id not in before]
+        return request, box
+
+
+@pytest.fixture
+def desk(tmp_path: Path) -> Iterator[Desk]:
+    runs: list[str] = []
+
+    def publish(path: str, draft: bool) -> str:
+        """Publish a page (a human approves each call)."""
+        runs.append(path)
+        return f"published {path}"
+
+    annotate(publish, requires_approval=True)
+    audit = AuditLog(tmp_path / "audit.db", durability="sync")
+    broker = ApprovalBroker(store=SqliteApprovalStore(tmp_path / "approvals.db"), audit=audit)
+    registry = CapabilityRegistry.from_tools([publish])
+    executor = Executor(registry, Policy.allow_all(), approvals=broker, audit=audit)
+    tokens = TokenTable.from_tokens(
+        [*((TOKENS[k], IDENTITIES[k]) for k in TOKENS), (PEOPLE["self"], SELF)]
+    )
+    yield Desk(executor, audit, Dashboard(audit=audit, approvals=broker, tokens=tokens), runs)
+    audit.close()
+
+
+async def signed_in(desk: Desk, who: str) -> httpx.AsyncClient:
+    transport = httpx.ASGITransport(app=desk.dashboard.app())
+    client = httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1")
+    login = await client.get("/login")
+    token = {"token": PEOPLE[who], "csrf": form_token(login.text)}
+    answer = await client.post("/login", data=token)
+    assert answer.status_code == 303, answer.text
+    client.csrf = form_token((await client.get("/")).text)  # type: ignore[attr-defined]
+    return client
+
+
+@pytest.fixture
+async def approver(desk: Desk) -> AsyncIterator[httpx.AsyncClient]:
+    client = await signed_in(desk, "approver")
+    yield client
+    await client.aclose()
+
+
+async def remember(client: httpx.AsyncClient, request: Any, **fields: str) -> httpx.Response:
+    form = {"csrf": client.csrf, **binding(request), "remember": "1h", **fields}  # type: ignore[attr-defined]
+    return await client.post(f"/approvals/{request.approval_id}/grant", data=form)
+
+
+async def test_approve_and_remember_shows_the_grant_and_covers_later_calls(
+    desk: Desk, approver: httpx.AsyncClient
+) -> None:
+    request, box = desk.call_later("blog/a.html")
+    page = await remember(approver, request, **{"match.path": "glob", "glob.path": "blog/*"})
+    assert page.status_code == 200, page.text
+    assert f"{AGENT.id} may call publish with draft = false, path matching &#34;blog/*&#34;" in (
+        page.text
+    )
+    wait_until(lambda: "result" in box)
+    assert box["result"].ok  # the waiting call ran, once
+    [grant] = desk.broker.grants()
+    assert grant.pattern == {"path": {"glob": "blog/*"}, "draft": {"eq": False}}
+    later = await desk.call("blog/b.html")
+    assert later.ok and later.grant_id == grant.grant_id
+    assert (await desk.call("shop/b.html")).outcome is Outcome.NEEDS_APPROVAL
+    assert desk.runs == ["blog/a.html", "blog/b.html"]
+
+
+async def test_the_inbox_lists_live_grants_to_approvers_only(
+    desk: Desk, approver: httpx.AsyncClient
+) -> None:
+    request, _ = desk.call_later("blog/a.html")
+    await remember(approver, request)
+    [grant] = desk.broker.grants()
+    panel = (await approver.get("/panel/approvals")).text
+    assert f'data-grant-id="{grant.grant_id}"' in panel and 'data-testid="revoke-grant"' in panel
+    viewer = await signed_in(desk, "viewer")
+    shown = (await viewer.get("/panel/approvals")).text
+    assert grant.grant_id not in shown and "blog/a.html" not in shown
+    assert 'data-testid="grant-count">1<' in shown
+    await viewer.aclose()
+
+
+async def test_a_revoke_stops_the_grant_at_the_next_call(
+    desk: Desk, approver: httpx.AsyncClient
+) -> None:
+    request, _ = desk.call_later("blog/a.html")
+    await remember(approver, request, **{"match.path": "any"})
+    [grant] = desk.broker.grants()
+    assert (await desk.call("anything")).ok
+    form = {"csrf": approver.csrf}  # type: ignore[attr-defined]
+    answer = await approver.post(f"/grants/{grant.grant_id}/revoke", data=form)
+    assert answer.status_code == 303
+    assert (await desk.call("anything")).outcome is Outcome.NEEDS_APPROVAL
+    again = await approver.post(
+        f"/grants/{grant.grant_id}/revoke", data=form, headers={"Accept": "application/json"}
+    )
+    assert again.status_code == 409 and "already expired or was revoked" in again.json()["message"]
+    assert [e.grant_id for e in desk.audit.query(outcome="grant_revoked")] == [grant.grant_id]
+
+
+async def test_a_viewer_cannot_revoke_and_a_form_without_csrf_is_refused(
+    desk: Desk, approver: httpx.AsyncClient
+) -> None:
+    request, _ = desk.call_later("blog/a.html")
+    await remember(approver, request)
+    [grant] = desk.broker.grants()
+    viewer = await signed_in(desk, "viewer")
+    refused = await viewer.post(
+        f"/grants/{grant.grant_id}/revoke",
+        data={"csrf": viewer.csrf},  # type: ignore[attr-defined]
+        headers={"Accept": "application/json"},
+    )
+    assert refused.status_code == 403
+    forged = await approver.post(f"/grants/{grant.grant_id}/revoke", data={"csrf": "x"})
+    assert forged.status_code == 403
+    assert [g.grant_id for g in desk.broker.grants()] == [grant.grant_id]
+    await viewer.aclose()
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"remember": "forever"}, "a duration looks like"),
+        ({"match.path": "regex"}, "a match is exact, any or glob"),
+        ({"match.path": "glob", "glob.path": "shop/*"}, "does not cover the request"),
+    ],
+)
+async def test_a_remember_that_cannot_be_made_is_refused_and_the_call_still_waits(
+    desk: Desk, approver: httpx.AsyncClient, fields: dict[str, str], message: str
+) -> None:
+    request, box = desk.call_later("blog/a.html")
+    answer = await remember(approver, request, **fields)
+    assert answer.status_code in (409, 422)
+    assert message in answer.text
+    assert desk.broker.grants() == [] and "result" not in box
+    assert [r.approval_id for r in desk.broker.pending()] == [request.approval_id]
+    desk.broker.deny(request, approver=IDENTITIES["approver"])
+
+
+async def test_a_caller_holding_the_role_cannot_remember_its_own_call(desk: Desk) -> None:
+    request, _ = desk.call_later("blog/a.html")
+    itself = await signed_in(desk, "self")
+    answer = await remember(itself, request)
+    assert answer.status_code == 403 and "a caller cannot approve its own call" in answer.text
+    assert desk.broker.grants() == []
+    await itself.aclose()
+    desk.broker.deny(request, approver=IDENTITIES["approver"])

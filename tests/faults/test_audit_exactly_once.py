@@ -1,0 +1,267 @@
+"""Audit rows = started calls, exactly, through the faults that used to add or lose rows:
+
+- the answer to an audit insert's COMMIT is lost (a real TCP proxy in front of a real
+  PostgreSQL withholds it): the rows go to the spill, whose replay finds them written and
+  leaves them out (before: written twice);
+- a process is SIGKILLed while its calls are answered (real subprocesses, the default batched
+  log): every call its caller saw answered has its row, written from the killed process's
+  journal by the next process of the trail (before: the rows still queued were lost);
+- a durable run is SIGKILLed between a call's audit row and the record of its result: the
+  replay reads the trail and answers from the row with a ``replayed`` row (before: a second,
+  contradictory ``interrupted`` row, or none at all).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from signal import SIGKILL
+
+import pytest
+
+from support.pg_proxy import CommitCuttingProxy, commit_cutting_proxy
+from toolcards.governance import AuditLog, AuditRecord
+
+TIMEOUT = 180.0
+
+
+def _record(call_id: str) -> AuditRecord:
+    return AuditRecord(
+        ts=time.time(), principal="alice", principal_type="user", roles=(), surface="python",
+        tool="pay", call_id=call_id, args={"call": call_id}, decision="allow", outcome="ok",
+    )  # fmt: skip
+
+
+@pytest.fixture
+def proxy(pg_url: str) -> Iterator[CommitCuttingProxy]:
+    with commit_cutting_proxy(pg_url) as running:
+        yield running
+
+
+def _calls(url: str, team: str = "exact") -> Counter[str]:
+    with AuditLog(url, durability="sync", team_id=team) as log:
+        assert log.verify().ok
+        return Counter(e.call_id or "" for e in log.query(limit=10_000))
+
+
+@pytest.mark.parametrize("durability", ["sync", "batched"])
+def test_a_lost_commit_answer_leaves_exactly_one_row(
+    pg_url: str, proxy: CommitCuttingProxy, tmp_path: Path, durability: str
+) -> None:
+    log = AuditLog(proxy.url, durability=durability, team_id="exact", spill_dir=tmp_path)  # type: ignore[arg-type]
+    try:
+        log.record(_record("before"))
+        assert log.flush(60)
+        proxy.arm("answer-lost")
+        log.record(_record("answer-lost"))  # committed; the answer never arrives
+        assert log.flush(60)
+        assert proxy.cuts == 1 and log.spill.spilled == 1
+        log.record(_record("after"))  # the spill is written first: its row is there already
+        assert log.flush(60)
+    finally:
+        log.close()
+    assert _calls(pg_url) == {"before": 1, "answer-lost": 1, "after": 1}
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_lost_commit_answer_for_a_batch_leaves_each_row_once(
+    pg_url: str, proxy: CommitCuttingProxy, tmp_path: Path
+) -> None:
+    log = AuditLog(proxy.url, team_id="exact", spill_dir=tmp_path, linger=0.2)
+    try:
+        proxy.arm("batch-7")
+        for n in range(20):  # one batch, its COMMIT's answer lost
+            log.record(_record(f"batch-{n}"))
+        assert log.flush(60)
+        assert proxy.cuts == 1
+        for n in range(20, 25):
+            log.record(_record(f"batch-{n}"))
+        assert log.flush(60)
+    finally:
+        log.close()
+    assert _calls(pg_url) == {f"batch-{n}": 1 for n in range(25)}
+
+
+CALLER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from toolcards.governance import AuditLog, CapabilityRegistry, Executor, Identity, Policy
+
+    def pay(n: int) -> str:
+        return f"paid {n}"
+
+    audit = AuditLog(sys.argv[1], linger=float(sys.argv[2]))
+    executor = Executor(CapabilityRegistry.from_tools([pay]), Policy.allow_all(), audit=audit)
+
+    async def main():
+        n = 0
+        while True:
+            print("start", n, flush=True)
+            result = await executor.call("pay", {"n": n}, Identity("alice"), call_id=f"k{n}")
+            assert result.ok, result.message
+            print("answered", n, flush=True)
+            n += 1
+
+    asyncio.run(main())
+    """
+)
+
+
+@pytest.mark.parametrize("linger", [0.05, 30.0])
+def test_every_answered_call_of_a_killed_process_has_its_row(tmp_path: Path, linger: float) -> None:
+    path = tmp_path / "audit.db"
+    child = subprocess.Popen(
+        [sys.executable, "-c", CALLER, str(path), str(linger)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    try:
+        assert child.stdout is not None
+        deadline = time.monotonic() + TIMEOUT
+        while sum(line.startswith("answered") for line in lines) < 300:
+            assert time.monotonic() < deadline, "the calls never got going"
+            lines.append(child.stdout.readline())
+        child.send_signal(SIGKILL)  # just after an answer: its row was not committed
+        child.wait(timeout=60)
+        lines += child.stdout.read().splitlines()  # what it printed before it died
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == -SIGKILL
+    calls = [line.split() for line in lines if line.strip()]
+    started = {f"k{n}" for word, n in calls if word == "start"}
+    answered = {f"k{n}" for word, n in calls if word == "answered"}
+    with AuditLog(path) as log:  # the next process of the trail writes the journal's rows
+        rows = Counter(e.call_id or "" for e in log.query(limit=100_000))
+        assert log.verify().ok
+    assert answered <= set(rows) <= started  # every answered call; no call that never started
+    assert set(rows.values()) == {1}
+
+
+DURABLE_RUN = textwrap.dedent(
+    '''
+    import sys, time
+    from pathlib import Path
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.toolsets import FunctionToolset
+    from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
+    from toolcards.stores.call_results import SqliteCallResults
+
+    base, durability, stop = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "stop"
+
+    def append_line(text: str) -> str:
+        """Append a line to the notes (a side effect: running it twice shows)."""
+        with (base / "notes.txt").open("a") as notes:
+            notes.write(text + "\\n")
+        return f"appended {text!r}"
+
+    class StopsBeforeTheRecord(SqliteCallResults):
+        def settle(self, key, outcome, message, value):
+            (base / "ready").write_text("the row is written, the result not yet recorded")
+            time.sleep(600)  # the test kills this process here
+
+    def model(messages, info):
+        if len(messages) == 1:
+            call = ToolCallPart("append_line", {"text": "one"}, tool_call_id="call-1")
+            return ModelResponse(parts=[call])
+        return ModelResponse(parts=[TextPart(str(messages[-1].parts[0].content))])
+
+    results = (StopsBeforeTheRecord if stop else SqliteCallResults)(base / "calls.db")
+    audit = AuditLog(base / "audit.db", durability=durability)
+    governed = GovernedToolset(
+        FunctionToolset([append_line]),
+        policy=Policy.from_dict({"default_effect": "allow"}),
+        identity=Identity("agent.writer", type="agent"),
+        audit=audit,
+        call_results=results,
+    )
+    answer = Agent(FunctionModel(model), toolsets=[governed]).run_sync("go", run_id="run-1")
+    print(answer.output, flush=True)
+    audit.close()
+    '''
+)
+
+
+def _durable_run(base: Path, durability: str, stop: str) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-c", DURABLE_RUN, str(base), durability, stop]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize("durability", ["sync", "batched"])
+def test_a_durable_call_killed_between_its_row_and_its_record_is_not_audited_twice(
+    tmp_path: Path, durability: str
+) -> None:
+    first = _durable_run(tmp_path, durability, "stop")
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not (tmp_path / "ready").exists():
+            assert first.poll() is None, first.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "the run never reached the record"
+            time.sleep(0.05)
+        first.send_signal(SIGKILL)
+        first.wait(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    replay = _durable_run(tmp_path, durability, "go")  # the durable engine runs it again
+    out, err = replay.communicate(timeout=TIMEOUT)
+    assert replay.returncode == 0, err[-3000:]
+    with AuditLog(tmp_path / "audit.db") as log:
+        rows = [(e.call_id, e.outcome) for e in log.query(tool="append_line")]
+        replayed = log.query(outcome="replayed")
+    assert rows == [("call-1", "ok"), ("call-1", "replayed")]  # one row per started call
+    assert replayed[0].error == "answered from the audit row of call call-1 (ok)"
+    assert out.startswith("error: append_line ran to its end (ok) before its process ended")
+    assert "it is not run again" in out
+    assert (tmp_path / "notes.txt").read_text().splitlines() == ["one"]
+
+
+FORKS = textwrap.dedent(
+    """
+    import os, sys, time
+    from toolcards.governance import AuditLog, AuditRecord
+
+    def record(log, call_id):
+        log.record(AuditRecord(time.time(), "alice", "user", (), "python", "pay", call_id,
+                               {"call": call_id}, decision="allow", outcome="ok"))
+
+    log = AuditLog(sys.argv[1], linger=30.0)  # nothing committed before the kill
+    for n in range(20):
+        record(log, f"parent-{n}")
+    child = os.fork()
+    if child == 0:  # a forked worker (multiprocessing's default on Linux) records too
+        for n in range(20):
+            record(log, f"child-{n}")
+        os._exit(0)
+    os.waitpid(child, 0)
+    for n in range(20, 40):
+        record(log, f"parent-{n}")
+    print("recorded", flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def test_a_forked_child_journals_apart_from_its_killed_parent(tmp_path: Path) -> None:
+    path = tmp_path / "audit.db"
+    parent = subprocess.Popen(
+        [sys.executable, "-c", FORKS, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert parent.stdout is not None and parent.stdout.readline().strip() == "recorded"
+        parent.send_signal(SIGKILL)
+        parent.wait(timeout=60)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+    with AuditLog(path) as log:  # the next process writes both journals
+        rows = Counter(e.call_id or "" for e in log.query(limit=1000))
+    expected = {f"parent-{n}" for n in range(40)} | {f"child-{n}" for n in range(20)}
+    assert rows == dict.fromkeys(expected, 1)

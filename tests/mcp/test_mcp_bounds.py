@@ -1,0 +1,145 @@
+"""Every edge is bounded (invariant 6), at the MCP client: a server's answer is bounded while it
+is read, not after. A real MCP server process (``servers/large_server.py``, the official SDK)
+answers 30 MB of text, a 15 MB image, 40,000 items or 5,000 tools, over stdio, streamable HTTP
+and SSE; the memory this process allocates meanwhile is measured with ``tracemalloc`` (the
+code before: a 30 MB text grew it by 86 MiB, a 15 MB image by 253 MiB and went to the model
+whole)."""
+
+from __future__ import annotations
+
+import asyncio
+import tracemalloc
+from collections.abc import Awaitable
+from typing import Any
+
+import pytest
+from mcp_support import SERVERS, ServerProcess, call_tools, make_agent
+from pydantic_ai import Agent
+from pydantic_ai.models.function import FunctionModel
+
+from support.launch import PYTHON
+from support.scripted import SequenceScript
+from toolcards import ToolFactory
+from toolcards.tools.mcp import MCPTool
+
+pytestmark = pytest.mark.timeout(300)
+
+LARGE = SERVERS / "large_server.py"
+TEXT = 30_000_000
+IMAGE = 15_000_000
+GROWTH = 40 << 20
+"""What one large answer may make this process allocate at its peak (bytes)."""
+
+
+def card(
+    transport: str,
+    start_server: type[ServerProcess],
+    env: dict[str, str] | None = None,
+    **fields: Any,
+) -> MCPTool:
+    fields.setdefault("connect_timeout_seconds", 60.0)
+    if transport == "stdio":
+        return MCPTool(
+            transport="stdio", command=PYTHON, args=[str(LARGE)], env=env or {}, **fields
+        )
+    server = start_server(LARGE, transport, env).start()
+    return MCPTool(transport=transport, url=server.url, **fields)
+
+
+def one_call(tool: MCPTool, name: str, args: dict[str, Any]) -> tuple[str, int]:
+    """One agent run calling ``name`` (after a first call has connected and warmed up): the
+    result the model read, and the peak allocation of the large call."""
+    agent, script = make_agent([ToolFactory([tool]).toolset()])
+
+    async def run() -> tuple[str, int]:
+        async with agent:
+            await call_tools(agent, script, [("items", {"count": 1})])
+            (text,), peak = await peak_in(call_tools(agent, script, [(name, args)]))
+            return text, peak
+
+    return asyncio.run(run())
+
+
+async def peak_in(work: Awaitable[Any]) -> tuple[Any, int]:
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        found = await work
+        return found, tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("transport", ["stdio", "streamable-http", "sse"])
+def test_a_30_mb_text_is_cut_while_it_is_read(
+    transport: str, start_server: type[ServerProcess]
+) -> None:
+    text, peak = one_call(card(transport, start_server), "text", {"size": TEXT})
+    assert text == "z" * 100_000 + f"\n[... truncated: {TEXT - 100_000} more chars]"
+    assert peak < GROWTH, f"{peak / 2**20:.0f} MiB allocated while reading the answer"
+
+
+@pytest.mark.parametrize("transport", ["stdio", "streamable-http"])
+def test_a_15_mb_image_reaches_the_model_as_a_note(
+    transport: str, start_server: type[ServerProcess]
+) -> None:
+    text, peak = one_call(card(transport, start_server), "image", {"size": IMAGE})
+    assert text == (
+        "[an image (image/png, about 15,000,000 bytes) was left out: over the 5,242,880-byte limit]"
+    )
+    assert peak < GROWTH, f"{peak / 2**20:.0f} MiB allocated while reading the answer"
+
+
+def test_an_image_within_the_limit_reaches_the_model(start_server: type[ServerProcess]) -> None:
+    text, _ = one_call(card("stdio", start_server, max_file_bytes=1 << 20), "image", {"size": 1000})
+    assert text.startswith("BinaryImage(data=b'\\x89PNG") and "media_type='image/png'" in text
+
+
+def test_an_answer_past_the_message_bound_is_an_error_at_once(
+    start_server: type[ServerProcess],
+) -> None:
+    tool = card("stdio", start_server, max_result_chars=1_000, max_file_bytes=1024)
+    bound = tool.wire_bounds().total  # 1.45 M characters
+    text, _ = one_call(tool, "items", {"count": 60_000})  # about 2.2 M characters
+    assert f"answer is longer than {bound:,} characters; it was not read" in text
+
+
+def test_a_server_listing_5000_tools_is_deferred_to_tool_search(
+    start_server: type[ServerProcess],
+) -> None:
+    tool = card("stdio", start_server, env={"LARGE_TOOLS": "5000"})
+    script = SequenceScript([
+        ("search_tools", {"queries": ["numbered tool 4321"]}),
+        ("tool_4321", {"x": 7}),
+    ])  # fmt: skip
+    instructions: list[str | None] = []
+
+    def model(messages: list[Any], info: Any) -> Any:
+        instructions.append(info.instructions)
+        return script(messages, info)
+
+    agent = Agent(FunctionModel(model), toolsets=[ToolFactory([tool]).toolset()])
+    result = agent.run_sync("go")
+    assert script.seen_tools[0] == []  # none of the 5,003 definitions is in the request
+    assert "tool_4321" in script.seen_tools[1] and len(script.seen_tools[1]) < 20
+    assert result.output.splitlines()[-1] == "tool_4321: success: 4321:7"
+    note = "MCP server 'mcp' offers 5003 tools, more than 100: find the one you need with tool"
+    assert all(note in str(said) for said in instructions)  # told from the first request on
+
+
+def test_a_server_within_the_tool_bound_lists_its_tools(start_server: type[ServerProcess]) -> None:
+    tool = card("stdio", start_server, env={"LARGE_TOOLS": "5"})
+    agent, script = make_agent([ToolFactory([tool]).toolset()])
+
+    async def run() -> list[str]:
+        async with agent:
+            return await call_tools(agent, script, [])
+
+    asyncio.run(run())
+    assert {f"tool_{i}" for i in range(5)} <= set(script.seen_tools)
+
+
+def test_the_bounds_are_the_cards() -> None:
+    bounds = MCPTool(transport="stdio", command="x", max_result_chars=2_000).wire_bounds()
+    assert (bounds.text, bounds.file_bytes) == (50_000, 5 << 20)  # sampling_max_chars is larger

@@ -1,0 +1,110 @@
+"""The bounded reader of a server's JSON messages on its own: what it keeps equals the JSON it
+was given, in any cutting into pieces, except for what a bound cuts (and says so)."""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+from typing import Any
+
+import pytest
+
+from toolcards.tools.mcp.wire_json import JsonTrimmer, WireBounds, truncated
+
+WIDE = WireBounds(text=10**6, file_bytes=10**6, total=10**8)
+ALPHABET = string.ascii_letters + ' "\\\n\t/\u00e9\u4e2d\u2028\U0001f600'
+
+
+def _value(rnd: random.Random, depth: int = 0) -> Any:
+    kind = rnd.randrange(7 if depth < 4 else 4)
+    if kind == 0:
+        return rnd.choice([True, False, None])
+    if kind == 1:
+        return rnd.randint(-(10**12), 10**12)
+    if kind == 2:
+        return rnd.random() * 1e5
+    if kind == 3:
+        return "".join(rnd.choice(ALPHABET) for _ in range(rnd.randrange(30)))
+    if kind == 4:
+        return [_value(rnd, depth + 1) for _ in range(rnd.randrange(5))]
+    return {str(rnd.randrange(99)): _value(rnd, depth + 1) for _ in range(rnd.randrange(5))}
+
+
+def _read(trimmer: JsonTrimmer, text: str, rnd: random.Random) -> list[Any]:
+    found: list[Any] = []
+    i = 0
+    while i < len(text):
+        step = rnd.randrange(1, 15)
+        found += trimmer.feed(text[i : i + step])
+        i += step
+    if not trimmer.lines:
+        found += trimmer.end()
+    return found
+
+
+def _cut(value: Any, limit: int) -> Any:
+    if isinstance(value, str):
+        return truncated(value, limit)
+    if isinstance(value, list):
+        return [_cut(v, limit) for v in value]
+    if isinstance(value, dict):
+        return {k: _cut(v, limit) for k, v in value.items()}
+    return value
+
+
+@pytest.mark.parametrize("limit", [10**6, 12, 3])
+def test_messages_in_any_pieces_come_out_as_given_but_for_long_strings(limit: int) -> None:
+    rnd = random.Random(limit)
+    bounds = WireBounds(text=limit, file_bytes=10**6, total=10**8)
+    for _ in range(500):
+        messages = [_value(rnd) for _ in range(rnd.randrange(1, 4))]
+        text = "".join(json.dumps(m, ensure_ascii=rnd.random() < 0.5) + "\n" for m in messages)
+        found = [json.loads(m) for m in _read(JsonTrimmer(bounds), text, rnd)]
+        assert found == [_cut(m, limit) for m in messages], text
+
+
+def test_a_document_spread_over_lines_is_one_message() -> None:
+    rnd = random.Random(7)
+    for _ in range(200):
+        value = _value(rnd)
+        found = _read(JsonTrimmer(WIDE, lines=False), json.dumps(value, indent=2), rnd)
+        assert [json.loads(m) for m in found] == [value]
+
+
+def test_a_long_text_keeps_its_head_and_counts_the_rest() -> None:
+    trimmer = JsonTrimmer(WireBounds(text=5, file_bytes=1024, total=10**6))
+    [kept] = trimmer.feed(json.dumps({"text": "abcdefghij\u00e9\U0001f600"}) + "\n")
+    assert json.loads(kept) == {"text": "abcde\n[... truncated: 7 more chars]"}
+
+
+def test_a_file_over_its_bound_becomes_a_note() -> None:
+    trimmer = JsonTrimmer(WireBounds(text=100, file_bytes=30, total=10**6))
+    image = {"type": "image", "data": "A" * 400, "mimeType": "image/png"}
+    blob = {"type": "resource", "resource": {"uri": "file:///x", "blob": "A" * 400}}
+    small = {"type": "image", "data": "A" * 40, "mimeType": "image/png"}
+    [kept] = trimmer.feed(json.dumps({"content": [image, blob, small]}) + "\n")
+    assert json.loads(kept)["content"] == [
+        {"type": "text", "text": "[an image (image/png, about 300 bytes) was left out: "
+         "over the 30-byte limit]"},
+        {"type": "resource", "resource": {"uri": "file:///x", "mimeType": "text/plain",
+         "text": "[a file (unknown type, about 300 bytes) was left out: over the 30-byte limit]"}},
+        small,
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["id-first", "id-last"])
+def test_a_message_past_the_total_answers_its_request_with_an_error(first: bool) -> None:
+    trimmer = JsonTrimmer(WireBounds(text=100, file_bytes=30, total=1000))
+    items = [{"type": "text", "text": f"item {i}"} for i in range(500)]
+    body = {"jsonrpc": "2.0", "id": 7, "result": {"content": items}}
+    if not first:
+        body = {"result": body.pop("result"), "jsonrpc": "2.0", "id": 7}
+    [answer] = trimmer.feed(json.dumps(body) + "\n" + json.dumps({"jsonrpc": "2.0", "id": 8})[:-1])
+    assert json.loads(str(answer)) == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {"code": -32603, "message": "the server's answer is longer than 1,000 "
+                  "characters; it was not read"},
+    }  # fmt: skip
+    assert trimmer.feed("}\n") == ['{"jsonrpc": "2.0", "id": 8}']  # the next one reads on

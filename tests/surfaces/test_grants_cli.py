@@ -1,0 +1,129 @@
+"""Remembered approvals from the command line, for MCP calls: `toolcards approvals grant ID
+--remember 1h --match ...` lets the waiting call run and remembers it; later MCP calls it
+covers run without asking, each audited with the grant's id (also in the result's `_meta`);
+`toolcards approvals grants list` shows the grant exactly as it will match and `grants revoke`
+stops it for the next call of the serving process (real server over HTTP, official-SDK client,
+real CLI processes sharing the approvals file)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from mcp_clients import http_session
+
+from surfaces.surface_support import HttpServer, token_for
+from surfaces.test_approvals_cli import AGENT, Served, call_while, configs
+from toolcards.governance import AuditLog
+from toolcards.surfaces.outcomes import ExitCode
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    base = tmp_path_factory.mktemp("grants")
+    config, own = configs(base, approval_timeout=60)
+    server = HttpServer(config, env={"NOTES_FILE": str(base / "notes.txt")})
+    yield Served(base, server, config, own)
+    server.stop()
+
+
+async def remember_while_waiting(served: Served, body: str, *options: str) -> dict[str, Any]:
+    """The agent's send_note waits; the CLI grants it with ``--remember`` and ``options``."""
+    decided: list[Any] = []
+
+    async def decide() -> None:
+        (row,) = await served.pending()
+        grant = ("approvals", "grant", row["approval_id"], "--remember", "1h", *options)
+        decided.append(await served.cli(served.config, *grant))
+
+    result = await call_while(served, {"to": "ops", "body": body}, decide)
+    assert decided[0].returncode == ExitCode.OK, decided[0].stderr
+    assert result.is_error is False
+    shown: dict[str, Any] = json.loads(decided[0].stdout)["grant"]
+    return shown
+
+
+async def call_now(served: Served, body: str) -> Any:
+    """The agent's send_note (one that waits for a human fails at the approval timeout)."""
+    async with http_session(served.server.url, token_for(AGENT)) as session:
+        return await session.call_tool("send_note", {"to": "ops", "body": body})
+
+
+async def deny_when_waiting(served: Served) -> None:
+    (row,) = await served.pending()
+    await served.cli(served.config, "approvals", "deny", row["approval_id"])
+
+
+async def test_a_remembered_grant_runs_later_covered_calls_and_revoking_stops_it(
+    served: Served,
+) -> None:
+    grant = await remember_while_waiting(served, "daily first", "--match", "body=glob:daily *")
+    shown = f'{AGENT.id} may call send_note with body matching "daily *"'
+    assert grant["matches"].startswith(shown)
+    assert grant["pattern"] == {"body": {"glob": "daily *"}, "to": {"eq": "ops"}}
+    listed = json.loads((await served.cli(served.config, "approvals", "grants", "list")).stdout)
+    assert [(g["grant_id"], g["matches"]) for g in listed] == [
+        (grant["grant_id"], grant["matches"])
+    ]
+
+    later = await call_now(served, "daily report")
+    assert later.is_error is False
+    assert later.meta["toolcards/outcome"]["grant_id"] == grant["grant_id"]
+    assert served.sent("daily report") == ["ops: daily report"]
+
+    revoked = await served.cli(served.config, "approvals", "grants", "revoke", grant["grant_id"])
+    assert revoked.returncode == ExitCode.OK, revoked.stderr
+    after = await call_while(
+        served, {"to": "ops", "body": "daily after"}, lambda: deny_when_waiting(served)
+    )  # the very next call waits for a human again: the test denies it
+    assert after.is_error is True
+    assert served.sent("daily after") == []
+
+    with AuditLog(served.base / "audit.db") as log:
+        rows = log.query(grant_id=grant["grant_id"], limit=100)
+    assert [(e.principal, e.outcome) for e in rows] == [
+        ("ann", "approval_granted"),
+        ("ann", "grant_created"),
+        (AGENT.id, "ok"),
+        ("ann", "grant_revoked"),
+    ]
+
+
+async def test_a_caller_cannot_remember_its_own_call_from_the_cli(served: Served) -> None:
+    decided: list[Any] = []
+    listing = ("approvals", "grants", "list", "--all")
+    before = [g["grant_id"] for g in json.loads((await served.cli(served.config, *listing)).stdout)]
+
+    async def decide() -> None:
+        (row,) = await served.pending()
+        own = ("approvals", "grant", row["approval_id"], "--remember", "1h")
+        decided.append(await served.cli(served.own, *own))
+        await served.cli(served.config, "approvals", "deny", row["approval_id"])
+
+    await call_while(served, {"to": "ops", "body": "mine"}, decide)
+    assert decided[0].returncode == ExitCode.DENIED
+    assert "a caller cannot approve its own call" in decided[0].stderr
+    after = json.loads((await served.cli(served.config, *listing)).stdout)
+    assert [g["grant_id"] for g in after] == before
+    assert served.sent("mine") == []
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (("--remember", "90d"), "at most 30 days"),
+        (("--remember", "soon"), "a duration looks like"),
+        (("--session",), "--session and --match go with --remember"),
+        (("--remember", "1h", "--match", "body"), "a match is NAME=any"),
+    ],
+)
+async def test_a_malformed_remember_is_a_usage_error(
+    served: Served, options: tuple[str, ...], message: str
+) -> None:
+    done = await served.cli(served.config, "approvals", "grant", "nope", *options)
+    assert done.returncode == ExitCode.USAGE
+    assert message in done.stderr
