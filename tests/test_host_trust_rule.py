@@ -30,7 +30,7 @@ from toolcards._builtin import BUILTIN_CARDS
 from toolcards.core.registry import TRUST
 from toolcards.core.trust import HostAccess, Reach
 from toolcards.runtime import RoleProfile, Team
-from toolcards.surfaces.agent import ToolCards
+from toolcards.surfaces.agent import GovernedCards
 from toolcards.surfaces.config import ConfigError, load_config, parse_config
 from toolcards.tools.vector_store.card import VectorStoreTool
 
@@ -182,7 +182,7 @@ def via_config_file(tmp_path: Path, trust: HostTrust | None) -> object:
 def via_agent_spec(tmp_path: Path, trust: HostTrust | None) -> object:
     toolcards = {"cards": [LOCAL], "policy": {"default_effect": "allow", "rules": []}}
     spec = {"capabilities": [{"toolcards": toolcards}]}
-    capability = ToolCards if trust is None else ToolCards.trusting(trust)
+    capability = GovernedCards if trust is None else GovernedCards.trusting(trust)
     model = TestModel(call_tools=[])
     return Agent.from_spec(spec, model=model, custom_capability_types=[capability])
 

@@ -11,7 +11,7 @@ from pydantic_ai.agent.spec import AgentSpec
 
 from support.scripted import SequenceScript, wait_until
 from toolcards.governance import AuditLog
-from toolcards.surfaces.agent import ToolCards
+from toolcards.surfaces.agent import GovernedCards
 
 POLICY = """\
 default_effect: deny
@@ -48,7 +48,8 @@ def test_an_agent_spec_names_governed_cards_and_runs(spec_dir: Path, root: Path)
         ("workspace_write", {"path": "notes/a.md", "content": "hello"}),
         ("workspace_write", {"path": "deploy/prod.env", "content": "x"}),
     ])  # fmt: skip
-    agent = Agent.from_file("agent.yaml", model=script.model, custom_capability_types=[ToolCards])
+    types = [GovernedCards]
+    agent = Agent.from_file("agent.yaml", model=script.model, custom_capability_types=types)
     output = agent.run_sync("write").output
     assert (root / "default" / "notes" / "a.md").read_text() == "hello"
     assert not (root / "default" / "deploy").exists()
@@ -66,7 +67,7 @@ def test_an_agent_spec_names_governed_cards_and_runs(spec_dir: Path, root: Path)
 
 
 def test_the_spec_schema_knows_toolcards() -> None:
-    schema = AgentSpec.model_json_schema_with_capabilities([ToolCards])
+    schema = AgentSpec.model_json_schema_with_capabilities([GovernedCards])
     assert "toolcards" in str(schema)
 
 
@@ -78,7 +79,8 @@ def test_a_spec_identity_may_carry_roles(spec_dir: Path) -> None:
              "conditions": {"roles": ["reader"]}}]},
         "identity": {"id": "bot", "type": "service", "roles": ["reader"]}}}]}  # fmt: skip
     script = SequenceScript([])
-    Agent.from_spec(spec, model=script.model, custom_capability_types=[ToolCards]).run_sync("hi")
+    agent = Agent.from_spec(spec, model=script.model, custom_capability_types=[GovernedCards])
+    agent.run_sync("hi")
     assert script.seen_tools[0] == ["workspace_read"]
 
 
@@ -86,17 +88,17 @@ def test_a_spec_cannot_start_a_program_on_this_host(spec_dir: Path) -> None:
     card = {"type": "MCPTool", "transport": "stdio", "command": sys.executable, "args": ["-V"]}
     spec = {"capabilities": [{"toolcards": {"cards": [card], "policy": "policy.yaml"}}]}
     with pytest.raises(ValueError, match=r"MCPTool\.command = `.* -V` would run on this host"):
-        Agent.from_spec(spec, model="test", custom_capability_types=[ToolCards])
+        Agent.from_spec(spec, model="test", custom_capability_types=[GovernedCards])
 
 
 def test_a_spec_identity_with_unknown_keys_is_refused(spec_dir: Path) -> None:
     identity = {"id": "x", "admin": True}
     spec = {"capabilities": [{"toolcards": {"cards": [], "identity": identity}}]}
     with pytest.raises(ValueError, match="identity takes id, type and roles"):
-        Agent.from_spec(spec, model="test", custom_capability_types=[ToolCards])
+        Agent.from_spec(spec, model="test", custom_capability_types=[GovernedCards])
 
 
 def test_a_missing_policy_file_is_one_clear_error(spec_dir: Path) -> None:
     spec = {"capabilities": [{"toolcards": {"cards": [], "policy": "nope.yaml"}}]}
     with pytest.raises(ValueError, match="policy file 'nope.yaml' not found"):
-        Agent.from_spec(spec, model="test", custom_capability_types=[ToolCards])
+        Agent.from_spec(spec, model="test", custom_capability_types=[GovernedCards])

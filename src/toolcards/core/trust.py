@@ -49,7 +49,7 @@ REST = "**"
 ANY_PROGRAM = "*"
 """As a command rule's program: any program (with any arguments unless patterns follow)."""
 HOW = (
-    "pass it as load_cards(..., trust=...), ToolCards.trusting(...) for agent specs, "
+    "pass it as load_cards(..., trust=...), GovernedCards.trusting(...) for agent specs, "
     "Team(..., trust=...) for what a resumed team reads from its store or trust: "
     "in the operator's surfaces config, or build the card in code"
 )

@@ -1,8 +1,8 @@
-"""ToolCards: governed cards as one pydantic-ai capability, in code and in agent specs.
+"""GovernedCards: governed cards as one pydantic-ai capability, in code and in agent specs.
 
 ```python
-agent = Agent(model, capabilities=[ToolCards([WorkspaceTool()], policy=policy, identity=me)])
-agent = Agent.from_file("agent.yaml", custom_capability_types=[ToolCards])
+agent = Agent(model, capabilities=[GovernedCards([WorkspaceTool()], policy=policy, identity=me)])
+agent = Agent.from_file("agent.yaml", custom_capability_types=[GovernedCards])
 ```
 
 The tools are a :class:`~toolcards.governance.GovernedToolset` over the factory's toolset: the
@@ -45,7 +45,7 @@ SPEC_NAME = "toolcards"
 
 
 @dataclass(init=False)
-class ToolCards(CardsCapability):
+class GovernedCards(CardsCapability):
     """Cards as a capability: their tools (governed when a ``policy`` or ``executor`` is
     given), and before each request each card's summary and per-turn context as team state:
     data (``none`` authority) unless the host's code passes ``authority="operator"`` (an agent
@@ -91,7 +91,7 @@ class ToolCards(CardsCapability):
                 assert policy is not None
                 executor = Executor(CapabilityRegistry(), policy, audit=audit, hooks=hooks)
             elif hooks or audit is not None or policy is not None:
-                raise TypeError("ToolCards: with executor=, its policy, audit and hooks apply")
+                raise TypeError("GovernedCards: with executor=, its policy, audit and hooks apply")
             governed = GovernedToolset(
                 factory.toolset(),
                 executor=executor,
@@ -109,7 +109,7 @@ class ToolCards(CardsCapability):
             }
             named = [name for name, value in given.items() if value is not None]
             if named:
-                raise TypeError(f"ToolCards: {', '.join(named)} need policy= or executor=")
+                raise TypeError(f"GovernedCards: {', '.join(named)} need policy= or executor=")
         readable = None
         if governed is not None:
             readable = CardReads(governed.policy, governed.resolve_identity)
@@ -123,10 +123,10 @@ class ToolCards(CardsCapability):
         return SPEC_NAME
 
     @classmethod
-    def trusting(cls, trust: HostTrust | object) -> type[ToolCards]:
-        """``ToolCards`` for agent specs whose cards may do on this host what ``trust`` allows
+    def trusting(cls, trust: HostTrust | object) -> type[GovernedCards]:
+        """``GovernedCards`` for agent specs whose cards may do on this host what ``trust`` allows
         (a :class:`~toolcards.HostTrust`): ``Agent.from_spec(spec, custom_capability_types=
-        [ToolCards.trusting(HostTrust(execution=["local"]))])``. The trust is the host's
+        [GovernedCards.trusting(HostTrust(execution=["local"]))])``. The trust is the host's
         choice, made in code: a spec cannot name one."""
         decided = HostTrust.of(trust)
         named = type(cls.__name__, (cls,), {"__module__": cls.__module__, "host_trust": decided})
@@ -142,7 +142,7 @@ class ToolCards(CardsCapability):
         secret_scanner: bool | dict[str, Any] | None = None,
         call_results: str | None = None,
         team: str | None = None,
-    ) -> ToolCards:
+    ) -> GovernedCards:
         """From an agent spec: ``cards`` as tagged mappings, ``policy`` a file or a mapping,
         ``identity`` an id or ``{id, type, roles}``, ``audit`` a database path or URL,
         ``secret_scanner`` true or ``{action, tools}`` (the built-in output guardrail; a spec

@@ -12,7 +12,7 @@ capabilities:
                                    # (or postgresql://user:password@host/db)
 ```
 
-Cards load by type tag with the trust the host gave (``ToolCards.trusting(HostTrust(...))``;
+Cards load by type tag with the trust the host gave (``GovernedCards.trusting(HostTrust(...))``;
 none by default): a card field that reaches the host (a stdio ``MCPTool``, ``ExecTool``'s
 ``mode: local``, a URL that would receive a host secret) is refused unless that trust allows
 it. What may run on this host is the host's decision, never the spec's. For the same reason a
@@ -170,6 +170,6 @@ def spec_store(
         raise UntrustedField(
             f"toolcards {field} {where.display!r} names a host of this host's private network, "
             "and a spec may not choose that: the host grants it with "
-            "ToolCards.trusting(HostTrust(private_network=True))"
+            "GovernedCards.trusting(HostTrust(private_network=True))"
         )
     return where
