@@ -199,7 +199,7 @@ def mcp_card(url: str) -> dict[str, Any]:
         "name": "remote",
         "transport": "streamable-http",
         "url": url,
-        "bearer_token_env": "HOST_SECRET",
+        "auth": {"bearer_token_env": "HOST_SECRET"},
         "connect_timeout_seconds": 20,
     }
 
@@ -234,7 +234,7 @@ def test_an_mcp_spec_connects_with_the_token_the_host_trusts() -> None:
 def test_an_mcp_spec_without_a_credential_cannot_name_a_loopback_server(
     attacker: Listener,
 ) -> None:
-    card = {**mcp_card(f"{attacker.url}/mcp"), "bearer_token_env": None}
+    card = {**mcp_card(f"{attacker.url}/mcp"), "auth": {}}
     output = attempt(spec(card), [])
     assert attacker.seen == []
     assert "private network" in output and "private_network=True" in output
