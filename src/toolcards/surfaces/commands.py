@@ -68,6 +68,13 @@ def serve(
             fail(str(exc), ExitCode.USAGE)
     with sock if sock is not None else contextlib.nullcontext():
         rt = state.runtime(with_team=dashboard)
+        from toolcards.surfaces.config import ConfigError  # lazy: loads pydantic
+        from toolcards.surfaces.mcp_server.options import MCPOptions  # lazy: loads the stores
+
+        try:  # the MCP server's own part: a prompts: or resources: entry that fails ends here
+            options = MCPOptions.of(rt)
+        except ConfigError as exc:
+            fail(str(exc), ExitCode.USAGE)
         if max_body is not None:
             rt.http_limits = rt.http_limits.model_copy(update={"max_body": max_body})
         from toolcards.surfaces.serving import operator_lines, serve_runtime
@@ -87,6 +94,7 @@ def serve(
                     config=control,
                     dashboard=dashboard,
                     sock=sock,
+                    options=options,
                 )
             )
 

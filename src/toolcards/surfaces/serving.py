@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from pydantic_ai.toolsets import AbstractToolset
 
     from toolcards.governance.policy.policy import Policy
+    from toolcards.surfaces.mcp_server.options import MCPOptions
     from toolcards.surfaces.runtime import SurfaceRuntime
 
 
@@ -41,11 +42,13 @@ async def serve_runtime(
     config: Path | None = None,
     dashboard: bool = False,
     sock: socket.socket | None = None,
+    options: MCPOptions | None = None,
 ) -> None:
     """Serve until the client leaves (stdio) or the process is signalled (HTTP). With
     ``dashboard`` (HTTP), the team's dashboard is at ``/`` and approval-required calls wait
     in its approvals inbox. ``sock`` (HTTP): a socket already bound to ``host:port``
-    (:func:`toolcards.surfaces.http.ports.listen`)."""
+    (:func:`toolcards.surfaces.http.ports.listen`). ``options``: the MCP server's own
+    (default: built from ``rt``)."""
     from toolcards.surfaces.cli.control import control_endpoint
 
     http = f"http://{host}:{port}/mcp" if transport == "http" else None
@@ -55,22 +58,27 @@ async def serve_runtime(
         if config is not None and not (rt.config is not None and rt.config.shared_store):
             await stack.enter_async_context(control_endpoint(rt, config, http))
         if transport == "stdio":
-            await _until_signalled(rt)
+            await _until_signalled(rt, options)
         elif transport == "http" and dashboard:
             from toolcards.surfaces.combined import run_mcp_with_dashboard
 
             await run_mcp_with_dashboard(
-                rt, host=host, port=port, approval_timeout=rt.approval_timeout, sock=sock
+                rt,
+                host=host,
+                port=port,
+                approval_timeout=rt.approval_timeout,
+                sock=sock,
+                options=options,
             )
         elif transport == "http":
             from toolcards.surfaces.mcp_server.http import run_http
 
-            await run_http(rt, host=host, port=port, sock=sock)
+            await run_http(rt, host=host, port=port, sock=sock, options=options)
         else:
             raise ValueError("transport must be 'stdio' or 'http'")
 
 
-async def _until_signalled(rt: SurfaceRuntime) -> None:
+async def _until_signalled(rt: SurfaceRuntime, options: MCPOptions | None) -> None:
     """stdio until the client leaves, or SIGTERM/SIGINT (then cleanly, records removed)."""
     import signal
 
@@ -87,7 +95,7 @@ async def _until_signalled(rt: SurfaceRuntime) -> None:
                     return
 
         tasks.start_soon(watch)
-        await run_stdio(rt)
+        await run_stdio(rt, options)
         tasks.cancel_scope.cancel()
 
 
