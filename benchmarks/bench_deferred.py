@@ -1,6 +1,6 @@
 """Deferred tools over a large catalog: request bytes with and without ``defer_loading``.
 
-A governed agent (``ToolCards``, FunctionModel) gets a catalog of 5,000 tools (100 cards of 50
+A governed agent (``GovernedCards``, FunctionModel) gets a catalog of 5,000 tools (100 cards of 50
 tools; 400 in quick mode, the fewest that still hold the wanted tool). The same task runs
 twice: with every tool sent to the model, and with the cards ``defer_loading`` (pydantic-ai's
 ToolSearch: the model searches, then calls what it found).
@@ -76,7 +76,7 @@ def run(domains: int, defer: bool) -> tuple[Measured, str]:
     from pydantic_core import to_json
 
     from toolcards.governance import Identity, Policy
-    from toolcards.surfaces.agent import ToolCards
+    from toolcards.surfaces.agent import GovernedCards
 
     measured = Measured()
 
@@ -101,7 +101,7 @@ def run(domains: int, defer: bool) -> tuple[Measured, str]:
     rule = {"callers": ["agent.*"], "targets": ["tool_*"], "effect": "allow"}
     policy = Policy.from_dict({"default_effect": "deny", "rules": [rule]})
     me = Identity("agent.bench", type="agent")
-    capability = ToolCards(make_cards(domains, defer), policy=policy, identity=me)
+    capability = GovernedCards(make_cards(domains, defer), policy=policy, identity=me)
     agent = Agent(FunctionModel(model), capabilities=[capability])
     output = agent.run_sync(f"Update entry {QUERY} for record 7").output
     return measured, output

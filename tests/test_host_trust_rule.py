@@ -30,7 +30,7 @@ from toolcards._builtin import BUILTIN_CARDS
 from toolcards.core.registry import TRUST
 from toolcards.core.trust import HostAccess, Reach
 from toolcards.runtime import RoleProfile, Team
-from toolcards.surfaces.agent import ToolCards
+from toolcards.surfaces.agent import GovernedCards
 from toolcards.surfaces.config import ConfigError, load_config, parse_config
 from toolcards.tools.vector_store.card import VectorStoreTool
 
@@ -45,7 +45,7 @@ MARKED = {
     "MCPTool.env": Reach.ENV,
     "MCPTool.env_from": Reach.ENV,
     "MCPTool.url": Reach.URL,
-    "MCPTool.bearer_token_env": Reach.ENV,
+    "MCPAuth.bearer_token_env": Reach.ENV,
     "MCPOAuth.client_secret_env": Reach.ENV,
     "MCPOAuth.token_endpoint": Reach.URL,
     "MCPOAuth.issuer": Reach.URL,
@@ -66,14 +66,12 @@ REVIEWED = {
     "MCPTool.cwd": "checked with MCPTool.command (its marker names it)",
     "MCPTool.transport": "stdio is checked through command, HTTP through url",
     "MCPTool.headers": "credentials in headers are refused by the card itself",
-    "MCPTool.bearer_token": "a secret the data itself holds, not the host's",
+    "MCPAuth.bearer_token": "a secret the data itself holds, not the host's",
     "MCPTool.elicitation": "each request is a governed call of its own",
     "MCPTool.elicitation_timeout_seconds": "a bound",
     "MCPTool.sampling": "each request is a governed call, on the agent's own model",
-    "MCPTool.sampling_model": "a model name: the host's key goes to that model's own provider",
-    "MCPTool.sampling_max_tokens": "a bound",
-    "MCPTool.sampling_max_requests": "a bound",
-    "MCPTool.sampling_max_chars": "a bound",
+    "MCPSampling.mode": "each request is a governed call, on the agent's own model",
+    "MCPSampling.model": "a model name: the host's key goes to that model's own provider",
     "MCPTool.roots": "the card's own workspace",
     "MCPOAuth.client_secret": "a secret the data itself holds, not the host's",
     "MCPOAuth.redirect_uri": "the callback listener refuses a host that is not loopback",
@@ -182,7 +180,7 @@ def via_config_file(tmp_path: Path, trust: HostTrust | None) -> object:
 def via_agent_spec(tmp_path: Path, trust: HostTrust | None) -> object:
     toolcards = {"cards": [LOCAL], "policy": {"default_effect": "allow", "rules": []}}
     spec = {"capabilities": [{"toolcards": toolcards}]}
-    capability = ToolCards if trust is None else ToolCards.trusting(trust)
+    capability = GovernedCards if trust is None else GovernedCards.trusting(trust)
     model = TestModel(call_tools=[])
     return Agent.from_spec(spec, model=model, custom_capability_types=[capability])
 

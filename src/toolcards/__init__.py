@@ -53,7 +53,7 @@ if TYPE_CHECKING:
         dump_cards,
         load_cards,
     )
-    from toolcards.surfaces.agent import ToolCards
+    from toolcards.surfaces.agent import GovernedCards
     from toolcards.tools.exec.card import ExecTool
     from toolcards.tools.knowledge_graph.card import KnowledgeGraphTool
     from toolcards.tools.mcp.card import MCPTool
@@ -73,6 +73,7 @@ __all__ = [
     "CommandRegistry",
     "ContextState",
     "ExecTool",
+    "GovernedCards",
     "HostTrust",
     "KnowledgeGraphTool",
     "MCPTool",
@@ -83,7 +84,6 @@ __all__ = [
     "SkillTool",
     "TeamTool",
     "ToolCard",
-    "ToolCards",
     "ToolFactory",
     "ToolObserver",
     "ToolObserverGone",
@@ -102,9 +102,9 @@ _lazy_getattr, __dir__ = lazy_names(
     {
         **dict.fromkeys(_CORE_NAMES, "toolcards.core"),
         **{name: module for name, (module, _) in BUILTIN_CARDS.items()},
-        "ToolCards": "toolcards.surfaces.agent",
+        "GovernedCards": "toolcards.surfaces.agent",
     },
-    renamed={"Capability": "CardCapability"},
+    renamed={"Capability": "CardCapability", "ToolCards": "GovernedCards"},
 )
 
 

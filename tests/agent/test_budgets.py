@@ -20,7 +20,7 @@ from toolcards.governance import AuditLog, Identity, Policy
 from toolcards.governance.toolset.budget import BudgetExceeded
 from toolcards.runtime import RoleProfile, Team
 from toolcards.stores.open import open_budgets
-from toolcards.surfaces.agent import ToolCards
+from toolcards.surfaces.agent import GovernedCards
 
 WRITER = Identity("agent.writer", "agent")
 
@@ -40,9 +40,9 @@ def priced(reply: str = "done") -> FunctionModel:
     return FunctionModel(respond, model_name="gpt-4o")
 
 
-def cards(rules: dict[str, Any], audit: AuditLog | None = None, **kw: Any) -> ToolCards:
+def cards(rules: dict[str, Any], audit: AuditLog | None = None, **kw: Any) -> GovernedCards:
     policy = Policy.from_dict({"default_effect": "allow", **rules})
-    return ToolCards([PlanningTool(vector_store=False)], policy=policy, identity=WRITER,
+    return GovernedCards([PlanningTool(vector_store=False)], policy=policy, identity=WRITER,
                      audit=audit, **kw)  # fmt: skip
 
 

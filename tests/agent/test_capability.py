@@ -15,7 +15,7 @@ from support.scripted import Script, SequenceScript, call_tool
 from toolcards import PlanningTool, ToolFactory, WorkspaceTool
 from toolcards.core.agent_capability import TeamStatePart
 from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
-from toolcards.surfaces.agent import ToolCards
+from toolcards.surfaces.agent import GovernedCards
 
 WRITER = Identity("agent.writer", type="agent")
 POLICY = {
@@ -110,7 +110,7 @@ def test_governed_capability_audits_exactly_as_the_governed_toolset(
                 agent = Agent(script.model, toolsets=[governed])
             else:
                 card = WorkspaceTool(workspace_id=form)  # a fresh workspace each
-                cards = ToolCards([card], policy=policy, identity=WRITER, audit=log)
+                cards = GovernedCards([card], policy=policy, identity=WRITER, audit=log)
                 agent = Agent(script.model, capabilities=[cards])
             outputs.append(agent.run_sync("go").output)
             rows.append(_audit_rows(log))
@@ -126,14 +126,14 @@ def test_denied_tools_are_not_offered_through_the_capability(root: Path) -> None
     policy = Policy.from_dict({"default_effect": "deny", "rules": [
         {"callers": ["agent.*"], "targets": ["workspace_read"], "effect": "allow"}]})  # fmt: skip
     script = SequenceScript([])
-    cards = ToolCards([WorkspaceTool()], policy=policy, identity=WRITER)
+    cards = GovernedCards([WorkspaceTool()], policy=policy, identity=WRITER)
     Agent(script.model, capabilities=[cards]).run_sync("hi")
     assert script.seen_tools[0] == ["workspace_read"]
 
 
 def test_identity_without_a_policy_is_refused() -> None:
     with pytest.raises(TypeError, match="need policy= or executor="):
-        ToolCards([WorkspaceTool()], identity=WRITER)
+        GovernedCards([WorkspaceTool()], identity=WRITER)
 
 
 def test_a_team_members_cards_are_one_capability(root: Path) -> None:
@@ -142,7 +142,7 @@ def test_a_team_members_cards_are_one_capability(root: Path) -> None:
     with Team("t-cap", store=":memory:") as team:
         alice = team.bind([PlanningTool(vector_store=False)], member="alice")
         policy = Policy.from_dict({"default_effect": "allow"})
-        cards = ToolCards(alice, policy=policy, identity=Identity("alice"))
+        cards = GovernedCards(alice, policy=policy, identity=Identity("alice"))
         script = SequenceScript([("update_planning", {"create": [{"description": "Ship"}]})])
         Agent(script.model, capabilities=[cards]).run_sync("plan")
         bob = team.bind([PlanningTool(vector_store=False)], member="bob")

@@ -1,4 +1,4 @@
-"""The ToolCards capability takes the toolset's guardrail hooks and durable-run call results, in
+"""The GovernedCards capability takes the toolset's guardrail hooks and durable-run call results, in
 code and (the built-in secret scanner, a call-results database) in agent specs."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from toolcards import WorkspaceTool
 from toolcards.governance import Identity, Policy, SecretScanner
 from toolcards.governance.executor.calls import durable_call_key
 from toolcards.stores.call_results import SqliteCallResults
-from toolcards.surfaces.agent import ToolCards
+from toolcards.surfaces.agent import GovernedCards
 
 WRITER = Identity("agent.writer", type="agent")
 POLICY = {"default_effect": "deny", "rules": [{"targets": ["workspace_*"], "effect": "allow"}]}
@@ -33,7 +33,7 @@ def _read_keys() -> SequenceScript:
 def test_a_capabilitys_output_hook_redacts_what_the_model_reads(root: Path) -> None:
     _secret_file(root)
     script = _read_keys()
-    cards = ToolCards(
+    cards = GovernedCards(
         [WorkspaceTool()],
         policy=Policy.from_dict(POLICY),
         identity=WRITER,
@@ -47,7 +47,7 @@ def test_a_capabilitys_output_hook_redacts_what_the_model_reads(root: Path) -> N
 def test_without_the_hook_the_same_run_reads_the_secret(root: Path) -> None:
     _secret_file(root)
     script = _read_keys()
-    cards = ToolCards([WorkspaceTool()], policy=Policy.from_dict(POLICY), identity=WRITER)
+    cards = GovernedCards([WorkspaceTool()], policy=Policy.from_dict(POLICY), identity=WRITER)
     assert SECRET in Agent(script.model, capabilities=[cards]).run_sync("read").output
 
 
@@ -64,7 +64,7 @@ def test_an_agent_spec_switches_the_secret_scanner(root: Path, scanner: Any, see
     _secret_file(root)
     script = _read_keys()
     agent = Agent.from_spec(
-        _spec(secret_scanner=scanner), model=script.model, custom_capability_types=[ToolCards]
+        _spec(secret_scanner=scanner), model=script.model, custom_capability_types=[GovernedCards]
     )
     output = agent.run_sync("read").output
     assert seen in output
@@ -86,13 +86,13 @@ def test_an_agent_spec_switches_the_secret_scanner(root: Path, scanner: Any, see
 )
 def test_a_spec_scanner_of_the_wrong_shape_is_one_clear_error(scanner: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        Agent.from_spec(_spec(secret_scanner=scanner), custom_capability_types=[ToolCards])
+        Agent.from_spec(_spec(secret_scanner=scanner), custom_capability_types=[GovernedCards])
 
 
 def test_hooks_and_call_results_without_governance_are_a_type_error(tmp_path: Path) -> None:
     results = SqliteCallResults(tmp_path / "calls.db")
     with pytest.raises(TypeError, match="hooks, call_results need policy= or executor="):
-        ToolCards([WorkspaceTool()], hooks=[SecretScanner()], call_results=results)
+        GovernedCards([WorkspaceTool()], hooks=[SecretScanner()], call_results=results)
     results.close()
 
 
@@ -101,7 +101,7 @@ def test_a_capability_with_call_results_records_each_tool_call_of_a_run(
 ) -> None:
     script = SequenceScript([("workspace_write", {"path": "a.md", "content": "once"})])
     results = SqliteCallResults(tmp_path / "calls.db")
-    cards = ToolCards(
+    cards = GovernedCards(
         [WorkspaceTool()], policy=Policy.from_dict(POLICY), identity=WRITER, call_results=results
     )
     run = Agent(script.model, capabilities=[cards]).run_sync("write")
@@ -115,7 +115,7 @@ def test_a_spec_names_a_call_results_database(root: Path, tmp_path: Path) -> Non
     script = SequenceScript([("workspace_write", {"path": "a.md", "content": "once"})])
     db = tmp_path / "runs.db"
     agent = Agent.from_spec(
-        _spec(call_results=str(db)), model=script.model, custom_capability_types=[ToolCards]
+        _spec(call_results=str(db)), model=script.model, custom_capability_types=[GovernedCards]
     )
     run = agent.run_sync("write")
     results = SqliteCallResults(db)

@@ -13,7 +13,7 @@ from support.launch import PYTHON
 from support.scripted import SequenceScript
 from toolcards import MCPTool, PlanningTool, ToolFactory, WorkspaceTool, dump_cards, load_cards
 from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
-from toolcards.surfaces.agent import ToolCards
+from toolcards.surfaces.agent import GovernedCards
 
 WRITER = Identity("agent.writer", type="agent")
 ECHO = Path(__file__).resolve().parents[1] / "mcp" / "servers" / "echo_server.py"
@@ -59,7 +59,7 @@ def test_the_search_never_offers_a_tool_the_caller_may_not_call(root: Path) -> N
         ("search_tools", {"queries": ["workspace write read file"]}),
         ("workspace_write", {"path": "a.md", "content": "x"}),
     ])  # fmt: skip
-    cards = ToolCards(
+    cards = GovernedCards(
         [WorkspaceTool(defer_loading=True)], policy=Policy.from_dict(READ_ONLY), identity=WRITER
     )
     result = Agent(script.model, capabilities=[cards]).run_sync("go")
@@ -89,7 +89,7 @@ def test_a_found_tool_runs_through_the_executor_and_is_audited(root: Path, audit
     ])  # fmt: skip
     policy = Policy.from_dict(READ_ONLY)
     card = WorkspaceTool(defer_loading=True)
-    cards = ToolCards([card], policy=policy, identity=WRITER, audit=audit)
+    cards = GovernedCards([card], policy=policy, identity=WRITER, audit=audit)
     Agent(script.model, capabilities=[cards]).run_sync("go")
     rows = [(e.principal, e.tool, e.decision, e.outcome) for e in audit.tail(10)]
     assert rows == [("agent.writer", "workspace_list", "allow", "ok")]

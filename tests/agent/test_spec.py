@@ -12,7 +12,7 @@ from pydantic_ai.agent.spec import AgentSpec
 
 from support.scripted import SequenceScript, wait_until
 from toolcards.governance import AuditLog
-from toolcards.surfaces.agent import ToolCards
+from toolcards.surfaces.agent import GovernedCards
 
 POLICY = """\
 default_effect: deny
@@ -49,7 +49,8 @@ def test_an_agent_spec_names_governed_cards_and_runs(spec_dir: Path, root: Path)
         ("workspace_write", {"path": "notes/a.md", "content": "hello"}),
         ("workspace_write", {"path": "deploy/prod.env", "content": "x"}),
     ])  # fmt: skip
-    agent = Agent.from_file("agent.yaml", model=script.model, custom_capability_types=[ToolCards])
+    types = [GovernedCards]
+    agent = Agent.from_file("agent.yaml", model=script.model, custom_capability_types=types)
     output = agent.run_sync("write").output
     assert (root / "default" / "notes" / "a.md").read_text() == "hello"
     assert not (root / "default" / "deploy").exists()
@@ -67,7 +68,7 @@ def test_an_agent_spec_names_governed_cards_and_runs(spec_dir: Path, root: Path)
 
 
 def test_the_spec_schema_knows_toolcards() -> None:
-    schema = AgentSpec.model_json_schema_with_capabilities([ToolCards])
+    schema = AgentSpec.model_json_schema_with_capabilities([GovernedCards])
     assert "toolcards" in str(schema)
 
 
@@ -79,7 +80,8 @@ def test_a_spec_identity_may_carry_roles(spec_dir: Path) -> None:
              "conditions": {"roles": ["reader"]}}]},
         "identity": {"id": "bot", "type": "service", "roles": ["reader"]}}}]}  # fmt: skip
     script = SequenceScript([])
-    Agent.from_spec(spec, model=script.model, custom_capability_types=[ToolCards]).run_sync("hi")
+    agent = Agent.from_spec(spec, model=script.model, custom_capability_types=[GovernedCards])
+    agent.run_sync("hi")
     assert script.seen_tools[0] == ["workspace_read"]
 
 
@@ -87,7 +89,7 @@ def test_a_spec_cannot_start_a_program_on_this_host(spec_dir: Path) -> None:
     card = {"type": "MCPTool", "transport": "stdio", "command": sys.executable, "args": ["-V"]}
     spec = {"capabilities": [{"toolcards": {"cards": [card], "policy": "policy.yaml"}}]}
     with pytest.raises(ValueError, match=r"MCPTool\.command = `.* -V` would run on this host"):
-        Agent.from_spec(spec, model="test", custom_capability_types=[ToolCards])
+        Agent.from_spec(spec, model="test", custom_capability_types=[GovernedCards])
 
 
 def test_a_spec_identity_with_unknown_keys_is_refused(spec_dir: Path) -> None:
@@ -95,13 +97,13 @@ def test_a_spec_identity_with_unknown_keys_is_refused(spec_dir: Path) -> None:
     spec = {"capabilities": [{"toolcards": {"cards": [], "identity": identity}}]}
     wrong = "toolcards identity: unknown key 'admin'; its keys are id, type, roles"
     with pytest.raises(ValueError, match=wrong):
-        Agent.from_spec(spec, model="test", custom_capability_types=[ToolCards])
+        Agent.from_spec(spec, model="test", custom_capability_types=[GovernedCards])
 
 
 def test_a_missing_policy_file_is_one_clear_error(spec_dir: Path) -> None:
     spec = {"capabilities": [{"toolcards": {"cards": [], "policy": "nope.yaml"}}]}
     with pytest.raises(ValueError, match="toolcards policy: file 'nope.yaml' not found"):
-        Agent.from_spec(spec, model="test", custom_capability_types=[ToolCards])
+        Agent.from_spec(spec, model="test", custom_capability_types=[GovernedCards])
 
 
 DENY_ALL = "default_effect: deny\nrules: []\n"
@@ -119,7 +121,7 @@ def test_a_spec_file_reads_its_relative_paths_from_its_own_folder(
     monkeypatch.chdir(elsewhere)
     script = SequenceScript([("workspace_write", {"path": "notes/a.md", "content": "hi"})])
     agent = Agent.from_file(
-        "../agents/agent.yaml", model=script.model, custom_capability_types=[ToolCards]
+        "../agents/agent.yaml", model=script.model, custom_capability_types=[GovernedCards]
     )
     agent.run_sync("write")
     assert (root / "default" / "notes" / "a.md").read_text() == "hi"
@@ -135,7 +137,7 @@ def test_a_spec_file_names_the_folder_its_missing_policy_was_looked_for_in(
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match=r"policy: file 'policy.yaml' not found \(relative to "
                        r"the spec file's folder .*agents\)"):  # fmt: skip
-        Agent.from_file("agents/agent.yaml", model="test", custom_capability_types=[ToolCards])
+        Agent.from_file("agents/agent.yaml", model="test", custom_capability_types=[GovernedCards])
 
 
 @pytest.mark.parametrize(
@@ -166,5 +168,5 @@ def test_a_spec_error_names_the_key_as_the_yaml_spells_it(
     given = {"cards": [{"type": "WorkspaceTool"}], "policy": "policy.yaml", **args}
     spec = {"capabilities": [{"toolcards": {k: v for k, v in given.items() if v is not None}}]}
     with pytest.raises(ValueError, match=message) as raised:
-        Agent.from_spec(spec, model="test", custom_capability_types=[ToolCards])
+        Agent.from_spec(spec, model="test", custom_capability_types=[GovernedCards])
     assert "keyword argument" not in str(raised.value)

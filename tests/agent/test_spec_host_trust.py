@@ -1,6 +1,6 @@
 """An agent spec cannot choose what the host trusts: no host program, no host secret sent
 where the spec says, no private-network reach, unless the host's ``HostTrust`` allows exactly
-that (``ToolCards.trusting``).
+that (``GovernedCards.trusting``).
 
 Each attack is a pydantic-ai agent built with ``Agent.from_spec`` and run on a scripted
 ``FunctionModel``: an ExecTool in ``mode: local`` whose command would write a file outside the
@@ -33,7 +33,7 @@ from support.scripted import SequenceScript, wait_until
 from toolcards import HostTrust
 from toolcards.governance.executor.calls import durable_call_key
 from toolcards.stores import open_call_results
-from toolcards.surfaces.agent import ToolCards
+from toolcards.surfaces.agent import GovernedCards
 
 SECRET = "hostsecret-7f3a9c1e"
 OPENAI_KEY = "sk-host-openai-5d2b8e"
@@ -69,7 +69,7 @@ def spec(*cards: dict[str, Any]) -> dict[str, Any]:
 def attempt(
     data: dict[str, Any],
     calls: list[tuple[str, dict[str, Any]]],
-    capability: type[ToolCards] = ToolCards,
+    capability: type[GovernedCards] = GovernedCards,
 ) -> str:
     """Build the agent from ``data`` and run the tool ``calls``; the refusal's text when the
     spec is refused, else the run's output."""
@@ -113,7 +113,7 @@ def test_an_exec_spec_runs_locally_when_the_host_trusts_exactly_that(tmp_path: P
     marker.parent.mkdir()
     data, calls = exec_attack(marker)
     trust = HostTrust(env=["HOST_SECRET"], execution=["local"])
-    output = attempt(data, calls, ToolCards.trusting(trust))
+    output = attempt(data, calls, GovernedCards.trusting(trust))
     assert "exit_code: 0" in output, output
     assert marker.read_text() == SECRET
 
@@ -123,7 +123,7 @@ def test_an_exec_spec_with_only_part_of_the_trust_is_refused(tmp_path: Path) -> 
     marker = tmp_path / "outside" / "half"
     marker.parent.mkdir()
     data, calls = exec_attack(marker)
-    output = attempt(data, calls, ToolCards.trusting(HostTrust(execution=["local"])))
+    output = attempt(data, calls, GovernedCards.trusting(HostTrust(execution=["local"])))
     assert not marker.exists()
     assert "ExecTool.env_allow = 'HOST_SECRET'" in output and "env=['HOST_SECRET']" in output
 
@@ -160,7 +160,7 @@ def test_a_search_spec_sends_no_host_search_key_to_its_url(
 def test_a_search_spec_uses_the_url_and_key_the_host_trusts(attacker: Listener) -> None:
     card = {"type": "SearchTool", "base_url": attacker.url, "api_key_env": "HOST_SECRET"}
     trust = HostTrust(env=["HOST_SECRET"], urls=[attacker.url])
-    output = attempt(spec(card), [("web_search", {"query": "q"})], ToolCards.trusting(trust))
+    output = attempt(spec(card), [("web_search", {"query": "q"})], GovernedCards.trusting(trust))
     assert "1. Doc" in output
     assert [r.headers["Authorization"] for r in attacker.seen] == [f"Bearer {SECRET}"]
 
@@ -186,7 +186,7 @@ def test_a_search_spec_cannot_allow_private_addresses(metadata: Listener) -> Non
 
 @pytest.mark.timeout(60)
 def test_the_host_may_allow_private_addresses(metadata: Listener) -> None:
-    capability = ToolCards.trusting(HostTrust(private_network=True))
+    capability = GovernedCards.trusting(HostTrust(private_network=True))
     assert SECRET in attempt(*private_read(metadata), capability)
 
 
@@ -199,7 +199,7 @@ def mcp_card(url: str) -> dict[str, Any]:
         "name": "remote",
         "transport": "streamable-http",
         "url": url,
-        "bearer_token_env": "HOST_SECRET",
+        "auth": {"bearer_token_env": "HOST_SECRET"},
         "connect_timeout_seconds": 20,
     }
 
@@ -224,7 +224,7 @@ def test_an_mcp_spec_connects_with_the_token_the_host_trusts() -> None:
         url = f"http://127.0.0.1:{port}/mcp"
         trust = HostTrust(env=["HOST_SECRET"], urls=[url])
         calls = [("echo", {"text": "through the trusted server"})]
-        output = attempt(spec(mcp_card(url)), calls, ToolCards.trusting(trust))
+        output = attempt(spec(mcp_card(url)), calls, GovernedCards.trusting(trust))
     finally:
         server.stop()
     assert output == "echo: success: through the trusted server"
@@ -234,7 +234,7 @@ def test_an_mcp_spec_connects_with_the_token_the_host_trusts() -> None:
 def test_an_mcp_spec_without_a_credential_cannot_name_a_loopback_server(
     attacker: Listener,
 ) -> None:
-    card = {**mcp_card(f"{attacker.url}/mcp"), "bearer_token_env": None}
+    card = {**mcp_card(f"{attacker.url}/mcp"), "auth": {}}
     output = attempt(spec(card), [])
     assert attacker.seen == []
     assert "private network" in output and "private_network=True" in output
@@ -263,7 +263,7 @@ def test_a_vector_spec_uses_the_embedding_url_the_host_trusts() -> None:
         url = f"{service.url}/v1"
         card = {"type": "VectorStoreTool", "provider": "openai", "openai_base_url": url}
         card["vector_add"] = True
-        capability = ToolCards.trusting(HostTrust(urls=[url]))
+        capability = GovernedCards.trusting(HostTrust(urls=[url]))
         output = attempt(spec(card), [("vector_add", {"text": "a note"})], capability)
         assert wait_until(lambda: service.carried(OPENAI_KEY) != [], timeout=30)
     assert "stored" in output, output
@@ -353,7 +353,7 @@ def test_the_catcher_hears_the_password_libpq_finds_on_the_host(catcher: Passwor
 def test_a_spec_store_sends_no_host_password_to_its_server(
     catcher: PasswordCatcher, field: str
 ) -> None:
-    trusting = ToolCards.trusting(HostTrust(private_network=True))
+    trusting = GovernedCards.trusting(HostTrust(private_network=True))
     for url in (
         f"postgresql://toolcards@127.0.0.1:{catcher.port}/runs",
         f"postgresql://toolcards:x@127.0.0.1:{catcher.port}/runs?passfile=/root/.pgpass",
@@ -385,7 +385,7 @@ def test_a_spec_records_call_results_in_the_postgres_database_the_host_trusts(
     data["capabilities"][0]["toolcards"]["call_results"] = postgres_url
     data["capabilities"][0]["toolcards"]["team"] = "specs"
     script = SequenceScript([("workspace_write", {"path": "a.md", "content": "once"})])
-    capability = ToolCards.trusting(HostTrust(private_network=True))
+    capability = GovernedCards.trusting(HostTrust(private_network=True))
     agent = Agent.from_spec(data, model=script.model, custom_capability_types=[capability])
     run = agent.run_sync("write")
     results = open_call_results(postgres_url, "specs")
@@ -400,5 +400,5 @@ def test_a_spec_records_call_results_in_the_postgres_database_the_host_trusts(
 def test_a_spec_on_a_shared_database_names_its_team(postgres_url: str) -> None:
     data = spec({"type": "WorkspaceTool"})
     data["capabilities"][0]["toolcards"]["call_results"] = postgres_url
-    output = attempt(data, [], ToolCards.trusting(HostTrust(private_network=True)))
+    output = attempt(data, [], GovernedCards.trusting(HostTrust(private_network=True)))
     assert "holds many teams" in output and "team: <name>" in output

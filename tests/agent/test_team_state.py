@@ -26,7 +26,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from support.scripted import SequenceScript
-from toolcards import PlanningTool, ToolCards, WorkspaceTool
+from toolcards import GovernedCards, PlanningTool, WorkspaceTool
 from toolcards.core.agent_capability import CONTEXT_KEY, TeamStatePart, TrustedTeamStatePart
 from toolcards.governance import Identity, Policy
 from toolcards.runtime import Team
@@ -71,9 +71,9 @@ def _board(*channels: str) -> PlanningTool:
 
 def _cards(
     team: Team, rules: dict[str, Any], channels: tuple[str, ...] = (), **options: Any
-) -> ToolCards:
+) -> GovernedCards:
     factory = team.bind([WorkspaceTool(), _board(*channels)], member="guest")
-    return ToolCards(factory, policy=Policy.from_dict(rules), identity=GUEST, **options)
+    return GovernedCards(factory, policy=Policy.from_dict(rules), identity=GUEST, **options)
 
 
 class Model:
@@ -194,10 +194,10 @@ def test_an_agent_spec_cannot_give_team_state_authority(team: Team) -> None:
     }
     spec = {"name": "reader", "capabilities": [{"toolcards": {**args, "authority": "operator"}}]}
     with pytest.raises(ValueError, match="toolcards: unknown key 'authority'"):
-        Agent.from_spec(spec, model=Model().model, custom_capability_types=[ToolCards])
+        Agent.from_spec(spec, model=Model().model, custom_capability_types=[GovernedCards])
     spec = {"name": "reader", "capabilities": [{"toolcards": args}]}
     model = Model()
-    agent = Agent.from_spec(spec, model=model.model, custom_capability_types=[ToolCards])
+    agent = Agent.from_spec(spec, model=model.model, custom_capability_types=[GovernedCards])
     [part] = _state_parts(agent.run_sync("hi").all_messages())
     assert isinstance(part, TeamStatePart) and isinstance(part.source, ModelSource)
 
@@ -216,7 +216,7 @@ def test_text_that_mimics_the_framework_stays_data_even_at_operator_authority(te
 # -- deltas --------------------------------------------------------------------------------------
 
 
-AUTHORITIES = {  # the ToolCards options, and whether the capability is then lowered to none
+AUTHORITIES = {  # the GovernedCards options, and whether the capability is then lowered to none
     "default": ({}, False),
     "default, lowered to none": ({}, True),
     "operator": ({"authority": "operator"}, False),

@@ -180,14 +180,30 @@ def test_a_nested_model_is_checked_with_its_own_fields() -> None:
         "type": "MCPTool",
         "transport": "streamable-http",
         "url": "https://mcp.example/mcp",
-        "oauth": oauth,
+        "auth": {"oauth": oauth},
     }
     with pytest.raises(ValidationError, match=r"MCPTool\.url = "):
         load_card(card)
     mcp_only = HostTrust(urls=["https://mcp.example/mcp"])
-    with pytest.raises(ValidationError, match=r"MCPTool\.oauth\.client_secret_env = 'S'"):
+    with pytest.raises(ValidationError, match=r"MCPTool\.auth\.oauth\.client_secret_env = 'S'"):
         load_card(card, trust=mcp_only)
     assert loads(card, HostTrust(env=["S"], urls=["https://mcp.example", "https://auth.example"]))
+
+
+def test_a_token_variable_in_the_cards_auth_needs_the_cards_url_and_the_variable() -> None:
+    card = {
+        "type": "MCPTool",
+        "transport": "streamable-http",
+        "url": "https://mcp.example/mcp",
+        "auth": {"bearer_token_env": "T"},
+    }
+    with pytest.raises(ValidationError, match=r"MCPTool\.url = .* receives a host credential"):
+        load_card(card, trust=HostTrust(env=["T"]))
+    url_only = HostTrust(urls=["https://mcp.example/mcp"])
+    with pytest.raises(ValidationError, match=r"MCPTool\.auth\.bearer_token_env = 'T'"):
+        load_card(card, trust=url_only)
+    assert loads(card, HostTrust(env=["T"], urls=["https://mcp.example/mcp"]))
+    assert loads({**card, "auth": {}})  # no credential: a public URL needs no grant
 
 
 def test_the_refusal_is_one_line_naming_the_field_and_the_grant() -> None:

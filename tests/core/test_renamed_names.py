@@ -1,5 +1,6 @@
 """Former public names: ``Capability`` is now ``CardCapability`` (a card's builders) and
-``ToolCapability`` (an executable tool); the old name works one release, with a warning."""
+``ToolCapability`` (an executable tool); ``ToolCards`` (one letter from ``ToolCard``) is now
+``GovernedCards``. The old name works one release, with a warning."""
 
 from __future__ import annotations
 
@@ -8,20 +9,24 @@ import importlib
 import pytest
 
 RENAMED = [
-    ("toolcards", "CardCapability"),
-    ("toolcards.core", "CardCapability"),
-    ("toolcards.core.card", "CardCapability"),
-    ("toolcards.governance", "ToolCapability"),
-    ("toolcards.governance.capability", "ToolCapability"),
+    ("toolcards", "Capability", "CardCapability"),
+    ("toolcards.core", "Capability", "CardCapability"),
+    ("toolcards.core.card", "Capability", "CardCapability"),
+    ("toolcards.governance", "Capability", "ToolCapability"),
+    ("toolcards", "ToolCards", "GovernedCards"),
+    ("toolcards.surfaces.agent", "ToolCards", "GovernedCards"),
+    ("toolcards.governance.capability", "Capability", "ToolCapability"),
 ]
 
 
-@pytest.mark.parametrize(("module", "new"), RENAMED)
-def test_the_former_name_is_the_new_class_with_a_warning_naming_it(module: str, new: str) -> None:
+@pytest.mark.parametrize(("module", "old", "new"), RENAMED)
+def test_the_former_name_is_the_new_class_with_a_warning_naming_it(
+    module: str, old: str, new: str
+) -> None:
     facade = importlib.import_module(module)
     with pytest.warns(DeprecationWarning, match=rf"it is now {module}\.{new}\b"):
-        old = facade.Capability
-    assert old is getattr(facade, new)
+        former = getattr(facade, old)
+    assert former is getattr(facade, new)
 
 
 def test_the_warning_points_at_the_line_that_used_the_former_name() -> None:
@@ -30,10 +35,10 @@ def test_the_warning_points_at_the_line_that_used_the_former_name() -> None:
     assert caught[0].filename == __file__
 
 
-@pytest.mark.parametrize(("module", "new"), RENAMED[:4])  # the modules with an __all__
-def test_the_former_name_is_not_exported(module: str, new: str) -> None:
+@pytest.mark.parametrize(("module", "old", "new"), RENAMED[:-1])  # the modules with an __all__
+def test_the_former_name_is_not_exported(module: str, old: str, new: str) -> None:
     facade = importlib.import_module(module)
-    assert "Capability" not in facade.__all__
+    assert old not in facade.__all__
     assert new in facade.__all__
 
 

@@ -142,4 +142,4 @@ def test_a_server_within_the_tool_bound_lists_its_tools(start_server: type[Serve
 
 def test_the_bounds_are_the_cards() -> None:
     bounds = MCPTool(transport="stdio", command="x", max_result_chars=2_000).wire_bounds()
-    assert (bounds.text, bounds.file_bytes) == (50_000, 5 << 20)  # sampling_max_chars is larger
+    assert (bounds.text, bounds.file_bytes) == (50_000, 5 << 20)  # sampling.max_chars is larger

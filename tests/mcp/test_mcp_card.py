@@ -11,7 +11,7 @@ from pydantic import SecretStr
 
 from toolcards import HostTrust
 from toolcards.core.registry import dump_card, load_card
-from toolcards.tools.mcp import MCPOAuth, MCPTool
+from toolcards.tools.mcp import MCPAuth, MCPOAuth, MCPTool
 from toolcards.tools.mcp.names import sanitize_names
 
 SECRET = "sk-live-very-secret-token"
@@ -21,9 +21,11 @@ def test_bearer_secret_never_serialized_or_shown() -> None:
     card = MCPTool(
         transport="streamable-http",
         url="https://mcp.example/mcp",
-        bearer_token=SecretStr(SECRET),
-        oauth=MCPOAuth(
-            client_id="app", client_secret=SecretStr(SECRET), issuer="https://auth.example"
+        auth=MCPAuth(
+            bearer_token=SecretStr(SECRET),
+            oauth=MCPOAuth(
+                client_id="app", client_secret=SecretStr(SECRET), issuer="https://auth.example"
+            ),
         ),
     )
     for text in (card.model_dump_json(), json.dumps(dump_card(card)), repr(card), str(card)):
@@ -31,15 +33,65 @@ def test_bearer_secret_never_serialized_or_shown() -> None:
     trust = HostTrust(urls=["https://mcp.example/mcp"])  # read back, the card is data
     again = load_card(json.loads(json.dumps(dump_card(card))), trust=trust)
     assert isinstance(again, MCPTool)
-    assert again.bearer_token is None and again.oauth is not None
-    assert again.oauth.client_secret is None and again.transport == "streamable-http"
+    assert again.auth.bearer_token is None and again.auth.oauth is not None
+    assert again.auth.oauth.client_secret is None and again.transport == "streamable-http"
 
 
 def test_env_reference_round_trips() -> None:
-    card = MCPTool(transport="sse", url="http://127.0.0.1:1/sse", bearer_token_env="MY_TOKEN")
+    auth = MCPAuth(bearer_token_env="MY_TOKEN")
+    card = MCPTool(transport="sse", url="http://127.0.0.1:1/sse", auth=auth)
     trust = HostTrust(env=["MY_TOKEN"], urls=["http://127.0.0.1:1/sse"])
     again = load_card(dump_card(card), trust=trust)
-    assert isinstance(again, MCPTool) and again.bearer_token_env == "MY_TOKEN"
+    assert isinstance(again, MCPTool) and again.auth.bearer_token_env == "MY_TOKEN"
+
+
+FLAT = [
+    ({"bearer_token_env": "T"}, {"auth": {"bearer_token_env": "T"}}),
+    ({"oauth": {"client_id": "app"}}, {"auth": {"oauth": {"client_id": "app"}}}),
+    (
+        {"sampling": "agent", "sampling_max_tokens": 64},
+        {"sampling": {"mode": "agent", "max_tokens": 64}},
+    ),
+    (
+        {"sampling_model": "test", "sampling_max_requests": 2, "sampling_max_chars": 500},
+        {"sampling": {"model": "test", "max_requests": 2, "max_chars": 500}},
+    ),
+]
+
+
+@pytest.mark.parametrize(("flat", "nested"), FLAT)
+def test_the_former_flat_keys_load_nested_with_a_warning_naming_the_new_key(
+    flat: dict[str, object], nested: dict[str, object]
+) -> None:
+    base = {"transport": "sse", "url": "https://mcp.example/sse"}
+    with pytest.warns(FutureWarning, match=r"is now (auth|sampling)\.\w+") as caught:
+        old = MCPTool.model_validate({**base, **flat})
+    assert len(caught) == 1
+    for key in flat:
+        assert key in str(caught[0].message)
+    assert old == MCPTool.model_validate({**base, **nested})
+
+
+def test_a_former_flat_key_beside_its_new_key_is_refused() -> None:
+    fields = {"transport": "sse", "url": "https://mcp.example/sse", "sampling_model": "a"}
+    with pytest.raises(ValueError, match=r"sampling_model and sampling\.model both given"):
+        MCPTool.model_validate({**fields, "sampling": {"model": "b"}})
+
+
+def test_a_former_flat_key_from_data_needs_the_same_trust() -> None:
+    card = {"type": "MCPTool", "transport": "sse", "url": "https://mcp.example/sse"}
+    with pytest.warns(FutureWarning), pytest.raises(ValueError, match=r"MCPTool\.url = "):
+        load_card({**card, "bearer_token_env": "T"})
+    trust = HostTrust(env=["T"], urls=["https://mcp.example/sse"])
+    with pytest.warns(FutureWarning):
+        again = load_card({**card, "bearer_token_env": "T"}, trust=trust)
+    assert isinstance(again, MCPTool) and again.auth.bearer_token_env == "T"
+
+
+def test_a_secret_given_in_code_in_the_flat_form_is_kept() -> None:
+    with pytest.warns(FutureWarning, match="bearer_token is now auth.bearer_token"):
+        card = MCPTool(transport="sse", url="https://mcp.example/sse", bearer_token=SECRET)
+    assert card.auth.token("x") == SECRET
 
 
 def test_transport_is_required_and_never_guessed() -> None:
@@ -60,9 +112,15 @@ def test_transport_is_required_and_never_guessed() -> None:
         ({"transport": "sse", "url": "http://a/sse", "command": "x"}, "stdio only"),
         (
             {"transport": "sse", "url": "http://a/sse", "headers": {"Authorization": "Bearer x"}},
-            "bearer_token_env",
+            "auth",
         ),
-        ({"transport": "sse", "url": "http://a/sse", "bearer_token_env": "A B"}, "pattern"),
+        (
+            {"transport": "sse", "url": "http://a/sse", "auth": {"bearer_token_env": "A B"}},
+            "pattern",
+        ),
+        ({"transport": "stdio", "command": "x", "auth": {"bearer_token_env": "T"}}, "HTTP"),
+        ({"transport": "sse", "url": "http://a/sse", "auth": {"token": "x"}}, "Extra inputs"),
+        ({"transport": "sse", "url": "http://a/sse", "sampling": {"mode": "on"}}, "'agent'"),
         ({"transport": "stdio", "command": "x", "tool_prefix": "bad prefix"}, "pattern"),
         ({"transport": "stdio", "command": "x", "colour": "red"}, "Extra inputs"),
     ],
@@ -74,7 +132,8 @@ def test_invalid_configurations_rejected(fields: dict[str, object], message: str
 
 def test_missing_token_env_is_a_readable_connection_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NOT_SET_TOKEN", raising=False)
-    card = MCPTool(transport="sse", url="http://127.0.0.1:1/sse", bearer_token_env="NOT_SET_TOKEN")
+    auth = MCPAuth(bearer_token_env="NOT_SET_TOKEN")
+    card = MCPTool(transport="sse", url="http://127.0.0.1:1/sse", auth=auth)
     with pytest.raises(ValueError, match="NOT_SET_TOKEN is not set"):
         card._transport()
 

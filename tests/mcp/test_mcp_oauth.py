@@ -12,7 +12,7 @@ import pytest
 from mcp_support import SERVERS, ServerProcess, call_tools, free_port, make_agent
 
 from toolcards import ToolFactory
-from toolcards.tools.mcp import MCPOAuth, MCPTool
+from toolcards.tools.mcp import MCPAuth, MCPOAuth, MCPTool
 from toolcards.tools.mcp.oauth import OAuthError, OAuthFlow, loopback_handler
 from toolcards.tools.mcp.oauth_discovery import server_endpoints
 
@@ -33,7 +33,7 @@ def oauth_card(server: ServerProcess) -> MCPTool:
         name="secured",
         transport="streamable-http",
         url=server.url,
-        oauth=MCPOAuth(client_id="test-client", redirect_uri=REDIRECT),
+        auth=MCPAuth(oauth=MCPOAuth(client_id="test-client", redirect_uri=REDIRECT)),
     )
     return card.set_authorization_handler(consent)
 

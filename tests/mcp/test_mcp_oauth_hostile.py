@@ -25,7 +25,7 @@ from hostile_oauth import (
 )
 from pydantic import SecretStr, ValidationError
 
-from toolcards.tools.mcp import MCPOAuth, MCPTool
+from toolcards.tools.mcp import MCPAuth, MCPOAuth, MCPTool
 from toolcards.tools.mcp.oauth import OAuthError
 
 PRM = (SERVER_HOST, "/.well-known/prm")
@@ -52,7 +52,7 @@ def test_a_client_secret_without_a_configured_authorization_server_is_refused() 
         MCPTool(
             transport="streamable-http",
             url=SERVER,
-            oauth=MCPOAuth(client_id="app", client_secret=SecretStr("s3cr3t")),
+            auth=MCPAuth(oauth=MCPOAuth(client_id="app", client_secret=SecretStr("s3cr3t"))),
         )
 
 
@@ -104,7 +104,8 @@ def test_the_token_is_never_sent_to_another_origin(net: HostileNet) -> None:
 
 
 def test_the_card_asks_for_a_token_for_its_own_url() -> None:
-    card = MCPTool(transport="streamable-http", url=SERVER, oauth=MCPOAuth(client_id="app"))
+    auth = MCPAuth(oauth=MCPOAuth(client_id="app"))
+    card = MCPTool(transport="streamable-http", url=SERVER, auth=auth)
     flow = card._auth()
     assert flow is not None and flow.resource == SERVER and flow.server_url == SERVER
 
@@ -114,7 +115,7 @@ def test_a_configured_resource_of_another_server_is_refused() -> None:
         MCPTool(
             transport="streamable-http",
             url=SERVER,
-            oauth=MCPOAuth(client_id="app", resource="https://api.victim.example"),
+            auth=MCPAuth(oauth=MCPOAuth(client_id="app", resource="https://api.victim.example")),
         )
 
 

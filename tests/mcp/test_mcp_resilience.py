@@ -10,7 +10,7 @@ from mcp_support import ECHO, ServerProcess, call_tools, free_port, make_agent
 from pydantic_ai.toolsets import FunctionToolset
 
 from toolcards import ToolFactory
-from toolcards.tools.mcp import MCPTool
+from toolcards.tools.mcp import MCPAuth, MCPTool
 
 
 def ping() -> str:
@@ -63,7 +63,8 @@ def test_bearer_token_from_environment(
 ) -> None:
     server = start_server(ECHO, "streamable-http", {"ECHO_REQUIRED_TOKEN": "t0k3n"}).start()
     monkeypatch.setenv("ECHO_TOKEN", "t0k3n")
-    card = MCPTool(transport="streamable-http", url=server.url, bearer_token_env="ECHO_TOKEN")
+    auth = MCPAuth(bearer_token_env="ECHO_TOKEN")
+    card = MCPTool(transport="streamable-http", url=server.url, auth=auth)
     agent, script = make_agent([ToolFactory([card]).toolset()])
     assert asyncio.run(call_tools(agent, script, [("echo", {"text": "ok"})])) == ["ok"]
 
@@ -76,7 +77,8 @@ def test_wrong_bearer_token_is_isolated(
     caplog.set_level(logging.DEBUG)
     server = start_server(ECHO, "sse", {"ECHO_REQUIRED_TOKEN": "right"}).start()
     monkeypatch.setenv("ECHO_TOKEN", "wrong-token-value")
-    card = MCPTool(name="guarded", transport="sse", url=server.url, bearer_token_env="ECHO_TOKEN")
+    auth = MCPAuth(bearer_token_env="ECHO_TOKEN")
+    card = MCPTool(name="guarded", transport="sse", url=server.url, auth=auth)
     agent, script = make_agent([other_tools(), ToolFactory([card]).toolset()])
     assert asyncio.run(call_tools(agent, script, [("ping", {})])) == ["pong"]
     assert script.seen_tools == ["ping"]

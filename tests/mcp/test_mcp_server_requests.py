@@ -32,6 +32,7 @@ from toolcards.governance.approvals.broker import ApprovalBroker, ApprovalError
 from toolcards.governance.approvals.elicitation import answer_elicitation
 from toolcards.governance.capability import CapabilityRegistry
 from toolcards.governance.executor.pipeline import Executor
+from toolcards.tools.mcp import MCPSampling
 
 ERAS = ["auto", "legacy"]
 
@@ -150,7 +151,9 @@ def test_sampling_is_off_by_default(tmp_path: Path, audit: AuditLog, protocol: s
 def test_sampling_on_uses_the_agents_model_within_the_token_cap(
     tmp_path: Path, audit: AuditLog, protocol: str
 ) -> None:
-    card = asking_card(tmp_path, protocol=protocol, sampling="agent", sampling_max_tokens=20)
+    card = asking_card(
+        tmp_path, protocol=protocol, sampling=MCPSampling(mode="agent", max_tokens=20)
+    )
     calls = [("summarize", {"text": "a long text", "max_tokens": 500})]
     (answer,), run = one_run(card, calls, audit)
     assert answer["text"] == "a short summary" and answer["model"].startswith("function:")
@@ -164,7 +167,7 @@ def test_sampling_on_uses_the_agents_model_within_the_token_cap(
 def test_sampling_requests_beyond_the_session_count_are_refused(
     tmp_path: Path, audit: AuditLog
 ) -> None:
-    card = asking_card(tmp_path, sampling="agent", sampling_max_requests=1)
+    card = asking_card(tmp_path, sampling=MCPSampling(mode="agent", max_requests=1))
     calls = [("summarize", {"text": "one"})]
     run = Run(calls)
     agent, _ = governed_agent(card, run, audit)
@@ -198,7 +201,7 @@ def test_roots_are_refused_by_default(tmp_path: Path, audit: AuditLog) -> None:
     ("fields", "tool", "pseudo"),
     [
         ({"elicitation": "inbox"}, "book", "mcp.asker.elicit"),
-        ({"sampling": "agent"}, "summarize", "mcp.asker.sample"),
+        ({"sampling": {"mode": "agent"}}, "summarize", "mcp.asker.sample"),
         ({"roots": "workspace"}, "where", "mcp.asker.roots"),
     ],
 )
@@ -223,7 +226,9 @@ def test_requests_over_streamable_http_are_answered(
     tmp_path: Path, audit: AuditLog, start_server: type[ServerProcess]
 ) -> None:
     server = start_server(ASKING, "http").start()
-    card = asking_card(tmp_path, url=server.url, roots="workspace", sampling="agent")
+    card = asking_card(
+        tmp_path, url=server.url, roots="workspace", sampling=MCPSampling(mode="agent")
+    )
     calls = [("where", {}), ("summarize", {"text": "t"})]
     (roots, summary), _ = one_run(card, calls, audit)
     assert roots == [(tmp_path / "workspaces" / "default").resolve().as_uri()]
@@ -252,12 +257,12 @@ async def _served_call(card: Any, audit: AuditLog, tool: str, args: dict[str, An
 def test_sampling_outside_an_agent_run_needs_a_sampling_model(
     tmp_path: Path, audit: AuditLog
 ) -> None:
-    card = asking_card(tmp_path, sampling="agent")
+    card = asking_card(tmp_path, sampling=MCPSampling(mode="agent"))
     refused = asyncio.run(_served_call(card, audit, "summarize", {"text": "t"}))
     assert "refused" in refused.message
     (row,) = audit.query(tool="mcp.asker.sample")
     assert row.outcome == "denied" and "no agent model" in (row.reason or "")
-    card = asking_card(tmp_path, sampling="agent", sampling_model="test")
+    card = asking_card(tmp_path, sampling=MCPSampling(mode="agent", model="test"))
     served = asyncio.run(_served_call(card, audit, "summarize", {"text": "t"}))
     assert served.ok and '"model": "test"' in str(served.value)
 

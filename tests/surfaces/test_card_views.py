@@ -133,7 +133,8 @@ async def test_a_caller_denied_the_cards_tools_neither_lists_nor_reads_its_view(
 def dashboard(config: Path) -> Iterator[TestClient]:
     with SurfaceRuntime.from_config(load_config(config), durability="sync") as rt:
         tokens = TokenTable.from_tokens([("lead-token", LEAD)])
-        dash = Dashboard(tokens=tokens, team=rt.team, views=rt.views)
+        assert rt.factory is not None
+        dash = Dashboard(tokens=tokens, team=rt.team, views=rt.factory.get_views())
         with TestClient(dash.app(), base_url="http://127.0.0.1") as client:
             page = client.get("/login").text
             csrf = re.search(r'name="csrf" value="([^"]+)"', page)

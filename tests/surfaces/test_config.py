@@ -9,6 +9,7 @@ import yaml
 
 from toolcards.governance import Identity
 from toolcards.surfaces.config import ConfigError, hash_token, load_config
+from toolcards.surfaces.mcp_server.options import MCPOptions
 from toolcards.surfaces.runtime import SurfaceRuntime
 
 POLICY = "default_effect: deny\n"
@@ -82,6 +83,17 @@ def test_unimportable_tools_name_the_entry(tmp_path: Path) -> None:
     path = write(tmp_path, {"policy": "policy.yaml", "tools": ["no_such_module_x:TOOLS"]})
     with pytest.raises(ConfigError, match=r"tools: cannot import 'no_such_module_x:TOOLS'"):
         SurfaceRuntime.open(path)
+
+
+@pytest.mark.parametrize("field", ["prompts", "resources"])
+def test_unimportable_mcp_entries_name_the_entry_when_the_mcp_server_needs_them(
+    tmp_path: Path, field: str
+) -> None:
+    path = write(tmp_path, {"policy": "policy.yaml", field: ["no_such_module_x:THINGS"]})
+    with SurfaceRuntime.open(path) as rt:  # a command that serves no MCP never imports them
+        match = rf"{field}: cannot import 'no_such_module_x:THINGS'"
+        with pytest.raises(ConfigError, match=match):
+            MCPOptions.of(rt)
 
 
 def test_invalid_yaml_names_the_file(tmp_path: Path) -> None:

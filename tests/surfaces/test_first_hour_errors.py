@@ -114,6 +114,15 @@ def test_a_taken_port_is_one_line_naming_it_and_the_option(
     ]
 
 
+def test_serve_with_an_unimportable_prompt_is_one_line_naming_the_entry(tmp_path: Path) -> None:
+    done = toolcards(write_setup(tmp_path, prompts=["no_such_module_x:PROMPTS"]), "serve")
+    assert done.returncode == ExitCode.USAGE
+    [line] = lines(done.stderr)
+    assert (
+        line.startswith("error: ") and "prompts: cannot import 'no_such_module_x:PROMPTS'" in line
+    )
+
+
 def _default_port(command: str) -> int:
     done = subprocess.run(
         [str(TOOLCARDS), command, "--help"], capture_output=True, text=True, timeout=60,

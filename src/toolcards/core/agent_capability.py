@@ -5,7 +5,7 @@ then only what changed (:mod:`toolcards.core.card_state`).
 Team state is data, not instructions: the parts reach the model at ``none`` authority (framed,
 with a note naming the card) unless the host gives the capability more (``authority=``). A
 card's state reaches only a caller that ``readable`` lets read it (a governed capability asks
-the policy, see ``toolcards.surfaces.agent.ToolCards``).
+the policy, see ``toolcards.surfaces.agent.GovernedCards``).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class CardsCapability(AbstractCapability[Any]):
     ``operator``: the application's voice; only the host's code sets it). ``readable`` decides
     per card whether the caller sees its state (default: every card). Not constructible from an
     agent spec: it holds live objects (a spec names ``toolcards``, see
-    ``toolcards.surfaces.agent.ToolCards``).
+    ``toolcards.surfaces.agent.GovernedCards``).
     """
 
     factory: CardSource

@@ -142,7 +142,7 @@ class ToolFactory:
         """The cards as one pydantic-ai capability: ``toolset`` (default :meth:`toolset`), and
         before each model request each card's summary and context (team state: data, unless
         ``authority`` gives it more), so ``Agent(model, capabilities=[factory.capability()])``
-        is all an agent needs. Governed: ``toolcards.surfaces.agent.ToolCards``."""
+        is all an agent needs. Governed: ``toolcards.surfaces.agent.GovernedCards``."""
         from toolcards.core.agent_capability import CardsCapability  # lazy: pydantic-ai, ~1 s
 
         return CardsCapability(self, toolset, authority=authority)

@@ -49,7 +49,7 @@ REST = "**"
 ANY_PROGRAM = "*"
 """As a command rule's program: any program (with any arguments unless patterns follow)."""
 HOW = (
-    "pass it as load_cards(..., trust=...), ToolCards.trusting(...) for agent specs, "
+    "pass it as load_cards(..., trust=...), GovernedCards.trusting(...) for agent specs, "
     "Team(..., trust=...) for what a resumed team reads from its store or trust: "
     "in the operator's surfaces config, or build the card in code"
 )
@@ -100,7 +100,11 @@ class HostAccess:
     """ENV: sibling URL fields the variable's value is sent to (each must be granted too)."""
     credential: bool | tuple[str, ...] = True
     """URL: True, a host credential always goes there; sibling field names, one goes there
-    while one of them is set; False, never (then only a private host needs a grant)."""
+    while one of them is set; False, never (then only a private host needs a grant).
+
+    A sibling named here is a field of the same model or, when it has none of that name, of
+    the nearest model holding it (``"url"`` from a card's nested ``auth``); a dotted name
+    reaches into a nested model (``"auth.oauth"``)."""
 
 
 def _program(text: str) -> str:
@@ -464,6 +468,8 @@ class _Check:
     def __init__(self, trust: HostTrust) -> None:
         self.trust = trust
         self.rules: list[CommandRule] = []
+        self.holders: list[BaseModel] = []
+        """The models holding the one being checked, outermost first."""
 
     def model(self, model: BaseModel, where: str) -> None:
         plan = _plan(type(model))
@@ -471,15 +477,27 @@ class _Check:
             for part in _parts(getattr(model, name), default, marker.each):
                 if marker.safe is None or not marker.safe(part):
                     self.decide(model, f"{where}.{name}", marker, part)
+        self.holders.append(model)
         for name in plan.nested:
             for index, nested in _nested(getattr(model, name)):
                 self.model(nested, f"{where}.{name}{index}")
+        self.holders.pop()
+
+    def sibling(self, model: BaseModel, name: str) -> Any:
+        """The value of the sibling ``name`` of a marked field of ``model`` (see
+        :attr:`HostAccess.credential`): None when no model on the way has it."""
+        head, *rest = name.split(".")
+        owners = (m for m in (model, *reversed(self.holders)) if head in type(m).model_fields)
+        value = getattr(next(owners, None), head, None)
+        for part in rest:
+            value = getattr(value, part, None)
+        return value
 
     def decide(self, model: BaseModel, where: str, marker: HostAccess, value: Any) -> None:
         trust = self.trust
         if marker.reach is Reach.PROGRAM:
-            args = list(getattr(model, marker.args)) if marker.args else []
-            cwd = getattr(model, marker.cwd) if marker.cwd else None
+            args = list(self.sibling(model, marker.args) or ()) if marker.args else []
+            cwd = self.sibling(model, marker.cwd) if marker.cwd else None
             rule = trust.rule_for(str(value), args, cwd)
             if rule is None:
                 line = shlex.join([str(value), *args])
@@ -491,7 +509,8 @@ class _Check:
             grants = []
             if value not in trust.env and not any(value in r.env for r in self.rules):
                 grants.append(f"env=[{value!r}]")
-            targets = [str(getattr(model, s)) for s in marker.to if getattr(model, s) is not None]
+            found = [self.sibling(model, s) for s in marker.to]
+            targets = [str(url) for url in found if url is not None]
             refused = [url for url in targets if not trust.allows_url(url)]
             if (
                 refused
@@ -518,7 +537,7 @@ class _Check:
             return
         sends = marker.credential
         if not isinstance(sends, bool):
-            sends = any(_is_set(getattr(model, sibling)) for sibling in sends)
+            sends = any(_is_set(self.sibling(model, sibling)) for sibling in sends)
         if sends:
             refuse(where, repr(url), marker.what, f"urls=[{url!r}]")
         if private_host(url) and not self.trust.private_network:

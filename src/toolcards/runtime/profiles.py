@@ -172,7 +172,7 @@ class RoleProfile(BaseModel):
     def _cards_only(cls, cards: list[Any]) -> list[Any]:
         for card in cards:
             if not isinstance(card, ToolCard):
-                raise ValueError(f"cards must be ToolCards, got {type(card).__name__}")
+                raise ValueError(f"cards must be ToolCard instances, got {type(card).__name__}")
         return cards
 
     @field_serializer("model")

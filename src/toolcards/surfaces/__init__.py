@@ -24,6 +24,7 @@ _NAMES = {
     "ExitCode": "toolcards.surfaces.outcomes",
     "classify": "toolcards.surfaces.outcomes",
     "GovernedMCPServer": "toolcards.surfaces.mcp_server.server",
+    "MCPOptions": "toolcards.surfaces.mcp_server.options",
     "mcp_with_dashboard": "toolcards.surfaces.combined",
     "run_mcp_with_dashboard": "toolcards.surfaces.combined",
 }
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from toolcards.surfaces.combined import mcp_with_dashboard, run_mcp_with_dashboard
     from toolcards.surfaces.config import ConfigError, SurfaceConfig, hash_token, load_config
     from toolcards.surfaces.http.tokens import TokenTable
+    from toolcards.surfaces.mcp_server.options import MCPOptions
     from toolcards.surfaces.mcp_server.server import GovernedMCPServer
     from toolcards.surfaces.outcomes import ExitCode, classify
     from toolcards.surfaces.runtime import SurfaceRuntime
@@ -41,6 +43,7 @@ __all__ = [
     "ConfigError",
     "ExitCode",
     "GovernedMCPServer",
+    "MCPOptions",
     "SurfaceConfig",
     "SurfaceRuntime",
     "TokenTable",

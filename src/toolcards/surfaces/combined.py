@@ -21,6 +21,7 @@ from toolcards.surfaces.http.ports import MCP_PORT
 from toolcards.surfaces.mcp_server.http import MCP_PATH, http_app
 
 if TYPE_CHECKING:
+    from toolcards.surfaces.mcp_server.options import MCPOptions
     from toolcards.surfaces.runtime import SurfaceRuntime
 
 
@@ -30,6 +31,7 @@ def mcp_with_dashboard(
     host: str = "127.0.0.1",
     approval_timeout: float = APPROVAL_TIMEOUT,
     page: str | None = None,
+    options: MCPOptions | None = None,
 ) -> tuple[Any, Dashboard]:
     """One ASGI app: MCP at ``/mcp`` (approval-required calls wait in the dashboard's
     inbox, at most ``approval_timeout`` seconds, announced to the caller like without a
@@ -37,7 +39,7 @@ def mcp_with_dashboard(
     dashboard = dashboard_for(runtime, host=host)
     assert dashboard.approvals is not None
     inbox = OutOfBandApprovals(dashboard.approvals, approval_timeout, page=page)
-    mcp_app = http_app(runtime, host=host, approvals=inbox)
+    mcp_app = http_app(runtime, host=host, approvals=inbox, options=options)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[None]:
@@ -62,11 +64,14 @@ async def run_mcp_with_dashboard(
     port: int = MCP_PORT,
     approval_timeout: float = APPROVAL_TIMEOUT,
     sock: socket.socket | None = None,
+    options: MCPOptions | None = None,
 ) -> None:
     """``toolcards serve --transport http --dashboard``: both on ``host:port`` (``sock``:
     a socket already bound there)."""
     warn_if_exposed(host)
     page = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
-    app, _ = mcp_with_dashboard(runtime, host=host, approval_timeout=approval_timeout, page=page)
+    app, _ = mcp_with_dashboard(
+        runtime, host=host, approval_timeout=approval_timeout, page=page, options=options
+    )
     server = uvicorn_server(app, host, port, runtime.http_limits)
     await server.serve(None if sock is None else [sock])

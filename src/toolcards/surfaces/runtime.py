@@ -1,6 +1,8 @@
 """The one place a surface gets its executor: the MCP server and the CLI both build a
 :class:`SurfaceRuntime`, so a config gives one team, one registry, one policy and one audit
-trail whichever surface a call comes through.
+trail whichever surface a call comes through. What only one surface serves is built by that
+surface from the runtime (the MCP server's prompts, resources and tasks:
+``toolcards.surfaces.mcp_server.options``).
 
 An ``MCPTool`` card contributes a toolset rather than tool functions; its tools are known only
 once the server is asked. :func:`toolset_registry` asks once, when the runtime is built, and
@@ -24,7 +26,6 @@ import anyio
 from toolcards.core.factory import ToolFactory
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.threads import background_thread
-from toolcards.core.views import CardView
 from toolcards.governance.audit.log import AuditLog
 from toolcards.governance.capability import CapabilityRegistry
 from toolcards.governance.executor.pipeline import Executor
@@ -33,8 +34,6 @@ from toolcards.governance.policy.parse import PolicyError
 from toolcards.governance.policy.policy import Policy
 from toolcards.runtime.system import ActorSystemUnavailable
 from toolcards.stores.errors import DatabaseUnavailable, SchemaTooNew, StoreError, StoreLockedError
-from toolcards.stores.open import open_tasks
-from toolcards.surfaces.approval import approval_channel
 from toolcards.surfaces.config import ConfigError, SurfaceConfig, load_config
 from toolcards.surfaces.config.shared import open_shared
 from toolcards.surfaces.http.auth import HttpAuth
@@ -50,23 +49,8 @@ if TYPE_CHECKING:
     from toolcards.runtime.system import ActorSystem
     from toolcards.runtime.team import Team
     from toolcards.stores.base import BudgetStore, RateLimits
-    from toolcards.stores.tasks import SqlTasks
-    from toolcards.surfaces.approval import ApprovalChannel
 
 ApprovalMode = Literal["approver", "client"]
-
-
-@dataclass(frozen=True)
-class PromptEntry:
-    """A prompt a surface may offer. A card's system prompt names its ``card`` type and the
-    card's ``tools``: it shows team state, so only a caller that may read the card gets it
-    (:func:`toolcards.governance.card_reads.may_read_card`)."""
-
-    name: str
-    fn: Callable[..., Any]
-    description: str | None
-    card: str | None = None
-    tools: tuple[str, ...] = ()
 
 
 @dataclass
@@ -80,26 +64,23 @@ class SurfaceRuntime:
     team: Team | None = None
     config: SurfaceConfig | None = None
     _owned: list[Callable[[], Any]] = field(default_factory=list, repr=False)
-    prompts: list[PromptEntry] = field(default_factory=list)
-    extra_resources: list[Any] = field(default_factory=list)
     approval: ApprovalMode = "approver"
-    """Who decides approval-required MCP calls: an approver principal out of band
-    (``"approver"``), or the calling client by elicitation (``"client"``)."""
+    """Who decides approval-required calls: an approver principal out of band
+    (``"approver"``), or the calling client (``"client"``: by elicitation over MCP, at the
+    prompt on a terminal)."""
     approval_timeout: float = 300.0
-    toolsets: list[AbstractToolset[Any]] = field(default_factory=list)
-    """Card-contributed toolsets (MCP servers) whose tools are served: a server keeps them
-    connected while it runs."""
     http_limits: HttpLimits = field(default_factory=HttpLimits)
     """What one HTTP client may make the server hold (the config's ``http:``)."""
-    tool_functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
-    """The Python callables behind the registry's tools, by id, where known (the MCP server
-    reads their return types for its output schemas)."""
-    tasks: SqlTasks | None = None
-    """The team's MCP task rows (shared by every process of the config; None: the MCP
-    server keeps its tasks in memory)."""
-    views: list[CardView] = field(default_factory=list)
-    """The views of the team's state the configured cards offer (MCP resources, dashboard
-    panels; see :mod:`toolcards.core.views`)."""
+    factory: ToolFactory | None = None
+    """The bound cards the registry was built from (None: no cards)."""
+    tools: list[Callable[..., Any]] = field(default_factory=list)
+    """The plain tool callables the registry was built from (the config's ``tools:``)."""
+
+    @property
+    def toolsets(self) -> list[AbstractToolset[Any]]:
+        """Card-contributed toolsets (MCP servers) whose tools are served: a server keeps them
+        connected while it runs."""
+        return self.factory.get_toolsets() if self.factory is not None else []
 
     @property
     def registry(self) -> CapabilityRegistry:
@@ -129,22 +110,6 @@ class SurfaceRuntime:
         role = self.executor.approvals.approver_role
         identities = [self.local, *(identity for _, identity in self.tokens.entries)]
         return any(role in identity.roles for identity in identities)
-
-    def approval_channel(self) -> ApprovalChannel:
-        """Where the MCP server sends approval-required calls (see :attr:`approval`)."""
-        return approval_channel(
-            self.approval, self.executor.approvals, self.approval_timeout, self.has_approver()
-        )
-
-    def prompt_sources(self) -> list[PromptEntry]:
-        """Every prompt a surface may offer."""
-        return list(self.prompts)
-
-    def card_types(self) -> set[str]:
-        """The type names of the configured cards."""
-        if self.config is None:
-            return set()
-        return {str(card.get("type")) for card in self.config.cards}
 
     def workspaces(self) -> dict[str, Path]:
         """Workspace id -> directory, for the configured WorkspaceTool cards."""
@@ -202,19 +167,9 @@ class SurfaceRuntime:
         for card in cards:  # a configured card without its extra would serve no tools
             require_modules(*card.missing_modules())
         tools = [tool for spec in config.tools for tool in _import_tools(spec, config.source)]
-        extra_resources = [
-            r for spec in config.resources for r in _imported(spec, config.source, "resources")
-        ]
-        prompts = [
-            _prompt(fn)
-            for spec in config.prompts
-            for fn in _imported(spec, config.source, "prompts")
-        ]
         hooks = [hook for spec in config.hooks for hook in _import_hooks(spec, config.source)]
         owned: list[Callable[[], Any]] = []
         team = None
-        card_toolsets: list[AbstractToolset[Any]] = []
-        views: list[CardView] = []
         try:
             if cards or with_team:
                 system = config.actor_system()
@@ -224,14 +179,8 @@ class SurfaceRuntime:
                 owned.append(team.stop)
             factory = team.bind(cards, member=config.member_name) if team and cards else None
             registry = _registry(factory, tools)
-            if factory is not None:
-                prompts = card_prompts(factory) + prompts
-                card_toolsets = factory.get_toolsets()
-                views = factory.get_views()
             shared = open_shared(config, durability=durability)
             owned.append(shared.close)
-            tasks = open_tasks(config.approvals_location, config.team_id)
-            owned.append(tasks.close)
             executor = _executor(
                 registry,
                 policy,
@@ -249,15 +198,10 @@ class SurfaceRuntime:
         tokens = TokenTable.from_digests(
             (t.token_sha256, t.identity()) for t in config.principals.tokens
         )
-        rt = cls(executor, config.local_identity, tokens, team, config, owned)
-        rt.prompts, rt.extra_resources = prompts, extra_resources
-        rt.approval, rt.approval_timeout = config.approval, config.approval_timeout
-        rt.toolsets = card_toolsets
-        rt.http_limits = config.http
-        rt.tool_functions = _functions(factory, tools)
-        rt.tasks = tasks
-        rt.views = views
-        return rt
+        return cls(
+            executor, config.local_identity, tokens, team, config, owned,
+            config.approval, config.approval_timeout, config.http, factory, tools,
+        )  # fmt: skip
 
     @classmethod
     def build(
@@ -284,16 +228,15 @@ class SurfaceRuntime:
         if isinstance(tokens, dict):
             tokens = TokenTable.from_tokens(tokens.items())
         executor = _executor(as_registry(source), policy, audit, timeout)
-        rt = cls(executor, identity or ANONYMOUS, tokens or TokenTable(), _owned=owned)
-        rt.approval, rt.approval_timeout = approval, approval_timeout
+        factory, plain = None, []
         if isinstance(source, ToolFactory):
-            rt.prompts = card_prompts(source)
-            rt.toolsets = source.get_toolsets()
-            rt.tool_functions = _functions(source, [])
-            rt.views = source.get_views()
+            factory = source
         elif not isinstance(source, CapabilityRegistry):
-            rt.tool_functions = _functions(None, list(source))
-        return rt
+            plain = list(source)
+        return cls(
+            executor, identity or ANONYMOUS, tokens or TokenTable(), _owned=owned,
+            approval=approval, approval_timeout=approval_timeout, factory=factory, tools=plain,
+        )  # fmt: skip
 
 
 def opening_error(exc: BaseException, config: Path) -> tuple[str, ExitCode] | None:
@@ -417,33 +360,9 @@ def toolset_registry(toolsets: Sequence[AbstractToolset[Any]]) -> CapabilityRegi
     return found[0]
 
 
-def _functions(
-    factory: ToolFactory | None, tools: list[Callable[..., Any]]
-) -> dict[str, Callable[..., Any]]:
-    cards = factory.get_tools() if factory is not None else []
-    return {fn.__name__: fn for fn in [*cards, *tools]}
-
-
-def card_prompts(factory: ToolFactory) -> list[PromptEntry]:
-    """Each card's system-prompt providers as prompts named after the card type."""
-    found: list[PromptEntry] = []
-    for card in factory.cards:
-        providers = card.get_system_prompts()
-        kind = type(card).__name__
-        tools = tuple(factory.tool_names(card))
-        for i, provider in enumerate(providers):
-            name = kind if len(providers) == 1 else f"{kind}_{i + 1}"
-            description = f"The system prompt of the {kind} card."
-            found.append(PromptEntry(name, provider, description, card=card.card_type, tools=tools))
-    return found
-
-
-def _prompt(fn: Callable[..., Any]) -> PromptEntry:
-    doc = (fn.__doc__ or "").strip() or None
-    return PromptEntry(getattr(fn, "__name__", "prompt"), fn, doc)
-
-
-def _imported(spec: str, source: str, field: str = "tools") -> list[Any]:
+def imported(spec: str, source: str, field: str = "tools") -> list[Any]:
+    """What the config entry ``spec`` (``module:name``) of ``field`` names, as a list (a
+    list or tuple value as its items); ConfigError when it cannot be imported."""
     module_name, _, attr = spec.partition(":")
     try:
         value: Any = importlib.import_module(module_name)
@@ -462,7 +381,7 @@ def _imported(spec: str, source: str, field: str = "tools") -> list[Any]:
 
 
 def _import_tools(spec: str, source: str) -> Iterable[Callable[..., Any]]:
-    items = _imported(spec, source)
+    items = imported(spec, source)
     for item in items:
         if not callable(item):
             raise ConfigError(f"{source}: tools: {spec!r} holds {item!r:.60}, not a callable")
@@ -470,7 +389,7 @@ def _import_tools(spec: str, source: str) -> Iterable[Callable[..., Any]]:
 
 
 def _import_hooks(spec: str, source: str) -> list[ToolHook]:
-    items: list[ToolHook] = _imported(spec, source, "hooks")
+    items: list[ToolHook] = imported(spec, source, "hooks")
     for item in items:
         if not isinstance(item, ToolHook):
             raise ConfigError(f"{source}: hooks: {spec!r} holds {item!r:.60}, not a ToolHook")

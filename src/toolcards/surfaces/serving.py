@@ -30,8 +30,10 @@ from toolcards.surfaces.cli.endpoint import control_endpoint
 from toolcards.surfaces.cli.operations import open_runtime
 from toolcards.surfaces.cli.options import ConfigOpt, state_of
 from toolcards.surfaces.cli.state import err, fail
+from toolcards.surfaces.config import ConfigError
 from toolcards.surfaces.http.ports import MCP_PORT, PortUnavailable, listen, url_host
 from toolcards.surfaces.mcp_server.http import run_http
+from toolcards.surfaces.mcp_server.options import MCPOptions
 from toolcards.surfaces.mcp_server.server import run_stdio
 from toolcards.surfaces.outcomes import ExitCode
 from toolcards.surfaces.runtime import require_modules
@@ -56,11 +58,13 @@ async def serve_runtime(
     config: Path | None = None,
     dashboard: bool = False,
     sock: socket.socket | None = None,
+    options: MCPOptions | None = None,
 ) -> None:
     """Serve until the client leaves (stdio) or the process is signalled (HTTP). With
     ``dashboard`` (HTTP), the team's dashboard is at ``/`` and approval-required calls wait
     in its approvals inbox. ``sock`` (HTTP): a socket already bound to ``host:port``
-    (:func:`toolcards.surfaces.http.ports.listen`)."""
+    (:func:`toolcards.surfaces.http.ports.listen`). ``options``: the MCP server's own
+    (default: built from ``rt``)."""
     http = f"http://{host}:{port}/mcp" if transport == "http" else None
     async with contextlib.AsyncExitStack() as stack:
         await stack.enter_async_context(watching_policy(rt.policy))
@@ -68,20 +72,25 @@ async def serve_runtime(
         if config is not None and not (rt.config is not None and rt.config.shared_store):
             await stack.enter_async_context(control_endpoint(rt, config, http))
         if transport == "stdio":
-            await _until_signalled(rt)
+            await _until_signalled(rt, options)
         elif transport == "http" and dashboard:
             from toolcards.surfaces.combined import run_mcp_with_dashboard  # lazy: extra dashboard
 
             await run_mcp_with_dashboard(
-                rt, host=host, port=port, approval_timeout=rt.approval_timeout, sock=sock
+                rt,
+                host=host,
+                port=port,
+                approval_timeout=rt.approval_timeout,
+                sock=sock,
+                options=options,
             )
         elif transport == "http":
-            await run_http(rt, host=host, port=port, sock=sock)
+            await run_http(rt, host=host, port=port, sock=sock, options=options)
         else:
             raise ValueError("transport must be 'stdio' or 'http'")
 
 
-async def _until_signalled(rt: SurfaceRuntime) -> None:
+async def _until_signalled(rt: SurfaceRuntime, options: MCPOptions | None) -> None:
     """stdio until the client leaves, or SIGTERM/SIGINT (then cleanly, records removed)."""
     async with anyio.create_task_group() as tasks:
 
@@ -92,7 +101,7 @@ async def _until_signalled(rt: SurfaceRuntime) -> None:
                     return
 
         tasks.start_soon(watch)
-        await run_stdio(rt)
+        await run_stdio(rt, options)
         tasks.cancel_scope.cancel()
 
 
@@ -219,6 +228,10 @@ def serve(
             fail(str(exc), ExitCode.USAGE)
     with sock if sock is not None else contextlib.nullcontext():
         rt = open_runtime(state, with_team=dashboard)
+        try:  # the MCP server's own part: a prompts: or resources: entry that fails ends here
+            options = MCPOptions.of(rt)
+        except ConfigError as exc:
+            fail(str(exc), ExitCode.USAGE)
         if max_body is not None:
             rt.http_limits = rt.http_limits.model_copy(update={"max_body": max_body})
         if transport == "http":
@@ -236,5 +249,6 @@ def serve(
                     config=control,
                     dashboard=dashboard,
                     sock=sock,
+                    options=options,
                 )
             )

@@ -8,7 +8,7 @@ response, what it used is added: its tokens (input and output), and its cost fro
 price data (``ModelResponse.cost()``; a model without price data counts no cost, said once),
 once per run step and attempt, so a durable run's replayed response is not counted again.
 
-``ToolCards`` applies its executor's budgets this way; a team's members get one each; an agent
+``GovernedCards`` applies its executor's budgets this way; a team's members get one each; an agent
 built otherwise adds ``ModelBudget(executor, identity)`` to its capabilities.
 """
 

@@ -1,8 +1,8 @@
-"""ToolCards: governed cards as one pydantic-ai capability, in code and in agent specs.
+"""GovernedCards: governed cards as one pydantic-ai capability, in code and in agent specs.
 
 ```python
-agent = Agent(model, capabilities=[ToolCards([WorkspaceTool()], policy=policy, identity=me)])
-agent = Agent.from_file("agent.yaml", custom_capability_types=[ToolCards])
+agent = Agent(model, capabilities=[GovernedCards([WorkspaceTool()], policy=policy, identity=me)])
+agent = Agent.from_file("agent.yaml", custom_capability_types=[GovernedCards])
 ```
 
 The tools are a :class:`~toolcards.governance.GovernedToolset` over the factory's toolset: the
@@ -53,7 +53,7 @@ SPEC_NAME = "toolcards"
 
 
 @dataclass(init=False)
-class ToolCards(CardsCapability):
+class GovernedCards(CardsCapability):
     """Cards as a capability: their tools (governed when a ``policy`` or ``executor`` is
     given), and before each request each card's summary and per-turn context as team state:
     data (``none`` authority) unless the host's code passes ``authority="operator"`` (an agent
@@ -108,7 +108,7 @@ class ToolCards(CardsCapability):
                 )
             elif hooks or audit is not None or policy is not None or budgets is not None:
                 raise TypeError(
-                    "ToolCards: with executor=, its policy, audit, hooks and budgets apply"
+                    "GovernedCards: with executor=, its policy, audit, hooks and budgets apply"
                 )
             governed = GovernedToolset(
                 factory.toolset(),
@@ -128,7 +128,7 @@ class ToolCards(CardsCapability):
             }
             named = [name for name, value in given.items() if value is not None]
             if named:
-                raise TypeError(f"ToolCards: {', '.join(named)} need policy= or executor=")
+                raise TypeError(f"GovernedCards: {', '.join(named)} need policy= or executor=")
         readable = None
         if governed is not None:
             readable = CardReads(governed.policy, governed.resolve_identity)
@@ -168,10 +168,10 @@ class ToolCards(CardsCapability):
         return SPEC_NAME
 
     @classmethod
-    def trusting(cls, trust: HostTrust | object) -> type[ToolCards]:
-        """``ToolCards`` for agent specs whose cards may do on this host what ``trust`` allows
+    def trusting(cls, trust: HostTrust | object) -> type[GovernedCards]:
+        """``GovernedCards`` for agent specs whose cards may do on this host what ``trust`` allows
         (a :class:`~toolcards.HostTrust`): ``Agent.from_spec(spec, custom_capability_types=
-        [ToolCards.trusting(HostTrust(execution=["local"]))])``. The trust is the host's
+        [GovernedCards.trusting(HostTrust(execution=["local"]))])``. The trust is the host's
         choice, made in code: a spec cannot name one."""
         decided = HostTrust.of(trust)
         named = type(cls.__name__, (cls,), {"__module__": cls.__module__, "host_trust": decided})
@@ -188,7 +188,7 @@ class ToolCards(CardsCapability):
         call_results: str | None = None,
         team: str | None = None,
         **unknown: Any,
-    ) -> ToolCards:
+    ) -> GovernedCards:
         """From an agent spec: ``cards`` as tagged mappings, ``policy`` a file or a mapping,
         ``identity`` an id or ``{id, type, roles}``, ``audit`` a database path or URL,
         ``secret_scanner`` true or ``{action, tools}`` (the built-in output guardrail; a spec

@@ -18,7 +18,7 @@ working directory runs under the same policy), against the working directory whe
 a mapping built in code. Every error names the key as the YAML spells it, and an unknown key
 names the closest known one (``identiy``: did you mean identity?).
 
-Cards load by type tag with the trust the host gave (``ToolCards.trusting(HostTrust(...))``;
+Cards load by type tag with the trust the host gave (``GovernedCards.trusting(HostTrust(...))``;
 none by default): a card field that reaches the host (a stdio ``MCPTool``, ``ExecTool``'s
 ``mode: local``, a URL that would receive a host secret) is refused unless that trust allows
 it. What may run on this host is the host's decision, never the spec's. For the same reason a
@@ -249,6 +249,6 @@ def spec_store(
         raise UntrustedField(
             f"toolcards {field} {where.display!r} names a host of this host's private network, "
             "and a spec may not choose that: the host grants it with "
-            "ToolCards.trusting(HostTrust(private_network=True))"
+            "GovernedCards.trusting(HostTrust(private_network=True))"
         )
     return where

@@ -33,6 +33,7 @@ from toolcards.surfaces.http.auth import BearerAuth
 from toolcards.surfaces.http.guard import server_config
 from toolcards.surfaces.http.limits import BodyLimit, HttpLimits, replaying
 from toolcards.surfaces.http.server import GuardedServer
+from toolcards.surfaces.mcp_server.options import MCPOptions
 from toolcards.surfaces.mcp_server.server import IDENTITY_SCOPE_KEY, GovernedMCPServer
 from toolcards.surfaces.mcp_server.sessions import (
     ASGIApp,
@@ -141,12 +142,16 @@ def http_app(
     approvals: ApprovalChannel | None = None,
     sessions: SessionLimits | None = None,
     limits: HttpLimits | None = None,
+    options: MCPOptions | None = None,
 ) -> Any:
     """The Starlette app serving MCP at ``/mcp`` for ``runtime`` (``approvals``: who decides
     approval-required calls, see :class:`~toolcards.surfaces.approval.ApprovalChannel`;
     ``sessions``: their bounds, by default the config's; ``limits``: request bodies, by
-    default the runtime's, see :mod:`toolcards.surfaces.http.limits`)."""
-    mcp_server = GovernedMCPServer(runtime, identity_of=identity_from_scope, approvals=approvals)
+    default the runtime's, see :mod:`toolcards.surfaces.http.limits`; ``options``: the
+    server's own, see :class:`~toolcards.surfaces.mcp_server.options.MCPOptions`)."""
+    mcp_server = GovernedMCPServer(
+        runtime, identity_of=identity_from_scope, approvals=approvals, options=options
+    )
     security = None
     if host in _LOOPBACK:  # refuse DNS-rebinding requests from a browser
         security = TransportSecuritySettings(
@@ -186,6 +191,7 @@ async def run_http(
     port: int = 8765,
     on_ready: Callable[[], None] | None = None,
     sock: socket.socket | None = None,
+    options: MCPOptions | None = None,
 ) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled or signalled
     (``sock``: a socket already bound there, see :mod:`toolcards.surfaces.http.ports`)."""
@@ -208,7 +214,7 @@ async def run_http(
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
 
-    app = http_app(runtime, host=host)
+    app = http_app(runtime, host=host, options=options)
     config = server_config(app, host, port, runtime.http_limits)
     server = Server(config)
     sockets = None if sock is None else [sock]

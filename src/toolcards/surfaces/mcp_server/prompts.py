@@ -28,8 +28,9 @@ from toolcards.governance.card_reads import may_read_card
 from toolcards.governance.policy.policy import Decision
 from toolcards.surfaces.mcp_server.audit_rows import record
 from toolcards.surfaces.mcp_server.content import tool_content
+from toolcards.surfaces.mcp_server.options import PromptEntry
 from toolcards.surfaces.mcp_server.resources import decide
-from toolcards.surfaces.runtime import PromptEntry, SurfaceRuntime
+from toolcards.surfaces.runtime import SurfaceRuntime
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +63,15 @@ def _messages(value: Any) -> list[types.PromptMessage]:
 
 
 class PromptCatalog:
-    def __init__(self, runtime: SurfaceRuntime, identity_of: Callable[[Any], Identity]) -> None:
+    def __init__(
+        self,
+        runtime: SurfaceRuntime,
+        prompts: list[PromptEntry],
+        identity_of: Callable[[Any], Identity],
+    ) -> None:
         self.runtime = runtime
         self.identity_of = identity_of
-        self.sources = {entry.name: entry for entry in runtime.prompt_sources()}
+        self.sources = {entry.name: entry for entry in prompts}
 
     def handlers(self) -> dict[str, Any]:
         return {"on_list_prompts": self._list, "on_get_prompt": self._get}

@@ -137,13 +137,15 @@ def _json(value: Any) -> str:
     return json.dumps(to_jsonable_python(value, fallback=str), ensure_ascii=False, indent=2)
 
 
-def team_resources(runtime: SurfaceRuntime) -> Iterator[StaticResource | TemplateResource]:
-    """The views of the team's state that the configured cards offer."""
+def team_resources(
+    runtime: SurfaceRuntime, views: list[CardView]
+) -> Iterator[StaticResource | TemplateResource]:
+    """The ``views`` of the team's state that the configured cards offer."""
     team = runtime.team
     if team is None:
         return
     base = f"toolcards://team/{quote(team.team_id, safe='')}"
-    for card in runtime.views:
+    for card in views:
         view = card.view
         uri = f"{base}/{view.path}"
         readable = functools.partial(_may_read, runtime, card)

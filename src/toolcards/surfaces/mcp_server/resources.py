@@ -29,6 +29,7 @@ from toolcards.core.identity import Identity
 from toolcards.governance.policy.policy import Decision
 from toolcards.surfaces.mcp_server.audit_rows import record
 from toolcards.surfaces.mcp_server.listening import Listening
+from toolcards.surfaces.mcp_server.options import MCPOptions
 from toolcards.surfaces.mcp_server.spawner import Spawner
 from toolcards.surfaces.runtime import SurfaceRuntime
 
@@ -47,8 +48,14 @@ def decide(runtime: SurfaceRuntime, who: Identity, target: str) -> Decision:
 
 
 class ResourceCatalog:
-    def __init__(self, runtime: SurfaceRuntime, identity_of: Callable[[Any], Identity]) -> None:
+    def __init__(
+        self,
+        runtime: SurfaceRuntime,
+        options: MCPOptions,
+        identity_of: Callable[[Any], Identity],
+    ) -> None:
         self.runtime = runtime
+        self.options = options
         self.identity_of = identity_of
         self._subs: dict[int, tuple[Any, set[str]]] = {}
         self._lock = threading.Lock()
@@ -66,8 +73,8 @@ class ResourceCatalog:
 
     def sources(self) -> list[Source]:
         rt = self.runtime
-        found: list[Source] = [*res.team_resources(rt), *res.audit_resource(rt)]
-        found += [*res.workspace_resources(rt), *rt.extra_resources]
+        found: list[Source] = [*res.team_resources(rt, self.options.views)]
+        found += [*res.audit_resource(rt), *res.workspace_resources(rt), *self.options.resources]
         return found
 
     def visible(self, who: Identity, source: Source, uri: str | None = None) -> bool:

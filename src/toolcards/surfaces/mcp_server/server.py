@@ -33,11 +33,17 @@ from toolcards.core.identity import Identity
 from toolcards.governance.capability import ToolCapability
 from toolcards.governance.executor.calls import fresh_call_id
 from toolcards.stores.tasks import SqliteTasks
-from toolcards.surfaces.approval import ApprovalChannel, AskedApprover, InboxApprover
+from toolcards.surfaces.approval import (
+    ApprovalChannel,
+    AskedApprover,
+    InboxApprover,
+    approval_channel,
+)
 from toolcards.surfaces.mcp_server.asking import AskingClient
 from toolcards.surfaces.mcp_server.completions import Completer
 from toolcards.surfaces.mcp_server.content import tool_content
 from toolcards.surfaces.mcp_server.logs import LogForwarder
+from toolcards.surfaces.mcp_server.options import MCPOptions
 from toolcards.surfaces.mcp_server.progress import CallProgress
 from toolcards.surfaces.mcp_server.prompts import PromptCatalog
 from toolcards.surfaces.mcp_server.resources import ResourceCatalog
@@ -119,7 +125,8 @@ class GovernedMCPServer:
     """Builds the low-level MCP ``Server`` for a :class:`SurfaceRuntime`.
 
     ``identity_of(request_context)`` names the caller: stdio uses the runtime's local
-    principal; HTTP reads what the auth middleware put in the ASGI scope.
+    principal; HTTP reads what the auth middleware put in the ASGI scope. ``options``: what
+    the server offers beside the tools (default: :meth:`MCPOptions.of` the runtime).
     """
 
     def __init__(
@@ -129,15 +136,22 @@ class GovernedMCPServer:
         identity_of: IdentityOf | None = None,
         name: str = "toolcards",
         approvals: ApprovalChannel | None = None,
+        options: MCPOptions | None = None,
     ) -> None:
         self.runtime = runtime
+        self.options = options = options if options is not None else MCPOptions.of(runtime)
         self.identity_of = identity_of or (lambda _ctx: runtime.local)
-        self.approvals = approvals or runtime.approval_channel()
+        self.approvals = approvals or approval_channel(
+            runtime.approval,
+            runtime.executor.approvals,
+            runtime.approval_timeout,
+            runtime.has_approver(),
+        )
         self.logs = LogForwarder()
-        self.resources = ResourceCatalog(runtime, self.identity_of)
-        self.prompts = PromptCatalog(runtime, self.identity_of)
+        self.resources = ResourceCatalog(runtime, options, self.identity_of)
+        self.prompts = PromptCatalog(runtime, options.prompts, self.identity_of)
         self.completions = Completer(runtime, self.identity_of, self.prompts, self.resources)
-        self._outputs = output_schemas(runtime.tool_functions)
+        self._outputs = output_schemas(options.tool_functions)
         outputs = self._outputs
         self._tools = {cap.id: mcp_tool(cap, outputs.get(cap.id)) for cap in runtime.registry}
         self._tasked = {
@@ -192,7 +206,7 @@ class GovernedMCPServer:
 
     def _task_server(self, runtime: SurfaceRuntime) -> TaskServer:
         """Tasks over the runtime's task rows (this process's memory without one)."""
-        store = runtime.tasks
+        store = self.options.tasks
         if store is None:
             store = SqliteTasks(":memory:")
             runtime.own(store.close)
@@ -387,8 +401,8 @@ async def _structured(name: str, output: StructuredOutput, value: Any) -> types.
     return types.CallToolResult(content=[text], structured_content=plain, is_error=False)
 
 
-async def run_stdio(runtime: SurfaceRuntime) -> None:
+async def run_stdio(runtime: SurfaceRuntime, options: MCPOptions | None = None) -> None:
     """Serve over stdin/stdout as the runtime's local principal until the client leaves."""
-    mcp_server = GovernedMCPServer(runtime)
+    mcp_server = GovernedMCPServer(runtime, options=options)
     async with stdio_transport() as (read, write):
         await mcp_server.serve(read, write)

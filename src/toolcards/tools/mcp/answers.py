@@ -1,7 +1,7 @@
 """The MCP client's handlers for a server's requests (the fastmcp ``Client`` arguments).
 
 Each handler governs the request (:class:`ServerRequests`) and answers it: elicitation from
-the approvals inbox, sampling from the agent's model (or the card's ``sampling_model``),
+the approvals inbox, sampling from the agent's model (or the card's ``sampling.model``),
 roots from the card's workspace. A refused elicitation is a *decline*; a refused sampling
 or roots request is an error the server reads (no reason beyond "refused": the audit row
 has it).
@@ -75,12 +75,12 @@ def client_handlers(requests: ServerRequests) -> dict[str, Any]:
         args = sampling_args(params)
 
         async def answer(frame: Frame, _call_id: str) -> Any:
-            model = frame.model if frame.model is not None else rules.sampling_model
+            model = frame.model if frame.model is not None else rules.sampling.model
             return await sample(
                 model,
                 params,
-                max_tokens=rules.sampling_max_tokens,
-                max_chars=rules.sampling_max_chars,
+                max_tokens=rules.sampling.max_tokens,
+                max_chars=rules.sampling.max_chars,
             )
 
         try:

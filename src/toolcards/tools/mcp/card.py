@@ -6,103 +6,35 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    SecretStr,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from toolcards.core.card import ToolCard
 from toolcards.core.trust import HostAccess, Reach
 from toolcards.tools._common.workspace_dir import workspace_dir, workspace_id_for
 from toolcards.tools.mcp.oauth import AuthorizationHandler, OAuthFlow, loopback_handler
 from toolcards.tools.mcp.oauth_urls import OAuthError, resource_for
+from toolcards.tools.mcp.settings import MCPAuth, MCPOAuth, MCPSampling, nest_flat_keys
 from toolcards.tools.mcp.wire_json import WireBounds
+
+__all__ = ["MCPAuth", "MCPOAuth", "MCPSampling", "MCPTool"]
 
 if TYPE_CHECKING:
     from toolcards.tools.mcp.server_requests import RequestRules, ServerRequests
     from toolcards.tools.mcp.toolset import MCPServerToolset
-
-_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
-
-
-def _secret(value: SecretStr | None, env: str | None, what: str) -> str | None:
-    if value is not None and value.get_secret_value():
-        return value.get_secret_value()
-    if env:
-        found = os.environ.get(env)
-        if not found:
-            raise ValueError(f"{what}: the environment variable {env} is not set")
-        return found
-    return None
-
-
-class MCPOAuth(BaseModel):
-    """OAuth authorization-code + PKCE settings for a server that answers 401.
-
-    Endpoints are discovered from the server (protected-resource metadata, then the
-    authorization server's metadata) unless both are given here. A confidential client (a
-    ``client_secret``) names its authorization server: ``issuer``, or both endpoints; its
-    secret never goes to an authorization server the MCP server names.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    client_id: str = Field(min_length=1)
-    client_secret_env: Annotated[
-        str | None,
-        HostAccess(
-            Reach.ENV, "sends a host variable as the client secret", to=("issuer", "token_endpoint")
-        ),
-    ] = Field(default=None, pattern=_ENV_NAME)
-    client_secret: SecretStr | None = Field(default=None, exclude=True, repr=False)
-    """Never serialized: persisted cards use ``client_secret_env``."""
-    redirect_uri: str = "http://127.0.0.1:8765/callback"
-    scopes: list[str] = Field(default_factory=list)
-    authorization_endpoint: str | None = None
-    token_endpoint: Annotated[
-        str | None,
-        HostAccess(Reach.URL, "receives the client secret", credential=("client_secret_env",)),
-    ] = None
-    issuer: Annotated[
-        str | None,
-        HostAccess(Reach.URL, "receives the client secret", credential=("client_secret_env",)),
-    ] = None
-    """The authorization server (required with a client secret); when set, the MCP server's
-    own metadata is not asked which authorization server to use."""
-    resource: str | None = None
-    """The resource indicator (RFC 8707) requested: default the MCP server's canonical URL;
-    only that URL or a parent path of it on the same origin is allowed."""
-
-    @model_validator(mode="after")
-    def _check_confidential(self) -> Self:
-        secret = self.client_secret_env or (
-            self.client_secret is not None and self.client_secret.get_secret_value()
-        )
-        if secret and not self.issuer and not (self.authorization_endpoint and self.token_endpoint):
-            raise ValueError(
-                "an oauth client_secret needs its authorization server: set issuer "
-                "(or authorization_endpoint and token_endpoint)"
-            )
-        return self
 
 
 class MCPTool(ToolCard):
     """One MCP server's tools for the agent, through one connection.
 
     The transport is always the configured one (never guessed from the URL). Secrets are never
-    serialized: use ``bearer_token_env`` (an environment variable name) in persisted cards, or
-    a ``bearer_token`` secret set in code.
+    serialized: use ``auth.bearer_token_env`` (an environment variable name) in persisted
+    cards, or an ``auth.bearer_token`` secret set in code.
 
     A stdio server is a program run on this host. Built in code, the card is trusted; loaded
     from data (``load_cards``, a config file, a stored profile, an agent spec) it is refused
     unless the host's trust (``HostTrust``) allows its command and every environment name it
-    uses; so is an HTTP server that would receive a host credential (``bearer_token_env``,
-    ``oauth``) at a URL the trust does not list, or that names a private host. The server's
+    uses; so is an HTTP server that would receive a host credential (``auth.bearer_token_env``,
+    ``auth.oauth``) at a URL the trust does not list, or that names a private host. The server's
     environment holds only what the card names (plus ``PATH``, ``HOME``, ``USER``,
     ``LOGNAME``, ``SHELL``, ``TERM``).
     """
@@ -128,15 +60,14 @@ class MCPTool(ToolCard):
     url: Annotated[
         str | None,
         HostAccess(
-            Reach.URL, "receives a host credential", credential=("bearer_token_env", "oauth")
+            Reach.URL,
+            "receives a host credential",
+            credential=("auth.bearer_token_env", "auth.oauth"),
         ),
     ] = None
     headers: dict[str, str] = Field(default_factory=dict)
-    bearer_token_env: Annotated[
-        str | None, HostAccess(Reach.ENV, "sends a host variable as a bearer token", to=("url",))
-    ] = Field(default=None, pattern=_ENV_NAME)
-    bearer_token: SecretStr | None = Field(default=None, exclude=True, repr=False)
-    oauth: MCPOAuth | None = None
+    auth: MCPAuth = Field(default_factory=MCPAuth)
+    """A bearer token or OAuth for an HTTP server (``{bearer_token_env}``, ``{oauth: {...}}``)."""
     tool_prefix: str = Field(default="", pattern=r"^[A-Za-z0-9_-]{0,32}$")
     """Prepended to every tool name with `_` (`crm` -> `crm_search`; `crm_` is not doubled)."""
     include_tools: list[str] | None = None
@@ -147,7 +78,7 @@ class MCPTool(ToolCard):
     (MCP 2026-07-28), the longest the task may take, after which it is cancelled."""
     max_result_chars: int = Field(default=100_000, ge=1_000)
     """Longer text results are cut, with a marker, while they are read (no string of the
-    server's answer is kept longer than this, or ``sampling_max_chars`` if larger)."""
+    server's answer is kept longer than this, or ``sampling.max_chars`` if larger)."""
     max_file_bytes: int = Field(default=5 << 20, ge=1024, le=100 << 20)
     """Images, audio and embedded files larger than this reach the model as a one-line note
     saying so, and are never held whole (an answer is refused past about 8 times
@@ -168,18 +99,10 @@ class MCPTool(ToolCard):
     inbox for a human approver (not the caller), who accepts with content or declines."""
     elicitation_timeout_seconds: float = Field(default=300.0, gt=0, le=3600)
     """Longest wait for the human's answer; then the question is cancelled."""
-    sampling: Literal["off", "agent"] = "off"
-    """``agent``: the server's sampling requests are answered by the calling agent's model
-    (or ``sampling_model`` outside an agent run)."""
-    sampling_model: str | None = Field(default=None, max_length=200)
-    """A pydantic-ai model name for sampling when no agent model is reachable (the MCP
-    server and CLI surfaces); None: refused there."""
-    sampling_max_tokens: int = Field(default=1024, ge=1, le=100_000)
-    """The cap on the ``max_tokens`` a sampling request may ask for."""
-    sampling_max_requests: int = Field(default=10, ge=0, le=10_000)
-    """Sampling requests allowed per connection; later ones are refused."""
-    sampling_max_chars: int = Field(default=50_000, ge=100, le=1_000_000)
-    """The most text a sampling request may send, and the completion may return."""
+    sampling: MCPSampling = Field(default_factory=MCPSampling)
+    """``{mode: agent}``: the server's sampling requests are answered by the calling agent's
+    model (or ``model`` outside an agent run), within ``max_tokens``, ``max_requests`` and
+    ``max_chars``."""
     roots: Literal["none", "workspace"] = "none"
     """``workspace``: the server's roots request gets the card's workspace directory (one
     ``file://`` URI, symlinks resolved); ``none``: refused."""
@@ -192,27 +115,35 @@ class MCPTool(ToolCard):
     _oauth_flow: OAuthFlow | None = PrivateAttr(default=None)
     _oauth_handler: AuthorizationHandler | None = PrivateAttr(default=None)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_keys(cls, data: Any) -> Any:
+        """The former flat keys (``bearer_token_env``, ``sampling_model``, ...) nested."""
+        return nest_flat_keys(data)
+
     @model_validator(mode="after")
     def _check_transport(self) -> Self:
         if self.transport == "stdio":
             if not self.command:
                 raise ValueError("transport 'stdio' needs a command")
-            if self.url or self.headers or self.oauth or self.bearer_token_env or self.bearer_token:
-                raise ValueError("url, headers, oauth and bearer tokens apply to HTTP transports")
+            if self.url or self.headers or self.auth.is_set():
+                raise ValueError("url, headers and auth apply to HTTP transports")
         else:
             if not self.url or not self.url.startswith(("http://", "https://")):
                 raise ValueError(f"transport {self.transport!r} needs an http(s) url")
             if self.command or self.args or self.env or self.env_from or self.cwd:
                 raise ValueError("command, args, env, env_from and cwd apply to stdio only")
             if "@" in self.url.split("/", 3)[2]:
-                raise ValueError("credentials in the url are not allowed; use bearer_token_env")
-            if self.oauth is not None:
+                raise ValueError(
+                    "credentials in the url are not allowed: use auth.bearer_token_env"
+                )
+            if self.auth.oauth is not None:
                 try:
-                    resource_for(self.url, self.oauth.resource)
+                    resource_for(self.url, self.auth.oauth.resource)
                 except OAuthError as exc:
                     raise ValueError(str(exc)) from None
         if any(k.lower() in ("authorization", "proxy-authorization") for k in self.headers):
-            raise ValueError("put credentials in bearer_token_env or bearer_token, not headers")
+            raise ValueError("put credentials in auth (bearer_token_env or oauth), not headers")
         for key in self.env_from.values():
             if not key or not key.replace("_", "a").isalnum():
                 raise ValueError(f"env_from values must be environment variable names: {key!r}")
@@ -236,10 +167,6 @@ class MCPTool(ToolCard):
             elicitation=self.elicitation,
             elicitation_timeout=self.elicitation_timeout_seconds,
             sampling=self.sampling,
-            sampling_model=self.sampling_model,
-            sampling_max_tokens=self.sampling_max_tokens,
-            sampling_max_requests=self.sampling_max_requests,
-            sampling_max_chars=self.sampling_max_chars,
             roots=self.roots,
             workspace=lambda: workspace_dir(chosen, None, root=root),
             timeout=self.timeout_seconds,
@@ -255,14 +182,14 @@ class MCPTool(ToolCard):
     # ---- building ----------------------------------------------------------------------------
 
     def _auth(self) -> OAuthFlow | None:
-        if self.oauth is None:
+        cfg = self.auth.oauth
+        if cfg is None:
             return None
         if self._oauth_flow is None:
-            cfg = self.oauth
             handler = self._oauth_handler or loopback_handler(cfg.redirect_uri)
             self._oauth_flow = OAuthFlow(
                 client_id=cfg.client_id,
-                client_secret=_secret(cfg.client_secret, cfg.client_secret_env, "oauth"),
+                client_secret=cfg.secret(),
                 redirect_uri=cfg.redirect_uri,
                 server_url=self.url or "",
                 scopes=cfg.scopes,
@@ -277,7 +204,7 @@ class MCPTool(ToolCard):
 
     def wire_bounds(self) -> WireBounds:
         """What of one message of the server is kept while it is read."""
-        text = max(self.max_result_chars, self.sampling_max_chars)
+        text = max(self.max_result_chars, self.sampling.max_chars)
         return WireBounds.of(text, self.max_file_bytes)
 
     def _transport(self) -> Any:
@@ -293,7 +220,7 @@ class MCPTool(ToolCard):
             return BoundedStdio(self.command, args, env=env, cwd=self.cwd, bounds=bounds)
         assert self.url is not None
         headers = dict(self.headers)
-        token = _secret(self.bearer_token, self.bearer_token_env, f"MCP server {self.name!r}")
+        token = self.auth.token(self.name)
         if token is not None:
             headers["Authorization"] = f"Bearer {token}"
         if self.transport == "sse":

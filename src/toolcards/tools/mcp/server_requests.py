@@ -30,6 +30,7 @@ from toolcards.core.spec import ToolAnnotations
 from toolcards.governance.audit.log import AuditRecord
 from toolcards.governance.capability import ToolCapability
 from toolcards.governance.executor.runner import GoverningCall, governing_call
+from toolcards.tools.mcp.settings import MCPSampling
 
 log = logging.getLogger("toolcards.mcp")
 
@@ -61,11 +62,7 @@ class RequestRules:
 
     elicitation: Literal["refuse", "inbox"] = "refuse"
     elicitation_timeout: float = 300.0
-    sampling: Literal["off", "agent"] = "off"
-    sampling_model: str | None = None
-    sampling_max_tokens: int = 1024
-    sampling_max_requests: int = 10
-    sampling_max_chars: int = 50_000
+    sampling: MCPSampling = field(default_factory=MCPSampling)
     roots: Literal["none", "workspace"] = "none"
     workspace: Callable[[], Path] | None = None
     timeout: float = 60.0
@@ -181,12 +178,13 @@ class ServerRequests:
         if kind == "elicit" and rules.elicitation == "refuse":
             return "the card says elicitation: refuse"
         if kind == "sample":
-            if rules.sampling == "off":
-                return "the card says sampling: off"
-            if frame.model is None and rules.sampling_model is None:
-                return "no agent model is reachable (not an agent run) and no sampling_model is set"
-            if self._samples >= rules.sampling_max_requests:
-                return f"at most {rules.sampling_max_requests} sampling requests per session"
+            sampling = rules.sampling
+            if sampling.mode == "off":
+                return "the card says sampling.mode: off"
+            if frame.model is None and sampling.model is None:
+                return "no agent model is reachable (not an agent run) and no sampling.model is set"
+            if self._samples >= sampling.max_requests:
+                return f"at most {sampling.max_requests} sampling requests per session"
             self._samples += 1
         if kind == "roots" and rules.roots == "none":
             return "the card says roots: none"
