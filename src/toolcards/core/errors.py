@@ -15,7 +15,8 @@ kept because callers catch that built-in type. The module each class lives in is
     │   └── UnstorableText                      stores.errors
     ├── TransientError                          core.errors
     │   ├── DatabaseUnavailable                 stores.errors
-    │   │   └── StoreUnavailable                stores.errors
+    │   │   ├── StoreUnavailable                stores.errors
+    │   │   └── DatabaseBusy                    stores.errors
     │   └── ActorUnavailable                    core.actors
     ├── ToolNotConfigured                       core.errors
     ├── ToolObserverGone                        core.errors

@@ -8,7 +8,11 @@ becomes :class:`DatabaseUnavailable` (a retryable error) and the next use reconn
 connection found dead when a transaction begins, or when a read runs outside one, is
 reopened once by itself (nothing was sent yet, or nothing was written). A connection lost
 inside a transaction breaks that transaction: nothing more of it runs, nothing of it
-commits. The URL's password never appears in messages. Needs the ``postgres`` extra.
+commits. A statement the server ended on a connection that stands (the statement timeout,
+most often waiting for a lock another session holds; a lock timeout, a deadlock, a
+serialization conflict) is :class:`DatabaseBusy`, saying which: the connection is kept, and
+the transaction it ran in can only roll back. The URL's password never appears in messages.
+Needs the ``postgres`` extra.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from toolcards._lazy import optional_module
-from toolcards.stores.errors import DatabaseClosed, DatabaseUnavailable
+from toolcards.stores.errors import DatabaseBusy, DatabaseClosed, DatabaseUnavailable
 from toolcards.stores.location import redact_url
 from toolcards.stores.postgres.limits import DEADLINES, Timeouts
 
@@ -62,6 +66,9 @@ class ThreadState:
         """The state keys it wrote, by (team, actor): True for a delete, False for a put."""
         self.broken = False
         """The connection was lost inside the open transaction: it can only end."""
+        self.failed: DatabaseBusy | None = None
+        """What the server ended inside the open transaction (the connection stands): the
+        transaction can only roll back."""
         self.timed_out = False
         """The last connection was cut by the client's deadline (the server did not answer)."""
         self.lost_writes = 0
@@ -84,6 +91,7 @@ class ThreadState:
         self.dirty.clear()
         self.keys.clear()
         self.broken = False
+        self.failed = None
 
 
 class Connections:
@@ -107,7 +115,11 @@ class Connections:
         self.location = redact_url(url)
         self._secret = urlsplit(url).password
         self.connect_timeout = connect_timeout
-        self._options, self.statement_bound = (timeouts or Timeouts()).connect_options(url)
+        limits = timeouts or Timeouts()
+        self._options, self.statement_bound = limits.connect_options(url)
+        self.statement_timeout = (
+            None if self.statement_bound is None else self.statement_bound - limits.grace
+        )
         self._before_commit = before_commit
         self._on_rollback = on_rollback
         self._local = threading.local()
@@ -144,6 +156,48 @@ class Connections:
             f"check the URL{outcome}"
         )
 
+    def busy(self, exc: BaseException) -> DatabaseBusy:
+        """The retryable error for a statement the server ended (``exc``) on a connection
+        that stands: what happened, in words, with the server's own first line."""
+        text = str(exc).strip()
+        said = self.clean(text.splitlines()[0]) if text else type(exc).__name__
+        code = getattr(exc, "sqlstate", None)
+        if code == "57014" and "statement timeout" in said:
+            limit = self.statement_timeout
+            what = (
+                "a statement ran past the statement timeout"
+                + (f" ({limit:g}s)" if limit else "")
+                + ", most likely waiting for a lock another session holds"
+            )
+        elif code == "57014":
+            what = "a statement was cancelled (pg_cancel_backend, or a shutdown under way)"
+        elif code == "55P03":
+            what = "a lock another session holds was not granted within lock_timeout"
+        elif code == "40P01":
+            what = "a statement deadlocked with another session, which went on"
+        elif code == "40001":
+            what = "a concurrent change by another session conflicted with the transaction"
+        else:
+            what = "the server ended a statement"
+        return DatabaseBusy(
+            f"PostgreSQL at {self.location}: {what} ({said}); the connection stays open and "
+            "nothing of the transaction was committed; retry"
+        )
+
+    def _failed(
+        self, exc: BaseException, state: ThreadState, conn: psycopg.Connection[Any]
+    ) -> DatabaseUnavailable:
+        """The error for ``exc``, raised by a statement on ``conn``. When the server ended
+        the statement and the connection stands, it is kept (inside a transaction, the
+        transaction can only roll back now); otherwise the connection is lost: dropped."""
+        if conn.broken or conn.closed or state.timed_out:
+            state.drop()
+            return self.unavailable(exc, state)
+        error = self.busy(exc)
+        if state.depth:
+            state.failed = error
+        return error
+
     def _broken(self) -> DatabaseUnavailable:
         return DatabaseUnavailable(
             f"PostgreSQL at {self.location} is unavailable (the connection was lost during the "
@@ -179,6 +233,8 @@ class Connections:
         state = self.state()
         if state.broken:
             raise self._broken()
+        if state.failed is not None:
+            raise state.failed
         if state.conn is None or state.conn.closed:
             state.conn = self.open()
             state.timed_out = False
@@ -198,7 +254,8 @@ class Connections:
 
     @contextmanager
     def cursor(self) -> Iterator[Any]:
-        """A cursor on this thread's connection; a lost connection is DatabaseUnavailable."""
+        """A cursor on this thread's connection; a lost connection is DatabaseUnavailable,
+        a statement the server ended DatabaseBusy."""
         pg = psycopg_module()
         state = self.state()
         conn = self.connection()
@@ -206,8 +263,7 @@ class Connections:
             with self.bounded(state, conn), conn.cursor() as cur:
                 yield cur
         except pg.OperationalError as exc:
-            state.drop()
-            raise self.unavailable(exc, state) from None
+            raise self._failed(exc, state, conn) from None
 
     def read(self, query: Callable[[Any], T]) -> T:
         """``query(cursor)``, a read. Outside a transaction, a connection that turns out to
@@ -217,6 +273,8 @@ class Connections:
         try:
             with self.cursor() as cur:
                 return query(cur)
+        except DatabaseBusy:
+            raise
         except DatabaseUnavailable:
             if not again or state.timed_out:
                 raise
@@ -235,9 +293,9 @@ class Connections:
                     conn.execute("BEGIN")
                 return
             except pg.OperationalError as exc:
-                state.drop()
-                if not again or state.timed_out:
-                    raise self.unavailable(exc, state) from None
+                error = self._failed(exc, state, conn)
+                if isinstance(error, DatabaseBusy) or not again or state.timed_out:
+                    raise error from None
                 again = False
 
     @contextmanager
@@ -261,6 +319,10 @@ class Connections:
         if state.broken:  # the block swallowed the loss of its connection
             self._abandon(state)
             raise self._broken()
+        if state.failed is not None:  # the block swallowed the server's ending of a statement
+            failed = state.failed
+            self._abandon(state)
+            raise failed
         conn = self.connection()
         try:
             with self.bounded(state, conn):
@@ -268,10 +330,10 @@ class Connections:
                     with conn.cursor() as cur:
                         self._before_commit(state, cur)
         except pg.OperationalError as exc:
-            state.depth = 1  # the transaction is broken, not committed
-            state.drop()
+            state.depth = 1  # the transaction failed, not committed
+            error = self._failed(exc, state, conn)
             self._abandon(state)
-            raise self.unavailable(exc, state) from None
+            raise error from None
         except BaseException:
             self._abandon(state)
             raise
@@ -285,9 +347,9 @@ class Connections:
                 state.drop()
                 if self._on_rollback is not None:
                     self._on_rollback()
-            else:  # the server refused the commit: it rolled back
-                self._abandon(state)
-            raise self.unavailable(exc, state, unknown=lost) from None
+                raise self.unavailable(exc, state, unknown=True) from None
+            self._abandon(state)  # the server refused the commit: it rolled back
+            raise self.busy(exc) from None
         except BaseException:
             self._abandon(state)
             raise
