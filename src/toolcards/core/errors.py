@@ -17,7 +17,8 @@ kept because callers catch that built-in type. The module each class lives in is
     │   ├── DatabaseUnavailable                 stores.errors
     │   │   ├── StoreUnavailable                stores.errors
     │   │   └── DatabaseBusy                    stores.errors
-    │   └── ActorUnavailable                    core.actors
+    │   ├── ActorUnavailable                    core.actors
+    │   └── ActorTimeout (TimeoutError)         core.actors
     ├── ToolNotConfigured                       core.errors
     ├── ToolObserverGone                        core.errors
     ├── CommandNotRecognized                    core.errors

@@ -25,6 +25,7 @@ from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 from pydantic_core import SchemaValidator, core_schema
 
+from toolcards.core.actors import durable_call_key
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.names import provider_safe_name
 from toolcards.core.spec import ToolAnnotations
@@ -32,7 +33,6 @@ from toolcards.governance.approvals.broker import Approver
 from toolcards.governance.approvals.edits import split_override
 from toolcards.governance.audit.log import AuditLog
 from toolcards.governance.capability import CapabilityRegistry, ToolCapability
-from toolcards.governance.executor.calls import durable_call_key
 from toolcards.governance.executor.pipeline import ExecutionResult, Executor
 from toolcards.governance.executor.replay import CallResults, DurableCall
 from toolcards.governance.guardrails import ToolHook
