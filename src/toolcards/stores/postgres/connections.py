@@ -11,8 +11,13 @@ inside a transaction breaks that transaction: nothing more of it runs, nothing o
 commits. A statement the server ended on a connection that stands (the statement timeout,
 most often waiting for a lock another session holds; a lock timeout, a deadlock, a
 serialization conflict) is :class:`DatabaseBusy`, saying which: the connection is kept, and
-the transaction it ran in can only roll back. The URL's password never appears in messages.
-Needs the ``postgres`` extra.
+the transaction it ran in can only roll back. Inside a transaction, a write whose result
+nobody reads can wait (:meth:`Connections.later`): it goes with the transaction's next
+statement, or with its ``COMMIT``, in one round trip (the server runs them and commits
+without waiting for the client: a row they lock is held for no client round trip). A
+connection lost while that last round trip was on its way leaves the outcome unknown, as
+for a ``COMMIT`` alone. The URL's password never appears in messages. Needs the
+``postgres`` extra.
 """
 
 from __future__ import annotations
@@ -34,6 +39,10 @@ if TYPE_CHECKING:
     import psycopg
 
 T = TypeVar("T")
+
+Later = Callable[[str, tuple[Any, ...]], None]
+"""Queues one write of the open transaction (``%s`` placeholders); see
+:meth:`Connections.later`."""
 
 
 def psycopg_module() -> Any:
@@ -64,6 +73,14 @@ class ThreadState:
         """What the open transaction changed, for a user's ``before_commit``."""
         self.keys: dict[tuple[str, str], dict[str, bool]] = {}
         """The state keys it wrote, by (team, actor): True for a delete, False for a put."""
+        self.later: list[tuple[str, tuple[Any, ...]]] = []
+        """Writes whose results nobody reads, sent with the next statement or before the
+        commit."""
+        self.events: list[tuple[str, tuple[Any, ...]]] = []
+        """The events it appended, by team, numbered and inserted just before ``COMMIT``."""
+        self.locked: dict[tuple[str, str], Any] = {}
+        """The actors it holds the lock of, by (team, actor), with what the store read of
+        them when the lock was granted."""
         self.broken = False
         """The connection was lost inside the open transaction: it can only end."""
         self.failed: DatabaseBusy | None = None
@@ -88,18 +105,27 @@ class ThreadState:
     def reset(self) -> None:
         self.depth = 0
         self.after_commit.clear()
-        self.dirty.clear()
-        self.keys.clear()
+        self.ended()
         self.broken = False
         self.failed = None
+
+    def ended(self) -> None:
+        """Forget what the transaction that ended wrote and held."""
+        self.later.clear()
+        self.dirty.clear()
+        self.keys.clear()
+        self.events.clear()
+        self.locked.clear()
 
 
 class Connections:
     """Per-thread connections to one database, with nestable transactions.
 
     ``before_commit`` runs inside every outermost transaction just before ``COMMIT`` (with
-    the thread's state); ``on_rollback`` after a rollback. ``timeouts`` bound every
-    connection (values in the URL win).
+    the thread's state and a function that queues its statements: they go in one round
+    trip, with the writes still waiting and the ``COMMIT``); ``on_rollback`` after a
+    rollback. ``timeouts``
+    bound every connection (values in the URL win).
     """
 
     def __init__(
@@ -108,7 +134,7 @@ class Connections:
         *,
         connect_timeout: float = 5.0,
         timeouts: Timeouts | None = None,
-        before_commit: Callable[[ThreadState, Any], None] | None = None,
+        before_commit: Callable[[ThreadState, Later], None] | None = None,
         on_rollback: Callable[[], None] | None = None,
     ) -> None:
         self._url = url
@@ -252,18 +278,45 @@ class Connections:
         finally:
             DEADLINES.disarm(token)
 
+    def later(self, sql: str, params: tuple[Any, ...]) -> None:
+        """Inside a transaction: send the write ``sql`` with the transaction's next statement,
+        or just before its ``COMMIT``, in the same round trip (nobody reads its result; its
+        error, if any, ends the transaction there). Outside one: run it now."""
+        state = self.state()
+        if not state.depth:
+            with self.cursor() as cur:
+                cur.execute(sql, params)
+            return
+        self.connection()  # a transaction that was lost or ended by the server takes no more
+        state.later.append((sql, params))
+
     @contextmanager
     def cursor(self) -> Iterator[Any]:
-        """A cursor on this thread's connection; a lost connection is DatabaseUnavailable,
-        a statement the server ended DatabaseBusy."""
+        """A cursor on this thread's connection (the writes waiting go first, in the same
+        round trip as what it runs); a lost connection is DatabaseUnavailable, a statement
+        the server ended DatabaseBusy."""
         pg = psycopg_module()
         state = self.state()
         conn = self.connection()
         try:
             with self.bounded(state, conn), conn.cursor() as cur:
-                yield cur
+                if not state.later:
+                    yield cur
+                    return
+                with conn.pipeline():
+                    self._send_later(state, conn)
+                    yield cur
         except pg.OperationalError as exc:
             raise self._failed(exc, state, conn) from None
+
+    @staticmethod
+    def _send_later(state: ThreadState, conn: psycopg.Connection[Any]) -> None:
+        """Send the waiting writes (inside a pipeline: their answers come with the next
+        statement's)."""
+        writes, state.later = state.later, []
+        with conn.cursor() as cur:
+            for sql, params in writes:
+                cur.execute(sql, params)
 
     def read(self, query: Callable[[Any], T]) -> T:
         """``query(cursor)``, a read. Outside a transaction, a connection that turns out to
@@ -325,37 +378,30 @@ class Connections:
             raise failed
         conn = self.connection()
         try:
+            if self._before_commit is not None:
+                self._before_commit(state, lambda sql, params: state.later.append((sql, params)))
             with self.bounded(state, conn):
-                if self._before_commit is not None:
-                    with conn.cursor() as cur:
-                        self._before_commit(state, cur)
+                if not state.later:
+                    conn.execute("COMMIT")
+                else:  # the writes still waiting and the COMMIT, in one round trip
+                    with conn.pipeline():
+                        self._send_later(state, conn)
+                        conn.execute("COMMIT")
         except pg.OperationalError as exc:
-            state.depth = 1  # the transaction failed, not committed
-            error = self._failed(exc, state, conn)
-            self._abandon(state)
-            raise error from None
-        except BaseException:
-            self._abandon(state)
-            raise
-        try:
-            with self.bounded(state, conn):
-                conn.execute("COMMIT")
-        except pg.OperationalError as exc:
-            lost = bool(conn.broken)
-            if lost:  # sent, and no answer: it may or may not have committed
+            if conn.broken:  # sent, and no answer: it may or may not have committed
                 state.lost_writes += bool(state.dirty)
                 state.drop()
                 if self._on_rollback is not None:
                     self._on_rollback()
                 raise self.unavailable(exc, state, unknown=True) from None
-            self._abandon(state)  # the server refused the commit: it rolled back
-            raise self.busy(exc) from None
+            error = self.busy(exc)  # the server ended a statement or refused the commit
+            self._abandon(state)
+            raise error from None
         except BaseException:
             self._abandon(state)
             raise
         callbacks, state.after_commit = state.after_commit, []
-        state.dirty.clear()
-        state.keys.clear()
+        state.ended()
         for callback in callbacks:
             callback()
 
