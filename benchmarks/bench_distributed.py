@@ -151,15 +151,19 @@ WORKER = textwrap.dedent(
 )
 
 
-def throughput(url: str, processes: int, seconds: float) -> float:
+def started(
+    script: str, argvs: list[list[str]], quiet: bool = False
+) -> list[subprocess.Popen[str]]:
+    """One process of ``script`` per argument list, each started once all are ready."""
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", WORKER, url, str(seconds), str(i)],
+            [sys.executable, "-c", script, *argv],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL if quiet else None,
             text=True,
         )
-        for i in range(processes)
+        for argv in argvs
     ]
     for proc in procs:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
@@ -167,6 +171,11 @@ def throughput(url: str, processes: int, seconds: float) -> float:
         assert proc.stdin is not None
         proc.stdin.write("go\n")
         proc.stdin.flush()
+    return procs
+
+
+def throughput(url: str, processes: int, seconds: float) -> float:
+    procs = started(WORKER, [[url, str(seconds), str(i)] for i in range(processes)])
     total = 0
     for proc in procs:
         out, _ = proc.communicate(timeout=seconds + 60)
@@ -227,22 +236,8 @@ def mixed_load(
     """Mutations/s of ``processes`` processes together, the p50 and p99 of one (ms), and the
     CPU time the processes spent per mutation (ms; a Ray actor's worker not included)."""
     extra = [json.dumps(ray)] if ray is not None else []
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", MIXED, url, str(seconds), f"w{i}", *extra],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL if ray is not None else None,  # Ray's connection lines
-            text=True,
-        )
-        for i in range(processes)
-    ]
-    for proc in procs:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
+    argvs = [[url, str(seconds), f"w{i}", *extra] for i in range(processes)]
+    procs = started(MIXED, argvs, quiet=ray is not None)  # quiet: Ray's connection lines
     samples: list[float] = []
     cpu = 0.0
     for proc in procs:
@@ -261,7 +256,7 @@ def mixed_part(server: PostgresServer, quick: bool) -> None:
     import ray
 
     seconds = 4.0 if quick else 20.0
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     address = ray.get_runtime_context().gcs_address
     rates: dict[str, dict[int, float]] = {"Pykka copies": {}, "Ray": {}}
     try:
@@ -342,7 +337,7 @@ def main() -> None:
 
         from toolcards.runtime import RayActorSystem
 
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
         with Team("bench-pykka") as local:
             pykka = ask_p50(local, n)
         with Team("bench-member", profiles=[member_profile("process")]) as local:
