@@ -61,8 +61,10 @@ if TYPE_CHECKING:
         DEFAULT_ASK_TIMEOUT,
         ActorHandle,
         ActorSystem,
+        ActorTimeout,
         ActorUnavailable,
         HandleBase,
+        call_key,
     )
     from toolcards.runtime.team import StopReport, Team, TeamStopped
     from toolcards.runtime.tool_actor import (
@@ -92,6 +94,7 @@ __all__ = [
     "ActorHandle",
     "ActorHost",
     "ActorSystem",
+    "ActorTimeout",
     "ActorUnavailable",
     "DeferredConfig",
     "DeferredFailed",
@@ -125,6 +128,7 @@ __all__ = [
     "ToolActor",
     "ToolActorContext",
     "UnknownActorTag",
+    "call_key",
     "check_model",
     "fetch_deferred",
     "is_empty_delta",
@@ -162,7 +166,15 @@ _NAMES = {
         ("ModelUnavailable", "RoleProfile", "check_model"), "toolcards.runtime.profiles"
     ),
     **dict.fromkeys(
-        ("DEFAULT_ASK_TIMEOUT", "ActorHandle", "ActorSystem", "ActorUnavailable", "HandleBase"),
+        (
+            "DEFAULT_ASK_TIMEOUT",
+            "ActorHandle",
+            "ActorSystem",
+            "ActorTimeout",
+            "ActorUnavailable",
+            "HandleBase",
+            "call_key",
+        ),
         "toolcards.runtime.system",
     ),
     **dict.fromkeys(("StopReport", "Team", "TeamStopped"), "toolcards.runtime.team"),

@@ -26,6 +26,7 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 from pydantic_core import SchemaValidator, core_schema, to_json
 
 from toolcards.core import nesting
+from toolcards.core.actors import durable_call_key
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.names import provider_safe_name
 from toolcards.core.spec import ToolAnnotations
@@ -34,7 +35,6 @@ from toolcards.governance.approvals.edits import split_override
 from toolcards.governance.approvals.nested import CallerRun, nested_approver
 from toolcards.governance.audit.log import AuditLog
 from toolcards.governance.capability import CapabilityRegistry, ToolCapability
-from toolcards.governance.executor.calls import durable_call_key
 from toolcards.governance.executor.pipeline import ExecutionResult, Executor
 from toolcards.governance.executor.replay import DurableCall
 from toolcards.governance.guardrails import ToolHook
