@@ -8,14 +8,21 @@ thread, by :func:`build_graph`; later adds join it incrementally.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolcards.tools.vector_store.base import VectorExtraMissing, require, usable_cpus
+from toolcards.tools.vector_store.base import (
+    VectorExtraMissing,
+    normalize_rows,
+    require,
+    usable_cpus,
+)
 from toolcards.tools.vector_store.index import RowIndex, check_matrix
-from toolcards.tools.vector_store.ranking import Hit, best_first, top_hits
+from toolcards.tools.vector_store.ranking import Hit, top_hits
 
 if TYPE_CHECKING:
     from toolcards.tools.vector_store.base import Matrix
@@ -41,8 +48,6 @@ or the inverted file, as without the extra)."""
 def hnsw_available() -> bool:
     """True when faiss can be imported (without importing it) and is not switched off by
     ``TOOLCARDS_HNSW``."""
-    import importlib.util
-
     if os.environ.get(HNSW_SWITCH, "").strip().lower() in ("off", "0", "false", "no"):
         return False
     return importlib.util.find_spec("faiss") is not None
@@ -107,6 +112,8 @@ class HnswIndex(RowIndex):
         if len(self._row) + self._dead != len(self._ids):
             raise ValueError("duplicate ids")
         self.ef_search = ef_search
+        self.tuned_at = 0
+        """Live vectors when ``ef_search`` was last calibrated or measured (0: never)."""
 
     @property
     def dead(self) -> int:
@@ -195,17 +202,17 @@ class HnswIndex(RowIndex):
             return [[] for _ in range(queries.shape[0])]
         if exact:
             return self._exact(queries, k)
+        pool = max(k, int(ef or self.ef_search))
         params = self._faiss.SearchParametersHNSW()
-        params.efSearch = max(k, int(ef or self.ef_search))
+        params.efSearch = pool
         if self._dead:
             params.sel = self._selector
-        scores, rows = self._graph.search(queries, k, params=params)
+        # The whole candidate pool comes back (it costs no more exploration), so equal
+        # scores at the k-th place are cut by label as in the exact search.
+        scores, rows = self._graph.search(queries, pool, params=params)
+        found = rows >= 0
         return [
-            best_first(
-                (label, float(s))
-                for s, r in zip(scores[q], rows[q], strict=True)
-                if r >= 0 and (label := self._ids[int(r)]) is not None
-            )
+            top_hits(scores[q][found[q]], k, self._ids, rows[q][found[q]])
             for q in range(queries.shape[0])
         ]
 
@@ -226,6 +233,7 @@ class HnswIndex(RowIndex):
         nearest neighbour: a new point where the data is, as near to the stored ones as they
         are to each other (so sparse data gets hard queries, clustered data in-cluster ones).
         """
+        self.tuned_at = self.count()
         probe = self._probe_queries(samples, seed)
         if probe is None:
             return 1.0
@@ -243,13 +251,12 @@ class HnswIndex(RowIndex):
     def measure(self, samples: int = 200, seed: int = 0) -> float:
         """Recall@10 at the current ``ef_search`` against exact search, on the sample queries
         :meth:`calibrate` uses."""
+        self.tuned_at = self.count()
         probe = self._probe_queries(samples, seed)
         return 1.0 if probe is None else self._recall(*probe, self.ef_search)
 
     def _probe_queries(self, samples: int, seed: int) -> tuple[Matrix, list[set[str]]] | None:
         """Sample queries near the stored vectors and their exact top-10 (None: too few)."""
-        from toolcards.tools.vector_store.base import normalize_rows
-
         np = self._np
         alive = np.array([r for r, label in enumerate(self._ids) if label is not None])
         if alive.size <= 11:
@@ -273,6 +280,20 @@ class HnswIndex(RowIndex):
     def needs_rebuild(self) -> bool:
         """True when tombstones exceed a quarter of the live rows (and 1,000)."""
         return self._dead > max(1000, len(self._row) // 4)
+
+    def needs_tuning(self) -> bool:
+        """True when the graph has doubled since ``ef_search`` was last tuned (a larger graph
+        needs a larger ``ef_search`` for the same recall)."""
+        return len(self._row) >= 2 * max(1, self.tuned_at)
+
+    def copy(self) -> HnswIndex:
+        """An independent copy (graph, ids, tombstones, ``ef_search``), to calibrate on
+        elsewhere while this one keeps serving."""
+        twin = HnswIndex(
+            self._dimension, graph=self._faiss.clone_index(self._graph), labels=self._ids
+        )
+        twin.ef_search, twin.tuned_at = self.ef_search, self.tuned_at
+        return twin
 
     def snapshot(self) -> tuple[list[str | None], Matrix]:
         """The live ids and a copy of their vectors, for a rebuild elsewhere; changes from now
@@ -300,14 +321,17 @@ class HnswIndex(RowIndex):
 
     def save(self, path: Path) -> None:
         """Write the graph (with tombstones) and the ids next to it, atomically."""
-        import json
-
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
         self._faiss.write_index(self._graph, str(tmp))
         labels = path.with_name(path.name + ".ids.json")
         labels_tmp = labels.with_name(labels.name + ".tmp")
-        meta = {"dimension": self._dimension, "ef_search": self.ef_search, "ids": self._ids}
+        meta = {
+            "dimension": self._dimension,
+            "ef_search": self.ef_search,
+            "tuned_at": self.tuned_at,
+            "ids": self._ids,
+        }
         labels_tmp.write_text(json.dumps(meta), encoding="utf-8")
         os.replace(labels_tmp, labels)
         os.replace(tmp, path)
@@ -315,8 +339,6 @@ class HnswIndex(RowIndex):
     @classmethod
     def load(cls, path: Path, dimension: int) -> HnswIndex:
         """An index written by :meth:`save` (ValueError when it does not match)."""
-        import json
-
         faiss = faiss_module()
         meta = json.loads(path.with_name(path.name + ".ids.json").read_text(encoding="utf-8"))
         if meta.get("dimension") != dimension:
@@ -324,4 +346,5 @@ class HnswIndex(RowIndex):
         graph = faiss.read_index(str(path))
         index = cls(dimension, graph=graph, labels=meta["ids"])
         index.ef_search = int(meta.get("ef_search") or 64)
+        index.tuned_at = int(meta.get("tuned_at") or index.count())
         return index

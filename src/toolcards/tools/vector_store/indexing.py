@@ -1,26 +1,30 @@
-"""Approximate indexes for large collections: when to build one, building it off the actor's
-thread, and catching it up with what changed meanwhile.
+"""Approximate indexes for large collections: :class:`AutoIndex` decides when a collection
+leaves exact search, builds its graph off the owner's thread, and catches it up with what
+changed meanwhile.
 
-A collection starts exact (:class:`InMemoryIndex`). Once it holds ``approximate_above``
-vectors, the :class:`IndexBuilder` snapshots it and builds, on its own thread, an HNSW graph
-(``index="auto"`` or ``"hnsw"``, faiss) or a k-means partition (``"ivf"``, numpy); exact
-search keeps answering meanwhile. A graph whose recall@10 against exact search stays below
-``hnsw_target_recall`` is not installed (exact search stays, and a warning says so); ``auto``
-without faiss stays exact and logs a one-line hint once. The actor then installs the
-result, re-applying every id written or removed since the snapshot. An HNSW index with too
-many tombstones is rebuilt the same way; with ``index_dir`` set, graphs are saved when the
-store stops and reloaded at start (checked against the stored vectors, differences
-re-applied) instead of being rebuilt.
+A collection starts exact (an :class:`InMemoryIndex`). Once it holds ``approximate_above``
+vectors, the :class:`AutoIndex` snapshots it and has the store's :class:`IndexBuilder` build,
+on its own thread, an HNSW graph (``index="auto"`` or ``"hnsw"``, faiss) or a k-means
+partition (``"ivf"``, numpy); exact search keeps answering meanwhile. The builder applies what
+was written since the snapshot to the graph, and the owner installs it at its next call,
+re-applying the last few writes. A graph whose recall@10 against exact search stays below
+``hnsw_target_recall`` is not installed (exact search stays, and a warning says so);
+``auto`` without faiss stays exact and logs a one-line hint once. A served graph whose size has
+doubled since its ``ef_search`` was calibrated is calibrated again (on a copy, on the builder's
+thread); one with too many tombstones is rebuilt like the first. With ``index_dir`` set, graphs
+are saved when the store stops and reloaded at start (checked against the stored vectors,
+differences re-applied) instead of being rebuilt.
 """
 
 from __future__ import annotations
 
+import collections
 import functools
 import logging
 import queue
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +38,6 @@ from toolcards.tools.vector_store.hnsw_index import (
 )
 from toolcards.tools.vector_store.index import (
     InMemoryIndex,
-    VectorIndex,
     default_cells,
     kmeans,
     nearest_cells,
@@ -43,14 +46,9 @@ from toolcards.tools.vector_store.index import (
 if TYPE_CHECKING:
     from toolcards.tools.vector_store.base import Matrix
     from toolcards.tools.vector_store.models import VectorStoreConfig
+    from toolcards.tools.vector_store.ranking import Hit
 
 logger = logging.getLogger(__name__)
-
-Tell = Callable[..., None]
-"""``tell(method, *args)`` to the owning actor (from a worker thread)."""
-Ask = Callable[..., Any]
-"""``ask(method, *args)`` of the owning actor (from a worker thread), with a timeout."""
-
 
 _hinted: set[str] = set()
 
@@ -73,6 +71,26 @@ def planned_kind(config: VectorStoreConfig, count: int) -> str:
     return "exact" if kind is None or limit is None or count < limit else kind
 
 
+def tune(built: HnswIndex, config: VectorStoreConfig) -> float:
+    """Set ``built.ef_search`` as ``config`` says and return its recall@10 against exact search
+    on sample queries: calibrated to ``hnsw_target_recall``, or the configured value, raised
+    (with a warning) when it misses the target."""
+    target = config.hnsw_target_recall
+    if config.hnsw_ef_search is None:
+        return built.calibrate(target)
+    built.ef_search = config.hnsw_ef_search
+    recall = built.measure()
+    if recall < target:
+        logger.warning(
+            "HNSW recall@10 %.3f at ef_search=%d is below the target %.2f: raising ef_search",
+            recall,
+            config.hnsw_ef_search,
+            target,
+        )
+        recall = built.calibrate(target)
+    return recall
+
+
 def checked_graph(
     config: VectorStoreConfig, dimension: int, labels: list[str | None], matrix: Matrix
 ) -> tuple[HnswIndex | None, float]:
@@ -81,21 +99,8 @@ def checked_graph(
     ``ef_search`` as far as it helps)."""
     graph = build_graph(matrix, m=config.hnsw_m, ef_construction=config.hnsw_ef_construction)
     built = HnswIndex(dimension, graph=graph, labels=labels)
-    target = config.hnsw_target_recall
-    if config.hnsw_ef_search is None:
-        recall = built.calibrate(target)
-    else:
-        built.ef_search = config.hnsw_ef_search
-        recall = built.measure()
-        if recall < target:
-            logger.warning(
-                "HNSW recall@10 %.3f at ef_search=%d is below the target %.2f: raising ef_search",
-                recall,
-                config.hnsw_ef_search,
-                target,
-            )
-            recall = built.calibrate(target)
-    return (built if recall >= target else None), recall
+    recall = tune(built, config)
+    return (built if recall >= config.hnsw_target_recall else None), recall
 
 
 Delta = tuple[list[str], list[str], "Matrix | None"]
@@ -103,7 +108,9 @@ Delta = tuple[list[str], list[str], "Matrix | None"]
 
 CATCH_UP_ROUNDS = 8
 SMALL_DELTA = 512
-"""A delta this small is applied by the actor itself when it installs the graph."""
+"""A delta this small is applied by the owner itself when it installs the graph."""
+Built = tuple[HnswIndex | None, tuple[int, float] | None]
+"""A built graph (None: none), and when it missed the recall target, its size and recall."""
 
 
 def take_delta(source: InMemoryIndex | HnswIndex, *, keep_tracking: bool) -> Delta:
@@ -127,63 +134,47 @@ def apply_delta(built: HnswIndex, delta: Delta) -> int:
     return len(changed)
 
 
-def install_graph(source: InMemoryIndex | HnswIndex, built: HnswIndex) -> HnswIndex:
-    """``built`` caught up with ``source``: the ids changed since the last delta taken are
-    dropped from it and re-added with their current vector, if they still exist."""
-    apply_delta(built, take_delta(source, keep_tracking=False))
-    return built
-
-
 class IndexBuilder:
-    """Decides, runs and reports the builds of one store actor (one build thread)."""
+    """The index thread of one store: runs the build jobs of its collections one at a time
+    (started with the first job; a daemon, so an interpreter exit does not wait for a long
+    build)."""
 
-    def __init__(
-        self,
-        config: VectorStoreConfig,
-        dimension: int,
-        name: str,
-        team_id: str,
-        tell: Tell,
-        ask: Ask,
-    ) -> None:
-        self.cfg = config
-        self.kind = approximate_kind(config)
-        self.dimension = dimension
-        self._tell = tell
-        self._ask = ask
-        self._busy: set[str] = set()
-        self._declined: dict[str, int] = {}
-        """Collections whose graph missed the recall target, with their size then."""
-        self.notes: dict[str, str] = {}
-        """Why a collection past the threshold is still searched exactly."""
+    def __init__(self, name: str, *, folder: Path | None = None) -> None:
+        self.name = f"{name}-index"
+        self.folder = folder
+        """Where graphs are saved (``index_dir``), or None."""
         self._stopped = threading.Event()
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        self._name = f"{name}-index"
-        self._key = f"{team_id}/{name}"
+        self._lock = threading.Lock()
+
+    @classmethod
+    def for_store(cls, config: VectorStoreConfig, team_id: str, name: str) -> IndexBuilder:
+        """The builder of the store actor ``name`` of team ``team_id``."""
         slug = re.sub(r"[^A-Za-z0-9_-]", "_", f"{team_id}_{name.lstrip('#')}")
-        self.folder = None if config.index_dir is None else Path(config.index_dir) / slug
+        folder = None if config.index_dir is None else Path(config.index_dir) / slug
+        return cls(f"{team_id}/{name}", folder=folder)
 
-    def done(self, collection: str) -> None:
-        self._busy.discard(collection)
+    @property
+    def stopped(self) -> bool:
+        return self._stopped.is_set()
 
-    def building(self) -> list[str]:
-        """Collections whose index is being built now."""
-        return sorted(self._busy)
+    def saved_path(self, collection: str) -> Path | None:
+        return None if self.folder is None else self.folder / f"{collection}.faiss"
+
+    def submit(self, job: Callable[[], None]) -> None:
+        self._jobs.put(job)
+        with self._lock:
+            if self._thread is None and not self._stopped.is_set():
+                self._thread = background_thread(self._run, name=self.name)
+                self._thread.start()
 
     def stop(self) -> None:
-        """No new builds; a running one finishes on its own and is dropped (the thread is a
-        daemon: an interpreter exit does not wait for a long build)."""
+        """No new jobs; a running one finishes on its own and its result is dropped."""
         self._stopped.set()
         self._jobs.put(None)
 
-    def _submit(self, job: Callable[..., None], *args: Any) -> None:
-        self._jobs.put(functools.partial(job, *args))
-        if self._thread is None:
-            self._thread = background_thread(self._run, name=self._name)
-            self._thread.start()
-
-    def _run(self) -> None:  # the build thread
+    def _run(self) -> None:  # the index thread
         while not self._stopped.is_set():
             job = self._jobs.get()
             if job is None or self._stopped.is_set():
@@ -191,137 +182,268 @@ class IndexBuilder:
             try:
                 job()
             except Exception:  # a job reports its own failures; this is the last net
-                logger.exception("%s: index job failed", self._name)
+                logger.exception("%s: index job failed", self.name)
 
-    def saved_path(self, collection: str) -> Path | None:
-        return None if self.folder is None else self.folder / f"{collection}.faiss"
 
-    # ---- actor thread -------------------------------------------------------------------------
+class AutoIndex:
+    """The index of one in-memory collection, as ``index=`` configures it (a ``VectorIndex``).
 
-    def start(self, collection: str, index: VectorIndex) -> None:
-        """At actor start: reload a saved graph when there is one, else :meth:`consider`."""
-        path = self.saved_path(collection)
-        if (
-            self.kind == "hnsw"
-            and path is not None
-            and path.exists()
-            and isinstance(index, InMemoryIndex)
-            and not index.trained
-        ):
-            labels, matrix = index.snapshot()
-            self._busy.add(collection)
-            self._submit(self._load_job, collection, path, labels, matrix)
-            return
-        self.consider(collection, index)
+    Exact below ``approximate_above`` vectors; from there a graph or an inverted file, built by
+    ``builder`` from a snapshot while exact search answers. Every method is called from one
+    owner thread (the store actor's); the builder's thread reads the served index only under a
+    lock the owner holds while it writes, and hands each result back to run on the owner
+    thread at its next call (a search, a write, :attr:`kind`).
+    """
 
-    def consider(self, collection: str, index: VectorIndex) -> None:
-        """Start a build when ``index`` has grown past the threshold or needs a rebuild."""
-        limit = self.cfg.approximate_above
-        if self.kind is None and limit is not None and index.count() >= limit:
-            self._hint(collection, index.count())
-        if self.kind is None or limit is None or collection in self._busy:
-            return
-        if index.count() < 2 * self._declined.get(collection, 0):
-            return  # the last graph missed the recall target: try again at twice the size
-        if isinstance(index, HnswIndex):
-            if index.needs_rebuild():
-                self._busy.add(collection)
-                self._submit(self._graph_job, collection, *index.snapshot())
-            return
-        if not isinstance(index, InMemoryIndex) or index.trained or index.count() < limit:
-            return
-        self._busy.add(collection)
-        if self.kind == "hnsw":
-            self._submit(self._graph_job, collection, *index.snapshot())
-        else:
-            matrix, rows = index.training_snapshot()
-            self._submit(self._train_job, collection, matrix, rows)
+    def __init__(
+        self,
+        config: VectorStoreConfig,
+        dimension: int,
+        builder: IndexBuilder,
+        *,
+        collection: str = "default",
+        store: str = "vector store",
+    ) -> None:
+        self.cfg = config
+        self.approximate = approximate_kind(config)
+        self.collection = collection
+        self.store = store
+        self.served: InMemoryIndex | HnswIndex = InMemoryIndex(dimension)
+        self.building = False
+        """A build, reload or calibration of this collection is under way."""
+        self.note: str | None = None
+        """Why this collection, past the threshold, is still searched exactly."""
+        self._builder = builder
+        self._lock = threading.Lock()
+        self._inbox: collections.deque[Callable[[], None]] = collections.deque()
+        self._declined = 0
+        """Size of the last graph that missed the recall target (the next try is at twice)."""
+        saved = builder.saved_path(collection)
+        self._saved = saved if saved is not None and self.approximate == "hnsw" else None
 
-    def _hint(self, collection: str, count: int) -> None:
-        """``index="auto"`` past the threshold without faiss: say how to get a graph, once."""
-        if self.cfg.index != "auto" or self.cfg.backend != "inmemory":
-            return
-        note = f"{count:,} vectors searched exactly; for a graph index: {HNSW_HINT}"
-        self.notes.setdefault(collection, note)
-        if self._key not in _hinted:  # once per store, however many collections grow
-            _hinted.add(self._key)
-            logger.warning("%s: collection %r: %s", self._key, collection, note)
+    # ---- the VectorIndex protocol (owner thread) ---------------------------------------------
 
-    def save(self, collection: str, index: VectorIndex) -> None:
-        """Write ``index`` to ``index_dir`` when it is a graph (on stop)."""
-        path = self.saved_path(collection)
-        if path is None or not isinstance(index, HnswIndex):
+    @property
+    def dimension(self) -> int:
+        return self.served.dimension
+
+    def count(self) -> int:
+        return self.served.count()
+
+    def __contains__(self, item: object) -> bool:
+        return item in self.served
+
+    def vector(self, item: str) -> Matrix | None:
+        return self.served.vector(item)
+
+    def add(self, ids: Sequence[str], vectors: Matrix) -> None:
+        self._settle()
+        with self._lock:
+            self.served.add(ids, vectors)
+        self._consider()
+
+    def remove(self, ids: Sequence[str]) -> int:
+        self._settle()
+        with self._lock:
+            removed = self.served.remove(ids)
+        if removed:
+            self._consider()
+        return removed
+
+    def search(self, vector: Matrix, top_k: int) -> list[Hit]:
+        self._settle()
+        return self.served.search(vector, top_k)
+
+    def search_batch(self, vectors: Matrix, top_k: int) -> list[list[Hit]]:
+        self._settle()
+        return self.served.search_batch(vectors, top_k)
+
+    @property
+    def kind(self) -> str:
+        """``exact``, ``hnsw`` or ``ivf``: how a search is answered now."""
+        self._settle()
+        if isinstance(self.served, HnswIndex):
+            return "hnsw"
+        return "ivf" if self.served.trained else "exact"
+
+    def save(self) -> None:
+        """Write the graph to ``index_dir``, if there is one of each (on stop)."""
+        self._settle()
+        if self._saved is None or not isinstance(self.served, HnswIndex):
             return
         try:
-            index.save(path)
+            self.served.save(self._saved)
         except OSError as exc:
-            logger.warning("could not save the %s index to %s: %s", collection, path, exc)
+            logger.warning("could not save the %s index to %s: %s", self._name, self._saved, exc)
 
-    # ---- build thread -------------------------------------------------------------------------
+    # ---- owner thread -------------------------------------------------------------------------
 
-    def _report(self, method: str, *args: Any) -> None:
-        if not self._stopped.is_set():  # a stopped actor takes no more messages
-            self._tell(method, *args)
+    @property
+    def _name(self) -> str:
+        return f"{self.store}: collection {self.collection!r}"
 
-    def _graph(self, collection: str, labels: list[str | None], matrix: Matrix) -> HnswIndex:
+    def _settle(self) -> None:
+        """Run what the builder handed back (installs, new ``ef_search`` values)."""
+        while self._inbox:
+            self._inbox.popleft()()
+
+    def _post(self, result: Callable[[], None]) -> None:  # index thread
+        if not self._builder.stopped:
+            self._inbox.append(result)
+
+    def _start(self, job: Callable[..., None], *args: Any) -> None:
+        self.building = True
+        self._builder.submit(functools.partial(job, *args))
+
+    def _consider(self) -> None:
+        """Start a build, a reload, a rebuild or a calibration when one is due."""
+        limit = self.cfg.approximate_above
+        served = self.served
+        if limit is None or self.building or served.count() < limit:
+            return
+        if self.approximate is None:
+            self._hint()
+            return
+        if served.count() < 2 * self._declined:
+            return  # the last graph missed the recall target: try again at twice the size
+        if isinstance(served, HnswIndex):
+            if served.needs_rebuild():
+                self._start(self._graph_job, *served.snapshot())
+            elif served.needs_tuning():
+                self._start(self._tune_job, served)
+        elif served.trained:
+            return
+        elif self.approximate == "ivf":
+            self._start(self._train_job, *served.training_snapshot())
+        elif self._saved is not None and self._saved.exists():
+            self._start(self._load_job, self._saved, *served.snapshot())
+        else:
+            self._start(self._graph_job, *served.snapshot())
+
+    def _hint(self) -> None:
+        """``index="auto"`` past the threshold without faiss: say how to get a graph, once."""
+        if self.cfg.index != "auto" or self.note is not None:
+            return
+        self.note = f"{self.count():,} vectors searched exactly; for a graph index: {HNSW_HINT}"
+        if self.store not in _hinted:  # once per store, however many collections grow
+            _hinted.add(self.store)
+            logger.warning("%s: %s", self._name, self.note)
+
+    def _install_graph(self, found: Built, reloading: bool) -> None:
+        self.building = False
+        built, refused = found
+        if refused is not None:
+            self._refuse(*refused)
+        if built is None:
+            self.served.take_changes()
+            if reloading and refused is None:
+                self._saved = None  # the saved graph is unusable: build instead
+                self._consider()
+            return
+        self._declined, self.note = 0, None
+        with self._lock:
+            apply_delta(built, take_delta(self.served, keep_tracking=False))
+        self.served = built
+
+    def _refuse(self, rows: int, recall: float) -> None:
+        self._declined = rows
+        self.note = (
+            f"HNSW recall@10 {recall:.3f} below the target {self.cfg.hnsw_target_recall:.2f}"
+            f": exact search kept (next try at {2 * rows:,} vectors)"
+        )
+        logger.warning("%s: %s", self._name, self.note)
+
+    def _install_cells(self, centroids: Matrix | None, assign: Any, rows: int) -> None:
+        self.building = False
+        if not isinstance(self.served, InMemoryIndex):
+            return
+        with self._lock:
+            if centroids is None:
+                self.served.abandon_training()
+            else:
+                self.served.install(centroids, assign, rows)
+
+    def _install_tuning(self, served: HnswIndex, ef_search: int, tuned_at: int) -> None:
+        self.building = False
+        if served is self.served:
+            served.ef_search, served.tuned_at = ef_search, tuned_at
+
+    # ---- index thread -------------------------------------------------------------------------
+
+    def _graph(self, labels: list[str | None], matrix: Matrix) -> Built:
         built, recall = checked_graph(self.cfg, self.dimension, labels, matrix)
         if built is None:
-            rows = sum(label is not None for label in labels)
-            self._declined[collection] = rows
-            note = (
-                f"HNSW recall@10 {recall:.3f} below the target {self.cfg.hnsw_target_recall:.2f}"
-                f": exact search kept (next try at {2 * rows:,} vectors)"
-            )
-            self.notes[collection] = note
-            raise ValueError(note)
-        self._declined.pop(collection, None)
-        self.notes.pop(collection, None)
-        return built
+            return None, (sum(label is not None for label in labels), recall)
+        return self._catch_up(built)
 
-    def _catch_up(self, collection: str, built: HnswIndex) -> None:
-        """Apply, here, what changed in the served index while ``built`` was made, until
-        what is left is small enough for the actor to apply when it installs the graph."""
+    def _catch_up(self, built: HnswIndex) -> Built:
+        """Apply, here, what changed in the served index while ``built`` was made, until what
+        is left is small enough for the owner to apply when it installs the graph; calibrate
+        again if the graph has doubled meanwhile."""
         for _ in range(CATCH_UP_ROUNDS):
-            if apply_delta(built, self._ask("worker_delta", collection)) < SMALL_DELTA:
-                return
+            with self._lock:
+                delta = take_delta(self.served, keep_tracking=True)
+            if apply_delta(built, delta) < SMALL_DELTA:
+                break
+        if built.needs_tuning():
+            recall = tune(built, self.cfg)
+            if recall < self.cfg.hnsw_target_recall:
+                return None, (built.count(), recall)
+        return built, None
 
-    def _graph_job(self, collection: str, labels: list[str | None], matrix: Matrix) -> None:
-        built: HnswIndex | None = None
+    def _graph_job(self, labels: list[str | None], matrix: Matrix) -> None:
+        found: Built = None, None
         try:
-            built = self._graph(collection, labels, matrix)
-            self._catch_up(collection, built)
+            found = self._graph(labels, matrix)
         except Exception as exc:
-            logger.warning("building the %s graph failed: %s", collection, exc)
-            built = None
-        self._report("worker_graph", collection, built)
+            logger.warning("%s: building the graph failed: %s", self._name, exc)
+        self._post(functools.partial(self._install_graph, found, False))
 
-    def _load_job(
-        self, collection: str, path: Path, labels: list[str | None], matrix: Matrix
-    ) -> None:
-        loaded: HnswIndex | None = None
+    def _load_job(self, path: Path, labels: list[str | None], matrix: Matrix) -> None:
+        found: Built = None, None
         try:
             loaded = HnswIndex.load(path, self.dimension)
             differ = sorted(loaded.differences(labels, matrix))
             if len(differ) > max(1000, loaded.count() // 4):  # too stale: build afresh
-                loaded = self._graph(collection, labels, matrix)
+                found = self._graph(labels, matrix)
             else:  # bring the saved graph to the snapshot: the records are the truth
                 rows = {label: row for row, label in enumerate(labels) if label is not None}
                 present = [i for i in differ if i in rows]
                 vectors = matrix[[rows[i] for i in present]] if present else None
                 apply_delta(loaded, (differ, present, vectors))
-            self._catch_up(collection, loaded)
+                found = self._catch_up(loaded)
         except Exception as exc:
-            logger.warning("could not reload the %s graph from %s: %s", collection, path, exc)
-            loaded = None
-        self._report("worker_graph", collection, loaded)
+            logger.warning("%s: could not reload the graph from %s: %s", self._name, path, exc)
+        self._post(functools.partial(self._install_graph, found, True))
 
-    def _train_job(self, collection: str, matrix: Matrix, rows: int) -> None:
+    def _tune_job(self, served: HnswIndex) -> None:
+        ef_search, tuned_at = served.ef_search, served.count()  # on failure: as it is
+        try:
+            with self._lock:  # the owner's writes wait for the copy; its searches do not
+                twin = served.copy()
+            recall = tune(twin, self.cfg)
+            ef_search, tuned_at = twin.ef_search, twin.tuned_at
+            if recall < self.cfg.hnsw_target_recall:
+                logger.warning(
+                    "%s: HNSW recall@10 %.3f at %d vectors is below the target %.2f "
+                    "(ef_search %d, the best found)",
+                    self._name,
+                    recall,
+                    tuned_at,
+                    self.cfg.hnsw_target_recall,
+                    ef_search,
+                )
+        except Exception as exc:
+            logger.warning("%s: calibrating the graph failed: %s", self._name, exc)
+        self._post(functools.partial(self._install_tuning, served, ef_search, tuned_at))
+
+    def _train_job(self, matrix: Matrix, rows: int) -> None:
         centroids: Matrix | None = None
         assign: Any = None
         try:
             centroids = kmeans(matrix, rows, default_cells(rows))
             assign = nearest_cells(matrix[:rows], centroids)
         except Exception as exc:
-            logger.warning("training %s failed: %s", collection, exc)
+            logger.warning("%s: training the inverted file failed: %s", self._name, exc)
             centroids = assign = None
-        self._report("worker_trained", collection, centroids, assign, rows)
+        self._post(functools.partial(self._install_cells, centroids, assign, rows))
