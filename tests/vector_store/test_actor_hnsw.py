@@ -213,3 +213,38 @@ def test_a_large_backlog_from_the_build_is_added_off_the_actor_thread(
         assert query(handle, "notes", more[1234][1], 1)[0][0] == "m1234"
     big = [(thread, n) for thread, n in adds if n >= indexing.SMALL_DELTA]
     assert big and all(thread.endswith("-index") for thread, _ in big)
+
+
+@pytest.mark.timeout(120)
+def test_a_graph_grown_to_twice_its_size_is_calibrated_again(
+    spy: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolcards.tools.vector_store.hnsw_index import HnswIndex
+
+    sizes: list[int] = []
+    real = HnswIndex.calibrate
+
+    def counted(self: HnswIndex, *args: Any, **kw: Any) -> float:
+        sizes.append(self.count())
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(HnswIndex, "calibrate", counted)
+    more = [(f"m{i}", f"more text {i} on topic {i % 13} number {i}") for i in range(1400)]
+    with Team("hnsw-grown") as team:
+        team.bind([card()], member="alice")
+        handle = find_store(team)
+        handle.ask("upsert", "notes", DOCS[:1000])
+        flush(handle)
+        wait_for(handle, "hnsw")
+        assert sizes == [1000]  # calibrated when built
+        handle.ask("upsert", "notes", more[:900])
+        flush(handle)
+        assert handle.ask("info")["building"] == [] and sizes == [1000]  # not yet twice
+        handle.ask("upsert", "notes", more[900:])
+        flush(handle)
+        deadline = time.monotonic() + 60
+        while len(sizes) < 2 or handle.ask("info")["building"]:
+            assert time.monotonic() < deadline, sizes
+            time.sleep(0.05)
+        assert sizes[1] >= 2000  # calibrated again at its new size
+        assert query(handle, "notes", more[1234][1], 1)[0][0] == "m1234"

@@ -4,7 +4,10 @@ when it is built), exact plus a one-line hint when faiss is switched off, on a r
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,10 +17,16 @@ pytest.importorskip("faiss")
 import numpy as np
 
 from toolcards.runtime import Team
+from toolcards.tools.vector_store import indexing
 from toolcards.tools.vector_store.base import normalize_rows
 from toolcards.tools.vector_store.card import VectorStoreTool
-from toolcards.tools.vector_store.client import find_store, flush
-from toolcards.tools.vector_store.indexing import checked_graph, planned_kind
+from toolcards.tools.vector_store.client import find_store, flush, query
+from toolcards.tools.vector_store.indexing import (
+    AutoIndex,
+    IndexBuilder,
+    checked_graph,
+    planned_kind,
+)
 from toolcards.tools.vector_store.models import AUTO_EXACT_BELOW, VectorStoreConfig
 
 DOCS = [(f"d{i}", f"note {i} about subject {i % 97} and item {i}") for i in range(1000)]
@@ -118,3 +127,142 @@ def test_the_store_keeps_exact_search_and_says_why_when_the_graph_misses_recall(
         assert info["indexes"] == {"notes": "exact"}
         assert "below the target" in info["index_notes"]["notes"]
         assert "exact search kept" in info["index_notes"]["notes"]
+
+
+# ---- AutoIndex on its own: the object each in-memory collection of the store is served from --
+
+DIM = 64
+
+
+def clustered(n: int, seed: int = 0, topics: int = 100) -> np.ndarray:
+    """Unit vectors around ``topics`` centres (a seeded stand-in for sentence embeddings)."""
+    rng = np.random.default_rng(seed)
+    centres = normalize_rows(rng.standard_normal((topics, DIM)).astype(np.float32))
+    noise = rng.standard_normal((n, DIM)).astype(np.float32) * 0.15
+    out: np.ndarray = normalize_rows(centres[rng.integers(0, topics, n)] + noise)
+    return out
+
+
+def exact_top(vectors: np.ndarray, labels: list[str], query: np.ndarray, k: int) -> list[str]:
+    """The brute-force answer: best score first, equal scores by label."""
+    order = np.lexsort((np.array(labels), -(vectors @ query)))
+    return [labels[int(i)] for i in order[:k]]
+
+
+@pytest.fixture
+def builder() -> Iterator[IndexBuilder]:
+    found = IndexBuilder("test")
+    yield found
+    found.stop()
+
+
+@pytest.fixture
+def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
+    """Holds every graph build until set (the test sets it, or teardown does)."""
+    opened = threading.Event()
+    real = indexing.build_graph
+
+    def held(matrix: Any, **kw: Any) -> Any:
+        assert opened.wait(60), "the test never released the build"
+        return real(matrix, **kw)
+
+    monkeypatch.setattr(indexing, "build_graph", held)
+    yield opened
+    opened.set()
+
+
+def auto_index(builder: IndexBuilder, **kw: Any) -> AutoIndex:
+    config = VectorStoreConfig(provider="hash", dimension=DIM, approximate_above=1000, **kw)
+    return AutoIndex(config, DIM, builder, collection="c")
+
+
+def settle(index: AutoIndex) -> None:
+    wait_until(lambda: not index.building, "the build did not finish")
+
+
+def test_below_the_threshold_every_answer_is_exact_and_nothing_is_built(
+    builder: IndexBuilder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(indexing, "build_graph", lambda *a, **kw: pytest.fail("a graph"))
+    vectors = clustered(999)
+    vectors[500:510] = vectors[7]  # ten equal scores for the query of row 7
+    labels = [f"v{i:04d}" for i in range(999)][::-1]
+    index = auto_index(builder)
+    index.add(labels, vectors)
+    for row in (7, 100, 998):
+        hits = index.search(vectors[row], 5)
+        assert [h[0] for h in hits] == exact_top(vectors, labels, vectors[row], 5)
+    assert index.kind == "exact" and not index.building and index.note is None
+
+
+def test_the_graph_of_a_seeded_corpus_reaches_the_recall_floor(builder: IndexBuilder) -> None:
+    points = clustered(6100, seed=1)
+    vectors, queries = points[:6000], points[6000:]  # held-out queries on the same topics
+    labels = [f"v{i}" for i in range(6000)]
+    index = auto_index(builder)
+    for start in range(0, 6000, 500):  # streamed: the build starts at 1,000 and catches up
+        index.add(labels[start : start + 500], vectors[start : start + 500])
+    settle(index)
+    assert index.kind == "hnsw" and index.count() == 6000
+    truth = [set(exact_top(vectors, labels, q, 10)) for q in queries]
+    found = [{h[0] for h in index.search(q, 10)} for q in queries]
+    assert np.mean([len(t & f) / 10 for t, f in zip(truth, found, strict=True)]) >= 0.95
+
+
+def test_while_the_graph_builds_answers_are_exact_and_writes_go_on(
+    builder: IndexBuilder, gate: threading.Event
+) -> None:
+    vectors = clustered(3000, seed=3)
+    labels = [f"v{i}" for i in range(3000)]
+    index = auto_index(builder)
+    index.add(labels[:2000], vectors[:2000])
+    assert index.building and index.kind == "exact"
+    index.add(labels[2000:], vectors[2000:])  # the owner is not held by the build
+    index.remove(labels[:100])
+    index.add(["v150"], vectors[2999:3000])  # replaced while the graph is built
+    live = labels[100:]
+    now = vectors[100:].copy()
+    now[50] = vectors[2999]
+    for row in (0, 120, 1500, 2500):
+        answer = [h[0] for h in index.search(vectors[row], 10)]
+        assert answer == exact_top(now, live, vectors[row], 10)
+    gate.set()
+    settle(index)
+    assert index.kind == "hnsw" and index.count() == 2900
+    assert not {h[0] for r in index.search_batch(vectors[:100], 10) for h in r} & set(labels[:100])
+    assert index.search(vectors[2999], 2)[0][0] in {"v150", "v2999"}
+    assert "v150" not in [h[0] for h in index.search(vectors[150], 10)]
+
+
+def test_removed_vectors_never_come_back_from_the_graph(builder: IndexBuilder) -> None:
+    vectors = clustered(4000, seed=4)
+    labels = [f"v{i}" for i in range(4000)]
+    index = auto_index(builder)
+    index.add(labels, vectors)
+    settle(index)
+    gone = labels[::7]
+    assert index.remove([*gone, "never-there"]) == len(gone)
+    found = {h[0] for r in index.search_batch(vectors[::7], 10) for h in r}
+    assert found and not found & set(gone)
+    assert index.count() == 4000 - len(gone)
+
+
+@pytest.mark.timeout(120)
+def test_a_resumed_store_answers_exactly_as_before_from_its_saved_graph(tmp_path: Path) -> None:
+    db, saved = tmp_path / "team.db", tmp_path / "graphs"
+    docs = DOCS + [(f"t{i}", DOCS[i % 50][1]) for i in range(200)]  # equal texts: equal scores
+    card = VectorStoreTool(
+        provider="hash", dimension=64, approximate_above=1000, index_dir=str(saved)
+    )
+    queries = [text for _, text in docs[::37]]
+    with Team("auto-resume", db) as team:
+        team.bind([card], "a")
+        handle = find_store(team)
+        handle.ask("upsert", "notes", docs)
+        flush(handle)
+        wait_until(lambda: handle.ask("info")["indexes"]["notes"] == "hnsw", "no graph")
+        before = [query(handle, "notes", text, 10) for text in queries]
+    with Team.resume("auto-resume", db) as team:
+        handle = find_store(team)
+        wait_until(lambda: handle.ask("info")["indexes"].get("notes") == "hnsw", "no graph")
+        assert [query(handle, "notes", text, 10) for text in queries] == before

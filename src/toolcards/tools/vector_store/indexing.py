@@ -209,8 +209,7 @@ class AutoIndex:
         self.collection = collection
         self.store = store
         self.served: InMemoryIndex | HnswIndex = InMemoryIndex(dimension)
-        self.building = False
-        """A build, reload or calibration of this collection is under way."""
+        self._building = False
         self.note: str | None = None
         """Why this collection, past the threshold, is still searched exactly."""
         self._builder = builder
@@ -259,6 +258,12 @@ class AutoIndex:
         return self.served.search_batch(vectors, top_k)
 
     @property
+    def building(self) -> bool:
+        """A build, reload or calibration of this collection is under way."""
+        self._settle()
+        return self._building
+
+    @property
     def kind(self) -> str:
         """``exact``, ``hnsw`` or ``ivf``: how a search is answered now."""
         self._settle()
@@ -292,14 +297,14 @@ class AutoIndex:
             self._inbox.append(result)
 
     def _start(self, job: Callable[..., None], *args: Any) -> None:
-        self.building = True
+        self._building = True
         self._builder.submit(functools.partial(job, *args))
 
     def _consider(self) -> None:
         """Start a build, a reload, a rebuild or a calibration when one is due."""
         limit = self.cfg.approximate_above
         served = self.served
-        if limit is None or self.building or served.count() < limit:
+        if limit is None or self._building or served.count() < limit:
             return
         if self.approximate is None:
             self._hint()
@@ -330,7 +335,7 @@ class AutoIndex:
             logger.warning("%s: %s", self._name, self.note)
 
     def _install_graph(self, found: Built, reloading: bool) -> None:
-        self.building = False
+        self._building = False
         built, refused = found
         if refused is not None:
             self._refuse(*refused)
@@ -354,7 +359,7 @@ class AutoIndex:
         logger.warning("%s: %s", self._name, self.note)
 
     def _install_cells(self, centroids: Matrix | None, assign: Any, rows: int) -> None:
-        self.building = False
+        self._building = False
         if not isinstance(self.served, InMemoryIndex):
             return
         with self._lock:
@@ -364,7 +369,7 @@ class AutoIndex:
                 self.served.install(centroids, assign, rows)
 
     def _install_tuning(self, served: HnswIndex, ef_search: int, tuned_at: int) -> None:
-        self.building = False
+        self._building = False
         if served is self.served:
             served.ef_search, served.tuned_at = ef_search, tuned_at
 
