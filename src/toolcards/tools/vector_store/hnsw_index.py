@@ -53,9 +53,7 @@ def hnsw_available() -> bool:
     return importlib.util.find_spec("faiss") is not None
 
 
-def build_graph(
-    matrix: Matrix, *, m: int = 16, ef_construction: int = 128, threads: int = 0
-) -> Any:
+def build_graph(matrix: Matrix, *, m: int = 16, ef_construction: int = 64, threads: int = 0) -> Any:
     """A faiss ``IndexHNSWFlat`` over the rows of ``matrix`` (row i gets faiss id i).
 
     Runs on the calling thread with ``threads`` OpenMP threads (0: every usable CPU); the

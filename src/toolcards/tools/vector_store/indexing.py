@@ -290,7 +290,12 @@ class AutoIndex:
     def _settle(self) -> None:
         """Run what the builder handed back (installs, new ``ef_search`` values)."""
         while self._inbox:
-            self._inbox.popleft()()
+            result = self._inbox.popleft()
+            try:
+                result()
+            except Exception:  # the served index stays as it was; the caller's call goes on
+                self._building = False
+                logger.exception("%s: installing the index failed", self._name)
 
     def _post(self, result: Callable[[], None]) -> None:  # index thread
         if not self._builder.stopped:
