@@ -75,7 +75,7 @@ def test_a_replaced_vector_is_found_by_its_new_value_only() -> None:
     assert index.count() == 800 and index.dead == 1
     assert [h[0] for h in index.search(vectors[700], 2)] == sorted(["v5", "v700"])
     assert "v5" not in [h[0] for h in index.search(vectors[5], 5)]
-    assert np.allclose(index.vector("v5"), vectors[700])
+    assert np.allclose(index.vectors(["v5"])[0], vectors[700])
 
 
 def test_tombstones_past_a_quarter_ask_for_a_rebuild() -> None:

@@ -129,10 +129,10 @@ class HnswIndex(RowIndex):
         view: Matrix = data.reshape(rows, self._dimension)
         return view
 
-    def vector(self, item: str) -> Matrix | None:
-        """A copy of the stored vector of ``item``."""
-        row = self._row.get(item)
-        return None if row is None else self._stored()[row].copy()
+    def vectors(self, ids: Sequence[str]) -> Matrix:
+        """Copies of the stored vectors of ``ids`` (each must be indexed), one row each."""
+        found: Matrix = self._stored()[self.rows_of(ids)]
+        return found
 
     # ---- writes -------------------------------------------------------------------------------
 
@@ -143,9 +143,9 @@ class HnswIndex(RowIndex):
         if not latest:
             return
         self._bury([item for item in latest if item in self._row])
-        rows = list(latest.values())
         start = len(self._ids)
-        self._graph.add(self._np.ascontiguousarray(matrix[rows]))
+        unique = matrix if len(latest) == len(ids) else matrix[list(latest.values())]
+        self._graph.add(self._np.ascontiguousarray(unique))
         for offset, item in enumerate(latest):
             self._row[item] = start + offset
             self._ids.append(item)

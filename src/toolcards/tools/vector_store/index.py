@@ -131,6 +131,11 @@ class RowIndex:
         """The indexed ids, in row order."""
         return [i for i in self._ids if i is not None]
 
+    def rows_of(self, ids: Sequence[str]) -> Any:
+        """The rows of ``ids`` (each must be indexed), as an int64 array."""
+        np = require("numpy")
+        return np.fromiter((self._row[i] for i in ids), dtype=np.int64, count=len(ids))
+
     def track_changes(self) -> None:
         """Record from now on the ids added, replaced, moved or removed."""
         if self._changed is None:
@@ -166,10 +171,10 @@ class InMemoryIndex(RowIndex):
         self._dead = 0
         self.nprobe = 0
 
-    def vector(self, item: str) -> Matrix | None:
-        """A copy of the stored vector of ``item``."""
-        row = self._row.get(item)
-        return None if row is None else self._matrix[row].copy()
+    def vectors(self, ids: Sequence[str]) -> Matrix:
+        """Copies of the stored vectors of ``ids`` (each must be indexed), one row each."""
+        found: Matrix = self._matrix[self.rows_of(ids)]
+        return found
 
     # ---- writes -------------------------------------------------------------------------------
 

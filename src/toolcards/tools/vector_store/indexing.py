@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolcards.core.threads import background_thread
-from toolcards.tools.vector_store.base import require
 from toolcards.tools.vector_store.hnsw_index import (
     HNSW_HINT,
     HnswIndex,
@@ -115,13 +114,11 @@ Built = tuple[HnswIndex | None, tuple[int, float] | None]
 
 def take_delta(source: InMemoryIndex | HnswIndex, *, keep_tracking: bool) -> Delta:
     """What changed in ``source`` since its snapshot, with the current vectors (copies)."""
-    np = require("numpy")
     changed = sorted(source.take_changes())
     if keep_tracking:
         source.track_changes()
     present = [i for i in changed if i in source]
-    vectors = np.stack([source.vector(i) for i in present]) if present else None
-    return changed, present, vectors
+    return changed, present, source.vectors(present) if present else None
 
 
 def apply_delta(built: HnswIndex, delta: Delta) -> int:
@@ -231,9 +228,6 @@ class AutoIndex:
 
     def __contains__(self, item: object) -> bool:
         return item in self.served
-
-    def vector(self, item: str) -> Matrix | None:
-        return self.served.vector(item)
 
     def add(self, ids: Sequence[str], vectors: Matrix) -> None:
         self._settle()
