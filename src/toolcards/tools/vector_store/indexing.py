@@ -180,6 +180,7 @@ class IndexBuilder:
                 job()
             except Exception:  # a job reports its own failures; this is the last net
                 logger.exception("%s: index job failed", self.name)
+            job = None  # its snapshot goes now, not when the next job comes
 
 
 class AutoIndex:
