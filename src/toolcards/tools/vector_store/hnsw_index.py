@@ -105,6 +105,8 @@ class HnswIndex(RowIndex):
         self._row = {label: row for row, label in enumerate(self._ids) if label is not None}
         self._bitmap: Any = self._np.full(max(1, -(-len(labels) // 8)), 0xFF, self._np.uint8)
         self._selector: Any = None
+        self._params: tuple[int, Any, Any] | None = None
+        """The last search parameters: (candidates, selector, faiss parameters)."""
         self._dead = 0
         self._bury_rows([row for row, label in enumerate(self._ids) if label is None])
         if len(self._row) + self._dead != len(self._ids):
@@ -201,18 +203,27 @@ class HnswIndex(RowIndex):
         if exact:
             return self._exact(queries, k)
         pool = max(k, int(ef or self.ef_search))
-        params = self._faiss.SearchParametersHNSW()
-        params.efSearch = pool
-        if self._dead:
-            params.sel = self._selector
         # The whole candidate pool comes back (it costs no more exploration), so equal
         # scores at the k-th place are cut by label as in the exact search.
-        scores, rows = self._graph.search(queries, pool, params=params)
+        scores, rows = self._graph.search(queries, pool, params=self._search_params(pool))
         found = rows >= 0
         return [
             top_hits(scores[q][found[q]], k, self._ids, rows[q][found[q]])
             for q in range(queries.shape[0])
         ]
+
+    def _search_params(self, pool: int) -> Any:
+        """faiss search parameters for ``pool`` candidates, skipping the tombstones (made
+        again only when either changes: setting them costs as much as a small search)."""
+        selector = self._selector if self._dead else None
+        last = self._params
+        if last is None or last[0] != pool or last[1] is not selector:
+            params = self._faiss.SearchParametersHNSW()
+            params.efSearch = pool
+            if selector is not None:
+                params.sel = selector
+            self._params = (pool, selector, params)
+        return self._params[2]
 
     def _exact(self, queries: Matrix, k: int) -> list[list[Hit]]:
         scores = queries @ self._stored().T
