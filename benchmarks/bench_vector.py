@@ -37,18 +37,25 @@ def corpus(n: int, queries: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]
     return points[:n], points[n:]
 
 
-def timed(fn: Callable[[np.ndarray], Any], inputs: np.ndarray) -> tuple[float, float, float]:
-    """Median and p95 wall milliseconds of ``fn`` over ``inputs``, and median CPU milliseconds
-    (the CPU figure is what a query costs when other processes compete for the cores)."""
-    fn(inputs[0])
-    ms, cpu = [], []
-    for row in inputs:
+def timed(search: Callable[[np.ndarray], Any], queries: np.ndarray) -> dict[str, float]:
+    """p50 and p95 wall milliseconds per query, and the p50 and p95 CPU milliseconds (what a
+    query costs when other processes compete for the cores)."""
+    search(queries[0])
+    wall, cpu = [], []
+    for query in queries:
         start, start_cpu = time.perf_counter(), time.process_time()
-        fn(row)
-        ms.append((time.perf_counter() - start) * 1e3)
+        search(query)
+        wall.append((time.perf_counter() - start) * 1e3)
         cpu.append((time.process_time() - start_cpu) * 1e3)
-    ms.sort()
-    return statistics.median(ms), ms[min(len(ms) - 1, int(len(ms) * 0.95))], statistics.median(cpu)
+    wall.sort()
+    cpu.sort()
+    at95 = min(len(wall) - 1, int(len(wall) * 0.95))
+    return {
+        "p50": statistics.median(wall),
+        "p95": wall[at95],
+        "cpu": statistics.median(cpu),
+        "cpu95": cpu[at95],
+    }
 
 
 def bench_search(n: int, n_queries: int) -> dict[str, float]:
@@ -59,9 +66,8 @@ def bench_search(n: int, n_queries: int) -> dict[str, float]:
     add_s = time.perf_counter() - start
     out: dict[str, float] = {"n": n, "bulk_add_per_s": n / add_s}
     exact = [{h[0] for h in index.search(q, 10)} for q in queries]
-    out["exact_ms"], out["exact_p95_ms"], out["exact_cpu_ms"] = timed(
-        lambda q: index.search(q, 10), queries
-    )
+    t = timed(lambda q: index.search(q, 10), queries)
+    out["exact_ms"], out["exact_p95_ms"], out["exact_cpu_ms"] = t["p50"], t["p95"], t["cpu"]
     start = time.perf_counter()
     index.search_batch(queries, 10)
     out["batched_ms_per_query"] = (time.perf_counter() - start) * 1e3 / len(queries)
@@ -69,9 +75,8 @@ def bench_search(n: int, n_queries: int) -> dict[str, float]:
     index.train()
     out["train_s"] = time.perf_counter() - start
     out["cells"], out["nprobe"] = index.cells, index.nprobe
-    out["ivf_ms"], out["ivf_p95_ms"], out["ivf_cpu_ms"] = timed(
-        lambda q: index.search(q, 10), queries
-    )
+    ivf = timed(lambda q: index.search(q, 10), queries)
+    out["ivf_ms"], out["ivf_p95_ms"], out["ivf_cpu_ms"] = ivf["p50"], ivf["p95"], ivf["cpu"]
     found = [{h[0] for h in index.search(q, 10)} for q in queries]
     out["ivf_recall_at_10"] = float(
         np.mean([len(a & b) / 10 for a, b in zip(exact, found, strict=True)])
@@ -131,13 +136,13 @@ def bench_qdrant(n: int) -> dict[str, float]:
     vecs, queries = corpus(n, 20, seed=3)
     ours = InMemoryIndex(DIM)
     ours.add([f"d{i}" for i in range(n)], vecs)
-    ours_ms, _, _ = timed(lambda q: ours.search(q, 10), queries)
+    ours_ms = timed(lambda q: ours.search(q, 10), queries)["p50"]
     index = QdrantIndex(make_client(), "bench", DIM)
     start = time.perf_counter()
     for lo in range(0, n, 1000):
         index.add([f"d{i}" for i in range(lo, min(n, lo + 1000))], vecs[lo : lo + 1000])
     add_s = time.perf_counter() - start
-    median, _, _ = timed(lambda q: index.search(q, 10), queries)
+    median = timed(lambda q: index.search(q, 10), queries)["p50"]
     return {"n": n, "add_per_s": n / add_s, "search_ms": median, "inmemory_ms": ours_ms}
 
 
