@@ -175,7 +175,8 @@ def report(n: int, r: dict[str, dict[str, float]]) -> None:
         f"recall@10 {a['recall']:.3f} (ef_search {int(a['ef'])})  "
         f"build {a['build_s']:.0f} s (cpu {a['build_cpu_s']:.0f} s, ingest {a['ingest_s']:.1f} s)"
         f"  memory {a['memory_mb']:.0f} MiB (peak {a['peak_mb']:.0f} MiB)  "
-        f"exact meanwhile p50 {a['meanwhile_ms']:.1f} ms"
+        f"exact meanwhile p50 {a['meanwhile_ms']:.1f} ms",
+        flush=True,
     )
     size = f"{n // 1000}k x {DIM}"
     record_scaling('top-10 index="auto" p50', n, a["p50"], "ms", size_unit="vectors")
@@ -233,9 +234,10 @@ def main() -> None:
         f"efConstruction={config.hnsw_ef_construction}, target recall "
         f"{config.hnsw_target_recall}"
     )
-    results = {n: bench_size(n, args.queries, config) for n in sizes}
-    for n, r in results.items():
-        report(n, r)
+    results: dict[int, dict[str, dict[str, float]]] = {}
+    for n in sizes:  # each size is printed as soon as it is measured
+        results[n] = bench_size(n, args.queries, config)
+        report(n, results[n])
     if len(sizes) > 1:
         small, large = results[sizes[0]], results[sizes[-1]]
         ratio = large["auto"]["p50"] / small["auto"]["p50"]
