@@ -40,6 +40,7 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def card(**kw: Any) -> VectorStoreTool:
+    kw.setdefault("index", "hnsw")  # the graph's own mechanics (auto compares it with the file)
     return VectorStoreTool(provider="hash", dimension=64, approximate_above=1000, **kw)
 
 
@@ -138,15 +139,25 @@ def test_a_stale_saved_graph_is_reloaded_and_caught_up_instead_of_rebuilt(
         assert handle.ask("count", "notes") == 1199
 
 
+TOPICS = [[f"w{t}x{j}" for j in range(6)] for t in range(24)]
+TOPICAL = [(f"t{i}", " ".join([*TOPICS[i % 24], f"item{i}"])) for i in range(1200)]
+"""Texts of 24 topics: hashed, their vectors cluster (what an inverted file is good at)."""
+
+
 @pytest.mark.timeout(90)
 def test_the_inverted_file_is_chosen_by_config_or_without_faiss(
     spy: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with Team("ivf-config") as team:
-        wait_for(loaded(team, index="ivf"), "ivf")
-    monkeypatch.setenv("TOOLCARDS_HNSW", "off")
-    with Team("ivf-fallback") as team:
-        wait_for(loaded(team, index="hnsw"), "ivf")
+    for name, index in (("ivf-config", "ivf"), ("ivf-fallback", "hnsw")):
+        if index == "hnsw":
+            monkeypatch.setenv("TOOLCARDS_HNSW", "off")
+        with Team(name) as team:
+            team.bind([card(index=index)], member="alice")
+            handle = find_store(team)
+            handle.ask("upsert", "notes", TOPICAL)
+            flush(handle)
+            wait_for(handle, "ivf")
+            assert query(handle, "notes", TOPICAL[777][1], 1)[0][0] == "t777"
 
 
 def test_exact_search_stays_exact_when_switched_off(spy: Any) -> None:

@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolcards.tools.vector_store.base import (
-    VectorExtraMissing,
-    normalize_rows,
-    require,
-    usable_cpus,
-)
+from toolcards.tools.vector_store.base import VectorExtraMissing, require, usable_cpus
+from toolcards.tools.vector_store.calibration import ProbeSet, Search
 from toolcards.tools.vector_store.index import RowIndex, check_matrix
 from toolcards.tools.vector_store.ranking import Hit, top_hits
 
@@ -114,6 +111,8 @@ class HnswIndex(RowIndex):
         self.ef_search = ef_search
         self.tuned_at = 0
         """Live vectors when ``ef_search`` was last calibrated or measured (0: never)."""
+        self.cost_ms = math.nan
+        """CPU milliseconds a probe query cost when ``ef_search`` was calibrated."""
 
     @property
     def dead(self) -> int:
@@ -222,8 +221,8 @@ class HnswIndex(RowIndex):
             params.efSearch = pool
             if selector is not None:
                 params.sel = selector
-            self._params = (pool, selector, params)
-        return self._params[2]
+            last = self._params = (pool, selector, params)
+        return last[2]
 
     def _exact(self, queries: Matrix, k: int) -> list[list[Hit]]:
         scores = queries @ self._stored().T
@@ -232,57 +231,41 @@ class HnswIndex(RowIndex):
             scores[:, dead] = -self._np.inf
         return [top_hits(scores[q], k, self._ids) for q in range(queries.shape[0])]
 
-    def calibrate(self, target: float = 0.98, samples: int = 200, seed: int = 0) -> float:
-        """Set ``ef_search`` to the smallest of :data:`EF_STEPS` whose recall@10 reaches
-        ``target`` on sample queries, and return that recall. When a larger step gains
-        less than 0.002 over the previous one (past 64), the graph's quality, not ``ef``,
-        limits recall: the previous step is kept rather than paying for nothing.
-
-        Each query is a stored vector moved, in a random direction, as far as its 10th
-        nearest neighbour: a new point where the data is, as near to the stored ones as they
-        are to each other (so sparse data gets hard queries, clustered data in-cluster ones).
-        """
-        self.tuned_at = self.count()
-        probe = self._probe_queries(samples, seed)
-        if probe is None:
-            return 1.0
-        best = (0.0, EF_STEPS[0])
-        for ef in EF_STEPS:
-            recall = self._recall(*probe, ef)
-            if ef > 64 and recall < best[0] + 0.002:
-                break  # saturated: keep the previous step
-            best = (recall, ef)
-            if recall >= target:
-                break
-        self.ef_search = best[1]
-        return best[0]
-
-    def measure(self, samples: int = 200, seed: int = 0) -> float:
-        """Recall@10 at the current ``ef_search`` against exact search, on the sample queries
-        :meth:`calibrate` uses."""
-        self.tuned_at = self.count()
-        probe = self._probe_queries(samples, seed)
-        return 1.0 if probe is None else self._recall(*probe, self.ef_search)
-
-    def _probe_queries(self, samples: int, seed: int) -> tuple[Matrix, list[set[str]]] | None:
-        """Sample queries near the stored vectors and their exact top-10 (None: too few)."""
+    def probes(self, samples: int = 200, seed: int = 0) -> ProbeSet | None:
+        """Sample queries near the stored vectors, for :meth:`calibrate` (None: too few)."""
         np = self._np
         alive = np.array([r for r, label in enumerate(self._ids) if label is not None])
         if alive.size <= 11:
             return None
-        rng = np.random.default_rng(seed)
-        picked = rng.choice(alive, size=min(samples, alive.size), replace=False)
+        picked = np.random.default_rng(seed).choice(alive, min(samples, alive.size), False)
         base = np.ascontiguousarray(self._stored()[picked])
-        tenth = np.array([hits[-1][1] for hits in self._exact(base, 11)], dtype=np.float32)
-        reach = np.sqrt(np.maximum(0.0, 2.0 - 2.0 * tenth))[:, None]
-        queries = normalize_rows(base + normalize_rows(rng.standard_normal(base.shape)) * reach)
-        queries = np.ascontiguousarray(queries, dtype=np.float32)
-        return queries, [{h[0] for h in hits} for hits in self._exact(queries, 10)]
+        return ProbeSet.near(base, self._exact, seed=seed)
 
-    def _recall(self, queries: Matrix, truth: list[set[str]], ef: int) -> float:
-        found = self.search_batch(queries, 10, ef=ef)
-        pairs = zip(found, truth, strict=True)
-        return float(self._np.mean([len({h[0] for h in f} & t) / 10 for f, t in pairs]))
+    def at(self, ef: int) -> Search:
+        """The top-10 of each query row at ``ef_search=ef``."""
+        return lambda queries: self.search_batch(queries, 10, ef=ef)
+
+    def calibrate(self, target: float = 0.98, samples: int = 200, seed: int = 0) -> float:
+        """Set ``ef_search`` to the smallest of :data:`EF_STEPS` whose recall@10 reaches
+        ``target`` on sample queries near the stored vectors (:class:`ProbeSet`), or where a
+        larger step stops improving it, and return that recall; measures :attr:`cost_ms`."""
+        self.tuned_at = self.count()
+        probe = self.probes(samples, seed)
+        if probe is None:
+            return 1.0
+        self.ef_search, recall = probe.calibrate(EF_STEPS, self.at, target)
+        self.cost_ms = probe.cost_ms(lambda query: self.search(query, 10))
+        return recall
+
+    def measure(self, samples: int = 200, seed: int = 0) -> float:
+        """Recall@10 at the current ``ef_search`` against exact search, on the sample queries
+        :meth:`calibrate` uses; measures :attr:`cost_ms`."""
+        self.tuned_at = self.count()
+        probe = self.probes(samples, seed)
+        if probe is None:
+            return 1.0
+        self.cost_ms = probe.cost_ms(lambda query: self.search(query, 10))
+        return probe.recall(self.at(self.ef_search))
 
     # ---- rebuilds and persistence -----------------------------------------------------------
 
@@ -301,7 +284,7 @@ class HnswIndex(RowIndex):
         twin = HnswIndex(
             self._dimension, graph=self._faiss.clone_index(self._graph), labels=self._ids
         )
-        twin.ef_search, twin.tuned_at = self.ef_search, self.tuned_at
+        twin.ef_search, twin.tuned_at, twin.cost_ms = self.ef_search, self.tuned_at, self.cost_ms
         return twin
 
     def snapshot(self) -> tuple[list[str | None], Matrix]:

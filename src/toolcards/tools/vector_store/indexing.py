@@ -1,19 +1,23 @@
 """Approximate indexes for large collections: :class:`AutoIndex` decides when a collection
-leaves exact search, builds its graph off the owner's thread, and catches it up with what
-changed meanwhile.
+leaves exact search, builds its approximate indexes off the owner's thread, catches them up
+with what changed meanwhile, and serves the cheaper one.
 
 A collection starts exact (an :class:`InMemoryIndex`). Once it holds ``approximate_above``
 vectors, the :class:`AutoIndex` snapshots it and has the store's :class:`IndexBuilder` build,
-on its own thread, an HNSW graph (``index="auto"`` or ``"hnsw"``, faiss) or a k-means
-partition (``"ivf"``, numpy); exact search keeps answering meanwhile. The builder applies what
-was written since the snapshot to the graph, and the owner installs it at its next call,
-re-applying the last few writes. A graph whose recall@10 against exact search stays below
-``hnsw_target_recall`` is not installed (exact search stays, and a warning says so);
-``auto`` without faiss stays exact and logs a one-line hint once. A served graph whose size has
-doubled since its ``ef_search`` was calibrated is calibrated again (on a copy, on the builder's
-thread); one with too many tombstones is rebuilt like the first. With ``index_dir`` set, graphs
-are saved when the store stops and reloaded at start (checked against the stored vectors,
-differences re-applied) instead of being rebuilt.
+on its own thread, the candidates its ``index=`` setting names: for ``"auto"`` a k-means
+inverted file (numpy, built in seconds) and then, with faiss, an HNSW graph. Each is
+calibrated on sample queries near the stored vectors (``nprobe``, ``ef_search``) until its
+recall@10 against exact search reaches ``hnsw_target_recall``, and the CPU time a query then
+costs is measured; exact search answers until the first candidate is ready, and the cheaper of
+the two is served. A candidate that misses the target is not installed (a warning and
+``note`` say so; with none left, exact search stays until the collection has doubled);
+``auto`` without faiss logs a one-line hint once. The builder applies what was written since
+the snapshot; the owner installs the result at its next call, re-applying the last few writes.
+A served index that has doubled since it was calibrated is calibrated again (on a copy, on the
+builder's thread); an inverted file grown four times over is trained anew (and the graph tried
+again); a graph with too many tombstones is rebuilt. With ``index_dir`` set, graphs are saved
+when the store stops and reloaded at start (checked against the stored vectors, differences
+re-applied) instead of being rebuilt.
 """
 
 from __future__ import annotations
@@ -35,12 +39,8 @@ from toolcards.tools.vector_store.hnsw_index import (
     build_graph,
     hnsw_available,
 )
-from toolcards.tools.vector_store.index import (
-    InMemoryIndex,
-    default_cells,
-    kmeans,
-    nearest_cells,
-)
+from toolcards.tools.vector_store.index import InMemoryIndex
+from toolcards.tools.vector_store.ivf_index import IvfIndex
 
 if TYPE_CHECKING:
     from toolcards.tools.vector_store.base import Matrix
@@ -51,31 +51,35 @@ logger = logging.getLogger(__name__)
 
 _hinted: set[str] = set()
 
+Approximate = HnswIndex | IvfIndex
+NAMES = {"hnsw": "HNSW graph", "ivf": "inverted file"}
 
-def approximate_kind(config: VectorStoreConfig) -> str | None:
-    """``hnsw``, ``ivf`` or None (always exact) for this configuration on this machine."""
+
+def approximate_kinds(config: VectorStoreConfig) -> tuple[str, ...]:
+    """The approximate indexes a collection past ``approximate_above`` may get, in the order
+    they are built: ``auto`` the inverted file, then (with faiss) the HNSW graph; ``hnsw`` the
+    graph (the inverted file without faiss); ``ivf`` the inverted file; ``exact``, another
+    backend or no threshold: none."""
     if config.approximate_above is None or config.backend != "inmemory":
-        return None
-    if config.index in ("exact", "ivf"):
-        return None if config.index == "exact" else "ivf"
-    if hnsw_available():
+        return ()
+    graph = ("hnsw",) if hnsw_available() else ()
+    found = {"exact": (), "ivf": ("ivf",), "hnsw": graph or ("ivf",), "auto": ("ivf", *graph)}
+    return found[config.index]
+
+
+def kind_of(index: object) -> str:
+    """``hnsw``, ``ivf`` or ``exact``."""
+    if isinstance(index, HnswIndex):
         return "hnsw"
-    return "ivf" if config.index == "hnsw" else None
+    return "ivf" if isinstance(index, IvfIndex) else "exact"
 
 
-def planned_kind(config: VectorStoreConfig, count: int) -> str:
-    """The index a collection of ``count`` vectors gets: ``exact``, ``hnsw`` or ``ivf``."""
-    limit = config.approximate_above
-    kind = approximate_kind(config)
-    return "exact" if kind is None or limit is None or count < limit else kind
-
-
-def tune(built: HnswIndex, config: VectorStoreConfig) -> float:
-    """Set ``built.ef_search`` as ``config`` says and return its recall@10 against exact search
-    on sample queries: calibrated to ``hnsw_target_recall``, or the configured value, raised
-    (with a warning) when it misses the target."""
+def tune(built: Approximate, config: VectorStoreConfig) -> float:
+    """Calibrate ``built`` (its ``nprobe`` or ``ef_search``) and return its recall@10 against
+    exact search on sample queries: to ``hnsw_target_recall``, or for a graph the configured
+    ``hnsw_ef_search``, raised (with a warning) when it misses the target."""
     target = config.hnsw_target_recall
-    if config.hnsw_ef_search is None:
+    if isinstance(built, IvfIndex) or config.hnsw_ef_search is None:
         return built.calibrate(target)
     built.ef_search = config.hnsw_ef_search
     recall = built.measure()
@@ -102,17 +106,27 @@ def checked_graph(
     return (built if recall >= config.hnsw_target_recall else None), recall
 
 
+def checked_file(
+    config: VectorStoreConfig, labels: list[str | None], matrix: Matrix
+) -> tuple[IvfIndex | None, float]:
+    """:func:`checked_graph` for the inverted file (``nprobe`` calibrated)."""
+    built = IvfIndex.build(labels, matrix)
+    recall = tune(built, config)
+    return (built if recall >= config.hnsw_target_recall else None), recall
+
+
 Delta = tuple[list[str], list[str], "Matrix | None"]
 """Ids changed since a snapshot, those of them still present, and their current vectors."""
 
 CATCH_UP_ROUNDS = 8
 SMALL_DELTA = 512
-"""A delta this small is applied by the owner itself when it installs the graph."""
-Built = tuple[HnswIndex | None, tuple[int, float] | None]
-"""A built graph (None: none), and when it missed the recall target, its size and recall."""
+"""A delta this small is applied by the owner itself when it installs the index."""
+Refusal = tuple[str, int, float]
+"""A candidate that missed the recall target: its kind, its size and its recall."""
+Built = tuple[Approximate | None, Refusal | None]
 
 
-def take_delta(source: InMemoryIndex | HnswIndex, *, keep_tracking: bool) -> Delta:
+def take_delta(source: InMemoryIndex | Approximate, *, keep_tracking: bool) -> Delta:
     """What changed in ``source`` since its snapshot, with the current vectors (copies)."""
     changed = sorted(source.take_changes())
     if keep_tracking:
@@ -121,7 +135,7 @@ def take_delta(source: InMemoryIndex | HnswIndex, *, keep_tracking: bool) -> Del
     return changed, present, source.vectors(present) if present else None
 
 
-def apply_delta(built: HnswIndex, delta: Delta) -> int:
+def apply_delta(built: Approximate, delta: Delta) -> int:
     """Drop the changed ids from ``built`` and add back the present ones; returns how many
     ids changed."""
     changed, present, vectors = delta
@@ -186,11 +200,12 @@ class IndexBuilder:
 class AutoIndex:
     """The index of one in-memory collection, as ``index=`` configures it (a ``VectorIndex``).
 
-    Exact below ``approximate_above`` vectors; from there a graph or an inverted file, built by
-    ``builder`` from a snapshot while exact search answers. Every method is called from one
-    owner thread (the store actor's); the builder's thread reads the served index only under a
-    lock the owner holds while it writes, and hands each result back to run on the owner
-    thread at its next call (a search, a write, :attr:`kind`).
+    Exact below ``approximate_above`` vectors; from there the candidates of
+    :func:`approximate_kinds`, built by ``builder`` from a snapshot while the served index
+    answers, the cheaper one that reaches the recall target served. Every method is called
+    from one owner thread (the store actor's); the builder's thread reads the served index
+    only under a lock the owner holds while it writes, and hands each result back to run on
+    the owner thread at its next call (a search, a write, :attr:`kind`, :attr:`building`).
     """
 
     def __init__(
@@ -203,20 +218,24 @@ class AutoIndex:
         store: str = "vector store",
     ) -> None:
         self.cfg = config
-        self.approximate = approximate_kind(config)
+        self.kinds = approximate_kinds(config)
         self.collection = collection
         self.store = store
-        self.served: InMemoryIndex | HnswIndex = InMemoryIndex(dimension)
-        self._building = False
+        self.served: InMemoryIndex | Approximate = InMemoryIndex(dimension)
         self.note: str | None = None
-        """Why this collection, past the threshold, is still searched exactly."""
+        """Why the collection is served as it is: exact past the threshold (a candidate missed
+        the recall target, or no graph without faiss), or one candidate rather than the
+        other."""
+        self._building = False
+        self._todo: list[str] = []
+        """Candidates still to build and compare in this round."""
+        self._declined = 0
+        """Size when every candidate missed the recall target (the next try is at twice)."""
         self._builder = builder
         self._lock = threading.Lock()
         self._inbox: collections.deque[Callable[[], None]] = collections.deque()
-        self._declined = 0
-        """Size of the last graph that missed the recall target (the next try is at twice)."""
         saved = builder.saved_path(collection)
-        self._saved = saved if saved is not None and self.approximate == "hnsw" else None
+        self._saved = saved if saved is not None and "hnsw" in self.kinds else None
 
     # ---- the VectorIndex protocol (owner thread) ---------------------------------------------
 
@@ -260,11 +279,9 @@ class AutoIndex:
 
     @property
     def kind(self) -> str:
-        """``exact``, ``hnsw`` or ``ivf``: how a search is answered now."""
+        """``exact``, ``ivf`` or ``hnsw``: how a search is answered now."""
         self._settle()
-        if isinstance(self.served, HnswIndex):
-            return "hnsw"
-        return "ivf" if self.served.trained else "exact"
+        return kind_of(self.served)
 
     def save(self) -> None:
         """Write the graph to ``index_dir``, if there is one of each (on stop)."""
@@ -283,7 +300,7 @@ class AutoIndex:
         return f"{self.store}: collection {self.collection!r}"
 
     def _settle(self) -> None:
-        """Run what the builder handed back (installs, new ``ef_search`` values)."""
+        """Run what the builder handed back (installs, calibrations)."""
         while self._inbox:
             result = self._inbox.popleft()
             try:
@@ -306,85 +323,106 @@ class AutoIndex:
         served = self.served
         if limit is None or self._building or served.count() < limit:
             return
-        if self.approximate is None:
+        if "hnsw" not in self.kinds:
             self._hint()
-            return
-        if served.count() < 2 * self._declined:
-            return  # the last graph missed the recall target: try again at twice the size
-        if isinstance(served, HnswIndex):
-            if served.needs_rebuild():
-                self._start(self._graph_job, *served.snapshot())
-            elif served.needs_tuning():
-                self._start(self._tune_job, served)
-        elif served.trained:
-            return
-        elif self.approximate == "ivf":
-            self._start(self._train_job, *served.training_snapshot())
-        elif self._saved is not None and self._saved.exists():
-            self._start(self._load_job, self._saved, *served.snapshot())
-        else:
-            self._start(self._graph_job, *served.snapshot())
+        if not self.kinds or served.count() < 2 * self._declined:
+            return  # every candidate missed the recall target: try again at twice the size
+        if isinstance(served, InMemoryIndex):
+            if not self._todo and self._saved is not None and self._saved.exists():
+                self._start(self._load_job, self._saved, *served.snapshot())
+                return
+            self._todo = self._todo or list(self.kinds)
+            self._start(self._build_job, self._todo.pop(0), *served.snapshot())
+        elif served.needs_rebuild():  # a fresh one of its kind, compared again
+            self._todo = [kind for kind in self.kinds if kind != kind_of(served)]
+            self._start(self._build_job, kind_of(served), *served.snapshot())
+        elif served.needs_tuning():
+            self._start(self._tune_job, served)
+        elif self._todo:  # a candidate still to compare with the served one
+            self._start(self._build_job, self._todo.pop(0), *served.snapshot())
 
     def _hint(self) -> None:
         """``index="auto"`` past the threshold without faiss: say how to get a graph, once."""
         if self.cfg.index != "auto" or self.note is not None:
             return
-        self.note = f"{self.count():,} vectors searched exactly; for a graph index: {HNSW_HINT}"
+        self.note = f"{self.count():,} vectors: for a graph index: {HNSW_HINT}"
         if self.store not in _hinted:  # once per store, however many collections grow
             _hinted.add(self.store)
             logger.warning("%s: %s", self._name, self.note)
 
-    def _install_graph(self, found: Built, reloading: bool) -> None:
+    def _install(self, found: Built, reloading: bool) -> None:
         self._building = False
         built, refused = found
+        served = self.served
         if refused is not None:
             self._refuse(*refused)
         if built is None:
-            self.served.take_changes()
+            served.take_changes()
             if reloading and refused is None:
                 self._saved = None  # the saved graph is unusable: build instead
+            self._consider()
+            return
+        if isinstance(served, HnswIndex | IvfIndex) and kind_of(served) != kind_of(built):
+            cheaper = served.cost_ms <= built.cost_ms
+            kept, dropped = (served, built) if cheaper else (built, served)
+            self.note = (
+                f"{NAMES[kind_of(kept)]} chosen: {kept.cost_ms:.3f} ms of CPU per query "
+                f"against {dropped.cost_ms:.3f} ms for the {NAMES[kind_of(dropped)]}, at "
+                f"recall@10 >= {self.cfg.hnsw_target_recall:.2f}"
+            )
+            if kept is served:
+                served.take_changes()
                 self._consider()
-            return
-        self._declined, self.note = 0, None
+                return
+        elif refused is None:
+            self.note = None
+        self._declined = 0
         with self._lock:
-            apply_delta(built, take_delta(self.served, keep_tracking=False))
+            apply_delta(built, take_delta(served, keep_tracking=False))
         self.served = built
+        self._consider()
 
-    def _refuse(self, rows: int, recall: float) -> None:
-        self._declined = rows
-        self.note = (
-            f"HNSW recall@10 {recall:.3f} below the target {self.cfg.hnsw_target_recall:.2f}"
-            f": exact search kept (next try at {2 * rows:,} vectors)"
+    def _refuse(self, kind: str, rows: int, recall: float) -> None:
+        note = (
+            f"{NAMES[kind]} recall@10 {recall:.3f} below the target "
+            f"{self.cfg.hnsw_target_recall:.2f}"
         )
-        logger.warning("%s: %s", self._name, self.note)
+        if isinstance(self.served, InMemoryIndex) and not self._todo:
+            self._declined = rows
+            note += f": exact search kept (next try at {2 * rows:,} vectors)"
+        logger.warning("%s: %s", self._name, note)
+        if self.cfg.index == "auto" and "hnsw" not in self.kinds:  # logged once, by _hint
+            note += f"; for a graph index: {HNSW_HINT}"
+        self.note = note
 
-    def _install_cells(self, centroids: Matrix | None, assign: Any, rows: int) -> None:
+    def _install_tuning(self, served: Approximate, twin: Approximate | None) -> None:
         self._building = False
-        if not isinstance(self.served, InMemoryIndex):
+        if twin is None:  # the calibration failed: not again before the next doubling
+            served.tuned_at = served.count()
+        if twin is None or served is not self.served:
             return
-        with self._lock:
-            if centroids is None:
-                self.served.abandon_training()
-            else:
-                self.served.install(centroids, assign, rows)
-
-    def _install_tuning(self, served: HnswIndex, ef_search: int, tuned_at: int) -> None:
-        self._building = False
-        if served is self.served:
-            served.ef_search, served.tuned_at = ef_search, tuned_at
+        if isinstance(served, HnswIndex) and isinstance(twin, HnswIndex):
+            served.ef_search = twin.ef_search
+        elif isinstance(served, IvfIndex) and isinstance(twin, IvfIndex):
+            served.nprobe = twin.nprobe
+        served.tuned_at, served.cost_ms = twin.tuned_at, twin.cost_ms
 
     # ---- index thread -------------------------------------------------------------------------
 
-    def _graph(self, labels: list[str | None], matrix: Matrix) -> Built:
-        built, recall = checked_graph(self.cfg, self.dimension, labels, matrix)
+    def _build(self, kind: str, labels: list[str | None], matrix: Matrix) -> Built:
+        built: Approximate | None
+        if kind == "hnsw":
+            built, recall = checked_graph(self.cfg, self.dimension, labels, matrix)
+        else:
+            built, recall = checked_file(self.cfg, labels, matrix)
         if built is None:
-            return None, (sum(label is not None for label in labels), recall)
+            return None, (kind, sum(label is not None for label in labels), recall)
         return self._catch_up(built)
 
-    def _catch_up(self, built: HnswIndex) -> Built:
+    def _catch_up(self, built: Approximate) -> Built:
         """Apply, here, what changed in the served index while ``built`` was made, until what
-        is left is small enough for the owner to apply when it installs the graph; calibrate
-        again if the graph has doubled meanwhile."""
+        is left is small enough for the owner to apply when it installs the index; calibrate
+        again if the index has doubled meanwhile."""
         for _ in range(CATCH_UP_ROUNDS):
             with self._lock:
                 delta = take_delta(self.served, keep_tracking=True)
@@ -393,16 +431,16 @@ class AutoIndex:
         if built.needs_tuning():
             recall = tune(built, self.cfg)
             if recall < self.cfg.hnsw_target_recall:
-                return None, (built.count(), recall)
+                return None, (kind_of(built), built.count(), recall)
         return built, None
 
-    def _graph_job(self, labels: list[str | None], matrix: Matrix) -> None:
+    def _build_job(self, kind: str, labels: list[str | None], matrix: Matrix) -> None:
         found: Built = None, None
         try:
-            found = self._graph(labels, matrix)
+            found = self._build(kind, labels, matrix)
         except Exception as exc:
-            logger.warning("%s: building the graph failed: %s", self._name, exc)
-        self._post(functools.partial(self._install_graph, found, False))
+            logger.warning("%s: building the %s failed: %s", self._name, NAMES[kind], exc)
+        self._post(functools.partial(self._install, found, False))
 
     def _load_job(self, path: Path, labels: list[str | None], matrix: Matrix) -> None:
         found: Built = None, None
@@ -410,7 +448,7 @@ class AutoIndex:
             loaded = HnswIndex.load(path, self.dimension)
             differ = sorted(loaded.differences(labels, matrix))
             if len(differ) > max(1000, loaded.count() // 4):  # too stale: build afresh
-                found = self._graph(labels, matrix)
+                found = self._build("hnsw", labels, matrix)
             else:  # bring the saved graph to the snapshot: the records are the truth
                 rows = {label: row for row, label in enumerate(labels) if label is not None}
                 present = [i for i in differ if i in rows]
@@ -419,36 +457,24 @@ class AutoIndex:
                 found = self._catch_up(loaded)
         except Exception as exc:
             logger.warning("%s: could not reload the graph from %s: %s", self._name, path, exc)
-        self._post(functools.partial(self._install_graph, found, True))
+        self._post(functools.partial(self._install, found, True))
 
-    def _tune_job(self, served: HnswIndex) -> None:
-        ef_search, tuned_at = served.ef_search, served.count()  # on failure: as it is
+    def _tune_job(self, served: Approximate) -> None:
+        twin: Approximate | None = None
         try:
             with self._lock:  # the owner's writes wait for the copy; its searches do not
                 twin = served.copy()
             recall = tune(twin, self.cfg)
-            ef_search, tuned_at = twin.ef_search, twin.tuned_at
             if recall < self.cfg.hnsw_target_recall:
                 logger.warning(
-                    "%s: HNSW recall@10 %.3f at %d vectors is below the target %.2f "
-                    "(ef_search %d, the best found)",
+                    "%s: %s recall@10 %.3f at %d vectors is below the target %.2f (the best found)",
                     self._name,
+                    NAMES[kind_of(twin)],
                     recall,
-                    tuned_at,
+                    twin.tuned_at,
                     self.cfg.hnsw_target_recall,
-                    ef_search,
                 )
         except Exception as exc:
-            logger.warning("%s: calibrating the graph failed: %s", self._name, exc)
-        self._post(functools.partial(self._install_tuning, served, ef_search, tuned_at))
-
-    def _train_job(self, matrix: Matrix, rows: int) -> None:
-        centroids: Matrix | None = None
-        assign: Any = None
-        try:
-            centroids = kmeans(matrix, rows, default_cells(rows))
-            assign = nearest_cells(matrix[:rows], centroids)
-        except Exception as exc:
-            logger.warning("%s: training the inverted file failed: %s", self._name, exc)
-            centroids = assign = None
-        self._post(functools.partial(self._install_cells, centroids, assign, rows))
+            logger.warning("%s: calibrating the index failed: %s", self._name, exc)
+            twin = None
+        self._post(functools.partial(self._install_tuning, served, twin))
