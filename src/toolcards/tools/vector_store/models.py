@@ -62,11 +62,12 @@ class StoreSettings(BaseModel):
     workers: int = Field(default=1, ge=1, le=8)
     index: IndexName = "auto"
     """How an in-memory collection is searched once it holds ``approximate_above`` vectors.
-    ``auto``: exact below that size; above it the faiss HNSW graph of the ``[hnsw]`` extra
-    when faiss is installed (its recall@10 checked against exact search when it is built:
-    below ``hnsw_target_recall`` exact search is kept, and said so), else exact search and a
-    one-line hint, logged once. ``exact``: always exact. ``hnsw``: the graph, ``ivf`` without
-    faiss. ``ivf``: a k-means inverted file (numpy only, ~1/8 of the vectors scanned).
+    ``auto``: exact below that size; above it a k-means inverted file (numpy) and, when faiss
+    is installed (the ``[hnsw]`` extra), the HNSW graph, each calibrated to
+    ``hnsw_target_recall`` against exact search when it is built; the one whose query costs
+    less CPU is served (one that misses the target is not, and said so; when both miss it
+    exact search stays); without faiss a one-line hint is logged once. ``exact``: always
+    exact. ``hnsw``: the graph, ``ivf`` without faiss. ``ivf``: the inverted file alone.
     ``TOOLCARDS_HNSW=off`` in the environment makes faiss count as absent."""
     approximate_above: int | None = Field(default=AUTO_EXACT_BELOW, ge=1000)
     """The size from which a collection leaves exact search (default 50,000 vectors: the exact
