@@ -260,17 +260,17 @@ class AuditLog:
             return
         try:
             rest, canonical = _rest(entry, f"{self._key_prefix}-{next(self._keys)}")
-            if self._writer is None:
+            journal = self._journal
+            if journal is not None:  # batched: on disk before the call is answered
+                text = row_json(rest)
+                with self._append:
+                    journal.append(text)
+                    self._queue.put((entry, rest, canonical, text))
+            elif self._writer is not None:
+                self._queue.put((entry, rest, canonical, None))
+            else:
                 with self._lock:
                     self._write([(entry, rest, canonical, None)])
-                return
-            if self._journal is None:
-                self._queue.put((entry, rest, canonical, None))
-                return
-            text = row_json(rest)
-            with self._append:
-                self._journal.append(text + b"\n")
-                self._queue.put((entry, rest, canonical, text))
         except Exception:
             log.exception("audit write failed; 1 entry lost")
 
@@ -322,7 +322,8 @@ class AuditLog:
                     break
             if batch:
                 self._commit(batch)
-            AuditJournal.remove(sealed)  # its rows are committed, or in the spill
+            if sealed and self._journal is not None:  # its rows are committed, or spilled
+                self._journal.release(sealed)
             if self._queue.empty():
                 self._hurry.clear()
             for waiter in waiters:
@@ -361,11 +362,15 @@ class AuditLog:
                 with contextlib.suppress(Exception):
                     self.spill.replay(self._rewrite)
             self._db.close()
-        if self._journal is not None:
+        journal = self._journal
+        if journal is not None:
             with self._append:
-                sealed = self._journal.seal()
+                sealed = journal.seal()
             if self._writer is not None and not self._writer.is_alive() and self._queue.empty():
-                AuditJournal.remove(sealed)
+                journal.release(sealed)
+            else:
+                journal.keep(sealed)
+            journal.close()
 
     def __enter__(self) -> AuditLog:
         return self
