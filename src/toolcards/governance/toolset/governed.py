@@ -52,9 +52,8 @@ from toolcards.governance.toolset.layers import (
     SafeNamedToolset,
     SelectedToolset,
     built,
-    list_tools,
+    listed_tools,
     listing_fingerprint,
-    source_of,
 )
 from toolcards.stores.call_results import CallResults
 
@@ -394,20 +393,20 @@ class ToolListing:
         listing, fingerprint = self._current(wrapped, ctx)
         if listing is not None:
             return listing
-        stack = await list_tools(wrapped, ctx)
+        stack = await listed_tools(wrapped, ctx)
         tools = {
             name: built(
                 GovernedTool,
                 toolset=toolset,
-                tool_def=tool.tool_def,
-                max_retries=tool.max_retries,
+                tool_def=tdef,
+                max_retries=retries,
                 args_validator=_RAW_ARGS,
                 args_validator_func=None,
-                source=source_of(tool),
-                tool_id=(tool.tool_def.metadata or {}).get("tool_id", name),
+                source=source,
+                tool_id=(tdef.metadata or {}).get("tool_id", name),
                 capability=None,
             )
-            for name, tool in stack.items()
+            for name, (tdef, retries, source) in stack.items()
         }
         listing = Listing(
             fingerprint,
