@@ -3,7 +3,7 @@
 - per call: a direct call vs the governed executor (telemetry off, and on with the OTel SDK)
   vs GovernedToolset.call_tool vs apcore's Executor.call (when apcore is installed);
 - listing 500 and 5,000 tools: pydantic-ai's FunctionToolset vs GovernedToolset's first
-  listing and its listing in a later run;
+  listing and its listing in a later run (CPU time: the machine may be loaded);
 - policy decisions with 10 vs 1,000 rules (per call, and a new caller's first call);
 - the batched audit log per row, its journal, chain, writer and commits included (a burst,
   and 10,000 calls/s beside the same calls with each row committed before the call returns);
