@@ -242,18 +242,23 @@ def test_queued_rows_survive_an_exit_without_close(tmp_path: Path) -> None:
 @pytest.mark.timeout(60)
 def test_queued_rows_survive_sigterm_and_the_process_still_dies_by_it(tmp_path: Path) -> None:
     path = tmp_path / "audit.db"
+    assert _ended_by(signal.SIGTERM, QUEUE_5000, str(path), "wait") == -signal.SIGTERM
+    assert _rows(path) == 5000
+
+
+def _ended_by(signum: int, script: str, *args: str) -> int | None:
+    """Run ``script``, send it ``signum`` once it printed "queued"; its return code."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", QUEUE_5000, str(path), "wait"],
+        [sys.executable, "-c", script, *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "queued"
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signum)
         proc.wait(timeout=40)
     finally:
         proc.kill()
-    assert proc.returncode == -signal.SIGTERM
-    assert _rows(path) == 5000
+    return proc.returncode
 
 
 CHAINED = """
@@ -405,16 +410,7 @@ time.sleep(60)
 @pytest.mark.timeout(60)
 def test_rows_in_a_journal_file_written_again_outlive_sigkill_once(tmp_path: Path) -> None:
     path, spill = tmp_path / "audit.db", tmp_path / "spill"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", KILLED_AFTER_A_BATCH, str(path), str(spill)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "queued"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=40)
-    finally:
-        proc.kill()
+    assert _ended_by(signal.SIGKILL, KILLED_AFTER_A_BATCH, str(path), str(spill)) == -signal.SIGKILL
     with AuditLog(path, spill_dir=spill) as after:  # the next process of the trail
         rows = after.query()
         assert after.verify().ok
