@@ -11,7 +11,7 @@ from pydantic_ai import Agent
 
 from support.scripted import SequenceScript
 from toolcards import WorkspaceTool
-from toolcards.core.actors import durable_call_key
+from toolcards.core.identity import durable_call_key
 from toolcards.governance import Identity, Policy, SecretScanner
 from toolcards.stores.call_results import SqliteCallResults
 from toolcards.surfaces.agent import GovernedCards

@@ -15,13 +15,13 @@ method of a ``Protocol`` that describes an actor of another card.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, runtime_checkable
 
 from toolcards.core.errors import TransientError
+from toolcards.core.identity import joined_key
 
 DEFAULT_ASK_TIMEOUT = 10.0
 """Seconds an ``ask`` waits for its answer unless the handle says otherwise (``within``) or
@@ -31,7 +31,6 @@ DEADLINE_GRACE = 1.0
 """Seconds an ask inside a governed call waits past the call's deadline, so that the call's
 own deadline answers first ("timed out after N s")."""
 
-_MAX_KEY = 400
 
 calling_call_key: ContextVar[str | None] = ContextVar("toolcards_calling_call_key", default=None)
 """The idempotency key of the call whose tool runs in this context: a governed call's (the
@@ -46,22 +45,6 @@ calling_deadline: ContextVar[float | None] = ContextVar("toolcards_calling_deadl
 the executor sets it). An ask without a bound of its own waits until then, and
 :data:`DEADLINE_GRACE` more, instead of :data:`DEFAULT_ASK_TIMEOUT`: the call's deadline is
 the one that answers."""
-
-
-def joined_key(*parts: str) -> str:
-    """One unambiguous key of ``parts`` (each length-prefixed: ``r/1`` + ``x`` is not ``r`` +
-    ``1/x``); a key longer than 400 characters is its SHA-256 digest, never dropped."""
-    key = "/".join(f"{len(part)}:{part}" for part in parts)
-    if len(key) <= _MAX_KEY:
-        return key
-    return "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def durable_call_key(run_id: str | None, tool_call_id: str | None) -> str | None:
-    """The key of one tool call of one run (None when either id is missing)."""
-    if not run_id or not tool_call_id:
-        return None
-    return joined_key(run_id, tool_call_id)
 
 
 @contextlib.contextmanager

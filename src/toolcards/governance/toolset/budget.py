@@ -26,9 +26,8 @@ from pydantic_ai.exceptions import AgentRunError, UsageLimitExceeded
 from pydantic_ai.messages import ModelResponse
 from pydantic_ai.models import ModelRequestContext
 
-from toolcards.core.actors import joined_key
 from toolcards.core.errors import ToolcardsError
-from toolcards.core.identity import ANONYMOUS, Identity
+from toolcards.core.identity import ANONYMOUS, Identity, joined_key
 from toolcards.governance.audit.log import AuditRecord
 from toolcards.governance.outcomes import Outcome
 
