@@ -1,7 +1,13 @@
 """Distributed teams: Ray vs Pykka asks, PostgreSQL vs SQLite persistence, throughput from many
 processes, and live event latency across processes.
 
-Run: .venv/bin/python benchmarks/bench_distributed.py [--quick]
+Run: .venv/bin/python benchmarks/bench_distributed.py [--quick] [--part all|mixed]
+
+``--part mixed`` runs only the mixed load: 2, 4 and 8 processes of one team each creating
+tasks and graph entities and changing entities as fast as they can (plain tool calls), on
+Pykka copies (each process its own copy of each tool actor) beside the one cluster-wide Ray
+actor of each tool, in the same run: total mutations/s, p50 and p99 of one mutation, and
+total throughput at 8 processes over 2 (goal >= 1.0: adding processes never loses throughput).
 
 Starts its own throwaway PostgreSQL server (initdb into a temp dir, 127.0.0.1, with the server's
 default ``fsync=on``: every figure is for commits that reach the disk) and a local one-node
@@ -11,6 +17,7 @@ Ray; needs the ``postgres`` and ``ray`` extras and the PostgreSQL server binarie
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -144,15 +151,19 @@ WORKER = textwrap.dedent(
 )
 
 
-def throughput(url: str, processes: int, seconds: float) -> float:
+def started(
+    script: str, argvs: list[list[str]], quiet: bool = False
+) -> list[subprocess.Popen[str]]:
+    """One process of ``script`` per argument list, each started once all are ready."""
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", WORKER, url, str(seconds), str(i)],
+            [sys.executable, "-c", script, *argv],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL if quiet else None,
             text=True,
         )
-        for i in range(processes)
+        for argv in argvs
     ]
     for proc in procs:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
@@ -160,11 +171,116 @@ def throughput(url: str, processes: int, seconds: float) -> float:
         assert proc.stdin is not None
         proc.stdin.write("go\n")
         proc.stdin.flush()
+    return procs
+
+
+def throughput(url: str, processes: int, seconds: float) -> float:
+    procs = started(WORKER, [[url, str(seconds), str(i)] for i in range(processes)])
     total = 0
     for proc in procs:
         out, _ = proc.communicate(timeout=seconds + 60)
         total += int(out.strip().splitlines()[-1])
     return total / seconds
+
+
+MIXED = textwrap.dedent(
+    """
+    import json, sys, time
+    from toolcards import KnowledgeGraphTool, PlanningTool
+    from toolcards.runtime import Team
+
+    url, seconds, me = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+    ray = json.loads(sys.argv[4]) if len(sys.argv) > 4 else None
+    system = None
+    if ray is not None:  # the cluster's one actor of each tool
+        from toolcards.runtime import RayActorSystem
+        system = RayActorSystem(address=ray["address"], namespace=ray["namespace"])
+    team = Team("mixed", store=url, system=system)
+    cards = [PlanningTool(vector_store=False), KnowledgeGraphTool(vector_store=False)]
+    tools = {t.__name__: t for t in team.bind(cards, member=me).get_tools()}
+    plan, graph = tools["update_planning"], tools["update_graph"]
+
+    def mutate(i):
+        if i % 3 == 0:
+            plan(create=[{"description": f"task {i} of {me}"}])
+        elif i % 3 == 1:
+            graph(create_entities=[{"name": f"{me}-{i}", "entity_type": "thing",
+                                    "description": f"entity {i} of {me}",
+                                    "observations": [f"seen by {me}"]}])
+        else:  # an observation on the entity just made, a relation to an earlier one
+            graph(update_entities=[{"name": f"{me}-{i - 1}", "add_observations": [f"note {i}"]}],
+                  create_relations=[{"from_entity": f"{me}-{i - 1}",
+                                     "to_entity": f"{me}-{max(i - 4, 1)}",
+                                     "relation_type": "follows"}])
+
+    for i in range(3):
+        mutate(i)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    samples, i, deadline = [], 3, time.monotonic() + seconds
+    cpu = time.process_time()
+    while time.monotonic() < deadline:
+        start = time.perf_counter()
+        mutate(i)
+        samples.append(time.perf_counter() - start)
+        i += 1
+    print(json.dumps({"samples": samples, "cpu": time.process_time() - cpu}), flush=True)
+    team.stop()
+    """
+)
+
+
+def mixed_load(
+    url: str, processes: int, seconds: float, ray: dict[str, str] | None = None
+) -> tuple[float, float, float, float]:
+    """Mutations/s of ``processes`` processes together, the p50 and p99 of one (ms), and the
+    CPU time the processes spent per mutation (ms; a Ray actor's worker not included)."""
+    extra = [json.dumps(ray)] if ray is not None else []
+    argvs = [[url, str(seconds), f"w{i}", *extra] for i in range(processes)]
+    procs = started(MIXED, argvs, quiet=ray is not None)  # quiet: Ray's connection lines
+    samples: list[float] = []
+    cpu = 0.0
+    for proc in procs:
+        out, _ = proc.communicate(timeout=seconds + 120)
+        found = json.loads(out.strip().splitlines()[-1])
+        samples += found["samples"]
+        cpu += found["cpu"]
+    samples.sort()
+    p99 = samples[min(len(samples) - 1, int(len(samples) * 0.99))]
+    median = statistics.median(samples) * 1000
+    return len(samples) / seconds, median, p99 * 1000, cpu / len(samples) * 1000
+
+
+def mixed_part(server: PostgresServer, quick: bool) -> None:
+    """Pykka copies beside Ray's one actor per tool, 2, 4 and 8 processes, same run."""
+    import ray
+
+    seconds = 4.0 if quick else 20.0
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    address = ray.get_runtime_context().gcs_address
+    rates: dict[str, dict[int, float]] = {"Pykka copies": {}, "Ray": {}}
+    try:
+        for procs in (2, 4, 8):
+            for label in rates:
+                url = server.fresh_database(f"mixed{procs}{label[0].lower()}")
+                on_ray = {"address": address, "namespace": f"mixed{procs}"}
+                rate, p50, p99, cpu = mixed_load(
+                    url, procs, seconds, on_ray if label == "Ray" else None
+                )
+                rates[label][procs] = rate
+                print(f"mixed mutations, {procs} processes, {label}: {rate:.1f}/s, "
+                      f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, {cpu:.1f} ms CPU each in the "
+                      "callers' processes")  # fmt: skip
+            record(f"mixed mutations/s from {procs} processes, Pykka copies",
+                   rates["Pykka copies"][procs], "/s", peer="Ray (one actor per tool)",
+                   peer_value=rates["Ray"][procs])  # fmt: skip
+    finally:
+        ray.shutdown()
+    pykka, on_ray = rates["Pykka copies"], rates["Ray"]
+    print(f"total throughput 8 over 2 processes: Pykka copies {pykka[8] / pykka[2]:.2f}x, "
+          f"Ray {on_ray[8] / on_ray[2]:.2f}x (goal >= 1.0)")  # fmt: skip
+    record("mixed mutations/s, 8 processes over 2, Pykka copies", pykka[8] / pykka[2], "x",
+           peer="Ray", peer_value=on_ray[8] / on_ray[2], goal=">= 1.0")  # fmt: skip
 
 
 SUBSCRIBER = textwrap.dedent(
@@ -208,15 +324,20 @@ def event_latency(url: str, count: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples")
-    quick = parser.parse_args().quick
+    parser.add_argument("--part", default="all", choices=("all", "mixed"))
+    args = parser.parse_args()
+    quick = args.quick
     n = 300 if quick else 2000
     server = PostgresServer(fsync=True).start()
     try:
+        if args.part == "mixed":
+            mixed_part(server, quick)
+            return
         import ray
 
         from toolcards.runtime import RayActorSystem
 
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
         with Team("bench-pykka") as local:
             pykka = ask_p50(local, n)
         with Team("bench-member", profiles=[member_profile("process")]) as local:
@@ -269,6 +390,8 @@ def main() -> None:
         latency = event_latency(server.fresh_database("live"), 50 if quick else 200)
         print(f"live event, process A -> subscriber in process B: p50 {latency:.2f} ms")
         record("live event latency across processes, p50", latency, "ms", goal="< 1000 ms")
+
+        mixed_part(server, quick)
     finally:
         server.stop()
 

@@ -1,15 +1,9 @@
-"""Vector store costs: top-10 over 100k x 384 (exact, batched, inverted file, auto), adds,
-embeddings.
+"""Vector store costs: top-10 over 100k x 384 (exact, batched, inverted file), adds,
+embeddings, qdrant's local mode.
 
-Run: .venv/bin/python benchmarks/bench_vector.py [--quick] [--million] [--hnsw-only]
-     [--hnsw-sizes 100000,1000000]
+Run: .venv/bin/python benchmarks/bench_vector.py [--quick]
 
-Exact vs ``index="auto"`` (the store's default: exact below 50,000 vectors, the recall-checked
-faiss HNSW graph above) prints the index auto chose, p50/p95, recall@10 against the exact
-answer on held-out queries, the recall the build check measured, the build time, the memory
-the graph added, and the ratio of the largest to the smallest size. ``--million`` adds
-1,000,000 vectors (a build of ~5-10 min on 2 cores, ~6 GB).
-
+``index="auto"`` at 300,000 and 1,000,000 vectors is measured by ``bench_vector_scale.py``.
 The corpus is synthetic but clustered like sentence embeddings (2,000 topics plus noise), so
 recall figures of the approximate search mean something. ``run(quick)`` returns the figures
 as a dict for other benchmark scripts.
@@ -25,12 +19,11 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from _results import record, record_scaling
+from _results import record
 
 from toolcards.tools.vector_store.embeddings import LocalMiniLMProvider, normalize_rows
 from toolcards.tools.vector_store.index import InMemoryIndex
-from toolcards.tools.vector_store.indexing import checked_graph, planned_kind
-from toolcards.tools.vector_store.models import AUTO_EXACT_BELOW, VectorStoreConfig
+from toolcards.tools.vector_store.ivf_index import IvfIndex
 from toolcards.tools.vector_store.records import MemoryState
 from toolcards.tools.vector_store.store import VectorStore
 
@@ -45,18 +38,25 @@ def corpus(n: int, queries: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]
     return points[:n], points[n:]
 
 
-def timed(fn: Callable[[np.ndarray], Any], inputs: np.ndarray) -> tuple[float, float, float]:
-    """Median and p95 wall milliseconds of ``fn`` over ``inputs``, and median CPU milliseconds
-    (the CPU figure is what a query costs when other processes compete for the cores)."""
-    fn(inputs[0])
-    ms, cpu = [], []
-    for row in inputs:
+def timed(search: Callable[[np.ndarray], Any], queries: np.ndarray) -> dict[str, float]:
+    """p50 and p95 wall milliseconds per query, and the p50 and p95 CPU milliseconds (what a
+    query costs when other processes compete for the cores)."""
+    search(queries[0])
+    wall, cpu = [], []
+    for query in queries:
         start, start_cpu = time.perf_counter(), time.process_time()
-        fn(row)
-        ms.append((time.perf_counter() - start) * 1e3)
+        search(query)
+        wall.append((time.perf_counter() - start) * 1e3)
         cpu.append((time.process_time() - start_cpu) * 1e3)
-    ms.sort()
-    return statistics.median(ms), ms[min(len(ms) - 1, int(len(ms) * 0.95))], statistics.median(cpu)
+    wall.sort()
+    cpu.sort()
+    at95 = min(len(wall) - 1, int(len(wall) * 0.95))
+    return {
+        "p50": statistics.median(wall),
+        "p95": wall[at95],
+        "cpu": statistics.median(cpu),
+        "cpu95": cpu[at95],
+    }
 
 
 def bench_search(n: int, n_queries: int) -> dict[str, float]:
@@ -67,133 +67,23 @@ def bench_search(n: int, n_queries: int) -> dict[str, float]:
     add_s = time.perf_counter() - start
     out: dict[str, float] = {"n": n, "bulk_add_per_s": n / add_s}
     exact = [{h[0] for h in index.search(q, 10)} for q in queries]
-    out["exact_ms"], out["exact_p95_ms"], out["exact_cpu_ms"] = timed(
-        lambda q: index.search(q, 10), queries
-    )
+    t = timed(lambda q: index.search(q, 10), queries)
+    out["exact_ms"], out["exact_p95_ms"], out["exact_cpu_ms"] = t["p50"], t["p95"], t["cpu"]
     start = time.perf_counter()
     index.search_batch(queries, 10)
     out["batched_ms_per_query"] = (time.perf_counter() - start) * 1e3 / len(queries)
     start = time.perf_counter()
-    index.train()
+    ivf_index = IvfIndex.build(*index.snapshot())
+    ivf_index.calibrate(0.95)
     out["train_s"] = time.perf_counter() - start
-    out["cells"], out["nprobe"] = index.cells, index.nprobe
-    out["ivf_ms"], out["ivf_p95_ms"], out["ivf_cpu_ms"] = timed(
-        lambda q: index.search(q, 10), queries
-    )
-    found = [{h[0] for h in index.search(q, 10)} for q in queries]
+    out["cells"], out["nprobe"] = ivf_index.cells, ivf_index.nprobe
+    ivf = timed(lambda q: ivf_index.search(q, 10), queries)
+    out["ivf_ms"], out["ivf_p95_ms"], out["ivf_cpu_ms"] = ivf["p50"], ivf["p95"], ivf["cpu"]
+    found = [{h[0] for h in ivf_index.search(q, 10)} for q in queries]
     out["ivf_recall_at_10"] = float(
         np.mean([len(a & b) / 10 for a, b in zip(exact, found, strict=True)])
     )
     return out
-
-
-def rss_mb() -> float:
-    """Resident memory of this process in MiB (Linux)."""
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-KINDS = ("exact", "hnsw", "ivf")
-
-
-def recall_at_10(truth: list[set[str]], hits: list[list[tuple[str, float]]]) -> float:
-    return float(
-        np.mean([len(t & {h[0] for h in f}) / 10 for t, f in zip(truth, hits, strict=True)])
-    )
-
-
-def bench_auto(
-    n: int, n_queries: int, m: int = 16, efc: int = 128, above: int = AUTO_EXACT_BELOW
-) -> dict[str, float]:
-    """The exact scan against what ``index="auto"`` serves for ``n`` vectors (the store's own
-    decision and build check): p50, recall@10 on held-out queries, build."""
-    vecs, queries = corpus(n, n_queries, seed=4)
-    ids: list[str | None] = [f"doc-{i}" for i in range(n)]
-    exact = InMemoryIndex(DIM, capacity=n)
-    exact.add([f"doc-{i}" for i in range(n)], vecs)
-    truth = [{h[0] for h in hits} for hits in exact.search_batch(queries, 10)]
-    config = VectorStoreConfig(
-        provider="hash", dimension=DIM, hnsw_m=m, hnsw_ef_construction=efc, approximate_above=above
-    )
-    kind = planned_kind(config, n)
-    out: dict[str, float] = {"n": n, "m": m, "efc": efc, "above": above}
-    out.update(checked=float("nan"), ef=0)
-    out["exact_ms"], out["exact_p95_ms"], out["exact_cpu_ms"] = timed(
-        lambda q: exact.search(q, 10), queries
-    )
-    before = rss_mb()
-    start = time.perf_counter()
-    served: Any = exact
-    if kind == "hnsw":
-        built, out["checked"] = checked_graph(config, DIM, ids, vecs)
-        if built is None:
-            kind = "exact"  # the build check refused the graph, as the store would
-        else:
-            served, out["ef"] = built, built.ef_search
-    out["kind"] = KINDS.index(kind)
-    out["build_s"] = time.perf_counter() - start
-    out["memory_mb"] = rss_mb() - before
-    out["auto_ms"], out["auto_p95_ms"], out["auto_cpu_ms"] = timed(
-        lambda q: served.search(q, 10), queries
-    )
-    out["recall_at_10"] = recall_at_10(truth, [served.search(q, 10) for q in queries])
-    for ef in (64, 128, 256, 512):
-        if kind == "hnsw":
-            out[f"recall_ef{ef}"] = recall_at_10(truth, served.search_batch(queries, 10, ef=ef))
-    return out
-
-
-def report_auto(rows: list[dict[str, float]]) -> None:
-    first = rows[0]
-    print(
-        f'exact vs index="auto" (exact below {int(first["above"]):,} vectors, else faiss '
-        "IndexHNSWFlat, "
-        f"M={int(first['m'])}, efConstruction={int(first['efc'])}, 2 build threads; "
-        "recall@10 on held-out queries, check: the recall the build measured):"
-    )
-    print(
-        f"  {'vectors':>9} {'auto':>5} {'exact p50':>10} {'cpu':>7} {'auto p50':>9} {'p95':>7} "
-        f"{'cpu':>7} "
-        f"{'recall@10':>9} {'check':>6} {'ef':>4} {'build s':>8} {'memory':>9}  "
-        "recall at ef 64/128/256/512"
-    )
-    for r in rows:
-        kind = KINDS[int(r["kind"])]
-        sweep = "/".join(
-            f"{r[f'recall_ef{ef}']:.3f}" for ef in (64, 128, 256, 512) if f"recall_ef{ef}" in r
-        )
-        check = "" if r["checked"] != r["checked"] else f"{r['checked']:.3f}"
-        print(
-            f"  {int(r['n']):>9,} {kind:>5} {r['exact_ms']:8.2f}ms {r['exact_cpu_ms']:5.2f}ms "
-            f"{r['auto_ms']:7.3f}ms "
-            f"{r['auto_p95_ms']:5.2f}ms {r['auto_cpu_ms']:5.2f}ms {r['recall_at_10']:9.3f} "
-            f"{check:>6} {int(r['ef']) or '':>4} "
-            f"{r['build_s']:8.1f} {r['memory_mb']:6.0f} MiB  {sweep}"
-        )
-    for r in rows:
-        size = f"{int(r['n']) // 1000}k x {DIM}"
-        record_scaling("top-10 auto p50", r["n"], r["auto_ms"], "ms", size_unit="vectors")
-        record_scaling("top-10 exact p50", r["n"], r["exact_ms"], "ms", size_unit="vectors")
-        record(
-            f"top-10 over {size}, auto ({KINDS[int(r['kind'])]}), p50",
-            r["auto_ms"],
-            "ms",
-            peer="exact scan (same run)",
-            peer_value=r["exact_ms"],
-            goal="< 2 ms at recall@10 >= 0.95",
-        )
-        record(f"top-10 over {size}, auto, recall@10", r["recall_at_10"], "", goal=">= 0.95")
-        if KINDS[int(r["kind"])] == "hnsw":
-            record(f"auto (HNSW) build over {size}, 2 threads", r["build_s"], "s")
-            record(f"auto (HNSW) memory over {size}", r["memory_mb"], "MiB")
-    if len(rows) > 1:
-        small, large = rows[0], rows[-1]
-        grow = large["n"] / small["n"]
-        print(
-            f"  {int(large['n']):,} / {int(small['n']):,} vectors ({grow:.0f}x): exact "
-            f"{large['exact_ms'] / small['exact_ms']:.1f}x, auto "
-            f"{large['auto_ms'] / small['auto_ms']:.1f}x"
-        )
 
 
 def bench_adds(n: int) -> dict[str, float]:
@@ -248,13 +138,13 @@ def bench_qdrant(n: int) -> dict[str, float]:
     vecs, queries = corpus(n, 20, seed=3)
     ours = InMemoryIndex(DIM)
     ours.add([f"d{i}" for i in range(n)], vecs)
-    ours_ms, _, _ = timed(lambda q: ours.search(q, 10), queries)
+    ours_ms = timed(lambda q: ours.search(q, 10), queries)["p50"]
     index = QdrantIndex(make_client(), "bench", DIM)
     start = time.perf_counter()
     for lo in range(0, n, 1000):
         index.add([f"d{i}" for i in range(lo, min(n, lo + 1000))], vecs[lo : lo + 1000])
     add_s = time.perf_counter() - start
-    median, _, _ = timed(lambda q: index.search(q, 10), queries)
+    median = timed(lambda q: index.search(q, 10), queries)["p50"]
     return {"n": n, "add_per_s": n / add_s, "search_ms": median, "inmemory_ms": ours_ms}
 
 
@@ -269,34 +159,10 @@ def run(quick: bool = False) -> dict[str, dict[str, float]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="tiny sizes, every section once (exact vs auto at 500 and 2,000 vectors with the "
-        "graph threshold lowered to 1,000)",
-    )
-    parser.add_argument(
-        "--hnsw-sizes",
-        default=None,
-        help="comma-separated collection sizes for exact vs auto (default 10000,100000; "
-        "1000000 builds for ~5-10 min on 2 cores and needs ~6 GB)",
-    )
-    parser.add_argument("--million", action="store_true", help="also 1,000,000 vectors")
-    parser.add_argument("--hnsw-only", action="store_true", help="only exact vs auto")
-    parser.add_argument("--hnsw-m", type=int, default=16, help="graph links per vector")
-    parser.add_argument("--hnsw-efc", type=int, default=128, help="efConstruction")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, every section once")
     args = parser.parse_args()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"cpus={os.cpu_count()} load(1m)={load:.1f} quick={args.quick}")
-    default = "500,2000" if args.quick else "10000,100000"
-    sizes = [int(v) for v in (args.hnsw_sizes or default).split(",")]
-    if args.million and 1_000_000 not in sizes:
-        sizes.append(1_000_000)
-    queries = 20 if args.quick else 200
-    above = 1_000 if args.quick else AUTO_EXACT_BELOW  # quick: the graph path runs too
-    report_auto([bench_auto(n, queries, args.hnsw_m, args.hnsw_efc, above) for n in sizes])
-    if args.hnsw_only:
-        return
     figures = run(args.quick)
     s, a, e, q = (figures[k] for k in ("search", "adds", "embedding", "qdrant_local"))
     n = int(s["n"])
@@ -307,8 +173,9 @@ def main() -> None:
     )
     print(f"  batched top-10: {s['batched_ms_per_query']:.2f} ms per query")
     print(
-        f"  inverted file ({int(s['cells'])} cells, nprobe {int(s['nprobe'])}, train "
-        f"{s['train_s']:.1f} s): median {s['ivf_ms']:.2f} ms  p95 {s['ivf_p95_ms']:.2f} ms  "
+        f"  inverted file ({int(s['cells'])} cells, nprobe {int(s['nprobe'])}, "
+        f"built and calibrated in {s['train_s']:.1f} s): median {s['ivf_ms']:.2f} ms  "
+        f"p95 {s['ivf_p95_ms']:.2f} ms  "
         f"cpu {s['ivf_cpu_ms']:.2f} ms  recall@10 {s['ivf_recall_at_10']:.3f}"
     )
     print(

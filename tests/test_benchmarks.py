@@ -20,6 +20,7 @@ SCRIPTS = [
     "memory",
     "runtime",
     "vector",
+    "vector_scale",
     "retrieval",
     "workspace",
     "patch",

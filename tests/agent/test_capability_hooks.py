@@ -11,8 +11,8 @@ from pydantic_ai import Agent
 
 from support.scripted import SequenceScript
 from toolcards import WorkspaceTool
+from toolcards.core.identity import durable_call_key
 from toolcards.governance import Identity, Policy, SecretScanner
-from toolcards.governance.executor.calls import durable_call_key
 from toolcards.stores.call_results import SqliteCallResults
 from toolcards.surfaces.agent import GovernedCards
 

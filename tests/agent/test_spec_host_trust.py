@@ -31,7 +31,7 @@ from support.listener import Listener, Seen
 from support.processes import ListeningProcess, free_port
 from support.scripted import SequenceScript, wait_until
 from toolcards import HostTrust
-from toolcards.governance.executor.calls import durable_call_key
+from toolcards.core.identity import durable_call_key
 from toolcards.stores import open_call_results
 from toolcards.surfaces.agent import GovernedCards
 

@@ -15,8 +15,8 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
+from toolcards.core.identity import durable_call_key
 from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
-from toolcards.governance.executor.calls import durable_call_key
 from toolcards.governance.redaction.redactor import args_digest
 from toolcards.stores.call_results import SqliteCallResults
 

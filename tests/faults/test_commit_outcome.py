@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from faults.writers import stored_rows
 from support.pg_proxy import CommitCuttingProxy, commit_cutting_proxy
 from support.servers import RayCluster
 from toolcards import KnowledgeGraphTool, PlanningTool
@@ -17,7 +18,6 @@ from toolcards.governance import Identity, Policy
 from toolcards.governance.capability import CapabilityRegistry
 from toolcards.governance.executor.pipeline import ExecutionResult, Executor, Outcome
 from toolcards.runtime import Team
-from toolcards.stores.postgres.team import PostgresStore
 from toolcards.tools.knowledge_graph.actor import ACTOR_NAME as GRAPH
 from toolcards.tools.planning.actor import ACTOR_NAME as PLAN
 
@@ -40,11 +40,7 @@ def _call(executor: Executor, tool: str, args: dict[str, Any], call_id: str) -> 
 
 
 def _rows(url: str, actor: str, prefix: str) -> list[Any]:
-    store = PostgresStore(url)
-    try:
-        return [value for _, value in store.state_items("t", actor, prefix)]
-    finally:
-        store.close()
+    return stored_rows(url, "t", actor, prefix)
 
 
 def _create(description: str) -> dict[str, Any]:

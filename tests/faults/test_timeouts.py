@@ -1,16 +1,22 @@
 """No PostgreSQL fault blocks a caller without bound: every connection sets server timeouts
 and keepalives, a frozen server fails a call within the statement timeout, and a read right
-after a restart reconnects by itself."""
+after a restart reconnects by itself. A statement the server ends (the statement timeout,
+waiting on another session's lock) says so and keeps its connection."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
+
+import psycopg
+import pytest
 
 from support.servers import PostgresServer
 from toolcards import PlanningTool
 from toolcards.core.errors import TransientError
 from toolcards.runtime import Team
+from toolcards.stores.errors import DatabaseBusy
 from toolcards.stores.postgres.connections import Connections
 
 
@@ -106,5 +112,65 @@ def test_a_thread_that_ended_leaves_no_connection_open(pg_url: str) -> None:
     try:
         gc.collect()
         assert seen and seen[0].closed  # closed with the thread's state, not left to the finaliser
+    finally:
+        db.close()
+
+
+def _sessions(url: str) -> set[int]:
+    """The backend pids of every session on ``url``'s database but this one."""
+    with psycopg.connect(url, autocommit=True) as admin:
+        rows = admin.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return {int(pid) for (pid,) in rows}
+
+
+def test_a_statement_held_up_by_another_sessions_lock_says_so_and_keeps_its_connection(
+    pg_url: str,
+) -> None:
+    url = pg_url + "?options=-c%20statement_timeout%3D1s"
+    with Team("t", store=url) as team:
+        tools = {t.__name__: t for t in team.bind([PlanningTool(vector_store=False)]).get_tools()}
+        tools["update_planning"](create=[{"description": "before"}])
+        before = _sessions(pg_url)
+        with psycopg.connect(pg_url) as other:  # another session, in a transaction
+            other.execute("LOCK TABLE toolcards_state IN EXCLUSIVE MODE")  # writes wait
+            held = other.info.backend_pid
+            with pytest.raises(TransientError) as caught:
+                tools["update_planning"](create=[{"description": "held up"}])
+            other.rollback()
+        message = str(caught.value)
+        assert "statement timeout" in message and "lock" in message, message
+        assert "start the server" not in message and "unavailable" not in message
+        assert _sessions(pg_url) - {held} == before  # no connection closed, none opened
+        assert "created ids: [2]" in tools["update_planning"](create=[{"description": "after"}])
+        board = tools["search_planning"]()
+    assert "held up" not in board and "after" in board
+
+
+def test_a_transaction_whose_statement_the_server_ended_commits_nothing_on_the_same_connection(
+    pg_url: str,
+) -> None:
+    url = pg_url + "?options=-c%20statement_timeout%3D1s"
+    db = Connections(url)
+    try:
+        with db.transaction(), db.cursor() as cur:
+            cur.execute("CREATE TABLE rows (id INT PRIMARY KEY, note TEXT)")
+            cur.execute("INSERT INTO rows VALUES (1, 'kept')")
+        backend = db.connection().info.backend_pid
+        with psycopg.connect(pg_url) as other:
+            other.execute("SELECT 1 FROM rows WHERE id = 1 FOR UPDATE")  # a row lock, held
+            with pytest.raises(DatabaseBusy, match="statement timeout") as caught, db.transaction():
+                with db.cursor() as cur:
+                    cur.execute("INSERT INTO rows VALUES (2, 'lost')")
+                with contextlib.suppress(DatabaseBusy), db.cursor() as cur:  # swallowed
+                    cur.execute("UPDATE rows SET note = 'waited' WHERE id = 1")
+            other.rollback()
+        assert "start the server" not in str(caught.value)
+        assert db.connection().info.backend_pid == backend  # the same session goes on
+        with db.cursor() as cur:
+            cur.execute("SELECT id, note FROM rows ORDER BY id")
+            assert cur.fetchall() == [(1, "kept")]  # nothing of the failed transaction
     finally:
         db.close()

@@ -156,14 +156,19 @@ class Writer:
             return list(log.query(tool="update_planning", limit=100_000))
 
 
-def stored_tasks(url: str, team: str) -> dict[int, str]:
-    """The team's tasks as the store holds them: id -> description."""
+def stored_rows(url: str, team: str, actor: str, prefix: str) -> list[Any]:
+    """The values of ``actor``'s state rows under ``prefix``, as the store holds them."""
     store = PostgresStore(url)
     try:
-        rows = store.state_items(team, PLAN, "task:")
+        return [value for _, value in store.state_items(team, actor, prefix)]
     finally:
         store.close()
-    return {int(value["id"]): str(value["description"]) for _, value in rows}
+
+
+def stored_tasks(url: str, team: str) -> dict[int, str]:
+    """The team's tasks as the store holds them: id -> description."""
+    rows = stored_rows(url, team, PLAN, "task:")
+    return {int(value["id"]): str(value["description"]) for value in rows}
 
 
 def event_position(url: str, team: str) -> int:

@@ -242,18 +242,23 @@ def test_queued_rows_survive_an_exit_without_close(tmp_path: Path) -> None:
 @pytest.mark.timeout(60)
 def test_queued_rows_survive_sigterm_and_the_process_still_dies_by_it(tmp_path: Path) -> None:
     path = tmp_path / "audit.db"
+    assert _ended_by(signal.SIGTERM, QUEUE_5000, str(path), "wait") == -signal.SIGTERM
+    assert _rows(path) == 5000
+
+
+def _ended_by(signum: int, script: str, *args: str) -> int | None:
+    """Run ``script``, send it ``signum`` once it printed "queued"; its return code."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", QUEUE_5000, str(path), "wait"],
+        [sys.executable, "-c", script, *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "queued"
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signum)
         proc.wait(timeout=40)
     finally:
         proc.kill()
-    assert proc.returncode == -signal.SIGTERM
-    assert _rows(path) == 5000
+    return proc.returncode
 
 
 CHAINED = """
@@ -345,3 +350,69 @@ def test_a_pickled_audit_log_writes_to_the_same_trail(tmp_path: Path) -> None:
             assert [e.tool for e in audit.tail()] == ["login"]
         finally:
             copy.close()
+
+
+def _record(log: AuditLog, call_id: str) -> None:
+    log.record(
+        AuditRecord(
+            ts=time.time(), principal="p", principal_type="user", roles=(), surface="s",
+            tool="t", call_id=call_id, args={"n": call_id}, decision="allow", outcome="ok",
+        )
+    )  # fmt: skip
+
+
+def _journals(directory: Path) -> list[Path]:
+    return sorted(directory.glob("*.journal"))
+
+
+def test_a_committed_journal_file_is_cleared_and_written_again(tmp_path: Path) -> None:
+    spill = tmp_path / "spill"
+    log = AuditLog(tmp_path / "audit.db", spill_dir=spill)
+    try:
+        for n in range(5):
+            _record(log, f"a{n}")
+        assert log.flush()
+        [first] = _journals(spill)  # its rows are committed: kept for later rows, cleared
+        assert first.read_bytes().strip(b"\0") == b""
+        for n in range(5):
+            _record(log, f"b{n}")
+        assert log.flush()
+        assert _journals(spill) == [first]  # the same file took the next batch
+        assert first.read_bytes().strip(b"\0") == b""
+    finally:
+        log.close()
+    assert _journals(spill) == []
+    with AuditLog(tmp_path / "audit.db", spill_dir=spill) as after:
+        assert sorted(e.call_id or "" for e in after.query()) == [
+            *(f"a{n}" for n in range(5)),
+            *(f"b{n}" for n in range(5)),
+        ]
+
+
+KILLED_AFTER_A_BATCH = """
+import sys, time
+from toolcards.governance import AuditLog, AuditRecord
+log = AuditLog(sys.argv[1], spill_dir=sys.argv[2], linger=60)
+def rec(call_id):
+    log.record(AuditRecord(ts=time.time(), principal="p", principal_type="user", roles=(),
+                           surface="s", tool="t", call_id=call_id, args={"n": call_id},
+                           decision="allow", outcome="ok"))
+for n in range(3):
+    rec(f"a{n}")
+assert log.flush(30)
+for n in range(3):
+    rec(f"b{n}")
+print("queued", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_rows_in_a_journal_file_written_again_outlive_sigkill_once(tmp_path: Path) -> None:
+    path, spill = tmp_path / "audit.db", tmp_path / "spill"
+    assert _ended_by(signal.SIGKILL, KILLED_AFTER_A_BATCH, str(path), str(spill)) == -signal.SIGKILL
+    with AuditLog(path, spill_dir=spill) as after:  # the next process of the trail
+        rows = after.query()
+        assert after.verify().ok
+    assert sorted(e.call_id or "" for e in rows) == ["a0", "a1", "a2", "b0", "b1", "b2"]
+    assert _journals(spill) == []

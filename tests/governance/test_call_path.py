@@ -75,7 +75,7 @@ def entered_files(tmp_path: Path) -> list[str]:
     return list(seen)
 
 
-def test_one_governed_call_enters_at_most_fourteen_files(tmp_path: Path) -> None:
+def test_one_governed_call_enters_at_most_twelve_files(tmp_path: Path) -> None:
     files = entered_files(tmp_path)
     assert "governance/audit/log.py" in files  # the walk reached the audit row
     assert len(files) <= MAX_FILES, "\n".join(files)

@@ -17,7 +17,9 @@ from toolcards.governance.toolset.layers import (
     DescribedToolset,
     SafeNamedToolset,
     SelectedToolset,
+    listed_tools,
     provider_safe_name,
+    source_of,
 )
 
 pytestmark = pytest.mark.anyio
@@ -90,3 +92,47 @@ def test_a_stack_of_layers_runs_a_renamed_tool_in_an_agent() -> None:
     script = Script([(safe, {"x": 3}), ("wipe", {"x": 4})])
     result = Agent(script.model, toolsets=[stack]).run_sync("go")
     assert result.output.splitlines() == [f"{safe}: success: read 3", "wipe: success: wiped 4"]
+
+
+def _varied() -> FunctionToolset[Any]:
+    """Tools of every kind the layers change: renamed, destructive, approval by metadata and
+    by pydantic-ai's flag (and both with a warning), sequential, deferred, sensitive."""
+    inner = _inner()
+
+    def note(text: str) -> str:
+        """Note."""
+        return text
+
+    inner.add_function(note, name="crm.wipe", metadata={"destructive": True, "sensitive": "k"})
+    inner.add_function(note, name="drop", requires_approval=True, metadata={"destructive": 1})
+    inner.add_function(note, name="pay", metadata={"requires_approval": True, "readonly": 0})
+    inner.add_function(note, name="slow", sequential=True, defer_loading=True)
+    inner.add_function(note, name="bare", description=None)
+    return inner
+
+
+@pytest.mark.parametrize(
+    ("include", "exclude"), [(None, ()), (["crm.*", "drop", "slow"], ()), (None, ["p*"])]
+)
+async def test_the_stack_listed_in_one_pass_lists_what_its_layers_list(
+    include: list[str] | None, exclude: tuple[str, ...]
+) -> None:
+    selected = SelectedToolset(_varied(), include=include, exclude=exclude)
+    stack = ApprovalMarkedToolset(DescribedToolset(SafeNamedToolset(selected)))
+    ctx = surface_context()
+    layered = await stack.get_tools(ctx)
+    one_pass = await listed_tools(stack, ctx)
+    assert list(one_pass) == list(layered)
+    for name, (tdef, retries, source) in one_pass.items():
+        assert tdef == layered[name].tool_def
+        assert list(tdef.metadata or {}) == list(layered[name].tool_def.metadata or {})
+        assert retries == layered[name].max_retries
+        assert source.tool_def == source_of(layered[name]).tool_def
+
+
+async def test_the_stack_listed_in_one_pass_refuses_names_that_clash() -> None:
+    inner = _inner()
+    inner.add_function(lambda x: x, name=provider_safe_name("crm.read"))
+    stack = ApprovalMarkedToolset(DescribedToolset(SafeNamedToolset(SelectedToolset(inner))))
+    with pytest.raises(ValueError, match="clash as"):
+        await listed_tools(stack, surface_context())

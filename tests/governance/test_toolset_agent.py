@@ -333,7 +333,10 @@ def test_slow_sync_tool_times_out_through_the_toolset() -> None:
         inner, policy=Policy.allow_all(), identity=ALICE, timeout=0.05
     )
     result = Agent(Script([("crawl", {"url": "x"})]).model, toolsets=[toolset]).run_sync("go")
-    assert result.output == "crawl: success: error: crawl timed out after 0.05 s"
+    assert result.output == (
+        "crawl: success: error: crawl timed out after 0.05 s; what it started may "
+        "still complete: read before you call it again"
+    )
 
 
 def test_a_sync_tool_past_its_deadline_is_answered_before_its_thread_returns() -> None:
@@ -359,7 +362,10 @@ def test_a_sync_tool_past_its_deadline_is_answered_before_its_thread_returns() -
         result = Agent(Script([("stuck", {"url": "x"})]).model, toolsets=[toolset]).run_sync("go")
         # the answer came while the worker thread was still blocked: it was abandoned
         assert not finished.is_set()
-        assert result.output == "stuck: success: error: stuck timed out after 0.05 s"
+        assert result.output == (
+            "stuck: success: error: stuck timed out after 0.05 s; what it started may "
+            "still complete: read before you call it again"
+        )
     finally:
         release.set()
     assert finished.wait(10)

@@ -148,3 +148,45 @@ def test_blank_and_oversized_names_are_rejected() -> None:
         EntityCreate(name="   ", entity_type="x")
     with pytest.raises(ValidationError):
         EntityCreate(name="n" * 201, entity_type="x")
+
+
+def test_a_copy_merging_the_rows_another_copy_changed_answers_as_a_graph_loaded_from_them(
+    graph: Graph,
+) -> None:
+    copy = Graph(graph.entities.values(), graph.relations.values())
+    batches = [
+        {
+            "create_entities": [ent("bob", kind="Person", desc="Ledger and payments auditor")],
+            "update_entities": [EntityUpdate(name="ledger", add_observations=["audited by bob"])],
+            "create_relations": [rel("bob", "ledger", "audits")],
+        },
+        {"delete_entities": ["checkout"]},  # with both of its relations
+        {
+            "create_entities": [ent("checkout", desc="Orders again"), ent("cart")],
+            "update_entities": [EntityUpdate(name="alice", entity_type="Lead", is_root=True)],
+            "create_relations": [rel("cart", "checkout"), rel("alice", "cart", "owns")],
+        },
+        {
+            "delete_relations": [
+                RelationRef(from_entity="cart", to_entity="checkout", relation_type="calls")
+            ]
+        },
+    ]
+    for batch in batches:
+        change, errors = graph.apply(**batch)
+        assert errors == []
+        copy.merge(
+            [*change.entities_added, *change.entities_modified],
+            change.relations_added,
+            change.entities_removed,
+            [r.key for r in change.relations_removed],
+        )
+    loaded = Graph(graph.entities.values(), graph.relations.values())
+    assert copy.entities == loaded.entities and copy.relations == loaded.relations
+    for query in ("payments", "ledger auditor", "orders", "owns cart", "checkout calls"):
+        assert copy.search(query, "keyword", 10) == loaded.search(query, "keyword", 10), query
+    assert {n: copy.edges_of(n) for n in copy.entities} == {
+        n: loaded.edges_of(n) for n in loaded.entities
+    }
+    assert dict(copy.summary(10).types) == dict(loaded.summary(10).types)
+    assert [e.name for e in copy.summary(10).roots] == ["alice"]

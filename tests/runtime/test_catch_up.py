@@ -1,7 +1,7 @@
-"""Two copies of one planning actor on one PostgreSQL store (two teams in this process,
-each with its own Pykka copy, one reaching the database through a TCP proxy): a copy catches
-up with the rows the other changed, without being rebuilt; it is rebuilt when the store
-cannot tell what changed or its own commit failed."""
+"""Two copies of one planning actor, and of one knowledge graph, on one PostgreSQL store (two
+teams in this process, each with its own Pykka copy, one reaching the database through a TCP
+proxy): a copy catches up with the rows the other changed, without being rebuilt; it is
+rebuilt when the store cannot tell what changed or its own commit failed."""
 
 from __future__ import annotations
 
@@ -18,6 +18,14 @@ from toolcards.core.errors import TransientError
 from toolcards.runtime import Team
 from toolcards.stores.postgres import versions as postgres_versions
 from toolcards.stores.postgres.team import PostgresStore
+from toolcards.tools.knowledge_graph.actor import ACTOR_NAME as GRAPH
+from toolcards.tools.knowledge_graph.actor import GraphConfig, KnowledgeGraphActor
+from toolcards.tools.knowledge_graph.models import (
+    EntityCreate,
+    EntityUpdate,
+    RelationCreate,
+    RelationRef,
+)
 from toolcards.tools.planning.actor import ACTOR_NAME, PlanningActor, PlanningConfig
 from toolcards.tools.planning.models import TaskCreate, TaskUpdate
 
@@ -193,3 +201,88 @@ def test_a_store_written_before_rows_recorded_their_version_gains_the_column(
         assert store.state_items("t", "#A") == [("new", 2), ("old", 1)]
     finally:
         store.close()
+
+
+class CountedGraph(KnowledgeGraphActor):
+    """The graph actor, numbering each object built, and showing its graph."""
+
+    actor_tag = "tests:counted-graph"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.copy = next(_copies)
+
+    def copy_number(self) -> int:
+        return self.copy
+
+    def shown(self) -> tuple[dict[str, Any], dict[str, Any], list[str], list[Any]]:
+        """Entities and relations as dumped, what a keyword search for 'mathematician'
+        finds, and the types with their counts."""
+        graph = self.graph
+        found = graph.search("mathematician", "keyword", 10)
+        return (
+            {name: e.model_dump() for name, e in graph.entities.items()},
+            {key: r.model_dump() for key, r in graph.relations.items()},
+            sorted(e.name for e, _ in found.entities),
+            graph.summary(5).types,
+        )
+
+
+def _graph(team: Team) -> ActorHandle[CountedGraph]:
+    return team.tool_actor(GRAPH, CountedGraph, GraphConfig(vector_store=None))
+
+
+def _stored_graph(url: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    store = PostgresStore(url)
+    try:
+        entities = {v["name"]: v for _, v in store.state_items("t", GRAPH, "e:")}
+        relations = {k.removeprefix("r:"): v for k, v in store.state_items("t", GRAPH, "r:")}
+    finally:
+        store.close()
+    return entities, relations
+
+
+def _person(name: str, what: str) -> EntityCreate:
+    return EntityCreate(name=name, entity_type="person", description=what)
+
+
+def test_a_graph_copy_takes_in_another_copys_changes_without_a_rebuild(
+    postgres_url: str, proxy: CommitCuttingProxy
+) -> None:
+    with Team("t", store=postgres_url) as one, Team("t", store=proxy.url) as two:
+        a, b = _graph(one), _graph(two)
+        a.ask(
+            CountedGraph.update,
+            create_entities=[_person("ada", "a mathematician"), _person("bob", "a mathematician")],
+            create_relations=[
+                RelationCreate(from_entity="ada", to_entity="bob", relation_type="knew")
+            ],
+        )
+        b.ask(CountedGraph.shown)  # b's graph is loaded
+        copy = b.ask(CountedGraph.copy_number)
+        a.ask(
+            CountedGraph.update,
+            delete_entities=["bob"],  # with its relation
+            create_entities=[_person("carol", "a mathematician"), _person("dan", "a poet")],
+            update_entities=[EntityUpdate(name="ada", add_observations=["wrote notes"])],
+            create_relations=[
+                RelationCreate(from_entity="ada", to_entity="carol", relation_type="taught"),
+                RelationCreate(from_entity="dan", to_entity="carol", relation_type="met"),
+            ],
+        )
+        a.ask(
+            CountedGraph.update,
+            delete_relations=[
+                RelationRef(from_entity="dan", to_entity="carol", relation_type="met")
+            ],
+            update_entities=[EntityUpdate(name="dan", entity_type="writer")],
+        )
+        entities, relations, found, types = b.ask(CountedGraph.shown)
+        assert (entities, relations) == _stored_graph(postgres_url)
+        assert entities["ada"]["observations"] == ["wrote notes"]
+        assert [(r["from_entity"], r["to_entity"]) for r in relations.values()] == [
+            ("ada", "carol")
+        ]
+        assert found == ["ada", "carol"]  # bob left the keyword index, carol joined it
+        assert types == [("person", 2), ("writer", 1)]
+        assert b.ask(CountedGraph.copy_number) == copy  # no rebuild

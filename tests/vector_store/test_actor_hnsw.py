@@ -41,6 +41,7 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def card(**kw: Any) -> VectorStoreTool:
+    kw.setdefault("index", "hnsw")  # the graph's own mechanics (auto compares it with the file)
     return VectorStoreTool(provider="hash", dimension=64, approximate_above=1000, **kw)
 
 
@@ -140,15 +141,25 @@ def test_a_stale_saved_graph_is_reloaded_and_caught_up_instead_of_rebuilt(
         assert handle.ask("count", "notes") == 1199
 
 
+TOPICS = [[f"w{t}x{j}" for j in range(6)] for t in range(24)]
+TOPICAL = [(f"t{i}", " ".join([*TOPICS[i % 24], f"item{i}"])) for i in range(1200)]
+"""Texts of 24 topics: hashed, their vectors cluster (what an inverted file is good at)."""
+
+
 @pytest.mark.timeout(90)
 def test_the_inverted_file_is_chosen_by_config_or_without_faiss(
     spy: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with Team("ivf-config") as team:
-        wait_for(loaded(team, index="ivf"), "ivf")
-    monkeypatch.setenv("TOOLCARDS_HNSW", "off")
-    with Team("ivf-fallback") as team:
-        wait_for(loaded(team, index="hnsw"), "ivf")
+    for name, index in (("ivf-config", "ivf"), ("ivf-fallback", "hnsw")):
+        if index == "hnsw":
+            monkeypatch.setenv("TOOLCARDS_HNSW", "off")
+        with Team(name) as team:
+            team.bind([card(index=index)], member="alice")
+            handle = find_store(team)
+            handle.ask("upsert", "notes", TOPICAL)
+            flush(handle)
+            wait_for(handle, "ivf")
+            assert query(handle, "notes", TOPICAL[777][1], 1)[0][0] == "t777"
 
 
 def test_exact_search_stays_exact_when_switched_off(spy: Any) -> None:
@@ -215,3 +226,38 @@ def test_a_large_backlog_from_the_build_is_added_off_the_actor_thread(
         assert query(handle, "notes", more[1234][1], 1)[0][0] == "m1234"
     big = [(thread, n) for thread, n in adds if n >= indexing.SMALL_DELTA]
     assert big and all(thread.endswith("-index") for thread, _ in big)
+
+
+@pytest.mark.timeout(120)
+def test_a_graph_grown_to_twice_its_size_is_calibrated_again(
+    spy: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolcards.tools.vector_store.hnsw_index import HnswIndex
+
+    sizes: list[int] = []
+    real = HnswIndex.calibrate
+
+    def counted(self: HnswIndex, *args: Any, **kw: Any) -> float:
+        sizes.append(self.count())
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(HnswIndex, "calibrate", counted)
+    more = [(f"m{i}", f"more text {i} on topic {i % 13} number {i}") for i in range(1400)]
+    with Team("hnsw-grown") as team:
+        team.bind([card()], member="alice")
+        handle = find_store(team)
+        handle.ask("upsert", "notes", DOCS[:1000])
+        flush(handle)
+        wait_for(handle, "hnsw")
+        assert sizes == [1000]  # calibrated when built
+        handle.ask("upsert", "notes", more[:900])
+        flush(handle)
+        assert handle.ask("info")["building"] == [] and sizes == [1000]  # not yet twice
+        handle.ask("upsert", "notes", more[900:])
+        flush(handle)
+        deadline = time.monotonic() + 60
+        while len(sizes) < 2 or handle.ask("info")["building"]:
+            assert time.monotonic() < deadline, sizes
+            time.sleep(0.05)
+        assert sizes[1] >= 2000  # calibrated again at its new size
+        assert query(handle, "notes", more[1234][1], 1)[0][0] == "m1234"

@@ -75,7 +75,7 @@ def test_a_replaced_vector_is_found_by_its_new_value_only() -> None:
     assert index.count() == 800 and index.dead == 1
     assert [h[0] for h in index.search(vectors[700], 2)] == sorted(["v5", "v700"])
     assert "v5" not in [h[0] for h in index.search(vectors[5], 5)]
-    assert np.allclose(index.vector("v5"), vectors[700])
+    assert np.allclose(index.vectors(["v5"])[0], vectors[700])
 
 
 def test_tombstones_past_a_quarter_ask_for_a_rebuild() -> None:
@@ -129,3 +129,15 @@ def test_a_wrong_dimension_is_refused() -> None:
     index = HnswIndex(DIM)
     with pytest.raises(ValueError, match="dimension"):
         index.add(["x"], np.ones((1, DIM + 1), dtype=np.float32))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_equal_scores_at_the_cut_keep_the_smallest_labels(seed: int) -> None:
+    vectors = unit(1000, 20 + seed)
+    twins = [5, *range(100, 112)]
+    vectors[twins] = vectors[5]  # thirteen labels on one vector: thirteen equal scores
+    labels = [f"v{i:04d}" for i in np.random.default_rng(seed).permutation(1000)]
+    index = HnswIndex(DIM, graph=build_graph(vectors), labels=labels, ef_search=64)
+    expected = sorted(labels[row] for row in twins)
+    for k in (1, 4, 13):
+        assert [h[0] for h in index.search(vectors[5], k)] == expected[:k]

@@ -15,8 +15,10 @@ kept because callers catch that built-in type. The module each class lives in is
     │   └── UnstorableText                      stores.errors
     ├── TransientError                          core.errors
     │   ├── DatabaseUnavailable                 stores.errors
-    │   │   └── StoreUnavailable                stores.errors
-    │   └── ActorUnavailable                    core.actors
+    │   │   ├── StoreUnavailable                stores.errors
+    │   │   └── DatabaseBusy                    stores.errors
+    │   ├── ActorUnavailable                    core.actors
+    │   └── ActorTimeout (TimeoutError)         core.actors
     ├── ToolNotConfigured                       core.errors
     ├── ToolObserverGone                        core.errors
     ├── CommandNotRecognized                    core.errors

@@ -1,7 +1,9 @@
-"""Identity: who is calling. Set by the surface, never read from tool arguments."""
+"""Identity: who is calling (set by the surface, never read from tool arguments), and the keys
+that name one call (:func:`joined_key`, :func:`durable_call_key`)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -73,3 +75,22 @@ calling_principal: ContextVar[Identity | None] = ContextVar(
 )
 """The principal of the governed call whose tool runs in this context (the executor sets it;
 a tool that records who wrote something reads it)."""
+
+
+_MAX_KEY = 400
+
+
+def joined_key(*parts: str) -> str:
+    """One unambiguous key of ``parts`` (each length-prefixed: ``r/1`` + ``x`` is not ``r`` +
+    ``1/x``); a key longer than 400 characters is its SHA-256 digest, never dropped."""
+    key = "/".join(f"{len(part)}:{part}" for part in parts)
+    if len(key) <= _MAX_KEY:
+        return key
+    return "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def durable_call_key(run_id: str | None, tool_call_id: str | None) -> str | None:
+    """The key of one tool call of one run (None when either id is missing)."""
+    if not run_id or not tool_call_id:
+        return None
+    return joined_key(run_id, tool_call_id)

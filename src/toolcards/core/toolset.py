@@ -1,4 +1,5 @@
-"""The pydantic-ai side of the core: a FunctionToolset carrying card annotations.
+"""The pydantic-ai side of the core: a FunctionToolset carrying card annotations, whose calls
+run under the idempotency key of their tool call.
 
 Imported only when a toolset is requested, so ``import toolcards`` does not load pydantic-ai.
 """
@@ -8,21 +9,39 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from pydantic_ai import ModelRetry
-from pydantic_ai.toolsets import FunctionToolset
+from pydantic_ai import ModelRetry, RunContext
+from pydantic_ai.toolsets import FunctionToolset, ToolsetTool
 
+from toolcards.core.actors import call_key, calling_call_key
 from toolcards.core.retry import ToolFunc, wrap_retriable
 from toolcards.core.spec import annotations_of, describe
 
 
+class CardToolset(FunctionToolset[Any]):
+    """The cards' tools as a pydantic-ai toolset. Each call runs under the idempotency key of
+    its tool call (:func:`~toolcards.core.actors.call_key` of the run id and the tool call
+    id), so a tool actor's mutation that committed answers the same call made again (a
+    durable run replaying it, a retry after "outcome unknown") from its record instead of
+    writing twice. A key set around the call (a governed call's) is kept."""
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        if calling_call_key.get() is not None or not (ctx.run_id and ctx.tool_call_id):
+            return await super().call_tool(name, tool_args, ctx, tool)
+        with call_key(ctx.run_id, ctx.tool_call_id):
+            return await super().call_tool(name, tool_args, ctx, tool)
+
+
 def build_function_toolset(
     tools: Sequence[ToolFunc], deferred: Collection[str] = ()
-) -> FunctionToolset[Any]:
+) -> CardToolset:
     """A toolset of ``tools``: names from ``__name__``, descriptions with instructions,
     annotations in ``ToolDefinition.metadata``, destructive tools sequential, approval-required
     tools deferred for approval, the tools named in ``deferred`` hidden until a tool search
-    finds them (``defer_loading``), and ``RetriableError`` raised as ``ModelRetry``."""
-    toolset: FunctionToolset[Any] = FunctionToolset()
+    finds them (``defer_loading``), ``RetriableError`` raised as ``ModelRetry``, and each call
+    under its tool call's idempotency key (:class:`CardToolset`)."""
+    toolset = CardToolset()
     for fn in tools:
         notes = annotations_of(fn)
         toolset.add_function(

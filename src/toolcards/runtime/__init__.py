@@ -59,8 +59,10 @@ if TYPE_CHECKING:
         DEFAULT_ASK_TIMEOUT,
         ActorHandle,
         ActorSystem,
+        ActorTimeout,
         ActorUnavailable,
         HandleBase,
+        call_key,
     )
     from toolcards.runtime.team import StopReport, Team, TeamStopped
     from toolcards.runtime.tool_actor import (
@@ -90,6 +92,7 @@ __all__ = [
     "ActorHandle",
     "ActorHost",
     "ActorSystem",
+    "ActorTimeout",
     "ActorUnavailable",
     "DeferredConfig",
     "DeferredFailed",
@@ -123,6 +126,7 @@ __all__ = [
     "ToolActor",
     "ToolActorContext",
     "UnknownActorTag",
+    "call_key",
     "check_model",
     "fetch_deferred",
     "is_empty_delta",
@@ -160,7 +164,15 @@ _NAMES = {
         ("ModelUnavailable", "RoleProfile", "check_model"), "toolcards.runtime.profiles"
     ),
     **dict.fromkeys(
-        ("DEFAULT_ASK_TIMEOUT", "ActorHandle", "ActorSystem", "ActorUnavailable", "HandleBase"),
+        (
+            "DEFAULT_ASK_TIMEOUT",
+            "ActorHandle",
+            "ActorSystem",
+            "ActorTimeout",
+            "ActorUnavailable",
+            "HandleBase",
+            "call_key",
+        ),
         "toolcards.runtime.system",
     ),
     **dict.fromkeys(("StopReport", "Team", "TeamStopped"), "toolcards.runtime.team"),

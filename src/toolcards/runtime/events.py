@@ -116,7 +116,9 @@ class EventLog:
         self._changed = threading.Condition()
         self._version = 0
         self._closed = False
-        self._unwatch = store.watch(team_id, self.wake)  # commits of other processes
+        self._unwatch: Callable[[], None] | None = None
+        """Stops the calls on other processes' commits; watched from the first subscription
+        on (a process that never waits on the log takes no notice of every commit)."""
 
     def append(
         self,
@@ -249,6 +251,9 @@ class EventLog:
         on a dedicated thread, until the subscription is closed. While the store is
         unavailable the subscription retries (backing off) and resumes after the last event
         it delivered; ``on_failure`` is called if it ends on any other error."""
+        with self._changed:
+            if self._unwatch is None and not self._closed:  # commits of other processes
+                self._unwatch = self._store.watch(self.team_id, self.wake)
         return Subscription(self, callback, since, on_failure)
 
     def wait_for_change(self, seen: int, timeout: float) -> None:
@@ -258,7 +263,10 @@ class EventLog:
             self._changed.wait_for(lambda: self._version != seen or self._closed, timeout)
 
     def close(self) -> None:
-        self._unwatch()
+        with self._changed:
+            unwatch, self._unwatch = self._unwatch, None
+        if unwatch is not None:
+            unwatch()
         with self._changed:
             self._closed = True
             self._version += 1

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 import pykka
 
+from toolcards.core.actors import no_answer
 from toolcards.runtime.host_events import EventListener, current_listener, listening
 from toolcards.runtime.system import ActorUnavailable, HandleBase
 
@@ -116,9 +117,7 @@ class PykkaHandle(HandleBase[Any]):
         try:
             return future.get(timeout=timeout)
         except pykka.Timeout:
-            raise TimeoutError(
-                f"{self._name}.{method} did not answer within {timeout:g}s"
-            ) from None
+            raise no_answer(self._name, method, timeout) from None
         except pykka.ActorDeadError:
             raise ActorUnavailable(f"actor {self._name} stopped before answering") from None
 

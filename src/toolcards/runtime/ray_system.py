@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from toolcards._lazy import optional_module
-from toolcards.core.actors import ActorUnavailable
+from toolcards.core.actors import ActorUnavailable, no_answer
 from toolcards.core.threads import background_thread
 from toolcards.runtime.ray_address import check_admitted, check_reachable, check_same_cluster
 from toolcards.runtime.ray_host import NONCE, HostKey, RayHost, host_class_problem
@@ -117,9 +117,7 @@ class RayHandle(HandleBase[Any]):
             ref = self._actor.call.remote(self._key.ticket("call", method), method, args, kw)
             return ray.get(ref, timeout=max(deadline - time.monotonic(), 0.0))
         except ray.exceptions.GetTimeoutError:
-            raise TimeoutError(
-                f"{self._name}.{method} did not answer within {timeout:g}s"
-            ) from None
+            raise no_answer(self._name, method, timeout) from None
         except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
             raise ActorUnavailable(
                 f"actor {self._name} was not available for {method} (it may be restarting; "

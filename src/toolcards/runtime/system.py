@@ -16,7 +16,10 @@ from typing import Any, Concatenate, Generic, ParamSpec, Protocol, Self, TypeVar
 from toolcards.core.actors import (
     DEFAULT_ASK_TIMEOUT,
     ActorHandle,
+    ActorTimeout,
     ActorUnavailable,
+    ask_timeout,
+    call_key,
     calling_call_key,
     method_name,
 )
@@ -27,8 +30,10 @@ __all__ = [
     "ActorHandle",
     "ActorSystem",
     "ActorSystemUnavailable",
+    "ActorTimeout",
     "ActorUnavailable",
     "HandleBase",
+    "call_key",
 ]
 
 
@@ -45,12 +50,13 @@ class HandleBase(Generic[A]):
     """Typed ``ask``/``tell``/``within`` over a backend's untyped transport.
 
     A backend subclasses it and implements :meth:`_ask`, :meth:`_tell` and :meth:`is_alive`;
-    only the method's name crosses to the actor.
+    only the method's name crosses to the actor. A backend's ask that gets no answer in time
+    raises :class:`ActorTimeout` (:func:`~toolcards.core.actors.no_answer`).
     """
 
     __slots__ = ("_name", "_timeout")
 
-    def __init__(self, name: str, timeout: float = DEFAULT_ASK_TIMEOUT) -> None:
+    def __init__(self, name: str, timeout: float | None = None) -> None:
         self._name = name
         self._timeout = timeout
 
@@ -60,11 +66,14 @@ class HandleBase(Generic[A]):
 
     @property
     def timeout(self) -> float:
-        return self._timeout
+        """Seconds an ask waits: the bound given to :meth:`within`; without one, until the
+        calling governed call's deadline (and a second: the call's own deadline answers
+        first), else :data:`DEFAULT_ASK_TIMEOUT`."""
+        return ask_timeout(self._timeout)
 
     def ask(self, method: Callable[Concatenate[A, P], R], /, *args: P.args, **kw: P.kwargs) -> R:
         """Call ``method`` on the actor; wait at most :attr:`timeout` seconds for the result."""
-        result: R = self._ask(method_name(method), args, kw, self._timeout)
+        result: R = self._ask(method_name(method), args, kw, self.timeout)
         return result
 
     def ask_once(
@@ -75,7 +84,7 @@ class HandleBase(Generic[A]):
         key = calling_call_key.get()
         if key is None:
             return self.ask(method, *args, **kw)
-        result: R = self._ask("call_once", (key, method_name(method), args, kw), {}, self._timeout)
+        result: R = self._ask("call_once", (key, method_name(method), args, kw), {}, self.timeout)
         return result
 
     def tell(

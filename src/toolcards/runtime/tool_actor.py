@@ -203,6 +203,10 @@ class Recovering:
                 self.reload()
             yield
 
+    def _lock(self) -> None:
+        """Inside the call's transaction: take the actor's cross-process lock."""
+        self._store.lock_actor(self._team_id, self._name)
+
     def call_once(self, key: str, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """``name(*args, **kwargs)`` once per ``key``: in one transaction with its writes,
         the key and the result (its JSON, or the RetriableError it raised after writing) are
@@ -218,7 +222,7 @@ class Recovering:
         lost = store.lost_writes()
         try:
             with store.transaction():
-                store.lock_actor(team, actor)  # a retry racing its first attempt waits for it
+                self._lock()  # a retry racing its first attempt waits for it
                 earlier = store.applied_call(team, key)
                 if earlier is not None and earlier.digest == digest and earlier.actor == actor:
                     return _replayed(earlier.result)

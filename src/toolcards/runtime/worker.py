@@ -122,7 +122,7 @@ class Coherent(Recovering):
     def _serving(self) -> Iterator[None]:
         store = self._store
         with store.transaction():
-            store.lock_actor(self._team_id, self._name)
+            self._lock()
             version = store.actor_version(self._team_id, self._name)
             if version != self._seen or self._stale:
                 self._catch_up()
@@ -130,6 +130,11 @@ class Coherent(Recovering):
             yield
             wrote = store.writes_pending(self._team_id, self._name)
         self._seen = version + 1 if wrote else version  # our commit's own bump
+
+    def _lock(self) -> None:
+        """The tool's lock, and (in the same round trip, where the store can) the changes
+        since the version the copy holds, for a catch-up."""
+        self._store.lock_actor(self._team_id, self._name, since=self._held)
 
     def _catch_up(self) -> None:
         """Bring the copy to the store: apply the rows changed since the version it holds

@@ -60,7 +60,7 @@ INDEXES = """
 CREATE INDEX IF NOT EXISTS audit_team_principal_ts ON audit(team_id, principal, ts);
 CREATE INDEX IF NOT EXISTS audit_team_tool_ts ON audit(team_id, tool, ts);
 CREATE INDEX IF NOT EXISTS audit_team_ts ON audit(team_id, ts);
-CREATE INDEX IF NOT EXISTS audit_team_grant ON audit(team_id, grant_id)
+CREATE INDEX IF NOT EXISTS audit_team_grant ON audit(team_id, grant_id) WHERE grant_id IS NOT NULL
 """
 MIGRATION = TeamColumn(
     "audit",
@@ -123,7 +123,8 @@ _json = _encoder()
 
 
 _quote = json.encoder.encode_basestring_ascii
-_TEAMS: dict[str, str] = {}  # a team id's JSON
+_sha256 = hashlib.sha256
+_TEAMS: dict[str, bytes] = {}  # a team id's JSON
 _DIGEST, _ARGS = 7, 8  # where a row (:data:`COLUMNS`) holds its argument digest and arguments
 NOT_KEPT = '{"[not kept]":"its process was killed before the row was written"}'
 """The arguments of a row written from a killed process's journal (its digest is kept)."""
@@ -158,9 +159,9 @@ def link(prev: str, seq: int, team_id: str, row: Sequence[Any], rest: bytes | No
     if team is None:
         if len(_TEAMS) >= 1024:
             _TEAMS.clear()
-        team = _TEAMS[team_id] = _json(team_id)
-    head = f'["{prev}",{seq},{team},'.encode()
-    return hashlib.sha256(head + rest[1:-1] + f",{_quote(row[_ARGS])}]".encode()).hexdigest()
+        team = _TEAMS[team_id] = _json(team_id).encode()
+    args = _quote(row[_ARGS]).encode()
+    return _sha256(b'["%s",%d,%s,%s,%s]' % (prev.encode(), seq, team, rest[1:-1], args)).hexdigest()
 
 
 class Cursor(Protocol):
@@ -211,12 +212,28 @@ def write(
         values += row
         values += (seq, digest, team_id)
     width = WIDTH + 3
-    step = per_statement * width
-    for start in range(0, len(values), step):
-        chunk = values[start : start + step]
-        cur.execute(_insert(len(chunk) // width), chunk)
+    start = 0
+    for rows_in in _statements(len(fresh), per_statement):
+        end = start + rows_in * width
+        cur.execute(_insert(rows_in), values[start:end])
+        start = end
     cur.execute(_HEAD_MOVED, (seq, digest, team_id))
     return len(fresh)
+
+
+def _statements(rows: int, most: int) -> list[int]:
+    """The rows of each INSERT carrying ``rows`` rows: powers of two up to ``most``, largest
+    first. A statement of hundreds of rows takes milliseconds to compile, more than its rows
+    take to insert: batches of any size then use a few statements, each compiled once and
+    kept in the connection's statement cache."""
+    size = 1 << (max(1, most).bit_length() - 1)
+    out = []
+    while rows:
+        while size > rows:
+            size >>= 1
+        out.append(size)
+        rows -= size
+    return out
 
 
 @functools.lru_cache(maxsize=32)

@@ -220,8 +220,12 @@ class StateStore(ABC):
         current while the version reads ``v + 1``."""
         return self.actor_version(team_id, actor)
 
-    def lock_actor(self, team_id: str, actor: str) -> None:  # noqa: B027 - no-op alone
-        """Inside a transaction: serialize with every other process calling ``actor``."""
+    def lock_actor(  # noqa: B027 - no-op alone
+        self, team_id: str, actor: str, *, since: int | None = None
+    ) -> None:
+        """Inside a transaction: serialize with every other process calling ``actor``.
+        ``since``: the version a copy of the actor holds; a store may read its
+        :meth:`state_changes` since then in the same round trip."""
 
     def writes_pending(self, team_id: str, actor: str) -> bool:
         """Inside a transaction: True when it changed ``actor``'s state or events (its version
@@ -261,7 +265,8 @@ class EventStore(ABC):
         display_type: str | None = None,
     ) -> tuple[int, int]:
         """Append one event; returns ``(position, seq)``. The store assigns both, so positions
-        and per-tool seqs stay gap-free under concurrent writers."""
+        and per-tool seqs stay gap-free under concurrent writers (a store may number an event
+        of a larger transaction when that commits: its position then reads 0)."""
 
     @abstractmethod
     def read_events(self, team_id: str, after: int, limit: int = 1000) -> list[EventRow]:

@@ -18,6 +18,15 @@ class DatabaseUnavailable(TransientError):
     """
 
 
+class DatabaseBusy(DatabaseUnavailable):
+    """The database answered, and ended a statement it could not finish now: it waited past
+    the statement timeout (most often for a lock another session holds), was refused a lock
+    within ``lock_timeout``, or lost a deadlock or a serialization conflict to another
+    session. The connection stays open; the transaction the statement ran in committed
+    nothing. The message says which; retry.
+    """
+
+
 class DatabaseClosed(ToolcardsError):
     """The connections were closed; no more reads or writes."""
 

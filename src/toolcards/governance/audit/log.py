@@ -137,14 +137,15 @@ def _rest(rec: AuditRecord, key: str) -> tuple[tuple[Any, ...], str]:
     return rest, canonical
 
 
-def _arguments(rec: AuditRecord, canonical: str) -> str:
-    """``rec``'s arguments, redacted, as JSON (``canonical``: their canonical JSON, empty
+def _arguments(
+    args: Mapping[str, Any], sensitive: Iterable[str], redactor: Redactor | None, canonical: str
+) -> str:
+    """A record's arguments, redacted, as JSON (``canonical``: their canonical JSON, empty
     when they cannot be made JSON)."""
     if not canonical:
         return _UNSERIALISABLE
-    redactor = rec.redactor or DEFAULT_REDACTOR
     try:
-        return redactor.redacted_json(rec.args, rec.sensitive, canonical)
+        return (redactor or DEFAULT_REDACTOR).redacted_json(args, sensitive, canonical)
     except Exception:  # keep the row, drop the values
         return _UNSERIALISABLE
 
@@ -154,7 +155,7 @@ _UNSERIALISABLE = '{"unserialisable":true}'
 
 def _row(rec: AuditRecord, key: str) -> tuple[Any, ...]:
     rest, canonical = _rest(rec, key)
-    return join(rest, _arguments(rec, canonical))
+    return join(rest, _arguments(rec.args, rec.sensitive, rec.redactor, canonical))
 
 
 _NAMES: dict[tuple[Redactor, str], str] = {}
@@ -172,9 +173,15 @@ def _shown_name(redactor: Redactor, tool: str) -> str:
     return shown
 
 
-_Queued = tuple[AuditRecord, tuple[Any, ...], str, bytes | None]
-"""A record, its row's values but its arguments, the canonical JSON of its arguments, and the
-JSON of those values (None: not made yet)."""
+_Queued = tuple[
+    tuple[Any, ...], str, bytes | None, Mapping[str, Any], Iterable[str], Redactor | None
+]
+"""A row's values but its arguments, the canonical JSON of its arguments, the JSON of those
+values (None: not made yet), and what redacts the arguments: the arguments, the names to
+redact whole and the redactor (None: the default). Not the record itself: a row waiting for
+the writer then holds no object the garbage collector walks (with the default redactor and
+plain arguments), where a queued record was walked by every collection until the writer
+took it, and moved to the oldest generation on the way."""
 
 
 class AuditLog:
@@ -260,29 +267,35 @@ class AuditLog:
             return
         try:
             rest, canonical = _rest(entry, f"{self._key_prefix}-{next(self._keys)}")
-            if self._writer is None:
+            redactor = entry.redactor
+            if redactor is DEFAULT_REDACTOR:
+                redactor = None
+            journal = self._journal
+            if journal is not None:  # batched: on disk before the call is answered
+                text = row_json(rest)
+                with self._append:
+                    journal.append(text)
+                    self._queue.put((rest, canonical, text, entry.args, entry.sensitive, redactor))
+            elif self._writer is not None:
+                self._queue.put((rest, canonical, None, entry.args, entry.sensitive, redactor))
+            else:
                 with self._lock:
-                    self._write([(entry, rest, canonical, None)])
-                return
-            if self._journal is None:
-                self._queue.put((entry, rest, canonical, None))
-                return
-            text = row_json(rest)
-            with self._append:
-                self._journal.append(text + b"\n")
-                self._queue.put((entry, rest, canonical, text))
+                    self._write([(rest, canonical, None, entry.args, entry.sensitive, redactor)])
         except Exception:
             log.exception("audit write failed; 1 entry lost")
 
     def _write(self, queued: list[_Queued]) -> None:
         """Write the rows of ``queued``, after any rows kept while the trail was down; rows
         the trail cannot take now go to the spill file."""
-        rows = [join(rest, _arguments(entry, canonical)) for entry, rest, canonical, _ in queued]
+        rows = [
+            join(rest, _arguments(args, sensitive, redactor, canonical))
+            for rest, canonical, _, args, sensitive, redactor in queued
+        ]
         try:
             if self.spill.pending:
                 self.spill.replay(self._rewrite)
             if rows:
-                texts = [text or row_json(rest) for _, rest, _, text in queued]
+                texts = [text or row_json(rest) for rest, _, text, *_ in queued]
                 self._db.insert(rows, texts=texts)
         except Exception as exc:
             if rows:
@@ -322,7 +335,8 @@ class AuditLog:
                     break
             if batch:
                 self._commit(batch)
-            AuditJournal.remove(sealed)  # its rows are committed, or in the spill
+            if sealed and self._journal is not None:  # its rows are committed, or spilled
+                self._journal.release(sealed)
             if self._queue.empty():
                 self._hurry.clear()
             for waiter in waiters:
@@ -361,11 +375,15 @@ class AuditLog:
                 with contextlib.suppress(Exception):
                     self.spill.replay(self._rewrite)
             self._db.close()
-        if self._journal is not None:
+        journal = self._journal
+        if journal is not None:
             with self._append:
-                sealed = self._journal.seal()
+                sealed = journal.seal()
             if self._writer is not None and not self._writer.is_alive() and self._queue.empty():
-                AuditJournal.remove(sealed)
+                journal.release(sealed)
+            else:
+                journal.keep(sealed)
+            journal.close()
 
     def __enter__(self) -> AuditLog:
         return self

@@ -31,10 +31,11 @@ import logging
 import mmap
 import os
 import secrets
+import threading
 import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from toolcards.stores import audit_sql
 from toolcards.stores.audit_sql import join, row_json
@@ -47,6 +48,7 @@ _REPLAY_BATCH = 500
 _JOURNAL = ".journal"
 _SPILL = ".jsonl"
 _JOURNAL_BYTES = 1024 * 1024  # a journal file's room: the rows between two batches, and more
+_SPARES = 2  # journal files kept, cleared, for the rows of later batches
 
 
 def default_spill_dir() -> Path:
@@ -191,15 +193,25 @@ class AuditSpill:
         return bool(self._files())
 
 
+class JournalFile(NamedTuple):
+    """A sealed journal file: its rows are queued; ``used`` bytes of it hold them."""
+
+    path: Path
+    map: mmap.mmap
+    used: int
+
+
 class AuditJournal:
     """This process's journal for one trail: the rows queued for the writer, on disk before
     their call is answered. A journal file is allocated up front and mapped into memory: a
     row is copied into the file's pages (no system call, which would also hand the
     interpreter lock to the writer thread), and the kernel keeps them when the process dies.
     The log appends and seals under its own lock (a sealed file's rows are all queued before
-    the seal); the writer removes the sealed files once their rows are committed or spilled.
-    A journal that cannot be written (no room, a file system without shared mappings) is
-    logged once and given up: rows then outlive the process once committed."""
+    the seal); the writer releases the sealed files once their rows are committed or spilled:
+    a released file is cleared (zeros, which a reader skips) and written again by a later
+    batch (a new file costs a page fault and a block allocation per page written), or
+    removed. A journal that cannot be written (no room, a file system without shared
+    mappings) is logged once and given up: rows then outlive the process once committed."""
 
     def __init__(self, directory: Path, prefix: str, size: int = _JOURNAL_BYTES) -> None:
         _JOURNALS.add(self)
@@ -210,23 +222,27 @@ class AuditJournal:
         self._map: mmap.mmap | None = None
         self._path: Path | None = None
         self._used = 0
-        self._full: list[Path] = []
+        self._full: list[JournalFile] = []
+        self._spares: list[tuple[Path, mmap.mmap]] = []
+        self._spares_lock = threading.Lock()  # released by the writer, taken by the caller
         self._number = 0
         self.failed: str | None = None
         """Why the journal was given up (None: it works)."""
 
-    def append(self, line: bytes) -> None:
-        """Copy one row's line into the journal (a failure is logged, never raised: the row
-        is still queued)."""
+    def append(self, row: bytes) -> None:
+        """Copy one row (its JSON, :func:`~toolcards.stores.audit_sql.row_json`) into the
+        journal as a line (a failure is logged, never raised: the row is still queued)."""
         if self.failed is not None:
             return
         try:
-            end = self._used + len(line)
-            if self._map is None or end > len(self._map):
-                self._start(len(line))
-                end = len(line)
-            assert self._map is not None
-            self._map[self._used : end] = line
+            used = self._used
+            end = used + len(row) + 1
+            mapped = self._map
+            if mapped is None or end > len(mapped):
+                mapped = self._start(len(row) + 1)
+                used, end = 0, len(row) + 1
+            mapped[used : end - 1] = row
+            mapped[end - 1] = 10  # the line's end
             self._used = end
         except (OSError, ValueError) as exc:
             self.failed = str(exc)
@@ -237,22 +253,50 @@ class AuditJournal:
                 exc,
             )
 
-    def seal(self) -> list[Path]:
-        """End the current file (the next row starts a new one); returns the files written
+    def seal(self) -> list[JournalFile]:
+        """End the current file (the next row starts another); returns the files written
         since the last seal."""
         self._end()
         sealed, self._full = self._full, []
         return sealed
 
-    @staticmethod
-    def remove(paths: list[Path]) -> None:
-        """Remove sealed files whose rows the trail has."""
-        for path in paths:
+    def release(self, sealed: list[JournalFile]) -> None:
+        """Sealed files whose rows the trail has (committed, or in the spill): cleared and
+        kept for later rows (a few), or removed."""
+        for file in sealed:
+            if len(self._spares) < _SPARES and _cleared(file):
+                with self._spares_lock:
+                    self._spares.append((file.path, file.map))
+            else:
+                _close(file.map)
+                with contextlib.suppress(OSError):
+                    file.path.unlink()
+
+    def keep(self, sealed: list[JournalFile]) -> None:
+        """Sealed files whose rows may not be committed (a log closed before its writer
+        was done): left to the next process of the trail, cut to their rows."""
+        for file in sealed:
+            _close(file.map)
+            with contextlib.suppress(OSError):
+                os.truncate(file.path, file.used)
+
+    def close(self) -> None:
+        """Remove the cleared files kept for later rows."""
+        with self._spares_lock:
+            spares, self._spares = self._spares, []
+        for path, mapped in spares:
+            _close(mapped)
             with contextlib.suppress(OSError):
                 path.unlink()
 
-    def _start(self, need: int) -> None:
+    def _start(self, need: int) -> mmap.mmap:
         self._end()
+        if need <= self._size and self._spares:
+            with self._spares_lock:
+                spare = self._spares.pop() if self._spares else None
+            if spare is not None:
+                self._path, self._map = spare
+                return spare[1]
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._number += 1
         name = f"{self._prefix}{os.getpid()}.{self._name}-{self._number}{_JOURNAL}"
@@ -260,32 +304,48 @@ class AuditJournal:
         size = max(self._size, need)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            self._path = path  # a file made and not mapped is removed with the sealed ones
             os.posix_fallocate(fd, 0, size)  # no room: an error here, not a SIGBUS later
-            self._map = mmap.mmap(fd, size)
+            mapped = mmap.mmap(fd, size)
+        except OSError:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise
         finally:
             os.close(fd)
+        self._path, self._map = path, mapped
+        return mapped
 
     def forget(self) -> None:
-        """In a forked child: leave the parent's file to the parent (the child's rows start a
-        file of its own, written by the next process of the trail once the child ends)."""
-        mapped = self._map
-        self._map, self._path, self._used, self._full = None, None, 0, []
-        if mapped is not None:
-            with contextlib.suppress(OSError, ValueError):
-                mapped.close()  # the child's view only: the parent's file is untouched
+        """In a forked child: leave the parent's files to the parent (the child's rows start
+        a file of its own, written by the next process of the trail once the child ends)."""
+        maps = [self._map, *(f.map for f in self._full), *(m for _, m in self._spares)]
+        self._map, self._path, self._used, self._full, self._spares = None, None, 0, [], []
+        self._spares_lock = threading.Lock()
+        for mapped in maps:
+            _close(mapped)  # the child's view only: the parent's file is untouched
 
     def _end(self) -> None:
-        """Unmap the current file and cut it to its rows."""
+        """End the current file: sealed with the next :meth:`seal`."""
         mapped, path, used = self._map, self._path, self._used
         self._map, self._path, self._used = None, None, 0
-        if mapped is not None:
-            with contextlib.suppress(OSError, ValueError):
-                mapped.close()
-        if path is not None:
-            with contextlib.suppress(OSError):
-                os.truncate(path, used)
-            self._full.append(path)
+        if mapped is not None and path is not None:
+            self._full.append(JournalFile(path, mapped, used))
+
+
+def _cleared(file: JournalFile) -> bool:
+    """``file``'s rows overwritten with zeros (a reader skips them); False when it cannot
+    be written."""
+    try:
+        file.map[: file.used] = bytes(file.used)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _close(mapped: mmap.mmap | None) -> None:
+    if mapped is not None:
+        with contextlib.suppress(OSError, ValueError):
+            mapped.close()
 
 
 _JOURNALS: weakref.WeakSet[AuditJournal] = weakref.WeakSet()

@@ -21,7 +21,6 @@ of the call (approval request and decision, the final row) carries the same id.
 from __future__ import annotations
 
 import difflib
-import hashlib
 import itertools
 import logging
 import os
@@ -64,7 +63,6 @@ POLICY_ERROR_MESSAGE = (
     "policy error: the policy file is invalid, so every call is refused until it is fixed"
 )
 _MAX_NAME = 100  # a model-supplied tool name is cut to this length in messages
-_MAX_KEY = 400  # a longer call key is stored as its digest
 _UNSAFE = re.compile(r"[^A-Za-z0-9._:-]")
 _MAX_HINT = 40
 _CLOCK_SKEW = 3600.0  # seconds: a row's time is its writer's clock, a claim's another one's
@@ -332,22 +330,6 @@ def unknown_tool_message(tool_id: str, visible: Iterable[str]) -> str:
     if not close:
         return f"unknown tool: {name}"
     return f"unknown tool: {name}; did you mean {' or '.join(close)}?"
-
-
-def joined_key(*parts: str) -> str:
-    """One unambiguous key of ``parts`` (each length-prefixed: ``r/1`` + ``x`` is not ``r`` +
-    ``1/x``); a key longer than 400 characters is its SHA-256 digest, never dropped."""
-    key = "/".join(f"{len(part)}:{part}" for part in parts)
-    if len(key) <= _MAX_KEY:
-        return key
-    return "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def durable_call_key(run_id: str | None, tool_call_id: str | None) -> str | None:
-    """The key of one tool call of one run (None when either id is missing)."""
-    if not run_id or not tool_call_id:
-        return None
-    return joined_key(run_id, tool_call_id)
 
 
 def _new_prefix() -> str:

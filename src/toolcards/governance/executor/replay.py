@@ -3,7 +3,7 @@ Temporal) runs once per durable call key.
 
 A durable engine that recovers a run replays it from the start: recorded model responses come
 back from its journal with the same tool call ids, and the run's id is replay-stable (DBOS:
-``<workflow id>:<step>``). So :func:`~.calls.durable_call_key` of the run id and the tool call
+``<workflow id>:<step>``). So ``core.identity.durable_call_key`` of the run id and the tool call
 id names one call of one durable run, in every process that replays it. The pipeline asks
 :meth:`DurableCall.claim` once the policy has decided that this principal may make this call
 now: the first claim runs the call and :meth:`DurableCall.settle` records its outcome; a

@@ -4,23 +4,28 @@
 with the caller, the governed call and the idempotency key of its writes set for it), then the
 output guardrails, and maps what the tool raised to an outcome (see :mod:`..guardrails`).
 
+The tool's deadline is also the bound of the actor asks it makes (:data:`calling_deadline`): an
+ask waits as long as the call may, and a second more, so the call's own deadline is the one
+that answers, and its "timed out after N s" is true.
+
 Deadlines, on public asyncio only: :func:`with_deadline` starts the tool's coroutine inline
 (one that finishes without suspending needs no timer) and cancels it at the deadline, waiting
 for it to unwind; :func:`abandoning_deadline` runs it as a task and stops waiting at the
 deadline: a sync tool that pydantic-ai runs in a worker thread cannot be interrupted, so its
-thread runs to completion in the background, its result discarded, and the call answers
-"timed out" at the deadline instead of when the thread returns.
+thread runs to completion in the background, its result discarded, and the call answers "timed
+out" at the deadline instead of when the thread returns.
 """
 
 from __future__ import annotations
 
+import time
 import types
 from collections.abc import Coroutine, Generator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from toolcards.core.actors import calling_call_key
+from toolcards.core.actors import calling_call_key, calling_deadline
 from toolcards.core.errors import ToolNotConfigured
 from toolcards.core.identity import Identity, calling_principal
 from toolcards.governance import guardrails, telemetry
@@ -130,6 +135,7 @@ class Runner:
         book = self.book
         principal = calling_principal.set(call.identity)  # who writes, for the tool to record
         writes = calling_call_key.set(call.key_of_writes())
+        bound = calling_deadline.set(None if timeout is None else time.monotonic() + timeout)
         try:
             if timeout is None:
                 value = await invoke(call.parsed)
@@ -146,7 +152,10 @@ class Runner:
                 raise
             if isinstance(exc, TimeoutError) and call.timeout is not None:
                 why = f"timed out after {call.timeout:g} s"
-                msg = f"error: {cap.id} {why}"
+                msg = (
+                    f"error: {cap.id} {why}; what it started may still complete: read before "
+                    "you call it again"
+                )
                 return book.finish(call, Outcome.ERROR, msg, why, audited=TIMEOUT)
             if isinstance(exc, ToolNotConfigured):  # its message names what to set
                 return book.finish(call, Outcome.ERROR, f"error: {call.redactor.text(str(exc))}")
@@ -156,6 +165,7 @@ class Runner:
             book.ended_by(call, exc)
             raise
         finally:
+            calling_deadline.reset(bound)
             calling_call_key.reset(writes)
             calling_principal.reset(principal)
         if not ending:

@@ -280,13 +280,19 @@ class Policy:
             self._planned += 1
         return plan
 
-    def _compile_plan(self, identity: Identity, tool_id: str) -> _Plan:
+    def _shared(self, identity: Identity, tool_id: str) -> _Plan:
+        """The plan ``identity`` shares with the callers of its profile, for every tool the
+        same rules match (compiled once for them all)."""
         rules = self._index.for_tool(tool_id)
         profile = rules.profile(identity)
         shared: _Plan | None = rules.plans.get(profile)
         if shared is None:
             shared = self._shared_plan(rules, profile)
             rules.remember(profile, shared)
+        return shared
+
+    def _compile_plan(self, identity: Identity, tool_id: str) -> _Plan:
+        shared = self._shared(identity, tool_id)
         if shared.fallthrough is not _DEFAULT:
             return shared
         default = self._compiled.default_effect
@@ -360,8 +366,13 @@ class Policy:
         return plan.fallthrough
 
     def visible(self, identity: Identity, tool_id: str) -> bool:
-        """False when no arguments could make the call allowed (the tool can be hidden)."""
-        return self._plan(identity, tool_id).visible
+        """False when no arguments could make the call allowed (the tool can be hidden).
+        Read from the plan shared by the tools the same rules match (a listing of thousands
+        of tools compiles no plan per tool; a call makes the caller's own)."""
+        self.check_reload()
+        plans = self._plans.get(identity)
+        plan = plans.get(tool_id) if plans is not None else None
+        return (plan or self._shared(identity, tool_id)).visible
 
     def may_approve(self, identity: Identity, tool_id: str) -> bool:
         """True when some arguments would make ``identity``'s call of ``tool_id`` wait for a

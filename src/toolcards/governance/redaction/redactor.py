@@ -130,6 +130,8 @@ class Redactor:
     def has_secret(self, text: str) -> bool:
         """Whether ``text``, or a decoded spelling of it (JSON escapes, percent-encoding,
         NFKC), holds something a value pattern would replace."""
+        if self._plain(text):
+            return False
         return self._found(text) or any(self._found(view) for view in views(text))
 
     def text(self, text: str) -> str:

@@ -27,9 +27,8 @@ from pydantic_ai.messages import ModelResponse
 from pydantic_ai.models import ModelRequestContext
 
 from toolcards.core.errors import ToolcardsError
-from toolcards.core.identity import ANONYMOUS, Identity
+from toolcards.core.identity import ANONYMOUS, Identity, joined_key
 from toolcards.governance.audit.log import AuditRecord
-from toolcards.governance.executor.calls import joined_key
 from toolcards.governance.outcomes import Outcome
 
 __all__ = ["BudgetExceeded", "ModelBudget"]

@@ -26,7 +26,7 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 from pydantic_core import SchemaValidator, core_schema, to_json
 
 from toolcards.core import nesting
-from toolcards.core.identity import ANONYMOUS, Identity
+from toolcards.core.identity import ANONYMOUS, Identity, durable_call_key
 from toolcards.core.names import provider_safe_name
 from toolcards.core.spec import ToolAnnotations
 from toolcards.governance.approvals.broker import Approver
@@ -34,7 +34,6 @@ from toolcards.governance.approvals.edits import split_override
 from toolcards.governance.approvals.nested import CallerRun, nested_approver
 from toolcards.governance.audit.log import AuditLog
 from toolcards.governance.capability import CapabilityRegistry, ToolCapability
-from toolcards.governance.executor.calls import durable_call_key
 from toolcards.governance.executor.pipeline import ExecutionResult, Executor
 from toolcards.governance.executor.replay import DurableCall
 from toolcards.governance.guardrails import ToolHook
@@ -52,9 +51,8 @@ from toolcards.governance.toolset.layers import (
     SafeNamedToolset,
     SelectedToolset,
     built,
-    list_tools,
+    listed_tools,
     listing_fingerprint,
-    source_of,
 )
 from toolcards.stores.call_results import CallResults
 
@@ -394,20 +392,20 @@ class ToolListing:
         listing, fingerprint = self._current(wrapped, ctx)
         if listing is not None:
             return listing
-        stack = await list_tools(wrapped, ctx)
+        stack = await listed_tools(wrapped, ctx)
         tools = {
             name: built(
                 GovernedTool,
                 toolset=toolset,
-                tool_def=tool.tool_def,
-                max_retries=tool.max_retries,
+                tool_def=tdef,
+                max_retries=retries,
                 args_validator=_RAW_ARGS,
                 args_validator_func=None,
-                source=source_of(tool),
-                tool_id=(tool.tool_def.metadata or {}).get("tool_id", name),
+                source=source,
+                tool_id=(tdef.metadata or {}).get("tool_id", name),
                 capability=None,
             )
-            for name, tool in stack.items()
+            for name, (tdef, retries, source) in stack.items()
         }
         listing = Listing(
             fingerprint,

@@ -9,7 +9,8 @@ over pydantic-ai's ``WrapperToolset`` (usable on their own):
   that governance asks for, bound to its arguments and its caller.
 
 A layer that changes a tool lists a :class:`DerivedTool` and, on a call, hands the tool it
-got from below back down, as pydantic-ai's own wrappers do. :func:`listing_fingerprint` says
+got from below back down, as pydantic-ai's own wrappers do. :func:`listed_tools` lists the
+four stacked as a governed toolset stacks them in one pass. :func:`listing_fingerprint` says
 whether a stack of toolsets would list the same tools again, without listing them.
 """
 
@@ -249,6 +250,66 @@ class ApprovalMarkedToolset(_Layer):
                 )
             out[name] = tool
         return out
+
+
+Listed = tuple[ToolDefinition, int, ToolsetTool[Any]]
+"""A tool as a stack lists it: its definition, its retries, and the innermost tool under it."""
+
+
+async def listed_tools(stack: AbstractToolset[Any], ctx: RunContext[Any]) -> dict[str, Listed]:
+    """What ``stack`` lists (:data:`Listed`, by name). The stack a governed toolset builds
+    (``ApprovalMarkedToolset(DescribedToolset(SafeNamedToolset(SelectedToolset(inner))))``,
+    these very classes) is listed in one pass over ``inner``'s tools: each tool's definition
+    is made once, as the four layers make it in turn, not once per layer."""
+    selected = _standard(stack)
+    if selected is None:
+        tools = await list_tools(stack, ctx)
+        return {n: (t.tool_def, t.max_retries, source_of(t)) for n, t in tools.items()}
+    tools = await list_tools(selected.wrapped, ctx)
+    choose = selected.include is not None or bool(selected.exclude)
+    out: dict[str, Listed] = {}
+    renamed: dict[str, str] = {}
+    for name, tool in tools.items():
+        if choose and not selected.selected(name):
+            continue
+        tdef = tool.tool_def
+        given = tdef.metadata or {}
+        safe = provider_safe_name(name)  # SafeNamedToolset
+        if safe in out:
+            first = renamed.get(safe, safe)
+            raise ValueError(f"tool ids {first!r} and {name!r} clash as {safe!r}")
+        if safe != name:
+            renamed[safe] = name
+            given = {**given, "tool_id": name}
+        metadata = _explicit(given, safe)  # DescribedToolset
+        description, sequential, kind = tdef.description, tdef.sequential, tdef.kind
+        if metadata["destructive"]:
+            description, sequential = _with_line(description, DESTRUCTIVE_WARNING), True
+        if kind == "unapproved" or metadata["requires_approval"]:  # ApprovalMarkedToolset
+            kind = "function" if kind == "unapproved" else kind
+            metadata["requires_approval"] = True
+            description = _with_line(description, APPROVAL_NOTE)
+        final = ToolDefinition(
+            **{**tdef.__dict__, "name": safe, "metadata": metadata, "description": description,
+               "sequential": sequential, "kind": kind}
+        )  # fmt: skip
+        out[safe] = (final, tool.max_retries, source_of(tool))
+    return out
+
+
+def _standard(stack: AbstractToolset[Any]) -> SelectedToolset | None:
+    """The selection at the bottom of ``stack`` when ``stack`` is the one a governed toolset
+    builds, layer for layer (a subclass may list its own way: not this one)."""
+    if type(stack) is not ApprovalMarkedToolset:
+        return None
+    described = stack.wrapped
+    if type(described) is not DescribedToolset:
+        return None
+    named = described.wrapped
+    if type(named) is not SafeNamedToolset:
+        return None
+    selected = named.wrapped
+    return selected if type(selected) is SelectedToolset else None
 
 
 def _explicit(given: dict[str, Any], name: str) -> dict[str, Any]:

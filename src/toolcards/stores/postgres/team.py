@@ -3,8 +3,10 @@
 Its schema (a version table; created or migrated on first use) is
 :mod:`toolcards.stores.postgres.schema`'s, the actor versions that let copies catch up
 :mod:`toolcards.stores.postgres.versions`'. Events are numbered by the store under a row lock
-of the team, so positions and per-tool seqs stay gap-free under concurrent writers; commits of
-events are announced with ``NOTIFY`` and a listener thread
+of the team, so positions and per-tool seqs stay gap-free under concurrent writers; the events
+of a larger transaction are numbered just before its ``COMMIT``, with the version bumps in one
+round trip, so the team's row stays locked only for that and the commit (every writer of the
+team waits on it). Commits of events are announced with ``NOTIFY`` and a listener thread
 (:mod:`toolcards.stores.postgres.listener`) wakes this process's subscribers, without
 polling. Connection loss surfaces as :class:`StoreUnavailable` (a retryable error) and the
 next call reconnects. A URL's password never appears in ``location``, errors or ``repr``.
@@ -16,6 +18,7 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from toolcards.stores import applied_calls
@@ -33,11 +36,17 @@ from toolcards.stores.base import (
     dumps,
 )
 from toolcards.stores.events_sql import compact
-from toolcards.stores.postgres.connections import Connections, placeholders
+from toolcards.stores.postgres.connections import Connections, Later, ThreadState, placeholders
 from toolcards.stores.postgres.limits import Timeouts
 from toolcards.stores.postgres.listener import CHANNEL, EventListener
 from toolcards.stores.postgres.schema import migrate
-from toolcards.stores.postgres.versions import TOMBSTONES_KEPT, bump_versions, state_changes
+from toolcards.stores.postgres.versions import (
+    TOMBSTONES_KEPT,
+    bump_versions,
+    changes_query,
+    read_changes,
+    state_changes,
+)
 
 __all__ = ["CHANNEL", "TOMBSTONES_KEPT", "PostgresStore"]
 
@@ -53,6 +62,19 @@ class _NoLock:
 
 
 _NO_LOCK = _NoLock()
+
+Changes = tuple[list[tuple[str, Any]], list[str]]
+
+
+@dataclass(slots=True)
+class _Held:
+    """What a transaction read of an actor when its lock was granted (see ``lock_actor``)."""
+
+    version: int
+    seq: int
+    """The seq of the actor's last event (its own events are numbered from it)."""
+    since: int | None
+    changes: Changes | None
 
 
 class PostgresStore(Store):
@@ -76,7 +98,7 @@ class PostgresStore(Store):
             url,
             connect_timeout=connect_timeout,
             timeouts=timeouts,
-            before_commit=bump_versions,
+            before_commit=self._before_commit,
             on_rollback=self._rolled_back,
         )
         self.location = self._db.location
@@ -89,6 +111,17 @@ class PostgresStore(Store):
 
     def __repr__(self) -> str:
         return f"<PostgresStore {self.location}>"
+
+    @staticmethod
+    def _before_commit(state: ThreadState, later: Later) -> None:
+        """Just before ``COMMIT``, queued with the transaction's waiting writes and the
+        ``COMMIT`` (one round trip): the version bumps of the actors it changed, then its
+        events, numbered under the team's row lock, and their notices (the lock is taken
+        last: the server holds it through the commit, without waiting on the client)."""
+        bump_versions(state, later)
+        for team_id in dict.fromkeys(team for team, _ in state.events):
+            _insert_events(later, team_id, [row for team, row in state.events if team == team_id])
+            later("SELECT pg_notify(%s, %s)", (CHANNEL, team_id))
 
     def _rolled_back(self) -> None:
         for hook in self.rollback_hooks:
@@ -136,15 +169,24 @@ class PostgresStore(Store):
             raise StoreClosedError(f"store {self.location} is closed") from exc
 
     @contextmanager
-    def _write(self, team_id: str, actor: str, **texts: str) -> Iterator[Any]:
-        """A cursor inside a transaction that marks ``actor``'s version for a bump; ``texts``
+    def _write(self, team_id: str, actor: str, **texts: str) -> Iterator[ThreadState]:
+        """Inside a transaction that marks ``actor``'s version for a bump, its state; ``texts``
         (named by field) are refused when PostgreSQL cannot store them."""
         with self.transaction():
-            self._db.state().dirty.add((team_id, actor))  # a write was tried
+            state = self._db.state()
+            state.dirty.add((team_id, actor))  # a write was tried
             for field, text in texts.items():
                 check_text(field.replace("_", " "), text)
-            with self._cursor() as cur:
-                yield cur
+            yield state
+
+    def _later(self, sql: str, params: tuple[Any, ...]) -> None:
+        """A write nobody reads the result of, sent with the transaction's next statement."""
+        try:
+            self._db.later(sql, params)
+        except DatabaseUnavailable as exc:
+            raise StoreUnavailable(str(exc)) from None
+        except DatabaseClosed as exc:
+            raise StoreClosedError(f"store {self.location} is closed") from exc
 
     def lost_writes(self) -> int:
         return self._db.state().lost_writes
@@ -206,18 +248,18 @@ class PostgresStore(Store):
 
     def state_put(self, team_id: str, actor: str, key: str, value: Any) -> None:
         text = dumps(value)
-        with self._write(team_id, actor, name_or_key=key) as cur:
-            self._db.state().keys.setdefault((team_id, actor), {})[key] = False
-            cur.execute(
+        with self._write(team_id, actor, name_or_key=key) as state:
+            state.keys.setdefault((team_id, actor), {})[key] = False
+            self._later(
                 "INSERT INTO toolcards_state VALUES (%s, %s, %s, %s) "
                 "ON CONFLICT (team_id, actor, key) DO UPDATE SET value = EXCLUDED.value",
                 (team_id, actor, key, text),
             )
 
     def state_delete(self, team_id: str, actor: str, key: str) -> None:
-        with self._write(team_id, actor, name_or_key=key) as cur:
-            self._db.state().keys.setdefault((team_id, actor), {})[key] = True
-            cur.execute(
+        with self._write(team_id, actor, name_or_key=key) as state:
+            state.keys.setdefault((team_id, actor), {})[key] = True
+            self._later(
                 "DELETE FROM toolcards_state WHERE team_id=%s AND actor=%s AND key=%s",
                 (team_id, actor, key),
             )
@@ -261,40 +303,38 @@ class PostgresStore(Store):
         sender: str | None = None,
         display_type: str | None = None,
     ) -> tuple[int, int]:
+        """Append one event; ``(position, seq)``. Inside a larger transaction the event is
+        numbered when that transaction commits (its position then reads 0 here); one that
+        holds the lock of the actor named ``tool_id`` knows its last seq and sends nothing
+        before the commit."""
         texts = {"tool_id": tool_id} if sender is None else {"tool_id": tool_id, "sender": sender}
-        with self._write(team_id, tool_id, **texts) as cur:
-            cur.execute(
-                "INSERT INTO toolcards_tool_seqs VALUES (%s, %s, 1) "
-                "ON CONFLICT (team_id, tool_id) DO UPDATE SET seq = toolcards_tool_seqs.seq + 1 "
-                "RETURNING seq",
-                (team_id, tool_id),
-            )
-            seq = int(cur.fetchone()[0])
-            cur.execute(
-                "INSERT INTO toolcards_teams (team_id, created_at, last_pos) VALUES (%s, %s, 1) "
-                "ON CONFLICT (team_id) DO UPDATE SET last_pos = toolcards_teams.last_pos + 1 "
-                "RETURNING last_pos",
-                (team_id, time.time()),
-            )
-            position = int(cur.fetchone()[0])
-            cur.execute(
-                "INSERT INTO toolcards_events (team_id, team_pos, tool_id, seq, payload, "
-                "payload_type, timestamp, event_id, sender, display_type) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (
-                    team_id,
-                    position,
-                    tool_id,
-                    seq,
-                    payload,
-                    payload_type,
-                    timestamp,
-                    event_id,
-                    sender,
-                    display_type,
-                ),
-            )
-            cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, team_id))
+        with self._write(team_id, tool_id, **texts) as state:
+            held = self._held(team_id, tool_id)
+            if held is not None:  # no other writer of its events: the next seq is known
+                held.seq += 1
+                seq = held.seq
+                self._later(
+                    "INSERT INTO toolcards_tool_seqs VALUES (%s, %s, %s) ON CONFLICT "
+                    "(team_id, tool_id) DO UPDATE SET seq = EXCLUDED.seq",
+                    (team_id, tool_id, seq),
+                )
+            else:
+                with self._cursor() as cur:
+                    cur.execute(
+                        "INSERT INTO toolcards_tool_seqs VALUES (%s, %s, 1) ON CONFLICT "
+                        "(team_id, tool_id) DO UPDATE SET seq = toolcards_tool_seqs.seq + 1 "
+                        "RETURNING seq",
+                        (team_id, tool_id),
+                    )
+                    seq = int(cur.fetchone()[0])
+            row = (tool_id, seq, payload, payload_type, timestamp, event_id, sender, display_type)
+            if state.depth > 1:  # numbered just before the larger transaction commits
+                state.events.append((team_id, row))
+                return 0, seq
+            with self._cursor() as cur:
+                _insert_events(cur.execute, team_id, [row])
+                position = int(cur.fetchone()[0])
+                cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, team_id))
         return position, seq
 
     def read_events(self, team_id: str, after: int, limit: int = 1000) -> list[EventRow]:
@@ -335,6 +375,9 @@ class PostgresStore(Store):
     # ---- cross-process coherence -------------------------------------------------------------
 
     def actor_version(self, team_id: str, actor: str) -> int:
+        held = self._held(team_id, actor)
+        if held is not None:
+            return held.version
         rows = self._rows(
             "SELECT version FROM toolcards_actor_versions WHERE team_id=%s AND actor=%s",
             (team_id, actor),
@@ -344,7 +387,16 @@ class PostgresStore(Store):
     def state_changes(
         self, team_id: str, actor: str, since: int
     ) -> tuple[list[tuple[str, Any]], list[str]] | None:
+        held = self._held(team_id, actor)
+        if held is not None and held.since == since:
+            return held.changes
         return state_changes(self._rows, team_id, actor, since)
+
+    def _held(self, team_id: str, actor: str) -> _Held | None:
+        """What :meth:`lock_actor` read, while this thread's transaction holds the lock."""
+        state = self._db.state()
+        held: _Held | None = state.locked.get((team_id, actor)) if state.depth else None
+        return held
 
     def secret_location(self) -> str:
         return self._db.url
@@ -365,15 +417,60 @@ class PostgresStore(Store):
 
     def record_applied(self, team_id: str, key: str, actor: str, digest: str, result: str) -> None:
         check_text("call id", key)
-        with self.transaction(), self._cursor() as cur:
-            execute = placeholders(cur)
-            applied_calls.record(execute, "toolcards_", team_id, key, actor, digest, result)
 
-    def lock_actor(self, team_id: str, actor: str) -> None:
-        with self._cursor() as cur:
-            cur.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{team_id}/{actor}",)
-            )
+        def later(sql: str, params: tuple[Any, ...]) -> None:  # its result is never read
+            self._later(sql.replace("?", "%s"), params)
+
+        with self.transaction():
+            applied_calls.record(later, "toolcards_", team_id, key, actor, digest, result)
+
+    def lock_actor(self, team_id: str, actor: str, *, since: int | None = None) -> None:
+        """Take the actor's lock and, in the same round trip, read as of the grant its
+        version, the seq of its last event and (``since`` given) its changes since that
+        version: until the transaction ends, :meth:`actor_version`, :meth:`state_changes`
+        for ``since`` and the numbering of its events answer from this read."""
+        state = self._db.state()
+        if (team_id, actor) in state.locked:
+            return  # held until the transaction ends
+        with self._cursor() as cur, cur.connection.cursor() as changes:
+            with cur.connection.pipeline():
+                cur.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                    (f"{team_id}/{actor}",),
+                )
+                cur.execute(  # statements of their own: they see what committed before the grant
+                    "SELECT (SELECT version FROM toolcards_actor_versions WHERE team_id = %s "
+                    "AND actor = %s), (SELECT seq FROM toolcards_tool_seqs WHERE team_id = %s "
+                    "AND tool_id = %s)",
+                    (team_id, actor, team_id, actor),
+                )
+                if since is not None:
+                    changes.execute(*changes_query(team_id, actor, since))
+            version, seq = cur.fetchone()
+            changed = read_changes(changes.fetchall(), since) if since is not None else None
+        if state.depth:
+            state.locked[team_id, actor] = _Held(int(version or 0), int(seq or 0), since, changed)
 
     def watch(self, team_id: str, callback: Callable[[], Any]) -> Callable[[], None]:
         return self._events.watch(team_id, callback)
+
+
+def _insert_events(execute: Later, team_id: str, rows: list[tuple[Any, ...]]) -> None:
+    """Number ``rows`` (tool, seq, payload, payload type, timestamp, id, sender, display type)
+    after the team's last position and insert them, in one statement that returns their
+    positions. The team's row stays locked until the transaction ends."""
+    columns = list(zip(*rows, strict=True))
+    execute(
+        "WITH pos AS (INSERT INTO toolcards_teams (team_id, created_at, last_pos) "
+        "VALUES (%s, %s, %s) ON CONFLICT (team_id) "
+        "DO UPDATE SET last_pos = toolcards_teams.last_pos + EXCLUDED.last_pos "
+        "RETURNING last_pos) "
+        "INSERT INTO toolcards_events (team_id, team_pos, tool_id, seq, payload, payload_type, "
+        "timestamp, event_id, sender, display_type) "
+        "SELECT %s, pos.last_pos - %s + e.n, e.tool_id, e.seq, e.payload, e.payload_type, e.ts, "
+        "e.event_id, e.sender, e.display_type FROM pos, unnest(%s::text[], %s::bigint[], "
+        "%s::text[], %s::text[], %s::float8[], %s::text[], %s::text[], %s::text[]) "
+        "WITH ORDINALITY AS e(tool_id, seq, payload, payload_type, ts, event_id, sender, "
+        "display_type, n) RETURNING team_pos",
+        (team_id, time.time(), len(rows), team_id, len(rows), *(list(c) for c in columns)),
+    )

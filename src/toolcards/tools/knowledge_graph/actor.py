@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -117,3 +118,35 @@ class KnowledgeGraphActor(ToolActor):
         """Counts, entity types and root entities (kept up to date on every change)."""
         found = self.graph.summary(max_roots)
         return {field.name: getattr(found, field.name) for field in dataclasses.fields(found)}
+
+    def apply_changes(self, upserts: Sequence[tuple[str, Any]], deleted: Sequence[str]) -> bool:
+        """Take in the rows another process changed since this copy's version (called by the
+        runtime, instead of a reload of the whole graph); False, changing nothing, when they
+        are not only entities and relations (the copy is then reloaded whole)."""
+        if self.vectors is not None:
+            return False  # the vector fingerprints are reloaded with the graph
+        entities: list[Entity] = []
+        relations: list[Relation] = []
+        try:
+            for key, value in upserts:
+                if key.startswith(ENTITY):
+                    entities.append(Entity.model_validate(value))
+                    if ENTITY + entities[-1].name != key:
+                        return False
+                elif key.startswith(RELATION):
+                    relations.append(Relation.model_validate(value))
+                    if RELATION + relations[-1].key != key:
+                        return False
+                else:
+                    return False
+        except ValueError:  # a row the graph would not load either
+            return False
+        if any(not key.startswith((ENTITY, RELATION)) for key in deleted):
+            return False
+        self.graph.merge(
+            entities,
+            relations,
+            [key[len(ENTITY) :] for key in deleted if key.startswith(ENTITY)],
+            [key[len(RELATION) :] for key in deleted if key.startswith(RELATION)],
+        )
+        return True

@@ -288,6 +288,29 @@ class Graph:
             change.relations_added.append(relation)
         return change, errors
 
+    def merge(
+        self,
+        entities: Iterable[Entity],
+        relations: Iterable[Relation],
+        removed_entities: Iterable[str] = (),
+        removed_relations: Iterable[str] = (),
+    ) -> None:
+        """Take in rows another copy of the graph wrote: the relations and entities removed
+        (an entity with its relations), then the entities and relations as they are now,
+        each replacing the one of its name or key. What was already gone is skipped."""
+        for key in removed_relations:
+            if key in self.relations:
+                self._drop_relation(key)
+        for name in removed_entities:
+            if name in self.entities:
+                for key in sorted(self._adjacent.get(name, ())):
+                    self._drop_relation(key)
+                self._drop_entity(name)
+        for entity in entities:
+            self._index_entity(entity)
+        for relation in relations:
+            self._index.upsert(RELATION + relation.key, *self._put_relation(relation))
+
     # ---- search -------------------------------------------------------------------------------
 
     def search(

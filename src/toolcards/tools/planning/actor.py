@@ -103,7 +103,7 @@ class PlanningActor(ToolActor):
                     return False
         except ValueError:  # a row the board would not load either
             return False
-        self.stored.restore()
+        self.stored.restore({k: v for k, v in upserts if k in (SUMMARY, NEXT_ID)})
         if self._board is not None:
             self._board.merge(tasks, gone, self.stored.next_id_floor)
             self.stored.loading()

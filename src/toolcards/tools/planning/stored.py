@@ -78,10 +78,13 @@ class StoredPlan:
         self._stale = False
         """A writer changed rows since they were read: no summary of them is trusted."""
 
-    def restore(self) -> None:
-        """Read the summary row (three reads by key, whatever the number of tasks)."""
-        row = self.state.get(SUMMARY)
-        stored_next = self.state.get(NEXT_ID)
+    def restore(self, rows: dict[str, Any] | None = None) -> None:
+        """Read the summary row (three reads by key, whatever the number of tasks); the
+        summary and next-id rows found in ``rows`` (the rows another copy just changed) are
+        taken from there instead of read again."""
+        given = rows or {}
+        row = given[SUMMARY] if SUMMARY in given else self.state.get(SUMMARY)
+        stored_next = given[NEXT_ID] if NEXT_ID in given else self.state.get(NEXT_ID)
         self._known, self._stale = self.state.version(), False
         self.summary = None
         self.next_id_floor = int(stored_next) if stored_next else 1

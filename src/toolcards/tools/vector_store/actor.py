@@ -14,7 +14,7 @@ import importlib
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -24,15 +24,14 @@ from toolcards.core.actors import ActorHandle
 from toolcards.core.threads import leave_signals_to_the_main_thread
 from toolcards.runtime import ToolActor, ToolActorContext
 from toolcards.tools.vector_store.base import EmbeddingProvider, VectorExtraMissing
-from toolcards.tools.vector_store.hnsw_index import HnswIndex
-from toolcards.tools.vector_store.index import InMemoryIndex, VectorIndex
-from toolcards.tools.vector_store.indexing import Delta, IndexBuilder, install_graph, take_delta
+from toolcards.tools.vector_store.index import VectorIndex
+from toolcards.tools.vector_store.indexing import AutoIndex, IndexBuilder
 from toolcards.tools.vector_store.models import VectorStoreConfig
 from toolcards.tools.vector_store.providers import make_provider
 from toolcards.tools.vector_store.qdrant_index import QdrantIndex, make_client
 from toolcards.tools.vector_store.ranking import Hit
 from toolcards.tools.vector_store.records import check_collection, text_hash, valid_pair
-from toolcards.tools.vector_store.store import IndexFactory, Pending, VectorStore, inmemory_factory
+from toolcards.tools.vector_store.store import IndexFactory, Pending, VectorStore
 
 if TYPE_CHECKING:
     from toolcards.tools.vector_store.base import Matrix
@@ -104,6 +103,7 @@ class VectorStoreActor(ToolActor):
                 _warned.add(self.ctx.name)
                 logger.warning("%s: %s", self.ctx.name, self.reason)
             return
+        self._builder = IndexBuilder.for_store(self.cfg, self.ctx.team_id, self.ctx.name)
         self.store = VectorStore(
             model=self.cfg.model_name(),
             dimension=self.cfg.expected_dimension(),
@@ -117,20 +117,10 @@ class VectorStoreActor(ToolActor):
             thread_name_prefix=f"{self.ctx.name}-embed",
             initializer=leave_signals_to_the_main_thread,
         )
-        self._builder = IndexBuilder(
-            self.cfg,
-            self.store.dimension,
-            self.ctx.name,
-            self.ctx.team_id,
-            self._tell_self,
-            self._ask_self,
-        )
         if self.cfg.backend == "qdrant":
             self._pool.submit(importlib.import_module, "qdrant_client")
-        for collection, todo in self.store.restore():
+        for collection, todo in self.store.restore():  # a large collection starts its build
             self._submit(collection, todo)
-        for collection in self.store.collections():
-            self._builder.start(collection, self.store.index(collection))
         if self.cfg.provider == "local":  # load the model now, not on the first query
             self._pool.submit(_warm_up, self.cfg)
 
@@ -140,9 +130,8 @@ class VectorStoreActor(ToolActor):
             self._pool = None
         if self._builder is not None:
             self._builder.stop()
-            if self.store is not None:
-                for collection in self.store.collections():
-                    self._builder.save(collection, self.store.index(collection))
+        for index in self._auto_indexes().values():
+            index.save()
         pending: list[Future[Any]] = [*self._waiters, *self._queries]
         for waiter in pending:
             if not waiter.done():
@@ -154,7 +143,11 @@ class VectorStoreActor(ToolActor):
 
     def _index_factory(self) -> IndexFactory:
         if self.cfg.backend == "inmemory":
-            return inmemory_factory
+            builder, store = self._builder, f"{self.ctx.team_id}/{self.ctx.name}"
+            assert builder is not None
+            return lambda collection, dimension: AutoIndex(
+                self.cfg, dimension, builder, collection=collection, store=store
+            )
         prefix = re.sub(r"[^A-Za-z0-9_-]", "_", f"{self.ctx.team_id}_{self.ctx.name[1:]}")
 
         def factory(collection: str, dimension: int) -> VectorIndex:
@@ -172,11 +165,11 @@ class VectorStoreActor(ToolActor):
             raise VectorExtraMissing(self.reason or f"{self.ctx.name} is not started")
         return self.store
 
-    def _tell_self(self, method: str, *args: Any) -> None:  # worker threads
-        self._self().tell(_own(method), *args)
-
-    def _ask_self(self, method: str, *args: Any) -> Any:  # worker threads
-        return self._self().within(60.0).ask(_own(method), *args)
+    def _auto_indexes(self) -> dict[str, AutoIndex]:
+        if self.store is None:
+            return {}
+        found = {name: self.store.index(name) for name in self.store.collections()}
+        return {name: index for name, index in found.items() if isinstance(index, AutoIndex)}
 
     def _self(self) -> ActorHandle[VectorStoreActor]:
         deadline = time.monotonic() + 10.0
@@ -211,12 +204,16 @@ class VectorStoreActor(ToolActor):
         }
         if self.store is not None:
             found.update(self.store.info())
-            kinds = {name: _kind(self.store.index(name)) for name in found["collections"]}
+            auto = self._auto_indexes()
+            kinds = {
+                name: auto[name].kind if name in auto else "exact" for name in found["collections"]
+            }
             found["indexes"] = kinds
             found["approximate"] = sorted(name for name, kind in kinds.items() if kind != "exact")
-            if self._builder is not None:
-                found["building"] = self._builder.building()
-                found["index_notes"] = dict(self._builder.notes)
+            found["building"] = sorted(name for name, index in auto.items() if index.building)
+            found["index_notes"] = {
+                name: index.note for name, index in auto.items() if index.note is not None
+            }
         return found
 
     def upsert(self, collection: str, items: list[tuple[str, str]]) -> None:
@@ -250,8 +247,6 @@ class VectorStoreActor(ToolActor):
             gone = self.store.remove(collection, ids)
             if gone:
                 self.ctx.emit(_delta(collection, "removed", gone))
-        if gone:
-            self._maybe_train(collection)  # many tombstones: rebuild the graph
 
     def query(self, collection: str, text: str, top_k: int = 10) -> Future[list[Hit]]:
         """A Future of the ``top_k`` best ``(id, cosine)`` for ``text``, best first."""
@@ -336,48 +331,8 @@ class VectorStoreActor(ToolActor):
                     self.ctx.emit(_delta(collection, "indexed", ids))
             for item in ids if self._failed else ():
                 self._failed.pop((collection, item), None)
-            self._maybe_train(collection)
         finally:
             self._job_done()
-
-    def _maybe_train(self, collection: str) -> None:
-        if self._builder is not None and self.store is not None:
-            self._builder.consider(collection, self.store.index(collection))
-
-    def worker_trained(self, collection: str, centroids: Any, assign: Any, rows: int) -> None:
-        """Internal: a worker partitioned ``collection``; switch it to approximate search."""
-        if self._builder is not None:
-            self._builder.done(collection)
-        index = self._require().index(collection)
-        if not isinstance(index, InMemoryIndex):
-            return
-        if centroids is None:
-            index.abandon_training()
-        else:
-            index.install(centroids, assign, rows)
-
-    def worker_delta(self, collection: str) -> Delta:
-        """Internal: what changed in ``collection`` since the graph's snapshot or the last
-        delta (the graph builder applies it off this thread); tracking goes on."""
-        source = self._require().index(collection)
-        if not isinstance(source, InMemoryIndex | HnswIndex):
-            return [], [], None
-        return take_delta(source, keep_tracking=True)
-
-    def worker_graph(self, collection: str, built: HnswIndex | None) -> None:
-        """Internal: a worker built (or reloaded) the HNSW graph of ``collection``."""
-        store = self._require()
-        if self._builder is not None:
-            self._builder.done(collection)
-        source = store.index(collection)
-        if not isinstance(source, InMemoryIndex | HnswIndex):
-            return
-        if built is None:
-            source.take_changes()
-            if isinstance(source, InMemoryIndex):
-                self._maybe_train(collection)  # a reload failed: build instead
-            return
-        store.replace_index(collection, install_graph(source, built))
 
     def worker_failed(self, collection: str, batch: list[Pending], error: str) -> None:
         """Internal: a worker could not embed ``batch``."""
@@ -429,12 +384,6 @@ class VectorStoreActor(ToolActor):
             answer.set_result(hits)
 
 
-def _kind(index: VectorIndex) -> str:
-    if isinstance(index, HnswIndex):
-        return "hnsw"
-    return "ivf" if getattr(index, "trained", False) else "exact"
-
-
 def _warm_up(config: VectorStoreConfig) -> None:  # worker thread
     try:
         provider_for(config).embed(["warm up"])
@@ -447,12 +396,3 @@ def _delta(collection: str, kind: str, ids: list[str]) -> dict[str, Any]:
     if len(ids) <= 100:
         payload[f"{kind}_ids"] = ids
     return payload
-
-
-def _own(method: str) -> Callable[..., Any]:
-    """A ``worker_*`` method of the store actor, named by the index builder (which cannot
-    import this module)."""
-    if not method.startswith("worker_"):
-        raise ValueError(f"the index builder reports through worker_* methods, not {method!r}")
-    found: Callable[..., Any] = getattr(VectorStoreActor, method)
-    return found

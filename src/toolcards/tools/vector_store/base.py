@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from toolcards.core.errors import ToolcardsError
@@ -63,6 +64,9 @@ class EmbeddingProvider(Protocol):
 
 def require(module: str) -> Any:
     """Import ``module`` or raise :class:`VectorExtraMissing` naming ``toolcards[vector]``."""
+    found = sys.modules.get(module)  # every search asks for numpy: the short way first
+    if found is not None:
+        return found
     try:
         return importlib.import_module(module)
     except ImportError as exc:

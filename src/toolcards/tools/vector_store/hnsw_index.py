@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolcards.tools.vector_store.base import (
-    VectorExtraMissing,
-    normalize_rows,
-    require,
-    usable_cpus,
-)
+from toolcards.tools.vector_store.base import VectorExtraMissing, require, usable_cpus
+from toolcards.tools.vector_store.calibration import ProbeSet, Search
 from toolcards.tools.vector_store.index import RowIndex, check_matrix
-from toolcards.tools.vector_store.ranking import Hit, best_first, top_hits
+from toolcards.tools.vector_store.ranking import Hit, top_hits
 
 if TYPE_CHECKING:
     from toolcards.tools.vector_store.base import Matrix
@@ -53,9 +50,7 @@ def hnsw_available() -> bool:
     return importlib.util.find_spec("faiss") is not None
 
 
-def build_graph(
-    matrix: Matrix, *, m: int = 16, ef_construction: int = 128, threads: int = 0
-) -> Any:
+def build_graph(matrix: Matrix, *, m: int = 16, ef_construction: int = 64, threads: int = 0) -> Any:
     """A faiss ``IndexHNSWFlat`` over the rows of ``matrix`` (row i gets faiss id i).
 
     Runs on the calling thread with ``threads`` OpenMP threads (0: every usable CPU); the
@@ -107,11 +102,17 @@ class HnswIndex(RowIndex):
         self._row = {label: row for row, label in enumerate(self._ids) if label is not None}
         self._bitmap: Any = self._np.full(max(1, -(-len(labels) // 8)), 0xFF, self._np.uint8)
         self._selector: Any = None
+        self._params: tuple[int, Any, Any] | None = None
+        """The last search parameters: (candidates, selector, faiss parameters)."""
         self._dead = 0
         self._bury_rows([row for row, label in enumerate(self._ids) if label is None])
         if len(self._row) + self._dead != len(self._ids):
             raise ValueError("duplicate ids")
         self.ef_search = ef_search
+        self.tuned_at = 0
+        """Live vectors when ``ef_search`` was last calibrated or measured (0: never)."""
+        self.cost_ms = math.nan
+        """CPU milliseconds a probe query cost when ``ef_search`` was calibrated."""
 
     @property
     def dead(self) -> int:
@@ -129,10 +130,10 @@ class HnswIndex(RowIndex):
         view: Matrix = data.reshape(rows, self._dimension)
         return view
 
-    def vector(self, item: str) -> Matrix | None:
-        """A copy of the stored vector of ``item``."""
-        row = self._row.get(item)
-        return None if row is None else self._stored()[row].copy()
+    def vectors(self, ids: Sequence[str]) -> Matrix:
+        """Copies of the stored vectors of ``ids`` (each must be indexed), one row each."""
+        found: Matrix = self._stored()[self.rows_of(ids)]
+        return found
 
     # ---- writes -------------------------------------------------------------------------------
 
@@ -143,9 +144,9 @@ class HnswIndex(RowIndex):
         if not latest:
             return
         self._bury([item for item in latest if item in self._row])
-        rows = list(latest.values())
         start = len(self._ids)
-        self._graph.add(self._np.ascontiguousarray(matrix[rows]))
+        unique = matrix if len(latest) == len(ids) else matrix[list(latest.values())]
+        self._graph.add(self._np.ascontiguousarray(unique))
         for offset, item in enumerate(latest):
             self._row[item] = start + offset
             self._ids.append(item)
@@ -200,19 +201,28 @@ class HnswIndex(RowIndex):
             return [[] for _ in range(queries.shape[0])]
         if exact:
             return self._exact(queries, k)
-        params = self._faiss.SearchParametersHNSW()
-        params.efSearch = max(k, int(ef or self.ef_search))
-        if self._dead:
-            params.sel = self._selector
-        scores, rows = self._graph.search(queries, k, params=params)
+        pool = max(k, int(ef or self.ef_search))
+        # The whole candidate pool comes back (it costs no more exploration), so equal
+        # scores at the k-th place are cut by label as in the exact search.
+        scores, rows = self._graph.search(queries, pool, params=self._search_params(pool))
+        found = rows >= 0
         return [
-            best_first(
-                (label, float(s))
-                for s, r in zip(scores[q], rows[q], strict=True)
-                if r >= 0 and (label := self._ids[int(r)]) is not None
-            )
+            top_hits(scores[q][found[q]], k, self._ids, rows[q][found[q]])
             for q in range(queries.shape[0])
         ]
+
+    def _search_params(self, pool: int) -> Any:
+        """faiss search parameters for ``pool`` candidates, skipping the tombstones (made
+        again only when either changes: setting them costs as much as a small search)."""
+        selector = self._selector if self._dead else None
+        last = self._params
+        if last is None or last[0] != pool or last[1] is not selector:
+            params = self._faiss.SearchParametersHNSW()
+            params.efSearch = pool
+            if selector is not None:
+                params.sel = selector
+            last = self._params = (pool, selector, params)
+        return last[2]
 
     def _exact(self, queries: Matrix, k: int) -> list[list[Hit]]:
         scores = queries @ self._stored().T
@@ -221,61 +231,61 @@ class HnswIndex(RowIndex):
             scores[:, dead] = -self._np.inf
         return [top_hits(scores[q], k, self._ids) for q in range(queries.shape[0])]
 
-    def calibrate(self, target: float = 0.98, samples: int = 200, seed: int = 0) -> float:
-        """Set ``ef_search`` to the smallest of :data:`EF_STEPS` whose recall@10 reaches
-        ``target`` on sample queries, and return that recall. When a larger step gains
-        less than 0.002 over the previous one (past 64), the graph's quality, not ``ef``,
-        limits recall: the previous step is kept rather than paying for nothing.
-
-        Each query is a stored vector moved, in a random direction, as far as its 10th
-        nearest neighbour: a new point where the data is, as near to the stored ones as they
-        are to each other (so sparse data gets hard queries, clustered data in-cluster ones).
-        """
-        probe = self._probe_queries(samples, seed)
-        if probe is None:
-            return 1.0
-        best = (0.0, EF_STEPS[0])
-        for ef in EF_STEPS:
-            recall = self._recall(*probe, ef)
-            if ef > 64 and recall < best[0] + 0.002:
-                break  # saturated: keep the previous step
-            best = (recall, ef)
-            if recall >= target:
-                break
-        self.ef_search = best[1]
-        return best[0]
-
-    def measure(self, samples: int = 200, seed: int = 0) -> float:
-        """Recall@10 at the current ``ef_search`` against exact search, on the sample queries
-        :meth:`calibrate` uses."""
-        probe = self._probe_queries(samples, seed)
-        return 1.0 if probe is None else self._recall(*probe, self.ef_search)
-
-    def _probe_queries(self, samples: int, seed: int) -> tuple[Matrix, list[set[str]]] | None:
-        """Sample queries near the stored vectors and their exact top-10 (None: too few)."""
+    def probes(self, samples: int = 200, seed: int = 0) -> ProbeSet | None:
+        """Sample queries near the stored vectors, for :meth:`calibrate` (None: too few)."""
         np = self._np
         alive = np.array([r for r, label in enumerate(self._ids) if label is not None])
         if alive.size <= 11:
             return None
-        rng = np.random.default_rng(seed)
-        picked = rng.choice(alive, size=min(samples, alive.size), replace=False)
+        picked = np.random.default_rng(seed).choice(alive, min(samples, alive.size), False)
         base = np.ascontiguousarray(self._stored()[picked])
-        tenth = np.array([hits[-1][1] for hits in self._exact(base, 11)], dtype=np.float32)
-        reach = np.sqrt(np.maximum(0.0, 2.0 - 2.0 * tenth))[:, None]
-        queries = normalize_rows(base + normalize_rows(rng.standard_normal(base.shape)) * reach)
-        queries = np.ascontiguousarray(queries, dtype=np.float32)
-        return queries, [{h[0] for h in hits} for hits in self._exact(queries, 10)]
+        return ProbeSet.near(base, self._exact, seed=seed)
 
-    def _recall(self, queries: Matrix, truth: list[set[str]], ef: int) -> float:
-        found = self.search_batch(queries, 10, ef=ef)
-        pairs = zip(found, truth, strict=True)
-        return float(self._np.mean([len({h[0] for h in f} & t) / 10 for f, t in pairs]))
+    def at(self, ef: int) -> Search:
+        """The top-10 of each query row at ``ef_search=ef``."""
+        return lambda queries: self.search_batch(queries, 10, ef=ef)
+
+    def calibrate(self, target: float = 0.98, samples: int = 200, seed: int = 0) -> float:
+        """Set ``ef_search`` to the smallest of :data:`EF_STEPS` whose recall@10 reaches
+        ``target`` on sample queries near the stored vectors (:class:`ProbeSet`), or where a
+        larger step stops improving it, and return that recall; measures :attr:`cost_ms`."""
+        self.tuned_at = self.count()
+        probe = self.probes(samples, seed)
+        if probe is None:
+            return 1.0
+        self.ef_search, recall = probe.calibrate(EF_STEPS, self.at, target)
+        self.cost_ms = probe.cost_ms(lambda query: self.search(query, 10))
+        return recall
+
+    def measure(self, samples: int = 200, seed: int = 0) -> float:
+        """Recall@10 at the current ``ef_search`` against exact search, on the sample queries
+        :meth:`calibrate` uses; measures :attr:`cost_ms`."""
+        self.tuned_at = self.count()
+        probe = self.probes(samples, seed)
+        if probe is None:
+            return 1.0
+        self.cost_ms = probe.cost_ms(lambda query: self.search(query, 10))
+        return probe.recall(self.at(self.ef_search))
 
     # ---- rebuilds and persistence -----------------------------------------------------------
 
     def needs_rebuild(self) -> bool:
         """True when tombstones exceed a quarter of the live rows (and 1,000)."""
         return self._dead > max(1000, len(self._row) // 4)
+
+    def needs_tuning(self) -> bool:
+        """True when the graph has doubled since ``ef_search`` was last tuned (a larger graph
+        needs a larger ``ef_search`` for the same recall)."""
+        return len(self._row) >= 2 * max(1, self.tuned_at)
+
+    def copy(self) -> HnswIndex:
+        """An independent copy (graph, ids, tombstones, ``ef_search``), to calibrate on
+        elsewhere while this one keeps serving."""
+        twin = HnswIndex(
+            self._dimension, graph=self._faiss.clone_index(self._graph), labels=self._ids
+        )
+        twin.ef_search, twin.tuned_at, twin.cost_ms = self.ef_search, self.tuned_at, self.cost_ms
+        return twin
 
     def snapshot(self) -> tuple[list[str | None], Matrix]:
         """The live ids and a copy of their vectors, for a rebuild elsewhere; changes from now
@@ -308,7 +318,12 @@ class HnswIndex(RowIndex):
         self._faiss.write_index(self._graph, str(tmp))
         labels = path.with_name(path.name + ".ids.json")
         labels_tmp = labels.with_name(labels.name + ".tmp")
-        meta = {"dimension": self._dimension, "ef_search": self.ef_search, "ids": self._ids}
+        meta = {
+            "dimension": self._dimension,
+            "ef_search": self.ef_search,
+            "tuned_at": self.tuned_at,
+            "ids": self._ids,
+        }
         labels_tmp.write_text(json.dumps(meta), encoding="utf-8")
         os.replace(labels_tmp, labels)
         os.replace(tmp, path)
@@ -323,4 +338,5 @@ class HnswIndex(RowIndex):
         graph = faiss.read_index(str(path))
         index = cls(dimension, graph=graph, labels=meta["ids"])
         index.ef_search = int(meta.get("ef_search") or 64)
+        index.tuned_at = int(meta.get("tuned_at") or index.count())
         return index

@@ -1,76 +1,97 @@
-"""Approximate indexes for large collections: when to build one, building it off the actor's
-thread, and catching it up with what changed meanwhile.
+"""Approximate indexes for large collections: :class:`AutoIndex` decides when a collection
+leaves exact search, builds its approximate indexes off the owner's thread, catches them up
+with what changed meanwhile, and serves the cheaper one.
 
-A collection starts exact (:class:`InMemoryIndex`). Once it holds ``approximate_above``
-vectors, the :class:`IndexBuilder` snapshots it and builds, on its own thread, an HNSW graph
-(``index="auto"`` or ``"hnsw"``, faiss) or a k-means partition (``"ivf"``, numpy); exact
-search keeps answering meanwhile. A graph whose recall@10 against exact search stays below
-``hnsw_target_recall`` is not installed (exact search stays, and a warning says so); ``auto``
-without faiss stays exact and logs a one-line hint once. The actor then installs the
-result, re-applying every id written or removed since the snapshot. An HNSW index with too
-many tombstones is rebuilt the same way; with ``index_dir`` set, graphs are saved when the
-store stops and reloaded at start (checked against the stored vectors, differences
+A collection starts exact (an :class:`InMemoryIndex`). Once it holds ``approximate_above``
+vectors, the :class:`AutoIndex` snapshots it and has the store's :class:`IndexBuilder` build,
+on its own thread, the candidates its ``index=`` setting names: for ``"auto"`` a k-means
+inverted file (numpy, built in seconds) and then, with faiss, an HNSW graph. Each is
+calibrated on sample queries near the stored vectors (``nprobe``, ``ef_search``) until its
+recall@10 against exact search reaches ``hnsw_target_recall``, and the CPU time a query then
+costs is measured; exact search answers until the first candidate is ready, and the cheaper of
+the two is served. A candidate that misses the target is not installed (a warning and
+``note`` say so; with none left, exact search stays until the collection has doubled);
+``auto`` without faiss logs a one-line hint once. The builder applies what was written since
+the snapshot; the owner installs the result at its next call, re-applying the last few writes.
+A served index that has doubled since it was calibrated is calibrated again (on a copy, on the
+builder's thread); an inverted file grown four times over is trained anew (and the graph tried
+again); a graph with too many tombstones is rebuilt. With ``index_dir`` set, graphs are saved
+when the store stops and reloaded at start (checked against the stored vectors, differences
 re-applied) instead of being rebuilt.
 """
 
 from __future__ import annotations
 
+import collections
 import functools
 import logging
 import queue
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolcards.core.threads import background_thread
-from toolcards.tools.vector_store.base import require
 from toolcards.tools.vector_store.hnsw_index import (
     HNSW_HINT,
     HnswIndex,
     build_graph,
     hnsw_available,
 )
-from toolcards.tools.vector_store.index import (
-    InMemoryIndex,
-    VectorIndex,
-    default_cells,
-    kmeans,
-    nearest_cells,
-)
+from toolcards.tools.vector_store.index import InMemoryIndex
+from toolcards.tools.vector_store.ivf_index import IvfIndex
 
 if TYPE_CHECKING:
     from toolcards.tools.vector_store.base import Matrix
     from toolcards.tools.vector_store.models import VectorStoreConfig
+    from toolcards.tools.vector_store.ranking import Hit
 
 logger = logging.getLogger(__name__)
 
-Tell = Callable[..., None]
-"""``tell(method, *args)`` to the owning actor (from a worker thread)."""
-Ask = Callable[..., Any]
-"""``ask(method, *args)`` of the owning actor (from a worker thread), with a timeout."""
-
-
 _hinted: set[str] = set()
 
+Approximate = HnswIndex | IvfIndex
+NAMES = {"hnsw": "HNSW graph", "ivf": "inverted file"}
 
-def approximate_kind(config: VectorStoreConfig) -> str | None:
-    """``hnsw``, ``ivf`` or None (always exact) for this configuration on this machine."""
+
+def approximate_kinds(config: VectorStoreConfig) -> tuple[str, ...]:
+    """The approximate indexes a collection past ``approximate_above`` may get, in the order
+    they are built: ``auto`` the inverted file, then (with faiss) the HNSW graph; ``hnsw`` the
+    graph (the inverted file without faiss); ``ivf`` the inverted file; ``exact``, another
+    backend or no threshold: none."""
     if config.approximate_above is None or config.backend != "inmemory":
-        return None
-    if config.index in ("exact", "ivf"):
-        return None if config.index == "exact" else "ivf"
-    if hnsw_available():
+        return ()
+    graph = ("hnsw",) if hnsw_available() else ()
+    found = {"exact": (), "ivf": ("ivf",), "hnsw": graph or ("ivf",), "auto": ("ivf", *graph)}
+    return found[config.index]
+
+
+def kind_of(index: object) -> str:
+    """``hnsw``, ``ivf`` or ``exact``."""
+    if isinstance(index, HnswIndex):
         return "hnsw"
-    return "ivf" if config.index == "hnsw" else None
+    return "ivf" if isinstance(index, IvfIndex) else "exact"
 
 
-def planned_kind(config: VectorStoreConfig, count: int) -> str:
-    """The index a collection of ``count`` vectors gets: ``exact``, ``hnsw`` or ``ivf``."""
-    limit = config.approximate_above
-    kind = approximate_kind(config)
-    return "exact" if kind is None or limit is None or count < limit else kind
+def tune(built: Approximate, config: VectorStoreConfig) -> float:
+    """Calibrate ``built`` (its ``nprobe`` or ``ef_search``) and return its recall@10 against
+    exact search on sample queries: to ``hnsw_target_recall``, or for a graph the configured
+    ``hnsw_ef_search``, raised (with a warning) when it misses the target."""
+    target = config.hnsw_target_recall
+    if isinstance(built, IvfIndex) or config.hnsw_ef_search is None:
+        return built.calibrate(target)
+    built.ef_search = config.hnsw_ef_search
+    recall = built.measure()
+    if recall < target:
+        logger.warning(
+            "HNSW recall@10 %.3f at ef_search=%d is below the target %.2f: raising ef_search",
+            recall,
+            config.hnsw_ef_search,
+            target,
+        )
+        recall = built.calibrate(target)
+    return recall
 
 
 def checked_graph(
@@ -81,21 +102,17 @@ def checked_graph(
     ``ef_search`` as far as it helps)."""
     graph = build_graph(matrix, m=config.hnsw_m, ef_construction=config.hnsw_ef_construction)
     built = HnswIndex(dimension, graph=graph, labels=labels)
-    target = config.hnsw_target_recall
-    if config.hnsw_ef_search is None:
-        recall = built.calibrate(target)
-    else:
-        built.ef_search = config.hnsw_ef_search
-        recall = built.measure()
-        if recall < target:
-            logger.warning(
-                "HNSW recall@10 %.3f at ef_search=%d is below the target %.2f: raising ef_search",
-                recall,
-                config.hnsw_ef_search,
-                target,
-            )
-            recall = built.calibrate(target)
-    return (built if recall >= target else None), recall
+    recall = tune(built, config)
+    return (built if recall >= config.hnsw_target_recall else None), recall
+
+
+def checked_file(
+    config: VectorStoreConfig, labels: list[str | None], matrix: Matrix
+) -> tuple[IvfIndex | None, float]:
+    """:func:`checked_graph` for the inverted file (``nprobe`` calibrated)."""
+    built = IvfIndex.build(labels, matrix)
+    recall = tune(built, config)
+    return (built if recall >= config.hnsw_target_recall else None), recall
 
 
 Delta = tuple[list[str], list[str], "Matrix | None"]
@@ -103,21 +120,22 @@ Delta = tuple[list[str], list[str], "Matrix | None"]
 
 CATCH_UP_ROUNDS = 8
 SMALL_DELTA = 512
-"""A delta this small is applied by the actor itself when it installs the graph."""
+"""A delta this small is applied by the owner itself when it installs the index."""
+Refusal = tuple[str, int, float]
+"""A candidate that missed the recall target: its kind, its size and its recall."""
+Built = tuple[Approximate | None, Refusal | None]
 
 
-def take_delta(source: InMemoryIndex | HnswIndex, *, keep_tracking: bool) -> Delta:
+def take_delta(source: InMemoryIndex | Approximate, *, keep_tracking: bool) -> Delta:
     """What changed in ``source`` since its snapshot, with the current vectors (copies)."""
-    np = require("numpy")
     changed = sorted(source.take_changes())
     if keep_tracking:
         source.track_changes()
     present = [i for i in changed if i in source]
-    vectors = np.stack([source.vector(i) for i in present]) if present else None
-    return changed, present, vectors
+    return changed, present, source.vectors(present) if present else None
 
 
-def apply_delta(built: HnswIndex, delta: Delta) -> int:
+def apply_delta(built: Approximate, delta: Delta) -> int:
     """Drop the changed ids from ``built`` and add back the present ones; returns how many
     ids changed."""
     changed, present, vectors = delta
@@ -127,63 +145,47 @@ def apply_delta(built: HnswIndex, delta: Delta) -> int:
     return len(changed)
 
 
-def install_graph(source: InMemoryIndex | HnswIndex, built: HnswIndex) -> HnswIndex:
-    """``built`` caught up with ``source``: the ids changed since the last delta taken are
-    dropped from it and re-added with their current vector, if they still exist."""
-    apply_delta(built, take_delta(source, keep_tracking=False))
-    return built
-
-
 class IndexBuilder:
-    """Decides, runs and reports the builds of one store actor (one build thread)."""
+    """The index thread of one store: runs the build jobs of its collections one at a time
+    (started with the first job; a daemon, so an interpreter exit does not wait for a long
+    build)."""
 
-    def __init__(
-        self,
-        config: VectorStoreConfig,
-        dimension: int,
-        name: str,
-        team_id: str,
-        tell: Tell,
-        ask: Ask,
-    ) -> None:
-        self.cfg = config
-        self.kind = approximate_kind(config)
-        self.dimension = dimension
-        self._tell = tell
-        self._ask = ask
-        self._busy: set[str] = set()
-        self._declined: dict[str, int] = {}
-        """Collections whose graph missed the recall target, with their size then."""
-        self.notes: dict[str, str] = {}
-        """Why a collection past the threshold is still searched exactly."""
+    def __init__(self, name: str, *, folder: Path | None = None) -> None:
+        self.name = f"{name}-index"
+        self.folder = folder
+        """Where graphs are saved (``index_dir``), or None."""
         self._stopped = threading.Event()
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        self._name = f"{name}-index"
-        self._key = f"{team_id}/{name}"
+        self._lock = threading.Lock()
+
+    @classmethod
+    def for_store(cls, config: VectorStoreConfig, team_id: str, name: str) -> IndexBuilder:
+        """The builder of the store actor ``name`` of team ``team_id``."""
         slug = re.sub(r"[^A-Za-z0-9_-]", "_", f"{team_id}_{name.lstrip('#')}")
-        self.folder = None if config.index_dir is None else Path(config.index_dir) / slug
+        folder = None if config.index_dir is None else Path(config.index_dir) / slug
+        return cls(f"{team_id}/{name}", folder=folder)
 
-    def done(self, collection: str) -> None:
-        self._busy.discard(collection)
+    @property
+    def stopped(self) -> bool:
+        return self._stopped.is_set()
 
-    def building(self) -> list[str]:
-        """Collections whose index is being built now."""
-        return sorted(self._busy)
+    def saved_path(self, collection: str) -> Path | None:
+        return None if self.folder is None else self.folder / f"{collection}.faiss"
+
+    def submit(self, job: Callable[[], None]) -> None:
+        self._jobs.put(job)
+        with self._lock:
+            if self._thread is None and not self._stopped.is_set():
+                self._thread = background_thread(self._run, name=self.name)
+                self._thread.start()
 
     def stop(self) -> None:
-        """No new builds; a running one finishes on its own and is dropped (the thread is a
-        daemon: an interpreter exit does not wait for a long build)."""
+        """No new jobs; a running one finishes on its own and its result is dropped."""
         self._stopped.set()
         self._jobs.put(None)
 
-    def _submit(self, job: Callable[..., None], *args: Any) -> None:
-        self._jobs.put(functools.partial(job, *args))
-        if self._thread is None:
-            self._thread = background_thread(self._run, name=self._name)
-            self._thread.start()
-
-    def _run(self) -> None:  # the build thread
+    def _run(self) -> None:  # the index thread
         while not self._stopped.is_set():
             job = self._jobs.get()
             if job is None or self._stopped.is_set():
@@ -191,137 +193,288 @@ class IndexBuilder:
             try:
                 job()
             except Exception:  # a job reports its own failures; this is the last net
-                logger.exception("%s: index job failed", self._name)
+                logger.exception("%s: index job failed", self.name)
+            job = None  # its snapshot goes now, not when the next job comes
 
-    def saved_path(self, collection: str) -> Path | None:
-        return None if self.folder is None else self.folder / f"{collection}.faiss"
 
-    # ---- actor thread -------------------------------------------------------------------------
+class AutoIndex:
+    """The index of one in-memory collection, as ``index=`` configures it (a ``VectorIndex``).
 
-    def start(self, collection: str, index: VectorIndex) -> None:
-        """At actor start: reload a saved graph when there is one, else :meth:`consider`."""
-        path = self.saved_path(collection)
-        if (
-            self.kind == "hnsw"
-            and path is not None
-            and path.exists()
-            and isinstance(index, InMemoryIndex)
-            and not index.trained
-        ):
-            labels, matrix = index.snapshot()
-            self._busy.add(collection)
-            self._submit(self._load_job, collection, path, labels, matrix)
-            return
-        self.consider(collection, index)
+    Exact below ``approximate_above`` vectors; from there the candidates of
+    :func:`approximate_kinds`, built by ``builder`` from a snapshot while the served index
+    answers, the cheaper one that reaches the recall target served. Every method is called
+    from one owner thread (the store actor's); the builder's thread reads the served index
+    only under a lock the owner holds while it writes, and hands each result back to run on
+    the owner thread at its next call (a search, a write, :attr:`kind`, :attr:`building`).
+    """
 
-    def consider(self, collection: str, index: VectorIndex) -> None:
-        """Start a build when ``index`` has grown past the threshold or needs a rebuild."""
-        limit = self.cfg.approximate_above
-        if self.kind is None and limit is not None and index.count() >= limit:
-            self._hint(collection, index.count())
-        if self.kind is None or limit is None or collection in self._busy:
-            return
-        if index.count() < 2 * self._declined.get(collection, 0):
-            return  # the last graph missed the recall target: try again at twice the size
-        if isinstance(index, HnswIndex):
-            if index.needs_rebuild():
-                self._busy.add(collection)
-                self._submit(self._graph_job, collection, *index.snapshot())
-            return
-        if not isinstance(index, InMemoryIndex) or index.trained or index.count() < limit:
-            return
-        self._busy.add(collection)
-        if self.kind == "hnsw":
-            self._submit(self._graph_job, collection, *index.snapshot())
-        else:
-            matrix, rows = index.training_snapshot()
-            self._submit(self._train_job, collection, matrix, rows)
-
-    def _hint(self, collection: str, count: int) -> None:
-        """``index="auto"`` past the threshold without faiss: say how to get a graph, once."""
-        if self.cfg.index != "auto" or self.cfg.backend != "inmemory":
-            return
-        note = f"{count:,} vectors searched exactly; for a graph index: {HNSW_HINT}"
-        self.notes.setdefault(collection, note)
-        if self._key not in _hinted:  # once per store, however many collections grow
-            _hinted.add(self._key)
-            logger.warning("%s: collection %r: %s", self._key, collection, note)
-
-    def save(self, collection: str, index: VectorIndex) -> None:
-        """Write ``index`` to ``index_dir`` when it is a graph (on stop)."""
-        path = self.saved_path(collection)
-        if path is None or not isinstance(index, HnswIndex):
-            return
-        try:
-            index.save(path)
-        except OSError as exc:
-            logger.warning("could not save the %s index to %s: %s", collection, path, exc)
-
-    # ---- build thread -------------------------------------------------------------------------
-
-    def _report(self, method: str, *args: Any) -> None:
-        if not self._stopped.is_set():  # a stopped actor takes no more messages
-            self._tell(method, *args)
-
-    def _graph(self, collection: str, labels: list[str | None], matrix: Matrix) -> HnswIndex:
-        built, recall = checked_graph(self.cfg, self.dimension, labels, matrix)
-        if built is None:
-            rows = sum(label is not None for label in labels)
-            self._declined[collection] = rows
-            note = (
-                f"HNSW recall@10 {recall:.3f} below the target {self.cfg.hnsw_target_recall:.2f}"
-                f": exact search kept (next try at {2 * rows:,} vectors)"
-            )
-            self.notes[collection] = note
-            raise ValueError(note)
-        self._declined.pop(collection, None)
-        self.notes.pop(collection, None)
-        return built
-
-    def _catch_up(self, collection: str, built: HnswIndex) -> None:
-        """Apply, here, what changed in the served index while ``built`` was made, until
-        what is left is small enough for the actor to apply when it installs the graph."""
-        for _ in range(CATCH_UP_ROUNDS):
-            if apply_delta(built, self._ask("worker_delta", collection)) < SMALL_DELTA:
-                return
-
-    def _graph_job(self, collection: str, labels: list[str | None], matrix: Matrix) -> None:
-        built: HnswIndex | None = None
-        try:
-            built = self._graph(collection, labels, matrix)
-            self._catch_up(collection, built)
-        except Exception as exc:
-            logger.warning("building the %s graph failed: %s", collection, exc)
-            built = None
-        self._report("worker_graph", collection, built)
-
-    def _load_job(
-        self, collection: str, path: Path, labels: list[str | None], matrix: Matrix
+    def __init__(
+        self,
+        config: VectorStoreConfig,
+        dimension: int,
+        builder: IndexBuilder,
+        *,
+        collection: str = "default",
+        store: str = "vector store",
     ) -> None:
-        loaded: HnswIndex | None = None
+        self.cfg = config
+        self.kinds = approximate_kinds(config)
+        self.collection = collection
+        self.store = store
+        self.served: InMemoryIndex | Approximate = InMemoryIndex(dimension)
+        self.note: str | None = None
+        """Why the collection is served as it is: exact past the threshold (a candidate missed
+        the recall target, or no graph without faiss), or one candidate rather than the
+        other."""
+        self._building = False
+        self._todo: list[str] = []
+        """Candidates still to build and compare in this round."""
+        self._declined = 0
+        """Size when every candidate missed the recall target (the next try is at twice)."""
+        self._builder = builder
+        self._lock = threading.Lock()
+        self._inbox: collections.deque[Callable[[], None]] = collections.deque()
+        saved = builder.saved_path(collection)
+        self._saved = saved if saved is not None and "hnsw" in self.kinds else None
+
+    # ---- the VectorIndex protocol (owner thread) ---------------------------------------------
+
+    @property
+    def dimension(self) -> int:
+        return self.served.dimension
+
+    def count(self) -> int:
+        return self.served.count()
+
+    def __contains__(self, item: object) -> bool:
+        return item in self.served
+
+    def add(self, ids: Sequence[str], vectors: Matrix) -> None:
+        self._settle()
+        with self._lock:
+            self.served.add(ids, vectors)
+        self._consider()
+
+    def remove(self, ids: Sequence[str]) -> int:
+        self._settle()
+        with self._lock:
+            removed = self.served.remove(ids)
+        if removed:
+            self._consider()
+        return removed
+
+    def search(self, vector: Matrix, top_k: int) -> list[Hit]:
+        self._settle()
+        return self.served.search(vector, top_k)
+
+    def search_batch(self, vectors: Matrix, top_k: int) -> list[list[Hit]]:
+        self._settle()
+        return self.served.search_batch(vectors, top_k)
+
+    @property
+    def building(self) -> bool:
+        """A build, reload or calibration of this collection is under way."""
+        self._settle()
+        return self._building
+
+    @property
+    def kind(self) -> str:
+        """``exact``, ``ivf`` or ``hnsw``: how a search is answered now."""
+        self._settle()
+        return kind_of(self.served)
+
+    def save(self) -> None:
+        """Write the graph to ``index_dir``, if there is one of each (on stop)."""
+        self._settle()
+        if self._saved is None or not isinstance(self.served, HnswIndex):
+            return
+        try:
+            self.served.save(self._saved)
+        except OSError as exc:
+            logger.warning("could not save the %s index to %s: %s", self._name, self._saved, exc)
+
+    # ---- owner thread -------------------------------------------------------------------------
+
+    @property
+    def _name(self) -> str:
+        return f"{self.store}: collection {self.collection!r}"
+
+    def _settle(self) -> None:
+        """Run what the builder handed back (installs, calibrations)."""
+        while self._inbox:
+            result = self._inbox.popleft()
+            try:
+                result()
+            except Exception:  # the served index stays as it was; the caller's call goes on
+                self._building = False
+                logger.exception("%s: installing the index failed", self._name)
+
+    def _post(self, result: Callable[[], None]) -> None:  # index thread
+        if not self._builder.stopped:
+            self._inbox.append(result)
+
+    def _start(self, job: Callable[..., None], *args: Any) -> None:
+        self._building = True
+        self._builder.submit(functools.partial(job, *args))
+
+    def _consider(self) -> None:
+        """Start a build, a reload, a rebuild or a calibration when one is due."""
+        limit = self.cfg.approximate_above
+        served = self.served
+        if limit is None or self._building or served.count() < limit:
+            return
+        if "hnsw" not in self.kinds:
+            self._hint()
+        if not self.kinds or served.count() < 2 * self._declined:
+            return  # every candidate missed the recall target: try again at twice the size
+        if isinstance(served, InMemoryIndex):
+            if not self._todo and self._saved is not None and self._saved.exists():
+                self._start(self._load_job, self._saved, *served.snapshot())
+                return
+            self._todo = self._todo or list(self.kinds)
+            self._start(self._build_job, self._todo.pop(0), *served.snapshot())
+        elif served.needs_rebuild():  # a fresh one of its kind, compared again
+            self._todo = [kind for kind in self.kinds if kind != kind_of(served)]
+            self._start(self._build_job, kind_of(served), *served.snapshot())
+        elif served.needs_tuning():
+            self._start(self._tune_job, served)
+        elif self._todo:  # a candidate still to compare with the served one
+            self._start(self._build_job, self._todo.pop(0), *served.snapshot())
+
+    def _hint(self) -> None:
+        """``index="auto"`` past the threshold without faiss: say how to get a graph, once."""
+        if self.cfg.index != "auto" or self.note is not None:
+            return
+        self.note = f"{self.count():,} vectors: for a graph index: {HNSW_HINT}"
+        if self.store not in _hinted:  # once per store, however many collections grow
+            _hinted.add(self.store)
+            logger.warning("%s: %s", self._name, self.note)
+
+    def _install(self, found: Built, reloading: bool) -> None:
+        self._building = False
+        built, refused = found
+        served = self.served
+        if refused is not None:
+            self._refuse(*refused)
+        if built is None:
+            served.take_changes()
+            if reloading and refused is None:
+                self._saved = None  # the saved graph is unusable: build instead
+            self._consider()
+            return
+        if isinstance(served, HnswIndex | IvfIndex) and kind_of(served) != kind_of(built):
+            cheaper = served.cost_ms <= built.cost_ms
+            kept, dropped = (served, built) if cheaper else (built, served)
+            self.note = (
+                f"{NAMES[kind_of(kept)]} chosen: {kept.cost_ms:.3f} ms of CPU per query "
+                f"against {dropped.cost_ms:.3f} ms for the {NAMES[kind_of(dropped)]}, at "
+                f"recall@10 >= {self.cfg.hnsw_target_recall:.2f}"
+            )
+            if kept is served:
+                served.take_changes()
+                self._consider()
+                return
+        elif refused is None:
+            self.note = None
+        self._declined = 0
+        with self._lock:
+            apply_delta(built, take_delta(served, keep_tracking=False))
+        self.served = built
+        self._consider()
+
+    def _refuse(self, kind: str, rows: int, recall: float) -> None:
+        note = (
+            f"{NAMES[kind]} recall@10 {recall:.3f} below the target "
+            f"{self.cfg.hnsw_target_recall:.2f}"
+        )
+        if isinstance(self.served, InMemoryIndex) and not self._todo:
+            self._declined = rows
+            note += f": exact search kept (next try at {2 * rows:,} vectors)"
+        logger.warning("%s: %s", self._name, note)
+        if self.cfg.index == "auto" and "hnsw" not in self.kinds:  # logged once, by _hint
+            note += f"; for a graph index: {HNSW_HINT}"
+        self.note = note
+
+    def _install_tuning(self, served: Approximate, twin: Approximate | None) -> None:
+        self._building = False
+        if twin is None:  # the calibration failed: not again before the next doubling
+            served.tuned_at = served.count()
+        if twin is None or served is not self.served:
+            return
+        if isinstance(served, HnswIndex) and isinstance(twin, HnswIndex):
+            served.ef_search = twin.ef_search
+        elif isinstance(served, IvfIndex) and isinstance(twin, IvfIndex):
+            served.nprobe = twin.nprobe
+        served.tuned_at, served.cost_ms = twin.tuned_at, twin.cost_ms
+
+    # ---- index thread -------------------------------------------------------------------------
+
+    def _build(self, kind: str, labels: list[str | None], matrix: Matrix) -> Built:
+        built: Approximate | None
+        if kind == "hnsw":
+            built, recall = checked_graph(self.cfg, self.dimension, labels, matrix)
+        else:
+            built, recall = checked_file(self.cfg, labels, matrix)
+        if built is None:
+            return None, (kind, sum(label is not None for label in labels), recall)
+        return self._catch_up(built)
+
+    def _catch_up(self, built: Approximate) -> Built:
+        """Apply, here, what changed in the served index while ``built`` was made, until what
+        is left is small enough for the owner to apply when it installs the index; calibrate
+        again if the index has doubled meanwhile."""
+        for _ in range(CATCH_UP_ROUNDS):
+            with self._lock:
+                delta = take_delta(self.served, keep_tracking=True)
+            if apply_delta(built, delta) < SMALL_DELTA:
+                break
+        if built.needs_tuning():
+            recall = tune(built, self.cfg)
+            if recall < self.cfg.hnsw_target_recall:
+                return None, (kind_of(built), built.count(), recall)
+        return built, None
+
+    def _build_job(self, kind: str, labels: list[str | None], matrix: Matrix) -> None:
+        found: Built = None, None
+        try:
+            found = self._build(kind, labels, matrix)
+        except Exception as exc:
+            logger.warning("%s: building the %s failed: %s", self._name, NAMES[kind], exc)
+        self._post(functools.partial(self._install, found, False))
+
+    def _load_job(self, path: Path, labels: list[str | None], matrix: Matrix) -> None:
+        found: Built = None, None
         try:
             loaded = HnswIndex.load(path, self.dimension)
             differ = sorted(loaded.differences(labels, matrix))
             if len(differ) > max(1000, loaded.count() // 4):  # too stale: build afresh
-                loaded = self._graph(collection, labels, matrix)
+                found = self._build("hnsw", labels, matrix)
             else:  # bring the saved graph to the snapshot: the records are the truth
                 rows = {label: row for row, label in enumerate(labels) if label is not None}
                 present = [i for i in differ if i in rows]
                 vectors = matrix[[rows[i] for i in present]] if present else None
                 apply_delta(loaded, (differ, present, vectors))
-            self._catch_up(collection, loaded)
+                found = self._catch_up(loaded)
         except Exception as exc:
-            logger.warning("could not reload the %s graph from %s: %s", collection, path, exc)
-            loaded = None
-        self._report("worker_graph", collection, loaded)
+            logger.warning("%s: could not reload the graph from %s: %s", self._name, path, exc)
+        self._post(functools.partial(self._install, found, True))
 
-    def _train_job(self, collection: str, matrix: Matrix, rows: int) -> None:
-        centroids: Matrix | None = None
-        assign: Any = None
+    def _tune_job(self, served: Approximate) -> None:
+        twin: Approximate | None = None
         try:
-            centroids = kmeans(matrix, rows, default_cells(rows))
-            assign = nearest_cells(matrix[:rows], centroids)
+            with self._lock:  # the owner's writes wait for the copy; its searches do not
+                twin = served.copy()
+            recall = tune(twin, self.cfg)
+            if recall < self.cfg.hnsw_target_recall:
+                logger.warning(
+                    "%s: %s recall@10 %.3f at %d vectors is below the target %.2f (the best found)",
+                    self._name,
+                    NAMES[kind_of(twin)],
+                    recall,
+                    twin.tuned_at,
+                    self.cfg.hnsw_target_recall,
+                )
         except Exception as exc:
-            logger.warning("training %s failed: %s", collection, exc)
-            centroids = assign = None
-        self._report("worker_trained", collection, centroids, assign, rows)
+            logger.warning("%s: calibrating the index failed: %s", self._name, exc)
+            twin = None
+        self._post(functools.partial(self._install_tuning, served, twin))

@@ -121,12 +121,6 @@ class VectorStore:
             self._texts.setdefault(collection, {})
         return found
 
-    def replace_index(self, collection: str, index: VectorIndex) -> None:
-        """Serve ``collection`` from ``index`` (already holding its vectors) from now on."""
-        if collection not in self._indexes:
-            raise KeyError(collection)
-        self._indexes[collection] = index
-
     def collections(self) -> dict[str, int]:
         """Collection name -> number of indexed vectors."""
         return {name: index.count() for name, index in sorted(self._indexes.items())}
