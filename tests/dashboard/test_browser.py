@@ -7,7 +7,6 @@ fresh browser context (or reuses the module's signed-in pages) and checks one be
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -426,9 +425,10 @@ def test_without_javascript_changes_show_only_after_a_reload(
     sign_in: Callable[..., Any], world: World
 ) -> None:
     page = sign_in("viewer", javascript=False)
+    live = sign_in("viewer")  # a page with scripts, for when the change reached the pages
     title = f"Quiet task {uuid.uuid4().hex[:6]}"
     reply_of(world.send_later(world.planner, title))
-    time.sleep(1.5)
+    live.locator("[data-testid=task]", has_text=title).wait_for(timeout=30_000)
     assert page.locator("[data-testid=task]", has_text=title).count() == 0
     page.reload()
     assert page.locator("[data-testid=task]", has_text=title).count() == 1
