@@ -4,7 +4,7 @@ initialize handshake gets 2025-11-25 (or the older revision it asked for) and to
 behaviour; an unsupported version gets the server's latest of that era. With
 ``approval: client``, a 2026-07-28 caller cannot be asked by elicitation: its call waits for
 the out-of-band approver instead, and the caller is told so (official SDK clients, real stdio
-subprocesses and HTTP servers on 127.0.0.1, the real `toolcards approvals` CLI)."""
+subprocesses and HTTP servers on 127.0.0.1, the `toolcards approvals` CLI in process)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from revision_clients import (
 )
 
 from surfaces.surface_support import HttpServer, token_for, write_config
-from surfaces.surface_support import toolcards_json as toolcards
+from surfaces.surface_support import toolcards_in_process as toolcards
 from toolcards.governance import AuditLog, Identity
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
