@@ -7,7 +7,6 @@ fresh browser context (or reuses the module's signed-in pages) and checks one be
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -416,6 +415,11 @@ def test_markup_in_an_audit_argument_renders_as_text(approver_page: Any, world: 
 
 
 def test_the_page_reads_without_javascript(sign_in: Callable[..., Any], world: World) -> None:
+    title = f"Static task {uuid.uuid4().hex[:6]}"  # this test's own rows: no other test's order
+    reply_of(world.send_later(world.planner, title))
+    world.graph_tools()["update_graph"](
+        create_entities=[{"name": title, "entity_type": "note", "description": "static"}]
+    )
     page = sign_in("viewer", javascript=False)
     for testid in ("roster-member", "task", "audit-row", "event", "graph-node"):
         assert page.locator(f"[data-testid={testid}]").count() > 0, testid
@@ -426,9 +430,10 @@ def test_without_javascript_changes_show_only_after_a_reload(
     sign_in: Callable[..., Any], world: World
 ) -> None:
     page = sign_in("viewer", javascript=False)
+    live = sign_in("viewer")  # a page with scripts, for when the change reached the pages
     title = f"Quiet task {uuid.uuid4().hex[:6]}"
     reply_of(world.send_later(world.planner, title))
-    time.sleep(1.5)
+    live.locator("[data-testid=task]", has_text=title).wait_for(timeout=30_000)
     assert page.locator("[data-testid=task]", has_text=title).count() == 0
     page.reload()
     assert page.locator("[data-testid=task]", has_text=title).count() == 1

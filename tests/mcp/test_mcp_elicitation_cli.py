@@ -13,7 +13,7 @@ from pydantic_ai import Agent
 from pydantic_ai.models.function import FunctionModel
 from server_requests_support import APPROVER, CALLER, Run, asking_card, run_once
 
-from surfaces.surface_support import toolcards_json, write_config
+from surfaces.surface_support import toolcards_in_process, toolcards_json, write_config
 from toolcards import ToolFactory
 from toolcards.governance import AuditLog, GovernedToolset, Policy
 from toolcards.governance.approvals.broker import ApprovalBroker
@@ -23,9 +23,11 @@ from toolcards.stores.sqlite.approvals import SqliteApprovalStore
 
 
 async def _grant_from_the_cli(config: Path, content: dict[str, Any]) -> Any:
-    """The human's side, as a separate process: list the inbox, grant the question."""
+    """The human's side: the inbox listed until it holds the question (the command line in
+    this process, so the wait starts no process per look), then the grant, a separate
+    process."""
     while True:
-        listed = await asyncio.to_thread(toolcards_json, config, "approvals", "list")
+        listed = await asyncio.to_thread(toolcards_in_process, config, "approvals", "list")
         assert listed.returncode == 0, listed.stderr
         rows = json.loads(listed.stdout)
         if rows:

@@ -40,11 +40,15 @@ def test_task_tools_run_to_their_end_and_cancel_on_the_server(tmp_path: Path) ->
     ctx: Any = RunContext(deps=None, model=TestModel(), usage=RunUsage())
     reports: list[str | None] = []
 
+    def seen(message: str | None) -> None:
+        reports.append(message)
+        (tmp_path / "a.seen").touch()  # the task ends once its progress reached the client
+
     async def run() -> tuple[Any, Any]:
         async with toolset:
             tools = await toolset.get_tools(ctx)
-            with progress_reporter(lambda _d, _t, message: reports.append(message)):
-                done = await toolset.call_tool("crunch", {"seconds": 1.5, "tag": "a"}, ctx,
+            with progress_reporter(lambda _d, _t, message: seen(message)):
+                done = await toolset.call_tool("crunch", {"seconds": 50, "tag": "a"}, ctx,
                                                tools["crunch"])  # fmt: skip
             quick = await toolset.call_tool("quick", {"text": "x"}, ctx, tools["quick"])
             held = asyncio.ensure_future(

@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 from pydantic_ai import Agent
+from typer.testing import CliRunner
 
-from support.launch import TOOLCARDS
 from support.scripted import SequenceScript
 from toolcards import SearchTool, ToolFactory
 from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
 from toolcards.governance.capability import CapabilityRegistry
 from toolcards.governance.executor.pipeline import Executor
 from toolcards.governance.outcomes import Outcome
+from toolcards.surfaces.commands import app
 from toolcards.surfaces.outcomes import ExitCode
 
 ALICE = Identity("alice")
@@ -49,23 +48,15 @@ def test_a_governed_agent_reads_the_error_and_the_run_goes_on() -> None:
     assert "TAVILY_API_KEY" in result.output
 
 
-@pytest.mark.timeout(120)
-def test_cli_call_exits_one_with_one_line(tmp_path: Path) -> None:
+def test_cli_call_exits_one_with_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "policy.yaml").write_text("default_effect: allow\n")
     (tmp_path / "toolcards.yaml").write_text(
         "store: ':memory:'\ncards: [{type: SearchTool}]\npolicy: policy.yaml\n"
         "principals: {local: {id: alice}}\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "TAVILY_API_KEY"}
-    done = subprocess.run(
-        [str(TOOLCARDS), "call", "web_search", "query=pydantic"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=100,
-        env=env,
-    )
-    assert done.returncode == ExitCode.FAILED
+    monkeypatch.chdir(tmp_path)
+    done = CliRunner().invoke(app, ["call", "web_search", "query=pydantic"])
+    assert done.exit_code == ExitCode.FAILED
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "TAVILY_API_KEY" in lines[0], done.stderr
     assert done.stdout == ""

@@ -1,6 +1,7 @@
 """Official-SDK ``Client``s pinned to one MCP revision against real `toolcards serve`
-processes, and a raw stdio line channel for what a client would not send (unsupported
-versions)."""
+processes or, for behaviour that is not the transport's, the same governed server in process
+on an in-memory connection; and a raw stdio line channel for what a client would not send
+(unsupported versions)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from surfaces.mcp_clients import http_client as sdk_http_client
 from surfaces.surface_support import SURFACE_ENV, TOOLCARDS
+from toolcards.surfaces.config import load_config
+from toolcards.surfaces.mcp_server.server import GovernedMCPServer
+from toolcards.surfaces.runtime import SurfaceRuntime
 
 MODERN = "2026-07-28"
 """The per-request-envelope revision (a ``Client`` in this mode opens no handshake)."""
@@ -42,6 +46,16 @@ async def stdio_client(
     subprocess."""
     async with Client(stdio_params(config, env), mode=mode, **options) as client:  # type: ignore[arg-type]
         yield client
+
+
+@contextlib.asynccontextmanager
+async def in_process_client(config: Path, mode: str, **options: Any) -> AsyncIterator[Client]:
+    """A ``Client`` in ``mode`` on an in-memory connection to the governed MCP server of
+    ``config``, as `toolcards serve` runs it (its local principal, its approval channel)."""
+    with SurfaceRuntime.from_config(load_config(config)) as runtime:
+        server = GovernedMCPServer(runtime)
+        async with server.running(), Client(server.server, mode=mode, **options) as client:
+            yield client
 
 
 @contextlib.asynccontextmanager

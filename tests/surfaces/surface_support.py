@@ -6,10 +6,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
 import yaml
+from typer.testing import CliRunner
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -19,6 +21,7 @@ from table_tools import TABLE_PATH  # noqa: E402
 from support.launch import PYTHON, TOOLCARDS  # noqa: E402
 from support.processes import ListeningProcess, free_port  # noqa: E402
 from toolcards.governance import Identity  # noqa: E402
+from toolcards.surfaces.commands import app  # noqa: E402
 
 POLICY = TABLE_PATH.parent / "policy.yaml"
 SURFACE_ENV = {
@@ -105,6 +108,18 @@ def toolcards_json(config: Path, *args: str) -> subprocess.CompletedProcess[str]
         text=True,
         timeout=90,
     )
+
+
+def toolcards_in_process(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``toolcards --json --config CONFIG ARGS...`` through the command line in this process
+    (typer's runner), answered as :func:`toolcards_json` answers: its exit code, standard
+    output and standard error (with the traceback of an exception the command let out)."""
+    argv = ["--json", "--config", str(config), *args]
+    result = CliRunner().invoke(app, argv)
+    stderr = result.stderr
+    if result.exc_info is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(*result.exc_info))
+    return subprocess.CompletedProcess(argv, result.exit_code, result.stdout, stderr)
 
 
 class HttpServer(ListeningProcess):

@@ -1,6 +1,6 @@
 """`toolcards approvals grant ID --args '{...}'`: the approver's edit is what the waiting call
 runs, once, without asking again; the serving process checks it as a fresh call's arguments
-(real server, official-SDK client over HTTP, real CLI processes sharing the approvals file)."""
+(real server, official-SDK client over HTTP, the CLI in process sharing the approvals file)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 from support.scripted import wait_until
 from surfaces.surface_support import HttpServer, write_config
-from surfaces.surface_support import toolcards_json as toolcards
+from surfaces.surface_support import toolcards_in_process as toolcards
 from surfaces.test_approvals_cli import AGENT, ANN, Served, audit_outcomes, call_while
 from toolcards.governance import AuditLog, Identity
 from toolcards.governance.redaction.redactor import args_digest

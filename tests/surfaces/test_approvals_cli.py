@@ -1,6 +1,6 @@
 """An MCP client never approves its own calls: an approval-required call waits for an approver
 principal, who decides it out of band with `toolcards approvals list|grant|deny` (real server,
-real official-SDK client, real CLI processes sharing the approvals file)."""
+real official-SDK client, the CLI in process, sharing the approvals file)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from mcp_clients import http_session
 
 from surfaces.surface_support import HttpServer, token_for, write_config
-from surfaces.surface_support import toolcards_json as toolcards
+from surfaces.surface_support import toolcards_in_process as toolcards
 from toolcards.governance import AuditLog, Identity
 from toolcards.surfaces.outcomes import ExitCode
 

@@ -1,27 +1,28 @@
-"""`toolcards approvals list|show|grant` show an approver exactly what runs (real CLI
-processes on a config's approvals file): the exact arguments, whole, hidden characters
-escaped and named, and the digest a grant binds; a viewer sees them redacted; arguments too
-long for the list are granted only with the digest `show` printed."""
+"""`toolcards approvals list|show|grant` show an approver exactly what runs (the command
+line in process on a config's approvals file, its output not a terminal): the exact arguments,
+whole, hidden characters escaped and named, and the digest a grant binds; a viewer sees them
+redacted; arguments too long for the list are granted only with the digest `show` printed."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import Result
+from typer.testing import CliRunner
 
-from surfaces.surface_support import SURFACE_ENV, TOOLCARDS, write_config
-from surfaces.surface_support import toolcards_json as toolcards
+from surfaces.surface_support import write_config
 from toolcards.governance import AuditLog, Identity
 from toolcards.governance.approvals.broker import ApprovalBroker, ApprovalRequest
 from toolcards.governance.redaction.redactor import canonical_json
 from toolcards.stores.sqlite.approvals import SqliteApprovalStore
+from toolcards.surfaces.commands import app
 from toolcards.surfaces.outcomes import ExitCode
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(60)
 
 AGENT = Identity("agent.crawler", "agent", ["worker"])
 ANN = Identity("ann", "user", ["approver"])
@@ -63,12 +64,14 @@ class Inbox:
             return [e.reason or "" for e in log.query(outcome="approval_rejected", limit=100)]
 
 
-def plain(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``toolcards --config CONFIG ARGS...`` without --json, its output a pipe."""
-    return subprocess.run(
-        [str(TOOLCARDS), "--config", str(config), *args],
-        env=SURFACE_ENV, capture_output=True, text=True, timeout=90,
-    )  # fmt: skip
+def plain(config: Path, *args: str) -> Result:
+    """``toolcards --config CONFIG ARGS...`` without --json."""
+    return CliRunner().invoke(app, ["--config", str(config), *args])
+
+
+def toolcards(config: Path, *args: str) -> Result:
+    """``toolcards --json --config CONFIG ARGS...``."""
+    return CliRunner().invoke(app, ["--json", "--config", str(config), *args])
 
 
 @pytest.fixture
@@ -95,7 +98,7 @@ def test_show_prints_the_exact_arguments_whole_with_the_digest_they_bind(inbox: 
     args = {"to": "ops", "body": "b" * 30_000 + f" {MARKER}"}
     request = inbox.waiting(args)
     done = plain(inbox.approver, "approvals", "show", request.approval_id)
-    assert done.returncode == ExitCode.OK, done.stderr
+    assert done.exit_code == ExitCode.OK, done.stderr
     lines = done.stdout.splitlines()
     assert canonical_json(args) in lines
     assert f"digest     sha256:{request.args_digest}" in lines
@@ -130,13 +133,13 @@ def test_arguments_too_long_for_the_list_are_granted_only_with_the_digest_show_p
     listed = plain(inbox.approver, "approvals", "list").stdout
     assert "c" * 100 not in listed and f"toolcards approvals show {request.approval_id}" in listed
     blind = plain(inbox.approver, "approvals", "grant", request.approval_id)
-    assert blind.returncode == ExitCode.DENIED and "approvals show" in blind.stderr
+    assert blind.exit_code == ExitCode.DENIED and "approvals show" in blind.stderr
     wrong = plain(inbox.approver, "approvals", "grant", request.approval_id, "--digest", "0" * 64)
-    assert wrong.returncode == ExitCode.DENIED
+    assert wrong.exit_code == ExitCode.DENIED
     assert any("differs" in reason for reason in inbox.rejected())
     digest = f"sha256:{request.args_digest}"
     granted = plain(inbox.approver, "approvals", "grant", request.approval_id, "--digest", digest)
-    assert granted.returncode == ExitCode.OK, granted.stderr
+    assert granted.exit_code == ExitCode.OK, granted.stderr
     assert digest in granted.stdout
     assert inbox.broker.state(request).value == "granted"
 
@@ -144,5 +147,5 @@ def test_arguments_too_long_for_the_list_are_granted_only_with_the_digest_show_p
 def test_a_grant_says_which_arguments_digest_it_granted(inbox: Inbox) -> None:
     request = inbox.waiting({"to": "ops", "body": "short"})
     granted = plain(inbox.approver, "approvals", "grant", request.approval_id)
-    assert granted.returncode == ExitCode.OK, granted.stderr
+    assert granted.exit_code == ExitCode.OK, granted.stderr
     assert f"arguments sha256:{request.args_digest}" in granted.stdout

@@ -4,17 +4,18 @@
 from __future__ import annotations
 
 import shlex
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from pydantic_ai import Agent
+from typer.testing import CliRunner
 
 from support.scripted import Script, call_tool
-from surfaces.surface_support import ECHO_ARGS, ECHO_CARD, SURFACE_ENV, TOOLCARDS
+from surfaces.surface_support import ECHO_ARGS, ECHO_CARD
 from toolcards import ToolFactory
+from toolcards.surfaces.commands import app
 from toolcards.surfaces.config import ConfigError, load_config
 from toolcards.surfaces.outcomes import ExitCode
 from toolcards.surfaces.runtime import SurfaceRuntime
@@ -67,13 +68,7 @@ def test_a_rule_for_other_arguments_does_not_trust_the_card(tmp_path: Path) -> N
 def test_the_cli_refuses_an_untrusted_card_with_a_usage_error(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     card = {**CARD, "command": "/bin/sh", "args": ["-c", f"touch {marker}"]}
-    done = subprocess.run(
-        [str(TOOLCARDS), "--config", str(write(tmp_path, cards=[card])), "list"],
-        env=SURFACE_ENV,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == ExitCode.USAGE
+    done = CliRunner().invoke(app, ["--config", str(write(tmp_path, cards=[card])), "list"])
+    assert done.exit_code == ExitCode.USAGE
     assert "MCPTool.command = `/bin/sh -c" in done.stderr and "trust:" in done.stderr
     assert not marker.exists()

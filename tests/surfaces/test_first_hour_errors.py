@@ -1,7 +1,7 @@
-"""The first hour's failures, each one clear line (issue #28, items 1-5), from real
-``toolcards`` processes: a taken port, a missing extra, a policy file that breaks while a
-server runs, a call missing an argument a deny rule tests, and ``describe`` of a tool the
-caller cannot see."""
+"""The first hour's failures, each one clear line (issue #28, items 1-5): a taken port, a
+missing extra, a policy file that breaks while a server runs (real ``toolcards`` processes),
+and a call missing an argument a deny rule tests, ``describe`` of a tool the caller cannot see
+(the entry point in process)."""
 
 from __future__ import annotations
 
@@ -83,6 +83,23 @@ def toolcards(
         timeout=90,
         stdin=subprocess.DEVNULL,
     )
+
+
+def in_process(
+    config: Path, *args: str, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
+    """``toolcards ARGS... --config CONFIG`` through the entry point in this process: its exit
+    code, standard output and standard error (its tools importable: see :func:`tools_of`)."""
+    with pytest.raises(SystemExit) as ended:
+        main([*args, "--config", str(config)])
+    said = capsys.readouterr()
+    return int(ended.value.code or 0), said.out, said.err
+
+
+def tools_of(config: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``config``, its tools module importable in this process."""
+    monkeypatch.syspath_prepend(str(config.parent))
+    return config
 
 
 def break_policy(path: Path) -> None:
@@ -330,13 +347,18 @@ def test_a_policy_that_never_loaded_refuses_calls_as_a_policy_error(tmp_path: Pa
     [(["amount=5"], "account: Field required"), (["account=vault", "amount=lots"], "amount:")],
 )
 def test_a_call_with_broken_arguments_is_invalid_not_denied(
-    tmp_path: Path, args: list[str], problem: str
+    tmp_path: Path,
+    args: list[str],
+    problem: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    done = toolcards(write_setup(tmp_path), "call", "transfer", *args)
-    assert done.returncode == ExitCode.INVALID
-    assert lines(done.stderr) == [lines(done.stderr)[0]]
-    assert done.stderr.startswith("invalid arguments for transfer: ")
-    assert problem in done.stderr
+    config = tools_of(write_setup(tmp_path), monkeypatch)
+    code, _out, err = in_process(config, "call", "transfer", *args, capsys=capsys)
+    assert code == ExitCode.INVALID
+    assert lines(err) == [lines(err)[0]]
+    assert err.startswith("invalid arguments for transfer: ")
+    assert problem in err
 
 
 # -- 5. describe and call agree on a tool the caller cannot see ------------------------------
@@ -344,17 +366,17 @@ def test_a_call_with_broken_arguments_is_invalid_not_denied(
 
 @pytest.mark.parametrize("tool", ["no_such_tool", "transfer"])
 def test_describe_of_a_tool_the_caller_cannot_see_reads_like_a_call_of_it(
-    tmp_path: Path, tool: str
+    tmp_path: Path, tool: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config = write_setup(tmp_path)
+    config = tools_of(write_setup(tmp_path), monkeypatch)
     if tool == "transfer":  # hidden by the policy: it must read as missing
         (tmp_path / "policy.yaml").write_text(
             yaml.safe_dump({"default_effect": "deny"}), encoding="utf-8"
         )
-    described = toolcards(config, "describe", tool)
-    called = toolcards(config, "call", tool)
-    assert described.returncode == called.returncode == ExitCode.UNKNOWN_TOOL
-    assert described.stderr == called.stderr == f"unknown tool: {tool}\n"
+    described = in_process(config, "describe", tool, capsys=capsys)
+    called = in_process(config, "call", tool, capsys=capsys)
+    assert described[0] == called[0] == ExitCode.UNKNOWN_TOOL
+    assert described[2] == called[2] == f"unknown tool: {tool}\n"
 
 
 CHECKED = '''

@@ -4,7 +4,7 @@ initialize handshake gets 2025-11-25 (or the older revision it asked for) and to
 behaviour; an unsupported version gets the server's latest of that era. With
 ``approval: client``, a 2026-07-28 caller cannot be asked by elicitation: its call waits for
 the out-of-band approver instead, and the caller is told so (official SDK clients, real stdio
-subprocesses and HTTP servers on 127.0.0.1, the real `toolcards approvals` CLI)."""
+subprocesses and HTTP servers on 127.0.0.1, the `toolcards approvals` CLI in process)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,18 @@ import anyio
 import mcp.types as types
 import pytest
 from mcp.client.client import Client
-from revision_clients import LEGACY, MODERN, StdioLines, envelope, http_client, stdio_client
+from revision_clients import (
+    LEGACY,
+    MODERN,
+    StdioLines,
+    envelope,
+    http_client,
+    in_process_client,
+    stdio_client,
+)
 
-from surfaces.surface_support import SURFACE_ENV, HttpServer, token_for, write_config
-from surfaces.surface_support import toolcards_json as toolcards
+from surfaces.surface_support import HttpServer, token_for, write_config
+from surfaces.surface_support import toolcards_in_process as toolcards
 from toolcards.governance import AuditLog, Identity
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
@@ -214,13 +222,13 @@ async def test_approval_client_on_2026_07_28_the_inbox_may_answer_first(tmp_path
 
 
 async def test_approval_client_on_2026_07_28_asks_the_client_through_input_required(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = approval_config(tmp_path, approver=False)
     notes = tmp_path / "notes.txt"
     asked = Asked()
-    env = {"NOTES_FILE": str(notes)}
-    async with stdio_client(config, MODERN, env, **asked.options()) as client:
+    monkeypatch.setenv("NOTES_FILE", str(notes))
+    async with in_process_client(config, MODERN, **asked.options()) as client:
         result = await client.call_tool("send_note", {"to": "ops", "body": "asked"})
     assert len(asked.elicited) == 1 and "send_note" in asked.elicited[0]
     assert '{"body":"asked","to":"ops"}' in asked.elicited[0]  # the exact arguments
@@ -229,13 +237,13 @@ async def test_approval_client_on_2026_07_28_asks_the_client_through_input_requi
 
 
 async def test_approval_client_on_2025_11_25_still_asks_the_calling_client(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = approval_config(tmp_path, approver=True)
     notes = tmp_path / "notes.txt"
     asked = Asked()
-    env = {"NOTES_FILE": str(notes)}
-    async with stdio_client(config, LEGACY, env, **asked.options()) as client:
+    monkeypatch.setenv("NOTES_FILE", str(notes))
+    async with in_process_client(config, LEGACY, **asked.options()) as client:
         result = await client.call_tool("send_note", {"to": "ops", "body": "asked"})
     assert len(asked.elicited) == 1 and "send_note" in asked.elicited[0]
     assert result.is_error is False
@@ -248,30 +256,42 @@ CONFORMANCE = Path(__file__).resolve().parent / "conformance"
 LOGGING_TOOL = "test_tool_with_logging"  # logs three info records while it runs
 
 
-async def logged_call(mode: str, **options: Any) -> list[str]:
-    """The log messages one call of the logging tool brings its client in ``mode``."""
-    told: list[str] = []
+@pytest.fixture
+def logged_call(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+    """``await logged_call(mode, **options)``: the log messages one call of the logging tool
+    brings its client in ``mode``."""
+    monkeypatch.syspath_prepend(str(CONFORMANCE))
 
-    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
-        told.append(str(params.data))
+    async def call(mode: str, **options: Any) -> list[str]:
+        told: list[str] = []
 
-    env = {"PYTHONPATH": f"{CONFORMANCE}:{SURFACE_ENV['PYTHONPATH']}"}
-    config = CONFORMANCE / "toolcards.yaml"
-    async with stdio_client(config, mode, env, logging_callback=on_log, **options) as client:
-        result = await client.call_tool(LOGGING_TOOL, {})
-    assert result.is_error is False
-    return told
+        async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+            told.append(str(params.data))
+
+        config = CONFORMANCE / "toolcards.yaml"
+        async with in_process_client(config, mode, logging_callback=on_log, **options) as client:
+            result = await client.call_tool(LOGGING_TOOL, {})
+        assert result.is_error is False
+        return told
+
+    return call
 
 
-async def test_on_2026_07_28_a_call_that_did_not_opt_in_gets_no_log_messages() -> None:
+async def test_on_2026_07_28_a_call_that_did_not_opt_in_gets_no_log_messages(
+    logged_call: Callable[..., Any],
+) -> None:
     assert await logged_call(MODERN) == []
 
 
-async def test_on_2026_07_28_a_call_that_opted_in_gets_its_log_messages() -> None:
+async def test_on_2026_07_28_a_call_that_opted_in_gets_its_log_messages(
+    logged_call: Callable[..., Any],
+) -> None:
     told = await logged_call(MODERN, log_level="info")
     assert told == ["Tool execution started", "Tool processing data", "Tool execution completed"]
 
 
-async def test_on_2025_11_25_a_call_gets_its_log_messages_without_asking() -> None:
+async def test_on_2025_11_25_a_call_gets_its_log_messages_without_asking(
+    logged_call: Callable[..., Any],
+) -> None:
     told = await logged_call(LEGACY)
     assert told == ["Tool execution started", "Tool processing data", "Tool execution completed"]

@@ -1,29 +1,30 @@
-"""`toolcards call` (a real process) against a copy of examples/team: the shipped policy
-("nobody writes deployment configuration", "release/ needs a human") holds for every spelling
-of a path and for the writing tools whose paths sit in a list or inside a patch."""
+"""`toolcards call` (the command line in process) against a copy of examples/team: the shipped
+policy ("nobody writes deployment configuration", "release/ needs a human") holds for every
+spelling of a path and for the writing tools whose paths sit in a list or inside a patch."""
 
 from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from click.testing import Result
+from typer.testing import CliRunner
 
-from surfaces.surface_support import SURFACE_ENV, TOOLCARDS
+from toolcards.surfaces.commands import app
 from toolcards.surfaces.outcomes import ExitCode
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = "KEY=1\n"
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.timeout(60)
 
 
 class Team:
     """A fresh copy of examples/team, its workspace seeded with deploy/, notes/ and release/."""
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         shutil.copytree(REPO / "examples" / "team", base / "team")
         self.config = base / "team" / "toolcards.yaml"
         self.root = base / "workspaces"
@@ -31,16 +32,10 @@ class Team:
         for rel, text in {"deploy/prod.env": ENV, "notes/a.md": "hello\n"}.items():
             (self.ws / rel).parent.mkdir(parents=True, exist_ok=True)
             (self.ws / rel).write_text(text)
+        monkeypatch.setenv("TOOLCARDS_WORKSPACES_ROOT", str(self.root))
 
-    def call(self, tool: str, *pairs: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(TOOLCARDS), "call", tool, *pairs, "-c", str(self.config)],
-            env={**SURFACE_ENV, "TOOLCARDS_WORKSPACES_ROOT": str(self.root)},
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=150,
-        )
+    def call(self, tool: str, *pairs: str) -> Result:
+        return CliRunner().invoke(app, ["call", tool, *pairs, "-c", str(self.config)])
 
     def files(self) -> dict[str, str]:
         return {
@@ -51,8 +46,8 @@ class Team:
 
 
 @pytest.fixture
-def team(tmp_path: Path) -> Team:
-    return Team(tmp_path)
+def team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Team:
+    return Team(tmp_path, monkeypatch)
 
 
 SPELLINGS = {
@@ -68,13 +63,13 @@ SPELLINGS = {
 def test_no_spelling_of_a_deploy_path_is_written(team: Team, spelling: str) -> None:
     before = team.files()
     done = team.call("workspace_write", f"path={spelling}", "content=PWNED")
-    assert done.returncode == SPELLINGS[spelling], done.stderr
+    assert done.exit_code == SPELLINGS[spelling], done.output
     assert team.files() == before
 
 
 def test_a_release_path_spelled_with_dot_needs_approval(team: Team) -> None:
     done = team.call("workspace_write", "path=./release/x.md", "content=v1")
-    assert done.returncode == ExitCode.APPROVAL, done.stderr
+    assert done.exit_code == ExitCode.APPROVAL, done.output
     assert not (team.ws / "release" / "x.md").exists()
 
 
@@ -85,7 +80,7 @@ def test_a_multi_edit_with_one_edit_in_deploy_is_denied(team: Team) -> None:
     ]
     before = team.files()
     done = team.call("workspace_multi_edit", f"edits={json.dumps(edits)}")
-    assert done.returncode == ExitCode.DENIED, done.stderr
+    assert done.exit_code == ExitCode.DENIED, done.output
     assert team.files() == before
 
 
@@ -100,12 +95,12 @@ PATCHES = {
 def test_a_patch_touching_deploy_is_denied(team: Team, kind: str) -> None:
     before = team.files()
     done = team.call("workspace_patch", f"patch_text={PATCHES[kind]}")
-    assert done.returncode == ExitCode.DENIED, done.stderr
+    assert done.exit_code == ExitCode.DENIED, done.output
     assert team.files() == before
 
 
 def test_a_dot_spelling_outside_deploy_is_written_as_its_canonical_name(team: Team) -> None:
     done = team.call("workspace_write", "path=.//notes/./b.md", "content=ok")
-    assert done.returncode == ExitCode.OK, done.stderr
+    assert done.exit_code == ExitCode.OK, done.output
     assert "Created notes/b.md" in done.stdout
     assert (team.ws / "notes" / "b.md").read_text() == "ok"

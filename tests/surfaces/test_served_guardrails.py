@@ -1,6 +1,7 @@
 """Guardrail hooks named in the surfaces config (``hooks:``) guard what `toolcards serve`
-serves: the official MCP client over stdio reads results redacted and refusals as errors;
-the CLI exits 9 on a refusal; the audit row names the hook."""
+serves: the official MCP client (in memory, to the server `toolcards serve` runs) reads
+results redacted and refusals as errors; the CLI (in process) exits 9 on a refusal; the audit
+row names the hook."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from pathlib import Path
 import mcp.types as types
 import pytest
 from guard_tools import AWS_KEY, POLICY
-from mcp_clients import stdio_session
+from revision_clients import LEGACY, in_process_client
 
-from surfaces.surface_support import toolcards_json, write_config
+from surfaces.surface_support import toolcards_in_process, write_config
 from toolcards.governance import AuditLog, Identity
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
@@ -38,7 +39,7 @@ def _text(result: types.CallToolResult) -> str:
 
 
 async def test_an_mcp_client_reads_a_result_with_the_key_redacted(config: Path) -> None:
-    async with stdio_session(config) as session:
+    async with in_process_client(config, LEGACY) as session:
         result = await session.call_tool("read_env", {"service": "db"})
     assert result.is_error is False
     assert AWS_KEY not in _text(result) and "AWS_ACCESS_KEY_ID=[REDACTED]" in _text(result)
@@ -47,7 +48,7 @@ async def test_an_mcp_client_reads_a_result_with_the_key_redacted(config: Path) 
 async def test_an_mcp_client_reads_a_refusal_as_an_error_audited_with_the_hook(
     config: Path,
 ) -> None:
-    async with stdio_session(config) as session:
+    async with in_process_client(config, LEGACY) as session:
         result = await session.call_tool("wipe", {"target": "prod"})
     assert result.is_error is True
     assert "refused: production is never wiped" in _text(result)
@@ -57,7 +58,7 @@ async def test_an_mcp_client_reads_a_refusal_as_an_error_audited_with_the_hook(
 
 
 def test_the_cli_exits_nine_on_a_refusal(config: Path) -> None:
-    done = toolcards_json(config, "call", "wipe", "target=prod")
+    done = toolcards_in_process(config, "call", "wipe", "target=prod")
     assert done.returncode == 9, done.stderr
     assert json.loads(done.stdout)["kind"] == "refused"
 
@@ -72,6 +73,6 @@ def test_a_hooks_entry_that_is_no_hook_is_one_config_error(tmp_path: Path) -> No
         tools=["guard_tools:TOOLS"],
         hooks=["guard_tools:TOOLS"],
     )
-    done = toolcards_json(config, "call", "wipe", "target=x")
+    done = toolcards_in_process(config, "call", "wipe", "target=x")
     assert done.returncode == 2
     assert "hooks: 'guard_tools:TOOLS' holds" in done.stderr and "not a ToolHook" in done.stderr

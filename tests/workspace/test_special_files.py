@@ -12,7 +12,9 @@ from toolcards.core.errors import RetriableError
 
 from .conftest import Tools, grep_tool
 
-pytestmark = pytest.mark.timeout(20)
+pytestmark = pytest.mark.timeout(60)  # a call blocked on a pipe fails here, however loaded
+BOUND = 45.0
+"""How long a call that does not block may take on a loaded machine."""
 
 
 @pytest.fixture
@@ -44,8 +46,7 @@ def test_write_over_a_fifo_is_refused_and_the_workspace_stays_usable(
         target=lambda: (tools["workspace_write"]("other.txt", "ok\n"), done.set()), daemon=True
     )
     worker.start()
-    worker.join(5)
-    assert done.is_set()
+    assert done.wait(BOUND), "a write after the refused one did not return"
     assert (ws / "other.txt").read_text() == "ok\n"
 
 

@@ -1,7 +1,8 @@
 """A FastMCP server whose tools run as tasks (the ``fastmcp-tasks`` extension, SEP-2663, an
 in-memory Docket): ``python task_server.py stdio``.
 
-``crunch(seconds, tag)`` reports progress each 0.2 s and answers ``crunched <tag>``;
+``crunch(seconds, tag)`` reports progress each 0.1 s until its client has seen it (the client
+leaves ``$TASK_MARKS/<tag>.seen``) or ``seconds`` pass, and answers ``crunched <tag>``;
 ``hold(tag)`` runs until it is cancelled, and then leaves ``$TASK_MARKS/<tag>.cancelled``;
 ``quick(text)`` is an ordinary tool (no task).
 """
@@ -28,12 +29,15 @@ def _mark(name: str) -> None:
 
 @server.tool(task=True)
 async def crunch(seconds: float, tag: str, ctx: Context) -> str:
-    """Work for ``seconds``, reporting progress."""
+    """Work, reporting progress, until the client saw it or ``seconds`` pass."""
     _mark(f"{tag}.started")
-    steps = max(1, int(seconds / 0.2))
+    steps = max(1, int(seconds / 0.1))
+    marks = os.environ.get("TASK_MARKS")
     for step in range(steps):
+        if marks and Path(marks, f"{tag}.seen").exists():
+            break
         await ctx.report_progress(step + 1, steps, f"step {step + 1} of {steps}")
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.1)
     return f"crunched {tag}"
 
 

@@ -63,7 +63,9 @@ def identity_from_scope(ctx: Any) -> Identity:
 
 class _RoutineDisconnects(logging.Filter):
     """A client that goes away mid-stream is routine: its ``ClosedResourceError`` /
-    ``BrokenResourceError`` tracebacks are logged at debug, not as errors."""
+    ``BrokenResourceError`` tracebacks are logged at debug, not as errors; so is the
+    ``RuntimeError`` of an answer the server then fails to send while handling one (the SDK
+    answers a notification of a client that left, whose 202 went out already)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
@@ -76,6 +78,8 @@ class _RoutineDisconnects(logging.Filter):
 def _is_disconnect(exc: BaseException) -> bool:
     if isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError):
         return True
+    if isinstance(exc, RuntimeError) and exc.__context__ is not None:
+        return _is_disconnect(exc.__context__)
     if isinstance(exc, BaseExceptionGroup):
         return all(_is_disconnect(e) for e in exc.exceptions)
     return False
