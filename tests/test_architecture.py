@@ -1,7 +1,8 @@
 """The package's import structure: no circles, and layers import only downward.
 
 Every ``import`` of the package is read from the source (module level, inside functions and
-under ``TYPE_CHECKING`` alike), so a circle cannot hide behind a lazy import.
+under ``TYPE_CHECKING`` alike, and the ``module:attribute`` entries of a table that imports
+them on first use), so a circle cannot hide behind a lazy import.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ def _imports(module: str, path: Path) -> set[str]:
             names = [f"{base}.{alias.name}" for alias in node.names] or [base]
         elif _is_import_module(node):
             names = [node.args[0].value]  # type: ignore[attr-defined]
+        elif _is_table_entry(node):
+            names = [node.value.partition(":")[0]]  # type: ignore[attr-defined]
         else:
             continue
         for name in names:
@@ -62,6 +65,18 @@ def _imports(module: str, path: Path) -> set[str]:
             if target is not None and target != module:
                 found.add(target)
     return found
+
+
+def _is_table_entry(node: ast.AST) -> bool:
+    """A ``"toolcards.x.y:attribute"`` string: a table that imports its entries on first use
+    (the command line's commands) imports them all the same."""
+    return (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value.startswith("toolcards.")
+        and node.value.count(":") == 1
+        and node.value.partition(":")[2].isidentifier()
+    )
 
 
 def _is_import_module(node: ast.AST) -> bool:
@@ -251,3 +266,130 @@ def test_every_surfaces_folder_is_a_wing_or_shared() -> None:
 def test_the_surfaces_root_holds_only_what_wings_share_and_the_composers() -> None:
     flat = sorted(p.name for p in (PACKAGE / "surfaces").glob("*.py"))
     assert len(flat) <= ROOT_MODULES, flat
+
+
+# -- function-local imports -------------------------------------------------------------------
+
+OWN_LOCAL_IMPORTS_PER_1000_LINES = 3
+"""At most this many function-local imports of the package's own modules per 1,000 lines of
+the package: a module imports at the top, and the few lazy boundaries (an entry point that
+loads a command's module when it is dispatched, an opener that picks a backend of an extra)
+are counted here as circles are counted above."""
+LAZY = "# lazy:"
+"""Every function-local import says why it is not at the top (an extra, or a measured cost)."""
+
+
+def _local_imports(tree: ast.Module) -> list[tuple[ast.AST, int]]:
+    """The imports a function body makes (nested blocks and functions included): import
+    statements, and ``importlib.import_module`` of a literal name; each with the first line
+    of the run of import statements it belongs to (where its ``# lazy:`` reason may stand)."""
+    found: list[tuple[ast.AST, int]] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        inside = in_function or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        for _, value in ast.iter_fields(node):
+            children = value if isinstance(value, list) else [value]
+            run_start, previous_end = 0, -1
+            for child in children:
+                if not isinstance(child, ast.AST):
+                    continue
+                if isinstance(child, ast.Import | ast.ImportFrom):
+                    if child.lineno != previous_end + 1:
+                        run_start = child.lineno
+                    previous_end = child.end_lineno or child.lineno
+                    if inside:
+                        found.append((child, run_start))
+                    continue
+                previous_end = -1
+                if inside and _is_import_module(child):
+                    found.append((child, getattr(child, "lineno", 0)))
+                visit(child, inside)
+
+    visit(tree, False)
+    return found
+
+
+def _is_own(node: ast.AST) -> bool:
+    if isinstance(node, ast.ImportFrom):
+        return node.level > 0 or (node.module or "").split(".")[0] == "toolcards"
+    if isinstance(node, ast.Import):
+        return any(alias.name.split(".")[0] == "toolcards" for alias in node.names)
+    return str(node.args[0].value).split(".")[0] == "toolcards"  # type: ignore[attr-defined]
+
+
+def _says_why(node: ast.AST, run_start: int, lines: list[str]) -> bool:
+    """A ``# lazy:`` comment on the import's own lines, or in the comment lines right above
+    it or above the run of import statements it belongs to."""
+    first, last = node.lineno, node.end_lineno or node.lineno  # type: ignore[attr-defined]
+    if any(LAZY in line for line in lines[first - 1 : last]):
+        return True
+    at = run_start - 1
+    while at >= 1 and lines[at - 1].strip().startswith("#"):
+        if lines[at - 1].strip().startswith(LAZY):
+            return True
+        at -= 1
+    return False
+
+
+def local_imports(path: Path) -> tuple[list[str], list[str]]:
+    """``(own, unexplained)``: the function-local imports of our own modules in ``path``,
+    and every function-local import without a ``# lazy:`` reason, as ``file:line`` entries."""
+    source = path.read_text(encoding="utf-8")
+    lines = source.splitlines()
+    name = path.relative_to(PACKAGE).as_posix() if path.is_relative_to(PACKAGE) else path.name
+    own, unexplained = [], []
+    for node, run_start in _local_imports(ast.parse(source, str(path))):
+        where = f"{name}:{node.lineno}"  # type: ignore[attr-defined]
+        if _is_own(node):
+            own.append(where)
+        if not _says_why(node, run_start, lines):
+            unexplained.append(where)
+    return own, unexplained
+
+
+@functools.cache
+def _all_local_imports() -> tuple[list[str], list[str], int]:
+    own: list[str] = []
+    unexplained: list[str] = []
+    total_lines = 0
+    for path in sorted(MODULES.values()):
+        total_lines += path.read_text(encoding="utf-8").count("\n")
+        found, missing = local_imports(path)
+        own += found
+        unexplained += missing
+    return own, unexplained, total_lines
+
+
+def test_own_modules_are_imported_at_the_top() -> None:
+    own, _, total_lines = _all_local_imports()
+    budget = OWN_LOCAL_IMPORTS_PER_1000_LINES * total_lines // 1000
+    assert len(own) <= budget, f"{len(own)} function-local imports of our modules: {own}"
+
+
+def test_every_function_local_import_says_why() -> None:
+    _, unexplained, _ = _all_local_imports()
+    assert unexplained == []
+
+
+def test_the_local_import_rule_finds_what_it_counts(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import json\n"
+        "from toolcards.core import errors\n"
+        "def f():\n"
+        "    from toolcards.core.errors import ToolcardsError\n"
+        "    import numpy  # lazy: extra vector\n"
+        "    if True:\n"
+        "        from . import sibling\n"
+        "    # lazy: extra postgres\n"
+        "    from toolcards.stores.postgres import team\n"
+        "    from toolcards.stores.postgres import governance\n"
+        "    return importlib.import_module('toolcards.surfaces.cli.audit')\n"
+        "class C:\n"
+        "    def m(self):\n"
+        "        import yaml\n",
+        encoding="utf-8",
+    )
+    own, unexplained = local_imports(probe)
+    assert own == ["probe.py:4", "probe.py:7", "probe.py:9", "probe.py:10", "probe.py:11"]
+    assert unexplained == ["probe.py:4", "probe.py:7", "probe.py:11", "probe.py:14"]

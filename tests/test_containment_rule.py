@@ -55,9 +55,14 @@ FILE_IO = {
     "toolcards.runtime.ray_address": "reads the Ray token file Ray itself would send from",
     "toolcards.stores.sqlite.file": "holds the SQLite store's lock file open",
     "toolcards.surfaces.main": "the CLI's startup cache file",
+    "toolcards.surfaces.cli.listing": (
+        "the CLI's listing cache entry, and the config and policy files it was made from"
+    ),
+    "toolcards.surfaces.cli.run": "points stdout at /dev/null when its reader went away",
     "toolcards.surfaces.cli.init": "writes the toolcards.yaml and policy.yaml of `toolcards init`",
     "toolcards.surfaces.config.file": "reads the config file",
     "toolcards.surfaces.cli.control": "the control socket's record file and its config",
+    "toolcards.surfaces.cli.endpoint": "writes the control socket's record file",
     "toolcards.tools.exec.backends.etc_view": "stages the sandbox's /etc view from host /etc",
     "toolcards.tools.exec.cgroups": "cgroup and /proc files of the exec sandbox",
     "toolcards.tools.exec.limits": "the cgroup procs file a sandboxed child joins",

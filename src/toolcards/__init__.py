@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from toolcards._builtin import BUILTIN_CARDS
 from toolcards._lazy import TYPE_CHECKING, lazy_names
+from toolcards._version import package_version
 
 if TYPE_CHECKING:
     from typing import Any
@@ -109,8 +110,6 @@ _lazy_getattr, __dir__ = lazy_names(
 
 def __getattr__(name: str) -> Any:
     if name == "__version__":
-        from toolcards._version import package_version
-
         found = package_version()
         globals()["__version__"] = found
         return found

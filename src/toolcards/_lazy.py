@@ -19,15 +19,17 @@ if TYPE_CHECKING:
 def lazy_names(
     facade: str, names: Mapping[str, str], renamed: Mapping[str, str] | None = None
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """``(__getattr__, __dir__)`` for the module ``facade`` exporting ``names`` lazily, and
-    the former names ``renamed`` (old -> new) with a DeprecationWarning."""
+    """``(__getattr__, __dir__)`` for the module ``facade`` exporting ``names`` lazily (each
+    from a module of the same name, or ``module:attribute``), and the former names
+    ``renamed`` (old -> new) with a DeprecationWarning."""
     former = renamed_names(facade, renamed or {})
 
     def __getattr__(name: str) -> Any:
-        module = names.get(name)
-        if module is None:
+        where = names.get(name)
+        if where is None:
             return former(name)
-        value = getattr(importlib.import_module(module), name)
+        module, _, attribute = where.partition(":")
+        value = getattr(importlib.import_module(module), attribute or name)
         setattr(sys.modules[facade], name, value)
         return value
 
@@ -82,6 +84,7 @@ def optional_module(module: str, extra: str, purpose: str) -> Any:
 def entry_point_classes(group: str, base: type) -> list[tuple[str, type]]:
     """``(entry point name, class)`` of every entry point of ``group``; each must be a subclass
     of ``base`` (TypeError otherwise). Only installed distributions declare these."""
+    # lazy: importlib.metadata, ~4x python -c pass; only card and store lookups need it
     from importlib.metadata import entry_points
 
     found: list[tuple[str, type]] = []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 def package_version() -> str:
     """The version of the installed distribution (``0+unknown`` in a tree without metadata)."""
+    # lazy: importlib.metadata costs about 4x `python -c pass`, more than `import toolcards`
     from importlib.metadata import PackageNotFoundError, version
 
     try:

@@ -75,6 +75,34 @@ def test_plain_capability_matches_the_pydantic_ai_one(fn: Any) -> None:
         assert _outcome(cap, args) == _outcome(ref, args), args
 
 
+def _without_prose(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {
+            k: _without_prose(v) for k, v in schema.items() if k not in ("description", "title")
+        }
+    if isinstance(schema, list):
+        return [_without_prose(v) for v in schema]
+    return schema
+
+
+@pytest.mark.parametrize("fn", TOOLS, ids=[fn.__name__ for fn in TOOLS])
+def test_the_argument_schema_before_the_json_schema_has_its_types(fn: Any) -> None:
+    ref = _reference(fn)
+    made: list[bool] = []
+
+    def json_schema() -> dict[str, Any]:
+        made.append(True)
+        return ref.json_schema
+
+    cap = plain_capability(fn, json_schema)
+    assert cap is not None
+    early = cap.argument_schema()
+    assert made == []  # the argument types did not make the JSON schema
+    assert _without_prose(early) == _without_prose(ref.json_schema)
+    assert cap.json_schema == ref.json_schema
+    assert cap.argument_schema() == ref.json_schema  # once made, the JSON schema itself
+
+
 class _Point(BaseModel):
     x: int
 

@@ -66,6 +66,20 @@ def test_a_planning_call_does_not_import_pydantic_ai(team: Path) -> None:
     assert _pydantic_ai(modules) == []
 
 
+def test_a_planning_call_with_key_value_pairs_does_not_import_pydantic_ai(team: Path) -> None:
+    # the pairs are typed by the tool's argument types: a JSON array for create, an integer
+    # for get_planning_task's id (given as text, it would fail validation)
+    create = "create=" + json.dumps([{"description": "Typed pairs"}])
+    done, modules = imported(team, "call", "update_planning", create)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "created ids: [1]"
+    assert _pydantic_ai(modules) == []
+    done, modules = imported(team, "call", "get_planning_task", "id=1")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Typed pairs" in done.stdout
+    assert _pydantic_ai(modules) == []
+
+
 def test_invalid_arguments_of_a_planning_call_do_not_import_pydantic_ai(team: Path) -> None:
     bad = json.dumps({"create": [{"title": "no description"}]})
     done, modules = imported(team, "call", "update_planning", "--args", bad)

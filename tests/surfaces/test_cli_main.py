@@ -1,17 +1,27 @@
 """The `toolcards` entry point: `--help` from its cache is the CLI's own help, and every
-other command line runs the full CLI."""
+other command line runs the full CLI, which loads the module of the command that runs (the
+help lists the commands from the command table without loading any)."""
 
 from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import typer
 
 from surfaces.surface_support import SURFACE_ENV, TOOLCARDS
+from toolcards.surfaces.commands import COMMANDS, CommandTable, app
 from toolcards.surfaces.main import main
 from toolcards.surfaces.outcomes import ExitCode
+
+
+def app_command() -> typer.core.TyperGroup:
+    group = typer.main.get_command(app)
+    assert isinstance(group, CommandTable)
+    return group
 
 
 def toolcards(*args: str, cache: Path, width: int = 100) -> subprocess.CompletedProcess[str]:
@@ -42,6 +52,50 @@ def test_other_command_lines_run_the_full_cli(tmp_path: Path) -> None:
     done = toolcards("hash-token", "secret", cache=tmp_path)
     assert done.returncode == 0
     assert done.stdout.strip().startswith("token_sha256: sha256:")
+
+
+_COMMAND_MODULES = {
+    "toolcards.surfaces.cli.app",
+    "toolcards.surfaces.cli.approvals",
+    "toolcards.surfaces.cli.audit",
+    "toolcards.surfaces.cli.budgets",
+    "toolcards.surfaces.cli.grants",
+    "toolcards.surfaces.cli.init",
+    "toolcards.surfaces.cli.team",
+    "toolcards.surfaces.dashboard.cli",
+    "toolcards.surfaces.serving",
+}
+_LOADED = (
+    "import sys\nfrom toolcards.surfaces.commands import main\n"
+    "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+    "print(' '.join(sorted(m for m in sys.modules if m.startswith('toolcards.surfaces'))))"
+)
+
+
+def _loaded_modules(*args: str) -> set[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", _LOADED, *args], capture_output=True, text=True, timeout=60
+    )
+    return set(done.stdout.split("\n")[-2].split())
+
+
+def test_the_full_help_lists_every_command_without_loading_their_modules() -> None:
+    assert _loaded_modules("--help") & _COMMAND_MODULES == set()
+
+
+def test_a_command_loads_its_own_module_and_no_other_command_module() -> None:
+    assert _loaded_modules("hash-token", "secret") & _COMMAND_MODULES == {
+        "toolcards.surfaces.cli.app"
+    }
+    assert _loaded_modules("audit", "--help") & _COMMAND_MODULES == {"toolcards.surfaces.cli.audit"}
+
+
+def test_the_table_lists_each_command_with_the_first_paragraph_of_its_help() -> None:
+    for name, entry in COMMANDS.items():
+        group = app_command()
+        command = group.get_command(typer.Context(group), name)
+        first = " ".join((command.help or "").split("\n\n")[0].split())
+        assert " ".join(entry.summary.split()) == first, name
 
 
 def test_help_lists_every_exit_code(

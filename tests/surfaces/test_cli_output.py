@@ -98,7 +98,9 @@ def test_load_cards_given_yaml_text_says_to_parse_it_first() -> None:
 def _commands(group: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     """Every command path under a (Typer) command group, the group itself first."""
     found = [path]
-    for name, command in group.commands.items():
+    ctx = typer.Context(group)
+    for name in group.list_commands(ctx):  # the root loads each command when asked for it
+        command = group.get_command(ctx, name)
         if hasattr(command, "commands"):
             found += _commands(command, (*path, name))
         else:

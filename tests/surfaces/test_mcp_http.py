@@ -101,7 +101,7 @@ async def test_elicitation_approves_a_call_over_http(server: HttpServer) -> None
 def test_serve_binds_to_loopback_by_default() -> None:
     import inspect
 
-    from toolcards.surfaces.commands import serve
+    from toolcards.surfaces.serving import serve
 
     assert inspect.signature(serve).parameters["host"].default == "127.0.0.1"
 

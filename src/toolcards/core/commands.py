@@ -313,7 +313,7 @@ class CommandRegistry:
 
 
 def _run_sync(awaitable: Any) -> Any:
-    import asyncio  # here: a process that never runs an async command does without it
+    import asyncio  # lazy: ~4x python -c pass; only an async command needs it
 
     try:
         asyncio.get_running_loop()

@@ -118,7 +118,7 @@ class ToolFactory:
     def function_toolset(self) -> AbstractToolset[Any]:
         """A pydantic-ai ``FunctionToolset`` of the TOOL_CALL tools with their annotations."""
         if self._toolset is None:
-            from toolcards.core.toolset import build_function_toolset
+            from toolcards.core.toolset import build_function_toolset  # lazy: pydantic-ai, ~1 s
 
             deferred = {fn.__name__ for card, fn in self._tools if card.defer_loading}
             self._toolset = build_function_toolset([fn for _, fn in self._tools], deferred)
@@ -129,7 +129,7 @@ class ToolFactory:
         extra = self.get_toolsets()
         if not extra:
             return self.function_toolset()
-        from pydantic_ai.toolsets import CombinedToolset
+        from pydantic_ai.toolsets import CombinedToolset  # lazy: pydantic-ai, ~1 s
 
         return CombinedToolset([self.function_toolset(), *extra])
 
@@ -143,7 +143,7 @@ class ToolFactory:
         before each model request each card's summary and context (team state: data, unless
         ``authority`` gives it more), so ``Agent(model, capabilities=[factory.capability()])``
         is all an agent needs. Governed: ``toolcards.surfaces.agent.GovernedCards``."""
-        from toolcards.core.agent_capability import CardsCapability
+        from toolcards.core.agent_capability import CardsCapability  # lazy: pydantic-ai, ~1 s
 
         return CardsCapability(self, toolset, authority=authority)
 

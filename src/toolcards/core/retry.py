@@ -8,14 +8,14 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from toolcards.core.errors import RetriableError, TransientError
+
 ToolFunc = Callable[..., Any]
 
 
 def wrap_retriable(fn: ToolFunc, retry_exception: type[Exception]) -> ToolFunc:
     """Wrap ``fn`` so a ``RetriableError`` or ``TransientError`` (sync or async) is raised as
     ``retry_exception``."""
-    from toolcards.core.errors import RetriableError, TransientError
-
     retriable = (RetriableError, TransientError)
 
     if inspect.iscoroutinefunction(fn):

@@ -13,13 +13,20 @@ import argparse
 import sys
 from pathlib import Path
 
+import pydantic_ai
+
+from toolcards.demo.basic import run
+from toolcards.demo.next_steps import print_next_steps
+from toolcards.demo.report import render
+from toolcards.demo.state import DemoError, clear
+from toolcards.demo.team_job import TEAM_ID, run_job
+from toolcards.runtime import ModelUnavailable, check_model
+
 DEFAULT_STATE = Path(".toolcards-demo")
 
 
 def _quiet_pydantic_ai() -> None:
     """The job owns its output: no first-run banner from pydantic-ai."""
-    import pydantic_ai
-
     if hasattr(pydantic_ai, "BANNER_ENABLED"):
         pydantic_ai.BANNER_ENABLED = False
 
@@ -45,12 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     _quiet_pydantic_ai()
     if args.basic:
-        from toolcards.demo.basic import run
-
         run()
         return 0
-    from toolcards.demo.state import DemoError, clear
-    from toolcards.runtime import ModelUnavailable, check_model
 
     state: Path = args.state or DEFAULT_STATE
     try:
@@ -58,15 +61,12 @@ def main(argv: list[str] | None = None) -> int:
             check_model(args.model)  # before the state is touched
         if args.fresh:
             clear(state)
-        from toolcards.demo.team_job import TEAM_ID, run_job
 
         summary = run_job(state, model=args.model)
     except ModelUnavailable as exc:
         return _error(f"{exc}; or leave out --model for the offline scripted team", 2)
     except DemoError as exc:
         return _error(str(exc), 1)
-    from toolcards.demo.next_steps import print_next_steps
-    from toolcards.demo.report import render
 
     render(summary)
     print_next_steps(state, TEAM_ID, state_given=args.state is not None)

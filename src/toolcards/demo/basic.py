@@ -7,6 +7,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from rich.console import Console
 from rich.panel import Panel
 
@@ -20,16 +30,6 @@ SKILLS = [
 
 
 def _scripted_model() -> Any:
-    from pydantic_ai.messages import (
-        ModelMessage,
-        ModelResponse,
-        RetryPromptPart,
-        TextPart,
-        ToolCallPart,
-        ToolReturnPart,
-    )
-    from pydantic_ai.models.function import AgentInfo, FunctionModel
-
     plan = [("use_skill", {"name": "triage"}), ("use_skill", {"name": "bug-triage"})]
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -51,9 +51,6 @@ def _scripted_model() -> Any:
 
 def run(console: Console | None = None) -> str:
     """Run the demo and print what happened; returns the agent's final answer."""
-    from pydantic_ai import Agent
-    from pydantic_ai.messages import RetryPromptPart, ToolCallPart, ToolReturnPart
-
     console = console or Console()
     factory = ToolFactory([SkillTool(skills=SKILLS)])
     agent = Agent(_scripted_model(), instructions=factory.get_system_prompts())

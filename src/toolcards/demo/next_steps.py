@@ -10,8 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import yaml
 from rich.console import Console
 
+from toolcards import dump_cards
 from toolcards.demo.state import AUDIT, CONFIG, POLICY, STORE, WORKSPACES
 
 PRINCIPAL = {"id": "agent.mcp-client", "type": "agent", "roles": ["member"]}
@@ -21,10 +23,6 @@ PRINCIPAL = {"id": "agent.mcp-client", "type": "agent", "roles": ["member"]}
 def write_serve_config(state_dir: Path, team_id: str, cards: list[Any], policy: Any) -> Path:
     """Write ``toolcards.yaml`` and ``policy.yaml`` beside the store: ``toolcards serve`` on
     that config serves the job's team (same store, policy and audit log)."""
-    import yaml
-
-    from toolcards import dump_cards
-
     (state_dir / POLICY).write_text(yaml.safe_dump(policy, sort_keys=False), encoding="utf-8")
     config = {
         "team_id": team_id,

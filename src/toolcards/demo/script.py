@@ -13,6 +13,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
 Args = dict[str, Any] | Callable[[list[str]], dict[str, Any]]
 
 
@@ -35,17 +47,6 @@ def first_int(text: str) -> int:
 
 def scripted_model(scenes: Sequence[Scene], *, name: str = "scripted") -> Any:
     """A ``FunctionModel`` that plays ``scenes``."""
-    from pydantic_ai.messages import (
-        ModelMessage,
-        ModelRequest,
-        ModelResponse,
-        RetryPromptPart,
-        TextPart,
-        ToolCallPart,
-        ToolReturnPart,
-        UserPromptPart,
-    )
-    from pydantic_ai.models.function import AgentInfo, FunctionModel
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         prompt, results = "", list[str]()

@@ -96,7 +96,7 @@ def _claimed(state_dir: Path) -> Iterator[None]:
     if not lock.is_file():
         yield
         return
-    import fcntl
+    import fcntl  # lazy: fcntl is POSIX only
 
     with open(lock, "a+") as fh:
         try:

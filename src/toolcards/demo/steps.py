@@ -8,7 +8,9 @@ import time
 from collections.abc import Iterator
 
 from rich.console import Console
+from rich.live import Live
 from rich.markup import escape
+from rich.text import Text
 
 HEADER = "toolcards main job: the team at work (the report follows)"
 
@@ -32,8 +34,6 @@ class Steps:
         if not self.console.is_terminal:
             yield
             return
-        from rich.live import Live
-        from rich.text import Text
 
         line = Text("toolcards main job: opening the team...")
         with Live(line, console=self.console, transient=True):

@@ -12,12 +12,22 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from toolcards import (
+    ExecTool,
+    KnowledgeGraphTool,
+    NotificationTool,
+    PlanningTool,
+    VectorStoreTool,
+    WorkspaceTool,
+)
 from toolcards.demo.next_steps import write_serve_config
 from toolcards.demo.reminder import delivered_reminder
+from toolcards.demo.report import collect
 from toolcards.demo.script import Scene, first_int, scripted_model
 from toolcards.demo.state import (
     AUDIT,
@@ -32,10 +42,8 @@ from toolcards.demo.state import (
     prepare,
 )
 from toolcards.demo.steps import Steps
-
-if TYPE_CHECKING:
-    from toolcards.governance import AuditLog
-    from toolcards.runtime import Team
+from toolcards.governance import AuditLog, Policy
+from toolcards.runtime import RoleProfile, StoreError, StoreLockedError, Team, check_model
 
 TEAM_ID = "release-team"
 LEAD, ENGINEER = "@lead-1", "@engineer-1"
@@ -203,16 +211,6 @@ def _engineer_scenes(with_exec: bool) -> list[Scene]:
 
 def build_profiles(model: str | None, with_exec: bool) -> list[Any]:
     """The two roles; scripted models unless ``model`` names a real provider."""
-    from toolcards import (
-        ExecTool,
-        KnowledgeGraphTool,
-        NotificationTool,
-        PlanningTool,
-        VectorStoreTool,
-        WorkspaceTool,
-    )
-    from toolcards.runtime import RoleProfile
-
     store = VectorStoreTool(provider=_embedding_provider())
     shared: list[Any] = [store, PlanningTool(), KnowledgeGraphTool()]
     engineer_cards: list[Any] = [*shared, WorkspaceTool()]
@@ -240,6 +238,7 @@ def build_profiles(model: str | None, with_exec: bool) -> list[Any]:
 
 def _embedding_provider() -> Literal["local", "hash"]:
     try:
+        # lazy: extra vector; the probe that picks the embedding provider
         import numpy  # noqa: F401
         import onnxruntime  # noqa: F401
     except ImportError:
@@ -266,8 +265,6 @@ def run_job(state_dir: Path, model: str | None = None) -> dict[str, Any]:
     summary, and the job starts over. Problems the user can fix raise :class:`DemoError` or
     :class:`~toolcards.runtime.ModelUnavailable` (one line each).
     """
-    from toolcards.runtime import check_model
-
     if model is not None:
         check_model(model)  # before anything is created
     prepare(state_dir)
@@ -304,7 +301,6 @@ def run_job(state_dir: Path, model: str | None = None) -> dict[str, Any]:
             log.steps.note(log.lines[-1][1])
             _wait_for_notification(team, log)
             _talk(team, log, LEAD, "/get_planning")
-        from toolcards.demo.report import collect
 
         return collect(team, audit, log, resumed=resumed, with_exec=with_exec)
     finally:
@@ -325,11 +321,6 @@ def _open(
     state_dir: Path, log: JobLog, model: str | None, with_exec: bool, resume: bool
 ) -> tuple[Team, AuditLog]:
     """The team and its audit log; store problems become one-line :class:`DemoError`s."""
-    import sqlite3
-
-    from toolcards.governance import AuditLog, Policy
-    from toolcards.runtime import StoreError, StoreLockedError, Team
-
     path = state_dir / AUDIT
     try:
         audit = AuditLog(path, durability="sync", team_id=TEAM_ID)

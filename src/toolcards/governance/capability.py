@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from toolcards._lazy import renamed_names
 from toolcards.core.errors import ToolcardsError
@@ -33,6 +33,7 @@ from toolcards.governance.invoke import Invoke as Invoke
 from toolcards.governance.invoke import direct_invoke as direct_invoke
 from toolcards.governance.invoke import function_invoke
 from toolcards.governance.invoke import tool_threads as tool_threads
+from toolcards.governance.plain_tools import plain_adapter
 
 if TYPE_CHECKING:
     from pydantic_ai import RunContext
@@ -68,6 +69,11 @@ class ToolCapability:
     def __post_init__(self) -> None:
         if not self.sensitive and self.annotations.sensitive:
             self.sensitive = frozenset(self.annotations.sensitive)
+
+    def argument_schema(self) -> dict[str, Any]:
+        """A JSON schema of the arguments for reading their types (the command line types
+        ``key=value`` pairs by it): :attr:`json_schema`, unless that is not made yet."""
+        return self.json_schema
 
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:
         """Raw arguments -> typed arguments; raises pydantic ``ValidationError``."""
@@ -125,6 +131,7 @@ def surface_context() -> RunContext[None]:
 
     Tools that read ``ctx.deps`` or call ``ctx.model`` are not meaningful outside a run.
     """
+    # lazy: pydantic-ai, ~1 s; only a call from outside an agent run needs a context
     from pydantic_ai import RunContext
     from pydantic_ai.models.test import TestModel
     from pydantic_ai.usage import RunUsage
@@ -138,8 +145,16 @@ _SCHEMA_SLOT = ToolCapability.__dict__["json_schema"]  # the dataclass's slot fo
 class _LazySchemaCapability(ToolCapability):
     """A capability whose JSON schema is made on first read."""
 
-    __slots__ = ("schema_source",)
+    __slots__ = ("adapter", "schema_source")
     schema_source: Callable[[], dict[str, Any]] | None
+    adapter: TypeAdapter[Any]
+
+    def argument_schema(self) -> dict[str, Any]:
+        """Before :attr:`json_schema` is made: pydantic's schema of the arguments' typed dict
+        (the same types, without the docstring's descriptions; no pydantic-ai import)."""
+        if self.schema_source is None:
+            return self.json_schema
+        return self.adapter.json_schema()
 
     @property
     def json_schema(self) -> dict[str, Any]:
@@ -184,10 +199,8 @@ def plain_capability(
     annotations, validation and invocation) without importing pydantic-ai, its JSON schema
     made by ``json_schema()`` on first read; None when ``fn``'s signature needs that path
     (see :mod:`toolcards.governance.plain_tools`)."""
-    from toolcards.governance.plain_tools import plain_validator
-
-    validator = plain_validator(fn)
-    if validator is None:
+    adapter = plain_adapter(fn)
+    if adapter is None:
         return None
     summary = ToolSummary.of(fn)
     is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
@@ -199,9 +212,10 @@ def plain_capability(
         json_schema={},
         annotations=summary.annotations,
         invoke=function_invoke(fn, is_async),
-        validator=validator,
+        validator=adapter.validator,
         abandon_threads=False,
     )
+    cap.adapter = adapter
     cap.schema_source = json_schema
     return cap
 
@@ -324,7 +338,7 @@ class CapabilityRegistry:
 
         def function_toolset() -> FunctionToolset[Any]:
             if not toolset:
-                from toolcards.core.toolset import build_function_toolset
+                from toolcards.core.toolset import build_function_toolset  # lazy: pydantic-ai, ~1 s
 
                 toolset.append(build_function_toolset(tools))
             return toolset[0]

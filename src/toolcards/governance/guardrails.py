@@ -256,7 +256,7 @@ async def _answer(hook: ToolHook, ctx: HookContext, method: str, value: Any) -> 
         raise TimeoutError
     result = getattr(hook, method)(ctx, value)
     if inspect.isawaitable(result):
-        import asyncio  # loaded by the running loop (a process that only lists does without)
+        import asyncio  # lazy: ~4x python -c pass; listing tools never loads it
 
         async with asyncio.timeout(ctx.remaining()):
             result = await result

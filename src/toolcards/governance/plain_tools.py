@@ -6,7 +6,9 @@ default, the others with theirs, extra arguments refused), which accepts and rej
 pydantic-ai's function schema does with the same errors. The JSON schema (with the
 docstring's argument descriptions) is still pydantic-ai's, made the first time something
 reads it (a listing of schemas, ``describe``), so importing pydantic-ai (about a second) is
-paid only by what shows schemas.
+paid only by what shows schemas. What reads only the arguments' types (the command line typing
+``key=value`` pairs) gets pydantic's schema of the same typed dict, which differs from it only
+in descriptions and titles.
 
 Signatures this does not cover (a ``RunContext``, positional-only or variadic parameters, a
 single model-like argument that pydantic-ai unwraps, a ``Field`` as a default) get None: the
@@ -18,21 +20,24 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Callable
+from types import GenericAlias
 from typing import Annotated, Any
 
-__all__ = ["plain_validator"]
+import typing_extensions as te
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic.fields import FieldInfo
+from typing_extensions import is_typeddict
+
+__all__ = ["plain_adapter"]
 
 _PLAIN_KINDS = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 
 
-def plain_validator(fn: Callable[..., Any]) -> Any:
-    """pydantic's validator of ``fn``'s keyword arguments, or None (see the module)."""
+def plain_adapter(fn: Callable[..., Any]) -> TypeAdapter[Any] | None:
+    """pydantic's adapter of ``fn``'s keyword arguments (its validator and their schema), or
+    None (see the module)."""
     if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
         return None
-    import typing_extensions as te
-    from pydantic import ConfigDict, Field, TypeAdapter
-    from pydantic.fields import FieldInfo
-
     try:
         params = list(inspect.signature(fn).parameters.values())
         hints = te.get_type_hints(fn, include_extras=True)
@@ -55,7 +60,8 @@ def plain_validator(fn: Callable[..., Any]) -> Any:
         typed_dict: Any = te.TypedDict  # called with a name known at run time
         shape = typed_dict(fn.__name__, fields)
         shape.__pydantic_config__ = ConfigDict(title=fn.__name__, extra="forbid")
-        return TypeAdapter(shape).validator
+        adapter: TypeAdapter[Any] = TypeAdapter(shape)
+        return adapter
     except Exception:
         return None
 
@@ -63,11 +69,6 @@ def plain_validator(fn: Callable[..., Any]) -> Any:
 def _model_like(hint: Any) -> bool:
     """A pydantic model, dataclass or typed dict: pydantic-ai takes such a lone argument's
     fields at the top level."""
-    from types import GenericAlias
-
-    from pydantic import BaseModel
-    from typing_extensions import is_typeddict
-
     return (
         isinstance(hint, type)
         and not isinstance(hint, GenericAlias)

@@ -66,6 +66,7 @@ def _api_untouched() -> bool:
 def _is_noop(provider: object) -> bool:
     """A provider of the API itself (a no-op, or the stand-in before an SDK is configured,
     whose meter class is not public) rather than an SDK's: the API defines it."""
+    # lazy: opentelemetry, loaded only with a telemetry provider
     from opentelemetry import metrics, trace
 
     return isinstance(
@@ -109,6 +110,7 @@ class Telemetry:
         if self.enabled is None and defaults and _api_untouched():
             self._instruments, self._seen = None, (None, None)
             return None
+        # lazy: opentelemetry, loaded only with a telemetry provider
         from opentelemetry import metrics, trace
 
         tracers = self.tracer_provider or trace.get_tracer_provider()
@@ -145,6 +147,7 @@ def start_span(
 ) -> tuple[trace.Span, object]:
     """Start the call's span as the current span; returns it and the context token.
     ``tool_id`` is a registered tool's id, None for a name no tool has (:data:`UNKNOWN_TOOL`)."""
+    # lazy: opentelemetry, loaded only with a telemetry provider
     from opentelemetry import context, trace
 
     tool = UNKNOWN_TOOL if tool_id is None else tool_id
@@ -164,6 +167,7 @@ def start_span(
 
 
 def end_span(span: trace.Span, token: object, error: BaseException | None = None) -> None:
+    # lazy: opentelemetry, loaded only with a telemetry provider
     from opentelemetry import context, trace
 
     if error is not None:
@@ -192,6 +196,7 @@ def finish(
             }
         )
         if outcome == "error":
+            # lazy: opentelemetry, loaded only with a telemetry provider
             from opentelemetry import trace
 
             span.set_status(trace.Status(trace.StatusCode.ERROR, "the tool failed"))

@@ -32,8 +32,6 @@ from __future__ import annotations
 from toolcards._lazy import TYPE_CHECKING, lazy_names
 
 if TYPE_CHECKING:
-    from typing import Any
-
     from toolcards.runtime.deferred import (
         DeferredConfig,
         DeferredFailed,
@@ -198,15 +196,7 @@ _NAMES = {
     **dict.fromkeys(("PykkaActorSystem",), "toolcards.runtime.pykka_system"),
     **dict.fromkeys(("RayActorSystem",), "toolcards.runtime.ray_system"),
     **dict.fromkeys(("PostgresStore",), "toolcards.stores.postgres.team"),
+    "open_store": "toolcards.runtime.process:open_location",
 }
 
-_lazy_getattr, __dir__ = lazy_names(__name__, _NAMES)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "open_store":  # process.open_location under its public name
-        from toolcards.runtime.process import open_location
-
-        globals()[name] = open_location
-        return open_location
-    return _lazy_getattr(name)
+__getattr__, __dir__ = lazy_names(__name__, _NAMES)

@@ -19,6 +19,8 @@ import os
 import pickle
 from typing import TYPE_CHECKING, Any, Protocol
 
+from toolcards._lazy import optional_module
+
 if TYPE_CHECKING:
     from toolcards.governance.approvals.broker import Approver
     from toolcards.governance.audit.log import AuditLog
@@ -89,8 +91,6 @@ class ClusterMemberFactory:
 
     def check_portable(self) -> None:
         """Raise ``ValueError`` naming the part that cannot travel to a worker process."""
-        from toolcards._lazy import optional_module
-
         cloudpickle = optional_module("ray.cloudpickle", "ray", "members placed on the cluster")
         for label, value in (
             ("the model of the profile", self.profile.model),

@@ -32,6 +32,11 @@ from pydantic import BaseModel
 from toolcards.core import nesting
 from toolcards.core.commands import CommandRegistry
 from toolcards.core.errors import CommandNotRecognized, RetriableError, TransientError
+from toolcards.core.identity import Identity
+from toolcards.governance.approvals.broker import ApprovalBroker
+from toolcards.governance.capability import CapabilityRegistry
+from toolcards.governance.card_reads import CardReads
+from toolcards.governance.executor.pipeline import Executor
 from toolcards.runtime.messaging import (
     MAX_MESSAGE_CHARS,
     MESSAGES,
@@ -99,10 +104,9 @@ def govern(
     executor: the member's requests wait in it, and the grants its approvers remember there
     let the member's later calls run.
     """
-    from toolcards.governance import ApprovalBroker, Executor, GovernedToolset, Identity
-    from toolcards.governance.capability import CapabilityRegistry
-    from toolcards.governance.card_reads import CardReads
+    # lazy: pydantic-ai, ~1 s; a process that only messages members runs no agent
     from toolcards.governance.toolset.budget import ModelBudget
+    from toolcards.governance.toolset.governed import GovernedToolset
 
     identity = Identity(id=f"agent.{name}", type="agent", roles=roles)
     broker = getattr(approver, "broker", None)
@@ -139,6 +143,7 @@ def trim_history(messages: list[ModelMessage], limit: int | None) -> list[ModelM
     last turn): a cut never separates a tool call from its result."""
     if limit is None or len(messages) <= limit:
         return messages
+    # lazy: pydantic-ai, ~1 s; a process that only messages members runs no agent
     from pydantic_ai.messages import ModelRequest, UserPromptPart
 
     starts = [
@@ -169,10 +174,12 @@ class MemberActor:
     # ---- lifecycle ---------------------------------------------------------------------------
 
     def on_start(self) -> None:
+        # lazy: pydantic-ai, ~1 s; a process that only messages members runs no agent
         from pydantic_ai import Agent
         from pydantic_ai.toolsets import CombinedToolset
 
-        from toolcards.core.agent_capability import CardsCapability  # lazy: loads pydantic-ai
+        # lazy: pydantic-ai, ~1 s; a process that only messages members runs no agent
+        from toolcards.core.agent_capability import CardsCapability
 
         profile = self.profile
         factory = self._team.bind(profile.fresh_cards(), member=self.name)
@@ -279,6 +286,7 @@ class MemberActor:
     # ---- history -----------------------------------------------------------------------------
 
     def _load_history(self) -> list[ModelMessage]:
+        # lazy: pydantic-ai, ~1 s; a process that only messages members runs no agent
         from pydantic_ai.messages import ModelMessagesTypeAdapter
 
         stored = self._team.state_of(self.name).get(HISTORY_KEY)
@@ -291,6 +299,7 @@ class MemberActor:
             return []
 
     def _save_history(self) -> None:
+        # lazy: pydantic-ai, ~1 s; a process that only messages members runs no agent
         from pydantic_ai.messages import ModelMessagesTypeAdapter
 
         data = ModelMessagesTypeAdapter.dump_python(self._history, mode="json")
@@ -299,6 +308,7 @@ class MemberActor:
     # ---- tools of the member itself ----------------------------------------------------------
 
     def _messaging_toolset(self) -> AbstractToolset[Any]:
+        # lazy: pydantic-ai, ~1 s; a process that only messages members runs no agent
         from toolcards.core.toolset import build_function_toolset
 
         roster, me = self._roster, self.name

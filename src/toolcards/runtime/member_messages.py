@@ -87,6 +87,7 @@ class MemberMessaging(ABC):
         return handle
 
     def post(self, to: str, content: str, sender: str = USER) -> MemberMessage:
+        # lazy: agent members only (pydantic models, ~1x python -c pass)
         from toolcards.runtime.member_actor import MemberActor
 
         message = self._message(to, content, sender, route_reply=True)
@@ -98,6 +99,7 @@ class MemberMessaging(ABC):
 
     def _deliver_queued(self, message: MemberMessage) -> bool:
         """A message another process queued for one of ours: into its mailbox."""
+        # lazy: agent members only (pydantic models, ~1x python -c pass)
         from toolcards.runtime.member_actor import MemberActor
 
         if message.recipient not in self._entries:
@@ -108,6 +110,7 @@ class MemberMessaging(ABC):
         return False
 
     def send(self, to: str, content: str, sender: str, timeout: float) -> str:
+        # lazy: agent members only (pydantic models, ~1x python -c pass)
         from toolcards.runtime.member_actor import MemberActor, current_member
 
         self._team.check_running()
@@ -184,6 +187,7 @@ class MemberMessaging(ABC):
 
         Replies are never answered automatically, so two members cannot loop on each other.
         """
+        # lazy: agent members only (pydantic models, ~1x python -c pass)
         from toolcards.runtime.member_actor import MemberActor
 
         answer = MemberMessage(

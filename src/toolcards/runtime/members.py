@@ -150,6 +150,7 @@ class MemberRoster(MemberMessaging):
         team = self._team
         team.check_running()
         profile = self.profile(role)
+        # lazy: agent members only (pydantic models, ~1x python -c pass)
         from toolcards.runtime.member_actor import MemberActor
         from toolcards.runtime.profiles import check_model
 
@@ -214,7 +215,8 @@ class MemberRoster(MemberMessaging):
         handle = team.actor(name)
         if handle is not None:
             return handle
-        from toolcards.runtime.member_actor import MemberActor  # lazy: loaded with members
+        # lazy: agent members only (pydantic models, ~1x python -c pass)
+        from toolcards.runtime.member_actor import MemberActor
 
         with self._lock:
             handle = team.actor(name)  # another thread may have started it meanwhile
@@ -266,6 +268,7 @@ class MemberRoster(MemberMessaging):
 
     def fire(self, name: str, timeout: float | None = None) -> bool:
         """Stop ``name`` and remove it; True when its actor stopped within the bound."""
+        # lazy: agent members only (pydantic models, ~1x python -c pass)
         from toolcards.runtime.member_actor import HISTORY_KEY, current_member
 
         team = self._team
@@ -289,6 +292,7 @@ class MemberRoster(MemberMessaging):
 
     def _fire_placed(self, member: str, timeout: float | None) -> bool:
         """Fire a member placed on the cluster from any process of the team."""
+        # lazy: agent members only (pydantic models, ~1x python -c pass)
         from toolcards.runtime.member_actor import HISTORY_KEY
 
         record = self._remote(member) or {}
@@ -327,6 +331,7 @@ class MemberRoster(MemberMessaging):
                 continue  # another running process holds it
             try:
                 if not any(p.role == role for p in team.profiles) and record.get("profile"):
+                    # lazy: agent members only (pydantic models, ~1x python -c pass)
                     from toolcards.runtime.profiles import RoleProfile
 
                     trusted = {TRUST: team.trust}  # a stored profile is data

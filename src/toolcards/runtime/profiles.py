@@ -49,6 +49,7 @@ def check_model(model: Any) -> None:
     key = (model, hash(frozenset(os.environ.items())))  # a key set later is seen at once
     if key in _CHECKED:
         return
+    # lazy: pydantic-ai, ~1 s; only a member's model needs it
     from pydantic_ai.exceptions import UserError
     from pydantic_ai.models import infer_model
 
@@ -102,7 +103,7 @@ def valid_model(model: Any, kind: str = "a pydantic-ai model spec string or Mode
                 f"e.g. {SPEC_EXAMPLES}"
             )
         return model
-    from pydantic_ai.models import Model
+    from pydantic_ai.models import Model  # lazy: pydantic-ai, ~1 s; only a member's model needs it
 
     if not isinstance(model, Model):
         raise ValueError(f"model must be {kind}, got {type(model).__name__}")

@@ -108,6 +108,7 @@ class Team:
         """What the host lets the rows this team reads back from its store choose."""
         self.profiles: list[RoleProfile] = []
         if profiles:  # a team without members does without the profiles' models
+            # lazy: agent members only (pydantic models, ~1x python -c pass)
             from toolcards.runtime.profiles import normalize_profiles
 
             self.profiles = normalize_profiles(profiles)

@@ -87,7 +87,7 @@ class ToolActors:
         if system is None or system == "pykka":
             return self.local
         if system == "ray":
-            from toolcards.runtime.ray_system import RayActorSystem  # lazy: the ray extra
+            from toolcards.runtime.ray_system import RayActorSystem  # lazy: extra ray
 
             system = RayActorSystem(namespace=f"toolcards-{self.team_id}")
         if isinstance(system, str):

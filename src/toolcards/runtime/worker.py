@@ -23,6 +23,7 @@ from toolcards.runtime.actor_specs import secret_fields, with_values
 from toolcards.runtime.events import EventLog
 from toolcards.runtime.messaging import MESSAGES, USER, MemberMessage
 from toolcards.runtime.process import open_location
+from toolcards.runtime.pykka_system import PykkaActorSystem
 from toolcards.runtime.relay import queued_event
 from toolcards.runtime.system import ActorSystem
 from toolcards.runtime.tool_actor import Recovering, ToolActor, ToolActorContext
@@ -267,8 +268,6 @@ class WorkerHost:
 
     def _local_system(self) -> Any:
         if self._local is None:
-            from toolcards.runtime.pykka_system import PykkaActorSystem
-
             self._local = PykkaActorSystem()
         return self._local
 

@@ -6,13 +6,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import anyio
+
+from toolcards.surfaces.commands import State, app
+from toolcards.surfaces.runtime import SurfaceRuntime
+
 if TYPE_CHECKING:
     from toolcards.core.factory import ToolFactory
     from toolcards.core.identity import Identity
     from toolcards.governance.audit.log import AuditLog
     from toolcards.governance.capability import CapabilityRegistry
     from toolcards.governance.policy.policy import Policy
-    from toolcards.surfaces.runtime import SurfaceRuntime
 
 
 def _runtime(
@@ -24,8 +28,6 @@ def _runtime(
     timeout: float | None,
     approval: Literal["approver", "client"] = "approver",
 ) -> SurfaceRuntime:
-    from toolcards.surfaces.runtime import SurfaceRuntime
-
     return SurfaceRuntime.build(
         source,
         policy=policy,
@@ -56,9 +58,7 @@ def serve_mcp(
     ``approval``: approval-required calls wait for an approver principal (``"approver"``;
     refused at once when none of the identities holds the role) or ask the calling client
     (``"client"``, trusting it). Blocks."""
-    import anyio
-
-    from toolcards.surfaces.serving import serve_runtime
+    from toolcards.surfaces.serving import serve_runtime  # lazy: extra mcp
 
     if transport not in ("stdio", "http"):
         raise ValueError("transport must be 'stdio' or 'http'")
@@ -81,8 +81,6 @@ def run_cli(
     """Run the ``toolcards`` command line over ``source`` (``--config`` is not read): list,
     describe, call, audit and serve act on these tools as ``identity``. Exits the process
     with the documented exit code."""
-    from toolcards.surfaces.commands import State, app
-
     runtime = _runtime(source, policy, identity, None, audit, timeout)
 
     def factory(_with_team: bool) -> SurfaceRuntime:

@@ -48,6 +48,7 @@ from toolcards.governance.approvals.broker import (
     ApprovalTimedOut,
     Approver,
 )
+from toolcards.governance.approvals.view import arguments_view
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +70,6 @@ APPROVAL_SCHEMA: dict[str, Any] = {
 def approval_prompt(request: ApprovalRequest) -> str:
     """What the human deciding a call reads before approving it: the exact arguments that run,
     whole (canonical JSON, hidden characters as named escapes), and the digest a yes binds."""
-    from toolcards.governance.approvals.view import arguments_view
-
     view = arguments_view(request, exact=True)
     if not view.recorded:
         args = "(not recorded: the call cannot be approved)"
@@ -183,6 +182,7 @@ def _can_push_requests(session: Any) -> bool:
 
 
 def _cannot_ask(session: Any) -> str:
+    # lazy: mcp 2.x only (mcp 1.x, with the apcore extra, lacks it)
     from mcp.types.version import MODERN_PROTOCOL_VERSIONS  # only reached on mcp 2.x
 
     version = getattr(session, "protocol_version", None)

@@ -11,6 +11,9 @@ import socket
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from starlette.applications import Starlette
+from starlette.routing import Mount, Route
+
 from toolcards.surfaces.approval import APPROVAL_TIMEOUT, OutOfBandApprovals
 from toolcards.surfaces.dashboard.app import Dashboard
 from toolcards.surfaces.dashboard.serve import dashboard_for, uvicorn_server, warn_if_exposed
@@ -33,9 +36,6 @@ def mcp_with_dashboard(
     """One ASGI app: MCP at ``/mcp`` (approval-required calls wait in the dashboard's
     inbox, at most ``approval_timeout`` seconds, announced to the caller like without a
     dashboard, naming the page's address ``page``) and the dashboard at ``/``."""
-    from starlette.applications import Starlette
-    from starlette.routing import Mount, Route
-
     dashboard = dashboard_for(runtime, host=host)
     assert dashboard.approvals is not None
     inbox = OutOfBandApprovals(dashboard.approvals, approval_timeout, page=page)

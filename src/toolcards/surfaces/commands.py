@@ -1,106 +1,142 @@
-"""The whole ``toolcards`` command line: the CLI wing's commands (list, describe, call,
-approvals, audit, team, hash-token) with the commands the other wings contribute: ``serve``
-(the MCP server) and ``dashboard``.
+"""The whole ``toolcards`` command line: a table from each command's name to the function
+(or the group of subcommands) that runs it, with the first paragraph of its help.
 
-This module composes the wings (the architecture test allows it, and no wing imports it);
-:mod:`toolcards.surfaces.main` is the console entry point that imports it lazily.
+A command's module is imported when the command runs (:class:`CommandTable`), so the
+modules of the command line import what they need at the top, ``toolcards --help`` lists
+the commands from the table without importing any of them, and a command needing an
+optional part fails, naming its extra, only when it runs. The table holds the CLI wing's
+commands and those the other wings contribute: ``serve`` (the MCP server) and
+``dashboard``. This module composes the wings (the architecture test allows it, and no wing
+imports it); :mod:`toolcards.surfaces.main` is the console entry point that imports it.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+import contextlib
+import functools
+import importlib
+import io
+from gettext import gettext as _
+from typing import Any, NamedTuple
 
 import typer
+from typer.core import TyperCommand, TyperGroup
+from typer.main import get_command_from_info, get_group_from_info
+from typer.models import CommandInfo, TyperInfo
 
-from toolcards.surfaces.cli.app import State, app
-from toolcards.surfaces.cli.options import ConfigOpt, state_of
-from toolcards.surfaces.cli.state import err, fail
-from toolcards.surfaces.dashboard.cli import register as register_dashboard
-from toolcards.surfaces.http.ports import MCP_PORT, PortUnavailable, listen, url_host
-from toolcards.surfaces.outcomes import ExitCode
+from toolcards.surfaces.cli.options import root
+from toolcards.surfaces.cli.run import end_for_missing_extra
+from toolcards.surfaces.cli.state import State
 
-__all__ = ["State", "app", "main", "serve"]
-
-HTTP_MODULES = ("starlette", "sse_starlette", "uvicorn")
-"""What MCP over HTTP needs beside the MCP SDK (the dashboard extra)."""
+__all__ = ["COMMANDS", "Command", "CommandTable", "State", "app", "help_text", "main"]
 
 
-def serve(
-    ctx: typer.Context,
-    config: ConfigOpt = None,
-    transport: Annotated[str, typer.Option(help="stdio or http.")] = "stdio",
-    host: Annotated[str, typer.Option(help="HTTP bind address.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=1, max=65535, help="HTTP port.")] = MCP_PORT,
-    dashboard: Annotated[
-        bool, typer.Option("--dashboard", help="HTTP: also serve the team dashboard at /.")
-    ] = False,
-    max_body: Annotated[
-        int | None,
-        typer.Option(
-            min=1024,
-            help="HTTP: largest request body in bytes (default: http.max_body, 4 MiB).",
-        ),
-    ] = None,
-) -> None:
-    """Serve the configured tools over MCP (stdio or HTTP).
+class Command(NamedTuple):
+    """Where a command is (``module:attribute``: a typer command function, or a
+    ``typer.Typer`` of subcommands) and the first paragraph of its help."""
 
-    Over stdio the caller is the config's local principal; over HTTP, the bearer token's.
-    Approval-required calls wait for an approver (toolcards approvals; with --dashboard
-    also in the dashboard's inbox) unless the config says "approval: client"."""
-    import contextlib
-
-    import anyio
-
-    if transport not in ("stdio", "http"):
-        raise typer.BadParameter("use stdio or http", param_hint="--transport")
-    if dashboard and transport != "http":
-        raise typer.BadParameter("the dashboard needs --transport http", param_hint="--dashboard")
-    from toolcards.surfaces.runtime import require_modules  # lazy: loads pydantic
-
-    # a missing extra is said before anything starts or says it serves
-    require_modules("mcp", *(HTTP_MODULES if transport == "http" else ()))
-    state = state_of(ctx, config)
-    sock = None
-    if transport == "http":  # taken or not, known before anything starts
-        try:
-            sock = listen(host, port)
-        except PortUnavailable as exc:
-            fail(str(exc), ExitCode.USAGE)
-    with sock if sock is not None else contextlib.nullcontext():
-        rt = state.runtime(with_team=dashboard)
-        from toolcards.surfaces.config import ConfigError  # lazy: loads pydantic
-        from toolcards.surfaces.mcp_server.options import MCPOptions  # lazy: loads the stores
-
-        try:  # the MCP server's own part: a prompts: or resources: entry that fails ends here
-            options = MCPOptions.of(rt)
-        except ConfigError as exc:
-            fail(str(exc), ExitCode.USAGE)
-        if max_body is not None:
-            rt.http_limits = rt.http_limits.model_copy(update={"max_body": max_body})
-        from toolcards.surfaces.serving import operator_lines, serve_runtime
-
-        if transport == "http":
-            err().print(f"serving MCP at http://{url_host(host)}:{port}/mcp", markup=False)
-            if dashboard:
-                err().print(f"dashboard at http://{url_host(host)}:{port}/", markup=False)
-        control = state.config if state.factory is None else None
-        with contextlib.suppress(KeyboardInterrupt), operator_lines():
-            anyio.run(
-                lambda: serve_runtime(
-                    rt,
-                    transport,
-                    host=host,
-                    port=port,
-                    config=control,
-                    dashboard=dashboard,
-                    sock=sock,
-                    options=options,
-                )
-            )
+    target: str
+    summary: str
 
 
-app.command("serve")(serve)
-register_dashboard(app)
+COMMANDS = {
+    "list": Command(
+        "toolcards.surfaces.cli.app:list_command", "List the tools the local principal may call."
+    ),
+    "describe": Command(
+        "toolcards.surfaces.cli.app:describe",
+        "Show a tool's description, annotations and argument schema.",
+    ),
+    "call": Command("toolcards.surfaces.cli.app:call", "Call a tool as the local principal."),
+    "hash-token": Command(
+        "toolcards.surfaces.cli.app:hash_token_command",
+        "Print the digest to store for an HTTP bearer token.",
+    ),
+    "init": Command(
+        "toolcards.surfaces.cli.init:init",
+        "Write a minimal, commented toolcards.yaml and policy.yaml here.",
+    ),
+    "serve": Command(
+        "toolcards.surfaces.serving:serve",
+        "Serve the configured tools over MCP (stdio or HTTP).",
+    ),
+    "dashboard": Command(
+        "toolcards.surfaces.dashboard.cli:dashboard", "Serve the team dashboard in a browser."
+    ),
+    "audit": Command("toolcards.surfaces.cli.audit:audit_app", "Read and verify the audit trail."),
+    "team": Command("toolcards.surfaces.cli.team:team_app", "Inspect the team."),
+    "approvals": Command(
+        "toolcards.surfaces.cli.grants:approvals_app",
+        "Decide waiting calls (list, show, grant, deny), and grants.",
+    ),
+    "budgets": Command(
+        "toolcards.surfaces.cli.budgets:budgets",
+        "What each budget of the team has spent and has left.",
+    ),
+}
+"""Every command, in the order ``--help`` lists them."""
+
+_SHORT_EXCEPTIONS = True
+_MARKUP = None  # plain help text: no rich panels
+
+
+class CommandTable(TyperGroup):
+    """The root group: its commands are :data:`COMMANDS`, each loaded when it is asked for."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        entry = COMMANDS.get(cmd_name)
+        return None if entry is None else loaded(cmd_name, entry.target)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """The command list, as click writes it, from the table's summaries (no command's
+        module is imported to list them)."""
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        rows = [
+            (name, TyperCommand(name, help=entry.summary).get_short_help_str(limit))
+            for name, entry in COMMANDS.items()
+        ]
+        with formatter.section(_("Commands")):
+            formatter.write_dl(rows)
+
+
+@functools.cache
+def loaded(name: str, target: str) -> Any:
+    """The click command ``name`` of ``target`` (``module:attribute``), its module imported."""
+    module, _sep, attribute = target.partition(":")
+    # lazy: the command table's one boundary: a command's module loads when it runs
+    found = getattr(importlib.import_module(module), attribute)
+    if isinstance(found, typer.Typer):
+        return get_group_from_info(
+            TyperInfo(found, name=name),
+            pretty_exceptions_short=_SHORT_EXCEPTIONS,
+            rich_markup_mode=_MARKUP,
+            suggest_commands=True,
+        )
+    return get_command_from_info(
+        CommandInfo(name=name, callback=found),
+        pretty_exceptions_short=_SHORT_EXCEPTIONS,
+        rich_markup_mode=_MARKUP,
+    )
+
+
+app = typer.Typer(
+    name="toolcards",
+    cls=CommandTable,
+    callback=root,
+    help="Governed tools from the command line, and as an MCP server.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    pretty_exceptions_short=_SHORT_EXCEPTIONS,
+    rich_markup_mode=_MARKUP,
+    epilog=(
+        "Exit codes: 0 ok, 1 tool failure, 2 usage or config error, 3 denied, 4 invalid input, "
+        "5 needs approval or refused, 6 rate limited, 7 unknown tool, 8 policy error, "
+        "9 refused by a guardrail, 10 over budget."
+    ),
+)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -109,7 +145,13 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, prog_name="toolcards")
     except Exception as exc:
-        from toolcards.surfaces.cli.run import end_for_missing_extra
-
         end_for_missing_extra(exc)
         raise
+
+
+def help_text() -> str:
+    """``toolcards --help`` as the command line prints it."""
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer), contextlib.suppress(SystemExit):
+        app(args=["--help"], prog_name="toolcards")
+    return buffer.getvalue()

@@ -1,37 +1,28 @@
-"""The ``toolcards`` console entry point.
+"""The ``toolcards`` console entry point: the one place that decides which part of the
+command line a process loads.
 
 ``toolcards --help`` is answered from a cache written the first time it runs (keyed by the
-toolcards version, the CLI modules' files and the terminal width), so asking for help does
-not pay for importing the command-line framework. A plain ``list`` or ``call`` command line
-(the options each takes, at most once) runs the same commands (:mod:`.cli.run`) without
+Python version, the files that make the help and the terminal width), so asking for help
+does not pay for importing the command-line framework. A plain ``list`` or ``call`` command
+line (the options each takes, at most once) runs the same commands (:mod:`.cli.run`) without
 typer, which with the pydantic it loads costs more than the rest of a ``list``. Everything
-else runs the full CLI (:mod:`toolcards.surfaces.commands`).
+else runs the full CLI (:mod:`toolcards.surfaces.commands`), which imports the module of the
+command that runs.
 """
 
 from __future__ import annotations
 
-import errno
+import hashlib
 import os
 import sys
 
 from toolcards._lazy import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from typing import Any, NoReturn
+    from typing import Any
 
-_CLI_FILES = (
-    "commands.py",
-    "main.py",
-    "cli/app.py",
-    "cli/audit.py",
-    "cli/state.py",
-    "cli/options.py",
-    "cli/approvals.py",
-    "cli/budgets.py",
-    "cli/grants.py",
-    "cli/init.py",
-    "dashboard/cli.py",
-)
+_HELP_FILES = ("commands.py", "main.py", "cli/options.py")
+"""The files the root help comes from (its options and the command table)."""
 
 
 def _cache_file() -> str | None:
@@ -43,28 +34,14 @@ def _cache_file() -> str | None:
     except OSError:
         parts.append("-")
     try:
-        for name in _CLI_FILES:
+        for name in _HELP_FILES:
             st = os.stat(os.path.join(here, name))
             parts.append(f"{name}:{st.st_mtime_ns}:{st.st_size}")
     except OSError:
         return None
-    import hashlib
-
     key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "toolcards", f"help-{key}.txt")
-
-
-def _rendered_help() -> str:
-    import contextlib
-    import io
-
-    from toolcards.surfaces.commands import app
-
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer), contextlib.suppress(SystemExit):
-        app(args=["--help"], prog_name="toolcards")
-    return buffer.getvalue()
 
 
 def _help() -> None:
@@ -76,7 +53,9 @@ def _help() -> None:
             return
         except OSError:
             pass
-    text = _rendered_help()
+    from toolcards.surfaces.commands import help_text  # lazy: typer, ~5x python -c pass
+
+    text = help_text()
     sys.stdout.write(text)
     if cache is not None and text:
         try:
@@ -139,47 +118,6 @@ def _plain(args: list[str]) -> tuple[str, dict[str, Any], dict[str, Any]] | None
     return command, root, sub
 
 
-def _run_plain(command: str, root: dict[str, Any], sub: dict[str, Any]) -> NoReturn:
-    """Run a plain ``list`` or ``call`` without typer, as the full command line runs it:
-    same state, output, exit codes (an interrupted one ends as click ends it)."""
-    from pathlib import Path
-
-    from toolcards.surfaces.cli.run import call_tool, list_tools
-    from toolcards.surfaces.cli.state import State
-
-    config = sub.get("config") or root.get("config") or os.environ.get("TOOLCARDS_CONFIG")
-    state = State(config=Path(config or "toolcards.yaml"), json=bool(root.get("--json")))
-    code = 0
-    try:
-        if command == "list":
-            list_tools(state, bool(sub.get("--all")))
-        else:
-            tool, *pairs = sub[""]
-            code = call_tool(state, tool, pairs or None, sub.get("args"))
-    except KeyboardInterrupt:
-        sys.stderr.write("\nAborted!\n")
-        code = 1
-    except Exception as exc:
-        code = _exit_code(exc)
-    finally:
-        state.close()
-    raise SystemExit(code)
-
-
-def _exit_code(exc: Exception) -> int:
-    """The exit code of a command that raised ``exc``, as under typer; raises the others."""
-    typer = sys.modules.get("typer")  # loaded by a command that failed (state.fail)
-    if typer is not None and isinstance(exc, typer.Exit):
-        return int(exc.exit_code)
-    if isinstance(exc, OSError) and exc.errno == errno.EPIPE:  # the reader went away
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
-    from toolcards.surfaces.cli.run import end_for_missing_extra
-
-    end_for_missing_extra(exc)
-    raise exc
-
-
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if args == ["--help"]:
@@ -187,7 +125,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     plain = _plain(args)
     if plain is not None:
-        _run_plain(*plain)
-    from toolcards.surfaces.commands import main as run
+        from toolcards.surfaces.cli.run import run_plain  # lazy: the short path loads no typer
+
+        run_plain(*plain)
+    from toolcards.surfaces.commands import main as run  # lazy: typer, ~5x python -c pass
 
     run(args)

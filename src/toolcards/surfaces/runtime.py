@@ -14,32 +14,38 @@ keeps each toolset connected while it serves (:func:`toolcards.surfaces.serving.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import anyio
+
+from toolcards.core.factory import ToolFactory
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.threads import background_thread
+from toolcards.governance.audit.log import AuditLog
+from toolcards.governance.capability import CapabilityRegistry
+from toolcards.governance.executor.pipeline import Executor
+from toolcards.governance.guardrails import ToolHook
+from toolcards.governance.policy.parse import PolicyError
+from toolcards.governance.policy.policy import Policy
 from toolcards.runtime.system import ActorSystemUnavailable
 from toolcards.stores.errors import DatabaseUnavailable, SchemaTooNew, StoreError, StoreLockedError
 from toolcards.surfaces.config import ConfigError, SurfaceConfig, load_config
+from toolcards.surfaces.config.shared import open_shared
 from toolcards.surfaces.http.auth import HttpAuth
 from toolcards.surfaces.http.limits import HttpLimits
 from toolcards.surfaces.http.tokens import TokenTable
 from toolcards.surfaces.outcomes import ExitCode
+from toolcards.tools._common.workspace_dir import workspace_dir
 
 if TYPE_CHECKING:
     from pydantic_ai.toolsets import AbstractToolset
 
-    from toolcards.core.factory import ToolFactory
     from toolcards.governance.approvals.broker import ApprovalBroker
-    from toolcards.governance.audit.log import AuditLog
-    from toolcards.governance.capability import CapabilityRegistry
-    from toolcards.governance.executor.pipeline import Executor
-    from toolcards.governance.guardrails import ToolHook
-    from toolcards.governance.policy.policy import Policy
     from toolcards.runtime.system import ActorSystem
     from toolcards.runtime.team import Team
     from toolcards.stores.base import BudgetStore, RateLimits
@@ -109,8 +115,6 @@ class SurfaceRuntime:
         """Workspace id -> directory, for the configured WorkspaceTool cards."""
         if self.config is None:
             return {}
-        from toolcards.tools._common.workspace_dir import workspace_dir
-
         found: dict[str, Path] = {}
         root = self.config.workspaces_root
         for wid in self.config.workspace_ids():
@@ -153,10 +157,6 @@ class SurfaceRuntime:
     ) -> SurfaceRuntime:
         """Team (when there are cards, or ``with_team``), registry, policy, audit, approvals,
         rate limits (shared through the store's database with a PostgreSQL store), executor."""
-        from toolcards.governance.policy.parse import PolicyError
-        from toolcards.governance.policy.policy import Policy
-        from toolcards.surfaces.config.shared import open_shared
-
         try:
             policy = Policy.from_yaml(config.policy_path)
         except PolicyError as exc:
@@ -219,11 +219,6 @@ class SurfaceRuntime:
         """For registries built in code: a registry, a ToolFactory or plain tool callables.
         ``tokens`` maps plain bearer tokens to identities (hashed here). ``approval``: who
         decides approval-required MCP calls (see :attr:`approval`)."""
-        from toolcards.core.factory import ToolFactory
-        from toolcards.governance.audit.log import AuditLog
-        from toolcards.governance.capability import CapabilityRegistry
-        from toolcards.governance.policy.policy import Policy
-
         owned: list[Callable[[], Any]] = []
         if not isinstance(policy, Policy):
             policy = Policy.from_yaml(policy)
@@ -270,9 +265,6 @@ def opening_error(exc: BaseException, config: Path) -> tuple[str, ExitCode] | No
 def as_registry(
     source: CapabilityRegistry | ToolFactory | Sequence[Callable[..., Any]],
 ) -> CapabilityRegistry:
-    from toolcards.core.factory import ToolFactory
-    from toolcards.governance.capability import CapabilityRegistry
-
     if isinstance(source, CapabilityRegistry):
         return source
     if isinstance(source, ToolFactory):
@@ -284,8 +276,6 @@ def require_modules(*names: str) -> None:
     """ModuleNotFoundError for the first of ``names`` that cannot be imported (the command
     line names its extra, see :mod:`toolcards.surfaces.cli.extras`); nothing is imported
     here."""
-    import importlib.util
-
     for name in names:
         if importlib.util.find_spec(name) is None:
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
@@ -295,7 +285,7 @@ def _open_team(config: SurfaceConfig, system: str | ActorSystem) -> Team:
     """The config's team with its recorded tool actors restarted (what they read back from
     the store under the operator's ``trust:``), or a new one (on a PostgreSQL store, other
     processes may hold it at the same time)."""
-    from toolcards.runtime.team import Team
+    from toolcards.runtime.team import Team  # lazy: ~3x python -c pass; cardless runtimes skip it
 
     team_id, store, trust = config.team_id, config.store_location, config.host_trust()
     if store != ":memory:":
@@ -317,8 +307,6 @@ def _executor(
     hooks: Sequence[ToolHook] = (),
     budgets: BudgetStore | None = None,
 ) -> Executor:
-    from toolcards.governance.executor.pipeline import Executor
-
     return Executor(
         registry,
         policy,
@@ -334,8 +322,6 @@ def _executor(
 def _registry(factory: ToolFactory | None, tools: list[Callable[..., Any]]) -> CapabilityRegistry:
     """The cards' and the plain tools' capabilities (built on first use: listing them does
     not load pydantic-ai)."""
-    from toolcards.governance.capability import CapabilityRegistry
-
     parts = []
     try:
         if factory is not None:
@@ -354,10 +340,7 @@ def toolset_registry(toolsets: Sequence[AbstractToolset[Any]]) -> CapabilityRegi
     """Capabilities of every tool of ``toolsets``, listed now (each toolset connects for the
     listing and closes again). A server that cannot be reached lists no tools: its toolset
     logs why."""
-    import anyio
-    from pydantic_ai.toolsets import CombinedToolset
-
-    from toolcards.governance.capability import CapabilityRegistry
+    from pydantic_ai.toolsets import CombinedToolset  # lazy: pydantic-ai, ~1 s; MCPTool cards only
 
     combined = CombinedToolset(list(toolsets))
     found: list[CapabilityRegistry] = []
@@ -406,8 +389,6 @@ def _import_tools(spec: str, source: str) -> Iterable[Callable[..., Any]]:
 
 
 def _import_hooks(spec: str, source: str) -> list[ToolHook]:
-    from toolcards.governance.guardrails import ToolHook
-
     items: list[ToolHook] = imported(spec, source, "hooks")
     for item in items:
         if not isinstance(item, ToolHook):

@@ -1,6 +1,7 @@
 """Run a runtime's MCP server (stdio or HTTP), with the CLI's control endpoint beside it
 when it was opened from a config file with an embedded store (:mod:`.cli.control`; with a
-PostgreSQL store every CLI process opens the team itself).
+PostgreSQL store every CLI process opens the team itself); ``toolcards serve`` is
+:func:`serve`.
 
 While a server runs, its card-contributed toolsets (MCP servers) stay connected, and its policy
 file is watched: a file that breaks is said on stderr at once (the server goes on with the last
@@ -13,23 +14,38 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import signal
 import socket
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+import anyio
+import typer
 
 from toolcards.governance.policy.policy import EVERYONE
 from toolcards.surfaces.approval import log as approval_log
-from toolcards.surfaces.http.ports import MCP_PORT
+from toolcards.surfaces.cli.endpoint import control_endpoint
+from toolcards.surfaces.cli.operations import open_runtime
+from toolcards.surfaces.cli.options import ConfigOpt, state_of
+from toolcards.surfaces.cli.state import err, fail
+from toolcards.surfaces.config import ConfigError
+from toolcards.surfaces.http.ports import MCP_PORT, PortUnavailable, listen, url_host
+from toolcards.surfaces.mcp_server.http import run_http
+from toolcards.surfaces.mcp_server.options import MCPOptions
+from toolcards.surfaces.mcp_server.server import run_stdio
+from toolcards.surfaces.outcomes import ExitCode
+from toolcards.surfaces.runtime import require_modules
 
 ROOT_LOGGER = "toolcards"
+HTTP_MODULES = ("starlette", "sse_starlette", "uvicorn")
+"""What MCP over HTTP needs beside the MCP SDK (the dashboard extra)."""
 
 if TYPE_CHECKING:
     from pydantic_ai.toolsets import AbstractToolset
 
     from toolcards.governance.policy.policy import Policy
-    from toolcards.surfaces.mcp_server.options import MCPOptions
     from toolcards.surfaces.runtime import SurfaceRuntime
 
 
@@ -49,8 +65,6 @@ async def serve_runtime(
     in its approvals inbox. ``sock`` (HTTP): a socket already bound to ``host:port``
     (:func:`toolcards.surfaces.http.ports.listen`). ``options``: the MCP server's own
     (default: built from ``rt``)."""
-    from toolcards.surfaces.cli.control import control_endpoint
-
     http = f"http://{host}:{port}/mcp" if transport == "http" else None
     async with contextlib.AsyncExitStack() as stack:
         await stack.enter_async_context(watching_policy(rt.policy))
@@ -60,7 +74,7 @@ async def serve_runtime(
         if transport == "stdio":
             await _until_signalled(rt, options)
         elif transport == "http" and dashboard:
-            from toolcards.surfaces.combined import run_mcp_with_dashboard
+            from toolcards.surfaces.combined import run_mcp_with_dashboard  # lazy: extra dashboard
 
             await run_mcp_with_dashboard(
                 rt,
@@ -71,8 +85,6 @@ async def serve_runtime(
                 options=options,
             )
         elif transport == "http":
-            from toolcards.surfaces.mcp_server.http import run_http
-
             await run_http(rt, host=host, port=port, sock=sock, options=options)
         else:
             raise ValueError("transport must be 'stdio' or 'http'")
@@ -80,12 +92,6 @@ async def serve_runtime(
 
 async def _until_signalled(rt: SurfaceRuntime, options: MCPOptions | None) -> None:
     """stdio until the client leaves, or SIGTERM/SIGINT (then cleanly, records removed)."""
-    import signal
-
-    import anyio
-
-    from toolcards.surfaces.mcp_server.server import run_stdio
-
     async with anyio.create_task_group() as tasks:
 
         async def watch() -> None:
@@ -167,7 +173,6 @@ async def watching_policy(
 ) -> AsyncIterator[None]:
     """Check ``policy``'s file every ``reload_interval`` seconds for the block; each change
     between broken and valid is one line given to ``say``."""
-    import anyio
 
     async def watch() -> None:
         last = policy.error
@@ -184,3 +189,66 @@ async def watching_policy(
             yield
         finally:
             tasks.cancel_scope.cancel()
+
+
+def serve(
+    ctx: typer.Context,
+    config: ConfigOpt = None,
+    transport: Annotated[str, typer.Option(help="stdio or http.")] = "stdio",
+    host: Annotated[str, typer.Option(help="HTTP bind address.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="HTTP port.")] = MCP_PORT,
+    dashboard: Annotated[
+        bool, typer.Option("--dashboard", help="HTTP: also serve the team dashboard at /.")
+    ] = False,
+    max_body: Annotated[
+        int | None,
+        typer.Option(
+            min=1024,
+            help="HTTP: largest request body in bytes (default: http.max_body, 4 MiB).",
+        ),
+    ] = None,
+) -> None:
+    """Serve the configured tools over MCP (stdio or HTTP).
+
+    Over stdio the caller is the config's local principal; over HTTP, the bearer token's.
+    Approval-required calls wait for an approver (toolcards approvals; with --dashboard
+    also in the dashboard's inbox) unless the config says "approval: client"."""
+    if transport not in ("stdio", "http"):
+        raise typer.BadParameter("use stdio or http", param_hint="--transport")
+    if dashboard and transport != "http":
+        raise typer.BadParameter("the dashboard needs --transport http", param_hint="--dashboard")
+    # a missing extra is said before anything starts or says it serves
+    require_modules("mcp", *(HTTP_MODULES if transport == "http" else ()))
+    state = state_of(ctx, config)
+    sock = None
+    if transport == "http":  # taken or not, known before anything starts
+        try:
+            sock = listen(host, port)
+        except PortUnavailable as exc:
+            fail(str(exc), ExitCode.USAGE)
+    with sock if sock is not None else contextlib.nullcontext():
+        rt = open_runtime(state, with_team=dashboard)
+        try:  # the MCP server's own part: a prompts: or resources: entry that fails ends here
+            options = MCPOptions.of(rt)
+        except ConfigError as exc:
+            fail(str(exc), ExitCode.USAGE)
+        if max_body is not None:
+            rt.http_limits = rt.http_limits.model_copy(update={"max_body": max_body})
+        if transport == "http":
+            err().print(f"serving MCP at http://{url_host(host)}:{port}/mcp", markup=False)
+            if dashboard:
+                err().print(f"dashboard at http://{url_host(host)}:{port}/", markup=False)
+        control = state.config if state.factory is None else None
+        with contextlib.suppress(KeyboardInterrupt), operator_lines():
+            anyio.run(
+                lambda: serve_runtime(
+                    rt,
+                    transport,
+                    host=host,
+                    port=port,
+                    config=control,
+                    dashboard=dashboard,
+                    sock=sock,
+                    options=options,
+                )
+            )

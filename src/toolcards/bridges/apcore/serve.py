@@ -12,12 +12,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
+from toolcards.governance.capability import CapabilityRegistry
+from toolcards.governance.policy.policy import Policy
+from toolcards.surfaces.api import serve_mcp as serve
+
 from ._deps import require
+from .toolset import ApcoreToolset
 
 if TYPE_CHECKING:
     from toolcards.core.identity import Identity
-    from toolcards.governance.capability import CapabilityRegistry
-    from toolcards.governance.policy.policy import Policy
 
 _TRANSPORTS = {"stdio": "stdio", "http": "http", "streamable-http": "http"}
 
@@ -30,12 +35,6 @@ def module_capabilities(
 ) -> CapabilityRegistry:
     """The discoverable modules of an apcore registry (or executor) as toolcards capabilities;
     every call still runs through the apcore executor (its ACL, approvals and validation)."""
-    import anyio
-
-    from toolcards.governance.capability import CapabilityRegistry
-
-    from .toolset import ApcoreToolset
-
     apcore = require("apcore")
     if isinstance(registry_or_executor, apcore.Executor):
         executor = registry_or_executor
@@ -71,9 +70,6 @@ def serve_mcp(
     the decisions to the apcore executor's own ACL) and then the apcore executor.
     ``identity``, ``tokens`` and ``audit`` are those of :func:`toolcards.surfaces.serve_mcp`.
     """
-    from toolcards.governance.policy.policy import Policy
-    from toolcards.surfaces.api import serve_mcp as serve
-
     if transport not in _TRANSPORTS:
         raise ValueError(f"transport must be one of {sorted(_TRANSPORTS)}")
     caps = module_capabilities(registry_or_executor, include=include, exclude=exclude)

@@ -40,6 +40,7 @@ from toolcards.governance.approvals.types import (
     handle_id,
 )
 from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor, canonical_json
+from toolcards.stores.memory import MemoryApprovalStore
 
 if TYPE_CHECKING:
     from toolcards.governance.audit.log import AuditLog
@@ -80,8 +81,6 @@ class ApprovalBroker(ApprovalDecisions):
         audit: AuditLog | None = None,
     ) -> None:
         if store is None:
-            from toolcards.stores.memory import MemoryApprovalStore
-
             store = MemoryApprovalStore()
         self.ttl = ttl
         self._clock = clock
@@ -185,7 +184,7 @@ class ApprovalBroker(ApprovalDecisions):
         """Wait (at most ``timeout`` seconds) for a decision made anywhere: in another task,
         thread or process sharing the store. Polls with a growing interval (``poll`` up to
         ``max_poll`` seconds); returns PENDING on timeout."""
-        import asyncio  # loaded by the running loop (listing tools does without it)
+        import asyncio  # lazy: ~4x python -c pass; listing tools never loads it
 
         approval_id = handle_id(handle)
         deadline = time.monotonic() + timeout

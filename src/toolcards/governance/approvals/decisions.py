@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from toolcards.core.approvals import ApprovalRecord, ApprovalRequest, ApprovalState
 from toolcards.core.grants import Grant
-from toolcards.core.identity import Identity
+from toolcards.core.identity import ANONYMOUS, Identity
+from toolcards.governance.approvals.edits import granted_json
 from toolcards.governance.approvals.grants import MAX_GRANTS, GrantError, Remember, describe
+from toolcards.governance.approvals.records import decision_record, grant_record
 from toolcards.governance.approvals.types import (
     ApprovalError,
     EditCheck,
@@ -22,10 +24,11 @@ from toolcards.governance.approvals.types import (
     Handle,
     handle_id,
 )
+from toolcards.stores.base import GrantStore
 
 if TYPE_CHECKING:
     from toolcards.governance.audit.log import AuditLog
-    from toolcards.stores.base import ApprovalStore, GrantStore
+    from toolcards.stores.base import ApprovalStore
 
 __all__ = ["ApprovalDecisions"]
 
@@ -125,8 +128,6 @@ class ApprovalDecisions:
     @property
     def grant_store(self) -> GrantStore | None:
         """Where the team's grants are kept: the approvals store's (None: it keeps none)."""
-        from toolcards.stores.base import GrantStore
-
         found = getattr(self.store, "grants", None)
         return found if isinstance(found, GrantStore) else None
 
@@ -223,8 +224,6 @@ class ApprovalDecisions:
         edited, refused_edit = "", False
         if why is None and args is not None:
             assert request is not None
-            from toolcards.governance.approvals.edits import granted_json
-
             edited, why = granted_json(request, args, self.edit_check)
             refused_edit = why is not None
         grant = None
@@ -326,8 +325,6 @@ class ApprovalDecisions:
         audit = self.audit
         if audit is None:
             return
-        from toolcards.governance.approvals.records import grant_record
-
         ts = self._clock()
         audit.record(
             grant_record(ts, grant, grant_id, approver, surface, decision, outcome, reason)
@@ -348,8 +345,6 @@ class ApprovalDecisions:
         audit = self.audit
         if audit is None:
             return
-        from toolcards.governance.approvals.records import decision_record
-
         approval_id = handle_id(handle)
         if request is None:  # expired or already spent: the row still names its call
             stored = self.store.get(approval_id)
@@ -367,8 +362,6 @@ def _digest(edited: str) -> str | None:
 
 def _caller(request: ApprovalRequest | None) -> Identity:
     """The calling principal of ``request`` (anonymous when unknown)."""
-    from toolcards.core.identity import ANONYMOUS
-
     if request is None:
         return ANONYMOUS
     return request.identity or Identity(request.principal)

@@ -27,27 +27,25 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from toolcards._lazy import optional_module
+try:
+    import psycopg
+except ImportError as exc:  # the postgres extra is not installed
+    raise ImportError(
+        "PostgreSQL needs psycopg: pip install 'toolcards[postgres]'", name="psycopg"
+    ) from exc
+
 from toolcards.stores.errors import DatabaseBusy, DatabaseClosed, DatabaseUnavailable
 from toolcards.stores.location import redact_url
 from toolcards.stores.postgres.limits import DEADLINES, Timeouts
-
-if TYPE_CHECKING:
-    import psycopg
 
 T = TypeVar("T")
 
 Later = Callable[[str, tuple[Any, ...]], None]
 """Queues one write of the open transaction (``%s`` placeholders); see
 :meth:`Connections.later`."""
-
-
-def psycopg_module() -> Any:
-    """The ``psycopg`` module, or an ImportError saying which extra to install."""
-    return optional_module("psycopg", "postgres", "PostgreSQL")
 
 
 def placeholders(cur: Any) -> Callable[[str, tuple[Any, ...]], Any]:
@@ -240,15 +238,14 @@ class Connections:
 
     def open(self) -> psycopg.Connection[Any]:
         """A new autocommit connection (not this thread's; the caller closes it)."""
-        pg = psycopg_module()
         try:
-            conn: psycopg.Connection[Any] = pg.connect(
+            conn: psycopg.Connection[Any] = psycopg.connect(
                 self._url,
                 autocommit=True,
                 connect_timeout=max(1, round(self.connect_timeout)),
                 **self._options,
             )
-        except pg.Error as exc:
+        except psycopg.Error as exc:
             raise self.unavailable(exc) from None
         return conn
 
@@ -303,7 +300,6 @@ class Connections:
         """A cursor on this thread's connection (the writes waiting go first, in the same
         round trip as what it runs); a lost connection is DatabaseUnavailable, a statement
         the server ended DatabaseBusy."""
-        pg = psycopg_module()
         state = self.state()
         conn = self.connection()
         try:
@@ -314,7 +310,7 @@ class Connections:
                 with conn.pipeline():
                     self._send_later(state, conn)
                     yield cur
-        except pg.OperationalError as exc:
+        except psycopg.OperationalError as exc:
             raise self._failed(exc, state, conn) from None
 
     @staticmethod
@@ -345,7 +341,6 @@ class Connections:
     def _begin(self, state: ThreadState) -> None:
         """``BEGIN`` on this thread's connection; once more on a new one when the connection
         it had was lost (nothing of the transaction was sent)."""
-        pg = psycopg_module()
         again = state.conn is not None and not state.conn.closed
         while True:
             conn = self.connection()
@@ -353,7 +348,7 @@ class Connections:
                 with self.bounded(state, conn):
                     conn.execute("BEGIN")
                 return
-            except pg.OperationalError as exc:
+            except psycopg.OperationalError as exc:
                 error = self._failed(exc, state, conn)
                 if isinstance(error, DatabaseBusy) or not again or state.timed_out:
                     raise error from None
@@ -362,7 +357,6 @@ class Connections:
     @contextmanager
     def transaction(self) -> Iterator[ThreadState]:
         """One atomic transaction on this thread (nestable: inner blocks join the outer)."""
-        pg = psycopg_module()
         state = self.state()
         if state.depth == 0:
             self._begin(state)
@@ -395,7 +389,7 @@ class Connections:
                     with conn.pipeline():
                         self._send_later(state, conn)
                         conn.execute("COMMIT")
-        except pg.OperationalError as exc:
+        except psycopg.OperationalError as exc:
             if conn.broken:  # sent, and no answer: it may or may not have committed
                 state.lost_writes += bool(state.dirty)
                 state.drop()
@@ -415,7 +409,6 @@ class Connections:
 
     def _abandon(self, state: ThreadState) -> None:
         """End the thread's transaction without committing it."""
-        pg = psycopg_module()
         if state.dirty or state.broken:
             state.lost_writes += 1
         conn = state.conn
@@ -423,7 +416,7 @@ class Connections:
             try:
                 with self.bounded(state, conn):
                     conn.execute("ROLLBACK")
-            except pg.Error:
+            except psycopg.Error:
                 state.conn = None
                 with contextlib.suppress(Exception):
                     conn.close()

@@ -28,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from psycopg.conninfo import conninfo_to_dict
+
 from toolcards.core.threads import background_thread
 
 _UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
@@ -53,8 +55,6 @@ class Timeouts:
     def connect_options(self, url: str) -> tuple[dict[str, Any], float | None]:
         """The connect keywords for ``url`` (its own values kept) and the client's bound on
         one statement (None: unbounded, when the URL turns the statement timeout off)."""
-        from psycopg.conninfo import conninfo_to_dict
-
         given = conninfo_to_dict(url)
         options = str(given.get("options") or "")
         found = _STATEMENT_TIMEOUT.search(options)

@@ -31,7 +31,7 @@ class LockFile:
 
     def acquire(self, store: Path) -> None:
         try:
-            import fcntl
+            import fcntl  # lazy: fcntl is POSIX only
         except ImportError:  # pragma: no cover - non-POSIX: no cross-process guard
             return
         for _ in range(self.ATTEMPTS):

@@ -48,6 +48,7 @@ from toolcards.core.trust import HostTrust, UntrustedField, private_host
 from toolcards.governance.audit.log import AuditLog
 from toolcards.governance.guardrails import ToolHook
 from toolcards.governance.policy.policy import Policy
+from toolcards.governance.redaction.scanner import SecretScanner
 from toolcards.stores.call_results import CallResults
 from toolcards.stores.errors import UnknownStoreScheme
 from toolcards.stores.location import StoreLocation
@@ -181,7 +182,6 @@ def spec_hooks(data: Any) -> list[ToolHook]:
     """The spec's guardrails: ``secret_scanner`` true, false/None, or ``{action, tools}``."""
     if data is None or data is False:
         return []
-    from toolcards.governance.redaction.scanner import SecretScanner
 
     if data is True:
         return [SecretScanner()]

@@ -1,11 +1,11 @@
-"""``toolcards``: list, describe and call governed tools, read the audit trail, serve MCP.
+"""``toolcards list|describe|call|hash-token``: list, describe and call governed tools.
 
 Every command reads ``--config`` (default ``./toolcards.yaml``) and calls as the config's
 local principal, through the same executor, policy and audit log as ``toolcards serve``.
 While ``toolcards serve`` runs on the same config, ``list``, ``describe``, ``call`` and
 ``team status`` are forwarded to it (:mod:`.control`). ``--json`` (before the command)
-prints machine-readable output. Heavy modules are imported by the command that needs them,
-so ``--help`` starts fast.
+prints machine-readable output. The command line (:mod:`toolcards.surfaces.commands`)
+imports a command's module when the command runs, so ``--help`` starts fast.
 
 Exit codes: 0 ok · 1 tool failure (or the store is in use) · 2 usage or config error ·
 3 denied · 4 invalid input · 5 needs approval / approval refused · 6 rate limited ·
@@ -15,69 +15,22 @@ Exit codes: 0 ok · 1 tool failure (or the store is in use) · 2 usage or config
 
 from __future__ import annotations
 
+import json
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from toolcards.surfaces.cli.audit import audit_app, team_app
+from toolcards.surfaces.cli.operations import describe_data, open_runtime
 from toolcards.surfaces.cli.options import ConfigOpt, state_of
 from toolcards.surfaces.cli.run import call_tool, forwarded, list_tools
-from toolcards.surfaces.cli.state import State, emit_json, err, out
+from toolcards.surfaces.cli.state import emit_json, err, out
+from toolcards.surfaces.config import hash_token, new_token
 from toolcards.surfaces.outcomes import ExitCode
 
-__all__ = ["State", "app"]
-
-app = typer.Typer(
-    name="toolcards",
-    help="Governed tools from the command line, and as an MCP server.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    epilog=(
-        "Exit codes: 0 ok, 1 tool failure, 2 usage or config error, 3 denied, 4 invalid input, "
-        "5 needs approval or refused, 6 rate limited, 7 unknown tool, 8 policy error, "
-        "9 refused by a guardrail, 10 over budget."
-    ),
-)
-app.add_typer(audit_app, name="audit")
-app.add_typer(team_app, name="team")
+__all__ = ["call", "describe", "hash_token_command", "list_command"]
 
 
-def _version(value: bool) -> None:
-    if value:
-        from toolcards._version import package_version
-
-        out().print(f"toolcards {package_version()}", markup=False)
-        raise typer.Exit(0)
-
-
-@app.callback()
-def _root(
-    ctx: typer.Context,
-    config: Annotated[
-        Path, typer.Option("--config", "-c", help="Config file.", envvar="TOOLCARDS_CONFIG")
-    ] = Path("toolcards.yaml"),
-    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-    version: Annotated[
-        bool,
-        typer.Option(
-            "--version", help="Print the version and exit.", is_eager=True, callback=_version
-        ),
-    ] = False,
-) -> None:
-    state = state_of(ctx, config)
-    if state.factory is None:
-        state.config = config
-    state.json = json_out
-    ctx.call_on_close(state.close)
-
-
-# -- tools ------------------------------------------------------------------------------------
-
-
-@app.command("list")
 def list_command(
     ctx: typer.Context,
     config: ConfigOpt = None,
@@ -89,21 +42,16 @@ def list_command(
     list_tools(state_of(ctx, config), show_all)
 
 
-@app.command()
 def describe(
     ctx: typer.Context,
     tool: Annotated[str, typer.Argument(help="Tool name.")],
     config: ConfigOpt = None,
 ) -> None:
     """Show a tool's description, annotations and argument schema."""
-    import json
-
     state = state_of(ctx, config)
     done, data = forwarded(state, "describe", tool=tool)
     if not done:
-        from toolcards.surfaces.cli.operations import describe_data
-
-        data = describe_data(state.runtime(), tool)
+        data = describe_data(open_runtime(state), tool)
     if data is None or "unknown" in data:  # hidden or missing: what a call of it says
         err().print(data["unknown"] if data else f"unknown tool: {tool}", markup=False)
         raise typer.Exit(int(ExitCode.UNKNOWN_TOOL))
@@ -116,7 +64,6 @@ def describe(
     out().print_json(json.dumps(data["input_schema"]))
 
 
-@app.command()
 def call(
     ctx: typer.Context,
     tool: Annotated[str, typer.Argument(help="Tool name.")],
@@ -139,11 +86,7 @@ def call(
     raise typer.Exit(call_tool(state_of(ctx, config), tool, pairs, json_args))
 
 
-# -- serving and tokens -----------------------------------------------------------------------
-
-
-@app.command("hash-token")
-def hash_token_cmd(
+def hash_token_command(
     ctx: typer.Context,
     token: Annotated[
         str | None, typer.Argument(help="Token to hash ('-': stdin; none: new).")
@@ -152,8 +95,6 @@ def hash_token_cmd(
     """Print the digest to store for an HTTP bearer token.
 
     Without a token, a new random one is made and printed with its digest."""
-    from toolcards.surfaces.config import hash_token, new_token
-
     if token == "-":
         token = sys.stdin.readline().strip()
     fresh = token is None
@@ -165,14 +106,3 @@ def hash_token_cmd(
     if fresh:
         out().print(f"token: {value}", markup=False)
     out().print(f"token_sha256: {digest}", markup=False)
-
-
-from toolcards.surfaces.cli.approvals import register as _register_approvals  # noqa: E402
-from toolcards.surfaces.cli.budgets import register as _register_budgets  # noqa: E402
-from toolcards.surfaces.cli.grants import register as _register_grants  # noqa: E402
-from toolcards.surfaces.cli.init import register as _register_init  # noqa: E402
-
-_register_approvals(app)
-_register_budgets(app)
-_register_grants()
-_register_init(app)

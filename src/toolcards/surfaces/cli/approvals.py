@@ -29,8 +29,23 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from toolcards.core.approvals import ApprovalState
+from toolcards.governance.approvals.broker import ApprovalError
+from toolcards.governance.approvals.grants import (
+    GrantError,
+    Remember,
+    describe,
+    parse_duration,
+    parse_matches,
+)
+from toolcards.governance.approvals.view import arguments_view, is_approver
+from toolcards.governance.redaction.redactor import args_digest, canonical_json
+from toolcards.stores.base import DatabaseUnavailable
+from toolcards.surfaces.cli.args import ArgsError, parse_json
 from toolcards.surfaces.cli.options import ConfigOpt, state_of
 from toolcards.surfaces.cli.state import State, emit_json, err, fail, out
+from toolcards.surfaces.config import ConfigError, load_config
+from toolcards.surfaces.config.shared import open_shared
 from toolcards.surfaces.outcomes import ExitCode
 
 if TYPE_CHECKING:
@@ -64,21 +79,12 @@ EditOpt = Annotated[
 ]
 
 
-def register(app: typer.Typer) -> None:
-    """Add the ``approvals`` commands to ``app``."""
-    app.add_typer(approvals_app, name="approvals")
-
-
 @contextlib.contextmanager
 def inbox(state: State) -> Iterator[tuple[ApprovalBroker, Identity]]:
     """The config's approvals broker (decisions audited) and the local principal."""
-    from toolcards.stores.base import DatabaseUnavailable
-    from toolcards.surfaces.config import ConfigError, load_config
-    from toolcards.surfaces.config.shared import open_shared
-
-    if state.factory is not None:
-        rt = state.runtime()
-        yield rt.executor.approvals, rt.local
+    built = state.built()
+    if built is not None:
+        yield built.executor.approvals, built.local
         return
     try:
         config = load_config(state.config)
@@ -104,8 +110,6 @@ def _age(seconds: float) -> str:
 def _row(request: ApprovalRequest, now: float, exact: bool) -> dict[str, Any]:
     """One request as ``me`` may see it: ``exact`` (an approver) gives the arguments that run,
     else the redacted copy."""
-    from toolcards.governance.approvals.view import arguments_view
-
     view = arguments_view(request, exact=exact)
     return {
         "approval_id": request.approval_id,
@@ -151,6 +155,7 @@ def show_rows(
             cells = [v if i == verbatim else " ".join(v.split()) for i, v in enumerate(line)]
             sys.stdout.write("\t".join(cells) + "\n")
         return
+    # lazy: rich, ~5x python -c pass; only for a terminal
     from rich.table import Table
     from rich.text import Text
 
@@ -166,8 +171,6 @@ def show_rows(
 @approvals_app.command("list")
 def approvals_list(ctx: typer.Context, config: ConfigOpt = None) -> None:
     """Calls waiting for an approver, oldest first (an approver sees the exact arguments)."""
-    from toolcards.governance.approvals.view import arguments_view, is_approver
-
     state = state_of(ctx, config)
     with inbox(state) as (broker, me):
         pending = broker.pending()
@@ -199,9 +202,6 @@ def approvals_list(ctx: typer.Context, config: ConfigOpt = None) -> None:
 def approvals_show(ctx: typer.Context, approval_id: IdArg, config: ConfigOpt = None) -> None:
     """One waiting call, whole: the exact arguments that a grant runs (for an approver), and
     the digest that binds them."""
-    from toolcards.core.approvals import ApprovalState
-    from toolcards.governance.approvals.view import arguments_view, is_approver
-
     state = state_of(ctx, config)
     with inbox(state) as (broker, me):
         request = broker.get(approval_id)
@@ -252,9 +252,6 @@ def _decide(
     edit: str | None = None,
     remember: Any = None,
 ) -> None:
-    from toolcards.governance.approvals.broker import ApprovalError
-    from toolcards.governance.approvals.view import is_approver
-
     state = state_of(ctx, config)
     edited = _edit(edit)
     remembered = None
@@ -277,8 +274,6 @@ def _decide(
     if remembered is not None:
         data["grant"] = grant_row(remembered, time.time())
     if runs is not None:
-        from toolcards.governance.redaction.redactor import args_digest
-
         data["edited_args"], data["approved_args_digest"] = runs, args_digest(runs)
     if state.json:
         emit_json(data)
@@ -288,8 +283,6 @@ def _decide(
         f"arguments sha256:{request.args_digest}"
     )
     if runs is not None:
-        from toolcards.governance.redaction.redactor import canonical_json
-
         line += f"; runs instead sha256:{data['approved_args_digest']} {canonical_json(runs)}"
     if remembered is not None:
         line += f"\nremembered as {remembered.grant_id}: {data['grant']['matches']}"
@@ -298,8 +291,6 @@ def _decide(
 
 def grant_row(grant: Grant, now: float) -> dict[str, Any]:
     """One grant as the CLI shows it (JSON)."""
-    from toolcards.governance.approvals.grants import describe
-
     state = "revoked" if grant.revoked_at is not None else "live" if grant.live(now) else "expired"
     return {
         "grant_id": grant.grant_id,
@@ -322,8 +313,6 @@ def _edit(text: str | None) -> dict[str, Any] | None:
     """``--args``: one JSON object (bounded), or a usage error in one line."""
     if text is None:
         return None
-    from toolcards.surfaces.cli.args import ArgsError, parse_json
-
     try:
         return parse_json(text)
     except ArgsError as exc:
@@ -333,8 +322,6 @@ def _edit(text: str | None) -> dict[str, Any] | None:
 def _granted(broker: ApprovalBroker, approval_id: str, digest: str | None) -> Any:
     """What a grant names: the request with the digest given (the broker refuses it when it
     is not the recorded one), or its id when the list showed its arguments whole."""
-    from toolcards.governance.approvals.view import arguments_view
-
     request = broker.get(approval_id)
     if request is None:
         return approval_id  # the broker refuses it, and audits the attempt
@@ -390,19 +377,12 @@ def approvals_grant(
     _decide(ctx, config, approval_id, True, None, digest, edit, terms)
 
 
-def _remember(seconds: str | None, session: bool, match: list[str]) -> Any:
+def _remember(seconds: str | None, session: bool, match: list[str]) -> Remember | None:
     """The ``Remember`` of ``--remember``/``--session``/``--match`` (None without it)."""
     if seconds is None:
         if session or match:
             fail("--session and --match go with --remember", ExitCode.USAGE)
         return None
-    from toolcards.governance.approvals.grants import (
-        GrantError,
-        Remember,
-        parse_duration,
-        parse_matches,
-    )
-
     try:
         return Remember(parse_duration(seconds), session, parse_matches(match) or None)
     except GrantError as exc:

@@ -1,19 +1,22 @@
-"""``toolcards audit tail|query|verify`` and ``toolcards team status``."""
+"""``toolcards audit tail|query|verify``: read the audit trail and check its hash chain."""
 
 from __future__ import annotations
 
-import json
+import dataclasses
+import datetime as dt
 import sys
+import time
 from typing import Annotated, Any
 
 import typer
 
+from toolcards.governance.audit.log import AuditLog, other_teams_line
 from toolcards.surfaces.cli.options import ConfigOpt, state_of
 from toolcards.surfaces.cli.state import State, emit_json, err, fail, out, print_rows
+from toolcards.surfaces.config import ConfigError, load_config
 from toolcards.surfaces.outcomes import ExitCode
 
 audit_app = typer.Typer(help="Read and verify the audit trail.", no_args_is_help=True)
-team_app = typer.Typer(help="Inspect the team.", no_args_is_help=True)
 TeamOpt = Annotated[
     str | None,
     typer.Option("--team", help="Read this team's rows (default: the config's team_id)."),
@@ -23,13 +26,11 @@ _TEAM_HINT = "--team {team} (or team_id: {team} in the config)"
 
 def _audit_log(ctx: typer.Context, state: State, team: str | None = None) -> Any:
     """The audit log: read directly (SQLite WAL), also while a server writes to it."""
-    from toolcards.governance.audit.log import AuditLog
-    from toolcards.surfaces.config import ConfigError, load_config
-
-    if state.factory is not None:
+    built = state.built()
+    if built is not None:
         if team is not None:
             fail("--team reads a configured trail: pass --config", ExitCode.USAGE)
-        audit = state.runtime().audit
+        audit = built.audit
     else:
         try:
             config = load_config(state.config)
@@ -46,14 +47,9 @@ def _audit_log(ctx: typer.Context, state: State, team: str | None = None) -> Any
 
 
 def _show_entries(state: State, entries: list[Any], audit: Any) -> None:
-    import dataclasses
-    import datetime as dt
-
     if not entries:  # the rows may be another team's: say whose, and how to read them
         others = audit.elsewhere()
         if others:
-            from toolcards.governance.audit.log import other_teams_line
-
             err().print(other_teams_line(audit, others, _TEAM_HINT), markup=False)
 
     if state.json:
@@ -67,7 +63,7 @@ def _show_entries(state: State, entries: list[Any], audit: Any) -> None:
         ]
         print_rows(header, rows)
         return
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich, ~5x python -c pass; only for a terminal
 
     today = dt.date.today()
     rows = []
@@ -117,9 +113,6 @@ def audit_tail(
 
 
 def _since(text: str | None) -> float | None:
-    import datetime as dt
-    import time
-
     if text is None:
         return None
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -168,8 +161,6 @@ def audit_query(
 def audit_verify(ctx: typer.Context, config: ConfigOpt = None, team: TeamOpt = None) -> None:
     """Check the team's hash chain: one line, the first changed, removed or reordered row
     (exit 1), or the chain's length and head digest (keep it elsewhere to catch a rewrite)."""
-    import dataclasses
-
     state = state_of(ctx, config)
     report = _audit_log(ctx, state, team).verify()
     if state.json:
@@ -178,35 +169,3 @@ def audit_verify(ctx: typer.Context, config: ConfigOpt = None, team: TeamOpt = N
         (out() if report.ok else err()).print(report.message, markup=False)
     if not report.ok:
         raise typer.Exit(int(ExitCode.FAILED))
-
-
-@team_app.command("status")
-def team_status(
-    ctx: typer.Context,
-    config: ConfigOpt = None,
-    events: Annotated[int, typer.Option(min=0, max=1000)] = 10,
-) -> None:
-    """Members, tool actors and recent events of the configured team."""
-    state = state_of(ctx, config)
-    server = state.server()
-    if server is not None:
-        try:
-            data = server.request("team", events=events)
-        except (OSError, RuntimeError, ValueError) as exc:
-            fail(f"the running server did not answer: {exc}", ExitCode.FAILED)
-    else:
-        from toolcards.surfaces.cli.operations import team_data
-
-        data = team_data(state.runtime(with_team=True), events)
-    if data is None:
-        fail("no team is configured for this runtime", ExitCode.USAGE)
-    if state.json:
-        emit_json(data)
-        return
-    out().print(f"[bold]team[/bold] {data['team_id']}")
-    members = ", ".join(m["name"] for m in data["members"]) or "(none)"
-    out().print(f"members: {members}", markup=False)
-    out().print(f"tool actors: {', '.join(data['tool_actors']) or '(none)'}", markup=False)
-    for e in data["events"]:
-        payload = json.dumps(e.get("payload"), ensure_ascii=False)
-        out().print(f"  {e['tool_id']} #{e['seq']}: {payload[:120]}", markup=False)

@@ -13,14 +13,15 @@ from typing import Any
 
 import typer
 
+from toolcards.governance.executor.budget import Budgets
+from toolcards.governance.policy.parse import PolicyError
+from toolcards.governance.policy.policy import Policy
+from toolcards.stores.base import DatabaseUnavailable
+from toolcards.stores.open import open_budgets
 from toolcards.surfaces.cli.options import ConfigOpt, state_of
 from toolcards.surfaces.cli.state import emit_json, err, fail, out, print_rows
+from toolcards.surfaces.config import ConfigError, load_config
 from toolcards.surfaces.outcomes import ExitCode
-
-
-def register(app: typer.Typer) -> None:
-    """Add the ``budgets`` command to ``app``."""
-    app.command("budgets")(budgets)
 
 
 def _amount(value: float, unit: str) -> str:
@@ -29,17 +30,10 @@ def _amount(value: float, unit: str) -> str:
 
 def budgets(ctx: typer.Context, config: ConfigOpt = None) -> None:
     """What each budget of the team has spent and has left."""
-    from toolcards.governance.executor.budget import Budgets
-    from toolcards.governance.policy.parse import PolicyError
-    from toolcards.governance.policy.policy import Policy
-    from toolcards.stores.base import DatabaseUnavailable
-    from toolcards.stores.open import open_budgets
-    from toolcards.surfaces.config import ConfigError, load_config
-
     state = state_of(ctx, config)
-    if state.factory is not None:
-        executor = state.runtime().executor
-        lines = executor.budgets.report(executor.policy)
+    built = state.built()
+    if built is not None:
+        lines = built.executor.budgets.report(built.executor.policy)
     else:
         try:
             found = load_config(state.config)
@@ -72,6 +66,7 @@ def budgets(ctx: typer.Context, config: ConfigOpt = None) -> None:
     if not sys.stdout.isatty():
         print_rows(header, table)
         return
+    # lazy: rich, ~5x python -c pass; only for a terminal
     from rich.table import Table
     from rich.text import Text
 

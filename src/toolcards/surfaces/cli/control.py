@@ -1,6 +1,7 @@
-"""The CLI beside a running server: ``toolcards serve`` records where it listens, and
-``toolcards list|describe|call|team status`` on the same config forward to it instead of
-failing on the store lock.
+"""The CLI beside a running server: ``toolcards serve`` records where it listens
+(:mod:`.endpoint`, the server's side), and ``toolcards list|describe|call|team status`` on
+the same config forward to it instead of failing on the store lock (this module, the
+client's side).
 
 The record is ``<store>.endpoint`` beside the store's ``.lock`` (``<config>.endpoint`` for a
 ``:memory:`` store): JSON with the server's pid, its control socket (a unix socket only this
@@ -17,19 +18,17 @@ YAML nor pydantic: this module's client half needs only ``json``, ``os``, ``sock
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
+import zlib
 from pathlib import Path
 
 from toolcards._lazy import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
     from typing import Any
 
-    from toolcards.surfaces.runtime import SurfaceRuntime
 
 MAX_LINE = 16 * 1024 * 1024
 CONNECT_TIMEOUT = 2.0
@@ -48,6 +47,7 @@ def endpoint_path(config: Path) -> Path:
 
 def _record_for(config: Path, text: str | None) -> Path:
     """The endpoint record of ``config`` when its text is ``text`` (None: unreadable)."""
+    # lazy: YAML, ~3x python -c pass; a record found in the cache needs no YAML
     from toolcards.core.yaml_safe import YamlError, load_yaml
 
     try:
@@ -62,20 +62,6 @@ def _record_for(config: Path, text: str | None) -> Path:
         if not target.is_absolute():
             target = config.resolve().parent / target
     return target.with_name(target.name + ".endpoint")
-
-
-def _socket_path(record: Path) -> Path:
-    """A short path (unix sockets allow ~100 bytes) in a directory only this user may use."""
-    import hashlib
-    import tempfile
-
-    base = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir())
-    directory = base / f"toolcards-{os.getuid()}"
-    directory.mkdir(mode=0o700, exist_ok=True)
-    if directory.stat().st_uid != os.getuid() or directory.stat().st_mode & 0o077:
-        raise PermissionError(f"{directory} must belong to this user, mode 0700")
-    digest = hashlib.sha256(str(record.resolve()).encode()).hexdigest()[:20]
-    return directory / f"{digest}.sock"
 
 
 def record_of(config: Path) -> Path:
@@ -109,8 +95,6 @@ def record_of(config: Path) -> Path:
 
 
 def _record_cache(key: str) -> str:
-    import zlib
-
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "toolcards", f"endpoint-{zlib.crc32(key.encode()):08x}.json")
 
@@ -205,110 +189,3 @@ def _read_line(sock: socket.socket) -> bytes:
             break
         line += chunk
     return bytes(line)
-
-
-# -- the server side ------------------------------------------------------------------------
-
-
-async def _answer(rt: SurfaceRuntime, request: dict[str, Any]) -> Any:
-    import toolcards.surfaces.cli.operations as ops
-
-    op = request.get("op")
-    if op == "list":
-        return ops.list_rows(rt, bool(request.get("all")))
-    if op == "describe":
-        return ops.describe_data(rt, str(request.get("tool")))
-    if op == "schema":
-        return ops.schema_of(rt, str(request.get("tool")))
-    if op == "call":
-        args = request.get("args")
-        if not isinstance(args, dict):
-            raise ValueError("args must be an object")
-        return await ops.call_data(rt, str(request.get("tool")), args)
-    if op == "team":
-        return ops.team_data(rt, int(request.get("events", 10)))
-    raise ValueError(f"unknown operation {op!r}")
-
-
-@contextlib.asynccontextmanager
-async def control_endpoint(
-    rt: SurfaceRuntime, config: Path, http: str | None = None
-) -> AsyncIterator[Path | None]:
-    """Listen for forwarded CLI commands while the context is open; the endpoint record
-    exists exactly as long. None: another server on this config holds the endpoint (one
-    warning line; this server runs on without one)."""
-    import anyio
-    from anyio.abc import SocketStream
-    from anyio.streams.buffered import BufferedByteReceiveStream
-    from pydantic_core import to_json
-
-    record = endpoint_path(config)
-    path = _socket_path(record)
-    claim = _claim(path)
-    if claim is None:  # another server on this config holds the endpoint: it answers the CLI
-        import logging
-
-        logging.getLogger(__name__).warning(
-            "another toolcards serve on %s answers forwarded CLI commands; this one serves "
-            "without a control endpoint",
-            config,
-        )
-        yield None
-        return
-    try:
-        path.unlink(missing_ok=True)  # a socket left by a killed server: the claim proves it
-        listener = await anyio.create_unix_listener(path)
-        os.chmod(path, 0o600)
-    except BaseException:
-        os.close(claim)
-        raise
-
-    async def handle(stream: SocketStream) -> None:
-        async with stream:
-            buffered = BufferedByteReceiveStream(stream)
-            try:
-                line = await buffered.receive_until(b"\n", MAX_LINE)
-            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.DelimiterNotFound, OSError):
-                return  # a liveness probe, or a client that left
-            except anyio.BrokenResourceError:
-                return
-            try:
-                reply = {"data": await _answer(rt, json.loads(line))}
-            except Exception as exc:  # a bad request never takes the server down
-                reply = {"error": f"{type(exc).__name__}: {exc}"}
-            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                await stream.send(to_json(reply, fallback=str) + b"\n")
-
-    tmp = record.with_name(record.name + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"pid": os.getpid(), "socket": str(path), "http": http}))
-    os.replace(tmp, record)
-    try:
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(listener.serve, handle)
-            try:
-                yield path
-            finally:
-                tasks.cancel_scope.cancel()
-    finally:
-        await listener.aclose()
-        path.unlink(missing_ok=True)
-        with contextlib.suppress(OSError, ValueError):
-            if json.loads(record.read_text()).get("pid") == os.getpid():
-                record.unlink()
-        os.close(claim)  # the lock goes with the descriptor
-
-
-def _claim(path: Path) -> int | None:
-    """An exclusive lock on ``<socket>.lock`` (its descriptor), held while this process owns
-    the control socket; None when another live process holds it. Checking for a listener
-    and binding are then one step: two servers started at once never unlink or bind over
-    each other's socket."""
-    import fcntl
-
-    fd = os.open(str(path) + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd

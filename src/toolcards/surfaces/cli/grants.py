@@ -18,6 +18,7 @@ from typing import Annotated
 
 import typer
 
+from toolcards.governance.approvals.broker import ApprovalError
 from toolcards.surfaces.cli.approvals import approvals_app, grant_row, inbox, show_rows
 from toolcards.surfaces.cli.options import ConfigOpt, state_of
 from toolcards.surfaces.cli.state import emit_json, err, fail, out
@@ -25,12 +26,9 @@ from toolcards.surfaces.outcomes import ExitCode
 
 grants_app = typer.Typer(help="Remembered approvals: list them, revoke one.", no_args_is_help=True)
 
+__all__ = ["approvals_app", "grants_app"]
+
 GrantIdArg = Annotated[str, typer.Argument(help="The grant id shown by `grants list`.")]
-
-
-def register() -> None:
-    """Add ``grants list|revoke`` to the ``approvals`` commands."""
-    approvals_app.add_typer(grants_app, name="grants")
 
 
 @grants_app.command("list")
@@ -60,8 +58,6 @@ def grants_list(
 @grants_app.command("revoke")
 def grants_revoke(ctx: typer.Context, grant_id: GrantIdArg, config: ConfigOpt = None) -> None:
     """End a grant at once: no call runs by it any more, in any process of the team."""
-    from toolcards.governance.approvals.broker import ApprovalError
-
     state = state_of(ctx, config)
     with inbox(state) as (broker, me):
         try:
@@ -73,3 +69,7 @@ def grants_revoke(ctx: typer.Context, grant_id: GrantIdArg, config: ConfigOpt = 
         emit_json(row)
         return
     out().print(f"revoked {grant_id}: {row['matches']}", markup=False, soft_wrap=True)
+
+
+# the command table's ``approvals`` entry is this module's approvals_app: grants included
+approvals_app.add_typer(grants_app, name="grants")

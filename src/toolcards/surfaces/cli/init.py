@@ -51,11 +51,6 @@ CONFIG_NAME = "toolcards.yaml"
 POLICY_NAME = "policy.yaml"
 
 
-def register(app: typer.Typer) -> None:
-    """Add the ``init`` command to ``app``."""
-    app.command("init")(init)
-
-
 def _user() -> str:
     try:
         name = getpass.getuser()

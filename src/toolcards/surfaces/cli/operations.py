@@ -1,16 +1,24 @@
 """The CLI's operations on a runtime, as plain data: run in the CLI process, or in a running
 ``toolcards serve`` that the CLI forwards to (:mod:`.control`). Either way one runtime, one
-principal (the config's local one), one decision and one audit trail."""
+principal (the config's local one), one decision and one audit trail.
+
+:func:`open_runtime` opens the config's runtime for a command run here; :mod:`.run` imports
+this module only when no server answers, so a forwarded command loads no runtime."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pydantic_core import to_jsonable_python
+
+from toolcards.core.registry import CARD_TYPES
+from toolcards.governance.executor.pipeline import unknown_tool_message
+from toolcards.surfaces.cli.state import State, fail
 from toolcards.surfaces.outcomes import classify
+from toolcards.surfaces.runtime import SurfaceRuntime, opening_error
 
 if TYPE_CHECKING:
     from toolcards.governance.approvals.broker import Approver
-    from toolcards.surfaces.runtime import SurfaceRuntime
 
 _HINTS = ("readonly", "destructive", "idempotent", "open_world", "requires_approval")
 
@@ -38,11 +46,22 @@ def list_rows(rt: SurfaceRuntime, show_all: bool = False) -> list[dict[str, Any]
     ]
 
 
+def static_listing(rt: SurfaceRuntime) -> bool:
+    """Whether what :func:`list_rows` gives for ``rt`` follows from its config, its policy,
+    the code and the environment alone (the listing cache may keep it, see :mod:`.listing`):
+    every card is one of this package's own, none contributes a toolset (an MCP server's
+    tools are asked from the server), and there are no plain tools (a card or a tool of
+    another package may make its tools from anything)."""
+    config = rt.config
+    if config is None or rt.toolsets or config.tools:
+        return False
+    kinds = [CARD_TYPES.resolve(str(card["type"])) for card in config.cards]
+    return all(kind.__module__.startswith("toolcards.") for kind in kinds)
+
+
 def describe_data(rt: SurfaceRuntime, tool: str) -> dict[str, Any]:
     """The tool's description; ``{"unknown": message}`` when it is unknown or hidden from the
     principal (the two read the same, with the message a call of it gets)."""
-    from toolcards.governance.executor.pipeline import unknown_tool_message
-
     cap = rt.registry.get(tool)
     if cap is None or not rt.policy.visible(rt.local, tool):
         return {"unknown": unknown_tool_message(tool, rt.visible_to(rt.local))}
@@ -59,16 +78,15 @@ def describe_data(rt: SurfaceRuntime, tool: str) -> dict[str, Any]:
 
 
 def schema_of(rt: SurfaceRuntime, tool: str) -> dict[str, Any]:
+    """The schema ``key=value`` pairs are typed by (see ``argument_schema``)."""
     cap = rt.registry.get(tool)
-    return cap.json_schema if cap is not None else {}
+    return cap.argument_schema() if cap is not None else {}
 
 
 async def call_data(
     rt: SurfaceRuntime, tool: str, args: dict[str, Any], approver: Approver | None = None
 ) -> dict[str, Any]:
     """Call ``tool`` as the local principal; the outcome as the CLI reports it."""
-    from pydantic_core import to_jsonable_python
-
     asked: list[bool] = []
     wrapped = None
     if approver is not None:
@@ -104,3 +122,20 @@ def team_data(rt: SurfaceRuntime, events: int) -> dict[str, Any] | None:
     actors = sorted(n for n in team.actor_names() if n.startswith("#"))
     recent = [e.model_dump(mode="json") for e in team.events()[-events:]] if events else []
     return {"team_id": team.team_id, "members": members, "tool_actors": actors, "events": recent}
+
+
+def open_runtime(state: State, with_team: bool = False) -> SurfaceRuntime:
+    """The runtime for ``state``'s command (config and store problems end the command); it
+    is closed with the state."""
+    built = state.built(with_team)
+    if built is not None:
+        return built
+    try:
+        rt = SurfaceRuntime.open(state.config, with_team=with_team or None)
+    except Exception as exc:
+        found = opening_error(exc, state.config)
+        if found is None:
+            raise
+        fail(*found)
+    state.opened.append(rt)
+    return rt

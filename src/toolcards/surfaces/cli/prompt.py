@@ -20,6 +20,9 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
+from toolcards.governance.approvals.broker import ApprovalError
+from toolcards.stores.memory import MemoryApprovalStore
+from toolcards.surfaces.approval import InboxApprover, approval_prompt
 from toolcards.surfaces.cli.state import err
 
 if TYPE_CHECKING:
@@ -50,8 +53,6 @@ def call_approver(rt: SurfaceRuntime, *, interactive: bool, status: Any) -> Appr
 
 def _shared(broker: ApprovalBroker) -> bool:
     """Whether another process (an approver's CLI, a dashboard) can decide in this inbox."""
-    from toolcards.stores.memory import MemoryApprovalStore
-
     return not isinstance(broker.store, MemoryApprovalStore)
 
 
@@ -64,10 +65,7 @@ class _Prompt:
         self.status = status
 
     async def ask(self, request: ApprovalRequest) -> bool:
-        from rich.prompt import Confirm
-
-        from toolcards.governance.approvals.broker import ApprovalError
-        from toolcards.surfaces.approval import approval_prompt
+        from rich.prompt import Confirm  # lazy: rich, ~5x python -c pass; only for a terminal
 
         who = self.approver
         if self.status is not None:
@@ -95,8 +93,6 @@ class _Prompt:
 
 
 def _waiter(broker: ApprovalBroker, timeout: float) -> Approver:
-    from toolcards.surfaces.approval import InboxApprover
-
     inbox = InboxApprover(broker, timeout)
 
     async def wait_for_an_approver(request: ApprovalRequest) -> bool:

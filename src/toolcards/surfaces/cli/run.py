@@ -1,12 +1,21 @@
 """``toolcards list`` and ``toolcards call`` themselves, free of typer: the typer commands
 (:mod:`.app`) and the console entry point's short path for plain command lines
-(:mod:`toolcards.surfaces.main`) both run these, so the two print, decide and exit alike."""
+(:func:`run_plain`, from :mod:`toolcards.surfaces.main`) both run these, so the two print,
+decide and exit alike. A command that a running server answers loads neither the runtime
+nor pydantic: :mod:`.operations` (the command run here) is imported only when none does."""
 
 from __future__ import annotations
 
+import errno
+import json
+import os
 import sys
+from pathlib import Path
 
 from toolcards._lazy import TYPE_CHECKING
+from toolcards.surfaces.cli.args import ArgsError, parse_json, parse_pairs
+from toolcards.surfaces.cli.extras import missing_extra
+from toolcards.surfaces.cli.listing import Start, cached_rows, remember
 from toolcards.surfaces.cli.state import (
     State,
     emit_json,
@@ -19,9 +28,18 @@ from toolcards.surfaces.cli.state import (
 )
 
 if TYPE_CHECKING:  # a command forwarded to a running server loads neither
-    from typing import Any
+    from typing import Any, Literal, NoReturn
 
-__all__ = ["call_tool", "end_for_missing_extra", "forwarded", "list_tools", "stdin_is_tty"]
+    from toolcards.surfaces.cli.control import ServerEndpoint
+
+__all__ = ["call_tool", "end_for_missing_extra", "forwarded", "list_tools", "run_plain"]
+
+
+def _exit_code(name: Literal["USAGE", "FAILED"]) -> int:
+    # lazy: governance's outcome table; a command a running server answers does without it
+    from toolcards.surfaces.outcomes import ExitCode
+
+    return int(ExitCode[name])
 
 
 def forwarded(state: State, op: str, **fields: Any) -> tuple[bool, Any]:
@@ -29,23 +47,24 @@ def forwarded(state: State, op: str, **fields: Any) -> tuple[bool, Any]:
     server = state.server()
     if server is None:
         return False, None
-    try:
-        return True, server.request(op, **fields)
-    except (OSError, RuntimeError, ValueError) as exc:
-        from toolcards.surfaces.outcomes import ExitCode
+    return True, _request(server, op, **fields)
 
-        fail(f"the running server did not answer: {exc}", ExitCode.FAILED)
+
+def _request(server: ServerEndpoint, op: str, **fields: Any) -> Any:
+    try:
+        return server.request(op, **fields)
+    except (OSError, RuntimeError, ValueError) as exc:
+        fail(f"the running server did not answer: {exc}", _exit_code("FAILED"))
 
 
 def list_tools(state: State, show_all: bool) -> None:
     """List the tools the local principal may call (``show_all``: the others too)."""
     done, rows = forwarded(state, "list", all=show_all)
     if not done:
-        from toolcards.surfaces.cli.operations import list_rows
-
-        rows = list_rows(state.runtime(), show_all)
+        every = _local_rows(state)
+        rows = [row for row in every if show_all or row["callable"]]
     if state.json:
-        emit_json(rows, plain=done)
+        emit_json(rows, plain=True)
         return
     lines = [
         (str(r["name"]), ",".join([*r["hints"], *([] if r["callable"] else ["denied"])]) or "-",
@@ -55,7 +74,7 @@ def list_tools(state: State, show_all: bool) -> None:
     if not sys.stdout.isatty():  # full values, one tool a line, for pipes and files
         print_rows(("tool", "hints", "description"), lines)
     else:
-        from rich.table import Table
+        from rich.table import Table  # lazy: rich, ~5x python -c pass; only for a terminal
 
         table = Table("tool", "hints", "description", box=None, pad_edge=False)
         table.columns[0].no_wrap = table.columns[1].no_wrap = True
@@ -67,98 +86,103 @@ def list_tools(state: State, show_all: bool) -> None:
         print_text("no tools for this principal", stderr=True)
 
 
-def _approver(state: State, rt: Any, status: Any) -> Any:
-    """Who decides an approval-required call (see :mod:`.prompt`): never the caller
-    unless ``approval: client``; None fails the call closed."""
-    from toolcards.surfaces.cli.prompt import call_approver
+def _local_rows(state: State) -> list[dict[str, Any]]:
+    """Every tool's row (with ``callable``) as listed here: from the listing cache while it
+    holds, else made from the config's runtime and remembered (:mod:`.listing`)."""
+    if state.factory is None and (rows := cached_rows(state.config)) is not None:
+        return rows
+    began = Start()
+    # lazy: the runtime (~25x python -c pass); a command a running server answers opens none
+    from toolcards.surfaces.cli.operations import list_rows, open_runtime, static_listing
 
-    interactive = not state.json and stdin_is_tty()
-    return call_approver(rt, interactive=interactive, status=status)
-
-
-def stdin_is_tty() -> bool:
-    return sys.stdin.isatty()
+    rt = open_runtime(state)
+    rows = list_rows(rt, show_all=True)
+    if state.factory is None and rt.config is not None and static_listing(rt):
+        remember(state.config, rt.config.policy_path, rows, began)
+    return rows
 
 
 def call_tool(state: State, tool: str, pairs: list[str] | None, json_args: str | None) -> int:
     """Call ``tool`` as the local principal, print the outcome; the exit code."""
-    from toolcards.surfaces.cli.args import ArgsError, parse_json, parse_pairs
-
     if pairs and json_args is not None:
-        from toolcards.surfaces.outcomes import ExitCode
-
-        fail("give key=value pairs or --json, not both", ExitCode.USAGE)
+        fail("give key=value pairs or --json, not both", _exit_code("USAGE"))
     server = state.server()
-    rt = None if server is not None else state.runtime()
-    try:
-        if json_args is not None:
-            args = parse_json(json_args)
-        elif rt is not None:
-            from toolcards.surfaces.cli.operations import schema_of
+    if server is None:
+        # lazy: the runtime (~25x python -c pass); a command a running server answers opens none
+        from toolcards.surfaces.cli.calling import call_here
 
-            args = parse_pairs(pairs or [], schema_of(rt, tool))
-        else:
-            args = parse_pairs(pairs or [], forwarded(state, "schema", tool=tool)[1] or {})
-    except ArgsError as exc:
-        from toolcards.surfaces.outcomes import ExitCode
-
-        fail(str(exc), ExitCode.USAGE)
-    if rt is None:
-        data = forwarded(state, "call", tool=tool, args=args)[1]
-    else:  # asyncio only here: a call forwarded to a running server does without it
-        import asyncio
-        import contextlib
-
-        from toolcards.surfaces.cli.operations import call_data
-
-        spinner = sys.stdout.isatty() and not state.json
-        status = err().status(f"calling {tool}...") if spinner else None
-        approver = _approver(state, rt, status)
-        with status if status is not None else contextlib.nullcontext():
-            data = asyncio.run(call_data(rt, tool, args, approver))
-        if approver is None and data.get("outcome") == "needs_approval" and not state.json:
-            from toolcards.surfaces.cli.prompt import FAIL_CLOSED_HINT
-
-            data["message"] += f" ({FAIL_CLOSED_HINT})"
+        data = call_here(state, tool, pairs, json_args)
+    else:
+        try:
+            if json_args is not None:
+                args = parse_json(json_args)
+            else:
+                args = parse_pairs(pairs or [], _request(server, "schema", tool=tool) or {})
+        except ArgsError as exc:
+            fail(str(exc), _exit_code("USAGE"))
+        data = _request(server, "call", tool=tool, args=args)
     code = int(data.pop("exit_code"))
     if state.json:
-        emit_json(data, plain=rt is None)
+        emit_json(data, plain=server is not None)
     elif data["ok"]:
         if "note" in data:
             print_text(data["note"], stderr=True)
-        _print_value(data["value"], plain=rt is None)
+        _print_value(data["value"])
     else:
         print_text(data["message"], stderr=True)
     return code
 
 
-def _print_value(value: Any, plain: bool) -> None:
-    """A call's value; ``plain``: JSON already (a running server's answer)."""
+def _print_value(value: Any) -> None:
+    """A call's value (JSON-ready): text as it is, anything else as indented JSON."""
     if isinstance(value, str):
         print_text(value)
         return
-    if plain:
-        import json
-
-        text = json.dumps(value, ensure_ascii=False, indent=2)
-    else:
-        from toolcards.surfaces.outcomes import render_value
-
-        text = render_value(value)[0]
-    print_json_text(text)
+    print_json_text(json.dumps(value, ensure_ascii=False, indent=2))
 
 
 def end_for_missing_extra(exc: BaseException) -> None:
     """When ``exc`` says an optional part is not installed: one line naming its extra, and
     exit code 2 (the caller raises ``exc`` otherwise)."""
-    from toolcards.surfaces.cli.extras import missing_extra
-
     line = missing_extra(exc)
     if line is None:
         return
-    from rich.markup import escape
-
-    from toolcards.surfaces.outcomes import ExitCode
+    from rich.markup import escape  # lazy: rich, ~5x python -c pass; only for this message
 
     err().print(f"[red]error:[/red] {escape(line)}", markup=True, highlight=False)
-    raise SystemExit(int(ExitCode.USAGE)) from None
+    raise SystemExit(_exit_code("USAGE")) from None
+
+
+def run_plain(command: str, root: dict[str, Any], sub: dict[str, Any]) -> NoReturn:
+    """Run a plain ``list`` or ``call`` (as :mod:`toolcards.surfaces.main` read its command
+    line) without typer, as the full command line runs it: same state, output, exit codes
+    (an interrupted one ends as click ends it)."""
+    config = sub.get("config") or root.get("config") or os.environ.get("TOOLCARDS_CONFIG")
+    state = State(config=Path(config or "toolcards.yaml"), json=bool(root.get("--json")))
+    code = 0
+    try:
+        if command == "list":
+            list_tools(state, bool(sub.get("--all")))
+        else:
+            tool, *pairs = sub[""]
+            code = call_tool(state, tool, pairs or None, sub.get("args"))
+    except KeyboardInterrupt:
+        sys.stderr.write("\nAborted!\n")
+        code = 1
+    except Exception as exc:
+        code = _failed(exc)
+    finally:
+        state.close()
+    raise SystemExit(code)
+
+
+def _failed(exc: Exception) -> int:
+    """The exit code of a command that raised ``exc``, as under typer; raises the others."""
+    typer = sys.modules.get("typer")  # loaded by a command that failed (state.fail)
+    if typer is not None and isinstance(exc, typer.Exit):
+        return int(exc.exit_code)
+    if isinstance(exc, OSError) and exc.errno == errno.EPIPE:  # the reader went away
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    end_for_missing_extra(exc)
+    raise exc

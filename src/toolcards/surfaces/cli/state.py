@@ -1,17 +1,20 @@
 """What every ``toolcards`` command shares: the per-invocation state (config, output mode,
-the runtime it opened), error exits, JSON output and the two consoles (created on first use:
-importing rich costs more than a ``--help`` may take). Free of typer, so ``list`` and
-``call`` can run without it (:mod:`.run`); the typer options are in :mod:`.options`."""
+the runtimes it opened), error exits, JSON output and the two consoles (created on first
+use: importing rich costs more than a ``--help`` may take). Free of typer, so ``list`` and
+``call`` can run without it (:mod:`.run`); the typer options are in :mod:`.options`, and
+opening the config's runtime is :func:`.operations.open_runtime`."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from functools import cache
 from pathlib import Path
 
 from toolcards._lazy import TYPE_CHECKING
+from toolcards.surfaces.cli.control import ServerEndpoint, find_server
 
 if TYPE_CHECKING:  # a command forwarded to a running server loads none of these
     from collections.abc import Callable, Sequence
@@ -19,20 +22,19 @@ if TYPE_CHECKING:  # a command forwarded to a running server loads none of these
 
     from rich.console import Console
 
-    from toolcards.surfaces.outcomes import ExitCode
     from toolcards.surfaces.runtime import SurfaceRuntime
 
 
 @cache
 def out() -> Console:
-    from rich.console import Console
+    from rich.console import Console  # lazy: rich, ~5x python -c pass; plain output skips it
 
     return Console(highlight=False, soft_wrap=True)
 
 
 @cache
 def err() -> Console:
-    from rich.console import Console
+    from rich.console import Console  # lazy: rich, ~5x python -c pass; plain output skips it
 
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -52,29 +54,19 @@ class State:
         self.factory = factory
         self.opened: list[SurfaceRuntime] = []
 
-    def runtime(self, with_team: bool = False) -> SurfaceRuntime:
-        """The runtime for this command (config and store problems end the command)."""
-        from toolcards.surfaces.runtime import SurfaceRuntime, opening_error
-
-        try:
-            if self.factory is not None:
-                rt = self.factory(with_team)
-            else:
-                rt = SurfaceRuntime.open(self.config, with_team=with_team or None)
-        except Exception as exc:
-            found = opening_error(exc, self.config)
-            if found is None:
-                raise
-            fail(*found)
+    def built(self, with_team: bool = False) -> SurfaceRuntime | None:
+        """The runtime of a code-built command line (its ``factory``), closed with the state;
+        None when the command opens the config's (:func:`.operations.open_runtime`)."""
+        if self.factory is None:
+            return None
+        rt = self.factory(with_team)
         self.opened.append(rt)
         return rt
 
-    def server(self) -> Any:
+    def server(self) -> ServerEndpoint | None:
         """A running ``toolcards serve`` on this config to forward to, or None."""
         if self.factory is not None:
             return None
-        from toolcards.surfaces.cli.control import find_server
-
         return find_server(self.config)
 
     def close(self) -> None:
@@ -82,8 +74,9 @@ class State:
             self.opened.pop().close()
 
 
-def fail(message: str, code: ExitCode) -> NoReturn:
-    import typer  # only when failing: the commands that run without typer pay it then
+def fail(message: str, code: int) -> NoReturn:
+    """End the command with ``message`` and exit code ``code`` (an :class:`ExitCode`)."""
+    import typer  # lazy: typer, ~5x python -c pass; list and call without it pay it on failing
 
     err().print(f"[red]error:[/red] {message}", markup=True, highlight=False)
     raise typer.Exit(int(code))
@@ -123,8 +116,6 @@ def print_json_text(text: str) -> None:
 def _unchanged_by_rich(stream: Any, text: str) -> bool:
     """Whether rich would print ``text`` to ``stream`` as it is: no terminal (nor one
     forced by the environment), no tabs, control characters or ``:emoji:`` codes."""
-    import os
-
     return (
         not stream.isatty()
         and not os.environ.get("FORCE_COLOR")
@@ -138,7 +129,7 @@ def emit_json(data: Any, plain: bool = False) -> None:
     """``data`` as one JSON line; ``plain``: data that is JSON already (decoded from a
     running server's answer), which needs no conversion."""
     if not plain:
-        from pydantic_core import to_jsonable_python
+        from pydantic_core import to_jsonable_python  # lazy: a forwarded answer is JSON already
 
         data = to_jsonable_python(data, fallback=str)
     sys.stdout.write(json.dumps(data, ensure_ascii=False))

@@ -72,12 +72,16 @@ from pydantic import (
 
 from toolcards.core.errors import ToolcardsError
 from toolcards.core.identity import ANONYMOUS, Identity
+from toolcards.core.registry import CARD_TYPES, load_card
 from toolcards.core.trust import HostTrust
 from toolcards.core.yaml_safe import YamlError, load_yaml
 from toolcards.stores.errors import UnknownStoreScheme
 from toolcards.stores.location import StoreLocation, redact_url
+from toolcards.surfaces.config.file import read_config_text
+from toolcards.surfaces.config.hints import problems
 from toolcards.surfaces.http.limits import HttpLimits
 from toolcards.surfaces.http.oauth_config import OAuthSpec
+from toolcards.tools._common.workspace_dir import ROOT_ENV
 
 if TYPE_CHECKING:
     from toolcards.runtime.system import ActorSystem
@@ -283,8 +287,6 @@ class SurfaceConfig(BaseModel):
         ``$TOOLCARDS_WORKSPACES_ROOT``, else ``workspaces/`` beside this file."""
         if self.workspaces is not None:
             return self.path(self.workspaces)
-        from toolcards.tools._common.workspace_dir import ROOT_ENV
-
         env = os.environ.get(ROOT_ENV)
         return Path(env).expanduser().resolve() if env else self.path("workspaces")
 
@@ -403,9 +405,6 @@ class SurfaceConfig(BaseModel):
 
     def load_cards(self) -> list[Any]:
         """The configured cards as ToolCard instances (ConfigError naming the bad card)."""
-        from toolcards.core.registry import CARD_TYPES, load_card
-        from toolcards.surfaces.config.hints import problems
-
         trust = self.host_trust()
         cards = []
         for i, data in enumerate(self.cards):
@@ -448,8 +447,6 @@ def parse_config(
     try:
         config = SurfaceConfig.model_validate(data)
     except ValidationError as exc:
-        from toolcards.surfaces.config.hints import problems
-
         raise ConfigError(f"{source}: {problems(exc, SurfaceConfig)}") from None
     config.base_dir = base_dir if base_dir is not None else Path(".")
     config.source = source
@@ -470,8 +467,6 @@ def parse_config(
 
 def load_config(path: str | Path = DEFAULT_CONFIG) -> SurfaceConfig:
     """Read a config file; ConfigError naming the file (and field) when it is unusable."""
-    from toolcards.surfaces.config.file import read_config_text
-
     path = Path(path)
     try:
         text = read_config_text(path)

@@ -15,11 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from toolcards.governance.approvals.broker import ApprovalBroker
+from toolcards.governance.audit.log import AuditLog
 from toolcards.stores.open import open_approvals, open_budgets, open_rate_limits
 
 if TYPE_CHECKING:
-    from toolcards.governance.approvals.broker import ApprovalBroker
-    from toolcards.governance.audit.log import AuditLog
     from toolcards.stores.base import BudgetStore, RateLimits
     from toolcards.surfaces.config import SurfaceConfig
 
@@ -49,9 +49,6 @@ def open_shared(
 ) -> SharedGovernance:
     """Open the config's audit log (unless ``audit=False``), approvals broker, budget counters
     and (with a PostgreSQL store, unless ``rate_limits=False``) shared rate limiter."""
-    from toolcards.governance.approvals.broker import ApprovalBroker
-    from toolcards.governance.audit.log import AuditLog
-
     closers: list[Callable[[], Any]] = []
     try:
         log = None

@@ -23,6 +23,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
+from sse_starlette import EventSourceResponse
+
+from toolcards.governance.audit.log import AuditRecord
 
 try:
     import sse_starlette  # noqa: F401 - the event stream, imported where it is served
@@ -346,7 +349,6 @@ class Dashboard:
     def _audit_sign_in(self, identity: Identity | None, refused: str | None) -> None:
         if self.audit is None:
             return
-        from toolcards.governance.audit.log import AuditRecord
 
         self.audit.record(
             AuditRecord(
@@ -373,7 +375,6 @@ class Dashboard:
     async def events(self, request: Request) -> Response:
         if self._session(request) is None:
             return _text("sign in first", 401)
-        from sse_starlette import EventSourceResponse
 
         since_text = request.query_params.get("since", "")
         since = int(since_text) if since_text.isdigit() else None

@@ -1,28 +1,31 @@
-"""``toolcards dashboard``: the command, added to the ``toolcards`` command line by
-:func:`register` (kept here so the command line only names it)."""
+"""``toolcards dashboard``: the command (the command line names it in its table, and imports
+this module when it runs)."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
+import anyio
 import typer
 
+from toolcards.core.identity import Identity
+from toolcards.governance.audit.log import AuditLog
+from toolcards.runtime.team import Team
+from toolcards.stores import StoreError, StoreLocation, StoreLockedError, UnknownStoreScheme
+from toolcards.surfaces.config import new_token
+from toolcards.surfaces.dashboard.app import Dashboard
+from toolcards.surfaces.dashboard.first_sign_in import first_sign_in
+from toolcards.surfaces.dashboard.serve import dashboard_for, run_dashboard
 from toolcards.surfaces.http.ports import DASHBOARD_PORT, PortUnavailable, listen, url_host
+from toolcards.surfaces.http.tokens import TokenTable
 from toolcards.surfaces.outcomes import ExitCode
-
-if TYPE_CHECKING:
-    from toolcards.surfaces.dashboard.app import Dashboard
+from toolcards.surfaces.runtime import SurfaceRuntime, opening_error
 
 HostOpt = Annotated[str, typer.Option(help="Bind address (loopback by default).")]
 PortOpt = Annotated[int, typer.Option(min=1, max=65535, help="Port.")]
-
-
-def register(app: typer.Typer) -> None:
-    """Add the ``dashboard`` command to ``app``."""
-    app.command("dashboard")(dashboard)
 
 
 def _fail(message: str, code: ExitCode) -> typer.Exit:
@@ -55,10 +58,6 @@ def dashboard(
 
     Roster, plan, graph, audit trail, approvals inbox and live events, at
     http://HOST:PORT/ (sign in with a viewer or approver token of the config)."""
-    import anyio
-
-    from toolcards.surfaces.dashboard.serve import run_dashboard
-
     if store is not None and config is not None:
         raise _fail("give --config or --store, not both", ExitCode.USAGE)
     if store is None and (team is not None or audit is not None):
@@ -81,11 +80,6 @@ def dashboard(
 def _from_config(
     ctx: typer.Context, config: Path | None, approvals: Path | None, port: int
 ) -> Callable[[str], contextlib.AbstractContextManager[Dashboard]]:
-    from toolcards.stores.base import StoreLockedError
-    from toolcards.surfaces.dashboard.first_sign_in import first_sign_in
-    from toolcards.surfaces.dashboard.serve import dashboard_for
-    from toolcards.surfaces.runtime import SurfaceRuntime, opening_error
-
     path = config or Path(ctx.find_root().params.get("config") or "toolcards.yaml")
 
     @contextlib.contextmanager
@@ -121,12 +115,6 @@ def _from_store(
 ) -> Callable[[str], contextlib.AbstractContextManager[Dashboard]]:
     """A config-less dashboard of a team's store: one viewer, signed in with a token printed
     here (no approvals: nothing in this process waits for them)."""
-    from toolcards.core.identity import Identity
-    from toolcards.stores import StoreError, StoreLocation, StoreLockedError, UnknownStoreScheme
-    from toolcards.surfaces.config import new_token
-    from toolcards.surfaces.dashboard.app import Dashboard
-    from toolcards.surfaces.http.tokens import TokenTable
-
     if not team_id:
         raise _fail("--store needs --team (the team id)", ExitCode.USAGE)
     try:
@@ -140,9 +128,6 @@ def _from_store(
 
     @contextlib.contextmanager
     def open_it(host: str) -> Iterator[Dashboard]:
-        from toolcards.governance.audit.log import AuditLog
-        from toolcards.runtime.team import Team
-
         try:  # to be looked at: nothing starts, nothing is written into its log
             team = Team.open_read_only(team_id, store)
         except (LookupError, StoreLockedError, StoreError) as exc:

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from toolcards.core.identity import Identity
+from toolcards.surfaces.config import new_token
 from toolcards.surfaces.dashboard.sessions import DEFAULT_VIEWER_ROLES
 from toolcards.surfaces.http.tokens import TokenTable
 
@@ -39,8 +40,6 @@ def first_sign_in(
     if any(identity.roles & roles for _, identity in tokens.entries):
         return FirstSignIn(tokens)
     if local.roles & roles:
-        from toolcards.surfaces.config import new_token
-
         token = new_token()
         return FirstSignIn(TokenTable.from_tokens([(token, local)]), token)
     need = " or ".join(sorted(roles))

@@ -19,6 +19,9 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from toolcards.governance.approvals.broker import ApprovalError, EditRefusedError
+from toolcards.governance.approvals.grants import GrantError, Remember, describe, parse_duration
+from toolcards.governance.redaction.redactor import args_digest
 from toolcards.surfaces.dashboard.views import grant_item
 
 if TYPE_CHECKING:
@@ -26,7 +29,6 @@ if TYPE_CHECKING:
 
     from toolcards.core.identity import Identity
     from toolcards.governance.approvals.broker import ApprovalBroker
-    from toolcards.governance.approvals.grants import Remember
 
 __all__ = ["BINDING", "Decided", "decide_shown", "read_decision", "remember_of", "revoke_grant"]
 
@@ -91,8 +93,6 @@ def form_edit(text: str | None) -> tuple[Any, str | None]:
 
 def remember_of(fields: dict[str, str]) -> tuple[Remember | None, str | None]:
     """The grant a decision asks to remember (None: none), or why it cannot be read."""
-    from toolcards.governance.approvals.grants import GrantError, Remember, parse_duration
-
     if not fields.get("remember"):
         return None, None
     pattern: dict[str, Any] = {}
@@ -116,9 +116,6 @@ def remember_of(fields: dict[str, str]) -> tuple[Remember | None, str | None]:
 
 def revoke_grant(broker: ApprovalBroker, identity: Identity, grant_id: str) -> Decided:
     """Revoke a grant through the broker (which checks the role and audits it)."""
-    from toolcards.governance.approvals.broker import ApprovalError
-    from toolcards.governance.approvals.grants import describe
-
     try:
         revoked = broker.revoke(grant_id, approver=identity, surface="dashboard")
     except ApprovalError as exc:
@@ -138,9 +135,6 @@ def decide_shown(
 ) -> Decided:
     """Grant (with ``args``: the approver's edit; with ``remember``: also later calls) or deny
     what the human saw (the binding in the form), through the broker."""
-    from toolcards.governance.approvals.broker import ApprovalError, EditRefusedError
-    from toolcards.governance.redaction.redactor import args_digest
-
     request = broker.get(approval_id)
     handle: Any = approval_id
     if request is not None:

@@ -15,10 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolcards.core.threads import background_thread
+from toolcards.stores.base import DEFAULT_TEAM
+from toolcards.stores.sqlite.approvals import SqliteApprovalStore
 from toolcards.surfaces.dashboard.app import Dashboard
 from toolcards.surfaces.dashboard.security import is_loopback
+from toolcards.surfaces.http.guard import server_config
 from toolcards.surfaces.http.limits import HttpLimits
 from toolcards.surfaces.http.ports import DASHBOARD_PORT
+from toolcards.surfaces.http.server import GuardedServer
 
 if TYPE_CHECKING:
     from toolcards.governance.policy.policy import Policy
@@ -53,9 +57,6 @@ def dashboard_for(
     instead of the runtime's (see :mod:`.first_sign_in`)."""
     broker = runtime.executor.approvals
     if approvals_file is not None:
-        from toolcards.stores.base import DEFAULT_TEAM
-        from toolcards.stores.sqlite.approvals import SqliteApprovalStore
-
         team = runtime.team.team_id if runtime.team is not None else DEFAULT_TEAM
         broker.store = SqliteApprovalStore(approvals_file, team)
     return Dashboard(
@@ -80,9 +81,6 @@ def policy_problem(policy: Policy) -> str | None:
 def uvicorn_server(app: Any, host: str, port: int, limits: HttpLimits | None = None) -> Any:
     """A uvicorn server of ``app``, its clients bounded by ``limits`` (see
     :mod:`toolcards.surfaces.http.guard`)."""
-    from toolcards.surfaces.http.guard import server_config
-    from toolcards.surfaces.http.server import GuardedServer
-
     return GuardedServer(server_config(app, host, port, limits))
 
 

@@ -23,6 +23,8 @@ from toolcards.governance.approvals.grants import describe
 from toolcards.governance.approvals.view import arguments_view
 from toolcards.governance.audit.log import other_teams_line
 from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor
+from toolcards.runtime.members import ROSTER
+from toolcards.runtime.worker import TRANSIENT_PREFIX
 
 if TYPE_CHECKING:
     from toolcards.core.events import ToolStateEvent
@@ -69,7 +71,6 @@ def team_view(team: Team | None) -> dict[str, Any]:
     """Roster (busy or idle, last activity) and tool actors with their state size."""
     if team is None:
         return {"available": False}
-    from toolcards.runtime.worker import TRANSIENT_PREFIX
 
     last = _last_activity(team)
     running = [(m.name, m.role, "busy" if m.busy else "idle", m.hired_at) for m in team.members()]
@@ -100,8 +101,6 @@ def team_view(team: Team | None) -> dict[str, Any]:
 def _stopped_members(team: Team, running: set[str]) -> list[tuple[str, str, str, float]]:
     """Members on the roster that are not running here (their model could not be restored
     in this process, e.g. a dashboard opened on a stored team)."""
-    from toolcards.runtime.members import ROSTER
-
     found = []
     for key, record in team.state_of(ROSTER).items("member:"):
         name = key.removeprefix("member:")

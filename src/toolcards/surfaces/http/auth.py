@@ -54,6 +54,7 @@ class HttpAuth:
                 (f"tokens[{i}]", who.id) for i, (_, who) in enumerate(static)
             )
         if self.oauth is not None and self.verifier is None:
+            # lazy: extra oauth, ~0.5x python -c pass; only with principals.oauth
             from toolcards.surfaces.http.oauth import JwtVerifier
 
             self.verifier = JwtVerifier(self.oauth)
@@ -88,6 +89,7 @@ class HttpAuth:
             static_refusal = str(exc)
         if self.verifier is None:
             raise Unauthorized(401, static_refusal, self.challenge("invalid_token"))
+        # lazy: extra oauth, ~0.5x python -c pass; only with principals.oauth
         from toolcards.surfaces.http.oauth import InsufficientScope, looks_like_jwt
 
         if not looks_like_jwt(token):
@@ -104,6 +106,7 @@ class HttpAuth:
         """Starlette routes serving the protected-resource metadata (none without OAuth)."""
         if self.oauth is None:
             return []
+        # lazy: starlette; a CLI loads this module and never serves
         from starlette.requests import Request
         from starlette.responses import Response
         from starlette.routing import Route

@@ -23,6 +23,9 @@ import math
 from collections import Counter
 from typing import Any
 
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
 from toolcards.surfaces.http.limits import HttpLimits
 
 
@@ -38,8 +41,6 @@ def _answer(status: int, reason: str, message: str) -> bytes:
 def guarded_protocol(limits: HttpLimits) -> type[asyncio.Protocol]:
     """uvicorn's h11 protocol with a header deadline and a per-address connection cap (the
     count is shared by the connections of the class returned)."""
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
     open_by_address: Counter[str] = Counter()
     too_slow = _answer(408, "Request Timeout", "the request headers took too long")
     too_many = _answer(429, "Too Many Requests", "too many open connections from this address")
@@ -116,8 +117,6 @@ def guarded_protocol(limits: HttpLimits) -> type[asyncio.Protocol]:
 
 def server_config(app: Any, host: str, port: int, limits: HttpLimits | None = None) -> Any:
     """The ``uvicorn.Config`` of an HTTP surface serving ``app`` on ``host:port``."""
-    import uvicorn
-
     limits = limits or HttpLimits()
     return uvicorn.Config(
         app,

@@ -76,7 +76,7 @@ class BodyLimit:
 
     async def _read(self, receive: Receive, send: Send) -> bytes | None:
         """The whole body, or None once the client was answered (or left)."""
-        import anyio
+        import anyio  # lazy: anyio; a CLI loads this module and never serves
 
         chunks: list[bytes] = []
         size = 0

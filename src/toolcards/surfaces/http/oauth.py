@@ -43,7 +43,7 @@ class JwtVerifier:
     """Checks access tokens of ``spec.issuer`` (see :mod:`toolcards.surfaces.http.oauth_config`)."""
 
     def __init__(self, spec: OAuthSpec, keys: KeySet | None = None) -> None:
-        import jwt.algorithms
+        import jwt.algorithms  # lazy: extra oauth
 
         if not jwt.algorithms.has_crypto:  # RSA and EC keys need it
             raise ImportError("cryptography is not installed", name="cryptography")
@@ -56,7 +56,7 @@ class JwtVerifier:
     async def identity(self, token: str) -> Identity:
         """The caller ``token`` stands for; :class:`InvalidToken` (one fixed line naming
         what is wrong, never echoing the token) when it is not acceptable."""
-        import jwt
+        import jwt  # lazy: extra oauth
 
         if len(token) > MAX_TOKEN:
             raise InvalidToken("the access token is too long")
@@ -88,7 +88,7 @@ class JwtVerifier:
         return Identity(self.spec.id_prefix + sub, self.spec.type, self.roles_of(scopes), attrs)
 
     def _claims(self, token: str, key: Any, alg: str) -> dict[str, Any]:
-        import jwt
+        import jwt  # lazy: extra oauth
 
         try:
             claims: dict[str, Any] = jwt.decode(

@@ -40,6 +40,7 @@ def is_content_type(tp: type) -> bool:
 
 
 def _binary(value: Any) -> types.ContentBlock | None:
+    # lazy: pydantic-ai, ~1 s; only binary content needs it
     from pydantic_ai.messages import BinaryContent
 
     if not isinstance(value, BinaryContent):

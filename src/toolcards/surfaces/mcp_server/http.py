@@ -14,15 +14,25 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import signal
 import socket
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
+
+import anyio
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.routing import Route
 
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.surfaces.approval import ApprovalChannel
 from toolcards.surfaces.config import SessionLimits
 from toolcards.surfaces.http.auth import BearerAuth
+from toolcards.surfaces.http.guard import server_config
 from toolcards.surfaces.http.limits import BodyLimit, HttpLimits, replaying
+from toolcards.surfaces.http.server import GuardedServer
 from toolcards.surfaces.mcp_server.options import MCPOptions
 from toolcards.surfaces.mcp_server.server import IDENTITY_SCOPE_KEY, GovernedMCPServer
 from toolcards.surfaces.mcp_server.sessions import (
@@ -34,6 +44,7 @@ from toolcards.surfaces.mcp_server.sessions import (
     manager_sessions,
     reply,
 )
+from toolcards.surfaces.mcp_server.stdio import edge_error
 from toolcards.surfaces.runtime import SurfaceRuntime
 
 log = logging.getLogger(__name__)
@@ -65,8 +76,6 @@ class _RoutineDisconnects(logging.Filter):
 
 
 def _is_disconnect(exc: BaseException) -> bool:
-    import anyio
-
     if isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError):
         return True
     if isinstance(exc, RuntimeError) and exc.__context__ is not None:
@@ -121,8 +130,6 @@ class JsonRpcEdge:
 
 
 def _post_problem(body: bytes) -> dict[str, Any] | None:
-    from toolcards.surfaces.mcp_server.stdio import edge_error
-
     try:
         data = json.loads(body)
     except ValueError:
@@ -146,11 +153,6 @@ def http_app(
     ``sessions``: their bounds, by default the config's; ``limits``: request bodies, by
     default the runtime's, see :mod:`toolcards.surfaces.http.limits`; ``options``: the
     server's own, see :class:`~toolcards.surfaces.mcp_server.options.MCPOptions`)."""
-    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-    from mcp.server.transport_security import TransportSecuritySettings
-    from starlette.applications import Starlette
-    from starlette.routing import Route
-
     mcp_server = GovernedMCPServer(
         runtime, identity_of=identity_from_scope, approvals=approvals, options=options
     )
@@ -197,9 +199,6 @@ async def run_http(
 ) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled or signalled
     (``sock``: a socket already bound there, see :mod:`toolcards.surfaces.http.ports`)."""
-    from toolcards.surfaces.http.guard import server_config
-    from toolcards.surfaces.http.server import GuardedServer
-
     if host not in _LOOPBACK:
         log.warning("serving MCP on %s: reachable beyond this machine", host)
 
@@ -208,9 +207,6 @@ async def run_http(
         def capture_signals(self) -> Iterator[None]:
             """Shut down on SIGINT/SIGTERM, then return normally (uvicorn would re-raise
             the signal, killing the process before the caller's cleanup runs)."""
-            import signal
-            import threading
-
             if threading.current_thread() is not threading.main_thread():
                 yield
                 return
@@ -229,7 +225,6 @@ async def run_http(
     if on_ready is None:
         await server.serve(sockets)
         return
-    import anyio
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(server.serve, sockets)

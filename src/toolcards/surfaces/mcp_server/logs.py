@@ -197,6 +197,7 @@ def _per_request(session: Any) -> bool:
     version = getattr(session, "protocol_version", None)
     if not isinstance(version, str):
         return False
+    # lazy: mcp 2.x only (mcp 1.x, with the apcore extra, lacks it)
     from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
     return version in MODERN_PROTOCOL_VERSIONS

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import mimetypes
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -249,6 +250,4 @@ def read_file(root: Path, rel: str) -> Content:
 
 
 def _mime(name: str) -> str:
-    import mimetypes
-
     return mimetypes.guess_type(name)[0] or "application/octet-stream"

@@ -14,6 +14,7 @@ structured content through :mod:`.structured`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import warnings
@@ -39,10 +40,14 @@ from toolcards.surfaces.approval import (
     approval_channel,
 )
 from toolcards.surfaces.mcp_server.asking import AskingClient
+from toolcards.surfaces.mcp_server.completions import Completer
 from toolcards.surfaces.mcp_server.content import tool_content
 from toolcards.surfaces.mcp_server.logs import LogForwarder
 from toolcards.surfaces.mcp_server.options import MCPOptions
 from toolcards.surfaces.mcp_server.progress import CallProgress
+from toolcards.surfaces.mcp_server.prompts import PromptCatalog
+from toolcards.surfaces.mcp_server.resources import ResourceCatalog
+from toolcards.surfaces.mcp_server.stdio import stdio_transport
 from toolcards.surfaces.mcp_server.structured import (
     JSON_SCHEMA_DIALECT,
     StructuredOutput,
@@ -133,10 +138,6 @@ class GovernedMCPServer:
         approvals: ApprovalChannel | None = None,
         options: MCPOptions | None = None,
     ) -> None:
-        from toolcards.surfaces.mcp_server.completions import Completer
-        from toolcards.surfaces.mcp_server.prompts import PromptCatalog
-        from toolcards.surfaces.mcp_server.resources import ResourceCatalog
-
         self.runtime = runtime
         self.options = options = options if options is not None else MCPOptions.of(runtime)
         self.identity_of = identity_of or (lambda _ctx: runtime.local)
@@ -187,7 +188,6 @@ class GovernedMCPServer:
 
     def running(self) -> Any:
         """An async context for the server's background work (log forwarding, team events)."""
-        import contextlib
 
         @contextlib.asynccontextmanager
         async def scope() -> Any:
@@ -403,8 +403,6 @@ async def _structured(name: str, output: StructuredOutput, value: Any) -> types.
 
 async def run_stdio(runtime: SurfaceRuntime, options: MCPOptions | None = None) -> None:
     """Serve over stdin/stdout as the runtime's local principal until the client leaves."""
-    from toolcards.surfaces.mcp_server.stdio import stdio_transport
-
     mcp_server = GovernedMCPServer(runtime, options=options)
     async with stdio_transport() as (read, write):
         await mcp_server.serve(read, write)

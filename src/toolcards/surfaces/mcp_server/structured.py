@@ -19,7 +19,10 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
+from typing_extensions import is_typeddict
+
+from toolcards.surfaces.mcp_server.content import is_content_type
 
 log = logging.getLogger(__name__)
 
@@ -27,11 +30,6 @@ JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
 def _is_structured(tp: Any) -> bool:
-    from pydantic import BaseModel
-    from typing_extensions import is_typeddict  # both typing's and typing_extensions' kinds
-
-    from toolcards.surfaces.mcp_server.content import is_content_type
-
     if not isinstance(tp, type) or is_content_type(tp):
         return False
     return issubclass(tp, BaseModel) or is_typeddict(tp) or dataclasses.is_dataclass(tp)

@@ -7,6 +7,7 @@ absent, unavailable or failing they rank by keywords alone and say so once.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from collections.abc import Sequence
@@ -14,6 +15,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from toolcards.core.actors import ActorHandle
+from toolcards.tools._common.team import team_observer
 from toolcards.tools._common.vector_api import VectorStoreApi
 
 if TYPE_CHECKING:
@@ -159,8 +161,6 @@ def tool_actor_with_link(
     card: ToolCard, actor_name: str, actor_class: type[A], config: BaseModel
 ) -> tuple[ActorHandle[A], VectorLink]:
     """Start (or find) a card's team actor and a link to the store ``config.vector_store``."""
-    from toolcards.tools._common.team import team_observer
-
     observer = team_observer(card)
     handle = observer.tool_actor(actor_name, actor_class, config)
     return handle, VectorLink(observer, getattr(config, "vector_store", None))
@@ -168,8 +168,6 @@ def tool_actor_with_link(
 
 def text_hash(text: str) -> str:
     """A short stable fingerprint of an embedded text."""
-    import hashlib
-
     return hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest()
 
 

@@ -105,7 +105,7 @@ COMPACT_FROM = 1024
 
 def _numpy() -> Any | None:
     try:
-        import numpy
+        import numpy  # lazy: extra vector (numpy)
     except ImportError:  # the vector extra is not installed: score with a plain loop
         return None
     return numpy

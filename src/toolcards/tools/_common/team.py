@@ -26,6 +26,7 @@ def team_observer(card: ToolCard) -> ActorToolObserver:
         return observer
     if observer is None and card.observer_attached:
         raise ToolObserverGone(f"the owner of {type(card).__name__} is gone")
+    # lazy: the runtime, ~3x python -c pass; a card imports without it
     from toolcards.runtime.team import Team
 
     implicit = Team.implicit().observer_for("user")
@@ -40,6 +41,7 @@ def team_of(card: ToolCard) -> TeamHost:
     observer = team_observer(card)
     if isinstance(observer, TeamObserver):
         return observer.team
+    # lazy: the runtime, ~3x python -c pass; a card imports without it
     from toolcards.runtime.team import Team
 
     return Team.implicit()

@@ -112,7 +112,7 @@ def _named_host(host: str) -> tuple[str, ipaddress.IPv4Address | None]:
 def _check_a_label(label: str) -> None:
     """An ``xn--`` label must be valid Punycode of a valid IDNA name (the connection would
     otherwise fail on it with an error of the ``idna`` package)."""
-    import idna
+    import idna  # lazy: idna; only a URL with a non-ASCII host needs it
 
     try:
         idna.decode(label)
@@ -123,7 +123,7 @@ def _check_a_label(label: str) -> None:
 
 
 def _ascii_host(host: str) -> str:
-    import idna
+    import idna  # lazy: idna; only a URL with a non-ASCII host needs it
 
     try:
         return str(idna.encode(host, uts46=True).decode("ascii")).lower()
@@ -177,7 +177,7 @@ def _rebuild(
     port: int | None,
     address: ipaddress.IPv4Address | ipaddress.IPv6Address | None,
 ) -> ParsedURL:
-    import httpx
+    import httpx  # lazy: httpx, ~3x python -c pass; only a fetch needs it
 
     shown = f"[{host}]" if isinstance(address, ipaddress.IPv6Address) else host
     netloc = shown if port is None else f"{shown}:{port}"

@@ -163,7 +163,7 @@ def adopts_orphans() -> bool:
     if os.getpid() == 1:
         return True
     try:
-        import ctypes
+        import ctypes  # lazy: ctypes; only when not PID 1
 
         libc = ctypes.CDLL(None, use_errno=True)
         flag = ctypes.c_int(0)

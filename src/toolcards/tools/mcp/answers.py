@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from toolcards.governance.approvals.elicitation import ask_inbox
 from toolcards.governance.redaction.redactor import canonical_json
 from toolcards.tools.mcp.sampling import sample, sampling_args
 from toolcards.tools.mcp.server_requests import Frame, Refused, ServerRequests
@@ -26,9 +27,7 @@ def client_handlers(requests: ServerRequests) -> dict[str, Any]:
     rules = requests.rules
 
     async def elicit(message: str, _type: Any, params: Any, _ctx: Any) -> Any:
-        from fastmcp.client.elicitation import ElicitResult
-
-        from toolcards.governance.approvals.elicitation import ask_inbox
+        from fastmcp.client.elicitation import ElicitResult  # lazy: extra mcp
 
         schema = getattr(params, "requested_schema", None)
         if not isinstance(schema, dict) or len(canonical_json(schema)) > _MAX_SCHEMA_CHARS:

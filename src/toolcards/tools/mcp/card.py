@@ -159,7 +159,7 @@ class MCPTool(ToolCard):
         self._workspaces_root = str(root)
 
     def _rules(self) -> RequestRules:
-        from toolcards.tools.mcp.server_requests import RequestRules
+        from toolcards.tools.mcp.server_requests import RequestRules  # lazy: extra mcp
 
         chosen = workspace_id_for(self.workspace_id, self.observer_or_none())
         root = self._workspaces_root
@@ -208,9 +208,10 @@ class MCPTool(ToolCard):
         return WireBounds.of(text, self.max_file_bytes)
 
     def _transport(self) -> Any:
+        # lazy: extra mcp
         from fastmcp.client.transports import SSETransport, StreamableHttpTransport
 
-        from toolcards.tools.mcp.wire import BoundedStdio, bounded_client  # lazy: mcp extra
+        from toolcards.tools.mcp.wire import BoundedStdio, bounded_client  # lazy: extra mcp
 
         bounds = self.wire_bounds()
         if self.transport == "stdio":
@@ -248,13 +249,14 @@ class MCPTool(ToolCard):
         return env
 
     def _build(self) -> Any:
+        # lazy: extra mcp
         from toolcards.tools.mcp.answers import client_handlers
         from toolcards.tools.mcp.toolset import require_mcp_client
 
         mcp = require_mcp_client()
-        from fastmcp import Client
+        from fastmcp import Client  # lazy: extra mcp
 
-        from toolcards.tools.mcp.tasks import TaskDriver
+        from toolcards.tools.mcp.tasks import TaskDriver  # lazy: extra mcp
 
         assert self._requests is not None
         client = Client(
@@ -269,6 +271,7 @@ class MCPTool(ToolCard):
 
     def get_toolsets(self) -> list[Any]:
         if self._toolset is None:
+            # lazy: extra mcp
             from toolcards.tools.mcp.server_requests import ServerRequests
             from toolcards.tools.mcp.toolset import MCPServerToolset, require_mcp_client
 

@@ -67,7 +67,7 @@ def loopback_handler(redirect_uri: str, *, open_browser: bool = True) -> Authori
         server = await asyncio.start_server(serve, host, port)
         try:
             if open_browser:
-                import webbrowser
+                import webbrowser  # lazy: webbrowser; only an interactive sign-in opens one
 
                 if not webbrowser.open(url):
                     print(f"Open this URL to authorize the MCP server:\n{url}")

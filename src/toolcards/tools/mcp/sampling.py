@@ -52,6 +52,7 @@ def _is_text(content: Any) -> bool:
 
 async def sample(model: Any, params: Any, *, max_tokens: int, max_chars: int) -> Any:
     """A ``CreateMessageResult`` from ``model`` (a pydantic-ai model or model name)."""
+    # lazy: pydantic-ai, ~1 s; only a server's sampling request
     from mcp import types as mcp_types
     from pydantic_ai.direct import model_request
     from pydantic_ai.messages import (

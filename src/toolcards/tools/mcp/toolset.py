@@ -15,10 +15,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+import anyio
 from pydantic_ai import ModelRetry, RunContext
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 
+from toolcards.tools.mcp._http import HTTP_ERRORS, TRANSPORT_ERRORS
 from toolcards.tools.mcp.names import sanitize_names
+from toolcards.tools.mcp.oauth import OAuthError
 from toolcards.tools.mcp.server_requests import ServerRequests
 from toolcards.tools.mcp.wire_json import truncated
 
@@ -30,6 +33,7 @@ _CONNECTION_WORDS = ("connection closed", "session terminated", "not connected",
 def require_mcp_client() -> Any:
     """The ``pydantic_ai.mcp`` module; ImportError naming the ``toolcards[mcp]`` extra."""
     try:
+        # lazy: extra mcp
         import fastmcp  # noqa: F401
         from pydantic_ai import mcp
     except ImportError as exc:
@@ -41,10 +45,6 @@ def require_mcp_client() -> Any:
 
 def is_connection_error(exc: BaseException) -> bool:
     """Whether ``exc`` means the connection to the server is gone (not a tool failure)."""
-    import anyio
-
-    from toolcards.tools.mcp._http import TRANSPORT_ERRORS
-
     if isinstance(exc, BaseExceptionGroup):
         return all(is_connection_error(e) for e in exc.exceptions)
     gone = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
@@ -54,7 +54,7 @@ def is_connection_error(exc: BaseException) -> bool:
     code = getattr(error, "code", getattr(exc, "code", None))
     if code == -32000:
         return True
-    from fastmcp import exceptions
+    from fastmcp import exceptions  # lazy: extra mcp
 
     protocol_error = getattr(exceptions, "McpError", RuntimeError)
     if isinstance(exc, getattr(exceptions, "ToolError", ())):
@@ -76,9 +76,6 @@ def _short(exc: BaseException) -> str:
 def _trusted_text(exc: BaseException) -> bool:
     """Whether the message of ``exc`` is written by this library or the HTTP stack (not by
     the server), so it may go into the model's instructions."""
-    from toolcards.tools.mcp._http import HTTP_ERRORS
-    from toolcards.tools.mcp.oauth import OAuthError
-
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return isinstance(exc, (OAuthError, OSError, TimeoutError, ImportError, *HTTP_ERRORS))
@@ -352,7 +349,7 @@ class MCPServerToolset(AbstractToolset[Any]):
         return f"error: {self.label} is unavailable ({reason}); the call to {name} did not run"
 
     def _tool_failure(self, original: str, exc: Exception) -> Any:
-        from fastmcp import exceptions
+        from fastmcp import exceptions  # lazy: extra mcp
 
         model_fixable = tuple(
             getattr(exceptions, n) for n in ("ToolError", "McpError") if hasattr(exceptions, n)

@@ -13,6 +13,7 @@ from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate
 from toolcards.tools._common.caller import caller_address
+from toolcards.tools._common.team import team_observer
 from toolcards.tools.notification.actor import NotificationActor
 from toolcards.tools.notification.messages import message_type
 from toolcards.tools.notification.models import ACTOR_NAME, PendingNotification
@@ -83,8 +84,6 @@ class NotificationTool(ToolCard):
     # ---- runtime wiring -----------------------------------------------------------------------
 
     def _actor(self) -> ActorHandle[NotificationActor]:
-        from toolcards.tools._common.team import team_observer
-
         return team_observer(self).tool_actor(ACTOR_NAME, NotificationActor)
 
     def _owner(self) -> str:

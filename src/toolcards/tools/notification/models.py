@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolcards.tools.notification.messages import DEFAULT_KIND, message_type
+
 ACTOR_NAME = "#NotificationTool"
 """The team singleton that holds and delivers every member's notifications."""
 
@@ -31,8 +33,6 @@ class PendingNotification(BaseModel):
     def message(self) -> str:
         """The text delivered to the owner when the entry comes due (its message type's
         rendering; an unknown type, e.g. a plugin removed since, falls back to the default)."""
-        from toolcards.tools.notification.messages import DEFAULT_KIND, message_type
-
         try:
             cls = message_type(self.message_type)
         except ValueError:

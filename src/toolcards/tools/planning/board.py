@@ -15,6 +15,7 @@ from typing import Any
 
 from toolcards.core.errors import RetriableError
 from toolcards.tools._common.fusion import rrf_fuse
+from toolcards.tools._common.keyword_index import KeywordIndex
 from toolcards.tools.planning.models import PlanningDelta, Task, TaskCreate, TaskUpdate
 
 
@@ -79,8 +80,6 @@ class Board:
     """
 
     def __init__(self, tasks: Iterable[Task] = (), next_id: int = 1) -> None:
-        from toolcards.tools._common.keyword_index import KeywordIndex
-
         self.tasks: dict[int, Task] = {}
         self.next_id = next_id
         self._index = KeywordIndex(("description", "output"), weights=(1.0, 0.5))

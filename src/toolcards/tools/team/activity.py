@@ -28,6 +28,7 @@ class SummaryWorker(DeferredWorker[str, str]):
     """Makes one summarizing model call, delivers the text to ``#TeamActivity``, and stops."""
 
     def produce(self, payload: Any, timeout: float) -> str:
+        # lazy: pydantic-ai, ~1 s; only a summary runs a model
         from pydantic_ai import Agent
         from pydantic_ai.settings import ModelSettings
         from pydantic_ai.usage import UsageLimits

@@ -15,6 +15,7 @@ from toolcards.core.errors import RetriableError, TransientError
 from toolcards.core.observer import TeamManagementToolObserver
 from toolcards.core.spec import annotate
 from toolcards.runtime.host import TeamHost
+from toolcards.runtime.messaging import EVENT_TEXT_CHARS, member_activity, truncate
 from toolcards.tools._common.caller import caller_address
 from toolcards.tools._common.team import team_of
 from toolcards.tools.team.guards import Outcome, fire_refusal, report, shown
@@ -197,8 +198,7 @@ class TeamTool(ToolCard):
     # ---- activity -----------------------------------------------------------------------------
 
     def _activity_report(self, param: TeamActivity, summarize_over: int | None) -> str:
-        from toolcards.runtime import member_activity
-        from toolcards.runtime.messaging import EVENT_TEXT_CHARS, truncate
+        # lazy: deferred results, ~1x python -c pass; only the activity report
         from toolcards.tools.team.activity import Row, render
 
         team = self._team()
@@ -230,6 +230,7 @@ class TeamTool(ToolCard):
         return render(rows, now)
 
     def _summary(self, summarizer: ActivitySummarizer, message_id: str, text: str) -> str | None:
+        # lazy: deferred results, ~1x python -c pass; only the activity report
         from toolcards.runtime import DeferredConfig, fetch_deferred
         from toolcards.tools.team.activity import CACHE_NAME, SummaryCache
 

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_valid
 
 from toolcards.core.channels import Channels
 from toolcards.core.params import BaseToolParam
+from toolcards.runtime.profiles import model_spec, valid_model
 
 
 class HireMembers(BaseToolParam):
@@ -65,14 +66,10 @@ class ActivitySummarizer(BaseModel):
     @field_validator("model")
     @classmethod
     def _valid_model(cls, model: Any) -> Any:
-        from toolcards.runtime.profiles import valid_model
-
         return valid_model(model, "a model spec string or Model")
 
     @field_serializer("model")
     def _serialize_model(self, model: Any) -> str:
-        from toolcards.runtime.profiles import model_spec
-
         return model_spec(model, "the summarizer", "use a model spec string to persist the card")
 
 

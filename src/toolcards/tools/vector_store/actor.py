@@ -28,6 +28,7 @@ from toolcards.tools.vector_store.index import VectorIndex
 from toolcards.tools.vector_store.indexing import AutoIndex, IndexBuilder
 from toolcards.tools.vector_store.models import VectorStoreConfig
 from toolcards.tools.vector_store.providers import make_provider
+from toolcards.tools.vector_store.qdrant_index import QdrantIndex, make_client
 from toolcards.tools.vector_store.ranking import Hit
 from toolcards.tools.vector_store.records import check_collection, text_hash, valid_pair
 from toolcards.tools.vector_store.store import IndexFactory, Pending, VectorStore
@@ -152,8 +153,6 @@ class VectorStoreActor(ToolActor):
         def factory(collection: str, dimension: int) -> VectorIndex:
             # qdrant_client takes seconds to import: a worker pre-imports it at start, and the
             # client is made on first use (at once only when restoring stored collections).
-            from toolcards.tools.vector_store.qdrant_index import QdrantIndex, make_client
-
             if self._qdrant is None:
                 self._qdrant = make_client(url=self.cfg.qdrant_url, path=self.cfg.qdrant_path)
             name = re.sub(r"[^A-Za-z0-9_-]", "_", f"{prefix}__{collection}")

@@ -14,9 +14,13 @@ from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate
 from toolcards.tools._common.fusion import store_name
+from toolcards.tools._common.team import team_observer
 from toolcards.tools._common.vector_api import VectorStoreApi
+from toolcards.tools.vector_store.actor import VectorStoreActor
 from toolcards.tools.vector_store.base import EmbeddingError
+from toolcards.tools.vector_store.client import flush, query
 from toolcards.tools.vector_store.models import StoreSettings, VectorStoreConfig
+from toolcards.tools.vector_store.records import text_hash
 
 
 class VectorSearch(BaseToolParam):
@@ -85,9 +89,6 @@ class VectorStoreTool(ToolCard, StoreSettings):
 
     def handle(self) -> ActorHandle[VectorStoreApi]:
         """Get or create the store actor in this card's team (the implicit one standalone)."""
-        from toolcards.tools._common.team import team_observer
-        from toolcards.tools.vector_store.actor import VectorStoreActor
-
         observer = team_observer(self)
         return observer.tool_actor(self.actor_name, VectorStoreActor, self.config())
 
@@ -130,9 +131,6 @@ class VectorStoreTool(ToolCard, StoreSettings):
         return re.sub(r"[^a-z0-9]+", "_", self.name.lower()).strip("_")
 
     def _add_tool(self, handle: ActorHandle[VectorStoreApi], param: VectorAdd) -> ToolFunc:
-        from toolcards.tools.vector_store.client import flush
-        from toolcards.tools.vector_store.records import text_hash
-
         allowed = param.collections
 
         def vector_add(text: str, id: str | None = None, collection: str = "default") -> str:
@@ -171,8 +169,6 @@ class VectorStoreTool(ToolCard, StoreSettings):
         return annotate(vector_add, idempotent=True, long_running=True)
 
     def _search_tool(self, handle: ActorHandle[VectorStoreApi], param: VectorSearch) -> ToolFunc:
-        from toolcards.tools.vector_store.client import query
-
         allowed = param.collections
 
         def vector_search(query_text: str, collection: str = "default", top_k: int = 5) -> str:

@@ -64,6 +64,7 @@ _TOKENIZER_LOCK = threading.Lock()
 @functools.lru_cache(maxsize=4)
 def _tokenizer(vocab: str, max_length: int) -> Any:
     tok_mod = require("tokenizers")
+    # lazy: extra vector (tokenizers)
     from tokenizers import normalizers, pre_tokenizers, processors
     from tokenizers.models import WordPiece
 

@@ -31,7 +31,7 @@ EF_STEPS = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 def faiss_module() -> Any:
     """The faiss module, or :class:`VectorExtraMissing` naming ``toolcards[hnsw]``."""
     try:
-        import faiss
+        import faiss  # lazy: extra hnsw (faiss)
     except ImportError as exc:
         raise VectorExtraMissing(f"faiss is not installed; {HNSW_HINT}") from exc
     return faiss

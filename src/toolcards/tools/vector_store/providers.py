@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from toolcards.tools.vector_store.base import LOCAL_MODEL, EmbeddingProvider
+from toolcards.tools.vector_store.embeddings import HashEmbeddingProvider, LocalMiniLMProvider
 
 if TYPE_CHECKING:
     from pydantic import SecretStr
@@ -33,16 +34,13 @@ def make_provider(
     found: EmbeddingProvider
     key = api_key.get_secret_value() if api_key is not None else None
     if provider == "local":
-        from toolcards.tools.vector_store.embeddings import LocalMiniLMProvider
-
         if model not in (None, LOCAL_MODEL):
             raise ValueError(f"the local provider runs {LOCAL_MODEL} only, not {model!r}")
         found = LocalMiniLMProvider(max_length=max_length, batch_size=batch_size)
     elif provider == "hash":
-        from toolcards.tools.vector_store.embeddings import HashEmbeddingProvider
-
         found = HashEmbeddingProvider(dimension or 256)
     elif provider == "openai":
+        # lazy: httpx, ~3x python -c pass; only the openai provider
         from toolcards.tools.vector_store.openai_provider import OpenAIEmbeddingProvider
 
         found = OpenAIEmbeddingProvider(
@@ -55,6 +53,7 @@ def make_provider(
             transport=transport,
         )
     elif provider == "azure":
+        # lazy: httpx, ~3x python -c pass; only the openai provider
         from toolcards.tools.vector_store.openai_provider import (
             DEFAULT_AZURE_API_VERSION,
             AzureOpenAIEmbeddingProvider,

@@ -31,6 +31,7 @@ def make_client(
 ) -> Any:
     """A ``QdrantClient``: server at ``url``, local files at ``path``, else in memory."""
     require("qdrant_client")
+    # lazy: extra vector (qdrant-client takes seconds to import)
     from qdrant_client import QdrantClient
 
     if url:
@@ -45,6 +46,7 @@ class QdrantIndex:
 
     def __init__(self, client: Any, collection: str, dimension: int) -> None:
         require("qdrant_client")
+        # lazy: extra vector (qdrant-client takes seconds to import)
         from qdrant_client import models
 
         if dimension < 1:

@@ -124,6 +124,7 @@ class WorkspaceTool(ToolCard):
 
     def workspace(self) -> Workspace:
         """This card's workspace as seen by its owner (resources seeded on first use)."""
+        # lazy: file operations; listing and other cards' calls skip them
         from toolcards.tools.workspace.ops import Workspace
 
         observer = self.observer_or_none()
@@ -235,6 +236,7 @@ class WorkspaceTool(ToolCard):
                 path: File or directory to search, relative to the workspace.
                 include: Glob on file names to search, such as `*.py` or `*.{ts,tsx}`.
             """
+            # lazy: file operations; listing and other cards' calls skip them
             from toolcards.tools.workspace.grep import GrepOptions
 
             options = GrepOptions(max_matches=max_matches, engine=engine, timeout_s=timeout_s)
@@ -394,6 +396,7 @@ _MULTI_EDIT_DOC = """Apply several edits, in order, across one or more files: al
 
 def _patch_paths(patch_text: str) -> list[str]:
     """The paths a patch names (:func:`.patch.patch_paths`, imported when one is checked)."""
+    # lazy: file operations; listing and other cards' calls skip them
     from toolcards.tools.workspace.patch import patch_paths
 
     return patch_paths(patch_text)

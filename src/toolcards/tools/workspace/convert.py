@@ -14,7 +14,7 @@ import sys
 def main() -> int:
     suffix = sys.argv[1] if len(sys.argv) > 1 else ""
     data = sys.stdin.buffer.read()
-    from markitdown import MarkItDown
+    from markitdown import MarkItDown  # lazy: extra docs (markitdown)
 
     try:
         result = MarkItDown(enable_plugins=False).convert_stream(

@@ -109,6 +109,7 @@ def write_cache(path: Path, data: bytes) -> None:
 
 def image_content(data: bytes, rel: str, cache: Path, max_dimension: int) -> Any:
     """The image as pydantic-ai ``BinaryContent``, scaled down to ``max_dimension`` pixels."""
+    # lazy: pydantic-ai, ~1 s; only an image read needs it
     from pydantic_ai.messages import BinaryContent
 
     suffix = PurePosixPath(rel).suffix.lower()
@@ -139,7 +140,7 @@ def check_image_name(rel: str) -> None:
 def _resize(data: bytes, rel: str, max_dimension: int) -> bytes | None:
     """Scaled-down bytes in the same format, or None when no resize is needed or possible."""
     try:
-        from PIL import Image
+        from PIL import Image  # lazy: extra vision (pillow)
     except ImportError:
         return None
     try:

@@ -80,7 +80,7 @@ def check_pattern(pattern: str) -> None:
 def compile_pattern(pattern: str) -> regex.Pattern[str]:
     """A model's regex compiled for the Python engine, refused first when its counted repeats
     would make the compile itself slow (it runs in C with the interpreter lock held)."""
-    import regex
+    import regex  # lazy: regex, ~2x python -c pass; only a grep needs it
 
     check_pattern(pattern)
     check_pattern_size(pattern)
@@ -164,7 +164,7 @@ def grep_python(
     pattern: regex.Pattern[str], files: SearchFiles, options: GrepOptions
 ) -> list[GrepHit]:
     """The search in Python: same files, same order, same lines as ripgrep's output."""
-    import regex
+    import regex  # lazy: regex, ~2x python -c pass; only a grep needs it
 
     deadline = time.monotonic() + options.timeout_s
     whole = None

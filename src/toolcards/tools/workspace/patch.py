@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 
 from toolcards.core.errors import RetriableError
 
@@ -204,7 +205,6 @@ def _epoch(raw: str) -> bool:
     match = _STAMP.match(stamp.strip())
     if match is None:
         return False
-    from datetime import datetime, timedelta, timezone
 
     when = datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S")
     offset = match.group(2) or "+0000"

@@ -1,0 +1,200 @@
+"""``toolcards list``'s cache (surfaces/cli/listing.py), on real processes over a copy of
+examples/team: a repeated ``list`` is read from the cache (it imports no pydantic) and prints
+what a listing made afresh prints; an edit of the policy or of the config's principal, even
+one that keeps the files' size and time, is listed at once; a damaged entry is a miss."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from support.launch import REAL_TOOLCARDS
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "team"
+
+
+@pytest.fixture
+def team(tmp_path: Path) -> Path:
+    copy = tmp_path / "team"
+    shutil.copytree(EXAMPLE, copy)
+    config = copy / "toolcards.yaml"
+    _settle(config, copy / "policy.yaml")
+    return config
+
+
+def _settle(*files: Path) -> None:
+    """Date ``files`` a minute back: the cache takes no file changed just before a listing."""
+    past = time.time_ns() - 60 * 1_000_000_000
+    for file in files:
+        os.utime(file, ns=(past, past))
+
+
+def _rewrite(file: Path, old: str, new: str) -> None:
+    """Replace ``old`` by ``new`` (of the same length) in ``file``, keeping its times."""
+    assert len(old) == len(new)
+    st = file.stat()
+    text = file.read_text(encoding="utf-8")
+    assert old in text
+    file.write_text(text.replace(old, new), encoding="utf-8")
+    os.utime(file, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def _list(
+    config: Path, *flags: str, cache: Path, as_json: bool = False, path: str | None = None
+) -> tuple[str, set[str]]:
+    """What ``toolcards [--json] list [flags] -c config`` prints, and the modules it
+    imported; ``path``: the ``PYTHONPATH`` (none by default: the console script as installed,
+    since a working directory on ``sys.path``, which the listing writes to, is a miss every
+    time)."""
+    root = ["--json"] if as_json else []
+    argv = [sys.executable, "-X", "importtime", str(REAL_TOOLCARDS), *root, "list", *flags]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if path is not None:
+        env["PYTHONPATH"] = path
+    done = subprocess.run(
+        [*argv, "-c", str(config)],
+        env={**env, "XDG_CACHE_HOME": str(cache)},
+        cwd=config.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    modules = {
+        line.rsplit("|", 1)[1].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    return done.stdout, modules
+
+
+def _cached(modules: set[str]) -> bool:
+    return "pydantic" not in modules
+
+
+def test_a_repeated_list_is_read_from_the_cache_and_prints_the_same(
+    team: Path, tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache"
+    for as_json in [False, True]:
+        for flags in [(), ("--all",)]:
+            fresh_cache = tmp_path / f"fresh-{as_json}-{len(flags)}"
+            made, made_modules = _list(team, *flags, cache=fresh_cache, as_json=as_json)
+            assert not _cached(made_modules)
+            shutil.rmtree(fresh_cache)
+            _list(team, *flags, cache=cache, as_json=as_json)  # made here or read from the cache
+            read, read_modules = _list(team, *flags, cache=cache, as_json=as_json)
+            assert _cached(read_modules), (as_json, flags)
+            assert read == made, (as_json, flags)
+    assert "update_planning" in read
+    assert len(list((cache / "toolcards").glob("list-*.json"))) == 1  # one for the config
+
+
+def _names(listed: str) -> set[str]:
+    return {row["name"] for row in json.loads(listed)}
+
+
+def test_an_edited_policy_is_listed_at_once(team: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    _list(team, cache=cache)
+    before, modules = _list(team, cache=cache, as_json=True)
+    assert _cached(modules) and "update_planning" in _names(before)
+    # the writers' rule now names a role alice lacks (the same size, the same file times)
+    _rewrite(team.parent / "policy.yaml", "roles: [writer]", "roles: [wrote_]")
+    fresh, _ = _list(team, cache=tmp_path / "fresh", as_json=True)
+    after, modules = _list(team, cache=cache, as_json=True)
+    assert not _cached(modules)
+    assert after == fresh and "update_planning" not in _names(after)
+    again, modules = _list(team, cache=cache, as_json=True)
+    assert _cached(modules) and again == fresh
+    every, _ = _list(team, "--all", cache=cache, as_json=True)
+    denied = {row["name"] for row in json.loads(every) if not row["callable"]}
+    assert "update_planning" in denied
+
+
+def test_another_principal_in_the_config_is_listed_for_that_principal(
+    team: Path, tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache"
+    _list(team, cache=cache)
+    before, modules = _list(team, cache=cache, as_json=True)
+    assert _cached(modules) and "update_planning" in _names(before)
+    _rewrite(team, "roles: [writer, viewer]", "roles: [reader, viewer]")
+    fresh, _ = _list(team, cache=tmp_path / "fresh", as_json=True)
+    after, modules = _list(team, cache=cache, as_json=True)
+    assert not _cached(modules)
+    assert after == fresh and "update_planning" not in _names(after)
+
+
+def test_a_damaged_entry_is_a_miss(team: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    made, _ = _list(team, cache=cache)
+    entries = list((cache / "toolcards").glob("list-*.json"))
+    assert len(entries) == 1
+    for damage in ["{", json.dumps({"format": 1, "rows": [{"name": "forged"}]}), "[]"]:
+        entries[0].write_text(damage, encoding="utf-8")
+        listed, modules = _list(team, cache=cache)
+        assert not _cached(modules) and listed == made
+    entry = json.loads(entries[0].read_text(encoding="utf-8"))
+    for rows in [[{"name": "forged"}], [{"name": 1, "callable": 1, "hints": 1}], {}]:
+        entries[0].write_text(json.dumps({**entry, "rows": rows}), encoding="utf-8")
+        listed, modules = _list(team, cache=cache)
+        assert not _cached(modules) and listed == made
+    entry["rows"] = [{"name": "forged", "callable": True, "hints": [], "description": "x"}]
+    entry["context"] = "another environment"
+    entries[0].write_text(json.dumps(entry), encoding="utf-8")
+    listed, modules = _list(team, cache=cache)
+    assert not _cached(modules) and listed == made
+
+
+def test_a_config_changed_while_listing_is_not_cached(team: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    later = time.time_ns() + 3600 * 1_000_000_000  # changed after the listing started
+    os.utime(team.parent / "policy.yaml", ns=(later, later))
+    _list(team, cache=cache)
+    assert list((cache / "toolcards").glob("list-*.json")) == []
+    _, modules = _list(team, cache=cache)
+    assert not _cached(modules)
+    _settle(team.parent / "policy.yaml")
+    _list(team, cache=cache)
+    _, modules = _list(team, cache=cache)
+    assert _cached(modules)
+
+
+def test_a_listing_with_tools_of_another_package_is_not_cached(team: Path, tmp_path: Path) -> None:
+    # a module's tools may be made from anything (here: one per line of a file it reads)
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "made_tools.py").write_text(
+        "from pathlib import Path\n"
+        "def _tool(name):\n"
+        "    def tool() -> str:\n"
+        "        return name\n"
+        "    tool.__name__ = name\n"
+        "    tool.__doc__ = f'Say {name}.'\n"
+        "    return tool\n"
+        "TOOLS = [_tool(n) for n in (Path(__file__).parent / 'names.txt').read_text().split()]\n",
+        encoding="utf-8",
+    )
+    (modules / "names.txt").write_text("say_hello\n", encoding="utf-8")
+    text = team.read_text(encoding="utf-8")
+    team.write_text(
+        text.replace("policy: policy.yaml", "tools: ['made_tools:TOOLS']\npolicy: policy.yaml")
+    )
+    _settle(team, *modules.iterdir())
+    cache = tmp_path / "cache"
+    first, _ = _list(team, cache=cache, as_json=True, path=str(modules))
+    assert "say_hello" in _names(first)
+    (modules / "names.txt").write_text("say_goodbye\n", encoding="utf-8")
+    _settle(modules / "names.txt")
+    then, modules_loaded = _list(team, cache=cache, as_json=True, path=str(modules))
+    assert not _cached(modules_loaded)
+    assert "say_goodbye" in _names(then) and "say_hello" not in _names(then)
+    assert list((cache / "toolcards").glob("list-*.json")) == []
