@@ -273,3 +273,18 @@ def test_message_content_must_be_text() -> None:
         name = team.hire("researcher")
         with pytest.raises(ValueError, match="must be a string"):
             team.send(name, {"role": "admin"})  # type: ignore[arg-type]
+
+
+def test_a_member_that_stopped_leaves_no_event_loop_open() -> None:
+    import gc
+    import warnings
+
+    gc.collect()  # what earlier tests left is collected before this one listens
+    script = Script()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        with Team("loops", profiles=[_profile(script)]) as team:
+            team.send(team.hire("researcher"), "hi")
+        gc.collect()
+    unclosed = [str(w.message) for w in caught if "unclosed" in str(w.message)]
+    assert unclosed == []  # the member's loop closed with it, not finalised with a warning

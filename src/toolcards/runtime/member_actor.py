@@ -22,6 +22,7 @@ does not load it at import time.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import logging
 import threading
@@ -170,6 +171,8 @@ class MemberActor:
         self._agent: Agent[None, str] | None = None
         self._commands = CommandRegistry()
         self._history: list[ModelMessage] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The event loop the member's model turns run on (its own; closed when it stops)."""
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -210,6 +213,13 @@ class MemberActor:
             model_settings=profile.model_settings,  # type: ignore[arg-type]
         )
         self._history = self._load_history()
+
+    def on_stop(self) -> None:
+        """Close the member's event loop: left to the collector, its sockets warn."""
+        loop, self._loop = self._loop, None
+        if loop is not None and not loop.is_closed() and not loop.is_running():
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
 
     def retire(self) -> None:
         """Answer every message still queued with a short notice instead of a model turn."""
@@ -270,6 +280,9 @@ class MemberActor:
         if self._agent is None:
             raise RuntimeError(f"member {self.name} did not start")
         prompt = self._prompt(message)
+        if self._loop is None or self._loop.is_closed():  # run_sync runs on the thread's loop
+            self._loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(self._loop)
         result = self._agent.run_sync(prompt, message_history=self._history)
         self._history = trim_history(result.all_messages(), self.profile.max_history)
         self._save_history()
