@@ -196,6 +196,14 @@ def _wait_until_gone(namespace: str, name: str, within: float = 60.0) -> None:
     raise AssertionError(f"{name} was still registered {within:g} s after it was killed")
 
 
+def _answer(stdout: str) -> Any:
+    """The driver's JSON line: a Ray driver also prints the cluster's log lines to stdout (a
+    raylet's "node marked dead" may come after the answer)."""
+    found = [line for line in stdout.splitlines() if line.startswith("{")]
+    assert found, stdout[-3000:]
+    return json.loads(found[-1])
+
+
 def _driver(script: str, *args: str) -> subprocess.CompletedProcess[str]:
     """Another Ray driver process on the same cluster."""
     return subprocess.run(
@@ -215,7 +223,7 @@ def test_another_drivers_calls_without_the_team_key_are_refused(
     try:
         done = _driver(INTRUDER, ray_cluster.address, namespace)
         assert done.returncode == 0, done.stderr[-3000:]
-        outcomes: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        outcomes: dict[str, Any] = _answer(done.stdout)
         board = tools["search_planning"]()
     finally:
         team.stop(everywhere=True)
@@ -261,7 +269,7 @@ def test_rays_built_in_methods_are_refused_so_another_driver_reads_and_changes_n
     try:
         done = _driver(BUILT_INS, ray_cluster.address, namespace, password, "secret plan")
         assert done.returncode == 0, done.stderr[-3000:]
-        outcomes: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
+        outcomes: dict[str, str] = _answer(done.stdout)
         assert outcomes == {
             "__ray_call__ reads the actor's object graph": "refused",
             "__ray_call__ clears the key": "refused",
