@@ -238,7 +238,8 @@ def test_a_graph_grown_to_twice_its_size_is_calibrated_again(
     real = HnswIndex.calibrate
 
     def counted(self: HnswIndex, *args: Any, **kw: Any) -> float:
-        sizes.append(self.count())
+        if "d0" in self:  # this test's graph: an earlier test's may still finish on its thread
+            sizes.append(self.count())
         return real(self, *args, **kw)
 
     monkeypatch.setattr(HnswIndex, "calibrate", counted)
