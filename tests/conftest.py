@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from support.cli import InProcessCli
 from support.launch import start_fork_server
 from support.servers import PostgresServer, RayCluster, running_postgres
 
@@ -71,6 +72,16 @@ def fork_server() -> Iterator[None]:
     finally:
         if server is not None:
             server.stop()
+
+
+@pytest.fixture
+def toolcards_cli(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> InProcessCli:
+    """``toolcards`` command lines run in this process (:mod:`support.cli`)."""
+    return InProcessCli(monkeypatch, capsys, tmp_path_factory.mktemp("cache"))
 
 
 @pytest.fixture(scope="session")

@@ -61,15 +61,22 @@ def test_second_run_resumes_state_and_delivers_the_reminder(state: Path) -> None
     assert "2 tasks total" in dict(second["log"])["@lead-1 -> user"]
 
 
-def test_make_run_entry_point_prints_the_summary(tmp_path: Path) -> None:
+def test_make_run_entry_point_shows_each_member_turn_then_the_summary(tmp_path: Path) -> None:
+    """``python -m toolcards.demo`` as ``make run`` and the first hour's docs start it: each
+    member's turn is shown as it happens, before the report's sections."""
     env_root = tmp_path / "ws"
     result = subprocess.run(
         [PYTHON, "-m", "toolcards.demo", "--state", str(tmp_path / "s")],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
         timeout=300,
         env={"TOOLCARDS_WORKSPACES_ROOT": str(env_root), "PATH": "/usr/bin:/bin", "COLUMNS": "120"},
-        check=True,
     )
+    assert result.returncode == 0, result.stdout
+    text = result.stdout
+    report = text.index("What happened")
+    for step in ("hired @lead-1", "@lead-1 answered", "@engineer-1 answered"):
+        assert -1 < text.find(step) < report, text[:report]
     for heading in ("Planning board", "Knowledge graph", "Workspace files", "Audit trail"):
-        assert heading in result.stdout
+        assert heading in text

@@ -3,15 +3,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
+import threading
 import traceback
 from pathlib import Path
 from typing import Any
 
 import yaml
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -115,7 +117,16 @@ def toolcards_in_process(config: Path, *args: str) -> subprocess.CompletedProces
     (typer's runner), answered as :func:`toolcards_json` answers: its exit code, standard
     output and standard error (with the traceback of an exception the command let out)."""
     argv = ["--json", "--config", str(config), *args]
-    result = CliRunner().invoke(app, argv)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        result = CliRunner().invoke(app, argv)
+    else:  # an async test: the command runs event loops of its own, on a thread of its own
+        ran: list[Result] = []
+        runner = threading.Thread(target=lambda: ran.append(CliRunner().invoke(app, argv)))
+        runner.start()
+        runner.join()
+        (result,) = ran
     stderr = result.stderr
     if result.exc_info is not None and not isinstance(result.exception, SystemExit):
         stderr += "".join(traceback.format_exception(*result.exc_info))

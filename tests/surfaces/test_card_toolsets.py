@@ -15,7 +15,7 @@ import yaml
 
 from support.launch import PYTHON
 from surfaces.mcp_clients import stdio_session
-from surfaces.surface_support import ECHO_ARGS, ECHO_CARD, toolcards_json
+from surfaces.surface_support import ECHO_ARGS, ECHO_CARD, toolcards_in_process, toolcards_json
 from toolcards import ToolFactory
 from toolcards.governance import Identity, Policy
 from toolcards.surfaces.outcomes import ExitCode
@@ -55,19 +55,19 @@ def _config(tmp_path: Path, card: dict[str, Any] = CARD) -> Path:
 @pytest.mark.timeout(300)  # six CLI processes, each starting the MCP server: a loaded machine
 def test_the_cli_lists_and_calls_the_tools_of_an_mcp_card(tmp_path: Path) -> None:
     config = _config(tmp_path)
-    listed = toolcards_json(config, "list")
+    listed = toolcards_in_process(config, "list")
     assert listed.returncode == 0, listed.stderr
     names = {tool["name"] for tool in json.loads(listed.stdout)}
     assert {"ext_add", "ext_pid"} <= names  # ext_echo is denied, so hidden
     assert "ext_echo" not in names
-    done = toolcards_json(config, "call", "ext_add", "--args", '{"a": 2, "b": 40}')
+    done = toolcards_in_process(config, "call", "ext_add", "--args", '{"a": 2, "b": 40}')
     assert done.returncode == 0, done.stderr
     assert "42" in done.stdout
-    denied = toolcards_json(config, "call", "ext_echo", "--args", '{"text": "hi"}')
+    denied = toolcards_in_process(config, "call", "ext_echo", "--args", '{"text": "hi"}')
     assert denied.returncode == ExitCode.UNKNOWN_TOOL  # hidden tools look unknown
-    bad = toolcards_json(config, "call", "ext_add", "--args", '{"a": "two", "b": 1}')
+    bad = toolcards_in_process(config, "call", "ext_add", "--args", '{"a": "two", "b": 1}')
     assert bad.returncode == ExitCode.INVALID, bad.stdout + bad.stderr
-    tail = toolcards_json(config, "audit", "tail", "-n", "10")
+    tail = toolcards_in_process(config, "audit", "tail", "-n", "10")
     rows = json.loads(tail.stdout)
     assert ("ext_add", "alice", "ok") in [(r["tool"], r["principal"], r["outcome"]) for r in rows]
 
@@ -113,7 +113,7 @@ def test_an_unreachable_mcp_server_lists_no_tools_and_says_why(tmp_path: Path) -
         "connect_timeout_seconds": 5,
     }
     config = _config(tmp_path, missing)
-    listed = toolcards_json(config, "list")
+    listed = toolcards_json(config, "list")  # a real process: what its log says on stderr
     assert listed.returncode == 0, listed.stderr
     assert json.loads(listed.stdout) == []
     assert "MCP server 'echo' is unavailable" in listed.stderr

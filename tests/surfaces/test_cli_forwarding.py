@@ -16,7 +16,7 @@ import pytest
 from support.launch import REAL_TOOLCARDS
 from support.scripted import wait_until
 from surfaces.surface_support import HttpServer, write_config
-from surfaces.surface_support import toolcards_json as toolcards
+from surfaces.surface_support import toolcards_in_process as toolcards
 from toolcards.governance import AuditLog, Identity
 from toolcards.surfaces.cli.control import endpoint_path, find_server
 from toolcards.surfaces.outcomes import ExitCode

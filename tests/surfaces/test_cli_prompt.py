@@ -20,7 +20,7 @@ import yaml
 
 from support.processes import stop_process
 from surfaces.surface_support import SURFACE_ENV, TOOLCARDS, principal_spec, write_config
-from surfaces.surface_support import toolcards_json as toolcards
+from surfaces.surface_support import toolcards_in_process as toolcards
 from toolcards.governance import AuditLog, Identity
 from toolcards.governance.approvals.broker import ApprovalBroker, ApprovalRequest
 from toolcards.stores.sqlite.approvals import SqliteApprovalStore

@@ -1,6 +1,8 @@
 """The first hour of a new user, as the README and docs tell it (issue #28, items 6-13): real
-`toolcards` processes (the CLI, `serve`, `dashboard`, the demo), real MCP clients over HTTP,
-real HTTP sign-ins; each test follows one step a newcomer takes and checks what they see."""
+`serve` and `dashboard` processes with real MCP clients over HTTP and real HTTP sign-ins, the
+command line of the docs' examples as printed (a shell, the installed command), and the other
+command lines through the entry point in process; each test follows one step a newcomer takes
+and checks what they see."""
 
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 from importlib.metadata import version
 from pathlib import Path
@@ -21,6 +22,7 @@ import pytest
 import yaml
 from mcp_clients import http_session
 
+from support.cli import InProcessCli
 from support.launch import REAL_TOOLCARDS
 from support.processes import ListeningProcess, free_port
 from surfaces.surface_support import SURFACE_ENV, TOOLCARDS
@@ -32,16 +34,10 @@ pytestmark = pytest.mark.timeout(180)
 REPO = Path(__file__).resolve().parents[2]
 BIN = TOOLCARDS.parent
 ENV = {k: v for k, v in SURFACE_ENV.items() if k != "TOOLCARDS_WORKSPACES_ROOT"}
+NO_ROOT: dict[str, str | None] = {"TOOLCARDS_WORKSPACES_ROOT": None}
 WRITERS = {"callers": ["*"], "targets": ["*"], "effect": "allow"}
 WRITERS["conditions"] = {"roles": ["writer"]}
 ALLOW_WRITERS = {"rules": [WRITERS]}
-
-
-def cli(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(TOOLCARDS), *args], cwd=cwd, env={**ENV, **env}, capture_output=True, text=True,
-        timeout=120, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
 
 
 def write(directory: Path, config: dict[str, Any], policy: dict[str, Any] = ALLOW_WRITERS) -> Path:
@@ -109,12 +105,12 @@ def test_the_readme_makes_a_token_before_serving_over_http() -> None:
 
 @pytest.mark.parametrize("starter", ["toolcards init", "examples/team"])
 def test_a_starter_configs_dashboard_prints_a_one_time_sign_in_link_that_works(
-    tmp_path: Path, starter: str
+    tmp_path: Path, starter: str, toolcards_cli: InProcessCli
 ) -> None:
     """The configs a newcomer starts from give their local principal a viewer role, so the
     dashboard's link signs in (before: a warning that nobody could, and a page anyway)."""
     if starter == "toolcards init":
-        assert cli("init", cwd=tmp_path).returncode == 0
+        assert toolcards_cli("init", cwd=tmp_path).returncode == 0
     else:
         for name in ("toolcards.yaml", "policy.yaml"):
             (tmp_path / name).write_text((REPO / "examples" / "team" / name).read_text())
@@ -231,7 +227,9 @@ async def test_the_approval_card_shows_the_configured_deadline(tmp_path: Path) -
 
 
 @pytest.mark.anyio
-async def test_a_task_created_over_mcp_records_the_calling_principal(tmp_path: Path) -> None:
+async def test_a_task_created_over_mcp_records_the_calling_principal(
+    tmp_path: Path, toolcards_cli: InProcessCli
+) -> None:
     tokens = [token_entry(AGENT_TOKEN, "agent.bot", ["writer"])]
     config = write(
         tmp_path,
@@ -245,7 +243,7 @@ async def test_a_task_created_over_mcp_records_the_calling_principal(tmp_path: P
         assert created.is_error is False, created
     finally:
         server.stop()
-    shown = cli("--config", str(config), "call", "get_planning_task", "id=1")
+    shown = toolcards_cli("--config", config, "call", "get_planning_task", "id=1")
     assert shown.returncode == 0, shown.stderr
     assert "Creator: @agent.bot" in shown.stdout and "alice" not in shown.stdout
 
@@ -255,7 +253,7 @@ async def test_a_task_created_over_mcp_records_the_calling_principal(tmp_path: P
 
 @pytest.mark.parametrize(("key", "folder"), [(None, "workspaces"), ("files", "files")])
 def test_the_workspace_root_is_relative_to_the_config_file(
-    tmp_path: Path, key: str | None, folder: str
+    tmp_path: Path, key: str | None, folder: str, toolcards_cli: InProcessCli
 ) -> None:
     extra = {} if key is None else {"workspaces": key}
     config = write(
@@ -265,36 +263,42 @@ def test_the_workspace_root_is_relative_to_the_config_file(
     )  # fmt: skip
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    done = cli("--config", "../project/toolcards.yaml", "call", "workspace_write",
-               "path=a.txt", "content=x", cwd=elsewhere)  # fmt: skip
+    done = toolcards_cli("--config", "../project/toolcards.yaml", "call", "workspace_write",
+                         "path=a.txt", "content=x", cwd=elsewhere, env=NO_ROOT)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert (config.parent / folder / "t1" / "a.txt").read_text() == "x"
     assert list(elsewhere.iterdir()) == []
 
 
-def test_card_data_cannot_choose_the_workspaces_root(tmp_path: Path) -> None:
+def test_card_data_cannot_choose_the_workspaces_root(
+    tmp_path: Path, toolcards_cli: InProcessCli
+) -> None:
     card = {"type": "WorkspaceTool", "workspace_id": "etc", "workspaces_root": "/"}
     config = write(tmp_path, {"store": ":memory:", "cards": [card]})
-    done = cli("--config", str(config), "list")
+    done = toolcards_cli("--config", config, "list", env=NO_ROOT)
     assert done.returncode == 2 and "workspaces_root" in done.stderr, done.stderr
 
 
 # -- 11. one's own tools --------------------------------------------------------------------------
 
 
-def test_an_unknown_card_type_names_the_entry_point_and_the_tools_key(tmp_path: Path) -> None:
+def test_an_unknown_card_type_names_the_entry_point_and_the_tools_key(
+    tmp_path: Path, toolcards_cli: InProcessCli
+) -> None:
     config = write(tmp_path, {"store": ":memory:", "cards": [{"type": "CatalogTool"}]})
-    done = cli("--config", str(config), "list")
+    done = toolcards_cli("--config", config, "list")
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
     assert "unknown card type 'CatalogTool'" in line
     assert "toolcards.cards" in line and "entry-point" in line and "PYTHONPATH" in line
 
 
-def test_a_tools_module_not_on_the_path_names_pythonpath(tmp_path: Path) -> None:
+def test_a_tools_module_not_on_the_path_names_pythonpath(
+    tmp_path: Path, toolcards_cli: InProcessCli
+) -> None:
     (tmp_path / "mytools.py").write_text("TOOLS = []\n")
     config = write(tmp_path, {"store": ":memory:", "tools": ["mytools:TOOLS"]})
-    done = cli("--config", str(config), "list", cwd=tmp_path, PYTHONPATH="")
+    done = toolcards_cli("--config", config, "list", cwd=tmp_path, env={"PYTHONPATH": ""})
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
     assert "No module named 'mytools'" in line and "PYTHONPATH=" in line
@@ -326,13 +330,13 @@ def test_the_writing_cards_command_line_example_runs_as_printed(tmp_path: Path) 
 # -- 12. what users of typer expect -------------------------------------------------------------
 
 
-def test_version_prints_the_installed_version() -> None:
-    done = cli("--version")
+def test_version_prints_the_installed_version(toolcards_cli: InProcessCli) -> None:
+    done = toolcards_cli("--version")
     assert done.returncode == 0 and done.stdout.strip() == f"toolcards {version('toolcards')}"
 
 
-def test_shell_completion_is_offered() -> None:
-    assert "--install-completion" in cli("--help").stdout
+def test_shell_completion_is_offered(toolcards_cli: InProcessCli) -> None:
+    assert "--install-completion" in toolcards_cli("--help").stdout
     # asked from a bash (the shell is detected from the parent process, as a user's is)
     done = subprocess.run(
         ["bash", "-c", f"'{REAL_TOOLCARDS}' --show-completion bash; exit $?"],  # bash stays
@@ -345,40 +349,29 @@ def test_shell_completion_is_offered() -> None:
     assert done.returncode == 0 and "_toolcards_completion" in done.stdout, done.stderr
 
 
-def test_init_writes_a_config_that_loads_and_lists_tools(tmp_path: Path) -> None:
-    done = cli("init", cwd=tmp_path)
+def test_init_writes_a_config_that_loads_and_lists_tools(
+    tmp_path: Path, toolcards_cli: InProcessCli
+) -> None:
+    done = toolcards_cli("init", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     config = (tmp_path / "toolcards.yaml").read_text()
     assert config.startswith("#") and len(config.splitlines()) < 40
-    listed = cli("--json", "list", cwd=tmp_path)
+    listed = toolcards_cli("--json", "list", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     names = {row["name"] for row in json.loads(listed.stdout) if row["callable"]}
     assert {"workspace_write", "update_planning"} <= names
 
 
-def test_init_leaves_existing_files_alone_without_force(tmp_path: Path) -> None:
+def test_init_leaves_existing_files_alone_without_force(
+    tmp_path: Path, toolcards_cli: InProcessCli
+) -> None:
     (tmp_path / "policy.yaml").write_text("mine\n")
-    refused = cli("init", cwd=tmp_path)
+    refused = toolcards_cli("init", cwd=tmp_path)
     assert refused.returncode == 2 and "policy.yaml" in refused.stderr
     assert (tmp_path / "policy.yaml").read_text() == "mine\n"
     assert not (tmp_path / "toolcards.yaml").exists()
-    forced = cli("init", "--force", cwd=tmp_path)
+    forced = toolcards_cli("init", "--force", cwd=tmp_path)
     assert forced.returncode == 0 and (tmp_path / "policy.yaml").read_text() != "mine\n"
 
 
-# -- 13. the demo shows its steps -----------------------------------------------------------------
-
-
-@pytest.mark.timeout(300)
-def test_the_demo_shows_each_member_turn_before_the_report(tmp_path: Path) -> None:
-    env = {k: v for k, v in ENV.items() if k != "OPENAI_API_KEY"}
-    done = subprocess.run(
-        [sys.executable, "-m", "toolcards.demo", "--state", str(tmp_path / "state")],
-        cwd=tmp_path, env={**env, "COLUMNS": "120"}, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, timeout=280,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout
-    text = done.stdout
-    report = text.index("What happened")
-    for step in ("hired @lead-1", "@lead-1 answered", "@engineer-1 answered"):
-        assert -1 < text.find(step) < report, text[:report]
+# -- 13. the demo shows its steps: tests/demo/test_main_job.py (the demo's own process)

@@ -16,7 +16,7 @@ from mcp_clients import http_session
 
 from support.processes import free_port
 from surfaces.surface_support import SURFACE_ENV, TOOLCARDS, HttpServer, token_for, write_config
-from surfaces.surface_support import toolcards_json as toolcards
+from surfaces.surface_support import toolcards_in_process as toolcards
 from toolcards.governance import AuditLog, Identity
 from toolcards.surfaces.cli.control import endpoint_path, find_server
 from toolcards.surfaces.outcomes import ExitCode

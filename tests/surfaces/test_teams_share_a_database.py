@@ -14,7 +14,7 @@ import pytest
 from mcp_clients import http_session
 
 from surfaces.surface_support import HttpServer, token_for, write_config
-from surfaces.surface_support import toolcards_json as toolcards
+from surfaces.surface_support import toolcards_in_process as toolcards
 from toolcards.governance import Identity
 from toolcards.surfaces.outcomes import ExitCode
 
