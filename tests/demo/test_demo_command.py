@@ -1,5 +1,6 @@
 """`python -m toolcards.demo` as a newcomer runs it: one line for every problem they can fix,
-no banner, the workspace files listed, and next steps that work as printed."""
+no banner, the workspace files listed, and next steps that work as printed (its ``main`` in
+process; on a terminal and under a read-only mount, the real command)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,15 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from support.launch import PYTHON, TOOLCARDS
+from support.cli import InProcessCli
+from support.launch import PYTHON
 from support.newcomer import held_store, on_a_terminal
+from toolcards.demo.__main__ import main
 
 NO_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "TOOLCARDS_WORKSPACES_ROOT")
 
@@ -44,40 +46,57 @@ def one_line(done: subprocess.CompletedProcess[str], code: int) -> str:
     return lines[0]
 
 
-@pytest.mark.timeout(120)
-def test_a_real_model_without_its_key_is_one_line_and_creates_nothing(tmp_path: Path) -> None:
-    line = one_line(demo(tmp_path, "--model", "openai:gpt-4o"), 2)
+class Demo:
+    """``python -m toolcards.demo ARGS`` run by its ``main`` in this process, in ``cwd``,
+    without the providers' keys, on a terminal 120 columns wide (as :func:`demo` runs it)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        self.monkeypatch = monkeypatch
+        self.capsys = capsys
+
+    def __call__(self, cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        self.capsys.readouterr()
+        with self.monkeypatch.context() as patch:
+            for name in NO_KEYS:
+                patch.delenv(name, raising=False)
+            for name, value in {"COLUMNS": "120", **env}.items():
+                patch.setenv(name, value)
+            patch.chdir(cwd)
+            code = main(list(args))
+        said = self.capsys.readouterr()
+        return subprocess.CompletedProcess(list(args), code, said.out, said.err)
+
+
+@pytest.fixture
+def demo_here(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Demo:
+    return Demo(monkeypatch, capsys)
+
+
+def test_a_real_model_without_its_key_is_one_line_and_creates_nothing(
+    tmp_path: Path, demo_here: Demo
+) -> None:
+    line = one_line(demo_here(tmp_path, "--model", "openai:gpt-4o"), 2)
     assert "OPENAI_API_KEY" in line and "leave out --model" in line
     assert not (tmp_path / ".toolcards-demo").exists()
 
 
-@pytest.mark.timeout(120)
-def test_a_missing_provider_package_names_the_extra(tmp_path: Path) -> None:
-    hide_openai = textwrap.dedent(
-        """
-        import sys
-        sys.modules["openai"] = None  # as if the package were not installed
-        from toolcards.demo.__main__ import main
-        raise SystemExit(main(["--model", "openai:gpt-4o"]))
-        """
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", hide_openai],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=100,
-        env=demo_env(OPENAI_API_KEY="sk-not-used"),
-    )
+def test_a_missing_provider_package_names_the_extra(
+    tmp_path: Path, demo_here: Demo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("openai", "pydantic_ai.models.openai"):  # as if openai were not installed
+        monkeypatch.setitem(sys.modules, name, None)
+    done = demo_here(tmp_path, "--model", "openai:gpt-4o", OPENAI_API_KEY="sk-not-used")
     line = one_line(done, 2)
     assert "pip install 'toolcards[openai]'" in line
 
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("where", ["a-file", "/proc/self/demo-state", "/sys/demo-state"])
-def test_an_unusable_state_location_is_one_line(tmp_path: Path, where: str) -> None:
+def test_an_unusable_state_location_is_one_line(
+    tmp_path: Path, where: str, demo_here: Demo
+) -> None:
     (tmp_path / "a-file").write_text("not a directory")
-    line = one_line(demo(tmp_path, "--state", where), 1)
+    line = one_line(demo_here(tmp_path, "--state", where), 1)
     assert where.split("/")[-1] in line and "--state" in line
 
 
@@ -101,11 +120,13 @@ def held(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.mark.timeout(120)
-def test_a_store_locked_by_another_process_is_one_line(tmp_path: Path, held: Path) -> None:
-    line = one_line(demo(tmp_path, "--state", str(held)), 1)
+def test_a_store_locked_by_another_process_is_one_line(
+    tmp_path: Path, held: Path, demo_here: Demo
+) -> None:
+    line = one_line(demo_here(tmp_path, "--state", str(held)), 1)
     assert "in use by another process" in line and str(held) in line
     assert (held / "team.db").exists()  # nothing of the other process was touched
-    line = one_line(demo(tmp_path, "--state", str(held), "--fresh"), 1)
+    line = one_line(demo_here(tmp_path, "--state", str(held), "--fresh"), 1)
     assert "in use by another process" in line
 
 
@@ -118,8 +139,10 @@ def test_first_output_on_a_terminal_is_the_job_not_a_banner(tmp_path: Path) -> N
 
 
 @pytest.mark.timeout(300)
-def test_default_state_lists_the_workspace_files_and_next_steps_work(tmp_path: Path) -> None:
-    done = demo(tmp_path)
+def test_default_state_lists_the_workspace_files_and_next_steps_work(
+    tmp_path: Path, demo_here: Demo, toolcards_cli: InProcessCli
+) -> None:
+    done = demo_here(tmp_path)
     assert done.returncode == 0, done.stderr
     files = done.stdout.split("Workspace files", 1)[1].split("Audit trail", 1)[0]
     assert "notes/RELEASE.md" in files and "release/NOTES.md" in files
@@ -134,14 +157,8 @@ def test_default_state_lists_the_workspace_files_and_next_steps_work(tmp_path: P
 
     # The served config is the job's team: the notes the engineer wrote, the plan the lead made.
     def call(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(TOOLCARDS), "call", *args, "--config", config],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**demo_env(), "TOOLCARDS_WORKSPACES_ROOT": root},
-        )
+        env = {"TOOLCARDS_WORKSPACES_ROOT": root, "OPENAI_API_KEY": None}
+        return toolcards_cli("call", *args, "--config", config, cwd=tmp_path, env=env)
 
     notes = call("workspace_read", "path=notes/RELEASE.md")
     assert notes.returncode == 0, notes.stderr
@@ -149,5 +166,5 @@ def test_default_state_lists_the_workspace_files_and_next_steps_work(tmp_path: P
     plan = call("search_planning")
     assert plan.returncode == 0, plan.stderr
     assert "Draft the release notes" in plan.stdout
-    again = demo(tmp_path)
+    again = demo_here(tmp_path)
     assert again.returncode == 0 and "resumed from the SQLite store" in again.stdout

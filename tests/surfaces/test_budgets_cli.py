@@ -2,7 +2,7 @@
 policy end over_budget (an MCP error result whose _meta says so, exit code 10 for `toolcards
 call`), counted in the approvals file every process of the config shares, and `toolcards
 budgets` shows what is spent and what is left (real server over HTTP, official-SDK client,
-real CLI processes)."""
+the command line in process)."""
 
 from __future__ import annotations
 

@@ -12,10 +12,15 @@ from pathlib import Path
 import pytest
 import typer
 
-from surfaces.surface_support import SURFACE_ENV, TOOLCARDS
+from support.cli import InProcessCli
 from toolcards.surfaces.commands import COMMANDS, CommandTable, app
 from toolcards.surfaces.main import main
 from toolcards.surfaces.outcomes import ExitCode
+
+
+def width(columns: int, cache: Path) -> dict[str, str | None]:
+    """The environment of a terminal ``columns`` wide, the help cached in ``cache``."""
+    return {"COLUMNS": str(columns), "XDG_CACHE_HOME": str(cache)}
 
 
 def app_command() -> typer.core.TyperGroup:
@@ -24,32 +29,27 @@ def app_command() -> typer.core.TyperGroup:
     return group
 
 
-def toolcards(*args: str, cache: Path, width: int = 100) -> subprocess.CompletedProcess[str]:
-    env = {**SURFACE_ENV, "XDG_CACHE_HOME": str(cache), "COLUMNS": str(width)}
-    return subprocess.run(
-        [str(TOOLCARDS), *args], env=env, capture_output=True, text=True, timeout=60
-    )
-
-
-def test_help_is_the_cli_help_and_is_cached(tmp_path: Path) -> None:
-    first = toolcards("--help", cache=tmp_path)
+def test_help_is_the_cli_help_and_is_cached(tmp_path: Path, toolcards_cli: InProcessCli) -> None:
+    first = toolcards_cli("--help", env=width(100, tmp_path))
     cached = list((tmp_path / "toolcards").glob("help-*.txt"))
-    second = toolcards("--help", cache=tmp_path)
+    second = toolcards_cli("--help", env=width(100, tmp_path))
     assert first.returncode == second.returncode == 0
     assert "Usage: toolcards" in first.stdout and "call" in first.stdout
     assert len(cached) == 1 and cached[0].read_text(encoding="utf-8") == first.stdout
     assert second.stdout == first.stdout
 
 
-def test_a_stale_cache_entry_is_not_used_for_another_width(tmp_path: Path) -> None:
-    toolcards("--help", cache=tmp_path)
-    done = toolcards("--help", cache=tmp_path, width=60)
+def test_a_stale_cache_entry_is_not_used_for_another_width(
+    tmp_path: Path, toolcards_cli: InProcessCli
+) -> None:
+    toolcards_cli("--help", env=width(100, tmp_path))
+    done = toolcards_cli("--help", env=width(60, tmp_path))
     assert done.returncode == 0
     assert len(list((tmp_path / "toolcards").glob("help-*.txt"))) == 2
 
 
-def test_other_command_lines_run_the_full_cli(tmp_path: Path) -> None:
-    done = toolcards("hash-token", "secret", cache=tmp_path)
+def test_other_command_lines_run_the_full_cli(toolcards_cli: InProcessCli) -> None:
+    done = toolcards_cli("hash-token", "secret")
     assert done.returncode == 0
     assert done.stdout.strip().startswith("token_sha256: sha256:")
 

@@ -1,7 +1,8 @@
 """Two teams' configs on one PostgreSQL database stay apart on every surface: team b's
 approver neither lists nor grants team a's pending call, team b's audit tail, query and verify
 show none of team a's rows (each team's hash chain is its own), and team a's calls do not use
-up team b's rate limit (real PostgreSQL, real `toolcards serve` and CLI processes)."""
+up team b's rate limit (real PostgreSQL, real `toolcards serve` processes, the command line in
+the test's process)."""
 
 from __future__ import annotations
 
