@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -43,9 +44,11 @@ class InProcessCli:
         cwd: Path | None = None,
         env: dict[str, str | None] | None = None,
         path: tuple[Path, ...] = (),
+        entry: Callable[[list[str]], object] = main,
     ) -> subprocess.CompletedProcess[str]:
         """``env``: variables set for this command (None: unset); ``path``: folders put first
-        on ``sys.path``, as ``PYTHONPATH`` puts them."""
+        on ``sys.path``, as ``PYTHONPATH`` puts them; ``entry``: the function that runs the
+        command line (the console entry point by default)."""
         args = [str(a) for a in argv]
         before = set(threading.enumerate())
         self.capsys.readouterr()  # what the test printed before is not the command's
@@ -63,12 +66,12 @@ class InProcessCli:
             ended: list[tuple[int, str]] = []
             try:
                 if _in_event_loop():  # an async test: the command runs its own loops
-                    runner = threading.Thread(target=lambda: ended.append(_run(args)))
+                    runner = threading.Thread(target=lambda: ended.append(_run(entry, args)))
                     runner.start()
                     runner.join()
                     before.add(runner)
                 else:
-                    ended.append(_run(args))
+                    ended.append(_run(entry, args))
             finally:
                 _forget_modules_under(path)
         code, trace = ended[0]
@@ -80,10 +83,10 @@ class InProcessCli:
         return subprocess.CompletedProcess(args, code, said.out, said.err + trace)
 
 
-def _run(args: list[str]) -> tuple[int, str]:
-    """The exit code of ``toolcards ARGS``, and the traceback of an exception it let out."""
+def _run(entry: Callable[[list[str]], object], args: list[str]) -> tuple[int, str]:
+    """The exit code of ``entry(ARGS)``, and the traceback of an exception it let out."""
     try:
-        main(args)
+        entry(args)
     except SystemExit as ended:
         return _exit_code(ended.code), ""
     except Exception:

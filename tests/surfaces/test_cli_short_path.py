@@ -1,6 +1,7 @@
 """A plain ``toolcards list`` or ``toolcards call`` runs without typer (the entry point's
 short path), and prints, exits and audits exactly as the full typer command line does on
-the same command line (real processes, each on its own fresh copy of examples/team)."""
+the same command line (both entry points in process, each on its own fresh copy of
+examples/team; what the short path imports, in a real process)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,17 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from surfaces.surface_support import PYTHON, SURFACE_ENV, TOOLCARDS
+from support.cli import InProcessCli
+from surfaces.surface_support import SURFACE_ENV, TOOLCARDS
+from toolcards.surfaces.commands import main as full_cli
+from toolcards.surfaces.main import main
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "team"
-FULL_CLI = "import sys; from toolcards.surfaces.commands import main; main(sys.argv[1:])"
 AUDITED = (
     "principal, principal_type, roles, surface, tool, args_digest, args, decision, reason, "
     "outcome, error, team_id"
@@ -38,12 +42,12 @@ COMMAND_LINES = {
 }
 
 
-def _run(argv: list[str], base: Path) -> tuple[int, str, str, list[tuple[str, ...]]]:
+def _run(
+    cli: InProcessCli, base: Path, args: list[str], entry: Callable[[list[str]], object] = main
+) -> tuple[int, str, str, list[tuple[str, ...]]]:
     team = base / "team"
     shutil.copytree(EXAMPLE, team)
-    done = subprocess.run(
-        argv, cwd=team, env=SURFACE_ENV, capture_output=True, text=True, timeout=120
-    )
+    done = cli(*args, cwd=team, entry=entry)
     rows: list[tuple[str, ...]] = []
     if (team / "audit.db").exists():  # every column but the times and the call id
         with sqlite3.connect(team / "audit.db") as db:
@@ -54,9 +58,11 @@ def _run(argv: list[str], base: Path) -> tuple[int, str, str, list[tuple[str, ..
 
 
 @pytest.mark.parametrize("args", list(COMMAND_LINES.values()), ids=list(COMMAND_LINES))
-def test_the_short_path_answers_as_the_full_command_line(args: list[str], tmp_path: Path) -> None:
-    short = _run([str(TOOLCARDS), *args], tmp_path / "short")
-    full = _run([PYTHON, "-c", FULL_CLI, *args], tmp_path / "full")
+def test_the_short_path_answers_as_the_full_command_line(
+    args: list[str], tmp_path: Path, toolcards_cli: InProcessCli
+) -> None:
+    short = _run(toolcards_cli, tmp_path / "short", args)
+    full = _run(toolcards_cli, tmp_path / "full", args, entry=full_cli)
     assert short == full
 
 

@@ -1,7 +1,7 @@
-"""The first hour's failures, each one clear line (issue #28, items 1-5): a taken port, a
-missing extra, a policy file that breaks while a server runs (real ``toolcards`` processes),
-and a call missing an argument a deny rule tests, ``describe`` of a tool the caller cannot see
-(the entry point in process)."""
+"""The first hour's failures, each one clear line (issue #28, items 1-5): a missing extra (a
+real ``toolcards`` process that cannot import it) and a policy file that breaks while a server
+runs (real servers); a taken port, a prompt that does not import, a call missing an argument a
+deny rule tests, ``describe`` of a tool the caller cannot see (the entry point in process)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import anyio
 import pytest
 import yaml
 
+from support.cli import InProcessCli
 from support.processes import free_port
 from support.scripted import wait_until
 from surfaces.surface_support import SURFACE_ENV, TOOLCARDS, HttpServer
@@ -122,17 +123,22 @@ def taken_port() -> Iterator[int]:
 
 @pytest.mark.parametrize("command", [["serve", "--transport", "http"], ["dashboard"]])
 def test_a_taken_port_is_one_line_naming_it_and_the_option(
-    tmp_path: Path, taken_port: int, command: list[str]
+    tmp_path: Path, taken_port: int, command: list[str], toolcards_cli: InProcessCli
 ) -> None:
-    done = toolcards(write_setup(tmp_path), *command, "--port", str(taken_port))
+    config = write_setup(tmp_path)
+    args = [*command, "--port", str(taken_port), "--config", str(config)]
+    done = toolcards_cli(*args, path=(tmp_path,))
     assert done.returncode == ExitCode.USAGE
     assert lines(done.stderr) == [
         f"error: port {taken_port} is in use on 127.0.0.1; choose another with --port"
     ]
 
 
-def test_serve_with_an_unimportable_prompt_is_one_line_naming_the_entry(tmp_path: Path) -> None:
-    done = toolcards(write_setup(tmp_path, prompts=["no_such_module_x:PROMPTS"]), "serve")
+def test_serve_with_an_unimportable_prompt_is_one_line_naming_the_entry(
+    tmp_path: Path, toolcards_cli: InProcessCli
+) -> None:
+    config = write_setup(tmp_path, prompts=["no_such_module_x:PROMPTS"])
+    done = toolcards_cli("serve", "--config", config, path=(tmp_path,))
     assert done.returncode == ExitCode.USAGE
     [line] = lines(done.stderr)
     assert (
@@ -140,18 +146,20 @@ def test_serve_with_an_unimportable_prompt_is_one_line_naming_the_entry(tmp_path
     )
 
 
-def _default_port(command: str) -> int:
-    done = subprocess.run(
-        [str(TOOLCARDS), command, "--help"], capture_output=True, text=True, timeout=60,
-        env={**SURFACE_ENV, "COLUMNS": "200"},
-    )  # fmt: skip
+def _default_port(cli: InProcessCli, command: str) -> int:
+    done = cli(command, "--help", env={"COLUMNS": "200"})
     found = re.search(r"--port .*?\[default: (\d+)", done.stdout, re.S)
     assert found is not None, done.stdout
     return int(found.group(1))
 
 
-def test_serve_and_dashboard_default_to_different_ports_the_docs_name() -> None:
-    serve, dashboard = _default_port("serve"), _default_port("dashboard")
+def test_serve_and_dashboard_default_to_different_ports_the_docs_name(
+    toolcards_cli: InProcessCli,
+) -> None:
+    serve, dashboard = (
+        _default_port(toolcards_cli, "serve"),
+        _default_port(toolcards_cli, "dashboard"),
+    )
     assert serve != dashboard
     assert f"http://127.0.0.1:{dashboard}/" in (REPO / "docs" / "dashboard.md").read_text()
     assert f"http://127.0.0.1:{serve}/mcp" in (REPO / "docs" / "surfaces.md").read_text()
