@@ -188,8 +188,7 @@ def test_a_new_pending_approval_is_announced_on_the_stream(
 ) -> None:
     made: list[Any] = []
 
-    def act() -> None:
-        time.sleep(0.3)  # let the watcher see the empty inbox first
+    def act() -> None:  # the page is on the watcher's list (hello): a change reaches it
         made.append(
             world.broker.request(
                 tool_id="deploy",

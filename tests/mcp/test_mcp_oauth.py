@@ -46,19 +46,20 @@ def test_full_flow_then_refresh_after_expiry(
     start_server: type[ServerProcess], caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    server = start_server(OAUTH, "oauth", {"ACCESS_TTL": "2"}).start()
+    server = start_server(OAUTH, "oauth").start()  # its tokens live an hour
     card = oauth_card(server)
     agent, script = make_agent([ToolFactory([card]).toolset()])
     assert asyncio.run(call_tools(agent, script, [("echo", {"text": "one"})])) == ["one"]
     first = stats(server)
     assert first["authorization_code"] == 1 and first["refresh_token"] == 0
     assert first["unauthorized"] >= 1 and first["rejected"] == 0
-    time.sleep(2.2)
+    flow = card._oauth_flow
+    assert flow is not None
+    flow.clock = lambda: time.time() + 3600  # an hour on: the token has expired
     assert asyncio.run(call_tools(agent, script, [("echo", {"text": "two"})])) == ["two"]
     second = stats(server)
     assert second["authorization_code"] == 1 and second["refresh_token"] >= 1
-    flow = card._oauth_flow
-    assert flow is not None and flow._tokens is not None
+    assert flow._tokens is not None
     for secret in (flow._tokens.access, flow._tokens.refresh or "refresh"):
         assert secret not in caplog.text and secret not in repr(card.get_toolsets()[0])
 

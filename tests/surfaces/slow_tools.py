@@ -26,7 +26,8 @@ def nap(seconds: float) -> str:
 
 
 async def nap_async(seconds: float) -> str:
-    """Sleeps without a thread."""
+    """Sleeps without a thread; reports progress 0 as it starts."""
+    report_progress(0, seconds, "started")
     await asyncio.sleep(seconds)
     return f"slept {seconds}"
 

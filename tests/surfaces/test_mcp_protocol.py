@@ -125,8 +125,7 @@ def test_cancelled_call_gets_no_response_and_is_audited(
     server: RawStdio, config: Path, tool: str
 ) -> None:
     since = time.time()
-    call = server.start("tools/call", {"name": tool, "arguments": {"seconds": 2.5}})
-    time.sleep(0.5)
+    call = start_and_wait_until_running(server, tool, 2.5)
     server.send(
         {
             "jsonrpc": "2.0",

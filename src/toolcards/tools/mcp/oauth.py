@@ -19,7 +19,7 @@ import hashlib
 import json
 import secrets
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -97,6 +97,8 @@ class OAuthFlow(httpx.Auth):
         """The resource indicator requested: the MCP server's canonical URL (RFC 8707)."""
         self.handler = handler
         self.timeout = timeout
+        self.clock: Callable[[], float] = time.time
+        """The wall clock a token's lifetime is counted on (a test may move it on)."""
         self._transport = transport
         self._guard = DiscoveryGuard(server_url, resolver)
         self._discovery = Discovery(self._guard, self.resource, issuer, self._fetch)
@@ -166,7 +168,7 @@ class OAuthFlow(httpx.Auth):
     # ---- steps -------------------------------------------------------------------------------
 
     def _expiring(self, tokens: _Tokens) -> bool:
-        return tokens.refresh_at is not None and time.time() >= tokens.refresh_at
+        return tokens.refresh_at is not None and self.clock() >= tokens.refresh_at
 
     def _for_server(self, url: str) -> bool:
         """Whether ``url`` is on the MCP server's origin (the only place a token goes)."""
@@ -304,7 +306,7 @@ class OAuthFlow(httpx.Auth):
         expires_in = data.get("expires_in")
         refresh_at = None
         if isinstance(expires_in, int | float) and not isinstance(expires_in, bool):
-            refresh_at = time.time() + expires_in - min(_REFRESH_MARGIN, expires_in / 10)
+            refresh_at = self.clock() + expires_in - min(_REFRESH_MARGIN, expires_in / 10)
         refresh_token = data.get("refresh_token")
         if not isinstance(refresh_token, str) and self._tokens is not None:
             refresh_token = self._tokens.refresh
