@@ -1,6 +1,7 @@
 """The command lines the README and docs/surfaces.md show for `examples/team` work as printed:
-each `toolcards` line (servers aside) is run from a copy of the repository's example, and the
-MCP Inspector line lists the team's tools (when the Inspector is installed)."""
+each `toolcards` line (servers aside) is run from a copy of the repository's example (by the
+entry point in process), and the MCP Inspector line lists the team's tools (when the Inspector
+is installed)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from support.cli import InProcessCli
 from support.newcomer import inspector_missing
 
 REPO = Path(__file__).resolve().parents[2]
@@ -57,13 +59,16 @@ def run(words: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("page", ["README.md", "docs/surfaces.md"])
-def test_example_team_commands_run_as_printed(page: str, checkout: Path) -> None:
+def test_example_team_commands_run_as_printed(
+    page: str, checkout: Path, toolcards_cli: InProcessCli
+) -> None:
     lines = [w for w in command_lines(REPO / page) if w[0] == "toolcards" and w[1] != "serve"]
     assert len(lines) >= 4, lines
-    for words in lines:
-        done = run(words, checkout)
+    for words in lines:  # the entry point in process, as the console script calls it
+        done = toolcards_cli(*words[1:], cwd=checkout)
         assert done.returncode == expected_code(words), (words, done.stderr)
-    listed = run(["toolcards", "audit", "tail", "-c", "examples/team/toolcards.yaml"], checkout)
+    tail = ["audit", "tail", "-c", "examples/team/toolcards.yaml"]
+    listed = toolcards_cli(*tail, cwd=checkout)
     assert "workspace_write\tdeny\tdenied" in listed.stdout
 
 
