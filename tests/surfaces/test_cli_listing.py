@@ -1,7 +1,8 @@
 """``toolcards list``'s cache (surfaces/cli/listing.py), on real processes over a copy of
 examples/team: a repeated ``list`` is read from the cache (it imports no pydantic) and prints
-what a listing made afresh prints; an edit of the policy or of the config's principal, even
-one that keeps the files' size and time, is listed at once; a damaged entry is a miss."""
+what a listing made afresh prints (made in the test's process); an edit of the policy or of
+the config's principal, even one that keeps the files' size and time, is listed at once; a
+damaged entry is a miss."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from support.cli import InProcessCli
 from support.launch import REAL_TOOLCARDS
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "team"
@@ -79,16 +81,23 @@ def _cached(modules: set[str]) -> bool:
     return "pydantic" not in modules
 
 
+def _made(cli: InProcessCli, config: Path, *flags: str, cache: Path, as_json: bool = False) -> str:
+    """What a listing made afresh prints (the entry point in this process, an empty cache)."""
+    root = ["--json"] if as_json else []
+    env: dict[str, str | None] = {"XDG_CACHE_HOME": str(cache)}
+    done = cli(*root, "list", *flags, "-c", config, cwd=config.parent, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
 def test_a_repeated_list_is_read_from_the_cache_and_prints_the_same(
-    team: Path, tmp_path: Path
+    team: Path, tmp_path: Path, toolcards_cli: InProcessCli
 ) -> None:
     cache = tmp_path / "cache"
     for as_json in [False, True]:
         for flags in [(), ("--all",)]:
             fresh_cache = tmp_path / f"fresh-{as_json}-{len(flags)}"
-            made, made_modules = _list(team, *flags, cache=fresh_cache, as_json=as_json)
-            assert not _cached(made_modules)
-            shutil.rmtree(fresh_cache)
+            made = _made(toolcards_cli, team, *flags, cache=fresh_cache, as_json=as_json)
             _list(team, *flags, cache=cache, as_json=as_json)  # made here or read from the cache
             read, read_modules = _list(team, *flags, cache=cache, as_json=as_json)
             assert _cached(read_modules), (as_json, flags)
@@ -101,14 +110,16 @@ def _names(listed: str) -> set[str]:
     return {row["name"] for row in json.loads(listed)}
 
 
-def test_an_edited_policy_is_listed_at_once(team: Path, tmp_path: Path) -> None:
+def test_an_edited_policy_is_listed_at_once(
+    team: Path, tmp_path: Path, toolcards_cli: InProcessCli
+) -> None:
     cache = tmp_path / "cache"
     _list(team, cache=cache)
     before, modules = _list(team, cache=cache, as_json=True)
     assert _cached(modules) and "update_planning" in _names(before)
     # the writers' rule now names a role alice lacks (the same size, the same file times)
     _rewrite(team.parent / "policy.yaml", "roles: [writer]", "roles: [wrote_]")
-    fresh, _ = _list(team, cache=tmp_path / "fresh", as_json=True)
+    fresh = _made(toolcards_cli, team, cache=tmp_path / "fresh", as_json=True)
     after, modules = _list(team, cache=cache, as_json=True)
     assert not _cached(modules)
     assert after == fresh and "update_planning" not in _names(after)
@@ -120,14 +131,14 @@ def test_an_edited_policy_is_listed_at_once(team: Path, tmp_path: Path) -> None:
 
 
 def test_another_principal_in_the_config_is_listed_for_that_principal(
-    team: Path, tmp_path: Path
+    team: Path, tmp_path: Path, toolcards_cli: InProcessCli
 ) -> None:
     cache = tmp_path / "cache"
     _list(team, cache=cache)
     before, modules = _list(team, cache=cache, as_json=True)
     assert _cached(modules) and "update_planning" in _names(before)
     _rewrite(team, "roles: [writer, viewer]", "roles: [reader, viewer]")
-    fresh, _ = _list(team, cache=tmp_path / "fresh", as_json=True)
+    fresh = _made(toolcards_cli, team, cache=tmp_path / "fresh", as_json=True)
     after, modules = _list(team, cache=cache, as_json=True)
     assert not _cached(modules)
     assert after == fresh and "update_planning" not in _names(after)
