@@ -22,7 +22,6 @@ from support.cli import InProcessCli
 from support.processes import free_port
 from support.scripted import wait_until
 from surfaces.surface_support import SURFACE_ENV, TOOLCARDS, HttpServer
-from toolcards.surfaces.main import main
 from toolcards.surfaces.outcomes import ExitCode
 
 pytestmark = pytest.mark.timeout(120)
@@ -84,23 +83,6 @@ def toolcards(
         timeout=90,
         stdin=subprocess.DEVNULL,
     )
-
-
-def in_process(
-    config: Path, *args: str, capsys: pytest.CaptureFixture[str]
-) -> tuple[int, str, str]:
-    """``toolcards ARGS... --config CONFIG`` through the entry point in this process: its exit
-    code, standard output and standard error (its tools importable: see :func:`tools_of`)."""
-    with pytest.raises(SystemExit) as ended:
-        main([*args, "--config", str(config)])
-    said = capsys.readouterr()
-    return int(ended.value.code or 0), said.out, said.err
-
-
-def tools_of(config: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """``config``, its tools module importable in this process."""
-    monkeypatch.syspath_prepend(str(config.parent))
-    return config
 
 
 def break_policy(path: Path) -> None:
@@ -201,29 +183,22 @@ def test_a_missing_optional_part_is_one_line_naming_its_extra(
     assert missing in done.stderr
 
 
-def _in_process(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    """``toolcards ARGV`` run by the console entry point in this process: code, stderr."""
-    with pytest.raises(SystemExit) as ended:
-        main(argv)
-    return int(ended.value.code or 0), capsys.readouterr().err
-
-
 def test_serve_over_http_names_a_missing_extra_before_it_says_it_serves(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, toolcards_cli: InProcessCli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """(before: ``serving MCP at ...`` first, then the extra's line)"""
     missing = "uvicorn"
     monkeypatch.setitem(sys.modules, missing, None)  # "import it" fails as if not installed
     config = write_setup(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
     argv = ["serve", "--config", str(config), "--transport", "http", "--port", str(free_port())]
-    code, said = _in_process(argv, capsys)
+    done = toolcards_cli(*argv, path=(tmp_path,))
+    code, said = done.returncode, done.stderr
     assert code == ExitCode.USAGE and len(lines(said)) == 1, said
     assert missing in said and "pip install 'toolcards[" in said
 
 
 def test_a_configured_card_without_its_extra_is_one_line_naming_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, toolcards_cli: InProcessCli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A VectorStoreTool in the config without the vector extra (before: its warning twice,
     then ``unknown tool: vector_search``, exit 7)."""
@@ -233,7 +208,8 @@ def test_a_configured_card_without_its_extra_is_one_line_naming_it(
     config = tmp_path / "toolcards.yaml"
     config.write_text("store: team.db\npolicy: policy.yaml\ncards: [{type: VectorStoreTool}]\n")
     for argv in (["call", "vector_search", "query_text=x"], ["list"]):
-        code, said = _in_process(["-c", str(config), *argv], capsys)
+        done = toolcards_cli("-c", config, *argv)
+        code, said = done.returncode, done.stderr
         assert code == ExitCode.USAGE and len(lines(said)) == 1, said
         assert "pip install 'toolcards[vector]'" in said
 
@@ -358,11 +334,11 @@ def test_a_call_with_broken_arguments_is_invalid_not_denied(
     tmp_path: Path,
     args: list[str],
     problem: str,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    toolcards_cli: InProcessCli,
 ) -> None:
-    config = tools_of(write_setup(tmp_path), monkeypatch)
-    code, _out, err = in_process(config, "call", "transfer", *args, capsys=capsys)
+    config = write_setup(tmp_path)
+    done = toolcards_cli("call", "transfer", *args, "--config", config, path=(tmp_path,))
+    code, err = done.returncode, done.stderr
     assert code == ExitCode.INVALID
     assert lines(err) == [lines(err)[0]]
     assert err.startswith("invalid arguments for transfer: ")
@@ -374,17 +350,17 @@ def test_a_call_with_broken_arguments_is_invalid_not_denied(
 
 @pytest.mark.parametrize("tool", ["no_such_tool", "transfer"])
 def test_describe_of_a_tool_the_caller_cannot_see_reads_like_a_call_of_it(
-    tmp_path: Path, tool: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, tool: str, toolcards_cli: InProcessCli
 ) -> None:
-    config = tools_of(write_setup(tmp_path), monkeypatch)
+    config = write_setup(tmp_path)
     if tool == "transfer":  # hidden by the policy: it must read as missing
         (tmp_path / "policy.yaml").write_text(
             yaml.safe_dump({"default_effect": "deny"}), encoding="utf-8"
         )
-    described = in_process(config, "describe", tool, capsys=capsys)
-    called = in_process(config, "call", tool, capsys=capsys)
-    assert described[0] == called[0] == ExitCode.UNKNOWN_TOOL
-    assert described[2] == called[2] == f"unknown tool: {tool}\n"
+    described = toolcards_cli("describe", tool, "--config", config, path=(tmp_path,))
+    called = toolcards_cli("call", tool, "--config", config, path=(tmp_path,))
+    assert described.returncode == called.returncode == ExitCode.UNKNOWN_TOOL
+    assert described.stderr == called.stderr == f"unknown tool: {tool}\n"
 
 
 CHECKED = '''
@@ -409,14 +385,11 @@ TOOLS = [split]
 
 
 def test_an_argument_a_validator_refuses_reads_without_pydantics_prefix(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, toolcards_cli: InProcessCli
 ) -> None:
     (tmp_path / "checked_tools.py").write_text(CHECKED, encoding="utf-8")
-    monkeypatch.syspath_prepend(str(tmp_path))
     config = write_setup(tmp_path, tools=["checked_tools:TOOLS"])
-    with pytest.raises(SystemExit) as ended:
-        main(["-c", str(config), "call", "split", "amount=3"])
-    said = capsys.readouterr()
-    assert ended.value.code == ExitCode.INVALID
-    assert "amount: amount must be even" in said.out + said.err
-    assert "Value error" not in said.out + said.err
+    said = toolcards_cli("-c", config, "call", "split", "amount=3", path=(tmp_path,))
+    assert said.returncode == ExitCode.INVALID
+    assert "amount: amount must be even" in said.stdout + said.stderr
+    assert "Value error" not in said.stdout + said.stderr
