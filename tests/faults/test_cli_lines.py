@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from support.cli import InProcessCli
 from support.launch import TOOLCARDS
 from support.processes import free_port
 from toolcards.runtime import open_store
-from toolcards.surfaces.main import main
 from toolcards.surfaces.outcomes import ExitCode
 
 COMMANDS = {
@@ -52,17 +52,6 @@ def _one_line(text: str) -> str:
     return lines[0]
 
 
-def _in_process(
-    argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> tuple[int, str]:
-    """``toolcards ARGV`` run by the console entry point in this process: exit code, output."""
-    monkeypatch.delenv("TOOLCARDS_CONFIG", raising=False)
-    with pytest.raises(SystemExit) as ended:
-        main(argv)
-    captured = capsys.readouterr()
-    return int(ended.value.code or 0), captured.out + captured.err
-
-
 def _ray_on_sqlite(folder: Path) -> tuple[Path, ExitCode, list[str]]:
     """``system: ray`` with a file store: a config error naming both keys."""
     return _config(folder, "team.db", "ray"), ExitCode.USAGE, ["system: ray", "postgresql://"]
@@ -92,13 +81,12 @@ def test_a_start_that_cannot_work_is_one_line_and_its_exit_code(
     tmp_path: Path,
     row: str,
     command: str,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    toolcards_cli: InProcessCli,
 ) -> None:
     config, expected, named = ROWS[row](tmp_path)
-    code, output = _in_process(_argv(config, command), capsys, monkeypatch)
-    line = _one_line(output)
-    assert code == expected, line
+    done = toolcards_cli(*_argv(config, command), env={"TOOLCARDS_CONFIG": None})
+    line = _one_line(done.stdout + done.stderr)
+    assert done.returncode == expected, line
     assert all(part in line for part in named) and "secret-pw" not in line, line
 
 
