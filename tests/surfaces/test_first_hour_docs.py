@@ -181,7 +181,7 @@ def audited(base: Path, outcome: str, timeout: float = 30.0) -> list[Any]:
 async def test_with_the_dashboard_a_call_nobody_decides_is_announced_then_an_approval_timeout(
     tmp_path: Path,
 ) -> None:
-    config = approvals_config(tmp_path, timeout=2)
+    config = approvals_config(tmp_path, timeout=0.5)  # the timeout is the subject: a short one
     server = Served(config, "serve", "--transport", "http", "--dashboard")
     told: list[str] = []
     try:
