@@ -7,7 +7,8 @@ Run: .venv/bin/python benchmarks/bench_distributed.py [--quick] [--part all|mixe
 tasks and graph entities and changing entities as fast as they can (plain tool calls), on
 Pykka copies (each process its own copy of each tool actor) beside the one cluster-wide Ray
 actor of each tool, in the same run: total mutations/s, p50 and p99 of one mutation, and
-total throughput at 8 processes over 2 (goal >= 1.0: adding processes never loses throughput).
+total throughput at 8 processes over 2 (goal >= 1.0: adding processes never loses throughput),
+and the server's WAL flushes per mutation (one each: a team's commits never share a flush).
 
 Starts its own throwaway PostgreSQL server (initdb into a temp dir, 127.0.0.1, with the server's
 default ``fsync=on``: every figure is for commits that reach the disk) and a local one-node
@@ -27,6 +28,8 @@ import textwrap
 import time
 from pathlib import Path
 from typing import Any
+
+import psycopg
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
@@ -251,6 +254,14 @@ def mixed_load(
     return len(samples) / seconds, median, p99 * 1000, cpu / len(samples) * 1000
 
 
+def wal_flushes(url: str) -> int:
+    """The WAL flushes the server made so far (``pg_stat_wal``, for the whole server: one load
+    runs at a time)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT wal_sync FROM pg_stat_wal").fetchone()
+    return int(row[0]) if row else 0
+
+
 def mixed_part(server: PostgresServer, quick: bool) -> None:
     """Pykka copies beside Ray's one actor per tool, 2, 4 and 8 processes, same run."""
     import ray
@@ -264,13 +275,15 @@ def mixed_part(server: PostgresServer, quick: bool) -> None:
             for label in rates:
                 url = server.fresh_database(f"mixed{procs}{label[0].lower()}")
                 on_ray = {"address": address, "namespace": f"mixed{procs}"}
+                flushed = wal_flushes(url)
                 rate, p50, p99, cpu = mixed_load(
                     url, procs, seconds, on_ray if label == "Ray" else None
                 )
+                flushes = (wal_flushes(url) - flushed) / (rate * seconds)
                 rates[label][procs] = rate
                 print(f"mixed mutations, {procs} processes, {label}: {rate:.1f}/s, "
                       f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, {cpu:.1f} ms CPU each in the "
-                      "callers' processes")  # fmt: skip
+                      f"callers' processes, {flushes:.2f} WAL flushes each")  # fmt: skip
             record(f"mixed mutations/s from {procs} processes, Pykka copies",
                    rates["Pykka copies"][procs], "/s", peer="Ray (one actor per tool)",
                    peer_value=rates["Ray"][procs])  # fmt: skip

@@ -141,3 +141,25 @@ def test_update_without_changes_is_rejected() -> None:
     with pytest.raises(RetriableError, match="no field to change"):
         board.apply("alice", update=[TaskUpdate(id=tid, version=1)])
     assert board.get(tid).version == 1
+
+
+def test_a_cycle_through_tasks_the_batch_leaves_alone_is_rejected() -> None:
+    board = Board()
+    a, b, c = make(board, "a", "b", "c")
+    board.apply("alice", update=[TaskUpdate(id=b, version=1, depends_on=[a])])
+    board.apply("alice", update=[TaskUpdate(id=c, version=1, depends_on=[b])])
+    with pytest.raises(RetriableError, match=f"cycle {a} -> {c} -> {b} -> {a}"):
+        board.apply("alice", update=[TaskUpdate(id=a, version=1, depends_on=[c])])
+
+
+def test_a_cycle_two_updates_of_one_batch_close_is_rejected_and_a_chain_is_not() -> None:
+    board = Board()
+    a, b = make(board, "a", "b")
+    both = [
+        TaskUpdate(id=a, version=1, depends_on=[b]),
+        TaskUpdate(id=b, version=1, depends_on=[a]),
+    ]
+    with pytest.raises(RetriableError, match="cycle"):
+        board.apply("alice", update=both)
+    board.apply("alice", update=[TaskUpdate(id=a, version=1, depends_on=[b])])
+    assert board.get(a).depends_on == [b]

@@ -221,17 +221,18 @@ class Board:
         return self._commit(creator, create, update, sorted(deleting))
 
     def _cycle_after(self, update: Sequence[TaskUpdate]) -> list[int]:
-        graph = {tid: list(t.depends_on) for tid, t in self.tasks.items()}
-        for upd in update:
-            if upd.depends_on is not None:
-                graph[upd.id] = list(upd.depends_on)
+        """A dependency cycle the batch's updates would close, or ``[]``. The board has none
+        and a created task depends only on older ones, so a new cycle runs through a task
+        whose dependencies the batch changes: the search starts from those alone."""
+        changed = {upd.id: list(upd.depends_on) for upd in update if upd.depends_on is not None}
         state: dict[int, int] = {}
         path: list[int] = []
 
         def visit(node: int) -> list[int]:
             state[node] = 1
             path.append(node)
-            for dep in graph.get(node, ()):
+            task = self.tasks.get(node)
+            for dep in changed.get(node, task.depends_on if task is not None else ()):
                 if state.get(dep) == 1:
                     return [*path[path.index(dep) :], dep]
                 if dep not in state:
@@ -242,7 +243,7 @@ class Board:
             state[node] = 2
             return []
 
-        for node in graph:
+        for node in changed:
             if node not in state:
                 found = visit(node)
                 if found:
