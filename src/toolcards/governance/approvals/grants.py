@@ -431,8 +431,7 @@ class GrantBook:
                 bind()
             if read_stamp() != seen:
                 reload()
-            admit = kept.get((call.identity.id, call.tool_id))
-            return admit is not None and admit(call)
+            return kept.get((call.identity.id, call.tool_id), _uncovered)(call)
 
         bind()
         return admitting
@@ -443,3 +442,7 @@ _UNREAD = object()
 
 def _no_stamp() -> object:
     return _UNREAD  # no store: never read, nothing found
+
+
+def _uncovered(call: Matched) -> bool:
+    return False  # no grant of its principal and tool
