@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from operator import itemgetter
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from toolcards.core.approvals import ApprovalRequest
@@ -374,7 +375,7 @@ def _same(a: Any, b: Any) -> bool:
 
 class GrantBook:
     """The grants of a broker's store as the approval gate asks them (see the module doc): a
-    copy in this process, by (principal, tool), read again when the store's stamp moves."""
+    copy in this process, by tool and principal, read again when the store's stamp moves."""
 
     def __init__(self, source: Any, clock: Callable[[], float] = time.time) -> None:
         self.store: GrantStore | None = None
@@ -392,7 +393,7 @@ class GrantBook:
         held: object = _UNREAD  # the store the source held when it was bound
         read_stamp: Callable[[], object] = _no_stamp
         seen: object = _UNREAD  # the stamp the grants were read at
-        kept: dict[tuple[str, str], Admit] = {}  # by (principal, tool)
+        kept: dict[str, dict[str, Admit]] = {}  # by tool, then principal
 
         def bind() -> None:
             nonlocal held, read_stamp, seen, kept
@@ -410,7 +411,7 @@ class GrantBook:
                 if stamp == seen or store is None:
                     return  # read meanwhile
                 confirmed = None if store.fresh else store.live
-                by_key: dict[tuple[str, str], list[Admit]] = {}
+                by_key: dict[str, dict[str, list[Admit]]] = {}
                 for grant in store.listing(clock(), limit=MAX_GRANTS):
                     if grant.created_by == grant.principal:  # never its own approver
                         continue
@@ -422,8 +423,12 @@ class GrantBook:
                         confirmed,
                         clock,
                     )
-                    by_key.setdefault((grant.principal, grant.tool_id), []).append(admit)
-                kept = {key: _any_of(admits) for key, admits in by_key.items()}
+                    by_tool = by_key.setdefault(grant.tool_id, {})
+                    by_tool.setdefault(grant.principal, []).append(admit)
+                kept = {
+                    tool: {who: _any_of(admits) for who, admits in by_tool.items()}
+                    for tool, by_tool in by_key.items()
+                }
                 seen = stamp  # read before the grants: a change meanwhile reads them again
 
         def admitting(call: Covered) -> bool:
@@ -431,7 +436,7 @@ class GrantBook:
                 bind()
             if read_stamp() != seen:
                 reload()
-            return kept.get((call.identity.id, call.tool_id), _uncovered)(call)
+            return kept.get(call.tool_id, _NO_GRANTS).get(call.identity.id, _uncovered)(call)
 
         bind()
         return admitting
@@ -442,6 +447,9 @@ _UNREAD = object()
 
 def _no_stamp() -> object:
     return _UNREAD  # no store: never read, nothing found
+
+
+_NO_GRANTS: Mapping[str, Admit] = MappingProxyType({})
 
 
 def _uncovered(call: Matched) -> bool:
