@@ -284,6 +284,62 @@ CALLER = textwrap.dedent(
 )
 
 
+LAST = chr(0x10FFFF)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "args", "covered"),
+    [
+        # a prefix glob: a string from the prefix on, and nothing that merely sorts near it
+        ({"path": {"glob": "notes/*"}}, {"path": "notes/"}, True),
+        ({"path": {"glob": "notes/*"}}, {"path": f"notes/{LAST}"}, True),
+        ({"path": {"glob": "notes/*"}}, {"path": "notes0"}, False),
+        ({"path": {"glob": "notes/*"}}, {"path": "notes."}, False),
+        ({"path": {"glob": "notes/*"}}, {"path": "notes"}, False),
+        ({"path": {"glob": "notes/*"}}, {"path": 5}, False),
+        ({"path": {"glob": "notes/*"}}, {"path": None}, False),
+        ({"path": {"glob": "notes/*"}}, {"path": ["notes/a"]}, False),
+        ({"path": {"glob": "notes/*"}}, {}, False),
+        ({"path": {"glob": f"x{LAST}*"}}, {"path": f"x{LAST}y"}, True),
+        ({"path": {"glob": f"x{LAST}*"}}, {"path": "y"}, False),
+        ({"path": {"glob": "*"}}, {"path": ""}, True),
+        ({"path": {"glob": "*"}}, {"path": 1}, False),
+        ({"a": {"glob": "x/*"}, "b": {"glob": "y/*"}}, {"a": "x/1", "b": "y/2"}, True),
+        ({"a": {"glob": "x/*"}, "b": {"glob": "y/*"}}, {"a": "x/1", "b": "x/2"}, False),
+        # exact values, alone or several, null included; every argument named, no other
+        ({"a": {"eq": "w"}}, {"a": "w"}, True),
+        ({"a": {"eq": "w"}}, {"a": "w", "c": "w"}, False),
+        ({"a": {"eq": "w"}}, {}, False),
+        ({"a": {"eq": None}}, {"a": None}, True),
+        ({"a": {"eq": None}}, {}, False),
+        ({"a": {"eq": None}}, {"a": "None"}, False),
+        ({"a": {"eq": None}, "b": {"eq": "x"}}, {"a": None, "b": "x"}, True),
+        ({"a": {"eq": None}, "b": {"eq": "x"}}, {"a": "x", "b": "x"}, False),
+        ({"a": {"eq": "w"}, "p": {"glob": "n/*"}}, {"a": "w", "p": "n/1"}, True),
+        ({"a": {"eq": "w"}, "p": {"glob": "n/*"}}, {"a": "r", "p": "n/1"}, False),
+        ({"a": {"eq": "w"}, "p": {"glob": "n/*"}}, {"p": "n/1"}, False),
+        ({"a": {"eq": [1]}, "b": {"eq": 2}}, {"a": [1], "b": 2}, True),
+        ({"a": {"eq": [1]}, "b": {"eq": 2}}, {"a": [1], "b": 2.0}, False),
+        # "any": any value or none, and still no argument the pattern does not name
+        ({"a": "any", "b": {"eq": "w"}}, {"b": "w"}, True),
+        ({"a": "any", "b": {"eq": "w"}}, {"a": {"k": 1}, "b": "w"}, True),
+        ({"a": "any", "b": {"eq": "w"}}, {"c": 1, "b": "w"}, False),
+        ({}, {}, True),
+        ({}, {"a": 1}, False),
+    ],
+)
+def test_a_pattern_covers_exactly_what_its_matchers_say(
+    pattern: dict[str, Any], args: dict[str, Any], covered: bool
+) -> None:
+    assert covers(pattern, args) is covered
+
+
+def test_every_path_of_a_call_that_names_several_must_match() -> None:
+    pattern = {"path": {"glob": "notes/*"}}
+    assert covers(pattern, {"path": "notes/a"}, {"path": ("notes/a", "notes/b")})
+    assert not covers(pattern, {"path": "notes/a"}, {"path": ("notes/a", "etc/passwd")})
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_a_grant_made_in_one_process_runs_in_another_and_stops_there_once_revoked(

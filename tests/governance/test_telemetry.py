@@ -29,6 +29,7 @@ from toolcards.governance import (
     Policy,
     Telemetry,
 )
+from toolcards.governance.approvals.grants import Remember
 
 pytestmark = pytest.mark.anyio
 ALICE = Identity("alice", roles=["admin"])
@@ -129,6 +130,18 @@ async def test_approval_steps_are_span_events(otel: Otel) -> None:
     assert [e.name for e in ran.events] == ["toolcards.approved"]
     event = asked.events[0]
     assert (event.attributes or {})["approval_id"] == pending.approval.approval_id
+
+
+async def test_a_call_a_grant_lets_run_names_the_grant_on_its_span(otel: Otel) -> None:
+    executor = _executor(otel)
+    pending = await executor.call("wire", {"amount": 5}, ALICE)
+    assert pending.approval is not None
+    grant = executor.approvals.remember(pending.approval, approver=RITA, remember=Remember(60))
+    ran = await executor.call("wire", {"amount": 5}, ALICE)
+    assert ran.outcome is Outcome.OK and ran.grant_id == grant.grant_id
+    span = otel.ours()[-1]
+    assert [e.name for e in span.events] == ["toolcards.approved"]
+    assert dict(span.events[0].attributes or {}) == {"grant_id": grant.grant_id}
 
 
 async def test_the_span_nests_under_the_current_span_and_holds_the_tools_own(

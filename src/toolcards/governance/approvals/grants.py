@@ -30,13 +30,16 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import math
 import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from operator import itemgetter
+from types import MappingProxyType
+from typing import Any, Protocol
 
 from toolcards.core.approvals import ApprovalRequest
 from toolcards.core.errors import ToolcardsError
@@ -185,7 +188,7 @@ def covers(
     pattern: Mapping[str, Any], args: Mapping[str, Any], each: Mapping[str, Sequence[Any]] = {}
 ) -> bool:
     """Whether ``pattern`` covers a call with (canonical) ``args``."""
-    return _matcher(pattern)(args, each)
+    return _admitter(pattern, "", math.inf, "", None, time.time)(_Probe(args, each))
 
 
 def describe(grant: Grant) -> str:
@@ -206,10 +209,46 @@ def describe(grant: Grant) -> str:
 
 
 Test = Callable[[Any], bool]
-Covers = Callable[[Mapping[str, Any], Mapping[str, Sequence[Any]]], bool]
+Admit = Callable[["Matched"], bool]
 _SCALARS = (str, int, float, bool, type(None))
-_MISSING = object()
 _GLOB_MARKS = frozenset("*?[")
+_LAST = chr(0x10FFFF)
+
+
+class Matched(Protocol):
+    """What a grant's test reads of a call: its canonical arguments (and every path of a call
+    that names several), its session; the id of the grant that covers it is set on it."""
+
+    @property
+    def args(self) -> Mapping[str, Any]: ...
+
+    @property
+    def each(self) -> Mapping[str, Sequence[Any]] | None: ...
+
+    @property
+    def session(self) -> str | None: ...
+
+    grant_id: str | None
+
+
+class Covered(Matched, Protocol):
+    """A call as :attr:`GrantBook.admitting` reads it (the executor's call record)."""
+
+    @property
+    def identity(self) -> Identity: ...
+
+    @property
+    def tool_id(self) -> str: ...
+
+
+@dataclass(slots=True)
+class _Probe:
+    """Arguments asked of a pattern outside a call (:func:`covers`)."""
+
+    args: Mapping[str, Any]
+    each: Mapping[str, Sequence[Any]] | None
+    session: str | None = None
+    grant_id: str | None = None
 
 
 def _equals(operand: Any) -> Test:
@@ -229,14 +268,23 @@ def _glob(glob: str) -> Test:
     return lambda value: type(value) is str and match(value) is not None
 
 
-def _matcher(pattern: Mapping[str, Any]) -> Covers:
-    """The test of ``pattern`` on a call's arguments (and every path of the call): the names a
-    call may pass, the arguments that must be exactly a string or null, the string prefixes
-    (``notes/*``), then a test per other argument that is not ``any``. Built for the common
-    shapes to cost a fraction of a microsecond: the gate asks it before every call a grant may
-    cover."""
-    exact: list[tuple[str, Any]] = []
-    prefixes: list[tuple[str, str]] = []
+def _admitter(
+    pattern: Mapping[str, Any],
+    grant_id: str,
+    expires_at: float,
+    only: str,
+    confirmed: Callable[[str, float], bool] | None,
+    clock: Callable[[], float],
+) -> Admit:
+    """The test of one grant on a call, which names the grant on the call it covers: live
+    (before ``expires_at``; ``confirmed`` by the store when it is given), in its session
+    (``only``, "" for any), and its ``pattern`` covering the call's arguments (and every path of
+    the call). Built for the common shapes to cost a fraction of a microsecond, since the gate
+    asks it before every call a grant may cover: the number of arguments a call may pass (its
+    names when some are ``any``), the arguments that must be exactly a string or null (one
+    lookup of them all), a string prefix (``notes/*``: two comparisons), then the others."""
+    exact: dict[str, Any] = {}
+    prefixes: list[tuple[str, str, str]] = []  # (name, prefix, the first string after them)
     tests: list[tuple[str, Test]] = []
     globs: list[tuple[str, Test]] = []
     for name, spec in pattern.items():
@@ -244,39 +292,74 @@ def _matcher(pattern: Mapping[str, Any]) -> Covers:
             continue
         if "glob" in spec:
             glob: str = spec["glob"]
-            head = glob[:-1]
             globs.append((name, _glob(glob)))
-            if glob.endswith("*") and not _GLOB_MARKS.intersection(head):
-                prefixes.append((name, head))
+            head = glob[:-1]
+            plain = head and head[-1] < _LAST and not _GLOB_MARKS.intersection(head)
+            if glob.endswith("*") and plain:  # the common prefix/*
+                prefixes.append((name, head, head[:-1] + chr(ord(head[-1]) + 1)))
             else:
                 tests.append(globs[-1])
         elif spec["eq"] is None or type(spec["eq"]) is str:  # no other value equals one
-            exact.append((name, spec["eq"]))
+            exact[name] = spec["eq"]
         else:
             tests.append((name, _equals(spec["eq"])))
+    tests.extend((name, dict(globs)[name]) for name, _, _ in prefixes[1:])
+    size, loose = len(pattern), _ANY in pattern.values()
     allowed = frozenset(pattern).issuperset
-    exactly, starts, checks, paths = tuple(exact), tuple(prefixes), tuple(tests), tuple(globs)
+    pick = itemgetter(*exact) if exact else None  # one value, or a tuple of them
+    want = tuple(exact.values()) if len(exact) > 1 else next(iter(exact.values()), None)
+    first: tuple[str, str | None, str] = prefixes[0] if prefixes else ("", None, "")
+    prefixed, low, high = first
+    rest = _each_test(tuple(tests)) if tests else None
+    paths = tuple(globs)
+    session = only or None
 
-    def covers(args: Mapping[str, Any], each: Mapping[str, Sequence[Any]]) -> bool:
-        if not allowed(args):
+    def admit(call: Matched) -> bool:
+        now = clock()
+        if now >= expires_at or (session is not None and call.session != session):
             return False
-        for name, value in exactly:
-            if args.get(name, _MISSING) != value:
-                return False
-        for name, head in starts:
-            value = args.get(name)
-            if type(value) is not str or not value.startswith(head):
-                return False
-        for name, test in checks:
-            if name not in args or not test(args[name]):
-                return False
-        if each:
-            for name, test in paths:  # every path of the call
-                if not all(test(other) for other in each.get(name, ())):
+        args = call.args
+        # every argument it names is checked present below, unless "any": so a call passing
+        # no more than that many passes no other (a loose pattern asks for its names)
+        if len(args) > size or (loose and not allowed(args)):
+            return False
+        if pick is not None:
+            try:
+                if pick(args) != want:
                     return False
+            except KeyError:  # an argument it names exactly is missing
+                return False
+        if low is not None:  # a string starts with low when it sorts from low to before high
+            value = args.get(prefixed)
+            if type(value) is not str or not low <= value < high:
+                return False
+        if rest is not None and not rest(args):
+            return False
+        if call.each is not None and not _every_path(paths, call.each):
+            return False
+        if confirmed is not None and not confirmed(grant_id, now):
+            return False
+        call.grant_id = grant_id
         return True
 
-    return covers
+    return admit
+
+
+def _each_test(checks: tuple[tuple[str, Test], ...]) -> Callable[[Mapping[str, Any]], bool]:
+    """The test of the arguments of a pattern's other shapes (each present and passing)."""
+    return lambda args: all(name in args and test(args[name]) for name, test in checks)
+
+
+def _every_path(paths: tuple[tuple[str, Test], ...], each: Mapping[str, Sequence[Any]]) -> bool:
+    """Every path of a call that names several (``each``) passes its argument's glob."""
+    return all(all(test(other) for other in each.get(name, ())) for name, test in paths)
+
+
+def _any_of(admits: Sequence[Admit]) -> Admit:
+    """The test of several grants of one principal and tool: the first that covers a call."""
+    if len(admits) == 1:
+        return admits[0]
+    return lambda call: any(admit(call) for admit in admits)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -292,82 +375,82 @@ def _same(a: Any, b: Any) -> bool:
 
 class GrantBook:
     """The grants of a broker's store as the approval gate asks them (see the module doc): a
-    copy in this process, by (principal, tool), read again when the store's stamp moves."""
+    copy in this process, by tool and principal, read again when the store's stamp moves."""
 
     def __init__(self, source: Any, clock: Callable[[], float] = time.time) -> None:
-        self._source = source
-        """What holds the store (an approval broker): its grants are read from the store it
-        holds now (a program may give the broker another store before serving)."""
-        self._clock = clock
-        self._lock = threading.Lock()
-        self.admitting: Admitting = _none
-        self._bind()
+        self.store: GrantStore | None = None
+        """The grant store read now (the one the source holds)."""
+        self.admitting: Callable[[Covered], bool] = self._book(source, clock)
+        """True when a live grant covers the call (its ``grant_id`` is then set on it); else
+        False, and a human is asked. One function for the book's life: the gate asks it before
+        every call a grant may cover."""
 
-    def _bind(self) -> None:
-        """Read the grants of the store the source holds now, through a new :meth:`admitting`
-        (a closure over its state: the gate asks it before every call a grant may cover)."""
-        held = getattr(self._source, "store", None)
-        found = getattr(held, "grants", None)
-        store = found if isinstance(found, GrantStore) else None
-        self.store = store
-        read_stamp = store.stamp if store is not None else _no_stamp
-        confirmed = None if store is None or store.fresh else store.live
-        clock, source, lock = self._clock, self._source, self._lock
-        seen: list[object] = [_UNREAD]  # the stamp the grants were read at
-        kept: list[dict[tuple[str, str], tuple[_Entry, ...]]] = [{}]  # by (principal, tool)
+    def _book(self, source: Any, clock: Callable[[], float]) -> Callable[[Covered], bool]:
+        """:attr:`admitting`, over the grants of the store ``source`` (an approval broker)
+        holds now: a program may give the broker another store before serving, and the next
+        call reads that one's."""
+        lock = threading.Lock()
+        held: object = _UNREAD  # the store the source held when it was bound
+        read_stamp: Callable[[], object] = _no_stamp
+        seen: object = _UNREAD  # the stamp the grants were read at
+        kept: dict[str, dict[str, Admit]] = {}  # by tool, then principal
 
-        def reload(stamp: object) -> None:
+        def bind() -> None:
+            nonlocal held, read_stamp, seen, kept
             with lock:
-                if stamp == seen[0] or store is None:
-                    return
-                by_key: dict[tuple[str, str], list[_Entry]] = {}
+                held = getattr(source, "store", None)
+                found = getattr(held, "grants", None)
+                self.store = found if isinstance(found, GrantStore) else None
+                read_stamp = self.store.stamp if self.store is not None else _no_stamp
+                seen, kept = _UNREAD, {}
+
+        def reload() -> None:
+            nonlocal seen, kept
+            with lock:
+                store, stamp = self.store, read_stamp()
+                if stamp == seen or store is None:
+                    return  # read meanwhile
+                confirmed = None if store.fresh else store.live
+                by_key: dict[str, dict[str, list[Admit]]] = {}
                 for grant in store.listing(clock(), limit=MAX_GRANTS):
                     if grant.created_by == grant.principal:  # never its own approver
                         continue
-                    entry = (grant.expires_at, grant.session, grant, _matcher(grant.pattern))
-                    by_key.setdefault((grant.principal, grant.tool_id), []).append(entry)
-                kept[0] = {key: tuple(entries) for key, entries in by_key.items()}
-                seen[0] = stamp  # read before the grants: a change meanwhile reads them again
+                    admit = _admitter(
+                        grant.pattern,
+                        grant.grant_id,
+                        grant.expires_at,
+                        grant.session,
+                        confirmed,
+                        clock,
+                    )
+                    by_tool = by_key.setdefault(grant.tool_id, {})
+                    by_tool.setdefault(grant.principal, []).append(admit)
+                kept = {
+                    tool: {who: _any_of(admits) for who, admits in by_tool.items()}
+                    for tool, by_tool in by_key.items()
+                }
+                seen = stamp  # read before the grants: a change meanwhile reads them again
 
-        def admitting(
-            principal: str,
-            tool_id: str,
-            args: Mapping[str, Any],
-            each: Mapping[str, Sequence[Any]],
-            session: str | None,
-        ) -> Grant | None:
-            """The live grant covering this call (None: none does, and a human is asked)."""
+        def admitting(call: Covered) -> bool:
             if source.store is not held:
-                self._bind()
-                return self.admitting(principal, tool_id, args, each, session)
-            stamp = read_stamp()
-            if stamp != seen[0]:
-                reload(stamp)
-            found = kept[0].get((principal, tool_id))
-            if not found:
-                return None
-            now = clock()
-            for expires_at, only, grant, covers in found:
-                if expires_at <= now or (only and only != session) or not covers(args, each):
-                    continue
-                if confirmed is None or confirmed(grant.grant_id, now):
-                    return grant
-            return None
+                bind()
+            if read_stamp() != seen:
+                reload()
+            return kept.get(call.tool_id, _NO_GRANTS).get(call.identity.id, _uncovered)(call)
 
-        self.admitting = admitting
+        bind()
+        return admitting
 
 
-Admitting = Callable[
-    [str, str, Mapping[str, Any], Mapping[str, Sequence[Any]], str | None], Grant | None
-]
-_Entry = tuple[float, str, Grant, Covers]
-"""A grant as the book keeps it: its expiry, its session ("" for any), itself, its test."""
 _UNREAD = object()
-
-
-def _none(*_: Any) -> Grant | None:
-    return None
 
 
 def _no_stamp() -> object:
     return _UNREAD  # no store: never read, nothing found
+
+
+_NO_GRANTS: Mapping[str, Admit] = MappingProxyType({})
+
+
+def _uncovered(call: Matched) -> bool:
+    return False  # no grant of its principal and tool

@@ -29,9 +29,6 @@ from toolcards.governance.redaction.redactor import args_digest, canonical_json
 log = logging.getLogger("toolcards.governance.executor")
 
 
-_NO_PATHS: dict[str, tuple[object, ...]] = {}
-
-
 class ApprovalGate:
     """Asks for, waits on and settles the approval of calls (pending requests live in
     ``broker``; a call the gate stops ends through ``book``); ``grants`` are the remembered
@@ -41,22 +38,16 @@ class ApprovalGate:
         self.broker = broker
         self.book = book
         self.grants = GrantBook(broker)
+        self.granted = self.grants.admitting
+        """True when a remembered grant covers the call (it runs without asking anyone, its
+        ``grant_id`` set for its row); asked before :meth:`admit`, without a coroutine nor a
+        method of its own: a granted call costs little more than one that needs no approval.
+        Not asked for a call carrying an approver's edit (its human decides it, not a
+        grant)."""
 
-    def granted(self, call: Call) -> bool:
-        """True when a remembered grant covers ``call`` (it runs without asking anyone, its
-        row naming the grant). Asked before :meth:`admit`, without a coroutine: a granted
-        call costs little more than one that needs no approval."""
-        if call.edit is not None:  # a surface's human who edits decides this call, not a grant
-            return False
-        grant = self.grants.admitting(
-            call.identity.id, call.tool_id, call.args, call.each or _NO_PATHS, call.session
-        )
-        if grant is None:
-            return False
-        call.grant_id = grant.grant_id
-        if call.span is not None:
-            telemetry.event(call.span, "toolcards.approved", grant_id=grant.grant_id)
-        return True
+    def traced(self, call: Call) -> None:
+        """The span of a call a grant let run names the grant."""
+        telemetry.event(call.span, "toolcards.approved", grant_id=call.grant_id or "")
 
     async def admit(self, call: Call) -> ExecutionResult | None:
         """None when ``call`` may run (approved; its clock moved past the human's time, an

@@ -376,12 +376,13 @@ class Executor:
             )
             if over is not None:
                 return book.finish(call, Outcome.OVER_BUDGET, over)
-        if (
-            decision.effect == "approve" or cap.annotations.requires_approval
-        ) and not self.gate.granted(call):
-            stopped = await self.gate.admit(call)
-            if stopped is not None:
-                return stopped
+        if decision.effect == "approve" or cap.annotations.requires_approval:
+            if call.edit is not None or not self.gate.granted(call):  # a grant, else a human
+                stopped = await self.gate.admit(call)
+                if stopped is not None:
+                    return stopped
+            elif call.span is not None:
+                self.gate.traced(call)
         if call.edit is not None:  # what the approver granted is what runs, checked afresh
             stopped = self.gate.apply_edit(call, self.policy)
             if stopped is not None:
