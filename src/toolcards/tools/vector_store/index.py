@@ -109,39 +109,52 @@ class RowIndex(ChangeLog):
         return np.fromiter((self._row[i] for i in ids), dtype=np.int64, count=len(ids))
 
 
-class InMemoryIndex(RowIndex):
-    """A float32 matrix with amortised O(1) add/remove and exact top-k by ``argpartition``.
+SPARSE_SHARE = 4
+"""A query whose non-zero components are at most 1/SPARSE_SHARE of the dimension (a hashed
+embedding of a few words) is scored on those components' rows only."""
 
-    Not thread-safe: the owning actor serialises access. Rows fill a growing buffer and a
-    removal moves the last row into the hole.
+
+class InMemoryIndex(RowIndex):
+    """A float32 matrix with amortised O(1) add/remove and exact top-k by ``partition``.
+
+    Not thread-safe: the owning actor serialises access. The matrix is stored one row per
+    dimension (a column per vector, a growing buffer; a removal moves the last column into the
+    hole), so that a sparse query reads only the rows of its non-zero components: a hashed
+    embedding of a few words touches a few percent of the matrix instead of all of it.
     """
 
     def __init__(self, dimension: int, *, capacity: int = 1024) -> None:
         super().__init__(dimension)
         np = require("numpy")
-        self._matrix: Matrix = np.zeros((max(16, capacity), dimension), dtype=np.float32)
+        self._columns: Matrix = np.zeros((dimension, max(16, capacity)), dtype=np.float32)
 
     def vectors(self, ids: Sequence[str]) -> Matrix:
         """Copies of the stored vectors of ``ids`` (each must be indexed), one row each."""
-        found: Matrix = self._matrix[self.rows_of(ids)]
+        np = require("numpy")
+        found: Matrix = np.ascontiguousarray(self._columns[:, self.rows_of(ids)].T)
         return found
 
     def add(self, ids: Sequence[str], vectors: Matrix) -> None:
         np = require("numpy")
         matrix = check_matrix(vectors, self._dimension, len(ids))
         need = len(self._ids) + len(ids)
-        if need > self._matrix.shape[0]:
+        if need > self._columns.shape[1]:
             used = len(self._ids)
-            grown = np.zeros((max(need, self._matrix.shape[0] * 2), self._dimension), np.float32)
-            grown[:used] = self._matrix[:used]
-            self._matrix = grown
-        for item, vec in zip(ids, matrix, strict=True):
+            size = max(need, self._columns.shape[1] * 2)
+            grown = np.zeros((self._dimension, size), np.float32)
+            grown[:, :used] = self._columns[:, :used]
+            self._columns = grown
+        latest = {item: n for n, item in enumerate(ids)}  # a repeated id: its last vector
+        rows = np.empty(len(latest), dtype=np.int64)
+        for n, item in enumerate(latest):
             row = self._row.get(item)
             if row is None:
                 row = len(self._ids)
                 self._row[item] = row
                 self._ids.append(item)
-            self._matrix[row] = vec
+            rows[n] = row
+        picked = matrix if len(latest) == len(ids) else matrix[list(latest.values())]
+        self._columns[:, rows] = picked.T
         if self._changed is not None:
             self._changed.update(ids)
 
@@ -155,9 +168,9 @@ class InMemoryIndex(RowIndex):
             if self._changed is not None:
                 self._changed.add(item)
             last = len(self._ids) - 1
-            if row != last:  # the last row fills the hole
+            if row != last:  # the last column fills the hole
                 moved = self._ids[last]
-                self._matrix[row] = self._matrix[last]
+                self._columns[:, row] = self._columns[:, last]
                 self._ids[row] = moved
                 if moved is not None:
                     self._row[moved] = row
@@ -175,12 +188,25 @@ class InMemoryIndex(RowIndex):
         k = min(max(0, int(top_k)), len(self._row))
         if k == 0:
             return [[] for _ in range(queries.shape[0])]
-        scores = queries @ self._matrix[: len(self._ids)].T
+        scores = self.scores(queries)
         return [top_hits(scores[q], k, self._ids) for q in range(queries.shape[0])]
 
+    def scores(self, queries: Matrix) -> Matrix:
+        """The inner product of each query row with every stored row (tombstone-free: one
+        column per row of ``ids``): over the components some query uses, when they are few."""
+        np = require("numpy")
+        matrix = self._columns[:, : len(self._ids)]
+        used = np.flatnonzero(queries.any(axis=0))
+        if used.size * SPARSE_SHARE <= self._dimension:  # the other components add zeros
+            found: Matrix = queries[:, used] @ matrix[used]
+        else:
+            found = queries @ matrix
+        return found
+
     def snapshot(self) -> tuple[list[str | None], Matrix]:
-        """The ids by row and a view of their rows, for a build elsewhere (a worker thread).
-        Ids written or moved from now on are tracked (:meth:`take_changes`): their rows in
-        the view may change under the reader."""
+        """The ids by row and a view of their vectors (one row each), for a build elsewhere
+        (a worker thread). Ids written or moved from now on are tracked
+        (:meth:`take_changes`): their rows in the view may change under the reader."""
         self._changed = set()  # a new snapshot: earlier changes are in it
-        return list(self._ids), self._matrix[: len(self._ids)]
+        view: Matrix = self._columns[:, : len(self._ids)].T
+        return list(self._ids), view
