@@ -54,11 +54,12 @@ def _sparse(n: int, d: int, used: int, seed: int) -> np.ndarray:
 
 def test_sparse_queries_return_the_exact_top_k() -> None:
     # queries with at most a quarter of the components non-zero are scored on those
-    # components' rows only: the answer is the full scan's, also after growth and removals
+    # components' rows only: the answer is the full scan's, also after growth (the first block
+    # doubled, then blocks added) and removals across blocks
     d = 256
     vecs, queries = _sparse(6000, d, 24, seed=5), _sparse(30, d, 5, seed=6)
     ids = [f"id{i:05d}" for i in range(len(vecs))]
-    index = InMemoryIndex(d, capacity=16)
+    index = InMemoryIndex(d, capacity=16, block=512)
     for start in range(0, len(ids), 1000):
         index.add(ids[start : start + 1000], vecs[start : start + 1000])
     assert index.remove(ids[::3]) == 2000
@@ -75,6 +76,12 @@ def test_sparse_queries_return_the_exact_top_k() -> None:
     assert [[h[0] for h in r] for r in batched] == [
         [h[0] for h in index.search(q, 10)] for q in mixed
     ]
+    dense = mixed[-1].astype(np.float64)
+    assert [h[0] for h in batched[-1]] == _brute(kept, names, dense, 10)
+    assert np.array_equal(index.vectors(names[::7]), vecs[keep][::7])
+    labels, snapshot = index.snapshot()
+    assert sorted(label for label in labels if label is not None) == names
+    assert np.array_equal(snapshot, vecs[[int(str(label)[2:]) for label in labels]])
 
 
 def test_a_repeated_id_in_one_add_keeps_its_last_vector() -> None:
