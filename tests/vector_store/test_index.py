@@ -43,6 +43,56 @@ def test_batched_search_equals_single_search() -> None:
     assert np.allclose([[h[1] for h in r] for r in batched], [[h[1] for h in r] for r in single])
 
 
+def _sparse(n: int, d: int, used: int, seed: int) -> np.ndarray:
+    """Unit rows with ``used`` non-zero components each (as a hashed embedding of a few words)."""
+    rng = np.random.default_rng(seed)
+    out = np.zeros((n, d), dtype=np.float32)
+    for row in out:
+        row[rng.choice(d, size=used, replace=False)] = rng.standard_normal(used)
+    return normalize_rows(out)
+
+
+def test_sparse_queries_return_the_exact_top_k() -> None:
+    # queries with at most a quarter of the components non-zero are scored on those
+    # components' rows only: the answer is the full scan's, also after growth (the first block
+    # doubled, then blocks added) and removals across blocks
+    d = 256
+    vecs, queries = _sparse(6000, d, 24, seed=5), _sparse(30, d, 5, seed=6)
+    ids = [f"id{i:05d}" for i in range(len(vecs))]
+    index = InMemoryIndex(d, capacity=16, block=512)
+    for start in range(0, len(ids), 1000):
+        index.add(ids[start : start + 1000], vecs[start : start + 1000])
+    assert index.remove(ids[::3]) == 2000
+    keep = [i for i in range(len(ids)) if i % 3]
+    kept, names = vecs[keep].astype(np.float64), [ids[i] for i in keep]
+    for q in queries:
+        assert np.count_nonzero(q) * 4 <= d
+        hits = index.search(q, 10)
+        assert [h[0] for h in hits] == _brute(kept, names, q.astype(np.float64), 10)
+        assert np.allclose([h[1] for h in hits], np.sort(kept @ q)[::-1][:10], atol=1e-6)
+    # a batch mixing sparse queries with a dense one is answered as each alone
+    mixed = np.vstack([queries[:3], _data(1, d, seed=7)])
+    batched = index.search_batch(mixed, 10)
+    assert [[h[0] for h in r] for r in batched] == [
+        [h[0] for h in index.search(q, 10)] for q in mixed
+    ]
+    dense = mixed[-1].astype(np.float64)
+    assert [h[0] for h in batched[-1]] == _brute(kept, names, dense, 10)
+    assert np.array_equal(index.vectors(names[::7]), vecs[keep][::7])
+    labels, snapshot = index.snapshot()
+    assert sorted(label for label in labels if label is not None) == names
+    assert np.array_equal(snapshot, vecs[[int(str(label)[2:]) for label in labels]])
+
+
+def test_a_repeated_id_in_one_add_keeps_its_last_vector() -> None:
+    a, b, c = _data(3, 8)
+    index = InMemoryIndex(8)
+    index.add(["x", "y", "x"], np.vstack([a, b, c]))
+    assert index.count() == 2
+    assert index.search(c, 1) == [("x", pytest.approx(1.0, abs=1e-5))]
+    assert np.allclose(index.vectors(["x", "y"]), np.vstack([c, b]))
+
+
 def test_dimension_mismatch_is_rejected() -> None:
     index = InMemoryIndex(8)
     with pytest.raises(ValueError, match="dimension 8"):

@@ -55,3 +55,21 @@ def test_a_degenerate_query_still_answers_k_hits_by_label() -> None:
     scores = np.zeros(50_000, dtype=np.float32)
     labels = [f"id{i:05d}" for i in range(50_000)][::-1]
     assert [h[0] for h in top_hits(scores, 3, labels)] == ["id00000", "id00001", "id00002"]
+
+
+@pytest.mark.parametrize("k", [1, 10, 30])
+def test_long_score_lists_rank_as_a_full_sort(k: int) -> None:
+    # past 128 scores per hit asked for, a strided sample bounds the k-th best first: the
+    # answer stays that of sorting every score (heavy ties at the cut, tombstones among them)
+    rng = np.random.default_rng(k)
+    scores = rng.integers(0, 4_000, 40_000).astype(np.float32) / 4_000  # ~10 per score
+    labels: list[str | None] = [f"id{i:05d}" for i in rng.permutation(40_000)]
+    for position in rng.choice(40_000, 2_000, replace=False):
+        labels[int(position)] = None
+    ordered = sorted(range(40_000), key=lambda p: (-scores[p], str(labels[p])))
+    cut = float(scores[ordered[k - 1]])
+    expected = [(labels[p], float(scores[p])) for p in ordered if labels[p] is not None]
+    expected = [hit for hit in expected if hit[1] > cut] + [
+        hit for hit in expected if hit[1] == cut
+    ]
+    assert top_hits(scores, k, labels) == expected[:k]

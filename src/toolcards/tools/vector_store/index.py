@@ -6,7 +6,7 @@ pure search structures; durability lives in :mod:`toolcards.tools.vector_store.r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from toolcards.tools.vector_store.base import require
@@ -109,44 +109,56 @@ class RowIndex(ChangeLog):
         return np.fromiter((self._row[i] for i in ids), dtype=np.int64, count=len(ids))
 
 
-class InMemoryIndex(RowIndex):
-    """A float32 matrix with amortised O(1) add/remove and exact top-k by ``argpartition``.
+SPARSE_SHARE = 4
+"""A query whose non-zero components are at most 1/SPARSE_SHARE of the dimension (a hashed
+embedding of a few words) is scored on those components' rows only."""
+COPY_STEP = 256
+"""Vectors transposed into or out of a block at a time (a whole block at once is ~5x slower)."""
 
-    Not thread-safe: the owning actor serialises access. Rows fill a growing buffer and a
-    removal moves the last row into the hole.
+
+class InMemoryIndex(RowIndex):
+    """Exact top-k over float32 vectors: amortised O(1) add/remove, top-k by ``partition``.
+
+    Not thread-safe: the owning actor serialises access. The vectors live in blocks of up to
+    ``block`` vectors, each block one row per dimension (a column per vector), so a sparse
+    query reads only the rows of its non-zero components: a hashed embedding of a few words
+    touches a few percent of the matrix instead of all of it. The first block grows by
+    doubling from ``capacity``; past ``block`` vectors whole blocks are added (nothing is
+    copied, at most one block stands empty). A removal moves the last vector into the hole.
     """
 
-    def __init__(self, dimension: int, *, capacity: int = 1024) -> None:
+    def __init__(self, dimension: int, *, capacity: int = 1024, block: int = 131072) -> None:
         super().__init__(dimension)
-        np = require("numpy")
-        self._matrix: Matrix = np.zeros((max(16, capacity), dimension), dtype=np.float32)
+        self._capacity = max(16, capacity)
+        self._block = max(16, block)
+        self._blocks: list[Matrix] = []
 
     def vectors(self, ids: Sequence[str]) -> Matrix:
         """Copies of the stored vectors of ``ids`` (each must be indexed), one row each."""
-        found: Matrix = self._matrix[self.rows_of(ids)]
-        return found
+        return self._read(self.rows_of(ids))
 
     def add(self, ids: Sequence[str], vectors: Matrix) -> None:
         np = require("numpy")
         matrix = check_matrix(vectors, self._dimension, len(ids))
-        need = len(self._ids) + len(ids)
-        if need > self._matrix.shape[0]:
-            used = len(self._ids)
-            grown = np.zeros((max(need, self._matrix.shape[0] * 2), self._dimension), np.float32)
-            grown[:used] = self._matrix[:used]
-            self._matrix = grown
-        for item, vec in zip(ids, matrix, strict=True):
+        latest = {item: n for n, item in enumerate(ids)}  # a repeated id: its last vector
+        rows = np.empty(len(latest), dtype=np.int64)
+        for n, item in enumerate(latest):
             row = self._row.get(item)
             if row is None:
                 row = len(self._ids)
                 self._row[item] = row
                 self._ids.append(item)
-            self._matrix[row] = vec
+            rows[n] = row
+        self._reserve(len(self._ids))
+        self._write(rows, matrix if len(latest) == len(ids) else matrix[list(latest.values())])
         if self._changed is not None:
             self._changed.update(ids)
 
     def remove(self, ids: Sequence[str]) -> int:
+        np = require("numpy")
         removed = 0
+        moves: dict[int, int] = {}
+        """Row filled -> the row its vector comes from (every source is past the final count)."""
         for item in ids:
             row = self._row.pop(item, None)
             if row is None:
@@ -155,15 +167,21 @@ class InMemoryIndex(RowIndex):
             if self._changed is not None:
                 self._changed.add(item)
             last = len(self._ids) - 1
-            if row != last:  # the last row fills the hole
+            source = moves.pop(last, last)
+            if row != last:  # the last vector fills the hole
+                moves[row] = source
                 moved = self._ids[last]
-                self._matrix[row] = self._matrix[last]
                 self._ids[row] = moved
                 if moved is not None:
                     self._row[moved] = row
                     if self._changed is not None:
                         self._changed.add(moved)
             self._ids.pop()
+        if moves:  # the vectors move once, together
+            filled = np.fromiter(moves, dtype=np.int64, count=len(moves))
+            sources = np.fromiter(moves.values(), dtype=np.int64, count=len(moves))
+            self._write(filled, self._read(sources))
+        del self._blocks[-(-len(self._ids) // self._block) + 1 :]  # one spare block kept
         return removed
 
     def search(self, vector: Matrix, top_k: int) -> list[Hit]:
@@ -175,12 +193,75 @@ class InMemoryIndex(RowIndex):
         k = min(max(0, int(top_k)), len(self._row))
         if k == 0:
             return [[] for _ in range(queries.shape[0])]
-        scores = queries @ self._matrix[: len(self._ids)].T
+        scores = self.scores(queries)
         return [top_hits(scores[q], k, self._ids) for q in range(queries.shape[0])]
 
+    def scores(self, queries: Matrix) -> Matrix:
+        """The inner product of each query row with every stored vector, in row order:
+        computed on the components some query uses, when they are few (the others add 0)."""
+        np = require("numpy")
+        count, size = len(self._ids), self._block
+        used = np.flatnonzero(queries.any(axis=0))
+        sparse = used.size * SPARSE_SHARE <= self._dimension
+        found: Matrix = np.empty((queries.shape[0], count), dtype=np.float32)
+        asked = queries[:, used] if sparse else queries
+        for first in range(0, count, size):
+            block = self._blocks[first // size][:, : min(size, count - first)]
+            found[:, first : first + block.shape[1]] = asked @ (block[used] if sparse else block)
+        return found
+
     def snapshot(self) -> tuple[list[str | None], Matrix]:
-        """The ids by row and a view of their rows, for a build elsewhere (a worker thread).
-        Ids written or moved from now on are tracked (:meth:`take_changes`): their rows in
-        the view may change under the reader."""
+        """The ids by row and a copy of their vectors, for a build elsewhere (a worker
+        thread); ids written or moved from now on are tracked (:meth:`take_changes`)."""
+        np = require("numpy")
         self._changed = set()  # a new snapshot: earlier changes are in it
-        return list(self._ids), self._matrix[: len(self._ids)]
+        return list(self._ids), self._read(np.arange(len(self._ids)))
+
+    def _reserve(self, count: int) -> None:
+        """Room for ``count`` vectors: the first block doubled (up to ``block``), then blocks."""
+        np = require("numpy")
+        size, dimension = self._block, self._dimension
+        while sum(block.shape[1] for block in self._blocks) < count:
+            if not self._blocks:
+                width = min(size, max(count, self._capacity))
+                self._blocks.append(np.zeros((dimension, width), dtype=np.float32))
+            elif (width := self._blocks[0].shape[1]) < size:
+                grown = np.zeros((dimension, min(size, max(count, 2 * width))), dtype=np.float32)
+                grown[:, :width] = self._blocks[0]
+                self._blocks[0] = grown
+            else:
+                self._blocks.append(np.zeros((dimension, size), dtype=np.float32))
+
+    def _read(self, rows: Any) -> Matrix:
+        """The vectors of ``rows`` (int64 array), one row each (a copy)."""
+        np = require("numpy")
+        out: Matrix = np.empty((len(rows), self._dimension), dtype=np.float32)
+        for block, cols, at in self._spans(rows):
+            out[at] = block[:, cols].T
+        return out
+
+    def _write(self, rows: Any, matrix: Matrix) -> None:
+        """Store the rows of ``matrix`` as the vectors of ``rows`` (int64 array, distinct)."""
+        for block, cols, at in self._spans(rows):
+            block[:, cols] = matrix[at].T
+
+    def _spans(self, rows: Any) -> Iterator[tuple[Matrix, Any, Any]]:
+        """``rows`` in pieces of at most :data:`COPY_STEP` within one block: the block, the
+        columns there and the positions in ``rows`` (slices when both are consecutive, as
+        appended or snapshotted vectors are)."""
+        np = require("numpy")
+        blocks = rows // self._block
+        for b in np.unique(blocks).tolist():
+            found = np.flatnonzero(blocks == b)
+            columns = rows[found] - b * self._block
+            for step in range(0, len(found), COPY_STEP):
+                at, cols = found[step : step + COPY_STEP], columns[step : step + COPY_STEP]
+                if consecutive(at) and consecutive(cols):
+                    yield self._blocks[b], slice(cols[0], cols[-1] + 1), slice(at[0], at[-1] + 1)
+                else:
+                    yield self._blocks[b], cols, at
+
+
+def consecutive(values: Any) -> bool:
+    """True for an int array ``n, n + 1, n + 2, ...``."""
+    return bool(values[-1] - values[0] == len(values) - 1 and (values[1:] > values[:-1]).all())

@@ -96,7 +96,8 @@ class IvfIndex(ChangeLog):
         ``labels[i]``), with about sqrt(n) cells trained on them."""
         np = require("numpy")
         live = np.array([r for r, label in enumerate(labels) if label is not None], np.int64)
-        rows = np.ascontiguousarray(matrix[live], dtype=np.float32)
+        picked = matrix if len(live) == len(labels) else matrix[live]  # no copy when all live
+        rows = np.ascontiguousarray(picked, dtype=np.float32)
         index = cls(kmeans(rows, rows.shape[0], default_cells(rows.shape[0]), seed=seed))
         index.add([label for label in labels if label is not None], rows)
         index.trained_at = index.count()

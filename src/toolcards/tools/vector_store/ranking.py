@@ -15,6 +15,8 @@ from typing import Any
 from toolcards.tools.vector_store.base import require
 
 Hit = tuple[str, float]
+SAMPLE = 64
+"""Sampled scores per hit asked for, to bound the k-th best before ranking."""
 
 
 def best_first(hits: Iterable[Hit]) -> list[Hit]:
@@ -34,8 +36,12 @@ def top_hits(scores: Any, k: int, labels: Sequence[str | None], rows: Any = None
     if k == n:
         better, tied = np.arange(n), np.arange(0)
     else:
-        cut = np.partition(scores, n - k)[n - k]  # the k-th best score
-        better, tied = np.flatnonzero(scores > cut), np.flatnonzero(scores == cut)
+        kept = candidates(scores, k)
+        pool = scores if kept is None else scores[kept]
+        cut = np.partition(pool, len(pool) - k)[len(pool) - k]  # the k-th best score
+        better, tied = np.flatnonzero(pool > cut), np.flatnonzero(pool == cut)
+        if kept is not None:
+            better, tied = kept[better], kept[tied]
     hits = best_first(_labelled(scores, better, labels, rows))
     if len(hits) < k and tied.size:
         # the ties at the cut: the smallest labels (many ties only for a degenerate query)
@@ -43,6 +49,19 @@ def top_hits(scores: Any, k: int, labels: Sequence[str | None], rows: Any = None
         names = (label for label, _ in _labelled(scores, tied, labels, rows))
         hits += [(name, score) for name in heapq.nsmallest(k - len(hits), names)]
     return hits
+
+
+def candidates(scores: Any, k: int) -> Any:
+    """Positions of ``scores`` that may be among its ``k`` best (every score at least the
+    ``k``-th best of a strided sample, itself at most the ``k``-th best of all), or None
+    when ``scores`` is too short for a sample to save anything."""
+    np = require("numpy")
+    stride = scores.shape[0] // (SAMPLE * k)
+    if stride < 2:
+        return None
+    sample = scores[::stride]
+    floor = np.partition(sample, len(sample) - k)[len(sample) - k]
+    return np.flatnonzero(scores >= floor)
 
 
 def _labelled(scores: Any, positions: Any, labels: Sequence[str | None], rows: Any) -> list[Hit]:
