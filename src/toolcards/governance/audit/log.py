@@ -127,10 +127,10 @@ def _rest(rec: AuditRecord, key: str) -> tuple[tuple[Any, ...], str]:
         rec.reason,
         rec.outcome,
         float(rec.duration) * 1000.0,
-        redactor.text(rec.error) if rec.error else None,
-        rec.approved_args_digest,
+        redactor.text(rec.error) if rec.error else None,  # never empty: none is None
+        rec.approved_args_digest or None,
         redactor.text(rec.hook) if rec.hook else None,
-        rec.grant_id,
+        rec.grant_id or None,
         key,
         digest,
     )
