@@ -295,7 +295,7 @@ class AuditLog:
             if self.spill.pending:
                 self.spill.replay(self._rewrite)
             if rows:
-                texts = [text or row_json(rest) for rest, _, text, *_ in queued]
+                texts = [item[2] or row_json(item[0]) for item in queued]
                 self._db.insert(rows, texts=texts)
         except Exception as exc:
             if rows:
