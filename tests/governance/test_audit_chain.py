@@ -138,6 +138,27 @@ EDITS: dict[str, tuple[Callable[[Table], object], str]] = {
 }
 
 
+def test_none_given_as_empty_text_is_stored_and_chained_as_none(location: str) -> None:
+    """A row's grant, approved digest, error and hook are bound as empty text made NULL by
+    the INSERT: one given as empty text is none, stored and chained alike (the chain holds)."""
+    empty = _record(1)._replace(grant_id="", approved_args_digest="", error="", hook="")
+    with AuditLog(location, team_id="a") as log:
+        log.record(empty)
+        log.record(_record(2)._replace(grant_id="g-1", error="boom"))
+        log.flush()
+        rows = {row.call_id: row for row in log.query()}
+        assert log.verify().ok, log.verify().message
+    none = rows["c1"]
+    assert (none.grant_id, none.approved_args_digest, none.error, none.hook) == (None,) * 4
+    assert (rows["c2"].grant_id, rows["c2"].error) == ("g-1", "boom")
+    table = Table(location)
+    try:
+        nulls = table.run("SELECT count(*) FROM audit WHERE call_id = 'c1' AND grant_id IS NULL")
+    finally:
+        table.close()
+    assert nulls[0][0] == 1
+
+
 @pytest.mark.parametrize("edit", EDITS)
 def test_an_edit_of_the_table_is_named_in_one_line(trail: tuple[str, Table], edit: str) -> None:
     location, table = trail

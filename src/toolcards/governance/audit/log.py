@@ -127,10 +127,10 @@ def _rest(rec: AuditRecord, key: str) -> tuple[tuple[Any, ...], str]:
         rec.reason,
         rec.outcome,
         float(rec.duration) * 1000.0,
-        redactor.text(rec.error) if rec.error else None,
-        rec.approved_args_digest,
+        redactor.text(rec.error) if rec.error else None,  # never empty: none is None
+        rec.approved_args_digest or None,
         redactor.text(rec.hook) if rec.hook else None,
-        rec.grant_id,
+        rec.grant_id or None,
         key,
         digest,
     )
@@ -295,7 +295,7 @@ class AuditLog:
             if self.spill.pending:
                 self.spill.replay(self._rewrite)
             if rows:
-                texts = [text or row_json(rest) for rest, _, text, *_ in queued]
+                texts = [item[2] or row_json(item[0]) for item in queued]
                 self._db.insert(rows, texts=texts)
         except Exception as exc:
             if rows:
