@@ -110,19 +110,32 @@ def _names(listed: str) -> set[str]:
     return {row["name"] for row in json.loads(listed)}
 
 
-def test_an_edited_policy_is_listed_at_once(
-    team: Path, tmp_path: Path, toolcards_cli: InProcessCli
-) -> None:
+def _listed_after_an_edit(
+    team: Path, tmp_path: Path, cli: InProcessCli, edited: Path, old: str, new: str
+) -> str:
+    """The listing from the cache's command after ``old`` became ``new`` in ``edited`` (the
+    same size, the same file times), checked made afresh and without the planning tool."""
     cache = tmp_path / "cache"
     _list(team, cache=cache)
     before, modules = _list(team, cache=cache, as_json=True)
     assert _cached(modules) and "update_planning" in _names(before)
-    # the writers' rule now names a role alice lacks (the same size, the same file times)
-    _rewrite(team.parent / "policy.yaml", "roles: [writer]", "roles: [wrote_]")
-    fresh = _made(toolcards_cli, team, cache=tmp_path / "fresh", as_json=True)
+    _rewrite(edited, old, new)
+    fresh = _made(cli, team, cache=tmp_path / "fresh", as_json=True)
     after, modules = _list(team, cache=cache, as_json=True)
     assert not _cached(modules)
     assert after == fresh and "update_planning" not in _names(after)
+    return after
+
+
+def test_an_edited_policy_is_listed_at_once(
+    team: Path, tmp_path: Path, toolcards_cli: InProcessCli
+) -> None:
+    cache = tmp_path / "cache"
+    # the writers' rule now names a role alice lacks
+    policy = team.parent / "policy.yaml"
+    fresh = _listed_after_an_edit(
+        team, tmp_path, toolcards_cli, policy, "roles: [writer]", "roles: [wrote_]"
+    )
     again, modules = _list(team, cache=cache, as_json=True)
     assert _cached(modules) and again == fresh
     every, _ = _list(team, "--all", cache=cache, as_json=True)
@@ -133,15 +146,9 @@ def test_an_edited_policy_is_listed_at_once(
 def test_another_principal_in_the_config_is_listed_for_that_principal(
     team: Path, tmp_path: Path, toolcards_cli: InProcessCli
 ) -> None:
-    cache = tmp_path / "cache"
-    _list(team, cache=cache)
-    before, modules = _list(team, cache=cache, as_json=True)
-    assert _cached(modules) and "update_planning" in _names(before)
-    _rewrite(team, "roles: [writer, viewer]", "roles: [reader, viewer]")
-    fresh = _made(toolcards_cli, team, cache=tmp_path / "fresh", as_json=True)
-    after, modules = _list(team, cache=cache, as_json=True)
-    assert not _cached(modules)
-    assert after == fresh and "update_planning" not in _names(after)
+    _listed_after_an_edit(
+        team, tmp_path, toolcards_cli, team, "roles: [writer, viewer]", "roles: [reader, viewer]"
+    )
 
 
 def test_a_damaged_entry_is_a_miss(team: Path, tmp_path: Path) -> None:
