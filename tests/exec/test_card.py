@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 from tests.exec.support import RUNNABLE, needs_bwrap, tools_of
+from tests.support.scripted import wait_until
 
 from toolcards.core.errors import RetriableError
 from toolcards.core.factory import ToolFactory
@@ -183,6 +185,23 @@ def test_one_service_per_team_and_settings() -> None:
         ExecTool(mode="local", limits=RUNNABLE, timeout_s=9).service()
         is not ExecTool(mode="local", limits=RUNNABLE).service()
     )
+
+
+def test_a_service_no_tool_holds_ends_its_threads() -> None:
+    """A team's service lives while a bound tool holds it; once none does, its job threads end
+    and the registry lets it go (a host that starts and stops many teams keeps no threads)."""
+
+    def exec_threads() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name.startswith("toolcards-exec")}
+
+    before = exec_threads()
+    tools = _tools(ExecTool(mode="local", limits=RUNNABLE, allowed_commands=["true"]))
+    job_id = tools["exec_start"]("true").split("job_id: ")[1].split()[0]
+    assert "exit_code: 0" in tools["exec_result"](job_id, wait_s=30)
+    assert exec_threads() - before, "the job ran on a thread of the service"
+    del tools
+    gc.collect()
+    assert wait_until(lambda: not exec_threads() - before, 10), exec_threads() - before
 
 
 @pytest.mark.parametrize("wait", [float("nan"), "soon", True])

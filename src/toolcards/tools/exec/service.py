@@ -1,7 +1,10 @@
 """The team-level exec service: owns the backend choice, the concurrency cap and the jobs.
 
 One service exists per (team, settings) in a process-level registry guarded by a lock, so
-every agent of a team shares one backend and one cap. Commands run on the caller's thread
+every agent of a team shares one backend and one cap. The registry holds services weakly: a
+service lives while a bound tool (or a running job) holds it, and once none does its threads
+end and its entry goes, so a long-lived host that starts and stops many teams keeps none of
+their threads. Commands run on the caller's thread
 (:meth:`ExecService.run`), on a call thread awaited by a coroutine (:meth:`run_async`, which
 kills the command when the coroutine is cancelled), or on the job pool; a slot semaphore
 bounds how many run at once, and nothing is serialized on an actor thread.
@@ -15,6 +18,7 @@ import os
 import threading
 import time
 import uuid
+import weakref
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -229,7 +233,9 @@ class ExecService:
         return env
 
 
-_REGISTRY: dict[tuple[str, ExecSettings], ExecService] = {}
+_REGISTRY: weakref.WeakValueDictionary[tuple[str, ExecSettings], ExecService] = (
+    weakref.WeakValueDictionary()
+)
 _REGISTRY_LOCK = threading.Lock()
 
 
@@ -245,6 +251,6 @@ def service_for(team: str, settings: ExecSettings) -> ExecService:
 def reset_services() -> None:
     """Forget every service (tests, or after changing the host's sandbox setup)."""
     with _REGISTRY_LOCK:
-        for service in _REGISTRY.values():
+        for service in list(_REGISTRY.values()):
             service.close()
         _REGISTRY.clear()
