@@ -153,11 +153,6 @@ def _arguments(
 _UNSERIALISABLE = '{"unserialisable":true}'
 
 
-def _row(rec: AuditRecord, key: str) -> tuple[Any, ...]:
-    rest, canonical = _rest(rec, key)
-    return join(rest, _arguments(rec.args, rec.sensitive, rec.redactor, canonical))
-
-
 _NAMES: dict[tuple[Redactor, str], str] = {}
 _MAX_NAMES = 4096
 
