@@ -20,9 +20,10 @@ COLUMNS = ("name", "body")
 
 
 @pytest.fixture(autouse=True)
-def prune_small_queries(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Prune from the first posting: the corpora here are small enough to check quickly."""
-    monkeypatch.setattr(keyword_index, "PRUNE_FROM", 0)
+def tops_from_few_postings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep the top postings of terms apart from 64 postings on: the corpora here are small
+    enough to check quickly."""
+    monkeypatch.setattr(keyword_index, "TOP_FROM", 64)
 
 
 WEIGHTS = (3.0, 1.0)
@@ -147,14 +148,14 @@ def test_plain_loop_ranks_as_the_oracle() -> None:
 
 
 def test_pruned_search_scores_fewer_postings_than_there_are_matches(monkeypatch) -> None:
-    numpy_or_skip()
+    numpy = numpy_or_skip()
     corpus = Corpus(5)
     index, docs = filled(corpus, 5000)
     scored: list[int] = []
     weights = keyword_index.term_weights
 
     def counting(tfs: Any, *args: Any) -> Any:
-        scored.append(len(tfs))
+        scored.append(numpy.size(tfs))
         return weights(tfs, *args)
 
     monkeypatch.setattr(keyword_index, "term_weights", counting)
