@@ -490,7 +490,9 @@ class KeywordIndex:
             upper[slots] += weights - most[n] if n in skipped else weights
             parts.append(slots)
         candidates = np.sort(np.concatenate(parts))
-        candidates = candidates[np.append(True, candidates[1:] != candidates[:-1])]
+        first = np.ones(len(candidates), dtype=bool)
+        first[1:] = candidates[1:] != candidates[:-1]
+        candidates = candidates[first]
         if keep is not None:
             candidates = candidates[keep[candidates]]
         return candidates, upper[candidates] + rest
