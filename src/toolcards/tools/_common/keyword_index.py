@@ -92,7 +92,7 @@ def query_terms(text: str) -> list[str]:
 
 _UNRESOLVED: Any = object()
 
-TOP_FROM = 1024
+TOP_FROM = 8192
 """A term with this many postings keeps its top postings apart; a rarer one is a candidate
 wherever it appears."""
 TOP_SHARE = 16
@@ -475,9 +475,8 @@ class KeywordIndex:
         slots), each with an upper bound of its score: its weights where known, the term's rest
         bound where not; a document not among them scores at most the skipped rests' sum."""
         np = self._np
-        upper = np.zeros(len(lengths), dtype=np.float64)
         rest = 0.0
-        parts = []
+        parts, bounds = [], []
         for n, (posting, idf) in enumerate(weighted):
             if n in skipped:
                 slots = np.frombuffer(posting.top_slots, dtype=np.int32)
@@ -487,15 +486,22 @@ class KeywordIndex:
                 slots = np.frombuffer(posting.slots, dtype=np.int32)
                 tfs = np.frombuffer(posting.tfs, dtype=np.float64)
             weights = term_weights(tfs, lengths[slots], idf, self.k1, c1, c2)
-            upper[slots] += weights - most[n] if n in skipped else weights
             parts.append(slots)
-        candidates = np.sort(np.concatenate(parts))
-        first = np.ones(len(candidates), dtype=bool)
-        first[1:] = candidates[1:] != candidates[:-1]
-        candidates = candidates[first]
-        if keep is not None:
-            candidates = candidates[keep[candidates]]
-        return candidates, upper[candidates] + rest
+            bounds.append(weights - most[n] if n in skipped else weights)
+        every = np.concatenate(parts)
+        order = np.argsort(every, kind="stable")  # runs of sorted slots: a merge
+        every = every[order]
+        starts = np.ones(len(every), dtype=bool)
+        starts[1:] = every[1:] != every[:-1]
+        starts = np.flatnonzero(starts)
+        candidates = every[starts]
+        if not len(starts):
+            return candidates, np.zeros(0, dtype=np.float64)
+        upper = np.add.reduceat(np.concatenate(bounds)[order], starts) + rest
+        if keep is None:
+            return candidates, upper
+        kept = keep[candidates]
+        return candidates[kept], upper[kept]
 
     def _scored(
         self, slots: Any, weighted: list[tuple[Postings, float]], lengths: Any, c1: float, c2: float
@@ -503,12 +509,12 @@ class KeywordIndex:
         """Exact scores of ``slots`` (sorted): the same floats as scoring every posting."""
         np = self._np
         scores = np.zeros(len(slots), dtype=np.float64)
+        lengths = lengths[slots]
         for posting, idf in weighted:
             own = np.frombuffer(posting.slots, dtype=np.int32)
-            at = np.minimum(np.searchsorted(own, slots), len(own) - 1)
-            hits = np.flatnonzero(own[at] == slots)
-            tfs = np.frombuffer(posting.tfs, dtype=np.float64)[at[hits]]
-            scores[hits] += term_weights(tfs, lengths[slots[hits]], idf, self.k1, c1, c2)
+            at = own[:-1].searchsorted(slots)  # the last position when past every other
+            tfs = np.frombuffer(posting.tfs, dtype=np.float64)[at] * (own[at] == slots)
+            scores += term_weights(tfs, lengths, idf, self.k1, c1, c2)  # 0 where tf is 0
         return scores
 
     def _floor(self, scores: Any, top_k: int) -> float:
