@@ -24,6 +24,7 @@ def tops_from_few_postings(monkeypatch: pytest.MonkeyPatch) -> None:
     """Keep the top postings of terms apart from 64 postings on: the corpora here are small
     enough to check quickly."""
     monkeypatch.setattr(keyword_index, "TOP_FROM", 64)
+    monkeypatch.setattr(keyword_index, "PRUNE_FROM", 0)
 
 
 WEIGHTS = (3.0, 1.0)
