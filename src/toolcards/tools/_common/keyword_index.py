@@ -116,8 +116,14 @@ def _numpy() -> Any | None:
 
 def term_weights(tfs: Any, lengths: Any, idf: float, k1: float, c1: float, c2: float) -> Any:
     """What documents take from a term (numpy arrays of frequencies and lengths): the plain
-    loop's formula, operation for operation, so both paths compute the same floats."""
-    return idf * (tfs * (k1 + 1.0) / (tfs + c1 + c2 * lengths))
+    loop's formula, operation for operation, so both paths compute the same floats (in place,
+    for fewer temporary arrays)."""
+    below = tfs + c1
+    below += c2 * lengths
+    above = tfs * (k1 + 1.0)
+    above /= below
+    above *= idf
+    return above
 
 
 def _pushed(values: array[Any], value: Any) -> array[Any]:
@@ -465,10 +471,12 @@ class KeywordIndex:
             best = np.sort(candidates[np.argpartition(-bounds, first - 1)[:first]])
             scores = self._scored(best, weighted, lengths, c1, c2)
             kth = max(kth, float(np.partition(scores, first - top_k)[first - top_k]))
-        chosen = candidates[bounds >= kth - margin]
-        scores = self._scored(chosen, weighted, lengths, c1, c2)
+        chosen = bounds >= kth - margin
+        if np.count_nonzero(chosen) > first:  # more than the best scored already
+            best = candidates[chosen]
+            scores = self._scored(best, weighted, lengths, c1, c2)
         hits = scores > 0.0
-        return self._ranked(chosen[hits], scores[hits], top_k)
+        return self._ranked(best[hits], scores[hits], top_k)
 
     def _candidates(
         self,
