@@ -464,8 +464,9 @@ class KeywordIndex:
                 break
             below += most[n]
             skipped.add(n)
-        if not skipped:
-            return self._search_all(weighted, c1, c2, top_k, keep)
+        kept = sum(len(weighted[n][0].slots) for n in every - skipped)
+        if not skipped or 4 * kept > sum(len(posting.slots) for posting, _ in weighted):
+            return self._search_all(weighted, c1, c2, top_k, keep)  # little left to skip
         if skipped != every:
             candidates, bounds = self._candidates(weighted, most, skipped, lengths, c1, c2, keep)
             best = np.sort(candidates[np.argpartition(-bounds, first - 1)[:first]])
