@@ -20,11 +20,13 @@ COLUMNS = ("name", "body")
 
 
 @pytest.fixture(autouse=True)
-def tops_from_few_postings(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep the top postings of terms apart from 64 postings on: the corpora here are small
-    enough to check quickly."""
-    monkeypatch.setattr(keyword_index, "TOP_FROM", 64)
+def prune_as_far_as_it_goes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prune at any size, keep the top postings of terms apart from 64 postings on, and go on
+    pruning whatever share of the postings is left to read: the corpora here are small enough
+    to check quickly, and every query they make takes the pruned path as far as it goes."""
     monkeypatch.setattr(keyword_index, "PRUNE_FROM", 0)
+    monkeypatch.setattr(keyword_index, "TOP_FROM", 64)
+    monkeypatch.setattr(keyword_index, "READ_SHARE", 1)
 
 
 WEIGHTS = (3.0, 1.0)
