@@ -12,16 +12,17 @@ postings of its highest term frequencies (its top: at most a sixteenth of them, 
 chosen once from its first postings), and for the others (its rest) the largest frequency and
 the shortest document length. A BM25 weight grows with the frequency and shrinks with the
 length, so these two bound what any document takes from the term outside its top. The
-candidates of a query are the postings of its rare terms and the tops of its common ones;
-every other document scores at most the sum of the common terms' rest bounds. Each candidate
-gets an upper bound (its weights where known, the rest bound where not); the best of them by
-that bound are scored exactly, which gives a k-th best score. When it is above the rest bounds'
-sum, only the candidates whose upper bound reaches it are scored exactly, and their ranking is
-the exhaustive one (same documents, order and scores); otherwise (every term of the query is
-common and no document stands out) every posting is scored. The bounds are computed with the
-query's own statistics (idf, average length), so they stay valid as documents come and go: a
-removed document's postings are zeroed in place (its bounds only loosen), and the slots are
-renumbered once more than half of them are free.
+candidates of a query are the postings of its rarer terms and the tops of its common ones;
+each gets an upper bound (its weights where known, the rest bound where not). The best by that
+bound are scored exactly, which gives a k-th best score; the rests whose bounds, together,
+stay below it are left out (any other document scores less than the k-th), the others are read
+whole (MaxScore), and the candidates whose upper bound reaches the k-th score are scored
+exactly. Their ranking is the exhaustive one (same documents, order and scores). Every posting
+is scored instead when no rest can be left out or over a quarter of the postings would still
+be read (every word of the query is common and no document stands out), and in a small index.
+The bounds are computed with the query's own statistics (idf, average length), so they stay
+valid as documents come and go: a removed document's postings are zeroed in place (its bounds
+only loosen), and the slots are renumbered once more than half of them are free.
 
 Ties rank by document id: a stable key, the same after a restart whatever slots the
 documents took. numpy (the ``vector`` extra) vectorises the search; without it a plain loop
