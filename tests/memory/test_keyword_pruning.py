@@ -20,9 +20,13 @@ COLUMNS = ("name", "body")
 
 
 @pytest.fixture(autouse=True)
-def prune_small_queries(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Prune from the first posting: the corpora here are small enough to check quickly."""
+def prune_as_far_as_it_goes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prune at any size, keep the top postings of terms apart from 64 postings on, and go on
+    pruning whatever share of the postings is left to read: the corpora here are small enough
+    to check quickly, and every query they make takes the pruned path as far as it goes."""
     monkeypatch.setattr(keyword_index, "PRUNE_FROM", 0)
+    monkeypatch.setattr(keyword_index, "TOP_FROM", 64)
+    monkeypatch.setattr(keyword_index, "READ_SHARE", 1)
 
 
 WEIGHTS = (3.0, 1.0)
@@ -147,14 +151,14 @@ def test_plain_loop_ranks_as_the_oracle() -> None:
 
 
 def test_pruned_search_scores_fewer_postings_than_there_are_matches(monkeypatch) -> None:
-    numpy_or_skip()
+    numpy = numpy_or_skip()
     corpus = Corpus(5)
     index, docs = filled(corpus, 5000)
     scored: list[int] = []
     weights = keyword_index.term_weights
 
     def counting(tfs: Any, *args: Any) -> Any:
-        scored.append(len(tfs))
+        scored.append(numpy.size(tfs))
         return weights(tfs, *args)
 
     monkeypatch.setattr(keyword_index, "term_weights", counting)
@@ -246,3 +250,55 @@ def test_search_after_resume_equals_search_before(tmp_path: Path) -> None:
         }
         after = [tools["search_graph"](q, mode="keyword", top_k=15) for q in queries]
     assert after == before
+
+
+def test_queries_of_common_words_only_rank_as_scoring_every_match(monkeypatch) -> None:
+    """Queries of the most common words only (no rare word to anchor the top-k), common words
+    with one rarer word, and single words, on a seeded Zipf corpus: the pruned ranking is the
+    exhaustive one, and most queries are answered without scoring every posting (the pruning
+    is exercised, not bypassed)."""
+    numpy_or_skip()
+    corpus = Corpus(11, vocabulary=300)
+    index, docs = filled(corpus, 4000)
+    common, rarer = corpus.words[:8], corpus.words[8:60]
+    rng = random.Random(12)
+    queries = [" ".join(rng.sample(common, rng.randint(1, 5))) for _ in range(40)]
+    queries += [" ".join([*rng.sample(common, 2), rng.choice(rarer)]) for _ in range(20)]
+    queries += corpus.words[:20]
+    every_posting: list[int] = []
+    search_all = KeywordIndex._search_all
+
+    def counted(self: KeywordIndex, *args: Any) -> Any:
+        every_posting.append(1)
+        return search_all(self, *args)
+
+    monkeypatch.setattr(KeywordIndex, "_search_all", counted)
+    pruned_alone = 0
+    for query in queries:
+        want = oracle(docs, query, 30)
+        for top_k in (1, 10, 30):
+            every_posting.clear()
+            pruned = index.search(query, top_k)
+            pruned_alone += not every_posting
+            assert pruned == index.search(query, top_k, exhaustive=True), (query, top_k)
+            assert pruned == want[:top_k], (query, top_k)
+    assert pruned_alone > len(queries) * 3 // 2
+
+
+def test_a_tie_across_the_kth_place_keeps_the_smallest_ids() -> None:
+    """Hundreds of documents tie for the best score of a common word: the pruned top-k takes
+    the smallest ids among all of them, as scoring every posting does."""
+    numpy_or_skip()
+    corpus = Corpus(13)
+    index, docs = filled(corpus, 3000)
+    word = corpus.words[0]
+    names = [f"tie{n:04d}" for n in range(400)]
+    random.Random(14).shuffle(names)  # slots in another order than ids
+    for name in names:
+        docs[name] = ("", " ".join([word] * 6))
+        index.upsert(name, *docs[name])
+    for query in (word, f"{word} {corpus.words[1]}", f"{word} {corpus.words[-1]}"):
+        want = oracle(docs, query, 30)
+        for top_k in (1, 10, 30):
+            assert index.search(query, top_k) == want[:top_k], (query, top_k)
+            assert index.search(query, top_k, exhaustive=True) == want[:top_k], (query, top_k)
