@@ -42,9 +42,10 @@ class RawStdio:
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            if line.strip():
-                self.lines.put(json.loads(line))
+        with self.proc.stdout:  # closed at the server's end of output, not left to the collector
+            for line in self.proc.stdout:
+                if line.strip():
+                    self.lines.put(json.loads(line))
 
     def send(self, message: dict[str, Any] | str) -> None:
         assert self.proc.stdin is not None
