@@ -121,7 +121,7 @@ def test_a_commit_in_another_process_wakes_a_watcher_without_polling(postgres_ur
     try:
         store.open_team("t")
         stop = store.watch("t", woken.set)
-        time.sleep(0.5)  # the listener connects
+        assert woken.wait(10)  # the listener connected: once it listens it wakes every watcher
         woken.clear()
         subprocess.run([sys.executable, "-c", WRITER, postgres_url, "#X", "1"], check=True)
         assert woken.wait(10)

@@ -3,7 +3,9 @@ would hide: malformed JSON-RPC, cancellation, timings."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import queue
 import subprocess
 import threading
@@ -40,9 +42,10 @@ class RawStdio:
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            if line.strip():
-                self.lines.put(json.loads(line))
+        with self.proc.stdout:  # closed at the server's end of output, not left to the collector
+            for line in self.proc.stdout:
+                if line.strip():
+                    self.lines.put(json.loads(line))
 
     def send(self, message: dict[str, Any] | str) -> None:
         assert self.proc.stdin is not None
@@ -86,6 +89,17 @@ class RawStdio:
                 break
         return found
 
+    def server_pid(self) -> int:
+        """The server process: the one that reads this side's pipe (the command started may be
+        a launcher that hands the pipe on to a process it does not parent)."""
+        assert self.proc.stdin is not None
+        pipe = f"pipe:[{os.fstat(self.proc.stdin.fileno()).st_ino}]"
+        for entry in Path("/proc").iterdir():
+            with contextlib.suppress(OSError):
+                if entry.name.isdigit() and os.readlink(entry / "fd" / "0") == pipe:
+                    return int(entry.name)
+        raise LookupError("no process reads the server's standard input")
+
     def close(self) -> None:
         if self.proc.stdin is not None:
             self.proc.stdin.close()
@@ -94,3 +108,9 @@ class RawStdio:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=5)
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system, every thread) process ``pid`` has spent."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raw_stdio import RawStdio
+from raw_stdio import RawStdio, cpu_seconds
 
 from surfaces.surface_support import write_config
 from toolcards.governance import AuditLog, Identity
@@ -157,8 +157,12 @@ def grep_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RawStdio]:
 
 def test_ping_answers_while_a_catastrophic_python_grep_runs(grep_server: RawStdio) -> None:
     args = {"pattern": "(a|aa)+$", "path": "hostile.txt"}  # 3 s of matching, then its limit
+    server = grep_server.server_pid()
+    before = cpu_seconds(server)
     call = grep_server.start("tools/call", {"name": "workspace_grep", "arguments": args})
-    time.sleep(0.5)  # the grep has no progress to await; 0.5 s of its 3 s lets it start
+    deadline = time.monotonic() + 10  # the grep has no progress to await: it spends CPU
+    while cpu_seconds(server) - before < 0.2 and time.monotonic() < deadline:
+        time.sleep(0.01)
     ping = grep_server.start("ping")
     arrived = answers(grep_server, call, ping)
     assert list(arrived) == [ping, call]  # the server did not stall behind the grep
