@@ -42,14 +42,16 @@ class TeamColumn:
     def postgres(self, cur: Any, prefix: str = "toolcards_") -> None:
         """Run under the schema lock; old rows keep the empty team (see the module doc)."""
         table = prefix + self.table
-        for name, ddl in self.added:
-            cur.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {ddl}")
-        cur.execute(
-            "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
-            "AND table_name = %s AND column_name = 'team_id'",
+        cur.execute(  # read first: an ALTER locks out the table's users even when it adds nothing
+            "SELECT column_name FROM information_schema.columns WHERE "
+            "table_schema = current_schema() AND table_name = %s",
             (table,),
         )
-        if cur.fetchone() is not None:
+        columns = {str(row[0]) for row in cur.fetchall()}
+        for name, ddl in self.added:
+            if name not in columns:
+                cur.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {ddl}")
+        if "team_id" in columns:
             return
         cur.execute(f"ALTER TABLE {table} ADD COLUMN team_id TEXT NOT NULL DEFAULT ''")
         for index in self.drop_indexes:

@@ -22,6 +22,7 @@ from toolcards.stores.grants import SqlGrants
 from toolcards.stores.migrate import TeamColumn
 from toolcards.stores.postgres.connections import Connections
 from toolcards.stores.postgres.listener import GRANTS_CHANNEL, EventListener
+from toolcards.stores.postgres.schema import run_ddl
 
 _BUCKETS = """
 CREATE TABLE IF NOT EXISTS toolcards_rate_buckets (
@@ -66,12 +67,12 @@ def create_table(
     with db.transaction(), db.cursor() as cur:
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
         for statement in postgres_ddl(table).split(";"):
-            cur.execute(statement)
+            run_ddl(cur, statement)
         if migration is not None:
             migration.postgres(cur)
         for statement in postgres_ddl(indexes).split(";"):
             if statement.strip():
-                cur.execute(statement)
+                run_ddl(cur, statement)
 
 
 def named_team(team_id: str | None) -> str:

@@ -1,9 +1,19 @@
 """The PostgreSQL team store's schema: a version table, its tables, and the columns an older
 store gains, created or migrated by :func:`migrate` on first use (under an advisory lock, so
-processes opening one database at once do not race)."""
+processes opening one database at once do not race).
+
+A store of the current layout is opened without taking a lock on any of its tables: PostgreSQL
+takes a table's SHARE lock for ``CREATE INDEX IF NOT EXISTS`` (and an ACCESS EXCLUSIVE lock
+for ``ALTER TABLE ... ADD COLUMN IF NOT EXISTS``) before it finds the index or column already
+there, and holds it until the migration commits. A process opening the store while others
+write would make their writes wait, and deadlock with a writer holding a table the migration
+locks next; :func:`run_ddl` skips such a statement when its index exists, and columns are
+added only when missing.
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from toolcards.stores import applied_calls
@@ -11,9 +21,11 @@ from toolcards.stores.events_sql import add_envelope_columns, check_schema
 from toolcards.stores.postgres.connections import placeholders
 from toolcards.stores.rows import SCHEMA_VERSION
 
-__all__ = ["migrate"]
+__all__ = ["migrate", "run_ddl"]
 
 _SCHEMA_LOCK = 7_264_331_942  # advisory lock id guarding schema creation
+
+_CREATE_INDEX = re.compile(r"\s*CREATE\s+(?:UNIQUE\s+)?INDEX\s+IF\s+NOT\s+EXISTS\s+(\w+)", re.I)
 
 _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS toolcards_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -53,7 +65,7 @@ def migrate(cur: Any, location: str) -> None:
     :data:`SCHEMA_VERSION`; a store of a newer layout is refused (nothing commits)."""
     cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
     for statement in [*_SCHEMA, *applied_calls.statements("toolcards_")]:
-        cur.execute(statement)  # a store written before a table gains it here
+        run_ddl(cur, statement)  # a store written before a table gains it here
     cur.execute(
         "SELECT column_name FROM information_schema.columns WHERE "
         "table_schema = current_schema() AND table_name = 'toolcards_events'"
@@ -66,7 +78,7 @@ def migrate(cur: Any, location: str) -> None:
     )
     if cur.fetchone() is None:  # checked first: the ALTER would lock out every writer
         for statement in _STATE_CHANGED:
-            cur.execute(statement)
+            run_ddl(cur, statement)
     cur.execute("SELECT value FROM toolcards_meta WHERE key='schema_version'")
     row = cur.fetchone()
     if row is not None:
@@ -76,3 +88,15 @@ def migrate(cur: Any, location: str) -> None:
         "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
         (str(SCHEMA_VERSION),),
     )
+
+
+def run_ddl(cur: Any, statement: str) -> None:
+    """Run one of the store's own DDL statements on ``cur``, except a ``CREATE INDEX IF NOT
+    EXISTS`` whose index exists (looked up without a lock: see the module doc)."""
+    named = _CREATE_INDEX.match(statement)
+    if named is not None:
+        cur.execute("SELECT to_regclass(%s)", (named.group(1),))
+        found = cur.fetchone()
+        if found is not None and found[0] is not None:
+            return
+    cur.execute(statement)
