@@ -85,7 +85,9 @@ class Terminal:
             )  # fmt: skip
 
 
-def _ctrl_c(process: subprocess.Popen[bytes], timeout: float = 120) -> None:
+def _ctrl_c(process: subprocess.Popen[bytes], timeout: float = 300) -> None:
+    """Ctrl-C to the foreground of a terminal, and its end (a bound, not a wait: `ray start
+    --block` stops its processes one by one, which took over 120 s on a loaded 2-core machine)."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGINT)
     process.wait(timeout=timeout)
