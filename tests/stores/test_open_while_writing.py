@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from toolcards.stores.migrate import TeamColumn
 from toolcards.stores.postgres.call_results import PostgresCallResults
 from toolcards.stores.postgres.governance import (
     PostgresApprovalStore,
@@ -53,3 +54,30 @@ def test_opening_a_current_store_waits_for_no_writer(postgres_url: str, name: st
         writer.execute(f"LOCK TABLE {', '.join(tables)} IN ROW EXCLUSIVE MODE")
         OPENERS[name](postgres_url).close()  # opens while the writes are open
         writer.rollback()
+
+
+def test_a_table_without_its_team_column_gains_it_once(postgres_url: str) -> None:
+    """An older table gains its added columns and the team column (its rows keep the empty
+    team: no team sees them) and loses the indexes made without the team; a table that has
+    them all is left without a lock."""
+    migration = TeamColumn("legacy", drop_indexes=("legacy_a",), added=(("note", "TEXT"),))
+    with psycopg.connect(postgres_url) as conn:
+        conn.execute("CREATE TABLE toolcards_legacy (a INTEGER)")
+        conn.execute("CREATE INDEX toolcards_legacy_a ON toolcards_legacy (a)")
+        conn.execute("INSERT INTO toolcards_legacy VALUES (1)")
+        conn.commit()
+        with conn.cursor() as cur:
+            migration.postgres(cur)
+        conn.commit()
+        assert conn.execute("SELECT a, note, team_id FROM toolcards_legacy").fetchall() == [
+            (1, None, "")
+        ]
+        assert conn.execute("SELECT to_regclass('toolcards_legacy_a')").fetchone() == (None,)
+        conn.commit()
+        with conn.cursor() as cur:
+            migration.postgres(cur)
+        held = conn.execute(
+            "SELECT mode FROM pg_locks WHERE pid = pg_backend_pid() "
+            "AND relation = 'toolcards_legacy'::regclass"
+        ).fetchall()
+        assert held == [], held  # the second run read the columns and changed nothing
