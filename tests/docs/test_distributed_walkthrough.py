@@ -96,8 +96,13 @@ def _ctrl_c(process: subprocess.Popen[bytes], log: Path, timeout: float = 120) -
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=timeout)
             return
+    status = [  # how the process stands: its state and the signals it ignores or catches
+        line.strip()
+        for line in Path(f"/proc/{process.pid}/status").read_text().splitlines()
+        if line.startswith(("State", "SigIgn", "SigCgt", "SigBlk"))
+    ]
     raise AssertionError(
-        f"still running after two Ctrl-C: {log.read_text(errors='replace')[-3000:]}"
+        f"still running after two Ctrl-C ({status}): {log.read_text(errors='replace')[-3000:]}"
     )
 
 
