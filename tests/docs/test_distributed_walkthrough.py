@@ -81,29 +81,32 @@ class Terminal:
             return subprocess.Popen(
                 ["bash", "-c", "\n".join([*self.setup, f"exec {line}"])], cwd=self.root,
                 env=self.env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True,
+                start_new_session=True, preexec_fn=_as_in_a_new_terminal,
             )  # fmt: skip
 
 
 def _ctrl_c(process: subprocess.Popen[bytes], log: Path, timeout: float = 120) -> None:
-    """Ctrl-C to the foreground of a terminal, and its end; a second Ctrl-C, as a user presses
-    it, when the first has not ended it within ``timeout`` (on a 2-core machine under
-    `stress --cpu 2`, `ray start --block` sometimes never ended after the first: 120 s and 300 s
-    bounds both ran out)."""
-    for _ in range(2):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGINT)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=timeout)
-            return
-    status = [  # how the process stands: its state and the signals it ignores or catches
-        line.strip()
-        for line in Path(f"/proc/{process.pid}/status").read_text().splitlines()
-        if line.startswith(("State", "SigIgn", "SigCgt", "SigBlk"))
-    ]
-    raise AssertionError(
-        f"still running after two Ctrl-C ({status}): {log.read_text(errors='replace')[-3000:]}"
-    )
+    """Ctrl-C to the foreground of a terminal, and its end (``timeout``: a bound)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGINT)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        status = [  # how the process stands: its state and the signals it ignores or catches
+            line.strip()
+            for line in Path(f"/proc/{process.pid}/status").read_text().splitlines()
+            if line.startswith(("State", "SigIgn", "SigCgt", "SigBlk"))
+        ]
+        log_tail = log.read_text(errors="replace")[-3000:]
+        raise AssertionError(f"still running after Ctrl-C ({status}): {log_tail}") from None
+
+
+def _as_in_a_new_terminal() -> None:
+    """A new terminal's signals: a test run started in the background (``nohup make test &``)
+    has SIGINT, SIGQUIT and SIGHUP ignored, and a program inherits that, so Ctrl-C could not
+    stop `ray start --block` (its SigIgn showed SIGINT)."""
+    for signum in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def _descendants(pid: int) -> dict[int, str]:
