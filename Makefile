@@ -7,11 +7,13 @@ STAMP := $(VENV)/.installed
 .PHONY: install run test test-fast lint typecheck pytest bench docs clean
 
 # pytest runs in PYTEST_WORKERS processes (pytest-xdist). Many tests wait on subprocesses and
-# servers, so more workers than cores pay. --dist loadgroup keeps each xdist_group on one worker
+# servers, so more workers than cores pay; each worker costs its imports, its collection and
+# its fork server (a whole run on 2 cores: 4 workers 485 s of CPU and 406 s of wall, 5 workers
+# 529 s and 416 s). --dist loadgroup keeps each xdist_group on one worker
 # (tests/conftest.py marks them): every Ray test shares one cluster, and a module with a
 # module-scoped server or browser starts it once. Python may write bytecode (also rewritten
 # test modules): every worker and subprocess reuses it.
-PYTEST_WORKERS ?= 5
+PYTEST_WORKERS ?= 4
 # More pytest options for one run, e.g. make pytest PYTEST_ARGS=--durations=20
 PYTEST_ARGS ?=
 PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)

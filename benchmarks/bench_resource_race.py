@@ -7,7 +7,8 @@ the tests (``tests/surfaces/resource_race.py``): ``dir`` and ``lnk -> <outside d
 exchanged with ``renameat2(RENAME_EXCHANGE)`` while the client reads
 ``toolcards://workspace/w/dir/secret.txt`` N times (default 10,000; 20 with --quick), once
 with the swapper as a host process and once as an ExecTool bwrap job that plants the link
-itself (skipped when bwrap cannot run). A read that returns the outside file escaped.
+itself (skipped when bwrap cannot run), both against one server. A read that returns the
+outside file escaped.
 """
 
 from __future__ import annotations
@@ -37,9 +38,12 @@ from resource_race import (  # noqa: E402 - the race harness the tests use
 from toolcards.tools.exec.backends.bwrap import BwrapBackend  # noqa: E402
 
 
-async def race(base: Path, reads: int, with_exec: bool) -> tuple[Tally, float, str]:
-    """The tally of ``reads`` raced reads, the reads per second, and how the swap ran."""
+async def races(base: Path, reads: int, with_exec: bool) -> dict[str, tuple[Tally, float, str]]:
+    """By race, the tally of ``reads`` raced reads, the reads per second and how the swap ran,
+    on one server: (``with_exec``) the swapper as a bwrap job that plants the link, then the
+    swapper as a host process (the link is there already)."""
     config, ws, outside = prepare(base, with_exec=with_exec)
+    found = {}
     async with stdio_session(config, env=server_env(base)) as session:
         await raced_reads(session, 20)  # warm up (imports, first listing), not counted
         if with_exec:
@@ -47,14 +51,18 @@ async def race(base: Path, reads: int, with_exec: bool) -> tuple[Tally, float, s
                 start = time.perf_counter()
                 tally = await raced_reads(session, reads)
                 took = time.perf_counter() - start
-            how = f"bwrap job, {'renameat2' if 'exchange' in job.output else 'renames'}"
-        else:
-            with host_swapper(ws, outside) as method:
-                start = time.perf_counter()
-                tally = await raced_reads(session, reads)
-                took = time.perf_counter() - start
-            how = f"host process, {'renameat2' if method == 'exchange' else 'renames'}"
-    return tally, reads / took, how
+            method = "exchange" if "exchange" in job.output else "renames"
+            found["with exec"] = (tally, reads / took, f"bwrap job, {_how(method)}")
+        with host_swapper(ws, outside) as method:
+            start = time.perf_counter()
+            tally = await raced_reads(session, reads)
+            took = time.perf_counter() - start
+        found["without exec"] = (tally, reads / took, f"host process, {_how(method)}")
+    return found
+
+
+def _how(method: str) -> str:
+    return "renameat2" if method == "exchange" else "renames"
 
 
 def report(label: str, tally: Tally, rate: float, how: str) -> None:
@@ -72,15 +80,14 @@ def main() -> None:
     parser.add_argument("--reads", type=int, default=None, help="raced reads per race")
     args = parser.parse_args()
     reads = args.reads or (20 if args.quick else 10_000)
+    reason = BwrapBackend.unavailable_reason()
     with tempfile.TemporaryDirectory() as tmp:
-        tally, rate, how = anyio.run(race, Path(tmp) / "host", reads, False)
-        report("without exec", tally, rate, how)
-        reason = BwrapBackend.unavailable_reason()
-        if reason is not None:
-            print(f"resource race with exec: skipped ({reason})")
-            return
-        tally, rate, how = anyio.run(race, Path(tmp) / "exec", reads, True)
-        report("with exec", tally, rate, how)
+        found = anyio.run(races, Path(tmp), reads, reason is None)
+    for label in ("without exec", "with exec"):
+        if label in found:
+            report(label, *found[label])
+    if reason is not None:
+        print(f"resource race with exec: skipped ({reason})")
 
 
 if __name__ == "__main__":
