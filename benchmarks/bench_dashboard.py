@@ -5,6 +5,8 @@
   p50 and p95 (the issue's goal: within one second).
 - event -> SSE client: the same, to a plain HTTP client reading the event stream.
 - full page: GET / of a team with 200 tasks, 150 entities and a busy audit log.
+- a small request (the sign-in page) on a kept-alive connection, p50, beside the same app
+  served by uvicorn on a socket it makes itself (Nagle's algorithm off on its connections).
 
 Run: .venv/bin/python benchmarks/bench_dashboard.py [--quick]
 """
@@ -15,6 +17,7 @@ import argparse
 import json
 import re
 import shutil
+import socket
 import statistics
 import tempfile
 import threading
@@ -24,6 +27,7 @@ from typing import Any
 
 import httpx
 from _results import record
+from pydantic_core import to_jsonable_python
 
 from toolcards import KnowledgeGraphTool, PlanningTool
 from toolcards.governance import AuditLog, Identity
@@ -61,7 +65,9 @@ def sign_in(url: str) -> httpx.Client:
 
 def event_time(team: Team, title: str) -> float:
     for event in reversed(team.events(max(0, team.log.position - 20))):
-        if event.tool_id == "#PlanningTool" and title in json.dumps(event.payload):
+        if event.tool_id == "#PlanningTool" and title in json.dumps(
+            event.payload, default=to_jsonable_python
+        ):
             return event.timestamp
     raise LookupError(title)
 
@@ -172,6 +178,39 @@ def page_render(url: str, n: int) -> float:
     return statistics.median(times)
 
 
+def small_request(url: str, n: int) -> float:
+    """Median milliseconds of GET /login on one kept-alive connection."""
+    with httpx.Client(base_url=url) as client:
+        client.get("/login")
+        times = []
+        for _ in range(n):
+            start = time.perf_counter()
+            assert client.get("/login").status_code == 200
+            times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def small_request_plain_uvicorn(app: Any, n: int) -> float:
+    """The same, with uvicorn making its own listening socket."""
+    import uvicorn
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+        time.sleep(0.01)
+    try:
+        return small_request(f"http://127.0.0.1:{port}", n)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
 plan_tools: dict[str, Any] = {}
 
 
@@ -198,6 +237,8 @@ def main() -> None:
             stream = stream_latency(server.url, team, create, n)
             fill(audit)
             render = page_render(server.url, 5 if args.quick else 20)
+            small = small_request(server.url, 20 if args.quick else 200)
+        plain = small_request_plain_uvicorn(dash.app(), 20 if args.quick else 200)
         team.stop()
         audit.close()
     if page is not None:
@@ -210,6 +251,18 @@ def main() -> None:
     record("event -> SSE client p50", pct(stream, 0.5), "ms")
     print(f"full page, 200 tasks, 150 entities, 5,000 audit rows: {render:.1f} ms (median)")
     record("full page render", render, "ms")
+    print(
+        f"small request (sign-in page), kept-alive connection: {small:.2f} ms p50 | "
+        f"the same app on uvicorn's own socket {plain:.2f} ms -> {small / plain:.2f}x"
+    )
+    record(
+        "small request p50",
+        small,
+        "ms",
+        peer="the same app, uvicorn's own socket",
+        peer_value=plain,
+        goal="<= 1.2x the peer",
+    )
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from toolcards.surfaces.dashboard.app import Dashboard
 from toolcards.surfaces.dashboard.security import is_loopback
 from toolcards.surfaces.http.guard import server_config
 from toolcards.surfaces.http.limits import HttpLimits
-from toolcards.surfaces.http.ports import DASHBOARD_PORT
+from toolcards.surfaces.http.ports import DASHBOARD_PORT, listen
 from toolcards.surfaces.http.server import GuardedServer
 
 if TYPE_CHECKING:
@@ -106,9 +106,7 @@ class BackgroundServer:
         self, app: Any, host: str = "127.0.0.1", port: int = 0, limits: HttpLimits | None = None
     ) -> None:
         self.host = host
-        self._sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind((host, port))
+        self._sock = listen(host, port)
         self.port = self._sock.getsockname()[1]
         self.server = uvicorn_server(app, host, self.port, limits)
         self._thread = background_thread(self._run, name="toolcards-dashboard")
