@@ -41,6 +41,7 @@ OWN_PROCESS = [
     "exec",  # bwrap and bare subprocesses
     "resource_race",  # a stdio `toolcards serve`
     "cli",  # `toolcards` command lines and a served dashboard
+    "dashboard",  # a chromium page (when installed)
     "resume",  # each resume in a fresh process
     "mcp_results",  # stdio MCP servers
 ]
