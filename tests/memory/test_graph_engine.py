@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
 from pydantic import ValidationError
 
@@ -11,6 +13,7 @@ from toolcards.tools.knowledge_graph.models import (
     EntityUpdate,
     RelationCreate,
     RelationRef,
+    SearchMode,
 )
 
 
@@ -113,6 +116,23 @@ def test_hybrid_fuses_vector_hits(graph: Graph) -> None:
 def test_vector_hits_for_unknown_ids_are_ignored(graph: Graph) -> None:
     result = graph.search("x", "vector", 3, vector_hits=[("e:deleted", 0.9), ("bogus", 0.9)])
     assert result.entities == [] and result.relations == []
+
+
+@pytest.mark.parametrize(
+    ("mode", "fusion"), [("vector", "scores"), ("hybrid", "scores"), ("hybrid", "rrf")]
+)
+def test_vector_hits_the_graph_no_longer_holds_take_no_place(
+    graph: Graph, mode: SearchMode, fusion: Literal["scores", "rrf"]
+) -> None:
+    # a store lagging behind a removal still names the removed entity, best first: it is passed
+    # over and the next hits fill its place, as if the store had not named it
+    known = [("e:ledger", 0.8), ("e:checkout", 0.6), ("e:alice", 0.5), ("e:search-api", 0.4)]
+    stale = [("e:deleted", 0.95), ("bogus", 0.9), *known[:2], ("e:gone", 0.55), *known[2:]]
+    for k in (1, 2, 3, 4):
+        got = graph.search("payments records", mode, k, vector_hits=stale, fusion=fusion)
+        want = graph.search("payments records", mode, k, vector_hits=known, fusion=fusion)
+        assert (got.entities, got.relations) == (want.entities, want.relations)
+        assert len(got.entities) + len(got.relations) == k
 
 
 def test_neighbors_and_edges(graph: Graph) -> None:

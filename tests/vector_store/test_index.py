@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from toolcards.tools.vector_store.embeddings import normalize_rows
+from toolcards.tools.vector_store.embeddings import HashEmbeddingProvider, normalize_rows
 from toolcards.tools.vector_store.index import InMemoryIndex
 from toolcards.tools.vector_store.qdrant_index import QdrantIndex, make_client
 
@@ -82,6 +82,31 @@ def test_sparse_queries_return_the_exact_top_k() -> None:
     labels, snapshot = index.snapshot()
     assert sorted(label for label in labels if label is not None) == names
     assert np.array_equal(snapshot, vecs[[int(str(label)[2:]) for label in labels]])
+
+
+def test_hashed_texts_return_the_exact_top_k_within_float_rounding() -> None:
+    # hashed embeddings of a few words (the hash provider's): many equal scores, which float32
+    # sums in another order may split by a rounding step; every hit still scores as the full
+    # scan says, and nothing left out scores more than the last hit
+    rng = np.random.default_rng(11)
+    words = [f"w{i}" for i in range(300)]
+    weights = 1.0 / np.arange(1, len(words) + 1)
+    weights /= weights.sum()
+    embedder = HashEmbeddingProvider(256)
+    docs = [" ".join(rng.choice(words, size=18, p=weights)) for _ in range(4000)]
+    vecs = embedder.embed(docs)
+    ids = [f"d{i:05d}" for i in range(len(docs))]
+    index = InMemoryIndex(256, capacity=16, block=1024)
+    index.add(ids, vecs)
+    exact = vecs.astype(np.float64)
+    for text in (" ".join(rng.choice(words, size=rng.integers(2, 7))) for _ in range(40)):
+        query = embedder.embed([text])[0]
+        assert np.count_nonzero(query) * 4 <= 256  # scored on its components' rows
+        truth = exact @ query.astype(np.float64)
+        hits = index.search(query, 30)
+        found = np.array([truth[int(name[1:])] for name, _ in hits])
+        assert np.allclose([score for _, score in hits], found, atol=1e-6)
+        assert np.allclose(found, np.sort(truth)[::-1][:30], atol=1e-6)
 
 
 def test_a_repeated_id_in_one_add_keeps_its_last_vector() -> None:

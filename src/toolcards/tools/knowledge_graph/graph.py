@@ -335,18 +335,23 @@ class Graph:
         pruning (the same ranking: the baseline the pruned index is measured against)."""
         pool = max(top_k * 3, 30)
         keyword = [] if mode == "vector" else self._index.search(query, pool, exhaustive=exhaustive)
-        known = [h for h in vector_hits or () if self._resolve(h[0]) is not None]
+        hits = vector_hits or ()
         if mode == "keyword" or vector_hits is None:
-            ranked = keyword
+            ranked: Sequence[tuple[str, float]] = keyword
         elif mode == "vector":
-            ranked = known
-        elif fusion == "rrf":
+            ranked = hits
+        elif fusion == "rrf":  # ranks: a hit the graph no longer holds must not take one
+            known = [h for h in hits if self._resolve(h[0]) is not None]
             ranked = rrf_fuse([keyword, known], k=rrf_k, weights=weights)
         else:
             bound = self._index.score_bound(query)
-            ranked = score_fuse(keyword, known, bound, weights=weights)
+            ranked = score_fuse(keyword, hits, bound, weights=weights)
         result = SearchResult()
-        for doc_id, score in ranked[:top_k]:
+        # A vector hit the graph no longer holds (the store lags a removal) is passed over here,
+        # where only the hits shown are looked up, not every hit before ranking.
+        for doc_id, score in ranked:
+            if len(result.entities) + len(result.relations) >= top_k:
+                break
             found = self._resolve(doc_id)
             if isinstance(found, Entity):
                 result.entities.append((found, score))

@@ -198,16 +198,23 @@ class InMemoryIndex(RowIndex):
 
     def scores(self, queries: Matrix) -> Matrix:
         """The inner product of each query row with every stored vector, in row order:
-        computed on the components some query uses, when they are few (the others add 0)."""
+        summed over the components some query uses, row by row, when they are few (the others
+        add 0; gathering those rows into a matrix first copied more than the product read)."""
         np = require("numpy")
         count, size = len(self._ids), self._block
-        used = np.flatnonzero(queries.any(axis=0))
-        sparse = used.size * SPARSE_SHARE <= self._dimension
-        found: Matrix = np.empty((queries.shape[0], count), dtype=np.float32)
-        asked = queries[:, used] if sparse else queries
+        sparse = np.count_nonzero(queries.any(axis=0)) * SPARSE_SHARE <= self._dimension
+        found: Matrix = (np.zeros if sparse else np.empty)(
+            (queries.shape[0], count), dtype=np.float32
+        )
         for first in range(0, count, size):
             block = self._blocks[first // size][:, : min(size, count - first)]
-            found[:, first : first + block.shape[1]] = asked @ (block[used] if sparse else block)
+            part = found[:, first : first + block.shape[1]]
+            if not sparse:
+                part[:] = queries @ block
+                continue
+            for query, row in zip(queries, part, strict=True):
+                for d in np.flatnonzero(query).tolist():
+                    row += query[d] * block[d]
         return found
 
     def snapshot(self) -> tuple[list[str | None], Matrix]:

@@ -67,7 +67,7 @@ def candidates(scores: Any, k: int) -> Any:
 def _labelled(scores: Any, positions: Any, labels: Sequence[str | None], rows: Any) -> list[Hit]:
     found = positions if rows is None else rows[positions]
     return [
-        (label, float(scores[int(p)]))
-        for r, p in zip(found, positions, strict=True)
-        if (label := labels[int(r)]) is not None
+        (label, score)
+        for r, score in zip(found.tolist(), scores[positions].tolist(), strict=True)
+        if (label := labels[r]) is not None
     ]
