@@ -42,12 +42,7 @@ class TeamColumn:
     def postgres(self, cur: Any, prefix: str = "toolcards_") -> None:
         """Run under the schema lock; old rows keep the empty team (see the module doc)."""
         table = prefix + self.table
-        cur.execute(  # read first: an ALTER locks out the table's users even when it adds nothing
-            "SELECT column_name FROM information_schema.columns WHERE "
-            "table_schema = current_schema() AND table_name = %s",
-            (table,),
-        )
-        columns = {str(row[0]) for row in cur.fetchall()}
+        columns = postgres_columns(cur, table)  # read first: see postgres_columns
         for name, ddl in self.added:
             if name not in columns:
                 cur.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {ddl}")
@@ -87,3 +82,15 @@ def sqlite_setup(
         raise
     conn.execute("COMMIT")
     return team_id or owner
+
+
+def postgres_columns(cur: Any, table: str) -> set[str]:
+    """The columns ``table`` has in the current schema (none when it does not exist), read
+    without a lock: a migration asks before it alters, since an ``ALTER TABLE ... IF NOT
+    EXISTS`` locks out the table's users even when it adds nothing."""
+    cur.execute(
+        "SELECT column_name FROM information_schema.columns WHERE "
+        "table_schema = current_schema() AND table_name = %s",
+        (table,),
+    )
+    return {str(row[0]) for row in cur.fetchall()}

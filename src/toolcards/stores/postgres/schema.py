@@ -18,6 +18,7 @@ from typing import Any
 
 from toolcards.stores import applied_calls
 from toolcards.stores.events_sql import add_envelope_columns, check_schema
+from toolcards.stores.migrate import postgres_columns
 from toolcards.stores.postgres.connections import placeholders
 from toolcards.stores.rows import SCHEMA_VERSION
 
@@ -66,17 +67,9 @@ def migrate(cur: Any, location: str) -> None:
     cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
     for statement in [*_SCHEMA, *applied_calls.statements("toolcards_")]:
         run_ddl(cur, statement)  # a store written before a table gains it here
-    cur.execute(
-        "SELECT column_name FROM information_schema.columns WHERE "
-        "table_schema = current_schema() AND table_name = 'toolcards_events'"
-    )
-    columns = [str(row[0]) for row in cur.fetchall()]
-    add_envelope_columns(placeholders(cur), "toolcards_", columns)
-    cur.execute(
-        "SELECT 1 FROM information_schema.columns WHERE table_schema = "
-        "current_schema() AND table_name = 'toolcards_state' AND column_name = 'changed'"
-    )
-    if cur.fetchone() is None:  # checked first: the ALTER would lock out every writer
+    events = postgres_columns(cur, "toolcards_events")
+    add_envelope_columns(placeholders(cur), "toolcards_", events)
+    if "changed" not in postgres_columns(cur, "toolcards_state"):
         for statement in _STATE_CHANGED:
             run_ddl(cur, statement)
     cur.execute("SELECT value FROM toolcards_meta WHERE key='schema_version'")

@@ -458,7 +458,9 @@ class KeywordIndex:
         first = min(len(candidates), FIRST_SCORED * top_k)
         if first < top_k:
             return self._search_all(weighted, c1, c2, top_k, keep)
-        best, scores, kth = self._best_scored(candidates, bounds, first, top_k, weighted, c1, c2)
+        best, scores, kth = self._best_scored(
+            candidates, bounds, first, top_k, weighted, lengths, c1, c2
+        )
         # Leave out the rests of least bound while together they stay below the k-th score.
         skipped: set[int] = set()
         below = 0.0
@@ -473,7 +475,7 @@ class KeywordIndex:
         if skipped != every:
             candidates, bounds = self._candidates(weighted, most, skipped, lengths, c1, c2, keep)
             best, scores, again = self._best_scored(
-                candidates, bounds, first, top_k, weighted, c1, c2
+                candidates, bounds, first, top_k, weighted, lengths, c1, c2
             )
             kth = max(kth, again)
         chosen = bounds >= kth - margin
@@ -532,13 +534,13 @@ class KeywordIndex:
         first: int,
         top_k: int,
         weighted: list[tuple[Postings, float]],
+        lengths: Any,
         c1: float,
         c2: float,
     ) -> tuple[Any, Any, float]:
         """The ``first`` candidates of best upper bound (sorted slots), their exact scores, and
         the ``top_k``-th best of those scores (a lower bound of the answer's k-th)."""
         np = self._np
-        lengths = np.frombuffer(self._lengths, dtype=np.float64)
         best = np.sort(candidates[np.argpartition(-bounds, first - 1)[:first]])
         scores = self._scored(best, weighted, lengths, c1, c2)
         return best, scores, float(np.partition(scores, first - top_k)[first - top_k])
