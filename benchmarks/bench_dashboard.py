@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import uvicorn
 from _results import record
 from pydantic_core import to_jsonable_python
 
@@ -192,8 +193,6 @@ def small_request(url: str, n: int) -> float:
 
 def small_request_plain_uvicorn(app: Any, n: int) -> float:
     """The same, with uvicorn making its own listening socket."""
-    import uvicorn
-
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
