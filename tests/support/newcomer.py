@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import pty
 import re
@@ -72,12 +73,30 @@ def held_store(store: Path, team_id: str) -> Iterator[Path]:
 
 
 @functools.cache  # asked at import by several test modules; `npm root -g` takes a second
-def inspector_missing() -> str | None:
-    """Why the MCP Inspector cannot be run here, or None when it can."""
+def inspector_package() -> Path | None:
+    """The MCP Inspector's globally installed package folder, or None."""
     npm = shutil.which("npm")
     if npm is None or shutil.which("npx") is None:
-        return "npx is not installed"
+        return None
     root = subprocess.run([npm, "root", "-g"], capture_output=True, text=True, timeout=30)
-    if not (Path(root.stdout.strip()) / INSPECTOR).is_dir():
+    folder = Path(root.stdout.strip()) / INSPECTOR
+    return folder if folder.is_dir() else None
+
+
+def inspector_missing() -> str | None:
+    """Why the MCP Inspector cannot be run here, or None when it can."""
+    if shutil.which("npx") is None:
+        return "npx is not installed"
+    if inspector_package() is None:
         return f"{INSPECTOR} is not installed (npm install -g {INSPECTOR})"
     return None
+
+
+def inspector_command() -> list[str]:
+    """The command npx runs for the Inspector (node and the package's bin script), without
+    npx's own Node process (about 0.6 s of CPU a run)."""
+    folder = inspector_package()
+    assert folder is not None, inspector_missing()
+    bins = json.loads((folder / "package.json").read_text(encoding="utf-8"))["bin"]
+    script = bins if isinstance(bins, str) else next(iter(bins.values()))
+    return [shutil.which("node") or "node", str(folder / script)]

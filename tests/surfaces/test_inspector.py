@@ -1,6 +1,6 @@
-"""The MCP Inspector's CLI (`npx @modelcontextprotocol/inspector --cli`) against a real
-`toolcards serve`. Skipped, with the reason, when npx or the inspector is not installed
-(`npm install -g @modelcontextprotocol/inspector`)."""
+"""The MCP Inspector's CLI (`npx @modelcontextprotocol/inspector --cli`, run as npx runs it:
+node and the package's bin script) against a real `toolcards serve`. Skipped, with the reason,
+when npx or the inspector is not installed (`npm install -g @modelcontextprotocol/inspector`)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 
-from support.newcomer import inspector_missing
+from support.newcomer import inspector_command, inspector_missing
 from surfaces.surface_support import HERE, TOOLCARDS, HttpServer, write_config
 from toolcards.governance import Identity
 
-INSPECTOR = "@modelcontextprotocol/inspector"
 CAROL = Identity("carol", "user", ["finance"])
 
 
@@ -26,7 +25,7 @@ pytestmark = pytest.mark.skipif(MISSING is not None, reason=str(MISSING))
 
 def inspect(*args: str) -> Any:
     proc = subprocess.run(
-        ["npx", "--no-install", INSPECTOR, "--cli", *args],
+        [*inspector_command(), "--cli", *args],
         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
         env={**os.environ, "NO_UPDATE_NOTIFIER": "1"},
     )  # fmt: skip
