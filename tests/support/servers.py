@@ -37,6 +37,24 @@ def _pg_bindir() -> Path | None:
     return Path(initdb).resolve().parent if initdb else None
 
 
+def _memory_folder() -> str | None:
+    """``/dev/shm`` when it is a memory file system with room (4 GiB free) this process may
+    write, else None. A test cluster's files there cost the kernel a sixth of what they cost
+    on a disk's file system: each ``CREATE DATABASE`` writes some 300 files (about 12 ms of
+    the server's CPU there, 85 ms in ``/tmp`` on ext4)."""
+    folder = "/dev/shm"
+    try:
+        room = os.statvfs(folder)
+    except OSError:
+        return None
+    if not os.access(folder, os.W_OK) or room.f_bavail * room.f_frsize < 4 << 30:
+        return None
+    with open("/proc/mounts", encoding="utf-8") as mounts:
+        if not any(line.split()[1:3] == [folder, "tmpfs"] for line in mounts):
+            return None
+    return folder
+
+
 @contextlib.contextmanager
 def running_postgres() -> Iterator[PostgresServer]:
     """A throwaway PostgreSQL cluster for a fixture: skipped when it cannot start here,
@@ -57,7 +75,8 @@ class PostgresServer:
     """``initdb`` into a temp dir, ``postgres`` on 127.0.0.1:<free port>; ``url`` to connect.
 
     As root, the cluster runs as the ``postgres`` user (the server refuses root). Tests run it
-    with ``fsync=off`` (speed); benchmarks pass ``fsync=True``, the server's default.
+    with ``fsync=off`` and its files in memory where they can (speed); benchmarks pass
+    ``fsync=True``, the server's default, and keep its files on disk.
     """
 
     def __init__(self, *, fsync: bool = False) -> None:
@@ -65,7 +84,8 @@ class PostgresServer:
         self.bindir = _pg_bindir()
         if self.bindir is None:
             raise RuntimeError("PostgreSQL server binaries (initdb) are not installed")
-        self.dir = Path(tempfile.mkdtemp(prefix="toolcards-pg-"))
+        where = None if fsync else _memory_folder()
+        self.dir = Path(tempfile.mkdtemp(prefix="toolcards-pg-", dir=where))
         self.data = self.dir / "data"
         self.port = free_port()
         self.user = "toolcards"
