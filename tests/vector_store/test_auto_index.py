@@ -162,15 +162,9 @@ def exact_top(vectors: np.ndarray, labels: list[str], query: np.ndarray, k: int)
 
 @pytest.fixture
 def builder() -> Iterator[IndexBuilder]:
-    """A store's index thread, stopped at teardown and waited for: a build still running
-    would otherwise go on in the next tests."""
     found = IndexBuilder("test")
     yield found
-    found.stop()
-    for thread in threading.enumerate():
-        if thread.name == found.name:
-            thread.join(60)
-            assert not thread.is_alive(), "the index thread did not end"
+    found.stop()  # its thread is waited for by the folder's index_builds_end_with_the_test
 
 
 @pytest.fixture
