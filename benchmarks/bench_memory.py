@@ -9,7 +9,7 @@ in-process BM25F keyword index, fusion, rendering). The ``hash`` provider (defau
 loads fast; ``--provider local`` uses the MiniLM model (slower to load, and each distinct query
 is embedded once, then cached by the store).
 
-The scale part grows one graph to 1k, 10k and 100k entities (``--quick``: 200 and 2,000) and
+The scale part grows one graph to 1k, 10k and 100k entities (``--quick``: 200 and 1,000) and
 times ``search_graph`` hybrid at each size with the query embeddings cached, in CPU time of the
 process: p50/p95, the ratio between the largest and the smallest size, the graph actor's
 keyword ranking pruned beside scoring every match, the store's top-30 beside an exact numpy
@@ -482,7 +482,7 @@ def main() -> None:
             with Team("bench-plan", Path(tmp) / "plan.db") as team:
                 bench_planning(team, 50 if args.quick else 2_000, 20 if args.quick else 1_000)
     if args.part in ("all", "scale"):
-        sizes = [200, 2_000] if args.quick else [1_000, 10_000, 100_000]
+        sizes = [200, 1_000] if args.quick else [1_000, 10_000, 100_000]
         for kind in ("zipf", "uniform") if args.corpus == "both" else (args.corpus,):
             bench_scale(sizes, 20 if args.quick else 400, args.provider, Corpus(kind))
     if args.part in ("all", "summaries"):

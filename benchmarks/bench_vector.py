@@ -150,10 +150,10 @@ def bench_qdrant(n: int) -> dict[str, float]:
 
 def run(quick: bool = False) -> dict[str, dict[str, float]]:
     return {
-        "search": bench_search(2_000 if quick else 100_000, 20 if quick else 100),
+        "search": bench_search(1_000 if quick else 100_000, 20 if quick else 100),
         "adds": bench_adds(1_000 if quick else 50_000),
-        "embedding": bench_embedding(16 if quick else 512),
-        "qdrant_local": bench_qdrant(500 if quick else 10_000),
+        "embedding": bench_embedding(8 if quick else 512),
+        "qdrant_local": bench_qdrant(200 if quick else 10_000),
     }
 
 

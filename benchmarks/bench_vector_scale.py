@@ -214,7 +214,7 @@ def main() -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="2,000 and 4,000 vectors with the graph threshold lowered to 1,000, 20 queries",
+        help="1,200 and 2,400 vectors with the graph threshold lowered to 1,000, 10 queries",
     )
     parser.add_argument("--m", type=int, default=None, help="hnsw_m (default: the store's)")
     parser.add_argument(
@@ -224,7 +224,7 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     above = AUTO_EXACT_BELOW
     if args.quick:
-        sizes, args.queries, above = [2_000, 4_000], 20, 1_000
+        sizes, args.queries, above = [1_200, 2_400], 10, 1_000  # the smallest threshold
     knobs = {"hnsw_m": args.m, "hnsw_ef_construction": args.ef_construction}
     config = VectorStoreConfig(
         provider="hash",

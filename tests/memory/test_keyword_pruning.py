@@ -35,38 +35,44 @@ K1, B = 1.2, 0.75
 Doc = tuple[str, str]
 
 
-def oracle(docs: dict[str, Doc], query: str, top_k: int, allowed: set[str] | None = None):
-    """BM25F over ``docs`` scored document by document, ranked by score then id."""
-    freqs: dict[str, dict[str, float]] = {}
-    lengths: dict[str, float] = {}
-    for doc_id, values in docs.items():
-        freq: dict[str, float] = {}
-        for weight, value in zip(WEIGHTS, values, strict=True):
-            for term in tokens(value):
-                freq[term] = freq.get(term, 0.0) + weight
-        freqs[doc_id] = freq
-        lengths[doc_id] = sum(freq.values())
-    count = len(docs)
-    avg = sum(lengths.values()) / count or 1.0
-    c1, c2 = K1 * (1.0 - B), K1 * B / avg
-    terms = [t for t in query_terms(query) if any(t in f for f in freqs.values())]
-    idf = {}
-    for term in terms:
-        df = sum(term in f for f in freqs.values())
-        idf[term] = math.log(1.0 + (count - df + 0.5) / (df + 0.5))
-    scored = []
-    for doc_id, freq in freqs.items():
-        if allowed is not None and doc_id not in allowed:
-            continue
-        score, matched = 0.0, False
+class Oracle:
+    """BM25F over ``docs`` scored document by document, ranked by score then id (the
+    documents' terms are counted once, when it is made: make another after a change)."""
+
+    def __init__(self, docs: dict[str, Doc]) -> None:
+        self.freqs: dict[str, dict[str, float]] = {}
+        self.lengths: dict[str, float] = {}
+        for doc_id, values in docs.items():
+            freq: dict[str, float] = {}
+            for weight, value in zip(WEIGHTS, values, strict=True):
+                for term in tokens(value):
+                    freq[term] = freq.get(term, 0.0) + weight
+            self.freqs[doc_id] = freq
+            self.lengths[doc_id] = sum(freq.values())
+
+    def rank(self, query: str, top_k: int, allowed: set[str] | None = None):
+        freqs, lengths = self.freqs, self.lengths
+        count = len(freqs)
+        avg = sum(lengths.values()) / count or 1.0
+        c1, c2 = K1 * (1.0 - B), K1 * B / avg
+        terms = [t for t in query_terms(query) if any(t in f for f in freqs.values())]
+        idf = {}
         for term in terms:
-            tf = freq.get(term)
-            if tf:
-                matched = True
-                score += idf[term] * (tf * (K1 + 1.0) / (tf + c1 + c2 * lengths[doc_id]))
-        if matched:
-            scored.append((-score, doc_id))
-    return [(doc_id, -negated) for negated, doc_id in sorted(scored)[:top_k]]
+            df = sum(term in f for f in freqs.values())
+            idf[term] = math.log(1.0 + (count - df + 0.5) / (df + 0.5))
+        scored = []
+        for doc_id, freq in freqs.items():
+            if allowed is not None and doc_id not in allowed:
+                continue
+            score, matched = 0.0, False
+            for term in terms:
+                tf = freq.get(term)
+                if tf:
+                    matched = True
+                    score += idf[term] * (tf * (K1 + 1.0) / (tf + c1 + c2 * lengths[doc_id]))
+            if matched:
+                scored.append((-score, doc_id))
+        return [(doc_id, -negated) for negated, doc_id in sorted(scored)[:top_k]]
 
 
 class Corpus:
@@ -113,10 +119,11 @@ def numpy_or_skip() -> Any:
 
 def checked(index: KeywordIndex, docs: dict[str, Doc], corpus: Corpus, queries: int) -> None:
     """Every query ranks as the oracle does, pruned and exhaustive, at several k."""
+    exact = Oracle(docs)
     for _ in range(queries):
         query = corpus.query()
         for top_k in (1, 5, 30):
-            want = oracle(docs, query, top_k)
+            want = exact.rank(query, top_k)
             assert index.search(query, top_k) == want, (query, top_k)
             assert index.search(query, top_k, exhaustive=True) == want, (query, top_k)
 
@@ -145,9 +152,10 @@ def test_plain_loop_ranks_as_the_oracle() -> None:
     corpus = Corpus(4)
     index, docs = filled(corpus, 600)
     index._np = None
+    exact = Oracle(docs)
     for _ in range(15):
         query = corpus.query()
-        assert index.search(query, 10) == oracle(docs, query, 10)
+        assert index.search(query, 10) == exact.rank(query, 10)
 
 
 def test_pruned_search_scores_fewer_postings_than_there_are_matches(monkeypatch) -> None:
@@ -168,7 +176,7 @@ def test_pruned_search_scores_fewer_postings_than_there_are_matches(monkeypatch)
     every = sum(scored)
     scored.clear()
     got = index.search(f"{common} {rare}", 10)
-    assert got == oracle(docs, f"{common} {rare}", 10)
+    assert got == Oracle(docs).rank(f"{common} {rare}", 10)
     assert 0 < sum(scored) < every / 4
 
 
@@ -199,9 +207,10 @@ def test_allowed_ids_are_honoured_before_the_cut() -> None:
     corpus = Corpus(7)
     index, docs = filled(corpus, 3000)
     allowed = set(corpus.rng.sample(sorted(docs), 300))
+    exact = Oracle(docs)
     for _ in range(10):
         query = corpus.query()
-        want = oracle(docs, query, 10, allowed)
+        want = exact.rank(query, 10, allowed)
         assert index.search(query, 10, allowed=allowed) == want
         assert index.search(query, 10, allowed=allowed, exhaustive=True) == want
 
@@ -274,8 +283,9 @@ def test_queries_of_common_words_only_rank_as_scoring_every_match(monkeypatch) -
 
     monkeypatch.setattr(KeywordIndex, "_search_all", counted)
     pruned_alone = 0
+    exact = Oracle(docs)
     for query in queries:
-        want = oracle(docs, query, 30)
+        want = exact.rank(query, 30)
         for top_k in (1, 10, 30):
             every_posting.clear()
             pruned = index.search(query, top_k)
@@ -297,8 +307,9 @@ def test_a_tie_across_the_kth_place_keeps_the_smallest_ids() -> None:
     for name in names:
         docs[name] = ("", " ".join([word] * 6))
         index.upsert(name, *docs[name])
+    exact = Oracle(docs)
     for query in (word, f"{word} {corpus.words[1]}", f"{word} {corpus.words[-1]}"):
-        want = oracle(docs, query, 30)
+        want = exact.rank(query, 30)
         for top_k in (1, 10, 30):
             assert index.search(query, top_k) == want[:top_k], (query, top_k)
             assert index.search(query, top_k, exhaustive=True) == want[:top_k], (query, top_k)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -44,6 +46,18 @@ class CountingProvider:
         self.texts.extend(texts)
         self.threads.append(threading.current_thread().name)
         return self.inner.embed(texts)
+
+
+@pytest.fixture(autouse=True)
+def index_builds_end_with_the_test() -> Iterator[None]:
+    """Waits, at teardown, for the index threads a test started (a stopped store's build runs
+    to its end): a build left running would be paid for by the next tests."""
+    before = set(threading.enumerate())
+    yield
+    for thread in set(threading.enumerate()) - before:
+        if thread.name.endswith("-index"):
+            thread.join(60)
+            assert not thread.is_alive(), f"{thread.name} did not end"
 
 
 @pytest.fixture(scope="session")
