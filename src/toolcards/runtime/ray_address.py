@@ -65,18 +65,24 @@ def check_reachable(address: str, timeout: float) -> None:
 def _auth_token() -> str | None:
     """The token Ray sends from this process: with ``RAY_AUTH_MODE=token``, ``RAY_AUTH_TOKEN``,
     else the file ``RAY_AUTH_TOKEN_PATH`` names, else ``~/.ray/auth_token`` (Ray's documented
-    order); without that mode, none."""
+    order); without that mode, none. A file is read up to 4096 bytes. A token a gRPC header
+    cannot carry (not printable ASCII: a Ray token is hex) is refused in one line."""
     if os.environ.get("RAY_AUTH_MODE", "").strip().lower() != "token":
         return None
-    token = os.environ.get("RAY_AUTH_TOKEN", "").strip()
-    if token:
-        return token
-    path = os.environ.get("RAY_AUTH_TOKEN_PATH") or str(Path.home() / ".ray" / "auth_token")
-    try:
-        with open(path, encoding="utf-8") as file:
-            return file.read(4096).strip() or None
-    except OSError:
-        return None
+    token, source = os.environ.get("RAY_AUTH_TOKEN", "").strip(), "RAY_AUTH_TOKEN"
+    if not token:
+        source = os.environ.get("RAY_AUTH_TOKEN_PATH") or str(Path.home() / ".ray" / "auth_token")
+        try:
+            with open(source, "rb") as file:
+                token = file.read(4096).decode("ascii", "replace").strip()
+        except OSError:
+            return None
+    if not (token.isascii() and token.isprintable()):
+        raise ActorSystemUnavailable(
+            f"the Ray token in {source} is not printable ASCII text (a Ray token is hex): "
+            "export RAY_AUTH_TOKEN=<the token the cluster was started with>"
+        )
+    return token or None
 
 
 def check_admitted(address: str, timeout: float) -> None:
