@@ -23,8 +23,11 @@ _databases = itertools.count(1)
 
 def _uses_ray(item: pytest.Item) -> bool:
     """The test needs the Ray cluster: by fixture, or by a ``ray`` parameter whose fixture asks
-    for the cluster at run time (``make_team[ray]``, ``system='ray'``)."""
+    for the cluster at run time (``make_team[ray]``, ``system='ray'``), or by its mark (a test
+    that starts a Ray cluster of its own runs in the group too)."""
     if "ray_cluster" in getattr(item, "fixturenames", ()):
+        return True
+    if any(mark.args == ("ray",) for mark in item.iter_markers("xdist_group")):
         return True
     callspec = getattr(item, "callspec", None)
     return callspec is not None and any(v == "ray" for v in callspec.params.values())
