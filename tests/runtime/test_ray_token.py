@@ -84,12 +84,10 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         process.wait(timeout=10)
 
 
-@pytest.fixture(scope="class")
+@pytest.fixture(scope="module")
 def token_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TokenCluster]:
-    """One Ray head for the module's tests (one class), with a token only its own environment
-    knows. Class-scoped, not module-scoped: the suite's conftest puts a test using a
-    module-scoped fixture in its module's own xdist group, which would join this module's
-    "ray" group into another name and run this head beside the suite's Ray cluster."""
+    """One Ray head for the module's tests, with a token only its own environment knows (the
+    module's "ray" mark keeps its tests in the suite's one Ray group)."""
     pytest.importorskip("ray")
     token = secrets.token_hex(32)
     folder = tmp_path_factory.mktemp("ray-token-head")
