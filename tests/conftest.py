@@ -59,8 +59,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
     Then the objects collection made (every imported module, the test items) are moved out of
     the garbage collector's sight (``gc.freeze``): they live to the end of the run, and each
-    full collection during the tests would walk all of them again (a worker's collections cost
-    about 20 s of CPU in a 4-worker run)."""
+    full collection during the tests would walk all of them again (the four workers'
+    collections cost about 20 s of CPU in all in a 4-worker run)."""
     if session.config.getoption("loadgroup", default=False):
         for item in session.items:
             if item.get_closest_marker("xdist_group") and "@" not in item.nodeid:
