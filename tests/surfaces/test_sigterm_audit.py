@@ -4,6 +4,7 @@ HTTP (real processes, the signal sent once the tool runs)."""
 
 from __future__ import annotations
 
+import selectors
 import signal
 import subprocess
 import sys
@@ -35,6 +36,15 @@ PROGRAM = textwrap.dedent(
         await asyncio.Event().wait()
         return "never"
 
+    async def hold_elsewhere(tag: str) -> str:
+        # the signal lands on a thread of the program's own, and the loop's wait goes on: as
+        # when it lands on the main thread just before that wait begins
+        threading.Thread(target=threading.Event().wait, daemon=True).start()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        print("running", flush=True)
+        await asyncio.Event().wait()
+        return "never"
+
     def hold_sync(tag: str) -> str:
         print("running", flush=True)
         threading.Event().wait(120)
@@ -42,8 +52,17 @@ PROGRAM = textwrap.dedent(
 
     audit = AuditLog(sys.argv[1], sys.argv[3])
     policy = Policy.from_dict({"default_effect": "allow"})
-    executor = Executor(CapabilityRegistry.from_tools([hold, hold_sync]), policy, audit=audit)
-    asyncio.run(executor.call(sys.argv[2], {"tag": "t"}, Identity("me"), call_id="sig-1"))
+    tools = CapabilityRegistry.from_tools([hold, hold_elsewhere, hold_sync])
+    executor = Executor(tools, policy, audit=audit)
+
+
+    async def main() -> None:
+        if sys.argv[4:]:  # the program's own signal handling, set up before the call
+            own = lambda: print("own handler", flush=True)  # noqa: E731
+            asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, own)
+        await executor.call(sys.argv[2], {"tag": "t"}, Identity("me"), call_id="sig-1")
+
+    asyncio.run(main())
     """
 )
 
@@ -53,7 +72,10 @@ def outcomes(path: Path) -> list[tuple[str, str | None]]:
         return [(e.outcome, e.call_id) for e in log.query(limit=100)]
 
 
-@pytest.mark.parametrize(("tool", "durability"), [("hold", "batched"), ("hold_sync", "sync")])
+@pytest.mark.parametrize(
+    ("tool", "durability"),
+    [("hold", "batched"), ("hold_elsewhere", "batched"), ("hold_sync", "sync")],
+)
 def test_a_program_stopped_by_sigterm_mid_call_keeps_the_calls_row(
     tmp_path: Path, tool: str, durability: str
 ) -> None:
@@ -68,6 +90,32 @@ def test_a_program_stopped_by_sigterm_mid_call_keeps_the_calls_row(
         proc.kill()
     assert proc.returncode == -signal.SIGTERM
     assert outcomes(path) == [("interrupted", "sig-1")]
+
+
+def test_a_loop_with_signal_handlers_of_its_own_keeps_them_and_still_ends_on_sigterm(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "audit.db"
+    argv = [sys.executable, "-c", PROGRAM, str(path), "hold", "batched", "own"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert line_of(proc) == "running"
+        proc.send_signal(signal.SIGUSR1)
+        assert line_of(proc) == "own handler"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == -signal.SIGTERM
+    assert outcomes(path) == [("interrupted", "sig-1")]
+
+
+def line_of(proc: subprocess.Popen[str], timeout: float = 60) -> str:
+    """The process's next line of output (empty when none comes within ``timeout``)."""
+    assert proc.stdout is not None
+    with selectors.DefaultSelector() as waiting:
+        waiting.register(proc.stdout, selectors.EVENT_READ)
+        return proc.stdout.readline().strip() if waiting.select(timeout) else ""
 
 
 def test_toolcards_serve_over_stdio_stopped_by_sigterm_mid_call_keeps_the_calls_row(

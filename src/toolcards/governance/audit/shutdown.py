@@ -3,14 +3,22 @@ SIGTERM, whose default action (ending the process) then follows as before. Befor
 the governed calls still running are audited ``interrupted`` (their process ends under them).
 
 A program's own SIGTERM handler (installed before) is chained: the logs are flushed, not
-closed, and the handler decides; calls it unwinds still write their rows, flushed at exit."""
+closed, and the handler decides; calls it unwinds still write their rows, flushed at exit.
+
+A Python handler runs only once the main thread runs Python again. A signal that arrives just
+before an event loop's wait begins (or on another thread) leaves that wait asleep, and with it
+the handler and the process's end, until something else wakes the loop: for an idle loop,
+never. :class:`LoopWake` closes that gap for the loops governed calls run in, with the wake-up
+descriptor Python's signal module writes each signal to (``signal.set_wakeup_fd``)."""
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import logging
 import os
 import signal
+import socket
 import threading
 import weakref
 from types import FrameType
@@ -96,6 +104,7 @@ def close_all() -> None:
 def _at_exit() -> None:
     interrupt_all(EXIT_REASON)
     close_all()
+    loop_wake.close()
 
 
 atexit.register(_at_exit)
@@ -116,6 +125,83 @@ def _install_signal_handler() -> None:
     _previous = previous
     signal.signal(signal.SIGTERM, _on_sigterm)
     _signal_installed = True
+
+
+class LoopWake:
+    """Makes every signal wake the main thread's event loops that governed calls run in.
+
+    Its socket pair's writing end is the process's wake-up descriptor (the signal module
+    writes each signal's number to it, from whichever thread the signal lands on), and its
+    reading end is watched by each such loop: a signal wakes the loop, which then runs the
+    handler. A program (or asyncio's own ``add_signal_handler``) that set a descriptor of its
+    own keeps it: its loop wakes already."""
+
+    def __init__(self) -> None:
+        self._pair: tuple[socket.socket, socket.socket] | None = None
+        self._loops: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+
+    def watch(self, loop: asyncio.AbstractEventLoop) -> None:
+        """``loop`` runs a governed call: if it is the main thread's, signals wake it."""
+        if not _signal_installed or threading.current_thread() is not threading.main_thread():
+            return
+        if loop in self._loops:
+            return
+        self._loops.add(loop)
+        try:
+            reading, writing = self._pair or self._open()
+            mine = writing.fileno()
+            current = signal.set_wakeup_fd(mine, warn_on_full_buffer=False)
+            if current not in (-1, mine):  # someone else's: theirs again, with what it missed
+                signal.set_wakeup_fd(current)
+                self._forward(reading, current)
+                return
+            loop.add_reader(reading.fileno(), self._drain, reading)
+        except (OSError, ValueError, RuntimeError, NotImplementedError) as exc:
+            log.debug("signals will not wake this event loop: %s", exc)
+
+    def _open(self) -> tuple[socket.socket, socket.socket]:
+        pair = socket.socketpair()
+        for end in pair:
+            end.setblocking(False)
+        self._pair = pair
+        return pair
+
+    def close(self) -> None:
+        """At exit: the pair closed, and no longer the wake-up descriptor."""
+        pair, self._pair = self._pair, None
+        if pair is None:
+            return
+        try:
+            if threading.current_thread() is threading.main_thread():
+                current = signal.set_wakeup_fd(-1)
+                if current not in (-1, pair[1].fileno()):
+                    signal.set_wakeup_fd(current)
+        except ValueError:
+            pass
+        for end in pair:
+            end.close()
+
+    @staticmethod
+    def _drain(reading: socket.socket) -> None:
+        """Empty the pair (the wake-up itself is the point: the handler runs after it)."""
+        try:
+            while reading.recv(4096):
+                pass
+        except OSError:
+            pass
+
+    @staticmethod
+    def _forward(reading: socket.socket, fd: int) -> None:
+        """Signals written to the pair while it was the descriptor go on to ``fd``."""
+        try:
+            missed = reading.recv(4096)
+            if missed:
+                os.write(fd, missed)
+        except OSError:
+            pass
+
+
+loop_wake = LoopWake()
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:

@@ -20,6 +20,7 @@ of the call (approval request and decision, the final row) carries the same id.
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import itertools
 import logging
@@ -36,6 +37,7 @@ from toolcards.core.errors import RetriableError, TransientError
 from toolcards.core.identity import Identity
 from toolcards.governance import telemetry
 from toolcards.governance.approvals.broker import ApprovalRequest, Approver
+from toolcards.governance.audit import shutdown
 from toolcards.governance.audit.log import AuditEntry, AuditLog, AuditRecord
 from toolcards.governance.capability import Invoke, ToolCapability
 from toolcards.governance.outcomes import Outcome
@@ -200,15 +202,22 @@ class CallBook:
         self.audit = audit
         self._open: dict[int, Call] = {}
         self._keys = itertools.count(1)
+        self._loop: asyncio.AbstractEventLoop | None = None  # the last one handed to LoopWake
 
     def __len__(self) -> int:
         """The calls that started and have no row yet."""
         return len(self._open)
 
     def enter(self, call: Call) -> None:
-        """Enter ``call``: from now on it ends in exactly one row."""
+        """Enter ``call`` (in its task): from now on it ends in exactly one row. Its loop, if
+        the main thread's, wakes on SIGTERM, also when the signal lands just before the
+        loop's wait (:class:`~toolcards.governance.audit.shutdown.LoopWake`)."""
         call.key = next(self._keys)
         self._open[call.key] = call
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._loop = loop
+            shutdown.loop_wake.watch(loop)
 
     def finish(
         self,
