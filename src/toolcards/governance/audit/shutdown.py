@@ -13,7 +13,6 @@ descriptor Python's signal module writes each signal to (``signal.set_wakeup_fd`
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import logging
 import os
@@ -22,7 +21,10 @@ import socket
 import threading
 import weakref
 from types import FrameType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import asyncio
 
 log = logging.getLogger(__name__)
 
