@@ -216,7 +216,8 @@ for i in range(5000):
                            decision="allow", outcome="ok"))
 print("queued", flush=True)
 if sys.argv[2] == "wait":
-    time.sleep(60)
+    for _ in range(600):  # short naps: a signal landing just before one is handled after it
+        time.sleep(0.1)
 """
 
 
@@ -272,7 +273,8 @@ log = AuditLog(sys.argv[1])
 log.record(AuditRecord(ts=1.0, principal="p", principal_type="user", roles=(), surface="s",
                        tool="t", call_id="only", args={}, decision="allow", outcome="ok"))
 print("queued", flush=True)
-time.sleep(60)
+for _ in range(600):  # short naps: a signal landing just before one is handled after it
+    time.sleep(0.1)
 """
 
 

@@ -146,10 +146,10 @@ class LoopWake:
         """``loop`` runs a governed call: if it is the main thread's, signals wake it."""
         if not _signal_installed or threading.current_thread() is not threading.main_thread():
             return
-        if loop in self._loops:
-            return
-        self._loops.add(loop)
         try:
+            if loop in self._loops:
+                return
+            self._loops.add(loop)
             reading, writing = self._pair or self._open()
             mine = writing.fileno()
             current = signal.set_wakeup_fd(mine, warn_on_full_buffer=False)
@@ -158,7 +158,7 @@ class LoopWake:
                 self._forward(reading, current)
                 return
             loop.add_reader(reading.fileno(), self._drain, reading)
-        except (OSError, ValueError, RuntimeError, NotImplementedError) as exc:
+        except (OSError, ValueError, TypeError, RuntimeError, NotImplementedError) as exc:
             log.debug("signals will not wake this event loop: %s", exc)
 
     def _open(self) -> tuple[socket.socket, socket.socket]:
