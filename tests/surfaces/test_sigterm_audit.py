@@ -50,18 +50,23 @@ PROGRAM = textwrap.dedent(
         threading.Event().wait(120)
         return "never"
 
+    def quick(tag: str) -> str:
+        return tag
+
     audit = AuditLog(sys.argv[1], sys.argv[3])
     policy = Policy.from_dict({"default_effect": "allow"})
-    tools = CapabilityRegistry.from_tools([hold, hold_elsewhere, hold_sync])
+    tools = CapabilityRegistry.from_tools([hold, hold_elsewhere, hold_sync, quick])
     executor = Executor(tools, policy, audit=audit)
 
 
     async def main() -> None:
-        if sys.argv[4:]:  # the program's own signal handling, set up before the call
+        if "own" in sys.argv[4:]:  # the program's own signal handling, set up before the call
             own = lambda: print("own handler", flush=True)  # noqa: E731
             asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, own)
         await executor.call(sys.argv[2], {"tag": "t"}, Identity("me"), call_id="sig-1")
 
+    if "again" in sys.argv[4:]:  # a first event loop, ended, before the one the call waits in
+        asyncio.run(executor.call("quick", {"tag": "t"}, Identity("me"), call_id="sig-0"))
     asyncio.run(main())
     """
 )
@@ -108,6 +113,20 @@ def test_a_loop_with_signal_handlers_of_its_own_keeps_them_and_still_ends_on_sig
         proc.kill()
     assert proc.returncode == -signal.SIGTERM
     assert outcomes(path) == [("interrupted", "sig-1")]
+
+
+def test_a_later_event_loop_of_the_program_wakes_on_sigterm_too(tmp_path: Path) -> None:
+    path = tmp_path / "audit.db"
+    argv = [sys.executable, "-c", PROGRAM, str(path), "hold_elsewhere", "batched", "again"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert line_of(proc) == "running"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == -signal.SIGTERM
+    assert outcomes(path) == [("ok", "sig-0"), ("interrupted", "sig-1")]
 
 
 def line_of(proc: subprocess.Popen[str], timeout: float = 60) -> str:
