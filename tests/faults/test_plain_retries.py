@@ -24,12 +24,20 @@ from support.pg_proxy import CommitCuttingProxy, commit_cutting_proxy
 from support.scripted import wait_until
 from support.servers import RayCluster
 from toolcards import KnowledgeGraphTool, PlanningTool
+from toolcards.core import actors
 from toolcards.core.errors import TransientError
 from toolcards.governance import Identity, Policy
 from toolcards.governance.capability import CapabilityRegistry
 from toolcards.governance.executor.pipeline import Executor, Outcome
 from toolcards.runtime import ActorTimeout, Team, call_key
 from toolcards.tools.knowledge_graph.actor import ACTOR_NAME as GRAPH
+
+
+@pytest.fixture
+def short_asks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ask without a deadline of its own waits 4 s, not 10: the tests that wait one out
+    wait less (what they check does not depend on the figure)."""
+    monkeypatch.setattr(actors, "DEFAULT_ASK_TIMEOUT", 4.0)
 
 
 @pytest.fixture
@@ -106,11 +114,11 @@ def test_an_agent_tool_call_made_again_after_a_lost_commit_answer_writes_once(
 
 
 def test_a_plain_call_held_up_by_a_lock_times_out_saying_it_may_apply_and_its_retry_writes_once(
-    postgres_url: str,
+    postgres_url: str, short_asks: None
 ) -> None:
-    """Another session holds the state table past the ask's 10 s: the ask says the call may
-    still apply; the retry under the same key, made while the first still waits, is answered
-    with the first's result once the lock goes (before: the task was stored twice)."""
+    """Another session holds the state table past the ask's deadline: the ask says the call
+    may still apply; the retry under the same key, made while the first still waits, is
+    answered with the first's result once the lock goes (before: the task was stored twice)."""
     with Team("t", store=postgres_url) as team:
         update = _tools(team)["update_planning"]
         update(create=[{"description": "before"}])
@@ -137,14 +145,14 @@ def test_a_plain_call_held_up_by_a_lock_times_out_saying_it_may_apply_and_its_re
     assert _tasks(postgres_url) == ["before", "held up"]
 
 
-def test_a_governed_call_waits_on_its_actor_until_its_own_deadline(postgres_url: str) -> None:
-    """Its 'timed out after 12 s' comes at 12 s, not at the ask's 10 s, and says the call may
+def test_a_governed_call_waits_on_its_actor_until_its_own_deadline(
+    postgres_url: str, short_asks: None
+) -> None:
+    """Its 'timed out after 5 s' comes at 5 s, not at the ask's own 4 s, and says the call may
     still complete, which it then does."""
     with Team("t", store=postgres_url) as team:
         factory = team.bind([PlanningTool(vector_store=False)])
-        executor = Executor(
-            CapabilityRegistry.from_factory(factory), Policy.allow_all(), timeout=12
-        )
+        executor = Executor(CapabilityRegistry.from_factory(factory), Policy.allow_all(), timeout=5)
         args = {"create": [{"description": "slow"}]}
         with psycopg.connect(postgres_url) as other:
             other.execute("LOCK TABLE toolcards_state IN EXCLUSIVE MODE")
@@ -153,9 +161,9 @@ def test_a_governed_call_waits_on_its_actor_until_its_own_deadline(postgres_url:
             waited = time.monotonic() - started
             other.rollback()
         assert result.outcome is Outcome.ERROR, result.message
-        assert "timed out after 12 s" in result.message
+        assert "timed out after 5 s" in result.message
         assert "may still complete" in result.message
-        assert waited >= 12  # the call's deadline answered, not the ask's own 10 s
+        assert waited >= 5  # the call's deadline answered, not the ask's own 4 s
         assert wait_until(lambda: _tasks(postgres_url) == ["slow"], 60)  # it did complete
 
 
