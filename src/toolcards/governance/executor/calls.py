@@ -28,7 +28,7 @@ import re
 import secrets
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -205,6 +205,7 @@ class CallBook:
         self._open: dict[int, Call] = {}
         self._keys = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None  # the last one handed to LoopWake
+        self._running_loop: Callable[[], asyncio.AbstractEventLoop] | None = None
 
     def __len__(self) -> int:
         """The calls that started and have no row yet."""
@@ -216,9 +217,12 @@ class CallBook:
         loop's wait (:class:`~toolcards.governance.audit.shutdown.LoopWake`)."""
         call.key = next(self._keys)
         self._open[call.key] = call
-        import asyncio  # lazy: `toolcards list` loads no asyncio (0.06 us a call here)
+        running = self._running_loop
+        if running is None:
+            import asyncio  # lazy: `toolcards list` loads no asyncio
 
-        loop = asyncio.get_running_loop()
+            running = self._running_loop = asyncio.get_running_loop
+        loop = running()
         if loop is not self._loop:
             self._loop = loop
             shutdown.loop_wake.watch(loop)
