@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -78,55 +79,56 @@ def outcomes(path: Path) -> list[tuple[str, str | None]]:
 
 
 @pytest.mark.parametrize(
-    ("tool", "durability"),
-    [("hold", "batched"), ("hold_elsewhere", "batched"), ("hold_sync", "sync")],
+    ("args", "rows"),
+    [
+        pytest.param(("hold", "batched"), [("interrupted", "sig-1")], id="async"),
+        pytest.param(("hold_sync", "sync"), [("interrupted", "sig-1")], id="sync"),
+        pytest.param(
+            ("hold_elsewhere", "batched"), [("interrupted", "sig-1")], id="on-another-thread"
+        ),
+        pytest.param(
+            ("hold_elsewhere", "batched", "again"),
+            [("ok", "sig-0"), ("interrupted", "sig-1")],
+            id="in-a-later-event-loop",
+        ),
+    ],
 )
 def test_a_program_stopped_by_sigterm_mid_call_keeps_the_calls_row(
-    tmp_path: Path, tool: str, durability: str
+    tmp_path: Path, args: tuple[str, ...], rows: list[tuple[str, str]]
 ) -> None:
     path = tmp_path / "audit.db"
-    argv = [sys.executable, "-c", PROGRAM, str(path), tool, durability]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "running"
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == -signal.SIGTERM
-    assert outcomes(path) == [("interrupted", "sig-1")]
+    assert stopped_by_sigterm(path, *args) == -signal.SIGTERM
+    assert outcomes(path) == rows
 
 
 def test_a_loop_with_signal_handlers_of_its_own_keeps_them_and_still_ends_on_sigterm(
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / "audit.db"
-    argv = [sys.executable, "-c", PROGRAM, str(path), "hold", "batched", "own"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert line_of(proc) == "running"
+    def own_signal(proc: subprocess.Popen[str]) -> None:
         proc.send_signal(signal.SIGUSR1)
         assert line_of(proc) == "own handler"
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == -signal.SIGTERM
+
+    path = tmp_path / "audit.db"
+    assert stopped_by_sigterm(path, "hold", "batched", "own", first=own_signal) == -signal.SIGTERM
     assert outcomes(path) == [("interrupted", "sig-1")]
 
 
-def test_a_later_event_loop_of_the_program_wakes_on_sigterm_too(tmp_path: Path) -> None:
-    path = tmp_path / "audit.db"
-    argv = [sys.executable, "-c", PROGRAM, str(path), "hold_elsewhere", "batched", "again"]
+def stopped_by_sigterm(
+    path: Path, *args: str, first: Callable[[subprocess.Popen[str]], None] | None = None
+) -> int | None:
+    """Run :data:`PROGRAM` with ``args``; once its tool runs, ``first`` (if any), then
+    SIGTERM: its return code."""
+    argv = [sys.executable, "-c", PROGRAM, str(path), *args]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert line_of(proc) == "running"
+        if first is not None:
+            first(proc)
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     finally:
         proc.kill()
-    assert proc.returncode == -signal.SIGTERM
-    assert outcomes(path) == [("ok", "sig-0"), ("interrupted", "sig-1")]
+    return proc.returncode
 
 
 def line_of(proc: subprocess.Popen[str], timeout: float = 60) -> str:
