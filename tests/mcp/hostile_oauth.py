@@ -8,6 +8,7 @@ name the DNS maps to 127.0.0.1, a loopback URL) goes to the real network stack, 
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Callable
@@ -55,8 +56,12 @@ class Listener:
             conn.close()
 
     def close(self) -> None:
+        # closing alone does not wake a thread blocked in accept(); shutting it down does
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
         self._thread.join(5)
+        assert not self._thread.is_alive(), "the listener's accept thread did not end"
 
 
 def authorization_server(issuer: str, **overrides: Any) -> dict[str, Any]:
