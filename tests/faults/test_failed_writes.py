@@ -25,6 +25,7 @@ from toolcards.governance.capability import CapabilityRegistry
 from toolcards.governance.executor.pipeline import Executor, Outcome
 from toolcards.runtime import RayActorSystem, Team
 from toolcards.stores.postgres.team import PostgresStore
+from toolcards.stores.sqlite import team as sqlite_team
 from toolcards.tools.knowledge_graph.actor import ACTOR_NAME as GRAPH
 from toolcards.tools.planning.actor import ACTOR_NAME as PLAN
 
@@ -172,11 +173,13 @@ def test_a_write_reported_failed_is_not_shown_stored_or_written_later(
 
 
 def test_a_write_that_cannot_begin_on_sqlite_is_not_shown_or_written_later(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """On SQLite the transaction begins in the actor's batch: one that cannot begin (another
     connection holds the file's write lock past the busy timeout) is a retry, and the actor
-    reloads before it answers again."""
+    reloads before it answers again. The busy timeout is 0.5 s here (5 s by default): the
+    test waits it out twice."""
+    monkeypatch.setattr(sqlite_team, "BUSY_TIMEOUT", 0.5)
     path = tmp_path / "team.db"
     lost_fact = {"name": "ada", "add_observations": ["lost"]}
     with Team("t", store=str(path)) as team:

@@ -45,6 +45,11 @@ __all__ = [
     "dumps",
 ]
 
+BUSY_TIMEOUT = 5.0
+"""Seconds a statement waits for another connection's lock on the file before the write is
+a retry (:class:`StoreUnavailable`): under an actor's ask deadline, so the caller hears
+"locked" and not a timeout."""
+
 
 class TeamStore(Store):
     """A thread-safe SQLite store (one connection, one re-entrant lock).
@@ -97,7 +102,7 @@ class TeamStore(Store):
         if not self.in_memory:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
-        conn.execute("PRAGMA busy_timeout=5000")
+        conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT * 1000)}")
         conn.execute("BEGIN IMMEDIATE")
         try:
             migrate(conn, self.location)
