@@ -2,7 +2,8 @@
 tests on every surface.
 
 ``finish(how, tag)`` (sync, in a worker thread) returns (``how="ok"``), raises (``"error"``)
-or outlasts a timeout below :data:`OUTLAST` seconds (``"timeout"``); ``hold(tag)`` (async)
+or outlasts a timeout below :data:`OUTLAST` seconds (``"timeout"``: until the test releases it,
+:func:`release`, once the call's row is written); ``hold(tag)`` (async)
 waits until its call is cancelled; ``finish_approved`` and ``hold_approved`` are ``finish``
 and ``hold`` behind a human's approval; ``finish_budgeted`` is ``finish`` under a budget of no
 calls (every call ends ``over_budget``). Each run first creates ``$ENDINGS_DIR/<tag>``, so a
@@ -39,13 +40,21 @@ def running(tag: str) -> None:
         (Path(directory) / tag).touch()
 
 
+def release(marks: Path, tag: str) -> None:
+    """Let the timed-out call tagged ``tag`` end (its worker thread stops waiting)."""
+    (marks / f"{tag}.released").touch()
+
+
 def finish(how: str, tag: str) -> str:
     """Ends as ``how`` says: ok, error or timeout."""
     running(tag)
     if how == "error":
         raise RuntimeError(f"{tag} failed on purpose")
     if how == "timeout":
-        time.sleep(OUTLAST)
+        released = Path(os.environ.get("ENDINGS_DIR") or ".") / f"{tag}.released"
+        deadline = time.monotonic() + OUTLAST
+        while not released.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
     return f"{tag} done"
 
 
