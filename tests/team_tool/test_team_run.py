@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -21,11 +22,15 @@ def lead_plan(prompt: str) -> tuple[str, dict[str, Any]] | None:
     return ("hire_members", {"roles": ["helper"]}) if "hire a helper" in prompt else None
 
 
-def helper_plan(prompt: str) -> tuple[str, dict[str, Any]] | None:
-    if "remind me" in prompt:
-        # Long enough that the team surely stops before it is due, even on a loaded machine.
-        return ("register_notification", {"content": REMINDER, "delay_seconds": 3})
-    return None
+def helper_plan(delay: int) -> Callable[[str], tuple[str, dict[str, Any]] | None]:
+    """A helper that schedules the reminder in ``delay`` seconds when asked."""
+
+    def plan(prompt: str) -> tuple[str, dict[str, Any]] | None:
+        if "remind me" in prompt:
+            return ("register_notification", {"content": REMINDER, "delay_seconds": delay})
+        return None
+
+    return plan
 
 
 def stored_contents(store: Path) -> list[str]:
@@ -49,7 +54,8 @@ def profiles(lead: ScriptedMember, helper: ScriptedMember) -> list[RoleProfile]:
 def test_a_notification_scheduled_before_a_stop_reaches_the_member_after_resume(
     tmp_path: Path,
 ) -> None:
-    lead, helper = ScriptedMember(lead_plan), ScriptedMember(helper_plan)
+    # 3 s: long enough that the team surely stops before it is due, even on a loaded machine
+    lead, helper = ScriptedMember(lead_plan), ScriptedMember(helper_plan(3))
     store = tmp_path / "team.db"
     team = Team("acceptance", store, profiles=profiles(lead, helper))
     try:
@@ -73,7 +79,7 @@ def test_a_notification_scheduled_before_a_stop_reaches_the_member_after_resume(
 
 
 def test_a_notification_is_delivered_while_the_team_runs(tmp_path: Path) -> None:
-    lead, helper = ScriptedMember(lead_plan), ScriptedMember(helper_plan)
+    lead, helper = ScriptedMember(lead_plan), ScriptedMember(helper_plan(1))  # the shortest delay
     with Team("live", tmp_path / "team.db", profiles=profiles(lead, helper)) as team:
         name = team.hire("helper")
         team.send(name, "remind me", timeout=30)
