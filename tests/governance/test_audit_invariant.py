@@ -63,19 +63,22 @@ Call = Callable[[str, dict[str, str]], Awaitable[Any]]
 
 
 async def drive(endings: Endings, call: Call, skip: set[str]) -> None:
-    """Every ending once: a cancelled call is cancelled once its tool runs; an approved one is
-    granted out of band by the approver while it waits. The timed-out call runs beside the
-    others (it waits out the surface's timeout while they run one after the other); its tool
-    is released once the call's row is written, so no process waits for its thread."""
-    async with anyio.create_task_group() as beside:
-        for ending in CALLS:
-            if ending in skip:
-                continue
-            if ending == "timeout":
-                beside.start_soon(end_once, endings, call, ending)
-                beside.start_soon(release_when_written, endings, CALLS[ending][1]["tag"])
-            else:
-                await end_once(endings, call, ending)
+    """Every ending once, one after the other: a cancelled call is cancelled once its tool
+    runs; an approved one is granted out of band by the approver while it waits; a timed-out
+    one's tool is released once the call's row is written (no process waits for its thread)."""
+    for ending, (tool, args) in CALLS.items():
+        if ending in skip:
+            continue
+        with anyio.fail_after(120):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(call, tool, args)
+                if ending == "cancelled":
+                    await wait_running(endings.marks, args["tag"])
+                    tasks.cancel_scope.cancel()
+                elif ending == "approved":
+                    await grant_when_pending(endings, args["tag"])
+                elif ending == "timeout":
+                    await release_when_written(endings, args["tag"])
 
 
 async def release_when_written(endings: Endings, tag: str) -> None:
@@ -83,19 +86,6 @@ async def release_when_written(endings: Endings, tag: str) -> None:
     rows = await anyio.to_thread.run_sync(endings.settled_rows, tag)
     assert rows, f"no row of the {tag} call"
     release(endings.marks, tag)
-
-
-async def end_once(endings: Endings, call: Call, ending: str) -> None:
-    """The call of ``ending``, ended that way."""
-    tool, args = CALLS[ending]
-    with anyio.fail_after(120):
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(call, tool, args)
-            if ending == "cancelled":
-                await wait_running(endings.marks, args["tag"])
-                tasks.cancel_scope.cancel()
-            elif ending == "approved":
-                await grant_when_pending(endings, args["tag"])
 
 
 def in_process_executor(endings: Endings, audit: AuditLog) -> tuple[Executor, Any]:
