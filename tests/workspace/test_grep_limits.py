@@ -25,7 +25,7 @@ from toolcards.core.errors import RetriableError
 from toolcards.tools.workspace.card import GrepParam, WorkspaceTool
 
 os.environ["TOOLCARDS_WORKSPACES_ROOT"] = sys.argv[1]
-card = WorkspaceTool(workspace_grep=GrepParam(engine="python", timeout_s=3.0))
+card = WorkspaceTool(workspace_grep=GrepParam(engine="python", timeout_s=1.5))
 grep = {fn.__name__: fn for fn in card.get_tools()}["workspace_grep"]
 ticks, stop = [time.monotonic()], threading.Event()
 
