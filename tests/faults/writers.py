@@ -16,6 +16,7 @@ import sys
 import textwrap
 import threading
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -184,12 +185,17 @@ def event_position(url: str, team: str) -> int:
         store.close()
 
 
-def progress(writers: list[Writer], more: int, bound: float = 120) -> None:
-    """Wait until every writer acknowledged ``more`` further calls (``bound``: a limit, not a
-    measurement)."""
-    marks = [len(w.acked) + more for w in writers]
+def progress(
+    writers: list[Writer],
+    more: int,
+    bound: float = 120,
+    count: Callable[[Writer], int] = lambda w: len(w.acked),
+) -> None:
+    """Wait until every writer's ``count`` (by default its acknowledged calls) grew by
+    ``more`` (``bound``: a limit, not a measurement)."""
+    marks = [count(w) + more for w in writers]
     assert wait_until(
-        lambda: all(len(w.acked) >= m for w, m in zip(writers, marks, strict=True)), bound
+        lambda: all(count(w) >= m for w, m in zip(writers, marks, strict=True)), bound
     ), [w.lines[-3:] for w in writers]
 
 
