@@ -21,7 +21,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from surfaces.ending_tools import TOOLS, release
+from surfaces.ending_tools import TOOLS, released
 from surfaces.endings_support import (
     CALLER,
     DECISIONS,
@@ -85,7 +85,7 @@ async def release_when_written(endings: Endings, tag: str) -> None:
     """Release the timed-out tool of ``tag`` once its call's row is in the trail."""
     rows = await anyio.to_thread.run_sync(endings.settled_rows, tag)
     assert rows, f"no row of the {tag} call"
-    release(endings.marks, tag)
+    released(endings.marks, tag).touch()
 
 
 def in_process_executor(endings: Endings, audit: AuditLog) -> tuple[Executor, Any]:

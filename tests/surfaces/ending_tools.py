@@ -3,7 +3,7 @@ tests on every surface.
 
 ``finish(how, tag)`` (sync, in a worker thread) returns (``how="ok"``), raises (``"error"``)
 or outlasts a timeout below :data:`OUTLAST` seconds (``"timeout"``: until the test releases it,
-:func:`release`, once the call's row is written); ``hold(tag)`` (async)
+:func:`released`, once the call's row is written); ``hold(tag)`` (async)
 waits until its call is cancelled; ``finish_approved`` and ``hold_approved`` are ``finish``
 and ``hold`` behind a human's approval; ``finish_budgeted`` is ``finish`` under a budget of no
 calls (every call ends ``over_budget``). Each run first creates ``$ENDINGS_DIR/<tag>``, so a
@@ -33,16 +33,20 @@ budgets:
 """
 
 
+def marks() -> Path:
+    """Where the marks go: ``$ENDINGS_DIR`` (this directory when unset)."""
+    return Path(os.environ.get("ENDINGS_DIR") or ".")
+
+
 def running(tag: str) -> None:
-    """Announce that the call tagged ``tag`` runs (a file in ``$ENDINGS_DIR``)."""
-    directory = os.environ.get("ENDINGS_DIR")
-    if directory:
-        (Path(directory) / tag).touch()
+    """Announce that the call tagged ``tag`` runs (a file in :func:`marks`)."""
+    if os.environ.get("ENDINGS_DIR"):
+        (marks() / tag).touch()
 
 
-def release(marks: Path, tag: str) -> None:
-    """Let the timed-out call tagged ``tag`` end (its worker thread stops waiting)."""
-    (marks / f"{tag}.released").touch()
+def released(directory: Path, tag: str) -> Path:
+    """The mark that lets the timed-out call tagged ``tag`` end (its thread stops waiting)."""
+    return directory / f"{tag}.released"
 
 
 def finish(how: str, tag: str) -> str:
@@ -51,9 +55,8 @@ def finish(how: str, tag: str) -> str:
     if how == "error":
         raise RuntimeError(f"{tag} failed on purpose")
     if how == "timeout":
-        released = Path(os.environ.get("ENDINGS_DIR") or ".") / f"{tag}.released"
-        deadline = time.monotonic() + OUTLAST
-        while not released.exists() and time.monotonic() < deadline:
+        mark, deadline = released(marks(), tag), time.monotonic() + OUTLAST
+        while not mark.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
     return f"{tag} done"
 
