@@ -47,8 +47,9 @@ __all__ = [
 
 BUSY_TIMEOUT = 5.0
 """Seconds a statement waits for another connection's lock on the file before the write is
-a retry (:class:`StoreUnavailable`): under an actor's ask deadline, so the caller hears
-"locked" and not a timeout."""
+a retry (:class:`StoreUnavailable`): under an actor's ask deadline (10 s), so the caller hears
+"locked" and not a timeout. The audit and approval files wait longer
+(:data:`toolcards.stores.sqlite.connect.BUSY_TIMEOUT`): no actor waits on their writes."""
 
 
 class TeamStore(Store):
