@@ -6,6 +6,9 @@ and checked with ``fstat`` (regular, not hard-linked unless allowed, within the 
 ripgrep reads their bytes from its standard input and never walks or opens a path itself.
 The Python engine matches with the ``regex`` package, which releases the interpreter lock while
 matching and stops at a deadline, so a catastrophic pattern costs the time limit and no more;
+a file whose matching takes long is matched again on a thread of its own, which the caller
+waits for until the deadline by the clock (``regex`` counts it in CPU time, which a loaded
+machine hands out slower);
 a pattern whose counted repeats would make the compile itself slow is refused before it is
 compiled (``regex_size.py``). A pattern ripgrep runs is never compiled in Python: ripgrep
 checks it, with caps on its compiled size.
@@ -18,6 +21,7 @@ import contextlib
 import contextvars
 import itertools
 import os
+import queue
 import re
 import shutil
 import stat
@@ -172,17 +176,77 @@ def grep_python(
         whole = regex.compile(pattern.pattern, pattern.flags | regex.MULTILINE)
     limit = options.max_matches
     hits: list[GrepHit] = []
-    for rel, data in files.texts():
-        text = data.decode("utf-8", "replace")
-        if "\r" in text:
-            text = _CR_BEFORE_NL.sub("", text)
-        try:
-            _search_text(pattern, whole, text, rel, hits, limit, deadline)
-        except TimeoutError:
-            raise _timed_out(options.timeout_s) from None
-        if len(hits) > limit:
-            break
+    slow = _SlowFiles(pattern, whole, deadline)
+    try:
+        for rel, data in files.texts():
+            text = data.decode("utf-8", "replace")
+            if "\r" in text:
+                text = _CR_BEFORE_NL.sub("", text)
+            found = len(hits)
+            try:
+                soon = min(deadline, time.monotonic() + _SLICE)
+                _search_text(pattern, whole, text, rel, hits, limit, soon)
+            except TimeoutError:
+                del hits[found:]
+                hits += slow.search(rel, text, limit - found)
+            if len(hits) > limit:
+                break
+    except TimeoutError:
+        raise _timed_out(options.timeout_s) from None
+    finally:
+        slow.close()
     return hits
+
+
+_SLICE = 0.1
+"""Seconds a file's matching may take on the caller's thread."""
+
+
+class _SlowFiles:
+    """Files whose matching took longer than :data:`_SLICE`, matched again on a thread of their
+    own, which the caller waits for until the deadline by the clock: ``regex``'s own timeout
+    counts CPU time, so on half a core a 1 s limit took 2 s. A match cut off by the deadline is
+    left to end by itself: it reads nothing but its text, and stops once its CPU time reaches
+    what was left of the limit."""
+
+    def __init__(
+        self, pattern: regex.Pattern[str], whole: regex.Pattern[str] | None, deadline: float
+    ) -> None:
+        self._pattern, self._whole, self._deadline = pattern, whole, deadline
+        self._todo: queue.SimpleQueue[tuple[str, str, int] | None] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[list[GrepHit] | BaseException] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def search(self, rel: str, text: str, limit: int) -> list[GrepHit]:
+        """The hits of ``text`` (up to ``limit`` + 1); TimeoutError when the deadline comes
+        first."""
+        if self._thread is None:
+            self._thread = background_thread(self._run, name="toolcards-grep")
+            self._thread.start()
+        self._todo.put((rel, text, limit))
+        try:
+            got = self._done.get(timeout=_left(self._deadline))
+        except queue.Empty:
+            raise TimeoutError from None
+        if isinstance(got, BaseException):
+            raise got
+        return got
+
+    def close(self) -> None:
+        """Let the thread end (after the match it may still be running)."""
+        if self._thread is not None:
+            self._todo.put(None)
+
+    def _run(self) -> None:
+        while (job := self._todo.get()) is not None:
+            rel, text, limit = job
+            hits: list[GrepHit] = []
+            try:
+                _search_text(self._pattern, self._whole, text, rel, hits, limit, self._deadline)
+            except BaseException as exc:  # handed to the caller (a timeout, most often)
+                self._done.put(exc)
+            else:
+                self._done.put(hits)
 
 
 def _search_text(
