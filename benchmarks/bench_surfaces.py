@@ -92,6 +92,9 @@ def setup(base: Path) -> tuple[Path, dict[str, str]]:
         "policy": "policy.yaml",
         "tools": ["bench_tools:TOOLS"],
         "audit": "audit.db",
+        # every client connects from 127.0.0.1, each session with a few connections: more
+        # than the default bound of 64 connections an address
+        "http": {"per_client": 4 * CLIENTS},
         "principals": {
             "local": {"id": "bench"},
             "tokens": [{"token_sha256": hash_token(TOKEN), "id": "bench"}],

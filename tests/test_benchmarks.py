@@ -1,5 +1,7 @@
-"""The benchmark scripts keep running: each one that needs no server starts and finishes in its
-quick mode (figures are printed, never asserted), so an API change cannot leave one broken.
+"""The benchmark scripts keep running: each one starts and finishes in its quick mode (figures
+are printed, never asserted), so an API change cannot leave one broken. Not here, for their
+time (20 s to minutes even in quick mode, on servers and clusters of their own):
+``bench_surfaces``, ``bench_sessions`` and ``bench_distributed``.
 
 A script that starts processes itself (servers, CLI runs, measuring interpreters, bwrap jobs)
 runs as its own process; the others run in this one, as ``python SCRIPT --quick`` would run
@@ -34,6 +36,7 @@ IN_PROCESS = [
     "patch",
     "deferred",
     "grants",
+    "persist_versions",
 ]
 OWN_PROCESS = [
     "factory",  # times `import toolcards` in fresh interpreters
@@ -44,6 +47,7 @@ OWN_PROCESS = [
     "dashboard",  # a chromium page (when installed)
     "resume",  # each resume in a fresh process
     "mcp_results",  # stdio MCP servers
+    "budgets",  # a PostgreSQL server behind a counting proxy
 ]
 
 
