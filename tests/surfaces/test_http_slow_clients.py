@@ -103,6 +103,14 @@ def test_one_address_holds_at_most_per_client_connections(tmp_path: Path) -> Non
     try:
         with connect(srv.port, "127.0.0.3") as extra:  # bounds, not measurements (a loaded
             refused = until_closed(extra, timeout=75)  # machine is slow)
+        # as clients send: each its whole request at once, then it reads; several at once,
+        # so that requests arrive before the server has taken their connections
+        eager = [connect(srv.port, "127.0.0.3") for _ in range(20)]
+        for sock in eager:
+            sock.sendall(head(srv.port, *JSON, "Content-Length: 2", "Connection: close") + b"{}")
+        answers = [status(until_closed(sock, timeout=75)) for sock in eager]
+        for sock in eager:
+            sock.close()
         with connect(srv.port, source="127.0.0.2") as other:
             other.sendall(head(srv.port, *JSON, "Content-Length: 2", "Connection: close") + b"{}")
             served = until_closed(other, timeout=75)
@@ -111,6 +119,7 @@ def test_one_address_holds_at_most_per_client_connections(tmp_path: Path) -> Non
             sock.close()
         srv.stop()
     assert status(refused) == 429
+    assert answers == [429] * 20  # the answer, never a reset that loses it
     assert status(served) == 400  # reached the JSON-RPC edge
 
 
