@@ -96,6 +96,21 @@ def test_with_the_defaults_a_half_sent_request_is_dropped_within_30_s(tmp_path: 
     assert status(response) == 408
 
 
+def answer_and_end(sock: socket.socket) -> tuple[bytes, bool]:
+    """What the server sends until the end of its stream, and whether the stream ended in a
+    reset instead (``until_closed`` takes a reset for an end)."""
+    sock.settimeout(75)
+    received = b""
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except ConnectionResetError:
+            return received, True
+        if not chunk:
+            return received, False
+        received += chunk
+
+
 def test_one_address_holds_at_most_per_client_connections(tmp_path: Path) -> None:
     srv = serve(tmp_path, per_client=3, header_timeout=120)
     # not from 127.0.0.1: the start-up check's connection from there may be counted a moment
@@ -103,6 +118,11 @@ def test_one_address_holds_at_most_per_client_connections(tmp_path: Path) -> Non
     try:
         with connect(srv.port, "127.0.0.3") as extra:  # bounds, not measurements (a loaded
             refused = until_closed(extra, timeout=75)  # machine is slow)
+        with connect(srv.port, "127.0.0.3") as late:  # its request sent after the answer came
+            select.select([late], [], [], 75)
+            late.sendall(head(srv.port, *JSON, "Content-Length: 2", "Connection: close") + b"{}")
+            late_answer, reset = answer_and_end(late)
+            late.sendall(b"more")  # the server still reads what a refused client sends
         # as clients send: each its whole request at once, then it reads; several at once,
         # so that requests arrive before the server has taken their connections
         eager = [connect(srv.port, "127.0.0.3") for _ in range(20)]
@@ -120,6 +140,9 @@ def test_one_address_holds_at_most_per_client_connections(tmp_path: Path) -> Non
         srv.stop()
     assert status(refused) == 429
     assert answers == [429] * 20  # the answer, never a reset that loses it
+    # answered, then the end of the stream: no reset (which may lose the answer) though the
+    # request came after the answer
+    assert status(late_answer) == 429 and not reset
     assert status(served) == 400  # reached the JSON-RPC edge
 
 

@@ -5,7 +5,11 @@ requests, never while a request's first bytes trickle in) and no bound on connec
 address. :func:`guarded_protocol` adds both to its HTTP protocol: the headers of a request
 must be complete within ``header_timeout`` seconds of the connection (or of the previous
 answer), else the connection is answered 408 and closed; an address holding ``per_client``
-connections has its next one answered 429 and closed. A stopping server drops at once the
+connections has its next one answered 429, half-closed, and read (its request dropped) until
+its client closes it or ``header_timeout`` passes: closed with a request unread, it would be
+reset, and a client may then lose the answer (the TCP reset problem of RFC 9112, 9.6); at most
+``per_client`` refused connections of an address are kept so, one more is closed at once.
+A stopping server drops at once the
 connections whose request is still arriving (uvicorn would wait for them), and a connection
 made once it began stopping (accepted a moment before the listening socket closed, it would
 hold the shutdown until its deadline: :class:`toolcards.surfaces.http.server.GuardedServer`
@@ -42,6 +46,7 @@ def guarded_protocol(limits: HttpLimits) -> type[asyncio.Protocol]:
     """uvicorn's h11 protocol with a header deadline and a per-address connection cap (the
     count is shared by the connections of the class returned)."""
     open_by_address: Counter[str] = Counter()
+    refused_by_address: Counter[str] = Counter()
     too_slow = _answer(408, "Request Timeout", "the request headers took too long")
     too_many = _answer(429, "Too Many Requests", "too many open connections from this address")
 
@@ -52,6 +57,8 @@ def guarded_protocol(limits: HttpLimits) -> type[asyncio.Protocol]:
         _deadline: asyncio.TimerHandle | None = None
         _served: object = None
         """The request cycle answered last: headers are awaited while ``cycle`` is it."""
+        _refused: str | None = None
+        """The address of a connection answered 429 and read until its client closes it."""
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -61,15 +68,29 @@ def guarded_protocol(limits: HttpLimits) -> type[asyncio.Protocol]:
             address = self.client[0] if self.client else None
             if address is not None:
                 if open_by_address[address] >= limits.per_client:
-                    transport.write(too_many)
-                    transport.close()
+                    self._refuse(transport, address)
                     return
                 open_by_address[address] += 1
                 self._address = address
             self._arm()
 
+        def _refuse(self, transport: asyncio.Transport, address: str) -> None:
+            transport.write(too_many)
+            if refused_by_address[address] >= limits.per_client or not transport.can_write_eof():
+                transport.close()
+                return
+            transport.write_eof()
+            refused_by_address[address] += 1
+            self._refused = address
+            self._deadline = self.loop.call_later(limits.header_timeout, transport.close)
+
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            refused, self._refused = self._refused, None
+            if refused is not None:
+                refused_by_address[refused] -= 1
+                if refused_by_address[refused] <= 0:
+                    del refused_by_address[refused]
             address, self._address = self._address, None
             if address is not None:
                 open_by_address[address] -= 1
@@ -78,9 +99,17 @@ def guarded_protocol(limits: HttpLimits) -> type[asyncio.Protocol]:
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
+            if self._refused is not None:
+                return  # answered 429: what it sends is dropped
             super().data_received(data)
             if self._deadline is not None and self.cycle is not self._served:
                 self._disarm()  # the headers are in; the body has its own deadline
+
+        def eof_received(self) -> None:
+            if self._refused is not None:
+                self.transport.close()  # its client is done: nothing is left unread
+                return
+            super().eof_received()
 
         def shutdown(self) -> None:
             cycle = self.cycle
