@@ -8,12 +8,11 @@ answer), else the connection is answered 408 and closed; an address holding ``pe
 connections has its next one answered 429, half-closed, and read (its request dropped) until
 its client closes it or ``header_timeout`` passes: closed with a request unread, it would be
 reset, and a client may then lose the answer (the TCP reset problem of RFC 9112, 9.6); at most
-``per_client`` refused connections of an address are kept so, one more is closed at once.
-A stopping server drops at once the
-connections whose request is still arriving (uvicorn would wait for them), and a connection
-made once it began stopping (accepted a moment before the listening socket closed, it would
-hold the shutdown until its deadline: :class:`toolcards.surfaces.http.server.GuardedServer`
-marks the protocol ``stopping`` first).
+``per_client`` refused connections of an address are kept so, one more is closed at once. A
+stopping server drops at once the connections whose request is still arriving (uvicorn would
+wait for them), and a connection made once it began stopping (accepted a moment before the
+listening socket closed, it would hold the shutdown until its deadline:
+:class:`toolcards.surfaces.http.server.GuardedServer` marks the protocol ``stopping`` first).
 :func:`server_config` is the uvicorn configuration every HTTP surface runs with: that
 protocol, a shutdown that cancels what still runs after ``shutdown_timeout`` seconds, and
 client addresses taken from the socket (``X-Forwarded-For`` is not believed: it would let

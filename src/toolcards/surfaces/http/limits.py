@@ -41,7 +41,8 @@ class HttpLimits(BaseModel):
     body_timeout: float = Field(default=15.0, gt=0)
     """Seconds for the whole body of a request once its headers arrived; then 408."""
     per_client: int = Field(default=64, ge=1)
-    """Open connections of one client address; one more is answered 429 and closed."""
+    """Open connections of one client address; one more is answered 429 (and read until its
+    client closes it, at most ``header_timeout``: see :mod:`toolcards.surfaces.http.guard`)."""
     shutdown_timeout: float = Field(default=3.0, ge=0)
     """Seconds a stopping server (SIGTERM) waits for running requests before cancelling
     them."""
