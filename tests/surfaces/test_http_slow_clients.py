@@ -111,6 +111,22 @@ def answer_and_end(sock: socket.socket) -> tuple[bytes, bool]:
         received += chunk
 
 
+def reset_after_sending(sock: socket.socket) -> bool:
+    """Whether a connection whose server closed its side resets what is sent to it (the server
+    closed it whole), or takes it (the server still reads). Sockets are asked in the order of
+    their connections: a reset comes at once (loopback), so by the time a later one resets an
+    earlier one would have too."""
+    try:
+        sock.sendall(b"more")
+        readable, _, _ = select.select([sock], [], [], 0.5)
+        if readable:
+            sock.recv(1)  # an end (already read) or a reset
+        sock.sendall(b"more")
+    except (BrokenPipeError, ConnectionResetError):
+        return True
+    return False
+
+
 def test_one_address_holds_at_most_per_client_connections(tmp_path: Path) -> None:
     srv = serve(tmp_path, per_client=3, header_timeout=120)
     # not from 127.0.0.1: the start-up check's connection from there may be counted a moment
@@ -134,10 +150,19 @@ def test_one_address_holds_at_most_per_client_connections(tmp_path: Path) -> Non
         with connect(srv.port, source="127.0.0.2") as other:
             other.sendall(head(srv.port, *JSON, "Content-Length: 2", "Connection: close") + b"{}")
             served = until_closed(other, timeout=75)
+        # refused connections still read are bounded too: per_client of an address, the next
+        # ones closed at once (another address: the ones above may still be closing)
+        held += [half_sent_headers(srv.port, "127.0.0.4") for _ in range(3)]
+        kept = [connect(srv.port, "127.0.0.4") for _ in range(5)]
+        held += kept
+        ends = [answer_and_end(sock) for sock in kept]
+        resets = [reset_after_sending(sock) for sock in kept]
     finally:
         for sock in held:
             sock.close()
         srv.stop()
+    assert [status(answer) for answer, _ in ends] == [429] * 5
+    assert resets == [False] * 3 + [True] * 2
     assert status(refused) == 429
     assert answers == [429] * 20  # the answer, never a reset that loses it
     # answered, then the end of the stream: no reset (which may lose the answer) though the
