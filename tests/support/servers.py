@@ -324,7 +324,13 @@ class RayCluster:
             "object_store_memory": 100 * 1024 * 1024,
             "include_log_monitor": False,  # no driver here prints its workers' output
         }
-        head = {**node, "include_dashboard": False, "_system_config": HEALTH_CHECKS}
+        # no autoscaler monitor: the cluster has the nodes it starts with (1.4 s of CPU saved)
+        head = {
+            **node,
+            "include_dashboard": False,
+            "no_monitor": True,
+            "_system_config": HEALTH_CHECKS,
+        }
         cluster = Cluster(initialize_head=True, head_node_args=head)
         for _ in range(self.nodes - 1):
             cluster.add_node(**node)
