@@ -41,6 +41,15 @@ def _answer(status: int, reason: str, message: str) -> bytes:
     return head.encode() + body
 
 
+def _leave(counts: Counter[str], address: str | None) -> None:
+    """One connection of ``address`` fewer in ``counts`` (an address left with none is
+    forgotten); nothing for None."""
+    if address is not None:
+        counts[address] -= 1
+        if counts[address] <= 0:
+            del counts[address]
+
+
 def guarded_protocol(limits: HttpLimits) -> type[asyncio.Protocol]:
     """uvicorn's h11 protocol with a header deadline and a per-address connection cap (the
     count is shared by the connections of the class returned)."""
@@ -85,16 +94,9 @@ def guarded_protocol(limits: HttpLimits) -> type[asyncio.Protocol]:
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
-            refused, self._refused = self._refused, None
-            if refused is not None:
-                refused_by_address[refused] -= 1
-                if refused_by_address[refused] <= 0:
-                    del refused_by_address[refused]
-            address, self._address = self._address, None
-            if address is not None:
-                open_by_address[address] -= 1
-                if open_by_address[address] <= 0:
-                    del open_by_address[address]
+            _leave(refused_by_address, self._refused)
+            _leave(open_by_address, self._address)
+            self._refused = self._address = None
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
