@@ -259,6 +259,29 @@ async def test_a_hook_may_not_rewrite_a_call_a_human_approved(audit: AuditLog) -
     assert "a human approved" in (audit.tail(1)[0].error or "")
 
 
+async def test_a_hook_may_not_rewrite_what_an_approver_edited_either(audit: AuditLog) -> None:
+    """The approver's edit (50, which the policy alone would allow) is what the human
+    approved: a hook's change of it is refused, as of any call a human approved."""
+
+    @input_guardrail
+    def add_fee(ctx: HookContext, args: dict[str, Any]) -> dict[str, Any]:
+        return {**args, "amount": args["amount"] + 1}
+
+    executor = _executor(audit, add_fee)
+    args = {"amount": 500, "to": "x"}
+    asked = await executor.call("transfer", args, FINANCE, call_id="edited")
+    assert asked.approval is not None
+    executor.approvals.grant_record(
+        asked.approval, approver=Identity("rita", roles=["approver"]), args={**args, "amount": 50}
+    )
+    result = await executor.call("transfer", args, FINANCE, call_id="edited")
+    assert result.outcome is Outcome.REFUSED, result.message
+    assert ran == []
+    row = audit.tail(1)[0]
+    assert "a human approved" in (row.error or "")
+    assert (row.outcome, row.hook) == ("refused", "add_fee")
+
+
 async def test_an_input_refusal_is_audited_with_the_hooks_name(audit: AuditLog) -> None:
     @input_guardrail(name="no_weekend_transfers")
     def closed(ctx: HookContext, args: dict[str, Any]) -> Refuse:

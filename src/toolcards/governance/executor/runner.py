@@ -99,7 +99,11 @@ class Runner:
         )  # fmt: skip
         changed: tuple[str, ...] = ()
         if before:
-            asked = decision.effect == "approve" or cap.annotations.requires_approval
+            # a human approved it: asked for (the policy's decision, the tool's annotation),
+            # or an approver's edit runs (its decision is now the edit's own)
+            asked = (
+                call.edit_runs or decision.effect == "approve" or cap.annotations.requires_approval
+            )
             recheck = guardrails.rechecker(policy, cap, call.identity, decision, asked)
             checked = await guardrails.check_input(before, ctx, recheck)
             if isinstance(checked, guardrails.Refusal):
