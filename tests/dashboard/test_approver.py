@@ -67,6 +67,63 @@ async def test_a_call_granted_in_another_brokers_inbox_runs_once(tmp_path: Path)
     assert [(r.principal, r.tool, r.surface) for r in rows] == [("rita", "deploy", "dashboard")]
 
 
+async def _edit_when_pending(inbox: ApprovalBroker, env: str) -> str | None:
+    while not inbox.pending():
+        await asyncio.sleep(0.01)
+    [request] = inbox.pending()
+    granted = inbox.grant_record(request, approver=RITA, surface="dashboard", args={"env": env})
+    return granted.edited_json
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["another-broker", "shared-broker"])
+async def test_an_edit_granted_in_the_inbox_is_what_runs(tmp_path: Path, shared: bool) -> None:
+    """The approver saw the call, changed it to qa and granted that: qa runs (never the
+    call's prod), the caller is told, and the row keeps both digests; also when the inbox's
+    broker is not the executor's own (the request is copied into it)."""
+    executor = _executor()
+    with AuditLog(tmp_path / "audit.db") as audit:
+        executor.audit = audit
+        inbox = executor.approvals if shared else ApprovalBroker(audit=audit)
+        decided = asyncio.create_task(_edit_when_pending(inbox, "qa"))
+        result = await executor.call(
+            "deploy", {"env": "prod"}, CALLER, approver=InboxApprover(inbox, timeout=10)
+        )
+        assert await decided == '{"env":"qa"}'
+        [row] = audit.query(tool="deploy", outcome="ok")
+    assert result.outcome is Outcome.OK, result.message
+    assert (result.value, runs) == ("deployed qa", ["qa"])
+    assert result.edit is not None and result.edit.args == {"env": "qa"}
+    assert row.args == {"env": "qa"} and row.approved_args_digest is not None
+    assert inbox.pending() == [] and executor.approvals.pending() == []
+
+
+async def test_an_inbox_edit_the_policy_denies_is_refused_where_the_call_runs() -> None:
+    """The copy's broker has no check of the executor's policy: the edit is checked where
+    the call runs, and neither it nor the call's own arguments run."""
+    runs.clear()
+    policy = Policy.from_dict(
+        {
+            "rules": [
+                {
+                    "targets": ["deploy"],
+                    "effect": "deny",
+                    "conditions": {"arguments": {"env": ["root"]}},
+                },
+                {"targets": ["*"], "effect": "allow"},
+            ]
+        }
+    )
+    executor = Executor(CapabilityRegistry.from_tools([deploy]), policy)
+    inbox = ApprovalBroker()
+    decided = asyncio.create_task(_edit_when_pending(inbox, "root"))
+    result = await executor.call(
+        "deploy", {"env": "prod"}, CALLER, approver=InboxApprover(inbox, timeout=10)
+    )
+    await decided
+    assert result.outcome is Outcome.DENIED, result.message
+    assert runs == []
+
+
 async def test_a_call_denied_in_the_inbox_is_refused() -> None:
     executor = _executor()
     inbox = ApprovalBroker()

@@ -47,6 +47,7 @@ from toolcards.governance.approvals.broker import (
     ApprovalState,
     ApprovalTimedOut,
     Approver,
+    GrantedEdit,
 )
 from toolcards.governance.approvals.view import arguments_view
 
@@ -140,7 +141,7 @@ class ElicitationApprovals:
         request_id = ctx.request_id
         broker = self.broker
 
-        async def approver(request: ApprovalRequest) -> bool:
+        async def approver(request: ApprovalRequest) -> bool | GrantedEdit:
             result.asked.append(True)
             yes = False
             with anyio.move_on_after(self.timeout) as waited:
@@ -210,7 +211,7 @@ class InboxApprover:
         self.broker = broker
         self.timeout = timeout
 
-    async def __call__(self, request: ApprovalRequest) -> bool:
+    async def __call__(self, request: ApprovalRequest) -> bool | GrantedEdit:
         broker = self.broker
         now = time.time()
         limit = min(self.timeout, request.expires_at - now)
@@ -223,10 +224,15 @@ class InboxApprover:
         except BaseException:  # cancelled: the call is gone, so is its place in the inbox
             broker.withdraw(shown)
             raise
+        edit = None
         if mirrored or state is ApprovalState.PENDING:
+            # the copy's grant is settled by the executor's broker: its edit goes with the yes
+            edit = broker.edit_of(shown) if state is ApprovalState.GRANTED else None
             broker.withdraw(shown)
         if state in (ApprovalState.PENDING, ApprovalState.EXPIRED):  # nobody decided in time
             raise ApprovalTimedOut(self.timeout)
+        if edit is not None:
+            return GrantedEdit(edit)
         return state is ApprovalState.GRANTED
 
     def for_call(self, ctx: Any) -> AskedInbox:
@@ -241,7 +247,7 @@ class AskedInbox:
     inbox: InboxApprover
     asked: list[bool] = field(default_factory=list)
 
-    async def approver(self, request: ApprovalRequest) -> bool:
+    async def approver(self, request: ApprovalRequest) -> bool | GrantedEdit:
         self.asked.append(True)
         return await self.inbox(request)
 
@@ -272,7 +278,7 @@ class OutOfBandApprovals:
             (logging.INFO, "") if because is None else (logging.WARNING, f": {because}; it")
         )
 
-        async def approver(request: ApprovalRequest) -> bool:
+        async def approver(request: ApprovalRequest) -> bool | GrantedEdit:
             result.asked.append(True)
             log.log(
                 level,

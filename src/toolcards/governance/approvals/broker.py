@@ -36,6 +36,7 @@ from toolcards.governance.approvals.types import (
     Approver,
     EditCheck,
     EditRefusedError,
+    GrantedEdit,
     Handle,
     handle_id,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "Approver",
     "EditCheck",
     "EditRefusedError",
+    "GrantedEdit",
     "Handle",
 ]
 

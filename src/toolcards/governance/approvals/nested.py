@@ -23,7 +23,12 @@ from dataclasses import dataclass
 from toolcards.core import nesting
 from toolcards.core.approvals import ApprovalRequest, ApprovalState
 from toolcards.core.identity import Identity
-from toolcards.governance.approvals.broker import ApprovalBroker, ApprovalTimedOut, Approver
+from toolcards.governance.approvals.broker import (
+    ApprovalBroker,
+    ApprovalTimedOut,
+    Approver,
+    GrantedEdit,
+)
 
 __all__ = ["Asked", "CallerRun", "nested_approver"]
 
@@ -92,7 +97,7 @@ def nested_approver(run: CallerRun, broker: ApprovalBroker, inline: Approver | N
     tells the run, then waits for ``inline`` (an inbox approver of the member's team), or for
     a decision in ``broker`` (the run's answer, or the out-of-band inbox's)."""
 
-    async def approve(request: ApprovalRequest) -> bool:
+    async def approve(request: ApprovalRequest) -> bool | GrantedEdit:
         run.ask(Asked(request, broker))
         if inline is not None:
             return await inline(request)

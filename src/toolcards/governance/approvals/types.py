@@ -4,7 +4,7 @@ are, and the handle a decision names a request by (see :mod:`.approvals`)."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from toolcards.core.approvals import ApprovalRequest
 from toolcards.core.errors import ToolcardsError
@@ -15,6 +15,7 @@ __all__ = [
     "Approver",
     "EditCheck",
     "EditRefusedError",
+    "GrantedEdit",
     "Handle",
     "handle_id",
 ]
@@ -29,8 +30,19 @@ class EditRefusedError(ApprovalError):
     the tool's schema, or denied by the policy); the request still waits."""
 
 
-Approver = Callable[[ApprovalRequest], Awaitable[bool]]
-"""An async callable a surface provides: ``await approver(request) -> bool``."""
+class GrantedEdit(NamedTuple):
+    """An approver's yes to a request, given to other arguments than the request's: what an
+    approver returns in place of ``True`` when its human granted an edit (the dashboard's
+    inbox, when the request was copied into another broker than the executor's). The
+    executor checks the edit as a fresh call's arguments and runs it, never the request's."""
+
+    args: dict[str, Any]
+
+
+Approver = Callable[[ApprovalRequest], Awaitable[bool | GrantedEdit]]
+"""An async callable a surface provides: ``await approver(request) -> bool`` (or a
+:class:`GrantedEdit`). A wrapper of an approver returns what it returns, never ``bool()``
+of it: that would run the request's arguments in place of the edit."""
 
 EditCheck = Callable[[ApprovalRequest, dict[str, Any]], str]
 """Checks an approver's edit of ``request``'s arguments as a fresh call's would be checked

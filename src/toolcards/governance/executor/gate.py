@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from toolcards.governance import telemetry
 from toolcards.governance.approvals import edits
@@ -19,6 +20,7 @@ from toolcards.governance.approvals.broker import (
     ApprovalRequest,
     ApprovalState,
     ApprovalTimedOut,
+    GrantedEdit,
 )
 from toolcards.governance.approvals.grants import GrantBook
 from toolcards.governance.executor.calls import Call, CallBook, ExecutionResult
@@ -98,10 +100,12 @@ class ApprovalGate:
         except BaseException:  # the call is gone: so is its request (its row is the caller's)
             broker.withdraw(pending)
             raise
-        if ok is True:
+        if ok is True or type(ok) is GrantedEdit:
             record = broker.settle_record(pending.call_id, approved=True, **binding)
             if record is not None and record.state is ApprovalState.GRANTED:
                 call.start += time.perf_counter() - asked_at  # a human's time is not the tool's
+                if type(ok) is GrantedEdit and not self._edited(call, ok.args):
+                    return self._refused(call, record.request)
                 return self._granted(call, record)
         broker.withdraw(pending)
         return self._refused(call, pending)
@@ -131,6 +135,15 @@ class ApprovalGate:
             return self._refused(call, record.request)
         call.edit = record.edited_args
         return None
+
+    @staticmethod
+    def _edited(call: Call, args: dict[str, Any]) -> bool:
+        """The edit an approver returned (its request was granted in another broker than
+        this one) becomes the call's: False when the call carries another one already."""
+        if call.edit is not None and canonical_json(call.edit) != canonical_json(args):
+            return False
+        call.edit = args
+        return True
 
     def _refused(self, call: Call, request: ApprovalRequest | None) -> ExecutionResult:
         approval_id = request.approval_id if request is not None else ""

@@ -18,7 +18,7 @@ from toolcards.surfaces.outcomes import classify
 from toolcards.surfaces.runtime import SurfaceRuntime, opening_error
 
 if TYPE_CHECKING:
-    from toolcards.governance.approvals.broker import Approver
+    from toolcards.governance.approvals.broker import Approver, GrantedEdit
 
 _HINTS = ("readonly", "destructive", "idempotent", "open_world", "requires_approval")
 
@@ -92,7 +92,7 @@ async def call_data(
     if approver is not None:
         inner = approver
 
-        async def wrapped_approver(request: Any) -> bool:
+        async def wrapped_approver(request: Any) -> bool | GrantedEdit:
             asked.append(True)
             return await inner(request)
 

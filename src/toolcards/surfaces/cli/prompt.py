@@ -27,7 +27,12 @@ from toolcards.surfaces.cli.state import err
 
 if TYPE_CHECKING:
     from toolcards.core.identity import Identity
-    from toolcards.governance.approvals.broker import ApprovalBroker, ApprovalRequest, Approver
+    from toolcards.governance.approvals.broker import (
+        ApprovalBroker,
+        ApprovalRequest,
+        Approver,
+        GrantedEdit,
+    )
     from toolcards.surfaces.runtime import SurfaceRuntime
 
 FAIL_CLOSED_HINT = (
@@ -95,7 +100,7 @@ class _Prompt:
 def _waiter(broker: ApprovalBroker, timeout: float) -> Approver:
     inbox = InboxApprover(broker, timeout)
 
-    async def wait_for_an_approver(request: ApprovalRequest) -> bool:
+    async def wait_for_an_approver(request: ApprovalRequest) -> bool | GrantedEdit:
         err().print(
             f"approval {request.approval_id}: {request.tool_id} by {request.principal} waits "
             f"(at most {inbox.timeout:g} s) for an approver; nothing typed here decides it. "

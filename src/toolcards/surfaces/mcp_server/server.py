@@ -30,6 +30,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolcards.core.identity import Identity
+from toolcards.governance.approvals.types import GrantedEdit
 from toolcards.governance.capability import ToolCapability
 from toolcards.governance.executor.calls import fresh_call_id
 from toolcards.stores.tasks import SqliteTasks
@@ -281,9 +282,9 @@ class GovernedMCPServer:
         """A task's governed call (in the server's background): its MCP result."""
         asked: list[bool] = []
 
-        async def asking(request: Any) -> bool:
+        async def asking(request: Any) -> bool | GrantedEdit:
             asked.append(True)
-            return bool(await approver(request))
+            return await approver(request)  # type: ignore[no-any-return]
 
         result = await self.runtime.executor.call(
             name, args, who, surface="mcp", approver=asking, call_id=call_id

@@ -51,6 +51,7 @@ from toolcards.governance.approvals.broker import (
     ApprovalState,
     ApprovalTimedOut,
     Approver,
+    GrantedEdit,
 )
 from toolcards.stores import tasks as rows
 from toolcards.stores.tasks import SqlTasks, TaskRecord, TooManyTasks
@@ -356,7 +357,7 @@ class TaskServer:
         store, broker, inbox, task_id = self.store, self.broker, self.inbox, record.task_id
         timeout = self.approval_timeout
 
-        async def approver(request: ApprovalRequest) -> bool:
+        async def approver(request: ApprovalRequest) -> bool | GrantedEdit:
             waits = f"waiting for approval {request.approval_id}"
             if ask_client:
                 asking = {
