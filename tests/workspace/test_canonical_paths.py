@@ -49,6 +49,25 @@ def test_a_missing_file_has_the_same_canonical_name(ws: Path, spelling: str) -> 
     assert Contained(ws).canonical(spelling) == "deploy/prod.env"
 
 
+def test_escaped_bytes_of_a_missing_name_are_named_as_the_file_system_spells_them(
+    ws: Path,
+) -> None:
+    """``d\\udcc3\\udca9ploiement`` (JSON escapes of the bytes of ``é``) names the file
+    ``déploiement`` on disk: the policy must see that name, also before it exists."""
+    escaped = "d\udcc3\udca9ploiement/x.txt"
+    paths = Contained(ws)
+    assert paths.canonical(escaped) == "d\u00e9ploiement/x.txt"
+    (ws / "d\u00e9ploiement").mkdir()
+    assert paths.canonical(escaped) == "d\u00e9ploiement/x.txt"
+    assert paths.canonical("bad\udcff.txt") == "bad\udcff.txt"  # not UTF-8: stays escaped
+
+
+@pytest.mark.parametrize("spelling", ["a\ud800b", "x/\udbff\udfff"])
+def test_a_surrogate_no_bytes_make_is_refused(ws: Path, spelling: str) -> None:
+    with pytest.raises(RetriableError, match="lone surrogate"):
+        Contained(ws).canonical(spelling)
+
+
 @pytest.mark.parametrize("spelling", ["notes/../deploy/prod.env", "/deploy/prod.env", "a\\..\\b"])
 def test_a_path_the_tools_refuse_has_no_canonical_name(deploy: Path, spelling: str) -> None:
     with pytest.raises(RetriableError):

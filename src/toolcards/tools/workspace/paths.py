@@ -411,6 +411,13 @@ def _check_text(value: str, what: str) -> str:
         raise RetriableError(f"{what} must be a string")
     if "\x00" in value:
         raise RetriableError(f"{what} contains a NUL byte")
+    if not value.isascii():  # as the file system spells it: escaped bytes decoded as UTF-8
+        try:
+            value = value.encode("utf-8", "surrogateescape").decode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            raise RetriableError(
+                f"{what} holds a lone surrogate (U+D800-U+DFFF), which no file name has"
+            ) from None
     text = value.strip()
     if len(text) > MAX_PATH_CHARS:
         raise RetriableError(f"{what} is longer than {MAX_PATH_CHARS} characters")
