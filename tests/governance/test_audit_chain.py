@@ -159,6 +159,33 @@ def test_none_given_as_empty_text_is_stored_and_chained_as_none(location: str) -
     assert nulls[0][0] == 1
 
 
+def test_text_no_store_takes_is_kept_escaped_and_holds_up_no_row(location: str) -> None:
+    """A NUL (PostgreSQL's text refuses it) or a lone surrogate (text decoded from bytes that
+    are not UTF-8: JSON's ``\\udcff``) in a caller's tool name, identity, call id, arguments or
+    error is stored as its escape: its row is written and chained, and so are the rows
+    around it (one unstorable row held up every row of its batch, then every later one)."""
+    odd = _record(2)._replace(
+        tool="pay\udcff", principal="al\x00ice", call_id="c\udcc3\udca9", roles=("o\x00",),
+        args={"path": "d\udcc3\udca9x", "nul": "a\x00b"}, error="no tool pay\udcff",
+    )  # fmt: skip
+    with AuditLog(location, team_id="a") as log:
+        log.record(_record(1))
+        log.record(odd)
+        log.record(_record(3))
+        log.flush()
+        rows = log.query()
+        assert log.verify().ok, log.verify().message
+    assert [row.call_id for row in rows] == ["c1", "c\\udcc3\\udca9", "c3"]
+    kept = rows[1]
+    assert (kept.tool, kept.principal, kept.error) == (
+        "pay\\udcff",
+        "al\\u0000ice",
+        "no tool pay\\udcff",
+    )
+    assert kept.roles == ("o\\u0000",)
+    assert kept.args == {"path": "d\udcc3\udca9x", "nul": "a\x00b"}  # JSON: its escapes read back
+
+
 @pytest.mark.parametrize("edit", EDITS)
 def test_an_edit_of_the_table_is_named_in_one_line(trail: tuple[str, Table], edit: str) -> None:
     location, table = trail

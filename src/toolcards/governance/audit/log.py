@@ -22,7 +22,12 @@ from typing import Any, Literal, NamedTuple
 from toolcards.core.threads import background_thread
 from toolcards.governance.audit import shutdown
 from toolcards.governance.audit.spill import AuditJournal, AuditSpill
-from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor, canonical_json
+from toolcards.governance.redaction.redactor import (
+    DEFAULT_REDACTOR,
+    Redactor,
+    canonical_json,
+    storable,
+)
 from toolcards.stores.audit_chain import ChainCheck, ChainReport
 from toolcards.stores.audit_sql import join, row_json
 from toolcards.stores.base import AuditTable
@@ -115,21 +120,23 @@ def _rest(rec: AuditRecord, key: str) -> tuple[tuple[Any, ...], str]:
     except Exception:  # an argument that cannot be made JSON: keep the row, drop the values
         canonical = ""
     digest = rec.args_digest or hashlib.sha256((canonical or _UNSERIALISABLE).encode()).hexdigest()
+    # text a caller may have chosen is made storable (no NUL, no lone surrogate): one row
+    # no store takes would hold up every row after it
     rest = (
         float(rec.ts),
-        rec.principal,
+        storable(rec.principal),
         rec.principal_type,
-        ",".join(sorted(rec.roles)),
+        storable(",".join(sorted(rec.roles))),
         rec.surface,
         _shown_name(redactor, rec.tool),  # an unknown tool's name is the caller's text
-        rec.call_id,
+        storable(rec.call_id) if rec.call_id else rec.call_id,
         rec.decision,
-        rec.reason,
+        storable(rec.reason) if rec.reason else rec.reason,
         rec.outcome,
         float(rec.duration) * 1000.0,
-        redactor.text(rec.error) if rec.error else None,  # never empty: none is None
+        storable(redactor.text(rec.error)) if rec.error else None,  # never empty: none is None
         rec.approved_args_digest or None,
-        redactor.text(rec.hook) if rec.hook else None,
+        storable(redactor.text(rec.hook)) if rec.hook else None,
         rec.grant_id or None,
         key,
         digest,
@@ -164,7 +171,7 @@ def _shown_name(redactor: Redactor, tool: str) -> str:
     if shown is None:
         if len(_NAMES) >= _MAX_NAMES:
             _NAMES.clear()
-        shown = _NAMES[(redactor, tool)] = redactor.name(tool)
+        shown = _NAMES[(redactor, tool)] = storable(redactor.name(tool))
     return shown
 
 

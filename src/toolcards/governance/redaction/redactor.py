@@ -53,6 +53,7 @@ __all__ = [
     "is_secret_name",
     "redact",
     "redact_text",
+    "storable",
 ]
 
 _MAX_DEPTH = 12
@@ -251,21 +252,42 @@ def _json_default(obj: Any) -> Any:
     return to_jsonable_python(obj, fallback=repr)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _escaped(found: re.Match[str]) -> str:
+    return f"\\u{ord(found.group()):04x}"
+
+
+def storable(text: str) -> str:
+    """``text`` as every store can keep it: a NUL (which PostgreSQL's text refuses) or a lone
+    surrogate (a string decoded from bytes that are not UTF-8, which no UTF-8 store takes)
+    is written as its ``\\u`` escape; any other text is returned as is."""
+    if text.isascii() and "\x00" not in text:
+        return text
+    return _UNSTORABLE.sub(_escaped, text)
+
+
 def _canonical_encoder() -> Callable[[Any], str]:
     """Compact, key-sorted JSON. The C encoder is built once (``json.dumps`` builds one per
-    call, which costs more than the encoding of small arguments)."""
+    call, which costs more than the encoding of small arguments). A lone surrogate (a string
+    decoded from bytes that are not UTF-8) is written as its ``\\u`` escape: the text is then
+    UTF-8, as the digests, stores and trails that take it need."""
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:  # pragma: no cover - interpreters without the C accelerator
         encoder = json.JSONEncoder(
             sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_json_default
         )
-        return encoder.encode
-    chunks = make(
-        None, _json_default, json.encoder.encode_basestring, None, ":", ",", True, False, True
-    )
+        chunks: Callable[[Any, bool], Iterable[str]] = encoder.iterencode
+    else:
+        chunks = make(
+            None, _json_default, json.encoder.encode_basestring, None, ":", ",", True, False, True
+        )
 
     def encode(obj: Any) -> str:
-        return "".join(chunks(obj, 0))
+        text = "".join(chunks(obj, False))
+        return text if text.isascii() else _SURROGATE.sub(_escaped, text)
 
     return encode
 
