@@ -134,3 +134,23 @@ async def test_a_dotfile_is_neither_listed_nor_read(planted: Path) -> None:
     assert "toolcards://workspace/w/.env" not in uris
     assert "toolcards://workspace/w/dir/secret.txt" in uris
     assert refused.value.error.code == spelled.value.error.code == -32002
+
+
+async def test_a_file_name_that_is_not_utf8_is_listed_and_read_by_its_escaped_bytes(
+    planted: Path,
+) -> None:
+    """A name a process made from bytes that are not UTF-8 (here ``\\xff``) neither breaks
+    the listing nor the reads of other files: it is listed by its bytes, percent-encoded,
+    and read by that URI."""
+    ws = planted.parent / "workspaces" / "w"
+    assert ws.is_dir(), sorted(p.name for p in planted.parent.iterdir())
+    with open(os.path.join(os.fsencode(ws), b"bad\xff.txt"), "wb") as f:
+        f.write(b"odd name\n")
+    async with in_process_client(planted, MODERN) as s:
+        uris = {str(r.uri) for r in (await s.list_resources()).resources}
+        odd = await s.read_resource("toolcards://workspace/w/bad%FF.txt")
+        plain = await s.read_resource("toolcards://workspace/w/dir/secret.txt")
+    assert "toolcards://workspace/w/bad%FF.txt" in uris
+    assert "toolcards://workspace/w/dir/secret.txt" in uris
+    assert [getattr(c, "text", None) for c in odd.contents] == ["odd name\n"]
+    assert plain.contents

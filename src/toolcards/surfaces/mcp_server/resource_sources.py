@@ -39,6 +39,7 @@ from toolcards.core.errors import RetriableError, ToolcardsError
 from toolcards.core.identity import Identity
 from toolcards.core.views import CardView, ViewNotFound
 from toolcards.governance.card_reads import may_read_card
+from toolcards.governance.redaction.redactor import storable
 from toolcards.tools.workspace.access import AccessRefused, list_files, read_bytes
 from toolcards.tools.workspace.paths import Contained
 
@@ -112,7 +113,7 @@ class TemplateResource:
         found = re.fullmatch(pattern, uri)
         if found is None:
             return None
-        return {k: unquote(v) for k, v in found.groupdict().items()}
+        return {k: unquote(v, errors=_BYTES) for k, v in found.groupdict().items()}
 
     def canonical(self, variables: dict[str, str]) -> tuple[str, dict[str, str]]:
         """The one URI of the resource ``variables`` name (normalised, then encoded as a
@@ -124,8 +125,14 @@ class TemplateResource:
         for literal, var in _parts(self.uri_template):
             uri += literal
             if var:
-                uri += quote(variables[var.lstrip("+")], safe="/" if var[0] == "+" else "")
+                value = variables[var.lstrip("+")]
+                uri += quote(value, safe="/" if var[0] == "+" else "", errors=_BYTES)
         return uri, variables
+
+
+_BYTES = "surrogateescape"
+"""A file name made of bytes that are not UTF-8 (its Python name holds them as lone
+surrogates) is percent-encoded as those bytes, and a URI's escapes decode back to them."""
 
 
 def _parts(template: str) -> list[tuple[str, str]]:
@@ -203,8 +210,8 @@ def workspace_resources(runtime: SurfaceRuntime) -> Iterator[StaticResource | Te
         )
         for rel in _files(root):
             yield StaticResource(
-                f"{base}/{quote(rel)}",
-                rel,
+                f"{base}/{quote(rel, errors=_BYTES)}",
+                storable(rel),
                 functools.partial(read_file, root, rel),
                 _mime(rel),
             )
@@ -221,7 +228,7 @@ def _canonical_path(root: Path, variables: dict[str, str]) -> dict[str, str]:
 
 def _complete_path(root: Path, _variable: str, value: str, _context: dict[str, str]) -> list[str]:
     """The listed files of the workspace whose path starts with ``value``."""
-    return [rel for rel in _files(root) if rel.startswith(value)]
+    return [storable(rel) for rel in _files(root) if rel.startswith(value)]
 
 
 def _read_var(root: Path, variables: dict[str, str]) -> Content:
