@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from pydantic import ValidationError
 
@@ -161,6 +162,24 @@ def test_private_hosts_are_read_from_the_url_as_written() -> None:
     assert private_host("http://localhost:8080/") and private_host("http://a.localhost/")
     assert private_host("http://127.1:8080/") and private_host("http://0x7f.0.0.1/")
     assert not private_host("https://api.openai.com/v1")
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127\u30020\u30020.1:9/mcp", "http://169.254.169\uff0e254/latest"]
+)
+def test_a_private_host_spelled_with_other_dots_is_private_as_clients_read_it(url: str) -> None:
+    """HTTP clients map a host to ASCII first (UTS #46: the ideographic and full-width full
+    stops are dots), so the check does too: a card naming it needs the host's trust."""
+    assert httpx.URL(url).host in ("127.0.0.1", "169.254.169.254")
+    assert private_host(url)
+    card = {"type": "MCPTool", "transport": "streamable-http", "url": url}
+    assert not loads(card)
+    assert loads(card, HostTrust(private_network=True))
+
+
+def test_a_host_that_maps_to_no_ascii_name_is_private() -> None:
+    assert private_host("http://exa\u2024mple.com/")
+    assert not private_host("https://b\u00fccher.example/")  # a real international name
 
 
 def test_a_folder_outside_the_workspace_needs_a_trusted_parent(tmp_path: Path) -> None:

@@ -221,8 +221,18 @@ def _url_parts(url: str) -> tuple[str, str, int | None, str] | None:
 def private_host(url: str) -> bool:
     """True when ``url`` names, as written, a host that is not on the public internet: an IP
     address outside the global ranges, ``localhost``, or a name without a dot (a LAN name).
-    A public name that resolves to a private address is not seen here."""
-    host = (urlsplit(url).hostname or "").lower().rstrip(".")
+    A public name that resolves to a private address is not seen here. A host written with
+    other characters than ASCII is read as HTTP clients read it (UTS #46: ``127。0。0.1`` is
+    127.0.0.1); one that does not map to ASCII counts as private."""
+    host = (urlsplit(url).hostname or "").lower()
+    if not host.isascii():
+        import idna  # lazy: only a non-ASCII host needs it
+
+        try:
+            host = str(idna.encode(host, uts46=True).decode("ascii")).lower()
+        except (idna.IDNAError, UnicodeError, ValueError):
+            return True
+    host = host.rstrip(".")
     try:
         return not ipaddress.ip_address(host).is_global
     except ValueError:
