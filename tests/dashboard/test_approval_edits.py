@@ -198,10 +198,13 @@ def test_the_inbox_offers_the_exact_arguments_to_edit_and_shows_what_will_run(
     assert result_of(box).value == "sent 60 to acme"
 
 
-def test_a_body_that_is_not_one_json_object_is_refused(desk: Desk, approver: httpx.Client) -> None:
+@pytest.mark.parametrize("body", [b"[1, 2]", b"[" * 5_000], ids=["array", "too-deep"])
+def test_a_body_that_is_not_one_json_object_is_refused(
+    desk: Desk, approver: httpx.Client, body: bytes
+) -> None:
     response = approver.post(
         "/approvals/nothing/grant",
-        content=b"[1, 2]",
+        content=body,
         headers={
             "Content-Type": "application/json",
             "Accept": "application/json",

@@ -47,6 +47,12 @@ def test_bad_json_arguments_say_what_is_wrong_and_how_to_write_them(team: Path) 
     assert "--json is" not in err
 
 
+def test_json_arguments_nested_too_deeply_are_a_usage_error(team: Path) -> None:
+    code, _, err = run(team, "call", "workspace_read", "--args", "[" * 100_000)
+    assert code == ExitCode.USAGE
+    assert "the arguments are not valid JSON (nested too deeply" in err
+
+
 def test_json_arguments_that_are_an_array_are_named_as_such(team: Path) -> None:
     code, _, err = run(team, "call", "workspace_read", "--args", "[1]")
     assert code == ExitCode.USAGE

@@ -117,8 +117,9 @@ def raw_post(server: HttpServer, body: bytes) -> httpx.Response:
     return httpx.post(server.url, content=body, headers=headers, timeout=10)
 
 
-def test_bad_json_over_http_is_a_parse_error(server: HttpServer) -> None:
-    response = raw_post(server, b"{not json")
+@pytest.mark.parametrize("body", [b"{not json", b"[" * 100_000], ids=["not-json", "too-deep"])
+def test_bad_json_over_http_is_a_parse_error(server: HttpServer, body: bytes) -> None:
+    response = raw_post(server, body)
     assert response.status_code == 400
     assert response.json()["error"]["code"] == -32700
 

@@ -72,6 +72,17 @@ def test_server_keeps_serving_after_malformed_lines(server: RawStdio) -> None:
     assert "result" in server.request("ping")
 
 
+@pytest.mark.parametrize("opening", ["[", '{"a":'])
+def test_json_nested_past_any_parser_is_a_parse_error_and_the_server_goes_on(
+    server: RawStdio, opening: str
+) -> None:
+    """100,000 levels: past the recursion limit of Python's json (it raised RecursionError,
+    which ended the server)."""
+    server.send(opening * 100_000)
+    assert server.wait_for(None)["error"]["code"] == -32700
+    assert "result" in server.request("ping")
+
+
 # -- identity -------------------------------------------------------------------------------------
 
 

@@ -8,6 +8,7 @@ import json
 import sys
 
 from toolcards._lazy import TYPE_CHECKING
+from toolcards.core import outside_json
 from toolcards.core.errors import ToolcardsError
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ def coerce(text: str, schema: dict[str, Any] | None) -> Any:
         return text.lower() in _TRUE
     if kinds & {"array", "object"}:
         try:
-            value = json.loads(text)
+            value = outside_json.loads(text)
         except ValueError:
             value = None
         if isinstance(value, list | dict):
@@ -69,7 +70,7 @@ def coerce(text: str, schema: dict[str, Any] | None) -> Any:
 
 def _json_or_text(text: str) -> Any:
     try:
-        return json.loads(text)
+        return outside_json.loads(text)
     except ValueError:
         return text
 
@@ -100,7 +101,7 @@ def parse_json(text: str) -> dict[str, Any]:
     if len(text) > MAX_ARGS_BYTES:
         raise ArgsError(f"arguments larger than {MAX_ARGS_BYTES} bytes")
     try:
-        value = json.loads(text)
+        value = outside_json.loads(text)
     except json.JSONDecodeError as exc:
         raise ArgsError(
             f"the arguments are not valid JSON ({exc.msg.lower()} at line {exc.lineno}, "

@@ -15,10 +15,10 @@ A remembered grant is revoked with ``POST /grants/<id>/revoke``.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from toolcards.core import outside_json
 from toolcards.governance.approvals.broker import ApprovalError, EditRefusedError
 from toolcards.governance.approvals.grants import GrantError, Remember, describe, parse_duration
 from toolcards.governance.redaction.redactor import args_digest
@@ -72,7 +72,7 @@ async def json_fields(request: Request, limit: int) -> tuple[dict[str, str], Any
         if len(body) > limit:
             return None
     try:
-        data = json.loads(body)
+        data = outside_json.loads(body)
     except ValueError:
         return None
     if not isinstance(data, dict):
@@ -86,7 +86,7 @@ def form_edit(text: str | None) -> tuple[Any, str | None]:
     if text is None or not text.strip():
         return None, None
     try:
-        return json.loads(text), None
+        return outside_json.loads(text), None
     except ValueError as exc:
         return None, f"the edited arguments are not valid JSON ({exc})"
 

@@ -10,7 +10,6 @@ no redirect is followed, and only public signature keys of a public-key type are
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import Any
@@ -18,6 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 
+from toolcards.core import outside_json
 from toolcards.surfaces.http.oauth_config import OAuthSpec, checked_url
 from toolcards.surfaces.http.tokens import InvalidToken
 
@@ -53,7 +53,7 @@ async def fetch_json(url: str, timeout: float) -> dict[str, Any]:
     except httpx.HTTPError as exc:
         raise KeysUnavailable(f"{url}: {type(exc).__name__}") from None
     try:
-        data = json.loads(bytes(body))
+        data = outside_json.loads(bytes(body))
     except ValueError:
         raise KeysUnavailable(f"{url}: not JSON") from None
     if not isinstance(data, dict):

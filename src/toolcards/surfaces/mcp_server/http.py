@@ -26,6 +26,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.routing import Route
 
+from toolcards.core import outside_json
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.surfaces.approval import ApprovalChannel
 from toolcards.surfaces.config import SessionLimits
@@ -131,7 +132,7 @@ class JsonRpcEdge:
 
 def _post_problem(body: bytes) -> dict[str, Any] | None:
     try:
-        data = json.loads(body)
+        data = outside_json.loads(body)
     except ValueError:
         return edge_error(body)
     if isinstance(data, list):  # batches were removed from the protocol

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import json
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -23,13 +22,14 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp.types.jsonrpc import INVALID_REQUEST, PARSE_ERROR, jsonrpc_message_adapter
 
+from toolcards.core import outside_json
 from toolcards.core.threads import background_thread
 
 
 def edge_error(raw: str | bytes) -> dict[str, Any] | None:
     """The JSON-RPC error response for a malformed message, or None when it is well formed."""
     try:
-        data = json.loads(raw)
+        data = outside_json.loads(raw)
     except ValueError:
         return _error(None, PARSE_ERROR, "Parse error")
     ident = data.get("id") if isinstance(data, dict) else None

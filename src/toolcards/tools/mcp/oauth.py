@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
-import json
 import secrets
 import time
 from collections.abc import AsyncGenerator, Callable
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+from toolcards.core import outside_json
 from toolcards.tools._common.url_guard import Resolver, pinned, system_resolver
 from toolcards.tools.mcp._http import http as httpx
 from toolcards.tools.mcp.oauth_callback import AuthorizationHandler, loopback_handler
@@ -216,7 +216,7 @@ class OAuthFlow(httpx.Auth):
                 f"the {what} {shown(checked.url)} failed ({type(exc).__name__})"
             ) from None
         try:
-            return response.status_code, json.loads(body) if body else None
+            return response.status_code, outside_json.loads(body) if body else None
         except ValueError:
             return response.status_code, None
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import httpx
 
+from toolcards.core import outside_json
 from toolcards.core.errors import ToolcardsError
 
 MAX_RESPONSE_BYTES = 8_000_000
@@ -66,7 +66,7 @@ class TavilyClient:
         if response.status_code >= 400:
             raise _status_error(endpoint, response.status_code, body)
         try:
-            data = json.loads(body)
+            data = outside_json.loads(body)
         except ValueError:
             raise SearchError(f"Tavily {endpoint} returned a response that is not JSON") from None
         if not isinstance(data, dict):
@@ -103,7 +103,7 @@ def _status_error(endpoint: str, status: int, body: bytes) -> SearchError:
 
 def _error_detail(body: bytes) -> str:
     try:
-        data = json.loads(body)
+        data = outside_json.loads(body)
     except ValueError:
         return body[:200].decode("utf-8", "replace").strip()
     if isinstance(data, dict):
