@@ -83,6 +83,22 @@ def test_json_nested_past_any_parser_is_a_parse_error_and_the_server_goes_on(
     assert "result" in server.request("ping")
 
 
+def test_a_line_past_the_body_limit_is_refused_unread_and_the_server_goes_on(
+    server: RawStdio,
+) -> None:
+    """6 MiB without a newline, written in pieces (the limit is the config's 4 MiB body):
+    dropped as it arrives, answered once it ends; the lines after it are read."""
+    assert server.proc.stdin is not None
+    piece = b"x" * (1024 * 1024)
+    for _ in range(6):
+        server.proc.stdin.write(piece)
+    server.send('"end"')
+    reply = server.wait_for(None)
+    assert reply["error"]["code"] == -32600
+    assert "longer than 4194304 bytes" in reply["error"]["message"]
+    assert "result" in server.request("ping")
+
+
 # -- identity -------------------------------------------------------------------------------------
 
 

@@ -405,5 +405,5 @@ async def _structured(name: str, output: StructuredOutput, value: Any) -> types.
 async def run_stdio(runtime: SurfaceRuntime, options: MCPOptions | None = None) -> None:
     """Serve over stdin/stdout as the runtime's local principal until the client leaves."""
     mcp_server = GovernedMCPServer(runtime, options=options)
-    async with stdio_transport() as (read, write):
+    async with stdio_transport(runtime.http_limits.max_body) as (read, write):
         await mcp_server.serve(read, write)

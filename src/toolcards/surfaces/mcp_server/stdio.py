@@ -24,6 +24,7 @@ from mcp.types.jsonrpc import INVALID_REQUEST, PARSE_ERROR, jsonrpc_message_adap
 
 from toolcards.core import outside_json
 from toolcards.core.threads import background_thread
+from toolcards.surfaces.http.limits import MAX_BODY
 
 
 def edge_error(raw: str | bytes) -> dict[str, Any] | None:
@@ -66,30 +67,45 @@ _READ_AHEAD = 16  # stdin lines read before the server took them
 _CHUNK = 65_536
 
 
-async def _stdin_lines(fd: int) -> AsyncIterator[str]:
+class _TooLong(int):
+    """In place of a line longer than the limit (its value): the line is dropped unread."""
+
+
+async def _stdin_lines(fd: int, max_line: int) -> AsyncIterator[str | _TooLong]:
     """The lines of file descriptor ``fd`` (stdin), read by a daemon thread, a few lines ahead
     at most. A shutdown (SIGTERM while the client keeps stdin open) never waits for a line that
     may never come, as a worker thread blocked in ``readline`` makes it wait; plain ``os.read``
-    holds no buffer lock that the interpreter's exit would trip over."""
+    holds no buffer lock that the interpreter's exit would trip over. A line longer than
+    ``max_line`` bytes is dropped as it arrives (a :class:`_TooLong` takes its place): a
+    client that never ends its line holds at most ``max_line`` bytes of memory."""
     loop = asyncio.get_running_loop()
-    lines: asyncio.Queue[str | None] = asyncio.Queue(maxsize=_READ_AHEAD)
+    lines: asyncio.Queue[str | _TooLong | None] = asyncio.Queue(maxsize=_READ_AHEAD)
 
-    def hand_over(line: str | None) -> None:
+    def hand_over(line: str | _TooLong | None) -> None:
         asyncio.run_coroutine_threadsafe(lines.put(line), loop).result()
 
     def read() -> None:
         pending = bytearray()
+        dropping = False  # inside a line over the limit: its bytes are dropped to its end
         try:
             while chunk := os.read(fd, _CHUNK):
+                if dropping:
+                    end = chunk.find(b"\n")
+                    if end < 0:
+                        continue
+                    dropping, chunk = False, chunk[end + 1 :]
+                    hand_over(_TooLong(max_line))
                 cut = chunk.rfind(b"\n") + 1
                 if not cut:
                     pending += chunk
+                    if len(pending) > max_line:
+                        pending, dropping = bytearray(), True
                     continue
                 pending += chunk[:cut]
                 text = pending.decode("utf-8", errors="replace")
                 pending = bytearray(chunk[cut:])
                 for line in text.split("\n")[:-1]:  # only \n ends a line (not U+2028)
-                    hand_over(line)
+                    hand_over(_TooLong(max_line) if len(line) > max_line else line)
             if pending:
                 hand_over(pending.decode("utf-8", errors="replace"))
             hand_over(None)
@@ -107,6 +123,10 @@ async def _read_messages(
     """Each stdin line parsed once; a malformed one is answered, not passed on."""
     async with messages:
         async for line in lines:
+            if isinstance(line, _TooLong):
+                why = f"Invalid Request: a message longer than {int(line)} bytes"
+                await errors.send(_error(None, INVALID_REQUEST, why))
+                continue
             if not line.strip():
                 continue
             try:
@@ -120,9 +140,10 @@ async def _read_messages(
 
 
 @contextlib.asynccontextmanager
-async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
+async def stdio_transport(max_line: int = MAX_BODY) -> AsyncIterator[tuple[Any, Any]]:
     """``(read, write)`` streams over this process's stdin and stdout (stdout through the
-    SDK's writer, which also keeps stray prints off the wire)."""
+    SDK's writer, which also keeps stray prints off the wire); a message longer than
+    ``max_line`` bytes is answered as an invalid request, never held whole."""
     send_errors, errors = anyio.create_memory_object_stream[dict[str, Any]](16)
     send_messages, read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     no_stdin: Any = _NoLines()
@@ -136,7 +157,7 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
 
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(answer_errors)
-            lines = _stdin_lines(sys.stdin.fileno())
+            lines = _stdin_lines(sys.stdin.fileno(), max_line)
             tasks.start_soon(_read_messages, lines, send_messages, send_errors)
             try:
                 yield read, write
