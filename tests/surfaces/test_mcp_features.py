@@ -228,6 +228,29 @@ async def test_subscribed_resource_sends_updated_when_the_team_changes_it(
     assert uris[0] == "toolcards://team/crew/planning"
 
 
+async def test_subscriptions_are_kept_by_canonical_uri_and_bounded_per_session(
+    server: HttpServer, base: Path
+) -> None:
+    """Spellings of one file are one subscription (its notifications name the canonical
+    URI); a session holds at most 64, the 65th is refused until one is dropped."""
+    many = base / "workspaces" / "ws" / "many"
+    many.mkdir(exist_ok=True)
+    for i in range(65):
+        (many / f"f{i}.txt").write_text(f"{i}\n", encoding="utf-8")
+    uri = "toolcards://workspace/ws/many/f{}.txt".format
+    async with session(server) as s:
+        for spelling in ("many/f0.txt", "./many/f0.txt", "many//f0.txt", "%6Dany/f0.txt"):
+            await s.subscribe_resource(f"toolcards://workspace/ws/{spelling}")
+        for i in range(1, 64):
+            await s.subscribe_resource(uri(i))
+        with pytest.raises(MCPError) as refused:
+            await s.subscribe_resource(uri(64))
+        await s.unsubscribe_resource("toolcards://workspace/ws/./many/f0.txt")
+        await s.subscribe_resource(uri(64))
+    assert refused.value.error.code == -32602
+    assert "at most 64" in refused.value.error.message
+
+
 # -- prompts --------------------------------------------------------------------------------------
 
 

@@ -6,7 +6,10 @@ resource of a card's team state (the board, the graph) needs the card's read rul
 (:func:`toolcards.governance.card_reads.may_read_card`), as the card's prompt does.
 ``resources/subscribe`` sends ``notifications/resources/updated`` when the team's events
 touch the resource; subscribing to a URI a read would answer with not-found is refused the
-same way (``-32002``). ``subscriptions/listen`` (2026-07-28) is :mod:`.listening`.
+same way (``-32002``). A subscription is kept under the resource's canonical URI (the one
+its notifications name), at most :data:`~.listening.MAX_URIS` per session and for the last
+:data:`MAX_SUBSCRIBED_SESSIONS` sessions that subscribed. ``subscriptions/listen``
+(2026-07-28) is :mod:`.listening`.
 """
 
 from __future__ import annotations
@@ -23,12 +26,13 @@ import anyio
 import mcp.types as types
 from anyio.abc import TaskGroup
 from mcp.shared.exceptions import MCPError
+from mcp.types.jsonrpc import INVALID_PARAMS
 
 import toolcards.surfaces.mcp_server.resource_sources as res
 from toolcards.core.identity import Identity
 from toolcards.governance.policy.policy import Decision
 from toolcards.surfaces.mcp_server.audit_rows import record
-from toolcards.surfaces.mcp_server.listening import Listening
+from toolcards.surfaces.mcp_server.listening import MAX_URIS, Listening
 from toolcards.surfaces.mcp_server.options import MCPOptions
 from toolcards.surfaces.mcp_server.spawner import Spawner
 from toolcards.surfaces.runtime import SurfaceRuntime
@@ -36,6 +40,9 @@ from toolcards.surfaces.runtime import SurfaceRuntime
 log = logging.getLogger(__name__)
 
 RESOURCE_NOT_FOUND = -32002
+MAX_SUBSCRIBED_SESSIONS = 1024
+"""Sessions whose subscriptions are kept: past it, the longest-standing session's are
+forgotten (a session that ended leaves them behind; nothing else tells its end)."""
 Source = res.StaticResource | res.TemplateResource
 
 
@@ -220,22 +227,42 @@ class ResourceCatalog:
                 log.warning("reading %s to subscribe to it failed", uri, exc_info=True)
         return True
 
+    def _canonical(self, uri: str) -> str:
+        found = self.find(uri)
+        return uri if found is None else found[1]
+
+    def _subscribed(self, who: Identity, uri: str) -> str | None:
+        """The canonical URI of the resource ``uri`` names when ``who`` may subscribe to it."""
+        return self._canonical(uri) if self.subscribable(who, uri) else None
+
     async def _subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> Any:
         who = self.identity_of(ctx)
         uri = str(params.uri)
-        if not await anyio.to_thread.run_sync(self.subscribable, who, uri):
+        canonical = await anyio.to_thread.run_sync(self._subscribed, who, uri)
+        if canonical is None:
             raise MCPError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri})
         key = id(getattr(ctx.session, "_connection", ctx.session))
         with self._lock:
-            self._subs.setdefault(key, (ctx.session, set()))[1].add(uri)
+            entry = self._subs.get(key)
+            if entry is None:
+                if len(self._subs) >= MAX_SUBSCRIBED_SESSIONS:
+                    del self._subs[next(iter(self._subs))]
+                entry = self._subs[key] = (ctx.session, set())
+            if canonical not in entry[1] and len(entry[1]) >= MAX_URIS:
+                raise MCPError(
+                    INVALID_PARAMS,
+                    f"at most {MAX_URIS} subscribed resources per session: unsubscribe from one",
+                )
+            entry[1].add(canonical)
         return types.EmptyResult()
 
     async def _unsubscribe(self, ctx: Any, params: types.UnsubscribeRequestParams) -> Any:
         key = id(getattr(ctx.session, "_connection", ctx.session))
+        canonical = await anyio.to_thread.run_sync(self._canonical, str(params.uri))
         with self._lock:
             entry = self._subs.get(key)
             if entry is not None:
-                entry[1].discard(str(params.uri))
+                entry[1].discard(canonical)
         return types.EmptyResult()
 
     def _watchers(self, actor: str) -> list[tuple[Any, str]]:
