@@ -184,6 +184,30 @@ def test_closed_connections_free_their_addresss_slots(tmp_path: Path) -> None:
         srv.stop()
 
 
+def test_websocket_upgrades_free_their_addresss_slots(tmp_path: Path) -> None:
+    """An upgrade to WebSocket (no surface speaks it) is answered like any request that is
+    not one; it handed the connection to a WebSocket protocol that never gave back its slot,
+    so per_client upgrades locked the address out until a restart."""
+    srv = serve(tmp_path, per_client=2, header_timeout=120)
+    upgrade = (
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version: 13",
+    )
+    try:
+        for _ in range(5):
+            with connect(srv.port) as sock:  # answered, then closed by the client
+                sock.sendall(head(srv.port, *upgrade, method="GET"))
+                sock.settimeout(30)
+                assert status(sock.recv(4096)) not in (101, 429)
+        with connect(srv.port) as sock:
+            sock.sendall(head(srv.port, *JSON, "Content-Length: 2", "Connection: close") + b"{}")
+            assert status(until_closed(sock, timeout=30)) == 400
+    finally:
+        srv.stop()
+
+
 def stopped_before_any_wait_ran_out(srv: HttpServer, clients: list[socket.socket]) -> bool:
     """SIGTERM ``srv`` while ``clients`` hang on; whether it exited within 45 s: before its
     60 s shutdown deadline and its 300 s read timeouts could end, so it did not wait for them

@@ -155,6 +155,9 @@ def server_config(app: Any, host: str, port: int, limits: HttpLimits | None = No
         log_level="warning",
         lifespan="on",
         http=guarded_protocol(limits),
+        # no surface speaks WebSocket: an upgrade handed the connection to another protocol,
+        # which never gave back the address's count (64 of them locked the address out)
+        ws="none",
         proxy_headers=False,
         timeout_keep_alive=5,
         timeout_graceful_shutdown=math.ceil(limits.shutdown_timeout),
