@@ -46,3 +46,37 @@ def test_the_metadata_url_inserts_the_well_known_path_before_the_resource_path()
         "/.well-known/oauth-protected-resource",
         "/.well-known/oauth-protected-resource/mcp",
     ]
+
+
+@pytest.mark.parametrize(
+    "jwks_uri",
+    ["http://127.0.0.1:6379/flush", "https://169.254.169.254/latest", "https://10.0.0.5/jwks"],
+)
+def test_a_public_issuers_metadata_cannot_send_the_key_fetch_into_the_private_network(
+    jwks_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issuer's metadata is its data: a ``jwks_uri`` there naming a private host is not
+    fetched (the operator names one in the config when it is meant)."""
+    import anyio
+
+    from toolcards.surfaces.http import jwks
+    from toolcards.surfaces.http.oauth_config import OAuthSpec
+
+    issuer = "https://auth.example.com"
+    fetched: list[str] = []
+
+    async def remote(url: str, timeout: float) -> dict[str, Any]:  # the issuer's answers
+        fetched.append(url)
+        return {"issuer": issuer, "jwks_uri": jwks_uri} if url.startswith(issuer) else {}
+
+    monkeypatch.setattr(jwks, "fetch_json", remote)
+    keys = jwks.KeySet(OAuthSpec(issuer=issuer, resource="https://mcp.example.com/mcp"))
+    with pytest.raises(jwks.KeysUnavailable):
+        anyio.run(keys.key_for, "any-kid", "RS256")
+    assert fetched and all(url.startswith(issuer) for url in fetched)
+    configured = jwks.KeySet(
+        OAuthSpec(issuer=issuer, resource="https://mcp.example.com/mcp", jwks_uri=jwks_uri)
+    )
+    with pytest.raises(jwks.InvalidToken):  # the config's own: fetched (no key matches)
+        anyio.run(configured.key_for, "any-kid", "RS256")
+    assert fetched[-1] == jwks_uri

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 
 from toolcards.core import outside_json
+from toolcards.core.trust import private_host
 from toolcards.surfaces.http.oauth_config import OAuthSpec, checked_url
 from toolcards.surfaces.http.tokens import InvalidToken
 
@@ -190,7 +191,16 @@ class KeySet:
                 continue
             uri = document.get("jwks_uri")
             try:
-                return checked_url(uri if isinstance(uri, str) else "", "jwks_uri")
+                found = checked_url(uri if isinstance(uri, str) else "", "jwks_uri")
             except ValueError as exc:
                 problems.append(f"{url}: {exc}")
+                continue
+            if private_host(found) and not private_host(self.spec.issuer):
+                # the metadata is the issuer's data: it does not open this host's network
+                problems.append(
+                    f"{url}: jwks_uri {found} names a private host and the issuer is public "
+                    "(set oauth.jwks_uri in the config to use it)"
+                )
+                continue
+            return found
         raise KeysUnavailable("no usable metadata: " + "; ".join(problems))
