@@ -206,6 +206,34 @@ def test_a_new_pending_approval_is_announced_on_the_stream(
     assert any(line.startswith("event: approvals") for line in lines)
 
 
+def test_an_open_event_stream_ends_with_its_session(world: World) -> None:
+    """Signed out while its stream is open: the next change ends the stream instead of
+    reaching the page (the session was checked only when the stream opened)."""
+    viewer = http_sign_in(world.url, "viewer")
+    made: list[Any] = []
+    lines: list[str] = []
+    try:
+        with viewer.stream("GET", "/events", timeout=15) as response:
+            for line in response.iter_lines():
+                lines.append(line)
+                if line.startswith("event: hello"):
+                    out = viewer.post("/logout", data={"csrf": viewer.csrf})  # type: ignore[attr-defined]
+                    assert out.status_code == 303
+                    made.append(
+                        world.broker.request(
+                            tool_id="deploy",
+                            args={"env": "after-logout"},
+                            identity=IDENTITIES["agent"],
+                            reason="deploys need a human",
+                        )
+                    )
+    finally:
+        viewer.close()
+        for request in made:
+            world.broker.withdraw(request)
+    assert made and not any(line.startswith("event: approvals") for line in lines), lines
+
+
 def test_the_audit_panel_pages_back_fifty_rows_at_a_time(
     world: World, approver: httpx.Client
 ) -> None:

@@ -381,6 +381,8 @@ class Dashboard:
 
         async def messages() -> AsyncIterator[dict[str, str]]:
             async for kind, data in self.hub.stream(since):
+                if self._session(request) is None:  # signed out, pushed out or expired since
+                    return
                 yield {"event": kind, "data": json.dumps(data, ensure_ascii=False)}
 
         return EventSourceResponse(messages(), ping=15, send_timeout=30)
