@@ -74,6 +74,15 @@ def test_a_settled_key_is_not_released(open_results: Opener) -> None:
     assert earlier is not None and earlier.settled
 
 
+def test_the_first_answer_settled_stays(open_results: Opener) -> None:
+    store = open_results()
+    store.claim(KEY, "append_line", "d1")
+    store.settle(KEY, "error", "interrupted", None)
+    store.settle(KEY, "ok", "", '"appended"')  # a late settle of the same key
+    earlier = store.claim(KEY, "append_line", "d1")
+    assert earlier is not None and (earlier.outcome, earlier.value) == ("error", None)
+
+
 def test_two_teams_never_see_each_others_calls(open_results: Opener) -> None:
     one, other = open_results("t1"), open_results("t2")
     one.claim(KEY, "append_line", "d1")

@@ -184,3 +184,55 @@ def test_a_long_call_id_is_hashed_and_still_runs_once(world: Any) -> None:
     again = run("append_line", {"text": "once"}, call_id=long_id)
     assert first == again and writes == ["once"]
     assert _outcomes(audit, "append_line") == ["ok", "replayed"]
+
+
+async def _replayed_while_running(tmp_path: Path) -> tuple[list[Any], list[str]]:
+    """A durable call replayed while its first run still runs (an engine that took the run
+    for dead), then once more after it ended: the three answers and the audit outcomes."""
+    import asyncio
+
+    from toolcards.governance import CapabilityRegistry, Executor
+    from toolcards.governance.executor.replay import DurableCall
+
+    started, finish = asyncio.Event(), asyncio.Event()
+
+    async def transfer(amount: int) -> str:
+        """Move money (not idempotent)."""
+        writes.append(str(amount))
+        started.set()
+        await finish.wait()
+        return f"moved {amount}"
+
+    with AuditLog(tmp_path / "audit.db", durability="sync") as audit:
+        results = SqliteCallResults(tmp_path / "calls.db")
+        executor = Executor(
+            CapabilityRegistry.from_tools([transfer]), Policy.allow_all(), audit=audit
+        )
+        cap = executor.registry.get("transfer")
+        assert cap is not None
+        who, key = Identity("agent.writer", type="agent"), durable_call_key(RUN_ID, CALL_ID)
+
+        def again() -> Any:
+            durable = DurableCall(results, key)
+            return executor.run(cap, {"amount": 5}, who, call_id=CALL_ID, durable=durable)
+
+        first = asyncio.create_task(again())
+        await started.wait()
+        second = await again()
+        finish.set()
+        answers = [await first, second, await again()]
+        results.close()
+        return answers, [row.outcome for row in audit.query(tool="transfer")]
+
+
+def test_a_call_replayed_while_it_still_runs_is_told_to_retry_and_not_judged_dead(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+
+    writes.clear()
+    (first, second, third), outcomes = asyncio.run(_replayed_while_running(tmp_path))
+    assert writes == ["5"]
+    assert first.value == third.value == "moved 5"
+    assert "still running" in second.message and "interrupted" not in second.message
+    assert outcomes == ["error", "ok", "replayed"]  # no `interrupted` row for a live call

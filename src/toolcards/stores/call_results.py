@@ -58,8 +58,9 @@ _FIND = (
 )
 _SETTLE = (
     "UPDATE toolcards_call_results SET outcome = ?, message = ?, value = ? "
-    "WHERE team_id = ? AND call_key = ?"
+    "WHERE team_id = ? AND call_key = ? AND outcome IS NULL"
 )
+"""The first answer recorded for a key stays: every replay gets the same one."""
 _RELEASE = (
     "DELETE FROM toolcards_call_results WHERE team_id = ? AND call_key = ? AND outcome IS NULL"
 )
@@ -131,7 +132,8 @@ class SqlCallResults(ABC):
         return CallRecord(*row) if row is not None else None
 
     def settle(self, key: str, outcome: str, message: str, value: str | None) -> None:
-        """Record how the claimed call ended (``value``: its result as JSON text)."""
+        """Record how the claimed call ended (``value``: its result as JSON text); a key
+        settled already keeps its answer."""
         with self._tx() as cur:
             cur.execute(_SETTLE, (outcome, message, value, self.team_id, key))
 

@@ -18,6 +18,9 @@ has its row already (it ended before its process did), the replay is answered fr
 (its result was not recorded) with a ``replayed`` row naming it, never a second, contradictory
 ending; otherwise the call ends ``error`` with an ``interrupted`` row. Either way the model is
 told, and the record is settled with that answer, so a later replay gives the same one.
+A key whose call is still running in this process is not judged dead: its replay is told
+to retry once the call has ended. The first answer recorded for a key is the one every later
+replay gets (a settle never replaces it).
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ from toolcards.stores.call_results import CallResults
 
 log = logging.getLogger(__name__)
 
+_running: set[tuple[int, str]] = set()
+"""The keys (of a store, by its id) whose first claim runs its call in this process now."""
+
 
 @dataclass(frozen=True, slots=True)
 class DurableCall:
@@ -57,6 +63,7 @@ class DurableCall:
         who = call.identity.id
         earlier = self.results.claim(self.key, call.cap.id, digest, who, call.call_id)
         if earlier is None:
+            _running.add((id(self.results), self.key))
             return None
         if (earlier.tool_id, earlier.args_digest, earlier.principal) != (call.cap.id, digest, who):
             msg = f"error: call {call.call_id} was already made with another tool or arguments"
@@ -70,6 +77,12 @@ class DurableCall:
             return book.finish(call, outcome, message, note, value=value, audited=REPLAYED)
         if call.cap.annotations.idempotent:
             return None  # it may run again: the same effect however often it runs
+        if (id(self.results), self.key) in _running:  # alive here: neither dead nor done
+            msg = (
+                f"error: call {earlier.call_id or call.call_id} of {call.cap.id} is still "
+                "running; retry once it has ended (it is not run twice)"
+            )
+            return book.finish(call, Outcome.ERROR, msg)
         ended = book.ending_of(call, earlier.claimed_at)
         if ended is None:
             msg = (
@@ -93,9 +106,15 @@ class DurableCall:
         if result.outcome is Outcome.NEEDS_APPROVAL:
             self.release()
             return
-        value = to_json(result.value, fallback=str).decode() if result.ok else None
-        self.results.settle(self.key, result.outcome.value, result.message, value)
+        try:
+            value = to_json(result.value, fallback=str).decode() if result.ok else None
+            self.results.settle(self.key, result.outcome.value, result.message, value)
+        finally:
+            _running.discard((id(self.results), self.key))
 
     def release(self) -> None:
         """Drop the claim (the call was withdrawn or deferred: not a result to replay)."""
-        self.results.release(self.key)
+        try:
+            self.results.release(self.key)
+        finally:
+            _running.discard((id(self.results), self.key))
