@@ -162,6 +162,23 @@ async def test_unexpected_exception_is_error_without_secrets_or_trace() -> None:
     assert result.message == "error: broken failed (RuntimeError)"
 
 
+async def test_an_exception_that_cannot_say_itself_is_still_the_calls_error() -> None:
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise ValueError("no message")
+
+    def broken_twice() -> str:
+        """Fails with an exception whose message raises."""
+        raise Unprintable()
+
+    executor = Executor(CapabilityRegistry.from_tools([broken_twice]), Policy.allow_all())
+    result = await executor.call("broken_twice", {}, ALICE)
+    assert (result.outcome, result.message) == (
+        Outcome.ERROR,
+        "error: broken_twice failed (Unprintable)",
+    )
+
+
 async def test_denied_call_names_tool_and_principal_only() -> None:
     policy = Policy.from_dict(
         {"rules": [{"targets": ["ping"], "effect": "allow", "conditions": {"arguments": {"n": 0}}}]}

@@ -164,7 +164,7 @@ class Runner:
             if isinstance(exc, ToolNotConfigured):  # its message names what to set
                 return book.finish(call, Outcome.ERROR, f"error: {call.redactor.text(str(exc))}")
             msg = f"error: {cap.id} failed ({type(exc).__name__})"
-            return book.finish(call, Outcome.ERROR, msg, f"{type(exc).__name__}: {exc}")
+            return book.finish(call, Outcome.ERROR, msg, f"{type(exc).__name__}: {_text(exc)}")
         except BaseException as exc:  # cancelled or interrupted: the row, then on its way
             book.ended_by(call, exc)
             raise
@@ -255,3 +255,12 @@ def _resume(coro: Coroutine[Any, Any, Any], pending: Any) -> Generator[Any, Any,
                 pending = coro.send(sent)
             except StopIteration as done:
                 return done.value
+
+
+def _text(exc: BaseException) -> str:
+    """``str(exc)``, or a stand-in when the exception cannot say itself (its ``__str__``
+    raises): a tool's failure ends as its call's error, never as another exception."""
+    try:
+        return str(exc)
+    except Exception:
+        return "(its message could not be read)"
