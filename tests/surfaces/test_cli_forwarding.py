@@ -216,3 +216,27 @@ def test_a_planted_record_naming_a_socket_in_a_shared_folder_is_not_followed(
         assert "planted_tool" not in names and "crm_read" in names
     finally:
         planted.close()
+
+
+def test_a_runtime_folder_another_user_made_first_leaves_the_server_without_an_endpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another local user made ``toolcards-<uid>`` first (open to all): the server runs on
+    without a control endpoint, saying so in one line (it exited with a traceback)."""
+    import anyio
+
+    from toolcards.surfaces.cli.endpoint import control_endpoint
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    planted = tmp_path / f"toolcards-{os.getuid()}"
+    planted.mkdir()
+    planted.chmod(0o777)
+    config = write_config(tmp_path, local=BOB, store="team.db")
+
+    async def open_endpoint() -> object:
+        async with control_endpoint(None, config) as path:  # type: ignore[arg-type]
+            return path
+
+    assert anyio.run(open_endpoint) is None
+    assert "no control endpoint" in caplog.text and "mode 0700" in caplog.text
+    assert list(planted.iterdir()) == []

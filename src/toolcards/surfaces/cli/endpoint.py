@@ -67,7 +67,15 @@ async def control_endpoint(
     warning line; this server runs on without one)."""
 
     record = endpoint_path(config)
-    path = socket_path(record)
+    try:
+        path = socket_path(record)
+    except OSError as exc:  # another user made the folder first, or it cannot be made
+        logging.getLogger(__name__).warning(
+            "no control endpoint for forwarded CLI commands (%s); this server runs without one",
+            exc,
+        )
+        yield None
+        return
     claim = _claim(path)
     if claim is None:  # another server on this config holds the endpoint: it answers the CLI
         logging.getLogger(__name__).warning(
