@@ -34,3 +34,38 @@ def test_too_many_alternatives_are_refused() -> None:
 )
 def test_glob_semantics(pattern: str, rel: str, expected: bool) -> None:
     assert glob_matches(pattern, rel) is expected
+
+
+@pytest.mark.timeout(30)  # a backtracking regex took 18 s on 7 pairs, each pair about 4x more
+@pytest.mark.parametrize(
+    ("pattern", "rel"),
+    [
+        ("*a" * 12 + "*b", "a" * 60),
+        ("**/" * 12 + "*.py", "/".join(["d"] * 40) + "/x.pyc"),
+        ("x/" + "*a" * 12 + "*b", "x/" + "a" * 60),
+    ],
+)
+def test_stars_that_split_a_name_many_ways_are_matched_in_linear_work(
+    pattern: str, rel: str
+) -> None:
+    assert glob_matches(pattern, rel) is False
+
+
+def test_a_pattern_over_the_step_budget_for_a_path_is_refused() -> None:
+    with pytest.raises(RetriableError, match="steps to match one path"):
+        glob_matches("?*" + "a" * 200 + "b", "a" * 255)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "rel", "expected"),
+    [
+        ("src/**", "src/a/b.py", True),
+        ("src/**", "src", False),  # something inside src
+        ("**", "a/b", True),
+        ("a**b", "a/x/b", False),  # ** inside a name is *, as in gitignore
+        ("a**b", "axxb", True),
+        ("q/b[!a]x", "q/b/x", False),  # a class never matches the separator
+    ],
+)
+def test_double_stars_and_classes_follow_gitignore(pattern: str, rel: str, expected: bool) -> None:
+    assert glob_matches(pattern, rel) is expected
