@@ -390,3 +390,39 @@ def test_diff_u_of_a_backup_and_the_file_patches_the_file(tools: Tools, ws: Path
     assert tools["workspace_patch"](patch) == "Patch applied:\nM f.py"
     assert (ws / "f.py").read_text() == "a\nB\n"
     assert not (ws / "f.py.orig").exists()
+
+
+@pytest.mark.timeout(60)  # a bound, not a measurement: 14 s before, growing squared
+def test_a_hunk_followed_by_many_blank_lines_is_parsed_in_linear_work(
+    tools: Tools, files: Path
+) -> None:
+    """Counts never met, then 100,000 blank lines (trimmed one list copy at a time)."""
+    blanks = "\n" * 100_000
+    tools["workspace_patch"](
+        f"--- a/b.py\n+++ b/b.py\n@@ -1,9 +1,5 @@\n alpha\n-beta\n+BETA\n{blanks}"
+    )
+    assert (files / "b.py").read_text() == "alpha\nBETA\n"
+
+
+@pytest.mark.timeout(60)  # 25 s before, growing squared
+def test_many_extended_header_lines_are_read_in_linear_work(tools: Tools, files: Path) -> None:
+    """20,000 ``rename to`` lines under one git header (each looked past all the others)."""
+    renames = "rename to c.py\n" * 20_000
+    patch = f"diff --git a/b.py b/b.py\n{renames}--- a/b.py\n+++ b/b.py\n@@ -1 +1 @@\n-x\n+y\n"
+    with pytest.raises(RetriableError):
+        tools["workspace_patch"](patch)
+    assert (files / "b.py").read_text() == "alpha\nbeta\n"
+
+
+@pytest.mark.timeout(60)
+def test_hunks_against_a_file_of_identical_lines_are_weighed_within_a_bound(
+    tools: Tools, ws: Path
+) -> None:
+    """200 hunks against 100,000 identical lines: each hunk's lines stand everywhere (it took
+    15 s, growing with hunks times lines); refused as too many places, the file untouched."""
+    before = "a\n" * 100_000
+    (ws / "same.txt").write_text(before)
+    hunks = "".join(f"@@ -{k},2 +{k},2 @@\n-a\n+b\n a\n" for k in range(1, 400, 2))
+    with pytest.raises(RetriableError, match="too many places"):
+        tools["workspace_patch"](f"--- a/same.txt\n+++ b/same.txt\n{hunks}")
+    assert (ws / "same.txt").read_text() == before

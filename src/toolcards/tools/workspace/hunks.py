@@ -31,6 +31,7 @@ the file CR LF); an added line with a CR in a diff whose old lines have none kee
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -51,6 +52,10 @@ MAX_NOTED = 5
 """Differing context lines quoted in the result of one hunk."""
 MAX_SECTION_LINES = 5_000
 """Lines looked at above a place for the section line the hunk header names."""
+MAX_WORK = 4_000_000
+"""Places weighed and lines looked at for one file's hunks, at most (a patch needs a few per
+line of its file; 100 hunks of repeated lines against a file of 50,000 identical lines took
+11 s, and the work grew with hunks times lines): past it the patch is refused."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,15 @@ class PatchedText:
         self.delta = 0
         self.notes: list[str] = []
         self._keyed: dict[str, list[str]] = {}
+        self._work = MAX_WORK
+
+    def _spend(self, work: int) -> None:
+        self._work -= work
+        if self._work < 0:
+            raise RetriableError(
+                f"{self.rel}: the hunks' lines stand in too many places of the file to weigh "
+                "them all; add context lines to the hunks, or send fewer hunks at once"
+            )
 
     def text(self) -> str:
         return "\n".join(self.lines) + ("\n" if self.final_nl and self.lines else "")
@@ -180,6 +194,7 @@ class PatchedText:
 
     def _fuzzy(self, number: int, hunk: Hunk, old: list[str], expected: int) -> Fuzzy:
         """Where the hunk goes when its context differs (or why it goes nowhere)."""
+        self._spend(2 * (len(self.lines) - self.floor))  # each side's walk of the file
         places = fuzzy_places(self.lines, hunk.lines, "-", self.floor)
         # the result stands already: only with added lines, and half its context lines or more
         adds = any(op == "+" for op, _ in hunk.lines)
@@ -214,7 +229,7 @@ class PatchedText:
         by_start: dict[int, Fuzzy] = {}
         for place in places:  # fewest differing first
             by_start.setdefault(place.start, place)
-        near = self._nearest(list(by_start), expected, heading)
+        near = self._nearest(sorted(by_start), expected, heading)
         assert near is not None
         found = by_start[near.pos]
         rivals = [by_start[start] for start in near.tie if by_start[start].cost <= found.cost]
@@ -235,26 +250,35 @@ class PatchedText:
         size, first = len(want), want[0]
         last = len(keyed) - size
         pos = self.floor
+        tried = 0
         while pos <= last:
             try:
                 pos = keyed.index(first, pos, last + 1)
             except ValueError:
                 break
+            tried += 1
             if keyed[pos : pos + size] == want:
                 found.append(pos)
             pos += 1
+        self._spend(tried + 1)
         return found
 
     def _nearest(self, hits: list[int], expected: int, heading: str) -> _Near | None:
+        """The place of ``hits`` (ascending) nearest ``expected`` (in the header's section
+        when some are), and its rivals."""
         if not hits:
             return None
         if len(hits) > 1 and heading:
             inside = self._in_section(hits, heading)
             hits = inside or hits
-        by_distance = sorted(hits, key=lambda h: (abs(h - expected), h))
-        best = by_distance[0]
+        # ``hits`` ascend: the nearest stand beside where ``expected`` would go
+        at = bisect.bisect_left(hits, expected)
+        best = min(hits[max(at - 1, 0) : at + 1], key=lambda h: (abs(h - expected), h))
         distance = abs(best - expected)
-        rivals = [h for h in by_distance[1:] if abs(h - expected) <= RIVAL_RATIO * distance]
+        reach = int(RIVAL_RATIO * distance)
+        near = hits[bisect.bisect_left(hits, expected - reach) : bisect.bisect_right(
+            hits, expected + reach)]  # fmt: skip
+        rivals = sorted((h for h in near if h != best), key=lambda h: (abs(h - expected), h))
         return _Near(best, distance, rivals)
 
     def _in_section(self, hits: list[int], heading: str) -> list[int]:
@@ -262,13 +286,18 @@ class PatchedText:
         starts with a letter, ``_`` or ``$``, looked for up to ``MAX_SECTION_LINES`` up),
         begins with ``heading``."""
         inside: list[int] = []
+        looked = 0
         for hit in hits:
             for index in range(hit - 1, max(hit - MAX_SECTION_LINES, 0) - 1, -1):
+                looked += 1
                 line = self.lines[index]
                 if line[:1].isalpha() or line[:1] in ("_", "$"):
                     if line.startswith(heading):
                         inside.append(hit)
                     break
+            if looked > self._work:
+                break
+        self._spend(looked + 1)
         return inside
 
     # ---- writing a hunk -------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -123,6 +124,8 @@ def patch_paths(patch_text: str) -> list[str]:
 _GIT_EXTENDED = ("old mode ", "new mode ", "deleted file mode ", "new file mode ", "copy from ",
                  "copy to ", "rename from ", "rename to ", "similarity index ",
                  "dissimilarity index ", "index ")  # fmt: skip
+_MAX_EXTENDED = 16
+"""Extended header lines a git block is read for (it has at most about eight)."""
 
 
 def _git_only_change(line: str, lines: list[str], i: int) -> bool:
@@ -134,11 +137,11 @@ def _git_only_change(line: str, lines: list[str], i: int) -> bool:
     """
     if not line.startswith(("rename to ", "new file mode", "deleted file mode")):
         return False
-    for rest in lines[i + 1 :]:
+    for rest in itertools.islice(lines, i + 1, i + 1 + _MAX_EXTENDED):
         if rest.startswith(_GIT_EXTENDED):
             continue
         return not rest.startswith("--- ")
-    return True
+    return True  # the end, or more extended lines than a block has: no content after them
 
 
 _UNSUPPORTED = ("old mode ", "new mode ", "copy from ", "copy to ", "Binary files ",
@@ -327,6 +330,7 @@ def _fit_counts(body: list[str], old_count: int, new_count: int) -> list[str]:
             continue
         old += op in " -"
         new += op in " +"
-    while body and body[-1] in ("", "\r"):
-        body = body[:-1]
-    return body
+    end = len(body)
+    while end and body[end - 1] in ("", "\r"):
+        end -= 1
+    return body[:end]
