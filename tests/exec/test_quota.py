@@ -62,10 +62,18 @@ def test_bwrap_workspace_and_tmp_stay_writable() -> None:
         pytest.param("bwrap", marks=needs_bwrap),
     ],
 )
-def test_writing_past_the_workspace_cap_is_killed(mode: str, workspaces: Path) -> None:
-    """Attack: many files, each under the file size limit, to fill the host disk."""
+@pytest.mark.parametrize("backdated", [False, True], ids=["plain", "backdated"])
+def test_writing_past_the_workspace_cap_is_killed(
+    mode: str, backdated: bool, workspaces: Path
+) -> None:
+    """Attack: many files, each under the file size limit, to fill the host disk; also with
+    each file's modification time set back to 1970 (``touch -d``), which hid them from the
+    count (it went by modification time)."""
     limits = ExecLimits(max_processes=CAP, file_size_bytes=4 * MiB, workspace_write_bytes=16 * MiB)
-    script = "i=0; while [ $i -lt 400 ]; do head -c 1048576 /dev/zero > f$i; i=$((i+1)); done"
+    back = " touch -d @0 f$i;" if backdated else ""
+    script = (
+        f"i=0; while [ $i -lt 400 ]; do head -c 1048576 /dev/zero > f$i;{back} i=$((i+1)); done"
+    )
     out = _run(mode, f"sh -c '{script}'", limits=limits, workspace_id="fill")
     assert "killed: disk" in out
     total = sum(p.stat().st_size for p in (workspaces / "fill").iterdir())
