@@ -280,6 +280,63 @@ def test_direct_fetch_bounds_size_redirects_and_types() -> None:
     assert "not a text page" in call(card, "web_fetch", "https://example.com/bin")
 
 
+def _gzip(data: bytes) -> bytes:
+    import gzip
+
+    return gzip.compress(data, compresslevel=9)
+
+
+BOMB = _gzip(b"\0" * (64 << 20))  # 64 MiB of zeros in about 64 KB
+
+
+def bomb_site(request: httpx.Request) -> httpx.Response:
+    """Bodies sent as a server sends them (a stream: a body given as bytes is inflated by
+    httpx when the test builds it)."""
+    text = {"content-type": "text/plain"}
+    body, encoding = {
+        "/twice": (_gzip(BOMB), "gzip, gzip"),
+        "/br": (b"x", "br"),
+    }.get(request.url.path, (BOMB, "gzip"))
+    headers = {**text, "content-encoding": encoding}
+    return httpx.Response(200, stream=httpx.ByteStream(body), headers=headers)
+
+
+def test_a_compressed_page_is_inflated_only_as_far_as_the_cap() -> None:
+    """64 MiB behind 64 KB of gzip: at most ``max_bytes`` of it is ever inflated (httpx
+    inflated each chunk whole); two layers, or an encoding not read, are refused."""
+    import tracemalloc
+
+    card, seen = make_card(
+        bomb_site, web_fetch=WebFetch(backend="direct", max_bytes=100_000), api_key=None
+    )
+    tracemalloc.start()
+    try:
+        out = call(card, "web_fetch", "https://example.com/once")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "[... truncated: page larger than 100000 bytes]" in out
+    assert peak < 16 << 20, peak
+    assert seen[0].headers["accept-encoding"] == "gzip, deflate"
+    assert "does not read (gzip, gzip)" in call(card, "web_fetch", "https://example.com/twice")
+    assert "does not read (br)" in call(card, "web_fetch", "https://example.com/br")
+
+
+def test_a_page_sent_a_byte_at_a_time_is_cut_at_the_fetch_timeout() -> None:
+    async def drip() -> Any:
+        while True:  # never ends: only the fetch's own deadline stops it
+            yield b"a"
+            await asyncio.sleep(0.05)
+
+    def slow(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=drip(), headers={"content-type": "text/plain"})
+
+    card, _ = make_card(
+        slow, web_fetch=WebFetch(backend="direct"), api_key=None, timeout_seconds=1.0
+    )
+    assert "took longer than 1 s" in call(card, "web_fetch", "https://example.com/slow")
+
+
 def test_crawl_caps_pages_and_page_size() -> None:
     def reply(request: httpx.Request) -> httpx.Response:
         pages = [

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import zlib
+
+import anyio
 import httpx
 
 from toolcards.tools._common.url_guard import Resolver, check_url, pinned
@@ -11,6 +14,8 @@ from toolcards.tools.search.text import clean, html_to_text
 
 MAX_REDIRECTS = 5
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml")
+_INFLATE = {"gzip": 31, "x-gzip": 31, "deflate": 15}
+"""The content encodings read (one layer), and their zlib window bits."""
 
 
 async def fetch_page(
@@ -22,9 +27,29 @@ async def fetch_page(
     resolver: Resolver,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> tuple[str, str]:
-    """GET ``url`` (redirects followed by hand, each hop checked) -> (final URL, clean text)."""
+    """GET ``url`` (redirects followed by hand, each hop checked) -> (final URL, clean text),
+    all of it within ``timeout`` seconds (a server sending a byte now and then is cut)."""
+    try:
+        with anyio.fail_after(timeout):
+            return await _fetch(url, timeout, max_bytes, allow_private, resolver, transport)
+    except TimeoutError:
+        raise SearchError(f"fetching {url} took longer than {timeout:g} s") from None
+
+
+async def _fetch(
+    url: str,
+    timeout: float,
+    max_bytes: int,
+    allow_private: bool,
+    resolver: Resolver,
+    transport: httpx.AsyncBaseTransport | None,
+) -> tuple[str, str]:
     limits = httpx.Timeout(timeout, connect=min(timeout, 10.0))
-    headers = {"User-Agent": "toolcards-web-fetch/1", "Accept": "text/html,text/*;q=0.9,*/*;q=0.1"}
+    headers = {
+        "User-Agent": "toolcards-web-fetch/1",
+        "Accept": "text/html,text/*;q=0.9,*/*;q=0.1",
+        "Accept-Encoding": "gzip, deflate",
+    }
     async with httpx.AsyncClient(
         transport=transport, timeout=limits, follow_redirects=False, trust_env=False
     ) as client:
@@ -88,11 +113,34 @@ async def _body(response: httpx.Response, url: str, max_bytes: int) -> tuple[byt
 
 
 async def _read_prefix(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
+    """At most ``max_bytes`` of the body as sent and inflated here, never more: one layer of
+    gzip or deflate, inflated only as far as the cap (httpx inflates each chunk whole, and
+    any number of layers: 684 bytes of ``gzip, gzip`` were 300 MiB)."""
+    if response.is_stream_consumed:  # built in memory, its body read already (a mock's)
+        return response.content[:max_bytes], len(response.content) > max_bytes
+    named = response.headers.get("content-encoding", "").lower().split(",")
+    encodings = [e.strip() for e in named if e.strip() not in ("", "identity")]
+    if len(encodings) > 1 or (encodings and encodings[0] not in _INFLATE):
+        raise SearchError(
+            f"{response.url} came with a content encoding this fetch does not read "
+            f"({', '.join(encodings)})"
+        )
+    inflater = zlib.decompressobj(_INFLATE[encodings[0]]) if encodings else None
     chunks: list[bytes] = []
     size = 0
-    async for chunk in response.aiter_bytes():
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > max_bytes:
-            return b"".join(chunks)[:max_bytes], True
+    async for raw in response.aiter_raw():
+        data = raw
+        while data:
+            if inflater is None:
+                out, data = data, b""
+            else:
+                try:
+                    out = inflater.decompress(data, max_bytes + 1 - size)
+                except zlib.error:
+                    raise SearchError(f"{response.url} sent a body that does not inflate") from None
+                data = inflater.unconsumed_tail
+            chunks.append(out)
+            size += len(out)
+            if size > max_bytes:
+                return b"".join(chunks)[:max_bytes], True
     return b"".join(chunks), False
