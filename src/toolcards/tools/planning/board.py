@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -215,7 +215,9 @@ class Board:
         if not errors:
             cycle = self._cycle_after(update)
             if cycle:
-                errors.append("update: dependency cycle " + " -> ".join(map(str, cycle)))
+                long = len(cycle) > 13  # the cycle's ends, and how many between
+                shown = [*cycle[:12], f"... ({len(cycle) - 13} more)", cycle[-1]] if long else cycle
+                errors.append("update: dependency cycle " + " -> ".join(map(str, shown)))
         if errors:
             raise RetriableError("update_planning rejected, nothing changed: " + "; ".join(errors))
         return self._commit(creator, create, update, sorted(deleting))
@@ -225,29 +227,28 @@ class Board:
         and a created task depends only on older ones, so a new cycle runs through a task
         whose dependencies the batch changes: the search starts from those alone."""
         changed = {upd.id: list(upd.depends_on) for upd in update if upd.depends_on is not None}
-        state: dict[int, int] = {}
-        path: list[int] = []
+        state: dict[int, int] = {}  # 1: on the path walked now, 2: done (no cycle below)
 
-        def visit(node: int) -> list[int]:
-            state[node] = 1
-            path.append(node)
+        def deps(node: int) -> Iterator[int]:
             task = self.tasks.get(node)
-            for dep in changed.get(node, task.depends_on if task is not None else ()):
-                if state.get(dep) == 1:
-                    return [*path[path.index(dep) :], dep]
-                if dep not in state:
-                    found = visit(dep)
-                    if found:
-                        return found
-            path.pop()
-            state[node] = 2
-            return []
+            return iter(changed.get(node, task.depends_on if task is not None else ()))
 
-        for node in changed:
-            if node not in state:
-                found = visit(node)
-                if found:
-                    return found
+        for start in changed:  # a walk with its own stack: chains of any length
+            if start in state:
+                continue
+            state[start] = 1
+            path, walks = [start], [deps(start)]
+            while walks:
+                dep = next(walks[-1], None)
+                if dep is None:
+                    state[path.pop()] = 2
+                    walks.pop()
+                elif state.get(dep) == 1:
+                    return [*path[path.index(dep) :], dep]
+                elif dep not in state:
+                    state[dep] = 1
+                    path.append(dep)
+                    walks.append(deps(dep))
         return []
 
     def _commit(
