@@ -177,3 +177,22 @@ def test_graph_summary_lists_an_early_entity_made_root_in_its_place() -> None:
     graph.apply(update_entities=[EntityUpdate(name="a", is_root=True)])
     assert [e.name for e in graph.summary(5).roots] == ["a", "c"]
     assert isinstance(graph.summary(5).roots[0], Entity)
+
+
+def test_the_plan_summary_names_at_most_twenty_owners() -> None:
+    """Owners are free text: 2,000 tasks with 2,000 owners made a 197,000-character prompt
+    line. The twenty with the most tasks are named, the rest counted."""
+    board = Board()
+    busy = [TaskCreate(description=f"b{i}", owner=f"busy{i % 20}") for i in range(60)]
+    board.apply("alice", create=busy)
+    for start in range(0, 2_000, 200):
+        board.apply(
+            "alice",
+            create=[
+                TaskCreate(description=f"t{i}", owner=f"o{i}") for i in range(start, start + 200)
+            ],
+        )
+    text = planning_summary(board.view(None, False, 5), None, False, 5, HINTS)
+    [owners] = [line for line in text.splitlines() if line.startswith("Owners:")]
+    assert owners.count(": 3") == 20 and "@o1:" not in owners
+    assert owners.endswith("| 2000 more owners") and len(owners) < 600

@@ -7,6 +7,9 @@ from collections.abc import Sequence
 from toolcards.tools.planning.board import BoardView
 from toolcards.tools.planning.models import STATUSES, Task
 
+MAX_OWNERS = 20
+"""Owners named in the summary (those with the most tasks); the rest are counted."""
+
 
 def at(name: str | None) -> str:
     """A member name as shown to the model (``@alice``)."""
@@ -57,7 +60,12 @@ def planning_summary(
         owners[key] = owners.get(key, 0) + count
     if owners:
         unassigned = owners.pop("unassigned", 0)
-        parts = [f"{name}: {n}" for name, n in sorted(owners.items())]
+        named = sorted(owners.items())
+        if len(named) > MAX_OWNERS:  # owners are free text: the ones with most tasks
+            named = sorted(sorted(named, key=lambda kv: -kv[1])[:MAX_OWNERS])
+        parts = [f"{name}: {n}" for name, n in named]
+        if len(owners) > MAX_OWNERS:
+            parts.append(f"{len(owners) - MAX_OWNERS} more owners")
         if unassigned:
             parts.append(f"unassigned: {unassigned}")
         lines.append("Owners: " + " | ".join(parts))
