@@ -15,6 +15,7 @@ from toolcards.tools.knowledge_graph.models import (
     RelationRef,
     SearchMode,
 )
+from toolcards.tools.knowledge_graph.render import search_text
 
 
 def ent(name: str, kind: str = "Service", desc: str = "", root: bool = False) -> EntityCreate:
@@ -139,6 +140,22 @@ def test_neighbors_and_edges(graph: Graph) -> None:
     result = graph.search("accounting", "keyword", 1, include_neighbors=True, include_edges=True)
     assert [e.name for e in result.neighbors] == ["checkout"]
     assert [r.to_entity for r in result.edges] == ["ledger"]
+
+
+def test_a_hubs_neighbors_and_edges_are_shown_up_to_fifty_and_counted() -> None:
+    """A hub with 120 relations: its search shows 50 neighbours and 50 edges and counts the
+    rest (a hub's thousands made a 220,000-character result at top_k=1)."""
+    g = Graph()
+    spokes = [ent(f"spoke{i}") for i in range(120)]
+    g.apply(create_entities=[ent("hub", desc="the hub"), *spokes])
+    g.apply(create_relations=[rel("hub", f"spoke{i}") for i in range(120)])
+    result = g.search("hub", "keyword", 1, include_neighbors=True, include_edges=True)
+    assert [e.name for e, _ in result.entities] == ["hub"]
+    assert (len(result.neighbors), result.more_neighbors) == (50, 70)
+    assert (len(result.edges), result.more_edges) == (50, 70)
+    text = search_text(result)
+    assert "Neighbors (120):" in text and "Edges (120):" in text
+    assert text.count("... 70 more") == 2
 
 
 def test_paths_between_hits(graph: Graph) -> None:

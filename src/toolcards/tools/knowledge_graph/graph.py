@@ -6,6 +6,7 @@ Pure logic with no threads: the tool actor owns one graph and persists what it r
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,8 @@ from toolcards.tools.knowledge_graph.models import (
 ENTITY = "e:"
 RELATION = "r:"
 MAX_PATH_HOPS = 4
+MAX_CONTEXT = 50
+"""Neighbours, and edges, a search shows at most (a hub's thousands are counted)."""
 
 
 def entity_text(entity: Entity) -> str:
@@ -84,6 +87,10 @@ class SearchResult:
     neighbors: list[Entity] = field(default_factory=list)
     edges: list[Relation] = field(default_factory=list)
     paths: list[list[str]] = field(default_factory=list)
+    more_neighbors: int = 0
+    """Neighbours past :data:`MAX_CONTEXT` left out."""
+    more_edges: int = 0
+    """Edges past :data:`MAX_CONTEXT` left out."""
 
 
 @dataclass
@@ -358,19 +365,22 @@ class Graph:
             elif isinstance(found, Relation):
                 result.relations.append((found, score))
         names = [e.name for e, _ in result.entities]
-        if include_neighbors:
+        if include_neighbors:  # at most MAX_CONTEXT of them, the rest counted
             seen = set(names)
             for name in names:
                 for rel in self.edges_of(name):
                     other = rel.to_entity if rel.from_entity == name else rel.from_entity
                     if other not in seen:
                         seen.add(other)
-                        result.neighbors.append(self.entities[other])
+                        if len(result.neighbors) < MAX_CONTEXT:
+                            result.neighbors.append(self.entities[other])
+            result.more_neighbors = len(seen) - len(names) - len(result.neighbors)
         if include_edges:
             keys: dict[str, Relation] = {}
             for name in names:
                 keys.update((r.key, r) for r in self.edges_of(name))
-            result.edges = list(keys.values())
+            result.edges = list(itertools.islice(keys.values(), MAX_CONTEXT))
+            result.more_edges = len(keys) - len(result.edges)
         if find_paths:
             result.paths = self._paths(names[:5], max_pairs=10)
         return result

@@ -40,11 +40,15 @@ def search_text(result: SearchResult, notice: str = "") -> str:
         lines.append(f"Relations ({len(result.relations)}):")
         lines += [f"- {relation_line(r)} (score {s:.3f})" for r, s in result.relations]
     if result.neighbors:
-        lines.append(f"Neighbors ({len(result.neighbors)}):")
+        lines.append(f"Neighbors ({len(result.neighbors) + result.more_neighbors}):")
         lines += [f"- {entity_line(e, with_observations=False)}" for e in result.neighbors]
+        if result.more_neighbors:
+            lines.append(f"... {result.more_neighbors} more")
     if result.edges:
-        lines.append(f"Edges ({len(result.edges)}):")
+        lines.append(f"Edges ({len(result.edges) + result.more_edges}):")
         lines += [f"- {relation_line(r)}" for r in result.edges]
+        if result.more_edges:
+            lines.append(f"... {result.more_edges} more")
     if result.paths:
         lines.append(f"Paths ({len(result.paths)}):")
         lines += ["- " + " ".join(path) for path in result.paths]
