@@ -141,6 +141,26 @@ def test_a_stale_saved_graph_is_reloaded_and_caught_up_instead_of_rebuilt(
         assert handle.ask("count", "notes") == 1199
 
 
+@pytest.mark.timeout(120)
+def test_teams_whose_names_differ_in_punctuation_keep_their_own_saved_graphs(
+    spy: Any, tmp_path: Path
+) -> None:
+    """``acme.prod`` and ``acme_prod`` (one slug) saved their graphs into one folder: the
+    second overwrote the first's ids. Now each team's folder is its own."""
+    saved = tmp_path / "graphs"
+    for team_id in ("acme.prod", "acme_prod"):
+        with Team(team_id, tmp_path / f"{team_id}.db") as team:
+            wait_for(loaded(team, index_dir=str(saved)), "hnsw")
+    folders = sorted(p.name for p in saved.iterdir())
+    assert len(folders) == 2 and all(f.startswith("acme_prod_VectorStore-") for f in folders)
+    names = {
+        indexing.storage_name(*parts)
+        for parts in [("acme.prod", "VectorStore"), ("acme_prod", "VectorStore"),
+                      ("acme", "prod_VectorStore"), ("acme_prod", "VectorStore", "notes")]
+    }  # fmt: skip
+    assert len(names) == 4
+
+
 TOPICS = [[f"w{t}x{j}" for j in range(6)] for t in range(24)]
 TOPICAL = [(f"t{i}", " ".join([*TOPICS[i % 24], f"item{i}"])) for i in range(1200)]
 """Texts of 24 topics: hashed, their vectors cluster (what an inverted file is good at)."""

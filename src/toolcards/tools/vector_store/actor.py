@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
-import re
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -25,7 +24,7 @@ from toolcards.core.threads import leave_signals_to_the_main_thread
 from toolcards.runtime import ToolActor, ToolActorContext
 from toolcards.tools.vector_store.base import EmbeddingProvider, VectorExtraMissing
 from toolcards.tools.vector_store.index import VectorIndex
-from toolcards.tools.vector_store.indexing import AutoIndex, IndexBuilder
+from toolcards.tools.vector_store.indexing import AutoIndex, IndexBuilder, storage_name
 from toolcards.tools.vector_store.models import VectorStoreConfig
 from toolcards.tools.vector_store.providers import make_provider
 from toolcards.tools.vector_store.qdrant_index import QdrantIndex, make_client
@@ -148,15 +147,14 @@ class VectorStoreActor(ToolActor):
             return lambda collection, dimension: AutoIndex(
                 self.cfg, dimension, builder, collection=collection, store=store
             )
-        prefix = re.sub(r"[^A-Za-z0-9_-]", "_", f"{self.ctx.team_id}_{self.ctx.name[1:]}")
+        team, store = self.ctx.team_id, self.ctx.name[1:]
 
         def factory(collection: str, dimension: int) -> VectorIndex:
             # qdrant_client takes seconds to import: a worker pre-imports it at start, and the
             # client is made on first use (at once only when restoring stored collections).
             if self._qdrant is None:
                 self._qdrant = make_client(url=self.cfg.qdrant_url, path=self.cfg.qdrant_path)
-            name = re.sub(r"[^A-Za-z0-9_-]", "_", f"{prefix}__{collection}")
-            return QdrantIndex(self._qdrant, name, dimension)
+            return QdrantIndex(self._qdrant, storage_name(team, store, collection), dimension)
 
         return factory
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import hashlib
 import logging
 import queue
 import re
@@ -145,6 +146,16 @@ def apply_delta(built: Approximate, delta: Delta) -> int:
     return len(changed)
 
 
+def storage_name(*parts: str) -> str:
+    """One folder or collection name per distinct ``parts`` (a team, a store, a collection):
+    readable (other characters than letters, digits, ``_`` and ``-`` replaced) and made
+    distinct by a digest of the exact parts (``acme.prod`` and ``acme_prod``, or a team and
+    a store whose names shift an ``_`` between them, shared one index before)."""
+    slug = re.sub(r"[^A-Za-z0-9_-]", "_", "_".join(parts))[:80]
+    digest = hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{slug}-{digest}"
+
+
 class IndexBuilder:
     """The index thread of one store: runs the build jobs of its collections one at a time
     (started with the first job; a daemon, so an interpreter exit does not wait for a long
@@ -162,7 +173,7 @@ class IndexBuilder:
     @classmethod
     def for_store(cls, config: VectorStoreConfig, team_id: str, name: str) -> IndexBuilder:
         """The builder of the store actor ``name`` of team ``team_id``."""
-        slug = re.sub(r"[^A-Za-z0-9_-]", "_", f"{team_id}_{name.lstrip('#')}")
+        slug = storage_name(team_id, name.lstrip("#"))
         folder = None if config.index_dir is None else Path(config.index_dir) / slug
         return cls(f"{team_id}/{name}", folder=folder)
 
