@@ -48,6 +48,26 @@ def test_agent_calls_tools_with_prefix(transport: str, start_server: type[Server
     assert any(n.startswith("srv_docs_search_") for n in script.seen_tools)
 
 
+def test_a_remote_tool_never_takes_a_local_tools_name(
+    start_server: type[ServerProcess], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server lists ``echo``, the name of a local card's tool: the local one is what the
+    model sees and calls, the remote one is left out with a warning (the run failed on the
+    duplicate name, losing every tool); the server's other tools stay."""
+    from core_cards import EchoCard
+
+    card, _ = card_for("stdio", start_server, name="echo")  # no prefix
+    agent, script = make_agent([ToolFactory([EchoCard(), card]).toolset()])
+
+    async def main() -> list[str]:
+        return await call_tools(
+            agent, script, [("echo", {"text": "hi"}), ("add", {"a": 2, "b": 3})]
+        )
+
+    assert asyncio.run(main()) == ["echo: hi", "5"]
+    assert "the name of a local tool" in caplog.text
+
+
 def test_a_bare_prefix_is_joined_with_an_underscore(start_server: type[ServerProcess]) -> None:
     card, _ = card_for("stdio", start_server, name="crm", tool_prefix="crm")
     agent, script = make_agent([ToolFactory([card]).toolset()])

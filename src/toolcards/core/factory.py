@@ -112,8 +112,17 @@ class ToolFactory:
         return card_views(self.cards)
 
     def get_toolsets(self) -> list[AbstractToolset[Any]]:
-        """Extra toolsets contributed by cards (for example MCP servers)."""
-        return [ts for card in self.cards for ts in card.get_toolsets()]
+        """Extra toolsets contributed by cards (for example MCP servers). One that takes names
+        it does not choose (a remote server's) is told the card tools' names (``reserve``):
+        a remote tool never takes a local tool's name (it made the run, or the server,
+        fail on a duplicate name)."""
+        toolsets = [ts for card in self.cards for ts in card.get_toolsets()]
+        taken = frozenset(fn.__name__ for _, fn in self._tools)
+        for toolset in toolsets:
+            reserve = getattr(toolset, "reserve", None)
+            if callable(reserve):
+                reserve(taken)
+        return toolsets
 
     def function_toolset(self) -> AbstractToolset[Any]:
         """A pydantic-ai ``FunctionToolset`` of the TOOL_CALL tools with their annotations."""

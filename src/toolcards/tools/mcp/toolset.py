@@ -139,6 +139,8 @@ class MCPServerToolset(AbstractToolset[Any]):
         self._prefix = prefix
         self._include = None if include is None else set(include)
         self._exclude = set(exclude)
+        self._reserved: frozenset[str] = frozenset()
+        self._refused: set[str] = set()
         self._retry_interval = retry_interval
         self._max_result_chars = max_result_chars
         self._inner: AbstractToolset[Any] | None = None
@@ -274,6 +276,10 @@ class MCPServerToolset(AbstractToolset[Any]):
             return self._rename(found)
         return {}
 
+    def reserve(self, names: frozenset[str]) -> None:
+        """Names this server's tools may not take (the local tools' beside it)."""
+        self._reserved = names
+
     def _rename(self, found: dict[str, ToolsetTool[Any]]) -> dict[str, ToolsetTool[Any]]:
         wanted = {
             n: t
@@ -281,6 +287,16 @@ class MCPServerToolset(AbstractToolset[Any]):
             if (self._include is None or n in self._include) and n not in self._exclude
         }
         names = sanitize_names(wanted, self._prefix)
+        for original in [n for n in wanted if names[n] in self._reserved]:
+            del wanted[original]  # the server's name: it never shadows a local tool
+            if original not in self._refused:
+                self._refused.add(original)
+                log.warning(
+                    "MCP server %r lists a tool named %r, the name of a local tool: it is "
+                    "left out (a tool_prefix on the card keeps it)",
+                    self.name,
+                    names[original],
+                )
         tools: dict[str, ToolsetTool[Any]] = {}
         routes: dict[str, tuple[str, ToolsetTool[Any]]] = {}
         crowded = len(wanted) > self._max_listed
