@@ -197,6 +197,19 @@ def test_roots_are_refused_by_default(tmp_path: Path, audit: AuditLog) -> None:
     assert [r.outcome for r in audit.query(tool="mcp.asker.roots")] == ["denied"]
 
 
+def test_a_flood_of_requests_during_one_call_is_refused_with_a_bounded_trail(
+    tmp_path: Path, audit: AuditLog
+) -> None:
+    """300 roots requests during one call: the first 32 are decided (and audited) as usual,
+    the rest refused at once with one row saying so (each made a row: 3,000 made 3,000)."""
+    card = asking_card(tmp_path, protocol="legacy")
+    (answer,), _ = one_run(card, [("flood", {"times": 300})], audit)
+    assert answer == "300 of 300 refused"
+    rows = audit.query(tool="mcp.asker.roots", limit=1000)
+    assert len(rows) == 33 and {r.outcome for r in rows} == {"denied"}
+    assert "more than 32 requests during one tool call" in (rows[-1].reason or "")
+
+
 @pytest.mark.parametrize(
     ("fields", "tool", "pseudo"),
     [

@@ -114,6 +114,18 @@ async def where(ctx: Context) -> str | types.InputRequiredResult:
 
 
 @server.tool()
+async def flood(ctx: Context, times: int) -> str:
+    """Asks the client for its roots ``times`` times during one call (handshake era)."""
+    refused = 0
+    for _ in range(times):
+        try:
+            await ctx.session.list_roots()
+        except Exception:
+            refused += 1
+    return f"{refused} of {times} refused"
+
+
+@server.tool()
 def era(ctx: Context) -> str:
     """The negotiated protocol version."""
     return str(ctx.protocol_version)

@@ -46,7 +46,7 @@ class Refused(ToolcardsError):
     """A server request that is not answered; the message is what the server is told."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)  # one call each: told apart by identity
 class Frame:
     """One tool call in flight on the server: who governs it, and the agent's model (None
     outside an agent run)."""
@@ -54,6 +54,13 @@ class Frame:
     governing: GoverningCall | None
     model: Any
     tool: str
+    asked: int = 0
+    """Requests the server made during this call so far."""
+
+
+MAX_PER_CALL = 32
+"""Requests (of every kind) a server may make during one tool call: past it each is refused
+at once and only the first refused is audited (3,000 made 3,000 rows)."""
 
 
 @dataclass(slots=True)
@@ -144,6 +151,12 @@ class ServerRequests:
             log.warning("MCP server %r: %s refused: %s", self.server, tool_id, why)
             raise Refused(f"{kind} refused by the client: {why}")
         call_id = f"{governing.call_id or 'call'}.{kind}{next(self._numbers)}"
+        frame.asked += 1
+        if frame.asked > MAX_PER_CALL:
+            why = f"more than {MAX_PER_CALL} requests during one tool call"
+            if frame.asked == MAX_PER_CALL + 1:  # one row says so; the later ones none
+                _audit_refusal(governing, tool_id, call_id, args, f"{why} (later ones unaudited)")
+            raise Refused(f"{kind} refused by the client: {why}")
         refusal = self._card_refusal(kind, frame)
         if refusal is not None:
             _audit_refusal(governing, tool_id, call_id, args, refusal)
