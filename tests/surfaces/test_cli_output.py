@@ -47,10 +47,18 @@ def test_bad_json_arguments_say_what_is_wrong_and_how_to_write_them(team: Path) 
     assert "--json is" not in err
 
 
-def test_json_arguments_nested_too_deeply_are_a_usage_error(team: Path) -> None:
-    code, _, err = run(team, "call", "workspace_read", "--args", "[" * 100_000)
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [("[" * 100_000, "nested too deeply"), ('{"a": ' + "9" * 5_000 + "}", "number too long")],
+    ids=["deep", "long-number"],
+)
+def test_json_arguments_python_cannot_read_are_a_usage_error(
+    team: Path, text: str, said: str
+) -> None:
+    """Past the recursion limit, or an integer over 4,300 digits: tracebacks before."""
+    code, _, err = run(team, "call", "workspace_read", "--args", text)
     assert code == ExitCode.USAGE
-    assert "the arguments are not valid JSON (nested too deeply" in err
+    assert f"the arguments are not valid JSON ({said}" in err
 
 
 def test_json_arguments_that_are_an_array_are_named_as_such(team: Path) -> None:

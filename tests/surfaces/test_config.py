@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -108,3 +109,30 @@ def test_token_digests_load_into_the_runtime(tmp_path: Path) -> None:
     path = write(tmp_path, {"policy": "policy.yaml", "principals": {"tokens": [spec]}})
     with SurfaceRuntime.open(path) as rt:
         assert rt.tokens.resolve("t0k") == Identity("svc", "service")
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda p: Path("/dev/zero"), "not a regular file"),
+        (lambda p: p.write_bytes(b"team_id: caf\xe9\n") and p, "not UTF-8"),
+        (lambda p: p.write_bytes(b"#" * (2 << 20)) and p, "larger than 1048576 bytes"),
+    ],
+    ids=["device", "latin-1", "huge"],
+)
+def test_a_config_file_that_is_no_text_config_is_one_line(
+    tmp_path: Path, make: Any, said: str
+) -> None:
+    """``-c /dev/zero`` grew the process until MemoryError; a Latin-1 file was a traceback."""
+    path = make(tmp_path / "toolcards.yaml")
+    with pytest.raises(ConfigError, match=said):
+        load_config(path)
+
+
+@pytest.mark.parametrize("spec", [":", ".x:y", "json"])
+def test_a_tools_entry_that_is_not_module_colon_name_is_one_line(tmp_path: Path, spec: str) -> None:
+    (tmp_path / "policy.yaml").write_text("default_effect: allow\n")
+    path = tmp_path / "toolcards.yaml"
+    path.write_text(yaml.safe_dump({"policy": "policy.yaml", "tools": [spec]}))
+    with pytest.raises(ConfigError, match="give 'module:attribute'"):
+        SurfaceRuntime.open(path)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 from pathlib import Path
 from typing import Any
@@ -71,4 +72,28 @@ def test_the_cli_refuses_an_untrusted_card_with_a_usage_error(tmp_path: Path) ->
     done = CliRunner().invoke(app, ["--config", str(write(tmp_path, cards=[card])), "list"])
     assert done.exit_code == ExitCode.USAGE
     assert "MCPTool.command = `/bin/sh -c" in done.stderr and "trust:" in done.stderr
+    assert not marker.exists()
+
+
+def test_a_config_an_agent_wrote_in_its_workspace_grants_no_trust(tmp_path: Path) -> None:
+    """The agent writes a config that trusts ``/bin/sh`` with a card running it into its
+    workspace (through its own workspace tool); the operator then points ``-c`` at it: it is
+    refused as data, before anything runs (the shell ran as the operator)."""
+    marker = tmp_path / "ran"
+    operator = write(tmp_path, cards=[{"type": "WorkspaceTool", "workspace_id": "w"}])
+    card = {**CARD, "command": "/bin/sh", "args": ["-c", f"touch {marker}"]}
+    planted = {
+        "store": ":memory:",
+        "policy": "../../policy.yaml",
+        "trust": {"commands": [{"command": "/bin/sh", "args": ["**"]}]},
+        "cards": [card],
+    }
+    args = {"path": "evil.yaml", "content": yaml.safe_dump(planted)}
+    with SurfaceRuntime.open(operator) as rt:
+        written = asyncio.run(rt.executor.call("workspace_write", args, rt.local))
+        assert written.ok, written.message
+    evil = tmp_path / "workspaces" / "w" / "evil.yaml"
+    result = CliRunner().invoke(app, ["-c", str(evil), "list"])
+    assert result.exit_code == ExitCode.USAGE, result.output
+    assert "in a workspaces root, where agents write" in result.stderr
     assert not marker.exists()

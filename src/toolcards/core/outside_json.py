@@ -15,11 +15,14 @@ __all__ = ["loads"]
 
 def loads(text: str | bytes | bytearray) -> Any:
     """``json.loads(text)``; ``json.JSONDecodeError`` (a ``ValueError``) for text it cannot
-    read, nesting too deep included (at the first bracket: where the JSON goes too deep is
-    not known)."""
+    read, nesting too deep and integers too long included (named at the text's start: where
+    is not known)."""
     try:
         return json.loads(text)
-    except RecursionError:
+    except json.JSONDecodeError:
+        raise
+    except (RecursionError, ValueError) as exc:  # too deep; an integer over 4,300 digits
         doc = text if isinstance(text, str) else bytes(text).decode("utf-8", "replace")
         start = len(doc) - len(doc.lstrip())
-        raise json.JSONDecodeError("Nested too deeply", doc, start) from None
+        why = "Nested too deeply" if isinstance(exc, RecursionError) else "Number too long"
+        raise json.JSONDecodeError(why, doc, start) from None

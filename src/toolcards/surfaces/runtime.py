@@ -364,6 +364,9 @@ def imported(spec: str, source: str, field: str = "tools") -> list[Any]:
     """What the config entry ``spec`` (``module:name``) of ``field`` names, as a list (a
     list or tuple value as its items); ConfigError when it cannot be imported."""
     module_name, _, attr = spec.partition(":")
+    if not module_name or module_name.startswith(".") or not attr:
+        why = "give 'module:attribute' (a module by its full name)"
+        raise ConfigError(f"{source}: {field}: {spec!r}: {why}")
     try:
         value: Any = importlib.import_module(module_name)
         for part in attr.split("."):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 import zlib
 from pathlib import Path
 
@@ -35,14 +36,33 @@ CONNECT_TIMEOUT = 2.0
 CALL_TIMEOUT = 3600.0
 
 
+MAX_CONFIG = 1 << 20
+"""Bytes of a config file read here at most (the loader refuses a larger one itself)."""
+
+
+def _config_text(config: str | Path) -> str | None:
+    """The config file's text; None when it is not a regular UTF-8 file of at most
+    :data:`MAX_CONFIG` bytes (``-c /dev/zero`` was read until memory ran out)."""
+    try:
+        fd = os.open(config, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(os.dup(fd), "rb") as file:
+            raw = file.read(MAX_CONFIG + 1)
+        return None if len(raw) > MAX_CONFIG else raw.decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    finally:
+        os.close(fd)
+
+
 def endpoint_path(config: Path) -> Path:
     """Where a server on ``config`` records its endpoint (readable without pydantic)."""
     config = Path(config)
-    try:
-        text: str | None = config.read_text(encoding="utf-8")
-    except OSError:
-        text = None
-    return _record_for(config, text)
+    return _record_for(config, _config_text(config))
 
 
 def _record_for(config: Path, text: str | None) -> Path:
@@ -70,10 +90,8 @@ def record_of(config: Path) -> Path:
     where = os.path.realpath(config)
     key = json.dumps([where, os.environ.get("HOME")])
     cache = _record_cache(key)
-    try:
-        with open(where, encoding="utf-8") as file:
-            text = file.read()
-    except OSError:
+    text = _config_text(where)
+    if text is None:
         return endpoint_path(config)
     try:
         with open(cache, encoding="utf-8") as cached:

@@ -1,4 +1,4 @@
-"""The config loader's one file call: a config file's text.
+"""The config loader's file calls: a config file's text, and whether it lies in a workspace.
 
 Kept apart from :mod:`toolcards.surfaces.config.model`, which knows where workspaces live: a module
 that knows workspace roots makes no file calls of its own (``tests/test_containment_rule.py``).
@@ -6,9 +6,36 @@ that knows workspace roots makes no file calls of its own (``tests/test_containm
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
+from toolcards.core.trust import ROOTS_MARKER
 
-def read_config_text(path: Path) -> str:
-    """The text of the config file at ``path`` (OSError as ``Path.read_text`` raises it)."""
-    return path.read_text(encoding="utf-8")
+MAX_CONFIG_BYTES = 1 << 20
+"""A config or policy file's size at most (they are a few kilobytes)."""
+
+
+def read_config_text(path: Path, what: str = "config file") -> str:
+    """The text of the config (or policy) file at ``path``: a regular file of at most
+    :data:`MAX_CONFIG_BYTES`, UTF-8 (OSError or UnicodeDecodeError otherwise; a FIFO or a
+    device such as ``/dev/zero`` is never read)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(0, f"the {what} is not a regular file", str(path))
+        chunks, size = [], 0
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_CONFIG_BYTES:
+                raise OSError(0, f"the {what} is larger than {MAX_CONFIG_BYTES} bytes", str(path))
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8")
+
+
+def inside_workspaces(path: Path) -> bool:
+    """Whether ``path`` lies under a workspaces root (a folder holding the marker the
+    workspace tools leave there): an agent may have written it."""
+    return any((parent / ROOTS_MARKER).is_file() for parent in path.resolve().parents)

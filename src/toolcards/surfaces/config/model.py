@@ -77,7 +77,7 @@ from toolcards.core.trust import HostTrust
 from toolcards.core.yaml_safe import YamlError, load_yaml
 from toolcards.stores.errors import UnknownStoreScheme
 from toolcards.stores.location import StoreLocation, redact_url
-from toolcards.surfaces.config.file import read_config_text
+from toolcards.surfaces.config.file import inside_workspaces, read_config_text
 from toolcards.surfaces.config.hints import problems
 from toolcards.surfaces.http.limits import HttpLimits
 from toolcards.surfaces.http.oauth_config import OAuthSpec
@@ -474,11 +474,16 @@ def load_config(path: str | Path = DEFAULT_CONFIG) -> SurfaceConfig:
         raise ConfigError(f"{path}: config file not found (pass --config)") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config file: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: the config file is not UTF-8 text") from None
     try:
         data = load_yaml(text, str(path))
     except YamlError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc.detail}") from None
-    return parse_config(data, source=str(path), base_dir=path.resolve().parent, host_written=True)
+    # a file in a workspace may be an agent's: its trust is refused as a client's would be
+    host = not inside_workspaces(path)
+    source = str(path) if host else f"{path} (in a workspaces root, where agents write)"
+    return parse_config(data, source=source, base_dir=path.resolve().parent, host_written=host)
 
 
 def hash_token(token: str) -> str:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from pathlib import Path
 
+from toolcards.core.trust import ROOTS_MARKER
+
 ROOT_ENV = "TOOLCARDS_WORKSPACES_ROOT"
 DEFAULT_ROOT = "./workspaces"
+
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
@@ -41,6 +45,8 @@ def workspace_dir(
     path = root / workspace_id_for(workspace_id, observer)
     if create:
         path.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):  # a read-only root: nothing is written below it
+            (root / ROOTS_MARKER).touch(exist_ok=True)  # empty: its name says it all
     resolved = path.resolve()
     if resolved.parent != root:
         raise ValueError(f"workspace directory {resolved} escapes the workspaces root {root}")
