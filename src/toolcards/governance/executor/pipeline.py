@@ -383,6 +383,9 @@ class Executor:
                     return stopped
             elif call.span is not None:
                 self.gate.traced(call)
+        elif call.edit is not None:  # an edit nobody was asked for: no request it settles
+            msg = f"denied: {cap.id} was never asked for approval, so no edit of it runs"
+            return book.finish(call, Outcome.DENIED, msg)
         if call.edit is not None:  # what the approver granted is what runs, checked afresh
             stopped = self.gate.apply_edit(call, self.policy)
             if stopped is not None:
