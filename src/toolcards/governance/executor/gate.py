@@ -58,7 +58,13 @@ class ApprovalGate:
         who, tool_id, decision = call.identity, call.tool_id, call.decision
         digest = args_digest(call.args)
         binding = {"tool_id": tool_id, "args_digest": digest, "principal": who.id}
-        record = broker.settle_record(call.call_id, approved=call.approved, **binding)
+        record = broker.settle_record(call.call_id, approved=False, **binding)
+        if call.approved and record is not None and record.state is ApprovalState.PENDING:
+            # the surface's yes (a run's deferred results) grants the request of its own
+            # conversation only: another one's made-up history took it before
+            asked_in = record.request.session
+            if not asked_in or asked_in == call.session:
+                record = broker.settle_record(call.call_id, approved=True, **binding)
         pending = record.request if record is not None else None
         if record is not None and record.state is ApprovalState.GRANTED:
             return self._granted(call, record)
