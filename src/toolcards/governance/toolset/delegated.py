@@ -46,12 +46,14 @@ class DelegatedCalls:
         caller: Identity,
         tool_id: str,
         start: Callable[[], Awaitable[Any]],
+        conversation: str = "",
     ) -> Any:
         """The delegating call's result: started (``start()``, with the run's channel in its
-        context), or resumed when ``approved`` names a parked one; raises ``ApprovalRequired``
-        while calls made on its behalf wait for the run."""
-        key = call_id or ""
-        parked = self._unpark(key) if approved and key else None
+        context), or resumed when ``approved`` names one parked by this conversation for this
+        caller (another conversation, or another caller, naming its tool call id starts its
+        own); raises ``ApprovalRequired`` while calls made on its behalf wait for the run."""
+        key = f"{conversation}\0{call_id}" if call_id else ""
+        parked = self._unpark(key, caller) if approved and key else None
         if parked is not None:
             run, task = parked
             run.answer(True)
@@ -64,16 +66,18 @@ class DelegatedCalls:
                 nesting.calling_run.reset(token)
         return await self._until_done_or_asked(key, run, task)
 
-    def settle(self, messages: Sequence[Any]) -> None:
+    def settle(self, messages: Sequence[Any], conversation: str = "") -> None:
         """Deny and cancel the parked calls the run's answer denied (a ``denied`` tool return
-        of theirs in ``messages``), and those parked longer than their wait."""
+        of theirs in ``messages``, of this conversation), and those parked longer than their
+        wait."""
         if not self._parked:
             return
         denied: dict[str, str] = {}
         for message in messages[-2:]:  # the answer is in the newest request
             for part in getattr(message, "parts", ()):
                 if getattr(part, "outcome", None) == "denied":
-                    denied[str(getattr(part, "tool_call_id", ""))] = str(part.content)
+                    call_id = getattr(part, "tool_call_id", "")
+                    denied[f"{conversation}\0{call_id}"] = str(part.content)
         now = time.monotonic()
         with self._lock:
             ended = [
@@ -125,7 +129,10 @@ class DelegatedCalls:
                 dropped.cancel()
             self._parked[key] = (run, task, time.monotonic())
 
-    def _unpark(self, key: str) -> tuple[CallerRun, asyncio.Future[Any]] | None:
+    def _unpark(self, key: str, caller: Identity) -> tuple[CallerRun, asyncio.Future[Any]] | None:
         with self._lock:
-            found = self._parked.pop(key, None)
-        return None if found is None else (found[0], found[1])
+            found = self._parked.get(key)
+            if found is None or found[0].caller != caller:
+                return None
+            del self._parked[key]
+        return found[0], found[1]

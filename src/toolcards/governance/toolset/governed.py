@@ -182,7 +182,8 @@ class GovernedToolset(WrapperToolset[Any]):
         return self if new is self.wrapped else self._with_wrapped(new)
 
     async def for_run_step(self, ctx: RunContext[Any]) -> AbstractToolset[Any]:
-        self.delegated.settle(ctx.messages)  # a run that denied a parked call: it stops
+        # a run that denied a parked call: it stops
+        self.delegated.settle(ctx.messages, ctx.conversation_id or ctx.run_id or "")
         new = await self.wrapped.for_run_step(ctx)
         return self if new is self.wrapped else self._with_wrapped(new)
 
@@ -278,8 +279,9 @@ class GovernedToolset(WrapperToolset[Any]):
             )
 
         if cap.annotations.delegates:  # it runs other agents: their approvals reach this run
+            conversation = ctx.conversation_id or ctx.run_id or ""
             result = await self.delegated.run(
-                ctx.tool_call_id, ctx.tool_call_approved, identity, cap.id, execute
+                ctx.tool_call_id, ctx.tool_call_approved, identity, cap.id, execute, conversation
             )
         else:
             result = await execute()
