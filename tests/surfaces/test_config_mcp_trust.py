@@ -92,7 +92,7 @@ def test_a_config_an_agent_wrote_in_its_workspace_grants_no_trust(tmp_path: Path
     with SurfaceRuntime.open(operator) as rt:
         written = asyncio.run(rt.executor.call("workspace_write", args, rt.local))
         assert written.ok, written.message
-    evil = tmp_path / "workspaces" / "w" / "evil.yaml"
+        evil = rt.workspaces()["w"] / "evil.yaml"
     result = CliRunner().invoke(app, ["-c", str(evil), "list"])
     assert result.exit_code == ExitCode.USAGE, result.output
     assert "in a workspaces root, where agents write" in result.stderr

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 
 from toolcards.core.trust import ROOTS_MARKER
@@ -35,7 +36,10 @@ def read_config_text(path: Path, what: str = "config file") -> str:
     return b"".join(chunks).decode("utf-8")
 
 
-def inside_workspaces(path: Path) -> bool:
-    """Whether ``path`` lies under a workspaces root (a folder holding the marker the
-    workspace tools leave there): an agent may have written it."""
-    return any((parent / ROOTS_MARKER).is_file() for parent in path.resolve().parents)
+def inside_workspaces(path: Path, roots: Sequence[Path] = ()) -> bool:
+    """Whether ``path`` lies under a workspaces root (one of ``roots``, or a folder holding
+    the marker the workspace tools leave in one): an agent may have written it."""
+    where = path.resolve()
+    if any(where.is_relative_to(root) for root in roots):
+        return True
+    return any((parent / ROOTS_MARKER).is_file() for parent in where.parents)

@@ -81,7 +81,7 @@ from toolcards.surfaces.config.file import inside_workspaces, read_config_text
 from toolcards.surfaces.config.hints import problems
 from toolcards.surfaces.http.limits import HttpLimits
 from toolcards.surfaces.http.oauth_config import OAuthSpec
-from toolcards.tools._common.workspace_dir import ROOT_ENV
+from toolcards.tools._common.workspace_dir import ROOT_ENV, workspaces_root
 
 if TYPE_CHECKING:
     from toolcards.runtime.system import ActorSystem
@@ -481,7 +481,7 @@ def load_config(path: str | Path = DEFAULT_CONFIG) -> SurfaceConfig:
     except YamlError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc.detail}") from None
     # a file in a workspace may be an agent's: its trust is refused as a client's would be
-    host = not inside_workspaces(path)
+    host = not inside_workspaces(path, [workspaces_root()])  # $TOOLCARDS_WORKSPACES_ROOT's
     source = str(path) if host else f"{path} (in a workspaces root, where agents write)"
     return parse_config(data, source=source, base_dir=path.resolve().parent, host_written=host)
 

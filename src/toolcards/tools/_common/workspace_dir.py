@@ -43,7 +43,7 @@ def workspace_dir(
     ``root`` (default :func:`workspaces_root`'s)."""
     root = workspaces_root(root)
     path = root / workspace_id_for(workspace_id, observer)
-    if create:
+    if create and not path.is_dir():  # a new workspace: its root is marked as agents' ground
         path.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(OSError):  # a read-only root: nothing is written below it
             (root / ROOTS_MARKER).touch(exist_ok=True)  # empty: its name says it all
