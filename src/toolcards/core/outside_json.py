@@ -24,5 +24,10 @@ def loads(text: str | bytes | bytearray) -> Any:
     except (RecursionError, ValueError) as exc:  # too deep; an integer over 4,300 digits
         doc = text if isinstance(text, str) else bytes(text).decode("utf-8", "replace")
         start = len(doc) - len(doc.lstrip())
-        why = "Nested too deeply" if isinstance(exc, RecursionError) else "Number too long"
+        if isinstance(exc, RecursionError):
+            why = "Nested too deeply"
+        elif isinstance(exc, UnicodeDecodeError):
+            why = "Not UTF-8 text"
+        else:
+            why = "Number too long" if "digits" in str(exc) else "Unreadable"
         raise json.JSONDecodeError(why, doc, start) from None
