@@ -183,20 +183,23 @@ def test_the_event_stream_replays_missed_events_then_live_ones(
     assert ["Missed one" in d["text"] for d in data] == [True, False]
 
 
+def _deploy_waits(world: World, env: str) -> Any:
+    """An agent's deploy to ``env``, waiting in the inbox (withdraw it afterwards)."""
+    return world.broker.request(
+        tool_id="deploy",
+        args={"env": env},
+        identity=IDENTITIES["agent"],
+        reason="deploys need a human",
+    )
+
+
 def test_a_new_pending_approval_is_announced_on_the_stream(
     world: World, approver: httpx.Client
 ) -> None:
     made: list[Any] = []
 
     def act() -> None:  # the page is on the watcher's list (hello): a change reaches it
-        made.append(
-            world.broker.request(
-                tool_id="deploy",
-                args={"env": "qa"},
-                identity=IDENTITIES["agent"],
-                reason="deploys need a human",
-            )
-        )
+        made.append(_deploy_waits(world, "qa"))
 
     try:
         lines = _stream_until(approver, "/events", "event: approvals", act)
@@ -219,14 +222,7 @@ def test_an_open_event_stream_ends_with_its_session(world: World) -> None:
                 if line.startswith("event: hello"):
                     out = viewer.post("/logout", data={"csrf": viewer.csrf})  # type: ignore[attr-defined]
                     assert out.status_code == 303
-                    made.append(
-                        world.broker.request(
-                            tool_id="deploy",
-                            args={"env": "after-logout"},
-                            identity=IDENTITIES["agent"],
-                            reason="deploys need a human",
-                        )
-                    )
+                    made.append(_deploy_waits(world, "after-logout"))
     finally:
         viewer.close()
         for request in made:

@@ -10,6 +10,7 @@ from typing import Any
 
 from toolcards.core.errors import RetriableError
 from toolcards.tools.workspace.paths import iter_dir, open_child_dir
+from toolcards.tools.workspace.work_budget import WorkBudget
 
 MAX_BRACE_EXPANSIONS = 64
 
@@ -80,26 +81,8 @@ MAX_GLOB_STEPS = 10_000
 """Steps one path's match may take (a pattern needs tens; past it the pattern is refused)."""
 
 
-class _Budget:
-    """The steps left to one path's match."""
-
-    __slots__ = ("left", "pattern")
-
-    def __init__(self, pattern: str) -> None:
-        self.left = MAX_GLOB_STEPS
-        self.pattern = pattern
-
-    def spend(self, steps: int) -> None:
-        self.left -= steps
-        if self.left < 0:
-            raise RetriableError(
-                f"glob pattern {self.pattern!r} takes more than {MAX_GLOB_STEPS:,} steps to "
-                "match one path; use fewer '*' and '**'"
-            )
-
-
 def _wild_match(
-    items: tuple[Any, ...], text: Sequence[Any], star: Any, one: Any, budget: _Budget
+    items: tuple[Any, ...], text: Sequence[Any], star: Any, one: Any, budget: WorkBudget
 ) -> bool:
     """Whether ``items`` (with ``star`` matching any run) match all of ``text``, item by item
     through ``one(item, part, budget)``: the greedy walk that, on a mismatch, lets the last
@@ -131,13 +114,13 @@ def _wild_match(
     return False
 
 
-def _one(token: _Token, ch: str, _budget: _Budget) -> bool:
+def _one(token: _Token, ch: str, _budget: WorkBudget) -> bool:
     if isinstance(token, str):
         return token == "?" or token == ch
     return token.fullmatch(ch) is not None
 
 
-_NameTest = Callable[[str, _Budget], bool]
+_NameTest = Callable[[str, WorkBudget], bool]
 
 
 def _name_test(tokens: tuple[_Token, ...]) -> _NameTest:
@@ -156,7 +139,7 @@ def _name_test(tokens: tuple[_Token, ...]) -> _NameTest:
     return lambda name, budget: _wild_match(tokens, name, _STAR, _one, budget)
 
 
-def _tested(test: _NameTest, name: str, budget: _Budget) -> bool:
+def _tested(test: _NameTest, name: str, budget: WorkBudget) -> bool:
     return test(name, budget)
 
 
@@ -179,7 +162,7 @@ class _Glob:
         self.parts = tuple(parts)
         self.deep = _GLOBSTAR in parts
 
-    def matches(self, path: str, budget: _Budget) -> bool:
+    def matches(self, path: str, budget: WorkBudget) -> bool:
         parts = self.parts
         if len(parts) == 1 and not self.deep:
             return "/" not in path and parts[0](path, budget)
@@ -207,7 +190,7 @@ def glob_matches(pattern: str, rel: str) -> bool:
     path's)."""
     globs, anchored = compile_glob(pattern)
     target = rel if anchored else rel.rsplit("/", 1)[-1]
-    budget = _Budget(pattern)
+    budget = WorkBudget(MAX_GLOB_STEPS, lambda: _too_costly(pattern))
     return any(glob.matches(target, budget) for glob in globs)
 
 
@@ -252,3 +235,10 @@ def iter_files(
 def sort_key(rel: str) -> tuple[str, ...]:
     """Order of paths as ripgrep's ``--sort=path`` prints them."""
     return tuple(rel.split("/"))
+
+
+def _too_costly(pattern: str) -> str:
+    return (
+        f"glob pattern {pattern!r} takes more than {MAX_GLOB_STEPS:,} steps to match one path; "
+        "use fewer '*' and '**'"
+    )

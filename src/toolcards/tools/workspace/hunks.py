@@ -40,6 +40,7 @@ from toolcards.tools.workspace.edits import quote_lines
 from toolcards.tools.workspace.fuzzy import Fuzzy, bare, fuzzy_places
 from toolcards.tools.workspace.locate import closest_region
 from toolcards.tools.workspace.patch import Hunk
+from toolcards.tools.workspace.work_budget import WorkBudget
 
 Key = Callable[[str], str]
 
@@ -88,15 +89,13 @@ class PatchedText:
         self.delta = 0
         self.notes: list[str] = []
         self._keyed: dict[str, list[str]] = {}
-        self._work = MAX_WORK
-
-    def _spend(self, work: int) -> None:
-        self._work -= work
-        if self._work < 0:
-            raise RetriableError(
-                f"{self.rel}: the hunks' lines stand in too many places of the file to weigh "
+        self._work = WorkBudget(
+            MAX_WORK,
+            lambda: (
+                f"{rel}: the hunks' lines stand in too many places of the file to weigh "
                 "them all; add context lines to the hunks, or send fewer hunks at once"
-            )
+            ),
+        )
 
     def text(self) -> str:
         return "\n".join(self.lines) + ("\n" if self.final_nl and self.lines else "")
@@ -194,7 +193,7 @@ class PatchedText:
 
     def _fuzzy(self, number: int, hunk: Hunk, old: list[str], expected: int) -> Fuzzy:
         """Where the hunk goes when its context differs (or why it goes nowhere)."""
-        self._spend(2 * (len(self.lines) - self.floor))  # each side's walk of the file
+        self._work.spend(2 * (len(self.lines) - self.floor))  # each side's walk of the file
         places = fuzzy_places(self.lines, hunk.lines, "-", self.floor)
         # the result stands already: only with added lines, and half its context lines or more
         adds = any(op == "+" for op, _ in hunk.lines)
@@ -260,7 +259,7 @@ class PatchedText:
             if keyed[pos : pos + size] == want:
                 found.append(pos)
             pos += 1
-        self._spend(tried + 1)
+        self._work.spend(tried + 1)
         return found
 
     def _nearest(self, hits: list[int], expected: int, heading: str) -> _Near | None:
@@ -295,9 +294,9 @@ class PatchedText:
                     if line.startswith(heading):
                         inside.append(hit)
                     break
-            if looked > self._work:
+            if looked > self._work.left:
                 break
-        self._spend(looked + 1)
+        self._work.spend(looked + 1)
         return inside
 
     # ---- writing a hunk -------------------------------------------------------------------
