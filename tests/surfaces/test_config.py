@@ -136,3 +136,12 @@ def test_a_tools_entry_that_is_not_module_colon_name_is_one_line(tmp_path: Path,
     path.write_text(yaml.safe_dump({"policy": "policy.yaml", "tools": [spec]}))
     with pytest.raises(ConfigError, match="give 'module:attribute'"):
         SurfaceRuntime.open(path)
+
+
+def test_a_policy_file_that_is_a_device_is_one_line(tmp_path: Path) -> None:
+    """``policy: /dev/zero`` (a config may name any file) was read until memory ran out."""
+    from toolcards.governance import Policy
+    from toolcards.governance.policy.policy import PolicyError
+
+    with pytest.raises(PolicyError, match="not a regular file"):
+        Policy.from_yaml(Path("/dev/zero"))

@@ -218,11 +218,6 @@ def _url_parts(url: str) -> tuple[str, str, int | None, str] | None:
     return parts.scheme, parts.hostname.lower(), port, parts.path.rstrip("/")
 
 
-ROOTS_MARKER = ".toolcards-workspaces"
-"""The (empty) file the workspace tools leave in a workspaces root: a file below it, which an
-agent may have written, is never taken for the operator's (a config there grants no trust)."""
-
-
 def private_host(url: str) -> bool:
     """True when ``url`` names, as written, a host that is not on the public internet: an IP
     address outside the global ranges, ``localhost``, or a name without a dot (a LAN name).

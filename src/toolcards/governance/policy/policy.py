@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from toolcards.core import host_files
 from toolcards.core.identity import Identity
 from toolcards.governance.policy.index import ArgumentIndex, Profile, RuleIndex, ToolRules
 from toolcards.governance.policy.parse import (
@@ -406,9 +407,11 @@ def _mtime(path: Path) -> int | None:
 def _read(path: Path) -> CompiledPolicy:
     name = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = host_files.read_bounded(path, "policy file")
     except OSError as exc:
         raise PolicyError(f"{name}: cannot read policy file: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise PolicyError(f"{name}: the policy file is not UTF-8 text") from None
     return compile_policy(load_yaml(text, name), name)
 
 

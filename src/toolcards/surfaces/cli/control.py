@@ -21,11 +21,11 @@ from __future__ import annotations
 import json
 import os
 import socket
-import stat
 import zlib
 from pathlib import Path
 
 from toolcards._lazy import TYPE_CHECKING
+from toolcards.core import host_files
 
 if TYPE_CHECKING:
     from typing import Any
@@ -36,27 +36,12 @@ CONNECT_TIMEOUT = 2.0
 CALL_TIMEOUT = 3600.0
 
 
-MAX_CONFIG = 1 << 20
-"""Bytes of a config file read here at most (the loader refuses a larger one itself)."""
-
-
 def _config_text(config: str | Path) -> str | None:
-    """The config file's text; None when it is not a regular UTF-8 file of at most
-    :data:`MAX_CONFIG` bytes (``-c /dev/zero`` was read until memory ran out)."""
+    """The config file's text, read bounded; None when it cannot be read."""
     try:
-        fd = os.open(config, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(os.dup(fd), "rb") as file:
-            raw = file.read(MAX_CONFIG + 1)
-        return None if len(raw) > MAX_CONFIG else raw.decode("utf-8")
+        return host_files.read_bounded(config)
     except (OSError, UnicodeDecodeError):
         return None
-    finally:
-        os.close(fd)
 
 
 def endpoint_path(config: Path) -> Path:

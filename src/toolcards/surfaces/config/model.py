@@ -70,6 +70,7 @@ from pydantic import (
     model_validator,
 )
 
+from toolcards.core import host_files
 from toolcards.core.errors import ToolcardsError
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.registry import CARD_TYPES, load_card
@@ -77,7 +78,6 @@ from toolcards.core.trust import HostTrust
 from toolcards.core.yaml_safe import YamlError, load_yaml
 from toolcards.stores.errors import UnknownStoreScheme
 from toolcards.stores.location import StoreLocation, redact_url
-from toolcards.surfaces.config.file import inside_workspaces, read_config_text
 from toolcards.surfaces.config.hints import problems
 from toolcards.surfaces.http.limits import HttpLimits
 from toolcards.surfaces.http.oauth_config import OAuthSpec
@@ -469,7 +469,7 @@ def load_config(path: str | Path = DEFAULT_CONFIG) -> SurfaceConfig:
     """Read a config file; ConfigError naming the file (and field) when it is unusable."""
     path = Path(path)
     try:
-        text = read_config_text(path)
+        text = host_files.read_bounded(path)
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found (pass --config)") from None
     except OSError as exc:
@@ -480,8 +480,9 @@ def load_config(path: str | Path = DEFAULT_CONFIG) -> SurfaceConfig:
         data = load_yaml(text, str(path))
     except YamlError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc.detail}") from None
-    # a file in a workspace may be an agent's: its trust is refused as a client's would be
-    host = not inside_workspaces(path, [workspaces_root()])  # $TOOLCARDS_WORKSPACES_ROOT's
+    # a file in a workspace (or under $TOOLCARDS_WORKSPACES_ROOT) may be an agent's: its
+    # trust is refused as a client's would be
+    host = not host_files.inside_workspaces(path, [workspaces_root()])
     source = str(path) if host else f"{path} (in a workspaces root, where agents write)"
     return parse_config(data, source=source, base_dir=path.resolve().parent, host_written=host)
 

@@ -7,7 +7,7 @@ import os
 import re
 from pathlib import Path
 
-from toolcards.core.trust import ROOTS_MARKER
+from toolcards.core.host_files import ROOTS_MARKER
 
 ROOT_ENV = "TOOLCARDS_WORKSPACES_ROOT"
 DEFAULT_ROOT = "./workspaces"
