@@ -211,34 +211,30 @@ class ResourceCatalog:
 
     # -- subscriptions ------------------------------------------------------------------------
 
-    def subscribable(self, who: Identity, uri: str) -> bool:
-        """Whether ``uri`` names a resource ``who`` may read: one a read would not answer
-        with not-found (a template's reader is asked)."""
+    def subscribable(self, who: Identity, uri: str) -> str | None:
+        """The canonical URI of the resource ``uri`` names when ``who`` may read it (one a
+        read would not answer with not-found: a template's reader is asked); else None."""
         target, found = self._target(uri)
         if found is None or self.decide(who, target, found[0]).effect != "allow":
-            return False
+            return None
         source, read = found
         if isinstance(source, res.TemplateResource):
             try:
                 read()
             except res.ResourceNotFound:
-                return False
+                return None
             except Exception:  # it exists; reading it fails for another reason
                 log.warning("reading %s to subscribe to it failed", uri, exc_info=True)
-        return True
+        return target.removeprefix("resource:")
 
     def _canonical(self, uri: str) -> str:
         found = self.find(uri)
         return uri if found is None else found[1]
 
-    def _subscribed(self, who: Identity, uri: str) -> str | None:
-        """The canonical URI of the resource ``uri`` names when ``who`` may subscribe to it."""
-        return self._canonical(uri) if self.subscribable(who, uri) else None
-
     async def _subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> Any:
         who = self.identity_of(ctx)
         uri = str(params.uri)
-        canonical = await anyio.to_thread.run_sync(self._subscribed, who, uri)
+        canonical = await anyio.to_thread.run_sync(self.subscribable, who, uri)
         if canonical is None:
             raise MCPError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri})
         key = id(getattr(ctx.session, "_connection", ctx.session))
