@@ -61,6 +61,11 @@ class _Listener:
     sent: list[asyncio.Future[None]] | None = None  # a call's sends, awaited before its result
 
 
+MAX_LEVEL_SESSIONS = 1024
+"""Sessions whose ``logging/setLevel`` is kept: past it, the longest-standing session's level
+is forgotten (it falls back to the default; a session that ended leaves its level behind
+until a send to it fails, and nothing else tells its end)."""
+
 _current: contextvars.ContextVar[_Listener | None] = contextvars.ContextVar(
     "toolcards_mcp_log_listener", default=None
 )
@@ -81,6 +86,9 @@ class LogForwarder(logging.Handler):
     def set_level(self, session: Any, level: str) -> None:
         key = _connection_key(session)
         with self._lock:
+            self._levels.pop(key, None)  # the latest setter is the last to be forgotten
+            if len(self._levels) >= MAX_LEVEL_SESSIONS:
+                del self._levels[next(iter(self._levels))]
             self._levels[key] = _Listener(session, _LEVELS[level])
 
     def level_of(self, session: Any) -> int | None:
