@@ -145,3 +145,29 @@ def test_a_policy_file_that_is_a_device_is_one_line(tmp_path: Path) -> None:
 
     with pytest.raises(PolicyError, match="not a regular file"):
         Policy.from_yaml(Path("/dev/zero"))
+
+
+@pytest.mark.parametrize(
+    ("team", "card", "loads"),
+    [
+        ("my team", {"type": "WorkspaceTool"}, False),
+        ("../up", {"type": "ExecTool"}, False),
+        ("my team", {"type": "WorkspaceTool", "workspace_id": "files"}, True),
+        ("my team", {"type": "PlanningTool"}, True),
+        ("crew-1", {"type": "WorkspaceTool"}, True),
+    ],
+)
+def test_a_team_id_that_cannot_name_a_cards_workspace_is_a_config_error(
+    tmp_path: Path, team: str, card: dict[str, Any], loads: bool
+) -> None:
+    """A card without a workspace_id keeps its files in a directory named after the team: a
+    team id that names none fails the config in one line (it failed every call before)."""
+    path = write(tmp_path, {"policy": "policy.yaml", "team_id": team, "cards": [card]})
+    if loads:
+        assert load_config(path).team_id == team
+        return
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    assert str(error.value).startswith(
+        f"{path}: team_id: cards.0 ({card['type']}): workspace id {team!r} (the team id"
+    )

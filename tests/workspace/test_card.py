@@ -96,6 +96,14 @@ def test_team_id_is_the_default_directory(root: Path) -> None:
     assert (root / "team7" / "f.txt").exists()
 
 
+def test_a_team_id_that_names_no_directory_fails_when_the_tools_are_made(root: Path) -> None:
+    member = Member("@a", team_id="my team")  # held: the card holds its observer weakly
+    card = WorkspaceTool().observer(member)
+    with pytest.raises(ValueError, match=r"workspace id 'my team' \(the team id"):
+        tools_of(card)
+    assert not root.exists()
+
+
 def test_resources_are_seeded_once_without_overwriting(root: Path) -> None:
     card = WorkspaceTool(workspace_id="seeded", resources={"docs/brief.md": "# Brief\n"})
     tools = tools_of(card)

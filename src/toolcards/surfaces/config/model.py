@@ -81,7 +81,7 @@ from toolcards.stores.location import StoreLocation, redact_url
 from toolcards.surfaces.config.hints import problems
 from toolcards.surfaces.http.limits import HttpLimits
 from toolcards.surfaces.http.oauth_config import OAuthSpec
-from toolcards.tools._common.workspace_dir import ROOT_ENV, workspaces_root
+from toolcards.tools._common.workspace_dir import ROOT_ENV, workspace_id_for, workspaces_root
 
 if TYPE_CHECKING:
     from toolcards.runtime.system import ActorSystem
@@ -456,6 +456,7 @@ def parse_config(
             f"{source}: team_id: {redact_url(shared[0])} is a shared store that holds many "
             "teams; name this config's team (team_id: <name>)"
         )
+    _check_team_workspaces(config, source)
     if config.system != "pykka" and not config.shared_store:
         raise ConfigError(
             f"{source}: system: ray runs tool actors in other processes, which cannot open "
@@ -463,6 +464,22 @@ def parse_config(
             "system: pykka)"
         )
     return config
+
+
+def _check_team_workspaces(config: SurfaceConfig, source: str) -> None:
+    """A card without a ``workspace_id`` keeps its files in a directory named after the team:
+    a team id that cannot name one is this config's error, not every call's."""
+    known = CARD_TYPES.names()
+    for i, card in enumerate(config.cards):
+        kind = card["type"]
+        if card.get("workspace_id") or kind not in known:
+            continue
+        if "workspace_id" not in CARD_TYPES.resolve(kind).model_fields:
+            continue
+        try:
+            workspace_id_for(None, config)
+        except ValueError as exc:
+            raise ConfigError(f"{source}: team_id: cards.{i} ({kind}): {exc}") from None
 
 
 def load_config(path: str | Path = DEFAULT_CONFIG) -> SurfaceConfig:

@@ -26,8 +26,10 @@ def workspace_id_for(workspace_id: str | None, observer: object | None) -> str:
     """The workspace id: the configured one, else the owner's team id, else ``default``."""
     chosen = workspace_id or getattr(observer, "team_id", None) or "default"
     if not _SAFE_ID.match(chosen) or chosen in {".", ".."}:
+        given = "" if workspace_id else " (the team id: give the card a workspace_id)"
         raise ValueError(
-            f"workspace id {chosen!r} must be 1-128 characters of letters, digits, '_', '.', '-'"
+            f"workspace id {chosen!r}{given} must be 1-128 characters of letters, digits, "
+            "'_', '.', '-'"
         )
     return str(chosen)
 

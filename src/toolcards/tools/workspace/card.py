@@ -150,6 +150,7 @@ class WorkspaceTool(ToolCard):
         name = fn.__name__
         if self.read_only and name not in READ_TOOLS:
             return []
+        workspace_id_for(self.workspace_id, self.observer_or_none())  # fails here, not per call
         guarded = retry_on_os_errors(fn)
         annotate(
             guarded,
