@@ -72,8 +72,11 @@ class ActorHost(Protocol):
     def is_member(self, name: str) -> bool:
         """True when ``name`` is on the roster."""
 
-    def post(self, to: str, content: str, *, sender: str = ...) -> MemberMessage:
-        """Queue ``content`` in the mailbox of the member ``to``."""
+    def post(
+        self, to: str, content: str, *, sender: str = ..., from_host: bool = ...
+    ) -> MemberMessage:
+        """Queue ``content`` in the mailbox of the member ``to`` (``from_host``: the host's
+        code sent it, so a slash command in it may run; never for a tool's message)."""
 
 
 class TeamHost(ActorHost, Protocol):

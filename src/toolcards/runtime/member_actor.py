@@ -81,7 +81,9 @@ class Roster(Protocol):
     def reply(self, message: MemberMessage, text: str) -> str:
         """Record (and route) the answer to ``message``; returns the answer's id."""
 
-    def post(self, to: str, content: str, sender: str = ...) -> MemberMessage:
+    def post(
+        self, to: str, content: str, sender: str = ..., *, from_host: bool = ...
+    ) -> MemberMessage:
         """Queue a message in the mailbox of ``to``."""
 
 
@@ -239,8 +241,10 @@ class MemberActor:
         try:
             if self._retired.is_set():
                 ok, reply = False, f"{self.name} has left the team; the message was not handled"
-            elif CommandRegistry.is_command(message.content) and not self._roster.is_member(
-                message.sender
+            elif (
+                message.from_host
+                and CommandRegistry.is_command(message.content)
+                and not self._roster.is_member(message.sender)
             ):
                 command = True
                 reply = self._command(message.content)

@@ -62,7 +62,14 @@ class MemberMessaging(ABC):
         without being fired); LookupError when there is none."""
 
     def _message(
-        self, to: str, content: str, sender: str, *, route_reply: bool, awaited: bool = False
+        self,
+        to: str,
+        content: str,
+        sender: str,
+        *,
+        route_reply: bool,
+        awaited: bool = False,
+        from_host: bool = False,
     ) -> MemberMessage:
         self._team.check_running()
         if not isinstance(content, str):
@@ -78,6 +85,7 @@ class MemberMessaging(ABC):
             content=truncate(content, MAX_MESSAGE_CHARS),
             route_reply=route_reply and self.is_member(sender),
             awaited=awaited,
+            from_host=from_host,
         )
 
     def _dispatch(self, message: MemberMessage) -> ActorHandle[Any]:
@@ -86,11 +94,13 @@ class MemberMessaging(ABC):
         self._team.log.append(MESSAGES, sent_event(message))
         return handle
 
-    def post(self, to: str, content: str, sender: str = USER) -> MemberMessage:
+    def post(
+        self, to: str, content: str, sender: str = USER, *, from_host: bool = False
+    ) -> MemberMessage:
         # lazy: agent members only (pydantic models, ~1x python -c pass)
         from toolcards.runtime.member_actor import MemberActor
 
-        message = self._message(to, content, sender, route_reply=True)
+        message = self._message(to, content, sender, route_reply=True, from_host=from_host)
         if message.recipient not in self._entries and self._relay is not None:
             self._relay.queue(message)  # its process delivers it
             return message
@@ -109,13 +119,17 @@ class MemberMessaging(ABC):
             return True
         return False
 
-    def send(self, to: str, content: str, sender: str, timeout: float) -> str:
+    def send(
+        self, to: str, content: str, sender: str, timeout: float, *, from_host: bool = False
+    ) -> str:
         # lazy: agent members only (pydantic models, ~1x python -c pass)
         from toolcards.runtime.member_actor import MemberActor, current_member
 
         self._team.check_running()
         remote = self._relay is not None and self.resolve(to) not in self._entries
-        message = self._message(to, content, sender, route_reply=False, awaited=remote)
+        message = self._message(
+            to, content, sender, route_reply=False, awaited=remote, from_host=from_host
+        )
         if self._relay is not None and remote:
             return self._send_remote(self._relay, message, timeout)
         if current_member.get() == message.recipient:

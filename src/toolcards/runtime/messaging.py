@@ -61,6 +61,10 @@ class MemberMessage(BaseModel):
     """Post the member's answer back to the sender's mailbox (member-to-member messages)."""
     awaited: bool = False
     """A sender in another process waits for the answer (it is logged in full)."""
+    from_host: bool = False
+    """The host's code posted it (``Team.post``/``Team.send``: a human's or an orchestrator's
+    line). Only such a message may run a slash command; what a member's model or a tool sent
+    is always a model turn, whoever is on the roster when it is read."""
     caller_run: str | None = None
     """The token of the run whose delegating tool sent the message and waits for the answer
     (``toolcards.core.nesting``): approvals the member's calls need may be asked of that run,

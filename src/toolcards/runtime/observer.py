@@ -77,7 +77,7 @@ class TeamObserver:
     def send_message(self, to: str, content: str) -> str:
         """Post ``content`` to the member ``to`` as this observer's member; returns the message
         id. When the sender is a member, the answer arrives later in its mailbox."""
-        return self._team.post(to, content, sender=self._address).id
+        return self._team.post(to, content, sender=self._address, from_host=False).id
 
     def __repr__(self) -> str:
         return f"<TeamObserver {self._address} team={self.team_id}>"

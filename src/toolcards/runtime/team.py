@@ -342,13 +342,17 @@ class Team:
         self, to: str, content: str, *, sender: str = USER, timeout: float = DEFAULT_SEND_TIMEOUT
     ) -> str:
         """Send ``content`` to the member ``to`` and wait at most ``timeout`` seconds for its
-        answer. A slash command (``/name args``) runs the member's command, not its model."""
-        return self._roster.send(to, content, sender, timeout)
+        answer. A slash command (``/name args``) from a sender outside the team runs the
+        member's command, not its model."""
+        return self._roster.send(to, content, sender, timeout, from_host=True)
 
-    def post(self, to: str, content: str, *, sender: str = USER) -> MemberMessage:
+    def post(
+        self, to: str, content: str, *, sender: str = USER, from_host: bool = True
+    ) -> MemberMessage:
         """Queue ``content`` in the mailbox of ``to`` and return at once. When ``sender`` is a
-        member, the answer is posted back to the sender's mailbox."""
-        return self._roster.post(to, content, sender)
+        member, the answer is posted back to the sender's mailbox. ``from_host=False``: a
+        member's or a tool's message, never run as a slash command."""
+        return self._roster.post(to, content, sender, from_host=from_host)
 
     def members(self) -> list[MemberInfo]:
         """The roster: name, role, busy and hire time of every member, in hire order."""

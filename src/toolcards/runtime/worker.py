@@ -323,11 +323,13 @@ class WorkerHost:
     def is_member(self, name: str) -> bool:
         return self.state_of(ROSTER).get(f"member:{name}") is not None
 
-    def post(self, to: str, content: str, *, sender: str = USER) -> MemberMessage:
+    def post(
+        self, to: str, content: str, *, sender: str = USER, from_host: bool = False
+    ) -> MemberMessage:
         """Leave ``content`` for the member ``to``: the process that runs the member delivers
         it (members of a team are reached through the team's event log)."""
         if not self.is_member(to):
             raise LookupError(f"team {self.team_id} has no member {to!r:.80}")
-        message = MemberMessage(sender=sender, recipient=to, content=content)
+        message = MemberMessage(sender=sender, recipient=to, content=content, from_host=from_host)
         self.log.append(MESSAGES, queued_event(message))
         return message

@@ -184,4 +184,4 @@ class NotificationActor(ToolActor):
         return bool(self.ctx.team.is_member(owner))
 
     def _post(self, owner: str, text: str) -> None:
-        self.ctx.team.post(owner, text, sender=ACTOR_NAME)
+        self.ctx.team.post(owner, text, sender=ACTOR_NAME, from_host=False)
