@@ -45,10 +45,12 @@ Tokens are stored as ``sha256:<hex>`` of the token (``toolcards hash-token`` pri
 Without ``principals.local`` the stdio and CLI caller is anonymous (a default-deny policy
 rejects it).
 
-Trust comes from the operator only: ``trust:`` and ``mcp_commands:`` are read from the file
-``load_config`` opens (written by whoever runs the server); a config given as a mapping
-(``parse_config``) may carry them only when the host says it wrote it (``host_written=True``).
-A config a client sent is data, and grants nothing.
+Trust and code come from the operator only: ``trust:``, ``mcp_commands:`` and the imports
+(``tools:``, ``hooks:``, ``resources:``, ``prompts:``) are read from the file ``load_config``
+opens (written by whoever runs the server, not found in a workspaces root); a config given as a
+mapping (``parse_config``) may carry them only when the host says it wrote it
+(``host_written=True``). A config a client sent or an agent wrote is data: it grants nothing
+and imports nothing.
 """
 
 from __future__ import annotations
@@ -424,6 +426,17 @@ class SurfaceConfig(BaseModel):
         return cards
 
 
+_HOST_ONLY = {
+    "trust": "grants trust",
+    "mcp_commands": "grants trust",
+    "tools": "names code to import",
+    "hooks": "names code to import",
+    "resources": "names code to import",
+    "prompts": "names code to import",
+}
+"""Keys only a config the host wrote may carry, and what they would do."""
+
+
 def parse_config(
     data: Any,
     *,
@@ -434,15 +447,17 @@ def parse_config(
     """A config from a mapping; ConfigError naming ``source`` and the field when invalid.
 
     ``host_written``: the host (its operator's file, its own code) wrote ``data``, so its
-    ``trust:`` and ``mcp_commands:`` grant what they say; otherwise (a config from anywhere
-    else, such as a client) either of them is refused."""
+    ``trust:`` and ``mcp_commands:`` grant what they say and its ``tools:``, ``hooks:``,
+    ``resources:`` and ``prompts:`` name code to import; otherwise (a config from anywhere
+    else, such as a client or an agent's workspace) any of them is refused."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level")
-    granted = sorted(key for key in ("trust", "mcp_commands") if data.get(key))
+    granted = [key for key in _HOST_ONLY if data.get(key)]
     if granted and not host_written:
         raise ConfigError(
             f"{source}: {granted[0]}: only the operator's config file (load_config) or the "
-            "host's code (parse_config(..., host_written=True)) grants trust; this config is data"
+            f"host's code (parse_config(..., host_written=True)) {_HOST_ONLY[granted[0]]}; "
+            "this config is data"
         )
     try:
         config = SurfaceConfig.model_validate(data)
