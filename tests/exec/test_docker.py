@@ -12,6 +12,7 @@ from tests.exec.support import sync
 
 from toolcards.tools.exec.backends import DockerBackend
 from toolcards.tools.exec.backends import docker as docker_mod
+from toolcards.core.registry import load_card
 from toolcards.tools.exec.card import ExecTool
 from toolcards.tools.exec.limits import ExecLimits
 
@@ -112,6 +113,26 @@ def test_option_injection_lands_after_the_image(fake_docker: Path) -> None:
     image_at = argv.index("img")
     assert "--privileged" not in argv[:image_at]
     assert argv[image_at + 1 :] == ["ls", "--privileged", "-v", "/:/host"]
+
+
+@pytest.mark.parametrize(
+    "image", ["--volume=/:/host", "--network=host", "-v", "--privileged", "img --rm", ""]
+)
+def test_an_image_that_is_no_image_reference_is_refused(image: str) -> None:
+    """``docker run`` reads a value in the image's place that starts with '-' as its own option
+    (the last ``--network`` wins over the backend's ``--network none``): refused on the card
+    (a spec or a card file, before any command) and on the backend."""
+    with pytest.raises(ValueError, match="must be an image reference"):
+        load_card({"type": "ExecTool", "mode": "docker", "docker_image": image})
+    with pytest.raises(ValueError, match="must be an image reference"):
+        DockerBackend(image=image)
+
+
+@pytest.mark.parametrize(
+    "image", ["alpine", "python:3.12-slim", "ghcr.io/org/img:1.2", "img@sha256:" + "a" * 64]
+)
+def test_image_references_are_taken(image: str) -> None:
+    assert DockerBackend(image=image).image == image
 
 
 def test_timeout_kills_the_container(fake_docker: Path) -> None:

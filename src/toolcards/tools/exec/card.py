@@ -18,6 +18,7 @@ from toolcards.core.spec import annotate
 from toolcards.core.trust import HostAccess, Reach
 from toolcards.tools._common.workspace_dir import workspace_dir, workspace_id_for
 from toolcards.tools.exec.backends import check_mode, isolating
+from toolcards.tools.exec.backends.docker import check_image
 from toolcards.tools.exec.command import ANY_PROGRAM, DEFAULT_ALLOWED_COMMANDS, check_allowed_entry
 from toolcards.tools.exec.limits import ExecLimits
 from toolcards.tools.exec.service import ExecService, ExecSettings, service_for
@@ -93,6 +94,11 @@ class ExecTool(ToolCard):
     @classmethod
     def _known_mode(cls, mode: str) -> str:
         return check_mode(mode)
+
+    @field_validator("docker_image")
+    @classmethod
+    def _an_image(cls, image: str | None) -> str | None:
+        return None if image is None else check_image(image)
 
     @field_validator("allowed_commands", mode="before")
     @classmethod

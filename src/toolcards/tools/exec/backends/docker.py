@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import subprocess
 import uuid
@@ -15,6 +16,19 @@ from toolcards.tools.exec.launch import Launch
 
 DEFAULT_IMAGE = "python:3.12-slim"
 NOBODY = "65534:65534"
+_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}")
+"""An image reference (``[registry[:port]/]name[:tag][@digest]``): never an option."""
+
+
+def check_image(image: str) -> str:
+    """``image`` when it is an image reference; ValueError otherwise (``docker run`` would
+    read ``--volume=/:/host`` in the image's place as one of its own options)."""
+    if not _IMAGE.fullmatch(image):
+        raise ValueError(
+            f"docker image {image!r:.80} must be an image reference such as "
+            f"{DEFAULT_IMAGE!r} (letters, digits and . _ / : @ -, not starting with '-')"
+        )
+    return image
 
 
 def default_user() -> str:
@@ -33,7 +47,7 @@ class DockerBackend(Backend):
         user = user or default_user()
         if user.split(":", 1)[0] in {"0", "root", ""}:
             raise ValueError("the docker backend never runs commands as root")
-        self.image = image
+        self.image = check_image(image)
         self.user = user
 
     @classmethod
