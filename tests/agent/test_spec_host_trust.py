@@ -22,6 +22,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from pydantic_ai import Agent
@@ -356,6 +357,7 @@ def test_a_spec_store_sends_no_host_password_to_its_server(
     trusting = GovernedCards.trusting(HostTrust(private_network=True))
     for url in (
         f"postgresql://toolcards@127.0.0.1:{catcher.port}/runs",
+        f"postgresql://toolcards:@127.0.0.1:{catcher.port}/runs",  # empty: libpq finds one
         f"postgresql://toolcards:x@127.0.0.1:{catcher.port}/runs?passfile=/root/.pgpass",
     ):
         data = spec({"type": "WorkspaceTool"})
@@ -364,6 +366,27 @@ def test_a_spec_store_sends_no_host_password_to_its_server(
         output = attempt(data, [], trusting)
         assert catcher.heard == []
         assert "without its own password or with options" in output, output
+
+
+@pytest.mark.parametrize("field", ["call_results", "audit"])
+@pytest.mark.timeout(60)
+def test_a_spec_store_names_one_host_never_a_list_or_a_socket(
+    catcher: PasswordCatcher, field: str, tmp_path: Path
+) -> None:
+    """libpq reads ``a.invalid,127.0.0.1`` as two hosts (and connects to the second) and a
+    percent-encoded path as a socket folder: a spec without trust reached loopback (and the
+    host's local server as the host's user) though ``urlsplit`` saw one public name."""
+    sockets = tmp_path / "pg.sock.d"
+    for url in (
+        f"postgresql://toolcards:x@nothing.invalid,127.0.0.1:{catcher.port}/runs",
+        f"postgresql://toolcards:x@{quote(str(sockets), safe='')}:{catcher.port}/runs",
+    ):
+        data = spec({"type": "WorkspaceTool"})
+        data["capabilities"][0]["toolcards"][field] = url
+        data["capabilities"][0]["toolcards"]["team"] = "specs"
+        output = attempt(data, [])
+        assert catcher.heard == []
+        assert "names several hosts or a local socket" in output, output
 
 
 @pytest.mark.timeout(60)

@@ -220,8 +220,9 @@ def spec_store(
 ) -> StoreLocation:
     """The store location a spec names in ``field``: a file path (relative to the spec file's
     folder, see :class:`SpecPaths`), ``:memory:``, or a server URL of a shared backend
-    (PostgreSQL) that carries its own password and no options, on a public host unless
-    ``trust`` allows the private network.
+    (PostgreSQL) that carries its own (non-empty) password and no options, on one host
+    (never a list, never a socket path) that is public unless ``trust`` allows the private
+    network.
     A refusal is one line that never shows a password."""
     if not isinstance(data, str) or not data or "\n" in data:
         raise ValueError(f"{field} must be a database file path or a database URL")
@@ -238,12 +239,18 @@ def spec_store(
             f"{field}: a shared database holds many teams; name the spec's team (team: <name>)"
         )
     parts = urlsplit(where.target)
-    if parts.password is None or parts.query:
+    if not parts.password or parts.query:
         raise UntrustedField(
             f"toolcards {field} {where.display!r} names a database without its own password or "
             "with options, and a spec may not choose where the host's credentials and files "
             "(PGPASSWORD, ~/.pgpass, a service or key file) go: write user:password@host/db, "
             "or open the store in code"
+        )
+    host = parts.netloc.rpartition("@")[2]
+    if "," in host or "%" in host:  # libpq: a list of hosts, or a socket folder's path
+        raise UntrustedField(
+            f"toolcards {field} {where.display!r} names several hosts or a local socket, and "
+            "a spec names one server by its host name or address: open other stores in code"
         )
     if private_host(where.target) and not HostTrust.of(trust).private_network:
         raise UntrustedField(
