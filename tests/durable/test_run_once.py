@@ -6,6 +6,7 @@ never answered from a record."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -236,3 +237,73 @@ def test_a_call_replayed_while_it_still_runs_is_told_to_retry_and_not_judged_dea
     assert first.value == third.value == "moved 5"
     assert "still running" in second.message and "interrupted" not in second.message
     assert outcomes == ["error", "ok", "replayed"]  # no `interrupted` row for a live call
+
+
+stopping: list[str] = []
+"""How ``pay`` is stopped once it has had its effect: ``interrupt`` (Ctrl-C) or ``cancel``."""
+
+
+async def pay(amount: str) -> str:
+    """Pay (a side effect), then be stopped when the test says so."""
+    writes.append(amount)
+    if stopping == ["interrupt"]:
+        raise KeyboardInterrupt
+    if stopping == ["cancel"]:
+        await asyncio.Event().wait()  # the run is cancelled while it waits here
+    return f"paid {amount}"
+
+
+def _stopped_then_replayed(tmp_path: Path, how: str, idempotent: bool) -> tuple[str, Any]:
+    """A durable run whose ``pay`` call is stopped after its effect, then the same run
+    replayed (what a durable engine's recovery does); the replay's answer and the rows.
+    (asyncio lets a KeyboardInterrupt out of its loop at once, as a process's Ctrl-C.)"""
+    audit = AuditLog(tmp_path / "audit.db", durability="sync")
+    results = SqliteCallResults(tmp_path / "calls.db")
+
+    def agent() -> Agent[None, str]:
+        governed = GovernedToolset(
+            FunctionToolset([Tool(pay, metadata={"idempotent": idempotent})]),
+            policy=Policy.from_dict({"default_effect": "allow"}),
+            identity=Identity("agent.writer", type="agent"),
+            audit=audit,
+            call_results=results,
+        )
+        return Agent(_scripted("pay", {"amount": "100"}), toolsets=[governed])
+
+    async def cancelled() -> None:
+        first = asyncio.ensure_future(agent().run("go", run_id=RUN_ID))
+        while not writes:
+            await asyncio.sleep(0.01)
+        first.cancel()
+        await first
+
+    stopping[:] = [how]
+    with pytest.raises((KeyboardInterrupt, asyncio.CancelledError)):
+        asyncio.run(cancelled() if how == "cancel" else agent().run("go", run_id=RUN_ID))
+    stopping.clear()
+    answer = agent().run_sync("go", run_id=RUN_ID).output
+    rows = [(row.call_id, row.outcome) for row in audit.query(tool="pay")]
+    audit.close()
+    results.close()
+    return answer, rows
+
+
+@pytest.mark.parametrize(("how", "row"), [("interrupt", "interrupted"), ("cancel", "cancelled")])
+def test_a_call_stopped_after_its_tool_started_is_not_run_again_on_replay(
+    tmp_path: Path, how: str, row: str
+) -> None:
+    """Ctrl-C or a cancellation after the tool had its effect: the replay of the run answers
+    that it may have had its effect (it ran the payment a second time, audited ``ok``)."""
+    writes.clear()
+    answer, rows = _stopped_then_replayed(tmp_path, how, idempotent=False)
+    assert writes == ["100"]
+    assert answer.startswith("error: pay was stopped (cancelled or interrupted) while it ran")
+    assert rows == [(CALL_ID, row), (CALL_ID, "replayed")]
+
+
+def test_an_idempotent_call_stopped_while_it_ran_runs_again_on_replay(tmp_path: Path) -> None:
+    writes.clear()
+    answer, rows = _stopped_then_replayed(tmp_path, "interrupt", idempotent=True)
+    assert writes == ["100", "100"]
+    assert answer == "paid 100"
+    assert rows == [(CALL_ID, "interrupted"), (CALL_ID, "ok")]

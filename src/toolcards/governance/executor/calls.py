@@ -178,6 +178,8 @@ class Call:
     """Every canonical path of a call that names several (see ``PathArgs.resolve``)."""
     grant_id: str | None = None
     """The grant (a remembered approval) that let the call run without asking anyone."""
+    started: bool = False
+    """The tool was invoked: from here on the call may have had its effect."""
     span: Any = None
     instruments: telemetry.Instruments | None = None
     key: int | None = None

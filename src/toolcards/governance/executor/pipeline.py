@@ -356,8 +356,8 @@ class Executor:
             return replayed
         try:
             result = await self._admitted(call, limits)
-        except BaseException:
-            durable.release()
+        except BaseException:  # cancelled or interrupted
+            durable.stopped(call)
             raise
         durable.settle(result)
         return result

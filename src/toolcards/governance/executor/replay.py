@@ -112,6 +112,25 @@ class DurableCall:
         finally:
             _running.discard((id(self.results), self.key))
 
+    def stopped(self, call: Call) -> None:
+        """The call was cancelled or interrupted. Before its tool started the claim is dropped
+        (a replay runs it); after, the tool may have had its effect, so a replay answers that
+        instead of running it again, unless the tool is idempotent."""
+        assert call.cap is not None
+        if not call.started or call.cap.annotations.idempotent:
+            self.release()
+            return
+        msg = (
+            f"error: {call.cap.id} was stopped (cancelled or interrupted) while it ran and may "
+            "have had its effect; it is not run again"
+        )
+        try:
+            self.results.settle(self.key, Outcome.ERROR.value, msg, None)
+        except Exception:  # the store is down: the claim stays, as a dead process's does
+            log.warning("could not record how call %s ended", self.key, exc_info=True)
+        finally:
+            _running.discard((id(self.results), self.key))
+
     def release(self) -> None:
         """Drop the claim (the call was withdrawn or deferred: not a result to replay)."""
         try:

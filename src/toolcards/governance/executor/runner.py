@@ -140,6 +140,7 @@ class Runner:
         principal = calling_principal.set(call.identity)  # who writes, for the tool to record
         writes = calling_call_key.set(call.key_of_writes())
         bound = calling_deadline.set(None if timeout is None else time.monotonic() + timeout)
+        call.started = True
         try:
             if timeout is None:
                 value = await invoke(call.parsed)
