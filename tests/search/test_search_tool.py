@@ -15,6 +15,7 @@ from toolcards import RetriableError
 from toolcards.core import ToolNotConfigured
 from toolcards.core.registry import dump_card, load_card
 from toolcards.tools.search import SearchTool, WebCrawl, WebFetch, WebSearch
+from toolcards.tools.search.text import html_to_text
 
 KEY = "tvly-secret-0123456789"
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -335,6 +336,42 @@ def test_a_page_sent_a_byte_at_a_time_is_cut_at_the_fetch_timeout() -> None:
         slow, web_fetch=WebFetch(backend="direct"), api_key=None, timeout_seconds=1.0
     )
     assert "took longer than 1 s" in call(card, "web_fetch", "https://example.com/slow")
+
+
+PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>Fish &amp; Chips</title>
+<style>p > a { color: red }</style><script>if (a < b) document.write("</p>")</script></head>
+<body><h1>Menu</h1><!-- <p>hidden</p> --><p title="a > b">Cod &lt;large&gt; &eacute;&#233;&#x41;</p>
+<ul><li>one</li><li>two</li></ul>x<br/>y<noscript>no js</noscript><div>a < b<span>!</span></div>
+<svg><path d="M0 0"/></svg><template><p>later</p></template><p>Done&nbsp;.</body></html>"""
+
+
+def test_html_to_text_keeps_the_text_of_an_ordinary_page() -> None:
+    title, text = html_to_text(PAGE)
+    assert title == "Fish & Chips"
+    assert text == "Menu\n\nCod <large> \xe9\xe9A\n\none\n\ntwo\nx\n\ny\na < b!\n\nDone\xa0."
+
+
+UNFINISHED = ["<a", "</", "<?", "<!--", "<!", "<a b='", "<script>"]
+
+
+@pytest.mark.timeout(10)  # a hang guard: html.parser took hours on 2 MB of these
+@pytest.mark.parametrize("unit", UNFINISHED)
+def test_html_to_text_reads_2_mb_of_unfinished_markup_in_one_pass(unit: str) -> None:
+    """Markup the page ends inside is dropped, and finding that out reads the rest once."""
+    page = "<p>Hi</p>" + unit * (2_000_000 // len(unit))
+    assert html_to_text(page) == ("", "Hi")
+
+
+@pytest.mark.timeout(10)
+def test_direct_fetch_of_a_page_of_unfinished_tags_returns_its_text() -> None:
+    body = ("<html><p>Hi</p>" + "<a" * 999_000).encode()
+    card, _ = make_card(
+        lambda r: httpx.Response(200, content=body, headers={"content-type": "text/html"}),
+        web_fetch=WebFetch(backend="direct"),
+        api_key=None,
+        timeout_seconds=2.0,
+    )
+    assert call(card, "web_fetch", "https://example.com/page") == "## https://example.com/page\nHi"
 
 
 def test_crawl_caps_pages_and_page_size() -> None:
