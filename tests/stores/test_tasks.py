@@ -59,12 +59,36 @@ def test_a_principal_holds_a_bounded_number_of_tasks(teams: tuple[SqlTasks, SqlT
     b.create(task("t3"), per_principal=3)  # another team's count
 
 
-def test_expired_tasks_are_gone_and_free_their_place(teams: tuple[SqlTasks, SqlTasks]) -> None:
+def test_expired_ended_tasks_are_gone_and_free_their_place(
+    teams: tuple[SqlTasks, SqlTasks],
+) -> None:
     a, _ = teams
-    a.create(task("old", ttl=0.01), per_principal=1)
-    time.sleep(0.05)
+    a.create(task("old", ttl=-1), per_principal=1)
+    assert a.update("old", status=rows.COMPLETED, result="{}")
     assert a.get("old", "carol") is None
+    assert a.page("carol", None, 10) == []
     a.create(task("new"), per_principal=1)  # the expired one no longer counts
+
+
+def test_an_expired_live_task_is_kept_and_counted(teams: tuple[SqlTasks, SqlTasks]) -> None:
+    a, _ = teams
+    a.create(task("running", ttl=-1), per_principal=1)
+    with pytest.raises(TooManyTasks):  # its call still runs: it holds its place
+        a.create(task("next"), per_principal=1)
+    assert a.get("running", "carol") is not None
+    assert [t.task_id for t in a.page("carol", None, 10)] == ["running"]
+    assert a.get("running", "mallory") is None
+    assert a.update("running", status=rows.CANCELLED)
+    a.create(task("next"), per_principal=1)  # ended and expired: gone
+
+
+def test_an_expired_task_of_a_stopped_server_frees_its_place(
+    teams: tuple[SqlTasks, SqlTasks],
+) -> None:
+    a, _ = teams
+    a.create(task("orphan", ttl=-1, lease=-1), per_principal=1)
+    a.create(task("next"), per_principal=1)
+    assert a.get("orphan", "carol") is None
 
 
 def test_a_task_whose_server_stopped_reads_failed_with_the_reason(

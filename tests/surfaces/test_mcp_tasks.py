@@ -6,7 +6,9 @@ planning-board update, filtered by what the caller may read."""
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,12 +18,14 @@ import pytest
 import yaml
 from mcp.client.client import Client
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.shared.exceptions import MCPError
 from pydantic import ConfigDict, Field
 
 from surfaces.surface_support import write_config
 from toolcards.governance import AuditLog, Identity
 from toolcards.surfaces.config import load_config
 from toolcards.surfaces.mcp_server.server import GovernedMCPServer
+from toolcards.surfaces.mcp_server.tasks import TaskLimits
 from toolcards.surfaces.runtime import SurfaceRuntime
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
@@ -124,6 +128,21 @@ class _Get(types.Request[_Id, Literal["tasks/get"]]):
     params: _Id
 
 
+class _Cancel(types.Request[_Id, Literal["tasks/cancel"]]):
+    method: Literal["tasks/cancel"] = "tasks/cancel"
+    params: _Id
+
+
+class _List(types.Request[types.PaginatedRequestParams, Literal["tasks/list"]]):
+    method: Literal["tasks/list"] = "tasks/list"
+    params: types.PaginatedRequestParams = Field(default_factory=types.PaginatedRequestParams)
+
+
+class _Listed(types.Result):
+    model_config = ConfigDict(extra="allow")
+    tasks: list[dict[str, Any]]
+
+
 class _Answer(types.Request[_Update, Literal["tasks/update"]]):
     method: Literal["tasks/update"] = "tasks/update"
     params: _Update
@@ -189,3 +208,49 @@ async def test_a_listening_client_gets_board_updates_and_nothing_it_may_not_read
         with anyio.fail_after(30):
             event = await sub.__anext__()
     assert event.uri == board  # type: ignore[union-attr]
+
+
+async def test_a_running_task_outlives_its_ttl_and_holds_its_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLCARDS_WORKSPACES_ROOT", str(tmp_path / "workspaces"))
+    loaded = load_config(config(tmp_path, "approver"))
+    with SurfaceRuntime.from_config(loaded, durability="sync") as rt:
+        server = GovernedMCPServer(rt)
+        server.tasks.limits = TaskLimits(per_principal=2)
+        async with (
+            server.running(),
+            Client(server.server, mode=MODERN, extensions=[StartOnly()]) as client,
+            Client(server.server, mode="legacy") as legacy,  # tasks/list is 2025-11-25 only
+        ):
+
+            async def start(path: str) -> _Created:
+                params = types.CallToolRequestParams(
+                    name="workspace_write",
+                    arguments={"path": path, "content": "x"},
+                    task=types.TaskMetadata(ttl=1000),  # the shortest kept: 1 s
+                )
+                call = types.CallToolRequest(params=params)
+                return await client.session.send_request(call, _Created)
+
+            first, second = await start("1.txt"), await start("2.txt")
+            await anyio.sleep(max(0.0, expiry(second) - time.time()))
+            with pytest.raises(MCPError, match="at most 2 tasks"):
+                await start("3.txt")  # both still wait for an approver: they count
+            got = await client.session.send_request(
+                _Get(params=_Id(taskId=first.task_id)), _Detailed
+            )
+            assert got.status == "working"
+            listed = await legacy.session.send_request(_List(), _Listed)
+            assert [t["taskId"] for t in listed.tasks] == [first.task_id, second.task_id]
+            cancel = _Cancel(params=_Id(taskId=first.task_id))
+            cancelled = await legacy.session.send_request(cancel, types.GetTaskResult)
+            assert cancelled.status == "cancelled"
+            await start("3.txt")  # the cancelled one, ended past its ttl, left its place
+
+
+def expiry(created: _Created) -> float:
+    """When the task's ttl runs out (a hair after, against the rounding of its timestamp)."""
+    extra = created.model_extra or {}
+    ttl = float(extra["ttlMs"]) / 1000
+    return datetime.fromisoformat(extra["createdAt"]).timestamp() + ttl + 1e-3

@@ -5,7 +5,9 @@ A row is created when a client asks for a task and updated by the process runnin
 ran out belongs to a server that stopped, and reads as ``failed`` with that reason (never
 silently lost). Any process of the team reads a row (another connection, another server), but
 only for the principal that created it: every statement filters by ``team_id``, and every
-read by the principal too. Rows expire ``ttl`` after their creation and are deleted then.
+read by the principal too. Rows expire ``ttl`` after their creation and are deleted then, but
+never while their task is live: a running call keeps counting against its principal's bound,
+and stays listable and cancellable, however short the ttl its client asked for.
 
 The SQL is shared by :class:`SqliteTasks` and
 :class:`toolcards.stores.postgres.tasks.PostgresTasks` (``?`` placeholders).
@@ -66,8 +68,10 @@ _COLUMNS = (
     "expires_at, owner, lease_until, result, input_requests, approval_id, answer"
 )
 _INSERT = f"INSERT INTO toolcards_tasks (team_id, {_COLUMNS}) VALUES ({', '.join('?' * 16)})"
+_LIVE_ONLY = "status IN ('working', 'input_required')"
+_KEPT = f"(expires_at > ? OR {_LIVE_ONLY})"
 _COUNT = "SELECT COUNT(*) FROM toolcards_tasks WHERE team_id = ? AND principal = ?"
-_PURGE = "DELETE FROM toolcards_tasks WHERE team_id = ? AND expires_at <= ?"
+_PURGE = f"DELETE FROM toolcards_tasks WHERE team_id = ? AND NOT {_KEPT}"
 _ORPHANS = (
     "UPDATE toolcards_tasks SET status = 'failed', status_message = ?, updated_at = ?, "
     "input_requests = NULL WHERE team_id = ? AND status IN ('working', 'input_required') "
@@ -75,14 +79,13 @@ _ORPHANS = (
 )
 _GET = (
     f"SELECT {_COLUMNS} FROM toolcards_tasks "
-    "WHERE team_id = ? AND task_id = ? AND principal = ? AND expires_at > ?"
+    f"WHERE team_id = ? AND task_id = ? AND principal = ? AND {_KEPT}"
 )
 _PAGE = (
     f"SELECT {_COLUMNS} FROM toolcards_tasks WHERE team_id = ? AND principal = ? "
-    "AND expires_at > ? AND (created_at > ? OR (created_at = ? AND task_id > ?)) "
+    f"AND {_KEPT} AND (created_at > ? OR (created_at = ? AND task_id > ?)) "
     "ORDER BY created_at, task_id LIMIT ?"
 )
-_LIVE_ONLY = "status IN ('working', 'input_required')"
 _UPDATE = "UPDATE toolcards_tasks SET {sets}, updated_at = ? WHERE team_id = ? AND task_id = ?"
 _RENEW = (
     "UPDATE toolcards_tasks SET lease_until = ? WHERE team_id = ? AND owner = ? "
@@ -126,7 +129,7 @@ class TaskRecord:
 
     @property
     def ttl(self) -> float:
-        """Seconds it is kept, from its creation."""
+        """Seconds it is kept, from its creation (and for as long as it is live)."""
         return self.expires_at - self.created_at
 
     def row(self) -> tuple[Any, ...]:
@@ -153,9 +156,11 @@ class SqlTasks(ABC):
 
     def create(self, task: TaskRecord, *, per_principal: int) -> None:
         """Record a new task; :class:`TooManyTasks` when ``task.principal`` already holds
-        ``per_principal`` tasks that have not expired."""
+        ``per_principal`` tasks that are live or have not expired (a stopped server's live
+        tasks fail first, so they free their place once expired)."""
         now = time.time()
         with self._tx() as cur:
+            cur.execute(_ORPHANS, (ORPHANED, now, self.team_id, now))
             cur.execute(_PURGE, (self.team_id, now))
             if self.principal_lock is not None:
                 cur.execute(self.principal_lock, (f"{self.team_id}/{task.principal}",))
@@ -166,7 +171,7 @@ class SqlTasks(ABC):
 
     def get(self, task_id: str, principal: str) -> TaskRecord | None:
         """The task, for the principal that created it (None for anyone else, and when it
-        is unknown or expired: the three read the same)."""
+        is unknown or ended and expired: the three read the same)."""
         now = time.time()
         with self._tx() as cur:
             cur.execute(_ORPHANS, (ORPHANED, now, self.team_id, now))

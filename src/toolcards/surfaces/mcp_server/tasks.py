@@ -14,11 +14,12 @@ approvals, timeout, guardrails, one audit row). Both forms are served:
 Tasks live in the team's store (:mod:`toolcards.stores.tasks`): any connection or process of
 the team reads them, but only the principal that created a task (another's reads as unknown,
 ``-32602``). The process running a call keeps a lease on it; a task whose server stopped reads
-``failed`` with that reason. A task's result is kept ``ttl`` after its creation (one hour by
-default, at most a day) and at most :attr:`TaskLimits.max_result_bytes`; a principal holds at
-most :attr:`TaskLimits.per_principal` tasks. Cancelling a task cancels its call (audited
-``cancelled``); waiting for an approval, a task says so in ``statusMessage`` (and is
-``input_required`` when the client itself is asked).
+``failed`` with that reason. A task is kept ``ttl`` after its creation (one hour by default,
+at most a day), and however long its call runs: a running task stays listed, cancellable and
+counted, so a principal never runs more than :attr:`TaskLimits.per_principal` tasks whatever
+ttl it asks for. A result is kept up to :attr:`TaskLimits.max_result_bytes`. Cancelling a
+task cancels its call (audited ``cancelled``); waiting for an approval, a task says so in
+``statusMessage`` (and is ``input_required`` when the client itself is asked).
 """
 
 from __future__ import annotations
@@ -77,11 +78,12 @@ class TaskLimits:
     """How long and how much the server keeps for tasks."""
 
     ttl: float = 3600.0
-    """Seconds a task is kept from its creation when the client asks for no ttl."""
+    """Seconds a task is kept from its creation (or until it ends, if later) when the
+    client asks for no ttl."""
     max_ttl: float = 86400.0
     """The longest a client may ask for (seconds)."""
     per_principal: int = 100
-    """Tasks one principal may hold (kept, whatever their status)."""
+    """Tasks one principal may hold: running ones, and ended ones not yet expired."""
     max_result_bytes: int = 1_048_576
     """The largest result kept (its JSON); a larger one is replaced by an error result."""
     poll_interval: float = 0.5
@@ -471,11 +473,12 @@ class TaskServer:
             if modern(ctx):
                 return {"resultType": "complete"}
             raise MCPError(INVALID_PARAMS, f"task {record.task_id} already ended ({record.status})")
+        ended = replace(record, status=rows.CANCELLED, status_message="cancelled by the client")
         cancelled = await anyio.to_thread.run_sync(
             lambda: self.store.update(
                 record.task_id,
-                status=rows.CANCELLED,
-                status_message="cancelled by the client",
+                status=ended.status,
+                status_message=ended.status_message,
                 input_requests=None,
             )
         )
@@ -484,6 +487,8 @@ class TaskServer:
             running.scope.cancel()
         if modern(ctx):
             return {"resultType": "complete"}
+        if cancelled:  # not read back: a task past its ttl is gone once it ends
+            return self._task(replace(ended, updated_at=time.time()))
         return self._task(await self._record(ctx, record.task_id))
 
     async def _list(self, ctx: Any, params: types.PaginatedRequestParams) -> dict[str, Any]:
