@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from toolcards.core.spec import annotate
 from toolcards.governance import (
     AuditLog,
     AuditRecord,
@@ -147,6 +148,32 @@ async def test_tool_error_is_recorded_redacted(tmp_path: Path) -> None:
     assert row.outcome == "error"
     assert row.error is not None and "abcdefghijklmnop" not in row.error
     assert row.args == {"token": "[REDACTED]"}
+
+
+async def test_an_error_repeating_a_secret_argument_is_stored_without_it(tmp_path: Path) -> None:
+    """The arguments' column hides ``pin`` and a ``sensitive`` argument; the error an
+    exception or a validation message makes of them hid neither (it was stored in clear)."""
+
+    def unlock(user: str, pin: str, dsn: str) -> str:
+        """Unlock."""
+        raise PermissionError(f"refused {user} with {pin} on {dsn}")
+
+    def take(options: dict[str, int]) -> str:
+        """Take."""
+        return "ok"
+
+    registry = CapabilityRegistry.from_tools([annotate(unlock, sensitive=["dsn"]), take])
+    key = "Zq8XvB3kLmN7pR2tW9yC4dF6gH1jK5sQ"
+    with AuditLog(tmp_path / "audit.db") as audit:
+        executor = Executor(registry, Policy.allow_all(), audit=audit)
+        args = {"user": "bob", "pin": "12a4-9981", "dsn": "host=db s3cr3t-Pa55"}
+        await executor.call("unlock", args, ALICE)
+        await executor.call("take", {"options": {key: "x"}}, ALICE)
+        unlocked, took = audit.query()
+    assert unlocked.args == {"user": "bob", "pin": "[REDACTED]", "dsn": "[REDACTED]"}
+    assert unlocked.error == "PermissionError: refused bob with [REDACTED] on [REDACTED]"
+    assert took.outcome == "invalid_args"
+    assert took.error is not None and key not in took.error and "[REDACTED]" in took.error
 
 
 def test_invalid_durability_is_rejected(tmp_path: Path) -> None:

@@ -134,9 +134,9 @@ def _rest(rec: AuditRecord, key: str) -> tuple[tuple[Any, ...], str]:
         storable(rec.reason) if rec.reason else rec.reason,
         rec.outcome,
         float(rec.duration) * 1000.0,
-        storable(redactor.text(rec.error)) if rec.error else None,  # never empty: none is None
+        storable(redactor.error(rec.error, rec.args, rec.sensitive)) if rec.error else None,
         rec.approved_args_digest or None,
-        storable(redactor.text(rec.hook)) if rec.hook else None,
+        storable(redactor.error(rec.hook, rec.args, rec.sensitive)) if rec.hook else None,
         rec.grant_id or None,
         key,
         digest,

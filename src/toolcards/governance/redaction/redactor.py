@@ -191,6 +191,18 @@ class Redactor:
             return self.text(value)
         return value
 
+    def error(self, text: str, args: Mapping[str, Any] | None, sensitive: Iterable[str]) -> str:
+        """``text`` (what a call ended with) redacted, without the values ``args`` hold under
+        secret or ``sensitive`` names and without their random-looking keys: an exception or
+        validation message that repeats an argument hides what the arguments' column hides."""
+        names = frozenset(sensitive)
+        if args and _has_secret_key(args, names, 0):
+            hidden: list[str] = []
+            _hidden(args, names, 0, hidden)
+            for secret in sorted(set(hidden), key=len, reverse=True):
+                text = text.replace(secret, REDACTED)
+        return self.text(text)
+
     def digest_and_redacted(
         self, args: Mapping[str, Any] | None, sensitive: Iterable[str] = ()
     ) -> tuple[str, str]:
@@ -332,6 +344,45 @@ def _has_secret_key(value: Any, names: frozenset[str], depth: int) -> bool:
         if type(item) not in _PLAIN_TYPES and _has_secret_key(item, names, depth + 1):
             return True
     return False
+
+
+_MAX_HIDDEN = 64
+_MIN_HIDDEN = 4
+"""Values shorter than this are not searched for in error text (``1`` is in every number)."""
+
+
+def _hidden(value: Any, names: frozenset[str], depth: int, out: list[str]) -> None:
+    """Collect into ``out`` (at most ``_MAX_HIDDEN``) the text of every value under a secret
+    or ``names`` key and every random-looking key, as an error message would repeat them."""
+    if depth > _MAX_DEPTH or len(out) >= _MAX_HIDDEN:
+        return
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            key = str(k)
+            if key in names or is_secret_name(key):
+                _leaves(v, depth + 1, out)
+                continue
+            if looks_random(key):
+                out.append(key)
+            _hidden(v, names, depth + 1, out)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _hidden(item, names, depth + 1, out)
+
+
+def _leaves(value: Any, depth: int, out: list[str]) -> None:
+    if depth > _MAX_DEPTH or len(out) >= _MAX_HIDDEN:
+        return
+    if isinstance(value, Mapping):
+        for v in value.values():
+            _leaves(v, depth + 1, out)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _leaves(item, depth + 1, out)
+    elif value is not None and not isinstance(value, bool):
+        text = str(value)
+        if len(text) >= _MIN_HIDDEN:
+            out.append(text)
 
 
 @functools.lru_cache(maxsize=4096)
