@@ -30,6 +30,7 @@ from toolcards.governance import (
     Telemetry,
 )
 from toolcards.governance.approvals.grants import Remember
+from toolcards.governance.telemetry import MAX_TOOL_NAMES
 
 pytestmark = pytest.mark.anyio
 ALICE = Identity("alice", roles=["admin"])
@@ -236,6 +237,32 @@ async def test_a_hidden_tool_through_the_toolset_path_is_recorded_as_unknown(ote
     (span,) = otel.ours()
     assert span.name == "execute_tool unknown_tool"
     assert {dict(labels)["gen_ai.tool.name"] for _, labels in _series(otel)} == {"unknown_tool"}
+
+
+def _named(name: str) -> Any:
+    def tool() -> str:
+        """A tool a remote server named."""
+        return "ok"
+
+    tool.__name__ = name
+    return tool
+
+
+async def test_registered_tool_names_past_the_cap_are_recorded_as_other_tool(
+    otel: Otel,
+) -> None:
+    # a wrapped MCP server names its tools: a fresh name per connection is a fresh registered tool
+    names = [f"t_{n:04x}" for n in range(MAX_TOOL_NAMES + 40)]
+    registry = CapabilityRegistry.from_tools([_named(name) for name in names])
+    executor = Executor(registry, Policy.allow_all(), telemetry=otel.telemetry)
+    for name in names:
+        assert (await executor.call(name, {}, ALICE)).outcome is Outcome.OK
+    span_names = {s.name for s in otel.ours()}
+    labels = {dict(labels)["gen_ai.tool.name"] for _, labels in _series(otel)}
+    assert len(span_names) == len(labels) == MAX_TOOL_NAMES + 1
+    assert labels == {*names[:MAX_TOOL_NAMES], "other_tool"}
+    assert "execute_tool other_tool" in span_names
+    assert len(_series(otel)) == 2 * (MAX_TOOL_NAMES + 1)
 
 
 async def test_metric_labels_are_the_tool_and_the_outcome_only(otel: Otel) -> None:

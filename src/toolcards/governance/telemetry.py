@@ -9,7 +9,8 @@ Two instruments count calls and time them per tool and outcome:
 ``toolcards.tool.calls`` and ``toolcards.tool.duration`` (seconds).
 
 Names and labels stay few: a name no registered tool has is recorded as ``unknown_tool`` (the
-name the caller sent is in the audit row, redacted), outcomes and decisions are fixed words,
+name the caller sent is in the audit row, redacted), registered tools past the first
+:data:`MAX_TOOL_NAMES` as ``other_tool``, outcomes and decisions are fixed words,
 and the principal (a configured identity, never a tool argument) and call id are span
 attributes only, never metric labels.
 
@@ -25,7 +26,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -38,16 +39,35 @@ DURATION = "toolcards.tool.duration"
 UNKNOWN_TOOL = "unknown_tool"
 """The tool name spans and metrics record for a tool that is not registered: the name a
 caller sent is its own text (any number of names, secrets too) and stays in the audit row."""
+OTHER_TOOL = "other_tool"
+"""The tool name spans and metrics record for a registered tool past :data:`MAX_TOOL_NAMES`."""
+MAX_TOOL_NAMES = 256
+"""How many distinct tool names one :class:`Telemetry` records, first come first kept: a wrapped
+MCP server names its own tools (a fresh name per connection would grow the span names and
+metric series without end); the name of any call stays in its audit row."""
 _MAX_ATTRIBUTE = 128  # a caller's call id is cut to this length on the span
 
 
 @dataclass(frozen=True, slots=True)
 class Instruments:
-    """What one call records to: a tracer, a call counter and a latency histogram."""
+    """What one call records to: a tracer, a call counter and a latency histogram; ``names``
+    the tool names recorded so far (shared by all instruments of one :class:`Telemetry`)."""
 
     tracer: trace.Tracer
     calls: metrics.Counter
     duration: metrics.Histogram
+    names: set[str] = field(default_factory=set)
+
+    def tool(self, tool_id: str | None) -> str:
+        """The name to record ``tool_id`` under: itself while it is one of the first
+        :data:`MAX_TOOL_NAMES`, else :data:`OTHER_TOOL` (:data:`UNKNOWN_TOOL` for None)."""
+        if tool_id is None:
+            return UNKNOWN_TOOL
+        if tool_id not in self.names:
+            if len(self.names) >= MAX_TOOL_NAMES:
+                return OTHER_TOOL
+            self.names.add(tool_id)
+        return tool_id
 
 
 _API_MODULES = ("opentelemetry.trace", "opentelemetry.metrics")
@@ -93,6 +113,7 @@ class Telemetry:
         self._seen: tuple[object, object] | None = None
         self._instruments: Instruments | None = None
         self._recheck = 0.0
+        self._names: set[str] = set()
 
     def active(self) -> Instruments | None:
         """The instruments to record this call to, or None when telemetry is off. The global
@@ -129,6 +150,7 @@ class Telemetry:
                 duration=meter.create_histogram(
                     DURATION, unit="s", description="Governed tool call duration"
                 ),
+                names=self._names,
             )
         self._instruments = instruments
         self._seen = (tracers, meters)
@@ -146,11 +168,12 @@ def start_span(
     surface: str,
 ) -> tuple[trace.Span, object]:
     """Start the call's span as the current span; returns it and the context token.
-    ``tool_id`` is a registered tool's id, None for a name no tool has (:data:`UNKNOWN_TOOL`)."""
+    ``tool_id`` is a registered tool's id, None for a name no tool has (recorded as
+    :meth:`Instruments.tool` says)."""
     # lazy: opentelemetry, loaded only with a telemetry provider
     from opentelemetry import context, trace
 
-    tool = UNKNOWN_TOOL if tool_id is None else tool_id
+    tool = instruments.tool(tool_id)
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": tool,
@@ -186,7 +209,7 @@ def finish(
     seconds: float,
 ) -> None:
     """Record the call's outcome on its span and instruments (``tool_id`` as for
-    :func:`start_span`: the metric series are one per registered tool and outcome)."""
+    :func:`start_span`: the metric series are one per recorded tool name and outcome)."""
     if span is not None:
         span.set_attributes(
             {
@@ -200,7 +223,7 @@ def finish(
             from opentelemetry import trace
 
             span.set_status(trace.Status(trace.StatusCode.ERROR, "the tool failed"))
-    tool = UNKNOWN_TOOL if tool_id is None else tool_id
+    tool = instruments.tool(tool_id)
     labels = {"gen_ai.tool.name": tool, "toolcards.outcome": outcome}
     instruments.calls.add(1, labels)
     instruments.duration.record(seconds, labels)
