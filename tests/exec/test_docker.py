@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from tests.exec.support import sync
 
+from toolcards.core.registry import load_card
 from toolcards.tools.exec.backends import DockerBackend
 from toolcards.tools.exec.backends import docker as docker_mod
-from toolcards.core.registry import load_card
 from toolcards.tools.exec.card import ExecTool
 from toolcards.tools.exec.limits import ExecLimits
 

@@ -11,7 +11,9 @@ import pytest
 from toolcards.core.errors import RetriableError
 from toolcards.runtime import Team
 from toolcards.tools._common.fusion import KEYWORD_ONLY_NOTICE
+from toolcards.tools.knowledge_graph import views as graph_views
 from toolcards.tools.knowledge_graph.card import KnowledgeGraphTool
+from toolcards.tools.knowledge_graph.graph import MAX_TYPES
 
 from .fakes import FakeVectorStore, start_fake_store
 
@@ -200,3 +202,28 @@ def test_context_state_lists_root_entities_when_exposed(team: Team) -> None:
     block = factory.context_updater().next_block() or ""
     assert "ann [Person] (root)" in block and "checkout" not in block
     assert "update_graph" not in block
+
+
+def test_the_graph_views_name_at_most_their_caps_of_model_made_labels(
+    team: Team, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Entity and relation types are model-made: 10,000 types made a 1 MB ``graph`` resource,
+    20,000 relations between two entities a 3.9 MB ``graph/network`` view."""
+    monkeypatch.setattr(graph_views, "MAX_EDGES", 10)
+    tools = tools_of(team, "alice", vector_store=False)
+    types = [{"name": f"e{i}", "entity_type": f"T{i:03d}"} for i in range(MAX_TYPES + 5)]
+    tools["update_graph"](create_entities=types)
+    tools["update_graph"](
+        create_relations=[
+            {"from_entity": "e0", "to_entity": "e1", "relation_type": f"r{i:02d}"}
+            for i in range(25)
+        ]
+    )
+    summary = graph_views.summary(team, {}, "")
+    assert len(summary["types"]) == MAX_TYPES and summary["more_types"] == 5
+    prompt = team.bind([KnowledgeGraphTool(vector_store=False)], "bob").get_system_prompts()[0]()
+    [line] = [line for line in prompt.splitlines() if line.startswith("Types:")]
+    assert line.endswith(f"T{MAX_TYPES - 1:03d} (1), ... 5 more")
+    network = graph_views.network(team, {}, "")
+    assert [e["type"] for e in network["edges"]] == [f"r{i:02d}" for i in range(10)]
+    assert network["more_edges"] == 15 and network["total_relations"] == 25

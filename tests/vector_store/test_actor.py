@@ -12,8 +12,9 @@ from toolcards import HostTrust
 from toolcards.core import RetriableError, ToolFactory
 from toolcards.runtime import Team
 from toolcards.tools.vector_store import actor as actor_mod
+from toolcards.tools.vector_store import store as store_mod
 from toolcards.tools.vector_store.actor import VectorStoreActor
-from toolcards.tools.vector_store.card import VectorStoreTool
+from toolcards.tools.vector_store.card import VectorAdd, VectorSearch, VectorStoreTool
 from toolcards.tools.vector_store.client import find_store, flush, is_available, query
 from toolcards.tools.vector_store.embeddings import VectorExtraMissing
 from toolcards.tools.vector_store.models import VectorStoreConfig
@@ -159,6 +160,71 @@ def test_vector_search_tool_reports_hits_with_snippets(spy: Any) -> None:
         assert answer.endswith("t3: Book flights for the team offsite")
         empty = tools["vector_search"]("flights", collection="nothing-here")
         assert empty == "no matches in collection 'nothing-here'; collections: default (3)"
+
+
+def test_a_store_holds_at_most_its_cap_of_collections_besides_the_cards_own(
+    spy: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vector_add made a collection per call: 3,000 calls, 3,000 indexes, all listed."""
+    monkeypatch.setattr(store_mod, "MAX_COLLECTIONS", 3)
+    with Team("vs-cap") as team:
+        card = _hash_card(vector_add=True)
+        tools = {t.__name__: t for t in team.bind([card], member="alice").get_tools()}
+        for name in ("a", "b", "c"):
+            tools["vector_add"]("x", id="1", collection=name)
+        with pytest.raises(RetriableError, match="at most 3 collections"):
+            tools["vector_add"]("x", id="1", collection="d")
+        assert tools["vector_add"]("y", id="2", collection="b") == "stored '2' in 'b'"
+        handle = find_store(team)
+        assert handle is not None
+        handle.ask(VectorStoreActor.upsert, "knowledge_graph", DOCS)  # the graph's is its own
+        flush(handle)
+        assert handle.ask(VectorStoreActor.collections)["knowledge_graph"] == 3
+
+
+def test_answers_name_at_most_twenty_collections(spy: Any) -> None:
+    """A miss listed every collection: 3,000 of them made a 210,000-character answer."""
+    with Team("vs-listing") as team:
+        tools = {t.__name__: t for t in team.bind([_hash_card()], member="alice").get_tools()}
+        handle = find_store(team)
+        assert handle is not None
+        for i in range(25):
+            handle.ask(VectorStoreActor.upsert, f"c{i:02d}", DOCS[:1])
+        flush(handle)
+        miss = tools["vector_search"]("flights", collection="nothing-here")
+        assert miss.endswith("c19 (1) and 5 more") and "c20" not in miss
+        vectors = {c.__name__: c for c in team.bind([_hash_card()], "bob").cards[0].get_commands()}
+        assert "c19=1 and 5 more; pending" in vectors["vectors"]()
+
+
+def test_the_collections_other_cards_fill_are_theirs_unless_the_host_lists_them(
+    spy: Any,
+) -> None:
+    """A member with only VectorStoreTool read the graph's observations through
+    vector_search(collection="knowledge_graph"), around the graph card's read rule."""
+    with Team("vs-owned") as team:
+        card = _hash_card(vector_add=True)
+        tools = {t.__name__: t for t in team.bind([card], member="bob").get_tools()}
+        handle = find_store(team)
+        assert handle is not None
+        for name in ("knowledge_graph", "planning"):
+            handle.ask(VectorStoreActor.upsert, name, DOCS)
+        flush(handle)
+        for name, owner in (("knowledge_graph", "KnowledgeGraphTool"), ("planning", "Planning")):
+            with pytest.raises(RetriableError, match=f"is {owner}"):
+                tools["vector_search"]("flights", collection=name)
+            with pytest.raises(RetriableError, match=f"is {owner}"):
+                tools["vector_add"]("forged", id="t1", collection=name)
+        miss = tools["vector_search"]("flights", collection="nothing-here")
+        assert miss == "no matches in collection 'nothing-here'; collections: none"
+        listed = _hash_card(
+            vector_search=VectorSearch(collections=["knowledge_graph"]),
+            vector_add=VectorAdd(collections=["knowledge_graph"]),
+        )
+        host = {t.__name__: t for t in team.bind([listed], member="carl").get_tools()}
+        found = host["vector_search"]("offsite flights", collection="knowledge_graph", top_k=1)
+        assert found.endswith("t3: Book flights for the team offsite")
+        assert host["vector_add"]("n", id="n1", collection="knowledge_graph").startswith("stored")
 
 
 def test_without_the_extra_the_store_is_unavailable_and_says_so_once(

@@ -11,6 +11,12 @@ from typing import Any, Protocol
 
 Hit = tuple[str, float]
 
+GRAPH_COLLECTION = "knowledge_graph"
+PLANNING_COLLECTION = "planning"
+CARD_COLLECTIONS = {GRAPH_COLLECTION: "KnowledgeGraphTool", PLANNING_COLLECTION: "PlanningTool"}
+"""Collections a card fills from its own state, by name -> that card: its read rules decide
+who reads them, so ``VectorStoreTool``'s tools leave them alone unless the host lists them."""
+
 
 class VectorStoreApi(Protocol):
     """The public methods of a vector store actor."""

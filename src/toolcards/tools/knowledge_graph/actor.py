@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 from toolcards.core.errors import RetriableError
 from toolcards.runtime import ToolActor, ToolActorContext
 from toolcards.tools._common.fusion import VectorLink, VectorSync
+from toolcards.tools._common.vector_api import GRAPH_COLLECTION
 from toolcards.tools.knowledge_graph.graph import (
     ENTITY,
     RELATION,
@@ -25,7 +26,7 @@ from toolcards.tools.knowledge_graph.models import (
 )
 
 ACTOR_NAME = "#KnowledgeGraphTool"
-COLLECTION = "knowledge_graph"
+COLLECTION = GRAPH_COLLECTION
 
 
 class GraphConfig(BaseModel):

@@ -22,7 +22,12 @@ from toolcards.tools._common.fusion import (
     store_actor_name,
     tool_actor_with_link,
 )
-from toolcards.tools.knowledge_graph.actor import ACTOR_NAME, GraphConfig, KnowledgeGraphActor
+from toolcards.tools.knowledge_graph.actor import (
+    ACTOR_NAME,
+    COLLECTION,
+    GraphConfig,
+    KnowledgeGraphActor,
+)
 from toolcards.tools.knowledge_graph.graph import SearchResult
 from toolcards.tools.knowledge_graph.models import (
     EntityCreate,
@@ -195,7 +200,7 @@ class KnowledgeGraphTool(ToolCard):
             notice = ""
             if mode != "keyword" and self._link is not None:
                 hits, notice = self._link.query_above(
-                    "knowledge_graph", text, max(k * 3, 30), float(threshold)
+                    COLLECTION, text, max(k * 3, 30), float(threshold)
                 )
             elif mode != "keyword" and self.vector_store is False:
                 notice = KEYWORD_ONLY_NOTICE if mode == "vector" else ""

@@ -33,6 +33,8 @@ RELATION = "r:"
 MAX_PATH_HOPS = 4
 MAX_CONTEXT = 50
 """Neighbours, and edges, a search shows at most (a hub's thousands are counted)."""
+MAX_TYPES = 30
+"""Entity types a summary names at most (types are model-made labels: the rest are counted)."""
 
 
 def entity_text(entity: Entity) -> str:
@@ -95,13 +97,14 @@ class SearchResult:
 
 @dataclass
 class GraphSummary:
-    """Counts, entity types (most common first) and the first root entities."""
+    """Counts, the most common entity types and the first root entities."""
 
     entities: int
     relations: int
     types: list[tuple[str, int]]
     roots: list[Entity]
     more_roots: int
+    more_types: int = 0
 
 
 class Graph:
@@ -176,8 +179,8 @@ class Graph:
                 del self._roots[bisect.bisect_left(self._roots, (seq, entity.name))]
 
     def summary(self, max_roots: int) -> GraphSummary:
-        """Counts, every entity type with its count (most common first, ties in order of
-        first appearance) and the first ``max_roots`` root entities."""
+        """Counts, the first :data:`MAX_TYPES` entity types with their counts (most common
+        first, ties in order of first appearance) and the first ``max_roots`` root entities."""
         if self._type_order is None:
             ranked = sorted(self._types.items(), key=lambda item: (-len(item[1]), item[1][0]))
             self._type_order = [(name, len(seqs)) for name, seqs in ranked]
@@ -185,9 +188,10 @@ class Graph:
         return GraphSummary(
             entities=len(self.entities),
             relations=len(self.relations),
-            types=list(self._type_order),
+            types=self._type_order[:MAX_TYPES],
             roots=[self.entities[name] for _, name in shown],
             more_roots=max(0, len(self._roots) - max_roots),
+            more_types=max(0, len(self._type_order) - MAX_TYPES),
         )
 
     def _index_entity(self, entity: Entity) -> None:

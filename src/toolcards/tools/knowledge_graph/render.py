@@ -61,7 +61,9 @@ def graph_summary(summary: dict[str, Any], hint_tools: Sequence[str]) -> str:
         f"**Knowledge graph:** {summary['entities']} entities, {summary['relations']} relations"
     ]
     if summary["types"]:
-        lines.append("Types: " + ", ".join(f"{t} ({n})" for t, n in summary["types"][:30]))
+        types = ", ".join(f"{t} ({n})" for t, n in summary["types"])
+        more = summary["more_types"]
+        lines.append(f"Types: {types}" + (f", ... {more} more" if more else ""))
     if summary["roots"]:
         lines.append("Root entities:")
         lines += [f"- {entity_line(e, with_observations=False)}" for e in summary["roots"]]

@@ -4,10 +4,11 @@ resources ``toolcards://team/<team>/graph`` (counts, types, roots),
 dashboard's Graph panel: the network to draw, and the card's hybrid search).
 
 The network is read from the graph actor's persisted state (what the actor wrote before it
-announced the change), capped at :data:`MAX_NODES` entities. Nodes start on a circle, laid out
-here so the page reads without JavaScript; the panel's script then spreads them with a force
-layout. Search runs the card's own path: vector hits from the team's vector store (when there
-is one), fused with keyword hits by the graph actor.
+announced the change), capped at :data:`MAX_NODES` entities and :data:`MAX_EDGES` relations
+(a model makes rows freely: the rest are counted). Nodes start on a circle, laid out here so
+the page reads without JavaScript; the panel's script then spreads them with a force layout.
+Search runs the card's own path: vector hits from the team's vector store (when there is
+one), fused with keyword hits by the graph actor.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from toolcards.tools.knowledge_graph.actor import ACTOR_NAME, COLLECTION, Knowle
 
 VECTOR_STORE = "#VectorStore"
 MAX_NODES = 150
+MAX_EDGES = 4 * MAX_NODES
 MAX_ROOTS = 50
 MAX_QUERY = 500
 TOP_K = 10
@@ -32,7 +34,14 @@ MIN_SCORE = 0.3
 WIDTH, HEIGHT = 880, 520
 ASK_TIMEOUT = 10.0
 _ENTITY, _RELATION = "e:", "r:"
-_EMPTY = {"entities": 0, "relations": 0, "types": [], "roots": [], "more_roots": 0}
+_EMPTY = {
+    "entities": 0,
+    "relations": 0,
+    "types": [],
+    "roots": [],
+    "more_roots": 0,
+    "more_types": 0,
+}
 
 _HERE = resources.files(__package__)
 PANEL = Panel(
@@ -75,20 +84,16 @@ def network(team: TeamReader, variables: Mapping[str, str], query: str) -> dict[
     search = _search(team, text) if text else None
     hit_names = {e["name"] for e in search["entities"]} if search else set()
     entities: dict[str, dict[str, Any]] = {}
-    for _, value in state.iter_items(_ENTITY):
-        if isinstance(value, dict) and len(entities) < MAX_NODES:
+    for _, value in state.iter_items(_ENTITY, batch=MAX_NODES):
+        if isinstance(value, dict):
             entities[str(value.get("name"))] = value
+            if len(entities) >= MAX_NODES:
+                break  # the rows past the cap are never read
     for name in hit_names - entities.keys():  # hits are always drawn
         value = state.get(_ENTITY + name)
         if isinstance(value, dict):
             entities[name] = value
-    edges = [
-        value
-        for _, value in state.iter_items(_RELATION)
-        if isinstance(value, dict)
-        and value.get("from_entity") in entities
-        and value.get("to_entity") in entities
-    ]
+    edges, more_edges = _edges_between(state, entities)
     nodes = _circle(list(entities.values()), hit_names)
     at = {n["name"]: n for n in nodes}
     return {
@@ -106,6 +111,7 @@ def network(team: TeamReader, variables: Mapping[str, str], query: str) -> dict[
             }
             for e in edges
         ],
+        "more_edges": more_edges,
         "total_entities": total_entities,
         "total_relations": state.count(_RELATION),
         "width": WIDTH,
@@ -113,6 +119,22 @@ def network(team: TeamReader, variables: Mapping[str, str], query: str) -> dict[
         "query": text,
         "search": search,
     }
+
+
+def _edges_between(state: Any, entities: Mapping[str, Any]) -> tuple[list[dict[str, Any]], int]:
+    """The first :data:`MAX_EDGES` relations between ``entities``, and how many more."""
+    edges: list[dict[str, Any]] = []
+    more = 0
+    for _, value in state.iter_items(_RELATION):
+        if not isinstance(value, dict) or value.get("from_entity") not in entities:
+            continue
+        if value.get("to_entity") not in entities:
+            continue
+        if len(edges) < MAX_EDGES:
+            edges.append(value)
+        else:
+            more += 1
+    return edges, more
 
 
 def _circle(entities: list[dict[str, Any]], hits: set[str]) -> list[dict[str, Any]]:
@@ -180,7 +202,7 @@ VIEWS = (
     TeamView(
         "graph/network",
         "knowledge-graph-network",
-        "The knowledge graph's entities and relations to draw (at most 150 entities).",
+        "The knowledge graph's entities and relations to draw (at most 150 and 600).",
         network,
         (ACTOR_NAME,),
         PANEL,

@@ -10,12 +10,13 @@ from pydantic import BaseModel, ConfigDict
 from toolcards.core.errors import RetriableError
 from toolcards.runtime import ToolActor, ToolActorContext
 from toolcards.tools._common.fusion import VectorLink, VectorSync
+from toolcards.tools._common.vector_api import PLANNING_COLLECTION
 from toolcards.tools.planning.board import Board, BoardView
 from toolcards.tools.planning.models import Task, TaskCreate, TaskUpdate
 from toolcards.tools.planning.stored import NEXT_ID, SUMMARY, TASK, StoredPlan
 
 ACTOR_NAME = "#PlanningTool"
-COLLECTION = "planning"
+COLLECTION = PLANNING_COLLECTION
 
 
 class PlanningConfig(BaseModel):

@@ -17,7 +17,7 @@ from toolcards.core.spec import annotate
 from toolcards.tools._common.batch import parse_batch
 from toolcards.tools._common.caller import writer_of
 from toolcards.tools._common.fusion import VectorLink, store_actor_name, tool_actor_with_link
-from toolcards.tools.planning.actor import ACTOR_NAME, PlanningActor, PlanningConfig
+from toolcards.tools.planning.actor import ACTOR_NAME, COLLECTION, PlanningActor, PlanningConfig
 from toolcards.tools.planning.models import STATUSES, TaskCreate, TaskStatus, TaskUpdate
 from toolcards.tools.planning.render import planning_summary, task_detail, task_line
 from toolcards.tools.planning.views import BOARD
@@ -193,7 +193,7 @@ class PlanningTool(ToolCard):
             actor = self._actor()
             if text and self._link is not None:
                 hits, notice = self._link.query_above(
-                    "planning", text, param.top_k * 3, param.score_threshold
+                    COLLECTION, text, param.top_k * 3, param.score_threshold
                 )
             tasks, total = actor.ask(
                 PlanningActor.search,

@@ -15,12 +15,32 @@ from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate
 from toolcards.tools._common.fusion import store_name
 from toolcards.tools._common.team import team_observer
-from toolcards.tools._common.vector_api import VectorStoreApi
+from toolcards.tools._common.vector_api import CARD_COLLECTIONS, VectorStoreApi
 from toolcards.tools.vector_store.actor import VectorStoreActor
 from toolcards.tools.vector_store.base import EmbeddingError
 from toolcards.tools.vector_store.client import flush, query
 from toolcards.tools.vector_store.models import StoreSettings, VectorStoreConfig
 from toolcards.tools.vector_store.records import text_hash
+
+MAX_LISTED = 20
+"""Collections an answer names at most (the rest are counted)."""
+
+
+def check_allowed(collection: str, allowed: list[str] | None) -> None:
+    """Refuse a collection the card does not list, or (listing none) one another card fills:
+    the graph's and the board's texts are read through their cards' rules, not around them."""
+    if allowed is not None and collection not in allowed:
+        raise RetriableError(f"unknown collection {collection!r}; valid: {allowed}")
+    owner = CARD_COLLECTIONS.get(collection) if isinstance(collection, str) else None
+    if allowed is None and owner is not None:
+        raise RetriableError(f"collection {collection!r} is {owner}'s: use that card's tools")
+
+
+def listing(parts: list[str]) -> str:
+    """The first :data:`MAX_LISTED` of ``parts``, then how many more."""
+    shown = ", ".join(parts[:MAX_LISTED])
+    more = len(parts) - MAX_LISTED
+    return f"{shown} and {more} more" if more > 0 else shown
 
 
 class VectorSearch(BaseToolParam):
@@ -30,7 +50,8 @@ class VectorSearch(BaseToolParam):
     """
 
     collections: list[str] | None = None
-    """Collections the model may search (None: any)."""
+    """Collections the model may search (None: any but those other cards fill, see
+    ``CARD_COLLECTIONS``: listing one here is the host's choice)."""
     max_top_k: int = Field(default=20, ge=1, le=100)
     snippet_chars: int = Field(default=200, ge=0, le=2000)
     """Characters of each hit's stored text shown to the model."""
@@ -42,7 +63,8 @@ class VectorAdd(BaseToolParam):
     default: it writes)."""
 
     collections: list[str] | None = None
-    """Collections the model may write (None: any)."""
+    """Collections the model may write (None: any but those other cards fill, see
+    ``CARD_COLLECTIONS``: listing one here is the host's choice)."""
     max_chars: int = Field(default=4_000, ge=10, le=100_000)
     timeout_s: float = Field(default=30.0, gt=0, le=300)
 
@@ -120,7 +142,7 @@ class VectorStoreTool(ToolCard, StoreSettings):
             head = f"{card.actor_name}: {info['provider']} {info['model']} ({info['dimension']}d)"
             if not info["available"]:
                 return f"{head}, unavailable: {info['reason']}"
-            sizes = ", ".join(f"{k}={v}" for k, v in info["collections"].items()) or "empty"
+            sizes = listing([f"{k}={v}" for k, v in info["collections"].items()]) or "empty"
             return f"{head}, {info['backend']}; collections: {sizes}; pending {info['pending']}"
 
         if self.name != "VectorStore":
@@ -141,8 +163,7 @@ class VectorStoreTool(ToolCard, StoreSettings):
                 id: A stable id; storing again under the same id replaces the text.
                 collection: The collection to store it in.
             """
-            if allowed is not None and collection not in allowed:
-                raise RetriableError(f"unknown collection {collection!r}; valid: {allowed}")
+            check_allowed(collection, allowed)
             if not isinstance(text, str) or not text.strip():
                 raise RetriableError("text must be a non-empty string")
             text = text[: param.max_chars]
@@ -179,8 +200,7 @@ class VectorStoreTool(ToolCard, StoreSettings):
                 collection: The collection to search.
                 top_k: How many hits to return (1-20).
             """
-            if allowed is not None and collection not in allowed:
-                raise RetriableError(f"unknown collection {collection!r}; valid: {allowed}")
+            check_allowed(collection, allowed)
             if not isinstance(query_text, str) or not query_text.strip():
                 raise RetriableError("query_text must be a non-empty string")
             k = max(1, min(int(top_k), param.max_top_k))
@@ -192,9 +212,13 @@ class VectorStoreTool(ToolCard, StoreSettings):
                 return "error: vector search failed: " + " ".join(str(exc).split())
             if not hits:
                 known = handle.ask(VectorStoreApi.collections)
-                names = [n for n in known if allowed is None or n in allowed]
-                listing = ", ".join(f"{n} ({known[n]})" for n in names) or "none"
-                return f"no matches in collection {collection!r}; collections: {listing}"
+                names = [
+                    f"{n} ({size})"
+                    for n, size in known.items()
+                    if (n not in CARD_COLLECTIONS if allowed is None else n in allowed)
+                ]
+                listed = listing(names) or "none"
+                return f"no matches in collection {collection!r}; collections: {listed}"
             lines = []
             for item, score in hits:
                 text = handle.ask(VectorStoreApi.text, collection, item) or ""

@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from toolcards.tools._common.vector_api import CARD_COLLECTIONS
 from toolcards.tools.vector_store.base import EmbeddingProvider, require
 from toolcards.tools.vector_store.index import InMemoryIndex, VectorIndex, check_matrix
 from toolcards.tools.vector_store.ranking import Hit
@@ -37,6 +38,9 @@ Pending = tuple[str, str, str]
 """``(id, text, hash)`` of a text that needs embedding."""
 
 MAX_TOP_K = 1000
+MAX_COLLECTIONS = 256
+"""Collections a store holds at most, besides those other cards fill (a model with
+``vector_add`` names collections freely; each one keeps an index and is listed)."""
 
 
 def inmemory_factory(collection: str, dimension: int) -> VectorIndex:
@@ -141,7 +145,7 @@ class VectorStore:
 
     def plan_upsert(self, collection: str, items: Sequence[tuple[str, str]]) -> list[Pending]:
         """Validate ``items`` and return those whose text changed (to embed, then apply)."""
-        check_collection(collection)
+        self._check_room(collection)
         if not isinstance(items, (list, tuple)):
             raise TypeError("items must be a list of (id, text) pairs")
         latest: dict[str, str] = {}
@@ -160,6 +164,16 @@ class VectorStore:
             wanted[item] = digest
             todo.append((item, text, digest))
         return todo
+
+    def _check_room(self, collection: str) -> None:
+        """ValueError for an invalid name, or a new collection past :data:`MAX_COLLECTIONS`."""
+        check_collection(collection)
+        held = (self._indexes.keys() | self._wanted.keys()) - CARD_COLLECTIONS.keys()
+        new = collection not in held and collection not in CARD_COLLECTIONS
+        if new and len(held) >= MAX_COLLECTIONS:
+            raise ValueError(
+                f"the store holds at most {MAX_COLLECTIONS} collections: use an existing one"
+            )
 
     def apply(self, collection: str, batch: Sequence[Pending], vectors: Matrix) -> list[str]:
         """Store the vectors of ``batch`` whose text is still the wanted one; returns their ids."""
