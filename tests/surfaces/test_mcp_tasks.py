@@ -24,6 +24,7 @@ from pydantic import ConfigDict, Field
 from surfaces.surface_support import write_config
 from toolcards.governance import AuditLog, Identity
 from toolcards.surfaces.config import load_config
+from toolcards.surfaces.mcp_server.listening import PER_PRINCIPAL
 from toolcards.surfaces.mcp_server.server import GovernedMCPServer
 from toolcards.surfaces.mcp_server.tasks import TaskLimits
 from toolcards.surfaces.runtime import SurfaceRuntime
@@ -208,6 +209,36 @@ async def test_a_listening_client_gets_board_updates_and_nothing_it_may_not_read
         with anyio.fail_after(30):
             event = await sub.__anext__()
     assert event.uri == board  # type: ignore[union-attr]
+
+
+async def test_listens_opened_at_once_are_bounded_per_caller(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A caller's listens are counted from the check on: 20 opened together are held to
+    ``PER_PRINCIPAL`` (they all passed the count while the first still checked its URI)."""
+    board = "toolcards://team/t/planning"
+    opened: list[object] = []
+    refused: list[str] = []
+    release = anyio.Event()
+    async with served(tmp_path, "approver", monkeypatch) as (client, _rt):
+
+        async def one() -> None:
+            try:
+                async with client.listen(resource_subscriptions=[board]) as sub:
+                    opened.append(sub)
+                    await release.wait()
+            except MCPError as exc:
+                refused.append(exc.error.message)
+
+        async with anyio.create_task_group() as tasks:
+            for _ in range(20):
+                tasks.start_soon(one)
+            with anyio.fail_after(30):
+                while len(opened) + len(refused) < 20:
+                    await anyio.sleep(0.02)
+            release.set()
+    assert len(opened) == PER_PRINCIPAL
+    assert refused == [f"at most {PER_PRINCIPAL} open listens per caller"] * (20 - PER_PRINCIPAL)
 
 
 async def test_a_running_task_outlives_its_ttl_and_holds_its_place(

@@ -68,16 +68,17 @@ class Listening:
             raise MCPError(-32602, f"at most {MAX_URIS} resources per listen")
         if Counter(p for p, _ in self._streams.values())[who.id] >= PER_PRINCIPAL:
             raise MCPError(-32603, f"at most {PER_PRINCIPAL} open listens per caller")
-        readable = []
-        for uri in dict.fromkeys(asked):
-            if await anyio.to_thread.run_sync(self.catalog.subscribable, who, uri):
-                readable.append(uri)
-        honored = params.notifications.model_copy(
-            update={"resource_subscriptions": readable or None}
-        )
         key = object()
-        self._streams[key] = (who.id, frozenset(readable))
+        self._streams[key] = (who.id, frozenset())  # counted from the check on, before any wait
         try:
+            readable = []
+            for uri in dict.fromkeys(asked):
+                if await anyio.to_thread.run_sync(self.catalog.subscribable, who, uri):
+                    readable.append(uri)
+            honored = params.notifications.model_copy(
+                update={"resource_subscriptions": readable or None}
+            )
+            self._streams[key] = (who.id, frozenset(readable))
             return await self.handler(ctx, params.model_copy(update={"notifications": honored}))
         finally:
             del self._streams[key]
