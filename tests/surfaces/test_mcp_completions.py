@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import mcp.types as types
 import pytest
@@ -15,8 +16,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_clients import http_session, stdio_session
 from structured_tools import POLICY
 
+from support.scripted import wait_until
 from surfaces.surface_support import HttpServer, write_config
-from toolcards.governance import Identity
+from toolcards.governance import AuditLog, Identity
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
@@ -188,3 +190,22 @@ async def test_subscribing_to_a_resource_that_cannot_be_read_is_refused_as_readi
         with pytest.raises(MCPError) as subscribed:
             await s.subscribe_resource(uri)
     assert subscribed.value.error.code == read.value.error.code == -32002
+
+
+async def test_a_prompt_get_whose_arguments_do_not_bind_is_audited(
+    server: HttpServer, base: Path
+) -> None:
+    """The policy allowed the get, its arguments did not fit: one ``invalid_args`` row (it
+    left none, so a caller could probe a prompt's parameters untraced)."""
+    async with http_session(server.url) as s:
+        with pytest.raises(MCPError) as refused:
+            await s.get_prompt("review", {"probe_name": "x"})
+    assert refused.value.error.code == -32602
+
+    def rows() -> list[Any]:
+        with AuditLog(base / "audit.db") as log:
+            return [r for r in log.query(tool="prompt:review") if r.outcome == "invalid_args"]
+
+    wait_until(lambda: len(rows()) == 1)
+    row = rows()[0]
+    assert row.args == {"probe_name": "x"} and row.decision == "allow"

@@ -118,6 +118,8 @@ class PromptCatalog:
         try:
             inspect.signature(source.fn).bind(**args)
         except TypeError as exc:
+            record(executor, target, args, who, surface="mcp", outcome="invalid_args",
+                   started=started, decision=decision, error=str(exc))  # fmt: skip
             raise MCPError(INVALID_PARAMS, f"arguments for {params.name}: {exc}") from None
         try:
             value = await anyio.to_thread.run_sync(lambda: source.fn(**args))
