@@ -16,7 +16,13 @@ from toolcards.core.grants import Grant
 from toolcards.core.identity import Identity
 from toolcards.governance import AuditLog
 from toolcards.stores.base import ApprovalStore, RateLimits, Spend
-from toolcards.stores.open import open_approvals, open_budgets, open_rate_limits, open_stores
+from toolcards.stores.open import (
+    open_approvals,
+    open_budgets,
+    open_rate_limits,
+    open_stores,
+    open_tasks,
+)
 
 NOW = 1_000.0
 
@@ -230,7 +236,9 @@ def test_an_audit_file_written_before_teams_is_claimed_by_its_first_team(tmp_pat
         second.close()
 
 
-@pytest.mark.parametrize("opener", ["audit", "approvals", "rate_limits", "call_results", "stores"])
+@pytest.mark.parametrize(
+    "opener", ["audit", "approvals", "rate_limits", "call_results", "stores", "tasks"]
+)
 def test_a_shared_database_refuses_a_store_opened_without_a_team(
     postgres_url: str, opener: str
 ) -> None:
@@ -242,6 +250,7 @@ def test_a_shared_database_refuses_a_store_opened_without_a_team(
         "rate_limits": lambda: open_rate_limits(postgres_url),
         "call_results": lambda: PostgresCallResults(postgres_url),
         "stores": lambda: open_stores(postgres_url),
+        "tasks": lambda: open_tasks(postgres_url),
     }[opener]
     with pytest.raises(ValueError, match=r"^team_id: a PostgreSQL store holds many teams") as no:
         open_without_team()

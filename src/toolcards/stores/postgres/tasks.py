@@ -7,10 +7,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from toolcards.stores.base import DEFAULT_TEAM
 from toolcards.stores.postgres.call_results import QmarkCursor
 from toolcards.stores.postgres.connections import Connections
-from toolcards.stores.postgres.governance import create_table
+from toolcards.stores.postgres.governance import create_table, named_team
 from toolcards.stores.tasks import INDEX, TABLE, SqlTasks
 
 
@@ -22,7 +21,7 @@ class PostgresTasks(SqlTasks):
     def __init__(
         self, url: str, team_id: str | None = None, *, connect_timeout: float = 5.0
     ) -> None:
-        self.team_id = team_id or DEFAULT_TEAM
+        self.team_id = named_team(team_id)
         self._db = Connections(url, connect_timeout=connect_timeout)
         self.location = self._db.location
         create_table(self._db, TABLE, None, INDEX)
