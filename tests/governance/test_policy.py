@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from toolcards.governance import Identity, Policy, PolicyError
+from toolcards.governance.card_reads import may_read_card
 
 ALICE = Identity("alice", roles=["data_admin"])
 BOB = Identity("bob", roles=["sales"])
@@ -228,3 +229,27 @@ def test_a_pickled_policy_decides_the_same_and_keeps_watching_its_file(tmp_path:
     path.unlink()  # another machine: the rules travel without the file
     gone = pickle.loads(pickle.dumps(_policy({"targets": ["a"], "effect": "allow"})))
     assert gone.decide(ALICE, "a", {}).effect == "allow"
+
+
+@pytest.mark.parametrize(
+    ("last_rule_targets", "reads"),
+    [(["*"], False), (["context:*"], True), (["context:PlanningTool"], True), (["cont*"], False)],
+)
+def test_the_card_read_right_is_a_rule_naming_context_targets(
+    last_rule_targets: list[str], reads: bool
+) -> None:
+    """``default_effect: deny`` with a last catch-all ``*`` allow is the same policy as an
+    allow by default: it handed the board of a card whose every tool the caller is denied."""
+    policy = Policy.from_dict(
+        {
+            "default_effect": "deny",
+            "rules": [
+                {"callers": ["guest"], "targets": ["*_planning", "*_planning_*"], "effect": "deny"},
+                {"callers": ["*"], "targets": last_rule_targets, "effect": "allow"},
+            ],
+        }
+    )
+    guest = Identity("guest")
+    tools = ["get_planning", "update_planning"]
+    assert not any(policy.visible(guest, tool) for tool in tools)
+    assert may_read_card(policy, guest, "PlanningTool", tools) is reads

@@ -4,9 +4,10 @@
 A card's system prompt and per-turn context show team state (a planning board, a graph
 summary, the roster). They reach a caller only when the policy lets it call at least one of
 the card's tools, or when a rule allows it the target ``context:<CardType>`` (a declared read
-right, for a caller that reads a board but may not change it). The read right is a rule, never
-the default effect: a policy that allows by default and denies a caller every planning tool
-does not hand it the board.
+right, for a caller that reads a board but may not change it). The read right is a rule that
+names ``context:`` targets, never the default effect nor a catch-all ``*`` rule: a policy that
+allows everything else (by default or by a last ``*`` rule) and denies a caller every planning
+tool does not hand it the board.
 """
 
 from __future__ import annotations
@@ -31,8 +32,7 @@ def may_read_card(policy: Policy, identity: Identity, card_type: str, tools: Ite
     tools are ``tools``."""
     if any(policy.visible(identity, tool) for tool in tools):
         return True
-    decision = policy.decide(identity, read_target(card_type), {})
-    return decision.allowed and decision.rule is not None
+    return policy.grants_by_name(identity, read_target(card_type))
 
 
 @dataclass(frozen=True)

@@ -159,6 +159,10 @@ class RuleIndex:
         self._tools: dict[str, ToolRules] = {}
         self._shared: dict[tuple[frozenset[int], tuple[int, ...]], ToolRules] = {}
 
+    def rule(self, index: int) -> Rule | None:
+        """The rule a :class:`~.policy.Decision` names by ``index``."""
+        return self._rules[index] if 0 <= index < len(self._rules) else None
+
     def for_tool(self, tool_id: str) -> ToolRules:
         found = self._tools.get(tool_id)
         if found is None:

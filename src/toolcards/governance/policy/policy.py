@@ -339,6 +339,18 @@ class Policy:
         ``each``: arguments with several values, see :func:`_argument_match`."""
         return self.evaluate(identity, tool_id, args, each)[0]
 
+    def grants_by_name(self, identity: Identity, target: str) -> bool:
+        """True when a rule allows ``identity`` ``target`` and names it by its kind: one of
+        its targets starts as ``target`` does up to its ``:`` (``context:PlanningTool``,
+        ``context:*``). The default effect and a catch-all ``*`` rule grant no such right."""
+        index = self._index
+        decision = self.decide(identity, target, {})
+        if not decision.allowed or decision.rule is None:
+            return False
+        kind = target.partition(":")[0] + ":"
+        rule = index.rule(decision.rule)
+        return rule is not None and any(g.startswith(kind) for g in rule.target_globs)
+
     def evaluate(
         self,
         identity: Identity,
