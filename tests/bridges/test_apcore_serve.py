@@ -14,8 +14,13 @@ import anyio
 import pytest
 from click.testing import CliRunner
 
+from bridges._apcore_support import Crm, build_crm
 from support.launch import PYTHON
 from toolcards.bridges.apcore import build_cli, serve_cli, serve_mcp
+from toolcards.core.identity import Identity
+from toolcards.governance.capability import CapabilityRegistry
+from toolcards.governance.policy.policy import Policy
+from toolcards.surfaces.runtime import SurfaceRuntime
 
 REGISTRY_SCRIPT = """
 from typing import Any
@@ -113,6 +118,89 @@ def test_serve_mcp_serves_the_registry_over_stdio(tmp_path: Path) -> None:
     names, text = anyio.run(session)
     assert "math.add" in names
     assert "11" in text
+
+
+MALLORY_DENIED = """
+import sys
+from apcore import ACL, ACLRule, Executor
+from toolcards.bridges.apcore import serve_mcp
+from toolcards.core.identity import Identity
+
+deny = ACLRule(callers=["agent.mallory"], targets=["math.*"], effect="deny")
+executor = Executor(registry, acl=ACL(rules=[deny], default_effect="allow"))
+serve_mcp(executor, identity=Identity(sys.argv[1], "agent"))
+"""
+
+
+def _stdio_call(script: Path, *args: str) -> str:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(command=PYTHON, args=[str(script), *args])
+
+    async def session() -> str:
+        with anyio.fail_after(60):
+            async with (
+                stdio_client(params) as (read, write),
+                ClientSession(read, write) as client,
+            ):
+                await client.initialize()
+                result = await client.call_tool("math.add", {"a": 5, "b": 6})
+                return "".join(getattr(block, "text", "") for block in result.content)
+
+    return anyio.run(session)
+
+
+@pytest.mark.parametrize(("who", "runs"), [("agent.ada", True), ("agent.mallory", False)])
+def test_serve_mcp_over_stdio_calls_apcore_as_the_served_identity(
+    tmp_path: Path, who: str, runs: bool
+) -> None:
+    script = _script(tmp_path, MALLORY_DENIED)
+    text = _stdio_call(script, who)
+    assert ('"sum": 11' in text) is runs, text
+
+
+def _crm_denying(caller: str) -> tuple[Crm, Any]:
+    from apcore import ACL, ACLRule, Executor
+
+    crm = build_crm()
+    deny = ACLRule(callers=[caller], targets=["crm.*"], effect="deny")
+    return crm, Executor(crm.registry, acl=ACL(rules=[deny], default_effect="allow"))
+
+
+async def _mcp_call(caps: CapabilityRegistry, who: Identity) -> Any:
+    from mcp.client.client import Client
+
+    from toolcards.surfaces.mcp_server.server import GovernedMCPServer
+
+    with SurfaceRuntime.build(caps, policy=Policy.allow_all(), identity=who) as rt:
+        server = GovernedMCPServer(rt)
+        async with server.running(), Client(server.server) as client:
+            return await client.call_tool("crm.read", {"customer": "c1"})
+
+
+def test_serve_mcp_calls_apcore_as_the_caller_toolcards_governed() -> None:
+    """An apcore ACL that denies one principal holds over MCP: the bridge hands apcore the
+    caller toolcards' executor runs the call for, not a caller-less context."""
+    from toolcards.bridges.apcore.serve import module_capabilities
+
+    crm, executor = _crm_denying("agent.mallory")
+    caps = module_capabilities(executor)
+    denied = anyio.run(_mcp_call, caps, Identity("agent.mallory", "agent"))
+    assert denied.is_error
+    assert crm.executed == []
+    allowed = anyio.run(_mcp_call, caps, Identity("agent.ada", "agent"))
+    assert not allowed.is_error
+    assert crm.executed == [("crm.read", {"customer": "c1"})]
+
+
+def test_an_anonymous_mcp_caller_stays_apcores_external_caller() -> None:
+    from toolcards.bridges.apcore.serve import module_capabilities
+
+    crm, executor = _crm_denying("@external")
+    denied = anyio.run(_mcp_call, module_capabilities(executor), Identity.anonymous())
+    assert denied.is_error
+    assert crm.executed == []
 
 
 def test_serve_mcp_lists_the_modules_as_governed_capabilities() -> None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from toolcards.core.identity import calling_principal
 from toolcards.governance.capability import CapabilityRegistry
 from toolcards.governance.policy.policy import Policy
 from toolcards.surfaces.api import serve_mcp as serve
@@ -27,6 +28,13 @@ if TYPE_CHECKING:
 _TRANSPORTS = {"stdio": "stdio", "http": "http", "streamable-http": "http"}
 
 
+def _governed_caller(_ctx: Any) -> Identity | None:
+    """The principal toolcards' executor runs this call for, so apcore's ACL judges the same
+    caller toolcards' policy did; anonymous stays apcore's caller-less ``@external``."""
+    who = calling_principal.get()
+    return None if who is None or who.is_anonymous else who
+
+
 def module_capabilities(
     registry_or_executor: Any,
     *,
@@ -34,7 +42,8 @@ def module_capabilities(
     exclude: Sequence[str] | None = None,
 ) -> CapabilityRegistry:
     """The discoverable modules of an apcore registry (or executor) as toolcards capabilities;
-    every call still runs through the apcore executor (its ACL, approvals and validation)."""
+    every call still runs through the apcore executor (its ACL, approvals and validation) as
+    the caller toolcards' executor is running it for."""
     apcore = require("apcore")
     if isinstance(registry_or_executor, apcore.Executor):
         executor = registry_or_executor
@@ -43,7 +52,12 @@ def module_capabilities(
         registry = registry_or_executor
         executor = apcore.Executor(registry)
     toolset = ApcoreToolset(
-        registry, executor, include=include, exclude=exclude, sanitize_tool_names=False
+        registry,
+        executor,
+        identity_resolver=_governed_caller,
+        include=include,
+        exclude=exclude,
+        sanitize_tool_names=False,
     )
     caps: CapabilityRegistry = anyio.run(CapabilityRegistry.from_toolset, toolset)
     return caps
