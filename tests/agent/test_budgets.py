@@ -94,6 +94,27 @@ def test_the_model_reads_over_budget_for_a_call_past_a_calls_budget() -> None:
     assert "over budget" not in texts[0]
 
 
+def test_a_model_reusing_one_tool_call_id_is_counted_for_each_call(tmp_path: Path) -> None:
+    """Every turn calls ``update_planning`` under the same tool call id: each is a new call
+    (the history answered the id before), so the second is over the budget (all six ran, the
+    first key taken for each)."""
+    turns = iter(range(6))
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        n = next(turns, None)
+        if n is None:
+            return ModelResponse(parts=[TextPart("done")])
+        args = {"create": [{"description": f"deploy {n}"}]}
+        return ModelResponse(parts=[ToolCallPart("update_planning", args, tool_call_id="same")])
+
+    rules = {"budgets": [{"name": "plans", "per": "run", "targets": ["update_planning"],
+                          "calls": 1}]}  # fmt: skip
+    with AuditLog(tmp_path / "audit.db", durability="sync") as audit:
+        Agent(FunctionModel(respond), capabilities=[cards(rules, audit)]).run_sync("plan")
+        outcomes = [row.outcome for row in audit.query(tool="update_planning")]
+    assert outcomes == ["ok"] + ["over_budget"] * 5
+
+
 def test_a_replayed_model_response_is_counted_once() -> None:
     capability = cards({"budgets": [{"name": "spend", "per": "team", "tokens": 10**6}]})
     agent = Agent(priced(), capabilities=[capability])

@@ -250,7 +250,7 @@ class GovernedToolset(WrapperToolset[Any]):
         cap = entry.capability
         if cap is None:  # built on the first call
             cap = entry.capability = entry.governed_capability()
-        key = durable_call_key(ctx.run_id, ctx.tool_call_id)  # one call of one run
+        key = _call_key(ctx)  # one call of one run
         results = self.call_results
         edited = None  # ToolApproved(override_args=...): the call as made, and the edit to run
         if ctx.tool_call_approved:
@@ -442,3 +442,25 @@ def to_model_result(result: ExecutionResult) -> Any:
         meta = result.approval.as_metadata() if result.approval is not None else None
         raise ApprovalRequired(metadata=meta)
     return result.told(redact_text(result.message))
+
+
+def _call_key(ctx: RunContext[Any]) -> str | None:
+    """The key of this call of the run: its tool call id, and how often the history already
+    answered that id. The same call made again (a durable replay, an approved deferred call)
+    has the same key, so it is counted, budgeted and written once; a model that reuses an id
+    for a new call gets a new key (it kept one, and every later call under it was taken for
+    the first: uncounted past a calls budget)."""
+    tool_call_id = ctx.tool_call_id
+    answered = sum(
+        1
+        for message in ctx.messages
+        for part in getattr(message, "parts", ())
+        if getattr(part, "part_kind", None) in _ANSWERS
+        and getattr(part, "tool_call_id", None) == tool_call_id
+    )
+    return durable_call_key(
+        ctx.run_id, tool_call_id if not answered else f"{tool_call_id}#{answered}"
+    )
+
+
+_ANSWERS = frozenset({"tool-return", "retry-prompt"})
