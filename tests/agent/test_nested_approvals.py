@@ -7,10 +7,13 @@ principal's call."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import HandleDeferredToolCalls
@@ -23,7 +26,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, RunContext
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, RunContext, ToolApproved
 
 from support.scripted import tool_results
 from toolcards.core import ToolCard
@@ -290,3 +293,145 @@ def test_a_member_with_an_inbox_is_asked_of_the_run_and_the_inbox_at_once(
                      if e.outcome.startswith("approval")]  # fmt: skip
     assert wired == [30] and "wired 30" in result.output
     assert decisions == [("rita", "approval_granted")]  # the run's later yes wrote nothing
+
+
+def _gated_wire(amount: float, go: threading.Event | None = None) -> FunctionModel:
+    """A member's model that calls ``wire(amount)`` once ``go`` is set."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            if go is not None:
+                go.wait(30)
+            return ModelResponse(parts=[ToolCallPart("wire", {"amount": amount})])
+        return ModelResponse(parts=[TextPart(" | ".join(tool_results(messages)))])
+
+    return FunctionModel(respond)
+
+
+def _shown(out: DeferredToolRequests) -> list[Any]:
+    return [n["exact_args"] for c in out.approvals for n in out.metadata[c.tool_call_id]["nested"]]
+
+
+def test_a_yes_grants_only_the_nested_requests_the_run_was_shown(tmp_path: Path) -> None:
+    """A delegating call asks two members; the run is shown ``wire(1)``; ``wire(9999)`` comes
+    while the human reviews. The yes grants what was shown; the later request is shown next
+    (a yes granted both, the second never seen)."""
+    wired.clear()
+    go = threading.Event()
+    profiles = [
+        RoleProfile(role="fast", model=_gated_wire(1), cards=[PayCard()], messaging=False),
+        RoleProfile(role="slow", model=_gated_wire(9999, go), cards=[PayCard()], messaging=False),
+    ]
+    with (
+        AuditLog(tmp_path / "audit.db", durability="sync") as audit,
+        Team("desk3", profiles=profiles, policy=POLICY, audit=audit) as team,
+    ):
+        fast, slow = team.hire("fast"), team.hire("slow")
+
+        async def ask_both(text: str) -> str:
+            """Ask both clerks."""
+            answers = await asyncio.gather(
+                asyncio.to_thread(team.send, fast, text, timeout=60),
+                asyncio.to_thread(team.send, slow, text, timeout=60),
+            )
+            return " / ".join(answers)
+
+        annotate(ask_both, delegates=True)
+        lead = GovernedToolset(
+            build_function_toolset([ask_both]), policy=POLICY, audit=audit, identity=LEAD
+        )
+        agent = Agent(one_tool_model("ask_both", {"text": "pay"}), toolsets=[lead],
+                      output_type=[str, DeferredToolRequests])  # fmt: skip
+
+        async def review() -> tuple[list[Any], list[Any], Any]:
+            first = await agent.run("go")
+            assert isinstance(first.output, DeferredToolRequests)
+            go.set()  # the slow clerk's request comes while the human reviews the first
+            [(run, *_)] = lead.delegated._parked.values()
+            with anyio.fail_after(30):
+                while len(run._asked) < 2:
+                    await asyncio.sleep(0.02)
+            yes = {c.tool_call_id: True for c in first.output.approvals}
+            second = await agent.run(
+                message_history=first.all_messages(),
+                deferred_tool_results=DeferredToolResults(approvals=yes),
+            )
+            assert isinstance(second.output, DeferredToolRequests)
+            no = {c.tool_call_id: False for c in second.output.approvals}
+            last = await agent.run(
+                message_history=second.all_messages(),
+                deferred_tool_results=DeferredToolResults(approvals=no),
+            )
+            return _shown(first.output), _shown(second.output), last.output
+
+        shown_first, shown_next, _ = asyncio.run(review())
+        decisions = [(e.principal, e.outcome) for e in audit.query(limit=100)
+                     if e.outcome.startswith("approval")]  # fmt: skip
+    assert shown_first == [{"amount": 1}] and shown_next == [{"amount": 9999}]
+    assert wired == [1]
+    assert decisions == [(LEAD.id, "approval_granted"), (LEAD.id, "approval_denied")]
+
+
+def test_an_edit_of_a_parked_delegating_call_stops_it_and_runs_nothing(audit: AuditLog) -> None:
+    """The approver answers the parked ``delegate`` with ``override_args``: work already
+    running cannot take it, so it is stopped and its nested call denied (the edit was dropped
+    and the nested ``wire(250)`` granted as the original arguments asked)."""
+    desk = Desk(audit)
+    agent = desk.agent(output_type=[str, DeferredToolRequests])
+    first = agent.run_sync("go")
+    assert isinstance(first.output, DeferredToolRequests)
+    [call] = first.output.approvals
+    edit = ToolApproved(override_args={"task": "pay acme 1"})
+    answers = DeferredToolResults(approvals={call.tool_call_id: edit})
+    done = agent.run_sync(message_history=first.all_messages(), deferred_tool_results=answers)
+    assert wired == []
+    assert "an edit cannot apply to work already running" in str(done.output)
+    assert desk.decisions() == [(LEAD.id, "approval_denied", "wire")]
+
+
+team_of: dict[str, Any] = {}
+
+
+class DeskCard(ToolCard):
+    """A member's card whose ``ask_clerk`` tool messages the clerk and waits (delegating)."""
+
+    def get_tools(self) -> list[Callable[..., Any]]:
+        def ask_clerk(text: str) -> str:
+            """Ask the clerk."""
+            return str(team_of["team"].send(team_of["clerk"], text, timeout=60))
+
+        return [annotate(ask_clerk, delegates=True)]
+
+
+def test_a_members_delegating_call_runs_in_its_turn_with_one_row(tmp_path: Path) -> None:
+    """A member's run cannot take deferred requests: its delegating tool runs as any call,
+    the clerk's ``wire`` waits as the clerk's own calls do, and each call has its row (the
+    turn failed with pydantic-ai's UserError and ``ask_clerk`` was left with no row)."""
+    wired.clear()
+    profiles = [
+        RoleProfile(
+            role="lead",
+            model=one_tool_model("ask_clerk", {"text": "pay 5"}),
+            cards=[DeskCard()],
+            messaging=False,
+        ),
+        RoleProfile(
+            role="clerk",
+            model=one_tool_model("wire", {"amount": 5}),
+            cards=[PayCard()],
+            messaging=False,
+        ),
+    ]
+    with (
+        AuditLog(tmp_path / "audit.db", durability="sync") as audit,
+        Team("desk4", profiles=profiles, policy=POLICY, audit=audit) as team,
+    ):
+        lead, team_of["clerk"], team_of["team"] = team.hire("lead"), team.hire("clerk"), team
+        reply = team.send(lead, "go", timeout=60)
+        rows = [(e.principal, e.tool, e.outcome) for e in audit.query(limit=100)]
+    assert "UserError" not in reply and "ask_clerk: success" in reply
+    assert wired == []  # nobody approved it
+    assert rows == [
+        (f"agent.{team_of['clerk']}", "wire", "needs_approval"),
+        (f"agent.{lead}", "ask_clerk", "ok"),
+    ]

@@ -81,11 +81,13 @@ class CallerRun:
             ]
             return list(self._asked)
 
-    def answer(self, approved: bool, why: str = "") -> None:
-        """Decide every waiting request as the run's answer (one already decided elsewhere
-        keeps its decision)."""
+    def answer(self, approved: bool, why: str = "", only: frozenset[str] | None = None) -> None:
+        """Decide the waiting requests as the run's answer: those in ``only`` (the ids the run
+        was shown), else every one (a denial stops them all). One already decided elsewhere
+        keeps its decision; one the run was not shown waits on, to be shown next."""
         with self._lock:
-            asked, self._asked = self._asked, []
+            asked = [a for a in self._asked if only is None or a.request.approval_id in only]
+            self._asked = [a for a in self._asked if a not in asked]
         for each in asked:
             each.broker.answer_for_run(
                 each.request, approved=approved, run=self.caller, via=self.tool_id, why=why

@@ -25,6 +25,9 @@ from toolcards.governance.approvals.nested import CallerRun
 
 __all__ = ["DELEGATED_WAIT", "DelegatedCalls"]
 
+_Parked = tuple[CallerRun, "asyncio.Future[Any]", frozenset[str], float]
+"""A parked call: its run's channel, its task, the request ids the run was shown, since when."""
+
 DELEGATED_WAIT = 300.0
 """How long a delegating call waits, parked, for its run's answer (seconds)."""
 _MAX_PARKED = 1024
@@ -36,7 +39,7 @@ class DelegatedCalls:
 
     def __init__(self, wait: float = DELEGATED_WAIT) -> None:
         self.wait = wait
-        self._parked: dict[str, tuple[CallerRun, asyncio.Future[Any], float]] = {}
+        self._parked: dict[str, _Parked] = {}
         self._lock = threading.Lock()
 
     async def run(
@@ -55,8 +58,8 @@ class DelegatedCalls:
         key = f"{conversation}\0{call_id}" if call_id else ""
         parked = self._unpark(key, caller) if approved and key else None
         if parked is not None:
-            run, task = parked
-            run.answer(True)
+            run, task, shown, _ = parked
+            run.answer(True, only=shown)  # what the run saw; a later request is shown next
         else:
             run = CallerRun(caller, tool_id, call_id, self.wait)
             token = nesting.calling_run.set(run)
@@ -65,6 +68,18 @@ class DelegatedCalls:
             finally:
                 nesting.calling_run.reset(token)
         return await self._until_done_or_asked(key, run, task)
+
+    def stop(self, call_id: str | None, caller: Identity, conversation: str, why: str) -> bool:
+        """Deny and cancel ``caller``'s call parked under ``call_id`` in ``conversation``
+        (an answer that cannot apply to it, such as an edit of work already running); False
+        when none is parked there."""
+        parked = self._unpark(f"{conversation}\0{call_id}", caller) if call_id else None
+        if parked is None:
+            return False
+        run, task, _, _ = parked
+        run.answer(False, why)
+        task.cancel()
+        return True
 
     def settle(self, messages: Sequence[Any], conversation: str = "") -> None:
         """Deny and cancel the parked calls the run's answer denied (a ``denied`` tool return
@@ -82,11 +97,11 @@ class DelegatedCalls:
         with self._lock:
             ended = [
                 key
-                for key, (_, _, since) in self._parked.items()
+                for key, (_, _, _, since) in self._parked.items()
                 if key in denied or now - since > self.wait
             ]
             stopped = [(key, self._parked.pop(key)) for key in ended]
-        for key, (run, task, _) in stopped:
+        for key, (run, task, _, _) in stopped:
             run.answer(False, denied.get(key, "nobody answered in time"))
             task.cancel()
 
@@ -107,7 +122,7 @@ class DelegatedCalls:
             waiting = run.waiting()
             if not waiting:  # decided meanwhile (the inbox): wait on
                 continue
-            self._park(key, run, task)
+            self._park(key, run, task, frozenset(each.request.approval_id for each in waiting))
             raise ApprovalRequired(
                 metadata={
                     "nested": [
@@ -121,18 +136,20 @@ class DelegatedCalls:
                 }
             )
 
-    def _park(self, key: str, run: CallerRun, task: asyncio.Future[Any]) -> None:
+    def _park(
+        self, key: str, run: CallerRun, task: asyncio.Future[Any], shown: frozenset[str]
+    ) -> None:
         with self._lock:
             if len(self._parked) >= _MAX_PARKED:
-                oldest = min(self._parked, key=lambda k: self._parked[k][2])
-                _, dropped, _ = self._parked.pop(oldest)
+                oldest = min(self._parked, key=lambda k: self._parked[k][3])
+                dropped = self._parked.pop(oldest)[1]
                 dropped.cancel()
-            self._parked[key] = (run, task, time.monotonic())
+            self._parked[key] = (run, task, shown, time.monotonic())
 
-    def _unpark(self, key: str, caller: Identity) -> tuple[CallerRun, asyncio.Future[Any]] | None:
+    def _unpark(self, key: str, caller: Identity) -> _Parked | None:
         with self._lock:
             found = self._parked.get(key)
             if found is None or found[0].caller != caller:
                 return None
             del self._parked[key]
-        return found[0], found[1]
+        return found

@@ -278,8 +278,12 @@ class GovernedToolset(WrapperToolset[Any]):
                 run_id=ctx.run_id,
             )
 
-        if cap.annotations.delegates:  # it runs other agents: their approvals reach this run
-            conversation = ctx.conversation_id or ctx.run_id or ""
+        conversation = ctx.conversation_id or ctx.run_id or ""
+        if edited is not None and cap.annotations.delegates:
+            why = "an edit cannot apply to work already running; it was stopped"
+            if self.delegated.stop(ctx.tool_call_id, identity, conversation, why):
+                return f"denied: {cap.id}: {why}"
+        if cap.annotations.delegates and approver == "defer":  # their approvals reach this run
             result = await self.delegated.run(
                 ctx.tool_call_id, ctx.tool_call_approved, identity, cap.id, execute, conversation
             )
