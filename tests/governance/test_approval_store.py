@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,9 @@ import pytest
 from toolcards.governance import Identity
 from toolcards.governance.approvals.broker import ApprovalRequest, ApprovalState
 from toolcards.stores.base import ApprovalStore
+from toolcards.stores.governance import PENDING_PER_PRINCIPAL, TooManyApprovals
 from toolcards.stores.memory import MemoryApprovalStore
+from toolcards.stores.open import open_approvals
 from toolcards.stores.sqlite.approvals import SqliteApprovalStore
 
 NOW = 1_000.0
@@ -201,3 +204,88 @@ def test_an_edit_recorded_with_a_grant_is_taken_with_it(store: ApprovalStore) ->
     taken = store.take(req.binding, approved=False, now=NOW + 1)
     assert taken is not None and taken.state is ApprovalState.GRANTED
     assert taken.edited_args == {"amount": 1}
+
+
+# -- the pending requests one principal holds are bounded (invariant 6) -----------------------
+
+
+def fill(store: ApprovalStore, principal: str = "carol", **kw: Any) -> list[ApprovalRequest]:
+    """As many pending requests of ``principal`` as the store keeps for one."""
+    return [
+        store.add(request(f"{principal}-{i}", principal=principal, **kw), NOW).request
+        for i in range(PENDING_PER_PRINCIPAL)
+    ]
+
+
+def test_a_principal_holds_at_most_the_bound_of_pending_requests(store: ApprovalStore) -> None:
+    held = fill(store)
+    with pytest.raises(TooManyApprovals, match="carol already has 100 requests waiting"):
+        store.add(request("one-more"), NOW)
+    assert store.add(held[0], NOW).request == held[0]  # asked again: the request it has
+    assert store.add(request("dave-1", principal="dave"), NOW).request.principal == "dave"
+    waiting = [r.request.call_id for r in store.pending(NOW) if r.request.principal == "carol"]
+    assert len(waiting) == PENDING_PER_PRINCIPAL and "one-more" not in waiting
+
+
+def test_a_decided_withdrawn_or_expired_request_frees_its_place(store: ApprovalStore) -> None:
+    held = fill(store, expires_at=NOW + 60)
+    store.decide(held[0].approval_id, ApprovalState.DENIED, "rita", NOW)
+    store.add(request("after-decided"), NOW)
+    store.remove(held[1].approval_id)
+    store.add(request("after-withdrawn"), NOW)
+    with pytest.raises(TooManyApprovals):
+        store.add(request("one-more"), NOW)
+    later = store.add(request("after-expired", expires_at=NOW + 200), NOW + 60).request
+    assert later.call_id == "after-expired"
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where stores of several teams and connections meet."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("postgres_url"))
+    return ":memory:" if request.param == "memory" else str(tmp_path / "shared.db")
+
+
+@contextmanager
+def opened(database: str, team: str) -> Iterator[ApprovalStore]:
+    store, close = open_approvals(database, team)
+    try:
+        yield store
+    finally:
+        if close is not None:
+            close()
+
+
+def test_the_bound_is_per_team(database: str) -> None:
+    with opened(database, "a") as a, opened(database, "b") as b:
+        fill(a)
+        with pytest.raises(TooManyApprovals):
+            a.add(request("one-more"), NOW)
+        assert b.add(request("one-more"), NOW).request.call_id == "one-more"
+
+
+def test_requests_made_together_never_pass_the_bound_together(database: str) -> None:
+    """Two connections to one database (two processes of a team; one store in memory) add
+    requests of one principal at once: exactly as many as fit are kept."""
+    refused: list[TooManyApprovals] = []
+    barrier = threading.Barrier(16)
+    with opened(database, "a") as a, opened(database, "a") as other:
+        second = a if database == ":memory:" else other
+        for i in range(PENDING_PER_PRINCIPAL - 4):
+            a.add(request(f"early-{i}"), NOW)
+
+        def race(i: int) -> None:
+            barrier.wait()
+            try:
+                (a if i % 2 else second).add(request(f"late-{i}"), NOW)
+            except TooManyApprovals as exc:
+                refused.append(exc)
+
+        threads = [threading.Thread(target=race, args=(i,)) for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        assert len(refused) == 12
+        assert len(a.pending(NOW)) == PENDING_PER_PRINCIPAL

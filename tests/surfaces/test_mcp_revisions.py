@@ -9,8 +9,10 @@ subprocesses and HTTP servers on 127.0.0.1, the `toolcards approvals` CLI in pro
 from __future__ import annotations
 
 import json
+import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, closing
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,8 @@ from revision_clients import (
 from surfaces.surface_support import HttpServer, token_for, write_config
 from surfaces.surface_support import toolcards_in_process as toolcards
 from toolcards.governance import AuditLog, Identity
+from toolcards.stores.governance import PENDING_PER_PRINCIPAL
+from toolcards.stores.sqlite.approvals import SqliteApprovalStore
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
 
@@ -248,6 +252,51 @@ async def test_approval_client_on_2025_11_25_still_asks_the_calling_client(
     assert len(asked.elicited) == 1 and "send_note" in asked.elicited[0]
     assert result.is_error is False
     assert notes.read_text(encoding="utf-8") == "ops: asked\n"
+
+
+async def test_approval_client_on_2026_07_28_refuses_a_principals_requests_past_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 2026-07-28 client is answered at once and its request waits in the inbox until it
+    expires: one principal holds at most ``PENDING_PER_PRINCIPAL`` of them in the team's
+    store, past it a call is refused at once (and audited); another principal of the team,
+    served by another server on the same store, is still asked."""
+    shared, policy = tmp_path / "approvals.db", tmp_path / "policy.yaml"
+    policy.write_text("default_effect: allow\n", encoding="utf-8")
+    configs = [
+        write_config(
+            tmp_path / who,
+            local=Identity(who, "user", ["sales"]),
+            policy=policy,
+            tools=["approval_tools:TOOLS"],
+            approvals=str(shared),
+            approval="client",
+        )
+        for who in ("clerk", "dora")
+    ]
+    monkeypatch.setenv("NOTES_FILE", str(tmp_path / "notes.txt"))
+
+    async def call(client: Client, i: int) -> Any:
+        args = {"to": "ops", "body": f"note {i}"}
+        return await client.session.call_tool("send_note", args, allow_input_required=True)
+
+    async with in_process_client(configs[0], MODERN) as client:
+        for i in range(PENDING_PER_PRINCIPAL):
+            assert isinstance(await call(client, i), types.InputRequiredResult)
+        refused = await call(client, PENDING_PER_PRINCIPAL)
+    assert isinstance(refused, types.CallToolResult) and refused.is_error
+    assert text(refused) == (
+        "denied: send_note cannot be asked for approval: clerk already has 100 requests waiting"
+    )
+    async with in_process_client(configs[1], MODERN) as client:
+        assert isinstance(await call(client, 0), types.InputRequiredResult)
+    with closing(SqliteApprovalStore(shared, "surfaces")) as store:
+        waiting = Counter(r.request.principal for r in store.pending(time.time()))
+    assert waiting == {"clerk": PENDING_PER_PRINCIPAL, "dora": 1}
+    with AuditLog(tmp_path / "clerk" / "audit.db") as log:
+        (entry,) = log.query(outcome="denied", limit=10)
+    assert entry.principal == "clerk" and "100 requests waiting" in (entry.error or "")
+    assert not (tmp_path / "notes.txt").exists()
 
 
 # -- logging: a per-request opt-in on 2026-07-28 ---------------------------------------------

@@ -31,6 +31,7 @@ kept because callers catch that built-in type. The module each class lives in is
     ├── DatabaseClosed                          stores.errors
     ├── SchemaTooNew                            stores.errors
     ├── TooManyTasks                            stores.tasks
+    ├── TooManyApprovals                        stores.governance
     ├── YamlError (ValueError)                  core.yaml_safe
     ├── PolicyError (ValueError)                governance.policy.parse
     ├── ApprovalError (PermissionError)         governance.approvals.types

@@ -16,7 +16,7 @@ from typing import Any
 
 from toolcards.core.approvals import ApprovalRecord, ApprovalRequest, ApprovalState
 from toolcards.core.identity import Identity
-from toolcards.stores.base import Binding
+from toolcards.stores.governance import PENDING_PER_PRINCIPAL, Binding, TooManyApprovals
 from toolcards.stores.migrate import TeamColumn
 
 TABLE = """
@@ -45,7 +45,8 @@ CREATE TABLE IF NOT EXISTS approvals (
 INDEXES = """
 CREATE UNIQUE INDEX IF NOT EXISTS approvals_team_binding
     ON approvals(team_id, call_id, tool_id, args_digest, principal);
-CREATE INDEX IF NOT EXISTS approvals_team_expiry ON approvals(team_id, expires_at)
+CREATE INDEX IF NOT EXISTS approvals_team_expiry ON approvals(team_id, expires_at);
+CREATE INDEX IF NOT EXISTS approvals_team_principal ON approvals(team_id, principal, state)
 """
 MIGRATION = TeamColumn(
     "approvals",
@@ -65,6 +66,10 @@ _FIELDS = (
     "args_edited, session"
 )
 _BY_BINDING = "team_id = ? AND call_id = ? AND tool_id = ? AND args_digest = ? AND principal = ?"
+_PENDING_OF = (
+    "SELECT COUNT(*) FROM {table} WHERE team_id = ? AND principal = ? AND state = 'pending' "
+    "AND expires_at > ?"
+)
 
 
 class SqlApprovalStore:
@@ -92,6 +97,11 @@ class SqlApprovalStore:
             ).fetchone()
             if row is not None:
                 return _record(row)
+            (held,) = db.execute(
+                _PENDING_OF.format(table=self.table), (team, request.principal, now)
+            ).fetchone()
+            if held >= PENDING_PER_PRINCIPAL:
+                raise TooManyApprovals(request.principal)
             db.execute(
                 f"INSERT INTO {self.table} ({_FIELDS}, team_id) VALUES ({', '.join('?' * 19)})",
                 (

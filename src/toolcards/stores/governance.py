@@ -10,9 +10,11 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from toolcards.core.approvals import ApprovalRecord, ApprovalRequest, ApprovalState
+from toolcards.core.errors import ToolcardsError
 from toolcards.core.grants import Grant
 
 __all__ = [
+    "PENDING_PER_PRINCIPAL",
     "ApprovalStore",
     "AuditTable",
     "Binding",
@@ -21,17 +23,35 @@ __all__ = [
     "Limit",
     "RateLimits",
     "Spend",
+    "TooManyApprovals",
 ]
 
 Binding = tuple[str, str, str, str]
 """(call id, tool id, argument digest, principal id)."""
+
+PENDING_PER_PRINCIPAL = 100
+"""The pending requests one principal may hold in one team's approval store. A caller that
+is never asked again (a 2026-07-28 MCP client is answered with an InputRequiredResult at
+once) leaves its request, exact arguments and all, until it expires: without this bound one
+principal would fill the store and every approver's inbox."""
+
+
+class TooManyApprovals(ToolcardsError):
+    """``principal`` already holds as many pending requests as a store keeps for one."""
+
+    def __init__(self, principal: str) -> None:
+        super().__init__(f"{principal} already has {PENDING_PER_PRINCIPAL} requests waiting")
+        self.principal = principal
 
 
 @runtime_checkable
 class ApprovalStore(Protocol):
     def add(self, request: ApprovalRequest, now: float) -> ApprovalRecord:
         """Store ``request`` as pending, unless an unexpired record with the same binding
-        exists: then return that one unchanged (a request is never replaced)."""
+        exists: then return that one unchanged (a request is never replaced).
+        :class:`TooManyApprovals` (nothing stored) when its principal already holds
+        :data:`PENDING_PER_PRINCIPAL` unexpired pending requests: counted in the transaction
+        of the insert, so requests made together cannot pass the bound together."""
         ...
 
     def get(self, approval_id: str) -> ApprovalRecord | None:

@@ -12,6 +12,7 @@ from dataclasses import replace
 from toolcards.core.approvals import ApprovalRecord, ApprovalRequest, ApprovalState
 from toolcards.core.grants import Grant
 from toolcards.stores.base import DEFAULT_TEAM, Binding, Limit, Spend
+from toolcards.stores.governance import PENDING_PER_PRINCIPAL, TooManyApprovals
 
 _MAX_BUCKETS = 100_000
 
@@ -78,6 +79,8 @@ class MemoryApprovalStore:
             existing = self._by_binding.get(request.binding)
             if existing is not None:
                 return self._records[existing]
+            if self._held(request.principal) >= PENDING_PER_PRINCIPAL:
+                raise TooManyApprovals(request.principal)
             record = ApprovalRecord(request)
             self._records[request.approval_id] = record
             self._by_binding[request.binding] = request.approval_id
@@ -135,6 +138,14 @@ class MemoryApprovalStore:
             self._prune(now)
             records = [r for r in self._records.values() if r.state is ApprovalState.PENDING]
         return sorted(records, key=lambda r: r.request.created_at)
+
+    def _held(self, principal: str) -> int:
+        pending = ApprovalState.PENDING
+        return sum(
+            1
+            for r in self._records.values()
+            if r.request.principal == principal and r.state is pending
+        )
 
     def _drop(self, approval_id: str) -> bool:
         record = self._records.pop(approval_id, None)

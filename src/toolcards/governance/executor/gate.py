@@ -27,6 +27,7 @@ from toolcards.governance.executor.calls import Call, CallBook, ExecutionResult
 from toolcards.governance.outcomes import Outcome
 from toolcards.governance.policy.policy import Policy
 from toolcards.governance.redaction.redactor import args_digest, canonical_json
+from toolcards.stores.governance import TooManyApprovals
 
 log = logging.getLogger("toolcards.governance.executor")
 
@@ -55,7 +56,7 @@ class ApprovalGate:
         """None when ``call`` may run (approved; its clock moved past the human's time, an
         approver's edit in ``call.edit``); else the result that stops it."""
         broker, book = self.broker, self.book
-        who, tool_id, decision = call.identity, call.tool_id, call.decision
+        who, tool_id = call.identity, call.tool_id
         digest = args_digest(call.args)
         binding = {"tool_id": tool_id, "args_digest": digest, "principal": who.id}
         record = broker.settle_record(call.call_id, approved=False, **binding)
@@ -71,19 +72,10 @@ class ApprovalGate:
         if record is not None and record.state is ApprovalState.DENIED:
             return self._refused(call, pending)
         if pending is None:
-            asked = decision is not None and decision.effect == "approve"
-            pending = broker.request(
-                tool_id=tool_id,
-                args=call.args,
-                args_digest=digest,
-                identity=who,
-                reason=decision.reason if asked and decision else "the tool requires approval",
-                sensitive=call.sensitive,
-                call_id=call.call_id,
-                surface=call.surface,
-                redactor=call.redactor,
-                session=call.session or "",
-            )
+            asked = self._ask(call, digest)
+            if isinstance(asked, ExecutionResult):
+                return asked
+            pending = asked
         if call.approver is None:
             telemetry.event(
                 call.span, "toolcards.approval_required", approval_id=pending.approval_id
@@ -115,6 +107,31 @@ class ApprovalGate:
                 return self._granted(call, record)
         broker.withdraw(pending)
         return self._refused(call, pending)
+
+    def _ask(self, call: Call, digest: str) -> ApprovalRequest | ExecutionResult:
+        """The request recorded for ``call``; its refusal when its principal already holds
+        as many pending requests as the store keeps (a caller that is never asked again
+        cannot fill the store and the inbox: see
+        :data:`~toolcards.stores.governance.PENDING_PER_PRINCIPAL`)."""
+        decision = call.decision
+        asked = decision is not None and decision.effect == "approve"
+        try:
+            return self.broker.request(
+                tool_id=call.tool_id,
+                args=call.args,
+                args_digest=digest,
+                identity=call.identity,
+                reason=decision.reason if asked and decision else "the tool requires approval",
+                sensitive=call.sensitive,
+                call_id=call.call_id,
+                surface=call.surface,
+                redactor=call.redactor,
+                session=call.session or "",
+            )
+        except TooManyApprovals as exc:
+            telemetry.event(call.span, "toolcards.approval_refused", approval_id="")
+            msg = f"denied: {call.tool_id} cannot be asked for approval: {exc}"
+            return self.book.finish(call, Outcome.DENIED, msg)
 
     def apply_edit(self, call: Call, policy: Policy) -> ExecutionResult | None:
         """The approver's edit (``call.edit``) checked where the call runs, as a fresh call's
