@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -282,10 +283,7 @@ def test_requests_made_together_never_pass_the_bound_together(database: str) -> 
             except TooManyApprovals as exc:
                 refused.append(exc)
 
-        threads = [threading.Thread(target=race, args=(i,)) for i in range(16)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=30)
+        with ThreadPoolExecutor(16) as pool:  # one thread each: they meet at the barrier
+            list(pool.map(race, range(16)))
         assert len(refused) == 12
         assert len(a.pending(NOW)) == PENDING_PER_PRINCIPAL
