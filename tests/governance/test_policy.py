@@ -233,7 +233,14 @@ def test_a_pickled_policy_decides_the_same_and_keeps_watching_its_file(tmp_path:
 
 @pytest.mark.parametrize(
     ("last_rule_targets", "reads"),
-    [(["*"], False), (["context:*"], True), (["context:PlanningTool"], True), (["cont*"], False)],
+    [
+        (["*"], False),
+        (["context:*"], True),
+        (["context:PlanningTool"], True),
+        (["cont*"], False),
+        (["*", "context:KnowledgeGraphTool"], False),  # the `*` beside it matched
+        (["*", "context:Planning*"], True),
+    ],
 )
 def test_the_card_read_right_is_a_rule_naming_context_targets(
     last_rule_targets: list[str], reads: bool

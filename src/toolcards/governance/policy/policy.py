@@ -29,6 +29,7 @@ from toolcards.governance.policy.parse import (
     Limit,
     PolicyError,
     Rule,
+    compile_globs,
     compile_policy,
     load_yaml,
 )
@@ -340,16 +341,18 @@ class Policy:
         return self.evaluate(identity, tool_id, args, each)[0]
 
     def grants_by_name(self, identity: Identity, target: str) -> bool:
-        """True when a rule allows ``identity`` ``target`` and names it by its kind: one of
-        its targets starts as ``target`` does up to its ``:`` (``context:PlanningTool``,
-        ``context:*``). The default effect and a catch-all ``*`` rule grant no such right."""
+        """True when a rule allows ``identity`` ``target`` through a target of that rule that
+        names its kind (starts as ``target`` does up to its ``:``: ``context:PlanningTool``,
+        ``context:*``) and matches it. The default effect and a catch-all ``*`` (beside it
+        in the same rule too) grant no such right."""
         index = self._index
         decision = self.decide(identity, target, {})
         if not decision.allowed or decision.rule is None:
             return False
         kind = target.partition(":")[0] + ":"
         rule = index.rule(decision.rule)
-        return rule is not None and any(g.startswith(kind) for g in rule.target_globs)
+        named = tuple(g for g in rule.target_globs if g.startswith(kind)) if rule else ()
+        return bool(named) and compile_globs(named).fullmatch(target) is not None
 
     def evaluate(
         self,
