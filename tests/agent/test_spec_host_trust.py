@@ -359,6 +359,8 @@ def test_a_spec_store_sends_no_host_password_to_its_server(
         f"postgresql://toolcards@127.0.0.1:{catcher.port}/runs",
         f"postgresql://toolcards:@127.0.0.1:{catcher.port}/runs",  # empty: libpq finds one
         f"postgresql://toolcards:x@127.0.0.1:{catcher.port}/runs?passfile=/root/.pgpass",
+        # libpq has no fragment: `runs#` is the database, the rest options
+        f"postgresql://toolcards:x@db.example.com/runs#?host=127.0.0.1&port={catcher.port}",
     ):
         data = spec({"type": "WorkspaceTool"})
         data["capabilities"][0]["toolcards"][field] = url
@@ -380,6 +382,7 @@ def test_a_spec_store_names_one_host_never_a_list_or_a_socket(
     for url in (
         f"postgresql://toolcards:x@nothing.invalid,127.0.0.1:{catcher.port}/runs",
         f"postgresql://toolcards:x@{quote(str(sockets), safe='')}:{catcher.port}/runs",
+        f"postgresql://toolcards:x@127.0.0.1:{catcher.port}@db.example.com/runs",
     ):
         data = spec({"type": "WorkspaceTool"})
         data["capabilities"][0]["toolcards"][field] = url

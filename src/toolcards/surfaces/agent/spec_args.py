@@ -239,7 +239,7 @@ def spec_store(
             f"{field}: a shared database holds many teams; name the spec's team (team: <name>)"
         )
     parts = urlsplit(where.target)
-    if not parts.password or parts.query:
+    if not parts.password or "?" in where.target or "#" in where.target:  # libpq: no fragment
         raise UntrustedField(
             f"toolcards {field} {where.display!r} names a database without its own password or "
             "with options, and a spec may not choose where the host's credentials and files "
@@ -247,7 +247,8 @@ def spec_store(
             "or open the store in code"
         )
     host = parts.netloc.rpartition("@")[2]
-    if "," in host or "%" in host:  # libpq: a list of hosts, or a socket folder's path
+    one = parts.netloc.count("@") == 1 and "," not in host and "%" not in host
+    if not one or not _libpq_reads_alike(where.target, parts.hostname):
         raise UntrustedField(
             f"toolcards {field} {where.display!r} names several hosts or a local socket, and "
             "a spec names one server by its host name or address: open other stores in code"
@@ -259,3 +260,21 @@ def spec_store(
             "GovernedCards.trusting(HostTrust(private_network=True))"
         )
     return where
+
+
+_URL_KEYS = frozenset({"user", "password", "host", "port", "dbname"})
+
+
+def _libpq_reads_alike(url: str, host: str | None) -> bool:
+    """Whether libpq reads ``url`` as :func:`urlsplit` did: one server, ``host``, and no key
+    but those a plain URL spells (a list of hosts, a socket folder, an option smuggled past
+    the URL's own reading is another server than the one checked)."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict  # lazy: the postgres extra
+    except ImportError:  # without it no PostgreSQL store opens either
+        return True
+    try:
+        read = conninfo_to_dict(url)
+    except Exception:
+        return False
+    return set(read) <= _URL_KEYS and str(read.get("host", "")).lower() == (host or "").lower()
