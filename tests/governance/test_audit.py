@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import TypeAdapter
 
 from toolcards.core.spec import annotate
 from toolcards.governance import (
@@ -174,6 +175,33 @@ async def test_an_error_repeating_a_secret_argument_is_stored_without_it(tmp_pat
     assert unlocked.error == "PermissionError: refused bob with [REDACTED] on [REDACTED]"
     assert took.outcome == "invalid_args"
     assert took.error is not None and key not in took.error and "[REDACTED]" in took.error
+
+
+async def test_an_error_repeating_a_secret_escaped_or_shortened_is_stored_without_it(
+    tmp_path: Path,
+) -> None:
+    """``repr`` doubles a secret's backslashes; pydantic shows a long input by its head and
+    tail: both went into the error column (48 of a password's 50 characters)."""
+
+    def login(user: str, password: str) -> str:
+        """Log in."""
+        raise PermissionError(f"login refused for {password!r}")
+
+    def connect(token: str) -> str:
+        """Connect (the driver validates the token: pydantic shows it shortened)."""
+        return str(TypeAdapter(int).validate_python(token))
+
+    registry = CapabilityRegistry.from_tools([login, connect])
+    long_secret = "Zq8vT1mWq3rK9pX2bN7cL4hJ5dF6gH1jK0sG5yE1uA8iO3wQ9eR2tY7u"
+    with AuditLog(tmp_path / "audit.db") as audit:
+        executor = Executor(registry, Policy.allow_all(), audit=audit)
+        await executor.call("login", {"user": "bob", "password": "C:\\svc\\Pa55\\w0rd"}, ALICE)
+        await executor.call("connect", {"token": long_secret}, ALICE)
+        errors = [row.error or "" for row in audit.query()]
+    assert errors[0] == "PermissionError: login refused for '[REDACTED]'"
+    assert "Pa55" not in errors[0]
+    assert "input_value=[REDACTED]" in errors[1]
+    assert all(long_secret[i : i + 8] not in errors[1] for i in range(len(long_secret) - 8))
 
 
 def test_invalid_durability_is_rejected(tmp_path: Path) -> None:

@@ -201,6 +201,7 @@ class Redactor:
             _hidden(args, names, 0, hidden)
             for secret in sorted(set(hidden), key=len, reverse=True):
                 text = text.replace(secret, REDACTED)
+            text = _INPUT_VALUE.sub(rf"\1{REDACTED}\2", text)
         return self.text(text)
 
     def digest_and_redacted(
@@ -346,8 +347,14 @@ def _has_secret_key(value: Any, names: frozenset[str], depth: int) -> bool:
     return False
 
 
+_INPUT_VALUE = re.compile(r"(input_value=).*?(, input_type=)")
+"""The input a pydantic validation error repeats (shortened as pydantic likes): dropped from
+the error of a call that holds secrets."""
 _MAX_HIDDEN = 64
 _MIN_HIDDEN = 4
+_MIN_CUT = 16
+"""Values this long are also searched for by their head and tail, :data:`_KEPT_END` each."""
+_KEPT_END = 12
 """Values shorter than this are not searched for in error text (``1`` is in every number)."""
 
 
@@ -382,7 +389,16 @@ def _leaves(value: Any, depth: int, out: list[str]) -> None:
     elif value is not None and not isinstance(value, bool):
         text = str(value)
         if len(text) >= _MIN_HIDDEN:
-            out.append(text)
+            out += _spellings(text)
+
+
+def _spellings(text: str) -> list[str]:
+    """How an error message may repeat ``text``: as it is, as ``repr`` escapes it, and for
+    a long one its head and tail (pydantic shortens an input in its middle: ``abc...xyz``)."""
+    found = [text, repr(text)[1:-1], json.dumps(text)[1:-1]]
+    if len(text) >= _MIN_CUT:
+        found += [text[:_KEPT_END], text[-_KEPT_END:]]
+    return list(dict.fromkeys(found))
 
 
 @functools.lru_cache(maxsize=4096)
