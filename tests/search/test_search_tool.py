@@ -89,6 +89,23 @@ def test_search_bounds_huge_results_with_markers() -> None:
     assert "[... truncated:" in out
 
 
+def test_an_answer_with_more_results_than_asked_is_formatted_to_the_cap() -> None:
+    """The API (or whatever answers for it) sends 500,000 results for a search of 2 and a
+    crawl of 2: only the first 2 are read and formatted (every one was, 13 s for 2.6
+    million, to keep 12 KB of text)."""
+    many = [{"title": f"r{i}", "url": f"https://example.com/{i}", "content": "c"} for i in range(5)]
+    many += [{}] * 500_000
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=json.dumps({"results": many}).encode())
+
+    card, _ = make_card(reply, web_search=WebSearch(max_results=2), web_crawl=WebCrawl(max_pages=2))
+    out = call(card, "web_search", "q")
+    crawled = call(card, "web_crawl", "https://example.com/")
+    assert "2. r1" in out and "3." not in out
+    assert crawled.startswith("Crawled 2 page(s)")
+
+
 def test_empty_query_is_retriable_and_sends_nothing() -> None:
     card, seen = make_card(search_reply)
     with pytest.raises(RetriableError, match="empty"):
@@ -338,6 +355,20 @@ def test_a_page_sent_a_byte_at_a_time_is_cut_at_the_fetch_timeout() -> None:
     assert "took longer than 1 s" in call(card, "web_fetch", "https://example.com/slow")
 
 
+@pytest.mark.timeout(30)
+def test_a_search_answer_sent_a_byte_at_a_time_is_cut_at_the_timeout() -> None:
+    """httpx's timeouts bound each read: an answer whose every byte came within one took as
+    long as its server liked."""
+
+    async def drip() -> Any:
+        while True:
+            yield b" "
+            await asyncio.sleep(0.05)
+
+    card, _ = make_card(lambda r: httpx.Response(200, content=drip()), timeout_seconds=1.0)
+    assert "timed out" in call(card, "web_search", "q")
+
+
 PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>Fish &amp; Chips</title>
 <style>p > a { color: red }</style><script>if (a < b) document.write("</p>")</script></head>
 <body><h1>Menu</h1><!-- <p>hidden</p> --><p title="a > b">Cod &lt;large&gt; &eacute;&#233;&#x41;</p>
@@ -372,6 +403,32 @@ def test_direct_fetch_of_a_page_of_unfinished_tags_returns_its_text() -> None:
         timeout_seconds=2.0,
     )
     assert call(card, "web_fetch", "https://example.com/page") == "## https://example.com/page\nHi"
+
+
+def _fetched(body: bytes, content_type: str) -> str:
+    card, _ = make_card(
+        lambda r: httpx.Response(200, content=body, headers={"content-type": content_type}),
+        web_fetch=WebFetch(backend="direct"),
+        api_key=None,
+        timeout_seconds=2.0,
+    )
+    return str(call(card, "web_fetch", "https://example.com/page"))
+
+
+@pytest.mark.timeout(20)  # a hang guard: punycode decoded 2 MB in 332 s, on the event loop
+@pytest.mark.parametrize("charset", ["punycode", "base64", "rot13", "unicode_escape", "nope"])
+def test_a_page_naming_a_charset_that_is_no_text_encoding_reads_as_utf8(charset: str) -> None:
+    """``punycode`` decodes in quadratic time, ``base64`` raised LookupError out of the tool:
+    a page names a charset, the fetch decodes only text encodings with it."""
+    text = _fetched(b"caf\xc3\xa9 " + b"a" * 2_000_000, f"text/plain; charset={charset}")
+    assert text.startswith("## https://example.com/page\ncaf\xe9 aaaa")
+
+
+@pytest.mark.parametrize(
+    ("charset", "body"), [("iso-8859-1", b"caf\xe9"), ("Shift_JIS", "\u65e5\u672c".encode("sjis"))]
+)
+def test_a_page_in_a_text_encoding_it_names_is_decoded_with_it(charset: str, body: bytes) -> None:
+    assert _fetched(body, f"text/plain; charset={charset}").endswith(body.decode(charset))
 
 
 def test_crawl_caps_pages_and_page_size() -> None:

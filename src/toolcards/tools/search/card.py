@@ -184,7 +184,9 @@ class SearchTool(ToolCard):
                 if exclude_domains:
                     payload["exclude_domains"] = [str(d)[:253] for d in exclude_domains[:50]]
                 data = await self._client("web_search").post("search", payload)
-                return format_search(data, per_result=cfg.snippet_chars, limit=cfg.max_chars)
+                return format_search(
+                    data, per_result=cfg.snippet_chars, limit=cfg.max_chars, most=cfg.max_results
+                )
 
             return await self._answer(work())
 
@@ -214,12 +216,12 @@ class SearchTool(ToolCard):
                 target = await self._guard(url)
                 client = self._client("web_fetch")
                 data = await client.post("extract", {"urls": [target], "format": "markdown"})
-                pages = pages_of(data)
+                pages = pages_of(data, 1)
                 failures = failures_of(data)
                 if not pages:
                     reason = "\n".join(failures) or "no content returned"
                     return f"error: could not fetch {clip(target, 300)}\n{reason}"
-                return format_pages(pages[:1], per_page=cfg.max_chars, limit=cfg.max_chars)
+                return format_pages(pages, per_page=cfg.max_chars, limit=cfg.max_chars)
 
             return await self._answer(work())
 
@@ -254,7 +256,7 @@ class SearchTool(ToolCard):
                 if instructions and instructions.strip():
                     payload["instructions"] = instructions.strip()[:1_000]
                 data = await client.post("crawl", payload)
-                pages = pages_of(data)[:pages_cap]
+                pages = pages_of(data, pages_cap)
                 if not pages:
                     return f"No pages found when crawling {clip(target, 300)}."
                 head = f"Crawled {len(pages)} page(s) from {clip(target, 300)}.\n\n"

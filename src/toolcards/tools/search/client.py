@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import httpx
 
 from toolcards.core import outside_json
@@ -41,6 +42,9 @@ class TavilyClient:
         self._api_key = api_key
         self._base_url = base_url.rstrip("/")
         self._timeout = httpx.Timeout(timeout, connect=min(timeout, 10.0))
+        self._deadline = timeout
+        """Seconds the whole request may take (httpx's timeouts bound each read: a server
+        sending a byte just within each kept a request open for as long as it liked)."""
         self._transport = transport
 
     def __repr__(self) -> str:
@@ -50,6 +54,25 @@ class TavilyClient:
         """POST ``payload`` to ``/endpoint``; SearchError on any failure."""
         headers = {"Authorization": f"Bearer {self._api_key}", "Accept": "application/json"}
         try:
+            with anyio.fail_after(self._deadline):
+                body, status = await self._send(endpoint, payload, headers)
+        except TimeoutError:
+            raise SearchError(f"Tavily {endpoint} timed out; try again later") from None
+        if status >= 400:
+            raise _status_error(endpoint, status, body)
+        try:
+            data = outside_json.loads(body)
+        except ValueError:
+            raise SearchError(f"Tavily {endpoint} returned a response that is not JSON") from None
+        if not isinstance(data, dict):
+            raise SearchError(f"Tavily {endpoint} returned an unexpected {type(data).__name__}")
+        return data
+
+    async def _send(
+        self, endpoint: str, payload: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[bytes, int]:
+        """The response's body (bounded) and status; SearchError when it cannot be had."""
+        try:
             async with (
                 httpx.AsyncClient(
                     transport=self._transport, timeout=self._timeout, follow_redirects=False
@@ -58,20 +81,11 @@ class TavilyClient:
                     "POST", f"{self._base_url}/{endpoint}", json=payload, headers=headers
                 ) as response,
             ):
-                body = await _read_bounded(response)
+                return await _read_bounded(response), response.status_code
         except httpx.TimeoutException:
             raise SearchError(f"Tavily {endpoint} timed out; try again later") from None
         except httpx.HTTPError as exc:
             raise SearchError(f"Tavily {endpoint} is unreachable ({type(exc).__name__})") from None
-        if response.status_code >= 400:
-            raise _status_error(endpoint, response.status_code, body)
-        try:
-            data = outside_json.loads(body)
-        except ValueError:
-            raise SearchError(f"Tavily {endpoint} returned a response that is not JSON") from None
-        if not isinstance(data, dict):
-            raise SearchError(f"Tavily {endpoint} returned an unexpected {type(data).__name__}")
-        return data
 
 
 async def _read_bounded(response: httpx.Response) -> bytes:

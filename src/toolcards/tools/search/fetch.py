@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import codecs
+import re
 import zlib
 
 import anyio
@@ -14,6 +16,12 @@ from toolcards.tools.search.text import clean, html_to_text
 
 MAX_REDIRECTS = 5
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml")
+_TEXT_CODECS = re.compile(
+    r"utf-(8|8-sig|16|16-[lb]e|32|32-[lb]e)|ascii|iso8859-\d+|cp\d+|mac-\w+|koi8-\w"
+    r"|shift_jis\w*|euc_\w+|gb2312|gbk|gb18030|big5\w*|iso2022_\w+"
+)
+"""The charsets a page may name: text encodings decoded in one pass. A server's other choice
+(``punycode`` decodes in quadratic time, ``base64`` is no text encoding) reads as UTF-8."""
 _INFLATE = {"gzip": 31, "x-gzip": 31, "deflate": 15}
 """The content encodings read (one layer), and their zlib window bits."""
 
@@ -109,7 +117,16 @@ async def _body(response: httpx.Response, url: str, max_bytes: int) -> tuple[byt
         raise SearchError(f"fetching {url} timed out") from None
     except httpx.HTTPError as exc:
         raise SearchError(f"fetching {url} failed ({type(exc).__name__})") from None
-    return raw, cut, kind, response.encoding or "utf-8"
+    return raw, cut, kind, _text_encoding(response.charset_encoding)
+
+
+def _text_encoding(name: str | None) -> str:
+    """The codec to decode a page with: the one it names when it is a text encoding."""
+    try:
+        codec = codecs.lookup(name).name if name else "utf-8"
+    except LookupError:
+        return "utf-8"
+    return codec if _TEXT_CODECS.fullmatch(codec) else "utf-8"
 
 
 async def _read_prefix(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:

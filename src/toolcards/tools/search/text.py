@@ -117,14 +117,22 @@ def _raw(html: str, at: int, name: str, page: _Page) -> int:
     return end_tag.end() if end_tag else len(html)
 
 
-def format_search(data: dict[str, Any], *, per_result: int, limit: int) -> str:
-    """Search results as short numbered entries: title, URL, snippet."""
+def _entries(data: dict[str, Any], most: int) -> list[dict[str, Any]]:
+    """The first ``most`` entries of a Tavily ``results`` list (those that are objects): an
+    answer holding millions costs no more than one holding ``most``."""
+    results = data.get("results")
+    if not isinstance(results, list):
+        return []
+    return [r for r in results[:most] if isinstance(r, dict)]
+
+
+def format_search(data: dict[str, Any], *, per_result: int, limit: int, most: int) -> str:
+    """The first ``most`` search results as short numbered entries: title, URL, snippet."""
     lines: list[str] = []
     answer = clean(data.get("answer"))
     if answer:
         lines += [f"Answer: {clip(answer, per_result)}", ""]
-    results = data.get("results")
-    entries = [r for r in results if isinstance(r, dict)] if isinstance(results, list) else []
+    entries = _entries(data, most)
     if not entries:
         lines.append("No results.")
     for i, item in enumerate(entries, 1):
@@ -142,15 +150,11 @@ def format_pages(pages: list[tuple[str, str]], *, per_page: int, limit: int) -> 
     return clip("\n\n".join(sections), limit)
 
 
-def pages_of(data: dict[str, Any]) -> list[tuple[str, str]]:
-    """(url, cleaned content) of each entry of a Tavily ``results`` list."""
-    results = data.get("results")
-    if not isinstance(results, list):
-        return []
+def pages_of(data: dict[str, Any], most: int) -> list[tuple[str, str]]:
+    """(url, cleaned content) of the first ``most`` entries of a Tavily ``results`` list."""
     return [
         (clean(item.get("url")), clean(item.get("raw_content") or item.get("content")))
-        for item in results
-        if isinstance(item, dict)
+        for item in _entries(data, most)
     ]
 
 
