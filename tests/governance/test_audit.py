@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import signal
 import sqlite3
 import subprocess
@@ -473,3 +474,26 @@ def test_rows_in_a_journal_file_written_again_outlive_sigkill_once(tmp_path: Pat
         assert after.verify().ok
     assert sorted(e.call_id or "" for e in rows) == ["a0", "a1", "a2", "b0", "b1", "b2"]
     assert _journals(spill) == []
+
+
+@pytest.mark.parametrize("count", [30, 70])
+async def test_an_error_repeating_many_secret_arguments_keeps_none_of_them(
+    tmp_path: Path, count: int
+) -> None:
+    """Each secret's spellings took a share of a bound on collected strings: past about
+    21 secrets the rest were written in clear. Up to 64 values are left out one by one;
+    past them the error's text is withheld whole."""
+
+    def rotate(api_keys: list[str]) -> str:
+        """Rotate keys."""
+        raise ValueError("rejected: " + " ".join(api_keys))
+
+    keys = [hashlib.sha256(str(i).encode()).hexdigest()[:20] for i in range(count)]
+    with AuditLog(tmp_path / "audit.db") as audit:
+        executor = Executor(
+            CapabilityRegistry.from_tools([rotate]), Policy.allow_all(), audit=audit
+        )
+        await executor.call("rotate", {"api_keys": keys}, ALICE)
+        [row] = audit.query()
+    assert row.error is not None and row.error.startswith("ValueError: ")
+    assert not any(key in row.error for key in keys)

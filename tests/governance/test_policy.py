@@ -260,3 +260,19 @@ def test_the_card_read_right_is_a_rule_naming_context_targets(
     tools = ["get_planning", "update_planning"]
     assert not any(policy.visible(guest, tool) for tool in tools)
     assert may_read_card(policy, guest, "PlanningTool", tools) is reads
+
+
+def test_the_card_read_right_is_decided_on_the_rules_after_a_reload(tmp_path: Path) -> None:
+    """The first check after the file changed looked the new decision's rule up in the old
+    rules (an explicit ``context:`` rule there), granting the board once more."""
+    path = tmp_path / "policy.yaml"
+    path.write_text(
+        "default_effect: deny\nrules:\n- targets: ['context:PlanningTool']\n  effect: allow\n"
+    )
+    policy = Policy.from_yaml(path, reload_interval=0)
+    who = Identity("agent.x", "agent")
+    assert policy.grants_by_name(who, "context:PlanningTool")
+    path.write_text("default_effect: deny\nrules:\n- targets: ['*']\n  effect: allow\n")
+    later = time.time() + 5
+    os.utime(path, (later, later))
+    assert not policy.grants_by_name(who, "context:PlanningTool")

@@ -345,8 +345,12 @@ class Policy:
         names its kind (starts as ``target`` does up to its ``:``: ``context:PlanningTool``,
         ``context:*``) and matches it. The default effect and a catch-all ``*`` (beside it
         in the same rule too) grant no such right."""
+        self.check_reload()
         index = self._index
         decision = self.decide(identity, target, {})
+        if self._index is not index:  # reloaded in between: its rule is in the new rules
+            index = self._index
+            decision = self.decide(identity, target, {})
         if not decision.allowed or decision.rule is None:
             return False
         kind = target.partition(":")[0] + ":"

@@ -199,7 +199,11 @@ class Redactor:
         if args and _has_secret_key(args, names, 0):
             hidden: list[str] = []
             _hidden(args, names, 0, hidden)
-            for secret in sorted(set(hidden), key=len, reverse=True):
+            if len(hidden) > _MAX_HIDDEN:  # too many to look for: none is written
+                kind = text.partition(":")[0] if ":" in text[:80] else "error"
+                return f"{kind}: {REDACTED} (the text may repeat one of many secret arguments)"
+            spellings = {s for value in hidden for s in _spellings(value)}
+            for secret in sorted(spellings, key=len, reverse=True):
                 text = text.replace(secret, REDACTED)
             text = _INPUT_VALUE.sub(rf"\1{REDACTED}\2", text)
         return self.text(text)
@@ -359,9 +363,10 @@ _KEPT_END = 12
 
 
 def _hidden(value: Any, names: frozenset[str], depth: int, out: list[str]) -> None:
-    """Collect into ``out`` (at most ``_MAX_HIDDEN``) the text of every value under a secret
-    or ``names`` key and every random-looking key, as an error message would repeat them."""
-    if depth > _MAX_DEPTH or len(out) >= _MAX_HIDDEN:
+    """Collect into ``out`` the text of every value under a secret or ``names`` key and every
+    random-looking key, as an error message would repeat them (past ``_MAX_HIDDEN`` of
+    them the walk stops: one more says there are too many)."""
+    if depth > _MAX_DEPTH or len(out) > _MAX_HIDDEN:
         return
     if isinstance(value, Mapping):
         for k, v in value.items():
@@ -378,7 +383,7 @@ def _hidden(value: Any, names: frozenset[str], depth: int, out: list[str]) -> No
 
 
 def _leaves(value: Any, depth: int, out: list[str]) -> None:
-    if depth > _MAX_DEPTH or len(out) >= _MAX_HIDDEN:
+    if depth > _MAX_DEPTH or len(out) > _MAX_HIDDEN:
         return
     if isinstance(value, Mapping):
         for v in value.values():
@@ -389,7 +394,7 @@ def _leaves(value: Any, depth: int, out: list[str]) -> None:
     elif value is not None and not isinstance(value, bool):
         text = str(value)
         if len(text) >= _MIN_HIDDEN:
-            out += _spellings(text)
+            out.append(text)
 
 
 def _spellings(text: str) -> list[str]:
