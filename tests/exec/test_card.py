@@ -15,6 +15,7 @@ from tests.support.scripted import wait_until
 
 from toolcards.core.errors import RetriableError
 from toolcards.core.factory import ToolFactory
+from toolcards.core.identity import Identity, calling_principal
 from toolcards.core.spec import annotations_of
 from toolcards.tools.exec import backends
 from toolcards.tools.exec.backends import BackendUnavailable
@@ -27,8 +28,9 @@ def _tools(card: ExecTool) -> dict[str, Any]:
 
 
 class _Member:
-    def __init__(self, team_id: str) -> None:
+    def __init__(self, team_id: str, address: str | None = None) -> None:
         self.team_id = team_id
+        self.address = address
 
 
 def test_card_round_trips_through_json() -> None:
@@ -227,8 +229,14 @@ def test_members_of_a_runtime_team_share_one_service_and_workspace(workspaces: P
 
 def test_concurrency_cap_holds_back_extra_calls(workspaces: Path) -> None:
     """With one slot, a job waiting for a second job's file can only time out."""
-    tools = _tools(
-        ExecTool(mode="local", limits=RUNNABLE, workspace_id="cap", timeout_s=2, max_concurrent=1)
+    members = [_Member("t-cap", "alice"), _Member("t-cap", "bob")]  # held weakly by the cards
+    alice, bob = (
+        _tools(
+            ExecTool(
+                mode="local", limits=RUNNABLE, workspace_id="cap", timeout_s=2, max_concurrent=1
+            ).observer(m)
+        )
+        for m in members
     )
     script = workspaces / "cap" / "meet.py"
     script.parent.mkdir(parents=True, exist_ok=True)
@@ -236,10 +244,71 @@ def test_concurrency_cap_holds_back_extra_calls(workspaces: Path) -> None:
         "import os,sys,time\nopen(sys.argv[1],'w')\n"
         "while not os.path.exists(sys.argv[2]): time.sleep(0.02)\nprint('met')\n"
     )
-    first = tools["exec_start"]("python3 meet.py a b").split("job_id: ")[1].split()[0]
-    second = tools["exec_start"]("python3 meet.py b a").split("job_id: ")[1].split()[0]
-    assert "killed: timeout" in _finished(tools, first)
-    assert "met" in _finished(tools, second)
+    first = alice["exec_start"]("python3 meet.py a b").split("job_id: ")[1].split()[0]
+    second = bob["exec_start"]("python3 meet.py b a").split("job_id: ")[1].split()[0]
+    assert "killed: timeout" in _finished(alice, first)
+    assert "met" in _finished(bob, second)
+
+
+GATED = "import os,sys,time\nwhile not os.path.exists('go'): time.sleep(0.02)\nprint(sys.argv[1])\n"
+"""A job that holds its slot until the test creates ``go``, then prints its argument."""
+
+
+def _gated_workspace(workspaces: Path) -> Path:
+    ws = workspaces / "gate"
+    ws.mkdir(parents=True, exist_ok=True)
+    (ws / "gated.py").write_text(GATED)
+    return ws
+
+
+def _job_id(started: str) -> str:
+    return started.split("job_id: ")[1].split()[0]
+
+
+def test_one_member_cannot_queue_the_teams_jobs(workspaces: Path) -> None:
+    """Attack: one member queued 256 jobs; another member's exec_start was refused ("256 jobs
+    are still running") and its exec_command waited out the backlog (about an hour)."""
+    ws = _gated_workspace(workspaces)
+    members = [_Member("t-jobs", "mallory"), _Member("t-jobs", "alice")]
+    mallory, alice = (
+        _tools(
+            ExecTool(
+                mode="local", limits=RUNNABLE, workspace_id="gate", timeout_s=30, max_concurrent=2
+            ).observer(m)
+        )
+        for m in members
+    )
+    held = [_job_id(mallory["exec_start"](f"python3 gated.py m{i}")) for i in range(2)]
+    with pytest.raises(RetriableError, match="at most 2 of your jobs"):
+        mallory["exec_start"]("python3 gated.py m2")
+    theirs = _job_id(alice["exec_start"]("python3 gated.py a0"))
+    (ws / "go").touch()
+    assert "a0" in _finished(alice, theirs)
+    assert all("exit_code: 0" in _finished(mallory, j) for j in held)
+    again = _job_id(mallory["exec_start"]("python3 gated.py m3"))  # finished jobs free the cap
+    assert "m3" in _finished(mallory, again)
+
+
+def test_jobs_are_capped_per_governed_principal(workspaces: Path) -> None:
+    """One card serving several principals (an MCP surface) caps each principal's jobs."""
+    ws = _gated_workspace(workspaces)
+    tools = _tools(
+        ExecTool(mode="local", limits=RUNNABLE, workspace_id="gate", timeout_s=30, max_concurrent=1)
+    )
+
+    def start_as(who: str, arg: str) -> str:
+        token = calling_principal.set(Identity(who))
+        try:
+            return _job_id(tools["exec_start"](f"python3 gated.py {arg}"))
+        finally:
+            calling_principal.reset(token)
+
+    first = start_as("client-1", "c1")
+    with pytest.raises(RetriableError, match="at most 1 of your jobs"):
+        start_as("client-1", "c1-again")
+    second = start_as("client-2", "c2")
+    (ws / "go").touch()
+    assert "c1" in _finished(tools, first) and "c2" in _finished(tools, second)
 
 
 def _finished(tools: dict[str, Any], job_id: str) -> str:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 from tests.exec.support import PROCESS_CAP, needs_bwrap, tools_of
 
+from toolcards.tools.exec import watch
 from toolcards.tools.exec.backends import BwrapBackend, DockerBackend, SandboxSpec
 from toolcards.tools.exec.card import ExecTool
 from toolcards.tools.exec.limits import ExecLimits
@@ -78,6 +81,69 @@ def test_writing_past_the_workspace_cap_is_killed(
     assert "killed: disk" in out
     total = sum(p.stat().st_size for p in (workspaces / "fill").iterdir())
     assert 16 * MiB < total < 300 * MiB
+
+
+MAKERS = {
+    "dirs": "for i in range(N): os.mkdir(f'd{i}')",
+    "links": "t = 'x' * 4000\nfor i in range(N): os.symlink(t, f'l{i}')",
+    "empty": "for i in range(N): os.close(os.open(f'e{i}', os.O_CREAT | os.O_WRONLY))",
+}
+
+
+def _make(mode: str, kind: str, n: int, workspaces: Path) -> tuple[str, int]:
+    """Run a script making ``n`` entries of ``kind`` under a 16 MiB cap: its output, and how
+    many entries it left in the workspace."""
+    ws = workspaces / "fill"
+    ws.mkdir()
+    (ws / "make.py").write_text(f"import os\nN = {n}\n{MAKERS[kind]}\nprint('made')\n")
+    limits = ExecLimits(max_processes=CAP, workspace_write_bytes=16 * MiB)
+    out = _run(mode, "sh -c 'python3 make.py'", limits=limits, workspace_id="fill")
+    return out, sum(1 for _ in ws.iterdir()) - 1
+
+
+MODES = ["local", pytest.param("bwrap", marks=needs_bwrap)]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("kind", ["dirs", "links"])
+def test_directories_and_links_past_the_workspace_cap_are_killed(
+    mode: str, kind: str, workspaces: Path
+) -> None:
+    """Attack: directories, or symbolic links with a 4,000-byte target, each taking a 4 KiB
+    block: only regular files counted, so 30,000 of them put 118 MiB past a 16 MiB cap."""
+    out, left = _make(mode, kind, 100_000, workspaces)
+    assert "killed: disk" in out and "made" not in out.split("stderr")[0]
+    assert 16 * MiB // 4096 < left < 100_000
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("mode", MODES)
+def test_entries_past_the_entry_cap_are_killed(
+    mode: str, workspaces: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack: empty files take an inode and no block, so no byte cap sees them filling the
+    file system's inode table."""
+    monkeypatch.setattr(watch, "MAX_NEW_ENTRIES", 2000)
+    out, left = _make(mode, "empty", 200_000, workspaces)
+    assert "killed: disk" in out
+    assert 2000 < left < 200_000
+
+
+def test_entries_are_counted_once_and_old_ones_not(tmp_path: Path) -> None:
+    old = tmp_path / "old"
+    old.write_bytes(b"x" * 100_000)
+    since = time.time() + 1
+    while time.time() < since:  # inode change times are coarse: start after the old file's
+        time.sleep(0.01)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "new").write_bytes(b"y" * 10_000)
+    os.link(tmp_path / "d" / "new", tmp_path / "d" / "again")
+    os.symlink("x" * 4000, tmp_path / "link")
+    written, entries = watch.modified(tmp_path, since)
+    assert entries == 4  # the root (changed by its new entries), d, new (once), link
+    assert written >= 10_000 + 2 * 4096
+    assert written < 100_000
 
 
 def test_small_writes_are_not_flagged(workspaces: Path) -> None:

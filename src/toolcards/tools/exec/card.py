@@ -12,10 +12,12 @@ from pydantic import Field, PrivateAttr, field_validator
 
 from toolcards.core.card import CardCapability, ToolCard, ToolFunc
 from toolcards.core.channels import Channels
+from toolcards.core.identity import calling_principal
 from toolcards.core.params import BaseToolParam
 from toolcards.core.progress import progress_enabled, report_progress
 from toolcards.core.spec import annotate
 from toolcards.core.trust import HostAccess, Reach
+from toolcards.tools._common.caller import caller_address
 from toolcards.tools._common.workspace_dir import workspace_dir, workspace_id_for
 from toolcards.tools.exec.backends import check_mode, isolating
 from toolcards.tools.exec.backends.docker import check_image
@@ -149,6 +151,17 @@ class ExecTool(ToolCard):
         root = self._workspaces_root
         return lambda: workspace_dir(chosen, None, root=root)
 
+    def _bound_caller(self) -> Callable[[], str]:
+        """Who calls the bound tools, as ``writer_of`` says (the governed call's principal,
+        else the member), with the member fixed at binding: the owner is held weakly."""
+        address = caller_address(self)
+
+        def caller() -> str:
+            who = calling_principal.get()
+            return address if who is None or who.id == f"agent.{address}" else who.id
+
+        return caller
+
     def _about(self, service: ExecService) -> str:
         allowed = self.allowed_commands
         programs = (
@@ -175,7 +188,7 @@ class ExecTool(ToolCard):
 
     def _job_tools(self, param: ExecJobs) -> list[ToolFunc]:
         service, workspace, about, open_world = self._binding()
-        return self._jobs(service, workspace, about, param, open_world)
+        return self._jobs(service, workspace, self._bound_caller(), about, param, open_world)
 
     def _exec_command(
         self,
@@ -202,12 +215,13 @@ class ExecTool(ToolCard):
         self,
         service: ExecService,
         workspace: Callable[[], Path],
+        caller: Callable[[], str],
         about: str,
         param: BaseToolParam,
         open_world: bool,
     ) -> list[ToolFunc]:
         async def exec_start(command: str) -> str:
-            job_id = service.start(command, workspace())
+            job_id = service.start(command, workspace(), caller())
             return f"job_id: {job_id}\nstatus: running"
 
         async def exec_result(job_id: str, wait_s: float = 0.0) -> str:

@@ -105,7 +105,7 @@ def run(
         killed = _kill_reason(proc.returncode, err, limits, launch.sigkill_is_oom)
         warning = None
         if watch is not None and watch.exceeded():
-            warning = f"wrote {watch.written} bytes into the workspace (cap {watch.cap})"
+            warning = watch.overrun()
         result = result.model_copy(update={"killed": killed, "warning": warning})
     return result
 

@@ -7,7 +7,9 @@ end and its entry goes, so a long-lived host that starts and stops many teams ke
 their threads. Commands run on the caller's thread
 (:meth:`ExecService.run`), on a call thread awaited by a coroutine (:meth:`run_async`, which
 kills the command when the coroutine is cancelled), or on the job pool; a slot semaphore
-bounds how many run at once, and nothing is serialized on an actor thread.
+bounds how many run at once, and nothing is serialized on an actor thread. Each caller may
+have at most ``max_concurrent`` jobs running or queued, so one member's backlog cannot hold
+the slots of the rest of the team for more than one timeout.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from toolcards.tools.exec.result import ExecResult
 from toolcards.tools.exec.watch import Cancel
 
 MAX_JOBS = 256
+"""Jobs the team's service remembers (running, queued, or finished and not yet forgotten)."""
 SLOT_WAIT_S = 30.0
 """How long a call waits for a free slot beyond its own timeout before reporting busy."""
 CANCEL_REAP_S = 10.0
@@ -60,6 +63,15 @@ class ExecSettings:
     network: bool = False
     max_concurrent: int = 4
     docker_image: str | None = None
+
+
+@dataclass(frozen=True)
+class Job:
+    """A command started in the background, and who started it."""
+
+    argv: list[str]
+    future: Future[ExecResult]
+    caller: str
 
 
 class ExecService:
@@ -88,7 +100,7 @@ class ExecService:
             thread_name_prefix="toolcards-exec-call",
             initializer=leave_signals_to_the_main_thread,
         )
-        self._jobs: OrderedDict[str, tuple[list[str], Future[ExecResult]]] = OrderedDict()
+        self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._lock = threading.Lock()
 
     # ---- commands ------------------------------------------------------------------------
@@ -125,18 +137,28 @@ class ExecService:
         finally:
             cancel.close()
 
-    def start(self, command: object, workspace: Path) -> str:
-        """Start ``command`` in the background; returns a job id for :meth:`result`."""
+    def start(self, command: object, workspace: Path, caller: str = "user") -> str:
+        """Start ``command`` in the background for ``caller``; returns a job id for
+        :meth:`result`. A caller with ``max_concurrent`` unfinished jobs is refused: before,
+        one member queued 256 and the team's other members waited about an hour for a slot."""
         argv = self.parse(command)
         with self._lock:
+            cap = self.settings.max_concurrent
+            if self._unfinished(caller) >= cap:
+                raise RetriableError(f"at most {cap} of your jobs may run or wait; wait for one")
             if len(self._jobs) >= MAX_JOBS:
-                done = [k for k, (_, f) in self._jobs.items() if f.done()]
+                done = [k for k, j in self._jobs.items() if j.future.done()]
                 if not done:
                     raise RetriableError(f"{MAX_JOBS} jobs are still running; wait for some")
                 del self._jobs[done[0]]
             job_id = uuid.uuid4().hex[:12]
-            self._jobs[job_id] = (argv, self._pool.submit(self._run_argv, argv, workspace))
+            future = self._pool.submit(self._run_argv, argv, workspace)
+            self._jobs[job_id] = Job(argv, future, caller)
         return job_id
+
+    def _unfinished(self, caller: str) -> int:
+        """Jobs of ``caller`` running or waiting for a slot (hold the lock)."""
+        return sum(1 for j in self._jobs.values() if j.caller == caller and not j.future.done())
 
     def result(self, job_id: object, wait_s: float = 0.0) -> ExecResult | None:
         """The job's result, or None while it is still running (after waiting ``wait_s``)."""
@@ -162,7 +184,7 @@ class ExecService:
             found = self._jobs.get(job_id.strip())
         if found is None:
             raise RetriableError(f"unknown job id {job_id!r}; exec_start returns the id")
-        return found[1], max(0.0, min(float(wait_s), self.settings.timeout_s))
+        return found.future, max(0.0, min(float(wait_s), self.settings.timeout_s))
 
     def close(self) -> None:
         """Stop accepting jobs; running ones finish within their timeout."""
