@@ -21,6 +21,7 @@ from support.launch import PYTHON
 from support.scripted import SequenceScript
 from toolcards import ToolFactory
 from toolcards.tools.mcp import MCPTool
+from toolcards.tools.mcp.wire_json import MAX_VALUES
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -101,8 +102,43 @@ def test_an_answer_past_the_message_bound_is_an_error_at_once(
 ) -> None:
     tool = card("stdio", start_server, max_result_chars=1_000, max_file_bytes=1024)
     bound = tool.wire_bounds().total  # 1.45 M characters
-    text, _ = one_call(tool, "items", {"count": 60_000})  # about 2.2 M characters
+    text, _ = one_call(tool, "items", {"count": 2_000, "pad": 1_000})  # 2.1 M characters
     assert f"answer is longer than {bound:,} characters; it was not read" in text
+
+
+@pytest.mark.parametrize("transport", ["stdio", "streamable-http"])
+def test_an_answer_of_many_blocks_is_an_error_at_once(
+    transport: str, start_server: type[ServerProcess]
+) -> None:
+    """5.4 M characters, under the message bound, but 450,000 values: the SDK and pydantic-ai
+    built and listed every block before the result was cut (400,000 blocks: 21 s of CPU,
+    1.2 GiB)."""
+    text, peak = one_call(card(transport, start_server), "items", {"count": 150_000})
+    refused = f"the server's answer holds more than {MAX_VALUES:,} values; it was not read"
+    assert text == f"items failed: {refused}"
+    assert peak < GROWTH, f"{peak / 2**20:.0f} MiB allocated while reading the answer"
+
+
+def test_an_answer_of_many_blocks_under_the_value_bound_reaches_the_model(
+    start_server: type[ServerProcess],
+) -> None:
+    text, _ = one_call(card("stdio", start_server), "items", {"count": 20_000})
+    assert text.startswith('["item 0", "item 1", ') and "more chars]" in text  # cut as a text
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("body", ["event-stream", "json"])
+@pytest.mark.parametrize("charset", ["punycode", "base64"])
+def test_a_charset_named_by_the_server_does_not_decode_its_answers(
+    charset: str, body: str, start_server: type[ServerProcess]
+) -> None:
+    """The bounded body is UTF-8 whatever the server's Content-Type says: read with its
+    charset, punycode took 12.6 s on the event loop for one 400,000-letter event and garbled
+    it, and base64 broke the event parser."""
+    env = {"LARGE_CHARSET": charset}
+    args = {"size": 20_000, "log": body == "event-stream"}  # a notification: an event stream
+    text, _ = one_call(card("streamable-http", start_server, env), "text", args)
+    assert text == "z" * 20_000
 
 
 def test_a_server_listing_500_tools_is_deferred_to_tool_search(

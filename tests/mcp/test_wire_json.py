@@ -108,3 +108,24 @@ def test_a_message_past_the_total_answers_its_request_with_an_error(first: bool)
                   "characters; it was not read"},
     }  # fmt: skip
     assert trimmer.feed("}\n") == ['{"jsonrpc": "2.0", "id": 8}']  # the next one reads on
+
+
+@pytest.mark.parametrize("lines", [True, False], ids=["stdio", "http"])
+def test_a_message_of_too_many_values_answers_its_request_with_an_error(lines: bool) -> None:
+    bounds = WireBounds(text=100, file_bytes=30, total=10**6, values=1000)
+    items = [{"type": "text", "text": "a"} for _ in range(400)]  # 1,200 values, 12 K characters
+    body = json.dumps({"jsonrpc": "2.0", "id": 7, "result": {"content": items}})
+    found = _read(JsonTrimmer(bounds, lines=lines), body + "\n", random.Random(3))
+    assert json.loads(str(found[0])) == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {"code": -32603, "message": "the server's answer holds more than 1,000 "
+                  "values; it was not read"},
+    }  # fmt: skip
+
+
+def test_commas_and_brackets_in_strings_are_not_values() -> None:
+    bounds = WireBounds(text=10**4, file_bytes=30, total=10**6, values=10)
+    body = {"id": 1, "result": {"text": ",[{" * 3000, "more": ['"],[{\\', "x,y"]}}
+    [kept] = JsonTrimmer(bounds).feed(json.dumps(body) + "\n")
+    assert json.loads(str(kept)) == body

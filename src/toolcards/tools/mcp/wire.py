@@ -151,6 +151,9 @@ def bounded_client(bounds: WireBounds) -> Callable[..., Any]:
     ) -> Any:
         async def bound(response: Any) -> None:
             response.stream = _BoundedBody(response, bounds)
+            # the body is read as UTF-8 whatever charset the server names: the JSON and event
+            # streams are re-encoded so, and a charset like punycode decodes in quadratic time
+            response.encoding = "utf-8"
 
         return http.AsyncClient(
             headers={"Accept-Encoding": "identity", **(headers or {})},
