@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 
 import pytest
-from mcp_support import ECHO, ServerProcess, call_tools, free_port, make_agent
+from mcp_support import ECHO, SERVERS, ServerProcess, call_tools, free_port, make_agent
 from pydantic_ai.toolsets import FunctionToolset
 
+from support.launch import PYTHON
 from toolcards import ToolFactory
+from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
 from toolcards.tools.mcp import MCPAuth, MCPTool
 
 
@@ -56,6 +59,59 @@ def test_server_gone_mid_session_gives_readable_result(start_server: type[Server
     echoed, pong = asyncio.run(main())
     assert echoed.startswith("error: MCP server 'mcp' is unavailable")
     assert pong == "pong"
+
+
+def dying_card(effects: Path) -> MCPTool:
+    """A stdio card of ``servers/dying_server.py``, whose calls are lines of ``effects``."""
+    script = str(SERVERS / "dying_server.py")
+    return MCPTool(
+        name="bank",
+        transport="stdio",
+        command=PYTHON,
+        args=[script, str(effects)],
+        connect_timeout_seconds=60.0,
+        retry_interval_seconds=0,
+    )
+
+
+def test_a_call_that_drops_the_connection_after_its_effect_runs_once_and_is_an_error(
+    tmp_path: Path,
+) -> None:
+    """``pay`` pays, then the server drops the connection: the call is not repeated on the
+    reconnected server (it paid twice under one approval), the model is not told it did not
+    run, and its one audit row is an error (it read ``ok``)."""
+    effects = tmp_path / "effects.log"
+    with AuditLog(tmp_path / "audit.db", durability="sync") as audit:
+        governed = GovernedToolset(
+            ToolFactory([dying_card(effects)]).toolset(),
+            policy=Policy.from_dict({"default_effect": "allow"}),
+            identity=Identity("agent.writer", "agent"),
+            audit=audit,
+        )
+        agent, script = make_agent([governed])
+        (told,) = asyncio.run(call_tools(agent, script, [("pay", {"amount": 100})]))
+        rows = audit.query(tool="pay")
+    assert effects.read_text().splitlines() == ["paid 100"]
+    assert told.startswith("error:") and "did not run" not in told
+    assert [r.outcome for r in rows] == ["error"]
+    assert "may have had its effect" in (rows[0].error or "")
+
+
+def test_only_a_read_only_call_is_repeated_after_a_broken_connection(tmp_path: Path) -> None:
+    """Without governance the model reads that the call may have had its effect; a tool the
+    server marks read-only is repeated on the new connection and answers."""
+    effects = tmp_path / "effects.log"
+    agent, script = make_agent([ToolFactory([dying_card(effects)]).toolset()])
+
+    async def main() -> tuple[list[str], list[str]]:
+        async with agent:
+            paid = await call_tools(agent, script, [("pay", {"amount": 5})])
+            return paid, await call_tools(agent, script, [("balance", {})])
+
+    (told,), (balance,) = asyncio.run(main())
+    assert "may have had its effect" in told and "not repeated" in told
+    assert balance == "42"
+    assert effects.read_text().splitlines() == ["paid 5", "balance", "balance"]
 
 
 def test_bearer_token_from_environment(

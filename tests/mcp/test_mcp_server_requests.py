@@ -181,6 +181,28 @@ def test_sampling_requests_beyond_the_session_count_are_refused(
     assert [r.outcome for r in audit.query(tool="mcp.asker.sample")] == ["ok", "denied"]
 
 
+def test_a_server_that_drops_its_connection_gets_no_new_sampling_allowance(
+    tmp_path: Path, audit: AuditLog
+) -> None:
+    """The count is the card's, not the connection's: a server that samples its quota and
+    drops the connection is refused on the next one (it got a fresh quota each time)."""
+    sampling = MCPSampling(mode="agent", max_requests=1)
+    card = asking_card(tmp_path, protocol="legacy", sampling=sampling, retry_interval_seconds=0)
+    run = Run([("summarize_and_leave", {"text": "one"})])
+    agent, _ = governed_agent(card, run, audit)
+
+    async def main() -> list[Any]:
+        async with agent:
+            await run_once(agent)
+            run.calls = [("summarize", {"text": "two"})]
+            return await run_once(agent)
+
+    (second,) = asyncio.run(main())
+    assert "refused" in str(second) and card.get_toolsets()[0].connections == 2
+    assert [r.outcome for r in audit.query(tool="mcp.asker.sample")] == ["ok", "denied"]
+    assert len(run.sampled) == 1
+
+
 @pytest.mark.parametrize("protocol", ERAS)
 def test_roots_are_the_cards_workspace(tmp_path: Path, audit: AuditLog, protocol: str) -> None:
     card = asking_card(tmp_path, protocol=protocol, roots="workspace", workspace_id="trip")

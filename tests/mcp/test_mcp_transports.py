@@ -9,7 +9,7 @@ import signal
 from typing import Any
 
 import pytest
-from mcp_support import ECHO, ServerProcess, call_tools, make_agent
+from mcp_support import ECHO, SERVERS, ServerProcess, call_tools, make_agent
 
 from support.launch import PYTHON
 from toolcards import ToolFactory
@@ -66,6 +66,34 @@ def test_a_remote_tool_never_takes_a_local_tools_name(
 
     assert asyncio.run(main()) == ["echo: hi", "5"]
     assert "the name of a local tool" in caplog.text
+
+
+def named_card(name: str, **fields: Any) -> MCPTool:
+    """A stdio card of ``servers/named_server.py`` (it lists ``deploy`` and ``<name>_status``)."""
+    script = str(SERVERS / "named_server.py")
+    fields.setdefault("connect_timeout_seconds", 60.0)
+    return MCPTool(name=name, transport="stdio", command=PYTHON, args=[script, name], **fields)
+
+
+@pytest.mark.parametrize("order", [["a", "b"], ["b", "a"]])
+def test_a_name_two_servers_list_is_the_earlier_cards(
+    order: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two servers list ``deploy``: the earlier card's is the one the model sees and calls,
+    whichever server lists first; the later one's is left out with a warning (the run failed
+    on the duplicate name, losing every tool); a tool_prefix keeps a third server's."""
+    first, later = order
+    cards = [named_card(name) for name in order]
+    agent, script = make_agent([ToolFactory([*cards, named_card("c", tool_prefix="c")]).toolset()])
+
+    async def main() -> list[str]:
+        return await call_tools(
+            agent, script, [("deploy", {"env": "prod"}), ("c_deploy", {"env": "dev"})]
+        )
+
+    assert asyncio.run(main()) == [f"{first} deployed prod", "c deployed dev"]
+    assert sorted(script.seen_tools) == ["a_status", "b_status", "c_c_status", "c_deploy", "deploy"]
+    assert f"MCP server {later!r} lists a tool named 'deploy'" in caplog.text
 
 
 def test_a_bare_prefix_is_joined_with_an_underscore(start_server: type[ServerProcess]) -> None:

@@ -115,14 +115,20 @@ class ToolFactory:
         """Extra toolsets contributed by cards (for example MCP servers). One that takes names
         it does not choose (a remote server's) is told the card tools' names (``reserve``):
         a remote tool never takes a local tool's name (it made the run, or the server,
-        fail on a duplicate name)."""
+        fail on a duplicate name). Several such toolsets are combined so that a name two of
+        them list is the earlier card's (``FirstNameWins``): a later server cannot take it,
+        nor make the run fail with no tools."""
         toolsets = [ts for card in self.cards for ts in card.get_toolsets()]
         taken = frozenset(fn.__name__ for _, fn in self._tools)
-        for toolset in toolsets:
-            reserve = getattr(toolset, "reserve", None)
-            if callable(reserve):
-                reserve(taken)
-        return toolsets
+        remote = [ts for ts in toolsets if callable(getattr(ts, "reserve", None))]
+        for toolset in remote:
+            toolset.reserve(taken)
+        if len(remote) < 2:
+            return toolsets
+        from toolcards.core.toolset import FirstNameWins  # lazy: pydantic-ai, ~1 s
+
+        others = [ts for ts in toolsets if all(ts is not r for r in remote)]
+        return [FirstNameWins(remote), *others]
 
     def function_toolset(self) -> AbstractToolset[Any]:
         """A pydantic-ai ``FunctionToolset`` of the TOOL_CALL tools with their annotations."""

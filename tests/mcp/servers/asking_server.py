@@ -9,6 +9,7 @@ Each tool returns what the client answered, as JSON text.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import warnings
 from typing import Any
@@ -99,6 +100,19 @@ async def summarize(
         )
     content = answer.content
     return json.dumps({"text": getattr(content, "text", None), "model": answer.model})
+
+
+@server.tool()
+async def summarize_and_leave(ctx: Context, text: str) -> str:
+    """Ask the client's model once (handshake era), then drop the connection unanswered."""
+    request = _sampling_request(text, 50)
+    await ctx.session.create_message(
+        request.params.messages,
+        max_tokens=50,
+        system_prompt=request.params.system_prompt,
+        related_request_id=ctx.request_id,
+    )
+    os._exit(0)
 
 
 @server.tool(annotations=types.ToolAnnotations(read_only_hint=True))

@@ -21,7 +21,19 @@ except TypeError:  # mcp 2.x: the host is the app's concern
     server = Server("echo", log_level="WARNING")
 
 
-@server.tool()
+try:
+    from mcp.types import ToolAnnotations
+except ImportError:  # an SDK without annotations: the tools are not marked
+    ToolAnnotations = None  # type: ignore[assignment,misc]
+
+
+def _marked(**hints: bool) -> Any:
+    """Tool annotations with these hints (camelCase: every SDK version reads them)."""
+    return None if ToolAnnotations is None else ToolAnnotations.model_validate(hints)
+
+
+# echo and pid may be repeated after a broken connection (the client repeats only these)
+@server.tool(annotations=_marked(idempotentHint=True))
 def echo(text: str) -> str:
     """Return the text unchanged."""
     return text
@@ -33,7 +45,7 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-@server.tool()
+@server.tool(annotations=_marked(readOnlyHint=True))
 def pid() -> int:
     """The server's process id."""
     return os.getpid()

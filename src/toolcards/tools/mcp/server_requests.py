@@ -88,6 +88,8 @@ class ServerRequests:
     asking: bool = False
     """Whether a question of this server waits for its human (one at a time)."""
     _samples: int = 0
+    """Sampling requests counted for the card's life, never per connection: a server that
+    drops its connection would otherwise get a fresh allowance each time."""
     _numbers: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
     def tool_id(self, kind: Kind) -> str:
@@ -117,10 +119,6 @@ class ServerRequests:
             yield
         finally:
             _current.reset(token)
-
-    def new_session(self) -> None:
-        """A new connection: the per-session sampling count starts again."""
-        self._samples = 0
 
     def _frame(self) -> tuple[Frame | None, str]:
         current = _current.get()
@@ -197,7 +195,7 @@ class ServerRequests:
             if frame.model is None and sampling.model is None:
                 return "no agent model is reachable (not an agent run) and no sampling.model is set"
             if self._samples >= sampling.max_requests:
-                return f"at most {sampling.max_requests} sampling requests per session"
+                return f"at most {sampling.max_requests} sampling requests for this card"
             self._samples += 1
         if kind == "roots" and rules.roots == "none":
             return "the card says roots: none"

@@ -125,7 +125,7 @@ class MCPSampling(BaseModel):
     max_tokens: int = Field(default=1024, ge=1, le=100_000)
     """The cap on the ``max_tokens`` a sampling request may ask for."""
     max_requests: int = Field(default=10, ge=0, le=10_000)
-    """Sampling requests allowed per connection; later ones are refused."""
+    """Sampling requests allowed for the card's life (a reconnection starts no new count)."""
     max_chars: int = Field(default=50_000, ge=100, le=1_000_000)
     """The most text a sampling request may send, and the completion may return."""
 

@@ -1,8 +1,13 @@
 """A pydantic-ai toolset over one MCP server that survives failures and restarts.
 
 Wraps ``pydantic_ai.mcp.MCPToolset``: a server that cannot be reached contributes no tools and
-a readable note instead of failing the run; a broken connection is replaced by a fresh one and
-the call is repeated once; tool names are made safe for every model provider.
+a readable note instead of failing the run; a broken connection is replaced by a fresh one;
+tool names are made safe for every model provider.
+
+A call whose connection broke is repeated only when the server marks the tool read-only or
+idempotent: a lost connection cannot tell whether the request reached the server (a server
+that has its effect and then drops the connection looks the same as one that was gone before
+the request), and a repeat would run an approved call twice.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 import anyio
-from pydantic_ai import ModelRetry, RunContext
+from pydantic_ai import ModelRetry, RunContext, ToolFailed
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 
 from toolcards.tools.mcp._http import HTTP_ERRORS, TRANSPORT_ERRORS
@@ -111,6 +116,12 @@ def _annotations(metadata: dict[str, Any] | None) -> dict[str, Any]:
         "requires_approval": False,
         "sensitive": [],
     }
+
+
+def _repeatable(tool: ToolsetTool[Any]) -> bool:
+    """Whether the server marks ``tool`` read-only or idempotent (running it twice is harmless)."""
+    found = _annotations(tool.tool_def.metadata)
+    return bool(found["readonly"] or found["idempotent"])
 
 
 class MCPServerToolset(AbstractToolset[Any]):
@@ -211,8 +222,6 @@ class MCPServerToolset(AbstractToolset[Any]):
             self._inner = inner
             self.last_error = self._note = None
             self.connections += 1
-            if self._requests is not None:
-                self._requests.new_session()
             return True
 
     async def _close(self) -> None:
@@ -359,10 +368,27 @@ class MCPServerToolset(AbstractToolset[Any]):
                 failure = exc
                 if attempt == 0:
                     await self._reconnect(inner, exc)
+                if not _repeatable(inner_tool):
+                    raise self._not_repeated(name, exc) from exc
                 continue
             return bound_result(result, self._max_result_chars)
         reason = self.last_error or (_short(failure) if failure else "not connected")
-        return f"error: {self.label} is unavailable ({reason}); the call to {name} did not run"
+        ending = "did not complete" if failure else "did not run"
+        return f"error: {self.label} is unavailable ({reason}); the call to {name} {ending}"
+
+    def _not_repeated(self, name: str, exc: BaseException) -> ToolFailed:
+        """The end of a call whose connection broke once it was sent: a failure (audited as
+        an error) that says it may have had its effect."""
+        log.warning(
+            "MCP server %r: the connection broke during a call of %r (%s); not repeated",
+            self.name,
+            name,
+            _short(exc),
+        )
+        return ToolFailed(
+            f"error: the connection to {self.label} broke during the call to {name}: it may "
+            "have had its effect, and it is not repeated; check before you call it again"
+        )
 
     def _tool_failure(self, original: str, exc: Exception) -> Any:
         from fastmcp import exceptions  # lazy: extra mcp
