@@ -1,5 +1,6 @@
-"""Edits in large files: the closest region of a miss points at the right place, and matches
-found through candidate lines are the ones a line-by-line scan finds."""
+"""Edits in large files: the closest region of a miss points at the right place, matches
+found through candidate lines are the ones a line-by-line scan finds, and the diff an edit
+answers with is bounded in lines, in characters a line and in characters in all."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from toolcards.core.errors import RetriableError
+from toolcards.tools.workspace.edits import MAX_DIFF_CHARS, MAX_DIFF_LINE_CHARS
 from toolcards.tools.workspace.locate import closest_region
+from toolcards.tools.workspace.models import EditItem
 
 from .conftest import Tools
 
@@ -88,3 +91,65 @@ def test_frequent_line_is_still_reported_as_ambiguous(tools: Tools, ws: Path) ->
     (ws / "rep.py").write_text("  x = 1\n  y = 2\n" * 3000)
     with pytest.raises(RetriableError, match="3000 places"):
         tools["workspace_edit"]("rep.py", "x = 1\ny = 2", "x = 3\ny = 4")
+
+
+def test_diff_of_a_one_word_edit_in_one_long_line_cuts_the_line(tools: Tools, ws: Path) -> None:
+    """A minified file of one 5 MiB line: the diff once held that line twice."""
+    body = "var needle=1;" + "x=1;" * (5 * 1024 * 1024 // 4)
+    (ws / "bundle.min.js").write_text(body + "\n")
+    out = tools["workspace_edit"]("bundle.min.js", "needle", "NEEDLE")
+    more = len(body) + 1 - MAX_DIFF_LINE_CHARS
+    assert out.splitlines() == [
+        "--- a/bundle.min.js",
+        "+++ b/bundle.min.js",
+        "@@ -1 +1 @@",
+        ("-" + body)[:MAX_DIFF_LINE_CHARS] + f" [... {more} more chars]",
+        ("+" + body.replace("needle", "NEEDLE"))[:MAX_DIFF_LINE_CHARS]
+        + f" [... {more} more chars]",
+    ]
+
+
+def _wide(path: Path, lines: int) -> None:
+    """``lines`` lines of 1,000 characters, each with one ``old`` to replace."""
+    path.write_text("".join(f"old {i:05d} " + "y" * 989 + "\n" for i in range(lines)))
+
+
+def test_diff_is_capped_in_characters_and_says_where(tools: Tools, ws: Path) -> None:
+    # 120 diff lines of about 1,000 characters: under the line caps, over the character cap
+    _wide(ws / "wide.txt", 60)
+    out = tools["workspace_edit"]("wide.txt", "old", "new", True)
+    assert len(out) <= MAX_DIFF_CHARS + 100
+    shown = out.splitlines()
+    assert shown[2] == "@@ -1,60 +1,60 @@"
+    added = sum(line.startswith("+new") for line in shown)
+    assert 0 < added < 60
+    assert (
+        shown[-1]
+        == f"[... diff truncated: {60 - added} more lines, from line {added + 1} of wide.txt]"
+    )
+
+
+def test_multi_edit_diffs_share_one_character_cap(tools: Tools, ws: Path) -> None:
+    for name in "abcd":
+        _wide(ws / f"{name}.txt", 30)  # a diff of about 60,000 characters each
+    edits = [EditItem(path=f"{n}.txt", old_string="old", new_string="new", replace_all=True)
+             for n in "abcd"]  # fmt: skip
+    out = tools["workspace_multi_edit"](edits)
+    assert len(out) <= MAX_DIFF_CHARS + 200
+    assert out.count("--- a/a.txt") == out.count("--- a/b.txt") == 1
+    assert "--- a/c.txt" not in out and "--- a/d.txt" not in out
+    assert "[... diff truncated: " in out
+    cap = MAX_DIFF_CHARS
+    assert out.endswith(f"[... 2 more changed files not shown, from c.txt on: diffs are capped "
+                        f"at {cap} chars]")  # fmt: skip
+    assert all((ws / f"{name}.txt").read_text().startswith("new 00000") for name in "abcd")
+
+
+def test_a_diff_cut_at_its_line_cap_leaves_the_next_files_shown(tools: Tools, ws: Path) -> None:
+    (ws / "long.txt").write_text("old\n" * 500)
+    (ws / "b.txt").write_text("old\n")
+    edits = [EditItem(path=p, old_string="old", new_string="new", replace_all=True)
+             for p in ("long.txt", "b.txt")]  # fmt: skip
+    out = tools["workspace_multi_edit"](edits)
+    assert "[... diff truncated: 603 more lines, from line 1 of long.txt]" in out
+    assert out.endswith("--- a/b.txt\n+++ b/b.txt\n@@ -1 +1 @@\n-old\n+new")

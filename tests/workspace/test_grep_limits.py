@@ -1,7 +1,7 @@
 """workspace_grep: a catastrophic pattern costs its time limit by the clock, also on a shared
 core, and never stalls the process;
 the whole-file fast path of the Python engine finds exactly the lines a line-by-line search
-finds."""
+finds; a hit holds the part of its line that is shown, never the whole line."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from toolcards.core.errors import RetriableError
 from toolcards.tools.workspace import grep as grep_module
 from toolcards.tools.workspace.card import GrepParam, WorkspaceTool
 
-from .conftest import tools_of
+from .conftest import grep_tool, tools_of
 
 CATASTROPHIC = "(a|aa)+$"
 """Exponential backtracking on ``a`` * N + ``b`` for ``re`` and ``regex`` alike."""
@@ -140,3 +140,28 @@ def test_files_matched_again_on_the_slow_path_give_the_same_lines(
     monkeypatch.setattr(grep_module, "_SLICE", 0.0)
     assert grep("i") == fast
     assert len(fast.splitlines()) >= min(cap, 3)
+
+
+@pytest.mark.parametrize("engine", ["python", "rg"])
+def test_hits_keep_only_the_shown_part_of_a_long_line(
+    ws: Path, monkeypatch: pytest.MonkeyPatch, engine: str
+) -> None:
+    """Memory is hits x shown characters, not hits x line length (lines of up to the file cap):
+    a hit keeps one character more than is shown, enough to mark the line as cut. The line is
+    of 4-byte characters, so ripgrep's preview (in bytes) must still hold them all."""
+    (ws / "a.min.js").write_text("needle" + "\U0001f642" * 200_000 + "\n")
+    (ws / "b.txt").write_text("a needle\n")
+    kept: list[grep_module.GrepHit] = []
+    render = grep_module.render
+
+    def spy(hits: list[grep_module.GrepHit], *args: int) -> str:
+        kept.extend(hits)
+        return render(hits, *args)
+
+    monkeypatch.setattr(grep_module, "render", spy)
+    out = grep_tool(engine)("needle")
+    assert [len(hit.text) for hit in kept] == [grep_module.MAX_LINE_CHARS + 1, len("a needle")]
+    assert out.splitlines() == [
+        "a.min.js:1:needle" + "\U0001f642" * 294 + " [...]",
+        "b.txt:1:a needle",
+    ]

@@ -1,15 +1,20 @@
-"""Every read checks the size first; document conversion has a time limit that stops it."""
+"""Every read checks the size first; document conversion has a time limit that stops it, a
+memory limit and a cap on the text it hands back."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from toolcards.core.errors import RetriableError
+from toolcards.tools.workspace import docs
 from toolcards.tools.workspace.card import GrepParam, WorkspaceTool
+from toolcards.tools.workspace.paths import CACHE_DIR_NAME
 
 from .conftest import Tools, tools_of
 
@@ -76,6 +81,61 @@ def test_conversion_over_its_time_limit_is_stopped(ws: Path) -> None:
     with pytest.raises(RetriableError, match=r"took longer than 0\.05 s and was stopped"):
         tools["workspace_read"]("stock.xlsx")
     assert time.monotonic() - start < 10
+
+
+def _fake_converter(monkeypatch: pytest.MonkeyPatch, script: str) -> None:
+    """The converter child replaced by the Python ``script`` (started and fed as the real one)."""
+    pytest.importorskip("markitdown")  # the parent checks the extra is installed
+    monkeypatch.setattr(docs, "_converter_argv", lambda suffix: [sys.executable, "-c", script])
+
+
+def test_document_text_over_the_cap_is_cut_and_the_converter_stopped(
+    ws: Path, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a small document whose text expands: the child writes twice the cap, then would run on
+    # until the time limit; only a read that stops at the cap and kills the child answers
+    lines = 2 * docs.MAX_DOCUMENT_TEXT_BYTES // 64
+    script = (
+        "import sys, time; sys.stdin.buffer.read(); "
+        f"sys.stdout.buffer.write((b'x' * 63 + b'\\n') * {lines}); "
+        "sys.stdout.flush(); time.sleep(120)"
+    )
+    _fake_converter(monkeypatch, script)
+    (ws / "bomb.docx").write_bytes(b"PK tiny")
+    tools = tools_of(WorkspaceTool(document_timeout_s=30))
+    head = tools["workspace_read"]("bomb.docx", limit=1)
+    assert head.startswith("     1\t" + "x" * 63)
+    [cached] = (root / CACHE_DIR_NAME / "docs" / "default").glob("*.md")
+    assert cached.stat().st_size <= docs.MAX_DOCUMENT_TEXT_BYTES
+    total = cached.read_text().count("\n")
+    tail = tools["workspace_read"]("bomb.docx", offset=total - 1)
+    assert tail.endswith("[... the document's text is cut here: it is longer than 4 MiB]")
+
+
+def test_converter_runs_with_an_address_space_limit(
+    tools: Tools, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = (
+        "import resource, sys; sys.stdin.buffer.read(); "
+        "print(resource.getrlimit(resource.RLIMIT_AS))"
+    )
+    _fake_converter(monkeypatch, script)
+    (ws / "r.pdf").write_bytes(b"%PDF-1.4 x")
+    cap = docs.CONVERTER_MEMORY_BYTES
+    assert tools["workspace_read"]("r.pdf") == f"     1\t({cap}, {cap})"
+
+
+def test_cached_text_over_the_cap_is_converted_again(
+    tools: Tools, ws: Path, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fake_converter(monkeypatch, "import sys; sys.stdin.buffer.read(); print('fresh')")
+    (ws / "r.pdf").write_bytes(b"%PDF-1.4 x")
+    cache = root / CACHE_DIR_NAME / "docs" / "default"
+    cache.mkdir(parents=True)
+    stale = cache / f"{hashlib.sha256(b'%PDF-1.4 x').hexdigest()}.md"
+    stale.write_bytes(b"y" * (docs.MAX_DOCUMENT_TEXT_BYTES + 1))  # cached before the cap
+    assert tools["workspace_read"]("r.pdf") == "     1\tfresh"
+    assert stale.read_text() == "fresh\n"
 
 
 def test_caps_round_trip_through_json(ws: Path) -> None:

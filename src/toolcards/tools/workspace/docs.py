@@ -1,22 +1,27 @@
 """Documents (PDF, Office) as Markdown through the ``docs`` extra, images through ``vision``.
 
-Conversion runs locally, in a child process with a time limit: MarkItDown is built without any
-LLM client and without plugins, so no file content ever leaves the machine. Converted text and
-resized images are cached under the workspaces root's hidden cache directory, keyed by content
-hash, never inside a workspace.
+Conversion runs locally, in a child process with a time limit, an address-space limit and a
+cap on the text it may hand back: MarkItDown is built without any LLM client and without
+plugins, so no file content ever leaves the machine. Converted text and resized images are
+cached under the workspaces root's hidden cache directory, keyed by content hash, never inside
+a workspace.
 """
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import hashlib
 import importlib.util
 import io
 import os
+import resource
+import selectors
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -32,6 +37,20 @@ IMAGE_TYPES = {
     ".bmp": "image/bmp",
 }
 MAX_IMAGE_BYTES = 10 * 1024 * 1024
+MAX_DOCUMENT_TEXT_BYTES = 4 * 1024 * 1024
+"""Most bytes of a document's text kept, cached and read back: twenty times what one
+workspace_read call shows by default, so paging with ``offset`` reaches far, while a small
+document whose text expands (a zip of repeated text) costs this much memory and disk, no more.
+The converter is killed once it writes past it and the text ends with a note that it was cut."""
+CONVERTER_MEMORY_BYTES = 1 << 30
+"""Address space (RLIMIT_AS) of the converter child, as the exec tool's default: a normal
+conversion peaks near 450 MiB; a document whose parsed form grows past this fails with
+MemoryError instead of taking the host's memory."""
+_CUT_NOTE = "\n\n[... the document's text is cut here: it is longer than {} MiB]\n"
+_CHUNK = 1 << 16
+_STDERR_KEEP = 4096
+_CAN_PRLIMIT = hasattr(resource, "prlimit")
+"""Linux: the memory limit is set on the started child from outside (no ``preexec_fn``)."""
 
 
 def is_document(name: str) -> bool:
@@ -42,13 +61,16 @@ def document_markdown(data: bytes, rel: str, cache: Path, timeout_s: float) -> s
     """The Markdown of a document, converted once per content version.
 
     The conversion runs in a child process (its own session) that is killed, with anything it
-    started, when ``timeout_s`` passes: a hostile document can cost that much time and no more.
+    started, when ``timeout_s`` passes or its text passes :data:`MAX_DOCUMENT_TEXT_BYTES`, and
+    whose address space is :data:`CONVERTER_MEMORY_BYTES`: a hostile document can cost that
+    much time, memory and cache, and no more.
     """
     suffix = PurePosixPath(rel).suffix.lower()
     key = hashlib.sha256(data).hexdigest()
     cached = cache / f"{key}.md"
-    if cached.is_file():
-        return cached.read_text(encoding="utf-8")
+    text = _cached_text(cached)
+    if text is not None:
+        return text
     if importlib.util.find_spec("markitdown") is None:
         raise RetriableError(
             f"{rel} is a {suffix} document; reading it needs the docs extra: "
@@ -60,19 +82,46 @@ def document_markdown(data: bytes, rel: str, cache: Path, timeout_s: float) -> s
     return text
 
 
+def _cached_text(path: Path) -> str | None:
+    """The cached text at ``path``, or None when there is none or it is over the cap (written
+    before there was one: converted again, and replaced by a capped text)."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_DOCUMENT_TEXT_BYTES + 1)
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+    if len(data) > MAX_DOCUMENT_TEXT_BYTES:
+        return None
+    return data.decode("utf-8", "replace")
+
+
+def _converter_argv(suffix: str) -> list[str]:
+    """The converter child: this interpreter running :mod:`.convert` on a ``suffix`` document."""
+    return [sys.executable, "-m", "toolcards.tools.workspace.convert", suffix]
+
+
 def _convert(data: bytes, suffix: str, rel: str, cwd: Path, timeout_s: float) -> str:
-    argv = [sys.executable, "-m", "toolcards.tools.workspace.convert", suffix]
+    memory = (CONVERTER_MEMORY_BYTES, CONVERTER_MEMORY_BYTES)
     with subprocess.Popen(
-        argv,
+        _converter_argv(suffix),
         cwd=cwd,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        preexec_fn=None if _CAN_PRLIMIT else lambda: resource.setrlimit(resource.RLIMIT_AS, memory),
     ) as proc:
         try:
-            out, err = proc.communicate(data, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
+            if _CAN_PRLIMIT:  # set before the document is written: the child waits for it
+                with contextlib.suppress(ProcessLookupError):
+                    resource.prlimit(proc.pid, resource.RLIMIT_AS, memory)  # type: ignore[attr-defined,unused-ignore]
+            deadline = time.monotonic() + timeout_s
+            out, err, cut = _exchange(proc, data, deadline)
+            if cut:
+                _kill_group(proc)
+                return _cut_text(out)
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except (TimeoutError, subprocess.TimeoutExpired):
             _kill_group(proc)
             raise RetriableError(
                 f"converting {rel} to text took longer than {timeout_s:g} s and was stopped"
@@ -84,6 +133,58 @@ def _convert(data: bytes, suffix: str, rel: str, cwd: Path, timeout_s: float) ->
         reason = err.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
         raise RetriableError(f"could not convert {rel} to text: {reason[0][:200]}")
     return out.decode("utf-8", "replace")
+
+
+def _exchange(
+    proc: subprocess.Popen[bytes], data: bytes, deadline: float
+) -> tuple[bytes, bytes, bool]:
+    """Write ``data`` to the child while reading its output, as ``communicate`` does, but keep
+    at most :data:`MAX_DOCUMENT_TEXT_BYTES` + 1 bytes of stdout (``cut`` is then True and the
+    child is still running) and the last bytes of stderr. TimeoutError past ``deadline``."""
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    out, err = bytearray(), bytearray()
+    todo = memoryview(data)
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdin, selectors.EVENT_WRITE)
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        selector.register(proc.stderr, selectors.EVENT_READ)
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            os.set_blocking(pipe.fileno(), False)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            for key, _ in selector.select(left):
+                if key.fileobj is proc.stdin:
+                    todo = _write_some(key.fd, todo)
+                    done = not todo
+                else:
+                    chunk = os.read(key.fd, _CHUNK)
+                    (out if key.fileobj is proc.stdout else err).extend(chunk)
+                    done = not chunk
+                if done:
+                    selector.unregister(key.fileobj)
+                    key.fileobj.close()  # type: ignore[union-attr]
+            if len(out) > MAX_DOCUMENT_TEXT_BYTES:
+                return bytes(out), bytes(err), True
+            del err[:-_STDERR_KEEP]
+    return bytes(out), bytes(err), False
+
+
+def _write_some(fd: int, todo: memoryview) -> memoryview:
+    """What is left of ``todo`` after one write (nothing when the child stopped reading)."""
+    try:
+        return todo[os.write(fd, todo[:_CHUNK]) :]
+    except BrokenPipeError:
+        return todo[:0]
+
+
+def _cut_text(out: bytes) -> str:
+    """The head of an over-long text, whole characters only, ending with the cut note; its
+    UTF-8 is at most :data:`MAX_DOCUMENT_TEXT_BYTES` bytes (the cache never holds more)."""
+    note = _CUT_NOTE.format(MAX_DOCUMENT_TEXT_BYTES // (1024 * 1024))
+    head = out[: MAX_DOCUMENT_TEXT_BYTES - len(note.encode())]
+    return codecs.getincrementaldecoder("utf-8")("replace").decode(head) + note
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -24,6 +24,7 @@ from toolcards.tools.workspace.indentation import (
     reindent,
     width,
 )
+from toolcards.tools.workspace.limits import ReadCaps
 from toolcards.tools.workspace.locate import (
     candidate_windows,
     closest_region,
@@ -261,8 +262,39 @@ def quote_lines(first: int, block: list[str], max_lines: int = 40) -> str:
     return "\n".join(shown)
 
 
-def unified_diff(before: str, after: str, rel: str, max_lines: int = 400) -> str:
-    """A unified diff of one file's change (capped at ``max_lines`` lines).
+MAX_DIFF_LINES = 400
+"""Lines of one file's diff shown."""
+MAX_DIFF_LINE_CHARS = ReadCaps().max_line_chars
+"""A diff line longer than this is cut with a marker, as workspace_read cuts lines."""
+MAX_DIFF_CHARS = 100_000
+"""Characters of diff one edit answers with, over all the files it changed: a one-word change
+in a file of one long line (minified code) would otherwise answer with that line twice, and a
+multi-edit of many such files with all of them."""
+
+
+def unified_diffs(changes: list[tuple[str, str, str]], max_chars: int = MAX_DIFF_CHARS) -> str:
+    """Unified diffs of one operation's changed files, ``(before, after, rel)`` each: at most
+    :data:`MAX_DIFF_LINES` lines a file, each cut at :data:`MAX_DIFF_LINE_CHARS`, and
+    ``max_chars`` for them all; once that is reached, the files after it are counted, not
+    diffed."""
+    out: list[str] = []
+    left = max_chars
+    for k, (before, after, rel) in enumerate(changes):
+        if left <= 0:
+            more = len(changes) - k
+            files = f"{more} more changed file{'s' if more > 1 else ''}"
+            out.append(
+                f"[... {files} not shown, from {rel} on: diffs are capped at {max_chars} chars]"
+            )
+            break
+        diff, full = _capped(_diff_lines(before, after, rel), rel, MAX_DIFF_LINES, left)
+        out.append(diff)
+        left = 0 if full else left - len(diff) - 1
+    return "\n".join(out)
+
+
+def _diff_lines(before: str, after: str, rel: str) -> list[str]:
+    """The unified diff's lines (without line ends), each cut at :data:`MAX_DIFF_LINE_CHARS`.
 
     Only the span between the first and last changed line is handed to difflib, so a small
     edit in a large file costs little; hunk headers are shifted back to file line numbers.
@@ -281,18 +313,49 @@ def unified_diff(before: str, after: str, rel: str, max_lines: int = 400) -> str
     start = max(0, head - 3)
     shift = lead + start
     a_mid, b_mid = a[start : len(a) - max(0, tail - 3)], b[start : len(b) - max(0, tail - 3)]
-    lines = list(difflib.unified_diff(a_mid, b_mid, fromfile=f"a/{rel}", tofile=f"b/{rel}"))
     out: list[str] = []
-    for ln in lines:
+    for ln in difflib.unified_diff(a_mid, b_mid, fromfile=f"a/{rel}", tofile=f"b/{rel}"):
         if ln.startswith("@@") and shift:
             ln = _HUNK_HEADER.sub(lambda m: _shift_header(m, shift), ln)
-        out.append(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n")
-    text = "".join(out)
-    parts = text.split("\n")
-    if len(parts) > max_lines:
-        more = len(parts) - max_lines
-        text = "\n".join(parts[:max_lines]) + f"\n[... diff truncated: {more} more lines]"
-    return text.rstrip("\n")
+        out.append(_cut(ln.removesuffix("\n")))
+        if not ln.endswith("\n"):
+            out.append("\\ No newline at end of file")
+    return out
+
+
+def _cut(line: str, limit: int = MAX_DIFF_LINE_CHARS) -> str:
+    return line if len(line) <= limit else line[:limit] + f" [... {len(line) - limit} more chars]"
+
+
+def _capped(lines: list[str], rel: str, max_lines: int, max_chars: int) -> tuple[str, bool]:
+    """``lines`` joined, as many as fit ``max_lines`` and ``max_chars`` (a last line says how
+    many were left out, and from which line of the file), and whether ``max_chars`` was hit."""
+    kept: list[str] = []
+    left = max_chars
+    for line in lines[:max_lines]:
+        left -= len(line) + 1
+        if left < 0:
+            break
+        kept.append(line)
+    if len(kept) == len(lines):
+        return "\n".join(kept), False
+    more = len(lines) - len(kept)
+    at = _resume_line(kept)
+    where = f", from line {at} of {rel}" if at is not None else ""
+    return "\n".join([*kept, f"[... diff truncated: {more} more lines{where}]"]), left < 0
+
+
+def _resume_line(shown: list[str]) -> int | None:
+    """The line of the changed file where the diff after ``shown`` goes on (None before the
+    first hunk)."""
+    line = None
+    for text in shown:
+        header = _HUNK_HEADER.match(text)
+        if header is not None:
+            line = int(header.group(3))
+        elif line is not None and text[:1] in (" ", "+"):
+            line += 1
+    return line
 
 
 _CONTEXT_CUT = 5

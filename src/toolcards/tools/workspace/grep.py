@@ -44,6 +44,11 @@ if TYPE_CHECKING:
     import regex
 
 MAX_LINE_CHARS = 300
+"""Characters of a matching line shown; a hit keeps one more (to know the line was longer),
+never the whole line: 200 hits on lines of 10 MiB would hold 2 GiB for a 60 KB answer."""
+_RG_MAX_COLUMNS = 4 * (MAX_LINE_CHARS + 1)
+"""Bytes of a line ripgrep prints: at most 4 bytes a character (UTF-8, or one replaced invalid
+byte sequence), so the preview holds the characters a hit keeps."""
 _CR_BEFORE_NL = re.compile(r"\r+(?=\n)|\r+\Z")
 _NOT_LINE_LOCAL = ("(?!", "(?<!", "(?>", "*+", "++", "?+", "}+", "\\A", "\\Z", "\\z", "\\G",
                    "\\K", "(*", "(?r", "(?V1", "{e", "{i", "{d", "{s")  # fmt: skip
@@ -276,7 +281,7 @@ def _search_text(
             return
         line = lines[number]
         if pattern.search(line, concurrent=True, timeout=_left(deadline)):
-            hits.append(GrepHit(rel, number + 1, line))
+            hits.append(GrepHit(rel, number + 1, line[: MAX_LINE_CHARS + 1]))
             if len(hits) > limit:
                 return
 
@@ -329,6 +334,8 @@ def rg_argv(rg: str, pattern: str, limit: int) -> list[str]:
         "--color=never",
         "--no-messages",
         "--encoding=none",
+        f"--max-columns={_RG_MAX_COLUMNS}",
+        "--max-columns-preview",
         f"--max-count={limit + 1}",
         f"--regexp={pattern}",
         "--",
@@ -404,7 +411,8 @@ def grep_rg(rg: str, pattern: str, files: SearchFiles, options: GrepOptions) -> 
                 if not sep or not number.isdigit():
                     continue
                 rel, line = feed.locate(int(number))
-                hits.append(GrepHit(rel, line, text.decode("utf-8", "replace").rstrip("\r\n")))
+                shown = text.decode("utf-8", "replace").rstrip("\r\n")[: MAX_LINE_CHARS + 1]
+                hits.append(GrepHit(rel, line, shown))  # a long line's preview marker cut off
                 if len(hits) > limit:
                     break
         finally:

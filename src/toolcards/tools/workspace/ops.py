@@ -16,7 +16,7 @@ from typing import Any, TypeVar, cast
 from toolcards.core.errors import RetriableError
 from toolcards.core.progress import report_progress
 from toolcards.tools.workspace import docs, grep, listing
-from toolcards.tools.workspace.edits import apply_edit, unified_diff
+from toolcards.tools.workspace.edits import apply_edit, unified_diffs
 from toolcards.tools.workspace.hunks import apply_hunks
 from toolcards.tools.workspace.ledger import ReadLedger
 from toolcards.tools.workspace.limits import Limits, ReadCaps
@@ -325,15 +325,15 @@ class Workspace:
         if not changed:
             raise RetriableError("the edit changes nothing")
         txn.commit()
-        out: list[str] = []
+        out: list[tuple[str, str, str]] = []
         for e in changed:
             if e.after is None:
                 self.ledger.forget(e.rel)
             else:
                 self.ledger.saw(e.rel, e.doc.encode(e.after, e.rel))
             if diffs:
-                out.append(unified_diff(e.before, e.after or "", e.rel))
-        return "\n".join(out) if diffs else ""
+                out.append((e.before, e.after or "", e.rel))
+        return unified_diffs(out) if diffs else ""
 
     @_locked
     def delete(self, path: str) -> str:
