@@ -7,9 +7,12 @@ next call; viewers and callers cannot revoke or remember their own calls."""
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -219,3 +222,59 @@ async def test_a_caller_holding_the_role_cannot_remember_its_own_call(desk: Desk
     assert desk.broker.grants() == []
     await itself.aclose()
     desk.broker.deny(request, approver=IDENTITIES["approver"])
+
+
+RLO = "\u202e"
+
+
+def shown_pattern(html: str, testid: str) -> Any:
+    """The pattern a page shows (its escapes marked), decoded as JSON."""
+    found = re.search(rf'data-testid="{testid}">(.*?)</code>', html, re.S)
+    assert found is not None
+    return json.loads(unescape(re.sub(r"</?mark[^>]*>", "", found.group(1))))
+
+
+async def test_a_grant_is_shown_escaped_and_whole_where_its_description_cuts_a_value(
+    desk: Desk, approver: httpx.AsyncClient
+) -> None:
+    """A right-to-left override in a remembered value is written as an escape on the
+    remembered page and the grants panel; the pattern beside a cut description is whole."""
+    path = f"blog/{RLO}LMTH.xedni/" + "x" * 90
+    request, _ = desk.call_later(path)
+    page = (await remember(approver, request)).text
+    panel = (await approver.get("/panel/approvals")).text
+    whole = {"draft": {"eq": False}, "path": {"eq": path}}
+    for html, testid in ((page, "remembered-pattern"), (panel, "grant-pattern")):
+        assert RLO not in html and "U+202E RIGHT-TO-LEFT OVERRIDE" in html
+        assert "x..., until" in html  # the description cuts the value
+        assert shown_pattern(html, testid) == whole
+
+
+async def test_the_remember_form_offers_no_glob_of_a_value_with_hidden_characters(
+    desk: Desk, approver: httpx.AsyncClient
+) -> None:
+    """A form's field would hold the override raw (reading as another value) or lose a line
+    break: such a value is remembered exactly or as any value."""
+    request, _ = desk.call_later(f"blog/{RLO}lmth.html")
+    inbox = (await approver.get("/")).text
+    assert 'name="glob.path"' not in inbox and RLO not in inbox
+    desk.broker.deny(request, approver=IDENTITIES["approver"])
+    request, _ = desk.call_later("blog/a.html")
+    assert 'name="glob.path" value="blog/a.html"' in (await approver.get("/")).text
+    desk.broker.deny(request, approver=IDENTITIES["approver"])
+
+
+async def test_the_caller_and_the_reason_are_shown_escaped_in_the_inbox(
+    desk: Desk, approver: httpx.AsyncClient
+) -> None:
+    """An OAuth caller's id is any sub: `oauth:` + RLO + `nna` would read as `oauth:ann`."""
+    caller = Identity(f"oauth:{RLO}nna", "user")
+    desk.broker.request(
+        tool_id="publish", args={"path": "a"}, identity=caller, reason=f"why{RLO}ton"
+    )
+    inbox = (await approver.get("/")).text
+    mark = '<mark class="esc" data-testid="escaped-char" title="U+202E RIGHT-TO-LEFT OVERRIDE">'
+    assert f'class="principal">oauth:{mark}\\u202e</mark>nna<' in inbox
+    assert f'class="reason">why{mark}\\u202e</mark>ton<' in inbox
+    binding = f'name="principal" value="oauth:{RLO}nna"'  # hidden: the decision's binding
+    assert binding in inbox and RLO not in inbox.replace(binding, "")

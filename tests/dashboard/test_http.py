@@ -183,6 +183,28 @@ def test_the_event_stream_replays_missed_events_then_live_ones(
     assert ["Missed one" in d["text"] for d in data] == [True, False]
 
 
+NOT_A_NUMBER = {"a superscript digit": "\u00b2", "5,000 digits": "5" * 5_000, "19 digits": "9" * 19}
+
+
+@pytest.mark.parametrize("given", NOT_A_NUMBER.values(), ids=list(NOT_A_NUMBER))
+def test_an_event_stream_since_what_is_not_a_position_starts_from_now(
+    approver: httpx.Client, given: str
+) -> None:
+    """``str.isdigit`` takes ``²``, and ``int`` refuses it and more than 4,300 digits."""
+    with approver.stream("GET", "/events", params={"since": given}, timeout=15) as response:
+        assert response.status_code == 200
+        assert next(response.iter_lines()) == "event: hello"
+
+
+@pytest.mark.parametrize("given", NOT_A_NUMBER.values(), ids=list(NOT_A_NUMBER))
+def test_an_audit_page_before_what_is_not_an_entry_id_says_so(
+    approver: httpx.Client, given: str
+) -> None:
+    response = approver.get("/panel/audit", params={"before": given})
+    assert response.status_code == 200
+    assert "before: expected an entry id" in response.text
+
+
 def _deploy_waits(world: World, env: str) -> Any:
     """An agent's deploy to ``env``, waiting in the inbox (withdraw it afterwards)."""
     return world.broker.request(

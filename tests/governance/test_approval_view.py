@@ -23,7 +23,7 @@ from toolcards.governance import (
     Policy,
     SqliteApprovalStore,
 )
-from toolcards.governance.approvals.view import arguments_view
+from toolcards.governance.approvals.view import arguments_view, escape_text, reads_as_itself
 from toolcards.governance.redaction.redactor import args_digest, canonical_json
 
 pytestmark = pytest.mark.anyio
@@ -165,3 +165,23 @@ def test_a_caller_approving_under_approval_client_is_audited_as_its_own_grant(
     assert rows[0] == ("carol", "approval_granted", "cli")
     assert "approval: client" in (granted.reason or "")
     assert granted.args_digest == request.args_digest
+
+
+@pytest.mark.parametrize(
+    ("text", "shown", "named", "reads"),
+    [
+        ("ann", "ann", [], True),
+        ("oauth:\u202enna", "oauth:\\u202enna", ["U+202E RIGHT-TO-LEFT OVERRIDE"], False),
+        ("x\r\x1b[2Kann", "x\\r\\u001b[2Kann", ["U+000D CARRIAGE RETURN", "U+001B ESCAPE"], False),
+        ("why\ncaller: ann", "why\\ncaller: ann", [], False),
+        ('C:\\u202e "q"', 'C:\\\\u202e "q"', [], True),  # a backslash typed is not an escape
+    ],
+    ids=["plain", "bidi override", "control", "line break", "backslash"],
+)
+def test_plain_text_is_shown_on_one_line_and_no_text_reads_as_another(
+    text: str, shown: str, named: list[str], reads: bool
+) -> None:
+    pieces = escape_text(text)
+    assert "".join(p.text for p in pieces) == shown
+    assert [p.escaped for p in pieces if p.escaped] == named
+    assert reads_as_itself(text) is reads  # a sub, a glob pre-filled in a form

@@ -149,3 +149,22 @@ def test_a_grant_says_which_arguments_digest_it_granted(inbox: Inbox) -> None:
     granted = plain(inbox.approver, "approvals", "grant", request.approval_id)
     assert granted.exit_code == ExitCode.OK, granted.stderr
     assert f"arguments sha256:{request.args_digest}" in granted.stdout
+
+
+def test_the_caller_and_the_reason_are_shown_escaped_on_their_own_lines(inbox: Inbox) -> None:
+    """An OAuth caller's id (any sub) with a carriage return and escape sequences, or a
+    reason with a line break, cannot rewrite the lines an approver reads."""
+    caller = Identity("oauth:mallory\r\x1b[2Kcaller     ann\u202e", "user")
+    request = inbox.broker.request(
+        tool_id="send_note", args={"to": "ops"}, identity=caller, reason="why\ntool x"
+    )
+    shown = plain(inbox.approver, "approvals", "show", request.approval_id).stdout.splitlines()
+    assert shown[2:5] == [
+        "caller     oauth:mallory\\r\\u001b[2Kcaller     ann\\u202e",
+        "surface    -",
+        "reason     why\\ntool x",
+    ]
+    header, line = plain(inbox.approver, "approvals", "list").stdout.splitlines()
+    row = dict(zip(header.split("\t"), line.split("\t"), strict=True))
+    assert row["caller"] == "oauth:mallory\\r\\u001b[2Kcaller ann\\u202e"  # spaces folded
+    assert row["reason"] == "why\\ntool x"

@@ -24,6 +24,7 @@ from surfaces.surface_support import toolcards_in_process as toolcards
 from toolcards.governance import AuditLog, Identity
 from toolcards.governance.approvals.broker import ApprovalBroker, ApprovalRequest
 from toolcards.stores.sqlite.approvals import SqliteApprovalStore
+from toolcards.surfaces.approval import approval_prompt
 from toolcards.surfaces.config import ConfigError, load_config
 from toolcards.surfaces.outcomes import ExitCode
 
@@ -198,6 +199,21 @@ def test_the_terminal_prompt_shows_the_exact_arguments_whole_and_escaped(
     escaped = json.dumps(body, ensure_ascii=False).replace("\u202e", "\\u202e")
     assert escaped in shown and "\u202e" not in shown
     assert "U+202E RIGHT-TO-LEFT OVERRIDE" in shown
+
+
+def test_the_prompt_shows_the_caller_tool_and_reason_escaped_on_one_line_each() -> None:
+    """A caller id with a carriage return and escape sequences (or a reason with a line
+    break) cannot rewrite the lines the approver reads."""
+    caller = Identity("oauth:mallory\r\x1b[2Kcaller: ann\u202e", "user")
+    request = ApprovalBroker().request(
+        tool_id="send_note", args={"to": "ops"}, identity=caller, reason="why\ntool: read_only"
+    )
+    lines = approval_prompt(request).splitlines()
+    assert lines[1:4] == [
+        "tool: send_note",
+        "caller: oauth:mallory\\r\\u001b[2Kcaller: ann\\u202e",
+        "why: why\\ntool: read_only",
+    ]
 
 
 def test_approval_client_lets_the_caller_approve_and_audits_it_as_its_own(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +17,9 @@ from mcp_clients import http_session
 
 from surfaces.surface_support import HttpServer, token_for
 from surfaces.test_approvals_cli import AGENT, Served, call_while, configs
+from surfaces.test_approvals_exact import ANN, Inbox, plain, toolcards
 from toolcards.governance import AuditLog
+from toolcards.governance.approvals.grants import Remember
 from toolcards.surfaces.outcomes import ExitCode
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
@@ -129,3 +132,59 @@ async def test_a_malformed_remember_is_a_usage_error(
     done = await served.cli(served.config, "approvals", "grant", "nope", *options)
     assert done.returncode == ExitCode.USAGE
     assert message in done.stderr
+
+
+SECRET = "password=hunter2-7f3a"
+
+
+def remembered(inbox: Inbox, body: str) -> None:
+    """A grant ann made of the agent's send_note with ``body``, exactly."""
+    request = inbox.waiting({"to": "ops", "body": body})
+    inbox.broker.remember(request, approver=ANN, remember=Remember(3600))
+
+
+def test_a_viewer_is_told_how_many_grants_there_are_not_their_patterns(tmp_path: Path) -> None:
+    """A grant's pattern holds exact argument values: as on the dashboard, only an approver
+    sees them (a viewer's `approvals list` is redacted too)."""
+    inbox = Inbox(tmp_path)
+    try:
+        remembered(inbox, SECRET)
+        listed = plain(inbox.viewer, "approvals", "grants", "list")
+        as_json = toolcards(inbox.viewer, "approvals", "grants", "list")
+    finally:
+        inbox.store.close()
+    assert listed.exit_code == as_json.exit_code == ExitCode.OK
+    assert "hunter2" not in listed.stdout + listed.stderr + as_json.stdout + as_json.stderr
+    assert "live grants: 1 (their patterns are shown to the 'approver' role)" in listed.stderr
+    assert json.loads(as_json.stdout) == []
+
+
+def test_an_approver_sees_each_pattern_whole_and_escaped(tmp_path: Path) -> None:
+    """The one-line description cuts a long value: the pattern beside it is whole, and a
+    bidi override in it is written as an escape."""
+    body = "report\u202etxt.exe " + "x" * 120
+    inbox = Inbox(tmp_path)
+    try:
+        remembered(inbox, body)
+        listed = plain(inbox.approver, "approvals", "grants", "list")
+    finally:
+        inbox.store.close()
+    header, line = listed.stdout.splitlines()
+    row = dict(zip(header.split("\t"), line.split("\t"), strict=True))
+    escaped = json.dumps(body, ensure_ascii=False).replace("\u202e", "\\u202e")
+    assert json.loads(row["pattern"]) == {"body": {"eq": body}, "to": {"eq": "ops"}}
+    assert escaped in row["pattern"] and "\u202e" not in listed.stdout
+
+
+def test_a_grant_remembered_from_the_cli_is_shown_back_whole_and_escaped(tmp_path: Path) -> None:
+    body = "report\u202etxt.exe " + "y" * 120
+    inbox = Inbox(tmp_path)
+    try:
+        request = inbox.waiting({"to": "ops", "body": body})
+        done = plain(inbox.approver, "approvals", "grant", request.approval_id, "--remember", "1h")
+    finally:
+        inbox.store.close()
+    assert done.exit_code == ExitCode.OK, done.stderr
+    escaped = json.dumps(body, ensure_ascii=False).replace("\u202e", "\\u202e")
+    assert f'pattern: {{"body":{{"eq":{escaped}}},"to":{{"eq":"ops"}}}}' in done.stdout
+    assert "\u202e" not in done.stdout

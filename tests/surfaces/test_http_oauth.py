@@ -226,6 +226,19 @@ def test_a_tampered_token_is_refused(server: OAuthServer, issuer: Issuer) -> Non
     assert_refused(post(server, token), "signature does not verify")
 
 
+@pytest.mark.parametrize(
+    "sub",
+    ["mallory\r\x1b[2Kcaller     ann", "\u202enna", "ann\nreason", "ann\u200b", "ann\u3164"],
+    ids=["carriage return and escape", "bidi override", "line break", "zero width", "filler"],
+)
+def test_a_sub_with_hidden_or_control_characters_is_refused(
+    server: OAuthServer, issuer: Issuer, sub: str
+) -> None:
+    """Such a caller's id could read as another's on an approver's screen."""
+    token = issuer.token(server.url, sub=sub, scope="crm.read")
+    assert_refused(post(server, token), "sub has hidden or control characters")
+
+
 def test_a_token_signed_by_the_ec_key_under_the_rsa_kid_is_refused(
     server: OAuthServer, issuer: Issuer
 ) -> None:

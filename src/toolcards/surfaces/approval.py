@@ -49,7 +49,7 @@ from toolcards.governance.approvals.broker import (
     Approver,
     GrantedEdit,
 )
-from toolcards.governance.approvals.view import arguments_view
+from toolcards.governance.approvals.view import arguments_view, escape_text
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,8 @@ APPROVAL_SCHEMA: dict[str, Any] = {
 
 def approval_prompt(request: ApprovalRequest) -> str:
     """What the human deciding a call reads before approving it: the exact arguments that run,
-    whole (canonical JSON, hidden characters as named escapes), and the digest a yes binds."""
+    whole (canonical JSON, hidden characters as named escapes), and the digest a yes binds;
+    the tool, the caller and the reason on one line each, hidden characters escaped."""
     view = arguments_view(request, exact=True)
     if not view.recorded:
         args = "(not recorded: the call cannot be approved)"
@@ -78,9 +79,13 @@ def approval_prompt(request: ApprovalRequest) -> str:
         args = view.text
         if view.escapes:
             args += "\nshown as escapes: " + ", ".join(view.escapes)
+    tool, caller, why = (
+        "".join(p.text for p in escape_text(text))
+        for text in (request.tool_id, request.principal, request.reason)
+    )
     return (
-        f"Approve this call?\ntool: {request.tool_id}\ncaller: {request.principal}\n"
-        f"why: {request.reason}\ndigest: sha256:{request.args_digest}\n"
+        f"Approve this call?\ntool: {tool}\ncaller: {caller}\n"
+        f"why: {why}\ndigest: sha256:{request.args_digest}\n"
         f"arguments (exact, {view.length} characters):\n{args}"
     )
 

@@ -14,6 +14,7 @@ characters) offers no way to grant it there: only a place that shows it in full,
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from collections.abc import Iterator
@@ -30,7 +31,9 @@ __all__ = [
     "Piece",
     "arguments_view",
     "escape_hidden",
+    "escape_text",
     "is_approver",
+    "reads_as_itself",
 ]
 
 INLINE_LIMIT = 16_000
@@ -131,6 +134,19 @@ def escape_hidden(text: str) -> tuple[Piece, ...]:
     if start < len(text) or not pieces:
         pieces.append(Piece(text[start:]))
     return tuple(pieces)
+
+
+def escape_text(text: str) -> tuple[Piece, ...]:
+    """Plain text (a principal, a tool id, a reason) as an approver reads it, on one line:
+    written as inside a JSON string (a backslash doubled, a line break ``\\n``; quotes stay
+    plain), every hidden character a marked escape, so that no text reads as another."""
+    return escape_hidden(json.dumps(text, ensure_ascii=False)[1:-1].replace('\\"', '"'))
+
+
+def reads_as_itself(text: str) -> bool:
+    """Whether every character of ``text`` shows what it is: no control character (a line
+    break or tab included), no bidi, zero-width, invisible or unusual space character."""
+    return text.isprintable() and not any(_hidden(ord(char)) for char in text)
 
 
 def _hidden_spans(text: str) -> Iterator[tuple[int, int, str, int]]:

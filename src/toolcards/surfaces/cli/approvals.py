@@ -38,7 +38,12 @@ from toolcards.governance.approvals.grants import (
     parse_duration,
     parse_matches,
 )
-from toolcards.governance.approvals.view import arguments_view, is_approver
+from toolcards.governance.approvals.view import (
+    arguments_view,
+    escape_hidden,
+    escape_text,
+    is_approver,
+)
 from toolcards.governance.redaction.redactor import args_digest, canonical_json
 from toolcards.stores.base import DatabaseUnavailable
 from toolcards.surfaces.cli.args import ArgsError, parse_json
@@ -97,6 +102,24 @@ def inbox(state: State) -> Iterator[tuple[ApprovalBroker, Identity]]:
         yield shared.approvals, config.local_identity
     finally:
         shared.close()
+
+
+def shown(text: str) -> str:
+    """A principal, a tool id or a reason as an approver's terminal shows it: on one line,
+    hidden characters escaped (a carriage return or an escape sequence could rewrite the
+    lines beside it)."""
+    return "".join(piece.text for piece in escape_text(text))
+
+
+def shown_grant(grant: Grant) -> str:
+    """A grant as it will match, hidden characters escaped (:func:`describe` writes a long
+    value cut: the pattern is shown whole beside it)."""
+    return "".join(piece.text for piece in escape_hidden(describe(grant)))
+
+
+def shown_pattern(grant: Grant) -> str:
+    """A grant's whole pattern (its JSON), hidden characters escaped."""
+    return "".join(piece.text for piece in escape_hidden(grant.pattern_json))
 
 
 def _age(seconds: float) -> str:
@@ -191,8 +214,9 @@ def approvals_list(ctx: typer.Context, config: ConfigOpt = None) -> None:
     for request, row in zip(pending, rows, strict=True):
         view = arguments_view(request, exact=exact)
         lines.append((
-            row["approval_id"], row["tool"], row["caller"], _cell(view, request.approval_id),
-            f"sha256:{request.args_digest[:16]}", row["reason"], _age(row["age_s"]),
+            row["approval_id"], shown(row["tool"]), shown(row["caller"]),
+            _cell(view, request.approval_id), f"sha256:{request.args_digest[:16]}",
+            shown(row["reason"]), _age(row["age_s"]),
             ", ".join(view.escapes) or "-",
         ))  # fmt: skip
     show_rows(_COLUMNS, lines, 32, verbatim=_ARGS)  # an id is copied into grant/deny
@@ -224,9 +248,9 @@ def approvals_show(ctx: typer.Context, approval_id: IdArg, config: ConfigOpt = N
     if view.escapes:
         what += "; shown as escapes: " + ", ".join(view.escapes)
     fields = (
-        ("approval", request.approval_id), ("tool", request.tool_id),
-        ("caller", request.principal), ("surface", request.surface or "-"),
-        ("reason", request.reason),
+        ("approval", request.approval_id), ("tool", shown(request.tool_id)),
+        ("caller", shown(request.principal)), ("surface", shown(request.surface or "-")),
+        ("reason", shown(request.reason)),
         ("waiting", f"{_age(row['age_s'])} (expires in {_age(row['expires_in_s'])})"),
         ("digest", f"sha256:{request.args_digest}"), ("arguments", what),
     )  # fmt: skip
@@ -279,13 +303,15 @@ def _decide(
         emit_json(data)
         return
     line = (
-        f"{verb}: {request.tool_id} for {request.principal} ({request.approval_id}); "
+        f"{verb}: {shown(request.tool_id)} for {shown(request.principal)} "
+        f"({request.approval_id}); "
         f"arguments sha256:{request.args_digest}"
     )
     if runs is not None:
         line += f"; runs instead sha256:{data['approved_args_digest']} {canonical_json(runs)}"
     if remembered is not None:
-        line += f"\nremembered as {remembered.grant_id}: {data['grant']['matches']}"
+        line += f"\nremembered as {remembered.grant_id}: {shown_grant(remembered)}"
+        line += f"\npattern: {shown_pattern(remembered)}"
     out().print(line, markup=False, soft_wrap=True)
 
 

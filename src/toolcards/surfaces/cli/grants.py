@@ -4,7 +4,9 @@ A grant is made with ``toolcards approvals grant ID --remember 8h`` (``--session
 to the session the call came from, ``--match NAME=glob:notes/*`` or ``--match NAME=any`` to
 widen one argument; the others stay exactly as the request shows them). ``list`` shows each
 live grant exactly as it will match: its id, the principal, the tool, every argument's
-matcher, the session and the expiry (``--all`` adds the revoked and expired ones). ``revoke
+matcher, the session and the expiry (``--all`` adds the revoked and expired ones), to an
+approver: a pattern holds exact argument values, so anyone else is told only how many there
+are, as on the dashboard. ``revoke
 ID`` ends one at once, in every process sharing the approvals store, as the local principal,
 which must hold the approver role. Making and revoking are audited (``grant_created``,
 ``grant_revoked``), and every call a grant lets through carries its id in its audit row
@@ -19,7 +21,16 @@ from typing import Annotated
 import typer
 
 from toolcards.governance.approvals.broker import ApprovalError
-from toolcards.surfaces.cli.approvals import approvals_app, grant_row, inbox, show_rows
+from toolcards.governance.approvals.view import is_approver
+from toolcards.surfaces.cli.approvals import (
+    approvals_app,
+    grant_row,
+    inbox,
+    show_rows,
+    shown,
+    shown_grant,
+    shown_pattern,
+)
 from toolcards.surfaces.cli.options import ConfigOpt, state_of
 from toolcards.surfaces.cli.state import emit_json, err, fail, out
 from toolcards.surfaces.outcomes import ExitCode
@@ -39,10 +50,18 @@ def grants_list(
     ] = False,
     config: ConfigOpt = None,
 ) -> None:
-    """The team's grants, newest first, each exactly as it will match."""
+    """The team's grants, newest first, each exactly as it will match (to an approver)."""
     state = state_of(ctx, config)
-    with inbox(state) as (broker, _me):
+    with inbox(state) as (broker, me):
         grants = broker.grants(ended=all_)
+        exact = is_approver(me, broker.approver_role)
+    if not exact:  # their patterns hold exact argument values (passwords, paths)
+        which = "grants" if all_ else "live grants"
+        role = broker.approver_role
+        err().print(f"{which}: {len(grants)} (their patterns are shown to the {role!r} role)")
+        if state.json:
+            emit_json([])
+        return
     now = time.time()
     rows = [grant_row(grant, now) for grant in grants]
     if state.json:
@@ -51,8 +70,11 @@ def grants_list(
     if not rows:
         err().print("no grant" if all_ else "no live grant (--all shows ended ones)")
         return
-    lines = [(r["grant_id"], r["state"], r["matches"], f"made by {r['created_by']}") for r in rows]
-    show_rows(("id", "state", "matches", "made by"), lines, 34)  # an id is copied into revoke
+    lines = [
+        (g.grant_id, r["state"], shown_grant(g), shown_pattern(g), f"made by {shown(g.created_by)}")
+        for g, r in zip(grants, rows, strict=True)
+    ]  # a long value is cut in "matches": "pattern" holds it whole, its spaces kept
+    show_rows(("id", "state", "matches", "pattern", "made by"), lines, 34, verbatim=3)
 
 
 @grants_app.command("revoke")
@@ -68,7 +90,7 @@ def grants_revoke(ctx: typer.Context, grant_id: GrantIdArg, config: ConfigOpt = 
     if state.json:
         emit_json(row)
         return
-    out().print(f"revoked {grant_id}: {row['matches']}", markup=False, soft_wrap=True)
+    out().print(f"revoked {grant_id}: {shown_grant(revoked)}", markup=False, soft_wrap=True)
 
 
 # the command table's ``approvals`` entry is this module's approvals_app: grants included

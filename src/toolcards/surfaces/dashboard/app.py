@@ -44,7 +44,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 from toolcards.core.identity import Identity
 from toolcards.core.registry import registered_views
 from toolcards.core.views import CardView, TeamView
-from toolcards.governance.approvals.view import escape_hidden, is_approver
+from toolcards.governance.approvals.view import escape_hidden, escape_text, is_approver
 from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor, canonical_json
 from toolcards.surfaces.dashboard import views
 from toolcards.surfaces.dashboard.filters import FILTERS
@@ -150,7 +150,8 @@ class Dashboard:
             trim_blocks=True,
             lstrip_blocks=True,
         )
-        self.templates.filters.update(FILTERS)
+        self.templates.filters.update(FILTERS)  # and what an approver reads, escaped:
+        self.templates.filters.update(shown=escape_text, escaped=escape_hidden)  # text, JSON
         self._app: Starlette | None = None
 
     # -- the ASGI app ----------------------------------------------------------------------
@@ -376,8 +377,7 @@ class Dashboard:
         if self._session(request) is None:
             return _text("sign in first", 401)
 
-        since_text = request.query_params.get("since", "")
-        since = int(since_text) if since_text.isdigit() else None
+        since = views.whole_number(request.query_params.get("since", ""))  # else: from now
 
         async def messages() -> AsyncIterator[dict[str, str]]:
             async for kind, data in self.hub.stream(since):

@@ -20,7 +20,7 @@ from toolcards.core.approvals import ApprovalState
 from toolcards.core.events import LIFECYCLE_DISPLAY
 from toolcards.core.grants import Grant
 from toolcards.governance.approvals.grants import describe
-from toolcards.governance.approvals.view import arguments_view
+from toolcards.governance.approvals.view import arguments_view, reads_as_itself
 from toolcards.governance.audit.log import other_teams_line
 from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor
 from toolcards.runtime.members import ROSTER
@@ -40,6 +40,7 @@ ACTIVITY_WINDOW = 500
 AUDIT_PAGE = 50
 CHAIN_CHECK_EVERY = 30.0  # seconds: the audit panel's chain state is at most this old
 EVENT_TEXT = 300
+MAX_DIGITS = 18  # a position or an entry id: below 2**63
 OUTCOMES = (
     "ok",
     "denied",
@@ -171,11 +172,12 @@ def events_view(
 def approval_item(request: ApprovalRequest, now: float, *, exact: bool) -> dict[str, Any]:
     """One request as the inbox shows it: its exact arguments for an approver (``exact``),
     else the redacted copy (see :mod:`toolcards.governance.approvals.view`); for an approver,
-    each argument (``fields``) for a grant that remembers the decision."""
+    each argument (``fields``) for a grant that remembers the decision: a string shows what
+    it is in a form's field (no hidden character, no line break) or is offered no glob."""
     view = arguments_view(request, exact=exact)
     given = request.exact_args if exact and view.grantable else None
     fields = [
-        {"name": name, "glob": value if isinstance(value, str) else ""}
+        {"name": name, "glob": value if isinstance(value, str) and reads_as_itself(value) else ""}
         for name, value in sorted((given or {}).items())
     ]
     return {
@@ -274,9 +276,8 @@ class AuditFilters:
         found = cls(text("principal"), text("tool"), text("outcome"), text("since"), text("until"))
         before = text("before")
         if before is not None:
-            if before.isdigit():
-                found.before = int(before)
-            else:
+            found.before = whole_number(before)
+            if found.before is None:
                 found.errors.append("before: expected an entry id")
         return found
 
@@ -290,6 +291,14 @@ class AuditFilters:
             "until": self.until,
         }
         return {k: v for k, v in pairs.items() if v}
+
+
+def whole_number(text: str) -> int | None:
+    """``text`` as a whole number of at most 18 ASCII digits, else None (``str.isdigit``
+    also takes ``²``, which ``int`` refuses, and ``int`` refuses more than 4,300 digits)."""
+    if text.isascii() and text.isdigit() and len(text) <= MAX_DIGITS:
+        return int(text)
+    return None
 
 
 def parse_time(text: str | None, now: float | None = None) -> float | None:

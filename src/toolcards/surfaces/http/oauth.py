@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from toolcards.core.identity import Identity
+from toolcards.governance.approvals.view import reads_as_itself
 from toolcards.surfaces.http.jwks import KeySet
 from toolcards.surfaces.http.oauth_config import OAuthSpec
 from toolcards.surfaces.http.tokens import InvalidToken
@@ -77,6 +78,8 @@ class JwtVerifier:
         sub = claims.get("sub")
         if not isinstance(sub, str) or not sub or len(sub) > _MAX_SUB:
             raise InvalidToken("the access token's sub is not a usable principal id")
+        if not reads_as_itself(sub):  # it could read as another caller's id to an approver
+            raise InvalidToken("the access token's sub has hidden or control characters")
         scopes = token_scopes(claims)
         missing = [s for s in self.spec.required_scopes if s not in scopes]
         if missing:
