@@ -227,16 +227,22 @@ def test_members_of_a_runtime_team_share_one_service_and_workspace(workspaces: P
         assert str(workspaces / "exec-team") in run("pwd")
 
 
+def _pair(
+    team: str, names: tuple[str, str], **fields: Any
+) -> tuple[list[_Member], dict[str, Any], dict[str, Any]]:
+    """The tools of two members of ``team``, one ExecTool each, and the members (the cards
+    hold them weakly: the caller keeps them)."""
+    members = [_Member(team, name) for name in names]
+    first, second = (
+        _tools(ExecTool(mode="local", limits=RUNNABLE, **fields).observer(m)) for m in members
+    )
+    return members, first, second
+
+
 def test_concurrency_cap_holds_back_extra_calls(workspaces: Path) -> None:
     """With one slot, a job waiting for a second job's file can only time out."""
-    members = [_Member("t-cap", "alice"), _Member("t-cap", "bob")]  # held weakly by the cards
-    alice, bob = (
-        _tools(
-            ExecTool(
-                mode="local", limits=RUNNABLE, workspace_id="cap", timeout_s=2, max_concurrent=1
-            ).observer(m)
-        )
-        for m in members
+    _members, alice, bob = _pair(
+        "t-cap", ("alice", "bob"), workspace_id="cap", timeout_s=2, max_concurrent=1
     )
     script = workspaces / "cap" / "meet.py"
     script.parent.mkdir(parents=True, exist_ok=True)
@@ -269,14 +275,8 @@ def test_one_member_cannot_queue_the_teams_jobs(workspaces: Path) -> None:
     """Attack: one member queued 256 jobs; another member's exec_start was refused ("256 jobs
     are still running") and its exec_command waited out the backlog (about an hour)."""
     ws = _gated_workspace(workspaces)
-    members = [_Member("t-jobs", "mallory"), _Member("t-jobs", "alice")]
-    mallory, alice = (
-        _tools(
-            ExecTool(
-                mode="local", limits=RUNNABLE, workspace_id="gate", timeout_s=30, max_concurrent=2
-            ).observer(m)
-        )
-        for m in members
+    _members, mallory, alice = _pair(
+        "t-jobs", ("mallory", "alice"), workspace_id="gate", timeout_s=30, max_concurrent=2
     )
     held = [_job_id(mallory["exec_start"](f"python3 gated.py m{i}")) for i in range(2)]
     with pytest.raises(RetriableError, match="at most 2 of your jobs"):
