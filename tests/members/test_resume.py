@@ -93,3 +93,52 @@ def test_member_that_fails_to_restart_is_reported_and_kept_for_a_later_resume(
         assert lifecycle(team, "member_restore_failed")[0]["name"] == name
     with Team.resume("restart", store=store, profiles=_profiles(Script())) as team:
         assert [m.name for m in team.members()] == [name]
+
+
+@pytest.mark.parametrize(
+    "row", ["not json{", "[" * 100_000 + "]" * 100_000], ids=["not-json", "too-deep"]
+)
+def test_a_roster_row_that_cannot_be_read_restores_no_member_and_says_why(
+    tmp_path: Path, row: str
+) -> None:
+    """A hostile earlier run left a roster row that is no JSON (or nested too deep): every
+    resume failed with a traceback, the team half started ("already running" after)."""
+    import sqlite3
+
+    db = tmp_path / "team.db"
+    profiles = [RoleProfile(role="r", model="test")]
+    with Team("t", store=str(db), profiles=profiles) as team:
+        team.hire("r")
+    with sqlite3.connect(db) as con:
+        con.execute(
+            "INSERT OR REPLACE INTO state VALUES ('t', '~members', 'member:@evil', ?)", (row,)
+        )
+    for attempt in (1, 2):  # and again: nothing was left half started
+        with Team.resume("t", store=str(db), profiles=profiles) as team:
+            assert team.members() == []
+            failed = lifecycle(team, "members_restore_failed")
+            assert len(failed) == attempt and "unreadable row" in failed[-1]["reason"]
+
+
+def test_a_stored_profile_that_names_policy_roles_is_not_restored(tmp_path: Path) -> None:
+    """A planted roster row brought its own profile (a role the host never passed) naming
+    the policy role ``writer``: resume hired it, and the host's policy let it use every
+    tool while the host's own roleless role got none."""
+    import json
+    import sqlite3
+
+    db = tmp_path / "team.db"
+    host = [RoleProfile(role="r", model="test")]
+    with Team("t", store=str(db), profiles=host) as team:
+        team.hire("r")
+    planted = {"role": "ops", "model": "test", "roles": ["writer"]}
+    row = json.dumps({"role": "ops", "hired_at": 0, "profile": json.dumps(planted)})
+    with sqlite3.connect(db) as con:
+        con.execute("INSERT INTO state VALUES ('t', '~members', 'member:@ops-1', ?)", (row,))
+    with pytest.warns(UserWarning, match="@ops-1 failed to restart"):
+        team = Team.resume("t", store=str(db), profiles=host)
+    with team:
+        assert [m.name for m in team.members()] == ["@r-1"]
+        assert [p.role for p in team.profiles] == ["r"]
+        [failed] = lifecycle(team, "member_restore_failed")
+        assert "policy roles" in failed["reason"]

@@ -322,9 +322,17 @@ class MemberRoster(MemberMessaging):
                 self._free(name)
 
     def restore(self) -> None:
-        """Re-hire every recorded member (on resume)."""
+        """Re-hire every recorded member (on resume). A roster that cannot be read (a row
+        that is no JSON, or nested too deep) restores no member and says why: the team still
+        starts (it failed every resume, half started, until the file was mended by hand)."""
         team = self._team
-        for key, record in list(self._state.items("member:")):
+        try:
+            rows = list(self._state.items("member:"))
+        except (ValueError, RecursionError) as exc:
+            reason = f"the roster holds an unreadable row ({type(exc).__name__})"
+            team.log.lifecycle("members_restore_failed", reason=reason)
+            return
+        for key, record in rows:
             name = key.removeprefix("member:")
             role = record.get("role") if isinstance(record, dict) else None
             if self._relay is not None and self._relay.holder_alive(record.get("holder")):
@@ -336,6 +344,11 @@ class MemberRoster(MemberMessaging):
 
                     trusted = {TRUST: team.trust}  # a stored profile is data
                     stored = RoleProfile.model_validate_json(record["profile"], context=trusted)
+                    if stored.roles:  # the policy's roles are the host's to give
+                        raise ValueError(
+                            f"its stored profile names policy roles {stored.roles!r:.200}: "
+                            f"only a profile the host passes may (pass role {role!r})"
+                        )
                     team.profiles.append(stored)
                 self.hire(str(role), name, restoring=True)
             except LookupError as exc:
