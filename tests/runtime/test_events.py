@@ -231,3 +231,41 @@ def test_the_event_committed_just_before_the_close_reaches_a_subscriber_reading_
     sub.drain(10)
     assert [e.payload["event"] for e in got] == ["team_stopped"]
     store.close()
+
+
+PLANTED = ("[" * 50_000 + "]" * 50_000, "{not json", "1" * 5_000)
+"""Rows written into the store by hand: nested too deeply, bad text, an integer too long."""
+
+
+def test_an_unreadable_stored_row_reads_as_a_marker_and_ends_no_subscription(
+    tmp_path: Path,
+) -> None:
+    store = open_location(str(tmp_path / "team.db"))
+    store.open_team("t")
+    log = EventLog(store, "t")
+    log.lifecycle("team_started")
+    for text in PLANTED:
+        store.append_event("t", "#Planted", text, None, 0.0)
+    log.lifecycle("after")
+    expected = [
+        {"event": "team_started"},
+        *({"event": "unreadable", "seq": n} for n in (1, 2, 3)),
+        {"event": "after"},
+    ]
+    assert [e.payload for e in log.events()] == expected
+    assert [e.tool_id for e in log.events()][1:4] == ["#Planted"] * 3
+    got: list[ToolStateEvent] = []
+    done = threading.Event()
+
+    def on_event(event: ToolStateEvent) -> None:
+        got.append(event)
+        if event.payload == {"event": "later"}:
+            done.set()
+
+    with log.subscribe(on_event) as sub:
+        log.lifecycle("later")
+        assert done.wait(10)
+        assert sub.active and sub.error is None
+    assert [e.payload for e in got] == [*expected, {"event": "later"}]
+    log.close()
+    store.close()

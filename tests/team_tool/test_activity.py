@@ -14,8 +14,10 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from support.scripted import ScriptedMember, wait_until
 from team_tool.conftest import tools_of
 from toolcards import NotificationTool, TeamTool, ToolFactory
+from toolcards.core import ToolStateEvent
 from toolcards.runtime import Team
 from toolcards.tools.team.activity import CACHE_NAME
+from toolcards.tools.team.card import ACTIVITY_WINDOW
 from toolcards.tools.team.params import ActivitySummarizer, TeamActivity
 
 LONG_TASK = "Compile the quarterly revenue figures for every region. " * 10
@@ -161,3 +163,23 @@ def test_a_summarizer_object_cannot_be_serialized() -> None:
 def test_a_summarizer_spec_string_round_trips() -> None:
     card = TeamTool(team_activity=TeamActivity(summarizer=ActivitySummarizer(model="test")))
     assert TeamTool.model_validate_json(card.model_dump_json()) == card
+
+
+def test_team_activity_reads_only_a_recent_window_of_the_log(team: Team) -> None:
+    lead = team.hire("lead")
+    team.hire("boss")
+    tool = activity_tool(team, lead)
+    reads: list[int] = []
+    events = team.log.events
+
+    def counting(since: int = 0) -> list[ToolStateEvent]:
+        found = events(since)
+        reads.append(len(found))
+        return found
+
+    for i in range(ACTIVITY_WINDOW + 100):
+        team.log.append("#Noise", {"n": i})
+    team.log.events = counting  # type: ignore[method-assign]
+    team.events = counting  # type: ignore[method-assign]
+    assert tool().splitlines() == ["Team activity: 0 of 1 other members busy", "Idle: @boss-1"]
+    assert reads and max(reads) <= ACTIVITY_WINDOW

@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from toolcards.core import outside_json
 from toolcards.core.events import (
     EVENT_PAYLOADS,
     LIFECYCLE_DISPLAY,
@@ -212,11 +213,25 @@ class EventLog:
 
     def _event(self, row: EventRow) -> ToolStateEvent:
         """A stored row as an event; a row from before envelopes gets a stable id derived
-        from its position and the display type of its tool."""
+        from its position and the display type of its tool. A payload that does not decode
+        (bad text, nesting too deep: written into the store by hand) reads as an
+        ``{"event": "unreadable", "seq": n}`` marker, so one bad row fails no reader."""
+        try:
+            payload = restore_payload(row.payload_type, outside_json.loads(row.payload))
+        except ValueError as exc:
+            logger.warning(
+                "event %s #%d of %s at position %d is unreadable: %s",
+                row.tool_id,
+                row.seq,
+                self.team_id,
+                row.position,
+                exc,
+            )
+            payload = {"event": "unreadable", "seq": row.seq}
         return ToolStateEvent(
             tool_id=row.tool_id,
             seq=row.seq,
-            payload=restore_payload(row.payload_type, json.loads(row.payload)),
+            payload=payload,
             team_id=self.team_id,
             timestamp=row.timestamp,
             id=row.event_id or uuid.uuid5(_OLD_ROW_IDS, f"{self.team_id}/{row.position}").hex,

@@ -297,7 +297,7 @@ class ResourceCatalog:
             if self.listening.listened():
                 spawner.spawn(self.listening.changed, event.tool_id)
 
-        sub = team.subscribe(on_event, since=len(team.events()))
+        sub = team.subscribe(on_event, since=team.log.position)
         try:
             yield
         finally:
