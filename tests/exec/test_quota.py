@@ -80,7 +80,7 @@ def test_writing_past_the_workspace_cap_is_killed(
     out = _run(mode, f"sh -c '{script}'", limits=limits, workspace_id="fill")
     assert "killed: disk" in out
     total = sum(p.stat().st_size for p in (workspaces / "fill").iterdir())
-    assert 16 * MiB < total < 300 * MiB
+    assert 15 * MiB <= total < 300 * MiB  # up to the cap (the folder's blocks count too)
 
 
 MAKERS = {

@@ -16,6 +16,7 @@ from toolcards.runtime.events import EventLog
 from toolcards.runtime.messaging import MemberMessage
 from toolcards.runtime.relay import Relay, process_token
 from toolcards.stores.base import StateNamespace
+from toolcards.stores.postgres.listener import CHANNEL
 from toolcards.stores.postgres.team import PostgresStore
 
 
@@ -108,14 +109,14 @@ def test_a_relay_whose_feed_died_stops_heartbeating(pg_url: str) -> None:
     roster = StateNamespace(store, "t", "~members")
     try:
         assert roster.get(f"holder:{process_token()}") is not None
-        with psycopg.connect(pg_url, autocommit=True) as conn:  # a row the feed cannot read
-            conn.execute("UPDATE toolcards_teams SET last_pos = last_pos + 1 WHERE team_id = 't'")
-            conn.execute(
-                "INSERT INTO toolcards_events SELECT 't', last_pos, '#junk', 1, 'not json', "
-                "NULL, 0 FROM toolcards_teams WHERE team_id = 't'"
-            )
-        log.append("#nudge", {"wake": True})
-        wait_until(lambda: roster.get(f"holder:{process_token()}") is None, timeout=30)
+        with psycopg.connect(pg_url, autocommit=True) as conn:  # the feed cannot read on
+            conn.execute("ALTER TABLE toolcards_events RENAME TO toolcards_events_gone")
+            conn.execute("SELECT pg_notify(%s, 't')", (CHANNEL,))  # wake the feed: it reads
+        try:
+            wait_until(lambda: roster.get(f"holder:{process_token()}") is None, timeout=30)
+        finally:
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                conn.execute("ALTER TABLE toolcards_events_gone RENAME TO toolcards_events")
     finally:
         relay.stop()
         log.close()
