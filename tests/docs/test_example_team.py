@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from support.cli import InProcessCli
+from support.cli import EXAMPLE_STATE, InProcessCli
 from support.newcomer import inspector_missing
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,7 +44,9 @@ def expected_code(line: list[str]) -> int:
 @pytest.fixture
 def checkout(tmp_path: Path) -> Path:
     """A directory holding a fresh copy of examples/team, as the repository root would."""
-    shutil.copytree(REPO / "examples" / "team", tmp_path / "examples" / "team")
+    shutil.copytree(
+        REPO / "examples" / "team", tmp_path / "examples" / "team", ignore=EXAMPLE_STATE
+    )
     return tmp_path
 
 
@@ -79,3 +81,15 @@ def test_inspector_line_lists_the_example_tools(checkout: Path) -> None:
     done = run(["npx", "--no-install", *line[1:]], checkout)
     assert done.returncode == 0, done.stderr[-2000:]
     assert '"name": "workspace_write"' in done.stdout and '"name": "update_graph"' in done.stdout
+
+
+def test_the_example_policy_gives_an_anonymous_caller_nothing() -> None:
+    """The README says so of an HTTP caller without a token; the release/ rule (for any
+    caller) offered it every writing tool, to be asked for approval."""
+    from toolcards.core.identity import ANONYMOUS
+    from toolcards.governance import Policy
+
+    policy = Policy.from_yaml(REPO / "examples" / "team" / "policy.yaml")
+    tools = ["workspace_read", "workspace_write", "workspace_edit", "workspace_delete"]
+    assert [t for t in tools if policy.visible(ANONYMOUS, t)] == []
+    assert policy.decide(ANONYMOUS, "workspace_write", {"path": "release/a.md"}).denied

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -26,6 +27,10 @@ import pytest
 from toolcards.surfaces.main import main
 
 __all__ = ["InProcessCli"]
+
+EXAMPLE_STATE = shutil.ignore_patterns("*.db", "*.db-*", "*.grants", "workspaces")
+"""What copying ``examples/team`` leaves behind: the state a reader's own commands made there
+(the README's commands store it beside the config), which a test's copy must not inherit."""
 
 
 class InProcessCli:

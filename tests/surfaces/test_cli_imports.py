@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from support.cli import EXAMPLE_STATE
 from support.launch import REAL_TOOLCARDS
 from support.scripted import wait_until
 from surfaces.surface_support import SURFACE_ENV, HttpServer
@@ -25,7 +26,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "team"
 @pytest.fixture
 def team(tmp_path: Path) -> Path:
     copy = tmp_path / "team"
-    shutil.copytree(EXAMPLE, copy)
+    shutil.copytree(EXAMPLE, copy, ignore=EXAMPLE_STATE)
     return copy / "toolcards.yaml"
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from support.cli import InProcessCli
+from support.cli import EXAMPLE_STATE, InProcessCli
 from support.launch import REAL_TOOLCARDS
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "team"
@@ -25,7 +25,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "team"
 @pytest.fixture
 def team(tmp_path: Path) -> Path:
     copy = tmp_path / "team"
-    shutil.copytree(EXAMPLE, copy)
+    shutil.copytree(EXAMPLE, copy, ignore=EXAMPLE_STATE)
     config = copy / "toolcards.yaml"
     _settle(config, copy / "policy.yaml")
     return config

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from support.cli import InProcessCli
+from support.cli import EXAMPLE_STATE, InProcessCli
 from surfaces.surface_support import SURFACE_ENV, TOOLCARDS
 from toolcards.surfaces.commands import main as full_cli
 from toolcards.surfaces.main import main
@@ -46,7 +46,7 @@ def _run(
     cli: InProcessCli, base: Path, args: list[str], entry: Callable[[list[str]], object] = main
 ) -> tuple[int, str, str, list[tuple[str, ...]]]:
     team = base / "team"
-    shutil.copytree(EXAMPLE, team)
+    shutil.copytree(EXAMPLE, team, ignore=EXAMPLE_STATE)
     done = cli(*args, cwd=team, entry=entry)
     rows: list[tuple[str, ...]] = []
     if (team / "audit.db").exists():  # every column but the times and the call id
@@ -68,7 +68,7 @@ def test_the_short_path_answers_as_the_full_command_line(
 
 def test_the_short_path_does_not_import_typer(tmp_path: Path) -> None:
     team = tmp_path / "team"
-    shutil.copytree(EXAMPLE, team)
+    shutil.copytree(EXAMPLE, team, ignore=EXAMPLE_STATE)
     done = subprocess.run(
         [sys.executable, "-X", "importtime", str(TOOLCARDS), *COMMAND_LINES["call-created"]],
         cwd=team,

@@ -12,6 +12,7 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
+from support.cli import EXAMPLE_STATE
 from toolcards.surfaces.commands import app
 from toolcards.surfaces.outcomes import ExitCode
 
@@ -25,7 +26,7 @@ class Team:
     """A fresh copy of examples/team, its workspace seeded with deploy/, notes/ and release/."""
 
     def __init__(self, base: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        shutil.copytree(REPO / "examples" / "team", base / "team")
+        shutil.copytree(REPO / "examples" / "team", base / "team", ignore=EXAMPLE_STATE)
         self.config = base / "team" / "toolcards.yaml"
         self.root = base / "workspaces"
         self.ws = self.root / "example-team"
