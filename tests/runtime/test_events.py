@@ -20,6 +20,13 @@ class Pair(ToolActor):
         return self.emit(value)
 
 
+def _team_log(tmp_path: Path) -> tuple[Any, EventLog]:
+    """A SQLite store holding team ``t``, and the team's event log."""
+    store = open_location(str(tmp_path / "team.db"))
+    store.open_team("t")
+    return store, EventLog(store, "t")
+
+
 def _tool_events(team: Team, tool_id: str) -> list[ToolStateEvent]:
     return [e for e in team.events() if e.tool_id == tool_id]
 
@@ -208,9 +215,7 @@ def test_the_event_committed_just_before_the_close_reaches_a_subscriber_reading_
 ) -> None:
     """A stop records ``team_stopped``, then closes the log: a subscriber whose read found
     nothing just before that commit still delivers it (it saw the close and returned)."""
-    store = open_location(str(tmp_path / "team.db"))
-    store.open_team("t")
-    log = EventLog(store, "t")
+    store, log = _team_log(tmp_path)
     empty_read, go_on = threading.Event(), threading.Event()
     read_events = store.read_events
 
@@ -240,9 +245,7 @@ PLANTED = ("[" * 50_000 + "]" * 50_000, "{not json", "1" * 5_000)
 def test_an_unreadable_stored_row_reads_as_a_marker_and_ends_no_subscription(
     tmp_path: Path,
 ) -> None:
-    store = open_location(str(tmp_path / "team.db"))
-    store.open_team("t")
-    log = EventLog(store, "t")
+    store, log = _team_log(tmp_path)
     log.lifecycle("team_started")
     for text in PLANTED:
         store.append_event("t", "#Planted", text, None, 0.0)
