@@ -16,7 +16,12 @@ def writer_of(card: ToolCard) -> str:
     """Who writes through ``card`` now: the principal of the governed call that runs the tool
     (an MCP client's token, the CLI's local principal), else :func:`caller_address`. A team
     member governed as ``agent.<address>`` is its address."""
-    address = caller_address(card)
+    return governed_writer(caller_address(card))
+
+
+def governed_writer(address: str) -> str:
+    """:func:`writer_of` for a member whose ``address`` was read already (at binding: a card
+    holds its owner weakly)."""
     who = calling_principal.get()
     if who is None or who.id == f"agent.{address}":
         return address

@@ -12,12 +12,11 @@ from pydantic import Field, PrivateAttr, field_validator
 
 from toolcards.core.card import CardCapability, ToolCard, ToolFunc
 from toolcards.core.channels import Channels
-from toolcards.core.identity import calling_principal
 from toolcards.core.params import BaseToolParam
 from toolcards.core.progress import progress_enabled, report_progress
 from toolcards.core.spec import annotate
 from toolcards.core.trust import HostAccess, Reach
-from toolcards.tools._common.caller import caller_address
+from toolcards.tools._common.caller import caller_address, governed_writer
 from toolcards.tools._common.workspace_dir import workspace_dir, workspace_id_for
 from toolcards.tools.exec.backends import check_mode, isolating
 from toolcards.tools.exec.backends.docker import check_image
@@ -155,12 +154,7 @@ class ExecTool(ToolCard):
         """Who calls the bound tools, as ``writer_of`` says (the governed call's principal,
         else the member), with the member fixed at binding: the owner is held weakly."""
         address = caller_address(self)
-
-        def caller() -> str:
-            who = calling_principal.get()
-            return address if who is None or who.id == f"agent.{address}" else who.id
-
-        return caller
+        return lambda: governed_writer(address)
 
     def _about(self, service: ExecService) -> str:
         allowed = self.allowed_commands
