@@ -16,8 +16,8 @@ from team_tool.conftest import tools_of
 from toolcards import NotificationTool, TeamTool, ToolFactory
 from toolcards.core import ToolStateEvent
 from toolcards.runtime import Team
+from toolcards.runtime.events import RECENT_EVENTS
 from toolcards.tools.team.activity import CACHE_NAME
-from toolcards.tools.team.card import ACTIVITY_WINDOW
 from toolcards.tools.team.params import ActivitySummarizer, TeamActivity
 
 LONG_TASK = "Compile the quarterly revenue figures for every region. " * 10
@@ -177,9 +177,9 @@ def test_team_activity_reads_only_a_recent_window_of_the_log(team: Team) -> None
         reads.append(len(found))
         return found
 
-    for i in range(ACTIVITY_WINDOW + 100):
+    for i in range(RECENT_EVENTS + 100):
         team.log.append("#Noise", {"n": i})
     team.log.events = counting  # type: ignore[method-assign]
     team.events = counting  # type: ignore[method-assign]
     assert tool().splitlines() == ["Team activity: 0 of 1 other members busy", "Idle: @boss-1"]
-    assert reads and max(reads) <= ACTIVITY_WINDOW
+    assert reads and max(reads) <= RECENT_EVENTS

@@ -62,6 +62,10 @@ stored tag names one of them, so a process that never bound the card still reads
 _OLD_ROW_IDS = uuid.UUID("6b1f0c1e-4f3a-5d0e-9a57-2b7c1d9e8f10")
 """Namespace of the ids given to rows stored before events had one (stable per position)."""
 
+RECENT_EVENTS = 500
+"""Events :meth:`EventLog.recent` reads by default (activity views: the dashboard, the
+``team_activity`` tool)."""
+
 
 def display_type_of(tool_id: str) -> str:
     """The display type an event of ``tool_id`` gets unless its emitter names one."""
@@ -210,6 +214,11 @@ class EventLog:
     def events(self, since: int = 0) -> list[ToolStateEvent]:
         """Every committed event after position ``since``, in order."""
         return [event for _, event in self.entries(since)]
+
+    def recent(self, count: int = RECENT_EVENTS) -> list[ToolStateEvent]:
+        """The last ``count`` committed events, in order: what views of the team's activity
+        read (the whole log grows without end)."""
+        return self.events(max(0, self.position - count))
 
     def _event(self, row: EventRow) -> ToolStateEvent:
         """A stored row as an event; a row from before envelopes gets a stable id derived

@@ -388,4 +388,4 @@ class MemberRoster(MemberMessaging):
     def activity(self, **options: Any) -> dict[str, MemberActivity]:
         with self._lock:
             names = list(self._entries)
-        return member_activity(self._team.events(), members=names, **options)
+        return member_activity(self._team.log.recent(), members=names, **options)

@@ -369,7 +369,8 @@ class Team:
     def activity(
         self, *, max_task_chars: int = 200, stale_after: float | None = None
     ) -> dict[str, MemberActivity]:
-        """Who is busy on what, per member on the roster, derived from the event log."""
+        """Who is busy on what, per member on the roster, derived from the event log's last
+        :data:`~toolcards.runtime.events.RECENT_EVENTS` events."""
         return self._roster.activity(max_task_chars=max_task_chars, stale_after=stale_after)
 
     # ---- binding cards -----------------------------------------------------------------------

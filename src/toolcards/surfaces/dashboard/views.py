@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 
 RECENT_EVENTS = 50
 LIFECYCLE_SCAN = 10
-ACTIVITY_WINDOW = 500
 AUDIT_PAGE = 50
 CHAIN_CHECK_EVERY = 30.0  # seconds: the audit panel's chain state is at most this old
 EVENT_TEXT = 300
@@ -113,9 +112,8 @@ def _stopped_members(team: Team, running: set[str]) -> list[tuple[str, str, str,
 
 def _last_activity(team: Team) -> dict[str, tuple[float, str]]:
     """Per member name: the time and a line of its latest event among the recent ones."""
-    start = max(0, team.log.position - ACTIVITY_WINDOW)
     found: dict[str, tuple[float, str]] = {}
-    for event in team.log.events(start):
+    for event in team.log.recent():
         payload = event.payload if isinstance(event.payload, dict) else {}
         what = str(payload.get("event") or event.tool_id)
         for key in _MEMBER_KEYS:

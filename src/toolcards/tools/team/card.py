@@ -12,10 +12,8 @@ from toolcards.core.actors import ActorUnavailable
 from toolcards.core.card import CardCapability, ToolCard, ToolFunc
 from toolcards.core.context import ContextState
 from toolcards.core.errors import RetriableError, TransientError
-from toolcards.core.events import ToolStateEvent
 from toolcards.core.observer import TeamManagementToolObserver
 from toolcards.core.spec import annotate
-from toolcards.runtime.events import EventLog
 from toolcards.runtime.host import TeamHost
 from toolcards.runtime.messaging import EVENT_TEXT_CHARS, member_activity, truncate
 from toolcards.tools._common.caller import caller_address
@@ -31,17 +29,6 @@ from toolcards.tools.team.params import (
     TeamMembersView,
     TeamRolesView,
 )
-
-ACTIVITY_WINDOW = 500
-"""team_activity reads at most this many of the team's latest events (as the dashboard)."""
-
-
-def _recent_events(team: TeamHost) -> list[ToolStateEvent]:
-    """The team's last :data:`ACTIVITY_WINDOW` events (a host without a log: all of them)."""
-    log = getattr(team, "log", None)
-    if not isinstance(log, EventLog):
-        return team.events()
-    return log.events(max(0, log.position - ACTIVITY_WINDOW))
 
 
 def _reason(exc: Exception) -> str:
@@ -219,7 +206,7 @@ class TeamTool(ToolCard):
         roles = {m.name: m.role for m in team.members() if m.name != caller}
         now = self._clock()
         activities = member_activity(
-            _recent_events(team),
+            team.log.recent(),
             members=list(roles),
             max_task_chars=EVENT_TEXT_CHARS,
             stale_after=param.stale_after_seconds,
