@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -116,6 +117,23 @@ def test_a_long_task_is_summarized_on_request(team: Team, busy_worker: str) -> N
     report = activity_tool(team, lead, summarizer=summarizer)(summarize_over=100)
     assert "summary: Compiling regional revenue." in report
     assert len(calls) == 1
+
+
+def test_a_summary_leaves_no_event_loop_open_behind_it(team: Team, busy_worker: str) -> None:
+    """Each summary runs in a worker thread that then ends: a loop left open there holds two
+    sockets until a collection finds it, and warns then (in whatever code runs at the time)."""
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def summarize(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        loops.append(asyncio.get_running_loop())
+        return ModelResponse(parts=[TextPart("Compiling regional revenue.")])
+
+    lead = team.hire("lead")
+    summarizer = ActivitySummarizer(model=FunctionModel(summarize), poll_delay_seconds=0.05)
+    report = activity_tool(team, lead, summarizer=summarizer)(summarize_over=100)
+    assert "summary: Compiling regional revenue." in report
+    [loop] = loops
+    assert wait_until(loop.is_closed)
 
 
 def test_a_cached_summary_costs_no_second_model_call(team: Team, busy_worker: str) -> None:

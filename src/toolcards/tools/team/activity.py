@@ -9,6 +9,7 @@ degrades to the truncated text.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -35,11 +36,13 @@ class SummaryWorker(DeferredWorker[str, str]):
 
         model, text, limit = payload
         agent: Agent[None, str] = Agent(model, instructions=SUMMARY_INSTRUCTIONS)
-        result = agent.run_sync(
+        run = agent.run(
             text,
             model_settings=ModelSettings(timeout=timeout),
             usage_limits=UsageLimits(request_limit=1),
         )
+        # a loop of its own, closed here: run_sync would leave one (and its sockets) per worker
+        result = asyncio.run(run)
         summary = " ".join(str(result.output).split())
         if not summary:
             raise ValueError("the summarizer returned no text")
