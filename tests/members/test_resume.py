@@ -142,3 +142,51 @@ def test_a_stored_profile_that_names_policy_roles_is_not_restored(tmp_path: Path
         assert [p.role for p in team.profiles] == ["r"]
         [failed] = lifecycle(team, "member_restore_failed")
         assert "policy roles" in failed["reason"]
+
+
+def _plant_members(db: Path, team_id: str, role: str, count: int) -> None:
+    import json
+    import sqlite3
+
+    with sqlite3.connect(db) as con:
+        for n in range(count):
+            row = json.dumps({"role": role, "hired_at": 1000 + n, "profile": None})
+            con.execute(
+                "INSERT INTO state VALUES (?, '~members', ?, ?)", (team_id, f"member:@p-{n}", row)
+            )
+
+
+def test_resume_keeps_a_roles_max_members(tmp_path: Path) -> None:
+    """Planted roster rows were all restored: a role the host limits to 2 members came back
+    with 7 (each a thread, each with the role's tools)."""
+    db = tmp_path / "team.db"
+    host = [RoleProfile(role="r", model="test", max_members=2)]
+    with Team("t", store=str(db), profiles=host) as team:
+        team.hire("r")
+    _plant_members(db, "t", "r", 6)
+    with Team.resume("t", store=str(db), profiles=host) as team:
+        assert [m.name for m in team.members()] == ["@p-0", "@p-1"]  # the earliest hired
+        refused = lifecycle(team, "member_restore_refused")
+        assert len(refused) == 5 and "limited to 2" in refused[0]["reason"]
+        with pytest.raises(ValueError, match="limited to 2"):
+            team.hire("r")
+
+
+def test_resume_starts_a_bounded_number_of_members(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A role without ``max_members``: planted rows started one member thread each, without
+    end. A resume restores at most ``MAX_RESTORED`` (lowered here) and says which it left."""
+    from toolcards.runtime import members
+
+    monkeypatch.setattr(members, "MAX_RESTORED", 3)
+    db = tmp_path / "team.db"
+    host = [RoleProfile(role="r", model="test")]
+    with Team("t", store=str(db), profiles=host):
+        pass
+    _plant_members(db, "t", "r", 5)
+    with Team.resume("t", store=str(db), profiles=host) as team:
+        assert [m.name for m in team.members()] == ["@p-0", "@p-1", "@p-2"]
+        refused = lifecycle(team, "member_restore_refused")
+        assert [r["name"] for r in refused] == ["@p-3", "@p-4"]
+        assert "at most 3 members" in refused[0]["reason"]

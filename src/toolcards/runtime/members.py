@@ -44,6 +44,8 @@ ROSTER = "~members"
 """The state namespace of the roster (one ``member:<name>`` row per member)."""
 
 DEFAULT_SEND_TIMEOUT = 300.0
+MAX_RESTORED = 256
+"""Members one resume starts at most: the roster is stored data, and each member a thread."""
 NAME_PATTERN = re.compile(r"@[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
@@ -332,11 +334,16 @@ class MemberRoster(MemberMessaging):
             reason = f"the roster holds an unreadable row ({type(exc).__name__})"
             team.log.lifecycle("members_restore_failed", reason=reason)
             return
-        for key, record in rows:
+        restored: dict[str, int] = {}
+        for key, record in sorted(rows, key=_hired_at):  # over a cap, the earliest are kept
             name = key.removeprefix("member:")
             role = record.get("role") if isinstance(record, dict) else None
             if self._relay is not None and self._relay.holder_alive(record.get("holder")):
                 continue  # another running process holds it
+            refused = self._restore_refused(str(role), restored)
+            if refused:
+                team.log.lifecycle("member_restore_refused", name=name, reason=refused)
+                continue
             try:
                 if not any(p.role == role for p in team.profiles) and record.get("profile"):
                     # lazy: agent members only (pydantic models, ~1x python -c pass)
@@ -351,11 +358,22 @@ class MemberRoster(MemberMessaging):
                         )
                     team.profiles.append(stored)
                 self.hire(str(role), name, restoring=True)
+                restored[str(role)] = restored.get(str(role), 0) + 1
             except LookupError as exc:
                 team.log.lifecycle("member_restore_deferred", name=name, reason=str(exc))
             except Exception as exc:
                 warnings.warn(f"member {name} failed to restart: {exc}", stacklevel=3)
                 team.log.lifecycle("member_restore_failed", name=name, reason=str(exc))
+
+    def _restore_refused(self, role: str, restored: dict[str, int]) -> str:
+        """Why one more member of ``role`` is not restored ('' when it is): stored rows do not
+        raise the host's ``max_members`` of a role, nor start members without end."""
+        if sum(restored.values()) >= MAX_RESTORED:
+            return f"a resume restores at most {MAX_RESTORED} members"
+        cap = next((p.max_members for p in self._team.profiles if p.role == role), None)
+        if cap is not None and restored.get(role, 0) >= cap:
+            return f"role {role!r} is limited to {cap} member(s)"
+        return ""
 
     # ---- views -------------------------------------------------------------------------------
 
@@ -389,3 +407,10 @@ class MemberRoster(MemberMessaging):
         with self._lock:
             names = list(self._entries)
         return member_activity(self._team.log.recent(), members=names, **options)
+
+
+def _hired_at(row: tuple[str, Any]) -> float:
+    """When a roster row's member was hired (a row that does not say: first)."""
+    record = row[1]
+    hired = record.get("hired_at") if isinstance(record, dict) else None
+    return float(hired) if isinstance(hired, int | float) and not isinstance(hired, bool) else 0.0
