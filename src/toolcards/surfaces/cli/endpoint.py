@@ -54,7 +54,8 @@ async def _answer(rt: SurfaceRuntime, request: dict[str, Any]) -> Any:
             raise ValueError("args must be an object")
         return await ops.call_data(rt, str(request.get("tool")), args)
     if op == "team":
-        return ops.team_data(rt, int(request.get("events", 10)))
+        # off the server's loop: the team's store is read (the loop serves MCP meanwhile)
+        return await anyio.to_thread.run_sync(ops.team_data, rt, int(request.get("events", 10)))
     raise ValueError(f"unknown operation {op!r}")
 
 

@@ -113,6 +113,10 @@ async def call_data(
     return data
 
 
+MAX_STATUS_EVENTS = 1000
+"""Events ``team status`` shows at most (read from the log's end, never the whole log)."""
+
+
 def team_data(rt: SurfaceRuntime, events: int) -> dict[str, Any] | None:
     team = rt.team
     if team is None:
@@ -120,7 +124,8 @@ def team_data(rt: SurfaceRuntime, events: int) -> dict[str, Any] | None:
     members_fn = getattr(team, "members", None)
     members = [m.model_dump() for m in members_fn()] if callable(members_fn) else []
     actors = sorted(n for n in team.actor_names() if n.startswith("#"))
-    recent = [e.model_dump(mode="json") for e in team.events()[-events:]] if events else []
+    shown = team.log.recent(min(max(events, 0), MAX_STATUS_EVENTS)) if events > 0 else []
+    recent = [e.model_dump(mode="json") for e in shown]
     return {"team_id": team.team_id, "members": members, "tool_actors": actors, "events": recent}
 
 

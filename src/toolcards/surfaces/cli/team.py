@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from toolcards.surfaces.cli.operations import open_runtime, team_data
+from toolcards.surfaces.cli.operations import MAX_STATUS_EVENTS, open_runtime, team_data
 from toolcards.surfaces.cli.options import ConfigOpt, state_of
 from toolcards.surfaces.cli.state import emit_json, fail, out
 from toolcards.surfaces.outcomes import ExitCode
@@ -20,7 +20,7 @@ team_app = typer.Typer(help="Inspect the team.", no_args_is_help=True)
 def team_status(
     ctx: typer.Context,
     config: ConfigOpt = None,
-    events: Annotated[int, typer.Option(min=0, max=1000)] = 10,
+    events: Annotated[int, typer.Option(min=0, max=MAX_STATUS_EVENTS)] = 10,
 ) -> None:
     """Members, tool actors and recent events of the configured team."""
     state = state_of(ctx, config)
