@@ -8,6 +8,8 @@ import sqlite3
 import subprocess
 import sys
 import time
+import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -203,6 +205,37 @@ async def test_an_error_repeating_a_secret_escaped_or_shortened_is_stored_withou
     assert "Pa55" not in errors[0]
     assert "input_value=[REDACTED]" in errors[1]
     assert all(long_secret[i : i + 8] not in errors[1] for i in range(len(long_secret) - 8))
+
+
+@pytest.mark.parametrize(
+    "shown",
+    [
+        lambda p: f"GET https://api.example/login?u=bob&p={urllib.parse.quote(p, safe='')} failed",
+        lambda p: f"refused body p={urllib.parse.quote_plus(p)}",
+        lambda p: f"refused {p!a}",
+        lambda p: f"refused {p.encode()!r}",
+    ],
+    ids=["percent-encoded", "form-encoded", "ascii", "bytes-repr"],
+)
+async def test_an_error_repeating_a_secret_encoded_is_stored_without_it(
+    tmp_path: Path, shown: Callable[[str], str]
+) -> None:
+    """An HTTP client's error repeats a URL or form body percent-encoded, ``%a`` and a bytes
+    ``repr`` escape what is not ASCII: each kept the hidden password readable in the error
+    column (``S3cr3t%2FP%C3%A4ssword%26x%3D1``)."""
+    secret = "S3cr3t/Pässword&x=1 ok"
+
+    def login(user: str, password: str) -> str:
+        """Log in."""
+        raise PermissionError(shown(password))
+
+    registry = CapabilityRegistry.from_tools([login])
+    with AuditLog(tmp_path / "audit.db") as audit:
+        executor = Executor(registry, Policy.allow_all(), audit=audit)
+        await executor.call("login", {"user": "bob", "password": secret}, ALICE)
+        [row] = audit.query()
+    assert row.error is not None and "[REDACTED]" in row.error
+    assert "S3cr3t" not in row.error and "ssword" not in row.error
 
 
 def test_invalid_durability_is_rejected(tmp_path: Path) -> None:

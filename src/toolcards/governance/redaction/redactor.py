@@ -398,9 +398,14 @@ def _leaves(value: Any, depth: int, out: list[str]) -> None:
 
 
 def _spellings(text: str) -> list[str]:
-    """How an error message may repeat ``text``: as it is, as ``repr`` escapes it, and for
-    a long one its head and tail (pydantic shortens an input in its middle: ``abc...xyz``)."""
-    found = [text, repr(text)[1:-1], json.dumps(text)[1:-1]]
+    """How an error message may repeat ``text``: as it is, as ``repr``, ``ascii`` and JSON
+    escape it, as its UTF-8 bytes' ``repr``, percent-encoded (a URL or form body in an HTTP
+    client's error), and for a long one its head and tail (pydantic shortens an input in its
+    middle: ``abc...xyz``)."""
+    found = [text, repr(text)[1:-1], ascii(text)[1:-1], json.dumps(text)[1:-1]]
+    quote = urllib.parse.quote
+    found += [repr(text.encode())[2:-1], quote(text), quote(text, safe="")]
+    found.append(urllib.parse.quote_plus(text))
     if len(text) >= _MIN_CUT:
         found += [text[:_KEPT_END], text[-_KEPT_END:]]
     return list(dict.fromkeys(found))
