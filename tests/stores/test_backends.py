@@ -103,7 +103,7 @@ def test_a_config_on_a_shared_installed_scheme_keeps_its_stores_there(
     installed: object, tmp_path: Path
 ) -> None:
     data = {"store": "memshared://cfg", "system": "ray", "policy": "policy.yaml", "team_id": "t"}
-    config = parse_config(data, base_dir=tmp_path)
+    config = parse_config(data, base_dir=tmp_path, host_written=True)
     assert config.shared_store
     assert config.approvals_location == "memshared://cfg"
     assert config.rate_limits_location == "memshared://cfg"

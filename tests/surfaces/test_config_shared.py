@@ -4,11 +4,16 @@ limits live, `approval:`, `sessions:` and `mcp_commands:`."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from support.cli import InProcessCli
 from toolcards.surfaces.config import ConfigError, SurfaceConfig, parse_config
 
 PG = "postgresql://toolcards:pa55-word@127.0.0.1:5432/team"
@@ -150,3 +155,83 @@ def test_session_limits_have_defaults_and_refuse_nonsense(tmp_path: Path) -> Non
 def test_a_malformed_mcp_command_rule_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"team\.yaml: mcp_commands"):
         config(tmp_path, mcp_commands=[{"command": "uvx", "argz": []}])
+
+
+class Catcher:
+    """A database server's port on 127.0.0.1 that records who connects (and hangs up)."""
+
+    def __init__(self) -> None:
+        self.connected: list[str] = []
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.port = self._server.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, peer = self._server.accept()
+                self.connected.append(f"{peer[0]}:{peer[1]}")
+                conn.close()
+
+    def close(self) -> None:
+        self._server.close()
+
+
+@pytest.fixture
+def catcher(monkeypatch: pytest.MonkeyPatch) -> Iterator[Catcher]:
+    """The data's server, and the host's database password where libpq looks for one."""
+    monkeypatch.setenv("PGPASSWORD", HOST_PASSWORD)
+    found = Catcher()
+    yield found
+    found.close()
+
+
+HOST_PASSWORD = "host-db-secret-4e1a"
+OPENS = {"store": ("list",), "audit": ("audit", "tail"), "approvals": ("approvals", "list")}
+"""A command that opens the database of each key."""
+
+
+@pytest.mark.parametrize("key", ["store", "audit", "approvals"])
+@pytest.mark.parametrize(
+    ("user", "refusal"),
+    [("alice", "without its own password"), ("alice:own-pw", "private network")],
+    ids=["no-password", "loopback"],
+)
+@pytest.mark.timeout(120)
+def test_a_data_config_sends_no_host_password_where_it_says(
+    toolcards_cli: InProcessCli,
+    catcher: Catcher,
+    tmp_path: Path,
+    key: str,
+    user: str,
+    refusal: str,
+) -> None:
+    """A config in a workspaces root is data: a database URL without its own password would
+    get the operator's PGPASSWORD from libpq, a loopback one reach this host's servers."""
+    folder = tmp_path / "ws" / "w"
+    folder.mkdir(parents=True)
+    (tmp_path / "ws" / ".toolcards-workspaces").write_text("")
+    (folder / "policy.yaml").write_text("default_effect: deny\n")
+    url = f"postgresql://{user}@127.0.0.1:{catcher.port}/team"
+    (folder / "evil.yaml").write_text(f"team_id: t\npolicy: policy.yaml\n{key}: '{url}'\n")
+    done = toolcards_cli("-c", "ws/w/evil.yaml", *OPENS[key], cwd=tmp_path)
+    assert catcher.connected == []
+    assert done.returncode == 2, done
+    message = done.stderr.strip()
+    assert f"(in a workspaces root, where agents write): {key}: " in message
+    assert refusal in message and "\n" not in message
+    assert HOST_PASSWORD not in message and "own-pw" not in message
+
+
+@pytest.mark.parametrize("key", ["store", "audit", "approvals"])
+def test_the_host_written_config_keeps_its_loopback_database(tmp_path: Path, key: str) -> None:
+    for url in ("postgresql://alice@127.0.0.1:5432/team", PG):
+        assert getattr(config(tmp_path, **{key: url}), key) == url
+
+
+def test_a_data_config_names_no_ray_cluster(tmp_path: Path) -> None:
+    data = {"policy": "policy.yaml", "team_id": "t", "store": "team.db"}
+    ray = {"ray": {"address": "ray://attacker.example:10001"}}
+    with pytest.raises(ConfigError, match=r"^team\.yaml: system: .*names a Ray cluster to join"):
+        parse_config({**data, "system": ray}, source="team.yaml", base_dir=tmp_path)
+    assert parse_config({**data, "system": "pykka"}, source="team.yaml").system == "pykka"

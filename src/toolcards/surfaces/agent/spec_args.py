@@ -36,7 +36,6 @@ import inspect
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 from pydantic_ai import Agent
@@ -44,12 +43,13 @@ from pydantic_ai import Agent
 from toolcards.core.card import ToolCard
 from toolcards.core.identity import Identity
 from toolcards.core.registry import CARD_TYPES, load_card
-from toolcards.core.trust import HostTrust, UntrustedField, private_host
+from toolcards.core.trust import HostTrust
 from toolcards.governance.audit.log import AuditLog
 from toolcards.governance.guardrails import ToolHook
 from toolcards.governance.policy.policy import Policy
 from toolcards.governance.redaction.scanner import SecretScanner
 from toolcards.stores.call_results import CallResults
+from toolcards.stores.data_location import check_data_location
 from toolcards.stores.errors import UnknownStoreScheme
 from toolcards.stores.location import StoreLocation
 from toolcards.stores.open import open_call_results
@@ -238,43 +238,12 @@ def spec_store(
         raise ValueError(
             f"{field}: a shared database holds many teams; name the spec's team (team: <name>)"
         )
-    parts = urlsplit(where.target)
-    if not parts.password or "?" in where.target or "#" in where.target:  # libpq: no fragment
-        raise UntrustedField(
-            f"toolcards {field} {where.display!r} names a database without its own password or "
-            "with options, and a spec may not choose where the host's credentials and files "
-            "(PGPASSWORD, ~/.pgpass, a service or key file) go: write user:password@host/db, "
-            "or open the store in code"
-        )
-    host = parts.netloc.rpartition("@")[2]
-    one = parts.netloc.count("@") == 1 and "," not in host and "%" not in host
-    if not one or not _libpq_reads_alike(where.target, parts.hostname):
-        raise UntrustedField(
-            f"toolcards {field} {where.display!r} names several hosts or a local socket, and "
-            "a spec names one server by its host name or address: open other stores in code"
-        )
-    if private_host(where.target) and not HostTrust.of(trust).private_network:
-        raise UntrustedField(
-            f"toolcards {field} {where.display!r} names a host of this host's private network, "
-            "and a spec may not choose that: the host grants it with "
-            "GovernedCards.trusting(HostTrust(private_network=True))"
-        )
+    check_data_location(
+        f"toolcards {field}",
+        where,
+        trust,
+        who="a spec",
+        instead="open the store in code",
+        grant="the host grants it with GovernedCards.trusting(HostTrust(private_network=True))",
+    )
     return where
-
-
-_URL_KEYS = frozenset({"user", "password", "host", "port", "dbname"})
-
-
-def _libpq_reads_alike(url: str, host: str | None) -> bool:
-    """Whether libpq reads ``url`` as :func:`urlsplit` did: one server, ``host``, and no key
-    but those a plain URL spells (a list of hosts, a socket folder, an option smuggled past
-    the URL's own reading is another server than the one checked)."""
-    try:
-        from psycopg.conninfo import conninfo_to_dict  # lazy: the postgres extra
-    except ImportError:  # without it no PostgreSQL store opens either
-        return True
-    try:
-        read = conninfo_to_dict(url)
-    except Exception:
-        return False
-    return set(read) <= _URL_KEYS and str(read.get("host", "")).lower() == (host or "").lower()

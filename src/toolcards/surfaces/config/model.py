@@ -50,7 +50,8 @@ Trust and code come from the operator only: ``trust:``, ``mcp_commands:`` and th
 opens (written by whoever runs the server, not found in a workspaces root); a config given as a
 mapping (``parse_config``) may carry them only when the host says it wrote it
 (``host_written=True``). A config a client sent or an agent wrote is data: it grants nothing
-and imports nothing.
+and imports nothing, joins no Ray cluster it names, and names no database server that would
+get the host's password (``PGPASSWORD``, ``~/.pgpass``) or sit on its private network.
 """
 
 from __future__ import annotations
@@ -76,8 +77,9 @@ from toolcards.core import host_files
 from toolcards.core.errors import ToolcardsError
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.registry import CARD_TYPES, load_card
-from toolcards.core.trust import HostTrust
+from toolcards.core.trust import HostTrust, UntrustedField
 from toolcards.core.yaml_safe import YamlError, load_yaml
+from toolcards.stores.data_location import check_data_location
 from toolcards.stores.errors import UnknownStoreScheme
 from toolcards.stores.location import StoreLocation, redact_url
 from toolcards.surfaces.config.hints import problems
@@ -433,8 +435,12 @@ _HOST_ONLY = {
     "hooks": "names code to import",
     "resources": "names code to import",
     "prompts": "names code to import",
+    "system": "names a Ray cluster to join",
 }
 """Keys only a config the host wrote may carry, and what they would do."""
+_DATABASES = ("store", "audit", "approvals")
+"""The keys naming a database server, whose URL in data must not take the host's credentials
+(``toolcards.stores.data_location``)."""
 
 
 def parse_config(
@@ -448,11 +454,14 @@ def parse_config(
 
     ``host_written``: the host (its operator's file, its own code) wrote ``data``, so its
     ``trust:`` and ``mcp_commands:`` grant what they say and its ``tools:``, ``hooks:``,
-    ``resources:`` and ``prompts:`` name code to import; otherwise (a config from anywhere
-    else, such as a client or an agent's workspace) any of them is refused."""
+    ``resources:`` and ``prompts:`` name code to import, its ``system:`` may name a Ray
+    cluster and its ``store:``, ``audit:`` and ``approvals:`` any database; otherwise (a config
+    from anywhere else, such as a client or an agent's workspace) the first ones are refused,
+    and a database server must be public and carry its own password (the rule of an agent
+    spec's stores, :mod:`toolcards.stores.data_location`)."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level")
-    granted = [key for key in _HOST_ONLY if data.get(key)]
+    granted = [key for key in _HOST_ONLY if _host_only(key, data.get(key))]
     if granted and not host_written:
         raise ConfigError(
             f"{source}: {granted[0]}: only the operator's config file (load_config) or the "
@@ -465,6 +474,8 @@ def parse_config(
         raise ConfigError(f"{source}: {problems(exc, SurfaceConfig)}") from None
     config.base_dir = base_dir if base_dir is not None else Path(".")
     config.source = source
+    if not host_written:
+        _check_data_databases(config, source)
     shared = [v for v in (config.store, config.audit, config.approvals) if v and _shared(v)]
     if shared and "team_id" not in config.model_fields_set:
         raise ConfigError(
@@ -479,6 +490,33 @@ def parse_config(
             "system: pykka)"
         )
     return config
+
+
+def _host_only(key: str, value: Any) -> bool:
+    """Whether ``value`` of ``key`` is one only the host may write: any value but an empty
+    one, and for ``system`` the mapping that names a Ray cluster (``system: ray`` joins the
+    host's own ``RAY_ADDRESS``)."""
+    return isinstance(value, dict) if key == "system" else bool(value)
+
+
+def _check_data_databases(config: SurfaceConfig, source: str) -> None:
+    """A config that is data names no database server that would get the host's password
+    (``PGPASSWORD``, ``~/.pgpass``) or reach its private network: checked before any store
+    opens, by the rule agent specs follow."""
+    for key in _DATABASES:
+        value = getattr(config, key)
+        if value is None:
+            continue
+        try:
+            check_data_location(
+                f"{key}:",
+                StoreLocation.parse(value),
+                None,
+                who="a config that is data",
+                instead="name it in the operator's config file",
+            )
+        except UntrustedField as exc:
+            raise ConfigError(f"{source}: {exc}") from None
 
 
 def _check_team_workspaces(config: SurfaceConfig, source: str) -> None:
