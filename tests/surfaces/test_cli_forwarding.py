@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from support.launch import REAL_TOOLCARDS
+from support.planted import feeding_fifo
 from support.scripted import wait_until
 from surfaces.surface_support import HttpServer, write_config
 from surfaces.surface_support import toolcards_in_process as toolcards
@@ -240,3 +241,103 @@ def test_a_runtime_folder_another_user_made_first_leaves_the_server_without_an_e
     assert anyio.run(open_endpoint) is None
     assert "no control endpoint" in caplog.text and "mode 0700" in caplog.text
     assert list(planted.iterdir()) == []
+
+
+def test_a_record_that_is_not_a_regular_file_is_never_read(
+    server: HttpServer, config: Path, tmp_path: Path
+) -> None:
+    """Whoever may write the store's folder may put a FIFO in the record's place (every
+    command waited on it for ever) or a link to ``/dev/zero`` (read until memory ran out):
+    neither is read, there is no server to forward to. The FIFO here answers a reader with a
+    record of the running server, so a read would show."""
+    other = write_config(tmp_path, local=BOB, store="team.db")
+    record = endpoint_path(other)
+    found = find_server(config)
+    assert found is not None
+    real = json.dumps({"pid": found.pid, "socket": str(found.socket)})
+    with feeding_fifo(record, real):
+        assert find_server(other) is None
+    record.unlink()
+    record.symlink_to("/dev/zero")
+    assert find_server(other) is None
+
+
+def test_a_server_leaves_a_planted_record_it_did_not_write_unread(tmp_path: Path) -> None:
+    """A FIFO put in the record's place while the server runs: stopping, the server neither
+    waits on it nor reads it (here the FIFO would answer that the record is this server's)."""
+    import anyio
+
+    from toolcards.surfaces.cli.endpoint import control_endpoint
+
+    config = write_config(tmp_path, local=BOB, store="team.db")
+    record = endpoint_path(config)
+
+    async def serve_while_planted(planted: contextlib.ExitStack) -> None:
+        async with control_endpoint(None, config) as path:  # type: ignore[arg-type]
+            assert path is not None and record.is_file()
+            planted.enter_context(feeding_fifo(record, json.dumps({"pid": os.getpid()})))
+
+    with contextlib.ExitStack() as planted:
+        anyio.run(serve_while_planted, planted)
+    assert record.is_fifo()  # not read as its own record, so not removed
+
+
+def test_the_record_is_never_written_through_a_planted_link(tmp_path: Path) -> None:
+    """Links planted at the temporary names the record was written through
+    (``<record>.<pid>.tmp``): the server wrote its JSON into the file they point at."""
+    import anyio
+
+    from toolcards.surfaces.cli.endpoint import control_endpoint
+
+    config = write_config(tmp_path, local=BOB, store="team.db")
+    record = endpoint_path(config)
+    victim = tmp_path / "victim"
+    victim.write_text("Host prod\n", encoding="utf-8")
+    link = record.with_name(f"{record.name}.{os.getpid()}.tmp")
+    link.symlink_to(victim)
+
+    async def serve() -> dict[str, object]:
+        async with control_endpoint(None, config) as path:  # type: ignore[arg-type]
+            assert path is not None
+            return dict(json.loads(record.read_text(encoding="utf-8")))
+
+    assert anyio.run(serve)["pid"] == os.getpid()
+    assert victim.read_text(encoding="utf-8") == "Host prod\n"
+    assert link.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir() if ".endpoint" in p.name) == [link.name]
+
+
+def test_a_forwarded_call_whose_client_leaves_is_cancelled(tmp_path: Path) -> None:
+    """Ctrl-C on a forwarded ``toolcards call`` closes its socket: the server cancels the
+    call and audits it ``cancelled`` once, as the command run without a server does (the
+    tool ran on to its end, audited ``ok``)."""
+    import socket
+
+    import ending_tools
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(ending_tools.POLICY, encoding="utf-8")
+    config = write_config(
+        tmp_path, local=BOB, store="team.db", tools=["ending_tools:TOOLS"], policy=policy
+    )
+    marks = tmp_path / "marks"
+    marks.mkdir()
+
+    def outcomes() -> list[tuple[str, str, str, str]]:
+        with AuditLog(tmp_path / "audit.db") as log:
+            return [(e.principal, e.surface, e.tool, e.outcome) for e in log.tail(10)]
+
+    srv = HttpServer(config, env={"ENDINGS_DIR": str(marks)})
+    try:
+        found = find_server(config)
+        assert found is not None
+        request = {"op": "call", "tool": "hold", "args": {"tag": "left"}}
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.connect(str(found.socket))
+            client.sendall(json.dumps(request).encode() + b"\n")
+            assert wait_until((marks / "left").exists, timeout=30)  # the tool runs
+        cancelled = [("bob", "cli", "hold", "cancelled")]
+        assert wait_until(lambda: outcomes() == cancelled, timeout=30), outcomes()
+    finally:
+        srv.stop()
+    assert outcomes() == cancelled

@@ -18,6 +18,7 @@ import pytest
 
 from support.cli import EXAMPLE_STATE, InProcessCli
 from support.launch import REAL_TOOLCARDS
+from support.planted import feeding_fifo
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "team"
 
@@ -48,19 +49,18 @@ def _rewrite(file: Path, old: str, new: str) -> None:
     os.utime(file, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
-def _list(
+def _run_list(
     config: Path, *flags: str, cache: Path, as_json: bool = False, path: str | None = None
-) -> tuple[str, set[str]]:
-    """What ``toolcards [--json] list [flags] -c config`` prints, and the modules it
-    imported; ``path``: the ``PYTHONPATH`` (none by default: the console script as installed,
-    since a working directory on ``sys.path``, which the listing writes to, is a miss every
-    time)."""
+) -> subprocess.CompletedProcess[str]:
+    """``toolcards [--json] list [flags] -c config`` run (``-X importtime``); ``path``: the
+    ``PYTHONPATH`` (none by default: the console script as installed, since a working
+    directory on ``sys.path``, which the listing writes to, is a miss every time)."""
     root = ["--json"] if as_json else []
     argv = [sys.executable, "-X", "importtime", str(REAL_TOOLCARDS), *root, "list", *flags]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     if path is not None:
         env["PYTHONPATH"] = path
-    done = subprocess.run(
+    return subprocess.run(
         [*argv, "-c", str(config)],
         env={**env, "XDG_CACHE_HOME": str(cache)},
         cwd=config.parent,
@@ -68,6 +68,14 @@ def _list(
         text=True,
         timeout=120,
     )
+
+
+def _list(
+    config: Path, *flags: str, cache: Path, as_json: bool = False, path: str | None = None
+) -> tuple[str, set[str]]:
+    """What ``toolcards [--json] list [flags] -c config`` prints (:func:`_run_list`), and
+    the modules it imported."""
+    done = _run_list(config, *flags, cache=cache, as_json=as_json, path=path)
     assert done.returncode == 0, done.stderr[-2000:]
     modules = {
         line.rsplit("|", 1)[1].strip()
@@ -216,3 +224,22 @@ def test_a_listing_with_tools_of_another_package_is_not_cached(team: Path, tmp_p
     assert not _cached(modules_loaded)
     assert "say_goodbye" in _names(then) and "say_hello" not in _names(then)
     assert list((cache / "toolcards").glob("list-*.json")) == []
+
+
+def test_a_policy_swapped_for_a_fifo_is_refused_as_without_an_entry(
+    team: Path, tmp_path: Path
+) -> None:
+    """The cache compared the policy's text read whole and blocking: a FIFO in its place hung
+    ``list`` (a sparse file of 800 MiB was read whole) where the config loader refuses it at
+    once. Now it is read as the loader reads it: a miss, refused the same. The FIFO here
+    answers a reader with the policy's own text, so a read would show."""
+    cache = tmp_path / "cache"
+    _list(team, cache=cache)
+    _, modules = _list(team, cache=cache)
+    assert _cached(modules)
+    policy = team.parent / "policy.yaml"
+    text = policy.read_text(encoding="utf-8")
+    with feeding_fifo(policy, text):
+        done = _run_list(team, cache=cache)
+    assert done.returncode != 0 and "update_planning" not in done.stdout
+    assert "the policy file is not a regular file" in done.stderr

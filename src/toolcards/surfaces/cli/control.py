@@ -8,7 +8,8 @@ The record is ``<store>.endpoint`` beside the store's ``.lock`` (``<config>.endp
 user can open) and its HTTP address when serving HTTP. Over the socket the CLI sends one
 JSON line (``{"op": ..., ...}``) and reads one back. The server answers as the config's local
 principal (the identity never comes from the request), through the same executor, so the
-decision and the audit row are those of a local run (``surface="cli"``).
+decision and the audit row are those of a local run (``surface="cli"``); a client that
+closes the socket before the answer (Ctrl-C) withdraws its call, audited ``cancelled``.
 
 Finding the record needs only the YAML config (no team, no registry), and once a config was
 read its record's path is cached (:func:`record_of`), so a forwarded command imports neither
@@ -134,11 +135,12 @@ class ServerEndpoint:
 
 def find_server(config: Path) -> ServerEndpoint | None:
     """The running server recorded for ``config``, or None (no record, or it is gone)."""
-    record = record_of(config)
+    data = read_record(record_of(config))
+    if data is None:
+        return None
     try:
-        data = json.loads(record.read_text(encoding="utf-8"))
         endpoint = ServerEndpoint(Path(data["socket"]), int(data["pid"]), data.get("http"))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         return None
     try:
         os.kill(endpoint.pid, 0)
@@ -153,6 +155,17 @@ def find_server(config: Path) -> ServerEndpoint | None:
     except OSError:
         return None
     return endpoint
+
+
+def read_record(record: Path) -> dict[str, Any] | None:
+    """The JSON object in the endpoint record, read bounded; None when there is none. The
+    record lies beside the store, where others may plant a FIFO (waited on for ever) or a
+    link to ``/dev/zero`` (read until memory ran out) in its place: neither is read."""
+    try:
+        data = json.loads(host_files.read_bounded(record, "endpoint record"))
+    except (OSError, ValueError):  # UnicodeDecodeError is a ValueError
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _private_socket(path: Path) -> bool:

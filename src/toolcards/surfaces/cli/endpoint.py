@@ -23,7 +23,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic_core import to_json
 
 import toolcards.surfaces.cli.operations as ops
-from toolcards.surfaces.cli.control import MAX_LINE, endpoint_path
+from toolcards.surfaces.cli.control import MAX_LINE, endpoint_path, read_record
 from toolcards.surfaces.runtime import SurfaceRuntime
 
 __all__ = ["control_endpoint", "socket_path"]
@@ -103,16 +103,13 @@ async def control_endpoint(
                 return  # a liveness probe, or a client that left
             except anyio.BrokenResourceError:
                 return
-            try:
-                reply = {"data": await _answer(rt, json.loads(line))}
-            except Exception as exc:  # a bad request never takes the server down
-                reply = {"error": f"{type(exc).__name__}: {exc}"}
+            reply = await _reply_unless_left(rt, line, buffered)
+            if reply is None:
+                return  # the client left (Ctrl-C): its call was cancelled, nobody to answer
             with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 await stream.send(to_json(reply, fallback=str) + b"\n")
 
-    tmp = record.with_name(record.name + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"pid": os.getpid(), "socket": str(path), "http": http}))
-    os.replace(tmp, record)
+    _write_record(record, {"pid": os.getpid(), "socket": str(path), "http": http})
     try:
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(listener.serve, handle)
@@ -123,10 +120,52 @@ async def control_endpoint(
     finally:
         await listener.aclose()
         path.unlink(missing_ok=True)
-        with contextlib.suppress(OSError, ValueError):
-            if json.loads(record.read_text()).get("pid") == os.getpid():
+        mine = read_record(record)
+        if mine is not None and mine.get("pid") == os.getpid():
+            with contextlib.suppress(OSError):
                 record.unlink()
         os.close(claim)  # the lock goes with the descriptor
+
+
+async def _reply_unless_left(
+    rt: SurfaceRuntime, line: bytes, client: BufferedByteReceiveStream
+) -> dict[str, Any] | None:
+    """The reply to the request ``line``; None when the client hung up first (one request
+    per connection: its end of the stream means it left, and the call is cancelled, audited
+    ``cancelled`` as a local command's Ctrl-C is, instead of running on for nobody)."""
+    reply: dict[str, Any] | None = None
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(_cancel_when_gone, client, tasks.cancel_scope)
+        try:
+            reply = {"data": await _answer(rt, json.loads(line))}
+        except Exception as exc:  # a bad request never takes the server down
+            reply = {"error": f"{type(exc).__name__}: {exc}"}
+        tasks.cancel_scope.cancel()  # answered: stop watching
+    return reply
+
+
+async def _cancel_when_gone(client: BufferedByteReceiveStream, scope: anyio.CancelScope) -> None:
+    """Cancel ``scope`` once ``client`` closes its end (bytes after its request are ignored)."""
+    with contextlib.suppress(
+        anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError
+    ):
+        while True:
+            await client.receive()
+    scope.cancel()
+
+
+def _write_record(record: Path, data: dict[str, Any]) -> None:
+    """Write ``record`` whole at once, through a new file of a name nobody could guess: a
+    link planted at a predictable temporary name beside the store is never written through."""
+    fd, tmp = tempfile.mkstemp(prefix=record.name + ".", suffix=".tmp", dir=record.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(data, out)
+        os.replace(tmp, record)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _claim(path: Path) -> int | None:

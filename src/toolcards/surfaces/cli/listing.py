@@ -33,6 +33,7 @@ import sys
 import time
 
 from toolcards._lazy import TYPE_CHECKING
+from toolcards.core import host_files
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -76,10 +77,12 @@ class Start:
 
 
 def _text_digest(path: str) -> str | None:
+    """The digest of the config or policy file at ``path``, read as the config loader reads
+    it (bounded, a regular file only: a FIFO or a huge file swapped in is a miss at once, as
+    it is refused at once without an entry); None when it cannot be read so."""
     try:
-        with open(path, "rb") as file:
-            return hashlib.sha256(file.read()).hexdigest()
-    except OSError:
+        return hashlib.sha256(host_files.read_bounded(path).encode()).hexdigest()
+    except (OSError, UnicodeDecodeError):
         return None
 
 
