@@ -40,6 +40,7 @@ from support.scripted import is_prompt
 from toolcards import KnowledgeGraphTool, PlanningTool
 from toolcards.governance import AuditLog, Identity, Policy
 from toolcards.governance.approvals.broker import ApprovalBroker
+from toolcards.governance.approvals.view import reads_as_itself
 from toolcards.governance.executor.budget import Budgets
 from toolcards.runtime import RoleProfile, Team
 from toolcards.surfaces.dashboard import BackgroundServer, Dashboard, InboxApprover
@@ -113,8 +114,12 @@ def _task(prompt: str) -> tuple[str, dict[str, Any]]:
 
 def entity_call(prompt: str) -> tuple[str, dict[str, Any]]:
     """An entity named by the prompt; a prompt longer than a name may be goes whole into the
-    entity's observations (500 characters each), so the arguments stay valid."""
-    if len(prompt) <= 200:
+    entity's observations (500 characters each), and one with hidden characters (which a name
+    may not hold) into its description, so the arguments stay valid."""
+    if not reads_as_itself(prompt):
+        name = "".join(char for char in prompt if reads_as_itself(char))[:200]
+        entity = {"name": name, "entity_type": "concept", "description": f"about {prompt}"}
+    elif len(prompt) <= 200:
         entity = {"name": prompt, "entity_type": "concept", "description": f"about {prompt}"}
     else:
         chunks = [prompt[i : i + 500] for i in range(0, len(prompt), 500)]

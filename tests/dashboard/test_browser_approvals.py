@@ -120,7 +120,7 @@ def test_a_right_to_left_override_in_a_path_is_shown_escaped_and_marked(
     text = item.locator("[data-testid=approval-args]").inner_text()
     assert "\u202e" not in text and "invoice\\u202efdp.exe" in text
     marks = item.locator("[data-testid=escaped-char]")
-    assert marks.count() == 2  # the entity's name and its description
+    assert marks.count() == 1  # in its description (a name may not hold one)
     assert marks.first.inner_text() == "\\u202e"
     assert "RIGHT-TO-LEFT OVERRIDE" in str(marks.first.get_attribute("title"))
     assert "U+202E" in item.locator("[data-testid=approval-escapes]").inner_text()

@@ -9,8 +9,10 @@ from pydantic import ValidationError
 
 from toolcards.tools.knowledge_graph.graph import Graph
 from toolcards.tools.knowledge_graph.models import (
+    Entity,
     EntityCreate,
     EntityUpdate,
+    Relation,
     RelationCreate,
     RelationRef,
     SearchMode,
@@ -156,6 +158,19 @@ def test_a_hubs_neighbors_and_edges_are_shown_up_to_fifty_and_counted() -> None:
     text = search_text(result)
     assert "Neighbors (120):" in text and "Edges (120):" in text
     assert text.count("... 70 more") == 2
+
+
+def test_a_relation_loaded_without_its_end_shows_no_neighbour_and_raises_nothing() -> None:
+    """Rows written around the actor (or an entity row the store once failed to read back)
+    can leave a relation whose end is not in the graph: search with neighbours raised
+    KeyError for every query that reached it."""
+    checkout = Entity(name="checkout", entity_type="Service", description="takes orders")
+    ledger = Entity(name="ledger", entity_type="Service")
+    edges = [Relation(from_entity="checkout", to_entity=end, relation_type="calls")
+             for end in ("ghost", "ledger")]  # fmt: skip
+    g = Graph([checkout, ledger], edges)
+    result = g.search("orders", "keyword", 1, include_neighbors=True, find_paths=True)
+    assert [e.name for e in result.neighbors] == ["ledger"] and result.more_neighbors == 0
 
 
 def test_paths_between_hits(graph: Graph) -> None:

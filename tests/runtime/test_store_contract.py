@@ -103,6 +103,27 @@ def test_iter_items_reads_in_batches_without_missing_a_row(state_store: StateSto
     assert [v for _, v in state.iter_items("row:", batch=4)] == list(range(25))
 
 
+def test_a_prefix_reads_every_key_it_starts_whatever_characters_follow(
+    state_store: StateStore,
+) -> None:
+    """A key may hold U+10FFFF (a model names an entity ``\\U0010ffff...``): read as the range
+    from the prefix to the prefix followed by U+10FFFF, its row was neither read nor counted,
+    so the graph forgot the entity on a restart while loading its relations."""
+    state = StateNamespace(state_store, "t", "#A")
+    top = "\U0010ffff"
+    under = ["e:a", f"e:{top}", f"e:{top}{top}x"]
+    others = ["e", f"e{top}", "f", "\ud7ffz", "\ue000", top, f"{top}{top}"]
+    with state.batch():
+        for key in (*under, *others):
+            state.put(key, key)
+    assert [k for k, _ in state.items("e:")] == under and state.count("e:") == 3
+    assert [k for k, _ in state.iter_items("e:", batch=1)] == under
+    assert [k for k, _ in state.items(f"e:{top}")] == under[1:]
+    assert [k for k, _ in state.items("\ud7ff")] == ["\ud7ffz"]  # the bound skips surrogates
+    assert [k for k, _ in state.items(top)] == [top, f"{top}{top}"]
+    assert [k for k, _ in state.items()] == sorted([*under, *others]) and state.count() == 10
+
+
 def test_batch_commits_together_or_not_at_all(store: Store) -> None:
     state = StateNamespace(store, "t", "#A")
     with pytest.raises(RuntimeError), state.batch():

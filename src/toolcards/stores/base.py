@@ -47,7 +47,6 @@ from toolcards.stores.governance import (
 from toolcards.stores.rows import (
     DEFAULT_TEAM,
     EVENT_ENVELOPE_COLUMNS,
-    KEY_END,
     LIFECYCLE_TOOL,
     SCHEMA_VERSION,
     AppliedCall,
@@ -56,12 +55,12 @@ from toolcards.stores.rows import (
     check_text,
     compaction_marker,
     dumps,
+    key_end,
 )
 
 __all__ = [
     "DEFAULT_TEAM",
     "EVENT_ENVELOPE_COLUMNS",
-    "KEY_END",
     "LIFECYCLE_TOOL",
     "SCHEMA_VERSION",
     "AppliedCall",
@@ -91,6 +90,7 @@ __all__ = [
     "check_text",
     "compaction_marker",
     "dumps",
+    "key_end",
 ]
 
 

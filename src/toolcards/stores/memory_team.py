@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 
 from toolcards.stores import applied_calls
 from toolcards.stores.base import (
-    KEY_END,
     LIFECYCLE_TOOL,
     AppliedCall,
     Compaction,
@@ -28,6 +27,7 @@ from toolcards.stores.base import (
     StoreClosedError,
     compaction_marker,
     dumps,
+    key_end,
 )
 from toolcards.stores.location import MEMORY
 
@@ -147,9 +147,12 @@ class SortedRows:
             self.values[key] = text
         return old
 
-    def between(self, low: str, inclusive: bool, high: str) -> list[str]:
-        """The keys from ``low`` (itself too when ``inclusive``) up to ``high`` (excluded)."""
+    def between(self, low: str, inclusive: bool, high: str | None) -> list[str]:
+        """The keys from ``low`` (itself too when ``inclusive``) up to ``high`` (excluded;
+        None: to the last)."""
         start = (bisect.bisect_left if inclusive else bisect.bisect_right)(self.keys, low)
+        if high is None:
+            return self.keys[start:]
         return self.keys[start : bisect.bisect_left(self.keys, high, lo=start)]
 
 
@@ -251,14 +254,14 @@ class MemoryStateStore(StateStore):
             rows = self._rows.get((team_id, actor))
             if rows is None:
                 return []
-            keys = rows.between(low, inclusive, prefix + KEY_END)
+            keys = rows.between(low, inclusive, key_end(prefix))
             found = [(k, rows.values[k]) for k in (keys[:limit] if limit else keys)]
         return [(key, json.loads(text)) for key, text in found]
 
     def state_count(self, team_id: str, actor: str, prefix: str = "") -> int:
         with self._tx.reading():
             rows = self._rows.get((team_id, actor))
-            return 0 if rows is None else len(rows.between(prefix, True, prefix + KEY_END))
+            return 0 if rows is None else len(rows.between(prefix, True, key_end(prefix)))
 
     def state_version(self, team_id: str, actor: str) -> int:
         with self._tx.reading():

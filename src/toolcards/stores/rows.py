@@ -15,7 +15,6 @@ from toolcards.stores.errors import UnstorableText
 __all__ = [
     "DEFAULT_TEAM",
     "EVENT_ENVELOPE_COLUMNS",
-    "KEY_END",
     "LIFECYCLE_TOOL",
     "SCHEMA_VERSION",
     "AppliedCall",
@@ -24,6 +23,7 @@ __all__ = [
     "check_text",
     "compaction_marker",
     "dumps",
+    "key_end",
 ]
 
 SCHEMA_VERSION = 2
@@ -94,9 +94,23 @@ def dumps(value: Any) -> str:
     return json.dumps(value, default=to_jsonable_python, separators=(",", ":"))
 
 
-KEY_END = chr(0x10FFFF)
-"""Above every key a state row can have: a prefix's keys run from the prefix up to the prefix
-followed by this."""
+_LAST_CHAR = chr(0x10FFFF)
+_SURROGATES = range(0xD800, 0xE000)
+
+
+def key_end(prefix: str) -> str | None:
+    """The least key above every key that starts with ``prefix``, or None when none is (an
+    empty prefix, or U+10FFFF alone): a prefix's keys run from the prefix up to this, excluded.
+    A key may hold U+10FFFF itself, so the prefix followed by it bounds nothing. Keys compare
+    by code point in every backend (Python, SQLite's BINARY collation of UTF-8, PostgreSQL's
+    ``COLLATE "C"``): the bound is the prefix without its trailing U+10FFFF, last character
+    incremented (past the surrogates, which UTF-8 cannot hold)."""
+    stem = prefix.rstrip(_LAST_CHAR)
+    if not stem:
+        return None
+    code = ord(stem[-1]) + 1
+    return stem[:-1] + chr(_SURROGATES.stop if code in _SURROGATES else code)
+
 
 LIFECYCLE_TOOL = "team"
 """The tool id of the team's lifecycle events (never compacted)."""

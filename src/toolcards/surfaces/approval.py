@@ -49,7 +49,7 @@ from toolcards.governance.approvals.broker import (
     Approver,
     GrantedEdit,
 )
-from toolcards.governance.approvals.view import arguments_view, escape_text
+from toolcards.governance.approvals.view import arguments_view, escaped_line
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +79,7 @@ def approval_prompt(request: ApprovalRequest) -> str:
         args = view.text
         if view.escapes:
             args += "\nshown as escapes: " + ", ".join(view.escapes)
-    tool, caller, why = (
-        "".join(p.text for p in escape_text(text))
-        for text in (request.tool_id, request.principal, request.reason)
-    )
+    tool, caller, why = map(escaped_line, (request.tool_id, request.principal, request.reason))
     return (
         f"Approve this call?\ntool: {tool}\ncaller: {caller}\n"
         f"why: {why}\ndigest: sha256:{request.args_digest}\n"

@@ -143,6 +143,13 @@ def escape_text(text: str) -> tuple[Piece, ...]:
     return escape_hidden(json.dumps(text, ensure_ascii=False)[1:-1].replace('\\"', '"'))
 
 
+def escaped_line(text: str) -> str:
+    """``text`` as :func:`escape_text` writes it, as one string: stored or caller-written text
+    inside a line of a listing, which no line break or hidden character can make read as
+    more lines or as other text."""
+    return "".join(piece.text for piece in escape_text(text))
+
+
 def reads_as_itself(text: str) -> bool:
     """Whether every character of ``text`` shows what it is: no control character (a line
     break or tab included), no bidi, zero-width, invisible or unusual space character."""

@@ -23,7 +23,6 @@ from typing import Any
 
 from toolcards.stores import applied_calls
 from toolcards.stores.base import (
-    KEY_END,
     AppliedCall,
     Compaction,
     DatabaseClosed,
@@ -34,6 +33,7 @@ from toolcards.stores.base import (
     StoreUnavailable,
     check_text,
     dumps,
+    key_end,
 )
 from toolcards.stores.events_sql import compact
 from toolcards.stores.postgres.connections import Connections, Later, ThreadState, placeholders
@@ -62,6 +62,15 @@ class _NoLock:
 
 
 _NO_LOCK = _NoLock()
+
+
+def _below(prefix: str) -> tuple[str, tuple[str, ...]]:
+    """The condition (and its parameter) keeping keys under ``prefix``'s end: none when no
+    key is above them all (:func:`~toolcards.stores.rows.key_end`; keys compare by code
+    point, the ``"C"`` collation of the key column)."""
+    end = key_end(prefix)
+    return ("", ()) if end is None else (" AND key < %s", (end,))
+
 
 Changes = tuple[list[tuple[str, Any]], list[str]]
 
@@ -268,11 +277,12 @@ class PostgresStore(Store):
         self, team_id: str, actor: str, prefix: str = "", *, after: str = "", limit: int = 0
     ) -> list[tuple[str, Any]]:
         low, op = (after, ">") if after > prefix else (prefix, ">=")
+        below, end = _below(prefix)
         sql = (
             f"SELECT key, value FROM toolcards_state WHERE team_id=%s AND actor=%s "
-            f"AND key {op} %s AND key < %s ORDER BY key"
+            f"AND key {op} %s{below} ORDER BY key"
         )
-        params: tuple[Any, ...] = (team_id, actor, low, prefix + KEY_END)
+        params: tuple[Any, ...] = (team_id, actor, low, *end)
         if limit:
             sql += " LIMIT %s"
             params = (*params, limit)
@@ -282,10 +292,11 @@ class PostgresStore(Store):
 
     def state_count(self, team_id: str, actor: str, prefix: str = "") -> int:
         check_text("key prefix", prefix)
+        below, end = _below(prefix)
         rows = self._rows(
-            "SELECT COUNT(*) FROM toolcards_state WHERE team_id=%s AND actor=%s "
-            "AND key >= %s AND key < %s",
-            (team_id, actor, prefix, prefix + KEY_END),
+            f"SELECT COUNT(*) FROM toolcards_state WHERE team_id=%s AND actor=%s "
+            f"AND key >= %s{below}",
+            (team_id, actor, prefix, *end),
         )
         return int(rows[0][0])
 

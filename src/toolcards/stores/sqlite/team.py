@@ -20,7 +20,6 @@ from typing import Any
 
 from toolcards.stores import applied_calls
 from toolcards.stores.base import (
-    KEY_END,
     SCHEMA_VERSION,
     AppliedCall,
     Compaction,
@@ -31,6 +30,7 @@ from toolcards.stores.base import (
     StoreLockedError,
     StoreUnavailable,
     dumps,
+    key_end,
 )
 from toolcards.stores.events_sql import compact
 from toolcards.stores.sqlite.file import LockFile, cannot_open, check_location
@@ -50,6 +50,13 @@ BUSY_TIMEOUT = 5.0
 a retry (:class:`StoreUnavailable`): under an actor's ask deadline (10 s), so the caller hears
 "locked" and not a timeout. The audit and approval files wait longer
 (:data:`toolcards.stores.sqlite.connect.BUSY_TIMEOUT`): no actor waits on their writes."""
+
+
+def _below(prefix: str) -> tuple[str, tuple[str, ...]]:
+    """The condition (and its parameter) keeping keys under ``prefix``'s end: none when no
+    key is above them all (:func:`~toolcards.stores.rows.key_end`)."""
+    end = key_end(prefix)
+    return ("", ()) if end is None else (" AND key<?", (end,))
 
 
 class TeamStore(Store):
@@ -284,19 +291,21 @@ class TeamStore(Store):
         self, team_id: str, actor: str, prefix: str = "", *, after: str = "", limit: int = 0
     ) -> list[tuple[str, Any]]:
         low, inclusive = (after, False) if after > prefix else (prefix, True)
+        below, end = _below(prefix)
         with self.lock:
             rows = self.conn.execute(
                 f"SELECT key, value FROM state WHERE team_id=? AND actor=? "
-                f"AND key{'>=' if inclusive else '>'}? AND key<? ORDER BY key LIMIT ?",
-                (team_id, actor, low, prefix + KEY_END, limit or -1),
+                f"AND key{'>=' if inclusive else '>'}?{below} ORDER BY key LIMIT ?",
+                (team_id, actor, low, *end, limit or -1),
             ).fetchall()
         return [(key, json.loads(value)) for key, value in rows]
 
     def state_count(self, team_id: str, actor: str, prefix: str = "") -> int:
+        below, end = _below(prefix)
         with self.lock:
             row = self.conn.execute(
-                "SELECT COUNT(*) FROM state WHERE team_id=? AND actor=? AND key>=? AND key<?",
-                (team_id, actor, prefix, prefix + KEY_END),
+                f"SELECT COUNT(*) FROM state WHERE team_id=? AND actor=? AND key>=?{below}",
+                (team_id, actor, prefix, *end),
             ).fetchone()
         return int(row[0])
 

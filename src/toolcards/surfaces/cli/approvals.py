@@ -41,7 +41,7 @@ from toolcards.governance.approvals.grants import (
 from toolcards.governance.approvals.view import (
     arguments_view,
     escape_hidden,
-    escape_text,
+    escaped_line,
     is_approver,
 )
 from toolcards.governance.redaction.redactor import args_digest, canonical_json
@@ -108,7 +108,7 @@ def shown(text: str) -> str:
     """A principal, a tool id or a reason as an approver's terminal shows it: on one line,
     hidden characters escaped (a carriage return or an escape sequence could rewrite the
     lines beside it)."""
-    return "".join(piece.text for piece in escape_text(text))
+    return escaped_line(text)
 
 
 def shown_grant(grant: Grant) -> str:

@@ -40,6 +40,7 @@ AUDIT_PAGE = 50
 CHAIN_CHECK_EVERY = 30.0  # seconds: the audit panel's chain state is at most this old
 EVENT_TEXT = 300
 MAX_DIGITS = 18  # a position or an entry id: below 2**63
+MAX_SECONDS = 1e12  # a stored time not below this (past the year 33658) is no time
 OUTCOMES = (
     "ok",
     "denied",
@@ -105,9 +106,17 @@ def _stopped_members(team: Team, running: set[str]) -> list[tuple[str, str, str,
     for key, record in team.state_of(ROSTER).items("member:"):
         name = key.removeprefix("member:")
         if name not in running and isinstance(record, dict):
-            hired = float(record.get("hired_at") or 0.0)
+            hired = _seconds(record.get("hired_at"))
             found.append((name, str(record.get("role", "")), "stopped", hired))
     return sorted(found, key=lambda m: m[3])
+
+
+def _seconds(stored: object) -> float:
+    """A stored time, or 0.0 (shown as "-") when the row holds no plausible number of
+    seconds (a row our writers never leave: ``'yesterday'``, ``true``, ``NaN``, ``10**400``)."""
+    if isinstance(stored, bool) or not isinstance(stored, int | float):
+        return 0.0
+    return float(stored) if abs(stored) < MAX_SECONDS else 0.0
 
 
 def _last_activity(team: Team) -> dict[str, tuple[float, str]]:

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from toolcards.core.errors import RetriableError
+from toolcards.governance.approvals.view import reads_as_itself
 
 
 def parse_batch(adapter: TypeAdapter[Any], value: Any, what: str, max_items: int) -> list[Any]:
@@ -30,3 +31,13 @@ def parse_batch(adapter: TypeAdapter[Any], value: Any, what: str, max_items: int
             for err in exc.errors()
         )
         raise RetriableError(problems) from None
+
+
+def one_line(value: str) -> str:
+    """A name, type or owner other members read inside one line of a listing: a line break
+    or hidden character in it could make it read as more lines (another member's items)."""
+    if not reads_as_itself(value):
+        raise ValueError(
+            "must be one line of visible text: no line breaks, tabs or hidden characters"
+        )
+    return value

@@ -35,6 +35,11 @@ MAX_CONTEXT = 50
 """Neighbours, and edges, a search shows at most (a hub's thousands are counted)."""
 MAX_TYPES = 30
 """Entity types a summary names at most (types are model-made labels: the rest are counted)."""
+MAX_ENTITIES = 50_000
+"""Entities a graph holds at most: a model creates them freely, call after call, and every
+one is kept in memory, indexed and loaded on each start; creates past it are refused."""
+MAX_RELATIONS = 100_000
+"""Relations a graph holds at most (as :data:`MAX_ENTITIES`, for relations)."""
 
 
 def entity_text(entity: Entity) -> str:
@@ -47,6 +52,18 @@ def relation_text(relation: Relation) -> str:
     """The text a semantic index embeds for a relation."""
     head = f"{relation.from_entity} {relation.relation_type} {relation.to_entity}"
     return f"{head}: {relation.description}" if relation.description else head
+
+
+def _past_caps(entities: int, relations: int) -> list[str]:
+    """The errors of the creates refused because the graph is full."""
+    return [
+        f"{what}: {count} not created, the graph holds at most {cap} {noun}: delete some first"
+        for what, count, cap, noun in (
+            ("create_entities", entities, MAX_ENTITIES, "entities"),
+            ("create_relations", relations, MAX_RELATIONS, "relations"),
+        )
+        if count
+    ]
 
 
 @dataclass
@@ -225,6 +242,7 @@ class Graph:
         """
         change = GraphChange()
         errors: list[str] = []
+        full_entities = full_relations = 0  # creates refused past a cap
         for ref in delete_relations:
             key = relation_key(ref.from_entity, ref.relation_type, ref.to_entity)
             if key not in self.relations:
@@ -246,6 +264,9 @@ class Graph:
         for new in create_entities:
             if new.name in self.entities:
                 errors.append(f"create_entities: {new.name!r} already exists (use update_entities)")
+                continue
+            if len(self.entities) >= MAX_ENTITIES:
+                full_entities += 1
                 continue
             entity = Entity(
                 name=new.name,
@@ -295,8 +316,12 @@ class Graph:
                     f"{rel.to_entity} already exists"
                 )
                 continue
+            if len(self.relations) >= MAX_RELATIONS:
+                full_relations += 1
+                continue
             self._index.upsert(RELATION + relation.key, *self._put_relation(relation))
             change.relations_added.append(relation)
+        errors += _past_caps(full_entities, full_relations)
         return change, errors
 
     def merge(
@@ -374,10 +399,11 @@ class Graph:
             for name in names:
                 for rel in self.edges_of(name):
                     other = rel.to_entity if rel.from_entity == name else rel.from_entity
-                    if other not in seen:
+                    neighbor = self.entities.get(other)  # None: a row loaded without its end
+                    if neighbor is not None and other not in seen:
                         seen.add(other)
                         if len(result.neighbors) < MAX_CONTEXT:
-                            result.neighbors.append(self.entities[other])
+                            result.neighbors.append(neighbor)
             result.more_neighbors = len(seen) - len(names) - len(result.neighbors)
         if include_edges:
             keys: dict[str, Relation] = {}

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from toolcards.core.events import event_payload
+from toolcards.tools._common.batch import one_line
 
 MAX_NAME = 200
 MAX_TYPE = 100
@@ -17,11 +18,13 @@ MAX_OBSERVATIONS = 100
 Name = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_NAME),
+    AfterValidator(one_line),
     Field(description=f"Unique entity name, at most {MAX_NAME} characters."),
 ]
 TypeName = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TYPE),
+    AfterValidator(one_line),
     Field(description=f"A short type or label, at most {MAX_TYPE} characters."),
 ]
 Description = Annotated[

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from toolcards.governance.approvals.view import escaped_line as shown
 from toolcards.tools.knowledge_graph.graph import SearchResult
 from toolcards.tools.knowledge_graph.models import Entity, Relation
 
@@ -21,12 +22,12 @@ def entity_line(entity: Entity, with_observations: bool = True) -> str:
         line += f": {entity.description}"
     if with_observations and entity.observations:
         line += " | observations: " + "; ".join(entity.observations)
-    return clip(line)
+    return clip(shown(line))
 
 
 def relation_line(relation: Relation) -> str:
     line = f"{relation.from_entity} -{relation.relation_type}-> {relation.to_entity}"
-    return clip(f"{line}: {relation.description}" if relation.description else line)
+    return clip(shown(f"{line}: {relation.description}" if relation.description else line))
 
 
 def search_text(result: SearchResult, notice: str = "") -> str:
@@ -51,7 +52,7 @@ def search_text(result: SearchResult, notice: str = "") -> str:
             lines.append(f"... {result.more_edges} more")
     if result.paths:
         lines.append(f"Paths ({len(result.paths)}):")
-        lines += ["- " + " ".join(path) for path in result.paths]
+        lines += ["- " + shown(" ".join(path)) for path in result.paths]
     return "\n".join(lines)
 
 
@@ -61,7 +62,7 @@ def graph_summary(summary: dict[str, Any], hint_tools: Sequence[str]) -> str:
         f"**Knowledge graph:** {summary['entities']} entities, {summary['relations']} relations"
     ]
     if summary["types"]:
-        types = ", ".join(f"{t} ({n})" for t, n in summary["types"])
+        types = shown(", ".join(f"{t} ({n})" for t, n in summary["types"]))
         more = summary["more_types"]
         lines.append(f"Types: {types}" + (f", ... {more} more" if more else ""))
     if summary["roots"]:

@@ -4,15 +4,16 @@ resources ``toolcards://team/<team>/graph`` (counts, types, roots),
 dashboard's Graph panel: the network to draw, and the card's hybrid search).
 
 The network is read from the graph actor's persisted state (what the actor wrote before it
-announced the change), capped at :data:`MAX_NODES` entities and :data:`MAX_EDGES` relations
-(a model makes rows freely: the rest are counted). Nodes start on a circle, laid out here so
-the page reads without JavaScript; the panel's script then spreads them with a force layout.
-Search runs the card's own path: vector hits from the team's vector store (when there is
-one), fused with keyword hits by the graph actor.
+announced the change), at most :data:`MAX_NODES` entities and :data:`MAX_EDGES` relations
+(a model makes rows freely: the rest are counted, never read). Nodes start on a circle, laid
+out here so the page reads without JavaScript; the panel's script then spreads them with a
+force layout. Search runs the card's own path: vector hits from the team's vector store (when
+there is one), fused with keyword hits by the graph actor.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 from importlib import resources
@@ -93,7 +94,8 @@ def network(team: TeamReader, variables: Mapping[str, str], query: str) -> dict[
         value = state.get(_ENTITY + name)
         if isinstance(value, dict):
             entities[name] = value
-    edges, more_edges = _edges_between(state, entities)
+    edges = _edges_between(state, entities)
+    total_relations = state.count(_RELATION)
     nodes = _circle(list(entities.values()), hit_names)
     at = {n["name"]: n for n in nodes}
     return {
@@ -111,9 +113,9 @@ def network(team: TeamReader, variables: Mapping[str, str], query: str) -> dict[
             }
             for e in edges
         ],
-        "more_edges": more_edges,
+        "more_edges": max(0, total_relations - len(edges)),  # a writer may change rows between
         "total_entities": total_entities,
-        "total_relations": state.count(_RELATION),
+        "total_relations": total_relations,
         "width": WIDTH,
         "height": HEIGHT,
         "query": text,
@@ -121,20 +123,17 @@ def network(team: TeamReader, variables: Mapping[str, str], query: str) -> dict[
     }
 
 
-def _edges_between(state: Any, entities: Mapping[str, Any]) -> tuple[list[dict[str, Any]], int]:
-    """The first :data:`MAX_EDGES` relations between ``entities``, and how many more."""
-    edges: list[dict[str, Any]] = []
-    more = 0
-    for _, value in state.iter_items(_RELATION):
-        if not isinstance(value, dict) or value.get("from_entity") not in entities:
-            continue
-        if value.get("to_entity") not in entities:
-            continue
-        if len(edges) < MAX_EDGES:
-            edges.append(value)
-        else:
-            more += 1
-    return edges, more
+def _edges_between(state: Any, entities: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The relations between ``entities`` among the first :data:`MAX_EDGES` in key order (by
+    their from entity, as the entities drawn are): the rows past them are never read."""
+    rows = itertools.islice(state.iter_items(_RELATION, batch=MAX_EDGES), MAX_EDGES)
+    return [
+        value
+        for _, value in rows
+        if isinstance(value, dict)
+        and value.get("from_entity") in entities
+        and value.get("to_entity") in entities
+    ]
 
 
 def _circle(entities: list[dict[str, Any]], hits: set[str]) -> list[dict[str, Any]]:

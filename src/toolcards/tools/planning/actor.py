@@ -17,6 +17,9 @@ from toolcards.tools.planning.stored import NEXT_ID, SUMMARY, TASK, StoredPlan
 
 ACTOR_NAME = "#PlanningTool"
 COLLECTION = PLANNING_COLLECTION
+MAX_BOARD_TASKS = 10_000
+"""Tasks a board holds at most: a model creates them freely, call after call, and every one
+is kept in memory and indexed once the board is loaded; a batch past it is refused."""
 
 
 class PlanningConfig(BaseModel):
@@ -39,6 +42,17 @@ def _task_id(key: str) -> int | None:
     if digits == key or not digits.isdigit() or str(int(digits)) != digits:
         return None
     return int(digits)
+
+
+def _check_room(board: Board, creating: int, delete: Sequence[int]) -> None:
+    """RetriableError when a batch that creates tasks would leave more than
+    :data:`MAX_BOARD_TASKS` (one that creates none is never refused for size: it adds none)."""
+    kept = len(board.tasks) - len(board.tasks.keys() & set(delete))
+    if creating and kept + creating > MAX_BOARD_TASKS:
+        raise RetriableError(
+            f"update_planning rejected, nothing changed: the board holds at most "
+            f"{MAX_BOARD_TASKS} tasks and has {len(board.tasks)}: delete finished tasks first"
+        )
 
 
 class PlanningActor(ToolActor):
@@ -127,6 +141,7 @@ class PlanningActor(ToolActor):
         delete: Sequence[int],
     ) -> dict[str, Any]:
         """Apply one batch atomically; returns the created ids and the new versions."""
+        _check_room(self.board, len(create), delete)
         change = self.board.apply(creator, create, update, delete)
         if change.is_empty:
             return {"created": [], "updated": {}, "deleted": []}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar
 
-from pydantic import Field, PrivateAttr, TypeAdapter
+from pydantic import Field, PrivateAttr, StrictInt, TypeAdapter
 
 from toolcards.core.actors import ActorHandle
 from toolcards.core.card import CardCapability, ToolCard, ToolFunc
@@ -25,7 +25,7 @@ from toolcards.tools.planning.views import BOARD
 MAX_BATCH = 100
 _CREATES = TypeAdapter(list[TaskCreate])
 _UPDATES = TypeAdapter(list[TaskUpdate])
-_IDS = TypeAdapter(list[int])
+_IDS = TypeAdapter(list[StrictInt])  # as the approver saw them: no "1_0", true or 1.0
 
 
 class GetPlanning(BaseToolParam):
@@ -112,7 +112,7 @@ class PlanningTool(ToolCard):
     # ---- capabilities -------------------------------------------------------------------------
 
     def _get_planning_task(self, param: GetPlanningTask) -> ToolFunc:
-        def get_planning_task(id: int) -> str:
+        def get_planning_task(id: StrictInt) -> str:
             """Read one task in full: status, version, owner, creator, dependencies, output.
 
             Args:
@@ -131,7 +131,7 @@ class PlanningTool(ToolCard):
         def update_planning(
             create: list[TaskCreate] | None = None,
             update: list[TaskUpdate] | None = None,
-            delete: list[int] | None = None,
+            delete: list[StrictInt] | None = None,
         ) -> str:
             """Create, update and delete tasks in one atomic batch; returns the created ids.
 

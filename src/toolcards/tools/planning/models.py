@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictInt
 
 from toolcards.core.events import event_payload
+from toolcards.tools._common.batch import one_line
 
 TaskStatus = Literal["pending", "started", "completed", "failed", "cancelled"]
 STATUSES: tuple[str, ...] = ("pending", "started", "completed", "failed", "cancelled")
@@ -41,6 +42,7 @@ Output = Annotated[
 ]
 Owner = Annotated[
     str,
+    AfterValidator(one_line),
     Field(
         min_length=1,
         max_length=MAX_OWNER,
@@ -48,12 +50,14 @@ Owner = Annotated[
     ),
 ]
 Dependencies = Annotated[
-    list[int],
+    list[StrictInt],
     Field(
         max_length=MAX_DEPENDENCIES,
         description="Ids of existing tasks that must be done before this one.",
     ),
 ]
+"""Ids and versions are strict ints: the policy and the approver see the raw value, so
+``"1_0"``, ``true`` or ``1.0`` must not act as task 10, 1 or 1."""
 
 
 class Task(BaseModel):
@@ -98,8 +102,8 @@ class TaskUpdate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: int = Field(description="The task id.")
-    version: int = Field(description="The version you last read; a stale one is a conflict.")
+    id: StrictInt = Field(description="The task id.")
+    version: StrictInt = Field(description="The version you last read; a stale one is a conflict.")
     status: TaskStatus | None = None
     owner: Owner | None = None
     output: Output | None = None

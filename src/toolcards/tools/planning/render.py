@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from toolcards.governance.approvals.view import escaped_line as shown
 from toolcards.tools.planning.board import BoardView
 from toolcards.tools.planning.models import STATUSES, Task
 
@@ -15,14 +16,14 @@ def at(name: str | None) -> str:
     """A member name as shown to the model (``@alice``)."""
     if not name:
         return "unassigned"
-    return name if name.startswith("@") else "@" + name
+    return shown(name if name.startswith("@") else "@" + name)
 
 
 def task_line(task: Task) -> str:
     """One task on one line."""
-    line = f"ID {task.id} [{task.status}] {task.description}"
+    line = f"ID {task.id} [{task.status}] {shown(task.description)}"
     if task.output:
-        line += f" — Output: {task.output}"
+        line += f" — Output: {shown(task.output)}"
     meta = f"Owner: {at(task.owner)}, Creator: {at(task.creator)}"
     if task.depends_on:
         meta += ", after: " + ", ".join(str(d) for d in task.depends_on)
@@ -33,13 +34,13 @@ def task_detail(task: Task, dependencies: Sequence[Task]) -> str:
     """Everything about one task, including the state of its dependencies."""
     lines = [
         f"ID {task.id} [{task.status}] version {task.version}",
-        f"Description: {task.description}",
+        f"Description: {shown(task.description)}",
         f"Owner: {at(task.owner)} | Creator: {at(task.creator)}",
     ]
     if dependencies:
         deps = ", ".join(f"{d.id} [{d.status}]" for d in dependencies)
         lines.append(f"Depends on: {deps}")
-    lines.append(f"Output: {task.output or '(none yet)'}")
+    lines.append(f"Output: {shown(task.output) if task.output else '(none yet)'}")
     return "\n".join(lines)
 
 
