@@ -275,3 +275,58 @@ def test_the_audit_panel_pages_back_fifty_rows_at_a_time(
         older = re.search(r'href="/\?([^"#]+)#audit" data-testid="audit-older"', html)
         url = None if older is None else "/panel/audit?" + older.group(1).replace("&amp;", "&")
     assert len(seen) == 120 and seen == sorted(seen, reverse=True)
+
+
+def test_the_approval_watcher_polls_the_ids_not_the_pending_requests(
+    world: World, approver: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An open page's watcher asks four times a second what waits: the pending ids alone
+    (before: every pending request whole, each with up to 4 MiB of arguments decoded, and
+    an expiry DELETE each time, for as long as any viewer's page stayed open)."""
+    read: list[float] = []
+    store = world.broker.store
+    whole = store.pending
+
+    def pending(now: float) -> Any:
+        read.append(now)
+        return whole(now)
+
+    monkeypatch.setattr(store, "pending", pending)
+    made: list[Any] = []
+
+    def act() -> None:
+        made.append(_deploy_waits(world, "watched"))
+
+    try:
+        lines = _stream_until(approver, "/events", "event: approvals", act)
+    finally:
+        for request in made:
+            world.broker.withdraw(request)
+    assert any(line.startswith("event: approvals") for line in lines)
+    assert read == []
+
+
+def test_a_panel_that_cannot_be_read_leaves_the_page_and_its_inbox_up(
+    world: World, approver: httpx.Client, pending: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader that raises (a stored row no reader expected: a plan task that is no task, a
+    roster time of 'yesterday') costs its own panel, never the page (before: GET / answered
+    500, and the approvers lost the inbox to one planted row)."""
+    from dataclasses import replace
+
+    from toolcards.surfaces.dashboard import views
+
+    def unreadable(*_args: Any) -> Any:
+        raise ValueError("a stored row no reader expected")
+
+    plan = world.dashboard.panels["plan"]
+    monkeypatch.setitem(world.dashboard.panels, "plan", replace(plan, read=unreadable))
+    monkeypatch.setattr(views, "team_view", unreadable)
+    page = approver.get("/")
+    assert page.status_code == 200
+    assert page.text.count('data-testid="panel-unreadable"') == 2
+    assert f'data-approval-id="{pending.approval_id}"' in page.text
+    assert 'data-testid="approve"' in page.text
+    one = approver.get("/panel/plan")
+    assert one.status_code == 200 and 'data-testid="panel-unreadable"' in one.text
+    assert 'data-testid="panel-unreadable"' not in approver.get("/panel/approvals").text

@@ -192,6 +192,15 @@ class SqlApprovalStore:
             ).fetchall()
         return [_record(row) for row in rows]
 
+    def pending_ids(self, now: float) -> list[str]:
+        with self._read() as db:
+            rows = db.execute(
+                f"SELECT approval_id FROM {self.table} WHERE team_id = ? AND state = 'pending' "
+                "AND expires_at > ? ORDER BY created_at, approval_id",
+                (self.team_id, now),
+            ).fetchall()
+        return [str(row[0]) for row in rows]
+
     def _delete(self, db: Any, approval_id: str) -> int:
         return int(
             db.execute(

@@ -85,6 +85,11 @@ class ApprovalStore(Protocol):
         """Unexpired pending records, oldest first (expired ones are removed)."""
         ...
 
+    def pending_ids(self, now: float) -> list[str]:
+        """The ids of :meth:`pending`'s records, read without their arguments and removing
+        nothing: cheap enough for a page's watcher to poll several times a second."""
+        ...
+
 
 @runtime_checkable
 class GrantStore(Protocol):

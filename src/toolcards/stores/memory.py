@@ -139,6 +139,15 @@ class MemoryApprovalStore:
             records = [r for r in self._records.values() if r.state is ApprovalState.PENDING]
         return sorted(records, key=lambda r: r.request.created_at)
 
+    def pending_ids(self, now: float) -> list[str]:
+        with self._lock:
+            records = [
+                r.request
+                for r in self._records.values()
+                if r.state is ApprovalState.PENDING and r.request.expires_at > now
+            ]
+        return [r.approval_id for r in sorted(records, key=lambda r: r.created_at)]
+
     def _held(self, principal: str) -> int:
         pending = ApprovalState.PENDING
         return sum(

@@ -226,6 +226,10 @@ class ApprovalBroker(ApprovalDecisions):
         """Unexpired requests waiting for a decision, oldest first."""
         return [r.request for r in self.store.pending(self._clock())]
 
+    def pending_ids(self) -> list[str]:
+        """The ids of :meth:`pending`'s requests (read alone: what a watcher polls)."""
+        return self.store.pending_ids(self._clock())
+
     def edit_of(self, handle: Handle) -> dict[str, Any] | None:
         """The arguments a grant with an edit runs (None: no edit, or no such request)."""
         record = self._live(handle_id(handle))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
@@ -81,10 +82,21 @@ if TYPE_CHECKING:
     from toolcards.governance.executor.budget import BudgetLine
     from toolcards.runtime.team import Team
 
+log = logging.getLogger(__name__)
+
 HERE = Path(__file__).parent
 MAX_FORM = 64 * 1024
-PANELS = ("team", "approvals", "budgets", "audit", "events")
-"""The dashboard's own panels; cards add theirs (views with a panel: see core.views)."""
+PANELS = {
+    "team": "Team",
+    "approvals": "Approvals",
+    "budgets": "Budgets",
+    "audit": "Audit",
+    "events": "Live",
+}
+"""The dashboard's own panels and their titles; cards add theirs (views with a panel: see
+core.views)."""
+UNREADABLE: dict[str, Any] = {"available": False}
+"""The data of a panel whose reader raised (see :meth:`Dashboard._guarded`)."""
 SURFACE = "dashboard"
 
 
@@ -194,15 +206,28 @@ class Dashboard:
         return HTMLResponse(html, status_code=status)
 
     def _context(self, session: Session, params: dict[str, str]) -> dict[str, Any]:
-        """Every panel's data (blocking: run in a worker thread)."""
-        own = {name: self._panel_data(name, params, session) for name in PANELS}
-        cards = {key: self._card_panel(key, params) for key in self.panels}
+        """Every panel's data (blocking: run in a worker thread); ``unreadable`` names the
+        panels that could not be read."""
+        own = {name: self._guarded(name, params, session) for name in PANELS}
+        cards = {key: self._guarded(key, params, session) for key in self.panels}
+        unreadable = [name for name, data in (own | cards).items() if data is UNREADABLE]
         listed = [
             {"key": key, "title": view.panel.title, "watch": " ".join(view.watch),
              "wide": view.panel.wide, "script": bool(view.panel.script)}
             for key, view in self.panels.items() if view.panel is not None
         ]  # fmt: skip
-        return own | {"card_panels": listed, "card_data": cards} | self._who(session)
+        shown = {"card_panels": listed, "card_data": cards, "unreadable": unreadable}
+        return own | shown | self._who(session)
+
+    def _guarded(self, name: str, params: dict[str, str], session: Session) -> Any:
+        """A panel's data, or :data:`UNREADABLE` when its reader raises: a stored row no
+        reader expected (left by another writer or an older version) is logged and costs
+        that one panel, never the page and the approvals inbox on it."""
+        try:
+            return self._panel_data(name, params, session)
+        except Exception:
+            log.exception("the %s panel could not be read", name)
+            return UNREADABLE
 
     def _card_panel(self, key: str, params: dict[str, str]) -> Any:
         """A card panel's data: its view read from the team (redacted for everyone)."""
@@ -254,7 +279,11 @@ class Dashboard:
         if name not in PANELS and name not in self.panels:
             return _text("no such panel", 404)
         params = dict(request.query_params)
-        data = await anyio.to_thread.run_sync(self._panel_data, name, params, session)
+        data = await anyio.to_thread.run_sync(self._guarded, name, params, session)
+        if data is UNREADABLE:
+            view = self.panels.get(name)
+            title = view.panel.title if view is not None and view.panel else PANELS[name]
+            return self.render("panels/unreadable.html", panel_title=title)
         if name in self.panels:
             return self.render(f"views/{name}.html", view=data, **self._who(session))
         return self.render(f"panels/{name}.html", **{name: data}, **self._who(session))

@@ -5,7 +5,8 @@ The team delivers its events on a subscription thread; each connected page has a
 queue on the server's event loop. A page that connects with ``since`` (the log position its
 HTML was rendered at) first gets the events it missed, then live ones, without duplicates.
 Pending approvals are watched too (their store may be shared with other processes), so the
-inbox changes on the page when a call starts or stops waiting.
+inbox changes on the page when a call starts or stops waiting: by their ids only, as the
+watcher polls several times a second (the inbox itself is read when the page asks for it).
 """
 
 from __future__ import annotations
@@ -101,13 +102,12 @@ class LiveHub:
         broker = self.broker
         assert broker is not None
         while True:
-            if self._clients:
+            if self._clients:  # the ids alone: no arguments read, no expired row removed
                 try:
-                    pending = await anyio.to_thread.run_sync(broker.pending)
+                    ids = tuple(await anyio.to_thread.run_sync(broker.pending_ids))
                 except Exception:  # a store that went away: say so once per change
                     log.exception("reading pending approvals failed")
-                    pending = []
-                ids = tuple(r.approval_id for r in pending)
+                    ids = ()
                 if ids != self._pending:
                     self._pending = ids
                     self._broadcast(("approvals", {"count": len(ids)}))
