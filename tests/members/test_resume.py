@@ -190,3 +190,39 @@ def test_resume_starts_a_bounded_number_of_members(
         refused = lifecycle(team, "member_restore_refused")
         assert [r["name"] for r in refused] == ["@p-3", "@p-4"]
         assert "at most 3 members" in refused[0]["reason"]
+
+
+@pytest.mark.parametrize("row", [5, [], "x", None], ids=["number", "list", "text", "null"])
+def test_a_roster_row_that_is_no_object_fails_only_its_member_on_a_shared_store(
+    postgres_url: str, row: object
+) -> None:
+    """A roster row of valid JSON that is no object (``5``, ``[]``): on a shared store the
+    holder check read it as one, and every resume raised ``AttributeError`` after the team
+    was claimed (then "already running" in the same process)."""
+    from toolcards.runtime.members import ROSTER
+
+    host = [RoleProfile(role="r", model="test")]
+    with Team("t", store=postgres_url, profiles=host) as team:
+        kept = team.hire("r")
+        team.state_of(ROSTER).put("member:@evil", row)
+    for _ in (1, 2):
+        with Team.resume("t", store=postgres_url, profiles=host) as team:
+            assert [m.name for m in team.members()] == [kept]
+            failed = lifecycle(team, "member_restore_failed")
+            assert failed[-1]["name"] == "@evil" and "no object" in failed[-1]["reason"]
+
+
+@pytest.mark.parametrize("hired", ["yesterday", 10**400, True], ids=["word", "huge", "bool"])
+def test_a_member_of_another_process_with_an_unreadable_hiring_time_is_listed(
+    postgres_url: str, hired: object
+) -> None:
+    """``team.members()`` on a shared store read another holder's ``hired_at`` with
+    ``float()``: one row saying ``"yesterday"`` made every listing raise."""
+    from toolcards.runtime.members import ROSTER
+
+    host = [RoleProfile(role="r", model="test")]
+    with Team("t", store=postgres_url, profiles=host) as team:
+        mine = team.hire("r")
+        team.state_of(ROSTER).put("member:@far", {"role": "r", "hired_at": hired})
+        listed = {m.name: m.hired_at for m in team.members()}
+        assert listed.keys() == {mine, "@far"} and listed["@far"] == 0.0

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import re
 import threading
 import time
@@ -335,9 +336,13 @@ class MemberRoster(MemberMessaging):
             team.log.lifecycle("members_restore_failed", reason=reason)
             return
         restored: dict[str, int] = {}
-        for key, record in sorted(rows, key=_hired_at):  # over a cap, the earliest are kept
+        for key, record in sorted(rows, key=lambda row: _hired_at(row[1])):  # earliest first
             name = key.removeprefix("member:")
-            role = record.get("role") if isinstance(record, dict) else None
+            if not isinstance(record, dict):  # valid JSON, but no roster record
+                reason = f"its roster row is no object ({type(record).__name__})"
+                team.log.lifecycle("member_restore_failed", name=name, reason=reason)
+                continue
+            role = record.get("role")
             if self._relay is not None and self._relay.holder_alive(record.get("holder")):
                 continue  # another running process holds it
             refused = self._restore_refused(str(role), restored)
@@ -394,7 +399,7 @@ class MemberRoster(MemberMessaging):
             for key, record in self._state.items("member:"):
                 name = key.removeprefix("member:")
                 if name not in self._entries and isinstance(record, dict):
-                    hired = float(record.get("hired_at") or 0.0)
+                    hired = _hired_at(record)
                     found.append(
                         MemberInfo(
                             name=name, role=str(record.get("role")), busy=False, hired_at=hired
@@ -409,8 +414,10 @@ class MemberRoster(MemberMessaging):
         return member_activity(self._team.log.recent(), members=names, **options)
 
 
-def _hired_at(row: tuple[str, Any]) -> float:
-    """When a roster row's member was hired (a row that does not say: first)."""
-    record = row[1]
+def _hired_at(record: Any) -> float:
+    """When a roster record's member was hired (a row that does not say so readably: 0)."""
     hired = record.get("hired_at") if isinstance(record, dict) else None
-    return float(hired) if isinstance(hired, int | float) and not isinstance(hired, bool) else 0.0
+    if not isinstance(hired, int | float) or isinstance(hired, bool):
+        return 0.0
+    seconds = float(hired) if abs(hired) < 1e15 else 0.0  # an int no float holds: none
+    return seconds if math.isfinite(seconds) else 0.0
