@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from members.support import lifecycle
-from support.scripted import Script
+from support.scripted import Script, wait_until
 from toolcards.runtime import RoleProfile, Team
 
 
@@ -226,3 +226,39 @@ def test_a_member_of_another_process_with_an_unreadable_hiring_time_is_listed(
         team.state_of(ROSTER).put("member:@far", {"role": "r", "hired_at": hired})
         listed = {m.name: m.hired_at for m in team.members()}
         assert listed.keys() == {mine, "@far"} and listed["@far"] == 0.0
+
+
+def test_a_turn_cut_short_by_its_process_is_answered_not_run_again(postgres_url: str) -> None:
+    """A cluster member's worker killed during a turn: the process taking the member over
+    delivered the message again and ran the whole turn a second time (its tool acted twice,
+    the first run's call had no audit row). It answers with a notice now; the model is not
+    called."""
+    from toolcards.runtime.events import EventLog
+    from toolcards.runtime.messaging import MESSAGES, MemberMessage, received_event
+    from toolcards.runtime.process import open_location
+    from toolcards.runtime.relay import queued_event
+
+    script = Script()
+    with Team("t", store=postgres_url, profiles=_profiles(script)) as team:
+        name = team.hire("researcher")
+    cut = MemberMessage(sender="user", recipient=name, content="wire the money", awaited=True)
+    store = open_location(postgres_url)
+    log = EventLog(store, "t")
+    try:  # what a holder killed mid-turn leaves in the log
+        log.append(MESSAGES, queued_event(cut))
+        log.append(MESSAGES, received_event(cut))
+    finally:
+        log.close()
+        store.close()
+    with Team.resume("t", store=postgres_url, profiles=_profiles(script)) as team:
+
+        def processed() -> list[dict[str, object]]:
+            return [
+                e.payload
+                for e in team.events()
+                if e.tool_id == MESSAGES and e.payload.get("event") == "processed"
+            ]
+
+        assert wait_until(lambda: len(processed()) == 1, timeout=20)
+        assert processed()[0]["message_id"] == cut.id and processed()[0]["ok"] is False
+        assert script.count == 0  # no model turn, so no tool ran again

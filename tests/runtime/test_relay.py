@@ -9,7 +9,13 @@ from pathlib import Path
 
 from support.scripted import wait_until
 from toolcards.runtime.events import EventLog
-from toolcards.runtime.messaging import MESSAGES, MemberMessage, processed_event, sent_event
+from toolcards.runtime.messaging import (
+    MESSAGES,
+    MemberMessage,
+    processed_event,
+    received_event,
+    sent_event,
+)
 from toolcards.runtime.process import open_location
 from toolcards.runtime.relay import Relay, process_token
 from toolcards.stores.base import StateNamespace
@@ -53,6 +59,30 @@ def test_a_takeover_delivers_unanswered_messages_once_and_skips_answered_ones(
         log.append(MESSAGES, processed_event(late, ok=True, reply_id=None, command=False))
         last = log.position
         assert wait_until(lambda: relay.watermark("@ann") == last, timeout=10)
+    finally:
+        relay.stop()
+        log.close()
+        store.close()
+
+
+def test_a_message_whose_turn_began_in_a_holder_that_died_is_delivered_as_interrupted(
+    tmp_path: Path,
+) -> None:
+    """A holder killed mid-turn (its ``received`` logged, no ``processed``): the process taking
+    the member over ran the whole turn again, and the turn's tools acted twice."""
+    store = open_location(str(tmp_path / "team.db"))
+    store.open_team("t")
+    log = EventLog(store, "t")
+    roster = StateNamespace(store, "t", "~members")
+    begun, waiting = _message(1), _message(2)
+    for message in (begun, waiting):
+        Relay(log, roster, lambda m: True).queue(message)
+    log.append(MESSAGES, received_event(begun))  # then its holder died
+    got: list[tuple[str, bool]] = []
+    relay = Relay(log, roster, lambda m: got.append((m.content, m.interrupted)) or True)
+    relay.start(relay.watermark("@ann"))
+    try:
+        assert wait_until(lambda: got == [("m1", True), ("m2", False)], timeout=10)
     finally:
         relay.stop()
         log.close()

@@ -65,6 +65,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 HISTORY_KEY = "history"
+INTERRUPTED = (
+    "{name} was interrupted while handling this message (the process running it stopped); "
+    "it is not run again, as its tools may have acted: ask again to have it redone"
+)
+"""The answer to a message whose turn began in a process that stopped (see the relay)."""
 
 current_member: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "toolcards_current_member", default=None
@@ -241,6 +246,8 @@ class MemberActor:
         try:
             if self._retired.is_set():
                 ok, reply = False, f"{self.name} has left the team; the message was not handled"
+            elif message.interrupted:
+                ok, reply = False, INTERRUPTED.format(name=self.name)
             elif (
                 message.from_host
                 and CommandRegistry.is_command(message.content)

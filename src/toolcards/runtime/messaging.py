@@ -69,6 +69,10 @@ class MemberMessage(BaseModel):
     """The token of the run whose delegating tool sent the message and waits for the answer
     (``toolcards.core.nesting``): approvals the member's calls need may be asked of that run,
     when it is in this process."""
+    interrupted: bool = False
+    """A process that held the recipient stopped during its turn on this message (the log has
+    its ``received`` and no ``processed``): the taking-over process answers it with a notice
+    and never runs it again, as the turn's tools may have acted."""
     created_at: float = Field(default_factory=time.time)
 
 

@@ -7,7 +7,9 @@ whole message; the holder's relay delivers it to the member's mailbox and keeps 
 watermark: the log position before the oldest message delivered but not yet processed. A
 process that takes the member over (a resume, a restarted worker) replays from there and
 skips what the log says was answered, so every message is handled once, including those
-queued while no process held the member or still waiting in a mailbox that died. A member
+queued while no process held the member or still waiting in a mailbox that died; one whose
+turn had begun there (``received``, no ``processed``) is answered with a notice instead of a
+second turn, whose tools would act twice. A member
 whose holder stopped cleanly, or whose heartbeat is older than :data:`STALE_AFTER`, is taken
 over by the next process that resumes the team.
 """
@@ -77,6 +79,9 @@ class Relay:
         """Per member: message id -> log position, delivered and not processed yet."""
         self._done: set[str | None] = set()
         """Ids of messages the log showed answered or processed when delivery started."""
+        self._interrupted: set[str] = set()
+        """Ids of messages whose turn the log showed begun and never ended then: answered with
+        a notice, not run a second time."""
 
     # ---- holders -----------------------------------------------------------------------------
 
@@ -126,7 +131,10 @@ class Relay:
             if self._sub is not None:
                 return
             self._roster.put(f"holder:{process_token()}", time.time())
-            self._done = {_handled(event) for _, event in self._log.entries(since)}
+            seen = [event for _, event in self._log.entries(since)]
+            self._done = {_handled(event) for event in seen}
+            started = {str(e.payload.get("message_id")) for e in seen if _is_message(e, "received")}
+            self._interrupted = started - self._done
             self._sub = self._log.subscribe(self._on_event, since, on_failure=self._died)
             self._beat = background_thread(self._heartbeat, name="relay-beat")
             self._beat.start()
@@ -147,6 +155,9 @@ class Relay:
         if message.id in self._done:
             self._done.discard(message.id)
             return
+        if message.id in self._interrupted:  # its turn began in a holder that died
+            self._interrupted.discard(message.id)
+            message = message.model_copy(update={"interrupted": True})
         if self._deliver(message):
             self._open.setdefault(message.recipient, {})[message.id] = position
             self._settle(message.recipient, None, position)
