@@ -86,5 +86,28 @@ def test_the_first_answer_settled_stays(open_results: Opener) -> None:
 def test_two_teams_never_see_each_others_calls(open_results: Opener) -> None:
     one, other = open_results("t1"), open_results("t2")
     one.claim(KEY, "append_line", "d1")
-    one.settle(KEY, "ok", "", "null")
-    assert other.claim(KEY, "append_line", "d1") is None
+    one.settle(KEY, "ok", "", '"alpha secret"')
+    assert other.find(KEY) is None
+    elsewhere = other.claim(KEY, "other_tool", "d2", "beta.agent")
+    assert elsewhere is not None and elsewhere.elsewhere  # claimed by another team: refused
+    assert elsewhere.tool_id == "other_tool" and elsewhere.value is None  # its own claim only
+    mine = one.find(KEY)
+    assert mine is not None and (mine.outcome, mine.value) == ("ok", '"alpha secret"')
+
+
+def test_a_team_claiming_a_key_first_is_not_refused_for_another_teams_later_claim(
+    open_results: Opener,
+) -> None:
+    one, other = open_results("t1"), open_results("t2")
+    assert one.claim(KEY, "append_line", "d1") is None
+    other.claim(KEY, "append_line", "d1")
+    again = one.claim(KEY, "append_line", "d1")  # t1's replay finds its own claim
+    assert again is not None and not again.elsewhere and not again.settled
+
+
+def test_find_reads_a_key_without_claiming_it(open_results: Opener) -> None:
+    store = open_results()
+    assert store.find(KEY) is None
+    assert store.claim(KEY, "append_line", "d1") is None  # find left it unclaimed
+    found = store.find(KEY)
+    assert found is not None and not found.settled and found.tool_id == "append_line"

@@ -2,12 +2,19 @@
 pydantic-ai runs with a FunctionModel: a call replayed under its run id and tool call id is
 answered from the record; a call whose process died while it ran is repeated only when the
 tool is idempotent; a key reused with other arguments, or a call waiting for approval, is
-never answered from a record."""
+never answered from a record; a call whose process was killed while it waited for a human runs
+once the human grants it; a record that cannot be read, or a key another team claimed, is
+answered with an error and never run."""
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+import textwrap
+import time
 from pathlib import Path
+from signal import SIGKILL
 from typing import Any
 
 import pytest
@@ -61,7 +68,7 @@ def world(tmp_path: Path) -> Any:
             policy=options.pop("policy", policy),
             identity=options.pop("identity", Identity("agent.writer", type="agent")),
             audit=audit,
-            call_results=results,
+            call_results=options.pop("call_results", results),
             **options,
         )
         agent = Agent(_scripted(tool, args, call_id), toolsets=[governed])
@@ -307,3 +314,139 @@ def test_an_idempotent_call_stopped_while_it_ran_runs_again_on_replay(tmp_path: 
     assert writes == ["100", "100"]
     assert answer == "paid 100"
     assert rows == [(CALL_ID, "interrupted"), (CALL_ID, "ok")]
+
+
+@pytest.mark.parametrize(
+    ("outcome", "value"),
+    [("ok", "[" * 100_000 + "]" * 100_000), ("ok", "not json"), ("no such outcome", "null")],
+)
+def test_a_recorded_result_that_cannot_be_read_is_an_error_not_a_crash_or_a_rerun(
+    world: Any, outcome: str, value: str
+) -> None:
+    """A planted row (a store is outside input): the replay raised RecursionError out of the
+    run, on every recovery of the workflow."""
+    run, audit, results = world
+    key = durable_call_key(RUN_ID, CALL_ID)
+    results.claim(key, "append_line", args_digest({"text": "one"}), "agent.writer", CALL_ID)
+    results.settle(key, outcome, "", value)
+    answer = run("append_line", {"text": "one"})
+    assert answer == "error: the recorded result of append_line cannot be read; it is not run again"
+    assert writes == []
+    assert _outcomes(audit, "append_line") == ["replayed"]
+
+
+def test_a_key_another_team_claimed_is_refused_and_its_row_left_alone(
+    world: Any, tmp_path: Path
+) -> None:
+    """Two teams on one durable engine and one call-results table: the engine recovered
+    alpha's killed run in beta's process, whose claim found nothing of its own and ran the
+    tool a second time."""
+    run, audit, _ = world
+    alpha = SqliteCallResults(tmp_path / "shared.db", "alpha")
+    beta = SqliteCallResults(tmp_path / "shared.db", "beta")
+    key = durable_call_key(RUN_ID, CALL_ID)
+    assert key is not None
+    alpha.claim(key, "append_line", args_digest({"text": "one"}), "agent.writer", CALL_ID)
+    answer = run("append_line", {"text": "one"}, call_results=beta)
+    again = run("append_line", {"text": "one"}, call_results=beta)  # beta's next recovery
+    assert answer == again
+    assert answer.startswith("error: call") and "another team started; it is not run here" in answer
+    assert "alpha" not in answer
+    assert writes == []
+    assert _outcomes(audit, "append_line") == ["error", "replayed"]
+    left = alpha.find(key)
+    assert left is not None and not left.settled  # alpha's claim: neither shown nor touched
+    alpha.close()
+    beta.close()
+
+
+WAITS_FOR_APPROVAL = textwrap.dedent(
+    '''
+    import sys
+    from pathlib import Path
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.toolsets import FunctionToolset
+    from toolcards.governance import AuditLog, Executor, GovernedToolset, Identity, Policy
+    from toolcards.governance.approvals.broker import ApprovalBroker
+    from toolcards.governance.capability import CapabilityRegistry
+    from toolcards.stores.call_results import SqliteCallResults
+    from toolcards.stores.sqlite.approvals import SqliteApprovalStore
+
+    base = Path(sys.argv[1])
+
+    def append_line(text: str) -> str:
+        """Append a line to the notes (a side effect: running it twice shows)."""
+        with (base / "notes.txt").open("a") as notes:
+            notes.write(text + "\\n")
+        return f"appended {text!r}"
+
+    def model(messages, info):
+        if len(messages) == 1:
+            call = ToolCallPart("append_line", {"text": "pay 5"}, tool_call_id="call-1")
+            return ModelResponse(parts=[call])
+        return ModelResponse(parts=[TextPart(str(messages[-1].parts[0].content))])
+
+    audit = AuditLog(base / "audit.db", durability="sync")
+    broker = ApprovalBroker(store=SqliteApprovalStore(base / "approvals.db"), audit=audit)
+    policy = Policy.from_dict({"default_effect": "approve"})
+    executor = Executor(CapabilityRegistry(), policy, audit=audit, approvals=broker)
+
+    async def approver(request):
+        (base / "asked").write_text(request.approval_id)  # the human is asked now
+        return await broker.waiter(120.0)(request)
+
+    governed = GovernedToolset(
+        FunctionToolset([append_line]),
+        executor=executor,
+        identity=Identity("agent.writer", type="agent"),
+        approver=approver,
+        call_results=SqliteCallResults(base / "calls.db"),
+    )
+    answer = Agent(FunctionModel(model), toolsets=[governed]).run_sync("go", run_id="run-1")
+    print(answer.output, flush=True)
+    audit.close()
+    '''
+)
+
+
+def _waiting_run(base: Path) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-c", WAITS_FOR_APPROVAL, str(base)]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_call_killed_while_it_waited_for_approval_runs_once_the_human_grants_it(
+    tmp_path: Path,
+) -> None:
+    """A process SIGKILLed while its call waited for a human (an inline approver), the
+    request granted, the run recovered: the call claimed its key before the gate, so the
+    recovery read it as interrupted, never ran the approved call and left the grant unspent."""
+    from toolcards.governance.approvals.broker import ApprovalBroker
+    from toolcards.stores.sqlite.approvals import SqliteApprovalStore
+
+    first = _waiting_run(tmp_path)
+    try:
+        deadline = time.monotonic() + 180.0
+        while not (tmp_path / "asked").exists():
+            assert first.poll() is None, first.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "the call never asked for approval"
+            time.sleep(0.05)
+        first.send_signal(SIGKILL)
+        first.wait(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    broker = ApprovalBroker(store=SqliteApprovalStore(tmp_path / "approvals.db"))
+    approval_id = (tmp_path / "asked").read_text()
+    broker.grant(approval_id, approver=Identity("human.ann", roles=["approver"]))
+    recovered = _waiting_run(tmp_path)  # the durable engine runs it again
+    out, err = recovered.communicate(timeout=180.0)
+    assert recovered.returncode == 0, err[-3000:]
+    assert out.strip() == "appended 'pay 5'"
+    assert (tmp_path / "notes.txt").read_text().splitlines() == ["pay 5"]
+    with AuditLog(tmp_path / "audit.db") as log:
+        assert [r.outcome for r in log.query(tool="append_line", principal="agent.writer")] == [
+            "ok"
+        ]
+    assert broker.pending() == []  # the grant was spent by the call it approved

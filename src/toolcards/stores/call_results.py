@@ -3,8 +3,10 @@ durable run recovering after its process died) be answered without running the t
 
 A key is claimed before the tool runs and settled with the outcome after; a key seen again
 is either settled (answer from the record) or claimed but never settled (the process died
-while the tool ran). :class:`CallResults` is what the executor's durable step
-(:mod:`toolcards.governance.executor.replay`) asks of a store;
+while the tool ran). A first claim of a key that another team has claimed in the same table
+reads as ``elsewhere`` (a durable engine recovered that team's run in this team's process):
+only the existence of that key is read, never its row. :class:`CallResults` is what the
+executor's durable step (:mod:`toolcards.governance.executor.replay`) asks of a store;
 :func:`toolcards.stores.open.open_call_results` opens one at any store location. The SQL is
 shared by :class:`SqliteCallResults` and
 :class:`toolcards.stores.postgres.call_results.PostgresCallResults`; every row carries its
@@ -47,6 +49,11 @@ MIGRATION = TeamColumn(
 )
 """The columns a table made by an older version lacks (its rows answer no principal)."""
 
+INDEXES = (
+    "CREATE INDEX IF NOT EXISTS toolcards_call_results_key ON toolcards_call_results (call_key)"
+)
+"""A key looked up across teams (:data:`_ELSEWHERE`) reads one index entry, not the table."""
+
 _CLAIM = (
     "INSERT INTO toolcards_call_results "
     "(team_id, call_key, tool_id, args_digest, principal, call_id, claimed_at) "
@@ -56,6 +63,7 @@ _FIND = (
     "SELECT tool_id, args_digest, principal, call_id, outcome, message, value, claimed_at "
     "FROM toolcards_call_results WHERE team_id = ? AND call_key = ?"
 )
+_ELSEWHERE = "SELECT 1 FROM toolcards_call_results WHERE call_key = ? AND team_id <> ? LIMIT 1"
 _SETTLE = (
     "UPDATE toolcards_call_results SET outcome = ?, message = ?, value = ? "
     "WHERE team_id = ? AND call_key = ? AND outcome IS NULL"
@@ -70,7 +78,8 @@ _RELEASE = (
 class CallRecord:
     """A key claimed before this claim: its tool, argument digest, principal and call id,
     (None while the call never finished) its outcome, message and JSON-encoded value, and
-    when it was claimed (epoch seconds)."""
+    when it was claimed (epoch seconds). ``elsewhere``: this claim was the team's first, but
+    another team had claimed the key (the fields are this claim's own)."""
 
     tool_id: str
     args_digest: str
@@ -80,6 +89,7 @@ class CallRecord:
     message: str | None
     value: str | None
     claimed_at: float = 0.0
+    elsewhere: bool = False
 
     @property
     def settled(self) -> bool:
@@ -89,11 +99,16 @@ class CallRecord:
 class CallResults(Protocol):
     """Where claimed and settled calls are kept (one team's)."""
 
+    def find(self, key: str) -> CallRecord | None:
+        """The record of ``key`` (settled or not); None when it was never claimed."""
+        ...
+
     def claim(
         self, key: str, tool_id: str, args_digest: str, principal: str = "", call_id: str = ""
     ) -> CallRecord | None:
         """Claim ``key`` for ``principal``'s call about to run: None when this claim is the
-        first, else the record an earlier claim left (settled or not)."""
+        first, else the record an earlier claim left (settled or not), or this claim's own
+        record marked ``elsewhere`` when another team claimed the key."""
         ...
 
     def settle(self, key: str, outcome: str, message: str, value: str | None) -> None:
@@ -118,16 +133,27 @@ class SqlCallResults(ABC):
     @abstractmethod
     def _tx(self) -> AbstractContextManager[Any]: ...
 
+    def find(self, key: str) -> CallRecord | None:
+        """The record of ``key`` (settled or not); None when it was never claimed."""
+        with self._tx() as cur:
+            row = cur.execute(_FIND, (self.team_id, key)).fetchone()
+        return CallRecord(*row) if row is not None else None
+
     def claim(
         self, key: str, tool_id: str, args_digest: str, principal: str = "", call_id: str = ""
     ) -> CallRecord | None:
         """Claim ``key`` for ``principal``'s call about to run: None when this claim is the
-        first, else the record an earlier claim left (settled or not)."""
-        row = (self.team_id, key, tool_id, args_digest, principal, call_id or None, time.time())
+        first, else the record an earlier claim left (settled or not), or this claim's own
+        record marked ``elsewhere`` when another team claimed the key."""
+        now = time.time()
+        row = (self.team_id, key, tool_id, args_digest, principal, call_id or None, now)
         with self._tx() as cur:
             cur.execute(_CLAIM, row)
             if cur.rowcount == 1:
-                return None
+                if cur.execute(_ELSEWHERE, (key, self.team_id)).fetchone() is None:
+                    return None
+                mine = (tool_id, args_digest, principal, call_id or None, None, None, None, now)
+                return CallRecord(*mine, elsewhere=True)
             row = cur.execute(_FIND, (self.team_id, key)).fetchone()
         return CallRecord(*row) if row is not None else None
 
@@ -159,6 +185,7 @@ class SqliteCallResults(SqlCallResults):
         with self._tx() as cur:
             cur.execute(TABLE)
             MIGRATION.sqlite(self._db, self.team_id, prefix="toolcards_")
+            cur.execute(INDEXES)
 
     @contextmanager
     def _tx(self) -> Iterator[Any]:

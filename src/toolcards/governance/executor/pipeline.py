@@ -19,7 +19,9 @@ One call, top to bottom (:meth:`Executor.run`, then :meth:`Executor._pipeline`):
 7. the rate limit, and the budgets the team shares (:class:`~.budget.Budgets`);
 8. the approval of this exact call (:class:`~.gate.ApprovalGate`): a grant an approver
    remembered that covers it, or a human's decision, and an approver's edit;
-9. the guardrails and the tool, within the call's deadline (:class:`~.runner.Runner`).
+9. a durable run's call claims its key (only now: a call waiting for a human holds no claim,
+   so a process killed while it waits leaves nothing that reads as a call that ran);
+10. the guardrails and the tool, within the call's deadline (:class:`~.runner.Runner`).
 
 What each outcome is on every surface (the pydantic-ai model's view, MCP's error flag, the
 CLI's exit code) is one table: :data:`toolcards.governance.outcomes.OUTCOMES`. A
@@ -351,19 +353,22 @@ class Executor:
             return self._denied(call)
         if durable is None:
             return await self._admitted(call, limits)
-        replayed = durable.claim(call, book)
+        replayed = durable.recorded(call, book)
         if replayed is not None:
             return replayed
         try:
-            result = await self._admitted(call, limits)
+            result = await self._admitted(call, limits, durable)
         except BaseException:  # cancelled or interrupted
             durable.stopped(call)
             raise
-        durable.settle(result)
+        durable.settle(call, result)
         return result
 
-    async def _admitted(self, call: Call, limits: Any) -> ExecutionResult:
-        """The steps of a call the policy lets through: rate limit, approval, the tool."""
+    async def _admitted(
+        self, call: Call, limits: Any, durable: DurableCall | None = None
+    ) -> ExecutionResult:
+        """The steps of a call the policy lets through: rate limit, approval, the durable
+        claim, the tool."""
         book, cap, decision = self.book, call.cap, call.decision
         assert cap is not None and decision is not None
         wait = self.rate_limiter.acquire(limits, call.identity.id, cap.id) if limits else 0.0
@@ -386,6 +391,10 @@ class Executor:
         elif call.edit is not None:  # an edit nobody was asked for: no request it settles
             msg = f"denied: {cap.id} was never asked for approval, so no edit of it runs"
             return book.finish(call, Outcome.DENIED, msg)
+        if durable is not None:  # claimed past the gate: a call waiting for a human holds none
+            replayed = durable.claim(call, book)
+            if replayed is not None:
+                return replayed
         if call.edit is not None:  # what the approver granted is what runs, checked afresh
             stopped = self.gate.apply_edit(call, self.policy)
             if stopped is not None:

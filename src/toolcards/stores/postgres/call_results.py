@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from toolcards.stores.call_results import MIGRATION, TABLE, SqlCallResults
+from toolcards.stores.call_results import INDEXES, MIGRATION, TABLE, SqlCallResults
 from toolcards.stores.postgres.connections import Connections
 from toolcards.stores.postgres.governance import create_table, named_team
 
@@ -37,9 +37,8 @@ class PostgresCallResults(SqlCallResults):
         self.team_id = named_team(team_id)
         self._db = Connections(url, connect_timeout=connect_timeout)
         self.location = self._db.location
-        create_table(
-            self._db, TABLE, MIGRATION
-        )  # under the schema lock: concurrent first opens make it once
+        # under the schema lock: concurrent first opens make it once
+        create_table(self._db, TABLE, MIGRATION, INDEXES)
 
     @contextmanager
     def _tx(self) -> Iterator[Any]:
