@@ -1,13 +1,16 @@
 """MCP sessions over HTTP are bounded: per caller (429) and in total (503), both with a
 JSON-RPC error body; idle sessions expire; a live session keeps its caller binding however
 many other sessions come and go (the HTTP app in process, raw HTTP through an ASGI client;
-``test_mcp_http.py`` serves the same app from a real ``toolcards serve``)."""
+``test_mcp_http.py`` serves the same app from a real ``toolcards serve``). 2026-07-28 requests
+open no session: they are bounded by the requests in flight of their caller, whatever session
+id they carry, and share no bound with sessions (a real ``toolcards serve``, raw HTTP)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +18,14 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from surfaces.surface_support import HEADERS, INIT, token_for, write_config
+from surfaces.surface_support import HEADERS, INIT, HttpServer, token_for, write_config
 from toolcards.governance import Identity
-from toolcards.surfaces.config import load_config
+from toolcards.surfaces.config import SessionLimits, load_config
 from toolcards.surfaces.mcp_server.http import http_app
+from toolcards.surfaces.mcp_server.sessions import Message, SessionGuard
 from toolcards.surfaces.runtime import SurfaceRuntime
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.anyio]
 
 ALICE = Identity("alice", "user", ["data_admin"])
 BOB = Identity("bob", "user", ["sales"])
@@ -141,3 +145,156 @@ def test_sessions_that_come_and_go_never_unbind_a_live_one(
             assert ended.status_code == 200
         assert use(server, BOB, kept).status_code == 403
         assert use(server, ALICE, kept).status_code == 200
+
+
+async def test_an_unknown_session_id_is_refused_before_the_sdk_sees_it() -> None:
+    reached: list[str | None] = []
+
+    async def sdk(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        reached.append(dict(scope["headers"]).get(b"mcp-session-id", b"").decode())
+
+    guard = SessionGuard(sdk, lambda: {"live"}, SessionLimits(), "identity")  # type: ignore[arg-type]
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    for session in ("made-up", "live"):
+        scope = {"type": "http", "headers": [(b"mcp-session-id", session.encode())]}
+        await guard(scope, None, send)  # type: ignore[arg-type]
+    assert sent[0]["status"] == 404  # as the SDK answers an unknown session
+    assert reached == ["live"]
+
+
+async def test_a_session_bound_while_its_opening_answer_streams_counts_once() -> None:
+    """The SDK names a new session at the start of its answer, which may stream on."""
+    live: set[str] = set()
+    answered, finish = asyncio.Event(), asyncio.Event()
+
+    async def sdk(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        session = f"session-{len(live)}"
+        live.add(session)
+        headers = [(b"mcp-session-id", session.encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await finish.wait()
+        await send({"type": "http.response.body", "body": b""})
+
+    guard = SessionGuard(sdk, lambda: live, SessionLimits(per_principal=2), "identity")  # type: ignore[arg-type]
+    statuses: list[int] = []
+
+    async def send(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+            answered.set()
+
+    async with asyncio.TaskGroup() as openings:
+        for _ in range(3):  # each one while the answers before it still stream
+            answered.clear()
+            openings.create_task(guard({"type": "http", "headers": []}, None, send))  # type: ignore[arg-type]
+            await answered.wait()
+        finish.set()
+    assert statuses == [200, 200, 429]
+
+
+# -- 2026-07-28 requests (no session) on a real `toolcards serve` --------------------------
+
+CAROL = Identity("carol", "user", ["finance"])
+DAVE = Identity("dave", "user", ["sales"])
+MODERN = "2026-07-28"
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+}
+HELD = 60
+"""The seconds a held call would sleep: it outlasts its test, which ends it by disconnecting."""
+
+
+@pytest.fixture(scope="module")
+def modern_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    """Each test below uses callers of its own: a held call may outlive its test a moment."""
+    base = tmp_path_factory.mktemp("modern")
+    policy = base / "allow.yaml"
+    policy.write_text("default_effect: allow\n", encoding="utf-8")
+    limits = {"max": 100, "per_principal": 2, "idle_timeout": 600}
+    config = write_config(
+        base, tokens=[ALICE, BOB, CAROL, DAVE], policy=policy, tools=["slow_tools:TOOLS"],
+        sessions=limits,
+    )  # fmt: skip
+    server = HttpServer(config)
+    yield server
+    server.stop()
+
+
+def modern_call(who: Identity, seconds: float, session: str | None = None) -> dict[str, Any]:
+    """The arguments of a 2026-07-28 ``nap_async`` call (it reports progress as it starts)."""
+    meta = {**ENVELOPE, "progressToken": 1}
+    params = {"name": "nap_async", "arguments": {"seconds": seconds}, "_meta": meta}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    headers = {"mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "nap_async"}
+    return {"json": body, "headers": {**auth(who, session), **headers}}
+
+
+@contextlib.asynccontextmanager
+async def held_calls(
+    client: httpx.AsyncClient, url: str, who: Identity, count: int
+) -> AsyncIterator[None]:
+    """``count`` 2026-07-28 calls of ``who`` running (each has reported its start) until
+    the block ends, which disconnects them."""
+    readers: list[AsyncIterator[str]] = []  # kept: a reader let go closes its stream
+    async with contextlib.AsyncExitStack() as stack:
+        for _ in range(count):
+            response = await stack.enter_async_context(
+                client.stream("POST", url, **modern_call(who, HELD))
+            )
+            assert response.status_code == 200, await response.aread()
+            readers.append(response.aiter_lines())
+            while not (await anext(readers[-1])).startswith("data:"):
+                pass  # until the progress of the call that started
+        yield
+
+
+async def post_modern(
+    client: httpx.AsyncClient, url: str, who: Identity, session: str | None = None
+) -> httpx.Response:
+    return await client.post(url, **modern_call(who, 0, session))
+
+
+def open_real_session(url: str, who: Identity) -> httpx.Response:
+    return httpx.post(url, json=INIT, headers=auth(who), timeout=10)
+
+
+async def test_a_made_up_session_id_gives_a_2026_caller_no_more_calls_in_flight(
+    modern_server: HttpServer,
+) -> None:
+    url = modern_server.url
+    async with httpx.AsyncClient(timeout=30) as client, held_calls(client, url, ALICE, 2):
+        with_ids = await asyncio.gather(
+            *(post_modern(client, url, ALICE, f"made-up-{i}") for i in range(5))
+        )
+        without_id = await post_modern(client, url, ALICE)
+        assert [r.status_code for r in with_ids] == [429] * 5
+        assert without_id.status_code == 429
+        assert "too many requests in flight for alice" in without_id.json()["error"]["message"]
+        assert (await post_modern(client, url, BOB)).status_code == 200  # others unaffected
+
+
+async def test_2026_calls_are_not_refused_for_the_sessions_their_caller_holds(
+    modern_server: HttpServer,
+) -> None:
+    url = modern_server.url
+    opened = [await asyncio.to_thread(open_real_session, url, CAROL) for _ in range(3)]
+    assert [r.status_code for r in opened] == [200, 200, 429]  # the session cap still holds
+    async with httpx.AsyncClient(timeout=30) as client, held_calls(client, url, CAROL, 2):
+        assert (await post_modern(client, url, CAROL)).status_code == 429  # the in-flight cap
+
+
+async def test_2026_calls_in_flight_take_no_session_of_their_caller(
+    modern_server: HttpServer,
+) -> None:
+    url = modern_server.url
+    async with httpx.AsyncClient(timeout=30) as client, held_calls(client, url, DAVE, 2):
+        opened = [await asyncio.to_thread(open_real_session, url, DAVE) for _ in range(3)]
+        assert [r.status_code for r in opened] == [200, 200, 429]
+        refused = opened[-1].json()["error"]["message"]
+        assert "too many open sessions for dave" in refused

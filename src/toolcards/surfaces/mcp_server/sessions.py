@@ -9,7 +9,12 @@ unbounded number of them, anonymous ones included, is a way to exhaust the serve
   more gets 429; all callers together at most ``max``: one more gets 503. Both answers carry a
   JSON-RPC error body saying why;
 - a session with no request in flight (no call, no open stream) for ``idle_timeout`` seconds
-  ends (the SDK's idle timeout); its id then answers 404 and its binding is forgotten.
+  ends (the SDK's idle timeout); its id then answers 404 and its binding is forgotten; an id
+  that no caller opened answers 404 here, before the SDK sees it;
+- a 2026-07-28 request (one the SDK serves statelessly, see :func:`is_stateless`) opens no
+  session, so it counts against neither bound and any ``mcp-session-id`` it carries is ignored
+  (as the SDK ignores it); one caller has at most ``per_principal`` of them in flight, one more
+  gets 429.
 """
 
 from __future__ import annotations
@@ -18,6 +23,10 @@ import json
 from collections import Counter
 from collections.abc import Awaitable, Callable, Container, MutableMapping
 from typing import Any
+
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types import INVALID_REQUEST
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.surfaces.config import SessionLimits
@@ -29,6 +38,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 SESSION_HEADER = b"mcp-session-id"
+VERSION_HEADER = MCP_PROTOCOL_VERSION_HEADER.encode("ascii")
 TOO_MANY_SESSIONS = -32000
 """The JSON-RPC error code of a refused new session (a server error, in the implementation's
 range)."""
@@ -47,11 +57,29 @@ async def reply(send: Send, status: int, body: bytes, content_type: bytes) -> No
     await send({"type": "http.response.body", "body": body})
 
 
-async def refuse(send: Send, status: int, message: str) -> None:
+async def refuse(send: Send, status: int, message: str, code: int = TOO_MANY_SESSIONS) -> None:
     """An HTTP error whose body is a JSON-RPC error (no request id)."""
-    error = {"code": TOO_MANY_SESSIONS, "message": message}
+    error = {"code": code, "message": message}
     body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
     await reply(send, status, body, b"application/json")
+
+
+def is_stateless(scope: Scope) -> bool:
+    """Whether the SDK serves this request on its stateless (2026-07-28) path, which opens no
+    session and ignores ``mcp-session-id``: its first ``mcp-protocol-version`` header names a
+    revision other than the handshake ones. The same test as the SDK's session manager
+    (``StreamableHTTPSessionManager._handle_request``), so that the guard never counts, nor lets
+    through, a request the SDK routes the other way."""
+    found = (bytes(v).decode("latin-1") for k, v in scope["headers"] if k == VERSION_HEADER)
+    version = next(found, None)
+    return version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
+
+
+def release(counter: Counter[str], caller: str) -> None:
+    """One less of ``caller`` in ``counter`` (no zero entries are kept)."""
+    counter[caller] -= 1
+    if not counter[caller]:
+        del counter[caller]
 
 
 class SessionGuard:
@@ -76,6 +104,8 @@ class SessionGuard:
         self.owners: dict[str, str] = {}
         """Session id -> the id of the caller that opened it."""
         self._opening: Counter[str] = Counter()
+        self._stateless: Counter[str] = Counter()
+        """Caller id -> its 2026-07-28 requests in flight."""
 
     def sessions_of(self, caller: str) -> int:
         """Open sessions of ``caller`` (forgetting the ones that ended first)."""
@@ -93,25 +123,54 @@ class SessionGuard:
             return
         found = scope.get(self.identity_key)
         caller = (found if isinstance(found, Identity) else ANONYMOUS).id
+        if is_stateless(scope):
+            await self._stateless_request(caller, scope, receive, send)
+            return
         session = header(scope, SESSION_HEADER)
         if session is not None:
-            owner = self.owners.get(session)
-            if owner is not None and owner != caller:
-                await reply(send, 403, b"this session belongs to another caller\n", b"text/plain")
-                return
-            await self.app(scope, receive, send)
+            await self._session_request(caller, session, scope, receive, send)
             return
         problem = self._admission(caller)
         if problem is not None:
             await refuse(send, *problem)
             return
         self._opening[caller] += 1
+        opening = [caller]  # emptied once this request counts as opening no more
         try:
-            await self.app(scope, receive, self._binder(caller, send))
+            await self.app(scope, receive, self._binder(opening, send))
         finally:
-            self._opening[caller] -= 1
-            if not self._opening[caller]:
-                del self._opening[caller]
+            self._opened(opening)
+
+    async def _stateless_request(
+        self, caller: str, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """A request that opens no session holds server memory only while it runs: bounded by
+        the number ``caller`` has in flight, whatever sessions it holds (and whatever
+        ``mcp-session-id`` it carries: the SDK ignores that header here)."""
+        limit = self.limits.per_principal
+        if self._stateless[caller] >= limit:
+            message = f"too many requests in flight for {caller} (at most {limit}): retry later"
+            await refuse(send, 429, message)
+            return
+        self._stateless[caller] += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            release(self._stateless, caller)
+
+    async def _session_request(
+        self, caller: str, session: str, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """A request for an open session: only its own caller's, and only a session that is
+        known (an unknown id gets the SDK's own 404 here, so it never passes unadmitted)."""
+        owner = self.owners.get(session)
+        if owner is None and session not in self.live():
+            await refuse(send, 404, "Session not found", INVALID_REQUEST)
+            return
+        if owner is not None and owner != caller:
+            await reply(send, 403, b"this session belongs to another caller\n", b"text/plain")
+            return
+        await self.app(scope, receive, send)
 
     def _admission(self, caller: str) -> tuple[int, str] | None:
         """(status, message) when ``caller`` may not open one more session now."""
@@ -126,12 +185,22 @@ class SessionGuard:
             return 503, f"the server holds its maximum of {limits.max} sessions: retry later"
         return None
 
-    def _binder(self, caller: str, send: Send) -> Send:
+    def _opened(self, opening: list[str]) -> None:
+        """The opening request of ``opening`` (``[caller]``, emptied here) counts no more:
+        its session is bound, or it has ended without one. Once only, so that a session bound
+        while its opening request still streams is not counted twice."""
+        if opening:
+            release(self._opening, opening.pop())
+
+    def _binder(self, opening: list[str], send: Send) -> Send:
+        caller = opening[0]
+
         async def bind(message: Message) -> None:
             if message["type"] == "http.response.start" and int(message["status"]) < 400:
                 for key, value in message.get("headers") or ():
                     if bytes(key).lower() == SESSION_HEADER:
                         self.owners[bytes(value).decode("latin-1")] = caller
+                        self._opened(opening)
             await send(message)
 
         return bind
