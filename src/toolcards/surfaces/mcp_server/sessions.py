@@ -25,8 +25,8 @@ from collections.abc import Awaitable, Callable, Container, MutableMapping
 from typing import Any
 
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
-from mcp_types import INVALID_REQUEST
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp.types.jsonrpc import INVALID_REQUEST
+from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.surfaces.config import SessionLimits
