@@ -340,6 +340,90 @@ def test_a_compressed_page_is_inflated_only_as_far_as_the_cap() -> None:
     assert "does not read (br)" in call(card, "web_fetch", "https://example.com/br")
 
 
+@pytest.mark.parametrize(
+    ("body", "encoding", "expected"),
+    [(BOMB, "gzip", "exceeded 8000000 bytes"), (_gzip(BOMB), "gzip, gzip", "does not read")],
+    ids=["gzip", "gzip-twice"],
+)
+def test_a_compressed_search_answer_is_inflated_only_as_far_as_the_cap(
+    body: bytes, encoding: str, expected: str
+) -> None:
+    """The Tavily answer was read with aiter_bytes(): every layer inflated a whole chunk at a
+    time, the 8 MB cap checked after (1,833 bytes of ``gzip, gzip`` were 2 GiB)."""
+    import tracemalloc
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        headers = {"content-type": "application/json", "content-encoding": encoding}
+        return httpx.Response(200, stream=httpx.ByteStream(body), headers=headers)
+
+    card, seen = make_card(answer)
+    tracemalloc.start()
+    try:
+        out = call(card, "web_search", "q")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert expected in out
+    assert peak < 40 << 20, peak
+    assert seen[0].headers["accept-encoding"] == "gzip, deflate"
+
+
+async def _endless(head: bytes, filler: bytes) -> Any:
+    yield head
+    while True:  # only the fetch's own deadline, or its cap, stops this
+        yield filler
+        await asyncio.sleep(0)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    ("head", "filler", "encoding", "expected"),
+    [  # zlib kept every byte after the gzip end, and nothing inflates from empty blocks
+        (_gzip(b"hello"), b"\0" * 65536, "gzip", "## https://example.com/page\nhello"),
+        (b"\x78\x9c", b"\0\0\0\xff\xff" * 4096, "deflate", "truncated: page larger than 1000"),
+    ],
+    ids=["after-the-gzip-end", "empty-deflate-blocks"],
+)
+def test_a_compressed_page_is_read_only_to_its_end_or_as_far_as_the_cap(
+    head: bytes, filler: bytes, encoding: str, expected: str
+) -> None:
+    def site(request: httpx.Request) -> httpx.Response:
+        headers = {"content-type": "text/plain", "content-encoding": encoding}
+        return httpx.Response(200, content=_endless(head, filler), headers=headers)
+
+    card, _ = make_card(
+        site,
+        web_fetch=WebFetch(backend="direct", max_bytes=1_000),
+        api_key=None,
+        timeout_seconds=2.0,
+    )
+    assert expected in call(card, "web_fetch", "https://example.com/page")
+
+
+@pytest.mark.timeout(30)
+def test_a_page_slow_to_convert_is_cut_at_the_fetch_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """html_to_text ran on the event loop, past the deadline: 2 MB of ``<p>`` stalled it 4 s.
+    It runs in a worker thread now, abandoned at the deadline."""
+    import threading
+
+    release = threading.Event()
+
+    def stuck(html: str) -> tuple[str, str]:
+        release.wait(20)  # a hang guard: on the event loop this blocks the deadline too
+        return "", "converted"
+
+    monkeypatch.setattr("toolcards.tools.search.fetch.html_to_text", stuck)
+    card, _ = direct_card()
+    card.timeout_seconds = 0.5
+    try:
+        out = call(card, "web_fetch", "https://example.com/page")
+    finally:
+        release.set()
+    assert "took longer than 0.5 s" in out
+
+
 def test_a_page_sent_a_byte_at_a_time_is_cut_at_the_fetch_timeout() -> None:
     async def drip() -> Any:
         while True:  # never ends: only the fetch's own deadline stops it

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 import anyio
@@ -12,6 +13,13 @@ from toolcards.core.errors import ToolcardsError
 
 MAX_RESPONSE_BYTES = 8_000_000
 """A Tavily response larger than this is refused rather than parsed."""
+ACCEPT_ENCODING = "gzip, deflate"
+"""The content encodings asked for: the ones :func:`read_prefix` inflates."""
+_INFLATE = {"gzip": 31, "x-gzip": 31, "deflate": 15}
+"""The content encodings read (one layer), and their zlib window bits."""
+_RAW_SLACK = 64 << 10
+"""Bytes a compressed body may be read past its cap: a stream of empty deflate blocks
+inflates to nothing however long it runs."""
 
 
 class SearchError(ToolcardsError):
@@ -52,7 +60,11 @@ class TavilyClient:
 
     async def post(self, endpoint: str, payload: dict[str, Any]) -> dict[str, Any]:
         """POST ``payload`` to ``/endpoint``; SearchError on any failure."""
-        headers = {"Authorization": f"Bearer {self._api_key}", "Accept": "application/json"}
+        headers = {
+            "Authorization": f"Bearer {self._api_key}",
+            "Accept": "application/json",
+            "Accept-Encoding": ACCEPT_ENCODING,
+        }
         try:
             with anyio.fail_after(self._deadline):
                 body, status = await self._send(endpoint, payload, headers)
@@ -81,22 +93,69 @@ class TavilyClient:
                     "POST", f"{self._base_url}/{endpoint}", json=payload, headers=headers
                 ) as response,
             ):
-                return await _read_bounded(response), response.status_code
+                body, cut = await read_prefix(response, MAX_RESPONSE_BYTES)
+                if cut:
+                    raise SearchError(
+                        f"the response exceeded {MAX_RESPONSE_BYTES} bytes and was dropped"
+                    )
+                return body, response.status_code
         except httpx.TimeoutException:
             raise SearchError(f"Tavily {endpoint} timed out; try again later") from None
         except httpx.HTTPError as exc:
             raise SearchError(f"Tavily {endpoint} is unreachable ({type(exc).__name__})") from None
 
 
-async def _read_bounded(response: httpx.Response) -> bytes:
+async def read_prefix(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
+    """At most ``max_bytes`` of the body as sent and inflated here, and whether it was cut.
+
+    One layer of gzip or deflate, inflated only as far as the cap: httpx inflates each chunk
+    whole, and any number of layers (1,833 bytes of ``gzip, gzip`` were 2 GiB). Reading stops
+    where the compressed stream ends (zlib kept, copying it at every chunk, all a server sent
+    after it: ``gzip("hello")`` then zeros was read for 30 s) and ``_RAW_SLACK`` bytes as
+    sent past the cap."""
+    if response.is_stream_consumed:  # built in memory, its body read already (a mock's)
+        return response.content[:max_bytes], len(response.content) > max_bytes
+    inflater = _inflater(response)
     chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > MAX_RESPONSE_BYTES:
-            raise SearchError(f"the response exceeded {MAX_RESPONSE_BYTES} bytes and was dropped")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    size = sent = 0
+    async for raw in response.aiter_raw():
+        sent += len(raw)
+        data = raw
+        while data:
+            out, data = _inflate(inflater, data, max_bytes + 1 - size, response)
+            chunks.append(out)
+            size += len(out)
+            if size > max_bytes:
+                return b"".join(chunks)[:max_bytes], True
+        if inflater is not None and inflater.eof:
+            break  # what follows the compressed stream is not read
+        if sent > max_bytes + _RAW_SLACK:
+            return b"".join(chunks), True
+    return b"".join(chunks), False
+
+
+def _inflater(response: httpx.Response) -> zlib._Decompress | None:
+    """A zlib inflater for the response's one content encoding, None when it has none."""
+    named = response.headers.get("content-encoding", "").lower().split(",")
+    encodings = [e.strip() for e in named if e.strip() not in ("", "identity")]
+    if len(encodings) > 1 or (encodings and encodings[0] not in _INFLATE):
+        raise SearchError(
+            f"{response.url} came with a content encoding toolcards does not read "
+            f"({', '.join(encodings)})"
+        )
+    return zlib.decompressobj(_INFLATE[encodings[0]]) if encodings else None
+
+
+def _inflate(
+    inflater: zlib._Decompress | None, data: bytes, room: int, response: httpx.Response
+) -> tuple[bytes, bytes]:
+    """At most ``room`` bytes inflated from ``data``, and the part of ``data`` not read yet."""
+    if inflater is None:
+        return data, b""
+    try:
+        return inflater.decompress(data, room), inflater.unconsumed_tail
+    except zlib.error:
+        raise SearchError(f"{response.url} sent a body that does not inflate") from None
 
 
 def _status_error(endpoint: str, status: int, body: bytes) -> SearchError:
