@@ -19,6 +19,10 @@ DASHBOARD_PORT = 8766
 """``toolcards dashboard`` (the page at ``http://127.0.0.1:8766/``)."""
 
 
+BACKLOG = 2048
+"""Connections the kernel queues until the server accepts them (uvicorn's own default)."""
+
+
 class PortUnavailable(ToolcardsError, OSError):
     """The address cannot be listened on; the message is one line for the user."""
 
@@ -29,7 +33,8 @@ def url_host(host: str) -> str:
 
 
 def listen(host: str, port: int) -> socket.socket:
-    """A socket bound to ``host:port`` (0: any free port), ready to hand to uvicorn.
+    """A socket listening on ``host:port`` (0: any free port), ready to hand to uvicorn: a
+    client may connect as soon as the command says it serves, before uvicorn has started.
 
     It is made as a TCP socket by name (``IPPROTO_TCP``, not 0): asyncio turns Nagle's
     algorithm off only on connections accepted from such a socket, and uvicorn writes a
@@ -43,6 +48,7 @@ def listen(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        sock.listen(BACKLOG)  # a client that connects once "serving" is printed waits here
     except OSError as exc:
         sock.close()
         where = f"{url_host(host)}:{port}"
