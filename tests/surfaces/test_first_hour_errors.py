@@ -121,9 +121,8 @@ def test_a_client_may_connect_as_soon_as_the_port_is_held() -> None:
     a client connecting on that line was refused for 1.4 to 3.7 s, until uvicorn started."""
     from toolcards.surfaces.http.ports import listen
 
-    with listen("127.0.0.1", 0) as held:
-        with socket.create_connection(held.getsockname(), timeout=5):
-            pass  # queued by the kernel; nobody accepted it yet
+    with listen("127.0.0.1", 0) as held, socket.create_connection(held.getsockname(), 5):
+        pass  # queued by the kernel; nobody accepted it yet
 
 
 def test_serve_with_an_unimportable_prompt_is_one_line_naming_the_entry(
