@@ -141,3 +141,30 @@ def test_a_failing_delivery_does_not_hold_up_the_next_one(harness: Harness) -> N
     harness.clock.now += 5
     harness.tick()
     assert harness.delivered == [("@b-1", "[notification #2] kept")]
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        {"id": "x"},
+        "not an entry",
+        {"id": 7, "owner": "@b-1", "content": "never", "due_at": float("inf"), "created_at": 0.0},
+        {"id": 7, "owner": "@b-1", "content": "never", "due_at": float("nan"), "created_at": 0.0},
+    ],
+)
+def test_a_stored_row_that_is_no_entry_is_skipped_on_load(harness: Harness, row: object) -> None:
+    kept = harness.actor.register("@a-1", "kept", 5, 5)
+    harness.team.state_of(ACTOR_NAME).put("entry:0000000007", row)
+    reloaded = harness.new_actor()
+    assert reloaded.pending(None) == [kept]
+    assert reloaded.register("@b-1", "next", 5, 5).id == kept.id + 1
+
+
+@pytest.mark.parametrize("stored", ["abc", True, -5, 2.5, None])
+def test_a_stored_next_id_that_is_no_integer_is_ignored(harness: Harness, stored: object) -> None:
+    harness.actor.register("@a-1", "one", 5, 5)
+    second = harness.actor.register("@a-1", "two", 5, 5)
+    harness.team.state_of(ACTOR_NAME).put("meta:next_id", stored)
+    reloaded = harness.new_actor()
+    assert [e.id for e in reloaded.pending(None)] == [1, second.id]
+    assert reloaded.register("@a-1", "three", 5, 5).id == second.id + 1

@@ -27,6 +27,8 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from toolcards import RetriableError, ToolFactory
+from toolcards.governance import CapabilityRegistry, Executor, Identity, Policy
+from toolcards.governance.outcomes import Outcome
 from toolcards.tools._common.url_guard import check_url
 from toolcards.tools._common.urls import URLRefused, normalize_url
 from toolcards.tools.search import SearchTool, WebFetch
@@ -282,4 +284,56 @@ def test_an_ungoverned_agent_run_survives_every_hostile_url(backend: str) -> Non
         if result.output != "done" or len(_retries(result.all_messages())) != 1:
             ended.append(f"{url!r:.60}: no retry prompt")
     assert ended == []
+    assert seen == []
+
+
+# ---- governed: the policy decides on the URL the tool fetches -------------------------------
+
+SPELLINGS_OF_HR = [
+    "https://example.com/hr",
+    "HTTPS://EXAMPLE.com/hr",
+    "https://example.com./hr",
+    "https://example.com:443/hr",
+    "https://ｅｘａｍｐｌｅ.com/hr",  # fullwidth letters
+    "https://example.com?x#/hr",  # fetches https://example.com/?x
+]
+WHO = Identity("agent.a", type="agent")
+
+
+def governed(card: SearchTool, rule: dict[str, Any], default: str) -> Executor:
+    policy = Policy.from_dict({"default_effect": default, "rules": [rule]})
+    return Executor(CapabilityRegistry.from_factory(ToolFactory([card])), policy)
+
+
+def url_rule(effect: str, glob: str) -> dict[str, Any]:
+    condition = {"arguments": {"url": {"glob": glob}}}
+    return {"targets": ["web_fetch", "web_crawl"], "effect": effect, "conditions": condition}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("url", SPELLINGS_OF_HR)
+def test_a_url_deny_rule_holds_for_every_spelling_of_the_url(variant: str, url: str) -> None:
+    name, fields = VARIANTS[variant]
+    card, seen = make_card(**fields)
+    executor = governed(card, url_rule("deny", "https://example.com/*"), "allow")
+    result = asyncio.run(executor.call(name, {"url": url}, WHO))
+    assert result.outcome is Outcome.DENIED
+    assert seen == []
+
+
+def test_an_allowed_url_reaches_the_tool_in_the_form_it_was_allowed() -> None:
+    card, seen = make_card()
+    executor = governed(card, url_rule("allow", "https://example.com/docs/*"), "deny")
+    url = "HTTPS://Example.COM.:443/docs/a#top"
+    result = asyncio.run(executor.call("web_fetch", {"url": url}, WHO))
+    assert result.outcome is Outcome.OK
+    assert json.loads(seen[0].content)["urls"] == ["https://example.com/docs/a"]
+
+
+@pytest.mark.parametrize("url", MALFORMED)
+def test_a_url_that_does_not_parse_is_invalid_before_the_policy(url: str) -> None:
+    card, seen = make_card()
+    executor = governed(card, url_rule("deny", "https://example.com/*"), "allow")
+    result = asyncio.run(executor.call("web_fetch", {"url": url}, WHO))
+    assert result.outcome is Outcome.INVALID_ARGS
     assert seen == []

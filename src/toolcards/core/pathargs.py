@@ -1,10 +1,12 @@
-"""Tool arguments that name files: which ones they are, and the name the tool acts on for each.
+"""Tool arguments that name what a tool acts on (files, URLs): which ones they are, and the
+name the tool acts on for each.
 
-A card declares them with ``annotate(fn, paths=PathArgs(...))``; the declaration travels in
-``ToolDefinition.metadata["paths"]``. The governed executor calls :meth:`PathArgs.resolve`
-before the policy decides: every declared path is replaced by its canonical form (what the
-card's ``canonical`` returns, the name the tool will act on), so a rule on ``path`` is decided
-on that name whatever spelling was sent, and the tool receives the name that was decided on.
+A card declares them with ``annotate(fn, paths=PathArgs(...))`` (URLs: ``paths=url_args(...)``);
+the declaration travels in ``ToolDefinition.metadata["paths"]``. The governed executor calls
+:meth:`PathArgs.resolve` before the policy decides: every declared argument is replaced by its
+canonical form (what the card's ``canonical`` returns, the name the tool will act on), so a
+rule on ``path`` or ``url`` is decided on that name whatever spelling was sent, and the tool
+receives the name that was decided on.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from typing import Any
 from toolcards.core.errors import RetriableError
 
 Canonical = Callable[[str], str]
-"""A path as a caller sent it -> the name the tool acts on; RetriableError where the tool
-would refuse the path."""
+"""A path (or URL) as a caller sent it -> the name the tool acts on; RetriableError where the
+tool would refuse it."""
 PathsIn = Callable[[str], Iterable[str]]
 """The text of an argument (a patch) -> the paths it names, as the tool itself reads them."""
 
@@ -99,3 +101,18 @@ class PathArgs:
                 bucket.append(value)
             copied.append(item)
         return copied
+
+
+def url_args(normalize: Canonical, *fields: str) -> PathArgs:
+    """The declaration of arguments holding one URL each (``url`` when none is named): each is
+    replaced by ``normalize(url)``, the URL the tool will fetch, before the policy decides. The
+    card passes its own normaliser (core knows no tool); its ValueError, a URL the tool would
+    refuse, makes the call invalid."""
+
+    def canonical(url: str) -> str:
+        try:
+            return normalize(url)
+        except ValueError as exc:
+            raise RetriableError(str(exc)) from None
+
+    return PathArgs(canonical, fields or ("url",))

@@ -31,8 +31,8 @@ class ToolAnnotations:
     """What a tool declares about itself; governance and surfaces read it.
 
     Travels in ``ToolDefinition.metadata`` under the keys of :data:`METADATA_KEYS`;
-    ``paths`` (which arguments name files, see :class:`PathArgs`) and ``delegates`` only when
-    declared.
+    ``paths`` (which arguments name files or URLs, see :class:`PathArgs`) and ``delegates``
+    only when declared.
     """
 
     readonly: bool = False
@@ -105,8 +105,9 @@ def annotate(
     delegates: bool = False,
 ) -> F:
     """Attach annotations (and optional extra instructions) to a tool callable; returns it.
-    ``paths`` declares the arguments that name files (see :class:`PathArgs`); ``delegates``
-    a tool that runs other agents, whose approvals then reach the calling run."""
+    ``paths`` declares the arguments that name files or URLs (see :class:`PathArgs` and
+    ``url_args``); ``delegates`` a tool that runs other agents, whose approvals then reach the
+    calling run."""
     setattr(
         fn,
         _ATTR,

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import ClassVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from toolcards.core.actors import ActorHandle, ActorUnavailable
 from toolcards.core.errors import RetriableError
@@ -31,6 +31,16 @@ _NEXT_ID = "meta:next_id"
 
 def _key(notification_id: int) -> str:
     return f"{_ENTRY}{notification_id:010d}"
+
+
+def _entry_of(key: str, value: object) -> PendingNotification | None:
+    """The stored row ``key`` as an entry; None (logged) when it is no valid entry."""
+    try:
+        return PendingNotification.model_validate(value)
+    except ValidationError as exc:
+        why = str(exc).splitlines()[0][:200]
+        logger.warning("%s: skipped stored row %r: %s", ACTOR_NAME, key, why)
+        return None
 
 
 class NotificationActor(ToolActor):
@@ -65,13 +75,20 @@ class NotificationActor(ToolActor):
         self.courier.stop(timeout=1.0)
 
     def _load(self) -> None:
-        """Read the stored entries and put each on the timer (overdue ones fire at once)."""
-        for _, value in self.state.items(_ENTRY):
-            entry = PendingNotification.model_validate(value)
-            self.entries[entry.id] = entry
-            self.scheduler.push(entry.due_at, entry.id)
+        """Read the stored entries and put each on the timer (overdue ones fire at once). A
+        row that is no valid entry is logged and skipped, and a stored next id that is no
+        integer is ignored: one bad row must not stop every member's notifications."""
+        for key, value in self.state.items(_ENTRY):
+            entry = _entry_of(key, value)
+            if entry is not None:
+                self.entries[entry.id] = entry
+                self.scheduler.push(entry.due_at, entry.id)
         stored = self.state.get(_NEXT_ID)
-        self.next_id = max([int(stored or 1), *(i + 1 for i in self.entries)])
+        if not isinstance(stored, int) or isinstance(stored, bool):
+            if stored is not None:
+                logger.warning("%s: ignored a stored next id that is no integer", ACTOR_NAME)
+            stored = 1
+        self.next_id = max([1, stored, *(i + 1 for i in self.entries)])
 
     # ---- calls from cards --------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolcards.governance.approvals.view import escaped_line
 from toolcards.tools.notification.messages import DEFAULT_KIND, message_type
 
 ACTOR_NAME = "#NotificationTool"
@@ -18,16 +19,20 @@ class PendingNotification(BaseModel):
     id: int = Field(ge=1)
     owner: str = Field(min_length=1)
     content: str
-    due_at: float
-    created_at: float
+    due_at: float = Field(allow_inf_nan=False)
+    """Never infinite or NaN: such an entry (a garbled stored row) could never come due."""
+    created_at: float = Field(allow_inf_nan=False)
     message_type: str = "notification"
     """The registered message type delivered when the entry comes due."""
 
     def line(self, now: float, *, with_owner: bool = False) -> str:
-        """One listing line: id, time left, (owner), content."""
+        """One listing line: id, time left, (owner), content. The content is escaped before it
+        is cut: a member's text read in another member's listing can never show as more
+        lines (entries of someone else) or hide what it says."""
         left = max(0, round(self.due_at - now))
         owner = f" {self.owner}" if with_owner else ""
-        text = self.content if len(self.content) <= 120 else self.content[:117] + "..."
+        text = escaped_line(self.content)
+        text = text if len(text) <= 120 else text[:117] + "..."
         return f"#{self.id}{owner} in {left}s: {text}"
 
     def message(self) -> str:

@@ -13,10 +13,11 @@ from toolcards.core.card import CardCapability, ToolCard, ToolFunc
 from toolcards.core.channels import Channels
 from toolcards.core.errors import RetriableError, ToolNotConfigured
 from toolcards.core.params import BaseToolParam
+from toolcards.core.pathargs import url_args
 from toolcards.core.spec import annotate
 from toolcards.core.trust import HostAccess, Reach
 from toolcards.tools._common.url_guard import Resolver, check_url, system_resolver
-from toolcards.tools._common.urls import URLRefused
+from toolcards.tools._common.urls import URLRefused, normalize_url
 from toolcards.tools.search.client import SearchError, TavilyClient
 from toolcards.tools.search.fetch import fetch_page
 from toolcards.tools.search.text import (
@@ -26,6 +27,16 @@ from toolcards.tools.search.text import (
     format_search,
     pages_of,
 )
+
+
+def _fetched_url(url: str) -> str:
+    """The URL the tool fetches for ``url``: the policy, grants and approvals decide on it."""
+    return normalize_url(url).url
+
+
+_URL_ARGS = url_args(_fetched_url)
+"""``web_fetch`` and ``web_crawl`` take one ``url``; ``web_search`` has none (its domain
+filters only narrow what the search service returns, nothing is fetched from them)."""
 
 
 class WebSearch(BaseToolParam):
@@ -225,7 +236,7 @@ class SearchTool(ToolCard):
 
             return await self._answer(work())
 
-        return annotate(web_fetch, readonly=True, open_world=True)
+        return annotate(web_fetch, readonly=True, open_world=True, paths=_URL_ARGS)
 
     def _crawl_tool(self, cfg: WebCrawl) -> ToolFunc:
         async def web_crawl(
@@ -265,7 +276,9 @@ class SearchTool(ToolCard):
 
             return await self._answer(work())
 
-        return annotate(web_crawl, readonly=True, open_world=True, long_running=True)
+        return annotate(
+            web_crawl, readonly=True, open_world=True, long_running=True, paths=_URL_ARGS
+        )
 
     capabilities: ClassVar[dict[str, CardCapability]] = {
         "web_search": CardCapability(tool=_search_tool),
