@@ -67,8 +67,9 @@ FILE_IO = {
     "toolcards.tools.exec.limits": "the cgroup procs file a sandboxed child joins",
     "toolcards.tools.exec.reaper": "/proc task children of this process",
     "toolcards.tools.exec.watch": (
-        "sums sizes in the exec workspace by lstat (never opens a file); a card folder "
-        "cannot import the workspace package"
+        "sums sizes in the exec workspace: each directory opened O_NOFOLLOW from its "
+        "parent's descriptor and listed through it, entries by lstat (never opens a file); "
+        "a card folder cannot import the workspace package"
     ),
     "toolcards.tools.knowledge_graph.views": "the graph panel's template and script (package data)",
     "toolcards.tools.planning.views": "the plan panel's template (package data)",

@@ -140,10 +140,106 @@ def test_entries_are_counted_once_and_old_ones_not(tmp_path: Path) -> None:
     (tmp_path / "d" / "new").write_bytes(b"y" * 10_000)
     os.link(tmp_path / "d" / "new", tmp_path / "d" / "again")
     os.symlink("x" * 4000, tmp_path / "link")
-    written, entries = watch.modified(tmp_path, since)
+    counted = watch.modified(tmp_path, since)
+    assert counted is not None
+    written, entries = counted
     assert entries == 4  # the root (changed by its new entries), d, new (once), link
     assert written >= 10_000 + 2 * 4096
     assert written < 100_000
+
+
+def _changed_tree(tmp_path: Path) -> tuple[Path, Path, float]:
+    """A workspace with a directory ``d`` and, beside it, a host directory holding 4 MiB, all
+    changed after the returned start."""
+    since = time.time() - 1
+    ws, host = tmp_path / "ws", tmp_path / "host"
+    (ws / "d").mkdir(parents=True)
+    (ws / "d" / "small").write_bytes(b"x")
+    host.mkdir()
+    (host / "key.pem").write_bytes(b"k" * (4 * MiB))
+    return ws, host, since
+
+
+def test_a_directory_swapped_for_a_host_link_is_never_walked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack: once the watcher had seen ``d`` as a directory, the job swapped it for a link
+    to a host directory (renameat2 RENAME_EXCHANGE): the host listed that directory by its
+    path, and counted /usr or a folder with key.pem as the workspace's."""
+    ws, host, since = _changed_tree(tmp_path)
+    real, listed = os.scandir, []
+
+    def swapping(target: object) -> object:
+        listed.append(target)
+        if len(listed) == 2:  # the root was listed: its subdirectory becomes a host link
+            os.rename(ws / "d", ws / "moved")
+            os.symlink(host, ws / "d")
+        return real(target)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(os, "scandir", swapping)
+    counted = watch.modified(ws, since)
+    assert counted is not None and counted[0] < MiB  # the moved directory, not the host's 4 MiB
+
+
+def test_a_directory_turned_into_a_link_while_counted_stops_the_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws, host, since = _changed_tree(tmp_path)
+    real = os.stat
+
+    def swapping(name: object, **kw: object) -> os.stat_result:
+        st = real(name, **kw)  # type: ignore[arg-type]
+        if name == "d":  # seen as a directory, a link by the time it is opened
+            os.rename(ws / "d", ws / "moved")
+            os.symlink(host, ws / "d")
+        return st
+
+    monkeypatch.setattr(os, "stat", swapping)
+    assert watch.modified(ws, since) is None
+
+
+def _grown(ws: Path) -> watch.WorkspaceGrowth:
+    """A watch over ``ws`` with a 1 MiB cap, after the workspace grew by 16 MiB."""
+    growth = watch.WorkspaceGrowth(ws, MiB)
+    (ws / "big").write_bytes(b"b" * (16 * MiB))
+    os.sync()
+    return growth
+
+
+def test_a_workspace_too_big_to_count_is_taken_as_over_its_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack: a tree of millions of entries made the host walk it whole, every 0.1 s."""
+    monkeypatch.setattr(watch, "MAX_WALK_ENTRIES", 50)
+    ws, _, since = _changed_tree(tmp_path)
+    for i in range(60):
+        (ws / f"e{i}").touch()
+    assert watch.modified(ws, since) is None
+    growth = _grown(ws)
+    assert growth.exceeded()
+    assert "could not be counted" in growth.overrun()
+
+
+def test_a_count_too_deep_to_finish_is_taken_as_over_its_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(watch, "MAX_WALK_DEPTH", 4)
+    ws, _, since = _changed_tree(tmp_path)
+    (ws / "a" / "b" / "c" / "d" / "e").mkdir(parents=True)
+    assert watch.modified(ws, since) is None
+    monkeypatch.setattr(watch, "MAX_WALK_DEPTH", 6)
+    assert watch.modified(ws, since) is not None
+
+
+def test_the_count_stops_at_the_commands_deadline(tmp_path: Path) -> None:
+    """The count ran inside the runner's loop, where the command's deadline was not checked:
+    a huge tree cost its time without bound. Cut off by the deadline it decides nothing (the
+    timeout does)."""
+    ws, _, since = _changed_tree(tmp_path)
+    assert watch.modified(ws, since, deadline=time.monotonic()) is None
+    growth = _grown(ws)
+    assert not growth.exceeded(deadline=time.monotonic())
+    assert growth.exceeded(deadline=time.monotonic() + 60)
 
 
 def test_small_writes_are_not_flagged(workspaces: Path) -> None:

@@ -203,6 +203,46 @@ def test_glob_is_capped(ws: Path) -> None:
     assert out.splitlines()[-1] == "[... 7 more files; use a narrower pattern]"
 
 
+def test_glob_keeps_the_newest_of_many_matches(ws: Path) -> None:
+    from toolcards.tools.workspace.card import GlobParam
+
+    for k, name in enumerate(["a", "e", "b", "d", "c"]):
+        (ws / f"{name}.txt").write_text("")
+        os.utime(ws / f"{name}.txt", (1_000_000 + k, 1_000_000 + k))
+    glob = tools_of(WorkspaceTool(workspace_glob=GlobParam(max_results=2)))["workspace_glob"]
+    assert glob("*.txt").splitlines() == [
+        "c.txt", "d.txt", "[... 3 more files; use a narrower pattern]",
+    ]  # fmt: skip
+
+
+def test_glob_stops_after_its_entry_budget_and_says_so(
+    tools: Tools, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack: a glob walked every file below its start (500,000 files: 5 to 12 s a call) and
+    kept every match before cutting to max_results."""
+    from toolcards.tools.workspace import listing
+
+    monkeypatch.setattr(listing, "MAX_GLOB_ENTRIES", 50)
+    (ws / "many").mkdir()
+    for i in range(120):
+        (ws / "many" / f"f{i:03d}.txt").write_text("")
+    lines = tools["workspace_glob"]("**/*.txt").splitlines()
+    assert lines[-1] == "[narrowed: visited 50 entries, narrow the path or pattern]"
+    assert len(lines) == 50  # the root's one entry, then 49 of the directory's files
+
+
+def test_glob_stops_at_its_deadline_and_says_so(
+    tools: Tools, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolcards.tools.workspace import listing
+
+    monkeypatch.setattr(listing, "GLOB_TIMEOUT_S", 0.0)
+    (ws / "a.txt").write_text("")
+    lines = tools["workspace_glob"]("*.txt").splitlines()
+    assert lines[0] == "No files found."
+    assert lines[-1].startswith("[narrowed: visited ")
+
+
 def test_mkdir_is_idempotent_and_delete_removes(tools: Tools, ws: Path) -> None:
     tools["workspace_mkdir"]("a/b")
     tools["workspace_mkdir"]("a/b")

@@ -9,6 +9,7 @@ import pytest
 from toolcards.core.errors import RetriableError
 from toolcards.tools.workspace.card import WorkspaceTool
 from toolcards.tools.workspace.models import EditItem
+from toolcards.tools.workspace.patch import MAX_FILES
 
 from .conftest import Member, Tools, tools_of
 
@@ -183,6 +184,23 @@ def test_multi_edit_applies_in_order_across_files(tools: Tools, ws: Path) -> Non
     )
     assert (ws / "a.txt").read_text() == "eins\n"
     assert (ws / "b.txt").read_text() == "dos\n"
+
+
+def test_a_multi_edit_of_more_files_than_one_call_may_change_is_refused_before_any_is_opened(
+    tools: Tools, ws: Path
+) -> None:
+    """Attack: like a patch, every file of a multi-edit held its directory's descriptor until
+    all were written (EMFILE for the whole process)."""
+    for i in range(MAX_FILES + 1):
+        (ws / f"f{i}.txt").write_text("x\n")
+    edits = [
+        EditItem(path=f"f{i}.txt", old_string="x", new_string="y") for i in range(MAX_FILES + 1)
+    ]
+    with pytest.raises(RetriableError, match=f"multi-edit changes {MAX_FILES + 1} files"):
+        tools["workspace_multi_edit"](edits)
+    assert {p.read_text() for p in ws.iterdir()} == {"x\n"}
+    tools["workspace_multi_edit"](edits[:MAX_FILES])
+    assert (ws / f"f{MAX_FILES - 1}.txt").read_text() == "y\n"
 
 
 def test_multi_edit_is_atomic_when_the_last_edit_fails(tools: Tools, ws: Path) -> None:

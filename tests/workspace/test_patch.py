@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from toolcards.core.errors import RetriableError
+from toolcards.tools.workspace.patch import MAX_FILES, patch_paths
 
 from .conftest import Tools
 
@@ -426,3 +427,22 @@ def test_hunks_against_a_file_of_identical_lines_are_weighed_within_a_bound(
     with pytest.raises(RetriableError, match="too many places"):
         tools["workspace_patch"](f"--- a/same.txt\n+++ b/same.txt\n{hunks}")
     assert (ws / "same.txt").read_text() == before
+
+
+def _creations(count: int) -> str:
+    return "".join(f"--- /dev/null\n+++ b/f{i}.txt\n@@ -0,0 +1 @@\n+x\n" for i in range(count))
+
+
+def test_a_patch_of_more_files_than_one_call_may_change_is_refused_before_any_is_opened(
+    tools: Tools, ws: Path
+) -> None:
+    """Attack: a 27 KB patch creating 600 files held two descriptors per file until all were
+    written; every other open of the process (HTTP accepts, audit rows) failed with EMFILE
+    meanwhile under a 1,024 limit."""
+    too_many = _creations(MAX_FILES + 1)
+    with pytest.raises(RetriableError, match=f"changes {MAX_FILES + 1} files, more than"):
+        patch_paths(too_many)  # what the policy is given: refused before it decides
+    with pytest.raises(RetriableError, match="split it into several calls"):
+        tools["workspace_patch"](too_many)
+    assert list(ws.iterdir()) == []
+    assert tools["workspace_patch"](_creations(MAX_FILES)).count("\nA f") == MAX_FILES

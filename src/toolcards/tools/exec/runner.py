@@ -104,7 +104,7 @@ def run(
     if stopped is None:
         killed = _kill_reason(proc.returncode, err, limits, launch.sigkill_is_oom)
         warning = None
-        if watch is not None and watch.exceeded():
+        if watch is not None and watch.exceeded(begin + timeout_s):
             warning = watch.overrun()
         result = result.model_copy(update={"killed": killed, "warning": warning})
     return result
@@ -164,7 +164,7 @@ def _pump(
             now = time.monotonic()
             if now >= deadline:
                 return "timeout"
-            if watch is not None and now >= watch.next_check and watch.exceeded():
+            if watch is not None and now >= watch.next_check and watch.exceeded(deadline):
                 return "disk"
             if drain_until is None and proc.poll() is not None:
                 drain_until = now + DRAIN_GRACE_S

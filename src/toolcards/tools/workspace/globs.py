@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from functools import lru_cache
 from typing import Any
@@ -197,22 +198,61 @@ def glob_matches(pattern: str, rel: str) -> bool:
 MAX_DEPTH = 256
 
 
+class WalkBound:
+    """Entries (files, directories, links) and seconds one walk may take: no directory is read
+    past the entries left (those read are walked), and the walk stops when the seconds ran
+    out; ``narrowed`` tells either."""
+
+    __slots__ = ("deadline", "entries", "narrowed", "visited")
+
+    def __init__(self, entries: int, seconds: float) -> None:
+        self.entries = entries
+        self.deadline = time.monotonic() + seconds
+        self.visited = 0
+        self.narrowed = False
+
+    def listed(self, dir_fd: int) -> Iterator[os.DirEntry[str]]:
+        """The held directory's entries, sorted, as many as the budget leaves (one more is
+        read to tell that it ran out)."""
+        left = self.entries - self.visited
+        found = list(iter_dir(dir_fd, left + 1))
+        if len(found) > left:
+            self.narrowed = True
+            del found[left:]
+        self.visited += len(found)
+        return iter(found)
+
+    def expired(self) -> bool:
+        """True (``narrowed``) once the seconds ran out."""
+        if time.monotonic() < self.deadline:
+            return False
+        self.narrowed = True
+        return True
+
+
 def iter_files(
-    top: int, top_rel: str, *, hidden: bool = False
+    top: int, top_rel: str, *, hidden: bool = False, bound: WalkBound | None = None
 ) -> Generator[tuple[str, int, str], None, None]:
     """Regular files under the held directory ``top`` (links never followed nor listed), in
     ripgrep's ``--sort=path`` order, as (path relative to the workspace, directory descriptor,
-    name). The descriptor is valid until the next item is asked for.
+    name). The descriptor is valid until the next item is asked for. With ``bound``, the walk
+    ends where the bound runs out (a directory is read for the entries left, not whole).
 
     Every subdirectory is entered with ``O_NOFOLLOW`` relative to its parent's descriptor, so a
     directory swapped for a link while the walk runs is skipped, never followed.
     """
     prefix = "" if top_rel == "." else top_rel + "/"
     stack: list[tuple[int, str, Iterator[os.DirEntry[str]]]] = []
+
+    def listed(fd: int) -> Iterator[os.DirEntry[str]]:
+        return iter_dir(fd) if bound is None else bound.listed(fd)
+
     first = os.dup(top)
-    stack.append((first, prefix, iter_dir(first)))
+    stack.append((first, prefix, listed(first)))
     try:
         while stack:
+            if bound is not None and bound.expired():
+                return
             fd, base, entries = stack[-1]
             entry = next(entries, None)
             if entry is None:
@@ -224,7 +264,7 @@ def iter_files(
             if entry.is_dir(follow_symlinks=False):
                 child = open_child_dir(entry.name, fd) if len(stack) < MAX_DEPTH else None
                 if child is not None:
-                    stack.append((child, f"{base}{entry.name}/", iter_dir(child)))
+                    stack.append((child, f"{base}{entry.name}/", listed(child)))
             elif entry.is_file(follow_symlinks=False):
                 yield base + entry.name, fd, entry.name
     finally:

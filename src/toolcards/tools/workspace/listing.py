@@ -1,15 +1,24 @@
 """workspace_list (flat or tree) and workspace_glob (newest first), inside the workspace.
 
 Both walk held directory descriptors (see ``paths.py``): links are shown, never followed.
+Both are bounded: the listing in entries shown, the glob in entries visited and in time.
 """
 
 from __future__ import annotations
 
+import heapq
 import os
 import stat
+from collections.abc import Iterator
 
-from toolcards.tools.workspace.globs import glob_matches, iter_files
+from toolcards.tools.workspace.globs import WalkBound, glob_matches, iter_files
 from toolcards.tools.workspace.paths import Contained, iter_dir, open_child_dir
+
+MAX_GLOB_ENTRIES = 100_000
+"""Entries (files, directories, links) one workspace_glob looks at: a walk of 500,000 files
+took 5 to 12 s a call, and kept every match before cutting to ``max_results``."""
+GLOB_TIMEOUT_S = 10.0
+"""Seconds one workspace_glob walks (a slow file system reaches them before the entries)."""
 
 
 def render_tree(paths: Contained, start: int, rel: str, depth: int, max_entries: int) -> str:
@@ -67,20 +76,34 @@ def _label(paths: Contained, entry: os.DirEntry[str], rel: str) -> str:
 
 def glob_files(start: int, rel: str, pattern: str, max_results: int) -> str:
     """Files under the held directory ``start`` matching ``pattern`` (relative to it), newest
-    first."""
+    first: the ``max_results`` newest kept as they come, within :data:`MAX_GLOB_ENTRIES` and
+    :data:`GLOB_TIMEOUT_S` (past them the answer says it was narrowed)."""
+    bound = WalkBound(MAX_GLOB_ENTRIES, GLOB_TIMEOUT_S)
+    matched = 0
+
+    def stamped() -> Iterator[tuple[float, str]]:
+        nonlocal matched
+        for path, mtime in _matches(start, rel, pattern, bound):
+            matched += 1
+            yield -mtime, path
+
+    out = [path for _, path in heapq.nsmallest(max_results, stamped())]
+    if not out:
+        out.append("No files found.")
+    if matched > max_results:
+        out.append(f"[... {matched - max_results} more files; use a narrower pattern]")
+    if bound.narrowed:
+        out.append(f"[narrowed: visited {bound.visited} entries, narrow the path or pattern]")
+    return "\n".join(out)
+
+
+def _matches(start: int, rel: str, pattern: str, bound: WalkBound) -> Iterator[tuple[str, float]]:
+    """(path, modification time) of each file the walk meets that matches ``pattern``."""
     hidden = pattern.startswith(".") or "/." in pattern
     cut = 0 if rel == "." else len(rel) + 1
-    found: list[tuple[float, str]] = []
-    for path, fd, name in iter_files(start, rel, hidden=hidden):
+    for path, fd, name in iter_files(start, rel, hidden=hidden, bound=bound):
         if glob_matches(pattern, path[cut:]):
             try:
-                found.append((os.stat(name, dir_fd=fd, follow_symlinks=False).st_mtime, path))
+                yield path, os.stat(name, dir_fd=fd, follow_symlinks=False).st_mtime
             except OSError:
                 continue
-    if not found:
-        return "No files found."
-    found.sort(key=lambda item: (-item[0], item[1]))
-    out = [path for _, path in found[:max_results]]
-    if len(found) > max_results:
-        out.append(f"[... {len(found) - max_results} more files; use a narrower pattern]")
-    return "\n".join(out)

@@ -21,7 +21,7 @@ from toolcards.tools.workspace.hunks import apply_hunks
 from toolcards.tools.workspace.ledger import ReadLedger
 from toolcards.tools.workspace.limits import Limits, ReadCaps
 from toolcards.tools.workspace.models import EditItem
-from toolcards.tools.workspace.patch import FilePatch, parse_patch
+from toolcards.tools.workspace.patch import FilePatch, check_file_count, parse_patch
 from toolcards.tools.workspace.paths import Contained, Spot, check_pattern, make_dirs, undo_dirs
 from toolcards.tools.workspace.textfile import (
     TextDoc,
@@ -197,6 +197,7 @@ class Workspace:
     def multi_edit(self, edits: list[EditItem]) -> str:
         if not edits:
             raise RetriableError("edits is empty")
+        check_file_count({item.path for item in edits}, "the multi-edit")
         with contextlib.ExitStack() as held:
             pending: dict[str, _Pending] = {}
             for number, item in enumerate(edits, 1):

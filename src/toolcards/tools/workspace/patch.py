@@ -10,6 +10,10 @@ from datetime import datetime, timedelta, timezone
 from toolcards.core.errors import RetriableError
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+MAX_FILES = 256
+"""Files one patch or multi-edit may change: each holds its directory's descriptor until all
+are written (a patch creating 600 files held 1,200, and every other open of the process failed
+with EMFILE meanwhile under a 1,024 limit)."""
 
 
 @dataclass
@@ -100,7 +104,18 @@ def parse_patch(patch_text: str) -> list[FilePatch]:
             "no file headers found; send a unified diff with '--- a/path' and '+++ b/path' lines"
         )
     _strip_prefixes(files)
+    check_file_count({path for fp in files for path in (fp.old, fp.new) if path}, "the patch")
     return files
+
+
+def check_file_count(paths: set[str], what: str) -> None:
+    """RetriableError when ``what`` names more than :data:`MAX_FILES` files (checked before
+    any is opened, and for a patch before the policy sees its paths)."""
+    if len(paths) > MAX_FILES:
+        raise RetriableError(
+            f"{what} changes {len(paths)} files, more than the {MAX_FILES} one call may "
+            "change; split it into several calls"
+        )
 
 
 def _without_transport_crs(lines: list[str]) -> list[str]:

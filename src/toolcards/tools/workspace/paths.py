@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import os
 import stat
 from collections import deque
@@ -373,11 +374,12 @@ def undo_dirs(created: list[tuple[int, str]], *, remove: bool = True) -> None:
             os.close(parent)
 
 
-def iter_dir(dir_fd: int) -> Iterator[os.DirEntry[str]]:
-    """Entries of a held directory, sorted by name (empty when it cannot be read)."""
+def iter_dir(dir_fd: int, limit: int | None = None) -> Iterator[os.DirEntry[str]]:
+    """Entries of a held directory, sorted by name (empty when it cannot be read); with
+    ``limit``, the first ``limit`` the directory lists, sorted (a walk within a budget)."""
     try:
         with os.scandir(dir_fd) as it:
-            entries = sorted(it, key=lambda e: e.name)
+            entries = sorted(itertools.islice(it, limit), key=lambda e: e.name)
     except OSError:
         return iter(())
     return iter(entries)
