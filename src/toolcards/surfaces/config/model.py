@@ -437,11 +437,13 @@ _HOST_ONLY = {
     "resources": "names code to import",
     "prompts": "names code to import",
     "system": "names a Ray cluster to join",
+    "workspaces": "chooses the host folder the workspace tools act on",
 }
 """Keys only a config the host wrote may carry, and what they would do."""
 _DATABASES = ("store", "audit", "approvals")
-"""The keys naming a database server, whose URL in data must not take the host's credentials
-(``toolcards.stores.data_location``)."""
+"""The keys naming a database (a server, whose URL in data must not take the host's
+credentials: ``toolcards.stores.data_location``; or a file, which data keeps in its own
+folder)."""
 
 
 def parse_config(
@@ -476,7 +478,7 @@ def parse_config(
     config.base_dir = base_dir if base_dir is not None else Path(".")
     config.source = source
     if not host_written:
-        _check_data_databases(config, source)
+        _check_data_locations(config, source)
     shared = [v for v in (config.store, config.audit, config.approvals) if v and _shared(v)]
     if shared and "team_id" not in config.model_fields_set:
         raise ConfigError(
@@ -500,24 +502,42 @@ def _host_only(key: str, value: Any) -> bool:
     return isinstance(value, dict) if key == "system" else bool(value)
 
 
-def _check_data_databases(config: SurfaceConfig, source: str) -> None:
+def _check_data_locations(config: SurfaceConfig, source: str) -> None:
     """A config that is data names no database server that would get the host's password
-    (``PGPASSWORD``, ``~/.pgpass``) or reach its private network: checked before any store
-    opens, by the rule agent specs follow."""
+    (``PGPASSWORD``, ``~/.pgpass``) or reach its private network (the rule agent specs
+    follow), and no file outside its own folder (links followed): the host's files are not
+    data's to open, write or read as a policy. Checked before anything opens."""
     for key in _DATABASES:
         value = getattr(config, key)
         if value is None:
             continue
+        where = StoreLocation.parse(value)
+        if not where.shared:
+            _check_own_file(config, source, key, value)
+            continue
         try:
             check_data_location(
                 f"{key}:",
-                StoreLocation.parse(value),
+                where,
                 None,
                 who="a config that is data",
                 instead="name it in the operator's config file",
             )
         except UntrustedField as exc:
             raise ConfigError(f"{source}: {exc}") from None
+    _check_own_file(config, source, "policy", config.policy)
+
+
+def _check_own_file(config: SurfaceConfig, source: str, key: str, value: str) -> None:
+    """ConfigError when the file ``value`` of ``key`` lies outside the config's folder."""
+    if value == ":memory:":
+        return
+    own = config.base_dir.resolve()
+    if not config.path(value).resolve().is_relative_to(own):
+        raise ConfigError(
+            f"{source}: {key}: {value!r:.200} lies outside the config's folder; a config that "
+            "is data keeps its files beside it (name others in the operator's config file)"
+        )
 
 
 def _check_team_workspaces(config: SurfaceConfig, source: str) -> None:
