@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -173,6 +174,64 @@ def test_list_is_capped(ws: Path) -> None:
         (ws / f"f{i:02d}").write_text("")
     out = tools_of(WorkspaceTool(workspace_list=ListParam(max_entries=10)))["workspace_list"]()
     assert "listing stopped after 10 entries" in out
+
+
+def test_list_reads_a_long_directory_only_as_far_as_it_shows(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack: a listing read and sorted the whole directory before cutting to max_entries
+    (500,000 entries to show 500: 0.8 to 3 s and about 140 MiB a call)."""
+    from toolcards.tools.workspace import listing, paths
+    from toolcards.tools.workspace.card import ListParam
+
+    read: list[int] = []
+    real = paths.iter_dir
+
+    def counted(fd: int, limit: int | None = None) -> Iterator[os.DirEntry[str]]:
+        entries = list(real(fd, limit))
+        read.append(len(entries))
+        return iter(entries)
+
+    monkeypatch.setattr(listing, "iter_dir", counted)
+    for i in range(30):
+        (ws / f"f{i:02d}").write_text("")
+    (ws / "sub").mkdir()
+    out = tools_of(WorkspaceTool(workspace_list=ListParam(max_entries=10)))["workspace_list"]()
+    assert read == [11]  # the ten shown and one more, to know there are more
+    lines = out.splitlines()
+    assert lines[-1] == (
+        "[... listing stopped after 10 entries (the first read, sorted: not the first by name); "
+        "list a subdirectory]"
+    )
+    shown = [line.strip() for line in lines[1:-1]]
+    assert len(shown) == 10
+    assert shown == sorted(shown, key=lambda line: (not line.endswith("/"), line))
+
+
+def test_list_of_a_directory_that_fits_is_whole_directories_first(ws: Path) -> None:
+    from toolcards.tools.workspace.card import ListParam
+
+    for name in ["b", "a"]:
+        (ws / name).mkdir()
+    for i in reversed(range(8)):
+        (ws / f"f{i}").write_text("")
+    out = tools_of(WorkspaceTool(workspace_list=ListParam(max_entries=10)))["workspace_list"]()
+    assert out.splitlines() == ["./", "  a/", "  b/"] + [f"  f{i} (0 bytes)" for i in range(8)]
+
+
+def test_a_tree_cut_where_every_directory_fit_claims_no_other_order(ws: Path) -> None:
+    """Each directory was read whole (the budget ran out between them): the order is by name."""
+    from toolcards.tools.workspace.card import ListParam
+
+    for name, files in [("a", 8), ("b", 5)]:
+        (ws / name).mkdir()
+        for i in range(files):
+            (ws / name / f"f{i}").write_text("")
+    (ws / "z.txt").write_text("")
+    out = tools_of(WorkspaceTool(workspace_list=ListParam(max_entries=10)))["workspace_list"]
+    lines = out("", 2).splitlines()
+    assert lines[1:3] == ["├── a/", "│   ├── f0 (0 bytes)"]
+    assert lines[-2:] == ["├── b/", "[... listing stopped after 10 entries; list a subdirectory]"]
 
 
 def test_glob_braces_and_newest_first(tools: Tools, ws: Path) -> None:

@@ -1,5 +1,6 @@
 """workspace_grep: a catastrophic pattern costs its time limit by the clock, also on a shared
-core, and never stalls the process;
+core, and never stalls the process; the walk stops at the same deadline and after a bounded
+number of entries;
 the whole-file fast path of the Python engine finds exactly the lines a line-by-line search
 finds; a hit holds the part of its line that is shown, never the whole line."""
 
@@ -9,10 +10,12 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from toolcards.core.errors import RetriableError
+from toolcards.tools.workspace import globs
 from toolcards.tools.workspace import grep as grep_module
 from toolcards.tools.workspace.card import GrepParam, WorkspaceTool
 
@@ -93,6 +96,48 @@ def test_timeout_is_a_retryable_error_naming_the_limit(ws: Path) -> None:
         tools_of(card)["workspace_grep"](CATASTROPHIC)
 
 
+@pytest.mark.parametrize("engine", ["python", "rg"])
+def test_a_walk_matching_no_include_stops_at_the_deadline(
+    ws: Path, monkeypatch: pytest.MonkeyPatch, engine: str
+) -> None:
+    """Attack: an ``include`` matching nothing walked every file below the start whatever
+    ``timeout_s`` said (300,000 files, a 0.1 s limit: about 1 s, ripgrep's feed too)."""
+    (ws / "many").mkdir()
+    for i in range(200):
+        (ws / "many" / f"f{i:03d}.txt").write_text("needle\n")
+    tested: list[str] = []
+    matches = globs.glob_matches
+
+    def spy(pattern: str, rel: str) -> bool:
+        tested.append(rel)
+        return matches(pattern, rel)
+
+    monkeypatch.setattr(grep_module, "glob_matches", spy)
+    if engine == "rg" and grep_module.find_rg() is None:
+        pytest.skip("ripgrep (rg) is not installed")
+    limit = GrepParam(engine=engine, timeout_s=1e-6)  # type: ignore[arg-type]
+    grep = tools_of(WorkspaceTool(workspace_grep=limit))["workspace_grep"]
+    with pytest.raises(RetriableError, match="timed out after"):
+        grep("needle", "", "*.nomatch")
+    assert len(tested) < 200
+
+
+@pytest.mark.parametrize("engine", ["python", "rg"])
+def test_a_walk_past_its_entry_budget_is_cut_and_says_so(
+    ws: Path, monkeypatch: pytest.MonkeyPatch, engine: str
+) -> None:
+    """Attack: grep walked every entry below its start (no entry bound, as glob has)."""
+    monkeypatch.setattr(grep_module, "MAX_GREP_ENTRIES", 50)
+    (ws / "many").mkdir()
+    for i in range(120):
+        (ws / "many" / f"f{i:03d}.txt").write_text("needle\n")
+    lines = grep_tool(engine)("needle").splitlines()
+    assert lines[-1] == "[narrowed: visited 50 entries, narrow the path or include]"
+    hits = lines[:-1]  # the root's one entry, then 49 of the directory's files, in path order
+    assert len(hits) == 49 and hits == sorted(hits)
+    assert all(hit.startswith("many/f") and hit.endswith(".txt:1:needle") for hit in hits)
+
+
 FILES = {
     "a.py": b"import os\nimport sys\n\ndef main():\n    return os.getcwd()\nfoo bar\nfoobaz\n"
     b"a\nb\nimport re  \n",
@@ -154,7 +199,7 @@ def test_hits_keep_only_the_shown_part_of_a_long_line(
     kept: list[grep_module.GrepHit] = []
     render = grep_module.render
 
-    def spy(hits: list[grep_module.GrepHit], *args: int) -> str:
+    def spy(hits: list[grep_module.GrepHit], *args: Any) -> str:
         kept.extend(hits)
         return render(hits, *args)
 

@@ -229,6 +229,10 @@ class WalkBound:
         self.narrowed = True
         return True
 
+    def note(self, narrower: str) -> str:
+        """The line a cut answer ends with (``narrower``: what else the caller can narrow)."""
+        return f"[narrowed: visited {self.visited} entries, narrow the path or {narrower}]"
+
 
 def iter_files(
     top: int, top_rel: str, *, hidden: bool = False, bound: WalkBound | None = None

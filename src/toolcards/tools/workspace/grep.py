@@ -4,6 +4,8 @@ Both engines search the same files, chosen and opened here: a walk over held dir
 descriptors (links never followed, hidden names skipped), each file opened with ``O_NOFOLLOW``
 and checked with ``fstat`` (regular, not hard-linked unless allowed, within the size cap).
 ripgrep reads their bytes from its standard input and never walks or opens a path itself.
+The walk is bounded in entries and ends at the search's own deadline, so an ``include`` that
+matches nothing costs the time limit at most, in both engines.
 The Python engine matches with the ``regex`` package, which releases the interpreter lock while
 matching and stops at a deadline, so a catastrophic pattern costs the time limit and no more;
 a file whose matching takes long is matched again on a thread of its own, which the caller
@@ -35,7 +37,8 @@ from typing import IO, TYPE_CHECKING
 from toolcards.core.errors import RetriableError
 from toolcards.core.progress import report_progress
 from toolcards.core.threads import background_thread
-from toolcards.tools.workspace.globs import glob_matches, iter_files
+from toolcards.tools.workspace.globs import WalkBound, glob_matches, iter_files
+from toolcards.tools.workspace.listing import MAX_GLOB_ENTRIES
 from toolcards.tools.workspace.paths import ENTRY_FLAGS, Spot
 from toolcards.tools.workspace.regex_size import check_pattern_size
 from toolcards.tools.workspace.textfile import read_fd, regular_fd
@@ -49,6 +52,9 @@ never the whole line: 200 hits on lines of 10 MiB would hold 2 GiB for a 60 KB a
 _RG_MAX_COLUMNS = 4 * (MAX_LINE_CHARS + 1)
 """Bytes of a line ripgrep prints: at most 4 bytes a character (UTF-8, or one replaced invalid
 byte sequence), so the preview holds the characters a hit keeps."""
+MAX_GREP_ENTRIES = MAX_GLOB_ENTRIES
+"""Entries (files, directories, links) one workspace_grep walks, as many as a glob: with an
+``include`` matching nothing, a walk of 300,000 files ran to its end whatever the time limit."""
 _CR_BEFORE_NL = re.compile(r"\r+(?=\n)|\r+\Z")
 _NOT_LINE_LOCAL = ("(?!", "(?<!", "(?>", "*+", "++", "?+", "}+", "\\A", "\\Z", "\\z", "\\G",
                    "\\K", "(*", "(?r", "(?V1", "{e", "{i", "{d", "{s")  # fmt: skip
@@ -111,6 +117,7 @@ class SearchFiles:
     hidden or not matching ``include`` (as ripgrep does), and refused with a clear error when it
     is not a regular file, is hard-linked (unless allowed) or is over the cap. In a directory
     walk such files are skipped; ``skipped`` counts those left out for size or hard links.
+    An engine bounds the walk with :meth:`walk_within` before it starts.
     """
 
     def __init__(self, spot: Spot, include: str, cap: int, allow_hardlinks: bool) -> None:
@@ -119,6 +126,23 @@ class SearchFiles:
         self.cap = cap
         self.allow_hardlinks = allow_hardlinks
         self.skipped = 0
+        self.bound: WalkBound | None = None
+
+    def walk_within(self, seconds: float) -> float:
+        """Bound the walk about to start to :data:`MAX_GREP_ENTRIES` entries and ``seconds``,
+        the search's time limit (one deadline for walking and matching); that deadline."""
+        self.bound = WalkBound(MAX_GREP_ENTRIES, seconds)
+        return self.bound.deadline
+
+    def out_of_time(self) -> bool:
+        """True when the walk was cut at its deadline: the search timed out."""
+        return self.bound is not None and self.bound.narrowed and self.bound.expired()
+
+    @property
+    def narrowed(self) -> str:
+        """The line that ends an answer whose walk was cut ("" for a whole walk)."""
+        bound = self.bound
+        return bound.note("include") if bound is not None and bound.narrowed else ""
 
     def __iter__(self) -> Iterator[tuple[str, int]]:
         """(workspace-relative path, descriptor): the caller closes each descriptor."""
@@ -128,7 +152,7 @@ class SearchFiles:
             yield spot.rel, os.dup(fd)
             return
         cut = 0 if spot.rel == "." else len(spot.rel) + 1
-        for rel, dir_fd, name in iter_files(spot.opened_dir(), spot.rel):
+        for rel, dir_fd, name in iter_files(spot.opened_dir(), spot.rel, bound=self.bound):
             if self.include and not glob_matches(self.include, rel[cut:]):
                 continue
             opened = self._open(dir_fd, name)
@@ -175,7 +199,7 @@ def grep_python(
     """The search in Python: same files, same order, same lines as ripgrep's output."""
     import regex  # lazy: regex, ~2x python -c pass; only a grep needs it
 
-    deadline = time.monotonic() + options.timeout_s
+    deadline = files.walk_within(options.timeout_s)
     whole = None
     if not any(token in pattern.pattern for token in _NOT_LINE_LOCAL):
         whole = regex.compile(pattern.pattern, pattern.flags | regex.MULTILINE)
@@ -196,6 +220,8 @@ def grep_python(
                 hits += slow.search(rel, text, limit - found)
             if len(hits) > limit:
                 break
+        if len(hits) <= limit and files.out_of_time():
+            raise TimeoutError
     except TimeoutError:
         raise _timed_out(options.timeout_s) from None
     finally:
@@ -384,6 +410,7 @@ def grep_rg(rg: str, pattern: str, files: SearchFiles, options: GrepOptions) -> 
     env = {k: v for k, v in os.environ.items() if not k.startswith("RIPGREP")}
     hits: list[GrepHit] = []
     fired = threading.Event()
+    deadline = files.walk_within(options.timeout_s)
     with subprocess.Popen(
         rg_argv(rg, pattern, limit),
         cwd="/",
@@ -402,7 +429,7 @@ def grep_rg(rg: str, pattern: str, files: SearchFiles, options: GrepOptions) -> 
             fired.set()
             proc.kill()
 
-        timer = threading.Timer(options.timeout_s, stop)
+        timer = threading.Timer(max(0.0, deadline - time.monotonic()), stop)
         writer.start()
         timer.start()
         try:
@@ -423,7 +450,7 @@ def grep_rg(rg: str, pattern: str, files: SearchFiles, options: GrepOptions) -> 
             proc.wait()
     if feed.error is not None:
         raise feed.error
-    if fired.is_set() and len(hits) <= limit:
+    if (fired.is_set() or files.out_of_time()) and len(hits) <= limit:
         raise _timed_out(options.timeout_s)
     message = err.decode("utf-8", "replace").strip()
     if proc.returncode == 2 and not hits and message:
@@ -442,8 +469,9 @@ class RgPatternError(RetriableError):
     back references or escapes such as ``\\"``, and its compiled size is capped."""
 
 
-def render(hits: list[GrepHit], limit: int, skipped: int = 0) -> str:
-    """Hits as ``path:line:text`` lines, capped, with a truncation marker."""
+def render(hits: list[GrepHit], limit: int, skipped: int = 0, narrowed: str = "") -> str:
+    """Hits as ``path:line:text`` lines, capped, with a truncation marker; ``narrowed`` is the
+    line of a walk cut by its bound (:attr:`SearchFiles.narrowed`)."""
     lines = [h.render() for h in hits[:limit]] or ["No matches found."]
     if len(hits) > limit:
         lines.append(f"[... more than {limit} matches; narrow the pattern, path or include]")
@@ -452,4 +480,6 @@ def render(hits: list[GrepHit], limit: int, skipped: int = 0) -> str:
             f"[{skipped} file{'s' if skipped > 1 else ''} not searched: over the size cap or "
             "hard-linked]"
         )
+    if narrowed:
+        lines.append(narrowed)
     return "\n".join(lines)

@@ -1,7 +1,8 @@
 """workspace_list (flat or tree) and workspace_glob (newest first), inside the workspace.
 
 Both walk held directory descriptors (see ``paths.py``): links are shown, never followed.
-Both are bounded: the listing in entries shown, the glob in entries visited and in time.
+Both are bounded: the listing in entries read and shown, the glob in entries visited and
+in time.
 """
 
 from __future__ import annotations
@@ -22,17 +23,23 @@ GLOB_TIMEOUT_S = 10.0
 
 
 def render_tree(paths: Contained, start: int, rel: str, depth: int, max_entries: int) -> str:
-    """Entries of the held directory ``start``: flat for depth 1, an ASCII tree deeper."""
+    """Entries of the held directory ``start``: flat for depth 1, an ASCII tree deeper;
+    directories first, then by name. A directory is read for the entries left to show and one
+    more, never whole (sorting 500,000 entries to show 500 took up to 3 s and 140 MiB): one too
+    long to show is cut to the first entries it lists, sorted, and the note says so."""
     lines: list[str] = [f"{rel}/"]
-    budget = [max_entries]
+    left, cut, partial = max_entries, False, False
     base = "" if rel == "." else rel + "/"
 
     def walk(fd: int, where: str, prefix: str, level: int) -> None:
-        entries = sorted(iter_dir(fd), key=lambda e: (not _is_dir(e), e.name))
+        nonlocal left, cut, partial
+        entries = sorted(iter_dir(fd, left + 1), key=lambda e: (not _is_dir(e), e.name))
+        partial = partial or len(entries) > left > 0
         for k, entry in enumerate(entries):
-            if budget[0] <= 0:
+            if left <= 0:
+                cut = True
                 return
-            budget[0] -= 1
+            left -= 1
             last = k == len(entries) - 1
             branch = "" if depth == 1 else ("└── " if last else "├── ")
             lines.append(prefix + branch + _label(paths, entry, where + entry.name))
@@ -48,8 +55,10 @@ def render_tree(paths: Contained, start: int, rel: str, depth: int, max_entries:
                 os.close(child)
 
     walk(start, base, "" if depth > 1 else "  ", 1)
-    if budget[0] <= 0:
-        lines.append(f"[... listing stopped after {max_entries} entries; list a subdirectory]")
+    if cut:
+        order = " (the first read, sorted: not the first by name)" if partial else ""
+        lines.append(f"[... listing stopped after {max_entries} entries{order}; list a "
+                     "subdirectory]")  # fmt: skip
     if len(lines) == 1:
         lines.append("  (empty)")
     return "\n".join(lines)
@@ -93,7 +102,7 @@ def glob_files(start: int, rel: str, pattern: str, max_results: int) -> str:
     if matched > max_results:
         out.append(f"[... {matched - max_results} more files; use a narrower pattern]")
     if bound.narrowed:
-        out.append(f"[narrowed: visited {bound.visited} entries, narrow the path or pattern]")
+        out.append(bound.note("pattern"))
     return "\n".join(out)
 
 

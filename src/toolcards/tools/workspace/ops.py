@@ -150,7 +150,7 @@ class Workspace:
                     files.skipped = 0  # "auto": the Python engine takes every Python pattern
             if hits is None:
                 hits = grep.grep_python(regex or grep.compile_pattern(pattern), files, options)
-        return grep.render(hits, options.max_matches, files.skipped)
+        return grep.render(hits, options.max_matches, files.skipped, files.narrowed)
 
     def view(self, path: str, max_dimension: int) -> Any:
         lim = self.limits
