@@ -22,18 +22,22 @@ def free_port() -> int:
 def wait_listening(
     port: int, proc: subprocess.Popen[bytes], timeout: float = 60.0, what: str = "server"
 ) -> None:
-    """Return once something accepts connections on 127.0.0.1:``port``; RuntimeError when
+    """Return once an HTTP server answers on 127.0.0.1:``port`` (any answer: a port can
+    listen, its connections queued, before the server serves them); RuntimeError when
     ``proc`` exits first or ``timeout`` passes."""
     deadline = time.monotonic() + timeout
+    probe = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"{what} exited with code {proc.returncode}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+                sock.sendall(probe)
+                if sock.recv(1):
+                    return
         except OSError:
             time.sleep(0.1)
-    raise RuntimeError(f"{what} did not listen on port {port} within {timeout:g}s")
+    raise RuntimeError(f"{what} did not answer on port {port} within {timeout:g}s")
 
 
 def wait_closed(port: int, timeout: float = 30.0) -> None:
