@@ -9,6 +9,8 @@ import pytest
 from toolcards import NotificationTool, ToolFactory, load_cards
 from toolcards.core.channels import Channels
 from toolcards.core.errors import RetriableError
+from toolcards.governance import CapabilityRegistry
+from toolcards.governance.capability import InvalidArguments, parse_arguments
 from toolcards.runtime import Team
 from toolcards.tools.notification.card import RegisterNotification, parse_delay
 from toolcards.tools.notification.models import ACTOR_NAME
@@ -140,14 +142,34 @@ def test_an_id_read_through_all_still_cannot_be_cancelled(team: Team) -> None:
 def test_the_owner_cancels_its_own_entry(team: Team) -> None:
     tools = tools_of(team, "@a-1")
     tools["register_notification"]("x", 30)
-    assert tools["cancel_notification"]("#1") == "notification #1 cancelled"
+    assert tools["cancel_notification"](1) == "notification #1 cancelled"
     assert tools["pending_notification"]() == "no pending notifications"
 
 
-@pytest.mark.parametrize("bad_id", [0, -1, "one", 1.5, True])
+@pytest.mark.parametrize("bad_id", [0, -1, "one", 1.5, True, "#1", " 1 ", "1", "1_0", 1.0])
 def test_malformed_ids_are_retriable(team: Team, bad_id: object) -> None:
     with pytest.raises(RetriableError, match="positive integer"):
         tools_of(team, "@a-1")["cancel_notification"](bad_id)
+
+
+LAX_NUMBERS = ["1_0", "+2", " 3 ", "10", True, 1.0]
+"""What a lax int check turns into 10, 2, 3, 10, 1, 1: not the value the approver saw."""
+
+
+@pytest.mark.parametrize(
+    ("tool", "name"),
+    [("cancel_notification", "notification_id"), ("register_notification", "delay_seconds")],
+)
+@pytest.mark.parametrize("value", LAX_NUMBERS)
+def test_the_argument_check_takes_ids_and_delays_only_as_ints(
+    team: Team, tool: str, name: str, value: object
+) -> None:
+    tools = tools_of(team, "@a-1")
+    registry = CapabilityRegistry.from_tools(list(tools.values()))
+    args = {"content": "x", name: value} if tool == "register_notification" else {name: value}
+    with pytest.raises(InvalidArguments, match=name):
+        parse_arguments(registry[tool], args)
+    assert parse_arguments(registry[tool], args | {name: 10})[name] == 10
 
 
 def test_identity_in_arguments_is_refused(team: Team) -> None:

@@ -75,6 +75,10 @@ MALFORMED = [
     "//example.com/",
     "",
     "   ",
+    "http://example.com/%2Fhr/salaries.html",  # escaped '/': some servers split there
+    "http://example.com/hr%5csalaries.html",  # escaped '\\'
+    "http://example.com/%u0068r/",  # '%u' escapes: 'h' to IIS
+    "http://example.com/?off=50%",  # a '%' that starts no escape
 ]
 """Inputs that do not parse to a usable http(s) URL."""
 
@@ -195,6 +199,12 @@ def test_numeric_spellings_of_private_addresses_are_refused_once_normalised(
         ("http://0135.0270.0330.042/", "http://93.184.216.34/"),
         ("HTTP://Example.COM./x", "http://example.com/x"),
         ("https://münchen.de/", "https://xn--mnchen-3ya.de/"),
+        (
+            "http://example.com/%7euser/a%2db%3f?q=%7e%2f%41#x",
+            "http://example.com/~user/a-b%3F?q=~%2FA",
+        ),
+        ("http://example.com/a/./b/../%2e%2E//c/.", "http://example.com/c/"),
+        ("http://example.com/..", "http://example.com/"),
         (
             "http://[2606:2800:220:1:248:1893:25c8:1946]:8080",
             "http://[2606:2800:220:1:248:1893:25c8:1946]:8080/",
@@ -328,6 +338,61 @@ def test_an_allowed_url_reaches_the_tool_in_the_form_it_was_allowed() -> None:
     result = asyncio.run(executor.call("web_fetch", {"url": url}, WHO))
     assert result.outcome is Outcome.OK
     assert json.loads(seen[0].content)["urls"] == ["https://example.com/docs/a"]
+
+
+SPELLINGS_OF_HR_PAGE = [
+    "https://example.com/%68r/salaries.html",
+    "https://example.com/%68%72/%73alaries.html",
+    "https://example.com/public/%2e%2e/hr/salaries.html",
+    "https://example.com/public/%2E%2E/hr/salaries.html",
+    "https://example.com/public/.%2e/hr/salaries.html",
+    "https://example.com/public/../hr/salaries.html",
+    "https://example.com/%2e/hr/salaries.html",
+    "https://example.com//hr/salaries.html",
+    "https://example.com///hr/salaries.html",
+    "https://example.com/public/%2e%2e//hr/salaries.html",
+]
+"""Paths a server serves as ``/hr/salaries.html`` (RFC 3986 6.2.2, merged slashes)."""
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("url", SPELLINGS_OF_HR_PAGE)
+def test_a_path_deny_rule_holds_for_every_spelling_of_the_path(variant: str, url: str) -> None:
+    name, fields = VARIANTS[variant]
+    card, seen = make_card(**fields)
+    executor = governed(card, url_rule("deny", "https://example.com/hr/*"), "allow")
+    result = asyncio.run(executor.call(name, {"url": url}, WHO))
+    assert result.outcome is Outcome.DENIED
+    assert seen == []
+
+
+def test_an_allowed_path_is_fetched_in_its_normalised_form() -> None:
+    card, seen = make_card(web_fetch=WebFetch(backend="direct"))
+    executor = governed(card, url_rule("allow", "https://example.com/docs/*"), "deny")
+    url = "https://example.com//docs/%7euser/x/%2e%2e/a%2db?q=%7e%c3%a9"
+    result = asyncio.run(executor.call("web_fetch", {"url": url}, WHO))
+    assert result.outcome is Outcome.OK
+    assert [r.url.raw_path for r in seen] == [b"/docs/~user/a-b?q=~%C3%A9"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        *SPELLINGS_OF_HR_PAGE,
+        *SPELLINGS_OF_HR,
+        "http://example.com/%c3%a9/é/%25/%2541/%41?a=%2f%25&b=é&c=%7E",
+        "http://example.com/a/b/..",
+        "http://example.com/a/b/.",
+        "http://example.com/a/%2e",
+        "http://example.com/a//",
+        'http://example.com/"<>^`{|}?x="<>',
+    ],
+)
+def test_normalising_twice_changes_nothing(url: str) -> None:
+    once = normalize_url(url).url
+    assert normalize_url(once).url == once
+    if url in SPELLINGS_OF_HR_PAGE:
+        assert once == "https://example.com/hr/salaries.html"
 
 
 @pytest.mark.parametrize("url", MALFORMED)

@@ -5,11 +5,18 @@ no later parser reads the URL differently: numeric IPv4 spellings (``0177.0.0.1`
 ``0x7f000001``, ``2130706433``, ``127.1``) become dotted quads the way URL parsers and
 ``inet_aton`` read them, non-ASCII host names are mapped (UTS #46) to ASCII, and everything
 that does not parse cleanly is refused rather than guessed.
+
+The path and query are normalised as RFC 3986 6.2.2 says (escaped unreserved characters
+decoded, other escapes in upper case, dot segments removed) and runs of ``/`` in the path
+merged, so ``/%68r/x``, ``/public/%2e%2e/hr/x`` and ``//hr/x`` are decided as the ``/hr/x``
+the server serves for them. Escaped ``/`` and ``\\`` in the path are refused: servers differ
+on whether they split the path there.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 import unicodedata
 from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
@@ -22,6 +29,9 @@ MAX_HOST_CHARS = 253
 _LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 _HIDDEN_CATEGORIES = ("Cc", "Cf", "Co", "Cs", "Zl", "Zp", "Zs")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+_STRAY_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
 
 class URLRefused(ToolcardsError, ValueError):
@@ -181,14 +191,44 @@ def _rebuild(
 
     shown = f"[{host}]" if isinstance(address, ipaddress.IPv6Address) else host
     netloc = shown if port is None else f"{shown}:{port}"
-    text = f"{scheme}://{netloc}{parts.path or '/'}"
+    text = f"{scheme}://{netloc}{_clean_path(parts.path)}"
     if parts.query:
-        text += f"?{parts.query}"
+        text += f"?{_unescape_unreserved(parts.query)}"
     try:
         canonical = str(httpx.URL(text))
     except (httpx.InvalidURL, ValueError, UnicodeError) as exc:
         raise URLRefused(f"the URL is malformed ({_first_line(exc)})") from None
     return ParsedURL(canonical, host, port or _DEFAULT_PORTS[scheme], address)
+
+
+def _unescape_unreserved(text: str) -> str:
+    """``text`` with escaped unreserved characters decoded and other escapes in upper case;
+    URLRefused on a ``%`` that starts no escape (``%u0068`` is ``h`` to some servers)."""
+    if _STRAY_PERCENT.search(text):
+        raise URLRefused("the URL has a '%' not followed by two hex digits; write '%' as %25")
+    return _ESCAPE.sub(_unescape_one, text)
+
+
+def _unescape_one(match: re.Match[str]) -> str:
+    char = chr(int(match[1], 16))
+    return char if char in _UNRESERVED else match[0].upper()
+
+
+def _clean_path(path: str) -> str:
+    """``path`` normalised: escapes as in :func:`_unescape_unreserved`, empty segments
+    dropped (``//`` merged) and dot segments removed (RFC 3986 5.2.4), after decoding."""
+    path = _unescape_unreserved(path)
+    if "%2F" in path or "%5C" in path:
+        raise URLRefused("escaped '/' or '\\' (%2F, %5C) are not allowed in a URL's path")
+    segments = path.split("/")
+    kept: list[str] = []
+    for segment in segments:
+        if segment == "..":
+            kept = kept[:-1]
+        elif segment not in ("", "."):
+            kept.append(segment)
+    trailing = "/" if kept and segments[-1] in ("", ".", "..") else ""
+    return "/" + "/".join(kept) + trailing
 
 
 def _first_line(exc: BaseException) -> str:

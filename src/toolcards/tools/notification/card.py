@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any, ClassVar
 
-from pydantic import Field, field_validator
+from pydantic import Field, StrictInt, field_validator
 
 from toolcards.core.actors import ActorHandle
 from toolcards.core.card import CardCapability, ToolCard, ToolFunc
@@ -52,9 +52,8 @@ def parse_delay(value: Any, limit: int) -> float:
 
 
 def parse_id(value: Any) -> int:
-    """A notification id (a positive integer, or its decimal text)."""
-    if isinstance(value, str) and value.strip().lstrip("#").isdigit():
-        value = int(value.strip().lstrip("#"))
+    """A notification id: a positive int as given, never read out of text (``"#3"``,
+    ``"1_0"``), so the id an approver saw is the one cancelled."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise RetriableError(f"notification_id must be a positive integer id, got {value!r:.40}")
     return value
@@ -101,7 +100,7 @@ class NotificationTool(ToolCard):
     def _register(self, param: RegisterNotification) -> ToolFunc:
         limit, cap, max_chars = self.max_delay_seconds, self.max_pending, self.max_content_chars
 
-        def register_notification(content: str, delay_seconds: int) -> str:
+        def register_notification(content: str, delay_seconds: StrictInt) -> str:
             """Schedule a message to yourself, delivered after a delay; returns its id.
 
             Use it to come back to something later (check a long job, follow up if nothing
@@ -154,7 +153,7 @@ class NotificationTool(ToolCard):
         return annotate(pending_notification, readonly=True, idempotent=True)
 
     def _cancel(self, param: CancelNotification) -> ToolFunc:
-        def cancel_notification(notification_id: int) -> str:
+        def cancel_notification(notification_id: StrictInt) -> str:
             """Cancel one of your own pending notifications.
 
             Args:
