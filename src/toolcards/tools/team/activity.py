@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from toolcards.governance.approvals.view import escaped_line
 from toolcards.runtime import DeferredResultActor, DeferredWorker, MemberActivity
 from toolcards.runtime.messaging import truncate
 
@@ -77,7 +78,7 @@ def render(rows: list[Row], now: float | None = None) -> str:
     for row in busy:
         started = row.activity.started_at
         since = f" for {max(0, round(clock - started))}s" if started is not None else ""
-        sender = f" (from {row.activity.sender})" if row.activity.sender else ""
+        sender = f" (from {escaped_line(row.activity.sender)})" if row.activity.sender else ""
         label = "summary" if row.summarized else "task"
         suspect = " [suspect: several messages open at once]" if row.activity.suspect else ""
         lines.append(f"- {row.name} ({row.role}) busy{since}{sender}{suspect}")

@@ -14,6 +14,7 @@ from toolcards.core.context import ContextState
 from toolcards.core.errors import RetriableError, TransientError
 from toolcards.core.observer import TeamManagementToolObserver
 from toolcards.core.spec import annotate
+from toolcards.governance.approvals.view import escaped_line
 from toolcards.runtime.host import TeamHost
 from toolcards.runtime.messaging import EVENT_TEXT_CHARS, member_activity, truncate
 from toolcards.tools._common.caller import caller_address
@@ -214,8 +215,8 @@ class TeamTool(ToolCard):
         )
         rows: list[Row] = []
         for name, activity in activities.items():
-            text = activity.task or ""
-            task, summarized = truncate(text, param.max_task_chars), False
+            text = activity.task or ""  # another member's words: one line, hidden characters shown
+            task, summarized = truncate(escaped_line(text), param.max_task_chars), False
             if (
                 activity.busy
                 and summarize_over is not None
@@ -225,7 +226,7 @@ class TeamTool(ToolCard):
             ):
                 summary = self._summary(param.summarizer, activity.message_id, text)
                 if summary is not None:
-                    task, summarized = summary, True
+                    task, summarized = escaped_line(summary), True
             rows.append(Row(name, roles[name], activity, task, summarized))
         return render(rows, now)
 
