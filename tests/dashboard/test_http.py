@@ -218,17 +218,23 @@ def _deploy_waits(world: World, env: str) -> Any:
 def test_a_new_pending_approval_is_announced_on_the_stream(
     world: World, approver: httpx.Client
 ) -> None:
+    assert _announced(world, approver, "qa")
+
+
+def _announced(world: World, approver: httpx.Client, tag: str) -> bool:
+    """Whether a request made to wait (tagged ``tag``) once the approver's page listens is
+    announced on its stream (the page is on the watcher's list once it said hello)."""
     made: list[Any] = []
 
-    def act() -> None:  # the page is on the watcher's list (hello): a change reaches it
-        made.append(_deploy_waits(world, "qa"))
+    def act() -> None:
+        made.append(_deploy_waits(world, tag))
 
     try:
         lines = _stream_until(approver, "/events", "event: approvals", act)
     finally:
         for request in made:
             world.broker.withdraw(request)
-    assert any(line.startswith("event: approvals") for line in lines)
+    return any(line.startswith("event: approvals") for line in lines)
 
 
 def test_an_open_event_stream_ends_with_its_session(world: World) -> None:
@@ -292,17 +298,7 @@ def test_the_approval_watcher_polls_the_ids_not_the_pending_requests(
         return whole(now)
 
     monkeypatch.setattr(store, "pending", pending)
-    made: list[Any] = []
-
-    def act() -> None:
-        made.append(_deploy_waits(world, "watched"))
-
-    try:
-        lines = _stream_until(approver, "/events", "event: approvals", act)
-    finally:
-        for request in made:
-            world.broker.withdraw(request)
-    assert any(line.startswith("event: approvals") for line in lines)
+    assert _announced(world, approver, "watched")
     assert read == []
 
 

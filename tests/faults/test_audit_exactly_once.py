@@ -25,6 +25,7 @@ from signal import SIGKILL
 import pytest
 
 from support.pg_proxy import CommitCuttingProxy, commit_cutting_proxy
+from support.processes import kill_at
 from toolcards.governance import AuditLog, AuditRecord
 
 TIMEOUT = 180.0
@@ -202,17 +203,7 @@ def test_a_durable_call_killed_between_its_row_and_its_record_is_not_audited_twi
     tmp_path: Path, durability: str
 ) -> None:
     first = _durable_run(tmp_path, durability, "stop")
-    try:
-        deadline = time.monotonic() + TIMEOUT
-        while not (tmp_path / "ready").exists():
-            assert first.poll() is None, first.communicate()[1][-3000:]
-            assert time.monotonic() < deadline, "the run never reached the record"
-            time.sleep(0.05)
-        first.send_signal(SIGKILL)
-        first.wait(timeout=60)
-    finally:
-        if first.poll() is None:
-            first.kill()
+    kill_at(first, tmp_path / "ready", TIMEOUT, "the run never reached the record")
     replay = _durable_run(tmp_path, durability, "go")  # the durable engine runs it again
     out, err = replay.communicate(timeout=TIMEOUT)
     assert replay.returncode == 0, err[-3000:]

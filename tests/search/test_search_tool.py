@@ -319,20 +319,26 @@ def bomb_site(request: httpx.Request) -> httpx.Response:
     return httpx.Response(200, stream=httpx.ByteStream(body), headers=headers)
 
 
+def call_traced(card: Any, tool: str, arg: str) -> tuple[str, int]:
+    """``call`` with the peak of Python's allocations while it ran."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        out = call(card, tool, arg)
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def test_a_compressed_page_is_inflated_only_as_far_as_the_cap() -> None:
     """64 MiB behind 64 KB of gzip: at most ``max_bytes`` of it is ever inflated (httpx
     inflated each chunk whole); two layers, or an encoding not read, are refused."""
-    import tracemalloc
 
     card, seen = make_card(
         bomb_site, web_fetch=WebFetch(backend="direct", max_bytes=100_000), api_key=None
     )
-    tracemalloc.start()
-    try:
-        out = call(card, "web_fetch", "https://example.com/once")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    out, peak = call_traced(card, "web_fetch", "https://example.com/once")
     assert "[... truncated: page larger than 100000 bytes]" in out
     assert peak < 16 << 20, peak
     assert seen[0].headers["accept-encoding"] == "gzip, deflate"
@@ -350,19 +356,13 @@ def test_a_compressed_search_answer_is_inflated_only_as_far_as_the_cap(
 ) -> None:
     """The Tavily answer was read with aiter_bytes(): every layer inflated a whole chunk at a
     time, the 8 MB cap checked after (1,833 bytes of ``gzip, gzip`` were 2 GiB)."""
-    import tracemalloc
 
     def answer(request: httpx.Request) -> httpx.Response:
         headers = {"content-type": "application/json", "content-encoding": encoding}
         return httpx.Response(200, stream=httpx.ByteStream(body), headers=headers)
 
     card, seen = make_card(answer)
-    tracemalloc.start()
-    try:
-        out = call(card, "web_search", "q")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    out, peak = call_traced(card, "web_search", "q")
     assert expected in out
     assert peak < 40 << 20, peak
     assert seen[0].headers["accept-encoding"] == "gzip, deflate"

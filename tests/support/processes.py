@@ -5,11 +5,14 @@ the test path; the benchmarks put it there)."""
 from __future__ import annotations
 
 import contextlib
+import signal
 import socket
 import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 
 def free_port() -> int:
@@ -118,3 +121,20 @@ def serving(
         yield proc
     finally:
         stop_process(proc)
+
+
+def kill_at(proc: subprocess.Popen[Any], marker: Path, timeout: float, what: str) -> None:
+    """SIGKILL ``proc`` once ``marker`` exists (the point the test kills it at); an
+    AssertionError saying ``what`` did not happen when ``proc`` exits first or ``timeout``
+    passes. ``proc`` is never left running."""
+    try:
+        deadline = time.monotonic() + timeout
+        while not marker.exists():
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, what
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
