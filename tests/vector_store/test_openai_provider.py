@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import time
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import numpy as np
 import pytest
 
+from toolcards.tools.vector_store import openai_provider
 from toolcards.tools.vector_store.embeddings import EmbeddingError
 from toolcards.tools.vector_store.openai_provider import OpenAIEmbeddingProvider
 
@@ -121,3 +124,77 @@ def test_text_embedding_3_requests_the_configured_dimension() -> None:
     )
     assert p.embed(["x"]).shape == (1, 256)
     assert bodies[0]["dimensions"] == 256
+
+
+class Trickle(httpx.SyncByteStream):
+    """An answer sent a byte per (fake) second, then valid: each read is quick, the whole is
+    not (a trickling service held the store's only embedding worker for minutes)."""
+
+    def __init__(self, clock: list[float], payload: bytes) -> None:
+        self.clock = clock
+        self.payload = payload
+        self.sent = 0
+        self.closed = 0
+
+    def __iter__(self) -> Any:
+        for _ in range(100):
+            self.clock[0] += 1.0
+            self.sent += 1
+            yield b" "
+        yield self.payload
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def _payload(dim: int = 8) -> bytes:
+    return json.dumps({"data": [{"index": 0, "embedding": [1.0] * dim}]}).encode()
+
+
+def test_a_trickling_answer_ends_at_the_deadline_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [0.0]
+    monkeypatch.setattr(
+        openai_provider, "time", SimpleNamespace(monotonic=lambda: clock[0], sleep=time.sleep)
+    )
+    streams: list[Trickle] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        streams.append(Trickle(clock, _payload()))
+        return httpx.Response(200, stream=streams[-1])
+
+    p = _provider(handler, max_retries=1, timeout_s=3)
+    with pytest.raises(EmbeddingError, match="timed out after 3 s"):
+        p.embed(["x"])
+    assert p.requests == 2
+    assert [(s.sent, s.closed) for s in streams] == [(4, 1), (4, 1)]
+
+
+def test_an_answer_past_its_cap_is_refused_unread() -> None:
+    """A 400 MiB answer to one query was read whole: 44 -> 862 MiB of memory."""
+    chunks = [b" " * 65536] * (openai_provider.ANSWER_SLACK // 65536 * 4) + [_payload()]
+    read: list[int] = []
+
+    def body() -> Any:
+        for n, chunk in enumerate(chunks):
+            read.append(n)
+            yield chunk
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=body())
+
+    p = _provider(handler, max_retries=2)
+    with pytest.raises(EmbeddingError, match="exceeded .* bytes"):
+        p.embed(["x"])
+    assert p.requests == 1
+    assert len(read) < len(chunks) // 3
+
+
+def test_an_encoded_answer_is_refused() -> None:
+    """The cap counts bytes as they come: an inflated answer could be any size."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.headers["accept-encoding"] == "identity"
+        return httpx.Response(200, content=b"x", headers={"content-encoding": "gzip"})
+
+    with pytest.raises(EmbeddingError, match="gzip-encoded"):
+        _provider(handler).embed(["x"])

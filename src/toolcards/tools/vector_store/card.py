@@ -13,6 +13,7 @@ from toolcards.core.channels import Channels
 from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate
+from toolcards.governance.approvals.view import escaped_line
 from toolcards.tools._common.fusion import store_name
 from toolcards.tools._common.team import team_observer
 from toolcards.tools._common.vector_api import CARD_COLLECTIONS, VectorStoreApi
@@ -223,7 +224,8 @@ class VectorStoreTool(ToolCard, StoreSettings):
             for item, score in hits:
                 text = handle.ask(VectorStoreApi.text, collection, item) or ""
                 snippet = " ".join(text.split())[: param.snippet_chars]
-                lines.append(f"{score:.3f} {item}: {snippet}".rstrip(": "))
+                # escaped: an id stored before ids were checked could hold a line break
+                lines.append(f"{score:.3f} {escaped_line(item)}: {snippet}".rstrip(": "))
             return "\n".join(lines)
 
         if self.name != "VectorStore":  # several stores in one factory need distinct names

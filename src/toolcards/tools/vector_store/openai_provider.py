@@ -1,14 +1,20 @@
 """OpenAI-compatible and Azure OpenAI embeddings over httpx: batched, bounded retries,
-explicit timeouts. API keys are sent as headers only: never logged, never in an error."""
+explicit timeouts. API keys are sent as headers only: never logged, never in an error.
+
+httpx's timeout bounds each read, not a whole request: a service sending a byte just within
+it held the store's embedding worker for as long as it liked (every later query waited), so
+each attempt also has a deadline, and its answer a size cap (it was read whole)."""
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from toolcards.core import outside_json
 from toolcards.tools.vector_store.base import (
     OPENAI_DIMENSIONS,
     EmbeddingError,
@@ -23,6 +29,11 @@ KNOWN_DIMENSIONS = OPENAI_DIMENSIONS
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_AZURE_API_VERSION = "2024-02-01"
 _RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+BYTES_PER_VALUE = 64
+"""Answer bytes allowed per embedding value: a float as JSON writes it (about 24 characters)
+on a line of its own, indented, as OpenAI's pretty-printed answers put it, with room to spare."""
+ANSWER_SLACK = 1 << 20
+"""Answer bytes allowed besides the values (the envelope, an error message)."""
 
 
 class OpenAIEmbeddingProvider:
@@ -137,30 +148,50 @@ class OpenAIEmbeddingProvider:
                 time.sleep(self.backoff_s * 2 ** (attempt - 1))
             self.requests += 1
             try:
-                response = self._http().post("/embeddings", json=body)
-            except httpx.TimeoutException:
+                status, answer = self._send(body, len(chunk) * self._dimension)
+            except (httpx.TimeoutException, TimeoutError):
                 last = f"timed out after {self.timeout_s:g} s"
                 continue
             except httpx.TransportError as exc:
                 last = f"transport error: {type(exc).__name__}"
                 continue
-            if response.status_code in _RETRY_STATUS:
-                last = f"HTTP {response.status_code}"
+            if status in _RETRY_STATUS:
+                last = f"HTTP {status}"
                 continue
-            if response.status_code >= 400:
+            if status >= 400:
                 raise EmbeddingError(
-                    f"embedding request failed: HTTP {response.status_code}: "
-                    f"{_error_message(response)}"
+                    f"embedding request failed: HTTP {status}: {_error_message(answer)}"
                 )
-            return self._parse(response, len(chunk))
+            return self._parse(answer, len(chunk))
         raise EmbeddingError(
             f"embedding request failed after {self.max_retries + 1} attempts: {last}"
         )
 
-    def _parse(self, response: httpx.Response, expected: int) -> Matrix:
+    def _send(self, body: dict[str, Any], values: int) -> tuple[int, bytes]:
+        """One POST's status and answer, read within ``timeout_s`` (TimeoutError past it, the
+        response closed) and up to a cap for ``values`` numbers (EmbeddingError past it)."""
+        deadline = time.monotonic() + self.timeout_s
+        cap = values * BYTES_PER_VALUE + ANSWER_SLACK
+        headers = {"Accept-Encoding": "identity"}  # the cap counts the bytes as they come
+        with self._http().stream("POST", "/embeddings", json=body, headers=headers) as response:
+            encoding = response.headers.get("content-encoding", "identity").strip().lower()
+            if encoding != "identity":
+                raise EmbeddingError(f"embedding answer came {encoding}-encoded: not read")
+            chunks: list[bytes] = []
+            size = 0
+            for raw in _raw(response):
+                size += len(raw)
+                if size > cap:
+                    raise EmbeddingError(f"embedding answer exceeded {cap} bytes: not read")
+                if time.monotonic() > deadline:
+                    raise TimeoutError
+                chunks.append(raw)
+            return response.status_code, b"".join(chunks)
+
+    def _parse(self, answer: bytes, expected: int) -> Matrix:
         np = require("numpy")
         try:
-            data = response.json()["data"]
+            data = outside_json.loads(answer)["data"]
             rows = sorted(data, key=lambda item: int(item["index"]))
             matrix = np.array([row["embedding"] for row in rows], dtype=np.float32)
         except (ValueError, KeyError, TypeError) as exc:
@@ -229,10 +260,18 @@ class AzureOpenAIEmbeddingProvider(OpenAIEmbeddingProvider):
         return body
 
 
-def _error_message(response: httpx.Response) -> str:
+def _raw(response: httpx.Response) -> Iterator[bytes]:
+    """The body's chunks as they come (as built, for a response made in memory: a mock's)."""
+    if response.is_stream_consumed:
+        yield response.content
+    else:
+        yield from response.iter_raw()
+
+
+def _error_message(answer: bytes) -> str:
     try:
-        payload = response.json()
+        payload = outside_json.loads(answer)
         message = payload.get("error", {}).get("message") if isinstance(payload, dict) else None
-    except ValueError:
+    except (ValueError, AttributeError):
         message = None
-    return str(message or response.text)[:300]
+    return str(message or answer[:300].decode("utf-8", "replace"))[:300]

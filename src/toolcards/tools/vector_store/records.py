@@ -10,15 +10,19 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import logging
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from toolcards.tools._common.batch import one_line
 from toolcards.tools.vector_store.base import require
 
 if TYPE_CHECKING:
     from toolcards.tools.vector_store.base import Matrix
+
+logger = logging.getLogger(__name__)
 
 COLLECTION_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 MAX_ID_CHARS = 1024
@@ -76,10 +80,15 @@ def check_collection(name: Any) -> str:
 
 
 def check_id(item: Any) -> str:
-    """A valid record id (non-empty string, at most 1024 characters) or ValueError."""
+    """A valid record id (non-empty string, at most 1024 characters, one line of visible
+    text: search answers show it at the start of a line, where a line break in it wrote made-up
+    hits for every member) or ValueError."""
     if not isinstance(item, str) or not item.strip() or len(item) > MAX_ID_CHARS:
         raise ValueError(f"ids are non-empty strings of at most {MAX_ID_CHARS} chars: {item!r:.80}")
-    return item
+    try:
+        return one_line(item)
+    except ValueError as exc:
+        raise ValueError(f"ids {exc}: {item!r:.80}") from None
 
 
 def valid_pair(pair: Any) -> tuple[str, str]:
@@ -158,16 +167,26 @@ class RecordStore:
 
     def load(self, dimension: int | None) -> Iterator[tuple[str, Record | None]]:
         """Every stored record as ``(collection, record)``; vectors are decoded only when
-        ``dimension`` is given (otherwise ``record.vector`` is empty, for re-embedding)."""
+        ``dimension`` is given (otherwise ``record.vector`` is empty, for re-embedding).
+
+        A row under a collection or id the store refuses is skipped (and logged): one such
+        row, planted in the team's store, made every restore raise and took the store down."""
         np = require("numpy")
         empty = np.zeros((0,), dtype=np.float32)
         for key, value in self.state.items("v/"):
             collection, _, item = key[2:].partition("/")
-            if not item or not isinstance(value, dict):
+            try:
+                check_collection(collection)
+                check_id(item)
+            except ValueError:
+                logger.warning("vector store: skipped a stored row under an invalid key")
+                continue
+            if not isinstance(value, dict):
                 yield collection, None
                 continue
             try:
                 vector = empty if dimension is None else decode_vector(value["v"], dimension)
-                yield collection, Record(item, str(value["h"]), str(value.get("t", "")), vector)
+                text = str(value.get("t", ""))[: self.max_text_chars]
+                yield collection, Record(item, str(value["h"]), text, vector)
             except (KeyError, ValueError, TypeError):
                 yield collection, None

@@ -47,6 +47,19 @@ def inmemory_factory(collection: str, dimension: int) -> VectorIndex:
     return InMemoryIndex(dimension)
 
 
+def _within_cap(collection: str, kept: set[str], skipped: set[str]) -> bool:
+    """Whether stored rows of ``collection`` are loaded: the cap of :data:`MAX_COLLECTIONS`
+    holds for stored rows too (rows written around the tools made an index per name they
+    held). ``kept`` and ``skipped`` gather the collections loaded and those past the cap."""
+    if collection in CARD_COLLECTIONS or collection in kept:
+        return True
+    if len(kept) >= MAX_COLLECTIONS:
+        skipped.add(collection)
+        return False
+    kept.add(collection)
+    return True
+
+
 class VectorStore:
     """Collections of ``id -> (text hash, vector)`` over one embedding model and one backend."""
 
@@ -83,8 +96,10 @@ class VectorStore:
         same = meta is not None and all(meta.get(k) == v for k, v in current.items())
         stale: dict[str, list[Pending]] = {}
         loaded: dict[str, tuple[list[str], list[Matrix]]] = {}
+        kept: set[str] = set()
+        skipped: set[str] = set()
         for collection, rec in self.records.load(self.dimension if same else None):
-            if rec is None:
+            if rec is None or not _within_cap(collection, kept, skipped):
                 continue
             if same:
                 ids, vecs = loaded.setdefault(collection, ([], []))
@@ -95,6 +110,12 @@ class VectorStore:
             else:
                 stale.setdefault(collection, []).append((rec.id, rec.text, rec.hash))
                 self._wanted.setdefault(collection, {})[rec.id] = rec.hash
+        if skipped:
+            logger.warning(
+                "vector store: %d stored collections past the cap of %d were not loaded",
+                len(skipped),
+                MAX_COLLECTIONS,
+            )
         np = require("numpy")
         for collection, (ids, vecs) in loaded.items():
             index = self.index(collection)
