@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from pydantic_ai import Agent
+from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
@@ -113,6 +114,43 @@ def test_a_model_reusing_one_tool_call_id_is_counted_for_each_call(tmp_path: Pat
         Agent(FunctionModel(respond), capabilities=[cards(rules, audit)]).run_sync("plan")
         outcomes = [row.outcome for row in audit.query(tool="update_planning")]
     assert outcomes == ["ok"] + ["over_budget"] * 5
+
+
+def window(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """A host's sliding window of the history: the prompt and the last four messages."""
+    return [messages[0], *messages[-4:]] if len(messages) > 5 else messages
+
+
+def reusing_past_the_window(tool: str, args: list[dict[str, Any]]) -> FunctionModel:
+    """A model that calls ``tool`` with each of ``args`` under one tool call id, two other
+    calls between them: each call's answer has left the window when the next one comes."""
+    parts: list[ToolCallPart] = []
+    for n, each in enumerate(args):
+        parts.append(ToolCallPart(tool, each, tool_call_id="same"))
+        parts += [ToolCallPart("search_planning", {}, tool_call_id=f"look-{n}-{k}") for k in (1, 2)]
+    steps = iter(parts)
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        part = next(steps, None)
+        return ModelResponse(parts=[part if part is not None else TextPart("done")])
+
+    return FunctionModel(respond)
+
+
+def test_a_tool_call_id_reused_past_a_history_window_is_counted_for_each_call(
+    tmp_path: Path,
+) -> None:
+    """Before, a call's key counted the answers to its id still in the history: once they left
+    the window the key repeated the first call's, which the budget took as counted (all three
+    ran past a budget of one)."""
+    args = [{"create": [{"description": f"deploy {n}"}]} for n in range(3)]
+    rules = {"budgets": [{"name": "plans", "per": "run", "targets": ["update_planning"],
+                          "calls": 1}]}  # fmt: skip
+    with AuditLog(tmp_path / "audit.db", durability="sync") as audit:
+        model = reusing_past_the_window("update_planning", args)
+        Agent(model, capabilities=[cards(rules, audit), ProcessHistory(window)]).run_sync("plan")
+        outcomes = [row.outcome for row in audit.query(tool="update_planning")]
+    assert outcomes == ["ok", "over_budget", "over_budget"]
 
 
 def test_a_replayed_model_response_is_counted_once() -> None:

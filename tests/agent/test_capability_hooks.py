@@ -3,11 +3,15 @@ code and (the built-in secret scanner, a call-results database) in agent specs."
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic_ai import Agent
+from pydantic_ai.capabilities import ProcessHistory
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from support.scripted import SequenceScript
 from toolcards import WorkspaceTool
@@ -105,20 +109,51 @@ def test_a_capability_with_call_results_records_each_tool_call_of_a_run(
         [WorkspaceTool()], policy=Policy.from_dict(POLICY), identity=WRITER, call_results=results
     )
     run = Agent(script.model, capabilities=[cards]).run_sync("write")
-    recorded = results.claim(durable_call_key(run.run_id, "call-1") or "", "workspace_write", "")
+    recorded = results.claim(durable_call_key(run.run_id, 1, "call-1") or "", "workspace_write", "")
     assert recorded is not None and recorded.settled
     assert (recorded.tool_id, recorded.outcome) == ("workspace_write", "ok")
     results.close()
 
 
+def test_a_new_call_under_an_id_reused_past_a_history_window_runs(
+    root: Path, tmp_path: Path
+) -> None:
+    """The host keeps a sliding window of the history, and the model reuses the id of its first
+    write once that write's answer left it. Before, the second write got the first's key and
+    the call-results store refused it as the same call made with other arguments."""
+    writes = [{"path": f"{name}.md", "content": name} for name in ("one", "two")]
+    parts = [
+        ToolCallPart("workspace_write", writes[0], tool_call_id="same"),
+        *(ToolCallPart("workspace_list", {}, tool_call_id=f"look-{k}") for k in (1, 2)),
+        ToolCallPart("workspace_write", writes[1], tool_call_id="same"),
+    ]
+    steps = iter(parts)
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        part = next(steps, None)
+        return ModelResponse(parts=[part if part is not None else TextPart("done")])
+
+    def window(messages: list[ModelMessage]) -> list[ModelMessage]:
+        return [messages[0], *messages[-4:]] if len(messages) > 5 else messages
+
+    results = SqliteCallResults(tmp_path / "calls.db")
+    cards = GovernedCards(
+        [WorkspaceTool()], policy=Policy.from_dict(POLICY), identity=WRITER, call_results=results
+    )
+    Agent(FunctionModel(respond), capabilities=[cards, ProcessHistory(window)]).run_sync("go")
+    results.close()
+    assert (root / "default" / "one.md").read_text() == "one"
+    assert (root / "default" / "two.md").read_text() == "two"
+
+
 def test_a_spec_names_a_call_results_database(root: Path, tmp_path: Path) -> None:
     script = SequenceScript([("workspace_write", {"path": "a.md", "content": "once"})])
-    db = tmp_path / "runs.db"
-    agent = Agent.from_spec(
-        _spec(call_results=str(db)), model=script.model, custom_capability_types=[GovernedCards]
+    (tmp_path / "agent.yaml").write_text(json.dumps(_spec(call_results="runs.db")))
+    agent = Agent.from_file(
+        tmp_path / "agent.yaml", model=script.model, custom_capability_types=[GovernedCards]
     )
     run = agent.run_sync("write")
-    results = SqliteCallResults(db)
-    recorded = results.claim(durable_call_key(run.run_id, "call-1") or "", "workspace_write", "")
+    results = SqliteCallResults(tmp_path / "runs.db")
+    recorded = results.claim(durable_call_key(run.run_id, 1, "call-1") or "", "workspace_write", "")
     assert recorded is not None and recorded.outcome == "ok"
     results.close()

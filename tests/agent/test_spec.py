@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from pydantic_ai.agent.spec import AgentSpec
 
 from support.scripted import SequenceScript, wait_until
 from toolcards.governance import AuditLog
+from toolcards.governance.audit.log import AuditRecord
 from toolcards.surfaces.agent import GovernedCards
 
 POLICY = """\
@@ -101,9 +103,9 @@ def test_a_spec_identity_with_unknown_keys_is_refused(spec_dir: Path) -> None:
 
 
 def test_a_missing_policy_file_is_one_clear_error(spec_dir: Path) -> None:
-    spec = {"capabilities": [{"toolcards": {"cards": [], "policy": "nope.yaml"}}]}
+    (spec_dir / "agent.yaml").write_text(SPEC.replace("policy.yaml", "nope.yaml"))
     with pytest.raises(ValueError, match="toolcards policy: file 'nope.yaml' not found"):
-        Agent.from_spec(spec, model="test", custom_capability_types=[GovernedCards])
+        Agent.from_file("agent.yaml", model="test", custom_capability_types=[GovernedCards])
 
 
 DENY_ALL = "default_effect: deny\nrules: []\n"
@@ -165,8 +167,92 @@ def test_a_spec_file_names_the_folder_its_missing_policy_was_looked_for_in(
 def test_a_spec_error_names_the_key_as_the_yaml_spells_it(
     spec_dir: Path, args: dict[str, Any], message: str
 ) -> None:
-    given = {"cards": [{"type": "WorkspaceTool"}], "policy": "policy.yaml", **args}
+    given = {"cards": [{"type": "WorkspaceTool"}], "policy": {"default_effect": "deny"}, **args}
     spec = {"capabilities": [{"toolcards": {k: v for k, v in given.items() if v is not None}}]}
     with pytest.raises(ValueError, match=message) as raised:
         Agent.from_spec(spec, model="test", custom_capability_types=[GovernedCards])
     assert "keyword argument" not in str(raised.value)
+
+
+def _host_trail(path: Path) -> list[tuple[str, str]]:
+    with AuditLog(path, team_id="prod") as log:
+        return [(e.principal, e.tool) for e in log.query()]
+
+
+def test_a_spec_cannot_write_the_hosts_audit_trail(tmp_path: Path, root: Path) -> None:
+    """A spec named the host's audit database and team: its calls were appended to team prod's
+    trail, chained after the host's rows, as the principal and roles the spec chose."""
+    host, spec = tmp_path / "host", tmp_path / "evil"
+    host.mkdir()
+    spec.mkdir()
+    with AuditLog(host / "audit.db", team_id="prod", durability="sync") as log:
+        log.record(AuditRecord(ts=1.0, principal="deploy-bot", principal_type="agent", roles=(),
+                               surface="cli", tool="deploy", call_id="h1", args={},
+                               decision="allow", outcome="ok"))  # fmt: skip
+    (spec / "agent.yaml").write_text(
+        "capabilities:\n  - toolcards:\n      cards: [{type: WorkspaceTool}]\n"
+        "      policy: {default_effect: allow}\n"
+        "      identity: {id: alice, type: user, roles: [approver]}\n"
+        f"      audit: {host / 'audit.db'}\n      team: prod\n"
+    )
+    script = SequenceScript([("workspace_write", {"path": "a.md", "content": "x"})])
+    with pytest.raises(ValueError, match=r"toolcards audit: '.*' lies outside the spec") as no:
+        Agent.from_file(spec / "agent.yaml", model=script.model,
+                        custom_capability_types=[GovernedCards])  # fmt: skip
+    assert "\n" not in str(no.value)
+    assert _host_trail(host / "audit.db") == [("deploy-bot", "deploy")]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("audit", "{out}/audit.db"), ("call_results", "../host/runs.db"), ("audit", "~/audit.db"),
+     ("policy", "{out}/policy.yaml"), ("call_results", "link/runs.db")],
+    ids=["audit", "call_results-up", "audit-home", "policy", "call_results-through-a-link"],
+)  # fmt: skip
+def test_a_spec_keeps_its_files_in_its_own_folder(
+    tmp_path: Path, root: Path, monkeypatch: pytest.MonkeyPatch, key: str, value: str
+) -> None:
+    """Files a spec names were opened wherever it said: a host folder's database written, the
+    host's own policy read as the spec's; a link in the spec's folder leads there too."""
+    out, folder = tmp_path / "host", tmp_path / "spec"
+    out.mkdir()
+    folder.mkdir()
+    (folder / "link").symlink_to(out)
+    (out / "policy.yaml").write_text(POLICY)
+    (folder / "policy.yaml").write_text(POLICY)
+    monkeypatch.setenv("HOME", str(out))
+    args = {"cards": [{"type": "WorkspaceTool"}], "policy": "policy.yaml", "team": "prod"}
+    refused = {"capabilities": [{"toolcards": {**args, key: value.format(out=out)}}]}
+    (folder / "agent.yaml").write_text(json.dumps(refused))
+    with pytest.raises(ValueError, match=rf"toolcards {key}: .* lies outside the spec file's"):
+        Agent.from_file(
+            folder / "agent.yaml", model="test", custom_capability_types=[GovernedCards]
+        )
+    assert sorted(p.name for p in out.iterdir()) == ["policy.yaml"]
+    inside = {"capabilities": [{"toolcards": {**args, key: "own.yaml" if key == "policy"
+                                              else "own/x.db"}}]}  # fmt: skip
+    (folder / "own").mkdir()
+    (folder / "own.yaml").write_text(POLICY)
+    (folder / "agent.yaml").write_text(json.dumps(inside))
+    Agent.from_file(folder / "agent.yaml", model="test", custom_capability_types=[GovernedCards])
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("policy", "policy.yaml"), ("audit", "audit.db"), ("call_results", "r.db")]
+)
+def test_a_spec_given_as_a_mapping_names_no_file(spec_dir: Path, key: str, value: str) -> None:
+    """A mapping has no folder of its own: the working directory is the host's, not the
+    spec's."""
+    args = {"cards": [], "policy": {"default_effect": "deny"}, key: value}
+    spec = {"capabilities": [{"toolcards": args}]}
+    with pytest.raises(ValueError, match=rf"toolcards {key}: '{value}' is a file, and a spec "):
+        Agent.from_spec(spec, model="test", custom_capability_types=[GovernedCards])
+    assert not (spec_dir / "audit.db").exists() and not (spec_dir / "r.db").exists()
+
+
+def test_a_spec_given_as_a_mapping_may_keep_its_stores_in_memory(spec_dir: Path) -> None:
+    args = {"cards": [], "policy": {"default_effect": "deny"}, "team": "t",
+            "audit": ":memory:", "call_results": ":memory:"}  # fmt: skip
+    spec = {"capabilities": [{"toolcards": args}]}
+    agent = Agent.from_spec(spec, model="test", custom_capability_types=[GovernedCards])
+    assert agent.run_sync("hi").output

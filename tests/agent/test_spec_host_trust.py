@@ -415,7 +415,7 @@ def test_a_spec_records_call_results_in_the_postgres_database_the_host_trusts(
     agent = Agent.from_spec(data, model=script.model, custom_capability_types=[capability])
     run = agent.run_sync("write")
     results = open_call_results(postgres_url, "specs")
-    key = durable_call_key(run.run_id, "call-1") or ""
+    key = durable_call_key(run.run_id, 1, "call-1") or ""
     recorded = results.claim(key, "workspace_write", "")
     assert recorded is not None and (recorded.tool_id, recorded.outcome) == (
         "workspace_write",

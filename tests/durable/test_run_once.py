@@ -12,9 +12,7 @@ import asyncio
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
-from signal import SIGKILL
 from typing import Any
 
 import pytest
@@ -23,6 +21,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
+from support.processes import kill_at
 from toolcards.core.identity import durable_call_key
 from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
 from toolcards.governance.redaction.redactor import args_digest
@@ -30,6 +29,7 @@ from toolcards.stores.call_results import SqliteCallResults
 
 RUN_ID = "wf-7:2"  # what DBOS makes: <workflow id>:<step>, the same on every replay
 CALL_ID = "pyd_ai_call_1"
+STEP = 1  # the run step whose model response made the call (its first)
 writes: list[str] = []
 
 
@@ -99,7 +99,7 @@ def test_a_replayed_call_returns_its_recorded_result_without_running(world: Any)
 def test_a_call_its_process_died_in_is_refused_and_audited_once(world: Any) -> None:
     run, audit, results = world
     # what a process killed while the tool ran leaves: the key claimed, never settled
-    key = durable_call_key(RUN_ID, CALL_ID)
+    key = durable_call_key(RUN_ID, STEP, CALL_ID)
     results.claim(key, "append_line", args_digest({"text": "one"}), "agent.writer")
     answer = run("append_line", {"text": "one"})
     assert answer.startswith("error: append_line was interrupted")
@@ -109,7 +109,7 @@ def test_a_call_its_process_died_in_is_refused_and_audited_once(world: Any) -> N
 
 def test_an_idempotent_call_its_process_died_in_runs_again(world: Any) -> None:
     run, audit, results = world
-    key = durable_call_key(RUN_ID, CALL_ID)
+    key = durable_call_key(RUN_ID, STEP, CALL_ID)
     results.claim(key, "set_flag", args_digest({"value": "on"}), "agent.writer")
     assert run("set_flag", {"value": "on"}) == "set on"
     assert writes == ["on"]
@@ -179,15 +179,18 @@ def test_another_principal_reusing_a_key_is_refused_without_the_record(world: An
 
 
 def test_durable_keys_join_their_parts_unambiguously() -> None:
-    assert durable_call_key("r/1", "x") != durable_call_key("r", "1/x")
-    assert durable_call_key("r:1", "x") != durable_call_key("r", "1:x")
+    assert durable_call_key("r/1", 1, "x") != durable_call_key("r", 1, "1/x")
+    assert durable_call_key("r:1", 1, "x") != durable_call_key("r", 1, "1:x")
+    assert durable_call_key("r", 1, "x") != durable_call_key("r", 2, "x")
 
 
 def test_a_long_call_id_is_hashed_and_still_runs_once(world: Any) -> None:
     run, audit, _ = world
     long_id = "call-" + "x" * 1000
-    key = durable_call_key(RUN_ID, long_id)
-    assert key is not None and len(key) < 100 and key != durable_call_key(RUN_ID, long_id + "y")
+    key = durable_call_key(RUN_ID, STEP, long_id)
+    assert (
+        key is not None and len(key) < 100 and key != durable_call_key(RUN_ID, STEP, long_id + "y")
+    )
     first = run("append_line", {"text": "once"}, call_id=long_id)
     again = run("append_line", {"text": "once"}, call_id=long_id)
     assert first == again and writes == ["once"]
@@ -218,7 +221,7 @@ async def _replayed_while_running(tmp_path: Path) -> tuple[list[Any], list[str]]
         )
         cap = executor.registry.get("transfer")
         assert cap is not None
-        who, key = Identity("agent.writer", type="agent"), durable_call_key(RUN_ID, CALL_ID)
+        who, key = Identity("agent.writer", type="agent"), durable_call_key(RUN_ID, STEP, CALL_ID)
 
         def again() -> Any:
             durable = DurableCall(results, key)
@@ -326,7 +329,7 @@ def test_a_recorded_result_that_cannot_be_read_is_an_error_not_a_crash_or_a_reru
     """A planted row (a store is outside input): the replay raised RecursionError out of the
     run, on every recovery of the workflow."""
     run, audit, results = world
-    key = durable_call_key(RUN_ID, CALL_ID)
+    key = durable_call_key(RUN_ID, STEP, CALL_ID)
     results.claim(key, "append_line", args_digest({"text": "one"}), "agent.writer", CALL_ID)
     results.settle(key, outcome, "", value)
     answer = run("append_line", {"text": "one"})
@@ -344,7 +347,7 @@ def test_a_key_another_team_claimed_is_refused_and_its_row_left_alone(
     run, audit, _ = world
     alpha = SqliteCallResults(tmp_path / "shared.db", "alpha")
     beta = SqliteCallResults(tmp_path / "shared.db", "beta")
-    key = durable_call_key(RUN_ID, CALL_ID)
+    key = durable_call_key(RUN_ID, STEP, CALL_ID)
     assert key is not None
     alpha.claim(key, "append_line", args_digest({"text": "one"}), "agent.writer", CALL_ID)
     answer = run("append_line", {"text": "one"}, call_results=beta)
@@ -426,17 +429,7 @@ def test_a_call_killed_while_it_waited_for_approval_runs_once_the_human_grants_i
     from toolcards.stores.sqlite.approvals import SqliteApprovalStore
 
     first = _waiting_run(tmp_path)
-    try:
-        deadline = time.monotonic() + 180.0
-        while not (tmp_path / "asked").exists():
-            assert first.poll() is None, first.communicate()[1][-3000:]
-            assert time.monotonic() < deadline, "the call never asked for approval"
-            time.sleep(0.05)
-        first.send_signal(SIGKILL)
-        first.wait(timeout=60)
-    finally:
-        if first.poll() is None:
-            first.kill()
+    kill_at(first, tmp_path / "asked", 180.0, "the call never asked for approval")
     broker = ApprovalBroker(store=SqliteApprovalStore(tmp_path / "approvals.db"))
     approval_id = (tmp_path / "asked").read_text()
     broker.grant(approval_id, approver=Identity("human.ann", roles=["approver"]))

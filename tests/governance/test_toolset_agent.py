@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic_ai import Agent, RunContext
-from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolDenied
 
 from support.scripted import SequenceScript as Script
 from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
+from toolcards.governance.approvals.broker import ApprovalError
 
 from .conftest import POLICY_PATH, Recorder
 
@@ -283,6 +285,37 @@ def test_audit_records_the_request_and_the_approved_run(recorder: Recorder, tmp_
         ("approve", "ok", call_id),
     ]
     assert rows[0].args_digest == rows[1].args_digest
+
+
+def test_a_call_the_run_denies_is_denied_in_the_inbox_and_stays_refused(
+    recorder: Recorder, tmp_path: Path
+) -> None:
+    """pydantic-ai writes a ``ToolDenied`` answer itself and never calls the toolset: before,
+    the request stayed pending, an approver granted it, and a later run making the same call
+    under the same id ran it at once. Now the run's own denial decides it, with one row."""
+    audit = AuditLog(tmp_path / "audit.db", durability="sync")
+    toolset = _governed(recorder, identity=CAROL, audit=audit)
+    agent, first = _approval_run(recorder, toolset)
+    call_id = first.output.approvals[0].tool_call_id
+    approval_id = first.output.metadata[call_id]["approval_id"]
+    results = DeferredToolResults(approvals={call_id: ToolDenied("not today")})
+    agent.run_sync(message_history=first.all_messages(), deferred_tool_results=results)
+    broker = toolset.executor.approvals
+    assert broker.pending() == []
+    with pytest.raises(ApprovalError, match="already denied"):
+        broker.grant(approval_id, approver=Identity("boss", roles=["approver"]))
+    _, later = _approval_run(recorder, toolset)  # the same call under the same id
+    rows = audit.query(tool="transfer_money")
+    audit.close()
+    assert "denied: approval for transfer_money was refused" in later.output
+    assert recorder.count("transfer_money") == 0
+    assert [(r.principal, r.decision, r.outcome) for r in rows] == [
+        ("carol", "approve", "needs_approval"),
+        ("carol", "deny", "approval_denied"),
+        ("boss", "none", "approval_rejected"),
+        ("carol", "approve", "denied"),
+    ]
+    assert rows[1].reason == "requested by carol; denied by its own run: not today"
 
 
 def test_without_deferred_approvals_an_approval_required_call_is_refused(

@@ -138,6 +138,41 @@ def test_cached_text_over_the_cap_is_converted_again(
     assert stale.read_text() == "fresh\n"
 
 
+def _cached_names(root: Path) -> set[str]:
+    return {p.name for p in (root / CACHE_DIR_NAME / "docs" / "default").iterdir()}
+
+
+def _key(data: bytes) -> str:
+    return f"{hashlib.sha256(data).hexdigest()}.md"
+
+
+def test_document_cache_keeps_a_byte_bound_evicting_the_least_recently_used(
+    tools: Tools, ws: Path, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # each distinct document read left its text outside the workspace, for good
+    _fake_converter(monkeypatch, "import sys; sys.stdin.buffer.read(); print('x' * 1023)")
+    monkeypatch.setattr(docs, "MAX_CACHE_BYTES", 3 * 1024)  # three texts of 1 KiB
+    for name in "abc":
+        (ws / f"{name}.pdf").write_bytes(name.encode())
+        tools["workspace_read"](f"{name}.pdf", limit=1)
+    tools["workspace_read"]("a.pdf", limit=1)  # a cache hit: a is now used after b and c
+    (ws / "d.pdf").write_bytes(b"d")
+    tools["workspace_read"]("d.pdf", limit=1)
+    assert _cached_names(root) == {_key(b"a"), _key(b"c"), _key(b"d")}
+
+
+def test_document_cache_keeps_an_entry_bound(
+    tools: Tools, ws: Path, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fake_converter(monkeypatch, "import sys; sys.stdin.buffer.read(); print('text')")
+    monkeypatch.setattr(docs, "MAX_CACHE_ENTRIES", 2)
+    for name in "abc":
+        (ws / f"{name}.pdf").write_bytes(name.encode())
+        tools["workspace_read"](f"{name}.pdf")
+    assert _cached_names(root) == {_key(b"b"), _key(b"c")}
+    assert tools["workspace_read"]("a.pdf") == "     1\ttext"  # converted again
+
+
 def test_caps_round_trip_through_json(ws: Path) -> None:
     card = WorkspaceTool(
         allow_hardlinks=True, max_text_bytes=4096, max_document_bytes=8192,

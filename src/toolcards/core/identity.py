@@ -89,8 +89,10 @@ def joined_key(*parts: str) -> str:
     return "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def durable_call_key(run_id: str | None, tool_call_id: str | None) -> str | None:
-    """The key of one tool call of one run (None when either id is missing)."""
+def durable_call_key(run_id: str | None, run_step: int, tool_call_id: str | None) -> str | None:
+    """The key of one tool call of one run: the run, the step whose model response made it (a
+    response never repeats an id; a later one may, for another call) and its tool call id
+    (None when either id is missing)."""
     if not run_id or not tool_call_id:
         return None
-    return joined_key(run_id, tool_call_id)
+    return joined_key(run_id, str(run_step), tool_call_id)

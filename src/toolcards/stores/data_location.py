@@ -1,16 +1,18 @@
-"""The one rule for a database server that data names (an agent spec, a config an agent may
-have written): the host's credentials and files never go where data says.
+"""The one rule for a database server or a file that data names (an agent spec, a config an
+agent may have written): the host's credentials and files never go where data says.
 
 libpq completes a URL with what the host holds (``PGPASSWORD``, ``~/.pgpass``, a service or
 key file named by an option), so a URL from data must carry its own password and no options,
 name one server as libpq reads it too (never a list of hosts, never a socket folder), and name
-a host of this host's private network only when the host's trust allows that network. The
-surfaces that read data (``surfaces.agent``, ``surfaces.config``) share this module, so no
-door checks less than another.
+a host of this host's private network only when the host's trust allows that network. A file
+data names lies in data's own folder, links followed (:func:`check_own_file`). The surfaces
+that read data (``surfaces.agent``, ``surfaces.config``) share this module, so no door checks
+less than another.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from toolcards.core.trust import HostTrust, UntrustedField, private_host
@@ -55,6 +57,19 @@ def check_data_location(
             f"{field} {where.display!r} names a host of this host's private network, and "
             f"{who} may not choose that: {grant or instead}"
         )
+
+
+def check_own_file(folder: Path, value: str, field: str, *, who: str, instead: str) -> Path:
+    """The real path of the file ``value`` (relative to ``folder``, where data lies) that data
+    named in ``field``; UntrustedField when it lies outside ``folder``, links followed: the
+    host's files (its audit trail, its stores, its policy) are not data's to open, write or
+    read. The refusal is one line: the file lies outside ``who``'s folder, then ``instead``."""
+    own = folder.resolve()
+    path = Path(value).expanduser()
+    real = (path if path.is_absolute() else own / path).resolve()
+    if not real.is_relative_to(own):
+        raise UntrustedField(f"{field} {value!r:.200} lies outside {who}'s folder; {instead}")
+    return real
 
 
 def _libpq_reads_alike(url: str, host: str | None) -> bool:

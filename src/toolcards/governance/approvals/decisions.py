@@ -200,6 +200,28 @@ class ApprovalDecisions:
                     note + (f": {why}" if why else ""), handle)  # fmt: skip
         return True
 
+    def deny_for_own_run(
+        self, handle: Handle, *, run: Identity, why: str, surface: str = "pydantic-ai"
+    ) -> bool:
+        """The caller's own run refused its call (pydantic-ai's ``ToolDenied``, which never
+        reaches the executor): the request is denied, decided by the caller as its run, so no
+        approver grants it afterwards. False (nothing written) when it is not ``run``'s own, or
+        was already decided, withdrawn or expired."""
+        approval_id = handle_id(handle)
+        record = self._live(approval_id)
+        if record is None or record.state is not ApprovalState.PENDING:
+            return False
+        request = record.request
+        if not isinstance(run, Identity) or run.id != request.principal:
+            return False
+        if self.store.decide(approval_id, ApprovalState.DENIED, run.id, self._clock()) is None:
+            return False  # decided elsewhere first
+        note = f"requested by {request.principal}; denied by its own run" + (
+            f": {why}" if why else ""
+        )
+        self._audit(request, run, surface, "deny", "approval_denied", note, handle)
+        return True
+
     def _live(self, approval_id: str) -> ApprovalRecord | None:
         record = self.store.get(approval_id)
         if record is None or record.request.expires_at <= self._clock():

@@ -3,9 +3,9 @@ Temporal) runs once per durable call key.
 
 A durable engine that recovers a run replays it from the start: recorded model responses come
 back from its journal with the same tool call ids, and the run's id is replay-stable (DBOS:
-``<workflow id>:<step>``). So ``core.identity.durable_call_key`` of the run id and the tool call
-id names one call of one durable run, in every process that replays it. Once the policy has
-decided that this principal may make this call now, the pipeline asks
+``<workflow id>:<step>``). So ``core.identity.durable_call_key`` of the run id, the run step
+and the tool call id names one call of one durable run, in every process that replays it.
+Once the policy has decided that this principal may make this call now, the pipeline asks
 :meth:`DurableCall.recorded`: a replay finds the record and is answered from it (the tool does
 not run again) with its own audit row, ``replayed``, naming the recorded call. Otherwise the
 call goes through the rate limit, the budgets and the approval gate, and only then

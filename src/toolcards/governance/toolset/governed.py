@@ -106,7 +106,7 @@ class GovernedToolset(WrapperToolset[Any]):
     whose listing changes on their own).
 
     Durable runs: with ``call_results`` (a store of :mod:`toolcards.stores.call_results`) a
-    call runs once per run id and tool call id; a replayed call gets its recorded result
+    call runs once per run id, run step and tool call id; a replayed call gets its recorded result
     (:mod:`toolcards.governance.executor.replay`).
     """
 
@@ -182,10 +182,34 @@ class GovernedToolset(WrapperToolset[Any]):
         return self if new is self.wrapped else self._with_wrapped(new)
 
     async def for_run_step(self, ctx: RunContext[Any]) -> AbstractToolset[Any]:
-        # a run that denied a parked call: it stops
-        self.delegated.settle(ctx.messages, ctx.conversation_id or ctx.run_id or "")
+        conversation = ctx.conversation_id or ctx.run_id or ""
+        self.delegated.settle(ctx.messages, conversation)  # a run that denied a parked call
+        self._settle_denied(ctx, conversation)
         new = await self.wrapped.for_run_step(ctx)
         return self if new is self.wrapped else self._with_wrapped(new)
+
+    def _settle_denied(self, ctx: RunContext[Any], conversation: str) -> None:
+        """Deny the pending requests of the calls the run's host denied (``ToolDenied``: a
+        ``denied`` tool return in the newest request). pydantic-ai writes that answer itself and
+        never calls the toolset, so the request would wait in the inbox, where an approver
+        could still grant it for a later call under the same id and arguments."""
+        denied = {
+            part.tool_call_id: str(part.content)
+            for message in ctx.messages[-1:]
+            for part in getattr(message, "parts", ())
+            if getattr(part, "outcome", None) == "denied"
+        }
+        if not denied:
+            return
+        run = self.resolve_identity(ctx)
+        broker = self.executor.approvals
+        for request in broker.pending():
+            if (
+                request.call_id in denied
+                and request.principal == run.id
+                and request.session in ("", conversation)
+            ):
+                broker.deny_for_own_run(request, run=run, why=denied[request.call_id])
 
     def visit_and_replace(
         self, visitor: Callable[[AbstractToolset[Any]], AbstractToolset[Any]]
@@ -449,22 +473,9 @@ def to_model_result(result: ExecutionResult) -> Any:
 
 
 def _call_key(ctx: RunContext[Any]) -> str | None:
-    """The key of this call of the run: its tool call id, and how often the history already
-    answered that id. The same call made again (a durable replay, an approved deferred call)
-    has the same key, so it is counted, budgeted and written once; a model that reuses an id
-    for a new call gets a new key (it kept one, and every later call under it was taken for
-    the first: uncounted past a calls budget)."""
-    tool_call_id = ctx.tool_call_id
-    answered = sum(
-        1
-        for message in ctx.messages
-        for part in getattr(message, "parts", ())
-        if getattr(part, "part_kind", None) in _ANSWERS
-        and getattr(part, "tool_call_id", None) == tool_call_id
-    )
-    return durable_call_key(
-        ctx.run_id, tool_call_id if not answered else f"{tool_call_id}#{answered}"
-    )
-
-
-_ANSWERS = frozenset({"tool-return", "retry-prompt"})
+    """The key of this call of the run: its run, run step and tool call id. The same call made
+    again (a durable replay repeats its step) has the same key, so it is counted, budgeted and
+    written once; a model that reuses an id in a later step makes a new call with a new key.
+    Nothing in the history goes into it, so trimming the history cannot change it (a key taken
+    from the answers it held repeated once they left a window: uncounted past a budget)."""
+    return durable_call_key(ctx.run_id, ctx.run_step, ctx.tool_call_id)

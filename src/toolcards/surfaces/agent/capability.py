@@ -195,9 +195,9 @@ class GovernedCards(CardsCapability):
         names no code), ``call_results`` a database path or URL (durable runs; see
         :func:`~toolcards.surfaces.agent.spec_args.spec_store` for what a spec may name),
         ``team`` the team whose rows ``audit`` and ``call_results`` hold (needed with a shared
-        database, which holds many teams). Relative paths are read against the spec file's
-        folder under ``Agent.from_file`` (else the working directory); an unknown key is
-        refused with the closest known one.
+        database, which holds many teams). Files lie in the spec file's folder under
+        ``Agent.from_file`` (a spec given as a mapping names none); an unknown key is refused
+        with the closest known one.
 
         The cards load with :attr:`host_trust` (see :meth:`trusting`). A spec without a
         ``policy`` is refused: the tools a spec names are governed (for ungoverned tools, build

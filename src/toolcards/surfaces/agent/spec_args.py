@@ -12,10 +12,12 @@ capabilities:
                                    # (or postgresql://user:password@host/db)
 ```
 
-Relative paths (``policy``, ``audit``, ``call_results``) are read against the folder of the
-spec file when the spec comes from ``Agent.from_file`` (the same spec loaded from another
-working directory runs under the same policy), against the working directory when the spec is
-a mapping built in code. Every error names the key as the YAML spells it, and an unknown key
+The files a spec names (``policy``, ``audit``, ``call_results``) are read against the folder
+of the spec file when the spec comes from ``Agent.from_file`` (the same spec loaded from another
+working directory runs under the same policy), and must lie in that folder, links followed: a
+spec is data, and the host's files (its audit trail, its stores, its policy) are not data's to
+write or read. A spec given as a mapping has no folder, so it names no file (``:memory:`` and
+an inline policy only). Every error names the key as the YAML spells it, and an unknown key
 names the closest known one (``identiy``: did you mean identity?).
 
 Cards load by type tag with the trust the host gave (``GovernedCards.trusting(HostTrust(...))``;
@@ -43,13 +45,13 @@ from pydantic_ai import Agent
 from toolcards.core.card import ToolCard
 from toolcards.core.identity import Identity
 from toolcards.core.registry import CARD_TYPES, load_card
-from toolcards.core.trust import HostTrust
+from toolcards.core.trust import HostTrust, UntrustedField
 from toolcards.governance.audit.log import AuditLog
 from toolcards.governance.guardrails import ToolHook
 from toolcards.governance.policy.policy import Policy
 from toolcards.governance.redaction.scanner import SecretScanner
 from toolcards.stores.call_results import CallResults
-from toolcards.stores.data_location import check_data_location
+from toolcards.stores.data_location import check_data_location, check_own_file
 from toolcards.stores.errors import UnknownStoreScheme
 from toolcards.stores.location import StoreLocation
 from toolcards.stores.open import open_call_results
@@ -93,23 +95,32 @@ def spec_folder() -> Path | None:
 
 
 class SpecPaths:
-    """Where a spec's relative paths are read from: its file's folder, else the working
-    directory."""
+    """Where a spec's files lie: in its file's folder (None: a spec given as a mapping, which
+    has no folder and so names no file)."""
 
     def __init__(self, folder: Path | None) -> None:
         self.folder = folder
 
     def path(self, key: str, value: Any, what: str) -> Path:
-        """``value`` (a path string) against the folder; ValueError naming ``key``."""
+        """The real path of ``value`` (a path string) in the folder; ValueError naming ``key``
+        when it is no path, or lies elsewhere (links followed), or the spec has no folder."""
         if not isinstance(value, str) or not value or "\n" in value or "\x00" in value:
             raise ValueError(f"toolcards {key}: must be {what}")
-        path = Path(value).expanduser()
-        if path.is_absolute() or self.folder is None:
-            return path
-        return self.folder / path
+        if self.folder is None:
+            raise UntrustedField(
+                f"toolcards {key}: {value!r:.200} is a file, and a spec given as a mapping has "
+                "no folder to keep files in: load it with Agent.from_file, or open it in code"
+            )
+        return check_own_file(
+            self.folder,
+            value,
+            f"toolcards {key}:",
+            who="the spec file",
+            instead="a spec keeps its files beside it (the host opens others in code)",
+        )
 
     def where(self) -> str:
-        return f"the spec file's folder {self.folder}" if self.folder else f"{Path.cwd()}"
+        return f"the spec file's folder {self.folder}"
 
 
 def spec_cards(data: Any, trust: HostTrust | None = None) -> list[ToolCard]:
@@ -218,8 +229,8 @@ def spec_store(
     team: str | None = None,
     paths: SpecPaths | None = None,
 ) -> StoreLocation:
-    """The store location a spec names in ``field``: a file path (relative to the spec file's
-    folder, see :class:`SpecPaths`), ``:memory:``, or a server URL of a shared backend
+    """The store location a spec names in ``field``: a file in the spec file's folder (see
+    :class:`SpecPaths`), ``:memory:``, or a server URL of a shared backend
     (PostgreSQL) that carries its own (non-empty) password and no options, on one host
     (never a list, never a socket path) that is public unless ``trust`` allows the private
     network.
@@ -231,9 +242,10 @@ def spec_store(
     except UnknownStoreScheme as exc:
         raise ValueError(f"{field}: {exc}") from None
     if not where.shared:
-        if where.path is None or paths is None:
+        if where.path is None:
             return where
-        return StoreLocation.parse(paths.path(field, data, "a database file path or URL"))
+        own = paths or SpecPaths(None)
+        return StoreLocation.parse(own.path(field, data, "a database file path or URL"))
     if not team:
         raise ValueError(
             f"{field}: a shared database holds many teams; name the spec's team (team: <name>)"

@@ -79,7 +79,7 @@ from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.registry import CARD_TYPES, load_card
 from toolcards.core.trust import HostTrust, UntrustedField
 from toolcards.core.yaml_safe import YamlError, load_yaml
-from toolcards.stores.data_location import check_data_location
+from toolcards.stores.data_location import check_data_location, check_own_file
 from toolcards.stores.errors import UnknownStoreScheme
 from toolcards.stores.location import StoreLocation, redact_url
 from toolcards.surfaces.config.hints import problems
@@ -529,15 +529,21 @@ def _check_data_locations(config: SurfaceConfig, source: str) -> None:
 
 
 def _check_own_file(config: SurfaceConfig, source: str, key: str, value: str) -> None:
-    """ConfigError when the file ``value`` of ``key`` lies outside the config's folder."""
+    """ConfigError when the file ``value`` of ``key`` lies outside the config's folder (the
+    rule of an agent spec's files, :func:`toolcards.stores.data_location.check_own_file`)."""
     if value == ":memory:":
         return
-    own = config.base_dir.resolve()
-    if not config.path(value).resolve().is_relative_to(own):
-        raise ConfigError(
-            f"{source}: {key}: {value!r:.200} lies outside the config's folder; a config that "
-            "is data keeps its files beside it (name others in the operator's config file)"
+    try:
+        check_own_file(
+            config.base_dir,
+            value,
+            f"{key}:",
+            who="the config",
+            instead="a config that is data keeps its files beside it (name others in the "
+            "operator's config file)",
         )
+    except UntrustedField as exc:
+        raise ConfigError(f"{source}: {exc}") from None
 
 
 def _check_team_workspaces(config: SurfaceConfig, source: str) -> None:

@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+)
 
 from toolcards.core.card import CardCapability, ToolCard, ToolFunc
 from toolcards.core.channels import Channels
@@ -13,6 +20,8 @@ from toolcards.core.context import ContextState
 from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate
+from toolcards.governance.approvals.view import escaped_line
+from toolcards.tools._common.batch import one_line
 
 
 class Skill(BaseModel):
@@ -21,7 +30,11 @@ class Skill(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
-    summary: str = Field(max_length=200)
+    summary: Annotated[
+        str, StringConstraints(strip_whitespace=True, max_length=200), AfterValidator(one_line)
+    ]
+    """One line of the menu, in the system prompt: a line break in it (from a card list loaded
+    as data) would add its own lines there, as if the host wrote them."""
     content: str
 
 
@@ -64,7 +77,7 @@ class SkillTool(ToolCard):
         return skills
 
     def _menu(self, header: str) -> str:
-        lines = [header, *(f"- {s.name}: {s.summary}" for s in self.skills)]
+        lines = [header, *(f"- {s.name}: {escaped_line(s.summary)}" for s in self.skills)]
         return "\n".join(lines) if self.skills else f"{header}\n(no skills configured)"
 
     def _use_skill(self, param: UseSkill) -> ToolFunc:
@@ -99,7 +112,7 @@ class SkillTool(ToolCard):
             return ContextState(
                 key="skills",
                 title=title,
-                items={s.name: f"{s.name}: {s.summary}" for s in self.skills},
+                items={s.name: f"{s.name}: {escaped_line(s.summary)}" for s in self.skills},
             )
 
         return state

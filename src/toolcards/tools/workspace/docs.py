@@ -42,6 +42,14 @@ MAX_DOCUMENT_TEXT_BYTES = 4 * 1024 * 1024
 workspace_read call shows by default, so paging with ``offset`` reaches far, while a small
 document whose text expands (a zip of repeated text) costs this much memory and disk, no more.
 The converter is killed once it writes past it and the text ends with a note that it was cut."""
+MAX_CACHE_BYTES = 64 * 1024 * 1024
+"""Most bytes one workspace's cache folder (of document texts, or of resized images) keeps:
+sixteen capped document texts. Each document read leaves its text there, outside the
+workspace and its quota, and deleting the document does not remove it; past this, writing a
+new entry removes the least recently used ones."""
+MAX_CACHE_ENTRIES = 1000
+"""Most entries one workspace's cache folder keeps, evicted as :data:`MAX_CACHE_BYTES`: each
+write lists the folder, so its length stays short."""
 CONVERTER_MEMORY_BYTES = 1 << 30
 """Address space (RLIMIT_AS) of the converter child, as the exec tool's default: a normal
 conversion peaks near 450 MiB; a document whose parsed form grows past this fails with
@@ -85,14 +93,21 @@ def document_markdown(data: bytes, rel: str, cache: Path, timeout_s: float) -> s
 def _cached_text(path: Path) -> str | None:
     """The cached text at ``path``, or None when there is none or it is over the cap (written
     before there was one: converted again, and replaced by a capped text)."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_DOCUMENT_TEXT_BYTES + 1)
-    except (FileNotFoundError, IsADirectoryError):
-        return None
-    if len(data) > MAX_DOCUMENT_TEXT_BYTES:
+    data = _read_cache(path, MAX_DOCUMENT_TEXT_BYTES + 1)
+    if data is None or len(data) > MAX_DOCUMENT_TEXT_BYTES:
         return None
     return data.decode("utf-8", "replace")
+
+
+def _read_cache(path: Path, limit: int = -1) -> bytes | None:
+    """The bytes of a cache entry (at most ``limit``), marked as used now, or None when there
+    is none (never written, or evicted meanwhile)."""
+    try:
+        with open(path, "rb") as handle:
+            _touch(handle.fileno())
+            return handle.read(limit)
+    except (FileNotFoundError, IsADirectoryError):
+        return None
 
 
 def _converter_argv(suffix: str) -> list[str]:
@@ -195,17 +210,55 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 def write_cache(path: Path, data: bytes) -> None:
-    """Write a cache file atomically (the cache is ours, outside every workspace)."""
+    """Write a cache file atomically (the cache is ours, outside every workspace), then evict
+    the least recently used entries past :data:`MAX_CACHE_BYTES` or :data:`MAX_CACHE_ENTRIES`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+            handle.flush()
+            _touch(handle.fileno())
         os.replace(name, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(name)
         raise
+    _evict(path.parent, keep=path.name)
+
+
+def _touch(fd: int) -> None:
+    """Mark an opened cache entry as used now: its mtime is the order :func:`_evict` follows,
+    set here to the nanosecond (the file system's own times may be a clock tick coarse, and
+    its atime is never updated on ``noatime`` mounts)."""
+    now = time.time_ns()
+    with contextlib.suppress(OSError):
+        os.utime(fd, ns=(now, now))
+
+
+def _evict(folder: Path, keep: str) -> None:
+    """Remove the least recently used entries of ``folder`` (never ``keep``, just written)
+    until it holds at most :data:`MAX_CACHE_ENTRIES` entries and :data:`MAX_CACHE_BYTES`."""
+    total = 0
+    for count, (_, size, name) in enumerate(sorted(_entries(folder), reverse=True), 1):
+        total += size
+        if name != keep and (count > MAX_CACHE_ENTRIES or total > MAX_CACHE_BYTES):
+            with contextlib.suppress(OSError):  # another writer evicted it first
+                os.unlink(folder / name)
+
+
+def _entries(folder: Path) -> list[tuple[int, int, str]]:
+    """(mtime, size, name) of the cache entries in ``folder``: only regular files directly in
+    it, so no removal reaches a link's target or a subfolder; names starting with a dot are
+    writes still in progress."""
+    found: list[tuple[int, int, str]] = []
+    with os.scandir(folder) as listing:
+        for entry in listing:
+            with contextlib.suppress(OSError):  # removed while listed
+                if not entry.name.startswith(".") and entry.is_file(follow_symlinks=False):
+                    st = entry.stat(follow_symlinks=False)
+                    found.append((st.st_mtime_ns, st.st_size, entry.name))
+    return found
 
 
 def image_content(data: bytes, rel: str, cache: Path, max_dimension: int) -> Any:
@@ -217,8 +270,9 @@ def image_content(data: bytes, rel: str, cache: Path, max_dimension: int) -> Any
     media_type = IMAGE_TYPES[suffix]
     key = hashlib.sha256(data + str(max_dimension).encode()).hexdigest()
     cached = cache / f"{key}{suffix}"
-    if cached.is_file():
-        return BinaryContent(cached.read_bytes(), media_type=media_type)
+    hit = _read_cache(cached)
+    if hit is not None:
+        return BinaryContent(hit, media_type=media_type)
     resized = _resize(data, rel, max_dimension)
     if resized is not None:
         write_cache(cached, resized)
