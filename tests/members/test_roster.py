@@ -64,6 +64,31 @@ def test_hire_beyond_max_members_is_refused() -> None:
             team.hire("researcher")
 
 
+def test_hires_at_once_stay_within_max_members() -> None:
+    """The cap counted only members already started: hires made at once (a model's parallel
+    ``hire_members`` calls) all passed it while the others were starting (10 of a cap of 2)."""
+    with _team("capped-race", max_members=2) as team:
+        start = threading.Barrier(10)
+        hired: list[str] = []
+        refused: list[str] = []
+
+        def hire() -> None:
+            start.wait()
+            try:
+                hired.append(team.hire("researcher"))
+            except ValueError as exc:
+                refused.append(str(exc))
+
+        threads = [threading.Thread(target=hire) for _ in range(10)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert len(hired) == 2 and len(refused) == 8
+        assert all("limited to 2" in why for why in refused)
+        assert sorted(m.name for m in team.members()) == sorted(hired)
+
+
 def test_hire_records_a_lifecycle_event_with_the_role() -> None:
     with _team("hired-event") as team:
         name = team.hire("researcher")

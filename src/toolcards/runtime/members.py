@@ -66,7 +66,9 @@ class MemberRoster(MemberMessaging):
         self._team = team
         self._lock = threading.RLock()
         self._entries: dict[str, _Entry] = {}
-        self._claimed: set[str] = set()
+        self._claimed: dict[str, str] = {}
+        """Names being hired (claimed, not started yet) and their roles: they count against a
+        role's ``max_members`` as the members started do."""
         self._fired: set[str] = set()
         self._relay: Relay | None = None
         if team.shared:
@@ -122,7 +124,7 @@ class MemberRoster(MemberMessaging):
                 )
             if self._taken(wanted, taking_over=taking_over):
                 raise ValueError(f"the name {wanted} is already taken in team {self._team.team_id}")
-            self._claimed.add(wanted)
+            self._claimed[wanted] = profile.role
             return wanted
         key = f"counter:{profile.role}"
         n = int(self._state.get(key) or 0)
@@ -132,7 +134,7 @@ class MemberRoster(MemberMessaging):
             if not self._taken(candidate):
                 break
         self._state.put(key, n)
-        self._claimed.add(candidate)
+        self._claimed[candidate] = profile.role
         return candidate
 
     def _taken(self, name: str, *, taking_over: bool = False) -> bool:
@@ -169,6 +171,7 @@ class MemberRoster(MemberMessaging):
                 count = sum(1 for e in self._entries.values() if e.profile.role == role)
                 if placed:
                     count = sum(1 for m in self.members() if m.role == role)
+                count += sum(1 for r in self._claimed.values() if r == role)  # being started
                 if count >= profile.max_members:
                     raise ValueError(
                         f"role {role!r} is limited to {profile.max_members} member(s), "
@@ -187,11 +190,11 @@ class MemberRoster(MemberMessaging):
             team.spawn(member, lambda: actor)
         except BaseException:
             with self._lock:
-                self._claimed.discard(member)
+                self._claimed.pop(member, None)
             raise
         hired_at = time.time()
         with self._lock:
-            self._claimed.discard(member)
+            self._claimed.pop(member, None)
             self._fired.discard(member)
             self._entries[member] = _Entry(actor, profile, hired_at)
         record = {
@@ -260,7 +263,7 @@ class MemberRoster(MemberMessaging):
             self._team.start_cluster_member(member, profile)
         finally:
             with self._lock:
-                self._claimed.discard(member)
+                self._claimed.pop(member, None)
         self._fired.discard(member)
         event = "member_restored" if restoring else "member_hired"
         self._team.log.lifecycle(event, name=member, role=profile.role, placement="cluster")
