@@ -39,6 +39,29 @@ def test_graph_vector_search_goes_through_the_store(team: Team) -> None:
     assert "ledger [Service]" in out and KEYWORD_ONLY_NOTICE not in out
 
 
+def test_graph_relations_reach_the_store_and_survive_a_restart(tmp_path: Path) -> None:
+    """A relation's id joins its ends and type with the unit separator: the one-line id check
+    refused it, so no relation reached the store (and stored ones were dropped on restore)."""
+    entities = [
+        {"name": "ledger", "entity_type": "Service", "description": "books"},
+        {"name": "billing", "entity_type": "Service", "description": "invoices"},
+    ]
+    relation = {"from_entity": "billing", "relation_type": "writes_to", "to_entity": "ledger"}
+    store_path = tmp_path / "team.db"
+    with Team("rel", store=store_path) as team:
+        bind(team, "alice")["update_graph"](create_entities=entities, create_relations=[relation])
+        settle(team)
+        store = team.actor("#VectorStore")
+        assert store is not None
+        assert store.ask(VectorStoreActor.count, "knowledge_graph") == 3
+    with Team.resume("rel", store=store_path) as team:
+        bind(team, "alice")
+        settle(team)
+        store = team.actor("#VectorStore")
+        assert store is not None
+        assert store.ask(VectorStoreActor.count, "knowledge_graph") == 3
+
+
 def test_planning_search_goes_through_the_store(team: Team) -> None:
     tools = bind(team, "alice")
     tools["update_planning"](create=[{"description": "Rotate certificates"}])

@@ -79,16 +79,22 @@ def check_collection(name: Any) -> str:
     return name
 
 
+KEY_SEPARATOR = "\x1f"
+"""The unit separator a card's composite ids are joined with (a graph relation's ends and
+type): no line break, and shown escaped, so it is the one control character an id may hold."""
+
+
 def check_id(item: Any) -> str:
     """A valid record id (non-empty string, at most 1024 characters, one line of visible
-    text: search answers show it at the start of a line, where a line break in it wrote made-up
-    hits for every member) or ValueError."""
+    text but for :data:`KEY_SEPARATOR`: search answers show it at the start of a line, where a
+    line break in it wrote made-up hits for every member) or ValueError."""
     if not isinstance(item, str) or not item.strip() or len(item) > MAX_ID_CHARS:
         raise ValueError(f"ids are non-empty strings of at most {MAX_ID_CHARS} chars: {item!r:.80}")
     try:
-        return one_line(item)
+        one_line(item.replace(KEY_SEPARATOR, " "))
     except ValueError as exc:
         raise ValueError(f"ids {exc}: {item!r:.80}") from None
+    return item
 
 
 def valid_pair(pair: Any) -> tuple[str, str]:
