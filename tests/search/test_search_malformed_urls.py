@@ -402,3 +402,75 @@ def test_a_url_that_does_not_parse_is_invalid_before_the_policy(url: str) -> Non
     result = asyncio.run(executor.call("web_fetch", {"url": url}, WHO))
     assert result.outcome is Outcome.INVALID_ARGS
     assert seen == []
+
+
+PATH_PARAMETERS = [
+    "https://example.com/hr;x/salaries.html",
+    "https://example.com/public/..;/hr/salaries.html",
+    "https://example.com/hr/salaries.html;jsessionid=1",
+    "https://example.com/public/..%3B/hr/salaries.html",
+]
+"""Paths a Tomcat or Spring server serves as ``/hr/salaries.html`` (``;`` starts a path
+parameter, dropped from its segment before the dot segments are removed)."""
+
+
+@pytest.mark.parametrize("url", PATH_PARAMETERS)
+def test_a_path_parameter_is_invalid_before_the_policy(url: str) -> None:
+    card, seen = make_card(web_fetch=WebFetch(backend="direct"))
+    executor = governed(card, url_rule("deny", "https://example.com/hr/*"), "allow")
+    result = asyncio.run(executor.call("web_fetch", {"url": url}, WHO))
+    assert result.outcome is Outcome.INVALID_ARGS
+    assert "';'" in result.message
+    assert seen == []
+
+
+def site_with_an_open_redirect(location: str) -> tuple[SearchTool, list[str]]:
+    """A direct-fetch card of a site whose every page but the denied one redirects to
+    ``location`` (paths recorded); the denied page holds a secret."""
+    seen: list[str] = []
+
+    def site(request: httpx.Request) -> httpx.Response:
+        seen.append(f"{request.url.scheme} {request.url.path}")
+        if request.url.scheme == "https" and request.url.path == "/hr/salaries.html":
+            return httpx.Response(200, text="SECRET", headers={"content-type": "text/plain"})
+        return httpx.Response(302, headers={"location": location})
+
+    card = SearchTool(api_key=SecretStr("k"), web_fetch=WebFetch(backend="direct"))
+    card._transport = httpx.MockTransport(site)
+
+    async def resolver(host: str, port: int) -> list[str]:
+        return ["93.184.216.34"]
+
+    card._resolver = resolver
+    return card, seen
+
+
+@pytest.mark.parametrize(
+    ("url", "location"),
+    [
+        ("https://example.com/public/go", "/hr/salaries.html"),
+        ("https://example.com/public/go", "https://EXAMPLE.com/public/../hr/salaries.html"),
+        ("http://example.com/hr/salaries.html", "https://example.com/hr/salaries.html"),
+        ("https://example.com/hr", "/hr/salaries.html"),
+    ],
+)
+def test_a_redirect_to_a_denied_url_fetches_nothing_of_it_and_names_it(
+    url: str, location: str
+) -> None:
+    """The policy decided on ``url``; the redirect's target (an open redirect, an http to https
+    upgrade) is the model's next call, decided by the policy in turn."""
+    card, seen = site_with_an_open_redirect(location)
+    executor = governed(card, url_rule("deny", "https://example.com/hr/*"), "allow")
+    result = asyncio.run(executor.call("web_fetch", {"url": url}, WHO))
+    assert result.outcome is Outcome.OK
+    assert "SECRET" not in str(result.value)
+    assert result.value == (
+        f"error: {url} redirects to https://example.com/hr/salaries.html; "
+        "call web_fetch with that URL to read it"
+    )
+    assert len(seen) == 1
+    denied = asyncio.run(
+        executor.call("web_fetch", {"url": "https://example.com/hr/salaries.html"}, WHO)
+    )
+    assert denied.outcome is Outcome.DENIED
+    assert len(seen) == 1

@@ -252,8 +252,6 @@ def direct_site(request: httpx.Request) -> httpx.Response:
         return httpx.Response(302, headers={"location": "http://169.254.169.254/"})
     if request.url.path == "/to-public":
         return httpx.Response(301, headers={"location": "/final"})
-    if request.url.path == "/loop":
-        return httpx.Response(302, headers={"location": "/loop"})
     if request.url.path == "/big":
         return httpx.Response(200, text="A" * 50_000, headers={"content-type": "text/plain"})
     if request.url.path == "/bin":
@@ -266,9 +264,14 @@ def direct_card(**fields: Any) -> tuple[SearchTool, list[httpx.Request]]:
     return make_card(direct_site, web_fetch=WebFetch(backend="direct", **fields), api_key=None)
 
 
-def test_direct_fetch_follows_public_redirect_and_strips_html() -> None:
+def test_direct_fetch_names_a_redirect_target_and_the_next_call_strips_its_html() -> None:
     card, seen = direct_card()
     out = call(card, "web_fetch", "https://example.com/to-public")
+    assert out == (
+        "error: https://example.com/to-public redirects to https://example.com/final; "
+        "call web_fetch with that URL to read it"
+    )
+    out = call(card, "web_fetch", "https://example.com/final")
     assert [r.url.path for r in seen] == ["/to-public", "/final"]
     assert out == "## https://example.com/final\n# T\nHi"
 
@@ -289,12 +292,11 @@ def test_direct_fetch_refuses_redirect_to_metadata_address() -> None:
     assert len(seen) == 1
 
 
-def test_direct_fetch_bounds_size_redirects_and_types() -> None:
+def test_direct_fetch_bounds_size_and_types() -> None:
     card, _ = direct_card(max_bytes=1_000)
     assert "[... truncated: page larger than 1000 bytes]" in call(
         card, "web_fetch", "https://example.com/big"
     )
-    assert "too many redirects" in call(card, "web_fetch", "https://example.com/loop")
     assert "not a text page" in call(card, "web_fetch", "https://example.com/bin")
 
 

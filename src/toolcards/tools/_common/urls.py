@@ -10,7 +10,9 @@ The path and query are normalised as RFC 3986 6.2.2 says (escaped unreserved cha
 decoded, other escapes in upper case, dot segments removed) and runs of ``/`` in the path
 merged, so ``/%68r/x``, ``/public/%2e%2e/hr/x`` and ``//hr/x`` are decided as the ``/hr/x``
 the server serves for them. Escaped ``/`` and ``\\`` in the path are refused: servers differ
-on whether they split the path there.
+on whether they split the path there. So is ``;`` (raw or escaped): Tomcat and Spring read it
+as the start of a path parameter and drop it, serving ``/hr;x/a`` and ``/public/..;/hr/a`` as
+``/hr/a``.
 """
 
 from __future__ import annotations
@@ -220,6 +222,8 @@ def _clean_path(path: str) -> str:
     path = _unescape_unreserved(path)
     if "%2F" in path or "%5C" in path:
         raise URLRefused("escaped '/' or '\\' (%2F, %5C) are not allowed in a URL's path")
+    if ";" in path or "%3B" in path:
+        raise URLRefused("';' (path parameters) is not allowed in a URL's path")
     segments = path.split("/")
     kept: list[str] = []
     for segment in segments:

@@ -1,19 +1,19 @@
-"""Direct page fetch with the URL guard applied to the URL and to every redirect."""
+"""Direct page fetch of one checked URL; a redirect is named to the model, not followed."""
 
 from __future__ import annotations
 
 import codecs
 import re
+from typing import NoReturn
 
 import anyio
 import httpx
 
-from toolcards.tools._common.url_guard import Resolver, check_url, pinned
+from toolcards.tools._common.url_guard import CheckedURL, Resolver, check_url, pinned
 from toolcards.tools._common.urls import URLRefused
 from toolcards.tools.search.client import ACCEPT_ENCODING, SearchError, read_prefix
 from toolcards.tools.search.text import clean, html_to_text
 
-MAX_REDIRECTS = 5
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml")
 _TEXT_CODECS = re.compile(
     r"utf-(8|8-sig|16|16-[lb]e|32|32-[lb]e)|ascii|iso8859-\d+|cp\d+|mac-\w+|koi8-\w"
@@ -32,8 +32,8 @@ async def fetch_page(
     resolver: Resolver,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> tuple[str, str]:
-    """GET ``url`` (redirects followed by hand, each hop checked) -> (final URL, clean text),
-    all of it within ``timeout`` seconds (a server sending a byte now and then is cut)."""
+    """GET ``url`` (checked; a redirect is not followed) -> (the URL, clean text), all of it
+    within ``timeout`` seconds (a server sending a byte now and then is cut)."""
     try:
         with anyio.fail_after(timeout):
             return await _fetch(url, timeout, max_bytes, allow_private, resolver, transport)
@@ -49,6 +49,7 @@ async def _fetch(
     resolver: Resolver,
     transport: httpx.AsyncBaseTransport | None,
 ) -> tuple[str, str]:
+    target = await _checked(url, resolver, allow_private)
     limits = httpx.Timeout(timeout, connect=min(timeout, 10.0))
     headers = {
         "User-Agent": "toolcards-web-fetch/1",
@@ -58,36 +59,45 @@ async def _fetch(
     async with httpx.AsyncClient(
         transport=transport, timeout=limits, follow_redirects=False, trust_env=False
     ) as client:
-        current: object = url
-        for _ in range(MAX_REDIRECTS + 1):
-            try:
-                checked = await check_url(current, resolver, allow_private=allow_private)
-            except URLRefused as exc:
-                raise SearchError(str(exc), retriable=True) from None
-            target = checked.url
-            try:
-                request = client.build_request("GET", target, headers=headers)
-                if checked.addresses:
-                    request = pinned(request, checked.addresses[0])
-                response = await client.send(request, stream=True)
-            except httpx.TimeoutException:
-                raise SearchError(f"fetching {target} timed out") from None
-            except (httpx.HTTPError, httpx.InvalidURL, UnicodeError) as exc:  # idna's too
-                raise SearchError(f"fetching {target} failed ({type(exc).__name__})") from None
-            try:
-                if response.is_redirect and "location" in response.headers:
-                    current = _redirect_target(target, response.headers["location"])
-                    continue
-                raw, cut, kind, encoding = await _body(response, target, max_bytes)
-            finally:
-                await response.aclose()
-            text = await anyio.to_thread.run_sync(
-                _page_text, raw, kind, encoding, abandon_on_cancel=True
-            )
-            if cut:
-                text += f"\n[... truncated: page larger than {max_bytes} bytes]"
-            return target, text
-    raise SearchError(f"too many redirects (more than {MAX_REDIRECTS}) from {url}")
+        try:
+            request = client.build_request("GET", target.url, headers=headers)
+            if target.addresses:
+                request = pinned(request, target.addresses[0])
+            response = await client.send(request, stream=True)
+        except httpx.TimeoutException:
+            raise SearchError(f"fetching {target.url} timed out") from None
+        except (httpx.HTTPError, httpx.InvalidURL, UnicodeError) as exc:  # idna's too
+            raise SearchError(f"fetching {target.url} failed ({type(exc).__name__})") from None
+        try:
+            if response.is_redirect and "location" in response.headers:
+                await _refuse_redirect(
+                    target.url, response.headers["location"], resolver, allow_private
+                )
+            raw, cut, kind, encoding = await _body(response, target.url, max_bytes)
+        finally:
+            await response.aclose()
+    text = await anyio.to_thread.run_sync(_page_text, raw, kind, encoding, abandon_on_cancel=True)
+    if cut:
+        text += f"\n[... truncated: page larger than {max_bytes} bytes]"
+    return target.url, text
+
+
+async def _checked(url: object, resolver: Resolver, allow_private: bool) -> CheckedURL:
+    try:
+        return await check_url(url, resolver, allow_private=allow_private)
+    except URLRefused as exc:
+        raise SearchError(str(exc), retriable=True) from None
+
+
+async def _refuse_redirect(
+    url: str, location: str, resolver: Resolver, allow_private: bool
+) -> NoReturn:
+    """A redirect is never followed: the policy decided on ``url``, and an open redirect or an
+    http->https upgrade leads to a URL it may deny (a glob tells any two spellings apart). The
+    model is told the target in the form the policy will decide on, so fetching it is a call
+    of its own; a target the guard refuses is refused as a URL the model sent would be."""
+    target = await _checked(_redirect_target(url, location), resolver, allow_private)
+    raise SearchError(f"{url} redirects to {target.url}; call web_fetch with that URL to read it")
 
 
 def _page_text(raw: bytes, kind: str, encoding: str) -> str:
