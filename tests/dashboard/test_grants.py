@@ -264,6 +264,22 @@ async def test_the_remember_form_offers_no_glob_of_a_value_with_hidden_character
     desk.broker.deny(request, approver=IDENTITIES["approver"])
 
 
+async def test_the_remember_form_offers_a_glob_matching_the_value_alone(
+    desk: Desk, approver: httpx.AsyncClient
+) -> None:
+    """A value holding `*`, `?` or `[` was offered as its own glob: "matching" as shown
+    remembered every path like it (`blog/*.html` covered `blog/a.html`)."""
+    import fnmatch
+
+    request, _ = desk.call_later("blog/*?[x].html")
+    offered = 'name="glob.path" value="blog/[*][?][[]x].html"'
+    assert offered in (await approver.get("/")).text
+    desk.broker.deny(request, approver=IDENTITIES["approver"])
+    glob = "blog/[*][?][[]x].html"
+    assert fnmatch.fnmatchcase("blog/*?[x].html", glob)
+    assert not fnmatch.fnmatchcase("blog/ab[x].html", glob)
+
+
 async def test_the_caller_and_the_reason_are_shown_escaped_in_the_inbox(
     desk: Desk, approver: httpx.AsyncClient
 ) -> None:

@@ -7,6 +7,7 @@ They return plain data for the templates, which escape every value.
 from __future__ import annotations
 
 import datetime as dt
+import glob
 import json
 import time
 import weakref
@@ -183,8 +184,8 @@ def approval_item(request: ApprovalRequest, now: float, *, exact: bool) -> dict[
     it is in a form's field (no hidden character, no line break) or is offered no glob."""
     view = arguments_view(request, exact=exact)
     given = request.exact_args if exact and view.grantable else None
-    fields = [
-        {"name": name, "glob": value if isinstance(value, str) and reads_as_itself(value) else ""}
+    fields = [  # the glob offered matches the value alone: its `*`, `?` and `[` escaped
+        {"name": name, "glob": glob.escape(value) if _shown_whole(value) else ""}
         for name, value in sorted((given or {}).items())
     ]
     return {
@@ -385,3 +386,9 @@ def audit_row(entry: AuditEntry) -> dict[str, Any]:
         "duration_ms": entry.duration_ms,
         "error": entry.error or "",
     }
+
+
+def _shown_whole(value: Any) -> bool:
+    """Whether ``value`` can stand in a form's field as it is (a string without hidden
+    characters or line breaks)."""
+    return isinstance(value, str) and reads_as_itself(value)
