@@ -13,11 +13,13 @@ from pydantic_ai import Agent
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
+from pydantic_ai.toolsets import FunctionToolset
 from pydantic_ai.usage import RequestUsage
 
 from support.scripted import SequenceScript, tool_results
 from toolcards import PlanningTool
-from toolcards.governance import AuditLog, Identity, Policy
+from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
 from toolcards.governance.toolset.budget import BudgetExceeded
 from toolcards.runtime import RoleProfile, Team
 from toolcards.stores.open import open_budgets
@@ -211,3 +213,61 @@ def test_a_durable_runs_replayed_call_is_not_counted_again(tmp_path: Path) -> No
     assert line.spent == 1.0  # the replay was answered from the record, not counted
     assert "over budget" not in first.output and "over budget" not in again.output
     results.close()
+
+
+def deploying(*envs: str) -> FunctionModel:
+    """A model that deploys each of ``envs`` in one step (tool call ids ``d-<env>``), then
+    answers with the tool results."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) > 1:
+            return ModelResponse(parts=[TextPart("\n".join(tool_results(messages)) or "done")])
+        return ModelResponse(
+            parts=[ToolCallPart("deploy", {"env": env}, tool_call_id=f"d-{env}") for env in envs]
+        )
+
+    return FunctionModel(respond)
+
+
+def test_an_approved_deferred_call_is_counted_once_and_a_second_is_over_budget(
+    tmp_path: Path,
+) -> None:
+    """Before, the first pass of a call that only asked for approval took the budget under its
+    run's key, and the approved call, resumed in a new run under a new key, was over it: with
+    ``calls: 1`` an approved deploy never ran (``needs_approval``, then ``over_budget``)."""
+    ran: list[str] = []
+    tools: FunctionToolset[Any] = FunctionToolset()
+
+    @tools.tool_plain
+    def deploy(env: str) -> str:
+        """Deploy."""
+        ran.append(env)
+        return f"deployed {env}"
+
+    policy = Policy.from_dict({
+        "default_effect": "allow",
+        "rules": [{"targets": ["deploy"], "effect": "approve"}],
+        "budgets": [{"name": "deploys", "targets": ["deploy"], "calls": 1}],
+    })  # fmt: skip
+    with AuditLog(tmp_path / "audit.db", durability="sync") as audit:
+        governed = GovernedToolset(tools, policy=policy, identity=WRITER, audit=audit)
+        agent = Agent(deploying("staging", "prod"), toolsets=[governed],
+                      output_type=[str, DeferredToolRequests])  # fmt: skip
+        first = agent.run_sync("deploy")
+        assert isinstance(first.output, DeferredToolRequests) and ran == []
+        yes = DeferredToolResults(approvals={c.tool_call_id: True for c in first.output.approvals})
+        resumed = agent.run_sync(message_history=first.all_messages(), deferred_tool_results=yes)
+        later = Agent(deploying("dev"), toolsets=[governed],
+                      output_type=[str, DeferredToolRequests]).run_sync("deploy")  # fmt: skip
+        rows = [(r.call_id, r.outcome) for r in audit.query(tool="deploy", limit=100)]
+        pending = governed.executor.approvals.pending()
+    assert len(ran) == 1 and f"deployed {ran[0]}" in str(resumed.output)
+    assert "over budget: 'deploys' allows 1 calls" in str(resumed.output)
+    other = "d-prod" if ran == ["staging"] else "d-staging"
+    assert sorted(rows, key=lambda row: row[1]) == sorted(
+        [("d-staging", "needs_approval"), ("d-prod", "needs_approval"),
+         (f"d-{ran[0]}", "ok"), (other, "over_budget"), ("d-dev", "over_budget")],
+        key=lambda row: row[1],
+    )  # fmt: skip
+    assert isinstance(later.output, str) and "over budget" in later.output
+    assert pending == []  # nobody was asked to approve the call the budget refused

@@ -128,6 +128,34 @@ def test_the_same_call_key_counts_once(store: Any) -> None:
     )
 
 
+def test_a_call_is_counted_once_approved_and_nobody_is_asked_for_one_past_its_budget(
+    store: Any,
+) -> None:
+    """Before, a call that only asked for approval took the budget under its first key: its
+    approved second pass (a deferred call resumed in a new run, under a new key) was over it."""
+    rules = Policy.from_dict({
+        "default_effect": "allow",
+        "rules": [{"targets": ["deploy"], "effect": "approve"}],
+        "budgets": [{"name": "one", "targets": ["deploy"], "calls": 1}],
+    })  # fmt: skip
+    ex = executor(store, rules)
+    cap = ex.registry.get("deploy")
+    assert cap is not None
+
+    def deploy(env: str, run: str, approved: bool = False) -> Outcome:
+        done = ex.run(cap, {"env": env}, CAROL, call_id=env, call_key=f"{run}/{env}",
+                      approved=approved)  # fmt: skip
+        return asyncio.run(done).outcome
+
+    assert [deploy("a", "r1"), deploy("b", "r1")] == [Outcome.NEEDS_APPROVAL] * 2
+    assert ex.budgets.report(rules) == []  # waiting for a human spends nothing
+    assert deploy("a", "r2", approved=True) is Outcome.OK
+    assert deploy("b", "r2", approved=True) is Outcome.OVER_BUDGET  # approved, but spent
+    assert deploy("c", "r3") is Outcome.OVER_BUDGET
+    assert ex.approvals.pending() == []  # b's request settled; nobody was asked for c
+    assert [line.spent for line in ex.budgets.report(rules)] == [1.0]
+
+
 def test_a_windowed_budget_starts_afresh_in_the_next_window(store: Any) -> None:
     now = [1_000_000.0]
     rules = policy({"name": "hourly", "calls": 1, "period": "hour"})

@@ -20,6 +20,9 @@ price data) and governed ``calls``, counted ``per`` principal, run or team, with
 ``calls`` budget that applies to its caller and tool, at once and all or nothing, in one
 operation of the store (one statement on PostgreSQL), so no process of the team ever calls past
 a limit; the call's key (its durable key, else its call id) makes a replayed call count once.
+A call that needs approval takes it only once admitted (a call left waiting for a human, then
+approved in a later run under a new key, counts once), and is checked first without taking
+(:meth:`Budgets.check_call`), so nobody is asked to approve a call already over budget.
 Model usage is counted by the agent capability's model request hooks
 (:class:`~toolcards.governance.toolset.budget.ModelBudget`): before a request, a ``tokens`` or
 ``cost`` budget already spent stops the run; after a response, what it used is added, once
@@ -117,24 +120,42 @@ class Budgets:
     ) -> str | None:
         """Count one call of ``tool_id`` against every ``calls`` budget of its caller (None:
         counted, or counted before under ``key``); else the line that stops it."""
-        found = [
-            b
-            for b in self.of(policy, identity)
-            if b.calls is not None and b.targets.fullmatch(tool_id)
-        ]
-        if not found:
-            return None
         now = self._clock()
-        counted = [
-            (b, spend) for b in found if (spend := _spend(b, "calls", identity, run, now, 1.0))
-        ]
+        counted = self._calls(policy, identity, tool_id, run, now)
         if not counted:
             return None
         over = self.store.take(key, [spend for _, spend in counted], now)
         if over is None:
             return None
-        budget = counted[over][0]
-        return stop_line(budget, "calls", identity, run, now)
+        return stop_line(counted[over][0], "calls", identity, run, now)
+
+    def check_call(
+        self, policy: Policy, identity: Identity, tool_id: str, run: str | None
+    ) -> str | None:
+        """The line that would stop one more call of ``tool_id`` now, counting nothing (None:
+        every ``calls`` budget of its caller has one left). Asked before a human is: nobody
+        is asked to approve a call its budget already refuses."""
+        now = self._clock()
+        counted = self._calls(policy, identity, tool_id, run, now)
+        if not counted:
+            return None
+        spent = self.store.spent([spend.counter for _, spend in counted])
+        for budget, spend in counted:
+            if spent.get(spend.counter, 0.0) + spend.amount > spend.limit:
+                return stop_line(budget, "calls", identity, run, now)
+        return None
+
+    def _calls(
+        self, policy: Policy, identity: Identity, tool_id: str, run: str | None, now: float
+    ) -> list[tuple[Budget, Spend]]:
+        """Each ``calls`` budget one call of ``tool_id`` counts against, with what it adds."""
+        return [
+            (b, spend)
+            for b in self.of(policy, identity)
+            if b.calls is not None
+            and b.targets.fullmatch(tool_id)
+            and (spend := _spend(b, "calls", identity, run, now, 1.0)) is not None
+        ]
 
     # -- model usage ---------------------------------------------------------------------------
 

@@ -16,9 +16,14 @@ One call, top to bottom (:meth:`Executor.run`, then :meth:`Executor._pipeline`):
 4. the arguments are validated against the tool's schema (for a caller who may see it);
 5. the policy decides (a tool the caller may not see reads as unknown);
 6. a durable run's replay is answered from its record (:mod:`.replay`);
-7. the rate limit, and the budgets the team shares (:class:`~.budget.Budgets`);
+7. the rate limit; for a call that needs approval, the budgets the team shares are read
+   (nobody is asked to approve a call its budget refuses; a human's yes is settled, then
+   counted or refused in step 8);
 8. the approval of this exact call (:class:`~.gate.ApprovalGate`): a grant an approver
-   remembered that covers it, or a human's decision, and an approver's edit;
+   remembered that covers it, or a human's decision, and an approver's edit; then the call
+   is counted against the budgets (:class:`~.budget.Budgets`): only once admitted, so a
+   call that ended ``needs_approval`` and is approved in a later run, under a new key,
+   counts once;
 9. a durable run's call claims its key (only now: a call waiting for a human holds no claim,
    so a process killed while it waits leaves nothing that reads as a call that ran);
 10. the guardrails and the tool, within the call's deadline (:class:`~.runner.Runner`).
@@ -367,21 +372,21 @@ class Executor:
     async def _admitted(
         self, call: Call, limits: Any, durable: DurableCall | None = None
     ) -> ExecutionResult:
-        """The steps of a call the policy lets through: rate limit, approval, the durable
-        claim, the tool."""
+        """The steps of a call the policy lets through: rate limit, approval, budgets, the
+        durable claim, the tool."""
         book, cap, decision = self.book, call.cap, call.decision
         assert cap is not None and decision is not None
         wait = self.rate_limiter.acquire(limits, call.identity.id, cap.id) if limits else 0.0
         if wait > 0.0:
             msg = f"rate limited: {cap.id} may be called again in {wait:.1f} s"
             return book.finish(call, Outcome.RATE_LIMITED, msg, retry_after=wait)
-        if self.policy.budgets:  # one call counted against every calls budget, all or none
-            over = self.budgets.take_call(
-                self.policy, call.identity, cap.id, call.run_id, call.key_of_writes()
-            )
+        budgeted = bool(self.policy.budgets)
+        gated = decision.effect == "approve" or cap.annotations.requires_approval
+        if budgeted and gated and not call.approved:  # nobody is asked for a call over budget
+            over = self.budgets.check_call(self.policy, call.identity, cap.id, call.run_id)
             if over is not None:
                 return book.finish(call, Outcome.OVER_BUDGET, over)
-        if decision.effect == "approve" or cap.annotations.requires_approval:
+        if gated:
             if call.edit is not None or not self.gate.granted(call):  # a grant, else a human
                 stopped = await self.gate.admit(call)
                 if stopped is not None:
@@ -391,6 +396,12 @@ class Executor:
         elif call.edit is not None:  # an edit nobody was asked for: no request it settles
             msg = f"denied: {cap.id} was never asked for approval, so no edit of it runs"
             return book.finish(call, Outcome.DENIED, msg)
+        if budgeted:  # counted once admitted (a call that only asked a human spends nothing):
+            over = self.budgets.take_call(  # against every calls budget, all or none
+                self.policy, call.identity, cap.id, call.run_id, call.key_of_writes()
+            )
+            if over is not None:  # for an approved call: spent by others while it waited
+                return book.finish(call, Outcome.OVER_BUDGET, over)
         if durable is not None:  # claimed past the gate: a call waiting for a human holds none
             replayed = durable.claim(call, book)
             if replayed is not None:
