@@ -235,8 +235,13 @@ def redirecting_card(location: str, hops: list[str]) -> SearchTool:
         hops.append(str(request.url))
         return httpx.Response(302, headers={"location": location})
 
+    return direct_card(redirect)
+
+
+def direct_card(site: Callable[[httpx.Request], httpx.Response]) -> SearchTool:
+    """A direct-fetch card served by ``site``, every host at one public address."""
     card = SearchTool(api_key=SecretStr("k"), web_fetch=WebFetch(backend="direct"))
-    card._transport = httpx.MockTransport(redirect)
+    card._transport = httpx.MockTransport(site)
 
     async def resolver(host: str, port: int) -> list[str]:
         return ["93.184.216.34"]
@@ -435,14 +440,7 @@ def site_with_an_open_redirect(location: str) -> tuple[SearchTool, list[str]]:
             return httpx.Response(200, text="SECRET", headers={"content-type": "text/plain"})
         return httpx.Response(302, headers={"location": location})
 
-    card = SearchTool(api_key=SecretStr("k"), web_fetch=WebFetch(backend="direct"))
-    card._transport = httpx.MockTransport(site)
-
-    async def resolver(host: str, port: int) -> list[str]:
-        return ["93.184.216.34"]
-
-    card._resolver = resolver
-    return card, seen
+    return direct_card(site), seen
 
 
 @pytest.mark.parametrize(
