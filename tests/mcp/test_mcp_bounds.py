@@ -176,6 +176,29 @@ def test_a_server_within_the_tool_bound_lists_its_tools(start_server: type[Serve
     assert {f"tool_{i}" for i in range(5)} <= set(script.seen_tools)
 
 
+def paged_listing(pages: int, tools: int, desc: int) -> tuple[list[str], str | None]:
+    """The tools the model sees of ``servers/paged_server.py`` and the instructions."""
+    script = [str(SERVERS / "paged_server.py"), str(pages), str(tools), str(desc)]
+    fields: dict[str, Any] = {"connect_timeout_seconds": 60.0, "protocol": "legacy"}
+    tool = MCPTool(name="pg", transport="stdio", command=PYTHON, args=script, **fields)
+    agent, said = make_agent([ToolFactory([tool]).toolset()])
+    asyncio.run(call_tools(agent, said, []))
+    return said.seen_tools, said.instructions
+
+
+def test_a_listing_of_many_pages_is_refused_past_its_bound() -> None:
+    """Each page is under the message bound, the listing is not (the client kept all 250 pages
+    a server sent: 3 GiB): the server is unavailable, and says why."""
+    seen, instructions = paged_listing(30, 1_000, 100)
+    assert not any(name.startswith("t") for name in seen)
+    assert "MCP server 'pg' is unavailable (ListingTooLarge:" in str(instructions)
+
+
+def test_a_listing_of_a_few_pages_is_read_whole() -> None:
+    seen, _ = paged_listing(3, 5, 100)
+    assert {f"t{page}_{i}" for page in range(3) for i in range(5)} <= set(seen)
+
+
 def test_the_bounds_are_the_cards() -> None:
     bounds = MCPTool(transport="stdio", command="x", max_result_chars=2_000).wire_bounds()
     assert (bounds.text, bounds.file_bytes) == (50_000, 5 << 20)  # sampling.max_chars is larger

@@ -356,3 +356,22 @@ def test_a_granted_answer_that_does_not_fit_the_form_cancels_the_question(
 
     (answer,) = asyncio.run(main())
     assert answer == {"action": "cancel", "content": None}
+
+
+def test_the_audit_of_a_sampling_request_shows_a_few_messages_cut() -> None:
+    """A refused request is not bounded by the card: its audit row shows how many messages it
+    has and the first few, cut (every message recorded made one tool call write 335 MB)."""
+    from mcp import types
+
+    from toolcards.tools.mcp.sampling import sampling_args
+
+    text = types.TextContent(type="text", text="x" * 100_000)
+    messages = [types.SamplingMessage(role="user", content=text)] * 500
+    params = types.CreateMessageRequestParams(
+        messages=messages, system_prompt="s" * 100_000, max_tokens=5
+    )
+    args = sampling_args(params)
+
+    assert args["messages"] == 500 and 0 < len(args["shown"]) <= 5
+    assert args["shown"][0]["text"].startswith("xxx")
+    assert len(str(args)) < 20_000

@@ -68,6 +68,51 @@ def test_a_remote_tool_never_takes_a_local_tools_name(
     assert "the name of a local tool" in caplog.text
 
 
+def search_tools(query: str) -> str:
+    """A server tool named like pydantic-ai's tool search."""
+    return f"remote {query}"
+
+
+def final_result(answer: str) -> str:
+    """A server tool named like pydantic-ai's output tool."""
+    return f"remote {answer}"
+
+
+@pytest.mark.parametrize(
+    ("prefix", "offered"),
+    [("", {"ping"}), ("srv", {"srv_ping", "srv_search_tools", "srv_final_result"})],
+)
+def test_a_remote_tool_never_takes_a_name_the_run_adds(prefix: str, offered: set[str]) -> None:
+    """The server lists ``search_tools`` and ``final_result``, names pydantic-ai gives its tool
+    search and output tool: they are left out (the run failed on the duplicate name, losing
+    every tool), and a tool_prefix keeps them under another name."""
+    from pydantic import BaseModel
+    from pydantic_ai import Agent
+    from pydantic_ai.models.test import TestModel
+    from pydantic_ai.toolsets import FunctionToolset
+
+    from toolcards.tools.mcp.toolset import MCPServerToolset
+
+    class Out(BaseModel):
+        answer: str
+
+    def ping() -> str:
+        """Answer pong."""
+        return "pong"
+
+    remote = MCPServerToolset(
+        name="shadow",
+        build=lambda: FunctionToolset([search_tools, final_result, ping]),
+        prefix=prefix,
+    )
+    model = TestModel(call_tools=[f"{prefix}_ping" if prefix else "ping"])
+    result = asyncio.run(Agent(model, toolsets=[remote], output_type=Out).run("go"))
+
+    assert isinstance(result.output, Out)
+    assert model.last_model_request_parameters is not None
+    assert {t.name for t in model.last_model_request_parameters.function_tools} == offered
+
+
 def named_card(name: str, **fields: Any) -> MCPTool:
     """A stdio card of ``servers/named_server.py`` (it lists ``deploy`` and ``<name>_status``)."""
     script = str(SERVERS / "named_server.py")
@@ -161,3 +206,18 @@ def test_bound_result_keeps_small_values_and_cuts_structures() -> None:
     assert bound_result(b"raw", 1) == b"raw"
     cut = bound_result({"k": "v" * 5_000}, 1_000)
     assert isinstance(cut, str) and cut.startswith('{"k": "vvv') and "[... truncated:" in cut
+
+
+def test_bound_result_cuts_what_an_apps_tool_return_sends_the_model() -> None:
+    """An MCP Apps tool's result is a ``ToolReturn``: its return value and content are cut like
+    any result (7.5 M characters reached the model at max_result_chars=1000), its metadata
+    (for the app, not the model) is kept."""
+    from pydantic_ai import ToolReturn
+
+    app = {"ui": "raw result"}
+    result = ToolReturn(["x" * 50_000] * 20, content="y" * 50_000, metadata=app)
+    cut = bound_result(result, 1_000)
+
+    assert isinstance(cut, ToolReturn) and cut.metadata is app
+    assert isinstance(cut.return_value, str) and len(cut.return_value) < 1_100
+    assert isinstance(cut.content, str) and len(cut.content) < 1_100

@@ -10,7 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from toolcards.tools.mcp.server_requests import Refused
+from toolcards.tools.mcp.wire_json import truncated
 
+_SHOWN_MESSAGES = 3  # messages of a sampling request its audit row shows
+_SHOWN_CHARS = 1_000  # characters of each text shown
 _STOP_REASONS = {"length": "maxTokens", "stop": "endTurn"}
 
 
@@ -34,15 +37,22 @@ def request_size(params: Any) -> int:
 
 
 def sampling_args(params: Any) -> dict[str, Any]:
-    """What the audit row records of a sampling request."""
+    """What the audit row records of a sampling request: how many messages it has and the first
+    few, cut (a refused request is not bounded by the card: recording every message made
+    one tool call write 335 MB of audit)."""
     return {
-        "messages": [
-            {"role": m.role, "text": _text(m.content) if _is_text(m.content) else "[non-text]"}
-            for m in params.messages
+        "messages": len(params.messages),
+        "shown": [
+            {"role": m.role, "text": _shown(m.content) if _is_text(m.content) else "[non-text]"}
+            for m in params.messages[:_SHOWN_MESSAGES]
         ],
-        "system_prompt": params.system_prompt,
+        "system_prompt": truncated(params.system_prompt or "", _SHOWN_CHARS),
         "output_limit": params.max_tokens,  # (a key named *tokens* would be redacted)
     }
+
+
+def _shown(content: Any) -> str:
+    return truncated(_text(content), _SHOWN_CHARS)
 
 
 def _is_text(content: Any) -> bool:

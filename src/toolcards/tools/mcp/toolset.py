@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 import anyio
-from pydantic_ai import ModelRetry, RunContext, ToolFailed
+from pydantic_ai import ModelRetry, RunContext, ToolFailed, ToolReturn
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 
 from toolcards.tools.mcp._http import HTTP_ERRORS, TRANSPORT_ERRORS
@@ -32,6 +32,13 @@ from toolcards.tools.mcp.wire_json import truncated
 
 log = logging.getLogger("toolcards.mcp")
 
+_RUN_NAMES = frozenset({"search_tools"})  # pydantic-ai's tool search
+_OUTPUT_PREFIX = "final_result"  # pydantic-ai's output tools: final_result, final_result_<type>
+LISTING_TOOLS = 10_000
+"""Tools one listing (all its pages) may hold: the client keeps every page of it."""
+LISTING_CHARS = 20_000_000
+"""Characters of names, descriptions and schemas one listing may hold (a server sending 250
+pages of 9 M characters, each page under the message bound, took 3 GiB)."""
 _CONNECTION_WORDS = ("connection closed", "session terminated", "not connected", "session not")
 
 
@@ -78,20 +85,59 @@ def _short(exc: BaseException) -> str:
     return f"{name}: {text[:240]}" if text else name
 
 
+class ListingTooLarge(Exception):
+    """A server's tool listing holds more than :data:`LISTING_TOOLS` tools or
+    :data:`LISTING_CHARS` characters across its pages."""
+
+
+def bounded_listing(client: Any) -> Callable[[], Any]:
+    """``client.list_tools`` (a fastmcp client's) reading the pages of one listing within
+    :data:`LISTING_TOOLS` and :data:`LISTING_CHARS`, else :class:`ListingTooLarge`: the
+    client's own follows up to 250 pages and keeps them all."""
+
+    async def list_tools() -> list[Any]:
+        tools: list[Any] = []
+        chars, cursor, seen = 0, None, set()
+        while True:
+            page = await client.list_tools_mcp(cursor=cursor)
+            tools.extend(page.tools)
+            chars += sum(
+                len(t.name) + len(t.description or "") + len(str(t.input_schema))
+                for t in page.tools
+            )
+            if len(tools) > LISTING_TOOLS or chars > LISTING_CHARS:
+                raise ListingTooLarge(
+                    f"the server lists more than {LISTING_TOOLS:,} tools or "
+                    f"{LISTING_CHARS:,} characters; not read"
+                )
+            if page.next_cursor is None or page.next_cursor in seen:
+                return tools
+            seen.add(page.next_cursor)
+            cursor = page.next_cursor
+
+    return list_tools
+
+
 def _trusted_text(exc: BaseException) -> bool:
     """Whether the message of ``exc`` is written by this library or the HTTP stack (not by
     the server), so it may go into the model's instructions."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    return isinstance(exc, (OAuthError, OSError, TimeoutError, ImportError, *HTTP_ERRORS))
+    ours = (OAuthError, ListingTooLarge, OSError, TimeoutError, ImportError)
+    return isinstance(exc, (*ours, *HTTP_ERRORS))
 
 
 def bound_result(result: Any, limit: int) -> Any:
     """``result`` with text longer than ``limit`` cut, with a marker; other content unchanged.
 
     A large structured result is turned into its JSON text, cut the same way. (The transport
-    has already cut each string while reading it: a marker it left counts here.)
+    has already cut each string while reading it: a marker it left counts here.) A
+    ``ToolReturn`` (an MCP Apps tool's) has what reaches the model bounded the same way: its
+    return value and its content.
     """
+    if isinstance(result, ToolReturn):
+        value = bound_result(result.return_value, limit)
+        return replace(result, return_value=value, content=bound_result(result.content, limit))
     if isinstance(result, str):
         return truncated(result, limit)
     if not isinstance(result, dict | list):
@@ -213,6 +259,9 @@ class MCPServerToolset(AbstractToolset[Any]):
             self._last_attempt = now
             try:
                 inner = self._build()
+                client = getattr(inner, "client", None)
+                if client is not None:  # its listing within bounds (replaced on this one client)
+                    client.list_tools = bounded_listing(client)
                 with ServerRequests.outside_calls():  # its tasks belong to no call
                     await inner.__aenter__()
             except Exception as exc:
@@ -289,6 +338,12 @@ class MCPServerToolset(AbstractToolset[Any]):
         """Names this server's tools may not take (the local tools' beside it)."""
         self._reserved = names
 
+    def _taken(self, name: str) -> bool:
+        """Whether ``name`` is a local tool's: a card tool's, or one pydantic-ai adds to a run
+        (tool search, the output tools) and refuses a toolset tool of that name, failing the
+        run."""
+        return name in self._reserved or name in _RUN_NAMES or name.startswith(_OUTPUT_PREFIX)
+
     def _rename(self, found: dict[str, ToolsetTool[Any]]) -> dict[str, ToolsetTool[Any]]:
         wanted = {
             n: t
@@ -296,7 +351,7 @@ class MCPServerToolset(AbstractToolset[Any]):
             if (self._include is None or n in self._include) and n not in self._exclude
         }
         names = sanitize_names(wanted, self._prefix)
-        for original in [n for n in wanted if names[n] in self._reserved]:
+        for original in [n for n in wanted if self._taken(names[n])]:
             del wanted[original]  # the server's name: it never shadows a local tool
             if original not in self._refused:
                 self._refused.add(original)
