@@ -53,6 +53,7 @@ kept because callers catch that built-in type. The module each class lives in is
     ├── BackendUnavailable (RuntimeError)       tools.exec.backends.base
     ├── LimitUnavailable (RuntimeError)         tools.exec.limits
     ├── OAuthError (RuntimeError)               tools.mcp.oauth_urls
+    ├── ListingTooLarge                         tools.mcp.toolset
     ├── Refused                                 tools.mcp.server_requests
     ├── SearchError                             tools.search.client
     ├── URLRefused (ValueError)                 tools._common.urls

@@ -24,6 +24,7 @@ import anyio
 from pydantic_ai import ModelRetry, RunContext, ToolFailed, ToolReturn
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 
+from toolcards.core.errors import ToolcardsError
 from toolcards.tools.mcp._http import HTTP_ERRORS, TRANSPORT_ERRORS
 from toolcards.tools.mcp.names import sanitize_names
 from toolcards.tools.mcp.oauth import OAuthError
@@ -85,7 +86,7 @@ def _short(exc: BaseException) -> str:
     return f"{name}: {text[:240]}" if text else name
 
 
-class ListingTooLarge(Exception):
+class ListingTooLarge(ToolcardsError):
     """A server's tool listing holds more than :data:`LISTING_TOOLS` tools or
     :data:`LISTING_CHARS` characters across its pages."""
 
