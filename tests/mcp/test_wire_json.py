@@ -124,6 +124,19 @@ def test_a_message_of_too_many_values_answers_its_request_with_an_error(lines: b
     }  # fmt: skip
 
 
+def test_the_values_of_a_text_that_is_json_count() -> None:
+    """pydantic-ai parses a text block starting with `[` or `{` into Python values before any
+    cut: 150 blocks of 99,000 characters held 4.95 M values past the 100,000-value bound."""
+    bounds = WireBounds(text=10**4, file_bytes=30, total=10**6, values=1000)
+    text = "[" + "{}," * 600 + "{}]"
+    body = {"jsonrpc": "2.0", "id": 7, "result": {"content": [{"type": "text", "text": text}]}}
+    [answer] = JsonTrimmer(bounds).feed(json.dumps(body) + "\n")
+    assert "holds more than 1,000 values" in str(answer)
+    plain = {**body, "result": {"content": [{"type": "text", "text": "see " + text}]}}
+    [kept] = JsonTrimmer(bounds).feed(json.dumps(plain) + "\n")
+    assert json.loads(str(kept)) == plain  # a text that is not JSON is one value
+
+
 def test_commas_and_brackets_in_strings_are_not_values() -> None:
     bounds = WireBounds(text=10**4, file_bytes=30, total=10**6, values=10)
     body = {"id": 1, "result": {"text": ",[{" * 3000, "more": ['"],[{\\', "x,y"]}}
