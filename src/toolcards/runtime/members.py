@@ -339,7 +339,7 @@ class MemberRoster(MemberMessaging):
             team.log.lifecycle("members_restore_failed", reason=reason)
             return
         restored: dict[str, int] = {}
-        for key, record in sorted(rows, key=lambda row: _hired_at(row[1])):  # earliest first
+        for key, record in sorted(rows, key=lambda row: hire_time(row[1])):  # earliest first
             name = key.removeprefix("member:")
             if not isinstance(record, dict):  # valid JSON, but no roster record
                 reason = f"its roster row is no object ({type(record).__name__})"
@@ -402,7 +402,7 @@ class MemberRoster(MemberMessaging):
             for key, record in self._state.items("member:"):
                 name = key.removeprefix("member:")
                 if name not in self._entries and isinstance(record, dict):
-                    hired = _hired_at(record)
+                    hired = hire_time(record)
                     found.append(
                         MemberInfo(
                             name=name, role=str(record.get("role")), busy=False, hired_at=hired
@@ -417,8 +417,9 @@ class MemberRoster(MemberMessaging):
         return member_activity(self._team.log.recent(), members=names, **options)
 
 
-def _hired_at(record: Any) -> float:
-    """When a roster record's member was hired (a row that does not say so readably: 0)."""
+def hire_time(record: Any) -> float:
+    """When a roster record's member was hired; 0 for a row that does not say so readably
+    (``'yesterday'``, ``true``, ``NaN``, an int no float holds: rows our writers never leave)."""
     hired = record.get("hired_at") if isinstance(record, dict) else None
     if not isinstance(hired, int | float) or isinstance(hired, bool):
         return 0.0

@@ -24,7 +24,7 @@ from toolcards.governance.approvals.grants import describe
 from toolcards.governance.approvals.view import arguments_view, reads_as_itself
 from toolcards.governance.audit.log import other_teams_line
 from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor
-from toolcards.runtime.members import ROSTER
+from toolcards.runtime.members import ROSTER, hire_time
 from toolcards.runtime.worker import TRANSIENT_PREFIX
 
 if TYPE_CHECKING:
@@ -41,7 +41,6 @@ AUDIT_PAGE = 50
 CHAIN_CHECK_EVERY = 30.0  # seconds: the audit panel's chain state is at most this old
 EVENT_TEXT = 300
 MAX_DIGITS = 18  # a position or an entry id: below 2**63
-MAX_SECONDS = 1e12  # a stored time not below this (past the year 33658) is no time
 OUTCOMES = (
     "ok",
     "denied",
@@ -107,17 +106,8 @@ def _stopped_members(team: Team, running: set[str]) -> list[tuple[str, str, str,
     for key, record in team.state_of(ROSTER).items("member:"):
         name = key.removeprefix("member:")
         if name not in running and isinstance(record, dict):
-            hired = _seconds(record.get("hired_at"))
-            found.append((name, str(record.get("role", "")), "stopped", hired))
+            found.append((name, str(record.get("role", "")), "stopped", hire_time(record)))
     return sorted(found, key=lambda m: m[3])
-
-
-def _seconds(stored: object) -> float:
-    """A stored time, or 0.0 (shown as "-") when the row holds no plausible number of
-    seconds (a row our writers never leave: ``'yesterday'``, ``true``, ``NaN``, ``10**400``)."""
-    if isinstance(stored, bool) or not isinstance(stored, int | float):
-        return 0.0
-    return float(stored) if abs(stored) < MAX_SECONDS else 0.0
 
 
 def _last_activity(team: Team) -> dict[str, tuple[float, str]]:
