@@ -40,8 +40,6 @@ _EDGE = 512
 """Characters of a message's start and end kept to name its request when it is too long."""
 _STRING = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"')
 """A whole string, as the copy takes them (no line break in it)."""
-_JSON_STRING = re.compile(r'"[\[{][^"\\]*+(?:\\.[^"\\]*+)*+"')
-"""A whole string whose text starts with ``[`` or ``{`` (see :func:`_values`)."""
 MAX_VALUES = 100_000
 """Values one message may hold (counted at each comma and opening bracket outside strings):
 each one costs the client far more than its characters once parsed (400,000 one-letter text
@@ -102,10 +100,12 @@ def _chars(source: str) -> int:
 def _values(source: str) -> int:
     """The values JSON text ``source`` (whole strings only) holds, as :data:`MAX_VALUES`
     counts them, with those of a string that is itself JSON text (one starting with ``[`` or
-    ``{``: pydantic-ai parses such a text block into values, before any cut)."""
-    between = _STRING.sub("", source)
-    nested = sum(_counted(m.group()) for m in _JSON_STRING.finditer(source))
-    return _counted(between) + nested
+    ``{``: pydantic-ai parses such a text block into values, before any cut): every comma and
+    opening bracket but those inside other strings, in one pass over the strings."""
+    inside = sum(
+        _counted(m.group()) for m in _STRING.finditer(source) if m.group()[1:2] not in "[{"
+    )
+    return _counted(source) - inside
 
 
 def _counted(text: str) -> int:
