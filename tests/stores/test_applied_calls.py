@@ -99,6 +99,20 @@ def test_a_team_keeps_at_most_the_newest_keys_of_its_bound(
     assert kept == [("a", "k2"), ("a", "k3"), ("a", "k4"), ("b", "k0")]
 
 
+def test_two_teams_written_in_turn_each_keep_their_bound(
+    sql_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(applied_calls, "KEEP_PER_TEAM", 3)
+    monkeypatch.setattr(applied_calls, "PRUNE_EVERY", 2)
+    for n in range(40):  # a count of the whole process gave every enforcement to one team
+        _record(sql_store, "a", f"k{n:02}")
+        _record(sql_store, "b", f"k{n:02}")
+    kept = _keys(sql_store)
+    for team in "ab":
+        assert 3 <= sum(1 for t, _ in kept if t == team) <= 3 + 2
+        assert (team, "k39") in kept
+
+
 def _keys(store: Store) -> list[tuple[str, str]]:
     sql = "SELECT team_id, call_key FROM {}applied_calls ORDER BY team_id, call_key"
     if isinstance(store, TeamStore):

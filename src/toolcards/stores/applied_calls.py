@@ -14,15 +14,17 @@ the same fact. Every row carries its ``team_id`` and every statement filters by 
 
 Bounded: a key is kept :data:`KEEP_SECONDS` (a retry comes within seconds or minutes), and a
 team keeps at most about :data:`KEEP_PER_TEAM` keys (the oldest go first; the count is
-enforced every :data:`PRUNE_EVERY` records of a writer, so a team holds at most
-``KEEP_PER_TEAM + PRUNE_EVERY`` keys per writing process).
+enforced on a team's first record in a writing process and every :data:`PRUNE_EVERY` of its
+records after, so a team holds at most ``KEEP_PER_TEAM + PRUNE_EVERY`` keys per writing
+process, however many teams that process writes for).
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -33,7 +35,10 @@ KEEP_SECONDS = 24 * 3600.0
 KEEP_PER_TEAM = 10_000
 """The most keys a team keeps (the oldest are dropped first)."""
 PRUNE_EVERY = 256
-"""How many records a writer makes between two enforcements of :data:`KEEP_PER_TEAM`."""
+"""How many records a writer makes for a team between two enforcements of :data:`KEEP_PER_TEAM`."""
+COUNTED_TEAMS = 4096
+"""Teams whose records since their last enforcement a process counts (the least recently
+written go first: such a team's next record enforces the bound again)."""
 
 __all__ = ["KEEP_PER_TEAM", "KEEP_SECONDS", "PRUNE_EVERY", "AppliedCall", "find", "record"]
 
@@ -70,7 +75,21 @@ def find(execute: Execute, prefix: str, team_id: str, key: str) -> AppliedCall |
     return AppliedCall(str(row[0]), str(row[1]), str(row[2]), float(row[3]))
 
 
-_records = itertools.count(1)
+_since_prune: OrderedDict[tuple[str, str], int] = OrderedDict()
+_since_prune_lock = threading.Lock()
+
+
+def _prune_due(prefix: str, team_id: str) -> bool:
+    """True on a team's first record here and on every :data:`PRUNE_EVERY`-th after it: a
+    count per team (a count of the whole process let one team's keys grow past the bound
+    while another team's records took every enforcement)."""
+    key = (prefix, team_id)
+    with _since_prune_lock:
+        n = _since_prune.pop(key, 0)
+        _since_prune[key] = (n + 1) % PRUNE_EVERY
+        if len(_since_prune) > COUNTED_TEAMS:
+            _since_prune.popitem(last=False)
+    return n == 0
 
 
 def record(
@@ -87,7 +106,7 @@ def record(
         (team_id, key, actor, digest, result, now),
     )
     execute(f"DELETE FROM {table} WHERE team_id = ? AND at < ?", (team_id, now - KEEP_SECONDS))
-    if next(_records) % PRUNE_EVERY == 0:
+    if _prune_due(prefix, team_id):
         execute(
             f"DELETE FROM {table} WHERE team_id = ? AND at < (SELECT at FROM {table} "
             "WHERE team_id = ? ORDER BY at DESC LIMIT 1 OFFSET ?)",
