@@ -137,6 +137,36 @@ def test_the_values_of_a_text_that_is_json_count() -> None:
     assert json.loads(str(kept)) == plain  # a text that is not JSON is one value
 
 
+def _escaped(text: str, char: str, first: bool) -> str:
+    """The JSON source of string ``text`` with ``char`` spelt as a ``\\u`` escape (only its
+    first one if ``first``)."""
+    escape = f"\\u{ord(char):04x}"
+    source = json.dumps(text)
+    return source.replace(char, escape, 1) if first else source.replace(char, escape)
+
+
+@pytest.mark.parametrize(
+    ("text", "char", "first"),
+    [
+        ("[" + "0," * 1200 + "0]", "[", True),
+        ("[" + "0," * 1200 + "0]", ",", False),
+        ("[" + "0," * 3000 + "0]", ",", False),  # its source is past the text bound, not it
+    ],
+    ids=["first-bracket", "commas", "commas-long-source"],
+)
+def test_the_values_of_a_json_text_count_as_decoded(text: str, char: str, first: bool) -> None:
+    """pydantic-ai reads the decoded text: `\\u005b0,0,...]` is a list, and so is a list whose
+    commas are `\\u002c`; counted on the source, either passed the bound."""
+    bounds = WireBounds(text=10**4, file_bytes=30, total=10**6, values=1000)
+    head = '{"jsonrpc": "2.0", "id": 7, "result": {"content": [{"type": "text", "text": '
+    wire = head + _escaped(text, char, first) + "}]}}\n"
+    [answer] = JsonTrimmer(bounds).feed(wire)
+    assert "holds more than 1,000 values" in str(answer)
+    plain = head + _escaped("\n" + text, char, first) + "}]}}\n"  # not JSON: one value
+    [kept] = JsonTrimmer(bounds).feed(plain)
+    assert json.loads(str(kept))["result"]["content"][0]["text"] == "\n" + text
+
+
 def test_commas_and_brackets_in_strings_are_not_values() -> None:
     bounds = WireBounds(text=10**4, file_bytes=30, total=10**6, values=10)
     body = {"id": 1, "result": {"text": ",[{" * 3000, "more": ['"],[{\\', "x,y"]}}

@@ -99,13 +99,29 @@ def _chars(source: str) -> int:
 
 def _values(source: str) -> int:
     """The values JSON text ``source`` (whole strings only) holds, as :data:`MAX_VALUES`
-    counts them, with those of a string that is itself JSON text (one starting with ``[`` or
-    ``{``: pydantic-ai parses such a text block into values, before any cut): every comma and
-    opening bracket but those inside other strings, in one pass over the strings."""
-    inside = sum(
-        _counted(m.group()) for m in _STRING.finditer(source) if m.group()[1:2] not in "[{"
-    )
+    counts them, with those of a string that is itself JSON text (see :func:`_nested`): every
+    comma and opening bracket but those inside other strings, in one pass over the strings."""
+    inside = sum(_counted(s) - _nested(s) for s in _STRING.findall(source))
     return _counted(source) - inside
+
+
+def _nested(source: str) -> int:
+    """The values of the string whose JSON source is ``source`` if its text is JSON text (starts
+    with ``[`` or ``{``: pydantic-ai parses such a text block into values, before any cut), else
+    0. Decided and counted on the decoded text, as pydantic-ai reads it: ``\\u005b`` is a ``[``
+    and ``\\u002c`` a comma. Only a string whose source starts with ``[``, ``{`` or an escape
+    can be JSON text, and only one holding an escape is decoded."""
+    if source[1:2] not in ("[", "{", "\\"):
+        return 0
+    if "\\" in source:
+        with contextlib.suppress(ValueError):  # a bad escape: the parser will refuse it all
+            return _json_values(json.loads(source))
+    return _json_values(source[1:])
+
+
+def _json_values(text: str) -> int:
+    """The values of string ``text`` if it is JSON text, else 0 (see :func:`_nested`)."""
+    return _counted(text) if text[:1] in ("[", "{") else 0
 
 
 def _counted(text: str) -> int:
@@ -270,7 +286,7 @@ class JsonTrimmer:
             self._rewrite = True  # a long "data" text that is no file's is cut later
         if extra:
             value += _marker(extra)
-        self._emit(json.dumps(value))
+        self._emit(json.dumps(value), _json_values(value))
 
     @property
     def _last(self) -> str:
