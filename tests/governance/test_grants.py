@@ -196,6 +196,55 @@ def test_a_grant_stops_when_it_is_revoked(desk: tuple[Executor, AuditLog]) -> No
         executor.approvals.revoke(grant.grant_id, approver=RITA)
 
 
+def pay(account: str, memo: str, payee: str) -> str:
+    """Pay (a human approves each call)."""
+    return "paid"
+
+
+annotate(pay, requires_approval=True, sensitive=["account"])
+IBAN, ACME = "DE89370400440532013000", "ACME-123456"
+
+
+def test_a_grants_rows_redact_its_values_as_the_calls_own_rows_do(tmp_path: Path) -> None:
+    """The rows of a grant made and revoked hide the sensitive argument and the values the
+    policy's redaction patterns match, as the call's own rows do; a revoke (another broker,
+    the request not at hand) withholds every value."""
+    policy = Policy.from_dict(
+        {"default_effect": "allow", "redaction": {"patterns": {"acme": r"ACME-[0-9]{6}"}}}
+    )
+    where = str(tmp_path / "approvals.db")
+    store, close = open_approvals(where, "t1")
+    audit = AuditLog(tmp_path / "audit.db", durability="sync")
+    broker = ApprovalBroker(store=store, audit=audit)
+    executor = Executor(CapabilityRegistry.from_tools([pay]), policy, audit=audit, approvals=broker)
+    args = {"account": IBAN, "memo": f"ref {ACME} march", "payee": "acme gmbh"}
+    waiting = asyncio.run(executor.call("pay", args, CAROL))
+    globs = {"memo": {"glob": f"ref {ACME} *"}, "payee": {"glob": "acme *"}}
+    assert waiting.approval is not None
+    grant = broker.remember(waiting.approval, approver=RITA, remember=Remember(HOUR, pattern=globs))
+    assert asyncio.run(executor.call("pay", {**args, "memo": f"ref {ACME} april"}, CAROL)).ok
+    other, close_other = open_approvals(where, "t1")  # as another process would
+    ApprovalBroker(store=other, audit=audit).revoke(grant.grant_id, approver=RITA)
+    for done in (close, close_other):
+        if done is not None:
+            done()
+    rows = {e.outcome: e for e in audit.query(limit=100)}
+    assert rows["approval_granted"].args["account"] == "[REDACTED]"
+    assert rows["grant_created"].args == {
+        "account": {"eq": "[REDACTED]"},
+        "memo": {"glob": "[REDACTED]"},  # the approver's glob spells the secret
+        "payee": {"glob": "acme *"},
+    }
+    assert rows["grant_revoked"].args == {
+        "account": {"eq": "[REDACTED]"},
+        "memo": {"glob": "[REDACTED]"},
+        "payee": {"glob": "[REDACTED]"},  # no request at hand: every value withheld
+    }
+    audit.close()
+    stored = b"".join(path.read_bytes() for path in tmp_path.glob("audit.db*"))
+    assert IBAN.encode() not in stored and ACME.encode() not in stored
+
+
 def test_a_grant_stops_when_it_expires(desk: tuple[Executor, AuditLog]) -> None:
     executor, _ = desk
     remembered(executor, {"path": "a.md", "content": "a"}, Remember(0.5))

@@ -16,7 +16,7 @@ from toolcards.core.grants import Grant
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.governance.approvals.edits import granted_json
 from toolcards.governance.approvals.grants import MAX_GRANTS, GrantError, Remember, describe
-from toolcards.governance.approvals.records import decision_record, grant_record
+from toolcards.governance.approvals.records import decision_record, grant_record, redacted_grant
 from toolcards.governance.approvals.types import (
     ApprovalError,
     EditCheck,
@@ -117,7 +117,7 @@ class ApprovalDecisions:
             raise ApprovalError(f"cannot revoke grant {grant_id}: {why}")
         assert revoked is not None
         self._grant_row(revoked, grant_id, approver, surface, "deny", "grant_revoked",
-                        f"revoked: {describe(revoked)}")  # fmt: skip
+                        f"revoked: {describe(redacted_grant(revoked))}")  # fmt: skip
         return revoked
 
     def grants(self, *, ended: bool = False, limit: int = 1000) -> list[Grant]:
@@ -283,13 +283,13 @@ class ApprovalDecisions:
         if not grants.add(grant, MAX_GRANTS):  # filled up since the check: granted once only
             why = f"not remembered: {MAX_GRANTS} live grants"
             self._grant_row(grant, grant.grant_id, approver, surface, "none",
-                            "approval_rejected", why)  # fmt: skip
+                            "approval_rejected", why, request)  # fmt: skip
             raise ApprovalError(
                 f"approval {approval_id} was granted once, but not remembered: the team "
                 f"holds {MAX_GRANTS} live grants"
             )
         self._grant_row(grant, grant.grant_id, approver, surface, "grant", "grant_created",
-                        describe(grant))  # fmt: skip
+                        describe(redacted_grant(grant, request)), request)  # fmt: skip
         return replace(decided, grant=grant)
 
     def _grant_of(
@@ -342,14 +342,17 @@ class ApprovalDecisions:
         decision: str,
         outcome: str,
         reason: str,
+        request: ApprovalRequest | None = None,
     ) -> None:
-        """The audit row of something done to a grant (made, revoked, or refused)."""
+        """The audit row of something done to a grant (made, revoked, or refused), its values
+        redacted by ``request``, the one it was made from (None: withheld; see
+        :func:`.records.redacted_grant`)."""
         audit = self.audit
         if audit is None:
             return
         ts = self._clock()
         audit.record(
-            grant_record(ts, grant, grant_id, approver, surface, decision, outcome, reason)
+            grant_record(ts, grant, grant_id, approver, surface, decision, outcome, reason, request)
         )
 
     def _audit(
