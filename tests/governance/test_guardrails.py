@@ -4,6 +4,7 @@ fail closed, audited with the hook's name (a real executor and a real SQLite aud
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from toolcards.core.spec import annotate
 from toolcards.governance import (
+    ApprovalRequest,
     AuditLog,
     CapabilityRegistry,
     Executor,
@@ -309,6 +312,69 @@ async def test_an_input_hook_that_raises_fails_closed(audit: AuditLog) -> None:
     assert ran == []
     row = audit.tail(1)[0]
     assert row.hook == "broken" and "RuntimeError" in (row.error or "")
+
+
+# a failure's log line says what its audit row says: the redacted text, not the traceback
+# whose last line repeats the exception's message (an argument in clear)
+PIN, CODE = "8214-Zeta", "door-code-77x1"
+
+
+def unlock(door: str, pin: str, code: str) -> str:
+    """Unlock a door."""
+    return "open"
+
+
+def _logged(caplog: pytest.LogCaptureFixture) -> str:
+    assert all(record.exc_info is None for record in caplog.records)
+    return caplog.text
+
+
+async def test_a_hook_failing_on_a_secret_argument_logs_it_redacted(
+    audit: AuditLog, caplog: pytest.LogCaptureFixture
+) -> None:
+    @input_guardrail
+    def pin_is_numeric(ctx: HookContext, args: dict[str, Any]) -> dict[str, Any]:
+        raise ValueError(f"bad pin {args['pin']} or code {args['code']}")
+
+    registry = CapabilityRegistry.from_tools([annotate(unlock, sensitive=["code"])])
+    executor = Executor(registry, Policy.allow_all(), audit=audit, hooks=[pin_is_numeric])
+    with caplog.at_level(logging.DEBUG, logger="toolcards"):
+        result = await executor.call("unlock", {"door": "f", "pin": PIN, "code": CODE}, FINANCE)
+    assert result.outcome is Outcome.REFUSED
+    logged = _logged(caplog)
+    assert "ValueError: bad pin [REDACTED] or code [REDACTED]" in logged
+    assert PIN not in logged and CODE not in logged
+
+
+async def test_an_approver_failing_on_a_secret_argument_logs_it_redacted(
+    audit: AuditLog, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def approver(request: ApprovalRequest) -> bool:
+        raise RuntimeError(f"cannot show {PIN}")
+
+    registry = CapabilityRegistry.from_tools([annotate(unlock, requires_approval=True)])
+    executor = Executor(registry, Policy.allow_all(), audit=audit)
+    with caplog.at_level(logging.DEBUG, logger="toolcards"):
+        args = {"door": "f", "pin": PIN, "code": "1"}
+        result = await executor.call("unlock", args, FINANCE, approver=approver)
+    assert result.outcome is Outcome.DENIED
+    logged = _logged(caplog)
+    assert "RuntimeError: cannot show [REDACTED]" in logged and PIN not in logged
+
+
+async def test_a_failure_outside_the_tool_logs_its_argument_redacted(
+    audit: AuditLog, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def evaluate(*args: Any) -> Any:
+        raise KeyError(f"no rule for {PIN}")
+
+    monkeypatch.setattr(Policy, "evaluate", evaluate)
+    executor = Executor(CapabilityRegistry.from_tools([unlock]), Policy.allow_all(), audit=audit)
+    with caplog.at_level(logging.DEBUG, logger="toolcards"), pytest.raises(KeyError):
+        await executor.call("unlock", {"door": "f", "pin": PIN, "code": "1"}, FINANCE)
+    logged = _logged(caplog)
+    assert "failed outside the tool: KeyError: 'no rule for [REDACTED]'" in logged
+    assert PIN not in logged and PIN not in (audit.tail(1)[0].error or "")
 
 
 async def test_an_output_hook_that_raises_withholds_the_result(audit: AuditLog) -> None:

@@ -4,7 +4,9 @@ look-alikes that must stay, and the configuration (extra patterns, disabled buil
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -155,6 +157,54 @@ def test_audit_rows_never_hold_a_list_or_a_number_under_a_secret_name(tmp_path: 
         raw = (tmp_path / "audit.db").read_bytes() + (tmp_path / "audit.db-wal").read_bytes()
     assert row.args == {"user": "ada", "password": REDACTED, "pin": REDACTED}
     assert b"hunter2" not in raw and b"48213" not in raw
+
+
+def _nested(value: Any, depth: int) -> Any:
+    for _ in range(depth):
+        value = {"inner": value}
+    return value
+
+
+@pytest.mark.parametrize("depth", [11, 12, 20])
+def test_an_error_repeating_a_secret_nested_deep_is_stored_without_it(
+    tmp_path: Path, depth: int
+) -> None:
+    """The walk that collects the values an error must not repeat stopped at the arguments'
+    depth bound: past it (and for a secret's value at the bound) the arguments' column hid
+    the password but the error column held it in clear."""
+    secret = f"Tr0ub4dor-{depth}-horse"
+
+    def connect(config: dict[str, Any]) -> str:
+        """Connect with a nested configuration."""
+        raise ValueError(f"authentication failed for {secret!r}")
+
+    registry = CapabilityRegistry.from_tools([connect])
+    config = _nested({"password": secret}, depth)
+    with AuditLog(tmp_path / "audit.db", durability="sync") as audit:
+        executor = Executor(registry, Policy.allow_all(), audit=audit)
+        asyncio.run(executor.call("connect", {"config": config}, ALICE))
+        [row] = audit.query()
+    assert row.error is not None and row.error.startswith("ValueError: ")
+    assert "Tr0ub4dor" not in row.error and "horse" not in row.error
+
+
+def test_an_error_repeating_a_deep_value_under_a_secret_name_is_withheld() -> None:
+    deep = _nested("Tr0ub4dor-horse", 14)
+    error = Redactor().error("ValueError: bad Tr0ub4dor-horse", {"password": deep}, ())
+    assert error == f"ValueError: {REDACTED} (the text may repeat a secret nested too deep)"
+
+
+def test_an_error_repeating_a_secret_held_by_an_object_is_stored_without_it() -> None:
+    # a Python caller may pass a dataclass or a model: its JSON form is what the column shows
+    @dataclasses.dataclass
+    class Login:
+        user: str
+        password: str
+
+    args = {"login": Login("ann", "Tr0ub4dor-horse")}
+    assert Redactor().value(args) == {"login": {"user": "ann", "password": REDACTED}}
+    error = Redactor().error("ValueError: bad Tr0ub4dor-horse", args, ())
+    assert error == f"ValueError: bad {REDACTED}"
 
 
 def test_extra_patterns_are_redacted() -> None:

@@ -182,6 +182,22 @@ async def test_the_policy_can_allow_redacted_arguments_on_spans(otel: Otel) -> N
     assert args == {"user": "bob", "password": "[REDACTED]"}
 
 
+async def test_arguments_on_spans_are_cut_to_a_bound(otel: Otel) -> None:
+    """The attribute held the whole redacted JSON: 100,000 items made a 10 MB attribute."""
+
+    def note(items: list[str], api_key: str) -> int:
+        """Store notes."""
+        return len(items)
+
+    policy = Policy.from_yaml("default_effect: allow\nredaction: {span_arguments: true}\n")
+    executor = Executor(CapabilityRegistry.from_tools([note]), policy, telemetry=otel.telemetry)
+    await executor.call("note", {"items": ["x" * 100] * 1_000, "api_key": "hunter2"}, ALICE)
+    (span,) = otel.ours()
+    shown = str((span.attributes or {})["gen_ai.tool.call.arguments"])
+    assert len(shown) == 8_192 and shown.endswith("...[truncated]")
+    assert shown.startswith('{"api_key":"[REDACTED]","items":["' + "x" * 100)
+
+
 async def test_unknown_tools_are_spans_with_their_own_outcome(otel: Otel) -> None:
     await _executor(otel).call("nope", {}, ALICE)
     (span,) = otel.ours()

@@ -71,7 +71,8 @@ class Refuse:
 class HookContext:
     """One call, as a hook sees it. ``args`` are the canonical arguments as received (read
     only); ``decision`` is the policy's; ``deadline`` is when the call's time is up
-    (``time.monotonic()``; None: no limit); ``redaction`` is the policy's redactor."""
+    (``time.monotonic()``; None: no limit); ``redaction`` is the policy's redactor;
+    ``sensitive`` names the arguments redacted whole (the tool's)."""
 
     tool_id: str
     principal: Identity
@@ -81,6 +82,7 @@ class HookContext:
     decision: Decision
     deadline: float | None
     redaction: Redactor = DEFAULT_REDACTOR
+    sensitive: frozenset[str] = frozenset()
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (never below 0; None: no limit)."""
@@ -271,10 +273,11 @@ def _refusal(hook: ToolHook, ctx: HookContext, failure: BaseException | Refuse) 
         return Refusal(name, msg, f"refused by {name}: {why or 'no reason given'}")
     if isinstance(failure, TimeoutError):
         return Refusal(name, _stopped(ctx.tool_id), f"{name} did not answer by the deadline")
-    log.warning("hook %s failed on %s; the call is refused", name, ctx.tool_id, exc_info=failure)
-    return Refusal(
-        name, _stopped(ctx.tool_id), f"{name} raised {type(failure).__name__}: {failure}"
-    )
+    # no traceback: its last line repeats the message, which may hold an argument in clear
+    error = f"{type(failure).__name__}: {failure}"
+    shown = ctx.redaction.error(error, ctx.args, ctx.sensitive)
+    log.warning("hook %s failed on %s; the call is refused: %s", name, ctx.tool_id, shown)
+    return Refusal(name, _stopped(ctx.tool_id), f"{name} raised {error}")
 
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -373,8 +376,10 @@ def context(
     decision: Decision,
     timeout: float | None,
     redaction: Redactor,
+    sensitive: Iterable[str] = (),
 ) -> HookContext:
     """The context of one call whose time starts now."""
     deadline = None if timeout is None else time.monotonic() + timeout
     view = MappingProxyType(_own_copy(args))
-    return HookContext(tool_id, who, view, call_id, surface, decision, deadline, redaction)
+    hidden = frozenset(sensitive)
+    return HookContext(tool_id, who, view, call_id, surface, decision, deadline, redaction, hidden)

@@ -268,7 +268,9 @@ class CallBook:
         already has its row)."""
         outcome, error = abrupt_ending(exc)
         if self.end(call, outcome, error) and isinstance(exc, Exception):
-            log.exception("governed call %s failed outside the tool", call.tool_id)
+            # its row's text, not a traceback: the exception may repeat an argument in clear
+            shown = call.redactor.error(error, call.args, call.sensitive)
+            log.error("governed call %s failed outside the tool: %s", call.tool_id, shown)
 
     def end(self, call: Call, outcome: str, error: str | None, reported: str | None = None) -> bool:
         """The call's one row and telemetry (``reported``: the outcome telemetry counts,

@@ -92,8 +92,10 @@ class ApprovalGate:
             )
             msg = f"approval timeout: nobody decided on {tool_id} within {exc.seconds:g} s"
             return book.finish(call, Outcome.APPROVAL_TIMEOUT, msg)
-        except Exception:
-            log.exception("approver failed for %s", tool_id)
+        except Exception as exc:  # no traceback: it may repeat an argument in clear
+            error = f"{type(exc).__name__}: {exc}"
+            shown = call.redactor.error(error, call.args, call.sensitive)
+            log.error("approver failed for %s; the call is refused: %s", tool_id, shown)
             ok = False
         except BaseException:  # the call is gone: so is its request (its row is the caller's)
             broker.withdraw(pending)

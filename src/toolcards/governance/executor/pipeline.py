@@ -83,6 +83,10 @@ __all__ = ["POLICY_ERROR_MESSAGE", "Call", "ExecutionResult", "Executor", "unkno
 log = logging.getLogger("toolcards.governance.executor")
 
 _UNKNOWN = Decision("deny", "unknown tool")
+_SPAN_ARGUMENTS = 8_192
+"""The redacted arguments a span carries are cut to this many characters (an exporter
+holds every attribute in memory and ships it whole)."""
+_CUT = "...[truncated]"
 
 
 class Executor:
@@ -344,7 +348,9 @@ class Executor:
         if each:
             call.each = each
         if call.span is not None and policy.redaction.span_arguments:
-            text = policy.redaction.digest_and_redacted(call.args, call.sensitive)[1]
+            text = policy.redaction.redacted_json(call.args, call.sensitive)
+            if len(text) > _SPAN_ARGUMENTS:
+                text = text[: _SPAN_ARGUMENTS - len(_CUT)] + _CUT
             call.span.set_attribute("gen_ai.tool.call.arguments", text)
         if call.validated:
             call.parsed = call.args

@@ -95,7 +95,7 @@ class Runner:
         before, after = self.hooks.for_tool(cap.id)
         ctx = guardrails.context(
             cap.id, call.identity, call.args, call.call_id, call.surface, decision,
-            call.timeout, call.redactor,
+            call.timeout, call.redactor, call.sensitive,
         )  # fmt: skip
         changed: tuple[str, ...] = ()
         if before:

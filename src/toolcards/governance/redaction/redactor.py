@@ -197,11 +197,12 @@ class Redactor:
         validation message that repeats an argument hides what the arguments' column hides."""
         names = frozenset(sensitive)
         if args and _has_secret_key(args, names, 0):
-            hidden: list[str] = []
-            _hidden(args, names, 0, hidden)
-            if len(hidden) > _MAX_HIDDEN:  # too many to look for: none is written
+            hidden: list[str] = []  # walked as JSON: a dataclass or model holds values too
+            read = _hidden(to_jsonable_python(args, fallback=repr), names, 0, hidden)
+            if not read or len(hidden) > _MAX_HIDDEN:  # not all known: none is written
                 kind = text.partition(":")[0] if ":" in text[:80] else "error"
-                return f"{kind}: {REDACTED} (the text may repeat one of many secret arguments)"
+                why = "one of many secret arguments" if read else "a secret nested too deep"
+                return f"{kind}: {REDACTED} (the text may repeat {why})"
             spellings = {s for value in hidden for s in _spellings(value)}
             for secret in sorted(spellings, key=len, reverse=True):
                 text = text.replace(secret, REDACTED)
@@ -362,39 +363,45 @@ _KEPT_END = 12
 """Values shorter than this are not searched for in error text (``1`` is in every number)."""
 
 
-def _hidden(value: Any, names: frozenset[str], depth: int, out: list[str]) -> None:
+def _hidden(value: Any, names: frozenset[str], depth: int, out: list[str]) -> bool:
     """Collect into ``out`` the text of every value under a secret or ``names`` key and every
     random-looking key, as an error message would repeat them (past ``_MAX_HIDDEN`` of
-    them the walk stops: one more says there are too many)."""
-    if depth > _MAX_DEPTH or len(out) > _MAX_HIDDEN:
-        return
+    them the walk stops: one more says there are too many). False when a mapping or list
+    lies past ``_MAX_DEPTH``: what it holds is not known (the arguments' column shows
+    ``[...]``), so no text that may repeat it can be written."""
+    if len(out) > _MAX_HIDDEN:
+        return True
     if isinstance(value, Mapping):
+        if depth > _MAX_DEPTH:
+            return False
         for k, v in value.items():
             key = str(k)
             if key in names or is_secret_name(key):
-                _leaves(v, depth + 1, out)
+                if not _leaves(v, depth + 1, out):
+                    return False
                 continue
             if looks_random(key):
                 out.append(key)
-            _hidden(v, names, depth + 1, out)
+            if not _hidden(v, names, depth + 1, out):
+                return False
     elif isinstance(value, list | tuple):
-        for item in value:
-            _hidden(item, names, depth + 1, out)
+        return depth <= _MAX_DEPTH and all(_hidden(v, names, depth + 1, out) for v in value)
+    return True
 
 
-def _leaves(value: Any, depth: int, out: list[str]) -> None:
-    if depth > _MAX_DEPTH or len(out) > _MAX_HIDDEN:
-        return
-    if isinstance(value, Mapping):
-        for v in value.values():
-            _leaves(v, depth + 1, out)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            _leaves(item, depth + 1, out)
-    elif value is not None and not isinstance(value, bool):
+def _leaves(value: Any, depth: int, out: list[str]) -> bool:
+    """Collect into ``out`` the text of every scalar in ``value`` (a secret's); False as
+    :func:`_hidden` says."""
+    if len(out) > _MAX_HIDDEN:
+        return True
+    if isinstance(value, Mapping | list | tuple):
+        items = value.values() if isinstance(value, Mapping) else value
+        return depth <= _MAX_DEPTH and all(_leaves(v, depth + 1, out) for v in items)
+    if value is not None and not isinstance(value, bool):
         text = str(value)
         if len(text) >= _MIN_HIDDEN:
             out.append(text)
+    return True
 
 
 def _spellings(text: str) -> list[str]:
