@@ -197,8 +197,8 @@ class Redactor:
         validation message that repeats an argument hides what the arguments' column hides."""
         names = frozenset(sensitive)
         if args and _has_secret_key(args, names, 0):
-            hidden: list[str] = []  # walked as JSON: a dataclass or model holds values too
-            read = _hidden(to_jsonable_python(args, fallback=repr), names, 0, hidden)
+            hidden: list[str] = []
+            read = _hidden(args, names, 0, hidden)
             if not read or len(hidden) > _MAX_HIDDEN:  # not all known: none is written
                 kind = text.partition(":")[0] if ":" in text[:80] else "error"
                 why = "one of many secret arguments" if read else "a secret nested too deep"
@@ -386,6 +386,8 @@ def _hidden(value: Any, names: frozenset[str], depth: int, out: list[str]) -> bo
                 return False
     elif isinstance(value, list | tuple):
         return depth <= _MAX_DEPTH and all(_hidden(v, names, depth + 1, out) for v in value)
+    elif not isinstance(value, _PLAIN):  # a dataclass or model: what its JSON form holds
+        return _hidden(to_jsonable_python(value, fallback=repr), names, depth, out)
     return True
 
 
@@ -394,6 +396,8 @@ def _leaves(value: Any, depth: int, out: list[str]) -> bool:
     :func:`_hidden` says."""
     if len(out) > _MAX_HIDDEN:
         return True
+    if not isinstance(value, (*_PLAIN, Mapping, list, tuple)):  # a dataclass or model
+        value = to_jsonable_python(value, fallback=repr)
     if isinstance(value, Mapping | list | tuple):
         items = value.values() if isinstance(value, Mapping) else value
         return depth <= _MAX_DEPTH and all(_leaves(v, depth + 1, out) for v in items)
