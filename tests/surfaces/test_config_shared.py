@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,9 @@ from typing import Any
 import pytest
 
 from support.cli import InProcessCli
+from toolcards.core.approvals import ApprovalRequest
+from toolcards.core.identity import Identity
+from toolcards.governance import SqliteApprovalStore
 from toolcards.surfaces.config import ConfigError, SurfaceConfig, parse_config
 
 PG = "postgresql://toolcards:pa55-word@127.0.0.1:5432/team"
@@ -281,3 +285,83 @@ def test_a_data_config_keeps_its_files_in_its_own_folder(
         parse_config(data, source="team.yaml", base_dir=tmp_path / "ws" / "w")
     inside = {**data, key: "own/x.db" if key != "policy" else "own.yaml"}
     assert parse_config(inside, source="team.yaml", base_dir=tmp_path / "ws" / "w").team_id == "t"
+
+
+def _host_approvals_with_a_pending_secret(folder: Path) -> Path:
+    """The host team's approvals file, a call waiting in it with a secret in its arguments."""
+    folder.mkdir()
+    path = folder / "audit.approvals.db"
+    store = SqliteApprovalStore(path, "toolcards")
+    now = time.time()
+    store.add(
+        ApprovalRequest(
+            call_id="c1", tool_id="workspace_write", args_digest="d", principal="root",
+            args={"content": "HOST-SECRET=abc123"}, reason="needs a human",
+            expires_at=now + 60, surface="cli", identity=Identity("root"), created_at=now,
+        ),
+        now,
+    )  # fmt: skip
+    store.close()
+    return path
+
+
+@pytest.mark.parametrize(
+    ("audit", "derived"),
+    [("", "audit.approvals.db"), ("audit: null\n", "approvals.db")],
+    ids=["beside-the-audit-file", "beside-the-config"],
+)
+def test_a_data_config_opens_no_derived_approvals_file_through_a_link(
+    toolcards_cli: InProcessCli, tmp_path: Path, audit: str, derived: str
+) -> None:
+    """A data config naming no ``approvals:`` opened the file derived from its audit file
+    unchecked: an agent planted it as a link to the host's approvals, and the approver its
+    config chose listed the host's waiting calls unredacted and granted them."""
+    host = _host_approvals_with_a_pending_secret(tmp_path / "host")
+    folder = tmp_path / "ws" / "w"
+    folder.mkdir(parents=True)
+    (tmp_path / "ws" / ".toolcards-workspaces").write_text("")
+    (folder / "policy.yaml").write_text("default_effect: deny\n")
+    (folder / derived).symlink_to(host)
+    me = "{id: someone, roles: [approver]}"
+    (folder / "evil.yaml").write_text(
+        f"team_id: toolcards\npolicy: policy.yaml\n{audit}principals: {{local: {me}}}\n"
+    )
+    done = toolcards_cli("-c", "ws/w/evil.yaml", "approvals", "list", cwd=tmp_path)
+    assert done.returncode == 2, done
+    assert "HOST-SECRET" not in done.stdout + done.stderr
+    assert f"approvals: '{folder.resolve() / derived}' lies outside" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "planted",
+    ["audit.approvals.db.grants", "team.db.lock", "audit.db-wal", "audit.approvals.db-shm"],
+)
+def test_a_data_config_opens_no_file_beside_its_databases_through_a_link(
+    tmp_path: Path, planted: str
+) -> None:
+    """The files opened beside a database (the grants stamp, the store's lock, SQLite's
+    journals) lie in the config's folder too: each is opened for writing."""
+    (tmp_path / "host").mkdir()
+    folder = tmp_path / "ws" / "w"
+    folder.mkdir(parents=True)
+    (folder / planted).symlink_to(tmp_path / "host" / "x")
+    data = {"policy": "policy.yaml", "team_id": "t"}
+    with pytest.raises(ConfigError, match=rf"^team\.yaml: \w+: .*{planted}' lies outside"):
+        parse_config(data, source="team.yaml", base_dir=folder)
+
+
+def test_a_data_config_names_the_real_paths_it_checked(tmp_path: Path) -> None:
+    """The openers open the paths checked: a folder link on the way, pointed at the host's
+    folder after the check, is not followed."""
+    folder = tmp_path / "ws" / "w"
+    (folder / "own").mkdir(parents=True)
+    (folder / "link").symlink_to(folder / "own")
+    data = {"policy": "link/policy.yaml", "team_id": "t", "store": "link/team.db"}
+    found = parse_config({**data, "audit": "link/audit.db"}, source="t.yaml", base_dir=folder)
+    (folder / "link").unlink()
+    (folder / "link").symlink_to(tmp_path)
+    own = folder.resolve() / "own"
+    assert found.store_location == str(own / "team.db")
+    assert found.audit_path == own / "audit.db"
+    assert found.approvals_location == str(own / "audit.approvals.db")
+    assert found.policy_path == own / "policy.yaml"

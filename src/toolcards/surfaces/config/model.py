@@ -505,36 +505,59 @@ def _host_only(key: str, value: Any) -> bool:
 def _check_data_locations(config: SurfaceConfig, source: str) -> None:
     """A config that is data names no database server that would get the host's password
     (``PGPASSWORD``, ``~/.pgpass``) or reach its private network (the rule agent specs
-    follow), and no file outside its own folder (links followed): the host's files are not
-    data's to open, write or read as a policy. Checked before anything opens."""
+    follow), and opens no file outside its own folder (links followed): the host's files are
+    not data's to open, write or read as a policy. Checked before anything opens."""
     for key in _DATABASES:
         value = getattr(config, key)
-        if value is None:
-            continue
-        where = StoreLocation.parse(value)
-        if not where.shared:
-            _check_own_file(config, source, key, value)
-            continue
-        try:
-            check_data_location(
-                f"{key}:",
-                where,
-                None,
-                who="a config that is data",
-                instead="name it in the operator's config file",
-            )
-        except UntrustedField as exc:
-            raise ConfigError(f"{source}: {exc}") from None
-    _check_own_file(config, source, "policy", config.policy)
+        if value is not None and StoreLocation.parse(value).shared:
+            _check_server(source, key, value)
+    for key in _DATABASES:
+        _keep_own_database(config, source, key)
+    config.policy = str(_check_own_file(config, source, "policy", config.policy))
 
 
-def _check_own_file(config: SurfaceConfig, source: str, key: str, value: str) -> None:
-    """ConfigError when the file ``value`` of ``key`` lies outside the config's folder (the
-    rule of an agent spec's files, :func:`toolcards.stores.data_location.check_own_file`)."""
-    if value == ":memory:":
-        return
+def _check_server(source: str, key: str, value: str) -> None:
+    """ConfigError when the server ``value`` of ``key`` could get the host's credentials."""
     try:
-        check_own_file(
+        check_data_location(
+            f"{key}:",
+            StoreLocation.parse(value),
+            None,
+            who="a config that is data",
+            instead="name it in the operator's config file",
+        )
+    except UntrustedField as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+_SIDE_FILES = {"store": (".lock",), "audit": (), "approvals": (".grants",)}
+"""The files toolcards opens for writing beside each database file."""
+_JOURNALS = ("-journal", "-wal", "-shm")
+"""The files SQLite opens for writing beside every database file."""
+
+
+def _keep_own_database(config: SurfaceConfig, source: str, key: str) -> None:
+    """The database file ``key`` opens, the derived one too (``audit.approvals.db`` beside the
+    audit file, with no ``approvals:``), and the files beside it, in the config's folder; the
+    config then names its real path, so a folder link on the way, pointed elsewhere after
+    this check, is not followed (a link planted as the file itself after it still is: SQLite
+    opens no file without following links)."""
+    location = getattr(config, f"{key}_location")
+    if location is None or StoreLocation.parse(location).path is None:
+        return  # a server (checked above), :memory:, or no audit log
+    given = getattr(config, key)
+    real = _check_own_file(config, source, key, location if given is None else given)
+    for side in _SIDE_FILES[key] + _JOURNALS:
+        _check_own_file(config, source, key, f"{real}{side}")
+    setattr(config, key, str(real))
+
+
+def _check_own_file(config: SurfaceConfig, source: str, key: str, value: str) -> Path:
+    """The real path of the file ``value`` of ``key``; ConfigError when it lies outside the
+    config's folder (the rule of an agent spec's files,
+    :func:`toolcards.stores.data_location.check_own_file`)."""
+    try:
+        return check_own_file(
             config.base_dir,
             value,
             f"{key}:",
