@@ -165,6 +165,30 @@ def test_private_hosts_are_read_from_the_url_as_written() -> None:
 
 
 @pytest.mark.parametrize(
+    "url",
+    [
+        "http://metadata.google.internal/computeMetadata/v1/",
+        "http://metadata.azure.com/",
+        "http://[2002:a9fe:a9fe::]:6333/",  # 6to4 of 169.254.169.254
+        "http://[64:ff9b::a00:1]:6333/",  # NAT64 of 10.0.0.1
+        "http://[64:ff9b:1::a00:1]:6333/",  # local-use NAT64
+        "http://[::7f00:1]:6333/",  # IPv4-compatible 127.0.0.1
+        "http://[fec0::1]:6333/",  # site-local
+    ],
+)
+def test_a_host_the_url_guard_refuses_is_private_to_the_trust_check(url: str) -> None:
+    """Metadata names and the IPv4 inside 6to4 and NAT64 addresses are the URL guard's
+    rule, and the load-time check reads hosts by the same rule: such a card needs trust."""
+    assert private_host(url)
+    for card in (
+        {"type": "VectorStoreTool", "provider": "hash", "backend": "qdrant", "qdrant_url": url},
+        {"type": "MCPTool", "transport": "sse", "url": url},
+    ):
+        assert not loads(card), card
+        assert loads(card, HostTrust(private_network=True)), card
+
+
+@pytest.mark.parametrize(
     "url", ["http://127\u30020\u30020.1:9/mcp", "http://169.254.169\uff0e254/latest"]
 )
 def test_a_private_host_spelled_with_other_dots_is_private_as_clients_read_it(url: str) -> None:

@@ -16,7 +16,8 @@ import pytest
 from pydantic import SecretStr
 
 from toolcards import RetriableError
-from toolcards.tools._common.url_guard import blocked_reason
+from toolcards.core.hosts import blocked_reason
+from toolcards.core.trust import private_host
 from toolcards.tools.search import SearchTool, WebFetch
 
 SPECIAL = [
@@ -81,6 +82,15 @@ def test_a_redirect_to_a_special_purpose_address_is_refused(address: str) -> Non
 @pytest.mark.parametrize("address", PUBLIC)
 def test_public_addresses_and_their_6to4_and_nat64_forms_pass(address: str) -> None:
     assert blocked_reason(address) is None
+
+
+@pytest.mark.parametrize("address", SPECIAL + PUBLIC)
+def test_a_card_from_data_needs_trust_for_exactly_the_addresses_the_guard_refuses(
+    address: str,
+) -> None:
+    """The load-time check (a private host needs ``HostTrust``) and this guard share one rule."""
+    host = f"[{address}]" if ":" in address else address
+    assert private_host(f"http://{host}/") is (blocked_reason(address) is not None)
 
 
 @pytest.mark.parametrize("url", BAD_A_LABELS)

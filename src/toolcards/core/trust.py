@@ -39,6 +39,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel
 
 from toolcards.core.errors import ToolcardsError
+from toolcards.core.hosts import blocked_reason, internal_name
 
 FROM_DATA = "toolcards.from_data"
 """Validation-context key, True while a card is validated from data (not built in code)."""
@@ -219,11 +220,12 @@ def _url_parts(url: str) -> tuple[str, str, int | None, str] | None:
 
 
 def private_host(url: str) -> bool:
-    """True when ``url`` names, as written, a host that is not on the public internet: an IP
-    address outside the global ranges, ``localhost``, or a name without a dot (a LAN name).
-    A public name that resolves to a private address is not seen here. A host written with
-    other characters than ASCII is read as HTTP clients read it (UTS #46: ``127。0。0.1`` is
-    127.0.0.1); one that does not map to ASCII counts as private."""
+    """True when ``url`` names, as written, a host the URL guard refuses (:mod:`.hosts`): a
+    non-public address (in any spelling ``inet_aton`` reads, or inside a 6to4, NAT64 or
+    IPv4-mapped address), a metadata name, ``localhost``, or a name without a dot (a LAN
+    name). A public name that resolves to a private address is not seen here. A host written
+    with other characters than ASCII is read as HTTP clients read it (UTS #46: ``127。0。0.1``
+    is 127.0.0.1); one that does not map to ASCII counts as private."""
     host = (urlsplit(url).hostname or "").lower()
     if not host.isascii():
         import idna  # lazy: only a non-ASCII host needs it
@@ -234,13 +236,13 @@ def private_host(url: str) -> bool:
             return True
     host = host.rstrip(".")
     try:
-        return not ipaddress.ip_address(host).is_global
+        address = ipaddress.ip_address(host)
     except ValueError:
-        pass
-    try:  # the forms C's inet_aton reads too: 127.1, 0x7f.0.0.1, 2130706433
-        return not ipaddress.IPv4Address(socket.inet_aton(host)).is_global
-    except (OSError, ValueError):
-        return host in ("", "localhost") or host.endswith(".localhost") or "." not in host
+        try:  # the forms C's inet_aton reads too: 127.1, 0x7f.0.0.1, 2130706433
+            address = ipaddress.IPv4Address(socket.inet_aton(host))
+        except (OSError, ValueError):
+            return "." not in host or internal_name(host)
+    return blocked_reason(str(address)) is not None
 
 
 class HostTrust:
