@@ -38,6 +38,7 @@ MARKED = {
     "ExecTool.mode": Reach.EXECUTION,
     "ExecTool.env_allow": Reach.ENV,
     "ExecTool.network": Reach.NETWORK,
+    "ExecTool.docker_image": Reach.EXECUTION,
     "SearchTool.api_key_env": Reach.ENV,
     "SearchTool.base_url": Reach.URL,
     "SearchTool.allow_private": Reach.NETWORK,
@@ -60,7 +61,6 @@ MARKED = {
 REVIEWED = {
     "ExecTool.allowed_commands": "programs inside the sandbox; the mode decides whether they "
     "run on the host, and the default list already holds python3",
-    "ExecTool.docker_image": "runs inside the docker backend's confinement",
     "ExecTool.exec_command": "a capability switch",
     "MCPTool.args": "checked with MCPTool.command (its marker names it)",
     "MCPTool.cwd": "checked with MCPTool.command (its marker names it)",
@@ -88,7 +88,7 @@ REVIEWED = {
     "WorkspaceTool.allow_hardlinks": "a second name of a file elsewhere must first be made "
     "inside the workspace: no card from data can (the sandbox's mounts refuse cross-links)",
     "WorkspaceTool.workspace_mkdir": "a capability switch",
-    "SkillMenu.header": "prompt text",
+    "SkillMenu.header": "prompt text, one line as a skill's summary",
 }
 """Fields whose names look like host reach but that need no grant, and why."""
 

@@ -148,6 +148,18 @@ def test_an_isolating_exec_mode_needs_no_trust_and_local_does() -> None:
     assert loads({"type": "ExecTool", "mode": "local"}, HostTrust(execution=["local"]))
 
 
+def test_a_docker_image_other_than_the_default_needs_the_hosts_grant() -> None:
+    # the host's daemon pulls the image from the registry it names, with the host's logins
+    card = {"type": "ExecTool", "mode": "docker"}
+    assert loads(card)
+    assert loads({**card, "docker_image": "python:3.12-slim"})  # the default, spelled out
+    for image in ("10.0.0.5:5000/evil:latest", "127.0.0.1:5000/x", "corp.example/private:prod"):
+        assert not loads({**card, "docker_image": image}), image
+        assert not loads({**card, "mode": "auto", "docker_image": image}), image
+        assert not loads({**card, "docker_image": image}, HostTrust(execution=["local"])), image
+        assert loads({**card, "docker_image": image}, HostTrust(execution=[image])), image
+
+
 def test_a_url_without_a_credential_needs_trust_only_on_a_private_host() -> None:
     card = {"type": "MCPTool", "transport": "streamable-http"}
     assert loads({**card, "url": "https://mcp.example/mcp"})

@@ -8,11 +8,14 @@ import stat
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 from tests.exec.support import sync
 
 from toolcards.core.registry import load_card
+from toolcards.core.trust import HostTrust
 from toolcards.tools.exec.backends import DockerBackend
 from toolcards.tools.exec.backends import docker as docker_mod
+from toolcards.tools.exec.backends.docker import DEFAULT_IMAGE
 from toolcards.tools.exec.card import ExecTool
 from toolcards.tools.exec.limits import ExecLimits
 
@@ -133,6 +136,30 @@ def test_an_image_that_is_no_image_reference_is_refused(image: str) -> None:
 )
 def test_image_references_are_taken(image: str) -> None:
     assert DockerBackend(image=image).image == image
+
+
+@pytest.mark.parametrize(
+    "image", ["10.0.0.5:5000/evil:latest", "127.0.0.1:5000/x", "corp.example/private/app:prod"]
+)
+def test_a_card_from_data_runs_only_an_image_the_host_granted(
+    fake_docker: Path, image: str
+) -> None:
+    """The daemon pulls the image from the registry it names (with the host's registry logins)
+    and runs it on the workspace: from data, refused before any docker call unless granted."""
+    data = {"type": "ExecTool", "mode": "docker", "docker_image": image}
+    with pytest.raises(ValidationError, match=r"ExecTool\.docker_image .*HostTrust\(execution="):
+        load_card(data)
+    assert not fake_docker.exists()
+    sync(load_card(data, trust=HostTrust(execution=[image])).get_tools()[0])("ls")
+    assert _run_args(fake_docker)[-2:] == [image, "ls"]
+
+
+@pytest.mark.parametrize("image", [{}, {"docker_image": DEFAULT_IMAGE}], ids=["unset", "named"])
+def test_a_card_from_data_runs_the_default_image_without_a_grant(
+    fake_docker: Path, image: dict[str, str]
+) -> None:
+    sync(load_card({"type": "ExecTool", "mode": "docker", **image}).get_tools()[0])("ls")
+    assert _run_args(fake_docker)[-2:] == [DEFAULT_IMAGE, "ls"]
 
 
 def test_timeout_kills_the_container(fake_docker: Path) -> None:

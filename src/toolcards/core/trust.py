@@ -66,7 +66,9 @@ class Reach(StrEnum):
     PROGRAM = "commands"
     """A program started on this host (the marker names its ``args`` and ``cwd`` fields)."""
     EXECUTION = "execution"
-    """A way of running programs that is not an isolating sandbox (``ExecTool.mode='local'``)."""
+    """A way of running programs the host vets: one that is not an isolating sandbox
+    (``ExecTool.mode='local'``), or a container image other than the default
+    (``ExecTool.docker_image``: the host's daemon pulls it with the host's registry logins)."""
     ENV = "env"
     """The name of a host environment variable the card reads or sets for a program."""
     URL = "urls"
@@ -253,7 +255,7 @@ class HostTrust:
     prefixes a host credential may go to (and private hosts they may name), ``private_network``
     whether they may reach loopback, private and metadata addresses, ``paths`` host folders
     outside the workspace they may use, ``execution`` the exec modes beyond an isolating sandbox
-    they may choose (``"local"``).
+    they may choose (``"local"``) and the docker images beyond the default.
     """
 
     __slots__ = ("commands", "env", "execution", "paths", "private_network", "urls")

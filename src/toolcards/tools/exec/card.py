@@ -19,7 +19,7 @@ from toolcards.core.trust import HostAccess, Reach
 from toolcards.tools._common.caller import caller_address, governed_writer
 from toolcards.tools._common.workspace_dir import workspace_dir, workspace_id_for
 from toolcards.tools.exec.backends import check_mode, isolating
-from toolcards.tools.exec.backends.docker import check_image
+from toolcards.tools.exec.backends.docker import DEFAULT_IMAGE, check_image
 from toolcards.tools.exec.command import ANY_PROGRAM, DEFAULT_ALLOWED_COMMANDS, check_allowed_entry
 from toolcards.tools.exec.limits import ExecLimits
 from toolcards.tools.exec.service import ExecService, ExecSettings, service_for
@@ -58,8 +58,9 @@ class ExecTool(ToolCard):
 
     Loaded from data, the card needs the host's trust (``HostTrust``) for a ``mode`` that does
     not isolate (``execution=["local"]``), for ``env_allow`` names beyond the default
-    (``env=[...]``) and for ``network=True`` (``private_network=True``). The allowlist needs
-    none: the sandbox is the boundary, and the default list already holds ``python3``.
+    (``env=[...]``), for ``network=True`` (``private_network=True``) and for a
+    ``docker_image`` other than the default (``execution=[image]``). The allowlist needs none:
+    the sandbox is the boundary, and the default list already holds ``python3``.
     """
 
     mode: Annotated[
@@ -87,7 +88,16 @@ class ExecTool(ToolCard):
         bool, HostAccess(Reach.NETWORK, "gives commands this host's network, loopback included")
     ] = False
     max_concurrent: int = Field(default=4, ge=1, le=64)
-    docker_image: str | None = None
+    docker_image: Annotated[
+        str | None,
+        HostAccess(
+            Reach.EXECUTION,
+            "is pulled (with this host's registry logins) and run by this host's docker daemon",
+            safe=lambda image: image == DEFAULT_IMAGE,
+        ),
+    ] = None
+    """The docker backend's image (default ``DEFAULT_IMAGE``). The host's daemon pulls it from
+    the registry it names, a private-network one included, and runs it on the workspace."""
     exec_command: bool | ExecCommand = True
     exec_jobs: bool | ExecJobs = True
 

@@ -49,8 +49,11 @@ class SkillMenu(BaseToolParam):
     """The menu of skills, in the system prompt and as per-turn context."""
 
     expose: set[Channels] = Field(default_factory=lambda: {Channels.SYSTEM_PROMPT})
-    header: str = "Skills you can load with use_skill(name):"
-    """First line of the menu."""
+    header: Annotated[
+        str, StringConstraints(strip_whitespace=True, max_length=200), AfterValidator(one_line)
+    ] = "Skills you can load with use_skill(name):"
+    """First line of the menu, in the system prompt (and the title of the skills state): one
+    line, as a skill's summary, so a card loaded as data adds no menu entries of its own."""
 
 
 class ListSkills(BaseToolParam):
