@@ -72,6 +72,23 @@ def test_a_bad_store_name_gets_one_error_from_card_and_consumers(bad: str) -> No
         VectorStoreTool(provider="hash", name=bad)
 
 
+@pytest.mark.parametrize("reserved", ["defer-docs", "#defer-TeamActivity-1", "Defer-x"])
+def test_a_store_is_not_named_like_the_teams_short_lived_workers(reserved: str) -> None:
+    # '#defer-...' actors skip the name lock, the config check and the roster: a store named
+    # so collided with itself on its first bind (and with the summary cache's workers)
+    from pydantic import ValidationError
+
+    from toolcards.core.registry import load_cards
+    from toolcards.tools.vector_store.card import VectorStoreTool
+
+    with pytest.raises(ValueError, match="reserved"):
+        store_actor_name(reserved)
+    with pytest.raises(ValidationError, match="reserved"):
+        VectorStoreTool(provider="hash", name=reserved)
+    with pytest.raises(ValidationError, match="reserved"):
+        load_cards([{"type": "VectorStoreTool", "name": reserved, "provider": "hash"}])
+
+
 def test_card_and_consumer_name_the_same_actor() -> None:
     from toolcards.tools.vector_store.card import VectorStoreTool
 

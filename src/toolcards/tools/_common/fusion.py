@@ -66,6 +66,8 @@ def store_name(value: object) -> str:
     name = value.strip().removeprefix("#") if isinstance(value, str) else ""
     if not STORE_NAME.match(name):
         raise ValueError(f"{BAD_STORE_NAME}, got {value!r:.80}")
+    if name.lower().startswith("defer-"):  # the team's short-lived workers are named so
+        raise ValueError(f"vector store names starting with 'defer-' are reserved, got {name!r}")
     return name
 
 
