@@ -194,6 +194,41 @@ def test_serve_mcp_calls_apcore_as_the_caller_toolcards_governed() -> None:
     assert crm.executed == [("crm.read", {"customer": "c1"})]
 
 
+@pytest.mark.parametrize("answer", [True, False])
+def test_a_module_requiring_approval_runs_once_toolcards_approver_says_yes(
+    answer: bool, tmp_path: Path
+) -> None:
+    """toolcards' gate asks a human for a module whose metadata requires approval; the bridge
+    then runs it (it raised ApprovalRequired after the yes: the module never ran over MCP)."""
+    from apcore import Executor as ApcoreExecutor
+
+    from toolcards.bridges.apcore.serve import module_capabilities
+    from toolcards.governance.audit.log import AuditLog
+    from toolcards.governance.executor.pipeline import Executor
+
+    crm = build_crm()
+    caps = module_capabilities(ApcoreExecutor(crm.registry))
+    assert caps["crm.delete"].annotations.requires_approval
+    asked: list[str] = []
+
+    async def approver(request: Any) -> bool:
+        asked.append(request.tool_id)
+        return answer
+
+    audit = AuditLog(tmp_path / "audit.db")
+    executor = Executor(caps, Policy.allow_all(), audit=audit)
+    who = Identity("agent.a", "agent")
+    result = anyio.run(
+        lambda: executor.call("crm.delete", {"customer": "c1"}, who, approver=approver)
+    )
+    assert asked == ["crm.delete"]
+    assert result.ok is answer
+    assert crm.executed == ([("crm.delete", {"customer": "c1"})] if answer else [])
+    outcomes = [row.outcome for row in audit.query() if row.tool == "crm.delete"]
+    audit.close()
+    assert outcomes[-1] == ("ok" if answer else "denied")
+
+
 def test_an_anonymous_mcp_caller_stays_apcores_external_caller() -> None:
     from toolcards.bridges.apcore.serve import module_capabilities
 

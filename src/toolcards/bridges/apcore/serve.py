@@ -58,6 +58,7 @@ def module_capabilities(
         include=include,
         exclude=exclude,
         sanitize_tool_names=False,
+        approvals_asked=True,  # toolcards' gate asks for the modules that require approval
     )
     caps: CapabilityRegistry = anyio.run(CapabilityRegistry.from_toolset, toolset)
     return caps

@@ -53,6 +53,7 @@ class ApcoreToolset(AbstractToolset[AgentDepsT]):
         toolset_id: str | None = None,
         max_retries: int = 1,
         sanitize_tool_names: bool = True,
+        approvals_asked: bool = False,
     ) -> None:
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
@@ -65,6 +66,10 @@ class ApcoreToolset(AbstractToolset[AgentDepsT]):
         self.max_retries = max_retries
         self.sanitize_tool_names = sanitize_tool_names
         self._id = toolset_id
+        self.approvals_asked = approvals_asked
+        """Every call comes from toolcards' executor, which asks a human for each module whose
+        metadata requires approval (:func:`.serve.module_capabilities`): such a call that
+        reaches :meth:`call_tool` was approved, though its context (one listing's) says not."""
         self.approval_handler = approval.install(executor)
 
     @property
@@ -129,8 +134,9 @@ class ApcoreToolset(AbstractToolset[AgentDepsT]):
         if not isinstance(tool_args, dict):
             raise ModelRetry("Tool arguments must be a JSON object.")
         args = clean_arguments(tool_args, tool.tool_def.parameters_json_schema, module_id)
-        approved = bool(ctx.tool_call_approved)
-        if metadata.get("requires_approval") and not approved:
+        gated = bool(metadata.get("requires_approval"))
+        approved = bool(ctx.tool_call_approved) or (gated and self.approvals_asked)
+        if gated and not approved:
             raise ApprovalRequired(metadata={MODULE_ID_KEY: module_id})
         context = build_context(await self._caller(ctx))
         can_retry = ctx.retry < tool.max_retries
