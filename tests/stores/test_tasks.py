@@ -118,3 +118,22 @@ def test_pages_list_a_principals_tasks_in_order(teams: tuple[SqlTasks, SqlTasks]
     first = a.page("carol", None, 3)
     rest = a.page("carol", first[-1], 3)
     assert [t.task_id for t in first + rest] == [f"t{n}" for n in range(5)]
+
+
+def test_a_cancel_is_a_request_its_owner_hears_and_the_owners_end_is_kept(
+    teams: tuple[SqlTasks, SqlTasks],
+) -> None:
+    """A cancel marks the live row (in its team only) for the owner, which ends it with what
+    its call did; that end reads back even past the ttl (what the canceller answers)."""
+    a, b = teams
+    since = time.time() - 1.0
+    a.create(task("t", ttl=-1), per_principal=10)
+    assert not b.update("t", answer=rows.CANCEL)
+    assert a.update("t", answer=rows.CANCEL)
+    assert a.get("t", "carol").status == rows.WORKING  # type: ignore[union-attr]
+    assert a.changed("owner-1", since) == [("t", rows.CANCEL)]
+    assert a.update("t", status=rows.COMPLETED, result="{}")
+    assert a.get("t", "carol") is None  # ended past its ttl
+    kept = a.get("t", "carol", expired=True)
+    assert kept is not None and kept.status == rows.COMPLETED
+    assert a.get("t", "mallory", expired=True) is None

@@ -23,8 +23,11 @@ from pydantic import ConfigDict, Field
 
 from surfaces.surface_support import write_config
 from toolcards.governance import AuditLog, Identity
+from toolcards.governance.approvals.types import ApprovalError
+from toolcards.stores.tasks import SqliteTasks
 from toolcards.surfaces.config import load_config
 from toolcards.surfaces.mcp_server.listening import PER_PRINCIPAL
+from toolcards.surfaces.mcp_server.options import MCPOptions
 from toolcards.surfaces.mcp_server.server import GovernedMCPServer
 from toolcards.surfaces.mcp_server.tasks import TaskLimits
 from toolcards.surfaces.runtime import SurfaceRuntime
@@ -131,6 +134,11 @@ class _Get(types.Request[_Id, Literal["tasks/get"]]):
 
 class _Cancel(types.Request[_Id, Literal["tasks/cancel"]]):
     method: Literal["tasks/cancel"] = "tasks/cancel"
+    params: _Id
+
+
+class _Result(types.Request[_Id, Literal["tasks/result"]]):
+    method: Literal["tasks/result"] = "tasks/result"
     params: _Id
 
 
@@ -285,3 +293,106 @@ def expiry(created: _Created) -> float:
     extra = created.model_extra or {}
     ttl = float(extra["ttlMs"]) / 1000
     return datetime.fromisoformat(extra["createdAt"]).timestamp() + ttl + 1e-3
+
+
+async def pending(rt: SurfaceRuntime) -> Any:
+    """The one approval request waiting for an approver."""
+    with anyio.fail_after(30):
+        while not (waiting := rt.executor.approvals.pending()):
+            await anyio.sleep(0.02)
+    return waiting[0]
+
+
+def endings(base: Path) -> list[str]:
+    """The audited endings of the writes (not their approval rows)."""
+    with AuditLog(base / "audit.db") as log:
+        found = [e.outcome for e in log.query() if e.tool == "workspace_write"]
+    return [o for o in found if o not in ("needs_approval", "approval_granted")]
+
+
+async def test_a_task_cancelled_through_another_server_ends_as_its_call_did(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server running a call hears of a cancel made through another server of the team
+    within a second (not at its next lease renewal): granted just after the cancel, the
+    write never runs, and the cancel's answer, the task's result and the audit all say so."""
+    monkeypatch.setenv("TOOLCARDS_WORKSPACES_ROOT", str(tmp_path / "workspaces"))
+    loaded = load_config(config(tmp_path, "approver"))
+    with SurfaceRuntime.from_config(loaded, durability="sync") as rt:
+
+        def server() -> GovernedMCPServer:
+            options = MCPOptions.of(rt)
+            options.tasks = SqliteTasks(tmp_path / "tasks.db", "t")
+            rt.own(options.tasks.close)
+            return GovernedMCPServer(rt, options=options)
+
+        a, b = server(), server()
+        async with (
+            a.running(),
+            b.running(),
+            Client(a.server, mode=MODERN, extensions=[StartOnly()]) as client,
+            Client(b.server, mode="legacy") as elsewhere,
+        ):
+            started = await client.call_tool("workspace_write", {"path": "c.txt", "content": "x"})
+            task_id = started.content[0].text  # type: ignore[union-attr]
+            request = await pending(rt)
+            cancel = _Cancel(params=_Id(taskId=task_id))
+            cancelled = await elsewhere.session.send_request(cancel, types.GetTaskResult)
+            with contextlib.suppress(ApprovalError):  # withdrawn once the call stopped
+                rt.executor.approvals.grant(request, approver=APPROVER, surface="test")
+            result = await elsewhere.session.send_request(
+                _Result(params=_Id(taskId=task_id)), types.CallToolResult
+            )
+            with anyio.fail_after(30):
+                while not endings(tmp_path):
+                    await anyio.sleep(0.05)
+    assert cancelled.status == "cancelled"
+    assert result.is_error and "cancelled" in result.content[0].text  # type: ignore[union-attr]
+    assert endings(tmp_path) == ["cancelled"]
+    assert not (tmp_path / "workspaces" / "w" / "c.txt").exists()
+
+
+async def test_a_cancel_landing_as_the_call_ends_leaves_the_calls_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancel that comes once the call is audited (its MCP result being made, the task not
+    yet ended) stops nothing: the task completes with the write's result, as audited, and
+    the cancel is answered the task as it ended."""
+    monkeypatch.setenv("TOOLCARDS_WORKSPACES_ROOT", str(tmp_path / "workspaces"))
+    loaded = load_config(config(tmp_path, "approver"))
+    with SurfaceRuntime.from_config(loaded, durability="sync") as rt:
+        server = GovernedMCPServer(rt)
+        store, made = server.tasks.store, server._result
+        started: list[str] = []
+        answered: list[types.GetTaskResult] = []
+        async with (
+            server.running(),
+            Client(server.server, mode=MODERN, extensions=[StartOnly()]) as client,
+            Client(server.server, mode="legacy") as legacy,
+            anyio.create_task_group() as tasks,
+        ):
+
+            async def cancel() -> None:
+                cancel = _Cancel(params=_Id(taskId=started[0]))
+                answered.append(await legacy.session.send_request(cancel, types.GetTaskResult))
+
+            async def cancelled_now(*args: Any, **kwargs: Any) -> Any:
+                tasks.start_soon(cancel)
+                with anyio.fail_after(30):
+                    while (row := store.get(started[0], CALLER.id)) is not None and not (
+                        row.answer is not None or row.terminal  # the cancel is in
+                    ):
+                        await anyio.sleep(0.02)
+                return await made(*args, **kwargs)
+
+            monkeypatch.setattr(server, "_result", cancelled_now)
+            begun = await client.call_tool("workspace_write", {"path": "e.txt", "content": "y"})
+            started.append(begun.content[0].text)  # type: ignore[union-attr]
+            rt.executor.approvals.grant(await pending(rt), approver=APPROVER, surface="test")
+            result = await legacy.session.send_request(
+                _Result(params=_Id(taskId=started[0])), types.CallToolResult
+            )
+    assert [a.status for a in answered] == ["completed"]
+    assert not result.is_error
+    assert endings(tmp_path) == ["ok"]
+    assert (tmp_path / "workspaces" / "w" / "e.txt").read_text() == "y"

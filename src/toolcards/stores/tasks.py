@@ -7,7 +7,9 @@ silently lost). Any process of the team reads a row (another connection, another
 only for the principal that created it: every statement filters by ``team_id``, and every
 read by the principal too. Rows expire ``ttl`` after their creation and are deleted then, but
 never while their task is live: a running call keeps counting against its principal's bound,
-and stays listable and cancellable, however short the ttl its client asked for.
+and stays listable and cancellable, however short the ttl its client asked for. A cancel is a
+request (the row's ``answer`` is :data:`CANCEL`): the owner stops the call and ends the row
+with what the call did, so a row's ending is always its call's.
 
 The SQL is shared by :class:`SqliteTasks` and
 :class:`toolcards.stores.postgres.tasks.PostgresTasks` (``?`` placeholders).
@@ -36,6 +38,8 @@ CANCELLED = "cancelled"
 LIVE = (WORKING, INPUT_REQUIRED)
 TERMINAL = (COMPLETED, FAILED, CANCELLED)
 ORPHANED = "the server running this task stopped before it finished"
+CANCEL = "cancel"
+"""The ``answer`` of a live task its caller asked to cancel, for its owner to act on."""
 
 TABLE = """
 CREATE TABLE IF NOT EXISTS toolcards_tasks (
@@ -77,10 +81,7 @@ _ORPHANS = (
     "input_requests = NULL WHERE team_id = ? AND status IN ('working', 'input_required') "
     "AND lease_until < ?"
 )
-_GET = (
-    f"SELECT {_COLUMNS} FROM toolcards_tasks "
-    f"WHERE team_id = ? AND task_id = ? AND principal = ? AND {_KEPT}"
-)
+_GET = f"SELECT {_COLUMNS} FROM toolcards_tasks WHERE team_id = ? AND task_id = ? AND principal = ?"
 _PAGE = (
     f"SELECT {_COLUMNS} FROM toolcards_tasks WHERE team_id = ? AND principal = ? "
     f"AND {_KEPT} AND (created_at > ? OR (created_at = ? AND task_id > ?)) "
@@ -92,7 +93,7 @@ _RENEW = (
     "AND status IN ('working', 'input_required')"
 )
 _OWNED = (
-    "SELECT task_id, status, answer FROM toolcards_tasks WHERE team_id = ? AND owner = ? "
+    "SELECT task_id, answer FROM toolcards_tasks WHERE team_id = ? AND owner = ? "
     "AND updated_at >= ?"
 )
 
@@ -105,7 +106,8 @@ class TooManyTasks(ToolcardsError):
 class TaskRecord:
     """One task as stored. ``result`` is the JSON text of what ``tasks/result`` answers (a
     tool call's result, or an error); ``input_requests`` the JSON of what the task waits
-    for (``input_required``); ``answer`` the caller's answer to it, for the owner to read."""
+    for (``input_required``); ``answer`` the caller's answer to it (or :data:`CANCEL`), for
+    the owner to read."""
 
     task_id: str
     principal: str
@@ -169,13 +171,15 @@ class SqlTasks(ABC):
                 raise TooManyTasks(f"at most {per_principal} tasks are kept per principal")
             cur.execute(_INSERT, (self.team_id, *task.row()))
 
-    def get(self, task_id: str, principal: str) -> TaskRecord | None:
+    def get(self, task_id: str, principal: str, *, expired: bool = False) -> TaskRecord | None:
         """The task, for the principal that created it (None for anyone else, and when it
-        is unknown or ended and expired: the three read the same)."""
+        is unknown or ended and expired: the three read the same). ``expired=True``: also
+        one ended past its ttl and not yet deleted (what a cancel ended with)."""
         now = time.time()
+        sql, args = (_GET, ()) if expired else (f"{_GET} AND {_KEPT}", (now,))
         with self._tx() as cur:
             cur.execute(_ORPHANS, (ORPHANED, now, self.team_id, now))
-            row = cur.execute(_GET, (self.team_id, task_id, principal, now)).fetchone()
+            row = cur.execute(sql, (self.team_id, task_id, principal, *args)).fetchone()
         return None if row is None else TaskRecord(*row)
 
     def page(self, principal: str, after: TaskRecord | None, limit: int) -> list[TaskRecord]:
@@ -203,9 +207,9 @@ class SqlTasks(ABC):
         with self._tx() as cur:
             cur.execute(_RENEW, (until, self.team_id, owner))
 
-    def changed(self, owner: str, since: float) -> list[tuple[str, str, str | None]]:
-        """(task id, status, answer) of ``owner``'s tasks updated since ``since``: how the
-        owner learns of a cancel or an answer made by another process."""
+    def changed(self, owner: str, since: float) -> list[tuple[str, str | None]]:
+        """(task id, answer) of ``owner``'s tasks updated since ``since``: how the owner
+        learns of a cancel or an answer made by another process."""
         with self._tx() as cur:
             return [tuple(r) for r in cur.execute(_OWNED, (self.team_id, owner, since))]
 

@@ -289,7 +289,9 @@ class GovernedMCPServer:
         result = await self.runtime.executor.call(
             name, args, who, surface="mcp", approver=asking, call_id=call_id
         )
-        return await self._result(name, result, human_asked=bool(asked), note=None)
+        with anyio.CancelScope(shield=True):  # audited: a cancel now would contradict its row
+            made = await self._result(name, result, human_asked=bool(asked), note=None)
+        return made
 
     async def _set_level(self, ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
         self.logs.set_level(ctx.session, params.level)

@@ -18,7 +18,9 @@ the team reads them, but only the principal that created a task (another's reads
 at most a day), and however long its call runs: a running task stays listed, cancellable and
 counted, so a principal never runs more than :attr:`TaskLimits.per_principal` tasks whatever
 ttl it asks for. A result is kept up to :attr:`TaskLimits.max_result_bytes`. Cancelling a
-task cancels its call (audited ``cancelled``); waiting for an approval, a task says so in
+task asks the process running its call to stop it (within a second, from any connection): the
+task ends ``cancelled`` when the call was stopped (audited ``cancelled``), else with the call's
+own result, since its effect happened; waiting for an approval, a task says so in
 ``statusMessage`` (and is ``input_required`` when the client itself is asked).
 """
 
@@ -68,6 +70,10 @@ its result is a task, which the ``tools/call`` result check of the SDK would ref
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+CANCELLED = "cancelled by the client"
+CANCEL_WAIT = 5.0
+"""Seconds a 2025-11-25 ``tasks/cancel`` waits for the call to stop before it answers the task
+as it is (a tool in a thread runs to its end)."""
 
 RunCall = Callable[[str, dict[str, Any], Identity, Approver | None, str], Awaitable[Any]]
 """``(tool, arguments, caller, approver, call id) -> CallToolResult``: one governed call."""
@@ -217,26 +223,34 @@ class TaskServer:
                 self.store.end_owned(self.owner, left, "the server stopped before it finished")
 
     async def _keep_leases(self) -> None:
-        """Renew this process's leases; learn of cancels and answers made elsewhere."""
-        every = self.limits.lease / 3
+        """While tasks run here: renew their leases, and learn of cancels and answers made
+        elsewhere (within a second: a cancel noticed late lets the call run to its end)."""
+        every = min(self.limits.lease / 3, 1.0)
         since = time.time()
         while True:
             now = time.time()
-            with _quiet("renewing task leases"):
-                await anyio.to_thread.run_sync(
-                    self.store.renew, self.owner, now + self.limits.lease
-                )
-                changed = await anyio.to_thread.run_sync(self.store.changed, self.owner, since)
+            if not self._running:  # nothing to renew or to hear of
                 since = now - 1.0
-                for task_id, status, answer in changed:
-                    running = self._running.get(task_id)
-                    if running is None:
-                        continue
-                    if status == rows.CANCELLED:
-                        running.scope.cancel()
-                    elif answer is not None:
-                        running.answered.set()
-            await anyio.sleep(min(every, 1.0) if self._running else every)
+            else:
+                with _quiet("renewing task leases"):
+                    await anyio.to_thread.run_sync(
+                        self.store.renew, self.owner, now + self.limits.lease
+                    )
+                    changed = await anyio.to_thread.run_sync(self.store.changed, self.owner, since)
+                    since = now - 1.0
+                    self._heard(changed)
+            await anyio.sleep(every)
+
+    def _heard(self, changed: list[tuple[str, str | None]]) -> None:
+        """Cancel the calls whose cancel was asked; wake those waiting for an answer."""
+        for task_id, answer in changed:
+            running = self._running.get(task_id)
+            if running is None or answer is None:
+                continue
+            if answer == rows.CANCEL:
+                running.scope.cancel()
+            else:
+                running.answered.set()
 
     # -- creating -------------------------------------------------------------------------
 
@@ -296,18 +310,11 @@ class TaskServer:
         try:
             with running.scope, self._progress(task_id):
                 result = await self.run_call(record.tool_id, args, who, approver, record.call_id)
-            if running.scope.cancelled_caught:  # cancelled by the client (its row: cancelled)
-                return
-            dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-            text = json.dumps({"result": dumped}, ensure_ascii=False)
-            if len(text.encode()) > self.limits.max_result_bytes:
-                dumped = _error_result(
-                    f"error: the result of {record.tool_id} is larger than the "
-                    f"{self.limits.max_result_bytes} bytes a task keeps"
-                )
-                text = json.dumps({"result": dumped})
-            status = rows.FAILED if dumped.get("isError") else rows.COMPLETED
-            message = _first_text(dumped) if status == rows.FAILED else None
+            status: str = rows.CANCELLED  # stopped before its end: audited cancelled
+            message: str | None = CANCELLED
+            text = None
+            if not running.scope.cancelled_caught:  # a cancel too late changes nothing
+                status, message, text = self._ending(record.tool_id, result)
             await anyio.to_thread.run_sync(
                 lambda: store.update(
                     task_id,
@@ -330,6 +337,21 @@ class TaskServer:
             raise
         finally:
             self._running.pop(task_id, None)
+
+    def _ending(self, tool_id: str, result: Any) -> tuple[str, str | None, str]:
+        """The status, message and stored result of a call that ran to its end (a result
+        too large to keep is replaced by an error)."""
+        dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        text = json.dumps({"result": dumped}, ensure_ascii=False)
+        if len(text.encode()) > self.limits.max_result_bytes:
+            dumped = _error_result(
+                f"error: the result of {tool_id} is larger than the "
+                f"{self.limits.max_result_bytes} bytes a task keeps"
+            )
+            text = json.dumps({"result": dumped})
+        if dumped.get("isError"):
+            return rows.FAILED, _first_text(dumped), text
+        return rows.COMPLETED, None, text
 
     @contextmanager
     def _progress(self, task_id: str) -> Iterator[None]:
@@ -396,12 +418,22 @@ class TaskServer:
 
     # -- reading --------------------------------------------------------------------------
 
-    async def _record(self, ctx: Any, task_id: str) -> TaskRecord:
+    async def _record(self, ctx: Any, task_id: str, *, expired: bool = False) -> TaskRecord:
         who = self.identity_of(ctx)
-        found = await anyio.to_thread.run_sync(self.store.get, task_id, who.id)
+        found = await anyio.to_thread.run_sync(
+            lambda: self.store.get(task_id, who.id, expired=expired)
+        )
         if found is None:
             raise _not_found(task_id)
         return found
+
+    async def _ended(self, ctx: Any, task_id: str, *, expired: bool = False) -> TaskRecord:
+        """The task once it ended (polling the store, growing to the poll interval)."""
+        delay = 0.02
+        while not (record := await self._record(ctx, task_id, expired=expired)).terminal:
+            await anyio.sleep(delay)
+            delay = min(delay * 2, self.limits.poll_interval)
+        return record
 
     def _task(self, record: TaskRecord) -> dict[str, Any]:
         """The 2025-11-25 task object."""
@@ -450,14 +482,8 @@ class TaskServer:
         return got
 
     async def _result(self, ctx: Any, params: TaskIdParams) -> dict[str, Any]:
-        """Waits (polling the store, growing to the poll interval) until the task ends."""
-        delay = 0.02
-        while True:
-            record = await self._record(ctx, params.task_id)
-            if record.terminal:
-                break
-            await anyio.sleep(delay)
-            delay = min(delay * 2, self.limits.poll_interval)
+        """Waits until the task ends."""
+        record = await self._ended(ctx, params.task_id)
         stored = json.loads(record.result) if record.result else {}
         related = {RELATED_TASK: {"taskId": record.task_id}}
         if "result" in stored:
@@ -468,28 +494,26 @@ class TaskServer:
         raise MCPError(INTERNAL_ERROR, record.status_message or "the task failed")
 
     async def _cancel(self, ctx: Any, params: TaskIdParams) -> dict[str, Any]:
+        """Ask the process running the call to stop it: the task ends with what the call did
+        (a call at its end completes). A 2025-11-25 client is answered the task once it
+        ended, or as it is after :data:`CANCEL_WAIT`."""
         record = await self._record(ctx, params.task_id)
         if record.terminal:
             if modern(ctx):
                 return {"resultType": "complete"}
             raise MCPError(INVALID_PARAMS, f"task {record.task_id} already ended ({record.status})")
-        ended = replace(record, status=rows.CANCELLED, status_message="cancelled by the client")
-        cancelled = await anyio.to_thread.run_sync(
-            lambda: self.store.update(
-                record.task_id,
-                status=ended.status,
-                status_message=ended.status_message,
-                input_requests=None,
-            )
-        )
-        running = self._running.get(record.task_id)
-        if cancelled and running is not None:
+        task_id, running = record.task_id, self._running.get(record.task_id)
+        fields: dict[str, Any] = {"answer": rows.CANCEL}
+        if running is None and record.owner == self.owner:  # its call no longer runs here
+            fields = {"status": rows.CANCELLED, "status_message": CANCELLED, "input_requests": None}
+        await anyio.to_thread.run_sync(lambda: self.store.update(task_id, **fields))
+        if running is not None:
             running.scope.cancel()
         if modern(ctx):
             return {"resultType": "complete"}
-        if cancelled:  # not read back: a task past its ttl is gone once it ends
-            return self._task(replace(ended, updated_at=time.time()))
-        return self._task(await self._record(ctx, record.task_id))
+        with anyio.move_on_after(CANCEL_WAIT):  # read back past its ttl too: it just ended
+            return self._task(await self._ended(ctx, task_id, expired=True))
+        return self._task(await self._record(ctx, task_id, expired=True))
 
     async def _list(self, ctx: Any, params: types.PaginatedRequestParams) -> dict[str, Any]:
         who = self.identity_of(ctx)
@@ -511,7 +535,8 @@ class TaskServer:
         answer to a question no longer asked changes nothing."""
         record = await self._record(ctx, params.task_id)
         answer = params.input_responses.get(APPROVAL_KEY)
-        if record.status != rows.INPUT_REQUIRED or record.approval_id is None or answer is None:
+        asked = record.status == rows.INPUT_REQUIRED and record.answer != rows.CANCEL
+        if not asked or record.approval_id is None or answer is None:
             return {"resultType": "complete"}
         yes = approves(answer)
         if yes:
