@@ -25,6 +25,7 @@ from toolcards.governance import (
     Identity,
     Policy,
 )
+from toolcards.governance.audit import log as audit_log
 
 pytestmark = pytest.mark.anyio
 ALICE = Identity("alice", roles=["admin", "ops"])
@@ -98,6 +99,21 @@ async def test_calls_to_hidden_tools_are_recorded_as_unknown_with_the_policy_dec
         ("logn", "deny", "unknown_tool"),
     ]
     assert rows[1].reason == "unknown tool"
+
+
+async def test_a_long_made_up_tool_name_is_cut_in_its_row_and_not_remembered(
+    tmp_path: Path,
+) -> None:
+    """The memo of shown names kept each name a caller made up whole (up to 4,096 of them, a
+    request body each): megabyte names held gigabytes."""
+    name = "x" * (1 << 20)
+    with AuditLog(tmp_path / "audit.db") as audit:
+        await _executor(audit).call(name, {}, ALICE)
+        [row] = audit.query()
+    assert row.outcome == "unknown_tool"
+    assert row.tool.startswith("x" * 100) and row.tool.endswith("...[truncated]")
+    assert len(row.tool) < 4096
+    assert not any(tool == name for _, tool in audit_log._NAMES)
 
 
 async def test_query_filters_by_principal_tool_and_time(tmp_path: Path) -> None:

@@ -263,6 +263,28 @@ async def test_card_system_prompts_are_mcp_prompts(server: HttpServer) -> None:
     assert isinstance(content, types.TextContent) and "planning" in content.text.lower()
 
 
+async def test_a_prompt_name_past_the_bound_is_unknown_and_not_audited(
+    server: HttpServer, base: Path
+) -> None:
+    """Each made-up name was audited, and the audit log remembered it whole: megabyte names
+    (anonymous or denied callers' too) held gigabytes of the server's memory."""
+    long_name = "p" * 300
+    async with session(server) as s:
+        with pytest.raises(MCPError) as refused:
+            await s.get_prompt(long_name)
+        with pytest.raises(MCPError):
+            await s.get_prompt("NoSuchPrompt")
+    assert refused.value.error.code == -32602
+    assert refused.value.error.message.startswith("unknown prompt")
+
+    def prompt_rows() -> list[str]:  # the server commits its batch shortly, in order
+        with AuditLog(base / "audit.db") as log:
+            return [r.tool for r in log.query(limit=10_000) if r.tool.startswith("prompt:")]
+
+    assert wait_until(lambda: "prompt:NoSuchPrompt" in prompt_rows(), timeout=10)
+    assert not [tool for tool in prompt_rows() if tool.startswith("prompt:pp")]
+
+
 # -- routine disconnects --------------------------------------------------------------------------
 
 

@@ -162,11 +162,17 @@ _UNSERIALISABLE = '{"unserialisable":true}'
 
 _NAMES: dict[tuple[Redactor, str], str] = {}
 _MAX_NAMES = 4096
+_MAX_REMEMBERED = 256
+"""Longer names are not remembered: a name a caller makes up may be megabytes long, and
+4,096 of them would stay in memory whole (the row keeps the redactor's cut of it)."""
 
 
 def _shown_name(redactor: Redactor, tool: str) -> str:
     """``redactor.name(tool)``, remembered (a few tools make most rows; the names a caller
-    makes up are bounded: the memory starts over when full)."""
+    makes up are bounded: the memory starts over when full, and keeps only short names).
+    The shown name is cut to a bounded length by the redactor."""
+    if len(tool) > _MAX_REMEMBERED:
+        return storable(redactor.name(tool))
     shown = _NAMES.get((redactor, tool))
     if shown is None:
         if len(_NAMES) >= _MAX_NAMES:

@@ -35,6 +35,9 @@ from toolcards.surfaces.runtime import SurfaceRuntime
 log = logging.getLogger(__name__)
 
 INVALID_PARAMS = -32602
+MAX_PROMPT_NAME = 256
+"""A longer prompt name is unknown, refused before it is decided or audited: prompts are named
+after functions and card types, and a name a caller makes up may be megabytes long."""
 _ROLES: dict[str, Literal["user", "assistant"]] = {"user": "user", "assistant": "assistant"}
 
 
@@ -101,6 +104,10 @@ class PromptCatalog:
         )
 
     async def _get(self, ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        if len(params.name) > MAX_PROMPT_NAME:
+            raise MCPError(
+                INVALID_PARAMS, f"unknown prompt: a name over {MAX_PROMPT_NAME} characters"
+            )
         who = self.identity_of(ctx)
         target = f"prompt:{params.name}"
         args = dict(params.arguments or {})
