@@ -4,6 +4,7 @@ server stopped renewing its lease reads ``failed`` with that reason."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -137,3 +138,22 @@ def test_a_cancel_is_a_request_its_owner_hears_and_the_owners_end_is_kept(
     kept = a.get("t", "carol", expired=True)
     assert kept is not None and kept.status == rows.COMPLETED
     assert a.get("t", "mallory", expired=True) is None
+
+
+def test_a_creation_waits_for_no_other_teams_principal(postgres_url: str) -> None:
+    """Team ``acme`` with principal ``prod/alice`` and team ``acme/prod`` with ``alice`` took
+    one lock (``acme/prod/alice``): one team's creations waited for the other's."""
+    a, b = open_tasks(postgres_url, "acme"), open_tasks(postgres_url, "acme/prod")
+    created = threading.Event()
+    try:
+        with a._tx() as cur:  # team a is creating a task of 'prod/alice'
+            a._lock_principal(cur, "prod/alice")
+            worker = threading.Thread(
+                target=lambda: (b.create(task("t1", "alice"), per_principal=3), created.set())
+            )
+            worker.start()
+            assert created.wait(30)
+        worker.join()
+    finally:
+        a.close()
+        b.close()

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from toolcards.core.errors import ToolcardsError
+from toolcards.core.identity import joined_key
 from toolcards.stores.base import DEFAULT_TEAM
 from toolcards.stores.sqlite.connect import shared_connection
 
@@ -164,12 +165,17 @@ class SqlTasks(ABC):
         with self._tx() as cur:
             cur.execute(_ORPHANS, (ORPHANED, now, self.team_id, now))
             cur.execute(_PURGE, (self.team_id, now))
-            if self.principal_lock is not None:
-                cur.execute(self.principal_lock, (f"{self.team_id}/{task.principal}",))
+            self._lock_principal(cur, task.principal)
             (count,) = cur.execute(_COUNT, (self.team_id, task.principal)).fetchone()
             if count >= per_principal:
                 raise TooManyTasks(f"at most {per_principal} tasks are kept per principal")
             cur.execute(_INSERT, (self.team_id, *task.row()))
+
+    def _lock_principal(self, cur: Any, principal: str) -> None:
+        """Take the lock of ``principal``'s creations in this team for the transaction (its
+        name unambiguous: team ``a`` and principal ``b/c`` is not team ``a/b`` and ``c``)."""
+        if self.principal_lock is not None:
+            cur.execute(self.principal_lock, (joined_key("tasks", self.team_id, principal),))
 
     def get(self, task_id: str, principal: str, *, expired: bool = False) -> TaskRecord | None:
         """The task, for the principal that created it (None for anyone else, and when it

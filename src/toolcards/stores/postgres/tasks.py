@@ -16,7 +16,7 @@ from toolcards.stores.tasks import INDEX, TABLE, SqlTasks
 class PostgresTasks(SqlTasks):
     """One team's task rows in a PostgreSQL database."""
 
-    principal_lock = "SELECT pg_advisory_xact_lock(hashtext(?))"
+    principal_lock = "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))"
 
     def __init__(
         self, url: str, team_id: str | None = None, *, connect_timeout: float = 5.0

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from toolcards.core.identity import joined_key
 from toolcards.stores import applied_calls
 from toolcards.stores.base import (
     AppliedCall,
@@ -447,7 +448,7 @@ class PostgresStore(Store):
             with cur.connection.pipeline():
                 cur.execute(
                     "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                    (f"{team_id}/{actor}",),
+                    (joined_key("actor", team_id, actor),),  # 'a/b'+'c' is not 'a'+'b/c'
                 )
                 cur.execute(  # statements of their own: they see what committed before the grant
                     "SELECT (SELECT version FROM toolcards_actor_versions WHERE team_id = %s "
