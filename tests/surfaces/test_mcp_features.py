@@ -208,6 +208,34 @@ async def test_workspace_resource_refuses_paths_outside_the_workspace(
     assert refused.value.error.code == -32002
 
 
+async def test_a_resource_uri_past_the_bound_is_unknown_and_not_audited(
+    server: HttpServer, base: Path
+) -> None:
+    """A URI longer than 4 KiB is not found, read or subscribed (a spelling of a file that
+    exists too), before anything is decided or audited; a short missing one after it is."""
+    spelled = "toolcards://workspace/ws/" + "./" * 2100 + "notes.md"
+    missing = "toolcards://nowhere/" + "x" * 5000
+    marker = "toolcards://nowhere/after-the-long-ones"
+    async with session(server) as s:
+        codes = []
+        for uri in (spelled, missing, marker):
+            with pytest.raises(MCPError) as read:
+                await s.read_resource(uri)
+            codes.append(read.value.error.code)
+        with pytest.raises(MCPError) as subscribed:
+            await s.subscribe_resource(spelled)
+    assert codes == [-32002] * 3
+    assert subscribed.value.error.code == -32002
+
+    def targets() -> list[str]:  # the server commits its batch shortly
+        with AuditLog(base / "audit.db") as log:
+            found = log.query(limit=1000)
+        return [r.tool for r in found if r.tool.startswith("resource:toolcards://nowhere/")]
+
+    assert wait_until(lambda: f"resource:{marker}" in targets(), timeout=10)
+    assert targets() == [f"resource:{marker}"]
+
+
 async def test_subscribed_resource_sends_updated_when_the_team_changes_it(
     server: HttpServer,
 ) -> None:

@@ -7,9 +7,12 @@ resource of a card's team state (the board, the graph) needs the card's read rul
 ``resources/subscribe`` sends ``notifications/resources/updated`` when the team's events
 touch the resource; subscribing to a URI a read would answer with not-found is refused the
 same way (``-32002``). A subscription is kept under the resource's canonical URI (the one
-its notifications name), at most :data:`~.listening.MAX_URIS` per session and for the last
-:data:`MAX_SUBSCRIBED_SESSIONS` sessions that subscribed. ``subscriptions/listen``
-(2026-07-28) is :mod:`.listening`.
+its notifications name) with the team actors whose events change it, recorded when it is made
+(an event never looks a resource up: a lookup walks the workspace); at most
+:data:`~.listening.MAX_URIS` per session, until the session ends, and for the last
+:data:`MAX_SUBSCRIBED_SESSIONS` sessions that subscribed. A URI longer than :data:`MAX_URI` is
+not found, before anything is decided or audited. ``subscriptions/listen`` (2026-07-28) is
+:mod:`.listening`.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import toolcards.surfaces.mcp_server.resource_sources as res
 from toolcards.core.identity import Identity
 from toolcards.governance.policy.policy import Decision
 from toolcards.surfaces.mcp_server.audit_rows import record
-from toolcards.surfaces.mcp_server.listening import MAX_URIS, Listening
+from toolcards.surfaces.mcp_server.listening import MAX_URIS, Listening, Watched
 from toolcards.surfaces.mcp_server.options import MCPOptions
 from toolcards.surfaces.mcp_server.spawner import Spawner
 from toolcards.surfaces.runtime import SurfaceRuntime
@@ -42,7 +45,9 @@ log = logging.getLogger(__name__)
 RESOURCE_NOT_FOUND = -32002
 MAX_SUBSCRIBED_SESSIONS = 1024
 """Sessions whose subscriptions are kept: past it, the longest-standing session's are
-forgotten (a session that ended leaves them behind; nothing else tells its end)."""
+forgotten (a session's end forgets its own, when its connection tells its end)."""
+MAX_URI = 4096
+"""The longest resource URI there is: a longer one is not looked up, decided or audited."""
 Source = res.StaticResource | res.TemplateResource
 
 
@@ -64,7 +69,8 @@ class ResourceCatalog:
         self.runtime = runtime
         self.options = options
         self.identity_of = identity_of
-        self._subs: dict[int, tuple[Any, set[str]]] = {}
+        self._subs: dict[int, tuple[Any, dict[str, tuple[str, ...]]]] = {}
+        """By connection: its session and its subscriptions (canonical URI: watched actors)."""
         self._lock = threading.Lock()
         self.listening = Listening(self, identity_of)
 
@@ -135,6 +141,8 @@ class ResourceCatalog:
     def find(self, uri: str) -> tuple[Source, str, Callable[[], res.Content]] | None:
         """The resource ``uri`` names, its canonical URI (what the policy decides on) and its
         reader; None when there is none, or its template's reader would refuse the URI."""
+        if len(uri) > MAX_URI:
+            return None
         templates = []
         for source in self.sources():
             if isinstance(source, res.StaticResource):
@@ -161,6 +169,8 @@ class ResourceCatalog:
         return f"resource:{canonical}", (source, read)
 
     def _read_now(self, who: Identity, uri: str) -> tuple[Source, res.Content]:
+        if len(uri) > MAX_URI:
+            raise res.ResourceNotFound("the URI is too long")
         started = time.perf_counter()
         target, found = self._target(uri)
         decision = self.decide(who, target, None if found is None else found[0])
@@ -211,9 +221,10 @@ class ResourceCatalog:
 
     # -- subscriptions ------------------------------------------------------------------------
 
-    def subscribable(self, who: Identity, uri: str) -> str | None:
-        """The canonical URI of the resource ``uri`` names when ``who`` may read it (one a
-        read would not answer with not-found: a template's reader is asked); else None."""
+    def subscribable(self, who: Identity, uri: str) -> Watched | None:
+        """What a subscription of ``who`` to ``uri`` watches, when ``who`` may read the
+        resource it names (one a read would not answer with not-found: a template's reader is
+        asked); else None."""
         target, found = self._target(uri)
         if found is None or self.decide(who, target, found[0]).effect != "allow":
             return None
@@ -225,7 +236,7 @@ class ResourceCatalog:
                 return None
             except Exception:  # it exists; reading it fails for another reason
                 log.warning("reading %s to subscribe to it failed", uri, exc_info=True)
-        return target.removeprefix("resource:")
+        return Watched(target.removeprefix("resource:"), source.watch, read)
 
     def _canonical(self, uri: str) -> str:
         found = self.find(uri)
@@ -234,43 +245,51 @@ class ResourceCatalog:
     async def _subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> Any:
         who = self.identity_of(ctx)
         uri = str(params.uri)
-        canonical = await anyio.to_thread.run_sync(self.subscribable, who, uri)
-        if canonical is None:
+        watched = await anyio.to_thread.run_sync(self.subscribable, who, uri)
+        if watched is None:
             raise MCPError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri})
-        key = id(getattr(ctx.session, "_connection", ctx.session))
+        connection = _connection(ctx.session)
+        key = id(connection)
         with self._lock:
             entry = self._subs.get(key)
             if entry is None:
                 if len(self._subs) >= MAX_SUBSCRIBED_SESSIONS:
                     del self._subs[next(iter(self._subs))]
-                entry = self._subs[key] = (ctx.session, set())
-            if canonical not in entry[1] and len(entry[1]) >= MAX_URIS:
+                entry = self._subs[key] = (ctx.session, {})
+                ends = getattr(connection, "exit_stack", None)  # the SDK's per-connection teardown
+                if ends is not None:
+                    ends.callback(self._forget, key)
+            if watched.uri not in entry[1] and len(entry[1]) >= MAX_URIS:
                 raise MCPError(
                     INVALID_PARAMS,
                     f"at most {MAX_URIS} subscribed resources per session: unsubscribe from one",
                 )
-            entry[1].add(canonical)
+            entry[1][watched.uri] = watched.watch
         return types.EmptyResult()
 
     async def _unsubscribe(self, ctx: Any, params: types.UnsubscribeRequestParams) -> Any:
-        key = id(getattr(ctx.session, "_connection", ctx.session))
+        key = id(_connection(ctx.session))
         canonical = await anyio.to_thread.run_sync(self._canonical, str(params.uri))
         with self._lock:
             entry = self._subs.get(key)
             if entry is not None:
-                entry[1].discard(canonical)
+                entry[1].pop(canonical, None)
         return types.EmptyResult()
+
+    def _forget(self, key: int) -> None:
+        """Drop the subscriptions of the connection ``key`` (it ended)."""
+        with self._lock:
+            self._subs.pop(key, None)
 
     def _watchers(self, actor: str) -> list[tuple[Any, str]]:
         """(session, uri) pairs whose resource the events of ``actor`` change."""
         with self._lock:
-            subs = [(s, uri) for s, uris in self._subs.values() for uri in uris]
-        hits = []
-        for session, uri in subs:
-            found = self.find(uri)
-            if found is not None and actor in found[0].watch:
-                hits.append((session, uri))
-        return hits
+            return [
+                (session, uri)
+                for session, uris in self._subs.values()
+                for uri, watch in uris.items()
+                if actor in watch
+            ]
 
     @contextlib.contextmanager
     def watching(self, tasks: TaskGroup) -> Iterator[None]:
@@ -284,12 +303,11 @@ class ResourceCatalog:
         spawner = Spawner(tasks)
 
         async def notify(actor: str) -> None:
-            for session, uri in await anyio.to_thread.run_sync(self._watchers, actor):
+            for session, uri in self._watchers(actor):
                 try:
                     await session.send_resource_updated(uri)
                 except Exception:  # the connection is gone: forget its subscriptions
-                    with self._lock:
-                        self._subs.pop(id(getattr(session, "_connection", session)), None)
+                    self._forget(id(_connection(session)))
 
         def on_event(event: Any) -> None:
             if self._subs:
@@ -303,3 +321,8 @@ class ResourceCatalog:
         finally:
             sub.close()
             spawner.close()
+
+
+def _connection(session: Any) -> Any:
+    """The client connection a session object (one per request) speaks for."""
+    return getattr(session, "_connection", session)
