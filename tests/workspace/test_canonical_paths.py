@@ -167,3 +167,42 @@ def test_a_deleted_link_is_named_as_the_link(deploy: Path) -> None:
     assert delete is not None
     assert delete.resolve({"path": "./env"})[0] == {"path": "env"}
     assert os.path.islink(deploy / "env")
+
+
+@pytest.fixture
+def planted(ws: Path) -> Path:
+    """``B`` (a few hundred entries and a non-ASCII ``é``) holds ``y``, a link that enters and
+    leaves ``é`` a hundred times, as an exec job could plant it."""
+    big = ws / "B"
+    big.mkdir()
+    for i in range(300):
+        (big / f"f{i:03d}").touch()
+    (big / "\u00e9").mkdir()
+    (big / "y").symlink_to("\u00e9/.." + "/\u00e9/.." * 100)
+    return ws
+
+
+def test_a_link_that_enters_a_directory_again_reads_its_parent_once(
+    planted: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each entry into a non-ASCII directory read its whole parent (to find the stored name):
+    one path cost thousands of full directory reads, blocking the executor's event loop."""
+    reads: list[object] = []
+    scandir = os.scandir
+
+    def counted(path: int) -> Iterator[os.DirEntry[str]]:
+        reads.append(path)
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", counted)
+    assert Contained(planted).canonical("B/y", allow_root=True) == "B"
+    assert len(reads) == 1
+
+
+def test_a_resolution_walks_a_bounded_number_of_names(planted: Path) -> None:
+    """40 links of ~4 KB each made ~80,000 names for one path; past 4,096 it is refused."""
+    (planted / "B" / "dots").symlink_to("." + "/." * 1500)
+    (planted / "B" / "chain").symlink_to("dots/dots/dots")
+    assert Contained(planted).canonical("B/dots", allow_root=True) == "B"
+    with pytest.raises(RetriableError, match="walks more than 4096 names"):
+        Contained(planted).canonical("B/chain", allow_root=True)

@@ -22,11 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from toolcards.core.errors import RetriableError
-from toolcards.tools.workspace.stored import stored_name
+from toolcards.tools.workspace.stored import StoredNames
 
 MAX_PATH_CHARS = 1024
 MAX_NAME_BYTES = 255
 MAX_LINKS = 40
+MAX_NAMES = 4096
+"""Names one resolution walks, those its links add included (40 links of ~4 KB each add
+~80,000: a walk that long is refused, not done)."""
 CACHE_DIR_NAME = ".toolcards-cache"
 """Hidden sibling of the workspaces under the workspaces root (never inside a workspace)."""
 
@@ -170,6 +173,8 @@ class _Walk:
         self.names: list[str] = []
         self.links = 0
         self.retries = 0
+        self.walked = 0
+        self.stored = StoredNames()
 
     def run(self, parts: list[str], allow_root: bool) -> Spot:
         self.stack.append(self.paths.open_root())
@@ -183,6 +188,7 @@ class _Walk:
     def _walk(self, pending: deque[str], allow_root: bool) -> Spot:
         while pending:
             name = pending.popleft()
+            self._count()
             if name in ("", "."):
                 continue
             if name == "..":
@@ -198,7 +204,7 @@ class _Walk:
                 continue
             fd = _try_open(name, DIR_FLAGS, self.stack[-1])
             if fd is not None:
-                self.names.append(stored_name(name, self.stack[-1], fd))
+                self.names.append(self.stored.of(name, self.stack[-1], fd))
                 self.stack.append(fd)
                 continue
             kind = _lstat(name, self.stack[-1])
@@ -236,6 +242,11 @@ class _Walk:
             if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
                 break
         return self._spot(name, st=st)
+
+    def _count(self) -> None:
+        self.walked += 1
+        if self.walked > MAX_NAMES:
+            raise RetriableError(f"path {self.shown!r} walks more than {MAX_NAMES} names (links)")
 
     def _retry(self) -> bool:
         self.retries += 1
@@ -278,7 +289,7 @@ class _Walk:
         self._close(self.stack)
         self.stack.clear()
         if st is not None:
-            name = stored_name(name, parent, st)
+            name = self.stored.of(name, parent, st)
         rel = "/".join([*self.names, *missing, name])
         return Spot(parent, name, rel, missing, fd, st)
 
