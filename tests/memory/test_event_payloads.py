@@ -11,7 +11,7 @@ from typing import Any
 
 from toolcards.runtime import Team
 from toolcards.tools.knowledge_graph.card import KnowledgeGraphTool
-from toolcards.tools.knowledge_graph.models import Entity, GraphDelta
+from toolcards.tools.knowledge_graph.models import EntityChange, GraphDelta, RelationName
 from toolcards.tools.planning.card import PlanningTool
 from toolcards.tools.planning.models import PlanningDelta, Task
 
@@ -39,10 +39,19 @@ def test_graph_events_are_graph_deltas_sent_by_the_member(tmp_path: Path) -> Non
         )
         (event,) = [e for e in team.events() if e.tool_id == "#KnowledgeGraphTool"]
         assert isinstance(event.payload, GraphDelta)
-        assert event.payload.entities_added == [
-            Entity(name="ledger", entity_type="system", description="x")
-        ]
+        assert event.payload.entities_added == [EntityChange(name="ledger", entity_type="system")]
         assert event.sender == "bob"
+
+
+def test_a_graph_event_stored_with_whole_entities_reads_back_as_their_names() -> None:
+    entity = {"name": "a", "entity_type": "t", "description": "d", "observations": ["o"]}
+    relation = {"from_entity": "a", "to_entity": "b", "relation_type": "r", "description": "d"}
+    old = {"entities_modified": [entity], "relations_removed": [relation]}
+    delta = GraphDelta.model_validate(old)
+    assert delta.entities_modified == [EntityChange(name="a", entity_type="t")]
+    assert delta.relations_removed == [
+        RelationName(from_entity="a", to_entity="b", relation_type="r")
+    ]
 
 
 READER = """

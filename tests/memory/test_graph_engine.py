@@ -7,7 +7,7 @@ from typing import Literal
 import pytest
 from pydantic import ValidationError
 
-from toolcards.tools.knowledge_graph.graph import Graph
+from toolcards.tools.knowledge_graph.graph import MAX_PATH_VISITS, Graph
 from toolcards.tools.knowledge_graph.models import (
     Entity,
     EntityCreate,
@@ -94,6 +94,36 @@ def test_update_adds_and_removes_observations(graph: Graph) -> None:
     alice = graph.entities["alice"]
     assert alice.observations == ["likes Go"] and alice.is_root
     assert change.entities_modified == [alice]
+
+
+def test_an_event_of_a_batch_at_its_maxima_stays_small() -> None:
+    """An event copied every changed entity whole (up to ~51 KB each) and every relation a
+    cascade removed: now names, the fields changed and a few observations cut short, for
+    the first 100 items; the rest are counted."""
+    g = Graph()
+    names = [f"{i:03d}" + "n" * 197 for i in range(200)]
+    g.apply(create_entities=[ent(n, kind="t" * 100, desc="d" * 1000) for n in names])
+    g.apply(create_relations=[rel(names[0], n, "r" * 100) for n in names[1:]])
+    facts = [f"{j:03d}" + "o" * 497 for j in range(100)]
+    g.apply(update_entities=[EntityUpdate(name=n, add_observations=facts) for n in names])
+    change, errors = g.apply(
+        update_entities=[
+            EntityUpdate(name=n, description="e", is_root=True, remove_observations=facts)
+            for n in names
+        ]
+    )
+    assert errors == [] and len(change.entities_modified) == 200
+    delta = change.payload()
+    assert len(delta.model_dump_json()) < 128_000
+    told = delta.entities_modified[0]
+    assert (told.name, told.changed) == (names[0], ["description", "observations", "is_root"])
+    assert told.observations_removed == [f[:99] + "…" for f in facts[:3]]
+    assert told.more_observations == 97 and delta.more == {"entities_modified": 100}
+    change, _ = g.apply(delete_entities=[names[0]])  # the hub, with its 199 relations
+    delta = change.payload()
+    assert delta.entities_removed == [names[0]] and len(delta.relations_removed) == 99
+    assert delta.relations_removed[0].to_entity == names[1]
+    assert delta.more == {"relations_removed": 100}
 
 
 def test_no_op_update_is_not_a_change(graph: Graph) -> None:
@@ -187,6 +217,42 @@ def test_paths_between_hits(graph: Graph) -> None:
 def test_find_paths_in_search(graph: Graph) -> None:
     result = graph.search("payments accounting", "keyword", 5, find_paths=True)
     assert any(p[0] in {"alice", "checkout", "ledger"} and len(p) > 1 for p in result.paths)
+
+
+class CountedRelations(dict[str, Relation]):
+    """A graph's relations, counting the lookups by key (what a path search looks at)."""
+
+    looked = 0
+
+    def __getitem__(self, key: str) -> Relation:
+        self.looked += 1
+        return super().__getitem__(key)
+
+
+def test_path_finding_through_hubs_looks_at_a_bounded_number_of_relations() -> None:
+    """Two hubs tied to every entity: each of a search's 10 path searches went through the
+    whole graph (one search held the graph's actor ~2.7 s at its caps)."""
+    spokes = [Entity(name=f"n{i:05d}", entity_type="T", description="alpha") for i in range(6000)]
+    hubs = [Entity(name=hub, entity_type="Hub") for hub in ("hub-a", "hub-b")]
+    edges = [Relation(from_entity=hub, to_entity=spoke.name, relation_type="has")
+             for hub in ("hub-a", "hub-b") for spoke in spokes]  # fmt: skip
+    found = []
+    for order in (1, -1):  # the same graph built in another order finds the same paths
+        g = Graph(hubs + spokes[::order], edges[::order])
+        g.relations = counted = CountedRelations(g.relations)
+        found.append(g.search("alpha", "keyword", 5, find_paths=True).paths)
+        assert counted.looked <= MAX_PATH_VISITS
+    first = found[0][0]
+    assert first[1:4] == ["<-has-", "hub-a", "-has->"] and len(found[0]) == 10
+    assert found[0] == found[1]
+
+
+def test_an_entitys_relations_sorted_once_follow_its_changes(graph: Graph) -> None:
+    assert [r.relation_type for r in graph.edges_of("checkout")] == ["owns", "calls"]
+    graph.apply(create_relations=[rel("checkout", "alice", "asks")])
+    assert [r.relation_type for r in graph.edges_of("checkout")] == ["owns", "asks", "calls"]
+    graph.apply(delete_entities=["alice"])
+    assert [r.relation_type for r in graph.edges_of("checkout")] == ["calls"]
 
 
 def test_restored_graph_rebuilds_adjacency_and_index(graph: Graph) -> None:

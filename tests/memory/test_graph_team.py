@@ -76,6 +76,33 @@ def test_one_event_per_batch_with_cascade(team: Team) -> None:
     assert events[1].payload.relations_removed[0].relation_type == "writes_to"
 
 
+def test_an_event_names_what_changed_and_never_copies_whole_entities(team: Team) -> None:
+    """150 entities of ~51 KB each: adding then removing one observation on all of them (a
+    ~7 KB call) appended a ~7.7 MB event each time, the graph's size unchanged."""
+    tools = tools_of(team, "alice", vector_store=False)
+    fat = [f"{i:03d} " + "o" * 495 for i in range(99)]
+    tools["update_graph"](
+        create_entities=[
+            {"name": f"e{i}", "entity_type": "T", "description": "d" * 1000, "observations": fat}
+            for i in range(150)
+        ]
+    )
+    for change in ("add_observations", "remove_observations"):
+        tools["update_graph"](
+            update_entities=[{"name": f"e{i}", change: ["x"]} for i in range(150)]
+        )
+    created, added, removed = (e.payload for e in graph_events(team))
+    assert all(len(p.model_dump_json()) < 50_000 for p in (created, added, removed))
+    assert created.more == {"entities_added": 50}
+    assert created.entities_added[0].observations_added == [f[:99] + "…" for f in fat[:3]]
+    assert created.entities_added[0].more_observations == 96
+    assert [e.name for e in added.entities_modified] == [f"e{i}" for i in range(100)]
+    assert added.entities_modified[0].changed == ["observations"]
+    assert added.entities_modified[0].observations_added == ["x"]
+    assert removed.entities_modified[0].observations_removed == ["x"]
+    assert removed.more == {"entities_modified": 50}
+
+
 def test_batch_of_only_errors_emits_nothing(team: Team) -> None:
     tools = tools_of(team, "alice", vector_store=False)
     with pytest.raises(RetriableError):

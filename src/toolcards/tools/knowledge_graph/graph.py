@@ -16,13 +16,18 @@ from toolcards.tools._common.fusion import rrf_fuse
 from toolcards.tools._common.keyword_index import KeywordIndex
 from toolcards.tools._common.score_fusion import score_fuse
 from toolcards.tools.knowledge_graph.models import (
+    MAX_EVENT_ITEMS,
+    MAX_EVENT_OBSERVATIONS,
+    MAX_EVENT_TEXT,
     MAX_OBSERVATIONS,
     Entity,
+    EntityChange,
     EntityCreate,
     EntityUpdate,
     GraphDelta,
     Relation,
     RelationCreate,
+    RelationName,
     RelationRef,
     SearchMode,
     relation_key,
@@ -31,6 +36,9 @@ from toolcards.tools.knowledge_graph.models import (
 ENTITY = "e:"
 RELATION = "r:"
 MAX_PATH_HOPS = 4
+MAX_PATH_VISITS = 5_000
+"""Relations one search's path finding looks at, at most: up to 10 searches for a path
+through a hub's thousands of relations each went through the whole graph."""
 MAX_CONTEXT = 50
 """Neighbours, and edges, a search shows at most (a hub's thousands are counted)."""
 MAX_TYPES = 30
@@ -66,12 +74,23 @@ def _past_caps(entities: int, relations: int) -> list[str]:
     ]
 
 
+_DELTA_LISTS = (  # the lists of a GraphChange, in the order an event fills them
+    "entities_added",
+    "entities_modified",
+    "entities_removed",
+    "relations_added",
+    "relations_removed",
+)
+
+
 @dataclass
 class GraphChange:
     """What one batch did."""
 
     entities_added: list[Entity] = field(default_factory=list)
     entities_modified: list[Entity] = field(default_factory=list)
+    entities_before: list[Entity] = field(default_factory=list)
+    """The modified entities as they were, in the order of ``entities_modified``."""
     entities_removed: list[str] = field(default_factory=list)
     relations_added: list[Relation] = field(default_factory=list)
     relations_removed: list[Relation] = field(default_factory=list)
@@ -87,14 +106,60 @@ class GraphChange:
         )
 
     def payload(self) -> GraphDelta:
-        """The delta as the ``#KnowledgeGraphTool`` event payload."""
+        """The delta as the ``#KnowledgeGraphTool`` event payload: what changed, by name, for
+        the first :data:`MAX_EVENT_ITEMS` items; the rest counted (see :class:`GraphDelta`)."""
+        counts = {name: len(getattr(self, name)) for name in _DELTA_LISTS}
+        shown = dict(zip(counts, _first(list(counts.values()), MAX_EVENT_ITEMS), strict=True))
+        added, modified, removed, new, gone = (getattr(self, n)[: shown[n]] for n in counts)
+        before = self.entities_before[: len(modified)]
         return GraphDelta(
-            entities_added=list(self.entities_added),
-            entities_modified=list(self.entities_modified),
-            entities_removed=list(self.entities_removed),
-            relations_added=list(self.relations_added),
-            relations_removed=list(self.relations_removed),
+            entities_added=[_told(e) for e in added],
+            entities_modified=[_told(e, b) for e, b in zip(modified, before, strict=True)],
+            entities_removed=removed,
+            relations_added=[_named(r) for r in new],
+            relations_removed=[_named(r) for r in gone],
+            more={name: n - shown[name] for name, n in counts.items() if n > shown[name]},
         )
+
+
+def _first(counts: Sequence[int], room: int) -> list[int]:
+    """How many of each list fit in ``room`` items, the lists taken in order."""
+    taken: list[int] = []
+    for count in counts:
+        taken.append(min(count, room))
+        room -= taken[-1]
+    return taken
+
+
+def _told(entity: Entity, before: Entity | None = None) -> EntityChange:
+    """What an event tells of ``entity``, created (no ``before``) or changed."""
+    old = before.observations if before is not None else []
+    had, has = set(old), set(entity.observations)
+    added = [o for o in entity.observations if o not in had]
+    removed = [o for o in old if o not in has]
+    fields = ("entity_type", "description", "observations", "is_root")
+    return EntityChange(
+        name=entity.name,
+        entity_type=entity.entity_type,
+        changed=[
+            f for f in fields if before is not None and getattr(before, f) != getattr(entity, f)
+        ],
+        observations_added=[_cut(o) for o in added[:MAX_EVENT_OBSERVATIONS]],
+        observations_removed=[_cut(o) for o in removed[:MAX_EVENT_OBSERVATIONS]],
+        more_observations=sum(max(0, len(o) - MAX_EVENT_OBSERVATIONS) for o in (added, removed)),
+    )
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_EVENT_TEXT else text[: MAX_EVENT_TEXT - 1] + "…"
+
+
+def _named(relation: Relation) -> RelationName:
+    return RelationName(
+        from_entity=relation.from_entity,
+        to_entity=relation.to_entity,
+        relation_type=relation.relation_type,
+    )
 
 
 @dataclass
@@ -136,6 +201,8 @@ class Graph:
         self.entities: dict[str, Entity] = {}
         self.relations: dict[str, Relation] = {}
         self._adjacent: dict[str, set[str]] = {}
+        self._ordered: dict[str, list[str]] = {}
+        """Entity -> its relation keys sorted, until one of them changes (see :meth:`_keys_of`)."""
         self._index = KeywordIndex(("name", "kind", "body"), weights=(3.0, 1.0, 1.0))
         self._seq: dict[str, int] = {}
         self._next_seq = 0
@@ -167,8 +234,9 @@ class Graph:
 
     def _put_relation(self, relation: Relation) -> tuple[str, str, str]:
         self.relations[relation.key] = relation
-        self._adjacent.setdefault(relation.from_entity, set()).add(relation.key)
-        self._adjacent.setdefault(relation.to_entity, set()).add(relation.key)
+        for end in (relation.from_entity, relation.to_entity):
+            self._adjacent.setdefault(end, set()).add(relation.key)
+            self._ordered.pop(end, None)
         names = f"{relation.from_entity} {relation.to_entity}"
         return (names, relation.relation_type, relation.description)
 
@@ -176,6 +244,7 @@ class Graph:
         self._tally(self.entities.pop(name), -1)
         del self._seq[name]
         self._adjacent.pop(name, None)
+        self._ordered.pop(name, None)
         self._index.remove(ENTITY + name)
 
     def _tally(self, entity: Entity, sign: int) -> None:
@@ -218,12 +287,21 @@ class Graph:
         relation = self.relations.pop(key)
         for end in (relation.from_entity, relation.to_entity):
             self._adjacent.get(end, set()).discard(key)
+            self._ordered.pop(end, None)
         self._index.remove(RELATION + key)
         return relation
 
     def edges_of(self, name: str) -> list[Relation]:
-        """Relations touching entity ``name``."""
-        return [self.relations[k] for k in sorted(self._adjacent.get(name, ()))]
+        """Relations touching entity ``name``, by key."""
+        return [self.relations[k] for k in self._keys_of(name)]
+
+    def _keys_of(self, name: str) -> list[str]:
+        """The keys of the relations touching ``name``, sorted once per change of them: a
+        search visiting a hub sorted its up to 100,000 keys at each visit."""
+        keys = self._ordered.get(name)
+        if keys is None:
+            keys = self._ordered[name] = sorted(self._adjacent.get(name, ()))
+        return keys
 
     # ---- updates ------------------------------------------------------------------------------
 
@@ -301,6 +379,7 @@ class Graph:
             if entity != old:
                 self._index_entity(entity)
                 change.entities_modified.append(entity)
+                change.entities_before.append(old)
         for rel in create_relations:
             absent = [n for n in (rel.from_entity, rel.to_entity) if n not in self.entities]
             if absent:
@@ -423,33 +502,46 @@ class Graph:
         return None
 
     def _paths(self, names: Sequence[str], max_pairs: int) -> list[list[str]]:
+        """Shortest paths between pairs of ``names``, looking at :data:`MAX_PATH_VISITS`
+        relations at most in all (a pair whose path is not found within them has none)."""
         paths: list[list[str]] = []
-        for i, start in enumerate(names):
-            for goal in names[i + 1 :]:
-                if len(paths) >= max_pairs:
-                    return paths
-                path = self.shortest_path(start, goal)
-                if path:
-                    paths.append(path)
+        budget = MAX_PATH_VISITS
+        for start, goal in itertools.islice(itertools.combinations(names, 2), max_pairs):
+            path, looked = self._path(start, goal, budget)
+            budget -= looked
+            if path:
+                paths.append(path)
         return paths
 
     def shortest_path(self, start: str, goal: str) -> list[str]:
-        """Entity names and relation types along a shortest undirected path (BFS), or []."""
+        """Entity names and relation types along a shortest undirected path (BFS), or [] (none
+        within :data:`MAX_PATH_HOPS` hops, or none found among the first
+        :data:`MAX_PATH_VISITS` relations looked at)."""
+        return self._path(start, goal, MAX_PATH_VISITS)[0]
+
+    def _path(self, start: str, goal: str, budget: int) -> tuple[list[str], int]:
+        """:meth:`shortest_path` looking at ``budget`` relations at most, and how many it
+        looked at. Each entity's relations are taken by key: the same graph, the same path."""
         previous: dict[str, tuple[str, Relation] | None] = {start: None}
         queue = deque([(start, 0)])
-        while queue:
+        looked = 0
+        while queue and goal not in previous:
             node, hops = queue.popleft()
-            if node == goal:
-                break
             if hops >= MAX_PATH_HOPS:
-                continue
-            for rel in self.edges_of(node):
+                break  # the queue holds no fewer hops after it
+            for key in self._keys_of(node):
+                if looked >= budget:
+                    return [], looked
+                looked += 1
+                rel = self.relations[key]
                 other = rel.to_entity if rel.from_entity == node else rel.from_entity
                 if other not in previous:
                     previous[other] = (node, rel)
+                    if other == goal:
+                        break
                     queue.append((other, hops + 1))
         if goal not in previous:
-            return []
+            return [], looked
         steps: list[str] = [goal]
         node = goal
         while (link := previous[node]) is not None:
@@ -459,4 +551,4 @@ class Graph:
             )
             steps[:0] = [prior, arrow]
             node = prior
-        return steps
+        return steps, looked

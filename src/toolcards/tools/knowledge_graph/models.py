@@ -74,18 +74,57 @@ class Relation(BaseModel):
         return relation_key(self.from_entity, self.relation_type, self.to_entity)
 
 
+MAX_EVENT_ITEMS = 100
+"""Entities and relations one ``GraphDelta`` lists at most, in the order of its lists (the
+rest are counted in ``more``): a batch may delete a hub with thousands of relations."""
+MAX_EVENT_OBSERVATIONS = 3
+"""Observations added, and removed, an event shows per entity (the rest are counted)."""
+MAX_EVENT_TEXT = 100
+"""Characters an event keeps of each observation it shows."""
+
+
+class EntityChange(BaseModel):
+    """An entity as an event tells of it: its name, type and what changed, never the whole
+    entity (up to ~50 KB, copied into every event before; its state row holds it)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)  # events stored before: whole
+
+    name: str
+    entity_type: str
+    changed: list[str] = Field(default_factory=list)
+    """The fields an update changed (empty for an entity created)."""
+    observations_added: list[str] = Field(default_factory=list)
+    observations_removed: list[str] = Field(default_factory=list)
+    more_observations: int = 0
+    """Observations added or removed past the :data:`MAX_EVENT_OBSERVATIONS` shown of each."""
+
+
+class RelationName(BaseModel):
+    """A relation as an event tells of it: its endpoints and type (its identity)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)  # events stored before: whole
+
+    from_entity: str
+    to_entity: str
+    relation_type: str
+
+
 @event_payload
 class GraphDelta(BaseModel):
     """What one ``update_graph`` batch changed: the ``#KnowledgeGraphTool`` event payload
-    (``team.events()`` reads it back as this model)."""
+    (``team.events()`` reads it back as this model). It names what changed and stays small
+    (at most :data:`MAX_EVENT_ITEMS` items): every subscriber reads it, and the entities and
+    relations as they are now are in the team's state."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    entities_added: list[Entity] = Field(default_factory=list)
-    entities_modified: list[Entity] = Field(default_factory=list)
+    entities_added: list[EntityChange] = Field(default_factory=list)
+    entities_modified: list[EntityChange] = Field(default_factory=list)
     entities_removed: list[str] = Field(default_factory=list)
-    relations_added: list[Relation] = Field(default_factory=list)
-    relations_removed: list[Relation] = Field(default_factory=list)
+    relations_added: list[RelationName] = Field(default_factory=list)
+    relations_removed: list[RelationName] = Field(default_factory=list)
+    more: dict[str, int] = Field(default_factory=dict)
+    """Items left out of a list past :data:`MAX_EVENT_ITEMS`, by the list's name."""
 
 
 def relation_key(from_entity: str, relation_type: str, to_entity: str) -> str:
