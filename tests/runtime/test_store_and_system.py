@@ -173,6 +173,27 @@ def test_pykka_system_implements_the_actor_system_interface() -> None:
         handle.ask(Plain.note, "d")
 
 
+def test_one_in_process_actor_system_serves_one_team_at_a_time(tmp_path: Path) -> None:
+    # tool actors are found by name: team b's planning found team a's #PlanningTool and read
+    # and wrote team a's board, in team a's rows
+    from toolcards import PlanningTool
+
+    system = PykkaActorSystem()
+    store = tmp_path / "shared.db"
+    a = Team("team-a", store, system=system)
+    tools = {f.__name__: f for f in a.bind([PlanningTool(vector_store=False)]).get_tools()}
+    tools["update_planning"](create=[{"description": "team a only"}])
+    with pytest.raises(ValueError, match="serves team 'team-a'"):
+        Team("team-b", store, system=system)
+    a.stop(timeout=5)
+    with pytest.raises(ValueError, match="serves team 'team-a'"):  # its actors live on in it
+        Team("team-b", store, system=system)
+    with Team("team-a", store, system=system) as again:  # the same team resumes on it
+        board = {f.__name__: f for f in again.bind([PlanningTool(vector_store=False)]).get_tools()}
+        assert "team a only" in board["search_planning"]()
+    system.shutdown()
+
+
 class Exiting(ToolActor):
     def leave(self) -> None:
         raise SystemExit(3)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -93,6 +94,8 @@ class ToolActors:
         if isinstance(system, str):
             raise ValueError(f"system must be 'pykka', 'ray' or an ActorSystem, got {system!r}")
         store = self.store
+        if not is_remote(system):
+            _serve_one_team(system, self.team_id)
         if is_remote(system) and not store.shared:
             raise ValueError(
                 f"actors in other processes cannot open the store {store.location}: a "
@@ -265,3 +268,23 @@ class ToolActors:
         self.local.shutdown()
         if self.owns_system and self.system is not self.local:
             self.system.shutdown()
+
+
+_TEAM_OF: weakref.WeakKeyDictionary[ActorSystem, str] = weakref.WeakKeyDictionary()
+"""The team each in-process actor system given to a team serves, for the system's life (its
+tool actors outlive a stopped team: the system is the host's)."""
+_TEAMS_LOCK = threading.Lock()
+
+
+def _serve_one_team(system: ActorSystem, team_id: str) -> None:
+    """ValueError when ``system`` serves another team of this process: tool actors are found
+    by their bare names (``#PlanningTool``), so a second team would read and write the first
+    one's board, in its rows (a distributed system keeps teams apart by namespace and key)."""
+    with _TEAMS_LOCK:
+        held = _TEAM_OF.get(system)
+        if held is not None and held != team_id:
+            raise ValueError(
+                f"this actor system serves team {held!r}: give team {team_id!r} an actor "
+                "system of its own (tool actors are found by name, so two teams would share them)"
+            )
+        _TEAM_OF[system] = team_id
