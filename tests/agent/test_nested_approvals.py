@@ -28,7 +28,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, RunContext, ToolApproved
 
-from support.scripted import tool_results
+from support.scripted import Script, tool_results, wait_until
 from toolcards.core import ToolCard
 from toolcards.core.spec import annotate
 from toolcards.core.toolset import build_function_toolset
@@ -63,6 +63,13 @@ class PayCard(ToolCard):
     """A member's card with the ``wire`` tool."""
 
     def get_tools(self) -> list[Callable[..., Any]]:
+        return [wire]
+
+
+class PayDeskCard(PayCard):
+    """``wire`` as the member's slash command too: the host's own line may run it."""
+
+    def get_commands(self) -> list[Callable[..., Any]]:
         return [wire]
 
 
@@ -252,6 +259,40 @@ def test_a_team_members_approval_reaches_the_run_that_messaged_it(tmp_path: Path
     assert wired == [75]
     assert "wired 75" in result.output
     assert decisions == [(LEAD.id, "approval_granted")]
+
+
+@pytest.mark.parametrize("how", ["send", "post"])
+def test_a_delegating_tools_text_is_a_model_turn_never_the_members_command(
+    tmp_path: Path, how: str
+) -> None:
+    """The lead model's words passed on by ``team.send`` (or ``team.post``) in a delegating
+    tool: ``/wire 500`` ran the clerk's command before, with no policy, approval or audit row;
+    now the clerk's model reads it, and only the host's own line runs the command."""
+    wired.clear()
+    clerk_model = Script()  # echoes what it read
+    member = RoleProfile(role="clerk", model=clerk_model.model, cards=[PayDeskCard()],
+                         messaging=False)  # fmt: skip
+    with (
+        AuditLog(tmp_path / "audit.db", durability="sync") as audit,
+        Team(f"desk-{how}", profiles=[member], policy=POLICY, audit=audit) as team,
+    ):
+        clerk = team.hire("clerk")
+
+        def ask_clerk(text: str) -> str:
+            """Ask the clerk."""
+            if how == "post":
+                return team.post(clerk, text).id
+            return team.send(clerk, text, timeout=60)
+
+        annotate(ask_clerk, delegates=True)
+        lead = GovernedToolset(
+            build_function_toolset([ask_clerk]), policy=POLICY, audit=audit, identity=LEAD
+        )
+        Agent(one_tool_model("ask_clerk", {"text": "/wire 500"}), toolsets=[lead]).run_sync("go")
+        wait_until(lambda: clerk_model.count == 1)
+        assert clerk_model.prompts() == ["/wire 500"] and wired == []
+        assert team.send(clerk, "/wire 7") == "wired 7"  # the host's own line: a command
+    assert wired == [7]
 
 
 def test_a_member_with_an_inbox_is_asked_of_the_run_and_the_inbox_at_once(

@@ -17,15 +17,18 @@ from pydantic_ai.models.function import AgentInfo
 
 from members.support import NotesCard, message_events
 from support.scripted import (
+    Responder,
     Script,
     ScriptedMember,
     call_tool,
     last_part,
+    tool_results,
     user_prompts,
     wait_until,
 )
 from toolcards import NotificationTool, PlanningTool, SkillTool, TeamTool
 from toolcards.runtime import MemberMessage, RoleProfile, Team
+from toolcards.runtime.member_messages import MAX_UNANSWERED
 from toolcards.runtime.messaging import EVENT_TEXT_CHARS, MAX_MESSAGE_CHARS
 from toolcards.tools.skills.card import Skill
 
@@ -287,6 +290,70 @@ def test_an_answer_to_a_reply_is_not_sent_back_so_members_cannot_loop() -> None:
         received_by_expert = [e for e in message_events(team, "received") if e["recipient"] == pro]
         assert len(received_by_expert) == 1
         assert expert.count == 1
+
+
+def _floods(peer: str, count: int) -> Responder:
+    """On "go", ``count`` send_message calls to ``peer`` in one response; on "again", one;
+    "thanks" for anything else (the peer's answers)."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        part = last_part(messages)
+        if not isinstance(part, UserPromptPart):  # the calls' results
+            return ModelResponse(parts=[TextPart("\n".join(tool_results(messages[-1:])))])
+        n = {"go": count, "again": 1}.get(str(part.content), 0)
+        if not n:
+            return ModelResponse(parts=[TextPart("thanks")])
+        args = [{"to": peer, "content": f"question {i}"} for i in range(n)]
+        return ModelResponse(parts=[ToolCallPart("send_message", a) for a in args])
+
+    return respond
+
+
+def test_a_members_unanswered_messages_to_one_peer_are_bounded_until_answered() -> None:
+    """One response of many ``send_message`` calls queued them all in a busy peer's mailbox
+    (400 of 64,000 characters, each a model turn, each answer another); now at most
+    MAX_UNANSWERED wait, the rest are refused in one line the model reads, and answers free
+    their places."""
+    peer = ScriptedMember()
+    peer.gate = threading.Event()
+    lead_script = Script(_floods("@peer-1", MAX_UNANSWERED + 3))
+    profiles = [_profile(lead_script, "lead"), RoleProfile(role="peer", model=peer.model)]
+    with Team("flood", profiles=profiles) as team:
+        lead, other = team.hire("lead"), team.hire("peer")
+
+        def handled_by(name: str) -> int:
+            return sum(e["recipient"] == name for e in message_events(team, "processed"))
+
+        results = team.send(lead, "go").splitlines()
+        refusal = f"{other} already has {MAX_UNANSWERED} unanswered messages from you"
+        assert sum(refusal in line for line in results) == 3
+        assert sum(f"sent to {other}" in line for line in results) == MAX_UNANSWERED
+        peer.gate.set()
+        wait_until(lambda: handled_by(lead) == 1 + MAX_UNANSWERED)  # "go", then the answers
+        assert f"sent to {other}" in team.send(lead, "again")  # the answers freed the places
+
+
+def test_answers_from_another_process_free_the_places_of_the_member_that_asked(
+    postgres_url: str,
+) -> None:
+    """The peer is held by another process (a second copy of the team on one store): its
+    answers come back through the relay, and they free the places too."""
+    peer = ScriptedMember()
+    peer.gate = threading.Event()
+    lead_script = Script(_floods("@peer-1", MAX_UNANSWERED + 1))
+    peers = [RoleProfile(role="peer", model=peer.model)]
+    elsewhere = f"{postgres_url}?application_name=there"  # the same store, as another copy
+    with (
+        Team("relayed", store=postgres_url, profiles=[_profile(lead_script, "lead")]) as here,
+        Team("relayed", store=elsewhere, profiles=peers) as there,
+    ):
+        other, lead = there.hire("peer"), here.hire("lead")
+        results = here.send(lead, "go", timeout=60)
+        assert f"{other} already has {MAX_UNANSWERED} unanswered messages from you" in results
+        peer.gate.set()
+        answered = f"Reply from {other}"
+        wait_until(lambda: sum(answered in p for p in lead_script.prompts()) == MAX_UNANSWERED)
+        assert f"sent to {other}" in here.send(lead, "again", timeout=60)
 
 
 def test_send_message_to_an_unknown_member_is_a_retry_the_model_reads() -> None:

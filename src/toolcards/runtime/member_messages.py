@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from toolcards.core import nesting
 from toolcards.core.actors import ActorHandle, ActorUnavailable
-from toolcards.core.errors import TransientError
+from toolcards.core.errors import RetriableError, TransientError
+from toolcards.core.identity import calling_principal
 from toolcards.runtime.messaging import (
     MAX_MESSAGE_CHARS,
     MESSAGES,
@@ -34,6 +35,46 @@ HOLDER_CHECK = 1.0
 """Seconds between the checks a send waiting on another process makes that it still holds
 the member."""
 
+MAX_UNANSWERED = 20
+"""Messages one member may have waiting for another's answer (queued or being handled): one
+model response cannot flood a mailbox, and each answer is a model turn of the sender's."""
+
+
+def governed_call_running() -> bool:
+    """True while a governed tool call runs in this context (a delegating tool passing its
+    model's words on, or a member's tool): what it sends is never the host's command."""
+    return calling_principal.get() is not None or nesting.calling_run.get() is not None
+
+
+class Unanswered:
+    """The ids of members' messages whose answer has not come back, per sender and recipient
+    (at most :data:`MAX_UNANSWERED` each; a pair goes when its last message is answered)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ids: dict[tuple[str, str], set[str]] = {}
+
+    def add(self, message: MemberMessage) -> None:
+        """Count ``message``; a RetriableError the sender's model reads when it is one too
+        many."""
+        with self._lock:
+            ids = self._ids.setdefault((message.sender, message.recipient), set())
+            if len(ids) >= MAX_UNANSWERED:
+                raise RetriableError(
+                    f"{message.recipient} already has {len(ids)} unanswered messages from you; "
+                    "wait for its answers before you send more"
+                )
+            ids.add(message.id)
+
+    def settle(self, sender: str, recipient: str, message_id: str | None) -> None:
+        """The message ``message_id`` of ``sender`` to ``recipient`` is answered (or failed)."""
+        with self._lock:
+            ids = self._ids.get((sender, recipient))
+            if ids is not None:
+                ids.discard(str(message_id))
+                if not ids:
+                    del self._ids[(sender, recipient)]
+
 
 class MemberMessaging(ABC):
     """The messaging half of a team's roster: what it needs of the roster is declared here."""
@@ -43,6 +84,8 @@ class MemberMessaging(ABC):
     """The members running in this process, by name."""
     _relay: Relay | None
     """On a shared store: the queue to the other processes of the team."""
+    _unanswered: Unanswered
+    """Members' posts from this process whose answer has not come back yet."""
 
     @abstractmethod
     def resolve(self, name: str) -> str:
@@ -85,7 +128,7 @@ class MemberMessaging(ABC):
             content=truncate(content, MAX_MESSAGE_CHARS),
             route_reply=route_reply and self.is_member(sender),
             awaited=awaited,
-            from_host=from_host,
+            from_host=from_host and not governed_call_running(),
         )
 
     def _dispatch(self, message: MemberMessage) -> ActorHandle[Any]:
@@ -101,10 +144,16 @@ class MemberMessaging(ABC):
         from toolcards.runtime.member_actor import MemberActor
 
         message = self._message(to, content, sender, route_reply=True, from_host=from_host)
-        if message.recipient not in self._entries and self._relay is not None:
-            self._relay.queue(message)  # its process delivers it
-            return message
-        self._dispatch(message).tell(MemberActor.receive, message)
+        if message.route_reply:  # a member's: its answer comes back here, and settles it
+            self._unanswered.add(message)
+        try:
+            if message.recipient not in self._entries and self._relay is not None:
+                self._relay.queue(message)  # its process delivers it
+            else:
+                self._dispatch(message).tell(MemberActor.receive, message)
+        except BaseException:
+            self._unanswered.settle(message.sender, message.recipient, message.id)
+            raise
         return message
 
     def _deliver_queued(self, message: MemberMessage) -> bool:
@@ -112,6 +161,8 @@ class MemberMessaging(ABC):
         # lazy: agent members only (pydantic models, ~1x python -c pass)
         from toolcards.runtime.member_actor import MemberActor
 
+        if message.reply_to is not None:  # an answer from another process: its question is done
+            self._unanswered.settle(message.recipient, message.sender, message.reply_to)
         if message.recipient not in self._entries:
             return False
         with contextlib.suppress(LookupError, ActorUnavailable):
@@ -204,6 +255,7 @@ class MemberMessaging(ABC):
         # lazy: agent members only (pydantic models, ~1x python -c pass)
         from toolcards.runtime.member_actor import MemberActor
 
+        self._unanswered.settle(message.sender, message.recipient, message.id)
         answer = MemberMessage(
             sender=message.recipient, recipient=message.sender, content=text, reply_to=message.id
         )

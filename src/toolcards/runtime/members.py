@@ -28,7 +28,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from toolcards.core.trust import TRUST
-from toolcards.runtime.member_messages import MemberMessaging
+from toolcards.runtime.member_messages import MemberMessaging, Unanswered
 from toolcards.runtime.messaging import MemberActivity, MemberInfo, member_activity
 from toolcards.runtime.relay import Relay, process_token
 from toolcards.stores.base import StateNamespace
@@ -70,6 +70,7 @@ class MemberRoster(MemberMessaging):
         """Names being hired (claimed, not started yet) and their roles: they count against a
         role's ``max_members`` as the members started do."""
         self._fired: set[str] = set()
+        self._unanswered = Unanswered()
         self._relay: Relay | None = None
         if team.shared:
             self._relay = Relay(team.log, team.state_of(ROSTER), self._deliver_queued)

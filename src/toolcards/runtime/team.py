@@ -343,7 +343,8 @@ class Team:
     ) -> str:
         """Send ``content`` to the member ``to`` and wait at most ``timeout`` seconds for its
         answer. A slash command (``/name args``) from a sender outside the team runs the
-        member's command, not its model."""
+        member's command, not its model, unless a governed tool call sends it (a delegating
+        tool's text is a model turn)."""
         return self._roster.send(to, content, sender, timeout, from_host=True)
 
     def post(
