@@ -71,7 +71,7 @@ def _relay(url: str, got: list[str]) -> tuple[Relay, EventLog, PostgresStore]:
         return True
 
     relay = Relay(log, StateNamespace(store, "t", "~members"), deliver)
-    relay.start(log.position)
+    relay.start("@ann", log.position)
     return relay, log, store
 
 

@@ -206,8 +206,8 @@ class MemberRoster(MemberMessaging):
             "placement": profile.placement,
         }
         if self._relay is not None:  # beating before the row names this process its holder
-            resuming = restoring or adopting
-            self._relay.start(self._relay.watermark(member) if resuming else team.log.position)
+            since = self._relay.watermark(member) if restoring or adopting else team.log.position
+            self._relay.start(member, since)
         self._state.put(f"member:{member}", record)
         event = "member_adopted" if adopting else "member_restored" if restoring else "member_hired"
         team.log.lifecycle(event, name=member, role=profile.role)
@@ -253,13 +253,18 @@ class MemberRoster(MemberMessaging):
 
     def _free(self, name: str) -> None:
         """Let another process take ``name`` over: this process no longer holds it."""
+        if self._relay is not None:
+            self._relay.release(name)
         record = self._state.get(f"member:{name}")
         if isinstance(record, dict) and record.get("holder") == process_token():
             self._state.put(f"member:{name}", {**record, "holder": None})
 
     def _place(self, member: str, profile: RoleProfile, *, restoring: bool) -> str:
         """Start ``member`` as an actor of the team's distributed system (it adopts itself
-        there); the roster row is written by its worker before this returns."""
+        there); the roster row is written by its worker before this returns. A new member's
+        watermark is the log's end: its worker reads the log from there, not from its start."""
+        if not restoring and self._relay is not None:
+            self._relay.mark_new(member)
         try:
             self._team.start_cluster_member(member, profile)
         finally:
@@ -287,6 +292,8 @@ class MemberRoster(MemberMessaging):
         if entry is None:
             return self._fire_placed(member, timeout)
         entry.actor.retire()
+        if self._relay is not None:
+            self._relay.release(member)
         if current_member.get() == member:  # fired from its own turn: stop once it ends
             team.stop_later(member)
             clean = False

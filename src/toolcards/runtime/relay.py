@@ -4,14 +4,18 @@ With a store several processes share, each member runs in the process that hired
 the roster rows in the store name that process (its holder, with a heartbeat). A message
 for a member of another process is written to the log as a ``queued`` event carrying the
 whole message; the holder's relay delivers it to the member's mailbox and keeps a per-member
-watermark: the log position before the oldest message delivered but not yet processed. A
-process that takes the member over (a resume, a restarted worker) replays from there and
-skips what the log says was answered, so every message is handled once, including those
-queued while no process held the member or still waiting in a mailbox that died; one whose
-turn had begun there (``received``, no ``processed``) is answered with a notice instead of a
-second turn, whose tools would act twice. A member
-whose holder stopped cleanly, or whose heartbeat is older than :data:`STALE_AFTER`, is taken
-over by the next process that resumes the team.
+watermark: the log position before the oldest message delivered but not yet processed, or,
+with none open, the position the relay has read to (written at hire, on each heartbeat and on
+stop: a takeover reads the log from there, not from its start). A process that takes the
+member over (a resume, a restarted worker) reads the messages' events from there and skips
+what the log says was answered, so every message is handled once, including those queued
+while no process held the member or still waiting in a mailbox that died; one whose turn had
+begun there (``received``, no ``processed``) is answered with a notice instead of a second
+turn, whose tools would act twice. A relayed message is data: it never runs as the host's
+slash command (any writer of the team's event table could write the row), so a command runs
+only in the process holding the member. A member whose holder stopped cleanly, or whose
+heartbeat is older than :data:`STALE_AFTER`, is taken over by the next process that resumes
+the team.
 """
 
 from __future__ import annotations
@@ -24,7 +28,10 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
+
+from pydantic import ValidationError
 
 from toolcards.core.events import ToolStateEvent
 from toolcards.core.threads import background_thread
@@ -77,8 +84,13 @@ class Relay:
         self._beat: threading.Thread | None = None
         self._open: dict[str, dict[str, int]] = {}
         """Per member: message id -> log position, delivered and not processed yet."""
-        self._done: set[str | None] = set()
-        """Ids of messages the log showed answered or processed when delivery started."""
+        self._marks: dict[str, int] = {}
+        """Per member this process holds: the watermark last written."""
+        self._at = 0
+        """The log position the relay has handled events up to."""
+        self._done: set[str] = set()
+        """Ids of messages the log showed answered or processed when a member was taken over:
+        the subscription skips them when it reaches their ``queued`` event."""
         self._interrupted: set[str] = set()
         """Ids of messages whose turn the log showed begun and never ended then: answered with
         a notice, not run a second time."""
@@ -111,6 +123,8 @@ class Relay:
                 return
             with contextlib.suppress(Exception):
                 self._roster.put(f"holder:{process_token()}", time.time())
+                with self._lock:
+                    self._advance()
 
     def _died(self, exc: BaseException) -> None:
         """The relay's subscription ended on an error: stop beating, free the members."""
@@ -125,39 +139,78 @@ class Relay:
 
     # ---- delivery ----------------------------------------------------------------------------
 
-    def start(self, since: int) -> None:
-        """Deliver queued messages after position ``since`` (and live ones) to local members."""
+    def start(self, member: str, since: int) -> None:
+        """Hold ``member`` from log position ``since`` (its watermark; the log's end for a new
+        member): deliver what was queued for it since then and the log shows unanswered, then
+        the live messages. The first call starts the subscription and the heartbeat; a later
+        one catches ``member`` up to where the subscription is (it waits meanwhile)."""
         with self._lock:
-            if self._sub is not None:
-                return
-            self._roster.put(f"holder:{process_token()}", time.time())
-            seen = [event for _, event in self._log.entries(since)]
-            self._done = {_handled(event) for event in seen}
-            started = {str(e.payload.get("message_id")) for e in seen if _is_message(e, "received")}
-            self._interrupted = started - self._done
-            self._sub = self._log.subscribe(self._on_event, since, on_failure=self._died)
-            self._beat = background_thread(self._heartbeat, name="relay-beat")
-            self._beat.start()
+            running = self._sub is not None
+            if not running:
+                self._roster.put(f"holder:{process_token()}", time.time())
+            start = min(since, self._at) if running else since
+            seen = _read(self._log, member, start, self._at if running else None)
+            self._write_mark(member, since)
+            delivered = self._open.get(member, {})
+            for message_id, (position, message) in seen.queued.items():
+                if message_id in seen.done or message_id in delivered:
+                    continue
+                if message_id in seen.started:  # its turn began in a holder that died
+                    message = message.model_copy(update={"interrupted": True})
+                self._hand(message, position)
+            if running:  # the messages the subscription has yet to reach
+                self._done |= seen.done & seen.later
+                self._interrupted |= (seen.started - seen.done) & seen.later
+            else:
+                self._at = seen.end
+                self._sub = self._log.subscribe(self._on_event, seen.end, on_failure=self._died)
+                self._beat = background_thread(self._heartbeat, name="relay-beat")
+                self._beat.start()
+            self._advance()
+
+    def release(self, member: str) -> None:
+        """Stop keeping ``member``'s watermark (fired, or free for another process). Takes no
+        lock: it is called under the roster's, which delivery takes under the relay's."""
+        self._marks.pop(member, None)
+        self._open.pop(member, None)
+
+    def mark_new(self, member: str) -> None:
+        """Set the watermark of ``member``, hired now in another process (placed on the
+        cluster), to the log's end: the process adopting it reads the log from there."""
+        self._roster.put(f"seen:{member}", self._log.position)
 
     def queue(self, message: MemberMessage) -> None:
         """Hand ``message`` to whichever process holds its recipient."""
         self._log.append(MESSAGES, queued_event(message))
 
     def _on_event(self, event: ToolStateEvent) -> None:
-        position = self._sub.position if self._sub is not None else 0  # this event's
+        with self._lock:  # a member being taken over is caught up in between, not during
+            if self._sub is None:  # stopped
+                return
+            position = self._sub.position  # this event's
+            self._handle(event, position)
+            self._at = position
+
+    def _handle(self, event: ToolStateEvent, position: int) -> None:
         if _is_message(event, "processed"):
             payload = event.payload
             self._settle(str(payload.get("recipient")), str(payload.get("message_id")), position)
             return
         if not _is_message(event, "queued"):
             return
-        message = MemberMessage.model_validate(event.payload["message"])
+        message = _relayed(event.payload)
+        if message is None:
+            return
         if message.id in self._done:
             self._done.discard(message.id)
             return
         if message.id in self._interrupted:  # its turn began in a holder that died
             self._interrupted.discard(message.id)
             message = message.model_copy(update={"interrupted": True})
+        self._hand(message, position)
+
+    def _hand(self, message: MemberMessage, position: int) -> None:
+        """Deliver ``message``, queued at ``position``; it stays open until processed."""
         if self._deliver(message):
             self._open.setdefault(message.recipient, {})[message.id] = position
             self._settle(message.recipient, None, position)
@@ -169,7 +222,18 @@ class Relay:
             return
         if processed is not None:
             pending.pop(processed, None)
-        mark = min(pending.values()) - 1 if pending else position
+        self._write_mark(member, min(pending.values()) - 1 if pending else position)
+
+    def _advance(self) -> None:
+        """Move the watermark of each member with no message open to where the relay has
+        read: one taken over reads the log from there, not from the position of the last
+        message relayed to it (or from the log's start)."""
+        for member, mark in list(self._marks.items()):
+            if self._at > mark and not self._open.get(member):
+                self._write_mark(member, self._at)
+
+    def _write_mark(self, member: str, mark: int) -> None:
+        self._marks[member] = mark
         with contextlib.suppress(StoreClosedError):
             self._roster.put(f"seen:{member}", mark)
 
@@ -185,8 +249,60 @@ class Relay:
             sub, self._sub = self._sub, None
         if sub is not None:
             sub.close()
+        with self._lock, contextlib.suppress(Exception):
+            self._advance()
         with contextlib.suppress(Exception):
             self._roster.delete(f"holder:{process_token()}")
+
+
+@dataclass
+class _Seen:
+    """What the messages' events after a member's watermark say (read streaming)."""
+
+    end: int
+    """The position of the last event read."""
+    queued: dict[str, tuple[int, MemberMessage]] = field(default_factory=dict)
+    """The member's messages queued up to the subscription's position, and where."""
+    later: set[str] = field(default_factory=set)
+    """The ids of messages queued after it (any member's)."""
+    done: set[str] = field(default_factory=set)
+    started: set[str] = field(default_factory=set)
+
+
+def _read(log: EventLog, member: str, since: int, through: int | None) -> _Seen:
+    """Read the log after ``since`` once, keeping only what taking ``member`` over needs: the
+    team's other events (most of the log) are skipped as they stream by."""
+    seen = _Seen(end=since)
+    for position, event in log.entries(since):
+        seen.end = position
+        if event.tool_id != MESSAGES:
+            continue
+        handled = _handled(event)
+        if handled is not None:
+            seen.done.add(handled)
+        elif _is_message(event, "received"):
+            seen.started.add(str(event.payload.get("message_id")))
+        elif _is_message(event, "queued"):
+            message = _relayed(event.payload)
+            if message is None:
+                continue
+            if through is not None and position > through:
+                seen.later.add(message.id)
+            elif message.recipient == member:
+                seen.queued[message.id] = (position, message)
+    return seen
+
+
+def _relayed(payload: dict[str, Any]) -> MemberMessage | None:
+    """The message of a ``queued`` event, as data: whether the host sent it (its slash
+    command runs with no policy, approval or audit) and the run waiting for it never come
+    from the row, which any writer of the team's event table could have written."""
+    try:
+        message = MemberMessage.model_validate(payload.get("message"))
+    except ValidationError as exc:
+        log.warning("a queued message in the event log is not one (%d errors)", exc.error_count())
+        return None
+    return message.model_copy(update={"from_host": False, "caller_run": None})
 
 
 def _is_message(event: ToolStateEvent, kind: str) -> bool:
