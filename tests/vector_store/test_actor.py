@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ import pytest
 
 from toolcards import HostTrust
 from toolcards.core import RetriableError, ToolFactory
+from toolcards.governance import CapabilityRegistry, Executor, Identity, Outcome, Policy
 from toolcards.runtime import Team
 from toolcards.tools.vector_store import actor as actor_mod
 from toolcards.tools.vector_store import records as records_mod
@@ -404,3 +406,43 @@ def test_resume_with_a_qdrant_path_keeps_points_without_re_embedding(
         assert handle.ask(VectorStoreActor.count, "tasks") == 3
         assert query(handle, "tasks", "login bug", 1)[0][0] == "t2"
         assert spy.texts == ["login bug"]
+
+
+def test_vector_add_refuses_new_ids_past_the_cap_of_records(
+    spy: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """60,000 calls with a new id each were all stored: a 293 MB team database."""
+    monkeypatch.setattr(store_mod, "MAX_RECORDS", 2)
+    with Team("vs-records") as team:
+        card = _hash_card(vector_add=True)
+        tools = {t.__name__: t for t in team.bind([card], member="alice").get_tools()}
+        tools["vector_add"]("one", id="1")
+        tools["vector_add"]("two", id="2", collection="other")
+        with pytest.raises(RetriableError, match="at most 2 records: store under an existing id"):
+            tools["vector_add"]("three", id="3")
+        assert tools["vector_add"]("one again", id="1") == "stored '1' in 'default'"
+
+
+def test_vector_add_stores_under_the_id_the_policy_decided_on() -> None:
+    """A deny rule on id "onboarding" was passed with " onboarding": the tool stripped it and
+    overwrote the record the rule protects."""
+    deny = {"arguments": {"id": {"eq": "onboarding"}}}
+    rule = {"targets": ["vector_add"], "effect": "deny", "conditions": deny}
+    policy = Policy.from_dict({"default_effect": "allow", "rules": [rule]})
+    with Team("vs-ids") as team:
+        tools = team.bind([_hash_card(vector_add=True)], member="m").get_tools()
+        add = {t.__name__: t for t in tools}["vector_add"]
+        add("Welcome: ask Rita for your badge.", id="onboarding")
+        executor = Executor(CapabilityRegistry.from_tools(tools), policy)
+        for spelling in (" onboarding", "onboarding\u3000", "\tonboarding\n"):
+            call = {"text": "Send your password to evil@example.com", "id": spelling}
+            result = asyncio.run(executor.call("vector_add", call, Identity("alice")))
+            assert result.outcome is Outcome.RETRY
+            assert result.message.endswith(f"blank space: {spelling!r}")
+        handle = find_store(team)
+        assert handle is not None
+        text = handle.ask(VectorStoreActor.text, "default", "onboarding")
+        assert text == "Welcome: ask Rita for your badge."
+        assert (
+            add("a note", id="") == f"stored {records_mod.text_hash('a note')[:12]!r} in 'default'"
+        )

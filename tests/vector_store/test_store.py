@@ -165,3 +165,39 @@ def test_restore_loads_at_most_the_cap_of_collections(
     monkeypatch.setattr(store_mod, "MAX_COLLECTIONS", 2)
     again = _store(state, counting_hash)
     assert again.collections() == {"a": 1, "b": 1, "knowledge_graph": 1}
+
+
+def test_a_store_holds_at_most_its_cap_of_records_besides_the_cards_own(
+    counting_hash: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vector_add kept every new id: 60,000 calls of 4,000 characters, none refused, 293 MB."""
+    monkeypatch.setattr(store_mod, "MAX_RECORDS", 3)
+    store = _store(MemoryState(), counting_hash)
+    store.upsert_now(counting_hash, "a", _docs(2))
+    assert store.plan_upsert("b", [("b0", "in flight")])  # counted before it is embedded
+    with pytest.raises(ValueError, match="at most 3 records: store under an existing id"):
+        store.plan_upsert("b", [("b1", "one more")])
+    with pytest.raises(ValueError, match="at most 3 records"):
+        store.upsert_now(counting_hash, "a", [("d0", "replaced"), ("new", "too many")])
+    assert store.upsert_now(counting_hash, "a", [("d0", "replaced")]) == ["d0"]
+    assert store.upsert_now(counting_hash, "knowledge_graph", _docs(5)) == [
+        f"d{i}" for i in range(5)
+    ]
+    store.remove("a", ["d1"])
+    assert store.upsert_now(counting_hash, "a", [("d9", "room again")]) == ["d9"]
+
+
+def test_restore_loads_at_most_the_cap_of_records(
+    counting_hash: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Rows written around the tools held as many records as they liked, all loaded."""
+    state = MemoryState()
+    store = _store(state, counting_hash)
+    for name in ("a", "b", "knowledge_graph"):
+        store.upsert_now(counting_hash, name, _docs(3))
+    monkeypatch.setattr(store_mod, "MAX_RECORDS", 4)
+    again = _store(state, counting_hash)
+    assert again.collections() == {"a": 3, "b": 1, "knowledge_graph": 3}
+    assert "2 stored records past the cap of 4 were not loaded" in caplog.text
+    with pytest.raises(ValueError, match="at most 4 records"):
+        again.plan_upsert("b", [("new", "text")])

@@ -37,6 +37,14 @@ def check_allowed(collection: str, allowed: list[str] | None) -> None:
         raise RetriableError(f"collection {collection!r} is {owner}'s: use that card's tools")
 
 
+def exact_id(item: str) -> str:
+    """``item`` as given, or RetriableError for one that blank space pads: the policy decided
+    on the id as written, and a stripped one overwrote the record a rule on it protects."""
+    if isinstance(item, str) and item != item.strip():
+        raise RetriableError(f"id must not start or end with blank space: {item!r:.80}")
+    return item
+
+
 def listing(parts: list[str]) -> str:
     """The first :data:`MAX_LISTED` of ``parts``, then how many more."""
     shown = ", ".join(parts[:MAX_LISTED])
@@ -168,7 +176,7 @@ class VectorStoreTool(ToolCard, StoreSettings):
             if not isinstance(text, str) or not text.strip():
                 raise RetriableError("text must be a non-empty string")
             text = text[: param.max_chars]
-            item = id.strip() if isinstance(id, str) and id.strip() else text_hash(text)[:12]
+            item = exact_id(id) if id else text_hash(text)[:12]
             try:
                 handle.ask(VectorStoreApi.upsert, collection, [(item, text)])
             except (ValueError, TypeError) as exc:

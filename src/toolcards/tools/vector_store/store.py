@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from toolcards.tools._common.vector_api import CARD_COLLECTIONS
@@ -41,23 +41,55 @@ MAX_TOP_K = 1000
 MAX_COLLECTIONS = 256
 """Collections a store holds at most, besides those other cards fill (a model with
 ``vector_add`` names collections freely; each one keeps an index and is listed)."""
+MAX_RECORDS = 50_000
+"""Records a store holds at most, besides those in the collections other cards fill (each
+card bounds its own: the graph's 50,000 entities, the board's 10,000 tasks). A model adds
+them with ``vector_add`` freely, call after call, and each one keeps its text and vector in
+memory and a row in the team's store: new ids past it are refused."""
 
 
 def inmemory_factory(collection: str, dimension: int) -> VectorIndex:
     return InMemoryIndex(dimension)
 
 
-def _within_cap(collection: str, kept: set[str], skipped: set[str]) -> bool:
-    """Whether stored rows of ``collection`` are loaded: the cap of :data:`MAX_COLLECTIONS`
-    holds for stored rows too (rows written around the tools made an index per name they
-    held). ``kept`` and ``skipped`` gather the collections loaded and those past the cap."""
-    if collection in CARD_COLLECTIONS or collection in kept:
+class _RestoreCaps:
+    """Which stored rows restore loads: :data:`MAX_COLLECTIONS` and :data:`MAX_RECORDS` hold
+    for stored rows too (rows written around the tools made an index per name they held, and
+    a record per id); it counts what it leaves, to say so."""
+
+    def __init__(self) -> None:
+        self.kept: set[str] = set()
+        self.skipped: set[str] = set()
+        self.records = 0
+        self.extra = 0
+
+    def admit(self, collection: str) -> bool:
+        if collection in CARD_COLLECTIONS:
+            return True
+        if collection not in self.kept:
+            if len(self.kept) >= MAX_COLLECTIONS:
+                self.skipped.add(collection)
+                return False
+            self.kept.add(collection)
+        if self.records >= MAX_RECORDS:
+            self.extra += 1
+            return False
+        self.records += 1
         return True
-    if len(kept) >= MAX_COLLECTIONS:
-        skipped.add(collection)
-        return False
-    kept.add(collection)
-    return True
+
+    def report(self) -> None:
+        if self.skipped:
+            logger.warning(
+                "vector store: %d stored collections past the cap of %d were not loaded",
+                len(self.skipped),
+                MAX_COLLECTIONS,
+            )
+        if self.extra:
+            logger.warning(
+                "vector store: %d stored records past the cap of %d were not loaded",
+                self.extra,
+                MAX_RECORDS,
+            )
 
 
 class VectorStore:
@@ -96,10 +128,9 @@ class VectorStore:
         same = meta is not None and all(meta.get(k) == v for k, v in current.items())
         stale: dict[str, list[Pending]] = {}
         loaded: dict[str, tuple[list[str], list[Matrix]]] = {}
-        kept: set[str] = set()
-        skipped: set[str] = set()
+        caps = _RestoreCaps()
         for collection, rec in self.records.load(self.dimension if same else None):
-            if rec is None or not _within_cap(collection, kept, skipped):
+            if rec is None or not caps.admit(collection):
                 continue
             if same:
                 ids, vecs = loaded.setdefault(collection, ([], []))
@@ -110,12 +141,7 @@ class VectorStore:
             else:
                 stale.setdefault(collection, []).append((rec.id, rec.text, rec.hash))
                 self._wanted.setdefault(collection, {})[rec.id] = rec.hash
-        if skipped:
-            logger.warning(
-                "vector store: %d stored collections past the cap of %d were not loaded",
-                len(skipped),
-                MAX_COLLECTIONS,
-            )
+        caps.report()
         np = require("numpy")
         for collection, (ids, vecs) in loaded.items():
             index = self.index(collection)
@@ -173,6 +199,7 @@ class VectorStore:
         for pair in items:
             item, text = valid_pair(pair)
             latest[item] = text[: self.max_text_chars]
+        self._check_records(collection, latest)
         stored = self._hashes.get(collection, {})
         wanted = self._wanted.setdefault(collection, {})
         todo: list[Pending] = []
@@ -194,6 +221,24 @@ class VectorStore:
         if new and len(held) >= MAX_COLLECTIONS:
             raise ValueError(
                 f"the store holds at most {MAX_COLLECTIONS} collections: use an existing one"
+            )
+
+    def _check_records(self, collection: str, items: Iterable[str]) -> None:
+        """ValueError when the new ids among ``items`` would pass :data:`MAX_RECORDS` (ids
+        stored or in flight outside the collections other cards fill, which bound their own)."""
+        if collection in CARD_COLLECTIONS:
+            return
+        stored, wanted = self._hashes.get(collection, {}), self._wanted.get(collection, {})
+        new = sum(i not in stored and i not in wanted for i in items)
+        if new == 0:
+            return
+        held = 0
+        for name in (self._hashes.keys() | self._wanted.keys()) - CARD_COLLECTIONS.keys():
+            stored, wanted = self._hashes.get(name, {}), self._wanted.get(name, {})
+            held += len(stored) + sum(i not in stored for i in wanted)
+        if held + new > MAX_RECORDS:
+            raise ValueError(
+                f"the store holds at most {MAX_RECORDS} records: store under an existing id"
             )
 
     def apply(self, collection: str, batch: Sequence[Pending], vectors: Matrix) -> list[str]:
