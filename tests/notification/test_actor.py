@@ -109,6 +109,21 @@ def test_an_entry_whose_owner_never_returns_is_dropped(harness: Harness) -> None
     assert harness.events()[-1] == {"dropped": {"id": entry.id, "owner": "@gone-1"}}
 
 
+def test_a_served_principals_entry_is_dropped_and_recorded_not_posted(harness: Harness) -> None:
+    """A principal served over MCP, the CLI or the API is no member and has no mailbox: its
+    due entry waits like an absent member's, then is dropped and recorded, never posted."""
+    actor = harness.actor
+    actor.present, actor.deliver = actor._on_team, actor._post  # the team's own roster and post
+    entry = actor.register("bob", "x", 5, 5)
+    harness.clock.now += 5
+    harness.tick()
+    assert actor.pending("bob") == [entry]
+    harness.clock.now += actor.owner_grace_seconds
+    harness.tick()
+    assert actor.pending(None) == []
+    assert harness.events()[1:] == [{"dropped": {"id": entry.id, "owner": "bob"}}]
+
+
 def test_a_reloaded_actor_fires_entries_that_came_due_meanwhile(harness: Harness) -> None:
     entry = harness.actor.register("@a-1", "while stopped", 5, 5)
     harness.clock.now += 3600  # the team was down for an hour

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -9,8 +10,9 @@ import pytest
 from toolcards import NotificationTool, ToolFactory, load_cards
 from toolcards.core.channels import Channels
 from toolcards.core.errors import RetriableError
-from toolcards.governance import CapabilityRegistry
+from toolcards.governance import CapabilityRegistry, Identity, Policy
 from toolcards.governance.capability import InvalidArguments, parse_arguments
+from toolcards.governance.executor.pipeline import ExecutionResult, Executor
 from toolcards.runtime import Team
 from toolcards.tools.notification.card import RegisterNotification, parse_delay
 from toolcards.tools.notification.models import ACTOR_NAME
@@ -19,6 +21,18 @@ from toolcards.tools.notification.models import ACTOR_NAME
 def tools_of(team: Team, member: str, card: NotificationTool | None = None) -> dict[str, Any]:
     factory = team.bind([card or NotificationTool(max_delay_seconds=60, max_pending=3)], member)
     return {fn.__name__: fn for fn in factory.get_tools()}
+
+
+def served(team: Team, member: str = "toolcards") -> Any:
+    """A governed call through one card bound for ``member``, as ``toolcards serve``, the CLI
+    and the API bind every card for the config's member whoever calls."""
+    factory = team.bind([NotificationTool(max_delay_seconds=60, max_pending=2)], member)
+    executor = Executor(CapabilityRegistry.from_factory(factory), Policy.allow_all())
+
+    def call(tool: str, args: dict[str, Any], who: str) -> ExecutionResult:
+        return asyncio.run(executor.call(tool, args, Identity(who)))
+
+    return call
 
 
 # ---- configuration ---------------------------------------------------------------------------
@@ -189,6 +203,48 @@ def test_the_cap_applies_through_the_tool(team: Team) -> None:
         tools["register_notification"](f"n{i}", 30)
     with pytest.raises(RetriableError, match="limit 3"):
         tools["register_notification"]("one too many", 30)
+
+
+# ---- principals served through one bound card ---------------------------------------------
+
+
+def test_each_served_principal_lists_only_its_own_entries(team: Team) -> None:
+    call = served(team)
+    assert call("register_notification", {"content": "alice: wire", "delay_seconds": 9}, "alice").ok
+    assert call("pending_notification", {}, "bob").value == "no pending notifications"
+    assert "alice: wire" in call("pending_notification", {}, "alice").value
+    assert "#1 alice in" in call("pending_notification", {"all": True}, "bob").value
+
+
+def test_a_served_principal_cannot_cancel_anothers_entry(team: Team) -> None:
+    call = served(team)
+    call("register_notification", {"content": "alice: wire", "delay_seconds": 30}, "alice")
+    refused = call("cancel_notification", {"notification_id": 1}, "bob")
+    assert not refused.ok and "no pending notification #1" in refused.message
+    assert "alice: wire" in call("pending_notification", {}, "alice").value
+
+
+def test_the_cap_is_per_served_principal(team: Team) -> None:
+    call = served(team)
+    for i in range(2):
+        assert call("register_notification", {"content": f"b{i}", "delay_seconds": 30}, "bob").ok
+    assert not call("register_notification", {"content": "b2", "delay_seconds": 30}, "bob").ok
+    assert call("register_notification", {"content": "a", "delay_seconds": 30}, "alice").ok
+
+
+def test_a_governed_team_member_stays_its_address(team: Team) -> None:
+    call = served(team, "@a-1")
+    assert call("register_notification", {"content": "x", "delay_seconds": 5}, "agent.@a-1").ok
+    listing = tools_of(team, "@a-1")["pending_notification"]()
+    assert listing.startswith("#1 in") and listing.endswith(": x")
+
+
+def test_an_entry_stored_under_the_served_member_still_reads(team: Team) -> None:
+    row = {"id": 1, "owner": "alice", "content": "old", "due_at": 9e9, "created_at": 0.0}
+    team.state_of(ACTOR_NAME).put("entry:0000000001", row)  # as older versions stored it
+    call = served(team, "alice")  # the config's member was its local principal, alice
+    assert "#1 in" in call("pending_notification", {}, "alice").value
+    assert call("cancel_notification", {"notification_id": 1}, "alice").ok
 
 
 def test_the_command_schedules_from_a_slash_line(team: Team) -> None:

@@ -12,7 +12,7 @@ from toolcards.core.card import CardCapability, ToolCard, ToolFunc
 from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate
-from toolcards.tools._common.caller import caller_address
+from toolcards.tools._common.caller import writer_of
 from toolcards.tools._common.team import team_observer
 from toolcards.tools.notification.actor import NotificationActor
 from toolcards.tools.notification.messages import message_type
@@ -62,9 +62,10 @@ def parse_id(value: Any) -> int:
 class NotificationTool(ToolCard):
     """Self-scheduled notifications: a message to yourself, delivered after a delay.
 
-    Entries belong to the member carrying the card (its observer's address); the team's
-    ``#NotificationTool`` actor keeps them across a stop and resume and delivers each one as
-    a message from ``#NotificationTool`` to its owner.
+    Entries belong to who calls (``writer_of``: the governed call's principal, a team member
+    being its address), so principals served through one bound card each list, cancel and
+    count only their own; the team's ``#NotificationTool`` actor keeps them across a stop and
+    resume and delivers each one as a message from ``#NotificationTool`` to its owner.
     """
 
     max_delay_seconds: int = Field(default=300, ge=1, le=7 * 24 * 3600)
@@ -86,8 +87,9 @@ class NotificationTool(ToolCard):
         return team_observer(self).tool_actor(ACTOR_NAME, NotificationActor)
 
     def _owner(self) -> str:
-        """The calling member, from the bound observer (never from tool arguments)."""
-        return caller_address(self)
+        """Who calls (never from tool arguments): the card's member alone would make every
+        principal of a served config one owner, reading and cancelling the others' entries."""
+        return writer_of(self)
 
     # ---- capabilities -------------------------------------------------------------------------
 
