@@ -294,3 +294,50 @@ async def test_the_caller_and_the_reason_are_shown_escaped_in_the_inbox(
     assert f'class="reason">why{mark}\\u202e</mark>ton<' in inbox
     binding = f'name="principal" value="oauth:{RLO}nna"'  # hidden: the decision's binding
     assert binding in inbox and RLO not in inbox.replace(binding, "")
+
+
+async def test_the_call_id_and_the_surface_are_shown_escaped_on_the_card(
+    desk: Desk, approver: httpx.AsyncClient
+) -> None:
+    """Under pydantic-ai the call id is the model's `tool_call_id`: an RLO in it reversed the
+    "the decision binds the arguments digest sha256:..." text written after it."""
+    request = desk.broker.request(
+        tool_id="publish", args={"path": "a"}, identity=AGENT, reason="r",
+        call_id=f"call_{RLO}A1", surface=f"mcp{RLO}x",
+    )  # fmt: skip
+    mark = '<mark class="esc" data-testid="escaped-char" title="U+202E RIGHT-TO-LEFT OVERRIDE">'
+    binding = f'name="call_id" value="call_{RLO}A1"'  # hidden: the decision's binding
+    for path in ("/", f"/approvals/{request.approval_id}"):
+        page = (await approver.get(path)).text
+        assert f"call <code>call_{mark}\\u202e</mark>A1</code>" in page
+        assert f" · mcp{mark}\\u202e</mark>x</span>" in page
+        assert binding in page and RLO not in page.replace(binding, "")
+
+
+async def test_a_long_run_of_hidden_characters_is_escaped_only_as_far_as_a_page_shows_it(
+    desk: Desk, approver: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """300,000 zero-width spaces (900 KB) were escaped whole on every approver read of the
+    inbox, one object a character, and made a 27 MB page of the request."""
+    from toolcards.governance.approvals import view
+
+    escaped: list[int] = []  # each hidden character escaped
+    spans = view._hidden_spans
+
+    def counted(text: str) -> Iterator[tuple[int, int, str, int]]:
+        for span in spans(text):
+            escaped.append(span[0])
+            yield span
+
+    monkeypatch.setattr(view, "_hidden_spans", counted)
+    request = desk.broker.request(
+        tool_id="publish", args={"path": "\u200b" * 300_000}, identity=AGENT, reason="r"
+    )
+    inbox = (await approver.get("/")).text
+    assert 'data-testid="approval-too-long"' in inbox and not escaped
+    page = (await approver.get(f"/approvals/{request.approval_id}")).text
+    assert len(escaped) <= view.PAGE_LIMIT // 6 + 1 and len(page) < 2 * view.PAGE_LIMIT
+    shown = view.arguments_view(request, exact=True, limit=view.PAGE_LIMIT)
+    assert page.count('data-testid="escaped-char"') == 1  # one run, one mark
+    assert f"{shown.rest} more characters of JSON are not" in page and shown.rest > 0
+    assert 'data-testid="approve"' not in page and 'data-testid="deny"' in page

@@ -23,7 +23,13 @@ from toolcards.governance import (
     Policy,
     SqliteApprovalStore,
 )
-from toolcards.governance.approvals.view import arguments_view, escape_text, reads_as_itself
+from toolcards.governance.approvals.view import (
+    INLINE_LIMIT,
+    arguments_view,
+    escape_hidden,
+    escape_text,
+    reads_as_itself,
+)
 from toolcards.governance.redaction.redactor import args_digest, canonical_json
 
 pytestmark = pytest.mark.anyio
@@ -183,5 +189,32 @@ def test_plain_text_is_shown_on_one_line_and_no_text_reads_as_another(
 ) -> None:
     pieces = escape_text(text)
     assert "".join(p.text for p in pieces) == shown
-    assert [p.escaped for p in pieces if p.escaped] == named
+    assert [name for p in pieces for name in p.names] == named
     assert reads_as_itself(text) is reads  # a sub, a glob pre-filled in a form
+
+
+def test_adjacent_hidden_characters_are_one_piece() -> None:
+    """One piece (an object and a string) a hidden character made 100,000 zero-width
+    characters cost about 70 times their size on every read of an approver's inbox."""
+    text = canonical_json({"s": "a" + "\u200b\u200c" * 50_000 + "b\u202e"})
+    pieces = escape_hidden(text)
+    assert len(pieces) == 5
+    assert [p.text for p in pieces if not p.escaped] == ['{"s":"a', "b", '"}']
+    assert [p.names for p in pieces if p.escaped] == [
+        ("U+200B ZERO WIDTH SPACE", "U+200C ZERO WIDTH NON-JOINER"),
+        ("U+202E RIGHT-TO-LEFT OVERRIDE",),
+    ]
+    assert json.loads("".join(p.text for p in pieces)) == json.loads(text)
+
+
+def test_a_view_is_escaped_only_as_far_as_it_is_shown() -> None:
+    args = {"s": "x" * 10 + "\u200b" * 100_000}
+    request = ApprovalBroker().request(tool_id="t", args=args, identity=CAROL, reason="r")
+    page = arguments_view(request, exact=True, limit=1_000)
+    assert 1_000 - 6 < page.length <= 1_000 and len(page.pieces) == 2
+    covered = len(request.args_json) - page.rest
+    assert "".join(p.text for p in escape_hidden(request.args_json[:covered])) == page.text
+    assert page.rest > 0 and not page.whole and not page.fits
+    inbox = arguments_view(request, exact=True)
+    assert len(request.args_json) > INLINE_LIMIT and not inbox.fits  # from the length alone
+    assert inbox.whole and json.loads(inbox.text) == args  # whole when read

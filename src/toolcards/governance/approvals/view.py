@@ -10,16 +10,19 @@ trail keeps.
 
 A surface that cannot show an approver the whole text (longer than :data:`INLINE_LIMIT`
 characters) offers no way to grant it there: only a place that shows it in full, and deny.
+Escaping costs a loop in Python per hidden character: a text is escaped only when shown, and
+only as far as it is shown (:data:`PAGE_LIMIT`), one piece per run of hidden characters.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from toolcards.core.approvals import ApprovalRequest
 from toolcards.core.identity import Identity
@@ -27,6 +30,7 @@ from toolcards.governance.redaction.redactor import canonical_json
 
 __all__ = [
     "INLINE_LIMIT",
+    "PAGE_LIMIT",
     "ArgumentsView",
     "Piece",
     "arguments_view",
@@ -39,6 +43,11 @@ __all__ = [
 INLINE_LIMIT = 16_000
 """Characters of arguments a list or inbox shows in place; longer ones are shown only by a
 view of the one request (``toolcards approvals show``, the dashboard's full page)."""
+
+PAGE_LIMIT = 200_000
+"""Characters of arguments the dashboard's page of one request shows: longer ones are shown
+cut there and cannot be granted there (``toolcards approvals show`` prints them whole), so
+that opening a page costs at most this much escaping, whatever a caller sent."""
 
 _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 _INVISIBLE = frozenset(
@@ -57,27 +66,59 @@ _CONTROL_NAMES = {
 }  # fmt: skip
 # a JSON escape (``\\uXXXX`` or ``\\x``), or a run of characters outside printable ASCII
 _TOKEN = re.compile(r"\\(?:u([0-9a-fA-F]{4})|(.))|([^\x20-\x7e]+)", re.DOTALL)
+_LONGEST_TOKEN = len("\\u0000")
 
 
 @dataclass(frozen=True, slots=True)
 class Piece:
-    """A run of the text shown; ``escaped`` names the character when the piece is the escape
-    of one (``U+202E RIGHT-TO-LEFT OVERRIDE``)."""
+    """A run of the text shown; ``escaped`` names the characters when the piece is the escapes
+    of a run of adjacent hidden ones (``U+202E RIGHT-TO-LEFT OVERRIDE``; several names joined
+    by ``, ``, each once): one piece a run, not one a character."""
 
     text: str
     escaped: str = ""
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The names of the characters escaped (a character's name holds no comma)."""
+        return tuple(self.escaped.split(", ")) if self.escaped else ()
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True)
 class ArgumentsView:
-    """The arguments of one request as one viewer may see them."""
+    """The arguments of one request as one viewer may see them, escaped when first read: a
+    list that asks only whether they fit never escapes a text too long to show."""
 
     exact: bool
     """True: the exact arguments (an approver's view); False: the redacted copy."""
     recorded: bool
     """False when the exact arguments were not recorded (nobody can see them: deny only)."""
     digest: str
-    pieces: tuple[Piece, ...]
+    source: str
+    """The JSON, before its hidden characters are escaped ("" when not recorded)."""
+    limit: int | None = None
+    """Characters shown at most: the text is cut after them (None: never cut)."""
+
+    @cached_property
+    def _escaped(self) -> tuple[tuple[Piece, ...], int]:
+        return _escape(self.source, self.limit)
+
+    @property
+    def pieces(self) -> tuple[Piece, ...]:
+        return self._escaped[0]
+
+    @property
+    def rest(self) -> int:
+        """Characters of the JSON not shown (beyond ``limit``)."""
+        return len(self.source) - self._escaped[1]
+
+    @property
+    def whole(self) -> bool:
+        """Whether the text is shown whole, decided from its length alone when it has more
+        characters than ``limit`` (each character shows as one or more)."""
+        if self.limit is not None and len(self.source) > self.limit:
+            return False
+        return self.rest == 0
 
     @property
     def text(self) -> str:
@@ -87,7 +128,7 @@ class ArgumentsView:
     @property
     def escapes(self) -> tuple[str, ...]:
         """The names of the characters shown escaped, each once, in order of appearance."""
-        return tuple(dict.fromkeys(p.escaped for p in self.pieces if p.escaped))
+        return tuple(dict.fromkeys(name for piece in self.pieces for name in piece.names))
 
     @property
     def length(self) -> int:
@@ -95,8 +136,10 @@ class ArgumentsView:
 
     @property
     def fits(self) -> bool:
-        """Short enough to be shown whole in a list or an inbox."""
-        return self.length <= INLINE_LIMIT
+        """Short enough to be shown whole in a list or an inbox: decided from the length of the
+        JSON alone when it is longer, else by escaping it no further than that."""
+        size = len(self.source)
+        return size <= INLINE_LIMIT and _escape(self.source, INLINE_LIMIT)[1] == size
 
     @property
     def grantable(self) -> bool:
@@ -109,31 +152,54 @@ def is_approver(identity: Identity, approver_role: str) -> bool:
     return not identity.is_anonymous and approver_role in identity.roles
 
 
-def arguments_view(request: ApprovalRequest, *, exact: bool) -> ArgumentsView:
+def arguments_view(
+    request: ApprovalRequest, *, exact: bool, limit: int | None = None
+) -> ArgumentsView:
     """The exact arguments of ``request`` (``exact=True``, for an approver) or its redacted
-    copy, with hidden characters escaped and marked."""
+    copy, with hidden characters escaped and marked; cut after ``limit`` characters shown."""
     if exact:
         recorded = request.exact_recorded
-        pieces = escape_hidden(request.args_json) if recorded else ()
-        return ArgumentsView(True, recorded, request.args_digest, pieces)
-    text = canonical_json(request.args)
-    return ArgumentsView(False, True, request.args_digest, escape_hidden(text))
+        text = request.args_json if recorded else ""
+        return ArgumentsView(True, recorded, request.args_digest, text, limit)
+    return ArgumentsView(False, True, request.args_digest, canonical_json(request.args), limit)
 
 
-def escape_hidden(text: str) -> tuple[Piece, ...]:
+def escape_hidden(text: str, limit: int | None = None) -> tuple[Piece, ...]:
     """``text`` (JSON) cut into pieces, every hidden character written as a marked JSON
-    escape. JSON's own escapes of control characters (other than newline and tab) are marked
-    too; ``\\\\`` and ``\\"`` stay plain."""
+    escape (adjacent ones in one piece), at most ``limit`` characters in all (an escape is
+    never cut). JSON's own escapes of control characters (other than newline and tab) are
+    marked too; ``\\\\`` and ``\\"`` stay plain."""
+    return _escape(text, limit)[0]
+
+
+def _escape(text: str, limit: int | None) -> tuple[tuple[Piece, ...], int]:
+    """The pieces of :func:`escape_hidden`, and how many characters of ``text`` they show."""
+    room = sys.maxsize if limit is None else limit
+    if limit is not None:  # a character shows as one or more: read no further than needed
+        text = text[: limit + _LONGEST_TOKEN]
     pieces: list[Piece] = []
-    start = 0
-    for at, end, shown, code in _hidden_spans(text):
-        if at > start:
-            pieces.append(Piece(text[start:at]))
-        pieces.append(Piece(shown, _name(code)))
-        start = end
-    if start < len(text) or not pieces:
-        pieces.append(Piece(text[start:]))
-    return tuple(pieces)
+    run: list[str] = []  # the escapes of adjacent hidden characters, and their names
+    names: dict[str, None] = {}
+    shown = 0
+    for end, part, name in _segments(text):
+        if run and not name:
+            pieces.append(Piece("".join(run), ", ".join(names)))
+            run, names = [], {}
+        if len(part) > room:
+            if room and not name:  # plain text is cut between two characters
+                pieces.append(Piece(part[:room]))
+                shown += room
+            break
+        if name:
+            run.append(part)
+            names[name] = None
+        else:
+            pieces.append(Piece(part))
+        room -= len(part)
+        shown = end
+    if run:
+        pieces.append(Piece("".join(run), ", ".join(names)))
+    return tuple(pieces) or (Piece(""),), shown
 
 
 def escape_text(text: str) -> tuple[Piece, ...]:
@@ -154,6 +220,19 @@ def reads_as_itself(text: str) -> bool:
     """Whether every character of ``text`` shows what it is: no control character (a line
     break or tab included), no bidi, zero-width, invisible or unusual space character."""
     return text.isprintable() and not any(_hidden(ord(char)) for char in text)
+
+
+def _segments(text: str) -> Iterator[tuple[int, str, str]]:
+    """(end in ``text``, text shown, name) of each run of plain text (no name) and each hidden
+    character (its escape and name), in order."""
+    start = 0
+    for at, end, shown, code in _hidden_spans(text):
+        if at > start:
+            yield at, text[start:at], ""
+        yield end, shown, _name(code)
+        start = end
+    if start < len(text):
+        yield len(text), text[start:], ""
 
 
 def _hidden_spans(text: str) -> Iterator[tuple[int, int, str, int]]:
@@ -183,6 +262,7 @@ def _hidden(code: int) -> bool:
     return category in _HIDDEN_CATEGORIES or (category == "Zs" and code != 0x20)
 
 
+@lru_cache(maxsize=4096)
 def _json_escape(code: int) -> str:
     if code < 0x10000:
         return f"\\u{code:04x}"
@@ -190,6 +270,7 @@ def _json_escape(code: int) -> str:
     return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
+@lru_cache(maxsize=4096)
 def _name(code: int) -> str:
     name = unicodedata.name(chr(code), "") or _CONTROL_NAMES.get(code, "")
     if not name:

@@ -21,7 +21,7 @@ from toolcards.core.approvals import ApprovalState
 from toolcards.core.events import LIFECYCLE_DISPLAY
 from toolcards.core.grants import Grant
 from toolcards.governance.approvals.grants import describe
-from toolcards.governance.approvals.view import arguments_view, reads_as_itself
+from toolcards.governance.approvals.view import PAGE_LIMIT, arguments_view, reads_as_itself
 from toolcards.governance.audit.log import other_teams_line
 from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor
 from toolcards.runtime.members import ROSTER, hire_time
@@ -167,13 +167,19 @@ def events_view(
 # -- approvals -------------------------------------------------------------------------------
 
 
-def approval_item(request: ApprovalRequest, now: float, *, exact: bool) -> dict[str, Any]:
-    """One request as the inbox shows it: its exact arguments for an approver (``exact``),
-    else the redacted copy (see :mod:`toolcards.governance.approvals.view`); for an approver,
-    each argument (``fields``) for a grant that remembers the decision: a string shows what
-    it is in a form's field (no hidden character, no line break) or is offered no glob."""
-    view = arguments_view(request, exact=exact)
-    given = request.exact_args if exact and view.grantable else None
+def approval_item(
+    request: ApprovalRequest, now: float, *, exact: bool, full: bool = False
+) -> dict[str, Any]:
+    """One request as the inbox shows it, or its own page (``full``): its exact arguments for
+    an approver (``exact``), else the redacted copy (see
+    :mod:`toolcards.governance.approvals.view`), ``whole`` when they fit (the page shows at
+    most ``PAGE_LIMIT`` characters: a caller's arguments cost a page that much, no more); for
+    an approver shown them whole, each argument (``fields``) for a grant that remembers the
+    decision: a string shows what it is in a form's field (no hidden character, no line
+    break) or is offered no glob."""
+    view = arguments_view(request, exact=exact, limit=PAGE_LIMIT if full else None)
+    whole = view.recorded and (view.fits or (full and view.whole))
+    given = request.exact_args if exact and view.grantable and whole else None
     fields = [  # the glob offered matches the value alone: its `*`, `?` and `[` escaped
         {"name": name, "glob": glob.escape(value) if _shown_whole(value) else ""}
         for name, value in sorted((given or {}).items())
@@ -185,6 +191,7 @@ def approval_item(request: ApprovalRequest, now: float, *, exact: bool) -> dict[
         "principal": request.principal,
         "args_digest": request.args_digest,
         "args": view,
+        "whole": whole,
         "reason": request.reason,
         "surface": request.surface,
         "session": request.session,
@@ -233,7 +240,7 @@ def one_approval_view(
     if broker is None or request is None or broker.state(request) is not ApprovalState.PENDING:
         return None
     return {
-        "item": approval_item(request, time.time(), exact=exact),
+        "item": approval_item(request, time.time(), exact=exact, full=True),
         "role": broker.approver_role,
         "keeps_grants": broker.grant_store is not None,
     }
