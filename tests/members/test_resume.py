@@ -172,20 +172,15 @@ def test_resume_keeps_a_roles_max_members(tmp_path: Path) -> None:
             team.hire("r")
 
 
-def test_resume_starts_a_bounded_number_of_members(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_resume_starts_a_bounded_number_of_members(tmp_path: Path) -> None:
     """A role without ``max_members``: planted rows started one member thread each, without
-    end. A resume restores at most ``MAX_RESTORED`` (lowered here) and says which it left."""
-    from toolcards.runtime import members
-
-    monkeypatch.setattr(members, "MAX_RESTORED", 3)
+    end. A resume restores at most the team's ``max_members`` and says which it left."""
     db = tmp_path / "team.db"
     host = [RoleProfile(role="r", model="test")]
     with Team("t", store=str(db), profiles=host):
         pass
     _plant_members(db, "t", "r", 5)
-    with Team.resume("t", store=str(db), profiles=host) as team:
+    with Team.resume("t", store=str(db), profiles=host, max_members=3) as team:
         assert [m.name for m in team.members()] == ["@p-0", "@p-1", "@p-2"]
         refused = lifecycle(team, "member_restore_refused")
         assert [r["name"] for r in refused] == ["@p-3", "@p-4"]

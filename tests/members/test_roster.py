@@ -89,6 +89,65 @@ def test_hires_at_once_stay_within_max_members() -> None:
         assert sorted(m.name for m in team.members()) == sorted(hired)
 
 
+def test_a_team_holds_at_most_its_max_members_by_default() -> None:
+    """No role had a cap by default and the team none at all: a member's model hiring in a
+    loop started 501 members (501 threads, roster rows and lifecycle events)."""
+    from toolcards.runtime.members import DEFAULT_MAX_MEMBERS
+
+    with _team("team-cap") as team:
+        for _ in range(DEFAULT_MAX_MEMBERS):
+            team.hire("researcher")
+        with pytest.raises(ValueError) as refused:
+            team.hire("researcher")
+        assert str(refused.value) == (
+            f"team team-cap is limited to {DEFAULT_MAX_MEMBERS} members; fire one first"
+        )
+        assert len(team.members()) == DEFAULT_MAX_MEMBERS
+        team.fire("@researcher-1")
+        assert team.hire("researcher") == f"@researcher-{DEFAULT_MAX_MEMBERS + 1}"
+
+
+def test_hires_at_once_stay_within_the_teams_max_members() -> None:
+    """Names being claimed count against the team's cap as the members started do."""
+    profiles = [RoleProfile(role="r", model=Script().model)]
+    with Team("team-cap-race", profiles=profiles, max_members=3) as team:
+        start = threading.Barrier(10)
+        refused: list[str] = []
+
+        def hire() -> None:
+            start.wait()
+            try:
+                team.hire("r")
+            except ValueError as exc:
+                refused.append(str(exc))
+
+        threads = [threading.Thread(target=hire) for _ in range(10)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert len(team.members()) == 3 and len(refused) == 7
+        assert all("limited to 3 members" in why for why in refused)
+
+
+def test_other_processes_members_count_against_the_teams_max_members(postgres_url: str) -> None:
+    """On a shared store the roster rows of other processes are members of the team too."""
+    from toolcards.runtime.members import ROSTER
+
+    profiles = [RoleProfile(role="r", model="test")]
+    with Team("t", store=postgres_url, profiles=profiles, max_members=2) as team:
+        team.hire("r")
+        team.state_of(ROSTER).put("member:@far", {"role": "r", "hired_at": 1.0})
+        with pytest.raises(ValueError, match="team t is limited to 2 members"):
+            team.hire("r")
+
+
+@pytest.mark.parametrize("cap", [0, -1])
+def test_a_team_max_members_below_one_is_refused(cap: int) -> None:
+    with pytest.raises(ValueError, match="max_members must be at least 1"):
+        Team("bad-cap", max_members=cap)
+
+
 def test_hire_records_a_lifecycle_event_with_the_role() -> None:
     with _team("hired-event") as team:
         name = team.hire("researcher")

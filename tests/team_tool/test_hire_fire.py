@@ -6,10 +6,11 @@ from typing import Any
 
 import pytest
 
+from support.scripted import ScriptedMember
 from team_tool.conftest import tools_of
 from toolcards import TeamTool, ToolFactory
 from toolcards.core.errors import RetriableError
-from toolcards.runtime import Team
+from toolcards.runtime import RoleProfile, Team
 
 
 def lead_tools(team: Team, **fields: Any) -> dict[str, Any]:
@@ -48,6 +49,24 @@ def test_an_unknown_role_is_reported_beside_the_hires(team: Team) -> None:
     text = lead_tools(team)["hire_members"](["worker", "astronaut"])
     assert text.startswith("hired 1 of 2:\n- worker: hired @worker-1\n- astronaut: not hired:")
     assert "no role 'astronaut'" in text
+
+
+def test_hires_beyond_the_teams_max_members_are_reported_to_the_model(
+    worker: ScriptedMember,
+) -> None:
+    """Five roles per call, but calls without end: a lead's model hired 500 workers."""
+    profiles = [
+        RoleProfile(role="lead", model=worker.model),
+        RoleProfile(role="worker", model=worker.model),
+    ]
+    with Team("capped", profiles=profiles, max_members=3) as team:
+        text = lead_tools(team)["hire_members"](["worker"] * 3)
+        refusal = "not hired: team capped is limited to 3 members; fire one first"
+        assert text == (
+            "hired 2 of 3:\n- worker: hired @worker-1\n- worker: hired @worker-2\n"
+            f"- worker: {refusal}"
+        )
+        assert len(team.members()) == 3
 
 
 def test_too_many_roles_in_one_call_is_retriable(team: Team) -> None:

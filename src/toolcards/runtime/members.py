@@ -45,8 +45,10 @@ ROSTER = "~members"
 """The state namespace of the roster (one ``member:<name>`` row per member)."""
 
 DEFAULT_SEND_TIMEOUT = 300.0
-MAX_RESTORED = 256
-"""Members one resume starts at most: the roster is stored data, and each member a thread."""
+DEFAULT_MAX_MEMBERS = 64
+"""Members a team holds at once unless its host says otherwise (``Team(max_members=...)``):
+each is a thread, a roster row and a line in every member's roster, and a member's model can
+hire. A resume restores at most as many (the roster is stored data)."""
 NAME_PATTERN = re.compile(r"@[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
@@ -62,8 +64,9 @@ class _Entry:
 class MemberRoster(MemberMessaging):
     """The members of one team; the team owns it and delegates its member methods to it."""
 
-    def __init__(self, team: TeamHost) -> None:
+    def __init__(self, team: TeamHost, max_members: int = DEFAULT_MAX_MEMBERS) -> None:
         self._team = team
+        self._max_members = max_members
         self._lock = threading.RLock()
         self._entries: dict[str, _Entry] = {}
         self._claimed: dict[str, str] = {}
@@ -168,16 +171,8 @@ class MemberRoster(MemberMessaging):
                 "shares (a postgresql:// URL) and a distributed actor system (system='ray')"
             )
         with self._lock:
-            if profile.max_members is not None and not (restoring or adopting):
-                count = sum(1 for e in self._entries.values() if e.profile.role == role)
-                if placed:
-                    count = sum(1 for m in self.members() if m.role == role)
-                count += sum(1 for r in self._claimed.values() if r == role)  # being started
-                if count >= profile.max_members:
-                    raise ValueError(
-                        f"role {role!r} is limited to {profile.max_members} member(s), "
-                        f"all hired: {', '.join(self._names_of(role))}"
-                    )
+            if not (restoring or adopting):
+                self._check_room(profile, placed)
             member = self._claim(profile, name, taking_over=restoring or adopting)
         if placed and self._relay is not None:
             try:
@@ -212,6 +207,31 @@ class MemberRoster(MemberMessaging):
         event = "member_adopted" if adopting else "member_restored" if restoring else "member_hired"
         team.log.lifecycle(event, name=member, role=profile.role)
         return member
+
+    def _check_room(self, profile: RoleProfile, placed: bool) -> None:
+        """Refuse a hire beyond the team's ``max_members`` or its role's (under the lock):
+        names being claimed count as members, and so, on a shared store, do the roster rows
+        of other processes. Without the team's cap, a member's model hired without end."""
+        names = set(self._entries) | set(self._claimed)
+        if self._relay is not None:
+            names.update(key.removeprefix("member:") for key, _ in self._state.items("member:"))
+        if len(names) >= self._max_members:
+            raise ValueError(
+                f"team {self._team.team_id} is limited to {self._max_members} members; "
+                "fire one first"
+            )
+        role, cap = profile.role, profile.max_members
+        if cap is None:
+            return
+        count = sum(1 for e in self._entries.values() if e.profile.role == role)
+        if placed:
+            count = sum(1 for m in self.members() if m.role == role)
+        count += sum(1 for r in self._claimed.values() if r == role)  # being started
+        if count >= cap:
+            raise ValueError(
+                f"role {role!r} is limited to {cap} member(s), "
+                f"all hired: {', '.join(self._names_of(role))}"
+            )
 
     def _running(self, name: str) -> ActorHandle[Any]:
         """The actor of ``name``, a member of this process. One that stopped without being
@@ -383,9 +403,9 @@ class MemberRoster(MemberMessaging):
 
     def _restore_refused(self, role: str, restored: dict[str, int]) -> str:
         """Why one more member of ``role`` is not restored ('' when it is): stored rows do not
-        raise the host's ``max_members`` of a role, nor start members without end."""
-        if sum(restored.values()) >= MAX_RESTORED:
-            return f"a resume restores at most {MAX_RESTORED} members"
+        raise the host's ``max_members`` of a role, nor of the team."""
+        if sum(restored.values()) >= self._max_members:
+            return f"a resume restores at most {self._max_members} members"
         cap = next((p.max_members for p in self._team.profiles if p.role == role), None)
         if cap is not None and restored.get(role, 0) >= cap:
             return f"role {role!r} is limited to {cap} member(s)"

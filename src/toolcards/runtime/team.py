@@ -21,7 +21,7 @@ from toolcards.core.trust import HostTrust
 from toolcards.runtime import process
 from toolcards.runtime.cluster_member import ClusterMember, ClusterMemberFactory
 from toolcards.runtime.events import EventCallback, EventLog, Subscription
-from toolcards.runtime.members import DEFAULT_SEND_TIMEOUT, MemberRoster
+from toolcards.runtime.members import DEFAULT_MAX_MEMBERS, DEFAULT_SEND_TIMEOUT, MemberRoster
 from toolcards.runtime.messaging import USER, MemberActivity, MemberInfo, MemberMessage
 from toolcards.runtime.observer import TeamObserver
 from toolcards.runtime.system import ActorSystem
@@ -71,6 +71,8 @@ class Team:
     with a ``policy``, every member's tools are governed, their decisions written to ``audit``
     and approval-required calls put to ``approver`` (an async ``(ApprovalRequest) -> bool``;
     without one they are refused); the policy's budgets are counted in ``budgets``.
+    ``max_members`` caps the members on the roster at once (those a member's model hires too)
+    and the members a resume restores.
     :meth:`spawn` starts any named actor (names without ``#`` are members, stopped in the first
     teardown phase) and :meth:`stop_actor` stops one.
 
@@ -98,11 +100,14 @@ class Team:
         durable: bool = False,
         stop_timeout: float = 5.0,
         trust: HostTrust | None = None,
+        max_members: int = DEFAULT_MAX_MEMBERS,
         _resume: bool = False,
         _read_only: bool = False,
     ) -> None:
         if not team_id:
             raise ValueError("team_id must be a non-empty string")
+        if max_members < 1:
+            raise ValueError(f"max_members must be at least 1, got {max_members}")
         self.team_id = team_id
         self.trust = HostTrust.of(trust)
         """What the host lets the rows this team reads back from its store choose."""
@@ -144,7 +149,7 @@ class Team:
             process.unclaim(self)
             process.release_store(self._store)
             raise
-        self._roster = MemberRoster(self)
+        self._roster = MemberRoster(self, max_members)
         if _resume:
             self.actors.restore()
             self._roster.restore()
