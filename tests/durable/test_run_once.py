@@ -54,6 +54,20 @@ def _scripted(tool: str, args: dict[str, Any], call_id: str = CALL_ID) -> Functi
     return FunctionModel(model)
 
 
+def _two_turns(first: str, second: str) -> FunctionModel:
+    """``append_line(first)``, then ``append_line(second)`` in the next turn under the same
+    tool call id (a model may reuse one: the durable key has the run step)."""
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        turn = sum(isinstance(message, ModelResponse) for message in messages)
+        if turn < 2:
+            args = {"text": (first, second)[turn]}
+            return ModelResponse(parts=[ToolCallPart("append_line", args, tool_call_id=CALL_ID)])
+        return ModelResponse(parts=[TextPart(str(messages[-1].parts[0].content))])  # type: ignore[union-attr]
+
+    return FunctionModel(model)
+
+
 @pytest.fixture
 def world(tmp_path: Path) -> Any:
     writes.clear()
@@ -63,6 +77,7 @@ def world(tmp_path: Path) -> Any:
 
     def run(tool: str, args: dict[str, Any], **options: Any) -> str:
         run_id, call_id = options.pop("run_id", RUN_ID), options.pop("call_id", CALL_ID)
+        model = options.pop("model", None)
         governed = GovernedToolset(
             FunctionToolset([append_line, Tool(set_flag, metadata={"idempotent": True})]),
             policy=options.pop("policy", policy),
@@ -71,7 +86,7 @@ def world(tmp_path: Path) -> Any:
             call_results=options.pop("call_results", results),
             **options,
         )
-        agent = Agent(_scripted(tool, args, call_id), toolsets=[governed])
+        agent = Agent(model or _scripted(tool, args, call_id), toolsets=[governed])
         return str(agent.run_sync("go", run_id=run_id).output)
 
     yield run, audit, results
@@ -105,6 +120,41 @@ def test_a_call_its_process_died_in_is_refused_and_audited_once(world: Any) -> N
     assert answer.startswith("error: append_line was interrupted")
     assert writes == []
     assert _outcomes(audit, "append_line") == ["interrupted"]
+
+
+def _killed_in_the_second_turn(results: SqliteCallResults, text: str) -> None:
+    """What a process killed inside the second turn's ``append_line(text)`` leaves."""
+    key = durable_call_key(RUN_ID, STEP + 1, CALL_ID)
+    assert key is not None
+    results.claim(key, "append_line", args_digest({"text": text}), "agent.writer", CALL_ID)
+
+
+@pytest.mark.parametrize("second", ["second", "first"])
+def test_a_call_killed_in_a_later_turn_is_not_answered_by_the_rows_of_its_reused_call_id(
+    world: Any, second: str
+) -> None:
+    run, audit, results = world
+    run("append_line", {"text": "first"})  # the first turn ran to its end
+    _killed_in_the_second_turn(results, second)
+    answer = run("append_line", {}, model=_two_turns("first", second))  # the recovery
+    # the first turn's `ok` row is older than the claim, its replay writes `replayed`: the
+    # killed call has neither, so it was interrupted (before: "ran to its end (replayed)")
+    assert answer.startswith("error: append_line was interrupted")
+    assert writes == ["first"]
+    assert _outcomes(audit, "append_line") == ["ok", "replayed", "interrupted"]
+
+
+def test_a_call_killed_mid_run_is_not_answered_by_another_calls_row_under_its_call_id(
+    world: Any,
+) -> None:
+    run, audit, results = world
+    run("append_line", {"text": "first"})
+    _killed_in_the_second_turn(results, "second")
+    run("append_line", {"text": "other"}, run_id="wf-8:2")  # same call id, other run and args
+    answer = run("append_line", {}, model=_two_turns("first", "second"))
+    assert answer.startswith("error: append_line was interrupted")
+    assert writes == ["first", "other"]
+    assert _outcomes(audit, "append_line") == ["ok", "ok", "replayed", "interrupted"]
 
 
 def test_an_idempotent_call_its_process_died_in_runs_again(world: Any) -> None:

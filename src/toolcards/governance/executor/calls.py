@@ -69,8 +69,7 @@ POLICY_ERROR_MESSAGE = (
 _MAX_NAME = 100  # a model-supplied tool name is cut to this length in messages
 _UNSAFE = re.compile(r"[^A-Za-z0-9._:-]")
 _MAX_HINT = 40
-_CLOCK_SKEW = 3600.0  # seconds: a row's time is its writer's clock, a claim's another one's
-_NOT_ENDINGS = frozenset({"needs_approval"})  # a call waiting for approval has not ended
+_NOT_ENDINGS = frozenset({"needs_approval", REPLAYED})  # waiting for approval; another's answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,21 +288,22 @@ class CallBook:
             )
         return True
 
-    def ending_of(self, call: Call, since: float) -> AuditEntry | None:
-        """The row that ended an earlier run of ``call`` (its call id, tool and principal),
-        written at ``since`` (epoch seconds) or later; None without one (or without an audit
-        log). Rows a killed process left in its journal are written first."""
+    def ending_of(self, call: Call, claimed_at: float, digest: str) -> AuditEntry | None:
+        """The row that ended the earlier run of ``call`` claimed at ``claimed_at`` (epoch
+        seconds) with arguments of ``digest``: the first ending of its call id, tool, principal
+        and arguments written since that claim; None without one (or without an audit log).
+
+        A model may reuse a tool call id in a later turn, so rows before the claim (an earlier
+        call) and ``replayed`` rows (answers, not runs) never count. No clock skew to allow
+        for: the claim's time and its call's row are both the claiming process's clock. Rows
+        a killed process left in its journal are written first."""
         if self.audit is None:
             return None
         rows = self.audit.query(
-            call_id=call.call_id,
-            tool=call.tool_id,
-            principal=call.identity.id,
-            since=since - _CLOCK_SKEW,
-            limit=20,
+            call_id=call.call_id, tool=call.tool_id, principal=call.identity.id, since=claimed_at
         )
-        ended = [row for row in rows if row.outcome not in _NOT_ENDINGS]
-        return ended[-1] if ended else None
+        ended = (r for r in rows if r.args_digest == digest and r.outcome not in _NOT_ENDINGS)
+        return next(ended, None)
 
     def interrupt_all(self, reason: str) -> None:
         """Audit every call still running as ``interrupted`` (its process ends under it)."""

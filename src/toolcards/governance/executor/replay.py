@@ -18,17 +18,19 @@ A record answers only the principal that made it (the store is one team's): anot
 reusing the key is refused. A key another team claimed in the same table (a durable engine
 recovered that team's run in this team's process) is refused, and nothing of it is read.
 
-A key claimed but never settled means the process died while the call ran, or after its
-row and before its settle: the tool may have had its effect. An ``idempotent`` tool then runs
-again; any other is not repeated (at most once). The audit trail is read first: when the call
-has its row already (it ended before its process did), the replay is answered from that row
-(its result was not recorded) with a ``replayed`` row naming it, never a second, contradictory
-ending; otherwise the call ends ``error`` with an ``interrupted`` row. Either way the model is
-told, and the record is settled with that answer, so a later replay gives the same one.
-A key whose call is still running in this process is not judged dead: its replay is told
-to retry once the call has ended. The first answer recorded for a key is the one every later
-replay gets (a settle never replaces it). A recorded row is read as outside input: one that
-cannot be read (too deeply nested, an unknown outcome) is answered as an error, not run again.
+A key claimed but never settled means the process died while the call ran, or after its row and
+before its settle: the tool may have had its effect. An ``idempotent`` tool then runs again;
+any other is not repeated (at most once). The audit trail is read first: when the call has its
+row already (it ended before its process did: a row of its call id, tool, principal and
+arguments written since its claim, never a ``replayed`` one, as a model may reuse a tool call
+id in a later turn), the replay is answered from that row (its result was not recorded) with a
+``replayed`` row naming it, never a second, contradictory ending; otherwise the call ends
+``error`` with an ``interrupted`` row. Either way the model is told, and the record is settled
+with that answer, so a later replay gives the same one. A key whose call is still running in
+this process is not judged dead: its replay is told to retry once the call has ended. The first
+answer recorded for a key is the one every later replay gets (a settle never replaces it). A
+recorded row is read as outside input: one that cannot be read (too deeply nested, an unknown
+outcome) is answered as an error, not run again.
 """
 
 from __future__ import annotations
@@ -116,7 +118,7 @@ class DurableCall:
                 "running; retry once it has ended (it is not run twice)"
             )
             return book.finish(call, Outcome.ERROR, msg)
-        ended = book.ending_of(call, earlier.claimed_at)
+        ended = book.ending_of(call, earlier.claimed_at, earlier.args_digest)
         if ended is None:
             msg = (
                 f"error: {call.cap.id} was interrupted (its process ended while it ran) and may "
