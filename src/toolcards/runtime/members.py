@@ -20,15 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import re
 import threading
 import time
-import warnings
 from typing import TYPE_CHECKING, Any
 
-from toolcards.core.trust import TRUST
 from toolcards.runtime.member_messages import MemberMessaging, Unanswered
+from toolcards.runtime.member_restore import RosterRestore, hire_time
 from toolcards.runtime.messaging import MemberActivity, MemberInfo, member_activity
 from toolcards.runtime.relay import Relay, process_token
 from toolcards.stores.base import StateNamespace
@@ -356,60 +354,15 @@ class MemberRoster(MemberMessaging):
                 self._free(name)
 
     def restore(self) -> None:
-        """Re-hire every recorded member (on resume). A roster that cannot be read (a row
-        that is no JSON, or nested too deep) restores no member and says why: the team still
-        starts (it failed every resume, half started, until the file was mended by hand)."""
-        team = self._team
-        try:
-            rows = list(self._state.items("member:"))
-        except (ValueError, RecursionError) as exc:
-            reason = f"the roster holds an unreadable row ({type(exc).__name__})"
-            team.log.lifecycle("members_restore_failed", reason=reason)
-            return
-        restored: dict[str, int] = {}
-        for key, record in sorted(rows, key=lambda row: hire_time(row[1])):  # earliest first
-            name = key.removeprefix("member:")
-            if not isinstance(record, dict):  # valid JSON, but no roster record
-                reason = f"its roster row is no object ({type(record).__name__})"
-                team.log.lifecycle("member_restore_failed", name=name, reason=reason)
-                continue
-            role = record.get("role")
-            if self._relay is not None and self._relay.holder_alive(record.get("holder")):
-                continue  # another running process holds it
-            refused = self._restore_refused(str(role), restored)
-            if refused:
-                team.log.lifecycle("member_restore_refused", name=name, reason=refused)
-                continue
-            try:
-                if not any(p.role == role for p in team.profiles) and record.get("profile"):
-                    # lazy: agent members only (pydantic models, ~1x python -c pass)
-                    from toolcards.runtime.profiles import RoleProfile
-
-                    trusted = {TRUST: team.trust}  # a stored profile is data
-                    stored = RoleProfile.model_validate_json(record["profile"], context=trusted)
-                    if stored.roles:  # the policy's roles are the host's to give
-                        raise ValueError(
-                            f"its stored profile names policy roles {stored.roles!r:.200}: "
-                            f"only a profile the host passes may (pass role {role!r})"
-                        )
-                    team.profiles.append(stored)
-                self.hire(str(role), name, restoring=True)
-                restored[str(role)] = restored.get(str(role), 0) + 1
-            except LookupError as exc:
-                team.log.lifecycle("member_restore_deferred", name=name, reason=str(exc))
-            except Exception as exc:
-                warnings.warn(f"member {name} failed to restart: {exc}", stacklevel=3)
-                team.log.lifecycle("member_restore_failed", name=name, reason=str(exc))
-
-    def _restore_refused(self, role: str, restored: dict[str, int]) -> str:
-        """Why one more member of ``role`` is not restored ('' when it is): stored rows do not
-        raise the host's ``max_members`` of a role, nor of the team."""
-        if sum(restored.values()) >= self._max_members:
-            return f"a resume restores at most {self._max_members} members"
-        cap = next((p.max_members for p in self._team.profiles if p.role == role), None)
-        if cap is not None and restored.get(role, 0) >= cap:
-            return f"role {role!r} is limited to {cap} member(s)"
-        return ""
+        """Re-hire every recorded member (on resume; see :class:`.member_restore.RosterRestore`)."""
+        relay = self._relay
+        RosterRestore(
+            self._team,
+            self._state,
+            lambda role, name: self.hire(role, name, restoring=True),
+            relay.holder_alive if relay is not None else lambda holder: False,
+            self._max_members,
+        ).run()
 
     # ---- views -------------------------------------------------------------------------------
 
@@ -443,13 +396,3 @@ class MemberRoster(MemberMessaging):
         with self._lock:
             names = list(self._entries)
         return member_activity(self._team.log.recent(), members=names, **options)
-
-
-def hire_time(record: Any) -> float:
-    """When a roster record's member was hired; 0 for a row that does not say so readably
-    (``'yesterday'``, ``true``, ``NaN``, an int no float holds: rows our writers never leave)."""
-    hired = record.get("hired_at") if isinstance(record, dict) else None
-    if not isinstance(hired, int | float) or isinstance(hired, bool):
-        return 0.0
-    seconds = float(hired) if abs(hired) < 1e15 else 0.0  # an int no float holds: none
-    return seconds if math.isfinite(seconds) else 0.0
