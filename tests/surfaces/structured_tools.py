@@ -151,3 +151,11 @@ rules:
     effect: deny
     conditions: {arguments: {city: {eq: Atlantis}}}
 """
+
+
+def login(user: str, password: str) -> str:
+    """A prompt that fails on a password that is no number (its error repeats the password)."""
+    return f"hello {user}, pin {int(password)}"
+
+
+FAILING_PROMPTS = [login]

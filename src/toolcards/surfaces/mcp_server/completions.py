@@ -128,8 +128,8 @@ class Completer:
             ]
         try:
             return list(mark.source(value, context))
-        except Exception:
-            log.exception("completing a prompt argument failed")
+        except Exception as exc:  # its type only: the message may repeat the value typed
+            log.error("completing a prompt argument failed (%s)", type(exc).__name__)
             return []
 
     # -- resource templates -------------------------------------------------------------------
@@ -154,8 +154,8 @@ class Completer:
             return []
         try:
             candidates = _matching(template.complete(variable, value, context), value)
-        except Exception:
-            log.exception("completing %s failed", uri_template)
+        except Exception as exc:  # its type only: the message may repeat the value typed
+            log.error("completing %s failed (%s)", uri_template, type(exc).__name__)
             return []
         others = {k: context[k] for k in names if k in context and k != variable}
         if len(others) + 1 != len(names):  # which resource a value names is unknown: offer none

@@ -132,9 +132,12 @@ class PromptCatalog:
             value = await anyio.to_thread.run_sync(lambda: source.fn(**args))
             messages = _messages(value)
         except Exception as exc:
-            log.exception("prompt %s failed", params.name)
+            error = f"{type(exc).__name__}: {exc}"
+            # the row's text, no traceback: its last line may repeat an argument in clear
+            shown = executor.policy.redaction.error(error, args, ())
+            log.error("prompt %s failed: %s", params.name, shown)
             record(executor, target, args, who, surface="mcp", outcome="error", started=started,
-                   decision=decision, error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+                   decision=decision, error=error)  # fmt: skip
             raise MCPError(-32603, f"prompt {params.name} failed") from None
         record(executor, target, args, who, surface="mcp", outcome="ok", started=started,
                decision=decision)  # fmt: skip

@@ -205,8 +205,8 @@ class ResourceCatalog:
             source, content = await anyio.to_thread.run_sync(self._read_now, who, uri)
         except res.ResourceNotFound:
             raise MCPError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri}) from None
-        except Exception:
-            log.exception("reading resource %s failed", uri)
+        except Exception as exc:  # its type only (its row has the redacted text)
+            log.error("reading resource %s failed (%s)", uri, type(exc).__name__)
             raise MCPError(-32603, f"reading {uri} failed") from None
         mime = source.mime_type
         item: types.TextResourceContents | types.BlobResourceContents
