@@ -68,25 +68,31 @@ def test_hires_at_once_stay_within_max_members() -> None:
     """The cap counted only members already started: hires made at once (a model's parallel
     ``hire_members`` calls) all passed it while the others were starting (10 of a cap of 2)."""
     with _team("capped-race", max_members=2) as team:
-        start = threading.Barrier(10)
-        hired: list[str] = []
-        refused: list[str] = []
-
-        def hire() -> None:
-            start.wait()
-            try:
-                hired.append(team.hire("researcher"))
-            except ValueError as exc:
-                refused.append(str(exc))
-
-        threads = [threading.Thread(target=hire) for _ in range(10)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(30)
+        hired, refused = _hire_at_once(team, "researcher", 10)
         assert len(hired) == 2 and len(refused) == 8
         assert all("limited to 2" in why for why in refused)
         assert sorted(m.name for m in team.members()) == sorted(hired)
+
+
+def _hire_at_once(team: Team, role: str, n: int) -> tuple[list[str], list[str]]:
+    """``n`` hires of ``role`` started together: the names hired, and the refusals."""
+    start = threading.Barrier(n)
+    hired: list[str] = []
+    refused: list[str] = []
+
+    def hire() -> None:
+        start.wait()
+        try:
+            hired.append(team.hire(role))
+        except ValueError as exc:
+            refused.append(str(exc))
+
+    threads = [threading.Thread(target=hire) for _ in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    return hired, refused
 
 
 def test_a_team_holds_at_most_its_max_members_by_default() -> None:
@@ -111,21 +117,7 @@ def test_hires_at_once_stay_within_the_teams_max_members() -> None:
     """Names being claimed count against the team's cap as the members started do."""
     profiles = [RoleProfile(role="r", model=Script().model)]
     with Team("team-cap-race", profiles=profiles, max_members=3) as team:
-        start = threading.Barrier(10)
-        refused: list[str] = []
-
-        def hire() -> None:
-            start.wait()
-            try:
-                team.hire("r")
-            except ValueError as exc:
-                refused.append(str(exc))
-
-        threads = [threading.Thread(target=hire) for _ in range(10)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(30)
+        _, refused = _hire_at_once(team, "r", 10)
         assert len(team.members()) == 3 and len(refused) == 7
         assert all("limited to 3 members" in why for why in refused)
 
