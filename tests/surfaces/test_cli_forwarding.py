@@ -18,12 +18,14 @@ from support.planted import feeding_fifo
 from support.scripted import wait_until
 from surfaces.surface_support import HttpServer, write_config
 from surfaces.surface_support import toolcards_in_process as toolcards
+from toolcards.core.host_files import ROOTS_MARKER
 from toolcards.governance import AuditLog, Identity
 from toolcards.surfaces.cli.control import endpoint_path, find_server
 from toolcards.surfaces.outcomes import ExitCode
 
 pytestmark = pytest.mark.timeout(90)
 BOB = Identity("bob", "user", ["sales"])
+EVE = Identity("eve", "user", [])
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +123,9 @@ def test_a_client_that_hangs_up_does_not_stop_the_endpoint(
     for _ in range(3):  # connect and leave, without a request or reading the answer
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.connect(str(found.socket))
-            sock.sendall(b'{"op": "list"}\n')
+            sock.sendall(
+                json.dumps({"op": "list", "config": os.path.realpath(config)}).encode() + b"\n"
+            )
     assert toolcards(config, "list").returncode == 0
     assert server.proc.poll() is None
 
@@ -331,7 +335,12 @@ def test_a_forwarded_call_whose_client_leaves_is_cancelled(tmp_path: Path) -> No
     try:
         found = find_server(config)
         assert found is not None
-        request = {"op": "call", "tool": "hold", "args": {"tag": "left"}}
+        request = {
+            "op": "call",
+            "tool": "hold",
+            "args": {"tag": "left"},
+            "config": os.path.realpath(config),
+        }
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
             client.connect(str(found.socket))
             client.sendall(json.dumps(request).encode() + b"\n")
@@ -341,3 +350,78 @@ def test_a_forwarded_call_whose_client_leaves_is_cancelled(tmp_path: Path) -> No
     finally:
         srv.stop()
     assert outcomes() == cancelled
+
+
+def _agents_config(tmp_path: Path, store: str = ":memory:") -> Path:
+    """A config an agent wrote in its workspace (a marked workspaces root, as the workspace
+    tools leave it): principal eve, no tools, a deny-all policy beside it."""
+    workspace = tmp_path / "workspaces" / "crm"
+    workspace.mkdir(parents=True)
+    (tmp_path / "workspaces" / ROOTS_MARKER).touch()
+    policy = workspace / "deny.yaml"
+    policy.write_text("default_effect: deny\n", encoding="utf-8")
+    return write_config(workspace, local=EVE, tools=[], policy=policy, store=store)
+
+
+def test_a_config_in_a_workspace_naming_the_served_store_is_refused_as_without_a_server(
+    server: HttpServer, config: Path, tmp_path: Path
+) -> None:
+    """An agent's config (``local: eve``) naming the operator's store by absolute path: its
+    commands ran on the operator's server as the operator's principal. Now it is never
+    forwarded, and refused as data as it is without a server."""
+    evil = _agents_config(tmp_path, store=str(config.parent / "team.db"))
+    assert find_server(evil) is None
+    done = toolcards(evil, "list")
+    assert done.returncode == ExitCode.USAGE
+    assert "crm_read" not in done.stdout
+    assert "(in a workspaces root, where agents write): store:" in done.stderr
+
+
+def test_a_record_planted_beside_a_config_in_a_workspace_is_not_followed(
+    server: HttpServer, config: Path, tmp_path: Path
+) -> None:
+    """An agent's config with ``store: ':memory:'`` keeps its record beside it, in the
+    workspace: a record there naming the operator's (private, live) control socket ran its
+    commands on the operator's server. Now the config runs here, as eve."""
+    found = find_server(config)
+    assert found is not None
+    evil = _agents_config(tmp_path)
+    endpoint_path(evil).write_text(json.dumps({"pid": found.pid, "socket": str(found.socket)}))
+    assert find_server(evil) is None
+    done = toolcards(evil, "list")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []  # eve's (no tools), not bob's on the server
+
+
+def test_the_server_answers_only_for_its_own_config_file(
+    server: HttpServer, config: Path, tmp_path: Path
+) -> None:
+    """Another config file (``local: eve``) naming the served store finds its record and
+    socket: the server answered it as its own principal. Now it refuses, naming its config."""
+    other = write_config(tmp_path, local=EVE, store=str(config.parent / "team.db"))
+    assert find_server(other) is not None
+    done = toolcards(other, "list")
+    assert done.returncode == ExitCode.FAILED
+    assert f"it serves {os.path.realpath(config)}, not this config file" in done.stderr
+    assert "crm_read" not in done.stdout
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        {"pid": 10**30, "socket": "/x"},
+        {"pid": 1, "socket": "/tmp/a\0b"},
+    ],
+    ids=["pid-past-c-long", "socket-with-nul"],
+)
+def test_a_record_of_wrong_types_means_no_server(
+    planted: dict[str, object], tmp_path: Path
+) -> None:
+    """A planted record whose pid overflowed ``os.kill`` or whose socket path held a NUL made
+    every forwarding command end in a traceback; now it is no server, as an unreadable one."""
+    other = write_config(tmp_path, local=BOB, store="team.db")
+    endpoint_path(other).write_text(json.dumps(planted))
+    assert find_server(other) is None
+    done = toolcards(other, "list")
+    assert done.returncode == 0, done.stderr
+    assert "crm_read" in done.stdout

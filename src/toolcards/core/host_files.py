@@ -4,7 +4,7 @@ and told apart from files an agent may have written.
 A name given with ``-c`` or ``policy:`` may be a FIFO, a device (``/dev/zero`` was read until
 memory ran out) or a file inside a workspace: :func:`read_bounded` reads only a regular UTF-8
 file of at most :data:`MAX_BYTES`, :func:`inside_workspaces` says whether it lies where
-agents write.
+agents write (:func:`written_by_agents`: under the workspaces root of this process).
 """
 
 from __future__ import annotations
@@ -14,7 +14,19 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["MAX_BYTES", "ROOTS_MARKER", "inside_workspaces", "read_bounded"]
+__all__ = [
+    "DEFAULT_ROOT",
+    "MAX_BYTES",
+    "ROOTS_MARKER",
+    "ROOT_ENV",
+    "inside_workspaces",
+    "read_bounded",
+    "workspaces_root",
+    "written_by_agents",
+]
+
+ROOT_ENV = "TOOLCARDS_WORKSPACES_ROOT"
+DEFAULT_ROOT = "./workspaces"
 
 ROOTS_MARKER = ".toolcards-workspaces"
 """The (empty) file the workspace tools leave in a workspaces root: a file below it, which an
@@ -49,3 +61,16 @@ def inside_workspaces(path: Path, roots: Sequence[Path] = ()) -> bool:
     if any(where.is_relative_to(root) for root in roots):
         return True
     return any((parent / ROOTS_MARKER).is_file() for parent in where.parents)
+
+
+def workspaces_root(root: str | Path | None = None) -> Path:
+    """``root`` when given, else ``$TOOLCARDS_WORKSPACES_ROOT`` (default ``./workspaces``),
+    absolute, symlinks resolved."""
+    chosen = root if root else os.environ.get(ROOT_ENV) or DEFAULT_ROOT
+    return Path(chosen).expanduser().resolve()
+
+
+def written_by_agents(path: Path) -> bool:
+    """Whether the file at ``path`` lies where agents write: under this process's workspaces
+    root (:func:`workspaces_root`) or a folder holding the marker (a config there is data)."""
+    return inside_workspaces(path, [workspaces_root()])

@@ -6,10 +6,15 @@ client's side).
 The record is ``<store>.endpoint`` beside the store's ``.lock`` (``<config>.endpoint`` for a
 ``:memory:`` store): JSON with the server's pid, its control socket (a unix socket only this
 user can open) and its HTTP address when serving HTTP. Over the socket the CLI sends one
-JSON line (``{"op": ..., ...}``) and reads one back. The server answers as the config's local
-principal (the identity never comes from the request), through the same executor, so the
-decision and the audit row are those of a local run (``surface="cli"``); a client that
-closes the socket before the answer (Ctrl-C) withdraws its call, audited ``cancelled``.
+JSON line (``{"op": ..., "config": ..., ...}``) and reads one back. The server answers as
+the config's local principal (the identity never comes from the request), through the same
+executor, so the decision and the audit row are those of a local run (``surface="cli"``); a
+client that closes the socket before the answer (Ctrl-C) withdraws its call, audited
+``cancelled``. It answers only for its own config file (``config``: the client's, real
+path): another config naming its store, or a record planted beside one, would otherwise run
+that config's commands as the server's principal. A config that is data (in a workspaces
+root, as :func:`toolcards.surfaces.config.load_config` tells) is never forwarded: it runs
+here, and is refused here, as without a server.
 
 Finding the record needs only the YAML config (no team, no registry), and once a config was
 read its record's path is cached (:func:`record_of`), so a forwarded command imports neither
@@ -35,6 +40,8 @@ if TYPE_CHECKING:
 MAX_LINE = 16 * 1024 * 1024
 CONNECT_TIMEOUT = 2.0
 CALL_TIMEOUT = 3600.0
+MAX_PID = 1 << 22
+"""Linux's largest pid: a recorded one beyond it is no process (and os.kill overflows)."""
 
 
 def _config_text(config: str | Path) -> str | None:
@@ -106,22 +113,25 @@ def _record_cache(key: str) -> str:
 class ServerEndpoint:
     """A running server's control socket, its pid and its HTTP address (if it serves HTTP)."""
 
-    __slots__ = ("http", "pid", "socket")
+    __slots__ = ("config", "http", "pid", "socket")
 
-    def __init__(self, socket: Path, pid: int, http: str | None = None) -> None:
+    def __init__(self, socket: Path, pid: int, config: str, http: str | None = None) -> None:
         self.socket = socket
         self.pid = pid
+        self.config = config  # the client's config file (real path), sent with each request
         self.http = http
 
     def __repr__(self) -> str:
         return f"ServerEndpoint(socket={self.socket!r}, pid={self.pid!r}, http={self.http!r})"
 
     def request(self, op: str, timeout: float = CALL_TIMEOUT, **fields: Any) -> Any:
-        """Send one operation; its ``data``, or RuntimeError with the server's message."""
+        """Send one operation; its ``data``, or RuntimeError with the server's message (one
+        refusing a config file that is not its own among them)."""
         sock = _connect(str(self.socket))
         try:
             sock.settimeout(timeout)
-            sock.sendall(json.dumps({"op": op, **fields}).encode() + b"\n")
+            request = {"op": op, **fields, "config": self.config}
+            sock.sendall(json.dumps(request).encode() + b"\n")
             line = _read_line(sock)
         finally:
             sock.close()
@@ -134,13 +144,12 @@ class ServerEndpoint:
 
 
 def find_server(config: Path) -> ServerEndpoint | None:
-    """The running server recorded for ``config``, or None (no record, or it is gone)."""
-    data = read_record(record_of(config))
-    if data is None:
+    """The running server recorded for ``config``, or None (no record, or it is gone, or
+    ``config`` is data: it runs here, where its data checks refuse what they refuse)."""
+    if host_files.written_by_agents(Path(config)):  # data: run (and refused) in process
         return None
-    try:
-        endpoint = ServerEndpoint(Path(data["socket"]), int(data["pid"]), data.get("http"))
-    except (ValueError, KeyError, TypeError):
+    endpoint = _endpoint(read_record(record_of(config)), os.path.realpath(config))
+    if endpoint is None:
         return None
     try:
         os.kill(endpoint.pid, 0)
@@ -155,6 +164,20 @@ def find_server(config: Path) -> ServerEndpoint | None:
     except OSError:
         return None
     return endpoint
+
+
+def _endpoint(data: dict[str, Any] | None, config: str) -> ServerEndpoint | None:
+    """The endpoint a record names, for requests on ``config``; None unless it holds a pid
+    that can be a process and a socket path the system can take (a record is only as
+    trusted as the folder beside the store: any JSON may be planted there)."""
+    if data is None:
+        return None
+    pid, sock, http = data.get("pid"), data.get("socket"), data.get("http")
+    if type(pid) is not int or not 0 < pid <= MAX_PID:
+        return None
+    if not isinstance(sock, str) or not sock or "\0" in sock:
+        return None
+    return ServerEndpoint(Path(sock), pid, config, http if isinstance(http, str) else None)
 
 
 def read_record(record: Path) -> dict[str, Any] | None:
@@ -173,7 +196,7 @@ def _private_socket(path: Path) -> bool:
     (as a server makes it): a record beside a store is only as trusted as that folder."""
     try:
         folder, sock = os.stat(path.parent), os.stat(path)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a path the system cannot take
         return False
     uid = os.getuid()
     return folder.st_uid == uid and not folder.st_mode & 0o077 and sock.st_uid == uid

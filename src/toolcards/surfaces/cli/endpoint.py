@@ -1,7 +1,9 @@
 """The server's side of the CLI beside a running server (:mod:`.control` is the client's):
 while ``toolcards serve`` runs on a config with an embedded store it listens on a unix socket
 only this user can open, records it in ``<store>.endpoint``, and answers each forwarded
-command (one JSON line in, one out) as the config's local principal, through its executor.
+command (one JSON line in, one out) as the config's local principal, through its executor:
+only a command on that very config file (the request's ``config``, a real path), never one
+on another config that names its store or finds its socket in a planted record.
 """
 
 from __future__ import annotations
@@ -40,7 +42,9 @@ def socket_path(record: Path) -> Path:
     return directory / f"{digest}.sock"
 
 
-async def _answer(rt: SurfaceRuntime, request: dict[str, Any]) -> Any:
+async def _answer(rt: SurfaceRuntime, request: dict[str, Any], config: str) -> Any:
+    if request.get("config") != config:
+        raise PermissionError(f"it serves {config}, not this config file")
     op = request.get("op")
     if op == "list":
         return ops.list_rows(rt, bool(request.get("all")))
@@ -68,6 +72,7 @@ async def control_endpoint(
     warning line; this server runs on without one)."""
 
     record = endpoint_path(config)
+    own = os.path.realpath(config)
     try:
         path = socket_path(record)
     except OSError as exc:  # another user made the folder first, or it cannot be made
@@ -103,7 +108,7 @@ async def control_endpoint(
                 return  # a liveness probe, or a client that left
             except anyio.BrokenResourceError:
                 return
-            reply = await _reply_unless_left(rt, line, buffered)
+            reply = await _reply_unless_left(rt, own, line, buffered)
             if reply is None:
                 return  # the client left (Ctrl-C): its call was cancelled, nobody to answer
             with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
@@ -128,16 +133,17 @@ async def control_endpoint(
 
 
 async def _reply_unless_left(
-    rt: SurfaceRuntime, line: bytes, client: BufferedByteReceiveStream
+    rt: SurfaceRuntime, config: str, line: bytes, client: BufferedByteReceiveStream
 ) -> dict[str, Any] | None:
-    """The reply to the request ``line``; None when the client hung up first (one request
+    """The reply to the request ``line`` on ``config`` (the server's own config file, real
+    path: a request on another is refused); None when the client hung up first (one request
     per connection: its end of the stream means it left, and the call is cancelled, audited
     ``cancelled`` as a local command's Ctrl-C is, instead of running on for nobody)."""
     reply: dict[str, Any] | None = None
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(_cancel_when_gone, client, tasks.cancel_scope)
         try:
-            reply = {"data": await _answer(rt, json.loads(line))}
+            reply = {"data": await _answer(rt, json.loads(line), config)}
         except Exception as exc:  # a bad request never takes the server down
             reply = {"error": f"{type(exc).__name__}: {exc}"}
         tasks.cancel_scope.cancel()  # answered: stop watching

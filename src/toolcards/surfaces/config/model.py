@@ -85,7 +85,7 @@ from toolcards.stores.location import StoreLocation, redact_url
 from toolcards.surfaces.config.hints import problems
 from toolcards.surfaces.http.limits import HttpLimits
 from toolcards.surfaces.http.oauth_config import OAuthSpec
-from toolcards.tools._common.workspace_dir import ROOT_ENV, workspace_id_for, workspaces_root
+from toolcards.tools._common.workspace_dir import workspace_id_for
 
 if TYPE_CHECKING:
     from toolcards.runtime.system import ActorSystem
@@ -292,7 +292,7 @@ class SurfaceConfig(BaseModel):
         ``$TOOLCARDS_WORKSPACES_ROOT``, else ``workspaces/`` beside this file."""
         if self.workspaces is not None:
             return self.path(self.workspaces)
-        env = os.environ.get(ROOT_ENV)
+        env = os.environ.get(host_files.ROOT_ENV)
         return Path(env).expanduser().resolve() if env else self.path("workspaces")
 
     def location(self, value: str) -> str:
@@ -602,7 +602,7 @@ def load_config(path: str | Path = DEFAULT_CONFIG) -> SurfaceConfig:
         raise ConfigError(f"{path}: not valid YAML: {exc.detail}") from None
     # a file in a workspace (or under $TOOLCARDS_WORKSPACES_ROOT) may be an agent's: its
     # trust is refused as a client's would be
-    host = not host_files.inside_workspaces(path, [workspaces_root()])
+    host = not host_files.written_by_agents(path)
     source = str(path) if host else f"{path} (in a workspaces root, where agents write)"
     return parse_config(data, source=source, base_dir=path.resolve().parent, host_written=host)
 

@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 from pathlib import Path
 
-from toolcards.core.host_files import ROOTS_MARKER
-
-ROOT_ENV = "TOOLCARDS_WORKSPACES_ROOT"
-DEFAULT_ROOT = "./workspaces"
+from toolcards.core.host_files import ROOTS_MARKER, workspaces_root
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-
-
-def workspaces_root(root: str | Path | None = None) -> Path:
-    """``root`` when given, else ``$TOOLCARDS_WORKSPACES_ROOT`` (default ``./workspaces``),
-    absolute, symlinks resolved."""
-    chosen = root if root else os.environ.get(ROOT_ENV) or DEFAULT_ROOT
-    return Path(chosen).expanduser().resolve()
 
 
 def workspace_id_for(workspace_id: str | None, observer: object | None) -> str:
