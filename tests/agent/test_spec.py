@@ -162,6 +162,8 @@ def test_a_spec_file_names_the_folder_its_missing_policy_was_looked_for_in(
         ),
         ({"cards": ["WorkspaceTool"]}, r"toolcards cards\[0\]: must be a mapping with a type"),
         ({"cards": None}, r"toolcards: needs cards"),
+        ({"identity": {"id": 7}}, r"toolcards identity\.id: must be a string"),
+        ({"identity": {"id": "x", "type": ["user"]}}, r"toolcards identity\.type: must be a"),
     ],
 )
 def test_a_spec_error_names_the_key_as_the_yaml_spells_it(
@@ -256,3 +258,48 @@ def test_a_spec_given_as_a_mapping_may_keep_its_stores_in_memory(spec_dir: Path)
     spec = {"capabilities": [{"toolcards": args}]}
     agent = Agent.from_spec(spec, model="test", custom_capability_types=[GovernedCards])
     assert agent.run_sync("hi").output
+
+
+def laughs(levels: int = 6, leaf: str = "x" * 7) -> str:
+    """Spec keys anchoring l0 .. l<levels - 1>, each a list of nine aliases of the one before:
+    the last stands for 9**6 leaves, just past what a policy file may expand to (4.3 million
+    characters against ``MAX_EXPANDED``) in a few hundred bytes."""
+    lines = [f"x-l0: &l0 [{', '.join([leaf] * 9)}]"]
+    lines += [f"x-l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 9)}]" for n in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("policy", "{rules: [{description: *l5, targets: [t], effect: allow}]}"),
+     ("identity", "{id: *l5}"), ("team", "*l5")],
+    ids=["policy", "identity", "team"],
+)  # fmt: skip
+def test_a_spec_whose_aliases_stand_for_millions_of_values_is_refused(
+    tmp_path: Path, key: str, value: str
+) -> None:
+    """pydantic-ai's YAML loader hands an aliased value over shared: nine levels of aliases in a
+    1 KB spec took two minutes and 3.4 GB to turn into a rule description or an identity id."""
+    args = {"cards": "[{type: PlanningTool, vector_store: false}]", "identity": "agent.x",
+            "policy": "{default_effect: allow}", key: value}  # fmt: skip
+    spec = laughs() + "capabilities:\n  - toolcards:\n"
+    spec += "".join(f"      {k}: {v}\n" for k, v in args.items())
+    (tmp_path / "agent.yaml").write_text(spec)
+    assert len(spec) < 1024
+    with pytest.raises(ValueError, match=rf"toolcards {key}: expands to more than 4,000,") as no:
+        Agent.from_file(tmp_path / "agent.yaml", custom_capability_types=[GovernedCards])
+    assert "\n" not in str(no.value)
+
+
+def test_a_spec_may_share_a_value_through_an_alias(spec_dir: Path) -> None:
+    (spec_dir / "shared.yaml").write_text(
+        "capabilities:\n  - toolcards:\n      cards: [{type: WorkspaceTool}]\n"
+        "      identity: agent.x\n"
+        "      policy: {rules: [\n"
+        "        {targets: &reading [workspace_read], callers: [bob], effect: deny},\n"
+        "        {targets: *reading, effect: allow}]}\n"
+    )
+    script = SequenceScript([])
+    agent = Agent.from_file("shared.yaml", custom_capability_types=[GovernedCards])
+    agent.run_sync("hi", model=script.model)
+    assert script.seen_tools[0] == ["workspace_read"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from toolcards.core.yaml_safe import MAX_DEPTH, YamlError, load_yaml
+from toolcards.core.yaml_safe import MAX_DEPTH, MAX_EXPANDED, YamlError, check_loaded, load_yaml
 from toolcards.surfaces.config import ConfigError, load_config
 
 
@@ -53,3 +53,22 @@ def test_alias_bomb_config_file_is_a_config_error_naming_the_file(tmp_path: Path
     path.write_text(laughs(9) + "policy: policy.yaml\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"toolcards\.yaml: not valid YAML: line 7: .*aliases"):
         load_config(path)
+
+
+def test_loaded_data_is_held_to_the_same_bound_counting_each_shared_value_every_time() -> None:
+    third = ["x" * ((MAX_EXPANDED - 1) // 3 - 2)]  # a node, a scalar node and its characters
+    check_loaded([third, third, third], "spec")  # holds 1.3 million characters, stands for 4
+    with pytest.raises(YamlError, match=r"^spec: expands to more than 4,000,000 characters"):
+        check_loaded([third, third, third, None], "spec")  # one node more
+
+
+def test_loaded_data_that_contains_itself_or_nests_too_deep_is_refused() -> None:
+    loop: list[object] = [1]
+    loop.append(loop)
+    with pytest.raises(YamlError, match=r"^spec: refers to itself through an alias$"):
+        check_loaded({"a": loop}, "spec")
+    deep: list[object] = []
+    for _ in range(5 * MAX_DEPTH):
+        deep = [deep]
+    with pytest.raises(YamlError, match=rf"^spec: collections nest deeper than {MAX_DEPTH}"):
+        check_loaded(deep, "spec")

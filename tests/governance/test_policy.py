@@ -159,6 +159,11 @@ def test_from_yaml_text_and_file_agree(tmp_path: Path) -> None:
             5,
             "unknown operator",
         ),
+        (
+            "rules:\n  - targets: [a]\n    effect: allow\n    description: [a, b]\n",
+            4,
+            "description must be a string",
+        ),
     ],
 )
 def test_malformed_policy_names_the_line(text: str, line: int, fragment: str) -> None:

@@ -7,10 +7,13 @@ expansion and never ends. :class:`BoundedLoader` keeps aliases (the docs use an 
 shared target list) and counts what every node expands to while the document is composed,
 before anything is constructed: one over :data:`MAX_EXPANDED` (scalar characters plus one per
 node) or nested deeper than :data:`MAX_DEPTH` is refused, naming the file and the line.
+Data another library loaded with plain PyYAML (an agent spec) keeps the same shared objects:
+:func:`check_loaded` holds it to the same bounds before it is used.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -23,6 +26,12 @@ node (a policy or config file is a few kilobytes)."""
 
 MAX_DEPTH = 200
 """How deeply collections may nest (PyYAML composes recursively)."""
+
+_TOO_LARGE = (
+    f"expands to more than {MAX_EXPANDED:,} characters through its aliases (*name); "
+    "write the values out or use fewer aliases"
+)
+_TOO_DEEP = f"collections nest deeper than {MAX_DEPTH} levels"
 
 
 class YamlError(ToolcardsError, ValueError):
@@ -58,7 +67,7 @@ class BoundedLoader(yaml.SafeLoader):
             return node
         self._depth += 1
         if self._depth > MAX_DEPTH:
-            self._refuse(event, f"collections nest deeper than {MAX_DEPTH} levels")
+            self._refuse(event, _TOO_DEEP)
         try:
             node = super().compose_node(parent, index)
         finally:
@@ -75,11 +84,7 @@ class BoundedLoader(yaml.SafeLoader):
         else:
             size = 1 + sum(self._sizes[id(k)] + self._sizes[id(v)] for k, v in node.value)
         if size > MAX_EXPANDED:
-            self._refuse(
-                event,
-                f"the document expands to more than {MAX_EXPANDED:,} characters through "
-                "its aliases (*name); write the values out or use fewer aliases",
-            )
+            self._refuse(event, f"the document {_TOO_LARGE}")
         return size
 
     def _refuse(self, event: yaml.Event, problem: str) -> None:
@@ -106,3 +111,33 @@ def load_yaml(text: str, source: str, loader: type[BoundedLoader] = BoundedLoade
         raise YamlError(source, " ".join(str(exc).split())) from None
     finally:
         parser.dispose()
+
+
+def check_loaded(value: Any, source: str) -> None:
+    """One-line :class:`YamlError` naming ``source`` when ``value`` (data loaded without
+    :class:`BoundedLoader`) expands past :data:`MAX_EXPANDED`, nests past :data:`MAX_DEPTH` or
+    contains itself. A shared object counts every time it is reached, as its alias would; its
+    size is remembered, so the walk costs what the data holds, not what it stands for."""
+    sizes: dict[int, int | None] = {}  # id -> expanded size (None: still being walked)
+
+    def size(item: Any, depth: int) -> int:
+        if isinstance(item, str | bytes):
+            return 1 + len(item)
+        if not isinstance(item, Mapping | list | tuple | set | frozenset):
+            return 1
+        if id(item) in sizes:
+            known = sizes[id(item)]
+            if known is None:
+                raise YamlError(source, "refers to itself through an alias")
+            return known
+        if depth > MAX_DEPTH:
+            raise YamlError(source, _TOO_DEEP)
+        sizes[id(item)] = None
+        parts = [p for pair in item.items() for p in pair] if isinstance(item, Mapping) else item
+        total = 1 + sum(size(part, depth + 1) for part in parts)
+        if total > MAX_EXPANDED:
+            raise YamlError(source, _TOO_LARGE)
+        sizes[id(item)] = total
+        return total
+
+    size(value, 1)

@@ -313,9 +313,12 @@ def _rule(index: int, node: Any, source: str) -> Rule:
     cwhere = _where(source, conditions)
     callers = _str_list(node.get("callers", ["*"]), "callers", _where(source, node, "callers"))
     targets = _str_list(node["targets"], "targets", _where(source, node, "targets"))
+    description = node.get("description")
+    if description is not None and not isinstance(description, str):
+        raise PolicyError(f"{_where(source, node, 'description')}: description must be a string")
     return Rule(
         index=index,
-        description=str(node.get("description") or f"rule {index}"),
+        description=description or f"rule {index}",
         callers=compile_globs(callers),
         targets=compile_globs(targets),
         caller_globs=callers,

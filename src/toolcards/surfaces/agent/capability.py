@@ -40,6 +40,7 @@ from toolcards.surfaces.agent.spec_args import (
     SpecPaths,
     known_keys,
     spec_audit,
+    spec_bounded,
     spec_call_results,
     spec_cards,
     spec_folder,
@@ -203,6 +204,10 @@ class GovernedCards(CardsCapability):
         ``policy`` is refused: the tools a spec names are governed (for ungoverned tools, build
         ``ToolFactory(cards).capability()`` in code)."""
         known_keys(unknown, SPEC_KEYS, "toolcards")
+        spec_bounded(
+            cards=cards, policy=policy, identity=identity, audit=audit, team=team,
+            secret_scanner=secret_scanner, call_results=call_results,
+        )  # fmt: skip
         paths = SpecPaths(spec_folder())
         loaded = spec_cards(cards, cls.host_trust)
         governed = spec_policy(policy, paths)

@@ -20,6 +20,10 @@ write or read. A spec given as a mapping has no folder, so it names no file (``:
 an inline policy only). Every error names the key as the YAML spells it, and an unknown key
 names the closest known one (``identiy``: did you mean identity?).
 
+pydantic-ai reads the spec with plain PyYAML, which hands over an aliased value as one shared
+object: a 1 KB spec can stand for billions of values. :func:`spec_bounded` holds every value
+to the bounds of the policy files' loader before anything reads it.
+
 Cards load by type tag with the trust the host gave (``GovernedCards.trusting(HostTrust(...))``;
 none by default): a card field that reaches the host (a stdio ``MCPTool``, ``ExecTool``'s
 ``mode: local``, a URL that would receive a host secret) is refused unless that trust allows
@@ -46,6 +50,7 @@ from toolcards.core.card import ToolCard
 from toolcards.core.identity import Identity
 from toolcards.core.registry import CARD_TYPES, load_card
 from toolcards.core.trust import HostTrust, UntrustedField
+from toolcards.core.yaml_safe import check_loaded
 from toolcards.governance.audit.log import AuditLog
 from toolcards.governance.guardrails import ToolHook
 from toolcards.governance.policy.policy import Policy
@@ -76,6 +81,13 @@ def known_keys(given: Iterable[Any], known: Iterable[str], where: str) -> None:
         close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.6)
         hint = f" (did you mean {close[0]}?)" if close else ""
         raise ValueError(f"{where}: unknown key {shown!r}{hint}; its keys are {', '.join(names)}")
+
+
+def spec_bounded(**args: Any) -> None:
+    """ValueError naming the first of the spec's ``args`` that expands, through YAML aliases,
+    past what a policy file may (see :mod:`toolcards.core.yaml_safe`)."""
+    for key, value in args.items():
+        check_loaded(value, f"toolcards {key}")
 
 
 def spec_folder() -> Path | None:
@@ -175,7 +187,11 @@ def spec_identity(data: Any) -> Identity | None:
         roles = data.get("roles", ())
         if not isinstance(roles, list | tuple) or not all(isinstance(r, str) for r in roles):
             raise ValueError("toolcards identity.roles: must be a list of names")
-        return Identity(str(data.get("id", "")), type=str(data.get("type", "agent")), roles=roles)
+        ident, kind = data.get("id", ""), data.get("type", "agent")
+        for key, value in (("id", ident), ("type", kind)):
+            if not isinstance(value, str):
+                raise ValueError(f"toolcards identity.{key}: must be a string")
+        return Identity(ident, type=kind, roles=roles)
     raise ValueError("toolcards identity: must be an id or a mapping {id, type, roles}")
 
 
