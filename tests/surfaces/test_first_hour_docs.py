@@ -103,9 +103,19 @@ def test_the_readme_makes_a_token_before_serving_over_http() -> None:
 # -- 7. a dashboard of a config without tokens ---------------------------------------------------
 
 
-@pytest.mark.parametrize("starter", ["toolcards init", "examples/team"])
+SERVE_DASHBOARD = ("serve", "--transport", "http", "--dashboard")
+
+
+@pytest.mark.parametrize(
+    ("starter", "command"),
+    [
+        ("toolcards init", ("dashboard",)),
+        ("examples/team", ("dashboard",)),
+        ("examples/team", SERVE_DASHBOARD),  # it printed no link: a page nobody could pass
+    ],
+)
 def test_a_starter_configs_dashboard_prints_a_one_time_sign_in_link_that_works(
-    tmp_path: Path, starter: str, toolcards_cli: InProcessCli
+    tmp_path: Path, starter: str, command: tuple[str, ...], toolcards_cli: InProcessCli
 ) -> None:
     """The configs a newcomer starts from give their local principal a viewer role, so the
     dashboard's link signs in (before: a warning that nobody could, and a page anyway)."""
@@ -114,7 +124,7 @@ def test_a_starter_configs_dashboard_prints_a_one_time_sign_in_link_that_works(
     else:
         for name in ("toolcards.yaml", "policy.yaml"):
             (tmp_path / name).write_text((REPO / "examples" / "team" / name).read_text())
-    server = Served(tmp_path / "toolcards.yaml", "dashboard")
+    server = Served(tmp_path / "toolcards.yaml", *command)
     try:
         found = server.said(r"sign in as (\S+) \(once\) at (http://\S+)")
         who, link = found.group(1), found.group(2)

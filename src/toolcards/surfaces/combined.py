@@ -21,6 +21,7 @@ from toolcards.surfaces.http.ports import MCP_PORT
 from toolcards.surfaces.mcp_server.http import MCP_PATH, http_app
 
 if TYPE_CHECKING:
+    from toolcards.surfaces.http.tokens import TokenTable
     from toolcards.surfaces.mcp_server.options import MCPOptions
     from toolcards.surfaces.runtime import SurfaceRuntime
 
@@ -32,11 +33,13 @@ def mcp_with_dashboard(
     approval_timeout: float = APPROVAL_TIMEOUT,
     page: str | None = None,
     options: MCPOptions | None = None,
+    tokens: TokenTable | None = None,
 ) -> tuple[Any, Dashboard]:
     """One ASGI app: MCP at ``/mcp`` (approval-required calls wait in the dashboard's
     inbox, at most ``approval_timeout`` seconds, announced to the caller like without a
-    dashboard, naming the page's address ``page``) and the dashboard at ``/``."""
-    dashboard = dashboard_for(runtime, host=host)
+    dashboard, naming the page's address ``page``) and the dashboard at ``/`` (``tokens``:
+    one-time sign-in tokens instead of the runtime's)."""
+    dashboard = dashboard_for(runtime, host=host, tokens=tokens)
     assert dashboard.approvals is not None
     inbox = OutOfBandApprovals(dashboard.approvals, approval_timeout, page=page)
     mcp_app = http_app(runtime, host=host, approvals=inbox, options=options)
@@ -65,13 +68,19 @@ async def run_mcp_with_dashboard(
     approval_timeout: float = APPROVAL_TIMEOUT,
     sock: socket.socket | None = None,
     options: MCPOptions | None = None,
+    tokens: TokenTable | None = None,
 ) -> None:
     """``toolcards serve --transport http --dashboard``: both on ``host:port`` (``sock``:
-    a socket already bound there)."""
+    a socket already bound there; ``tokens``: the dashboard's one-time sign-in tokens)."""
     warn_if_exposed(host)
     page = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
     app, _ = mcp_with_dashboard(
-        runtime, host=host, approval_timeout=approval_timeout, page=page, options=options
+        runtime,
+        host=host,
+        approval_timeout=approval_timeout,
+        page=page,
+        options=options,
+        tokens=tokens,
     )
     server = uvicorn_server(app, host, port, runtime.http_limits)
     await server.serve(None if sock is None else [sock])

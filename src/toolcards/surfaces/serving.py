@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from pydantic_ai.toolsets import AbstractToolset
 
     from toolcards.governance.policy.policy import Policy
+    from toolcards.surfaces.http.tokens import TokenTable
     from toolcards.surfaces.runtime import SurfaceRuntime
 
 
@@ -59,10 +60,12 @@ async def serve_runtime(
     dashboard: bool = False,
     sock: socket.socket | None = None,
     options: MCPOptions | None = None,
+    dashboard_tokens: TokenTable | None = None,
 ) -> None:
     """Serve until the client leaves (stdio) or the process is signalled (HTTP). With
     ``dashboard`` (HTTP), the team's dashboard is at ``/`` and approval-required calls wait
-    in its approvals inbox. ``sock`` (HTTP): a socket already bound to ``host:port``
+    in its approvals inbox (``dashboard_tokens``: one-time sign-in tokens instead of the
+    config's). ``sock`` (HTTP): a socket already bound to ``host:port``
     (:func:`toolcards.surfaces.http.ports.listen`). ``options``: the MCP server's own
     (default: built from ``rt``)."""
     http = f"http://{host}:{port}/mcp" if transport == "http" else None
@@ -83,6 +86,7 @@ async def serve_runtime(
                 approval_timeout=rt.approval_timeout,
                 sock=sock,
                 options=options,
+                tokens=dashboard_tokens,
             )
         elif transport == "http":
             await run_http(rt, host=host, port=port, sock=sock, options=options)
@@ -236,8 +240,7 @@ def serve(
             rt.http_limits = rt.http_limits.model_copy(update={"max_body": max_body})
         if transport == "http":
             err().print(f"serving MCP at http://{url_host(host)}:{port}/mcp", markup=False)
-            if dashboard:
-                err().print(f"dashboard at http://{url_host(host)}:{port}/", markup=False)
+        one_time = _dashboard_sign_in(rt, f"http://{url_host(host)}:{port}/") if dashboard else None
         control = state.config if state.factory is None else None
         with contextlib.suppress(KeyboardInterrupt), operator_lines():
             anyio.run(
@@ -250,5 +253,23 @@ def serve(
                     dashboard=dashboard,
                     sock=sock,
                     options=options,
+                    dashboard_tokens=one_time,
                 )
             )
+
+
+def _dashboard_sign_in(rt: SurfaceRuntime, page: str) -> TokenTable | None:
+    """Say where the dashboard is and how to sign in (as ``toolcards dashboard`` does): a
+    config with no token a viewer may use gets a one-time link for its local principal, or
+    one line saying what is missing. The one-time tokens, if made."""
+    # lazy: extra dashboard
+    from toolcards.surfaces.dashboard.first_sign_in import first_sign_in
+
+    err().print(f"dashboard at {page}", markup=False)
+    sign_in = first_sign_in(rt.tokens, rt.local)
+    link = sign_in.link(page)
+    if link is not None:
+        err().print(f"sign in as {rt.local.id} (once) at {link}", markup=False)
+    elif sign_in.problem is not None:
+        err().print(f"warning: {sign_in.problem}", markup=False)
+    return sign_in.tokens if sign_in.token is not None else None
