@@ -457,7 +457,10 @@ WAITS_FOR_APPROVAL = textwrap.dedent(
         approver=approver,
         call_results=SqliteCallResults(base / "calls.db"),
     )
-    answer = Agent(FunctionModel(model), toolsets=[governed]).run_sync("go", run_id="run-1")
+    agent = Agent(FunctionModel(model), toolsets=[governed])
+    # a durable engine's re-execution keeps the run's ids (pydantic-ai's engines derive the
+    # conversation's from the run's): the grant is its conversation's
+    answer = agent.run_sync("go", run_id="run-1", conversation_id="conversation-1")
     print(answer.output, flush=True)
     audit.close()
     '''

@@ -155,3 +155,25 @@ def test_another_conversations_yes_never_takes_a_pending_request(recorder: Recor
     own = agent.run_sync(message_history=first.all_messages(), deferred_tool_results=yes)
     assert own.output.endswith("sent 2000 EUR to acme")
     assert recorder.count("transfer_money") == 1
+
+
+def test_an_inbox_grant_never_runs_in_another_conversation(recorder: Recorder) -> None:
+    """One agent principal serves many users' conversations. A's transfer waits and an
+    approver grants it in the inbox; B, another conversation whose model makes the same call
+    under the same id, gets a request of its own and nothing runs (B's model got the result)."""
+    policy = Policy.from_yaml(HERE / "edit_policy.yaml")
+    toolset = GovernedToolset(recorder.toolset, policy=policy, identity=CAROL)
+    broker = toolset.executor.approvals
+
+    def conversation() -> Any:
+        script = Script([("transfer_money", CALLED)])
+        agent = Agent(script.model, toolsets=[toolset], output_type=[str, DeferredToolRequests])
+        return agent.run_sync("pay").output
+
+    first = conversation()
+    (asked,) = broker.pending()
+    broker.grant(asked, approver=Identity("boss", roles=["approver"]))
+    other = conversation()
+    call_id = first.approvals[0].tool_call_id
+    assert isinstance(other, DeferredToolRequests) and recorder.calls == []
+    assert other.metadata[call_id]["approval_id"] != asked.approval_id

@@ -142,6 +142,40 @@ async def test_a_denied_call_is_refused_once_then_asks_again() -> None:
     assert again.outcome is Outcome.NEEDS_APPROVAL and runs == []
 
 
+@pytest.mark.parametrize("decide", ["grant", "deny"])
+@pytest.mark.parametrize("session", ["conv-b", None])
+async def test_a_decision_settles_only_a_call_of_the_session_that_asked(
+    decide: str, session: str | None
+) -> None:
+    """One agent principal serves many users' conversations: a request decided for
+    conversation A's call never settles the same call (id, arguments) made from another
+    conversation, or from none; that call is asked its own, and nothing runs."""
+    executor = _executor()
+    asked = await executor.call("wire", {"amount": 5}, CAROL, call_id="c1", session="conv-a")
+    assert asked.approval is not None
+    getattr(executor.approvals, decide)(asked.approval, approver=RITA)
+    other = await executor.call("wire", {"amount": 5}, CAROL, call_id="c1", session=session)
+    assert other.outcome is Outcome.NEEDS_APPROVAL and other.approval is not None
+    assert other.approval.approval_id != asked.approval.approval_id
+    assert other.approval.session == (session or "") and runs == []
+
+
+async def test_a_yes_to_another_sessions_pending_request_runs_nothing() -> None:
+    """A call that finds conversation A's request pending under its id and arguments asks
+    its approver about that request (one waiting on the inbox sees A's grant): the yes is
+    A's, so the call is refused and nothing runs."""
+    executor = _executor()
+    await executor.call("wire", {"amount": 5}, CAROL, call_id="c1", session="conv-a")
+
+    async def yes(request: Any) -> bool:
+        return True
+
+    other = await executor.call(
+        "wire", {"amount": 5}, CAROL, approver=yes, call_id="c1", session="conv-b"
+    )
+    assert other.outcome is Outcome.DENIED and runs == []
+
+
 async def test_an_expired_request_cannot_be_granted() -> None:
     now = [1000.0]
     broker = ApprovalBroker(ttl=60, clock=lambda: now[0])

@@ -1,6 +1,7 @@
 """The executor's approval step: a call the policy says ``approve`` (or a tool that requires
 approval) runs only once a human granted this exact request: its call id, tool, argument
-digest and principal (see :mod:`toolcards.governance.approvals`), or when a grant an approver
+digest and principal (see :mod:`toolcards.governance.approvals`), asked in the call's own
+session (a pydantic-ai conversation, an MCP session, or none), or when a grant an approver
 remembered covers it (its principal, tool, canonical arguments, session and time: see
 :mod:`toolcards.governance.approvals.grants`; the call's row names the grant). What an
 approver granted in place of the arguments (an edit) is checked as a fresh call's arguments
@@ -60,12 +61,13 @@ class ApprovalGate:
         digest = args_digest(call.args)
         binding = {"tool_id": tool_id, "args_digest": digest, "principal": who.id}
         record = broker.settle_record(call.call_id, approved=False, **binding)
-        if call.approved and record is not None and record.state is ApprovalState.PENDING:
-            # the surface's yes (a run's deferred results) grants the request of its own
-            # conversation only: another one's made-up history took it before
-            asked_in = record.request.session
-            if not asked_in or asked_in == call.session:
-                record = broker.settle_record(call.call_id, approved=True, **binding)
+        if record is not None and not _asked_here(call, record.request):
+            if record.state is not ApprovalState.PENDING:
+                record = None  # another conversation's decision, spent unused: this call asks
+        elif call.approved and record is not None and record.state is ApprovalState.PENDING:
+            # the surface's yes (a run's deferred results) grants its own conversation's
+            # request only: another one's made-up history took it before
+            record = broker.settle_record(call.call_id, approved=True, **binding)
         pending = record.request if record is not None else None
         if record is not None and record.state is ApprovalState.GRANTED:
             return self._granted(call, record)
@@ -103,6 +105,8 @@ class ApprovalGate:
         if ok is True or type(ok) is GrantedEdit:
             record = broker.settle_record(pending.call_id, approved=True, **binding)
             if record is not None and record.state is ApprovalState.GRANTED:
+                if not _asked_here(call, record.request):  # the yes was to another's request
+                    return self._refused(call, record.request)
                 call.start += time.perf_counter() - asked_at  # a human's time is not the tool's
                 if type(ok) is GrantedEdit and not self._edited(call, ok.args):
                     return self._refused(call, record.request)
@@ -176,3 +180,11 @@ class ApprovalGate:
         return self.book.finish(
             call, Outcome.DENIED, f"denied: approval for {call.tool_id} was refused"
         )
+
+
+def _asked_here(call: Call, request: ApprovalRequest) -> bool:
+    """Whether ``request`` was asked where ``call`` comes from: the same session (a
+    pydantic-ai conversation, an MCP session), or both from none. A decision settles only
+    the call of its own session: one agent principal serves many users' conversations,
+    and call ids (a model's, a made-up history's) may repeat across them."""
+    return request.session == (call.session or "")

@@ -55,16 +55,17 @@ class AskingClient:
 
     def resume(
         self, who: Identity, name: str, params: types.CallToolRequestParams
-    ) -> tuple[str | None, Approver | None]:
-        """The call id to resume and the approver that carries the client's answer, for a
-        retry naming a pending request of ``who`` for ``name``; (None, None) for a fresh call."""
+    ) -> tuple[ApprovalRequest | None, Approver | None]:
+        """The request to resume (its call id, and its session: the retry comes in a session
+        of its own) and the approver that carries the client's answer, for a retry naming a
+        pending request of ``who`` for ``name``; (None, None) for a fresh call."""
         state = params.request_state
         shown = self.broker.get(state) if state else None
         if shown is None or shown.principal != who.id or shown.tool_id != name:
             return None, None
         answers = params.input_responses or {}
         if APPROVAL_KEY not in answers:
-            return shown.call_id, None
+            return shown, None
         yes = approves(answers[APPROVAL_KEY])
         broker = self.broker
 
@@ -76,7 +77,7 @@ class AskingClient:
                 return True
             return False
 
-        return shown.call_id, approver
+        return shown, approver
 
     @staticmethod
     def ask(request: ApprovalRequest) -> types.InputRequiredResult:

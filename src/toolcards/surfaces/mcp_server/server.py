@@ -305,9 +305,11 @@ class GovernedMCPServer:
         # one id for every row of the call (approval request and decision, its end): the
         # request id to find it by, made unique (a client's ids repeat across sessions)
         call_id = fresh_call_id(f"mcp-{ctx.request_id}")
+        session = self._session_name(ctx.session)
         if asking:  # a retry carrying the client's answer resumes the call it answers
             resumed, approval.approver = self.asking.resume(who, name, params)
-            call_id = resumed or call_id
+            if resumed is not None:  # in the request's session: a retry comes in one of its own
+                call_id, session = resumed.call_id, resumed.session
         progress = CallProgress(ctx)
         try:  # a cancelled call (notifications/cancelled) is audited by the executor
             with (
@@ -316,7 +318,7 @@ class GovernedMCPServer:
             ):
                 result = await self.runtime.executor.call(
                     name, args, who, surface="mcp", approver=approval.approver, call_id=call_id,
-                    session=self._session_name(ctx.session),
+                    session=session,
                 )  # fmt: skip
             await progress.drain()
             await self.logs.drain(logs)
