@@ -3,12 +3,15 @@ JSON-RPC error body; idle sessions expire; a live session keeps its caller bindi
 many other sessions come and go (the HTTP app in process, raw HTTP through an ASGI client;
 ``test_mcp_http.py`` serves the same app from a real ``toolcards serve``). 2026-07-28 requests
 open no session: they are bounded by the requests in flight of their caller, whatever session
-id they carry, and share no bound with sessions (a real ``toolcards serve``, raw HTTP)."""
+id they carry, and share no bound with sessions; the tool calls running in a caller's sessions
+count with them, however soon their POSTs close (a real ``toolcards serve``, raw HTTP)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
+import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -19,7 +22,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from surfaces.surface_support import HEADERS, INIT, HttpServer, token_for, write_config
-from toolcards.governance import Identity
+from toolcards.governance import AuditLog, Identity
 from toolcards.surfaces.config import SessionLimits, load_config
 from toolcards.surfaces.mcp_server.http import http_app
 from toolcards.surfaces.mcp_server.sessions import Message, SessionGuard
@@ -211,9 +214,15 @@ HELD = 60
 
 
 @pytest.fixture(scope="module")
-def modern_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+def modern_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of the server's config and its audit log (``audit.db``)."""
+    return tmp_path_factory.mktemp("modern")
+
+
+@pytest.fixture(scope="module")
+def modern_server(modern_base: Path) -> Iterator[HttpServer]:
     """Each test below uses callers of its own: a held call may outlive its test a moment."""
-    base = tmp_path_factory.mktemp("modern")
+    base = modern_base
     policy = base / "allow.yaml"
     policy.write_text("default_effect: allow\n", encoding="utf-8")
     limits = {"max": 100, "per_principal": 2, "idle_timeout": 600}
@@ -226,7 +235,7 @@ def modern_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServ
     server.stop()
 
 
-def modern_call(who: Identity, seconds: float, session: str | None = None) -> dict[str, Any]:
+def modern_call(who: Identity | None, seconds: float, session: str | None = None) -> dict[str, Any]:
     """The arguments of a 2026-07-28 ``nap_async`` call (it reports progress as it starts)."""
     meta = {**ENVELOPE, "progressToken": 1}
     params = {"name": "nap_async", "arguments": {"seconds": seconds}, "_meta": meta}
@@ -255,7 +264,7 @@ async def held_calls(
 
 
 async def post_modern(
-    client: httpx.AsyncClient, url: str, who: Identity, session: str | None = None
+    client: httpx.AsyncClient, url: str, who: Identity | None, session: str | None = None
 ) -> httpx.Response:
     return await client.post(url, **modern_call(who, 0, session))
 
@@ -298,3 +307,85 @@ async def test_2026_calls_in_flight_take_no_session_of_their_caller(
         assert [r.status_code for r in opened] == [200, 200, 429]
         refused = opened[-1].json()["error"]["message"]
         assert "too many open sessions for dave" in refused
+
+
+LEGACY = "2025-11-25"
+
+
+async def open_legacy_session(client: httpx.AsyncClient, url: str) -> dict[str, str]:
+    """An anonymous 2025-11-25 session, initialized: the headers of a request in it."""
+    client_info = {"name": "raw", "version": "0"}
+    params = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": client_info}
+    init = {**INIT, "params": params}
+    opened = await client.post(url, json=init, headers=auth(None))
+    assert opened.status_code == 200, opened.text
+    headers = {**auth(None, opened.headers["mcp-session-id"]), "mcp-protocol-version": LEGACY}
+    done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert (await client.post(url, json=done, headers=headers)).status_code == 202
+    return headers
+
+
+async def dropped_call(
+    client: httpx.AsyncClient,
+    url: str,
+    headers: dict[str, str],
+    call: int,
+    seconds: float,
+    *,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """The first message of ``nap_async(seconds)`` called as request ``call``, whose POST is
+    then closed: its progress when the call started (it runs on in the session), else (or
+    without ``progress``) its answer."""
+    params: dict[str, Any] = {"name": "nap_async", "arguments": {"seconds": seconds}}
+    if progress:
+        params["_meta"] = {"progressToken": call}
+    body = {"jsonrpc": "2.0", "id": call, "method": "tools/call", "params": params}
+    async with client.stream("POST", url, json=body, headers=headers) as response:
+        assert response.status_code == 200, await response.aread()
+        async for line in response.aiter_lines():
+            if line.startswith("data:") and line[5:].strip():
+                return json.loads(line[5:])  # type: ignore[no-any-return]
+    raise AssertionError(f"call {call} sent nothing")
+
+
+def anonymous_outcomes(audit: Path) -> list[str]:
+    with AuditLog(audit) as log:
+        return sorted(e.outcome for e in log.query(limit=1000) if e.principal == "anonymous")
+
+
+async def test_calls_a_session_runs_at_once_are_bounded_however_soon_their_posts_close(
+    modern_server: HttpServer, modern_base: Path
+) -> None:
+    """One session may not run more calls than its caller's in-flight bound (2) by closing
+    each POST once its call starts; a refused call is answered at once and not audited."""
+    url, audit = modern_server.url, modern_base / "audit.db"
+    async with httpx.AsyncClient(timeout=30) as client:
+        session = await open_legacy_session(client, url)
+        first = [await dropped_call(client, url, session, call, HELD) for call in range(10, 15)]
+        started = [m.get("method") == "notifications/progress" for m in first]
+        assert started == [True, True, False, False, False]
+        refused = [m["result"] for m in first[2:]]
+        assert [r["isError"] for r in refused] == [True] * 3
+        assert (
+            "too many calls in flight for anonymous (at most 2)" in refused[0]["content"][0]["text"]
+        )
+        modern = await post_modern(client, url, None)  # one count for both revisions
+        assert modern.status_code == 429
+        assert anonymous_outcomes(audit) == []  # the refused calls left no row
+        for call in (10, 11):  # the running calls end: their places are free again
+            cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                      "params": {"requestId": call}}  # fmt: skip
+            assert (await client.post(url, json=cancel, headers=session)).status_code == 202
+        deadline = time.monotonic() + 20
+        for call in itertools.count(20):  # refused until a cancelled call has ended
+            done = (await dropped_call(client, url, session, call, 0, progress=False))["result"]
+            if not done["isError"]:
+                break
+            assert time.monotonic() < deadline, f"no place came free: {done}"
+            await asyncio.sleep(0.05)
+        assert done["content"][0]["text"] == "slept 0.0"
+        while anonymous_outcomes(audit).count("cancelled") < 2:
+            assert time.monotonic() < deadline, "the cancelled calls were never audited"
+            await asyncio.sleep(0.05)
+        assert anonymous_outcomes(audit) == ["cancelled", "cancelled", "ok"]

@@ -38,6 +38,7 @@ from toolcards.surfaces.mcp_server.options import MCPOptions
 from toolcards.surfaces.mcp_server.server import IDENTITY_SCOPE_KEY, GovernedMCPServer
 from toolcards.surfaces.mcp_server.sessions import (
     ASGIApp,
+    InFlight,
     Receive,
     Scope,
     Send,
@@ -154,8 +155,15 @@ def http_app(
     ``sessions``: their bounds, by default the config's; ``limits``: request bodies, by
     default the runtime's, see :mod:`toolcards.surfaces.http.limits`; ``options``: the
     server's own, see :class:`~toolcards.surfaces.mcp_server.options.MCPOptions`)."""
+    if sessions is None:
+        sessions = runtime.config.sessions if runtime.config is not None else SessionLimits()
+    in_flight = InFlight(sessions.per_principal)  # one count for both protocol revisions
     mcp_server = GovernedMCPServer(
-        runtime, identity_of=identity_from_scope, approvals=approvals, options=options
+        runtime,
+        identity_of=identity_from_scope,
+        approvals=approvals,
+        options=options,
+        in_flight=in_flight,
     )
     security = None
     if host in _LOOPBACK:  # refuse DNS-rebinding requests from a browser
@@ -164,8 +172,6 @@ def http_app(
             allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
             allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
         )
-    if sessions is None:
-        sessions = runtime.config.sessions if runtime.config is not None else SessionLimits()
     # SSE responses (not plain JSON): an approval asks the human mid-call, on the call's stream
     manager = StreamableHTTPSessionManager(
         app=mcp_server.server,
@@ -174,7 +180,11 @@ def http_app(
         max_sessions=sessions.max,
     )
     guard = SessionGuard(
-        JsonRpcEdge(manager.handle_request), manager_sessions(manager), sessions, IDENTITY_SCOPE_KEY
+        JsonRpcEdge(manager.handle_request),
+        manager_sessions(manager),
+        sessions,
+        IDENTITY_SCOPE_KEY,
+        in_flight,
     )
     auth = runtime.http_auth()
     handler = BodyLimit(BearerAuth(guard, auth, IDENTITY_SCOPE_KEY), limits or runtime.http_limits)

@@ -48,6 +48,7 @@ from toolcards.surfaces.mcp_server.options import MCPOptions
 from toolcards.surfaces.mcp_server.progress import CallProgress
 from toolcards.surfaces.mcp_server.prompts import PromptCatalog
 from toolcards.surfaces.mcp_server.resources import ResourceCatalog
+from toolcards.surfaces.mcp_server.sessions import InFlight
 from toolcards.surfaces.mcp_server.stdio import stdio_transport
 from toolcards.surfaces.mcp_server.structured import (
     JSON_SCHEMA_DIALECT,
@@ -128,6 +129,8 @@ class GovernedMCPServer:
     ``identity_of(request_context)`` names the caller: stdio uses the runtime's local
     principal; HTTP reads what the auth middleware put in the ASGI scope. ``options``: what
     the server offers beside the tools (default: :meth:`MCPOptions.of` the runtime).
+    ``in_flight``: where a tool call of a 2025-11-25 session counts while it runs (HTTP: the
+    count that bounds each caller's 2026-07-28 requests too; None: unbounded, as over stdio).
     """
 
     def __init__(
@@ -138,8 +141,10 @@ class GovernedMCPServer:
         name: str = "toolcards",
         approvals: ApprovalChannel | None = None,
         options: MCPOptions | None = None,
+        in_flight: InFlight | None = None,
     ) -> None:
         self.runtime = runtime
+        self.in_flight = in_flight
         self.options = options = options if options is not None else MCPOptions.of(runtime)
         self.identity_of = identity_of or (lambda _ctx: runtime.local)
         self.approvals = approvals or approval_channel(
@@ -166,7 +171,7 @@ class GovernedMCPServer:
                 name,
                 version=toolcards_version(),
                 on_list_tools=self._list_tools,
-                on_call_tool=self._call_tool,
+                on_call_tool=self._bounded_call,
                 on_set_logging_level=self._set_level,
                 **self.resources.handlers(),
                 **self.prompts.handlers(),
@@ -271,7 +276,7 @@ class GovernedMCPServer:
         if not (visible and self.task_support(who, name)):
             if visible and not modern(ctx):
                 raise MCPError(-32601, f"{name} does not run as a task")
-            result = await self._call_tool(ctx, params)
+            result = await self._bounded_call(ctx, params)
             return result.model_dump(by_alias=True, mode="json", exclude_none=True)
         call_id = fresh_call_id(f"mcp-task-{ctx.request_id}")
         return await self.tasks.create(ctx, params, who, call_id)
@@ -296,6 +301,27 @@ class GovernedMCPServer:
     async def _set_level(self, ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
         self.logs.set_level(ctx.session, params.level)
         return types.EmptyResult()
+
+    async def _bounded_call(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
+        """A tools/call, counted in :attr:`in_flight` while it runs when it comes in a
+        2025-11-25 session: it runs on in the session when its client closes the POST, so only
+        this count bounds how many one caller has at once (a 2026-07-28 call counts for as long
+        as its request, in the HTTP guard). Past the bound, an error at once, as the guard's 429:
+        no call is made, so none is audited."""
+        in_flight = self.in_flight
+        if in_flight is None or modern(ctx):
+            return await self._call_tool(ctx, params)
+        caller = self.identity_of(ctx).id
+        if not in_flight.enter(caller):
+            message = (
+                f"too many calls in flight for {caller} (at most {in_flight.limit}): "
+                "wait for one to end"
+            )
+            return _error(message, {"outcome": "rate_limited", "kind": "rate_limited"})
+        try:
+            return await self._call_tool(ctx, params)
+        finally:
+            in_flight.leave(caller)
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
         who = self.identity_of(ctx)

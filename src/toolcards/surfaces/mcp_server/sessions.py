@@ -14,7 +14,8 @@ unbounded number of them, anonymous ones included, is a way to exhaust the serve
 - a 2026-07-28 request (one the SDK serves statelessly, see :func:`is_stateless`) opens no
   session, so it counts against neither bound and any ``mcp-session-id`` it carries is ignored
   (as the SDK ignores it); one caller has at most ``per_principal`` of them in flight, one more
-  gets 429.
+  gets 429. The tool calls its sessions run count there too (:class:`InFlight`): a call runs
+  on when its client closes the POST, so one session could otherwise run any number at once.
 """
 
 from __future__ import annotations
@@ -82,12 +83,34 @@ def release(counter: Counter[str], caller: str) -> None:
         del counter[caller]
 
 
+class InFlight:
+    """What each caller has running, at most ``limit``: its 2026-07-28 requests (counted by
+    :class:`SessionGuard` while they last) and its tool calls in 2025-11-25 sessions (counted by
+    the server while they run: such a call outlives its POST, which its client may close as soon
+    as the answer starts). One count for both, so that mixing them gets a caller no more."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.counts: Counter[str] = Counter()
+
+    def enter(self, caller: str) -> bool:
+        """Count one more for ``caller``; False, counting nothing, when it has ``limit``."""
+        if self.counts[caller] >= self.limit:
+            return False
+        self.counts[caller] += 1
+        return True
+
+    def leave(self, caller: str) -> None:
+        release(self.counts, caller)
+
+
 class SessionGuard:
     """ASGI middleware in front of the SDK's session manager (behind the authentication that
     put the caller in the scope under ``identity_key``).
 
     ``live()`` returns the ids of the sessions the manager still serves; a binding is dropped
-    only once its session is gone from there.
+    only once its session is gone from there. ``in_flight``: the count shared with the server's
+    calls in sessions (a count of its own by default).
     """
 
     def __init__(
@@ -96,6 +119,7 @@ class SessionGuard:
         live: Callable[[], Container[str]],
         limits: SessionLimits,
         identity_key: str,
+        in_flight: InFlight | None = None,
     ) -> None:
         self.app = app
         self.live = live
@@ -104,8 +128,7 @@ class SessionGuard:
         self.owners: dict[str, str] = {}
         """Session id -> the id of the caller that opened it."""
         self._opening: Counter[str] = Counter()
-        self._stateless: Counter[str] = Counter()
-        """Caller id -> its 2026-07-28 requests in flight."""
+        self.in_flight = in_flight or InFlight(limits.per_principal)
 
     def sessions_of(self, caller: str) -> int:
         """Open sessions of ``caller`` (forgetting the ones that ended first)."""
@@ -147,16 +170,16 @@ class SessionGuard:
         """A request that opens no session holds server memory only while it runs: bounded by
         the number ``caller`` has in flight, whatever sessions it holds (and whatever
         ``mcp-session-id`` it carries: the SDK ignores that header here)."""
-        limit = self.limits.per_principal
-        if self._stateless[caller] >= limit:
+        in_flight = self.in_flight
+        if not in_flight.enter(caller):
+            limit = in_flight.limit
             message = f"too many requests in flight for {caller} (at most {limit}): retry later"
             await refuse(send, 429, message)
             return
-        self._stateless[caller] += 1
         try:
             await self.app(scope, receive, send)
         finally:
-            release(self._stateless, caller)
+            in_flight.leave(caller)
 
     async def _session_request(
         self, caller: str, session: str, scope: Scope, receive: Receive, send: Send
