@@ -67,6 +67,8 @@ MALFORMED = [
     "http://a..b/",  # empty label
     "http://" + "a" * 64 + ".com/",  # label over 63 characters
     "http://" + "a." * 130 + "com/",  # host over 253 characters
+    "http://" + "1" * 5_000 + "/",  # more digits than int() reads (a bare ValueError)
+    "http://0x" + "0" * 11 + "1/",  # an IPv4 part over 12 characters
     "https://example.com/" + "p" * 9_000,  # over-long URL
     "http://ｅｘａｍｐｌｅ\uff0ecom\u3002\u3002/",  # mapped to an empty label
     "file:///etc/passwd",
@@ -260,6 +262,14 @@ def test_a_redirect_to_a_hex_loopback_is_refused() -> None:
     hops: list[str] = []
     card = redirecting_card("http://0x7f000001:8080/admin", hops)
     with pytest.raises(RetriableError, match=r"refused: 127\.0\.0\.1 is a loopback"):
+        asyncio.run(tool(card, "web_fetch")("http://example.com/"))
+    assert hops == ["http://93.184.216.34/"]
+
+
+def test_a_redirect_to_a_host_of_5000_digits_is_refused() -> None:
+    hops: list[str] = []
+    card = redirecting_card("http://" + "1" * 5_000 + "/", hops)
+    with pytest.raises(RetriableError, match="host is longer than 253 characters"):
         asyncio.run(tool(card, "web_fetch")("http://example.com/"))
     assert hops == ["http://93.184.216.34/"]
 

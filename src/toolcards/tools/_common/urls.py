@@ -28,6 +28,9 @@ from toolcards.core.errors import ToolcardsError
 MAX_URL_CHARS = 8_192
 """Longer URLs are refused."""
 MAX_HOST_CHARS = 253
+_MAX_IPV4_PART = 12
+"""The longest part of a numeric IPv4 host (``037777777777``); ``int`` raised a bare
+ValueError on one of more than 4,300 digits."""
 _LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 _HIDDEN_CATEGORIES = ("Cc", "Cf", "Co", "Cs", "Zl", "Zp", "Zs")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -106,11 +109,11 @@ def _ipv6_host(host: str) -> tuple[str, ipaddress.IPv6Address]:
 def _named_host(host: str) -> tuple[str, ipaddress.IPv4Address | None]:
     if not host.isascii():
         host = _ascii_host(host)
+    if len(host) > MAX_HOST_CHARS:
+        raise URLRefused(f"the URL's host is longer than {MAX_HOST_CHARS} characters")
     address = ipv4_of(host)
     if address is not None:
         return str(address), address
-    if len(host) > MAX_HOST_CHARS:
-        raise URLRefused(f"the URL's host is longer than {MAX_HOST_CHARS} characters")
     for label in host.split("."):
         if not 1 <= len(label) <= 63:
             raise URLRefused("the URL's host has an empty label or one over 63 characters")
@@ -152,6 +155,8 @@ def ipv4_of(host: str) -> ipaddress.IPv4Address | None:
         return None
     if len(parts) > 4:
         raise URLRefused("the URL's host is not a valid IPv4 address (more than 4 parts)")
+    if any(len(p) > _MAX_IPV4_PART for p in parts):
+        raise URLRefused("the URL's host is not a valid IPv4 address (a part is too long)")
     numbers = [_ipv4_part(p) for p in parts]
     *head, last = numbers
     if any(n > 255 for n in head) or last >= 256 ** (5 - len(numbers)):
