@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import tracemalloc
 from collections.abc import Awaitable
+from types import SimpleNamespace
 from typing import Any
 
+import anyio
 import pytest
 from mcp_support import SERVERS, ServerProcess, call_tools, make_agent
 from pydantic_ai import Agent
@@ -21,6 +23,7 @@ from support.launch import PYTHON
 from support.scripted import SequenceScript
 from toolcards import ToolFactory
 from toolcards.tools.mcp import MCPTool
+from toolcards.tools.mcp.toolset import LISTING_PAGES, bounded_listing
 from toolcards.tools.mcp.wire_json import MAX_VALUES
 
 pytestmark = pytest.mark.timeout(300)
@@ -176,9 +179,11 @@ def test_a_server_within_the_tool_bound_lists_its_tools(start_server: type[Serve
     assert {f"tool_{i}" for i in range(5)} <= set(script.seen_tools)
 
 
-def paged_listing(pages: int, tools: int, desc: int) -> tuple[list[str], str | None]:
+def paged_listing(
+    pages: int, tools: int, desc: int, cursor: int = 0
+) -> tuple[list[str], str | None]:
     """The tools the model sees of ``servers/paged_server.py`` and the instructions."""
-    script = [str(SERVERS / "paged_server.py"), str(pages), str(tools), str(desc)]
+    script = [str(SERVERS / "paged_server.py"), *(str(n) for n in (pages, tools, desc, cursor))]
     fields: dict[str, Any] = {"connect_timeout_seconds": 60.0, "protocol": "legacy"}
     tool = MCPTool(name="pg", transport="stdio", command=PYTHON, args=script, **fields)
     agent, said = make_agent([ToolFactory([tool]).toolset()])
@@ -197,6 +202,34 @@ def test_a_listing_of_many_pages_is_refused_past_its_bound() -> None:
 def test_a_listing_of_a_few_pages_is_read_whole() -> None:
     seen, _ = paged_listing(3, 5, 100)
     assert {f"t{page}_{i}" for page in range(3) for i in range(5)} <= set(seen)
+
+
+def test_a_listing_of_empty_pages_is_refused_past_its_page_bound() -> None:
+    """Empty pages, each with a new cursor, cost no tool and no character: a server answering
+    them forever kept the listing going forever (11,000 pages in 10 s)."""
+    _, instructions = paged_listing(LISTING_PAGES + 50, 0, 0)
+    assert "MCP server 'pg' is unavailable (ListingTooLarge:" in str(instructions)
+
+
+def test_the_cursors_count_in_a_listings_characters() -> None:
+    """Empty pages with 90,000-character cursors (each under the string bound), fewer than the
+    page bound: the client kept every cursor (they grew it by 300 MB in 30 s)."""
+    _, instructions = paged_listing(LISTING_PAGES - 1, 0, 0, cursor=90_000)
+    assert "MCP server 'pg' is unavailable (ListingTooLarge:" in str(instructions)
+
+
+def test_a_listing_that_takes_longer_than_its_deadline_is_refused() -> None:
+    """Each page within the request timeout, the listing not: a server answering one page
+    and then never again is bounded by the listing's deadline, not by each page's."""
+
+    class Slow:
+        async def list_tools_mcp(self, cursor: str | None = None) -> Any:
+            if cursor is not None:
+                await anyio.sleep_forever()
+            return SimpleNamespace(tools=[], next_cursor="more")
+
+    with pytest.raises(TimeoutError, match="tool listing took longer than 0.2 s"):
+        anyio.run(bounded_listing(Slow(), 0.2))
 
 
 def test_the_bounds_are_the_cards() -> None:

@@ -6,9 +6,11 @@ import asyncio
 import os
 import re
 import signal
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from mcp_support import ECHO, SERVERS, ServerProcess, call_tools, make_agent
 
 from support.launch import PYTHON
@@ -66,6 +68,40 @@ def test_a_remote_tool_never_takes_a_local_tools_name(
 
     assert asyncio.run(main()) == ["echo: hi", "5"]
     assert "the name of a local tool" in caplog.text
+
+
+def test_a_remote_tool_never_takes_a_config_tools_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server lists ``add``, the name of one of the config's plain ``tools:``: the plain
+    one is served, the remote one is left out with a warning (every command of the config
+    failed: "two tools share a name")."""
+    from toolcards.surfaces.runtime import SurfaceRuntime
+
+    (tmp_path / "host_add.py").write_text(HOST_ADD, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    args = [str(ECHO), "stdio"]
+    card = {"type": "MCPTool", "name": "echo", "transport": "stdio", "command": PYTHON}
+    config = {
+        "store": ":memory:",
+        "policy": "policy.yaml",
+        "tools": ["host_add:add"],
+        "cards": [{**card, "args": args, "connect_timeout_seconds": 60}],
+        "trust": {"commands": [{"command": PYTHON, "args": args}]},
+    }
+    (tmp_path / "policy.yaml").write_text("default_effect: allow\n", encoding="utf-8")
+    (tmp_path / "toolcards.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    with SurfaceRuntime.open(tmp_path / "toolcards.yaml") as rt:
+        assert rt.registry["add"].description == "The host's own add."
+        assert "echo" in rt.registry  # the server's other tools stay
+    assert "MCP server 'echo' lists a tool named 'add', the name of a local tool" in caplog.text
+
+
+HOST_ADD = '''
+def add(a: int, b: int) -> int:
+    """The host's own add."""
+    return a + b
+'''
 
 
 def search_tools(query: str) -> str:

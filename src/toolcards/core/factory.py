@@ -79,6 +79,12 @@ class ToolFactory:
         _check_unique(self._tools, "tool")
         _check_unique(self._commands, "command")
         self._toolset: AbstractToolset[Any] | None = None
+        self._reserved: frozenset[str] = frozenset()
+
+    def reserve(self, names: Iterable[str]) -> None:
+        """The names of the local tools served beside the cards' (a config's plain ``tools:``):
+        like the card tools' names, no remote tool of :meth:`get_toolsets` may take them."""
+        self._reserved = frozenset(names)
 
     def get_tools(self) -> list[ToolFunc]:
         """TOOL_CALL callables; with ``retry_exception``, RetriableError becomes it."""
@@ -113,13 +119,14 @@ class ToolFactory:
 
     def get_toolsets(self) -> list[AbstractToolset[Any]]:
         """Extra toolsets contributed by cards (for example MCP servers). One that takes names
-        it does not choose (a remote server's) is told the card tools' names (``reserve``):
-        a remote tool never takes a local tool's name (it made the run, or the server,
-        fail on a duplicate name). Several such toolsets are combined so that a name two of
-        them list is the earlier card's (``FirstNameWins``): a later server cannot take it,
-        nor make the run fail with no tools."""
+        it does not choose (a remote server's) is told the local tools' names, the card tools'
+        and those given to :meth:`reserve` (its ``reserve``): a remote tool never takes a local
+        tool's name (it made the run, or the server, fail on a duplicate name). Several such
+        toolsets are combined so that a name two of them list is the earlier card's
+        (``FirstNameWins``): a later server cannot take it, nor make the run fail with no
+        tools."""
         toolsets = [ts for card in self.cards for ts in card.get_toolsets()]
-        taken = frozenset(fn.__name__ for _, fn in self._tools)
+        taken = self._reserved | {fn.__name__ for _, fn in self._tools}
         remote = [ts for ts in toolsets if callable(getattr(ts, "reserve", None))]
         for toolset in remote:
             toolset.reserve(taken)

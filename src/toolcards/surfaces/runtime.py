@@ -321,10 +321,11 @@ def _executor(
 
 def _registry(factory: ToolFactory | None, tools: list[Callable[..., Any]]) -> CapabilityRegistry:
     """The cards' and the plain tools' capabilities (built on first use: listing them does
-    not load pydantic-ai)."""
+    not load pydantic-ai). A remote server's tool never takes a plain tool's name."""
     parts = []
     try:
         if factory is not None:
+            factory.reserve(fn.__name__ for fn in tools)
             parts.append(CapabilityRegistry.from_factory(factory))
             toolsets = factory.get_toolsets()
             if toolsets:

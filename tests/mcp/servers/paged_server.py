@@ -1,11 +1,11 @@
 """A hand-written stdio MCP server (2025-06-18) answering tools/list in pages: ``PAGES`` pages
-of ``TOOLS`` tools, each described in ``DESC`` characters, ``nextCursor`` on all but the last
-(argv: PAGES TOOLS DESC)."""
+of ``TOOLS`` tools, each described in ``DESC`` characters, ``nextCursor`` (``CURSOR``
+characters long, when given) on all but the last (argv: PAGES TOOLS DESC [CURSOR])."""
 
 import json
 import sys
 
-PAGES, TOOLS, DESC = (int(a) for a in sys.argv[1:4])
+PAGES, TOOLS, DESC, CURSOR = (int(a) for a in [*sys.argv[1:], "0"][:4])
 
 
 def send(message: dict[str, object]) -> None:
@@ -18,7 +18,7 @@ def tools_page(page: int) -> dict[str, object]:
         {"name": f"t{page}_{i}", "description": "d" * DESC, "inputSchema": {"type": "object"}}
         for i in range(TOOLS)
     ]
-    more = {"nextCursor": str(page + 1)} if page + 1 < PAGES else {}
+    more = {"nextCursor": str(page + 1).rjust(CURSOR, "c")} if page + 1 < PAGES else {}
     return {"tools": tools, **more}
 
 
@@ -35,5 +35,6 @@ for line in sys.stdin:
             "serverInfo": {"name": "paged", "version": "1"},
         }
     elif method == "tools/list":
-        result = tools_page(int((message.get("params") or {}).get("cursor") or 0))
+        cursor = (message.get("params") or {}).get("cursor") or "0"
+        result = tools_page(int(cursor.lstrip("c")))
     send({"jsonrpc": "2.0", "id": mid, "result": result})

@@ -288,5 +288,6 @@ class MCPTool(ToolCard):
                 defer_loading=self.defer_loading,
                 max_listed_tools=self.max_listed_tools,
                 requests=self._requests,
+                listing_seconds=self.connect_timeout_seconds + self.timeout_seconds,
             )
         return [self._toolset]

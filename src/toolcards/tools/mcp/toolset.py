@@ -38,8 +38,11 @@ _OUTPUT_PREFIX = "final_result"  # pydantic-ai's output tools: final_result, fin
 LISTING_TOOLS = 10_000
 """Tools one listing (all its pages) may hold: the client keeps every page of it."""
 LISTING_CHARS = 20_000_000
-"""Characters of names, descriptions and schemas one listing may hold (a server sending 250
-pages of 9 M characters, each page under the message bound, took 3 GiB)."""
+"""Characters of names, descriptions, schemas and cursors one listing may hold (a server
+sending 250 pages of 9 M characters, each page under the message bound, took 3 GiB)."""
+LISTING_PAGES = 250
+"""Pages one listing may take (a server answering empty pages, each with a new cursor, kept
+the listing going forever)."""
 _CONNECTION_WORDS = ("connection closed", "session terminated", "not connected", "session not")
 
 
@@ -87,36 +90,45 @@ def _short(exc: BaseException) -> str:
 
 
 class ListingTooLarge(ToolcardsError):
-    """A server's tool listing holds more than :data:`LISTING_TOOLS` tools or
-    :data:`LISTING_CHARS` characters across its pages."""
+    """A server's tool listing holds more than :data:`LISTING_TOOLS` tools,
+    :data:`LISTING_CHARS` characters or :data:`LISTING_PAGES` pages."""
 
 
-def bounded_listing(client: Any) -> Callable[[], Any]:
+def bounded_listing(client: Any, seconds: float | None = None) -> Callable[[], Any]:
     """``client.list_tools`` (a fastmcp client's) reading the pages of one listing within
-    :data:`LISTING_TOOLS` and :data:`LISTING_CHARS`, else :class:`ListingTooLarge`: the
-    client's own follows up to 250 pages and keeps them all."""
+    :data:`LISTING_TOOLS`, :data:`LISTING_CHARS` and :data:`LISTING_PAGES`, else
+    :class:`ListingTooLarge`, and within ``seconds`` in all, else TimeoutError: the client's
+    own follows up to 250 pages and keeps them all, and its timeout bounds each page, not
+    the listing."""
 
     async def list_tools() -> list[Any]:
-        tools: list[Any] = []
-        chars, cursor, seen = 0, None, set()
-        while True:
-            page = await client.list_tools_mcp(cursor=cursor)
-            tools.extend(page.tools)
-            chars += sum(
-                len(t.name) + len(t.description or "") + len(str(t.input_schema))
-                for t in page.tools
-            )
-            if len(tools) > LISTING_TOOLS or chars > LISTING_CHARS:
-                raise ListingTooLarge(
-                    f"the server lists more than {LISTING_TOOLS:,} tools or "
-                    f"{LISTING_CHARS:,} characters; not read"
-                )
-            if page.next_cursor is None or page.next_cursor in seen:
-                return tools
-            seen.add(page.next_cursor)
-            cursor = page.next_cursor
+        with anyio.move_on_after(seconds):
+            return await _read_pages(client)
+        raise TimeoutError(f"the server's tool listing took longer than {seconds:g} s; not read")
 
     return list_tools
+
+
+async def _read_pages(client: Any) -> list[Any]:
+    """Every page of one listing of ``client``, until a page has no new cursor."""
+    tools: list[Any] = []
+    chars, cursor, seen = 0, None, set()
+    for _ in range(LISTING_PAGES):
+        page = await client.list_tools_mcp(cursor=cursor)
+        tools.extend(page.tools)
+        chars += len(page.next_cursor or "") + sum(
+            len(t.name) + len(t.description or "") + len(str(t.input_schema)) for t in page.tools
+        )
+        if len(tools) > LISTING_TOOLS or chars > LISTING_CHARS:
+            break
+        if page.next_cursor is None or page.next_cursor in seen:
+            return tools
+        seen.add(page.next_cursor)
+        cursor = page.next_cursor
+    raise ListingTooLarge(
+        f"the server lists more than {LISTING_TOOLS:,} tools, {LISTING_CHARS:,} characters "
+        f"or {LISTING_PAGES} pages; not read"
+    )
 
 
 def _trusted_text(exc: BaseException) -> bool:
@@ -187,8 +199,10 @@ class MCPServerToolset(AbstractToolset[Any]):
         defer_loading: bool = False,
         max_listed_tools: int = 100,
         requests: ServerRequests | None = None,
+        listing_seconds: float | None = None,
     ) -> None:
         self.name = name
+        self._listing_seconds = listing_seconds  # one listing, all its pages (None: unbounded)
         self._requests = requests  # the server's own requests, answered per the card
         self._deferred = defer_loading  # every tool hidden until a tool search finds it
         self._max_listed = max_listed_tools  # more: every tool deferred, and said so
@@ -262,7 +276,7 @@ class MCPServerToolset(AbstractToolset[Any]):
                 inner = self._build()
                 client = getattr(inner, "client", None)
                 if client is not None:  # its listing within bounds (replaced on this one client)
-                    client.list_tools = bounded_listing(client)
+                    client.list_tools = bounded_listing(client, self._listing_seconds)
                 with ServerRequests.outside_calls():  # its tasks belong to no call
                     await inner.__aenter__()
             except Exception as exc:
