@@ -17,8 +17,9 @@ every path of a call that writes several), as the policy decides.
 A grant is only ever asked inside the approval gate, after the policy decided ``approve``: it
 never widens a ``deny`` (a call the policy denies ends before), and a reloaded policy that
 denies a call stops it whatever grants exist. It never lets a principal approve its own calls:
-its maker must hold the approver role and differ from the principal, checked when it is made
-and again when it is used.
+its maker must hold the approver role and differ from the principal when it is made, and
+differ from the principal again when it is used (a grant outlives a later change of its
+maker's roles: revoke a former approver's grants).
 
 :class:`GrantBook` is the gate's view of one store's grants: a copy kept in this process,
 read again when the store's stamp says a grant was made or revoked by any process (a SQLite
