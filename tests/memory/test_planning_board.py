@@ -8,8 +8,9 @@ import pytest
 from pydantic import ValidationError
 
 from toolcards.core.errors import RetriableError
+from toolcards.tools.planning import board as board_module
 from toolcards.tools.planning.board import Board, same_member
-from toolcards.tools.planning.models import TaskCreate, TaskUpdate
+from toolcards.tools.planning.models import MAX_EVENT_ITEMS, TaskCreate, TaskUpdate, TaskVersion
 
 
 def make(board: Board, *descriptions: str, creator: str = "alice") -> list[int]:
@@ -82,7 +83,7 @@ def test_delete_removes_task_from_dependents() -> None:
     assert change.deleted == [a]
     assert board.get(2).depends_on == []
     assert board.get(2).version == 2
-    assert [t.id for t in change.updated] == [2]
+    assert change.updated == [] and [t.id for t in change.unlinked] == [2]
 
 
 def test_unknown_id_error_lists_existing_ids() -> None:
@@ -181,3 +182,47 @@ def test_a_cycle_two_updates_of_one_batch_close_is_rejected_and_a_chain_is_not()
         board.apply("alice", update=both)
     board.apply("alice", update=[TaskUpdate(id=a, version=1, depends_on=[b])])
     assert board.get(a).depends_on == [b]
+
+
+def test_deleting_a_task_many_depend_on_names_the_first_of_them_in_a_small_event() -> None:
+    board = Board()
+    (hub,) = make(board, "hub")
+    dependents = [TaskCreate(description="d" * 300, owner="o" * 100, depends_on=[hub])] * 100
+    for _ in range(3):
+        board.apply("alice", create=dependents)
+    payload = board.apply("alice", delete=[hub]).payload()
+    assert payload.deleted == [hub] and payload.updated == []
+    assert payload.unlinked[:2] == [TaskVersion(id=2, version=2), TaskVersion(id=3, version=2)]
+    assert len(payload.unlinked) == MAX_EVENT_ITEMS
+    assert payload.more == {"unlinked": 300 - MAX_EVENT_ITEMS}
+    assert len(payload.model_dump_json()) < 5_000  # was every dependent whole: ~170 KB
+    assert all(board.get(i).depends_on == [] for i in range(2, 302))
+
+
+def test_a_task_the_batch_updates_and_a_delete_unlinks_is_listed_once_whole() -> None:
+    board = Board()
+    (a,) = make(board, "a")
+    board.apply("alice", create=[TaskCreate(description="b", depends_on=[a])])
+    change = board.apply(
+        "alice", update=[TaskUpdate(id=2, version=1, status="started")], delete=[a]
+    )
+    assert [(t.id, t.status, t.depends_on, t.version) for t in change.updated] == [
+        (2, "started", [], 3)
+    ]
+    assert change.unlinked == []
+
+
+def test_a_filter_puts_a_long_name_in_compared_form_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    board = Board()
+    board.apply("alice", create=[TaskCreate(description=f"t{i}", owner="bob") for i in range(50)])
+    lengths: list[int] = []
+    key = board_module.member_key
+
+    def counted(name: str) -> str:
+        lengths.append(len(name))
+        return key(name)
+
+    monkeypatch.setattr(board_module, "member_key", counted)
+    assert board.filter(owner="b" * 10_000, creator="a" * 10_000) == []
+    assert [n for n in lengths if n == 10_000] == [10_000, 10_000]  # was once per task
+    assert [t.id for t in board.filter(owner="@BOB", creator="Alice")] == list(range(1, 51))

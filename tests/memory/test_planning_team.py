@@ -17,6 +17,8 @@ from toolcards.tools._common.fusion import KEYWORD_ONLY_NOTICE
 from toolcards.tools.planning import actor as planning_actor
 from toolcards.tools.planning.actor import PlanningActor
 from toolcards.tools.planning.card import GetPlanning, PlanningTool
+from toolcards.tools.planning.models import Task
+from toolcards.tools.planning.stored import TASK
 
 from .fakes import start_fake_store
 
@@ -354,3 +356,33 @@ def test_task_ids_and_versions_are_strict_integers(team: Team, bad: Any) -> None
     with pytest.raises(InvalidArguments):
         parse_arguments(registry["get_planning_task"], {"id": bad})
     assert len(planning_events(team)) == 1  # only the creation: nothing else was applied
+
+
+def test_a_one_id_delete_many_depend_on_answers_and_emits_briefly(team: Team) -> None:
+    alice = tools_of(team, "alice", vector_store=False)
+    hubs = [1, 2]
+    alice["update_planning"](create=[{"description": "hub"}] * 2)
+    for _ in range(3):  # 300 tasks on both hubs, each at most as long as a task can be
+        task = {"description": "d" * 300, "owner": "o" * 100, "depends_on": hubs}
+        alice["update_planning"](create=[task] * 100)
+    out = alice["update_planning"](delete=[1])
+    assert out.startswith("created ids: []; updated: 3 (v2), 4 (v2),")
+    assert out.endswith(" and 270 more; deleted: [1]") and len(out) < 500  # was ~3 KB
+    event = planning_events(team)[-1]
+    assert event.payload.deleted == [1] and event.payload.more == {"unlinked": 200}
+    assert len(event.model_dump_json()) < 5_000  # was all 300 tasks whole: ~170 KB
+    rows = [Task.model_validate(v) for _, v in team.state_of("#PlanningTool").iter_items(TASK)]
+    assert sorted((t.id, t.depends_on, t.version) for t in rows if t.id > 2) == [
+        (i, [2], 2) for i in range(3, 303)
+    ]  # every dependent's state row changed, named in the event or not
+
+
+@pytest.mark.parametrize("field", ["owner", "creator"])
+def test_a_search_name_longer_than_a_member_name_is_a_retry(team: Team, field: str) -> None:
+    alice = tools_of(team, "alice", vector_store=False)
+    alice["update_planning"](create=[{"description": "x", "owner": "bob"}])
+    with pytest.raises(RetriableError, match=f"{field} must be a member name of at most 100"):
+        alice["search_planning"](**{field: "b" * 101})
+    assert "ID 1" in alice["search_planning"](
+        **{field: "@" + ("Bob" if field == "owner" else "ALICE")}
+    )

@@ -20,6 +20,9 @@ COLLECTION = PLANNING_COLLECTION
 MAX_BOARD_TASKS = 10_000
 """Tasks a board holds at most: a model creates them freely, call after call, and every one
 is kept in memory and indexed once the board is loaded; a batch past it is refused."""
+MAX_ANSWER_UPDATED = 30
+"""New versions one ``apply`` result lists at most (the rest are counted): a one-id delete
+changes every task that depended on it, and the result is recorded and read by the model."""
 
 
 class PlanningConfig(BaseModel):
@@ -140,14 +143,15 @@ class PlanningActor(ToolActor):
         update: Sequence[TaskUpdate],
         delete: Sequence[int],
     ) -> dict[str, Any]:
-        """Apply one batch atomically; returns the created ids and the new versions."""
+        """Apply one batch atomically; returns the created and deleted ids, the first
+        :data:`MAX_ANSWER_UPDATED` new versions (updated, then unlinked) and how many more."""
         _check_room(self.board, len(create), delete)
         change = self.board.apply(creator, create, update, delete)
         if change.is_empty:
-            return {"created": [], "updated": {}, "deleted": []}
+            return {"created": [], "updated": {}, "more_updated": 0, "deleted": []}
         state = self.ctx.state
         with state.batch():
-            for task in (*change.created, *change.updated):
+            for task in (*change.created, *change.updated, *change.unlinked):
                 state.put(TASK + str(task.id), task.model_dump())
                 if self.vectors is not None:
                     self.vectors.changed(str(task.id), embed_text(task))
@@ -159,9 +163,11 @@ class PlanningActor(ToolActor):
             if self.vectors is not None:
                 self.vectors.flush()
             self.ctx.emit(change.payload(), sender=creator)
+        changed = [*change.updated, *change.unlinked]
         return {
             "created": [t.id for t in change.created],
-            "updated": {t.id: t.version for t in change.updated},
+            "updated": {t.id: t.version for t in changed[:MAX_ANSWER_UPDATED]},
+            "more_updated": max(0, len(changed) - MAX_ANSWER_UPDATED),
             "deleted": list(change.deleted),
         }
 

@@ -16,7 +16,14 @@ from typing import Any
 from toolcards.core.errors import RetriableError
 from toolcards.tools._common.fusion import rrf_fuse
 from toolcards.tools._common.keyword_index import KeywordIndex
-from toolcards.tools.planning.models import PlanningDelta, Task, TaskCreate, TaskUpdate
+from toolcards.tools.planning.models import (
+    MAX_EVENT_ITEMS,
+    PlanningDelta,
+    Task,
+    TaskCreate,
+    TaskUpdate,
+    TaskVersion,
+)
 
 
 def member_key(name: str) -> str:
@@ -54,20 +61,30 @@ class BoardView:
 
 @dataclass
 class BoardChange:
-    """What one batch did; ``is_empty`` when nothing changed."""
+    """What one batch did; ``is_empty`` when nothing changed. ``updated`` holds the tasks the
+    batch updated, ``unlinked`` the others its deletes changed (they depended on a deleted
+    task): one delete may change every task on the board."""
 
     created: list[Task] = field(default_factory=list)
     updated: list[Task] = field(default_factory=list)
     deleted: list[int] = field(default_factory=list)
+    unlinked: list[Task] = field(default_factory=list)
 
     @property
     def is_empty(self) -> bool:
-        return not (self.created or self.updated or self.deleted)
+        return not (self.created or self.updated or self.deleted or self.unlinked)
 
     def payload(self) -> PlanningDelta:
-        """The delta as the ``#PlanningTool`` event payload."""
+        """The delta as the ``#PlanningTool`` event payload: the tasks the batch named whole,
+        the first :data:`MAX_EVENT_ITEMS` unlinked by id and version, the rest counted."""
+        unlinked = self.unlinked[:MAX_EVENT_ITEMS]
+        left = len(self.unlinked) - len(unlinked)
         return PlanningDelta(
-            created=list(self.created), updated=list(self.updated), deleted=list(self.deleted)
+            created=list(self.created),
+            updated=list(self.updated),
+            deleted=list(self.deleted),
+            unlinked=[TaskVersion(id=t.id, version=t.version) for t in unlinked],
+            more={"unlinked": left} if left else {},
         )
 
 
@@ -278,7 +295,7 @@ class Board:
             task = old.model_copy(update={**fields, "version": old.version + 1})
             self._put(task)
             change.updated.append(task)
-        touched = {t.id: t for t in change.updated}
+        named = {t.id: i for i, t in enumerate(change.updated)}
         for task_id in delete:
             self._drop(task_id)
             change.deleted.append(task_id)
@@ -291,8 +308,10 @@ class Board:
                         update={"depends_on": kept, "version": task.version + 1}
                     )
                     self._put(fixed, reindex=False)
-                    touched[task.id] = fixed
-            change.updated = list(touched.values())
+                    if task.id in named:
+                        change.updated[named[task.id]] = fixed
+                    else:
+                        change.unlinked.append(fixed)
         return change
 
     def filter(
@@ -301,14 +320,19 @@ class Board:
         owner: str | None = None,
         creator: str | None = None,
     ) -> list[Task]:
-        """Tasks matching every given filter, by id."""
+        """Tasks matching every given filter, by id. The names are put in their compared form
+        once, not once per task: a long one cost tasks × length on the actor's thread."""
+        owner_key = None if owner is None else member_key(owner)
+        creator_key = None if creator is None else member_key(creator)
         found = []
         for task in sorted(self.tasks.values(), key=lambda t: t.id):
             if status is not None and task.status != status:
                 continue
-            if owner is not None and not same_member(task.owner, owner):
+            if owner_key is not None and (
+                task.owner is None or member_key(task.owner) != owner_key
+            ):
                 continue
-            if creator is not None and not same_member(task.creator, creator):
+            if creator_key is not None and member_key(task.creator) != creator_key:
                 continue
             found.append(task)
         return found

@@ -18,7 +18,13 @@ from toolcards.tools._common.batch import parse_batch
 from toolcards.tools._common.caller import writer_of
 from toolcards.tools._common.fusion import VectorLink, store_actor_name, tool_actor_with_link
 from toolcards.tools.planning.actor import ACTOR_NAME, COLLECTION, PlanningActor, PlanningConfig
-from toolcards.tools.planning.models import STATUSES, TaskCreate, TaskStatus, TaskUpdate
+from toolcards.tools.planning.models import (
+    MAX_OWNER,
+    STATUSES,
+    TaskCreate,
+    TaskStatus,
+    TaskUpdate,
+)
 from toolcards.tools.planning.render import planning_summary, task_detail, task_line
 from toolcards.tools.planning.views import BOARD
 
@@ -159,7 +165,8 @@ class PlanningTool(ToolCard):
             parts = [f"created ids: {result['created']}"]
             if result["updated"]:
                 versions = ", ".join(f"{i} (v{v})" for i, v in result["updated"].items())
-                parts.append(f"updated: {versions}")
+                more = result.get("more_updated", 0)  # absent from results recorded before
+                parts.append(f"updated: {versions}" + (f" and {more} more" if more else ""))
             if result["deleted"]:
                 parts.append(f"deleted: {result['deleted']}")
             return "; ".join(parts)
@@ -187,6 +194,11 @@ class PlanningTool(ToolCard):
             for arg, value in (("owner", owner), ("creator", creator), ("query", query)):
                 if value is not None and not isinstance(value, str):
                     raise RetriableError(f"{arg} must be a string")
+            for arg, value in (("owner", owner), ("creator", creator)):
+                if value is not None and len(value) > MAX_OWNER:
+                    raise RetriableError(
+                        f"{arg} must be a member name of at most {MAX_OWNER} characters"
+                    )
             text = (query or "").strip()[:1000]
             hits = None
             notice = ""

@@ -75,16 +75,38 @@ class Task(BaseModel):
     version: int = 1
 
 
+MAX_EVENT_ITEMS = 100
+"""Tasks one ``PlanningDelta`` lists in ``unlinked`` at most (the rest are counted in
+``more``): deleting a task thousands of tasks depend on changes every one of them."""
+
+
+class TaskVersion(BaseModel):
+    """A task an event names without copying it: its id and new version (its state row
+    holds the rest)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: int
+    version: int
+
+
 @event_payload
 class PlanningDelta(BaseModel):
     """What one ``update_planning`` batch changed: the ``#PlanningTool`` event payload
-    (``team.events()`` reads it back as this model)."""
+    (``team.events()`` reads it back as this model). The tasks the batch named are copied
+    whole (at most a batch of each); the tasks a delete changed on its own are named by id
+    and version, the first :data:`MAX_EVENT_ITEMS`: every subscriber reads the event, and
+    the tasks as they are now are in the team's state."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     created: list[Task] = Field(default_factory=list)
     updated: list[Task] = Field(default_factory=list)
     deleted: list[int] = Field(default_factory=list)
+    unlinked: list[TaskVersion] = Field(default_factory=list)
+    """Tasks that only lost a dependency on a deleted task."""
+    more: dict[str, int] = Field(default_factory=dict)
+    """Items left out of a list past :data:`MAX_EVENT_ITEMS`, by the list's name."""
 
 
 class TaskCreate(BaseModel):
