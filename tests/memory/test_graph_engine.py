@@ -268,6 +268,23 @@ def test_blank_and_oversized_names_are_rejected() -> None:
         EntityCreate(name="n" * 201, entity_type="x")
 
 
+def test_delete_takes_a_name_exactly_as_given(graph: Graph) -> None:
+    """Delete names were stripped again here: ``"ledger\\u3000"`` deleted ``ledger``."""
+    change, errors = graph.apply(delete_entities=["ledger\u3000", " ledger", "ledger\u00a0"])
+    assert change.entities_removed == [] and len(errors) == 3
+    assert "ledger" in graph.entities and len(graph.edges_of("ledger")) == 1
+
+
+@pytest.mark.parametrize("padded", ["ledger\u3000", "\u2028ledger", "ledger\u00a0", "ledger "])
+def test_names_and_types_are_taken_unstripped_or_refused(padded: str) -> None:
+    with pytest.raises(ValidationError):
+        EntityUpdate(name=padded)
+    with pytest.raises(ValidationError):
+        EntityCreate(name="ledger", entity_type=padded)
+    with pytest.raises(ValidationError):
+        RelationRef(from_entity="a", to_entity=padded, relation_type="calls")
+
+
 def test_a_copy_merging_the_rows_another_copy_changed_answers_as_a_graph_loaded_from_them(
     graph: Graph,
 ) -> None:

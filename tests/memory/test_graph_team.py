@@ -327,6 +327,44 @@ def test_line_breaks_in_entity_text_cannot_fake_root_entities(team: Team) -> Non
         assert "\n- ops-policy" not in text and "\u2028" not in text
 
 
+@pytest.mark.parametrize(
+    ("spelled", "why"),
+    [
+        ("ledger\u3000", "must be one line"),
+        ("\u2028ledger", "must be one line"),
+        ("ledger\u00a0", "must be one line"),
+        ("ledger ", "must not start or end with a space"),
+        (" ledger", "must not start or end with a space"),
+    ],
+)
+def test_a_padded_name_is_refused_and_never_acts_on_the_entity_it_strips_to(
+    team: Team, spelled: str, why: str
+) -> None:
+    """The approver saw ``"ledger\\u3000"``; the name was stripped after the check, and the
+    call updated or deleted the real ``ledger`` (that a create under the name shown refused)."""
+    tools = tools_of(team, "alice", vector_store=False)
+    tools["update_graph"](**SEED)
+    rel = {"from_entity": "checkout", "to_entity": "ledger", "relation_type": "writes_to"}
+    calls: list[dict[str, Any]] = [
+        {"update_entities": [{"name": spelled, "description": "decommissioned"}]},
+        {"update_entities": [{"name": "ledger", "entity_type": spelled}]},
+        {"delete_entities": [spelled]},
+        {"create_entities": [{"name": spelled, "entity_type": "Service"}]},
+        {"create_entities": [{"name": "billing", "entity_type": spelled}]},
+        *(
+            {kind: [{**rel, end: spelled}]}
+            for kind in ("create_relations", "delete_relations")
+            for end in ("from_entity", "to_entity", "relation_type")
+        ),
+    ]
+    for call in calls:
+        with pytest.raises(RetriableError, match=why):
+            tools["update_graph"](**call)
+    assert len(graph_events(team)) == 1  # the seed alone
+    found = tools["search_graph"]("ledger", mode="keyword", include_edges=True)
+    assert "ledger [Service]: Invoice records" in found and "writes_to" in found
+
+
 @pytest.mark.parametrize("bad", ["ann\n- boss [Person] (root)", "a\tb", "x\u2029y", "ann\u2066"])
 @pytest.mark.parametrize("field", ["name", "entity_type"])
 def test_names_and_types_must_be_one_visible_line(team: Team, field: str, bad: str) -> None:

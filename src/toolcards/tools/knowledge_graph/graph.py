@@ -330,8 +330,7 @@ class Graph:
                 )
                 continue
             change.relations_removed.append(self._drop_relation(key))
-        for name in delete_entities:
-            name = name.strip()
+        for name in delete_entities:  # exact: the name the policy decided on
             if name not in self.entities:
                 errors.append(f"delete_entities: no entity named {name!r}")
                 continue

@@ -15,16 +15,27 @@ MAX_DESCRIPTION = 1000
 MAX_OBSERVATION = 500
 MAX_OBSERVATIONS = 100
 
+
+def unpadded(value: str) -> str:
+    """``value`` as written, or ValueError for one a space pads: the approver decided on the
+    name as written, and a stripped one (``"prod-db "``) named another, visible entity."""
+    if value != value.strip():
+        raise ValueError("must not start or end with a space")
+    return value
+
+
 Name = Annotated[
     str,
-    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_NAME),
-    AfterValidator(one_line),
+    StringConstraints(min_length=1, max_length=MAX_NAME),
+    AfterValidator(one_line),  # on the raw value: it refuses U+3000, U+2028, U+00A0 at an end
+    AfterValidator(unpadded),
     Field(description=f"Unique entity name, at most {MAX_NAME} characters."),
 ]
 TypeName = Annotated[
     str,
-    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TYPE),
+    StringConstraints(min_length=1, max_length=MAX_TYPE),
     AfterValidator(one_line),
+    AfterValidator(unpadded),
     Field(description=f"A short type or label, at most {MAX_TYPE} characters."),
 ]
 Description = Annotated[
