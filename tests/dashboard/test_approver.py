@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from toolcards.core.spec import annotate
 from toolcards.governance import (
     ApprovalBroker,
+    ApprovalState,
     AuditLog,
     CapabilityRegistry,
     Executor,
@@ -144,6 +146,50 @@ async def test_no_decision_in_time_is_an_approval_timeout_and_leaves_the_inbox_e
     )
     assert result.outcome is Outcome.APPROVAL_TIMEOUT and runs == []
     assert inbox.pending() == [] and executor.approvals.pending() == []
+
+
+class LateBroker(ApprovalBroker):
+    """An inbox whose approver grants just after the caller's last look at the request."""
+
+    async def wait(self, handle: Any, timeout: float, **kw: Any) -> ApprovalState:
+        state = await super().wait(handle, timeout, **kw)
+        self.grant(handle, approver=RITA, surface="dashboard")  # the approver is told: granted
+        return state
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["another-broker", "shared-broker"])
+async def test_a_grant_landing_as_the_wait_ends_runs_the_call(shared: bool) -> None:
+    """The inbox's wait ended with the request pending, and then it was granted: the grant
+    is honoured (the call runs once), never withdrawn into an approval timeout."""
+    runs.clear()
+    inbox = LateBroker()
+    tools = CapabilityRegistry.from_tools([deploy])
+    executor = Executor(tools, Policy.allow_all(), approvals=inbox if shared else None)
+    result = await executor.call(
+        "deploy", {"env": "prod"}, CALLER, approver=InboxApprover(inbox, timeout=0.05)
+    )
+    assert result.outcome is Outcome.OK, result.message
+    assert runs == ["prod"] and inbox.pending() == [] and executor.approvals.pending() == []
+
+
+async def test_another_calls_copy_in_the_inbox_is_never_waited_on_nor_withdrawn() -> None:
+    """Two executors (brokers of their own) share the inbox; the same call (principal, id,
+    arguments) asked through the second finds the first one's copy in the inbox: it is
+    refused without touching it, and the first call runs once granted."""
+    inbox, first, second = ApprovalBroker(), _executor(), _executor()
+
+    def call(executor: Executor, timeout: float) -> Any:
+        approver = InboxApprover(inbox, timeout)
+        return executor.call("deploy", {"env": "prod"}, CALLER, approver=approver, call_id="c1")
+
+    waiting = asyncio.create_task(call(first, 10))
+    while not inbox.pending():
+        await asyncio.sleep(0.01)
+    [copy] = inbox.pending()
+    other = await call(second, 0.05)
+    inbox.grant(copy, approver=RITA, surface="dashboard")  # still there to grant
+    assert other.outcome is Outcome.DENIED and (await waiting).ok
+    assert runs == ["prod"] and inbox.pending() == [] and second.approvals.pending() == []
 
 
 async def test_a_cancelled_call_leaves_the_inbox() -> None:

@@ -139,8 +139,9 @@ def test_an_edit_for_a_call_never_deferred_runs_nothing(recorder: Recorder) -> N
 
 def test_another_conversations_yes_never_takes_a_pending_request(recorder: Recorder) -> None:
     """Run A's transfer waits for approval. Run B, another conversation, sends a made-up
-    history with the same call id and arguments and says yes: nothing runs and A's request
-    still waits (B's yes took it and ran the call); A's own yes then runs it once."""
+    history with the same call id and arguments and says yes: B is refused, nothing runs and
+    A's request still waits (B's yes took it and ran the call); A's own yes then runs it
+    once."""
     from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, UserPromptPart
 
     agent, first = _deferred(recorder)
@@ -151,7 +152,7 @@ def test_another_conversations_yes_never_takes_a_pending_request(recorder: Recor
     ]
     yes = DeferredToolResults(approvals={call_id: True})
     other = agent.run_sync(message_history=made_up, deferred_tool_results=yes)
-    assert recorder.calls == [] and isinstance(other.output, DeferredToolRequests)
+    assert recorder.calls == [] and "in another conversation" in str(other.output)
     own = agent.run_sync(message_history=first.all_messages(), deferred_tool_results=yes)
     assert own.output.endswith("sent 2000 EUR to acme")
     assert recorder.count("transfer_money") == 1

@@ -180,6 +180,21 @@ def test_remove_forgets_a_request(store: ApprovalStore) -> None:
     assert store.get(req.approval_id) is None
 
 
+@pytest.mark.parametrize("state", [ApprovalState.GRANTED, ApprovalState.DENIED])
+def test_removing_only_a_pending_request_keeps_a_decided_one(
+    store: ApprovalStore, state: ApprovalState
+) -> None:
+    """A caller giving up withdraws its request only while nobody decided it: a decision that
+    landed meanwhile stays, for the caller to honour."""
+    decided = store.add(request("c1"), NOW).request
+    store.decide(decided.approval_id, state, "rita", NOW)
+    waiting = store.add(request("c2"), NOW).request
+    assert store.remove(decided.approval_id, only_pending=True) is False
+    assert store.remove(waiting.approval_id, only_pending=True) is True
+    kept = store.get(decided.approval_id)
+    assert kept is not None and kept.state is state and store.get(waiting.approval_id) is None
+
+
 def test_concurrent_takes_spend_a_grant_once(store: ApprovalStore) -> None:
     req = store.add(request(), NOW).request
     store.decide(req.approval_id, ApprovalState.GRANTED, "rita", NOW)

@@ -161,19 +161,84 @@ async def test_a_decision_settles_only_a_call_of_the_session_that_asked(
 
 
 async def test_a_yes_to_another_sessions_pending_request_runs_nothing() -> None:
-    """A call that finds conversation A's request pending under its id and arguments asks
-    its approver about that request (one waiting on the inbox sees A's grant): the yes is
-    A's, so the call is refused and nothing runs."""
+    """A call that finds conversation A's request pending under its id and arguments is
+    refused at once: its approver is never asked about A's request, whose yes would be A's,
+    and A's request stays A's."""
     executor = _executor()
-    await executor.call("wire", {"amount": 5}, CAROL, call_id="c1", session="conv-a")
+    asked = await executor.call("wire", {"amount": 5}, CAROL, call_id="c1", session="conv-a")
+    approvers: list[Any] = []
 
     async def yes(request: Any) -> bool:
+        approvers.append(request)
         return True
 
     other = await executor.call(
         "wire", {"amount": 5}, CAROL, approver=yes, call_id="c1", session="conv-b"
     )
-    assert other.outcome is Outcome.DENIED and runs == []
+    assert other.outcome is Outcome.DENIED and "another conversation" in other.message
+    assert other.approval is None and approvers == [] and runs == []
+    assert executor.approvals.pending() == [asked.approval]
+
+
+@pytest.mark.parametrize("decide", ["grant", "timeout"])
+async def test_a_call_of_another_session_never_takes_over_a_waiting_request(
+    decide: str,
+) -> None:
+    """Conversation A's call waits in the inbox; the same call (principal, id, arguments)
+    made in conversation B neither spends the grant an approver gives A while B would wait,
+    nor withdraws A's request when B's own wait ends: B is refused at once, its approver
+    never asked, and A runs once granted."""
+    from toolcards.surfaces.approval import InboxApprover
+
+    executor = _executor()
+    broker = executor.approvals
+
+    def call(session: str, approver: Any) -> Any:
+        return executor.call(
+            "wire", {"amount": 5}, CAROL, approver=approver, call_id="c1", session=session
+        )
+
+    a = asyncio.create_task(call("conv-a", InboxApprover(broker, 10)))
+    while not broker.pending():
+        await asyncio.sleep(0.01)
+    [request] = broker.pending()
+    inbox, asked = InboxApprover(broker, 10 if decide == "grant" else 0.05), asyncio.Event()
+
+    async def approver(request: Any) -> Any:
+        asked.set()
+        return await inbox(request)
+
+    b, b_waits = asyncio.create_task(call("conv-b", approver)), asyncio.create_task(asked.wait())
+    # grant: while B waits on A's request (or once B ended); timeout: once B's wait ended
+    ended = [b] if decide == "timeout" else [b, b_waits]
+    await asyncio.wait(ended, return_when=asyncio.FIRST_COMPLETED)
+    b_waits.cancel()
+    broker.grant(request, approver=RITA)  # A's request is still there to grant
+    other = await b
+    assert other.outcome is Outcome.DENIED and "another conversation" in other.message
+    assert not asked.is_set()
+    assert (await a).ok and runs == [5.0]
+
+
+@pytest.mark.parametrize("decide", ["grant", "deny"])
+async def test_a_decision_made_as_the_approver_gives_up_is_honoured(decide: str) -> None:
+    """A decision that lands after the approver's last look, before its request is withdrawn,
+    is the call's: a grant runs it (the approver was told it was granted), a denial refuses
+    it; never an approval timeout that threw the decision away."""
+    from toolcards.governance.approvals.broker import ApprovalTimedOut
+
+    executor = _executor()
+    seen: list[Any] = []
+
+    async def late(request: Any) -> bool:
+        seen.append(request)
+        getattr(executor.approvals, decide)(request, approver=RITA)
+        raise ApprovalTimedOut(0.1)
+
+    result = await executor.call("wire", {"amount": 7}, CAROL, approver=late, call_id="c1")
+    expected = Outcome.OK if decide == "grant" else Outcome.DENIED
+    assert result.outcome is expected and runs == ([7.0] if decide == "grant" else [])
+    assert executor.approvals.get(seen[0]) is None  # spent: nothing left for a later call
 
 
 async def test_an_expired_request_cannot_be_granted() -> None:

@@ -175,9 +175,9 @@ class SqlApprovalStore:
             self._delete(db, approval_id)
             return record
 
-    def remove(self, approval_id: str) -> bool:
+    def remove(self, approval_id: str, *, only_pending: bool = False) -> bool:
         with self._tx() as db:
-            return bool(self._delete(db, approval_id))
+            return bool(self._delete(db, approval_id, only_pending=only_pending))
 
     def pending(self, now: float) -> list[ApprovalRecord]:
         with self._tx() as db:
@@ -201,10 +201,11 @@ class SqlApprovalStore:
             ).fetchall()
         return [str(row[0]) for row in rows]
 
-    def _delete(self, db: Any, approval_id: str) -> int:
+    def _delete(self, db: Any, approval_id: str, *, only_pending: bool = False) -> int:
+        undecided = " AND state = 'pending'" if only_pending else ""
         return int(
             db.execute(
-                f"DELETE FROM {self.table} WHERE approval_id = ? AND team_id = ?",
+                f"DELETE FROM {self.table} WHERE approval_id = ? AND team_id = ?{undecided}",
                 (approval_id, self.team_id),
             ).rowcount
         )

@@ -77,8 +77,9 @@ class ApprovalStore(Protocol):
         returned as granted. None when there is none (expired ones are removed)."""
         ...
 
-    def remove(self, approval_id: str) -> bool:
-        """Forget a record; True when there was one."""
+    def remove(self, approval_id: str, *, only_pending: bool = False) -> bool:
+        """Forget a record; True when there was one. ``only_pending``: only while it is
+        undecided (a caller giving up keeps a decision that landed meanwhile)."""
         ...
 
     def pending(self, now: float) -> list[ApprovalRecord]:

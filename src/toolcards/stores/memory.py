@@ -129,8 +129,11 @@ class MemoryApprovalStore:
             self._drop(approval_id)
             return record
 
-    def remove(self, approval_id: str) -> bool:
+    def remove(self, approval_id: str, *, only_pending: bool = False) -> bool:
         with self._lock:
+            record = self._records.get(approval_id)
+            if only_pending and record is not None and record.state is not ApprovalState.PENDING:
+                return False
             return self._drop(approval_id)
 
     def pending(self, now: float) -> list[ApprovalRecord]:

@@ -221,13 +221,17 @@ class InboxApprover:
             raise ApprovalTimedOut(self.timeout)
         mirrored = broker.get(request) is None  # recorded by another executor's broker
         shown = broker.store.add(request, now).request if mirrored else request
+        if shown.approval_id != request.approval_id:  # another call's copy: never this one's
+            return False
         try:
             state = await broker.wait(shown, limit)
         except BaseException:  # cancelled: the call is gone, so is its place in the inbox
             broker.withdraw(shown)
             raise
+        if state is ApprovalState.PENDING and not broker.withdraw(shown, only_pending=True):
+            state = broker.state(shown)  # decided after the last look: the decision counts
         edit = None
-        if mirrored or state is ApprovalState.PENDING:
+        if mirrored:
             # the copy's grant is settled by the executor's broker: its edit goes with the yes
             edit = broker.edit_of(shown) if state is ApprovalState.GRANTED else None
             broker.withdraw(shown)

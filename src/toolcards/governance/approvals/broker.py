@@ -176,9 +176,12 @@ class ApprovalBroker(ApprovalDecisions):
         binding = (call_id, tool_id, args_digest, principal)
         return self.store.take(binding, approved=approved, now=self._clock())
 
-    def withdraw(self, handle: Handle) -> bool:
-        """Drop a request (the surface asked its own human inline, or gave up waiting)."""
-        return self.store.remove(handle_id(handle))
+    def withdraw(self, handle: Handle, *, only_pending: bool = False) -> bool:
+        """Drop a request (the surface asked its own human inline, or gave up waiting); True
+        when it was there. ``only_pending``: only while nobody decided it, in one step (a
+        caller whose wait ended honours a decision that landed after its last look, which
+        its approver was told was recorded)."""
+        return self.store.remove(handle_id(handle), only_pending=only_pending)
 
     async def wait(
         self, handle: Handle, timeout: float, *, poll: float = 0.005, max_poll: float = 0.25

@@ -62,8 +62,9 @@ class ApprovalGate:
         binding = {"tool_id": tool_id, "args_digest": digest, "principal": who.id}
         record = broker.settle_record(call.call_id, approved=False, **binding)
         if record is not None and not _asked_here(call, record.request):
-            if record.state is not ApprovalState.PENDING:
-                record = None  # another conversation's decision, spent unused: this call asks
+            if record.state is ApprovalState.PENDING:  # its own caller waits on it, not this one
+                return self._elsewhere(call)
+            record = None  # another conversation's decision, spent unused: this call asks
         elif call.approved and record is not None and record.state is ApprovalState.PENDING:
             # the surface's yes (a run's deferred results) grants its own conversation's
             # request only: another one's made-up history took it before
@@ -77,6 +78,8 @@ class ApprovalGate:
             asked = self._ask(call, digest)
             if isinstance(asked, ExecutionResult):
                 return asked
+            if not _asked_here(call, asked):  # another conversation asked it meanwhile
+                return self._elsewhere(call)
             pending = asked
         if call.approver is None:
             telemetry.event(
@@ -88,12 +91,14 @@ class ApprovalGate:
         try:
             ok = await call.approver(pending)
         except ApprovalTimedOut as exc:
-            broker.withdraw(pending)
-            telemetry.event(
-                call.span, "toolcards.approval_timeout", approval_id=pending.approval_id
-            )
-            msg = f"approval timeout: nobody decided on {tool_id} within {exc.seconds:g} s"
-            return book.finish(call, Outcome.APPROVAL_TIMEOUT, msg)
+            late = self._decided_late(pending)
+            if late is None:
+                telemetry.event(
+                    call.span, "toolcards.approval_timeout", approval_id=pending.approval_id
+                )
+                msg = f"approval timeout: nobody decided on {tool_id} within {exc.seconds:g} s"
+                return book.finish(call, Outcome.APPROVAL_TIMEOUT, msg)
+            ok = late
         except Exception as exc:  # no traceback: it may repeat an argument in clear
             error = f"{type(exc).__name__}: {exc}"
             shown = call.redactor.error(error, call.args, call.sensitive)
@@ -138,6 +143,25 @@ class ApprovalGate:
             telemetry.event(call.span, "toolcards.approval_refused", approval_id="")
             msg = f"denied: {call.tool_id} cannot be asked for approval: {exc}"
             return self.book.finish(call, Outcome.DENIED, msg)
+
+    def _decided_late(self, pending: ApprovalRequest) -> bool | None:
+        """None once ``pending``, which nobody decided in time, is withdrawn; else the decision
+        that landed after the approver's last look (True: granted), which counts: its
+        approver was told it was recorded."""
+        if self.broker.withdraw(pending, only_pending=True):
+            return None
+        state = self.broker.state(pending)
+        if state is ApprovalState.GRANTED or state is ApprovalState.DENIED:
+            return state is ApprovalState.GRANTED
+        return None
+
+    def _elsewhere(self, call: Call) -> ExecutionResult:
+        """The refusal of a call whose request (same principal, call id, tool and arguments)
+        another conversation asked and still waits on: never waited on, withdrawn or
+        settled by this call."""
+        telemetry.event(call.span, "toolcards.approval_refused", approval_id="")
+        msg = f"denied: call id {call.call_id} is waiting for approval in another conversation"
+        return self.book.finish(call, Outcome.DENIED, msg)
 
     def apply_edit(self, call: Call, policy: Policy) -> ExecutionResult | None:
         """The approver's edit (``call.edit``) checked where the call runs, as a fresh call's
