@@ -280,6 +280,30 @@ def test_an_unanswered_question_is_cancelled_and_leaves_the_inbox(
     assert governed.executor.approvals.pending() == []
 
 
+def test_an_answer_landing_as_the_wait_ends_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The question was withdrawn whatever its state: an answer given between the last look
+    and the withdraw was audited as given, then thrown away (the server was told cancel)."""
+    from toolcards.governance.approvals.elicitation import ask_inbox
+
+    broker = ApprovalBroker()
+    real_settle = broker.settle_record
+
+    def settle_then_answer(*args: Any, **kwargs: Any) -> Any:
+        record = real_settle(*args, **kwargs)
+        for question in broker.pending():  # the human answers just after the last look
+            answer_elicitation(broker, question, approver=APPROVER, content={"city": "Oslo"})
+        return record
+
+    monkeypatch.setattr(broker, "settle_record", settle_then_answer)
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    reply = asyncio.run(
+        ask_inbox(broker, tool_id="mcp.asker.elicit", server="asker", message="Where?",
+                  schema=schema, identity=CALLER, call_id="c1", surface="mcp", timeout=0.01)
+    )  # fmt: skip
+    assert (reply.action, reply.content) == ("accept", {"city": "Oslo"})
+    assert broker.pending() == []
+
+
 async def _served_call(card: Any, audit: AuditLog, tool: str, args: dict[str, Any]) -> Any:
     """A call as the MCP server and CLI surfaces make it: no agent run, so no agent model."""
     toolset = ToolFactory([card]).toolset()

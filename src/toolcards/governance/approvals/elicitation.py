@@ -18,6 +18,7 @@ the grant's edit, so it may come from another process sharing the store.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -101,16 +102,20 @@ async def ask_inbox(
     except BaseException:
         broker.withdraw(question)
         raise
-    record = broker.settle_record(
+    settle = functools.partial(
+        broker.settle_record,
         question.call_id,
         tool_id=question.tool_id,
         args_digest=question.args_digest,
         principal=question.principal,
     )
+    record = settle()
     state = record.state if record is not None else ApprovalState.EXPIRED
-    if state is ApprovalState.PENDING:  # nobody in time
-        broker.withdraw(question)
-        return ElicitationReply("cancel")
+    if state is ApprovalState.PENDING:  # nobody in time, unless an answer lands just now
+        if broker.withdraw(question, only_pending=True):
+            return ElicitationReply("cancel")
+        record = settle()
+        state = record.state if record is not None else ApprovalState.EXPIRED
     if state is ApprovalState.DENIED:
         return ElicitationReply("decline")
     if state is not ApprovalState.GRANTED or record is None:
