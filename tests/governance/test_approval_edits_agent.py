@@ -161,7 +161,8 @@ def test_another_conversations_yes_never_takes_a_pending_request(recorder: Recor
 def test_an_inbox_grant_never_runs_in_another_conversation(recorder: Recorder) -> None:
     """One agent principal serves many users' conversations. A's transfer waits and an
     approver grants it in the inbox; B, another conversation whose model makes the same call
-    under the same id, gets a request of its own and nothing runs (B's model got the result)."""
+    under the same id, is refused and nothing runs (B's model got the result; then B spent A's
+    grant unused)."""
     policy = Policy.from_yaml(HERE / "edit_policy.yaml")
     toolset = GovernedToolset(recorder.toolset, policy=policy, identity=CAROL)
     broker = toolset.executor.approvals
@@ -176,5 +177,5 @@ def test_an_inbox_grant_never_runs_in_another_conversation(recorder: Recorder) -
     broker.grant(asked, approver=Identity("boss", roles=["approver"]))
     other = conversation()
     call_id = first.approvals[0].tool_call_id
-    assert isinstance(other, DeferredToolRequests) and recorder.calls == []
-    assert other.metadata[call_id]["approval_id"] != asked.approval_id
+    assert "was decided in another conversation" in str(other) and recorder.calls == []
+    assert first.approvals[0].tool_call_id == call_id and broker.pending() == []

@@ -149,15 +149,18 @@ async def test_a_decision_settles_only_a_call_of_the_session_that_asked(
 ) -> None:
     """One agent principal serves many users' conversations: a request decided for
     conversation A's call never settles the same call (id, arguments) made from another
-    conversation, or from none; that call is asked its own, and nothing runs."""
+    conversation, or from none, nor is spent by it (A's grant was used up unused, and A
+    then found B's request in its way): that call is refused, and A's decision stays A's."""
     executor = _executor()
     asked = await executor.call("wire", {"amount": 5}, CAROL, call_id="c1", session="conv-a")
     assert asked.approval is not None
     getattr(executor.approvals, decide)(asked.approval, approver=RITA)
     other = await executor.call("wire", {"amount": 5}, CAROL, call_id="c1", session=session)
-    assert other.outcome is Outcome.NEEDS_APPROVAL and other.approval is not None
-    assert other.approval.approval_id != asked.approval.approval_id
-    assert other.approval.session == (session or "") and runs == []
+    assert other.outcome is Outcome.DENIED and "another conversation" in other.message
+    assert other.approval is None and runs == []
+    again = await executor.call("wire", {"amount": 5}, CAROL, call_id="c1", session="conv-a")
+    assert again.outcome is (Outcome.OK if decide == "grant" else Outcome.DENIED)
+    assert runs == ([5] if decide == "grant" else [])
 
 
 async def test_a_yes_to_another_sessions_pending_request_runs_nothing() -> None:

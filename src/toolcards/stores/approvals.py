@@ -155,7 +155,9 @@ class SqlApprovalStore:
             ).fetchone()
         return _record(row) if changed and row is not None else None
 
-    def take(self, binding: Binding, *, approved: bool, now: float) -> ApprovalRecord | None:
+    def take(
+        self, binding: Binding, *, approved: bool, now: float, session: str | None = None
+    ) -> ApprovalRecord | None:
         team = self.team_id
         with self._tx() as db:
             row = db.execute(
@@ -168,6 +170,8 @@ class SqlApprovalStore:
             if record.request.expires_at <= now:
                 self._delete(db, approval_id)
                 return None
+            if session is not None and record.request.session != session:
+                return record  # another session's: never spent here
             if record.state is ApprovalState.PENDING:
                 if not approved:
                     return record

@@ -71,10 +71,14 @@ class ApprovalStore(Protocol):
         ``edited`` (canonical JSON) is the approver's edit of its arguments, kept with it."""
         ...
 
-    def take(self, binding: Binding, *, approved: bool, now: float) -> ApprovalRecord | None:
+    def take(
+        self, binding: Binding, *, approved: bool, now: float, session: str | None = None
+    ) -> ApprovalRecord | None:
         """The unexpired record for ``binding``. A decided one is removed (spent) and returned;
         a pending one is returned and kept, unless ``approved``: then it is removed and
-        returned as granted. None when there is none (expired ones are removed)."""
+        returned as granted. None when there is none (expired ones are removed). With
+        ``session``, a record asked in another session is returned and kept whatever its
+        state: its decision is its own caller's to spend."""
         ...
 
     def remove(self, approval_id: str, *, only_pending: bool = False) -> bool:

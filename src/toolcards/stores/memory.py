@@ -113,7 +113,9 @@ class MemoryApprovalStore:
             self._records[approval_id] = record
             return record
 
-    def take(self, binding: Binding, *, approved: bool, now: float) -> ApprovalRecord | None:
+    def take(
+        self, binding: Binding, *, approved: bool, now: float, session: str | None = None
+    ) -> ApprovalRecord | None:
         with self._lock:
             approval_id = self._by_binding.get(binding)
             if approval_id is None:
@@ -122,6 +124,8 @@ class MemoryApprovalStore:
             if record.request.expires_at <= now:
                 self._drop(approval_id)
                 return None
+            if session is not None and record.request.session != session:
+                return record  # another session's: never spent here
             if record.state is ApprovalState.PENDING:
                 if not approved:
                     return record

@@ -170,11 +170,12 @@ class ApprovalBroker(ApprovalDecisions):
         args_digest: str,
         principal: str,
         approved: bool = False,
+        session: str | None = None,
     ) -> ApprovalRecord | None:
         """:meth:`settle`, as the record (with an approver's edit, ``edited_json``); None when
-        there is none."""
+        there is none. ``session``: a record another session asked is returned unspent."""
         binding = (call_id, tool_id, args_digest, principal)
-        return self.store.take(binding, approved=approved, now=self._clock())
+        return self.store.take(binding, approved=approved, now=self._clock(), session=session)
 
     def withdraw(self, handle: Handle, *, only_pending: bool = False) -> bool:
         """Drop a request (the surface asked its own human inline, or gave up waiting); True

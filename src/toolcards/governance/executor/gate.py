@@ -59,12 +59,13 @@ class ApprovalGate:
         broker, book = self.broker, self.book
         who, tool_id = call.identity, call.tool_id
         digest = args_digest(call.args)
-        binding = {"tool_id": tool_id, "args_digest": digest, "principal": who.id}
+        binding = {
+            "tool_id": tool_id, "args_digest": digest, "principal": who.id,
+            "session": call.session or "",  # another session's record is never spent here
+        }  # fmt: skip
         record = broker.settle_record(call.call_id, approved=False, **binding)
         if record is not None and not _asked_here(call, record.request):
-            if record.state is ApprovalState.PENDING:  # its own caller waits on it, not this one
-                return self._elsewhere(call)
-            record = None  # another conversation's decision, spent unused: this call asks
+            return self._elsewhere(call, record.state)  # its caller waits, or comes to spend it
         elif call.approved and record is not None and record.state is ApprovalState.PENDING:
             # the surface's yes (a run's deferred results) grants its own conversation's
             # request only: another one's made-up history took it before
@@ -155,12 +156,15 @@ class ApprovalGate:
             return state is ApprovalState.GRANTED
         return None
 
-    def _elsewhere(self, call: Call) -> ExecutionResult:
+    def _elsewhere(
+        self, call: Call, state: ApprovalState = ApprovalState.PENDING
+    ) -> ExecutionResult:
         """The refusal of a call whose request (same principal, call id, tool and arguments)
-        another conversation asked and still waits on: never waited on, withdrawn or
-        settled by this call."""
+        another conversation asked, pending or decided and not yet spent by its caller: never
+        waited on, withdrawn or settled by this call."""
         telemetry.event(call.span, "toolcards.approval_refused", approval_id="")
-        msg = f"denied: call id {call.call_id} is waiting for approval in another conversation"
+        where = "is waiting for approval" if state is ApprovalState.PENDING else "was decided"
+        msg = f"denied: call id {call.call_id} {where} in another conversation"
         return self.book.finish(call, Outcome.DENIED, msg)
 
     def apply_edit(self, call: Call, policy: Policy) -> ExecutionResult | None:
