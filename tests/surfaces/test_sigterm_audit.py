@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -180,3 +181,158 @@ def test_toolcards_serve_over_http_stopped_by_sigterm_mid_call_keeps_the_calls_r
         server.stop()
     rows = endings.call_rows("http-term")
     assert [(r.outcome, r.principal) for r in rows] == [("cancelled", CALLER.id)]
+
+
+THREADS = textwrap.dedent(
+    """
+    import asyncio, os, signal, sys, threading
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+    from toolcards.governance import AuditLog, CapabilityRegistry, Executor, Identity, Policy
+    from toolcards.governance.audit import shutdown
+    from toolcards.governance.executor.calls import CallBook
+
+    def work(tag: str) -> str:
+        print("ran", tag, flush=True)
+        return tag
+
+    path, spill, durability, mode = sys.argv[1:5]
+    audit = AuditLog(path, durability, spill_dir=spill)
+    policy = Policy.from_dict({"default_effect": "allow"})
+    executor = Executor(CapabilityRegistry.from_tools([work]), policy, audit=audit)
+    handler_runs, called = threading.Event(), threading.Event()
+
+    def call(tag: str) -> None:  # on a thread of its own, in an event loop of its own
+        try:
+            asyncio.run(executor.call("work", {"tag": tag}, Identity("me"), call_id=tag))
+        except RuntimeError as exc:
+            print("refused", tag, exc, flush=True)
+        finally:
+            called.set()
+
+    def on_thread(tag: str) -> None:
+        threading.Thread(target=call, args=(tag,), daemon=True).start()
+
+    interrupt_all, close_all, record = shutdown.interrupt_all, shutdown.close_all, CallBook.record
+
+    def interrupting(reason: str) -> None:  # the SIGTERM handler has begun
+        interrupt_all(reason)
+        handler_runs.set()
+
+    def closing() -> None:  # the logs closed, the process not ended yet: a call starts
+        close_all()
+        on_thread("late")
+        called.wait(60)
+
+    def recording(self, call, outcome, error) -> None:  # the row of an ended call, being made
+        if call.call_id == "ended":  # on another thread: SIGTERM, the row made once handled
+            os.kill(os.getpid(), signal.SIGTERM)
+            handler_runs.wait(60)
+        elif call.call_id == "own":  # on the main thread: SIGTERM handled in the row's making
+            signal.raise_signal(signal.SIGTERM)
+        record(self, call, outcome, error)
+
+    shutdown.interrupt_all, CallBook.record = interrupting, recording
+    if mode == "starting":
+        shutdown.close_all = closing
+
+    async def main() -> None:
+        await executor.call("work", {"tag": "main"}, Identity("me"), call_id="main")
+        if mode == "ending":
+            on_thread("ended")
+        elif mode == "starting":
+            os.kill(os.getpid(), signal.SIGTERM)
+        else:
+            await executor.call("work", {"tag": "own"}, Identity("me"), call_id="own")
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+    """
+)
+
+
+@pytest.mark.parametrize("durability", ["batched", "sync"])
+@pytest.mark.parametrize(
+    ("mode", "rows", "ran"),
+    [
+        pytest.param(
+            "ending", {"main": ["ok"], "ended": ["ok"]}, ["main", "ended"], id="row-being-made"
+        ),
+        pytest.param(
+            "starting", {"main": ["ok"], "late": ["interrupted"]}, ["main"], id="call-starting"
+        ),
+        pytest.param("own", {"main": ["ok"], "own": ["ok"]}, ["main", "own"], id="on-own-thread"),
+    ],
+)
+def test_calls_ending_or_starting_while_sigterm_ends_the_process_keep_one_row_each(
+    tmp_path: Path, durability: str, mode: str, rows: dict[str, list[str]], ran: list[str]
+) -> None:
+    """SIGTERM while a call's row is made (on another thread, or on the handler's own), and
+    a call starting once the logs closed: each has one row, on the trail once the next
+    process of the trail ran (before: no row, though the tool ran)."""
+    path, spill = tmp_path / "audit.db", tmp_path / "spill"
+    argv = [sys.executable, "-c", THREADS, str(path), str(spill), durability, mode]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == -signal.SIGTERM, done.stderr
+    assert [line.split()[1] for line in done.stdout.splitlines() if line.startswith("ran")] == ran
+    with AuditLog(path, spill_dir=spill) as log:  # the next process of the trail
+        found: dict[str, list[str]] = {}
+        for entry in log.query(limit=100):
+            found.setdefault(entry.call_id or "", []).append(entry.outcome)
+    assert found == rows
+
+
+BUSY = textwrap.dedent(
+    """
+    import asyncio, os, signal, sys, threading
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+    from toolcards.governance import AuditLog, CapabilityRegistry, Executor, Identity, Policy
+
+    ran, enough = [], threading.Event()
+
+    def work(tag: str) -> str:
+        os.write(1, f"ran {tag}\\n".encode())  # one write: threads' lines never mix
+        ran.append(tag)
+        if len(ran) >= 200:
+            enough.set()
+        return tag
+
+    audit = AuditLog(sys.argv[1], spill_dir=sys.argv[2])
+    policy = Policy.from_dict({"default_effect": "allow"})
+    executor = Executor(CapabilityRegistry.from_tools([work]), policy, audit=audit)
+
+    def worker(n: int) -> None:  # as a member actor's thread or a server's worker
+        async def calls() -> None:
+            for i in range(10**9):
+                tag = f"w{n}-{i}"
+                await executor.call("work", {"tag": tag}, Identity("me"), call_id=tag)
+        try:
+            asyncio.run(calls())
+        except RuntimeError as exc:
+            print("refused", n, exc, flush=True)
+
+    async def main() -> None:
+        await executor.call("work", {"tag": "main"}, Identity("me"), call_id="main")
+        for n in range(4):
+            threading.Thread(target=worker, args=(n,), daemon=True).start()
+        await asyncio.to_thread(enough.wait, 60)
+        os.kill(os.getpid(), signal.SIGTERM)
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_every_call_of_busy_threads_has_one_row_after_sigterm(tmp_path: Path) -> None:
+    """Four threads run calls back to back when SIGTERM ends the process: every call whose
+    tool ran has exactly one row (before: the calls of the last milliseconds had none)."""
+    path, spill = tmp_path / "audit.db", tmp_path / "spill"
+    argv = [sys.executable, "-c", BUSY, str(path), str(spill)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == -signal.SIGTERM, done.stderr
+    ran = {line.split()[1] for line in done.stdout.splitlines() if line.startswith("ran")}
+    with AuditLog(path, spill_dir=spill) as log:
+        rows = Counter(entry.call_id for entry in log.query(limit=100_000))
+    assert len(ran) >= 200
+    assert [tag for tag in sorted(ran) if rows[tag] != 1] == []
+    assert [tag for tag, n in rows.items() if n != 1] == []

@@ -246,6 +246,7 @@ class AuditLog:
         self.spill = AuditSpill(trail, self.team_id, where)
         """Rows the trail could not take yet (see :mod:`toolcards.governance.audit.spill`)."""
         self._journal: AuditJournal | None = None
+        self._memory = location.is_memory
         if durability == "batched" and not location.is_memory:
             self._journal = self.spill.journal()
         self._keys = itertools.count(1)
@@ -255,6 +256,7 @@ class AuditLog:
         self._queue: queue.SimpleQueue[_Queued | threading.Event | None] = queue.SimpleQueue()
         self._hurry = threading.Event()
         self._closed = False
+        self._unqueued = False  # rows journaled after close: the next process writes them
         self._writer: threading.Thread | None = None
         if durability == "batched":
             self._writer = background_thread(self._run, name="toolcards-audit")
@@ -270,9 +272,11 @@ class AuditLog:
 
     def record(self, entry: AuditRecord) -> None:
         """Write (sync) one entry, or journal and queue it (batched), as a row with a key of
-        its own. Never raises into the caller's call."""
-        if self._closed:
-            return
+        its own. Never raises into the caller's call. After :meth:`close` (a SIGTERM closed
+        the log while other threads' calls ended) the row is still kept: in the journal, or
+        (sync) the spill; the next process of the trail writes it."""
+        if self._closed and self._memory:
+            return  # nothing of a log in memory outlives it
         try:
             rest, canonical = _rest(entry, f"{self._key_prefix}-{next(self._keys)}")
             redactor = entry.redactor
@@ -281,12 +285,16 @@ class AuditLog:
             journal = self._journal
             if journal is not None:  # batched: on disk before the call is answered
                 text = row_json(rest)
+                queued = (rest, canonical, text, entry.args, entry.sensitive, redactor)
                 with self._append:
                     journal.append(text)
-                    self._queue.put((rest, canonical, text, entry.args, entry.sensitive, redactor))
+                    if self._closed:  # no writer any more: the next process writes it
+                        self._unqueued = True
+                    else:
+                        self._queue.put(queued)
             elif self._writer is not None:
                 self._queue.put((rest, canonical, None, entry.args, entry.sensitive, redactor))
-            else:
+            else:  # sync: once closed, the database fails and the row goes to the spill
                 with self._lock:
                     self._write([(rest, canonical, None, entry.args, entry.sensitive, redactor)])
         except Exception:
@@ -387,7 +395,8 @@ class AuditLog:
         if journal is not None:
             with self._append:
                 sealed = journal.seal()
-            if self._writer is not None and not self._writer.is_alive() and self._queue.empty():
+                written = self._queue.empty() and not self._unqueued
+            if written and self._writer is not None and not self._writer.is_alive():
                 journal.release(sealed)
             else:
                 journal.keep(sealed)

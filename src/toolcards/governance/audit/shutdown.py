@@ -2,6 +2,13 @@
 SIGTERM, whose default action (ending the process) then follows as before. Before the flush,
 the governed calls still running are audited ``interrupted`` (their process ends under them).
 
+Other threads go on meanwhile. The handler first marks the process :data:`ending`: a call
+that would start is refused (with its ``interrupted`` row). Rows of calls that ended just
+before are awaited (a second at most), also on the handler's own thread: a handler that
+interrupts its thread while that thread writes a call's row returns, and the process ends
+once the row is written (:data:`writing`). A row written after its log closed goes to the
+journal (the next process of the trail writes it).
+
 A program's own SIGTERM handler (installed before) is chained: the logs are flushed, not
 closed, and the handler decides; calls it unwinds still write their rows, flushed at exit.
 
@@ -19,6 +26,7 @@ import os
 import signal
 import socket
 import threading
+import time
 import weakref
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -30,6 +38,7 @@ log = logging.getLogger(__name__)
 
 SIGTERM_REASON = "the process received SIGTERM while the call ran"
 EXIT_REASON = "the process exited while the call ran"
+ENDING_REASON = "the process was ending (SIGTERM) when the call started"
 
 
 class Closable(Protocol):
@@ -46,6 +55,19 @@ _lock = threading.RLock()  # the SIGTERM handler may run while its thread holds 
 _signal_installed = False
 _previous: Any = signal.SIG_DFL
 _DEADLINE = 5.0  # seconds each log may take to flush when the process ends
+_ROWS_WAIT = 1.0  # seconds the handler waits for the rows other threads are writing
+
+ending = False
+"""SIGTERM is ending the process (its default action follows the flush): no call starts."""
+writing: set[int] = set()
+"""The threads writing the row of a call that ended (:meth:`.CallBook.end`): the call is no
+longer among those audited ``interrupted``, so the SIGTERM handler waits for its row."""
+deferred: int | None = None
+"""The thread the SIGTERM handler interrupted while it wrote a row: it ends the process
+(:func:`end_process`) once the row is written."""
+
+if hasattr(os, "register_at_fork"):  # a forked child has none of its parent's other threads
+    os.register_at_fork(after_in_child=writing.clear)
 
 
 def register(owner: Closable, *, signals: bool = True) -> None:
@@ -207,15 +229,39 @@ loop_wake = LoopWake()
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    global _signal_installed
+    global ending, deferred
     previous = _previous
     if callable(previous):  # the program decides what ends; what it unwinds is still audited
         flush_all()
         previous(signum, frame)
         return
+    if ending:  # a second signal while the first one ends the process
+        return
+    ending = True
+    me = threading.get_ident()
+    if me in writing:  # this thread was writing a row: it ends the process once written
+        deferred = me
+        return
+    end_process()
+
+
+def end_process() -> None:
+    """The calls still running audited ``interrupted``, the rows other threads are writing
+    awaited, every log closed; then the process ends by SIGTERM, as it would have."""
+    global _signal_installed
     interrupt_all(SIGTERM_REASON)
+    _rows_written()
     close_all()
     # the default action: end the process by the same signal, as it would have ended
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _signal_installed = False
     os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _rows_written() -> None:
+    """Wait, boundedly, until no other thread writes a row (a thread stuck in a write does
+    not keep the process from ending)."""
+    me = threading.get_ident()
+    deadline = time.monotonic() + _ROWS_WAIT
+    while any(thread != me for thread in writing.copy()) and time.monotonic() < deadline:
+        time.sleep(0.001)

@@ -12,7 +12,9 @@ right to write that row, given once, to the call's own ending (a result, a cance
 interrupt) or to its process's (SIGTERM or interpreter exit write ``interrupted`` for the
 calls still running, see :mod:`toolcards.governance.audit.shutdown`). Single dict
 operations only (atomic under the GIL), so a signal handler on the main thread and calls on
-other threads may end calls concurrently.
+other threads may end calls concurrently. A call taken out is a row being written until it is
+journaled: the SIGTERM handler waits for it; and once SIGTERM ends the process, no call
+starts (it is booked and ended ``interrupted`` at once, and refused).
 
 Call ids: a call that comes without one gets :func:`fresh_call_id` at its start, so every row
 of the call (approval request and decision, the final row) carries the same id.
@@ -27,6 +29,7 @@ import os
 import re
 import secrets
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -215,9 +218,13 @@ class CallBook:
     def enter(self, call: Call) -> None:
         """Enter ``call`` (in its task): from now on it ends in exactly one row. Its loop, if
         the main thread's, wakes on SIGTERM, also when the signal lands just before the
-        loop's wait (:class:`~toolcards.governance.audit.shutdown.LoopWake`)."""
+        loop's wait (:class:`~toolcards.governance.audit.shutdown.LoopWake`). While SIGTERM
+        ends the process, the call gets its ``interrupted`` row and is refused (raises)."""
         call.key = next(self._keys)
         self._open[call.key] = call
+        if shutdown.ending:  # checked once booked: else the handler's interrupt_all has it
+            self.end(call, INTERRUPTED, shutdown.ENDING_REASON)
+            raise RuntimeError("call refused: the process is ending (SIGTERM)")
         running = self._running_loop
         if running is None:
             import asyncio  # lazy: `toolcards list` loads no asyncio
@@ -273,10 +280,18 @@ class CallBook:
 
     def end(self, call: Call, outcome: str, error: str | None, reported: str | None = None) -> bool:
         """The call's one row and telemetry (``reported``: the outcome telemetry counts,
-        default ``outcome``); nothing (False) when the row was already written."""
-        if call.key is not None and self._open.pop(call.key, None) is None:
-            return False
-        self.record(call, outcome, error)
+        default ``outcome``); nothing (False) when the row was already written. A SIGTERM
+        ends the process once the row is written (:data:`.shutdown.writing`)."""
+        me = threading.get_ident()
+        shutdown.writing.add(me)  # before the call leaves the book: never out of the handler's view
+        try:
+            if call.key is not None and self._open.pop(call.key, None) is None:
+                return False
+            self.record(call, outcome, error)
+        finally:
+            shutdown.writing.discard(me)
+            if shutdown.deferred == me:  # the SIGTERM handler waited for this row
+                shutdown.end_process()
         if call.instruments is not None:
             telemetry.finish(
                 call.instruments,
