@@ -5,8 +5,9 @@ from __future__ import annotations
 import gc
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from pydantic import ValidationError
@@ -21,6 +22,8 @@ from toolcards.tools.exec import backends
 from toolcards.tools.exec.backends import BackendUnavailable
 from toolcards.tools.exec.card import ExecTool
 from toolcards.tools.exec.limits import ExecLimits
+
+T = TypeVar("T")
 
 
 def _tools(card: ExecTool) -> dict[str, Any]:
@@ -308,7 +311,42 @@ def test_jobs_are_capped_per_governed_principal(workspaces: Path) -> None:
         start_as("client-1", "c1-again")
     second = start_as("client-2", "c2")
     (ws / "go").touch()
-    assert "c1" in _finished(tools, first) and "c2" in _finished(tools, second)
+    assert "c1" in _as("client-1", lambda: _finished(tools, first))
+    assert "c2" in _as("client-2", lambda: _finished(tools, second))
+
+
+def test_another_principals_job_is_an_unknown_id(workspaces: Path) -> None:
+    """Attack: bob read alice's job output through exec_result with its id, which the audit
+    rows of alice's own exec_result calls name (viewers read them): the job's recorded caller
+    was never checked. Her job now fails for him exactly like an id never issued."""
+    tools = _tools(ExecTool(mode="local", limits=RUNNABLE, allowed_commands=["echo"]))
+    job = _as("alice", lambda: _job_id(tools["exec_start"]("echo alice-private")))
+    assert "alice-private" in _as("alice", lambda: _finished(tools, job))
+    with pytest.raises(RetriableError) as theirs:
+        _as("bob", lambda: tools["exec_result"](job, wait_s=1))
+    with pytest.raises(RetriableError) as never:
+        _as("bob", lambda: tools["exec_result"]("0123456789ab", wait_s=1))
+    assert str(theirs.value) == str(never.value).replace("0123456789ab", job)
+    with pytest.raises(RetriableError, match="unknown job id"):
+        tools["exec_result"](job)  # the unbound card's own caller ("user") is not alice
+    assert "alice-private" in _as("alice", lambda: _finished(tools, job))  # still hers
+
+
+def test_another_members_job_is_an_unknown_id(workspaces: Path) -> None:
+    _members, alice, bob = _pair("t-own", ("alice", "bob"), allowed_commands=["echo"])
+    job = _job_id(alice["exec_start"]("echo alice-private"))
+    with pytest.raises(RetriableError, match="unknown job id"):
+        bob["exec_result"](job, wait_s=1)
+    assert "alice-private" in _finished(alice, job)
+
+
+def _as(who: str, call: Callable[[], T]) -> T:
+    """``call()`` in a governed call of principal ``who``."""
+    token = calling_principal.set(Identity(who))
+    try:
+        return call()
+    finally:
+        calling_principal.reset(token)
 
 
 def _finished(tools: dict[str, Any], job_id: str) -> str:

@@ -235,7 +235,7 @@ class ExecTool(ToolCard):
                 job_id: The id exec_start returned.
                 wait_s: Seconds to wait for the job to finish before answering.
             """
-            result = await service.result_async(job_id, wait_s)
+            result = await service.result_async(job_id, wait_s, caller())
             if result is None:
                 return f"job_id: {job_id}\nstatus: running"
             return f"job_id: {job_id}\nstatus: finished\n{result.render()}"

@@ -160,29 +160,37 @@ class ExecService:
         """Jobs of ``caller`` running or waiting for a slot (hold the lock)."""
         return sum(1 for j in self._jobs.values() if j.caller == caller and not j.future.done())
 
-    def result(self, job_id: object, wait_s: float = 0.0) -> ExecResult | None:
-        """The job's result, or None while it is still running (after waiting ``wait_s``)."""
-        future, wait = self._job(job_id, wait_s)
+    def result(
+        self, job_id: object, wait_s: float = 0.0, caller: str = "user"
+    ) -> ExecResult | None:
+        """The result of ``caller``'s job, or None while it is still running (after waiting
+        ``wait_s``)."""
+        future, wait = self._job(job_id, wait_s, caller)
         with contextlib.suppress(TimeoutError):
             future.result(timeout=wait)
         return future.result() if future.done() else None
 
-    async def result_async(self, job_id: object, wait_s: float = 0.0) -> ExecResult | None:
+    async def result_async(
+        self, job_id: object, wait_s: float = 0.0, caller: str = "user"
+    ) -> ExecResult | None:
         """:meth:`result` for coroutines (cancelling the wait leaves the job running)."""
-        future, wait = self._job(job_id, wait_s)
+        future, wait = self._job(job_id, wait_s, caller)
         if not future.done() and wait > 0:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), wait)
         return future.result() if future.done() else None
 
-    def _job(self, job_id: object, wait_s: object) -> tuple[Future[ExecResult], float]:
+    def _job(self, job_id: object, wait_s: object, caller: str) -> tuple[Future[ExecResult], float]:
+        """The future of ``caller``'s job ``job_id``; another caller's job is unknown, with the
+        same message. Its id is no secret: the audit rows of its owner's calls name it, and
+        before, another principal of the team read the job's output with it."""
         if isinstance(wait_s, bool) or not isinstance(wait_s, int | float) or wait_s != wait_s:
             raise RetriableError("wait_s must be a number of seconds")
         if not isinstance(job_id, str):
             raise RetriableError(f"job_id must be a string, got {type(job_id).__name__}")
         with self._lock:
             found = self._jobs.get(job_id.strip())
-        if found is None:
+        if found is None or found.caller != caller:
             raise RetriableError(f"unknown job id {job_id!r}; exec_start returns the id")
         return found.future, max(0.0, min(float(wait_s), self.settings.timeout_s))
 
