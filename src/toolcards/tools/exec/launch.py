@@ -82,9 +82,6 @@ class Launch:
     """A SIGKILL status means the memory limit was hit (container OOM killer)."""
     gate: Gate | None = None
     """When set, limits go on the process the gate reports, before it is released."""
-    new_session: bool = True
-    """Start the command as the leader of a new session (no controlling terminal). False:
-    only a new process group, for sandboxes that block terminal injection themselves."""
     host_limits: bool = True
     """Whether the runner applies rlimits and the pids cgroup (False: the backend enforces
     them elsewhere, e.g. inside a container)."""

@@ -73,8 +73,9 @@ def start(launch: Launch, plan: RlimitPlan, group: PidsGroup | None) -> subproce
                 stderr=subprocess.PIPE,
                 cwd=launch.cwd,
                 env=launch.env,
-                start_new_session=launch.new_session,
-                process_group=None if launch.new_session else 0,
+                # a session of its own: no controlling terminal to read or type into (a
+                # shared one let a command take the foreground and read the operator's input)
+                start_new_session=True,
                 close_fds=True,
                 pass_fds=launch.pass_fds,
                 preexec_fn=fallback,

@@ -17,6 +17,9 @@ from toolcards.tools.exec.launch import Gate, Launch
 from toolcards.tools.exec.spawn import adopts_orphans, reap_orphan
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+PROC_READ_ONLY = ("/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+"""Kernel-wide controls of ``/proc`` besides ``/proc/sys``, read-only where they exist (what
+Docker keeps read-only in a container's ``/proc``)."""
 
 
 class BwrapBackend(Backend):
@@ -49,7 +52,6 @@ class BwrapBackend(Backend):
             cwd=str(spec.workspace),
             pass_fds=passed,
             gate=Gate(info_fd=info_read, release_fd=block_write),
-            new_session=fd is None,  # the seccomp filter refuses TIOCSTI/TIOCLINUX
         )
 
     def argv(
@@ -77,8 +79,9 @@ class BwrapBackend(Backend):
 
         ``gate_fds`` (info, block): bwrap reports the sandbox's first process on the first and
         waits for a byte on the second before it starts the command, so the runner sets the
-        limits from outside first. The root, ``/dev`` and the system view are read-only;
-        ``/tmp`` and ``/dev/shm`` are tmpfs mounts capped by ``limits.tmp_bytes``.
+        limits from outside first. The root, ``/dev``, the system view and the kernel-wide
+        controls in ``/proc`` are read-only; ``/tmp`` and ``/dev/shm`` are tmpfs mounts capped
+        by ``limits.tmp_bytes``.
         """
         cmd = ["--unshare-all"]
         if seccomp_fd is not None:
@@ -87,14 +90,13 @@ class BwrapBackend(Backend):
             cmd += ["--info-fd", str(gate_fds[0]), "--block-fd", str(gate_fds[1])]
         if spec.network:
             cmd.append("--share-net")
-        # No --new-session: a new session makes every teardown of the sandbox's PID namespace
-        # milliseconds slower. Terminal injection (TIOCSTI) is refused by the seccomp filter;
-        # without one (other machines) the runner starts bwrap in a new session instead.
+        # No --new-session: the runner starts bwrap itself in a new session, so the sandbox has
+        # no controlling terminal (/dev/tty answers ENXIO) and stays in bwrap's process group.
         cmd += ["--die-with-parent", "--cap-drop", "ALL"]
         cmd += ["--hostname", "sandbox"]
         cmd += system_view(network=spec.network)
         tmp, shm = spec.limits.tmpfs_sizes()
-        cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(shm), "--tmpfs", "/dev/shm"]
+        cmd += [*proc_view(), "--dev", "/dev", "--size", str(shm), "--tmpfs", "/dev/shm"]
         cmd += ["--size", str(tmp), "--tmpfs", "/tmp"]
         cmd += ["--bind", str(spec.workspace), "/workspace", "--chdir", "/workspace"]
         cmd += ["--remount-ro", "/dev", "--remount-ro", "/"]
@@ -128,6 +130,20 @@ def system_view(*, network: bool) -> list[str]:
     return [*args, "--ro-bind", str(etc_view(network)), "/etc"]
 
 
+def proc_view() -> list[str]:
+    """A private ``/proc`` whose kernel-wide controls are read-only.
+
+    Inside, uid 0 is the host's uid, and ``/proc/sys`` checks only the uid: when the host runs
+    as root, a writable one let a command change the host kernel's settings. bwrap covers these
+    itself only where access(W_OK) succeeds, which ``/proc/sys`` (mode 0555) fails. The sources
+    are the host's entries: a sysctl shows the namespaces of whoever opens it, not its mount's.
+    """
+    args = ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
+    for path in PROC_READ_ONLY:
+        args += ["--ro-bind-try", path, path]
+    return args
+
+
 @functools.lru_cache(maxsize=8)
 def _which(executable: str, path: str | None) -> str:
     """``executable`` resolved on ``path`` (cached: this runs for every command)."""
@@ -139,7 +155,7 @@ def _probe(executable: str | None) -> str | None:
     if executable is None:
         return "bwrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
     cmd = [executable, "--unshare-all", "--die-with-parent", *system_view(network=False)]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(1 << 20), "--tmpfs", "/tmp"]
+    cmd += [*proc_view(), "--dev", "/dev", "--size", str(1 << 20), "--tmpfs", "/tmp"]
     cmd += ["--remount-ro", "/"]  # also proves --size and --remount-ro work
     info, info_w = os.pipe()
     try:

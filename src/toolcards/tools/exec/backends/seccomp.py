@@ -7,10 +7,10 @@ call whose mode carries S_ISUID or S_ISGID, answers ENOSYS to ``openat2`` (its m
 of the filter's reach; libc falls back to ``openat``), and refuses every system call of a
 foreign ABI (x32, 32-bit compat), which could otherwise go around it.
 
-It also refuses the TIOCSTI and TIOCLINUX ioctls (typing into a terminal). With them gone,
-the sandbox needs no session of its own to keep it away from a terminal it might share; a
-new session is what bwrap's ``--new-session`` or a ``setsid`` at launch would give, and it
-makes every sandbox teardown in a PID namespace several milliseconds slower.
+It also refuses the TIOCSTI and TIOCLINUX ioctls (typing into a terminal). They alone do
+not keep the sandbox off a terminal it shares: in the caller's session a command could open
+``/dev/tty``, take the foreground and read what the operator types. The sandbox gets a
+session of its own (no controlling terminal) whether or not the filter loads.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ _ARCHES: dict[str, tuple[int, dict[int, int], tuple[int, ...], int]] = {
 }
 TIOCSTI = 0x5412
 """Pushes bytes into a terminal's input queue: refused, so a command cannot type into a
-terminal it shares (the sandbox is not given a session of its own)."""
+terminal (one it opened itself: the sandbox has none of the host's)."""
 TIOCLINUX = 0x541C
 """Can do the same on a virtual console (selection paste)."""
 
