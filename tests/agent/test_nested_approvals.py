@@ -295,6 +295,24 @@ def test_a_delegating_tools_text_is_a_model_turn_never_the_members_command(
     assert wired == [7]
 
 
+def test_a_members_card_text_is_a_model_turn_in_a_team_without_a_policy() -> None:
+    """A member's card passing its model's words on with ``team.send``, in a team with no
+    policy (no governed call sets the context): the lead model's ``/wire 500`` ran as the
+    clerk's slash command; a member's turn is never the host."""
+    wired.clear()
+    clerk_model = Script()  # echoes what it read
+    profiles = [
+        RoleProfile(role="lead", model=one_tool_model("ask_clerk", {"text": "/wire 500"}),
+                    cards=[DeskCard()], messaging=False),
+        RoleProfile(role="clerk", model=clerk_model.model, cards=[PayDeskCard()],
+                    messaging=False),
+    ]  # fmt: skip
+    with Team("desk-np", profiles=profiles) as team:
+        lead, team_of["clerk"], team_of["team"] = team.hire("lead"), team.hire("clerk"), team
+        team.send(lead, "please pay", timeout=60)
+        assert clerk_model.prompts() == ["/wire 500"] and wired == []
+
+
 def test_a_member_with_an_inbox_is_asked_of_the_run_and_the_inbox_at_once(
     tmp_path: Path,
 ) -> None:

@@ -23,7 +23,6 @@ does not load it at import time.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import threading
 from typing import TYPE_CHECKING, Any, Protocol
@@ -42,6 +41,7 @@ from toolcards.runtime.messaging import (
     MAX_MESSAGE_CHARS,
     MESSAGES,
     MemberMessage,
+    current_member,
     processed_event,
     received_event,
     truncate,
@@ -70,11 +70,6 @@ INTERRUPTED = (
     "it is not run again, as its tools may have acted: ask again to have it redone"
 )
 """The answer to a message whose turn began in a process that stopped (see the relay)."""
-
-current_member: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "toolcards_current_member", default=None
-)
-"""The member whose message is being handled in this context (tool calls inherit it)."""
 
 
 class Roster(Protocol):

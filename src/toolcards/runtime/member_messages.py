@@ -6,7 +6,6 @@ process that holds the recipient. The roster (:mod:`toolcards.runtime.members`) 
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -19,8 +18,10 @@ from toolcards.core.identity import calling_principal
 from toolcards.runtime.messaging import (
     MAX_MESSAGE_CHARS,
     MESSAGES,
+    SENDER_PATTERN,
     USER,
     MemberMessage,
+    current_member,
     sent_event,
     truncate,
 )
@@ -28,8 +29,6 @@ from toolcards.runtime.messaging import (
 if TYPE_CHECKING:
     from toolcards.runtime.host import TeamHost
     from toolcards.runtime.relay import Relay
-
-SENDER_PATTERN = re.compile(r"[^\s\x00-\x1f]{1,100}")
 
 HOLDER_CHECK = 1.0
 """Seconds between the checks a send waiting on another process makes that it still holds
@@ -41,9 +40,15 @@ model response cannot flood a mailbox, and each answer is a model turn of the se
 
 
 def governed_call_running() -> bool:
-    """True while a governed tool call runs in this context (a delegating tool passing its
-    model's words on, or a member's tool): what it sends is never the host's command."""
-    return calling_principal.get() is not None or nesting.calling_run.get() is not None
+    """True while a governed tool call or a member's turn runs in this context (a delegating
+    tool passing its model's words on, a member's tool, with or without a policy): what it
+    sends is never the host's command. A thread that does not carry the context (a
+    ``ThreadPoolExecutor``, ``loop.run_in_executor``) looks like the host: docs/agents.md."""
+    return (
+        calling_principal.get() is not None
+        or nesting.calling_run.get() is not None
+        or current_member.get() is not None
+    )
 
 
 class Unanswered:
@@ -174,7 +179,7 @@ class MemberMessaging(ABC):
         self, to: str, content: str, sender: str, timeout: float, *, from_host: bool = False
     ) -> str:
         # lazy: agent members only (pydantic models, ~1x python -c pass)
-        from toolcards.runtime.member_actor import MemberActor, current_member
+        from toolcards.runtime.member_actor import MemberActor
 
         self._team.check_running()
         remote = self._relay is not None and self.resolve(to) not in self._entries

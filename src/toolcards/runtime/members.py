@@ -27,7 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 from toolcards.runtime.member_messages import MemberMessaging, Unanswered
 from toolcards.runtime.member_restore import RosterRestore, hire_time
-from toolcards.runtime.messaging import MemberActivity, MemberInfo, member_activity
+from toolcards.runtime.messaging import (
+    MemberActivity,
+    MemberInfo,
+    current_member,
+    member_activity,
+)
 from toolcards.runtime.relay import Relay, process_token
 from toolcards.stores.base import StateNamespace
 
@@ -299,7 +304,7 @@ class MemberRoster(MemberMessaging):
     def fire(self, name: str, timeout: float | None = None) -> bool:
         """Stop ``name`` and remove it; True when its actor stopped within the bound."""
         # lazy: agent members only (pydantic models, ~1x python -c pass)
-        from toolcards.runtime.member_actor import HISTORY_KEY, current_member
+        from toolcards.runtime.member_actor import HISTORY_KEY
 
         team = self._team
         with self._lock:

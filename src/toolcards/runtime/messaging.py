@@ -16,6 +16,8 @@ time, so a member with more than one open message is reported as ``suspect``.
 
 from __future__ import annotations
 
+import contextvars
+import re
 import time
 import uuid
 from collections.abc import Iterable
@@ -35,6 +37,14 @@ EVENT_TEXT_CHARS = 2_000
 
 USER = "user"
 """The default sender of messages from outside the team."""
+
+SENDER_PATTERN = re.compile(r"[^\s\x00-\x1f]{1,100}")
+"""What a message's sender may be (one visible word)."""
+
+current_member: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "toolcards_current_member", default=None
+)
+"""The member whose message is being handled in this context (tool calls inherit it)."""
 
 
 def truncate(text: str, limit: int) -> str:

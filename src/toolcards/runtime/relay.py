@@ -36,7 +36,13 @@ from pydantic import ValidationError
 from toolcards.core.events import ToolStateEvent
 from toolcards.core.threads import background_thread
 from toolcards.runtime.events import EventLog, Subscription
-from toolcards.runtime.messaging import MESSAGES, MemberMessage
+from toolcards.runtime.messaging import (
+    MAX_MESSAGE_CHARS,
+    MESSAGES,
+    SENDER_PATTERN,
+    MemberMessage,
+    truncate,
+)
 from toolcards.stores.base import StateNamespace, StoreClosedError
 
 log = logging.getLogger(__name__)
@@ -302,7 +308,11 @@ def _relayed(payload: dict[str, Any]) -> MemberMessage | None:
     except ValidationError as exc:
         log.warning("a queued message in the event log is not one (%d errors)", exc.error_count())
         return None
-    return message.model_copy(update={"from_host": False, "caller_run": None})
+    if not SENDER_PATTERN.fullmatch(message.sender):  # as a send checks it
+        log.warning("a queued message in the event log names no sender a send allows")
+        return None
+    content = truncate(message.content, MAX_MESSAGE_CHARS)  # as a send cuts it
+    return message.model_copy(update={"from_host": False, "caller_run": None, "content": content})
 
 
 def _is_message(event: ToolStateEvent, kind: str) -> bool:
