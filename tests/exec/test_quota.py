@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 import os
+import signal
+import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -128,6 +133,111 @@ def test_entries_past_the_entry_cap_are_killed(
     out, left = _make(mode, "empty", 200_000, workspaces)
     assert "killed: disk" in out
     assert 2000 < left < 200_000
+
+
+HOLD = """import os, time
+fds = []
+for i in range(100):
+    if TMPFILE:
+        fd = os.open('.', os.O_RDWR | os.O_TMPFILE, 0o600)
+    else:
+        fd = os.open(f'h{i}', os.O_RDWR | os.O_CREAT, 0o600)
+        os.unlink(f'h{i}')
+    for _ in range(3):
+        os.write(fd, b'x' * (1 << 20))
+    fds.append(fd)
+print('held', len(fds), flush=True)
+while True:
+    time.sleep(1)
+"""
+"""100 files of 3 MiB with no name, held open until the command is stopped."""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("tmpfile", [False, True], ids=["unlinked", "tmpfile"])
+def test_files_deleted_while_held_open_past_the_workspace_cap_are_killed(
+    mode: str, tmpfile: bool, workspaces: Path
+) -> None:
+    """Attack: files deleted while held open (or made with O_TMPFILE) have no name the count
+    can find, so the file system's growth was taken for another writer's and discounted: six
+    of 100 MiB put 600 MiB past a 16 MiB cap, and the command ran to its end."""
+    ws = workspaces / "hold"
+    ws.mkdir()
+    (ws / "hold.py").write_text(f"TMPFILE = {tmpfile}\n{HOLD}")
+    limits = ExecLimits(max_processes=CAP, file_size_bytes=4 * MiB, workspace_write_bytes=16 * MiB)
+    out = _run(mode, "sh -c 'python3 hold.py'", limits=limits, workspace_id="hold")
+    assert "killed: disk" in out
+    assert [p.name for p in ws.iterdir()] == ["hold.py"]
+
+
+@contextlib.contextmanager
+def _unnamed(ws: Path, size: int = 16 * MiB) -> Iterator[int]:
+    """A file of ``size`` bytes in ``ws``, deleted while this process holds it open."""
+    fd = os.open(ws / "gone", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        os.unlink(ws / "gone")
+        os.write(fd, b"g" * size)
+        os.fsync(fd)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def test_unnamed_files_the_command_holds_count_and_others_growth_does_not(tmp_path: Path) -> None:
+    growth = watch.WorkspaceGrowth(tmp_path, MiB)
+    with _unnamed(tmp_path):
+        assert not growth.exceeded()  # held by no process of the command: another writer's
+    growth = watch.WorkspaceGrowth(tmp_path, MiB)
+    growth.members = lambda: [os.getpid()]
+    with _unnamed(tmp_path):
+        assert growth.exceeded()
+        assert 16 * MiB <= growth.written < 20 * MiB
+        assert f"wrote {growth.written} bytes" in growth.overrun()
+
+
+def test_deleted_files_held_only_by_a_mapping_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file mapped, closed and deleted has no descriptor left, only the mapping; where its
+    file cannot be looked at (no CAP_SYS_ADMIN), the mapping's length counts."""
+    dev = tmp_path.stat().st_dev
+    with _unnamed(tmp_path) as fd:
+        mapped = mmap.mmap(fd, 16 * MiB)
+    try:
+        assert 16 * MiB <= (watch.held([os.getpid()], dev) or 0) < 20 * MiB
+        real = os.stat
+
+        def refused(path: object, **kw: object) -> os.stat_result:
+            if "map_files" in str(path):
+                raise PermissionError(path)
+            return real(path, **kw)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(os, "stat", refused)
+        assert watch.held([os.getpid(), os.getpid()], dev) == 16 * MiB  # each range once
+        assert watch.held([os.getpid()], dev + 1) == 0  # another file system's
+    finally:
+        mapped.close()
+
+
+def test_too_many_descriptors_to_look_at_stop_the_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(watch, "MAX_HELD_LOOKS", 2)
+    assert watch.held([os.getpid()], tmp_path.stat().st_dev) is None
+
+
+def test_job_processes_are_the_tree_and_the_session_of_the_command() -> None:
+    proc = subprocess.Popen(["sh", "-c", "sleep 60 & wait"], start_new_session=True)
+    try:
+        found = watch.job_processes(proc.pid)
+        while len(found) < 2 and proc.poll() is None:  # until sh has started sleep
+            found = watch.job_processes(proc.pid)
+        assert found[0] == proc.pid and len(found) == 2
+        assert os.getpid() not in found
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def test_entries_are_counted_once_and_old_ones_not(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 from toolcards.core.errors import RetriableError
@@ -18,7 +19,7 @@ from toolcards.tools.exec.launch import Gate, Launch
 from toolcards.tools.exec.limits import BoundedOutput, ExecLimits, rlimit_plan
 from toolcards.tools.exec.result import ExecResult, KillReason
 from toolcards.tools.exec.spawn import adopts_orphans, reap_orphan, start
-from toolcards.tools.exec.watch import Cancel, WorkspaceGrowth
+from toolcards.tools.exec.watch import Cancel, WorkspaceGrowth, job_processes
 
 _MEMORY_HINTS = ("MemoryError", "Cannot allocate memory", "bad_alloc", "out of memory")
 DRAIN_GRACE_S = 0.5
@@ -81,6 +82,8 @@ def run(
                 stdout="",
                 stderr=f"{display_argv[0]}: cannot run: {exc.strerror or exc}",
             )
+        if watch is not None:  # whose unnamed files count
+            watch.members = group.pids if group is not None else partial(job_processes, proc.pid)
         try:
             stopped = _pump(proc, out, err, begin + timeout_s, cancel, watch)
         finally:

@@ -8,7 +8,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 WATCH_INTERVAL_S = 0.1
@@ -26,6 +26,9 @@ a bound; a workspace it cannot count to the end (more entries, deeper than
 under its cap, and is taken as over it."""
 MAX_WALK_DEPTH = 256
 """Directory levels one count enters (it holds one descriptor per level)."""
+MAX_HELD_LOOKS = 1 << 16
+"""Descriptors and deleted mappings one count of the command's unnamed files looks at (over
+every task of the command): past it the count stopped short, as a walk cut off does."""
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -73,10 +76,13 @@ class WorkspaceGrowth:
     The cheap signal is the drop of free space and free inodes on the file system holding the
     workspace (``statvfs``, a few microseconds). Only when one passes its bound is the
     workspace walked (by descriptors, links never followed; bounded in entries, depth and
-    time, see :func:`modified`) to add up the entries changed since the start;
-    other writers on the same file system therefore never get a command killed, but a second
-    command writing into the same workspace at the same time is counted too. File systems that
-    report no inode counts (btrfs allocates them as it goes) are bounded by the bytes only.
+    time, see :func:`modified`) to add up the entries changed since the start, with the files
+    the command's processes (``members``, set once it started) hold open or mapped with no
+    name left (deleted while held, or ``O_TMPFILE``: no walk finds them, see :func:`held`).
+    Growth neither explains is another writer's and discounted, so other writers on the same
+    file system never get a command killed, but a second command writing into the same
+    workspace at the same time is counted too. File systems that report no inode counts
+    (btrfs allocates them as it goes) are bounded by the bytes only.
     """
 
     def __init__(self, workspace: Path, cap: int, max_entries: int | None = None) -> None:
@@ -88,6 +94,12 @@ class WorkspaceGrowth:
         self.written = 0
         self.entries = 0
         self.uncounted = False
+        self.members: Callable[[], Iterable[int]] = list
+        """The command's processes now (set by the runner once it started)."""
+        try:
+            self.device = os.stat(workspace).st_dev
+        except OSError:
+            self.device = -1
         self.next_check = time.monotonic() + WATCH_INTERVAL_S
 
     def _used(self) -> tuple[int, int]:
@@ -111,6 +123,13 @@ class WorkspaceGrowth:
             self.uncounted = time.monotonic() < deadline
             return self.uncounted
         self.written, self.entries = counted
+        unnamed = held(self.members(), self.device, deadline)
+        if unnamed is None:
+            self.uncounted = time.monotonic() < deadline
+            return self.uncounted
+        # never more than the growth the walk left unexplained (a file that was there before
+        # the start and is deleted while held did not grow the file system)
+        self.written += min(unnamed, max(0, grown - self.written))
         if self.written > self.cap or self.entries > self.max_entries:
             return True
         # growth elsewhere on the file system: discount it
@@ -123,11 +142,115 @@ class WorkspaceGrowth:
         if self.uncounted:
             return (
                 f"the workspace grew past its cap and could not be counted (over "
-                f"{MAX_WALK_ENTRIES} entries or {MAX_WALK_DEPTH} levels, or changing)"
+                f"{MAX_WALK_ENTRIES} entries or {MAX_WALK_DEPTH} levels, or changing, or "
+                f"over {MAX_HELD_LOOKS} open files)"
             )
         if self.written > self.cap:
             return f"wrote {self.written} bytes into the workspace (cap {self.cap})"
         return f"made {self.entries} entries in the workspace (cap {self.max_entries})"
+
+
+def held(pids: Iterable[int], dev: int, deadline: float = math.inf) -> int | None:
+    """Allocated bytes of the files on device ``dev`` that the processes ``pids`` hold open or
+    mapped and that have no name left, each inode once; None past :data:`MAX_HELD_LOOKS`
+    descriptors and mappings, or at ``deadline``. Every task's descriptor table is read (a
+    thread can unshare its own); a mapping whose file cannot be looked at (that takes
+    CAP_SYS_ADMIN) counts its length."""
+    looks, pids = _Looks(dev, deadline), list(pids)
+    if all(looks.tasks(pid) for pid in pids) and all(looks.maps(pid) for pid in pids):
+        return looks.bytes
+    return None
+
+
+class _Looks:
+    """One count of the unnamed files some processes hold, within its budget."""
+
+    def __init__(self, dev: int, deadline: float) -> None:
+        self.dev, self.deadline = dev, deadline
+        self.left = MAX_HELD_LOOKS
+        self.seen: set[tuple[int, ...]] = set()
+        self.bytes = 0
+
+    def spend(self) -> bool:
+        """Take one look from the budget; False when it or the time ran out."""
+        self.left -= 1
+        return self.left >= 0 and time.monotonic() < self.deadline
+
+    def add(self, path: str) -> bool:
+        """Count the file ``path`` (a /proc link) names when it has no name on ``dev``;
+        False when it cannot be looked at (closed meanwhile, or not permitted)."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return False
+        key = (st.st_dev, st.st_ino)
+        if st.st_nlink == 0 and key[0] == self.dev and key not in self.seen:
+            self.seen.add(key)
+            self.bytes += st.st_blocks * 512
+        return True
+
+    def tasks(self, pid: int) -> bool:
+        """Count the descriptors of every task of ``pid``; False when the budget ran out."""
+        with contextlib.suppress(OSError):
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                fds = f"/proc/{pid}/task/{tid}/fd"
+                with contextlib.suppress(OSError):
+                    for fd in os.listdir(fds):
+                        if not self.spend():
+                            return False
+                        self.add(f"{fds}/{fd}")
+        return True
+
+    def maps(self, pid: int) -> bool:
+        """Count the deleted files ``pid`` maps; False when the budget ran out."""
+        try:
+            with open(f"/proc/{pid}/maps", "rb") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            return True  # gone
+        for line in lines:
+            if not line.endswith(b" (deleted)"):
+                continue
+            if not self.spend():
+                return False
+            span, _, offset, where, inode = line.split(maxsplit=5)[:5]
+            major, minor = (int(part, 16) for part in where.split(b":"))
+            if os.makedev(major, minor) != self.dev:
+                continue
+            if self.add(f"/proc/{pid}/map_files/{span.decode()}"):
+                continue
+            start, end = (int(part, 16) for part in span.split(b"-"))
+            key = (self.dev, int(inode), int(offset, 16), end - start)
+            if key[:2] not in self.seen and key not in self.seen:  # its length, each range once
+                self.seen.add(key)
+                self.bytes += end - start
+        return True
+
+
+def job_processes(root: int) -> list[int]:
+    """``root`` and the processes below it or in its session (``root`` leads one): the
+    command's processes when no cgroup holds them. One that left both (a new session, then
+    orphaned) is not found."""
+    children: dict[int, list[int]] = {}
+    found = {root}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+        if int(fields[3]) == root:
+            found.add(int(entry))
+    todo = list(found)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return sorted(found)
 
 
 def modified(root: Path, since: float, deadline: float = math.inf) -> tuple[int, int] | None:
