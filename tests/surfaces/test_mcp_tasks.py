@@ -6,6 +6,7 @@ planning-board update, filtered by what the caller may read."""
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
@@ -29,6 +30,7 @@ from toolcards.surfaces.config import load_config
 from toolcards.surfaces.mcp_server.listening import PER_PRINCIPAL
 from toolcards.surfaces.mcp_server.options import MCPOptions
 from toolcards.surfaces.mcp_server.server import GovernedMCPServer
+from toolcards.surfaces.mcp_server.sessions import InFlight
 from toolcards.surfaces.mcp_server.tasks import TaskLimits
 from toolcards.surfaces.runtime import SurfaceRuntime
 
@@ -396,3 +398,82 @@ async def test_a_cancel_landing_as_the_call_ends_leaves_the_calls_result(
     assert not result.is_error
     assert endings(tmp_path) == ["ok"]
     assert (tmp_path / "workspaces" / "w" / "e.txt").read_text() == "y"
+
+
+async def test_a_result_with_a_name_that_is_not_utf8_ends_its_task_and_no_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A grep hit in a file whose name is not UTF-8 (a lone surrogate once decoded) is kept as
+    the text of its escape: the task completes with it, and the server (whose task group runs
+    every task) keeps answering."""
+    folder = os.fsencode(config(tmp_path, "approver").parent / "workspaces" / "w")
+    with open(os.path.join(folder, b"bad\xff.txt"), "wb") as f:
+        f.write(b"needle\n")
+    async with served(tmp_path, "approver", monkeypatch, extensions=[StartOnly()]) as (c, _rt):
+        started = await c.call_tool("workspace_grep", {"pattern": "needle"})
+        done = await poll(c, started.content[0].text, "completed")  # type: ignore[union-attr]
+        later = await c.call_tool("workspace_list", {"path": "."})
+    shown = (done.model_extra or {})["result"]["content"][0]["text"]
+    assert shown == "bad\\udcff.txt:1:needle"
+    assert not later.is_error
+
+
+async def test_a_task_whose_call_raises_fails_and_the_server_serves_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLCARDS_WORKSPACES_ROOT", str(tmp_path / "workspaces"))
+    with SurfaceRuntime.from_config(load_config(config(tmp_path, "approver"))) as rt:
+        server = GovernedMCPServer(rt)
+
+        async def broken(*_args: Any) -> Any:
+            raise RuntimeError("secret argument")
+
+        server.tasks.run_call = broken
+        async with (
+            server.running(),
+            Client(server.server, mode=MODERN, extensions=[StartOnly()]) as client,
+        ):
+            started = await client.call_tool("workspace_grep", {"pattern": "x"})
+            task_id = started.content[0].text  # type: ignore[union-attr]
+            done = await poll(client, task_id, "completed")  # an error result, at 2026-07-28
+            later = await client.call_tool("workspace_list", {"path": "."})
+            row = server.tasks.store.get(task_id, CALLER.id)
+    assert row is not None and row.status == "failed"
+    assert row.status_message == "error: the task failed (RuntimeError)"
+    assert (done.model_extra or {})["result"]["isError"]
+    assert not later.is_error
+
+
+async def test_waits_for_a_task_are_bounded_by_the_callers_calls_in_flight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """2025-11-25 ``tasks/result`` requests wait on in the session however soon their POSTs
+    close: they count in their caller's requests in flight, one past the bound is refused."""
+    monkeypatch.setenv("TOOLCARDS_WORKSPACES_ROOT", str(tmp_path / "workspaces"))
+    loaded = load_config(config(tmp_path, "approver"))
+    with SurfaceRuntime.from_config(loaded, durability="sync") as rt:
+        in_flight = InFlight(2)
+        server = GovernedMCPServer(rt, in_flight=in_flight)
+        answered: list[types.CallToolResult] = []
+        async with (
+            server.running(),
+            Client(server.server, mode=MODERN, extensions=[StartOnly()]) as client,
+            Client(server.server, mode="legacy") as legacy,  # tasks/result is 2025-11-25 only
+            anyio.create_task_group() as tasks,
+        ):
+            started = await client.call_tool("workspace_write", {"path": "r.txt", "content": "x"})
+            wait = _Result(params=_Id(taskId=started.content[0].text))  # type: ignore[union-attr]
+
+            async def result() -> None:
+                answered.append(await legacy.session.send_request(wait, types.CallToolResult))
+
+            for _ in range(2):
+                tasks.start_soon(result)
+            with anyio.fail_after(30):
+                while in_flight.counts[CALLER.id] < 2:
+                    await anyio.sleep(0.02)
+            with pytest.raises(MCPError, match=r"too many requests in flight for agent.runner"):
+                await legacy.session.send_request(wait, types.CallToolResult)
+            rt.executor.approvals.grant(await pending(rt), approver=APPROVER, surface="test")
+        assert in_flight.counts[CALLER.id] == 0
+    assert [r.is_error for r in answered] == [False, False]

@@ -129,8 +129,9 @@ class GovernedMCPServer:
     ``identity_of(request_context)`` names the caller: stdio uses the runtime's local
     principal; HTTP reads what the auth middleware put in the ASGI scope. ``options``: what
     the server offers beside the tools (default: :meth:`MCPOptions.of` the runtime).
-    ``in_flight``: where a tool call of a 2025-11-25 session counts while it runs (HTTP: the
-    count that bounds each caller's 2026-07-28 requests too; None: unbounded, as over stdio).
+    ``in_flight``: where a tool call (or a wait for a task's end) of a 2025-11-25 session counts
+    while it runs (HTTP: the count that bounds each caller's 2026-07-28 requests too; None:
+    unbounded, as over stdio).
     """
 
     def __init__(
@@ -226,6 +227,7 @@ class GovernedMCPServer:
             inbox=inbox,
             ask_client=runtime.approval == "client",
             approval_timeout=runtime.approval_timeout,
+            in_flight=self.in_flight,
         )
         served.register(self.server, self._create_task)
         self.server.task_capability = served.capabilities()

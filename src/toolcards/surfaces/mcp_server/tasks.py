@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import secrets
 import threading
 import time
@@ -56,9 +57,11 @@ from toolcards.governance.approvals.broker import (
     Approver,
     GrantedEdit,
 )
+from toolcards.governance.redaction.redactor import storable
 from toolcards.stores import tasks as rows
 from toolcards.stores.tasks import SqlTasks, TaskRecord, TooManyTasks
 from toolcards.surfaces.mcp_server.asking import APPROVAL_KEY, approves, question
+from toolcards.surfaces.mcp_server.sessions import InFlight
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +73,8 @@ its result is a task, which the ``tools/call`` result check of the SDK would ref
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+TOO_MANY = -32000
+"""A wait refused past its caller's in-flight bound (a server error, as the HTTP guard's)."""
 CANCELLED = "cancelled by the client"
 CANCEL_WAIT = 5.0
 """Seconds a 2025-11-25 ``tasks/cancel`` waits for the call to stop before it answers the task
@@ -151,6 +156,7 @@ class TaskServer:
         ask_client: bool,
         approval_timeout: float,
         limits: TaskLimits | None = None,
+        in_flight: InFlight | None = None,
     ) -> None:
         self.store = store
         self.run_call = run_call
@@ -160,6 +166,8 @@ class TaskServer:
         self.ask_client = ask_client
         self.approval_timeout = approval_timeout
         self.limits = limits or TaskLimits()
+        self.in_flight = in_flight
+        """Where a 2025-11-25 wait for a task's end counts (None: unbounded, as over stdio)."""
         self.owner = f"{secrets.token_hex(8)}"
         self._running: dict[str, Running] = {}
         self._group: TaskGroup | None = None
@@ -324,6 +332,8 @@ class TaskServer:
                     input_requests=None,
                 )
             )
+        except Exception as exc:  # one task's failure never reaches the server's task group
+            await self._failed(record, exc)
         except BaseException:  # the server stops under it: never silently lost
             with anyio.CancelScope(shield=True), _quiet("ending a task"):
                 await anyio.to_thread.run_sync(
@@ -338,11 +348,30 @@ class TaskServer:
         finally:
             self._running.pop(task_id, None)
 
+    async def _failed(self, record: TaskRecord, exc: Exception) -> None:
+        """End the task ``failed`` with an error result. Logged by type and a short message:
+        a traceback could carry the call's arguments."""
+        kind = type(exc).__name__
+        log.warning("task %s of %s failed: %s: %s", record.task_id, record.tool_id, kind,
+                    storable(str(exc)[:200]))  # fmt: skip
+        message = f"error: the task failed ({kind})"
+        text = json.dumps({"result": _error_result(message)})
+        with anyio.CancelScope(shield=True), _quiet("ending a failed task"):
+            await anyio.to_thread.run_sync(
+                lambda: self.store.update(
+                    record.task_id,
+                    status=rows.FAILED,
+                    status_message=message,
+                    result=text,
+                    input_requests=None,
+                )
+            )
+
     def _ending(self, tool_id: str, result: Any) -> tuple[str, str | None, str]:
         """The status, message and stored result of a call that ran to its end (a result
         too large to keep is replaced by an error)."""
         dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-        text = json.dumps({"result": dumped}, ensure_ascii=False)
+        text = _json_text({"result": dumped})
         if len(text.encode()) > self.limits.max_result_bytes:
             dumped = _error_result(
                 f"error: the result of {tool_id} is larger than the "
@@ -350,7 +379,8 @@ class TaskServer:
             )
             text = json.dumps({"result": dumped})
         if dumped.get("isError"):
-            return rows.FAILED, _first_text(dumped), text
+            first = _first_text(dumped)
+            return rows.FAILED, None if first is None else storable(first), text
         return rows.COMPLETED, None, text
 
     @contextmanager
@@ -367,7 +397,7 @@ class TaskServer:
                     return
                 last[0] = now
             of = f"/{total:g}" if total else ""
-            text = f"progress {done:g}{of}" + (f": {message[:200]}" if message else "")
+            text = f"progress {done:g}{of}" + (f": {storable(message[:200])}" if message else "")
             with _quiet("recording task progress"):
                 self.store.update(task_id, status_message=text)
 
@@ -481,9 +511,29 @@ class TaskServer:
             got["inputRequests"] = json.loads(record.input_requests)
         return got
 
+    @contextmanager
+    def _counted(self, ctx: Any) -> Iterator[None]:
+        """A 2025-11-25 request that waits for a task's end, counted in its caller's requests in
+        flight while it waits: it waits on in the session when its client closes the POST, so
+        only this count bounds how many one caller has at once (a 2026-07-28 request counts in
+        the HTTP guard). Past the bound, an error at once."""
+        in_flight = self.in_flight
+        if in_flight is None or modern(ctx):
+            yield
+            return
+        caller = self.identity_of(ctx).id
+        if not in_flight.enter(caller):
+            limit = in_flight.limit
+            raise MCPError(TOO_MANY, f"too many requests in flight for {caller} (at most {limit})")
+        try:
+            yield
+        finally:
+            in_flight.leave(caller)
+
     async def _result(self, ctx: Any, params: TaskIdParams) -> dict[str, Any]:
-        """Waits until the task ends."""
-        record = await self._ended(ctx, params.task_id)
+        """Waits until the task ends (counted in the caller's requests in flight)."""
+        with self._counted(ctx):
+            record = await self._ended(ctx, params.task_id)
         stored = json.loads(record.result) if record.result else {}
         related = {RELATED_TASK: {"taskId": record.task_id}}
         if "result" in stored:
@@ -496,7 +546,11 @@ class TaskServer:
     async def _cancel(self, ctx: Any, params: TaskIdParams) -> dict[str, Any]:
         """Ask the process running the call to stop it: the task ends with what the call did
         (a call at its end completes). A 2025-11-25 client is answered the task once it
-        ended, or as it is after :data:`CANCEL_WAIT`."""
+        ended, or as it is after :data:`CANCEL_WAIT` (counted in its requests in flight)."""
+        with self._counted(ctx):
+            return await self._stop(ctx, params)
+
+    async def _stop(self, ctx: Any, params: TaskIdParams) -> dict[str, Any]:
         record = await self._record(ctx, params.task_id)
         if record.terminal:
             if modern(ctx):
@@ -582,6 +636,17 @@ async def _client_or_inbox(
             await running.answered.wait()
         running.answered = anyio.Event()
         delay = min(delay * 2, 0.5)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _json_text(value: Any) -> str:
+    """JSON text every store and client takes: a lone surrogate (a name decoded from bytes
+    that are not UTF-8, which no UTF-8 store or JSON writer takes) is kept as the text of its
+    ``\\u`` escape, as the audit shows it."""
+    text = json.dumps(value, ensure_ascii=False)
+    return _SURROGATE.sub(lambda found: f"\\\\u{ord(found.group()):04x}", text)
 
 
 def _error_result(text: str) -> dict[str, Any]:
