@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import base64
+import re
 import sys
 from typing import Any
 
@@ -72,8 +73,33 @@ def tool_content(value: Any) -> tuple[Blocks, dict[str, Any] | None]:
         if all(b is not None for b in blocks):
             return [b for b in blocks if b is not None], None
     text, structured = render_value(value)
+    if structured is not None and not text.isascii() and _SURROGATE.search(text):
+        structured = _visible(structured)
     return [_text(text)], structured
 
 
 def _text(text: str) -> types.TextContent:
-    return types.TextContent(type="text", text=text)
+    return types.TextContent(type="text", text=visible_surrogates(text))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _visible(value: Any) -> Any:
+    """A JSON value with :func:`visible_surrogates` applied to its strings and keys."""
+    if isinstance(value, str):
+        return visible_surrogates(value)
+    if isinstance(value, dict):
+        return {visible_surrogates(str(k)): _visible(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_visible(v) for v in value]
+    return value
+
+
+def visible_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate (a file name decoded from bytes that are not UTF-8)
+    written as the text of its ``\\u`` escape: no JSON writer sends a lone surrogate, so the
+    whole response failed (the audit shows such a name the same way)."""
+    if text.isascii():
+        return text
+    return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
