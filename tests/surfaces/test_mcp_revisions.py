@@ -254,6 +254,35 @@ async def test_approval_client_on_2025_11_25_still_asks_the_calling_client(
     assert notes.read_text(encoding="utf-8") == "ops: asked\n"
 
 
+async def test_a_retry_naming_another_calls_request_is_a_call_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A retry named call A's request but sent other arguments: it took A's call id (two
+    requests, two grants and two runs under one id). It is a fresh call now, with its own id."""
+    config = approval_config(tmp_path, approver=False)
+    monkeypatch.setenv("NOTES_FILE", str(tmp_path / "notes.txt"))
+    yes = {"approval": {"action": "accept", "content": {"approve": True}}}
+    a, b = {"to": "ops", "body": "A"}, {"to": "ops", "body": "B"}
+    async with in_process_client(config, MODERN) as client:
+        s = client.session
+        first = await s.call_tool("send_note", a, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        state = first.request_state
+        other = await s.call_tool(
+            "send_note", b, allow_input_required=True, request_state=state, input_responses=yes
+        )
+        assert isinstance(other, types.InputRequiredResult)  # asked anew, not A's yes
+        assert other.request_state != state
+        done = await s.call_tool(
+            "send_note", a, allow_input_required=True, request_state=state, input_responses=yes
+        )
+        assert isinstance(done, types.CallToolResult) and done.is_error is False
+    with AuditLog(tmp_path / "audit.db") as log:
+        rows = log.query(tool="send_note", limit=100)
+    ids = Counter(r.call_id for r in rows if r.outcome == "needs_approval")
+    assert len(ids) == 2 and set(ids.values()) == {1}  # one call id per call
+
+
 async def test_approval_client_on_2026_07_28_refuses_a_principals_requests_past_the_bound(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

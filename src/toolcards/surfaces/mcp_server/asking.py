@@ -11,6 +11,7 @@ same tool, same arguments; anything else is asked again.
 from __future__ import annotations
 
 import contextlib
+from collections import OrderedDict
 from typing import Any
 
 import mcp.types as types
@@ -22,6 +23,7 @@ from toolcards.governance.approvals.broker import (
     ApprovalRequest,
     Approver,
 )
+from toolcards.governance.redaction.redactor import args_digest
 from toolcards.surfaces.approval import APPROVAL_SCHEMA, approval_prompt
 
 APPROVAL_KEY = "approval"
@@ -50,8 +52,13 @@ def question(request: ApprovalRequest) -> types.ElicitRequest:
 class AskingClient:
     """Asks the calling 2026-07-28 client through ``InputRequiredResult`` (see the module)."""
 
+    ASKED = 4096
+    """Requests whose arguments, as the client sent them, are remembered for its retry."""
+
     def __init__(self, broker: ApprovalBroker) -> None:
         self.broker = broker
+        self._asked: OrderedDict[str, str] = OrderedDict()
+        """Approval id -> the digest of the arguments the client sent with the asking call."""
 
     def resume(
         self, who: Identity, name: str, params: types.CallToolRequestParams
@@ -62,6 +69,9 @@ class AskingClient:
         state = params.request_state
         shown = self.broker.get(state) if state else None
         if shown is None or shown.principal != who.id or shown.tool_id != name:
+            return None, None
+        sent = self._asked.get(shown.approval_id, shown.args_digest)
+        if args_digest(params.arguments or {}) != sent:  # another call: it is asked anew
             return None, None
         answers = params.input_responses or {}
         if APPROVAL_KEY not in answers:
@@ -79,9 +89,15 @@ class AskingClient:
 
         return shown, approver
 
-    @staticmethod
-    def ask(request: ApprovalRequest) -> types.InputRequiredResult:
-        """The answer of a call that waits for its approval: the question and its request."""
+    def ask(
+        self, request: ApprovalRequest, arguments: dict[str, Any] | None
+    ) -> types.InputRequiredResult:
+        """The answer of a call that waits for its approval: the question and its request
+        (the arguments as sent are remembered: only a retry sending them resumes it; one with
+        other arguments took the call's id and its request, two calls under one id)."""
+        self._asked[request.approval_id] = args_digest(arguments or {})
+        while len(self._asked) > self.ASKED:
+            self._asked.popitem(last=False)
         return types.InputRequiredResult(
             input_requests={APPROVAL_KEY: question(request)}, request_state=request.approval_id
         )

@@ -354,7 +354,7 @@ class GovernedMCPServer:
             log.exception("tool call %s failed outside the executor", name)
             return _error(f"error: {name} failed", {"outcome": "error"})
         if result.approval is not None and asking:  # the client answers, or the inbox
-            return self.asking.ask(result.approval)
+            return self.asking.ask(result.approval, args)
         if result.approval is not None:  # nobody decides it later: an MCP call never resumes
             self.runtime.executor.approvals.withdraw(result.approval)
         note = getattr(approval, "note", None)  # why it was not decided where configured
