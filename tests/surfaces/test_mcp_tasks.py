@@ -110,7 +110,8 @@ async def test_an_answer_for_other_arguments_runs_nothing(
             request_state=first.request_state,
             allow_input_required=True,
         )
-    assert isinstance(retried, types.CallToolResult) and retried.is_error
+    assert isinstance(retried, types.InputRequiredResult)  # a call of its own: asked anew
+    assert retried.request_state != first.request_state
     assert not (tmp_path / "workspaces" / "w" / "a.txt").exists()
 
 
