@@ -264,6 +264,27 @@ async def test_the_remember_form_offers_no_glob_of_a_value_with_hidden_character
     desk.broker.deny(request, approver=IDENTITIES["approver"])
 
 
+async def test_the_remember_form_shows_argument_names_escaped_and_widens_no_hidden_one(
+    desk: Desk, approver: httpx.AsyncClient
+) -> None:
+    """A tool taking undeclared arguments: `to` and `to\u200b` read as one name on the
+    remember form, which offered "any value" for each: the approver could widen the hidden
+    one. Names are marked escapes now, and a hidden one is remembered exactly."""
+    zwsp = "\u200b"
+    request = desk.broker.request(
+        tool_id="publish", args={"path": "a.html", "draft": False, f"to{zwsp}": "mallory"},
+        identity=AGENT, reason="the tool requires approval",
+    )  # fmt: skip
+    inbox = (await approver.get("/")).text
+    desk.broker.deny(request, approver=IDENTITIES["approver"])
+    rows = re.findall(r'<tr data-testid="remember-field".*?</tr>', inbox, re.S)
+    hidden = [row for row in rows if "U+200B" in row]
+    shown = hidden[0].split("<td><code>", 1)[1].split("</code>", 1)[0] if hidden else ""
+    assert len(hidden) == 1 and zwsp not in shown and "\\u200b" in shown
+    assert 'value="any"' not in hidden[0] and 'name="glob.' not in hidden[0]
+    assert any('value="any"' in row for row in rows if "U+200B" not in row)
+
+
 async def test_the_remember_form_offers_a_glob_matching_the_value_alone(
     desk: Desk, approver: httpx.AsyncClient
 ) -> None:

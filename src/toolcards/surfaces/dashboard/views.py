@@ -182,7 +182,11 @@ def approval_item(
     whole = view.recorded and (view.fits or (full and view.whole))
     given = request.exact_args if exact and view.grantable and whole else None
     fields = [  # the glob offered matches the value alone: its `*`, `?` and `[` escaped
-        {"name": name, "glob": glob.escape(value) if _shown_whole(value) else ""}
+        {
+            "name": name,
+            "plain": reads_as_itself(name),  # else only "exactly as shown": `to` and `to\u200b`
+            "glob": glob.escape(value) if _shown_whole(value) and reads_as_itself(name) else "",
+        }
         for name, value in sorted((given or {}).items())
     ]
     return {
