@@ -198,6 +198,28 @@ async def test_arguments_on_spans_are_cut_to_a_bound(otel: Otel) -> None:
     assert shown.startswith('{"api_key":"[REDACTED]","items":["' + "x" * 100)
 
 
+async def test_a_failure_outside_the_tool_reaches_its_span_redacted(
+    otel: Otel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The span recorded the exception itself: its message and traceback repeated the
+    password the audit row and the log hide."""
+    secret = "hunter2-S3cret-4242"
+
+    def evaluate(*args: Any) -> Any:
+        raise KeyError(f"no rule for {secret}")
+
+    monkeypatch.setattr(Policy, "evaluate", evaluate)
+    with pytest.raises(KeyError):
+        await _executor(otel).call("login", {"user": "bob", "password": secret}, ALICE)
+    (span,) = otel.ours()
+    (event,) = [e for e in span.events if e.name == "exception"]
+    assert dict(event.attributes or {}) == {
+        "exception.type": "KeyError",
+        "exception.message": "KeyError: 'no rule for [REDACTED]'",
+    }
+    assert secret not in repr([dict(e.attributes or {}) for e in span.events])
+
+
 async def test_unknown_tools_are_spans_with_their_own_outcome(otel: Otel) -> None:
     await _executor(otel).call("nope", {}, ALICE)
     (span,) = otel.ours()

@@ -189,13 +189,19 @@ def start_span(
     return span, token
 
 
-def end_span(span: trace.Span, token: object, error: BaseException | None = None) -> None:
+def end_span(
+    span: trace.Span, token: object, error: BaseException | None = None, shown: str = ""
+) -> None:
+    """End the call's span; ``error`` (the exception that ended the call) is recorded by its
+    type and ``shown``, its text as the call's audit row keeps it: never the exception itself,
+    whose message and traceback may repeat an argument in clear."""
     # lazy: opentelemetry, loaded only with a telemetry provider
     from opentelemetry import context, trace
 
     if error is not None:
-        span.record_exception(error)
-        span.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
+        kind = type(error).__name__
+        span.add_event("exception", {"exception.type": kind, "exception.message": shown})
+        span.set_status(trace.Status(trace.StatusCode.ERROR, kind))
     context.detach(token)  # type: ignore[arg-type]
     span.end()
 

@@ -315,7 +315,11 @@ class Executor:
             failure = exc
             raise
         finally:
-            telemetry.end_span(call.span, token, failure)
+            shown = ""
+            if failure is not None:  # as its row keeps it: never the exception's own text
+                text = f"{type(failure).__name__}: {failure}"
+                shown = call.redactor.error(text, call.args, call.sensitive)
+            telemetry.end_span(call.span, token, failure, shown)
 
     async def _booked(
         self, call: Call, malformed: bool, durable: DurableCall | None
