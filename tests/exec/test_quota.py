@@ -119,7 +119,7 @@ def test_directories_and_links_past_the_workspace_cap_are_killed(
     block: only regular files counted, so 30,000 of them put 118 MiB past a 16 MiB cap."""
     out, left = _make(mode, kind, 100_000, workspaces)
     assert "killed: disk" in out and "made" not in out.split("stderr")[0]
-    assert 16 * MiB // 4096 < left < 100_000
+    assert 16 * MiB // 4096 * 9 // 10 < left < 100_000  # the folder's own blocks count too
 
 
 @pytest.mark.timeout(120)
