@@ -248,7 +248,8 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 def end_process() -> None:
     """The calls still running audited ``interrupted``, the rows other threads are writing
     awaited, every log closed; then the process ends by SIGTERM, as it would have."""
-    global _signal_installed
+    global _signal_installed, deferred
+    deferred = None  # once: the rows interrupt_all writes here must not end it again
     interrupt_all(SIGTERM_REASON)
     _rows_written()
     close_all()
