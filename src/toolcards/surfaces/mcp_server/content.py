@@ -74,7 +74,7 @@ def tool_content(value: Any) -> tuple[Blocks, dict[str, Any] | None]:
             return [b for b in blocks if b is not None], None
     text, structured = render_value(value)
     if structured is not None and not text.isascii() and _SURROGATE.search(text):
-        structured = _visible(structured)
+        structured = visible_json(structured)
     return [_text(text)], structured
 
 
@@ -85,14 +85,15 @@ def _text(text: str) -> types.TextContent:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _visible(value: Any) -> Any:
-    """A JSON value with :func:`visible_surrogates` applied to its strings and keys."""
+def visible_json(value: Any) -> Any:
+    """A JSON value with :func:`visible_surrogates` applied to its strings and keys (what a
+    client is sent, and what a task keeps of its result)."""
     if isinstance(value, str):
         return visible_surrogates(value)
     if isinstance(value, dict):
-        return {visible_surrogates(str(k)): _visible(v) for k, v in value.items()}
+        return {visible_surrogates(str(k)): visible_json(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_visible(v) for v in value]
+        return [visible_json(v) for v in value]
     return value
 
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import re
 import secrets
 import threading
 import time
@@ -61,6 +60,7 @@ from toolcards.governance.redaction.redactor import storable
 from toolcards.stores import tasks as rows
 from toolcards.stores.tasks import SqlTasks, TaskRecord, TooManyTasks
 from toolcards.surfaces.mcp_server.asking import APPROVAL_KEY, approves, question
+from toolcards.surfaces.mcp_server.content import visible_json
 from toolcards.surfaces.mcp_server.sessions import InFlight
 
 log = logging.getLogger(__name__)
@@ -638,15 +638,11 @@ async def _client_or_inbox(
         delay = min(delay * 2, 0.5)
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def _json_text(value: Any) -> str:
     """JSON text every store and client takes: a lone surrogate (a name decoded from bytes
     that are not UTF-8, which no UTF-8 store or JSON writer takes) is kept as the text of its
     ``\\u`` escape, as the audit shows it."""
-    text = json.dumps(value, ensure_ascii=False)
-    return _SURROGATE.sub(lambda found: f"\\\\u{ord(found.group()):04x}", text)
+    return json.dumps(visible_json(value), ensure_ascii=False)
 
 
 def _error_result(text: str) -> dict[str, Any]:
