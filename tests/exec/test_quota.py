@@ -185,10 +185,10 @@ def _unnamed(ws: Path, size: int = 16 * MiB) -> Iterator[int]:
 
 
 def test_unnamed_files_the_command_holds_count_and_others_growth_does_not(tmp_path: Path) -> None:
-    growth = watch.WorkspaceGrowth(tmp_path, MiB)
+    growth = _pinned(watch.WorkspaceGrowth(tmp_path, MiB), 16 * MiB)
     with _unnamed(tmp_path):
         assert not growth.exceeded()  # held by no process of the command: another writer's
-    growth = watch.WorkspaceGrowth(tmp_path, MiB)
+    growth = _pinned(watch.WorkspaceGrowth(tmp_path, MiB), 16 * MiB)
     growth.members = lambda: [os.getpid()]
     with _unnamed(tmp_path):
         assert growth.exceeded()
@@ -310,9 +310,17 @@ def test_a_directory_turned_into_a_link_while_counted_stops_the_count(
 
 def _grown(ws: Path) -> watch.WorkspaceGrowth:
     """A watch over ``ws`` with a 1 MiB cap, after the workspace grew by 16 MiB."""
-    growth = watch.WorkspaceGrowth(ws, MiB)
+    growth = _pinned(watch.WorkspaceGrowth(ws, MiB), 16 * MiB)
     (ws / "big").write_bytes(b"b" * (16 * MiB))
-    os.sync()
+    return growth
+
+
+def _pinned(growth: watch.WorkspaceGrowth, grown: int) -> watch.WorkspaceGrowth:
+    """``growth`` reading its file system as grown by ``grown`` bytes and one entry: the
+    decision alone is under test, and other tests' files come and go on the same file system
+    (their deletions hid this growth now and then)."""
+    base, entries = growth.base, growth.base_entries
+    growth._used = lambda: (base + grown, entries + 1)  # type: ignore[method-assign]
     return growth
 
 
