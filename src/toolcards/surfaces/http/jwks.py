@@ -18,6 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 
 from toolcards.core import outside_json
+from toolcards.core.tls import default_verify
 from toolcards.core.trust import private_host
 from toolcards.surfaces.http.oauth_config import OAuthSpec, checked_url
 from toolcards.surfaces.http.tokens import InvalidToken
@@ -41,7 +42,9 @@ async def fetch_json(url: str, timeout: float) -> dict[str, Any]:
 
     try:
         async with (
-            httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client,
+            httpx.AsyncClient(
+                timeout=timeout, follow_redirects=False, verify=default_verify(httpx)
+            ) as client,
             client.stream("GET", url, headers={"Accept": "application/json"}) as response,
         ):
             if response.status_code != 200:

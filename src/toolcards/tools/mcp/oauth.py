@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 from toolcards.core import outside_json
+from toolcards.core.tls import default_verify
 from toolcards.tools._common.url_guard import Resolver, pinned, system_resolver
 from toolcards.tools.mcp._http import http as httpx
 from toolcards.tools.mcp.oauth_callback import AuthorizationHandler, loopback_handler
@@ -182,7 +183,10 @@ class OAuthFlow(httpx.Auth):
 
     def _client(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(
-            transport=self._transport, timeout=self.timeout, follow_redirects=False
+            transport=self._transport,
+            timeout=self.timeout,
+            follow_redirects=False,
+            verify=default_verify(httpx),
         )
 
     async def _fetch(

@@ -26,6 +26,7 @@ from fastmcp.client.transports.base import TransportOptions
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
+from toolcards.core.tls import default_verify
 from toolcards.tools.mcp._http import http
 from toolcards.tools.mcp.wire_json import JsonTrimmer, WireBounds
 
@@ -155,6 +156,7 @@ def bounded_client(bounds: WireBounds) -> Callable[..., Any]:
             # streams are re-encoded so, and a charset like punycode decodes in quadratic time
             response.encoding = "utf-8"
 
+        options.setdefault("verify", default_verify(http))
         return http.AsyncClient(
             headers={"Accept-Encoding": "identity", **(headers or {})},
             timeout=timeout if timeout is not None else http.Timeout(30.0, read=300.0),

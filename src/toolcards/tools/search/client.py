@@ -10,6 +10,7 @@ import httpx
 
 from toolcards.core import outside_json
 from toolcards.core.errors import ToolcardsError
+from toolcards.core.tls import default_verify
 
 MAX_RESPONSE_BYTES = 8_000_000
 """A Tavily response larger than this is refused rather than parsed."""
@@ -87,7 +88,10 @@ class TavilyClient:
         try:
             async with (
                 httpx.AsyncClient(
-                    transport=self._transport, timeout=self._timeout, follow_redirects=False
+                    transport=self._transport,
+                    timeout=self._timeout,
+                    follow_redirects=False,
+                    verify=default_verify(httpx),
                 ) as client,
                 client.stream(
                     "POST", f"{self._base_url}/{endpoint}", json=payload, headers=headers

@@ -12,6 +12,7 @@ from typing import NoReturn
 import anyio
 import httpx
 
+from toolcards.core.tls import default_verify
 from toolcards.tools._common.url_guard import CheckedURL, Resolver, check_url, pinned
 from toolcards.tools._common.urls import URLRefused
 from toolcards.tools.search.client import ACCEPT_ENCODING, SearchError, read_prefix
@@ -65,7 +66,11 @@ async def _fetch(
         "Accept-Encoding": ACCEPT_ENCODING,
     }
     async with httpx.AsyncClient(
-        transport=transport, timeout=limits, follow_redirects=False, trust_env=False
+        transport=transport,
+        timeout=limits,
+        follow_redirects=False,
+        trust_env=False,
+        verify=default_verify(httpx, trust_env=False),
     ) as client:
         try:
             request = client.build_request("GET", target.url, headers=headers)

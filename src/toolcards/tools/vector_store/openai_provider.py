@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from toolcards.core import outside_json
+from toolcards.core.tls import default_verify
 from toolcards.tools.vector_store.base import (
     OPENAI_DIMENSIONS,
     EmbeddingError,
@@ -121,6 +122,7 @@ class OpenAIEmbeddingProvider:
                 params=self.params,
                 timeout=httpx.Timeout(self.timeout_s, connect=min(self.timeout_s, 10.0)),
                 transport=self._transport,
+                verify=default_verify(httpx),
             )
         return self._client
 
