@@ -69,6 +69,7 @@ class InProcessCli:
             for folder in reversed(path):
                 patch.syspath_prepend(str(folder))
             ended: list[tuple[int, str]] = []
+            known = set(sys.modules)
             try:
                 if _in_event_loop():  # an async test: the command runs its own loops
                     runner = threading.Thread(target=lambda: ended.append(_run(entry, args)))
@@ -78,7 +79,7 @@ class InProcessCli:
                 else:
                     ended.append(_run(entry, args))
             finally:
-                _forget_modules_under(path)
+                _forget_modules_under(path, known)
         code, trace = ended[0]
         said = self.capsys.readouterr()
         deadline = time.monotonic() + 10
@@ -129,11 +130,13 @@ def _new_threads(before: set[threading.Thread]) -> list[str]:
     ]
 
 
-def _forget_modules_under(folders: tuple[Path, ...]) -> None:
-    roots = [str(Path(f).resolve()) + os.sep for f in folders]
+def _forget_modules_under(folders: tuple[Path, ...], known: set[str]) -> None:
+    """Forget the modules the command imported (those not in ``known``) from ``folders``."""
+    roots = tuple(str(Path(f).resolve()) + os.sep for f in folders)
     if not roots:
         return
-    for name, module in list(sys.modules.items()):
+    for name in set(sys.modules) - known:
+        module = sys.modules.get(name)
         file = getattr(module, "__file__", None)
-        if file and any(str(Path(file).resolve()).startswith(r) for r in roots):
+        if file and str(Path(file).resolve()).startswith(roots):
             del sys.modules[name]
