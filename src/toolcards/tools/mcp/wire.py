@@ -156,7 +156,8 @@ def bounded_client(bounds: WireBounds) -> Callable[..., Any]:
             # streams are re-encoded so, and a charset like punycode decodes in quadratic time
             response.encoding = "utf-8"
 
-        options.setdefault("verify", default_verify(http))
+        if "verify" not in options and "cert" not in options:  # a cert is loaded into verify
+            options["verify"] = default_verify(http)
         return http.AsyncClient(
             headers={"Accept-Encoding": "identity", **(headers or {})},
             timeout=timeout if timeout is not None else http.Timeout(30.0, read=300.0),
