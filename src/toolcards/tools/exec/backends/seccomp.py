@@ -7,6 +7,12 @@ call whose mode carries S_ISUID or S_ISGID, answers ENOSYS to ``openat2`` (its m
 of the filter's reach; libc falls back to ``openat``), and refuses every system call of a
 foreign ABI (x32, 32-bit compat), which could otherwise go around it.
 
+It answers ENOSYS to io_uring (``io_uring_setup``, ``io_uring_enter``, ``io_uring_register``),
+as container runtimes' default profiles do: a file registered in a ring's fixed-file table
+stays held by the ring alone once its descriptor is closed, where the workspace cap's count
+of unnamed files (descriptors and mappings, ``watch.held``) cannot see it. Callers fall back
+to ordinary system calls.
+
 It also refuses the TIOCSTI and TIOCLINUX ioctls (typing into a terminal). They alone do
 not keep the sandbox off a terminal it shares: in the caller's session a command could open
 ``/dev/tty``, take the foreground and read what the operator types. The sandbox gets a
@@ -31,20 +37,24 @@ _SETID = 0o6000
 _X32_BIT = 0x40000000
 
 _NOSYS = 0x00050000 | errno.ENOSYS
+_NOSYS_CALLS = (437, 425, 426, 427)
+"""Answered ENOSYS, the same numbers on x86_64 and aarch64: openat2 (its mode sits in a
+struct the filter cannot read, so callers fall back to openat); io_uring_setup,
+io_uring_enter, io_uring_register (a ring's fixed-file table holds files the workspace cap
+cannot count)."""
 
 # machine -> (audit arch, {syscall: index of its mode argument}, syscalls refused as ENOSYS,
 # ioctl's number)
-# x86_64: chmod fchmod fchmodat fchmodat2 open creat openat mknod mknodat; openat2 (its mode
-# sits in a struct the filter cannot read, so callers fall back to openat).
+# x86_64: chmod fchmod fchmodat fchmodat2 open creat openat mknod mknodat
 _ARCHES: dict[str, tuple[int, dict[int, int], tuple[int, ...], int]] = {
     "x86_64": (
         0xC000003E,
         {90: 1, 91: 1, 268: 2, 452: 2, 2: 2, 85: 1, 257: 3, 133: 1, 259: 2},
-        (437,),
+        _NOSYS_CALLS,
         16,
     ),
-    # aarch64: fchmod fchmodat fchmodat2 openat mknodat; openat2
-    "aarch64": (0xC00000B7, {52: 1, 53: 2, 452: 2, 56: 3, 33: 2}, (437,), 29),
+    # aarch64: fchmod fchmodat fchmodat2 openat mknodat
+    "aarch64": (0xC00000B7, {52: 1, 53: 2, 452: 2, 56: 3, 33: 2}, _NOSYS_CALLS, 29),
 }
 TIOCSTI = 0x5412
 """Pushes bytes into a terminal's input queue: refused, so a command cannot type into a
@@ -62,7 +72,8 @@ def setid_filter(machine: str | None = None) -> bytes | None:
     """The BPF program for ``machine`` (default: this host), or None for unknown machines.
 
     Refuses (EPERM) setuid/setgid mode bits in chmod/open/mknod calls and the TIOCSTI and
-    TIOCLINUX ioctls; answers ENOSYS to openat2; refuses every foreign-ABI system call.
+    TIOCLINUX ioctls; answers ENOSYS to openat2 and io_uring; refuses every foreign-ABI
+    system call.
     """
     found = _ARCHES.get(machine or platform.machine())
     if found is None:
