@@ -108,6 +108,72 @@ def test_argument_glob_and_in_conditions() -> None:
     assert policy.decide(ALICE, "read_file", {"path": "docs/a.md", "mode": "w"}).denied
 
 
+# Ten allow rules on another argument: enough conditional rules that the plan indexes them.
+INDEXED = [
+    {"targets": ["deploy"], "effect": "allow", "conditions": {"arguments": {"team": {"eq": t}}}}
+    for t in range(10)
+]
+
+
+@pytest.mark.parametrize("padding", [[], INDEXED], ids=["scanned", "indexed"])
+def test_eq_and_in_conditions_compare_json_types_not_what_the_tool_coerces_to(
+    padding: list[dict[str, object]],
+) -> None:
+    """The tool is handed pydantic's lax reading ("true" -> True, "0" -> 0) of the value the
+    policy decides on: a value of another JSON type cannot be said to differ from a deny's."""
+    policy = _policy(
+        {"targets": ["deploy"], "effect": "deny", "conditions": {"arguments": {"force": True}}},
+        {"targets": ["deploy"], "effect": "deny", "conditions": {"arguments": {"replicas": [0]}}},
+        *padding,
+        {"targets": ["deploy"], "effect": "allow", "conditions": {"arguments": {"env": "prod"}}},
+    )
+    base = {"env": "prod", "force": False, "replicas": 3}
+    assert policy.decide(ALICE, "deploy", base).allowed
+    for force in (True, "true", "1", 1):
+        assert policy.decide(ALICE, "deploy", {**base, "force": force}).denied, force
+    for replicas in (0, 0.0, "0", " 0", False):
+        assert policy.decide(ALICE, "deploy", {**base, "replicas": replicas}).denied, replicas
+    assert policy.decide(ALICE, "deploy", {**base, "env": ["prod"]}).denied
+
+
+def test_a_value_of_another_json_type_never_satisfies_an_allow_condition() -> None:
+    policy = _policy(
+        {
+            "targets": ["scale"],
+            "effect": "allow",
+            "conditions": {"arguments": {"n": {"in": [1, 2]}, "dry": {"ne": False}}},
+        }
+    )
+    assert policy.decide(ALICE, "scale", {"n": 1.0, "dry": True}).allowed
+    assert policy.decide(ALICE, "scale", {"n": True, "dry": True}).denied
+    assert policy.decide(ALICE, "scale", {"n": 1, "dry": "false"}).denied
+    assert policy.decide(ALICE, "scale", {"n": 1, "dry": None}).denied
+
+
+def test_a_yaml_no_in_a_deny_list_denies_the_string_no() -> None:
+    """YAML 1.1 reads an unquoted NO as false: the list is no longer all strings, so a string
+    it does not hold cannot be said to be outside it, and the deny holds."""
+    policy = Policy.from_yaml(
+        "rules:\n"
+        "  - {targets: [ship], effect: deny, conditions: {arguments: {country: {in: [NO, SE]}}}}\n"
+        "  - {targets: [ship], effect: allow}\n"
+    )
+    assert policy.decide(ALICE, "ship", {"country": "SE"}).denied
+    assert policy.decide(ALICE, "ship", {"country": "NO"}).denied
+
+
+@pytest.mark.parametrize(
+    "arguments", ["day: 2026-01-01", "day: {ne: 2026-01-01T10:00:00Z}", "day: [2026-01-01]"]
+)
+def test_an_unquoted_date_operand_is_refused_at_load(arguments: str) -> None:
+    """YAML 1.1 reads it as a date, which no JSON argument ever equals: the deny never held."""
+    rule = "rules:\n  - targets: [ship]\n    effect: deny\n    conditions:\n      arguments:\n"
+    with pytest.raises(PolicyError, match=r"line 6: day\.(eq|ne|in).*YAML date or time: quote it"):
+        Policy.from_yaml(f"{rule}        {arguments}\n")
+    quoted = Policy.from_yaml(f"{rule}        day: '2026-01-01'\n")
+    assert quoted.decide(ALICE, "ship", {"day": "2026-01-01"}).denied
+
+
 def test_reason_names_only_the_applied_rule() -> None:
     policy = _policy(
         {"description": "secret ops rule", "targets": ["ops_*"], "effect": "allow"},
@@ -158,6 +224,18 @@ def test_from_yaml_text_and_file_agree(tmp_path: Path) -> None:
             "      arguments: {amount: {maximum: 3}}\n",
             5,
             "unknown operator",
+        ),
+        (
+            "rules:\n  - targets: [a]\n    effect: deny\n    conditions:\n"
+            "      arguments: {tags: {eq: [a, b]}}\n",
+            5,
+            "tags.eq must be a string, a number, true, false or null",
+        ),
+        (
+            "rules:\n  - targets: [a]\n    effect: deny\n    conditions:\n"
+            "      arguments: {n: {not_in: [1, {a: 1}]}}\n",
+            5,
+            "n.not_in item must be a string",
         ),
         (
             "rules:\n  - targets: [a]\n    effect: allow\n    description: [a, b]\n",

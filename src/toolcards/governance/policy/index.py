@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from toolcards.core.identity import Identity
-from toolcards.governance.policy.parse import ArgCondition, Limit, Rule, compile_globs
+from toolcards.governance.policy.parse import ArgCondition, Limit, Rule, compile_globs, json_kind
 
 _WILD = frozenset("*?[")
 _CACHE_MAX = 50_000
@@ -188,8 +188,8 @@ class ArgumentIndex:
     A rule is indexed under its first condition whose operand values are hashable; a call
     whose argument holds one of them makes it a candidate. A rule without such a condition
     is always a candidate, and so is every rule indexed under an argument the call lacks
-    (when it is restrictive: a missing argument counts against the caller) or holds an
-    unhashable value for.
+    or holds a value of another JSON type than an operand for (when it is restrictive: such
+    a condition counts against the caller) or holds an unhashable value for.
     """
 
     MIN_RULES = 8  # below this, checking the rules one by one is as cheap
@@ -199,6 +199,7 @@ class ArgumentIndex:
         self._tables: dict[str, dict[Any, list[int]]] = {}
         self._all: dict[str, list[int]] = {}
         self._restrictive: dict[str, list[int]] = {}
+        self._by_kind: dict[str, dict[str | None, list[int]]] = {}  # restrictive, by operand type
         for position, rule in enumerate(rules):
             key = _indexable(rule.arguments)
             if key is None:
@@ -211,6 +212,9 @@ class ArgumentIndex:
             self._all.setdefault(name, []).append(position)
             if rule.effect != "allow":
                 self._restrictive.setdefault(name, []).append(position)
+                kinds = self._by_kind.setdefault(name, {})
+                for kind in {json_kind(value) for value in values}:
+                    kinds.setdefault(kind, []).append(position)
 
     def candidates(self, args: Mapping[str, Any], each: Iterable[str] = ()) -> list[int]:
         """Positions of the rules that may match ``args``, in rule order (every rule indexed
@@ -224,8 +228,12 @@ class ArgumentIndex:
             if name not in args:
                 found.update(self._restrictive.get(name, ()))
                 continue
+            value, kind = args[name], json_kind(args[name])
+            for other, positions in self._by_kind.get(name, {}).items():
+                if other != kind:  # "0" is not the 0 of a deny, yet the tool may be handed 0
+                    found.update(positions)
             try:
-                found.update(table.get(args[name], ()))
+                found.update(table.get(value, ()))
             except TypeError:  # an unhashable value: leave it to the full check
                 found.update(self._all[name])
         return sorted(found)

@@ -9,6 +9,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import date, time
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -126,16 +127,17 @@ class ArgCondition:
             if num is None:
                 return None
             return bool(num >= self.operand) if op == "min" else bool(num <= self.operand)
-        if op == "eq":
-            return bool(value == self.operand)
-        if op == "ne":
-            return bool(value != self.operand)
+        if op in ("eq", "ne"):
+            if json_kind(value) != json_kind(self.operand):
+                return None  # "true" is not true, though the tool may be handed True
+            return bool(value == self.operand) == (op == "eq")
         if op in ("in", "not_in"):
-            try:
-                found = value in self.operand
-            except TypeError:
-                return None
-            return bool(found) if op == "in" else not found
+            kind = json_kind(value)
+            if any(json_kind(item) == kind and item == value for item in self.operand):
+                return op == "in"
+            if any(json_kind(item) != kind for item in self.operand):
+                return None  # "0" is not in [0], yet it may be 0 to the tool
+            return op == "not_in"
         if op == "glob":
             if not isinstance(value, str):
                 return None
@@ -146,6 +148,22 @@ class ArgCondition:
             except TypeError:
                 return None
         return None  # pragma: no cover - ops are validated at load time
+
+
+def json_kind(value: Any) -> str | None:
+    """The JSON type of ``value``: null, boolean, number, string, array or object (None: no
+    JSON value). A bool is a boolean, never the number 1 or 0 Python equates it with."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float | Decimal):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    return "object" if isinstance(value, Mapping) else None
 
 
 def as_number(value: Any) -> float | None:
@@ -269,13 +287,29 @@ def _operand(op: str, operand: Any, where: str) -> Any:
     if op in ("in", "not_in"):
         if not isinstance(operand, list):
             raise PolicyError(f"{where} must be a list")
+        for item in operand:
+            _scalar(item, f"{where} item")
         return tuple(operand)
+    if op in ("eq", "ne"):
+        return _scalar(operand, where)
     if op == "glob":
         if not isinstance(operand, str):
             raise PolicyError(f"{where} must be a string pattern")
         return compile_globs((operand,))
     if op == "max_length" and (not isinstance(operand, int) or isinstance(operand, bool)):
         raise PolicyError(f"{where} must be an integer")
+    return operand
+
+
+def _scalar(operand: Any, where: str) -> Any:
+    """An eq/in operand, which is compared with one JSON value: YAML's dates, binaries and
+    sets never equal one, so a rule written with them would never match."""
+    if isinstance(operand, date | time):
+        raise PolicyError(f"{where} is a YAML date or time: quote it to compare a string")
+    if operand is not None and not isinstance(operand, bool | int | float | str):
+        raise PolicyError(f"{where} must be a string, a number, true, false or null")
+    if isinstance(operand, float) and not math.isfinite(operand):
+        raise PolicyError(f"{where} must be a finite number")
     return operand
 
 
