@@ -7,7 +7,8 @@ target is a real ``Listener`` on 127.0.0.1 that records whether anything connect
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import gzip
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from hostile_oauth import (
@@ -26,10 +27,12 @@ from hostile_oauth import (
 from pydantic import SecretStr, ValidationError
 
 from toolcards.tools.mcp import MCPAuth, MCPOAuth, MCPTool
+from toolcards.tools.mcp._http import http as httpx
 from toolcards.tools.mcp.oauth import OAuthError
 
 PRM = (SERVER_HOST, "/.well-known/prm")
 HOSTILE_META = ("as.hostile.example", "/.well-known/oauth-authorization-server")
+TRUSTED_META = ("as.trusted.example", "/.well-known/oauth-authorization-server")
 
 
 @pytest.fixture
@@ -184,3 +187,95 @@ def test_a_remote_server_cannot_name_an_authorization_server_on_a_private_addres
     with pytest.raises(OAuthError, match="a private address"):
         asyncio.run(net.get(net.flow()))
     assert not [h for h, _, _ in net.requests if h == "sso.corp.example"]
+
+
+# ---- 7: the configured issuer's metadata does not choose where the client secret goes ----------
+
+
+def test_the_issuer_metadata_cannot_send_the_token_request_to_a_loopback_http_url(
+    net: HostileNet, listener: Listener
+) -> None:
+    token = f"http://127.0.0.1:{listener.port}/token"
+    net.pages[TRUSTED_META] = authorization_server(TRUSTED_AS, token_endpoint=token)
+    flow = net.flow(client_secret="s3cr3t", issuer=TRUSTED_AS)
+    with pytest.raises(OAuthError, match="token endpoint must use https"):
+        asyncio.run(net.get(flow))
+    assert net.consents == [] and not listener.contacted
+
+
+def test_the_issuer_metadata_cannot_send_the_client_secret_to_another_origin(
+    net: HostileNet,
+) -> None:
+    net.dns["collector.other.example"] = PUBLIC
+    token = "https://collector.other.example/token"
+    net.pages[TRUSTED_META] = authorization_server(TRUSTED_AS, token_endpoint=token)
+    flow = net.flow(client_secret="s3cr3t", issuer=TRUSTED_AS)
+    with pytest.raises(OAuthError, match="client_secret goes only to a token endpoint"):
+        asyncio.run(net.get(flow))
+    assert net.consents == [] and not net.sent("collector.other.example", "/token")
+
+
+def test_a_public_issuers_metadata_cannot_name_a_private_token_endpoint(net: HostileNet) -> None:
+    net.dns["sso.corp.example"] = PRIVATE
+    token = "https://sso.corp.example/token"
+    net.pages[TRUSTED_META] = authorization_server(TRUSTED_AS, token_endpoint=token)
+    with pytest.raises(OAuthError, match="a private address"):
+        asyncio.run(net.get(net.flow(issuer=TRUSTED_AS)))
+    assert net.consents == [] and not net.sent("sso.corp.example", "/token")
+
+
+def test_a_private_issuers_metadata_may_name_a_private_token_endpoint(net: HostileNet) -> None:
+    net.dns["login.corp.example"] = PRIVATE
+    issuer = f"https://{PRIVATE}"
+    net.pages[(PRIVATE, "/.well-known/oauth-authorization-server")] = authorization_server(
+        issuer, token_endpoint="https://login.corp.example/token"
+    )
+    assert asyncio.run(net.get(net.flow(issuer=issuer))).status_code == 200
+    assert len(net.sent("login.corp.example", "/token")) == 1
+
+
+def test_the_client_secret_goes_to_the_issuers_own_private_origin(net: HostileNet) -> None:
+    net.dns["sso.corp.example"] = PRIVATE
+    issuer = "https://sso.corp.example"
+    meta = ("sso.corp.example", "/.well-known/oauth-authorization-server")
+    net.pages[meta] = authorization_server(issuer)
+    assert asyncio.run(net.get(net.flow(client_secret="s3cr3t", issuer=issuer))).status_code == 200
+    [exchange] = net.sent("sso.corp.example", "/token")
+    assert form_of(exchange)["client_secret"] == "s3cr3t"
+
+
+# ---- 6: a metadata answer is bounded in bytes on the wire and in time ---------------------------
+
+
+class _Endless(httpx.AsyncByteStream):
+    """A response body: ``head``, then ``chunk`` up to ``limit`` times, after ``pause`` s each."""
+
+    def __init__(self, head: bytes, chunk: bytes, limit: int, pause: float = 0.0) -> None:
+        self.head, self.chunk, self.limit, self.pause = head, chunk, limit, pause
+        self.sent = 0
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield self.head
+        while self.sent < self.limit:
+            if self.pause:
+                await asyncio.sleep(self.pause)  # the server's pace, not a wait of the test
+            self.sent += 1
+            yield self.chunk
+
+
+def test_a_compressed_metadata_answer_is_capped_in_bytes_received(net: HostileNet) -> None:
+    body = _Endless(gzip.compress(b'{"resource": "x"}'), b"\0" * (1 << 16), limit=64)
+    headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+    net.pages[PRM] = httpx.Response(200, headers=headers, stream=body)
+    with pytest.raises(OAuthError, match="answered more than 1048576 bytes"):
+        asyncio.run(net.get(net.flow()))
+    assert body.sent <= 17  # read no further than the cap (16 chunks of 64 KiB)
+    assert net.sent(*PRM)[0].headers["accept-encoding"] == "identity"
+
+
+def test_a_trickling_metadata_answer_is_bounded_by_the_flow_timeout(net: HostileNet) -> None:
+    body = _Endless(b'{"resource": ', b" ", limit=400, pause=0.05)
+    net.pages[PRM] = httpx.Response(200, headers={"Content-Type": "application/json"}, stream=body)
+    with pytest.raises(OAuthError, match="did not answer within 0.5 s"):
+        asyncio.run(net.get(net.flow(timeout=0.5)))
+    assert body.sent < body.limit

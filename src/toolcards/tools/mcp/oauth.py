@@ -8,7 +8,7 @@ Tokens live in memory on the flow object, which outlives reconnections.
 The MCP server may be hostile: the token is requested for the server's own canonical URL
 (RFC 8707) and only ever sent to that server's origin; discovery and token requests are made
 by the flow's own client (no redirects followed, every URL through ``DiscoveryGuard``); a
-client secret goes only to an authorization server the card configures.
+client secret goes only to a token endpoint the card names, or one on its issuer's origin.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
+
+import anyio
 
 from toolcards.core import outside_json
 from toolcards.core.tls import default_verify
@@ -61,12 +63,31 @@ def _pkce_pair() -> tuple[str, str]:
     return verifier, base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
+async def _read_capped(response: httpx.Response, what: str) -> bytes:
+    """The body as sent (asked for uncompressed and never inflated here: a small gzip member
+    can hide an endless tail); OAuthError past ``_MAX_BODY_BYTES``."""
+    chunks: list[bytes] = []
+    size = 0
+    if response.is_stream_consumed:  # built in memory, its body read already (a mock's)
+        chunks, size = [response.content], len(response.content)
+    else:
+        async for chunk in response.aiter_raw():
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > _MAX_BODY_BYTES:
+                break
+    if size > _MAX_BODY_BYTES:
+        raise OAuthError(f"the {what} answered more than {_MAX_BODY_BYTES} bytes")
+    return b"".join(chunks)
+
+
 class OAuthFlow(httpx.Auth):
     """httpx authentication running the authorization-code + PKCE flow on demand, for the
     MCP server at ``server_url``.
 
     With a ``client_secret``, the authorization server must be configured (``issuer``, or
-    both endpoints): the secret never goes to one the MCP server names. ``resolver`` and
+    both endpoints): the secret never goes to one the MCP server names, nor to a token endpoint
+    the issuer's metadata puts on another origin. ``resolver`` and
     ``transport`` serve the flow's own requests (tests give in-memory ones)."""
 
     requires_response_body = False
@@ -109,6 +130,7 @@ class OAuthFlow(httpx.Auth):
                 require_secure(authorization_endpoint, "authorization endpoint"),
                 require_secure(token_endpoint, "token endpoint"),
                 configured=True,
+                own=True,
             )
         if client_secret and self._endpoints is None and issuer is None:
             raise OAuthError(
@@ -198,36 +220,51 @@ class OAuthFlow(httpx.Auth):
         configured: bool,
         form: dict[str, str] | None = None,
     ) -> tuple[int, Any]:
-        """GET (or POST ``form`` to) a URL the guard allows -> (status, JSON body or None)."""
+        """GET (or POST ``form`` to) a URL the guard allows -> (status, JSON body or None),
+        within the flow's timeout in all."""
+        try:
+            with anyio.fail_after(self.timeout):
+                status, body = await self._send(client, url, what, configured, form)
+        except TimeoutError:
+            raise OAuthError(
+                f"the {what} {shown(url)} did not answer within {self.timeout} s"
+            ) from None
+        try:
+            return status, outside_json.loads(body) if body else None
+        except ValueError:
+            return status, None
+
+    async def _send(
+        self,
+        client: httpx.AsyncClient,
+        url: str,
+        what: str,
+        configured: bool,
+        form: dict[str, str] | None,
+    ) -> tuple[int, bytes]:
+        """(status, body) of one request to a URL the guard allows."""
         checked = await self._guard.check(url, what, configured=configured)
         method = "GET" if form is None else "POST"
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": "application/json", "Accept-Encoding": "identity"}
         request = client.build_request(method, checked.url, data=form, headers=headers)
         if checked.addresses:
             request = pinned(request, checked.addresses[0])
         try:
             response = await client.send(request, stream=True)
             try:
-                body = b""
-                async for chunk in response.aiter_bytes():
-                    body += chunk
-                    if len(body) > _MAX_BODY_BYTES:
-                        raise OAuthError(f"the {what} answered more than {_MAX_BODY_BYTES} bytes")
+                return response.status_code, await _read_capped(response, what)
             finally:
                 await response.aclose()
         except httpx.HTTPError as exc:
             raise OAuthError(
                 f"the {what} {shown(checked.url)} failed ({type(exc).__name__})"
             ) from None
-        try:
-            return response.status_code, outside_json.loads(body) if body else None
-        except ValueError:
-            return response.status_code, None
 
     async def _authorize_anew(self, challenge: httpx.Response) -> None:
         async with self._client() as client:
             if self._endpoints is None:
                 self._endpoints = await self._discovery.endpoints(client, challenge)
+            self._check_secret(self._endpoints)
             form = await self._consent(self._endpoints)
             if not self._take_tokens(await self._token(client, form), refresh=False):
                 raise OAuthError("the token endpoint did not return an access token")
@@ -280,12 +317,20 @@ class OAuthFlow(httpx.Auth):
             "code_verifier": verifier,
         }
 
+    def _check_secret(self, endpoints: Endpoints) -> None:
+        """OAuthError when a client secret would go to a token endpoint that is not the card's
+        own (one the issuer's metadata names on another origin)."""
+        if self._client_secret and not endpoints.own:
+            raise OAuthError(
+                "the client_secret goes only to a token endpoint on the issuer's origin or named "
+                f"in the card, not {shown(endpoints.token)}"
+            )
+
     async def _token(self, client: httpx.AsyncClient, form: dict[str, str]) -> tuple[int, Any]:
         assert self._endpoints is not None
         form = {**form, "client_id": self.client_id, "resource": self.resource}
         if self._client_secret:
-            if not self._endpoints.configured:
-                raise OAuthError("the client_secret goes only to a configured authorization server")
+            self._check_secret(self._endpoints)
             form["client_secret"] = self._client_secret
         return await self._fetch(
             client,

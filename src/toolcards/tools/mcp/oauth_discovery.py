@@ -3,7 +3,9 @@ then the authorization server's metadata (RFC 8414), checked against a hostile s
 
 The protected-resource metadata must name the MCP server itself as its ``resource`` (RFC 9728
 section 3.3); the authorization server's metadata must name the issuer it was fetched for
-(RFC 8414 section 3.3). Every URL is checked by the ``DiscoveryGuard`` before it is contacted.
+(RFC 8414 section 3.3). Every URL is checked by the ``DiscoveryGuard`` before it is contacted;
+the endpoints a configured issuer's metadata names are checked like discovered ones unless
+they are on that issuer's origin (or the issuer is itself private).
 """
 
 from __future__ import annotations
@@ -14,8 +16,15 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urljoin, urlsplit
 
+from toolcards.core.trust import private_host
 from toolcards.tools.mcp._http import http as httpx
-from toolcards.tools.mcp.oauth_urls import DiscoveryGuard, OAuthError, canonical_resource, shown
+from toolcards.tools.mcp.oauth_urls import (
+    DiscoveryGuard,
+    OAuthError,
+    canonical_resource,
+    same_origin,
+    shown,
+)
 
 _RESOURCE_METADATA = re.compile(r'resource_metadata="([^"]+)"')
 
@@ -25,7 +34,11 @@ class Endpoints:
     authorization: str
     token: str
     configured: bool
-    """Whether the card named them (directly or through its ``issuer``)."""
+    """Whether the token endpoint is checked as a URL the card names (https, or http on a
+    loopback host; private addresses allowed)."""
+    own: bool
+    """Whether the token endpoint is the card's own: named by it, or on the exact origin of its
+    ``issuer``. Only such a one receives a client secret."""
 
 
 class Fetch(Protocol):
@@ -103,9 +116,18 @@ class Discovery:
         what = "authorization server metadata URL"
         data = await self._json(client, url, what, configured=configured, last=True)
         auth, token = server_endpoints(url, data, issuer)
-        await self._guard.check(auth, "authorization endpoint", configured=configured)
-        await self._guard.check(token, "token endpoint", configured=configured)
-        return Endpoints(auth, token, configured=configured)
+        await self._guard.check(auth, "authorization endpoint", configured=self._trusted(auth))
+        await self._guard.check(token, "token endpoint", configured=self._trusted(token))
+        own = configured and same_origin(token, issuer)
+        return Endpoints(auth, token, configured=self._trusted(token), own=own)
+
+    def _trusted(self, endpoint: str) -> bool:
+        """Whether an endpoint the issuer's metadata names is checked as configured: it is on
+        the configured issuer's origin, or that issuer is itself on a private host. The
+        metadata is the issuer's data: it does not open this host's network to a public one."""
+        if self._issuer is None:
+            return False
+        return same_origin(endpoint, self._issuer) or private_host(self._issuer)
 
     async def _resource_issuer(self, client: httpx.AsyncClient, challenge: httpx.Response) -> str:
         found = _RESOURCE_METADATA.search(challenge.headers.get("www-authenticate", ""))
