@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -210,6 +213,57 @@ def test_an_error_repeating_a_secret_held_by_an_object_is_stored_without_it() ->
 def test_extra_patterns_are_redacted() -> None:
     redactor = Redactor({"employee_id": r"EMP-\d{6}"})
     assert redactor.text("ask EMP-123456 today") == f"ask {REDACTED} today"
+
+
+BACKTRACKING_CALLS = r"""
+import asyncio, json, sys
+from toolcards.governance import AuditLog, CapabilityRegistry, Executor, Identity, Policy
+
+def note(text: str) -> str:
+    "Keep a note."
+    return "kept"
+
+def check(text: str) -> str:
+    "Check a ticket."
+    raise ValueError(f"unknown ticket {text}")
+
+policy = Policy.from_yaml(sys.argv[2])
+with AuditLog(sys.argv[1], durability="sync") as audit:
+    executor = Executor(CapabilityRegistry.from_tools([note, check]), policy, audit=audit)
+    for tool in ("note", "check"):
+        asyncio.run(executor.call(tool, {"text": sys.argv[3]}, Identity("bob", type="agent")))
+    rows = [{"args": r.args, "error": r.error} for r in audit.query()]
+print(json.dumps(rows))
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_policy_pattern_that_backtracks_is_cut_off_and_the_text_withheld(
+    tmp_path: Path,
+) -> None:
+    """A nested repeat in a policy's pattern backtracked exponentially on ``re``, holding the
+    interpreter lock: a 31-character argument stalled the audit writer and every thread 6 s,
+    twice as long per character more. The calls run in a child process, killed past 30 s."""
+    policy = (
+        "default_effect: allow\n"
+        "redaction:\n"
+        "  patterns: {ticket: 'TCK-(\\w+-?)+:', nested: 'TCK-(\\w|\\w\\w)+:'}\n"
+    )
+    argument = "TCK-" + "a" * 35 + "!"
+    try:
+        child = subprocess.run(
+            [sys.executable, "-c", BACKTRACKING_CALLS, str(tmp_path / "a.db"), policy, argument],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the calls' redaction did not end within 30 s")
+    assert child.returncode == 0, child.stderr
+    rows = json.loads(child.stdout)
+    assert [row["args"] for row in rows] == [{"text": REDACTED}] * 2
+    assert rows[1]["error"] == REDACTED
+    assert "aaaa" not in child.stdout
 
 
 def test_a_built_in_pattern_can_be_switched_off() -> None:

@@ -1,12 +1,17 @@
 """What a secret looks like: the built-in value patterns and the names of arguments that hold
 secrets.
 
-Every pattern is linear in its input: no unbounded repeat sits inside another repeat (a
+Every built-in pattern is linear in its input: no unbounded repeat sits inside another repeat (a
 structural test walks each pattern), and every look-ahead or look-behind is bounded. Each
 pattern names literal *anchors*, one of which every match contains, so :class:`Redactor
 <toolcards.governance.redaction.redactor.Redactor>` runs only the patterns whose anchors
 occur. A built-in pattern is compiled the first time it is searched (most processes never
 search most of them).
+
+A policy's own patterns are not ours to check: they run on the ``regex`` package, which releases
+the interpreter lock while matching and stops a match at :func:`match_timeout` (on ``re``,
+``TCK-(\\w+-?)+:`` held every thread of the process 6 s on a 31-character argument, twice as
+long for each character more).
 """
 
 from __future__ import annotations
@@ -15,6 +20,13 @@ import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import regex
+
+    _Compiled = re.Pattern[str] | regex.Pattern[str]
+    _Match = re.Match[str] | regex.Match[str]
 
 REDACTED = "[REDACTED]"
 
@@ -83,14 +95,22 @@ class SecretPattern:
     that group (the key of a ``key=value`` pair stays readable)."""
 
     name: str
-    source: re.Pattern[str] | str
-    """The regex, or its text (compiled on first use: :attr:`regex`)."""
+    source: _Compiled | str
+    """The regex (a policy's: a ``regex`` pattern), or its text (compiled on first use:
+    :attr:`regex`)."""
     anchors: tuple[str, ...] = ()
 
     @classmethod
     def compile(cls, name: str, pattern: str, anchors: Iterable[str] = ()) -> SecretPattern:
-        """Compiled now: a bad regex fails here (patterns given in a policy)."""
-        return cls(name, re.compile(pattern), tuple(a.lower() for a in anchors))
+        """Compiled now, on ``regex``: a bad regex fails here (patterns given in a policy), a
+        ValueError."""
+        import regex  # lazy: regex, ~2x python -c pass; only a policy's patterns need it
+
+        try:
+            compiled = regex.compile(pattern)
+        except regex.error as exc:
+            raise ValueError(f"invalid pattern {name!r}: {exc}") from None
+        return cls(name, compiled, tuple(a.lower() for a in anchors))
 
     @classmethod
     def lazy(cls, name: str, pattern: str, anchors: Iterable[str] = ()) -> SecretPattern:
@@ -98,21 +118,46 @@ class SecretPattern:
         return cls(name, pattern, tuple(a.lower() for a in anchors))
 
     @property
-    def regex(self) -> re.Pattern[str]:
+    def regex(self) -> _Compiled:
         source = self.source
-        return source if isinstance(source, re.Pattern) else _compiled(source)
+        return _compiled(source) if isinstance(source, str) else source
+
+    def search(self, text: str) -> bool:
+        """Whether the pattern occurs in ``text``; TimeoutError past :func:`match_timeout`
+        (a policy's pattern)."""
+        compiled = self.regex
+        if isinstance(compiled, re.Pattern):
+            return compiled.search(text) is not None
+        return compiled.search(text, concurrent=True, timeout=match_timeout(text)) is not None
 
     def sub(self, text: str) -> str:
-        if "secret" not in self.regex.groupindex:
-            return self.regex.sub(REDACTED, text)
+        """``text`` with each match replaced; TimeoutError as :meth:`search` says."""
+        compiled = self.regex
+        repl = _keep_key if "secret" in compiled.groupindex else REDACTED
+        if isinstance(compiled, re.Pattern):
+            return compiled.sub(repl, text)
+        return compiled.sub(repl, text, concurrent=True, timeout=match_timeout(text))
 
-        def keep_key(match: re.Match[str]) -> str:
-            start, end = match.span("secret")
-            whole = match.group(0)
-            offset = match.start()
-            return whole[: start - offset] + REDACTED + whole[end - offset :]
 
-        return self.regex.sub(keep_key, text)
+MATCH_TIMEOUT_S = 0.05
+"""CPU seconds one search or replacement of a policy's pattern may take on short text."""
+MATCH_TIMEOUT_PER_CHAR_S = 1e-6
+"""And for each character of the text: a linear pattern replaces about 25 characters a
+microsecond, so a result of megabytes is redacted, not withheld."""
+
+
+def match_timeout(text: str) -> float:
+    """CPU seconds a policy's pattern may take on ``text``; past them the text is taken to hold
+    a secret (:class:`~toolcards.governance.redaction.redactor.Redactor` withholds it whole)."""
+    return MATCH_TIMEOUT_S + len(text) * MATCH_TIMEOUT_PER_CHAR_S
+
+
+def _keep_key(match: _Match) -> str:
+    """The match with only its ``secret`` group replaced (the key stays readable)."""
+    start, end = match.span("secret")
+    whole = match.group(0)
+    offset = match.start()
+    return whole[: start - offset] + REDACTED + whole[end - offset :]
 
 
 @functools.cache
