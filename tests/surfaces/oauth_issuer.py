@@ -3,6 +3,7 @@ metadata and JWKS served by a real HTTP server on 127.0.0.1, tokens signed with 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -89,5 +90,35 @@ class Issuer:
         return jwt.encode(self.claims(audience, **overrides), key, alg, headers={"kid": kid})
 
     def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class RawJwks:
+    """A JWKS endpoint at ``url`` whose answer ``answer(handler)`` writes as it likes (a
+    hostile issuer: a compression bomb, a trickle); :attr:`asked` counts the requests.
+    Stopping it ends a trickle under way."""
+
+    def __init__(self, answer: Any) -> None:
+        self.stopping = threading.Event()
+        self.asked = 0
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                endpoint.asked += 1
+                with contextlib.suppress(OSError):  # the client gave up
+                    answer(self)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.issuer = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.url = self.issuer + "/jwks.json"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.stopping.set()
         self.server.shutdown()
         self.server.server_close()

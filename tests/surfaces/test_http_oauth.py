@@ -5,24 +5,33 @@ process, called with the official MCP client and raw httpx."""
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import hmac
 import json
+import threading
+import tracemalloc
 import uuid
+import zlib
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 import yaml
 from mcp_clients import http_session
-from oauth_issuer import Issuer
+from oauth_issuer import Issuer, RawJwks
 from oauth_tools import write_policy
 
 from support.processes import ListeningProcess, free_port
 from surfaces.surface_support import HEADERS, INIT, SURFACE_ENV, TOOLCARDS, token_for, write_config
 from toolcards.governance import Identity
+from toolcards.surfaces.http.jwks import KeySet, KeysUnavailable, fetch_json
+from toolcards.surfaces.http.oauth_config import OAuthSpec
+from toolcards.surfaces.http.tokens import InvalidToken
 
 pytestmark = pytest.mark.anyio
 
@@ -331,3 +340,116 @@ def test_an_unreachable_issuer_refuses_tokens_without_an_error(tmp_path: Path) -
     assert_refused(second, "cannot be fetched")
     # the operator's terminal says why, once per failed fetch (the second waits for a retry)
     assert said.count(f"warning: cannot fetch the signing keys of {issuer.url}") == 1, said
+
+
+def _stacked_gzip_of_zeros(size: int) -> bytes:
+    """``size`` zero bytes gzipped twice (``Content-Encoding: gzip, gzip``): ~1 KB on the wire."""
+    inner = zlib.compressobj(9, zlib.DEFLATED, 31)
+    step = b"\0" * (1 << 20)
+    once = b"".join(inner.compress(step) for _ in range(size >> 20)) + inner.flush()
+    return gzip.compress(once, 9)
+
+
+async def test_a_compressed_jwks_is_refused_without_being_inflated() -> None:
+    """An issuer's few compressed bytes could inflate to gigabytes on the event loop before
+    the size bound saw them: identity is asked for, and an encoded answer refused unread."""
+    bomb = _stacked_gzip_of_zeros(128 << 20)
+
+    def answer(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("content-type", "application/json")
+        handler.send_header("content-encoding", "gzip, gzip")
+        handler.send_header("content-length", str(len(bomb)))
+        handler.end_headers()
+        handler.wfile.write(bomb)
+
+    endpoint = RawJwks(answer)
+    tracemalloc.start()
+    try:
+        with pytest.raises(KeysUnavailable, match="encoded"):
+            await fetch_json(endpoint.url, 5.0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        endpoint.stop()
+    assert len(bomb) < 4096
+    assert peak < 32 << 20, f"{peak >> 20} MiB allocated for a {len(bomb)}-byte answer"
+
+
+async def test_a_trickled_jwks_holds_the_token_checks_for_one_fetch_timeout_at_most() -> None:
+    """fetch_timeout bounds the whole fetch, not each read: a JWKS sent at 2 bytes a second
+    (30 s in all) fails both token checks, the one fetching and the one queued behind it."""
+    document = json.dumps({"keys": []}).encode().ljust(60)
+
+    def answer(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("content-type", "application/json")
+        handler.send_header("content-length", str(len(document)))
+        handler.end_headers()
+        for byte in document:
+            if endpoint.stopping.wait(0.5):
+                return
+            handler.wfile.write(bytes([byte]))
+            handler.wfile.flush()
+
+    endpoint = RawJwks(answer)
+    spec = OAuthSpec(issuer=endpoint.issuer, resource="https://mcp.example.com/mcp",
+                     jwks_uri=endpoint.url, fetch_timeout=1)  # fmt: skip
+    keys = KeySet(spec)
+    refused: list[str] = []
+
+    async def check(kid: str) -> None:
+        with pytest.raises(InvalidToken):
+            await keys.key_for(kid, "RS256")
+        refused.append(kid)
+
+    try:
+        with anyio.fail_after(10):  # generous: each check should end after about 1 s
+            async with anyio.create_task_group() as group:
+                group.start_soon(check, "fetching")
+                group.start_soon(check, "queued")
+    finally:
+        endpoint.stop()
+    assert sorted(refused) == ["fetching", "queued"]
+
+
+async def test_a_check_arriving_during_a_fetch_takes_its_keys_without_fetching_again() -> None:
+    """A token check (here of a made-up ``kid``) that finds a fetch under way waits for that
+    one fetch, not for it and then its own, and refetches no more after a fetch: the wait of
+    a check is one fetch's deadline at most."""
+    release = threading.Event()
+
+    def answer(handler: BaseHTTPRequestHandler) -> None:
+        release.wait(20)
+        handler.send_response(200)
+        handler.send_header("content-type", "application/json")
+        handler.send_header("content-length", "12")
+        handler.end_headers()
+        handler.wfile.write(b'{"keys": []}')
+
+    endpoint = RawJwks(answer)
+    spec = OAuthSpec(issuer=endpoint.issuer, resource="https://mcp.example.com/mcp",
+                     jwks_uri=endpoint.url)  # fmt: skip
+    keys = KeySet(spec)
+    refused: list[str] = []
+
+    async def check(name: str) -> None:
+        with pytest.raises(InvalidToken):
+            await keys.key_for("made-up", "RS256")
+        refused.append(name)
+
+    try:
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as group:
+                group.start_soon(check, "fetching")
+                while endpoint.asked < 1:  # the fetch is under way
+                    await anyio.sleep(0.01)
+                group.start_soon(check, "arriving")
+                while keys._lock.statistics().tasks_waiting < 1:  # queued behind it
+                    await anyio.sleep(0.01)
+                release.set()
+    finally:
+        release.set()
+        endpoint.stop()
+    assert sorted(refused) == ["arriving", "fetching"]
+    assert endpoint.asked == keys.fetches == 1

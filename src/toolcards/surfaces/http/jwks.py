@@ -3,9 +3,11 @@ over HTTPS, kept for ``jwks_ttl`` seconds, at most ``jwks_max_keys`` of them.
 
 A token naming a ``kid`` the cache does not hold makes one refetch (a key rotation), at most
 one per ``jwks_refetch_interval`` seconds whatever the tokens say, so made-up ``kid``s cannot
-turn the server into a flood of requests to the issuer. Documents are read with a size bound,
-no redirect is followed, and only public signature keys of a public-key type are kept
-(symmetric ``oct`` keys and keys with private parts are ignored).
+turn the server into a flood of requests to the issuer. Documents are read uncompressed with
+a size bound, each fetch within ``fetch_timeout`` seconds from connect to last byte, no
+redirect is followed, and only public signature keys of a public-key type are kept
+(symmetric ``oct`` keys and keys with private parts are ignored). A token check waits for
+one fetch at most, its own or the one under way.
 """
 
 from __future__ import annotations
@@ -37,32 +39,49 @@ class KeysUnavailable(InvalidToken):
 
 async def fetch_json(url: str, timeout: float) -> dict[str, Any]:
     """The JSON object at ``url`` (200 only, no redirects, at most :data:`MAX_DOCUMENT`
-    bytes); :class:`KeysUnavailable` otherwise."""
-    import httpx  # lazy: httpx, ~3x python -c pass; only fetching the issuer's keys
-
+    bytes, connect to last byte within ``timeout`` seconds); :class:`KeysUnavailable`
+    otherwise. The deadline is the whole fetch's: a per-read timeout lets an issuer trickle a
+    byte a second while the token checks queue behind the fetch."""
     try:
-        async with (
-            httpx.AsyncClient(
-                timeout=timeout, follow_redirects=False, verify=default_verify(httpx)
-            ) as client,
-            client.stream("GET", url, headers={"Accept": "application/json"}) as response,
-        ):
-            if response.status_code != 200:
-                raise KeysUnavailable(f"{url}: HTTP {response.status_code}")
-            body = bytearray()
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > MAX_DOCUMENT:
-                    raise KeysUnavailable(f"{url}: document larger than {MAX_DOCUMENT} bytes")
-    except httpx.HTTPError as exc:
-        raise KeysUnavailable(f"{url}: {type(exc).__name__}") from None
+        with anyio.fail_after(timeout):
+            body = await _download(url, timeout)
+    except TimeoutError:
+        raise KeysUnavailable(f"{url}: no whole answer within {timeout:g} s") from None
     try:
-        data = outside_json.loads(bytes(body))
+        data = outside_json.loads(body)
     except ValueError:
         raise KeysUnavailable(f"{url}: not JSON") from None
     if not isinstance(data, dict):
         raise KeysUnavailable(f"{url}: not a JSON object")
     return data
+
+
+async def _download(url: str, timeout: float) -> bytes:
+    """The body at ``url`` as sent: identity is asked for and an encoded answer refused, so
+    the bound counts the bytes received (a few KB of stacked gzip inflate to gigabytes, each
+    chunk whole, before a bound on the decoded bytes could run)."""
+    import httpx  # lazy: httpx, ~3x python -c pass; only fetching the issuer's keys
+
+    headers = {"Accept": "application/json", "Accept-Encoding": "identity"}
+    try:
+        async with (
+            httpx.AsyncClient(
+                timeout=timeout, follow_redirects=False, verify=default_verify(httpx)
+            ) as client,
+            client.stream("GET", url, headers=headers) as response,
+        ):
+            if response.status_code != 200:
+                raise KeysUnavailable(f"{url}: HTTP {response.status_code}")
+            if response.headers.get("content-encoding", "identity").strip().lower() != "identity":
+                raise KeysUnavailable(f"{url}: an encoded answer (identity was asked for)")
+            body = bytearray()
+            async for chunk in response.aiter_raw():
+                body += chunk
+                if len(body) > MAX_DOCUMENT:
+                    raise KeysUnavailable(f"{url}: document larger than {MAX_DOCUMENT} bytes")
+    except httpx.HTTPError as exc:
+        raise KeysUnavailable(f"{url}: {type(exc).__name__}") from None
+    return bytes(body)
 
 
 def metadata_urls(issuer: str) -> list[str]:
@@ -119,11 +138,12 @@ class KeySet:
         """The key (a ``jwt.PyJWK``) to check a token signed with ``alg`` under ``kid``;
         :class:`InvalidToken` when the issuer publishes none."""
         now = time.monotonic()
-        if now - self._fetched_at >= self.spec.jwks_ttl:
+        fresh = now - self._fetched_at < self.spec.jwks_ttl
+        if not fresh:  # one refresh per check at most: its wait is one fetch's deadline
             await self._refresh(self._generation)
         key = self._find(kid, alg)
         unknown = key is None and kid is not None and kid not in self._keys
-        if unknown and now - self._refetched_at >= self.spec.jwks_refetch_interval:
+        if fresh and unknown and now - self._refetched_at >= self.spec.jwks_refetch_interval:
             self._refetched_at = now
             await self._refresh(self._generation)
             key = self._find(kid, alg)
@@ -158,13 +178,15 @@ class KeySet:
         """Fetch the keys again, unless another request did since ``generation`` was read.
         After a failure nothing is fetched for ``jwks_refetch_interval`` (at least a second)
         and no key is trusted (stale keys are not kept: a key the issuer withdrew stops
-        working when it is seen gone, never later)."""
+        working when it is seen gone, never later).
+
+        The generation moves when a fetch ends, so a request queued behind a running fetch
+        takes its outcome rather than fetching again: it waits for one fetch at most."""
         async with self._lock:
-            if self._generation != generation:
-                return
             if time.monotonic() < self._retry_at:
                 raise KeysUnavailable("the issuer's signing keys cannot be fetched")
-            self._generation += 1
+            if self._generation != generation:
+                return
             try:
                 uri = self.jwks_uri or await self._discover()
                 self.jwks_uri = uri
@@ -175,9 +197,11 @@ class KeySet:
                 log.warning("cannot fetch the signing keys of %s: %s", self.spec.issuer, exc)
                 self._keys, self._built = {}, {}
                 self._retry_at = time.monotonic() + max(1.0, self.spec.jwks_refetch_interval)
+                self._generation += 1
                 raise KeysUnavailable("the issuer's signing keys cannot be fetched") from None
             self._keys, self._built = keys, {}
             self._fetched_at = time.monotonic()
+            self._generation += 1
 
     async def _discover(self) -> str:
         """The ``jwks_uri`` of the issuer's metadata (whose ``issuer`` must be the one
