@@ -366,6 +366,24 @@ async def test_registry_from_factory_keeps_card_annotations() -> None:
     assert result.ok and "body" in result.value
 
 
+async def test_use_skill_loads_the_name_the_policy_decided_on() -> None:
+    """A deny rule on skill "prod-deploy" was passed with " prod-deploy": the tool stripped the
+    name and returned the denied skill."""
+    from toolcards.tools.skills.card import Skill, SkillTool
+
+    skills = [Skill(name="prod-deploy", summary="deploy", content="SECRET RUNBOOK")]
+    deny = {"arguments": {"name": {"eq": "prod-deploy"}}}
+    rule = {"targets": ["use_skill"], "effect": "deny", "conditions": deny}
+    policy = Policy.from_dict({"default_effect": "allow", "rules": [rule]})
+    executor = Executor(CapabilityRegistry.from_tools(SkillTool(skills=skills).get_tools()), policy)
+    for spelling in (" prod-deploy", "prod-deploy\u3000", "\tprod-deploy\n", "prod-deploy\u2029"):
+        result = await executor.call("use_skill", {"name": spelling}, ALICE)
+        assert result.outcome is Outcome.RETRY
+        assert result.message.endswith(f"blank space: {spelling!r}")
+    result = await executor.call("use_skill", {"name": "prod-deploy"}, ALICE)
+    assert result.outcome is Outcome.DENIED
+
+
 async def test_registry_from_any_toolset(recorder: Any) -> None:
     registry = await CapabilityRegistry.from_toolset(recorder.toolset)
     assert registry["crm_delete"].annotations.destructive

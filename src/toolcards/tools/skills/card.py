@@ -93,7 +93,9 @@ class SkillTool(ToolCard):
             Args:
                 name: The skill's name exactly as listed in the menu.
             """
-            skill = by_name.get(name.strip())
+            if name != name.strip():  # the policy decided on the name as sent, not a stripped one
+                raise RetriableError(f"name must not start or end with blank space: {name!r:.80}")
+            skill = by_name.get(name)
             if skill is None:
                 valid = ", ".join(sorted(by_name)) or "(none)"
                 raise RetriableError(f"unknown skill {name!r}; valid names: {valid}")
