@@ -9,7 +9,10 @@ names the card, at ``none`` authority, unless the host gives it more: then it is
 user's behalf).
 
 The first part of a card is in full; each later one holds what changed since the part before
-it, and a turn where nothing changed sends none. A part records in its metadata (never sent)
+it, and a turn where nothing changed sends none. A part above ``none`` authority is in full
+whenever it is sent: a delta restates lines of the history's record (what was removed, which
+state is gone), and a client may hold and forge that history, so only the providers' own text
+gets the host's voice. A part records in its metadata (never sent)
 the states and the summary it brought the model up to, so a later run given the history, in
 any process, continues from it. The model is current only while it still sees the chain of
 parts back to a full one: a compaction (a ``CompactionPart``) hides what came before it, and a
@@ -109,9 +112,9 @@ def card_source(card_type: str, authority: Authority) -> CapabilityPartSource:
 def next_part(
     view: CardView, history: Sequence[ModelMessage], source: str, authority: Authority
 ) -> StatePart | None:
-    """The card's part for this turn: in full when the model is not current with the card,
-    else what changed (None when nothing did). Providers may block (they ask tool actors):
-    call it from a worker thread."""
+    """The card's part for this turn: in full when the model is not current with the card or
+    the part speaks above ``none`` authority, else what changed (None when nothing did).
+    Providers may block (they ask tool actors): call it from a worker thread."""
     shown = last_shown(history, source, view.key)
     summary = "\n\n".join(text for text in (s() for s in view.summaries) if text) or None
     updater = ContextUpdater(view.providers, previous=shown.states)
@@ -120,12 +123,17 @@ def next_part(
         sections.insert(0, summary)
     if not sections:
         return None
+    full = not shown.current or authority != "none"
+    if full:  # from the providers alone: nothing the history's record says is restated
+        sections = [state.render_full() for state in updater.snapshot().values()]
+        if summary is not None:
+            sections.insert(0, summary)
     count = shown.count + 1
     record = {
         "source": source,
         "card": view.key,
         "count": count,
-        "full": not shown.current,
+        "full": full,
         "states": {k: s.model_dump(mode="json") for k, s in updater.snapshot().items()},
         "summary": summary,
     }
