@@ -353,6 +353,19 @@ def test_view_resizes_large_images_into_the_outside_cache(
     assert list((root / CACHE_DIR_NAME / "images" / "default").iterdir())
 
 
+def test_view_scales_a_phone_photo(tools: Tools, ws: Path) -> None:
+    pytest.importorskip("PIL")
+    import io
+
+    from PIL import Image
+
+    Image.new("RGB", (4000, 3000), (10, 120, 200)).save(ws / "photo.jpg", format="JPEG")
+    content = tools["workspace_view"]("photo.jpg")
+    assert content.media_type == "image/jpeg"
+    with Image.open(io.BytesIO(content.data)) as image:
+        assert (image.format, image.size) == ("JPEG", (1568, 1176))
+
+
 def test_view_of_non_image_is_retriable(tools: Tools, ws: Path) -> None:
     (ws / "a.txt").write_text("x")
     with pytest.raises(RetriableError, match="not an image"):

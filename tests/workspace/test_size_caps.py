@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import resource
+import struct
 import sys
 import time
+import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,6 +46,50 @@ def test_huge_image_is_refused_before_it_is_read(tools: Tools, ws: Path) -> None
     _sparse(ws / "shot.png", GIB)
     with pytest.raises(RetriableError, match="1024 MiB, over the 20 MiB cap for an image"):
         tools["workspace_view"]("shot.png")
+
+
+def _zeros_png(path: Path, width: int, height: int) -> None:
+    """An RGBA PNG of zeros, written by hand: a few hundred KiB that decode to 4 bytes a pixel."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        crc = zlib.crc32(kind + body).to_bytes(4, "big")
+        return len(body).to_bytes(4, "big") + kind + body + crc
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)
+    packer = zlib.compressobj(9)
+    row = bytes(1 + 4 * width)  # filter byte, then the pixels
+    pixels = b"".join(packer.compress(row) for _ in range(height)) + packer.flush()
+    body = chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + body)
+
+
+def _peak_rss() -> int:
+    """This process's peak resident memory so far, in bytes."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+def test_image_of_too_many_pixels_is_refused_before_it_is_decoded(
+    tools: Tools, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 336 KiB PNG of 9400x9400 pixels, under Pillow's own bound, was decoded to 1.2 GiB."""
+    pytest.importorskip("PIL")
+    from PIL import Image
+
+    _zeros_png(ws / "shot.png", 9400, 9400)
+    decoders: list[str] = []
+    get_decoder = Image._getdecoder
+
+    def decoder(*args: Any) -> Any:
+        decoders.append(args[1])
+        return get_decoder(*args)
+
+    monkeypatch.setattr(Image, "_getdecoder", decoder)
+    peak = _peak_rss()
+    with pytest.raises(RetriableError, match=r"9400x9400 pixels, over the 25 M pixel cap"):
+        tools["workspace_view"]("shot.png")
+    assert decoders == []
+    assert _peak_rss() - peak < 256 * 1024 * 1024  # decoding it took 1.2 GiB
 
 
 def test_text_cap_is_configurable_per_card(ws: Path) -> None:

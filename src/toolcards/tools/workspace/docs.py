@@ -37,6 +37,12 @@ IMAGE_TYPES = {
     ".bmp": "image/bmp",
 }
 MAX_IMAGE_BYTES = 10 * 1024 * 1024
+MAX_IMAGE_PIXELS = 25_000_000
+"""Most pixels (width x height, from the header) of an image workspace_view opens with Pillow,
+which decodes it in this process at up to 4 bytes a pixel: a 12 MP photo or a 5K screenshot
+fits, and one view then peaks near 250 MiB (an RGBA image at the cap, decoded and
+premultiplied). A small file can declare far more (a PNG of zeros compresses a thousandfold:
+336 KiB for 88 M pixels, 1.2 GiB decoded), so a larger image is refused before any decode."""
 MAX_DOCUMENT_TEXT_BYTES = 4 * 1024 * 1024
 """Most bytes of a document's text kept, cached and read back: twenty times what one
 workspace_read call shows by default, so paging with ``offset`` reaches far, while a small
@@ -293,25 +299,30 @@ def check_image_name(rel: str) -> None:
 
 
 def _resize(data: bytes, rel: str, max_dimension: int) -> bytes | None:
-    """Scaled-down bytes in the same format, or None when no resize is needed or possible."""
+    """Scaled-down bytes in the same format, or None when no resize is needed or possible.
+
+    Only the header is read before the pixel count is checked; the opened image is then scaled
+    in place, never copied whole: a JPEG much larger than ``max_dimension`` is decoded at a
+    reduced scale (``thumbnail`` drafts it), other formats are decoded once and shrunk by a
+    whole factor (``reduce``) before they are resampled."""
     try:
         from PIL import Image  # lazy: extra vision (pillow)
     except ImportError:
         return None
     try:
         with Image.open(io.BytesIO(data)) as image:
-            pixel_cap = Image.MAX_IMAGE_PIXELS or 0
-            if pixel_cap and image.size[0] * image.size[1] > pixel_cap:
+            width, height = image.size
+            if width * height > MAX_IMAGE_PIXELS:
                 raise RetriableError(
-                    f"{rel} has {image.size[0]}x{image.size[1]} pixels, too many to scale"
+                    f"{rel} is {width}x{height} pixels, over the "
+                    f"{MAX_IMAGE_PIXELS // 1_000_000} M pixel cap for an image"
                 )
             if max(image.size) <= max_dimension:
                 return None
             fmt = image.format or "PNG"
-            copy = image.copy()
-            copy.thumbnail((max_dimension, max_dimension))
+            image.thumbnail((max_dimension, max_dimension))
             out = io.BytesIO()
-            copy.save(out, format=fmt)
+            image.save(out, format=fmt)
             return out.getvalue()
     except RetriableError:
         raise
