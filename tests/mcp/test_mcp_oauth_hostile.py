@@ -29,6 +29,7 @@ from pydantic import SecretStr, ValidationError
 from toolcards.tools.mcp import MCPAuth, MCPOAuth, MCPTool
 from toolcards.tools.mcp._http import http as httpx
 from toolcards.tools.mcp.oauth import OAuthError
+from toolcards.tools.mcp.oauth_discovery import under_issuer
 
 PRM = (SERVER_HOST, "/.well-known/prm")
 HOSTILE_META = ("as.hostile.example", "/.well-known/oauth-authorization-server")
@@ -213,6 +214,57 @@ def test_the_issuer_metadata_cannot_send_the_client_secret_to_another_origin(
     with pytest.raises(OAuthError, match="client_secret goes only to a token endpoint"):
         asyncio.run(net.get(flow))
     assert net.consents == [] and not net.sent("collector.other.example", "/token")
+
+
+TENANT_A = "https://idp.shared.example/tenant-a"
+TENANT_A_META = ("idp.shared.example", "/.well-known/oauth-authorization-server/tenant-a")
+
+
+@pytest.mark.parametrize(
+    "token", ["/tenant-b/token", "/tenant-ab/token", "/tenant-a/../tenant-b/token", "/token"]
+)
+def test_the_issuer_metadata_cannot_send_the_client_secret_outside_the_issuer_path(
+    net: HostileNet, token: str
+) -> None:
+    # the host grants tenant-a's URL prefix; its metadata names a path of the origin beyond it
+    net.dns["idp.shared.example"] = PUBLIC
+    endpoint = f"https://idp.shared.example{token}"
+    net.pages[TENANT_A_META] = authorization_server(TENANT_A, token_endpoint=endpoint)
+    flow = net.flow(client_secret="s3cr3t", issuer=TENANT_A)
+    with pytest.raises(OAuthError, match="name authorization_endpoint and token_endpoint"):
+        asyncio.run(net.get(flow))
+    assert net.consents == [] and not [r for _, _, r in net.requests if r.method == "POST"]
+
+
+@pytest.mark.parametrize("token", ["/tenant-a/token", "/tenant-a/oauth/token"])
+def test_the_client_secret_goes_to_a_token_endpoint_under_the_issuer_path(
+    net: HostileNet, token: str
+) -> None:
+    net.dns["idp.shared.example"] = PUBLIC
+    endpoint = f"https://idp.shared.example{token}"
+    net.pages[TENANT_A_META] = authorization_server(TENANT_A, token_endpoint=endpoint)
+    net.pages[("idp.shared.example", token)] = {"access_token": ACCESS, "expires_in": 3600}
+    flow = net.flow(client_secret="s3cr3t", issuer=TENANT_A)
+    assert asyncio.run(net.get(flow)).status_code == 200
+    [exchange] = net.sent("idp.shared.example", token)
+    assert form_of(exchange)["client_secret"] == "s3cr3t"
+
+
+@pytest.mark.parametrize(
+    ("issuer", "token", "under"),
+    [
+        ("https://idp.example", "https://idp.example/any/token", True),
+        ("https://idp.example/", "https://idp.example/token", True),
+        ("https://idp.example/t", "https://idp.example/t/token", True),
+        ("https://idp.example/t", "https://idp.example/t2/token", False),
+        ("https://idp.example/t", "https://idp.example/t/%2e%2e/u/token", False),
+        ("https://idp.example", "https://idp.example:8443/token", False),
+    ],
+)
+def test_a_token_endpoint_is_under_an_issuer_by_whole_path_segments(
+    issuer: str, token: str, under: bool
+) -> None:
+    assert under_issuer(token, issuer) is under
 
 
 def test_a_public_issuers_metadata_cannot_name_a_private_token_endpoint(net: HostileNet) -> None:

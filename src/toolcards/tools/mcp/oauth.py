@@ -8,7 +8,7 @@ Tokens live in memory on the flow object, which outlives reconnections.
 The MCP server may be hostile: the token is requested for the server's own canonical URL
 (RFC 8707) and only ever sent to that server's origin; discovery and token requests are made
 by the flow's own client (no redirects followed, every URL through ``DiscoveryGuard``); a
-client secret goes only to a token endpoint the card names, or one on its issuer's origin.
+client secret goes only to a token endpoint the card names, or one under its issuer's URL.
 """
 
 from __future__ import annotations
@@ -87,8 +87,8 @@ class OAuthFlow(httpx.Auth):
 
     With a ``client_secret``, the authorization server must be configured (``issuer``, or
     both endpoints): the secret never goes to one the MCP server names, nor to a token endpoint
-    the issuer's metadata puts on another origin. ``resolver`` and
-    ``transport`` serve the flow's own requests (tests give in-memory ones)."""
+    the issuer's metadata puts outside the issuer's URL. ``resolver`` and ``transport`` serve
+    the flow's own requests (tests give in-memory ones)."""
 
     requires_response_body = False
 
@@ -319,11 +319,12 @@ class OAuthFlow(httpx.Auth):
 
     def _check_secret(self, endpoints: Endpoints) -> None:
         """OAuthError when a client secret would go to a token endpoint that is not the card's
-        own (one the issuer's metadata names on another origin)."""
+        own (one the issuer's metadata names outside the issuer's URL)."""
         if self._client_secret and not endpoints.own:
             raise OAuthError(
-                "the client_secret goes only to a token endpoint on the issuer's origin or named "
-                f"in the card, not {shown(endpoints.token)}"
+                "the client_secret goes only to a token endpoint under the issuer's URL, not "
+                f"{shown(endpoints.token)}: name authorization_endpoint and token_endpoint in "
+                "the card"
             )
 
     async def _token(self, client: httpx.AsyncClient, form: dict[str, str]) -> tuple[int, Any]:

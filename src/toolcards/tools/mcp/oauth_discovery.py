@@ -5,7 +5,8 @@ The protected-resource metadata must name the MCP server itself as its ``resourc
 section 3.3); the authorization server's metadata must name the issuer it was fetched for
 (RFC 8414 section 3.3). Every URL is checked by the ``DiscoveryGuard`` before it is contacted;
 the endpoints a configured issuer's metadata names are checked like discovered ones unless
-they are on that issuer's origin (or the issuer is itself private).
+they are on that issuer's origin (or the issuer is itself private). A client secret goes only
+to a token endpoint under the issuer URL itself: the host grants URLs by prefix.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urljoin, urlsplit
 
-from toolcards.core.trust import private_host
+from toolcards.core.trust import HostTrust, private_host
 from toolcards.tools.mcp._http import http as httpx
 from toolcards.tools.mcp.oauth_urls import (
     DiscoveryGuard,
@@ -37,8 +38,8 @@ class Endpoints:
     """Whether the token endpoint is checked as a URL the card names (https, or http on a
     loopback host; private addresses allowed)."""
     own: bool
-    """Whether the token endpoint is the card's own: named by it, or on the exact origin of its
-    ``issuer``. Only such a one receives a client secret."""
+    """Whether the token endpoint is the card's own: named by it, or under the URL of its
+    ``issuer`` (:func:`under_issuer`). Only such a one receives a client secret."""
 
 
 class Fetch(Protocol):
@@ -82,6 +83,16 @@ def issuer_of(metadata: dict[str, Any], resource: str) -> str:
     return servers[0]
 
 
+def under_issuer(endpoint: str, issuer: str) -> bool:
+    """Whether ``endpoint`` lies under ``issuer`` (same origin, its path equal or below by whole
+    segments), by the rule of the host's grant of the issuer (``HostTrust.urls``): its metadata
+    cannot take the client secret to a path of the origin the host did not grant."""
+    try:
+        return HostTrust(urls=[issuer]).allows_url(endpoint)
+    except ValueError:  # an issuer no grant could name (credentials, dot segments)
+        return False
+
+
 def server_endpoints(url: str, metadata: dict[str, Any], issuer: str) -> tuple[str, str]:
     """(authorization endpoint, token endpoint) from the metadata fetched at ``url`` for
     ``issuer``; OAuthError when it names another issuer, lacks them or has no PKCE S256."""
@@ -118,7 +129,7 @@ class Discovery:
         auth, token = server_endpoints(url, data, issuer)
         await self._guard.check(auth, "authorization endpoint", configured=self._trusted(auth))
         await self._guard.check(token, "token endpoint", configured=self._trusted(token))
-        own = configured and same_origin(token, issuer)
+        own = configured and under_issuer(token, issuer)
         return Endpoints(auth, token, configured=self._trusted(token), own=own)
 
     def _trusted(self, endpoint: str) -> bool:
