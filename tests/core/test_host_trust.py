@@ -333,3 +333,18 @@ def test_the_default_trust_cannot_be_widened_in_place() -> None:
     with pytest.raises(AttributeError, match="read-only"):
         nothing.private_network = True
     assert not loads(search(allow_private=True))
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://idp.example/tenant-a/..%2ftenant-b/token",
+        "https://idp.example/tenant-a/..%2Ftenant-b/token",
+        "https://idp.example/tenant-a/..%5ctenant-b/token",
+        "https://idp.example/tenant-a/%2e%2e/tenant-b/token",
+    ],
+)
+def test_a_url_prefix_grant_is_not_left_through_an_encoded_separator(url: str) -> None:
+    trust = HostTrust(urls=["https://idp.example/tenant-a"])
+    assert trust.allows_url("https://idp.example/tenant-a/oauth/token")
+    assert not trust.allows_url(url)

@@ -214,9 +214,10 @@ def _url_parts(url: str) -> tuple[str, str, int | None, str] | None:
         return None
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.username:
         return None
-    segments = parts.path.lower().replace("%2e", ".").split("/")
-    if "." in segments or ".." in segments or "\\" in url:
-        return None  # a path that could step out of a trusted prefix once normalised
+    lowered = parts.path.lower()
+    segments = lowered.replace("%2e", ".").split("/")
+    if "." in segments or ".." in segments or "\\" in url or "%2f" in lowered or "%5c" in lowered:
+        return None  # a path that could step out of a trusted prefix once normalised or decoded
     port = port or (443 if parts.scheme == "https" else 80)
     return parts.scheme, parts.hostname.lower(), port, parts.path.rstrip("/")
 
