@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from toolcards import HostTrust
-from toolcards.core import RetriableError, ToolFactory
+from toolcards.core import RetriableError, ToolFactory, TransientError
 from toolcards.governance import CapabilityRegistry, Executor, Identity, Outcome, Policy
 from toolcards.runtime import Team
 from toolcards.tools.vector_store import actor as actor_mod
@@ -345,6 +346,63 @@ def test_a_query_waiting_for_its_embedding_fails_when_the_team_stops(
     release.set()
     with pytest.raises(RuntimeError, match="stopped"):
         answer.result(timeout=5)
+
+
+class Gated:
+    """A slow embedding service: every call waits for ``release`` (at most 10 s)."""
+
+    name, model, dimension = "hash", "hash-64", 64
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.started = threading.Event()
+        self.release = threading.Event()
+        self.texts: list[str] = []
+
+    def embed(self, texts: list[str]) -> Any:
+        self.texts.extend(texts)
+        self.started.set()
+        self.release.wait(10)
+        return self.inner.embed(texts)
+
+
+@pytest.fixture
+def gated(monkeypatch: pytest.MonkeyPatch, counting_hash: Any) -> Gated:
+    provider = Gated(counting_hash)
+    monkeypatch.setattr(actor_mod, "provider_for", lambda config: provider)
+    return provider
+
+
+def test_queries_their_callers_gave_up_on_are_not_embedded(gated: Gated) -> None:
+    with Team("vs-abandoned") as team:
+        team.bind([_hash_card()], member="alice")
+        handle = find_store(team)
+        assert handle is not None
+        handle.ask(VectorStoreActor.query, "tasks", "busy", 3)
+        assert gated.started.wait(10)  # it holds the only worker: the next queries queue
+        for i in range(3):
+            with pytest.raises(TimeoutError):
+                query(handle, "tasks", f"abandoned {i}", 3, timeout=0.2)
+        gated.release.set()
+        assert query(handle, "tasks", "quarterly report", 3, timeout=10) == []
+        assert gated.texts == ["busy", "quarterly report"]
+
+
+def test_queries_past_the_cap_are_refused_at_once(gated: Gated) -> None:
+    with Team("vs-cap") as team:
+        team.bind([_hash_card()], member="alice")
+        handle = find_store(team)
+        assert handle is not None
+        waiting = [
+            handle.ask(VectorStoreActor.query, "tasks", f"query {i}", 3)
+            for i in range(actor_mod.MAX_QUERIES)
+        ]
+        with pytest.raises(TransientError, match="busy"):
+            query(handle, "tasks", "one too many", 3, timeout=1)
+        gated.release.set()
+        assert [answer.result(timeout=10) for answer in waiting] == [[]] * len(waiting)
+        assert query(handle, "tasks", "room again", 3, timeout=10) == []
+        assert "one too many" not in gated.texts
 
 
 def test_a_large_collection_switches_to_approximate_search(spy: Any) -> None:

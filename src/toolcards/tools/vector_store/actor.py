@@ -3,23 +3,26 @@
 Embedding never runs on the actor's thread. ``upsert`` plans on the actor, embeds the changed
 texts on a worker thread, and the worker hands the vectors back with ``tell("worker_apply")``.
 ``query`` returns a ``concurrent.futures.Future``: resolved at once when the query's vector is
-cached, else after a worker embedded it and the actor searched. Use
+cached, else after a worker embedded it and the actor searched. A caller that gives up cancels
+the Future and its query is not embedded; at most :data:`MAX_QUERIES` wait at once. Use
 :func:`toolcards.tools.vector_store.client.query` for the one-call form.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import logging
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from toolcards.core.actors import ActorHandle
+from toolcards.core.errors import TransientError
 from toolcards.core.threads import leave_signals_to_the_main_thread
 from toolcards.runtime import ToolActor, ToolActorContext
 from toolcards.tools.vector_store.base import EmbeddingProvider, VectorExtraMissing
@@ -39,6 +42,9 @@ logger = logging.getLogger(__name__)
 
 JOB_TEXTS = 256
 """Texts per worker job: bounds the latency a query waits behind a bulk upsert."""
+MAX_QUERIES = 64
+"""Query embeddings waiting at once; past it ``query`` is refused: an unbounded queue let
+callers that gave up keep the workers busy and delay every later search."""
 MAX_FAILURES = 10_000
 """Failed embeddings remembered (per item, for :meth:`VectorStoreActor.check_stored`)."""
 
@@ -133,8 +139,7 @@ class VectorStoreActor(ToolActor):
             index.save()
         pending: list[Future[Any]] = [*self._waiters, *self._queries]
         for waiter in pending:
-            if not waiter.done():
-                waiter.set_exception(RuntimeError(f"{self.ctx.name} stopped"))
+            _settle(waiter, error=RuntimeError(f"{self.ctx.name} stopped"))
         self._waiters.clear()
         self._queries.clear()
         if self._qdrant is not None:
@@ -260,6 +265,8 @@ class VectorStoreActor(ToolActor):
         else:
             assert self._pool is not None
             self._queries = {q for q in self._queries if not q.done()}  # actor thread only
+            if len(self._queries) >= MAX_QUERIES:
+                raise TransientError(f"{self.ctx.name} is busy: {MAX_QUERIES} queries waiting")
             self._queries.add(answer)
             self._pool.submit(self._embed_query, answer, collection, text, top_k)
         return answer
@@ -351,20 +358,20 @@ class VectorStoreActor(ToolActor):
             self._jobs = 0
             waiters, self._waiters = self._waiters, []
             for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
+                _settle(waiter)
 
     def _embed_query(  # worker thread
         self, answer: Future[list[Hit]], collection: str, text: str, top_k: int
     ) -> None:
+        if answer.done():  # its caller gave up (cancelled) or the store stopped
+            return
         try:
             vector = provider_for(self.cfg).embed([text])[0]
             self._self().tell(
                 VectorStoreActor.worker_answer, answer, collection, text, vector, top_k
             )
         except Exception as exc:
-            if not answer.done():
-                answer.set_exception(exc)
+            _settle(answer, error=exc)
 
     def worker_answer(
         self, answer: Future[list[Hit]], collection: str, text: str, vector: Matrix, top_k: int
@@ -375,11 +382,18 @@ class VectorStoreActor(ToolActor):
             store.cache_query(text, vector)
             hits = store.search(collection, vector, top_k)
         except Exception as exc:
-            if not answer.done():
-                answer.set_exception(exc)
+            _settle(answer, error=exc)
             return
-        if not answer.done():
-            answer.set_result(hits)
+        _settle(answer, hits)
+
+
+def _settle(future: Future[Any], result: Any = None, *, error: Exception | None = None) -> None:
+    """Resolve ``future`` unless it already is: its caller may cancel it at any moment."""
+    with contextlib.suppress(InvalidStateError):
+        if error is None:
+            future.set_result(result)
+        else:
+            future.set_exception(error)
 
 
 def _warm_up(config: VectorStoreConfig) -> None:  # worker thread

@@ -10,9 +10,10 @@ if handle is not None and is_available(handle):
 ```
 
 ``query`` asks the actor for a Future (the embedding runs on the store's worker thread, never
-on an actor thread) and waits for it here, in the caller's thread, with a timeout. Call it
-from tool functions; from inside another actor prefer
-``handle.ask(VectorStoreApi.query, ...)`` and keep the Future.
+on an actor thread) and waits for it here, in the caller's thread, with a timeout; on timeout
+it cancels the Future, so the store does not embed a query nobody waits for. Call it from
+tool functions; from inside another actor prefer ``handle.ask(VectorStoreApi.query, ...)``,
+keep the Future, and cancel it when you stop waiting.
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ def query(
     """The ``top_k`` ids most similar to ``text`` as ``(id, cosine)``, best first.
 
     Raises ``TimeoutError`` after ``timeout`` seconds, ``ValueError``/``TypeError`` for bad
-    arguments, and ``VectorExtraMissing`` (an ``ImportError``) when embedding is unavailable.
+    arguments, ``VectorExtraMissing`` (an ``ImportError``) when embedding is unavailable, and
+    ``TransientError`` when the store already has too many queries waiting.
     """
     answer = handle.within(timeout).ask(VectorStoreApi.query, collection, text, top_k)
     hits: list[Hit] = _resolve(answer, timeout)
@@ -71,5 +73,6 @@ def _resolve(answer: Any, timeout: float) -> Any:
         try:
             return answer.result(timeout=timeout)
         except TimeoutError as exc:
+            answer.cancel()  # a query still queued is then skipped, not embedded for no one
             raise TimeoutError(f"vector store gave no answer within {timeout:g} s") from exc
     return answer
