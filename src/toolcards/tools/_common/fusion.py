@@ -128,13 +128,14 @@ class VectorLink:
         if handle is None:
             self._failed = True
             return None
+        answer: Any = None
         try:
-            answer: Any = handle.within(self.timeout).ask(
-                VectorStoreApi.query, collection, text, top_k
-            )
+            answer = handle.within(self.timeout).ask(VectorStoreApi.query, collection, text, top_k)
             # a store answers with a Future (its embedding runs off the actor) or with the hits
             hits = answer.result(timeout=self.timeout) if isinstance(answer, Future) else answer
         except Exception as exc:
+            if isinstance(answer, Future):
+                answer.cancel()  # nobody waits for it: the store's worker skips it
             log.warning("vector query on %s failed: %s", self.name, exc)
             self._failed = True
             return None
