@@ -21,6 +21,8 @@ from toolcards.governance import AuditLog, CapabilityRegistry, Executor, Outcome
 from toolcards.governance.executor.budget import Budgets
 from toolcards.governance.policy.parse import PolicyError
 from toolcards.stores.base import Spend
+from toolcards.stores.errors import StoreUnavailable
+from toolcards.stores.memory import MemoryBudgets
 from toolcards.stores.open import open_budgets
 
 CAROL = Identity("agent.carol", "agent")
@@ -186,6 +188,60 @@ def test_the_store_takes_all_or_nothing_and_never_past_a_limit(store: Any) -> No
     store.add("k", [Spend("a", 5, 0)], 0.0)  # model usage: added whatever the limit, once
     store.add("k", [Spend("a", 5, 0)], 0.0)
     assert store.spent(["a"]) == {"a": 6.0}
+
+
+class _Expiry(float):
+    """An expiry that counts the comparisons made with it: how many counters a store reads."""
+
+    compared = 0
+
+    def _seen(self) -> None:
+        _Expiry.compared += 1
+
+    def __lt__(self, other: float) -> bool:
+        self._seen()
+        return float(self) < other
+
+    def __le__(self, other: float) -> bool:
+        self._seen()
+        return float(self) <= other
+
+    def __gt__(self, other: float) -> bool:
+        self._seen()
+        return float(self) > other
+
+    def __ge__(self, other: float) -> bool:
+        self._seen()
+        return float(self) >= other
+
+
+def test_a_full_memory_store_refuses_a_new_counter_without_reading_every_counter() -> None:
+    store = MemoryBudgets(max_counters=1000)
+    for run in range(1000):  # one counter per run, kept 7 days: none expires here
+        assert store.take(None, [Spend(f"run {run}", 1, 3, _Expiry(1e9 + run))], 0.0) is None
+    _Expiry.compared = 0
+    with pytest.raises(StoreUnavailable, match="the budget store is full"):
+        store.take("k", [Spend("run 0", 1, 3, _Expiry(1e9)), Spend("new run", 1, 3, 2e9)], 1.0)
+    assert _Expiry.compared < 20  # the soonest expiry only: never a scan of the 1000
+    with pytest.raises(StoreUnavailable):
+        store.add(None, [Spend("model", 5, 0, 2e9)], 1.0)
+    assert len(store.listing(1.0, limit=5000)) == 1000  # never past its cap
+    assert store.spent(["run 0", "new run", "model"]) == {"run 0": 1.0}  # all or nothing
+    assert store.take("k", [Spend("run 0", 1, 3, _Expiry(1e9))], 1.0) is None
+    assert store.spent(["run 0"]) == {"run 0": 2.0}  # the refused use left no key behind
+
+
+def test_a_full_memory_store_forgets_the_counter_that_expired_first() -> None:
+    store = MemoryBudgets(max_counters=3)
+    for counter, expires in [("a", 10.0), ("b", 20.0), ("team", None)]:
+        store.add(None, [Spend(counter, 1, 0, expires)], 0.0)
+    store.add(None, [Spend("b", 1, 0, 40.0)], 5.0)  # used again: kept longer
+    store.add(None, [Spend("d", 1, 0, 50.0)], 15.0)
+    assert store.spent(["a", "b", "team", "d"]) == {"b": 2.0, "team": 1.0, "d": 1.0}
+    with pytest.raises(StoreUnavailable):  # b expires at 40 now, not 20
+        store.add(None, [Spend("e", 1, 0, 60.0)], 25.0)
+    store.add(None, [Spend("e", 1, 0, 60.0)], 45.0)
+    assert store.spent(["b", "team", "d", "e"]) == {"team": 1.0, "d": 1.0, "e": 1.0}
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,6 @@ import pytest
 
 from toolcards.governance import RateLimiter
 from toolcards.governance.policy.parse import Limit, PolicyError, compile_globs, parse_rate
-from toolcards.stores import memory as ratelimit_module
 
 
 def _limit(count: int, period: float) -> tuple[Limit, ...]:
@@ -36,12 +35,9 @@ def test_a_refused_call_takes_no_token() -> None:
     assert limiter.acquire(limits, "a", "t") == 0.0
 
 
-def test_full_buckets_are_forgotten_when_there_are_too_many(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(ratelimit_module, "_MAX_BUCKETS", 10)
+def test_full_buckets_are_forgotten_when_there_are_too_many() -> None:
     now = [0.0]
-    limiter = RateLimiter(clock=lambda: now[0])
+    limiter = RateLimiter(clock=lambda: now[0], max_buckets=10)
     limits = _limit(5, 60.0)
     for i in range(10):
         limiter.acquire(limits, f"early{i}", "t")
@@ -51,6 +47,38 @@ def test_full_buckets_are_forgotten_when_there_are_too_many(
     for _ in range(4):
         assert limiter.acquire(limits, "late", "t") == 0.0
     assert limiter.acquire(limits, "late", "t") > 0
+
+
+class _Period(float):
+    """A period that counts the arithmetic done with it: how many buckets a limiter reads."""
+
+    used = 0
+
+    def __rmul__(self, other: float) -> float:
+        _Period.used += 1
+        return float(other) * float(self)
+
+    def __rtruediv__(self, other: float) -> float:
+        _Period.used += 1
+        return float(other) / float(self)
+
+
+def test_a_full_limiter_makes_a_new_caller_wait_without_reading_every_bucket() -> None:
+    now = [0.0]
+    limiter = RateLimiter(clock=lambda: now[0], max_buckets=1000)
+    every = compile_globs(("*",))
+    limits = (Limit(0, every, every, 2, _Period(60.0), "2/60s"),)
+    for i in range(1000):  # each bucket is full again at 30 s
+        assert limiter.acquire(limits, f"p{i}", "t") == 0.0
+    now[0] = 10.0
+    _Period.used = 0
+    for i in range(1000):
+        assert limiter.acquire(limits, f"late{i}", "t") == pytest.approx(20.0)
+    assert _Period.used < 3000  # each bucket read once more than it was used, then one a caller
+    assert len(limiter._buckets) == 1000  # never past its cap
+    now[0] = 30.0
+    assert limiter.acquire(limits, "late0", "t") == 0.0
+    assert limiter.acquire(limits, "p0", "t") == 0.0  # forgotten full: starts full again
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,8 @@ between processes)."""
 
 from __future__ import annotations
 
+import heapq
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -12,6 +14,7 @@ from dataclasses import replace
 from toolcards.core.approvals import ApprovalRecord, ApprovalRequest, ApprovalState
 from toolcards.core.grants import Grant
 from toolcards.stores.base import DEFAULT_TEAM, Binding, Limit, Spend
+from toolcards.stores.errors import StoreUnavailable
 from toolcards.stores.governance import PENDING_PER_PRINCIPAL, TooManyApprovals
 
 _MAX_BUCKETS = 100_000
@@ -177,12 +180,24 @@ class MemoryApprovalStore:
             self._drop(approval_id)
 
 
-class RateLimiter:
-    """Holds one bucket per (limit, principal id, tool id); refills continuously."""
+_BucketKey = tuple[int, int, float, str, str]  # (limit index, count, period, principal, tool)
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+
+class RateLimiter:
+    """Holds one bucket per (limit, principal id, tool id), at most ``max_buckets``; refills
+    continuously. A full bucket is forgotten to make room (recreating it gives the same state);
+    with none full, a call that needs a new bucket waits until one is: resetting a bucket that
+    is still refilling would give its caller tokens back."""
+
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, *, max_buckets: int = _MAX_BUCKETS
+    ) -> None:
         self._clock = clock
-        self._buckets: dict[tuple[int, int, float, str, str], list[float]] = {}
+        self._max = max_buckets
+        self._buckets: dict[_BucketKey, list[float]] = {}
+        # one (full at, key) per bucket, soonest first; "full at" only grows as tokens are
+        # taken, so an entry is a lower bound, brought up to date when it reaches the top
+        self._full: list[tuple[float, _BucketKey]] = []
         self._lock = threading.Lock()
 
     def acquire(self, limits: Sequence[Limit], principal: str, tool_id: str) -> float:
@@ -191,16 +206,19 @@ class RateLimiter:
         if not limits:
             return 0.0
         now = self._clock()
+        keys = [(lim.index, lim.count, lim.period, principal, tool_id) for lim in limits]
         with self._lock:
+            if not self._fits(keys):
+                soonest = self._forget_idle(now)
+                if not self._fits(keys):
+                    return soonest - now
             buckets = []
             wait = 0.0
-            for lim in limits:
-                key = (lim.index, lim.count, lim.period, principal, tool_id)
+            for lim, key in zip(limits, keys, strict=True):
                 bucket = self._buckets.get(key)
                 if bucket is None:
-                    if len(self._buckets) >= _MAX_BUCKETS:
-                        self._forget_idle(now)
                     bucket = self._buckets[key] = [float(lim.count), now]
+                    heapq.heappush(self._full, (now, key))
                 rate = lim.count / lim.period
                 tokens = min(float(lim.count), bucket[0] + (now - bucket[1]) * rate)
                 bucket[0], bucket[1] = tokens, now
@@ -213,25 +231,50 @@ class RateLimiter:
                 bucket[0] -= 1.0
             return 0.0
 
-    def _forget_idle(self, now: float) -> None:
-        """Drop buckets that have refilled completely: recreating one gives the same state."""
-        idle = [k for k, b in self._buckets.items() if b[0] + (now - b[1]) * k[1] / k[2] >= k[1]]
-        for key in idle:
-            del self._buckets[key]
+    def _fits(self, keys: Sequence[_BucketKey]) -> bool:
+        missing = sum(1 for key in keys if key not in self._buckets)
+        return len(self._buckets) + missing <= self._max
+
+    def _forget_idle(self, now: float) -> float:
+        """Drop the buckets that have refilled completely, soonest full first (each entry is
+        looked at once more than its bucket was used, never every bucket); returns when the
+        next one will be full."""
+        while self._full:
+            seen, key = self._full[0]
+            bucket = self._buckets[key]
+            full = bucket[1] + (key[1] - bucket[0]) * key[2] / key[1]
+            if full <= now:
+                heapq.heappop(self._full)
+                del self._buckets[key]
+            elif seen < full:
+                heapq.heapreplace(self._full, (full, key))
+            else:
+                return full
+        return math.inf
 
     def reset(self) -> None:
         with self._lock:
             self._buckets.clear()
+            self._full.clear()
 
 
 class MemoryBudgets:
     """Budget counters in this process's memory (see
-    :class:`~toolcards.stores.base.BudgetStore`): at most 100,000 counters and as many keys
-    (the oldest keys are forgotten first; expired counters go first)."""
+    :class:`~toolcards.stores.base.BudgetStore`): at most ``max_counters`` counters and as
+    many keys (the oldest keys are forgotten first). A full store forgets its expired
+    counters, soonest expired first; with none expired, a use that needs a new counter is
+    refused (:class:`~toolcards.stores.errors.StoreUnavailable`, nothing counted) until one
+    expires: forgetting a live counter would start it again from zero, and the counter that
+    ends soonest is often the team's own (today's), while every run adds one kept 7 days."""
 
-    def __init__(self, team_id: str = DEFAULT_TEAM) -> None:
+    def __init__(self, team_id: str = DEFAULT_TEAM, *, max_counters: int = _MAX_BUCKETS) -> None:
         self.team_id = team_id
+        self._max = max_counters
         self._spent: dict[str, list[float | None]] = {}  # counter -> [spent, updated, expires]
+        # (expires, counter), soonest first: at least one entry per expiring counter no later
+        # than its expiry (a counter's expiry mostly grows; an entry is brought up to date
+        # when it reaches the top, and one more is pushed when it shrinks)
+        self._expiry: list[tuple[float, str]] = []
         self._keys: dict[str, None] = {}
         self._lock = threading.Lock()
 
@@ -265,19 +308,43 @@ class MemoryBudgets:
         return sorted(rows, key=lambda row: -row[2])[:limit]
 
     def _spend(self, key: str | None, spends: Sequence[Spend], now: float) -> None:
+        """Add every spend, or none: raises before anything is added when the new counters
+        do not fit."""
+        if not self._fits(spends):
+            self._forget_expired(now)
+            if not self._fits(spends):
+                raise StoreUnavailable(
+                    f"the budget store is full ({self._max} live counters): try again later"
+                )
         if key is not None:
-            if len(self._keys) >= _MAX_BUCKETS:
+            if len(self._keys) >= self._max:
                 del self._keys[next(iter(self._keys))]
             self._keys[key] = None
         for spend in spends:
-            row = self._spent.get(spend.counter)
-            if row is None:
-                if len(self._spent) >= _MAX_BUCKETS:
-                    self._forget_expired(now)
-                row = self._spent[spend.counter] = [0.0, now, spend.expires]
+            row = self._spent.setdefault(spend.counter, [0.0, now, None])
+            expires = spend.expires
+            if expires is not None and (row[2] is None or expires < row[2]):
+                heapq.heappush(self._expiry, (expires, spend.counter))
             row[0] = float(row[0] or 0.0) + spend.amount
-            row[1], row[2] = now, spend.expires
+            row[1], row[2] = now, expires
+
+    def _fits(self, spends: Sequence[Spend]) -> bool:
+        new = {spend.counter for spend in spends if spend.counter not in self._spent}
+        return len(self._spent) + len(new) <= self._max
 
     def _forget_expired(self, now: float) -> None:
-        for counter in [c for c, r in self._spent.items() if r[2] is not None and r[2] <= now]:
-            del self._spent[counter]
+        """Drop the expired counters, soonest first: each entry is looked at once more than
+        its counter was used, never every counter."""
+        while self._expiry:
+            expires, counter = self._expiry[0]
+            row = self._spent.get(counter)
+            ends = None if row is None else row[2]
+            if ends is None or ends < expires:  # forgotten, kept for good, or pushed again
+                heapq.heappop(self._expiry)
+            elif expires < ends:
+                heapq.heapreplace(self._expiry, (ends, counter))
+            elif ends <= now:
+                heapq.heappop(self._expiry)
+                del self._spent[counter]
+            else:
+                return
