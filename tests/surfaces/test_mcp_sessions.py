@@ -19,12 +19,14 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp.client.client import Client
 from starlette.testclient import TestClient
 
 from surfaces.surface_support import HEADERS, INIT, HttpServer, token_for, write_config
 from toolcards.governance import AuditLog, Identity
 from toolcards.surfaces.config import SessionLimits, load_config
 from toolcards.surfaces.mcp_server.http import http_app
+from toolcards.surfaces.mcp_server.server import GovernedMCPServer
 from toolcards.surfaces.mcp_server.sessions import Message, SessionGuard
 from toolcards.surfaces.runtime import SurfaceRuntime
 
@@ -389,3 +391,80 @@ async def test_calls_a_session_runs_at_once_are_bounded_however_soon_their_posts
             assert time.monotonic() < deadline, "the cancelled calls were never audited"
             await asyncio.sleep(0.05)
         assert anonymous_outcomes(audit) == ["cancelled", "cancelled", "ok"]
+
+
+PER_RUN = """default_effect: allow
+budgets:
+  - {name: finishes per run, per: run, targets: [finish], calls: 1}
+"""
+
+
+def per_run_config(tmp_path: Path) -> Path:
+    """``finish`` (long-running: a task when asked) under a ``per: run`` budget of one call."""
+    policy = tmp_path / "per_run.yaml"
+    policy.write_text(PER_RUN, encoding="utf-8")
+    config: Path = write_config(
+        tmp_path, local=BOB, tokens=[BOB], policy=policy, tools=["ending_tools:TOOLS"]
+    )
+    return config
+
+
+def finish(i: int) -> dict[str, Any]:
+    return {"name": "finish", "arguments": {"how": "ok", "tag": f"t{i}"}}
+
+
+def outcome(result: Any) -> str:
+    """The outcome of a call's result (an SDK result, or its JSON)."""
+    meta = result.meta if hasattr(result, "meta") else result.get("_meta")
+    return str(((meta or {}).get("toolcards/outcome") or {}).get("outcome", "ok"))
+
+
+async def test_a_per_run_budget_counts_every_call_of_one_session_and_no_other_session(
+    tmp_path: Path,
+) -> None:
+    """An MCP 2025-11-25 session is one run: the SDK makes a new session object for every
+    request, and a run named by it let each call of one session through a budget of one."""
+    with SurfaceRuntime.from_config(load_config(per_run_config(tmp_path))) as runtime:
+        server = GovernedMCPServer(runtime)
+        async with server.running(), Client(server.server, mode="legacy") as first:
+            calls = [await first.call_tool(**finish(i)) for i in range(3)]
+            async with Client(server.server, mode="legacy") as second:
+                other = await second.call_tool(**finish(9))
+            again = await first.call_tool(**finish(4))
+    assert [outcome(r) for r in calls] == ["ok", "over_budget", "over_budget"]
+    assert outcome(other) == "ok"  # another session is another run
+    assert outcome(again) == "over_budget"
+
+
+def rpc_result(response: Any) -> dict[str, Any]:
+    """The JSON-RPC result of a POST answered as JSON or as an event stream."""
+    assert response.status_code == 200, response.text
+    if response.headers["content-type"].startswith("application/json"):
+        return response.json()["result"]  # type: ignore[no-any-return]
+    data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
+    return json.loads(data[-1])["result"]  # type: ignore[no-any-return]
+
+
+def test_a_per_run_budget_counts_the_calls_and_tasks_of_one_http_session(
+    tmp_path: Path,
+) -> None:
+    """Over HTTP a session's run is named by its ``mcp-session-id``; a task's call counts in
+    the session that created it (it counted in no run: a per-run budget never saw it)."""
+    config = load_config(per_run_config(tmp_path))
+    with (
+        SurfaceRuntime.from_config(config) as rt,
+        TestClient(http_app(rt), base_url="http://127.0.0.1:8765") as server,
+    ):
+        first, second = (session_of(server, BOB) for _ in range(2))
+
+        def post(session: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+            body = {"jsonrpc": "2.0", "id": 10, "method": method, "params": params}
+            return rpc_result(server.post("/mcp", json=body, headers=auth(BOB, session)))
+
+        task = post(first, "tools/call", {**finish(1), "task": {"ttl": 60000}})["task"]
+        tasked = post(first, "tasks/result", {"taskId": task["taskId"]})
+        plain = [post(first, "tools/call", finish(i)) for i in (2, 3)]
+        other = post(second, "tools/call", finish(4))
+    assert outcome(tasked) == "ok"
+    assert [outcome(r) for r in plain] == ["over_budget", "over_budget"]
+    assert outcome(other) == "ok"

@@ -15,11 +15,11 @@ structured content through :mod:`.structured`.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import secrets
 import warnings
-import weakref
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -48,7 +48,7 @@ from toolcards.surfaces.mcp_server.options import MCPOptions
 from toolcards.surfaces.mcp_server.progress import CallProgress
 from toolcards.surfaces.mcp_server.prompts import PromptCatalog
 from toolcards.surfaces.mcp_server.resources import ResourceCatalog
-from toolcards.surfaces.mcp_server.sessions import InFlight
+from toolcards.surfaces.mcp_server.sessions import SESSION_HEADER, InFlight, header
 from toolcards.surfaces.mcp_server.stdio import stdio_transport
 from toolcards.surfaces.mcp_server.structured import (
     JSON_SCHEMA_DIALECT,
@@ -65,6 +65,8 @@ log = logging.getLogger(__name__)
 IDENTITY_SCOPE_KEY = "toolcards.identity"
 """Where the HTTP transport leaves the resolved caller in the ASGI scope."""
 META_KEY = "toolcards/outcome"
+SESSION_NAME_KEY = "toolcards.session"
+"""Where a connection's lifespan context holds its session name."""
 
 IdentityOf = Callable[[Any], Identity]
 
@@ -100,6 +102,18 @@ def mcp_tool(
         ),
         execution=execution,
     )
+
+
+def _fresh_name() -> str:
+    return f"mcp-{secrets.token_hex(8)}"
+
+
+@contextlib.asynccontextmanager
+async def _connection_named(_server: Any) -> AsyncIterator[dict[str, Any]]:
+    """The server's lifespan, which ``Server.run`` enters for each connection it serves (stdio,
+    in memory): the connection's session name, in every request's ``lifespan_context``. The
+    HTTP session manager enters it once for all its sessions: never read over HTTP."""
+    yield {SESSION_NAME_KEY: _fresh_name()}
 
 
 def _error(message: str, meta: dict[str, Any]) -> types.CallToolResult:
@@ -164,8 +178,6 @@ class GovernedMCPServer:
         self._tasked = {
             cap.id: mcp_tool(cap, outputs.get(cap.id), tasks=True) for cap in runtime.registry
         }
-        self._sessions: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
-        """A name for each client session (a grant may be limited to one), while it lives."""
         with warnings.catch_warnings():  # logging is deprecated only for a later protocol
             warnings.simplefilter("ignore")
             self.server = _TaskServing(
@@ -174,10 +186,13 @@ class GovernedMCPServer:
                 on_list_tools=self._list_tools,
                 on_call_tool=self._bounded_call,
                 on_set_logging_level=self._set_level,
+                lifespan=_connection_named,
                 **self.resources.handlers(),
                 **self.prompts.handlers(),
                 **self.completions.handlers(),
             )
+        self._task_sessions: dict[str, str] = {}
+        """The session of each task created here whose call has not started (by its call id)."""
         self.tasks = self._task_server(runtime)
         self.asking = AskingClient(runtime.executor.approvals)
 
@@ -247,17 +262,23 @@ class GovernedMCPServer:
             or self.runtime.policy.may_approve(who, tool_id)
         )
 
-    def _session_name(self, session: Any) -> str | None:
-        """The client session's name (made on its first call; None: no session object)."""
-        if session is None:
-            return None
-        try:
-            name = self._sessions.get(session)
-            if name is None:
-                name = self._sessions[session] = f"mcp-{secrets.token_hex(8)}"
-        except TypeError:  # a session that cannot be weakly referenced: no session scope
-            return None
-        return name
+    def _session_name(self, ctx: Any) -> str:
+        """The name of the MCP session a request comes in: the run of its calls (per-run
+        budgets) and the session a grant or an approval is bound to. Not ``ctx.session``: the
+        SDK makes a new one for every request. Over HTTP, the session's ``mcp-session-id``
+        (hashed: the name is stored, the id lets one in); over a connection of its own (stdio,
+        in memory), the name its lifespan holds. A 2026-07-28 request opens no session: it is
+        its own run (and so is any request that names no session)."""
+        request = getattr(ctx, "request", None)
+        if modern(ctx):
+            return _fresh_name()
+        if request is None:  # a connection of its own: its lifespan is entered for it alone
+            named = getattr(ctx, "lifespan_context", None) or {}
+            return str(named.get(SESSION_NAME_KEY) or _fresh_name())
+        opened = header(getattr(request, "scope", None) or {}, SESSION_HEADER)
+        if opened is None:
+            return _fresh_name()
+        return f"mcp-{hashlib.sha256(opened.encode()).hexdigest()[:16]}"
 
     # -- handlers -----------------------------------------------------------------------------
 
@@ -281,7 +302,12 @@ class GovernedMCPServer:
             result = await self._bounded_call(ctx, params)
             return result.model_dump(by_alias=True, mode="json", exclude_none=True)
         call_id = fresh_call_id(f"mcp-task-{ctx.request_id}")
-        return await self.tasks.create(ctx, params, who, call_id)
+        self._task_sessions[call_id] = self._session_name(ctx)  # its call is the session's too
+        try:
+            return await self.tasks.create(ctx, params, who, call_id)
+        except BaseException:
+            self._task_sessions.pop(call_id, None)
+            raise
 
     async def _task_call(
         self, name: str, args: dict[str, Any], who: Identity, approver: Any, call_id: str
@@ -293,8 +319,9 @@ class GovernedMCPServer:
             asked.append(True)
             return await approver(request)  # type: ignore[no-any-return]
 
+        session = self._task_sessions.pop(call_id, None)
         result = await self.runtime.executor.call(
-            name, args, who, surface="mcp", approver=asking, call_id=call_id
+            name, args, who, surface="mcp", approver=asking, call_id=call_id, session=session
         )
         with anyio.CancelScope(shield=True):  # audited: a cancel now would contradict its row
             made = await self._result(name, result, human_asked=bool(asked), note=None)
@@ -333,7 +360,7 @@ class GovernedMCPServer:
         # one id for every row of the call (approval request and decision, its end): the
         # request id to find it by, made unique (a client's ids repeat across sessions)
         call_id = fresh_call_id(f"mcp-{ctx.request_id}")
-        session = self._session_name(ctx.session)
+        session = self._session_name(ctx)
         if asking:  # a retry carrying the client's answer resumes the call it answers
             resumed, approval.approver = self.asking.resume(who, name, params)
             if resumed is not None:  # in the request's session: a retry comes in one of its own
