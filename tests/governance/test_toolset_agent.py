@@ -329,6 +329,100 @@ def test_without_deferred_approvals_an_approval_required_call_is_refused(
     assert recorder.count("transfer_money") == 0
 
 
+def _asking(ran: list[int]) -> Any:
+    """A tool that asks for approval itself (pydantic-ai's ``ApprovalRequired``) and runs
+    once its call is approved."""
+    from pydantic_ai.exceptions import ApprovalRequired
+    from pydantic_ai.toolsets import FunctionToolset
+
+    inner: FunctionToolset[Any] = FunctionToolset()
+
+    @inner.tool
+    def pay(ctx: RunContext[Any], amount: int) -> str:
+        """Pay; a human approves it first."""
+        if not ctx.tool_call_approved:
+            raise ApprovalRequired(metadata={"why": "a payment"})
+        ran.append(amount)
+        return f"paid {amount}"
+
+    return inner
+
+
+def _paused(ran: list[int], **kwargs: Any) -> tuple[GovernedToolset, Agent[None, Any], Any]:
+    toolset = GovernedToolset(_asking(ran), policy=Policy.allow_all(), identity=CAROL, **kwargs)
+    agent = _agent(Script([("pay", {"amount": 150})]), toolset)
+    return toolset, agent, agent.run_sync("pay")
+
+
+def test_a_tool_asking_for_approval_itself_is_filed_and_runs_once_on_the_yes(
+    tmp_path: Path,
+) -> None:
+    """Its request is in the inbox (exact arguments), the host's yes settles it and the tool
+    runs once, approved; one row per call (before: no request, a ``deferred`` row)."""
+    ran: list[int] = []
+    audit = AuditLog(tmp_path / "audit.db", durability="sync")
+    toolset, agent, first = _paused(ran, audit=audit)
+    assert isinstance(first.output, DeferredToolRequests) and ran == []
+    [request] = toolset.executor.approvals.pending()
+    call_id = first.output.approvals[0].tool_call_id
+    assert (request.tool_id, request.args, request.call_id) == ("pay", {"amount": 150}, call_id)
+    assert first.output.metadata[call_id]["approval_id"] == request.approval_id
+    yes = DeferredToolResults(approvals={call_id: True})
+    resumed = agent.run_sync(message_history=first.all_messages(), deferred_tool_results=yes)
+    assert resumed.output == "pay: success: paid 150" and ran == [150]
+    assert toolset.executor.approvals.pending() == []
+    rows = [(r.outcome, r.call_id) for r in audit.query() if r.tool == "pay"]
+    audit.close()
+    assert rows == [("needs_approval", call_id), ("ok", call_id)]
+
+
+def test_a_yes_to_a_tools_own_ask_never_runs_arguments_changed_after_the_pause() -> None:
+    """The client holding the history raised the amount between the pause and the yes:
+    before, 999999 ran on a yes bound to the call id only; now it is asked anew."""
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    ran: list[int] = []
+    toolset, agent, first = _paused(ran)
+    call_id = first.output.approvals[0].tool_call_id
+    raw = ModelMessagesTypeAdapter.dump_json(first.all_messages())
+    changed = ModelMessagesTypeAdapter.validate_json(
+        raw.replace(b'"amount":150', b'"amount":999999')
+    )
+    yes = DeferredToolResults(approvals={call_id: True})
+    resumed = agent.run_sync(message_history=changed, deferred_tool_results=yes)
+    assert isinstance(resumed.output, DeferredToolRequests) and ran == []
+    asked = {r.args["amount"] for r in toolset.executor.approvals.pending()}
+    assert asked == {150, 999999}
+
+
+def test_a_tools_own_ask_is_refused_without_an_approver() -> None:
+    ran: list[int] = []
+    toolset, _, first = _paused(ran, approver="refuse")
+    assert first.output.startswith("pay: success: approval required: pay needs a human's")
+    assert "no approver is configured, so it was not run" in first.output
+    assert ran == []
+    assert [r.args for r in toolset.executor.approvals.pending()] == [{"amount": 150}]
+
+
+@pytest.mark.parametrize("answer", [False, True])
+def test_a_tools_own_ask_goes_to_the_inline_approver(answer: bool) -> None:
+    """Before, the approver was never asked: the run paused and the host's yes ran it."""
+    ran: list[int] = []
+    asked: list[Any] = []
+
+    async def approver(request: Any) -> bool:
+        asked.append((request.tool_id, request.args, request.principal))
+        return answer
+
+    _, _, first = _paused(ran, approver=approver)
+    assert asked == [("pay", {"amount": 150}, "carol")]
+    if answer:
+        assert first.output == "pay: success: paid 150" and ran == [150]
+    else:
+        assert first.output == "pay: success: denied: approval for pay was refused"
+        assert ran == []
+
+
 def test_inline_approver_is_asked_and_its_answer_holds(recorder: Recorder) -> None:
     asked: list[Any] = []
 

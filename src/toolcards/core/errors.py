@@ -40,6 +40,7 @@ kept because callers catch that built-in type. The module each class lives in is
     ├── ResultTooDeep                           governance.redaction.scanner
     ├── OpaqueResult                            governance.redaction.scanner
     ├── ApprovalTimedOut                        governance.approvals.types
+    ├── ApprovalAsked                           governance.executor.runner
     ├── GrantError (ValueError)                 governance.approvals.grants
     ├── BudgetExceeded (UsageLimitExceeded)     governance.toolset.budget
     ├── InvalidArguments (ValueError)           governance.capability

@@ -26,7 +26,12 @@ One call, top to bottom (:meth:`Executor.run`, then :meth:`Executor._pipeline`):
    counts once;
 9. a durable run's call claims its key (only now: a call waiting for a human holds no claim,
    so a process killed while it waits leaves nothing that reads as a call that ran);
-10. the guardrails and the tool, within the call's deadline (:class:`~.runner.Runner`).
+10. the guardrails and the tool, within the call's deadline (:class:`~.runner.Runner`); a
+    tool that asks for approval itself (pydantic-ai's ``ApprovalRequired``) on a call its gate
+    did not approve is asked through the gate as in step 8, then run again, approved. The
+    surface's yes (``approved=True``) alone never tells a tool it is approved: it settles the
+    request recorded for these exact arguments, principal and session, or the call is asked
+    anew.
 
 What each outcome is on every surface (the pydantic-ai model's view, MCP's error flag, the
 CLI's exit code) is one table: :data:`toolcards.governance.outcomes.OUTCOMES`. A
@@ -41,6 +46,7 @@ secrets, no other rules.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Iterable, Mapping
@@ -71,7 +77,7 @@ from toolcards.governance.executor.calls import (
 )
 from toolcards.governance.executor.gate import ApprovalGate
 from toolcards.governance.executor.replay import DurableCall
-from toolcards.governance.executor.runner import GoverningCall, Runner
+from toolcards.governance.executor.runner import ApprovalAsked, GoverningCall, Runner
 from toolcards.governance.outcomes import Outcome
 from toolcards.governance.policy.policy import Decision, Policy
 from toolcards.governance.telemetry import Telemetry
@@ -428,8 +434,29 @@ class Executor:
         invoke = call.invoke or cap.invoke
         if invoke is None:
             raise TypeError(f"capability {cap.id!r} has no invoke and none was given")
-        governing = GoverningCall(self, call.identity, call.surface, call.call_id, cap.id)
-        return await self.runner.run(call, invoke, self.policy, governing)
+        governing = GoverningCall(self, call.identity, call.surface, call.call_id, cap.id, gated)
+        try:
+            return await self.runner.run(call, invoke, self.policy, governing)
+        except ApprovalAsked:
+            return await self._asked_by_tool(call, invoke, governing, durable)
+
+    async def _asked_by_tool(
+        self, call: Call, invoke: Invoke, governing: GoverningCall, durable: DurableCall | None
+    ) -> ExecutionResult:
+        """A tool that asked for approval itself is gated as a call the policy says
+        ``approve``: its exact arguments asked for (or a recorded request settled) through the
+        gate, then run again, approved. It did nothing yet: a call left waiting for a human
+        holds no durable claim."""
+        stopped = await self.gate.admit(call)
+        if stopped is None and call.edit is not None:  # an approver's edit, checked afresh
+            stopped = self.gate.apply_edit(call, self.policy)
+        if stopped is None:
+            approved = dataclasses.replace(governing, approved=True)
+            return await self.runner.run(call, invoke, self.policy, approved)
+        if durable is not None and durable.held and stopped.outcome is Outcome.NEEDS_APPROVAL:
+            durable.release()
+            durable.held = False
+        return stopped
 
     def _canonical(self, call: Call) -> dict[str, Any] | ExecutionResult:
         """The call's declared path arguments made canonical (the names the tool acts on, see

@@ -8,6 +8,10 @@ The tool's deadline is also the bound of the actor asks it makes (:data:`calling
 ask waits as long as the call may, and a second more, so the call's own deadline is the one
 that answers, and its "timed out after N s" is true.
 
+A tool that asks for approval itself (pydantic-ai's ``ApprovalRequired``) on a call the gate
+did not approve raises :class:`ApprovalAsked`: the executor asks through its gate, as for a
+call the policy says ``approve``, and runs it again, approved (:attr:`GoverningCall.approved`).
+
 Deadlines, on public asyncio only: :func:`with_deadline` starts the tool's coroutine inline
 (one that finishes without suspending needs no timer) and cancels it at the deadline, waiting
 for it to unwind; :func:`abandoning_deadline` runs it as a task and stops waiting at the
@@ -18,6 +22,7 @@ out" at the deadline instead of when the thread returns.
 
 from __future__ import annotations
 
+import sys
 import time
 import types
 from collections.abc import Coroutine, Generator
@@ -26,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from toolcards.core.actors import calling_call_key, calling_deadline
-from toolcards.core.errors import ToolNotConfigured
+from toolcards.core.errors import ToolcardsError, ToolNotConfigured
 from toolcards.core.identity import Identity, calling_principal
 from toolcards.governance import guardrails, telemetry
 from toolcards.governance.capability import Invoke
@@ -44,7 +49,12 @@ from toolcards.governance.policy.policy import Policy
 if TYPE_CHECKING:
     import asyncio
 
-__all__ = ["GoverningCall", "Runner", "abandoned_count", "governing_call"]
+__all__ = ["ApprovalAsked", "GoverningCall", "Runner", "abandoned_count", "governing_call"]
+
+
+class ApprovalAsked(ToolcardsError):
+    """The tool asked for approval itself on a call nobody approved (no row yet: the
+    executor asks through its gate, whose answer ends the call or runs it again)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +69,10 @@ class GoverningCall:
     surface: str
     call_id: str | None
     tool_id: str
+    approved: bool = False
+    """Its gate approved this exact call (a human's yes, or a grant): the tool sees it
+    approved (pydantic-ai's ``tool_call_approved``) and no guardrail rewrites it. Never the
+    surface's word alone: a yes to other arguments than these must not run them."""
 
 
 governing_call: ContextVar[GoverningCall | None] = ContextVar(
@@ -84,12 +98,14 @@ class Runner:
         token = governing_call.set(governing)
         try:
             if not self._hooked:
-                return await self._tool(call, invoke, call.timeout)
-            return await self._hooked_run(call, invoke, policy)
+                return await self._tool(call, invoke, call.timeout, governing.approved)
+            return await self._hooked_run(call, invoke, policy, governing.approved)
         finally:
             governing_call.reset(token)
 
-    async def _hooked_run(self, call: Call, invoke: Invoke, policy: Policy) -> ExecutionResult:
+    async def _hooked_run(
+        self, call: Call, invoke: Invoke, policy: Policy, approved: bool
+    ) -> ExecutionResult:
         cap, decision = call.cap, call.decision
         assert cap is not None and decision is not None
         before, after = self.hooks.for_tool(cap.id)
@@ -99,11 +115,8 @@ class Runner:
         )  # fmt: skip
         changed: tuple[str, ...] = ()
         if before:
-            # a human approved it: asked for (the policy's decision, the tool's annotation),
-            # or an approver's edit runs (its decision is now the edit's own)
-            asked = (
-                call.edit_runs or decision.effect == "approve" or cap.annotations.requires_approval
-            )
+            # a human approved it (or an approver's edit runs): its arguments stay as approved
+            asked = approved or call.edit_runs
             recheck = guardrails.rechecker(policy, cap, call.identity, decision, asked)
             checked = await guardrails.check_input(before, ctx, recheck)
             if isinstance(checked, guardrails.Refusal):
@@ -111,7 +124,7 @@ class Runner:
             if checked.value[1] is not None:
                 call.parsed = checked.value[1]
             changed = checked.changed
-        result = await self._tool(call, invoke, ctx.remaining(), ending=False)
+        result = await self._tool(call, invoke, ctx.remaining(), approved, ending=False)
         if not result.ok:
             return result
         value = result.value
@@ -130,10 +143,17 @@ class Runner:
         return self.book.finish(call, Outcome.REFUSED, refusal.message, refusal.error)
 
     async def _tool(
-        self, call: Call, invoke: Invoke, timeout: float | None, *, ending: bool = True
+        self,
+        call: Call,
+        invoke: Invoke,
+        timeout: float | None,
+        approved: bool,
+        *,
+        ending: bool = True,
     ) -> ExecutionResult:
         """Run the tool within ``timeout``. ``ending=False``: an OK result does not end the
-        call yet (its output hooks still run)."""
+        call yet (its output hooks still run). ``approved``: the gate approved the call, so
+        the tool asking for approval again is its failure, not a question for a human."""
         cap = call.cap
         assert cap is not None and call.parsed is not None
         book = self.book
@@ -152,6 +172,11 @@ class Runner:
             retry = retry_message(exc)
             if retry is not None:
                 return book.finish(call, Outcome.RETRY, call.redactor.text(retry), retry)
+            if _asks_approval(exc):
+                if not approved:
+                    raise ApprovalAsked from None
+                msg = f"error: {cap.id} asked for approval again after it was approved"
+                return book.finish(call, Outcome.ERROR, msg)
             if passes_through(exc):
                 book.end(call, "deferred", None)
                 raise
@@ -256,6 +281,13 @@ def _resume(coro: Coroutine[Any, Any, Any], pending: Any) -> Generator[Any, Any,
                 pending = coro.send(sent)
             except StopIteration as done:
                 return done.value
+
+
+def _asks_approval(exc: Exception) -> bool:
+    """pydantic-ai's ``ApprovalRequired`` (looked up, never imported: see
+    :func:`~.calls.passes_through`)."""
+    pai = sys.modules.get("pydantic_ai.exceptions")
+    return pai is not None and isinstance(exc, pai.ApprovalRequired)
 
 
 def _text(exc: BaseException) -> str:

@@ -15,6 +15,7 @@ with the toolset's per-run copies).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from toolcards.governance.audit.log import AuditLog
 from toolcards.governance.capability import CapabilityRegistry, ToolCapability
 from toolcards.governance.executor.pipeline import ExecutionResult, Executor
 from toolcards.governance.executor.replay import DurableCall
+from toolcards.governance.executor.runner import governing_call
 from toolcards.governance.guardrails import ToolHook
 from toolcards.governance.outcomes import OUTCOMES, Outcome
 from toolcards.governance.policy.policy import Policy
@@ -265,11 +267,12 @@ class GovernedToolset(WrapperToolset[Any]):
         check = source.args_validator_func
 
         async def invoke(args: dict[str, Any]) -> Any:
+            run = _as_gated(ctx)
             if check is not None:  # the wrapped tool's own post-validation hook
-                checked = check(ctx, **args)
+                checked = check(run, **args)
                 if inspect.isawaitable(checked):
                     await checked
-            return await inner.call_tool(source.tool_def.name, args, ctx, source)
+            return await inner.call_tool(source.tool_def.name, args, run, source)
 
         cap = entry.capability
         if cap is None:  # built on the first call
@@ -470,6 +473,17 @@ def to_model_result(result: ExecutionResult) -> Any:
         meta = result.approval.as_metadata() if result.approval is not None else None
         raise ApprovalRequired(metadata=meta)
     return result.told(redact_text(result.message))
+
+
+def _as_gated(ctx: RunContext[Any]) -> RunContext[Any]:
+    """``ctx`` as the tool sees it: approved exactly when the executor's gate approved this
+    call (the host's yes settled the request recorded for these arguments, or an inline
+    approver said yes), never on the host's word alone."""
+    governing = governing_call.get()
+    approved = governing is not None and governing.approved
+    if ctx.tool_call_approved is approved:
+        return ctx
+    return dataclasses.replace(ctx, tool_call_approved=approved)
 
 
 def _call_key(ctx: RunContext[Any]) -> str | None:
