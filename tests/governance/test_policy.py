@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import time
 from pathlib import Path
 
 import pytest
 
-from toolcards.governance import Identity, Policy, PolicyError
+from toolcards.governance import (
+    CapabilityRegistry,
+    Executor,
+    Identity,
+    Outcome,
+    Policy,
+    PolicyError,
+)
 from toolcards.governance.card_reads import may_read_card
 
 ALICE = Identity("alice", roles=["data_admin"])
@@ -78,6 +87,30 @@ def test_argument_max_condition() -> None:
     )
     assert policy.decide(ALICE, "pay", {"amount": 100}).allowed
     assert policy.decide(ALICE, "pay", {"amount": 100.5}).needs_approval
+
+
+def test_an_integer_too_large_for_a_float_is_over_any_max_and_the_call_denied() -> None:
+    """A JSON integer of 309 digits and more made the ``max`` check raise OverflowError: the
+    executor re-raised it and it ended the agent's run. It is now +inf (-inf), so the call is
+    denied, not raised."""
+    policy = _policy(
+        {
+            "targets": ["pay"],
+            "effect": "allow",
+            "conditions": {"arguments": {"amount": {"max": 1000}}},
+        },
+    )
+    huge = json.loads('{"amount": ' + "9" * 400 + "}")
+    assert policy.decide(ALICE, "pay", huge).denied
+    assert policy.decide(ALICE, "pay", {"amount": -huge["amount"]}).allowed
+
+    def pay(amount: int) -> str:
+        """Pay."""
+        return "paid"
+
+    executor = Executor(CapabilityRegistry.from_tools([pay]), policy)
+    result = asyncio.run(executor.call("pay", huge, ALICE))
+    assert result.outcome == Outcome.DENIED
 
 
 def test_argument_condition_that_cannot_be_evaluated_counts_against_the_caller() -> None:

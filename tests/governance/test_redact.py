@@ -22,7 +22,13 @@ from toolcards.governance import (
     PolicyError,
     Redactor,
 )
-from toolcards.governance.redaction.redactor import BUILTIN_NAMES, REDACTED, redact, redact_text
+from toolcards.governance.redaction.redactor import (
+    BUILTIN_NAMES,
+    MAX_PATTERNS,
+    REDACTED,
+    redact,
+    redact_text,
+)
 
 PEM = (
     "-----BEGIN RSA PRIVATE KEY-----\n"
@@ -264,6 +270,102 @@ def test_a_policy_pattern_that_backtracks_is_cut_off_and_the_text_withheld(
     assert [row["args"] for row in rows] == [{"text": REDACTED}] * 2
     assert rows[1]["error"] == REDACTED
     assert "aaaa" not in child.stdout
+
+
+@pytest.mark.timeout(60)
+def test_a_policys_patterns_share_one_deadline_a_text(tmp_path: Path) -> None:
+    """Each of a policy's patterns had its own time bound: 1,000 copies of ``(a|aa)+$``, each
+    finishing under it, held one call 14-28 s and wrote the argument down. All of them now
+    share one deadline a text (a text they cannot finish on is withheld), and a policy holds
+    at most 64. The calls run in a child process, killed past 30 s."""
+    copies = "".join(f"    p{i}: '(a|aa)+$'\n" for i in range(MAX_PATTERNS))
+    policy = f"default_effect: allow\nredaction:\n  patterns:\n{copies}"
+    argument = "a" * 20 + "!"  # some ms a pattern: far under the bound, 64 of them past it
+    try:
+        child = subprocess.run(
+            [sys.executable, "-c", BACKTRACKING_CALLS, str(tmp_path / "a.db"), policy, argument],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the calls' redaction did not end within 30 s")
+    assert child.returncode == 0, child.stderr
+    rows = json.loads(child.stdout)
+    assert [row["args"] for row in rows] == [{"text": REDACTED}] * 2
+    assert rows[1]["error"] == REDACTED
+    assert "aaaa" not in child.stdout
+
+
+def test_a_policy_holds_at_most_64_patterns() -> None:
+    copies = "".join(f"    p{i}: 'TCK-[0-9]+'\n" for i in range(MAX_PATTERNS + 1))
+    with pytest.raises(PolicyError, match="line 2: redaction.patterns holds more than 64"):
+        Policy.from_yaml(f"default_effect: allow\nredaction:\n  patterns:\n{copies}")
+    with pytest.raises(ValueError, match="more than 64"):
+        Redactor(["TCK-[0-9]+"] * (MAX_PATTERNS + 1))
+    assert len(Redactor(["TCK-[0-9]+"] * MAX_PATTERNS, disable=["all"]).patterns) == 64
+
+
+@pytest.mark.parametrize(
+    ("pattern", "why"),
+    [
+        ("(?:a{10000}){1000}", "more than 10,000 items"),  # 10.9 s, 2.6 GB to compile
+        ("((((a{100}){100}){100}){100})", "more than 10,000 items"),  # MemoryError past 5 GB
+        ("[ab]{10000}" * 2, "more than 10,000 items"),
+        ("(?:a{1000}){0,1000}", "more than 10,000 items"),
+        ("(?x)(?:a{1000}){1 000}", "more than 10,000 items"),
+        ("(?x)(?:a{1000}) {1000}", "more than 10,000 items"),
+        ("(?:a{1000})(?#note){1000}", "more than 10,000 items"),
+        ("(?:a{1000})(?i){1000}", "more than 10,000 items"),
+        ("(?x)(?:a{1000})#(\n{1000}", "# comment in verbose mode"),
+        ("(?:" * 60 + "a" + ")" * 60, "nests groups more than 50 deep"),
+        ("a" * 1_001, "longer than 1,000 characters"),
+    ],
+    ids=[
+        "nested",
+        "deep",
+        "sequence",
+        "range",
+        "verbose-count",
+        "verbose-space",
+        "comment",
+        "flags",
+        "verbose-comment",
+        "nesting",
+        "length",
+    ],
+)
+def test_a_policy_pattern_regex_would_write_out_is_refused_before_compiling(
+    pattern: str, why: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``regex`` writes counted repeats out when it compiles, outside any match timeout: an
+    18-character pattern took 10.9 s and 2.6 GB to load (``re`` compiles it in 0.1 ms)."""
+    import regex
+
+    def compiled(*args: object, **kwargs: object) -> None:
+        raise AssertionError("regex.compile was called")
+
+    monkeypatch.setattr(regex, "compile", compiled)
+    text = json.dumps(pattern)
+    with pytest.raises(PolicyError, match=f"line 2: redaction pattern 'p' .*{why}"):
+        Policy.from_yaml(f"default_effect: allow\nredaction:\n  patterns: {{p: {text}}}\n")
+    with pytest.raises(ValueError, match=why):
+        Redactor({"p": pattern})
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "(?:a{100}){100}",
+        r"(?:[0-9]{1,3}\.){3}[0-9]{1,3}",
+        r"(?P<secret>[A-Za-z0-9]{40})",
+        r"(?x) TCK - \d{4} \# [a-z]{2}",
+        "[](?:a{1000}){1000}]",  # one class: the first ] is in it
+    ],
+)
+def test_a_policy_pattern_of_bounded_size_loads(pattern: str) -> None:
+    text = json.dumps(pattern)
+    Policy.from_yaml(f"default_effect: allow\nredaction:\n  patterns: {{p: {text}}}\n")
 
 
 def test_a_built_in_pattern_can_be_switched_off() -> None:

@@ -19,7 +19,8 @@ from toolcards.core.errors import ToolcardsError
 from toolcards.core.names import glob_pattern
 from toolcards.core.yaml_safe import BoundedLoader, YamlError
 from toolcards.core.yaml_safe import load_yaml as load_bounded_yaml
-from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor
+from toolcards.governance.redaction.patterns import check_policy_pattern
+from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, MAX_PATTERNS, Redactor
 
 Effect = Literal["allow", "deny", "approve"]
 EFFECTS: tuple[str, ...] = ("allow", "deny", "approve")
@@ -167,11 +168,16 @@ def json_kind(value: Any) -> str | None:
 
 
 def as_number(value: Any) -> float | None:
-    """A comparable number for ints, floats, Decimals, bools and numeric strings; else None."""
+    """A comparable number for ints, floats, Decimals, bools and numeric strings; else None.
+    An int too large for a float (a JSON integer of 309 digits and more) is ±inf: a huge
+    amount is over any ``max`` (it raised OverflowError, which ended an agent's run)."""
     if isinstance(value, bool | int | float | Decimal) or (
         isinstance(value, str) and _NUMERIC.match(value)
     ):
-        num = float(value)
+        try:
+            num = float(value)
+        except OverflowError:  # only an int overflows
+            return math.inf if int(value) > 0 else -math.inf
     else:
         return None
     return None if math.isnan(num) else num
@@ -487,10 +493,16 @@ def _redaction(node: Any, source: str, parent: Any) -> Redactor:
     patterns = node.get("patterns") or []
     if not isinstance(patterns, list | Mapping):
         raise PolicyError(f"{where}: redaction.patterns must be a list or a mapping of regexes")
+    if len(patterns) > MAX_PATTERNS:
+        raise PolicyError(f"{where}: redaction.patterns holds more than {MAX_PATTERNS} patterns")
     items = patterns.items() if isinstance(patterns, Mapping) else enumerate(patterns)
     for key, pattern in items:
         if not isinstance(pattern, str):
             raise PolicyError(f"{where}: redaction pattern {key!r} must be a string")
+        try:
+            check_policy_pattern(str(key), pattern)  # before any compiling: see its doc
+        except ValueError as exc:
+            raise PolicyError(f"{where}: redaction {exc}") from None
         try:
             re.compile(pattern)
         except re.error as exc:

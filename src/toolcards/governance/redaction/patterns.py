@@ -11,13 +11,16 @@ search most of them).
 A policy's own patterns are not ours to check: they run on the ``regex`` package, which releases
 the interpreter lock while matching and stops a match at :func:`match_timeout` (on ``re``,
 ``TCK-(\\w+-?)+:`` held every thread of the process 6 s on a 31-character argument, twice as
-long for each character more).
+long for each character more). All of a policy's patterns share one :func:`match_deadline` a
+text, and :func:`check_policy_pattern` refuses at load a pattern ``regex`` would take long to
+compile (it writes counted repeats out: ``(?:a{10000}){1000}`` took 10.9 s and 2.6 GB).
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -102,10 +105,11 @@ class SecretPattern:
 
     @classmethod
     def compile(cls, name: str, pattern: str, anchors: Iterable[str] = ()) -> SecretPattern:
-        """Compiled now, on ``regex``: a bad regex fails here (patterns given in a policy), a
-        ValueError."""
+        """Compiled now, on ``regex``: a bad regex, or one :func:`check_policy_pattern`
+        refuses, fails here (patterns given in a policy), a ValueError."""
         import regex  # lazy: regex, ~2x python -c pass; only a policy's patterns need it
 
+        check_policy_pattern(name, pattern)
         try:
             compiled = regex.compile(pattern)
         except regex.error as exc:
@@ -122,21 +126,22 @@ class SecretPattern:
         source = self.source
         return _compiled(source) if isinstance(source, str) else source
 
-    def search(self, text: str) -> bool:
-        """Whether the pattern occurs in ``text``; TimeoutError past :func:`match_timeout`
-        (a policy's pattern)."""
+    def search(self, text: str, deadline: float | None = None) -> bool:
+        """Whether the pattern occurs in ``text``; TimeoutError past ``deadline`` (a policy's
+        pattern; default: :func:`match_deadline` of ``text``)."""
         compiled = self.regex
         if isinstance(compiled, re.Pattern):
             return compiled.search(text) is not None
-        return compiled.search(text, concurrent=True, timeout=match_timeout(text)) is not None
+        left = _left(text, deadline)
+        return compiled.search(text, concurrent=True, timeout=left) is not None
 
-    def sub(self, text: str) -> str:
+    def sub(self, text: str, deadline: float | None = None) -> str:
         """``text`` with each match replaced; TimeoutError as :meth:`search` says."""
         compiled = self.regex
         repl = _keep_key if "secret" in compiled.groupindex else REDACTED
         if isinstance(compiled, re.Pattern):
             return compiled.sub(repl, text)
-        return compiled.sub(repl, text, concurrent=True, timeout=match_timeout(text))
+        return compiled.sub(repl, text, concurrent=True, timeout=_left(text, deadline))
 
 
 MATCH_TIMEOUT_S = 0.05
@@ -150,6 +155,89 @@ def match_timeout(text: str) -> float:
     """CPU seconds a policy's pattern may take on ``text``; past them the text is taken to hold
     a secret (:class:`~toolcards.governance.redaction.redactor.Redactor` withholds it whole)."""
     return MATCH_TIMEOUT_S + len(text) * MATCH_TIMEOUT_PER_CHAR_S
+
+
+def match_deadline(text: str) -> float:
+    """The :func:`time.process_time` by which all of a policy's patterns must be done with
+    ``text`` (``regex`` counts process CPU time): one bound a text, shared, so a policy of
+    many patterns gets no more time (1,000 copies of ``(a|aa)+$``, each just under its own
+    bound, held one call 14-28 s)."""
+    return time.process_time() + match_timeout(text)
+
+
+def _left(text: str, deadline: float | None) -> float:
+    """The CPU seconds left before ``deadline``; TimeoutError when none are."""
+    left = match_timeout(text) if deadline is None else deadline - time.process_time()
+    if left <= 0:
+        raise TimeoutError("the text's redaction deadline has passed")
+    return left
+
+
+MAX_PATTERN_CHARS = 1_000
+"""How long a policy's pattern may be."""
+MAX_EXPANDED = 10_000
+"""How many items a policy's pattern may hold once its counted repeats are written out, as
+``regex`` writes them when it compiles (``[ab]{10000}``: 14 ms, 4 MB)."""
+MAX_NESTING = 50
+"""How deep a policy's pattern may nest groups (``regex`` compiles recursively)."""
+_COUNT = re.compile(r"\{([0-9\s]*)(?:,([0-9\s]*))?\}")
+_CLASS = re.compile(r"\[\^?\]?(?:\\.|[^\]\\])*\]?", re.DOTALL)
+_SKIPPED = re.compile(r"\((?:\?#(?:\\.|[^)\\])*\)?|\?[\w^-]*\))", re.DOTALL)
+"""A ``(?#comment)``, or a group of inline flags (or a recursion, ``(?R)``, ``(?1)``) that a
+quantifier after it reaches past: ``(?:a{1000})(?x){1000}`` repeats the group."""
+_VERBOSE = re.compile(r"\(\?[\w^-]*x")
+_KIND = re.compile(r"\?(?:[:=!>|]|<[=!]|P?<\w+>|'\w+'|[\w^-]+:)")
+"""What says a group's kind after its ``(``: ``?:``, ``?P<name>``, ``?i:``."""
+
+
+def check_policy_pattern(name: str, pattern: str) -> None:
+    """Refuse, a ValueError, a pattern ``regex`` may not compile in bounded time and memory:
+    longer than :data:`MAX_PATTERN_CHARS`, nesting groups past :data:`MAX_NESTING`, or holding
+    more than :data:`MAX_EXPANDED` items once its counted repeats are written out."""
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise ValueError(f"pattern {name!r} is longer than {MAX_PATTERN_CHARS:,} characters")
+    if _expanded(name, pattern) > MAX_EXPANDED:
+        raise ValueError(
+            f"pattern {name!r} holds more than {MAX_EXPANDED:,} items once its counted "
+            "repeats are written out"
+        )
+
+
+def _expanded(name: str, pattern: str) -> int:
+    """How many items ``pattern`` holds once each counted repeat is written out (``{n,m}``: m
+    times), erring high: whitespace, comments and inline flags are no item (a quantifier after
+    them repeats the item before, as in verbose mode), a class ends at its first ``]``. A
+    ``#`` comment of verbose mode may hide a parenthesis: refused."""
+    verbose = _VERBOSE.search(pattern) is not None
+    groups = [0]  # the size of each open group so far
+    last = 0  # the size of the item a quantifier repeats
+    at = 0
+    while at < len(pattern):
+        char = pattern[at]
+        skipped = _SKIPPED.match(pattern, at) if char == "(" else None
+        count = _COUNT.match(pattern, at) if char == "{" else None
+        if char.isspace() or char in "*+?|" or skipped is not None:
+            at = at + 1 if skipped is None else skipped.end()
+        elif count is not None:  # the item written out n (m) times
+            times = max(int("".join(n.split()) or 0) for n in count.groups(""))
+            times = min(max(times, 1), MAX_EXPANDED + 1)
+            groups[-1] += last * (times - 1)
+            last = min(last * times, MAX_EXPANDED + 1)
+            at = count.end()
+        elif char == "(":
+            groups.append(0)
+            if len(groups) > MAX_NESTING:
+                raise ValueError(f"pattern {name!r} nests groups more than {MAX_NESTING} deep")
+            kind = _KIND.match(pattern, at + 1)
+            at = at + 1 if kind is None else kind.end()
+        elif char == "#" and verbose:
+            raise ValueError(f"pattern {name!r} has a # comment in verbose mode (write \\#)")
+        else:  # an item: a group closed, a class, an escape, a character
+            last = max(groups.pop(), 1) if char == ")" and len(groups) > 1 else 1
+            groups[-1] += last
+            found = _CLASS.match(pattern, at) if char == "[" else None
+            at = found.end() if found is not None else at + (2 if char == "\\" else 1)
+    return sum(groups)
 
 
 def _keep_key(match: _Match) -> str:

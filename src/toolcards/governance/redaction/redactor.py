@@ -38,6 +38,7 @@ from toolcards.governance.redaction.patterns import (
     REDACTED,
     SECRET_NAME,
     SecretPattern,
+    match_deadline,
 )
 
 __all__ = [
@@ -59,6 +60,9 @@ __all__ = [
 _MAX_DEPTH = 12
 _MAX_STRING = 2_000
 _GATED = 256  # below this length one combined anchor regex is cheaper than substring tests
+MAX_PATTERNS = 64
+"""How many patterns of its own a :class:`Redactor` (a policy) may add: each is searched in
+every text that holds its anchors."""
 
 
 class Redactor:
@@ -67,7 +71,7 @@ class Redactor:
     based redaction stays). ``span_arguments`` allows redacted argument values on telemetry
     spans (off by default)."""
 
-    __slots__ = ("_anchors", "_free", "_gate", "patterns", "span_arguments")
+    __slots__ = ("_anchors", "_free", "_gate", "_timed", "patterns", "span_arguments")
 
     def __init__(
         self,
@@ -81,10 +85,13 @@ class Redactor:
         if unknown:
             known = ", ".join(sorted(BUILTIN_NAMES))
             raise ValueError(f"unknown built-in pattern(s) {sorted(unknown)} (known: {known})")
-        named = patterns.items() if isinstance(patterns, Mapping) else enumerate(patterns)
+        named = list(patterns.items() if isinstance(patterns, Mapping) else enumerate(patterns))
+        if len(named) > MAX_PATTERNS:
+            raise ValueError(f"more than {MAX_PATTERNS} patterns ({len(named)})")
         extra = tuple(SecretPattern.compile(f"custom_{key}", str(rx)) for key, rx in named)
         builtin = () if "all" in off else tuple(p for p in BUILTIN_PATTERNS if p.name not in off)
         self.patterns: tuple[SecretPattern, ...] = builtin + extra
+        self._timed = bool(extra)  # the built-in patterns are linear: no deadline to keep
         by_anchor: dict[str, list[int]] = {}
         for index, pattern in enumerate(self.patterns):
             for anchor in pattern.anchors:
@@ -108,18 +115,25 @@ class Redactor:
         found.extend(self._free)
         return found
 
+    def _deadline(self, text: str) -> float | None:
+        """One deadline for all of a policy's patterns on ``text`` (None: no policy patterns;
+        a clock read costs a tenth of a search)."""
+        return match_deadline(text) if self._timed else None
+
     def _found(self, text: str) -> bool:
+        deadline = self._deadline(text)
         try:
-            return any(p.search(text) for p in self._candidates(text))
+            return any(p.search(text, deadline) for p in self._candidates(text))
         except TimeoutError:  # a policy's pattern ran out of time: it may have matched
             return True
 
     def _replaced(self, text: str) -> str:
-        """``text`` with every match replaced; withheld whole when a policy's pattern runs out
-        of time on it (what the pattern would hide is not known)."""
+        """``text`` with every match replaced; withheld whole when a policy's patterns run out
+        of time on it (what they would hide is not known)."""
+        deadline = self._deadline(text)
         try:
             for pattern in self._candidates(text):
-                text = pattern.sub(text)
+                text = pattern.sub(text, deadline)
         except TimeoutError:
             return REDACTED
         return text
