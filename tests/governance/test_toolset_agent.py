@@ -187,6 +187,51 @@ def test_rate_limit_result_says_when_and_run_continues(recorder: Recorder) -> No
     assert recorder.count("crm_read") == 2
 
 
+@pytest.mark.parametrize("store", ["memory", "postgres"])
+def test_a_deferred_call_takes_its_rate_limit_token_only_once_approved(
+    store: str, request: pytest.FixtureRequest
+) -> None:
+    """``rate: 1/hour`` on a deploy that needs approval: before, the pause took the only
+    token and the approved call, resumed, ended ``rate_limited`` and never ran."""
+    from pydantic_ai.toolsets import FunctionToolset
+
+    from toolcards.governance import CapabilityRegistry, Executor, RateLimiter
+    from toolcards.stores.base import RateLimits
+    from toolcards.stores.postgres.governance import PostgresRateLimiter
+
+    ran: list[str] = []
+    inner: FunctionToolset[Any] = FunctionToolset()
+
+    @inner.tool_plain
+    def deploy(env: str) -> str:
+        """Deploy."""
+        ran.append(env)
+        return f"deployed {env}"
+
+    policy = Policy.from_dict(
+        {
+            "default_effect": "allow",
+            "rules": [{"targets": ["deploy"], "effect": "approve"}],
+            "limits": [{"targets": ["deploy"], "rate": "1/hour"}],
+        }
+    )
+    limiter: RateLimits = RateLimiter()
+    if store == "postgres":
+        limiter = PostgresRateLimiter(request.getfixturevalue("postgres_url"), "t")
+        request.addfinalizer(limiter.close)
+    executor = Executor(CapabilityRegistry(), policy, rate_limiter=limiter)
+    toolset = GovernedToolset(inner, identity=ALICE, executor=executor)
+    agent = _agent(Script([("deploy", {"env": "prod"})]), toolset)
+    first = agent.run_sync("ship")
+    assert isinstance(first.output, DeferredToolRequests) and ran == []
+    yes = DeferredToolResults(approvals={first.output.approvals[0].tool_call_id: True})
+    resumed = agent.run_sync(message_history=first.all_messages(), deferred_tool_results=yes)
+    assert resumed.output == "deploy: success: deployed prod" and ran == ["prod"]
+    again = _agent(Script([("deploy", {"env": "dev"})]), toolset).run_sync("ship again")
+    assert again.output.startswith("deploy: success: rate limited: deploy may be called again")
+    assert ran == ["prod"] and executor.approvals.pending() == []  # nobody asked
+
+
 def test_include_and_exclude_select_tools(recorder: Recorder) -> None:
     policy = Policy.allow_all()
     script = Script([])

@@ -211,6 +211,11 @@ class RateLimits(Protocol):
         until the call would be (no token is taken then)."""
         ...
 
+    def peek(self, limits: Sequence[Limit], principal: str, tool_id: str) -> float:
+        """What :meth:`acquire` would answer now, taking no token: a call that must first ask
+        a human takes its token only once approved."""
+        ...
+
 
 class Spend(NamedTuple):
     """What one use adds to one budget counter: ``amount`` of it, within ``limit`` (a take

@@ -231,6 +231,20 @@ class RateLimiter:
                 bucket[0] -= 1.0
             return 0.0
 
+    def peek(self, limits: Sequence[Limit], principal: str, tool_id: str) -> float:
+        """What :meth:`acquire` would answer now, taking no token and making no bucket (one
+        not kept is full; the cap on buckets is left to :meth:`acquire`)."""
+        now = self._clock()
+        wait = 0.0
+        with self._lock:
+            for lim in limits:
+                bucket = self._buckets.get((lim.index, lim.count, lim.period, principal, tool_id))
+                if bucket is not None:
+                    rate = lim.count / lim.period
+                    tokens = bucket[0] + (now - bucket[1]) * rate
+                    wait = max(wait, (1.0 - tokens) / rate)
+        return wait
+
     def _fits(self, keys: Sequence[_BucketKey]) -> bool:
         missing = sum(1 for key in keys if key not in self._buckets)
         return len(self._buckets) + missing <= self._max

@@ -16,14 +16,14 @@ One call, top to bottom (:meth:`Executor.run`, then :meth:`Executor._pipeline`):
 4. the arguments are validated against the tool's schema (for a caller who may see it);
 5. the policy decides (a tool the caller may not see reads as unknown);
 6. a durable run's replay is answered from its record (:mod:`.replay`);
-7. the rate limit; for a call that needs approval, the budgets the team shares are read
-   (nobody is asked to approve a call its budget refuses; a human's yes is settled, then
-   counted or refused in step 8);
+7. for a call that needs approval, the rate limit and the budgets the team shares are read
+   (nobody is asked to approve a call they refuse; a human's yes is settled, then counted
+   or refused in step 8);
 8. the approval of this exact call (:class:`~.gate.ApprovalGate`): a grant an approver
    remembered that covers it, or a human's decision, and an approver's edit; then the call
-   is counted against the budgets (:class:`~.budget.Budgets`): only once admitted, so a
-   call that ended ``needs_approval`` and is approved in a later run, under a new key,
-   counts once;
+   takes its rate-limit token and is counted against the budgets (:class:`~.budget.Budgets`):
+   only once admitted, so a call that ended ``needs_approval`` and is approved in a later
+   run, under a new key, counts once;
 9. a durable run's call claims its key (only now: a call waiting for a human holds no claim,
    so a process killed while it waits leaves nothing that reads as a call that ran);
 10. the guardrails and the tool, within the call's deadline (:class:`~.runner.Runner`); a
@@ -49,7 +49,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from toolcards.core.errors import RetriableError
@@ -388,16 +388,16 @@ class Executor:
     async def _admitted(
         self, call: Call, limits: Any, durable: DurableCall | None = None
     ) -> ExecutionResult:
-        """The steps of a call the policy lets through: rate limit, approval, budgets, the
+        """The steps of a call the policy lets through: approval, rate limit, budgets, the
         durable claim, the tool."""
         book, cap, decision = self.book, call.cap, call.decision
         assert cap is not None and decision is not None
-        wait = self.rate_limiter.acquire(limits, call.identity.id, cap.id) if limits else 0.0
-        if wait > 0.0:
-            msg = f"rate limited: {cap.id} may be called again in {wait:.1f} s"
-            return book.finish(call, Outcome.RATE_LIMITED, msg, retry_after=wait)
         budgeted = bool(self.policy.budgets)
         gated = decision.effect == "approve" or cap.annotations.requires_approval
+        if limits and gated and not call.approved:  # nobody is asked for a rate-limited call
+            stopped = self._rate_limited(call, limits, self.rate_limiter.peek)
+            if stopped is not None:
+                return stopped
         if budgeted and gated and not call.approved:  # nobody is asked for a call over budget
             over = self.budgets.check_call(self.policy, call.identity, cap.id, call.run_id)
             if over is not None:
@@ -412,6 +412,10 @@ class Executor:
         elif call.edit is not None:  # an edit nobody was asked for: no request it settles
             msg = f"denied: {cap.id} was never asked for approval, so no edit of it runs"
             return book.finish(call, Outcome.DENIED, msg)
+        if limits:  # a token is taken once admitted: a call that only asked a human takes none
+            stopped = self._rate_limited(call, limits, self.rate_limiter.acquire)
+            if stopped is not None:
+                return stopped
         if budgeted:  # counted once admitted (a call that only asked a human spends nothing):
             over = self.budgets.take_call(  # against every calls budget, all or none
                 self.policy, call.identity, cap.id, call.run_id, call.key_of_writes()
@@ -439,6 +443,18 @@ class Executor:
             return await self.runner.run(call, invoke, self.policy, governing)
         except ApprovalAsked:
             return await self._asked_by_tool(call, invoke, governing, durable)
+
+    def _rate_limited(
+        self, call: Call, limits: Any, check: Callable[[Any, str, str], float]
+    ) -> ExecutionResult | None:
+        """The call ended ``rate_limited`` when ``check`` (the limiter's peek or acquire) says
+        it must wait, else None."""
+        assert call.cap is not None
+        wait = check(limits, call.identity.id, call.cap.id)
+        if wait <= 0.0:
+            return None
+        msg = f"rate limited: {call.cap.id} may be called again in {wait:.1f} s"
+        return self.book.finish(call, Outcome.RATE_LIMITED, msg, retry_after=wait)
 
     async def _asked_by_tool(
         self, call: Call, invoke: Invoke, governing: GoverningCall, durable: DurableCall | None

@@ -217,6 +217,25 @@ class PostgresRateLimiter(_TeamTable):
                 )
         return wait
 
+    def peek(self, limits: Sequence[Limit], principal: str, tool_id: str) -> float:
+        """What :meth:`acquire` would answer now, taking no token and making no row (a bucket
+        with no row is full)."""
+        wait = 0.0
+        with self._db.transaction(), self._db.cursor() as cur:
+            cur.execute("SELECT extract(epoch from clock_timestamp())::float8")
+            now = float(cur.fetchone()[0])
+            for lim in limits:
+                key = _bucket_key(self.team_id, lim, principal, tool_id)
+                cur.execute(
+                    "SELECT tokens, updated FROM toolcards_rate_buckets WHERE key=%s", (key,)
+                )
+                row = cur.fetchone()
+                if row is not None:
+                    rate = lim.count / lim.period
+                    tokens = float(row[0]) + (now - float(row[1])) * rate
+                    wait = max(wait, (1.0 - tokens) / rate)
+        return wait
+
     def reset(self) -> None:
         """Forget this team's buckets (other teams' stay)."""
         prefix = json.dumps([self.team_id])[:-1] + ","
