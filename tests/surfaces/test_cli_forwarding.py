@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from support.cli import InProcessCli
 from support.launch import REAL_TOOLCARDS
 from support.planted import feeding_fifo
 from support.scripted import wait_until
@@ -75,6 +76,30 @@ def test_forwarded_call_is_decided_and_audited_like_a_local_one(
             return [(e.principal, e.surface, e.tool, e.outcome) for e in log.tail(2)]
 
     assert wait_until(lambda: rows() == expected, timeout=10)
+
+
+def test_a_forwarded_call_that_fails_closed_says_how_calls_get_approved(
+    tmp_path: Path, toolcards_cli: InProcessCli
+) -> None:
+    """An approval-required call forwarded to the server fails closed (nobody is asked): it
+    printed only ``approval required: ...``; now the line the same call run here prints."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("default_effect: allow\n", encoding="utf-8")
+    notes = tmp_path / "notes.txt"
+    config = write_config(
+        tmp_path, local=BOB, store="team.db", tools=["approval_tools:TOOLS"], policy=policy
+    )
+    srv = HttpServer(config, env={"NOTES_FILE": str(notes)})
+    try:
+        assert find_server(config) is not None
+        done = toolcards_cli("call", "send_note", "to=ops", "body=forwarded", "-c", config)
+    finally:
+        srv.stop()
+    assert done.returncode == ExitCode.APPROVAL, done.stderr
+    assert "approval required: send_note" in done.stderr
+    assert "a caller cannot approve its own call" in done.stderr
+    assert "principals.terminal_approver" in done.stderr
+    assert not notes.exists()
 
 
 def test_team_status_is_forwarded_while_the_server_holds_the_store(

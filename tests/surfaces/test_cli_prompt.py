@@ -1,7 +1,8 @@
 """A caller never approves its own call on a terminal: `toolcards call` of an approval-gated
 tool, run as a real process whose stdin is a real pty. Only a terminal approver the config
 names (another principal) or `approval: client` answers the prompt; otherwise the call waits
-for an approver out of band, and whatever the caller types decides nothing."""
+for an approver out of band, and whatever the caller types decides nothing, or fails closed at
+once when no principal of the config holds the approver role."""
 
 from __future__ import annotations
 
@@ -37,8 +38,9 @@ T = TypeVar("T")
 
 
 class Setup:
-    """The caller's config (``me``), an approver's config (``ann``) on the same audit trail
-    and approvals file, and the notes file the tool appends to when it really runs."""
+    """The caller's config (``me``; ``ann``, the approver, one of its principals unless
+    ``tokens`` says otherwise), ann's own config on the same audit trail and approvals file,
+    and the notes file the tool appends to when it really runs."""
 
     def __init__(self, base: Path, **principals_or_keys: Any) -> None:
         self.base = base
@@ -51,6 +53,7 @@ class Setup:
             "approvals": str(base / "approvals.db"),
         }
         terminal = principals_or_keys.pop("terminal_approver", None)
+        principals_or_keys.setdefault("tokens", [ANN])
         self.caller = write_config(base, local=ME, **shared, **principals_or_keys)
         if terminal is not None:
             data = yaml.safe_load(self.caller.read_text(encoding="utf-8"))
@@ -166,6 +169,22 @@ def test_a_call_waiting_on_a_terminal_runs_once_an_approver_grants_it(
     assert call.finish() == ExitCode.OK, call.stderr()[-800:]
     assert setup.sent() == ["ops: granted elsewhere"]
     assert ("ann", "approval_granted", "requested by me") in setup.audit()
+
+
+def test_without_any_approver_a_call_on_a_terminal_fails_closed_at_once(
+    tmp_path: Path, terminal: Callable[..., TerminalCall]
+) -> None:
+    """No principal of the caller's config holds the approver role (examples/team): the call
+    waited on the terminal for a grant nobody could give. Now it fails closed at once, as it
+    does without a terminal and over MCP, saying how such calls get approved."""
+    setup = Setup(tmp_path, tokens=[], approval_timeout=5)  # a wait would end by itself
+    call = terminal(setup, "send_note", "to=ops", "body=nobody may approve")
+    assert call.finish() == ExitCode.APPROVAL, call.stderr()[-800:]
+    told = call.stderr()
+    assert "approval required: send_note" in told and "waits (at most" not in told
+    assert "a caller cannot approve its own call" in told, told[-800:]
+    assert setup.pending() == [] and setup.sent() == []
+    assert [row[1] for row in setup.audit()] == ["needs_approval"]
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from typing import Any
 
 from toolcards.surfaces.cli.args import ArgsError, parse_json, parse_pairs
 from toolcards.surfaces.cli.operations import call_data, open_runtime, schema_of
-from toolcards.surfaces.cli.prompt import FAIL_CLOSED_HINT, call_approver
+from toolcards.surfaces.cli.prompt import call_approver
 from toolcards.surfaces.cli.state import State, err, fail
 from toolcards.surfaces.outcomes import ExitCode
 
@@ -37,7 +37,4 @@ def call_here(
     interactive = not state.json and sys.stdin.isatty()
     approver = call_approver(rt, interactive=interactive, status=status)
     with status if status is not None else contextlib.nullcontext():
-        data = asyncio.run(call_data(rt, tool, args, approver))
-    if approver is None and data.get("outcome") == "needs_approval" and not state.json:
-        data["message"] += f" ({FAIL_CLOSED_HINT})"
-    return data
+        return asyncio.run(call_data(rt, tool, args, approver))

@@ -7,11 +7,13 @@ says ``approval: client``.
   audited with their identity like every other decision.
 - ``approval: client``, stdin a terminal, no ``--json``: the caller is asked, and its yes
   grants its own call (the config trusts the caller); audited as the caller's own grant.
-- otherwise, on a terminal: nobody on it is asked (whatever is typed decides nothing); the
+- otherwise, on a terminal, when a principal of the config (the local one or a token's) holds
+  the approver role: nobody on the terminal is asked (whatever is typed decides nothing); the
   call waits, at most ``approval_timeout`` seconds, in the config's approvals inbox for an
   approver out of band (``toolcards approvals grant ID``, the dashboard).
-- otherwise (no terminal, ``--json``, or an inbox no other process can reach): nobody could
-  decide in time, so the call fails closed at once, and :data:`FAIL_CLOSED_HINT` says how
+- otherwise (no terminal, ``--json``, an inbox no other process can reach, or no principal
+  holding the approver role): nobody could decide in time, so the call fails closed at once,
+  as an MCP client's does, and :data:`~toolcards.surfaces.cli.run.FAIL_CLOSED_HINT` says how
   such calls get approved.
 """
 
@@ -35,12 +37,6 @@ if TYPE_CHECKING:
     )
     from toolcards.surfaces.runtime import SurfaceRuntime
 
-FAIL_CLOSED_HINT = (
-    "a caller cannot approve its own call: on a terminal the call waits for an approver "
-    "(`toolcards approvals grant ID` or the dashboard), or the config names the terminal's "
-    "approver (principals.terminal_approver)"
-)
-
 
 def call_approver(rt: SurfaceRuntime, *, interactive: bool, status: Any) -> Approver | None:
     """The approver of one ``toolcards call`` (None: the call fails closed at once)."""
@@ -51,7 +47,7 @@ def call_approver(rt: SurfaceRuntime, *, interactive: bool, status: Any) -> Appr
     approver = config.terminal_approver if config is not None else None
     if interactive and approver is not None:
         return _Prompt(broker, approver, status).ask
-    if interactive and _shared(broker):
+    if interactive and _shared(broker) and rt.has_approver():  # else nobody could decide
         return _waiter(broker, rt.approval_timeout)
     return None
 

@@ -34,6 +34,14 @@ if TYPE_CHECKING:  # a command forwarded to a running server loads neither
 
 __all__ = ["call_tool", "end_for_missing_extra", "forwarded", "list_tools", "run_plain"]
 
+FAIL_CLOSED_HINT = (
+    "a caller cannot approve its own call: on a terminal it waits for a principal holding the "
+    "approver role (`toolcards approvals grant ID` or the dashboard), or the config names the "
+    "terminal's approver (principals.terminal_approver)"
+)
+"""What follows the message of a call that failed closed (``needs_approval``: nobody was
+asked), made here or forwarded to a running server."""
+
 
 def _exit_code(name: Literal["USAGE", "FAILED"]) -> int:
     # lazy: governance's outcome table; a command a running server answers does without it
@@ -122,6 +130,8 @@ def call_tool(state: State, tool: str, pairs: list[str] | None, json_args: str |
             fail(str(exc), _exit_code("USAGE"))
         data = _request(server, "call", tool=tool, args=args)
     code = int(data.pop("exit_code"))
+    if data.get("outcome") == "needs_approval" and not state.json:
+        data["message"] += f" ({FAIL_CLOSED_HINT})"
     if state.json:
         emit_json(data, plain=server is not None)
     elif data["ok"]:
