@@ -7,6 +7,7 @@ from typing import Literal
 import pytest
 from pydantic import ValidationError
 
+from toolcards.tools.knowledge_graph import graph as graph_engine
 from toolcards.tools.knowledge_graph.graph import MAX_PATH_VISITS, Graph
 from toolcards.tools.knowledge_graph.models import (
     Entity,
@@ -104,7 +105,7 @@ def test_an_event_of_a_batch_at_its_maxima_stays_small() -> None:
     names = [f"{i:03d}" + "n" * 197 for i in range(200)]
     g.apply(create_entities=[ent(n, kind="t" * 100, desc="d" * 1000) for n in names])
     g.apply(create_relations=[rel(names[0], n, "r" * 100) for n in names[1:]])
-    facts = [f"{j:03d}" + "o" * 497 for j in range(100)]
+    facts = [f"{j:03d}" + "o" * (497 if j < 3 else 47) for j in range(100)]  # 7,350 in all
     g.apply(update_entities=[EntityUpdate(name=n, add_observations=facts) for n in names])
     change, errors = g.apply(
         update_entities=[
@@ -124,6 +125,86 @@ def test_an_event_of_a_batch_at_its_maxima_stays_small() -> None:
     assert delta.entities_removed == [names[0]] and len(delta.relations_removed) == 99
     assert delta.relations_removed[0].to_entity == names[1]
     assert delta.more == {"relations_removed": 100}
+
+
+def test_an_update_naming_a_missing_observation_changes_nothing(graph: Graph) -> None:
+    """The item was reported failed, yet its description, type and the removals it could
+    make were committed: a failing item is skipped whole, as every other one is."""
+    graph.apply(update_entities=[EntityUpdate(name="alice", add_observations=["likes Go"])])
+    before = graph.entities["alice"]
+    change, errors = graph.apply(
+        update_entities=[
+            EntityUpdate(
+                name="alice",
+                description="Gone",
+                entity_type="Retired",
+                remove_observations=["likes Go", "no such fact"],
+            ),
+            EntityUpdate(name="ledger", description="Books"),
+        ]
+    )
+    assert errors == ["update_entities: 'alice' has no observation 'no such fact'"]
+    assert graph.entities["alice"] == before
+    assert change.entities_modified == [graph.entities["ledger"]]
+
+
+def test_an_entity_holds_at_most_its_cap_of_text(graph: Graph) -> None:
+    """A description and 100 observations of 500 characters made ~51 KB an entity, ~2.1 GB
+    at the entity cap, all rebuilt on each start: an entity holds at most 8,000 now."""
+    facts = [f"{j:02d}" + "o" * 498 for j in range(15)]  # 7,500 characters
+    change, errors = graph.apply(
+        create_entities=[
+            EntityCreate(name="fat", entity_type="T", description="d" * 501, observations=facts),
+            EntityCreate(name="fit", entity_type="T", description="d" * 500, observations=facts),
+        ]
+    )
+    assert [e.name for e in change.entities_added] == ["fit"]
+    assert errors == [
+        "create_entities: 'fat' would hold 8,001 characters of description and observations, "
+        "at most 8,000: shorten them"
+    ]
+    change, errors = graph.apply(update_entities=[EntityUpdate(name="fit", add_observations=["x"])])
+    assert change.is_empty and errors[0].startswith("update_entities: 'fit' would hold 8,001")
+    assert graph.entities["fit"].observations == facts
+    facts = [f"{j:02d}" + "o" * 498 for j in range(30)]
+    stored = Entity(name="old", entity_type="T", observations=facts)  # kept from before
+    kept = Graph([stored])
+    change, _ = kept.apply(update_entities=[EntityUpdate(name="old", is_root=True)])
+    assert len(change.entities_modified) == 1  # it may stay as large, or shrink
+    _, errors = kept.apply(update_entities=[EntityUpdate(name="old", add_observations=["x"])])
+    assert errors[0].startswith("update_entities: 'old' would hold 15,001 characters")
+
+
+def test_a_graph_holds_at_most_its_cap_of_text(
+    graph: Graph, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The caps counted entities and relations only: the graph's text, counted as it is
+    created, updated and deleted, is capped too; what would grow it past is refused."""
+    loaded = Graph(graph.entities.values(), graph.relations.values())
+    assert loaded.text == graph.text > 0  # counted item by item as a load counts it
+    most = graph.text + 10
+    monkeypatch.setattr(graph_engine, "MAX_GRAPH_TEXT", most)
+    change, errors = graph.apply(  # 16 and 20 characters past 10, then 8 of them
+        create_entities=[ent("a" * 9), ent("big", desc="x" * 10), ent("b")],
+        update_entities=[
+            EntityUpdate(name="ledger", description="Double-entry accounting records, kept")
+        ],
+        create_relations=[rel("ledger", "search-api", "r")],
+    )
+    assert [e.name for e in change.entities_added] == ["b"] and graph.text == most - 2
+    cap = f"the graph holds at most {most:,} characters of text: delete some first"
+    assert errors == [
+        f"create_entities: 2 not created, {cap}",
+        f"update_entities: 1 not applied, {cap}",
+        f"create_relations: 1 not created, {cap}",
+    ]
+    change, errors = graph.apply(  # deleting and shrinking make room
+        delete_entities=["checkout"],
+        update_entities=[EntityUpdate(name="ledger", description="")],
+        create_relations=[rel("ledger", "search-api", "r")],
+    )
+    assert errors == [] and len(change.relations_added) == 1
+    assert graph.text == Graph(graph.entities.values(), graph.relations.values()).text
 
 
 def test_no_op_update_is_not_a_change(graph: Graph) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from toolcards.core.errors import RetriableError
+from toolcards.core.views import ViewNotFound
 from toolcards.runtime import Team
 from toolcards.tools._common.fusion import KEYWORD_ONLY_NOTICE
 from toolcards.tools.knowledge_graph import graph as graph_engine
@@ -80,7 +81,7 @@ def test_an_event_names_what_changed_and_never_copies_whole_entities(team: Team)
     """150 entities of ~51 KB each: adding then removing one observation on all of them (a
     ~7 KB call) appended a ~7.7 MB event each time, the graph's size unchanged."""
     tools = tools_of(team, "alice", vector_store=False)
-    fat = [f"{i:03d} " + "o" * 495 for i in range(99)]
+    fat = [f"{i:03d} " + "o" * (495 if i < 3 else 50) for i in range(99)]  # 7,681 in all
     tools["update_graph"](
         create_entities=[
             {"name": f"e{i}", "entity_type": "T", "description": "d" * 1000, "observations": fat}
@@ -240,6 +241,47 @@ def test_a_graph_holds_at_most_its_caps_of_entities_and_relations(
     assert (summary["entities"], summary["relations"]) == (3, 2)
 
 
+def test_a_failed_update_item_is_not_stored_and_text_past_the_caps_is_refused(
+    team: Team, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An update item naming an observation the entity lacks was reported failed, yet its
+    other changes were stored; and the graph took ~51 KB entities up to ~2.1 GB, so big that
+    a restarted team's graph actor failed to start (it rebuilds the whole graph)."""
+    tools = tools_of(team, "alice", vector_store=False)
+    tools["update_graph"](**SEED)
+    state = team.state_of("#KnowledgeGraphTool")
+    before = state.get("e:checkout")
+    with pytest.raises(RetriableError) as err:
+        tools["update_graph"](
+            update_entities=[
+                {
+                    "name": "checkout",
+                    "description": "DECOMMISSIONED",
+                    "entity_type": "Retired",
+                    "remove_observations": ["no such observation"],
+                }
+            ],
+            create_entities=[
+                {
+                    "name": "fat",
+                    "entity_type": "T",
+                    "observations": [f"{i:02d}" + "o" * 498 for i in range(17)],
+                }
+            ],
+        )
+    assert str(err.value).startswith("applied entities: 0 created, 0 updated")
+    assert "'checkout' has no observation 'no such observation'" in str(err.value)
+    assert (
+        "'fat' would hold 8,500 characters of description and observations, at most 8,000"
+        in str(err.value)
+    )
+    assert state.get("e:checkout") == before and state.get("e:fat") is None
+    monkeypatch.setattr(graph_engine, "MAX_GRAPH_TEXT", 50)  # the seed holds 94
+    with pytest.raises(RetriableError) as err:
+        tools["update_graph"](create_entities=[{"name": "n", "entity_type": "T"}])
+    assert "1 not created, the graph holds at most 50 characters of text" in str(err.value)
+
+
 def test_summary_names_only_exposed_tools(team: Team) -> None:
     tools_of(team, "alice", vector_store=False)["update_graph"](**SEED)
     factory = team.bind([KnowledgeGraphTool(vector_store=False, update_graph=False)], "bob")
@@ -300,6 +342,33 @@ def test_the_graph_views_name_at_most_their_caps_of_model_made_labels(
     network = graph_views.network(team, {}, "")
     assert [e["type"] for e in network["edges"]] == [f"r{i:02d}" for i in range(10)]
     assert network["more_edges"] == 15 and network["total_relations"] == 25
+
+
+def test_the_entity_view_reads_its_entity_by_name_and_counts_the_relations_left_out(
+    team: Team,
+) -> None:
+    """The view found its entity through a keyword search of the top 10: a name of punctuation
+    or stopwords, or one outranked by 10 decoys, read as absent; relations were cut at 50
+    without saying so."""
+    names = ["---", "the", "db", "hub"]
+    decoys = [{"name": f"db db {i}", "entity_type": "T", "description": "db db"} for i in range(12)]
+    tools_of(team, "alice", vector_store=False)["update_graph"](
+        create_entities=[{"name": n, "entity_type": "T"} for n in names]
+        + decoys
+        + [{"name": f"n{i:02d}", "entity_type": "T"} for i in range(80)],
+        create_relations=[
+            {"from_entity": "hub", "to_entity": f"n{i:02d}", "relation_type": "links"}
+            for i in range(80)
+        ],
+    )
+    for name in names:
+        assert graph_views.entity(team, {"name": name}, "")["entity"]["name"] == name
+    hub = graph_views.entity(team, {"name": "hub"}, "")
+    assert [r["to_entity"] for r in hub["relations"]] == [f"n{i:02d}" for i in range(50)]
+    assert hub["more_relations"] == 30
+    assert graph_views.entity(team, {"name": "n07"}, "")["more_relations"] == 0
+    with pytest.raises(ViewNotFound, match="no entity named 'Hub'"):
+        graph_views.entity(team, {"name": "Hub"}, "")
 
 
 def test_line_breaks_in_entity_text_cannot_fake_root_entities(team: Team) -> None:

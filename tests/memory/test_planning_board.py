@@ -225,4 +225,18 @@ def test_a_filter_puts_a_long_name_in_compared_form_once(monkeypatch: pytest.Mon
     monkeypatch.setattr(board_module, "member_key", counted)
     assert board.filter(owner="b" * 10_000, creator="a" * 10_000) == []
     assert [n for n in lengths if n == 10_000] == [10_000, 10_000]  # was once per task
-    assert [t.id for t in board.filter(owner="@BOB", creator="Alice")] == list(range(1, 51))
+    assert [t.id for t in board.filter(owner="@bob", creator="alice")] == list(range(1, 51))
+
+
+def test_a_filter_name_spelled_otherwise_than_compared_is_refused() -> None:
+    """The policy decides on the name as sent: a spelling the filter folds into another name
+    (case, blank space, ſ, ẞ, a second @) would reach that member's tasks past a deny."""
+    board = Board()
+    board.apply("alice", create=[TaskCreate(description="x", owner="@Bob")])
+    for name in ("Bob", " bob", "bob ", "@Bob", "@@bob", "bo\u017f", "\u1e9e"):
+        with pytest.raises(RetriableError, match="written as its member name"):
+            board.filter(owner=name)
+        with pytest.raises(RetriableError, match="a creator is written"):
+            board.filter(creator=name)
+    assert [t.id for t in board.filter(owner="@bob")] == [1]
+    assert [t.id for t in board.filter(owner="bob", creator="@alice")] == [1]

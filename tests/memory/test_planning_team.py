@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ import pytest
 
 from toolcards.core.channels import Channels
 from toolcards.core.errors import RetriableError
-from toolcards.governance import CapabilityRegistry
+from toolcards.governance import CapabilityRegistry, Executor, Identity, Outcome, Policy
 from toolcards.governance.capability import InvalidArguments, parse_arguments
 from toolcards.runtime import Team
 from toolcards.tools._common.fusion import KEYWORD_ONLY_NOTICE
@@ -227,9 +228,35 @@ def test_search_filters_by_status_owner_creator(team: Team) -> None:
         create=[{"description": "bob made", "owner": "carol"}]
     )
     alice["update_planning"](create=[{"description": "alice made", "owner": "carol"}])
-    out = alice["search_planning"](owner="@Carol", creator="bob")
+    out = alice["search_planning"](owner="@carol", creator="bob")
     assert "bob made" in out and "alice made" not in out
     assert alice["search_planning"](status="completed") == "(no matching tasks)"
+
+
+def test_search_filters_by_the_name_the_policy_decided_on(team: Team) -> None:
+    """A deny on owner "boss" (or "@boss") was passed with "Boss", " boss", "@Boss ", "boſs"
+    or "BOẞ": the filter folded them to boss and returned boss's tasks."""
+    factory = team.bind([PlanningTool(vector_store=False)], member="mallory")
+    deny = {"arguments": {"owner": {"in": ["boss", "@boss"]}}}
+    rule = {"targets": ["search_planning"], "effect": "deny", "conditions": deny}
+    policy = Policy.from_dict({"default_effect": "allow", "rules": [rule]})
+    executor = Executor(CapabilityRegistry.from_factory(factory), policy)
+    mallory = Identity("agent.mallory")
+
+    def search(owner: str) -> Any:
+        return asyncio.run(executor.call("search_planning", {"owner": owner}, mallory))
+
+    tools_of(team, "mallory", vector_store=False)["update_planning"](
+        create=[{"description": "rotate prod keys", "owner": "boss"}]
+    )
+    for spelling in ("Boss", " boss", "@Boss ", "bo\u017fs", "BO\u1e9e", "@@boss"):
+        result = search(spelling)
+        assert result.outcome is Outcome.RETRY, spelling
+        assert "an owner is written as its member name, with or without a leading @" in (
+            result.message
+        )
+    assert [search(name).outcome for name in ("boss", "@boss")] == [Outcome.DENIED] * 2
+    assert search("carol").value == "(no matching tasks)"
 
 
 def test_search_fuses_semantic_hits_from_the_store(team: Team) -> None:
@@ -384,5 +411,5 @@ def test_a_search_name_longer_than_a_member_name_is_a_retry(team: Team, field: s
     with pytest.raises(RetriableError, match=f"{field} must be a member name of at most 100"):
         alice["search_planning"](**{field: "b" * 101})
     assert "ID 1" in alice["search_planning"](
-        **{field: "@" + ("Bob" if field == "owner" else "ALICE")}
+        **{field: "@" + ("bob" if field == "owner" else "alice")}
     )

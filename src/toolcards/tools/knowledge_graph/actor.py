@@ -115,6 +115,16 @@ class KnowledgeGraphActor(ToolActor):
                 self.vectors.flush()
         return self.graph.search(*args, **kwargs)
 
+    def entity(self, name: str, max_relations: int) -> tuple[Entity, list[Relation], int] | None:
+        """Entity ``name`` read by its key, its first ``max_relations`` relations (by key) and
+        how many more it has; None when there is none. A keyword search missed a name of
+        stopwords or punctuation, or one outranked by others."""
+        found = self.graph.entities.get(name)
+        if found is None:
+            return None
+        relations = self.graph.edges_of(name)
+        return found, relations[:max_relations], max(0, len(relations) - max_relations)
+
     def summary(self, max_roots: int) -> dict[str, Any]:
         """Counts, entity types and root entities (kept up to date on every change)."""
         found = self.graph.summary(max_roots)

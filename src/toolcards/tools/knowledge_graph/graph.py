@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -16,6 +16,7 @@ from toolcards.tools._common.fusion import rrf_fuse
 from toolcards.tools._common.keyword_index import KeywordIndex
 from toolcards.tools._common.score_fusion import score_fuse
 from toolcards.tools.knowledge_graph.models import (
+    MAX_ENTITY_TEXT,
     MAX_EVENT_ITEMS,
     MAX_EVENT_OBSERVATIONS,
     MAX_EVENT_TEXT,
@@ -48,6 +49,13 @@ MAX_ENTITIES = 50_000
 one is kept in memory, indexed and loaded on each start; creates past it are refused."""
 MAX_RELATIONS = 100_000
 """Relations a graph holds at most (as :data:`MAX_ENTITIES`, for relations)."""
+MAX_GRAPH_TEXT = 10_000_000
+"""Characters of text a graph holds at most, entities and relations together (see
+:func:`text_size`); what would grow it past is refused. The counts alone let ~2.1 GB in, and
+a start rebuilds the whole graph and its keyword index before the actor answers, which is
+waited for 30 s. On a 2-core machine that costs ~0.3 s of CPU per million characters of prose,
+~0.65 s of all-distinct words, plus ~3 s for the 150,000 items of the count caps: ~10 s at
+most (a restart at this cap, all-distinct words: 6 s of CPU, 13 s with the machine busy)."""
 
 
 def entity_text(entity: Entity) -> str:
@@ -62,15 +70,37 @@ def relation_text(relation: Relation) -> str:
     return f"{head}: {relation.description}" if relation.description else head
 
 
-def _past_caps(entities: int, relations: int) -> list[str]:
-    """The errors of the creates refused because the graph is full."""
+def text_size(item: Entity | Relation) -> int:
+    """The characters of ``item`` counted against :data:`MAX_GRAPH_TEXT`: all its text."""
+    if isinstance(item, Entity):
+        return len(item.name) + len(item.entity_type) + _own_text(item)
+    ends = len(item.from_entity) + len(item.to_entity)
+    return ends + len(item.relation_type) + len(item.description)
+
+
+def _own_text(entity: Entity) -> int:
+    """The characters of ``entity`` counted against :data:`MAX_ENTITY_TEXT`."""
+    return len(entity.description) + sum(map(len, entity.observations))
+
+
+def _too_long(what: str, entity: Entity, old: Entity | None = None) -> str | None:
+    """The error of ``entity`` (replacing ``old``) past :data:`MAX_ENTITY_TEXT`, or None: one
+    stored before the cap may keep its size or shrink."""
+    size = _own_text(entity)
+    if size <= MAX_ENTITY_TEXT or (old is not None and size <= _own_text(old)):
+        return None
+    return (
+        f"{what}: {entity.name!r} would hold {size:,} characters of description and "
+        f"observations, at most {MAX_ENTITY_TEXT:,}: shorten them"
+    )
+
+
+def _past_caps(full: Counter[tuple[str, str]]) -> list[str]:
+    """The errors of the items refused because the graph is full, by argument and cap."""
     return [
-        f"{what}: {count} not created, the graph holds at most {cap} {noun}: delete some first"
-        for what, count, cap, noun in (
-            ("create_entities", entities, MAX_ENTITIES, "entities"),
-            ("create_relations", relations, MAX_RELATIONS, "relations"),
-        )
-        if count
+        f"{what}: {count} not {'applied' if what == 'update_entities' else 'created'}, "
+        f"the graph holds at most {cap}: delete some first"
+        for (what, cap), count in full.items()
     ]
 
 
@@ -194,7 +224,8 @@ class Graph:
 
     Each entity keeps the position it took in ``entities`` (its ``seq``); counts per type and
     the root entities are kept sorted by it on every change, so :meth:`summary` costs what it
-    shows (and the number of types), not the size of the graph.
+    shows (and the number of types), not the size of the graph. The characters of all its
+    text (``text``) are kept up to date the same way, for :data:`MAX_GRAPH_TEXT`.
     """
 
     def __init__(self, entities: Iterable[Entity] = (), relations: Iterable[Relation] = ()):
@@ -210,6 +241,8 @@ class Graph:
         """Entity type -> sorted seqs of its entities (count and first appearance)."""
         self._roots: list[tuple[int, str]] = []
         self._type_order: list[tuple[str, int]] | None = None
+        self.text = 0
+        """The characters of all the graph's text (:func:`text_size` of every item)."""
         with_docs = [(ENTITY + e.name, self._put_entity(e)) for e in entities]
         with_docs += [(RELATION + r.key, self._put_relation(r)) for r in relations]
         self._index.upsert_many(with_docs)
@@ -223,7 +256,9 @@ class Graph:
             self._next_seq += 1
         else:
             self._tally(old, -1)
+            self.text -= text_size(old)
         self.entities[entity.name] = entity
+        self.text += text_size(entity)
         self._tally(entity, +1)
         self._adjacent.setdefault(entity.name, set())
         return (
@@ -233,6 +268,8 @@ class Graph:
         )
 
     def _put_relation(self, relation: Relation) -> tuple[str, str, str]:
+        old = self.relations.get(relation.key)
+        self.text += text_size(relation) - (text_size(old) if old is not None else 0)
         self.relations[relation.key] = relation
         for end in (relation.from_entity, relation.to_entity):
             self._adjacent.setdefault(end, set()).add(relation.key)
@@ -241,7 +278,9 @@ class Graph:
         return (names, relation.relation_type, relation.description)
 
     def _drop_entity(self, name: str) -> None:
-        self._tally(self.entities.pop(name), -1)
+        entity = self.entities.pop(name)
+        self._tally(entity, -1)
+        self.text -= text_size(entity)
         del self._seq[name]
         self._adjacent.pop(name, None)
         self._ordered.pop(name, None)
@@ -285,6 +324,7 @@ class Graph:
 
     def _drop_relation(self, key: str) -> Relation:
         relation = self.relations.pop(key)
+        self.text -= text_size(relation)
         for end in (relation.from_entity, relation.to_entity):
             self._adjacent.get(end, set()).discard(key)
             self._ordered.pop(end, None)
@@ -305,6 +345,12 @@ class Graph:
 
     # ---- updates ------------------------------------------------------------------------------
 
+    def _fits(self, item: Entity | Relation, old: Entity | None = None) -> bool:
+        """Whether the graph's text stays within :data:`MAX_GRAPH_TEXT` with ``item`` put in
+        place of ``old`` (an item that does not grow it always fits)."""
+        grown = text_size(item) - (text_size(old) if old is not None else 0)
+        return grown <= 0 or self.text + grown <= MAX_GRAPH_TEXT
+
     def apply(
         self,
         create_entities: Sequence[EntityCreate] = (),
@@ -316,11 +362,12 @@ class Graph:
         """Apply what can be applied, in a fixed order, and report every error.
 
         Order: delete relations, delete entities (with their relations), create entities,
-        update entities, create relations. A failing item is skipped; the rest still apply.
+        update entities, create relations. A failing item is skipped whole; the rest apply.
         """
         change = GraphChange()
         errors: list[str] = []
-        full_entities = full_relations = 0  # creates refused past a cap
+        full: Counter[tuple[str, str]] = Counter()  # items refused past a cap: (argument, cap)
+        text_cap = f"{MAX_GRAPH_TEXT:,} characters of text"
         for ref in delete_relations:
             key = relation_key(ref.from_entity, ref.relation_type, ref.to_entity)
             if key not in self.relations:
@@ -343,7 +390,7 @@ class Graph:
                 errors.append(f"create_entities: {new.name!r} already exists (use update_entities)")
                 continue
             if len(self.entities) >= MAX_ENTITIES:
-                full_entities += 1
+                full["create_entities", f"{MAX_ENTITIES} entities"] += 1
                 continue
             entity = Entity(
                 name=new.name,
@@ -352,6 +399,12 @@ class Graph:
                 observations=list(dict.fromkeys(new.observations)),
                 is_root=new.is_root,
             )
+            if error := _too_long("create_entities", entity):
+                errors.append(error)
+                continue
+            if not self._fits(entity):
+                full["create_entities", text_cap] += 1
+                continue
             self._index_entity(entity)
             change.entities_added.append(entity)
         for upd in update_entities:
@@ -360,8 +413,9 @@ class Graph:
                 errors.append(f"update_entities: no entity named {upd.name!r}")
                 continue
             missing = [o for o in upd.remove_observations if o not in old.observations]
-            if missing:
+            if missing:  # the whole item fails: none of its changes apply
                 errors.append(f"update_entities: {upd.name!r} has no observation {missing[0]!r}")
+                continue
             kept = [o for o in old.observations if o not in set(upd.remove_observations)]
             observations = list(dict.fromkeys([*kept, *upd.add_observations]))
             if len(observations) > MAX_OBSERVATIONS:
@@ -375,6 +429,12 @@ class Graph:
                 if value is not None:
                     fields[attr] = value
             entity = old.model_copy(update=fields)
+            if error := _too_long("update_entities", entity, old):
+                errors.append(error)
+                continue
+            if not self._fits(entity, old):
+                full["update_entities", text_cap] += 1
+                continue
             if entity != old:
                 self._index_entity(entity)
                 change.entities_modified.append(entity)
@@ -395,11 +455,14 @@ class Graph:
                 )
                 continue
             if len(self.relations) >= MAX_RELATIONS:
-                full_relations += 1
+                full["create_relations", f"{MAX_RELATIONS} relations"] += 1
+                continue
+            if not self._fits(relation):
+                full["create_relations", text_cap] += 1
                 continue
             self._index.upsert(RELATION + relation.key, *self._put_relation(relation))
             change.relations_added.append(relation)
-        errors += _past_caps(full_entities, full_relations)
+        errors += _past_caps(full)
         return change, errors
 
     def merge(

@@ -14,6 +14,9 @@ MAX_TYPE = 100
 MAX_DESCRIPTION = 1000
 MAX_OBSERVATION = 500
 MAX_OBSERVATIONS = 100
+MAX_ENTITY_TEXT = 8_000
+"""Characters an entity's description and observations hold at most in all: 100 observations
+of 500 characters and a description made ~51 KB an entity, ~2.1 GB at the entity cap."""
 
 
 def unpadded(value: str) -> str:
@@ -51,7 +54,10 @@ Observations = Annotated[
     list[Observation],
     Field(
         max_length=MAX_OBSERVATIONS,
-        description=f"Short facts, each at most {MAX_OBSERVATION} characters.",
+        description=(
+            f"Short facts, each at most {MAX_OBSERVATION} characters; with the description, "
+            f"at most {MAX_ENTITY_TEXT:,} characters per entity."
+        ),
     ),
 ]
 

@@ -1,7 +1,8 @@
 """The knowledge graph as views of the team's state (the card's RESOURCE channel): the MCP
 resources ``toolcards://team/<team>/graph`` (counts, types, roots),
-``.../graph/entity/{name}`` (one entity and its relations) and ``.../graph/network`` (the
-dashboard's Graph panel: the network to draw, and the card's hybrid search).
+``.../graph/entity/{name}`` (one entity, read by name, and its relations) and
+``.../graph/network`` (the dashboard's Graph panel: the network to draw, and the card's hybrid
+search).
 
 The network is read from the graph actor's persisted state (what the actor wrote before it
 announced the change), at most :data:`MAX_NODES` entities and :data:`MAX_EDGES` relations
@@ -29,6 +30,7 @@ VECTOR_STORE = "#VectorStore"
 MAX_NODES = 150
 MAX_EDGES = 4 * MAX_NODES
 MAX_ROOTS = 50
+MAX_RELATIONS = 50
 MAX_QUERY = 500
 TOP_K = 10
 MIN_SCORE = 0.3
@@ -62,17 +64,17 @@ def summary(team: TeamReader, variables: Mapping[str, str], query: str) -> Any:
 
 
 def entity(team: TeamReader, variables: Mapping[str, str], query: str) -> Any:
-    """One entity with its observations and relations; :class:`ViewNotFound` when absent."""
+    """One entity, read by its name, with its observations and first :data:`MAX_RELATIONS`
+    relations (``more_relations`` counts the rest); :class:`ViewNotFound` when absent."""
     name = variables["name"]
     handle = team.actor(ACTOR_NAME)
-    if handle is not None:
-        search = KnowledgeGraphActor.search
-        result = handle.within(ASK_TIMEOUT).ask(search, name, "keyword", 10, include_edges=True)
-        for found, _score in result.entities:
-            if found.name == name:
-                edges = [r for r in result.edges if name in (r.from_entity, r.to_entity)]
-                return to_jsonable_python({"entity": found, "relations": edges}, fallback=str)
-    raise ViewNotFound(f"no entity named {name!r}")
+    read = KnowledgeGraphActor.entity
+    found = None if handle is None else handle.within(ASK_TIMEOUT).ask(read, name, MAX_RELATIONS)
+    if found is None:
+        raise ViewNotFound(f"no entity named {name!r:.100}")
+    one, relations, more = found
+    view = {"entity": one, "relations": relations, "more_relations": more}
+    return to_jsonable_python(view, fallback=str)
 
 
 def network(team: TeamReader, variables: Mapping[str, str], query: str) -> dict[str, Any]:

@@ -31,6 +31,21 @@ def member_key(name: str) -> str:
     return name.strip().lstrip("@").casefold()
 
 
+def filter_key(arg: str, name: str) -> str:
+    """The compared form of a name a search filters by, refused when spelled otherwise than as
+    that form, with or without one leading ``@``: the policy decided on the name as sent, so
+    ``Boss``, `` boss`` or ``boſs`` must not reach the tasks of ``boss`` past a deny on it."""
+    bare = name[1:] if name.startswith("@") else name
+    key = member_key(bare)
+    if bare != key:
+        who = "an owner" if arg == "owner" else "a creator"
+        raise RetriableError(
+            f"{arg} {name!r:.80} refused: {who} is written as its member name, with or without "
+            f"a leading @, in its compared form (here {key!r:.80})"
+        )
+    return key
+
+
 def same_member(a: str | None, b: str | None) -> bool:
     """Whether two member names designate the same member (``@Alice`` is ``alice``)."""
     if a is None or b is None:
@@ -320,10 +335,11 @@ class Board:
         owner: str | None = None,
         creator: str | None = None,
     ) -> list[Task]:
-        """Tasks matching every given filter, by id. The names are put in their compared form
-        once, not once per task: a long one cost tasks × length on the actor's thread."""
-        owner_key = None if owner is None else member_key(owner)
-        creator_key = None if creator is None else member_key(creator)
+        """Tasks matching every given filter, by id; RetriableError for a name not written
+        in its compared form (see :func:`filter_key`). The names are put in that form once, not
+        once per task: a long one cost tasks × length on the actor's thread."""
+        owner_key = None if owner is None else filter_key("owner", owner)
+        creator_key = None if creator is None else filter_key("creator", creator)
         found = []
         for task in sorted(self.tasks.values(), key=lambda t: t.id):
             if status is not None and task.status != status:
