@@ -7,6 +7,8 @@ import asyncio
 import logging
 import re
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -162,6 +164,57 @@ def test_the_dashboard_command_opens_a_store_read_only_with_a_one_time_token(
     finally:
         process.stop()
     assert _written(tmp_path / "team.db") == before
+
+
+PLAN_ONE_TASK = """
+import sys
+from toolcards import PlanningTool
+from toolcards.runtime import Team
+
+with Team("stored", store=sys.argv[1]) as team:
+    tools = {t.__name__: t for t in team.bind([PlanningTool(vector_store=False)]).get_tools()}
+    tools["update_planning"](create=[{"description": sys.argv[2]}])
+"""
+
+
+def test_a_store_dashboard_leaves_the_store_to_its_writer_and_shows_what_it_writes(
+    tmp_path: Path,
+) -> None:
+    """While `dashboard --store` shows a team, another process writes the store (`toolcards
+    call`, `serve`, the demo) and the page shows what it commits (before: the dashboard held
+    the store's writer lock, and the writer ended with "open for writing by another
+    process")."""
+    from toolcards.surfaces.dashboard.cli import _from_store
+
+    store = tmp_path / "team.db"
+
+    def plan(description: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-c", PLAN_ONE_TASK, str(store), description]
+        return subprocess.run(command, capture_output=True, text=True, timeout=60)
+
+    assert plan("Before the page").returncode == 0
+    with _from_store(str(store), "stored", None)("127.0.0.1") as dash:
+        assert dash.team is not None
+        written = plan("Written while shown")
+        assert written.returncode == 0, written.stderr.strip().splitlines()[-1:]
+        board = dash.panels["plan"].read(dash.team, {}, "")
+    assert [t["description"] for t in board["tasks"]] == ["Before the page", "Written while shown"]
+
+
+def test_a_store_dashboard_refuses_a_store_it_would_have_to_migrate(tmp_path: Path) -> None:
+    """A reader migrates nothing: an older layout is refused in one line, and left as it was."""
+    from toolcards.runtime import Team
+    from toolcards.stores import StoreError
+
+    store = tmp_path / "team.db"
+    with Team("stored", store=store):
+        pass
+    with sqlite3.connect(store) as db:
+        db.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
+    before = store.read_bytes()
+    with pytest.raises(StoreError, match="older layout .* open it once with a writer"):
+        Team.open_read_only("stored", store)
+    assert store.read_bytes() == before
 
 
 def test_a_dashboard_on_another_address_warns(caplog: pytest.LogCaptureFixture) -> None:

@@ -46,9 +46,12 @@ def _key(location: str) -> str:
     return StoreLocation.parse(location).key
 
 
-def open_store(location: str, durable: bool) -> Store:
+def open_store(location: str, durable: bool, *, read_only: bool = False) -> Store:
     """One store object per file or database URL per process (shared by the teams of this
-    process), or a new memory one."""
+    process), or a new memory one. ``read_only``: a new reader of its own, which leaves a
+    SQLite file's writer lock to the process that writes it."""
+    if read_only:
+        return open_team_store(location, read_only=True)
     if location == ":memory:":
         return open_location(location, durable=durable)
     key = _key(location)

@@ -131,7 +131,7 @@ class Team:
         self._stop_report: StopReport | None = None
         self.read_only = _read_only
         """Opened by :meth:`open_read_only`: nothing starts, nothing is written."""
-        self._store = process.open_store(os.fspath(store), durable)
+        self._store = process.open_store(os.fspath(store), durable, read_only=_read_only)
         try:
             if (_resume or _read_only) and not self._store.team_exists(team_id):
                 raise LookupError(f"store {self._store.location} holds no team {team_id!r}")

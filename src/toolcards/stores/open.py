@@ -27,10 +27,20 @@ Location = str | os.PathLike[str] | StoreLocation
 
 
 def open_team_store(
-    location: Location, *, durable: bool = False, connect_timeout: float = 5.0
+    location: Location,
+    *,
+    durable: bool = False,
+    connect_timeout: float = 5.0,
+    read_only: bool = False,
 ) -> Store:
-    """The team store (state, events, actors) at ``location``; a new object each call."""
+    """The team store (state, events, actors) at ``location``; a new object each call.
+    ``read_only``: a SQLite file opened without its writer's lock, to be looked at while its
+    writer runs (other stores have no such lock)."""
     where = StoreLocation.parse(location)
+    if read_only and where.path is not None:
+        from toolcards.stores.sqlite.team import TeamStore  # lazy: as every backend is
+
+        return TeamStore(where.path, read_only=True)
     return backend_of(where).team_store(where, durable=durable, connect_timeout=connect_timeout)
 
 

@@ -3,13 +3,14 @@ its tables (:func:`migrate`, run in the transaction that opens a store)."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 from toolcards.stores import applied_calls
 from toolcards.stores.events_sql import add_envelope_columns, check_schema
-from toolcards.stores.rows import SCHEMA_VERSION
+from toolcards.stores.rows import EVENT_ENVELOPE_COLUMNS, SCHEMA_VERSION
 
-__all__ = ["migrate"]
+__all__ = ["is_current", "migrate"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -82,3 +83,20 @@ def migrate(conn: sqlite3.Connection, location: str) -> None:
         "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
         (str(SCHEMA_VERSION),),
     )
+
+
+def is_current(conn: sqlite3.Connection, location: str) -> bool:
+    """Whether :func:`migrate` has nothing to change in the store at ``location`` (read
+    only: a reader of the file runs beside its writer, and cannot migrate it); a store of a
+    newer layout is refused."""
+    tables = {t[0] for t in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    row = None
+    if "meta" in tables:
+        row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    version = 0 if row is None else int(row[0])
+    check_schema(location, version)
+    created = ";".join([_SCHEMA, *applied_calls.statements("")])
+    wanted = set(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", created))
+    columns = {column[1] for column in conn.execute("PRAGMA table_info(events)")}
+    envelope = {name for name, _ in EVENT_ENVELOPE_COLUMNS}
+    return version == SCHEMA_VERSION and wanted <= tables and envelope <= columns

@@ -27,6 +27,7 @@ from toolcards.stores.base import (
     StateNamespace,
     Store,
     StoreClosedError,
+    StoreError,
     StoreLockedError,
     StoreUnavailable,
     dumps,
@@ -34,7 +35,7 @@ from toolcards.stores.base import (
 )
 from toolcards.stores.events_sql import compact
 from toolcards.stores.sqlite.file import LockFile, cannot_open, check_location
-from toolcards.stores.sqlite.schema import migrate
+from toolcards.stores.sqlite.schema import is_current, migrate
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -63,10 +64,19 @@ class TeamStore(Store):
     """A thread-safe SQLite store (one connection, one re-entrant lock).
 
     ``path`` is a file path or ``":memory:"``. ``durable=True`` fsyncs every commit
-    (power-loss safe); the default survives process kills.
+    (power-loss safe); the default survives process kills. ``read_only=True`` opens a file to
+    be looked at (a dashboard of it): without the writer's lock file, so the process that
+    writes it keeps running beside it, and without creating or migrating anything; it reads
+    what that process commits.
     """
 
-    def __init__(self, path: str | os.PathLike[str] = ":memory:", *, durable: bool = False):
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = ":memory:",
+        *,
+        durable: bool = False,
+        read_only: bool = False,
+    ):
         super().__init__()
         self.location = str(path)
         self.in_memory = self.location == ":memory:"
@@ -76,21 +86,28 @@ class TeamStore(Store):
         """(team, actor) pairs whose state or events the open transaction changed."""
         self._lockfile: LockFile | None = None
         self._conn: sqlite3.Connection | None = None
+        read_only = read_only and not self.in_memory
         if not self.in_memory:
             file = Path(self.location).expanduser().resolve()
             check_location(file)
+            self.location = str(file)
+        if not (self.in_memory or read_only):
             try:
                 file.parent.mkdir(parents=True, exist_ok=True)
                 self._lockfile = LockFile(file.with_name(file.name + ".lock"))
                 self._lockfile.acquire(file)
             except OSError as exc:
                 raise cannot_open(file, exc) from None
-            self.location = str(file)
+        # mode=ro: cannot create the file nor write it; a WAL reader does not block the writer
+        target = f"{Path(self.location).as_uri()}?mode=ro" if read_only else self.location
         try:
             self._conn = sqlite3.connect(
-                self.location, check_same_thread=False, isolation_level=None
+                target, uri=read_only, check_same_thread=False, isolation_level=None
             )
-            self._setup(durable)
+            if read_only:
+                self._check_readable()
+            else:
+                self._setup(durable)
         except sqlite3.Error as exc:
             self._release()
             raise cannot_open(Path(self.location), exc) from None
@@ -118,6 +135,16 @@ class TeamStore(Store):
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+
+    def _check_readable(self) -> None:
+        """A reader migrates nothing: a layout older than this code's is refused."""
+        conn = self.conn
+        conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT * 1000)}")
+        if not is_current(conn, self.location):
+            raise StoreError(
+                f"store {self.location} has an older layout than this toolcards reads: open "
+                "it once with a writer (toolcards serve or call on its config), then retry"
+            )
 
     # ---- connection and transactions ---------------------------------------------------------
 
