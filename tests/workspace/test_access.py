@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from toolcards.core.errors import RetriableError
-from toolcards.tools.workspace import AccessRefused, list_files, read_bytes
+from toolcards.tools.workspace import AccessRefused, access, globs, list_files, read_bytes
+from toolcards.tools.workspace.globs import WalkBound
+from toolcards.tools.workspace.paths import iter_dir
 
 from .race import prepare, run_race
 
@@ -98,6 +101,37 @@ def test_listing_stops_at_the_limit(ws: Path) -> None:
     for n in range(10):
         (ws / f"f{n}.txt").write_text("x\n")
     assert list_files(ws, 3) == ["f0.txt", "f1.txt", "f2.txt"]
+
+
+def _file_beside_links(ws: Path, links: int) -> None:
+    """One file and ``links`` links to it (entries a listing reads but never shows)."""
+    (ws / "a.txt").write_text("x\n")
+    (ws / "s").mkdir()
+    for n in range(links):
+        os.symlink("../a.txt", ws / "s" / f"{n:06d}")
+
+
+def test_listing_reads_at_most_its_bound_of_entries_it_never_shows(ws: Path) -> None:
+    _file_beside_links(ws, 5000)
+    bound = WalkBound(1000, 60.0)
+    assert list_files(ws, 500, bound=bound) == ["a.txt"]
+    assert bound.visited <= 1000
+    assert bound.narrowed
+
+
+def test_listing_is_bounded_by_default(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _file_beside_links(ws, 5000)
+    read: list[str] = []
+
+    def counted(dir_fd: int, limit: int | None = None) -> Iterator[os.DirEntry[str]]:
+        entries = list(iter_dir(dir_fd, limit))
+        read.extend(e.name for e in entries)
+        return iter(entries)
+
+    monkeypatch.setattr(access, "MAX_LIST_ENTRIES", 1000)
+    monkeypatch.setattr(globs, "iter_dir", counted)
+    assert list_files(ws, 500) == ["a.txt"]
+    assert len(read) <= 1000 + 2  # and one more a directory read (it tells the end)
 
 
 def test_listing_a_missing_workspace_is_refused(root: Path) -> None:

@@ -25,9 +25,18 @@ import stat
 from pathlib import Path
 
 from toolcards.core.errors import RetriableError, ToolcardsError
-from toolcards.tools.workspace.globs import iter_files
+from toolcards.tools.workspace.globs import WalkBound, iter_files
+from toolcards.tools.workspace.listing import MAX_GLOB_ENTRIES
 from toolcards.tools.workspace.paths import Contained
 from toolcards.tools.workspace.textfile import read_fd, regular_fd
+
+MAX_LIST_ENTRIES = MAX_GLOB_ENTRIES
+"""Entries (files, directories, links) one :func:`list_files` walks, as many as a glob: the
+``limit`` counts only files it shows, so one file beside 1,000,000 links (never shown) had
+every listing and resource completion read, sort and stat them all (3.6 s, 193 MiB)."""
+LIST_TIMEOUT_S = 2.0
+"""Seconds one :func:`list_files` walks: it answers every ``resources/list`` and completion,
+so it waits less than a glob (100,000 entries take about 0.3 s on a local disk)."""
 
 
 class AccessRefused(ToolcardsError, LookupError):
@@ -51,14 +60,17 @@ def read_bytes(root: Path, rel: str, cap: int) -> bytes:
         raise AccessRefused(_reason(exc)) from None
 
 
-def list_files(root: Path, limit: int) -> list[str]:
+def list_files(root: Path, limit: int, *, bound: WalkBound | None = None) -> list[str]:
     """Up to ``limit`` files of the workspace ``root``, relative to it, in path order.
 
     Only what :func:`read_bytes` would read is listed: regular files with one name. Hidden
     names (and what is below them) and links are skipped; every directory is entered from its
     parent's descriptor with ``O_NOFOLLOW``, so a directory swapped for a link is skipped,
-    never followed. Raises :class:`AccessRefused` when the workspace cannot be opened.
+    never followed. The walk stays within ``bound`` (default :data:`MAX_LIST_ENTRIES` and
+    :data:`LIST_TIMEOUT_S`): past it the listing is shorter, and ``bound.narrowed`` says so.
+    Raises :class:`AccessRefused` when the workspace cannot be opened.
     """
+    bound = WalkBound(MAX_LIST_ENTRIES, LIST_TIMEOUT_S) if bound is None else bound
     found: list[str] = []
     if limit <= 0:
         return found
@@ -67,7 +79,7 @@ def list_files(root: Path, limit: int) -> list[str]:
     except (OSError, ValueError) as exc:
         raise AccessRefused(_reason(exc)) from None
     try:
-        with contextlib.closing(iter_files(top, ".")) as files:
+        with contextlib.closing(iter_files(top, ".", bound=bound)) as files:
             for rel, dir_fd, name in files:
                 if _single_regular(name, dir_fd):
                     found.append(rel)
