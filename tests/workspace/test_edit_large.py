@@ -1,9 +1,11 @@
 """Edits in large files: the closest region of a miss points at the right place, matches
-found through candidate lines are the ones a line-by-line scan finds, and the diff an edit
-answers with is bounded in lines, in characters a line and in characters in all."""
+found through candidate lines are the ones a line-by-line scan finds, the work of both is
+bounded (for a patch's miss too), and the diff an edit answers with is bounded in lines, in
+characters a line and in characters in all."""
 
 from __future__ import annotations
 
+import difflib
 import random
 import re
 import sysconfig
@@ -13,7 +15,7 @@ import pytest
 
 from toolcards.core.errors import RetriableError
 from toolcards.tools.workspace.edits import MAX_DIFF_CHARS, MAX_DIFF_LINE_CHARS
-from toolcards.tools.workspace.locate import closest_region
+from toolcards.tools.workspace.locate import MAX_RATIO_WORK, closest_region
 from toolcards.tools.workspace.models import EditItem
 
 from .conftest import Tools
@@ -91,6 +93,57 @@ def test_frequent_line_is_still_reported_as_ambiguous(tools: Tools, ws: Path) ->
     (ws / "rep.py").write_text("  x = 1\n  y = 2\n" * 3000)
     with pytest.raises(RetriableError, match="3000 places"):
         tools["workspace_edit"]("rep.py", "x = 1\ny = 2", "x = 3\ny = 4")
+
+
+@pytest.mark.timeout(60)  # 100 s before
+def test_old_string_of_one_frequent_word_is_refused_within_a_bound(tools: Tools, ws: Path) -> None:
+    """Attack: 2,000 lines of one word (the last one matching nowhere) against a file of 20,000
+    lines of it: every place of the word was weighed as the start of every old line, 100 s
+    holding the workspace lock."""
+    before = "x\n" * 20_000
+    (ws / "f.txt").write_text(before)
+    with pytest.raises(RetriableError, match="^old_string matches too many places to weigh: add"):
+        tools["workspace_edit"]("f.txt", "x\n" * 1_999 + "x x\n", "z\n")
+    assert (ws / "f.txt").read_text() == before
+
+
+@pytest.fixture
+def ratio_work(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes (products of the lengths compared) of the difflib ratios computed; one over
+    the bound is recorded, not computed (those took minutes)."""
+    sizes: list[int] = []
+    real = difflib.SequenceMatcher.ratio
+
+    def ratio(self: difflib.SequenceMatcher[str]) -> float:
+        sizes.append(len(vars(self)["a"]) * len(vars(self)["b"]))  # untyped in typeshed
+        return 1.0 if sizes[-1] > MAX_RATIO_WORK else real(self)
+
+    monkeypatch.setattr(difflib.SequenceMatcher, "ratio", ratio)
+    return sizes
+
+
+def test_closest_region_of_a_long_old_string_is_weighed_within_a_bound(
+    tools: Tools, ws: Path, ratio_work: list[int]
+) -> None:
+    """Attack: a 40,000-character old_string missing by its last character: difflib compared
+    it whole with a window as long, 88 s holding the workspace lock."""
+    (ws / "f.txt").write_text("a b " * 10_000 + "c\n")
+    with pytest.raises(RetriableError, match=r"Closest region \(line 1\):\n     1\ta b a b"):
+        tools["workspace_edit"]("f.txt", "a b " * 10_000 + "d", "e")
+    assert ratio_work and sum(ratio_work) <= MAX_RATIO_WORK
+
+
+def test_closest_region_of_a_long_patch_hunk_is_weighed_within_a_bound(
+    tools: Tools, ws: Path, ratio_work: list[int]
+) -> None:
+    """Attack: a hunk removing a 40,000-character line the file has but for its last
+    character: the closest region compared it whole, as a long old_string was."""
+    (ws / "f.txt").write_text("a b " * 10_000 + "c\n")
+    patch = "--- a/f.txt\n+++ b/f.txt\n@@ -1 +1 @@\n-" + "a b " * 10_000 + "d\n+e\n"
+    with pytest.raises(RetriableError, match=r"hunk 1 does not apply.*Closest region \(line 1\)"):
+        tools["workspace_patch"](patch)
+    assert ratio_work and sum(ratio_work) <= MAX_RATIO_WORK
+    assert (ws / "f.txt").read_text() == "a b " * 10_000 + "c\n"
 
 
 def test_diff_of_a_one_word_edit_in_one_long_line_cuts_the_line(tools: Tools, ws: Path) -> None:

@@ -429,6 +429,21 @@ def test_hunks_against_a_file_of_identical_lines_are_weighed_within_a_bound(
     assert (ws / "same.txt").read_text() == before
 
 
+@pytest.mark.timeout(60)  # 138 s before
+def test_a_long_hunk_against_a_file_of_its_lines_is_weighed_within_a_bound(
+    tools: Tools, ws: Path
+) -> None:
+    """Attack: a hunk of 50,000 lines of one word (and one line the file lacks) against a file
+    of 100,000 lines of it: all 50,000 lines were compared at each of 50,000 places, then
+    difflib compared them whole with windows as long."""
+    before = "x\n" * 100_000
+    (ws / "same.txt").write_text(before)
+    hunk = "@@ -1,50001 +1,50001 @@\n" + " x\n" * 50_000 + "-y\n+z\n"
+    with pytest.raises(RetriableError, match="too many places"):
+        tools["workspace_patch"](f"--- a/same.txt\n+++ b/same.txt\n{hunk}")
+    assert (ws / "same.txt").read_text() == before
+
+
 def _creations(count: int) -> str:
     return "".join(f"--- /dev/null\n+++ b/f{i}.txt\n@@ -0,0 +1 @@\n+x\n" for i in range(count))
 

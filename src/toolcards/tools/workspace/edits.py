@@ -6,7 +6,8 @@ collapsed (runs of inner whitespace equal); indentation-relative (the block is s
 whole, the new text is shifted the same way); escape-normalised (over-escaped ``\\n``/``\\"``,
 typographic quotes, ``read`` line-number prefixes undone, then the levels again). A level with
 several matches stops the cascade with an error listing their lines; no level matching gives an
-error quoting the closest region. There is never a fuzzy-similarity guess.
+error quoting the closest region. There is never a fuzzy-similarity guess. The line levels of one
+edit compare at most :data:`MAX_WORK` lines: past it the edit is refused.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from toolcards.tools.workspace.locate import (
     candidate_windows,
     closest_region,
     line_count,
-    lines_at,
 )
+from toolcards.tools.workspace.work_budget import WorkBudget
 
 _QUOTES = str.maketrans(
     {"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2032": "'", "\u00a0": " "}
@@ -38,6 +39,11 @@ _QUOTES = str.maketrans(
 _FOLDED = "".join(chr(c) for c in _QUOTES)
 _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "'": "'", "\\": "\\", "`": "`"}
 _NUMBERED = re.compile(r"^ *\d+\t")
+MAX_WORK = 4_000_000
+"""Lines compared, and walked to find where to compare them, by the line levels of one edit, at
+most (an old_string of 2,000 lines of one word against a file of 20,000 such lines took 100 s,
+holding the workspace lock): past it the edit is refused."""
+_TOO_COSTLY = "old_string matches too many places to weigh: add a rarer line to it"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +59,8 @@ def apply_edit(text: str, old: str, new: str, *, replace_all: bool = False) -> E
         raise RetriableError("old_string is empty; use workspace_write to create or overwrite")
     if old == new:
         raise RetriableError("old_string and new_string are identical; nothing to change")
-    for level, finder in _levels(old, new):
+    budget = WorkBudget(MAX_WORK, lambda: _TOO_COSTLY)
+    for level, finder in _levels(old, new, budget):
         matches = finder(text)
         if not matches:
             continue
@@ -81,16 +88,18 @@ def _splice(text: str, matches: list[Match]) -> str:
 Finder = Callable[[str], list[Match]]
 
 
-def _levels(old: str, new: str) -> list[tuple[str, Finder]]:
-    levels: list[tuple[str, Finder]] = _base_levels(old, new)
+def _levels(old: str, new: str, budget: WorkBudget) -> list[tuple[str, Finder]]:
+    levels: list[tuple[str, Finder]] = _base_levels(old, new, budget)
     variants = _normalised_requests(old, new)
     for old_n, new_n, fold in variants:
-        for name, finder in _base_levels(old_n, new_n, fold=fold):
+        for name, finder in _base_levels(old_n, new_n, budget, fold=fold):
             levels.append((f"escape-normalised {name}", finder))
     return levels
 
 
-def _base_levels(old: str, new: str, *, fold: bool = False) -> list[tuple[str, Finder]]:
+def _base_levels(
+    old: str, new: str, budget: WorkBudget, *, fold: bool = False
+) -> list[tuple[str, Finder]]:
     seen: dict[str, tuple[str, list[tuple[int, int]] | None]] = {}
 
     def view(text: str) -> str:
@@ -104,7 +113,7 @@ def _base_levels(old: str, new: str, *, fold: bool = False) -> list[tuple[str, F
         """Candidate windows, found once for the three line levels (same text, same lines)."""
         cached = seen.get("windows")
         if cached is None or cached[0] is not text:
-            cached = (text, candidate_windows(text, old_lines))
+            cached = (text, candidate_windows(text, old_lines, budget))
             seen["windows"] = cached
         assert cached[1] is not None
         return cached[1]
@@ -113,7 +122,7 @@ def _base_levels(old: str, new: str, *, fold: bool = False) -> list[tuple[str, F
         return exact_matches(view(text), old, new)
 
     def lines(norm: Callable[[str], str], indent: bool) -> Finder:
-        return lambda text: _line_level(view(text), old, new, norm, indent, windows)
+        return lambda text: _line_level(view(text), old, new, norm, indent, windows, budget)
 
     return [
         ("exact", exact),
@@ -171,6 +180,7 @@ def _line_level(
     norm: Callable[[str], str],
     indent: bool,
     windows: Callable[[str, list[str]], list[tuple[int, int]]],
+    budget: WorkBudget,
 ) -> list[Match]:
     """Windows of whole lines equal to the old lines under ``norm``, left to right, without
     overlap. Only candidate windows (see ``locate.candidate_windows``) are compared."""
@@ -188,14 +198,34 @@ def _line_level(
     for i, offset in windows(text, old_lines):
         if i < free or i + size > total:
             continue
-        window = lines_at(text, offset, size)
-        if [norm(w) for w in window] != want:
+        window = _equal_lines(text, offset, want, norm, budget)
+        if window is None:
             continue
         if indent and _shift(old_lines, window) is None:
             continue
         found.append(_line_match(text, new, window, old_lines, offset, i, trailing_nl))
         free = i + size
     return found
+
+
+def _equal_lines(
+    text: str, offset: int, want: list[str], norm: Callable[[str], str], budget: WorkBudget
+) -> list[str] | None:
+    """The lines from ``offset`` (a line start; ``len(want)`` lines stand there) when each
+    equals its line of ``want`` under ``norm``, else None, found at the first that differs.
+    The lines compared are spent from ``budget``."""
+    window: list[str] = []
+    pos = offset
+    for expected in want:
+        end = text.find("\n", pos)
+        line = text[pos:] if end == -1 else text[pos:end]
+        if norm(line) != expected:
+            budget.spend(len(window) + 1)
+            return None
+        window.append(line)
+        pos = len(text) + 1 if end == -1 else end + 1
+    budget.spend(len(window))
+    return window
 
 
 def _line_match(

@@ -5,6 +5,8 @@ line it is compared with, so only the lines holding the rarest such token are ca
 (``candidate_windows``). The closest region quoted when nothing matches is found the same way:
 occurrences of the rarest words and whole lines of the old text vote for the line where the old
 text would start, and the best-voted windows are compared with difflib (``closest_region``).
+Only the first lines and characters of the old text are compared (difflib's cost grows with the
+square of what it compares, and worse), within a bound on the comparisons' sizes.
 Every scan over the whole file is one C-level ``str`` call, so the cost grows with the number
 of candidates, not with the number of lines, and the interpreter lock is never held long.
 """
@@ -14,6 +16,8 @@ from __future__ import annotations
 import difflib
 import re
 from collections import defaultdict
+
+from toolcards.tools.workspace.work_budget import WorkBudget
 
 _WORD = re.compile(r"\w+")
 MAX_COUNTED = 24
@@ -28,6 +32,14 @@ SAMPLE = 200
 TOP_WINDOWS = 50
 """Best-voted windows compared with difflib."""
 MIN_RATIO = 0.3
+MAX_COMPARED_LINES = 40
+"""Lines of the old text the closest region is looked for with (as many as a miss quotes)."""
+MAX_COMPARED_CHARS = 2_000
+"""Characters of the old text, and of each window, difflib compares: one comparison of 2,000
+characters can take a second, of 40,000 took 88 s."""
+MAX_RATIO_WORK = 12_000_000
+"""Sum of the products of the compared lengths over one search's difflib ratios (a few of the
+largest, hundreds of a usual miss): past it, the best window so far is quoted."""
 
 
 def line_count(text: str) -> int:
@@ -100,9 +112,12 @@ def _located(text: str, positions: list[int]) -> list[tuple[int, int, int]]:
     return out
 
 
-def candidate_windows(text: str, old_lines: list[str]) -> list[tuple[int, int]]:
+def candidate_windows(text: str, old_lines: list[str], budget: WorkBudget) -> list[tuple[int, int]]:
     """Ascending (first line, its offset) of the windows where ``old_lines`` could match at a
-    line level: those whose lines hold the rarest whitespace token of the old lines."""
+    line level: those whose lines hold the rarest whitespace token of the old lines. Each
+    occurrence of that token costs ``budget`` one step per old line holding it, and each window
+    one per line walked back to its start, spent before the work (a token on every line of both
+    texts would otherwise cost file lines times old lines)."""
     where: dict[str, list[int]] = defaultdict(list)
     for j, old_line in enumerate(old_lines):
         for token in dict.fromkeys(old_line.split()):
@@ -117,9 +132,12 @@ def candidate_windows(text: str, old_lines: list[str]) -> list[tuple[int, int]]:
         if count <= RARE_ENOUGH:
             break
     windows: dict[int, int] = {}
-    for _, line, offset in _located(text, _occurrences(text, best)):
-        for j in where[best]:
+    rows = where[best]
+    for _, line, offset in _located(text, _occurrences(text, best, budget.left // len(rows) + 1)):
+        budget.spend(len(rows))
+        for j in rows:
             if line - j >= 0 and line - j not in windows:
+                budget.spend(j)
                 start = shift_lines(text, offset, -j)
                 if start >= 0:
                     windows[line - j] = start
@@ -178,12 +196,27 @@ class _Keys:
 
 
 def closest_region(text: str, old: str) -> tuple[int, list[str]] | None:
-    """The 1-based first line and lines of the window of ``text`` most similar to ``old``."""
-    want = [ln.strip() for ln in old.strip("\n").split("\n")]
-    size = max(1, len(want))
-    target = "\n".join(want)
+    """The 1-based first line and lines of the window of ``text`` most similar to ``old``,
+    looked for with the first :data:`MAX_COMPARED_LINES` lines of ``old``."""
+    old = old.strip("\n")
+    size = old.count("\n") + 1
+    want = [ln.strip() for ln in old.split("\n", MAX_COMPARED_LINES)[:MAX_COMPARED_LINES]]
+    target = "\n".join(want)[:MAX_COMPARED_CHARS]
     if not text.strip() or not target:
         return None
+    votes, anchors = _votes(text, want, size)
+    start = _most_similar(text, target, votes, anchors, len(want))
+    if start is None:
+        return None
+    line, offset = anchors[start]
+    return start + 1, lines_at(text, shift_lines(text, offset, start - line), size)
+
+
+def _votes(
+    text: str, want: list[str], size: int
+) -> tuple[dict[int, int], dict[int, tuple[int, int]]]:
+    """Votes for the line where ``want`` (the first of ``size`` lines) would start, and for
+    each voted line an anchor (the line and offset of an occurrence that voted for it)."""
     lines = text.count("\n") + 1
     last_start = max(0, lines - size)
     keys = _Keys(want)
@@ -202,25 +235,38 @@ def closest_region(text: str, old: str) -> tuple[int, list[str]] | None:
             start = min(max(0, line - j), last_start)
             votes[start] += keys.weight[key]
             anchors.setdefault(start, (line, offset))
+    return votes, anchors
+
+
+def _most_similar(
+    text: str,
+    target: str,
+    votes: dict[int, int],
+    anchors: dict[int, tuple[int, int]],
+    size: int,
+) -> int | None:
+    """Of the best-voted windows of ``size`` lines, the start of the one most similar to
+    ``target`` (difflib's ratio, at least :data:`MIN_RATIO`); the ratios computed cost at most
+    :data:`MAX_RATIO_WORK` (each the product of the lengths compared)."""
     matcher = difflib.SequenceMatcher(None, autojunk=False)
     matcher.set_seq2(target)
-    best: tuple[float, int, list[str]] | None = None
+    work = MAX_RATIO_WORK
+    best: tuple[float, int] | None = None
     for start in sorted(votes, key=lambda s: (-votes[s], s))[:TOP_WINDOWS]:
         line, offset = anchors[start]
         block = lines_at(text, shift_lines(text, offset, start - line), size)
-        matcher.set_seq1("\n".join(ln.strip() for ln in block))
+        window = "\n".join(ln.strip() for ln in block)[:MAX_COMPARED_CHARS]
+        matcher.set_seq1(window)
+        # real_quick_ratio() and quick_ratio() are upper bounds of ratio(), found cheaply
         if best is None:
             if matcher.real_quick_ratio() < MIN_RATIO or matcher.quick_ratio() < MIN_RATIO:
-                continue  # upper bounds of ratio(): this window cannot reach the minimum
-            ratio = matcher.ratio()
-            if ratio >= MIN_RATIO:
-                best = (ratio, start, block)
-            continue
-        if matcher.real_quick_ratio() <= best[0] or matcher.quick_ratio() <= best[0]:
+                continue  # this window cannot reach the minimum
+        elif matcher.real_quick_ratio() <= best[0] or matcher.quick_ratio() <= best[0]:
             continue  # cannot beat the best so far
+        work -= len(window) * len(target)
+        if work < 0:
+            break
         ratio = matcher.ratio()
-        if ratio > best[0]:
-            best = (ratio, start, block)
-    if best is None:
-        return None
-    return best[1] + 1, best[2]
+        if ratio >= MIN_RATIO and (best is None or ratio > best[0]):
+            best = (ratio, start)
+    return None if best is None else best[1]
