@@ -243,6 +243,25 @@ print(json.dumps(rows))
 """
 
 
+def _withheld_in_a_child(tmp_path: Path, policy: str, argument: str) -> None:
+    """Both calls of :data:`BACKTRACKING_CALLS` under ``policy`` end within 30 s (the child is
+    killed past them), their rows written with ``argument`` and the error withheld whole."""
+    try:
+        child = subprocess.run(
+            [sys.executable, "-c", BACKTRACKING_CALLS, str(tmp_path / "a.db"), policy, argument],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the calls' redaction did not end within 30 s")
+    assert child.returncode == 0, child.stderr
+    rows = json.loads(child.stdout)
+    assert [row["args"] for row in rows] == [{"text": REDACTED}] * 2
+    assert rows[1]["error"] == REDACTED
+    assert "aaaa" not in child.stdout
+
+
 @pytest.mark.timeout(60)
 def test_a_policy_pattern_that_backtracks_is_cut_off_and_the_text_withheld(
     tmp_path: Path,
@@ -256,20 +275,7 @@ def test_a_policy_pattern_that_backtracks_is_cut_off_and_the_text_withheld(
         "  patterns: {ticket: 'TCK-(\\w+-?)+:', nested: 'TCK-(\\w|\\w\\w)+:'}\n"
     )
     argument = "TCK-" + "a" * 35 + "!"
-    try:
-        child = subprocess.run(
-            [sys.executable, "-c", BACKTRACKING_CALLS, str(tmp_path / "a.db"), policy, argument],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("the calls' redaction did not end within 30 s")
-    assert child.returncode == 0, child.stderr
-    rows = json.loads(child.stdout)
-    assert [row["args"] for row in rows] == [{"text": REDACTED}] * 2
-    assert rows[1]["error"] == REDACTED
-    assert "aaaa" not in child.stdout
+    _withheld_in_a_child(tmp_path, policy, argument)
 
 
 @pytest.mark.timeout(60)
@@ -281,20 +287,7 @@ def test_a_policys_patterns_share_one_deadline_a_text(tmp_path: Path) -> None:
     copies = "".join(f"    p{i}: '(a|aa)+$'\n" for i in range(MAX_PATTERNS))
     policy = f"default_effect: allow\nredaction:\n  patterns:\n{copies}"
     argument = "a" * 20 + "!"  # some ms a pattern: far under the bound, 64 of them past it
-    try:
-        child = subprocess.run(
-            [sys.executable, "-c", BACKTRACKING_CALLS, str(tmp_path / "a.db"), policy, argument],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("the calls' redaction did not end within 30 s")
-    assert child.returncode == 0, child.stderr
-    rows = json.loads(child.stdout)
-    assert [row["args"] for row in rows] == [{"text": REDACTED}] * 2
-    assert rows[1]["error"] == REDACTED
-    assert "aaaa" not in child.stdout
+    _withheld_in_a_child(tmp_path, policy, argument)
 
 
 def test_a_policy_holds_at_most_64_patterns() -> None:

@@ -28,7 +28,7 @@ from pydantic import SecretStr, ValidationError
 
 from toolcards.tools.mcp import MCPAuth, MCPOAuth, MCPTool
 from toolcards.tools.mcp._http import http as httpx
-from toolcards.tools.mcp.oauth import OAuthError
+from toolcards.tools.mcp.oauth import OAuthError, OAuthFlow
 from toolcards.tools.mcp.oauth_discovery import under_issuer
 
 PRM = (SERVER_HOST, "/.well-known/prm")
@@ -220,6 +220,15 @@ TENANT_A = "https://idp.shared.example/tenant-a"
 TENANT_A_META = ("idp.shared.example", "/.well-known/oauth-authorization-server/tenant-a")
 
 
+def _tenant_a_flow(net: HostileNet, token: str) -> OAuthFlow:
+    """A flow with a client secret whose issuer is tenant-a, its metadata naming ``token`` (a
+    path of the issuer's origin) as the token endpoint."""
+    net.dns["idp.shared.example"] = PUBLIC
+    endpoint = f"https://idp.shared.example{token}"
+    net.pages[TENANT_A_META] = authorization_server(TENANT_A, token_endpoint=endpoint)
+    return net.flow(client_secret="s3cr3t", issuer=TENANT_A)
+
+
 @pytest.mark.parametrize(
     "token", ["/tenant-b/token", "/tenant-ab/token", "/tenant-a/../tenant-b/token", "/token"]
 )
@@ -227,10 +236,7 @@ def test_the_issuer_metadata_cannot_send_the_client_secret_outside_the_issuer_pa
     net: HostileNet, token: str
 ) -> None:
     # the host grants tenant-a's URL prefix; its metadata names a path of the origin beyond it
-    net.dns["idp.shared.example"] = PUBLIC
-    endpoint = f"https://idp.shared.example{token}"
-    net.pages[TENANT_A_META] = authorization_server(TENANT_A, token_endpoint=endpoint)
-    flow = net.flow(client_secret="s3cr3t", issuer=TENANT_A)
+    flow = _tenant_a_flow(net, token)
     with pytest.raises(OAuthError, match="name authorization_endpoint and token_endpoint"):
         asyncio.run(net.get(flow))
     assert net.consents == [] and not [r for _, _, r in net.requests if r.method == "POST"]
@@ -240,11 +246,8 @@ def test_the_issuer_metadata_cannot_send_the_client_secret_outside_the_issuer_pa
 def test_the_client_secret_goes_to_a_token_endpoint_under_the_issuer_path(
     net: HostileNet, token: str
 ) -> None:
-    net.dns["idp.shared.example"] = PUBLIC
-    endpoint = f"https://idp.shared.example{token}"
-    net.pages[TENANT_A_META] = authorization_server(TENANT_A, token_endpoint=endpoint)
+    flow = _tenant_a_flow(net, token)
     net.pages[("idp.shared.example", token)] = {"access_token": ACCESS, "expires_in": 3600}
-    flow = net.flow(client_secret="s3cr3t", issuer=TENANT_A)
     assert asyncio.run(net.get(flow)).status_code == 200
     [exchange] = net.sent("idp.shared.example", token)
     assert form_of(exchange)["client_secret"] == "s3cr3t"
