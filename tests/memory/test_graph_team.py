@@ -402,8 +402,8 @@ def test_line_breaks_in_entity_text_cannot_fake_root_entities(team: Team) -> Non
         ("ledger\u3000", "must be one line"),
         ("\u2028ledger", "must be one line"),
         ("ledger\u00a0", "must be one line"),
-        ("ledger ", "must not start or end with a space"),
-        (" ledger", "must not start or end with a space"),
+        ("ledger ", "must not start or end with blank space"),
+        (" ledger", "must not start or end with blank space"),
     ],
 )
 def test_a_padded_name_is_refused_and_never_acts_on_the_entity_it_strips_to(

@@ -41,3 +41,20 @@ def one_line(value: str) -> str:
             "must be one line of visible text: no line breaks, tabs or hidden characters"
         )
     return value
+
+
+def unpadded(value: str) -> str:
+    """A name or id as written, or ValueError for one blank space pads: the policy and any
+    approver decided on it as written, and a stripped one named another item (an entity, a
+    record or a skill a rule protects)."""
+    if value != value.strip():
+        raise ValueError("must not start or end with blank space")
+    return value
+
+
+def exact(value: str, what: str) -> str:
+    """:func:`unpadded` for a tool's plain argument: a retry naming ``what``."""
+    try:
+        return unpadded(value)
+    except ValueError as exc:
+        raise RetriableError(f"{what} {exc}: {value!r:.80}") from None

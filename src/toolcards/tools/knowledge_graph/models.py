@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from toolcards.core.events import event_payload
-from toolcards.tools._common.batch import one_line
+from toolcards.tools._common.batch import one_line, unpadded
 
 MAX_NAME = 200
 MAX_TYPE = 100
@@ -17,14 +17,6 @@ MAX_OBSERVATIONS = 100
 MAX_ENTITY_TEXT = 8_000
 """Characters an entity's description and observations hold at most in all: 100 observations
 of 500 characters and a description made ~51 KB an entity, ~2.1 GB at the entity cap."""
-
-
-def unpadded(value: str) -> str:
-    """``value`` as written, or ValueError for one a space pads: the approver decided on the
-    name as written, and a stripped one (``"prod-db "``) named another, visible entity."""
-    if value != value.strip():
-        raise ValueError("must not start or end with a space")
-    return value
 
 
 Name = Annotated[

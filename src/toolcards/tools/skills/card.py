@@ -21,7 +21,7 @@ from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate
 from toolcards.governance.approvals.view import escaped_line
-from toolcards.tools._common.batch import one_line
+from toolcards.tools._common.batch import exact, one_line
 
 
 class Skill(BaseModel):
@@ -93,9 +93,7 @@ class SkillTool(ToolCard):
             Args:
                 name: The skill's name exactly as listed in the menu.
             """
-            if name != name.strip():  # the policy decided on the name as sent, not a stripped one
-                raise RetriableError(f"name must not start or end with blank space: {name!r:.80}")
-            skill = by_name.get(name)
+            skill = by_name.get(exact(name, "name"))  # as the policy decided on it
             if skill is None:
                 valid = ", ".join(sorted(by_name)) or "(none)"
                 raise RetriableError(f"unknown skill {name!r}; valid names: {valid}")

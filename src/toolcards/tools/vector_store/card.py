@@ -14,6 +14,7 @@ from toolcards.core.errors import RetriableError
 from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate
 from toolcards.governance.approvals.view import escaped_line
+from toolcards.tools._common.batch import exact
 from toolcards.tools._common.fusion import store_name
 from toolcards.tools._common.team import team_observer
 from toolcards.tools._common.vector_api import CARD_COLLECTIONS, VectorStoreApi
@@ -35,14 +36,6 @@ def check_allowed(collection: str, allowed: list[str] | None) -> None:
     owner = CARD_COLLECTIONS.get(collection) if isinstance(collection, str) else None
     if allowed is None and owner is not None:
         raise RetriableError(f"collection {collection!r} is {owner}'s: use that card's tools")
-
-
-def exact_id(item: str) -> str:
-    """``item`` as given, or RetriableError for one that blank space pads: the policy decided
-    on the id as written, and a stripped one overwrote the record a rule on it protects."""
-    if isinstance(item, str) and item != item.strip():
-        raise RetriableError(f"id must not start or end with blank space: {item!r:.80}")
-    return item
 
 
 def listing(parts: list[str]) -> str:
@@ -176,7 +169,7 @@ class VectorStoreTool(ToolCard, StoreSettings):
             if not isinstance(text, str) or not text.strip():
                 raise RetriableError("text must be a non-empty string")
             text = text[: param.max_chars]
-            item = exact_id(id) if id else text_hash(text)[:12]
+            item = exact(id, "id") if id else text_hash(text)[:12]
             try:
                 handle.ask(VectorStoreApi.upsert, collection, [(item, text)])
             except (ValueError, TypeError) as exc:
