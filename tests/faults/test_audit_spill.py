@@ -5,11 +5,16 @@ the next process when the first one ended before (real PostgreSQL, stopped and s
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
+import os
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
+
+import pytest
 
 from support.servers import PostgresServer
 from toolcards.governance import AuditLog
@@ -138,3 +143,77 @@ def test_rows_taken_before_a_failed_replay_are_not_offered_again(tmp_path: Path)
     spill.replay(taken.extend)
     assert [r[6] for r in taken] == [f"c{n}" for n in range(1200)]
     assert not spill.pending
+
+
+_ENDED = 5_000_000  # past any pid_max: no process has these ids
+
+
+def _kept(n: int) -> tuple[object, ...]:
+    return (float(n), "alice", "user", "", "python", "t", f"c{n}", "d", "{}",
+            "allow", None, "ok", 1.0, None)  # fmt: skip
+
+
+def _down(batch: list[tuple[object, ...]]) -> None:
+    raise ConnectionError("the trail is down")
+
+
+def _as_process(monkeypatch: pytest.MonkeyPatch, pid: int, tmp_path: Path) -> AuditSpill:
+    monkeypatch.setattr(os, "getpid", lambda: pid)
+    return AuditSpill("trail", "team", tmp_path)
+
+
+def test_a_file_taken_over_by_process_after_process_keeps_a_short_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for n in range(20):  # each process of a long outage takes the files over, then ends
+        spill = _as_process(monkeypatch, _ENDED + n, tmp_path)
+        with contextlib.suppress(ConnectionError):
+            spill.replay(_down)
+        spill.add([_kept(n)])
+        assert max(len(p.name) for p in tmp_path.iterdir()) < 100
+    taken: list[tuple[object, ...]] = []
+    _as_process(monkeypatch, _ENDED + 20, tmp_path).replay(taken.extend)  # the trail is back
+    assert sorted(str(r[6]) for r in taken) == sorted(f"c{n}" for n in range(20))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_named_by_an_older_version_past_the_longest_name_is_taken_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spill = _as_process(monkeypatch, _ENDED, tmp_path)
+    spill.add([_kept(1)])
+    name = spill.path.name
+    for n in range(1, 8):  # the name grew at each takeover, to 253 characters
+        name = f"{spill.prefix}{_ENDED + n}.{name}"
+    spill.path.rename(tmp_path / name)
+    taken: list[tuple[object, ...]] = []
+    _as_process(monkeypatch, _ENDED + 10, tmp_path).replay(taken.extend)
+    assert [r[6] for r in taken] == ["c1"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_that_cannot_be_taken_over_holds_up_no_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    stuck = _as_process(monkeypatch, _ENDED, tmp_path)
+    stuck.add([_kept(1)])
+    os.utime(stuck.path, (0, 0))  # the oldest file: replayed first
+    _as_process(monkeypatch, _ENDED + 1, tmp_path).add([_kept(2)])
+    spill = _as_process(monkeypatch, _ENDED + 2, tmp_path)
+    spill.add([_kept(3)])  # this process's own rows
+    rename = os.rename
+
+    def failing(source: Path, target: Path) -> None:
+        if Path(source) == stuck.path:
+            raise OSError(errno.EIO, "I/O error", str(source))
+        rename(source, target)
+
+    monkeypatch.setattr(os, "rename", failing)
+    taken: list[tuple[object, ...]] = []
+    with caplog.at_level(logging.ERROR):
+        spill.replay(taken.extend)
+        spill.replay(taken.extend)
+    assert sorted(str(r[6]) for r in taken) == ["c2", "c3"]
+    assert [p.name for p in tmp_path.iterdir()] == [stuck.path.name]
+    assert spill.pending  # its rows wait for a later try
+    assert len([r for r in caplog.records if r.levelno == logging.ERROR]) == 1

@@ -86,6 +86,7 @@ class AuditSpill:
         """Rows lost because the spill file was full (or could not be written)."""
         self.replayed = 0
         """Rows handed back to the trail from spill and journal files."""
+        self._failed: set[str] = set()  # files already logged as not replayable
         self.pending = self._others_exist()
         """Whether rows may be waiting in a file of this trail."""
 
@@ -132,12 +133,18 @@ class AuditSpill:
         file once all its rows were taken. An ``insert`` that raises is re-raised; the rows
         not taken stay for the next time (those taken are not offered again). ``insert``
         leaves out rows already in the trail (a COMMIT whose answer was lost, a journal
-        whose rows were committed before its process was killed)."""
+        whose rows were committed before its process was killed). A file that cannot be
+        taken over, read or removed is logged and skipped: it never holds up the others, nor
+        the rows written after it."""
         for found in self._files():
-            path = self._claim(found)
+            try:
+                path = self._claim(found)
+                rows = list(_read(path)) if path is not None else []
+            except OSError as exc:
+                self._skip(found, exc)
+                continue
             if path is None:  # another process of this trail took it first
                 continue
-            rows = list(_read(path))
             taken = 0
             try:
                 while taken < len(rows):
@@ -150,18 +157,30 @@ class AuditSpill:
                     _rewrite(path, rows[taken:])
                 self.pending = True
                 raise
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as exc:  # its rows are offered again, and left out as written
+                self._skip(path, exc)
             if rows:
                 log.warning("audit trail: %d kept rows written from %s", len(rows), path.name)
         self.pending = self._others_exist()
 
+    def _skip(self, path: Path, exc: OSError) -> None:
+        """Logged once: the file stays, and every write tries it again."""
+        if path.name not in self._failed:
+            self._failed.add(path.name)
+            log.error("audit spill file %s skipped: %s", path, exc)
+
     def _claim(self, path: Path) -> Path | None:
         """``path`` made this process's: a file of an ended process is renamed first (one
-        rename wins), so two processes never replay the same rows."""
+        rename wins), so two processes never replay the same rows. The new name is
+        ``<prefix><pid>.<prefix><token><kind>``, not the old name lengthened: a file taken
+        over by process after process (a long outage) would pass the longest name allowed."""
         if path == self.path or path.name.startswith(f"{self.prefix}{os.getpid()}."):
             return path
-        claimed = self.directory / f"{self.prefix}{os.getpid()}.{path.name}"
+        kind = _JOURNAL if path.name.endswith(_JOURNAL) else _SPILL
+        name = f"{self.prefix}{os.getpid()}.{self.prefix}{secrets.token_hex(8)}{kind}"
+        claimed = self.directory / name
         try:
             os.rename(path, claimed)
         except FileNotFoundError:
@@ -386,7 +405,8 @@ def _rewrite(path: Path, rows: list[tuple[Any, ...]]) -> None:
 
 
 def _pid_of(path: Path, prefix: str) -> int:
-    """The process a file belongs to (``<prefix><pid>.[<claimed name>|<n>.]<kind>``)."""
+    """The process a file belongs to (``<prefix><pid>.[<prefix><token>|<name>-<n>]<kind>``:
+    a file taken over, or a journal)."""
     try:
         return int(path.name.removeprefix(prefix).split(".", 1)[0])
     except ValueError:
