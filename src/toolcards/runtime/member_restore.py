@@ -20,6 +20,7 @@ from toolcards.stores.base import StateNamespace
 
 if TYPE_CHECKING:
     from toolcards.runtime.host import TeamHost
+    from toolcards.runtime.profiles import RoleProfile
 
 
 class RosterRestore:
@@ -88,7 +89,9 @@ class RosterRestore:
 
     def _know_role(self, role: str, stored: Any) -> None:
         """Add the stored profile of ``role`` when the host passed none for it; ValueError
-        when that profile names policy roles (those are the host's to give)."""
+        when that profile names policy roles (those are the host's to give), LookupError when
+        its model is none the host uses (the row would pick which of the host's keys a turn
+        spends)."""
         team = self._team
         if any(p.role == role for p in team.profiles) or not stored:
             return
@@ -102,7 +105,21 @@ class RosterRestore:
                 f"its stored profile names policy roles {profile.roles!r:.200}: "
                 f"only a profile the host passes may (pass role {role!r})"
             )
-        team.profiles.append(profile)
+        team.profiles.append(self._host_limits(role, profile))
+
+    def _host_limits(self, role: str, profile: RoleProfile) -> RoleProfile:
+        """``profile`` run as the host runs its model: the model must be one of the host's
+        profiles' (or ``test``, which calls no provider), and the settings and history limit
+        are that host profile's, never the row's (a row's ``max_tokens`` spends the host's key)."""
+        model = profile.model
+        host = next((p for p in self._team.profiles if p.model == model), None)
+        if host is None and model != "test":
+            raise LookupError(
+                f"its stored profile's model {model!r:.200} is none of the host's profiles': "
+                f"pass role {role!r} in profiles= to restore it"
+            )
+        settings, history = (host.model_settings, host.max_history) if host else (None, None)
+        return profile.model_copy(update={"model_settings": settings, "max_history": history})
 
 
 def hire_time(record: Any) -> float:
