@@ -11,13 +11,15 @@ from typing import Any, TypeVar
 
 import pytest
 from pydantic import ValidationError
-from tests.exec.support import RUNNABLE, needs_bwrap, tools_of
+from tests.exec.support import BWRAP_REASON, RUNNABLE, needs_bwrap, sync, tools_of
 from tests.support.scripted import wait_until
 
+from toolcards.core.approvals import ApprovalRequest
 from toolcards.core.errors import RetriableError
 from toolcards.core.factory import ToolFactory
 from toolcards.core.identity import Identity, calling_principal
 from toolcards.core.spec import annotations_of
+from toolcards.governance import CapabilityRegistry, Executor, Outcome, Policy
 from toolcards.tools.exec import backends
 from toolcards.tools.exec.backends import BackendUnavailable
 from toolcards.tools.exec.card import ExecTool
@@ -375,3 +377,75 @@ def test_workspace_is_fixed_at_binding(workspaces: Path) -> None:
 
 def test_capabilities_are_not_slash_commands() -> None:
     assert ExecTool(mode="local", limits=RUNNABLE).get_commands() == []
+
+
+MODES = [
+    pytest.param("local"),
+    pytest.param("bwrap", marks=pytest.mark.skipif(BWRAP_REASON is not None, reason="no bwrap")),
+]
+RM_SPELLINGS = [
+    "rm victim",
+    "'rm' victim",
+    "r''m victim",
+    '"rm" victim',
+    " rm victim",
+    "rm\tvictim",
+]
+
+
+def _governed(mode: str, effect: str) -> tuple[Executor, Path]:
+    """An executor whose one rule gives ``effect`` to exec calls matching ``rm *``, and the
+    workspace holding the file ``victim``."""
+    card = ExecTool(mode=mode, limits=RUNNABLE, workspace_id="w", allowed_commands=["ls", "rm"])
+    rule: dict[str, Any] = {"targets": ["exec_command", "exec_start"], "effect": effect}
+    rule["conditions"] = {"arguments": {"command": {"glob": "rm *"}}}
+    policy = Policy.from_dict({"default_effect": "allow", "rules": [rule]})
+    victim = card.workspace() / "victim"
+    victim.write_text("data")
+    return Executor(CapabilityRegistry.from_factory(ToolFactory([card])), policy), victim
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("tool", ["exec_command", "exec_start"])
+@pytest.mark.parametrize("command", RM_SPELLINGS)
+@sync
+async def test_a_rule_on_the_command_holds_for_every_spelling_of_it(
+    mode: str, tool: str, command: str
+) -> None:
+    """The policy decides on the argv that would run, joined back: quoting and spacing
+    cannot carry a denied command past a rule written on its plain spelling."""
+    executor, victim = _governed(mode, "deny")
+    result = await executor.call(tool, {"command": command}, Identity("alice"))
+    assert result.outcome is Outcome.DENIED
+    assert victim.exists()
+
+
+@pytest.mark.parametrize("mode", MODES)
+@sync
+async def test_an_ordinary_command_runs_as_sent(mode: str) -> None:
+    executor, _ = _governed(mode, "deny")
+    result = await executor.call("exec_command", {"command": "ls -a ."}, Identity("alice"))
+    assert result.ok and "victim" in result.value
+
+
+@sync
+async def test_the_approver_is_shown_the_command_that_runs() -> None:
+    executor, victim = _governed("local", "approve")
+    shown: list[str] = []
+
+    async def approver(request: ApprovalRequest) -> bool:
+        shown.append(json.loads(request.args_json)["command"])
+        return True
+
+    call = {"command": "r''m   'victim'"}
+    result = await executor.call("exec_command", call, Identity("alice"), approver=approver)
+    assert shown == ["rm victim"]
+    assert result.ok and not victim.exists()  # what was approved ran
+
+
+@sync
+async def test_a_command_that_cannot_be_parsed_is_refused_before_the_policy() -> None:
+    executor, _ = _governed("local", "deny")
+    result = await executor.call("exec_command", {"command": "rm 'victim"}, Identity("alice"))
+    assert result.outcome is Outcome.INVALID_ARGS
+    assert "cannot parse command" in result.message and "\n" not in result.message

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from toolcards.core.errors import RetriableError
-from toolcards.tools.exec.command import MAX_COMMAND_CHARS, parse_command
+from toolcards.tools.exec.command import MAX_COMMAND_CHARS, canonical_command, parse_command
 
 
 def test_splits_with_shell_quoting() -> None:
@@ -78,3 +78,25 @@ def test_malformed_commands_are_retriable(command: str, message: str) -> None:
 def test_oversized_command_is_refused() -> None:
     with pytest.raises(RetriableError, match="longer than"):
         parse_command("echo " + "x" * MAX_COMMAND_CHARS, None)
+
+
+@pytest.mark.parametrize(
+    ("sent", "runs"),
+    [
+        ("cat sec''ret.env", "cat secret.env"),
+        ('  grep\t-n   "a b" x', "grep -n 'a b' x"),
+        ("echo \"it's\" ''", "echo 'it'\"'\"'s' ''"),
+        ("sh -c 'a | b'", "sh -c 'a | b'"),
+    ],
+)
+def test_the_canonical_command_is_its_argv_joined_back(sent: str, runs: str) -> None:
+    """One spelling per argv (what the policy decides on), parsed back to the same argv."""
+    allowed = ["cat", "grep", "echo", "sh"]
+    assert canonical_command(sent, allowed) == runs
+    assert parse_command(runs, allowed) == parse_command(sent, allowed)
+
+
+def test_a_canonical_command_quoted_past_the_limit_is_refused() -> None:
+    quotes = '"\'"' * (MAX_COMMAND_CHARS // 4)  # each "'" is a ', joined back '"'"'
+    with pytest.raises(RetriableError, match="longer than"):
+        canonical_command(f"echo {quotes}", None)

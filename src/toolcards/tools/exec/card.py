@@ -13,6 +13,7 @@ from pydantic import Field, PrivateAttr, field_validator
 from toolcards.core.card import CardCapability, ToolCard, ToolFunc
 from toolcards.core.channels import Channels
 from toolcards.core.params import BaseToolParam
+from toolcards.core.pathargs import PathArgs
 from toolcards.core.progress import progress_enabled, report_progress
 from toolcards.core.spec import annotate
 from toolcards.core.trust import HostAccess, Reach
@@ -20,7 +21,12 @@ from toolcards.tools._common.caller import caller_address, governed_writer
 from toolcards.tools._common.workspace_dir import workspace_dir, workspace_id_for
 from toolcards.tools.exec.backends import check_mode, isolating
 from toolcards.tools.exec.backends.docker import DEFAULT_IMAGE, check_image
-from toolcards.tools.exec.command import ANY_PROGRAM, DEFAULT_ALLOWED_COMMANDS, check_allowed_entry
+from toolcards.tools.exec.command import (
+    ANY_PROGRAM,
+    DEFAULT_ALLOWED_COMMANDS,
+    canonical_command,
+    check_allowed_entry,
+)
 from toolcards.tools.exec.limits import ExecLimits
 from toolcards.tools.exec.service import ExecService, ExecSettings, service_for
 
@@ -212,7 +218,13 @@ class ExecTool(ToolCard):
             about,
             'command: e.g. "pytest -q tests/test_x.py". No pipes or redirections.',
         )
-        annotate(exec_command, destructive=True, open_world=open_world, long_running=True)
+        annotate(
+            exec_command,
+            destructive=True,
+            open_world=open_world,
+            long_running=True,
+            paths=_command_arg(service),
+        )
         return exec_command
 
     def _jobs(
@@ -245,7 +257,7 @@ class ExecTool(ToolCard):
             about,
             'command: e.g. "make test". No pipes or redirections.',
         )
-        annotate(exec_start, destructive=True, open_world=open_world)
+        annotate(exec_start, destructive=True, open_world=open_world, paths=_command_arg(service))
         annotate(exec_result, readonly=True, idempotent=True)
         return [exec_start, exec_result]
 
@@ -273,6 +285,15 @@ async def with_elapsed_progress(work: Awaitable[T], what: str, every: float = 1.
         if not task.done():  # cancelled: the command is killed before this returns
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+
+def _command_arg(service: ExecService) -> PathArgs:
+    """``command`` declared with its canonical form, the argv the service will run joined
+    back (:func:`canonical_command`): the policy, grants, approvers and the audit see the
+    command as it runs, whatever quoting or spacing was sent, and the tool runs that string.
+    A command the service would refuse ends the call before the policy."""
+    allowed = service.settings.allowed_commands
+    return PathArgs(lambda command: canonical_command(command, allowed), fields=("command",))
 
 
 def _doc(summary: str, about: str, *args: str) -> str:

@@ -87,6 +87,16 @@ def parse_command(command: Any, allowed: Collection[str] | None) -> list[str]:
     return argv
 
 
+def canonical_command(command: Any, allowed: Collection[str] | None) -> str:
+    """``command`` as it will run: its argv (:func:`parse_command`) joined back with
+    ``shlex.join``. The governed executor decides on this spelling (``'rm' x``, ``r''m x``
+    and `` rm  x`` are all ``rm x``) and the tool receives it. RetriableError where
+    :func:`parse_command` refuses the command, or its joined form."""
+    joined = shlex.join(parse_command(command, allowed))
+    parse_command(joined, allowed)  # quoting can lengthen it past MAX_COMMAND_CHARS
+    return joined
+
+
 def check_allowed_entry(entry: str) -> str:
     """``entry`` of an allowlist: a bare program name, or a program and its first argument
     (``"git log"``); a ValueError otherwise."""
