@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -27,6 +28,7 @@ import pytest
 from support.pg_proxy import CommitCuttingProxy, commit_cutting_proxy
 from support.processes import kill_at
 from toolcards.governance import AuditLog, AuditRecord
+from toolcards.governance.redaction.redactor import storable
 
 TIMEOUT = 180.0
 
@@ -149,7 +151,7 @@ def test_every_answered_call_of_a_killed_process_has_its_row(tmp_path: Path, lin
 
 DURABLE_RUN = textwrap.dedent(
     '''
-    import sys, time
+    import json, sys, time
     from pathlib import Path
     from pydantic_ai import Agent
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
@@ -159,6 +161,7 @@ DURABLE_RUN = textwrap.dedent(
     from toolcards.stores.call_results import SqliteCallResults
 
     base, durability, stop = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "stop"
+    call_id = json.loads(sys.argv[4])  # JSON: a NUL cannot be an argument
 
     def append_line(text: str) -> str:
         """Append a line to the notes (a side effect: running it twice shows)."""
@@ -173,7 +176,7 @@ DURABLE_RUN = textwrap.dedent(
 
     def model(messages, info):
         if len(messages) == 1:
-            call = ToolCallPart("append_line", {"text": "one"}, tool_call_id="call-1")
+            call = ToolCallPart("append_line", {"text": "one"}, tool_call_id=call_id)
             return ModelResponse(parts=[call])
         return ModelResponse(parts=[TextPart(str(messages[-1].parts[0].content))])
 
@@ -193,8 +196,10 @@ DURABLE_RUN = textwrap.dedent(
 )
 
 
-def _durable_run(base: Path, durability: str, stop: str) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-c", DURABLE_RUN, str(base), durability, stop]
+def _durable_run(
+    base: Path, durability: str, stop: str, call_id: str = "call-1"
+) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-c", DURABLE_RUN, str(base), durability, stop, json.dumps(call_id)]
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -214,6 +219,26 @@ def test_a_durable_call_killed_between_its_row_and_its_record_is_not_audited_twi
     assert replayed[0].error == "answered from the audit row of call call-1 (ok)"
     assert out.startswith("error: append_line ran to its end (ok) before its process ended")
     assert "it is not run again" in out
+    assert (tmp_path / "notes.txt").read_text().splitlines() == ["one"]
+
+
+@pytest.mark.parametrize("call_id", ["call\x00x", "call\ud800x"], ids=["nul", "lone-surrogate"])
+def test_a_killed_durable_call_whose_id_no_store_keeps_as_is_is_answered_from_its_row(
+    tmp_path: Path, call_id: str
+) -> None:
+    """The row keeps the model's call id with its NUL or lone surrogate escaped: the replay
+    finds it by that form (before: looked up by the raw id, it found no row and wrote
+    ``interrupted`` beside ``ok`` (NUL), or failed the whole run (a lone surrogate))."""
+    first = _durable_run(tmp_path, "sync", "stop", call_id)
+    kill_at(first, tmp_path / "ready", TIMEOUT, "the run never reached the record")
+    replay = _durable_run(tmp_path, "sync", "go", call_id)
+    out, err = replay.communicate(timeout=TIMEOUT)
+    assert replay.returncode == 0, err[-3000:]
+    kept = storable(call_id)
+    with AuditLog(tmp_path / "audit.db") as log:
+        rows = [(e.call_id, e.outcome) for e in log.query(tool="append_line")]
+    assert rows == [(kept, "ok"), (kept, "replayed")]
+    assert out.startswith("error: append_line ran to its end (ok) before its process ended")
     assert (tmp_path / "notes.txt").read_text().splitlines() == ["one"]
 
 

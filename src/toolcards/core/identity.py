@@ -4,6 +4,7 @@ that name one call (:func:`joined_key`, :func:`durable_call_key`)."""
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -78,13 +79,15 @@ a tool that records who wrote something reads it)."""
 
 
 _MAX_KEY = 400
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # PostgreSQL refuses a NUL, UTF-8 a surrogate
 
 
 def joined_key(*parts: str) -> str:
     """One unambiguous key of ``parts`` (each length-prefixed: ``r/1`` + ``x`` is not ``r`` +
-    ``1/x``); a key longer than 400 characters is its SHA-256 digest, never dropped."""
+    ``1/x``); a key longer than 400 characters, or one no store takes (a NUL, a lone
+    surrogate: a model's tool call id may hold one), is its SHA-256 digest, never dropped."""
     key = "/".join(f"{len(part)}:{part}" for part in parts)
-    if len(key) <= _MAX_KEY:
+    if len(key) <= _MAX_KEY and not _UNSTORABLE.search(key):
         return key
     return "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 

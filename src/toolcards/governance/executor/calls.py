@@ -49,6 +49,7 @@ from toolcards.governance.redaction.redactor import (
     Redactor,
     args_digest,
     canonical_json,
+    storable,
 )
 from toolcards.governance.telemetry import Telemetry
 
@@ -314,9 +315,8 @@ class CallBook:
         a killed process left in its journal are written first."""
         if self.audit is None:
             return None
-        rows = self.audit.query(
-            call_id=call.call_id, tool=call.tool_id, principal=call.identity.id, since=claimed_at
-        )
+        call_id, tool, principal = _row_keys(call)
+        rows = self.audit.query(call_id=call_id, tool=tool, principal=principal, since=claimed_at)
         ended = (r for r in rows if r.args_digest == digest and r.outcome not in _NOT_ENDINGS)
         return next(ended, None)
 
@@ -357,6 +357,15 @@ class CallBook:
                 call.grant_id,  # grant_id
             )
         )
+
+
+def _row_keys(call: Call) -> tuple[str | None, str, str]:
+    """The call id, tool and principal of ``call`` as its audit rows keep them (a NUL or a
+    lone surrogate as its ``\\u`` escape, the tool name as its redactor shows it): what a
+    lookup of its rows filters by, or a model's tool call id such as ``call\\x00x`` finds
+    none of them."""
+    call_id = storable(call.call_id) if call.call_id else call.call_id
+    return call_id, storable(call.redactor.name(call.tool_id)), storable(call.identity.id)
 
 
 def unknown_tool_message(tool_id: str, visible: Iterable[str]) -> str:

@@ -49,7 +49,7 @@ from toolcards.governance.executor.calls import (
     ExecutionResult,
 )
 from toolcards.governance.outcomes import Outcome
-from toolcards.governance.redaction.redactor import args_digest
+from toolcards.governance.redaction.redactor import args_digest, storable
 from toolcards.stores.call_results import CallRecord, CallResults
 
 log = logging.getLogger(__name__)
@@ -90,8 +90,8 @@ class DurableCall:
     def _claim(self, call: Call) -> CallRecord | None:
         assert call.cap is not None
         digest = call.called_digest or args_digest(call.args)  # an edit: the call as made
-        who = call.identity.id
-        return self.results.claim(self.key, call.cap.id, digest, who, call.call_id)
+        who, call_id = call.identity.id, storable(call.call_id or "")  # as the audit keeps it
+        return self.results.claim(self.key, call.cap.id, digest, who, call_id)
 
     def _answer(self, call: Call, book: CallBook, earlier: CallRecord) -> ExecutionResult | None:
         """What an earlier claim of the key answers ``call``; None when it runs anyway (its
