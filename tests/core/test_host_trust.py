@@ -348,3 +348,27 @@ def test_a_url_prefix_grant_is_not_left_through_an_encoded_separator(url: str) -
     trust = HostTrust(urls=["https://idp.example/tenant-a"])
     assert trust.allows_url("https://idp.example/tenant-a/oauth/token")
     assert not trust.allows_url(url)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://idp.example/tenant-a/..;/tenant-b/token",
+        "https://idp.example/tenant-a/%2e%2e;/tenant-b/token",
+        "https://idp.example/tenant-a/..;x=1/tenant-b/token",
+        "https://idp.example/tenant-a/..%252ftenant-b/token",
+        "https://idp.example/tenant-a/..%c0%aftenant-b/token",
+        "https://idp.example/tenant-a/..\uff0ftenant-b/token",
+        "https://idp.example/tenant-a/.. /tenant-b/token",
+        "https://idp.example/tenant-a/..%/tenant-b/token",
+    ],
+)
+def test_a_url_prefix_grant_is_not_left_through_a_path_parameter_or_a_double_escape(
+    url: str,
+) -> None:
+    """Tomcat, Jetty and Spring read ``/..;/`` as ``/../``; a proxy that decodes twice reads
+    ``%252f`` as ``/``: below the prefix only unreserved characters may be escaped."""
+    trust = HostTrust(urls=["https://idp.example/tenant-a"])
+    assert trust.allows_url("https://idp.example/tenant-a/oauth/token")
+    assert trust.allows_url("https://idp.example/tenant-a/%7Eops/v2.0/token?x=a;b%252f")
+    assert not trust.allows_url(url)

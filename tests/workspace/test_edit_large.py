@@ -10,11 +10,12 @@ import random
 import re
 import sysconfig
 from pathlib import Path
+from typing import SupportsIndex
 
 import pytest
 
 from toolcards.core.errors import RetriableError
-from toolcards.tools.workspace.edits import MAX_DIFF_CHARS, MAX_DIFF_LINE_CHARS
+from toolcards.tools.workspace.edits import MAX_DIFF_CHARS, MAX_DIFF_LINE_CHARS, apply_edit
 from toolcards.tools.workspace.locate import MAX_RATIO_WORK, closest_region
 from toolcards.tools.workspace.models import EditItem
 
@@ -105,6 +106,58 @@ def test_old_string_of_one_frequent_word_is_refused_within_a_bound(tools: Tools,
     with pytest.raises(RetriableError, match="^old_string matches too many places to weigh: add"):
         tools["workspace_edit"]("f.txt", "x\n" * 1_999 + "x x\n", "z\n")
     assert (ws / "f.txt").read_text() == before
+
+
+_Bound = SupportsIndex | None
+
+
+class _Scanning(str):
+    """A text counting the characters its searches look at (the C-level scans the edit levels
+    and the closest region are made of): a search stops at its hit."""
+
+    scanned = 0
+
+    def _span(self, start: _Bound, end: _Bound) -> tuple[int, int]:
+        lo, hi, _ = slice(start, end).indices(len(self))
+        return lo, hi
+
+    def find(self, sub: str, start: _Bound = None, end: _Bound = None, /) -> int:
+        lo, hi = self._span(start, end)
+        hit = super().find(sub, lo, hi)
+        self.scanned += (hi if hit < 0 else hit + len(sub)) - lo
+        return hit
+
+    def rfind(self, sub: str, start: _Bound = None, end: _Bound = None, /) -> int:
+        lo, hi = self._span(start, end)
+        hit = super().rfind(sub, lo, hi)
+        self.scanned += hi - (lo if hit < 0 else hit)
+        return hit
+
+    def count(self, sub: str, start: _Bound = None, end: _Bound = None, /) -> int:
+        lo, hi = self._span(start, end)
+        self.scanned += hi - lo
+        return super().count(sub, lo, hi)
+
+
+@pytest.mark.parametrize(
+    ("text", "old", "refusal"),
+    [
+        ("a " * 200_000, "a  a", "old_string was not found"),
+        ("a " * 200_000, "a a", "old_string matches 100000 places"),
+        ("p q " * 200 + "r " * 200_000, "p q\nzzz", "old_string was not found"),
+    ],
+    ids=["line-levels-and-closest-region", "exact-level", "closest-region-whole-line-key"],
+)
+def test_an_edit_of_a_one_line_file_scans_it_a_bounded_number_of_times(
+    text: str, old: str, refusal: str
+) -> None:
+    """Attack: a one-line file (a minified bundle) and an old_string whose word is everywhere:
+    each occurrence looked back for its line start to the file's start, 114 s for 3.8 MiB,
+    holding the workspace lock (a 5-byte write to another file waited as long)."""
+    scanning = _Scanning(text)
+    with pytest.raises(RetriableError, match=refusal):
+        apply_edit(scanning, old, "b")
+    assert scanning.scanned / len(text) <= 30  # before: 100,000, 50,000 and 216
 
 
 @pytest.fixture

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import shlex
 import socket
+import string
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -222,6 +224,22 @@ def _url_parts(url: str) -> tuple[str, str, int | None, str] | None:
     return parts.scheme, parts.hostname.lower(), port, parts.path.rstrip("/")
 
 
+_UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
+_PLAIN = _UNRESERVED | frozenset("!$&'()*+,=:@/")
+"""What a path below a trusted prefix may hold: RFC 3986 path characters but ``;``."""
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+
+
+def _plain(below: str) -> bool:
+    """Whether a path below a trusted prefix is read alike by servers and proxies that
+    normalise paths differently: no ``;`` (Tomcat, Jetty and Spring read ``/..;/`` as
+    ``/../``) and escapes only of unreserved characters (a proxy that decodes twice turns
+    ``%252f`` into ``/``, an overlong decoder ``%c0%af``); anything else (a space, a character
+    beyond ASCII, a bare ``%``) is refused."""
+    unescaped = _ESCAPE.sub(lambda m: "-" if chr(int(m[1], 16)) in _UNRESERVED else "%", below)
+    return set(unescaped) <= _PLAIN  # "%" is not plain: a bare one, or one escaping more
+
+
 def private_host(url: str) -> bool:
     """True when ``url`` names, as written, a host the URL guard refuses (:mod:`.hosts`): a
     non-public address (in any spelling ``inet_aton`` reads, or inside a 6to4, NAT64 or
@@ -369,14 +387,16 @@ class HostTrust:
 
     def allows_url(self, url: str) -> bool:
         """Whether ``url`` lies under one of the trusted URL prefixes (same scheme, host and
-        port; the path equal or below, by whole segments)."""
+        port; the path equal or below, by whole segments, without dot segments; below the
+        prefix, no ``;`` and escapes only of unreserved characters: see :func:`_plain`)."""
         found = _url_parts(url)
         if found is None:
             return False
         for trusted in self.urls:
             scheme, host, port, path = _url_parts(trusted) or ("", "", None, "")
             if found[:3] == (scheme, host, port) and (
-                found[3] == path or found[3].startswith(path + "/")
+                found[3] == path
+                or (found[3].startswith(path + "/") and _plain(found[3][len(path) :]))
             ):
                 return True
         return False

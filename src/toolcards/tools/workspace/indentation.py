@@ -16,11 +16,13 @@ No result ever has its first line shifted differently from the later ones.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from toolcards.core.errors import RetriableError
 
 TAB = 4
+_BLANK = re.compile(r"[^\S\n]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +68,7 @@ def exact_matches(text: str, old: str, new: str) -> list[Match]:
     lines = _Lines(text)
     pos = text.find(old)
     while pos != -1:
-        occurrence = _occurrence(text, pos, lines.of(pos), old, new)
+        occurrence = _occurrence(text, pos, lines, old, new)
         if occurrence is not None:
             found.append(occurrence[0])
             anchored = anchored or not occurrence[1]
@@ -78,14 +80,16 @@ def exact_matches(text: str, old: str, new: str) -> list[Match]:
     return _line_heads(text, old, new)
 
 
-def _occurrence(text: str, pos: int, line: int, old: str, new: str) -> tuple[Match, bool] | None:
+def _occurrence(
+    text: str, pos: int, lines: _Lines, old: str, new: str
+) -> tuple[Match, bool] | None:
     """The match for the occurrence at ``pos`` and whether it is a shifted one; None when it
     is no match (``old``'s later lines would be shifted differently from its first)."""
-    start = text.rfind("\n", 0, pos) + 1
-    indent = text[start:pos]
+    line, start = lines.of(pos), lines.start
     end = pos + len(old)
-    if not indent or indent.strip():
+    if pos == start or pos > lines.code():
         return Match(pos, end, line, new), False
+    indent = text[start:pos]
     one_line = not any(ln.strip() for ln in old.split("\n")[1:])
     if old[0] in " \t":
         if not one_line:
@@ -114,24 +118,39 @@ def _line_heads(text: str, old: str, new: str) -> list[Match]:
     lines = _Lines(text)
     pos = text.find(code)
     while pos != -1:
-        start = text.rfind("\n", 0, pos) + 1
-        indent = text[start:pos]
-        if not indent.strip():
+        line, start = lines.of(pos), lines.start
+        if pos <= lines.code():
+            indent = text[start:pos]
             repl = reindent(new, width(indent) - base, "\t" in indent)
-            found.append(Match(start, pos + len(code), lines.of(pos), repl))
+            found.append(Match(start, pos + len(code), line, repl))
         pos = text.find(code, pos + len(code))
     return found
 
 
 class _Lines:
-    """1-based line numbers of ascending positions of ``text``, counted incrementally."""
+    """1-based line numbers and line starts of ascending positions of ``text``, found
+    incrementally: looking back from each position to the file's start was quadratic on a
+    one-line file."""
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.line = 1
         self.at = 0
+        self.start = 0
+        self._code = -1
 
     def of(self, pos: int) -> int:
-        self.line += self.text.count("\n", self.at, pos)
+        crossed = self.text.count("\n", self.at, pos)
+        if crossed:
+            self.line += crossed
+            self.start = self.text.rfind("\n", self.at, pos) + 1
+            self._code = -1
         self.at = pos
         return self.line
+
+    def code(self) -> int:
+        """Where the indentation of the current line ends (found once a line)."""
+        if self._code < 0:
+            blank = _BLANK.match(self.text, self.start)
+            self._code = blank.end() if blank else self.start
+        return self._code

@@ -102,13 +102,18 @@ def _occurrences(text: str, token: str, limit: int | None = None) -> list[int]:
 
 
 def _located(text: str, positions: list[int]) -> list[tuple[int, int, int]]:
-    """For ascending ``positions``: (position, 0-based line number, offset of that line)."""
+    """For ascending ``positions``: (position, 0-based line number, offset of that line).
+    Only the text between one position and the next is scanned (the line start is carried
+    forward): looking back from each to the file's start was quadratic on a one-line file."""
     out: list[tuple[int, int, int]] = []
-    line, at = 0, 0
+    line, at, start = 0, 0, 0
     for pos in positions:
-        line += text.count("\n", at, pos)
+        crossed = text.count("\n", at, pos)
+        if crossed:
+            line += crossed
+            start = text.rfind("\n", at, pos) + 1
         at = pos
-        out.append((pos, line, text.rfind("\n", 0, pos) + 1))
+        out.append((pos, line, start))
     return out
 
 
@@ -164,6 +169,7 @@ class _Keys:
                 self.rows[line].append(j)
                 self.weight[line] = max(1, len(words))
                 self.whole.add(line)
+        self._lines: dict[int, str | None] = {}
 
     def chosen(self, text: str, lines: int) -> list[tuple[str, int]]:
         """The keys to vote with, rarest first, within the occurrence budget. A key found on
@@ -188,11 +194,19 @@ class _Keys:
     def hit(self, text: str, key: str, pos: int, offset: int) -> bool:
         """True when the occurrence at ``pos`` is the key itself (a whole word or line)."""
         if key in self.whole:
-            end = text.find("\n", pos)
-            return text[offset : len(text) if end == -1 else end].strip() == key
+            return self._whole_line(text, offset) == key
         end = pos + len(key)
         before = pos > 0 and _is_word(text[pos - 1])
         return not before and not (end < len(text) and _is_word(text[end]))
+
+    def _whole_line(self, text: str, offset: int) -> str | None:
+        """The line at ``offset``, stripped, when it is a whole-line key: cut once a line (each
+        occurrence on one long line cut it whole again)."""
+        if offset not in self._lines:
+            end = text.find("\n", offset)
+            line = text[offset : len(text) if end == -1 else end].strip()
+            self._lines[offset] = line if line in self.whole else None
+        return self._lines[offset]
 
 
 def closest_region(text: str, old: str) -> tuple[int, list[str]] | None:
