@@ -126,6 +126,56 @@ def test_a_right_to_left_override_in_a_path_is_shown_escaped_and_marked(
     assert "U+202E" in item.locator("[data-testid=approval-escapes]").inner_text()
 
 
+DRAWN_AT = """(element, [first, between, second]) => {
+  const walk = document.createTreeWalker(element, NodeFilter.SHOW_TEXT);
+  for (let node = walk.nextNode(); node; node = walk.nextNode()) {
+    const at = node.data.indexOf(first + between + second);
+    if (at < 0) continue;
+    const spot = (start, text) => {
+      const range = document.createRange();
+      range.setStart(node, start);
+      range.setEnd(node, start + text.length);
+      const box = range.getBoundingClientRect();
+      return [Math.round(box.x), Math.round(box.y)];
+    };
+    return [spot(at, first), spot(at + first.length + between.length, second)];
+  }
+  return null;
+}"""
+
+
+def drawn_in_order(shown: Any, first: str, between: str, second: str) -> bool:
+    """Whether the browser draws ``first`` left of ``second`` where ``shown`` holds the text
+    ``first + between + second`` (unbroken, so on one line)."""
+    found = shown.evaluate(DRAWN_AT, [first, between, second])
+    assert found is not None, f"{first + between + second!r} is not shown"
+    (x1, y1), (x2, y2) = found
+    assert y1 == y2, f"{first!r} and {second!r} are drawn on two lines"
+    return bool(x1 < x2)
+
+
+def test_right_to_left_letters_do_not_reorder_the_numbers_the_approver_reads(
+    approver_page: Any, world: World, waiting: Callable[[str], Waiting]
+) -> None:
+    """A Hebrew letter before "111;999" made chromium draw "999;111" (dir="ltr" only sets
+    the base direction): the inbox, the full page and the page of what runs show the
+    arguments in the order they run."""
+    call = waiting("\u05d0 111;999")
+    item = card(fresh(approver_page, world), call.request)
+    assert drawn_in_order(item.locator("[data-testid=approval-args]"), "111", ";", "999")
+    page = approver_page
+    page.goto(f"{world.url}/approvals/{call.request.approval_id}")
+    full = page.locator("[data-testid=approval-full]")
+    assert drawn_in_order(full.locator("[data-testid=approval-args]"), "111", ";", "999")
+    full.locator("[data-testid=approval-edit] summary").click()
+    edit = full.locator("[data-testid=edit-args]")
+    edit.fill(edit.input_value().replace('"about ', '"edited, about '))
+    with page.expect_navigation():
+        full.locator("[data-testid=approve-edited]").click()
+    assert drawn_in_order(page.locator("[data-testid=edited-runs]"), "111", ";", "999")
+    reply_of(call.box)
+
+
 def test_an_oversized_request_offers_no_approve_in_the_inbox(
     approver_page: Any, world: World, waiting: Callable[[str], Waiting]
 ) -> None:

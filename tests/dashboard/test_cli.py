@@ -4,6 +4,7 @@ run as real processes on 127.0.0.1, with a real MCP client."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import sqlite3
@@ -215,6 +216,53 @@ def test_a_store_dashboard_refuses_a_store_it_would_have_to_migrate(tmp_path: Pa
     with pytest.raises(StoreError, match="older layout .* open it once with a writer"):
         Team.open_read_only("stored", store)
     assert store.read_bytes() == before
+
+
+def _audit_rows(path: Path) -> list[tuple[Any, ...]]:
+    """Every row of the audit table, read from the file (its WAL included)."""
+    with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as db:
+        return db.execute("SELECT * FROM audit ORDER BY id").fetchall()
+
+
+def _sign_in(client: httpx.Client, token: str) -> int:
+    csrf = re.search(r'name="csrf" value="([^"]+)"', client.get("/login").text)
+    assert csrf is not None
+    return client.post("/login", data={"token": token, "csrf": csrf.group(1)}).status_code
+
+
+def test_a_store_dashboard_writes_no_sign_in_into_the_team_trail(tmp_path: Path) -> None:
+    """`dashboard --store --audit` only reads the trail: a sign-in, refused or not, is no row
+    of it (before: each one, an anonymous caller's wrong token included, was appended to the
+    team's hash chain by a process that does not own it)."""
+    from toolcards.governance import AuditLog
+    from toolcards.governance.audit.log import AuditRecord
+    from toolcards.runtime import Team
+
+    store, audit = tmp_path / "team.db", tmp_path / "audit.db"
+    with Team("stored", store=store):
+        pass
+    with AuditLog(audit, team_id="stored", durability="sync") as trail:
+        trail.record(
+            AuditRecord(ts=time.time(), principal="agent.x", principal_type="agent", roles=(),
+                        surface="cli", tool="t", call_id="c1", args={}, decision="allow",
+                        outcome="ok")
+        )  # fmt: skip
+    before = _audit_rows(audit)
+    process = Process(
+        "dashboard", "--store", str(store), "--team", "stored", "--audit", str(audit),
+        port=free_port(),
+    )  # fmt: skip
+    try:
+        token = re.search(r"one-time token: (\S+)", process.output())
+        assert token is not None
+        client = httpx.Client(base_url=process.url)
+        answers = [_sign_in(client, tried) for tried in ("wrong-1", "wrong-2", token.group(1))]
+        assert answers == [401, 401, 303]
+        assert "agent.x" in client.get("/panel/audit").text  # read, as before
+        client.close()
+    finally:
+        process.stop()
+    assert len(before) == 1 and _audit_rows(audit) == before
 
 
 def test_a_dashboard_on_another_address_warns(caplog: pytest.LogCaptureFixture) -> None:

@@ -279,7 +279,8 @@ async def test_the_remember_form_shows_argument_names_escaped_and_widens_no_hidd
     desk.broker.deny(request, approver=IDENTITIES["approver"])
     rows = re.findall(r'<tr data-testid="remember-field".*?</tr>', inbox, re.S)
     hidden = [row for row in rows if "U+200B" in row]
-    shown = hidden[0].split("<td><code>", 1)[1].split("</code>", 1)[0] if hidden else ""
+    cell = '<td><code class="logical">'
+    shown = hidden[0].split(cell, 1)[1].split("</code>", 1)[0] if hidden else ""
     assert len(hidden) == 1 and zwsp not in shown and "\\u200b" in shown
     assert 'value="any"' not in hidden[0] and 'name="glob.' not in hidden[0]
     assert any('value="any"' in row for row in rows if "U+200B" not in row)
@@ -311,8 +312,8 @@ async def test_the_caller_and_the_reason_are_shown_escaped_in_the_inbox(
     )
     inbox = (await approver.get("/")).text
     mark = '<mark class="esc" data-testid="escaped-char" title="U+202E RIGHT-TO-LEFT OVERRIDE">'
-    assert f'class="principal">oauth:{mark}\\u202e</mark>nna<' in inbox
-    assert f'class="reason">why{mark}\\u202e</mark>ton<' in inbox
+    assert f'class="principal logical">oauth:{mark}\\u202e</mark>nna<' in inbox
+    assert f'class="reason logical">why{mark}\\u202e</mark>ton<' in inbox
     binding = f'name="principal" value="oauth:{RLO}nna"'  # hidden: the decision's binding
     assert binding in inbox and RLO not in inbox.replace(binding, "")
 
@@ -330,7 +331,7 @@ async def test_the_call_id_and_the_surface_are_shown_escaped_on_the_card(
     binding = f'name="call_id" value="call_{RLO}A1"'  # hidden: the decision's binding
     for path in ("/", f"/approvals/{request.approval_id}"):
         page = (await approver.get(path)).text
-        assert f"call <code>call_{mark}\\u202e</mark>A1</code>" in page
+        assert f'call <code class="logical">call_{mark}\\u202e</mark>A1</code>' in page
         assert f" · mcp{mark}\\u202e</mark>x</span>" in page
         assert binding in page and RLO not in page.replace(binding, "")
 

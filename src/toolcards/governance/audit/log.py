@@ -212,6 +212,10 @@ class AuditLog:
     (ending the process) follows the flush; governed calls still running then get an
     ``interrupted`` row first. Rows the trail cannot take (the database is down) are kept in
     a spill file until it can.
+
+    ``read_only=True``: a trail to be looked at, whose writer is another process (``toolcards
+    dashboard --store``): no journal, no writer, :meth:`record` writes nothing, and rows kept
+    in spill files are left to that writer.
     """
 
     def __init__(
@@ -224,6 +228,7 @@ class AuditLog:
         flush_on_signal: bool = True,
         team_id: str | None = None,
         spill_dir: str | Path | None = None,
+        read_only: bool = False,
     ) -> None:
         if durability not in ("batched", "sync"):
             raise ValueError("durability must be 'batched' or 'sync'")
@@ -238,16 +243,18 @@ class AuditLog:
         config)."""
         spill = None if spill_dir is None else str(spill_dir)
         reopen = (location.target, durability, batch_size, linger, flush_on_signal, self.team_id)
-        self._reopen = (*reopen, spill)
+        self._reopen = (*reopen, spill, read_only)
         self.path = Path(location.display)
         """The file, or (PostgreSQL) the database's printable URL."""
         where = Path(spill_dir) if spill_dir is not None else None
         trail = location.key if location.path is not None else location.display
         self.spill = AuditSpill(trail, self.team_id, where)
         """Rows the trail could not take yet (see :mod:`toolcards.governance.audit.spill`)."""
+        self.read_only = read_only
         self._journal: AuditJournal | None = None
         self._memory = location.is_memory
-        if durability == "batched" and not location.is_memory:
+        writes = durability == "batched" and not read_only
+        if writes and not location.is_memory:
             self._journal = self.spill.journal()
         self._keys = itertools.count(1)
         self._key_prefix = secrets.token_hex(8)
@@ -258,11 +265,11 @@ class AuditLog:
         self._closed = False
         self._unqueued = False  # rows journaled after close: the next process writes them
         self._writer: threading.Thread | None = None
-        if durability == "batched":
+        if writes:
             self._writer = background_thread(self._run, name="toolcards-audit")
             self._writer.start()
-        # also "sync": on SIGTERM, the calls still running get their rows before the end
-        shutdown.register(self, signals=flush_on_signal)
+        if not read_only:  # also "sync": on SIGTERM, the calls still running get their rows
+            shutdown.register(self, signals=flush_on_signal)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as where it writes: unpickling (in another process) opens the same trail."""
@@ -275,8 +282,8 @@ class AuditLog:
         its own. Never raises into the caller's call. After :meth:`close` (a SIGTERM closed
         the log while other threads' calls ended) the row is still kept: in the journal, or
         (sync) the spill; the next process of the trail writes it."""
-        if self._closed and self._memory:
-            return  # nothing of a log in memory outlives it
+        if self.read_only or (self._closed and self._memory):
+            return  # a trail only looked at, or a log in memory that nothing outlives
         try:
             rest, canonical = _rest(entry, f"{self._key_prefix}-{next(self._keys)}")
             redactor = entry.redactor
@@ -387,7 +394,7 @@ class AuditLog:
             self._hurry.set()
             self._writer.join(timeout=timeout)
         with self._lock:
-            if self.spill.pending:  # the trail may be back: hand it what was kept
+            if self.spill.pending and not self.read_only:  # hand the trail what was kept
                 with contextlib.suppress(Exception):
                     self.spill.replay(self._rewrite)
             self._db.close()
@@ -498,7 +505,7 @@ class AuditLog:
     def _caught_up(self) -> None:
         """Queued rows committed, and rows kept on disk written, before a read."""
         self.flush()
-        if self._writer is None and self.spill.pending:
+        if self._writer is None and self.spill.pending and not self.read_only:
             with self._lock:
                 self._write([])
 
@@ -551,6 +558,7 @@ def _reopen(
     flush_on_signal: bool,
     team_id: str | None = None,
     spill_dir: str | None = None,
+    read_only: bool = False,
 ) -> AuditLog:
     return AuditLog(
         location,
@@ -560,4 +568,5 @@ def _reopen(
         flush_on_signal=flush_on_signal,
         team_id=team_id,
         spill_dir=spill_dir,
+        read_only=read_only,
     )

@@ -377,9 +377,12 @@ class Dashboard:
         return response
 
     def _audit_sign_in(self, identity: Identity | None, refused: str | None) -> None:
-        if self.audit is None:
+        """A sign-in, in the process log, and in the audit trail where this dashboard writes
+        it: not a read-only one (``dashboard --store``), whose chain is its writer's."""
+        who = identity.id if identity else "anonymous"
+        log.info("dashboard sign-in by %r: %s", who, refused or "signed in")
+        if self.audit is None or self.audit.read_only:
             return
-
         self.audit.record(
             AuditRecord(
                 ts=time.time(),

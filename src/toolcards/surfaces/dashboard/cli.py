@@ -132,7 +132,9 @@ def _from_store(
             team = Team.open_read_only(team_id, store)
         except (LookupError, StoreLockedError, StoreError) as exc:
             raise _fail(str(exc), ExitCode.FAILED) from None
-        audit = AuditLog(audit_path, team_id=team_id) if audit_path is not None else None
+        audit = None  # nor into its trail, whose hash chain is its writer's
+        if audit_path is not None:
+            audit = AuditLog(audit_path, team_id=team_id, read_only=True)
         token = new_token()
         tokens = TokenTable.from_tokens([(token, Identity("local", "user", ["viewer"]))])
         typer.echo(f"sign in with this one-time token: {token}", err=True)
