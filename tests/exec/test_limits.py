@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import resource
 import sys
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from pydantic import ValidationError
 from tests.exec.support import needs_process_cap
 
 from toolcards.tools.exec.cgroups import PidsGroup
-from toolcards.tools.exec.limits import BoundedOutput, ExecLimits
+from toolcards.tools.exec.limits import BoundedOutput, ExecLimits, rlimit_plan
 from toolcards.tools.exec.runner import Launch, run
 
 
@@ -50,6 +51,8 @@ def test_split_multibyte_characters_do_not_crash() -> None:
         {"cpu_seconds": 0},
         {"memory_bytes": 10},
         {"max_processes": 1},
+        {"open_files": 3},
+        {"open_files": None},
         {"output_bytes": 1},
         {"cpu_seconds": "lots"},
         {"unknown": 1},
@@ -87,6 +90,13 @@ def test_rlimits_are_applied_in_the_child(tmp_path: Path) -> None:
     assert rows["Max cpu time"][:2] == ["7", "8"]
     assert rows["Max address space"][0] == str(300 << 20)
     assert rows["Max file size"][0] == "12345"
+    assert rows["Max open files"][:2] == ["256", "256"]
+
+
+def test_open_files_never_exceed_the_hosts_hard_limit() -> None:
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    plan = rlimit_plan(ExecLimits(open_files=1 << 30))
+    assert (resource.RLIMIT_NOFILE, hard, hard) in plan
 
 
 def test_memory_exhaustion_is_reported(tmp_path: Path) -> None:

@@ -192,6 +192,55 @@ def test_io_uring_is_answered_enosys(workspaces: Path) -> None:
     assert "uring 38 38 38" in out  # ENOSYS from each: no ring to hold a file
 
 
+KEYS = """import ctypes, platform
+libc = ctypes.CDLL(None, use_errno=True)
+add_key, request_key, keyctl = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}[
+    platform.machine()]
+calls = ((add_key, b"user", b"k", b"x", 1, -2), (request_key, b"user", b"k", None, 0),
+         (keyctl, 0, -2, 0))
+print('keys', *[libc.syscall(*c) < 0 and ctypes.get_errno() for c in calls])
+"""
+"""add_key (into the process keyring), request_key and keyctl (the process keyring's id):
+the errno each fails with (False where one succeeds)."""
+
+
+@needs_bwrap
+def test_keyring_calls_are_answered_enosys(workspaces: Path) -> None:
+    """Attack: keys are charged to the host user the sandbox's uid maps to; a command filled
+    that user's key quota and the host's own add_key failed (EDQUOT) while it ran."""
+    ws = workspaces / "keys"
+    ws.mkdir()
+    (ws / "keys.py").write_text(KEYS)
+    out = _run("bwrap", "sh -c 'python3 keys.py'", workspace_id="keys")
+    assert "keys 38 38 38" in out  # ENOSYS from each: no key is made or looked up
+
+
+SOCKETPAIRS = """import resource, socket
+print('nofile', *resource.getrlimit(resource.RLIMIT_NOFILE))
+pairs = []
+try:
+    while len(pairs) < 1000:
+        pairs.append(socket.socketpair())
+except OSError as exc:
+    print('stopped', exc.errno, len(pairs))
+"""
+"""Opens socket pairs until it is stopped (each can queue kernel memory outside RLIMIT_AS)."""
+
+
+@needs_bwrap
+def test_open_files_cap_descriptors_in_the_sandbox(workspaces: Path) -> None:
+    """Attack: with the host's RLIMIT_NOFILE (20,000), one process under a 64 MiB address
+    space held 9,211 socket pairs with 2 GiB queued in them: host RAM outside every limit."""
+    ws = workspaces / "pairs"
+    ws.mkdir()
+    (ws / "pairs.py").write_text(SOCKETPAIRS)
+    limits = SMALL_TMP.model_copy(update={"open_files": 64})
+    out = _run("bwrap", "sh -c 'python3 pairs.py'", limits=limits, workspace_id="pairs")
+    assert "nofile 64 64" in out
+    stopped = out.split("stopped ")[1].split()
+    assert stopped[0] == "24" and int(stopped[1]) < 32  # EMFILE at the cap
+
+
 @contextlib.contextmanager
 def _unnamed(ws: Path, size: int = 16 * MiB) -> Iterator[int]:
     """A file of ``size`` bytes in ``ws``, deleted while this process holds it open."""

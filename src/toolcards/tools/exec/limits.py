@@ -15,7 +15,8 @@ SHM_SHARE = 4
 
 
 class ExecLimits(BaseModel):
-    """Per-command limits. ``None`` switches one off (the output cap is always on)."""
+    """Per-command limits. ``None`` switches one off (the output, tmpfs and open-file caps
+    are always on)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -29,6 +30,10 @@ class ExecLimits(BaseModel):
     """Processes and threads alive at once: a pids cgroup when one is writable, else
     RLIMIT_NPROC (never as root, where it does not apply; outside a private user namespace
     it is set to the user's current count plus this)."""
+    open_files: int = Field(default=256, ge=16)
+    """Descriptors one process may hold (RLIMIT_NOFILE, never above the host's own hard
+    limit). Pipe and socket buffers are kernel memory outside RLIMIT_AS: the host's limit
+    let one process queue GiBs in socket pairs, so each process gets few descriptors."""
     cpus: float = Field(default=1.0, gt=0, le=256)
     """CPU share for container backends (``docker --cpus``)."""
     output_bytes: int = Field(default=64_000, ge=256, le=16 << 20)
@@ -69,6 +74,9 @@ def rlimit_plan(limits: ExecLimits, nproc: int | None = None) -> RlimitPlan:
         plan.append((resource.RLIMIT_FSIZE, limits.file_size_bytes, limits.file_size_bytes))
     if nproc is not None:
         plan.append((resource.RLIMIT_NPROC, nproc, nproc))
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]  # above it: EPERM unprivileged
+    files = limits.open_files if hard == resource.RLIM_INFINITY else min(limits.open_files, hard)
+    plan.append((resource.RLIMIT_NOFILE, files, files))
     return plan
 
 

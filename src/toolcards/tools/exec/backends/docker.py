@@ -93,6 +93,7 @@ class DockerBackend(Backend):
             cmd += ["--ulimit", f"cpu={lim.cpu_seconds}:{lim.cpu_seconds + 1}"]
         if lim.file_size_bytes is not None:
             cmd += ["--ulimit", f"fsize={lim.file_size_bytes}"]
+        cmd += ["--ulimit", f"nofile={lim.open_files}:{lim.open_files}"]
         cmd += ["--env", "HOME=/workspace", "--env", "TMPDIR=/tmp"]
         for key in sorted(spec.env):
             if key not in {"HOME", "TMPDIR"}:

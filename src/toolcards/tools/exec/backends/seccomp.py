@@ -11,7 +11,10 @@ It answers ENOSYS to io_uring (``io_uring_setup``, ``io_uring_enter``, ``io_urin
 as container runtimes' default profiles do: a file registered in a ring's fixed-file table
 stays held by the ring alone once its descriptor is closed, where the workspace cap's count
 of unnamed files (descriptors and mappings, ``watch.held``) cannot see it. Callers fall back
-to ordinary system calls.
+to ordinary system calls. It answers ENOSYS to the kernel keyring calls (``add_key``,
+``request_key``, ``keyctl``), as container runtimes' default profiles do too: keys are
+charged to the host user the sandbox's uid maps to, so a command could fill that user's key
+quota and make the host's own ``add_key`` fail while it runs.
 
 It also refuses the TIOCSTI and TIOCLINUX ioctls (typing into a terminal). They alone do
 not keep the sandbox off a terminal it shares: in the caller's session a command could open
@@ -42,6 +45,8 @@ _NOSYS_CALLS = (437, 425, 426, 427)
 struct the filter cannot read, so callers fall back to openat); io_uring_setup,
 io_uring_enter, io_uring_register (a ring's fixed-file table holds files the workspace cap
 cannot count)."""
+_KEYRING_CALLS = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}
+"""add_key, request_key, keyctl (answered ENOSYS): keys count against the host user's quota."""
 
 # machine -> (audit arch, {syscall: index of its mode argument}, syscalls refused as ENOSYS,
 # ioctl's number)
@@ -50,11 +55,16 @@ _ARCHES: dict[str, tuple[int, dict[int, int], tuple[int, ...], int]] = {
     "x86_64": (
         0xC000003E,
         {90: 1, 91: 1, 268: 2, 452: 2, 2: 2, 85: 1, 257: 3, 133: 1, 259: 2},
-        _NOSYS_CALLS,
+        _NOSYS_CALLS + _KEYRING_CALLS["x86_64"],
         16,
     ),
     # aarch64: fchmod fchmodat fchmodat2 openat mknodat
-    "aarch64": (0xC00000B7, {52: 1, 53: 2, 452: 2, 56: 3, 33: 2}, _NOSYS_CALLS, 29),
+    "aarch64": (
+        0xC00000B7,
+        {52: 1, 53: 2, 452: 2, 56: 3, 33: 2},
+        _NOSYS_CALLS + _KEYRING_CALLS["aarch64"],
+        29,
+    ),
 }
 TIOCSTI = 0x5412
 """Pushes bytes into a terminal's input queue: refused, so a command cannot type into a
@@ -72,8 +82,8 @@ def setid_filter(machine: str | None = None) -> bytes | None:
     """The BPF program for ``machine`` (default: this host), or None for unknown machines.
 
     Refuses (EPERM) setuid/setgid mode bits in chmod/open/mknod calls and the TIOCSTI and
-    TIOCLINUX ioctls; answers ENOSYS to openat2 and io_uring; refuses every foreign-ABI
-    system call.
+    TIOCLINUX ioctls; answers ENOSYS to openat2, io_uring and the keyring calls; refuses
+    every foreign-ABI system call.
     """
     found = _ARCHES.get(machine or platform.machine())
     if found is None:
