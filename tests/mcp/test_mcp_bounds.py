@@ -14,6 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from mcp_support import SERVERS, ServerProcess, call_tools, make_agent
 from pydantic_ai import Agent
@@ -24,7 +25,8 @@ from support.scripted import SequenceScript
 from toolcards import ToolFactory
 from toolcards.tools.mcp import MCPTool
 from toolcards.tools.mcp.toolset import LISTING_PAGES, bounded_listing
-from toolcards.tools.mcp.wire_json import MAX_VALUES
+from toolcards.tools.mcp.wire import FIELD, RAW_DATA, _Events
+from toolcards.tools.mcp.wire_json import MAX_VALUES, WireBounds
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -33,6 +35,8 @@ TEXT = 30_000_000
 IMAGE = 15_000_000
 GROWTH = 40 << 20
 """What one large answer may make this process allocate at its peak (bytes)."""
+KEPT = 256 << 10
+"""What the event reader may keep of an event that never ends (bytes)."""
 
 
 def card(
@@ -142,6 +146,74 @@ def test_a_charset_named_by_the_server_does_not_decode_its_answers(
     args = {"size": 20_000, "log": body == "event-stream"}  # a notification: an event stream
     text, _ = one_call(card("streamable-http", start_server, env), "text", args)
     assert text == "z" * 20_000
+
+
+def sse_events(stream: bytes) -> list[httpx2.ServerSentEvent]:
+    """The events the SDK reads of ``stream`` (with its own parser)."""
+    request = httpx2.Request("GET", "http://mcp.test/mcp")
+    headers = {"content-type": "text/event-stream"}
+    response = httpx2.Response(200, headers=headers, content=stream, request=request)
+    return list(httpx2.EventSource(response))
+
+
+def kept_reading(events: _Events, line: str, size: int) -> int:
+    """Memory ``events`` keeps (allocated, not freed) once it has read about ``size`` bytes of
+    ``line`` lines, which never end the event."""
+    chunk = (line + "\n").encode() * ((1 << 17) // (len(line) + 1))
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(size // len(chunk)):
+            assert events.feed(chunk) == b""
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize(
+    ("line", "event"),
+    [
+        ("event:" + "a" * 5_000, "a" * (FIELD - 6)),
+        (":" + "a" * 5_000, "message"),
+        ("x-field: " + "a" * 1_000, "message"),
+    ],
+    ids=["event", "comment", "unknown"],
+)
+def test_an_event_of_endless_field_lines_keeps_the_last_of_each(line: str, event: str) -> None:
+    """A server streaming ``event:`` lines (or comments, or fields the SDK does not read) and
+    never a blank line: the client kept every one until the event ended (90 MiB a second)."""
+    events = _Events(WireBounds())
+    kept = kept_reading(events, line, 4 << 20)
+    assert kept < KEPT, f"{kept / 2**20:.1f} MiB kept of an event not ended"
+    ended = events.feed(b'data: {"jsonrpc": "2.0", "method": "ping"}\n\n')
+    assert [(sse.event, sse.data) for sse in sse_events(ended)] == [
+        (event, '{"jsonrpc": "2.0", "method": "ping"}')
+    ]
+
+
+def test_an_event_of_endless_data_lines_keeps_its_bound() -> None:
+    """Data that is not JSON is kept up to its bound, line breaks included: each further
+    ``data:`` line kept one line break more."""
+    events = _Events(WireBounds())
+    kept = kept_reading(events, "data: " + "x" * 63, 3 << 20)
+    assert kept < KEPT, f"{kept / 2**20:.1f} MiB kept of an event not ended"
+    (sse,) = sse_events(events.feed(b"\n"))
+    assert len(sse.data) == RAW_DATA and sse.data.startswith("x" * 63 + "\n" + "x" * 63)
+
+
+def test_an_event_stream_reads_as_it_was_sent() -> None:
+    """What the bounds leave out the SDK does not read either: comments, fields it does not
+    know, all but the last ``event:``, ``id:`` and ``retry:`` of an event."""
+    stream = (
+        b": keep-alive\r\n\r\nevent: endpoint\r\ndata: /messages/?session_id=ab12\r\n\r\n"
+        b"event: old\nretry: 3000\nid: 7\n: note\nevent: message\nx-field: 1\n"
+        b'data: {"jsonrpc": "2.0",\ndata:  "id": 1, "result": {}}\n\n'
+        b'id: 8\ndata: {"jsonrpc": "2.0", "method": "log", "params": {"data": "\xc3\xa9"}}\n\n'
+    )
+    events = _Events(WireBounds())
+    read = b"".join(events.feed(stream[i : i + 5]) for i in range(0, len(stream), 5))
+    assert sse_events(read) == sse_events(stream)
+    assert [sse.id for sse in sse_events(read)] == ["", "7", "8"]
 
 
 def test_a_server_listing_500_tools_is_deferred_to_tool_search(

@@ -38,6 +38,11 @@ OTHER_BODY = 1 << 20
 """Bytes kept of an HTTP body that is neither JSON nor an event stream (an error page)."""
 FIELD = 4096
 """Characters kept of an event-stream line that is not data (``event:``, ``id:``)."""
+KEPT_FIELDS = ("event", "id", "retry")
+"""An event's fields kept besides its data, the last line of each: the SDK reads only these,
+and only the last of each. Comments and other fields are dropped as they are read (kept until
+the event ended, a server sending them and never ending it grew this process by 90 MiB a
+second)."""
 RAW_DATA = 1 << 16
 """Characters kept of an event's data that is not JSON (the SSE ``endpoint`` event)."""
 
@@ -222,7 +227,7 @@ class _Events:
         self._json: JsonTrimmer | None = None
         self._raw: list[str] | None = None
         self._raw_size = 0
-        self._fields: list[str] = []
+        self._fields: dict[str, str] = {}
 
     def feed(self, chunk: bytes) -> bytes:
         text = self._carry + self._decoder.decode(chunk)
@@ -260,14 +265,19 @@ class _Events:
             self._line = (self._line + piece)[:FIELD]
         if ended:
             if self._state == _FIELD:
-                self._fields.append(self._line)
+                self._field(self._line)
             self._state, self._line = _START, ""
+
+    def _field(self, line: str) -> None:
+        name = line.partition(":")[0]
+        if name in KEPT_FIELDS:
+            self._fields[name] = line  # the last one counts, for the SDK as here
 
     def _begin_data(self) -> None:
         if self._json is not None:
             self._json.feed("\n")  # a second data line: joined by a line break
         elif self._raw is not None:
-            self._raw.append("\n")
+            self._keep_raw("\n")
 
     def _data(self, value: str) -> None:
         if self._space and value:
@@ -283,9 +293,16 @@ class _Events:
                 self._raw = []
         if self._json is not None:
             self._json.feed(value)
-        elif self._raw is not None and self._raw_size < RAW_DATA:
+        elif self._raw is not None:
+            self._keep_raw(value)
+
+    def _keep_raw(self, value: str) -> None:
+        """Raw data is kept up to :data:`RAW_DATA` characters, the line breaks joining its
+        lines counted (uncounted, each further ``data:`` line kept one past the bound)."""
+        assert self._raw is not None
+        if self._raw_size < RAW_DATA:
             self._raw.append(value[: RAW_DATA - self._raw_size])
-            self._raw_size += len(value)
+        self._raw_size += len(value)
 
     def _end_event(self, out: list[str]) -> None:
         data: list[str] = []
@@ -294,9 +311,9 @@ class _Events:
         elif self._raw is not None:
             data = ["".join(self._raw)]
         if data or self._fields:
-            lines = [*self._fields, *(f"data: {line}" for d in data for line in d.split("\n"))]
-            out.append("\n".join(lines) + "\n\n")
-        self._json, self._raw, self._raw_size, self._fields = None, None, 0, []
+            lines = (f"data: {line}" for d in data for line in d.split("\n"))
+            out.append("\n".join([*self._fields.values(), *lines]) + "\n\n")
+        self._json, self._raw, self._raw_size, self._fields = None, None, 0, {}
 
 
 _START, _DATA, _FIELD = range(3)
