@@ -77,7 +77,7 @@ def test_run_argv_is_locked_down(fake_docker: Path) -> None:
         f"--memory {512 << 20}",
         "--cpus 1.5",
         "--pids-limit 64",
-        "--ulimit nofile=256:256",
+        "--ulimit nofile=1024:1024",
         "--read-only",
         f"--user {docker_mod.default_user()}",
         "--cap-drop ALL",

@@ -30,10 +30,11 @@ class ExecLimits(BaseModel):
     """Processes and threads alive at once: a pids cgroup when one is writable, else
     RLIMIT_NPROC (never as root, where it does not apply; outside a private user namespace
     it is set to the user's current count plus this)."""
-    open_files: int = Field(default=256, ge=16)
+    open_files: int = Field(default=1024, ge=16)
     """Descriptors one process may hold (RLIMIT_NOFILE, never above the host's own hard
     limit). Pipe and socket buffers are kernel memory outside RLIMIT_AS: the host's limit
-    let one process queue GiBs in socket pairs, so each process gets few descriptors."""
+    let one process queue GiBs in socket pairs; 1,024 (the usual soft limit) keeps that near
+    100 MiB a process."""
     cpus: float = Field(default=1.0, gt=0, le=256)
     """CPU share for container backends (``docker --cpus``)."""
     output_bytes: int = Field(default=64_000, ge=256, le=16 << 20)
