@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo
 
 from members.support import NotesCard, lifecycle, message_events
-from support.scripted import Script, wait_until
-from toolcards.core import TeamManagementToolObserver
+from support.scripted import Script, SequenceScript, wait_until
+from toolcards.core import TeamManagementToolObserver, ToolCard
 from toolcards.runtime import RoleProfile, Team
+from toolcards.runtime.member_actor import HISTORY_KEY
 
 
 def _team(team_id: str, script: Script | None = None, **profile: object) -> Team:
@@ -261,3 +264,69 @@ def test_messages_queued_for_a_fired_member_are_answered_without_a_model_turn() 
         answer = [e for e in message_events(team, "sent") if e["reply_to"] == queued.id]
         assert answer[0]["text"] == f"{name} has left the team; the message was not handled"
         assert script.count == 1
+
+
+def _answer_to(team: Team, message_id: str) -> str:
+    """The text of the answer to the message ``message_id`` (waited for)."""
+
+    def answers() -> list[str]:
+        return [e["text"] for e in message_events(team, "sent") if e["reply_to"] == message_id]
+
+    wait_until(lambda: bool(answers()))
+    return answers()[0]
+
+
+FIRED_MID_TURN = "error: ToolObserverGone: @worker-1 was fired: its tool send_message was not run"
+
+
+@pytest.mark.parametrize(
+    ("rest", "answer"),
+    [
+        ([], "hold: success: held"),
+        ([("send_message", {"to": "@boss", "content": "hi"}), ("hold", {})], FIRED_MID_TURN),
+    ],
+    ids=["then-answers", "then-calls-tools"],
+)
+def test_a_member_fired_mid_turn_acts_no_more_and_leaves_its_name_no_history(
+    rest: list[tuple[str, dict[str, Any]]], answer: str
+) -> None:
+    """Fire waits for a busy member a bounded time, then frees its name: the rest of the turn
+    went on calling tools (``send_message``, card tools the observer does not see) and wrote
+    back the conversation fire deleted, which the next member of that name loaded."""
+    entered, gate = threading.Event(), threading.Event()
+    runs: list[str] = []
+
+    class HoldCard(ToolCard):
+        def get_tools(self) -> list[Callable[..., Any]]:
+            def hold() -> str:
+                """Work until released."""
+                runs.append("hold")
+                entered.set()
+                gate.wait(30)
+                return "held"
+
+            return [hold]
+
+    worker = SequenceScript([("hold", {}), *rest])
+    boss, newcomer = Script(), Script()
+    profiles = [
+        RoleProfile(role="worker", model=worker.model, cards=[HoldCard()]),
+        RoleProfile(role="boss", model=boss.model),
+        RoleProfile(role="auditor", model=newcomer.model),
+    ]
+    with Team("fired-mid-turn", profiles=profiles) as team:
+        name = team.hire("worker")
+        team.hire("boss", name="boss")
+        asked = team.post(name, "go")
+        assert entered.wait(30)
+        try:
+            assert team.fire(name, timeout=0.05) is False  # busy: its turn outlives the bound
+        finally:
+            gate.set()
+        assert _answer_to(team, asked.id) == answer
+        assert (runs, boss.count) == (["hold"], 0)
+        assert team.state_of(name).get(HISTORY_KEY) is None
+        wait_until(lambda: team.actor(name) is None)
+        assert team.hire("auditor", name=name) == name
+        team.send(name, "hello")
+        assert newcomer.prompts() == ["hello"]

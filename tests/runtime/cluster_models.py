@@ -13,11 +13,13 @@ from support.scripted import user_prompts
 
 def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     """``plan X`` creates task X on the shared board; anything else says where the member
-    runs and how many prompts its conversation holds."""
+    runs and how many prompts its conversation holds. A cluster member's messages are
+    relayed, so each reads ``Message from <sender>:`` and its text on the next line."""
     prompts = user_prompts(messages)
+    text = prompts[-1].removeprefix("Message from user:\n")
     returned = [p for p in messages[-1].parts if hasattr(p, "tool_name")]  # beside team state
-    if prompts[-1].startswith("plan ") and not returned:
-        create = [{"description": prompts[-1].removeprefix("plan ")}]
+    if text.startswith("plan ") and not returned:
+        create = [{"description": text.removeprefix("plan ")}]
         return ModelResponse(parts=[ToolCallPart("update_planning", {"create": create})])
     if returned:
         return ModelResponse(parts=[TextPart(f"planned: {returned[-1].content}")])

@@ -31,7 +31,12 @@ from pydantic import BaseModel
 
 from toolcards.core import nesting
 from toolcards.core.commands import CommandRegistry
-from toolcards.core.errors import CommandNotRecognized, RetriableError, TransientError
+from toolcards.core.errors import (
+    CommandNotRecognized,
+    RetriableError,
+    ToolObserverGone,
+    TransientError,
+)
 from toolcards.core.identity import Identity
 from toolcards.governance.approvals.broker import ApprovalBroker
 from toolcards.governance.capability import CapabilityRegistry
@@ -40,6 +45,7 @@ from toolcards.governance.executor.pipeline import Executor
 from toolcards.runtime.messaging import (
     MAX_MESSAGE_CHARS,
     MESSAGES,
+    USER,
     MemberMessage,
     current_member,
     processed_event,
@@ -50,10 +56,10 @@ from toolcards.runtime.profiles import RoleProfile
 from toolcards.stores.base import dumps
 
 if TYPE_CHECKING:
-    from pydantic_ai import Agent
+    from pydantic_ai import Agent, RunContext
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.messages import ModelMessage
-    from pydantic_ai.toolsets import AbstractToolset
+    from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 
     from toolcards.core.agent_capability import CardFilter
     from toolcards.governance.approvals.broker import Approver
@@ -170,6 +176,9 @@ class MemberActor:
         self.current: MemberMessage | None = None
         """The message being handled, or None when idle (read from other threads)."""
         self._retired = threading.Event()
+        self._fired = threading.Event()
+        self._saving = threading.Lock()
+        """Held while the history is written, and by :meth:`fire`: no write follows a fire."""
         self._agent: Agent[None, str] | None = None
         self._commands = CommandRegistry()
         self._history: list[ModelMessage] = []
@@ -206,7 +215,7 @@ class MemberActor:
                 budgets=self._team.budgets,
             )
             capabilities.append(budget)
-        cards = CardsCapability(factory, toolset, readable=readable)
+        cards = CardsCapability(factory, self._fenced(toolset), readable=readable)
         self._agent = Agent(
             profile.model,
             instructions=profile.instructions or None,
@@ -225,6 +234,15 @@ class MemberActor:
 
     def retire(self) -> None:
         """Answer every message still queued with a short notice instead of a model turn."""
+        self._retired.set()
+
+    def fire(self) -> None:
+        """Retire, and end what is left of a turn still running: its tool calls fail and its
+        conversation is not saved again. Fire waits for the turn a bounded time only, then
+        frees the name: the turn went on acting, and rewrote the history fire deleted, which
+        the next member of that name loaded."""
+        with self._saving:
+            self._fired.set()
         self._retired.set()
 
     # ---- the mailbox -------------------------------------------------------------------------
@@ -295,12 +313,15 @@ class MemberActor:
         return str(result.output)
 
     def _prompt(self, message: MemberMessage) -> str:
+        """The host's own words bare, anyone else's under its sender's name: decided by how
+        the message was sent, never by the roster when it is read (a member fired while its
+        message waited was read bare, as if the operator had said it)."""
         text = message.content
         if message.reply_to is not None:
             return f"Reply from {message.sender} (to your message {message.reply_to}):\n{text}"
-        if self._roster.is_member(message.sender):
-            return f"Message from {message.sender}:\n{text}"
-        return text
+        if message.from_host and message.sender == USER:
+            return text
+        return f"Message from {message.sender}:\n{text}"
 
     # ---- history -----------------------------------------------------------------------------
 
@@ -322,9 +343,33 @@ class MemberActor:
         from pydantic_ai.messages import ModelMessagesTypeAdapter
 
         data = ModelMessagesTypeAdapter.dump_python(self._history, mode="json")
-        self._team.state_of(self.name).put(HISTORY_KEY, data)
+        with self._saving:
+            if not self._fired.is_set():  # fire deleted it; the name may be another's now
+                self._team.state_of(self.name).put(HISTORY_KEY, data)
 
     # ---- tools of the member itself ----------------------------------------------------------
+
+    def _fenced(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any]:
+        """``toolset`` (every tool of the member) refusing each call once the member is fired:
+        card tools that do not pass the observer, and ``send_message``, ran after it left."""
+        # lazy: pydantic-ai, ~1 s; a process that only messages members runs no agent
+        from pydantic_ai.toolsets import WrapperToolset
+
+        fired, me = self._fired, self.name
+
+        class Fenced(WrapperToolset[Any]):
+            async def call_tool(
+                self,
+                name: str,
+                tool_args: dict[str, Any],
+                ctx: RunContext[Any],
+                tool: ToolsetTool[Any],
+            ) -> Any:
+                if fired.is_set():
+                    raise ToolObserverGone(f"{me} was fired: its tool {name} was not run")
+                return await self.wrapped.call_tool(name, tool_args, ctx, tool)
+
+        return Fenced(toolset)
 
     def _messaging_toolset(self) -> AbstractToolset[Any]:
         # lazy: pydantic-ai, ~1 s; a process that only messages members runs no agent

@@ -314,7 +314,7 @@ class MemberRoster(MemberMessaging):
                 self._fired.add(member)
         if entry is None:
             return self._fire_placed(member, timeout)
-        entry.actor.retire()
+        entry.actor.fire()
         if self._relay is not None:
             self._relay.release(member)
         if current_member.get() == member:  # fired from its own turn: stop once it ends
