@@ -66,6 +66,25 @@ async def test_a_swapped_request_under_the_same_call_id_never_runs() -> None:
     assert runs == [5.0]
 
 
+async def test_a_call_nested_past_the_serializer_depth_still_asks_for_approval() -> None:
+    """Recording the request redacted its arguments through pydantic-core, which refuses more
+    than ~255 levels: the call raised instead of waiting for a human."""
+
+    def publish(payload: dict[str, Any]) -> str:
+        """Publish a JSON payload (a human approves each call)."""
+        return "published"
+
+    annotate(publish, requires_approval=True)
+    executor = Executor(CapabilityRegistry.from_tools([publish]), Policy.allow_all())
+    deep: list[Any] = []
+    for _ in range(299):
+        deep = [deep]
+    result = await executor.call("publish", {"payload": {"x": deep}}, CAROL, call_id="c1")
+    assert result.outcome is Outcome.NEEDS_APPROVAL
+    [request] = executor.approvals.pending()
+    assert request.args_json == '{"payload":{"x":' + "[" * 300 + "]" * 300 + "}}"
+
+
 async def test_a_pending_request_is_never_replaced() -> None:
     executor = _executor()
     first = await executor.call("wire", {"amount": 5}, CAROL, call_id="c1")

@@ -203,6 +203,36 @@ def test_an_error_repeating_a_deep_value_under_a_secret_name_is_withheld() -> No
     assert error == f"ValueError: {REDACTED} (the text may repeat a secret nested too deep)"
 
 
+def _listed(depth: int) -> list[Any]:
+    """``[[[...]]]`` ``depth`` levels deep, built without recursion."""
+    value: list[Any] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def _cut() -> list[Any]:
+    """What is shown of a ``[[[...]]]`` deeper than the bound, under a top-level key."""
+    cut: list[Any] = ["[...]"]
+    for _ in range(11):
+        cut = [cut]
+    return cut
+
+
+@pytest.mark.parametrize("depth", [300, 100_000])
+def test_a_value_nested_past_the_serializer_depth_is_cut_not_raised(depth: int) -> None:
+    """The whole value was made JSON before the walk that cuts it at its depth bound, and
+    pydantic-core refuses more than ~255 levels: the redaction of an approval request, an
+    audit row or a dashboard payload raised ``Maximum serialization depth exceeded``."""
+    shown = Redactor().value({"password": "x", "data": _listed(depth)})
+    assert shown == {"password": REDACTED, "data": _cut()}
+
+
+def test_arguments_too_deep_to_encode_are_written_cut() -> None:
+    text = Redactor().redacted_json({"data": _listed(100_000)})
+    assert json.loads(text) == {"data": _cut()}
+
+
 def test_an_error_repeating_a_secret_held_by_an_object_is_stored_without_it() -> None:
     # a Python caller may pass a dataclass or a model: its JSON form is what the column shows
     @dataclasses.dataclass

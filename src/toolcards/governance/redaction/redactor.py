@@ -190,16 +190,24 @@ class Redactor:
     def value(self, value: Any, sensitive: Iterable[str] = ()) -> Any:
         """A JSON-able copy of ``value`` with secret names and secret-looking values replaced."""
         names = sensitive if isinstance(sensitive, frozenset) else frozenset(sensitive)
-        return self._walk(to_jsonable_python(value, fallback=repr), names, 0)
+        return self._walk(value, names, 0)
 
     def _walk(self, value: Any, names: frozenset[str], depth: int) -> Any:
+        """Walks ``value`` as given and converts to JSON only what is not JSON yet, where it
+        meets it: converted whole first, a value nesting past ~255 levels made pydantic-core
+        raise, though the walk cuts it at ``_MAX_DEPTH`` anyway."""
         if depth > _MAX_DEPTH:
             return "[...]"
+        kind = type(value)
+        if kind is str:
+            return self.text(value)
+        if kind in _JSON_SCALARS:
+            return value
         if isinstance(value, dict):
             out: dict[str, Any] = {}
             alike: dict[str, int] = {}
             for k, v in value.items():
-                key = str(k)
+                key = k if type(k) is str else _json_key(k)
                 shown = self.name(key)
                 if shown != key:  # keys redacted alike stay apart
                     alike[shown] = alike.get(shown, 0) + 1
@@ -207,11 +215,12 @@ class Redactor:
                 secret = key in names or is_secret_name(key)
                 out[shown] = REDACTED if secret else self._walk(v, names, depth + 1)
             return out
-        if isinstance(value, list):
+        if isinstance(value, list | tuple | set | frozenset):
             return [self._walk(v, names, depth + 1) for v in value]
-        if isinstance(value, str):
-            return self.text(value)
-        return value
+        jsonable = _jsonable(value)  # a model, a dataclass, a date...
+        if isinstance(jsonable, dict | list | str):
+            return self._walk(jsonable, names, depth)
+        return jsonable
 
     def error(self, text: str, args: Mapping[str, Any] | None, sensitive: Iterable[str]) -> str:
         """``text`` (what a call ended with) redacted, without the values ``args`` hold under
@@ -248,10 +257,15 @@ class Redactor:
         when the caller has it (the audit log digests the arguments when a call ends and
         redacts them later). When nothing needs redacting (the common case) the canonical
         text is stored as is."""
-        text = text or canonical_json(args)
+        if not text:
+            try:
+                text = canonical_json(args)
+            except ValueError:  # too deep to encode whole: the walk cuts it
+                text = ""
         names = frozenset(sensitive)
         if (
-            len(text) <= _MAX_STRING
+            text
+            and len(text) <= _MAX_STRING
             and not self.has_secret(text)
             and not _has_secret_key(args, names, 0)
         ):
@@ -290,6 +304,26 @@ DEFAULT_REDACTOR = Redactor()
 
 def _json_default(obj: Any) -> Any:
     return to_jsonable_python(obj, fallback=repr)
+
+
+_JSON_SCALARS = frozenset({int, float, bool, type(None)})
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` as JSON; ``[...]`` when it nests too deep for pydantic-core (or in a cycle)."""
+    try:
+        return to_jsonable_python(value, fallback=repr)
+    except ValueError:
+        return "[...]"
+
+
+def _json_key(key: Any) -> str:
+    """A key that is not a string as pydantic-core writes it (``1``, ``None``, ``1,2``, an
+    enum's value)."""
+    try:
+        return str(next(iter(to_jsonable_python({key: None}, fallback=repr))))
+    except (TypeError, ValueError):  # a frozenset, a key nesting too deep
+        return repr(key)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
