@@ -9,17 +9,19 @@ import difflib
 import random
 import re
 import sysconfig
+import tracemalloc
 from pathlib import Path
 from typing import SupportsIndex
 
 import pytest
 
 from toolcards.core.errors import RetriableError
+from toolcards.tools.workspace.card import WorkspaceTool
 from toolcards.tools.workspace.edits import MAX_DIFF_CHARS, MAX_DIFF_LINE_CHARS, apply_edit
 from toolcards.tools.workspace.locate import MAX_RATIO_WORK, closest_region
 from toolcards.tools.workspace.models import EditItem
 
-from .conftest import Tools
+from .conftest import Tools, tools_of
 
 _WORD = re.compile(r"[A-Za-z_]\w{2,}")
 
@@ -158,6 +160,41 @@ def test_an_edit_of_a_one_line_file_scans_it_a_bounded_number_of_times(
     with pytest.raises(RetriableError, match=refusal):
         apply_edit(scanning, old, "b")
     assert scanning.scanned / len(text) <= 30  # before: 100,000, 50,000 and 216
+
+
+@pytest.mark.parametrize(
+    ("text", "old", "new", "replace_all", "refusal"),
+    [
+        (" " * 20_000 + "x\n", " ", "y", False, "old_string matches 20000 places"),
+        (" " * 20_000 + "x\n", " ", "y", True, "200010002 characters long, over the text-file"),
+        ("\t" * 100_000 + "x\n", "\tx", "y\n" * 1_000, False, "over the text-file cap"),
+    ],
+    ids=["ambiguous", "replace-all", "one-match-moved-deep"],
+)
+def test_an_edit_inside_a_long_indentation_is_refused_within_a_memory_bound(
+    text: str, old: str, new: str, replace_all: bool, refusal: str
+) -> None:
+    """Attack: an old_string starting with whitespace, found in a long run of indentation: each
+    occurrence got its replacement padded to its depth, all built before the edit was found
+    ambiguous (193 MiB for a line of 20,000 spaces, 384 MiB and a 200 MB result with
+    replace_all, 20 GB for a line of 200,000); one match moved 100,000 tabs deep took 100 MB."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(RetriableError, match=refusal):
+            apply_edit(text, old, new, replace_all=replace_all)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 10 * 1024 * 1024
+
+
+def test_an_edit_result_over_the_cards_text_cap_is_refused(ws: Path) -> None:
+    tools = tools_of(WorkspaceTool(max_text_bytes=4096))
+    before = "x = 1\n" * 100
+    (ws / "f.py").write_text(before)
+    with pytest.raises(RetriableError, match=r"over the text-file cap \(4096 bytes\)"):
+        tools["workspace_edit"]("f.py", "x = 1", "x = " + "1" * 60, replace_all=True)
+    assert (ws / "f.py").read_text() == before
 
 
 @pytest.fixture

@@ -7,7 +7,8 @@ whole, the new text is shifted the same way); escape-normalised (over-escaped ``
 typographic quotes, ``read`` line-number prefixes undone, then the levels again). A level with
 several matches stops the cascade with an error listing their lines; no level matching gives an
 error quoting the closest region. There is never a fuzzy-similarity guess. The line levels of one
-edit compare at most :data:`MAX_WORK` lines: past it the edit is refused.
+edit compare at most :data:`MAX_WORK` lines: past it the edit is refused. A result longer than
+the workspace's text-file cap is refused before it is built.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from toolcards.tools.workspace.indentation import (
     Match,
     exact_matches,
     indent_of,
-    reindent,
     width,
 )
 from toolcards.tools.workspace.limits import ReadCaps
@@ -31,6 +31,7 @@ from toolcards.tools.workspace.locate import (
     closest_region,
     line_count,
 )
+from toolcards.tools.workspace.textfile import MAX_TEXT_BYTES
 from toolcards.tools.workspace.work_budget import WorkBudget
 
 _QUOTES = str.maketrans(
@@ -53,8 +54,11 @@ class EditResult:
     level: str
 
 
-def apply_edit(text: str, old: str, new: str, *, replace_all: bool = False) -> EditResult:
-    """Replace ``old`` by ``new`` in ``text`` (all LF) through the cascade; RetriableError else."""
+def apply_edit(
+    text: str, old: str, new: str, *, replace_all: bool = False, cap: int = MAX_TEXT_BYTES
+) -> EditResult:
+    """Replace ``old`` by ``new`` in ``text`` (all LF) through the cascade; RetriableError else,
+    and for a result longer than ``cap`` characters (the workspace's text-file cap)."""
     if old == "":
         raise RetriableError("old_string is empty; use workspace_write to create or overwrite")
     if old == new:
@@ -70,11 +74,24 @@ def apply_edit(text: str, old: str, new: str, *, replace_all: bool = False) -> E
                 f"old_string matches {len(matches)} places ({level} match, lines {lines}); "
                 "include more surrounding lines to make it unique, or set replace_all=true"
             )
-        return EditResult(_splice(text, matches), len(matches), level)
+        return EditResult(_splice(text, matches, cap), len(matches), level)
     raise RetriableError(not_found_message(text, old))
 
 
-def _splice(text: str, matches: list[Match]) -> str:
+def _splice(text: str, matches: list[Match], cap: int) -> str:
+    """``text`` with ``matches`` replaced, refused before it is built when longer than ``cap``:
+    a replacement moved to the depth of its place can be far longer than new_string (each
+    occurrence of " " in a line of 20,000 spaces made 200 MB)."""
+    size = pos = 0
+    for m in matches:
+        size += max(0, m.start - pos) + m.size()
+        pos = m.end
+    size += len(text) - pos
+    if size > cap:
+        raise RetriableError(
+            f"the edit would make the file {size} characters long, over the text-file cap "
+            f"({cap} bytes); change fewer places at a time or send a shorter new_string"
+        )
     out: list[str] = []
     pos = 0
     for m in matches:
@@ -238,14 +255,13 @@ def _line_match(
     trailing_nl: bool,
 ) -> Match:
     end = offset + sum(len(w) + 1 for w in window) - 1
-    repl = new
-    if _indents_differ(old_lines, window):
-        repl = reindent(new, _shift(old_lines, window) or 0, _uses_tabs(window))
     if trailing_nl and end < len(text):
         end += 1
-    elif trailing_nl and repl.endswith("\n"):
-        repl = repl[:-1]
-    return Match(offset, end, i + 1, repl)
+    elif trailing_nl and new.endswith("\n"):
+        new = new[:-1]
+    if not _indents_differ(old_lines, window):
+        return Match(offset, end, i + 1, new)
+    return Match(offset, end, i + 1, new, _shift(old_lines, window) or 0, _uses_tabs(window))
 
 
 def _shift(old_lines: list[str], window: list[str]) -> int | None:

@@ -207,7 +207,11 @@ class Workspace:
                     old = item.old_string.replace("\r\n", "\n")
                     new = item.new_string.replace("\r\n", "\n")
                     entry.after = apply_edit(
-                        entry.after, old, new, replace_all=item.replace_all
+                        entry.after,
+                        old,
+                        new,
+                        replace_all=item.replace_all,
+                        cap=self.limits.max_text_bytes,
                     ).text
                 except RetriableError as exc:
                     prefix = (
