@@ -110,6 +110,8 @@ FORGED = (
     "args_digest, args, decision, outcome, duration_ms, team_id) VALUES "
     "(1.0, 'mallory', 'user', '', 'sql', 'pay', 'forged', 'd', '{}', 'allow', 'ok', 1.0, 'a')"
 )
+FORGED_AT = FORGED.replace("audit (", "audit (id, ").replace("VALUES (", "VALUES (?, ")
+"""A forged row given its id: below the chain's first row, where older rows would be."""
 EDITS: dict[str, tuple[Callable[[Table], object], str]] = {
     "a changed outcome": (
         lambda t: t.run("UPDATE audit SET outcome = 'denied' WHERE call_id = 'c3'"),
@@ -134,6 +136,14 @@ EDITS: dict[str, tuple[Callable[[Table], object], str]] = {
     "a row written around the trail": (
         lambda t: t.run(FORGED),
         "row id {forged} carries no chain position: written around the trail",
+    ),
+    "a row written around the trail with id 0": (
+        lambda t: t.run(FORGED_AT, (0,)),
+        "row id 0 carries no chain position: written around the trail",
+    ),
+    "a row written around the trail with id -1": (
+        lambda t: t.run(FORGED_AT, (-1,)),
+        "row id -1 carries no chain position: written around the trail",
     ),
 }
 
@@ -200,21 +210,85 @@ def test_an_edit_of_the_table_is_named_in_one_line(trail: tuple[str, Table], edi
     assert _verify(location, "b").ok  # the other team's chain is its own
 
 
-def test_rows_written_before_the_chain_are_counted_and_the_chain_follows(tmp_path: Path) -> None:
-    path = tmp_path / "old.db"
+def _old_trail(path: Path) -> None:
+    """An audit table of a version before the chain, holding rows 1 and 3 (row 2 removed)."""
     old = sqlite3.connect(path)
     before = [line for line in audit_sql.TABLE.split(";")[0].splitlines()
               if not line.strip().startswith(("row_key", "chain_", "grant_id"))]  # fmt: skip
     old.execute("\n".join(before).replace("hook TEXT,", "hook TEXT"))  # the table before
-    old.execute(FORGED.replace("'forged'", "'c-old'"))
+    for n in range(3):
+        old.execute(FORGED.replace("'forged'", f"'c-old{n}'"))
+    old.execute("DELETE FROM audit WHERE call_id = 'c-old1'")
     old.commit()
     old.close()
+
+
+def test_rows_written_before_the_chain_are_counted_and_the_chain_follows(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    _old_trail(path)
     with AuditLog(path, durability="sync", team_id="a") as log:
         log.record(_record(1))
         report = log.verify()
-        assert [e.call_id for e in log.tail()] == ["c-old", "c1"]
+        assert [e.call_id for e in log.tail()] == ["c-old0", "c-old2", "c1"]
+    assert report.ok and report.rows == 1 and report.unchained == 2, report.message
+    assert "2 older rows written before the chain are not covered" in report.message
+    table = Table(str(path))
+    table.run(FORGED_AT, (2,))  # where a removed older row was
+    table.close()
+    report = _verify(str(path))
+    assert not report.ok and report.row_id is None
+    assert report.message == (
+        "audit chain of team 'a' broken: 3 rows carry no chain position, 2 did when it "
+        "began: rows written around the trail"
+    )
+
+
+def test_a_head_made_before_it_recorded_older_rows_still_holds(location: str) -> None:
+    """A chain head made by a version that did not record the rows written before the chain
+    gains the columns empty: its older rows are counted, rows with an id the table never
+    gives or stored after the chain began are named."""
+    if not location.startswith("postgresql://"):
+        _old_trail(Path(location))  # and rows written before the chain
+    with AuditLog(location, durability="sync", team_id="a") as log:
+        log.record(_record(1))
+    table = Table(location)
+    try:
+        table.run("ALTER TABLE audit_chain DROP COLUMN older_rows")  # as that version left it
+        table.run("ALTER TABLE audit_chain DROP COLUMN older_id")
+        with AuditLog(location, durability="sync", team_id="a") as log:
+            log.record(_record(2))
+            report = log.verify()
+        assert report.ok and report.rows == 2, report.message
+        assert report.unchained == (0 if table.postgres else 2)
+        assert table.run("SELECT older_rows, older_id FROM audit_chain") == [(None, None)]
+        table.run(FORGED_AT, (-1,))
+        report = _verify(location)
+        assert not report.ok and report.row_id == -1, report.message
+        table.run("DELETE FROM audit WHERE id = -1")
+        table.run(FORGED)  # stored after the chain's first row
+        forged = table.run("SELECT id FROM audit WHERE call_id = 'forged'")[0][0]
+        report = _verify(location)
+        assert not report.ok and report.row_id == forged, report.message
+    finally:
+        table.close()
+
+
+def test_older_rows_of_no_team_given_to_the_team_later_are_counted(location: str) -> None:
+    """A shared PostgreSQL table keeps the rows of versions before teams in no team until an
+    operator gives them theirs (docs/distributed.md), maybe after the team's chain began:
+    they were in the table then, and are counted, not named."""
+    with AuditLog(location, durability="sync", team_id="a"):
+        pass  # the table, as a version before teams left it
+    table = Table(location)
+    try:
+        table.run(FORGED.replace("'forged'", "'c-old'").replace("'a')", "'')"))
+        with AuditLog(location, durability="sync", team_id="a") as log:
+            log.record(_record(1))
+        table.run("UPDATE audit SET team_id = 'a' WHERE team_id = ''")
+    finally:
+        table.close()
+    report = _verify(location)
     assert report.ok and report.rows == 1 and report.unchained == 1, report.message
-    assert "1 older rows written before the chain are not covered" in report.message
 
 
 WRITER = textwrap.dedent(

@@ -9,9 +9,12 @@ table keeps the team's head (the last position and digest).
 the order they are stored) and names the first that does not hold: a row whose values were
 changed (its digest no longer follows from the row before it and its own values), positions
 missing (rows removed, also from the end: the head is further on), a row stored out of its
-place (reordered), or a row carrying no position among chained ones (written around the
-trail). Rows written before the chain existed (older versions) carry no
-position and are counted, not checked.
+place (reordered), or a row carrying no position the chain does not account for (written
+around the trail). Rows written before the chain existed (older versions) carry no position
+and are counted, not checked: the head records how many there were and their highest id when
+it was made, and a row without a position beyond those (more of them, a higher id, or an id
+the table never gives: 0 or below) is named. A head made by a version that did not record
+them leaves only rows stored after the first chained one to name.
 
 Whoever can rewrite the table can also recompute every digest after the rows they changed:
 the chain shows changes made without doing that. Keep the head's digest somewhere else
@@ -24,7 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from toolcards.stores.audit_sql import GENESIS, link
+from toolcards.stores.audit_sql import GENESIS, Unchained, link
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,19 +110,15 @@ class ChainCheck:
             return f"{where} was changed"
         return None
 
-    def finish(
-        self, head: tuple[int, str] | None, unchained: tuple[int, int | None, int | None]
-    ) -> ChainReport:
-        """The report, given the table's head for the team and ``(count, lowest id, highest
-        id)`` of its rows that carry no position."""
-        count, _, high = unchained
+    def finish(self, head: tuple[int, str] | None, unchained: Unchained) -> ChainReport:
+        """The report, given the table's head for the team and its rows that carry no
+        position (with those the head recorded)."""
+        count = unchained.rows
         problem, row_id = self.problem, self.row_id
         if problem is None:
             problem = self._end(head)
-        first = self._first_id
-        if problem is None and count and first is not None and high is not None and high > first:
-            problem = f"row id {high} carries no chain position: written around the trail"
-            row_id = high
+        if problem is None:
+            problem, row_id = _around(unchained, self._first_id)
         if problem is not None:
             message = f"audit chain of team {self.team_id!r} broken: {problem}"
             return ChainReport(self.team_id, False, self.rows, head, message, row_id, count)
@@ -139,6 +138,27 @@ class ChainCheck:
         if seq < self._seq or digest != self._digest:
             return f"its head (#{seq}) does not match its last row (#{self._seq})"
         return None
+
+
+def _around(rows: Unchained, first: int | None) -> tuple[str | None, int | None]:
+    """A row carrying no position that the chain does not account for, and its id (None:
+    there is none, or it cannot be told from the older rows)."""
+    odd: int | None = None
+    if rows.low is not None and rows.low <= 0:  # ids the table gives start at 1
+        odd = rows.low
+    elif rows.older_rows is None:  # not recorded: rows stored after the chain began
+        if first is not None and rows.high is not None and rows.high > first:
+            odd = rows.high
+    elif rows.high is not None and (rows.older_id is None or rows.high > rows.older_id):
+        odd = rows.high
+    elif rows.rows > rows.older_rows:
+        return (
+            f"{rows.rows} rows carry no chain position, {rows.older_rows} did when it began: "
+            "rows written around the trail"
+        ), None
+    if odd is None:
+        return None, None
+    return f"row id {odd} carries no chain position: written around the trail", odd
 
 
 def _call(values: tuple[Any, ...]) -> str:

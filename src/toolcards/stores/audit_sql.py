@@ -9,7 +9,9 @@ by its time and key, under the chain head's lock, and not written twice. Each te
 form a hash chain (:func:`link`; checked by :mod:`toolcards.stores.audit_chain`): each row's
 position and digest (over the digest of the row before it) are written in the transaction
 that moves the team's chain head (one row per team in ``audit_chain``, locked by that
-transaction, so concurrent writers chain one after the other).
+transaction, so concurrent writers chain one after the other). The head, made with the team's
+first chained row, records the rows without a position the table held then (written before
+the chain): any other such row was written around the trail.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from toolcards.stores.migrate import TeamColumn, sqlite_setup
 from toolcards.stores.sqlite.connect import shared_connection
@@ -53,7 +55,9 @@ CREATE TABLE IF NOT EXISTS audit (
 CREATE TABLE IF NOT EXISTS audit_chain (
     team_id TEXT PRIMARY KEY,
     seq BIGINT NOT NULL,
-    digest TEXT NOT NULL
+    digest TEXT NOT NULL,
+    older_rows BIGINT,
+    older_id BIGINT
 )
 """
 INDEXES = """
@@ -73,11 +77,13 @@ MIGRATION = TeamColumn(
         ("chain_seq", "BIGINT"),
         ("chain_digest", "TEXT"),
     ),
+    beside=(TeamColumn("audit_chain", added=(("older_rows", "BIGINT"), ("older_id", "BIGINT"))),),
 )
 """Tables written before gain the team, the digest of an approver's edited arguments (NULL
 in older rows: they ran as called), the guardrail hook that refused or changed a call, the
 grant (a remembered approval) that let it run, the row's key and its place in the team's
-chain (NULL in older rows: the chain starts after them)."""
+chain (NULL in older rows: the chain starts after them). Chain heads gain the rows without a
+position the table held when they were made (NULL in a head made before: not recorded)."""
 
 COLUMNS = (
     "ts, principal, principal_type, roles, surface, tool, call_id, args_digest, args, "
@@ -98,7 +104,14 @@ _CHAINED = f"{COLUMNS}, chain_seq, chain_digest, team_id"
 _PLACES = "({})".format(
     ", ".join("NULLIF(?, '')" if i in _MOSTLY_NULL else "?" for i in range(WIDTH + 3))
 )
-_HEAD_MADE = "INSERT INTO audit_chain VALUES (?, 0, ?) ON CONFLICT (team_id) DO NOTHING"
+_HEAD_MADE = (
+    "INSERT INTO audit_chain (team_id, seq, digest, older_rows, older_id) "
+    "SELECT ?, 0, ?, count(*), max(id) FROM audit "
+    "WHERE team_id IN (?, '') AND chain_seq IS NULL ON CONFLICT (team_id) DO NOTHING"
+)
+"""A team's head, recording the rows without a position written before it: the team's, and
+those of no team (PostgreSQL keeps a shared table's rows of older versions there, until an
+operator gives them to their team)."""
 _HEAD = "SELECT seq, digest FROM audit_chain WHERE team_id = ?"
 _HEAD_MOVED = "UPDATE audit_chain SET seq = ?, digest = ? WHERE team_id = ?"
 _KEYS_AT = "SELECT row_key FROM audit WHERE team_id = ? AND ts IN ({})"
@@ -109,6 +122,7 @@ _CHAIN_PAGE = (
 )
 _AT = "SELECT min(id) FROM audit WHERE team_id = ? AND chain_seq = ?"
 _UNCHAINED = "SELECT count(*), min(id), max(id) FROM audit WHERE team_id = ? AND chain_seq IS NULL"
+_OLDER = "SELECT older_rows, older_id FROM audit_chain WHERE team_id = ?"
 
 
 GENESIS = ""
@@ -205,8 +219,11 @@ def write(
     fresh = [_normal(row) for row in rows] if replay or texts is None else rows
     if not fresh:
         return 0
-    cur.execute(_HEAD_MADE, (team_id, GENESIS))
-    seq, digest = cur.execute(_HEAD + lock, (team_id,)).fetchone()
+    head = cur.execute(_HEAD + lock, (team_id,)).fetchone()
+    if head is None:  # the team's first chained row (its older rows are counted once, here)
+        cur.execute(_HEAD_MADE, (team_id, GENESIS, team_id))
+        head = cur.execute(_HEAD + lock, (team_id,)).fetchone()
+    seq, digest = head
     if replay:  # under the head's lock: no other writer of the team adds rows meanwhile
         fresh = _unwritten(cur, team_id, fresh)
         if not fresh:
@@ -299,10 +316,27 @@ def chain_head(cur: Cursor, team_id: str) -> tuple[int, str] | None:
     return None if row is None else (int(row[0]), str(row[1]))
 
 
-def unchained(cur: Cursor, team_id: str) -> tuple[int, int | None, int | None]:
-    """How many of the team's rows carry no chain position, and their lowest and highest id."""
+class Unchained(NamedTuple):
+    """A team's rows that carry no chain position, and those its chain head recorded."""
+
+    rows: int
+    """How many."""
+    low: int | None
+    """Their lowest id."""
+    high: int | None
+    """Their highest id."""
+    older_rows: int | None
+    """How many the table held when the head was made (None: no head, or one made by a
+    version that did not record them)."""
+    older_id: int | None
+    """The highest id among those (None: there were none, or not recorded)."""
+
+
+def unchained(cur: Cursor, team_id: str) -> Unchained:
+    """The team's rows that carry no chain position, and those its head recorded."""
     count, low, high = cur.execute(_UNCHAINED, (team_id,)).fetchone()
-    return int(count), low, high
+    older = cur.execute(_OLDER, (team_id,)).fetchone() or (None, None)
+    return Unchained(int(count), low, high, *older)
 
 
 def other_teams(cur: Cursor, team_id: str, limit: int = 10) -> list[str]:
@@ -361,7 +395,7 @@ class SqliteAuditTable:
     def chain_head(self) -> tuple[int, str] | None:
         return chain_head(self._db, self.team_id)
 
-    def unchained(self) -> tuple[int, int | None, int | None]:
+    def unchained(self) -> Unchained:
         return unchained(self._db, self.team_id)
 
     def other_teams(self) -> list[str]:

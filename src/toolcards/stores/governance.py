@@ -7,11 +7,14 @@ trail), :class:`RateLimits` (token buckets, of :class:`Limit` rules) and :class:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from toolcards.core.approvals import ApprovalRecord, ApprovalRequest, ApprovalState
 from toolcards.core.errors import ToolcardsError
 from toolcards.core.grants import Grant
+
+if TYPE_CHECKING:  # audit_sql imports stores.base, which imports this module
+    from toolcards.stores.audit_sql import Unchained
 
 __all__ = [
     "PENDING_PER_PRINCIPAL",
@@ -174,8 +177,9 @@ class AuditTable(Protocol):
         """The team's chain head: its last position and digest (None: no chained row)."""
         ...
 
-    def unchained(self) -> tuple[int, int | None, int | None]:
-        """The team's rows without a chain position: how many, the lowest and highest id."""
+    def unchained(self) -> Unchained:
+        """The team's rows without a chain position (how many, the lowest and highest id),
+        and those its chain head recorded when it was made."""
         ...
 
     def other_teams(self) -> list[str]:

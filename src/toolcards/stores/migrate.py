@@ -19,14 +19,18 @@ from toolcards.stores.base import DEFAULT_TEAM
 @dataclass(frozen=True)
 class TeamColumn:
     """Adds ``team_id`` to ``table`` when missing and drops the indexes made without it; adds
-    the ``added`` columns (name, DDL) a table made by an older version lacks."""
+    the ``added`` columns (name, DDL) a table made by an older version lacks; migrates the
+    tables made beside it (``beside``: by the same statements, so opened with it)."""
 
     table: str
     drop_indexes: tuple[str, ...] = ()
     added: tuple[tuple[str, str], ...] = ()
+    beside: tuple[TeamColumn, ...] = ()
 
     def sqlite(self, conn: sqlite3.Connection, claim_for: str, prefix: str = "") -> None:
         """Run inside the caller's write transaction (one migrating process at a time)."""
+        for other in self.beside:
+            other.sqlite(conn, claim_for, prefix)
         table = prefix + self.table
         columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
         for name, ddl in self.added:
@@ -41,6 +45,8 @@ class TeamColumn:
 
     def postgres(self, cur: Any, prefix: str = "toolcards_") -> None:
         """Run under the schema lock; old rows keep the empty team (see the module doc)."""
+        for other in self.beside:
+            other.postgres(cur, prefix)
         table = prefix + self.table
         columns = postgres_columns(cur, table)  # read first: see postgres_columns
         for name, ddl in self.added:

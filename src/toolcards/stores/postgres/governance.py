@@ -428,7 +428,7 @@ class PostgresAuditTable(_TeamTable):
     def chain_head(self) -> tuple[int, str] | None:
         return self._read(lambda cur: audit_sql.chain_head(cur, self.team_id))
 
-    def unchained(self) -> tuple[int, int | None, int | None]:
+    def unchained(self) -> audit_sql.Unchained:
         return self._read(lambda cur: audit_sql.unchained(cur, self.team_id))
 
     def other_teams(self) -> list[str]:
