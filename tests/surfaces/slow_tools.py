@@ -1,5 +1,6 @@
 """Tools for the server-behaviour tests (``slow_tools:TOOLS``): sleeping, CPU-bound,
-progress-reporting, logging and content-returning tools."""
+progress-reporting, logging and content-returning tools; and a prompt that logs
+(``slow_tools:PROMPTS``)."""
 
 from __future__ import annotations
 
@@ -60,3 +61,12 @@ def picture() -> BinaryContent:
 
 
 TOOLS = [nap, nap_async, crunch, steps, picture]
+
+
+def briefing() -> str:
+    """A prompt that logs as it is made."""
+    log.info("briefing made")
+    return "Take it step by step."
+
+
+PROMPTS = [briefing]

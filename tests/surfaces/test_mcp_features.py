@@ -1,10 +1,13 @@
 """What the MCP server offers beyond tools, through the official client over HTTP (one
-server for the module, a session per test): progress, logging, rich content, resources
-(governed, audited, subscribable) and prompts."""
+server for the module, a session per test): progress, logging (a principal's records kept
+from another's), rich content, resources (governed, audited, subscribable) and prompts."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+import itertools
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +15,7 @@ import anyio
 import mcp.types as types
 import pytest
 from mcp.shared.exceptions import MCPError
-from mcp_clients import http_session
+from mcp_clients import http_client, http_session
 
 from support.scripted import wait_until
 from surfaces.surface_support import HttpServer, token_for, write_config
@@ -21,6 +24,7 @@ from toolcards.governance import AuditLog, Identity
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 ALICE = Identity("alice", "user", ["lead"])
+BOB = Identity("bob", "user", ["lead"])
 POLICY = """\
 default_effect: allow
 rules:
@@ -28,6 +32,10 @@ rules:
     callers: ["*"]
     targets: ["resource:toolcards://audit/*"]
     effect: deny
+  - description: a hundred steps need a human (so steps runs as a task when asked)
+    targets: ["steps"]
+    effect: approve
+    conditions: {arguments: {count: {min: 100}}}
 """
 CARDS = [
     {"type": "PlanningTool", "vector_store": False},
@@ -51,9 +59,10 @@ def server(base: Path) -> Iterator[HttpServer]:
     (base / "secret.txt").write_text("outside the workspace\n", encoding="utf-8")
     config = write_config(
         base,
-        tokens=[ALICE],
+        tokens=[ALICE, BOB],
         policy=policy,
         tools=["slow_tools:TOOLS"],
+        prompts=["slow_tools:PROMPTS"],
         cards=CARDS,
         team_id="crew",
     )
@@ -62,8 +71,8 @@ def server(base: Path) -> Iterator[HttpServer]:
     srv.stop()
 
 
-def session(server: HttpServer, **kwargs: Any) -> Any:
-    return http_session(server.url, token_for(ALICE), **kwargs)
+def session(server: HttpServer, who: Identity = ALICE, **kwargs: Any) -> Any:
+    return http_session(server.url, token_for(who), **kwargs)
 
 
 def text_of(result: Any) -> str:
@@ -123,6 +132,120 @@ async def test_debug_records_follow_a_debug_level(server: HttpServer) -> None:
 
 async def test_warning_level_silences_info_records(server: HttpServer) -> None:
     assert await logged(server, "warning", 2) == []
+
+
+def hearing() -> tuple[list[types.LoggingMessageNotificationParams], Any]:
+    """The log notifications a session receives, and the callback that records them."""
+    heard: list[types.LoggingMessageNotificationParams] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        heard.append(params)
+
+    return heard, on_log
+
+
+def tools_lines(heard: list[types.LoggingMessageNotificationParams]) -> list[str]:
+    return [str(m.data) for m in heard if m.logger == "toolcards.tests.slow_tools"]
+
+
+def sse_messages(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:")]
+
+
+@contextlib.asynccontextmanager
+async def raw_session(
+    server: HttpServer, who: Identity
+) -> AsyncIterator[tuple[Callable[..., Awaitable[dict[str, Any]]], list[dict[str, Any]]]]:
+    """A 2025-11-25 session in plain JSON-RPC (the SDK's client takes no task for a
+    ``tools/call``): ``request(method, params)`` answers the result; the list holds what the
+    session's own stream (its GET) brought."""
+    heard: list[dict[str, Any]] = []
+    headers = {"Authorization": f"Bearer {token_for(who)}",
+               "Accept": "application/json, text/event-stream"}  # fmt: skip
+    ids = itertools.count(1)
+    async with http_client(headers) as client:
+
+        async def request(method: str, params: dict[str, Any]) -> dict[str, Any]:
+            body = {"jsonrpc": "2.0", "id": next(ids), "method": method, "params": params}
+            response = await client.post(server.url, json=body)
+            (answer,) = [m for m in sse_messages(response.text) if "id" in m]
+            if "mcp-session-id" in response.headers:
+                client.headers["mcp-session-id"] = response.headers["mcp-session-id"]
+                client.headers["mcp-protocol-version"] = "2025-11-25"
+            return dict(answer["result"])
+
+        async def listen() -> None:
+            async with client.stream("GET", server.url) as stream:
+                async for line in stream.aiter_lines():
+                    heard.extend(sse_messages(line))
+
+        hello = {"name": "raw", "version": "0"}
+        await request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                     "clientInfo": hello})  # fmt: skip
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        await client.post(server.url, json=initialized)
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(listen)
+            yield request, heard
+            tasks.cancel_scope.cancel()
+
+
+async def until(holds: Callable[[], bool], timeout: float) -> bool:
+    """Whether ``holds()`` came true within ``timeout`` seconds (a bound)."""
+    with anyio.move_on_after(timeout):
+        while not holds():
+            await anyio.sleep(0.01)
+    return holds()
+
+
+async def test_a_tasks_log_records_go_to_its_creator_and_to_no_other_principal(
+    server: HttpServer,
+) -> None:
+    """A task's call runs after its request was answered: its records come on the creating
+    session's own stream, marked with the task; another principal at ``debug`` hears none
+    (he heard every one, and the executor's error lines with them)."""
+    bob_heard, bob_logs = hearing()
+    done = "all steps done"
+    async with (
+        session(server, BOB, logging_callback=bob_logs) as bob,
+        raw_session(server, ALICE) as (alice, alice_heard),
+    ):
+        await bob.set_logging_level("debug")  # type: ignore[arg-type]
+        await alice("logging/setLevel", {"level": "debug"})
+
+        def lines() -> list[dict[str, Any]]:
+            return [m["params"] for m in alice_heard if m.get("method") == "notifications/message"]
+
+        call = {"name": "steps", "arguments": {"count": 2}, "task": {"ttl": 60000}}
+        with anyio.fail_after(60):
+            while True:  # the session's own stream opens as its GET is served: none come before
+                task = (await alice("tools/call", call))["task"]
+                ended = await alice("tasks/result", {"taskId": task["taskId"]})
+                assert ended["isError"] is False
+                if await until(lambda: done in [m["data"] for m in lines()], timeout=5):
+                    break
+        await bob.call_tool("steps", {"count": 1})  # his own records: his session hears them
+    assert tools_lines(bob_heard) == ["step 1 of 1", done]
+    mine = lines()[-3:]
+    assert [m["data"] for m in mine] == ["step 1 of 2", "step 2 of 2", done]
+    related = {"io.modelcontextprotocol/related-task": {"taskId": task["taskId"]}}
+    assert all(m.get("_meta") == related for m in mine)
+
+
+async def test_a_prompts_log_records_go_to_its_caller_and_to_no_other_principal(
+    server: HttpServer,
+) -> None:
+    bob_heard, bob_logs = hearing()
+    alice_heard, alice_logs = hearing()
+    async with (
+        session(server, BOB, logging_callback=bob_logs) as bob,
+        session(server, logging_callback=alice_logs) as alice,
+    ):
+        await bob.set_logging_level("debug")  # type: ignore[arg-type]
+        await alice.get_prompt("briefing")
+        assert tools_lines(alice_heard) == ["briefing made"]  # sent before the response
+        await bob.get_prompt("briefing")
+    assert tools_lines(bob_heard) == ["briefing made"]
 
 
 async def test_logging_capability_is_declared(server: HttpServer) -> None:

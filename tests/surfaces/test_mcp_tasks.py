@@ -6,6 +6,7 @@ planning-board update, filtered by what the caller may read."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -443,6 +444,44 @@ async def test_a_task_whose_call_raises_fails_and_the_server_serves_on(
     assert row.status_message == "error: the task failed (RuntimeError)"
     assert (done.model_extra or {})["result"]["isError"]
     assert not later.is_error
+
+
+class Overhearing:
+    """Another connection, at ``debug``: what the server sends it."""
+
+    def __init__(self) -> None:
+        self.heard: list[str] = []
+
+    async def send_notification(self, note: Any, related_request_id: Any = None) -> None:
+        self.heard.append(str(note.params.data))
+
+
+async def test_a_failed_tasks_log_line_reaches_no_other_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The failure line carries the call's error text: it is logged in the task's own log
+    context (on 2026-07-28, sent to nobody), not to every connection that set a level."""
+    monkeypatch.setenv("TOOLCARDS_WORKSPACES_ROOT", str(tmp_path / "workspaces"))
+    with SurfaceRuntime.from_config(load_config(config(tmp_path, "approver"))) as rt:
+        server = GovernedMCPServer(rt)
+
+        async def broken(*_args: Any) -> Any:
+            raise RuntimeError("secret argument")
+
+        server.tasks.run_call = broken
+        other = Overhearing()
+        server.logs.set_level(other, "debug")
+        async with (
+            server.running(),
+            Client(server.server, mode=MODERN, extensions=[StartOnly()]) as client,
+        ):
+            started = await client.call_tool("workspace_grep", {"pattern": "x"})
+            await poll(client, started.content[0].text, "completed")  # type: ignore[union-attr]
+            logging.getLogger("toolcards.tests").warning("the server's own line")
+            with anyio.fail_after(30):  # sent in order: the failure line would be before it
+                while "the server's own line" not in other.heard:
+                    await anyio.sleep(0.01)
+    assert not [line for line in other.heard if "secret argument" in line], other.heard
 
 
 async def test_waits_for_a_task_are_bounded_by_the_callers_calls_in_flight(

@@ -2,12 +2,16 @@
 records (the ``toolcards`` logger and its children) forwarded as ``notifications/message``
 at or above that level.
 
-A record emitted while a tool call runs (in its task or its worker thread) goes to the
-connection that made the call, on the call's own stream, at or above the connection's level
-(``info`` until it sets one); other records, and those marked for everyone (a policy file
-that broke), go to every connection that set a level. On MCP 2026-07-28 there is no
-``logging/setLevel``: a call's records are sent only when its request opts in with a level
-(``_meta["io.modelcontextprotocol/logLevel"]``), at or above it.
+A record emitted while a request is served (a tool call, a resource read, a prompt, a
+completion: in its task or its worker thread) goes to the connection that made the request, on
+the request's own stream, at or above the connection's level (``info`` until it sets one). A
+task's call runs after its request was answered: its records go to the connection that created
+the task, on that connection's own stream, marked with the task (nowhere once it closed). Other
+records (the server's own), and those marked for everyone (a policy file that broke), go to
+every connection that set a level. On MCP 2026-07-28 there is no ``logging/setLevel``: a
+request's records are sent only when it opts in with a level
+(``_meta["io.modelcontextprotocol/logLevel"]``), at or above it, and a task's never (a message
+rides only the stream of a request's response).
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ class _Listener:
     level: int
     request_id: Any = None
     sent: list[asyncio.Future[None]] | None = None  # a call's sends, awaited before its result
+    meta: dict[str, Any] | None = None  # a task's records: the task they belong to
 
 
 MAX_LEVEL_SESSIONS = 1024
@@ -99,17 +104,41 @@ class LogForwarder(logging.Handler):
     def for_call(self, session: Any, request_id: Any, params: Any = None) -> Iterator[_Listener]:
         """Records emitted in this context go to ``session``'s call ``request_id`` (on a
         2026-07-28 connection only as its request's ``params`` opted in)."""
-        level = self.level_of(session)
-        if _per_request(session):
-            level = _opted_in(params)
-        elif level is None:
-            level = DEFAULT_CALL_LEVEL
-        listener = _Listener(session, level, request_id, [])
+        listener = _Listener(session, self._call_level(session, params), request_id, [])
         token = _current.set(listener)
         try:
             yield listener
         finally:
             _current.reset(token)
+
+    @contextmanager
+    def for_task(self, session: Any, meta: dict[str, Any]) -> Iterator[None]:
+        """Records emitted in this context (a task's call, run once the request that created it
+        was answered) go to ``session``'s connection on its own stream, with ``meta``: the
+        request's stream has ended, so its id would route them nowhere. On 2026-07-28 they
+        are not sent (a message rides only the stream of a request's response)."""
+        token = _current.set(_Listener(session, self._call_level(session, None), meta=meta))
+        try:
+            yield
+        finally:
+            _current.reset(token)
+
+    async def per_request(self, ctx: Any, call_next: Any) -> Any:
+        """Server middleware: every request is served in its connection's log context (a
+        resource read, a prompt or a completion runs card code), so its records never reach
+        another connection."""
+        with self.for_call(ctx.session, ctx.request_id, ctx.params) as listener:
+            result = await call_next(ctx)
+        await self.drain(listener)
+        return result
+
+    def _call_level(self, session: Any, params: Any) -> int:
+        """The level a request's records are sent at: on 2026-07-28 as ``params`` opted in
+        (none: silent), else the connection's (``info`` until it sets one)."""
+        if _per_request(session):
+            return _opted_in(params)
+        level = self.level_of(session)
+        return DEFAULT_CALL_LEVEL if level is None else level
 
     async def drain(self, listener: _Listener) -> None:
         """Wait (briefly) until the records of a call are sent, so they precede its result.
@@ -186,6 +215,8 @@ class LogForwarder(logging.Handler):
     async def _send(
         self, target: _Listener, params: types.LoggingMessageNotificationParams
     ) -> None:
+        if target.meta is not None:
+            params = params.model_copy(update={"meta": target.meta})
         note = types.LoggingMessageNotification(params=params)
         try:
             await target.session.send_notification(note, related_request_id=target.request_id)

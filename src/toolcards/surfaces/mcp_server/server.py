@@ -191,6 +191,7 @@ class GovernedMCPServer:
                 **self.prompts.handlers(),
                 **self.completions.handlers(),
             )
+        self.server.middleware.append(self.logs.per_request)  # a request's records: its own
         self._task_sessions: dict[str, str] = {}
         """The session of each task created here whose call has not started (by its call id)."""
         self.tasks = self._task_server(runtime)
@@ -239,6 +240,7 @@ class GovernedMCPServer:
             self._task_call,
             self.identity_of,
             broker,
+            logs=self.logs,
             inbox=inbox,
             ask_client=runtime.approval == "client",
             approval_timeout=runtime.approval_timeout,

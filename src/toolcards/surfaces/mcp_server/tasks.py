@@ -61,6 +61,7 @@ from toolcards.stores import tasks as rows
 from toolcards.stores.tasks import SqlTasks, TaskRecord, TooManyTasks
 from toolcards.surfaces.mcp_server.asking import APPROVAL_KEY, approves, question
 from toolcards.surfaces.mcp_server.content import visible_json
+from toolcards.surfaces.mcp_server.logs import LogForwarder
 from toolcards.surfaces.mcp_server.sessions import InFlight
 
 log = logging.getLogger(__name__)
@@ -143,7 +144,8 @@ class Running:
 
 class TaskServer:
     """Creates, runs and answers tasks for one MCP server (``run_call`` is its governed call,
-    ``store`` the team's task rows, ``broker`` its approvals)."""
+    ``store`` the team's task rows, ``broker`` its approvals, ``logs`` where a task's log
+    records go)."""
 
     def __init__(
         self,
@@ -152,6 +154,7 @@ class TaskServer:
         identity_of: Callable[[Any], Identity],
         broker: ApprovalBroker,
         *,
+        logs: LogForwarder,
         inbox: Approver | None,
         ask_client: bool,
         approval_timeout: float,
@@ -162,6 +165,7 @@ class TaskServer:
         self.run_call = run_call
         self.identity_of = identity_of
         self.broker = broker
+        self.logs = logs
         self.inbox = inbox
         self.ask_client = ask_client
         self.approval_timeout = approval_timeout
@@ -294,7 +298,7 @@ class TaskServer:
         running = Running(anyio.CancelScope())
         self._running[record.task_id] = running
         args = dict(params.arguments or {})
-        self._group.start_soon(self._run, record, args, who, running, modern(ctx))
+        self._group.start_soon(self._run, record, args, who, running, ctx.session, modern(ctx))
         return self._created(ctx, record)
 
     def _created(self, ctx: Any, record: TaskRecord) -> dict[str, Any]:
@@ -311,42 +315,48 @@ class TaskServer:
         args: dict[str, Any],
         who: Identity,
         running: Running,
+        session: Any,
         ask_client: bool,
     ) -> None:
+        """Run the task's call to its end, its log records (and its failure's) going to the
+        connection that created it (``session``, that request's), never to another's."""
         task_id, store = record.task_id, self.store
         approver = self._approver(record, running, ask_client and self.ask_client)
-        try:
-            with running.scope, self._progress(task_id):
-                result = await self.run_call(record.tool_id, args, who, approver, record.call_id)
-            status: str = rows.CANCELLED  # stopped before its end: audited cancelled
-            message: str | None = CANCELLED
-            text = None
-            if not running.scope.cancelled_caught:  # a cancel too late changes nothing
-                status, message, text = self._ending(record.tool_id, result)
-            await anyio.to_thread.run_sync(
-                lambda: store.update(
-                    task_id,
-                    status=status,
-                    status_message=message,
-                    result=text,
-                    input_requests=None,
-                )
-            )
-        except Exception as exc:  # one task's failure never reaches the server's task group
-            await self._failed(record, exc)
-        except BaseException:  # the server stops under it: never silently lost
-            with anyio.CancelScope(shield=True), _quiet("ending a task"):
+        with self.logs.for_task(session, {RELATED_TASK: {"taskId": task_id}}):
+            try:
+                with running.scope, self._progress(task_id):
+                    result = await self.run_call(
+                        record.tool_id, args, who, approver, record.call_id
+                    )
+                status: str = rows.CANCELLED  # stopped before its end: audited cancelled
+                message: str | None = CANCELLED
+                text = None
+                if not running.scope.cancelled_caught:  # a cancel too late changes nothing
+                    status, message, text = self._ending(record.tool_id, result)
                 await anyio.to_thread.run_sync(
                     lambda: store.update(
                         task_id,
-                        status=rows.FAILED,
-                        status_message="the server stopped before it finished",
+                        status=status,
+                        status_message=message,
+                        result=text,
                         input_requests=None,
                     )
                 )
-            raise
-        finally:
-            self._running.pop(task_id, None)
+            except Exception as exc:  # one task's failure never reaches the server's task group
+                await self._failed(record, exc)
+            except BaseException:  # the server stops under it: never silently lost
+                with anyio.CancelScope(shield=True), _quiet("ending a task"):
+                    await anyio.to_thread.run_sync(
+                        lambda: store.update(
+                            task_id,
+                            status=rows.FAILED,
+                            status_message="the server stopped before it finished",
+                            input_requests=None,
+                        )
+                    )
+                raise
+            finally:
+                self._running.pop(task_id, None)
 
     async def _failed(self, record: TaskRecord, exc: Exception) -> None:
         """End the task ``failed`` with an error result. Logged by type and a short message:
