@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from toolcards.core.errors import RetriableError
+from toolcards.tools.workspace.edits import apply_edit
 
 from .conftest import Tools
 from .indent_noise import NOISE, corpus_edits, run_noise
@@ -87,6 +88,21 @@ def test_part_of_a_line_sent_one_level_short_is_shifted(tools: Tools, ws: Path) 
     (ws / "w.py").write_text(WAITER)
     tools["workspace_edit"]("w.py", "    self.ready_event.wait(", "    self.ready.wait(")
     assert (ws / "w.py").read_text() == WAITER.replace("ready_event.wait(", "ready.wait(")
+
+
+@pytest.mark.parametrize(
+    ("text", "old"),
+    [("        x\n", "  "), ("\t\t\tx\n", "\t"), ("\t\t  x\n", "\t")],
+)
+def test_replace_all_of_indentation_replaces_each_occurrence_once(text: str, old: str) -> None:
+    result = apply_edit(text, old, "y", replace_all=True)
+    assert (result.text, result.count) == (text.replace(old, "y"), text.count(old))
+
+
+def test_a_shifted_match_ending_in_the_indentation_of_the_next_is_refused() -> None:
+    text = "   x\n   x\n  "
+    with pytest.raises(RetriableError, match="overlap"):
+        apply_edit(text, "  x\n  ", "  y\n  ", replace_all=True)
 
 
 EDITS = corpus_edits()

@@ -11,7 +11,9 @@ An exact occurrence of ``old`` that begins inside a line's indentation is one of
   whole lines takes it too. A one-line ``old`` whose replacement adds lines is refused: whether
   those lines are indented as in the file or relative to the first line is unknowable.
 
-No result ever has its first line shifted differently from the later ones.
+No result ever has its first line shifted differently from the later ones, and no two matches
+overlap: an occurrence in indentation an earlier match took part of (``"  "`` found again after
+``"  "`` in ``"    x"``) is taken as it stands, as ``str.replace`` would.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ from toolcards.core.errors import RetriableError
 
 TAB = 4
 _BLANK = re.compile(r"[^\S\n]*")
+_OVERLAP = (
+    "old_string ends inside the indentation of a line where it is found again, so its matches "
+    "overlap; end old_string at the end of a line"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +95,7 @@ def exact_matches(text: str, old: str, new: str) -> list[Match]:
     lines = _Lines(text)
     pos = text.find(old)
     while pos != -1:
-        occurrence = _occurrence(text, pos, lines, old, new)
+        occurrence = _occurrence(text, pos, lines, old, new, found[-1].end if found else 0)
         if occurrence is not None:
             found.append(occurrence[0])
             anchored = anchored or not occurrence[1]
@@ -102,14 +108,19 @@ def exact_matches(text: str, old: str, new: str) -> list[Match]:
 
 
 def _occurrence(
-    text: str, pos: int, lines: _Lines, old: str, new: str
+    text: str, pos: int, lines: _Lines, old: str, new: str, taken: int
 ) -> tuple[Match, bool] | None:
-    """The match for the occurrence at ``pos`` and whether it is a shifted one; None when it
-    is no match (``old``'s later lines would be shifted differently from its first)."""
+    """The match for the occurrence at ``pos`` and whether it starts before its line's code
+    (alone, no exact match); None when it is no match (``old``'s later lines would be shifted
+    differently from its first). In a line an earlier match ends in (past its start, before
+    ``taken``) it stands as it is: replaced from the line's start, it would overlap that match
+    (each ``"  "`` of ``"        x"`` was shifted there, once per depth)."""
     line, start = lines.of(pos), lines.start
     end = pos + len(old)
     if pos == start or pos > lines.code():
         return Match(pos, end, line, new), False
+    if start < taken:
+        return Match(pos, end, line, new), True
     indent = text[start:pos]
     one_line = not any(ln.strip() for ln in old.split("\n")[1:])
     if old[0] in " \t":
@@ -141,6 +152,8 @@ def _line_heads(text: str, old: str, new: str) -> list[Match]:
     while pos != -1:
         line, start = lines.of(pos), lines.start
         if pos <= lines.code():
+            if found and start < found[-1].end:
+                raise RetriableError(_OVERLAP)
             indent = text[start:pos]
             found.append(
                 Match(start, pos + len(code), line, new, width(indent) - base, "\t" in indent)
