@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from support.scripted import Script, call_tool
 from surfaces.surface_support import ECHO_ARGS, ECHO_CARD
 from toolcards import ToolFactory
+from toolcards.core.host_files import ROOTS_MARKER
 from toolcards.surfaces.commands import app
 from toolcards.surfaces.config import ConfigError, load_config
 from toolcards.surfaces.outcomes import ExitCode
@@ -97,6 +98,62 @@ def test_a_config_an_agent_wrote_in_its_workspace_grants_no_trust(tmp_path: Path
     assert result.exit_code == ExitCode.USAGE, result.output
     assert "in a workspaces root, where agents write" in result.stderr
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("seeded", [False, True], ids=["fresh", "seeded"])
+def test_an_agents_toolcards_yaml_is_refused_where_the_operator_runs_the_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seeded: bool
+) -> None:
+    """The operator made (and seeded) the workspace folder before the first run, so the tools
+    never created it: the ``toolcards.yaml`` trusting ``/bin/sh`` that the agent writes there is
+    still refused when the operator later runs the CLI in that folder (the shell ran as the
+    operator), with the same error as in a folder the tools made."""
+    ran = tmp_path / "ran"
+    folder = tmp_path / "workspaces" / "w"
+    if seeded:
+        folder.mkdir(parents=True)
+        (folder / "README.md").write_text("the team's project\n", encoding="utf-8")
+    operator = write(tmp_path, cards=[{"type": "WorkspaceTool", "workspace_id": "w"}])
+    planted = {
+        "store": ":memory:",
+        "policy": "../../policy.yaml",
+        "trust": {"commands": ["/bin/sh"]},
+        "cards": [{**CARD, "command": "/bin/sh", "args": ["-c", f"touch {ran}"]}],
+    }
+    args = {"path": "toolcards.yaml", "content": yaml.safe_dump(planted)}
+    with SurfaceRuntime.open(operator) as rt:
+        written = asyncio.run(rt.executor.call("workspace_write", args, rt.local))
+        assert written.ok, written.message
+    monkeypatch.chdir(folder)
+    result = CliRunner().invoke(app, ["list"])
+    assert result.exit_code == ExitCode.USAGE, result.output
+    refused = (
+        "toolcards.yaml (in a workspaces root, where agents write): trust: only the operator's"
+    )
+    assert refused in result.stderr
+    assert not ran.exists()
+
+
+def test_a_root_the_marker_cannot_be_written_in_keeps_its_tools_working(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fail-open: the marker is not written (a read-only root), the workspace tool still runs."""
+    real_touch = Path.touch
+
+    def refuse_marker(self: Path, *args: Any, **kwargs: Any) -> None:
+        if self.name == ROOTS_MARKER:
+            raise PermissionError(13, "Permission denied", str(self))
+        real_touch(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "touch", refuse_marker)
+    (tmp_path / "workspaces" / "w").mkdir(parents=True)
+    operator = write(tmp_path, cards=[{"type": "WorkspaceTool", "workspace_id": "w"}])
+    args = {"path": "notes.md", "content": "kept\n"}
+    with SurfaceRuntime.open(operator) as rt:
+        written = asyncio.run(rt.executor.call("workspace_write", args, rt.local))
+    assert written.ok, written.message
+    assert (tmp_path / "workspaces" / "w" / "notes.md").read_text(encoding="utf-8") == "kept\n"
+    assert not (tmp_path / "workspaces" / ROOTS_MARKER).exists()
 
 
 @pytest.mark.parametrize("key", ["tools", "hooks", "resources", "prompts"])

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from toolcards.core.errors import RetriableError
+from toolcards.core.host_files import ROOTS_MARKER
 from toolcards.tools.workspace.paths import CACHE_DIR_NAME
 
 from .conftest import Tools
@@ -37,7 +38,8 @@ def test_write_refuses_escaping_path_and_creates_nothing(
     before = sorted(p for p in tmp_path.rglob("*"))
     with pytest.raises(RetriableError):
         tools["workspace_write"](bad, "pwned")
-    assert sorted(p for p in tmp_path.rglob("*")) == before
+    # opening the workspace marks its root (workspace_dir), whatever the path
+    assert sorted(p for p in tmp_path.rglob("*") if p.name != ROOTS_MARKER) == before
 
 
 def test_absolute_path_to_outside_file_is_refused(tools: Tools, outside: Path) -> None:

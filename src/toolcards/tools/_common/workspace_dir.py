@@ -31,14 +31,27 @@ def workspace_dir(
     root: str | Path | None = None,
 ) -> Path:
     """The absolute, symlink-resolved directory of a workspace (created when missing), under
-    ``root`` (default :func:`workspaces_root`'s)."""
+    ``root`` (default :func:`workspaces_root`'s); opened for tools (``create``), its root is
+    marked as agents' ground."""
     root = workspaces_root(root)
     path = root / workspace_id_for(workspace_id, observer)
-    if create and not path.is_dir():  # a new workspace: its root is marked as agents' ground
+    if create:
         path.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(OSError):  # a read-only root: nothing is written below it
-            (root / ROOTS_MARKER).touch(exist_ok=True)  # empty: its name says it all
+        _mark_agents_ground(root)
     resolved = path.resolve()
     if resolved.parent != root:
         raise ValueError(f"workspace directory {resolved} escapes the workspaces root {root}")
     return resolved
+
+
+def _mark_agents_ground(root: Path) -> None:
+    """Leave the marker in ``root`` on every open, not only when the tools made the folder: an
+    operator may have made (and seeded) it first, and a config an agent writes there is data.
+
+    Fail-open: a root this process cannot write in (a read-only mount, most often, where no
+    agent writes either) keeps its tools working. An existing marker is left as it is.
+    """
+    marker = root / ROOTS_MARKER
+    if not marker.is_file():
+        with contextlib.suppress(OSError):
+            marker.touch(exist_ok=True)  # empty: its name says it all
