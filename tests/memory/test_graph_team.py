@@ -193,7 +193,9 @@ def test_graph_and_vectors_survive_resume_without_reembedding(tmp_path: Path) ->
         tools["update_graph"](
             update_entities=[{"name": "ann", "add_observations": ["Prefers email"]}]
         )
-        assert store.ask(FakeVectorStore.upserted_ids) == ["e:ann"]
+        # each document once at the start (a real store embeds none again), then the change
+        sent = store.ask(FakeVectorStore.upserted_ids)
+        assert len(sent) == 5 and sent[4:] == ["e:ann"]
         assert "writes_to" in tools["search_graph"]("checkout", include_edges=True)
         assert graph_events(team)[-1].seq == 2
 
@@ -214,6 +216,64 @@ def test_an_entity_named_from_the_last_character_survives_a_restart(tmp_path: Pa
         found = tools["search_graph"]("orders", mode="keyword", include_neighbors=True)
         assert "shadow [Service]" in found.split("Neighbors (1):")[1]
         assert team.state_of("#KnowledgeGraphTool").count("e:") == 2
+
+
+def test_a_stored_row_that_is_no_item_of_its_key_is_skipped_and_the_graph_starts(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One row of wrong types written around the tool kept the graph actor from starting:
+    binding the card raised on every try, and no member got the graph tools."""
+    odd = Relation(from_entity="checkout", to_entity="zz", relation_type="calls")
+    with Team("kg-bad", tmp_path / "team.db") as team:
+        tools_of(team, "alice", vector_store=False)["update_graph"](**SEED)
+        state = team.state_of("#KnowledgeGraphTool")
+        state.put("e:zz", {"name": ["x"], "entity_type": 5})
+        state.put("e:alias", Entity(name="ledger", entity_type="Fake"))
+        state.put("r:" + odd.key, odd)  # its end 'zz' is not loaded
+    with Team.resume("kg-bad", tmp_path / "team.db") as team:
+        tools = tools_of(team, "bob", vector_store=False)
+        assert "checkout [Service]" in tools["search_graph"]("orders", mode="keyword")
+        tools["update_graph"](delete_entities=["ann"])
+        summary = team.actor("#KnowledgeGraphTool").ask(KnowledgeGraphActor.summary, 0)
+        assert (summary["entities"], summary["relations"]) == (2, 1)
+        assert summary["types"] == [("Service", 2)]
+    assert "skipped stored row 'e:zz'" in caplog.text
+    assert "skipped stored row 'e:alias': it names the entity 'ledger'" in caplog.text
+    assert "1 stored relations whose ends were not loaded were not loaded" in caplog.text
+
+
+def test_a_restart_loads_stored_rows_only_up_to_the_caps(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A million entity rows written around the tool were all read and indexed on a start
+    (2.2 GiB, the actor did not answer in 30 s): past the cap they stay in the store."""
+    monkeypatch.setattr(graph_engine, "MAX_ENTITIES", 500)  # the rule, not the size, is tested
+    extra = 100
+    with Team("kg-many", tmp_path / "team.db") as team:
+        state = team.state_of("#KnowledgeGraphTool")
+        with state.batch():
+            for i in range(graph_engine.MAX_ENTITIES + extra):
+                state.put(f"e:n{i:05d}", {"name": f"n{i:05d}", "entity_type": "T"})
+    with Team.resume("kg-many", tmp_path / "team.db") as team:
+        tools_of(team, "alice", vector_store=False)
+        summary = team.actor("#KnowledgeGraphTool").ask(KnowledgeGraphActor.summary, 0)
+        assert summary["entities"] == graph_engine.MAX_ENTITIES
+    line = f"{extra} stored entities past the cap of {graph_engine.MAX_ENTITIES} entities"
+    assert f"{line} were not loaded" in caplog.text
+
+
+def test_a_restart_loads_stored_text_only_up_to_its_cap(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Team("kg-text", tmp_path / "team.db") as team:
+        tools_of(team, "alice", vector_store=False)["update_graph"](**SEED)  # 94 characters
+    monkeypatch.setattr(graph_engine, "MAX_GRAPH_TEXT", 60)  # ann 16, checkout 27, ledger 28
+    with Team.resume("kg-text", tmp_path / "team.db") as team:
+        tools_of(team, "alice", vector_store=False)
+        summary = team.actor("#KnowledgeGraphTool").ask(KnowledgeGraphActor.summary, 0)
+        assert (summary["entities"], summary["relations"]) == (2, 0)
+    assert "1 stored entities past the cap of 60 characters of text" in caplog.text
+    assert "1 stored relations past the cap of 60 characters of text" in caplog.text
 
 
 def test_a_graph_holds_at_most_its_caps_of_entities_and_relations(

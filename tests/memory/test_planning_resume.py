@@ -14,6 +14,7 @@ from toolcards.runtime.events import EventLog
 from toolcards.stores.base import StateNamespace, Store
 from toolcards.stores.postgres.team import PostgresStore
 from toolcards.stores.sqlite.team import TeamStore
+from toolcards.tools.planning import actor as planning_actor
 from toolcards.tools.planning.actor import ACTOR_NAME, PlanningActor, PlanningConfig
 from toolcards.tools.planning.card import PlanningTool
 from toolcards.tools.planning.models import Task
@@ -190,3 +191,41 @@ def test_an_unknown_id_after_a_resume_names_the_first_ids(location: str) -> None
         tools = tools_of(team)
         with pytest.raises(RetriableError, match=r"existing ids: 1, 2, 3, .*, 30, \.\.\."):
             tools["get_planning_task"](id=10_000)
+
+
+def test_a_stored_row_that_is_no_task_of_its_key_is_skipped(
+    location: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One task row of wrong types written around the tool made every search and update
+    raise; a next-id row that is no id kept the actor from starting."""
+    build_board(location, rows=30)
+    with Team.resume("t", store=location) as team:
+        state = team.state_of(ACTOR_NAME)
+        state.put("task:99", {"id": "x"})
+        state.put("task:98", Task(id=5, description="not 5's row", creator="bulk").model_dump())
+        state.put("meta:next_id", ["x"])  # no id: the actor did not start
+    with Team.resume("t", store=location) as team:
+        tools = tools_of(team)
+        assert "bulk 30" in tools["search_planning"](query="bulk 30")
+        out = tools["update_planning"](create=[{"description": "next"}])
+        assert out.startswith("created ids: [31]")
+        with pytest.raises(RetriableError, match="no task with id 99"):
+            tools["get_planning_task"](id=99)
+        assert "Description: made 4" in tools["get_planning_task"](id=5)
+    assert "skipped stored row 'task:99'" in caplog.text
+    assert "skipped stored row 'task:98': it holds task 5" in caplog.text
+
+
+def test_a_resume_loads_stored_tasks_only_up_to_the_cap(
+    location: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A million task rows written around the tool were all loaded and indexed by the first
+    search (528 MiB; searches timed out): past the cap they stay in the store."""
+    build_board(location, rows=100)
+    monkeypatch.setattr(planning_actor, "MAX_BOARD_TASKS", 60)
+    with Team.resume("t", store=location) as team:
+        tools_of(team)
+        handle = team.actor(ACTOR_NAME)
+        assert handle is not None
+        assert len(handle.ask(PlanningActor.tasks)) == 60
+    assert "40 stored tasks past the cap of 60 were not loaded" in caplog.text

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from typing import Any
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -12,6 +13,7 @@ from toolcards.core.errors import RetriableError
 from toolcards.runtime import ToolActor, ToolActorContext
 from toolcards.tools._common.fusion import VectorLink, VectorSync
 from toolcards.tools._common.vector_api import GRAPH_COLLECTION
+from toolcards.tools.knowledge_graph import graph as engine
 from toolcards.tools.knowledge_graph.graph import (
     ENTITY,
     RELATION,
@@ -19,14 +21,99 @@ from toolcards.tools.knowledge_graph.graph import (
     SearchResult,
     entity_text,
     relation_text,
+    text_size,
 )
 from toolcards.tools.knowledge_graph.models import (
     Entity,
     Relation,
 )
 
+if TYPE_CHECKING:
+    from toolcards.stores.base import StateNamespace
+
+logger = logging.getLogger(__name__)
+
 ACTOR_NAME = "#KnowledgeGraphTool"
 COLLECTION = GRAPH_COLLECTION
+
+Item = TypeVar("Item", Entity, Relation)
+
+
+def _entity(key: str, value: Any) -> Entity:
+    entity = Entity.model_validate(value)
+    if ENTITY + entity.name != key:
+        raise ValueError(f"it names the entity {entity.name!r}")
+    return entity
+
+
+def _relation(key: str, value: Any) -> Relation:
+    relation = Relation.model_validate(value)
+    if RELATION + relation.key != key:
+        raise ValueError(f"it holds the relation {relation.key!r}")
+    return relation
+
+
+def _read(
+    state: StateNamespace,
+    prefix: str,
+    what: str,
+    cap: int,
+    room: int,
+    parse: Callable[[str, Any], Item],
+) -> tuple[list[Item], int]:
+    """The valid rows under ``prefix`` (skipped ones logged by key), read a batch at a time
+    up to ``cap`` rows or ``room`` characters of text, and the room left; what the caps
+    leave out is counted in one log line."""
+    items: list[Item] = []
+    read = 0
+    full = ""
+    for key, value in state.iter_items(prefix):
+        if read == cap:
+            full = f"{cap} {what}"
+            break
+        try:
+            item = parse(key, value)
+        except ValueError as exc:
+            logger.warning("%s: skipped stored row %r: %s", ACTOR_NAME, key, _why(exc))
+            read += 1
+            continue
+        if text_size(item) > room:
+            full = f"{engine.MAX_GRAPH_TEXT} characters of text"
+            break
+        room -= text_size(item)
+        read += 1
+        items.append(item)
+    if full:
+        left = state.count(prefix) - read
+        logger.warning(
+            "%s: %d stored %s past the cap of %s were not loaded", ACTOR_NAME, left, what, full
+        )
+    return items, room
+
+
+def _why(exc: ValueError) -> str:
+    return str(exc).splitlines()[0][:200]
+
+
+def load_graph(state: StateNamespace) -> Graph:
+    """The stored graph as a start loads it: at most the caps of the graph
+    (:data:`~toolcards.tools.knowledge_graph.graph.MAX_ENTITIES`, ``MAX_RELATIONS``,
+    ``MAX_GRAPH_TEXT``) read, a batch at a time (a million rows written around the tool were
+    all read and indexed first: the actor did not start in 30 s). A row that is no valid item
+    of its key is skipped, and so is a relation whose ends were not loaded: one row of wrong
+    types kept the actor, and every member's graph tools, from starting."""
+    room = engine.MAX_GRAPH_TEXT
+    entities, room = _read(state, ENTITY, "entities", engine.MAX_ENTITIES, room, _entity)
+    relations, _ = _read(state, RELATION, "relations", engine.MAX_RELATIONS, room, _relation)
+    names = {e.name for e in entities}
+    ends = [r for r in relations if r.from_entity in names and r.to_entity in names]
+    if len(ends) < len(relations):
+        logger.warning(
+            "%s: %d stored relations whose ends were not loaded were not loaded",
+            ACTOR_NAME,
+            len(relations) - len(ends),
+        )
+    return Graph(entities, ends)
 
 
 class GraphConfig(BaseModel):
@@ -51,14 +138,12 @@ class KnowledgeGraphActor(ToolActor):
 
     def on_start(self) -> None:
         state = self.ctx.state
-        entities = [Entity.model_validate(v) for _, v in state.items(ENTITY)]
-        relations = [Relation.model_validate(v) for _, v in state.items(RELATION)]
-        self.graph = Graph(entities, relations)
+        self.graph = load_graph(state)
         if self.settings.vector_store is not None:
             link = VectorLink(self.ctx.team, self.settings.vector_store, timeout=2.0)
             self.vectors = VectorSync(link, COLLECTION, state)
-            docs = {ENTITY + e.name: entity_text(e) for e in entities}
-            docs.update({RELATION + r.key: relation_text(r) for r in relations})
+            docs = {ENTITY + e.name: entity_text(e) for e in self.graph.entities.values()}
+            docs.update({RELATION + k: relation_text(r) for k, r in self.graph.relations.items()})
             self.vectors.load(docs)
             with state.batch():
                 self.vectors.flush()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,7 +14,9 @@ from toolcards.tools._common.fusion import VectorLink, VectorSync
 from toolcards.tools._common.vector_api import PLANNING_COLLECTION
 from toolcards.tools.planning.board import Board, BoardView
 from toolcards.tools.planning.models import Task, TaskCreate, TaskUpdate
-from toolcards.tools.planning.stored import NEXT_ID, SUMMARY, TASK, StoredPlan
+from toolcards.tools.planning.stored import NEXT_ID, SUMMARY, TASK, StoredPlan, stored_task
+
+logger = logging.getLogger(__name__)
 
 ACTOR_NAME = "#PlanningTool"
 COLLECTION = PLANNING_COLLECTION
@@ -88,13 +91,36 @@ class PlanningActor(ToolActor):
     def _load(self) -> Board:
         state = self.ctx.state
         self.stored.loading()
-        tasks = [Task.model_validate(value) for _, value in state.iter_items(TASK)]
+        tasks = self._stored_tasks()
         board = Board(tasks, next_id=self.stored.next_id_floor)
         if self.settings.vector_store is not None:
             link = VectorLink(self.ctx.team, self.settings.vector_store, timeout=2.0)
             self.vectors = VectorSync(link, COLLECTION, state)
             self.vectors.load({str(t.id): embed_text(t) for t in tasks})
         return board
+
+    def _stored_tasks(self) -> list[Task]:
+        """The valid task rows (one that is not is skipped, its key logged), read a batch at a
+        time up to :data:`MAX_BOARD_TASKS` rows: a million rows written around the tool were
+        all loaded and indexed, and every search waited for it."""
+        state = self.ctx.state
+        tasks: list[Task] = []
+        for read, (key, value) in enumerate(state.iter_items(TASK)):
+            if read == MAX_BOARD_TASKS:
+                left = state.count(TASK) - read
+                logger.warning(
+                    "%s: %d stored tasks past the cap of %d were not loaded",
+                    ACTOR_NAME,
+                    left,
+                    MAX_BOARD_TASKS,
+                )
+                break
+            try:
+                tasks.append(stored_task(key, value))
+            except ValueError as exc:
+                why = str(exc).splitlines()[0][:200]
+                logger.warning("%s: skipped stored row %r: %s", ACTOR_NAME, key, why)
+        return tasks
 
     def apply_changes(self, upserts: Sequence[tuple[str, Any]], deleted: Sequence[str]) -> bool:
         """Take in the rows another process changed since this copy's version (called by the

@@ -28,6 +28,23 @@ PROBE_BUDGET = 200
 """Ids read by key, beyond those found, when listing the first tasks without the board."""
 
 
+def stored_task(key: str, value: Any) -> Task:
+    """The row ``key`` as a task; ValueError when it is none, or another id's (a row written
+    around the actor: one of wrong types made every search and update raise)."""
+    task = Task.model_validate(value)
+    if TASK + str(task.id) != key:
+        raise ValueError(f"it holds task {task.id}")
+    return task
+
+
+def _first_id(stored: Any) -> int:
+    """The stored next id, or 1 when the row is missing or no id (a list written around the
+    actor made every start of it raise)."""
+    if isinstance(stored, int) and not isinstance(stored, bool) and stored > 0:
+        return stored
+    return 1
+
+
 @dataclass
 class PlanSummary:
     """Running totals of the board; ``owners`` is None when there are too many to keep."""
@@ -87,7 +104,7 @@ class StoredPlan:
         stored_next = given[NEXT_ID] if NEXT_ID in given else self.state.get(NEXT_ID)
         self._known, self._stale = self.state.version(), False
         self.summary = None
-        self.next_id_floor = int(stored_next) if stored_next else 1
+        self.next_id_floor = _first_id(stored_next)
         if not isinstance(row, dict):
             return
         try:
@@ -124,9 +141,14 @@ class StoredPlan:
         self.next_id_floor = board.next_id
 
     def task(self, task_id: int) -> Task | None:
-        """The stored task ``task_id`` (one read by key), or None."""
-        value = self.state.get(TASK + str(task_id))
-        return None if value is None else Task.model_validate(value)
+        """The stored task ``task_id`` (one read by key), or None (also for a row that is no
+        valid task: the board's load skips it too)."""
+        key = TASK + str(task_id)
+        value = self.state.get(key)
+        try:
+            return None if value is None else stored_task(key, value)
+        except ValueError:
+            return None
 
     def first(self, limit: int) -> list[Task] | None:
         """The first ``limit`` tasks by id, read by key; None when the summary is unknown or
