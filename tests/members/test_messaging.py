@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
     ModelResponse,
@@ -27,6 +29,9 @@ from support.scripted import (
     wait_until,
 )
 from toolcards import NotificationTool, PlanningTool, SkillTool, TeamTool
+from toolcards.core import ToolCard
+from toolcards.core.toolset import build_function_toolset
+from toolcards.governance import GovernedToolset, Identity, Policy
 from toolcards.runtime import MemberMessage, RoleProfile, Team
 from toolcards.runtime.member_messages import MAX_UNANSWERED
 from toolcards.runtime.messaging import EVENT_TEXT_CHARS, MAX_MESSAGE_CHARS
@@ -45,7 +50,7 @@ def test_member_calls_a_card_tool_and_replies_with_its_result() -> None:
         name = team.hire("researcher")
         reply = team.send(name, "plan the report")
         assert reply == "tool said: created ids: [1]"
-        plan = team.send(name, "/get_planning")
+        plan = team.send(name, "/get_planning", command=True)
         assert f"write the report (Owner: unassigned, Creator: {name})" in plan
 
 
@@ -102,14 +107,14 @@ def _team_state(messages: list[ModelMessage]) -> list[str]:
 def test_slash_command_runs_the_card_command_without_a_model_call() -> None:
     script = Script()
     with Team("command", profiles=[_profile(script, cards=[NotesCard()])]) as team:
-        assert team.send(team.hire("researcher"), "/notes") == "(no notes)"
+        assert team.send(team.hire("researcher"), "/notes", command=True) == "(no notes)"
         assert script.count == 0
 
 
 def test_unknown_slash_command_names_the_known_ones_without_a_model_call() -> None:
     script = Script()
     with Team("bad-command", profiles=[_profile(script, cards=[NotesCard()])]) as team:
-        reply = team.send(team.hire("researcher"), "/launch now")
+        reply = team.send(team.hire("researcher"), "/launch now", command=True)
         assert reply == "Command 'launch' is not recognized. Known commands: notes."
         assert script.count == 0
 
@@ -119,7 +124,7 @@ def test_slash_text_from_another_member_goes_to_the_model_not_the_commands() -> 
     with Team("member-slash", profiles=[_profile(script, cards=[NotesCard()])]) as team:
         target = team.hire("researcher")
         other = team.hire("researcher")
-        reply = team.send(target, "/notes", sender=other)
+        reply = team.send(target, "/notes", sender=other, command=True)
         assert reply == f"echo: Message from {other}:\n/notes"
         assert script.count == 1
 
@@ -226,6 +231,82 @@ def test_slash_text_a_card_sends_through_its_observer_is_a_model_turn() -> None:
         team.observer_for("local").send_message(target, "/notes")
         assert _processed(team, "local")["command"] is False
         assert script.prompts(0) == ["Message from local:\n/notes"]  # its model read it
+
+
+recorded: list[str] = []
+forward: dict[str, Any] = {}
+
+
+class LedgerCard(ToolCard):
+    """A slash command that acts: ``/record <text>`` keeps ``text``."""
+
+    def get_commands(self) -> list[Callable[..., Any]]:
+        def record(text: str) -> str:
+            """Record ``text``."""
+            recorded.append(text)
+            return f"recorded {text}"
+
+        return [record]
+
+
+def ask_clerk(text: str) -> str:
+    """Ask the clerk (the host's code asks for a command, whatever the text)."""
+    return str(forward["team"].send(forward["clerk"], text, timeout=60, command=True))
+
+
+class ForwardCard(ToolCard):
+    """A member's card whose tool hands its model's words to the clerk."""
+
+    def get_tools(self) -> list[Callable[..., Any]]:
+        return [ask_clerk]
+
+
+def test_slash_text_a_plain_lead_tool_forwards_is_a_model_turn_unless_the_host_asks() -> None:
+    """The host's own lead, a plain pydantic-ai Agent (not governed), with a plain tool that
+    hands its model's words to a member with ``team.send``: toolcards saw none of its context,
+    so the model's ``/record PWNED`` ran the member's command as the host's (no policy, no
+    audit). Text is a command only when the host's own code passes ``command=True``."""
+    recorded.clear()
+    clerk = Script()
+    profile = _profile(clerk, cards=[LedgerCard()], messaging=False)
+    with Team("plain-lead", profiles=[profile]) as team:
+        name = team.hire("researcher")
+
+        def tell_clerk(text: str) -> str:
+            """Tell the clerk."""
+            return team.send(name, text, timeout=60)
+
+        words = Script(call_tool("tell_clerk", {"text": "/record PWNED"}))
+        lead = Agent(words.model, tools=[tell_clerk])
+        assert lead.run_sync("go").output == "tool said: echo: /record PWNED"
+        assert clerk.prompts() == ["/record PWNED"] and recorded == []  # its model read it
+        assert team.send(name, "/record ok", command=True) == "recorded ok"
+    assert recorded == ["ok"]
+
+
+@pytest.mark.parametrize("inside", ["governed call", "member's turn"])
+def test_command_true_inside_a_governed_call_or_a_members_turn_is_a_model_turn(
+    inside: str,
+) -> None:
+    """``command=True`` is the host's code asking, and a tool running for a model is not the
+    host's code: a governed call's or a member's ``/record PWNED`` stays a model turn."""
+    recorded.clear()
+    clerk = Script()
+    words = Script(call_tool("ask_clerk", {"text": "/record PWNED"}))
+    profiles = [
+        _profile(clerk, cards=[LedgerCard()], messaging=False),
+        _profile(words, "lead", cards=[ForwardCard()], messaging=False),
+    ]
+    with Team("inside", profiles=profiles) as team:
+        forward.update(team=team, clerk=team.hire("researcher"))
+        if inside == "member's turn":
+            team.send(team.hire("lead"), "go", timeout=60)
+        else:
+            allow = Policy.from_dict({"default_effect": "allow"})
+            tools = build_function_toolset([ask_clerk])
+            governed = GovernedToolset(tools, policy=allow, identity=Identity("agent.x", "agent"))
+            Agent(words.model, toolsets=[governed]).run_sync("go")
+        assert clerk.prompts() == ["Message from user:\n/record PWNED"] and recorded == []
 
 
 def test_send_to_an_unknown_member_is_a_clear_error() -> None:

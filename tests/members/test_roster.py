@@ -205,7 +205,7 @@ def test_members_of_one_profile_get_their_own_cards() -> None:
     card = NotesCard()
     with _team("own-cards", cards=[card]) as team:
         team.hire("researcher")
-        team.send("@researcher-1", "/notes")
+        team.send("@researcher-1", "/notes", command=True)
         assert card.observer_or_none() is None  # the profile's card is a template, never bound
 
 

@@ -300,7 +300,7 @@ def run_job(state_dir: Path, model: str | None = None) -> dict[str, Any]:
             log.add("team", f"resumed with members {', '.join(m.name for m in team.members())}")
             log.steps.note(log.lines[-1][1])
             _wait_for_notification(team, log)
-            _talk(team, log, LEAD, "/get_planning")
+            _talk(team, log, LEAD, "/get_planning", command=True)
 
         return collect(team, audit, log, resumed=resumed, with_exec=with_exec)
     finally:
@@ -355,10 +355,10 @@ def _holder(state_dir: Path) -> str:
         return "unknown"
 
 
-def _talk(team: Team, log: JobLog, to: str, text: str) -> None:
+def _talk(team: Team, log: JobLog, to: str, text: str, *, command: bool = False) -> None:
     log.add(f"user -> {to}", text)
     with log.steps.turn(to, text):
-        answer = team.send(to, text, timeout=120)
+        answer = team.send(to, text, timeout=120, command=command)
     log.add(f"{to} -> user", answer)
 
 

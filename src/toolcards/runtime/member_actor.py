@@ -1,14 +1,14 @@
 """The actor of one agent member: a pydantic-ai ``Agent`` behind a mailbox.
 
-The member handles one message at a time (its actor's inbox is the mailbox). A slash command
-from outside the team (``/name args``) is dispatched to the member's ``CommandRegistry`` with
-no model call; anything else is a model turn on the member's stored history. The member's
-cards reach its agent as one capability (``CardsCapability``): their tools, and each card's
-summary and per-turn context as team state (data with the card as its source, never the
-member's instructions or the user's words). The history is saved after every turn in the
-member's state namespace (pydantic-ai ``ModelMessagesTypeAdapter`` JSON), so a resumed team
-continues the conversation. A failing model run never stops the member: its answer is a
-readable ``error: ...`` line and the history stays as it was. Nor does a store that fails
+The member handles one message at a time (its actor's inbox is the mailbox). A slash command the
+host asked for (``/name args`` with ``command=True``) is dispatched to the member's
+``CommandRegistry`` with no model call; anything else is a model turn on the member's stored
+history. The member's cards reach its agent as one capability (``CardsCapability``): their
+tools, and each card's summary and per-turn context as team state (data with the card as its
+source, never the member's instructions or the user's words). The history is saved after every
+turn in the member's state namespace (pydantic-ai ``ModelMessagesTypeAdapter`` JSON), so a
+resumed team continues the conversation. A failing model run never stops the member: its answer
+is a readable ``error: ...`` line and the history stays as it was. Nor does a store that fails
 while the member records a message's end: the log says so, and the member goes on.
 
 Governance: when the team has a policy, every tool of the member (card tools, card toolsets
@@ -262,7 +262,7 @@ class MemberActor:
             elif message.interrupted:
                 ok, reply = False, INTERRUPTED.format(name=self.name)
             elif (
-                message.from_host
+                message.command
                 and CommandRegistry.is_command(message.content)
                 and not self._roster.is_member(message.sender)
             ):

@@ -42,7 +42,7 @@ model response cannot flood a mailbox, and each answer is a model turn of the se
 def governed_call_running() -> bool:
     """True while a governed tool call or a member's turn runs in this context (a delegating
     tool passing its model's words on, a member's tool, with or without a policy): what it
-    sends is never the host's command. A thread that does not carry the context (a
+    sends is never the host's, nor its command. A thread that does not carry the context (a
     ``ThreadPoolExecutor``, ``loop.run_in_executor``) looks like the host: docs/agents.md."""
     return (
         calling_principal.get() is not None
@@ -118,6 +118,7 @@ class MemberMessaging(ABC):
         route_reply: bool,
         awaited: bool = False,
         from_host: bool = False,
+        command: bool = False,
     ) -> MemberMessage:
         self._team.check_running()
         if not isinstance(content, str):
@@ -125,6 +126,7 @@ class MemberMessaging(ABC):
         if not isinstance(sender, str) or not SENDER_PATTERN.fullmatch(sender):
             raise ValueError(f"sender {sender!r:.80} must be a short name without spaces")
         recipient = self.resolve(to)
+        host = from_host and not governed_call_running()
         if recipient == sender:
             raise ValueError(f"{sender} cannot message itself")
         return MemberMessage(
@@ -133,7 +135,8 @@ class MemberMessaging(ABC):
             content=truncate(content, MAX_MESSAGE_CHARS),
             route_reply=route_reply and self.is_member(sender),
             awaited=awaited,
-            from_host=from_host and not governed_call_running(),
+            from_host=host,
+            command=command and host,
         )
 
     def _dispatch(self, message: MemberMessage) -> ActorHandle[Any]:
@@ -143,12 +146,20 @@ class MemberMessaging(ABC):
         return handle
 
     def post(
-        self, to: str, content: str, sender: str = USER, *, from_host: bool = False
+        self,
+        to: str,
+        content: str,
+        sender: str = USER,
+        *,
+        from_host: bool = False,
+        command: bool = False,
     ) -> MemberMessage:
         # lazy: agent members only (pydantic models, ~1x python -c pass)
         from toolcards.runtime.member_actor import MemberActor
 
-        message = self._message(to, content, sender, route_reply=True, from_host=from_host)
+        message = self._message(
+            to, content, sender, route_reply=True, from_host=from_host, command=command
+        )
         if message.route_reply:  # a member's: its answer comes back here, and settles it
             self._unanswered.add(message)
         try:
@@ -176,7 +187,14 @@ class MemberMessaging(ABC):
         return False
 
     def send(
-        self, to: str, content: str, sender: str, timeout: float, *, from_host: bool = False
+        self,
+        to: str,
+        content: str,
+        sender: str,
+        timeout: float,
+        *,
+        from_host: bool = False,
+        command: bool = False,
     ) -> str:
         # lazy: agent members only (pydantic models, ~1x python -c pass)
         from toolcards.runtime.member_actor import MemberActor
@@ -184,7 +202,13 @@ class MemberMessaging(ABC):
         self._team.check_running()
         remote = self._relay is not None and self.resolve(to) not in self._entries
         message = self._message(
-            to, content, sender, route_reply=False, awaited=remote, from_host=from_host
+            to,
+            content,
+            sender,
+            route_reply=False,
+            awaited=remote,
+            from_host=from_host,
+            command=command,
         )
         if self._relay is not None and remote:
             return self._send_remote(self._relay, message, timeout)

@@ -5,7 +5,7 @@ team = Team("t2", store="team.db", profiles=[RoleProfile(role="researcher", mode
                                                           cards=[PlanningTool()])])
 name = team.hire("researcher")                 # "@researcher-1"
 reply = team.send(name, "What is on the plan?")  # waits (bounded) for the answer
-team.post(name, "/get_planning")               # queued; a slash command runs no model
+team.post(name, "/get_planning", command=True) # queued; a slash command runs no model
 team.members(); team.activity()                # roster, and who is busy on what
 team.fire(name)
 ```

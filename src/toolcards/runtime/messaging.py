@@ -73,8 +73,11 @@ class MemberMessage(BaseModel):
     """A sender in another process waits for the answer (it is logged in full)."""
     from_host: bool = False
     """The host's code posted it (``Team.post``/``Team.send``: a human's or an orchestrator's
-    line). Only such a message may run a slash command; what a member's model or a tool sent
-    is always a model turn, whoever is on the roster when it is read."""
+    line), outside any governed call or member's turn: its model reads it bare."""
+    command: bool = False
+    """The host's code asked for a slash command (``command=True``, and ``from_host``): only
+    such a message may run one. Text alone never does, as a tool that hands its model's words
+    on with ``team.send`` may run in no context toolcards can see."""
     caller_run: str | None = None
     """The token of the run whose delegating tool sent the message and waits for the answer
     (``toolcards.core.nesting``): approvals the member's calls need may be asked of that run,

@@ -300,9 +300,9 @@ def _read(log: EventLog, member: str, since: int, through: int | None) -> _Seen:
 
 
 def _relayed(payload: dict[str, Any]) -> MemberMessage | None:
-    """The message of a ``queued`` event, as data: whether the host sent it (its slash
-    command runs with no policy, approval or audit) and the run waiting for it never come
-    from the row, which any writer of the team's event table could have written."""
+    """The message of a ``queued`` event, as data: whether the host sent it or asked for its
+    slash command (which runs with no policy, approval or audit) and the run waiting for it
+    never come from the row, which any writer of the team's event table could have written."""
     try:
         message = MemberMessage.model_validate(payload.get("message"))
     except ValidationError as exc:
@@ -312,7 +312,8 @@ def _relayed(payload: dict[str, Any]) -> MemberMessage | None:
         log.warning("a queued message in the event log names no sender a send allows")
         return None
     content = truncate(message.content, MAX_MESSAGE_CHARS)  # as a send cuts it
-    return message.model_copy(update={"from_host": False, "caller_run": None, "content": content})
+    forced = {"from_host": False, "command": False, "caller_run": None, "content": content}
+    return message.model_copy(update=forced)
 
 
 def _is_message(event: ToolStateEvent, kind: str) -> bool:

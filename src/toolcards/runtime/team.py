@@ -344,21 +344,35 @@ class Team:
         return self._roster.fire(name, timeout)
 
     def send(
-        self, to: str, content: str, *, sender: str = USER, timeout: float = DEFAULT_SEND_TIMEOUT
+        self,
+        to: str,
+        content: str,
+        *,
+        sender: str = USER,
+        timeout: float = DEFAULT_SEND_TIMEOUT,
+        command: bool = False,
     ) -> str:
         """Send ``content`` to the member ``to`` and wait at most ``timeout`` seconds for its
-        answer. A slash command (``/name args``) from a sender outside the team runs the
-        member's command, not its model, unless a governed tool call sends it (a delegating
-        tool's text is a model turn)."""
-        return self._roster.send(to, content, sender, timeout, from_host=True)
+        answer. Text is never a command unless the host's own code passes ``command=True``:
+        then a slash command (``/name args``) from a sender outside the team runs the member's
+        command, not its model, except while a governed call or a member's turn runs (a tool
+        may hand its model's words on, so there it is a model turn)."""
+        return self._roster.send(to, content, sender, timeout, from_host=True, command=command)
 
     def post(
-        self, to: str, content: str, *, sender: str = USER, from_host: bool = True
+        self,
+        to: str,
+        content: str,
+        *,
+        sender: str = USER,
+        from_host: bool = True,
+        command: bool = False,
     ) -> MemberMessage:
         """Queue ``content`` in the mailbox of ``to`` and return at once. When ``sender`` is a
-        member, the answer is posted back to the sender's mailbox. ``from_host=False``: a
-        member's or a tool's message, never run as a slash command."""
-        return self._roster.post(to, content, sender, from_host=from_host)
+        member, the answer is posted back to the sender's mailbox. ``command=True``: a slash
+        command, as for :meth:`send`. ``from_host=False``: a member's or a tool's message,
+        under its sender's name and never a slash command."""
+        return self._roster.post(to, content, sender, from_host=from_host, command=command)
 
     def members(self) -> list[MemberInfo]:
         """The roster: name, role, busy and hire time of every member, in hire order."""
