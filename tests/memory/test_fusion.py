@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from concurrent.futures import Future
@@ -16,6 +17,7 @@ from toolcards.tools._common.fusion import (
     VectorSync,
     rrf_fuse,
     store_actor_name,
+    text_hash,
 )
 
 
@@ -175,18 +177,30 @@ class DictState:
     def items(self, prefix: str = "") -> list[tuple[str, Any]]:
         return [(k, v) for k, v in sorted(self.data.items()) if k.startswith(prefix)]
 
+    def batch(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
 
-def test_sync_resends_only_changed_documents_after_restart() -> None:
+
+def _sync(handle: FakeHandle, state: DictState) -> VectorSync:
+    return VectorSync(VectorLink(FakeTeam(handle), "#V"), "kg", state)
+
+
+def test_sync_sends_every_document_at_start_then_only_changes() -> None:
+    # a fingerprint said "sent", and the store kept what waited for its embedding in memory
+    # only: what a stop cancelled (or an embedding failed on) was never sent again
     handle = FakeHandle()
     state = DictState()
-    sync = VectorSync(VectorLink(FakeTeam(handle), "#V"), "kg", state)
-    sync.load({"a": "alpha", "b": "beta"})
-    assert sync.flush() == 2
-    again = VectorSync(VectorLink(FakeTeam(handle), "#V"), "kg", state)
-    again.load({"a": "alpha", "b": "beta changed"})
+    _sync(handle, state).load({"a": "alpha", "b": "beta"})
+    again = _sync(handle, state)
     handle.told.clear()
+    again.load({"a": "alpha", "b": "beta changed"})
+    assert handle.told == [("upsert", "kg", [("a", "alpha"), ("b", "beta changed")])]
+    assert state.data["vh:b"] == text_hash("beta changed")
+    handle.told.clear()
+    again.changed("a", "alpha")
+    again.changed("b", "beta again")
     assert again.flush() == 1
-    assert handle.told == [("upsert", "kg", [("b", "beta changed")])]
+    assert handle.told == [("upsert", "kg", [("b", "beta again")])]
 
 
 def test_sync_keeps_queue_while_store_is_absent() -> None:
@@ -202,13 +216,37 @@ def test_sync_keeps_queue_while_store_is_absent() -> None:
 def test_sync_sends_removals_of_documents_gone_while_away() -> None:
     handle = FakeHandle()
     state = DictState()
-    VectorSync(VectorLink(FakeTeam(handle), "#V"), "kg", state).load({"a": "x"})
-    first = VectorSync(VectorLink(FakeTeam(handle), "#V"), "kg", state)
-    first.load({"a": "x"})
-    first.flush()
-    second = VectorSync(VectorLink(FakeTeam(handle), "#V"), "kg", state)
-    second.load({})
+    _sync(handle, state).load({"a": "x"})
+    second = _sync(handle, state)
     handle.told.clear()
-    second.flush()
+    second.load({})
     assert handle.told == [("remove", "kg", ["a"])]
     assert state.items("vh:") == []
+
+
+def test_sync_skips_fingerprint_rows_that_are_no_fingerprint() -> None:
+    # a planted deep or wrong-typed row stopped the actor at every start
+    deep: list[Any] = []
+    for _ in range(100_000):
+        deep = [deep]
+    state = DictState()
+    state.put("vh:a", deep)
+    state.put("vh:b", {"h": 1})
+    state.put("vh:c", text_hash("gamma"))
+    handle = FakeHandle()
+    _sync(handle, state).load({"a": "alpha", "b": "beta"})
+    assert handle.told == [
+        ("remove", "kg", ["c"]),
+        ("upsert", "kg", [("a", "alpha"), ("b", "beta")]),
+    ]
+    assert state.data["vh:a"] == text_hash("alpha")
+
+
+def test_sync_starts_from_no_fingerprints_when_their_rows_do_not_decode() -> None:
+    class Undecodable(DictState):
+        def items(self, prefix: str = "") -> list[tuple[str, Any]]:
+            raise RecursionError("maximum recursion depth exceeded while decoding a JSON array")
+
+    handle = FakeHandle()
+    _sync(handle, Undecodable()).load({"a": "alpha"})
+    assert handle.told == [("upsert", "kg", [("a", "alpha")])]

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from toolcards import VectorStoreTool
 from toolcards.runtime import Team
 from toolcards.tools._common.fusion import KEYWORD_ONLY_NOTICE
 from toolcards.tools.knowledge_graph.card import KnowledgeGraphTool
 from toolcards.tools.planning.card import PlanningTool
+from toolcards.tools.vector_store import actor as actor_mod
 from toolcards.tools.vector_store.actor import VectorStoreActor
+from toolcards.tools.vector_store.client import query
 
 
 def bind(team: Team, member: str) -> dict[str, Any]:
@@ -95,3 +100,72 @@ def test_resume_sends_only_changed_items_to_the_store(tmp_path: Path) -> None:
         assert len(after) - len(before) == 1
         assert "e:e3" in str(after[-1].payload)
         assert "e:e4" not in str(after[-1].payload)
+
+
+class Gated:
+    """A slow embedding service: every call waits for ``release`` (at most 10 s)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def embed(self, texts: list[str]) -> Any:
+        self.started.set()
+        self.release.wait(10)
+        return self.inner.embed(texts)
+
+
+def test_writes_a_stop_left_unembedded_are_embedded_after_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the graph and the board wrote their fingerprints when they told the store; the store
+    # kept the pending embeddings in memory and dropped them at the stop: never sent again
+    provider = Gated(actor_mod.provider_for(VectorStoreTool(provider="hash").config()))
+    monkeypatch.setattr(actor_mod, "provider_for", lambda config: provider)
+    db = tmp_path / "team.db"
+    try:
+        with Team("vs-stopped", db) as team:
+            tools = bind(team, "alice")
+            tools["update_graph"](
+                create_entities=[
+                    {"name": "ledger", "entity_type": "Service", "description": "bookkeeping"}
+                ]
+            )
+            tools["update_planning"](create=[{"description": "Rotate certificates"}])
+            assert provider.started.wait(10)  # the store is embedding: the team stops now
+    finally:
+        provider.release.set()
+    with Team.resume("vs-stopped", db) as team:
+        tools = bind(team, "alice")
+        tools["search_graph"]("bookkeeping")  # a consumer that started before the store
+        tools["search_planning"](query="certificates")  # the board loads on its first read
+        settle(team)
+        store = team.actor("#VectorStore")
+        assert store is not None
+        assert query(store, "knowledge_graph", "bookkeeping", 3)[0][0] == "e:ledger"
+        assert query(store, "planning", "Rotate certificates", 3)[0][0] == "1"
+
+
+def test_writes_whose_embedding_failed_are_embedded_after_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Down:
+        def embed(self, texts: list[str]) -> Any:
+            raise RuntimeError("the embedding service is down")
+
+    working = actor_mod.provider_for
+    monkeypatch.setattr(actor_mod, "provider_for", lambda config: Down())
+    db = tmp_path / "team.db"
+    with Team("vs-failed", db) as team:
+        bind(team, "alice")["update_graph"](
+            create_entities=[{"name": "ledger", "entity_type": "Service", "description": "books"}]
+        )
+        settle(team)  # the embedding failed
+    monkeypatch.setattr(actor_mod, "provider_for", working)
+    with Team.resume("vs-failed", db) as team:
+        bind(team, "alice")["search_graph"]("books")
+        settle(team)
+        store = team.actor("#VectorStore")
+        assert store is not None
+        assert query(store, "knowledge_graph", "books", 3)[0][0] == "e:ledger"

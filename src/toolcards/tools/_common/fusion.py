@@ -174,13 +174,39 @@ def text_hash(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest()
 
 
-class VectorSync:
-    """Keeps a vector-store collection in step with a tool actor's documents, O(delta).
+FINGERPRINT = re.compile(r"[0-9a-f]{16}")
+"""A fingerprint row's value, as :func:`text_hash` writes it."""
 
-    The fingerprint of each embedded text is persisted under ``prefix + doc_id`` in the actor's
-    state, so after a restart only documents changed while the store was away are sent again.
-    Sends are ``tell`` calls: the store embeds on its own schedule, never on the caller's
-    thread.
+
+def _fingerprints(state: Any, prefix: str) -> dict[str, str]:
+    """``doc_id -> fingerprint`` from the rows under ``prefix``. A row that is no fingerprint
+    is skipped, and a namespace that does not decode yields none (its documents are sent
+    again anyway): one planted deep or wrong-typed row stopped the actor at every start."""
+    try:
+        rows = list(state.items(prefix))
+    except (ValueError, RecursionError) as exc:
+        log.warning("vector fingerprints under %r unreadable (%s)", prefix, type(exc).__name__)
+        return {}
+    found = {
+        key[len(prefix) :]: value
+        for key, value in rows
+        if isinstance(value, str) and FINGERPRINT.fullmatch(value) and len(key) > len(prefix)
+    }
+    if len(found) < len(rows):
+        log.warning("skipped %d invalid vector fingerprint rows", len(rows) - len(found))
+    return found
+
+
+class VectorSync:
+    """Keeps a vector-store collection in step with a tool actor's documents.
+
+    :meth:`load` sends every document once and the store embeds only the texts it does not
+    hold already: what it had queued when it stopped, or failed to embed, is sent again at
+    the next start (its queue lives in memory, so a fingerprint written when a text was sent
+    promised a vector the store never kept). Afterwards only changed documents are sent.
+    The fingerprint of each sent text is persisted under ``prefix + doc_id``, so documents
+    removed while the store was away are removed from it at the next start. Sends are
+    ``tell`` calls: the store embeds on its own schedule, never on the caller's thread.
     """
 
     def __init__(self, link: VectorLink, collection: str, state: Any, prefix: str = "vh:") -> None:
@@ -188,17 +214,16 @@ class VectorSync:
         self.collection = collection
         self._state = state
         self._prefix = prefix
-        self._synced: dict[str, str] = {
-            key[len(prefix) :]: str(value) for key, value in state.items(prefix)
-        }
+        self._synced = _fingerprints(state, prefix)
         self._pending: dict[str, str] = {}
         self._removed: set[str] = set()
 
     def load(self, docs: dict[str, str]) -> None:
-        """Queue every document whose text differs from what the store last received."""
-        for doc_id, text in docs.items():
-            self.changed(doc_id, text)
-        self._removed.update(set(self._synced) - set(docs))
+        """Send every document (the store skips those it holds) and remove those gone."""
+        self._pending.update(docs)
+        self._removed = self._synced.keys() - docs.keys()
+        with self._state.batch():
+            self.flush()
 
     def changed(self, doc_id: str, text: str) -> None:
         """Queue a document whose text may have changed."""
@@ -243,8 +268,9 @@ class VectorSync:
             handle.tell(VectorStoreApi.upsert, self.collection, items)
             for doc_id, text in items:
                 digest = text_hash(text)
-                self._synced[doc_id] = digest
-                self._state.put(self._prefix + doc_id, digest)
+                if self._synced.get(doc_id) != digest:
+                    self._synced[doc_id] = digest
+                    self._state.put(self._prefix + doc_id, digest)
             sent += len(items)
             self._pending.clear()
         return sent
