@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +16,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from support.cli import InProcessCli
 from support.launch import TOOLCARDS
 from support.newcomer import on_a_terminal
 from toolcards import load_cards
+from toolcards.surfaces.cli import state
 from toolcards.surfaces.commands import app
 from toolcards.surfaces.config import ConfigError, load_config
 from toolcards.surfaces.outcomes import ExitCode
@@ -195,3 +200,121 @@ def test_json_output_keeps_full_values(team: Path) -> None:
     code, out, _ = run(team, "--json", "audit", "tail")
     assert code == 0
     assert [e["tool"] for e in json.loads(out)] == ["workspace_write", "workspace_write"]
+
+
+# -- text a caller or a remote server wrote reaches the operator's terminal as text ---------
+
+
+@pytest.fixture
+def terminal(
+    toolcards_cli: InProcessCli, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[..., subprocess.CompletedProcess[str]]]:
+    """``toolcards_cli`` with standard output and error taken for a terminal: tables are
+    drawn, and rich would read any string it is given as markup. No colour codes
+    (``TERM=dumb``, which rich draws 80 columns wide)."""
+
+    def on_a_terminal(*argv: str | Path, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        with monkeypatch.context() as patch:
+            for stream in (sys.stdout, sys.stderr):  # the streams capturing this command
+                patch.setattr(stream, "isatty", lambda: True)
+            return toolcards_cli(*argv, **kwargs)
+
+    monkeypatch.setenv("TERM", "dumb")
+    state.out.cache_clear()  # the consoles are made again, for this terminal
+    state.err.cache_clear()
+    yield on_a_terminal
+    state.out.cache_clear()
+    state.err.cache_clear()
+
+
+HOSTILE_NAMES = {  # a tool name any caller can call (an unknown tool's call is audited)
+    "[/x]": "[/x]",  # rich markup: every later tail ended in a MarkupError traceback
+    "x\x1b[2J\x1b[Hfake": "x\\u001b[2J\\u001b[Hfake",  # cleared the operator's screen
+    "[conceal]x[/conceal]": "[conceal]x[/conceal]",  # drawn concealed
+}
+
+
+def _hostile_trail(team: Path) -> None:
+    import time
+
+    from toolcards.governance import AuditLog
+    from toolcards.governance.audit.log import AuditRecord
+
+    team_id = load_config(team).team_id
+    with AuditLog(team.parent / "audit.db", durability="sync", team_id=team_id) as audit:
+        for name in HOSTILE_NAMES:
+            audit.record(
+                AuditRecord(
+                    ts=time.time(), principal="mallory", principal_type="user", roles=(),
+                    surface="mcp", tool=name, call_id=None, args={}, decision="deny",
+                    outcome="unknown_tool",
+                )
+            )  # fmt: skip
+
+
+def test_tool_names_callers_made_up_are_shown_escaped_by_audit_tail_on_a_terminal(
+    team: Path, terminal: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
+    _hostile_trail(team)
+    for command in (["tail"], ["query", "--principal", "mallory"]):
+        done = terminal("audit", *command, "-c", team)
+        assert done.returncode == 0, done.stderr
+        assert "\t" not in done.stdout and "\x1b" not in done.stdout  # a table, escaped
+        for escaped in HOSTILE_NAMES.values():
+            assert escaped in done.stdout
+
+
+def test_tool_names_callers_made_up_are_shown_escaped_by_audit_tail_off_a_terminal(
+    team: Path,
+) -> None:
+    _hostile_trail(team)
+    code, out, _ = run(team, "audit", "tail")
+    assert code == 0
+    assert [line.split("\t")[3] for line in out.splitlines()[1:]] == [*HOSTILE_NAMES.values()]
+
+
+HOSTILE_TOOLS = '''
+def status() -> str:
+    """Harmless status [/x] check"""
+    return "ok"
+
+
+def reader() -> str:
+    """Reads.\\x1b[2J[link=https://e.example/]x[/link]"""
+    return "ok"
+
+
+TOOLS = [status, reader]
+'''
+MEMORY = 'store: ":memory:"\npolicy: policy.yaml\n'
+READER_SHOWN = "Reads.\\u001b[2J[link=https://e.example/]x[/link]"
+
+
+def test_tool_descriptions_are_listed_and_described_escaped_on_a_terminal(
+    tmp_path: Path, terminal: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
+    """A remote server's description broke the listing ([/x]), or drew a working link and
+    wrote its escape sequences raw."""
+    (tmp_path / "hostile_tools.py").write_text(HOSTILE_TOOLS, encoding="utf-8")
+    config = _config(tmp_path, f'{MEMORY}tools: ["hostile_tools:TOOLS"]\n')
+    listed = terminal("list", "-c", config, path=(tmp_path,))
+    assert listed.returncode == 0, listed.stderr
+    assert "Harmless status [/x] check" in listed.stdout
+    assert "\t" not in listed.stdout and "\x1b" not in listed.stdout  # a table, escaped
+    assert READER_SHOWN in listed.stdout
+    described = terminal("describe", "reader", "-c", config, path=(tmp_path,))
+    assert described.returncode == 0, described.stderr
+    assert described.stdout.splitlines()[1] == READER_SHOWN
+
+
+def test_a_config_key_is_named_escaped_in_a_one_line_error(
+    tmp_path: Path, terminal: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
+    """A key with markup ended in a MarkupError traceback (exit 1) or hid text."""
+    text = MEMORY + '"[/x]": 1\n"[red on red]secret[/]": 2\n"\\e[2J": 3\n'
+    done = terminal("list", "-c", _config(tmp_path, text))
+    assert done.returncode == ExitCode.USAGE, done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("error: ") and "\x1b" not in line
+    for key in ("[/x]", "[red on red]secret[/]", "\\u001b[2J"):
+        assert f"{key}: unknown key" in line

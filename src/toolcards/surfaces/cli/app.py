@@ -24,7 +24,7 @@ import typer
 from toolcards.surfaces.cli.operations import describe_data, open_runtime
 from toolcards.surfaces.cli.options import ConfigOpt, state_of
 from toolcards.surfaces.cli.run import call_tool, forwarded, list_tools
-from toolcards.surfaces.cli.state import emit_json, err, out
+from toolcards.surfaces.cli.state import cell, emit_json, err, out
 from toolcards.surfaces.config import hash_token, new_token
 from toolcards.surfaces.outcomes import ExitCode
 
@@ -53,14 +53,15 @@ def describe(
     if not done:
         data = describe_data(open_runtime(state), tool)
     if data is None or "unknown" in data:  # hidden or missing: what a call of it says
-        err().print(data["unknown"] if data else f"unknown tool: {tool}", markup=False)
+        err().print(cell(data["unknown"] if data else f"unknown tool: {tool}"))
         raise typer.Exit(int(ExitCode.UNKNOWN_TOOL))
     hints = data.pop("hints")
     if state.json:
         emit_json(data)
         return
-    out().print(f"[bold]{data['name']}[/bold]  {', '.join(hints)}")
-    out().print(data["description"] or "(no description)", markup=False)
+    out().print(cell(data["name"], "bold"), cell(", ".join(hints)), sep="  ")
+    lines = (data["description"] or "(no description)").split("\n")  # each line escaped
+    out().print(*map(cell, lines), sep="\n")
     out().print_json(json.dumps(data["input_schema"]))
 
 

@@ -12,7 +12,16 @@ import typer
 
 from toolcards.governance.audit.log import AuditLog, other_teams_line
 from toolcards.surfaces.cli.options import ConfigOpt, state_of
-from toolcards.surfaces.cli.state import State, emit_json, err, fail, out, print_rows
+from toolcards.surfaces.cli.state import (
+    State,
+    cell,
+    emit_json,
+    err,
+    fail,
+    out,
+    print_rows,
+    shown,
+)
 from toolcards.surfaces.config import ConfigError, load_config
 from toolcards.surfaces.outcomes import ExitCode
 
@@ -50,7 +59,7 @@ def _show_entries(state: State, entries: list[Any], audit: Any) -> None:
     if not entries:  # the rows may be another team's: say whose, and how to read them
         others = audit.elsewhere()
         if others:
-            err().print(other_teams_line(audit, others, _TEAM_HINT), markup=False)
+            err().print(cell(other_teams_line(audit, others, _TEAM_HINT)))
 
     if state.json:
         emit_json([dataclasses.asdict(e) for e in entries])
@@ -63,15 +72,16 @@ def _show_entries(state: State, entries: list[Any], audit: Any) -> None:
         ]
         print_rows(header, rows)
         return
-    from rich.table import Table  # lazy: rich, ~5x python -c pass; only for a terminal
+    # lazy: rich, ~5x python -c pass; only for a terminal
+    from rich.table import Table
+    from rich.text import Text
 
     today = dt.date.today()
     rows = []
     for e in entries:
         when = dt.datetime.fromtimestamp(e.ts)
-        rows.append(
-            (when.strftime("%H:%M:%S" if when.date() == today else "%m-%d %H:%M"), *_cells(e))
-        )
+        stamp = when.strftime("%H:%M:%S" if when.date() == today else "%m-%d %H:%M")
+        rows.append((stamp, *map(shown, _cells(e))))  # escaped as print_rows writes them
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
     _fit(widths, header.index("principal"), header.index("tool"), out().width)
     table = Table(*header, box=None, pad_edge=False)
@@ -80,7 +90,7 @@ def _show_entries(state: State, entries: list[Any], audit: Any) -> None:
         column.overflow = "ellipsis"
         column.max_width = width
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(Text(value) for value in row))  # shown above: never read as markup
     out().print(table)
 
 

@@ -19,7 +19,7 @@ from toolcards.governance.policy.policy import Policy
 from toolcards.stores.base import DatabaseUnavailable
 from toolcards.stores.open import open_budgets
 from toolcards.surfaces.cli.options import ConfigOpt, state_of
-from toolcards.surfaces.cli.state import emit_json, err, fail, out, print_rows
+from toolcards.surfaces.cli.state import cell, emit_json, err, fail, out, print_rows
 from toolcards.surfaces.config import ConfigError, load_config
 from toolcards.surfaces.outcomes import ExitCode
 
@@ -68,9 +68,8 @@ def budgets(ctx: typer.Context, config: ConfigOpt = None) -> None:
         return
     # lazy: rich, ~5x python -c pass; only for a terminal
     from rich.table import Table
-    from rich.text import Text
 
     shown = Table(*header, box=None, pad_edge=False)
     for row in table:
-        shown.add_row(*(Text(cell) for cell in row))  # never read as markup
+        shown.add_row(*(cell(value) for value in row))  # escaped, never read as markup
     out().print(shown)

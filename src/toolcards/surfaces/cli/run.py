@@ -18,10 +18,11 @@ from toolcards.surfaces.cli.extras import missing_extra
 from toolcards.surfaces.cli.listing import Start, cached_rows, remember
 from toolcards.surfaces.cli.state import (
     State,
+    cell,
     emit_json,
-    err,
     fail,
     out,
+    print_error,
     print_json_text,
     print_rows,
     print_text,
@@ -86,9 +87,9 @@ def list_tools(state: State, show_all: bool) -> None:
 
         table = Table("tool", "hints", "description", box=None, pad_edge=False)
         table.columns[0].no_wrap = table.columns[1].no_wrap = True
-        for name, tags, description in lines:
-            shown = f"[dim]{name}[/dim]" if "denied" in tags.split(",") else name
-            table.add_row(shown, tags, description)
+        for name, tags, description in lines:  # a remote server's text: never read as markup
+            style = "dim" if "denied" in tags.split(",") else ""
+            table.add_row(cell(name, style), cell(tags), cell(description))
         out().print(table)
     if not rows:
         print_text("no tools for this principal", stderr=True)
@@ -157,9 +158,7 @@ def end_for_missing_extra(exc: BaseException) -> None:
     line = missing_extra(exc)
     if line is None:
         return
-    from rich.markup import escape  # lazy: rich, ~5x python -c pass; only for this message
-
-    err().print(f"[red]error:[/red] {escape(line)}", markup=True, highlight=False)
+    print_error(line)
     raise SystemExit(_exit_code("USAGE")) from None
 
 

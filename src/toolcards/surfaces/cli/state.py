@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # a command forwarded to a running server loads none of these
     from typing import Any, NoReturn
 
     from rich.console import Console
+    from rich.text import Text
 
     from toolcards.surfaces.runtime import SurfaceRuntime
 
@@ -78,15 +79,46 @@ def fail(message: str, code: int) -> NoReturn:
     """End the command with ``message`` and exit code ``code`` (an :class:`ExitCode`)."""
     import typer  # lazy: typer, ~5x python -c pass; list and call without it pay it on failing
 
-    err().print(f"[red]error:[/red] {message}", markup=True, highlight=False)
+    print_error(message)
     raise typer.Exit(int(code))
+
+
+def print_error(message: str) -> None:
+    """``error: message`` on stderr, ``message`` :func:`shown`: it quotes data (a config key,
+    a card type, a path), which must neither act on the terminal nor be read as markup."""
+    from rich.text import Text  # lazy: rich, as err()
+
+    err().print(Text.assemble(("error:", "red"), " ", shown(message)))
+
+
+def shown(value: object) -> str:
+    """Data (a stored tool name or principal, a remote tool's description, a config key) as a
+    terminal or a pipe shows it: on one line, escaped as ``approvals list`` shows a caller
+    (:func:`~toolcards.governance.approvals.view.escaped_line`), so that no escape sequence,
+    carriage return or line break in it acts on the terminal or reads as other text.
+    Printable ASCII without a backslash, the usual case, is itself: importing the escaping
+    (pydantic_core) costs more than a forwarded ``list``."""
+    text = str(value)
+    if text.isascii() and text.isprintable() and "\\" not in text:
+        return text
+    from toolcards.governance.approvals.view import escaped_line  # lazy: see above
+
+    return escaped_line(text)
+
+
+def cell(value: object, style: str = "") -> Text:
+    """``value`` :func:`shown`, as rich Text (a table's cell, a line): never read as markup."""
+    from rich.text import Text  # lazy: rich, as out()
+
+    return Text(shown(value), style=style)
 
 
 def print_rows(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     """Rows as tab-separated lines with every value in full (for output that is not a
-    terminal: nothing is cut or wrapped); tabs and line breaks inside values become spaces."""
+    terminal: nothing is cut or wrapped), each :func:`shown` (a tab or a line break inside a
+    value is written ``\\t`` or ``\\n``)."""
     for row in (header, *rows):
-        sys.stdout.write("\t".join(" ".join(str(v).split()) for v in row) + "\n")
+        sys.stdout.write("\t".join(shown(v) for v in row) + "\n")
 
 
 _RICH_CHANGES = re.compile(r":\S*:|\t")  # what rich would rewrite: emoji codes, tabs
