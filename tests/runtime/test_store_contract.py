@@ -16,6 +16,7 @@ import pytest
 from toolcards.runtime import StateNamespace, Store, StoreClosedError, open_store
 from toolcards.stores.base import EventStore, SchemaTooNew, StateStore
 from toolcards.stores.memory_team import MemoryEventStore, MemoryStateStore, MemoryStore
+from toolcards.stores.sqlite.team import TeamStore
 
 BACKENDS = ["sqlite-memory", "sqlite-file", "postgres", "memory"]
 
@@ -122,6 +123,51 @@ def test_a_prefix_reads_every_key_it_starts_whatever_characters_follow(
     assert [k for k, _ in state.items("\ud7ff")] == ["\ud7ffz"]  # the bound skips surrogates
     assert [k for k, _ in state.items(top)] == [top, f"{top}{top}"]
     assert [k for k, _ in state.items()] == sorted([*under, *others]) and state.count() == 10
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def _plant(store: StateStore, actor: str, key: str, text: str) -> None:
+    """Overwrite the stored text of ``key`` around the store (a row written by hand)."""
+    if isinstance(store, MemoryStateStore):
+        store._rows["t", actor].put(key, text)
+    elif isinstance(store, TeamStore):
+        with store.lock:
+            sql = "UPDATE state SET value=? WHERE team_id='t' AND actor=? AND key=?"
+            store.conn.execute(sql, (text, actor, key))
+    else:
+        import psycopg
+
+        with psycopg.connect(store.secret_location(), autocommit=True) as conn:
+            sql = "UPDATE toolcards_state SET value=%s WHERE team_id='t' AND actor=%s AND key=%s"
+            conn.execute(sql, (text, actor, key))
+
+
+def test_a_row_that_does_not_read_as_json_reads_as_absent(state_store: StateStore) -> None:
+    """One row of ``[[[[...`` planted in the store raised RecursionError from every read of
+    its actor's state: the actor never started, and binding its card raised every time."""
+    state = StateNamespace(state_store, "t", "#A")
+    with state.batch():
+        for i in range(6):
+            state.put(f"row:{i}", i)
+    _plant(state_store, "#A", "row:2", DEEP)
+    _plant(state_store, "#A", "row:3", "{broken")
+    assert state.get("row:2") is None and state.get("row:3") is None
+    assert [v for _, v in state.items("row:")] == [0, 1, 4, 5]
+    assert [v for _, v in state.iter_items("row:", batch=2)] == [0, 1, 4, 5]  # a full page
+    assert state.count("row:") == 6
+    state.put("row:2", 2)
+    assert state.get("row:2") == 2
+
+
+def test_changes_read_a_row_that_does_not_read_as_deleted(store: Store) -> None:
+    since = store.state_version("t", "#A")
+    with store.transaction():
+        store.state_put("t", "#A", "a", 1)
+        store.state_put("t", "#A", "b", 2)
+    _plant(store, "#A", "b", DEEP)
+    assert store.state_changes("t", "#A", since) in (None, ([("a", 1)], ["b"]))
 
 
 def test_batch_commits_together_or_not_at_all(store: Store) -> None:

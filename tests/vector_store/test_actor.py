@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from toolcards import HostTrust
 from toolcards.core import RetriableError, ToolFactory, TransientError
 from toolcards.governance import CapabilityRegistry, Executor, Identity, Outcome, Policy
 from toolcards.runtime import Team
+from toolcards.stores.sqlite.team import TeamStore
 from toolcards.tools.vector_store import actor as actor_mod
 from toolcards.tools.vector_store import records as records_mod
 from toolcards.tools.vector_store import store as store_mod
@@ -113,6 +115,75 @@ def test_resume_restores_vectors_without_re_embedding(spy: Any, tmp_path: Path) 
         flush(handle)
         assert query(handle, "tasks", "sales report", 1)[0][0] == "t1"
         assert spy.texts == ["sales report"]
+
+
+def _stored(db: str, team: str) -> tuple[sqlite3.Connection, str]:
+    """A connection to the team's file (rows written around the store) and the text of one
+    stored record row, to copy."""
+    conn = sqlite3.connect(db)
+    sql = "SELECT value FROM state WHERE team_id=? AND actor='#VectorStore' AND key LIKE 'v/%'"
+    return conn, conn.execute(sql, (team,)).fetchone()[0]
+
+
+def test_a_planted_row_of_deep_json_leaves_the_store_restoring_the_others(
+    spy: Any, tmp_path: Path
+) -> None:
+    """A record row of ``[[[[...`` written into the team's store raised RecursionError on
+    every restore: the store never started, and binding its card raised every time."""
+    db = str(tmp_path / "team.db")
+    with Team("vs-deep", store=db) as team:
+        team.bind([_hash_card()], member="alice")
+        handle = find_store(team)
+        assert handle is not None
+        handle.ask(VectorStoreActor.upsert, "tasks", DOCS)
+        flush(handle)
+    conn, _ = _stored(db, "vs-deep")
+    with conn:
+        deep = "[" * 100_000 + "]" * 100_000
+        conn.execute("UPDATE state SET value=? WHERE key='v/tasks/t2'", (deep,))
+    conn.close()
+    with Team.resume("vs-deep", store=db) as team:
+        team.bind([_hash_card()], member="alice")
+        handle = find_store(team)
+        assert handle is not None
+        assert handle.ask(VectorStoreActor.collections) == {"tasks": 2}
+        assert query(handle, "tasks", "sales report", 1)[0][0] == "t1"
+
+
+def test_restore_reads_stored_rows_only_up_to_the_cap(
+    spy: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """1,000,000 record rows written around the tools were all read into one list before the
+    cap of records applied: 1.6 GiB."""
+    db = str(tmp_path / "team.db")
+    with Team("vs-planted", store=db) as team:
+        team.bind([_hash_card()], member="alice")
+        handle = find_store(team)
+        assert handle is not None
+        handle.ask(VectorStoreActor.upsert, "knowledge_graph", DOCS)  # the graph's own
+        flush(handle)
+    conn, row = _stored(db, "vs-planted")
+    with conn:
+        planted = (("vs-planted", "#VectorStore", f"v/c/{i:06d}", row) for i in range(100_000))
+        conn.executemany("INSERT INTO state VALUES (?, ?, ?, ?)", planted)
+    conn.close()
+    monkeypatch.setattr(store_mod, "MAX_RECORDS", 10)
+    read = 0
+    state_items = TeamStore.state_items
+
+    def counted(store: TeamStore, team: str, actor: str, *args: Any, **kw: Any) -> Any:
+        nonlocal read
+        rows = state_items(store, team, actor, *args, **kw)
+        read += len(rows) if actor == "#VectorStore" else 0
+        return rows
+
+    monkeypatch.setattr(TeamStore, "state_items", counted)
+    with Team.resume("vs-planted", store=db) as team:
+        team.bind([_hash_card()], member="alice")
+        handle = find_store(team)
+        assert handle is not None
+        assert handle.ask(VectorStoreActor.collections) == {"c": 10, "knowledge_graph": 3}
+    assert read < 10_000
 
 
 def test_mutations_emit_deltas(spy: Any) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -201,3 +202,28 @@ def test_restore_loads_at_most_the_cap_of_records(
     assert "2 stored records past the cap of 4 were not loaded" in caplog.text
     with pytest.raises(ValueError, match="at most 4 records"):
         again.plan_upsert("b", [("new", "text")])
+
+
+def test_restore_stops_reading_at_the_cap_and_reads_the_cards_collections_once(
+    counting_hash: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Restore read every stored row before its cap applied; a card's collection sorted
+    before the row where reading stops is not read again."""
+    state = MemoryState()
+    store = _store(state, counting_hash)
+    for name in ("a", "knowledge_graph", "x"):
+        store.upsert_now(counting_hash, name, _docs(3))
+    read: list[str] = []
+    rows = state.iter_items
+
+    def counted(prefix: str = "") -> Iterator[tuple[str, Any]]:
+        for key, value in rows(prefix):
+            read.append(key)
+            yield key, value
+
+    monkeypatch.setattr(state, "iter_items", counted)
+    monkeypatch.setattr(store_mod, "MAX_RECORDS", 4)
+    again = _store(state, counting_hash)
+    assert again.collections() == {"a": 3, "knowledge_graph": 3, "x": 1}
+    assert "2 stored records past the cap of 4 were not loaded" in caplog.text
+    assert "v/x/d2" not in read

@@ -312,6 +312,12 @@ class StateNamespace:
     ``with state.batch():`` makes several of them (and events emitted inside) one transaction.
     Reads go to the store, so an actor may keep as little in memory as it likes (see
     :meth:`count` and :meth:`iter_items` for large namespaces).
+
+    A row whose text does not read as JSON (nested too deep, a number too long, broken:
+    written around the store) reads as absent in every store: ``get`` answers None, ``items``,
+    ``iter_items`` and the store's ``state_changes`` leave it out (a page stays full) and the
+    store logs its key; :meth:`count` still counts it, and a ``put`` replaces it. A loader
+    still checks the values it reads: a row of JSON may hold any type.
     """
 
     def __init__(self, store: StateStore, team_id: str, actor: str) -> None:

@@ -8,7 +8,6 @@ a start for a new backend written one half at a time."""
 from __future__ import annotations
 
 import bisect
-import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -30,6 +29,7 @@ from toolcards.stores.base import (
     key_end,
 )
 from toolcards.stores.location import MEMORY
+from toolcards.stores.rows import read_page, read_values
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -231,7 +231,8 @@ class MemoryStateStore(StateStore):
         with self._tx.reading():
             rows = self._rows.get((team_id, actor))
             text = None if rows is None else rows.values.get(key)
-        return None if text is None else json.loads(text)
+        found = [] if text is None else read_values(actor, [(key, text)])[0]
+        return found[0][1] if found else None
 
     def state_put(self, team_id: str, actor: str, key: str, value: Any) -> None:
         self._write(team_id, actor, key, dumps(value))
@@ -249,14 +250,17 @@ class MemoryStateStore(StateStore):
     def state_items(
         self, team_id: str, actor: str, prefix: str = "", *, after: str = "", limit: int = 0
     ) -> list[tuple[str, Any]]:
+
+        def fetch(low: str, inclusive: bool, limit: int) -> list[tuple[str, str]]:
+            with self._tx.reading():
+                rows = self._rows.get((team_id, actor))
+                if rows is None:
+                    return []
+                keys = rows.between(low, inclusive, key_end(prefix))
+                return [(k, rows.values[k]) for k in (keys[:limit] if limit else keys)]
+
         low, inclusive = (after, False) if after > prefix else (prefix, True)
-        with self._tx.reading():
-            rows = self._rows.get((team_id, actor))
-            if rows is None:
-                return []
-            keys = rows.between(low, inclusive, key_end(prefix))
-            found = [(k, rows.values[k]) for k in (keys[:limit] if limit else keys)]
-        return [(key, json.loads(text)) for key, text in found]
+        return read_page(fetch, actor, low, inclusive, limit)
 
     def state_count(self, team_id: str, actor: str, prefix: str = "") -> int:
         with self._tx.reading():

@@ -1,15 +1,18 @@
 """What both team-store backends write and read alike: the layout version, the row shapes
 handed back (:class:`EventRow`, :class:`AppliedCall`, :class:`Compaction`), the JSON text of a
-value and the check of a text a store keeps."""
+value (written and read back) and the check of a text a store keeps."""
 
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from pydantic_core import to_jsonable_python
 
+from toolcards.core import outside_json
 from toolcards.stores.errors import UnstorableText
 
 __all__ = [
@@ -24,7 +27,15 @@ __all__ = [
     "compaction_marker",
     "dumps",
     "key_end",
+    "read_page",
+    "read_values",
 ]
+
+logger = logging.getLogger(__name__)
+
+Fetch = Callable[[str, bool, int], Sequence[tuple[str, str]]]
+"""Reads ``(key, JSON text)`` state rows in key order from a key (included or not), at most
+so many (0: all)."""
 
 SCHEMA_VERSION = 2
 """The version of the store layout this code writes (both backends)."""
@@ -96,6 +107,46 @@ def dumps(value: Any) -> str:
 
 _LAST_CHAR = chr(0x10FFFF)
 _SURROGATES = range(0xD800, 0xE000)
+
+
+def read_values(
+    actor: str, rows: Iterable[tuple[str, str]]
+) -> tuple[list[tuple[str, Any]], list[str]]:
+    """``(key, value)`` of the state rows whose JSON text reads, and the keys of those whose
+    text does not (nested too deep, a number too long, broken: written around the store),
+    logged in one line. Such a row reads as absent: one planted ``[[[[...`` row raised
+    ``RecursionError`` from every read of its actor's state, and the actor never started."""
+    found: list[tuple[str, Any]] = []
+    unreadable: list[str] = []
+    for key, text in rows:
+        try:
+            found.append((key, outside_json.loads(text)))
+        except ValueError:
+            unreadable.append(key)
+    if unreadable:
+        logger.warning(
+            "state of %s: %d row(s) are not readable JSON and read as absent (the first: %.80r)",
+            actor,
+            len(unreadable),
+            unreadable[0],
+        )
+    return found, unreadable
+
+
+def read_page(
+    fetch: Fetch, actor: str, low: str, inclusive: bool, limit: int
+) -> list[tuple[str, Any]]:
+    """The readable rows ``fetch`` reads from ``low``, at most ``limit`` (0: all): past an
+    unreadable row it reads on, so a page is short only at the end (a reader paging by
+    ``limit`` stops at a short page)."""
+    found: list[tuple[str, Any]] = []
+    while True:
+        want = limit - len(found) if limit else 0
+        rows = fetch(low, inclusive, want)
+        found += read_values(actor, rows)[0]
+        if not limit or len(rows) < want or len(found) == limit:
+            return found
+        low, inclusive = rows[-1][0], False
 
 
 def key_end(prefix: str) -> str | None:

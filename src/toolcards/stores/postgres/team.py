@@ -14,7 +14,6 @@ next call reconnects. A URL's password never appears in ``location``, errors or 
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -48,6 +47,7 @@ from toolcards.stores.postgres.versions import (
     read_changes,
     state_changes,
 )
+from toolcards.stores.rows import read_page, read_values
 
 __all__ = ["CHANNEL", "TOMBSTONES_KEPT", "PostgresStore"]
 
@@ -254,7 +254,8 @@ class PostgresStore(Store):
             "SELECT value FROM toolcards_state WHERE team_id=%s AND actor=%s AND key=%s",
             (team_id, actor, key),
         )
-        return json.loads(rows[0][0]) if rows else None
+        found = read_values(actor, [(key, rows[0][0])])[0] if rows else []
+        return found[0][1] if found else None
 
     def state_put(self, team_id: str, actor: str, key: str, value: Any) -> None:
         text = dumps(value)
@@ -277,19 +278,23 @@ class PostgresStore(Store):
     def state_items(
         self, team_id: str, actor: str, prefix: str = "", *, after: str = "", limit: int = 0
     ) -> list[tuple[str, Any]]:
-        low, op = (after, ">") if after > prefix else (prefix, ">=")
-        below, end = _below(prefix)
-        sql = (
-            f"SELECT key, value FROM toolcards_state WHERE team_id=%s AND actor=%s "
-            f"AND key {op} %s{below} ORDER BY key"
-        )
-        params: tuple[Any, ...] = (team_id, actor, low, *end)
-        if limit:
-            sql += " LIMIT %s"
-            params = (*params, limit)
         check_text("key prefix", prefix)
         check_text("key", after)
-        return [(str(key), json.loads(value)) for key, value in self._rows(sql, params)]
+        below, end = _below(prefix)
+
+        def fetch(low: str, inclusive: bool, limit: int) -> list[tuple[str, str]]:
+            sql = (
+                f"SELECT key, value FROM toolcards_state WHERE team_id=%s AND actor=%s "
+                f"AND key {'>=' if inclusive else '>'} %s{below} ORDER BY key"
+            )
+            params: tuple[Any, ...] = (team_id, actor, low, *end)
+            if limit:
+                sql += " LIMIT %s"
+                params = (*params, limit)
+            return [(str(key), value) for key, value in self._rows(sql, params)]
+
+        low, inclusive = (after, False) if after > prefix else (prefix, True)
+        return read_page(fetch, actor, low, inclusive, limit)
 
     def state_count(self, team_id: str, actor: str, prefix: str = "") -> int:
         check_text("key prefix", prefix)
@@ -459,7 +464,7 @@ class PostgresStore(Store):
                 if since is not None:
                     changes.execute(*changes_query(team_id, actor, since))
             version, seq = cur.fetchone()
-            changed = read_changes(changes.fetchall(), since) if since is not None else None
+            changed = read_changes(changes.fetchall(), since, actor) if since is not None else None
         if state.depth:
             state.locked[team_id, actor] = _Held(int(version or 0), int(seq or 0), since, changed)
 

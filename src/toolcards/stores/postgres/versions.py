@@ -5,11 +5,11 @@ reads back what changed since a version."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 from toolcards.stores.postgres.connections import Later, ThreadState
+from toolcards.stores.rows import read_values
 
 __all__ = [
     "TOMBSTONES_KEPT",
@@ -88,24 +88,26 @@ def changes_query(team_id: str, actor: str, since: int) -> tuple[str, tuple[Any,
 
 
 def read_changes(
-    found: list[tuple[Any, ...]], since: int
+    found: list[tuple[Any, ...]], since: int, actor: str
 ) -> tuple[list[tuple[str, Any]], list[str]] | None:
     """The rows written and the keys deleted, from the rows of :func:`changes_query`; None
-    when tombstones a copy at ``since`` would need are pruned."""
-    written: list[tuple[str, Any]] = []
+    when tombstones a copy at ``since`` would need are pruned. A row written that does not
+    read is as good as deleted (:func:`~toolcards.stores.rows.read_values`)."""
+    texts: list[tuple[str, str]] = []
     gone: list[str] = []
     for kind, key, value in found:
         if kind == 0:
-            written.append((str(key), json.loads(value)))
+            texts.append((str(key), value))
         elif kind == 1:
             gone.append(str(key))
         elif since < int(value):
             return None
-    return written, gone
+    written, unreadable = read_values(actor, texts)
+    return written, gone + unreadable
 
 
 def state_changes(
     rows: Rows, team_id: str, actor: str, since: int
 ) -> tuple[list[tuple[str, Any]], list[str]] | None:
     """See :meth:`toolcards.stores.base.Store.state_changes`; ``rows`` runs the read."""
-    return read_changes(rows(*changes_query(team_id, actor, since)), since)
+    return read_changes(rows(*changes_query(team_id, actor, since)), since, actor)

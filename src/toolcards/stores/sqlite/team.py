@@ -9,7 +9,6 @@ per store file (PostgreSQL is the store for teams that span processes:
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import time
@@ -34,6 +33,7 @@ from toolcards.stores.base import (
     key_end,
 )
 from toolcards.stores.events_sql import compact
+from toolcards.stores.rows import read_page, read_values
 from toolcards.stores.sqlite.file import LockFile, cannot_open, check_location
 from toolcards.stores.sqlite.schema import is_current, migrate
 
@@ -279,7 +279,8 @@ class TeamStore(Store):
                 "SELECT value FROM state WHERE team_id=? AND actor=? AND key=?",
                 (team_id, actor, key),
             ).fetchone()
-        return None if row is None else json.loads(row[0])
+        found = [] if row is None else read_values(actor, [(key, row[0])])[0]
+        return found[0][1] if found else None
 
     def state_put(self, team_id: str, actor: str, key: str, value: Any) -> None:
         text = dumps(value)
@@ -317,15 +318,18 @@ class TeamStore(Store):
     def state_items(
         self, team_id: str, actor: str, prefix: str = "", *, after: str = "", limit: int = 0
     ) -> list[tuple[str, Any]]:
-        low, inclusive = (after, False) if after > prefix else (prefix, True)
         below, end = _below(prefix)
-        with self.lock:
-            rows = self.conn.execute(
-                f"SELECT key, value FROM state WHERE team_id=? AND actor=? "
-                f"AND key{'>=' if inclusive else '>'}?{below} ORDER BY key LIMIT ?",
-                (team_id, actor, low, *end, limit or -1),
-            ).fetchall()
-        return [(key, json.loads(value)) for key, value in rows]
+
+        def fetch(low: str, inclusive: bool, limit: int) -> list[tuple[str, str]]:
+            with self.lock:
+                return self.conn.execute(
+                    f"SELECT key, value FROM state WHERE team_id=? AND actor=? "
+                    f"AND key{'>=' if inclusive else '>'}?{below} ORDER BY key LIMIT ?",
+                    (team_id, actor, low, *end, limit or -1),
+                ).fetchall()
+
+        low, inclusive = (after, False) if after > prefix else (prefix, True)
+        return read_page(fetch, actor, low, inclusive, limit)
 
     def state_count(self, team_id: str, actor: str, prefix: str = "") -> int:
         below, end = _below(prefix)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from toolcards.tools._common.batch import one_line
+from toolcards.tools._common.vector_api import CARD_COLLECTIONS
 from toolcards.tools.vector_store.base import require
 
 if TYPE_CHECKING:
@@ -37,7 +38,9 @@ class StateStore(Protocol):
 
     def delete(self, key: str) -> None: ...
 
-    def items(self, prefix: str = "") -> Iterable[tuple[str, Any]]: ...
+    def iter_items(self, prefix: str = "") -> Iterable[tuple[str, Any]]: ...
+
+    def count(self, prefix: str = "") -> int: ...
 
     def batch(self) -> contextlib.AbstractContextManager[Any]: ...
 
@@ -61,10 +64,13 @@ class MemoryState:
         self.writes += 1
         self.rows.pop(key, None)
 
-    def items(self, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    def iter_items(self, prefix: str = "") -> Iterator[tuple[str, Any]]:
         for key in sorted(self.rows):
             if key.startswith(prefix):
                 yield key, self.rows[key]
+
+    def count(self, prefix: str = "") -> int:
+        return sum(key.startswith(prefix) for key in self.rows)
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -141,6 +147,8 @@ class RecordStore:
     def __init__(self, state: StateStore, *, max_text_chars: int = 8_000) -> None:
         self.state = state
         self.max_text_chars = max_text_chars
+        self.left_out = 0
+        """Rows the last :meth:`load` did not read, past its cap."""
 
     @staticmethod
     def _key(collection: str, item: str) -> str:
@@ -171,15 +179,16 @@ class RecordStore:
             for item in ids:
                 self.state.delete(self._key(collection, item))
 
-    def load(self, dimension: int | None) -> Iterator[tuple[str, Record | None]]:
-        """Every stored record as ``(collection, record)``; vectors are decoded only when
-        ``dimension`` is given (otherwise ``record.vector`` is empty, for re-embedding).
+    def load(self, dimension: int | None, cap: int) -> Iterator[tuple[str, Record | None]]:
+        """Every stored record as ``(collection, record)`` (None: a row that holds none) of
+        the rows :meth:`_rows` reads; vectors are decoded only when ``dimension`` is given
+        (otherwise ``record.vector`` is empty, for re-embedding).
 
         A row under a collection or id the store refuses is skipped (and logged): one such
         row, planted in the team's store, made every restore raise and took the store down."""
         np = require("numpy")
         empty = np.zeros((0,), dtype=np.float32)
-        for key, value in self.state.items("v/"):
+        for key, value in self._rows(cap):
             collection, _, item = key[2:].partition("/")
             try:
                 check_collection(collection)
@@ -196,3 +205,25 @@ class RecordStore:
                 yield collection, Record(item, str(value["h"]), text, vector)
             except (KeyError, ValueError, TypeError):
                 yield collection, None
+
+    def _rows(self, cap: int) -> Iterator[tuple[str, Any]]:
+        """The record rows, a batch at a time, those outside the cards' collections only up to
+        ``cap`` (each card bounds its own): :attr:`left_out` then counts the rows not read.
+        Rows written around the tools were all read into one list before the store's cap
+        applied: 1,000,000 of them took 1.6 GiB."""
+        self.left_out = read = others = 0
+        for key, value in self.state.iter_items("v/"):
+            if key[2:].partition("/")[0] not in CARD_COLLECTIONS:
+                if others == cap:
+                    break
+                others += 1
+            read += 1
+            yield key, value
+        else:
+            return
+        for name in sorted(CARD_COLLECTIONS):  # a collection's keys are one range: past it?
+            if self._key(name, "") > key:
+                for row in self.state.iter_items(self._key(name, "")):
+                    read += 1
+                    yield row
+        self.left_out = self.state.count("v/") - read

@@ -53,41 +53,34 @@ def inmemory_factory(collection: str, dimension: int) -> VectorIndex:
 
 
 class _RestoreCaps:
-    """Which stored rows restore loads: :data:`MAX_COLLECTIONS` and :data:`MAX_RECORDS` hold
-    for stored rows too (rows written around the tools made an index per name they held, and
-    a record per id); it counts what it leaves, to say so."""
+    """Which stored rows restore loads: :data:`MAX_COLLECTIONS` and :data:`MAX_RECORDS` (the
+    rows :meth:`RecordStore.load` reads) hold for stored rows too (rows written around the
+    tools made an index per name they held, and a record per id); it says what it left."""
 
     def __init__(self) -> None:
         self.kept: set[str] = set()
         self.skipped: set[str] = set()
-        self.records = 0
-        self.extra = 0
 
     def admit(self, collection: str) -> bool:
-        if collection in CARD_COLLECTIONS:
+        if collection in CARD_COLLECTIONS or collection in self.kept:
             return True
-        if collection not in self.kept:
-            if len(self.kept) >= MAX_COLLECTIONS:
-                self.skipped.add(collection)
-                return False
-            self.kept.add(collection)
-        if self.records >= MAX_RECORDS:
-            self.extra += 1
+        if len(self.kept) >= MAX_COLLECTIONS:
+            self.skipped.add(collection)
             return False
-        self.records += 1
+        self.kept.add(collection)
         return True
 
-    def report(self) -> None:
+    def report(self, left_out: int) -> None:
         if self.skipped:
             logger.warning(
                 "vector store: %d stored collections past the cap of %d were not loaded",
                 len(self.skipped),
                 MAX_COLLECTIONS,
             )
-        if self.extra:
+        if left_out:
             logger.warning(
                 "vector store: %d stored records past the cap of %d were not loaded",
-                self.extra,
+                left_out,
                 MAX_RECORDS,
             )
 
@@ -129,7 +122,7 @@ class VectorStore:
         stale: dict[str, list[Pending]] = {}
         loaded: dict[str, tuple[list[str], list[Matrix]]] = {}
         caps = _RestoreCaps()
-        for collection, rec in self.records.load(self.dimension if same else None):
+        for collection, rec in self.records.load(self.dimension if same else None, MAX_RECORDS):
             if rec is None or not caps.admit(collection):
                 continue
             if same:
@@ -141,7 +134,7 @@ class VectorStore:
             else:
                 stale.setdefault(collection, []).append((rec.id, rec.text, rec.hash))
                 self._wanted.setdefault(collection, {})[rec.id] = rec.hash
-        caps.report()
+        caps.report(self.records.left_out)
         np = require("numpy")
         for collection, (ids, vecs) in loaded.items():
             index = self.index(collection)
