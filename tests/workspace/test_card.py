@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import os
 import sys
+import wave
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -402,6 +404,43 @@ def test_missing_docs_extra_names_it(
     monkeypatch.setitem(sys.modules, "markitdown", None)
     with pytest.raises(RetriableError, match=r"toolcards\[docs\]"):
         tools["workspace_read"]("r.pdf")
+
+
+def test_document_is_converted_only_as_the_kind_its_suffix_names(
+    tools: Tools, ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 'report.pdf' that was a WAV went, by MarkItDown's guess from its content, to the audio
+    converter, which sends it to Google's speech API when speech_recognition is installed."""
+    pytest.importorskip("markitdown")
+    uploads = tmp_path / "uploads.log"
+    fakes = tmp_path / "fakes"  # stand-ins for markitdown[all]'s speech packages
+    (fakes / "pydub").mkdir(parents=True)
+    (fakes / "pydub" / "__init__.py").write_text("class AudioSegment: pass\n")
+    (fakes / "speech_recognition").mkdir()
+    (fakes / "speech_recognition" / "__init__.py").write_text(
+        "class AudioFile:\n"
+        "    def __init__(self, src): self.src = src\n"
+        "    def __enter__(self): return self\n"
+        "    def __exit__(self, *args): pass\n"
+        "class Recognizer:\n"
+        "    def record(self, source): return source.src.read()\n"
+        "    def recognize_google(self, audio, language=None):\n"
+        f"        open({str(uploads)!r}, 'a').write(f'{{len(audio)}} bytes uploaded')\n"
+        "        return 'transcript'\n"
+    )
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(fakes), os.environ.get("PYTHONPATH", "")])
+    )
+    sound = io.BytesIO()
+    with wave.open(sound, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(8000)
+        out.writeframes(bytes(16000))
+    (ws / "report.pdf").write_bytes(sound.getvalue())
+    with pytest.raises(RetriableError, match=r"^could not convert report\.pdf to text: \w+$"):
+        tools["workspace_read"]("report.pdf")
+    assert not uploads.exists()
 
 
 def _long_file(ws: Path) -> None:

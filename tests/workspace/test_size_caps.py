@@ -48,7 +48,7 @@ def test_huge_image_is_refused_before_it_is_read(tools: Tools, ws: Path) -> None
         tools["workspace_view"]("shot.png")
 
 
-def _zeros_png(path: Path, width: int, height: int) -> None:
+def _zeros_png(width: int, height: int) -> bytes:
     """An RGBA PNG of zeros, written by hand: a few hundred KiB that decode to 4 bytes a pixel."""
 
     def chunk(kind: bytes, body: bytes) -> bytes:
@@ -60,7 +60,14 @@ def _zeros_png(path: Path, width: int, height: int) -> None:
     row = bytes(1 + 4 * width)  # filter byte, then the pixels
     pixels = b"".join(packer.compress(row) for _ in range(height)) + packer.flush()
     body = chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + body)
+    return b"\x89PNG\r\n\x1a\n" + body
+
+
+def _ico_of(png: bytes) -> bytes:
+    """An ICO whose one entry declares 1x1 pixels and holds ``png`` (Pillow reads its size
+    from the PNG and decodes it while opening the file)."""
+    entry = struct.pack("<BBBBHHII", 1, 1, 0, 0, 1, 32, len(png), 6 + 16)
+    return struct.pack("<HHH", 0, 1, 1) + entry + png
 
 
 def _peak_rss() -> int:
@@ -74,9 +81,34 @@ def test_image_of_too_many_pixels_is_refused_before_it_is_decoded(
 ) -> None:
     """A 336 KiB PNG of 9400x9400 pixels, under Pillow's own bound, was decoded to 1.2 GiB."""
     pytest.importorskip("PIL")
+    (ws / "shot.png").write_bytes(_zeros_png(9400, 9400))
+    decoders = _spy_decoders(monkeypatch)
+    peak = _peak_rss()
+    with pytest.raises(RetriableError, match=r"9400x9400 pixels, over the 25 M pixel cap"):
+        tools["workspace_view"]("shot.png")
+    assert decoders == []
+    assert _peak_rss() - peak < 256 * 1024 * 1024  # decoding it took 1.2 GiB
+
+
+def test_image_whose_content_is_another_format_is_refused_before_it_is_decoded(
+    tools: Tools, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 336 KiB 'shot.png' that was an ICO declaring 1x1 pixels passed the pixel cap after
+    Pillow had decoded the 9400x9400 PNG inside it while opening it (599 MiB at 12000x12000)."""
+    pytest.importorskip("PIL")
+    (ws / "shot.png").write_bytes(_ico_of(_zeros_png(9400, 9400)))
+    decoders = _spy_decoders(monkeypatch)
+    peak = _peak_rss()
+    with pytest.raises(RetriableError, match=r"^shot\.png is not a PNG image$"):
+        tools["workspace_view"]("shot.png")
+    assert decoders == []
+    assert _peak_rss() - peak < 256 * 1024 * 1024
+
+
+def _spy_decoders(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the decoders Pillow creates from now on (one per image it decodes)."""
     from PIL import Image
 
-    _zeros_png(ws / "shot.png", 9400, 9400)
     decoders: list[str] = []
     get_decoder = Image._getdecoder
 
@@ -85,11 +117,7 @@ def test_image_of_too_many_pixels_is_refused_before_it_is_decoded(
         return get_decoder(*args)
 
     monkeypatch.setattr(Image, "_getdecoder", decoder)
-    peak = _peak_rss()
-    with pytest.raises(RetriableError, match=r"9400x9400 pixels, over the 25 M pixel cap"):
-        tools["workspace_view"]("shot.png")
-    assert decoders == []
-    assert _peak_rss() - peak < 256 * 1024 * 1024  # decoding it took 1.2 GiB
+    return decoders
 
 
 def test_text_cap_is_configurable_per_card(ws: Path) -> None:

@@ -1,10 +1,11 @@
 """Documents (PDF, Office) as Markdown through the ``docs`` extra, images through ``vision``.
 
 Conversion runs locally, in a child process with a time limit, an address-space limit and a
-cap on the text it may hand back: MarkItDown is built without any LLM client and without
-plugins, so no file content ever leaves the machine. Converted text and resized images are
-cached under the workspaces root's hidden cache directory, keyed by content hash, never inside
-a workspace.
+cap on the text it may hand back: MarkItDown is built with only the converter the suffix names
+(never one picked by a guess from the content, such as its audio converter), without any LLM
+client and without plugins, so no file content ever leaves the machine. Converted text and
+resized images are cached under the workspaces root's hidden cache directory, keyed by content
+hash, never inside a workspace.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ IMAGE_TYPES = {
     ".gif": "image/gif",
     ".bmp": "image/bmp",
 }
+"""Media type of each image suffix workspace_view shows; its subtype, upper-cased, is the one
+Pillow format (PNG, JPEG, WEBP, GIF, BMP) a file of that suffix is opened as."""
 MAX_IMAGE_BYTES = 10 * 1024 * 1024
 MAX_IMAGE_PIXELS = 25_000_000
 """Most pixels (width x height, from the header) of an image workspace_view opens with Pillow,
@@ -304,13 +307,16 @@ def _resize(data: bytes, rel: str, max_dimension: int) -> bytes | None:
     Only the header is read before the pixel count is checked; the opened image is then scaled
     in place, never copied whole: a JPEG much larger than ``max_dimension`` is decoded at a
     reduced scale (``thumbnail`` drafts it), other formats are decoded once and shrunk by a
-    whole factor (``reduce``) before they are resampled."""
+    whole factor (``reduce``) before they are resampled. Only the format the suffix names is
+    opened: Pillow guesses the format from the content, and some of its readers (ICO) decode
+    the whole image while opening it, before its size can be checked."""
     try:
-        from PIL import Image  # lazy: extra vision (pillow)
+        from PIL import Image, UnidentifiedImageError  # lazy: extra vision (pillow)
     except ImportError:
         return None
+    kind = IMAGE_TYPES[PurePosixPath(rel).suffix.lower()].removeprefix("image/").upper()
     try:
-        with Image.open(io.BytesIO(data)) as image:
+        with Image.open(io.BytesIO(data), formats=[kind]) as image:
             width, height = image.size
             if width * height > MAX_IMAGE_PIXELS:
                 raise RetriableError(
@@ -326,5 +332,7 @@ def _resize(data: bytes, rel: str, max_dimension: int) -> bytes | None:
             return out.getvalue()
     except RetriableError:
         raise
+    except UnidentifiedImageError:
+        raise RetriableError(f"{rel} is not a {kind} image") from None
     except Exception as exc:
         raise RetriableError(f"{rel} is not a readable image: {type(exc).__name__}") from None
