@@ -41,8 +41,8 @@ def _markitdown(suffix: str) -> MarkItDown:
 
     Built without its built-ins, which would also register every other converter and the
     exiftool found on the PATH, and without LLM client or plugins."""
-    from markitdown import DocumentConverter, MarkItDown
-    from markitdown.converters import (
+    from markitdown import DocumentConverter, MarkItDown  # lazy: extra docs (markitdown)
+    from markitdown.converters import (  # lazy: extra docs (markitdown)
         DocxConverter,
         PdfConverter,
         PptxConverter,
