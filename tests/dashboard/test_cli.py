@@ -265,6 +265,33 @@ def test_a_store_dashboard_writes_no_sign_in_into_the_team_trail(tmp_path: Path)
     assert len(before) == 1 and _audit_rows(audit) == before
 
 
+def test_a_store_dashboard_refuses_a_trail_it_would_have_to_migrate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--audit` is read as the store is: a trail of an older layout is refused in one line
+    and left as it was (before: the view migrated it, adding the columns its writer, an older
+    version, does not expect)."""
+    import typer
+
+    from toolcards.governance import AuditLog
+    from toolcards.runtime import Team
+    from toolcards.surfaces.dashboard.cli import _from_store
+
+    store, audit = tmp_path / "team.db", tmp_path / "audit.db"
+    with Team("stored", store=store):
+        pass
+    AuditLog(audit, team_id="stored", durability="sync").close()
+    with contextlib.closing(sqlite3.connect(audit)) as db:  # as the version before older_rows
+        db.execute("ALTER TABLE audit_chain DROP COLUMN older_rows")
+        db.commit()
+    before = audit.read_bytes()
+    with pytest.raises(typer.Exit), _from_store(str(store), "stored", audit)("127.0.0.1"):
+        pass
+    [error] = capsys.readouterr().err.splitlines()
+    assert re.fullmatch(r"error: audit trail .* older layout .* writer.*", error)
+    assert audit.read_bytes() == before
+
+
 def test_a_dashboard_on_another_address_warns(caplog: pytest.LogCaptureFixture) -> None:
     from toolcards.surfaces.dashboard.serve import warn_if_exposed
 

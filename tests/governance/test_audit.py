@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import signal
 import sqlite3
@@ -546,3 +547,76 @@ async def test_an_error_repeating_many_secret_arguments_keeps_none_of_them(
         [row] = audit.query()
     assert row.error is not None and row.error.startswith("ValueError: ")
     assert not any(key in row.error for key in keys)
+
+
+def _trail(path: Path, team_id: str = "stored") -> None:
+    """A trail of one row, written (and closed) by its writer."""
+    with AuditLog(path, durability="sync", team_id=team_id) as writer:
+        _record(writer, "c1")
+
+
+def test_a_read_only_trail_that_does_not_exist_is_refused_and_not_created(
+    tmp_path: Path,
+) -> None:
+    """Before: the read-only view (`dashboard --store --audit`) created the file and claimed
+    it for its team, so the trail's writer found it owned."""
+    from toolcards.stores import StoreError
+
+    with pytest.raises(StoreError, match="cannot read audit trail .*missing.db"):
+        AuditLog(tmp_path / "missing.db", team_id="stored", read_only=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_read_only_trail_of_an_older_layout_is_refused_and_left_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """A reader migrates nothing (before: it added the columns its writer, an older version,
+    does not expect)."""
+    from toolcards.stores import StoreError
+
+    path = tmp_path / "audit.db"
+    _trail(path)
+    with contextlib.closing(sqlite3.connect(path)) as db:  # as the version before older_rows
+        db.execute("ALTER TABLE audit_chain DROP COLUMN older_rows")
+        db.execute("ALTER TABLE audit_chain DROP COLUMN older_id")
+        db.commit()
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="older layout .* open it once with a writer"):
+        AuditLog(path, team_id="stored", read_only=True)
+    assert path.read_bytes() == before
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        columns = [row[1] for row in db.execute("PRAGMA table_info(audit_chain)")]
+    assert columns == ["team_id", "seq", "digest"]
+
+
+@pytest.mark.timeout(60)
+def test_a_read_only_trail_opens_and_reads_while_its_writer_holds_a_write_transaction(
+    tmp_path: Path,
+) -> None:
+    """Before: opening took the file's write lock, so the view waited for the writer's
+    transaction and failed with "database is locked"."""
+    path = tmp_path / "audit.db"
+    _trail(path)
+    writer = sqlite3.connect(path, isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute("UPDATE audit SET tool = 'uncommitted'")
+        with AuditLog(path, team_id="stored", read_only=True) as view:
+            assert [(e.call_id, e.tool) for e in view.query()] == [("c1", "t")]
+            assert view.verify().ok
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+
+
+def test_a_read_only_trail_reads_its_owners_rows_and_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "audit.db"
+    _trail(path, team_id="owner")
+    before = path.read_bytes()
+    with AuditLog(path, read_only=True) as view:  # no team: the file's owner
+        assert view.team_id == "owner"
+        assert [e.call_id for e in view.tail(5)] == ["c1"]
+        assert view.verify().ok
+        _record(view, "c2")  # not written: the trail is its writer's
+        assert [e.call_id for e in view.query()] == ["c1"]
+    assert path.read_bytes() == before

@@ -27,7 +27,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from toolcards.stores.audit_sql import GENESIS, Unchained, link
+from toolcards.stores.audit_sql import GENESIS, link
+from toolcards.stores.governance import Unchained
 
 
 @dataclass(frozen=True, slots=True)

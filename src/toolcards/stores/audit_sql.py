@@ -22,10 +22,12 @@ import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
-from toolcards.stores.migrate import TeamColumn, sqlite_setup
-from toolcards.stores.sqlite.connect import shared_connection
+from toolcards.stores.errors import StoreError
+from toolcards.stores.governance import Unchained
+from toolcards.stores.migrate import TeamColumn, sqlite_owner, sqlite_setup
+from toolcards.stores.sqlite.connect import read_only_connection, shared_connection
 
 TABLE = """
 CREATE TABLE IF NOT EXISTS audit (
@@ -316,22 +318,6 @@ def chain_head(cur: Cursor, team_id: str) -> tuple[int, str] | None:
     return None if row is None else (int(row[0]), str(row[1]))
 
 
-class Unchained(NamedTuple):
-    """A team's rows that carry no chain position, and those its chain head recorded."""
-
-    rows: int
-    """How many."""
-    low: int | None
-    """Their lowest id."""
-    high: int | None
-    """Their highest id."""
-    older_rows: int | None
-    """How many the table held when the head was made (None: no head, or one made by a
-    version that did not record them)."""
-    older_id: int | None
-    """The highest id among those (None: there were none, or not recorded)."""
-
-
 def unchained(cur: Cursor, team_id: str) -> Unchained:
     """The team's rows that carry no chain position, and those its head recorded."""
     count, low, high = cur.execute(_UNCHAINED, (team_id,)).fetchone()
@@ -349,13 +335,41 @@ _ROWS = 500 if sqlite3.sqlite_version_info >= (3, 32) else 45
 
 
 class SqliteAuditTable:
-    """The audit table of a SQLite file, seen as one team's rows."""
+    """The audit table of a SQLite file, seen as one team's rows. ``read_only=True``: a trail
+    looked at beside its writer (``toolcards dashboard --store``), which creates, claims and
+    migrates nothing and takes no write lock; a file that needs any of that is refused."""
 
-    def __init__(self, path: str | Path, *, sync: bool, team_id: str | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        sync: bool,
+        team_id: str | None = None,
+        read_only: bool = False,
+    ) -> None:
         self.location = str(path)
-        self._db = shared_connection(path, sync=sync)
-        self.team_id = sqlite_setup(self._db, TABLE, MIGRATION, INDEXES, team_id)
-        """``team_id``, or (None) the team that owns the file."""
+        if not read_only:
+            self._db = shared_connection(path, sync=sync)
+            self.team_id = sqlite_setup(self._db, TABLE, MIGRATION, INDEXES, team_id)
+            """``team_id``, or (None) the team that owns the file."""
+            return
+        try:
+            self._db = read_only_connection(path)  # a missing file is not created
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read audit trail {path}: {exc}") from None
+        try:
+            owner = sqlite_owner(self._db, MIGRATION)
+            if owner is None:
+                raise StoreError(
+                    f"audit trail {path} has an older layout than this toolcards reads: open "
+                    "it once with a writer (toolcards serve or call on its config), then retry"
+                )
+        except BaseException as exc:
+            self._db.close()
+            if isinstance(exc, sqlite3.Error):  # not a database, say
+                raise StoreError(f"cannot read audit trail {path}: {exc}") from None
+            raise
+        self.team_id = team_id or owner
 
     def insert(
         self,

@@ -7,14 +7,11 @@ trail), :class:`RateLimits` (token buckets, of :class:`Limit` rules) and :class:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from toolcards.core.approvals import ApprovalRecord, ApprovalRequest, ApprovalState
 from toolcards.core.errors import ToolcardsError
 from toolcards.core.grants import Grant
-
-if TYPE_CHECKING:  # audit_sql imports stores.base, which imports this module
-    from toolcards.stores.audit_sql import Unchained
 
 __all__ = [
     "PENDING_PER_PRINCIPAL",
@@ -27,6 +24,7 @@ __all__ = [
     "RateLimits",
     "Spend",
     "TooManyApprovals",
+    "Unchained",
 ]
 
 Binding = tuple[str, str, str, str]
@@ -138,6 +136,22 @@ class GrantStore(Protocol):
         """A value that changes whenever a grant of this store is made or revoked by any
         process that shares it; cheap enough to read on every call."""
         ...
+
+
+class Unchained(NamedTuple):
+    """A team's rows that carry no chain position, and those its chain head recorded."""
+
+    rows: int
+    """How many."""
+    low: int | None
+    """Their lowest id."""
+    high: int | None
+    """Their highest id."""
+    older_rows: int | None
+    """How many the table held when the head was made (None: no head, or one made by a
+    version that did not record them)."""
+    older_id: int | None
+    """The highest id among those (None: there were none, or not recorded)."""
 
 
 @runtime_checkable

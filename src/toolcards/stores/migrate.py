@@ -43,6 +43,12 @@ class TeamColumn:
         for index in self.drop_indexes:
             conn.execute(f"DROP INDEX IF EXISTS {index}")
 
+    def current(self, conn: sqlite3.Connection, prefix: str = "") -> bool:
+        """Whether :meth:`sqlite` has nothing to add (a missing table has no columns)."""
+        columns = {row[1] for row in conn.execute(f"PRAGMA table_info({prefix}{self.table})")}
+        wanted = {"team_id", *(name for name, _ in self.added)}
+        return wanted <= columns and all(other.current(conn, prefix) for other in self.beside)
+
     def postgres(self, cur: Any, prefix: str = "toolcards_") -> None:
         """Run under the schema lock; old rows keep the empty team (see the module doc)."""
         for other in self.beside:
@@ -88,6 +94,17 @@ def sqlite_setup(
         raise
     conn.execute("COMMIT")
     return team_id or owner
+
+
+def sqlite_owner(conn: sqlite3.Connection, migration: TeamColumn) -> str | None:
+    """The owner of a file :func:`sqlite_setup` made, read without writing (a reader beside
+    the file's writer migrates nothing): None when setup would still create, claim or migrate
+    something in it."""
+    found = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'toolcards_owner'"
+    if conn.execute(found).fetchone() is None or not migration.current(conn):
+        return None
+    row = conn.execute("SELECT team_id FROM toolcards_owner").fetchone()
+    return None if row is None else str(row[0])
 
 
 def postgres_columns(cur: Any, table: str) -> set[str]:

@@ -44,10 +44,22 @@ def open_team_store(
     return backend_of(where).team_store(where, durable=durable, connect_timeout=connect_timeout)
 
 
-def open_audit_table(location: Location, team_id: str | None = None, *, sync: bool) -> AuditTable:
+def open_audit_table(
+    location: Location, team_id: str | None = None, *, sync: bool, read_only: bool = False
+) -> AuditTable:
     """One team's audit rows at ``location`` (``:memory:``: this process only). Without a
-    team: the team owning a SQLite file, else the default team."""
+    team: the team owning a SQLite file, else the default team. ``read_only``: a trail looked
+    at beside its writer, which creates, claims and migrates nothing (a SQLite file needing
+    that is refused) and waits for no write lock."""
     where = StoreLocation.parse(location)
+    if read_only and where.path is not None:
+        from toolcards.stores.audit_sql import SqliteAuditTable  # lazy: as every backend is
+
+        return SqliteAuditTable(where.path, sync=sync, team_id=team_id, read_only=True)
+    if read_only and where.kind == "postgres":
+        from toolcards.stores.postgres.governance import PostgresAuditTable  # lazy: psycopg
+
+        return PostgresAuditTable(where.target, team_id, read_only=True)
     return backend_of(where).audit_table(where, team_id, sync=sync)
 
 

@@ -214,8 +214,9 @@ class AuditLog:
     a spill file until it can.
 
     ``read_only=True``: a trail to be looked at, whose writer is another process (``toolcards
-    dashboard --store``): no journal, no writer, :meth:`record` writes nothing, and rows kept
-    in spill files are left to that writer.
+    dashboard --store``): no journal, no writer, :meth:`record` writes nothing, rows kept in
+    spill files are left to that writer, and the trail is opened read only (a trail that
+    does not exist or needs migrating is refused: :class:`StoreError`).
     """
 
     def __init__(
@@ -236,7 +237,8 @@ class AuditLog:
         self._batch_size = max(1, min(batch_size, _MAX_BATCH))
         self._linger = max(0.0, linger)
         location = StoreLocation.parse(path)
-        self._db: AuditTable = open_audit_table(location, team_id, sync=durability == "sync")
+        sync = durability == "sync"
+        self._db: AuditTable = open_audit_table(location, team_id, sync=sync, read_only=read_only)
         self.team_id = self._db.team_id
         """Whose rows this log writes and reads (every row carries it): ``team_id``, else the
         team owning a SQLite file, else ``"toolcards"`` (the default team of every store and

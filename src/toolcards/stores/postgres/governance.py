@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from toolcards.stores import approvals, audit_sql, budgets, grants
 from toolcards.stores.approvals import SqlApprovalStore
 from toolcards.stores.base import Limit, Spend
+from toolcards.stores.governance import Unchained
 from toolcards.stores.grants import SqlGrants
 from toolcards.stores.migrate import TeamColumn
 from toolcards.stores.postgres.connections import Connections
@@ -395,13 +396,20 @@ def _bucket_key(team_id: str, lim: Limit, principal: str, tool_id: str) -> str:
 
 class PostgresAuditTable(_TeamTable):
     """The audit trail in PostgreSQL: every process of a team appends to one table, and to
-    one chain (each write locks the team's chain head until it commits)."""
+    one chain (each write locks the team's chain head until it commits). ``read_only``: a
+    trail looked at beside its writers, which runs no DDL (it takes the schema lock)."""
 
     def __init__(
-        self, url: str, team_id: str | None = None, *, connect_timeout: float = 5.0
+        self,
+        url: str,
+        team_id: str | None = None,
+        *,
+        connect_timeout: float = 5.0,
+        read_only: bool = False,
     ) -> None:
         super().__init__(url, team_id, connect_timeout)
-        create_table(self._db, audit_sql.TABLE, audit_sql.MIGRATION, audit_sql.INDEXES)
+        if not read_only:
+            create_table(self._db, audit_sql.TABLE, audit_sql.MIGRATION, audit_sql.INDEXES)
 
     def insert(
         self,
@@ -428,7 +436,7 @@ class PostgresAuditTable(_TeamTable):
     def chain_head(self) -> tuple[int, str] | None:
         return self._read(lambda cur: audit_sql.chain_head(cur, self.team_id))
 
-    def unchained(self) -> audit_sql.Unchained:
+    def unchained(self) -> Unchained:
         return self._read(lambda cur: audit_sql.unchained(cur, self.team_id))
 
     def other_teams(self) -> list[str]:

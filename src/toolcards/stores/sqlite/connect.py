@@ -36,6 +36,17 @@ def shared_connection(path: str | Path, *, sync: bool) -> sqlite3.Connection:
     return db
 
 
+def read_only_connection(path: str | Path) -> sqlite3.Connection:
+    """An autocommit connection usable from any thread that reads ``path`` and can neither
+    create nor write it: a reader beside the file's writer, which (WAL) never waits for the
+    writer's lock. SQLite makes the ``-wal`` and ``-shm`` files if missing, with the file's
+    mode."""
+    uri = f"{Path(path).resolve().as_uri()}?mode=ro"
+    return sqlite3.connect(
+        uri, uri=True, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT
+    )
+
+
 def _create_private(path: str | Path) -> None:
     """Create the database file, readable and writable by its user only, when it is new."""
     name = str(path)

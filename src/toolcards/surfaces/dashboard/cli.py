@@ -134,7 +134,11 @@ def _from_store(
             raise _fail(str(exc), ExitCode.FAILED) from None
         audit = None  # nor into its trail, whose hash chain is its writer's
         if audit_path is not None:
-            audit = AuditLog(audit_path, team_id=team_id, read_only=True)
+            try:
+                audit = AuditLog(audit_path, team_id=team_id, read_only=True)
+            except StoreError as exc:  # one that would have to be migrated, say
+                team.stop()
+                raise _fail(str(exc), ExitCode.FAILED) from None
         token = new_token()
         tokens = TokenTable.from_tokens([(token, Identity("local", "user", ["viewer"]))])
         typer.echo(f"sign in with this one-time token: {token}", err=True)
