@@ -1,6 +1,7 @@
 """Request bodies of `toolcards serve --transport http` are bounded: a body announced over
 the cap is refused before it is read, a chunked one once the cap is passed, and the server's
-memory stays flat under a 64 MiB body (a real server process, raw sockets)."""
+memory stays flat under a 64 MiB body, as under a body of too many values (a real server
+process, raw sockets)."""
 
 from __future__ import annotations
 
@@ -61,10 +62,34 @@ def test_a_64_mib_chunked_body_is_refused_at_the_cap_with_flat_memory(server: Ht
 
 
 def test_a_body_under_the_cap_still_reaches_mcp(server: HttpServer) -> None:
-    padded = {**INIT, "params": {**INIT["params"], "pad": "x" * (MAX_BODY // 2)}}
-    response = httpx.post(server.url, json=padded, headers=HEADERS, timeout=30)
+    """2 MiB (not of an initialize, which is bounded lower: see ``test_mcp_http.py``), of
+    commas and brackets that are not values: they are in a string."""
+    opened = httpx.post(server.url, json=INIT, headers=HEADERS, timeout=30)
+    session = {**HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
+    pad = ",[{" * (MAX_BODY // 6)
+    ping = {"jsonrpc": "2.0", "id": 2, "method": "ping", "params": {"_meta": {"pad": pad}}}
+    response = httpx.post(server.url, json=ping, headers=session, timeout=30)
     assert response.status_code == 200
-    assert "mcp-session-id" in response.headers
+    assert '"result"' in response.text
+
+
+def test_a_body_of_too_many_values_is_refused_unparsed_and_opens_no_session(
+    server: HttpServer,
+) -> None:
+    """An anonymous initialize of 1.4 M empty objects under the 4 MiB cap: parsed, it held the
+    server's event loop for seconds and its session kept 108 MiB for 900 s."""
+    objects = ",".join(["{}"] * ((MAX_BODY - 200) // 3))
+    params = '{"protocolVersion":"2025-06-18","capabilities":{},"x":[' + objects + "]}"
+    body = '{"jsonrpc":"2.0","id":1,"method":"initialize","params":' + params + "}"
+    memory = PeakMemory(server.proc.pid).reset()
+    response = httpx.post(server.url, content=body, headers=HEADERS, timeout=30)
+    assert response.status_code == 400
+    assert response.json()["error"] == {
+        "code": -32600,
+        "message": "Invalid Request: more than 100,000 values",
+    }
+    assert "mcp-session-id" not in response.headers
+    assert memory.growth() < 32 * MiB
 
 
 def test_an_unparsable_content_length_is_refused(server: HttpServer) -> None:

@@ -1,8 +1,10 @@
 """`toolcards serve --transport http`: bearer tokens, anonymous callers, sessions bound to
-their caller, DNS-rebinding refusal, and approvals by elicitation over HTTP."""
+their caller, DNS-rebinding refusal (on any loopback address: the app in process, raw HTTP
+through an ASGI client), bounded initialize requests, and approvals by elicitation over HTTP."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,9 +13,14 @@ import httpx
 import mcp.types as types
 import pytest
 from mcp_clients import http_session
+from starlette.testclient import TestClient
 
 from surfaces.surface_support import HEADERS, INIT, HttpServer, token_for, write_config
 from toolcards.governance import Identity
+from toolcards.surfaces.config import load_config
+from toolcards.surfaces.http.ports import is_loopback
+from toolcards.surfaces.mcp_server.http import http_app
+from toolcards.surfaces.runtime import SurfaceRuntime
 
 pytestmark = pytest.mark.anyio
 
@@ -84,6 +91,42 @@ def test_requests_for_another_host_name_are_refused(server: HttpServer) -> None:
     assert response.status_code in (403, 421)
 
 
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({}, 200),
+        ({"Host": "attacker.example:8765"}, 421),
+        ({"Origin": "http://attacker.example:8765"}, 403),
+        ({"Origin": "http://127.0.0.2:8765"}, 200),
+    ],
+    ids=["own-address", "rebound-host", "other-origin", "own-origin"],
+)
+def test_a_server_on_another_loopback_address_refuses_rebound_requests(
+    tmp_path: Path, headers: dict[str, str], status: int
+) -> None:
+    """``--host 127.0.0.2`` is loopback too (the check was on only for 127.0.0.1, localhost and
+    ::1: a page of a rebound DNS name called its tools)."""
+    config = load_config(write_config(tmp_path, tokens=[ALICE]))
+    with (
+        SurfaceRuntime.from_config(config) as rt,
+        TestClient(http_app(rt, host="127.0.0.2"), base_url="http://127.0.0.2:8765") as client,
+    ):
+        response = client.post("/mcp", json=INIT, headers={**HEADERS, **headers})
+    assert response.status_code == status
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [("127.0.0.2", True), ("::1", True), ("localhost", True), ("127.evil.example", False),
+     ("0.0.0.0", False), ("10.0.0.2", False)],
+)  # fmt: skip
+def test_loopback_is_any_loopback_address_and_no_name_but_localhost(
+    host: str, loopback: bool
+) -> None:
+    """One test for the MCP server and the dashboard (whose ``127.*`` took a DNS name)."""
+    assert is_loopback(host) is loopback
+
+
 async def test_elicitation_approves_a_call_over_http(server: HttpServer) -> None:
     async def approve(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         return types.ElicitResult(action="accept", content={"approve": True})
@@ -136,6 +179,26 @@ def test_invalid_jsonrpc_over_http_is_an_invalid_request(server: HttpServer, bod
     response = raw_post(server, body)
     assert response.status_code == 400
     assert response.json()["error"]["code"] == -32600
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"name": "x" * 16_384}, {"x": [{}] * 501}],
+    ids=["16-kib", "1001-values"],
+)
+def test_an_initialize_beyond_what_a_session_keeps_is_refused(
+    server: HttpServer, extra: dict[str, Any]
+) -> None:
+    """The SDK keeps an initialize's params while the session lives (4 MiB of empty objects
+    kept 108 MiB): at most 16 KiB and 1,000 values."""
+    client = {"name": "raw", "version": "0", **extra}
+    params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client}
+    response = raw_post(server, json.dumps({**INIT, "params": params}).encode())
+    assert response.status_code == 400
+    assert response.json()["id"] == 1
+    assert response.json()["error"]["code"] == -32600
+    assert "at most 16,384 bytes and 1,000 values" in response.json()["error"]["message"]
+    assert "mcp-session-id" not in response.headers
 
 
 def test_unknown_method_over_http_is_method_not_found(server: HttpServer) -> None:

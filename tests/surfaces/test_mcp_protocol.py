@@ -83,6 +83,21 @@ def test_json_nested_past_any_parser_is_a_parse_error_and_the_server_goes_on(
     assert "result" in server.request("ping")
 
 
+def test_a_line_of_too_many_values_is_refused_unparsed_and_the_server_goes_on(
+    server: RawStdio,
+) -> None:
+    """200,000 empty objects in 600 KB: the bound in values, as over HTTP (the line was parsed
+    whole and the ping answered)."""
+    objects = ",".join(["{}"] * 200_000)
+    server.send('{"jsonrpc":"2.0","id":7003,"method":"ping","params":{"x":[' + objects + "]}}")
+    reply = server.wait_for(None)
+    assert reply["error"] == {
+        "code": -32600,
+        "message": "Invalid Request: more than 100,000 values",
+    }
+    assert "result" in server.request("ping")
+
+
 def test_a_line_past_the_body_limit_is_refused_unread_and_the_server_goes_on(
     server: RawStdio,
 ) -> None:

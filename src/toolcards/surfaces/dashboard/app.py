@@ -58,12 +58,7 @@ from toolcards.surfaces.dashboard.inbox import (
     revoke_grant,
 )
 from toolcards.surfaces.dashboard.live import LiveHub
-from toolcards.surfaces.dashboard.security import (
-    LOOPBACK_HOSTS,
-    SecurityHeaders,
-    host_name,
-    is_loopback,
-)
+from toolcards.surfaces.dashboard.security import SecurityHeaders, host_name
 from toolcards.surfaces.dashboard.sessions import (
     DEFAULT_VIEWER_ROLES,
     LOGIN_COOKIE,
@@ -74,6 +69,7 @@ from toolcards.surfaces.dashboard.sessions import (
 )
 from toolcards.surfaces.dashboard.throttle import SignInThrottle
 from toolcards.surfaces.http.limits import BodyLimit, HttpLimits
+from toolcards.surfaces.http.ports import is_loopback, loopback_names
 from toolcards.surfaces.http.tokens import TokenTable
 
 if TYPE_CHECKING:
@@ -187,7 +183,7 @@ class Dashboard:
                 ],
                 lifespan=self.lifespan,
             )
-        hosts = LOOPBACK_HOSTS if is_loopback(self.host) else None
+        hosts = loopback_names(self.host) if is_loopback(self.host) else None
         return SecurityHeaders(BodyLimit(self._app, self.limits), allowed_hosts=hosts)
 
     @contextlib.asynccontextmanager

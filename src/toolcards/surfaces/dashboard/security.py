@@ -17,8 +17,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+__all__ = ["CSP", "HEADERS", "SecurityHeaders", "host_name"]
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -33,10 +32,6 @@ HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"cross-origin-opener-policy", b"same-origin"),
     (b"cross-origin-resource-policy", b"same-origin"),
 )
-
-
-def is_loopback(host: str) -> bool:
-    return host in LOOPBACK or host.startswith("127.")
 
 
 def host_name(value: str) -> str:

@@ -18,10 +18,9 @@ from toolcards.core.threads import background_thread
 from toolcards.stores.base import DEFAULT_TEAM
 from toolcards.stores.sqlite.approvals import SqliteApprovalStore
 from toolcards.surfaces.dashboard.app import Dashboard
-from toolcards.surfaces.dashboard.security import is_loopback
 from toolcards.surfaces.http.guard import server_config
 from toolcards.surfaces.http.limits import HttpLimits
-from toolcards.surfaces.http.ports import DASHBOARD_PORT, listen
+from toolcards.surfaces.http.ports import DASHBOARD_PORT, is_loopback, listen
 from toolcards.surfaces.http.server import GuardedServer
 
 if TYPE_CHECKING:

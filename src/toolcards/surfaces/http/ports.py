@@ -2,16 +2,27 @@
 port that is taken ends the command in one line naming the port and ``--port``.
 
 ``serve`` and ``dashboard`` default to different ports, so both can run as the docs show.
+Whether an address is loopback is told here once, for both (:func:`is_loopback`).
 """
 
 from __future__ import annotations
 
 import errno
+import ipaddress
 import socket
 
 from toolcards.core.errors import ToolcardsError
 
-__all__ = ["DASHBOARD_PORT", "MCP_PORT", "PortUnavailable", "listen", "url_host"]
+__all__ = [
+    "DASHBOARD_PORT",
+    "LOOPBACK_NAMES",
+    "MCP_PORT",
+    "PortUnavailable",
+    "is_loopback",
+    "listen",
+    "loopback_names",
+    "url_host",
+]
 
 MCP_PORT = 8765
 """``toolcards serve --transport http`` (MCP at ``http://127.0.0.1:8765/mcp``)."""
@@ -30,6 +41,29 @@ class PortUnavailable(ToolcardsError, OSError):
 def url_host(host: str) -> str:
     """``host`` as it goes in a URL (an IPv6 address in brackets)."""
     return f"[{host}]" if ":" in host else host
+
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+"""The names of this machine a request may address a loopback server by (as in ``Host``)."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a server bound to ``host`` is reachable from this machine only: ``localhost``
+    or a loopback address (all of 127.0.0.0/8, in any spelling the socket takes, and ``::1``)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        found = socket.getaddrinfo(host.strip("[]"), None, flags=socket.AI_NUMERICHOST)
+    except (socket.gaierror, UnicodeError):
+        return False
+    return all(ipaddress.ip_address(info[4][0]).is_loopback for info in found)
+
+
+def loopback_names(host: str) -> tuple[str, ...]:
+    """The names a request may address a server bound to loopback ``host`` by (its ``Host``
+    header, its ``Origin``): :data:`LOOPBACK_NAMES` and ``host`` itself (127.0.0.2, say)."""
+    own = url_host(host.strip("[]")).lower()
+    return LOOPBACK_NAMES if own in LOOPBACK_NAMES else (*LOOPBACK_NAMES, own)
 
 
 def listen(host: str, port: int) -> socket.socket:

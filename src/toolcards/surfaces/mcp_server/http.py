@@ -33,6 +33,7 @@ from toolcards.surfaces.config import SessionLimits
 from toolcards.surfaces.http.auth import BearerAuth
 from toolcards.surfaces.http.guard import server_config
 from toolcards.surfaces.http.limits import BodyLimit, HttpLimits, replaying
+from toolcards.surfaces.http.ports import is_loopback, loopback_names
 from toolcards.surfaces.http.server import GuardedServer
 from toolcards.surfaces.mcp_server.options import MCPOptions
 from toolcards.surfaces.mcp_server.server import IDENTITY_SCOPE_KEY, GovernedMCPServer
@@ -46,13 +47,12 @@ from toolcards.surfaces.mcp_server.sessions import (
     manager_sessions,
     reply,
 )
-from toolcards.surfaces.mcp_server.stdio import edge_error
+from toolcards.surfaces.mcp_server.stdio import edge_error, invalid_request
 from toolcards.surfaces.runtime import SurfaceRuntime
 
 log = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def identity_from_scope(ctx: Any) -> Identity:
@@ -104,9 +104,18 @@ def quiet_disconnects() -> None:
             logger.addFilter(_RoutineDisconnects())
 
 
+MAX_INITIALIZE = 16_384
+"""Bytes of one ``initialize`` request: the SDK keeps its params as long as the session lives
+(an initialize of 4 MiB of empty objects held 108 MiB), while clients send a few hundred."""
+MAX_INITIALIZE_VALUES = 1_000
+"""Values of one ``initialize`` request (see :data:`~toolcards.core.outside_json.MAX_VALUES`):
+16 KiB of empty objects would still keep 400 KiB; clients send a few dozen."""
+
+
 class JsonRpcEdge:
-    """ASGI middleware: a POST whose body is not JSON-RPC 2.0 gets the JSON-RPC error
-    (-32700 / -32600) before the SDK sees it."""
+    """ASGI middleware: a POST whose body is not JSON-RPC 2.0 (or an ``initialize`` beyond
+    :data:`MAX_INITIALIZE` bytes or :data:`MAX_INITIALIZE_VALUES` values) gets the JSON-RPC
+    error (-32700 / -32600) before the SDK sees it."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -132,13 +141,19 @@ class JsonRpcEdge:
 
 
 def _post_problem(body: bytes) -> dict[str, Any] | None:
-    try:
-        data = outside_json.loads(body)
-    except ValueError:
-        return edge_error(body)
-    if isinstance(data, list):  # batches were removed from the protocol
-        return edge_error(b"[]")
-    return edge_error(body)
+    problem = edge_error(body)
+    if problem is not None or not _large(body):
+        return problem
+    data = outside_json.loads(body)  # a JSON-RPC message: edge_error read it
+    if data.get("method") != "initialize":
+        return None
+    limits = f"{MAX_INITIALIZE:,} bytes and {MAX_INITIALIZE_VALUES:,} values"
+    return invalid_request(data.get("id"), f"an initialize request holds at most {limits}")
+
+
+def _large(body: bytes) -> bool:
+    """Too large for an ``initialize`` (only such a body is read again, to tell)."""
+    return len(body) > MAX_INITIALIZE or outside_json.over_values(body, MAX_INITIALIZE_VALUES)
 
 
 def http_app(
@@ -165,17 +180,10 @@ def http_app(
         options=options,
         in_flight=in_flight,
     )
-    security = None
-    if host in _LOOPBACK:  # refuse DNS-rebinding requests from a browser
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-        )
     # SSE responses (not plain JSON): an approval asks the human mid-call, on the call's stream
     manager = StreamableHTTPSessionManager(
         app=mcp_server.server,
-        security_settings=security,
+        security_settings=_rebinding_guard(host),
         session_idle_timeout=sessions.idle_timeout,
         max_sessions=sessions.max,
     )
@@ -199,6 +207,20 @@ def http_app(
     return Starlette(routes=routes, lifespan=lifespan)
 
 
+def _rebinding_guard(host: str) -> TransportSecuritySettings | None:
+    """On a loopback ``host``, requests addressed to other names (421) or sent by pages of other
+    origins (403) are refused: a web page whose DNS name is rebound to this machine cannot reach
+    the server (whatever loopback address it is bound to, 127.0.0.2 as well as 127.0.0.1)."""
+    if not is_loopback(host):
+        return None
+    names = loopback_names(host)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{name}:*" for name in names],
+        allowed_origins=[f"http://{name}:*" for name in names],
+    )
+
+
 async def run_http(
     runtime: SurfaceRuntime,
     *,
@@ -210,7 +232,7 @@ async def run_http(
 ) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled or signalled
     (``sock``: a socket already bound there, see :mod:`toolcards.surfaces.http.ports`)."""
-    if host not in _LOOPBACK:
+    if not is_loopback(host):
         log.warning("serving MCP on %s: reachable beyond this machine", host)
 
     class Server(GuardedServer):

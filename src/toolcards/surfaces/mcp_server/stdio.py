@@ -2,8 +2,10 @@
 
 A line that is not JSON is answered ``-32700`` (parse error, ``id: null``); a JSON value that
 is not a JSON-RPC 2.0 message (no ``"jsonrpc": "2.0"``, a method that is not a string, a
-batch array, ...) is answered ``-32600`` (invalid request, with its ``id`` when readable).
-Everything else goes to the SDK, which answers unknown methods with ``-32601``.
+batch array, ...) is answered ``-32600`` (invalid request, with its ``id`` when readable), as
+is a message of more than :data:`~toolcards.core.outside_json.MAX_VALUES` values, before it is
+parsed (``id: null``). Everything else goes to the SDK, which answers unknown methods with
+``-32601``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from toolcards.surfaces.http.limits import MAX_BODY
 
 def edge_error(raw: str | bytes) -> dict[str, Any] | None:
     """The JSON-RPC error response for a malformed message, or None when it is well formed."""
+    if outside_json.over_values(raw):
+        return invalid_request(None, _TOO_MANY_VALUES)
     try:
         data = outside_json.loads(raw)
     except ValueError:
@@ -47,6 +51,15 @@ def edge_error(raw: str | bytes) -> dict[str, Any] | None:
     except ValueError:
         return _error(ident, INVALID_REQUEST, "Invalid Request")
     return None
+
+
+def invalid_request(ident: Any, why: str) -> dict[str, Any]:
+    """The ``-32600`` answer to request ``ident`` (None: not known) saying ``why``."""
+    return _error(ident, INVALID_REQUEST, f"Invalid Request: {why}")
+
+
+_TOO_MANY_VALUES = f"more than {outside_json.MAX_VALUES:,} values"
+"""Why a message is refused unparsed: parsed, its values would cost far more than its bytes."""
 
 
 def _error(ident: Any, code: int, message: str) -> dict[str, Any]:
@@ -128,6 +141,9 @@ async def _read_messages(
                 await errors.send(_error(None, INVALID_REQUEST, why))
                 continue
             if not line.strip():
+                continue
+            if outside_json.over_values(line):
+                await errors.send(invalid_request(None, _TOO_MANY_VALUES))
                 continue
             try:
                 message = jsonrpc_message_adapter.validate_json(line, by_name=False)
