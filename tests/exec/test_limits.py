@@ -91,6 +91,7 @@ def test_rlimits_are_applied_in_the_child(tmp_path: Path) -> None:
     assert rows["Max address space"][0] == str(300 << 20)
     assert rows["Max file size"][0] == "12345"
     assert rows["Max open files"][:2] == ["1024", "1024"]
+    assert rows["Max msgqueue size"][:2] == ["0", "0"]  # none charged to the host user
 
 
 def test_open_files_never_exceed_the_hosts_hard_limit() -> None:

@@ -215,6 +215,29 @@ def test_keyring_calls_are_answered_enosys(workspaces: Path) -> None:
     assert "keys 38 38 38" in out  # ENOSYS from each: no key is made or looked up
 
 
+WATCHERS = """import ctypes, platform
+libc = ctypes.CDLL(None, use_errno=True)
+inotify_init1, fanotify_init, mq_open = {"x86_64": (294, 300, 240), "aarch64": (26, 262, 180)}[
+    platform.machine()]
+calls = ((inotify_init1, 0), (fanotify_init, 0x200, 0), (mq_open, b"q", 0o102, 0o600, None))
+print('quotas', *[libc.syscall(*c) < 0 and ctypes.get_errno() for c in calls])
+"""
+"""inotify_init1, fanotify_init (FAN_REPORT_FID, open to unprivileged users) and mq_open
+(O_CREAT | O_RDWR): the errno each fails with (False where one succeeds)."""
+
+
+@needs_bwrap
+def test_per_user_quota_calls_are_answered_enosys(workspaces: Path) -> None:
+    """Attack: inotify instances, fanotify groups and message queue bytes are charged to the
+    host user the sandbox's uid maps to; a command used up all three, and while it ran the
+    host's own inotify_init1, fanotify_init and mq_open failed (EMFILE)."""
+    ws = workspaces / "quotas"
+    ws.mkdir()
+    (ws / "quotas.py").write_text(WATCHERS)
+    out = _run("bwrap", "sh -c 'python3 quotas.py'", workspace_id="quotas")
+    assert "quotas 38 38 38" in out  # ENOSYS from each: nothing charged to the host user
+
+
 SOCKETPAIRS = """import resource, socket
 print('nofile', *resource.getrlimit(resource.RLIMIT_NOFILE))
 pairs = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import resource
+import sys
 from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -65,7 +66,9 @@ RlimitPlan = list[tuple[int, int, int]]
 
 def rlimit_plan(limits: ExecLimits, nproc: int | None = None) -> RlimitPlan:
     """The rlimits for ``limits``; ``nproc``, when given, becomes RLIMIT_NPROC (the fallback
-    for ``max_processes`` when no pids cgroup exists; useless as root)."""
+    for ``max_processes`` when no pids cgroup exists; useless as root). RLIMIT_MSGQUEUE is 0
+    on Linux: queue bytes are charged to the host user, so a command could use up that user's
+    819,200 and make the host's own ``mq_open`` fail (bwrap's filter refuses it too)."""
     plan: RlimitPlan = []
     if limits.cpu_seconds is not None:
         plan.append((resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + 1))
@@ -78,6 +81,8 @@ def rlimit_plan(limits: ExecLimits, nproc: int | None = None) -> RlimitPlan:
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]  # above it: EPERM unprivileged
     files = limits.open_files if hard == resource.RLIM_INFINITY else min(limits.open_files, hard)
     plan.append((resource.RLIMIT_NOFILE, files, files))
+    if sys.platform == "linux":
+        plan.append((resource.RLIMIT_MSGQUEUE, 0, 0))
     return plan
 
 

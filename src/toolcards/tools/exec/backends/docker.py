@@ -94,6 +94,7 @@ class DockerBackend(Backend):
         if lim.file_size_bytes is not None:
             cmd += ["--ulimit", f"fsize={lim.file_size_bytes}"]
         cmd += ["--ulimit", f"nofile={lim.open_files}:{lim.open_files}"]
+        cmd += ["--ulimit", "msgqueue=0:0"]  # the host user's queue quota, as in rlimit_plan
         cmd += ["--env", "HOME=/workspace", "--env", "TMPDIR=/tmp"]
         for key in sorted(spec.env):
             if key not in {"HOME", "TMPDIR"}:

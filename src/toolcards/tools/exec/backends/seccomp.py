@@ -11,10 +11,12 @@ It answers ENOSYS to io_uring (``io_uring_setup``, ``io_uring_enter``, ``io_urin
 as container runtimes' default profiles do: a file registered in a ring's fixed-file table
 stays held by the ring alone once its descriptor is closed, where the workspace cap's count
 of unnamed files (descriptors and mappings, ``watch.held``) cannot see it. Callers fall back
-to ordinary system calls. It answers ENOSYS to the kernel keyring calls (``add_key``,
-``request_key``, ``keyctl``), as container runtimes' default profiles do too: keys are
-charged to the host user the sandbox's uid maps to, so a command could fill that user's key
-quota and make the host's own ``add_key`` fail while it runs.
+to ordinary system calls. It answers ENOSYS to the calls that make something charged to a
+per-user quota of the host (``_NOSYS_CALLS``): the kernel keyring calls, as container
+runtimes' default profiles do too, inotify and fanotify instances and POSIX message queues.
+Those quotas count the host user the sandbox's uid maps to, namespaces or not, so a command
+could fill one and make the host's own ``add_key``, ``inotify_init1`` (every file watcher of
+that user), ``fanotify_init`` or ``mq_open`` fail while it runs.
 
 It also refuses the TIOCSTI and TIOCLINUX ioctls (typing into a terminal). They alone do
 not keep the sandbox off a terminal it shares: in the caller's session a command could open
@@ -40,13 +42,31 @@ _SETID = 0o6000
 _X32_BIT = 0x40000000
 
 _NOSYS = 0x00050000 | errno.ENOSYS
-_NOSYS_CALLS = (437, 425, 426, 427)
-"""Answered ENOSYS, the same numbers on x86_64 and aarch64: openat2 (its mode sits in a
-struct the filter cannot read, so callers fall back to openat); io_uring_setup,
-io_uring_enter, io_uring_register (a ring's fixed-file table holds files the workspace cap
-cannot count)."""
-_KEYRING_CALLS = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}
-"""add_key, request_key, keyctl (answered ENOSYS): keys count against the host user's quota."""
+_NOSYS_CALLS: dict[str, tuple[int | None, int | None]] = {
+    # name: (x86_64 number, aarch64 number); None where the machine has no such call.
+    # Its mode sits in a struct the filter cannot read; libc falls back to openat.
+    "openat2": (437, 437),
+    # A ring's fixed-file table holds files the workspace cap cannot count.
+    "io_uring_setup": (425, 425),
+    "io_uring_enter": (426, 426),
+    "io_uring_register": (427, 427),
+    # What these make is charged to a per-user quota of the host user the sandbox's uid maps
+    # to; filled from inside, the host's own calls fail while the command runs.
+    "add_key": (248, 217),  # keys: kernel.keys.maxkeys and maxbytes
+    "request_key": (249, 218),
+    "keyctl": (250, 219),
+    "inotify_init": (253, None),  # fs.inotify.max_user_instances (128 for every file watcher)
+    "inotify_init1": (294, 26),
+    "fanotify_init": (300, 262),  # fs.fanotify.max_user_groups (128)
+    "mq_open": (240, 180),  # the user's queue bytes, RLIMIT_MSGQUEUE (819,200)
+}
+"""System calls answered ENOSYS (callers see them as missing and fall back or go without)."""
+
+
+def _nosys(column: int) -> tuple[int, ...]:
+    """The numbers of ``_NOSYS_CALLS`` on one machine (0: x86_64, 1: aarch64)."""
+    return tuple(nr for nrs in _NOSYS_CALLS.values() if (nr := nrs[column]) is not None)
+
 
 # machine -> (audit arch, {syscall: index of its mode argument}, syscalls refused as ENOSYS,
 # ioctl's number)
@@ -55,14 +75,14 @@ _ARCHES: dict[str, tuple[int, dict[int, int], tuple[int, ...], int]] = {
     "x86_64": (
         0xC000003E,
         {90: 1, 91: 1, 268: 2, 452: 2, 2: 2, 85: 1, 257: 3, 133: 1, 259: 2},
-        _NOSYS_CALLS + _KEYRING_CALLS["x86_64"],
+        _nosys(0),
         16,
     ),
     # aarch64: fchmod fchmodat fchmodat2 openat mknodat
     "aarch64": (
         0xC00000B7,
         {52: 1, 53: 2, 452: 2, 56: 3, 33: 2},
-        _NOSYS_CALLS + _KEYRING_CALLS["aarch64"],
+        _nosys(1),
         29,
     ),
 }
@@ -82,8 +102,8 @@ def setid_filter(machine: str | None = None) -> bytes | None:
     """The BPF program for ``machine`` (default: this host), or None for unknown machines.
 
     Refuses (EPERM) setuid/setgid mode bits in chmod/open/mknod calls and the TIOCSTI and
-    TIOCLINUX ioctls; answers ENOSYS to openat2, io_uring and the keyring calls; refuses
-    every foreign-ABI system call.
+    TIOCLINUX ioctls; answers ENOSYS to ``_NOSYS_CALLS``; refuses every foreign-ABI system
+    call.
     """
     found = _ARCHES.get(machine or platform.machine())
     if found is None:
