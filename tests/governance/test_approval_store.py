@@ -227,6 +227,29 @@ def test_sqlite_store_is_shared_between_connections(tmp_path: Path) -> None:
     assert taken is not None and taken.state is ApprovalState.GRANTED
 
 
+def test_a_grant_revoked_through_another_name_of_the_file_moves_every_stamp(
+    tmp_path: Path,
+) -> None:
+    """The stamp file that tells other processes to read the grants again was named from the
+    path as written: a revoke through a symlink to the file moved only its own, and a server
+    that opened the real path kept admitting calls under the revoked grant."""
+    from toolcards.core.grants import Grant
+
+    real, link = tmp_path / "approvals.db", tmp_path / "inbox.db"
+    server = SqliteApprovalStore(real, "t")
+    link.symlink_to(real)
+    revoker = SqliteApprovalStore(link, "t")
+    try:
+        grant = Grant("alice", "send_note", {"to": "any"}, NOW + 3600, "ann", NOW)
+        assert server.grants.add(grant, limit=100)
+        seen = server.grants.stamp()
+        assert revoker.grants.revoke(grant.grant_id, "ann", NOW) is not None
+        assert server.grants.stamp() != seen
+    finally:
+        server.close()
+        revoker.close()
+
+
 def test_an_edit_recorded_with_a_grant_is_taken_with_it(store: ApprovalStore) -> None:
     req = request()
     store.add(req, NOW)

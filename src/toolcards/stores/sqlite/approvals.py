@@ -31,7 +31,10 @@ class SqliteApprovalStore(SqlApprovalStore):
         sqlite_setup(self._db, grants.TABLE, grants.MIGRATION, grants.INDEXES, self.team_id)
         self._lock = threading.Lock()
         in_memory = str(path) in ("", ":memory:") or str(path).startswith("file::memory:")
-        stamp: Stamp = CounterStamp() if in_memory else FileStamp(Path(f"{self.path}.grants"))
+        # named from the file itself: processes opening it by other names (a symlink) share it
+        stamp: Stamp = (
+            CounterStamp() if in_memory else FileStamp(Path(f"{self.path.resolve()}.grants"))
+        )
         self.grants = SqlGrants("grants", self.team_id, self._tx, self._read, stamp, fresh=True)
 
     def _tx(self) -> AbstractContextManager[Any]:
