@@ -64,7 +64,7 @@ class Breaking:
         self.model = FunctionModel(self._respond)
 
     def _respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        prompt = user_prompts(messages)[-1]
+        prompt = _unlabelled(user_prompts(messages)[-1])
         if prompt == "break":
             assert self.queued.wait(30)
             self.pg.refuse(self.url)
@@ -148,4 +148,10 @@ def test_a_send_to_a_member_no_process_holds_fails_at_once_in_one_line(pg_url: s
 
 
 def _pong(messages: list[ModelMessage]) -> ModelResponse:
-    return ModelResponse(parts=[TextPart(f"pong to {user_prompts(messages)[-1]}")])
+    return ModelResponse(parts=[TextPart(f"pong to {_unlabelled(user_prompts(messages)[-1])}")])
+
+
+def _unlabelled(prompt: object) -> str:
+    """A message relayed from another process reads ``Message from user:`` first (its row is
+    data, not the host's own words): the text it carries."""
+    return str(prompt).removeprefix("Message from user:\n")
