@@ -110,3 +110,34 @@ def test_without_a_policy_members_are_not_governed() -> None:
     profile = RoleProfile(role="clerk", model=script.model, cards=[NotesCard()])
     with Team("ungoverned", profiles=[profile]) as team:
         assert team.send(team.hire("clerk"), "purge") == "tool said: purged r1"
+
+
+def test_a_rule_on_the_message_target_holds_for_the_bare_name() -> None:
+    """``send_message(to="boss-1")`` passed a deny on ``to eq "@boss-1"``: the roster found
+    @boss-1 from boss-1 after the policy had decided on the spelling sent."""
+    policy = Policy.from_dict(
+        {
+            "rules": [
+                {
+                    "callers": ["*"],
+                    "targets": ["send_message"],
+                    "effect": "deny",
+                    "conditions": {"arguments": {"to": {"eq": "@boss-1"}}},
+                },
+                {"callers": ["*"], "targets": ["*"], "effect": "allow"},
+            ],
+        }
+    )
+    script = Script(call_tool("send_message", {"to": "boss-1", "content": "hi"}))
+    boss = Script()
+    profiles = [
+        RoleProfile(role="clerk", model=script.model),
+        RoleProfile(role="boss", model=boss.model),
+    ]
+    with Team("bare-target", profiles=profiles, policy=policy) as team:
+        team.hire("boss")
+        name = team.hire("clerk")
+        assert (
+            team.send(name, "go")
+            == f"tool said: denied: send_message is not permitted for agent.{name}"
+        )

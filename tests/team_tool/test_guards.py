@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from toolcards.tools.team.guards import Outcome, fire_refusal, is_protected, report
+from toolcards.core.errors import RetriableError
+from toolcards.runtime.messaging import member_name
+from toolcards.tools.team.guards import Outcome, fire_refusal, is_protected, report, role_name
 
 ROSTER = {"@lead-1", "@worker-1", "@boss-1", "@alice"}
 
@@ -21,7 +23,7 @@ def test_a_bare_name_finds_the_member() -> None:
     assert check("alice") == ("@alice", None)
 
 
-@pytest.mark.parametrize("name", ["@lead-1", "lead-1", " @lead-1 "])
+@pytest.mark.parametrize("name", ["@lead-1", "lead-1"])
 def test_the_caller_cannot_fire_itself(name: str) -> None:
     assert check(name) == (None, "refused: you cannot fire yourself")
 
@@ -49,7 +51,27 @@ def test_an_unknown_name_is_reported_not_fired() -> None:
 @pytest.mark.parametrize("name", ["", "   ", None, 42, ["@worker-1"]])
 def test_malformed_names_are_refused(name: object) -> None:
     member, reason = check(name)
-    assert member is None and reason is not None and "non-empty string" in reason
+    assert member is None and reason is not None and "is not a member name" in reason
+
+
+@pytest.mark.parametrize("name", [" @boss-1\n", "boss-1\u3000", "@boss-1\u200b", " @lead-1 "])
+def test_names_with_blank_or_hidden_characters_are_refused_not_cleaned(name: str) -> None:
+    """A policy deny on ``@boss-1`` was passed by ``" @boss-1\\n"``, which the tool stripped."""
+    member, reason = check(name)
+    assert (
+        member is None and reason == f"refused: {name!r} is not a member name such as @researcher-1"
+    )
+
+
+def test_a_bare_name_is_the_rosters_at_name_before_any_lookup() -> None:
+    assert member_name("boss-1") == "@boss-1" and member_name("@boss-1") == "@boss-1"
+
+
+@pytest.mark.parametrize("role", [" boss\u2003", "boss ", "bo\u200bss", "", 3])
+def test_roles_are_taken_exactly_or_refused(role: object) -> None:
+    with pytest.raises(RetriableError, match="is not a role name"):
+        role_name(role)
+    assert role_name("boss") == "boss"
 
 
 def test_report_counts_successes_in_request_order() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import pytest
@@ -9,8 +10,10 @@ import pytest
 from support.scripted import ScriptedMember
 from team_tool.conftest import tools_of
 from toolcards import TeamTool, ToolFactory
+from toolcards.core.channels import Channels
 from toolcards.core.errors import RetriableError
 from toolcards.runtime import RoleProfile, Team
+from toolcards.tools.team.params import HireMember
 
 
 def lead_tools(team: Team, **fields: Any) -> dict[str, Any]:
@@ -87,12 +90,61 @@ def test_hire_member_command_takes_a_chosen_name(team: Team) -> None:
     assert team.is_member("@alice")
 
 
+def test_the_model_facing_hire_member_takes_no_name(team: Team) -> None:
+    """A model that named its hire chose its policy identity: a helper hired as @lead-7 was
+    ``agent.@lead-7`` and passed a caller rule kept for ``agent.@lead-*``."""
+    hire_member = lead_tools(team, hire_member=HireMember(expose={Channels.TOOL_CALL}))
+    tool = hire_member["hire_member"]
+    assert list(inspect.signature(tool).parameters) == ["role"]
+    with pytest.raises(TypeError):
+        tool("worker", name="lead-7")
+    assert tool("worker") == "hired @worker-1"
+    assert not team.is_member("@lead-7")
+
+
 def test_a_taken_name_is_not_hired_twice(team: Team) -> None:
     commands = lead_commands(team)
     commands.dispatch("/hire_member worker alice")
     answer = commands.dispatch("/hire_member boss alice")
     assert "not hired" in answer and "already taken" in answer
     assert [m.role for m in team.members() if m.name == "@alice"] == ["worker"]
+
+
+def clerks(quiet: ScriptedMember) -> list[RoleProfile]:
+    return [
+        RoleProfile(role="intern", model=quiet.model),
+        RoleProfile(role="admin", model=quiet.model, roles=["data_admin", "staff"]),
+        RoleProfile(role="helper", model=quiet.model, roles=["staff"]),
+    ]
+
+
+def test_a_member_hires_no_role_with_policy_roles_its_own_lacks(worker: ScriptedMember) -> None:
+    """An intern without ``data_admin`` hired an admin and had it run the tool the policy
+    kept for data admins (the policy cannot narrow the list ``roles``)."""
+    with Team("escalation", profiles=clerks(worker)) as team:
+        intern = team.hire("intern")
+        tools = tools_of(team.bind([TeamTool()], member=intern))
+        assert tools["hire_members"](["admin", "helper", "intern"]).splitlines() == [
+            "hired 1 of 3:",
+            "- admin: not hired: role 'admin' is not hireable here",
+            "- helper: not hired: role 'helper' is not hireable here",
+            "- intern: hired @intern-2",
+        ]
+        admin = team.hire("admin")
+        tools = tools_of(team.bind([TeamTool()], member=admin))
+        text = tools["hire_members"](["admin", "helper"])
+        assert text == "hired 2 of 2:\n- admin: hired @admin-2\n- helper: hired @helper-1"
+
+
+def test_hireable_globs_replace_the_default(worker: ScriptedMember) -> None:
+    with Team("hireable", profiles=clerks(worker)) as team:
+        admin = team.hire("admin")
+        tools = tools_of(team.bind([TeamTool(hireable=["help*"])], member=admin))
+        assert tools["hire_members"](["intern", "helper"]).splitlines() == [
+            "hired 1 of 2:",
+            "- intern: not hired: role 'intern' is not hireable here",
+            "- helper: hired @helper-1",
+        ]
 
 
 def test_fire_members_reports_each_name(team: Team) -> None:

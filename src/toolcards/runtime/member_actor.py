@@ -373,7 +373,10 @@ class MemberActor:
 
     def _messaging_toolset(self) -> AbstractToolset[Any]:
         # lazy: pydantic-ai, ~1 s; a process that only messages members runs no agent
+        from toolcards.core.pathargs import PathArgs
+        from toolcards.core.spec import annotate
         from toolcards.core.toolset import build_function_toolset
+        from toolcards.runtime.messaging import member_name
 
         roster, me = self._roster, self.name
 
@@ -390,6 +393,8 @@ class MemberActor:
                 raise RetriableError(str(exc)) from exc
             return f"sent to {message.recipient} (message {message.id})"
 
+        # `to` as the roster names it (`x` is `@x`) before a policy decides on it
+        annotate(send_message, paths=PathArgs(member_name, fields=("to",)))
         return build_function_toolset([send_message])
 
     def __repr__(self) -> str:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from toolcards.runtime.member_messages import MemberMessaging, Unanswered
 from toolcards.runtime.member_restore import RosterRestore, hire_time
 from toolcards.runtime.messaging import (
+    NAME_PATTERN,
     MemberActivity,
     MemberInfo,
     current_member,
@@ -52,7 +52,6 @@ DEFAULT_MAX_MEMBERS = 64
 """Members a team holds at once unless its host says otherwise (``Team(max_members=...)``):
 each is a thread, a roster row and a line in every member's roster, and a member's model can
 hire. A resume restores at most as many (the roster is stored data)."""
-NAME_PATTERN = re.compile(r"@[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 class _Entry:

@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolcards.core.errors import RetriableError
 from toolcards.core.events import ToolStateEvent
 from toolcards.runtime.events import LIFECYCLE
 from toolcards.runtime.events import MESSAGES as MESSAGES  # re-exported: its old home
@@ -207,3 +208,17 @@ class MemberInfo(BaseModel):
     role: str
     busy: bool
     hired_at: float
+
+
+NAME_PATTERN = re.compile(r"@[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def member_name(name: object) -> str:
+    """The roster name a tool argument stands for (``alice`` is ``@alice``, as :meth:`resolve`
+    finds it), put in place before a policy decides (``PathArgs(member_name, fields=...)``).
+    Anything else, blank space or a hidden character around a name included, is refused, never
+    cleaned: a rule on ``@boss-1`` is decided on the name the tool acts on."""
+    wanted = name if not isinstance(name, str) or name.startswith("@") else f"@{name}"
+    if not isinstance(wanted, str) or not NAME_PATTERN.fullmatch(wanted):
+        raise RetriableError(f"{name!r:.80} is not a member name such as @researcher-1")
+    return wanted

@@ -12,14 +12,16 @@ from toolcards.core.actors import ActorUnavailable
 from toolcards.core.card import CardCapability, ToolCard, ToolFunc
 from toolcards.core.context import ContextState
 from toolcards.core.errors import RetriableError, TransientError
+from toolcards.core.names import glob_matcher
 from toolcards.core.observer import TeamManagementToolObserver
+from toolcards.core.pathargs import PathArgs
 from toolcards.core.spec import annotate
 from toolcards.governance.approvals.view import escaped_line
 from toolcards.runtime.host import TeamHost
-from toolcards.runtime.messaging import EVENT_TEXT_CHARS, member_activity, truncate
+from toolcards.runtime.messaging import EVENT_TEXT_CHARS, member_activity, member_name, truncate
 from toolcards.tools._common.caller import caller_address
 from toolcards.tools._common.team import team_of
-from toolcards.tools.team.guards import Outcome, fire_refusal, report, shown
+from toolcards.tools.team.guards import Outcome, fire_refusal, report, role_name, shown
 from toolcards.tools.team.params import (
     ActivitySummarizer,
     FireMember,
@@ -41,11 +43,17 @@ class TeamTool(ToolCard):
     """Team management for an agent: hire members by role, fire them, read the roster.
 
     The caller is the member the card is bound to (its observer's address): it never fires
-    itself, a ``#`` tool actor, or a member matching ``protected``.
+    itself, a ``#`` tool actor, or a member matching ``protected``; it hires only the roles
+    of ``hireable``. A model never names whom it hires: a member's name is its policy
+    identity (``agent.<name>``), so a caller rule on ``agent.@lead-*`` holds.
     """
 
     protected: list[str] = Field(default_factory=list)
     """Globs of member names this card never fires (``@lead-*``, ``reviewer-1``)."""
+    hireable: list[str] | None = None
+    """Globs of the roles this card hires (``helper``, ``research-*``). None: the roles whose
+    profile holds no policy role the caller's own profile lacks, so a member never hires its
+    way to a policy role it does not have."""
     hire_members: bool | HireMembers = True
     fire_members: bool | FireMembers = True
     hire_member: bool | HireMember = True
@@ -72,14 +80,28 @@ class TeamTool(ToolCard):
 
     # ---- hire and fire ------------------------------------------------------------------------
 
+    def _may_hire(self, role: str) -> bool:
+        """``role`` matches ``hireable``; by default, its profile's policy roles are all held
+        by the caller's own profile (an unknown role is left to the roster to report)."""
+        if self.hireable is not None:
+            return glob_matcher(self.hireable)(role)
+        team, caller = self._team(), self._caller()
+        own = {m.role for m in team.members() if m.name == caller}
+        held = {r for p in team.profiles if p.role in own for r in p.roles}
+        return all(set(p.roles) <= held for p in team.profiles if p.role == role)
+
     def _hire_one(self, role: object, name: object = None) -> Outcome:
         subject = shown(role)
-        if not isinstance(role, str) or not role.strip():
-            return Outcome(subject, False, "not hired: a role is a non-empty string")
+        try:
+            role = role_name(role)
+        except RetriableError as exc:
+            return Outcome(subject, False, f"not hired: {exc}")
         if name is not None and not isinstance(name, str):
             return Outcome(subject, False, "not hired: a name is a string")
+        if not self._may_hire(role):
+            return Outcome(subject, False, f"not hired: role {role!r} is not hireable here")
         try:
-            hired = self._manager().on_hire(role.strip(), name)
+            hired = self._manager().on_hire(role, name)
         except ActorUnavailable as exc:  # the member's actor did not start
             return Outcome(subject, False, f"not hired: {_reason(exc)}")
         except (RetriableError, TransientError):
@@ -143,11 +165,21 @@ class TeamTool(ToolCard):
 
         return annotate(fire_members, destructive=True)
 
+    def _hired(self, role: object, name: object = None) -> str:
+        outcome = self._hire_one(role, name)
+        return outcome.detail if outcome.ok else f"{outcome.subject}: {outcome.detail}"
+
     def _hire_member(self, param: HireMember) -> ToolFunc:
+        def hire_member(role: str) -> str:
+            """Hire one member for a role; the team names it (@<role>-<n>)."""
+            return self._hired(role)
+
+        return annotate(hire_member, paths=PathArgs(role_name, fields=("role",)))
+
+    def _hire_member_command(self, param: HireMember) -> ToolFunc:
         def hire_member(role: str, name: str | None = None) -> str:
             """Hire one member for a role, optionally under a chosen unique name."""
-            outcome = self._hire_one(role, name)
-            return outcome.detail if outcome.ok else f"{outcome.subject}: {outcome.detail}"
+            return self._hired(role, name)
 
         return hire_member
 
@@ -157,7 +189,8 @@ class TeamTool(ToolCard):
             outcome = self._fire_one(name)
             return f"{outcome.subject}: {outcome.detail}"
 
-        return annotate(fire_member, destructive=True)
+        names = PathArgs(member_name, fields=("name",))  # `x` is `@x` before a policy decides
+        return annotate(fire_member, destructive=True, paths=names)
 
     # ---- roster and roles ---------------------------------------------------------------------
 
@@ -296,7 +329,7 @@ class TeamTool(ToolCard):
     capabilities: ClassVar[dict[str, CardCapability]] = {
         "hire_members": CardCapability(tool=_hire_members, command=_hire_members),
         "fire_members": CardCapability(tool=_fire_members, command=_fire_members),
-        "hire_member": CardCapability(tool=_hire_member, command=_hire_member),
+        "hire_member": CardCapability(tool=_hire_member, command=_hire_member_command),
         "fire_member": CardCapability(tool=_fire_member, command=_fire_member),
         "team_members": CardCapability(
             tool=_team_members_command, command=_team_members_command, context=_roster_state

@@ -3,6 +3,9 @@
 The rules are pure functions of the caller's name, the card's protected globs and the roster,
 so they are tested without a team:
 
+- a name is taken as the roster names it (``alice`` is ``@alice``, :func:`member_name`), and
+  a role exactly (:func:`role_name`): blank space or a hidden character around either is
+  refused, never cleaned, so a policy rule decides on the name or role acted on;
 - a ``#`` name is a tool actor, never a member;
 - the caller never fires itself (its name comes from the bound observer, never from input);
 - a name matching one of the card's ``protected`` globs is refused;
@@ -14,7 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from toolcards.core.errors import RetriableError
 from toolcards.core.names import glob_matcher
+from toolcards.runtime.messaging import member_name
+from toolcards.runtime.profiles import ROLE_PATTERN
 
 MAX_NAME_CHARS = 80
 
@@ -38,12 +44,12 @@ def shown(value: object) -> str:
     return text if len(text) <= MAX_NAME_CHARS else text[: MAX_NAME_CHARS - 3] + "..."
 
 
-def resolve_member(name: str, is_member: Callable[[str], bool]) -> str | None:
-    """The roster name ``name`` refers to (``alice`` finds ``@alice``), or None."""
-    for candidate in (name, f"@{name}"):
-        if is_member(candidate):
-            return candidate
-    return None
+def role_name(role: object) -> str:
+    """``role`` unchanged when it can name a role (roles are looked up exactly); else
+    RetriableError, before a policy decides (``PathArgs(role_name, fields=("role",))``)."""
+    if not isinstance(role, str) or not ROLE_PATTERN.fullmatch(role):
+        raise RetriableError(f"{role!r:.80} is not a role name such as researcher")
+    return role
 
 
 def is_protected(name: str, globs: Iterable[str]) -> bool:
@@ -56,18 +62,17 @@ def fire_refusal(
     name: object, caller: str, protected: Iterable[str], is_member: Callable[[str], bool]
 ) -> tuple[str | None, str | None]:
     """``(member, None)`` when ``name`` may be fired by ``caller``, else ``(None, reason)``."""
-    if not isinstance(name, str) or not name.strip():
-        return None, "refused: a member name is a non-empty string"
-    wanted = name.strip()
-    if wanted.startswith("#"):
+    if isinstance(name, str) and name.startswith("#"):
         return None, "refused: names starting with '#' are tool actors, not members"
-    member = resolve_member(wanted, is_member)
-    candidates = {wanted, f"@{wanted.removeprefix('@')}", member}
-    if caller in candidates:
+    try:
+        member = member_name(name)
+    except RetriableError as exc:
+        return None, f"refused: {exc}"
+    if member == caller:
         return None, "refused: you cannot fire yourself"
-    if is_protected(member or wanted, protected):
+    if is_protected(member, protected):
         return None, "refused: this member is protected"
-    if member is None:
+    if not is_member(member):
         return None, "not fired: no such member on the team (unknown or already fired)"
     return member, None
 
