@@ -9,6 +9,7 @@ delivery itself to a courier thread, so a slow recipient never blocks the actor.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -20,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from toolcards.core.actors import ActorHandle, ActorUnavailable
 from toolcards.core.errors import RetriableError
 from toolcards.runtime import ToolActor, ToolActorContext
+from toolcards.runtime.member_restore import hire_time
 from toolcards.tools.notification.models import ACTOR_NAME, PendingNotification
 from toolcards.tools.notification.scheduler import Courier, DueScheduler
 
@@ -27,6 +29,8 @@ logger = logging.getLogger(__name__)
 
 _ENTRY = "entry:"
 _NEXT_ID = "meta:next_id"
+_ROSTER = "~members"
+"""The roster's state namespace (``runtime.members.ROSTER``): one ``member:<name>`` row each."""
 
 
 def _key(notification_id: int) -> str:
@@ -55,6 +59,7 @@ class NotificationActor(ToolActor):
         super().__init__(ctx, config)
         self.clock: Callable[[], float] = time.time
         self.present: Callable[[str], bool] = self._on_team
+        self.hired: Callable[[str], float | None] = self._hire_time
         self.deliver: Callable[[str, str], None] = self._post
         self.entries: dict[int, PendingNotification] = {}
         self.next_id = 1
@@ -115,6 +120,8 @@ class NotificationActor(ToolActor):
             due_at=now + delay_seconds,
             created_at=now,
             message_type=message_type,
+            hired_at=self.hired(owner),
+            since=self.ctx.team.log.position,
         )
         with self.state.batch():
             self.state.put(_key(entry.id), entry.model_dump())
@@ -155,20 +162,54 @@ class NotificationActor(ToolActor):
     def fire(self, ids: list[int]) -> None:
         """Deliver the due entries ``ids`` (told by the timer); skips cancelled ones."""
         now = self.clock()
-        for notification_id in ids:
-            entry = self.entries.get(notification_id)
-            if entry is None:
-                continue
-            if self.present(entry.owner):
+        due = [e for i in ids if (e := self.entries.get(i)) is not None]
+        since = min((e.since for e in due if e.since is not None), default=0)
+        fires = functools.cache(partial(self._last_fires, since))  # read on a hire mismatch
+        for entry in due:
+            if not self.present(entry.owner):
+                if now - entry.due_at < self.owner_grace_seconds:
+                    self.scheduler.push(now + self.retry_seconds, entry.id)
+                else:
+                    self._drop(entry, "owner not on the team")
+            elif self._replaced(entry, fires):
+                self._drop(entry, "its owner was fired; the member of that name now is another")
+            else:
                 payload = {"fired": {"id": entry.id, "owner": entry.owner}}
                 self._remove(entry, payload)
                 self.courier.submit(partial(self._send, entry))
-            elif now - entry.due_at < self.owner_grace_seconds:
-                self.scheduler.push(now + self.retry_seconds, entry.id)
-            else:
-                reason = "owner not on the team"
-                logger.warning("notification #%s for %s dropped: %s", entry.id, entry.owner, reason)
-                self._remove(entry, {"dropped": {"id": entry.id, "owner": entry.owner}})
+
+    def _replaced(self, entry: PendingNotification, fires: Callable[[], dict[str, int]]) -> bool:
+        """True when the member holding the entry's owner name is not the one that scheduled
+        it (a fired member's text would reach whoever is hired under its name next). The
+        roster's hire time tells at once; when it differs (a resume re-hires every member,
+        with a new time), only a ``member_fired`` of the name since the entry makes it
+        another member."""
+        if entry.since is None:  # stored by an older version: whoever holds the name
+            return False
+        hired = self.hired(entry.owner)
+        if hired == entry.hired_at:
+            return False
+        if entry.hired_at is None:  # no member when scheduled: this one came after
+            return True
+        return fires().get(entry.owner, -1) > entry.since
+
+    def _last_fires(self, since: int) -> dict[str, int]:
+        """The log position of the last ``member_fired`` of each name after ``since``."""
+        # lazy: the event log's module is not needed until a hire time differs
+        from toolcards.runtime.events import LIFECYCLE
+
+        found: dict[str, int] = {}
+        for position, event in self.ctx.team.log.entries(since):
+            payload = event.payload
+            if event.tool_id != LIFECYCLE or not isinstance(payload, dict):
+                continue
+            if payload.get("event") == "member_fired":
+                found[str(payload.get("name"))] = position
+        return found
+
+    def _drop(self, entry: PendingNotification, reason: str) -> None:
+        logger.warning("notification #%s for %s dropped: %s", entry.id, entry.owner, reason)
+        self._remove(entry, {"dropped": {"id": entry.id, "owner": entry.owner}})
 
     def undeliverable(self, notification_id: int, owner: str, reason: str) -> None:
         """Record a delivery that failed after the entry left the pending set."""
@@ -199,6 +240,11 @@ class NotificationActor(ToolActor):
 
     def _on_team(self, owner: str) -> bool:
         return bool(self.ctx.team.is_member(owner))
+
+    def _hire_time(self, owner: str) -> float | None:
+        """When the member ``owner`` was hired, as the roster reports it; None for no member."""
+        row = self.ctx.team.state_of(_ROSTER).get(f"member:{owner}")
+        return hire_time(row) if isinstance(row, dict) else None
 
     def _post(self, owner: str, text: str) -> None:
         self.ctx.team.post(owner, text, sender=ACTOR_NAME, from_host=False)

@@ -24,6 +24,12 @@ class PendingNotification(BaseModel):
     created_at: float = Field(allow_inf_nan=False)
     message_type: str = "notification"
     """The registered message type delivered when the entry comes due."""
+    hired_at: float | None = Field(default=None, allow_inf_nan=False)
+    """The owner's hire time on the roster when it was scheduled (None: no member then): a
+    member hired under the name later is someone else, and is never handed its text."""
+    since: int | None = Field(default=None, ge=0)
+    """The team log's position when it was scheduled; None in entries of older versions,
+    which are delivered to whoever holds the name, as they were."""
 
     def line(self, now: float, *, with_owner: bool = False) -> str:
         """One listing line: id, time left, (owner), content. The content is escaped before it
