@@ -14,6 +14,7 @@ import pytest
 
 from toolcards.core.errors import RetriableError
 from toolcards.core.spec import annotations_of
+from toolcards.tools.workspace import stored
 from toolcards.tools.workspace.card import WorkspaceTool
 from toolcards.tools.workspace.patch import patch_paths
 from toolcards.tools.workspace.paths import Contained
@@ -182,11 +183,8 @@ def planted(ws: Path) -> Path:
     return ws
 
 
-def test_a_link_that_enters_a_directory_again_reads_its_parent_once(
-    planted: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Each entry into a non-ASCII directory read its whole parent (to find the stored name):
-    one path cost thousands of full directory reads, blocking the executor's event loop."""
+def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The directories ``os.scandir`` reads from now on (one item a read)."""
     reads: list[object] = []
     scandir = os.scandir
 
@@ -195,8 +193,53 @@ def test_a_link_that_enters_a_directory_again_reads_its_parent_once(
         return scandir(path)
 
     monkeypatch.setattr(os, "scandir", counted)
+    return reads
+
+
+def as_case_insensitive(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every non-ASCII name aliases another spelling, as on a case-insensitive file system."""
+    monkeypatch.setattr(stored, "_aliased", lambda name, dir_fd, entry: not name.isascii())
+
+
+def test_a_link_that_enters_a_directory_again_reads_its_parent_once(
+    planted: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each entry into a non-ASCII directory read its whole parent (to find the stored name):
+    one path cost thousands of full directory reads, blocking the executor's event loop."""
+    as_case_insensitive(monkeypatch)
+    reads = count_reads(monkeypatch)
     assert Contained(planted).canonical("B/y", allow_root=True) == "B"
     assert len(reads) == 1
+
+
+def test_only_a_name_another_spelling_opens_is_listed(
+    planted: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where no other case or normal form opens the same entry, the directory does not alias
+    the name: it is stored as opened, and no directory is read (``B`` was read for each)."""
+    (planted / "B" / "\u00c9").mkdir()  # another entry: a case-sensitive file system
+    (planted / "B" / "\u00e9" / "\u00e8").touch()
+    os.link(planted / "B" / "\u00e9" / "\u00e8", planted / "B" / "\u00e9" / "\u00c8")
+    reads = count_reads(monkeypatch)
+    assert Contained(planted).canonical("B/\u00e9/new.txt") == "B/\u00e9/new.txt"
+    assert Contained(planted).canonical("B/\u00c9/\u65e5") == "B/\u00c9/\u65e5"
+    assert reads == []
+    assert Contained(planted).canonical("B/\u00e9/\u00e8") == "B/\u00e9/\u00e8"
+    assert len(reads) == 1  # its twin is the same file: the listing tells the stored name
+
+
+def test_a_stored_name_past_the_listing_bound_is_refused(
+    planted: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory is read for stored names within a bound of entries: a name the entries
+    read do not show is refused, never guessed; one they show is named."""
+    as_case_insensitive(monkeypatch)
+    at = [entry.name for entry in os.scandir(planted / "B")].index("\u00e9")
+    monkeypatch.setattr(stored, "MAX_LISTED", at)
+    with pytest.raises(RetriableError, match=f"within the {at} entries"):
+        Contained(planted).canonical("B/\u00e9/x")
+    monkeypatch.setattr(stored, "MAX_LISTED", at + 1)
+    assert Contained(planted).canonical("B/\u00e9/x") == "B/\u00e9/x"
 
 
 def test_a_resolution_walks_a_bounded_number_of_names(planted: Path) -> None:
@@ -206,3 +249,23 @@ def test_a_resolution_walks_a_bounded_number_of_names(planted: Path) -> None:
     assert Contained(planted).canonical("B/dots", allow_root=True) == "B"
     with pytest.raises(RetriableError, match="walks more than 4096 names"):
         Contained(planted).canonical("B/chain", allow_root=True)
+
+
+def test_a_listing_of_links_reads_no_directory_to_label_them(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """workspace_list resolved each of 500 links through ``B/\u00e9`` anew, each reading all of
+    ``B`` for stored names: 500 reads of a 100,000-entry directory took 43 s for one call."""
+    (ws / "B").mkdir()
+    for i in range(300):
+        (ws / "B" / f"f{i:03d}").touch()
+    (ws / "B" / "\u00e9").mkdir()
+    (ws / "links").mkdir()
+    for i in range(499):  # and one more: the 500 entries a listing shows
+        (ws / "links" / f"l{i:03d}").symlink_to("../B/\u00e9")
+    (ws / "links" / "out").symlink_to("../B/\u00e9/../../..")
+    reads = count_reads(monkeypatch)
+    out = tools_of(WorkspaceTool())["workspace_list"]("links")
+    assert out.count("(link, inside)") == 499
+    assert "out@ (link, outside the workspace)" in out
+    assert len(reads) == 1  # the listing of links itself
