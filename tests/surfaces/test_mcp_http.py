@@ -118,7 +118,8 @@ def test_a_server_on_another_loopback_address_refuses_rebound_requests(
 @pytest.mark.parametrize(
     ("host", "loopback"),
     [("127.0.0.2", True), ("::1", True), ("localhost", True), ("127.evil.example", False),
-     ("0.0.0.0", False), ("10.0.0.2", False)],
+     ("0.0.0.0", False), ("10.0.0.2", False), ("::ffff:127.0.0.1", True),
+     ("[::ffff:7f00:1]", True), ("::ffff:10.0.0.2", False)],
 )  # fmt: skip
 def test_loopback_is_any_loopback_address_and_no_name_but_localhost(
     host: str, loopback: bool

@@ -49,14 +49,24 @@ LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
 def is_loopback(host: str) -> bool:
     """Whether a server bound to ``host`` is reachable from this machine only: ``localhost``
-    or a loopback address (all of 127.0.0.0/8, in any spelling the socket takes, and ``::1``)."""
+    or a loopback address (all of 127.0.0.0/8, in any spelling the socket takes, also mapped
+    into IPv6 as ``::ffff:127.0.0.1``, and ``::1``)."""
     if host.lower() == "localhost":
         return True
     try:
         found = socket.getaddrinfo(host.strip("[]"), None, flags=socket.AI_NUMERICHOST)
     except (socket.gaierror, UnicodeError):
         return False
-    return all(ipaddress.ip_address(info[4][0]).is_loopback for info in found)
+    return all(_unmapped(ipaddress.ip_address(info[4][0])).is_loopback for info in found)
+
+
+def _unmapped(
+    ip: ipaddress.IPv4Address | ipaddress.IPv6Address,
+) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """``ip``, or the IPv4 address an IPv6 one maps (``::ffff:127.0.0.1`` is not loopback to
+    the ipaddress module of Python 3.11, yet only this machine reaches a socket bound to it)."""
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return mapped if mapped is not None else ip
 
 
 def loopback_names(host: str) -> tuple[str, ...]:
