@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import operator
+import sys
 from pathlib import Path
+from typing import SupportsIndex
 
 import pytest
 
 from toolcards.core.errors import RetriableError
-from toolcards.tools.workspace.patch import MAX_FILES, patch_paths
+from toolcards.tools.workspace.hunks import PatchedText
+from toolcards.tools.workspace.patch import MAX_FILES, parse_patch, patch_paths
 
 from .conftest import Tools
 
@@ -420,13 +424,19 @@ def test_hunks_against_a_file_of_identical_lines_are_weighed_within_a_bound(
     tools: Tools, ws: Path
 ) -> None:
     """200 hunks against 100,000 identical lines: each hunk's lines stand everywhere (it took
-    15 s, growing with hunks times lines); refused as too many places, the file untouched."""
+    15 s, growing with hunks times lines). Each stands at its header's line, no other place as
+    near: applied, weighing the places near it only. Naming a section the file lacks, each
+    weighs every place for one in it: refused as too many places, the file untouched."""
     before = "a\n" * 100_000
     (ws / "same.txt").write_text(before)
     hunks = "".join(f"@@ -{k},2 +{k},2 @@\n-a\n+b\n a\n" for k in range(1, 400, 2))
+    tools["workspace_patch"](f"--- a/same.txt\n+++ b/same.txt\n{hunks}")
+    assert (ws / "same.txt").read_text() == "b\na\n" * 200 + "a\n" * (100_000 - 400)
+    (ws / "sectioned.txt").write_text(before)
+    hunks = hunks.replace(" @@\n", " @@ nowhere\n")
     with pytest.raises(RetriableError, match="too many places"):
-        tools["workspace_patch"](f"--- a/same.txt\n+++ b/same.txt\n{hunks}")
-    assert (ws / "same.txt").read_text() == before
+        tools["workspace_patch"](f"--- a/sectioned.txt\n+++ b/sectioned.txt\n{hunks}")
+    assert (ws / "sectioned.txt").read_text() == before
 
 
 @pytest.mark.timeout(60)  # 138 s before
@@ -442,6 +452,55 @@ def test_a_long_hunk_against_a_file_of_its_lines_is_weighed_within_a_bound(
     with pytest.raises(RetriableError, match="too many places"):
         tools["workspace_patch"](f"--- a/same.txt\n+++ b/same.txt\n{hunk}")
     assert (ws / "same.txt").read_text() == before
+
+
+class _Reads(list[str]):
+    """A file's lines that count the lines their searches (``index``) read."""
+
+    read = 0
+
+    def index(self, value: str, start: SupportsIndex = 0, stop: SupportsIndex = sys.maxsize) -> int:
+        start, stop = operator.index(start), operator.index(stop)
+        try:
+            found = super().index(value, start, stop)
+        except ValueError:
+            self.read += max(min(stop, len(self)) - start, 0)
+            raise
+        self.read += found + 1 - start
+        return found
+
+
+def _insertions(count: int, heading: str = "") -> str:
+    """One-line insertions after the odd lines of a file of ``L0000000`` lines."""
+    return "--- a/big.txt\n+++ b/big.txt\n" + "".join(
+        f"@@ -{k},1 +{k},2 @@{heading}\n L{k - 1:07d}\n+new{k}\n" for k in range(1, 2 * count, 2)
+    )
+
+
+def test_hunks_are_looked_for_near_their_line_not_through_the_rest_of_the_file() -> None:
+    """Attack: 500 one-line insertions (19 KB) against 2,000,000 distinct lines: each hunk's
+    old lines and result were searched from its place to the file's end (charged one step):
+    35 s under the workspace lock. Now the lines read stay near each hunk's line."""
+    lines = 200_000
+    before = "".join(f"L{i:07d}\n" for i in range(lines))
+    patched = PatchedText(before, "big.txt")
+    patched.lines = read = _Reads(patched.lines)
+    applied = patched.apply_all(parse_patch(_insertions(500))[0].hunks)
+    assert applied.text.count("\nnew") == 500 and applied.text.endswith(f"L{lines - 1:07d}\n")
+    assert read.read <= 2 * (500 * 2 + lines)  # before: 200,000,000
+
+
+@pytest.mark.timeout(60)
+def test_hunks_that_read_the_whole_file_each_are_refused_within_a_bound(
+    tools: Tools, ws: Path
+) -> None:
+    """500 hunks naming a section the file lacks: each reads the rest of the file for a place
+    in that section; the lines read are charged, and refused as too many, the file untouched."""
+    before = "".join(f"L{i:07d}\n" for i in range(200_000))
+    (ws / "big.txt").write_text(before)
+    with pytest.raises(RetriableError, match="too many places"):
+        tools["workspace_patch"](_insertions(500, " def nowhere():"))
+    assert (ws / "big.txt").read_text() == before
 
 
 def _creations(count: int) -> str:

@@ -31,8 +31,7 @@ the file CR LF); an added line with a CR in a diff whose old lines have none kee
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from toolcards.core.errors import RetriableError
@@ -57,6 +56,14 @@ MAX_WORK = 4_000_000
 """Places weighed and lines looked at for one file's hunks, at most (a patch needs a few per
 line of its file; 100 hunks of repeated lines against a file of 50,000 identical lines took
 11 s, and the work grew with hunks times lines): past it the patch is refused."""
+SCAN_LINES = 16
+"""Lines read in a search for a hunk's first line per step of ``MAX_WORK``: ``list.index``
+compares in C, ~16 ns a line (a step weighed in Python takes 50 to 190 ns), and a line as
+long as the one looked for character by character, ~16 ns per ``SCAN_CHARS`` characters.
+16, not 8: an LF diff of 200 hunks near the top of a 100,000-line CRLF file misses the exact
+tier once a hunk and reads on to the end; at 8 it ran out of budget, at 16 it applies (the
+worst case still about a second)."""
+SCAN_CHARS = 256
 
 
 @dataclass(frozen=True)
@@ -140,17 +147,19 @@ class PatchedText:
         for tier, key in _TIERS:
             keyed = self._keyed_lines(tier, key)
             want_old, want_new = [key(x) for x in old], [key(x) for x in new]
-            old_hits = self._hits(keyed, want_old)
-            new_hits = self._hits(keyed, want_new) if new and want_new != want_old else []
-            old_hits, new_hits = _independent(old_hits, want_old, new_hits, want_new)
+            if want_new == want_old:
+                want_new = []  # a result equal to the old lines is no sign of a diff applied
             if at_start or at_end:
                 end = len(keyed)
-                if (0 if at_start else end - len(want_new)) in new_hits:
+                if self._hit(keyed, want_new, 0 if at_start else end - len(want_new), want_old):
                     raise self._already(number, 0 if at_start else end - len(want_new))
-                if (0 if at_start else end - len(want_old)) in old_hits:
+                if self._hit(keyed, want_old, 0 if at_start else end - len(want_old), want_new):
                     return (0 if at_start else end - len(want_old)), tier
-            near_old = self._nearest(old_hits, expected, hunk.heading)
-            near_new = self._nearest(new_hits, expected, hunk.heading)
+            rings = self._rings(keyed, want_old, expected, want_new)
+            near_old = self._nearest(rings, expected, hunk.heading)
+            rings = self._rings(keyed, want_new, expected, want_old)
+            limit = None if near_old is None else near_old.distance
+            near_new = self._nearest(rings, expected, hunk.heading, limit)
             if near_new is not None and (
                 near_old is None or near_new.distance <= near_old.distance
             ):
@@ -228,7 +237,8 @@ class PatchedText:
         by_start: dict[int, Fuzzy] = {}
         for place in places:  # fewest differing first
             by_start.setdefault(place.start, place)
-        near = self._nearest(sorted(by_start), expected, heading)
+        ordered = sorted(by_start, key=lambda start: (abs(start - expected), start))
+        near = self._nearest([(0, ordered)], expected, heading)
         assert near is not None
         found = by_start[near.pos]
         rivals = [by_start[start] for start in near.tie if by_start[start].cost <= found.cost]
@@ -241,19 +251,49 @@ class PatchedText:
             self._keyed[tier] = [key(x) for x in self.lines]
         return self._keyed[tier]
 
-    def _hits(self, keyed: list[str], want: list[str]) -> list[int]:
-        """Every place at or after the floor where ``want`` stands in ``keyed``. Each place
-        tried costs the lines compared there, up to the first that differs (a hunk of 30,000
-        equal lines tried at each of a file's 100,000 such lines took a minute)."""
-        if not want:
+    def _rings(
+        self, keyed: list[str], want: list[str], expected: int, other: list[str]
+    ) -> Iterator[tuple[int, list[int]]]:
+        """The places at or after the floor where ``want`` stands in ``keyed``, but those the
+        other side's match implies (:func:`_offset`), read outward from ``expected`` in rings
+        twice as wide each time: each ring's radius and its places, nearest first (the lower
+        of two as near). A hunk found near its header's line costs the lines around it (each
+        searching the rest of the file, 500 one-line hunks against 2,000,000 lines took 35 s
+        under the workspace lock)."""
+        low, high = self.floor, len(keyed) - len(want)  # where ``want`` may start
+        if not want or low > high:
+            return
+        offset = _offset(other, want)
+        below = above = min(max(expected, low), high + 1)  # read: ``below`` up to ``above``
+        radius = 0
+        while True:
+            first = min(below, max(expected - radius, low))
+            last = max(above, min(expected + radius, high) + 1)
+            found = self._hits(keyed, want, first, below) + self._hits(keyed, want, above, last)
+            below, above = first, last
+            if offset is not None:
+                found = [p for p in found if not self._stands(keyed, other, p - offset)]
+            yield radius, sorted(found, key=lambda p: (abs(p - expected), p))
+            if below == low and above == high + 1:
+                return
+            radius = 2 * radius + 1
+
+    def _hits(self, keyed: list[str], want: list[str], start: int, stop: int) -> list[int]:
+        """The places from ``start`` to before ``stop`` where ``want`` stands in ``keyed``
+        (each has room for it). Each line read costs ``1 / SCAN_LINES`` step (more for a long
+        first line), each place tried the lines compared there, up to the first that differs
+        (a hunk of 30,000 equal lines tried at each of a file's 100,000 such lines took a
+        minute)."""
+        if start >= stop:
             return []
+        weight = 1 + len(want[0]) // SCAN_CHARS
+        self._work.spend(-(-(stop - start) * weight // SCAN_LINES))
         found: list[int] = []
         size, first = len(want), want[0]
-        last = len(keyed) - size
-        pos = self.floor
-        while pos <= last:
+        pos = start
+        while pos < stop:
             try:
-                pos = keyed.index(first, pos, last + 1)
+                pos = keyed.index(first, pos, stop)
             except ValueError:
                 break
             same = 1
@@ -263,26 +303,67 @@ class PatchedText:
             if same == size:
                 found.append(pos)
             pos += 1
-        self._work.spend(1)
         return found
 
-    def _nearest(self, hits: list[int], expected: int, heading: str) -> _Near | None:
-        """The place of ``hits`` (ascending) nearest ``expected`` (in the header's section
-        when some are), and its rivals."""
-        if not hits:
-            return None
-        if len(hits) > 1 and heading:
-            inside = self._in_section(hits, heading)
-            hits = inside or hits
-        # ``hits`` ascend: the nearest stand beside where ``expected`` would go
-        at = bisect.bisect_left(hits, expected)
-        best = min(hits[max(at - 1, 0) : at + 1], key=lambda h: (abs(h - expected), h))
-        distance = abs(best - expected)
-        reach = int(RIVAL_RATIO * distance)
-        near = hits[bisect.bisect_left(hits, expected - reach) : bisect.bisect_right(
-            hits, expected + reach)]  # fmt: skip
-        rivals = sorted((h for h in near if h != best), key=lambda h: (abs(h - expected), h))
-        return _Near(best, distance, rivals)
+    def _hit(self, keyed: list[str], want: list[str], pos: int, other: list[str]) -> bool:
+        """Whether ``want`` stands at ``pos`` and the other side's match does not imply it."""
+        offset = _offset(other, want)
+        if not self._stands(keyed, want, pos):
+            return False
+        return offset is None or not self._stands(keyed, other, pos - offset)
+
+    def _stands(self, keyed: list[str], want: list[str], pos: int) -> bool:
+        """Whether ``want`` stands at ``pos``, at or after the floor; the lines compared, up to
+        the first that differs, are charged."""
+        size = len(want)
+        if not size or pos < self.floor or pos + size > len(keyed):
+            return False
+        same = 0
+        while same < size and keyed[pos + same] == want[same]:
+            same += 1
+        self._work.spend(same or 1)
+        return same == size
+
+    def _nearest(
+        self,
+        rings: Iterable[tuple[int, list[int]]],
+        expected: int,
+        heading: str,
+        limit: int | None = None,
+    ) -> _Near | None:
+        """The place nearest ``expected`` (in the header's section when some are) and its
+        rivals, from ``rings`` (:meth:`_rings`: places outward from ``expected``, each ring's
+        radius and its places, nearest first). Rings are read only as far as the rivals'
+        reach, or as ``limit`` when no place stands nearer: None then, as when none stands."""
+        best: int | None = None
+        reach = 0
+        rivals: list[int] = []
+        outside: list[int] = []  # places out of the section, while none is in it
+        for radius, places in rings:
+            if best is not None:
+                places = [place for place in places if abs(place - expected) <= reach]
+            sectioned = set(self._in_section(places, heading) if heading else places)
+            for place in places:
+                distance = abs(place - expected)
+                if best is not None and distance > reach:
+                    break
+                inside = place in sectioned
+                if best is None and inside:
+                    best, reach = place, int(RIVAL_RATIO * distance)
+                elif best is None:
+                    outside.append(place)
+                elif inside:
+                    rivals.append(place)
+            if best is not None and radius >= reach:
+                break
+            if best is None and not outside and limit is not None and radius >= limit:
+                return None
+        if best is None:  # no place in the section, or no section: the nearest of all
+            if not outside:
+                return None
+            best, reach = outside[0], int(RIVAL_RATIO * abs(outside[0] - expected))
+            rivals = [place for place in outside[1:] if abs(place - expected) <= reach]
+        return _Near(best, abs(best - expected), rivals)
 
     def _in_section(self, hits: list[int], heading: str) -> list[int]:
         """The places whose section, as ``git diff`` names it (the nearest line above that
@@ -422,25 +503,12 @@ class PatchedText:
         )
 
 
-def _independent(
-    old_hits: list[int], want_old: list[str], new_hits: list[int], want_new: list[str]
-) -> tuple[list[int], list[int]]:
-    """Drop the places one side's match implies for the other: a hunk that only removes lines
-    at its edge has its result inside its old lines (not a sign it was applied), and a hunk
-    that only adds lines at its edge has its old lines inside its result (a sign it was)."""
-    inner = _offset(want_old, want_new)
-    if inner is not None:
-        implied = {p + inner for p in old_hits}
-        new_hits = [q for q in new_hits if q not in implied]
-    outer = _offset(want_new, want_old)
-    if outer is not None:
-        implied = {q + outer for q in new_hits}
-        old_hits = [p for p in old_hits if p not in implied]
-    return old_hits, new_hits
-
-
 def _offset(block: list[str], part: list[str]) -> int | None:
-    """Where ``part`` stands inside ``block`` at its start or end, or None."""
+    """Where ``part`` stands inside ``block`` at its start or end, or None. A place of one
+    side inside the other side's place is implied by it, not a match of its own: a hunk that
+    only removes lines at its edge has its result inside its old lines (not a sign it was
+    applied), and a hunk that only adds lines at its edge has its old lines inside its result
+    (a sign it was)."""
     if not part or len(part) >= len(block):
         return None
     if block[: len(part)] == part:
