@@ -1,7 +1,8 @@
 """Edits in large files: the closest region of a miss points at the right place, matches
 found through candidate lines are the ones a line-by-line scan finds, the work of both is
 bounded (for a patch's miss too), and the diff an edit answers with is bounded in lines, in
-characters a line and in characters in all."""
+characters a line and in characters in all, and made from the places changed (difflib sees a
+bounded number of lines)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,20 @@ import random
 import re
 import sysconfig
 import tracemalloc
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import SupportsIndex
+from typing import Any, SupportsIndex
 
 import pytest
 
 from toolcards.core.errors import RetriableError
 from toolcards.tools.workspace.card import WorkspaceTool
-from toolcards.tools.workspace.edits import MAX_DIFF_CHARS, MAX_DIFF_LINE_CHARS, apply_edit
+from toolcards.tools.workspace.edits import (
+    MAX_DIFF_CHARS,
+    MAX_DIFF_LINE_CHARS,
+    MAX_DIFF_WORK,
+    apply_edit,
+)
 from toolcards.tools.workspace.locate import MAX_RATIO_WORK, closest_region
 from toolcards.tools.workspace.models import EditItem
 
@@ -296,3 +303,92 @@ def test_a_diff_cut_at_its_line_cap_leaves_the_next_files_shown(tools: Tools, ws
     out = tools["workspace_multi_edit"](edits)
     assert "[... diff truncated: 603 more lines, from line 1 of long.txt]" in out
     assert out.endswith("--- a/b.txt\n+++ b/b.txt\n@@ -1 +1 @@\n-old\n+new")
+
+
+@pytest.fixture
+def diffed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of lines handed to difflib (both sides) for each diff it made."""
+    sizes: list[int] = []
+    real = difflib.unified_diff
+
+    def counting(a: Sequence[str], b: Sequence[str], *args: Any, **kwargs: Any) -> Iterator[str]:
+        sizes.append(len(a) + len(b))
+        return real(a, b, *args, **kwargs)
+
+    monkeypatch.setattr(difflib, "unified_diff", counting)
+    return sizes
+
+
+def _marked(path: Path) -> None:
+    """200,000 distinct lines, 200 of them (one in 1,000, from the first) with a MARK."""
+    lines = [f"L{i:07d}\n" for i in range(200_000)]
+    for j in range(200):
+        lines[j * 1000] = f"MARK {j}\n"
+    path.write_text("".join(lines))
+
+
+@pytest.mark.parametrize("how", ["replace-all", "multi-edit"])
+def test_diff_of_places_spread_over_a_large_file_sees_only_the_places(
+    tools: Tools, ws: Path, diffed: list[int], how: str
+) -> None:
+    """Attack: replace_all of a word on 200 lines spread over a file of 2,000,000 lines: the
+    answer's diff handed difflib every line between the first and the last change, 165 s and
+    +684 MiB holding the workspace lock (a 5-byte write of another agent waited 184 s); a
+    multi-edit of 100 such places took 79 s."""
+    _marked(ws / "big.txt")
+    if how == "replace-all":
+        out = tools["workspace_edit"]("big.txt", "MARK", "DONE", replace_all=True)
+    else:
+        edits = [EditItem(path="big.txt", old_string=f"MARK {j}\n", new_string=f"DONE {j}\n")
+                 for j in range(200)]  # fmt: skip
+        out = tools["workspace_multi_edit"](edits)
+    shown = out.splitlines()
+    assert shown[:8] == [
+        "--- a/big.txt", "+++ b/big.txt", "@@ -1,4 +1,4 @@", "-MARK 0", "+DONE 0",
+        " L0000001", " L0000002", " L0000003",
+    ]  # fmt: skip
+    assert shown[8:12] == ["@@ -998,7 +998,7 @@", " L0000997", " L0000998", " L0000999"]
+    assert shown[-1] == "[... diff truncated: 1399 more lines, from line 44001 of big.txt]"
+    assert sum(diffed) < 20_000  # before: 400,000 (the span between the first and last MARK)
+
+
+def test_diff_of_a_place_past_the_difflib_bound_is_written_out(
+    tools: Tools, ws: Path, diffed: list[int]
+) -> None:
+    """Attack: replace_all of a word on every line: the place changed is the whole file, and
+    difflib saw all of it twice (time growing faster than the lines: 25 s for 10,000 lines a
+    side of few distinct lines); it is now its removed lines then its added lines, as difflib
+    showed them."""
+    (ws / "f.txt").write_text("old\n" * 20_000)
+    out = tools["workspace_edit"]("f.txt", "old", "new", replace_all=True)
+    shown = out.splitlines()
+    assert shown[:4] == ["--- a/f.txt", "+++ b/f.txt", "@@ -1,20000 +1,20000 @@", "-old"]
+    assert shown[-2:] == ["-old", "[... diff truncated: 39603 more lines, from line 1 of f.txt]"]
+    assert sum(diffed) <= MAX_DIFF_WORK  # before: 40,000
+    assert (ws / "f.txt").read_text() == "new\n" * 20_000
+
+
+@pytest.mark.parametrize(
+    "edits",
+    [
+        [("L05", "X\nY"), ("Y", "Z"), ("L25", "W")],  # the second edit changes the first's text
+        [("L05\nL06", "A"), ("A\nL07", "B\nC\n")],  # and takes a line more
+        [("L10", "M"), ("L17", "N"), ("L03", "")],  # out of order, seven lines apart
+        [("L10", "M"), ("L16", "N"), ("M\nL11", "M")],  # six lines apart: one hunk
+        [("L00\n", ""), ("L29", "end")],  # the first and last lines
+    ],
+)
+def test_multi_edit_diff_is_difflibs_diff_of_the_whole_file(
+    tools: Tools, ws: Path, edits: list[tuple[str, str]]
+) -> None:
+    """The places of several edits of one file, composed, give the diff difflib gives for the
+    whole file."""
+    before = "".join(f"L{i:02d}\n" for i in range(30))
+    (ws / "f.txt").write_text(before)
+    items = [EditItem(path="f.txt", old_string=o, new_string=n) for o, n in edits]
+    out = tools["workspace_multi_edit"](items)
+    after = (ws / "f.txt").read_text()
+    whole = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), "a/f.txt", "b/f.txt"
+    )
+    assert out == "".join(whole).removesuffix("\n")

@@ -8,14 +8,16 @@ typographic quotes, ``read`` line-number prefixes undone, then the levels again)
 several matches stops the cascade with an error listing their lines; no level matching gives an
 error quoting the closest region. There is never a fuzzy-similarity guess. The line levels of one
 edit compare at most :data:`MAX_WORK` lines: past it the edit is refused. A result longer than
-the workspace's text-file cap is refused before it is built.
+the workspace's text-file cap is refused before it is built. The diff an edit answers with is
+made from the places it changed (:func:`unified_diffs`).
 """
 
 from __future__ import annotations
 
 import difflib
+import itertools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from toolcards.core.errors import RetriableError
@@ -47,11 +49,21 @@ holding the workspace lock): past it the edit is refused."""
 _TOO_COSTLY = "old_string matches too many places to weigh: add a rarer line to it"
 
 
+Span = tuple[int, int, int, int]
+"""``(a, b, c, d)``: ``before[a:b]`` became ``after[c:d]``; the texts between two spans (and
+before the first, after the last) are the same."""
+MAX_SPANS = 10_000
+"""Spans kept for one file's diff; the places past them are kept as one span (a diff shows far
+fewer places: the rest are only counted)."""
+
+
 @dataclass(frozen=True, slots=True)
 class EditResult:
     text: str
     count: int
     level: str
+    spans: list[Span]
+    """The places changed, for the answer's diff (difflib never sees the rest of the file)."""
 
 
 def apply_edit(
@@ -74,14 +86,15 @@ def apply_edit(
                 f"old_string matches {len(matches)} places ({level} match, lines {lines}); "
                 "include more surrounding lines to make it unique, or set replace_all=true"
             )
-        return EditResult(_splice(text, matches, cap), len(matches), level)
+        result, spans = _splice(text, matches, cap)
+        return EditResult(result, len(matches), level, spans)
     raise RetriableError(not_found_message(text, old))
 
 
-def _splice(text: str, matches: list[Match], cap: int) -> str:
-    """``text`` with ``matches`` replaced, refused before it is built when longer than ``cap``:
-    a replacement moved to the depth of its place can be far longer than new_string (each
-    occurrence of " " in a line of 20,000 spaces made 200 MB)."""
+def _splice(text: str, matches: list[Match], cap: int) -> tuple[str, list[Span]]:
+    """``text`` with ``matches`` replaced, and the spans replaced; refused before it is built
+    when longer than ``cap``: a replacement moved to the depth of its place can be far longer
+    than new_string (each occurrence of " " in a line of 20,000 spaces made 200 MB)."""
     size = pos = 0
     for m in matches:
         size += max(0, m.start - pos) + m.size()
@@ -93,13 +106,66 @@ def _splice(text: str, matches: list[Match], cap: int) -> str:
             f"({cap} bytes); change fewer places at a time or send a shorter new_string"
         )
     out: list[str] = []
-    pos = 0
+    spans: list[Span] = []
+    pos = made = 0
     for m in matches:
         out.append(text[pos : m.start])
-        out.append(m.replacement)
+        made += m.start - pos
+        replacement = m.replacement
+        out.append(replacement)
+        _add_span(spans, (m.start, m.end, made, made + len(replacement)))
+        made += len(replacement)
         pos = m.end
     out.append(text[pos:])
-    return "".join(out)
+    return "".join(out), spans
+
+
+def compose_spans(first: list[Span], then: list[Span]) -> list[Span]:
+    """The spans of two edits made one after the other (``then``'s in the text ``first``
+    made), those that overlap or touch merged: what a multi-edit changed in one file."""
+    if not first:
+        return then
+    # each span as its range of the middle text, with how much longer each edit made it
+    ranges = sorted(
+        [(c, d, (d - c) - (b - a), 0) for a, b, c, d in first]
+        + [(a, b, 0, (d - c) - (b - a)) for a, b, c, d in then]
+    )
+    out: list[Span] = []
+    moved_first = moved_then = 0  # by the ranges before the current group
+    group: list[int] = []
+    for lo, hi, grew_first, grew_then in ranges:
+        if group and lo <= group[1]:
+            group[1] = max(group[1], hi)
+            group[2] += grew_first
+            group[3] += grew_then
+            continue
+        if group:
+            _add_span(out, _unmiddle(group, moved_first, moved_then))
+            moved_first, moved_then = moved_first + group[2], moved_then + group[3]
+        group = [lo, hi, grew_first, grew_then]
+    if group:
+        _add_span(out, _unmiddle(group, moved_first, moved_then))
+    return out
+
+
+def _add_span(spans: list[Span], span: Span) -> None:
+    """``span`` added after the last of ``spans``, or past :data:`MAX_SPANS` merged into it."""
+    if len(spans) < MAX_SPANS:
+        spans.append(span)
+    else:
+        a, _, c, _ = spans[-1]
+        spans[-1] = (a, span[1], c, span[3])
+
+
+def _unmiddle(group: list[int], moved_first: int, moved_then: int) -> Span:
+    """A merged range of the middle text, as the span from the first text to the last."""
+    lo, hi, grew_first, grew_then = group
+    return (
+        lo - moved_first,
+        hi - moved_first - grew_first,
+        lo + moved_then,
+        hi + moved_then + grew_then,
+    )
 
 
 Finder = Callable[[str], list[Match]]
@@ -316,16 +382,28 @@ MAX_DIFF_CHARS = 100_000
 """Characters of diff one edit answers with, over all the files it changed: a one-word change
 in a file of one long line (minified code) would otherwise answer with that line twice, and a
 multi-edit of many such files with all of them."""
+MAX_DIFF_WORK = 5_000
+"""Lines handed to difflib for one answer, at most; past them a changed place is written as its
+removed lines then its added lines. difflib once saw every line between the first and the last
+change (an edit of 200 places spread over 2,000,000 lines took 165 s and 684 MiB, holding the
+workspace lock), and its time grows faster than the lines it sees (2,500 lines a side of few
+distinct lines: 0.4 s; 10,000: 25 s)."""
+_CONTEXT = 3
+"""Unchanged lines shown on each side of a change (difflib's default)."""
 
 
-def unified_diffs(changes: list[tuple[str, str, str]], max_chars: int = MAX_DIFF_CHARS) -> str:
-    """Unified diffs of one operation's changed files, ``(before, after, rel)`` each: at most
+def unified_diffs(
+    changes: list[tuple[str, str, str, list[Span]]], max_chars: int = MAX_DIFF_CHARS
+) -> str:
+    """Unified diffs of one operation's changed files, ``(before, after, rel, spans)`` each
+    (``spans``: the places the edits changed, see :func:`compose_spans`): at most
     :data:`MAX_DIFF_LINES` lines a file, each cut at :data:`MAX_DIFF_LINE_CHARS`, and
     ``max_chars`` for them all; once that is reached, the files after it are counted, not
     diffed."""
     out: list[str] = []
     left = max_chars
-    for k, (before, after, rel) in enumerate(changes):
+    work = WorkBudget(MAX_DIFF_WORK, str)  # spent only where it suffices: never refuses
+    for k, (before, after, rel, spans) in enumerate(changes):
         if left <= 0:
             more = len(changes) - k
             files = f"{more} more changed file{'s' if more > 1 else ''}"
@@ -333,22 +411,48 @@ def unified_diffs(changes: list[tuple[str, str, str]], max_chars: int = MAX_DIFF
                 f"[... {files} not shown, from {rel} on: diffs are capped at {max_chars} chars]"
             )
             break
-        diff, full = _capped(_diff_lines(before, after, rel), rel, MAX_DIFF_LINES, left)
+        hunks = _hunks(before, after, rel, spans, work)
+        diff, full = _capped(hunks, rel, MAX_DIFF_LINES, left)
         out.append(diff)
         left = 0 if full else left - len(diff) - 1
     return "\n".join(out)
 
 
-def _diff_lines(before: str, after: str, rel: str) -> list[str]:
-    """The unified diff's lines (without line ends), each cut at :data:`MAX_DIFF_LINE_CHARS`.
+Hunk = tuple[int, Iterable[str]]
+"""A piece of a diff: its number of lines, and its lines (made as they are shown)."""
 
-    Only the span between the first and last changed line is handed to difflib, so a small
-    edit in a large file costs little; hunk headers are shifted back to file line numbers.
-    The unchanged head and tail are found by comparing the texts a chunk at a time, and the
-    file is split into lines only around the change.
-    """
-    lead, a_part, b_part = _around_change(before, after)
-    a, b = a_part.splitlines(keepends=True), b_part.splitlines(keepends=True)
+
+def _hunks(
+    before: str, after: str, rel: str, spans: list[Span], work: WorkBudget
+) -> Iterator[Hunk]:
+    """The diff's lines (without line ends, each cut at :data:`MAX_DIFF_LINE_CHARS`), a place
+    at a time: only the lines of the places ``spans`` changed, with their context, are split
+    and handed to difflib (so a small edit in a large file costs little), while ``work`` lasts;
+    past it a place is written directly, and its lines are counted, not made, unless shown."""
+    a_lines, b_lines = _LinesBefore(before), _LinesBefore(after)
+    started = False
+    for a, b, c, d in _places(before, after, spans):
+        lo, hi = _lines_back(before, a, _CONTEXT), _lines_on(before, b, _CONTEXT)
+        size = _count_lines(before, lo, hi) + _count_lines(after, c - (a - lo), d + hi - b)
+        if size <= work.left:
+            work.spend(size)
+            lines = _difflib_lines(
+                before[lo:hi], after[c - (a - lo) : d + hi - b],
+                a_lines.at(lo), b_lines.at(c - (a - lo)),
+            )  # fmt: skip
+            hunk: Hunk = (len(lines), lines)
+        else:
+            hunk = _written(before, after, (a, b, c, d), a_lines.at(a), b_lines.at(c))
+        if hunk[0] and not started:
+            started = True
+            yield 2, [_cut(f"--- a/{rel}"), _cut(f"+++ b/{rel}")]
+        yield hunk
+
+
+def _difflib_lines(a_text: str, b_text: str, a_lead: int, b_lead: int) -> list[str]:
+    """The hunks of one place (whole lines of both texts, ``a_lead`` and ``b_lead`` lines
+    before them), by difflib, with the unchanged head and tail cut to the context shown."""
+    a, b = a_text.splitlines(keepends=True), b_text.splitlines(keepends=True)
     shortest = min(len(a), len(b))
     head = 0
     while head < shortest and a[head] == b[head]:
@@ -356,36 +460,155 @@ def _diff_lines(before: str, after: str, rel: str) -> list[str]:
     tail = 0
     while tail < shortest - head and a[-1 - tail] == b[-1 - tail]:
         tail += 1
-    start = max(0, head - 3)
-    shift = lead + start
-    a_mid, b_mid = a[start : len(a) - max(0, tail - 3)], b[start : len(b) - max(0, tail - 3)]
+    start = max(0, head - _CONTEXT)
+    a_mid = a[start : len(a) - max(0, tail - _CONTEXT)]
+    b_mid = b[start : len(b) - max(0, tail - _CONTEXT)]
     out: list[str] = []
-    for ln in difflib.unified_diff(a_mid, b_mid, fromfile=f"a/{rel}", tofile=f"b/{rel}"):
-        if ln.startswith("@@") and shift:
-            ln = _HUNK_HEADER.sub(lambda m: _shift_header(m, shift), ln)
+    for ln in itertools.islice(difflib.unified_diff(a_mid, b_mid, n=_CONTEXT), 2, None):
+        if ln.startswith("@@"):
+            ln = _HUNK_HEADER.sub(lambda m: _shift_header(m, a_lead + start, b_lead + start), ln)
         out.append(_cut(ln.removesuffix("\n")))
         if not ln.endswith("\n"):
-            out.append("\\ No newline at end of file")
+            out.append(_NO_NEWLINE)
     return out
+
+
+def _written(before: str, after: str, place: Span, a_lead: int, b_lead: int) -> Hunk:
+    """One place as a hunk of its removed lines then its added lines: its size is counted,
+    its lines are made only as they are shown."""
+    a, b, c, d = place
+    n_a, n_b = _count_lines(before, a, b), _count_lines(after, c, d)
+    # a line not ending with "\n" is followed by a marker, as in difflib's hunks
+    marks = n_a - before.count("\n", a, b) + n_b - after.count("\n", c, d)
+    header = f"@@ -{_range(a_lead, n_a)} +{_range(b_lead, n_b)} @@"
+
+    def lines() -> Iterator[str]:
+        yield header
+        for sign, text, lo, hi in (("-", before, a, b), ("+", after, c, d)):
+            for line in _split(text, lo, hi):
+                yield _cut(sign + line.removesuffix("\n"))
+                if not line.endswith("\n"):
+                    yield _NO_NEWLINE
+
+    return 1 + n_a + n_b + marks, lines()
+
+
+_NO_NEWLINE = "\\ No newline at end of file"
+
+
+def _range(lead: int, count: int) -> str:
+    """A hunk header's range, as difflib writes it."""
+    if count == 1:
+        return str(lead + 1)
+    return f"{lead if count == 0 else lead + 1},{count}"
+
+
+def _places(before: str, after: str, spans: list[Span]) -> Iterator[Span]:
+    """``spans`` widened to whole lines of both texts, those with at most twice the context
+    between them merged (difflib would show them in one hunk)."""
+    place: list[int] | None = None
+    for a, b, c, d in spans:
+        if place is not None and before.count("\n", place[1], a) <= 2 * _CONTEXT:
+            place[1], place[3] = _line_end(before, after, b, d)
+            continue
+        if place is not None:
+            yield place[0], place[1], place[2], place[3]
+        lo = before.rfind("\n", 0, a) + 1
+        end_b, end_d = _line_end(before, after, b, d)
+        place = [lo, end_b, c - (a - lo), end_d]
+    if place is not None:
+        yield place[0], place[1], place[2], place[3]
+
+
+def _line_end(before: str, after: str, b: int, d: int) -> tuple[int, int]:
+    """``(b, d)``, the ends of a span, moved on to the end of the line ``b`` stands in (the text
+    after them is the same up to the next span), unless both stand at a line start."""
+    if (b == 0 or before[b - 1] == "\n") and (d == 0 or after[d - 1] == "\n"):
+        return b, d
+    end = before.find("\n", b)
+    end = len(before) if end < 0 else end + 1
+    return end, d + end - b
+
+
+def _lines_back(text: str, pos: int, n: int) -> int:
+    """The start of the line ``n`` lines before the one starting at ``pos``."""
+    for _ in range(n):
+        if pos == 0:
+            break
+        pos = text.rfind("\n", 0, pos - 1) + 1
+    return pos
+
+
+def _lines_on(text: str, pos: int, n: int) -> int:
+    """The start of the line ``n`` lines after the one starting at ``pos`` (or the end)."""
+    for _ in range(n):
+        end = text.find("\n", pos)
+        if end < 0:
+            return len(text)
+        pos = end + 1
+    return pos
+
+
+_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+"""What ``str.splitlines`` (and so difflib's lines and numbers) breaks lines at."""
+_OTHER_BREAKS = re.compile(f"[{_BREAKS[1:]}]")
+
+
+def _count_lines(text: str, lo: int, hi: int) -> int:
+    """``len(text[lo:hi].splitlines())`` (``lo`` a line start), without making the lines."""
+    if hi <= lo:
+        return 0
+    n = text.count("\n", lo, hi)
+    if _OTHER_BREAKS.search(text, lo, hi):
+        n += sum(text.count(ch, lo, hi) for ch in _BREAKS[1:]) - text.count("\r\n", lo, hi)
+    return n + (text[hi - 1] not in _BREAKS)
+
+
+def _split(text: str, lo: int, hi: int) -> Iterator[str]:
+    """``text[lo:hi].splitlines(keepends=True)``, a line at a time."""
+    while lo < hi:
+        end = text.find("\n", lo, hi)
+        end = hi if end < 0 else end + 1
+        yield from text[lo:end].splitlines(keepends=True)
+        lo = end
+
+
+class _LinesBefore:
+    """The number of lines of ``text`` before a line start, counted on from the last one asked
+    (the places of a diff are asked in order)."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.pos, self.lines = text, 0, 0
+
+    def at(self, pos: int) -> int:
+        self.lines += _count_lines(self.text, self.pos, pos)
+        self.pos = pos
+        return self.lines
 
 
 def _cut(line: str, limit: int = MAX_DIFF_LINE_CHARS) -> str:
     return line if len(line) <= limit else line[:limit] + f" [... {len(line) - limit} more chars]"
 
 
-def _capped(lines: list[str], rel: str, max_lines: int, max_chars: int) -> tuple[str, bool]:
-    """``lines`` joined, as many as fit ``max_lines`` and ``max_chars`` (a last line says how
-    many were left out, and from which line of the file), and whether ``max_chars`` was hit."""
+def _capped(hunks: Iterator[Hunk], rel: str, max_lines: int, max_chars: int) -> tuple[str, bool]:
+    """The diff of ``hunks``, as many lines as fit ``max_lines`` and ``max_chars`` (a last line
+    says how many were left out, and from which line of the file), and whether ``max_chars``
+    was hit. The hunks after the last line shown are counted, not made."""
     kept: list[str] = []
     left = max_chars
-    for line in lines[:max_lines]:
-        left -= len(line) + 1
-        if left < 0:
-            break
-        kept.append(line)
-    if len(kept) == len(lines):
+    more = 0
+    for size, lines in hunks:
+        shown = 0
+        if not more:
+            for line in itertools.islice(lines, max_lines - len(kept)):
+                left -= len(line) + 1
+                if left < 0:
+                    break
+                kept.append(line)
+                shown += 1
+        more += size - shown
+    if not more:
         return "\n".join(kept), False
-    more = len(lines) - len(kept)
     at = _resume_line(kept)
     where = f", from line {at} of {rel}" if at is not None else ""
     return "\n".join([*kept, f"[... diff truncated: {more} more lines{where}]"]), left < 0
@@ -404,76 +627,9 @@ def _resume_line(shown: list[str]) -> int | None:
     return line
 
 
-_CONTEXT_CUT = 5
-"""Unchanged lines kept on each side of the change (difflib shows three of them)."""
-_OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
-_CHUNK = 1 << 16
-
-
-def _around_change(a: str, b: str) -> tuple[int, str, str]:
-    """(lines before the cut, ``a`` and ``b`` around their change): the common head and tail
-    are cut at newlines, keeping ``_CONTEXT_CUT`` unchanged lines on each side."""
-    prefix = _common_prefix(a, b)
-    suffix = _common_suffix(a, b, min(len(a), len(b)) - prefix)
-    cut = prefix
-    for _ in range(_CONTEXT_CUT + 1):
-        cut = a.rfind("\n", 0, cut) if cut > 0 else -1
-        if cut < 0:
-            break
-    cut = max(0, cut + 1) if cut >= 0 else 0
-    tail = a[len(a) - suffix :]
-    keep = -1
-    for _ in range(_CONTEXT_CUT + 1):
-        keep = tail.find("\n", keep + 1)
-        if keep < 0:
-            break
-    drop = suffix - keep - 1 if keep >= 0 else 0
-    head_text = a[:cut]
-    lead = head_text.count("\n")
-    if _OTHER_BREAKS.search(head_text):
-        lead = len(head_text.splitlines())
-    return lead, a[cut : len(a) - drop], b[cut : len(b) - drop]
-
-
-def _common_prefix(a: str, b: str) -> int:
-    """Length of the common prefix, compared a chunk at a time, then by halving."""
-    n = min(len(a), len(b))
-    lo = 0
-    while lo < n:
-        hi = min(n, lo + _CHUNK)
-        if a[lo:hi] != b[lo:hi]:
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if a[lo:mid] == b[lo:mid]:
-                    lo = mid
-                else:
-                    hi = mid
-            return lo
-        lo = hi
-    return n
-
-
-def _common_suffix(a: str, b: str, limit: int) -> int:
-    """Length of the common suffix (at most ``limit``), compared like ``_common_prefix``."""
-    la, lb = len(a), len(b)
-    lo = 0
-    while lo < limit:
-        hi = min(limit, lo + _CHUNK)
-        if a[la - hi : la - lo] != b[lb - hi : lb - lo]:
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if a[la - mid : la - lo] == b[lb - mid : lb - lo]:
-                    lo = mid
-                else:
-                    hi = mid
-            return lo
-        lo = hi
-    return limit
-
-
 _HUNK_HEADER = re.compile(r"^@@ -(\d+)((?:,\d+)?) \+(\d+)((?:,\d+)?) @@")
 
 
-def _shift_header(m: re.Match[str], offset: int) -> str:
-    old, new = int(m.group(1)) + offset, int(m.group(3)) + offset
+def _shift_header(m: re.Match[str], old_by: int, new_by: int) -> str:
+    old, new = int(m.group(1)) + old_by, int(m.group(3)) + new_by
     return f"@@ -{old}{m.group(2)} +{new}{m.group(4)} @@"

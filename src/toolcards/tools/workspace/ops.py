@@ -9,14 +9,14 @@ import os
 import threading
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from toolcards.core.errors import RetriableError
 from toolcards.core.progress import report_progress
 from toolcards.tools.workspace import docs, grep, listing
-from toolcards.tools.workspace.edits import apply_edit, unified_diffs
+from toolcards.tools.workspace.edits import Span, apply_edit, compose_spans, unified_diffs
 from toolcards.tools.workspace.hunks import apply_hunks
 from toolcards.tools.workspace.ledger import ReadLedger
 from toolcards.tools.workspace.limits import Limits, ReadCaps
@@ -42,6 +42,8 @@ class _Pending:
     before: str
     after: str | None
     data: bytes | None
+    spans: list[Span] = field(default_factory=list)
+    """What the edits changed from ``before`` to ``after``, for the answer's diff."""
 
     @property
     def rel(self) -> str:
@@ -206,13 +208,15 @@ class Workspace:
                     assert entry.after is not None
                     old = item.old_string.replace("\r\n", "\n")
                     new = item.new_string.replace("\r\n", "\n")
-                    entry.after = apply_edit(
+                    result = apply_edit(
                         entry.after,
                         old,
                         new,
                         replace_all=item.replace_all,
                         cap=self.limits.max_text_bytes,
-                    ).text
+                    )
+                    entry.after = result.text
+                    entry.spans = compose_spans(entry.spans, result.spans)
                 except RetriableError as exc:
                     prefix = (
                         f"edit {number} of {len(edits)} ({item.path}): " if len(edits) > 1 else ""
@@ -330,14 +334,14 @@ class Workspace:
         if not changed:
             raise RetriableError("the edit changes nothing")
         txn.commit()
-        out: list[tuple[str, str, str]] = []
+        out: list[tuple[str, str, str, list[Span]]] = []
         for e in changed:
             if e.after is None:
                 self.ledger.forget(e.rel)
             else:
                 self.ledger.saw(e.rel, e.doc.encode(e.after, e.rel))
             if diffs:
-                out.append((e.before, e.after or "", e.rel))
+                out.append((e.before, e.after or "", e.rel, e.spans))
         return unified_diffs(out) if diffs else ""
 
     @_locked
