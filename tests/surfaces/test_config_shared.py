@@ -5,6 +5,7 @@ limits live, `approval:`, `sessions:` and `mcp_commands:`."""
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import threading
 import time
@@ -18,7 +19,7 @@ from support.cli import InProcessCli
 from toolcards.core.approvals import ApprovalRequest
 from toolcards.core.identity import Identity
 from toolcards.governance import SqliteApprovalStore
-from toolcards.surfaces.config import ConfigError, SurfaceConfig, parse_config
+from toolcards.surfaces.config import ConfigError, SurfaceConfig, load_config, parse_config
 
 PG = "postgresql://toolcards:pa55-word@127.0.0.1:5432/team"
 
@@ -239,6 +240,43 @@ def test_a_data_config_names_no_ray_cluster(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"^team\.yaml: system: .*names a Ray cluster to join"):
         parse_config({**data, "system": ray}, source="team.yaml", base_dir=tmp_path)
     assert parse_config({**data, "system": "pykka"}, source="team.yaml").system == "pykka"
+
+
+PROBE_OAUTH = {
+    "issuer": "https://idp.example.com/",
+    "resource": "http://127.0.0.1:18735/mcp",
+    "jwks_uri": "http://127.0.0.1:18734/internal/admin?action=delete-everything",
+}
+LOOPBACK_ISSUER = {"issuer": "http://localhost:18734/", "resource": "http://127.0.0.1:18735/mcp"}
+
+
+@pytest.mark.parametrize(
+    ("key", "oauth"),
+    [("jwks_uri", PROBE_OAUTH), ("issuer", LOOPBACK_ISSUER)],
+    ids=["jwks_uri", "issuer"],
+)
+def test_a_data_config_has_the_server_fetch_nothing_on_the_private_network(
+    toolcards_cli: InProcessCli, tmp_path: Path, key: str, oauth: dict[str, str]
+) -> None:
+    """An agent wrote an issuer's keys (or the issuer) on loopback into a config in its
+    workspace; served over HTTP, any client's JWT-shaped token made the server GET that URL
+    (``/internal/admin?action=delete-everything``). Refused as data in one line naming the
+    field; the operator's own config keeps it (a local issuer under test)."""
+    folder = tmp_path / "ws" / "w"
+    folder.mkdir(parents=True)
+    (tmp_path / "ws" / ".toolcards-workspaces").write_text("")
+    for where in (folder, tmp_path):
+        (where / "policy.yaml").write_text("default_effect: deny\n")
+    text = json.dumps({"team_id": "t", "policy": "policy.yaml", "principals": {"oauth": oauth}})
+    (folder / "evil.yaml").write_text(text)
+    done = toolcards_cli("-c", "ws/w/evil.yaml", "list", cwd=tmp_path)
+    assert done.returncode == 2, done
+    message = done.stderr.strip()
+    assert f"(in a workspaces root, where agents write): principals.oauth.{key}: " in message
+    assert "private network" in message and "\n" not in message
+    (tmp_path / "own.yaml").write_text(text)
+    own = load_config(tmp_path / "own.yaml").principals.oauth
+    assert own is not None and getattr(own, key) == oauth[key]
 
 
 def test_a_data_config_cannot_point_the_workspace_tools_at_a_host_folder(

@@ -13,7 +13,7 @@ GOOD = {"issuer": "https://auth.example.com/", "resource": "https://MCP.example.
 
 def config_with(**oauth: Any) -> Any:
     data = {"policy": "policy.yaml", "principals": {"oauth": {**GOOD, **oauth}}}
-    return parse_config(data, source="team.yaml")
+    return parse_config(data, source="team.yaml", host_written=True)
 
 
 @pytest.mark.parametrize("alg", ["none", "HS256", "HS512"])

@@ -50,8 +50,9 @@ Trust and code come from the operator only: ``trust:``, ``mcp_commands:`` and th
 opens (written by whoever runs the server, not found in a workspaces root); a config given as a
 mapping (``parse_config``) may carry them only when the host says it wrote it
 (``host_written=True``). A config a client sent or an agent wrote is data: it grants nothing
-and imports nothing, joins no Ray cluster it names, and names no database server that would
-get the host's password (``PGPASSWORD``, ``~/.pgpass``) or sit on its private network.
+and imports nothing, joins no Ray cluster it names, names no database server that would
+get the host's password (``PGPASSWORD``, ``~/.pgpass``) or sit on its private network, and no
+OAuth issuer or ``jwks_uri`` there (the HTTP server fetches them when a client sends a token).
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ from toolcards.core import host_files
 from toolcards.core.errors import ToolcardsError
 from toolcards.core.identity import ANONYMOUS, Identity
 from toolcards.core.registry import CARD_TYPES, load_card
-from toolcards.core.trust import HostTrust, UntrustedField
+from toolcards.core.trust import HostTrust, UntrustedField, private_host
 from toolcards.core.yaml_safe import YamlError, load_yaml
 from toolcards.stores.data_location import check_data_location, check_own_file
 from toolcards.stores.errors import UnknownStoreScheme
@@ -461,8 +462,9 @@ def parse_config(
     ``resources:`` and ``prompts:`` name code to import, its ``system:`` may name a Ray
     cluster and its ``store:``, ``audit:`` and ``approvals:`` any database; otherwise (a config
     from anywhere else, such as a client or an agent's workspace) the first ones are refused,
-    and a database server must be public and carry its own password (the rule of an agent
-    spec's stores, :mod:`toolcards.stores.data_location`)."""
+    a database server must be public and carry its own password (the rule of an agent spec's
+    stores, :mod:`toolcards.stores.data_location`), and so must the OAuth issuer and
+    ``jwks_uri`` be public."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level")
     granted = [key for key in _HOST_ONLY if _host_only(key, data.get(key))]
@@ -506,8 +508,9 @@ def _host_only(key: str, value: Any) -> bool:
 def _check_data_locations(config: SurfaceConfig, source: str) -> None:
     """A config that is data names no database server that would get the host's password
     (``PGPASSWORD``, ``~/.pgpass``) or reach its private network (the rule agent specs
-    follow), and opens no file outside its own folder (links followed): the host's files are
-    not data's to open, write or read as a policy. Checked before anything opens."""
+    follow), has the server fetch no OAuth URL there, and opens no file outside its own
+    folder (links followed): the host's files are not data's to open, write or read as a
+    policy. Checked before anything opens."""
     for key in _DATABASES:
         value = getattr(config, key)
         if value is not None and StoreLocation.parse(value).shared:
@@ -515,6 +518,30 @@ def _check_data_locations(config: SurfaceConfig, source: str) -> None:
     for key in _DATABASES:
         _keep_own_database(config, source, key)
     config.policy = str(_check_own_file(config, source, "policy", config.policy))
+    _check_oauth_urls(config, source)
+
+
+_FETCHED = ("issuer", "jwks_uri")
+"""The ``principals.oauth`` URLs the HTTP server fetches (the issuer's metadata, its keys);
+``resource`` is only advertised and compared, never fetched."""
+
+
+def _check_oauth_urls(config: SurfaceConfig, source: str) -> None:
+    """ConfigError when a config that is data names an issuer or ``jwks_uri`` on this host's
+    private network: any client sending a JWT-shaped token makes the server GET them, so data
+    would choose a request from inside that network (the rule of an MCP card's url and of a
+    data database's server, :func:`toolcards.core.trust.private_host`)."""
+    oauth = config.principals.oauth
+    if oauth is None:
+        return
+    for key in _FETCHED:
+        url = getattr(oauth, key)
+        if url is not None and private_host(url):
+            raise ConfigError(
+                f"{source}: principals.oauth.{key}: {url!r:.200} names a host of this host's "
+                "private network, and a config that is data may not choose where the server "
+                "sends requests: name it in the operator's config file"
+            )
 
 
 def _check_server(source: str, key: str, value: str) -> None:
