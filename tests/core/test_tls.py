@@ -83,7 +83,7 @@ def test_every_client_of_a_library_shares_one_verifying_context(library: object)
 async def test_the_mcp_client_with_the_shared_context_refuses_a_self_signed_server(
     tls_server: str, self_signed: tuple[Path, Path]
 ) -> None:
-    make = bounded_client(WireBounds())
+    make = bounded_client(WireBounds(), tls_server)
     async with make() as client:
         with pytest.raises(httpx2.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
             await client.get(tls_server)

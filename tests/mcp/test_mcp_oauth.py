@@ -13,7 +13,8 @@ from mcp_support import SERVERS, ServerProcess, call_tools, free_port, make_agen
 
 from toolcards import ToolFactory
 from toolcards.tools.mcp import MCPAuth, MCPOAuth, MCPTool
-from toolcards.tools.mcp.oauth import OAuthError, OAuthFlow, loopback_handler
+from toolcards.tools.mcp._http import http
+from toolcards.tools.mcp.oauth import OAuthError, OAuthFlow, _Tokens, loopback_handler
 from toolcards.tools.mcp.oauth_discovery import server_endpoints
 
 OAUTH = SERVERS / "oauth_server.py"
@@ -119,6 +120,26 @@ def test_tokens_never_in_repr() -> None:
         issuer="https://auth.example",
     )
     assert "s3cr3t-value" not in repr(flow) and "authorized=False" in repr(flow)
+
+
+def test_the_access_token_goes_only_under_the_folder_of_the_servers_url() -> None:
+    """Not to the rest of its origin: another path there may be another tenant's."""
+    flow = OAuthFlow(client_id="c", redirect_uri=REDIRECT, server_url="https://mcp.example/a/sse")
+    flow._tokens = _Tokens(access="t0k3n", refresh=None, refresh_at=None)
+
+    def sent(url: str) -> str | None:
+        request = http.Request("POST", url, headers={"Authorization": "Bearer other"})
+        flow._authorize(request)
+        return request.headers.get("Authorization")
+
+    assert sent("https://mcp.example/a/messages?session_id=1") == "Bearer t0k3n"
+    assert sent("https://mcp.example/a/sse") == "Bearer t0k3n"
+    for elsewhere in (
+        "https://mcp.example/b/messages",
+        "https://mcp.example/ab",
+        "http://mcp.example/a/sse",
+    ):
+        assert sent(elsewhere) is None
 
 
 def test_insecure_endpoints_refused() -> None:

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.server
 import json
 import shlex
+import socketserver
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -188,3 +192,83 @@ def test_a_stored_profile_with_an_untrusted_stdio_card_is_not_restarted(tmp_path
         resumed = Team.resume("t1", store=store)
     resumed.stop()
     assert not marker.exists()
+
+
+@pytest.fixture
+def tenants() -> Iterator[tuple[str, list[tuple[str, str | None]]]]:
+    """One origin whose tenant-a points the client at tenant-b: its SSE stream names
+    ``/tenant-b/messages`` for the messages, its ``/tenant-a/mcp`` answers 307 to
+    ``/tenant-b/mcp``. Yields its URL and the (path, Authorization) of each request."""
+    seen: list[tuple[str, str | None]] = []
+    done = threading.Event()
+
+    class Tenants(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def answer(self, status: int, **headers: str) -> None:
+            self.send_response(status)
+            for name, value in {"Content-Length": "0", **headers}.items():
+                self.send_header(name, value)
+            self.end_headers()
+
+        def do_GET(self) -> None:
+            seen.append((self.path, self.headers.get("Authorization")))
+            if self.path != "/tenant-a/sse":
+                return self.answer(404)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            self.wfile.write(b"event: endpoint\ndata: /tenant-b/messages?session_id=s\n\n")
+            self.wfile.flush()
+            done.wait(30)  # the stream stays open, as a real server's
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            seen.append((self.path, self.headers.get("Authorization")))
+            if self.path == "/tenant-a/mcp":
+                return self.answer(307, Location="/tenant-b/mcp")
+            self.answer(500)
+
+    class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+        daemon_threads = True
+
+    server = Server(("127.0.0.1", 0), Tenants)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    done.set()
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("transport", "path"), [("sse", "/tenant-a/sse"), ("streamable-http", "/tenant-a/mcp")]
+)
+def test_the_host_token_never_leaves_the_card_urls_folder(
+    tenants: tuple[str, list[tuple[str, str | None]]],
+    transport: str,
+    path: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Granted /tenant-a, the card's server named /tenant-b (an SSE endpoint event, a 307):
+    the request is refused before it is sent, and the connection fails saying so."""
+    base, seen = tenants
+    monkeypatch.setenv("CRM_TOKEN", SECRET)
+    data = {
+        "type": "MCPTool",
+        "name": "crm",
+        "transport": transport,
+        "url": base + path,
+        "auth": {"bearer_token_env": "CRM_TOKEN"},
+        "connect_timeout_seconds": 5,
+    }
+    (card,) = load_cards([data], trust=HostTrust(env=["CRM_TOKEN"], urls=[f"{base}/tenant-a"]))
+    agent, script = make_agent([ToolFactory([card]).toolset()])
+    assert asyncio.run(call_tools(agent, script, [])) == []
+    assert [p for p, _ in seen if not p.startswith("/tenant-a/")] == []
+    assert (path, f"Bearer {SECRET}") in seen  # the granted folder still gets it
+    error = card.get_toolsets()[0].last_error or ""
+    assert f"not sent to '{base}/tenant-b/" in error and "\n" not in error

@@ -229,13 +229,13 @@ class MCPTool(ToolCard):
                 headers=headers,
                 auth=self._auth(),
                 sse_read_timeout=max(self.timeout_seconds, 300.0),
-                httpx_client_factory=bounded_client(bounds),
+                httpx_client_factory=bounded_client(bounds, self.url),
             )
         return StreamableHttpTransport(
             self.url,
             headers=headers,
             auth=self._auth(),
-            httpx_client_factory=bounded_client(bounds),
+            httpx_client_factory=bounded_client(bounds, self.url),
             max_sse_event_size=bounds.total + (1 << 16),  # the events are bounded here
         )
 

@@ -6,9 +6,10 @@ user consent through an authorization handler, code exchange), then repeats the 
 Tokens live in memory on the flow object, which outlives reconnections.
 
 The MCP server may be hostile: the token is requested for the server's own canonical URL
-(RFC 8707) and only ever sent to that server's origin; discovery and token requests are made
-by the flow's own client (no redirects followed, every URL through ``DiscoveryGuard``); a
-client secret goes only to a token endpoint the card names, or one under its issuer's URL.
+(RFC 8707) and only ever sent under that URL's folder (:func:`credential_scope`); discovery
+and token requests are made by the flow's own client (no redirects followed, every URL
+through ``DiscoveryGuard``); a client secret goes only to a token endpoint the card names, or
+one under its issuer's URL.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ import time
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 import anyio
 
 from toolcards.core import outside_json
 from toolcards.core.tls import default_verify
+from toolcards.core.trust import NOTHING, HostTrust
 from toolcards.tools._common.url_guard import Resolver, pinned, system_resolver
 from toolcards.tools.mcp._http import http as httpx
 from toolcards.tools.mcp.oauth_callback import AuthorizationHandler, loopback_handler
@@ -36,7 +38,6 @@ from toolcards.tools.mcp.oauth_urls import (
     OAuthError,
     require_secure,
     resource_for,
-    same_origin,
     shown,
 )
 
@@ -81,6 +82,19 @@ async def _read_capped(response: httpx.Response, what: str) -> bytes:
     return b"".join(chunks)
 
 
+def credential_scope(server_url: str) -> HostTrust:
+    """Where the requests for the MCP server at ``server_url``, and its credential, may go:
+    under the URL's parent path, read as a ``HostTrust`` URL grant (same scheme, host and
+    port, whole segments). The parent, since an SSE server names a sibling for its messages
+    (``/a/sse`` -> ``/a/messages``); nothing when the URL could not be granted."""
+    try:
+        parts = urlsplit(str(httpx.URL(server_url)))  # spelled as its requests will be
+        parent = parts.path.rstrip("/").rpartition("/")[0]
+        return HostTrust(urls=[urlunsplit((parts.scheme, parts.netloc, parent, "", ""))])
+    except (ValueError, httpx.InvalidURL):
+        return NOTHING
+
+
 class OAuthFlow(httpx.Auth):
     """httpx authentication running the authorization-code + PKCE flow on demand, for the
     MCP server at ``server_url``.
@@ -122,6 +136,7 @@ class OAuthFlow(httpx.Auth):
         self.clock: Callable[[], float] = time.time
         """The wall clock a token's lifetime is counted on (a test may move it on)."""
         self._transport = transport
+        self._scope = credential_scope(server_url)
         self._guard = DiscoveryGuard(server_url, resolver)
         self._discovery = Discovery(self._guard, self.resource, issuer, self._fetch)
         self._endpoints: Endpoints | None = None
@@ -194,8 +209,9 @@ class OAuthFlow(httpx.Auth):
         return tokens.refresh_at is not None and self.clock() >= tokens.refresh_at
 
     def _for_server(self, url: str) -> bool:
-        """Whether ``url`` is on the MCP server's origin (the only place a token goes)."""
-        return same_origin(url, self.server_url)
+        """Whether ``url`` is under the MCP server's URL (the only place a token goes: another
+        path of its origin may be another tenant's)."""
+        return self._scope.allows_url(url)
 
     def _authorize(self, request: httpx.Request) -> None:
         if not self._for_server(str(request.url)):

@@ -17,6 +17,7 @@ import re
 import signal
 from collections.abc import AsyncIterator, Callable
 from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 import anyio
 import mcp.types as mcp_types
@@ -28,6 +29,8 @@ from mcp.shared.message import SessionMessage
 
 from toolcards.core.tls import default_verify
 from toolcards.tools.mcp._http import http
+from toolcards.tools.mcp.oauth import credential_scope
+from toolcards.tools.mcp.oauth_urls import shown
 from toolcards.tools.mcp.wire_json import JsonTrimmer, WireBounds
 
 __all__ = ["BoundedStdio", "bounded_client"]
@@ -145,9 +148,28 @@ async def _stop(process: Process) -> None:
 # -- HTTP -------------------------------------------------------------------------------------
 
 
-def bounded_client(bounds: WireBounds) -> Callable[..., Any]:
-    """An ``httpx_client_factory`` for the MCP HTTP transports whose responses are read
-    within ``bounds`` (asking servers not to compress them)."""
+def bounded_client(bounds: WireBounds, url: str) -> Callable[..., Any]:
+    """An ``httpx_client_factory`` for the MCP HTTP transports of the server at ``url`` whose
+    responses are read within ``bounds`` (asking servers not to compress them) and whose
+    requests go only under ``url``'s parent path (:func:`~.oauth.credential_scope`): the
+    server may point the client elsewhere on its origin (an SSE ``endpoint`` event, a
+    redirect the SDK follows), where the card's headers and credential would reach another
+    tenant: such a request fails before it is sent, an endpoint event as it is read."""
+    scope = credential_scope(url)
+
+    def refusal(target: str) -> str | None:
+        """Why no request may go to ``target``; None when it lies under ``url``."""
+        if scope.allows_url(target):
+            return None
+        return f"not sent to {_bare(target)}, outside the folder of the server's URL {_bare(url)}"
+
+    async def within(request: Any) -> None:
+        if refused := refusal(str(request.url)):
+            raise http.RequestError(refused, request=request)
+
+    def endpoint(data: str) -> None:  # the SSE server names where its messages go
+        if refused := refusal(urljoin(url, data)):
+            raise http.SSEError(refused)  # the SDK reports it (a POST failing, it would wait)
 
     def factory(
         headers: dict[str, str] | None = None,
@@ -156,31 +178,38 @@ def bounded_client(bounds: WireBounds) -> Callable[..., Any]:
         **options: Any,
     ) -> Any:
         async def bound(response: Any) -> None:
-            response.stream = _BoundedBody(response, bounds)
+            response.stream = _BoundedBody(response, bounds, endpoint)
             # the body is read as UTF-8 whatever charset the server names: the JSON and event
             # streams are re-encoded so, and a charset like punycode decodes in quadratic time
             response.encoding = "utf-8"
 
         if "verify" not in options and "cert" not in options:  # a cert is loaded into verify
             options["verify"] = default_verify(http)
+        options["follow_redirects"] = False  # the SDK follows within the origin: checked here
         return http.AsyncClient(
             headers={"Accept-Encoding": "identity", **(headers or {})},
             timeout=timeout if timeout is not None else http.Timeout(30.0, read=300.0),
             auth=auth,
-            event_hooks={"response": [bound]},
+            event_hooks={"request": [within], "response": [bound]},
             **options,
         )
 
     return factory
 
 
+def _bare(url: str) -> str:
+    """``url`` without its query and fragment, cut for an error message."""
+    return shown(urlsplit(url)._replace(query="", fragment="").geturl())
+
+
 class _BoundedBody(http.AsyncByteStream):
     """A response body read within bounds: JSON as one message, an event stream event by
     event, anything else cut at :data:`OTHER_BODY` bytes."""
 
-    def __init__(self, response: Any, bounds: WireBounds) -> None:
+    def __init__(self, response: Any, bounds: WireBounds, endpoint: Callable[[str], None]) -> None:
         self._inner = response.stream
         self._bounds = bounds
+        self._endpoint = endpoint
         self._kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         self._encoded = response.headers.get("content-encoding", "identity").lower()
 
@@ -199,7 +228,7 @@ class _BoundedBody(http.AsyncByteStream):
             for item in trimmer.end():
                 yield (item if isinstance(item, str) else json.dumps(str(item))).encode()
         elif self._kind == "text/event-stream":
-            events = _Events(self._bounds)
+            events = _Events(self._bounds, self._endpoint)
             async for chunk in self._inner:
                 out = events.feed(chunk)
                 if out:
@@ -215,8 +244,11 @@ class _BoundedBody(http.AsyncByteStream):
 class _Events:
     """An event stream, passed on event by event with each event's JSON data bounded."""
 
-    def __init__(self, bounds: WireBounds) -> None:
+    def __init__(self, bounds: WireBounds, endpoint: Callable[[str], None] | None = None) -> None:
         self._bounds = bounds
+        self._endpoint = endpoint
+        """Called with the data of an ``endpoint`` event before it is passed on (and may
+        raise)."""
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._carry = ""
         self._state = _START
@@ -310,6 +342,9 @@ class _Events:
             data = [item for item in self._json.end() if isinstance(item, str)]
         elif self._raw is not None:
             data = ["".join(self._raw)]
+        event = self._fields.get("event", "").partition(":")[2].strip()
+        if event == "endpoint" and self._endpoint is not None:
+            self._endpoint("\n".join(data))
         if data or self._fields:
             lines = (f"data: {line}" for d in data for line in d.split("\n"))
             out.append("\n".join([*self._fields.values(), *lines]) + "\n\n")
