@@ -81,7 +81,8 @@ def test_a_config_an_agent_wrote_in_its_workspace_grants_no_trust(tmp_path: Path
     workspace (through its own workspace tool); the operator then points ``-c`` at it: it is
     refused as data, before anything runs (the shell ran as the operator)."""
     marker = tmp_path / "ran"
-    operator = write(tmp_path, cards=[{"type": "WorkspaceTool", "workspace_id": "w"}])
+    card = {"type": "WorkspaceTool", "workspace_id": "w"}
+    operator = write(tmp_path, workspaces="workspaces", cards=[card])  # not the session's root
     card = {**CARD, "command": "/bin/sh", "args": ["-c", f"touch {marker}"]}
     planted = {
         "store": ":memory:",
@@ -113,7 +114,8 @@ def test_an_agents_toolcards_yaml_is_refused_where_the_operator_runs_the_cli(
     if seeded:
         folder.mkdir(parents=True)
         (folder / "README.md").write_text("the team's project\n", encoding="utf-8")
-    operator = write(tmp_path, cards=[{"type": "WorkspaceTool", "workspace_id": "w"}])
+    card = {"type": "WorkspaceTool", "workspace_id": "w"}
+    operator = write(tmp_path, workspaces="workspaces", cards=[card])  # not the session's root
     planted = {
         "store": ":memory:",
         "policy": "../../policy.yaml",
@@ -147,7 +149,8 @@ def test_a_root_the_marker_cannot_be_written_in_keeps_its_tools_working(
 
     monkeypatch.setattr(Path, "touch", refuse_marker)
     (tmp_path / "workspaces" / "w").mkdir(parents=True)
-    operator = write(tmp_path, cards=[{"type": "WorkspaceTool", "workspace_id": "w"}])
+    card = {"type": "WorkspaceTool", "workspace_id": "w"}
+    operator = write(tmp_path, workspaces="workspaces", cards=[card])  # not the session's root
     args = {"path": "notes.md", "content": "kept\n"}
     with SurfaceRuntime.open(operator) as rt:
         written = asyncio.run(rt.executor.call("workspace_write", args, rt.local))
@@ -161,7 +164,8 @@ def test_a_config_an_agent_wrote_in_its_workspace_imports_no_code(tmp_path: Path
     """The same planted config names host code instead (``tools: [subprocess:getoutput]``, a
     shell served as a tool under the agent's own allow-all policy): refused as data, before
     anything is imported."""
-    operator = write(tmp_path, cards=[{"type": "WorkspaceTool", "workspace_id": "w"}])
+    card = {"type": "WorkspaceTool", "workspace_id": "w"}
+    operator = write(tmp_path, workspaces="workspaces", cards=[card])  # not the session's root
     planted = {"store": ":memory:", "policy": "p.yaml", key: ["subprocess:getoutput"]}
     with SurfaceRuntime.open(operator) as rt:
         args = {"path": "evil.yaml", "content": yaml.safe_dump(planted)}
