@@ -11,7 +11,7 @@ import httpx
 import pytest
 from mcp_support import SERVERS, ServerProcess, call_tools, free_port, make_agent
 
-from toolcards import ToolFactory
+from toolcards import HostTrust, ToolFactory, load_cards
 from toolcards.tools.mcp import MCPAuth, MCPOAuth, MCPTool
 from toolcards.tools.mcp._http import http
 from toolcards.tools.mcp.oauth import OAuthError, OAuthFlow, _Tokens, loopback_handler
@@ -140,6 +140,25 @@ def test_the_access_token_goes_only_under_the_folder_of_the_servers_url() -> Non
         "http://mcp.example/a/sse",
     ):
         assert sent(elsewhere) is None
+
+
+@pytest.mark.parametrize("url", ["https://mcp.example/a", "https://mcp.example/a/"])
+def test_a_card_from_data_sends_its_access_token_only_under_the_hosts_grant(url: str) -> None:
+    """A URL that is the grant itself has the origin as its folder, one ending in '/' is its
+    own folder: neither lets the token reach another tenant's path of the origin."""
+    data = {
+        "type": "MCPTool",
+        "transport": "sse",
+        "url": url,
+        "auth": {"oauth": {"client_id": "c", "redirect_uri": REDIRECT}},
+    }
+    (card,) = load_cards([data], trust=HostTrust(urls=["https://mcp.example/a"]))
+    assert isinstance(card, MCPTool)
+    flow = card._auth()
+    assert flow is not None
+    assert flow._for_server("https://mcp.example/a/messages?session_id=1")
+    for elsewhere in ("https://mcp.example/b/messages", "https://mcp.example/ab"):
+        assert not flow._for_server(elsewhere)
 
 
 def test_insecure_endpoints_refused() -> None:

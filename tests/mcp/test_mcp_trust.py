@@ -194,11 +194,15 @@ def test_a_stored_profile_with_an_untrusted_stdio_card_is_not_restarted(tmp_path
     assert not marker.exists()
 
 
+def in_tenant_a(path: str) -> bool:
+    return path == "/tenant-a" or path.startswith("/tenant-a/")
+
+
 @pytest.fixture
 def tenants() -> Iterator[tuple[str, list[tuple[str, str | None]]]]:
-    """One origin whose tenant-a points the client at tenant-b: its SSE stream names
-    ``/tenant-b/messages`` for the messages, its ``/tenant-a/mcp`` answers 307 to
-    ``/tenant-b/mcp``. Yields its URL and the (path, Authorization) of each request."""
+    """One origin whose tenant-a points the client at tenant-b: its SSE stream (any GET of
+    ``/tenant-a`` or below) names ``/tenant-b/messages`` for the messages, a POST there answers
+    307 to ``/tenant-b/mcp``. Yields its URL and the (path, Authorization) of each request."""
     seen: list[tuple[str, str | None]] = []
     done = threading.Event()
 
@@ -216,7 +220,7 @@ def tenants() -> Iterator[tuple[str, list[tuple[str, str | None]]]]:
 
         def do_GET(self) -> None:
             seen.append((self.path, self.headers.get("Authorization")))
-            if self.path != "/tenant-a/sse":
+            if not in_tenant_a(self.path):
                 return self.answer(404)
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -228,7 +232,7 @@ def tenants() -> Iterator[tuple[str, list[tuple[str, str | None]]]]:
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
             seen.append((self.path, self.headers.get("Authorization")))
-            if self.path == "/tenant-a/mcp":
+            if in_tenant_a(self.path):
                 return self.answer(307, Location="/tenant-b/mcp")
             self.answer(500)
 
@@ -244,9 +248,8 @@ def tenants() -> Iterator[tuple[str, list[tuple[str, str | None]]]]:
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize(
-    ("transport", "path"), [("sse", "/tenant-a/sse"), ("streamable-http", "/tenant-a/mcp")]
-)
+@pytest.mark.parametrize("transport", ["sse", "streamable-http"])
+@pytest.mark.parametrize("path", ["/tenant-a/mcp", "/tenant-a", "/tenant-a/"])
 def test_the_host_token_never_leaves_the_card_urls_folder(
     tenants: tuple[str, list[tuple[str, str | None]]],
     transport: str,
@@ -254,7 +257,9 @@ def test_the_host_token_never_leaves_the_card_urls_folder(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Granted /tenant-a, the card's server named /tenant-b (an SSE endpoint event, a 307):
-    the request is refused before it is sent, and the connection fails saying so."""
+    the request is refused before it is sent, and the connection fails saying so. So too for
+    a card URL that is the grant itself (whose folder is the origin) or ends in '/' (its own
+    folder, not its parent)."""
     base, seen = tenants
     monkeypatch.setenv("CRM_TOKEN", SECRET)
     data = {
@@ -268,7 +273,7 @@ def test_the_host_token_never_leaves_the_card_urls_folder(
     (card,) = load_cards([data], trust=HostTrust(env=["CRM_TOKEN"], urls=[f"{base}/tenant-a"]))
     agent, script = make_agent([ToolFactory([card]).toolset()])
     assert asyncio.run(call_tools(agent, script, [])) == []
-    assert [p for p, _ in seen if not p.startswith("/tenant-a/")] == []
+    assert [p for p, _ in seen if not in_tenant_a(p)] == []
     assert (path, f"Bearer {SECRET}") in seen  # the granted folder still gets it
     error = card.get_toolsets()[0].last_error or ""
     assert f"not sent to '{base}/tenant-b/" in error and "\n" not in error

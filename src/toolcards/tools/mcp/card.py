@@ -6,10 +6,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from toolcards.core.card import ToolCard
-from toolcards.core.trust import HostAccess, Reach
+from toolcards.core.trust import FROM_DATA, TRUST, HostAccess, HostTrust, Reach
 from toolcards.tools._common.workspace_dir import workspace_dir, workspace_id_for
 from toolcards.tools.mcp.oauth import AuthorizationHandler, OAuthFlow, loopback_handler
 from toolcards.tools.mcp.oauth_urls import OAuthError, resource_for
@@ -114,6 +114,8 @@ class MCPTool(ToolCard):
     _workspaces_root: str | None = PrivateAttr(default=None)
     _oauth_flow: OAuthFlow | None = PrivateAttr(default=None)
     _oauth_handler: AuthorizationHandler | None = PrivateAttr(default=None)
+    _granted_url: str | None = PrivateAttr(default=None)
+    """From data, the host's URL grant that admitted ``url``: no request leaves it."""
 
     @model_validator(mode="before")
     @classmethod
@@ -147,6 +149,18 @@ class MCPTool(ToolCard):
         for key in self.env_from.values():
             if not key or not key.replace("_", "a").isalnum():
                 raise ValueError(f"env_from values must be environment variable names: {key!r}")
+        return self
+
+    @model_validator(mode="after")
+    def _record_grant(self, info: ValidationInfo) -> Self:
+        """From data, the host's URL grant admitting ``url``, which every request must keep
+        under besides ``url``'s folder: the folder of a URL that is the grant itself
+        (``/tenant-a``) is the origin, where another tenant may be. Built in code: no grant."""
+        context = info.context if isinstance(info.context, dict) else {}
+        if context.get(FROM_DATA) and self.url:
+            urls = HostTrust.of(context.get(TRUST)).urls
+            granted = (u for u in urls if HostTrust(urls=[u]).allows_url(self.url))
+            self._granted_url = next(granted, None)
         return self
 
     @field_validator("workspace_id")
@@ -197,6 +211,7 @@ class MCPTool(ToolCard):
                 token_endpoint=cfg.token_endpoint,
                 issuer=cfg.issuer,
                 resource=cfg.resource,
+                granted=self._granted_url,
                 handler=handler,
                 timeout=self.connect_timeout_seconds,
             )
@@ -229,13 +244,13 @@ class MCPTool(ToolCard):
                 headers=headers,
                 auth=self._auth(),
                 sse_read_timeout=max(self.timeout_seconds, 300.0),
-                httpx_client_factory=bounded_client(bounds, self.url),
+                httpx_client_factory=bounded_client(bounds, self.url, self._granted_url),
             )
         return StreamableHttpTransport(
             self.url,
             headers=headers,
             auth=self._auth(),
-            httpx_client_factory=bounded_client(bounds, self.url),
+            httpx_client_factory=bounded_client(bounds, self.url, self._granted_url),
             max_sse_event_size=bounds.total + (1 << 16),  # the events are bounded here
         )
 

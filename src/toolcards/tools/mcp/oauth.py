@@ -6,10 +6,10 @@ user consent through an authorization handler, code exchange), then repeats the 
 Tokens live in memory on the flow object, which outlives reconnections.
 
 The MCP server may be hostile: the token is requested for the server's own canonical URL
-(RFC 8707) and only ever sent under that URL's folder (:func:`credential_scope`); discovery
-and token requests are made by the flow's own client (no redirects followed, every URL
-through ``DiscoveryGuard``); a client secret goes only to a token endpoint the card names, or
-one under its issuer's URL.
+(RFC 8707) and only ever sent under that URL's folder and the host's grant that admitted it
+(:func:`scope_refusal`); discovery and token requests are made by the flow's own client (no
+redirects followed, every URL through ``DiscoveryGuard``); a client secret goes only to a token
+endpoint the card names, or one under its issuer's URL.
 """
 
 from __future__ import annotations
@@ -83,16 +83,41 @@ async def _read_capped(response: httpx.Response, what: str) -> bytes:
 
 
 def credential_scope(server_url: str) -> HostTrust:
-    """Where the requests for the MCP server at ``server_url``, and its credential, may go:
-    under the URL's parent path, read as a ``HostTrust`` URL grant (same scheme, host and
-    port, whole segments). The parent, since an SSE server names a sibling for its messages
-    (``/a/sse`` -> ``/a/messages``); nothing when the URL could not be granted."""
+    """The folder of ``server_url``, read as a ``HostTrust`` URL grant (same scheme, host and
+    port, whole segments): its parent path, since an SSE server names a sibling for its
+    messages (``/a/sse`` -> ``/a/messages``), or the path itself when it ends in ``/``
+    (``/a/`` is the folder ``/a``, not the origin); nothing when the URL could not be granted."""
     try:
         parts = urlsplit(str(httpx.URL(server_url)))  # spelled as its requests will be
-        parent = parts.path.rstrip("/").rpartition("/")[0]
+        parent = parts.path.rpartition("/")[0]
         return HostTrust(urls=[urlunsplit((parts.scheme, parts.netloc, parent, "", ""))])
     except (ValueError, httpx.InvalidURL):
         return NOTHING
+
+
+def scope_refusal(server_url: str, granted: str | None = None) -> Callable[[str], str | None]:
+    """Why no request for the MCP server at ``server_url``, and so no credential of it, may go
+    to a URL (None when it may): the URL must lie under :func:`credential_scope`, and under
+    ``granted`` too, the host's URL grant that admitted a card loaded from data (the folder of
+    a URL that is the grant itself, ``/tenant-a``, is wider than the grant: the origin)."""
+    folder = credential_scope(server_url)
+    grant = HostTrust(urls=[granted]) if granted is not None else None
+
+    def refusal(target: str) -> str | None:
+        if not folder.allows_url(target):
+            where = f"the folder of the server's URL {_bare(server_url)}"
+        elif grant is not None and not grant.allows_url(target):
+            where = f"the host's grant {_bare(str(granted))}"
+        else:
+            return None
+        return f"not sent to {_bare(target)}, outside {where}"
+
+    return refusal
+
+
+def _bare(url: str) -> str:
+    """``url`` without its query and fragment, cut for an error message."""
+    return shown(urlsplit(url)._replace(query="", fragment="").geturl())
 
 
 class OAuthFlow(httpx.Auth):
@@ -102,7 +127,8 @@ class OAuthFlow(httpx.Auth):
     With a ``client_secret``, the authorization server must be configured (``issuer``, or
     both endpoints): the secret never goes to one the MCP server names, nor to a token endpoint
     the issuer's metadata puts outside the issuer's URL. ``resolver`` and ``transport`` serve
-    the flow's own requests (tests give in-memory ones)."""
+    the flow's own requests (tests give in-memory ones); ``granted`` is the host's URL grant
+    that admitted a card loaded from data (see :func:`scope_refusal`)."""
 
     requires_response_body = False
 
@@ -118,6 +144,7 @@ class OAuthFlow(httpx.Auth):
         token_endpoint: str | None = None,
         issuer: str | None = None,
         resource: str | None = None,
+        granted: str | None = None,
         handler: AuthorizationHandler | None = None,
         timeout: float = 30.0,
         resolver: Resolver = system_resolver,
@@ -136,7 +163,7 @@ class OAuthFlow(httpx.Auth):
         self.clock: Callable[[], float] = time.time
         """The wall clock a token's lifetime is counted on (a test may move it on)."""
         self._transport = transport
-        self._scope = credential_scope(server_url)
+        self._refusal = scope_refusal(server_url, granted)
         self._guard = DiscoveryGuard(server_url, resolver)
         self._discovery = Discovery(self._guard, self.resource, issuer, self._fetch)
         self._endpoints: Endpoints | None = None
@@ -209,9 +236,9 @@ class OAuthFlow(httpx.Auth):
         return tokens.refresh_at is not None and self.clock() >= tokens.refresh_at
 
     def _for_server(self, url: str) -> bool:
-        """Whether ``url`` is under the MCP server's URL (the only place a token goes: another
-        path of its origin may be another tenant's)."""
-        return self._scope.allows_url(url)
+        """Whether ``url`` is under the MCP server's URL and the host's grant (the only place a
+        token goes: another path of its origin may be another tenant's)."""
+        return self._refusal(url) is None
 
     def _authorize(self, request: httpx.Request) -> None:
         if not self._for_server(str(request.url)):

@@ -17,7 +17,7 @@ import re
 import signal
 from collections.abc import AsyncIterator, Callable
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 import anyio
 import mcp.types as mcp_types
@@ -29,8 +29,7 @@ from mcp.shared.message import SessionMessage
 
 from toolcards.core.tls import default_verify
 from toolcards.tools.mcp._http import http
-from toolcards.tools.mcp.oauth import credential_scope
-from toolcards.tools.mcp.oauth_urls import shown
+from toolcards.tools.mcp.oauth import scope_refusal
 from toolcards.tools.mcp.wire_json import JsonTrimmer, WireBounds
 
 __all__ = ["BoundedStdio", "bounded_client"]
@@ -148,20 +147,15 @@ async def _stop(process: Process) -> None:
 # -- HTTP -------------------------------------------------------------------------------------
 
 
-def bounded_client(bounds: WireBounds, url: str) -> Callable[..., Any]:
+def bounded_client(bounds: WireBounds, url: str, granted: str | None = None) -> Callable[..., Any]:
     """An ``httpx_client_factory`` for the MCP HTTP transports of the server at ``url`` whose
     responses are read within ``bounds`` (asking servers not to compress them) and whose
-    requests go only under ``url``'s parent path (:func:`~.oauth.credential_scope`): the
-    server may point the client elsewhere on its origin (an SSE ``endpoint`` event, a
-    redirect the SDK follows), where the card's headers and credential would reach another
-    tenant: such a request fails before it is sent, an endpoint event as it is read."""
-    scope = credential_scope(url)
-
-    def refusal(target: str) -> str | None:
-        """Why no request may go to ``target``; None when it lies under ``url``."""
-        if scope.allows_url(target):
-            return None
-        return f"not sent to {_bare(target)}, outside the folder of the server's URL {_bare(url)}"
+    requests go only under ``url``'s folder and the host's grant ``granted`` that admitted it
+    (:func:`~.oauth.scope_refusal`): the server may point the client elsewhere on its origin
+    (an SSE ``endpoint`` event, a redirect the SDK follows), where the card's headers and
+    credential would reach another tenant: such a request fails before it is sent, an
+    endpoint event as it is read."""
+    refusal = scope_refusal(url, granted)
 
     async def within(request: Any) -> None:
         if refused := refusal(str(request.url)):
@@ -195,11 +189,6 @@ def bounded_client(bounds: WireBounds, url: str) -> Callable[..., Any]:
         )
 
     return factory
-
-
-def _bare(url: str) -> str:
-    """``url`` without its query and fragment, cut for an error message."""
-    return shown(urlsplit(url)._replace(query="", fragment="").geturl())
 
 
 class _BoundedBody(http.AsyncByteStream):
