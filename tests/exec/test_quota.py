@@ -180,18 +180,6 @@ print('uring', *[libc.syscall(*c) < 0 and ctypes.get_errno() for c in calls])
 where one succeeds)."""
 
 
-@needs_bwrap
-def test_io_uring_is_answered_enosys(workspaces: Path) -> None:
-    """Attack: a file registered in an io_uring fixed-file table, its descriptor closed, is
-    held by the ring alone, where the count of unnamed files does not look: 100 files of
-    3 MiB put 300 MiB past a 16 MiB cap, and the command was never killed."""
-    ws = workspaces / "uring"
-    ws.mkdir()
-    (ws / "uring.py").write_text(URING)
-    out = _run("bwrap", "sh -c 'python3 uring.py'", workspace_id="uring")
-    assert "uring 38 38 38" in out  # ENOSYS from each: no ring to hold a file
-
-
 KEYS = """import ctypes, platform
 libc = ctypes.CDLL(None, use_errno=True)
 add_key, request_key, keyctl = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}[
@@ -202,17 +190,6 @@ print('keys', *[libc.syscall(*c) < 0 and ctypes.get_errno() for c in calls])
 """
 """add_key (into the process keyring), request_key and keyctl (the process keyring's id):
 the errno each fails with (False where one succeeds)."""
-
-
-@needs_bwrap
-def test_keyring_calls_are_answered_enosys(workspaces: Path) -> None:
-    """Attack: keys are charged to the host user the sandbox's uid maps to; a command filled
-    that user's key quota and the host's own add_key failed (EDQUOT) while it ran."""
-    ws = workspaces / "keys"
-    ws.mkdir()
-    (ws / "keys.py").write_text(KEYS)
-    out = _run("bwrap", "sh -c 'python3 keys.py'", workspace_id="keys")
-    assert "keys 38 38 38" in out  # ENOSYS from each: no key is made or looked up
 
 
 WATCHERS = """import ctypes, platform
@@ -227,15 +204,27 @@ print('quotas', *[libc.syscall(*c) < 0 and ctypes.get_errno() for c in calls])
 
 
 @needs_bwrap
-def test_per_user_quota_calls_are_answered_enosys(workspaces: Path) -> None:
-    """Attack: inotify instances, fanotify groups and message queue bytes are charged to the
-    host user the sandbox's uid maps to; a command used up all three, and while it ran the
-    host's own inotify_init1, fanotify_init and mq_open failed (EMFILE)."""
-    ws = workspaces / "quotas"
+@pytest.mark.parametrize(
+    ("script", "seen"),
+    [
+        pytest.param(URING, "uring 38 38 38", id="io_uring"),
+        pytest.param(KEYS, "keys 38 38 38", id="keyring"),
+        pytest.param(WATCHERS, "quotas 38 38 38", id="inotify-fanotify-mq"),
+    ],
+)
+def test_calls_that_hold_what_no_cap_counts_are_answered_enosys(
+    workspaces: Path, script: str, seen: str
+) -> None:
+    """Attacks: a file registered in an io_uring fixed-file table, its descriptor closed, is
+    held by the ring alone, where the count of unnamed files does not look (100 files of 3 MiB
+    put 300 MiB past a 16 MiB cap); keys, inotify instances, fanotify groups and message queue
+    bytes are charged to the host user the sandbox's uid maps to: a command used them up and
+    the host's own add_key, inotify_init1, fanotify_init and mq_open failed while it ran.
+    Each call answers ENOSYS (38): nothing is held or charged."""
+    ws = workspaces / "enosys"
     ws.mkdir()
-    (ws / "quotas.py").write_text(WATCHERS)
-    out = _run("bwrap", "sh -c 'python3 quotas.py'", workspace_id="quotas")
-    assert "quotas 38 38 38" in out  # ENOSYS from each: nothing charged to the host user
+    (ws / "probe.py").write_text(script)
+    assert seen in _run("bwrap", "sh -c 'python3 probe.py'", workspace_id="enosys")
 
 
 SOCKETPAIRS = """import resource, socket

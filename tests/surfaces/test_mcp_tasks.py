@@ -9,7 +9,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -420,9 +420,9 @@ async def test_a_result_with_a_name_that_is_not_utf8_ends_its_task_and_no_more(
     assert not later.is_error
 
 
-async def test_a_task_whose_call_raises_fails_and_the_server_serves_on(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@contextlib.contextmanager
+def broken_calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[GovernedMCPServer]:
+    """A server whose task calls raise ``RuntimeError("secret argument")``."""
     monkeypatch.setenv("TOOLCARDS_WORKSPACES_ROOT", str(tmp_path / "workspaces"))
     with SurfaceRuntime.from_config(load_config(config(tmp_path, "approver"))) as rt:
         server = GovernedMCPServer(rt)
@@ -431,6 +431,13 @@ async def test_a_task_whose_call_raises_fails_and_the_server_serves_on(
             raise RuntimeError("secret argument")
 
         server.tasks.run_call = broken
+        yield server
+
+
+async def test_a_task_whose_call_raises_fails_and_the_server_serves_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with broken_calls(tmp_path, monkeypatch) as server:
         async with (
             server.running(),
             Client(server.server, mode=MODERN, extensions=[StartOnly()]) as client,
@@ -461,14 +468,7 @@ async def test_a_failed_tasks_log_line_reaches_no_other_connection(
 ) -> None:
     """The failure line carries the call's error text: it is logged in the task's own log
     context (on 2026-07-28, sent to nobody), not to every connection that set a level."""
-    monkeypatch.setenv("TOOLCARDS_WORKSPACES_ROOT", str(tmp_path / "workspaces"))
-    with SurfaceRuntime.from_config(load_config(config(tmp_path, "approver"))) as rt:
-        server = GovernedMCPServer(rt)
-
-        async def broken(*_args: Any) -> Any:
-            raise RuntimeError("secret argument")
-
-        server.tasks.run_call = broken
+    with broken_calls(tmp_path, monkeypatch) as server:
         other = Overhearing()
         server.logs.set_level(other, "debug")
         async with (
