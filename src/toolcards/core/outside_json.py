@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["MAX_VALUES", "loads", "over_values"]
+__all__ = ["MAX_VALUES", "load_object", "loads", "over_values"]
 
 MAX_VALUES = 100_000
 """Values one message may hold, counted at each comma and opening bracket outside strings (as
@@ -44,6 +44,18 @@ def loads(text: str | bytes | bytearray) -> Any:
         else:
             why = "Number too long" if "digits" in str(exc) else "Unreadable"
         raise json.JSONDecodeError(why, doc, start) from None
+
+
+def load_object(text: str | bytes | bytearray) -> dict[str, Any]:
+    """The JSON object ``text`` holds, as :func:`loads` reads it; ``ValueError`` saying ``not
+    JSON`` or ``not a JSON object`` otherwise (what a remote server's answer must be)."""
+    try:
+        data = loads(text)
+    except ValueError:
+        raise ValueError("not JSON") from None
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    return data
 
 
 def over_values(text: str | bytes, limit: int = MAX_VALUES) -> bool:

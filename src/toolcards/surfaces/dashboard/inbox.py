@@ -72,10 +72,8 @@ async def json_fields(request: Request, limit: int) -> tuple[dict[str, str], Any
         if len(body) > limit:
             return None
     try:
-        data = outside_json.loads(body)
+        data = outside_json.load_object(body)
     except ValueError:
-        return None
-    if not isinstance(data, dict):
         return None
     fields = {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
     return fields, data.get("args")

@@ -48,12 +48,9 @@ async def fetch_json(url: str, timeout: float) -> dict[str, Any]:
     except TimeoutError:
         raise KeysUnavailable(f"{url}: no whole answer within {timeout:g} s") from None
     try:
-        data = outside_json.loads(body)
-    except ValueError:
-        raise KeysUnavailable(f"{url}: not JSON") from None
-    if not isinstance(data, dict):
-        raise KeysUnavailable(f"{url}: not a JSON object")
-    return data
+        return outside_json.load_object(body)
+    except ValueError as exc:
+        raise KeysUnavailable(f"{url}: {exc}") from None
 
 
 async def _download(url: str, timeout: float) -> bytes:

@@ -74,12 +74,9 @@ class TavilyClient:
         if status >= 400:
             raise _status_error(endpoint, status, body)
         try:
-            data = outside_json.loads(body)
-        except ValueError:
-            raise SearchError(f"Tavily {endpoint} returned a response that is not JSON") from None
-        if not isinstance(data, dict):
-            raise SearchError(f"Tavily {endpoint} returned an unexpected {type(data).__name__}")
-        return data
+            return outside_json.load_object(body)
+        except ValueError as exc:
+            raise SearchError(f"Tavily {endpoint} returned a response that is {exc}") from None
 
     async def _send(
         self, endpoint: str, payload: dict[str, Any], headers: dict[str, str]
