@@ -282,7 +282,7 @@ def image_content(data: bytes, rel: str, cache: Path, max_dimension: int) -> Any
     hit = _read_cache(cached)
     if hit is not None:
         return BinaryContent(hit, media_type=media_type)
-    resized = _resize(data, rel, max_dimension)
+    resized = _resize(data, rel, media_type, max_dimension)
     if resized is not None:
         write_cache(cached, resized)
         data = resized
@@ -301,7 +301,7 @@ def check_image_name(rel: str) -> None:
         raise RetriableError(f"{rel} is not an image this tool can show ({kinds})")
 
 
-def _resize(data: bytes, rel: str, max_dimension: int) -> bytes | None:
+def _resize(data: bytes, rel: str, media_type: str, max_dimension: int) -> bytes | None:
     """Scaled-down bytes in the same format, or None when no resize is needed or possible.
 
     Only the header is read before the pixel count is checked; the opened image is then scaled
@@ -314,7 +314,7 @@ def _resize(data: bytes, rel: str, max_dimension: int) -> bytes | None:
         from PIL import Image, UnidentifiedImageError  # lazy: extra vision (pillow)
     except ImportError:
         return None
-    kind = IMAGE_TYPES[PurePosixPath(rel).suffix.lower()].removeprefix("image/").upper()
+    kind = media_type.removeprefix("image/").upper()
     try:
         with Image.open(io.BytesIO(data), formats=[kind]) as image:
             width, height = image.size

@@ -32,6 +32,7 @@ from toolcards.tools.workspace.locate import (
     candidate_windows,
     closest_region,
     line_count,
+    shift_lines,
 )
 from toolcards.tools.workspace.textfile import MAX_TEXT_BYTES
 from toolcards.tools.workspace.work_budget import WorkBudget
@@ -432,7 +433,8 @@ def _hunks(
     a_lines, b_lines = _LinesBefore(before), _LinesBefore(after)
     started = False
     for a, b, c, d in _places(before, after, spans):
-        lo, hi = _lines_back(before, a, _CONTEXT), _lines_on(before, b, _CONTEXT)
+        lo = shift_lines(before, a, -_CONTEXT, clamp=True)
+        hi = shift_lines(before, b, _CONTEXT, clamp=True)
         size = _count_lines(before, lo, hi) + _count_lines(after, c - (a - lo), d + hi - b)
         if size <= work.left:
             work.spend(size)
@@ -528,25 +530,6 @@ def _line_end(before: str, after: str, b: int, d: int) -> tuple[int, int]:
     end = before.find("\n", b)
     end = len(before) if end < 0 else end + 1
     return end, d + end - b
-
-
-def _lines_back(text: str, pos: int, n: int) -> int:
-    """The start of the line ``n`` lines before the one starting at ``pos``."""
-    for _ in range(n):
-        if pos == 0:
-            break
-        pos = text.rfind("\n", 0, pos - 1) + 1
-    return pos
-
-
-def _lines_on(text: str, pos: int, n: int) -> int:
-    """The start of the line ``n`` lines after the one starting at ``pos`` (or the end)."""
-    for _ in range(n):
-        end = text.find("\n", pos)
-        if end < 0:
-            return len(text)
-        pos = end + 1
-    return pos
 
 
 _BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"

@@ -289,18 +289,14 @@ class PatchedText:
         weight = 1 + len(want[0]) // SCAN_CHARS
         self._work.spend(-(-(stop - start) * weight // SCAN_LINES))
         found: list[int] = []
-        size, first = len(want), want[0]
+        first = want[0]
         pos = start
         while pos < stop:
             try:
                 pos = keyed.index(first, pos, stop)
             except ValueError:
                 break
-            same = 1
-            while same < size and keyed[pos + same] == want[same]:
-                same += 1
-            self._work.spend(same)
-            if same == size:
+            if self._stands(keyed, want, pos):
                 found.append(pos)
             pos += 1
         return found

@@ -18,14 +18,13 @@ overlap: an occurrence in indentation an earlier match took part of (``"  "`` fo
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from toolcards.core.errors import RetriableError
+from toolcards.tools.workspace.locate import Lines
 
 TAB = 4
-_BLANK = re.compile(r"[^\S\n]*")
 _OVERLAP = (
     "old_string ends inside the indentation of a line where it is found again, so its matches "
     "overlap; end old_string at the end of a line"
@@ -92,7 +91,7 @@ def exact_matches(text: str, old: str, new: str) -> list[Match]:
     """Occurrences of ``old`` in ``text``, left to right, without overlap (see the module)."""
     found: list[Match] = []
     anchored = False
-    lines = _Lines(text)
+    lines = Lines(text)
     pos = text.find(old)
     while pos != -1:
         occurrence = _occurrence(text, pos, lines, old, new, found[-1].end if found else 0)
@@ -108,7 +107,7 @@ def exact_matches(text: str, old: str, new: str) -> list[Match]:
 
 
 def _occurrence(
-    text: str, pos: int, lines: _Lines, old: str, new: str, taken: int
+    text: str, pos: int, lines: Lines, old: str, new: str, taken: int
 ) -> tuple[Match, bool] | None:
     """The match for the occurrence at ``pos`` and whether it starts before its line's code
     (alone, no exact match); None when it is no match (``old``'s later lines would be shifted
@@ -147,7 +146,7 @@ def _line_heads(text: str, old: str, new: str) -> list[Match]:
         return []
     base = width(old[: len(old) - len(code)])
     found: list[Match] = []
-    lines = _Lines(text)
+    lines = Lines(text)
     pos = text.find(code)
     while pos != -1:
         line, start = lines.of(pos), lines.start
@@ -160,32 +159,3 @@ def _line_heads(text: str, old: str, new: str) -> list[Match]:
             )
         pos = text.find(code, pos + len(code))
     return found
-
-
-class _Lines:
-    """1-based line numbers and line starts of ascending positions of ``text``, found
-    incrementally: looking back from each position to the file's start was quadratic on a
-    one-line file."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.line = 1
-        self.at = 0
-        self.start = 0
-        self._code = -1
-
-    def of(self, pos: int) -> int:
-        crossed = self.text.count("\n", self.at, pos)
-        if crossed:
-            self.line += crossed
-            self.start = self.text.rfind("\n", self.at, pos) + 1
-            self._code = -1
-        self.at = pos
-        return self.line
-
-    def code(self) -> int:
-        """Where the indentation of the current line ends (found once a line)."""
-        if self._code < 0:
-            blank = _BLANK.match(self.text, self.start)
-            self._code = blank.end() if blank else self.start
-        return self._code

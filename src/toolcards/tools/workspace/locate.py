@@ -20,6 +20,7 @@ from collections import defaultdict
 from toolcards.tools.workspace.work_budget import WorkBudget
 
 _WORD = re.compile(r"\w+")
+_BLANK = re.compile(r"[^\S\n]*")
 MAX_COUNTED = 24
 """Tokens whose frequency is measured (one scan each), longest first."""
 RARE_ENOUGH = 8
@@ -62,20 +63,49 @@ def lines_at(text: str, offset: int, count: int) -> list[str]:
     return out
 
 
-def shift_lines(text: str, offset: int, lines: int) -> int:
+def shift_lines(text: str, offset: int, lines: int, *, clamp: bool = False) -> int:
     """The start of the line ``lines`` away (negative: before) from the line at ``offset``;
-    -1 when that is outside the text."""
+    -1 when that is outside the text, or with ``clamp`` the text's start or end."""
     pos = offset
     for _ in range(-lines):
         if pos == 0:
-            return -1
+            return 0 if clamp else -1
         pos = text.rfind("\n", 0, pos - 1) + 1
     for _ in range(lines):
         end = text.find("\n", pos)
         if end == -1:
-            return -1
+            return len(text) if clamp else -1
         pos = end + 1
     return pos
+
+
+class Lines:
+    """1-based line numbers and line starts of ascending positions of ``text``, found
+    incrementally: looking back from each position to the file's start was quadratic on a
+    one-line file."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.line = 1
+        self.at = 0
+        self.start = 0
+        self._code = -1
+
+    def of(self, pos: int) -> int:
+        crossed = self.text.count("\n", self.at, pos)
+        if crossed:
+            self.line += crossed
+            self.start = self.text.rfind("\n", self.at, pos) + 1
+            self._code = -1
+        self.at = pos
+        return self.line
+
+    def code(self) -> int:
+        """Where the indentation of the current line ends (found once a line)."""
+        if self._code < 0:
+            blank = _BLANK.match(self.text, self.start)
+            self._code = blank.end() if blank else self.start
+        return self._code
 
 
 _PROBE = 1 << 16
@@ -102,19 +132,9 @@ def _occurrences(text: str, token: str, limit: int | None = None) -> list[int]:
 
 
 def _located(text: str, positions: list[int]) -> list[tuple[int, int, int]]:
-    """For ascending ``positions``: (position, 0-based line number, offset of that line).
-    Only the text between one position and the next is scanned (the line start is carried
-    forward): looking back from each to the file's start was quadratic on a one-line file."""
-    out: list[tuple[int, int, int]] = []
-    line, at, start = 0, 0, 0
-    for pos in positions:
-        crossed = text.count("\n", at, pos)
-        if crossed:
-            line += crossed
-            start = text.rfind("\n", at, pos) + 1
-        at = pos
-        out.append((pos, line, start))
-    return out
+    """For ascending ``positions``: (position, 0-based line number, offset of that line)."""
+    lines = Lines(text)
+    return [(pos, lines.of(pos) - 1, lines.start) for pos in positions]
 
 
 def candidate_windows(text: str, old_lines: list[str], budget: WorkBudget) -> list[tuple[int, int]]:
