@@ -124,8 +124,9 @@ def next_part(
     if not sections:
         return None
     full = not shown.current or authority != "none"
+    states = updater.snapshot()
     if full:  # from the providers alone: nothing the history's record says is restated
-        sections = [state.render_full() for state in updater.snapshot().values()]
+        sections = [state.render_full() for state in states.values()]
         if summary is not None:
             sections.insert(0, summary)
     count = shown.count + 1
@@ -134,7 +135,7 @@ def next_part(
         "card": view.key,
         "count": count,
         "full": full,
-        "states": {k: s.model_dump(mode="json") for k, s in updater.snapshot().items()},
+        "states": {k: s.model_dump(mode="json") for k, s in states.items()},
         "summary": summary,
     }
     content = f"Context update {count}\n\n" + "\n\n".join(sections)

@@ -79,7 +79,7 @@ a tool that records who wrote something reads it)."""
 
 
 _MAX_KEY = 400
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # PostgreSQL refuses a NUL, UTF-8 a surrogate
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # PostgreSQL refuses a NUL, UTF-8 a surrogate
 
 
 def joined_key(*parts: str) -> str:
@@ -87,7 +87,7 @@ def joined_key(*parts: str) -> str:
     ``1/x``); a key longer than 400 characters, or one no store takes (a NUL, a lone
     surrogate: a model's tool call id may hold one), is its SHA-256 digest, never dropped."""
     key = "/".join(f"{len(part)}:{part}" for part in parts)
-    if len(key) <= _MAX_KEY and not _UNSTORABLE.search(key):
+    if len(key) <= _MAX_KEY and not UNSTORABLE.search(key):
         return key
     return "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 

@@ -29,7 +29,7 @@ from toolcards.stores.base import (
     key_end,
 )
 from toolcards.stores.location import MEMORY
-from toolcards.stores.rows import read_page, read_values
+from toolcards.stores.rows import read_page, read_value
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -231,8 +231,7 @@ class MemoryStateStore(StateStore):
         with self._tx.reading():
             rows = self._rows.get((team_id, actor))
             text = None if rows is None else rows.values.get(key)
-        found = [] if text is None else read_values(actor, [(key, text)])[0]
-        return found[0][1] if found else None
+        return read_value(actor, key, text)
 
     def state_put(self, team_id: str, actor: str, key: str, value: Any) -> None:
         self._write(team_id, actor, key, dumps(value))

@@ -28,6 +28,7 @@ __all__ = [
     "dumps",
     "key_end",
     "read_page",
+    "read_value",
     "read_values",
 ]
 
@@ -131,6 +132,13 @@ def read_values(
             unreadable[0],
         )
     return found, unreadable
+
+
+def read_value(actor: str, key: str, text: str | None) -> Any | None:
+    """The value of ``actor``'s state row ``key`` of JSON ``text``: None when there is no row
+    (``text`` None) or its text does not read (see :func:`read_values`)."""
+    found = [] if text is None else read_values(actor, [(key, text)])[0]
+    return found[0][1] if found else None
 
 
 def read_page(

@@ -128,7 +128,7 @@ def _rest(rec: AuditRecord, key: str) -> tuple[tuple[Any, ...], str]:
         rec.principal_type,
         storable(",".join(sorted(rec.roles))),
         rec.surface,
-        _shown_name(redactor, rec.tool),  # an unknown tool's name is the caller's text
+        shown_name(redactor, rec.tool),  # an unknown tool's name is the caller's text
         storable(rec.call_id) if rec.call_id else rec.call_id,
         rec.decision,
         storable(rec.reason) if rec.reason else rec.reason,
@@ -167,7 +167,7 @@ _MAX_REMEMBERED = 256
 4,096 of them would stay in memory whole (the row keeps the redactor's cut of it)."""
 
 
-def _shown_name(redactor: Redactor, tool: str) -> str:
+def shown_name(redactor: Redactor, tool: str) -> str:
     """``redactor.name(tool)``, remembered (a few tools make most rows; the names a caller
     makes up are bounded: the memory starts over when full, and keeps only short names).
     The shown name is cut to a bounded length by the redactor."""

@@ -40,7 +40,7 @@ from toolcards.core.identity import Identity
 from toolcards.governance import telemetry
 from toolcards.governance.approvals.broker import ApprovalRequest, Approver
 from toolcards.governance.audit import shutdown
-from toolcards.governance.audit.log import AuditEntry, AuditLog, AuditRecord
+from toolcards.governance.audit.log import AuditEntry, AuditLog, AuditRecord, shown_name
 from toolcards.governance.capability import Invoke, ToolCapability
 from toolcards.governance.outcomes import Outcome
 from toolcards.governance.policy.policy import Decision
@@ -365,7 +365,7 @@ def _row_keys(call: Call) -> tuple[str | None, str, str]:
     lookup of its rows filters by, or a model's tool call id such as ``call\\x00x`` finds
     none of them."""
     call_id = storable(call.call_id) if call.call_id else call.call_id
-    return call_id, storable(call.redactor.name(call.tool_id)), storable(call.identity.id)
+    return call_id, shown_name(call.redactor, call.tool_id), storable(call.identity.id)
 
 
 def unknown_tool_message(tool_id: str, visible: Iterable[str]) -> str:

@@ -32,6 +32,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
+from toolcards.core.identity import UNSTORABLE
 from toolcards.governance.redaction.patterns import (
     BUILTIN_NAMES,
     BUILTIN_PATTERNS,
@@ -327,7 +328,6 @@ def _json_key(key: Any) -> str:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def _escaped(found: re.Match[str]) -> str:
@@ -340,7 +340,7 @@ def storable(text: str) -> str:
     is written as its ``\\u`` escape; any other text is returned as is."""
     if text.isascii() and "\x00" not in text:
         return text
-    return _UNSTORABLE.sub(_escaped, text)
+    return UNSTORABLE.sub(_escaped, text)
 
 
 def _canonical_encoder() -> Callable[[Any], str]:

@@ -47,7 +47,7 @@ from toolcards.stores.postgres.versions import (
     read_changes,
     state_changes,
 )
-from toolcards.stores.rows import read_page, read_values
+from toolcards.stores.rows import read_page, read_value
 
 __all__ = ["CHANNEL", "TOMBSTONES_KEPT", "PostgresStore"]
 
@@ -254,8 +254,7 @@ class PostgresStore(Store):
             "SELECT value FROM toolcards_state WHERE team_id=%s AND actor=%s AND key=%s",
             (team_id, actor, key),
         )
-        found = read_values(actor, [(key, rows[0][0])])[0] if rows else []
-        return found[0][1] if found else None
+        return read_value(actor, key, rows[0][0] if rows else None)
 
     def state_put(self, team_id: str, actor: str, key: str, value: Any) -> None:
         text = dumps(value)

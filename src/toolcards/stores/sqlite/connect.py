@@ -36,14 +36,14 @@ def shared_connection(path: str | Path, *, sync: bool) -> sqlite3.Connection:
     return db
 
 
-def read_only_connection(path: str | Path) -> sqlite3.Connection:
+def read_only_connection(path: str | Path, timeout: float = BUSY_TIMEOUT) -> sqlite3.Connection:
     """An autocommit connection usable from any thread that reads ``path`` and can neither
     create nor write it: a reader beside the file's writer, which (WAL) never waits for the
-    writer's lock. SQLite makes the ``-wal`` and ``-shm`` files if missing, with the file's
-    mode."""
+    writer's lock; a statement waits ``timeout`` seconds for another connection's lock.
+    SQLite makes the ``-wal`` and ``-shm`` files if missing, with the file's mode."""
     uri = f"{Path(path).resolve().as_uri()}?mode=ro"
     return sqlite3.connect(
-        uri, uri=True, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT
+        uri, uri=True, check_same_thread=False, isolation_level=None, timeout=timeout
     )
 
 

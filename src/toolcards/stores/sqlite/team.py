@@ -33,7 +33,8 @@ from toolcards.stores.base import (
     key_end,
 )
 from toolcards.stores.events_sql import compact
-from toolcards.stores.rows import read_page, read_values
+from toolcards.stores.rows import read_page, read_value
+from toolcards.stores.sqlite.connect import read_only_connection
 from toolcards.stores.sqlite.file import LockFile, cannot_open, check_location
 from toolcards.stores.sqlite.schema import is_current, migrate
 
@@ -98,15 +99,14 @@ class TeamStore(Store):
                 self._lockfile.acquire(file)
             except OSError as exc:
                 raise cannot_open(file, exc) from None
-        # mode=ro: cannot create the file nor write it; a WAL reader does not block the writer
-        target = f"{Path(self.location).as_uri()}?mode=ro" if read_only else self.location
         try:
-            self._conn = sqlite3.connect(
-                target, uri=read_only, check_same_thread=False, isolation_level=None
-            )
-            if read_only:
+            if read_only:  # cannot create the file nor write it; does not block the writer
+                self._conn = read_only_connection(self.location, timeout=BUSY_TIMEOUT)
                 self._check_readable()
             else:
+                self._conn = sqlite3.connect(
+                    self.location, check_same_thread=False, isolation_level=None
+                )
                 self._setup(durable)
         except sqlite3.Error as exc:
             self._release()
@@ -139,7 +139,6 @@ class TeamStore(Store):
     def _check_readable(self) -> None:
         """A reader migrates nothing: a layout older than this code's is refused."""
         conn = self.conn
-        conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT * 1000)}")
         if not is_current(conn, self.location):
             raise StoreError(
                 f"store {self.location} has an older layout than this toolcards reads: open "
@@ -279,8 +278,7 @@ class TeamStore(Store):
                 "SELECT value FROM state WHERE team_id=? AND actor=? AND key=?",
                 (team_id, actor, key),
             ).fetchone()
-        found = [] if row is None else read_values(actor, [(key, row[0])])[0]
-        return found[0][1] if found else None
+        return read_value(actor, key, None if row is None else row[0])
 
     def state_put(self, team_id: str, actor: str, key: str, value: Any) -> None:
         text = dumps(value)
