@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from toolcards.runtime.host import TeamHost
     from toolcards.runtime.profiles import RoleProfile
 
+ROSTER = "~members"
+"""The state namespace of the roster (one ``member:<name>`` row per member)."""
+
 
 class RosterRestore:
     """Restores the members ``rows`` record into ``team`` through ``hire(role, name)``;

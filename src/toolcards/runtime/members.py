@@ -25,7 +25,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from toolcards.runtime.member_messages import MemberMessaging, Unanswered
-from toolcards.runtime.member_restore import RosterRestore, hire_time
+from toolcards.runtime.member_restore import ROSTER, RosterRestore, hire_time
 from toolcards.runtime.messaging import (
     NAME_PATTERN,
     MemberActivity,
@@ -43,9 +43,6 @@ if TYPE_CHECKING:
     from toolcards.runtime.profiles import RoleProfile
 
 log = logging.getLogger(__name__)
-
-ROSTER = "~members"
-"""The state namespace of the roster (one ``member:<name>`` row per member)."""
 
 DEFAULT_SEND_TIMEOUT = 300.0
 DEFAULT_MAX_MEMBERS = 64

@@ -38,7 +38,9 @@ TRANSIENT_PREFIX = "#defer-"
 """Tool actors with this prefix (deferred workers) are short-lived and never recorded."""
 
 ROSTER = "~members"
-"""The state namespace of the roster (one ``member:<name>`` row per member)."""
+"""The state namespace of the roster (one ``member:<name>`` row per member): the value of
+``member_restore.ROSTER``, not imported from there (that loads ``core.trust``: a Ray worker's
+imports do not)."""
 
 
 def config_of(cls: type[ToolActor], config: str | None) -> BaseModel | None:

@@ -47,7 +47,7 @@ from toolcards.surfaces.mcp_server.sessions import (
     manager_sessions,
     reply,
 )
-from toolcards.surfaces.mcp_server.stdio import edge_error, invalid_request
+from toolcards.surfaces.mcp_server.stdio import checked_message, invalid_request
 from toolcards.surfaces.runtime import SurfaceRuntime
 
 log = logging.getLogger(__name__)
@@ -141,10 +141,9 @@ class JsonRpcEdge:
 
 
 def _post_problem(body: bytes) -> dict[str, Any] | None:
-    problem = edge_error(body)
-    if problem is not None or not _large(body):
+    data, problem = checked_message(body)
+    if data is None or not _large(body):
         return problem
-    data = outside_json.loads(body)  # a JSON-RPC message: edge_error read it
     if data.get("method") != "initialize":
         return None
     limits = f"{MAX_INITIALIZE:,} bytes and {MAX_INITIALIZE_VALUES:,} values"
@@ -152,7 +151,7 @@ def _post_problem(body: bytes) -> dict[str, Any] | None:
 
 
 def _large(body: bytes) -> bool:
-    """Too large for an ``initialize`` (only such a body is read again, to tell)."""
+    """Too large for an ``initialize`` (only such a body has its method looked at, to tell)."""
     return len(body) > MAX_INITIALIZE or outside_json.over_values(body, MAX_INITIALIZE_VALUES)
 
 

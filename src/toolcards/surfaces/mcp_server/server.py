@@ -368,17 +368,15 @@ class GovernedMCPServer:
             if resumed is not None:  # in the request's session: a retry comes in one of its own
                 call_id, session = resumed.call_id, resumed.session
         progress = CallProgress(ctx)
-        try:  # a cancelled call (notifications/cancelled) is audited by the executor
-            with (
-                progress.bound(),
-                self.logs.for_call(ctx.session, ctx.request_id, ctx.params) as logs,
-            ):
+        # its records: the request's (the ``logs.per_request`` middleware, drained before the
+        # response); a cancelled call (notifications/cancelled) is audited by the executor
+        try:
+            with progress.bound():
                 result = await self.runtime.executor.call(
                     name, args, who, surface="mcp", approver=approval.approver, call_id=call_id,
                     session=session,
                 )  # fmt: skip
             await progress.drain()
-            await self.logs.drain(logs)
         except Exception:  # a deferral or a bug below: never a crash of the session
             log.exception("tool call %s failed outside the executor", name)
             return _error(f"error: {name} failed", {"outcome": "error"})

@@ -29,28 +29,34 @@ from toolcards.core.threads import background_thread
 from toolcards.surfaces.http.limits import MAX_BODY
 
 
-def edge_error(raw: str | bytes) -> dict[str, Any] | None:
-    """The JSON-RPC error response for a malformed message, or None when it is well formed."""
+def checked_message(raw: str | bytes) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """``(message, None)`` for a well-formed JSON-RPC message (parsed), else ``(None, the
+    JSON-RPC error response)``."""
     if outside_json.over_values(raw):
-        return invalid_request(None, _TOO_MANY_VALUES)
+        return None, invalid_request(None, _TOO_MANY_VALUES)
     try:
         data = outside_json.loads(raw)
     except ValueError:
-        return _error(None, PARSE_ERROR, "Parse error")
+        return None, _error(None, PARSE_ERROR, "Parse error")
     ident = data.get("id") if isinstance(data, dict) else None
     if not isinstance(ident, str | int) or isinstance(ident, bool):
         ident = None
     if not isinstance(data, dict) or data.get("jsonrpc") != "2.0":
-        return _error(ident, INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message")
+        return None, _error(ident, INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message")
     if "method" in data and not isinstance(data["method"], str):
-        return _error(ident, INVALID_REQUEST, "Invalid Request: method must be a string")
+        return None, _error(ident, INVALID_REQUEST, "Invalid Request: method must be a string")
     if "method" not in data and "result" not in data and "error" not in data:
-        return _error(ident, INVALID_REQUEST, "Invalid Request: no method")
+        return None, _error(ident, INVALID_REQUEST, "Invalid Request: no method")
     try:
         jsonrpc_message_adapter.validate_python(data, by_name=False)
     except ValueError:
-        return _error(ident, INVALID_REQUEST, "Invalid Request")
-    return None
+        return None, _error(ident, INVALID_REQUEST, "Invalid Request")
+    return data, None
+
+
+def edge_error(raw: str | bytes) -> dict[str, Any] | None:
+    """The JSON-RPC error response for a malformed message, or None when it is well formed."""
+    return checked_message(raw)[1]
 
 
 def invalid_request(ident: Any, why: str) -> dict[str, Any]:

@@ -43,6 +43,12 @@ def one_line(value: str) -> str:
     return value
 
 
+def short_reason(exc: Exception) -> str:
+    """The first line of ``exc``, at most 200 characters: why a stored row was skipped, in
+    one log line."""
+    return str(exc).splitlines()[0][:200]
+
+
 def unpadded(value: str) -> str:
     """A name or id as written, or ValueError for one blank space pads: the policy and any
     approver decided on it as written, and a stripped one named another item (an entity, a

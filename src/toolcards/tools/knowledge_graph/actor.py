@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 
 from toolcards.core.errors import RetriableError
 from toolcards.runtime import ToolActor, ToolActorContext
+from toolcards.tools._common.batch import short_reason
 from toolcards.tools._common.fusion import VectorLink, VectorSync
 from toolcards.tools._common.vector_api import GRAPH_COLLECTION
 from toolcards.tools.knowledge_graph import graph as engine
@@ -74,7 +75,7 @@ def _read(
         try:
             item = parse(key, value)
         except ValueError as exc:
-            logger.warning("%s: skipped stored row %r: %s", ACTOR_NAME, key, _why(exc))
+            logger.warning("%s: skipped stored row %r: %s", ACTOR_NAME, key, short_reason(exc))
             read += 1
             continue
         if text_size(item) > room:
@@ -89,10 +90,6 @@ def _read(
             "%s: %d stored %s past the cap of %s were not loaded", ACTOR_NAME, left, what, full
         )
     return items, room
-
-
-def _why(exc: ValueError) -> str:
-    return str(exc).splitlines()[0][:200]
 
 
 def load_graph(state: StateNamespace) -> Graph:
@@ -145,8 +142,6 @@ class KnowledgeGraphActor(ToolActor):
             docs = {ENTITY + e.name: entity_text(e) for e in self.graph.entities.values()}
             docs.update({RELATION + k: relation_text(r) for k, r in self.graph.relations.items()})
             self.vectors.load(docs)
-            with state.batch():
-                self.vectors.flush()
 
     def update(self, /, *args: Any, sender: str | None = None, **kwargs: Any) -> str:
         """Apply a batch; what failed is reported in one RetriableError after the rest applied.

@@ -21,7 +21,8 @@ from pydantic import BaseModel, ValidationError
 from toolcards.core.actors import ActorHandle, ActorUnavailable
 from toolcards.core.errors import RetriableError
 from toolcards.runtime import ToolActor, ToolActorContext
-from toolcards.runtime.member_restore import hire_time
+from toolcards.runtime.member_restore import ROSTER, hire_time
+from toolcards.tools._common.batch import short_reason
 from toolcards.tools.notification.models import ACTOR_NAME, PendingNotification
 from toolcards.tools.notification.scheduler import Courier, DueScheduler
 
@@ -29,8 +30,6 @@ logger = logging.getLogger(__name__)
 
 _ENTRY = "entry:"
 _NEXT_ID = "meta:next_id"
-_ROSTER = "~members"
-"""The roster's state namespace (``runtime.members.ROSTER``): one ``member:<name>`` row each."""
 
 
 def _key(notification_id: int) -> str:
@@ -42,8 +41,7 @@ def _entry_of(key: str, value: object) -> PendingNotification | None:
     try:
         return PendingNotification.model_validate(value)
     except ValidationError as exc:
-        why = str(exc).splitlines()[0][:200]
-        logger.warning("%s: skipped stored row %r: %s", ACTOR_NAME, key, why)
+        logger.warning("%s: skipped stored row %r: %s", ACTOR_NAME, key, short_reason(exc))
         return None
 
 
@@ -243,7 +241,7 @@ class NotificationActor(ToolActor):
 
     def _hire_time(self, owner: str) -> float | None:
         """When the member ``owner`` was hired, as the roster reports it; None for no member."""
-        row = self.ctx.team.state_of(_ROSTER).get(f"member:{owner}")
+        row = self.ctx.team.state_of(ROSTER).get(f"member:{owner}")
         return hire_time(row) if isinstance(row, dict) else None
 
     def _post(self, owner: str, text: str) -> None:

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 from toolcards.core.errors import RetriableError
 from toolcards.runtime import ToolActor, ToolActorContext
+from toolcards.tools._common.batch import short_reason
 from toolcards.tools._common.fusion import VectorLink, VectorSync
 from toolcards.tools._common.vector_api import PLANNING_COLLECTION
 from toolcards.tools.planning.board import Board, BoardView
@@ -118,8 +119,7 @@ class PlanningActor(ToolActor):
             try:
                 tasks.append(stored_task(key, value))
             except ValueError as exc:
-                why = str(exc).splitlines()[0][:200]
-                logger.warning("%s: skipped stored row %r: %s", ACTOR_NAME, key, why)
+                logger.warning("%s: skipped stored row %r: %s", ACTOR_NAME, key, short_reason(exc))
         return tasks
 
     def apply_changes(self, upserts: Sequence[tuple[str, Any]], deleted: Sequence[str]) -> bool:
