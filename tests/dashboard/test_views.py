@@ -203,7 +203,7 @@ def test_a_roster_row_without_a_readable_hiring_time_lists_its_member(
 ) -> None:
     """A roster row left by another writer (before: ``float('yesterday')`` raised, and the
     page holding the approvals inbox answered 500)."""
-    from toolcards.runtime.members import ROSTER
+    from toolcards.runtime.member_restore import ROSTER
 
     with Team("t", store=tmp_path / "team.db") as team:
         team.state_of(ROSTER).put("member:ghost", {"role": "x", "hired_at": hired_at})

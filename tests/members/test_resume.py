@@ -240,7 +240,7 @@ def test_a_roster_row_that_is_no_object_fails_only_its_member_on_a_shared_store(
     """A roster row of valid JSON that is no object (``5``, ``[]``): on a shared store the
     holder check read it as one, and every resume raised ``AttributeError`` after the team
     was claimed (then "already running" in the same process)."""
-    from toolcards.runtime.members import ROSTER
+    from toolcards.runtime.member_restore import ROSTER
 
     host = [RoleProfile(role="r", model="test")]
     with Team("t", store=postgres_url, profiles=host) as team:
@@ -259,7 +259,7 @@ def test_a_member_of_another_process_with_an_unreadable_hiring_time_is_listed(
 ) -> None:
     """``team.members()`` on a shared store read another holder's ``hired_at`` with
     ``float()``: one row saying ``"yesterday"`` made every listing raise."""
-    from toolcards.runtime.members import ROSTER
+    from toolcards.runtime.member_restore import ROSTER
 
     host = [RoleProfile(role="r", model="test")]
     with Team("t", store=postgres_url, profiles=host) as team:

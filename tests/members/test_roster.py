@@ -127,7 +127,7 @@ def test_hires_at_once_stay_within_the_teams_max_members() -> None:
 
 def test_other_processes_members_count_against_the_teams_max_members(postgres_url: str) -> None:
     """On a shared store the roster rows of other processes are members of the team too."""
-    from toolcards.runtime.members import ROSTER
+    from toolcards.runtime.member_restore import ROSTER
 
     profiles = [RoleProfile(role="r", model="test")]
     with Team("t", store=postgres_url, profiles=profiles, max_members=2) as team:

@@ -14,7 +14,7 @@ from support.scripted import Script, wait_until
 from toolcards.runtime import RoleProfile, Team
 from toolcards.runtime import relay as relay_module
 from toolcards.runtime.events import EventLog
-from toolcards.runtime.members import ROSTER
+from toolcards.runtime.member_restore import ROSTER
 from toolcards.runtime.messaging import (
     MAX_MESSAGE_CHARS,
     MESSAGES,

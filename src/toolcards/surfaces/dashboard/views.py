@@ -24,8 +24,7 @@ from toolcards.governance.approvals.grants import describe
 from toolcards.governance.approvals.view import PAGE_LIMIT, arguments_view, reads_as_itself
 from toolcards.governance.audit.log import other_teams_line
 from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor
-from toolcards.runtime.member_restore import hire_time
-from toolcards.runtime.members import ROSTER
+from toolcards.runtime.member_restore import ROSTER, hire_time
 from toolcards.runtime.worker import TRANSIENT_PREFIX
 
 if TYPE_CHECKING:
