@@ -168,7 +168,10 @@ def test_files_deleted_while_held_open_past_the_workspace_cap_are_killed(
     limits = ExecLimits(max_processes=CAP, file_size_bytes=4 * MiB, workspace_write_bytes=16 * MiB)
     out = _run(mode, "sh -c 'python3 hold.py'", limits=limits, workspace_id="hold")
     assert "killed: disk" in out
-    assert [p.name for p in ws.iterdir()] == ["hold.py"]
+    # no file the command wrote keeps a name; one it was killed between making and unlinking
+    # (empty, under load) may stay
+    left = [p for p in ws.iterdir() if p.name != "hold.py"]
+    assert len(left) <= 1 and all(p.stat().st_size == 0 for p in left), left
 
 
 URING = """import ctypes
