@@ -5,10 +5,14 @@ backend passes; invariant 4: every row belongs to a team)."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 
 from toolcards.core.approvals import ApprovalRequest, ApprovalState
@@ -127,6 +131,63 @@ def test_a_team_full_of_grants_leaves_another_team_room(
     assert a.add(_grant("g-1"), 1)
     assert not a.add(_grant("g-2"), 1)  # a holds its one live grant
     assert b.add(_grant("g-3"), 1)
+
+
+_WRITES: dict[str, tuple[str, Callable[[Any, str], object]]] = {
+    "approvals": ("_tx", lambda store, name: store.add(_request(name), NOW)),
+    "grants": ("_grants_tx", lambda store, name: store.grants.add(_grant(name), 10)),
+}
+
+
+@pytest.mark.parametrize("kind", list(_WRITES))
+def test_a_teams_open_transaction_holds_up_only_its_own_team(postgres_url: str, kind: str) -> None:
+    """Team a's approvals (grants) transaction locked the table every team shares: team b's
+    request (grant) waited behind it until it failed DatabaseBusy. Team a's own writers still
+    go one by one."""
+    opened = [open_approvals(postgres_url, team) for team in ("a", "b", "a")]
+    (a, _), (b, _), (a_elsewhere, _) = opened  # a_elsewhere: another process of team a
+    tx, write = _WRITES[kind]
+    outcomes: dict[str, str] = {}
+
+    def writing(store: Any, name: str) -> threading.Thread:
+        def run() -> None:
+            try:
+                write(store, name)
+                outcomes[name] = "written"
+            except Exception as exc:
+                outcomes[name] = repr(exc)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    try:
+        with getattr(a, tx)(), psycopg.connect(postgres_url, autocommit=True) as watch:
+            writing(b, "b").join(60)
+            assert outcomes.get("b") == "written"
+            own = writing(a_elsewhere, "a")
+            assert _a_session_waits_for_a_lock(watch)
+            assert own.is_alive() and "a" not in outcomes  # it waits for team a's lock
+        own.join(60)
+        assert outcomes.get("a") == "written"
+    finally:
+        for _, close in opened:
+            if close is not None:
+                close()
+
+
+def _a_session_waits_for_a_lock(watch: psycopg.Connection[Any]) -> bool:
+    """Whether, within 30 s, a session of the test's database waits for a lock."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        (waiting,) = watch.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        ).fetchone() or (0,)
+        if waiting:
+            return True
+        time.sleep(0.01)
+    return False
 
 
 def test_budget_counters_and_keys_belong_to_their_team(location: str) -> None:

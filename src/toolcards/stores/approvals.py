@@ -189,10 +189,13 @@ class SqlApprovalStore:
                 f"DELETE FROM {self.table} WHERE team_id = ? AND expires_at <= ?",
                 (self.team_id, now),
             )
+        # read after the write commits: a long listing (a full inbox of large arguments)
+        # never holds the team's writers up; a row expired since is left out all the same
+        with self._read() as db:
             rows = db.execute(
                 f"SELECT {_FIELDS} FROM {self.table} WHERE team_id = ? AND state = 'pending' "
-                "ORDER BY created_at, approval_id",
-                (self.team_id,),
+                "AND expires_at > ? ORDER BY created_at, approval_id",
+                (self.team_id, now),
             ).fetchall()
         return [_record(row) for row in rows]
 

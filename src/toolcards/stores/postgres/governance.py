@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
+from toolcards.core.identity import joined_key
 from toolcards.stores import approvals, audit_sql, budgets, grants
 from toolcards.stores.approvals import SqlApprovalStore
 from toolcards.stores.base import Limit, Spend
@@ -119,20 +120,28 @@ class PostgresApprovalStore(_TeamTable, SqlApprovalStore):
             "toolcards_grants", self.team_id, self._grants_tx, self._read, stamp, fresh=False
         )
 
-    @contextmanager
-    def _grants_tx(self) -> Iterator[Any]:
-        with self._db.transaction(), self._db.cursor() as cur:
-            cur.execute("LOCK TABLE toolcards_grants IN SHARE ROW EXCLUSIVE MODE")
-            yield _Cursorish(cur)
+    def _grants_tx(self) -> AbstractContextManager[Any]:
+        return self._team_tx("grants")
 
     def close(self) -> None:
         self.grants.close()
         super().close()
 
+    def _tx(self) -> AbstractContextManager[Any]:
+        return self._team_tx("approvals")
+
     @contextmanager
-    def _tx(self) -> Iterator[Any]:
+    def _team_tx(self, table: str) -> Iterator[Any]:
+        """A transaction holding the team's lock on ``table``: the team's writers (in any
+        process) go one by one, so what one checks before it writes (a binding, a principal's
+        pending bound, the team's grant limit) still holds when it commits. The team's lock,
+        not the table's: every team shares the table, and one team's slow or stalled
+        transaction must never hold up another team's."""
         with self._db.transaction(), self._db.cursor() as cur:
-            cur.execute("LOCK TABLE toolcards_approvals IN SHARE ROW EXCLUSIVE MODE")
+            cur.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                (joined_key(table, self.team_id),),  # 'a/b'+'c' is not 'a'+'b/c'
+            )
             yield _Cursorish(cur)
 
     @contextmanager
