@@ -5,6 +5,8 @@ through an ASGI client), bounded initialize requests, and approvals by elicitati
 from __future__ import annotations
 
 import json
+import logging
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,16 @@ from starlette.testclient import TestClient
 from surfaces.surface_support import HEADERS, INIT, HttpServer, token_for, write_config
 from toolcards.governance import Identity
 from toolcards.surfaces.config import load_config
-from toolcards.surfaces.http.ports import is_loopback
+from toolcards.surfaces.dashboard import Dashboard
+from toolcards.surfaces.dashboard.serve import warn_if_exposed
+from toolcards.surfaces.http.ports import (
+    LOOPBACK_NAMES,
+    bound_address,
+    is_loopback,
+    listen,
+    local_names,
+)
+from toolcards.surfaces.http.tokens import TokenTable
 from toolcards.surfaces.mcp_server.http import http_app
 from toolcards.surfaces.runtime import SurfaceRuntime
 
@@ -126,6 +137,99 @@ def test_loopback_is_any_loopback_address_and_no_name_but_localhost(
 ) -> None:
     """One test for the MCP server and the dashboard (whose ``127.*`` took a DNS name)."""
     assert is_loopback(host) is loopback
+
+
+THIS_MACHINE = "this-machine.test"
+"""A name resolved to 127.0.1.1 here, as Debian's /etc/hosts resolves ``$(hostname)``."""
+
+
+@pytest.fixture
+def resolver(monkeypatch: pytest.MonkeyPatch) -> None:
+    """:data:`THIS_MACHINE` resolves to 127.0.1.1 (and ``elsewhere.test`` to 10.0.0.2), names
+    only: a lookup of numeric addresses does not resolve them, as the real one does not."""
+    real = socket.getaddrinfo
+    names = {THIS_MACHINE: "127.0.1.1", "elsewhere.test": "10.0.0.2"}
+
+    def getaddrinfo(host: Any, port: Any, family: int = 0, type: int = 0, proto: int = 0,
+                    flags: int = 0) -> Any:  # fmt: skip
+        if not flags & socket.AI_NUMERICHOST:
+            host = names.get(host, host)
+        return real(host, port, family, type, proto, flags)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({}, 200),
+        ({"Host": "127.0.1.1:8765"}, 200),
+        ({"Host": "localhost:8765"}, 200),
+        ({"Host": "evil.example:8765"}, 421),
+        ({"Origin": "http://evil.example:8765"}, 403),
+    ],
+    ids=["given-name", "bound-address", "localhost", "rebound-host", "other-origin"],
+)
+@pytest.mark.usefixtures("resolver")
+def test_a_server_given_a_name_that_binds_loopback_refuses_rebound_requests(
+    tmp_path: Path, headers: dict[str, str], status: int
+) -> None:
+    """``--host $(hostname)`` binds loopback under a name (the check was on for numeric
+    addresses and localhost only: a page of a rebound DNS name called its tools)."""
+    config = load_config(write_config(tmp_path, tokens=[ALICE]))
+    with (
+        SurfaceRuntime.from_config(config) as rt,
+        TestClient(http_app(rt, host=THIS_MACHINE), base_url=f"http://{THIS_MACHINE}:8765") as c,
+    ):
+        response = c.post("/mcp", json=INIT, headers={**HEADERS, **headers})
+    assert response.status_code == status
+
+
+@pytest.mark.usefixtures("resolver")
+def test_the_dashboard_given_a_name_that_binds_loopback_refuses_rebound_requests() -> None:
+    app = Dashboard(tokens=TokenTable.from_tokens(()), host=THIS_MACHINE).app()
+    with TestClient(app, base_url=f"http://{THIS_MACHINE}") as client:
+        own = client.get("/login")
+        rebound = client.get("/login", headers={"Host": "evil.example"})
+    assert (own.status_code, rebound.status_code) == (200, 400)
+
+
+@pytest.mark.usefixtures("resolver")
+def test_who_reaches_a_server_is_told_from_the_address_its_name_binds(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Names allowed: the loopback ones, the name given and its address; localhost as ever."""
+    assert local_names(THIS_MACHINE) == (*LOOPBACK_NAMES, "127.0.1.1", THIS_MACHINE)
+    assert local_names("localhost") == LOOPBACK_NAMES
+    assert local_names("elsewhere.test") is None
+    assert local_names("0.0.0.0") is None
+    with caplog.at_level(logging.WARNING):
+        warn_if_exposed(THIS_MACHINE)
+        warn_if_exposed("elsewhere.test")
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == [
+        "serving the dashboard on elsewhere.test"
+    ]
+
+
+def test_the_machines_own_name_is_guarded_when_it_binds_loopback(tmp_path: Path) -> None:
+    """The real ``$(hostname)``, bound as ``toolcards serve --host`` binds it."""
+    name = socket.gethostname()
+    try:
+        with listen(name, 0) as sock:
+            bound = sock.getsockname()[0]
+    except OSError as exc:
+        pytest.skip(f"{name} cannot be listened on here: {exc}")
+    if not is_loopback(bound):
+        pytest.skip(f"{name} binds {bound} here, not a loopback address")
+    assert bound_address(name) == bound
+    config = load_config(write_config(tmp_path, tokens=[ALICE]))
+    with (
+        SurfaceRuntime.from_config(config) as rt,
+        TestClient(http_app(rt, host=name), base_url=f"http://{name}:8765") as client,
+    ):
+        own = client.post("/mcp", json=INIT, headers=HEADERS)
+        rebound = client.post("/mcp", json=INIT, headers={**HEADERS, "Host": "evil.example"})
+    assert (own.status_code, rebound.status_code) == (200, 421)
 
 
 async def test_elicitation_approves_a_call_over_http(server: HttpServer) -> None:

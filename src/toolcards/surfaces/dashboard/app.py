@@ -69,7 +69,7 @@ from toolcards.surfaces.dashboard.sessions import (
 )
 from toolcards.surfaces.dashboard.throttle import SignInThrottle
 from toolcards.surfaces.http.limits import BodyLimit, HttpLimits
-from toolcards.surfaces.http.ports import is_loopback, loopback_names
+from toolcards.surfaces.http.ports import local_names
 from toolcards.surfaces.http.tokens import TokenTable
 
 if TYPE_CHECKING:
@@ -101,8 +101,9 @@ class Dashboard:
 
     ``tokens`` are the surfaces config's principals; a principal holding one of
     ``viewer_roles`` may sign in, and one holding the broker's approver role may decide.
-    ``host`` is the address the server binds: on a loopback address, requests for any other
-    host name are refused (DNS rebinding). Any part may be None: its panel says so.
+    ``host`` is what the server binds: when that is a loopback address, requests for other host
+    names than ``host`` and that address are refused (DNS rebinding). Any part may be None: its
+    panel says so.
 
     An approver sees the exact arguments of a pending call (hidden characters escaped);
     anyone else sees them redacted. The plan and the live events are redacted for everyone
@@ -183,7 +184,7 @@ class Dashboard:
                 ],
                 lifespan=self.lifespan,
             )
-        hosts = loopback_names(self.host) if is_loopback(self.host) else None
+        hosts = local_names(self.host)
         return SecurityHeaders(BodyLimit(self._app, self.limits), allowed_hosts=hosts)
 
     @contextlib.asynccontextmanager

@@ -20,7 +20,7 @@ from toolcards.stores.sqlite.approvals import SqliteApprovalStore
 from toolcards.surfaces.dashboard.app import Dashboard
 from toolcards.surfaces.http.guard import server_config
 from toolcards.surfaces.http.limits import HttpLimits
-from toolcards.surfaces.http.ports import DASHBOARD_PORT, is_loopback, listen
+from toolcards.surfaces.http.ports import DASHBOARD_PORT, listen, local_names
 from toolcards.surfaces.http.server import GuardedServer
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ DEFAULT_PORT = DASHBOARD_PORT
 
 
 def warn_if_exposed(host: str) -> None:
-    if not is_loopback(host):
+    if local_names(host) is None:
         log.warning(
             "serving the dashboard on %s: reachable beyond this machine; anyone holding a "
             "viewer token can read the team's plan, graph and audit trail",

@@ -2,7 +2,8 @@
 port that is taken ends the command in one line naming the port and ``--port``.
 
 ``serve`` and ``dashboard`` default to different ports, so both can run as the docs show.
-Whether an address is loopback is told here once, for both (:func:`is_loopback`).
+Whether only this machine reaches a server, and by which names, is told here once, for both
+(:func:`local_names`), from the address bound, not the name given.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import errno
 import ipaddress
 import socket
+from typing import Any
 
 from toolcards.core.errors import ToolcardsError
 
@@ -18,8 +20,10 @@ __all__ = [
     "LOOPBACK_NAMES",
     "MCP_PORT",
     "PortUnavailable",
+    "bound_address",
     "is_loopback",
     "listen",
+    "local_names",
     "loopback_names",
     "url_host",
 ]
@@ -76,6 +80,34 @@ def loopback_names(host: str) -> tuple[str, ...]:
     return LOOPBACK_NAMES if own in LOOPBACK_NAMES else (*LOOPBACK_NAMES, own)
 
 
+def bound_address(host: str) -> str:
+    """The address :func:`listen` binds for ``host`` (its socket's ``getsockname()[0]``), or
+    ``host`` when it does not resolve: who reaches the server is told from this, not from the
+    name given (``--host $(hostname)`` binds 127.0.1.1 on Debian, 127.0.0.1 on others)."""
+    try:
+        return str(_address(host, 0)[1][0])
+    except (socket.gaierror, UnicodeError):
+        return host
+
+
+def local_names(host: str) -> tuple[str, ...] | None:
+    """The names a request may address a server given ``host`` by (its ``Host`` header, its
+    ``Origin``) when only this machine reaches it: :data:`LOOPBACK_NAMES`, ``host`` and the
+    address it binds; refusing others stops a page whose DNS name is rebound to this machine.
+    None when it binds an address others reach (no check: the server warns instead)."""
+    bound = bound_address(host)
+    if not (is_loopback(host) or is_loopback(bound)):
+        return None
+    return tuple(dict.fromkeys((*loopback_names(bound), *loopback_names(host))))
+
+
+def _address(host: str, port: int) -> tuple[socket.AddressFamily, Any]:
+    """The family and socket address ``host:port`` resolves to first: what :func:`listen`
+    binds (the socket address, not the name again, so :func:`bound_address` is its own)."""
+    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    return family, address
+
+
 def listen(host: str, port: int) -> socket.socket:
     """A socket listening on ``host:port`` (0: any free port), ready to hand to uvicorn: a
     client may connect as soon as the command says it serves, before uvicorn has started.
@@ -85,13 +117,13 @@ def listen(host: str, port: int) -> socket.socket:
     response's head and body apart, so with it on each response waited for the client's
     delayed ACK (about 40 ms on Linux)."""
     try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        family, address = _address(host, port)
     except (socket.gaierror, UnicodeError):
         raise PortUnavailable(f"cannot listen on {host}: no such address (see --host)") from None
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
+        sock.bind(address)
         sock.listen(BACKLOG)  # a client that connects once "serving" is printed waits here
     except OSError as exc:
         sock.close()

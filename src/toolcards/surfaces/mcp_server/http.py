@@ -33,7 +33,7 @@ from toolcards.surfaces.config import SessionLimits
 from toolcards.surfaces.http.auth import BearerAuth
 from toolcards.surfaces.http.guard import server_config
 from toolcards.surfaces.http.limits import BodyLimit, HttpLimits, replaying
-from toolcards.surfaces.http.ports import is_loopback, loopback_names
+from toolcards.surfaces.http.ports import local_names
 from toolcards.surfaces.http.server import GuardedServer
 from toolcards.surfaces.mcp_server.options import MCPOptions
 from toolcards.surfaces.mcp_server.server import IDENTITY_SCOPE_KEY, GovernedMCPServer
@@ -207,12 +207,12 @@ def http_app(
 
 
 def _rebinding_guard(host: str) -> TransportSecuritySettings | None:
-    """On a loopback ``host``, requests addressed to other names (421) or sent by pages of other
-    origins (403) are refused: a web page whose DNS name is rebound to this machine cannot reach
-    the server (whatever loopback address it is bound to, 127.0.0.2 as well as 127.0.0.1)."""
-    if not is_loopback(host):
+    """On a ``host`` that binds loopback, requests addressed to other names (421) or sent by pages
+    of other origins (403) are refused: a web page whose DNS name is rebound to this machine
+    cannot reach the server (on any loopback address, 127.0.0.2 or a name bound to 127.0.1.1)."""
+    names = local_names(host)
+    if names is None:
         return None
-    names = loopback_names(host)
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=[f"{name}:*" for name in names],
@@ -231,7 +231,7 @@ async def run_http(
 ) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled or signalled
     (``sock``: a socket already bound there, see :mod:`toolcards.surfaces.http.ports`)."""
-    if not is_loopback(host):
+    if local_names(host) is None:
         log.warning("serving MCP on %s: reachable beyond this machine", host)
 
     class Server(GuardedServer):
