@@ -39,6 +39,26 @@ def test_without_a_local_principal_the_caller_is_anonymous(tmp_path: Path) -> No
     assert load_config(write(tmp_path, {"policy": "policy.yaml"})).local_identity.is_anonymous
 
 
+@pytest.mark.parametrize(
+    ("principals", "field"),
+    [
+        ({"tokens": [{"token_sha256": "sha256:" + "ab" * 32, "id": "anonymous"}]}, "tokens.0"),
+        ({"local": {"id": "anonymous"}}, "local"),
+        ({"terminal_approver": {"id": "anonymous", "roles": ["approver"]}}, "terminal_approver"),
+    ],
+)
+def test_a_principal_named_anonymous_is_refused(
+    tmp_path: Path, principals: dict[str, Any], field: str
+) -> None:
+    """It would share the sessions and tasks of every caller that sends no token."""
+    data = {"policy": "policy.yaml", "principals": principals}
+    with pytest.raises(ConfigError) as refused:
+        load_config(write(tmp_path, data))
+    message = str(refused.value)
+    assert f"principals.{field}.id" in message and "'anonymous'" in message
+    assert "\n" not in message
+
+
 def test_missing_policy_names_the_field(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"team\.yaml: policy: Field required"):
         load_config(write(tmp_path, {"team_id": "t"}))

@@ -201,6 +201,46 @@ async def test_a_session_bound_while_its_opening_answer_streams_counts_once() ->
     assert statuses == [200, 200, 429]
 
 
+async def test_a_user_whose_id_reads_anonymous_shares_nothing_with_tokenless_callers() -> None:
+    """Sessions and requests in flight belong to a caller's type and id: a user ``anonymous``
+    (the config refuses one, another source might not) is not the caller with no token."""
+    user = Identity("anonymous", "user")
+    held, release = asyncio.Event(), asyncio.Event()
+
+    async def sdk(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if dict(scope["headers"]).get(b"mcp-protocol-version") == b"2026-07-28":
+            held.set()
+            await release.wait()  # a 2026-07-28 request of the user, in flight
+        headers = [] if scope["headers"] else [(b"mcp-session-id", b"theirs")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+
+    limits = SessionLimits(per_principal=1)
+    guard = SessionGuard(sdk, lambda: {"theirs"}, limits, "identity")  # type: ignore[arg-type]
+    statuses: list[int] = []
+
+    async def send(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+
+    async def request(who: Identity | None, *headers: tuple[bytes, bytes]) -> None:
+        scope = {"type": "http", "headers": list(headers), "identity": who}
+        await guard(scope, None, send)  # type: ignore[arg-type]
+
+    await request(user)  # opens "theirs"
+    await request(None, (b"mcp-session-id", b"theirs"))
+    await request(user, (b"mcp-session-id", b"theirs"))
+    modern = (b"mcp-protocol-version", b"2026-07-28")
+    async with asyncio.TaskGroup() as running:
+        running.create_task(request(user, modern))
+        await held.wait()
+        held.clear()
+        running.create_task(request(None, modern))  # not counted as the user's
+        await held.wait()
+        release.set()
+    assert statuses[:2] == [200, 403]
+    assert sorted(statuses[2:]) == [200, 200, 200]
+
+
 # -- 2026-07-28 requests (no session) on a real `toolcards serve` --------------------------
 
 CAROL = Identity("carol", "user", ["finance"])

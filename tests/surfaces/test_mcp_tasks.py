@@ -31,7 +31,7 @@ from toolcards.surfaces.config import load_config
 from toolcards.surfaces.mcp_server.listening import PER_PRINCIPAL
 from toolcards.surfaces.mcp_server.options import MCPOptions
 from toolcards.surfaces.mcp_server.server import GovernedMCPServer
-from toolcards.surfaces.mcp_server.sessions import InFlight
+from toolcards.surfaces.mcp_server.sessions import InFlight, caller_of
 from toolcards.surfaces.mcp_server.tasks import TaskLimits
 from toolcards.surfaces.runtime import SurfaceRuntime
 
@@ -510,10 +510,10 @@ async def test_waits_for_a_task_are_bounded_by_the_callers_calls_in_flight(
             for _ in range(2):
                 tasks.start_soon(result)
             with anyio.fail_after(30):
-                while in_flight.counts[CALLER.id] < 2:
+                while in_flight.counts[caller_of(CALLER)] < 2:
                     await anyio.sleep(0.02)
             with pytest.raises(MCPError, match=r"too many requests in flight for agent.runner"):
                 await legacy.session.send_request(wait, types.CallToolResult)
             rt.executor.approvals.grant(await pending(rt), approver=APPROVER, surface="test")
-        assert in_flight.counts[CALLER.id] == 0
+        assert in_flight.counts[caller_of(CALLER)] == 0
     assert [r.is_error for r in answered] == [False, False]

@@ -33,6 +33,13 @@ def test_plain_http_on_loopback_is_allowed() -> None:
     assert spec.issuer == "http://127.0.0.1:9000"
 
 
+@pytest.mark.parametrize("prefix", ["", "anon"])
+def test_an_id_prefix_that_a_sub_could_make_anonymous_is_refused(prefix: str) -> None:
+    """A token whose caller id is 'anonymous' would share what callers with no token hold."""
+    with pytest.raises(ConfigError, match=r"id_prefix .*'anonymous'"):
+        config_with(id_prefix=prefix)
+
+
 def test_a_leeway_beyond_five_minutes_is_refused() -> None:
     with pytest.raises(ConfigError, match="leeway"):
         config_with(leeway=3600)

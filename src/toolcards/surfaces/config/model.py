@@ -111,6 +111,15 @@ class PrincipalSpec(BaseModel):
     roles: list[str] = Field(default_factory=list)
     attrs: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("id")
+    @classmethod
+    def _not_anonymous(cls, value: str) -> str:
+        """The id of a caller with no credential is the anonymous one's: a principal named so
+        would share its sessions and tasks with every unauthenticated caller."""
+        if value == ANONYMOUS.id:
+            raise ValueError(f"{value!r} is the id of a caller with no credential; pick another")
+        return value
+
     def identity(self) -> Identity:
         return Identity(self.id, self.type, self.roles, self.attrs)
 
@@ -159,7 +168,8 @@ class Principals(BaseModel):
         if self.oauth is not None:
             static = [("local", local), ("terminal_approver", approver)]
             static += [(f"tokens[{i}]", token) for i, token in enumerate(self.tokens)]
-            self.oauth.refuse_shared_ids((w, p.id) for w, p in static if p is not None)
+            ids = [(w, p.id) for w, p in static if p is not None]
+            self.oauth.refuse_shared_ids([*ids, ("for callers with no credential", ANONYMOUS.id)])
         return self
 
 

@@ -342,17 +342,17 @@ class GovernedMCPServer:
         in_flight = self.in_flight
         if in_flight is None or modern(ctx):
             return await self._call_tool(ctx, params)
-        caller = self.identity_of(ctx).id
-        if not in_flight.enter(caller):
+        who = self.identity_of(ctx)
+        if not in_flight.enter(who):
             message = (
-                f"too many calls in flight for {caller} (at most {in_flight.limit}): "
+                f"too many calls in flight for {who.id} (at most {in_flight.limit}): "
                 "wait for one to end"
             )
             return _error(message, {"outcome": "rate_limited", "kind": "rate_limited"})
         try:
             return await self._call_tool(ctx, params)
         finally:
-            in_flight.leave(caller)
+            in_flight.leave(who)
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
         who = self.identity_of(ctx)

@@ -3,8 +3,10 @@
 A session holds server memory (its server task, streams and state: about 30 KiB), so an
 unbounded number of them, anonymous ones included, is a way to exhaust the server. Here:
 
-- a session belongs to the caller that opened it; a request for it from another caller gets
-  403, and that binding is kept for as long as the session lives (never evicted to make room);
+- a session belongs to the caller that opened it (its type and id: a principal whose id
+  reads like the anonymous one's is still another caller); a request for it from another caller
+  gets 403, and that binding is kept for as long as the session lives (never evicted to make
+  room);
 - one caller (all anonymous callers count as one) holds at most ``per_principal`` sessions: one
   more gets 429; all callers together at most ``max``: one more gets 503. Both answers carry a
   JSON-RPC error body saying why;
@@ -23,7 +25,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Awaitable, Callable, Container, MutableMapping
-from typing import Any
+from typing import Any, TypeVar
 
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.types.jsonrpc import INVALID_REQUEST
@@ -37,6 +39,9 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+Caller = tuple[str, str]
+"""Who holds a session or a count: ``(type, id)`` of the caller."""
+_K = TypeVar("_K")
 
 SESSION_HEADER = b"mcp-session-id"
 VERSION_HEADER = MCP_PROTOCOL_VERSION_HEADER.encode("ascii")
@@ -76,7 +81,13 @@ def is_stateless(scope: Scope) -> bool:
     return version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
 
 
-def release(counter: Counter[str], caller: str) -> None:
+def caller_of(who: Identity) -> Caller:
+    """The key of ``who``'s sessions and counts: its type with its id, so that no
+    authenticated principal shares them with the unauthenticated callers whatever its id."""
+    return who.type, who.id
+
+
+def release(counter: Counter[_K], caller: _K) -> None:
     """One less of ``caller`` in ``counter`` (no zero entries are kept)."""
     counter[caller] -= 1
     if not counter[caller]:
@@ -91,17 +102,18 @@ class InFlight:
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.counts: Counter[str] = Counter()
+        self.counts: Counter[Caller] = Counter()
 
-    def enter(self, caller: str) -> bool:
-        """Count one more for ``caller``; False, counting nothing, when it has ``limit``."""
+    def enter(self, who: Identity) -> bool:
+        """Count one more for ``who``; False, counting nothing, when it has ``limit``."""
+        caller = caller_of(who)
         if self.counts[caller] >= self.limit:
             return False
         self.counts[caller] += 1
         return True
 
-    def leave(self, caller: str) -> None:
-        release(self.counts, caller)
+    def leave(self, who: Identity) -> None:
+        release(self.counts, caller_of(who))
 
 
 class SessionGuard:
@@ -125,12 +137,12 @@ class SessionGuard:
         self.live = live
         self.limits = limits
         self.identity_key = identity_key
-        self.owners: dict[str, str] = {}
-        """Session id -> the id of the caller that opened it."""
-        self._opening: Counter[str] = Counter()
+        self.owners: dict[str, Caller] = {}
+        """Session id -> the caller that opened it."""
+        self._opening: Counter[Caller] = Counter()
         self.in_flight = in_flight or InFlight(limits.per_principal)
 
-    def sessions_of(self, caller: str) -> int:
+    def sessions_of(self, caller: Caller) -> int:
         """Open sessions of ``caller`` (forgetting the ones that ended first)."""
         self._forget_ended()
         return sum(1 for owner in self.owners.values() if owner == caller)
@@ -145,15 +157,16 @@ class SessionGuard:
             await self.app(scope, receive, send)
             return
         found = scope.get(self.identity_key)
-        caller = (found if isinstance(found, Identity) else ANONYMOUS).id
+        who = found if isinstance(found, Identity) else ANONYMOUS
         if is_stateless(scope):
-            await self._stateless_request(caller, scope, receive, send)
+            await self._stateless_request(who, scope, receive, send)
             return
+        caller = caller_of(who)
         session = header(scope, SESSION_HEADER)
         if session is not None:
             await self._session_request(caller, session, scope, receive, send)
             return
-        problem = self._admission(caller)
+        problem = self._admission(who)
         if problem is not None:
             await refuse(send, *problem)
             return
@@ -165,24 +178,24 @@ class SessionGuard:
             self._opened(opening)
 
     async def _stateless_request(
-        self, caller: str, scope: Scope, receive: Receive, send: Send
+        self, who: Identity, scope: Scope, receive: Receive, send: Send
     ) -> None:
         """A request that opens no session holds server memory only while it runs: bounded by
-        the number ``caller`` has in flight, whatever sessions it holds (and whatever
+        the number ``who`` has in flight, whatever sessions it holds (and whatever
         ``mcp-session-id`` it carries: the SDK ignores that header here)."""
         in_flight = self.in_flight
-        if not in_flight.enter(caller):
+        if not in_flight.enter(who):
             limit = in_flight.limit
-            message = f"too many requests in flight for {caller} (at most {limit}): retry later"
+            message = f"too many requests in flight for {who.id} (at most {limit}): retry later"
             await refuse(send, 429, message)
             return
         try:
             await self.app(scope, receive, send)
         finally:
-            in_flight.leave(caller)
+            in_flight.leave(who)
 
     async def _session_request(
-        self, caller: str, session: str, scope: Scope, receive: Receive, send: Send
+        self, caller: Caller, session: str, scope: Scope, receive: Receive, send: Send
     ) -> None:
         """A request for an open session: only its own caller's, and only a session that is
         known (an unknown id gets the SDK's own 404 here, so it never passes unadmitted)."""
@@ -195,27 +208,27 @@ class SessionGuard:
             return
         await self.app(scope, receive, send)
 
-    def _admission(self, caller: str) -> tuple[int, str] | None:
-        """(status, message) when ``caller`` may not open one more session now."""
-        limits = self.limits
+    def _admission(self, who: Identity) -> tuple[int, str] | None:
+        """(status, message) when ``who`` may not open one more session now."""
+        limits, caller = self.limits, caller_of(who)
         mine = self.sessions_of(caller) + self._opening[caller]
         if mine >= limits.per_principal:
             return 429, (
-                f"too many open sessions for {caller} (at most {limits.per_principal}): end one "
+                f"too many open sessions for {who.id} (at most {limits.per_principal}): end one "
                 f"(HTTP DELETE) or let an idle one expire ({limits.idle_timeout:g} s)"
             )
         if len(self.owners) + sum(self._opening.values()) >= limits.max:
             return 503, f"the server holds its maximum of {limits.max} sessions: retry later"
         return None
 
-    def _opened(self, opening: list[str]) -> None:
+    def _opened(self, opening: list[Caller]) -> None:
         """The opening request of ``opening`` (``[caller]``, emptied here) counts no more:
         its session is bound, or it has ended without one. Once only, so that a session bound
         while its opening request still streams is not counted twice."""
         if opening:
             release(self._opening, opening.pop())
 
-    def _binder(self, opening: list[str], send: Send) -> Send:
+    def _binder(self, opening: list[Caller], send: Send) -> Send:
         caller = opening[0]
 
         async def bind(message: Message) -> None:

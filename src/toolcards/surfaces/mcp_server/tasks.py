@@ -531,14 +531,14 @@ class TaskServer:
         if in_flight is None or modern(ctx):
             yield
             return
-        caller = self.identity_of(ctx).id
-        if not in_flight.enter(caller):
+        who = self.identity_of(ctx)
+        if not in_flight.enter(who):
             limit = in_flight.limit
-            raise MCPError(TOO_MANY, f"too many requests in flight for {caller} (at most {limit})")
+            raise MCPError(TOO_MANY, f"too many requests in flight for {who.id} (at most {limit})")
         try:
             yield
         finally:
-            in_flight.leave(caller)
+            in_flight.leave(who)
 
     async def _result(self, ctx: Any, params: TaskIdParams) -> dict[str, Any]:
         """Waits until the task ends (counted in the caller's requests in flight)."""
