@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from support.launch import PYTHON
+from toolcards.demo.report import render, workspace_files
 from toolcards.demo.state import CONFIG
 from toolcards.demo.team_job import run_job
 from toolcards.surfaces.commands import app
+from toolcards.tools.knowledge_graph.models import Entity
+from toolcards.tools.planning.models import Task
 
 
 @pytest.fixture
@@ -80,3 +86,33 @@ def test_make_run_entry_point_shows_each_member_turn_then_the_summary(tmp_path: 
         assert -1 < text.find(step) < report, text[:report]
     for heading in ("Planning board", "Knowledge graph", "Workspace files", "Audit trail"):
         assert heading in text
+
+
+LINK = "[link=https://evil.example/]the notes[/link]"
+
+
+def test_the_report_shows_what_the_model_wrote_as_text_never_as_markup(tmp_path: Path) -> None:
+    """Tasks, entities, files and audit cells are a model's: a file it made at ``[/x]`` ended
+    every later run's report in a MarkupError; a task's text drew a working hyperlink."""
+    (tmp_path / "[").mkdir()
+    (tmp_path / "[" / "x]").write_text("x")
+    task = Task(id=1, description=f"see {LINK}", creator="@lead-1", output="one\ntwo\x1b[2J")
+    row = SimpleNamespace(
+        principal="agent.[blink]mallory", tool="[red on red]hidden[/]", decision="deny",
+        outcome="denied", args={"path": "[/x]"},
+    )  # fmt: skip
+    summary = {
+        "resumed": True, "with_exec": True, "members": ["@lead-1"], "tasks": [task],
+        "entities": [Entity(name="[/x]", entity_type="[bold]", description=LINK)],
+        "neighbors": [], "relations": [], "files": workspace_files(tmp_path), "audit": [row],
+        "log": [("@lead-1 -> user", "[/x] done")], "approvals": [], "notes": [], "events": 1,
+    }  # fmt: skip
+    out = io.StringIO()
+    render(summary, Console(file=out, force_terminal=True, width=300, color_system="truecolor"))
+    text = out.getvalue()
+    assert "\x1b]8;" not in text and "\x1b[2J" not in text  # no link, no cleared screen
+    assert text.count(f"see {LINK}") == 1 and text.count(LINK) == 2
+    assert "  [/x]\n" in text  # the file
+    for shown in ("[/x] done", "[blink]mallory", "[red on red]hidden[/]", "path=[/x]", "[bold]"):
+        assert shown in text
+    assert "two\\u001b[2J" in text and "one\\n" not in text  # escaped, lines kept

@@ -318,3 +318,27 @@ def test_a_config_key_is_named_escaped_in_a_one_line_error(
     assert line.startswith("error: ") and "\x1b" not in line
     for key in ("[/x]", "[red on red]secret[/]", "\\u001b[2J"):
         assert f"{key}: unknown key" in line
+
+
+@pytest.mark.parametrize(
+    "team_id",
+    ["[/x]", "[link=https://e.example/]crm[/link]", "[red on red]secret[/]"],
+    ids=["closing-tag", "link", "hidden"],
+)
+def test_team_status_names_the_configs_team_id_as_text(
+    tmp_path: Path, terminal: Callable[..., subprocess.CompletedProcess[str]], team_id: str
+) -> None:
+    """``[/x]`` ended in a MarkupError traceback; a link was drawn, a colour hid the id."""
+    config = _config(tmp_path, f'team_id: "{team_id}"\n{MEMORY}cards: [{{type: PlanningTool}}]\n')
+    done = terminal("team", "status", "-c", config)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == f"team {team_id}"
+
+
+def test_calling_a_tool_named_with_markup_on_a_terminal_says_it_is_unknown(
+    tmp_path: Path, terminal: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
+    """The spinner's ``calling [/x]...`` ended in a MarkupError traceback (exit 1)."""
+    done = terminal("call", "[/x]", "--args", "{}", "-c", _config(tmp_path, MEMORY))
+    assert done.returncode == ExitCode.UNKNOWN_TOOL, done.stderr
+    assert "[/x]" in done.stdout + done.stderr

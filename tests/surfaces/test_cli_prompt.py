@@ -207,6 +207,17 @@ def test_the_terminal_approver_the_config_names_decides_and_is_audited(
     assert decisions == [("rita", outcome)]
 
 
+def test_the_terminal_approver_the_config_names_is_asked_for_by_its_id_as_text(
+    tmp_path: Path, terminal: Callable[..., TerminalCall]
+) -> None:
+    """An id ``[/x]`` made the prompt raise a MarkupError: every gated call was refused."""
+    setup = Setup(tmp_path, terminal_approver=Identity("[/x]", "user", ["approver"]))
+    call = terminal(setup, "send_note", "to=ops", "body=asked", typed=b"y\n")
+    assert call.finish() == ExitCode.OK, call.stderr()[-800:]
+    assert "Approve as [/x]?" in call.stderr()
+    assert setup.sent() == ["ops: asked"]
+
+
 def test_the_terminal_prompt_shows_the_exact_arguments_whole_and_escaped(
     tmp_path: Path, terminal: Callable[..., TerminalCall]
 ) -> None:

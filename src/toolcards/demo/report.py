@@ -1,4 +1,9 @@
-"""The main job's summary: plan, files, graph, conversation and audit trail, printed with rich."""
+"""The main job's summary: plan, files, graph, conversation and audit trail, printed with rich.
+
+Every value in it is data a model or the team wrote (a task, an entity, a file name, an audit
+row): each is printed escaped as rich Text (:func:`prose`, the command line's ``cell``), never
+read as markup.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
+from toolcards.surfaces.cli.state import cell, shown
 from toolcards.tools.knowledge_graph.actor import KnowledgeGraphActor
 from toolcards.tools.planning.actor import PlanningActor
 from toolcards.tools.workspace.access import AccessRefused, list_files
@@ -75,14 +81,14 @@ def render(summary: dict[str, Any], console: Console | None = None) -> None:
     title = "resumed from the SQLite store" if summary["resumed"] else "first run"
     console.rule(f"[bold]toolcards main job: {title}")
     for note in summary.get("notes", []):
-        console.print(f"[yellow]note:[/] {escape(note)}")
+        console.print(Text.assemble(("note:", "yellow"), " ", prose(note)))
     conversation = Table(title="What happened", show_lines=False, expand=True)
     conversation.add_column("who", style="cyan", no_wrap=True)
     conversation.add_column("text")
     for who, text in summary["log"]:
-        conversation.add_row(escape(who), escape(text))
+        conversation.add_row(cell(who), prose(text))
     for line in summary["approvals"]:
-        conversation.add_row("scripted human", escape(line))
+        conversation.add_row("scripted human", prose(line))
     console.print(conversation)
 
     plan = Table(title="Planning board (#PlanningTool)", expand=True)
@@ -90,25 +96,22 @@ def render(summary: dict[str, Any], console: Console | None = None) -> None:
         plan.add_column(col)
     for task in summary["tasks"]:
         style = "green" if task.status == "completed" else None
-        plan.add_row(
-            str(task.id), task.status, task.owner or "-", task.description, task.output, style=style
-        )
+        written = (prose(task.description), prose(task.output))
+        plan.add_row(str(task.id), task.status, cell(task.owner or "-"), *written, style=style)
     console.print(plan)
 
     graph = Table(title="Knowledge graph (#KnowledgeGraphTool)", expand=True)
     graph.add_column("entity")
     graph.add_column("type")
     graph.add_column("description")
-    for entity in summary["entities"]:
-        graph.add_row(entity.name, entity.entity_type, entity.description)
-    for entity in summary["neighbors"]:
-        graph.add_row(entity.name, entity.entity_type, entity.description)
+    for entity in [*summary["entities"], *summary["neighbors"]]:
+        graph.add_row(cell(entity.name), cell(entity.entity_type), prose(entity.description))
     for edge in summary["relations"]:
-        graph.add_row(f"{edge.from_entity} -> {edge.to_entity}", edge.relation_type, "")
+        graph.add_row(cell(f"{edge.from_entity} -> {edge.to_entity}"), cell(edge.relation_type))
     console.print(graph)
 
-    files = "\n".join(f"  {f}" for f in summary["files"]) or "  (none)"
-    console.print(f"[bold]Workspace files[/]\n{files}")
+    files = "\n".join(f"  {shown(f)}" for f in summary["files"]) or "  (none)"
+    console.print(Text.assemble(("Workspace files", "bold"), "\n", files))
     if not summary["with_exec"]:
         console.print("[yellow]bwrap is not installed: the sandboxed command step was skipped[/]")
 
@@ -127,13 +130,17 @@ def render(summary: dict[str, Any], console: Console | None = None) -> None:
     for row in summary["audit"]:
         style = {"deny": "red", "approve": "yellow"}.get(row.decision)
         who = row.principal.removeprefix("agent.")
-        trail.add_row(
-            who, row.tool, row.decision, row.outcome, escape(brief(row.args)), style=style
-        )
+        values = (who, row.tool, row.decision, row.outcome, brief(row.args))
+        trail.add_row(*map(cell, values), style=style)
     console.print(trail)
-    console.print(
-        f"members: {', '.join(summary['members'])} · events in the log: {summary['events']}"
-    )
+    members = ", ".join(map(shown, summary["members"]))
+    console.print(Text(f"members: {members} · events in the log: {summary['events']}"))
+
+
+def prose(value: object) -> Text:
+    """A model's text as rich Text, each of its lines escaped as :func:`cell` shows a value (no
+    markup, no escape sequence), its line breaks kept: an answer may run over lines."""
+    return Text("\n".join(map(shown, str(value).split("\n"))))
 
 
 def brief(args: Any, limit: int = 200) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 from toolcards.surfaces.cli.args import ArgsError, parse_json, parse_pairs
 from toolcards.surfaces.cli.operations import call_data, open_runtime, schema_of
 from toolcards.surfaces.cli.prompt import call_approver
-from toolcards.surfaces.cli.state import State, err, fail
+from toolcards.surfaces.cli.state import State, cell, err, fail
 from toolcards.surfaces.outcomes import ExitCode
 
 __all__ = ["call_here"]
@@ -33,7 +33,7 @@ def call_here(
     except ArgsError as exc:
         fail(str(exc), ExitCode.USAGE)
     spinner = sys.stdout.isatty() and not state.json
-    status = err().status(f"calling {tool}...") if spinner else None
+    status = err().status(cell(f"calling {tool}...")) if spinner else None  # never markup
     interactive = not state.json and sys.stdin.isatty()
     approver = call_approver(rt, interactive=interactive, status=status)
     with status if status is not None else contextlib.nullcontext():

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from toolcards.governance.approvals.broker import ApprovalError
 from toolcards.stores.memory import MemoryApprovalStore
 from toolcards.surfaces.approval import InboxApprover, approval_prompt
-from toolcards.surfaces.cli.state import err
+from toolcards.surfaces.cli.state import cell, err
 
 if TYPE_CHECKING:
     from toolcards.core.identity import Identity
@@ -76,7 +76,8 @@ class _Prompt:
         question = "Run it once with exactly these arguments?"
         if who is not None:
             question = f"Approve as {who.id}? {question}"
-        yes = bool(Confirm.ask(question, default=False, console=err()))
+        # the approver's id is the config's: a Text, never read as markup
+        yes = bool(Confirm.ask(cell(question, "prompt"), default=False, console=err()))
         if self.status is not None:
             self.status.start()
         try:

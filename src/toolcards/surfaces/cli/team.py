@@ -10,7 +10,7 @@ import typer
 
 from toolcards.surfaces.cli.operations import MAX_STATUS_EVENTS, open_runtime, team_data
 from toolcards.surfaces.cli.options import ConfigOpt, state_of
-from toolcards.surfaces.cli.state import emit_json, fail, out
+from toolcards.surfaces.cli.state import cell, emit_json, fail, out
 from toolcards.surfaces.outcomes import ExitCode
 
 team_app = typer.Typer(help="Inspect the team.", no_args_is_help=True)
@@ -37,10 +37,11 @@ def team_status(
     if state.json:
         emit_json(data)
         return
-    out().print(f"[bold]team[/bold] {data['team_id']}")
+    # the config's team id, the members' names and the events are data: escaped, never markup
+    out().print(cell("team", "bold"), cell(data["team_id"]))
     members = ", ".join(m["name"] for m in data["members"]) or "(none)"
-    out().print(f"members: {members}", markup=False)
-    out().print(f"tool actors: {', '.join(data['tool_actors']) or '(none)'}", markup=False)
+    out().print(cell(f"members: {members}"))
+    out().print(cell(f"tool actors: {', '.join(data['tool_actors']) or '(none)'}"))
     for e in data["events"]:
         payload = json.dumps(e.get("payload"), ensure_ascii=False)
-        out().print(f"  {e['tool_id']} #{e['seq']}: {payload[:120]}", markup=False)
+        out().print(cell(f"  {e['tool_id']} #{e['seq']}: {payload[:120]}"))
