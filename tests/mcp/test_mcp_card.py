@@ -130,6 +130,37 @@ def test_invalid_configurations_rejected(fields: dict[str, object], message: str
         MCPTool.model_validate(fields)
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Host",
+        " host ",
+        ":authority",
+        "Forwarded",
+        "X-Forwarded-Host",
+        "x-forwarded-for",
+        "X-Real-IP",
+        "X-Original-URL",
+        "X-Rewrite-URL",
+        "X-Original-Host",
+    ],
+)
+def test_a_header_choosing_where_the_request_goes_is_refused(name: str) -> None:
+    """A front end or gateway routing by these would take the card's credential to the
+    virtual host they name, whatever folder of the granted URL the request keeps to."""
+    data = {"type": "MCPTool", "transport": "sse", "url": "https://mcp.example/tenant-a/sse"}
+    with pytest.raises(ValueError, match=rf"header {re.escape(repr(name))} is refused: the url"):
+        load_card({**data, "headers": {name: "tenant-b.mcp.example"}})
+    card = load_card({**data, "headers": {"X-Tenant": "a", "Accept-Language": "en"}})
+    assert isinstance(card, MCPTool) and card.headers == {"X-Tenant": "a", "Accept-Language": "en"}
+
+
+def test_a_credential_header_padded_with_spaces_is_refused_too() -> None:
+    headers = {" Proxy-Authorization ": "Basic eA=="}
+    with pytest.raises(ValueError, match="put credentials in auth"):
+        MCPTool(transport="sse", url="https://mcp.example/sse", headers=headers)
+
+
 def test_missing_token_env_is_a_readable_connection_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NOT_SET_TOKEN", raising=False)
     auth = MCPAuth(bearer_token_env="NOT_SET_TOKEN")

@@ -23,6 +23,7 @@ import pytest
 from mcp_support import ECHO, SERVERS, call_tools, make_agent
 from pydantic import ValidationError
 
+from support.scripted import Script
 from toolcards import HostTrust, ToolCard, ToolFactory, load_cards
 from toolcards.core.registry import TRUST, dump_cards
 from toolcards.runtime import RoleProfile, Team
@@ -277,3 +278,81 @@ def test_the_host_token_never_leaves_the_card_urls_folder(
     assert (path, f"Bearer {SECRET}") in seen  # the granted folder still gets it
     error = card.get_toolsets()[0].last_error or ""
     assert f"not sent to '{base}/tenant-b/" in error and "\n" not in error
+
+
+def granted_crm(base: str, transport: str) -> dict[str, Any]:
+    return {
+        "type": "MCPTool",
+        "name": "crm",
+        "transport": transport,
+        "url": f"{base}/tenant-a/mcp",
+        "auth": {"bearer_token_env": "CRM_TOKEN"},
+        "connect_timeout_seconds": 5,
+    }
+
+
+def test_a_card_from_data_cannot_choose_the_host_its_token_goes_to(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Granted /tenant-a, a card naming ``Host: tenant-b...`` kept every URL under the grant,
+    but a shared front end routing by Host gave the host's token to tenant-b's server."""
+    monkeypatch.setenv("CRM_TOKEN", SECRET)
+    base = "https://mcp.example"
+    trust = HostTrust(env=["CRM_TOKEN"], urls=[f"{base}/tenant-a"])
+    for name in ("Host", "X-Forwarded-Host", "Forwarded"):
+        data = {**granted_crm(base, "streamable-http"), "headers": {name: "tenant-b.mcp.example"}}
+        with pytest.raises(ValidationError, match=f"header '{name}' is refused"):
+            load_cards([data], trust=trust)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("transport", ["sse", "streamable-http"])
+def test_a_host_header_set_past_validation_is_never_sent(
+    tenants: tuple[str, list[tuple[str, str | None]]],
+    transport: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The client itself refuses a request whose Host header is not its URL's authority: a
+    Host put in the card's headers after it was loaded never reaches the server, nor the
+    token with it (every request of the card carries its headers)."""
+    base, seen = tenants
+    monkeypatch.setenv("CRM_TOKEN", SECRET)
+    trust = HostTrust(env=["CRM_TOKEN"], urls=[f"{base}/tenant-a"])
+    (card,) = load_cards([granted_crm(base, transport)], trust=trust)
+    assert isinstance(card, MCPTool)
+    card.headers["Host"] = "tenant-b.mcp.example"  # a dict changed in place is not validated
+    agent, script = make_agent([ToolFactory([card]).toolset()])
+    assert asyncio.run(call_tools(agent, script, [])) == []
+    assert seen == []
+    error = card.get_toolsets()[0].last_error or ""
+    assert "with Host 'tenant-b.mcp.example'" in error and "\n" not in error
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("transport", ["sse", "streamable-http"])
+def test_a_team_members_card_keeps_the_host_grant(
+    tenants: tuple[str, list[tuple[str, str | None]]],
+    transport: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A member runs its own copy of the profile's card (``fresh_cards``): the copy was
+    admitted by the grant too, so its token stays under /tenant-a, even though the card's URL
+    is the grant itself (whose folder is the whole origin). Its copy used to forget the grant."""
+    base, seen = tenants
+    monkeypatch.setenv("CRM_TOKEN", SECRET)
+    data = {
+        "type": "MCPTool",
+        "name": "crm",
+        "transport": transport,
+        "url": f"{base}/tenant-a",
+        "auth": {"bearer_token_env": "CRM_TOKEN"},
+        "connect_timeout_seconds": 5,
+    }
+    trust = HostTrust(env=["CRM_TOKEN"], urls=[f"{base}/tenant-a"])
+    profile = {"role": "r", "model": Script().model, "cards": [data]}
+    with Team(
+        "grant", profiles=[RoleProfile.model_validate(profile, context={TRUST: trust})]
+    ) as team:
+        team.send(team.hire("r"), "hi")
+    assert [p for p, _ in seen if not in_tenant_a(p)] == []
+    assert ("/tenant-a", f"Bearer {SECRET}") in seen  # the member's card did connect

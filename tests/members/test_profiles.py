@@ -78,3 +78,35 @@ def test_fresh_cards_are_new_instances_that_keep_secrets_set_in_code() -> None:
     assert fresh.api_key is not None and fresh.api_key.get_secret_value() == "sk-test"
     assert fresh.observer_or_none() is None
     assert fresh == card
+
+
+def test_fresh_cards_keep_the_host_grant_and_start_the_run_state_over() -> None:
+    from toolcards import HostTrust
+    from toolcards.core.trust import TRUST
+    from toolcards.tools.mcp import MCPTool
+
+    url = "https://crm.example/tenant-a"
+    data = {"type": "MCPTool", "name": "crm", "transport": "streamable-http", "url": url}
+    context = {TRUST: HostTrust(urls=[url])}
+    profile = RoleProfile.model_validate(
+        {"role": "r", "model": "test", "cards": [data]}, context=context
+    )
+    card = profile.cards[0]
+    assert isinstance(card, MCPTool)
+    card.use_workspaces_root("/srv/workspaces")
+    card.get_toolsets()  # run state: the connection, built once per card
+    fresh = profile.fresh_cards()[0]
+    assert isinstance(fresh, MCPTool) and fresh is not card
+    assert fresh._granted_url == url
+    assert fresh._workspaces_root == "/srv/workspaces"
+    assert fresh._toolset is None and fresh.get_toolsets()[0] is not card.get_toolsets()[0]
+
+
+def test_fresh_cards_never_share_a_cards_own_objects() -> None:
+    from members.support import NotesCard
+
+    profile = RoleProfile(role="r", model="test", cards=[NotesCard()])
+    first, second = profile.fresh_cards()[0], profile.fresh_cards()[0]
+    assert isinstance(first, NotesCard) and isinstance(second, NotesCard)
+    first._notes.append("mine")
+    assert second._notes == []

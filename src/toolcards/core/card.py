@@ -3,6 +3,7 @@ tools, prompts, per-turn context and commands."""
 
 from __future__ import annotations
 
+import copy
 import types
 import typing
 import weakref
@@ -103,6 +104,12 @@ class ToolCard(BaseModel):
     """Hide this card's tools from the model until a tool search finds them (pydantic-ai's
     ``ToolSearch``): for large catalogs, where sending every definition costs too much."""
 
+    run_state: ClassVar[frozenset[str]] = frozenset({"_observer_ref"})
+    """The private attributes a run fills in (owner, actor handles, connections): a
+    :meth:`fresh_copy` starts them over, as it does those with a ``default_factory`` (each
+    instance's own object, such as a cache). Every other private attribute is the host's
+    (trust such as an MCP card's URL grant, a workspaces root) and the copy keeps it."""
+
     _observer_ref: Any = PrivateAttr(default=None)
 
     @classmethod
@@ -115,6 +122,8 @@ class ToolCard(BaseModel):
             if field not in cls.model_fields:
                 raise TypeError(f"{cls.__name__}.capabilities names {field!r}, not a field")
             _check_default_exposure(cls, field, capability)
+        if unknown := cls.run_state - set(cls.__private_attributes__):
+            raise TypeError(f"{cls.__name__}.run_state names {sorted(unknown)}, not private")
         _DEFINED[cls.card_type] = cls
 
     @staticmethod
@@ -138,6 +147,21 @@ class ToolCard(BaseModel):
         if context.get(FROM_DATA):
             check_card(self, HostTrust.of(context.get(TRUST)))
         return self
+
+    def fresh_copy(self) -> Self:
+        """A new instance of this card for another owner (a team member). Fields are
+        deep-copied rather than re-serialized, so secrets excluded from serialization are kept;
+        private attributes are kept too, but for the :attr:`run_state`, so that what the host
+        granted the card is never lost while owners never share a bound owner or a cache."""
+        fresh = type(self).model_construct(
+            self.model_fields_set,
+            **{name: copy.deepcopy(getattr(self, name)) for name in type(self).model_fields},
+        )
+        for name, value in (self.__pydantic_private__ or {}).items():
+            own = self.__private_attributes__[name].default_factory is not None
+            if not own and name not in self.run_state:
+                setattr(fresh, name, value)
+        return fresh
 
     # ---- observer -------------------------------------------------------------------------
 

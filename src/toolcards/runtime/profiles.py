@@ -12,7 +12,6 @@ installed, its API key is not set, the spec is unknown); hiring a member checks 
 
 from __future__ import annotations
 
-import copy
 import os
 import re
 from collections.abc import Iterable
@@ -190,15 +189,9 @@ class RoleProfile(BaseModel):
 
     def fresh_cards(self) -> list[ToolCard]:
         """New card instances with this profile's configuration (one set per member, so that
-        members never share a card's bound owner or its caches). Field values are deep-copied
-        rather than re-serialized, so secrets excluded from serialization are kept."""
-        return [
-            type(card).model_construct(
-                card.model_fields_set,
-                **{name: copy.deepcopy(getattr(card, name)) for name in type(card).model_fields},
-            )
-            for card in self.cards
-        ]
+        members never share a card's bound owner or its caches), keeping what the host gave
+        each card in code or granted it from data (:meth:`ToolCard.fresh_copy`)."""
+        return [card.fresh_copy() for card in self.cards]
 
 
 def normalize_profiles(profiles: Iterable[Any] | None) -> list[RoleProfile]:

@@ -93,6 +93,8 @@ class KnowledgeGraphTool(ToolCard):
     update_graph: bool | UpdateGraph = True
     search_graph: bool | SearchGraph = True
 
+    run_state: ClassVar[frozenset[str]] = ToolCard.run_state | {"_handle", "_link"}
+
     _handle: ActorHandle[KnowledgeGraphActor] | None = PrivateAttr(default=None)
     _link: VectorLink | None = PrivateAttr(default=None)
 

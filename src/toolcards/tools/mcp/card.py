@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
@@ -17,6 +17,17 @@ from toolcards.tools.mcp.settings import MCPAuth, MCPOAuth, MCPSampling, nest_fl
 from toolcards.tools.mcp.wire_json import WireBounds
 
 __all__ = ["MCPAuth", "MCPOAuth", "MCPSampling", "MCPTool"]
+
+ROUTING_HEADERS = (
+    "host",
+    "forwarded",
+    "x-real-ip",
+    "x-original-url",
+    "x-rewrite-url",
+    "x-original-host",
+)
+"""Headers a front end or gateway routes by (with ``:authority`` and ``X-Forwarded-*``): set
+by a card, they would take its credential to another virtual host than its URL's."""
 
 if TYPE_CHECKING:
     from toolcards.tools.mcp.server_requests import RequestRules, ServerRequests
@@ -109,6 +120,12 @@ class MCPTool(ToolCard):
     workspace_id: str | None = None
     """The workspace the roots name (under the workspaces root); default: the team id."""
 
+    run_state: ClassVar[frozenset[str]] = ToolCard.run_state | {
+        "_toolset",
+        "_requests",
+        "_oauth_flow",
+    }
+
     _toolset: MCPServerToolset | None = PrivateAttr(default=None)
     _requests: ServerRequests | None = PrivateAttr(default=None)
     _workspaces_root: str | None = PrivateAttr(default=None)
@@ -144,8 +161,12 @@ class MCPTool(ToolCard):
                     resource_for(self.url, self.auth.oauth.resource)
                 except OAuthError as exc:
                     raise ValueError(str(exc)) from None
-        if any(k.lower() in ("authorization", "proxy-authorization") for k in self.headers):
-            raise ValueError("put credentials in auth (bearer_token_env or oauth), not headers")
+        for key in self.headers:
+            name = key.strip().lower()
+            if name in ("authorization", "proxy-authorization"):
+                raise ValueError("put credentials in auth (bearer_token_env or oauth), not headers")
+            if name.startswith((":", "x-forwarded-")) or name in ROUTING_HEADERS:
+                raise ValueError(f"header {key!r} is refused: the url alone says where requests go")
         for key in self.env_from.values():
             if not key or not key.replace("_", "a").isalnum():
                 raise ValueError(f"env_from values must be environment variable names: {key!r}")

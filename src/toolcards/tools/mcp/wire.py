@@ -154,11 +154,12 @@ def bounded_client(bounds: WireBounds, url: str, granted: str | None = None) -> 
     (:func:`~.oauth.scope_refusal`): the server may point the client elsewhere on its origin
     (an SSE ``endpoint`` event, a redirect the SDK follows), where the card's headers and
     credential would reach another tenant: such a request fails before it is sent, an
-    endpoint event as it is read."""
+    endpoint event as it is read. Nor may a request name another host than its URL's in its
+    ``Host`` header: a front end routing by it would take the credential to that host."""
     refusal = scope_refusal(url, granted)
 
     async def within(request: Any) -> None:
-        if refused := refusal(str(request.url)):
+        if refused := refusal(str(request.url)) or _other_host(request):
             raise http.RequestError(refused, request=request)
 
     def endpoint(data: str) -> None:  # the SSE server names where its messages go
@@ -189,6 +190,16 @@ def bounded_client(bounds: WireBounds, url: str, granted: str | None = None) -> 
         )
 
     return factory
+
+
+def _other_host(request: Any) -> str | None:
+    """Why ``request`` may not be sent (None when it may): its ``Host`` headers are not just
+    the one httpx sets from its URL (a card's or a caller's headers may add or replace it)."""
+    own = request.url.netloc.decode("ascii")
+    hosts = request.headers.get_list("host")
+    if hosts == [own]:
+        return None
+    return f"not sent to {own!r} with Host {', '.join(hosts)!r}: only the URL names the host"
 
 
 class _BoundedBody(http.AsyncByteStream):

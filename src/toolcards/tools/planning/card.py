@@ -80,6 +80,8 @@ class PlanningTool(ToolCard):
     update_planning: bool | UpdatePlanning = True
     search_planning: bool | SearchPlanning = True
 
+    run_state: ClassVar[frozenset[str]] = ToolCard.run_state | {"_handle", "_link"}
+
     _handle: ActorHandle[PlanningActor] | None = PrivateAttr(default=None)
     _link: VectorLink | None = PrivateAttr(default=None)
 
