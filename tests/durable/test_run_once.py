@@ -12,6 +12,7 @@ import asyncio
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,9 @@ from pydantic_ai.toolsets import FunctionToolset
 from support.processes import kill_at
 from toolcards.core.identity import durable_call_key
 from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
+from toolcards.governance.executor import replay
 from toolcards.governance.redaction.redactor import args_digest
-from toolcards.stores.call_results import SqliteCallResults
+from toolcards.stores.call_results import MAX_VALUE_BYTES, TOO_LARGE, SqliteCallResults
 
 RUN_ID = "wf-7:2"  # what DBOS makes: <workflow id>:<step>, the same on every replay
 CALL_ID = "pyd_ai_call_1"
@@ -98,6 +100,12 @@ def _outcomes(audit: AuditLog, tool: str) -> list[str]:
     return [row.outcome for row in audit.query(tool=tool)]
 
 
+def _model_id(row_id: str | None) -> str | None:
+    """The model's tool call id of a row's call id (``<call id>#<claim>`` for a call that held
+    its durable claim)."""
+    return None if row_id is None else row_id.partition("#")[0]
+
+
 def test_a_replayed_call_returns_its_recorded_result_without_running(world: Any) -> None:
     run, audit, _ = world
     first = run("append_line", {"text": "one"})
@@ -155,6 +163,36 @@ def test_a_call_killed_mid_run_is_not_answered_by_another_calls_row_under_its_ca
     assert answer.startswith("error: append_line was interrupted")
     assert writes == ["first", "other"]
     assert _outcomes(audit, "append_line") == ["ok", "ok", "replayed", "interrupted"]
+
+
+def test_a_killed_call_is_not_answered_by_another_runs_row_under_its_call_id(world: Any) -> None:
+    """Another run (another workflow) made the same call under the same model tool call id
+    after the killed call's claim and ended ``ok``: the recovery took that row for the killed
+    call's ending (``replayed``, "ran to its end (ok)"): the model was told the call ran."""
+    run, audit, results = world
+    key = durable_call_key(RUN_ID, STEP, CALL_ID)
+    digest = args_digest({"text": "one"})  # what the killed process left: its claim, no row
+    results.claim(key, "append_line", digest, "agent.writer", f"{CALL_ID}#0123456789abcdef")
+    assert run("append_line", {"text": "one"}, run_id="wf-other:2") == "appended 'one'"
+    answer = run("append_line", {"text": "one"})  # the killed run, recovered
+    assert answer.startswith("error: append_line was interrupted")
+    assert writes == ["one"]
+    assert _outcomes(audit, "append_line") == ["ok", "interrupted"]
+    ran, interrupted = audit.query(tool="append_line")
+    assert ran.call_id is not None and ran.call_id.startswith(f"{CALL_ID}#")  # its own claim's
+    assert interrupted.call_id == CALL_ID  # an answer, not a claim's run
+
+
+def test_a_result_too_large_to_keep_is_replayed_as_that_error_not_run_again(world: Any) -> None:
+    """Every result was kept whole (4 MB each, forever: 160 MB from one run of 40 reads)."""
+    run, audit, results = world
+    text = "x" * MAX_VALUE_BYTES
+    assert run("append_line", {"text": text}) == f"appended {text!r}"  # the run gets it whole
+    record = results.find(durable_call_key(RUN_ID, STEP, CALL_ID))
+    assert record is not None and (record.outcome, record.value) == ("error", None)
+    assert run("append_line", {"text": text}) == TOO_LARGE
+    assert writes == [text]
+    assert _outcomes(audit, "append_line") == ["ok", "replayed"]
 
 
 def test_an_idempotent_call_its_process_died_in_runs_again(world: Any) -> None:
@@ -287,16 +325,97 @@ async def _replayed_while_running(tmp_path: Path) -> tuple[list[Any], list[str]]
 
 
 def test_a_call_replayed_while_it_still_runs_is_told_to_retry_and_not_judged_dead(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import asyncio
 
+    monkeypatch.setattr(replay, "LEASE_SECONDS", 1.0)  # the replay waits one lease for it
     writes.clear()
     (first, second, third), outcomes = asyncio.run(_replayed_while_running(tmp_path))
     assert writes == ["5"]
     assert first.value == third.value == "moved 5"
     assert "still running" in second.message and "interrupted" not in second.message
     assert outcomes == ["error", "ok", "replayed"]  # no `interrupted` row for a live call
+
+
+LIVE_CALL = textwrap.dedent(
+    '''
+    import sys, time
+    from pathlib import Path
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.toolsets import FunctionToolset
+    from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
+    from toolcards.governance.executor import replay
+    from toolcards.stores.call_results import SqliteCallResults
+
+    base, worker = Path(sys.argv[1]), sys.argv[2]
+    replay.LEASE_SECONDS = 2.0  # a replay waits one lease: two seconds, not ten
+
+    def send_payment(amount: int) -> str:
+        """Send a payment (not idempotent); it runs until the test opens the gate."""
+        (base / "started").write_text(worker)
+        while not (base / "gate").exists():
+            time.sleep(0.05)
+        with (base / "effects.txt").open("a") as effects:
+            effects.write(f"paid {amount} by {worker}\\n")
+        return f"paid {amount}"
+
+    def model(messages, info):
+        if len(messages) == 1:
+            call = ToolCallPart("send_payment", {"amount": 100}, tool_call_id="c1")
+            return ModelResponse(parts=[call])
+        return ModelResponse(parts=[TextPart(str(messages[-1].parts[0].content))])
+
+    audit = AuditLog(base / "audit.db", durability="sync")
+    governed = GovernedToolset(
+        FunctionToolset([send_payment]),
+        policy=Policy.from_dict({"default_effect": "allow"}),
+        identity=Identity("agent.payer", type="agent"),
+        audit=audit,
+        call_results=SqliteCallResults(base / "calls.db"),
+    )
+    answer = Agent(FunctionModel(model), toolsets=[governed]).run_sync("go", run_id="wf-9:1")
+    print(answer.output, flush=True)
+    audit.close()
+    '''
+)
+
+
+def _worker(base: Path, name: str) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-c", LIVE_CALL, str(base), name]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _answer(proc: subprocess.Popen[str]) -> str:
+    out, err = proc.communicate(timeout=180.0)
+    assert proc.returncode == 0, err[-3000:]
+    return out.strip()
+
+
+def test_a_call_running_in_another_process_is_not_judged_dead(tmp_path: Path) -> None:
+    """Two workers answer one durable call key (an activity retried on another worker while
+    the first still runs): the second found the claim unsettled and, the call not running in
+    its own process, wrote ``interrupted`` and settled that answer, while the call was alive
+    and ended ``ok``; every later replay was told it had been interrupted."""
+    first = _worker(tmp_path, "worker1")
+    try:
+        deadline = time.monotonic() + 180.0
+        while not (tmp_path / "started").exists():  # worker1's tool runs now
+            assert first.poll() is None, first.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "worker1's tool never started"
+            time.sleep(0.05)
+        second = _answer(_worker(tmp_path, "worker2"))
+    finally:
+        (tmp_path / "gate").write_text("open")
+    assert _answer(first) == "paid 100"
+    later = _answer(_worker(tmp_path, "worker3"))  # the run replayed once more
+    assert second.startswith("error: call c1#") and "is still running; retry" in second
+    assert later == "paid 100"
+    assert (tmp_path / "effects.txt").read_text() == "paid 100 by worker1\n"
+    with AuditLog(tmp_path / "audit.db") as log:
+        assert [r.outcome for r in log.query(tool="send_payment")] == ["error", "ok", "replayed"]
 
 
 stopping: list[str] = []
@@ -342,7 +461,7 @@ def _stopped_then_replayed(tmp_path: Path, how: str, idempotent: bool) -> tuple[
         asyncio.run(cancelled() if how == "cancel" else agent().run("go", run_id=RUN_ID))
     stopping.clear()
     answer = agent().run_sync("go", run_id=RUN_ID).output
-    rows = [(row.call_id, row.outcome) for row in audit.query(tool="pay")]
+    rows = [(_model_id(row.call_id), row.outcome) for row in audit.query(tool="pay")]
     audit.close()
     results.close()
     return answer, rows

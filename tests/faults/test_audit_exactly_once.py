@@ -215,8 +215,10 @@ def test_a_durable_call_killed_between_its_row_and_its_record_is_not_audited_twi
     with AuditLog(tmp_path / "audit.db") as log:
         rows = [(e.call_id, e.outcome) for e in log.query(tool="append_line")]
         replayed = log.query(outcome="replayed")
-    assert rows == [("call-1", "ok"), ("call-1", "replayed")]  # one row per started call
-    assert replayed[0].error == "answered from the audit row of call call-1 (ok)"
+    ran = rows[0][0]  # the row of the call that held the claim names it: call-1#<claim>
+    assert ran is not None and ran.startswith("call-1#")
+    assert rows == [(ran, "ok"), ("call-1", "replayed")]  # one row per started call
+    assert replayed[0].error == f"answered from the audit row of call {ran} (ok)"
     assert out.startswith("error: append_line ran to its end (ok) before its process ended")
     assert "it is not run again" in out
     assert (tmp_path / "notes.txt").read_text().splitlines() == ["one"]
@@ -237,7 +239,9 @@ def test_a_killed_durable_call_whose_id_no_store_keeps_as_is_is_answered_from_it
     kept = storable(call_id)
     with AuditLog(tmp_path / "audit.db") as log:
         rows = [(e.call_id, e.outcome) for e in log.query(tool="append_line")]
-    assert rows == [(kept, "ok"), (kept, "replayed")]
+    ran = rows[0][0]  # the row of the call that held the claim names it
+    assert ran is not None and ran.startswith(f"{kept}#")
+    assert rows == [(ran, "ok"), (kept, "replayed")]
     assert out.startswith("error: append_line ran to its end (ok) before its process ended")
     assert (tmp_path / "notes.txt").read_text().splitlines() == ["one"]
 

@@ -17,7 +17,10 @@ journaled: the SIGTERM handler waits for it; and once SIGTERM ends the process, 
 starts (it is booked and ended ``interrupted`` at once, and refused).
 
 Call ids: a call that comes without one gets :func:`fresh_call_id` at its start, so every row
-of the call (approval request and decision, the final row) carries the same id.
+of the call (approval request and decision, the final row) carries the same id. The final row
+of a durable call that holds its claim (:mod:`.replay`) carries ``<call id>#<claim>``: a
+model's tool call id repeats across runs, the claim's token does not, so a recovery finds the
+row of its own claim and no other run's.
 """
 
 from __future__ import annotations
@@ -187,6 +190,14 @@ class Call:
     instruments: telemetry.Instruments | None = None
     key: int | None = None
     """Its entry in the book (None: a call that cannot be left running)."""
+    claim: str | None = None
+    """The token of the durable claim the call holds (:mod:`.replay`), which its row's call
+    id carries (:attr:`row_id`)."""
+
+    @property
+    def row_id(self) -> str:
+        """The call id its final row carries: ``<call id>#<claim>`` while it holds a claim."""
+        return self.call_id if self.claim is None else f"{self.call_id}#{self.claim}"
 
     @property
     def sensitive(self) -> tuple[str, ...]:
@@ -304,19 +315,23 @@ class CallBook:
             )
         return True
 
-    def ending_of(self, call: Call, claimed_at: float, digest: str) -> AuditEntry | None:
+    def ending_of(
+        self, call: Call, row_id: str | None, claimed_at: float, digest: str
+    ) -> AuditEntry | None:
         """The row that ended the earlier run of ``call`` claimed at ``claimed_at`` (epoch
-        seconds) with arguments of ``digest``: the first ending of its call id, tool, principal
-        and arguments written since that claim; None without one (or without an audit log).
+        seconds) with arguments of ``digest``, its row's call id ``row_id`` (the claim's:
+        :attr:`Call.row_id`, as stored): the first ending of that id, tool, principal and
+        arguments written since that claim; None without one (or without an audit log or id).
 
-        A model may reuse a tool call id in a later turn, so rows before the claim (an earlier
-        call) and ``replayed`` rows (answers, not runs) never count. No clock skew to allow
-        for: the claim's time and its call's row are both the claiming process's clock. Rows
-        a killed process left in its journal are written first."""
-        if self.audit is None:
+        A model's tool call id repeats (another run, a later turn): the claim's token in the
+        row id ties the row to that claim, and rows before the claim and ``replayed`` rows
+        (answers, not runs) never count. No clock skew to allow for: the claim's time and its
+        call's row are both the claiming process's clock. Rows a killed process left in its
+        journal are written first."""
+        if self.audit is None or not row_id:
             return None
-        call_id, tool, principal = _row_keys(call)
-        rows = self.audit.query(call_id=call_id, tool=tool, principal=principal, since=claimed_at)
+        tool, principal = _row_keys(call)
+        rows = self.audit.query(call_id=row_id, tool=tool, principal=principal, since=claimed_at)
         ended = (r for r in rows if r.args_digest == digest and r.outcome not in _NOT_ENDINGS)
         return next(ended, None)
 
@@ -342,7 +357,7 @@ class CallBook:
                 who.roles,  # roles
                 call.surface,  # surface
                 call.tool_id,  # tool
-                call.call_id,  # call_id
+                call.row_id,  # call_id
                 dict(call.args),  # args
                 decision.effect if decision is not None else "none",  # decision
                 outcome,  # outcome
@@ -359,13 +374,11 @@ class CallBook:
         )
 
 
-def _row_keys(call: Call) -> tuple[str | None, str, str]:
-    """The call id, tool and principal of ``call`` as its audit rows keep them (a NUL or a
-    lone surrogate as its ``\\u`` escape, the tool name as its redactor shows it): what a
-    lookup of its rows filters by, or a model's tool call id such as ``call\\x00x`` finds
-    none of them."""
-    call_id = storable(call.call_id) if call.call_id else call.call_id
-    return call_id, shown_name(call.redactor, call.tool_id), storable(call.identity.id)
+def _row_keys(call: Call) -> tuple[str, str]:
+    """The tool and principal of ``call`` as its audit rows keep them (the tool name as its
+    redactor shows it, a NUL or a lone surrogate as its ``\\u`` escape): what a lookup of its
+    rows filters by."""
+    return shown_name(call.redactor, call.tool_id), storable(call.identity.id)
 
 
 def unknown_tool_message(tool_id: str, visible: Iterable[str]) -> str:

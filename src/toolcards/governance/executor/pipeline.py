@@ -374,7 +374,7 @@ class Executor:
             return self._denied(call)
         if durable is None:
             return await self._admitted(call, limits)
-        replayed = durable.recorded(call, book)
+        replayed = await durable.recorded(call, book)
         if replayed is not None:
             return replayed
         try:
@@ -423,7 +423,7 @@ class Executor:
             if over is not None:  # for an approved call: spent by others while it waited
                 return book.finish(call, Outcome.OVER_BUDGET, over)
         if durable is not None:  # claimed past the gate: a call waiting for a human holds none
-            replayed = durable.claim(call, book)
+            replayed = await durable.claim(call, book)
             if replayed is not None:
                 return replayed
         if call.edit is not None:  # what the approver granted is what runs, checked afresh

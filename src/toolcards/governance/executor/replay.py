@@ -18,25 +18,33 @@ A record answers only the principal that made it (the store is one team's): anot
 reusing the key is refused. A key another team claimed in the same table (a durable engine
 recovered that team's run in this team's process) is refused, and nothing of it is read.
 
-A key claimed but never settled means the process died while the call ran, or after its row and
-before its settle: the tool may have had its effect. An ``idempotent`` tool then runs again;
-any other is not repeated (at most once). The audit trail is read first: when the call has its
-row already (it ended before its process did: a row of its call id, tool, principal and
-arguments written since its claim, never a ``replayed`` one, as a model may reuse a tool call
-id in a later turn), the replay is answered from that row (its result was not recorded) with a
-``replayed`` row naming it, never a second, contradictory ending; otherwise the call ends
-``error`` with an ``interrupted`` row. Either way the model is told, and the record is settled
-with that answer, so a later replay gives the same one. A key whose call is still running in
-this process is not judged dead: its replay is told to retry once the call has ended. The first
-answer recorded for a key is the one every later replay gets (a settle never replaces it). A
-recorded row is read as outside input: one that cannot be read (too deeply nested, an unknown
-outcome) is answered as an error, not run again.
+A claim has an owner (a token of its own, which the call's final row carries in its call id:
+``<call id>#<token>``) and a lease, renewed by a thread of the claiming process while the call
+runs (:data:`LEASE_SECONDS`). A key claimed and not settled is waited for, one lease at most,
+in any process: settled meanwhile, its record answers; its lease still renewed after that wait,
+the call is alive (in this process or another) and its replay is told to retry once it has
+ended. A lease that ran out means the process died while the call ran, or after its row and
+before its settle: the tool may have had its effect. An ``idempotent`` tool then runs again
+(at once: it may); any other is not repeated (at most once). The audit trail is read first:
+when the call has its row already (it ended before its process did: a row of its claim's call
+id, tool, principal and arguments written since its claim, never a ``replayed`` one; a model's
+tool call id repeats across runs and turns, the claim's token does not), the replay is
+answered from that row (its result was not recorded) with a ``replayed`` row naming it, never
+a second, contradictory ending; otherwise the call ends ``error`` with an ``interrupted`` row.
+Either way the model is told, and the record is settled with that answer, so a later replay
+gives the same one. The first answer recorded for a key is the one every later replay gets (a
+settle never replaces it). A recorded row is read as outside input: one that cannot be read
+(too deeply nested, an unknown outcome) is answered as an error, not run again.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import os
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
 
 from pydantic_core import to_json
 
@@ -54,46 +62,126 @@ from toolcards.stores.call_results import CallRecord, CallResults
 
 log = logging.getLogger(__name__)
 
-_running: set[tuple[int, str]] = set()
-"""The keys (of a store, by its id) whose first claim runs its call in this process now."""
+LEASE_SECONDS = 10.0
+"""How long a claim reads as alive after its owner last renewed it (every quarter of it, from
+a thread: a tool that blocks its event loop does not let it lapse). A replay waits this long
+at most for an unsettled claim: a call whose process died is judged dead that long after."""
+_POLL = 0.2
+"""Seconds between two looks at an unsettled claim a replay waits for."""
+
+
+class _Leases:
+    """The claims this process holds, their leases renewed by one daemon thread while any is
+    held (it dies with the process: a killed process's leases run out)."""
+
+    def __init__(self) -> None:
+        self._held: dict[int, DurableCall] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def hold(self, durable: DurableCall) -> None:
+        with self._lock:
+            self._held[id(durable)] = durable
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._renew, name="toolcards-call-leases", daemon=True
+                )
+                self._thread.start()
+        self._wake.set()  # a lease made shorter (a test's) is renewed in time
+
+    def drop(self, durable: DurableCall) -> None:
+        with self._lock:
+            self._held.pop(id(durable), None)
+
+    def _renew(self) -> None:
+        while True:
+            self._wake.wait(LEASE_SECONDS / 4)
+            self._wake.clear()
+            with self._lock:
+                held = list(self._held.values())
+                if not held:
+                    self._thread = None
+                    return
+            until = time.time() + LEASE_SECONDS
+            for durable in held:
+                try:
+                    durable.results.renew(durable.key, durable.owner, until)
+                except Exception:  # the store is down: the lease may run out, as a dead one's
+                    log.warning("could not renew the lease of call %s", durable.key, exc_info=True)
+
+
+_leases = _Leases()
+
+
+def _forked() -> None:  # a forked child holds none of its parent's claims, nor its thread
+    global _leases
+    _leases = _Leases()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 @dataclass(slots=True)
 class DurableCall:
-    """One call of one durable run: its key in a :class:`CallResults` store; ``held`` once
-    this call holds the key's claim, ``answered`` once an earlier claim answered it."""
+    """One call of one durable run: its key in a :class:`CallResults` store and the token its
+    claim is owned by; ``held`` once this call holds the key's claim, ``answered`` once an
+    earlier claim answered it."""
 
     results: CallResults
     key: str
     held: bool = False
     answered: bool = False
+    owner: str = field(default_factory=lambda: secrets.token_hex(8))
 
-    def recorded(self, call: Call, book: CallBook) -> ExecutionResult | None:
+    async def recorded(self, call: Call, book: CallBook) -> ExecutionResult | None:
         """Before the gate: the answer an earlier claim of the key gives ``call``, ended
         through ``book`` (the call does not run); None when the call goes on to the gate."""
         earlier = self.results.find(self.key)
-        return None if earlier is None else self._answer(call, book, earlier)
+        return None if earlier is None else await self._answer(call, book, earlier)
 
-    def claim(self, call: Call, book: CallBook) -> ExecutionResult | None:
+    async def claim(self, call: Call, book: CallBook) -> ExecutionResult | None:
         """After the gate: claim the key for ``call``: None when it runs (then :meth:`settle`),
         else the answer of an earlier claim (made since :meth:`recorded`), ended through
         ``book``."""
-        earlier = self._claim(call)
-        answer = None if earlier is None else self._answer(call, book, earlier)
+        call.claim = self.owner  # its row's call id names this claim
+        earlier = self._claim(call, time.time() + LEASE_SECONDS)
+        if earlier is not None:
+            call.claim = None
+        answer = None if earlier is None else await self._answer(call, book, earlier)
         if answer is None:
             self.held = True
-            _running.add((id(self.results), self.key))
+            _leases.hold(self)
         else:
             self.answered = True
         return answer
 
-    def _claim(self, call: Call) -> CallRecord | None:
+    def _claim(self, call: Call, lease_until: float = 0.0) -> CallRecord | None:
         assert call.cap is not None
         digest = call.called_digest or args_digest(call.args)  # an edit: the call as made
-        who, call_id = call.identity.id, storable(call.call_id or "")  # as the audit keeps it
-        return self.results.claim(self.key, call.cap.id, digest, who, call_id)
+        who, row_id = call.identity.id, storable(call.row_id)  # as the audit keeps them
+        return self.results.claim(
+            self.key, call.cap.id, digest, who, row_id, owner=self.owner, lease_until=lease_until
+        )
 
-    def _answer(self, call: Call, book: CallBook, earlier: CallRecord) -> ExecutionResult | None:
+    async def _settled(self, earlier: CallRecord) -> CallRecord | None:
+        """``earlier`` once settled or once its lease ran out, or as it stands after one lease
+        (its owner still renews it: alive); None when its claim was dropped meanwhile."""
+        import asyncio  # lazy: `toolcards list` imports this module and never runs asyncio
+
+        deadline = time.time() + LEASE_SECONDS
+        record: CallRecord | None = earlier
+        while record is not None and not record.settled:
+            if time.time() >= min(record.lease_until, deadline):
+                break
+            await asyncio.sleep(_POLL)
+            record = self.results.find(self.key)
+        return record
+
+    async def _answer(
+        self, call: Call, book: CallBook, earlier: CallRecord
+    ) -> ExecutionResult | None:
         """What an earlier claim of the key answers ``call``; None when it runs anyway (its
         tool is idempotent, and the earlier call never ended)."""
         assert call.cap is not None
@@ -108,17 +196,23 @@ class DurableCall:
         if (earlier.tool_id, earlier.args_digest, earlier.principal) != asked:
             msg = f"error: call {call.call_id} was already made with another tool or arguments"
             return book.finish(call, Outcome.ERROR, msg)
+        if not earlier.settled and not call.cap.annotations.idempotent:
+            waited = await self._settled(earlier)
+            if waited is None:  # withdrawn before its tool ran (it waits for approval)
+                msg = f"error: call {call.call_id} of {call.cap.id} is waiting; retry later"
+                return book.finish(call, Outcome.ERROR, msg)
+            earlier = waited
         if earlier.settled:
             return self._replayed(call, book, earlier)
         if call.cap.annotations.idempotent:
             return None  # it may run again: the same effect however often it runs
-        if (id(self.results), self.key) in _running:  # alive here: neither dead nor done
+        if earlier.lease_until > time.time():  # renewed all along: alive, neither dead nor done
             msg = (
                 f"error: call {earlier.call_id or call.call_id} of {call.cap.id} is still "
                 "running; retry once it has ended (it is not run twice)"
             )
             return book.finish(call, Outcome.ERROR, msg)
-        ended = book.ending_of(call, earlier.claimed_at, earlier.args_digest)
+        ended = book.ending_of(call, earlier.call_id, earlier.claimed_at, earlier.args_digest)
         if ended is None:
             msg = (
                 f"error: {call.cap.id} was interrupted (its process ended while it ran) and may "
@@ -168,7 +262,7 @@ class DurableCall:
             value = to_json(result.value, fallback=str).decode() if result.ok else None
             self.results.settle(self.key, result.outcome.value, result.message, value)
         finally:
-            _running.discard((id(self.results), self.key))
+            _leases.drop(self)
 
     def stopped(self, call: Call) -> None:
         """The call was cancelled or interrupted. Before its claim nothing is recorded; before
@@ -190,7 +284,7 @@ class DurableCall:
         except Exception:  # the store is down: the claim stays, as a dead process's does
             log.warning("could not record how call %s ended", self.key, exc_info=True)
         finally:
-            _running.discard((id(self.results), self.key))
+            _leases.drop(self)
 
     def release(self) -> None:
         """Drop the claim (the call was withdrawn before its tool ran: not a result to
@@ -198,4 +292,4 @@ class DurableCall:
         try:
             self.results.release(self.key)
         finally:
-            _running.discard((id(self.results), self.key))
+            _leases.drop(self)
