@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -432,6 +434,104 @@ def test_a_count_too_deep_to_finish_is_taken_as_over_its_cap(
     assert watch.modified(ws, since) is None
     monkeypatch.setattr(watch, "MAX_WALK_DEPTH", 6)
     assert watch.modified(ws, since) is not None
+
+
+@pytest.mark.parametrize("error", [PermissionError, FileNotFoundError])
+def test_an_entry_the_host_cannot_look_at_stops_the_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: type[OSError]
+) -> None:
+    """A name listed but not looked at (its directory not searchable) is growth unseen; one
+    removed between the listing and the look is nothing left to count."""
+    ws, _, since = _changed_tree(tmp_path)
+    real = os.stat
+
+    def refused(name: object, **kw: object) -> os.stat_result:
+        if name == "small":
+            raise error(name)
+        return real(name, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "stat", refused)
+    assert (watch.modified(ws, since) is None) == (error is PermissionError)
+    growth = _grown(ws)
+    assert growth.exceeded()
+    assert ("could not be counted" in growth.overrun()) == (error is PermissionError)
+
+
+def test_a_workspace_the_host_cannot_open_is_not_counted_as_empty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws, _, since = _changed_tree(tmp_path)
+    real = os.open
+
+    def refused(path: object, *args: object, **kw: object) -> int:
+        if path == ws:
+            raise PermissionError(13, "refused")
+        return real(path, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", refused)
+    assert watch.modified(ws, since) is None
+    assert watch.modified(tmp_path / "gone", since) == (0, 0)
+
+
+def _as_a_normal_user() -> list[str]:
+    """The prefix that runs a command as a host user who is not root: root reads and looks
+    into any directory (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), so it sees what a job hides."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("root without setpriv: cannot drop CAP_DAC_OVERRIDE to act as a user")
+    caps = "-dac_override,-dac_read_search"
+    return [setpriv, f"--inh-caps={caps}", f"--bounding-set={caps}"]
+
+
+_HIDE_AND_FILL = """
+import os, sys, time
+os.mkdir("d")
+fd = os.open("d/f", os.O_CREAT | os.O_WRONLY, 0o600)
+os.chmod(sys.argv[1], int(sys.argv[2], 8))
+for _ in range(32):
+    os.write(fd, bytes(1 << 20))
+time.sleep(60)
+"""
+_RUN_CARD = """
+import asyncio, inspect, sys
+from toolcards.tools.exec.card import ExecTool
+from toolcards.tools.exec.limits import ExecLimits
+limits = ExecLimits(max_processes=None, workspace_write_bytes=1 << 20)
+card = ExecTool(mode="local", limits=limits, allowed_commands=["python3"], timeout_s=20,
+                workspace_id="fill")
+out = {fn.__name__: fn for fn in card.get_tools()}["exec_command"](sys.argv[1])
+print(asyncio.run(out) if inspect.isawaitable(out) else out)
+"""
+
+
+@pytest.mark.parametrize("hidden, mode", [("d", "600"), (".", "300")])
+def test_a_directory_made_unsearchable_cannot_hide_what_is_written_in_it(
+    workspaces: Path, hidden: str, mode: str
+) -> None:
+    """Attack: the job made ``d`` readable but not searchable (0600) and wrote 400 MiB through
+    files it held open in it, under a 16 MiB cap: the host listed ``d`` but could not look at
+    its entries, counted none, and took the growth for another writer's (exit 0). A workspace
+    made unreadable (0300) was counted as empty."""
+    ws = workspaces / "fill"
+    ws.mkdir()
+    (ws / "fill.py").write_text(_HIDE_AND_FILL)
+    argv = [
+        *_as_a_normal_user(),
+        sys.executable,
+        "-c",
+        _RUN_CARD,
+        f"python3 fill.py {hidden} {mode}",
+    ]
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True).stdout
+    finally:
+        ws.chmod(0o700)
+        with contextlib.suppress(FileNotFoundError):
+            (ws / "d").chmod(0o700)
+            (ws / "d" / "f").unlink()
+    assert "killed: disk" in out
 
 
 def test_the_count_stops_at_the_commands_deadline(tmp_path: Path) -> None:

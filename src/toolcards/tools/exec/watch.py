@@ -142,8 +142,8 @@ class WorkspaceGrowth:
         if self.uncounted:
             return (
                 f"the workspace grew past its cap and could not be counted (over "
-                f"{MAX_WALK_ENTRIES} entries or {MAX_WALK_DEPTH} levels, or changing, or "
-                f"over {MAX_HELD_LOOKS} open files)"
+                f"{MAX_WALK_ENTRIES} entries or {MAX_WALK_DEPTH} levels, changing or "
+                f"unreadable, or over {MAX_HELD_LOOKS} open files)"
             )
         if self.written > self.cap:
             return f"wrote {self.written} bytes into the workspace (cap {self.cap})"
@@ -265,11 +265,14 @@ def modified(root: Path, since: float, deadline: float = math.inf) -> tuple[int,
     for a link while it is counted is never followed (by path, the host listed the host
     directory a link named). None when the count stopped short: past
     :data:`MAX_WALK_ENTRIES` entries, :data:`MAX_WALK_DEPTH` levels, at ``deadline``
-    (``time.monotonic()``), or at a directory turned into something else while counted."""
+    (``time.monotonic()``), at a directory turned into something else while counted, or at
+    one the host may not read or look into (a job's chmod hid what it wrote there)."""
     try:
         top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
+    except FileNotFoundError:
         return 0, 0
+    except OSError:
+        return None  # made unreadable (mode 0300): its growth cannot be seen
     tally = _Tally(since, deadline)
     tally.add(os.fstat(top))
     if not tally.walk(top):
@@ -329,7 +332,9 @@ class _Tally:
 
     def _subdirs(self, fd: int) -> Iterator[str] | None:
         """Count the entries of the held directory ``fd``: the names of its subdirectories,
-        or None when the entry budget or the deadline ran out."""
+        or None when the entry budget or the deadline ran out, or when it or an entry of it
+        could not be read (a job's directory readable but not searchable hid 400 MiB written
+        past a 16 MiB cap through the files it held open in it)."""
         dirs: list[str] = []
         try:
             with os.scandir(fd) as entries:
@@ -339,11 +344,11 @@ class _Tally:
                         return None
                     try:
                         st = os.stat(entry.name, dir_fd=fd, follow_symlinks=False)
-                    except OSError:
-                        continue
+                    except FileNotFoundError:
+                        continue  # removed meanwhile: nothing left of it to count
                     if stat.S_ISDIR(st.st_mode):
                         dirs.append(entry.name)
                     self.add(st)
         except OSError:
-            pass  # unreadable: what was listed is counted
+            return None  # unreadable, or its entries not (mode 0600): their growth unseen
         return iter(dirs)
