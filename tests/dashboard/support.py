@@ -259,11 +259,18 @@ def binding(request: Any) -> dict[str, str]:
 
 class Process(ListeningProcess):
     """A ``toolcards`` command serving on 127.0.0.1:``port`` (started in the constructor,
-    ended by :meth:`stop`); ``output()`` is what it wrote to stderr."""
+    ended by :meth:`stop`); ``output()`` is what it wrote to stderr. ``origin`` is the
+    server's (MCP is at ``origin + "/mcp"``), ``url`` the dashboard's, its secret path as the
+    command printed it."""
 
     def __init__(self, *args: str, port: int) -> None:
-        self.url = f"http://127.0.0.1:{port}"
+        self.origin = f"http://127.0.0.1:{port}"
         super().__init__([str(TOOLCARDS), *args, "--port", str(port)], port, what=args[0])
+        printed = re.search(
+            rf"^dashboard .*at ({re.escape(self.origin)}/[\w-]+)/$", self.output(), re.M
+        )
+        assert printed is not None, self.output()
+        self.url = printed.group(1)
 
 
 def write_config(directory: Path, policy: dict[str, Any]) -> Path:

@@ -6,11 +6,14 @@ fresh browser context (or reuses the module's signed-in pages) and checks one be
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
 import pytest
 
@@ -24,6 +27,7 @@ from dashboard.support import (
     wait_pending,
 )
 from runtime.stateful_cards import CounterActor
+from toolcards.surfaces.dashboard.sessions import SESSION_COOKIE
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -98,6 +102,41 @@ def test_an_agent_token_without_a_viewer_role_cannot_sign_in(browser: Any, world
     assert nav.value.status == 403
     assert "may not open the dashboard" in page.locator("[data-testid=login-error]").inner_text()
     context.close()
+
+
+def test_a_server_on_another_loopback_port_gets_no_session_cookie(
+    sign_in: Callable[..., Any], world: World
+) -> None:
+    """The approver, signed in, opens the link of an agent's "preview server" on 127.0.0.1:
+    it gets no session (before: the cookie had Path=/, which Chromium sends to every port of
+    127.0.0.1, SameSite=Strict too; the agent replayed it and granted its own call)."""
+    page = sign_in("approver")
+    heard: list[str | None] = []
+
+    class Preview(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            heard.append(self.headers.get("cookie"))
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.end_headers()
+            self.wfile.write(b"<p>preview</p>")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Preview) as preview:
+        threading.Thread(target=preview.serve_forever, daemon=True).start()
+        origin = f"http://127.0.0.1:{preview.server_address[1]}"
+        try:
+            for path in ("/", "/login", "/events", "/static/dashboard.css"):
+                page.goto(origin + path)
+        finally:
+            preview.shutdown()
+    assert len(heard) >= 4 and set(heard) == {None}
+    (session,) = [c for c in page.context.cookies() if c["name"] == SESSION_COOKIE]
+    assert session["path"] == world.dashboard.base_path  # kept, for the dashboard only
+    page.goto(world.url + "/")
+    assert page.locator("[data-testid=principal]").inner_text() == "ann"  # still signed in
 
 
 # -- team, plan, live ------------------------------------------------------------------------
@@ -211,7 +250,7 @@ def test_an_approved_call_runs_exactly_once_and_the_agent_gets_its_result(
     with page.expect_navigation():
         item.locator("[data-testid=approve]").click()
     assert "entities: 1 created" in reply_of(box)
-    again = page.request.post(world.url + action, form=fields)
+    again = page.request.post(urljoin(world.url, action), form=fields)  # the action's path
     assert again.status == 409  # spent: a second approval runs nothing
     assert len(graph_events_naming(world, name)) == 1
     ran = [

@@ -48,7 +48,8 @@ async def test_the_budgets_panel_shows_what_is_spent_and_left(tmp_path: Path) ->
     report = functools.partial(executor.budgets.report, policy)
     dashboard = Dashboard(tokens=tokens, budgets=report)
     transport = httpx.ASGITransport(app=dashboard.app())
-    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+    base = "http://127.0.0.1" + dashboard.base_path
+    async with httpx.AsyncClient(transport=transport, base_url=base) as client:
         login = await client.get("/login")
         token = {"token": TOKENS["viewer"], "csrf": form_token(login.text)}
         assert (await client.post("/login", data=token)).status_code == 303

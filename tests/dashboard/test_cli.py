@@ -69,7 +69,7 @@ def _pending_form(client: httpx.Client, timeout: float = 20.0) -> tuple[str, dic
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         html = client.get("/panel/approvals").text
-        action = re.search(r'action="(/approvals/[^"]+/grant)"', html)
+        action = re.search(r'action="/[\w-]+(/approvals/[^"]+/grant)"', html)  # under the base
         if action is not None:
             form = html[action.start() : html.index("</form>", action.start())]
             fields = dict(re.findall(r'name="(\w+)" value="([^"]*)"', form))
@@ -80,7 +80,7 @@ def _pending_form(client: httpx.Client, timeout: float = 20.0) -> tuple[str, dic
 
 def test_serve_with_dashboard_puts_mcp_approvals_in_the_inbox(served: Process) -> None:
     box: dict[str, Any] = {}
-    caller = threading.Thread(target=_call_over_mcp, args=(served.url + "/mcp", box))
+    caller = threading.Thread(target=_call_over_mcp, args=(served.origin + "/mcp", box))
     caller.start()
     approver = http_sign_in(served.url, "approver")
     action, fields = _pending_form(approver)
@@ -100,7 +100,7 @@ def test_serve_with_dashboard_puts_mcp_approvals_in_the_inbox(served: Process) -
 
 def test_serve_with_dashboard_still_refuses_an_unknown_bearer_token(served: Process) -> None:
     response = httpx.post(
-        served.url + "/mcp",
+        served.origin + "/mcp",
         json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
         headers={"Authorization": "Bearer nope", "Accept": "application/json, text/event-stream"},
     )

@@ -102,7 +102,8 @@ def desk(tmp_path: Path) -> Iterator[Desk]:
 
 async def signed_in(desk: Desk, who: str) -> httpx.AsyncClient:
     transport = httpx.ASGITransport(app=desk.dashboard.app())
-    client = httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1")
+    base = "http://127.0.0.1" + desk.dashboard.base_path
+    client = httpx.AsyncClient(transport=transport, base_url=base)
     login = await client.get("/login")
     token = {"token": PEOPLE[who], "csrf": form_token(login.text)}
     answer = await client.post("/login", data=token)
@@ -334,6 +335,38 @@ async def test_the_call_id_and_the_surface_are_shown_escaped_on_the_card(
         assert f'call <code class="logical">call_{mark}\\u202e</mark>A1</code>' in page
         assert f" · mcp{mark}\\u202e</mark>x</span>" in page
         assert binding in page and RLO not in page.replace(binding, "")
+
+
+async def test_a_full_inbox_of_large_requests_is_read_no_further_than_it_is_shown(
+    desk: Desk, approver: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A caller may keep 100 requests of up to 4 MiB pending: every render of the inbox read,
+    decoded and hashed each whole (6 s and 2 GiB a render). The inbox reads the oldest
+    INBOX_CARDS, each no further than it shows, says how many more wait, and offers no
+    approve beside arguments it did not read whole."""
+    from toolcards.governance.approvals.view import INLINE_LIMIT
+    from toolcards.stores import approvals
+    from toolcards.stores.governance import PENDING_PER_PRINCIPAL
+    from toolcards.surfaces.dashboard.views import INBOX_CARDS
+
+    for n in range(PENDING_PER_PRINCIPAL):
+        args = {"path": f"p{n}.html", "body": "x" * 50_000}
+        desk.broker.request(tool_id="publish", args=args, identity=AGENT, reason="r")
+    parsed: list[int] = []  # characters of arguments each request read was made of
+    record = approvals._record
+
+    def counted(row: tuple[object, ...]) -> Any:
+        parsed.append(len(str(row[7])) + len(str(row[15])))
+        return record(row)
+
+    monkeypatch.setattr(approvals, "_record", counted)
+    more = f"{PENDING_PER_PRINCIPAL - INBOX_CARDS} more requests wait"
+    for path in ("/", "/panel/approvals"):
+        page = (await approver.get(path)).text
+        assert page.count('data-testid="approval"') == INBOX_CARDS and more in page
+        assert page.count('data-testid="approval-too-long"') == INBOX_CARDS
+        assert 'data-testid="approve"' not in page and 'data-testid="deny"' in page
+    assert len(parsed) == 2 * INBOX_CARDS and max(parsed) <= 2 * INLINE_LIMIT
 
 
 async def test_a_long_run_of_hidden_characters_is_escaped_only_as_far_as_a_page_shows_it(

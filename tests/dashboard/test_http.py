@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,6 +23,10 @@ from dashboard.support import (
     http_sign_in,
 )
 from toolcards.core.identity import Identity
+from toolcards.governance.approvals.broker import ApprovalBroker
+from toolcards.runtime import Team
+from toolcards.surfaces.dashboard import BackgroundServer, Dashboard
+from toolcards.surfaces.http.tokens import TokenTable
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -72,9 +78,41 @@ def test_signing_in_without_the_forms_token_is_refused(world: World) -> None:
 
 
 def test_pages_panels_and_events_need_a_session(world: World) -> None:
-    assert httpx.get(world.url + "/").headers["location"] == "/login"
+    assert httpx.get(world.url + "/").headers["location"] == world.dashboard.base_path + "/login"
     assert httpx.get(world.url + "/panel/plan").status_code == 401
     assert httpx.get(world.url + "/events").status_code == 401
+
+
+def test_the_page_and_its_cookies_live_under_a_secret_path_no_other_path_reveals(
+    world: World,
+) -> None:
+    """Another server of this machine (an agent's, on another port) gets the browser's cookies
+    of Path=/ (browsers keep cookies apart by no port; for SameSite, 127.0.0.1 on any port is
+    one site): before, the session cookie had Path=/, the agent replayed it and granted its
+    own call. Now both cookies are scoped to a random path, and outside it every request, a
+    signed-in one too, gets a plain 404 that neither redirects to the path nor names it."""
+    from http.cookies import SimpleCookie
+
+    base = world.dashboard.base_path
+    assert world.url.endswith(base) and len(base) >= 22  # "/" and 128 random bits
+    with httpx.Client(base_url=world.url) as client:
+        form = client.get("/login")
+        data = {"token": TOKENS["viewer"], "csrf": form_token(form.text)}
+        signed_in = client.post("/login", data=data)
+    assert signed_in.status_code == 303 and signed_in.headers["location"] == base + "/"
+    assert SimpleCookie(form.headers["set-cookie"])["toolcards_login"]["path"] == base + "/login"
+    session = SimpleCookie(signed_in.headers["set-cookie"])["toolcards_session"]
+    assert session["path"] == base
+    origin = world.url.removesuffix(base)
+    cookie = {"cookie": f"toolcards_session={session.value}"}
+    for path in ("/", "/login", "/events", "/panel/approvals", "/static/dashboard.css",
+                 base[:-1] + "/", base + "x/", "/x" + base + "/"):  # fmt: skip
+        outside = httpx.get(origin + path, headers=cookie)
+        assert (outside.status_code, outside.text) == (404, "Not Found"), path
+        assert "location" not in outside.headers and "set-cookie" not in outside.headers
+    posted = httpx.post(origin + "/approvals/x/grant", headers=cookie, data={"csrf": "x"})
+    assert posted.status_code == 404
+    assert httpx.get(world.url + "/", headers=cookie).status_code == 200  # inside: the page
 
 
 def test_a_request_for_another_host_name_is_refused(world: World) -> None:
@@ -278,7 +316,7 @@ def test_the_audit_panel_pages_back_fifty_rows_at_a_time(
         rows = re.findall(r'data-testid="audit-row" data-id="(\d+)"', html)
         assert 0 < len(rows) <= 50
         seen.extend(int(r) for r in rows)
-        older = re.search(r'href="/\?([^"#]+)#audit" data-testid="audit-older"', html)
+        older = re.search(r'href="/[\w-]+/\?([^"#]+)#audit" data-testid="audit-older"', html)
         url = None if older is None else "/panel/audit?" + older.group(1).replace("&amp;", "&")
     assert len(seen) == 120 and seen == sorted(seen, reverse=True)
 
@@ -326,3 +364,53 @@ def test_a_panel_that_cannot_be_read_leaves_the_page_and_its_inbox_up(
     one = approver.get("/panel/plan")
     assert one.status_code == 200 and 'data-testid="panel-unreadable"' in one.text
     assert 'data-testid="panel-unreadable"' not in approver.get("/panel/approvals").text
+
+
+def test_a_panel_that_cannot_be_shown_leaves_the_page_and_its_inbox_up(
+    world: World, approver: httpx.Client, pending: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A template that raises on a stored value costs its own panel, like a reader that
+    raises (before: rendering was unguarded, and GET / answered 500 without the inbox)."""
+
+    def overflow(_ts: object) -> str:
+        raise OverflowError("timestamp out of range for platform time_t")
+
+    monkeypatch.setitem(world.dashboard.templates.filters, "clock", overflow)
+    page = approver.get("/")
+    assert page.status_code == 200
+    assert page.text.count('data-testid="panel-unreadable"') == 2  # the audit and the live
+    assert f'data-approval-id="{pending.approval_id}"' in page.text
+    assert 'data-testid="approve"' in page.text
+    one = approver.get("/panel/events")
+    assert one.status_code == 200 and 'data-testid="panel-unreadable"' in one.text
+
+
+def test_an_event_time_no_clock_can_show_leaves_the_page_and_its_inbox_up(
+    tmp_path: Path,
+) -> None:
+    """One planted event row with the time 1e300: time.localtime overflowed in the ``clock``
+    filter, and GET / and /panel/events answered 500, the approvals inbox gone with them.
+    The time shows as "-"."""
+    broker = ApprovalBroker()
+    request = broker.request(
+        tool_id="deploy", args={"env": "prod"}, identity=IDENTITIES["agent"], reason="r"
+    )
+    tokens = TokenTable.from_tokens((TOKENS[k], IDENTITIES[k]) for k in TOKENS)
+    with Team("planted", store=tmp_path / "team.db") as team:
+        with sqlite3.connect(tmp_path / "team.db") as db:
+            (last,) = db.execute("SELECT COALESCE(MAX(team_pos), 0) FROM events").fetchone()
+            db.execute(
+                "INSERT INTO events (team_id, tool_id, seq, payload, timestamp, team_pos, "
+                "display_type) VALUES ('planted', '#planted', 1, '{}', 1e300, ?, 'tool')",
+                (last + 1_000,),  # clear of the positions the running team takes
+            )
+        dashboard = Dashboard(team=team, approvals=broker, tokens=tokens)
+        with BackgroundServer(dashboard.app()) as server:
+            client = http_sign_in(server.url, "approver")
+            page = client.get("/")
+            events = client.get("/panel/events")
+            client.close()
+    assert page.status_code == 200 and 'data-testid="panel-unreadable"' not in page.text
+    assert f'data-approval-id="{request.approval_id}"' in page.text
+    assert events.status_code == 200 and "#planted" in events.text
+    assert '<span class="time">-</span> <code class="tool">#planted</code>' in events.text

@@ -51,9 +51,8 @@ def client_of(dashboard: str | Any, source: str = "127.0.0.1") -> httpx.Client:
     if isinstance(dashboard, str):
         transport = httpx.HTTPTransport(local_address=source)
         return httpx.Client(base_url=dashboard, transport=transport, timeout=10)
-    return TestClient(
-        dashboard, base_url="http://127.0.0.1", client=(source, 50000), follow_redirects=False
-    )
+    base = "http://127.0.0.1" + dashboard.base_path  # the app's secret path
+    return TestClient(dashboard, base_url=base, client=(source, 50000), follow_redirects=False)
 
 
 class SignIn:
@@ -135,7 +134,8 @@ def test_a_viewer_opening_1001_sessions_never_ends_the_approvers_session(app: An
     viewer.close()
     assert page_of(app, approver).status_code == 200
     assert page_of(app, sessions[-1]).status_code == 200
-    assert page_of(app, sessions[0]).headers.get("location") == "/login"  # its own oldest
+    signed_out = page_of(app, sessions[0]).headers.get("location")  # its own oldest
+    assert signed_out == app.base_path + "/login"
 
 
 def test_the_one_time_token_of_dashboard_store_opens_one_session_only(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from toolcards import KnowledgeGraphTool
 from toolcards.governance import AuditLog, AuditRecord
 from toolcards.runtime import RoleProfile, Team
 from toolcards.surfaces.dashboard import views
+from toolcards.surfaces.dashboard.filters import clock, stamp
 from toolcards.tools.knowledge_graph import views as graph_views
 from toolcards.tools.planning import views as plan_views
 
@@ -118,15 +119,30 @@ def test_card_panels_of_a_team_without_their_actors_say_so(tmp_path: Path) -> No
 
 
 def test_huge_approval_arguments_are_never_cut_for_an_approver() -> None:
+    """The inbox reads no text too long to show whole (it shows none of it, grants nothing
+    beside it); the request's own page shows it whole."""
     from toolcards.governance import ApprovalBroker, Identity
     from toolcards.governance.approvals.view import INLINE_LIMIT
 
     broker = ApprovalBroker()
     args = {f"part{i}": "x" * 1_500 for i in range(40)}  # about 60,000 characters in all
-    broker.request(tool_id="write", args=args, identity=Identity("agent.a", "agent"), reason="r")
+    request = broker.request(
+        tool_id="write", args=args, identity=Identity("agent.a", "agent"), reason="r"
+    )
     [item] = views.approvals_view(broker, exact=True)["pending"]
-    assert json.loads(item["args"].text) == args
-    assert item["args"].length > INLINE_LIMIT and not item["args"].fits
+    assert item["args"].text == "" and not item["whole"]
+    assert item["args"].size == len(request.args_json) > INLINE_LIMIT and not item["args"].fits
+    page = views.one_approval_view(broker, request.approval_id, exact=True)
+    assert page is not None and page["item"]["whole"]
+    assert json.loads(page["item"]["args"].text) == args
+
+
+@pytest.mark.parametrize("stored", [1e300, -1e300, float("nan"), float("inf"), "noon", True])
+def test_a_stored_time_no_clock_can_show_reads_as_a_dash(stored: object) -> None:
+    """An event or audit row's time is whatever its writer stored: time.localtime raised on
+    these, and the page that showed one answered 500."""
+    assert clock(stored) == stamp(stored) == "-"
+    assert clock(0.5) != "-" and stamp(1_700_000_000) != "-"
 
 
 def _rows(audit: AuditLog, count: int) -> None:

@@ -3,6 +3,7 @@ to ``STORES`` and must pass unchanged)."""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -171,6 +172,28 @@ def test_pending_ids_list_the_pending_ones_and_remove_nothing(store: ApprovalSto
     assert store.pending_ids(NOW + 2) == [early.approval_id, late.approval_id]
     assert store.get(expired.approval_id) is not None  # pending(), reading the inbox, prunes
     assert [r.request.approval_id for r in store.pending(NOW + 2)] == store.pending_ids(NOW + 2)
+
+
+def test_a_listing_reads_the_oldest_requests_no_further_than_it_shows(
+    store: ApprovalStore,
+) -> None:
+    """What an inbox lists: the oldest requests, each read only when its arguments fit what
+    it shows, and how many wait (before: every request read whole, a hundred of 4 MiB a
+    caller, on every render). Exact arguments left unread match no digest: deny only."""
+    from toolcards.governance import ApprovalBroker
+
+    exact = ['{"s":"short"}', '{"s":"' + "x" * 200 + '"}', '{"s":"third"}']
+    for n, text in enumerate(exact):
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        store.add(request(f"c{n}", digest, args_json=text, created_at=NOW + n), NOW)
+    store.add(request("gone", expires_at=NOW + 1), NOW)
+    listed, waiting = ApprovalBroker(store=store, clock=lambda: NOW + 2).listing(2, 100)
+    assert waiting == 3 and [i.request.call_id for i in listed] == ["c0", "c1"]
+    whole, unread = listed
+    assert whole.request.args_json == exact[0] and whole.request.exact_recorded
+    assert (whole.exact_unread, whole.redacted_unread) == (0, 0)
+    assert unread.request.args_json == "" and not unread.request.exact_recorded
+    assert unread.exact_unread == len(exact[1]) and unread.request.args == {"amount": 5}
 
 
 def test_remove_forgets_a_request(store: ApprovalStore) -> None:

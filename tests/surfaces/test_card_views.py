@@ -135,7 +135,7 @@ def dashboard(config: Path) -> Iterator[TestClient]:
         tokens = TokenTable.from_tokens([("lead-token", LEAD)])
         assert rt.factory is not None
         dash = Dashboard(tokens=tokens, team=rt.team, views=rt.factory.get_views())
-        with TestClient(dash.app(), base_url="http://127.0.0.1") as client:
+        with TestClient(dash.app(), base_url="http://127.0.0.1" + dash.base_path) as client:
             page = client.get("/login").text
             csrf = re.search(r'name="csrf" value="([^"]+)"', page)
             assert csrf is not None

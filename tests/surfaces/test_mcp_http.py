@@ -188,7 +188,7 @@ def test_a_server_given_a_name_that_binds_loopback_refuses_rebound_requests(
 @pytest.mark.usefixtures("resolver")
 def test_the_dashboard_given_a_name_that_binds_loopback_refuses_rebound_requests() -> None:
     app = Dashboard(tokens=TokenTable.from_tokens(()), host=THIS_MACHINE).app()
-    with TestClient(app, base_url=f"http://{THIS_MACHINE}") as client:
+    with TestClient(app, base_url=f"http://{THIS_MACHINE}{app.base_path}") as client:
         own = client.get("/login")
         rebound = client.get("/login", headers={"Host": "evil.example"})
     assert (own.status_code, rebound.status_code) == (200, 400)

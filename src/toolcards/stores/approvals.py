@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from toolcards.core.approvals import ApprovalRecord, ApprovalRequest, ApprovalState
 from toolcards.core.identity import Identity
@@ -65,11 +65,38 @@ _FIELDS = (
     "reason, surface, created_at, expires_at, state, approver, decided_at, args_exact, "
     "args_edited, session"
 )
+_LISTED = (
+    "approval_id, call_id, tool_id, args_digest, principal, principal_type, roles, "
+    "substr(args, 1, ?), reason, surface, created_at, expires_at, state, approver, decided_at, "
+    "substr(args_exact, 1, ?), args_edited, session, length(args), length(args_exact)"
+)
+"""What an inbox lists of a request: its arguments (exact and redacted) cut to a number of
+characters, and their lengths, which say whether the cut text is whole."""
 _BY_BINDING = "team_id = ? AND call_id = ? AND tool_id = ? AND args_digest = ? AND principal = ?"
 _PENDING_OF = (
     "SELECT COUNT(*) FROM {table} WHERE team_id = ? AND principal = ? AND state = 'pending' "
     "AND expires_at > ?"
 )
+
+
+class Listed(NamedTuple):
+    """A pending request as an inbox lists it, its arguments read no further than the inbox
+    shows them: the exact ones (``request.args_json``) and the redacted copy
+    (``request.args``) only when whole within the listing's characters, else left unread
+    (empty) and their length in ``exact_unread`` and ``redacted_unread`` (characters of JSON).
+    Exact arguments left unread no longer match the request's digest: what is listed so can
+    be denied, never granted."""
+
+    request: ApprovalRequest
+    exact_unread: int = 0
+    redacted_unread: int = 0
+
+
+def listed(request: ApprovalRequest, chars: int) -> Listed:
+    """``request`` (held in memory) as a listing of ``chars`` characters reads it: its exact
+    arguments left unread when longer."""
+    size = len(request.args_json)
+    return Listed(request) if size <= chars else Listed(replace(request, args_json=""), size)
 
 
 class SqlApprovalStore:
@@ -184,11 +211,7 @@ class SqlApprovalStore:
             return bool(self._delete(db, approval_id, only_pending=only_pending))
 
     def pending(self, now: float) -> list[ApprovalRecord]:
-        with self._tx() as db:
-            db.execute(
-                f"DELETE FROM {self.table} WHERE team_id = ? AND expires_at <= ?",
-                (self.team_id, now),
-            )
+        self._prune(now)
         # read after the write commits: a long listing (a full inbox of large arguments)
         # never holds the team's writers up; a row expired since is left out all the same
         with self._read() as db:
@@ -198,6 +221,30 @@ class SqlApprovalStore:
                 (self.team_id, now),
             ).fetchall()
         return [_record(row) for row in rows]
+
+    def listing(self, now: float, limit: int, chars: int) -> tuple[list[Listed], int]:
+        """The oldest ``limit`` pending requests, each read no further than ``chars``
+        characters of its arguments (a full inbox holds a hundred requests of 4 MiB a
+        caller: reading, decoding and hashing them all cost gigabytes a page), and how many
+        are pending in all."""
+        self._prune(now)
+        pending = f"FROM {self.table} WHERE team_id = ? AND state = 'pending' AND expires_at > ?"
+        oldest = f"SELECT approval_id {pending} ORDER BY created_at, approval_id LIMIT ?"
+        with self._read() as db:  # the rows chosen first: only they are read, then sorted
+            rows = db.execute(
+                f"SELECT {_LISTED} FROM {self.table} WHERE team_id = ? "
+                f"AND approval_id IN ({oldest}) ORDER BY created_at, approval_id",
+                (chars, chars, self.team_id, self.team_id, now, limit),
+            ).fetchall()
+            (total,) = db.execute(f"SELECT COUNT(*) {pending}", (self.team_id, now)).fetchone()
+        return [_listed(row, chars) for row in rows], int(total)
+
+    def _prune(self, now: float) -> None:
+        with self._tx() as db:
+            db.execute(
+                f"DELETE FROM {self.table} WHERE team_id = ? AND expires_at <= ?",
+                (self.team_id, now),
+            )
 
     def pending_ids(self, now: float) -> list[str]:
         with self._read() as db:
@@ -216,6 +263,18 @@ class SqlApprovalStore:
                 (approval_id, self.team_id),
             ).rowcount
         )
+
+
+def _listed(row: tuple[object, ...], chars: int) -> Listed:
+    """A row of :data:`_LISTED`: a text longer than ``chars`` is left unread, never parsed
+    cut (a length SQLite counts only to a NUL character is caught by the digest)."""
+    redacted_size, exact_size = (int(str(size)) for size in row[-2:])
+    redacted_unread = redacted_size if redacted_size > chars else 0
+    exact_unread = exact_size if exact_size > chars else 0
+    redacted = "{}" if redacted_unread else row[7]
+    exact = "" if exact_unread else row[15]
+    request = _record((*row[:7], redacted, *row[8:15], exact, *row[16:18])).request
+    return Listed(request, exact_unread, redacted_unread)
 
 
 def _record(row: tuple[object, ...]) -> ApprovalRecord:

@@ -1,5 +1,6 @@
 """MCP and the dashboard on one port (``toolcards serve --transport http --dashboard``): MCP
-at ``/mcp``, the dashboard at ``/``, approval-required calls waiting in the dashboard's inbox.
+at ``/mcp``, the dashboard under its secret path, approval-required calls waiting in the
+dashboard's inbox.
 
 It composes two wings (MCP serving and the dashboard), so it lives beside them, not in either.
 """
@@ -34,12 +35,14 @@ def mcp_with_dashboard(
     page: str | None = None,
     options: MCPOptions | None = None,
     tokens: TokenTable | None = None,
+    base_path: str | None = None,
 ) -> tuple[Any, Dashboard]:
     """One ASGI app: MCP at ``/mcp`` (approval-required calls wait in the dashboard's
     inbox, at most ``approval_timeout`` seconds, announced to the caller like without a
-    dashboard, naming the page's address ``page``) and the dashboard at ``/`` (``tokens``:
-    one-time sign-in tokens instead of the runtime's)."""
-    dashboard = dashboard_for(runtime, host=host, tokens=tokens)
+    dashboard, naming the page's address ``page``) and the dashboard under ``base_path``
+    (default: a new secret one, ``dashboard.base_path``; ``tokens``: one-time sign-in tokens
+    instead of the runtime's)."""
+    dashboard = dashboard_for(runtime, host=host, tokens=tokens, base_path=base_path)
     assert dashboard.approvals is not None
     inbox = OutOfBandApprovals(dashboard.approvals, approval_timeout, page=page)
     mcp_app = http_app(runtime, host=host, approvals=inbox, options=options)
@@ -69,11 +72,14 @@ async def run_mcp_with_dashboard(
     sock: socket.socket | None = None,
     options: MCPOptions | None = None,
     tokens: TokenTable | None = None,
+    base_path: str | None = None,
 ) -> None:
     """``toolcards serve --transport http --dashboard``: both on ``host:port`` (``sock``:
-    a socket already bound there; ``tokens``: the dashboard's one-time sign-in tokens)."""
+    a socket already bound there; ``tokens``: the dashboard's one-time sign-in tokens;
+    ``base_path``: its secret path)."""
     warn_if_exposed(host)
-    page = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+    page = f"http://{f'[{host}]' if ':' in host else host}:{port}/"  # no secret path: callers
+    # are agents, and the path is what keeps a server of theirs from the approver's cookie
     app, _ = mcp_with_dashboard(
         runtime,
         host=host,
@@ -81,6 +87,7 @@ async def run_mcp_with_dashboard(
         page=page,
         options=options,
         tokens=tokens,
+        base_path=base_path,
     )
     server = uvicorn_server(app, host, port, runtime.http_limits)
     await server.serve(None if sock is None else [sock])

@@ -61,11 +61,13 @@ async def serve_runtime(
     sock: socket.socket | None = None,
     options: MCPOptions | None = None,
     dashboard_tokens: TokenTable | None = None,
+    dashboard_path: str | None = None,
 ) -> None:
     """Serve until the client leaves (stdio) or the process is signalled (HTTP). With
-    ``dashboard`` (HTTP), the team's dashboard is at ``/`` and approval-required calls wait
-    in its approvals inbox (``dashboard_tokens``: one-time sign-in tokens instead of the
-    config's). ``sock`` (HTTP): a socket already bound to ``host:port``
+    ``dashboard`` (HTTP), the team's dashboard is at ``dashboard_path`` (default: a new
+    secret one) and approval-required calls wait in its approvals inbox
+    (``dashboard_tokens``: one-time sign-in tokens instead of the config's). ``sock``
+    (HTTP): a socket already bound to ``host:port``
     (:func:`toolcards.surfaces.http.ports.listen`). ``options``: the MCP server's own
     (default: built from ``rt``)."""
     http = f"http://{host}:{port}/mcp" if transport == "http" else None
@@ -87,6 +89,7 @@ async def serve_runtime(
                 sock=sock,
                 options=options,
                 tokens=dashboard_tokens,
+                base_path=dashboard_path,
             )
         elif transport == "http":
             await run_http(rt, host=host, port=port, sock=sock, options=options)
@@ -202,7 +205,7 @@ def serve(
     host: Annotated[str, typer.Option(help="HTTP bind address.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="HTTP port.")] = MCP_PORT,
     dashboard: Annotated[
-        bool, typer.Option("--dashboard", help="HTTP: also serve the team dashboard at /.")
+        bool, typer.Option("--dashboard", help="HTTP: also serve the team dashboard.")
     ] = False,
     max_body: Annotated[
         int | None,
@@ -240,7 +243,8 @@ def serve(
             rt.http_limits = rt.http_limits.model_copy(update={"max_body": max_body})
         if transport == "http":
             err().print(f"serving MCP at http://{url_host(host)}:{port}/mcp", markup=False)
-        one_time = _dashboard_sign_in(rt, f"http://{url_host(host)}:{port}/") if dashboard else None
+        origin = f"http://{url_host(host)}:{port}"
+        one_time, path = _dashboard_sign_in(rt, origin) if dashboard else (None, None)
         control = state.config if state.factory is None else None
         with contextlib.suppress(KeyboardInterrupt), operator_lines():
             anyio.run(
@@ -254,17 +258,22 @@ def serve(
                     sock=sock,
                     options=options,
                     dashboard_tokens=one_time,
+                    dashboard_path=path,
                 )
             )
 
 
-def _dashboard_sign_in(rt: SurfaceRuntime, page: str) -> TokenTable | None:
+def _dashboard_sign_in(rt: SurfaceRuntime, origin: str) -> tuple[TokenTable | None, str]:
     """Say where the dashboard is and how to sign in (as ``toolcards dashboard`` does): a
     config with no token a viewer may use gets a one-time link for its local principal, or
-    one line saying what is missing. The one-time tokens, if made."""
+    one line saying what is missing. The one-time tokens, if made, and the dashboard's secret
+    path (in the address printed here only)."""
     # lazy: extra dashboard
     from toolcards.surfaces.dashboard.first_sign_in import first_sign_in
+    from toolcards.surfaces.dashboard.sessions import secret_path
 
+    path = secret_path()
+    page = f"{origin}{path}/"
     err().print(f"dashboard at {page}", markup=False)
     sign_in = first_sign_in(rt.tokens, rt.local)
     link = sign_in.link(page)
@@ -272,4 +281,4 @@ def _dashboard_sign_in(rt: SurfaceRuntime, page: str) -> TokenTable | None:
         err().print(f"sign in as {rt.local.id} (once) at {link}", markup=False)
     elif sign_in.problem is not None:
         err().print(f"warning: {sign_in.problem}", markup=False)
-    return sign_in.tokens if sign_in.token is not None else None
+    return (sign_in.tokens if sign_in.token is not None else None), path

@@ -41,6 +41,7 @@ from toolcards.governance.approvals.types import (
     handle_id,
 )
 from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor, canonical_json
+from toolcards.stores.approvals import Listed, SqlApprovalStore, listed
 from toolcards.stores.memory import MemoryApprovalStore
 
 if TYPE_CHECKING:
@@ -229,6 +230,16 @@ class ApprovalBroker(ApprovalDecisions):
     def pending(self) -> list[ApprovalRequest]:
         """Unexpired requests waiting for a decision, oldest first."""
         return [r.request for r in self.store.pending(self._clock())]
+
+    def listing(self, limit: int, chars: int) -> tuple[list[Listed], int]:
+        """The oldest ``limit`` pending requests as an inbox lists them, each read no further
+        than ``chars`` characters of its arguments (see :class:`Listed`), and how many are
+        pending in all. A SQL store reads no more than that; another holds them in memory."""
+        now = self._clock()
+        if isinstance(self.store, SqlApprovalStore):
+            return self.store.listing(now, limit, chars)
+        records = self.store.pending(now)
+        return [listed(r.request, chars) for r in records[:limit]], len(records)
 
     def pending_ids(self) -> list[str]:
         """The ids of :meth:`pending`'s requests (read alone: what a watcher polls)."""

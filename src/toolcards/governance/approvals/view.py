@@ -27,6 +27,7 @@ from functools import cached_property, lru_cache
 from toolcards.core.approvals import ApprovalRequest
 from toolcards.core.identity import Identity
 from toolcards.governance.redaction.redactor import canonical_json
+from toolcards.stores.approvals import Listed
 
 __all__ = [
     "INLINE_LIMIT",
@@ -37,6 +38,7 @@ __all__ = [
     "escape_hidden",
     "escape_text",
     "is_approver",
+    "listed_view",
     "reads_as_itself",
 ]
 
@@ -98,6 +100,10 @@ class ArgumentsView:
     """The JSON, before its hidden characters are escaped ("" when not recorded)."""
     limit: int | None = None
     """Characters shown at most: the text is cut after them (None: never cut)."""
+    unread: int = 0
+    """Characters of the JSON left unread (``source`` is then empty): a listing reads no
+    more of a request than an inbox shows. Such a view never fits and is never whole, so
+    nothing is granted beside it; the view of the one request reads it, and its digest."""
 
     @cached_property
     def _escaped(self) -> tuple[tuple[Piece, ...], int]:
@@ -109,14 +115,19 @@ class ArgumentsView:
 
     @property
     def rest(self) -> int:
-        """Characters of the JSON not shown (beyond ``limit``)."""
-        return len(self.source) - self._escaped[1]
+        """Characters of the JSON not shown (beyond ``limit``, or unread)."""
+        return len(self.source) - self._escaped[1] + self.unread
+
+    @property
+    def size(self) -> int:
+        """Characters of the JSON, shown or not."""
+        return len(self.source) + self.unread
 
     @property
     def whole(self) -> bool:
         """Whether the text is shown whole, decided from its length alone when it has more
         characters than ``limit`` (each character shows as one or more)."""
-        if self.limit is not None and len(self.source) > self.limit:
+        if self.unread or (self.limit is not None and len(self.source) > self.limit):
             return False
         return self.rest == 0
 
@@ -139,7 +150,8 @@ class ArgumentsView:
         """Short enough to be shown whole in a list or an inbox: decided from the length of the
         JSON alone when it is longer, else by escaping it no further than that."""
         size = len(self.source)
-        return size <= INLINE_LIMIT and _escape(self.source, INLINE_LIMIT)[1] == size
+        fitting = not self.unread and size <= INLINE_LIMIT
+        return fitting and _escape(self.source, INLINE_LIMIT)[1] == size
 
     @property
     def grantable(self) -> bool:
@@ -162,6 +174,16 @@ def arguments_view(
         text = request.args_json if recorded else ""
         return ArgumentsView(True, recorded, request.args_digest, text, limit)
     return ArgumentsView(False, True, request.args_digest, canonical_json(request.args), limit)
+
+
+def listed_view(item: Listed, *, exact: bool) -> ArgumentsView:
+    """The arguments of a request as an inbox lists it (see :class:`Listed`): arguments left
+    unread are too long to show there, so nothing is granted beside them."""
+    request = item.request
+    unread = item.exact_unread if exact else item.redacted_unread
+    if unread:
+        return ArgumentsView(exact, True, request.args_digest, "", unread=unread)
+    return arguments_view(request, exact=exact)
 
 
 def escape_hidden(text: str, limit: int | None = None) -> tuple[Piece, ...]:

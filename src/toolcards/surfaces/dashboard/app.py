@@ -5,11 +5,13 @@
     dash = Dashboard(team=team, audit=audit, approvals=broker, tokens=runtime.tokens)
     app = dash.app()                     # an ASGI app; serve it with uvicorn
 
-Routes: ``/`` (every panel), ``/login`` and ``/logout``, ``/panel/<name>`` (one panel's HTML,
-for live refresh), ``/events`` (Server-Sent Events), ``/approvals/<id>`` (one pending request
-in full), ``POST /approvals/<id>/grant|deny`` (a grant may be remembered for later calls),
-``POST /grants/<id>/revoke`` and ``/static/...``. Everything but the sign-in page and static
-assets needs a session.
+Routes, each under the dashboard's secret :attr:`~Dashboard.base_path` (every other path
+is a plain 404, which names no path): ``/`` (every panel), ``/login`` and ``/logout``,
+``/panel/<name>`` (one panel's HTML, for live refresh), ``/events`` (Server-Sent Events),
+``/approvals/<id>`` (one pending request in full), ``POST /approvals/<id>/grant|deny`` (a
+grant may be remembered for later calls), ``POST /grants/<id>/revoke`` and ``/static/...``.
+Everything but the sign-in page and static assets needs a session, whose cookie is scoped to
+the base path (:mod:`.sessions` says why another server of this machine must not get it).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ try:
     import sse_starlette  # noqa: F401 - the event stream, imported where it is served
     import uvicorn  # noqa: F401 - the server, imported where it runs
     from jinja2 import ChoiceLoader, DictLoader, Environment, FileSystemLoader, StrictUndefined
+    from markupsafe import Markup
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -66,6 +69,7 @@ from toolcards.surfaces.dashboard.sessions import (
     Session,
     Sessions,
     SignInRefused,
+    secret_path,
 )
 from toolcards.surfaces.dashboard.throttle import SignInThrottle
 from toolcards.surfaces.http.limits import BodyLimit, HttpLimits
@@ -110,6 +114,10 @@ class Dashboard:
     with ``redactor`` (default: the team policy's). ``policy_error`` says why the policy file
     does not load (None while it does): the page then shows it in a banner. ``budgets``
     reports what the team's budgets spent and have left (the Budgets panel).
+
+    Every route and cookie is under ``base_path`` (a new random one unless given): build URLs
+    from :attr:`base_path` (``dash.app().base_path`` too; :class:`BackgroundServer` puts it
+    in its ``url``), and give the link only to whoever should sign in.
     """
 
     def __init__(
@@ -129,6 +137,7 @@ class Dashboard:
         policy_error: Callable[[], str | None] | None = None,
         views: Iterable[CardView] | None = None,
         budgets: Callable[[], list[BudgetLine]] | None = None,
+        base_path: str | None = None,
     ) -> None:
         self.team = team
         known = registered_views() if views is None else views
@@ -146,6 +155,8 @@ class Dashboard:
         self.budgets = budgets
         self.hub = LiveHub(team, approvals, self.redactor)
         self.host = host
+        self.base_path = secret_path(base_path)
+        """The secret path every route and cookie is under (``/`` and 22 random characters)."""
         self.title = title or (f"team {team.team_id}" if team is not None else "toolcards")
         card_templates = {
             f"views/{key}.html": view.panel.template
@@ -161,31 +172,33 @@ class Dashboard:
         )
         self.templates.filters.update(FILTERS)  # and what an approver reads, escaped:
         self.templates.filters.update(shown=escape_text, escaped=escape_hidden)  # text, JSON
+        self.templates.globals["base"] = self.base_path  # every link, form, script and stream
         self._app: Starlette | None = None
 
     # -- the ASGI app ----------------------------------------------------------------------
 
     def app(self) -> Any:
-        """The ASGI app (built once): routes behind the security-headers middleware."""
+        """The ASGI app (built once): routes under :attr:`base_path` behind the
+        security-headers middleware, whose ``base_path`` says where they are."""
         if self._app is None:
-            self._app = Starlette(
-                routes=[
-                    Route("/", self.index),
-                    Route("/login", self.login_form, methods=["GET"]),
-                    Route("/login", self.login, methods=["POST"]),
-                    Route("/logout", self.logout, methods=["POST"]),
-                    Route("/panel/{name}", self.panel),
-                    Route("/events", self.events),
-                    Route("/approvals/{approval_id}", self.approval_page, methods=["GET"]),
-                    Route("/approvals/{approval_id}/{decision}", self.decide, methods=["POST"]),
-                    Route("/static/views/{name}.js", self.panel_script),
-                    Route("/grants/{grant_id}/revoke", self.revoke, methods=["POST"]),
-                    Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
-                ],
-                lifespan=self.lifespan,
-            )
+            routes = [
+                Route("/", self.index),
+                Route("/login", self.login_form, methods=["GET"]),
+                Route("/login", self.login, methods=["POST"]),
+                Route("/logout", self.logout, methods=["POST"]),
+                Route("/panel/{name}", self.panel),
+                Route("/events", self.events),
+                Route("/approvals/{approval_id}", self.approval_page, methods=["GET"]),
+                Route("/approvals/{approval_id}/{decision}", self.decide, methods=["POST"]),
+                Route("/static/views/{name}.js", self.panel_script),
+                Route("/grants/{grant_id}/revoke", self.revoke, methods=["POST"]),
+                Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+            ]
+            mounted = Mount(self.base_path, routes=routes)  # anything else: a plain 404
+            self._app = Starlette(routes=[mounted], lifespan=self.lifespan)
         hosts = local_names(self.host)
-        return SecurityHeaders(BodyLimit(self._app, self.limits), allowed_hosts=hosts)
+        limited = BodyLimit(self._app, self.limits)
+        return SecurityHeaders(limited, allowed_hosts=hosts, base_path=self.base_path)
 
     @contextlib.asynccontextmanager
     async def lifespan(self, _app: Any = None) -> AsyncIterator[None]:
@@ -199,8 +212,7 @@ class Dashboard:
     # -- pages -----------------------------------------------------------------------------
 
     def render(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
-        html = self.templates.get_template(name).render(title=self.title, **context)
-        return HTMLResponse(html, status_code=status)
+        return HTMLResponse(self._html(name, context), status_code=status)
 
     def _context(self, session: Session, params: dict[str, str]) -> dict[str, Any]:
         """Every panel's data (blocking: run in a worker thread); ``unreadable`` names the
@@ -263,10 +275,12 @@ class Dashboard:
     async def index(self, request: Request) -> Response:
         session = self._session(request)
         if session is None:
-            return RedirectResponse("/login", status_code=303)
+            return self._redirect("/login")
         params = dict(request.query_params)
         context = await anyio.to_thread.run_sync(self._context, session, params)
-        return self.render("index.html", **context)
+        found = {name: context[name] for name in PANELS} | context["card_data"]
+        shown = {name: self._shown(name, data, context) for name, data in found.items()}
+        return self.render("index.html", shown=shown, **context)
 
     async def panel(self, request: Request) -> Response:
         session = self._session(request)
@@ -277,13 +291,25 @@ class Dashboard:
             return _text("no such panel", 404)
         params = dict(request.query_params)
         data = await anyio.to_thread.run_sync(self._guarded, name, params, session)
-        if data is UNREADABLE:
-            view = self.panels.get(name)
-            title = view.panel.title if view is not None and view.panel else PANELS[name]
-            return self.render("panels/unreadable.html", panel_title=title)
-        if name in self.panels:
-            return self.render(f"views/{name}.html", view=data, **self._who(session))
-        return self.render(f"panels/{name}.html", **{name: data}, **self._who(session))
+        return HTMLResponse(self._shown(name, data, self._who(session)))
+
+    def _shown(self, name: str, data: Any, context: dict[str, Any]) -> Markup:
+        """A panel's HTML, or the unreadable panel's when its data could not be read or does
+        not render: a stored value no template expected (an event time of 1e300) costs that
+        panel, never the page and the approvals inbox on it."""
+        own = {"view": data} if name in self.panels else {name: data}
+        template = f"views/{name}.html" if name in self.panels else f"panels/{name}.html"
+        if data is not UNREADABLE:
+            try:
+                return self._html(template, context | own)
+            except Exception:
+                log.exception("the %s panel could not be shown", name)
+        view = self.panels.get(name)
+        title = view.panel.title if view is not None and view.panel else PANELS[name]
+        return self._html("panels/unreadable.html", {"panel_title": title})
+
+    def _html(self, name: str, context: dict[str, Any]) -> Markup:
+        return Markup(self.templates.get_template(name).render({"title": self.title} | context))
 
     async def panel_script(self, request: Request) -> Response:
         """The script a card's panel needs (served like the dashboard's own static files)."""
@@ -297,7 +323,7 @@ class Dashboard:
         approver, who may decide it here; redacted for anyone else."""
         session = self._session(request)
         if session is None:
-            return RedirectResponse("/login", status_code=303)
+            return self._redirect("/login")
         found = await anyio.to_thread.run_sync(
             lambda: views.one_approval_view(
                 self.approvals,
@@ -310,6 +336,10 @@ class Dashboard:
             return self.render("error.html", 404, message=message, **self._who(session))
         return self.render("approval.html", approval=found, **self._who(session))
 
+    def _redirect(self, path: str) -> Response:
+        """A 303 to ``path`` of this dashboard (under its base path)."""
+        return RedirectResponse(self.base_path + path, status_code=303)
+
     # -- sign-in ---------------------------------------------------------------------------
 
     def _session(self, request: Request) -> Session | None:
@@ -319,13 +349,18 @@ class Dashboard:
         nonce, token = self.sessions.new_nonce()
         response = self.render("login.html", status, csrf=token, error=error)
         response.set_cookie(
-            LOGIN_COOKIE, nonce, max_age=600, path="/login", httponly=True, samesite="strict"
+            LOGIN_COOKIE,
+            nonce,
+            max_age=600,
+            path=self.base_path + "/login",
+            httponly=True,
+            samesite="strict",
         )
         return response
 
     async def login_form(self, request: Request) -> Response:
         if self._session(request) is not None:
-            return RedirectResponse("/", status_code=303)
+            return self._redirect("/")
         return self._login_page()
 
     async def login(self, request: Request) -> Response:
@@ -349,17 +384,17 @@ class Dashboard:
             return self._login_page(exc.status, str(exc))
         self.throttle.succeeded(address)
         self._audit_sign_in(session.identity, None)
-        response = RedirectResponse("/", status_code=303)
+        response = self._redirect("/")
         response.set_cookie(
             SESSION_COOKIE,
             session.id,
             max_age=int(self.sessions.max_age),
-            path="/",
+            path=self.base_path,  # never sent to another port's server: it knows no such path
             httponly=True,
             samesite="strict",
             secure=request.url.scheme == "https",
         )
-        response.delete_cookie(LOGIN_COOKIE, path="/login")
+        response.delete_cookie(LOGIN_COOKIE, path=self.base_path + "/login")
         return response
 
     async def logout(self, request: Request) -> Response:
@@ -369,8 +404,8 @@ class Dashboard:
             if not self._csrf_ok(request, session, form):
                 return _text("missing or wrong CSRF token", 403)
             self.sessions.close(session.id)
-        response = RedirectResponse("/login", status_code=303)
-        response.delete_cookie(SESSION_COOKIE, path="/")
+        response = self._redirect("/login")
+        response.delete_cookie(SESSION_COOKIE, path=self.base_path)
         return response
 
     def _audit_sign_in(self, identity: Identity | None, refused: str | None) -> None:
@@ -462,7 +497,7 @@ class Dashboard:
             context: dict[str, Any] = {"message": message, "digest": decided.runs_digest}
             return self.render("granted_edit.html", pieces=pieces, **context, **self._who(session))
         if status == 200:
-            return RedirectResponse("/#approvals", status_code=303)
+            return self._redirect("/#approvals")
         return self.render("error.html", status, message=message, **self._who(session))
 
     async def revoke(self, request: Request) -> Response:
@@ -482,7 +517,7 @@ class Dashboard:
             answer = {"ok": decided.status == 200, "message": decided.message}
             return JSONResponse(answer, status_code=decided.status)
         if decided.status == 200:
-            return RedirectResponse("/#approvals", status_code=303)
+            return self._redirect("/#approvals")
         return self.render("error.html", decided.status, message=decided.message,
                            **self._who(session))  # fmt: skip
 

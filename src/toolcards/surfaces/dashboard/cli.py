@@ -57,7 +57,8 @@ def dashboard(
     """Serve the team dashboard in a browser.
 
     Roster, plan, graph, audit trail, approvals inbox and live events, at
-    http://HOST:PORT/ (sign in with a viewer or approver token of the config)."""
+    http://HOST:PORT/SECRET/ (the address printed; sign in with a viewer or approver token of
+    the config)."""
     if store is not None and config is not None:
         raise _fail("give --config or --store, not both", ExitCode.USAGE)
     if store is None and (team is not None or audit is not None):
@@ -72,7 +73,8 @@ def dashboard(
     except PortUnavailable as exc:
         raise _fail(str(exc), ExitCode.USAGE) from None
     with sock, opener(host) as dash:
-        typer.echo(f"dashboard of {dash.title} at http://{url_host(host)}:{port}/", err=True)
+        page = f"http://{url_host(host)}:{port}{dash.base_path}/"  # its secret path: the one way in
+        typer.echo(f"dashboard of {dash.title} at {page}", err=True)
         with contextlib.suppress(KeyboardInterrupt):
             anyio.run(lambda: run_dashboard(dash, host=host, port=port, sock=sock))
 
@@ -98,7 +100,7 @@ def _from_config(
             sign_in = first_sign_in(runtime.tokens, runtime.local)
             one_time = sign_in.tokens if sign_in.token is not None else None
             dash = dashboard_for(runtime, host=host, approvals_file=approvals, tokens=one_time)
-            link = sign_in.link(f"http://{url_host(host)}:{port}/")
+            link = sign_in.link(f"http://{url_host(host)}:{port}{dash.base_path}/")
             if link is not None:
                 typer.echo(f"sign in as {runtime.local.id} (once) at {link}", err=True)
             elif sign_in.problem is not None:

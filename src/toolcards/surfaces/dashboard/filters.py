@@ -8,12 +8,23 @@ from typing import Any
 __all__ = ["FILTERS"]
 
 
-def clock(ts: float | None) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(ts)) if ts else "-"
+def clock(ts: object) -> str:
+    return local_time(ts, "%H:%M:%S")
 
 
-def stamp(ts: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
+def stamp(ts: object) -> str:
+    return local_time(ts, "%Y-%m-%d %H:%M:%S")
+
+
+def local_time(ts: object, form: str) -> str:
+    """``ts`` (seconds since the epoch) as local time, else "-": a stored row may hold any
+    value (text, NaN, 1e300), which costs its own cell, never the page."""
+    if isinstance(ts, bool) or not isinstance(ts, int | float) or not ts:
+        return "-"
+    try:
+        return time.strftime(form, time.localtime(ts))
+    except (OverflowError, OSError, ValueError):  # NaN, infinite, beyond the platform's time_t
+        return "-"
 
 
 def since(ts: float | None) -> str:

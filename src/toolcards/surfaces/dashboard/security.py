@@ -43,11 +43,15 @@ def host_name(value: str) -> str:
 
 class SecurityHeaders:
     """ASGI middleware: the headers above on every response; ``no-store`` on all but static
-    assets; requests for other host names refused (when ``allowed_hosts`` is given)."""
+    assets (under ``base_path``: the app's, told to whoever serves it); requests for other
+    host names refused (when ``allowed_hosts`` is given)."""
 
-    def __init__(self, app: ASGIApp, allowed_hosts: Iterable[str] | None = None) -> None:
+    def __init__(
+        self, app: ASGIApp, allowed_hosts: Iterable[str] | None = None, base_path: str = ""
+    ) -> None:
         self.app = app
         self.allowed = None if allowed_hosts is None else {h.lower() for h in allowed_hosts}
+        self.base_path = base_path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -61,7 +65,7 @@ class SecurityHeaders:
             if host not in self.allowed:
                 await _refuse(send)
                 return
-        static = str(scope.get("path", "")).startswith("/static/")
+        static = str(scope.get("path", "")).startswith(self.base_path + "/static/")
 
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":

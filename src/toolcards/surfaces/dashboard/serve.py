@@ -48,12 +48,14 @@ def dashboard_for(
     host: str = "127.0.0.1",
     approvals_file: str | Path | None = None,
     tokens: TokenTable | None = None,
+    base_path: str | None = None,
 ) -> Dashboard:
     """The dashboard of a surfaces runtime: its team, audit log, approval broker and tokens.
 
     ``approvals_file`` shares pending approvals with other processes through a SQLite file
     (the runtime's broker then keeps them there). ``tokens``: one-time sign-in tokens
-    instead of the runtime's (see :mod:`.first_sign_in`)."""
+    instead of the runtime's (see :mod:`.first_sign_in`). ``base_path``: the secret path it
+    is served under (default: a new random one; see :class:`Dashboard`)."""
     broker = runtime.executor.approvals
     if approvals_file is not None:
         team = runtime.team.team_id if runtime.team is not None else DEFAULT_TEAM
@@ -68,6 +70,7 @@ def dashboard_for(
         limits=runtime.http_limits,
         policy_error=functools.partial(policy_problem, runtime.policy),
         budgets=functools.partial(runtime.executor.budgets.report, runtime.policy),
+        base_path=base_path,
     )
 
 
@@ -99,12 +102,15 @@ async def run_dashboard(
 
 class BackgroundServer:
     """An ASGI app served by uvicorn on a thread of this process (a notebook, a test, a
-    program that runs its own agents): ``url`` once started, :meth:`stop` to end it."""
+    program that runs its own agents): ``url`` once started, :meth:`stop` to end it.
+
+    ``url`` ends with the app's ``base_path`` when it has one (a dashboard's secret path)."""
 
     def __init__(
         self, app: Any, host: str = "127.0.0.1", port: int = 0, limits: HttpLimits | None = None
     ) -> None:
         self.host = host
+        self.base_path: str = getattr(app, "base_path", "")
         self._sock = listen(host, port)
         self.port = self._sock.getsockname()[1]
         self.server = uvicorn_server(app, host, self.port, limits)
@@ -113,7 +119,7 @@ class BackgroundServer:
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"http://{host}:{self.port}{self.base_path}"
 
     def _run(self) -> None:
         self.server.run(sockets=[self._sock])

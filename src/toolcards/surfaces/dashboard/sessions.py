@@ -5,6 +5,11 @@ and a CSRF token per session (in memory: a restart signs everyone out). Every st
 request must carry that CSRF token. The sign-in form itself is protected by a signed nonce
 kept in a short-lived cookie, so another site cannot sign a browser in.
 
+The dashboard is served under a secret path (:func:`secret_path`) and its cookies are scoped
+to it: browsers do not keep cookies apart by port, and SameSite counts 127.0.0.1 on every
+port as one site, so a cookie of Path=/ would reach any server another local program (an
+agent's "preview server") listens with; one that does not know the path never receives it.
+
 One principal holds at most ``max_per_principal`` sessions: signing in once more ends that
 principal's least recently used session, never another principal's. With ``one_time``
 tokens, a token opens one session and is then spent (a second sign-in with it is refused).
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 import threading
 import time
@@ -31,6 +37,17 @@ DEFAULT_VIEWER_ROLES = ("viewer", "approver")
 SESSION_IDLE = 12 * 3600.0
 SESSION_MAX_AGE = 24 * 3600.0
 MAX_PER_PRINCIPAL = 20
+_BASE_PATH = re.compile(r"(/[A-Za-z0-9_~-][A-Za-z0-9._~-]*)+")
+
+
+def secret_path(given: str | None = None) -> str:
+    """The path the dashboard is served under: ``given`` (``/`` and path segments, no
+    trailing ``/``), else a new random one (``/`` and 128 bits) that only its link tells."""
+    if given is None:
+        return "/" + secrets.token_urlsafe(16)
+    if not _BASE_PATH.fullmatch(given):
+        raise ValueError(f"base_path must look like /segment[/segment...], not {given!r}")
+    return given
 
 
 class SignInRefused(ToolcardsError):

@@ -21,7 +21,14 @@ from toolcards.core.approvals import ApprovalState
 from toolcards.core.events import LIFECYCLE_DISPLAY
 from toolcards.core.grants import Grant
 from toolcards.governance.approvals.grants import describe
-from toolcards.governance.approvals.view import PAGE_LIMIT, arguments_view, reads_as_itself
+from toolcards.governance.approvals.view import (
+    INLINE_LIMIT,
+    PAGE_LIMIT,
+    ArgumentsView,
+    arguments_view,
+    listed_view,
+    reads_as_itself,
+)
 from toolcards.governance.audit.log import other_teams_line
 from toolcards.governance.redaction.redactor import DEFAULT_REDACTOR, Redactor
 from toolcards.runtime.member_restore import ROSTER, hire_time
@@ -41,6 +48,9 @@ AUDIT_PAGE = 50
 CHAIN_CHECK_EVERY = 30.0  # seconds: the audit panel's chain state is at most this old
 EVENT_TEXT = 300
 MAX_DIGITS = 18  # a position or an entry id: below 2**63
+INBOX_CARDS = 20
+"""Pending requests the inbox shows, oldest first (the panel says how many more wait): a
+render reads at most this many, each no further than ``INLINE_LIMIT`` characters."""
 OUTCOMES = (
     "ok",
     "denied",
@@ -168,7 +178,12 @@ def events_view(
 
 
 def approval_item(
-    request: ApprovalRequest, now: float, *, exact: bool, full: bool = False
+    request: ApprovalRequest,
+    now: float,
+    *,
+    exact: bool,
+    full: bool = False,
+    view: ArgumentsView | None = None,
 ) -> dict[str, Any]:
     """One request as the inbox shows it, or its own page (``full``): its exact arguments for
     an approver (``exact``), else the redacted copy (see
@@ -176,8 +191,9 @@ def approval_item(
     most ``PAGE_LIMIT`` characters: a caller's arguments cost a page that much, no more); for
     an approver shown them whole, each argument (``fields``) for a grant that remembers the
     decision: a string shows what it is in a form's field (no hidden character, no line
-    break) or is offered no glob."""
-    view = arguments_view(request, exact=exact, limit=PAGE_LIMIT if full else None)
+    break) or is offered no glob. ``view``: the arguments as a listing read them."""
+    if view is None:
+        view = arguments_view(request, exact=exact, limit=PAGE_LIMIT if full else None)
     whole = view.recorded and (view.fits or (full and view.whole))
     given = request.exact_args if exact and view.grantable and whole else None
     fields = [  # the glob offered matches the value alone: its `*`, `?` and `[` escaped
@@ -220,15 +236,22 @@ def grant_item(grant: Grant, now: float) -> dict[str, Any]:
 
 
 def approvals_view(broker: ApprovalBroker | None, *, exact: bool = False) -> dict[str, Any]:
-    """The requests waiting for a decision and the live grants; ``exact``: as an approver
-    sees them (a grant's pattern holds exact argument values: only an approver sees it)."""
+    """The oldest requests waiting for a decision (at most :data:`INBOX_CARDS`, read no
+    further than the inbox shows them), how many wait in all, and the live grants;
+    ``exact``: as an approver sees them (a grant's pattern holds exact argument values: only
+    an approver sees it)."""
     if broker is None:
-        return {"available": False, "pending": [], "grants": [], "grant_count": 0}
+        return {"available": False, "pending": [], "waiting": 0, "grants": [], "grant_count": 0}
     now = time.time()
     grants = broker.grants()
+    listed, waiting = broker.listing(INBOX_CARDS, INLINE_LIMIT)
     return {
         "available": True,
-        "pending": [approval_item(r, now, exact=exact) for r in broker.pending()],
+        "pending": [
+            approval_item(i.request, now, exact=exact, view=listed_view(i, exact=exact))
+            for i in listed
+        ],
+        "waiting": waiting,
         "role": broker.approver_role,
         "grants": [grant_item(g, now) for g in grants] if exact else [],
         "grant_count": len(grants),

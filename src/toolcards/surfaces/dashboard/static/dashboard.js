@@ -4,6 +4,7 @@
 "use strict";
 (function () {
   var body = document.body;
+  var base = body.dataset.base || "";  // the dashboard's secret path: every URL is under it
   var liveState = document.getElementById("live-state");
   var inflight = {};
   var dirty = {};
@@ -18,9 +19,9 @@
   function panelUrl(name) {
     var params = new URLSearchParams(window.location.search);
     var card = document.querySelector('[data-watch][data-panel="' + name + '"]');
-    if (card && params.get("q")) return "/panel/" + name + "?q=" + encodeURIComponent(params.get("q"));
-    if (name === "audit") return "/panel/audit" + window.location.search;
-    return "/panel/" + name;
+    if (card && params.get("q")) return base + "/panel/" + name + "?q=" + encodeURIComponent(params.get("q"));
+    if (name === "audit") return base + "/panel/audit" + window.location.search;
+    return base + "/panel/" + name;
   }
 
   // A panel is not replaced under the person's hands: not while it holds an open edit or
@@ -132,7 +133,7 @@
   if (!window.EventSource || body.dataset.position === undefined) return;
 
   var connectedBefore = false;
-  var source = new EventSource("/events?since=" + encodeURIComponent(body.dataset.position));
+  var source = new EventSource(base + "/events?since=" + encodeURIComponent(body.dataset.position));
   source.addEventListener("hello", function () {
     setState("live", true);
     if (connectedBefore) ["team", "approvals"].concat(watching()).forEach(refresh);
