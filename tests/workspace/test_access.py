@@ -12,7 +12,7 @@ import pytest
 from toolcards.core.errors import RetriableError
 from toolcards.tools.workspace import AccessRefused, access, globs, list_files, read_bytes
 from toolcards.tools.workspace.globs import WalkBound
-from toolcards.tools.workspace.paths import iter_dir
+from toolcards.tools.workspace.paths import Contained, iter_dir
 
 from .race import prepare, run_race
 
@@ -95,6 +95,18 @@ def test_a_hidden_file_is_not_read_as_it_is_not_listed(ws: Path, rel: str) -> No
     assert list_files(ws, 100) == []
     with pytest.raises(AccessRefused):
         read_bytes(ws, rel, CAP)
+
+
+def test_a_resource_named_through_a_link_to_a_blank_spelled_name_is_not_read(ws: Path) -> None:
+    """An MCP resource is decided on its canonical name, then read by that name: a link to
+    ``" deploy"`` was decided as ``" deploy/prod.env"`` and read, stripped, as ``deploy/``."""
+    (ws / "deploy").mkdir()
+    (ws / "deploy" / "prod.env").write_text("KEY=1\n")
+    (ws / "blank").symlink_to(" deploy")
+    with pytest.raises(RetriableError, match="no path argument spells"):
+        Contained(ws).canonical("blank/prod.env")
+    with pytest.raises(AccessRefused, match="no path argument spells"):
+        read_bytes(ws, "blank/prod.env", CAP)
 
 
 def test_listing_stops_at_the_limit(ws: Path) -> None:

@@ -98,6 +98,51 @@ def test_a_case_sensitive_file_system_keeps_other_cases_apart(deploy: Path) -> N
     assert Contained(deploy).canonical("Deploy/prod.env") == "Deploy/prod.env"
 
 
+BLANK_LINKS = [
+    (" deploy", "link/prod.env"),
+    ("\tdeploy", "link/prod.env"),
+    ("\u3000deploy", "link/prod.env"),
+    ("\x1cdeploy/", "link/prod.env"),
+    ("deploy/prod.env ", "link"),
+    ("deploy/prod.env\n", "link"),
+    ("deploy/prod.env\u00a0", "link"),
+]
+"""Link targets with blank space at an end of the name they lead to: the policy saw
+``" deploy/prod.env"``, the tool read it again, stripped, as ``deploy/prod.env``."""
+
+
+@pytest.mark.parametrize(("target", "path"), BLANK_LINKS)
+def test_a_link_to_a_name_with_blank_space_at_an_end_is_refused(
+    deploy: Path, target: str, path: str
+) -> None:
+    (deploy / "link").symlink_to(target)
+    with pytest.raises(RetriableError, match="no path argument spells"):
+        Contained(deploy).canonical(path)
+
+
+def _via(ws: Path, name: str) -> Contained:
+    """The directory ``name`` holding ``prod.env``, reached through the link ``via``."""
+    (ws / name).mkdir()
+    (ws / name / "prod.env").write_text("KEY=1\n")
+    (ws / "via").symlink_to(name)
+    return Contained(ws)
+
+
+@pytest.mark.parametrize("name", [" deploy", "~deploy", "c:", "a\\..\\b"])
+def test_a_name_a_path_argument_cannot_spell_is_refused(ws: Path, name: str) -> None:
+    """Given back, each is stripped (another name) or refused (after the policy allowed it)."""
+    with pytest.raises(RetriableError, match="no path argument spells"):
+        _via(ws, name).canonical("via/prod.env")
+
+
+@pytest.mark.parametrize("name", ["deploy ", "de ploy", "d\u00e9ploy"])
+def test_a_canonical_name_is_its_own_canonical_name(ws: Path, name: str) -> None:
+    paths = _via(ws, name)
+    rel = paths.canonical("via/prod.env")
+    assert rel == f"{name}/prod.env"
+    assert paths.canonical(rel) == rel
+
+
 @contextlib.contextmanager
 def case_insensitive_dir() -> Iterator[Path]:
     """A directory on a case-insensitive file system (a tmpfs mounted with ``casefold``, as

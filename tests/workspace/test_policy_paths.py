@@ -178,3 +178,55 @@ def test_a_writing_tool_outside_deploy_and_release_runs(ws: Path, case: str) -> 
     assert "denied:" not in output and "error" not in output, output
     assert tree(ws) != before or (ws / "notes" / "sub").is_dir()
     assert tree(ws / "deploy") == {"prod.env": ENV}
+
+
+BLANK_LINKS = {"blank": " deploy", "tab": "\tdeploy", "wide": "deploy/prod.env\u3000",
+               "spaced": " release"}  # fmt: skip
+"""Links a command could plant, to names with blank space at an end: the policy decided on
+``" deploy/prod.env"`` and the tool, reading that name again stripped, wrote ``deploy/``."""
+
+THROUGH_BLANK_LINKS: dict[str, tuple[str, dict[str, Any]]] = {
+    "write blank/": ("workspace_write", {"path": "blank/prod.env", "content": "PWNED\n"}),
+    "delete blank/": ("workspace_delete", {"path": "blank/prod.env"}),
+    "edit wide": ("workspace_edit", _edit("wide", "KEY=1", "PWNED")),
+    "multi_edit tab/": (
+        "workspace_multi_edit",
+        {"edits": [NOTES_EDIT, _edit("tab/prod.env", "KEY=1", "PWNED")]},
+    ),
+    "write spaced/ (release)": ("workspace_write", {"path": "spaced/x.md", "content": "v1\n"}),
+}
+
+
+@pytest.fixture
+def blank_links(ws: Path) -> Path:
+    for name, target in BLANK_LINKS.items():
+        (ws / name).symlink_to(target)
+    return ws
+
+
+@pytest.mark.parametrize("case", list(THROUGH_BLANK_LINKS))
+def test_a_link_to_a_blank_spelled_name_never_reaches_a_guarded_path(
+    blank_links: Path, case: str
+) -> None:
+    before = tree(blank_links)
+    output = run(blank_links, THROUGH_BLANK_LINKS[case])
+    assert isinstance(output, str) and "no path argument spells" in output, output
+    assert tree(blank_links) == before
+
+
+def test_an_eq_rule_holds_through_a_link_to_a_blank_spelled_name(blank_links: Path) -> None:
+    guarded = {"arguments": {"path": {"eq": "deploy/prod.env"}}}
+    policy = Policy.from_dict(
+        {
+            "rules": [
+                {"targets": ["workspace_edit"], "effect": "deny", "conditions": guarded},
+                {"targets": ["*"], "effect": "allow"},
+            ]
+        }
+    )
+    before = tree(blank_links)
+    direct = ("workspace_edit", _edit("deploy/prod.env", "KEY", "PWNED"))
+    assert "denied:" in run(blank_links, direct, policy)
+    output = run(blank_links, THROUGH_BLANK_LINKS["edit wide"], policy)
+    assert "no path argument spells" in output, output
+    assert tree(blank_links) == before

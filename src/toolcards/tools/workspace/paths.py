@@ -123,22 +123,31 @@ class Contained:
         otherwise the last name is only looked at (``st`` is its lstat) and never opened.
         ``named=False``: names stay as given, no directory is read for its stored spelling
         (for a caller that asks only where the path leads: containment never depends on it).
+
+        The name reached (``rel``) is a fixed point: given back as a path, it is read as the
+        same names. The policy decides on it and the tool resolves it again: a link to
+        ``" deploy"`` gave ``" deploy/x"``, which the policy saw and the tool read as
+        ``deploy/x`` (surrounding blank space stripped), so such a name is refused.
         """
-        text = _check_text(path, "path")
-        parts: list[str] = []
-        if text not in ("", "."):
-            _check_relative(text, "path")
-            parts = [p for p in text.split("/") if p not in ("", ".")]
+        parts = _names(path)
         if not parts and not allow_root:
             raise RetriableError("a path to a file inside the workspace is required")
-        return _Walk(self, path, follow, named).run(parts, allow_root)
+        spot = _Walk(self, path, follow, named).run(parts, allow_root)
+        if not _fixed(spot.rel):
+            spot.close()
+            raise RetriableError(
+                f"path {path!r} leads to {spot.rel!r}, a name no path argument spells as it is "
+                "(blank space at an end, say); rename it or use another path"
+            )
+        return spot
 
     def canonical(self, path: str, *, allow_root: bool = False, follow: bool = True) -> str:
         """The name the tools act on for ``path``, resolved as :meth:`locate` resolves it:
         surrounding whitespace stripped, ``.`` and empty names dropped, links inside the
         workspace followed (the last name only with ``follow``), every existing name as its
         directory stores it (its case on a case-insensitive file system); RetriableError
-        where the tools refuse the path (``..``, absolute, outside, through a file)."""
+        where the tools refuse the path (``..``, absolute, outside, through a file) or it
+        leads to a name that, given back, is not read as itself (``canonical(rel) == rel``)."""
         try:
             with self.locate(path, allow_root=allow_root, follow=follow) as spot:
                 return spot.rel
@@ -426,6 +435,24 @@ def check_relative_path(path: str) -> str:
         raise RetriableError("a file path is required")
     _check_relative(text, "path")
     return text
+
+
+def _names(path: str) -> list[str]:
+    """The names a model path is read as (checked; ``.`` and empty names dropped)."""
+    text = _check_text(path, "path")
+    if text in ("", "."):
+        return []
+    _check_relative(text, "path")
+    return [p for p in text.split("/") if p not in ("", ".")]
+
+
+def _fixed(rel: str) -> bool:
+    """True when ``rel``, given as a path, is read as exactly its own names: resolving a
+    canonical name again can then strip, drop or decode no part of it (and act elsewhere)."""
+    try:
+        return rel == "." or _names(rel) == rel.split("/")
+    except RetriableError:
+        return False
 
 
 def _check_text(value: str, what: str) -> str:
