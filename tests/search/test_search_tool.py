@@ -92,11 +92,11 @@ def test_search_bounds_huge_results_with_markers() -> None:
 
 
 def test_an_answer_with_more_results_than_asked_is_formatted_to_the_cap() -> None:
-    """The API (or whatever answers for it) sends 500,000 results for a search of 2 and a
+    """The API (or whatever answers for it) sends 3,000 results for a search of 2 and a
     crawl of 2: only the first 2 are read and formatted (every one was, 13 s for 2.6
-    million, to keep 12 KB of text)."""
+    million, to keep 12 KB of text; past MAX_VALUES an answer is now refused unparsed)."""
     many = [{"title": f"r{i}", "url": f"https://example.com/{i}", "content": "c"} for i in range(5)]
-    many += [{}] * 500_000
+    many += [{}] * 3_000
 
     def reply(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, content=json.dumps({"results": many}).encode())
@@ -455,6 +455,65 @@ def test_a_search_answer_sent_a_byte_at_a_time_is_cut_at_the_timeout() -> None:
 
     card, _ = make_card(lambda r: httpx.Response(200, content=drip()), timeout_seconds=1.0)
     assert "timed out" in call(card, "web_search", "q")
+
+
+@pytest.mark.timeout(30)
+def test_a_search_answer_of_too_many_values_is_refused_unparsed() -> None:
+    """Within the 8 MB cap, 7.6 KB of gzip held 2.6 M ``{}``: parsed whole on the event loop
+    (180 MiB, a second of it). A search service on 127.0.0.1 stands in for the remote one."""
+    import http.server
+    import threading
+
+    body = _gzip(('{"results":[' + ",".join(["{}"] * 200_000) + "]}").encode())
+
+    class Service(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            for name, value in [("Content-Type", "application/json"), ("Content-Encoding", "gzip")]:
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Service)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        card = SearchTool(api_key=SecretStr(KEY), base_url=f"http://127.0.0.1:{server.server_port}")
+        out = call(card, "web_search", "q")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert out == "error: Tavily search returned more than 10000 values; dropped"
+
+
+@pytest.mark.timeout(30)
+def test_a_search_answer_slow_to_parse_is_cut_at_the_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The answer was parsed on the event loop once the deadline was over: it is parsed within
+    it now, in a worker thread abandoned at the deadline."""
+    import threading
+
+    from toolcards.core import outside_json
+
+    release = threading.Event()
+    load = outside_json.load_object
+
+    def stuck(text: bytes) -> dict[str, Any]:
+        release.wait(10)  # a hang guard: on the event loop this blocks the deadline too
+        return load(text)
+
+    monkeypatch.setattr(outside_json, "load_object", stuck)
+    card, _ = make_card(search_reply, timeout_seconds=0.5)
+    try:
+        out = call(card, "web_search", "q")
+    finally:
+        release.set()
+    assert out == "error: Tavily search timed out; try again later"
 
 
 PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>Fish &amp; Chips</title>

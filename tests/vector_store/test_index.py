@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import gzip
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -193,3 +201,117 @@ def test_qdrant_path_persists_points(tmp_path: Path) -> None:
     again = make_client(path=str(tmp_path / "q"))
     assert QdrantIndex(again, "c", 8).count() == 2
     again.close()
+
+
+def _chunked(handler: BaseHTTPRequestHandler, parts: Iterator[bytes]) -> None:
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Transfer-Encoding", "chunked")
+    handler.end_headers()
+    for part in parts:
+        handler.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+        handler.wfile.flush()
+    handler.wfile.write(b"0\r\n\r\n")
+
+
+_BOMB = gzip.compress(b"0" * (16 << 20), compresslevel=9)  # 16 MiB in 16 KB
+
+
+def _gzip_bomb(handler: BaseHTTPRequestHandler) -> None:
+    body = _BOMB
+    handler.send_response(200)
+    for name, value in [("Content-Type", "application/json"), ("Content-Encoding", "gzip")]:
+        handler.send_header(name, value)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+def _too_large(handler: BaseHTTPRequestHandler) -> None:
+    _chunked(handler, (b" " * (1 << 20) for _ in range(17)))  # 17 MiB
+
+
+def _trickle(handler: BaseHTTPRequestHandler) -> None:
+    def drip() -> Iterator[bytes]:
+        for _ in range(200):  # 20 s: the request's deadline (2 s here) ends it first
+            yield b" "
+            time.sleep(0.1)
+
+    _chunked(handler, drip())
+
+
+def _qdrant(handler: BaseHTTPRequestHandler) -> None:
+    found = handler.command == "GET"  # GET .../exists, then PUT the collection
+    data = json.dumps({"result": {"exists": False} if found else True, "status": "ok"}).encode()
+    _chunked(handler, iter([data]))
+
+
+@contextmanager
+def _remote(answer: Callable[[BaseHTTPRequestHandler], None]) -> Iterator[tuple[str, list[str]]]:
+    """A qdrant server on 127.0.0.1 (the stand-in for one a data card names) and the
+    ``Accept-Encoding`` of each request it got."""
+    asked: list[str] = []
+
+    class Server(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _any(self) -> None:
+            asked.append(self.headers.get("Accept-Encoding", ""))
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            with suppress(OSError):  # the client hung up
+                answer(self)
+
+        do_GET = do_PUT = do_POST = _any
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Server)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", asked
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_qdrant_server_is_read_through_the_bounded_transport() -> None:
+    with _remote(_qdrant) as (url, asked):
+        client = make_client(url=url)
+        assert QdrantIndex(client, "c", 8).collection == "c"
+        client.close()
+    assert asked == ["identity", "identity"]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("answer", "deadline", "refused"),
+    [
+        (_gzip_bomb, 10, "qdrant answer came gzip-encoded: not read"),
+        (_too_large, 10, "qdrant answer exceeded 16777216 bytes: not read"),
+        (_trickle, 2, "qdrant answer was not read within its deadline"),
+    ],
+    ids=["gzip", "too-large", "trickle"],
+)
+def test_a_qdrant_servers_answer_is_read_unencoded_capped_and_by_a_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+    answer: Callable[[BaseHTTPRequestHandler], None],
+    deadline: int,
+    refused: str,
+) -> None:
+    """qdrant_url is no credential: a data card names any server. Its answers were asked for
+    in gzip and read whole, inflated (1 MB of gzip cost 13 s and 4 GiB, then a JSONDecodeError
+    escaped), each read bounded but not the whole (a byte every 5 s held it for good)."""
+    from qdrant_client.http.exceptions import ResponseHandlingException
+
+    monkeypatch.setattr(
+        "toolcards.tools.vector_store.qdrant_index.TIMEOUT_S", deadline, raising=False
+    )
+    with _remote(answer) as (url, asked):
+        client = make_client(url=url)
+        with pytest.raises(ResponseHandlingException) as raised:
+            QdrantIndex(client, "c", 8)
+        client.close()
+    assert str(raised.value) == refused
+    assert asked == ["identity"]

@@ -14,6 +14,11 @@ from toolcards.core.tls import default_verify
 
 MAX_RESPONSE_BYTES = 8_000_000
 """A Tavily response larger than this is refused rather than parsed."""
+MAX_VALUES = 10_000
+"""Values a Tavily response may hold (as :func:`outside_json.over_values` counts them, the
+text of strings aside), else it is refused unparsed: a real one holds about ten per result or
+page, and a call asks for at most 100 (``max_results`` up to 20, a crawl's ``max_pages`` up to
+100). 7.6 KB of gzip inflated to 2.6 M ``{}``, parsed into 180 MiB and a second of the loop."""
 ACCEPT_ENCODING = "gzip, deflate"
 """The content encodings asked for: the ones :func:`read_prefix` inflates."""
 _INFLATE = {"gzip": 31, "x-gzip": 31, "deflate": 15}
@@ -69,14 +74,11 @@ class TavilyClient:
         try:
             with anyio.fail_after(self._deadline):
                 body, status = await self._send(endpoint, payload, headers)
+                return await anyio.to_thread.run_sync(
+                    _answer, endpoint, status, body, abandon_on_cancel=True
+                )
         except TimeoutError:
             raise SearchError(f"Tavily {endpoint} timed out; try again later") from None
-        if status >= 400:
-            raise _status_error(endpoint, status, body)
-        try:
-            return outside_json.load_object(body)
-        except ValueError as exc:
-            raise SearchError(f"Tavily {endpoint} returned a response that is {exc}") from None
 
     async def _send(
         self, endpoint: str, payload: dict[str, Any], headers: dict[str, str]
@@ -159,6 +161,20 @@ def _inflate(
         raise SearchError(f"{response.url} sent a body that does not inflate") from None
 
 
+def _answer(endpoint: str, status: int, body: bytes) -> dict[str, Any]:
+    """The object a response holds; SearchError for an error status, more than
+    :data:`MAX_VALUES` values or anything but a JSON object (a worker thread's: megabytes take
+    a while to count and parse)."""
+    if status >= 400:
+        raise _status_error(endpoint, status, body)
+    if outside_json.over_values(body, MAX_VALUES):
+        raise SearchError(f"Tavily {endpoint} returned more than {MAX_VALUES} values; dropped")
+    try:
+        return outside_json.load_object(body)
+    except ValueError as exc:
+        raise SearchError(f"Tavily {endpoint} returned a response that is {exc}") from None
+
+
 def _status_error(endpoint: str, status: int, body: bytes) -> SearchError:
     detail = _error_detail(body)
     suffix = f": {detail}" if detail else ""
@@ -177,6 +193,8 @@ def _status_error(endpoint: str, status: int, body: bytes) -> SearchError:
 
 def _error_detail(body: bytes) -> str:
     try:
+        if outside_json.over_values(body, MAX_VALUES):
+            raise ValueError("too many values")
         data = outside_json.loads(body)
     except ValueError:
         return body[:200].decode("utf-8", "replace").strip()

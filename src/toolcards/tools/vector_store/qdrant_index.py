@@ -7,18 +7,35 @@ travels in the point payload.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import httpx
+
+from toolcards.core.errors import ToolcardsError
+from toolcards.core.tls import default_verify
 from toolcards.tools.vector_store.base import require
 from toolcards.tools.vector_store.index import check_matrix
+from toolcards.tools.vector_store.openai_provider import read_capped
 from toolcards.tools.vector_store.ranking import Hit, best_first
 
 if TYPE_CHECKING:
     from toolcards.tools.vector_store.base import Matrix
 
 _NAMESPACE = uuid.UUID("6f0c3f5e-8a0e-4b7e-9a51-2f3c1f0d7a11")
+TIMEOUT_S = 10
+"""Seconds one request to a qdrant server may take in all: httpx's timeout bounds each read
+only, and a server sending a byte every few seconds held a call for as long as it liked."""
+MAX_ANSWER_BYTES = 16 << 20
+"""Bytes a qdrant server's answer may hold: the largest the store asks for are a search for
+``MAX_TOP_K`` (1,000) hits whose ids of up to 1,024 characters may come ``\\u``-escaped (about
+6 MB) and the lookup of ``MAX_RECORDS`` (50,000) points a removal makes (about 5 MB)."""
+
+
+class QdrantAnswerRefused(ToolcardsError):
+    """A qdrant server's answer came encoded or larger than :data:`MAX_ANSWER_BYTES`."""
 
 
 def point_id(item: str) -> str:
@@ -35,10 +52,50 @@ def make_client(
     from qdrant_client import QdrantClient
 
     if url:
-        return QdrantClient(url=url, api_key=api_key, timeout=10)
+        # no version check: it is a plain httpx.get, outside these bounds; no proxy from the
+        # environment: httpx would send through its own transport, not the bounded one
+        return QdrantClient(
+            url=url,
+            api_key=api_key,
+            timeout=TIMEOUT_S,
+            check_compatibility=False,
+            transport=_BoundedTransport(),
+            trust_env=False,
+        )
     if path:
         return QdrantClient(path=path)
     return QdrantClient(":memory:")
+
+
+class _BoundedTransport(httpx.BaseTransport):
+    """Reads each answer of a qdrant server whole, within bounds, before qdrant-client sees it.
+
+    qdrant-client asked for gzip and read an answer whole, inflated: 1 MB of gzip cost 13 s
+    and 4 GiB. Here answers are asked for unencoded (an encoded one is refused), capped at
+    :data:`MAX_ANSWER_BYTES` and read within :data:`TIMEOUT_S` of the request."""
+
+    def __init__(self) -> None:
+        self._inner = httpx.HTTPTransport(verify=default_verify(httpx))
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        deadline = time.monotonic() + TIMEOUT_S
+        request.headers["Accept-Encoding"] = "identity"
+        response = self._inner.handle_request(request)
+        try:
+            body = read_capped(
+                response, MAX_ANSWER_BYTES, deadline, "qdrant answer", QdrantAnswerRefused
+            )
+        finally:
+            response.close()
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            content=body,
+            extensions=response.extensions,
+        )
+
+    def close(self) -> None:
+        self._inner.close()
 
 
 class QdrantIndex:
