@@ -143,6 +143,11 @@ def test_invalid_configurations_rejected(fields: dict[str, object], message: str
         "X-Original-URL",
         "X-Rewrite-URL",
         "X-Original-Host",
+        "X_Forwarded_Host",  # CGI and WSGI servers read it as X-Forwarded-Host
+        "X-Forwarded_Host",
+        "X-Forwarded",
+        "X-Host",
+        "X-HTTP-Host-Override",
     ],
 )
 def test_a_header_choosing_where_the_request_goes_is_refused(name: str) -> None:
@@ -155,8 +160,9 @@ def test_a_header_choosing_where_the_request_goes_is_refused(name: str) -> None:
     assert isinstance(card, MCPTool) and card.headers == {"X-Tenant": "a", "Accept-Language": "en"}
 
 
-def test_a_credential_header_padded_with_spaces_is_refused_too() -> None:
-    headers = {" Proxy-Authorization ": "Basic eA=="}
+@pytest.mark.parametrize("name", [" Proxy-Authorization ", "Proxy_Authorization"])
+def test_a_credential_header_padded_with_spaces_is_refused_too(name: str) -> None:
+    headers = {name: "Basic eA=="}
     with pytest.raises(ValueError, match="put credentials in auth"):
         MCPTool(transport="sse", url="https://mcp.example/sse", headers=headers)
 

@@ -21,13 +21,17 @@ __all__ = ["MCPAuth", "MCPOAuth", "MCPSampling", "MCPTool"]
 ROUTING_HEADERS = (
     "host",
     "forwarded",
+    "x-host",
+    "x-http-host-override",
     "x-real-ip",
     "x-original-url",
     "x-rewrite-url",
     "x-original-host",
 )
-"""Headers a front end or gateway routes by (with ``:authority`` and ``X-Forwarded-*``): set
-by a card, they would take its credential to another virtual host than its URL's."""
+"""Headers a front end or gateway routes by (with ``:authority`` and ``X-Forwarded*``): set
+by a card, they would take its credential to another virtual host than its URL's. Names are
+compared with ``_`` read as ``-``, as CGI and WSGI servers read them (``X_Forwarded_Host``
+arrives as ``HTTP_X_FORWARDED_HOST``)."""
 
 if TYPE_CHECKING:
     from toolcards.tools.mcp.server_requests import RequestRules, ServerRequests
@@ -162,10 +166,10 @@ class MCPTool(ToolCard):
                 except OAuthError as exc:
                     raise ValueError(str(exc)) from None
         for key in self.headers:
-            name = key.strip().lower()
+            name = key.strip().lower().replace("_", "-")
             if name in ("authorization", "proxy-authorization"):
                 raise ValueError("put credentials in auth (bearer_token_env or oauth), not headers")
-            if name.startswith((":", "x-forwarded-")) or name in ROUTING_HEADERS:
+            if name.startswith((":", "x-forwarded")) or name in ROUTING_HEADERS:
                 raise ValueError(f"header {key!r} is refused: the url alone says where requests go")
         for key in self.env_from.values():
             if not key or not key.replace("_", "a").isalnum():
