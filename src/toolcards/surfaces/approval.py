@@ -272,7 +272,8 @@ class OutOfBandApprovals:
     ) -> None:
         self.inbox = InboxApprover(broker, timeout)
         self.page = page
-        """The dashboard's address, named in the log line when it serves the inbox too."""
+        """Where the dashboard is, named in the log line when it serves the inbox too (not its
+        address when the callers must not learn it)."""
 
     def for_call(self, ctx: Any, *, because: str | None = None) -> AskedApprover:
         """The inbox's approver for one call; ``because``: why the call waits here although

@@ -78,8 +78,8 @@ async def run_mcp_with_dashboard(
     a socket already bound there; ``tokens``: the dashboard's one-time sign-in tokens;
     ``base_path``: its secret path)."""
     warn_if_exposed(host)
-    page = f"http://{f'[{host}]' if ':' in host else host}:{port}/"  # no secret path: callers
-    # are agents, and the path is what keeps a server of theirs from the approver's cookie
+    page = "the address this server printed"  # not the address: callers are agents, and its
+    # secret path is what keeps a server of theirs from the approver's cookie
     app, _ = mcp_with_dashboard(
         runtime,
         host=host,
