@@ -122,6 +122,25 @@ def test_governed_capability_audits_exactly_as_the_governed_toolset(
     ]  # fmt: skip
 
 
+def test_a_call_to_a_card_tool_hidden_from_the_caller_has_one_row(
+    root: Path, tmp_path: Path
+) -> None:
+    """pydantic-ai answers the name it was not offered itself, so the capability's tools never
+    saw the call: it left no row (the MCP and CLI surfaces write ``deny``/``unknown_tool``)."""
+    policy = Policy.from_dict({"default_effect": "deny", "rules": [
+        {"callers": ["agent.*"], "targets": ["workspace_read"], "effect": "allow"}]})  # fmt: skip
+    script = SequenceScript([("workspace_write", {"path": "a.md", "content": "x"})])
+    with AuditLog(tmp_path / "audit.db", durability="sync") as log:
+        cards = GovernedCards([WorkspaceTool()], policy=policy, identity=WRITER, audit=log)
+        Agent(script.model, capabilities=[cards]).run_sync("go")
+        rows = _audit_rows(log)
+    assert rows == [
+        ("agent.writer", "pydantic-ai", "workspace_write", "deny", "unknown_tool",
+         {"path": "a.md", "content": "x"}),
+    ]  # fmt: skip
+    assert not (root / "default" / "a.md").exists()
+
+
 def test_denied_tools_are_not_offered_through_the_capability(root: Path) -> None:
     policy = Policy.from_dict({"default_effect": "deny", "rules": [
         {"callers": ["agent.*"], "targets": ["workspace_read"], "effect": "allow"}]})  # fmt: skip

@@ -306,6 +306,87 @@ def test_audit_has_one_correct_row_per_decision(recorder: Recorder, tmp_path: Pa
     assert rows[2].args["to"] == "x"
 
 
+def _with_deferred_purge(recorder: Recorder) -> Any:
+    """The recorder's tools plus ``purge``, a ``defer_loading`` tool nobody may call."""
+    from pydantic_ai.toolsets import CombinedToolset, FunctionToolset
+
+    deferred: FunctionToolset[Any] = FunctionToolset()
+
+    @deferred.tool_plain(defer_loading=True)
+    def purge(id: int) -> str:
+        """Purge one record."""
+        recorder.calls.append(("purge", {"id": id}))
+        return "purged"
+
+    return CombinedToolset([recorder.toolset, deferred])
+
+
+@pytest.mark.parametrize("hide_denied", [True, False])
+def test_a_call_to_a_hidden_tool_has_exactly_one_row(
+    recorder: Recorder, tmp_path: Path, hide_denied: bool
+) -> None:
+    """pydantic-ai answers a name it was not offered itself and never calls the toolset: the
+    hidden call left no row (the MCP and CLI surfaces write ``deny``/``unknown_tool``). A name
+    another toolset of the agent answers is not recorded, nor one no toolset knows."""
+    from pydantic_ai.toolsets import FunctionToolset
+
+    other: FunctionToolset[Any] = FunctionToolset()
+
+    @other.tool_plain
+    def weather(city: str) -> str:
+        return "sunny"
+
+    audit = AuditLog(tmp_path / "audit.db", durability="sync")
+    inner = _with_deferred_purge(recorder)
+    toolset = GovernedToolset(
+        inner, policy=Policy.from_yaml(POLICY_PATH), identity=BOB, audit=audit,
+        hide_denied=hide_denied,
+    )  # fmt: skip
+    calls = [("crm_delete", {"id": 1}), ("purge", {"id": 2}), ("weather", {"city": "x"}),
+             ("made_up", {})]  # fmt: skip
+    result = Agent(Script(calls).model, toolsets=[toolset, other]).run_sync("go")
+    rows = audit.query()
+    audit.close()
+    assert "weather: success: sunny" in result.output
+    crm_delete = ("deny", "unknown_tool") if hide_denied else ("deny", "denied")
+    assert [(r.tool, r.decision, r.outcome, r.call_id) for r in rows] == [
+        ("crm_delete", *crm_delete, "call-1"),
+        ("purge", "deny", "unknown_tool", "call-2"),  # never listed to bob, even when not hiding
+    ]
+    assert rows[1].args == {"id": 2} and rows[1].surface == "pydantic-ai"
+    assert recorder.calls == []
+
+
+def test_a_hidden_call_beside_a_paused_one_is_recorded_once_across_resumes(
+    recorder: Recorder, tmp_path: Path
+) -> None:
+    """The run pauses on the approval before the hidden call's row could be written; the resume
+    writes it, and a second resume of the same history does not write it again."""
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
+    def model(messages: list[Any], info: Any) -> ModelResponse:
+        if len(messages) > 1:
+            return ModelResponse(parts=[TextPart("done")])
+        transfer = {"amount": 2000, "currency": "EUR", "to": "acme"}
+        return ModelResponse(parts=[
+            ToolCallPart("crm_delete", {"id": 1}, tool_call_id="hidden"),
+            ToolCallPart("transfer_money", transfer, tool_call_id="pay"),
+        ])  # fmt: skip
+
+    audit = AuditLog(tmp_path / "audit.db", durability="sync")
+    toolset = _governed(recorder, identity=CAROL, audit=audit)
+    agent = Agent(FunctionModel(model), toolsets=[toolset], output_type=[str, DeferredToolRequests])
+    first = agent.run_sync("go")
+    assert isinstance(first.output, DeferredToolRequests)
+    results = DeferredToolResults(approvals={"pay": False})
+    for _ in range(2):
+        agent.run_sync(message_history=first.all_messages(), deferred_tool_results=results)
+    hidden = [(r.decision, r.outcome) for r in audit.query() if r.call_id == "hidden"]
+    audit.close()
+    assert hidden == [("deny", "unknown_tool")]
+
+
 def test_approval_request_shows_redacted_arguments(recorder: Recorder) -> None:
     args = {"amount": 2000, "currency": "EUR", "to": "acme", "api_key": "sk-abcdefghijklmnopqrst"}
     script = Script([("transfer_money", args)])

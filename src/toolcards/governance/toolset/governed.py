@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
+from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 from pydantic_core import SchemaValidator, core_schema, to_json
 
@@ -76,6 +77,7 @@ SURFACE = "pydantic-ai"
 # see the same raw arguments as on every other surface; the executor validates afterwards.
 _RAW_ARGS = SchemaValidator(core_schema.dict_schema(keys_schema=core_schema.str_schema()))
 _MAX_CALLERS = 1024  # per-caller listings kept before the cache starts over
+_MAX_CALLS = 4096  # hidden-tool calls remembered as written
 
 
 class GovernedToolset(WrapperToolset[Any]):
@@ -145,6 +147,8 @@ class GovernedToolset(WrapperToolset[Any]):
         self.listing = ToolListing(self.policy, hide_denied)
         self.delegated = DelegatedCalls()
         """Delegating calls parked while their run answers approvals asked on their behalf."""
+        self.hidden_calls: dict[tuple[object, ...], None] = {}
+        """Calls to hidden tools already written, oldest first (:meth:`_record_hidden_calls`)."""
 
     @classmethod
     def with_policy(
@@ -188,7 +192,55 @@ class GovernedToolset(WrapperToolset[Any]):
         self.delegated.settle(ctx.messages, conversation)  # a run that denied a parked call
         self._settle_denied(ctx, conversation)
         new = await self.wrapped.for_run_step(ctx)
-        return self if new is self.wrapped else self._with_wrapped(new)
+        toolset = self if new is self.wrapped else self._with_wrapped(new)
+        await self._record_hidden_calls(ctx, toolset)
+        return toolset
+
+    async def _record_hidden_calls(self, ctx: RunContext[Any], step: GovernedToolset) -> None:
+        """Write the row of each call, in the newest model response, to a governed tool hidden
+        from the caller: pydantic-ai answers a name it was not offered itself ("Unknown tool
+        name") and never calls the toolset, so without this only the MCP and CLI surfaces would
+        record the call. A step's toolset sees the response of the step before; a call is
+        written once (a step may be prepared again, a paused response resumed again).
+
+        Only names this toolset lists and the policy hides are written, as ``call_tool`` writes
+        them: a name another toolset of the agent answers, or one no toolset offered the step
+        that made the call (``ctx.tool_manager``), is not this toolset's to record, and a name
+        no toolset knows would be written once by each governed toolset of the agent. ``step``
+        is this toolset as prepared for the step (its listing is the one the step is offered)."""
+        response = next((m for m in reversed(ctx.messages) if isinstance(m, ModelResponse)), None)
+        if response is None:
+            return
+        manager = ctx.tool_manager  # still the one that answered the response's calls
+        offered = manager.tools if manager is not None and manager.tools is not None else {}
+        calls = [
+            part
+            for part in response.parts
+            if isinstance(part, ToolCallPart) and part.tool_name not in offered
+        ]
+        if not calls:
+            return
+        identity = self.resolve_identity(ctx)
+        view = await self.listing.view(step, ctx, identity)
+        listed = self.listing.cached
+        seen = self.hidden_calls
+        for part in calls:
+            hidden = listed.tools.get(part.tool_name) if listed is not None else None
+            key = (response.run_id, response.timestamp, part.tool_call_id)  # ids may repeat
+            if hidden is None or part.tool_name in view or key in seen:
+                continue
+            if len(seen) >= _MAX_CALLS:
+                del seen[next(iter(seen))]
+            seen[key] = None
+            self.executor.unknown(
+                part.tool_name,
+                part.args_as_dict(),
+                identity,
+                surface=SURFACE,
+                call_id=part.tool_call_id,
+                visible=view,
+                known_as=hidden.tool_id,
+            )
 
     def _settle_denied(self, ctx: RunContext[Any], conversation: str) -> None:
         """Deny the pending requests of the calls the run's host denied (``ToolDenied``: a
