@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolcards.tools._common.keyword_index import KeywordIndex, query_terms, stem
+from toolcards.tools._common.keyword_index import KeywordIndex, query_terms, stem, tokens
 
 DOCS = [
     ("a", "Payment gateway", "Handles card payments and refunds"),
@@ -178,3 +178,24 @@ def test_term_weights_follow_changes_in_document_lengths() -> None:
         for i in range(3_000):
             target.upsert(f"long{i}", "filler " * 40, "")
     assert index.search("ledger", 5) == fresh.search("ledger", 5) != first
+
+
+def test_text_that_grows_when_folded_gives_no_more_words_than_plain_text_of_its_length() -> None:
+    """U+FDFA folds to 18 characters (four words): 8,000 of them gave 24,000 words to index,
+    where a graph's and a board's caps count 8,000 characters (a restart missed its start)."""
+    grown = tokens("\ufdfa" * 8000)
+    assert 0 < len(grown) <= 4001
+    assert len(tokens("b " * 4000)) == 4000
+
+
+def test_text_that_folds_longer_still_has_every_word_indexed() -> None:
+    korean = " ".join(f"한국어{i}" for i in range(200))  # each syllable folds to 2-3 letters
+    assert len(tokens(korean)) == 200
+    ligatures = " ".join(["\ufb01nal"] * 300)  # ﬁ folds to f, i
+    assert tokens(ligatures) == ["final"] * 300
+
+
+def test_a_folded_document_is_found_by_its_plain_spelling(index: KeywordIndex) -> None:
+    index.upsert("k", "한국어 문서", "\ufb01nal draft")
+    assert index.search("final")[0][0] == "k"
+    assert index.search("한국어")[0][0] == "k"

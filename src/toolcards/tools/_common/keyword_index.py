@@ -77,13 +77,22 @@ def stem(token: str) -> str:
     return token
 
 
+_GROWTH = 4
+"""How much longer than its text a value's folded form is read (Hangul syllables decompose to
+three letters). One compatibility character may decompose to 18 (U+FDFA): the caps on a
+graph's or board's text count characters before folding, so folding is cut here."""
+
+
 def tokens(text: str) -> list[str]:
-    """Index terms of ``text``: lowercase words without accents or stopwords, stemmed."""
+    """Index terms of ``text``: lowercase words without accents or stopwords, stemmed; at most
+    as many as plain text of its length holds (one a two characters)."""
     folded = text.casefold()
     if not folded.isascii():
-        folded = unicodedata.normalize("NFKD", folded)
-        folded = "".join(c for c in folded if not unicodedata.combining(c))
-    return [stem(t) for t in _TOKEN.findall(folded) if t not in _STOPWORDS]
+        folded = unicodedata.normalize("NFKD", folded[: len(text) * _GROWTH])
+        folded = "".join(c for c in folded[: len(text) * _GROWTH] if not unicodedata.combining(c))
+    words = _TOKEN.findall(folded, 0, len(text) * _GROWTH)
+    del words[len(text) // 2 + 1 :]
+    return [stem(t) for t in words if t not in _STOPWORDS]
 
 
 def query_terms(text: str) -> list[str]:
