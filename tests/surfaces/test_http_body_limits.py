@@ -22,6 +22,7 @@ from raw_http import (
 )
 
 from surfaces.surface_support import HEADERS, INIT, HttpServer, write_config
+from toolcards.governance import Identity
 from toolcards.surfaces.config import SurfaceConfig
 from toolcards.surfaces.http.limits import MAX_BODY, HttpLimits
 
@@ -117,3 +118,23 @@ def test_the_config_names_the_body_cap_under_http() -> None:
     assert SurfaceConfig.model_validate({"policy": "p.yaml"}).http.max_body == 4 * MiB
     with pytest.raises(ValueError, match="max_body"):
         HttpLimits(max_body=10)
+
+
+def test_a_request_without_a_credential_is_refused_before_its_body_is_read(
+    tmp_path: Path,
+) -> None:
+    """A client with no valid token made the server read (and hold) a body of up to
+    ``max_body`` for up to ``body_timeout`` before its 401: 4 MiB a connection, 64
+    connections an address. Now the 401 comes with the body never sent, and the connection
+    closes (the rest of a body is never read as a next request)."""
+    config = write_config(tmp_path, tokens=[Identity("alice")], http={"body_timeout": 600})
+    srv = HttpServer(config)
+    try:
+        with connect(srv.port) as sock:
+            lines = (*JSON, "Authorization: Bearer wrong", f"Content-Length: {MAX_BODY - 1}")
+            sock.sendall(head(srv.port, *lines))  # the body is never sent
+            response = until_closed(sock, timeout=120)
+    finally:
+        srv.stop()
+    assert status(response) == 401
+    assert b"connection: close" in response.lower()

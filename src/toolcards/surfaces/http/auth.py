@@ -148,9 +148,12 @@ class BearerAuth:
 
 
 async def refuse(send: Send, refused: Unauthorized) -> None:
+    """Answer ``refused`` without reading the request's body; the connection then closes
+    (what is left of the body is never read as a next request)."""
     body = f"{refused.message}\n".encode()
     headers = [(b"content-type", b"text/plain; charset=utf-8"),
                (b"www-authenticate", refused.challenge.encode("latin-1", "replace")),
-               (b"content-length", str(len(body)).encode())]  # fmt: skip
+               (b"content-length", str(len(body)).encode()),
+               (b"connection", b"close")]  # fmt: skip
     await send({"type": "http.response.start", "status": refused.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -194,7 +194,8 @@ def http_app(
         in_flight,
     )
     auth = runtime.http_auth()
-    handler = BodyLimit(BearerAuth(guard, auth, IDENTITY_SCOPE_KEY), limits or runtime.http_limits)
+    # the caller first: a request without a credential is refused before its body is read
+    handler = BearerAuth(BodyLimit(guard, limits or runtime.http_limits), auth, IDENTITY_SCOPE_KEY)
     quiet_disconnects()
 
     @contextlib.asynccontextmanager
