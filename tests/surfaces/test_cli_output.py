@@ -342,3 +342,75 @@ def test_calling_a_tool_named_with_markup_on_a_terminal_says_it_is_unknown(
     done = terminal("call", "[/x]", "--args", "{}", "-c", _config(tmp_path, MEMORY))
     assert done.returncode == ExitCode.UNKNOWN_TOOL, done.stderr
     assert "[/x]" in done.stdout + done.stderr
+
+
+WRITTEN_TOOLS = '''
+def note() -> str:
+    """A file an agent wrote: clear screen, clipboard write (OSC 52), 8-bit CSI, fake lines."""
+    return "     1\\thello\\x1b[2J\\x1b]52;c;eA==\\x07\\n     2\\t\\x9b32mall checks passed\\u202e"
+
+
+def board() -> dict:
+    """A value that is no text: printed as JSON."""
+    return {"task": "ship\\x9b2J\\u202eit\\x1b[H"}
+
+
+TOOLS = [note, board]
+'''
+NOTE_SHOWN = [
+    "     1  hello\\u001b[2J\\u001b]52;c;eA==\\u0007",  # the tab drawn as spaces, as before
+    "     2  \\u009b32mall checks passed\\u202e",
+]
+
+
+@pytest.fixture
+def written(tmp_path: Path) -> Path:
+    """A config whose tools return text holding escape sequences."""
+    (tmp_path / "written_tools.py").write_text(WRITTEN_TOOLS, encoding="utf-8")
+    return _config(tmp_path, f'{MEMORY}tools: ["written_tools:TOOLS"]\n')
+
+
+def _control_characters(text: str) -> set[str]:
+    return {c for c in text if c not in "\n\t" and not c.isprintable()}
+
+
+def test_a_tools_text_is_shown_escaped_line_by_line_on_a_terminal(
+    written: Path, terminal: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
+    """A workspace file's escape sequences cleared the operator's screen, wrote the clipboard
+    or drew a link: rich passes ESC (it drops only BEL, BS, VT, FF and CR)."""
+    done = terminal("call", "note", "-c", written, path=(written.parent,))
+    assert done.returncode == ExitCode.OK, done.stderr
+    assert _control_characters(done.stdout) == set()
+    assert done.stdout.splitlines() == NOTE_SHOWN
+
+
+def test_a_tools_json_value_is_shown_with_hidden_characters_escaped_on_a_terminal(
+    written: Path, terminal: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
+    """JSON escapes ESC, but not an 8-bit CSI (U+009B) or a bidi override."""
+    done = terminal("call", "board", "-c", written, path=(written.parent,))
+    assert done.returncode == ExitCode.OK, done.stderr
+    assert _control_characters(done.stdout) == set()  # a bidi override (Cf) included
+    assert json.loads(done.stdout) == {"task": "ship\x9b2J\u202eit\x1b[H"}  # the same JSON
+
+
+def test_a_failed_calls_message_is_shown_escaped_on_a_terminal(
+    tmp_path: Path, terminal: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
+    """The message quotes the caller's text (here the tool's name): its link was drawn."""
+    tool = "x\x1b]8;;https://e.example/\x1b\\docs\x1b[2J"
+    done = terminal("call", tool, "--args", "{}", "-c", _config(tmp_path, MEMORY))
+    assert done.returncode == ExitCode.UNKNOWN_TOOL, done.stderr
+    assert _control_characters(done.stderr) == set()
+    assert "x\\u001b]8;;https://e.example/\\u001b\\\\docs\\u001b[2J" in done.stderr
+
+
+def test_a_tools_text_is_written_as_it_is_off_a_terminal(
+    written: Path, toolcards_cli: InProcessCli
+) -> None:
+    """Output to a pipe or a file is the value itself, for a script (rich writes a tab as
+    spaces and drops BEL)."""
+    done = toolcards_cli("call", "note", "-c", written, path=(written.parent,))
+    assert done.returncode == ExitCode.OK, done.stderr
+    assert done.stdout.splitlines()[0] == "     1  hello\x1b[2J\x1b]52;c;eA=="

@@ -1,7 +1,7 @@
 """The main job's summary: plan, files, graph, conversation and audit trail, printed with rich.
 
 Every value in it is data a model or the team wrote (a task, an entity, a file name, an audit
-row): each is printed escaped as rich Text (:func:`prose`, the command line's ``cell``), never
+row): each is printed escaped as rich Text (the command line's ``prose`` and ``cell``), never
 read as markup.
 """
 
@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from toolcards.surfaces.cli.state import cell, shown
+from toolcards.surfaces.cli.state import cell, prose, shown
 from toolcards.tools.knowledge_graph.actor import KnowledgeGraphActor
 from toolcards.tools.planning.actor import PlanningActor
 from toolcards.tools.workspace.access import AccessRefused, list_files
@@ -135,12 +135,6 @@ def render(summary: dict[str, Any], console: Console | None = None) -> None:
     console.print(trail)
     members = ", ".join(map(shown, summary["members"]))
     console.print(Text(f"members: {members} · events in the log: {summary['events']}"))
-
-
-def prose(value: object) -> Text:
-    """A model's text as rich Text, each of its lines escaped as :func:`cell` shows a value (no
-    markup, no escape sequence), its line breaks kept: an answer may run over lines."""
-    return Text("\n".join(map(shown, str(value).split("\n"))))
 
 
 def brief(args: Any, limit: int = 200) -> str:

@@ -145,7 +145,8 @@ def call_tool(state: State, tool: str, pairs: list[str] | None, json_args: str |
 
 
 def _print_value(value: Any) -> None:
-    """A call's value (JSON-ready): text as it is, anything else as indented JSON."""
+    """A call's value (JSON-ready): text, anything else as indented JSON; on a terminal
+    escaped line by line (:func:`.state.print_text`), elsewhere as it is, for scripts."""
     if isinstance(value, str):
         print_text(value)
         return

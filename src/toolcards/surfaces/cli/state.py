@@ -113,6 +113,16 @@ def cell(value: object, style: str = "") -> Text:
     return Text(shown(value), style=style)
 
 
+def prose(value: object) -> Text:
+    """Text that may run over lines (a model's answer, a tool's value) as rich Text: each piece
+    between its line breaks and tabs :func:`shown` (no markup, no escape sequence), the breaks
+    and tabs kept (rich writes a tab as spaces), so a file's lines still read as lines."""
+    from rich.text import Text  # lazy: rich, as out()
+
+    lines = ("\t".join(map(shown, line.split("\t"))) for line in str(value).split("\n"))
+    return Text("\n".join(lines))
+
+
 def print_rows(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     """Rows as tab-separated lines with every value in full (for output that is not a
     terminal: nothing is cut or wrapped), each :func:`shown` (a tab or a line break inside a
@@ -125,24 +135,38 @@ _RICH_CHANGES = re.compile(r":\S*:|\t")  # what rich would rewrite: emoji codes,
 
 
 def print_text(text: str, stderr: bool = False) -> None:
-    """``text`` on stdout (``stderr``: on stderr) as ``out().print(text, markup=False)``
-    (``err()``) prints it. Written directly when the stream is no terminal and rich would
+    """``text`` (a tool's value, a call's message: data) on stdout (``stderr``: on stderr).
+    On a terminal as :func:`prose`, so that no escape sequence in it acts on the terminal;
+    elsewhere as ``out().print(text, markup=False)`` (``err()``) prints it, which keeps it
+    as it is for a script. Written directly when the stream is no terminal and rich would
     change nothing (no tabs, control characters or ``:emoji:`` codes): importing rich costs
     more than a tool call."""
     stream = sys.stderr if stderr else sys.stdout
-    if not _unchanged_by_rich(stream, text):
-        (err() if stderr else out()).print(text, markup=False)
+    if _unchanged_by_rich(stream, text):
+        stream.write(text + "\n")
         return
-    stream.write(text + "\n")
+    console = err() if stderr else out()
+    console.print(prose(text) if console.is_terminal else text, markup=False)
 
 
 def print_json_text(text: str) -> None:
     """Indented JSON ``text`` on stdout as ``out().print_json(text)`` prints it (written
-    directly when rich would change nothing, as :func:`print_text` decides)."""
-    if not _unchanged_by_rich(sys.stdout, text):
+    directly when rich would change nothing, as :func:`print_text` decides). On a terminal
+    every hidden character is written as its JSON escape (as ``approvals show`` writes
+    arguments): the same JSON, of which nothing acts on the terminal."""
+    if _unchanged_by_rich(sys.stdout, text):
+        sys.stdout.write(text + "\n")
+        return
+    if not out().is_terminal:
         out().print_json(text)
         return
-    sys.stdout.write(text + "\n")
+    from rich.highlighter import JSONHighlighter  # lazy: rich, as out()
+    from rich.text import Text
+
+    from toolcards.governance.approvals.view import escape_hidden  # lazy: as in shown()
+
+    escaped = "".join(piece.text for piece in escape_hidden(text))
+    out().print(JSONHighlighter()(Text(escaped)))
 
 
 def _unchanged_by_rich(stream: Any, text: str) -> bool:
