@@ -10,6 +10,7 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,7 @@ from surfaces.surface_support import HttpServer, write_config
 from surfaces.surface_support import toolcards_in_process as toolcards
 from toolcards.core.host_files import ROOTS_MARKER
 from toolcards.governance import AuditLog, Identity
+from toolcards.surfaces.cli import control
 from toolcards.surfaces.cli.control import endpoint_path, find_server
 from toolcards.surfaces.outcomes import ExitCode
 
@@ -416,6 +418,26 @@ def test_a_record_planted_beside_a_config_in_a_workspace_is_not_followed(
     done = toolcards(evil, "list")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == []  # eve's (no tools), not bob's on the server
+
+
+def test_the_config_forwarded_is_the_config_judged(
+    server: HttpServer, config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A link re-pointed from the served config to an agent's after the data check: the real
+    path sent was resolved again, the agent's. Now the one real path judged is the one sent."""
+    evil = _agents_config(tmp_path)
+    link = tmp_path / "toolcards.yaml"
+    link.symlink_to(config)
+    read = control.read_record
+
+    def read_then_flip(record: Path) -> dict[str, Any] | None:
+        link.unlink()
+        link.symlink_to(evil)
+        return read(record)
+
+    monkeypatch.setattr(control, "read_record", read_then_flip)
+    found = find_server(link)
+    assert found is not None and found.config == os.path.realpath(config)
 
 
 def test_the_server_answers_only_for_its_own_config_file(

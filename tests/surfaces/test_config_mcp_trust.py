@@ -16,9 +16,11 @@ from typer.testing import CliRunner
 from support.scripted import Script, call_tool
 from surfaces.surface_support import ECHO_ARGS, ECHO_CARD
 from toolcards import ToolFactory
+from toolcards.core import host_files
 from toolcards.core.host_files import ROOTS_MARKER
+from toolcards.core.yaml_safe import load_yaml
 from toolcards.surfaces.commands import app
-from toolcards.surfaces.config import ConfigError, load_config
+from toolcards.surfaces.config import ConfigError, load_config, model
 from toolcards.surfaces.outcomes import ExitCode
 from toolcards.surfaces.runtime import SurfaceRuntime
 from toolcards.tools.mcp import MCPTool
@@ -178,3 +180,56 @@ def test_a_config_an_agent_wrote_in_its_workspace_imports_no_code(tmp_path: Path
     assert f"{key}: only the operator's config file" in result.stderr
     assert "names code to import" in result.stderr
     assert "getoutput" not in result.stdout
+
+
+def _flipping_config(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """The agent's config trusting ``/bin/sh`` in its workspace (a marked root), the
+    operator's config outside every root, and the agent's ``toolcards.yaml`` link to its own."""
+    workspace = tmp_path / "workspaces" / "w"
+    workspace.mkdir(parents=True)
+    (tmp_path / "workspaces" / ROOTS_MARKER).touch()
+    agents = write(workspace, trust={"commands": ["/bin/sh"]})
+    agents = agents.rename(workspace / "real.yaml")
+    (tmp_path / "outside").mkdir()
+    operators = write(tmp_path / "outside")
+    link = workspace / "toolcards.yaml"
+    link.symlink_to(agents)
+    return link, agents, operators
+
+
+def test_a_link_re_pointed_after_the_read_does_not_make_an_agents_config_trusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent re-points its ``toolcards.yaml`` link from its own config (trusting
+    ``/bin/sh``) to a name outside every workspaces root while the file is parsed: the file
+    read was the agent's, the file judged the operator's, and ``/bin/sh`` was trusted. Now the
+    one real path read is the one judged."""
+    link, _, operators = _flipping_config(tmp_path)
+
+    def parse_then_flip(text: str, name: str) -> Any:
+        link.unlink()
+        link.symlink_to(operators)
+        return load_yaml(text, name)
+
+    monkeypatch.setattr(model, "load_yaml", parse_then_flip)
+    with pytest.raises(ConfigError, match=r"where agents write\): trust: only the operator's"):
+        load_config(link)
+
+
+def test_a_link_planted_at_the_judged_path_is_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The operator's file, judged outside every root, is swapped for a link to the agent's
+    before it is opened: the open refuses the link rather than read the agent's file as the
+    operator's."""
+    _, agents, operators = _flipping_config(tmp_path)
+    judge = host_files.workspaces_root
+
+    def judge_then_plant(*args: Any) -> Path:
+        operators.unlink()
+        operators.symlink_to(agents)
+        return judge(*args)
+
+    monkeypatch.setattr(host_files, "workspaces_root", judge_then_plant)
+    with pytest.raises(ConfigError, match=r"cannot read config file: Too many levels"):
+        load_config(operators)

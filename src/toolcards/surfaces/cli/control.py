@@ -81,11 +81,16 @@ def record_of(config: Path) -> Path:
     """:func:`endpoint_path` of ``config``, from a cache entry when one was written for this
     config file with this very text (and this home directory, for a ``~`` store path)."""
     where = os.path.realpath(config)
-    key = json.dumps([where, os.environ.get("HOME")])
-    cache = _record_cache(key)
     text = _config_text(where)
     if text is None:
         return endpoint_path(config)
+    return _cached_record(Path(where), text)
+
+
+def _cached_record(where: Path, text: str) -> Path:
+    """:func:`record_of` the config file whose real path is ``where`` and text ``text``."""
+    key = json.dumps([str(where), os.environ.get("HOME")])
+    cache = _record_cache(key)
     try:
         with open(cache, encoding="utf-8") as cached:
             entry = json.load(cached)
@@ -93,7 +98,7 @@ def record_of(config: Path) -> Path:
             return Path(entry["record"])
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    record = _record_for(Path(config), text)
+    record = _record_for(where, text)
     try:
         os.makedirs(os.path.dirname(cache), exist_ok=True)
         tmp = f"{cache}.{os.getpid()}"
@@ -145,10 +150,15 @@ class ServerEndpoint:
 
 def find_server(config: Path) -> ServerEndpoint | None:
     """The running server recorded for ``config``, or None (no record, or it is gone, or
-    ``config`` is data: it runs here, where its data checks refuse what they refuse)."""
-    if host_files.written_by_agents(Path(config)):  # data: run (and refused) in process
+    ``config`` is unreadable or data: it runs here, where its checks refuse what they refuse).
+    The file judged is the file whose record is read and whose real path is sent."""
+    try:
+        file = host_files.read_host_file(config)
+    except (OSError, UnicodeDecodeError):
         return None
-    endpoint = _endpoint(read_record(record_of(config)), os.path.realpath(config))
+    if file.data:  # data: run (and refused) in process
+        return None
+    endpoint = _endpoint(read_record(_cached_record(file.path, file.text)), str(file.path))
     if endpoint is None:
         return None
     try:

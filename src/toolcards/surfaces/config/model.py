@@ -627,7 +627,7 @@ def load_config(path: str | Path = DEFAULT_CONFIG) -> SurfaceConfig:
     """Read a config file; ConfigError naming the file (and field) when it is unusable."""
     path = Path(path)
     try:
-        text = host_files.read_bounded(path)
+        file = host_files.read_host_file(path)
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found (pass --config)") from None
     except OSError as exc:
@@ -635,14 +635,14 @@ def load_config(path: str | Path = DEFAULT_CONFIG) -> SurfaceConfig:
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: the config file is not UTF-8 text") from None
     try:
-        data = load_yaml(text, str(path))
+        data = load_yaml(file.text, str(path))
     except YamlError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc.detail}") from None
     # a file in a workspace (or under $TOOLCARDS_WORKSPACES_ROOT) may be an agent's: its
-    # trust is refused as a client's would be
-    host = not host_files.written_by_agents(path)
+    # trust is refused as a client's would be (judged of the very file read, not the name)
+    host = not file.data
     source = str(path) if host else f"{path} (in a workspaces root, where agents write)"
-    return parse_config(data, source=source, base_dir=path.resolve().parent, host_written=host)
+    return parse_config(data, source=source, base_dir=file.path.parent, host_written=host)
 
 
 def hash_token(token: str) -> str:
