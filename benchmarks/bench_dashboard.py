@@ -9,6 +9,9 @@
   served by uvicorn on a socket it makes itself (Nagle's algorithm off on its connections).
 
 Run: .venv/bin/python benchmarks/bench_dashboard.py [--quick]
+
+``--quick`` (a smoke run): 3 events each way, a tenth of the full page's data (20 tasks, 15
+entities, 500 audit rows), 2 renders and 5 small requests on each server.
 """
 
 from __future__ import annotations
@@ -142,23 +145,26 @@ def stream_latency(url: str, team: Team, create: Any, n: int) -> list[float]:
     return out
 
 
-def fill(audit: AuditLog) -> None:
-    """200 tasks, 150 entities with 150 relations, 5,000 audit rows."""
-    for start in (0, 100):
-        tasks = [{"description": f"filler task {i}"} for i in range(start, start + 100)]
-        plan_tools["update_planning"](create=tasks)
-    for start in range(0, 150, 50):
+def fill(audit: AuditLog, scale: int = 1) -> None:
+    """200 tasks, 150 entities with 150 relations, 5,000 audit rows (each divided by
+    ``scale``; in the same batches: two of tasks, three of entities and three of relations)."""
+    tasks, entities, rows = 200 // scale, 150 // scale, 5000 // scale
+    for start in range(0, tasks, tasks // 2):
+        batch = [{"description": f"filler task {i}"} for i in range(start, start + tasks // 2)]
+        plan_tools["update_planning"](create=batch)
+    step = entities // 3
+    for start in range(0, entities, step):
         plan_tools["update_graph"](
             create_entities=[{"name": f"entity {i}", "entity_type": "t"}
-                             for i in range(start, start + 50)]
+                             for i in range(start, start + step)]
         )  # fmt: skip
-    for start in range(0, 150, 50):
+    for start in range(0, entities, step):
         plan_tools["update_graph"](
             create_relations=[{"from_entity": f"entity {i}", "relation_type": "links",
-                               "to_entity": f"entity {(i * 7 + 1) % 150}"}
-                              for i in range(start, start + 50)]
+                               "to_entity": f"entity {(i * 7 + 1) % entities}"}
+                              for i in range(start, start + step)]
         )  # fmt: skip
-    for i in range(5000):
+    for i in range(rows):
         audit.record(
             AuditRecord(ts=time.time(), principal="agent.bench", principal_type="agent", roles=(),
                         surface="bench", tool="t", call_id=str(i), args={"i": i},
@@ -191,8 +197,9 @@ def small_request(url: str, n: int) -> float:
     return statistics.median(times)
 
 
-def small_request_plain_uvicorn(app: Any, n: int) -> float:
-    """The same, with uvicorn making its own listening socket."""
+def small_request_plain_uvicorn(app: Any, base_path: str, n: int) -> float:
+    """The same, with uvicorn making its own listening socket (``base_path``: the dashboard's
+    secret path, which every route is under)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -204,7 +211,7 @@ def small_request_plain_uvicorn(app: Any, n: int) -> float:
         assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
         time.sleep(0.01)
     try:
-        return small_request(f"http://127.0.0.1:{port}", n)
+        return small_request(f"http://127.0.0.1:{port}{base_path}", n)
     finally:
         server.should_exit = True
         thread.join(10)
@@ -217,7 +224,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    n = 10 if args.quick else 40
+    n = 3 if args.quick else 40
+    scale = 10 if args.quick else 1  # quick: 20 tasks, 15 entities, 500 audit rows
     with tempfile.TemporaryDirectory() as tmp:
         audit = AuditLog(Path(tmp) / "audit.db")
         team = Team("bench", store=Path(tmp) / "team.db")
@@ -234,10 +242,10 @@ def main() -> None:
         with BackgroundServer(dash.app()) as server:
             page = browser_latency(server.url, team, create, n)
             stream = stream_latency(server.url, team, create, n)
-            fill(audit)
-            render = page_render(server.url, 5 if args.quick else 20)
-            small = small_request(server.url, 20 if args.quick else 200)
-        plain = small_request_plain_uvicorn(dash.app(), 20 if args.quick else 200)
+            fill(audit, scale)
+            render = page_render(server.url, 2 if args.quick else 20)
+            small = small_request(server.url, 5 if args.quick else 200)
+        plain = small_request_plain_uvicorn(dash.app(), dash.base_path, 5 if args.quick else 200)
         team.stop()
         audit.close()
     if page is not None:
@@ -248,7 +256,8 @@ def main() -> None:
         record("event -> page p95", pct(page, 0.95), "ms", goal="< 1000 ms")
     print(f"event -> SSE client: p50 {pct(stream, 0.5):.1f} ms, p95 {pct(stream, 0.95):.1f} ms")
     record("event -> SSE client p50", pct(stream, 0.5), "ms")
-    print(f"full page, 200 tasks, 150 entities, 5,000 audit rows: {render:.1f} ms (median)")
+    sizes = f"{200 // scale} tasks, {150 // scale} entities, {5000 // scale:,} audit rows"
+    print(f"full page, {sizes}: {render:.1f} ms (median)")
     record("full page render", render, "ms")
     print(
         f"small request (sign-in page), kept-alive connection: {small:.2f} ms p50 | "

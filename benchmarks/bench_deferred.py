@@ -1,9 +1,9 @@
 """Deferred tools over a large catalog: request bytes with and without ``defer_loading``.
 
 A governed agent (``GovernedCards``, FunctionModel) gets a catalog of 5,000 tools (100 cards of 50
-tools; 400 in quick mode, the fewest that still hold the wanted tool). The same task runs
-twice: with every tool sent to the model, and with the cards ``defer_loading`` (pydantic-ai's
-ToolSearch: the model searches, then calls what it found).
+tools; 104 in quick mode, 8 cards of 13: the fewest that still hold the wanted tool). The
+same task runs twice: with every tool sent to the model, and with the cards ``defer_loading``
+(pydantic-ai's ToolSearch: the model searches, then calls what it found).
 Each request is measured as JSON: instructions, messages, tool definitions. The deferred run
 must send no tool definitions beyond the searched ones (checked: the script fails otherwise).
 
@@ -36,7 +36,7 @@ class Measured:
     """Tool names the search returned."""
 
 
-def make_cards(domains: int, defer: bool) -> list[Any]:
+def make_cards(domains: int, defer: bool, per: int = PER_DOMAIN) -> list[Any]:
     from toolcards import ToolCard
 
     cards: list[Any] = []
@@ -44,7 +44,7 @@ def make_cards(domains: int, defer: bool) -> list[Any]:
 
         def tools(self: Any, d: int = d) -> list[Callable[..., Any]]:
             made = []
-            for t in range(PER_DOMAIN):
+            for t in range(per):
 
                 def fn(record_id: int, note: str = "") -> str:
                     return f"done {record_id}"
@@ -62,7 +62,7 @@ def make_cards(domains: int, defer: bool) -> list[Any]:
     return cards
 
 
-def run(domains: int, defer: bool) -> tuple[Measured, str]:
+def run(domains: int, defer: bool, per: int = PER_DOMAIN) -> tuple[Measured, str]:
     from pydantic_ai import Agent
     from pydantic_ai.messages import (
         ModelMessage,
@@ -101,7 +101,7 @@ def run(domains: int, defer: bool) -> tuple[Measured, str]:
     rule = {"callers": ["agent.*"], "targets": ["tool_*"], "effect": "allow"}
     policy = Policy.from_dict({"default_effect": "deny", "rules": [rule]})
     me = Identity("agent.bench", type="agent")
-    capability = GovernedCards(make_cards(domains, defer), policy=policy, identity=me)
+    capability = GovernedCards(make_cards(domains, defer, per), policy=policy, identity=me)
     agent = Agent(FunctionModel(model), capabilities=[capability])
     output = agent.run_sync(f"Update entry {QUERY} for record 7").output
     return measured, output
@@ -109,11 +109,14 @@ def run(domains: int, defer: bool) -> tuple[Measured, str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="400 tools (8 cards) instead of 5,000")
-    domains = 8 if parser.parse_args().quick else 100  # 8: ledger 7 holds the wanted tool
-    full, out_full = run(domains, defer=False)
-    deferred, out_deferred = run(domains, defer=True)
-    catalog = domains * PER_DOMAIN
+    parser.add_argument(
+        "--quick", action="store_true", help="104 tools (8 cards of 13) instead of 5,000"
+    )
+    # quick: ledger 7 holds the wanted tool, its 13th
+    domains, per = (8, 13) if parser.parse_args().quick else (100, PER_DOMAIN)
+    full, out_full = run(domains, defer=False, per=per)
+    deferred, out_deferred = run(domains, defer=True, per=per)
+    catalog = domains * per
     print(f"catalog: {catalog} governed tools; both runs end with {out_full!r}/{out_deferred!r}")
     for name, m in (("all tools sent", full), ("defer_loading + ToolSearch", deferred)):
         print(

@@ -544,18 +544,19 @@ def audit_shutdown(rows: int) -> None:
 
 
 async def main(quick: bool) -> None:
-    n, rounds = (200, 1) if quick else (5_000, 7)
+    n, rounds = (50, 1) if quick else (5_000, 7)
     await per_call(n, rounds)
     print()
-    for size in (50, 500) if quick else (500, 5_000):
+    for size in (20, 100) if quick else (500, 5_000):
         await listing(size, 1 if quick else 5)
     print()
-    policy_scaling((10, 100) if quick else (10, 1_000), 200 if quick else 5_000, rounds)
+    policy_scaling((10, 100) if quick else (10, 1_000), 50 if quick else 5_000, rounds)
     print()
-    audit_burst(500 if quick else 20_000, 1 if quick else 3)
-    await audit_paced(500 if quick else 10_000, 10_000.0, 1 if quick else 3)
-    audit_verify(500 if quick else 20_000, 1 if quick else 3)
-    audit_shutdown(500 if quick else 5_000)
+    rows = 100 if quick else None
+    audit_burst(rows or 20_000, 1 if quick else 3)
+    await audit_paced(rows or 10_000, 10_000.0, 1 if quick else 3)
+    audit_verify(rows or 20_000, 1 if quick else 3)
+    audit_shutdown(rows or 5_000)
 
 
 if __name__ == "__main__":
@@ -563,7 +564,7 @@ if __name__ == "__main__":
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="every section once at tiny sizes (200 calls, 1 round; listing 50 and 500 tools; "
-        "10 vs 100 rules; 500 audit rows)",
+        help="every section once at tiny sizes (50 calls, 1 round; listing 20 and 100 tools; "
+        "10 vs 100 rules; 100 audit rows)",
     )
     asyncio.run(main(parser.parse_args().quick))

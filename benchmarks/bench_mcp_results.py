@@ -7,9 +7,9 @@ small call, so both are connected and warm): the peak of what Python allocated d
 (``tracemalloc``, on a second call), the growth of the process's peak resident memory and the
 CPU time of the first call, and the length of what the model read.
 
-``--quick`` is a smoke run: the 3 MB text only, both sides in this one process (the second
-side's RSS growth is not comparable), so it starts two servers instead of four processes that
-start four.
+``--quick`` is a smoke run: a 0.3 MB text only (three times the 100,000 characters kept), both
+sides in this one process (the second side's RSS growth is not comparable), so it starts two
+servers instead of four processes that start four.
 
 Run: .venv/bin/python benchmarks/bench_mcp_results.py [--quick]
 """
@@ -125,7 +125,7 @@ def main() -> None:
     cases = [("text", 30_000_000), ("image", 15_000_000)]
     run = measure
     if args.quick:
-        cases, run = [("text", 3_000_000)], one
+        cases, run = [("text", 300_000)], one
     print(f"{'result':<16}{'side':<11}{'py peak':>11}{'RSS growth':>12}{'CPU':>9}{'read':>14}")
     for tool, size in cases:
         figures = {side: run(side, tool, size) for side in SIDES}
