@@ -77,7 +77,7 @@ def test_run_argv_is_locked_down(fake_docker: Path) -> None:
         f"--memory {512 << 20}",
         "--cpus 1.5",
         "--pids-limit 64",
-        "--ulimit nofile=1024:1024",
+        "--ulimit nofile=64:64",
         "--ulimit msgqueue=0:0",
         "--read-only",
         f"--user {docker_mod.default_user()}",

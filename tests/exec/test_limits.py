@@ -10,8 +10,9 @@ import pytest
 from pydantic import ValidationError
 from tests.exec.support import needs_process_cap
 
+from toolcards.tools.exec import limits as limits_mod
 from toolcards.tools.exec.cgroups import PidsGroup
-from toolcards.tools.exec.limits import BoundedOutput, ExecLimits, rlimit_plan
+from toolcards.tools.exec.limits import BoundedOutput, ExecLimits, LimitUnavailable, rlimit_plan
 from toolcards.tools.exec.runner import Launch, run
 
 
@@ -90,14 +91,37 @@ def test_rlimits_are_applied_in_the_child(tmp_path: Path) -> None:
     assert rows["Max cpu time"][:2] == ["7", "8"]
     assert rows["Max address space"][0] == str(300 << 20)
     assert rows["Max file size"][0] == "12345"
-    assert rows["Max open files"][:2] == ["1024", "1024"]
+    assert rows["Max open files"][:2] == ["64", "64"]
     assert rows["Max msgqueue size"][:2] == ["0", "0"]  # none charged to the host user
 
 
 def test_open_files_never_exceed_the_hosts_hard_limit() -> None:
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    plan = rlimit_plan(ExecLimits(open_files=1 << 30))
+    plan = rlimit_plan(ExecLimits(open_files=1 << 30, max_processes=None))
     assert (resource.RLIMIT_NOFILE, hard, hard) in plan
+
+
+def test_limits_whose_epoll_watches_could_pass_a_quarter_of_the_hosts_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack: epoll watches are counted per host user, the sandbox's uid is the host user's,
+    and 30 processes of 1,024 descriptors (the old default), each adding all its pipes to all
+    its epoll instances, held the 5,491,645 of a 24 GiB host: the host's own epoll_ctl and
+    asyncio.run failed with ENOSPC. max_processes x (open_files/2)^2 must stay within a
+    quarter of the host's budget (read from a file standing in for the sysctl)."""
+    budget = tmp_path / "max_user_watches"
+    monkeypatch.setattr(limits_mod, "MAX_USER_WATCHES", budget, raising=False)
+    budget.write_text("5491645\n")
+    with pytest.raises(LimitUnavailable, match="33,554,432 epoll watches"):
+        ExecLimits(max_processes=128, open_files=1024)
+    ExecLimits(open_files=1024, max_processes=None)  # no process cap: nothing to bound it by
+    budget.write_text(str(4 * 128 * 32**2))  # the defaults' worst case, exactly a quarter
+    assert ExecLimits().open_files == 64
+    budget.write_text(str(4 * 128 * 32**2 - 1))
+    with pytest.raises(LimitUnavailable, match="lower open_files or max_processes"):
+        ExecLimits()
+    budget.unlink()  # no such sysctl (not Linux): nothing to check against
+    ExecLimits(open_files=1 << 20)
 
 
 def test_memory_exhaustion_is_reported(tmp_path: Path) -> None:

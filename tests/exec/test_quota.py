@@ -232,6 +232,74 @@ def test_calls_that_hold_what_no_cap_counts_are_answered_enosys(
     assert seen in _run("bwrap", "sh -c 'python3 probe.py'", workspace_id="enosys")
 
 
+NAMESPACES = """import ctypes, os, platform
+libc = ctypes.CDLL(None, use_errno=True)
+clone, setns = {"x86_64": (56, 308), "aarch64": (220, 268)}[platform.machine()]
+def err(result):
+    return result < 0 and ctypes.get_errno()
+pid = libc.syscall(clone, 0x10000000 | 17, 0, 0, 0, 0)  # CLONE_NEWUSER | SIGCHLD
+if pid == 0:
+    os._exit(0)
+if pid > 0:
+    os.waitpid(pid, 0)
+uts = os.open("/proc/self/ns/uts", os.O_RDONLY)
+print('ns', err(pid), err(libc.syscall(435, 0, 0)), err(libc.setns(uts, 0)),
+      err(libc.unshare(0x04000000)), err(libc.unshare(0x10000000)))
+"""
+"""clone with CLONE_NEWUSER, clone3, setns, unshare(CLONE_NEWUTS), unshare(CLONE_NEWUSER) (in
+that order: once in a user namespace of its own, the rest would succeed): the errno each
+fails with (False where one succeeds)."""
+
+ORDINARY = """import multiprocessing, os, subprocess, threading
+def main():
+    threads = [threading.Thread(target=print, args=('thread',)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(7)
+    print('fork', os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+    r, w = os.pipe()
+    os.write(w, b'piped')
+    print(os.read(r, 5).decode())
+    print(subprocess.run(['sh', '-c', 'echo a | tr a b'], capture_output=True, text=True).stdout)
+    with multiprocessing.get_context('spawn').Pool(2) as pool:
+        print('pool', pool.map(abs, [-1, -2]))
+if __name__ == '__main__':
+    main()
+"""
+"""Threads (glibc tries clone3 first), fork, a pipe, a shell pipeline and a process pool."""
+
+
+@needs_bwrap
+def test_no_namespace_can_be_made_inside_the_sandbox(workspaces: Path) -> None:
+    """Attack: inside bwrap a command entered a user namespace of its own and made 96,366 UTS
+    namespaces there, all charged to the host user's /proc/sys/user/max_*_namespaces: the
+    host's own unshare and every other bwrap command of that user failed with ENOSPC. bwrap
+    runs with --disable-userns and the filter refuses unshare, setns and clone's CLONE_NEW*
+    flags (EPERM, 1); clone3, whose flags it cannot read, answers ENOSYS (38)."""
+    ws = workspaces / "ns"
+    ws.mkdir()
+    (ws / "ns.py").write_text(NAMESPACES)
+    assert "ns 1 38 1 1 1" in _run("bwrap", "sh -c 'python3 ns.py'", workspace_id="ns")
+    for command in ("unshare -U true", "unshare -U -u true", "unshare -u true"):
+        out = _run("bwrap", f"sh -c '{command}; echo status $?'", workspace_id="ns")
+        assert "status 1" in out, (command, out)
+
+
+@needs_bwrap
+def test_processes_threads_and_pipes_still_work_in_the_sandbox(workspaces: Path) -> None:
+    ws = workspaces / "ordinary"
+    ws.mkdir()
+    (ws / "ordinary.py").write_text(ORDINARY)
+    out = _run("bwrap", "sh -c 'python3 ordinary.py'", workspace_id="ordinary")
+    assert out.count("thread") == 4, out
+    for seen in ("fork 7", "piped", "\nb\n", "pool [1, 2]", "exit_code: 0"):
+        assert seen in out, out
+
+
 SOCKETPAIRS = """import resource, socket
 print('nofile', *resource.getrlimit(resource.RLIMIT_NOFILE))
 pairs = []

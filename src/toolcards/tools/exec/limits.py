@@ -6,13 +6,18 @@ import os
 import resource
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from toolcards.core.errors import ToolcardsError
 
 SHM_SHARE = 4
 """/dev/shm gets 1/SHM_SHARE of ``tmp_bytes``, /tmp the rest."""
+EPOLL_SHARE = 4
+"""A command may reach at most 1/EPOLL_SHARE of the host user's epoll watches (see
+:func:`check_epoll_watches`)."""
+MAX_USER_WATCHES = Path("/proc/sys/fs/epoll/max_user_watches")
 
 
 class ExecLimits(BaseModel):
@@ -31,11 +36,12 @@ class ExecLimits(BaseModel):
     """Processes and threads alive at once: a pids cgroup when one is writable, else
     RLIMIT_NPROC (never as root, where it does not apply; outside a private user namespace
     it is set to the user's current count plus this)."""
-    open_files: int = Field(default=1024, ge=16)
+    open_files: int = Field(default=64, ge=16)
     """Descriptors one process may hold (RLIMIT_NOFILE, never above the host's own hard
     limit). Pipe and socket buffers are kernel memory outside RLIMIT_AS: the host's limit
-    let one process queue GiBs in socket pairs; 1,024 (the usual soft limit) keeps that near
-    100 MiB a process."""
+    let one process queue GiBs in socket pairs. Epoll watches are charged to the host user
+    (:func:`check_epoll_watches`): 64 keeps the defaults' worst case (131,072) under a
+    quarter of the budget of hosts with 2.5 GiB of RAM or more."""
     cpus: float = Field(default=1.0, gt=0, le=256)
     """CPU share for container backends (``docker --cpus``)."""
     output_bytes: int = Field(default=64_000, ge=256, le=16 << 20)
@@ -46,6 +52,11 @@ class ExecLimits(BaseModel):
     here). Never more than ``memory_bytes``."""
     workspace_write_bytes: int | None = Field(default=1 << 30, ge=1 << 20)
     """Bytes one command may add to the workspace, watched while it runs (killed: disk)."""
+
+    @model_validator(mode="after")
+    def _fits_the_epoll_budget(self) -> ExecLimits:
+        check_epoll_watches(self, host_max_user_watches())
+        return self
 
     def tmpfs_sizes(self) -> tuple[int, int]:
         """Sizes of the ``/tmp`` and ``/dev/shm`` tmpfs mounts (together at most the budget)."""
@@ -58,6 +69,37 @@ class ExecLimits(BaseModel):
 
 class LimitUnavailable(ToolcardsError, RuntimeError):
     """A configured limit cannot be enforced on this host (we refuse to run unbounded)."""
+
+
+def host_max_user_watches() -> int | None:
+    """The host's per-user epoll watch budget (``fs.epoll.max_user_watches``); None off Linux."""
+    try:
+        return int(MAX_USER_WATCHES.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def check_epoll_watches(limits: ExecLimits, max_user_watches: int | None) -> None:
+    """Refuse ``limits`` whose command could hold 1/EPOLL_SHARE of ``max_user_watches``.
+
+    The kernel counts epoll watches per host user, and the sandbox's uid is the host user's:
+    30 processes with 1,024 descriptors each, split between epoll instances and pipes added
+    to every one of them, held all 5.5 million of a 24 GiB host and the host's own
+    ``epoll_ctl`` (every asyncio loop) failed with ENOSPC. That split holds
+    ``(open_files/2)^2`` watches a process. It is not the most a command can hold: a watch
+    outlives its descriptor while its file is open elsewhere, so re-adding a file under other
+    descriptor numbers holds more (see the card's "Disk and memory"). Nothing is checked
+    without a process cap or off Linux.
+    """
+    if limits.max_processes is None or max_user_watches is None:
+        return
+    worst = limits.max_processes * (limits.open_files // 2) ** 2
+    if worst * EPOLL_SHARE > max_user_watches:
+        raise LimitUnavailable(
+            f"max_processes x (open_files/2)^2 = {worst:,} epoll watches, more than "
+            f"1/{EPOLL_SHARE} of this host user's {max_user_watches:,} "
+            f"(fs.epoll.max_user_watches): lower open_files or max_processes"
+        )
 
 
 RlimitPlan = list[tuple[int, int, int]]
