@@ -60,6 +60,7 @@ kept because callers catch that built-in type. The module each class lives in is
     ├── URLRefused (ValueError)                 tools._common.urls
     ├── EmbeddingError                          tools.vector_store.base
     ├── VectorExtraMissing (ImportError)        tools.vector_store.base
+    ├── QdrantAnswerRefused                     tools.vector_store.qdrant_index
     ├── ConfigError (ValueError)                surfaces.config.model
     ├── ArgsError (ValueError)                  surfaces.cli.args
     ├── PortUnavailable (OSError)               surfaces.http.ports
