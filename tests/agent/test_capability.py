@@ -4,12 +4,16 @@ toolset's (who reads the team state: ``test_team_state.py``)."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelRequest
+from pydantic_ai.exceptions import UnexpectedModelBehavior
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 
 from support.scripted import Script, SequenceScript, call_tool
 from toolcards import PlanningTool, ToolFactory, WorkspaceTool
@@ -138,6 +142,66 @@ def test_a_call_to_a_card_tool_hidden_from_the_caller_has_one_row(
         ("agent.writer", "pydantic-ai", "workspace_write", "deny", "unknown_tool",
          {"path": "a.md", "content": "x"}),
     ]  # fmt: skip
+    assert not (root / "default" / "a.md").exists()
+
+
+HIDDEN_POLICY = {"default_effect": "deny", "rules": [
+    {"callers": ["agent.*"], "targets": ["workspace_read"], "effect": "allow"}]}  # fmt: skip
+
+
+def _ending_model(beside: ToolCallPart) -> FunctionModel:
+    """One response, that ends the run: a hidden ``workspace_write`` call beside ``beside``."""
+    hidden = ToolCallPart("workspace_write", {"path": "a.md", "content": "x"}, tool_call_id="h1")
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[hidden, beside])
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+        for i, part in enumerate((hidden, beside)):
+            args = part.args_as_json_str()
+            yield {i: DeltaToolCall(part.tool_name, args, tool_call_id=part.tool_call_id)}
+
+    return FunctionModel(respond, stream_function=stream)
+
+
+async def _run(agent: Agent[None, Any], mode: str) -> Any:
+    if mode == "run":
+        return (await agent.run("go")).output
+    async with agent.run_stream("go") as streamed:
+        return await streamed.get_output()
+
+
+@pytest.mark.parametrize("mode", ["run", "stream"])
+def test_a_hidden_call_beside_the_final_output_has_one_row(
+    root: Path, tmp_path: Path, mode: str
+) -> None:
+    """The run ends on the response that made the hidden call, so no next step wrote its row
+    (the toolset writes it there): the call left none."""
+    final = ToolCallPart("final_result", {"response": 7}, tool_call_id="f1")
+    with AuditLog(tmp_path / "audit.db", durability="sync") as log:
+        cards = GovernedCards([WorkspaceTool()], policy=Policy.from_dict(HIDDEN_POLICY),
+                              identity=WRITER, audit=log)  # fmt: skip
+        agent = Agent(_ending_model(final), capabilities=[cards], output_type=int)
+        output = asyncio.run(_run(agent, mode))
+        rows = [(e.tool, e.decision, e.outcome, e.call_id) for e in log.tail(50)]
+    assert output == 7
+    assert rows == [("workspace_write", "deny", "unknown_tool", "h1")]
+
+
+@pytest.mark.parametrize("mode", ["run", "stream"])
+def test_a_hidden_call_in_a_response_that_fails_the_run_has_one_row(
+    root: Path, tmp_path: Path, mode: str
+) -> None:
+    """pydantic-ai fails the run on the response (two calls share an id) before any next step:
+    the hidden call in it left no row."""
+    read = ToolCallPart("workspace_read", {"path": "a.md"}, tool_call_id="h1")
+    with AuditLog(tmp_path / "audit.db", durability="sync") as log:
+        cards = GovernedCards([WorkspaceTool()], policy=Policy.from_dict(HIDDEN_POLICY),
+                              identity=WRITER, audit=log)  # fmt: skip
+        with pytest.raises(UnexpectedModelBehavior, match="unique `tool_call_id`"):
+            asyncio.run(_run(Agent(_ending_model(read), capabilities=[cards]), mode))
+        rows = [(e.tool, e.decision, e.outcome, e.call_id) for e in log.tail(50)]
+    assert rows == [("workspace_write", "deny", "unknown_tool", "h1")]
     assert not (root / "default" / "a.md").exists()
 
 

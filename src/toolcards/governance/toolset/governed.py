@@ -196,12 +196,21 @@ class GovernedToolset(WrapperToolset[Any]):
         await self._record_hidden_calls(ctx, toolset)
         return toolset
 
+    async def record_run_end(self, ctx: RunContext[Any]) -> None:
+        """Write the rows of the hidden calls in ``ctx``'s newest response, which no next step
+        will write: its run ended there (a final output beside them, or a response pydantic-ai
+        failed the run on). pydantic-ai hands a toolset no context at a run's end, so this is
+        called by ``GovernedCards`` with the context of the run's last model request; a bare
+        toolset writes them at the next step only (a run resumed from the history)."""
+        await self._record_hidden_calls(ctx, self)
+
     async def _record_hidden_calls(self, ctx: RunContext[Any], step: GovernedToolset) -> None:
         """Write the row of each call, in the newest model response, to a governed tool hidden
         from the caller: pydantic-ai answers a name it was not offered itself ("Unknown tool
         name") and never calls the toolset, so without this only the MCP and CLI surfaces would
-        record the call. A step's toolset sees the response of the step before; a call is
-        written once (a step may be prepared again, a paused response resumed again).
+        record the call. A step's toolset sees the response of the step before (the last
+        response of a run: :meth:`record_run_end`); a call is written once (a step may be
+        prepared again, a paused response resumed again).
 
         Only names this toolset lists and the policy hides are written, as ``call_tool`` writes
         them: a name another toolset of the agent answers, or one no toolset offered the step

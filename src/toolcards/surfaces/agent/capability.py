@@ -15,7 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from pydantic_ai import RunContext
+from pydantic_ai import AgentRunResult, RunContext
+from pydantic_ai.capabilities import WrapRunHandler
 from pydantic_ai.messages import Authority, ModelResponse
 from pydantic_ai.models import ModelRequestContext
 
@@ -50,6 +51,7 @@ from toolcards.surfaces.agent.spec_args import (
 )
 
 SPEC_NAME = "toolcards"
+_MAX_RUNS = 1024  # runs whose last model request is kept until they end
 """The capability's name in agent specs (``capabilities: [{toolcards: {...}}]``)."""
 
 
@@ -138,6 +140,8 @@ class GovernedCards(CardsCapability):
         self.identity = identity
         self.executor = executor
         self.budget = None
+        self.last_requests: dict[str | None, RunContext[Any]] = {}
+        """The context of each running run's last model request, by run id (bounded)."""
         if governed is not None:
             self.budget = ModelBudget(executor, governed.resolve_identity)
 
@@ -157,12 +161,32 @@ class GovernedCards(CardsCapability):
         request_context: ModelRequestContext,
         response: ModelResponse,
     ) -> ModelResponse:
-        """What the response used is counted against the caller's model budgets."""
+        """What the response used is counted against the caller's model budgets; the request's
+        context is kept for :meth:`wrap_run` (its live messages will hold the response)."""
         if self.budget is None:
             return response
+        last = self.last_requests
+        last.pop(ctx.run_id, None)  # newest last: the oldest goes first
+        if len(last) >= _MAX_RUNS:  # a run that never reached wrap_run (loaded mid-run)
+            del last[next(iter(last))]
+        last[ctx.run_id] = ctx
         return await self.budget.after_model_request(
             ctx, request_context=request_context, response=response
         )
+
+    async def wrap_run(
+        self, ctx: RunContext[Any], *, handler: WrapRunHandler
+    ) -> AgentRunResult[Any]:
+        """However the run ends (an output, a failure), the governed toolset writes the hidden
+        calls of its last response, which no next step will (``GovernedToolset.record_run_end``),
+        with the context of the last model request: this hook's own keeps the run's first
+        messages and tool manager, not the ones that answered that response."""
+        try:
+            return await handler()
+        finally:
+            last = self.last_requests.pop(ctx.run_id, None)
+            if last is not None and isinstance(self.toolset, GovernedToolset):
+                await self.toolset.record_run_end(last)
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
