@@ -560,20 +560,21 @@ fd = os.open("d/f", os.O_CREAT | os.O_WRONLY, 0o600)
 os.chmod(sys.argv[1], int(sys.argv[2], 8))
 for _ in range(32):
     os.write(fd, bytes(1 << 20))
-time.sleep(60)
+time.sleep(300)
 """
 _RUN_CARD = """
 import asyncio, inspect, sys
 from toolcards.tools.exec.card import ExecTool
 from toolcards.tools.exec.limits import ExecLimits
 limits = ExecLimits(max_processes=None, workspace_write_bytes=1 << 20)
-card = ExecTool(mode="local", limits=limits, allowed_commands=["python3"], timeout_s=20,
+card = ExecTool(mode="local", limits=limits, allowed_commands=["python3"], timeout_s=100,
                 workspace_id="fill")
 out = {fn.__name__: fn for fn in card.get_tools()}["exec_command"](sys.argv[1])
 print(asyncio.run(out) if inspect.isawaitable(out) else out)
 """
 
 
+@pytest.mark.timeout(180)
 @pytest.mark.parametrize("hidden, mode", [("d", "600"), (".", "300")])
 def test_a_directory_made_unsearchable_cannot_hide_what_is_written_in_it(
     workspaces: Path, hidden: str, mode: str
@@ -593,7 +594,7 @@ def test_a_directory_made_unsearchable_cannot_hide_what_is_written_in_it(
         f"python3 fill.py {hidden} {mode}",
     ]
     try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True).stdout
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=150, check=True).stdout
     finally:
         ws.chmod(0o700)
         with contextlib.suppress(FileNotFoundError):
