@@ -22,6 +22,7 @@ from dashboard.support import (
     form_token,
     http_sign_in,
 )
+from surfaces.raw_http import MiB, connect, head, send_in_background, status, until_closed
 from toolcards.core.identity import Identity
 from toolcards.governance.approvals.broker import ApprovalBroker
 from toolcards.runtime import Team
@@ -108,11 +109,58 @@ def test_the_page_and_its_cookies_live_under_a_secret_path_no_other_path_reveals
     for path in ("/", "/login", "/events", "/panel/approvals", "/static/dashboard.css",
                  base[:-1] + "/", base + "x/", "/x" + base + "/"):  # fmt: skip
         outside = httpx.get(origin + path, headers=cookie)
-        assert (outside.status_code, outside.text) == (404, "Not Found"), path
+        assert (outside.status_code, outside.text) == (404, "Not Found\n"), path
         assert "location" not in outside.headers and "set-cookie" not in outside.headers
     posted = httpx.post(origin + "/approvals/x/grant", headers=cookie, data={"csrf": "x"})
     assert posted.status_code == 404
     assert httpx.get(world.url + "/", headers=cookie).status_code == 200  # inside: the page
+
+
+@pytest.mark.parametrize(
+    ("path", "answer"),
+    [("/nope", 404), ("{base}x/login", 404), ("{base}/approvals/x/grant", 401),
+     ("{base}/logout", 401), ("{base}/login", 413)],
+)  # fmt: skip
+def test_a_strangers_body_is_refused_before_it_is_read(
+    world: World, path: str, answer: int
+) -> None:
+    """A client knowing neither the secret path nor a session made the dashboard read (and
+    hold) a body of up to 4 MiB for up to 15 s before its 404 or 401: 4 MiB a connection, 64
+    connections an address. Now, with the body never sent, a path outside is 404, a post
+    inside without a session 401, and the sign-in form announcing 1 MiB 413 (its cap is 64
+    KiB), each at once and closing the connection."""
+    port = world.server.port
+    target = path.format(base=world.dashboard.base_path)
+    lines = ("Content-Type: application/x-www-form-urlencoded", f"Content-Length: {MiB}")
+    with connect(port) as sock:
+        sock.sendall(head(port, *lines, path=target))  # the body is never sent
+        response = until_closed(sock, timeout=30)
+    assert status(response) == answer
+    assert b"connection: close" in response.lower()
+
+
+def test_a_chunked_sign_in_body_is_cut_at_the_forms_cap(world: World) -> None:
+    port = world.server.port
+    lines = ("Content-Type: application/x-www-form-urlencoded", "Transfer-Encoding: chunked")
+    chunk = b"4000\r\n" + b"a" * 0x4000 + b"\r\n"  # 16 KiB a chunk, 1 MiB in all, no end
+    with connect(port) as sock:
+        sock.sendall(head(port, *lines, path=world.dashboard.base_path + "/login"))
+        send_in_background(sock, 64, chunk)
+        response = until_closed(sock, timeout=30)
+    assert status(response) == 413 and b"sign-in form" in response
+
+
+def test_a_signed_in_decision_is_still_read_and_decided(
+    world: World, approver: httpx.Client, pending: Any
+) -> None:
+    """The gate lets a session's body through to the handler, whose own limit judges it (a
+    body over the form's 64 KiB reads as no fields: no CSRF token)."""
+    url = f"/approvals/{pending.approval_id}/grant"
+    too_long = approver.post(url, data={"pad": "a" * 100_000})
+    assert (too_long.status_code, too_long.text) == (403, "missing or wrong CSRF token\n")
+    fields = {"csrf": approver.csrf, **binding(pending)}  # type: ignore[attr-defined]
+    assert approver.post(url, data=fields).status_code == 303
+    assert world.broker.state(pending).value == "granted"
 
 
 def test_a_request_for_another_host_name_is_refused(world: World) -> None:

@@ -61,7 +61,7 @@ from toolcards.surfaces.dashboard.inbox import (
     revoke_grant,
 )
 from toolcards.surfaces.dashboard.live import LiveHub
-from toolcards.surfaces.dashboard.security import SecurityHeaders, host_name
+from toolcards.surfaces.dashboard.security import BodyGate, SecurityHeaders, host_name
 from toolcards.surfaces.dashboard.sessions import (
     DEFAULT_VIEWER_ROLES,
     LOGIN_COOKIE,
@@ -72,7 +72,7 @@ from toolcards.surfaces.dashboard.sessions import (
     secret_path,
 )
 from toolcards.surfaces.dashboard.throttle import SignInThrottle
-from toolcards.surfaces.http.limits import BodyLimit, HttpLimits
+from toolcards.surfaces.http.limits import HttpLimits
 from toolcards.surfaces.http.ports import local_names
 from toolcards.surfaces.http.tokens import TokenTable
 
@@ -179,7 +179,8 @@ class Dashboard:
 
     def app(self) -> Any:
         """The ASGI app (built once): routes under :attr:`base_path` behind the
-        security-headers middleware, whose ``base_path`` says where they are."""
+        security-headers middleware, whose ``base_path`` says where they are, and the body
+        gate (:class:`.security.BodyGate`): no stranger's body is read but the sign-in form's."""
         if self._app is None:
             routes = [
                 Route("/", self.index),
@@ -197,8 +198,19 @@ class Dashboard:
             mounted = Mount(self.base_path, routes=routes)  # anything else: a plain 404
             self._app = Starlette(routes=[mounted], lifespan=self.lifespan)
         hosts = local_names(self.host)
-        limited = BodyLimit(self._app, self.limits)
-        return SecurityHeaders(limited, allowed_hosts=hosts, base_path=self.base_path)
+        gated = BodyGate(
+            self._app,
+            limits=self.limits,
+            base_path=self.base_path,
+            sign_in=self.base_path + "/login",
+            form_cap=MAX_FORM,
+            signed_in=self._signed_in,
+        )
+        return SecurityHeaders(gated, allowed_hosts=hosts, base_path=self.base_path)
+
+    def _signed_in(self, scope: Any) -> bool:
+        """Whether a request's cookie names a live session (read from its headers alone)."""
+        return self._session(Request(scope)) is not None
 
     @contextlib.asynccontextmanager
     async def lifespan(self, _app: Any = None) -> AsyncIterator[None]:

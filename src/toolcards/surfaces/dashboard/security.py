@@ -4,6 +4,10 @@ The Content-Security-Policy allows scripts, styles and connections from the dash
 origin only: no inline script, no inline event handler, nothing from another site. A server
 bound to a loopback address answers only requests addressed to a loopback host name, so a
 web page on another site cannot reach it through a rebound DNS name.
+
+A stranger's body is never read: :class:`BodyGate` answers a path outside the secret base
+path, and a request with a body from no session, before a byte of the body is read (only the
+sign-in form's is, up to its own small cap).
 """
 
 from __future__ import annotations
@@ -11,13 +15,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
+from toolcards.surfaces.http.limits import BodyLimit, HttpLimits, close_with
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-__all__ = ["CSP", "HEADERS", "SecurityHeaders", "host_name"]
+__all__ = ["CSP", "HEADERS", "BodyGate", "SecurityHeaders", "host_name"]
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -77,6 +83,56 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, with_headers)
+
+
+class BodyGate:
+    """ASGI middleware in front of :class:`BodyLimit`: which requests' bodies are read at all,
+    judged from the path and the session cookie before any byte of the body.
+
+    Outside ``base_path``: 404 (the path of a dashboard is its first secret). Inside, a body
+    is read only for a request that ``signed_in`` says has a session (up to ``limits``), or
+    for the sign-in POST to ``sign_in`` (up to ``form_cap``: 413 for a longer announced
+    length, a chunked body cut there); any other gets 401. A refusal closes the connection,
+    so the rest of the body is never read, as this request's or as a next one."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        limits: HttpLimits,
+        base_path: str,
+        sign_in: str,
+        form_cap: int,
+        signed_in: Callable[[Scope], bool],
+    ) -> None:
+        self.app = app
+        self.base_path, self.sign_in, self.signed_in = base_path, sign_in, signed_in
+        self.member = BodyLimit(app, limits)
+        small = limits.model_copy(update={"max_body": min(form_cap, limits.max_body)})
+        self.stranger = BodyLimit(app, small, cap_name="the sign-in form's limit")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = str(scope.get("path", ""))
+        if path != self.base_path and not path.startswith(self.base_path + "/"):
+            await close_with(send, 404, "Not Found")
+        elif not _has_body(scope) or self.signed_in(scope):
+            await self.member(scope, receive, send)
+        elif scope.get("method") == "POST" and path == self.sign_in:
+            await self.stranger(scope, receive, send)
+        else:
+            await close_with(send, 401, "sign in first")
+
+
+def _has_body(scope: Scope) -> bool:
+    """Whether the request announces a body (chunked, or a Content-Length other than 0)."""
+    for key, value in scope.get("headers") or ():
+        name = bytes(key).lower()
+        if name == b"transfer-encoding" or (name == b"content-length" and bytes(value) != b"0"):
+            return True
+    return False
 
 
 async def _refuse(send: Send) -> None:

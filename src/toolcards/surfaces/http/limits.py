@@ -50,11 +50,18 @@ class HttpLimits(BaseModel):
 
 class BodyLimit:
     """ASGI middleware: the request body, read whole (at most ``max_body`` bytes, within
-    ``body_timeout`` seconds) before ``app`` runs, which then receives it in one message."""
+    ``body_timeout`` seconds) before ``app`` runs, which then receives it in one message.
+    ``cap_name`` is what the 413 answer names as the cap."""
 
-    def __init__(self, app: ASGIApp, limits: HttpLimits | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        limits: HttpLimits | None = None,
+        cap_name: str = "the server's http.max_body",
+    ) -> None:
         self.app = app
         self.limits = limits or HttpLimits()
+        self.cap_name = cap_name
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -102,7 +109,7 @@ class BodyLimit:
 
     async def _too_large(self, send: Send) -> None:
         cap = self.limits.max_body
-        await close_with(send, 413, f"request body over {cap} bytes (the server's http.max_body)")
+        await close_with(send, 413, f"request body over {cap} bytes ({self.cap_name})")
 
 
 def replaying(body: bytes, receive: Receive) -> Receive:
