@@ -161,7 +161,7 @@ def print_json_text(text: str) -> None:
         out().print_json(text)
         return
     from rich.highlighter import JSONHighlighter  # lazy: rich, as out()
-    from rich.text import Text
+    from rich.text import Text  # lazy: rich, as out()
 
     from toolcards.governance.approvals.view import escape_hidden  # lazy: as in shown()
 
