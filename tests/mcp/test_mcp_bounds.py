@@ -8,6 +8,7 @@ whole)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import tracemalloc
 from collections.abc import Awaitable
 from types import SimpleNamespace
@@ -24,6 +25,7 @@ from support.launch import PYTHON
 from support.scripted import SequenceScript
 from toolcards import ToolFactory
 from toolcards.tools.mcp import MCPTool
+from toolcards.tools.mcp.answers import MAX_SERVER_LOG_CHARS, MAX_SERVER_LOGS
 from toolcards.tools.mcp.toolset import LISTING_PAGES, bounded_listing
 from toolcards.tools.mcp.wire import FIELD, RAW_DATA, _Events
 from toolcards.tools.mcp.wire_json import MAX_VALUES, WireBounds
@@ -31,6 +33,7 @@ from toolcards.tools.mcp.wire_json import MAX_VALUES, WireBounds
 pytestmark = pytest.mark.timeout(300)
 
 LARGE = SERVERS / "large_server.py"
+LOGGING = SERVERS / "logging_server.py"
 TEXT = 30_000_000
 IMAGE = 15_000_000
 GROWTH = 40 << 20
@@ -307,3 +310,33 @@ def test_a_listing_that_takes_longer_than_its_deadline_is_refused() -> None:
 def test_the_bounds_are_the_cards() -> None:
     bounds = MCPTool(transport="stdio", command="x", max_result_chars=2_000).wire_bounds()
     assert (bounds.text, bounds.file_bytes) == (50_000, 5 << 20)  # sampling.max_chars is larger
+
+
+def test_a_servers_log_flood_is_cut_escaped_and_capped_on_our_logger(
+    start_server: type[ServerProcess], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The code before logged each message whole on fastmcp's logger, under the server's
+    logger name, raw: a terminal reset reached stderr, and Rich drew 100,000 characters on
+    the event loop for minutes, past the call's timeout."""
+    caplog.set_level(logging.DEBUG, logger="toolcards.mcp")
+    server = start_server(LOGGING, "http").start()
+    tool = MCPTool(name="noisy", transport="streamable-http", url=server.url, timeout_seconds=30)
+    agent, script = make_agent([ToolFactory([tool]).toolset()])
+
+    async def run() -> list[str]:
+        async with agent:
+            return await call_tools(agent, script, [("shout", {"size": 100_000, "count": 500})])
+
+    assert asyncio.run(run()) == ["done"]
+    lines = [r for r in caplog.records if r.getMessage().startswith("MCP server 'noisy'")]
+    assert {r.name for r in lines} == {"toolcards.mcp"}
+    assert len(lines) == MAX_SERVER_LOGS + 1
+    assert lines[-1].getMessage().endswith(f"{MAX_SERVER_LOGS} notes logged, the rest are dropped")
+    (shout,) = [r for r in lines if "(error)" in r.getMessage()]
+    (progress,) = [r for r in lines if "progress" in r.getMessage()]
+    assert shout.levelno == logging.INFO and progress.levelno == logging.DEBUG
+    for record in (shout, progress):
+        assert "\\u001bc\\u009b31mpwned\\n" in record.getMessage()
+        assert len(record.getMessage()) < MAX_SERVER_LOG_CHARS + 100
+    shown = [r.getMessage() for r in caplog.records]
+    assert not any(c in m for m in shown for c in "\x1b\x9b\n") and "governance" not in caplog.text

@@ -4,7 +4,10 @@ Each handler governs the request (:class:`ServerRequests`) and answers it: elici
 the approvals inbox, sampling from the agent's model (or the card's ``sampling.model``),
 roots from the card's workspace. A refused elicitation is a *decline*; a refused sampling
 or roots request is an error the server reads (no reason beyond "refused": the audit row
-has it).
+has it). The server's log messages and progress notes are remote text: each is cut, escaped
+onto one line and logged on ``toolcards.mcp`` (never fastmcp's logger, whose Rich handler
+drew it raw to the terminal, on the event loop, in time quadratic in its length), a few per
+connection.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import logging
 from typing import Any
 
 from toolcards.governance.approvals.elicitation import ask_inbox
+from toolcards.governance.approvals.view import escaped_line
 from toolcards.governance.redaction.redactor import canonical_json
 from toolcards.tools.mcp.sampling import sample, sampling_args
 from toolcards.tools.mcp.server_requests import Frame, Refused, ServerRequests
@@ -20,6 +24,11 @@ from toolcards.tools.mcp.server_requests import Frame, Refused, ServerRequests
 log = logging.getLogger("toolcards.mcp")
 _MAX_MESSAGE_CHARS = 4_000
 _MAX_SCHEMA_CHARS = 20_000
+MAX_SERVER_LOG_CHARS = 300
+"""What is logged of one log message or progress note of a server (characters, before escaping)."""
+MAX_SERVER_LOGS = 50
+"""The log messages and progress notes of a server logged per connection; the rest are dropped."""
+_LOUD = frozenset({"warning", "error", "critical", "alert", "emergency"})
 
 
 def client_handlers(requests: ServerRequests) -> dict[str, Any]:
@@ -103,4 +112,36 @@ def client_handlers(requests: ServerRequests) -> dict[str, Any]:
             raise RuntimeError(str(exc).split(":")[0]) from None
         return found
 
-    return {"elicitation_handler": elicit, "sampling_handler": sampling, "roots": roots}
+    return {
+        "elicitation_handler": elicit,
+        "sampling_handler": sampling,
+        "roots": roots,
+        **_server_logs(requests.server),
+    }
+
+
+def _server_logs(server: str) -> dict[str, Any]:
+    """``log_handler`` and ``progress_handler``: the server's text cut, on one escaped line,
+    on ``toolcards.mcp`` under the card's name (not a logger the server names): at INFO for
+    its warnings and worse, else DEBUG; past :data:`MAX_SERVER_LOGS`, one line and no more."""
+    seen = 0
+
+    def note(level: int, kind: str, text: str) -> None:
+        nonlocal seen
+        seen += 1
+        if seen > MAX_SERVER_LOGS:
+            if seen == MAX_SERVER_LOGS + 1:
+                log.info("MCP server %r: %d notes logged, the rest are dropped", server, seen - 1)
+            return
+        cut = text[:MAX_SERVER_LOG_CHARS] + ("..." if len(text) > MAX_SERVER_LOG_CHARS else "")
+        log.log(level, "MCP server %r %s: %s", server, kind, escaped_line(cut))
+
+    async def log_handler(message: Any) -> None:
+        level = message.level  # one of the eight the protocol names (validated)
+        data = message.data if isinstance(message.data, str) else repr(message.data)
+        note(logging.INFO if level in _LOUD else logging.DEBUG, f"logged ({level})", data)
+
+    async def progress_handler(progress: float, total: float | None, message: str | None) -> None:
+        note(logging.DEBUG, f"progress {progress}/{total}", str(message or ""))
+
+    return {"log_handler": log_handler, "progress_handler": progress_handler}
