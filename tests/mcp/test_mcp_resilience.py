@@ -142,3 +142,14 @@ def test_wrong_bearer_token_is_isolated(
     assert "401" in error
     assert "wrong-token-value" not in error and "wrong-token-value" not in caplog.text
     assert script.instructions is not None and "401" in script.instructions
+
+
+def test_a_servers_error_text_is_one_escaped_line() -> None:
+    """A JSON-RPC error's message (the server's own text) went raw into logs, notes and the
+    model's tool failures: escape sequences acted on the operator's terminal."""
+    from toolcards.tools.mcp.toolset import _short
+
+    said = RuntimeError("\x1b[2J\x1b]52;c;eA==\x07 ALL CHECKS PASSED\u202e C:\\x\nnext line")
+    assert _short(ExceptionGroup("one", [said])) == (
+        "RuntimeError: \\u001b[2J\\u001b]52;c;eA==\\u0007 ALL CHECKS PASSED\\u202e C:\\\\x"
+    )

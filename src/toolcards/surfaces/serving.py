@@ -27,6 +27,7 @@ import typer
 from toolcards.governance.policy.policy import EVERYONE
 from toolcards.surfaces.approval import log as approval_log
 from toolcards.surfaces.cli.endpoint import control_endpoint
+from toolcards.surfaces.cli.logs import escaped
 from toolcards.surfaces.cli.operations import open_runtime
 from toolcards.surfaces.cli.options import ConfigOpt, state_of
 from toolcards.surfaces.cli.state import err, fail
@@ -145,7 +146,7 @@ class _OperatorLines(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            text = " ".join(record.getMessage().split())
+            text = escaped(" ".join(record.getMessage().split()))
         except Exception:  # a record that cannot be formatted is not worth a traceback
             return
         lead = "" if record.levelno < logging.WARNING else f"{record.levelname.lower()}: "

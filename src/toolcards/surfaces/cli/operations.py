@@ -13,6 +13,7 @@ from pydantic_core import to_jsonable_python
 
 from toolcards.core.registry import CARD_TYPES
 from toolcards.governance.executor.pipeline import unknown_tool_message
+from toolcards.surfaces.cli.logs import escaped_logs
 from toolcards.surfaces.cli.state import State, fail
 from toolcards.surfaces.outcomes import classify
 from toolcards.surfaces.runtime import SurfaceRuntime, opening_error
@@ -131,7 +132,9 @@ def team_data(rt: SurfaceRuntime, events: int) -> dict[str, Any] | None:
 
 def open_runtime(state: State, with_team: bool = False) -> SurfaceRuntime:
     """The runtime for ``state``'s command (config and store problems end the command); it
-    is closed with the state."""
+    is closed with the state. What it logs is escaped (:func:`.logs.escaped_logs`: a plain
+    ``list`` or ``call`` runs without the root options that say so)."""
+    escaped_logs()
     built = state.built(with_team)
     if built is not None:
         return built

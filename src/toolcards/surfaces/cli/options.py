@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from toolcards._version import package_version
+from toolcards.surfaces.cli.logs import escaped_logs
 from toolcards.surfaces.cli.state import State, out
 
 __all__ = ["ConfigOpt", "root", "state_of"]
@@ -50,7 +51,9 @@ def root(
         ),
     ] = False,
 ) -> None:
-    """The options before the command: every command reads them from its context's state."""
+    """The options before the command: every command reads them from its context's state;
+    its log lines are escaped (:func:`.logs.escaped_logs`)."""
+    escaped_logs()
     state = state_of(ctx, config)
     if state.factory is None:
         state.config = config

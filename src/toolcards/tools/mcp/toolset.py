@@ -25,6 +25,7 @@ from pydantic_ai import ModelRetry, RunContext, ToolFailed, ToolReturn
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 
 from toolcards.core.errors import ToolcardsError
+from toolcards.governance.approvals.view import escaped_line
 from toolcards.tools.mcp._http import HTTP_ERRORS, TRANSPORT_ERRORS
 from toolcards.tools.mcp.names import sanitize_names
 from toolcards.tools.mcp.oauth import OAuthError
@@ -82,11 +83,14 @@ def is_connection_error(exc: BaseException) -> bool:
 
 
 def _short(exc: BaseException) -> str:
+    """``exc`` as one line for a log or a model: its type and the first line of its text,
+    escaped (:func:`escaped_line`), since the text is often the remote server's own (a
+    JSON-RPC error's message) and must not act on a terminal or read as more lines."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     name = type(exc).__name__
-    return f"{name}: {text[:240]}" if text else name
+    return f"{name}: {escaped_line(text[:240])}" if text else name
 
 
 class ListingTooLarge(ToolcardsError):
