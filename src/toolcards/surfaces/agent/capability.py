@@ -51,8 +51,8 @@ from toolcards.surfaces.agent.spec_args import (
 )
 
 SPEC_NAME = "toolcards"
-_MAX_RUNS = 1024  # runs whose last model request is kept until they end
 """The capability's name in agent specs (``capabilities: [{toolcards: {...}}]``)."""
+_MAX_RUNS = 1024  # runs whose last model request is kept until they end
 
 
 @dataclass(init=False)

@@ -86,11 +86,11 @@ graph's or board's text count characters before folding, so folding is cut here.
 def tokens(text: str) -> list[str]:
     """Index terms of ``text``: lowercase words without accents or stopwords, stemmed; at most
     as many as plain text of its length holds (one a two characters)."""
-    folded = text.casefold()
+    folded = text.casefold()  # at most 3 characters a character
     if not folded.isascii():
-        folded = unicodedata.normalize("NFKD", folded[: len(text) * _GROWTH])
-        folded = "".join(c for c in folded[: len(text) * _GROWTH] if not unicodedata.combining(c))
-    words = _TOKEN.findall(folded, 0, len(text) * _GROWTH)
+        folded = unicodedata.normalize("NFKD", folded)[: len(text) * _GROWTH]
+        folded = "".join(c for c in folded if not unicodedata.combining(c))
+    words = _TOKEN.findall(folded)
     del words[len(text) // 2 + 1 :]
     return [stem(t) for t in words if t not in _STOPWORDS]
 
