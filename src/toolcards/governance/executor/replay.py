@@ -79,6 +79,7 @@ class _Leases:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        self._period = 0.0  # what the thread sleeps between renewals; 0.0: not sleeping yet
 
     def hold(self, durable: DurableCall) -> None:
         with self._lock:
@@ -88,7 +89,9 @@ class _Leases:
                     target=self._renew, name="toolcards-call-leases", daemon=True
                 )
                 self._thread.start()
-        self._wake.set()  # a lease made shorter (a test's) is renewed in time
+        period = self._period
+        if not period or period > LEASE_SECONDS / 4:  # a lease made shorter (a test's)
+            self._wake.set()  # is renewed in time; otherwise the next renewal covers it
 
     def drop(self, durable: DurableCall) -> None:
         with self._lock:
@@ -96,12 +99,14 @@ class _Leases:
 
     def _renew(self) -> None:
         while True:
-            self._wake.wait(LEASE_SECONDS / 4)
+            period = self._period = LEASE_SECONDS / 4
+            self._wake.wait(period)
             self._wake.clear()
             with self._lock:
                 held = list(self._held.values())
                 if not held:
                     self._thread = None
+                    self._period = 0.0
                     return
             until = time.time() + LEASE_SECONDS
             for durable in held:

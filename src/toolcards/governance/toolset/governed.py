@@ -234,22 +234,37 @@ class GovernedToolset(WrapperToolset[Any]):
         listed = self.listing.cached
         seen = self.hidden_calls
         for part in calls:
-            hidden = listed.tools.get(part.tool_name) if listed is not None else None
+            hidden = listed is not None and part.tool_name in listed.tools
             key = (response.run_id, response.timestamp, part.tool_call_id)  # ids may repeat
-            if hidden is None or part.tool_name in view or key in seen:
+            if not hidden or part.tool_name in view or key in seen:
                 continue
             if len(seen) >= _MAX_CALLS:
                 del seen[next(iter(seen))]
             seen[key] = None
-            self.executor.unknown(
-                part.tool_name,
-                part.args_as_dict(),
-                identity,
-                surface=SURFACE,
-                call_id=part.tool_call_id,
-                visible=view,
-                known_as=hidden.tool_id,
-            )
+            args = part.args_as_dict()
+            self._unknown(part.tool_name, args, identity, part.tool_call_id, view, listed)
+
+    def _unknown(
+        self,
+        name: str,
+        args: dict[str, Any],
+        identity: Identity,
+        call_id: str | None,
+        view: dict[str, ToolsetTool[Any]],
+        listed: Listing | None,
+    ) -> ExecutionResult:
+        """The unknown-tool answer to a call of ``name`` that ``view`` does not offer, its row
+        written; a tool ``listed`` has (the policy hides it) records the policy's denial."""
+        hidden = listed.tools.get(name) if listed is not None else None
+        return self.executor.unknown(
+            name,
+            args,
+            identity,
+            surface=SURFACE,
+            call_id=call_id,
+            visible=view,
+            known_as=hidden.tool_id if hidden is not None else None,
+        )
 
     def _settle_denied(self, ctx: RunContext[Any], conversation: str) -> None:
         """Deny the pending requests of the calls the run's host denied (``ToolDenied``: a
@@ -313,16 +328,7 @@ class GovernedToolset(WrapperToolset[Any]):
             listed = listing.cached
         entry = view.get(name)
         if not isinstance(entry, GovernedTool):
-            hidden = listed.tools.get(name) if listed is not None else None
-            result = self.executor.unknown(
-                name,
-                tool_args,
-                identity,
-                surface=SURFACE,
-                call_id=ctx.tool_call_id,
-                visible=view,
-                known_as=hidden.tool_id if hidden is not None else None,
-            )
+            result = self._unknown(name, tool_args, identity, ctx.tool_call_id, view, listed)
             return to_model_result(result)
         inner, source = self.inner, entry.source
         check = source.args_validator_func
