@@ -20,7 +20,7 @@ from support.planted import feeding_fifo
 from support.scripted import wait_until
 from surfaces.surface_support import HttpServer, write_config
 from surfaces.surface_support import toolcards_in_process as toolcards
-from toolcards.core.host_files import ROOTS_MARKER
+from toolcards.core.host_files import ROOTS_MARKER, read_host_file
 from toolcards.governance import AuditLog, Identity
 from toolcards.surfaces.cli import control
 from toolcards.surfaces.cli.control import endpoint_path, find_server
@@ -158,7 +158,9 @@ def test_a_client_that_hangs_up_does_not_stop_the_endpoint(
 
 
 def test_a_config_whose_store_changed_after_a_lookup_is_looked_up_again(tmp_path: Path) -> None:
-    from toolcards.surfaces.cli.control import record_of
+    def record_of(config: Path) -> Path:  # as find_server looks it up
+        file = read_host_file(config)
+        return control._cached_record(file.path, file.text)
 
     config = tmp_path / "toolcards.yaml"
     config.write_text("team_id: t\nstore: first.db\n", encoding="utf-8")

@@ -3,9 +3,9 @@ and told apart from files an agent may have written.
 
 A name given with ``-c`` or ``policy:`` may be a FIFO, a device (``/dev/zero`` was read until
 memory ran out) or a file inside a workspace: :func:`read_bounded` reads only a regular UTF-8
-file of at most :data:`MAX_BYTES`, :func:`inside_workspaces` says whether it lies where
-agents write (under a workspaces root, or a folder holding its marker), and
-:func:`read_host_file` does both to one real path, so the file judged is the file read.
+file of at most :data:`MAX_BYTES`, and :func:`read_host_file` reads one real path and says
+whether it lies where agents write (under a workspaces root, or a folder holding its marker),
+so the file judged is the file read.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ __all__ = [
     "ROOTS_MARKER",
     "ROOT_ENV",
     "HostFile",
-    "inside_workspaces",
     "read_bounded",
     "read_host_file",
     "workspaces_root",
@@ -80,14 +79,10 @@ def read_bounded(path: str | Path, what: str = "config file", *, follow_links: b
     return b"".join(chunks).decode("utf-8")
 
 
-def inside_workspaces(path: Path, roots: Sequence[Path] = ()) -> bool:
-    """Whether ``path`` lies under a workspaces root (one of ``roots``, or a folder holding
-    the marker the workspace tools leave in one): an agent may have written it."""
-    return _below_a_root(path.resolve(), roots)
-
-
 def _below_a_root(real: Path, roots: Sequence[Path]) -> bool:
-    """:func:`inside_workspaces` of the real path ``real`` (not resolved again)."""
+    """Whether the real path ``real`` (not resolved again) lies under a workspaces root (one
+    of ``roots``, or a folder holding the marker the workspace tools leave in one): an agent
+    may have written it."""
     if any(real.is_relative_to(root) for root in roots):
         return True
     return any((parent / ROOTS_MARKER).is_file() for parent in real.parents)

@@ -228,14 +228,26 @@ def escape_text(text: str) -> tuple[Piece, ...]:
     """Plain text (a principal, a tool id, a reason) as an approver reads it, on one line:
     written as inside a JSON string (a backslash doubled, a line break ``\\n``; quotes stay
     plain), every hidden character a marked escape, so that no text reads as another."""
-    return escape_hidden(json.dumps(text, ensure_ascii=False)[1:-1].replace('\\"', '"'))
+    return escape_hidden(_inside_json(text))
+
+
+def _inside_json(text: str) -> str:
+    """``text`` as inside a JSON string (a backslash doubled, a line break ``\\n``), but its
+    quotes plain."""
+    return json.dumps(text, ensure_ascii=False)[1:-1].replace('\\"', '"')
+
+
+def escaped_json(text: str) -> str:
+    """``text`` (JSON, or text already written as inside a JSON string) as
+    :func:`escape_hidden` writes it, as one string: every hidden character a marked escape."""
+    return "".join(piece.text for piece in escape_hidden(text))
 
 
 def escaped_line(text: str) -> str:
     """``text`` as :func:`escape_text` writes it, as one string: stored or caller-written text
     inside a line of a listing, which no line break or hidden character can make read as
     more lines or as other text."""
-    return "".join(piece.text for piece in escape_text(text))
+    return escaped_json(_inside_json(text))
 
 
 def reads_as_itself(text: str) -> bool:

@@ -40,7 +40,7 @@ from toolcards.governance.approvals.grants import (
 )
 from toolcards.governance.approvals.view import (
     arguments_view,
-    escape_hidden,
+    escaped_json,
     escaped_line,
     is_approver,
 )
@@ -114,12 +114,12 @@ def shown(text: str) -> str:
 def shown_grant(grant: Grant) -> str:
     """A grant as it will match, hidden characters escaped (:func:`describe` writes a long
     value cut: the pattern is shown whole beside it)."""
-    return "".join(piece.text for piece in escape_hidden(describe(grant)))
+    return escaped_json(describe(grant))
 
 
 def shown_pattern(grant: Grant) -> str:
     """A grant's whole pattern (its JSON), hidden characters escaped."""
-    return "".join(piece.text for piece in escape_hidden(grant.pattern_json))
+    return escaped_json(grant.pattern_json)
 
 
 def _age(seconds: float) -> str:

@@ -17,7 +17,7 @@ root, as :func:`toolcards.surfaces.config.load_config` tells) is never forwarded
 here, and is refused here, as without a server.
 
 Finding the record needs only the YAML config (no team, no registry), and once a config was
-read its record's path is cached (:func:`record_of`), so a forwarded command imports neither
+read its record's path is cached (:func:`_cached_record`), so a forwarded command imports neither
 YAML nor pydantic: this module's client half needs only ``json``, ``os``, ``socket`` and
 ``pathlib``.
 """
@@ -77,18 +77,10 @@ def _record_for(config: Path, text: str | None) -> Path:
     return target.with_name(target.name + ".endpoint")
 
 
-def record_of(config: Path) -> Path:
-    """:func:`endpoint_path` of ``config``, from a cache entry when one was written for this
-    config file with this very text (and this home directory, for a ``~`` store path)."""
-    where = os.path.realpath(config)
-    text = _config_text(where)
-    if text is None:
-        return endpoint_path(config)
-    return _cached_record(Path(where), text)
-
-
 def _cached_record(where: Path, text: str) -> Path:
-    """:func:`record_of` the config file whose real path is ``where`` and text ``text``."""
+    """:func:`endpoint_path` of the config file whose real path is ``where`` and text ``text``,
+    from a cache entry when one was written for this config file with this very text (and this
+    home directory, for a ``~`` store path)."""
     key = json.dumps([str(where), os.environ.get("HOME")])
     cache = _record_cache(key)
     try:

@@ -34,9 +34,9 @@ def escaped(text: str) -> str:
     if text.isascii() and text.isprintable():
         return text
     # lazy: pydantic_core, which a log line of printable ASCII (the usual one) does without
-    from toolcards.governance.approvals.view import escape_hidden
+    from toolcards.governance.approvals.view import escaped_json
 
-    return "".join(piece.text for piece in escape_hidden(text)).replace("\n", "\\n")
+    return escaped_json(text).replace("\n", "\\n")
 
 
 class _StderrLines(logging.Handler):

@@ -163,9 +163,9 @@ def print_json_text(text: str) -> None:
     from rich.highlighter import JSONHighlighter  # lazy: rich, as out()
     from rich.text import Text  # lazy: rich, as out()
 
-    from toolcards.governance.approvals.view import escape_hidden  # lazy: as in shown()
+    from toolcards.governance.approvals.view import escaped_json  # lazy: as in shown()
 
-    escaped = "".join(piece.text for piece in escape_hidden(text))
+    escaped = escaped_json(text)
     out().print(JSONHighlighter()(Text(escaped)))
 
 

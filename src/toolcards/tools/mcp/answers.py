@@ -126,22 +126,27 @@ def _server_logs(server: str) -> dict[str, Any]:
     its warnings and worse, else DEBUG; past :data:`MAX_SERVER_LOGS`, one line and no more."""
     seen = 0
 
-    def note(level: int, kind: str, text: str) -> None:
+    def note(level: int, kind: str, data: Any) -> None:
+        """Log ``data`` (a string as it is, anything else as its ``repr``): made text only when
+        it will be logged (a server's thousandth message, or one at a level not logged, costs
+        no ``repr`` of whatever it sent)."""
         nonlocal seen
         seen += 1
         if seen > MAX_SERVER_LOGS:
             if seen == MAX_SERVER_LOGS + 1:
                 log.info("MCP server %r: %d notes logged, the rest are dropped", server, seen - 1)
             return
+        if not log.isEnabledFor(level):
+            return
+        text = data if isinstance(data, str) else repr(data)
         cut = text[:MAX_SERVER_LOG_CHARS] + ("..." if len(text) > MAX_SERVER_LOG_CHARS else "")
         log.log(level, "MCP server %r %s: %s", server, kind, escaped_line(cut))
 
     async def log_handler(message: Any) -> None:
         level = message.level  # one of the eight the protocol names (validated)
-        data = message.data if isinstance(message.data, str) else repr(message.data)
-        note(logging.INFO if level in _LOUD else logging.DEBUG, f"logged ({level})", data)
+        note(logging.INFO if level in _LOUD else logging.DEBUG, f"logged ({level})", message.data)
 
     async def progress_handler(progress: float, total: float | None, message: str | None) -> None:
-        note(logging.DEBUG, f"progress {progress}/{total}", str(message or ""))
+        note(logging.DEBUG, f"progress {progress}/{total}", message or "")
 
     return {"log_handler": log_handler, "progress_handler": progress_handler}

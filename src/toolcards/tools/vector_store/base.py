@@ -1,4 +1,5 @@
-"""What every embedding provider and index shares: errors, the provider protocol, helpers.
+"""What every embedding provider and index shares: errors, the provider protocol, helpers
+(among them :func:`read_capped`, the bounded read of an HTTP answer).
 
 The providers (:mod:`.embeddings`, :mod:`.openai_provider`) and the indexes import from here and
 never from each other; :mod:`.providers` picks one by kind.
@@ -9,11 +10,14 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import time
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from toolcards.core.errors import ToolcardsError
 
 if TYPE_CHECKING:
+    import httpx
     import numpy as np
     import numpy.typing as npt
 
@@ -88,3 +92,39 @@ def usable_cpus() -> int:
     except (AttributeError, OSError):
         count = os.cpu_count() or 1
     return max(1, min(count, 8))
+
+
+def read_capped(
+    response: httpx.Response,
+    cap: int,
+    deadline: float,
+    what: str,
+    error: Callable[[str], Exception] = EmbeddingError,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+) -> bytes:
+    """The body of ``response`` as sent, asked for ``Accept-Encoding: identity``: ``error`` when
+    it comes encoded (inflated, a few bytes were gigabytes) or past ``cap`` bytes, TimeoutError
+    past ``deadline`` (a reading of ``clock``, the caller's: httpx bounds each read, not the
+    whole answer)."""
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding != "identity":
+        raise error(f"{what} came {encoding}-encoded: not read")
+    chunks: list[bytes] = []
+    size = 0
+    for raw in _raw(response):
+        size += len(raw)
+        if size > cap:
+            raise error(f"{what} exceeded {cap} bytes: not read")
+        if clock() > deadline:
+            raise TimeoutError(f"{what} was not read within its deadline")
+        chunks.append(raw)
+    return b"".join(chunks)
+
+
+def _raw(response: httpx.Response) -> Iterator[bytes]:
+    """The body's chunks as they come (as built, for a response made in memory: a mock's)."""
+    if response.is_stream_consumed:
+        yield response.content
+    else:
+        yield from response.iter_raw()

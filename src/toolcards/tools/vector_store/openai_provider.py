@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -20,6 +19,7 @@ from toolcards.tools.vector_store.base import (
     OPENAI_DIMENSIONS,
     EmbeddingError,
     normalize_rows,
+    read_capped,
     require,
 )
 
@@ -176,7 +176,8 @@ class OpenAIEmbeddingProvider:
         cap = values * BYTES_PER_VALUE + ANSWER_SLACK
         headers = {"Accept-Encoding": "identity"}  # the cap counts the bytes as they come
         with self._http().stream("POST", "/embeddings", json=body, headers=headers) as response:
-            return response.status_code, read_capped(response, cap, deadline, "embedding answer")
+            answer = read_capped(response, cap, deadline, "embedding answer", clock=time.monotonic)
+            return response.status_code, answer
 
     def _parse(self, answer: bytes, expected: int) -> Matrix:
         np = require("numpy")
@@ -248,39 +249,6 @@ class AzureOpenAIEmbeddingProvider(OpenAIEmbeddingProvider):
         if self._send_dimensions:
             body["dimensions"] = self._dimension
         return body
-
-
-def read_capped(
-    response: httpx.Response,
-    cap: int,
-    deadline: float,
-    what: str,
-    error: Callable[[str], Exception] = EmbeddingError,
-) -> bytes:
-    """The body of ``response`` as sent, asked for ``Accept-Encoding: identity``: ``error`` when
-    it comes encoded (inflated, a few bytes were gigabytes) or past ``cap`` bytes, TimeoutError
-    past ``deadline`` (a ``time.monotonic()``: httpx bounds each read, not the whole answer)."""
-    encoding = response.headers.get("content-encoding", "identity").strip().lower()
-    if encoding != "identity":
-        raise error(f"{what} came {encoding}-encoded: not read")
-    chunks: list[bytes] = []
-    size = 0
-    for raw in _raw(response):
-        size += len(raw)
-        if size > cap:
-            raise error(f"{what} exceeded {cap} bytes: not read")
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} was not read within its deadline")
-        chunks.append(raw)
-    return b"".join(chunks)
-
-
-def _raw(response: httpx.Response) -> Iterator[bytes]:
-    """The body's chunks as they come (as built, for a response made in memory: a mock's)."""
-    if response.is_stream_consumed:
-        yield response.content
-    else:
-        yield from response.iter_raw()
 
 
 def _error_message(answer: bytes) -> str:

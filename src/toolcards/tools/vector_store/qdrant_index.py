@@ -16,9 +16,8 @@ import httpx
 
 from toolcards.core.errors import ToolcardsError
 from toolcards.core.tls import default_verify
-from toolcards.tools.vector_store.base import require
+from toolcards.tools.vector_store.base import read_capped, require
 from toolcards.tools.vector_store.index import check_matrix
-from toolcards.tools.vector_store.openai_provider import read_capped
 from toolcards.tools.vector_store.ranking import Hit, best_first
 
 if TYPE_CHECKING:
