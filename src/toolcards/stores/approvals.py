@@ -73,6 +73,9 @@ _LISTED = (
 """What an inbox lists of a request: its arguments (exact and redacted) cut to a number of
 characters, and their lengths, which say whether the cut text is whole."""
 _BY_BINDING = "team_id = ? AND call_id = ? AND tool_id = ? AND args_digest = ? AND principal = ?"
+_PENDING = "team_id = ? AND state = 'pending' AND expires_at > ?"
+"""The team's pending, unexpired requests (the team and the time as arguments)."""
+_OLDEST_FIRST = "ORDER BY created_at, approval_id"
 _PENDING_OF = (
     "SELECT COUNT(*) FROM {table} WHERE team_id = ? AND principal = ? AND state = 'pending' "
     "AND expires_at > ?"
@@ -216,8 +219,7 @@ class SqlApprovalStore:
         # never holds the team's writers up; a row expired since is left out all the same
         with self._read() as db:
             rows = db.execute(
-                f"SELECT {_FIELDS} FROM {self.table} WHERE team_id = ? AND state = 'pending' "
-                "AND expires_at > ? ORDER BY created_at, approval_id",
+                f"SELECT {_FIELDS} FROM {self.table} WHERE {_PENDING} {_OLDEST_FIRST}",
                 (self.team_id, now),
             ).fetchall()
         return [_record(row) for row in rows]
@@ -228,12 +230,12 @@ class SqlApprovalStore:
         caller: reading, decoding and hashing them all cost gigabytes a page), and how many
         are pending in all."""
         self._prune(now)
-        pending = f"FROM {self.table} WHERE team_id = ? AND state = 'pending' AND expires_at > ?"
-        oldest = f"SELECT approval_id {pending} ORDER BY created_at, approval_id LIMIT ?"
+        pending = f"FROM {self.table} WHERE {_PENDING}"
+        oldest = f"SELECT approval_id {pending} {_OLDEST_FIRST} LIMIT ?"
         with self._read() as db:  # the rows chosen first: only they are read, then sorted
             rows = db.execute(
                 f"SELECT {_LISTED} FROM {self.table} WHERE team_id = ? "
-                f"AND approval_id IN ({oldest}) ORDER BY created_at, approval_id",
+                f"AND approval_id IN ({oldest}) {_OLDEST_FIRST}",
                 (chars, chars, self.team_id, self.team_id, now, limit),
             ).fetchall()
             (total,) = db.execute(f"SELECT COUNT(*) {pending}", (self.team_id, now)).fetchone()
@@ -249,8 +251,7 @@ class SqlApprovalStore:
     def pending_ids(self, now: float) -> list[str]:
         with self._read() as db:
             rows = db.execute(
-                f"SELECT approval_id FROM {self.table} WHERE team_id = ? AND state = 'pending' "
-                "AND expires_at > ? ORDER BY created_at, approval_id",
+                f"SELECT approval_id FROM {self.table} WHERE {_PENDING} {_OLDEST_FIRST}",
                 (self.team_id, now),
             ).fetchall()
         return [str(row[0]) for row in rows]

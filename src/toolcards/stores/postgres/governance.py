@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
-from toolcards.core.identity import joined_key
 from toolcards.stores import approvals, audit_sql, budgets, grants
 from toolcards.stores.approvals import SqlApprovalStore
 from toolcards.stores.base import Limit, Spend
@@ -24,7 +23,7 @@ from toolcards.stores.grants import SqlGrants
 from toolcards.stores.migrate import TeamColumn
 from toolcards.stores.postgres.connections import Connections
 from toolcards.stores.postgres.listener import GRANTS_CHANNEL, EventListener
-from toolcards.stores.postgres.schema import run_ddl
+from toolcards.stores.postgres.schema import keyed_lock, run_ddl
 
 _BUCKETS = """
 CREATE TABLE IF NOT EXISTS toolcards_rate_buckets (
@@ -138,10 +137,7 @@ class PostgresApprovalStore(_TeamTable, SqlApprovalStore):
         not the table's: every team shares the table, and one team's slow or stalled
         transaction must never hold up another team's."""
         with self._db.transaction(), self._db.cursor() as cur:
-            cur.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                (joined_key(table, self.team_id),),  # 'a/b'+'c' is not 'a'+'b/c'
-            )
+            keyed_lock(cur, table, self.team_id)
             yield _Cursorish(cur)
 
     @contextmanager

@@ -16,13 +16,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from toolcards.core.identity import joined_key
 from toolcards.stores import applied_calls
 from toolcards.stores.events_sql import add_envelope_columns, check_schema
 from toolcards.stores.migrate import postgres_columns
 from toolcards.stores.postgres.connections import placeholders
 from toolcards.stores.rows import SCHEMA_VERSION
 
-__all__ = ["migrate", "run_ddl"]
+__all__ = ["keyed_lock", "migrate", "run_ddl"]
 
 _SCHEMA_LOCK = 7_264_331_942  # advisory lock id guarding schema creation
 
@@ -59,6 +60,15 @@ _STATE_CHANGED = [  # rows written before the column read 0: older than any copy
     "CREATE INDEX IF NOT EXISTS toolcards_state_changed "
     "ON toolcards_state (team_id, actor, changed)",
 ]
+
+
+def keyed_lock(cur: Any, *parts: str) -> None:
+    """On the cursor ``cur``, inside a transaction: take the advisory lock of the key
+    :func:`~toolcards.core.identity.joined_key` makes of ``parts``, held until it ends."""
+    cur.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+        (joined_key(*parts),),  # 'a/b'+'c' is not 'a'+'b/c'
+    )
 
 
 def migrate(cur: Any, location: str) -> None:

@@ -20,7 +20,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from toolcards.core.identity import joined_key
 from toolcards.stores import applied_calls
 from toolcards.stores.base import (
     AppliedCall,
@@ -39,7 +38,7 @@ from toolcards.stores.events_sql import compact
 from toolcards.stores.postgres.connections import Connections, Later, ThreadState, placeholders
 from toolcards.stores.postgres.limits import Timeouts
 from toolcards.stores.postgres.listener import CHANNEL, EventListener
-from toolcards.stores.postgres.schema import migrate
+from toolcards.stores.postgres.schema import keyed_lock, migrate
 from toolcards.stores.postgres.versions import (
     TOMBSTONES_KEPT,
     bump_versions,
@@ -450,10 +449,7 @@ class PostgresStore(Store):
             return  # held until the transaction ends
         with self._cursor() as cur, cur.connection.cursor() as changes:
             with cur.connection.pipeline():
-                cur.execute(
-                    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                    (joined_key("actor", team_id, actor),),  # 'a/b'+'c' is not 'a'+'b/c'
-                )
+                keyed_lock(cur, "actor", team_id, actor)
                 cur.execute(  # statements of their own: they see what committed before the grant
                     "SELECT (SELECT version FROM toolcards_actor_versions WHERE team_id = %s "
                     "AND actor = %s), (SELECT seq FROM toolcards_tool_seqs WHERE team_id = %s "

@@ -173,7 +173,7 @@ class Dashboard:
         self.templates.filters.update(FILTERS)  # and what an approver reads, escaped:
         self.templates.filters.update(shown=escape_text, escaped=escape_hidden)  # text, JSON
         self.templates.globals["base"] = self.base_path  # every link, form, script and stream
-        self._app: Starlette | None = None
+        self._app: SecurityHeaders | None = None
 
     # -- the ASGI app ----------------------------------------------------------------------
 
@@ -196,17 +196,17 @@ class Dashboard:
                 Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
             ]
             mounted = Mount(self.base_path, routes=routes)  # anything else: a plain 404
-            self._app = Starlette(routes=[mounted], lifespan=self.lifespan)
-        hosts = local_names(self.host)
-        gated = BodyGate(
-            self._app,
-            limits=self.limits,
-            base_path=self.base_path,
-            sign_in=self.base_path + "/login",
-            form_cap=MAX_FORM,
-            signed_in=self._signed_in,
-        )
-        return SecurityHeaders(gated, allowed_hosts=hosts, base_path=self.base_path)
+            hosts = local_names(self.host)
+            gated = BodyGate(
+                Starlette(routes=[mounted], lifespan=self.lifespan),
+                limits=self.limits,
+                base_path=self.base_path,
+                sign_in=self.base_path + "/login",
+                form_cap=MAX_FORM,
+                signed_in=self._signed_in,
+            )
+            self._app = SecurityHeaders(gated, allowed_hosts=hosts, base_path=self.base_path)
+        return self._app
 
     def _signed_in(self, scope: Any) -> bool:
         """Whether a request's cookie names a live session (read from its headers alone)."""

@@ -20,7 +20,7 @@ from toolcards.stores.sqlite.approvals import SqliteApprovalStore
 from toolcards.surfaces.dashboard.app import Dashboard
 from toolcards.surfaces.http.guard import server_config
 from toolcards.surfaces.http.limits import HttpLimits
-from toolcards.surfaces.http.ports import DASHBOARD_PORT, listen, local_names
+from toolcards.surfaces.http.ports import DASHBOARD_PORT, listen, local_names, url_host
 from toolcards.surfaces.http.server import GuardedServer
 
 if TYPE_CHECKING:
@@ -118,8 +118,7 @@ class BackgroundServer:
 
     @property
     def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}{self.base_path}"
+        return f"http://{url_host(self.host)}:{self.port}{self.base_path}"
 
     def _run(self) -> None:
         self.server.run(sockets=[self._sock])
