@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import time
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,66 @@ def test_an_integer_too_large_for_a_float_is_over_any_max_and_the_call_denied() 
     executor = Executor(CapabilityRegistry.from_tools([pay]), policy)
     result = asyncio.run(executor.call("pay", huge, ALICE))
     assert result.outcome == Outcome.DENIED
+
+
+def _bounded(op: str, limit: object) -> Policy:
+    return _policy(
+        {"targets": ["pay"], "effect": "allow", "conditions": {"arguments": {"x": {op: limit}}}},
+        {"targets": ["pay"], "effect": "approve"},
+    )
+
+
+@pytest.mark.parametrize(
+    ("op", "limit", "inside", "outside"),
+    [
+        ("max", 10**18, 10**18, 10**18 + 1),
+        ("min", 10**18, 10**18, 10**18 - 1),
+        ("max", 100, "100", "100.0000000000000001"),
+        ("min", 100, "100", "99.99999999999999999"),
+        ("max", 100, Decimal("100"), Decimal("100.0000000000000001")),
+        ("max", 0.1, "0.1", "0.10000000000000001"),
+    ],
+)
+def test_min_and_max_compare_the_exact_value_the_tool_gets(
+    op: str, limit: object, inside: object, outside: object
+) -> None:
+    """The check compared a float of the argument: 10**18 + 1 wei or "100.0000000000000001"
+    (a Decimal to the tool) rounded onto the limit and ran without approval."""
+    policy = _bounded(op, limit)
+    assert policy.decide(ALICE, "pay", {"x": inside}).allowed
+    assert policy.decide(ALICE, "pay", {"x": outside}).needs_approval
+
+
+def test_a_decimal_amount_just_over_max_is_not_run_by_the_executor() -> None:
+    ran: list[Decimal] = []
+
+    def pay(amount: Decimal) -> str:
+        """Pay."""
+        ran.append(amount)
+        return "paid"
+
+    policy = _policy(
+        {
+            "targets": ["pay"],
+            "effect": "allow",
+            "conditions": {"arguments": {"amount": {"max": 100}}},
+        },
+        {"targets": ["pay"], "effect": "approve"},
+    )
+    executor = Executor(CapabilityRegistry.from_tools([pay]), policy)
+    over = asyncio.run(executor.call("pay", {"amount": "100.0000000000000001"}, ALICE))
+    assert over.outcome == Outcome.NEEDS_APPROVAL
+    assert asyncio.run(executor.call("pay", {"amount": "100"}, ALICE)).ok
+    assert ran == [Decimal("100")]
+
+
+def test_min_and_max_take_infinities_and_refuse_nans() -> None:
+    policy = _bounded("max", 10**18)
+    assert policy.decide(ALICE, "pay", {"x": float("-inf")}).allowed
+    assert policy.decide(ALICE, "pay", {"x": Decimal("-Infinity")}).allowed
+    for value in (float("inf"), Decimal("Infinity"), float("nan"), Decimal("NaN"), Decimal("sNaN")):
+        assert policy.decide(ALICE, "pay", {"x": value}).needs_approval
+    assert _bounded("max", float("inf")).decide(ALICE, "pay", {"x": 10**400}).allowed
 
 
 def test_argument_condition_that_cannot_be_evaluated_counts_against_the_caller() -> None:

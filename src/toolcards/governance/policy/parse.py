@@ -167,20 +167,29 @@ def json_kind(value: Any) -> str | None:
     return "object" if isinstance(value, Mapping) else None
 
 
-def as_number(value: Any) -> float | None:
-    """A comparable number for ints, floats, Decimals, bools and numeric strings; else None.
-    An int too large for a float (a JSON integer of 309 digits and more) is ±inf: a huge
-    amount is over any ``max`` (it raised OverflowError, which ended an agent's run)."""
-    if isinstance(value, bool | int | float | Decimal) or (
-        isinstance(value, str) and _NUMERIC.match(value)
-    ):
-        try:
-            num = float(value)
-        except OverflowError:  # only an int overflows
-            return math.inf if int(value) > 0 else -math.inf
-    else:
+def as_number(value: Any) -> int | float | Decimal | None:
+    """The exact number of an int, float, Decimal, bool or numeric string (None: not a number,
+    or NaN). A numeric string is a Decimal, not a float: a float of "100.0000000000000001" or
+    of 10**18 + 1 is 100 or 10**18, yet the tool acts on the exact value, so a ``max`` would
+    pass an amount over it. Python compares int, float and Decimal exactly with each other."""
+    if isinstance(value, str) and _NUMERIC.match(value):
+        return Decimal(value)
+    if isinstance(value, Decimal):
+        return None if value.is_nan() else value  # is_nan: comparing an sNaN raises
+    if isinstance(value, float):
+        return None if math.isnan(value) else value  # NaN: neither over nor under a limit
+    return value if isinstance(value, int) else None  # a huge int: exact, compared cheaply
+
+
+def _float(value: Any) -> float | None:
+    """``as_number`` as a float; an int too large for one is ±inf."""
+    num = as_number(value)
+    if num is None:
         return None
-    return None if math.isnan(num) else num
+    try:
+        return float(num)
+    except OverflowError:  # only an int overflows
+        return math.inf if num > 0 else -math.inf
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,7 +419,7 @@ def _budget(index: int, node: Any, source: str) -> Budget:
         value = node.get(metric)
         if value is None:
             continue
-        number = as_number(value)
+        number = _float(value)
         if (
             isinstance(value, bool | str)
             or number is None
