@@ -59,6 +59,50 @@ def test_a_principal_named_anonymous_is_refused(
     assert "\n" not in message
 
 
+def _token(digit: str, **spec: Any) -> dict[str, Any]:
+    return {"token_sha256": "sha256:" + digit * 64, **spec}
+
+
+@pytest.mark.parametrize(
+    ("principals", "entries"),
+    [
+        (
+            {"tokens": [_token("a", id="alice"), _token("b", id="alice", type="agent")]},
+            "tokens[1] and tokens[0]",
+        ),
+        (
+            {"local": {"id": "alice", "roles": ["ops"]}, "tokens": [_token("a", id="alice")]},
+            "tokens[0] and local",
+        ),
+        (
+            {
+                "terminal_approver": {"id": "rita", "roles": ["approver"]},
+                "tokens": [_token("a", id="rita", type="agent", roles=["approver"])],
+            },
+            "tokens[0] and terminal_approver",
+        ),
+    ],
+)
+def test_two_principals_sharing_an_id_are_refused(
+    tmp_path: Path, principals: dict[str, Any], entries: str
+) -> None:
+    """MCP tasks and approvals know their principal by id: an agent ``alice`` would list and
+    read a user ``alice``'s tasks and results."""
+    data = {"policy": "policy.yaml", "principals": principals}
+    with pytest.raises(ConfigError) as refused:
+        load_config(write(tmp_path, data))
+    message = str(refused.value)
+    assert f"principals: {entries} share the id" in message, message
+    assert "\n" not in message
+
+
+def test_one_identity_may_hold_several_tokens_and_be_local(tmp_path: Path) -> None:
+    alice = {"id": "alice", "type": "agent", "roles": ["ops"]}
+    principals = {"local": alice, "tokens": [_token("a", **alice), _token("b", **alice)]}
+    config = load_config(write(tmp_path, {"policy": "policy.yaml", "principals": principals}))
+    assert {t.identity() for t in config.principals.tokens} == {config.local_identity}
+
+
 def test_missing_policy_names_the_field(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"team\.yaml: policy: Field required"):
         load_config(write(tmp_path, {"team_id": "t"}))

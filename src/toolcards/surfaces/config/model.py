@@ -42,6 +42,8 @@ principals:
 ```
 
 Tokens are stored as ``sha256:<hex>`` of the token (``toolcards hash-token`` prints one).
+An id names one principal: entries of ``local``, ``terminal_approver`` and ``tokens`` that
+share an id must agree on its type, roles and attrs (several tokens of one principal do).
 Without ``principals.local`` the stdio and CLI caller is anonymous (a default-deny policy
 rejects it).
 
@@ -158,19 +160,36 @@ class Principals(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _not_the_caller(self) -> Principals:
+    def _apart(self) -> Principals:
         approver, local = self.terminal_approver, self.local
         if approver is not None and local is not None and approver.id == local.id:
             raise ValueError(
                 "terminal_approver must be another principal than local "
                 "(a caller cannot approve its own call)"
             )
+        static = [("local", local), ("terminal_approver", approver)]
+        static += [(f"tokens[{i}]", token) for i, token in enumerate(self.tokens)]
+        specs = [(w, p) for w, p in static if p is not None]
+        _one_principal_per_id(specs)
         if self.oauth is not None:
-            static = [("local", local), ("terminal_approver", approver)]
-            static += [(f"tokens[{i}]", token) for i, token in enumerate(self.tokens)]
-            ids = [(w, p.id) for w, p in static if p is not None]
+            ids = [(w, p.id) for w, p in specs]
             self.oauth.refuse_shared_ids([*ids, ("for callers with no credential", ANONYMOUS.id)])
         return self
+
+
+def _one_principal_per_id(specs: list[tuple[str, PrincipalSpec]]) -> None:
+    """ValueError when two entries share an id but not the identity: MCP tasks and pending
+    approvals know their principal by id alone, so an agent ``alice`` would read a user
+    ``alice``'s tasks and results. One identity twice (a second token, ``local``'s own
+    token) is one principal."""
+    first: dict[str, tuple[str, Identity]] = {}
+    for where, spec in specs:
+        seen, identity = first.setdefault(spec.id, (where, spec.identity()))
+        if identity != spec.identity():
+            raise ValueError(
+                f"{where} and {seen} share the id {spec.id!r} but not its type, roles and "
+                "attrs; give each principal its own id"
+            )
 
 
 class SessionLimits(BaseModel):
