@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -231,6 +233,55 @@ def test_a_resumed_member_still_gets_its_entry(tmp_path: Path) -> None:
         resumed.clock.now += 5
         resumed.tick()
         assert resumed.delivered == [("@pat", "[notification #1] check CI")]
+
+
+def test_a_fired_owners_entry_is_not_delivered_to_the_next_member_of_its_name_after_a_resume(
+    tmp_path: Path,
+) -> None:
+    """The resume gives the member now holding the name a new hire time, as it gives the
+    entry's own owner one: the fire the roster recorded still tells them apart."""
+    with Team("notification-refire", tmp_path / "t.db", profiles=_roles()) as team:
+        team.hire("contractor", "pat")
+        entry = Harness(team).actor.register("@pat", "/fire_member @boss-1", 5, 5)
+        team.fire("@pat")
+        team.hire("treasurer", "pat")
+    with Team.resume("notification-refire", tmp_path / "t.db", profiles=_roles()) as team:
+        resumed = Harness(team)
+        resumed.actor.present = resumed.actor._on_team
+        resumed.clock.now += 5
+        resumed.tick()
+        assert resumed.delivered == []
+        assert resumed.events()[-1] == {"dropped": {"id": entry.id, "owner": "@pat"}}
+
+
+def test_a_due_entry_after_a_resume_reads_none_of_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether the owner was fired since is one roster read: it walked every event logged
+    since the entry, on the actor's thread, once per due entry (a long log held the actor
+    for seconds each, and other members' calls timed out)."""
+    with Team("notification-scan", tmp_path / "t.db", profiles=_roles()) as team:
+        team.hire("contractor", "pat")
+        Harness(team).actor.register("@pat", "check CI", 5, 5)
+        for n in range(50):
+            team.log.append("SomeTool", {"n": n})
+    with Team.resume("notification-scan", tmp_path / "t.db", profiles=_roles()) as team:
+        resumed = Harness(team)
+        resumed.actor.present = resumed.actor._on_team
+        store, reads = team.log._store, []
+        read_events = store.read_events
+        mine = threading.get_ident()
+
+        def counted(*args: Any, **options: Any) -> Any:
+            if threading.get_ident() == mine:
+                reads.append(args)
+            return read_events(*args, **options)
+
+        monkeypatch.setattr(store, "read_events", counted)
+        resumed.clock.now += 5
+        resumed.tick()
+        assert resumed.delivered == [("@pat", "[notification #1] check CI")]
+        assert reads == []
 
 
 def test_an_entry_of_an_older_version_goes_to_whoever_holds_the_name(staffed: Harness) -> None:

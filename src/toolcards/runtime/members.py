@@ -299,9 +299,6 @@ class MemberRoster(MemberMessaging):
 
     def fire(self, name: str, timeout: float | None = None) -> bool:
         """Stop ``name`` and remove it; True when its actor stopped within the bound."""
-        # lazy: agent members only (pydantic models, ~1x python -c pass)
-        from toolcards.runtime.member_actor import HISTORY_KEY
-
         team = self._team
         with self._lock:
             member = self.resolve(name)
@@ -318,27 +315,31 @@ class MemberRoster(MemberMessaging):
             clean = False
         else:
             clean = team.stop_actor(member, timeout)
-        self._state.delete(f"member:{member}")
-        team.state_of(member).delete(HISTORY_KEY)
-        team.log.lifecycle("member_fired", name=member, role=entry.profile.role, clean=clean)
+        self._forget(member, entry.profile.role, clean)
         return clean
 
-    def _fire_placed(self, member: str, timeout: float | None) -> bool:
-        """Fire a member placed on the cluster from any process of the team."""
+    def _forget(self, member: str, role: str, clean: bool) -> None:
+        """Remove the fired ``member``'s row and conversation, and keep where the log stood
+        once it was fired (``fired:<name>``, one read): a resume gives every member a new hire
+        time, so only that tells a member hired under the name since from the one fired."""
         # lazy: agent members only (pydantic models, ~1x python -c pass)
         from toolcards.runtime.member_actor import HISTORY_KEY
 
+        team = self._team
+        self._state.delete(f"member:{member}")
+        team.state_of(member).delete(HISTORY_KEY)
+        team.log.lifecycle("member_fired", name=member, role=role, clean=clean)
+        self._state.put(f"fired:{member}", team.log.position)
+
+    def _fire_placed(self, member: str, timeout: float | None) -> bool:
+        """Fire a member placed on the cluster from any process of the team."""
         record = self._remote(member) or {}
         if record.get("placement") != "cluster":
             raise LookupError(f"member {member} runs in another process; fire it there")
         clean = self._team.stop_cluster_member(member, timeout)
         self._fired.add(member)
         if clean is None:  # its actor is gone: remove what it left
-            self._state.delete(f"member:{member}")
-            self._team.state_of(member).delete(HISTORY_KEY)
-            self._team.log.lifecycle(
-                "member_fired", name=member, role=str(record.get("role")), clean=False
-            )
+            self._forget(member, str(record.get("role")), False)
             return False
         return clean
 

@@ -9,7 +9,6 @@ delivery itself to a courier thread, so a slow recipient never blocks the actor.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -111,6 +110,7 @@ class NotificationActor(ToolActor):
                 "cancel one with cancel_notification first"
             )
         now = self.clock()
+        since = self.ctx.team.log.position  # first: a fire of the member read next logs past it
         entry = PendingNotification(
             id=self.next_id,
             owner=owner,
@@ -119,7 +119,7 @@ class NotificationActor(ToolActor):
             created_at=now,
             message_type=message_type,
             hired_at=self.hired(owner),
-            since=self.ctx.team.log.position,
+            since=since,
         )
         with self.state.batch():
             self.state.put(_key(entry.id), entry.model_dump())
@@ -161,27 +161,26 @@ class NotificationActor(ToolActor):
         """Deliver the due entries ``ids`` (told by the timer); skips cancelled ones."""
         now = self.clock()
         due = [e for i in ids if (e := self.entries.get(i)) is not None]
-        since = min((e.since for e in due if e.since is not None), default=0)
-        fires = functools.cache(partial(self._last_fires, since))  # read on a hire mismatch
         for entry in due:
             if not self.present(entry.owner):
                 if now - entry.due_at < self.owner_grace_seconds:
                     self.scheduler.push(now + self.retry_seconds, entry.id)
                 else:
                     self._drop(entry, "owner not on the team")
-            elif self._replaced(entry, fires):
+            elif self._replaced(entry):
                 self._drop(entry, "its owner was fired; the member of that name now is another")
             else:
                 payload = {"fired": {"id": entry.id, "owner": entry.owner}}
                 self._remove(entry, payload)
                 self.courier.submit(partial(self._send, entry))
 
-    def _replaced(self, entry: PendingNotification, fires: Callable[[], dict[str, int]]) -> bool:
+    def _replaced(self, entry: PendingNotification) -> bool:
         """True when the member holding the entry's owner name is not the one that scheduled
         it (a fired member's text would reach whoever is hired under its name next). The
         roster's hire time tells at once; when it differs (a resume re-hires every member,
-        with a new time), only a ``member_fired`` of the name since the entry makes it
-        another member."""
+        with a new time), only a fire of the name since the entry makes it another member:
+        the roster keeps where the log stood at the name's last fire, so that is one read
+        however long the log has grown (a scan of it held the actor for seconds each time)."""
         if entry.since is None:  # stored by an older version: whoever holds the name
             return False
         hired = self.hired(entry.owner)
@@ -189,21 +188,12 @@ class NotificationActor(ToolActor):
             return False
         if entry.hired_at is None:  # no member when scheduled: this one came after
             return True
-        return fires().get(entry.owner, -1) > entry.since
+        return self._fired_at(entry.owner) > entry.since
 
-    def _last_fires(self, since: int) -> dict[str, int]:
-        """The log position of the last ``member_fired`` of each name after ``since``."""
-        # lazy: the event log's module is not needed until a hire time differs
-        from toolcards.runtime.events import LIFECYCLE
-
-        found: dict[str, int] = {}
-        for position, event in self.ctx.team.log.entries(since):
-            payload = event.payload
-            if event.tool_id != LIFECYCLE or not isinstance(payload, dict):
-                continue
-            if payload.get("event") == "member_fired":
-                found[str(payload.get("name"))] = position
-        return found
+    def _fired_at(self, owner: str) -> int:
+        """The log position the roster recorded when ``owner`` was last fired; -1 for never."""
+        found = self.ctx.team.state_of(ROSTER).get(f"fired:{owner}")
+        return found if isinstance(found, int) and not isinstance(found, bool) else -1
 
     def _drop(self, entry: PendingNotification, reason: str) -> None:
         logger.warning("notification #%s for %s dropped: %s", entry.id, entry.owner, reason)
