@@ -205,6 +205,26 @@ def test_a_hidden_call_in_a_response_that_fails_the_run_has_one_row(
     assert not (root / "default" / "a.md").exists()
 
 
+@pytest.mark.parametrize("mode", ["run", "stream"])
+def test_two_hidden_calls_under_one_id_have_a_row_each(
+    root: Path, tmp_path: Path, mode: str
+) -> None:
+    """A model gives two hidden calls one id in one response (pydantic-ai fails the run on
+    it): a call was written once by its id, so the second call had no row."""
+    args = {"path": "deploy/prod.env", "content": "EVIL"}
+    again = ToolCallPart("workspace_write", args, tool_call_id="h1")
+    with AuditLog(tmp_path / "audit.db", durability="sync") as log:
+        cards = GovernedCards([WorkspaceTool()], policy=Policy.from_dict(HIDDEN_POLICY),
+                              identity=WRITER, audit=log)  # fmt: skip
+        with pytest.raises(UnexpectedModelBehavior, match="unique `tool_call_id`"):
+            asyncio.run(_run(Agent(_ending_model(again), capabilities=[cards]), mode))
+        rows = [(e.tool, e.outcome, e.call_id, e.args["path"]) for e in log.tail(50)]
+    assert rows == [
+        ("workspace_write", "unknown_tool", "h1", "a.md"),
+        ("workspace_write", "unknown_tool", "h1", "deploy/prod.env"),
+    ]
+
+
 def test_denied_tools_are_not_offered_through_the_capability(root: Path) -> None:
     policy = Policy.from_dict({"default_effect": "deny", "rules": [
         {"callers": ["agent.*"], "targets": ["workspace_read"], "effect": "allow"}]})  # fmt: skip

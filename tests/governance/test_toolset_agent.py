@@ -357,11 +357,9 @@ def test_a_call_to_a_hidden_tool_has_exactly_one_row(
     assert recorder.calls == []
 
 
-def test_a_hidden_call_beside_a_paused_one_is_recorded_once_across_resumes(
-    recorder: Recorder, tmp_path: Path
-) -> None:
-    """The run pauses on the approval before the hidden call's row could be written; the resume
-    writes it, and a second resume of the same history does not write it again."""
+def _hidden_beside_paused(recorder: Recorder, audit: AuditLog) -> Agent[None, Any]:
+    """An agent (as carol) whose first response calls the hidden ``crm_delete`` (id
+    ``hidden``) beside a ``transfer_money`` that pauses for approval, then says "done"."""
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
     from pydantic_ai.models.function import FunctionModel
 
@@ -374,9 +372,17 @@ def test_a_hidden_call_beside_a_paused_one_is_recorded_once_across_resumes(
             ToolCallPart("transfer_money", transfer, tool_call_id="pay"),
         ])  # fmt: skip
 
-    audit = AuditLog(tmp_path / "audit.db", durability="sync")
     toolset = _governed(recorder, identity=CAROL, audit=audit)
-    agent = Agent(FunctionModel(model), toolsets=[toolset], output_type=[str, DeferredToolRequests])
+    return Agent(FunctionModel(model), toolsets=[toolset], output_type=[str, DeferredToolRequests])
+
+
+def test_a_hidden_call_beside_a_paused_one_is_recorded_once_across_resumes(
+    recorder: Recorder, tmp_path: Path
+) -> None:
+    """The run pauses on the approval before the hidden call's row could be written; the resume
+    writes it, and a second resume of the same history does not write it again."""
+    audit = AuditLog(tmp_path / "audit.db", durability="sync")
+    agent = _hidden_beside_paused(recorder, audit)
     first = agent.run_sync("go")
     assert isinstance(first.output, DeferredToolRequests)
     results = DeferredToolResults(approvals={"pay": False})
@@ -385,6 +391,32 @@ def test_a_hidden_call_beside_a_paused_one_is_recorded_once_across_resumes(
     hidden = [(r.decision, r.outcome) for r in audit.query() if r.call_id == "hidden"]
     audit.close()
     assert hidden == [("deny", "unknown_tool")]
+
+
+def test_a_hidden_call_is_recorded_once_across_resumes_in_new_processes(
+    recorder: Recorder, tmp_path: Path
+) -> None:
+    """Each resume of a stored history runs in a new agent and toolset over the trail reopened
+    (a restart, an agent built per request): the toolset's memory of the rows it wrote was
+    empty there, and each resume wrote the hidden call's row again. Two runs making the same
+    call (the same id) are two calls: a row each."""
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    path = tmp_path / "audit.db"
+    stored = []
+    for _ in range(2):
+        with AuditLog(path) as audit:
+            first = _hidden_beside_paused(recorder, audit).run_sync("go")
+        stored.append(ModelMessagesTypeAdapter.dump_json(first.all_messages()))
+    results = DeferredToolResults(approvals={"pay": False})
+    for raw in (stored[0], stored[0], stored[1], stored[1]):
+        with AuditLog(path) as audit:
+            history = ModelMessagesTypeAdapter.validate_json(raw)
+            agent = _hidden_beside_paused(recorder, audit)
+            agent.run_sync(message_history=history, deferred_tool_results=results)
+    with AuditLog(path) as audit:
+        hidden = [(r.decision, r.outcome) for r in audit.query() if r.call_id == "hidden"]
+    assert hidden == [("deny", "unknown_tool")] * 2
 
 
 def test_approval_request_shows_redacted_arguments(recorder: Recorder) -> None:

@@ -75,6 +75,9 @@ class AuditRecord(NamedTuple):
     """The guardrail that refused the call, or those that changed it (comma-separated)."""
     grant_id: str | None = None
     """The grant (a remembered approval) that let the call run, or that a row is about."""
+    key: str | None = None
+    """The row's key (None: one of its own): a caller whose row may be made again gives the
+    same key each time, and finds a row written before by it (:meth:`AuditLog.query`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,7 +290,8 @@ class AuditLog:
         if self.read_only or (self._closed and self._memory):
             return  # a trail only looked at, or a log in memory that nothing outlives
         try:
-            rest, canonical = _rest(entry, f"{self._key_prefix}-{next(self._keys)}")
+            key = entry.key or f"{self._key_prefix}-{next(self._keys)}"
+            rest, canonical = _rest(entry, key)
             redactor = entry.redactor
             if redactor is DEFAULT_REDACTOR:
                 redactor = None
@@ -431,13 +435,15 @@ class AuditLog:
         before: int | None = None,
         call_id: str | None = None,
         grant_id: str | None = None,
+        key: str | None = None,
     ) -> list[AuditEntry]:
         """Entries matching every given filter, oldest first (at most ``limit``, newest kept).
 
         ``before`` keeps entries whose ``id`` is below it: the next page back from a page whose
         oldest entry has that id. ``grant_id``: the calls a grant let through, and its own
-        rows (made, revoked). Nothing found where the team has no row at all: see
-        :meth:`elsewhere`."""
+        rows (made, revoked). ``key``: the row made under that key (:attr:`AuditRecord.key`;
+        give ``principal`` and ``since`` too: the key has no index). Nothing found where the
+        team has no row at all: see :meth:`elsewhere`."""
         self._caught_up()
         where: list[str] = []
         params: list[Any] = []
@@ -448,6 +454,7 @@ class AuditLog:
             ("outcome", outcome),
             ("call_id", call_id),
             ("grant_id", grant_id),
+            ("row_key", key),
         ):
             if value is not None:
                 where.append(f"{column} = ?")

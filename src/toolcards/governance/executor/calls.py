@@ -193,6 +193,9 @@ class Call:
     claim: str | None = None
     """The token of the durable claim the call holds (:mod:`.replay`), which its row's call
     id carries (:attr:`row_id`)."""
+    row_key: str | None = None
+    """The key of its row (None: one of the row's own): a row that may be made again (a hidden
+    call seen again in a resumed history) is found by it (:attr:`AuditRecord.key`)."""
 
     @property
     def row_id(self) -> str:
@@ -370,6 +373,7 @@ class CallBook:
                 None if digest is None else args_digest(call.args),  # approved_args_digest
                 call.hook,  # hook
                 call.grant_id,  # grant_id
+                call.row_key,  # key
             )
         )
 

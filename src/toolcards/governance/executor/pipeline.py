@@ -225,10 +225,12 @@ class Executor:
         call_id: str | None,
         visible: Iterable[str],
         known_as: str | None = None,
+        row_key: str | None = None,
     ) -> ExecutionResult:
         """The result for a tool that does not exist, or that ``identity`` may not see (the
         two read the same; suggestions come from ``visible`` only). ``known_as`` is the id of
-        a hidden tool: the audit row then records the policy's denial."""
+        a hidden tool: the audit row then records the policy's denial. ``row_key``: the audit
+        row's key (:attr:`.calls.Call.row_key`)."""
         decision = _UNKNOWN if known_as is None else self.policy.decide(identity, known_as, args)
         call = Call(
             tool_id,
@@ -240,6 +242,7 @@ class Executor:
             redactor=self.policy.redaction,
             decision=decision,
             instruments=self.telemetry.active(),
+            row_key=row_key,
         )
         if call.instruments is None:
             return self._unknown(call, visible)

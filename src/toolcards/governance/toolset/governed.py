@@ -23,7 +23,6 @@ from typing import Any, Literal
 
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
-from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 from pydantic_core import SchemaValidator, core_schema, to_json
 
@@ -45,6 +44,7 @@ from toolcards.governance.policy.policy import Policy
 from toolcards.governance.redaction.redactor import redact_text
 from toolcards.governance.telemetry import Telemetry
 from toolcards.governance.toolset.delegated import DelegatedCalls
+from toolcards.governance.toolset.hidden import HiddenCalls
 from toolcards.governance.toolset.layers import (
     APPROVAL_NOTE,
     DESTRUCTIVE_WARNING,
@@ -77,7 +77,6 @@ SURFACE = "pydantic-ai"
 # see the same raw arguments as on every other surface; the executor validates afterwards.
 _RAW_ARGS = SchemaValidator(core_schema.dict_schema(keys_schema=core_schema.str_schema()))
 _MAX_CALLERS = 1024  # per-caller listings kept before the cache starts over
-_MAX_CALLS = 4096  # hidden-tool calls remembered as written
 
 
 class GovernedToolset(WrapperToolset[Any]):
@@ -147,8 +146,8 @@ class GovernedToolset(WrapperToolset[Any]):
         self.listing = ToolListing(self.policy, hide_denied)
         self.delegated = DelegatedCalls()
         """Delegating calls parked while their run answers approvals asked on their behalf."""
-        self.hidden_calls: dict[tuple[object, ...], None] = {}
-        """Calls to hidden tools already written, oldest first (:meth:`_record_hidden_calls`)."""
+        self.hidden_calls = HiddenCalls()
+        """Which calls to hidden tools have their rows (:meth:`_record_hidden_calls`)."""
 
     @classmethod
     def with_policy(
@@ -210,39 +209,26 @@ class GovernedToolset(WrapperToolset[Any]):
         name") and never calls the toolset, so without this only the MCP and CLI surfaces would
         record the call. A step's toolset sees the response of the step before (the last
         response of a run: :meth:`record_run_end`); a call is written once (a step may be
-        prepared again, a paused response resumed again).
+        prepared again, a paused response resumed again, by another toolset or process: see
+        :class:`HiddenCalls`).
 
         Only names this toolset lists and the policy hides are written, as ``call_tool`` writes
         them: a name another toolset of the agent answers, or one no toolset offered the step
         that made the call (``ctx.tool_manager``), is not this toolset's to record, and a name
         no toolset knows would be written once by each governed toolset of the agent. ``step``
         is this toolset as prepared for the step (its listing is the one the step is offered)."""
-        response = next((m for m in reversed(ctx.messages) if isinstance(m, ModelResponse)), None)
-        if response is None:
-            return
-        manager = ctx.tool_manager  # still the one that answered the response's calls
-        offered = manager.tools if manager is not None and manager.tools is not None else {}
-        calls = [
-            part
-            for part in response.parts
-            if isinstance(part, ToolCallPart) and part.tool_name not in offered
-        ]
-        if not calls:
+        response, calls = self.hidden_calls.unanswered(ctx)
+        if response is None or not calls:
             return
         identity = self.resolve_identity(ctx)
         view = await self.listing.view(step, ctx, identity)
         listed = self.listing.cached
-        seen = self.hidden_calls
-        for part in calls:
-            hidden = listed is not None and part.tool_name in listed.tools
-            key = (response.run_id, response.timestamp, part.tool_call_id)  # ids may repeat
-            if not hidden or part.tool_name in view or key in seen:
-                continue
-            if len(seen) >= _MAX_CALLS:
-                del seen[next(iter(seen))]
-            seen[key] = None
+        tools = listed.tools if listed is not None else {}
+        hidden = [(i, p) for i, p in calls if p.tool_name in tools and p.tool_name not in view]
+        audit = self.executor.audit
+        for part, key in self.hidden_calls.unwritten(response, hidden, identity, audit):
             args = part.args_as_dict()
-            self._unknown(part.tool_name, args, identity, part.tool_call_id, view, listed)
+            self._unknown(part.tool_name, args, identity, part.tool_call_id, view, listed, key)
 
     def _unknown(
         self,
@@ -252,9 +238,11 @@ class GovernedToolset(WrapperToolset[Any]):
         call_id: str | None,
         view: dict[str, ToolsetTool[Any]],
         listed: Listing | None,
+        row_key: str | None = None,
     ) -> ExecutionResult:
         """The unknown-tool answer to a call of ``name`` that ``view`` does not offer, its row
-        written; a tool ``listed`` has (the policy hides it) records the policy's denial."""
+        written (under ``row_key``, if given); a tool ``listed`` has (the policy hides it)
+        records the policy's denial."""
         hidden = listed.tools.get(name) if listed is not None else None
         return self.executor.unknown(
             name,
@@ -264,6 +252,7 @@ class GovernedToolset(WrapperToolset[Any]):
             call_id=call_id,
             visible=view,
             known_as=hidden.tool_id if hidden is not None else None,
+            row_key=row_key,
         )
 
     def _settle_denied(self, ctx: RunContext[Any], conversation: str) -> None:
