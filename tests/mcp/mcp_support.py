@@ -1,14 +1,20 @@
-"""Test support: MCP server processes on 127.0.0.1 (free ports), stopped by the fixtures."""
+"""Test support: MCP server processes on 127.0.0.1 (free ports), stopped by the fixtures, and
+the same servers in this process (:func:`serve_in_memory`)."""
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import os
 import subprocess
+import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
@@ -27,6 +33,45 @@ from support.processes import free_port, stop_process, wait_closed, wait_listeni
 
 SERVERS = Path(__file__).parent / "servers"
 ECHO = SERVERS / "echo_server.py"
+IN_MEMORY = "in-memory"
+"""The command of a stdio card whose server runs in this process: ``args`` are the server's
+script and its arguments (see :func:`serve_in_memory`)."""
+
+
+@functools.cache
+def in_process_server(script: Path, *argv: str) -> Any:
+    """The ``server`` of ``script`` loaded in this process as if run with ``argv`` (the
+    warning filters it sets while loaded reverted)."""
+    name = "_".join([script.stem, "in_memory", *argv])
+    spec = importlib.util.spec_from_file_location(name, script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    saved, sys.argv = sys.argv, [str(script), *argv]
+    try:
+        with warnings.catch_warnings():
+            spec.loader.exec_module(module)
+    finally:
+        sys.argv = saved
+    return module.server
+
+
+def serve_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A card whose ``command`` is :data:`IN_MEMORY` connects to its server in this process
+    over the SDK's in-memory streams (fastmcp's ``FastMCPTransport``), for tests whose subject
+    is not the transport; every other card connects as it would."""
+    from fastmcp.client.transports import FastMCPTransport
+
+    from toolcards.tools.mcp import MCPTool
+
+    real = MCPTool._transport
+
+    def transport(card: MCPTool) -> Any:
+        if card.command != IN_MEMORY:
+            return real(card)
+        script, *argv = card.args
+        return FastMCPTransport(in_process_server(Path(script), *argv))
+
+    monkeypatch.setattr(MCPTool, "_transport", transport)
 
 
 class ServerProcess:

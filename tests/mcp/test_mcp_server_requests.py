@@ -1,10 +1,12 @@
 """MCPTool answers a server's requests (elicitation, sampling, roots), governed and audited.
 
-A real MCP server (``servers/asking_server.py``, the official SDK) asks while its tools run,
-over stdio (MCP 2026-07-28 by default, the handshake era with ``protocol: legacy``) and
-streamable HTTP on 127.0.0.1; the card is bound through ToolFactory and governed by a
-GovernedToolset; the model is a FunctionModel; the inbox is answered through the approvals
-API by a human approver.
+An MCP server (``servers/asking_server.py``, the official SDK) asks while its tools run (MCP
+2026-07-28 by default, the handshake era with ``protocol: legacy``): a real process over stdio
+and streamable HTTP on 127.0.0.1 for each kind of request, each era, the flood bound and a
+server that drops its connection; the same server in this process, over the SDK's in-memory
+streams (:func:`memory_card`), where what is tested is how the client decides, not how the
+request travels. The card is bound through ToolFactory and governed by a GovernedToolset; the
+model is a FunctionModel; the inbox is answered through the approvals API by a human approver.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_support import ServerProcess
+from mcp_support import IN_MEMORY, ServerProcess, serve_in_memory
 from server_requests_support import (
     APPROVER,
     ASKING,
@@ -32,9 +34,25 @@ from toolcards.governance.approvals.broker import ApprovalBroker, ApprovalError
 from toolcards.governance.approvals.elicitation import answer_elicitation
 from toolcards.governance.capability import CapabilityRegistry
 from toolcards.governance.executor.pipeline import Executor
-from toolcards.tools.mcp import MCPSampling
+from toolcards.tools.mcp import MCPSampling, MCPTool
 
 ERAS = ["auto", "legacy"]
+# the handshake era's sampling and roots are deprecated in 2026-07-28 (the server process
+# ignores the warning; in this process it is the server's, not the client's)
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+
+
+@pytest.fixture(autouse=True)
+def in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    serve_in_memory(monkeypatch)
+
+
+def memory_card(tmp_path: Path, **fields: Any) -> MCPTool:
+    """An asking card like :func:`asking_card`'s, whose server runs in this process."""
+    fields.setdefault("name", "asker")
+    card = MCPTool(transport="stdio", command=IN_MEMORY, args=[str(ASKING)], **fields)
+    card.use_workspaces_root(tmp_path / "workspaces")
+    return card
 
 
 @pytest.fixture
@@ -75,7 +93,7 @@ async def _answer_when_asked(broker: ApprovalBroker, content: dict[str, Any]) ->
 def test_inbox_question_is_answered_by_a_human_not_the_caller(
     tmp_path: Path, audit: AuditLog, protocol: str
 ) -> None:
-    card = asking_card(tmp_path, protocol=protocol, elicitation="inbox")
+    card = memory_card(tmp_path, protocol=protocol, elicitation="inbox")
     run = Run([("book", {})])
     agent, governed = governed_agent(card, run, audit)
     broker = governed.executor.approvals
@@ -95,7 +113,7 @@ def test_inbox_question_is_answered_by_a_human_not_the_caller(
 
 
 def test_inbox_question_denied_is_a_decline(tmp_path: Path, audit: AuditLog) -> None:
-    card = asking_card(tmp_path, elicitation="inbox")
+    card = memory_card(tmp_path, elicitation="inbox")
     agent, governed = governed_agent(card, Run([("book", {})]), audit)
     broker = governed.executor.approvals
 
@@ -140,7 +158,7 @@ def test_an_answer_that_does_not_fit_the_question_is_refused(
 
 @pytest.mark.parametrize("protocol", ERAS)
 def test_sampling_is_off_by_default(tmp_path: Path, audit: AuditLog, protocol: str) -> None:
-    card = asking_card(tmp_path, protocol=protocol)
+    card = memory_card(tmp_path, protocol=protocol)
     (answer,), run = one_run(card, [("summarize", {"text": "a long text"})], audit)
     assert "refused" in str(answer) and run.sampled == []
     (row,) = audit.query(tool="mcp.asker.sample")
@@ -167,7 +185,7 @@ def test_sampling_on_uses_the_agents_model_within_the_token_cap(
 def test_sampling_requests_beyond_the_session_count_are_refused(
     tmp_path: Path, audit: AuditLog
 ) -> None:
-    card = asking_card(tmp_path, sampling=MCPSampling(mode="agent", max_requests=1))
+    card = memory_card(tmp_path, sampling=MCPSampling(mode="agent", max_requests=1))
     calls = [("summarize", {"text": "one"})]
     run = Run(calls)
     agent, _ = governed_agent(card, run, audit)
@@ -214,7 +232,7 @@ def test_roots_are_the_cards_workspace(tmp_path: Path, audit: AuditLog, protocol
 
 
 def test_roots_are_refused_by_default(tmp_path: Path, audit: AuditLog) -> None:
-    (answer,), _ = one_run(asking_card(tmp_path), [("where", {})], audit)
+    (answer,), _ = one_run(memory_card(tmp_path), [("where", {})], audit)
     assert "refused" in str(answer)
     assert [r.outcome for r in audit.query(tool="mcp.asker.roots")] == ["denied"]
 
@@ -243,7 +261,7 @@ def test_a_flood_of_requests_during_one_call_is_refused_with_a_bounded_trail(
 def test_a_policy_that_does_not_allow_the_request_blocks_it(
     tmp_path: Path, audit: AuditLog, fields: dict[str, Any], tool: str, pseudo: str
 ) -> None:
-    card = asking_card(tmp_path, **fields)
+    card = memory_card(tmp_path, **fields)
     (answer,), run = one_run(
         card,
         [(tool, {})] if tool != "summarize" else [(tool, {"text": "x"})],
@@ -273,7 +291,7 @@ def test_requests_over_streamable_http_are_answered(
 def test_an_unanswered_question_is_cancelled_and_leaves_the_inbox(
     tmp_path: Path, audit: AuditLog
 ) -> None:
-    card = asking_card(tmp_path, elicitation="inbox", elicitation_timeout_seconds=0.2)
+    card = memory_card(tmp_path, elicitation="inbox", elicitation_timeout_seconds=0.2)
     agent, governed = governed_agent(card, Run([("book", {})]), audit)
     (answer,) = asyncio.run(run_once(agent))
     assert answer == {"action": "cancel", "content": None}
@@ -316,18 +334,18 @@ async def _served_call(card: Any, audit: AuditLog, tool: str, args: dict[str, An
 def test_sampling_outside_an_agent_run_needs_a_sampling_model(
     tmp_path: Path, audit: AuditLog
 ) -> None:
-    card = asking_card(tmp_path, sampling=MCPSampling(mode="agent"))
+    card = memory_card(tmp_path, sampling=MCPSampling(mode="agent"))
     refused = asyncio.run(_served_call(card, audit, "summarize", {"text": "t"}))
     assert "refused" in refused.message
     (row,) = audit.query(tool="mcp.asker.sample")
     assert row.outcome == "denied" and "no agent model" in (row.reason or "")
-    card = asking_card(tmp_path, sampling=MCPSampling(mode="agent", model="test"))
+    card = memory_card(tmp_path, sampling=MCPSampling(mode="agent", model="test"))
     served = asyncio.run(_served_call(card, audit, "summarize", {"text": "t"}))
     assert served.ok and '"model": "test"' in str(served.value)
 
 
 def test_a_server_asks_one_question_at_a_time(tmp_path: Path, audit: AuditLog) -> None:
-    card = asking_card(tmp_path, elicitation="inbox")
+    card = memory_card(tmp_path, elicitation="inbox")
     agent, governed = governed_agent(card, Run([("book_twice", {})]), audit)
     broker = governed.executor.approvals
 
@@ -342,7 +360,7 @@ def test_a_server_asks_one_question_at_a_time(tmp_path: Path, audit: AuditLog) -
 
 
 def test_each_of_two_calls_at_once_gets_its_own_answer(tmp_path: Path, audit: AuditLog) -> None:
-    card = asking_card(tmp_path, roots="workspace")
+    card = memory_card(tmp_path, roots="workspace")
     (first, second), _ = one_run(card, [("where", {}), ("where", {})], audit)
     assert first == second == [(tmp_path / "workspaces" / "default").resolve().as_uri()]
     rows = audit.query(tool="mcp.asker.roots")
@@ -353,6 +371,8 @@ def test_each_of_two_calls_at_once_gets_its_own_answer(tmp_path: Path, audit: Au
 def test_a_request_during_two_calls_of_the_handshake_era_is_refused(
     tmp_path: Path, audit: AuditLog
 ) -> None:
+    """Over a wire, a handshake-era request names no call it belongs to (the SDK's in-memory
+    streams carry the call along, so this runs the server as a process)."""
     card = asking_card(tmp_path, roots="workspace", protocol="legacy")
     answers, _ = one_run(card, [("where", {}), ("where", {})], audit)
     assert "file://" not in str(answers)
@@ -362,7 +382,7 @@ def test_a_request_during_two_calls_of_the_handshake_era_is_refused(
 def test_a_granted_answer_that_does_not_fit_the_form_cancels_the_question(
     tmp_path: Path, audit: AuditLog
 ) -> None:
-    card = asking_card(tmp_path, elicitation="inbox")
+    card = memory_card(tmp_path, elicitation="inbox")
     agent, governed = governed_agent(card, Run([("book", {})]), audit)
     broker = governed.executor.approvals
 

@@ -1,4 +1,6 @@
-"""MCPTool against real MCP server processes over stdio, SSE and streamable HTTP."""
+"""MCPTool against real MCP server processes over stdio, SSE and streamable HTTP; where the
+subject is how tools are named and called, not the transport, against the same servers in
+this process (``memory``: the SDK's in-memory streams)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,15 @@ from typing import Any
 
 import pytest
 import yaml
-from mcp_support import ECHO, SERVERS, ServerProcess, call_tools, make_agent
+from mcp_support import (
+    ECHO,
+    IN_MEMORY,
+    SERVERS,
+    ServerProcess,
+    call_tools,
+    make_agent,
+    serve_in_memory,
+)
 
 from support.launch import PYTHON
 from toolcards import ToolFactory
@@ -21,12 +31,20 @@ from toolcards.tools.mcp.toolset import bound_result
 TRANSPORTS = ["stdio", "sse", "streamable-http"]
 
 
+@pytest.fixture(autouse=True)
+def in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    serve_in_memory(monkeypatch)
+
+
 def card_for(
     transport: str, start_server: type[ServerProcess], **fields: Any
 ) -> tuple[MCPTool, ServerProcess | None]:
+    """A card of the echo server: a process for a transport, or ``memory`` (this process)."""
     # A bound, not a measurement: a loaded machine may take well over the 10 s default to
     # start a Python server, and a server not connected in time has no tools.
     fields.setdefault("connect_timeout_seconds", 60.0)
+    if transport == "memory":
+        return MCPTool(transport="stdio", command=IN_MEMORY, args=[str(ECHO)], **fields), None
     if transport == "stdio":
         return MCPTool(transport="stdio", command=PYTHON, args=[str(ECHO), "stdio"], **fields), None
     server = start_server(ECHO, transport).start()
@@ -58,7 +76,7 @@ def test_a_remote_tool_never_takes_a_local_tools_name(
     duplicate name, losing every tool); the server's other tools stay."""
     from core_cards import EchoCard
 
-    card, _ = card_for("stdio", start_server, name="echo")  # no prefix
+    card, _ = card_for("memory", start_server, name="echo")  # no prefix
     agent, script = make_agent([ToolFactory([EchoCard(), card]).toolset()])
 
     async def main() -> list[str]:
@@ -150,10 +168,11 @@ def test_a_remote_tool_never_takes_a_name_the_run_adds(prefix: str, offered: set
 
 
 def named_card(name: str, **fields: Any) -> MCPTool:
-    """A stdio card of ``servers/named_server.py`` (it lists ``deploy`` and ``<name>_status``)."""
+    """A card of ``servers/named_server.py`` (it lists ``deploy`` and ``<name>_status``), in
+    this process."""
     script = str(SERVERS / "named_server.py")
     fields.setdefault("connect_timeout_seconds", 60.0)
-    return MCPTool(name=name, transport="stdio", command=PYTHON, args=[script, name], **fields)
+    return MCPTool(name=name, transport="stdio", command=IN_MEMORY, args=[script, name], **fields)
 
 
 @pytest.mark.parametrize("order", [["a", "b"], ["b", "a"]])
@@ -178,7 +197,7 @@ def test_a_name_two_servers_list_is_the_earlier_cards(
 
 
 def test_a_bare_prefix_is_joined_with_an_underscore(start_server: type[ServerProcess]) -> None:
-    card, _ = card_for("stdio", start_server, name="crm", tool_prefix="crm")
+    card, _ = card_for("memory", start_server, name="crm", tool_prefix="crm")
     agent, script = make_agent([ToolFactory([card]).toolset()])
 
     async def main() -> list[str]:
@@ -215,14 +234,14 @@ def test_reconnects_after_server_restart(transport: str, start_server: type[Serv
 
 
 def test_tool_error_reaches_model_as_retry(start_server: type[ServerProcess]) -> None:
-    card, _ = card_for("stdio", start_server)
+    card, _ = card_for("memory", start_server)
     agent, script = make_agent([ToolFactory([card]).toolset()])
     (out,) = asyncio.run(call_tools(agent, script, [("fail", {"message": "disk full"})]))
     assert "disk full" in out
 
 
 def test_mcp_tool_annotations_in_metadata(start_server: type[ServerProcess]) -> None:
-    card, _ = card_for("stdio", start_server, include_tools=["echo"])
+    card, _ = card_for("memory", start_server, include_tools=["echo"])
     agent, script = make_agent([ToolFactory([card]).toolset()])
     asyncio.run(call_tools(agent, script, []))
     assert script.seen_tools == ["echo"]

@@ -13,7 +13,6 @@ import http.server
 import json
 import shlex
 import socketserver
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ import pytest
 from mcp_support import ECHO, SERVERS, call_tools, make_agent
 from pydantic import ValidationError
 
+from support.launch import PYTHON
 from support.scripted import Script
 from toolcards import HostTrust, ToolCard, ToolFactory, load_cards
 from toolcards.core.registry import TRUST, dump_cards
@@ -49,10 +49,10 @@ def stdio_data(command: str, args: list[str], **fields: Any) -> dict[str, Any]:
 
 
 def env_server_data(**fields: Any) -> dict[str, Any]:
-    return stdio_data(sys.executable, [str(ENV_SERVER)], **fields)
+    return stdio_data(PYTHON, [str(ENV_SERVER)], **fields)
 
 
-ENV_SERVER_RULE = shlex.join([sys.executable, str(ENV_SERVER)])
+ENV_SERVER_RULE = shlex.join([PYTHON, str(ENV_SERVER)])
 
 
 def server_environment(card: ToolCard) -> dict[str, str]:
@@ -119,8 +119,8 @@ def test_cards_built_in_code_stay_trusted() -> None:
 
 @pytest.mark.timeout(60)
 def test_a_command_the_host_trusts_runs_from_data() -> None:
-    data = [stdio_data(sys.executable, [str(ECHO), "stdio"])]
-    (card,) = load_cards(data, trust=HostTrust([shlex.join([sys.executable, str(ECHO), "stdio"])]))
+    data = [stdio_data(PYTHON, [str(ECHO), "stdio"])]
+    (card,) = load_cards(data, trust=HostTrust([shlex.join([PYTHON, str(ECHO), "stdio"])]))
     agent, script = make_agent([ToolFactory([card]).toolset()])
     assert asyncio.run(call_tools(agent, script, [("echo", {"text": "hi"})])) == ["hi"]
 
@@ -128,9 +128,7 @@ def test_a_command_the_host_trusts_runs_from_data() -> None:
 @pytest.mark.timeout(60)
 def test_the_server_sees_no_host_variable_it_was_not_given(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
-    card = MCPTool(
-        transport="stdio", command=sys.executable, args=[str(ENV_SERVER)], env={"MODE": "x"}
-    )
+    card = MCPTool(transport="stdio", command=PYTHON, args=[str(ENV_SERVER)], env={"MODE": "x"})
     env = server_environment(card)
     assert "AWS_SECRET_ACCESS_KEY" not in env and SECRET not in env.values()
     assert env["MODE"] == "x"
@@ -142,7 +140,7 @@ def test_env_from_copies_the_named_host_variable(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
     card = MCPTool(
         transport="stdio",
-        command=sys.executable,
+        command=PYTHON,
         args=[str(ENV_SERVER)],
         env_from={"AWS_SECRET_ACCESS_KEY": "AWS_SECRET_ACCESS_KEY"},
     )
