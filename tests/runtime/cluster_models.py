@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import os
 
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
 from pydantic_ai.models.function import AgentInfo
 
 from support.scripted import user_prompts
@@ -32,3 +38,14 @@ class Whereabouts:
 
     def where(self) -> tuple[int, int]:
         return os.getpid(), os.getppid()
+
+
+def hire(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """``hire N`` hires N more members of the role ``remote`` (the team card's
+    ``hire_members``), then answers with what the tool said."""
+    text = user_prompts(messages)[-1].removeprefix("Message from user:\n")
+    returned = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
+    if returned:
+        return ModelResponse(parts=[TextPart(f"tool said: {returned[-1].content}")])
+    roles = ["remote"] * int(text.removeprefix("hire "))
+    return ModelResponse(parts=[ToolCallPart("hire_members", {"roles": roles})])

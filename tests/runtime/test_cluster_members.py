@@ -1,7 +1,7 @@
 """Members placed on the cluster: a member that runs as a Ray actor, on a real two-node cluster
 with PostgreSQL. It answers from its worker process, uses the team's shared tool actors,
 survives a SIGKILL of its worker with its conversation, is fired from the hiring process,
-and answers ``send`` from a process that does not hold it."""
+answers ``send`` from a process that does not hold it, and hires within the host's cap."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from pydantic_ai.models.function import FunctionModel
 
-from runtime.cluster_models import respond
+from runtime.cluster_models import hire, respond
 from support.scripted import wait_until
 from support.servers import RayCluster
-from toolcards import PlanningTool
+from toolcards import PlanningTool, TeamTool
 from toolcards.governance import AuditLog, Policy
 from toolcards.runtime import RayActorSystem, RoleProfile, Team
 from toolcards.runtime.cluster_member import ClusterMember
@@ -179,6 +179,25 @@ def test_a_post_and_a_send_from_another_process_reach_the_cluster_member(
         audit.close()
     team.stop(everywhere=True)  # placed members stop too (they stay on the roster)
     assert team.system.lookup(name) is None
+
+
+@pytest.mark.timeout(300)
+def test_a_member_on_the_cluster_hires_within_the_hosts_cap(ray_team: Any) -> None:
+    # before: the worker joined the team with the default cap (64) and hired past the host's
+    profile = RoleProfile(
+        role="remote",
+        model=FunctionModel(hire),
+        cards=[TeamTool()],
+        messaging=False,
+        placement="cluster",
+    )
+    team = ray_team("capped", profiles=[profile], max_members=1)
+    name = team.hire("remote")
+    answer = team.send(name, "hire 2", timeout=180)
+    assert answer.startswith("tool said: hired 0 of 2"), answer
+    assert answer.count("limited to 1 members") == 2, answer
+    assert [m.name for m in team.members()] == [name]
+    assert team.system.names() == [name]
 
 
 def test_cluster_placement_needs_a_distributed_team(tmp_path: Any, postgres_url: str) -> None:

@@ -3,6 +3,7 @@ in another namespace, finds a team's tool actor by name, but every call without 
 the team's key is refused, Ray's built-in methods (``__ray_call__`` ...) included, so it can
 neither read nor change the board, nor clear the key check. An actor it made under the team's
 name before the team started is never adopted: it gets a random challenge and nothing else
+A team that stops on a namespace it shares with another by mistake stops only its own actors
 (real Ray, real PostgreSQL)."""
 
 from __future__ import annotations
@@ -321,6 +322,40 @@ def test_an_actor_another_driver_made_under_the_teams_name_is_never_adopted(
     for secret in (key, hashlib.sha256(key.encode()).digest().hex(), password, "first write"):
         assert secret not in seen
     assert "team d's write, once it is gone" in board and "first write" not in board
+
+
+def test_a_teams_stop_leaves_another_teams_actor_on_a_shared_namespace_alone(
+    postgres_url: str, ray_cluster: RayCluster
+) -> None:
+    namespace = f"key-f-{time.monotonic_ns()}"
+    team_a, tools = _planning_team("key-fa", postgres_url, namespace, "team a's plan")
+    team_b = Team("key-fb", store=postgres_url, system=RayActorSystem(namespace=namespace))
+    try:
+        assert team_b.system.names() == ["#PlanningTool"]  # team a's, in the shared namespace
+        # it answers the challenge, not with team b's key: left running, never "stopped"
+        assert team_b.system.stop(["#PlanningTool"], 30) == ["#PlanningTool"]
+        # no time to answer (before: killed for good, as busy past the bound)
+        report = team_b.stop(timeout=0, everywhere=True)
+        assert (report.stopped, report.abandoned) == ([], ["#PlanningTool"])
+        tools["update_planning"](create=[{"description": "after team b stopped"}])
+        board = str(tools["search_planning"]())
+        assert "team a's plan" in board and "after team b stopped" in board
+    finally:
+        team_a.stop(timeout=0, everywhere=True)  # its own: killed although it had no time
+    _wait_until_gone(namespace, "#PlanningTool")
+
+
+def test_a_team_given_a_ray_system_without_a_namespace_gets_its_own(
+    postgres_url: str, ray_cluster: RayCluster
+) -> None:
+    teams = [Team(t, store=postgres_url, system=RayActorSystem()) for t in ("key-g", "key-h")]
+    try:
+        systems = [t.system for t in teams]
+        namespaces = [s.namespace for s in systems if isinstance(s, RayActorSystem)]
+        assert namespaces == ["toolcards-key-g", "toolcards-key-h"]
+    finally:
+        for team in teams:
+            team.stop(everywhere=True)
 
 
 def test_the_team_key_stays_behind_when_the_system_is_sent_to_a_worker(

@@ -10,7 +10,9 @@ restarts the actor (its worker died), the new one takes the member over and deli
 was queued meanwhile; the conversation continues from the stored history.
 
 :class:`ClusterMemberFactory` is picklable: it carries the team's class, its store URL, the
-profile and the governance objects, and builds the :class:`ClusterMember` in the worker.
+profile, the governance objects and the host's limits, and builds the :class:`ClusterMember`
+in the worker. The host's ``trust`` stays behind: its grants name this host's programs, paths
+and variables, not the worker's node, and a worker's team restores nothing from the store.
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ class ClusterMemberFactory:
         audit: AuditLog | None = None,
         approver: Approver | None = None,
         budgets: BudgetStore | None = None,
+        max_members: int,
+        stop_timeout: float,
     ) -> None:
         self.team_cls = team_cls
         self.team_id = team_id
@@ -88,6 +92,9 @@ class ClusterMemberFactory:
         self.approver = approver
         self.budgets = budgets
         """The team's shared budget store (None: the worker counts in its own memory)."""
+        self.max_members = max_members
+        """The host's cap on the team's members: a member's model hires in the worker too."""
+        self.stop_timeout = stop_timeout
 
     def check_portable(self) -> None:
         """Raise ``ValueError`` naming the part that cannot travel to a worker process."""
@@ -121,6 +128,8 @@ class ClusterMemberFactory:
             approver=self.approver,
             budgets=self.budgets,
             system=self.system,
+            max_members=self.max_members,
+            stop_timeout=self.stop_timeout,
         )
         try:
             team.adopt(self.profile.role, self.name)

@@ -66,14 +66,17 @@ class RayHandle(HandleBase[Any]):
     ticket of that key, never the key.
     """
 
-    __slots__ = ("_actor", "_key", "_namespace", "_proven", "started_here")
+    __slots__ = ("_actor", "_key", "_namespace", "_proven", "_vouched", "started_here")
 
-    def __init__(self, name: str, actor: Any, key: HostKey, namespace: str) -> None:
+    def __init__(
+        self, name: str, actor: Any, key: HostKey, namespace: str, vouched: set[Any]
+    ) -> None:
         super().__init__(name)
         self._actor = actor
         self._key = key
         self._namespace = namespace
         self._proven = False
+        self._vouched = vouched
         self.started_here = True
         """False when the spawn found the actor already running (another process started it)."""
 
@@ -100,6 +103,13 @@ class RayHandle(HandleBase[Any]):
                 "nothing else; stop it or give the team another namespace"
             )
         self._proven = True
+        self._vouched.add(self._actor)
+
+    @property
+    def vouched(self) -> bool:
+        """Whether this very actor proved the team's key to this system before: Ray never
+        gives a new actor the id of an old one, and a restart keeps it."""
+        return self._actor in self._vouched
 
     def prove(self, timeout: float, *, again: bool = False) -> None:
         """Make sure the actor is the team's tool host (once, or ``again``), waiting at most
@@ -165,7 +175,9 @@ class RayActorSystem:
 
     ``address`` is a Ray cluster address (``127.0.0.1:6379``, ``ray://host:10001``); by
     default ``RAY_ADDRESS``, else an already initialised Ray, else a new local one.
-    ``namespace`` keeps one team's actors apart from another's. Factories handed to
+    ``namespace`` keeps one team's actors apart from another's: without one, a team given
+    this system puts them in its own, ``toolcards-<team id>`` (:meth:`for_team`), as
+    ``system="ray"`` does; used without a team, ``toolcards``. Factories handed to
     :meth:`spawn` run in Ray worker processes, so they must be picklable.
     ``actor_options`` are further Ray actor options for every actor it spawns (``resources``,
     ``scheduling_strategy``, ``num_cpus``...), e.g. ``{"resources": {"tools": 0.01}}`` to keep
@@ -175,7 +187,7 @@ class RayActorSystem:
     def __init__(
         self,
         address: str | None = None,
-        namespace: str = "toolcards",
+        namespace: str | None = None,
         *,
         connect_timeout: float = 10.0,
         start_timeout: float = 60.0,
@@ -198,15 +210,23 @@ class RayActorSystem:
         leaves this process (a copy sent to a worker reads it from the store there)."""
         self.key_in_store = False
         """True in a copy sent here without its team key (:meth:`keyed_from` reads it)."""
-        self.namespace = namespace
+        self.namespace = "toolcards" if namespace is None else namespace
+        self.namespace_given = namespace is not None
         self.connect_timeout = connect_timeout
         self.max_restarts = max_restarts
         self._init_options = dict(init_options or {})
         self._started_ray = False
         self._connected = False
+        self._vouched: set[Any] = set()
+        """The actors that proved the team's key to this system (what :meth:`stop` may kill)."""
 
     def __repr__(self) -> str:
         return f"<RayActorSystem {self.address or 'local'} namespace={self.namespace}>"
+
+    def for_team(self, team_id: str) -> RayActorSystem:
+        """The system for team ``team_id``: itself when given a namespace, else a copy on the
+        team's own (two teams left on one default namespace would share their actors' names)."""
+        return self if self.namespace_given else self.for_namespace(f"toolcards-{team_id}")
 
     def for_namespace(self, namespace: str) -> RayActorSystem:
         """The same cluster with another namespace."""
@@ -310,7 +330,7 @@ class RayActorSystem:
         key = self._host_key(name)
         # an actor already running under the name is returned as it is: it gets none of these
         actor = remote.remote(factory, key.verifier, name)
-        handle = RayHandle(name, actor, key, self.namespace)
+        handle = RayHandle(name, actor, key, self.namespace, self._vouched)
         try:
             handle.prove(start_timeout)  # waits for a new actor to start
             error, first = ray.get(actor.join.remote(key.ticket("join")), timeout=start_timeout)
@@ -339,7 +359,7 @@ class RayActorSystem:
             actor = ray.get_actor(name, namespace=self.namespace)
         except ValueError:
             return None
-        return RayHandle(name, actor, self._host_key(name), self.namespace)
+        return RayHandle(name, actor, self._host_key(name), self.namespace, self._vouched)
 
     def names(self) -> list[str]:
         ray = self.connect()
@@ -347,18 +367,26 @@ class RayActorSystem:
         return sorted(a["name"] for a in found if a.get("namespace") == self.namespace)
 
     def stop(self, names: Sequence[str], timeout: float) -> list[str]:
-        """Stop the team's actors among ``names``: each proves itself first (an actor that
-        answers it is not the team's is left alone); one that does not answer in time, or
-        does not stop in time, is killed and returned."""
+        """Stop the team's actors among ``names``; returns those that did not stop cleanly.
+
+        Each is challenged first. One that proves the team's key is asked to stop, and killed
+        when it does not in time; one that does not answer in time (busy) or died meanwhile
+        is killed only when it proved itself to this system before (Ray never gives a new
+        actor an old one's id). Any other is left alone: in a namespace shared by mistake it
+        is another team's."""
         if not names:  # nothing to stop: never (re)connect for it
             return []
         ray = self.connect()
         deadline = time.monotonic() + max(timeout, 0.0)
         asked: dict[Any, tuple[RayHandle, bytes]] = {}
+        left: list[str] = []
         for handle in filter(None, map(self.lookup, names)):
-            with contextlib.suppress(PermissionError):  # not a tool host: not the team's
+            try:
                 challenge, ref = handle.challenge()
-                asked[ref] = (handle, challenge)
+            except PermissionError:  # not a tool host: not the team's
+                left.append(handle.name)
+                continue
+            asked[ref] = (handle, challenge)
         answered = _settled(ray, asked, deadline)
         stopping: dict[Any, RayHandle] = {}
         silent, gone = [], []
@@ -369,17 +397,19 @@ class RayActorSystem:
             try:
                 handle.accept(challenge, ray.get(ref, timeout=0))
             except PermissionError:
+                left.append(handle.name)
                 continue
             except ray.exceptions.RayError:
                 gone.append(handle)
                 continue
             stopping[handle.stop_ref()] = handle
         stopped = _settled(ray, stopping, deadline)
-        late = [h for ref, h in stopping.items() if ref not in stopped]
-        for handle in [*stopping.values(), *silent, *gone]:  # exit_actor may leave it
-            with contextlib.suppress(Exception):  # restartable: make sure
+        left += [h.name for ref, h in stopping.items() if ref not in stopped]
+        left += [h.name for h in silent] + [h.name for h in gone if not h.vouched]
+        for handle in [*stopping.values(), *(h for h in (*silent, *gone) if h.vouched)]:
+            with contextlib.suppress(Exception):  # exit_actor may leave it restartable
                 ray.kill(handle.actor, no_restart=True)
-        return [h.name for h in (*late, *silent)]
+        return left
 
     def stop_later(self, name: str) -> None:
         handle = self.lookup(name)
@@ -392,6 +422,7 @@ class RayActorSystem:
         state = dict(self.__dict__)
         state["key_in_store"] = self.key_in_store or self.team_key is not None
         state["team_key"] = None
+        state["_vouched"] = set()  # what proved itself here is this process's knowledge
         return state
 
     def keyed_from(self, store: Store, team_id: str) -> RayActorSystem:

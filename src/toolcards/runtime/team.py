@@ -125,6 +125,7 @@ class Team:
         process's memory by default; a store every process of the team opens
         (``toolcards.stores.open.open_budgets``) to share them."""
         self.stop_timeout = stop_timeout
+        self.max_members = max_members
         self._lock = threading.RLock()
         self._observers: dict[str, TeamObserver] = {}
         self._subscriptions: list[Subscription] = []
@@ -137,6 +138,9 @@ class Team:
                 raise LookupError(f"store {self._store.location} holds no team {team_id!r}")
             process.claim(self, shared_store=not self._store.in_memory)
             self.log = EventLog(self._store, team_id)
+            for_team = getattr(system, "for_team", None)
+            if callable(for_team):  # Ray left on its default namespace: the team's own
+                system = for_team(team_id)
             self.actors = ToolActors(team_id, self._store, self.log, self, system, self.trust)
             """The team's actor systems and its tool actors."""
             connect = getattr(self.system, "connect", None)
@@ -317,6 +321,8 @@ class Team:
             audit=self.audit,
             approver=self.approver,
             budgets=None if isinstance(self.budgets, MemoryBudgets) else self.budgets,
+            max_members=self.max_members,
+            stop_timeout=self.stop_timeout,
         )
         factory.check_portable()
         system.spawn(name, factory)
