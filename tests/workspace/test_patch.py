@@ -10,7 +10,7 @@ from typing import SupportsIndex
 import pytest
 
 from toolcards.core.errors import RetriableError
-from toolcards.tools.workspace.hunks import PatchedText
+from toolcards.tools.workspace.hunks import PatchedText, patch_work
 from toolcards.tools.workspace.patch import MAX_FILES, parse_patch, patch_paths
 
 from .conftest import Tools
@@ -483,7 +483,7 @@ def test_hunks_are_looked_for_near_their_line_not_through_the_rest_of_the_file()
     35 s under the workspace lock. Now the lines read stay near each hunk's line."""
     lines = 200_000
     before = "".join(f"L{i:07d}\n" for i in range(lines))
-    patched = PatchedText(before, "big.txt")
+    patched = PatchedText(before, "big.txt", patch_work())
     patched.lines = read = _Reads(patched.lines)
     applied = patched.apply_all(parse_patch(_insertions(500))[0].hunks)
     assert applied.text.count("\nnew") == 500 and applied.text.endswith(f"L{lines - 1:07d}\n")
@@ -520,3 +520,78 @@ def test_a_patch_of_more_files_than_one_call_may_change_is_refused_before_any_is
         tools["workspace_patch"](too_many)
     assert list(ws.iterdir()) == []
     assert tools["workspace_patch"](_creations(MAX_FILES)).count("\nA f") == MAX_FILES
+
+
+def _hunk_of_lines(start: int, body: str) -> str:
+    count = body.count("\n")
+    old = count - body.count("\n+")
+    return f"--- a/f.txt\n+++ b/f.txt\n@@ -{start},{old} +{start},{count - old} @@\n{body}"
+
+
+@pytest.mark.timeout(60)  # a bound, not a measurement
+@pytest.mark.parametrize(
+    ("before", "hunk"),
+    [
+        # no exact place: 2,000 removed lines tried at 3,000 places (5,000 at 10,000: 42 s)
+        ("x\n" * 5_000 + "c2\n", _hunk_of_lines(100, " c1\n" + "-x\n" * 2_000 + " c2\n")),
+        # an exact place away from its line: the places around that line tried as rivals
+        ("x\n" * 3_000 + "c\n" + "x\n" * 3_000, _hunk_of_lines(2_900, " c\n" + "-x\n" * 2_000)),
+    ],
+    ids=["fuzzy", "rivals"],
+)
+def test_a_hunk_tried_with_differing_context_is_charged_the_lines_compared(
+    tools: Tools, ws: Path, before: str, hunk: str
+) -> None:
+    """Attack: a hunk whose removed lines all equal a line standing everywhere in the file was
+    tried, with its context differing, at each place those lines stand (up to 10,000 places
+    times the hunk's lines), uncharged: applied after a minute under the workspace lock. Now
+    each place costs the lines compared there: refused as too many places, the file untouched."""
+    (ws / "f.txt").write_text(before)
+    with pytest.raises(RetriableError, match="too many places"):
+        tools["workspace_patch"](hunk)
+    assert (ws / "f.txt").read_text() == before
+
+
+def test_sections_naming_one_file_share_one_budget(tools: Tools, ws: Path) -> None:
+    """Attack: each section of a patch naming the same file was weighed with a fresh budget:
+    200 sections spent 178 times the bound in one call (90 s). One section costing well over
+    half the bound applies; two such in one patch are refused, the file untouched."""
+    before = "x\n" * 3_000 + "y\nw\n"
+    (ws / "f.txt").write_text(before)
+
+    def section(old: str, new: str) -> str:  # its line 300 lines below the header's
+        return _hunk_of_lines(3_000 - 1_200 - 300 + 1, " x\n" * 1_200 + f"-{old}\n+{new}\n w\n")
+
+    with pytest.raises(RetriableError, match="too many places"):
+        tools["workspace_patch"](section("y", "z") + section("z", "v"))
+    assert (ws / "f.txt").read_text() == before
+    tools["workspace_patch"](section("y", "z"))
+    assert (ws / "f.txt").read_text().endswith("x\nz\nw\n")
+
+
+@pytest.mark.timeout(60)  # a bound, not a measurement
+def test_each_section_naming_a_large_file_is_charged_its_lines(tools: Tools, ws: Path) -> None:
+    """Attack: one-line changes to a file of 1,000,000 lines, each in a section of its own,
+    split the file into lines and joined it again per section (60 sections: 16 s). Each
+    section now costs the file's lines: 20 sections of a 500,000-line file are refused."""
+    before = "".join(f"L{i}\n" for i in range(500_000))
+    (ws / "f.txt").write_text(before)
+    patch = "".join(
+        f"--- a/f.txt\n+++ b/f.txt\n@@ -{i + 1} +{i + 1} @@\n-L{i}\n+M{i}\n" for i in range(20)
+    )
+    with pytest.raises(RetriableError, match="too many places"):
+        tools["workspace_patch"](patch)
+    assert (ws / "f.txt").read_text() == before
+
+
+@pytest.mark.timeout(60)  # a bound, not a measurement
+def test_insertions_that_move_the_rest_of_the_file_are_charged(tools: Tools, ws: Path) -> None:
+    """Attack: 20,000 one-line insertions (0.5 MB) into a file of 1,000,000 lines moved the
+    lines after each, uncharged: 15 s under the workspace lock. Now the lines moved are
+    charged: 1,500 insertions into 400,000 lines are refused, the file untouched."""
+    before = "x\n" * 400_000
+    (ws / "f.txt").write_text(before)
+    hunks = "".join(f"@@ -{k},0 +{2 * k},1 @@\n+a\n" for k in range(1, 1_501))
+    with pytest.raises(RetriableError, match="too many places"):
+        tools["workspace_patch"](f"--- a/f.txt\n+++ b/f.txt\n{hunks}")
+    assert (ws / "f.txt").read_text() == before

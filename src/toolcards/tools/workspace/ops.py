@@ -17,7 +17,7 @@ from toolcards.core.errors import RetriableError
 from toolcards.core.progress import report_progress
 from toolcards.tools.workspace import docs, grep, listing
 from toolcards.tools.workspace.edits import Span, apply_edit, compose_spans, unified_diffs
-from toolcards.tools.workspace.hunks import apply_hunks
+from toolcards.tools.workspace.hunks import apply_hunks, patch_work
 from toolcards.tools.workspace.ledger import ReadLedger
 from toolcards.tools.workspace.limits import Limits, ReadCaps
 from toolcards.tools.workspace.models import EditItem
@@ -31,6 +31,7 @@ from toolcards.tools.workspace.textfile import (
     read_fd,
     regular_fd,
 )
+from toolcards.tools.workspace.work_budget import WorkBudget
 
 
 @dataclass
@@ -234,14 +235,20 @@ class Workspace:
             pending: dict[str, _Pending] = {}
             summary: list[str] = []
             notes: list[str] = []
+            work = patch_work()  # one budget for every section, of one file or many
             for number, fp in enumerate(files, 1):
-                summary.append(self._plan_file(fp, pending, held, notes))
+                summary.append(self._plan_file(fp, pending, held, notes, work))
                 report_progress(number, len(files), f"checked {number} of {len(files)} files")
             self._commit(list(pending.values()), diffs=False)
         return "\n".join(["Patch applied:", *summary, *notes])
 
     def _plan_file(
-        self, fp: FilePatch, pending: dict[str, _Pending], held: ExitStack, notes: list[str]
+        self,
+        fp: FilePatch,
+        pending: dict[str, _Pending],
+        held: ExitStack,
+        notes: list[str],
+        work: WorkBudget,
     ) -> str:
         """One file's part of a patch, applied to its pending text (as on disk: CRs kept)."""
         if self._in_place(fp, pending):
@@ -254,12 +261,12 @@ class Workspace:
             assert dst is not None
             if dst.existed:
                 raise RetriableError(f"{dst.rel} already exists; patch it instead of creating it")
-            dst.after = apply_hunks("", fp.hunks, dst.rel).text
+            dst.after = apply_hunks("", fp.hunks, dst.rel, work).text
             return f"A {dst.rel}"
         assert src.after is not None
         result = src.after
         if fp.hunks:
-            applied = apply_hunks(src.after, fp.hunks, src.rel)
+            applied = apply_hunks(src.after, fp.hunks, src.rel, work)
             result = applied.text
             notes += applied.notes
         if dst is None:
