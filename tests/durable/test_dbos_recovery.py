@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from support.launch import PYTHON
 from support.servers import PostgresServer
 from toolcards.governance import AuditLog
 
@@ -27,9 +27,12 @@ TIMEOUT = 180.0
 
 
 def _start(base: Path, dbs: tuple[str, str], pause: str) -> subprocess.Popen[bytes]:
+    """The agent, forked by the worker's fork server (:mod:`support.launch`); its stdout is a
+    pipe whose end tells the test the process itself is gone (it outlives its killed
+    launcher by a moment)."""
     with (base / "agent.log").open("ab") as err:
-        argv = [sys.executable, str(AGENT), *dbs, str(base), pause]
-        return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
+        argv = [PYTHON, str(AGENT), *dbs, str(base), pause]
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err)
 
 
 def _log(base: Path) -> str:
@@ -55,13 +58,14 @@ def _kill_and_recover(server: PostgresServer, base: Path, pause: str) -> Path:
         _await_ready(base, first)
     finally:
         first.send_signal(signal.SIGKILL)
-        first.wait(timeout=30)
+        first.communicate(timeout=30)  # to the end of its stdout: the process is gone
     assert first.returncode == -signal.SIGKILL
     assert not (base / "output").exists()
     (base / "gate").write_text("open")
     second = _start(base, dbs, pause)
     try:
-        assert second.wait(timeout=TIMEOUT) == 0, _log(base)[-3000:]
+        second.communicate(timeout=TIMEOUT)
+        assert second.returncode == 0, _log(base)[-3000:]
     finally:
         if second.poll() is None:
             second.kill()

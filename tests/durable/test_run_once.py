@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
+from support.launch import PYTHON
 from support.processes import kill_at
 from toolcards.core.identity import durable_call_key
 from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
@@ -384,7 +384,8 @@ LIVE_CALL = textwrap.dedent(
 
 
 def _worker(base: Path, name: str) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-c", LIVE_CALL, str(base), name]
+    """A worker process, forked by the worker's fork server (:mod:`support.launch`)."""
+    argv = [PYTHON, "-c", LIVE_CALL, str(base), name]
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -587,7 +588,8 @@ WAITS_FOR_APPROVAL = textwrap.dedent(
 
 
 def _waiting_run(base: Path) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-c", WAITS_FOR_APPROVAL, str(base)]
+    """The run, forked by the worker's fork server (:mod:`support.launch`)."""
+    argv = [PYTHON, "-c", WAITS_FOR_APPROVAL, str(base)]
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -602,6 +604,7 @@ def test_a_call_killed_while_it_waited_for_approval_runs_once_the_human_grants_i
 
     first = _waiting_run(tmp_path)
     kill_at(first, tmp_path / "asked", 180.0, "the call never asked for approval")
+    first.communicate(timeout=60)  # its pipes' end: the process (not only its launcher) is gone
     broker = ApprovalBroker(store=SqliteApprovalStore(tmp_path / "approvals.db"))
     approval_id = (tmp_path / "asked").read_text()
     broker.grant(approval_id, approver=Identity("human.ann", roles=["approver"]))

@@ -3,9 +3,10 @@
 - the answer to an audit insert's COMMIT is lost (a real TCP proxy in front of a real
   PostgreSQL withholds it): the rows go to the spill, whose replay finds them written and
   leaves them out (before: written twice);
-- a process is SIGKILLed while its calls are answered (real subprocesses, the default batched
-  log): every call its caller saw answered has its row, written from the killed process's
-  journal by the next process of the trail (before: the rows still queued were lost);
+- a process is SIGKILLed while its calls are answered (real subprocesses, forked by the
+  worker's fork server, :mod:`support.launch`; the default batched log): every call its
+  caller saw answered has its row, written from the killed process's journal by the next
+  process of the trail (before: the rows still queued were lost);
 - a durable run is SIGKILLed between a call's audit row and the record of its result: the
   replay reads the trail and answers from the row with a ``replayed`` row (before: a second,
   contradictory ``interrupted`` row, or none at all).
@@ -14,8 +15,8 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
-import sys
 import textwrap
 import time
 from collections import Counter
@@ -25,6 +26,7 @@ from signal import SIGKILL
 
 import pytest
 
+from support.launch import PYTHON
 from support.pg_proxy import CommitCuttingProxy, commit_cutting_proxy
 from support.processes import kill_at
 from toolcards.governance import AuditLog, AuditRecord
@@ -38,6 +40,30 @@ def _record(call_id: str) -> AuditRecord:
         ts=time.time(), principal="alice", principal_type="user", roles=(), surface="python",
         tool="pay", call_id=call_id, args={"call": call_id}, decision="allow", outcome="ok",
     )  # fmt: skip
+
+
+@pytest.fixture
+def pg_url(postgres_url: str) -> str:
+    """A new, empty database on the session's server (the proxy cuts a connection, never the
+    server: this module needs no private server of its own)."""
+    return postgres_url
+
+
+def _reaped(proc: subprocess.Popen[str], pid: int) -> str:
+    """What ``proc`` (the launcher of process ``pid``) wrote to its stdout, read to its end,
+    once process ``pid`` is gone: the fork server's child outlives its killed launcher by a
+    moment, and a dead process not yet reaped still reads as alive to the next process of its
+    trail, which then leaves its journal alone."""
+    out = proc.stdout.read() if proc.stdout else ""  # after what readline() took, to the end
+    proc.communicate(timeout=60)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return out
+        assert time.monotonic() < deadline, f"process {pid} outlived its launcher"
+        time.sleep(0.02)
 
 
 @pytest.fixture
@@ -92,7 +118,7 @@ def test_a_lost_commit_answer_for_a_batch_leaves_each_row_once(
 
 CALLER = textwrap.dedent(
     """
-    import asyncio, sys
+    import asyncio, os, sys
     from toolcards.governance import AuditLog, CapabilityRegistry, Executor, Identity, Policy
 
     def pay(n: int) -> str:
@@ -102,6 +128,7 @@ CALLER = textwrap.dedent(
     executor = Executor(CapabilityRegistry.from_tools([pay]), Policy.allow_all(), audit=audit)
 
     async def main():
+        print("pid", os.getpid(), flush=True)
         n = 0
         while True:
             print("start", n, flush=True)
@@ -119,19 +146,20 @@ CALLER = textwrap.dedent(
 def test_every_answered_call_of_a_killed_process_has_its_row(tmp_path: Path, linger: float) -> None:
     path = tmp_path / "audit.db"
     child = subprocess.Popen(
-        [sys.executable, "-c", CALLER, str(path), str(linger)],
+        [PYTHON, "-c", CALLER, str(path), str(linger)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     lines: list[str] = []
     try:
         assert child.stdout is not None
+        pid = int(child.stdout.readline().split()[1])
         deadline = time.monotonic() + TIMEOUT
         while sum(line.startswith("answered") for line in lines) < 300:
             assert time.monotonic() < deadline, "the calls never got going"
             lines.append(child.stdout.readline())
-        child.send_signal(SIGKILL)  # just after an answer: its row was not committed
+        child.send_signal(SIGKILL)  # just after an answer (the launcher: its process next)
         child.wait(timeout=60)
-        lines += child.stdout.read().splitlines()  # what it printed before it died
+        lines += _reaped(child, pid).splitlines()  # what it printed before it died
     finally:
         if child.poll() is None:
             child.kill()
@@ -151,16 +179,18 @@ def test_every_answered_call_of_a_killed_process_has_its_row(tmp_path: Path, lin
 
 DURABLE_RUN = textwrap.dedent(
     '''
-    import json, sys, time
+    import json, os, sys, time
     from pathlib import Path
     from pydantic_ai import Agent
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
     from pydantic_ai.models.function import FunctionModel
     from pydantic_ai.toolsets import FunctionToolset
     from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
+    from toolcards.governance.executor import replay
     from toolcards.stores.call_results import SqliteCallResults
 
     base, durability, stop = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "stop"
+    replay.LEASE_SECONDS = 2.0  # the replay waits out the killed claim's lease: 2 s, not 10
     call_id = json.loads(sys.argv[4])  # JSON: a NUL cannot be an argument
 
     def append_line(text: str) -> str:
@@ -171,7 +201,8 @@ DURABLE_RUN = textwrap.dedent(
 
     class StopsBeforeTheRecord(SqliteCallResults):
         def settle(self, key, outcome, message, value):
-            (base / "ready").write_text("the row is written, the result not yet recorded")
+            (base / "pid").write_text(str(os.getpid()))  # the row is written, not the result
+            (base / "pid").rename(base / "ready")
             time.sleep(600)  # the test kills this process here
 
     def model(messages, info):
@@ -199,7 +230,7 @@ DURABLE_RUN = textwrap.dedent(
 def _durable_run(
     base: Path, durability: str, stop: str, call_id: str = "call-1"
 ) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-c", DURABLE_RUN, str(base), durability, stop, json.dumps(call_id)]
+    argv = [PYTHON, "-c", DURABLE_RUN, str(base), durability, stop, json.dumps(call_id)]
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -209,6 +240,7 @@ def test_a_durable_call_killed_between_its_row_and_its_record_is_not_audited_twi
 ) -> None:
     first = _durable_run(tmp_path, durability, "stop")
     kill_at(first, tmp_path / "ready", TIMEOUT, "the run never reached the record")
+    _reaped(first, int((tmp_path / "ready").read_text()))  # gone before its replay starts
     replay = _durable_run(tmp_path, durability, "go")  # the durable engine runs it again
     out, err = replay.communicate(timeout=TIMEOUT)
     assert replay.returncode == 0, err[-3000:]
@@ -233,6 +265,7 @@ def test_a_killed_durable_call_whose_id_no_store_keeps_as_is_is_answered_from_it
     ``interrupted`` beside ``ok`` (NUL), or failed the whole run (a lone surrogate))."""
     first = _durable_run(tmp_path, "sync", "stop", call_id)
     kill_at(first, tmp_path / "ready", TIMEOUT, "the run never reached the record")
+    _reaped(first, int((tmp_path / "ready").read_text()))  # gone before its replay starts
     replay = _durable_run(tmp_path, "sync", "go", call_id)
     out, err = replay.communicate(timeout=TIMEOUT)
     assert replay.returncode == 0, err[-3000:]
@@ -266,7 +299,7 @@ FORKS = textwrap.dedent(
     os.waitpid(child, 0)
     for n in range(20, 40):
         record(log, f"parent-{n}")
-    print("recorded", flush=True)
+    print("recorded", os.getpid(), flush=True)
     time.sleep(600)
     """
 )
@@ -274,13 +307,14 @@ FORKS = textwrap.dedent(
 
 def test_a_forked_child_journals_apart_from_its_killed_parent(tmp_path: Path) -> None:
     path = tmp_path / "audit.db"
-    parent = subprocess.Popen(
-        [sys.executable, "-c", FORKS, str(path)], stdout=subprocess.PIPE, text=True
-    )
+    parent = subprocess.Popen([PYTHON, "-c", FORKS, str(path)], stdout=subprocess.PIPE, text=True)
     try:
-        assert parent.stdout is not None and parent.stdout.readline().strip() == "recorded"
+        assert parent.stdout is not None
+        said, pid = parent.stdout.readline().split()
+        assert said == "recorded"
         parent.send_signal(SIGKILL)
         parent.wait(timeout=60)
+        _reaped(parent, int(pid))
     finally:
         if parent.poll() is None:
             parent.kill()

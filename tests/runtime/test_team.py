@@ -58,7 +58,9 @@ def test_sixteen_threads_get_or_create_yield_one_actor(make_team: TeamMaker) -> 
         assert team.actor_names() == [COUNTER]
 
 
-def test_same_config_returns_the_same_actor(make_team: TeamMaker) -> None:
+def test_same_config_returns_the_same_actor_and_a_different_one_is_an_error(
+    make_team: TeamMaker,
+) -> None:
     with make_team("same") as team:
         first = team.tool_actor(COUNTER, CounterActor, CounterConfig(step=2))
         again = team.tool_actor(COUNTER, CounterActor, CounterConfig(step=2))
@@ -66,11 +68,6 @@ def test_same_config_returns_the_same_actor(make_team: TeamMaker) -> None:
         assert found is not None
         identity = first.ask(CounterActor.identity)
         assert again.ask(CounterActor.identity) == found.ask(CounterActor.identity) == identity
-
-
-def test_different_config_for_the_same_name_is_an_error(make_team: TeamMaker) -> None:
-    with make_team("conflict") as team:
-        team.tool_actor(COUNTER, CounterActor, CounterConfig(step=1))
         with pytest.raises(ValueError, match="already exists"):
             team.tool_actor(COUNTER, CounterActor, CounterConfig(step=5))
 
@@ -80,17 +77,14 @@ def test_tool_actor_names_must_start_with_hash() -> None:
         team.tool_actor("Counter", CounterActor)
 
 
-def test_exception_in_actor_method_reraises_in_caller(make_team: TeamMaker) -> None:
+def test_exception_in_actor_method_reraises_in_caller_and_private_methods_are_unreachable(
+    make_team: TeamMaker,
+) -> None:
     with make_team("errors") as team:
         handle = team.tool_actor(COUNTER, CounterActor)
         with pytest.raises(KeyError, match="boom"):
             handle.ask(CounterActor.fail, "boom")
         assert handle.ask(CounterActor.value) == 0
-
-
-def test_private_actor_methods_are_not_reachable(make_team: TeamMaker) -> None:
-    with make_team("private") as team:
-        handle = team.tool_actor(COUNTER, CounterActor)
         with pytest.raises(ValueError, match="public method"):
             handle.ask(CounterActor._starts_lock)
         with pytest.raises(AttributeError):  # nor through the backend's raw transport
