@@ -8,6 +8,9 @@ import os
 import tempfile
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # before anything imports ray
+# faiss's OpenMP threads otherwise spin at full CPU between the many one-query searches a
+# calibration runs (about 40% of the vector tests' CPU); set before anything loads faiss
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # audit rows kept while a trail is down go to this session's own folder, not the home folder
 os.environ.setdefault("TOOLCARDS_AUDIT_SPILL", tempfile.mkdtemp(prefix="toolcards-spill-"))
 from collections.abc import Iterator

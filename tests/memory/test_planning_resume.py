@@ -19,7 +19,8 @@ from toolcards.tools.planning.actor import ACTOR_NAME, PlanningActor, PlanningCo
 from toolcards.tools.planning.card import PlanningTool
 from toolcards.tools.planning.models import Task
 
-ROWS = 3000
+ROWS = 1000
+"""A board far larger than the few rows a restore, a first read or a short summary may read."""
 VIA_TOOL = 20
 
 

@@ -25,17 +25,24 @@ HINTS = ("get_planning_task", "search_planning", "update_planning")
 
 
 def reference_planning_summary(
-    tasks: Sequence[Task], member: str | None, filter_by_agent: bool, max_tasks: int
+    tasks: Sequence[Task],
+    member: str | None,
+    filter_by_agent: bool,
+    max_tasks: int,
+    lines_of: dict[int, str] | None = None,
 ) -> str:
-    """The plan summary computed from every task (the text the model must keep seeing)."""
+    """The plan summary computed from every task (the text the model must keep seeing).
+    ``lines_of``: each task's :func:`task_line`, when already rendered for these tasks (a batch
+    compares many summaries of one board)."""
+    line_of = lines_of or {t.id: task_line(t) for t in tasks}
     counts = {s: sum(1 for t in tasks if t.status == s) for s in STATUSES}
     by_status = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     noun = "task" if len(tasks) == 1 else "tasks"
     head = f"**Team planning:** {len(tasks)} {noun} total"
     lines = [head + (f" ({by_status})" * bool(by_status))]
     owners: dict[str, int] = {}
-    for task in tasks:
-        owners[at(task.owner)] = owners.get(at(task.owner), 0) + 1
+    for owner, n in Counter(t.owner for t in tasks).items():  # ``at`` once per distinct owner
+        owners[at(owner)] = owners.get(at(owner), 0) + n
     if owners:
         unassigned = owners.pop("unassigned", 0)
         parts = [f"{name}: {n}" for name, n in sorted(owners.items())]
@@ -49,7 +56,7 @@ def reference_planning_summary(
     else:
         scoped = list(tasks)
         lines += ["", "**All tasks:**"]
-    lines += [f"- {task_line(t)}" for t in scoped[:max_tasks]] or ["(none)"]
+    lines += [f"- {line_of[t.id]}" for t in scoped[:max_tasks]] or ["(none)"]
     if len(scoped) > max_tasks:
         lines.append(f"... {len(scoped) - max_tasks} more")
     lines += [
@@ -95,12 +102,14 @@ def test_plan_summary_equals_the_full_scan_after_every_batch(seed: int) -> None:
             stored = list(board.tasks.values())
             rng.shuffle(stored)
             board = Board(stored, next_id=board.next_id)
+        tasks = board.filter()  # unchanged until the next batch: each line rendered once
+        lines_of = {t.id: task_line(t) for t in tasks}
         for member in (None, *MEMBERS[:4]):
             for filtered, limit in ((True, 3), (False, 5), (True, 500)):
                 got = planning_summary(
                     board.view(member, filtered, limit), member, filtered, limit, HINTS
                 )
-                want = reference_planning_summary(board.filter(), member, filtered, limit)
+                want = reference_planning_summary(tasks, member, filtered, limit, lines_of)
                 assert got == want
 
 

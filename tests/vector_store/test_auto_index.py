@@ -98,9 +98,9 @@ def test_auto_without_faiss_serves_no_graph_and_logs_one_hint_line(
 
 
 def test_a_graph_below_the_recall_target_is_refused_at_build() -> None:
-    rng = np.random.default_rng(0)
-    matrix = normalize_rows(rng.standard_normal((3000, 384)).astype(np.float32))
-    labels: list[str | None] = [f"v{i}" for i in range(3000)]
+    rng = np.random.default_rng(0)  # random directions: 2,000 are enough for a weak graph to miss
+    matrix = normalize_rows(rng.standard_normal((2000, 384)).astype(np.float32))
+    labels: list[str | None] = [f"v{i}" for i in range(2000)]
     weak = VectorStoreConfig(provider="hash", dimension=384, hnsw_m=4, hnsw_ef_construction=8)
     built, recall = checked_graph(weak, 384, labels, matrix)
     assert built is None and recall < weak.hnsw_target_recall
@@ -121,12 +121,12 @@ def test_an_ef_search_below_the_recall_target_is_raised_at_build() -> None:
 @pytest.mark.timeout(120)
 def test_the_store_keeps_exact_search_and_says_why_when_the_graph_misses_recall() -> None:
     weak = VectorStoreTool(
-        provider="hash", dimension=384, approximate_above=3000, hnsw_m=4, hnsw_ef_construction=8
+        provider="hash", dimension=384, approximate_above=1500, hnsw_m=4, hnsw_ef_construction=8
     )
     with Team("auto-recall") as team:
         team.bind([weak], "a")
         handle = find_store(team)
-        handle.ask("upsert", "notes", random_docs(3000))
+        handle.ask("upsert", "notes", random_docs(1500))
         flush(handle)
         wait_until(lambda: "exact search kept" in notes(handle), "no verdict")
         info = handle.ask("info")
@@ -243,9 +243,9 @@ def test_auto_serves_the_candidate_whose_queries_cost_less(
         return recall
 
     monkeypatch.setattr(HnswIndex, "calibrate", dear)
-    vectors = clustered(3000, seed=2)
+    vectors = clustered(2000, seed=2)
     index = auto_index(builder)
-    index.add([f"v{i}" for i in range(3000)], vectors)
+    index.add([f"v{i}" for i in range(2000)], vectors)
     settle(index)
     assert index.kind == "ivf"
     assert index.note is not None and index.note.startswith("inverted file chosen")
@@ -279,8 +279,8 @@ def test_while_it_builds_answers_are_exact_and_writes_go_on(
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_removed_vectors_never_come_back(builder: IndexBuilder, kind: str) -> None:
-    vectors = clustered(4000, seed=4)
-    labels = [f"v{i}" for i in range(4000)]
+    vectors = clustered(2000, seed=4)
+    labels = [f"v{i}" for i in range(2000)]
     index = auto_index(builder, index=kind)
     index.add(labels, vectors)
     settle(index)
@@ -289,7 +289,7 @@ def test_removed_vectors_never_come_back(builder: IndexBuilder, kind: str) -> No
     assert index.remove([*gone, "never-there"]) == len(gone)
     found = {h[0] for r in index.search_batch(vectors[::7], 10) for h in r}
     assert found and not found & set(gone)
-    assert index.count() == 4000 - len(gone)
+    assert index.count() == 2000 - len(gone)
 
 
 @pytest.mark.timeout(120)
