@@ -17,7 +17,7 @@ from toolcards import RetriableError
 from toolcards.core import ToolNotConfigured
 from toolcards.core.registry import dump_card, load_card
 from toolcards.tools.search import SearchTool, WebCrawl, WebFetch, WebSearch
-from toolcards.tools.search.text import html_to_text
+from toolcards.tools.search.text import clean, html_to_text
 
 KEY = "tvly-secret-0123456789"
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -516,6 +516,63 @@ def test_a_search_answer_slow_to_parse_is_cut_at_the_timeout(
     assert out == "error: Tavily search timed out; try again later"
 
 
+FLOOD = "\n\na" * 100_000
+"""300,000 characters that clean to 200,000: blank lines, as the 7.9 MB of a hostile answer."""
+
+
+@pytest.mark.parametrize(
+    ("name", "arg", "answer"),
+    [
+        ("web_search", "q", {"answer": FLOOD, "results": [{"title": FLOOD, "content": FLOOD}]}),
+        ("web_fetch", "https://example.com/", {"results": [{"url": FLOOD, "raw_content": FLOOD}]}),
+        ("web_fetch", "https://example.com/", {"failed_results": [{"url": FLOOD}, FLOOD]}),
+        ("web_crawl", "https://example.com/", {"results": [{"raw_content": FLOOD}] * 3}),
+    ],
+    ids=["search", "extract", "extract-failed", "crawl"],
+)
+def test_the_text_of_an_answer_is_cleaned_only_as_far_as_it_is_kept_in_a_worker_thread(
+    monkeypatch: pytest.MonkeyPatch, name: str, arg: str, answer: dict[str, Any]
+) -> None:
+    """12 KB of gzip held 7.9 MB of blank lines in 3 values: each was cleaned whole, on the
+    event loop after the call's deadline (2 s of it, for 1,000 characters kept). A value is
+    cut to a few times its limit before it is cleaned, in the thread that parses the answer."""
+    import threading
+
+    from toolcards.tools.search import text
+
+    cleaned: list[tuple[int, bool]] = []  # (characters, on the event loop's thread)
+    real = text.clean
+
+    def spy(value: object) -> str:
+        size = len(value) if isinstance(value, str) else 0
+        cleaned.append((size, threading.current_thread() is threading.main_thread()))
+        return real(value)
+
+    monkeypatch.setattr(text, "clean", spy)
+    card, _ = make_card(
+        lambda r: httpx.Response(200, json=answer),
+        web_fetch=WebFetch(max_chars=1_000),
+        web_crawl=WebCrawl(page_chars=1_000),
+    )
+    out = call(card, name, arg)
+    assert "[... truncated: " in out
+    assert cleaned and max(size for size, _ in cleaned) <= 4_000
+    assert not any(on_loop for _, on_loop in cleaned)
+
+
+def test_a_value_that_is_no_text_reads_as_nothing_and_a_number_as_its_digits() -> None:
+    """``clean`` took the ``str`` of whatever it was given: a Tavily answer nested 975 deep
+    raised RecursionError out of ``web_search``, ending an ungoverned agent run."""
+    deep: list[Any] = []
+    for _ in range(100_000):
+        deep = [deep]
+    assert [clean(v) for v in (deep, {"a": "b"}, None, 42, 1.5)] == ["", "", "", "42", "1.5"]
+    nested = json.loads("[" * 50 + "]" * 50)
+    reply = {"answer": nested, "results": [{"title": {"t": "x"}, "url": nested, "content": 7}]}
+    card, _ = make_card(lambda r: httpx.Response(200, json=reply))
+    assert call(card, "web_search", "q") == "1. (untitled)\n   \n   7"
+
+
 PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>Fish &amp; Chips</title>
 <style>p > a { color: red }</style><script>if (a < b) document.write("</p>")</script></head>
 <body><h1>Menu</h1><!-- <p>hidden</p> --><p title="a > b">Cod &lt;large&gt; &eacute;&#233;&#x41;</p>
@@ -560,6 +617,26 @@ def _fetched(body: bytes, content_type: str) -> str:
         timeout_seconds=2.0,
     )
     return str(call(card, "web_fetch", "https://example.com/page"))
+
+
+@pytest.mark.parametrize(
+    ("ref", "char"),
+    [
+        ("&#" + "1" * 5_000 + ";", "\ufffd"),
+        ("&#" + "0" * 5_000 + "65;", "A"),
+        ("&#000000065", "A"),
+        ("&#12345678;", "\ufffd"),
+        ("&#x" + "f" * 5_000 + ";", "\ufffd"),
+    ],
+    ids=["5000-digits", "5000-zeros", "zeros-no-semicolon", "8-digits", "hex"],
+)
+def test_a_character_reference_of_thousands_of_digits_reads_as_one_character(
+    ref: str, char: str
+) -> None:
+    """``html.unescape`` reads a decimal reference with ``int()``, which raises ValueError
+    past 4,300 digits: it went out of ``web_fetch`` and ended an ungoverned agent run."""
+    body = f"<title>{ref}</title><p>a {ref} b</p>".encode()
+    assert _fetched(body, "text/html") == f"## https://example.com/page\n# {char}\na {char} b"
 
 
 @pytest.mark.timeout(20)  # a hang guard: punycode decoded 2 MB in 332 s, on the event loop

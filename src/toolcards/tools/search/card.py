@@ -22,10 +22,10 @@ from toolcards.tools.search.client import SearchError, TavilyClient
 from toolcards.tools.search.fetch import fetch_page
 from toolcards.tools.search.text import (
     clip,
-    failures_of,
+    format_crawl,
+    format_extract,
     format_pages,
     format_search,
-    pages_of,
 )
 
 
@@ -194,9 +194,15 @@ class SearchTool(ToolCard):
                     payload["include_domains"] = [str(d)[:253] for d in include_domains[:50]]
                 if exclude_domains:
                     payload["exclude_domains"] = [str(d)[:253] for d in exclude_domains[:50]]
-                data = await self._client("web_search").post("search", payload)
-                return format_search(
-                    data, per_result=cfg.snippet_chars, limit=cfg.max_chars, most=cfg.max_results
+                return await self._client("web_search").post(
+                    "search",
+                    payload,
+                    lambda data: format_search(
+                        data,
+                        per_result=cfg.snippet_chars,
+                        limit=cfg.max_chars,
+                        most=cfg.max_results,
+                    ),
                 )
 
             return await self._answer(work())
@@ -221,18 +227,14 @@ class SearchTool(ToolCard):
                         resolver=self._resolver or system_resolver,
                         transport=self._transport,
                     )
-                    return format_pages(
-                        [(final, text)], per_page=cfg.max_chars, limit=cfg.max_chars
-                    )
+                    page = (clip(final, 500), clip(text, cfg.max_chars))
+                    return format_pages([page], limit=cfg.max_chars)
                 target = await self._guard(url)
-                client = self._client("web_fetch")
-                data = await client.post("extract", {"urls": [target], "format": "markdown"})
-                pages = pages_of(data, 1)
-                failures = failures_of(data)
-                if not pages:
-                    reason = "\n".join(failures) or "no content returned"
-                    return f"error: could not fetch {clip(target, 300)}\n{reason}"
-                return format_pages(pages, per_page=cfg.max_chars, limit=cfg.max_chars)
+                return await self._client("web_fetch").post(
+                    "extract",
+                    {"urls": [target], "format": "markdown"},
+                    lambda data: format_extract(data, url=target, limit=cfg.max_chars),
+                )
 
             return await self._answer(work())
 
@@ -266,13 +268,17 @@ class SearchTool(ToolCard):
                 }
                 if instructions and instructions.strip():
                     payload["instructions"] = instructions.strip()[:1_000]
-                data = await client.post("crawl", payload)
-                pages = pages_of(data, pages_cap)
-                if not pages:
-                    return f"No pages found when crawling {clip(target, 300)}."
-                head = f"Crawled {len(pages)} page(s) from {clip(target, 300)}.\n\n"
-                body = format_pages(pages, per_page=cfg.page_chars, limit=cfg.max_chars)
-                return head + body
+                return await client.post(
+                    "crawl",
+                    payload,
+                    lambda data: format_crawl(
+                        data,
+                        url=target,
+                        most=pages_cap,
+                        per_page=cfg.page_chars,
+                        limit=cfg.max_chars,
+                    ),
+                )
 
             return await self._answer(work())
 

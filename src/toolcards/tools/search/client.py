@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import zlib
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import anyio
 import httpx
@@ -11,6 +12,8 @@ import httpx
 from toolcards.core import outside_json
 from toolcards.core.errors import ToolcardsError
 from toolcards.core.tls import default_verify
+
+T = TypeVar("T")
 
 MAX_RESPONSE_BYTES = 8_000_000
 """A Tavily response larger than this is refused rather than parsed."""
@@ -64,8 +67,12 @@ class TavilyClient:
     def __repr__(self) -> str:
         return f"TavilyClient(base_url={self._base_url!r})"
 
-    async def post(self, endpoint: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """POST ``payload`` to ``/endpoint``; SearchError on any failure."""
+    async def post(
+        self, endpoint: str, payload: dict[str, Any], read: Callable[[dict[str, Any]], T]
+    ) -> T:
+        """POST ``payload`` to ``/endpoint``; ``read`` of the object answered, SearchError on
+        any failure. ``read`` runs in the worker thread that parses the answer, within the
+        deadline: 7.9 MB of text in 3 values was cleaned on the event loop, after it, for 2 s."""
         headers = {
             "Authorization": f"Bearer {self._api_key}",
             "Accept": "application/json",
@@ -75,7 +82,7 @@ class TavilyClient:
             with anyio.fail_after(self._deadline):
                 body, status = await self._send(endpoint, payload, headers)
                 return await anyio.to_thread.run_sync(
-                    _answer, endpoint, status, body, abandon_on_cancel=True
+                    _answer, endpoint, status, body, read, abandon_on_cancel=True
                 )
         except TimeoutError:
             raise SearchError(f"Tavily {endpoint} timed out; try again later") from None
@@ -161,18 +168,19 @@ def _inflate(
         raise SearchError(f"{response.url} sent a body that does not inflate") from None
 
 
-def _answer(endpoint: str, status: int, body: bytes) -> dict[str, Any]:
-    """The object a response holds; SearchError for an error status, more than
+def _answer(endpoint: str, status: int, body: bytes, read: Callable[[dict[str, Any]], T]) -> T:
+    """``read`` of the object a response holds; SearchError for an error status, more than
     :data:`MAX_VALUES` values or anything but a JSON object (a worker thread's: megabytes take
-    a while to count and parse)."""
+    a while to count, parse and read)."""
     if status >= 400:
         raise _status_error(endpoint, status, body)
     if outside_json.over_values(body, MAX_VALUES):
         raise SearchError(f"Tavily {endpoint} returned more than {MAX_VALUES} values; dropped")
     try:
-        return outside_json.load_object(body)
+        data = outside_json.load_object(body)
     except ValueError as exc:
         raise SearchError(f"Tavily {endpoint} returned a response that is {exc}") from None
+    return read(data)
 
 
 def _status_error(endpoint: str, status: int, body: bytes) -> SearchError:
