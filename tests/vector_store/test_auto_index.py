@@ -312,3 +312,51 @@ def test_a_resumed_store_answers_exactly_as_before_from_its_saved_graph(tmp_path
         handle = find_store(team)
         wait_until(lambda: handle.ask("info")["indexes"].get("notes") == "hnsw", "no graph")
         assert [query(handle, "notes", text, 10) for text in queries] == before
+
+
+def drained(builder: IndexBuilder) -> None:
+    """Wait until the builder ran every job submitted so far (their results not installed)."""
+    done = threading.Event()
+    builder.submit(done.set)
+    assert done.wait(60), "the builder did not finish"
+
+
+@pytest.mark.parametrize("kind", ["ivf", "hnsw"])
+def test_a_served_index_whose_rebuild_misses_the_target_waits_until_it_has_doubled(
+    builder: IndexBuilder, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """A served index due for a rebuild whose rebuild missed the recall target started a full
+    rebuild again at every call of the owner: ten searches, ten more builds."""
+    check = "checked_file" if kind == "ivf" else "checked_graph"
+    real = getattr(indexing, check)
+    builds: list[int] = []
+
+    def first_only(config: Any, *args: Any) -> Any:
+        builds.append(len(args[-1]))
+        return real(config, *args) if len(builds) == 1 else (None, 0.5)  # rebuilds miss
+
+    monkeypatch.setattr(indexing, check, first_only)
+    vectors = clustered(16000, seed=6)
+    labels = [f"v{i}" for i in range(16000)]
+    index = auto_index(builder, index=kind)
+    index.add(labels[:2000], vectors[:2000])
+    settle(index)
+    assert index.kind == kind and len(builds) == 1
+
+    def wear(rounds: int) -> None:  # an inverted file grows four times, a graph is rewritten
+        if kind == "ivf":
+            index.add(labels[2000 : 8000 * rounds], vectors[2000 : 8000 * rounds])
+        else:
+            index.add(labels[:1100], vectors[1100 * rounds + 2000 : 1100 * rounds + 3100])
+
+    wear(1)  # due for a rebuild: 8,000 vectors, or 1,100 tombstones
+    for _ in range(5):
+        drained(builder)
+        index.search(vectors[0], 5)  # installs what the builder handed back
+    drained(builder)
+    assert len(builds) == 2
+    assert index.kind == kind and index.note is not None
+    assert "the served one kept (next rebuild at " in index.note
+    wear(2)  # doubled: 16,000 vectors, or 2,200 tombstones
+    settle(index)
+    assert len(builds) == 3 and index.kind == kind

@@ -177,23 +177,34 @@ def text_hash(text: str) -> str:
 FINGERPRINT = re.compile(r"[0-9a-f]{16}")
 """A fingerprint row's value, as :func:`text_hash` writes it."""
 
+REMOVE_BATCH = 1000
+"""Ids one ``remove`` sent to the store names at most."""
 
-def _fingerprints(state: Any, prefix: str) -> dict[str, str]:
-    """``doc_id -> fingerprint`` from the rows under ``prefix``. A row that is no fingerprint
-    is skipped, and a namespace that does not decode yields none (its documents are sent
-    again anyway): one planted deep or wrong-typed row stopped the actor at every start."""
+
+def _fingerprints(state: Any, prefix: str, cap: int) -> dict[str, str]:
+    """``doc_id -> fingerprint`` from the first ``cap`` rows under ``prefix``, read a batch at
+    a time (a million rows planted there were all read at every start); what the cap leaves
+    out is counted in one log line. A row that is no fingerprint is skipped, and a namespace
+    that does not decode yields none (its documents are sent again anyway): one planted deep
+    or wrong-typed row stopped the actor at every start."""
+    found: dict[str, str] = {}
+    read = 0
     try:
-        rows = list(state.items(prefix))
+        for key, value in state.iter_items(prefix):
+            if read == cap:
+                left = state.count(prefix) - read
+                log.warning(
+                    "%d vector fingerprint rows past the cap of %d were not read", left, cap
+                )
+                break
+            read += 1
+            if isinstance(value, str) and FINGERPRINT.fullmatch(value) and len(key) > len(prefix):
+                found[key[len(prefix) :]] = value
     except (ValueError, RecursionError) as exc:
         log.warning("vector fingerprints under %r unreadable (%s)", prefix, type(exc).__name__)
         return {}
-    found = {
-        key[len(prefix) :]: value
-        for key, value in rows
-        if isinstance(value, str) and FINGERPRINT.fullmatch(value) and len(key) > len(prefix)
-    }
-    if len(found) < len(rows):
-        log.warning("skipped %d invalid vector fingerprint rows", len(rows) - len(found))
+    if len(found) < read:
+        log.warning("skipped %d invalid vector fingerprint rows", read - len(found))
     return found
 
 
@@ -207,14 +218,17 @@ class VectorSync:
     The fingerprint of each sent text is persisted under ``prefix + doc_id``, so documents
     removed while the store was away are removed from it at the next start. Sends are
     ``tell`` calls: the store embeds on its own schedule, never on the caller's thread.
+    At most ``cap`` fingerprint rows (the owner's cap of documents) are read at a start.
     """
 
-    def __init__(self, link: VectorLink, collection: str, state: Any, prefix: str = "vh:") -> None:
+    def __init__(
+        self, link: VectorLink, collection: str, state: Any, *, cap: int, prefix: str = "vh:"
+    ) -> None:
         self.link = link
         self.collection = collection
         self._state = state
         self._prefix = prefix
-        self._synced = _fingerprints(state, prefix)
+        self._synced = _fingerprints(state, prefix, cap)
         self._pending: dict[str, str] = {}
         self._removed: set[str] = set()
 
@@ -257,7 +271,9 @@ class VectorSync:
         sent = 0
         if self._removed:
             ids = sorted(self._removed)
-            handle.tell(VectorStoreApi.remove, self.collection, ids)
+            for start in range(0, len(ids), REMOVE_BATCH):
+                chunk = ids[start : start + REMOVE_BATCH]
+                handle.tell(VectorStoreApi.remove, self.collection, chunk)
             for doc_id in ids:
                 self._synced.pop(doc_id, None)
                 self._state.delete(self._prefix + doc_id)

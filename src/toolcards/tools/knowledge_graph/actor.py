@@ -138,7 +138,8 @@ class KnowledgeGraphActor(ToolActor):
         self.graph = load_graph(state)
         if self.settings.vector_store is not None:
             link = VectorLink(self.ctx.team, self.settings.vector_store, timeout=2.0)
-            self.vectors = VectorSync(link, COLLECTION, state)
+            cap = engine.MAX_ENTITIES + engine.MAX_RELATIONS
+            self.vectors = VectorSync(link, COLLECTION, state, cap=cap)
             docs = {ENTITY + e.name: entity_text(e) for e in self.graph.entities.values()}
             docs.update({RELATION + k: relation_text(r) for k, r in self.graph.relations.items()})
             self.vectors.load(docs)

@@ -96,7 +96,7 @@ class PlanningActor(ToolActor):
         board = Board(tasks, next_id=self.stored.next_id_floor)
         if self.settings.vector_store is not None:
             link = VectorLink(self.ctx.team, self.settings.vector_store, timeout=2.0)
-            self.vectors = VectorSync(link, COLLECTION, state)
+            self.vectors = VectorSync(link, COLLECTION, state, cap=MAX_BOARD_TASKS)
             self.vectors.load({str(t.id): embed_text(t) for t in tasks})
         return board
 

@@ -15,9 +15,10 @@ the two is served. A candidate that misses the target is not installed (a warnin
 the snapshot; the owner installs the result at its next call, re-applying the last few writes.
 A served index that has doubled since it was calibrated is calibrated again (on a copy, on the
 builder's thread); an inverted file grown four times over is trained anew (and the graph tried
-again); a graph with too many tombstones is rebuilt. With ``index_dir`` set, graphs are saved
-when the store stops and reloaded at start (checked against the stored vectors, differences
-re-applied) instead of being rebuilt.
+again); a graph with too many tombstones is rebuilt. A rebuild that misses the target keeps
+the served index, not rebuilt again until its vectors (a graph: its tombstones) have doubled.
+With ``index_dir`` set, graphs are saved when the store stops and reloaded at start (checked
+against the stored vectors, differences re-applied) instead of being rebuilt.
 """
 
 from __future__ import annotations
@@ -73,6 +74,16 @@ def kind_of(index: object) -> str:
     if isinstance(index, HnswIndex):
         return "hnsw"
     return "ivf" if isinstance(index, IvfIndex) else "exact"
+
+
+WORN = {"hnsw": "removed vectors", "ivf": "vectors"}
+"""What :func:`wear` counts, by kind."""
+
+
+def wear(index: Approximate) -> int:
+    """What makes ``index`` due for a rebuild: a graph's tombstones, an inverted file's
+    vectors (see their ``needs_rebuild``)."""
+    return index.dead if isinstance(index, HnswIndex) else index.count()
 
 
 def tune(built: Approximate, config: VectorStoreConfig) -> float:
@@ -242,6 +253,9 @@ class AutoIndex:
         """Candidates still to build and compare in this round."""
         self._declined = 0
         """Size when every candidate missed the recall target (the next try is at twice)."""
+        self._rebuild_declined = 0
+        """:func:`wear` of the served index when its rebuild missed the recall target (the
+        next rebuild waits for twice that: it started again at every call of the owner)."""
         self._builder = builder
         self._lock = threading.Lock()
         self._inbox: collections.deque[Callable[[], None]] = collections.deque()
@@ -344,7 +358,8 @@ class AutoIndex:
                 return
             self._todo = self._todo or list(self.kinds)
             self._start(self._build_job, self._todo.pop(0), *served.snapshot())
-        elif served.needs_rebuild():  # a fresh one of its kind, compared again
+        elif served.needs_rebuild() and wear(served) >= 2 * self._rebuild_declined:
+            # a fresh one of its kind, compared again
             self._todo = [kind for kind in self.kinds if kind != kind_of(served)]
             self._start(self._build_job, kind_of(served), *served.snapshot())
         elif served.needs_tuning():
@@ -387,7 +402,7 @@ class AutoIndex:
                 return
         elif refused is None:
             self.note = None
-        self._declined = 0
+        self._declined = self._rebuild_declined = 0
         with self._lock:
             apply_delta(built, take_delta(served, keep_tracking=False))
         self.served = built
@@ -398,9 +413,14 @@ class AutoIndex:
             f"{NAMES[kind]} recall@10 {recall:.3f} below the target "
             f"{self.cfg.hnsw_target_recall:.2f}"
         )
-        if isinstance(self.served, InMemoryIndex) and not self._todo:
-            self._declined = rows
-            note += f": exact search kept (next try at {2 * rows:,} vectors)"
+        served = self.served
+        if isinstance(served, InMemoryIndex):
+            if not self._todo:
+                self._declined = rows
+                note += f": exact search kept (next try at {2 * rows:,} vectors)"
+        elif kind == kind_of(served):  # its rebuild missed: keep it until it has doubled
+            self._rebuild_declined = wear(served)
+            note += f": the served one kept (next rebuild at {2 * wear(served):,} {WORN[kind]})"
         logger.warning("%s: %s", self._name, note)
         if self.cfg.index == "auto" and "hnsw" not in self.kinds:  # logged once, by _hint
             note += f"; for a graph index: {HNSW_HINT}"
