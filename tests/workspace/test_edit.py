@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from toolcards.core import ToolFactory
 from toolcards.core.errors import RetriableError
 from toolcards.tools.workspace.card import WorkspaceTool
-from toolcards.tools.workspace.models import EditItem
+from toolcards.tools.workspace.models import MAX_EDITS, EditItem
 from toolcards.tools.workspace.patch import MAX_FILES
 
 from .conftest import Member, Tools, tools_of
@@ -201,6 +204,27 @@ def test_a_multi_edit_of_more_files_than_one_call_may_change_is_refused_before_a
     assert {p.read_text() for p in ws.iterdir()} == {"x\n"}
     tools["workspace_multi_edit"](edits[:MAX_FILES])
     assert (ws / f"f{MAX_FILES - 1}.txt").read_text() == "y\n"
+
+
+def test_a_multi_edit_of_more_edits_than_one_call_may_make_is_refused_before_any_is_opened(
+    ws: Path,
+) -> None:
+    """Attack: 5,000 one-word edits of one file merged every place changed so far at each edit,
+    58 s holding the workspace lock (an unrelated write waited as long). The cap is in the
+    schema the model sees, and checked for the command and any caller the schema never saw."""
+    card = WorkspaceTool()
+    edits = [EditItem(path="missing.txt", old_string="x", new_string="y")] * (MAX_EDITS + 1)
+    refusal = f"{MAX_EDITS + 1} edits in one call, over the cap of {MAX_EDITS}; send them in"
+    with pytest.raises(RetriableError, match=f"^{refusal}"):
+        tools_of(card)["workspace_multi_edit"](edits)
+    factory = ToolFactory([card])
+    as_json = json.dumps([item.model_dump() for item in edits])
+    assert refusal in factory.get_commands().dispatch(f"/workspace_multi_edit {as_json}")
+    toolset: Any = factory.function_toolset()
+    schema = toolset.tools["workspace_multi_edit"].function_schema.json_schema
+    assert schema["properties"]["edits"]["maxItems"] == MAX_EDITS
+    with pytest.raises(RetriableError, match="file not found: missing.txt"):
+        tools_of(card)["workspace_multi_edit"](edits[:MAX_EDITS])
 
 
 def test_multi_edit_is_atomic_when_the_last_edit_fails(tools: Tools, ws: Path) -> None:

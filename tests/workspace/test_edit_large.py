@@ -23,8 +23,11 @@ from toolcards.tools.workspace.edits import (
     MAX_DIFF_CHARS,
     MAX_DIFF_LINE_CHARS,
     MAX_DIFF_WORK,
+    Span,
     apply_edit,
+    compose_spans,
 )
+from toolcards.tools.workspace.indentation import MAX_MATCHES
 from toolcards.tools.workspace.locate import MAX_RATIO_WORK, closest_region
 from toolcards.tools.workspace.models import EditItem
 
@@ -152,7 +155,7 @@ class _Scanning(str):
     ("text", "old", "refusal"),
     [
         ("a " * 200_000, "a  a", "old_string was not found"),
-        ("a " * 200_000, "a a", "old_string matches 100000 places"),
+        ("a " * 200_000, "a a", f"old_string matches more than {MAX_MATCHES} places"),
         ("p q " * 200 + "r " * 200_000, "p q\nzzz", "old_string was not found"),
     ],
     ids=["line-levels-and-closest-region", "exact-level", "closest-region-whole-line-key"],
@@ -172,7 +175,7 @@ def test_an_edit_of_a_one_line_file_scans_it_a_bounded_number_of_times(
 @pytest.mark.parametrize(
     ("text", "old", "new", "replace_all", "refusal"),
     [
-        (" " * 20_000 + "x\n", " ", "y", False, "old_string matches 20000 places"),
+        (" " * 20_000 + "x\n", " ", "y", False, f"matches more than {MAX_MATCHES} places"),
         ((" " * 20_000 + "x\n") * 2, " x", "y\n" * 1_000, True, "40002002 characters long, over"),
         ("\t" * 100_000 + "x\n", "\tx", "y\n" * 1_000, False, "over the text-file cap"),
     ],
@@ -193,6 +196,67 @@ def test_an_edit_inside_a_long_indentation_is_refused_within_a_memory_bound(
     finally:
         tracemalloc.stop()
     assert peak < 10 * 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("line", "places", "old", "new"),
+    [
+        ("a", 200_000, "a", "b"),
+        ("    x = 1\n", 200_000, "  x = 1", "  y = 1"),
+        ("x\n", 12_000, "x \n", "y\n"),  # fewer: each line a window kept before compared
+    ],
+    ids=["exact", "inside-indentation", "line-trimmed"],
+)
+def test_a_replace_all_of_more_places_than_one_edit_may_change_is_refused_as_they_are_found(
+    line: str, places: int, old: str, new: str
+) -> None:
+    """Attack: replace_all of "a" in a 19 MiB file of it kept a match per place before any cap,
+    and two strings more each to splice them: 3.3 GiB and 4 minutes holding the workspace lock.
+    Each level stops at the first place past the cap; as many places as the cap are changed."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(RetriableError, match=f"^old_string matches more than {MAX_MATCHES} "):
+            apply_edit(line * places, old, new, replace_all=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 5 * 1024 * 1024  # before: no refusal (33, 70 and 4.9 MiB)
+    assert apply_edit(line * MAX_MATCHES, old, new, replace_all=True).count == MAX_MATCHES
+
+
+def _spliced(text: str, places: list[tuple[int, int, str]]) -> tuple[str, list[Span]]:
+    """``text`` with each ``(start, end, replacement)`` of ``places`` (in order) made, and the
+    spans of them."""
+    out, spans, pos = "", [], 0
+    for start, end, replacement in places:
+        out += text[pos:start]
+        spans.append((start, end, len(out), len(out) + len(replacement)))
+        out += replacement
+        pos = end
+    return out + text[pos:], spans
+
+
+def test_composed_spans_are_the_places_changed_between_the_first_and_the_last_text() -> None:
+    """Spans are merged only where the later edit reaches them; those after it are moved: the
+    text between two composed spans is the same before the first edit and after the last."""
+    rng = random.Random(11)
+    for _ in range(3_000):
+        first = before = "".join(rng.choice("ab\n") for _ in range(rng.randrange(1, 30)))
+        spans: list[Span] = []
+        for _ in range(rng.randrange(1, 6)):
+            cuts = sorted(rng.sample(range(len(before) + 1), min(len(before) + 1, 4)))
+            places = [
+                (lo, hi, rng.choice(["", "x", "yy\n"]))
+                for lo, hi in zip(cuts[::2], cuts[1::2], strict=False)
+            ]
+            before, then = _spliced(before, places)
+            spans = compose_spans(spans, then)
+        pos_a = pos_c = 0
+        for a, b, c, d in spans:
+            assert pos_a <= a <= b and pos_c <= c <= d
+            assert first[pos_a:a] == before[pos_c:c]
+            pos_a, pos_c = b, d
+        assert first[pos_a:] == before[pos_c:]
 
 
 def test_an_edit_result_over_the_cards_text_cap_is_refused(ws: Path) -> None:
@@ -359,13 +423,13 @@ def test_diff_of_a_place_past_the_difflib_bound_is_written_out(
     difflib saw all of it twice (time growing faster than the lines: 25 s for 10,000 lines a
     side of few distinct lines); it is now its removed lines then its added lines, as difflib
     showed them."""
-    (ws / "f.txt").write_text("old\n" * 20_000)
+    (ws / "f.txt").write_text("old\n" * MAX_MATCHES)
     out = tools["workspace_edit"]("f.txt", "old", "new", replace_all=True)
     shown = out.splitlines()
-    assert shown[:4] == ["--- a/f.txt", "+++ b/f.txt", "@@ -1,20000 +1,20000 @@", "-old"]
-    assert shown[-2:] == ["-old", "[... diff truncated: 39603 more lines, from line 1 of f.txt]"]
-    assert sum(diffed) <= MAX_DIFF_WORK  # before: 40,000
-    assert (ws / "f.txt").read_text() == "new\n" * 20_000
+    assert shown[:4] == ["--- a/f.txt", "+++ b/f.txt", "@@ -1,10000 +1,10000 @@", "-old"]
+    assert shown[-2:] == ["-old", "[... diff truncated: 19603 more lines, from line 1 of f.txt]"]
+    assert sum(diffed) <= MAX_DIFF_WORK  # before: 20,000
+    assert (ws / "f.txt").read_text() == "new\n" * MAX_MATCHES
 
 
 @pytest.mark.parametrize(

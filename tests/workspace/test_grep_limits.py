@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -210,3 +211,26 @@ def test_hits_keep_only_the_shown_part_of_a_long_line(
         "a.min.js:1:needle" + "\U0001f642" * 294 + " [...]",
         "b.txt:1:a needle",
     ]
+
+
+@pytest.mark.parametrize("slice_s", [grep_module._SLICE, 0.0], ids=["caller", "slow-path"])
+def test_a_matching_file_is_searched_without_splitting_it_into_lines(
+    ws: Path, monkeypatch: pytest.MonkeyPatch, slice_s: float
+) -> None:
+    """Attack: the Python engine split a matching file into one string per line (a 19 MiB file
+    of short lines: 1 GiB; ``engine="auto"`` sends it a look-behind ripgrep refuses), on the
+    caller's thread and on the slow path, which a file whose matching outran its slice takes."""
+    data = b"ab\n" * 200_000
+    (ws / "many.txt").write_bytes(data)
+    monkeypatch.setattr(grep_module, "_SLICE", slice_s)
+    grep = grep_tool("python")
+    grep("zz", "many.txt")  # imports and compiles outside the count
+    tracemalloc.start()
+    try:
+        out = grep("zz|ab$", "many.txt")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert out.splitlines()[:2] == ["many.txt:1:ab", "many.txt:2:ab"]
+    assert out.splitlines()[-1].startswith("[... more than 200 matches")
+    assert peak < 3 * len(data)  # the bytes read and their text; before: 22 and 41 times

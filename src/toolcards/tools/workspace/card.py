@@ -24,7 +24,7 @@ from toolcards.tools.workspace.limits import (
     Limits,
     ReadCaps,
 )
-from toolcards.tools.workspace.models import EditItem
+from toolcards.tools.workspace.models import MAX_EDITS, EditItem, Edits
 from toolcards.tools.workspace.params import (
     GlobParam,
     GrepParam,
@@ -305,8 +305,8 @@ class WorkspaceTool(ToolCard):
     def _multi_edit(self, param: WorkspaceParam) -> list[ToolFunc]:
         get = self.workspace
 
-        def workspace_multi_edit(edits: list[EditItem]) -> str:
-            return get().multi_edit(edits)
+        def workspace_multi_edit(edits: Edits) -> str:
+            return get().multi_edit(_bounded(edits))
 
         workspace_multi_edit.__doc__ = _MULTI_EDIT_DOC
         return self._offer(workspace_multi_edit)
@@ -319,7 +319,7 @@ class WorkspaceTool(ToolCard):
                 items = _EDITS.validate_json(edits)
             except ValueError as exc:
                 raise RetriableError(f"edits must be a JSON list of edit objects: {exc}") from None
-            return get().multi_edit(items)
+            return get().multi_edit(_bounded(items))
 
         workspace_multi_edit.__doc__ = _MULTI_EDIT_DOC
         return self._offer(workspace_multi_edit)
@@ -387,12 +387,23 @@ _WRITE_DOC = """Create or overwrite a file with the full new content. An existin
         path: File path relative to the workspace (parent directories are created).
         content: The complete file content.
     """
-_MULTI_EDIT_DOC = """Apply several edits, in order, across one or more files: all succeed or no
+_MULTI_EDIT_DOC = f"""Apply several edits, in order, across one or more files: all succeed or no
     file changes. Each edit follows the rules of workspace_edit.
 
     Args:
-        edits: The edits, applied in order (later edits see earlier results).
+        edits: The edits, applied in order (later edits see earlier results); at most {MAX_EDITS}.
     """
+
+
+def _bounded(edits: list[EditItem]) -> list[EditItem]:
+    """``edits``, refused past :data:`.models.MAX_EDITS` before any file is opened (the schema
+    bounds a model's call; this, a caller's the schema never saw)."""
+    if len(edits) > MAX_EDITS:
+        raise RetriableError(
+            f"{len(edits)} edits in one call, over the cap of {MAX_EDITS}; "
+            "send them in several calls"
+        )
+    return edits
 
 
 def _patch_paths(patch_text: str) -> list[str]:

@@ -7,13 +7,15 @@ whole, the new text is shifted the same way); escape-normalised (over-escaped ``
 typographic quotes, ``read`` line-number prefixes undone, then the levels again). A level with
 several matches stops the cascade with an error listing their lines; no level matching gives an
 error quoting the closest region. There is never a fuzzy-similarity guess. The line levels of one
-edit compare at most :data:`MAX_WORK` lines: past it the edit is refused. A result longer than
-the workspace's text-file cap is refused before it is built. The diff an edit answers with is
+edit compare at most :data:`MAX_WORK` lines: past it the edit is refused; so is an edit of more
+than :data:`~.indentation.MAX_MATCHES` places, as they are found. A result longer than the
+workspace's text-file cap is refused before it is built. The diff an edit answers with is
 made from the places it changed (:func:`unified_diffs`).
 """
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import itertools
 import re
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from toolcards.core.errors import RetriableError
 from toolcards.tools.workspace.indentation import (
     Match,
+    add_match,
     exact_matches,
     indent_of,
     width,
@@ -123,16 +126,34 @@ def _splice(text: str, matches: list[Match], cap: int) -> tuple[str, list[Span]]
 
 def compose_spans(first: list[Span], then: list[Span]) -> list[Span]:
     """The spans of two edits made one after the other (``then``'s in the text ``first``
-    made), those that overlap or touch merged: what a multi-edit changed in one file."""
-    if not first:
-        return then
+    made), those that overlap or touch merged: what a multi-edit changed in one file. Only the
+    spans of ``first`` that ``then``'s reach are merged; those after them are moved by what
+    ``then`` grew the text (merging every span of the file at each edit made a multi-edit of
+    5,000 one-word edits hold the workspace lock 58 s)."""
+    if not first or not then:
+        return first or then
+    lo = bisect.bisect_left(first, then[0][0], key=lambda span: span[3])
+    hi = bisect.bisect_right(first, then[-1][1], key=lambda span: span[2])
+    grown = first[lo - 1][3] - first[lo - 1][1] if lo else 0  # by first's spans before lo
+    grew = then[-1][3] - then[-1][1]
+    out = first[:lo] + _merged(first[lo:hi], then, grown)
+    out += [(a, b, c + grew, d + grew) for a, b, c, d in first[hi:]]
+    if len(out) > MAX_SPANS:
+        a, _, c, _ = out[MAX_SPANS - 1]
+        out[MAX_SPANS - 1 :] = [(a, out[-1][1], c, out[-1][3])]
+    return out
+
+
+def _merged(first: list[Span], then: list[Span], moved_first: int) -> list[Span]:
+    """:func:`compose_spans` of spans that reach each other, ``moved_first`` the text grown by
+    the spans of the first edit before them."""
     # each span as its range of the middle text, with how much longer each edit made it
     ranges = sorted(
         [(c, d, (d - c) - (b - a), 0) for a, b, c, d in first]
         + [(a, b, 0, (d - c) - (b - a)) for a, b, c, d in then]
     )
     out: list[Span] = []
-    moved_first = moved_then = 0  # by the ranges before the current group
+    moved_then = 0  # by the ranges before the current group
     group: list[int] = []
     for lo, hi, grew_first, grew_then in ranges:
         if group and lo <= group[1]:
@@ -287,7 +308,7 @@ def _line_level(
             continue
         if indent and _shift(old_lines, window) is None:
             continue
-        found.append(_line_match(text, new, window, old_lines, offset, i, trailing_nl))
+        add_match(found, _line_match(text, new, window, old_lines, offset, i, trailing_nl))
         free = i + size
     return found
 

@@ -39,6 +39,7 @@ from toolcards.core.progress import report_progress
 from toolcards.core.threads import background_thread
 from toolcards.tools.workspace.globs import WalkBound, glob_matches, iter_files
 from toolcards.tools.workspace.listing import MAX_GLOB_ENTRIES
+from toolcards.tools.workspace.locate import Lines
 from toolcards.tools.workspace.paths import ENTRY_FLAGS, Spot
 from toolcards.tools.workspace.regex_size import check_pattern_size
 from toolcards.tools.workspace.textfile import read_fd, regular_fd
@@ -212,11 +213,7 @@ def grep_python(
             if "\r" in text:
                 text = _CR_BEFORE_NL.sub("", text)
             found = len(hits)
-            try:
-                soon = min(deadline, time.monotonic() + _SLICE)
-                _search_text(pattern, whole, text, rel, hits, limit, soon)
-            except TimeoutError:
-                del hits[found:]
+            if not _search_slice(pattern, whole, text, rel, hits, limit, deadline):
                 hits += slow.search(rel, text, limit - found)
             if len(hits) > limit:
                 break
@@ -231,6 +228,29 @@ def grep_python(
 
 _SLICE = 0.1
 """Seconds a file's matching may take on the caller's thread."""
+
+
+def _search_slice(
+    pattern: regex.Pattern[str],
+    whole: regex.Pattern[str] | None,
+    text: str,
+    rel: str,
+    hits: list[GrepHit],
+    limit: int,
+    deadline: float,
+) -> bool:
+    """:func:`_search_text` for at most :data:`_SLICE` on the caller's thread; False, its hits
+    dropped, when cut off. The frames it was cut in are gone before the file is matched again
+    (kept alive by the exception, they once held a copy of the file split into lines)."""
+    found = len(hits)
+    try:
+        _search_text(
+            pattern, whole, text, rel, hits, limit, min(deadline, time.monotonic() + _SLICE)
+        )
+    except TimeoutError:
+        del hits[found:]
+        return False
+    return True
 
 
 class _SlowFiles:
@@ -294,34 +314,49 @@ def _search_text(
     With a line-local pattern, a pass over the whole text (``MULTILINE``) finds the lines that
     matches touch, lazily; only those are matched line by line. A line that matches on its own
     is touched by a whole-text match at or before the place it matches, so none is missed.
+    The text is never split: one line at a time is cut from it (its lines as strings took 50
+    times the file's size).
     """
-    numbers = _touched_lines(whole, text, deadline) if whole is not None else itertools.count()
-    first = next(numbers, None)
-    if first is None:
-        return  # no match anywhere in the file: it is never split into lines
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    for number in itertools.chain((first,), numbers):
-        if number >= len(lines):
-            return
-        line = lines[number]
+    touched = _every_line(text) if whole is None else _touched_lines(whole, text, deadline)
+    for number, start in touched:
+        if start >= len(text):
+            return  # the empty line after a final newline is no line
+        end = text.find("\n", start)
+        line = text[start:] if end == -1 else text[start:end]
         if pattern.search(line, concurrent=True, timeout=_left(deadline)):
             hits.append(GrepHit(rel, number + 1, line[: MAX_LINE_CHARS + 1]))
             if len(hits) > limit:
                 return
 
 
-def _touched_lines(whole: regex.Pattern[str], text: str, deadline: float) -> Iterator[int]:
-    """0-based numbers of the lines touched by the whole-text matches of ``whole``, in order."""
-    line, pos, done = 0, 0, -1
+def _every_line(text: str) -> Iterator[tuple[int, int]]:
+    """(0-based number, start) of each line of ``text``, in order."""
+    start = 0
+    for number in itertools.count():
+        yield number, start
+        start = text.find("\n", start) + 1
+        if not start:
+            return
+
+
+def _touched_lines(
+    whole: regex.Pattern[str], text: str, deadline: float
+) -> Iterator[tuple[int, int]]:
+    """(0-based number, start) of each line touched by the whole-text matches of ``whole``, in
+    order. Matches do not overlap: one shares at most its first line with the one before."""
+    lines = Lines(text)
+    done = -1
     for match in whole.finditer(text, concurrent=True, timeout=_left(deadline)):
         start, end = match.span()
-        line += text.count("\n", pos, start)
-        last = line + text.count("\n", start, end)
-        yield from range(max(line, done + 1), last + 1)
-        done = max(done, last)
-        line, pos = last, end
+        number, at = lines.of(start) - 1, lines.start
+        last = number + text.count("\n", start, end)
+        while True:
+            if number > done:
+                yield number, at
+            if number == last:
+                break
+            number, at = number + 1, text.find("\n", max(at, start)) + 1
+        done = last
         _left(deadline)
 
 
