@@ -1,7 +1,11 @@
 """The command line loads what a command needs: ``toolcards list`` and a governed ``toolcards
 call`` of a planning tool (real processes on a copy of examples/team) never import
 pydantic-ai, which alone costs the CLI about a second per command; a call forwarded to a
-running ``toolcards serve`` loads neither typer, pydantic, rich, YAML, the runtime nor a card."""
+running ``toolcards serve`` loads neither typer, pydantic, rich, YAML, the runtime nor a card.
+
+What a fresh process imports is the subject, so every command is a real process; the tests
+that ask about one command line share its one run (:func:`listed`, :func:`called`), and the
+forwarded commands share one server (:func:`served`)."""
 
 from __future__ import annotations
 
@@ -23,11 +27,15 @@ from toolcards.surfaces.cli.control import find_server
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "team"
 
 
-@pytest.fixture
-def team(tmp_path: Path) -> Path:
-    copy = tmp_path / "team"
+def _copy(folder: Path) -> Path:
+    copy = folder / "team"
     shutil.copytree(EXAMPLE, copy, ignore=EXAMPLE_STATE)
     return copy / "toolcards.yaml"
+
+
+@pytest.fixture
+def team(tmp_path: Path) -> Path:
+    return _copy(tmp_path)
 
 
 def imported(config: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
@@ -48,20 +56,37 @@ def imported(config: Path, *args: str) -> tuple[subprocess.CompletedProcess[str]
     return done, modules
 
 
+Run = tuple[subprocess.CompletedProcess[str], set[str]]
+CREATE = json.dumps({"create": [{"description": "Stay fast"}]})
+
+
+@pytest.fixture(scope="module")
+def listed(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """``toolcards list`` on a copy of the team, and what it imported."""
+    return imported(_copy(tmp_path_factory.mktemp("listed")), "list")
+
+
+@pytest.fixture(scope="module")
+def called(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """``toolcards call update_planning --args CREATE`` on a copy of the team (its first
+    task), and what it imported."""
+    team = _copy(tmp_path_factory.mktemp("called"))
+    return imported(team, "call", "update_planning", "--args", CREATE)
+
+
 def _pydantic_ai(modules: set[str]) -> list[str]:
     return sorted(m for m in modules if m == "pydantic_ai" or m.startswith("pydantic_ai."))
 
 
-def test_list_does_not_import_pydantic_ai(team: Path) -> None:
-    done, modules = imported(team, "list")
+def test_list_does_not_import_pydantic_ai(listed: Run) -> None:
+    done, modules = listed
     assert done.returncode == 0, done.stderr[-2000:]
     assert "update_planning" in done.stdout
     assert _pydantic_ai(modules) == []
 
 
-def test_a_planning_call_does_not_import_pydantic_ai(team: Path) -> None:
-    create = json.dumps({"create": [{"description": "Stay fast"}]})
-    done, modules = imported(team, "call", "update_planning", "--args", create)
+def test_a_planning_call_does_not_import_pydantic_ai(called: Run) -> None:
+    done, modules = called
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "created ids: [1]"
     assert _pydantic_ai(modules) == []
@@ -89,9 +114,11 @@ def test_invalid_arguments_of_a_planning_call_do_not_import_pydantic_ai(team: Pa
     assert _pydantic_ai(modules) == []
 
 
-@pytest.fixture
-def served(team: Path) -> Iterator[Path]:
-    """The team's config with a real ``toolcards serve`` on it (the CLI forwards to it)."""
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A copy of the team's config with a real ``toolcards serve`` on it (the CLI forwards
+    to it; of the commands forwarded, only the call of update_planning creates a task)."""
+    team = _copy(tmp_path_factory.mktemp("served"))
     server = HttpServer(team)
     try:
         assert wait_until(lambda: find_server(team) is not None, timeout=60)
@@ -134,27 +161,24 @@ _MEMBERS_AND_DEFERRED = {
 }
 
 
-def test_list_loads_neither_deferred_results_nor_agent_members(team: Path) -> None:
-    done, modules = imported(team, "list")
+def test_list_loads_neither_deferred_results_nor_agent_members(listed: Run) -> None:
+    done, modules = listed
     assert done.returncode == 0, done.stderr[-2000:]
     assert modules & _MEMBERS_AND_DEFERRED == set()
 
 
-def test_a_planning_call_loads_neither_deferred_results_nor_agent_members(team: Path) -> None:
-    create = json.dumps({"create": [{"description": "No members"}]})
-    done, modules = imported(team, "call", "update_planning", "--args", create)
+def test_a_planning_call_loads_neither_deferred_results_nor_agent_members(called: Run) -> None:
+    done, modules = called
     assert done.returncode == 0, done.stderr[-2000:]
     assert modules & _MEMBERS_AND_DEFERRED == set()
 
 
 def test_list_and_a_call_without_a_telemetry_provider_do_not_import_opentelemetry(
-    team: Path,
+    listed: Run, called: Run
 ) -> None:
-    create = json.dumps({"create": [{"description": "No spans"}]})
-    for args in (["list"], ["call", "update_planning", "--args", create]):
-        done, modules = imported(team, *args)
+    for command, (done, modules) in {"list": listed, "call": called}.items():
         assert done.returncode == 0, done.stderr[-2000:]
-        assert {m for m in modules if m.partition(".")[0] == "opentelemetry"} == set(), args
+        assert {m for m in modules if m.partition(".")[0] == "opentelemetry"} == set(), command
 
 
 def _pydantic_imports_asyncio() -> bool:
@@ -165,10 +189,10 @@ def _pydantic_imports_asyncio() -> bool:
     return done.stdout.strip() == "True"
 
 
-def test_list_does_not_import_asyncio(team: Path) -> None:
+def test_list_does_not_import_asyncio(listed: Run) -> None:
     if _pydantic_imports_asyncio():
         pytest.skip("this pydantic imports asyncio itself")
-    done, modules = imported(team, "list")
+    done, modules = listed
     assert done.returncode == 0, done.stderr[-2000:]
     assert "asyncio" not in modules
 
@@ -185,11 +209,9 @@ _NOT_ON_THE_PATH = {
 
 @pytest.mark.parametrize("command", ["list", "call"])
 def test_list_and_a_planning_call_load_no_server_package_nor_file_operations(
-    team: Path, command: str
+    listed: Run, called: Run, command: str
 ) -> None:
-    create = json.dumps({"create": [{"description": "Lean"}]})
-    args = ["list"] if command == "list" else ["call", "update_planning", "--args", create]
-    done, modules = imported(team, *args)
+    done, modules = listed if command == "list" else called
     assert done.returncode == 0, done.stderr[-2000:]
     assert ("update_planning\t" if command == "list" else "created ids: [1]") in done.stdout
     assert {m.partition(".")[0] for m in modules} & _SERVER_PACKAGES == set()
