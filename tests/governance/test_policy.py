@@ -174,6 +174,17 @@ def test_min_and_max_take_infinities_and_refuse_nans() -> None:
     assert _bounded("max", float("inf")).decide(ALICE, "pay", {"x": 10**400}).allowed
 
 
+def test_a_numeric_string_past_decimals_exponent_range_counts_against_the_caller() -> None:
+    """Decimal("1e99999999999999999999") raises (and so does "1e-99999999999999999999", a
+    number near 0): the policy reads neither as a number it can place, never lets the error
+    end the call (and an agent's whole run)."""
+    for exponent in ("99999999999999999999", "-99999999999999999999"):
+        for sign in ("", "-"):
+            value = f"{sign}1e{exponent}"
+            assert _bounded("max", 10**18).decide(ALICE, "pay", {"x": value}).needs_approval
+            assert _bounded("min", 0).decide(ALICE, "pay", {"x": value}).needs_approval
+
+
 def test_argument_condition_that_cannot_be_evaluated_counts_against_the_caller() -> None:
     policy = _policy(
         {

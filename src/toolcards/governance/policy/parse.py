@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, time
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
 import yaml
@@ -173,7 +173,10 @@ def as_number(value: Any) -> int | float | Decimal | None:
     of 10**18 + 1 is 100 or 10**18, yet the tool acts on the exact value, so a ``max`` would
     pass an amount over it. Python compares int, float and Decimal exactly with each other."""
     if isinstance(value, str) and _NUMERIC.match(value):
-        return Decimal(value)
+        try:
+            return Decimal(value)
+        except InvalidOperation:  # an exponent past Decimal's range (either sign): it
+            return None  # is no number the policy can place, so it counts against the caller
     if isinstance(value, Decimal):
         return None if value.is_nan() else value  # is_nan: comparing an sNaN raises
     if isinstance(value, float):
