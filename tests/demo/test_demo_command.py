@@ -17,6 +17,7 @@ from support.cli import InProcessCli
 from support.launch import PYTHON
 from support.newcomer import held_store, on_a_terminal
 from toolcards.demo.__main__ import main
+from toolcards.demo.state import STORE, mark_complete
 
 NO_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "TOOLCARDS_WORKSPACES_ROOT")
 
@@ -168,3 +169,36 @@ def test_default_state_lists_the_workspace_files_and_next_steps_work(
     assert "Draft the release notes" in plan.stdout
     again = demo_here(tmp_path)
     assert again.returncode == 0 and "resumed from the SQLite store" in again.stdout
+
+
+@pytest.mark.parametrize(
+    ("first_run_done", "said"),
+    [
+        (True, "interrupted; run it again to resume (or --fresh to start over)"),
+        (False, "interrupted before the team was set up; run it again to start over"),
+    ],
+)
+def test_ctrl_c_is_one_line_saying_what_running_it_again_does(
+    tmp_path: Path,
+    demo_here: Demo,
+    monkeypatch: pytest.MonkeyPatch,
+    first_run_done: bool,
+    said: str,
+) -> None:
+    """(before: a KeyboardInterrupt traceback)"""
+    import toolcards.demo.__main__ as entry
+
+    def interrupted(state: Path, model: str | None = None) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(entry, "run_job", interrupted)
+    state = tmp_path / ".toolcards-demo"
+    if first_run_done:  # what a finished first run leaves: its store and its marker
+        state.mkdir()
+        (state / STORE).touch()
+        mark_complete(state)
+    try:
+        done = demo_here(tmp_path)
+    except KeyboardInterrupt:  # as a failure of this test, not the end of the session
+        pytest.fail("Ctrl-C went through main() as a traceback")
+    assert one_line(done, 130) == said

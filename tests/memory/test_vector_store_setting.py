@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from toolcards.core.card import ToolCard
 from toolcards.runtime import Team
@@ -48,3 +49,15 @@ def test_a_setting_recorded_in_the_store_is_named_after_a_resume(tmp_path: Path)
     line = str(caught.value)
     assert "vector_store='#Docs' (recorded in the team's store)" in line
     assert "'bob' binds vector_store='#VectorStore'" in line
+
+
+@pytest.mark.parametrize("quoted", ["false", "True", " FALSE "])
+def test_a_quoted_true_or_false_is_refused_not_taken_as_a_store_name(quoted: str) -> None:
+    """``vector_store: "false"`` in YAML is a string: the plan was bound to a store named
+    ``false``, recorded so, and the fixed config was refused from then on."""
+    with pytest.raises(ValidationError) as caught:
+        PlanningTool(vector_store=quoted)
+    assert f"give true or false without quotes, or a store's name, not {quoted!r}" in str(
+        caught.value
+    )
+    assert PlanningTool(vector_store="Falsehoods").vector_store == "Falsehoods"

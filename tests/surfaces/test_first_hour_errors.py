@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import anyio
 import pytest
 import yaml
 
-from support.cli import InProcessCli
+from support.cli import EXAMPLE_STATE, InProcessCli
 from support.processes import free_port
 from support.scripted import wait_until
 from surfaces.surface_support import SURFACE_ENV, TOOLCARDS, HttpServer
@@ -402,3 +403,86 @@ def test_an_argument_a_validator_refuses_reads_without_pydantics_prefix(
     assert said.returncode == ExitCode.INVALID
     assert "amount: amount must be even" in said.stdout + said.stderr
     assert "Value error" not in said.stdout + said.stderr
+
+
+# -- 6. a changed card setting, a tools module that fails, nobody to approve -----------------
+
+
+def test_a_card_setting_the_team_recorded_is_one_line_saying_what_to_do(
+    tmp_path: Path, toolcards_cli: InProcessCli
+) -> None:
+    """``vector_store: false`` removed after one call: every command was a 53-line traceback
+    (the team's bind refused the card's new setting, a ValueError nobody caught)."""
+    plan = {"type": "PlanningTool", "vector_store": False}
+    config = write_setup(tmp_path, store="team.db", cards=[plan])
+    task = '{"create": [{"description": "Ship it"}]}'
+    made = toolcards_cli("-c", config, "call", "update_planning", "--json", task, path=(tmp_path,))
+    assert made.returncode == ExitCode.OK, made.stderr
+    write_setup(tmp_path, store="team.db", cards=[{"type": "PlanningTool"}])
+    for argv in (["list"], ["call", "search_planning", "query=ship"], ["team", "status"]):
+        done = toolcards_cli("-c", config, *argv, path=(tmp_path,))
+        assert done.returncode == ExitCode.USAGE, done.stderr
+        [line] = lines(done.stderr)
+        assert line.startswith("error: ") and "cards: tool actor #PlanningTool" in line
+        assert "vector_store=None (recorded in the team's store)" in line
+        assert "put the recorded settings back, or start a fresh team state" in line
+
+
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        ("def shout(text: str) -> str:\n    return text.upper(\n\nTOOLS = [shout]\n",
+         "SyntaxError: '(' was never closed ({file}:2)"),
+        ("raise RuntimeError('no database here')\n", "RuntimeError: no database here"),
+    ],
+)  # fmt: skip
+def test_a_tools_module_that_fails_to_import_is_one_line_naming_why(
+    tmp_path: Path, source: str, said: str, toolcards_cli: InProcessCli
+) -> None:
+    """(before: a SyntaxError or an exception the module raised was a 53-line traceback)"""
+    module = tmp_path / "broken_first_hour_tools.py"
+    module.write_text(source, encoding="utf-8")
+    config = write_setup(tmp_path, tools=["broken_first_hour_tools:TOOLS"])
+    done = toolcards_cli("-c", config, "call", "shout", "text=hi", path=(tmp_path,))
+    assert done.returncode == ExitCode.USAGE, done.stderr
+    [line] = lines(done.stderr)
+    why = said.format(file=module)
+    assert line.endswith(f"tools: cannot import 'broken_first_hour_tools:TOOLS': {why}"), line
+
+
+@pytest.mark.parametrize("approver", [False, True])
+def test_a_call_nobody_could_approve_says_so_and_how_to_add_an_approver(
+    tmp_path: Path, approver: bool, toolcards_cli: InProcessCli
+) -> None:
+    """examples/team's release/ rule: the call said it would wait for an approver, and the
+    config names none. With its commented terminal_approver in, the usual hint is back."""
+    team = tmp_path / "team"
+    shutil.copytree(REPO / "examples" / "team", team, ignore=EXAMPLE_STATE)
+    config = team / "toolcards.yaml"
+    if approver:
+        text = config.read_text(encoding="utf-8")
+        assert text.count("# terminal_approver: {") == 1  # the example, commented out
+        config.write_text(text.replace("# terminal_approver:", "terminal_approver:"))
+    argv = ["call", "workspace_write", "path=release/NOTES.md", "content=x", "-c", config]
+    done = toolcards_cli(*argv, env={"TOOLCARDS_WORKSPACES_ROOT": str(tmp_path / "ws")})
+    assert done.returncode == ExitCode.APPROVAL, done.stderr
+    [line] = lines(done.stderr)
+    assert "a caller cannot approve its own call" in line
+    nobody = f"no principal of {config} holds the approver role"
+    assert (nobody in line) is not approver
+    assert ("principals.terminal_approver: {id: NAME, roles: [approver]}" in line) is not approver
+
+
+def test_an_audit_query_for_a_decision_that_does_not_exist_is_one_line(
+    tmp_path: Path, toolcards_cli: InProcessCli
+) -> None:
+    """``--decision alow`` matched no row: an empty answer, as if nothing had been allowed."""
+    config = write_setup(tmp_path, audit="audit.db")
+    toolcards_cli("-c", config, "call", "transfer", "account=main", "amount=1", path=(tmp_path,))
+    done = toolcards_cli("-c", config, "audit", "query", "--decision", "alow")
+    assert done.returncode == ExitCode.USAGE
+    assert lines(done.stderr) == [
+        "error: --decision: give one of allow, deny, approve, grant, none, not 'alow'"
+    ]
+    allowed = toolcards_cli("-c", config, "--json", "audit", "query", "--decision", "allow")
+    assert [row["tool"] for row in yaml.safe_load(allowed.stdout)] == ["transfer"]

@@ -4,7 +4,7 @@ Options: ``--state DIR`` (default ``./.toolcards-demo``), ``--fresh`` (start ove
 ``--model openai:gpt-4o`` (a real provider instead of the scripted members),
 ``--basic`` (the single-agent card demo). A problem you can fix (a missing provider package or
 API key, a state directory that cannot be used or is in use) is one line on stderr and a
-non-zero exit code: 2 for the command line, 1 for the state.
+non-zero exit code: 2 for the command line, 1 for the state; Ctrl-C is one line and 130.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pydantic_ai
 from toolcards.demo.basic import run
 from toolcards.demo.next_steps import print_next_steps
 from toolcards.demo.report import render
-from toolcards.demo.state import DemoError, clear
+from toolcards.demo.state import DemoError, clear, is_complete
 from toolcards.demo.team_job import TEAM_ID, run_job
 from toolcards.runtime import ModelUnavailable, check_model
 
@@ -34,6 +34,14 @@ def _quiet_pydantic_ai() -> None:
 def _error(message: str, code: int) -> int:
     print(f"error: {message}", file=sys.stderr)
     return code
+
+
+def _interrupted(state: Path) -> str:
+    """The line after Ctrl-C: a run again resumes the team once a first run set it up; before
+    that, it starts over (see :func:`~toolcards.demo.team_job.run_job`)."""
+    if is_complete(state):
+        return "interrupted; run it again to resume (or --fresh to start over)"
+    return "interrupted before the team was set up; run it again to start over"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
         return _error(f"{exc}; or leave out --model for the offline scripted team", 2)
     except DemoError as exc:
         return _error(str(exc), 1)
+    except KeyboardInterrupt:  # Ctrl-C: what the job stored stays, as after any run
+        print(f"\n{_interrupted(state)}", file=sys.stderr)
+        return 130
 
     render(summary)
     print_next_steps(state, TEAM_ID, state_given=args.state is not None)

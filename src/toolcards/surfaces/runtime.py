@@ -177,7 +177,7 @@ class SurfaceRuntime:
                     owned.append(system.shutdown)
                 team = _open_team(config, system)
                 owned.append(team.stop)
-            factory = team.bind(cards, member=config.member_name) if team and cards else None
+            factory = _bind(team, cards, config) if team and cards else None
             registry = _registry(factory, tools)
             shared = open_shared(config, durability=durability)
             owned.append(shared.close)
@@ -296,6 +296,25 @@ def _open_team(config: SurfaceConfig, system: str | ActorSystem) -> Team:
     return Team(team_id, store=store, system=system, trust=trust)
 
 
+RECORDED_FIX = (
+    "; put the recorded settings back, or start a fresh team state (another team_id or store "
+    "in the config)"
+)
+"""What follows a card's settings that differ from those its team's store recorded for the
+card's tool actor (the actor's rows were written under the recorded ones)."""
+
+
+def _bind(team: Team, cards: list[Any], config: SurfaceConfig) -> ToolFactory:
+    """The config's cards bound for its member; a ConfigError when the team refuses them (a
+    card whose settings differ from its tool actor's recorded ones, a missing dependency):
+    the config is what has to change, so it is one line, not a traceback."""
+    try:
+        return team.bind(cards, member=config.member_name)
+    except ValueError as exc:
+        fix = RECORDED_FIX if "(recorded in the team's store)" in str(exc) else ""
+        raise ConfigError(f"{config.source}: cards: {exc}{fix}") from None
+
+
 def _executor(
     registry: CapabilityRegistry,
     policy: Policy,
@@ -381,7 +400,16 @@ def imported(spec: str, source: str, field: str = "tools") -> list[Any]:
                 f"PYTHONPATH=<the folder holding {module_name.partition('.')[0]}.py>)"
             )
         raise ConfigError(f"{source}: {field}: cannot import {spec!r}: {exc}{hint}") from None
+    except Exception as exc:  # the module's own code: a typo, or what it raised when run
+        raise ConfigError(f"{source}: {field}: cannot import {spec!r}: {_raised(exc)}") from None
     return list(value) if isinstance(value, list | tuple) else [value]
+
+
+def _raised(exc: Exception) -> str:
+    """``exc`` in one line: its type and message, and where a SyntaxError is (file:line)."""
+    if isinstance(exc, SyntaxError):
+        return f"SyntaxError: {exc.msg} ({exc.filename}:{exc.lineno})"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _import_tools(spec: str, source: str) -> Iterable[Callable[..., Any]]:

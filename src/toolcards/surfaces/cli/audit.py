@@ -31,6 +31,9 @@ TeamOpt = Annotated[
     typer.Option("--team", help="Read this team's rows (default: the config's team_id)."),
 ]
 _TEAM_HINT = "--team {team} (or team_id: {team} in the config)"
+DECISIONS = ("allow", "deny", "approve", "grant", "none")
+"""An audit entry's ``decision``: the policy's effect, an approver's ``grant`` or ``deny``, or
+``none`` (nothing was decided: an unknown tool, a rejected approval)."""
 
 
 def _audit_log(ctx: typer.Context, state: State, team: str | None = None) -> Any:
@@ -113,7 +116,7 @@ def _cells(e: Any) -> tuple[str, ...]:
 def audit_tail(
     ctx: typer.Context,
     config: ConfigOpt = None,
-    n: Annotated[int, typer.Option("-n", min=1, max=10_000)] = 20,
+    n: Annotated[int, typer.Option("-n", min=1, max=10_000, help="How many entries.")] = 20,
     team: TeamOpt = None,
 ) -> None:
     """The last N audit entries, oldest first."""
@@ -142,10 +145,14 @@ def audit_query(
     config: ConfigOpt = None,
     principal: Annotated[str | None, typer.Option(help="Caller id.")] = None,
     tool: Annotated[str | None, typer.Option(help="Tool name.")] = None,
-    decision: Annotated[str | None, typer.Option(help="allow, deny or approve.")] = None,
+    decision: Annotated[
+        str | None, typer.Option(help="allow, deny, approve, grant or none.")
+    ] = None,
     outcome: Annotated[str | None, typer.Option(help="ok, denied, needs_approval, ...")] = None,
     since: Annotated[str | None, typer.Option(help="30s, 10m, 2h, 1d or ISO time.")] = None,
-    limit: Annotated[int, typer.Option(min=1, max=100_000)] = 100,
+    limit: Annotated[
+        int, typer.Option(min=1, max=100_000, help="At most this many entries.")
+    ] = 100,
     team: TeamOpt = None,
     grant: Annotated[
         str | None, typer.Option("--grant", help="The calls a grant let run, and its rows.")
@@ -153,6 +160,8 @@ def audit_query(
 ) -> None:
     """Audit entries matching every given filter."""
     state = state_of(ctx, config)
+    if decision is not None and decision not in DECISIONS:  # a typo matched no row, silently
+        fail(f"--decision: give one of {', '.join(DECISIONS)}, not {decision!r}", ExitCode.USAGE)
     start = _since(since)
     audit = _audit_log(ctx, state, team)
     entries = audit.query(

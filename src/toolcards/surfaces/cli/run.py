@@ -42,6 +42,12 @@ FAIL_CLOSED_HINT = (
 )
 """What follows the message of a call that failed closed (``needs_approval``: nobody was
 asked), made here or forwarded to a running server."""
+NO_APPROVER_HINT = (
+    "a caller cannot approve its own call, and no principal of {config} holds the approver "
+    "role: add principals.terminal_approver: {{id: NAME, roles: [approver]}} to be asked on "
+    "this terminal, or give a principal roles: [approver] to run `toolcards approvals grant ID`"
+)
+"""What follows it instead when the config names nobody who could ever approve the call."""
 
 
 def _exit_code(name: Literal["USAGE", "FAILED"]) -> int:
@@ -132,7 +138,7 @@ def call_tool(state: State, tool: str, pairs: list[str] | None, json_args: str |
         data = _request(server, "call", tool=tool, args=args)
     code = int(data.pop("exit_code"))
     if data.get("outcome") == "needs_approval" and not state.json:
-        data["message"] += f" ({FAIL_CLOSED_HINT})"
+        data["message"] += f" ({_fail_closed_hint(state)})"
     if state.json:
         emit_json(data, plain=server is not None)
     elif data["ok"]:
@@ -142,6 +148,25 @@ def call_tool(state: State, tool: str, pairs: list[str] | None, json_args: str |
     else:
         print_text(data["message"], stderr=True)
     return code
+
+
+def _fail_closed_hint(state: State) -> str:
+    """:data:`NO_APPROVER_HINT` when no principal of the config (local, a token's, the
+    terminal's approver; an OAuth issuer's could be anyone) holds the approver role, else
+    :data:`FAIL_CLOSED_HINT`: waiting for an approver nobody can be would be the wrong advice."""
+    if state.factory is not None:  # a code-built runtime: no config to read
+        return FAIL_CLOSED_HINT
+    # lazy: the config model (pydantic); only a call that failed closed reads it again
+    from toolcards.surfaces.config import APPROVER_ROLE, ConfigError, load_config
+
+    try:
+        principals = load_config(state.config).principals
+    except ConfigError:
+        return FAIL_CLOSED_HINT
+    named = [principals.local, principals.terminal_approver, *principals.tokens]
+    if principals.oauth is not None or any(p and APPROVER_ROLE in p.roles for p in named):
+        return FAIL_CLOSED_HINT
+    return NO_APPROVER_HINT.format(config=state.config)
 
 
 def _print_value(value: Any) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar
 
-from pydantic import Field, PrivateAttr, StrictInt, TypeAdapter
+from pydantic import Field, PrivateAttr, StrictInt, TypeAdapter, field_validator
 
 from toolcards.core.actors import ActorHandle
 from toolcards.core.card import CardCapability, ToolCard, ToolFunc
@@ -84,6 +84,15 @@ class PlanningTool(ToolCard):
 
     _handle: ActorHandle[PlanningActor] | None = PrivateAttr(default=None)
     _link: VectorLink | None = PrivateAttr(default=None)
+
+    @field_validator("vector_store")
+    @classmethod
+    def _not_a_quoted_switch(cls, value: bool | str) -> bool | str:
+        """A quoted ``"false"`` in YAML is a string, so it named a store ``false``: the plan
+        searched a store nobody fills, and its actor recorded that name."""
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            raise ValueError(f"give true or false without quotes, or a store's name, not {value!r}")
+        return value
 
     @property
     def optional_depends_on(self) -> list[str]:
