@@ -51,13 +51,17 @@ def test_a_setting_recorded_in_the_store_is_named_after_a_resume(tmp_path: Path)
     assert "'bob' binds vector_store='#VectorStore'" in line
 
 
+@pytest.mark.parametrize("card", CARDS)
 @pytest.mark.parametrize("quoted", ["false", "True", " FALSE "])
-def test_a_quoted_true_or_false_is_refused_not_taken_as_a_store_name(quoted: str) -> None:
-    """``vector_store: "false"`` in YAML is a string: the plan was bound to a store named
+def test_a_quoted_true_or_false_is_refused_not_taken_as_a_store_name(
+    card: type[ToolCard], quoted: str
+) -> None:
+    """``vector_store: "false"`` in YAML is a string: the card was bound to a store named
     ``false``, recorded so, and the fixed config was refused from then on."""
     with pytest.raises(ValidationError) as caught:
-        PlanningTool(vector_store=quoted)
+        card.model_validate({"vector_store": quoted})
     assert f"give true or false without quotes, or a store's name, not {quoted!r}" in str(
         caught.value
     )
-    assert PlanningTool(vector_store="Falsehoods").vector_store == "Falsehoods"
+    named = card.model_validate({"vector_store": "Falsehoods"})
+    assert named.model_dump()["vector_store"] == "Falsehoods"

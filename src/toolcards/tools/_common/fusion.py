@@ -12,7 +12,9 @@ import logging
 import re
 from collections.abc import Sequence
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar
+
+from pydantic import AfterValidator
 
 from toolcards.core.actors import ActorHandle
 from toolcards.tools._common.team import team_observer
@@ -69,6 +71,19 @@ def store_name(value: object) -> str:
     if name.lower().startswith("defer-"):  # the team's short-lived workers are named so
         raise ValueError(f"vector store names starting with 'defer-' are reserved, got {name!r}")
     return name
+
+
+def _not_a_quoted_switch(value: bool | str) -> bool | str:
+    """A quoted ``"false"`` in YAML is a string, so it named a store ``false``: the card
+    searched a store nobody fills, and its actor recorded that name."""
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        raise ValueError(f"give true or false without quotes, or a store's name, not {value!r}")
+    return value
+
+
+StoreRef = Annotated[bool | str, AfterValidator(_not_a_quoted_switch)]
+"""A card's ``vector_store`` setting: True (the team's ``#VectorStore``), a store's name, or
+False (keyword search only)."""
 
 
 def store_actor_name(vector_store: bool | str) -> str | None:

@@ -18,6 +18,7 @@ from toolcards.tools._common.batch import parse_batch
 from toolcards.tools._common.caller import writer_of
 from toolcards.tools._common.fusion import (
     KEYWORD_ONLY_NOTICE,
+    StoreRef,
     VectorLink,
     store_actor_name,
     tool_actor_with_link,
@@ -87,7 +88,7 @@ class SearchGraph(BaseToolParam):
 class KnowledgeGraphTool(ToolCard):
     """A knowledge graph shared by the whole team: entities, observations and relations."""
 
-    vector_store: bool | str = True
+    vector_store: StoreRef = True
     """True: the team's ``#VectorStore``; a name: that store; False: keyword search only."""
     get_graph: bool | GetGraph = True
     update_graph: bool | UpdateGraph = True

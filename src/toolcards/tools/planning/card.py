@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar
 
-from pydantic import Field, PrivateAttr, StrictInt, TypeAdapter, field_validator
+from pydantic import Field, PrivateAttr, StrictInt, TypeAdapter
 
 from toolcards.core.actors import ActorHandle
 from toolcards.core.card import CardCapability, ToolCard, ToolFunc
@@ -16,7 +16,12 @@ from toolcards.core.params import BaseToolParam
 from toolcards.core.spec import annotate
 from toolcards.tools._common.batch import parse_batch
 from toolcards.tools._common.caller import writer_of
-from toolcards.tools._common.fusion import VectorLink, store_actor_name, tool_actor_with_link
+from toolcards.tools._common.fusion import (
+    StoreRef,
+    VectorLink,
+    store_actor_name,
+    tool_actor_with_link,
+)
 from toolcards.tools.planning.actor import ACTOR_NAME, COLLECTION, PlanningActor, PlanningConfig
 from toolcards.tools.planning.models import (
     MAX_OWNER,
@@ -73,7 +78,7 @@ class SearchPlanning(BaseToolParam):
 class PlanningTool(ToolCard):
     """A plan shared by the whole team: tasks with owners, dependencies and versions."""
 
-    vector_store: bool | str = True
+    vector_store: StoreRef = True
     """True: the team's ``#VectorStore``; a name: that store; False: keyword search only."""
     get_planning: bool | GetPlanning = True
     get_planning_task: bool | GetPlanningTask = True
@@ -84,15 +89,6 @@ class PlanningTool(ToolCard):
 
     _handle: ActorHandle[PlanningActor] | None = PrivateAttr(default=None)
     _link: VectorLink | None = PrivateAttr(default=None)
-
-    @field_validator("vector_store")
-    @classmethod
-    def _not_a_quoted_switch(cls, value: bool | str) -> bool | str:
-        """A quoted ``"false"`` in YAML is a string, so it named a store ``false``: the plan
-        searched a store nobody fills, and its actor recorded that name."""
-        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            raise ValueError(f"give true or false without quotes, or a store's name, not {value!r}")
-        return value
 
     @property
     def optional_depends_on(self) -> list[str]:
