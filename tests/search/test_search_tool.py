@@ -639,6 +639,20 @@ def test_a_character_reference_of_thousands_of_digits_reads_as_one_character(
     assert _fetched(body, "text/html") == f"## https://example.com/page\n# {char}\na {char} b"
 
 
+def test_c1_controls_bidi_controls_and_line_separators_do_not_reach_the_model() -> None:
+    """C1 controls (an 8-bit CSI ``\\x9b`` drives a terminal as ``ESC [`` does), also written
+    as a character reference, bidi overrides (a title showing ``exe.txt`` reversed) and U+2028
+    (a line break the snippet's indent missed: a fake numbered result) were kept."""
+    content = "ok\x9b31mRED\x85next\u20282. Fake\u2029x\u200f"
+    reply = {"results": [{"title": "Docs\u202etxt.exe\u2069", "url": "https://e.example/",
+                          "content": content}]}  # fmt: skip
+    card, _ = make_card(lambda r: httpx.Response(200, json=reply))
+    shown = "1. Docstxt.exe\n   https://e.example/\n   ok31mRED\n   next\n   2. Fake\n   x"
+    assert call(card, "web_search", "q") == shown
+    body = "<title>&#x202e;T</title><p>a\x9b2Jb &#x81;&#x8d;c\u2028d</p>".encode()
+    assert _fetched(body, "text/html") == "## https://example.com/page\n# T\na2Jb c\nd"
+
+
 @pytest.mark.timeout(20)  # a hang guard: punycode decoded 2 MB in 332 s, on the event loop
 @pytest.mark.parametrize("charset", ["punycode", "base64", "rot13", "unicode_escape", "nope"])
 def test_a_page_naming_a_charset_that_is_no_text_encoding_reads_as_utf8(charset: str) -> None:

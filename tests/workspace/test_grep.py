@@ -10,7 +10,7 @@ from toolcards.core.errors import RetriableError
 from toolcards.tools.workspace.card import GrepParam, WorkspaceTool
 from toolcards.tools.workspace.grep import find_rg, rg_argv
 
-from .conftest import Tools, tools_of
+from .conftest import Tools, grep_tool, tools_of
 
 needs_rg = pytest.mark.skipif(find_rg() is None, reason="ripgrep (rg) is not installed")
 
@@ -182,3 +182,20 @@ def test_auto_takes_python_patterns_that_ripgrep_refuses(tree: Path, pattern: st
     assert "No matches" not in expected or pattern.startswith("(ma)")
     with pytest.raises(RetriableError, match="regex parse error"):
         grep_with("rg")["workspace_grep"](pattern)
+
+
+@pytest.mark.parametrize("engine", ["python", "rg"])
+@pytest.mark.parametrize(
+    ("pattern", "lines"),
+    [("(?-m:^)b", [2, 4]), ("(?-m)^b", [2, 4]), ("(?s-m:^)b", [2, 4]), ("b(?-m:$)", [2, 3, 4])],
+)
+def test_a_pattern_clearing_multiline_in_a_group_finds_every_line_it_matches(
+    ws: Path, engine: str, pattern: str, lines: list[int]
+) -> None:
+    """``(?-m:^)`` cleared the ``MULTILINE`` the Python engine's whole-file pass is compiled
+    with: ``^`` anchored only at the file's start, and lines that match on their own were never
+    looked at. Such a pattern is matched on each line, and gives ripgrep's lines."""
+    (ws / "f.txt").write_text("a\nb\nxb\nb\n")
+    text = ["a", "b", "xb", "b"]
+    expected = [f"f.txt:{n}:{text[n - 1]}" for n in lines]
+    assert grep_tool(engine)(pattern).splitlines() == expected

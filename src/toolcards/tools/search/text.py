@@ -8,7 +8,13 @@ from typing import Any
 
 _SPACES = re.compile(r"[ \t\r\f\v]+")
 _BLANK_LINES = re.compile(r"\n\s*\n(\s*\n)+")
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b\x0e-\x1f\x7f-\x84\x86-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
+"""C0 and C1 controls (an 8-bit CSI ``\\x9b`` drives a terminal as ``ESC [`` does) and bidi
+controls (an override shows ``exe.txt`` reversed): removed."""
+_LINE_BREAK = re.compile("[\x85\u2028\u2029]")
+"""Next line and the line and paragraph separators: read as the line breaks they are."""
 _DECIMAL_REF = re.compile(r"&#([0-9]{8,});?")
 """A decimal character reference of 8 digits or more: ``html.unescape`` reads its number with
 ``int()``, which raises ValueError past 4,300 digits (leading zeros included)."""
@@ -18,10 +24,10 @@ gzip) took 2 s to clean, on the event loop, for the 1,000 characters of one snip
 
 
 def clean(text: object) -> str:
-    """A string with control characters removed and runs of whitespace collapsed (a number
-    read as its digits, any other value as no text)."""
-    text = _string(text)
-    text = _CONTROL.sub("", text)
+    """A string with control and bidi characters removed, other line breaks read as ``\\n``
+    and runs of whitespace collapsed (a number read as its digits, any other value as no
+    text)."""
+    text = _LINE_BREAK.sub("\n", _CONTROL.sub("", _string(text)))
     lines = (_SPACES.sub(" ", line).strip() for line in text.split("\n"))
     return _BLANK_LINES.sub("\n\n", "\n".join(lines)).strip()
 

@@ -57,10 +57,12 @@ MAX_GREP_ENTRIES = MAX_GLOB_ENTRIES
 """Entries (files, directories, links) one workspace_grep walks, as many as a glob: with an
 ``include`` matching nothing, a walk of 300,000 files ran to its end whatever the time limit."""
 _CR_BEFORE_NL = re.compile(r"\r+(?=\n)|\r+\Z")
-_NOT_LINE_LOCAL = ("(?!", "(?<!", "(?>", "*+", "++", "?+", "}+", "\\A", "\\Z", "\\z", "\\G",
-                   "\\K", "(*", "(?r", "(?V1", "{e", "{i", "{d", "{s")  # fmt: skip
-"""Constructs whose meaning depends on text beyond one line (or on pruning): with any of them
-in a pattern, every line is matched on its own instead of the whole file at once."""
+_NOT_LINE_LOCAL = re.compile(r"\(\?(?:[!>r]|<!|V1|[a-zA-Z0-9]*-)|[*+?}]\+|\\[AGKZz]|\(\*|\{[deis]")
+"""Constructs whose meaning depends on text beyond one line (or on pruning): negative
+look-arounds, atomic groups and possessive repeats, ``\\A``, ``\\Z``, ``\\G``, ``\\K``, verbs,
+reverse or V1 matching, fuzzy counts; and inline flags that clear a flag (``(?-m:^)`` anchors
+only at the text's start in the whole-file pass, which is compiled ``MULTILINE``). With any of
+them in a pattern, every line is matched on its own instead of the whole file at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +204,7 @@ def grep_python(
 
     deadline = files.walk_within(options.timeout_s)
     whole = None
-    if not any(token in pattern.pattern for token in _NOT_LINE_LOCAL):
+    if _NOT_LINE_LOCAL.search(pattern.pattern) is None:
         whole = regex.compile(pattern.pattern, pattern.flags | regex.MULTILINE)
     limit = options.max_matches
     hits: list[GrepHit] = []
