@@ -185,6 +185,42 @@ def test_a_numeric_string_past_decimals_exponent_range_counts_against_the_caller
             assert _bounded("min", 0).decide(ALICE, "pay", {"x": value}).needs_approval
 
 
+@pytest.mark.parametrize(
+    ("effect", "op", "limit", "across"),
+    [
+        ("deny", "min", 1000, "999.99999999999999999"),
+        ("deny", "max", 0, "1e-400"),
+        ("approve", "min", 1000, "999.99999999999999999"),
+        ("deny", "min", 10**21, 10**21 - 1),  # an int: the tool is handed 1e21
+    ],
+)
+def test_a_numeric_string_whose_float_crosses_a_deny_or_approve_bound_is_not_run(
+    effect: str, op: str, limit: int, across: str | int
+) -> None:
+    """A tool taking a float is handed the float the string (or int) rounds to:
+    "999.99999999999999999" was under a deny ``min: 1000`` and ran with 1000.0, "1e-400" was over a deny ``max: 0``
+    and ran with 0.0. The exact value and the float on two sides of the bound (or a string
+    ``float`` does not read, which no tool taking a float is handed): not evaluable, against
+    the caller; one side decides as before."""
+    ran: list[float] = []
+
+    def pay(amount: float) -> str:
+        """Pay."""
+        ran.append(amount)
+        return "paid"
+
+    conditions = {"arguments": {"amount": {op: limit}}}
+    bounded = {"targets": ["pay"], "effect": effect, "conditions": conditions}
+    policy = _policy(bounded, {"targets": ["pay"], "effect": "allow"})
+    executor = Executor(CapabilityRegistry.from_tools([pay]), policy)
+    stopped = Outcome.DENIED if effect == "deny" else Outcome.NEEDS_APPROVAL
+    assert asyncio.run(executor.call("pay", {"amount": across}, ALICE)).outcome == stopped
+    assert policy.decide(ALICE, "pay", {"amount": "\x1c5\x1c"}).effect == effect
+    inside = "999.5" if op == "min" else "0.5"
+    assert asyncio.run(executor.call("pay", {"amount": inside}, ALICE)).ok
+    assert ran == [float(inside)]
+
+
 def test_argument_condition_that_cannot_be_evaluated_counts_against_the_caller() -> None:
     policy = _policy(
         {

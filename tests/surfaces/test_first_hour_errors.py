@@ -473,6 +473,29 @@ def test_a_call_nobody_could_approve_says_so_and_how_to_add_an_approver(
     assert ("principals.terminal_approver: {id: NAME, roles: [approver]}" in line) is not approver
 
 
+@pytest.mark.parametrize("other", [False, True])
+def test_a_call_only_its_own_caller_could_approve_says_nobody_could(
+    tmp_path: Path, other: bool, toolcards_cli: InProcessCli
+) -> None:
+    """``local`` and its own token hold the approver role: the CLI calls as ``local``, who
+    cannot approve its own call, so nobody could (before: the usual wait-for-an-approver
+    hint). A token of another principal holding it brings the usual hint back."""
+    me = {"id": "me", "roles": ["writer", "approver"]}
+    tokens = [{"token_sha256": "sha256:" + "a" * 64, **me}]
+    if other:
+        tokens.append({"token_sha256": "sha256:" + "b" * 64, "id": "rita", "roles": ["approver"]})
+    config = write_setup(tmp_path, principals={"local": me, "tokens": tokens})
+    policy = {"default_effect": "deny", "rules": [{"targets": ["transfer"], "effect": "approve"}]}
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(policy), encoding="utf-8")
+    done = toolcards_cli(
+        "-c", config, "call", "transfer", "account=main", "amount=5", path=(tmp_path,)
+    )
+    assert done.returncode == ExitCode.APPROVAL, done.stderr
+    [line] = lines(done.stderr)
+    assert "a caller cannot approve its own call" in line
+    assert (f"no principal of {config} holds the approver role" in line) is not other
+
+
 def test_an_audit_query_for_a_decision_that_does_not_exist_is_one_line(
     tmp_path: Path, toolcards_cli: InProcessCli
 ) -> None:

@@ -124,10 +124,8 @@ class ArgCondition:
         value = args[self.name]
         op = self.op
         if op in ("min", "max"):
-            num = as_number(value)
-            if num is None:
-                return None
-            return bool(num >= self.operand) if op == "min" else bool(num <= self.operand)
+            answers = {self._within(num) for num in _readings(value)}
+            return answers.pop() if len(answers) == 1 else None  # no number, or two answers
         if op in ("eq", "ne"):
             if json_kind(value) != json_kind(self.operand):
                 return None  # "true" is not true, though the tool may be handed True
@@ -150,6 +148,10 @@ class ArgCondition:
                 return None
         return None  # pragma: no cover - ops are validated at load time
 
+    def _within(self, num: int | float | Decimal) -> bool:
+        """``num`` is within this ``min`` or ``max``."""
+        return bool(num >= self.operand) if self.op == "min" else bool(num <= self.operand)
+
 
 def json_kind(value: Any) -> str | None:
     """The JSON type of ``value``: null, boolean, number, string, array or object (None: no
@@ -170,8 +172,9 @@ def json_kind(value: Any) -> str | None:
 def as_number(value: Any) -> int | float | Decimal | None:
     """The exact number of an int, float, Decimal, bool or numeric string (None: not a number,
     or NaN). A numeric string is a Decimal, not a float: a float of "100.0000000000000001" or
-    of 10**18 + 1 is 100 or 10**18, yet the tool acts on the exact value, so a ``max`` would
-    pass an amount over it. Python compares int, float and Decimal exactly with each other."""
+    of 10**18 + 1 is 100 or 10**18, yet a tool taking a Decimal or an int acts on the exact
+    value, so a ``max`` would pass an amount over it (a tool taking a float: :func:`_readings`).
+    Python compares int, float and Decimal exactly with each other."""
     if isinstance(value, str) and _NUMERIC.match(value):
         try:
             return Decimal(value)
@@ -182,6 +185,25 @@ def as_number(value: Any) -> int | float | Decimal | None:
     if isinstance(value, float):
         return None if math.isnan(value) else value  # NaN: neither over nor under a limit
     return value if isinstance(value, int) else None  # a huge int: exact, compared cheaply
+
+
+def _readings(value: Any) -> tuple[int | float | Decimal, ...]:
+    """The numbers a tool may be handed for ``value``: its exact number (:func:`as_number`)
+    and, for a numeric string, an int or a Decimal, the float it rounds to, which a tool
+    taking a float is handed ("999.99999999999999999": 1000.0, "1e-400": 0.0, 10**21 - 1:
+    1e21); an int a tool parses from a string equals the exact number. Empty: no number, or
+    a string ``float`` does not read."""
+    num = as_number(value)
+    if num is None:
+        return ()
+    if isinstance(value, bool | float):
+        return (num,)
+    try:
+        return num, float(value)
+    except OverflowError:  # an int past any float: no float tool is handed it
+        return (num,)
+    except ValueError:  # a separator (\x1c-\x1f) Decimal strips around it and float does not
+        return ()
 
 
 def _float(value: Any) -> float | None:

@@ -151,8 +151,9 @@ def call_tool(state: State, tool: str, pairs: list[str] | None, json_args: str |
 
 
 def _fail_closed_hint(state: State) -> str:
-    """:data:`NO_APPROVER_HINT` when no principal of the config (local, a token's, the
-    terminal's approver; an OAuth issuer's could be anyone) holds the approver role, else
+    """:data:`NO_APPROVER_HINT` when no principal of the config (a token's, the terminal's
+    approver; an OAuth issuer's could be anyone) holds the approver role but the caller,
+    ``local`` (and its own tokens), who cannot approve its own call; else
     :data:`FAIL_CLOSED_HINT`: waiting for an approver nobody can be would be the wrong advice."""
     if state.factory is not None:  # a code-built runtime: no config to read
         return FAIL_CLOSED_HINT
@@ -163,8 +164,9 @@ def _fail_closed_hint(state: State) -> str:
         principals = load_config(state.config).principals
     except ConfigError:
         return FAIL_CLOSED_HINT
-    named = [principals.local, principals.terminal_approver, *principals.tokens]
-    if principals.oauth is not None or any(p and APPROVER_ROLE in p.roles for p in named):
+    caller = principals.local.id if principals.local is not None else None
+    others = [p for p in (principals.terminal_approver, *principals.tokens) if p and p.id != caller]
+    if principals.oauth is not None or any(APPROVER_ROLE in p.roles for p in others):
         return FAIL_CLOSED_HINT
     return NO_APPROVER_HINT.format(config=state.config)
 
