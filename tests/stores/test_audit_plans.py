@@ -1,7 +1,8 @@
 """Each secondary index of the SQLite audit table serves a query a reader runs: the filters of
-`toolcards audit query` and the dashboard (a caller, a tool, a time range, a grant) and the
-row a durable recovery looks for (its call id, tool and caller since a time). An index
-dropped to make rows cheaper to write turns one of these into a scan of the team's rows."""
+`toolcards audit query` and the dashboard (a caller, a tool, a time range, a grant), the
+row a durable recovery looks for (its call id, tool and caller since a time) and the rows of a
+response's hidden calls (their keys). An index dropped to make rows cheaper to write turns
+one of these into a scan of the team's rows."""
 
 from __future__ import annotations
 
@@ -36,6 +37,11 @@ QUERIES = {
         "AND ts>?",
     ),
     "grant": ("grant_id = ?", "audit_team_grant", "team_id=? AND grant_id=?"),
+    "hidden calls of a response": (
+        audit_sql.keys_of(3),
+        "audit_team_hidden_key",
+        "team_id=? AND row_key=?",
+    ),
 }
 
 

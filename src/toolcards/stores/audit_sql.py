@@ -62,11 +62,17 @@ CREATE TABLE IF NOT EXISTS audit_chain (
     older_id BIGINT
 )
 """
-INDEXES = """
+KEYED = "hidden:"
+"""The prefix of the row keys :func:`keys_of` finds (rows a governed toolset writes for calls
+its model made to tools hidden from it): only those rows are in the key index, so the rows of
+every other call pay nothing for it."""
+_KEYED_ROWS = f"substr(row_key, 1, {len(KEYED)}) = '{KEYED}'"  # equal bytes under any collation
+INDEXES = f"""
 CREATE INDEX IF NOT EXISTS audit_team_principal_ts ON audit(team_id, principal, ts);
 CREATE INDEX IF NOT EXISTS audit_team_tool_ts ON audit(team_id, tool, ts);
 CREATE INDEX IF NOT EXISTS audit_team_ts ON audit(team_id, ts);
-CREATE INDEX IF NOT EXISTS audit_team_grant ON audit(team_id, grant_id) WHERE grant_id IS NOT NULL
+CREATE INDEX IF NOT EXISTS audit_team_grant ON audit(team_id, grant_id) WHERE grant_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS audit_team_hidden_key ON audit(team_id, row_key) WHERE {_KEYED_ROWS}
 """
 MIGRATION = TeamColumn(
     "audit",
@@ -198,6 +204,13 @@ def select(where: str) -> str:
     condition's values, then the limit), newest first."""
     condition = f"team_id = ? AND ({where})" if where else "team_id = ?"
     return f"SELECT id, {COLUMNS} FROM audit WHERE {condition} ORDER BY id DESC LIMIT ?"
+
+
+def keys_of(keys: int) -> str:
+    """The condition of a caller's rows made under any of ``keys`` keys, each starting with
+    :data:`KEYED` (``?`` placeholders: the caller, then the keys), searched by the team's key
+    index (:func:`select`)."""
+    return f"principal = ? AND {_KEYED_ROWS} AND row_key IN ({', '.join('?' * keys)})"
 
 
 def write(

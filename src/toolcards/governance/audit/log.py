@@ -29,7 +29,7 @@ from toolcards.governance.redaction.redactor import (
     storable,
 )
 from toolcards.stores.audit_chain import ChainCheck, ChainReport
-from toolcards.stores.audit_sql import join, row_json
+from toolcards.stores.audit_sql import join, keys_of, row_json
 from toolcards.stores.base import AuditTable
 from toolcards.stores.location import StoreLocation
 from toolcards.stores.open import open_audit_table
@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 _MAX_BATCH = 4096
 _VERIFY_PAGE = 5000
 _VERIFY_ROUNDS = 100
+_KEYS_A_STATEMENT = 400  # within the 999 values SQLite before 3.32 takes a statement
 
 
 class AuditRecord(NamedTuple):
@@ -442,8 +443,8 @@ class AuditLog:
         ``before`` keeps entries whose ``id`` is below it: the next page back from a page whose
         oldest entry has that id. ``grant_id``: the calls a grant let through, and its own
         rows (made, revoked). ``key``: the row made under that key (:attr:`AuditRecord.key`;
-        give ``principal`` and ``since`` too: the key has no index). Nothing found where the
-        team has no row at all: see :meth:`elsewhere`."""
+        :meth:`keyed` asks for many). Nothing found where the team has no row at all: see
+        :meth:`elsewhere`."""
         self._caught_up()
         where: list[str] = []
         params: list[Any] = []
@@ -471,6 +472,27 @@ class AuditLog:
         with self._lock:
             rows = self._db.select(" AND ".join(where), params, int(limit))
         return [_entry(r) for r in reversed(rows)]
+
+    def keyed(self, principal: str, keys: Iterable[str], timeout: float) -> set[str]:
+        """Which of ``keys`` (each starting with :data:`~toolcards.stores.audit_sql.KEYED`)
+        are keys of ``principal``'s committed rows (:attr:`AuditRecord.key`), looked up by the
+        key index, hundreds a statement. Unlike :meth:`query` it waits
+        for no queued row: a caller remembers the keys it gave. :class:`TimeoutError` when the
+        log stays busy ``timeout`` seconds (its writer waiting for another process's lock)."""
+        if not self._lock.acquire(timeout=timeout):
+            raise TimeoutError(f"audit log busy for {timeout:g}s")
+        found: set[str] = set()
+        rest = list(keys)
+        try:
+            while rest:
+                chunk, rest = rest[:_KEYS_A_STATEMENT], rest[_KEYS_A_STATEMENT:]
+                rows = self._db.select(keys_of(len(chunk)), [principal, *chunk], len(chunk))
+                found.update(row[-1] for row in rows)
+                if len(rows) == len(chunk):  # rows of one key may have kept another's out
+                    rest = [key for key in chunk if key not in found] + rest
+        finally:
+            self._lock.release()
+        return found
 
     def tail(self, n: int = 20) -> list[AuditEntry]:
         """The last ``n`` entries, oldest first."""

@@ -215,8 +215,9 @@ class GovernedToolset(WrapperToolset[Any]):
         Only names this toolset lists and the policy hides are written, as ``call_tool`` writes
         them: a name another toolset of the agent answers, or one no toolset offered the step
         that made the call (``ctx.tool_manager``), is not this toolset's to record, and a name
-        no toolset knows would be written once by each governed toolset of the agent. ``step``
-        is this toolset as prepared for the step (its listing is the one the step is offered)."""
+        no toolset knows would be written once by each governed toolset of the agent; the calls
+        of a response past a cap share one row (:class:`~.hidden.Unwritten`). ``step`` is this
+        toolset as prepared for the step (its listing is the one the step is offered)."""
         response, calls = self.hidden_calls.unanswered(ctx)
         if response is None or not calls:
             return
@@ -226,9 +227,12 @@ class GovernedToolset(WrapperToolset[Any]):
         tools = listed.tools if listed is not None else {}
         hidden = [(i, p) for i, p in calls if p.tool_name in tools and p.tool_name not in view]
         audit = self.executor.audit
-        for part, key in self.hidden_calls.unwritten(response, hidden, identity, audit):
+        unwritten = await self.hidden_calls.unwritten(response, hidden, identity, audit)
+        for part, key in unwritten.calls:
             args = part.args_as_dict()
             self._unknown(part.tool_name, args, identity, part.tool_call_id, view, listed, key)
+        if unwritten.more and audit is not None:
+            audit.record(unwritten.more_record(identity, SURFACE, self.policy.redaction))
 
     def _unknown(
         self,
