@@ -11,7 +11,7 @@ import random
 import re
 import sysconfig
 import tracemalloc
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, SupportsIndex
 
@@ -27,7 +27,7 @@ from toolcards.tools.workspace.edits import (
     apply_edit,
     compose_spans,
 )
-from toolcards.tools.workspace.indentation import MAX_MATCHES
+from toolcards.tools.workspace.indentation import MAX_MATCHES, MAX_OCCURRENCES
 from toolcards.tools.workspace.locate import MAX_RATIO_WORK, closest_region
 from toolcards.tools.workspace.models import EditItem
 
@@ -222,6 +222,29 @@ def test_a_replace_all_of_more_places_than_one_edit_may_change_is_refused_as_the
         tracemalloc.stop()
     assert peak < 5 * 1024 * 1024  # before: no refusal (33, 70 and 4.9 MiB)
     assert apply_edit(line * MAX_MATCHES, old, new, replace_all=True).count == MAX_MATCHES
+
+
+@pytest.mark.parametrize(
+    ("text", "old", "new"),
+    [
+        (lambda n: "\t \nx\n" * n + " \nx\n", " \nx", " \nxx"),
+        (lambda n: "    x\n" + "yx" * n + "\n", "  x", "  z"),
+    ],
+    ids=["inside-indentation", "after-code"],
+)
+def test_occurrences_that_are_no_match_count_against_a_bound_as_they_are_found(
+    text: Callable[[int], str], old: str, new: str
+) -> None:
+    """Attack: occurrences of old_string that are no match were looked at one by one, none
+    counted: a multi-line one starting with a space, inside the indentation of 3,000,000 lines
+    (one edit: 12 s; a multi-edit of 500 edits: 49 min holding the workspace lock), and the code
+    of a one-line one found only inside deeper indentation, after the code of a line 3,000,000
+    times. Every occurrence looked at counts: past the bound the edit is refused; with the
+    bound's number of occurrences, the one match is changed."""
+    with pytest.raises(RetriableError, match=f"^old_string stands in more than {MAX_OCCURRENCES} "):
+        apply_edit(text(MAX_OCCURRENCES), old, new)  # before: applied
+    result = apply_edit(text(MAX_OCCURRENCES - 1), old, new)
+    assert result.count == 1 and new in result.text
 
 
 def _spliced(text: str, places: list[tuple[int, int, str]]) -> tuple[str, list[Span]]:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import operator
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import SupportsIndex
+from typing import Any, SupportsIndex
 
 import pytest
 
@@ -483,10 +484,11 @@ def test_hunks_are_looked_for_near_their_line_not_through_the_rest_of_the_file()
     35 s under the workspace lock. Now the lines read stay near each hunk's line."""
     lines = 200_000
     before = "".join(f"L{i:07d}\n" for i in range(lines))
-    patched = PatchedText(before, "big.txt", patch_work())
+    patched = PatchedText(before, patch_work())
     patched.lines = read = _Reads(patched.lines)
-    applied = patched.apply_all(parse_patch(_insertions(500))[0].hunks)
-    assert applied.text.count("\nnew") == 500 and applied.text.endswith(f"L{lines - 1:07d}\n")
+    patched.apply_all(parse_patch(_insertions(500))[0].hunks, "big.txt")
+    after = patched.text()
+    assert after.count("\nnew") == 500 and after.endswith(f"L{lines - 1:07d}\n")
     assert read.read <= 2 * (500 * 2 + lines)  # before: 200,000,000
 
 
@@ -552,6 +554,24 @@ def test_a_hunk_tried_with_differing_context_is_charged_the_lines_compared(
     assert (ws / "f.txt").read_text() == before
 
 
+@pytest.mark.timeout(60)  # a bound, not a measurement
+def test_long_lines_read_for_hunks_whose_context_differs_are_charged_their_size(
+    tools: Tools, ws: Path
+) -> None:
+    """Attack: 1,000 hunks whose context line differs from the file's, against a file ending
+    in 200 CR LF lines of 64 KiB: each hunk copied those lines without their CRs twice, looking
+    for its changed lines, charged a step a line: 15 s holding the workspace lock. The lines
+    read are now charged their size as well: 100 such hunks are refused, the file untouched."""
+    before = "".join(f"c{i}\r\na{i}\r\n" for i in range(100)) + ("y" * 65_536 + "\r\n") * 200
+    (ws / "f.txt").write_bytes(before.encode())
+    hunks = "".join(
+        f"@@ -{2 * i + 1},2 +{2 * i + 1},2 @@\n c{i}X\r\n-a{i}\r\n+b{i}\r\n" for i in range(100)
+    )
+    with pytest.raises(RetriableError, match="too many places"):  # before: applied
+        tools["workspace_patch"](f"--- a/f.txt\n+++ b/f.txt\n{hunks}")
+    assert (ws / "f.txt").read_bytes() == before.encode()
+
+
 def test_sections_naming_one_file_share_one_budget(tools: Tools, ws: Path) -> None:
     """Attack: each section of a patch naming the same file was weighed with a fresh budget:
     200 sections spent 178 times the bound in one call (90 s). One section costing well over
@@ -569,19 +589,56 @@ def test_sections_naming_one_file_share_one_budget(tools: Tools, ws: Path) -> No
     assert (ws / "f.txt").read_text().endswith("x\nz\nw\n")
 
 
-@pytest.mark.timeout(60)  # a bound, not a measurement
-def test_each_section_naming_a_large_file_is_charged_its_lines(tools: Tools, ws: Path) -> None:
-    """Attack: one-line changes to a file of 1,000,000 lines, each in a section of its own,
-    split the file into lines and joined it again per section (60 sections: 16 s). Each
-    section now costs the file's lines: 20 sections of a 500,000-line file are refused."""
-    before = "".join(f"L{i}\n" for i in range(500_000))
-    (ws / "f.txt").write_text(before)
+def _changes(count: int) -> tuple[str, str, str]:
+    """A file of 500,000 lines, a patch changing its first ``count`` lines one section each,
+    and the file after it."""
+    lines = [f"L{i}\n" for i in range(500_000)]
     patch = "".join(
-        f"--- a/f.txt\n+++ b/f.txt\n@@ -{i + 1} +{i + 1} @@\n-L{i}\n+M{i}\n" for i in range(20)
+        f"--- a/f.txt\n+++ b/f.txt\n@@ -{i + 1} +{i + 1} @@\n-L{i}\n+M{i}\n" for i in range(count)
     )
-    with pytest.raises(RetriableError, match="too many places"):
-        tools["workspace_patch"](patch)
-    assert (ws / "f.txt").read_text() == before
+    return "".join(lines), patch, "".join([f"M{i}\n" for i in range(count)] + lines[count:])
+
+
+def _top_insertions(count: int) -> tuple[str, str, str]:
+    """A file of two lines, one of 4 MiB, a patch inserting ``count`` lines at its top one
+    section each, and the file after it."""
+    before = "a\n" + "x" * (4 << 20) + "\n"
+    patch = "".join(f"--- a/f.txt\n+++ b/f.txt\n@@ -0,0 +1 @@\n+b{i}\n" for i in range(count))
+    return before, patch, "".join(f"b{i}\n" for i in reversed(range(count))) + before
+
+
+def _calls(monkeypatch: pytest.MonkeyPatch, owner: type, name: str) -> list[None]:
+    """A list that grows by one at each call of ``owner``'s method ``name`` (which still runs)."""
+    calls: list[None] = []
+    method = getattr(owner, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(None)
+        return method(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
+@pytest.mark.timeout(60)  # a bound, not a measurement
+@pytest.mark.parametrize(
+    "case", [lambda: _changes(60), lambda: _top_insertions(200)], ids=["lines", "long-line"]
+)
+def test_a_file_named_in_many_sections_is_split_once_and_joined_once(
+    tools: Tools, ws: Path, monkeypatch: pytest.MonkeyPatch, case: Callable[[], tuple[str, ...]]
+) -> None:
+    """Attack: each section of a patch naming one file split the file's whole text into lines
+    and joined it again (60 one-line changes to a file of 1,000,000 lines: 16 s; 300 lines
+    inserted at the top of a file of two lines, one of 19 MiB, charged 3 steps each: 27 s
+    holding the workspace lock). The file is now split when its first section is applied and
+    joined at the commit, once each, however many sections name it."""
+    before, patch, after = case()
+    (ws / "f.txt").write_text(before)
+    splits = _calls(monkeypatch, PatchedText, "__init__")
+    joins = _calls(monkeypatch, PatchedText, "text")
+    tools["workspace_patch"](patch)
+    assert (len(splits), len(joins)) == (1, 1)  # before: one of each per section
+    assert (ws / "f.txt").read_text() == after
 
 
 @pytest.mark.timeout(60)  # a bound, not a measurement

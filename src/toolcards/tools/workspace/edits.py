@@ -8,7 +8,8 @@ typographic quotes, ``read`` line-number prefixes undone, then the levels again)
 several matches stops the cascade with an error listing their lines; no level matching gives an
 error quoting the closest region. There is never a fuzzy-similarity guess. The line levels of one
 edit compare at most :data:`MAX_WORK` lines: past it the edit is refused; so is an edit of more
-than :data:`~.indentation.MAX_MATCHES` places, as they are found. A result longer than the
+than :data:`~.indentation.MAX_MATCHES` places, or one whose old_string stands in more than
+:data:`~.indentation.MAX_OCCURRENCES`, as they are found. A result longer than the
 workspace's text-file cap is refused before it is built. The diff an edit answers with is
 made from the places it changed (:func:`unified_diffs`).
 """

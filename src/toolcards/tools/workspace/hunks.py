@@ -32,11 +32,11 @@ the file CR LF); an added line with a CR in a diff whose old lines have none kee
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from toolcards.core.errors import RetriableError
 from toolcards.tools.workspace.edits import quote_lines
-from toolcards.tools.workspace.fuzzy import Fuzzy, bare, fuzzy_places
+from toolcards.tools.workspace.fuzzy import SCAN_CHARS, Fuzzy, bare, copy_cost, fuzzy_places
 from toolcards.tools.workspace.locate import closest_region
 from toolcards.tools.workspace.patch import Hunk
 from toolcards.tools.workspace.work_budget import WorkBudget
@@ -64,7 +64,6 @@ long as the one looked for character by character, ~16 ns per ``SCAN_CHARS`` cha
 16, not 8: an LF diff of 200 hunks near the top of a 100,000-line CRLF file misses the exact
 tier once a hunk and reads on to the end; at 8 it ran out of budget, at 16 it applies (the
 worst case still about a second)."""
-SCAN_CHARS = 256
 MOVE_LINES = 128
 """Lines moved per step of ``MAX_WORK`` when a hunk that changes the line count is written:
 the lines after it shift in C, ~0.75 ns a line (20,000 one-line insertions into a file of
@@ -79,39 +78,53 @@ class _Near:
     """Other places less than twice as far (empty when ``pos`` is clearly the nearest)."""
 
 
-@dataclass
-class Applied:
-    text: str
-    notes: list[str] = field(default_factory=list)
-
-
 class PatchedText:
-    """One file's text while its hunks are applied: its lines (each with the CR of a CR LF
-    ending), whether it ends with a newline, and where the next hunk may go."""
+    """One file's text while a patch's sections are applied to it, split into lines once for
+    all of them and joined once at the end (a patch naming a file of two lines, one of 19 MiB,
+    in 300 sections split and joined it at each: 27 s holding the workspace lock): its lines
+    (each with the CR of a CR LF ending), whether it ends with a newline, and, in a section,
+    where the next hunk may go."""
 
-    def __init__(self, text: str, rel: str, work: WorkBudget) -> None:
-        self.rel = rel
+    def __init__(self, text: str, work: WorkBudget) -> None:
+        self.rel = ""
         self.lines = text.split("\n") if text else []
         self.final_nl = text.endswith("\n") or not text
         if text.endswith("\n"):
             self.lines.pop()
-        self.crlf = 2 * text.count("\r\n") > text.count("\n")  # of the lines ended by an LF
+        self._crs = text.count("\r\n") + text.endswith("\r")  # the lines ending with a CR
+        self.crlf = False
         self.floor = 0
         self.delta = 0
         self.notes: list[str] = []
         self._keyed: dict[str, list[str]] = {}
         self._work = work
-        # each line a string split out, and joined at the end: about a step (a patch naming
-        # one file of 1,000,000 lines in 60 sections took 16 s splitting and joining it)
-        work.spend(len(self.lines))
+        # each line a string split out, and joined at the end, its characters copied each time
+        work.spend(len(self.lines) + len(text) // SCAN_CHARS)
 
     def text(self) -> str:
         return "\n".join(self.lines) + ("\n" if self.final_nl and self.lines else "")
 
-    def apply_all(self, hunks: list[Hunk]) -> Applied:
+    def apply_all(self, hunks: list[Hunk], rel: str) -> list[str]:
+        """Apply one section's hunks, in order, to the text as the sections before left it;
+        the notes on hunks whose context differed. RetriableError naming the failing hunk (of
+        file ``rel``), or saying the hunk was applied before, or that the work ran out."""
+        self._start(rel)
         for number, hunk in enumerate(hunks, 1):
             self.apply(number, hunk)
-        return Applied(self.text(), self.notes)
+        return self.notes
+
+    def _start(self, rel: str) -> None:
+        """A section's start: its hunks placed from the file's start, their line numbers as the
+        text stands. A text a hunk left ending with an empty line and no newline reads as it
+        would on disk: ending with a newline (empty: no line and a final newline)."""
+        if not self.final_nl and self.lines[-1:] in ([], [""]):
+            for lines in (self.lines, *self._keyed.values()):
+                del lines[-1:]
+            self.final_nl = True
+        ended = len(self.lines) - (not self.final_nl)  # the lines ended by an LF
+        open_cr = not self.final_nl and self.lines[-1].endswith("\r")
+        self.crlf = 2 * (self._crs - open_cr) > ended
+        self.rel, self.floor, self.delta, self.notes = rel, 0, 0, []
 
     # ---- placing a hunk -------------------------------------------------------------------
 
@@ -249,7 +262,7 @@ class PatchedText:
         if tier == "exact":
             return self.lines
         if tier not in self._keyed:
-            self._work.spend(len(self.lines))
+            self._work.spend(copy_cost(self.lines))
             self._keyed[tier] = [key(x) for x in self.lines]
         return self._keyed[tier]
 
@@ -391,6 +404,7 @@ class PatchedText:
         if len(out) != last - first:
             moved = (len(self.lines) - last) * (1 + len(self._keyed))
             self._work.spend(moved // MOVE_LINES)
+        self._crs += _with_cr(out) - _with_cr(self.lines[first:last])
         self.lines[first:last] = out
         for name, key in _TIERS:
             if name in self._keyed:
@@ -504,6 +518,11 @@ class PatchedText:
         )
 
 
+def _with_cr(lines: list[str]) -> int:
+    """How many of ``lines`` end with a CR."""
+    return sum(line.endswith("\r") for line in lines)
+
+
 def _offset(block: list[str], part: list[str]) -> int | None:
     """Where ``part`` stands inside ``block`` at its start or end, or None. A place of one
     side inside the other side's place is implied by it, not a match of its own: a hunk that
@@ -528,10 +547,3 @@ def patch_work() -> WorkBudget:
             "context lines to the hunks, or send fewer hunks at once"
         ),
     )
-
-
-def apply_hunks(text: str, hunks: list[Hunk], rel: str, work: WorkBudget) -> Applied:
-    """Apply ``hunks`` in order to ``text`` (as on disk), charging ``work`` (the patch call's
-    :func:`patch_work`); RetriableError naming the failing hunk, or saying the hunk was applied
-    before, or that the work ran out."""
-    return PatchedText(text, rel, work).apply_all(hunks)

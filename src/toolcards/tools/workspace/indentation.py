@@ -37,6 +37,15 @@ _TOO_MANY = (
     f"old_string matches more than {MAX_MATCHES} places, more than one edit changes; "
     "include more surrounding text to make it rarer"
 )
+MAX_OCCURRENCES = 2 * MAX_MATCHES
+"""Occurrences of old_string (of its code, for the heads of lines) one edit looks at, matches
+or not, counted as they are found: past them the edit is refused (3,000,000 occurrences of
+``" \\nx"`` inside indentation, none a match and so none counted, took 12 s holding the
+workspace lock)."""
+_TOO_MANY_OCCURRENCES = (
+    f"old_string stands in more than {MAX_OCCURRENCES} places (matches or not), more than one "
+    "edit looks at; include more surrounding text to make it rarer"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,18 +111,29 @@ def add_match(found: list[Match], match: Match) -> None:
     found.append(match)
 
 
+def _occurrences(text: str, old: str) -> Iterator[int]:
+    """Where ``old`` stands in ``text``, left to right, without overlap; RetriableError past
+    :data:`MAX_OCCURRENCES`."""
+    pos = text.find(old)
+    for _ in range(MAX_OCCURRENCES):
+        if pos == -1:
+            return
+        yield pos
+        pos = text.find(old, pos + len(old))
+    if pos != -1:
+        raise RetriableError(_TOO_MANY_OCCURRENCES)
+
+
 def exact_matches(text: str, old: str, new: str) -> list[Match]:
     """Occurrences of ``old`` in ``text``, left to right, without overlap (see the module)."""
     found: list[Match] = []
     anchored = False
     lines = Lines(text)
-    pos = text.find(old)
-    while pos != -1:
+    for pos in _occurrences(text, old):
         occurrence = _occurrence(text, pos, lines, old, new, found[-1].end if found else 0)
         if occurrence is not None:
             add_match(found, occurrence[0])
             anchored = anchored or not occurrence[1]
-        pos = text.find(old, pos + len(old))
     if anchored or not found:
         return found
     if old.endswith("\n"):
@@ -162,8 +182,7 @@ def _line_heads(text: str, old: str, new: str) -> list[Match]:
     base = width(old[: len(old) - len(code)])
     found: list[Match] = []
     lines = Lines(text)
-    pos = text.find(code)
-    while pos != -1:
+    for pos in _occurrences(text, code):
         line, start = lines.of(pos), lines.start
         if pos <= lines.code():
             if found and start < found[-1].end:
@@ -173,5 +192,4 @@ def _line_heads(text: str, old: str, new: str) -> list[Match]:
                 found,
                 Match(start, pos + len(code), line, new, width(indent) - base, "\t" in indent),
             )
-        pos = text.find(code, pos + len(code))
     return found

@@ -17,7 +17,7 @@ from toolcards.core.errors import RetriableError
 from toolcards.core.progress import report_progress
 from toolcards.tools.workspace import docs, grep, listing
 from toolcards.tools.workspace.edits import Span, apply_edit, compose_spans, unified_diffs
-from toolcards.tools.workspace.hunks import apply_hunks, patch_work
+from toolcards.tools.workspace.hunks import PatchedText, patch_work
 from toolcards.tools.workspace.ledger import ReadLedger
 from toolcards.tools.workspace.limits import Limits, ReadCaps
 from toolcards.tools.workspace.models import EditItem
@@ -45,6 +45,9 @@ class _Pending:
     data: bytes | None
     spans: list[Span] = field(default_factory=list)
     """What the edits changed from ``before`` to ``after``, for the answer's diff."""
+    patched: PatchedText | None = None
+    """The text as lines while a patch's sections change it (``after`` is then the text before
+    them, until :meth:`settle`)."""
 
     @property
     def rel(self) -> str:
@@ -53,6 +56,18 @@ class _Pending:
     @property
     def existed(self) -> bool:
         return self.data is not None
+
+    def as_lines(self, work: WorkBudget) -> PatchedText:
+        """The text as lines for a patch section's hunks: split once, for every section."""
+        if self.patched is None:
+            assert self.after is not None
+            self.patched = PatchedText(self.after, work)
+        return self.patched
+
+    def settle(self) -> None:
+        """``after`` made the text the patch's sections left (joined once, at the commit)."""
+        if self.patched is not None:
+            self.after, self.patched = self.patched.text(), None
 
 
 _LOCKS: dict[str, threading.RLock] = {}
@@ -261,25 +276,22 @@ class Workspace:
             assert dst is not None
             if dst.existed:
                 raise RetriableError(f"{dst.rel} already exists; patch it instead of creating it")
-            dst.after = apply_hunks("", fp.hunks, dst.rel, work).text
+            dst.after, dst.patched = "", None
+            dst.as_lines(work).apply_all(fp.hunks, dst.rel)
             return f"A {dst.rel}"
-        assert src.after is not None
-        result = src.after
         if fp.hunks:
-            applied = apply_hunks(src.after, fp.hunks, src.rel, work)
-            result = applied.text
-            notes += applied.notes
+            notes += src.as_lines(work).apply_all(fp.hunks, src.rel)
         if dst is None:
-            if fp.hunks and result.strip():
+            if fp.hunks and src.as_lines(work).text().strip():
                 raise RetriableError(f"{src.rel}: a deletion patch must remove every line")
-            src.after = None
+            src.after, src.patched = None, None
             return f"D {src.rel}"
         if dst is src:
-            src.after = result
             return f"M {src.rel}"
         if dst.existed or dst.after is not None:
             raise RetriableError(f"cannot rename {src.rel} to {dst.rel}: the target exists")
-        dst.doc, dst.after, src.after = src.doc, result, None
+        dst.doc, dst.after, dst.patched = src.doc, src.after, src.patched
+        src.after, src.patched = None, None
         return f"R {src.rel} -> {dst.rel}"
 
     def _in_place(self, fp: FilePatch, pending: dict[str, _Pending]) -> bool:
@@ -331,6 +343,7 @@ class Workspace:
         txn = Transaction()
         changed: list[_Pending] = []
         for e in entries:
+            e.settle()
             if e.after is None:
                 if e.existed:
                     txn.delete(e.spot, e.data)
