@@ -54,7 +54,8 @@ class Setup:
         }
         terminal = principals_or_keys.pop("terminal_approver", None)
         principals_or_keys.setdefault("tokens", [ANN])
-        self.caller = write_config(base, local=ME, **shared, **principals_or_keys)
+        principals_or_keys.setdefault("local", ME)
+        self.caller = write_config(base, **shared, **principals_or_keys)
         if terminal is not None:
             data = yaml.safe_load(self.caller.read_text(encoding="utf-8"))
             data["principals"]["terminal_approver"] = principal_spec(terminal)
@@ -171,13 +172,15 @@ def test_a_call_waiting_on_a_terminal_runs_once_an_approver_grants_it(
     assert ("ann", "approval_granted", "requested by me") in setup.audit()
 
 
+@pytest.mark.parametrize("caller", [ME, Identity("me", "user", ["writer", "approver"])])
 def test_without_any_approver_a_call_on_a_terminal_fails_closed_at_once(
-    tmp_path: Path, terminal: Callable[..., TerminalCall]
+    tmp_path: Path, terminal: Callable[..., TerminalCall], caller: Identity
 ) -> None:
-    """No principal of the caller's config holds the approver role (examples/team): the call
-    waited on the terminal for a grant nobody could give. Now it fails closed at once, as it
-    does without a terminal and over MCP, saying how such calls get approved."""
-    setup = Setup(tmp_path, tokens=[], approval_timeout=5)  # a wait would end by itself
+    """No principal of the caller's config holds the approver role (examples/team), or only
+    the caller itself: the call waited on the terminal for a grant nobody could give. Now it
+    fails closed at once, as it does without a terminal and over MCP, saying how such calls
+    get approved."""
+    setup = Setup(tmp_path, tokens=[], local=caller, approval_timeout=5)  # a wait would end
     call = terminal(setup, "send_note", "to=ops", "body=nobody may approve")
     assert call.finish() == ExitCode.APPROVAL, call.stderr()[-800:]
     told = call.stderr()

@@ -104,12 +104,14 @@ class SurfaceRuntime:
         oauth = self.config.principals.oauth if self.config is not None else None
         return HttpAuth(self.tokens, oauth)
 
-    def has_approver(self) -> bool:
+    def has_approver(self, besides: Identity | None = None) -> bool:
         """True when a principal this runtime vouches for (the local one or a token's) holds
-        the approver role: someone can decide a waiting call."""
+        the approver role: someone can decide a waiting call. ``besides``: the caller, who
+        cannot approve its own call, counts for none of them."""
         role = self.executor.approvals.approver_role
         identities = [self.local, *(identity for _, identity in self.tokens.entries)]
-        return any(role in identity.roles for identity in identities)
+        caller = besides.id if besides is not None else None
+        return any(role in identity.roles and identity.id != caller for identity in identities)
 
     def workspaces(self) -> dict[str, Path]:
         """Workspace id -> directory, for the configured WorkspaceTool cards."""

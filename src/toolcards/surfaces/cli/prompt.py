@@ -47,7 +47,7 @@ def call_approver(rt: SurfaceRuntime, *, interactive: bool, status: Any) -> Appr
     approver = config.terminal_approver if config is not None else None
     if interactive and approver is not None:
         return _Prompt(broker, approver, status).ask
-    if interactive and _shared(broker) and rt.has_approver():  # else nobody could decide
+    if interactive and _shared(broker) and rt.has_approver(besides=rt.local):  # else nobody
         return _waiter(broker, rt.approval_timeout)
     return None
 
