@@ -198,10 +198,10 @@ def test_a_numeric_string_whose_float_crosses_a_deny_or_approve_bound_is_not_run
     effect: str, op: str, limit: int, across: str | int
 ) -> None:
     """A tool taking a float is handed the float the string (or int) rounds to:
-    "999.99999999999999999" was under a deny ``min: 1000`` and ran with 1000.0, "1e-400" was over a deny ``max: 0``
-    and ran with 0.0. The exact value and the float on two sides of the bound (or a string
-    ``float`` does not read, which no tool taking a float is handed): not evaluable, against
-    the caller; one side decides as before."""
+    "999.99999999999999999" was under a deny ``min: 1000`` and ran with 1000.0, "1e-400" was
+    over a deny ``max: 0`` and ran with 0.0. The exact value and the float on two sides of the
+    bound (or a string ``float`` does not read, which no tool taking a float is handed): not
+    evaluable, against the caller; one side decides as before."""
     ran: list[float] = []
 
     def pay(amount: float) -> str:
