@@ -9,6 +9,9 @@ import pytest
 from members.support import lifecycle
 from support.scripted import Script, wait_until
 from toolcards.runtime import RoleProfile, Team
+from toolcards.runtime.member_restore import ROSTER
+from toolcards.runtime.members import FIRES_RECORDED
+from toolcards.stores.base import StoreUnavailable
 
 
 def _profiles(script: Script) -> list[RoleProfile]:
@@ -48,6 +51,54 @@ def test_fired_member_is_not_rehired_on_resume(tmp_path: Path) -> None:
         assert lifecycle(team, "member_restored") == [
             {"event": "member_restored", "name": kept, "role": "researcher"}
         ]
+
+
+def test_a_fire_whose_roster_row_is_not_written_is_not_logged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fire's event and its ``fired:<name>`` row commit together: a fire logged without
+    the row (the process ending between them) was read into none, and the fired member's
+    pending notifications reached the member hired under its name after a resume."""
+    with Team("fire-row", store=tmp_path / "team.db", profiles=_profiles(Script())) as team:
+        name = team.hire("researcher")
+        store, put = team.log._store, team.log._store.state_put
+
+        def no_fired_rows(team_id: str, actor: str, key: str, value: object) -> None:
+            if key.startswith("fired:"):
+                raise StoreUnavailable("the store went away")
+            put(team_id, actor, key, value)
+
+        monkeypatch.setattr(store, "state_put", no_fired_rows)
+        with pytest.raises(StoreUnavailable):
+            team.fire(name)
+        assert lifecycle(team, "member_fired") == []
+
+
+def test_the_fires_of_a_store_from_before_fired_rows_are_read_into_rows_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store written before fires kept ``fired:<name>`` rows holds only ``member_fired``
+    events: the first open writes each name's row at its last fire, a few names at a time,
+    and records that it did: no later open reads the log for it again."""
+    monkeypatch.setattr("toolcards.runtime.members.FIRES_PER_BATCH", 2)
+    store = tmp_path / "team.db"
+    with Team("upgrade", store=store, profiles=_profiles(Script())) as team:
+        for name in ("a", "b", "a", "c", "d", "a"):
+            team.fire(team.hire("researcher", name))
+        roster = team.state_of(ROSTER)
+        for key, _ in list(roster.items("fired:")):  # the store as that release left it
+            roster.delete(key)
+        roster.delete(FIRES_RECORDED)
+        last = {
+            f"fired:{event.payload['name']}": position
+            for position, event in team.log.entries()
+            if event.tool_id == "team" and event.payload["event"] == "member_fired"
+        }
+    with Team.resume("upgrade", store=store, profiles=_profiles(Script())) as team:
+        assert dict(team.state_of(ROSTER).items("fired:")) == last
+        team.log.lifecycle("member_fired", name="@ghost", role="researcher", clean=True)
+    with Team.resume("upgrade", store=store, profiles=_profiles(Script())) as team:
+        assert team.state_of(ROSTER).get("fired:@ghost") is None
 
 
 def test_profile_with_a_spec_string_is_restored_from_the_store(tmp_path: Path) -> None:

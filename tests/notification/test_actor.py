@@ -13,6 +13,8 @@ from notification.harness import Harness
 from support.scripted import Script
 from toolcards.core.errors import RetriableError
 from toolcards.runtime import RoleProfile, Team
+from toolcards.runtime.member_restore import ROSTER
+from toolcards.runtime.members import FIRES_RECORDED
 from toolcards.tools.notification.models import ACTOR_NAME
 
 
@@ -246,6 +248,28 @@ def test_a_fired_owners_entry_is_not_delivered_to_the_next_member_of_its_name_af
         team.fire("@pat")
         team.hire("treasurer", "pat")
     with Team.resume("notification-refire", tmp_path / "t.db", profiles=_roles()) as team:
+        resumed = Harness(team)
+        resumed.actor.present = resumed.actor._on_team
+        resumed.clock.now += 5
+        resumed.tick()
+        assert resumed.delivered == []
+        assert resumed.events()[-1] == {"dropped": {"id": entry.id, "owner": "@pat"}}
+
+
+def test_a_fired_owners_entry_in_a_store_from_before_fired_rows_is_not_delivered_after_a_resume(
+    tmp_path: Path,
+) -> None:
+    """A store written before fires kept a ``fired:<name>`` row holds only the log's
+    ``member_fired`` event: the resumed team reads it into the row, so the fired member's
+    text still does not reach the member hired under its name (it was delivered to it)."""
+    with Team("notification-upgrade", tmp_path / "t.db", profiles=_roles()) as team:
+        team.hire("contractor", "pat")
+        entry = Harness(team).actor.register("@pat", "/fire_member @boss-1", 5, 5)
+        team.fire("@pat")
+        team.hire("treasurer", "pat")
+        for key in ("fired:@pat", FIRES_RECORDED):  # the store as that release left it
+            team.state_of(ROSTER).delete(key)
+    with Team.resume("notification-upgrade", tmp_path / "t.db", profiles=_roles()) as team:
         resumed = Harness(team)
         resumed.actor.present = resumed.actor._on_team
         resumed.clock.now += 5

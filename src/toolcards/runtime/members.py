@@ -14,6 +14,11 @@ Member names start with ``@`` (an explicit ``"alice"`` becomes ``"@alice"``); de
 ``@<role>-<n>`` with ``n`` never reused within a team. The roster and every member's
 conversation live in the team store: ``Team.resume`` re-hires the recorded members with the
 profiles given to it (or the stored ones, for profiles whose model is a spec string).
+
+On a store several processes share, a hire checks the caps, picks the name and claims it (a
+``claim:<name>`` roster row) under the roster's lock in the store, then starts the member and
+replaces the claim with its ``member:<name>`` row: processes hiring at once never pass the
+caps together nor start two members of one name.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from toolcards.core.errors import ToolcardsError
 from toolcards.runtime.member_messages import MemberMessaging, Unanswered
 from toolcards.runtime.member_restore import ROSTER, RosterRestore, hire_time
 from toolcards.runtime.messaging import (
@@ -33,8 +39,8 @@ from toolcards.runtime.messaging import (
     current_member,
     member_activity,
 )
-from toolcards.runtime.relay import Relay, process_token
-from toolcards.stores.base import StateNamespace
+from toolcards.runtime.relay import STALE_AFTER, Relay, process_token
+from toolcards.stores.base import LIFECYCLE_TOOL, StateNamespace
 
 if TYPE_CHECKING:
     from toolcards.core.actors import ActorHandle
@@ -49,6 +55,29 @@ DEFAULT_MAX_MEMBERS = 64
 """Members a team holds at once unless its host says otherwise (``Team(max_members=...)``):
 each is a thread, a roster row and a line in every member's roster, and a member's model can
 hire. A resume restores at most as many (the roster is stored data)."""
+
+CLAIM = "claim:"
+"""The roster rows of names being hired (``claim:<name>``: role, holder, when): a claim counts
+as a member of every process while its holder starts the member; one whose hire ended without
+removing it is stale for its holder at once, and for the others once it is older than
+:data:`~toolcards.runtime.relay.STALE_AFTER` and its holder is presumed gone
+(:meth:`~toolcards.runtime.relay.Relay.holder_alive`). Stale claims are deleted by the next
+hire."""
+
+FIRES_RECORDED = "fires_recorded"
+"""The roster row saying its ``fired:<name>`` rows hold every fire in the log (its value: the
+log position read up to). A store from before those rows were kept has only the log's
+``member_fired`` events: the first team to open it reads them into rows, once."""
+
+FIRES_PER_BATCH = 500
+"""Names that reading a log's fires into rows holds before it writes them (its memory bound)."""
+
+
+def fired_at(roster: StateNamespace, name: str) -> int:
+    """The log position the roster recorded at the last fire of ``name`` (never past that
+    fire's event); -1 for never."""
+    found = roster.get(f"fired:{name}")
+    return found if isinstance(found, int) and not isinstance(found, bool) else -1
 
 
 class _Entry:
@@ -69,13 +98,14 @@ class MemberRoster(MemberMessaging):
         self._lock = threading.RLock()
         self._entries: dict[str, _Entry] = {}
         self._claimed: dict[str, str] = {}
-        """Names being hired (claimed, not started yet) and their roles: they count against a
-        role's ``max_members`` as the members started do."""
+        """Names this process is hiring (claimed, not started yet) and their roles: they count
+        against the caps as the members started do."""
         self._fired: set[str] = set()
         self._unanswered = Unanswered()
         self._relay: Relay | None = None
         if team.shared:
             self._relay = Relay(team.log, team.state_of(ROSTER), self._deliver_queued)
+        self._record_past_fires()
 
     @property
     def _state(self) -> StateNamespace:
@@ -115,7 +145,9 @@ class MemberRoster(MemberMessaging):
                 raise LookupError(f"member {gone} was fired; members: {known}")
         raise LookupError(f"team {self._team.team_id} has no member {name!r:.80}; members: {known}")
 
-    def _claim(self, profile: RoleProfile, name: str | None, *, taking_over: bool = False) -> str:
+    def _claim(self, profile: RoleProfile, name: str | None, elsewhere: dict[str, str]) -> str:
+        """Claim ``name`` (normalized) or the role's next default name; ValueError for a name
+        malformed or taken here or in ``elsewhere`` (see :meth:`_elsewhere`)."""
         if name is not None:
             wanted = name.strip() if isinstance(name, str) else name
             if isinstance(wanted, str) and not wanted.startswith("@"):
@@ -125,7 +157,7 @@ class MemberRoster(MemberMessaging):
                     f"member name {name!r:.80} must be letters, digits, '_', '.' or '-' "
                     "(at most 64), optionally after '@'"
                 )
-            if self._taken(wanted, taking_over=taking_over):
+            if self._taken(wanted, elsewhere):
                 raise ValueError(f"the name {wanted} is already taken in team {self._team.team_id}")
             self._claimed[wanted] = profile.role
             return wanted
@@ -134,18 +166,52 @@ class MemberRoster(MemberMessaging):
         while True:
             n += 1
             candidate = f"@{profile.role}-{n}"
-            if not self._taken(candidate):
+            if not self._taken(candidate, elsewhere):
                 break
         self._state.put(key, n)
         self._claimed[candidate] = profile.role
         return candidate
 
-    def _taken(self, name: str, *, taking_over: bool = False) -> bool:
-        """True when ``name`` is in use; a member being taken over (on resume) is not."""
+    def _taken(self, name: str, elsewhere: dict[str, str]) -> bool:
+        """True when ``name`` is in use here or in ``elsewhere``."""
         local = name in self._entries or name in self._claimed
-        if local or self._team.actor(name) is not None:
-            return True
-        return not taking_over and self._remote(name) is not None
+        return local or name in elsewhere or self._team.actor(name) is not None
+
+    def _elsewhere(self) -> dict[str, str]:
+        """Inside the roster's exclusive batch, on a shared store: the name and role of every
+        member on the roster and of every name another process is hiring (its live claim).
+        Stale claims are deleted."""
+        relay = self._relay
+        if relay is None:
+            return {}
+        found = {
+            key.removeprefix("member:"): str(record.get("role"))
+            for key, record in self._state.items("member:")
+            if isinstance(record, dict)
+        }
+        for key, claim in self._state.items(CLAIM):
+            name = key.removeprefix(CLAIM)
+            holder = claim.get("holder") if isinstance(claim, dict) else None
+            if holder == process_token():
+                live = name in self._claimed or name in self._entries
+            else:
+                at = claim.get("at") if isinstance(claim, dict) else None
+                young = isinstance(at, int | float) and time.time() - at < STALE_AFTER
+                live = young or relay.holder_alive(holder)
+            if live:
+                found.setdefault(name, str(claim.get("role")))
+            else:
+                self._state.delete(key)
+        return found
+
+    def _unclaim(self, member: str) -> None:
+        """End this process's claim of ``member`` (started, placed, or failed to start). A
+        claim row that cannot be deleted is stale: see :data:`CLAIM`."""
+        with self._lock:
+            self._claimed.pop(member, None)
+        if self._relay is not None:
+            with contextlib.suppress(Exception):  # the store may be why the start failed
+                self._state.delete(f"{CLAIM}{member}")
 
     # ---- hire and fire -----------------------------------------------------------------------
 
@@ -169,10 +235,15 @@ class MemberRoster(MemberMessaging):
                 f"role {role!r} has placement='cluster', which needs a store every process "
                 "shares (a postgresql:// URL) and a distributed actor system (system='ray')"
             )
-        with self._lock:
-            if not (restoring or adopting):
-                self._check_room(profile, placed)
-            member = self._claim(profile, name, taking_over=restoring or adopting)
+        new = not (restoring or adopting)
+        with self._lock, self._state.exclusive():  # the other processes' hires wait meanwhile
+            elsewhere = self._elsewhere() if new else {}  # a member taken over keeps its name
+            if new:
+                self._check_room(profile, elsewhere)
+            member = self._claim(profile, name, elsewhere)
+            if new and self._relay is not None:
+                claim = {"role": profile.role, "holder": process_token(), "at": time.time()}
+                self._state.put(f"{CLAIM}{member}", claim)
         if placed and self._relay is not None:
             try:
                 return self._place(member, profile, restoring=restoring)
@@ -184,8 +255,7 @@ class MemberRoster(MemberMessaging):
             actor = MemberActor(team, self, member, profile)
             team.spawn(member, lambda: actor)
         except BaseException:
-            with self._lock:
-                self._claimed.pop(member, None)
+            self._unclaim(member)
             raise
         hired_at = time.time()
         with self._lock:
@@ -202,34 +272,30 @@ class MemberRoster(MemberMessaging):
         if self._relay is not None:  # beating before the row names this process its holder
             since = self._relay.watermark(member) if restoring or adopting else team.log.position
             self._relay.start(member, since)
-        self._state.put(f"member:{member}", record)
+        with self._state.batch():
+            self._state.put(f"member:{member}", record)
+            self._state.delete(f"{CLAIM}{member}")
         event = "member_adopted" if adopting else "member_restored" if restoring else "member_hired"
         team.log.lifecycle(event, name=member, role=profile.role)
         return member
 
-    def _check_room(self, profile: RoleProfile, placed: bool) -> None:
-        """Refuse a hire beyond the team's ``max_members`` or its role's (under the lock):
-        names being claimed count as members, and so, on a shared store, do the roster rows
-        of other processes. Without the team's cap, a member's model hired without end."""
-        names = set(self._entries) | set(self._claimed)
-        if self._relay is not None:
-            names.update(key.removeprefix("member:") for key, _ in self._state.items("member:"))
-        if len(names) >= self._max_members:
+    def _check_room(self, profile: RoleProfile, elsewhere: dict[str, str]) -> None:
+        """Refuse a hire beyond the team's ``max_members`` or its role's (under the locks):
+        names being claimed count as members, and so, on a shared store, do the members and
+        claims of other processes (``elsewhere``). Without the team's cap, a member's model
+        hired without end."""
+        roles = {**elsewhere, **self._claimed}
+        roles.update((name, entry.profile.role) for name, entry in self._entries.items())
+        if len(roles) >= self._max_members:
             raise ValueError(
                 f"team {self._team.team_id} is limited to {self._max_members} members; "
                 "fire one first"
             )
         role, cap = profile.role, profile.max_members
-        if cap is None:
-            return
-        count = sum(1 for e in self._entries.values() if e.profile.role == role)
-        if placed:
-            count = sum(1 for m in self.members() if m.role == role)
-        count += sum(1 for r in self._claimed.values() if r == role)  # being started
-        if count >= cap:
+        names = [name for name, held in roles.items() if held == role]
+        if cap is not None and len(names) >= cap:
             raise ValueError(
-                f"role {role!r} is limited to {cap} member(s), "
-                f"all hired: {', '.join(self._names_of(role))}"
+                f"role {role!r} is limited to {cap} member(s), all hired: {', '.join(names)}"
             )
 
     def _running(self, name: str) -> ActorHandle[Any]:
@@ -287,15 +353,11 @@ class MemberRoster(MemberMessaging):
         try:
             self._team.start_cluster_member(member, profile)
         finally:
-            with self._lock:
-                self._claimed.pop(member, None)
+            self._unclaim(member)
         self._fired.discard(member)
         event = "member_restored" if restoring else "member_hired"
         self._team.log.lifecycle(event, name=member, role=profile.role, placement="cluster")
         return member
-
-    def _names_of(self, role: str) -> list[str]:
-        return [n for n, e in self._entries.items() if e.profile.role == role]
 
     def fire(self, name: str, timeout: float | None = None) -> bool:
         """Stop ``name`` and remove it; True when its actor stopped within the bound."""
@@ -319,17 +381,61 @@ class MemberRoster(MemberMessaging):
         return clean
 
     def _forget(self, member: str, role: str, clean: bool) -> None:
-        """Remove the fired ``member``'s row and conversation, and keep where the log stood
-        once it was fired (``fired:<name>``, one read): a resume gives every member a new hire
-        time, so only that tells a member hired under the name since from the one fired."""
+        """Remove the fired ``member``'s row and conversation, then log the fire and keep where
+        the log stood once it was fired (``fired:<name>``, one read), in one transaction: a
+        resume gives every member a new hire time, so only that row tells a member hired under
+        the name since from the one fired. The row holds the position the fire's event takes
+        (at most: another process may log first), read after the member's row went: a
+        notification scheduled for the fired member read its position before that."""
         # lazy: agent members only (pydantic models, ~1x python -c pass)
         from toolcards.runtime.member_actor import HISTORY_KEY
 
         team = self._team
         self._state.delete(f"member:{member}")
         team.state_of(member).delete(HISTORY_KEY)
-        team.log.lifecycle("member_fired", name=member, role=role, clean=clean)
-        self._state.put(f"fired:{member}", team.log.position)
+        with self._state.batch():
+            self._state.put(f"fired:{member}", team.log.position + 1)
+            team.log.lifecycle("member_fired", name=member, role=role, clean=clean)
+
+    def _record_past_fires(self) -> None:
+        """Give every name the log holds a ``member_fired`` of its ``fired:<name>`` row, once a
+        store (:data:`FIRES_RECORDED`): a store written before those rows were kept has only
+        the events, and a fired member's pending notification reached the member hired under
+        its name after a resume. Reads the log a page at a time up to where it stands now
+        (later fires write their rows) and holds at most :data:`FIRES_PER_BATCH` names; a team
+        opened read-only writes nothing."""
+        state, log = self._state, self._team.log
+        if state.get(FIRES_RECORDED) is not None:
+            return
+        try:
+            self._team.check_running()
+        except ToolcardsError:  # TeamStopped: opened read-only, to be looked at
+            return
+        end = log.position
+        found: dict[str, int] = {}
+        for position, event in log.entries():
+            if position > end:
+                break
+            payload = event.payload
+            if event.tool_id != LIFECYCLE_TOOL or not isinstance(payload, dict):
+                continue
+            if payload.get("event") == "member_fired" and isinstance(payload.get("name"), str):
+                found[payload["name"]] = position
+                if len(found) >= FIRES_PER_BATCH:
+                    self._keep_fires(found)
+        with state.batch():
+            self._keep_fires(found)
+            state.put(FIRES_RECORDED, end)
+
+    def _keep_fires(self, found: dict[str, int]) -> None:
+        """Write the ``fired:<name>`` row of each of ``found`` (name: position of its last
+        fire) the roster holds no later one of, in one transaction, and empty ``found``."""
+        state = self._state
+        with state.batch():
+            for name, position in found.items():
+                if position > fired_at(state, name):
+                    state.put(f"fired:{name}", position)
+        found.clear()
 
     def _fire_placed(self, member: str, timeout: float | None) -> bool:
         """Fire a member placed on the cluster from any process of the team."""

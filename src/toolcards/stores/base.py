@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from toolcards.stores.errors import (
@@ -360,6 +360,16 @@ class StateNamespace:
     def batch(self) -> AbstractContextManager[None]:
         """A context manager: every put/delete/emit inside commits atomically at exit."""
         return self._store.transaction()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Like :meth:`batch`, holding this namespace's lock (:meth:`StateStore.lock_actor`)
+        from its start: such blocks run one at a time among every process of the store, each
+        reading what the one before it committed, so a check and the write it allows are
+        never interleaved with another process's."""
+        with self._store.transaction():
+            self._store.lock_actor(self._team_id, self._actor)
+            yield
 
     def version(self) -> int:
         """Moves by one with each committed transaction that wrote this namespace (or events

@@ -21,6 +21,7 @@ from toolcards.core.actors import ActorHandle, ActorUnavailable
 from toolcards.core.errors import RetriableError
 from toolcards.runtime import ToolActor, ToolActorContext
 from toolcards.runtime.member_restore import ROSTER, hire_time
+from toolcards.runtime.members import fired_at
 from toolcards.tools._common.batch import short_reason
 from toolcards.tools.notification.models import ACTOR_NAME, PendingNotification
 from toolcards.tools.notification.scheduler import Courier, DueScheduler
@@ -188,12 +189,7 @@ class NotificationActor(ToolActor):
             return False
         if entry.hired_at is None:  # no member when scheduled: this one came after
             return True
-        return self._fired_at(entry.owner) > entry.since
-
-    def _fired_at(self, owner: str) -> int:
-        """The log position the roster recorded when ``owner`` was last fired; -1 for never."""
-        found = self.ctx.team.state_of(ROSTER).get(f"fired:{owner}")
-        return found if isinstance(found, int) and not isinstance(found, bool) else -1
+        return fired_at(self.ctx.team.state_of(ROSTER), entry.owner) > entry.since
 
     def _drop(self, entry: PendingNotification, reason: str) -> None:
         logger.warning("notification #%s for %s dropped: %s", entry.id, entry.owner, reason)
