@@ -117,3 +117,25 @@ def test_a_hire_whose_member_fails_to_start_leaves_no_claim(
         assert list(team.state_of(ROSTER).items("claim:")) == []
         monkeypatch.undo()
         assert team.hire("r", "alice") == "@alice"
+
+
+def test_a_first_hire_beats_while_its_member_starts(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process's heartbeat row was written once its first member had started: while that
+    member started (a Ray actor waiting for a node), its claim was live only by its age, and
+    past :data:`STALE_AFTER` another process took the claim for stale and hired the name too."""
+    with Team("t", store=postgres_url, profiles=_profiles()) as team:
+        roster = team.state_of(ROSTER)
+        spawn = team.spawn
+        beats: list[object] = []
+
+        def starting(name: str, factory: object) -> object:
+            [(_, claim)] = roster.items("claim:")  # what another process reads meanwhile
+            beats.append(roster.get(f"holder:{claim['holder']}"))
+            return spawn(name, factory)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(team, "spawn", starting)
+        assert team.hire("r", "alice") == "@alice"
+        [beat] = beats
+        assert isinstance(beat, float) and time.time() - beat < STALE_AFTER

@@ -244,6 +244,7 @@ class MemberRoster(MemberMessaging):
             if new and self._relay is not None:
                 claim = {"role": profile.role, "holder": process_token(), "at": time.time()}
                 self._state.put(f"{CLAIM}{member}", claim)
+                self._relay.beat()  # the claim is live while this process beats
         if placed and self._relay is not None:
             try:
                 return self._place(member, profile, restoring=restoring)

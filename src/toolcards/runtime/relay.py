@@ -125,12 +125,26 @@ class Relay:
         its members are taken over instead of waiting for ever."""
         while not self._stop.wait(HEARTBEAT):
             sub = self._sub
-            if sub is None or not sub.active:
+            if sub is not None and not sub.active:
                 return
             with contextlib.suppress(Exception):
                 self._roster.put(f"holder:{process_token()}", time.time())
                 with self._lock:
                     self._advance()
+
+    def beat(self) -> None:
+        """Beat from now on, as a holder: another process judges this one's claims of names it
+        is hiring, and then its members, live by the heartbeat (a first hire whose member took
+        long to start had its claim taken for stale, and its name hired again elsewhere)."""
+        with self._lock:
+            self._start_beat()
+
+    def _start_beat(self) -> None:
+        """Write this process's heartbeat row and keep it fresh (under the lock; once)."""
+        if self._beat is None:
+            self._roster.put(f"holder:{process_token()}", time.time())
+            self._beat = background_thread(self._heartbeat, name="relay-beat")
+            self._beat.start()
 
     def _died(self, exc: BaseException) -> None:
         """The relay's subscription ended on an error: stop beating, free the members."""
@@ -152,8 +166,7 @@ class Relay:
         one catches ``member`` up to where the subscription is (it waits meanwhile)."""
         with self._lock:
             running = self._sub is not None
-            if not running:
-                self._roster.put(f"holder:{process_token()}", time.time())
+            self._start_beat()
             start = min(since, self._at) if running else since
             seen = _read(self._log, member, start, self._at if running else None)
             self._write_mark(member, since)
@@ -170,8 +183,6 @@ class Relay:
             else:
                 self._at = seen.end
                 self._sub = self._log.subscribe(self._on_event, seen.end, on_failure=self._died)
-                self._beat = background_thread(self._heartbeat, name="relay-beat")
-                self._beat.start()
             self._advance()
 
     def release(self, member: str) -> None:
