@@ -18,6 +18,7 @@ overlap: an occurrence in indentation an earlier match took part of (``"  "`` fo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -38,8 +39,7 @@ _TOO_MANY = (
     "include more surrounding text to make it rarer"
 )
 MAX_OCCURRENCES = 2 * MAX_MATCHES
-"""Occurrences of old_string (of its code, for the heads of lines) one edit looks at, matches
-or not, counted as they are found: past them the edit is refused (3,000,000 occurrences of
+"""Occurrences of old_string one edit looks at, matches or not, counted as they are found: past them the edit is refused (3,000,000 occurrences of
 ``" \\nx"`` inside indentation, none a match and so none counted, took 12 s holding the
 workspace lock)."""
 _TOO_MANY_OCCURRENCES = (
@@ -175,21 +175,21 @@ def _occurrence(
 
 def _line_heads(text: str, old: str, new: str) -> list[Match]:
     """A one-line ``old`` ending inside a line, found only inside deeper indentation: its code
-    after the indentation of any line, each with ``new`` shifted by the difference."""
+    after the indentation of any line, each with ``new`` shifted by the difference. Only the
+    heads of lines are looked at (in C): the code may stand after other code anywhere."""
     code = old.lstrip(" \t")
     if not code.strip():
         return []
     base = width(old[: len(old) - len(code)])
     found: list[Match] = []
     lines = Lines(text)
-    for pos in _occurrences(text, code):
-        line, start = lines.of(pos), lines.start
-        if pos <= lines.code():
-            if found and start < found[-1].end:
-                raise RetriableError(_OVERLAP)
-            indent = text[start:pos]
-            add_match(
-                found,
-                Match(start, pos + len(code), line, new, width(indent) - base, "\t" in indent),
-            )
+    for head in re.finditer(rf"^[^\S\n]*(?={re.escape(code)})", text, re.MULTILINE):
+        start, pos = head.start(), head.end()
+        if found and start < found[-1].end:
+            raise RetriableError(_OVERLAP)
+        indent = text[start:pos]
+        line = lines.of(pos)
+        add_match(
+            found, Match(start, pos + len(code), line, new, width(indent) - base, "\t" in indent)
+        )
     return found
