@@ -39,9 +39,9 @@ _TOO_MANY = (
     "include more surrounding text to make it rarer"
 )
 MAX_OCCURRENCES = 2 * MAX_MATCHES
-"""Occurrences of old_string one edit looks at, matches or not, counted as they are found: past them the edit is refused (3,000,000 occurrences of
-``" \\nx"`` inside indentation, none a match and so none counted, took 12 s holding the
-workspace lock)."""
+"""Occurrences of old_string one edit looks at, matches or not, counted as they are found:
+past them the edit is refused (3,000,000 occurrences of ``" \\nx"`` inside indentation, none a
+match and so none counted, took 12 s holding the workspace lock)."""
 _TOO_MANY_OCCURRENCES = (
     f"old_string stands in more than {MAX_OCCURRENCES} places (matches or not), more than one "
     "edit looks at; include more surrounding text to make it rarer"
