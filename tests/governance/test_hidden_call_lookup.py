@@ -166,7 +166,8 @@ def trail(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 def test_keys_are_found_among_the_callers_rows_past_a_statements_worth(trail: str) -> None:
     """420 keys of alice's rows (one of them on three rows) among 450 asked, on both stores:
-    a key's extra rows keep no other key out, and bob's row is not alice's."""
+    a key's extra rows keep no other key out, bob's row is not alice's, and alice's row in
+    another team of the same trail is not this team's (invariant 4)."""
 
     def row(principal: str, key: str) -> AuditRecord:
         return AuditRecord(
@@ -175,6 +176,9 @@ def test_keys_are_found_among_the_callers_rows_past_a_statements_worth(trail: st
             outcome="unknown_tool", key=key,
         )  # fmt: skip
 
+    with AuditLog(trail, team_id="trail-other") as other:
+        other.record(row("alice", f"{KEYED}k430"))
+        assert other.flush()
     with AuditLog(trail, team_id="trail") as audit:
         for key in [*[f"{KEYED}k{i}" for i in range(420)], f"{KEYED}k0", f"{KEYED}k0"]:
             audit.record(row("alice", key))
