@@ -83,9 +83,15 @@ def conflict_line(
     keys = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
     was = ", ".join(f"{k}={before.get(k)!r}" for k in keys) or "its recorded settings"
     now = ", ".join(f"{k}={after.get(k)!r}" for k in keys) or "other settings"
+    fix = (
+        "bind every card of it with the same settings"
+        if known_by
+        else "put the recorded settings back, or start a fresh team state (another team id or "
+        "store)"
+    )
     return (
         f"tool actor {name} already exists in team {team_id} with {was} ({first}); "
-        f"{second} {now}: bind every card of it with the same settings"
+        f"{second} {now}: {fix}"
     )
 
 

@@ -298,14 +298,6 @@ def _open_team(config: SurfaceConfig, system: str | ActorSystem) -> Team:
     return Team(team_id, store=store, system=system, trust=trust)
 
 
-RECORDED_FIX = (
-    "; put the recorded settings back, or start a fresh team state (another team_id or store "
-    "in the config)"
-)
-"""What follows a card's settings that differ from those its team's store recorded for the
-card's tool actor (the actor's rows were written under the recorded ones)."""
-
-
 def _bind(team: Team, cards: list[Any], config: SurfaceConfig) -> ToolFactory:
     """The config's cards bound for its member; a ConfigError when the team refuses them (a
     card whose settings differ from its tool actor's recorded ones, a missing dependency):
@@ -313,8 +305,7 @@ def _bind(team: Team, cards: list[Any], config: SurfaceConfig) -> ToolFactory:
     try:
         return team.bind(cards, member=config.member_name)
     except ValueError as exc:
-        fix = RECORDED_FIX if "(recorded in the team's store)" in str(exc) else ""
-        raise ConfigError(f"{config.source}: cards: {exc}{fix}") from None
+        raise ConfigError(f"{config.source}: cards: {exc}") from None
 
 
 def _executor(
