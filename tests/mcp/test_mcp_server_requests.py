@@ -12,6 +12,7 @@ model is a FunctionModel; the inbox is answered through the approvals API by a h
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +155,41 @@ def test_an_answer_that_does_not_fit_the_question_is_refused(
         with pytest.raises(ValueError):
             answer_elicitation(broker, question, approver=APPROVER, content=content)
     assert broker.pending() == [question]
+
+
+NO_FORMS = [
+    {"type": "object", "properties": {"env": {"type": "string", "enum": None}}},
+    {"type": "object", "properties": {"env": {"type": "string", "enum": "staging-only"}}},
+    {"type": "object", "properties": {"env": {"type": "string", "enum": [{"a": 1}]}}},
+    {"type": "object", "properties": {"env": {"type": "string", "enum": 5}}},
+    {"type": "object", "properties": {"env": 5}},
+]
+"""Schemas that are no flat form; the client library refuses the last two itself before
+its handler is called (the server's request gets an error), the first three reach it."""
+
+
+@pytest.mark.parametrize("form", NO_FORMS, ids=["null", "text", "objects", "int", "field"])
+def test_a_question_that_is_no_flat_form_is_never_put_to_a_human(
+    tmp_path: Path, audit: AuditLog, form: dict[str, Any]
+) -> None:
+    # the server's schema is hostile: answering it raised TypeError out of the question
+    # (a human's accepted answer was lost), and a text enum took any part of the text
+    card = memory_card(tmp_path, elicitation="inbox")
+    run = Run([("book_with", {"form": json.dumps(form)})])
+    agent, governed = governed_agent(card, run, audit)
+    (answer,) = asyncio.run(run_once(agent))
+    if form in NO_FORMS[:3]:
+        assert answer == {"action": "decline", "content": None}
+    else:
+        assert isinstance(answer, str) and answer.startswith("book_with failed")
+    assert governed.executor.approvals.pending() == []
+    assert audit.query(tool="mcp.asker.elicit", outcome="ok") == []
+    broker = ApprovalBroker()  # a question recorded by another process, answered here
+    args = {"server": "asker", "message": "Where?", "requested_schema": form}
+    question = broker.request(tool_id="mcp.asker.elicit", args=args, identity=CALLER, reason="")
+    for content in ({"env": "g-o"}, {"env": ""}, {"env": 5}):
+        with pytest.raises(ValueError, match="cannot be answered"):
+            answer_elicitation(broker, question, approver=APPROVER, content=content)
 
 
 @pytest.mark.parametrize("protocol", ERAS)

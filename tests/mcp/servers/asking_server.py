@@ -50,7 +50,17 @@ def _sampling_request(text: str, max_tokens: int) -> types.CreateMessageRequest:
 @server.tool()
 async def book(ctx: Context) -> str | types.InputRequiredResult:
     """Ask the user where to travel."""
-    params = types.ElicitRequestFormParams(message="Where to?", requested_schema=SCHEMA)
+    return await _ask(ctx, SCHEMA)
+
+
+@server.tool()
+async def book_with(ctx: Context, form: str) -> str | types.InputRequiredResult:
+    """Ask the user to fill in ``form`` (JSON: a requested schema, as this server makes it)."""
+    return await _ask(ctx, json.loads(form))
+
+
+async def _ask(ctx: Context, schema: dict[str, Any]) -> str | types.InputRequiredResult:
+    params = types.ElicitRequestFormParams(message="Where to?", requested_schema=schema)
     if _modern(ctx):
         answer = _answered(ctx)
         if answer is None:
@@ -58,7 +68,7 @@ async def book(ctx: Context) -> str | types.InputRequiredResult:
             return types.InputRequiredResult(input_requests={"q": request})
     else:
         answer = await ctx.session.elicit_form(
-            params.message, SCHEMA, related_request_id=ctx.request_id
+            params.message, schema, related_request_id=ctx.request_id
         )
     return json.dumps({"action": answer.action, "content": answer.content})
 

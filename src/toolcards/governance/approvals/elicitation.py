@@ -29,7 +29,7 @@ from toolcards.core.identity import Identity
 from toolcards.governance.approvals.broker import ApprovalBroker, ApprovalError, Handle
 from toolcards.governance.redaction.redactor import canonical_json
 
-__all__ = ["ElicitationReply", "answer_elicitation", "ask_inbox", "check_content"]
+__all__ = ["ElicitationReply", "answer_elicitation", "ask_inbox", "check_content", "form_fault"]
 
 log = logging.getLogger(__name__)
 _MAX_CONTENT_CHARS = 20_000
@@ -39,6 +39,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "integer": (int,),
     "boolean": (bool,),
 }
+_SCALARS = (str, int, float, bool, type(None))
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,11 +50,32 @@ class ElicitationReply:
     content: dict[str, Any] | None = None
 
 
+def form_fault(schema: Mapping[str, Any]) -> str | None:
+    """What keeps ``schema`` (a server's, hostile) from being a flat form a human can fill
+    in, or None: ``properties`` must map names to objects, ``required`` list names, and each
+    ``enum`` list JSON scalars (a text ``enum`` would take any part of it)."""
+    props = schema.get("properties") or {}
+    if not isinstance(props, Mapping) or not all(isinstance(p, Mapping) for p in props.values()):
+        return "its properties are not objects by name"
+    required = schema.get("required") or []
+    if not isinstance(required, list) or not all(isinstance(name, str) for name in required):
+        return "its required fields are not a list of names"
+    for name, spec in props.items():
+        enum = spec.get("enum", [])
+        if not isinstance(enum, list) or not all(isinstance(v, _SCALARS) for v in enum):
+            return f"the values of field {name!r} are not a list"
+    return None
+
+
 def check_content(content: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
     """``content`` as a plain dict when it fits the flat object ``schema`` of an elicitation
-    (primitive properties, ``enum``, ``required``); ValueError naming what does not fit."""
+    (primitive properties, ``enum``, ``required``); ValueError naming what does not fit, or
+    what keeps the schema from being a form (:func:`form_fault`)."""
     if not isinstance(content, Mapping):
         raise ValueError("the answer must be an object")
+    fault = form_fault(schema)
+    if fault is not None:
+        raise ValueError(f"the question cannot be answered: {fault}")
     props = schema.get("properties") or {}
     unknown = sorted(set(content) - set(props))
     if unknown:
@@ -62,7 +84,7 @@ def check_content(content: Mapping[str, Any], schema: Mapping[str, Any]) -> dict
     if missing:
         raise ValueError(f"the answer lacks the required field {', '.join(map(repr, missing))}")
     for name, value in content.items():
-        spec = props[name] if isinstance(props[name], Mapping) else {}
+        spec = props[name]
         kinds = _TYPES.get(str(spec.get("type", "")))
         wrong_bool = isinstance(value, bool) and spec.get("type") != "boolean"
         if kinds is not None and (not isinstance(value, kinds) or wrong_bool):

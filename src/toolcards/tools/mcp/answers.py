@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from toolcards.governance.approvals.elicitation import ask_inbox
+from toolcards.governance.approvals.elicitation import ask_inbox, form_fault
 from toolcards.governance.approvals.view import escaped_line
 from toolcards.governance.redaction.redactor import canonical_json
 from toolcards.tools.mcp.sampling import sample, sampling_args
@@ -39,8 +39,12 @@ def client_handlers(requests: ServerRequests) -> dict[str, Any]:
         from fastmcp.client.elicitation import ElicitResult  # lazy: extra mcp
 
         schema = getattr(params, "requested_schema", None)
-        if not isinstance(schema, dict) or len(canonical_json(schema)) > _MAX_SCHEMA_CHARS:
-            schema = None  # URL mode (nothing a human can answer here), or a form too large
+        if (
+            not isinstance(schema, dict)
+            or len(canonical_json(schema)) > _MAX_SCHEMA_CHARS
+            or form_fault(schema) is not None
+        ):  # URL mode (nothing a human can answer here), a form too large or no flat form
+            schema = None
         text = str(message)[:_MAX_MESSAGE_CHARS]
         args = {"message": text, "requested_schema": schema or {}}
 
@@ -48,7 +52,7 @@ def client_handlers(requests: ServerRequests) -> dict[str, Any]:
             governing = frame.governing
             assert governing is not None
             if schema is None:
-                raise Refused("elicit refused: only a form of bounded size is answered")
+                raise Refused("elicit refused: only a flat form of bounded size is answered")
             if requests.asking:  # a server floods the inbox no faster than a human answers
                 raise Refused("elicit refused: one question of this server is already waiting")
             requests.asking = True
