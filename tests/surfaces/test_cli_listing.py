@@ -2,7 +2,7 @@
 examples/team: a repeated ``list`` is read from the cache (it imports no pydantic) and prints
 what a listing made afresh prints (made in the test's process); an edit of the policy or of
 the config's principal, even one that keeps the files' size and time, is listed at once; a
-damaged entry is a miss."""
+damaged entry is a miss (the entry point in this process: reading the entry is the subject)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import pytest
 from support.cli import EXAMPLE_STATE, InProcessCli
 from support.launch import REAL_TOOLCARDS
 from support.planted import feeding_fifo
+from toolcards.surfaces.cli import listing, run
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "team"
 
@@ -159,25 +160,44 @@ def test_another_principal_in_the_config_is_listed_for_that_principal(
     )
 
 
-def test_a_damaged_entry_is_a_miss(team: Path, tmp_path: Path) -> None:
+def test_a_damaged_entry_is_a_miss(
+    team: Path, tmp_path: Path, toolcards_cli: InProcessCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the entry point in this process (what reads the cache is the subject, not the process):
+    # each damaged entry is read as a miss and the listing is made afresh, the same
+    read: list[bool] = []
+
+    def cached_rows(config: Path) -> list[dict[str, object]] | None:
+        rows = listing.cached_rows(config)
+        read.append(rows is not None)
+        return rows
+
+    monkeypatch.setattr(run, "cached_rows", cached_rows)
     cache = tmp_path / "cache"
-    made, _ = _list(team, cache=cache)
+    made = _made(toolcards_cli, team, cache=cache)
     entries = list((cache / "toolcards").glob("list-*.json"))
-    assert len(entries) == 1
-    for damage in ["{", json.dumps({"format": 1, "rows": [{"name": "forged"}]}), "[]"]:
-        entries[0].write_text(damage, encoding="utf-8")
-        listed, modules = _list(team, cache=cache)
-        assert not _cached(modules) and listed == made
+    assert len(entries) == 1 and read == [False]
+    assert _made(toolcards_cli, team, cache=cache) == made and read[-1]  # a hit when whole
     entry = json.loads(entries[0].read_text(encoding="utf-8"))
-    for rows in [[{"name": "forged"}], [{"name": 1, "callable": 1, "hints": 1}], {}]:
-        entries[0].write_text(json.dumps({**entry, "rows": rows}), encoding="utf-8")
-        listed, modules = _list(team, cache=cache)
-        assert not _cached(modules) and listed == made
-    entry["rows"] = [{"name": "forged", "callable": True, "hints": [], "description": "x"}]
-    entry["context"] = "another environment"
-    entries[0].write_text(json.dumps(entry), encoding="utf-8")
-    listed, modules = _list(team, cache=cache)
-    assert not _cached(modules) and listed == made
+    damaged = [
+        "{",
+        json.dumps({"format": 1, "rows": [{"name": "forged"}]}),
+        "[]",
+        *(
+            json.dumps({**entry, "rows": rows})
+            for rows in [[{"name": "forged"}], [{"name": 1, "callable": 1, "hints": 1}], {}]
+        ),
+        json.dumps(
+            {
+                **entry,
+                "rows": [{"name": "forged", "callable": True, "hints": [], "description": "x"}],
+                "context": "another environment",
+            }
+        ),
+    ]
+    for damage in damaged:
+        entries[0].write_text(damage, encoding="utf-8")
+        assert _made(toolcards_cli, team, cache=cache) == made and not read[-1], damage
 
 
 def test_a_config_changed_while_listing_is_not_cached(team: Path, tmp_path: Path) -> None:
