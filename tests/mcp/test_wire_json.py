@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 import string
+import sys
 import tracemalloc
 from typing import Any
 
@@ -192,3 +193,39 @@ def test_a_message_of_many_small_pieces_is_kept_compactly() -> None:
     assert peak < 4 * size, f"{peak / size:.1f} bytes a character kept"
     assert trimmer.feed("}") == []
     assert [json.loads(str(m)) for m in trimmer.end()] == [{}]
+
+
+@pytest.mark.parametrize("lines", [True, False], ids=["stdio", "http"])
+@pytest.mark.parametrize("where", ["structuredContent", "mimeType"])
+def test_a_message_nested_past_the_parser_answers_its_request_with_an_error(
+    where: str, lines: bool
+) -> None:
+    """A message with a file left out is parsed to put the note in its place: 50,000 nested
+    brackets beside it (or a few hundred, walked once more) raised ``RecursionError`` out of the
+    reader, which closed the connection (a stdio server was killed) mid-call."""
+    bounds = WireBounds(text=100, file_bytes=30, total=10**6)
+    limit = sys.getrecursionlimit()
+    kept, refused = [], []
+    for depth in [*range(limit - 300, limit + 50, 5), 50_000]:
+        nested = "[" * depth + "]" * depth
+        image = '{"type": "image", "mimeType": "image/png", "data": "' + "A" * 400 + '"}'
+        body = '{"jsonrpc": "2.0", "id": 7, "result": {"content": [IMAGE], "structuredContent": 0}}'
+        if where == "mimeType":
+            image = image.replace('"image/png"', nested)
+        else:
+            body = body.replace('"structuredContent": 0', f'"structuredContent": {nested}')
+        wire = body.replace("IMAGE", image) + "\n"
+        [answer] = _read(JsonTrimmer(bounds, lines=lines), wire, random.Random(depth))
+        assert isinstance(answer, str)
+        if "was left out" in answer:
+            kept.append(depth)
+            assert "toolcards-omitted" not in answer
+        else:
+            refused.append(depth)
+            assert json.loads(answer) == {
+                "jsonrpc": "2.0",
+                "id": 7,
+                "error": {"code": -32603, "message": "the server's answer is not JSON the "
+                          "client reads (nested too deeply); it was not read"},
+            }  # fmt: skip
+    assert max(kept) < min(refused) < limit + 50  # the parser's depth is crossed

@@ -6,10 +6,11 @@ most :class:`WireBounds` of it: a string longer than ``text`` characters is cut,
 ``[... truncated: N more chars]``; the base64 of an image, an audio clip or a file (``data`` /
 ``blob``) longer than ``binary`` characters becomes a short text saying what was left out; a
 message still longer than ``total`` characters, or holding more than ``values`` values, is
-replaced by an error answer to its request. What is not kept is read and dropped at once: a
-30 MB text result costs the reader the 100,000 characters it keeps, not 30 MB. Short strings and
-everything between them are copied by one regular expression (C speed); only long strings are
-looked at in Python.
+replaced by an error answer to its request, as is one with a ``data`` / ``blob`` string past
+its bound (parsed, to put the note in its place) that the JSON parser cannot read (nested too
+deeply). What is not kept is read and dropped at once: a 30 MB text result costs the reader the
+100,000 characters it keeps, not 30 MB. Short strings and everything between them are copied by
+one regular expression (C speed); only long strings are looked at in Python.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Any
+
+from toolcards.core import outside_json
 
 __all__ = ["MAX_VALUES", "JsonTrimmer", "WireBounds", "truncated"]
 
@@ -330,49 +333,66 @@ class JsonTrimmer:
 
     def _finish(self) -> str | ValueError:
         if self._over:
-            return self._refused()
+            why = f"is longer than {self.bounds.total:,} characters"
+            if self._values > self.bounds.values:
+                why = f"holds more than {self.bounds.values:,} values"
+            return self._refused(why)
         text = "".join(self._out)
-        if self._rewrite:
-            with contextlib.suppress(ValueError):  # not JSON: the parser will say so
-                text = json.dumps(self._plain(json.loads(text)))
-        return text
+        if not self._rewrite:
+            return text
+        try:
+            value = outside_json.loads(text)
+        except json.JSONDecodeError as exc:  # nested too deeply included: its files cannot be noted
+            self._tail = text[-_EDGE:]
+            return self._refused(f"is not JSON the client reads ({exc.msg.lower()})")
+        self._plain(value)
+        return json.dumps(value)
 
-    def _refused(self) -> str | ValueError:
-        """An error answer to the request a message too long (or of too many values) answered
-        (named at its start or its end), else an error."""
+    def _refused(self, why: str) -> str | ValueError:
+        """An error answer saying the message ``why`` (too long, of too many values, unreadable)
+        to the request it answered (named at its start or its end), else an error."""
         found = _HEAD_ID.match(self._head) or _TAIL_ID.search(self._tail)
-        message = f"the server's answer is longer than {self.bounds.total:,} characters"
-        if self._values > self.bounds.values:
-            message = f"the server's answer holds more than {self.bounds.values:,} values"
+        message = f"the server's answer {why}"
         if found is None:
             return ValueError(f"{message} (not read)")
         error = {"code": -32603, "message": f"{message}; it was not read"}
         return json.dumps({"jsonrpc": "2.0", "id": json.loads(found[1]), "error": error})
 
-    def _plain(self, value: Any) -> Any:
-        """``value`` with each file left out turned into a text saying so, and each long
-        ``data`` text that is no file's cut like any other."""
-        if isinstance(value, list):
-            return [self._plain(item) for item in value]
-        if not isinstance(value, dict):
-            return value
-        item = {key: self._plain(v) for key, v in value.items()}
-        media = _MEDIA.get(str(item.get("type")))
+    def _plain(self, value: Any) -> None:
+        """Turns each file left out in ``value`` (parsed, changed in place) into a text saying
+        so, and cuts each long ``data`` text that is no file's like any other. A loop, not a
+        recursion: how deep ``value`` is nested is the server's choice."""
+        todo = [value]
+        while todo:
+            item = todo.pop()
+            if isinstance(item, list):
+                todo += item
+            elif isinstance(item, dict):
+                self._plain_object(item)
+                todo += item.values()
+
+    def _plain_object(self, item: dict[str, Any]) -> None:
+        kind = item.get("type")
+        media = _MEDIA.get(kind) if isinstance(kind, str) else None
         for key in ("data", "blob"):
             found = item.get(key)
             if not isinstance(found, str):
                 continue
             is_file = key == "blob" or media is not None
             if found.startswith(_OMITTED) and is_file:
-                return self._note(item, media or "a file", int(found[len(_OMITTED) :]))
+                note = self._note(item, media or "a file", int(found[len(_OMITTED) :]))
+                item.clear()
+                item.update(note)
+                return
             if found.startswith(_OMITTED):
                 item[key] = _marker(int(found[len(_OMITTED) :]))[1:]
             elif not is_file and len(found) > self.bounds.text:
                 item[key] = truncated(found, self.bounds.text)
-        return item
 
     def _note(self, item: dict[str, Any], what: str, size: int) -> dict[str, Any]:
-        mime = item.get("mimeType") or "unknown type"
+        mime = item.get("mimeType")
+        if not isinstance(mime, str) or not mime:  # str() of a list recurses on its nesting
+            mime = "unknown type"
         text = (
             f"[{what} ({mime}, about {size * 3 // 4:,} bytes) was left out: over the "
             f"{self.bounds.file_bytes:,}-byte limit]"
