@@ -1,8 +1,9 @@
 """``toolcards list``'s cache (surfaces/cli/listing.py), on real processes over a copy of
 examples/team: a repeated ``list`` is read from the cache (it imports no pydantic) and prints
 what a listing made afresh prints (made in the test's process); an edit of the policy or of
-the config's principal, even one that keeps the files' size and time, is listed at once; a
-damaged entry is a miss (the entry point in this process: reading the entry is the subject)."""
+the config's principal, even one that keeps the files' size and time, or of a link on the way
+to the policy, is listed at once; a damaged entry is a miss (the entry point in this process:
+reading the entry is the subject)."""
 
 from __future__ import annotations
 
@@ -160,11 +161,8 @@ def test_another_principal_in_the_config_is_listed_for_that_principal(
     )
 
 
-def test_a_damaged_entry_is_a_miss(
-    team: Path, tmp_path: Path, toolcards_cli: InProcessCli, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # the entry point in this process (what reads the cache is the subject, not the process):
-    # each damaged entry is read as a miss and the listing is made afresh, the same
+def _entries_read(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each listing in this process from now on was read from the cache, in order."""
     read: list[bool] = []
 
     def cached_rows(config: Path) -> list[dict[str, object]] | None:
@@ -173,6 +171,15 @@ def test_a_damaged_entry_is_a_miss(
         return rows
 
     monkeypatch.setattr(run, "cached_rows", cached_rows)
+    return read
+
+
+def test_a_damaged_entry_is_a_miss(
+    team: Path, tmp_path: Path, toolcards_cli: InProcessCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the entry point in this process (what reads the cache is the subject, not the process):
+    # each damaged entry is read as a miss and the listing is made afresh, the same
+    read = _entries_read(monkeypatch)
     cache = tmp_path / "cache"
     made = _made(toolcards_cli, team, cache=cache)
     entries = list((cache / "toolcards").glob("list-*.json"))
@@ -261,3 +268,45 @@ def test_a_policy_swapped_for_a_fifo_is_refused_as_without_an_entry(
         done = _run_list(team, cache=cache)
     assert done.returncode != 0 and "update_planning" not in done.stdout
     assert "the policy file is not a regular file" in done.stderr
+
+
+@pytest.mark.parametrize("linked", ["current/policy.yaml", "policy.yaml"])
+def test_a_policy_link_re_pointed_is_listed_at_once(
+    team: Path,
+    tmp_path: Path,
+    toolcards_cli: InProcessCli,
+    monkeypatch: pytest.MonkeyPatch,
+    linked: str,
+) -> None:
+    """The entry held the policy's real path: after a link on the way to it was re-pointed
+    (a folder ``current -> releases/v2`` or the file itself) to a release where alice may
+    read no plan, ``list`` read the entry still and printed every tool of v1."""
+    read = _entries_read(monkeypatch)
+    folder = team.parent
+    v1, v2 = folder / "releases" / "v1", folder / "releases" / "v2"
+    v1.mkdir(parents=True)
+    v2.mkdir()
+    text = (folder / "policy.yaml").read_text(encoding="utf-8")
+    (folder / "policy.yaml").rename(v1 / "policy.yaml")
+    narrowed = text.replace('targets: ["*"]', "targets: [workspace_read]")
+    assert narrowed != text
+    (v2 / "policy.yaml").write_text(narrowed, encoding="utf-8")
+    config = team.read_text(encoding="utf-8")
+    team.write_text(config.replace("policy: policy.yaml", f"policy: {linked}"), encoding="utf-8")
+    _settle(team, v2 / "policy.yaml")
+    link = folder / linked.split("/")[0]
+
+    def point(release: Path) -> None:
+        target = release.relative_to(folder)
+        (folder / "new").symlink_to(target if link.name == "current" else target / link.name)
+        (folder / "new").replace(link)  # as `ln -sfn` re-points a link
+
+    point(v1)
+    cache = tmp_path / "cache"
+    before = _made(toolcards_cli, team, cache=cache, as_json=True)
+    assert _made(toolcards_cli, team, cache=cache, as_json=True) == before and read == [False, True]
+    assert "update_planning" in _names(before)
+    point(v2)
+    fresh = _made(toolcards_cli, team, cache=tmp_path / "fresh", as_json=True)
+    assert "workspace_read" in _names(fresh) and "update_planning" not in _names(fresh)
+    assert _made(toolcards_cli, team, cache=cache, as_json=True) == fresh and not read[-1]

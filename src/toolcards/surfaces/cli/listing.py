@@ -7,7 +7,9 @@ An entry (in ``~/.cache/toolcards``, one per config file) holds every tool's row
 whether the config's local principal may call it, and what the rows were made from:
 
 - the text of the config and of its policy file (the config names the principal, the policy
-  decides what that principal sees: both are compared as text);
+  decides what that principal sees: both are compared as text, the policy's read through the
+  path the config gives it, as the policy is read: a link on that path re-pointed to another
+  text is a change);
 - every module the listing process had loaded (path, modification time and size: the test
   Python applies to its own bytecode) and the folders of ``sys.path`` (installing or removing
   a package changes its folder);
@@ -143,7 +145,7 @@ def remember(config: Path, policy: Path, rows: list[dict[str, Any]], began: Star
     from changed in the second before it began or since; the caller writes only a listing
     that is a function of what the entry records (see the module)."""
     where = os.path.realpath(config)
-    texts = [where, os.path.realpath(policy)]
+    texts = [where, os.fspath(policy)]
     stamps: list[tuple[str, list[int] | None]] = [(path, _stamp(path)) for path in texts]
     stamps += [(path, _stamp(path)) for path in _modules()]
     stamps += [(path, _stamp(path)) for path in began.path if path]
