@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
+from support.cli import InProcessCli
+from toolcards.core.host_files import ROOTS_MARKER
 from toolcards.governance import Identity
 from toolcards.surfaces.config import ConfigError, hash_token, load_config
 from toolcards.surfaces.mcp_server.options import MCPOptions
@@ -235,3 +237,41 @@ def test_a_team_id_that_cannot_name_a_cards_workspace_is_a_config_error(
     assert str(error.value).startswith(
         f"{path}: team_id: cards.0 ({card['type']}): workspace id {team!r} (the team id"
     )
+
+
+NO_HOME = "~no-such-user-of-this-host"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("policy", f"{NO_HOME}/policy.yaml"), ("audit", f"{NO_HOME}/audit.db"),
+     ("approvals", f"{NO_HOME}/a.db"), ("policy", "a\0.yaml"), ("audit", "a\0.db"),
+     ("approvals", "a\0.db")],
+    ids=["policy-home", "audit-home", "approvals-home", "policy-nul", "audit-nul", "approvals-nul"],
+)  # fmt: skip
+def test_a_path_that_names_no_file_is_one_line_naming_the_field(
+    toolcards_cli: InProcessCli, tmp_path: Path, key: str, value: str
+) -> None:
+    """A ``~user`` this host has no home folder for, or a NUL character, in a config's path
+    was a traceback from the opener (RuntimeError, ``ValueError: embedded null byte``)."""
+    path = write(tmp_path, {"policy": "policy.yaml", "store": ":memory:", key: value})
+    done = toolcards_cli("-c", path, "list")
+    assert done.returncode == 2, done
+    assert done.stderr.startswith(f"error: {path}: {key}: "), done.stderr
+    assert done.stderr.count("\n") == 1
+
+
+def test_a_data_config_naming_a_link_loop_is_one_line(
+    toolcards_cli: InProcessCli, tmp_path: Path
+) -> None:
+    """A config in a workspaces root naming a link to itself as its policy was a traceback
+    (``RuntimeError: Symlink loop``) from the check that its files lie in its folder."""
+    folder = tmp_path / "ws" / "w"
+    folder.mkdir(parents=True)
+    (tmp_path / "ws" / ROOTS_MARKER).write_text("")
+    (folder / "loop").symlink_to(folder / "loop")
+    (folder / "evil.yaml").write_text("policy: loop\n")
+    done = toolcards_cli("-c", "ws/w/evil.yaml", "list", cwd=tmp_path)
+    assert done.returncode == 2, done
+    message = "(in a workspaces root, where agents write): policy: 'loop' names no file"
+    assert message in done.stderr and done.stderr.count("\n") == 1, done.stderr

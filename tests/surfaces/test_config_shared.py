@@ -17,6 +17,7 @@ import pytest
 
 from support.cli import InProcessCli
 from toolcards.core.approvals import ApprovalRequest
+from toolcards.core.host_files import ROOT_ENV, ROOTS_MARKER
 from toolcards.core.identity import Identity
 from toolcards.governance import SqliteApprovalStore
 from toolcards.surfaces.config import ConfigError, SurfaceConfig, load_config, parse_config
@@ -301,6 +302,44 @@ def test_a_data_config_cannot_point_the_workspace_tools_at_a_host_folder(
     assert done.returncode == 2, done
     assert "operator-secret" not in done.stdout
     assert "workspaces: only the operator's config file" in done.stderr.strip()
+
+
+def test_a_data_config_keeps_its_workspaces_beside_it_under_the_hosts_root(
+    toolcards_cli: InProcessCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent of team1 wrote a config naming ``team_id: team2`` (and no ``workspaces:``)
+    into its workspace; run by the operator with ``$TOOLCARDS_WORKSPACES_ROOT`` set, its
+    workspace tools read team2's files and wrote into them. Its workspaces lie beside it."""
+    root = tmp_path / "ws"
+    (root / "team2").mkdir(parents=True)
+    (root / ROOTS_MARKER).write_text("")
+    (root / "team2" / "secret.txt").write_text("team2-only-secret\n")
+    folder = root / "team1"
+    folder.mkdir()
+    (folder / "policy.yaml").write_text("default_effect: allow\n")
+    (folder / "toolcards.yaml").write_text(
+        "team_id: team2\npolicy: policy.yaml\ncards: [{type: WorkspaceTool}]\n"
+    )
+    monkeypatch.setenv(ROOT_ENV, str(root))
+    call = ["-c", str(folder / "toolcards.yaml"), "call"]
+    read = toolcards_cli(*call, "workspace_read", "path=secret.txt", cwd=tmp_path)
+    written = toolcards_cli(*call, "workspace_write", "path=planted.txt", "content=x", cwd=tmp_path)
+    assert "team2-only-secret" not in read.stdout + read.stderr
+    assert written.returncode == 0, written
+    assert sorted(p.name for p in (root / "team2").iterdir()) == ["secret.txt"]
+    assert (folder / "workspaces" / "team2" / "planted.txt").read_text() == "x"
+    (tmp_path / "own.yaml").write_text("policy: policy.yaml\n")  # the operator's follows it
+    assert load_config(tmp_path / "own.yaml").workspaces_root == root.resolve()
+
+
+def test_a_data_config_follows_no_workspaces_link_out_of_its_folder(tmp_path: Path) -> None:
+    """The ``workspaces`` folder beside a data config is its own: a link there to the host's
+    root is refused, as a link for any file it names."""
+    (tmp_path / "ws" / "w").mkdir(parents=True)
+    (tmp_path / "ws" / "w" / "workspaces").symlink_to(tmp_path / "ws")
+    data = {"policy": "policy.yaml", "team_id": "t"}
+    with pytest.raises(ConfigError, match=r"^team\.yaml: workspaces: .*outside the config's"):
+        parse_config(data, source="team.yaml", base_dir=tmp_path / "ws" / "w")
 
 
 @pytest.mark.parametrize(

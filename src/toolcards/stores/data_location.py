@@ -63,10 +63,16 @@ def check_own_file(folder: Path, value: str, field: str, *, who: str, instead: s
     """The real path of the file ``value`` (relative to ``folder``, where data lies) that data
     named in ``field``; UntrustedField when it lies outside ``folder``, links followed: the
     host's files (its audit trail, its stores, its policy) are not data's to open, write or
-    read. The refusal is one line: the file lies outside ``who``'s folder, then ``instead``."""
+    read. The refusal is one line: the file lies outside ``who``'s folder (or is no path: a
+    ``~user`` this host has no home folder for, a NUL character), then ``instead``."""
     own = folder.resolve()
-    path = Path(value).expanduser()
-    real = (path if path.is_absolute() else own / path).resolve()
+    try:
+        path = Path(value).expanduser()
+        real = (path if path.is_absolute() else own / path).resolve()
+    except (RuntimeError, ValueError):
+        raise UntrustedField(
+            f"{field} {value!r:.200} names no file on this host; {instead}"
+        ) from None
     if not real.is_relative_to(own):
         raise UntrustedField(f"{field} {value!r:.200} lies outside {who}'s folder; {instead}")
     return real

@@ -14,7 +14,8 @@ hooks: ["myapp.guards:HOOKS"]  # optional: guardrail ToolHooks, in order (module
 policy: policy.yaml            # relative to this file
 workspaces: workspaces         # WorkspaceTool/ExecTool files: <this>/<workspace id>; relative
                                # to this file (default: $TOOLCARDS_WORKSPACES_ROOT, else
-                               # workspaces/ beside this file)
+                               # workspaces/ beside this file; a config that is data: always
+                               # workspaces/ beside it)
 audit: audit.db                # relative to this file; omit for audit.db beside it (or the
                                # PostgreSQL store's database)
 approval: approver             # approval-required calls wait for an approver; "client": the
@@ -54,7 +55,9 @@ mapping (``parse_config``) may carry them only when the host says it wrote it
 (``host_written=True``). A config a client sent or an agent wrote is data: it grants nothing
 and imports nothing, joins no Ray cluster it names, names no database server that would
 get the host's password (``PGPASSWORD``, ``~/.pgpass``) or sit on its private network, and no
-OAuth issuer or ``jwks_uri`` there (the HTTP server fetches them when a client sends a token).
+OAuth issuer or ``jwks_uri`` there (the HTTP server fetches them when a client sends a token),
+and keeps its files and its workspaces beside it (never under the host's
+``$TOOLCARDS_WORKSPACES_ROOT``, where other teams' workspaces lie).
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -255,15 +259,31 @@ class SurfaceConfig(BaseModel):
                 value = redact_url(value)
             yield name, value
 
-    @field_validator("store", "audit", "approvals")
+    @field_validator("policy", "workspaces", "store", "audit", "approvals")
     @classmethod
-    def _location(cls, value: str | None) -> str | None:
-        if value is not None:
+    def _path(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """A file's path with ``~`` expanded, or for a database key a location that names no
+        file (``:memory:``, a server's URL) as given; a NUL character, or a ``~user`` this
+        host has no home folder for, is this key's error, not a traceback when the file opens."""
+        if value is None:
+            return None
+        if "\0" in value:
+            raise ValueError("holds a NUL character, which no file name or URL can hold")
+        if info.field_name in _DATABASES:
             try:
-                StoreLocation.parse(value)
+                if StoreLocation.parse(value).path is None:
+                    return value
             except UnknownStoreScheme as exc:
                 raise ValueError(str(exc)) from None
-        return value
+        if not value.startswith("~"):
+            return value
+        try:
+            return str(Path(value).expanduser())
+        except RuntimeError:
+            home = value.partition("/")[0]
+            raise ValueError(
+                f"{value!r:.200}: this host has no home folder {home!r:.100}"
+            ) from None
 
     @field_validator("system")
     @classmethod
@@ -310,7 +330,7 @@ class SurfaceConfig(BaseModel):
     # -- resolved values ------------------------------------------------------------------
 
     def path(self, value: str) -> Path:
-        p = Path(value).expanduser()
+        p = Path(value)
         return p if p.is_absolute() else self.base_dir / p
 
     @property
@@ -320,7 +340,8 @@ class SurfaceConfig(BaseModel):
     @property
     def workspaces_root(self) -> Path:
         """Where the cards' workspaces live: ``workspaces:`` (relative to this file), else
-        ``$TOOLCARDS_WORKSPACES_ROOT``, else ``workspaces/`` beside this file."""
+        ``$TOOLCARDS_WORKSPACES_ROOT``, else ``workspaces/`` beside this file (always there
+        for a config that is data: :func:`parse_config` names it)."""
         if self.workspaces is not None:
             return self.path(self.workspaces)
         env = os.environ.get(host_files.ROOT_ENV)
@@ -539,7 +560,9 @@ def _check_data_locations(config: SurfaceConfig, source: str) -> None:
     (``PGPASSWORD``, ``~/.pgpass``) or reach its private network (the rule agent specs
     follow), has the server fetch no OAuth URL there, and opens no file outside its own
     folder (links followed): the host's files are not data's to open, write or read as a
-    policy. Checked before anything opens."""
+    policy. Its workspace tools act in ``workspaces/`` beside it, never under the host's
+    ``$TOOLCARDS_WORKSPACES_ROOT``, where other teams' workspaces lie (the workspace id is
+    data's to choose). Checked before anything opens."""
     for key in _DATABASES:
         value = getattr(config, key)
         if value is not None and StoreLocation.parse(value).shared:
@@ -547,6 +570,7 @@ def _check_data_locations(config: SurfaceConfig, source: str) -> None:
     for key in _DATABASES:
         _keep_own_database(config, source, key)
     config.policy = str(_check_own_file(config, source, "policy", config.policy))
+    config.workspaces = str(_check_own_file(config, source, "workspaces", "workspaces"))
     _check_oauth_urls(config, source)
 
 
