@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
+import pickle
+import shutil
 import time
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
+from toolcards.core.host_files import ROOT_ENV, ROOTS_MARKER
 from toolcards.governance import (
     CapabilityRegistry,
     Executor,
@@ -20,6 +24,7 @@ from toolcards.governance import (
     PolicyError,
 )
 from toolcards.governance.card_reads import may_read_card
+from toolcards.surfaces.config import load_config
 
 ALICE = Identity("alice", roles=["data_admin"])
 BOB = Identity("bob", roles=["sales"])
@@ -431,6 +436,48 @@ def test_a_file_broken_from_the_start_refuses_everything_until_fixed(tmp_path: P
     assert not policy.refusing() and policy.decide(BOB, "t", {}).allowed
 
 
+@pytest.mark.parametrize("planted", ["policy.yaml", "rules"], ids=["the-file", "its-folder"])
+def test_a_link_planted_on_a_data_configs_policy_path_is_never_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, planted: str
+) -> None:
+    """An agent's config in its workspace names its own policy (checked, once, to lie in its
+    folder); the agent then swaps the policy file, or the folder holding it, for a link to a
+    host file: every reload read the host file, and the error (logged, and sent by ``serve``
+    to every MCP client) quoted its values. The link is refused on a reload, by a copy sent to
+    a worker whose environment names no root, and on a first load; the last good rules stay."""
+    secret = "sk-live-HOST-SECRET-123"
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "policy.yaml").write_text(f"rules: [{{targets: [t], effect: {secret}}}]\n")
+    root = tmp_path / "workspaces"
+    (root / "team1" / "rules").mkdir(parents=True)
+    (root / ROOTS_MARKER).touch()
+    (root / "team1" / "rules" / "policy.yaml").write_text("default_effect: allow\n")
+    (root / "team1" / "toolcards.yaml").write_text("policy: rules/policy.yaml\naudit: null\n")
+    monkeypatch.setenv(ROOT_ENV, str(root))
+    config = load_config(root / "team1" / "toolcards.yaml")
+    policy = Policy.from_yaml(config.policy_path, reload_interval=0)
+    copy = pickle.loads(pickle.dumps(policy))
+    loaded = config.policy_path.stat().st_mtime_ns
+    if planted == "policy.yaml":
+        config.policy_path.unlink()
+        config.policy_path.symlink_to(host / "policy.yaml")
+    else:
+        shutil.rmtree(config.policy_path.parent)
+        config.policy_path.parent.symlink_to(host)
+    os.utime(host / "policy.yaml", ns=(loaded, loaded + 10**9))  # a change a reload sees
+    monkeypatch.delenv(ROOT_ENV)
+    (root / ROOTS_MARKER).unlink()
+    with caplog.at_level(logging.ERROR):
+        assert policy.decide(BOB, "t", {}).allowed and copy.decide(BOB, "t", {}).allowed
+    refused = f"'{planted}' on the policy file's path is a link, which is not followed"
+    assert policy.error is not None and policy.error.endswith(refused)
+    assert copy.error == policy.error and secret not in caplog.text
+    monkeypatch.setenv(ROOT_ENV, str(root))
+    with pytest.raises(PolicyError, match=f"{refused}$"):
+        Policy.from_yaml(config.policy_path)
+
+
 def test_decisions_are_cached_per_principal_and_tool() -> None:
     policy = _policy({"targets": ["t"], "effect": "allow"})
     first = policy.decide(ALICE, "t", {})
@@ -438,8 +485,6 @@ def test_decisions_are_cached_per_principal_and_tool() -> None:
 
 
 def test_a_pickled_policy_decides_the_same_and_keeps_watching_its_file(tmp_path: Path) -> None:
-    import pickle
-
     path = tmp_path / "policy.yaml"
     path.write_text("default_effect: deny\nrules:\n  - targets: [crm_read]\n    effect: allow\n")
     policy = Policy.from_yaml(path, reload_interval=0)

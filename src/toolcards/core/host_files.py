@@ -5,14 +5,16 @@ A name given with ``-c`` or ``policy:`` may be a FIFO, a device (``/dev/zero`` w
 memory ran out) or a file inside a workspace: :func:`read_bounded` reads only a regular UTF-8
 file of at most :data:`MAX_BYTES`, and :func:`read_host_file` reads one real path and says
 whether it lies where agents write (under a workspaces root, or a folder holding its marker),
-so the file judged is the file read.
+so the file judged is the file read. That real path is read with no link followed on it, and
+so is a policy that lies where agents write (:func:`where_agents_write`): a link planted on
+the way after the check is refused, never followed to a host file.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
-from collections.abc import Sequence
 from pathlib import Path
 
 __all__ = [
@@ -23,6 +25,7 @@ __all__ = [
     "HostFile",
     "read_bounded",
     "read_host_file",
+    "where_agents_write",
     "workspaces_root",
 ]
 
@@ -52,19 +55,20 @@ def read_host_file(path: str | Path, what: str = "config file") -> HostFile:
     """The file at ``path``, resolved once and then judged and read by that real path: a link
     re-pointed between the read and the check (an agent's own config, then a name outside
     every workspaces root) made the file read an agent's and the file judged the operator's.
-    A link planted at the real path after it was resolved is not followed (OSError ELOOP).
-    OSError and UnicodeDecodeError as :func:`read_bounded`."""
+    A link planted on the real path after it was resolved (at its name or a folder's) is not
+    followed. OSError and UnicodeDecodeError as :func:`read_bounded`."""
     real = Path(os.path.realpath(path))
-    data = _below_a_root(real, [workspaces_root()])
-    return HostFile(real, data, read_bounded(real, what, follow_links=False))
+    return HostFile(real, where_agents_write(real), read_bounded(real, what, follow_links=False))
 
 
 def read_bounded(path: str | Path, what: str = "config file", *, follow_links: bool = True) -> str:
     """The text of the file at ``path``: OSError unless it is a regular file of at most
     :data:`MAX_BYTES` (never waiting on a FIFO), UnicodeDecodeError unless it is UTF-8;
-    ``follow_links=False``: OSError when ``path`` itself is a link."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
-    fd = os.open(path, flags)
+    ``follow_links=False``: OSError when ``path`` itself or a folder on it is a link (each
+    name is opened from its folder's descriptor without following links, so a folder swapped
+    for a link while the path is walked is refused too)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(path, flags) if follow_links else _open_unlinked(Path(path), flags, what)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(0, f"the {what} is not a regular file", str(path))
@@ -79,13 +83,49 @@ def read_bounded(path: str | Path, what: str = "config file", *, follow_links: b
     return b"".join(chunks).decode("utf-8")
 
 
-def _below_a_root(real: Path, roots: Sequence[Path]) -> bool:
-    """Whether the real path ``real`` (not resolved again) lies under a workspaces root (one
-    of ``roots``, or a folder holding the marker the workspace tools leave in one): an agent
-    may have written it."""
-    if any(real.is_relative_to(root) for root in roots):
+_FOLDER = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
+"""A folder on a walked path, held only to open the next name from (no read right needed)."""
+
+
+def _open_unlinked(path: Path, flags: int, what: str) -> int:
+    """The file at ``path`` (made absolute) opened with ``flags``, walked from ``/`` one name at
+    a time with ``O_NOFOLLOW``: OSError (ELOOP) naming the link when a name on it is one."""
+    names = Path(os.path.abspath(path)).parts
+    fd = os.open(names[0], _FOLDER)
+    try:
+        for name in names[1:-1]:
+            child = _open_name(name, _FOLDER, fd, what)
+            os.close(fd)
+            fd = child
+        return _open_name(names[-1], flags, fd, what)
+    finally:
+        os.close(fd)
+
+
+def _open_name(name: str, flags: int, folder: int, what: str) -> int:
+    """``name`` in the folder open as ``folder``, opened with ``flags`` and ``O_NOFOLLOW``."""
+    try:
+        return os.open(name, flags | os.O_NOFOLLOW, dir_fd=folder)
+    except OSError:
+        try:
+            link = stat.S_ISLNK(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+        except OSError:
+            link = False
+        if not link:
+            raise
+        raise OSError(
+            errno.ELOOP, f"{name!r} on the {what}'s path is a link, which is not followed"
+        ) from None
+
+
+def where_agents_write(path: str | Path) -> bool:
+    """Whether ``path`` (made absolute, links not resolved) lies where agents write: under the
+    workspaces root (:func:`workspaces_root`) or a folder holding the marker the workspace
+    tools leave in one."""
+    path = Path(os.path.abspath(path))
+    if path.is_relative_to(workspaces_root()):
         return True
-    return any((parent / ROOTS_MARKER).is_file() for parent in real.parents)
+    return any((parent / ROOTS_MARKER).is_file() for parent in path.parents)
 
 
 def workspaces_root(root: str | Path | None = None) -> Path:

@@ -134,6 +134,7 @@ class Policy:
     A policy read from a file reloads when the file's mtime changes (checked at most every
     ``reload_interval`` seconds). A reload that fails to parse keeps the last good rules
     (``error`` says why, and the failure is logged as an error once) until the file is fixed.
+    A file where agents write is read with no link followed on its path (:class:`PolicyFile`).
     A policy with no good rules (``from_yaml(path, strict=False)`` on a broken file) refuses
     every call (``loaded`` is False) until the file is fixed; it never degrades to allow.
     """
@@ -142,13 +143,13 @@ class Policy:
         self,
         compiled: CompiledPolicy,
         *,
-        path: Path | None = None,
+        file: PolicyFile | None = None,
         reload_interval: float = 1.0,
     ) -> None:
         self._compiled = compiled
         self._index = RuleIndex(compiled.rules, compiled.limits)
-        self._path = path
-        self._mtime = _mtime(path) if path else None
+        self._file = file
+        self._mtime = file.mtime() if file else None
         self.reload_interval = reload_interval
         self._next_check = time.monotonic() + reload_interval
         self._plans: dict[Identity, dict[str, _Plan]] = {}  # per caller, per tool
@@ -175,22 +176,23 @@ class Policy:
         if path is None:
             text = str(source)
             return cls(compile_policy(load_yaml(text, "policy"), "policy"))
+        file = PolicyFile.at(path)
         try:
-            compiled = _read(path)
+            compiled = file.read()
         except PolicyError as exc:
             if strict:
                 raise
-            policy = cls(_refuse_all(), path=path, reload_interval=reload_interval)
+            policy = cls(_refuse_all(), file=file, reload_interval=reload_interval)
             policy.error, policy.loaded = str(exc), False
             log.error("%s; every call is refused until it is fixed", exc)
             return policy
-        return cls(compiled, path=path, reload_interval=reload_interval)
+        return cls(compiled, file=file, reload_interval=reload_interval)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as its rules (and file, which the copy keeps watching where it exists)."""
         return (
             _rebuild,
-            (self._compiled, self._path, self.reload_interval, self.error, self.loaded),
+            (self._compiled, self._file, self.reload_interval, self.error, self.loaded),
         )
 
     @classmethod
@@ -216,16 +218,16 @@ class Policy:
 
     def refresh(self, *, force: bool = False) -> bool:
         """Re-read the file if it changed (or ``force``); True when the policy was replaced."""
-        path = self._path
-        if path is None:
+        file = self._file
+        if file is None:
             return False
-        mtime = _mtime(path)
+        mtime = file.mtime()
         if not force and mtime == self._mtime:
             return False
         with self._lock:
             self._mtime = mtime
             try:
-                compiled = _read(path)
+                compiled = file.read()
             except PolicyError as exc:
                 if str(exc) != self.error:  # once per failure, not at every check
                     kept = (
@@ -243,7 +245,7 @@ class Policy:
                 return False
             if self.error is not None:
                 log.warning(
-                    "policy %s is valid again and was reloaded", path, extra={EVERYONE: True}
+                    "policy %s is valid again and was reloaded", file.path, extra={EVERYONE: True}
                 )
             self.error, self.loaded = None, True
             self._compiled = compiled
@@ -262,7 +264,7 @@ class Policy:
 
     def check_reload(self) -> None:
         """Reload if the file changed (checked at most every ``reload_interval`` seconds)."""
-        if self._path is not None:
+        if self._file is not None:
             now = time.monotonic()
             if now >= self._next_check:
                 self._next_check = now + self.reload_interval
@@ -416,22 +418,37 @@ def _as_path(source: str | os.PathLike[str]) -> Path | None:
     return None
 
 
-def _mtime(path: Path) -> int | None:
-    try:
-        return path.stat().st_mtime_ns
-    except OSError:
-        return None
+@dataclass(frozen=True, slots=True)
+class PolicyFile:
+    """The file a policy is read from, and whether links on its path are followed: not when it
+    lies where agents write (:func:`toolcards.core.host_files.where_agents_write`; a config
+    that is data names its policy by the real path checked to lie in its own folder). A link
+    planted there after that check, at the file's name or a folder's, is then refused on the
+    first read and on every reload, never followed to a host file whose values the policy's
+    errors would quote. Judged once, of the path as given, and kept by a pickled copy."""
 
+    path: Path
+    follow_links: bool
 
-def _read(path: Path) -> CompiledPolicy:
-    name = str(path)
-    try:
-        text = host_files.read_bounded(path, "policy file")
-    except OSError as exc:
-        raise PolicyError(f"{name}: cannot read policy file: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise PolicyError(f"{name}: the policy file is not UTF-8 text") from None
-    return compile_policy(load_yaml(text, name), name)
+    @classmethod
+    def at(cls, path: Path) -> PolicyFile:
+        return cls(path, not host_files.where_agents_write(path))
+
+    def mtime(self) -> int | None:
+        try:
+            return self.path.stat().st_mtime_ns
+        except OSError:
+            return None
+
+    def read(self) -> CompiledPolicy:
+        name = str(self.path)
+        try:
+            text = host_files.read_bounded(self.path, "policy file", follow_links=self.follow_links)
+        except OSError as exc:
+            raise PolicyError(f"{name}: cannot read policy file: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise PolicyError(f"{name}: the policy file is not UTF-8 text") from None
+        return compile_policy(load_yaml(text, name), name)
 
 
 def _refuse_all() -> CompiledPolicy:
@@ -440,13 +457,13 @@ def _refuse_all() -> CompiledPolicy:
 
 def _rebuild(
     compiled: CompiledPolicy,
-    path: Path | None,
+    file: PolicyFile | None,
     reload_interval: float,
     error: str | None = None,
     loaded: bool = True,
 ) -> Policy:
-    if path is not None and not path.exists():
-        path = None  # another machine: the rules as they were
-    policy = Policy(compiled, path=path, reload_interval=reload_interval)
+    if file is not None and not file.path.exists():
+        file = None  # another machine: the rules as they were
+    policy = Policy(compiled, file=file, reload_interval=reload_interval)
     policy.error, policy.loaded = error, loaded
     return policy
