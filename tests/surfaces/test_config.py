@@ -245,9 +245,10 @@ NO_HOME = "~no-such-user-of-this-host"
 @pytest.mark.parametrize(
     ("key", "value"),
     [("policy", f"{NO_HOME}/policy.yaml"), ("audit", f"{NO_HOME}/audit.db"),
-     ("approvals", f"{NO_HOME}/a.db"), ("policy", "a\0.yaml"), ("audit", "a\0.db"),
-     ("approvals", "a\0.db")],
-    ids=["policy-home", "audit-home", "approvals-home", "policy-nul", "audit-nul", "approvals-nul"],
+     ("approvals", f"{NO_HOME}/a.db"), ("store", f"{NO_HOME}/t.db"), ("policy", "a\0.yaml"),
+     ("audit", "a\0.db"), ("approvals", "a\0.db"), ("store", "t\0.db")],
+    ids=["policy-home", "audit-home", "approvals-home", "store-home", "policy-nul", "audit-nul",
+         "approvals-nul", "store-nul"],
 )  # fmt: skip
 def test_a_path_that_names_no_file_is_one_line_naming_the_field(
     toolcards_cli: InProcessCli, tmp_path: Path, key: str, value: str

@@ -24,6 +24,7 @@ YAML nor pydantic: this module's client half needs only ``json``, ``os``, ``sock
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -68,12 +69,10 @@ def _record_for(config: Path, text: str | None) -> Path:
     except YamlError:
         data = {}
     store = data.get("store", "team.db") if isinstance(data, dict) else "team.db"
-    if not isinstance(store, str) or store == ":memory:" or "://" in store:
-        target = config.resolve()
-    else:
-        target = Path(store).expanduser()
-        if not target.is_absolute():
-            target = config.resolve().parent / target
+    target = config.resolve()
+    if isinstance(store, str) and store != ":memory:" and "://" not in store and "\0" not in store:
+        with contextlib.suppress(RuntimeError):  # ~user of no home here: the config's error
+            target = target.parent / Path(store).expanduser()
     return target.with_name(target.name + ".endpoint")
 
 
