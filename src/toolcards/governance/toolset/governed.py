@@ -3,7 +3,7 @@
 It is the execution layer on top of a stack of listing layers (:mod:`.layers`)::
 
     GovernedToolset(                       identity, per-caller listing, executor, outcomes
-      ApprovalMarkedToolset(               declared approval -> governed approval
+      ApprovalMarkedToolset(               declared deferral -> governed call
         DescribedToolset(                  annotations, destructive warning, sequential
           SafeNamedToolset(                provider-safe names
             SelectedToolset(inner, include, exclude)))))
@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic_ai import RunContext
-from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
+from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 from pydantic_core import SchemaValidator, core_schema, to_json
 
 from toolcards.core import nesting
+from toolcards.core.errors import ToolNotConfigured
 from toolcards.core.identity import ANONYMOUS, Identity, durable_call_key
 from toolcards.core.names import provider_safe_name
 from toolcards.core.spec import ToolAnnotations
@@ -89,7 +90,10 @@ class GovernedToolset(WrapperToolset[Any]):
     readable tool results, fixable errors (and unknown tool names) as retries, and approvals
     through pydantic-ai's deferred flow (``DeferredToolRequests`` -> ``DeferredToolResults``),
     bound to the call id, tool, arguments and principal. A tool hidden from the principal
-    reads exactly like one that does not exist.
+    reads exactly like one that does not exist. A tool the host runs (pydantic-ai's
+    ``kind="external"``) is governed like any other; once admitted, its call is handed to the
+    host (``DeferredToolRequests.calls``) as the model made it, so an approver's edit of it
+    is refused.
 
     The executor: ``policy`` (with ``audit``) builds the toolset's own (:meth:`with_policy`
     also sets its timeout, telemetry and guardrails); ``executor`` shares one with other
@@ -325,6 +329,9 @@ class GovernedToolset(WrapperToolset[Any]):
             return to_model_result(result)
         inner, source = self.inner, entry.source
         check = source.args_validator_func
+        edited = None  # ToolApproved(override_args=...): the call as made, and the edit to run
+        if ctx.tool_call_approved:
+            tool_args, edited = split_override(ctx.messages, ctx.tool_call_id, tool_args)
 
         async def invoke(args: dict[str, Any]) -> Any:
             run = _as_gated(ctx)
@@ -332,6 +339,13 @@ class GovernedToolset(WrapperToolset[Any]):
                 checked = check(run, **args)
                 if inspect.isawaitable(checked):
                     await checked
+            if source.tool_def.kind == "external":  # pydantic-ai hands the model's call on
+                if args != tool_args:
+                    raise ToolNotConfigured(
+                        f"{entry.tool_id} runs on the host as the model called it, and an "
+                        "approver's edit or a guardrail changed its arguments: not handed on"
+                    )
+                raise CallDeferred()  # admitted: the host runs it
             return await inner.call_tool(source.tool_def.name, args, run, source)
 
         cap = entry.capability
@@ -339,9 +353,6 @@ class GovernedToolset(WrapperToolset[Any]):
             cap = entry.capability = entry.governed_capability()
         key = _call_key(ctx)  # one call of one run
         results = self.call_results
-        edited = None  # ToolApproved(override_args=...): the call as made, and the edit to run
-        if ctx.tool_call_approved:
-            tool_args, edited = split_override(ctx.messages, ctx.tool_call_id, tool_args)
         approver = self.approver
         inline = None if isinstance(approver, str) else approver
         caller = nesting.calling_run.get()  # made on behalf of another run: it may answer

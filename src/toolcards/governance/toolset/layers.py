@@ -5,8 +5,9 @@ over pydantic-ai's ``WrapperToolset`` (usable on their own):
 - :class:`SafeNamedToolset`: names every model provider accepts (the id in ``tool_id``);
 - :class:`DescribedToolset`: annotations made explicit in metadata, a warning line on
   destructive tools, which also run one at a time;
-- :class:`ApprovalMarkedToolset`: a tool that asks for approval declaratively becomes one
-  that governance asks for, bound to its arguments and its caller.
+- :class:`ApprovalMarkedToolset`: a tool that pydantic-ai defers declaratively becomes one
+  whose calls governance sees: approval asked by governance, bound to its arguments and its
+  caller; a call the host runs handed to it once governance admitted the call.
 
 A layer that changes a tool lists a :class:`DerivedTool` and, on a call, hands the tool it
 got from below back down, as pydantic-ai's own wrappers do. :func:`listed_tools` lists the
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard, TypeVar
 
 from pydantic_ai import RunContext
-from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.tools import ToolDefinition, ToolDefinitionKind
 from pydantic_ai.toolsets import (
     AbstractToolset,
     CombinedToolset,
@@ -227,12 +228,14 @@ class DescribedToolset(_Layer):
 
 @dataclass
 class ApprovalMarkedToolset(_Layer):
-    """A tool that asks for approval declaratively (``requires_approval`` in its metadata, or
-    pydantic-ai's ``kind="unapproved"``) becomes a plain function tool annotated
+    """A tool that pydantic-ai defers declaratively becomes a plain function tool, whose calls
+    reach the governed toolset instead of going around it. One that asks for approval
+    (``requires_approval`` in its metadata, or ``kind="unapproved"``) is annotated
     ``requires_approval``, with a note in its description: approval is then asked by
-    governance, bound to the call's arguments and caller, which a declaration cannot be.
-    Only for use under a :class:`GovernedToolset`: alone, it would drop pydantic-ai's own
-    approval step."""
+    governance, bound to the call's arguments and caller, which a declaration cannot be. One
+    the host runs (``kind="external"``) is handed to the host by the governed toolset once
+    governance admitted the call. Only for use under a :class:`GovernedToolset`: alone, it
+    would drop pydantic-ai's own approval step and fail the host's calls."""
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         tools = await list_tools(self.wrapped, ctx)
@@ -240,16 +243,25 @@ class ApprovalMarkedToolset(_Layer):
         for name, tool in tools.items():
             tdef = tool.tool_def
             given = tdef.metadata or {}
+            kind = _governed_kind(tdef)
             if tdef.kind == "unapproved" or given.get("requires_approval"):
                 tool = derive(
                     tool,
                     self,
-                    kind="function" if tdef.kind == "unapproved" else tdef.kind,
+                    kind=kind,
                     metadata={**given, "requires_approval": True},
                     description=_with_line(tdef.description, APPROVAL_NOTE),
                 )
+            elif kind != tdef.kind:
+                tool = derive(tool, self, kind=kind)
             out[name] = tool
         return out
+
+
+def _governed_kind(tdef: ToolDefinition) -> ToolDefinitionKind:
+    """The kind of ``tdef`` under governance: a kind pydantic-ai defers without calling the
+    toolset (``"unapproved"``, ``"external"``) becomes ``"function"``."""
+    return "function" if tdef.kind in ("unapproved", "external") else tdef.kind
 
 
 Listed = tuple[ToolDefinition, int, ToolsetTool[Any]]
@@ -282,11 +294,11 @@ async def listed_tools(stack: AbstractToolset[Any], ctx: RunContext[Any]) -> dic
             renamed[safe] = name
             given = {**given, "tool_id": name}
         metadata = _explicit(given, safe)  # DescribedToolset
-        description, sequential, kind = tdef.description, tdef.sequential, tdef.kind
+        description, sequential = tdef.description, tdef.sequential
         if metadata["destructive"]:
             description, sequential = _with_line(description, DESTRUCTIVE_WARNING), True
-        if kind == "unapproved" or metadata["requires_approval"]:  # ApprovalMarkedToolset
-            kind = "function" if kind == "unapproved" else kind
+        kind = _governed_kind(tdef)  # ApprovalMarkedToolset
+        if tdef.kind == "unapproved" or metadata["requires_approval"]:
             metadata["requires_approval"] = True
             description = _with_line(description, APPROVAL_NOTE)
         final = ToolDefinition(
