@@ -20,12 +20,15 @@ from pydantic_ai import Agent, Tool
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
+from pydantic_ai.usage import RequestUsage
+from pydantic_core import PydanticSerializationError
 
 from support.launch import PYTHON
 from support.processes import kill_at
 from toolcards.core.identity import durable_call_key
 from toolcards.governance import AuditLog, GovernedToolset, Identity, Policy
 from toolcards.governance.executor import replay
+from toolcards.governance.executor.replay import UNRECORDED
 from toolcards.governance.redaction.redactor import args_digest
 from toolcards.stores.call_results import MAX_VALUE_BYTES, TOO_LARGE, SqliteCallResults
 
@@ -47,11 +50,26 @@ def set_flag(value: str) -> str:
     return f"set {value}"
 
 
+def looped() -> dict[str, Any]:
+    """Take a snapshot that holds itself (a cycle: it has no JSON form)."""
+    writes.append("looped")
+    state: dict[str, Any] = {"items": ["one"]}
+    state["self"] = state
+    return state
+
+
+USAGE = RequestUsage(input_tokens=1, output_tokens=1)
+"""What the scripted model says it used (pydantic-ai's estimate writes the arguments as JSON,
+which a lone surrogate fails)."""
+
+
 def _scripted(tool: str, args: dict[str, Any], call_id: str = CALL_ID) -> FunctionModel:
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if len(messages) == 1:
-            return ModelResponse(parts=[ToolCallPart(tool, args, tool_call_id=call_id)])
-        return ModelResponse(parts=[TextPart(str(messages[-1].parts[0].content))])  # type: ignore[union-attr]
+            part = ToolCallPart(tool, args, tool_call_id=call_id)
+            return ModelResponse(parts=[part], usage=USAGE)
+        content = str(messages[-1].parts[0].content)  # type: ignore[union-attr]
+        return ModelResponse(parts=[TextPart(content)], usage=USAGE)
 
     return FunctionModel(model)
 
@@ -81,7 +99,7 @@ def world(tmp_path: Path) -> Any:
         run_id, call_id = options.pop("run_id", RUN_ID), options.pop("call_id", CALL_ID)
         model = options.pop("model", None)
         governed = GovernedToolset(
-            FunctionToolset([append_line, Tool(set_flag, metadata={"idempotent": True})]),
+            FunctionToolset([append_line, looped, Tool(set_flag, metadata={"idempotent": True})]),
             policy=options.pop("policy", policy),
             identity=options.pop("identity", Identity("agent.writer", type="agent")),
             audit=audit,
@@ -193,6 +211,42 @@ def test_a_result_too_large_to_keep_is_replayed_as_that_error_not_run_again(worl
     assert run("append_line", {"text": text}) == TOO_LARGE
     assert writes == [text]
     assert _outcomes(audit, "append_line") == ["ok", "replayed"]
+
+
+def test_a_result_holding_a_lone_surrogate_is_recorded_and_replayed_as_it_was(
+    world: Any,
+) -> None:
+    """A workspace file whose name is not UTF-8 (``report-\\xff.txt``, read as
+    ``report-\\udcff.txt``): its listing failed the durable run after the tool had run, and
+    left the key claimed and never settled."""
+    run, audit, results = world
+    name = "report-\udcff.txt"
+    assert run("set_flag", {"value": name}) == f"set {name}"
+    record = results.find(durable_call_key(RUN_ID, STEP, CALL_ID))
+    assert record is not None and (record.outcome, record.value) == (
+        "ok",
+        '"set report-\\udcff.txt"',
+    )
+    assert run("set_flag", {"value": name}) == f"set {name}"  # replayed: the same string
+    assert writes == [name]
+    assert _outcomes(audit, "set_flag") == ["ok", "replayed"]
+
+
+def test_a_result_with_no_json_form_is_settled_as_an_error_saying_so(world: Any) -> None:
+    """A result holding itself: its settle raised after the tool had run, and left the key
+    claimed and never settled (a recovered run waited out the lease for it)."""
+    run, audit, results = world
+    with pytest.raises(PydanticSerializationError):  # pydantic-ai cannot send it to the model
+        run("looped", {})
+    record = results.find(durable_call_key(RUN_ID, STEP, CALL_ID))
+    assert record is not None and (record.outcome, record.message, record.value) == (
+        "error",
+        UNRECORDED,
+        None,
+    )
+    assert run("looped", {}) == UNRECORDED  # the recovered run: told so, not run again
+    assert writes == ["looped"]
+    assert _outcomes(audit, "looped") == ["ok", "replayed"]
 
 
 def test_an_idempotent_call_its_process_died_in_runs_again(world: Any) -> None:
@@ -529,6 +583,27 @@ def test_a_key_another_team_claimed_is_refused_and_its_row_left_alone(
     assert _outcomes(audit, "append_line") == ["error", "replayed"]
     left = alpha.find(key)
     assert left is not None and not left.settled  # alpha's claim: neither shown nor touched
+    alpha.close()
+    beta.close()
+
+
+def test_a_refusal_naming_a_call_id_with_a_lone_surrogate_is_recorded(
+    world: Any, tmp_path: Path
+) -> None:
+    """A model's tool call id may hold one: the refusal of a key another team claimed failed
+    the run (the store took no such text), and left the key claimed and never settled."""
+    run, _, _ = world
+    alpha = SqliteCallResults(tmp_path / "shared.db", "alpha")
+    beta = SqliteCallResults(tmp_path / "shared.db", "beta")
+    call_id = "call-\udcff"
+    key = durable_call_key(RUN_ID, STEP, call_id)
+    assert key is not None
+    alpha.claim(key, "append_line", args_digest({"text": "one"}), "agent.writer")
+    answer = run("append_line", {"text": "one"}, call_results=beta, call_id=call_id)
+    assert answer.startswith(f"error: call {call_id} of append_line belongs to a run")
+    mine = beta.find(key)
+    assert mine is not None and mine.settled and "call-\\udcff" in (mine.message or "")
+    assert writes == []
     alpha.close()
     beta.close()
 

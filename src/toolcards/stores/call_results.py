@@ -169,7 +169,9 @@ class CallResults(Protocol):
         ...
 
     def settle(self, key: str, outcome: str, message: str, value: str | None) -> None:
-        """Record how the claimed call ended (``value``: its result as JSON text)."""
+        """Record how the claimed call ended (``value``: its result as JSON text). ``message``
+        and ``value`` are text every store keeps (UTF-8: no lone surrogate, which the
+        executor writes as its ``\\u`` escape)."""
         ...
 
     def release(self, key: str) -> None:

@@ -33,20 +33,26 @@ answered from that row (its result was not recorded) with a ``replayed`` row nam
 a second, contradictory ending; otherwise the call ends ``error`` with an ``interrupted`` row.
 Either way the model is told, and the record is settled with that answer, so a later replay
 gives the same one. The first answer recorded for a key is the one every later replay gets (a
-settle never replaces it). A recorded row is read as outside input: one that cannot be read
-(too deeply nested, an unknown outcome) is answered as an error, not run again.
+settle never replaces it). A result is recorded as JSON text, a lone surrogate (a name read
+from bytes that are not UTF-8) as its escape; one with no JSON form (a cycle) is recorded as an
+error saying so, and the run that made it gets it all the same. A recorded row is read as
+outside input: one that cannot be read (too deeply nested, an unknown outcome) is answered as
+an error, not run again.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import secrets
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
-from pydantic_core import to_json
+from pydantic_core import to_jsonable_python
 
 from toolcards.core import outside_json
 from toolcards.governance.executor.calls import (
@@ -128,6 +134,40 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forked)
 
 
+UNRECORDED = (
+    "error: the result of this call could not be written as JSON (a cycle, bytes that are not "
+    "UTF-8, nesting too deep); it is not run again"
+)
+"""What a replay of a call whose result could not be written as JSON is told."""
+_jsonable = partial(to_jsonable_python, fallback=str)
+_dumps = partial(json.dumps, ensure_ascii=False, separators=(",", ":"), default=_jsonable)
+
+
+def _json(value: Any) -> str:
+    """``value`` as compact JSON text, in its own order: models, dates, sets and keys that are
+    not strings as pydantic-core writes them, other objects as their ``str``. A lone surrogate
+    (a name read from bytes that are not UTF-8, which pydantic-core does not write) is written
+    as its ``\\u`` escape: the text is UTF-8, as every store needs, and reads back as the
+    same string."""
+    try:
+        text = _dumps(value)
+    except TypeError:  # a key that is not a string
+        text = _dumps(_jsonable(value))
+    return storable(text)
+
+
+def _recorded(result: ExecutionResult) -> tuple[Outcome, str, str | None]:
+    """How ``result`` is recorded: its outcome, message and value as JSON text; a value with
+    no JSON form as :data:`UNRECORDED` (the key is settled all the same)."""
+    if not result.ok:
+        return result.outcome, result.message, None
+    try:
+        return result.outcome, result.message, _json(result.value)
+    except (TypeError, ValueError, RecursionError):
+        log.warning("the result of %s has no JSON form; it is recorded as an error", result.tool_id)
+        return Outcome.ERROR, UNRECORDED, None
+
+
 @dataclass(slots=True)
 class DurableCall:
     """One call of one durable run: its key in a :class:`CallResults` store and the token its
@@ -195,7 +235,7 @@ class DurableCall:
                 f"error: call {call.call_id} of {call.cap.id} belongs to a run another team "
                 "started; it is not run here"
             )
-            self.results.settle(self.key, Outcome.ERROR.value, msg, None)
+            self._record(Outcome.ERROR, msg)
             return book.finish(call, Outcome.ERROR, msg)
         asked = (call.cap.id, call.called_digest or args_digest(call.args), call.identity.id)
         if (earlier.tool_id, earlier.args_digest, earlier.principal) != asked:
@@ -223,14 +263,14 @@ class DurableCall:
                 f"error: {call.cap.id} was interrupted (its process ended while it ran) and may "
                 "have had its effect; it is not run again"
             )
-            self.results.settle(self.key, Outcome.ERROR.value, msg, None)
+            self._record(Outcome.ERROR, msg)
             return book.finish(call, Outcome.ERROR, msg, audited=INTERRUPTED)
         if ended.outcome == INTERRUPTED:
             how = "was interrupted (its process ended while it ran) and may have had its effect"
         else:
             how = f"ran to its end ({ended.outcome}) before its process ended"
         msg = f"error: {call.cap.id} {how}; its result was not recorded, and it is not run again"
-        self.results.settle(self.key, Outcome.ERROR.value, msg, None)
+        self._record(Outcome.ERROR, msg)
         note = f"answered from the audit row of call {ended.call_id} ({ended.outcome})"
         return book.finish(call, Outcome.ERROR, msg, note, audited=REPLAYED)
 
@@ -264,10 +304,14 @@ class DurableCall:
             if earlier is not None and not earlier.elsewhere:  # that claim's answer stays
                 return
         try:
-            value = to_json(result.value, fallback=str).decode() if result.ok else None
-            self.results.settle(self.key, result.outcome.value, result.message, value)
+            self._record(*_recorded(result))
         finally:
             _leases.drop(self)
+
+    def _record(self, outcome: Outcome, message: str, value: str | None = None) -> None:
+        """Settle the key with this answer (``message`` as every store keeps it: see
+        :func:`storable`)."""
+        self.results.settle(self.key, outcome.value, storable(message), value)
 
     def stopped(self, call: Call) -> None:
         """The call was cancelled or interrupted. Before its claim nothing is recorded; before
@@ -285,7 +329,7 @@ class DurableCall:
             "have had its effect; it is not run again"
         )
         try:
-            self.results.settle(self.key, Outcome.ERROR.value, msg, None)
+            self._record(Outcome.ERROR, msg)
         except Exception:  # the store is down: the claim stays, as a dead process's does
             log.warning("could not record how call %s ended", self.key, exc_info=True)
         finally:
