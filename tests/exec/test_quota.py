@@ -382,6 +382,34 @@ def test_too_many_descriptors_to_look_at_stop_the_count(
     assert watch.held([os.getpid()], tmp_path.stat().st_dev) is None
 
 
+def _bytes_read() -> int:
+    """Bytes this process has read through read() calls, from any file."""
+    return int(Path("/proc/self/io").read_text().split("rchar:")[1].split()[0])
+
+
+def test_memory_maps_are_read_within_their_byte_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack: a job mapped one file with a 3,900-byte name 64,000 times in each of its
+    processes (no two mappings merge): the host read each /proc/<pid>/maps whole, 130-250 MB,
+    65 s past a 5 s timeout and with 540 MiB of its memory."""
+    monkeypatch.setattr(watch, "MAX_MAPS_BYTES", MiB)
+    deep = tmp_path
+    while len(str(deep)) < 3800:
+        deep /= "x" * 200
+    deep.mkdir(parents=True)
+    (deep / "m").write_bytes(bytes(mmap.PAGESIZE))
+    with open(deep / "m", "rb") as f:  # 4,000 lines of 3.9 KB in this process's maps
+        maps = [mmap.mmap(f.fileno(), mmap.PAGESIZE, prot=mmap.PROT_READ) for _ in range(4000)]
+    try:
+        before = _bytes_read()
+        assert watch.held([os.getpid()], tmp_path.stat().st_dev) is None
+        assert _bytes_read() - before < 2 * MiB
+    finally:
+        for mapped in maps:
+            mapped.close()
+
+
 def test_job_processes_are_the_tree_and_the_session_of_the_command() -> None:
     proc = subprocess.Popen(["sh", "-c", "sleep 60 & wait"], start_new_session=True)
     try:
@@ -461,6 +489,61 @@ def test_a_directory_turned_into_a_link_while_counted_stops_the_count(
 
     monkeypatch.setattr(os, "stat", swapping)
     assert watch.modified(ws, since) is None
+
+
+def _moving(ws: Path, monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
+    """Make ``ws`` hold directories ``a``, ``b`` and ``c`` and, in the one the walk lists last,
+    a 16 MiB file moved to the other end, ``times`` times, each time just before the
+    directory holding it is listed. The directories listed, as the walks went."""
+    for name in ("a", "b", "c"):
+        (ws / name).mkdir()
+    first, *_, last = (ws / entry.name for entry in os.scandir(ws))  # the walk's order
+    (last / "big").write_bytes(b"b" * (16 * MiB))
+    real, listed, moves = os.scandir, [], [times]
+    ends = {first.stat().st_ino: (first, last), last.stat().st_ino: (last, first)}
+
+    def moving(target: int) -> object:
+        listed.append(os.fstat(target).st_ino)
+        here, there = ends.get(listed[-1], (ws, ws))
+        if moves[0] and (here / "big").exists():  # away from the one about to be listed
+            os.rename(here / "big", there / "big")
+            moves[0] -= 1
+        return real(target)
+
+    monkeypatch.setattr(os, "scandir", moving)
+    return listed
+
+
+def test_files_moved_into_a_directory_counted_already_stop_the_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack: a job kept its new files in the directory the walk lists last, moved them into
+    one it had listed already (its access time showed when) and back before the next walk:
+    no walk found them, and their growth was taken for another writer's and discounted for
+    good (160 MiB kept under a 16 MiB cap)."""
+    monkeypatch.setattr(watch, "MAX_WALK_ENTRIES", 100)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    growth = _pinned(watch.WorkspaceGrowth(ws, MiB), 16 * MiB)
+    base, listed = growth.base, _moving(ws, monkeypatch, times=1000)
+    assert growth.exceeded()
+    assert "could not be counted" in growth.overrun()
+    assert growth.base == base  # nothing discounted as another writer's
+    assert 4 < len(listed) < 100  # walked again while the budget lasted
+
+
+def test_a_workspace_changed_while_counted_is_counted_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file moved once, while the workspace was walked, is found by the next walk: the
+    command's writes still count, and growth elsewhere is still discounted."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    growth = _pinned(watch.WorkspaceGrowth(ws, 32 * MiB), 64 * MiB)
+    base, listed = growth.base, _moving(ws, monkeypatch, times=1)
+    assert not growth.exceeded()
+    assert 16 * MiB <= growth.written < 20 * MiB and len(listed) == 8  # walked twice
+    assert growth.base == base + 64 * MiB - growth.written
 
 
 def _grown(ws: Path) -> watch.WorkspaceGrowth:

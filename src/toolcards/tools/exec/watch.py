@@ -20,15 +20,20 @@ MAX_NEW_ENTRIES = 100_000
 it is killed (``disk``): empty files and short links take no block, only an inode, and a
 full inode table fills the disk as surely as its bytes do."""
 MAX_WALK_ENTRIES = 10 * MAX_NEW_ENTRIES
-"""Entries one count of the workspace looks at. It counts only once the file system grew past
-a bound; a workspace it cannot count to the end (more entries, deeper than
-:data:`MAX_WALK_DEPTH`, a directory swapped while counted) cannot show the command stayed
-under its cap, and is taken as over it."""
+"""Entries one count of the workspace looks at (its directories twice, every walk it takes).
+It counts only once the file system grew past a bound; a workspace it cannot count to the end
+(more entries, deeper than :data:`MAX_WALK_DEPTH`, changed under every walk) cannot show the
+command stayed under its cap, and is taken as over it."""
 MAX_WALK_DEPTH = 256
 """Directory levels one count enters (it holds one descriptor per level)."""
 MAX_HELD_LOOKS = 1 << 16
 """Descriptors and deleted mappings one count of the command's unnamed files looks at (over
 every task of the command): past it the count stopped short, as a walk cut off does."""
+MAX_MAPS_BYTES = 32 << 20
+"""Bytes of memory maps (``/proc/<pid>/maps``) that count reads, over every process of the
+command (a usual process's take 10-70 KB): past it the count stopped short. A job that mapped
+a file with a 3,900-byte name 64,000 times in each of its processes had the host read 130-250
+MB per process, 65 s past its timeout."""
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -118,7 +123,8 @@ class WorkspaceGrowth:
         grown, made = used - self.base, entries - self.base_entries
         if grown <= self.cap and made <= self.max_entries:
             return False
-        counted = modified(self.workspace, self.started - MTIME_SLACK_S, deadline)
+        since, caps = self.started - MTIME_SLACK_S, (self.cap, self.max_entries)
+        counted = modified(self.workspace, since, deadline, caps)
         if counted is None:
             self.uncounted = time.monotonic() < deadline
             return self.uncounted
@@ -143,7 +149,8 @@ class WorkspaceGrowth:
             return (
                 f"the workspace grew past its cap and could not be counted (over "
                 f"{MAX_WALK_ENTRIES} entries or {MAX_WALK_DEPTH} levels, changing or "
-                f"unreadable, or over {MAX_HELD_LOOKS} open files)"
+                f"unreadable, or over {MAX_HELD_LOOKS} open files or {MAX_MAPS_BYTES} bytes "
+                f"of memory maps)"
             )
         if self.written > self.cap:
             return f"wrote {self.written} bytes into the workspace (cap {self.cap})"
@@ -153,28 +160,36 @@ class WorkspaceGrowth:
 def held(pids: Iterable[int], dev: int, deadline: float = math.inf) -> int | None:
     """Allocated bytes of the files on device ``dev`` that the processes ``pids`` hold open or
     mapped and that have no name left, each inode once; None past :data:`MAX_HELD_LOOKS`
-    descriptors and mappings, or at ``deadline``. Every task's descriptor table is read (a
-    thread can unshare its own); a mapping whose file cannot be looked at (that takes
-    CAP_SYS_ADMIN) counts its length."""
+    descriptors and mappings or :data:`MAX_MAPS_BYTES` bytes of memory maps, or at
+    ``deadline``. Every task's descriptor table is read (a thread can unshare its own); a
+    mapping whose file cannot be looked at (that takes CAP_SYS_ADMIN) counts its length."""
     looks, pids = _Looks(dev, deadline), list(pids)
     if all(looks.tasks(pid) for pid in pids) and all(looks.maps(pid) for pid in pids):
         return looks.bytes
     return None
 
 
-class _Looks:
-    """One count of the unnamed files some processes hold, within its budget."""
+class _Budget:
+    """The looks left to one count, and its deadline (``time.monotonic()``)."""
 
-    def __init__(self, dev: int, deadline: float) -> None:
-        self.dev, self.deadline = dev, deadline
-        self.left = MAX_HELD_LOOKS
-        self.seen: set[tuple[int, ...]] = set()
-        self.bytes = 0
+    def __init__(self, looks: int, deadline: float) -> None:
+        self.left, self.deadline = looks, deadline
 
     def spend(self) -> bool:
         """Take one look from the budget; False when it or the time ran out."""
         self.left -= 1
         return self.left >= 0 and time.monotonic() < self.deadline
+
+
+class _Looks(_Budget):
+    """One count of the unnamed files some processes hold, within its budget."""
+
+    def __init__(self, dev: int, deadline: float) -> None:
+        super().__init__(MAX_HELD_LOOKS, deadline)
+        self.dev = dev
+        self.maps_left = MAX_MAPS_BYTES
+        self.seen: set[tuple[int, ...]] = set()
+        self.bytes = 0
 
     def add(self, path: str) -> bool:
         """Count the file ``path`` (a /proc link) names when it has no name on ``dev``;
@@ -202,28 +217,36 @@ class _Looks:
         return True
 
     def maps(self, pid: int) -> bool:
-        """Count the deleted files ``pid`` maps; False when the budget ran out."""
+        """Count the deleted files ``pid`` maps, read a line at a time within the bytes left
+        and the deadline; False when the budget or the time ran out."""
         try:
             with open(f"/proc/{pid}/maps", "rb") as f:
-                lines = f.read().splitlines()
+                while line := f.readline(self.maps_left + 1):
+                    self.maps_left -= len(line)
+                    if self.maps_left < 0 or time.monotonic() >= self.deadline:
+                        return False
+                    if line.endswith(b" (deleted)\n") and not self.mapped(pid, line):
+                        return False
         except OSError:
-            return True  # gone
-        for line in lines:
-            if not line.endswith(b" (deleted)"):
-                continue
-            if not self.spend():
-                return False
-            span, _, offset, where, inode = line.split(maxsplit=5)[:5]
-            major, minor = (int(part, 16) for part in where.split(b":"))
-            if os.makedev(major, minor) != self.dev:
-                continue
-            if self.add(f"/proc/{pid}/map_files/{span.decode()}"):
-                continue
-            start, end = (int(part, 16) for part in span.split(b"-"))
-            key = (self.dev, int(inode), int(offset, 16), end - start)
-            if key[:2] not in self.seen and key not in self.seen:  # its length, each range once
-                self.seen.add(key)
-                self.bytes += end - start
+            pass  # gone
+        return True
+
+    def mapped(self, pid: int, line: bytes) -> bool:
+        """Count the deleted file of one line of ``pid``'s maps; False when the budget ran
+        out."""
+        if not self.spend():
+            return False
+        span, _, offset, where, inode = line.split(maxsplit=5)[:5]
+        major, minor = (int(part, 16) for part in where.split(b":"))
+        if os.makedev(major, minor) != self.dev:
+            return True
+        if self.add(f"/proc/{pid}/map_files/{span.decode()}"):
+            return True
+        start, end = (int(part, 16) for part in span.split(b"-"))
+        key = (self.dev, int(inode), int(offset, 16), end - start)
+        if key[:2] not in self.seen and key not in self.seen:  # its length, each range once
+            self.seen.add(key)
+            self.bytes += end - start
         return True
 
 
@@ -253,7 +276,12 @@ def job_processes(root: int) -> list[int]:
     return sorted(found)
 
 
-def modified(root: Path, since: float, deadline: float = math.inf) -> tuple[int, int] | None:
+def modified(
+    root: Path,
+    since: float,
+    deadline: float = math.inf,
+    caps: tuple[float, float] = (math.inf, math.inf),
+) -> tuple[int, int] | None:
     """Allocated bytes and number of the entries under ``root`` (itself included) changed at
     or after ``since``, each inode once, links not followed. Every kind counts: a directory or
     a symbolic link takes a block like a small file does (30,000 of them filled 118 MiB past a
@@ -263,32 +291,53 @@ def modified(root: Path, since: float, deadline: float = math.inf) -> tuple[int,
     The walk goes by descriptors: each directory is opened with ``O_NOFOLLOW | O_DIRECTORY``
     relative to its parent's descriptor and listed through it, so a directory the job swaps
     for a link while it is counted is never followed (by path, the host listed the host
-    directory a link named). None when the count stopped short: past
-    :data:`MAX_WALK_ENTRIES` entries, :data:`MAX_WALK_DEPTH` levels, at ``deadline``
-    (``time.monotonic()``), at a directory turned into something else while counted, or at
-    one the host may not read or look into (a job's chmod hid what it wrote there)."""
+    directory a link named).
+
+    A walk is no snapshot: once it ends, every directory it listed is looked at again, and if
+    one changed since it was listed (an entry made, removed or renamed into or out of it
+    changes its inode change time), the workspace is walked again, within what is left of
+    the budget, unless the walk counted past ``caps`` (bytes, entries) already: what it
+    missed would change nothing (a job that moved its files into a directory listed already,
+    from the one listed last, and back before the next walk, kept 160 MiB past a 16 MiB cap).
+    A walk nothing changed under saw every directory as it was once it ended.
+
+    None when the count stopped short: past :data:`MAX_WALK_ENTRIES` entries,
+    :data:`MAX_WALK_DEPTH` levels, at ``deadline`` (``time.monotonic()``), at a directory
+    turned into something else while counted, or at one the host may not read or look into
+    (a job's chmod hid what it wrote there)."""
     try:
         top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except FileNotFoundError:
         return 0, 0
     except OSError:
         return None  # made unreadable (mode 0300): its growth cannot be seen
-    tally = _Tally(since, deadline)
-    tally.add(os.fstat(top))
-    if not tally.walk(top):
-        return None
-    return tally.bytes, tally.entries
+    left = MAX_WALK_ENTRIES
+    try:
+        while left > 0 and time.monotonic() < deadline:
+            tally = _Tally(since, left, deadline)
+            tally.add(os.fstat(top))
+            if not tally.walk(top):
+                return None
+            if tally.bytes > caps[0] or tally.entries > caps[1] or tally.unchanged(top):
+                return tally.bytes, tally.entries
+            left = tally.left
+        return None  # changed under every walk the budget and the time allowed
+    finally:
+        os.close(top)
 
 
-class _Tally:
+class _Tally(_Budget):
     """One count of the changed entries below a workspace, within the entry budget, the
     depth and the deadline."""
 
-    def __init__(self, since: float, deadline: float) -> None:
-        self.since, self.deadline = since, deadline
-        self.left = MAX_WALK_ENTRIES
+    def __init__(self, since: float, looks: int, deadline: float) -> None:
+        super().__init__(looks, deadline)
+        self.since = since
         self.seen: set[tuple[int, int]] = set()
         self.bytes = self.entries = 0
+        self.listed: list[tuple[int, str, tuple[int, int, int]]] = []
+        """The directories listed, in the walk's order: depth, name, and device, inode and
+        change time as it began listing them."""
 
     def add(self, st: os.stat_result) -> None:
         """Count a changed inode not counted yet (a hard-linked file once)."""
@@ -303,9 +352,9 @@ class _Tally:
         self.entries += 1
 
     def walk(self, top: int) -> bool:
-        """Count everything below the held directory ``top`` (closed here, with every
-        descriptor opened on the way; one per level is held); False when stopped short."""
-        stack = [(top, self._subdirs(top))]
+        """Count everything below the held directory ``top`` (left open; every descriptor
+        opened on the way is closed, one per level held); False when stopped short."""
+        stack = [(top, self._subdirs(top, 0, ""))]
         try:
             while stack:
                 fd, subdirs = stack[-1]
@@ -314,7 +363,8 @@ class _Tally:
                 name = next(subdirs, None)
                 if name is None:
                     stack.pop()
-                    os.close(fd)
+                    if stack:
+                        os.close(fd)
                     continue
                 if len(stack) >= MAX_WALK_DEPTH:
                     return False
@@ -324,23 +374,48 @@ class _Tally:
                     continue  # removed meanwhile: nothing left in it to count
                 except OSError:
                     return False  # swapped for a link or a file meanwhile: never followed
-                stack.append((child, self._subdirs(child)))
+                stack.append((child, self._subdirs(child, len(stack), name)))
         finally:
-            for fd, _ in stack:
+            for fd, _ in stack[1:]:
                 os.close(fd)
         return True
 
-    def _subdirs(self, fd: int) -> Iterator[str] | None:
-        """Count the entries of the held directory ``fd``: the names of its subdirectories,
-        or None when the entry budget or the deadline ran out, or when it or an entry of it
-        could not be read (a job's directory readable but not searchable hid 400 MiB written
-        past a 16 MiB cap through the files it held open in it)."""
+    def unchanged(self, top: int) -> bool:
+        """True when every directory listed below the held directory ``top`` (itself
+        included) is still the one listed, not changed since it was listed; one look each,
+        from the budget, by descriptors as the walk went."""
+        way = [top]  # the descriptors down to the last directory looked at
+        try:
+            for depth, name, listed in self.listed:
+                if not self.spend():
+                    return False
+                if depth:
+                    while len(way) > depth:
+                        os.close(way.pop())
+                    way.append(os.open(name, _DIR_FLAGS, dir_fd=way[-1]))
+                st = os.fstat(way[-1])
+                if (st.st_dev, st.st_ino, st.st_ctime_ns) != listed:
+                    return False
+        except OSError:
+            return False  # removed or swapped meanwhile
+        finally:
+            for fd in way[1:]:
+                os.close(fd)
+        return True
+
+    def _subdirs(self, fd: int, depth: int, name: str) -> Iterator[str] | None:
+        """Count the entries of the held directory ``fd`` (``name`` in its parent, ``depth``
+        levels below the top), noting it as listed: the names of its subdirectories, or None
+        when the entry budget or the deadline ran out, or when it or an entry of it could not
+        be read (a job's directory readable but not searchable hid 400 MiB written past a 16
+        MiB cap through the files it held open in it)."""
         dirs: list[str] = []
         try:
+            own = os.fstat(fd)
+            self.listed.append((depth, name, (own.st_dev, own.st_ino, own.st_ctime_ns)))
             with os.scandir(fd) as entries:
                 for entry in entries:
-                    self.left -= 1
-                    if self.left < 0 or time.monotonic() >= self.deadline:
+                    if not self.spend():
                         return None
                     try:
                         st = os.stat(entry.name, dir_fd=fd, follow_symlinks=False)
