@@ -205,8 +205,10 @@ class SessionLimits(BaseModel):
     """Open sessions in total; a new one beyond it gets 503."""
     per_principal: int = Field(default=100, ge=1)
     """Open sessions of one caller (all anonymous callers are one), and apart from them what
-    it has in flight: its 2026-07-28 requests (which open no session) and the tool calls its
-    sessions run, one count; beyond either bound, 429 (a call in a session: an error result)."""
+    it has in flight: its 2026-07-28 requests (which open no session) and the tool calls,
+    resource reads and listings, subscriptions, prompts, completions and task waits its sessions
+    run, one count; beyond either bound, 429 (a call in a session: an error result; another
+    request in a session: a ``-32000`` error)."""
     idle_timeout: float = Field(default=900.0, gt=0)
     """Seconds without a request in flight (no call, no open stream) before a session ends."""
 

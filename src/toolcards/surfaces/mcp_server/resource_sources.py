@@ -13,6 +13,11 @@ workspaces. A config (or code) may add its own :class:`StaticResource` /
 ``toolcards://workspace/<id>/{path}``                 a workspace file (at most 1 MB)
 ====================================================  ========================================
 
+A workspace file is found by its workspace's template, resolved as the workspace tools
+resolve it: a read, a subscription or a template listing never lists a workspace. Only
+``resources/list`` does (:func:`workspace_files`, at most :data:`MAX_LISTED_FILES` files), and a
+completion of a path walks at most :data:`MAX_COMPLETED_ENTRIES` entries.
+
 Every read and listing is governed by the policy with the target ``resource:<uri>``, where a
 template's URI is its canonical form (:meth:`TemplateResource.canonical`): a rule on
 ``toolcards://workspace/w/secret/*`` holds for ``./secret/x``, ``%73ecret/x`` and ``secret%2Fx``.
@@ -40,7 +45,8 @@ from toolcards.core.identity import Identity
 from toolcards.core.views import CardView, ViewNotFound
 from toolcards.governance.card_reads import may_read_card
 from toolcards.governance.redaction.redactor import storable
-from toolcards.tools.workspace.access import AccessRefused, list_files, read_bytes
+from toolcards.tools.workspace.access import LIST_TIMEOUT_S, AccessRefused, list_files, read_bytes
+from toolcards.tools.workspace.globs import WalkBound
 from toolcards.tools.workspace.paths import Contained
 
 if TYPE_CHECKING:
@@ -49,6 +55,9 @@ if TYPE_CHECKING:
 Content = str | bytes
 MAX_FILE_BYTES = 1_000_000
 MAX_LISTED_FILES = 500
+MAX_COMPLETED_ENTRIES = 10_000
+"""Entries (files, directories, links) one completion of a workspace path walks, a tenth of a
+listing's: a client asks at each keystroke (the files past it are not offered)."""
 AUDIT_TAIL = 100
 
 
@@ -93,9 +102,15 @@ class TemplateResource:
     only candidates whose resource the caller may see are offered."""
     readable: Callable[[Identity], bool] | None = None
     """Who may read it beside the policy's ``resource:`` decision (None: anyone it allows)."""
+    mime_of: Callable[[dict[str, str]], str] | None = None
+    """The MIME type of the resource the normalised variables name (None: ``mime_type``)."""
 
     def may(self, who: Identity) -> bool:
         return self.readable is None or self.readable(who)
+
+    def mime(self, variables: dict[str, str]) -> str:
+        """The MIME type of the resource ``variables`` (normalised) name."""
+        return self.mime_type if self.mime_of is None else self.mime_of(variables)
 
     def variables(self) -> list[str]:
         """The template's variable names, in order."""
@@ -195,26 +210,36 @@ def audit_resource(runtime: SurfaceRuntime) -> Iterator[StaticResource]:
     )
 
 
-def workspace_resources(runtime: SurfaceRuntime) -> Iterator[StaticResource | TemplateResource]:
-    """The files of each configured workspace: listed (bounded) and readable by template."""
+def workspace_templates(runtime: SurfaceRuntime) -> Iterator[TemplateResource]:
+    """The template of each configured workspace, which reads (and finds) its files."""
     for wid, root in runtime.workspaces().items():
-        base = f"toolcards://workspace/{quote(wid, safe='')}"
         yield TemplateResource(
-            base + "/{+path}",
+            _base(wid) + "/{+path}",
             f"workspace-{wid}",
             functools.partial(_read_var, root),
             "application/octet-stream",
             f"A file of the workspace {wid!r} (at most {MAX_FILE_BYTES} bytes).",
+            mime_of=_path_mime,
             normalise=functools.partial(_canonical_path, root),
             complete=functools.partial(_complete_path, root),
         )
+
+
+def workspace_files(runtime: SurfaceRuntime) -> Iterator[StaticResource]:
+    """The listed files of each configured workspace (at most :data:`MAX_LISTED_FILES` each),
+    for ``resources/list`` only."""
+    for wid, root in runtime.workspaces().items():
         for rel in _files(root):
             yield StaticResource(
-                f"{base}/{quote(rel, errors=_BYTES)}",
+                f"{_base(wid)}/{quote(rel, errors=_BYTES)}",
                 storable(rel),
                 functools.partial(read_file, root, rel),
                 _mime(rel),
             )
+
+
+def _base(wid: str) -> str:
+    return f"toolcards://workspace/{quote(wid, safe='')}"
 
 
 def _canonical_path(root: Path, variables: dict[str, str]) -> dict[str, str]:
@@ -227,18 +252,21 @@ def _canonical_path(root: Path, variables: dict[str, str]) -> dict[str, str]:
 
 
 def _complete_path(root: Path, _variable: str, value: str, _context: dict[str, str]) -> list[str]:
-    """The listed files of the workspace whose path starts with ``value``."""
-    return [storable(rel) for rel in _files(root) if rel.startswith(value)]
+    """The files of the workspace whose path starts with ``value``, of those a walk of at most
+    :data:`MAX_COMPLETED_ENTRIES` entries lists."""
+    listed = _files(root, WalkBound(MAX_COMPLETED_ENTRIES, LIST_TIMEOUT_S))
+    return [storable(rel) for rel in listed if rel.startswith(value)]
 
 
 def _read_var(root: Path, variables: dict[str, str]) -> Content:
     return read_file(root, variables["path"])
 
 
-def _files(root: Path) -> list[str]:
-    """What :func:`read_file` would read (the workspace package's containment walk)."""
+def _files(root: Path, bound: WalkBound | None = None) -> list[str]:
+    """What :func:`read_file` would read (the workspace package's containment walk, within
+    ``bound``: by default a listing's)."""
     try:
-        return list_files(root, MAX_LISTED_FILES)
+        return list_files(root, MAX_LISTED_FILES, bound=bound)
     except AccessRefused:
         return []
 
@@ -254,6 +282,10 @@ def read_file(root: Path, rel: str) -> Content:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         return data
+
+
+def _path_mime(variables: dict[str, str]) -> str:
+    return _mime(variables["path"])
 
 
 def _mime(name: str) -> str:

@@ -8,22 +8,24 @@ resource of a card's team state (the board, the graph) needs the card's read rul
 touch the resource; subscribing to a URI a read would answer with not-found is refused the
 same way (``-32002``). A subscription is kept under the resource's canonical URI (the one
 its notifications name) with the team actors whose events change it, recorded when it is made
-(an event never looks a resource up: a lookup walks the workspace); at most
+(an event never looks a resource up); at most
 :data:`~.listening.MAX_URIS` per session, until the session ends, and for the last
 :data:`MAX_SUBSCRIBED_SESSIONS` sessions that subscribed. A URI longer than :data:`MAX_URI` is
-not found, before anything is decided or audited. ``subscriptions/listen`` (2026-07-28) is
-:mod:`.listening`.
+not found, before anything is decided or audited. A lookup (a read, a subscription) never
+lists a workspace: a workspace file is found by its workspace's template; only
+``resources/list`` lists the files. ``subscriptions/listen`` (2026-07-28) is :mod:`.listening`.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import mcp.types as types
@@ -49,6 +51,16 @@ forgotten (a session's end forgets its own, when its connection tells its end)."
 MAX_URI = 4096
 """The longest resource URI there is: a longer one is not looked up, decided or audited."""
 Source = res.StaticResource | res.TemplateResource
+
+
+class Found(NamedTuple):
+    """The resource a URI names: its source, its canonical URI (what the policy decides on),
+    its reader and its MIME type."""
+
+    source: Source
+    uri: str
+    read: Callable[[], res.Content]
+    mime_type: str
 
 
 def decide(runtime: SurfaceRuntime, who: Identity, target: str) -> Decision:
@@ -85,10 +97,16 @@ class ResourceCatalog:
         }
 
     def sources(self) -> list[Source]:
+        """The resources and templates offered, a workspace's files only by its template (no
+        workspace is listed)."""
         rt = self.runtime
         found: list[Source] = [*res.team_resources(rt, self.options.views)]
-        found += [*res.audit_resource(rt), *res.workspace_resources(rt), *self.options.resources]
+        found += [*res.audit_resource(rt), *res.workspace_templates(rt), *self.options.resources]
         return found
+
+    def listed(self) -> list[Source]:
+        """:meth:`sources` and the listed files of each workspace (``resources/list``)."""
+        return [*self.sources(), *res.workspace_files(self.runtime)]
 
     def visible(self, who: Identity, source: Source, uri: str | None = None) -> bool:
         """Whether listings show ``who`` the resource ``uri`` of ``source`` (default: its
@@ -113,7 +131,7 @@ class ResourceCatalog:
 
     async def _list(self, ctx: Any, _params: Any) -> types.ListResourcesResult:
         who = self.identity_of(ctx)
-        sources = await anyio.to_thread.run_sync(self.sources)
+        sources = await anyio.to_thread.run_sync(self.listed)
         listed = [
             types.Resource(uri=s.uri, name=s.name, description=s.description, mime_type=s.mime_type)
             for s in sources
@@ -138,16 +156,16 @@ class ResourceCatalog:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def find(self, uri: str) -> tuple[Source, str, Callable[[], res.Content]] | None:
-        """The resource ``uri`` names, its canonical URI (what the policy decides on) and its
-        reader; None when there is none, or its template's reader would refuse the URI."""
+    def find(self, uri: str) -> Found | None:
+        """The resource ``uri`` names; None when there is none, or its template's reader would
+        refuse the URI."""
         if len(uri) > MAX_URI:
             return None
         templates = []
         for source in self.sources():
             if isinstance(source, res.StaticResource):
                 if source.uri == uri:
-                    return source, uri, source.read
+                    return Found(source, uri, source.read, source.mime_type)
             else:
                 templates.append(source)
         for template in templates:
@@ -157,23 +175,21 @@ class ResourceCatalog:
                     canonical, values = template.canonical(variables)
                 except res.ResourceNotFound:
                     return None
-                return template, canonical, lambda t=template, v=values: t.read(v)
+                read = functools.partial(template.read, values)
+                return Found(template, canonical, read, template.mime(values))
         return None
 
-    def _target(self, uri: str) -> tuple[str, tuple[Source, Callable[[], res.Content]] | None]:
+    def _target(self, uri: str) -> tuple[str, Found | None]:
         """The policy target of ``uri`` (its canonical URI) and the resource, if any."""
         found = self.find(uri)
-        if found is None:
-            return f"resource:{uri}", None
-        source, canonical, read = found
-        return f"resource:{canonical}", (source, read)
+        return f"resource:{uri if found is None else found.uri}", found
 
-    def _read_now(self, who: Identity, uri: str) -> tuple[Source, res.Content]:
+    def _read_now(self, who: Identity, uri: str) -> tuple[Found, res.Content]:
         if len(uri) > MAX_URI:
             raise res.ResourceNotFound("the URI is too long")
         started = time.perf_counter()
         target, found = self._target(uri)
-        decision = self.decide(who, target, None if found is None else found[0])
+        decision = self.decide(who, target, None if found is None else found.source)
         executor = self.runtime.executor
         if decision.effect != "allow":
             record(executor, target, {}, who, surface="mcp", outcome="denied",
@@ -183,9 +199,8 @@ class ResourceCatalog:
             record(executor, target, {}, who, surface="mcp", outcome="not_found",
                    started=started, decision=decision)  # fmt: skip
             raise res.ResourceNotFound(uri)
-        source, read = found
         try:
-            content = read()
+            content = found.read()
         except res.ResourceNotFound:
             record(executor, target, {}, who, surface="mcp", outcome="not_found",
                    started=started, decision=decision)  # fmt: skip
@@ -196,19 +211,19 @@ class ResourceCatalog:
             raise
         record(executor, target, {}, who, surface="mcp", outcome="ok", started=started,
                decision=decision)  # fmt: skip
-        return source, content
+        return found, content
 
     async def _read(self, ctx: Any, params: types.ReadResourceRequestParams) -> Any:
         who = self.identity_of(ctx)
         uri = str(params.uri)
         try:
-            source, content = await anyio.to_thread.run_sync(self._read_now, who, uri)
+            found, content = await anyio.to_thread.run_sync(self._read_now, who, uri)
         except res.ResourceNotFound:
             raise MCPError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri}) from None
         except Exception as exc:  # its type only (its row has the redacted text)
             log.error("reading resource %s failed (%s)", uri, type(exc).__name__)
             raise MCPError(-32603, f"reading {uri} failed") from None
-        mime = source.mime_type
+        mime = found.mime_type
         item: types.TextResourceContents | types.BlobResourceContents
         if isinstance(content, bytes):
             blob = base64.b64encode(content).decode("ascii")
@@ -226,21 +241,20 @@ class ResourceCatalog:
         resource it names (one a read would not answer with not-found: a template's reader is
         asked); else None."""
         target, found = self._target(uri)
-        if found is None or self.decide(who, target, found[0]).effect != "allow":
+        if found is None or self.decide(who, target, found.source).effect != "allow":
             return None
-        source, read = found
-        if isinstance(source, res.TemplateResource):
+        if isinstance(found.source, res.TemplateResource):
             try:
-                read()
+                found.read()
             except res.ResourceNotFound:
                 return None
             except Exception:  # it exists; reading it fails for another reason
                 log.warning("reading %s to subscribe to it failed", uri, exc_info=True)
-        return Watched(target.removeprefix("resource:"), source.watch, read)
+        return Watched(found.uri, found.source.watch, found.read)
 
     def _canonical(self, uri: str) -> str:
         found = self.find(uri)
-        return uri if found is None else found[1]
+        return uri if found is None else found.uri
 
     async def _subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> Any:
         who = self.identity_of(ctx)

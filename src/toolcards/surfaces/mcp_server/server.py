@@ -19,9 +19,9 @@ import hashlib
 import logging
 import secrets
 import warnings
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 import anyio
 import mcp.types as types
@@ -56,7 +56,7 @@ from toolcards.surfaces.mcp_server.structured import (
     output_schemas,
     structured_text,
 )
-from toolcards.surfaces.mcp_server.tasks import TASKS_EXTENSION, TaskServer, modern
+from toolcards.surfaces.mcp_server.tasks import TASKS_EXTENSION, TOO_MANY, TaskServer, modern
 from toolcards.surfaces.outcomes import classify
 from toolcards.surfaces.runtime import SurfaceRuntime
 
@@ -69,6 +69,15 @@ SESSION_NAME_KEY = "toolcards.session"
 """Where a connection's lifespan context holds its session name."""
 
 IdentityOf = Callable[[Any], Identity]
+Handler = Callable[[Any, Any], Awaitable[Any]]
+T = TypeVar("T")
+
+COUNTED = (
+    "on_list_resources", "on_read_resource", "on_subscribe_resource", "on_get_prompt",
+    "on_completion",
+)  # fmt: skip
+"""The requests besides ``tools/call`` that count in their caller's requests in flight: each
+looks something up, and runs on in its 2025-11-25 session when its client closes the POST."""
 
 
 def toolcards_version() -> str:
@@ -124,6 +133,15 @@ def _error(message: str, meta: dict[str, Any]) -> types.CallToolResult:
     )
 
 
+def _too_many_calls(caller: str, limit: int) -> types.CallToolResult:
+    message = f"too many calls in flight for {caller} (at most {limit}): wait for one to end"
+    return _error(message, {"outcome": "rate_limited", "kind": "rate_limited"})
+
+
+def _too_many_requests(caller: str, limit: int) -> NoReturn:
+    raise MCPError(TOO_MANY, f"too many requests in flight for {caller} (at most {limit})")
+
+
 class _TaskServing(Server[Any]):
     """The low-level server, declaring the 2025-11-25 ``tasks`` capability beside the others
     (2026-07-28 clients see the tasks extension instead)."""
@@ -143,9 +161,10 @@ class GovernedMCPServer:
     ``identity_of(request_context)`` names the caller: stdio uses the runtime's local
     principal; HTTP reads what the auth middleware put in the ASGI scope. ``options``: what
     the server offers beside the tools (default: :meth:`MCPOptions.of` the runtime).
-    ``in_flight``: where a tool call (or a wait for a task's end) of a 2025-11-25 session counts
-    while it runs (HTTP: the count that bounds each caller's 2026-07-28 requests too; None:
-    unbounded, as over stdio).
+    ``in_flight``: where a tool call, a read of a resource or a prompt, a subscription, a
+    completion or a resource listing (:data:`COUNTED`), or a wait for a task's end, of a
+    2025-11-25 session counts while it runs (HTTP: the count that bounds each caller's
+    2026-07-28 requests too; None: unbounded, as over stdio).
     """
 
     def __init__(
@@ -178,6 +197,13 @@ class GovernedMCPServer:
         self._tasked = {
             cap.id: mcp_tool(cap, outputs.get(cap.id), tasks=True) for cap in runtime.registry
         }
+        handlers: dict[str, Any] = {
+            **self.resources.handlers(),
+            **self.prompts.handlers(),
+            **self.completions.handlers(),
+        }
+        for counted in COUNTED:
+            handlers[counted] = self._counting(handlers[counted])
         with warnings.catch_warnings():  # logging is deprecated only for a later protocol
             warnings.simplefilter("ignore")
             self.server = _TaskServing(
@@ -187,9 +213,7 @@ class GovernedMCPServer:
                 on_call_tool=self._bounded_call,
                 on_set_logging_level=self._set_level,
                 lifespan=_connection_named,
-                **self.resources.handlers(),
-                **self.prompts.handlers(),
-                **self.completions.handlers(),
+                **handlers,
             )
         self.server.middleware.append(self.logs.per_request)  # a request's records: its own
         self._task_sessions: dict[str, str] = {}
@@ -333,26 +357,38 @@ class GovernedMCPServer:
         self.logs.set_level(ctx.session, params.level)
         return types.EmptyResult()
 
-    async def _bounded_call(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
-        """A tools/call, counted in :attr:`in_flight` while it runs when it comes in a
-        2025-11-25 session: it runs on in the session when its client closes the POST, so only
-        this count bounds how many one caller has at once (a 2026-07-28 call counts for as long
-        as its request, in the HTTP guard). Past the bound, an error at once, as the guard's 429:
-        no call is made, so none is audited."""
+    async def _bounded(
+        self, ctx: Any, run: Callable[[], Awaitable[T]], refused: Callable[[str, int], T]
+    ) -> T:
+        """``run()``, counted in :attr:`in_flight` while it runs when it comes in a 2025-11-25
+        session: it runs on in the session when its client closes the POST, so only this count
+        bounds how many one caller has at once (a 2026-07-28 request counts for as long as it
+        lasts, in the HTTP guard). Past the bound, ``refused(caller id, bound)`` at once, as the
+        guard's 429: nothing is looked up, decided or audited."""
         in_flight = self.in_flight
         if in_flight is None or modern(ctx):
-            return await self._call_tool(ctx, params)
+            return await run()
         who = self.identity_of(ctx)
         if not in_flight.enter(who):
-            message = (
-                f"too many calls in flight for {who.id} (at most {in_flight.limit}): "
-                "wait for one to end"
-            )
-            return _error(message, {"outcome": "rate_limited", "kind": "rate_limited"})
+            return refused(who.id, in_flight.limit)
         try:
-            return await self._call_tool(ctx, params)
+            return await run()
         finally:
             in_flight.leave(who)
+
+    def _counting(self, handler: Handler) -> Handler:
+        """``handler``, counted in its caller's requests in flight (:meth:`_bounded`); past the
+        bound, a ``-32000`` error."""
+
+        async def counted(ctx: Any, params: Any) -> Any:
+            return await self._bounded(ctx, lambda: handler(ctx, params), _too_many_requests)
+
+        return counted
+
+    async def _bounded_call(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
+        """A tools/call, counted in its caller's requests in flight (:meth:`_bounded`); past the
+        bound, an error result: no call is made, so none is audited."""
+        return await self._bounded(ctx, lambda: self._call_tool(ctx, params), _too_many_calls)
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
         who = self.identity_of(ctx)

@@ -16,8 +16,9 @@ unbounded number of them, anonymous ones included, is a way to exhaust the serve
 - a 2026-07-28 request (one the SDK serves statelessly, see :func:`is_stateless`) opens no
   session, so it counts against neither bound and any ``mcp-session-id`` it carries is ignored
   (as the SDK ignores it); one caller has at most ``per_principal`` of them in flight, one more
-  gets 429. The tool calls its sessions run count there too (:class:`InFlight`): a call runs
-  on when its client closes the POST, so one session could otherwise run any number at once.
+  gets 429. The tool calls, resource reads and listings, subscriptions, prompts, completions
+  and task waits its sessions run count there too (:class:`InFlight`): such a request runs on
+  when its client closes the POST, so one session could otherwise run any number at once.
 """
 
 from __future__ import annotations
@@ -96,9 +97,9 @@ def release(counter: Counter[_K], caller: _K) -> None:
 
 class InFlight:
     """What each caller has running, at most ``limit``: its 2026-07-28 requests (counted by
-    :class:`SessionGuard` while they last) and its tool calls in 2025-11-25 sessions (counted by
-    the server while they run: such a call outlives its POST, which its client may close as soon
-    as the answer starts). One count for both, so that mixing them gets a caller no more."""
+    :class:`SessionGuard` while they last) and its requests in 2025-11-25 sessions (counted by
+    the server while they run: such a request outlives its POST, which its client may close as
+    soon as the answer starts). One count for both, so that mixing them gets a caller no more."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
