@@ -11,6 +11,7 @@ import pytest
 from toolcards import VectorStoreTool
 from toolcards.runtime import Team
 from toolcards.tools._common.fusion import KEYWORD_ONLY_NOTICE
+from toolcards.tools.knowledge_graph import views as graph_views
 from toolcards.tools.knowledge_graph.card import KnowledgeGraphTool
 from toolcards.tools.planning.card import PlanningTool
 from toolcards.tools.vector_store import actor as actor_mod
@@ -25,8 +26,8 @@ def bind(team: Team, member: str) -> dict[str, Any]:
     return {fn.__name__: fn for fn in factory.get_tools()}
 
 
-def settle(team: Team) -> None:
-    store = team.actor("#VectorStore")
+def settle(team: Team, name: str = "#VectorStore") -> None:
+    store = team.actor(name)
     assert store is not None
     store.ask(VectorStoreActor.flush).result(timeout=30)
 
@@ -65,6 +66,62 @@ def test_graph_relations_reach_the_store_and_survive_a_restart(tmp_path: Path) -
         store = team.actor("#VectorStore")
         assert store is not None
         assert store.ask(VectorStoreActor.count, "knowledge_graph") == 3
+
+
+def test_an_entity_deleted_and_created_again_in_one_batch_keeps_its_row_and_vector(
+    tmp_path: Path,
+) -> None:
+    """The rows were written before the removals were applied: the entity created again was
+    deleted from the store (lost at a restart, its relation left without an end) and its
+    vector removed at once."""
+    store_path = tmp_path / "team.db"
+    with Team("recreate", store=store_path) as team:
+        tools = bind(team, "alice")
+        old = {"name": "db", "entity_type": "Service", "description": "postgres cluster"}
+        tools["update_graph"](create_entities=[old, {"name": "app", "entity_type": "Service"}])
+        settle(team)
+        tools["update_graph"](
+            delete_entities=["db"],
+            create_entities=[{**old, "entity_type": "Database"}],
+            create_relations=[{"from_entity": "app", "to_entity": "db", "relation_type": "uses"}],
+        )
+        settle(team)
+        assert "db [Database]" in tools["search_graph"]("postgres cluster", mode="vector")
+    with Team.resume("recreate", store=store_path) as team:
+        tools = bind(team, "alice")
+        settle(team)
+        store = team.actor("#VectorStore")
+        assert store is not None
+        assert store.ask(VectorStoreActor.count, "knowledge_graph") == 3
+        out = tools["search_graph"]("postgres cluster", mode="vector", include_edges=True)
+        assert "db [Database]" in out and "app -uses-> db" in out
+
+
+def test_the_network_view_searches_the_store_of_the_graph(team: Team) -> None:
+    """The view always queried ``#VectorStore``: a graph on another store got vector hits in
+    ``search_graph`` and none in the dashboard's Graph panel."""
+    docs = VectorStoreTool(name="Docs", provider="hash")
+    factory = team.bind([docs, KnowledgeGraphTool(vector_store="Docs")], member="alice")
+    tools = {fn.__name__: fn for fn in factory.get_tools()}
+    tools["update_graph"](
+        create_entities=[{"name": "band", "entity_type": "Group", "description": "The Who"}]
+    )
+    settle(team, "#Docs")
+    search = graph_views.network(team, {}, "the who")["search"]
+    assert search["mode"] == "hybrid"
+    assert [e["name"] for e in search["entities"]] == ["band"]
+
+
+def test_the_network_view_of_a_keyword_only_graph_queries_no_store(team: Team) -> None:
+    """The view queried the team's ``#VectorStore`` for a graph that keeps no vectors."""
+    cards = [VectorStoreTool(provider="hash"), KnowledgeGraphTool(vector_store=False)]
+    factory = team.bind(cards, member="alice")
+    tools = {fn.__name__: fn for fn in factory.get_tools()}
+    tools["update_graph"](create_entities=[{"name": "band", "entity_type": "Group"}])
+    settle(team)
+    search = graph_views.network(team, {}, "band")["search"]
+    assert (search["mode"], search["notice"]) == ("keyword", "")
+    assert [e["name"] for e in search["entities"]] == ["band"]
 
 
 def test_planning_search_goes_through_the_store(team: Team) -> None:

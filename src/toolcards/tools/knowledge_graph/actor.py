@@ -149,29 +149,30 @@ class KnowledgeGraphActor(ToolActor):
 
         Takes the arguments of :meth:`Graph.apply` (create_entities, update_entities,
         delete_entities, create_relations, delete_relations) and passes them on; ``sender``
-        (who writes) is recorded on the change's event.
+        (who writes) is recorded on the change's event. Rows and vectors change in the order
+        the graph applied the batch (removals, then entities, then relations), so an entity
+        deleted and created again in one batch is stored and embedded as created.
         """
         change, errors = self.graph.apply(*args, **kwargs)
         state = self.ctx.state
         sync = self.vectors
         if not change.is_empty:
+            removed = [RELATION + r.key for r in change.relations_removed]
+            removed += [ENTITY + name for name in change.entities_removed]
+            written: list[tuple[str, Entity | Relation, str]] = [
+                (ENTITY + e.name, e, entity_text(e))
+                for e in (*change.entities_added, *change.entities_modified)
+            ]
+            written += [(RELATION + r.key, r, relation_text(r)) for r in change.relations_added]
             with state.batch():
-                for entity in (*change.entities_added, *change.entities_modified):
-                    state.put(ENTITY + entity.name, entity.model_dump())
+                for key in removed:
+                    state.delete(key)
                     if sync is not None:
-                        sync.changed(ENTITY + entity.name, entity_text(entity))
-                for name in change.entities_removed:
-                    state.delete(ENTITY + name)
+                        sync.removed(key)
+                for key, item, text in written:
+                    state.put(key, item.model_dump())
                     if sync is not None:
-                        sync.removed(ENTITY + name)
-                for relation in change.relations_removed:
-                    state.delete(RELATION + relation.key)
-                    if sync is not None:
-                        sync.removed(RELATION + relation.key)
-                for relation in change.relations_added:
-                    state.put(RELATION + relation.key, relation.model_dump())
-                    if sync is not None:
-                        sync.changed(RELATION + relation.key, relation_text(relation))
+                        sync.changed(key, text)
                 if sync is not None:
                     sync.flush()
                 self.ctx.emit(change.payload(), sender=sender)
@@ -183,6 +184,10 @@ class KnowledgeGraphActor(ToolActor):
         if errors:
             raise RetriableError(f"applied {done}. Errors: " + "; ".join(errors))
         return done
+
+    def vector_store(self) -> str | None:
+        """The name of the vector store this graph's vectors live in, or None (keyword only)."""
+        return self.settings.vector_store
 
     def search(self, *args: Any, **kwargs: Any) -> SearchResult:
         """Ranked entities and relations with the requested graph context.

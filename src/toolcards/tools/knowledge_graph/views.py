@@ -8,8 +8,8 @@ The network is read from the graph actor's persisted state (what the actor wrote
 announced the change), at most :data:`MAX_NODES` entities and :data:`MAX_EDGES` relations
 (a model makes rows freely: the rest are counted, never read). Nodes start on a circle, laid
 out here so the page reads without JavaScript; the panel's script then spreads them with a
-force layout. Search runs the card's own path: vector hits from the team's vector store (when
-there is one), fused with keyword hits by the graph actor.
+force layout. Search runs the card's own path: vector hits from the graph's own vector store
+(when it has one and the store answers), fused with keyword hits by the graph actor.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from toolcards.core.views import Panel, TeamReader, TeamView, ViewNotFound
 from toolcards.tools._common.fusion import VectorLink
 from toolcards.tools.knowledge_graph.actor import ACTOR_NAME, COLLECTION, KnowledgeGraphActor
 
-VECTOR_STORE = "#VectorStore"
 MAX_NODES = 150
 MAX_EDGES = 4 * MAX_NODES
 MAX_ROOTS = 50
@@ -161,13 +160,15 @@ def _circle(entities: list[dict[str, Any]], hits: set[str]) -> list[dict[str, An
 
 
 def _search(team: TeamReader, query: str) -> dict[str, Any]:
-    """The card's hybrid search: vector hits (when a store answers) fused by the actor."""
+    """The card's hybrid search: vector hits from the graph's own store (when it answers)
+    fused by the actor."""
     text = query[:MAX_QUERY]
     handle = team.actor(ACTOR_NAME)
     if handle is None:
         return {"entities": [], "relations": [], "mode": "keyword", "notice": ""}
-    has_store = team.actor(VECTOR_STORE) is not None
-    link = VectorLink(team, VECTOR_STORE if has_store else None, timeout=5.0)
+    store = handle.within(ASK_TIMEOUT).ask(KnowledgeGraphActor.vector_store)
+    has_store = store is not None and team.actor(store) is not None
+    link = VectorLink(team, store, timeout=5.0)
     hits, notice = link.query_above(COLLECTION, text, max(TOP_K * 3, 30), MIN_SCORE)
     mode = "hybrid" if hits is not None else "keyword"
     result = handle.within(ASK_TIMEOUT).ask(KnowledgeGraphActor.search, text, mode, TOP_K, hits)
