@@ -4,6 +4,7 @@ server stopped renewing its lease reads ``failed`` with that reason."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ import pytest
 
 from toolcards.stores import tasks as rows
 from toolcards.stores.open import open_tasks
-from toolcards.stores.tasks import SqlTasks, TaskRecord, TooManyTasks
+from toolcards.stores.tasks import SqliteTasks, SqlTasks, TaskRecord, TooManyTasks
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -157,3 +158,35 @@ def test_a_creation_waits_for_no_other_teams_principal(postgres_url: str) -> Non
     finally:
         a.close()
         b.close()
+
+
+def test_a_listing_and_a_status_read_no_result(teams: tuple[SqlTasks, SqlTasks]) -> None:
+    """A result (up to a mebibyte) is read only by the call that answers it; a listing still
+    fails a task whose server stopped renewing its lease."""
+    a, _ = teams
+    kept = '"' + "x" * 100_000 + '"'
+    a.create(task("done"), per_principal=10)
+    assert a.update("done", status=rows.COMPLETED, result=kept)
+    a.create(task("orphan", lease=-1), per_principal=10)
+    listed = [(t.task_id, t.status, t.result) for t in a.page("carol", None, 10)]
+    assert listed == [("done", rows.COMPLETED, None), ("orphan", rows.FAILED, None)]
+    assert a.get("done", "carol").result is None  # type: ignore[union-attr]
+    assert a.get("done", "carol", result=True).result == kept  # type: ignore[union-attr]
+
+
+def test_reads_wait_for_no_writer(tmp_path: Path) -> None:
+    """Listing, reading and hearing of tasks take no write lock: another process's write
+    transaction, open meanwhile, delays none of them."""
+    store = SqliteTasks(tmp_path / "tasks.db", "a")
+    store.create(task("t"), per_principal=10)
+    store._db.execute("PRAGMA busy_timeout = 0")  # a wait for the write lock fails at once
+    writer = sqlite3.connect(tmp_path / "tasks.db", isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    try:
+        assert [t.task_id for t in store.page("carol", None, 10)] == ["t"]
+        assert store.get("t", "carol", result=True) is not None
+        assert store.changed("owner-1", 0.0) == [("t", None)]
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+        store.close()

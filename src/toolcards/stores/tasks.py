@@ -9,7 +9,9 @@ read by the principal too. Rows expire ``ttl`` after their creation and are dele
 never while their task is live: a running call keeps counting against its principal's bound,
 and stays listable and cancellable, however short the ttl its client asked for. A cancel is a
 request (the row's ``answer`` is :data:`CANCEL`): the owner stops the call and ends the row
-with what the call did, so a row's ending is always its call's.
+with what the call did, so a row's ending is always its call's. A read takes no write lock (a
+row whose lease ran out is failed first, in a short write of its own) and reads a stored
+result only when asked for it.
 
 The SQL is shared by :class:`SqliteTasks` and
 :class:`toolcards.stores.postgres.tasks.PostgresTasks` (``?`` placeholders).
@@ -68,10 +70,13 @@ INDEX = (
     "ON toolcards_tasks (team_id, principal, created_at)"
 )
 
-_COLUMNS = (
+_STATUS = (
     "task_id, principal, tool_id, call_id, status, status_message, created_at, updated_at, "
-    "expires_at, owner, lease_until, result, input_requests, approval_id, answer"
+    "expires_at, owner, lease_until"
 )
+"""What a listing reads of a task (the first fields of :class:`TaskRecord`)."""
+_COLUMNS = f"{_STATUS}, result, input_requests, approval_id, answer"
+_BUT_RESULT = f"{_STATUS}, NULL, input_requests, approval_id, answer"
 _INSERT = f"INSERT INTO toolcards_tasks (team_id, {_COLUMNS}) VALUES ({', '.join('?' * 16)})"
 _LIVE_ONLY = "status IN ('working', 'input_required')"
 _KEPT = f"(expires_at > ? OR {_LIVE_ONLY})"
@@ -82,9 +87,9 @@ _ORPHANS = (
     "input_requests = NULL WHERE team_id = ? AND status IN ('working', 'input_required') "
     "AND lease_until < ?"
 )
-_GET = f"SELECT {_COLUMNS} FROM toolcards_tasks WHERE team_id = ? AND task_id = ? AND principal = ?"
+_GET = "SELECT {} FROM toolcards_tasks WHERE team_id = ? AND task_id = ? AND principal = ?"
 _PAGE = (
-    f"SELECT {_COLUMNS} FROM toolcards_tasks WHERE team_id = ? AND principal = ? "
+    f"SELECT {_STATUS} FROM toolcards_tasks WHERE team_id = ? AND principal = ? "
     f"AND {_KEPT} AND (created_at > ? OR (created_at = ? AND task_id > ?)) "
     "ORDER BY created_at, task_id LIMIT ?"
 )
@@ -106,9 +111,9 @@ class TooManyTasks(ToolcardsError):
 @dataclass(frozen=True, slots=True)
 class TaskRecord:
     """One task as stored. ``result`` is the JSON text of what ``tasks/result`` answers (a
-    tool call's result, or an error); ``input_requests`` the JSON of what the task waits
-    for (``input_required``); ``answer`` the caller's answer to it (or :data:`CANCEL`), for
-    the owner to read."""
+    tool call's result, or an error; None as well when the read did not ask for it);
+    ``input_requests`` the JSON of what the task waits for (``input_required``); ``answer``
+    the caller's answer to it (or :data:`CANCEL`), for the owner to read."""
 
     task_id: str
     principal: str
@@ -152,6 +157,10 @@ class SqlTasks(ABC):
     @abstractmethod
     def _tx(self) -> AbstractContextManager[Any]: ...
 
+    def _read(self) -> AbstractContextManager[Any]:
+        """A transaction that only reads (:meth:`_tx` where a read takes no write lock)."""
+        return self._tx()
+
     principal_lock: str | None = None
     """A statement taking a lock on ``?`` (team and principal) for the transaction, so
     concurrent creations for one principal count one after the other (SQLite's write
@@ -177,27 +186,41 @@ class SqlTasks(ABC):
         if self.principal_lock is not None:
             cur.execute(self.principal_lock, (joined_key("tasks", self.team_id, principal),))
 
-    def get(self, task_id: str, principal: str, *, expired: bool = False) -> TaskRecord | None:
+    def get(
+        self, task_id: str, principal: str, *, expired: bool = False, result: bool = False
+    ) -> TaskRecord | None:
         """The task, for the principal that created it (None for anyone else, and when it
         is unknown or ended and expired: the three read the same). ``expired=True``: also
-        one ended past its ttl and not yet deleted (what a cancel ended with)."""
+        one ended past its ttl and not yet deleted (what a cancel ended with). ``result=True``:
+        with its stored result (else ``result`` is None: a status needs none)."""
         now = time.time()
-        sql, args = (_GET, ()) if expired else (f"{_GET} AND {_KEPT}", (now,))
-        with self._tx() as cur:
-            cur.execute(_ORPHANS, (ORPHANED, now, self.team_id, now))
-            row = cur.execute(sql, (self.team_id, task_id, principal, *args)).fetchone()
-        return None if row is None else TaskRecord(*row)
+        sql = _GET.format(_COLUMNS if result else _BUT_RESULT)
+        sql, args = (sql, ()) if expired else (f"{sql} AND {_KEPT}", (now,))
+        found = self._swept(now, sql, (self.team_id, task_id, principal, *args))
+        return found[0] if found else None
 
     def page(self, principal: str, after: TaskRecord | None, limit: int) -> list[TaskRecord]:
-        """``principal``'s tasks, oldest first, after ``after`` (the last of a page)."""
+        """``principal``'s tasks, oldest first, after ``after`` (the last of a page): their
+        status only (``result``, ``input_requests``, ``approval_id`` and ``answer`` None)."""
         now = time.time()
         since, last = (after.created_at, after.task_id) if after is not None else (-1.0, "")
-        with self._tx() as cur:
-            cur.execute(_ORPHANS, (ORPHANED, now, self.team_id, now))
-            rows = cur.execute(
-                _PAGE, (self.team_id, principal, now, since, since, last, limit)
-            ).fetchall()
-        return [TaskRecord(*row) for row in rows]
+        return self._swept(now, _PAGE, (self.team_id, principal, now, since, since, last, limit))
+
+    def _swept(self, now: float, sql: str, args: tuple[Any, ...]) -> list[TaskRecord]:
+        """The tasks ``sql`` reads. When a live one's lease ran out before ``now``, the
+        team's such tasks are failed first (:data:`ORPHANED`, a write of its own) and read
+        again."""
+
+        def read() -> list[TaskRecord]:
+            with self._read() as cur:
+                return [TaskRecord(*row) for row in cur.execute(sql, args).fetchall()]
+
+        found = read()
+        if any(task.status in LIVE and task.lease_until < now for task in found):
+            with self._tx() as cur:
+                cur.execute(_ORPHANS, (ORPHANED, now, self.team_id, now))
+            found = read()
+        return found
 
     def update(self, task_id: str, *, live_only: bool = True, **fields: Any) -> bool:
         """Set ``fields`` of the task (by its owner, or a caller's answer): only while it is
@@ -216,7 +239,7 @@ class SqlTasks(ABC):
     def changed(self, owner: str, since: float) -> list[tuple[str, str | None]]:
         """(task id, answer) of ``owner``'s tasks updated since ``since``: how the owner
         learns of a cancel or an answer made by another process."""
-        with self._tx() as cur:
+        with self._read() as cur:
             return [tuple(r) for r in cur.execute(_OWNED, (self.team_id, owner, since))]
 
     def end_owned(self, owner: str, task_ids: Iterable[str], message: str) -> None:
@@ -251,6 +274,11 @@ class SqliteTasks(SqlTasks):
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+
+    @contextmanager
+    def _read(self) -> Iterator[Any]:
+        with self._lock:  # a statement is its own read transaction, which waits for no writer
+            yield self._db.cursor()
 
     def close(self) -> None:
         with self._lock:

@@ -458,22 +458,30 @@ class TaskServer:
 
     # -- reading --------------------------------------------------------------------------
 
-    async def _record(self, ctx: Any, task_id: str, *, expired: bool = False) -> TaskRecord:
+    async def _record(
+        self, ctx: Any, task_id: str, *, expired: bool = False, result: bool = False
+    ) -> TaskRecord:
+        """The caller's task (``result``: with its stored result, read only for an answer
+        that carries it)."""
         who = self.identity_of(ctx)
         found = await anyio.to_thread.run_sync(
-            lambda: self.store.get(task_id, who.id, expired=expired)
+            lambda: self.store.get(task_id, who.id, expired=expired, result=result)
         )
         if found is None:
             raise _not_found(task_id)
         return found
 
-    async def _ended(self, ctx: Any, task_id: str, *, expired: bool = False) -> TaskRecord:
+    async def _ended(
+        self, ctx: Any, task_id: str, *, expired: bool = False, result: bool = False
+    ) -> TaskRecord:
         """The task once it ended (polling the store, growing to the poll interval)."""
         delay = 0.02
-        while not (record := await self._record(ctx, task_id, expired=expired)).terminal:
+        while True:
+            record = await self._record(ctx, task_id, expired=expired, result=result)
+            if record.terminal:
+                return record
             await anyio.sleep(delay)
             delay = min(delay * 2, self.limits.poll_interval)
-        return record
 
     def _task(self, record: TaskRecord) -> dict[str, Any]:
         """The 2025-11-25 task object."""
@@ -508,7 +516,7 @@ class TaskServer:
         return flat
 
     async def _get(self, ctx: Any, params: TaskIdParams) -> dict[str, Any]:
-        record = await self._record(ctx, params.task_id)
+        record = await self._record(ctx, params.task_id, result=modern(ctx))  # inlined
         if not modern(ctx):
             return self._task(record)
         got = {**self._flat(record), "resultType": "complete"}
@@ -543,7 +551,7 @@ class TaskServer:
     async def _result(self, ctx: Any, params: TaskIdParams) -> dict[str, Any]:
         """Waits until the task ends (counted in the caller's requests in flight)."""
         with self._counted(ctx):
-            record = await self._ended(ctx, params.task_id)
+            record = await self._ended(ctx, params.task_id, result=True)
         stored = json.loads(record.result) if record.result else {}
         related = {RELATED_TASK: {"taskId": record.task_id}}
         if "result" in stored:
