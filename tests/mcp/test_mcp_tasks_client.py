@@ -40,9 +40,9 @@ def test_task_tools_run_to_their_end_and_cancel_on_the_server(tmp_path: Path) ->
     ctx: Any = RunContext(deps=None, model=TestModel(), usage=RunUsage())
     reports: list[str | None] = []
 
-    def seen(message: str | None) -> None:
+    def seen(message: str | None, tag: str = "a") -> None:
         reports.append(message)
-        (tmp_path / "a.seen").touch()  # the task ends once its progress reached the client
+        (tmp_path / f"{tag}.seen").touch()  # the task ends once its progress reached the client
 
     async def run() -> tuple[Any, Any]:
         async with toolset:
@@ -51,10 +51,13 @@ def test_task_tools_run_to_their_end_and_cancel_on_the_server(tmp_path: Path) ->
                 done = await toolset.call_tool("crunch", {"seconds": 50, "tag": "a"}, ctx,
                                                tools["crunch"])  # fmt: skip
             quick = await toolset.call_tool("quick", {"text": "x"}, ctx, tools["quick"])
-            held = asyncio.ensure_future(
-                toolset.call_tool("hold", {"tag": "h"}, ctx, tools["hold"])
-            )
-            await until(tmp_path / "h.started")
+            with progress_reporter(lambda _d, _t, message: seen(message, "h")):
+                held = asyncio.ensure_future(
+                    toolset.call_tool("hold", {"tag": "h"}, ctx, tools["hold"])
+                )
+            # cancelled once its client polls the task (a cancel while the answer that made
+            # the task is on its way cancels the request, not the task)
+            await until(tmp_path / "h.seen")
             held.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await held

@@ -3,7 +3,8 @@ in-memory Docket): ``python task_server.py stdio``.
 
 ``crunch(seconds, tag)`` reports progress each 0.1 s until its client has seen it (the client
 leaves ``$TASK_MARKS/<tag>.seen``) or ``seconds`` pass, and answers ``crunched <tag>``;
-``hold(tag)`` runs until it is cancelled, and then leaves ``$TASK_MARKS/<tag>.cancelled``;
+``hold(tag)`` reports progress until its client has seen it, runs until it is cancelled, and
+then leaves ``$TASK_MARKS/<tag>.cancelled``;
 ``quick(text)`` is an ordinary tool (no task).
 """
 
@@ -42,10 +43,14 @@ async def crunch(seconds: float, tag: str, ctx: Context) -> str:
 
 
 @server.tool(task=True)
-async def hold(tag: str) -> str:
-    """Run until cancelled."""
+async def hold(tag: str, ctx: Context) -> str:
+    """Run until cancelled, reporting progress until the client saw it."""
     _mark(f"{tag}.started")
+    marks = os.environ.get("TASK_MARKS")
     try:
+        while marks and not Path(marks, f"{tag}.seen").exists():
+            await ctx.report_progress(0, None, "holding")
+            await asyncio.sleep(0.1)
         await asyncio.Event().wait()
     except asyncio.CancelledError:
         _mark(f"{tag}.cancelled")
