@@ -229,3 +229,53 @@ def test_a_message_nested_past_the_parser_answers_its_request_with_an_error(
                           "client reads (nested too deeply); it was not read"},
             }  # fmt: skip
     assert max(kept) < min(refused) < limit + 50  # the parser's depth is crossed
+
+
+@pytest.mark.parametrize("lines", [True, False], ids=["stdio", "http"])
+def test_a_spelled_mark_beside_a_file_left_out_is_text(lines: bool) -> None:
+    """A file left out is marked in the message until its note takes its place: a server that
+    spelled that mark (``\\u0000toolcards-omitted:x``) beside an image past its bound raised
+    ``ValueError`` out of the reader, which closed the connection mid-call; so did a cut text's
+    marker with a count of 5,000 digits."""
+    bounds = WireBounds(text=100, file_bytes=4000, total=10**6)
+    spelled = ["\x00toolcards-omitted:x", "\x00toolcards-omitted:99999999"]
+    long_count = "a\n[... truncated: " + "9" * 5000 + " more chars]"
+    content = [
+        {"type": "image", "data": "A" * 6000, "mimeType": "image/png"},
+        *({"type": "image", "data": mark, "mimeType": "image/png"} for mark in spelled),
+        {"type": "resource", "resource": {"uri": "file:///x", "blob": spelled[1]}},
+        {"type": "text", "data": spelled[0] * 10},  # a long "data" text that is no file's
+        {"type": "text", "data": long_count},
+    ]
+    body = {"jsonrpc": "2.0", "id": 7, "result": {"content": content}}
+    [answer] = _read(JsonTrimmer(bounds, lines=lines), json.dumps(body) + "\n", random.Random(5))
+    assert json.loads(str(answer))["result"]["content"] == [
+        {"type": "text", "text": "[an image (image/png, about 4,500 bytes) was left out: "
+         "over the 4,000-byte limit]"},
+        *content[1:4],
+        {"type": "text", "data": truncated(spelled[0] * 10, 100)},
+        {"type": "text", "data": long_count[:100] + "\n[... truncated: 4930 more chars]"},
+    ]  # fmt: skip
+
+
+def test_a_message_that_fails_to_be_rewritten_answers_its_request_with_an_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whatever fails while a message with a file left out is rewritten answers its request; the
+    reader reads on."""
+
+    def fail(self: JsonTrimmer, item: dict[str, Any]) -> None:
+        raise KeyError("type")
+
+    monkeypatch.setattr(JsonTrimmer, "_plain_object", fail)
+    trimmer = JsonTrimmer(WireBounds(text=100, file_bytes=30, total=10**6))
+    image = {"type": "image", "data": "A" * 400, "mimeType": "image/png"}
+    body = {"jsonrpc": "2.0", "id": 7, "result": {"content": [image]}}
+    [answer] = trimmer.feed(json.dumps(body) + "\n")
+    assert json.loads(str(answer)) == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {"code": -32603, "message": "the server's answer is not JSON the client reads "
+                  "(unreadable); it was not read"},
+    }  # fmt: skip
+    assert trimmer.feed('{"id": 8}\n') == ['{"id": 8}']

@@ -8,9 +8,12 @@ most :class:`WireBounds` of it: a string longer than ``text`` characters is cut,
 message still longer than ``total`` characters, or holding more than ``values`` values, is
 replaced by an error answer to its request, as is one with a ``data`` / ``blob`` string past
 its bound (parsed, to put the note in its place) that the JSON parser cannot read (nested too
-deeply). What is not kept is read and dropped at once: a 30 MB text result costs the reader the
-100,000 characters it keeps, not 30 MB. Short strings and everything between them are copied by
-one regular expression (C speed); only long strings are looked at in Python.
+deeply) or that fails otherwise to be rewritten. Until the note takes its place, a file left out
+is marked by a text holding a random token of the trimmer's: a server's text that looks like
+that mark is text like any other. What is not kept is read and dropped at once: a 30 MB text
+result costs the reader the 100,000 characters it keeps, not 30 MB. Short strings and everything
+between them are copied by one regular expression (C speed); only long strings are looked at in
+Python.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +29,8 @@ from toolcards.core import outside_json
 
 __all__ = ["MAX_VALUES", "JsonTrimmer", "WireBounds", "truncated"]
 
-_MARK = re.compile(r"\n\[\.\.\. truncated: (\d+) more chars\]\Z")
+_MARK = re.compile(r"\n\[\.\.\. truncated: ([0-9]{1,18}) more chars\]\Z")
+"""The marker :func:`truncated` leaves (a count of up to 18 digits: one longer is text)."""
 _BODY = re.compile(r'(?:[^"\\\n]+|\\[^u\n]|\\u[0-9a-fA-F]{4})*+')
 """Whole characters of a string's source (an escape is one) up to its closing quote, a line
 break, or an escape that is cut or broken."""
@@ -34,7 +39,6 @@ _OPEN = re.compile(r"\\(?:u[0-9a-fA-F]{0,3})?\Z")
 _UNICODE = re.compile(r"\\u[0-9a-fA-F]{4}")
 _HIGH = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}")
 _BINARY_KEY = re.compile(r'"(data|blob)"\s*:\s*\Z')
-_OMITTED = "\x00toolcards-omitted:"
 _MEDIA = {"image": "an image", "audio": "an audio clip"}
 _ID = r'(-?\d{1,20}|"[^"\\]{0,256}")'
 _HEAD_ID = re.compile(r'\s*\{(?:\s*"jsonrpc"\s*:\s*"2\.0"\s*,)?\s*"id"\s*:\s*' + _ID)
@@ -190,6 +194,8 @@ class JsonTrimmer:
         short = f'"(?:[^"\\\\\\n]|\\\\.){{0,{bounds.text}}}+"'
         between = '[^"\\n]+' if lines else '[^"]+'
         self._copy = re.compile(f"(?:{between}|{short})*+")
+        self._omitted = f"\x00toolcards-omitted-{secrets.token_hex(16)}:"
+        """Where a file left out was, with its size after it: a server cannot spell it."""
         self._reset()
 
     def _reset(self) -> None:
@@ -289,7 +295,7 @@ class JsonTrimmer:
         value, extra = long.text()
         if long.binary and extra:
             self._rewrite = True
-            self._emit(json.dumps(f"{_OMITTED}{len(value) + extra}"))
+            self._emit(json.dumps(f"{self._omitted}{len(value) + extra}"))
             return
         if long.binary and len(value) > self.bounds.text:
             self._rewrite = True  # a long "data" text that is no file's is cut later
@@ -342,11 +348,12 @@ class JsonTrimmer:
             return text
         try:
             value = outside_json.loads(text)
-        except json.JSONDecodeError as exc:  # nested too deeply included: its files cannot be noted
+            self._plain(value)
+            return json.dumps(value)
+        except Exception as exc:  # nested too deeply included: an answer to its request
             self._tail = text[-_EDGE:]
-            return self._refused(f"is not JSON the client reads ({exc.msg.lower()})")
-        self._plain(value)
-        return json.dumps(value)
+            why = exc.msg.lower() if isinstance(exc, json.JSONDecodeError) else "unreadable"
+            return self._refused(f"is not JSON the client reads ({why})")
 
     def _refused(self, why: str) -> str | ValueError:
         """An error answer saying the message ``why`` (too long, of too many values, unreadable)
@@ -379,13 +386,14 @@ class JsonTrimmer:
             if not isinstance(found, str):
                 continue
             is_file = key == "blob" or media is not None
-            if found.startswith(_OMITTED) and is_file:
-                note = self._note(item, media or "a file", int(found[len(_OMITTED) :]))
+            size = int(found[len(self._omitted) :]) if found.startswith(self._omitted) else None
+            if size is not None and is_file:
+                note = self._note(item, media or "a file", size)
                 item.clear()
                 item.update(note)
                 return
-            if found.startswith(_OMITTED):
-                item[key] = _marker(int(found[len(_OMITTED) :]))[1:]
+            if size is not None:
+                item[key] = _marker(size)[1:]
             elif not is_file and len(found) > self.bounds.text:
                 item[key] = truncated(found, self.bounds.text)
 
