@@ -1,12 +1,17 @@
-"""A FastMCP server whose tools declare an output schema with a backtracking ``pattern``
-(``^(a+)+$``: Python's ``re`` takes 2^n steps to refuse ``n`` times ``a`` and then ``!``) and
-return ``{"code": "a" * size + "!"}``, which does not match it: ``lookup`` at once, and
-``task_lookup`` as a task (``fastmcp-tasks``, an in-memory Docket); ``vast`` declares an output
-schema of some 400,000 characters. ``python pattern_server.py`` serves on stdio.
+"""A FastMCP server whose tools declare output schemas their results do not match: ``lookup``
+and ``task_lookup`` (as a task: ``fastmcp-tasks``, an in-memory Docket) a backtracking
+``pattern`` (``^(a+)+$``: Python's ``re`` takes 2^n steps to refuse ``n`` times ``a`` and then
+``!``) and return ``{"code": "a" * size + "!"}``; ``unions`` :data:`UNIONS` nested two-way
+unions by ``$ref`` (some 4,000 characters; a type made of it, or a value checked against it,
+takes 2^18 steps) and a value holding a text where the innermost one wants an integer;
+``vast`` an output schema of some 400,000 characters. ``python pattern_server.py`` serves on
+stdio, ``python pattern_server.py MODE PORT`` over HTTP on 127.0.0.1 (``streamable-http`` or
+``sse``; ``FASTMCP_JSON_RESPONSE=true``: JSON bodies, not event streams).
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from fastmcp import FastMCP
@@ -21,6 +26,8 @@ OUTPUT: dict[str, Any] = {
     "properties": {"code": {"type": "string", "pattern": "^(a+)+$"}},
     "required": ["code"],
 }
+UNIONS = 18
+"""Levels of ``unions``'s output schema and of its result."""
 
 
 @server.tool(output_schema=OUTPUT)
@@ -33,6 +40,32 @@ def lookup(size: int) -> ToolResult:
 async def task_lookup(size: int) -> ToolResult:
     """The same, as a task."""
     return ToolResult(structured_content={"code": "a" * size + "!"})
+
+
+def _unions(levels: int) -> dict[str, Any]:
+    """An output schema of ``levels`` definitions, each a union of two objects sharing the
+    field ``x`` that holds the next one (the last: an integer)."""
+    defs: dict[str, Any] = {}
+    for level in range(levels):
+        inner = {"$ref": f"#/$defs/L{level + 1}"} if level + 1 < levels else {"type": "integer"}
+        one = {"type": "object", "properties": {"x": inner}, "required": ["x"]}
+        two = {"type": "object", "properties": {"x": inner, "y": {"type": "string"}}}
+        defs[f"L{level}"] = {"anyOf": [one, {**two, "required": ["x"]}]}
+    return {
+        "type": "object",
+        "properties": {"r": {"$ref": "#/$defs/L0"}},
+        "required": ["r"],
+        "$defs": defs,
+    }
+
+
+@server.tool(output_schema=_unions(UNIONS))
+def unions() -> ToolResult:
+    """``{"r": {"x": {"x": ... "oops"}}}``: a text where its schema wants an integer."""
+    value: Any = "oops"
+    for _ in range(UNIONS):
+        value = {"x": value}
+    return ToolResult(structured_content={"r": value})
 
 
 def _nested(levels: int) -> dict[str, Any]:
@@ -50,4 +83,8 @@ def vast(size: int) -> ToolResult:
 
 
 if __name__ == "__main__":
-    server.run(transport="stdio", show_banner=False)
+    if len(sys.argv) < 2 or sys.argv[1] == "stdio":
+        server.run(transport="stdio", show_banner=False)
+    else:
+        mode, port = sys.argv[1], int(sys.argv[2])
+        server.run(transport=mode, host="127.0.0.1", port=port, show_banner=False)

@@ -2,8 +2,8 @@
 
 Wraps ``pydantic_ai.mcp.MCPToolset``: a server that cannot be reached contributes no tools and
 a readable note instead of failing the run; a broken connection is replaced by a fresh one;
-tool names are made safe for every model provider; a result is not checked against the output
-schema the server declares (:func:`_unchecked_result`).
+tool names are made safe for every model provider. (No tool carries the output schema its
+server declares: the transports leave it out of the listing, :mod:`.wire`.)
 
 A call whose connection broke is repeated only when the server marks the tool read-only or
 idempotent: a lost connection cannot tell whether the request reached the server (a server
@@ -45,10 +45,6 @@ sending 250 pages of 9 M characters, each page under the message bound, took 3 G
 LISTING_PAGES = 250
 """Pages one listing may take (a server answering empty pages, each with a new cursor, kept
 the listing going forever)."""
-MAX_OUTPUT_SCHEMA_CHARS = 100_000
-"""A tool whose output schema is longer is not offered: the client library makes a type of
-the schema at each call of the tool, on the event loop, at a cost that grows with its size
-(0.4 s for 1.6 MB)."""
 _CONNECTION_WORDS = ("connection closed", "session terminated", "not connected", "session not")
 
 
@@ -124,21 +120,9 @@ async def _read_pages(client: Any) -> list[Any]:
     chars, cursor, seen = 0, None, set()
     for _ in range(LISTING_PAGES):
         page = await client.list_tools_mcp(cursor=cursor)
-        sizes = [len(str(t.output_schema)) if t.output_schema else 0 for t in page.tools]
-        kept = zip(page.tools, sizes, strict=True)
-        tools += [t for t, size in kept if size <= MAX_OUTPUT_SCHEMA_CHARS]
-        if max(sizes, default=0) > MAX_OUTPUT_SCHEMA_CHARS:
-            log.warning(
-                "an MCP server's tools with an output schema over %s characters are not offered",
-                f"{MAX_OUTPUT_SCHEMA_CHARS:,}",
-            )
-        chars += (
-            len(page.next_cursor or "")
-            + sum(sizes)
-            + sum(
-                len(t.name) + len(t.description or "") + len(str(t.input_schema))
-                for t in page.tools
-            )
+        tools += page.tools
+        chars += len(page.next_cursor or "") + sum(
+            len(t.name) + len(t.description or "") + len(str(t.input_schema)) for t in page.tools
         )
         if len(tools) > LISTING_TOOLS or chars > LISTING_CHARS:
             break
@@ -150,16 +134,6 @@ async def _read_pages(client: Any) -> list[Any]:
         f"the server lists more than {LISTING_TOOLS:,} tools, {LISTING_CHARS:,} characters "
         f"or {LISTING_PAGES} pages; not read"
     )
-
-
-async def _unchecked_result(name: str, result: Any) -> None:
-    """Nothing: what stands for ``validate_tool_result`` on a client's MCP session. That method
-    checks the structured content of each result (a task's too) against the output schema the
-    server listed for the tool, with ``jsonschema`` on the event loop, so the schema chose the
-    work: ``"pattern": "^(a+)+$"`` run by Python's backtracking ``re`` over 29 characters held
-    the loop 20 s, past the call's timeout, and each level of nested ``anyOf`` doubles it. A
-    server's result checked against the server's own schema guards nothing; what reaches the
-    model is bounded as it is read and by :func:`bound_result`."""
 
 
 def _trusted_text(exc: BaseException) -> bool:
@@ -310,8 +284,6 @@ class MCPServerToolset(AbstractToolset[Any]):
                     client.list_tools = bounded_listing(client, self._listing_seconds)
                 with ServerRequests.outside_calls():  # its tasks belong to no call
                     await inner.__aenter__()
-                if client is not None:  # its results not checked against its own schemas
-                    client.session.validate_tool_result = _unchecked_result
             except Exception as exc:
                 self._failed(exc)
                 log.warning("MCP server %r is unavailable: %s", self.name, self.last_error)
