@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import socket
 import threading
 import time
@@ -21,6 +22,7 @@ from toolcards.core.host_files import ROOT_ENV, ROOTS_MARKER
 from toolcards.core.identity import Identity
 from toolcards.governance import SqliteApprovalStore
 from toolcards.surfaces.config import ConfigError, SurfaceConfig, load_config, parse_config
+from toolcards.tools._common import workspace_dir
 
 PG = "postgresql://toolcards:pa55-word@127.0.0.1:5432/team"
 
@@ -330,6 +332,62 @@ def test_a_data_config_keeps_its_workspaces_beside_it_under_the_hosts_root(
     assert (folder / "workspaces" / "team2" / "planted.txt").read_text() == "x"
     (tmp_path / "own.yaml").write_text("policy: policy.yaml\n")  # the operator's follows it
     assert load_config(tmp_path / "own.yaml").workspaces_root == root.resolve()
+
+
+@pytest.mark.parametrize("moment", ["after the config was read", "while a call opens it"])
+def test_a_data_config_follows_no_workspaces_link_planted_after_it_was_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moment: str
+) -> None:
+    """The agent of team1 that wrote a config naming ``workspace_id: team2`` swapped the
+    ``workspaces`` folder beside it for a link to the host's root once a long-lived process
+    had read it: each call resolved the folder again, read team2's secret.txt and wrote
+    planted.txt there. The root recorded is refused once it is no longer its real path; an
+    operator's link (outside every workspaces root) is still followed where it points."""
+    root = tmp_path / "ws"
+    (root / "team2").mkdir(parents=True)
+    (root / ROOTS_MARKER).write_text("")
+    (root / "team2" / "secret.txt").write_text("team2-only-secret\n")
+    folder = root / "team1"
+    folder.mkdir()
+    (folder / "policy.yaml").write_text("default_effect: allow\n")
+    (folder / "toolcards.yaml").write_text(
+        "team_id: team2\npolicy: policy.yaml\ncards: [{type: WorkspaceTool, workspace_id: team2}]\n"
+    )
+    monkeypatch.setenv(ROOT_ENV, str(root))
+    [card] = load_config(folder / "toolcards.yaml").load_cards()
+    tools = {fn.__name__: fn for fn in card.get_tools()}
+    assert tools["workspace_write"](path="own.txt", content="x")  # its own, beside it
+
+    def plant() -> None:
+        if not (folder / "workspaces").is_symlink():
+            shutil.rmtree(folder / "workspaces")
+            (folder / "workspaces").symlink_to(root)
+
+    if moment == "after the config was read":
+        plant()
+    else:  # after the root was checked, before the workspace is resolved
+        mark = workspace_dir._mark_agents_ground
+
+        def plant_then_mark(at: Path) -> None:
+            plant()
+            mark(at)
+
+        monkeypatch.setattr(workspace_dir, "_mark_agents_ground", plant_then_mark)
+    refused = "no longer its real path|escapes the workspaces root"
+    with pytest.raises(ValueError, match=refused):
+        tools["workspace_read"](path="secret.txt")
+    with pytest.raises(ValueError, match=refused):
+        tools["workspace_write"](path="planted.txt", content="x")
+    assert sorted(p.name for p in (root / "team2").iterdir()) == ["secret.txt"]
+    own = tmp_path / "own.yaml"
+    own.write_text("policy: policy.yaml\nworkspaces: link\ncards: [{type: WorkspaceTool}]\n")
+    (tmp_path / "link").symlink_to(tmp_path)
+    [card] = load_config(own).load_cards()
+    for target in ("a", "b"):  # the operator re-points its own link: followed
+        (tmp_path / target).mkdir()
+        (tmp_path / "link").unlink()
+        (tmp_path / "link").symlink_to(tmp_path / target)
+        assert card.workspace().root == tmp_path / target / "default"
 
 
 def test_a_data_config_follows_no_workspaces_link_out_of_its_folder(tmp_path: Path) -> None:

@@ -622,9 +622,9 @@ _JOURNALS = ("-journal", "-wal", "-shm")
 def _keep_own_database(config: SurfaceConfig, source: str, key: str) -> None:
     """The database file ``key`` opens, the derived one too (``audit.approvals.db`` beside the
     audit file, with no ``approvals:``), and the files beside it, in the config's folder; the
-    config then names its real path, so a folder link on the way, pointed elsewhere after
-    this check, is not followed (a link planted as the file itself after it still is: SQLite
-    opens no file without following links)."""
+    config then names its real path. The stores open that path with links followed (SQLite
+    opens no file otherwise): a link planted after this check, as the file or as a folder on
+    the way, is followed still."""
     location = getattr(config, f"{key}_location")
     if location is None or StoreLocation.parse(location).path is None:
         return  # a server (checked above), :memory:, or no audit log
