@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import mcp.types as mcp_types
 import pytest
 from mcp_support import ServerProcess
@@ -22,7 +23,7 @@ from pydantic_ai.usage import RunUsage
 
 from support.launch import PYTHON
 from toolcards import MCPTool
-from toolcards.tools.mcp.wire import _Events, _session_message
+from toolcards.tools.mcp.wire import _BoundedBody, _Events, _session_message
 from toolcards.tools.mcp.wire_json import WireBounds
 
 pytestmark = [pytest.mark.timeout(120)]
@@ -116,3 +117,20 @@ def test_a_listing_reaches_the_session_without_output_schemas(key: str) -> None:
         assert (listed.name, listed.input_schema) == ("t", {"type": "object"})
         assert listed.output_schema is None
         assert sorted(message.result["tools"][0]) == ["inputSchema", "name"]
+
+
+@pytest.mark.parametrize("kind", ["application/json", "application/jsonx", "application/json, x"])
+def test_a_json_body_of_any_type_the_sdk_reads_as_json_loses_its_output_schemas(kind: str) -> None:
+    """The SDK reads a body as JSON when its type starts with ``application/json``: one named
+    ``application/jsonx`` passed the bounded reader whole, its output schemas kept."""
+    tool = '{"name": "t", "inputSchema": {"type": "object"}, "outputSchema": {"type": "object"}}'
+    listing = f'{{"jsonrpc": "2.0", "id": 3, "result": {{"tools": [{tool}]}}}}'
+    response = httpx.Response(200, headers={"content-type": kind}, content=listing.encode())
+
+    async def read() -> bytes:
+        body = _BoundedBody(response, WireBounds(), lambda _: None)
+        return b"".join([chunk async for chunk in body])
+
+    message = mcp_types.jsonrpc_message_adapter.validate_json(anyio.run(read))
+    assert isinstance(message, mcp_types.JSONRPCResponse)
+    assert sorted(message.result["tools"][0]) == ["inputSchema", "name"]

@@ -232,6 +232,10 @@ def _other_host(request: Any) -> str | None:
     return f"not sent to {own!r} with Host {', '.join(hosts)!r}: only the URL names the host"
 
 
+_KINDS = ("application/json", "text/event-stream")
+"""The bodies read message by message, each known by how its content type starts."""
+
+
 class _BoundedBody(http.AsyncByteStream):
     """A response body read within bounds: JSON as one message, an event stream event by
     event, anything else cut at :data:`OTHER_BODY` bytes."""
@@ -240,7 +244,10 @@ class _BoundedBody(http.AsyncByteStream):
         self._inner = response.stream
         self._bounds = bounds
         self._endpoint = endpoint
-        self._kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        # named as the SDK names them (a type that starts so): an ``application/jsonx`` body it
+        # reads as JSON must not pass here as another kind, unbounded and with its schemas
+        kind = response.headers.get("content-type", "").strip().lower()
+        self._kind = next((k for k in _KINDS if kind.startswith(k)), kind)
         self._encoded = response.headers.get("content-encoding", "identity").lower()
 
     async def aclose(self) -> None:
