@@ -13,7 +13,7 @@ from toolcards.stores import grants
 from toolcards.stores.approvals import INDEXES, MIGRATION, TABLE, SqlApprovalStore
 from toolcards.stores.grants import CounterStamp, FileStamp, SqlGrants, Stamp
 from toolcards.stores.migrate import sqlite_setup
-from toolcards.stores.sqlite.connect import immediate, shared_connection
+from toolcards.stores.sqlite.connect import database_path, immediate, shared_connection
 
 
 class SqliteApprovalStore(SqlApprovalStore):
@@ -33,7 +33,7 @@ class SqliteApprovalStore(SqlApprovalStore):
         in_memory = str(path) in ("", ":memory:") or str(path).startswith("file::memory:")
         # named from the file itself: processes opening it by other names (a symlink) share it
         stamp: Stamp = (
-            CounterStamp() if in_memory else FileStamp(Path(f"{self.path.resolve()}.grants"))
+            CounterStamp() if in_memory else FileStamp(Path(f"{database_path(self.path)}.grants"))
         )
         self.grants = SqlGrants("grants", self.team_id, self._tx, self._read, stamp, fresh=True)
 

@@ -3,6 +3,12 @@
 The files it opens hold audit rows, approval requests and recorded call results (a pending
 call's arguments may hold a password): a file it creates is private to its user (0600), and
 so are its ``-wal`` and ``-shm`` files, which SQLite creates with the database file's mode.
+
+A file that lies where agents write (:func:`~toolcards.core.host_files.where_agents_write`,
+judged of the path as given: a data config's database) is opened with no link followed on its
+path: an agent could plant one (at the file's name or a folder's) after the config was checked,
+and the opener read and wrote the host's database through it. The operator's own files are
+opened with their links followed.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from toolcards.core.host_files import where_agents_write
+
 BUSY_TIMEOUT = 10.0
 """Seconds a statement waits for another process's lock (and the WAL switch is retried)."""
 
@@ -22,10 +30,7 @@ BUSY_TIMEOUT = 10.0
 def shared_connection(path: str | Path, *, sync: bool) -> sqlite3.Connection:
     """An autocommit connection (transactions are explicit) usable from any thread; a file
     that does not exist yet is created 0600."""
-    _create_private(path)
-    db = sqlite3.connect(
-        str(path), check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT
-    )
+    db = connect(path, private=True)
     db.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT * 1000)}")
     try:
         enable_wal(db)
@@ -41,9 +46,64 @@ def read_only_connection(path: str | Path, timeout: float = BUSY_TIMEOUT) -> sql
     create nor write it: a reader beside the file's writer, which (WAL) never waits for the
     writer's lock; a statement waits ``timeout`` seconds for another connection's lock.
     SQLite makes the ``-wal`` and ``-shm`` files if missing, with the file's mode."""
-    uri = f"{Path(path).resolve().as_uri()}?mode=ro"
-    return sqlite3.connect(
-        uri, uri=True, check_same_thread=False, isolation_level=None, timeout=timeout
+    return connect(path, read_only=True, timeout=timeout)
+
+
+def connect(
+    path: str | Path,
+    *,
+    read_only: bool = False,
+    private: bool = False,
+    timeout: float = BUSY_TIMEOUT,
+) -> sqlite3.Connection:
+    """An autocommit connection to ``path`` usable from any thread (``read_only``: it can
+    neither create nor write the file; ``private``: a file that does not exist yet is created
+    0600); a statement waits ``timeout`` seconds for another connection's lock. A file where
+    agents write is opened only when no name on its path is a link, before and after SQLite
+    opened it (sqlite3.OperationalError naming the link)."""
+    file = _agents_file(path)
+    name = str(file or path)
+    if private:
+        _create_private(name)
+    if read_only:
+        name = f"{(file or Path(path).resolve()).as_uri()}?mode=ro"
+    db = sqlite3.connect(
+        name, uri=read_only, check_same_thread=False, isolation_level=None, timeout=timeout
+    )
+    # SQLite opens the name it resolved every link of: a link planted since the check shows
+    if file is not None and db.execute("PRAGMA database_list").fetchone()[2] != str(file):
+        db.close()
+        raise _through_a_link(file)
+    return db
+
+
+def database_path(path: str | Path) -> Path:
+    """``path`` made absolute, as a store names its file: kept as given (no name on it a link:
+    sqlite3.OperationalError naming it) where agents write, else with its links resolved."""
+    return _agents_file(path) or Path(path).resolve()
+
+
+def _agents_file(path: str | Path) -> Path | None:
+    """``path`` made absolute when it names a file where agents write (sqlite3.OperationalError
+    when a name on it is a link), else None (the operator's file, or a database in memory)."""
+    name = str(path)
+    if name in ("", ":memory:") or name.startswith("file:") or not where_agents_write(name):
+        return None
+    file = Path(os.path.abspath(name))
+    if os.path.realpath(file) != str(file):
+        raise _through_a_link(file)
+    return file
+
+
+def _through_a_link(file: Path) -> sqlite3.OperationalError:
+    """The refusal of ``file``, reached through a link: the first link on its path named."""
+    link = next((p for p in (*reversed(file.parents), file) if p.is_symlink()), None)
+    if link is None:
+        where = "a link was on its path while it was opened"
+    else:
+        where = "it is a link" if link == file else f"{link} on its path is a link"
+    return sqlite3.OperationalError(
+        f"database {file} lies where agents write and {where}, which is not followed"
     )
 
 

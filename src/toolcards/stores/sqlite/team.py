@@ -34,7 +34,7 @@ from toolcards.stores.base import (
 )
 from toolcards.stores.events_sql import compact
 from toolcards.stores.rows import read_page, read_value
-from toolcards.stores.sqlite.connect import read_only_connection
+from toolcards.stores.sqlite.connect import connect, database_path
 from toolcards.stores.sqlite.file import LockFile, cannot_open, check_location
 from toolcards.stores.sqlite.schema import is_current, migrate
 
@@ -89,7 +89,10 @@ class TeamStore(Store):
         self._conn: sqlite3.Connection | None = None
         read_only = read_only and not self.in_memory
         if not self.in_memory:
-            file = Path(self.location).expanduser().resolve()
+            try:
+                file = database_path(Path(self.location).expanduser())
+            except sqlite3.Error as exc:
+                raise cannot_open(Path(self.location), exc) from None
             check_location(file)
             self.location = str(file)
         if not (self.in_memory or read_only):
@@ -100,13 +103,11 @@ class TeamStore(Store):
             except OSError as exc:
                 raise cannot_open(file, exc) from None
         try:
-            if read_only:  # cannot create the file nor write it; does not block the writer
-                self._conn = read_only_connection(self.location, timeout=BUSY_TIMEOUT)
+            # read-only: cannot create the file nor write it; does not block the writer
+            self._conn = connect(self.location, read_only=read_only, timeout=BUSY_TIMEOUT)
+            if read_only:
                 self._check_readable()
             else:
-                self._conn = sqlite3.connect(
-                    self.location, check_same_thread=False, isolation_level=None
-                )
                 self._setup(durable)
         except sqlite3.Error as exc:
             self._release()
