@@ -15,6 +15,7 @@ from toolcards.core.approvals import ApprovalRequest
 from toolcards.core.host_files import ROOTS_MARKER
 from toolcards.core.identity import Identity
 from toolcards.governance import AuditLog, SqliteApprovalStore
+from toolcards.stores.errors import StoreError
 from toolcards.stores.sqlite import connect
 from toolcards.stores.sqlite.team import TeamStore
 from toolcards.surfaces.config import load_config
@@ -128,3 +129,17 @@ def test_the_operators_own_database_is_opened_through_its_links(
     OPENERS[opener.removesuffix("-read-only")](tmp_path / "real" / "x.db").close()
     (tmp_path / "link").symlink_to(tmp_path / "real")
     OPENERS[opener](tmp_path / "link" / "x.db").close()
+
+
+@pytest.mark.parametrize("where", ["workspace", "host"])
+def test_a_lock_file_planted_as_a_link_is_not_written_through(tmp_path: Path, where: str) -> None:
+    """A link planted at ``<store>.lock`` had the opener write its pid over the file it named
+    (``HOSTDATA`` became ``5936``), a data config's store or the operator's alike."""
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"HOSTDATA")
+    folder = _workspace(tmp_path) if where == "workspace" else tmp_path / "host"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "team.db.lock").symlink_to(victim)
+    with pytest.raises(StoreError, match="lock file .* is a link, which is not followed"):
+        TeamStore(folder / "team.db")
+    assert victim.read_bytes() == b"HOSTDATA"

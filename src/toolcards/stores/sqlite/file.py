@@ -35,7 +35,7 @@ class LockFile:
         except ImportError:  # pragma: no cover - non-POSIX: no cross-process guard
             return
         for _ in range(self.ATTEMPTS):
-            fh = open(self.path, "a+")  # noqa: SIM115 - held open for the lock's lifetime
+            fh = os.fdopen(self._open(store), "a+")  # held open for the lock's lifetime
             try:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
@@ -55,6 +55,20 @@ class LockFile:
                 return
             fh.close()  # the lock of a file released and removed meanwhile: again
         raise StoreLockedError(f"store {store}: its lock file keeps being replaced; retry")
+
+    def _open(self, store: Path) -> int:
+        """The lock file, created when missing; never through a link at its name (one planted
+        there made the pid written over whatever file it named)."""
+        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            return os.open(self.path, flags, 0o600)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            raise StoreError(
+                f"store {store}: its lock file {self.path} is a link, which is not followed; "
+                "remove it"
+            ) from None
 
     def release(self) -> None:
         if self._fh is not None:
