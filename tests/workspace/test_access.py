@@ -170,3 +170,20 @@ def test_no_read_or_listing_escapes_while_a_directory_is_swapped_for_an_outside_
     prepare(ws, outside)
     escapes, _ = run_race(_as_tools(ws), ws, outside, {"read": 2000, "list": 2000})  # type: ignore[arg-type]
     assert dict(escapes) == {}
+
+
+def test_a_folder_on_the_workspaces_path_swapped_for_a_link_is_not_followed(
+    tmp_path: Path,
+) -> None:
+    """Attack: once the tool had its workspace (``<agents' folder>/workspaces/team2``, as a
+    data config names it), the agent swapped the folder ``workspaces`` for a link to the host's
+    root: each call opened the workspace by its path again and read another team's files."""
+    mine, host = tmp_path / "mine", tmp_path / "host"
+    (mine / "workspaces" / "team2").mkdir(parents=True)
+    (host / "team2").mkdir(parents=True)
+    (host / "team2" / "secret.txt").write_text("team2-only-secret")
+    paths = Contained(mine / "workspaces" / "team2")
+    (mine / "workspaces").rename(mine / "was")
+    (mine / "workspaces").symlink_to(host)
+    with pytest.raises(OSError, match="'workspaces' on the workspace's path is a link"):
+        paths.locate("secret.txt")

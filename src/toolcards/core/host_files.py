@@ -23,6 +23,7 @@ __all__ = [
     "ROOTS_MARKER",
     "ROOT_ENV",
     "HostFile",
+    "open_unlinked",
     "read_bounded",
     "read_host_file",
     "where_agents_write",
@@ -68,7 +69,7 @@ def read_bounded(path: str | Path, what: str = "config file", *, follow_links: b
     name is opened from its folder's descriptor without following links, so a folder swapped
     for a link while the path is walked is refused too)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
-    fd = os.open(path, flags) if follow_links else _open_unlinked(Path(path), flags, what)
+    fd = os.open(path, flags) if follow_links else open_unlinked(Path(path), flags, what)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(0, f"the {what} is not a regular file", str(path))
@@ -87,7 +88,7 @@ _FOLDER = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
 """A folder on a walked path, held only to open the next name from (no read right needed)."""
 
 
-def _open_unlinked(path: Path, flags: int, what: str) -> int:
+def open_unlinked(path: Path, flags: int, what: str) -> int:
     """The file at ``path`` (made absolute) opened with ``flags``, walked from ``/`` one name at
     a time with ``O_NOFOLLOW``: OSError (ELOOP) naming the link when a name on it is one."""
     names = Path(os.path.abspath(path)).parts

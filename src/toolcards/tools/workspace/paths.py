@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from toolcards.core.errors import RetriableError
+from toolcards.core.host_files import open_unlinked
 from toolcards.tools.workspace.stored import StoredNames
 
 MAX_PATH_CHARS = 1024
@@ -111,8 +112,11 @@ class Contained:
         return self.root.parent / CACHE_DIR_NAME / kind / self.root.name
 
     def open_root(self) -> int:
-        """A new descriptor of the workspace directory (the caller closes it)."""
-        return os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        """A new descriptor of the workspace directory (the caller closes it), opened by the
+        real path it had when this was made, no name on it followed as a link: a folder on
+        the way swapped for one since (an agent's, to another team's workspace) is refused
+        (OSError), never followed."""
+        return open_unlinked(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, "workspace")
 
     def locate(
         self, path: str, *, allow_root: bool = False, follow: bool = True, named: bool = True
