@@ -4,16 +4,14 @@ opened with no link followed on its path; the operator's own files are opened th
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from toolcards.core.approvals import ApprovalRequest
+from support.planted import host_approvals_with_a_pending_secret
 from toolcards.core.host_files import ROOTS_MARKER
-from toolcards.core.identity import Identity
 from toolcards.governance import AuditLog, SqliteApprovalStore
 from toolcards.stores.errors import StoreError
 from toolcards.stores.sqlite import connect
@@ -28,24 +26,6 @@ OPENERS: dict[str, Callable[[Path], Any]] = {
     "store": lambda path: TeamStore(path),
     "store-read-only": lambda path: TeamStore(path, read_only=True),
 }
-
-
-def _host_approvals_with_a_pending_secret(folder: Path) -> Path:
-    """The host team's approvals file, a call waiting in it with a secret in its arguments."""
-    folder.mkdir()
-    path = folder / "audit.approvals.db"
-    store = SqliteApprovalStore(path, "toolcards")
-    now = time.time()
-    store.add(
-        ApprovalRequest(
-            call_id="c1", tool_id="workspace_write", args_digest="d", principal="root",
-            args={"content": "HOST-SECRET=abc123"}, reason="needs a human",
-            expires_at=now + 60, surface="cli", identity=Identity("root"), created_at=now,
-        ),
-        now,
-    )  # fmt: skip
-    store.close()
-    return path
 
 
 def _host_files(folder: Path) -> dict[str, bytes]:
@@ -68,7 +48,7 @@ def test_a_data_config_opens_no_database_through_a_link_planted_after_it_was_rea
     """Its files were checked at parse and opened later with links followed: an agent planted
     a link (as the approvals file or a folder on its path), and the config's approver listed
     the host's waiting calls (a secret in their arguments) and could grant them."""
-    host = _host_approvals_with_a_pending_secret(tmp_path / "host")
+    host = host_approvals_with_a_pending_secret(tmp_path / "host")
     before = _host_files(host.parent)
     folder = _workspace(tmp_path)
     (folder / "db").mkdir()
@@ -93,7 +73,7 @@ def test_a_data_config_opens_no_database_through_a_link_planted_after_it_was_rea
 def test_every_opener_refuses_a_database_where_agents_write_through_a_folder_link(
     tmp_path: Path, opener: str
 ) -> None:
-    host = _host_approvals_with_a_pending_secret(tmp_path / "host")
+    host = host_approvals_with_a_pending_secret(tmp_path / "host")
     before = _host_files(host.parent)
     folder = _workspace(tmp_path)
     (folder / "db").symlink_to(host.parent)
@@ -107,7 +87,7 @@ def test_a_link_planted_between_the_check_and_the_open_is_refused(
 ) -> None:
     """The name is checked, then SQLite opens it: an agent flipping it to a link in between
     had SQLite open the host's file."""
-    host = _host_approvals_with_a_pending_secret(tmp_path / "host")
+    host = host_approvals_with_a_pending_secret(tmp_path / "host")
     before = _host_files(host.parent)
     file = _workspace(tmp_path) / "approvals.db"
 

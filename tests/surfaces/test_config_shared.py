@@ -9,7 +9,6 @@ import json
 import shutil
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,10 +16,8 @@ from typing import Any
 import pytest
 
 from support.cli import InProcessCli
-from toolcards.core.approvals import ApprovalRequest
+from support.planted import host_approvals_with_a_pending_secret
 from toolcards.core.host_files import ROOT_ENV, ROOTS_MARKER
-from toolcards.core.identity import Identity
-from toolcards.governance import SqliteApprovalStore
 from toolcards.surfaces.config import ConfigError, SurfaceConfig, load_config, parse_config
 from toolcards.tools._common import workspace_dir
 
@@ -306,12 +303,12 @@ def test_a_data_config_cannot_point_the_workspace_tools_at_a_host_folder(
     assert "workspaces: only the operator's config file" in done.stderr.strip()
 
 
-def test_a_data_config_keeps_its_workspaces_beside_it_under_the_hosts_root(
-    toolcards_cli: InProcessCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """An agent of team1 wrote a config naming ``team_id: team2`` (and no ``workspaces:``)
-    into its workspace; run by the operator with ``$TOOLCARDS_WORKSPACES_ROOT`` set, its
-    workspace tools read team2's files and wrote into them. Its workspaces lie beside it."""
+def _team1_writes_for_team2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, card: str
+) -> tuple[Path, Path]:
+    """A workspaces root (the host's, ``$TOOLCARDS_WORKSPACES_ROOT``) holding team2's
+    ``secret.txt`` and, in team1's folder, a config team1's agent wrote naming ``team_id:
+    team2`` and ``card``: the root, and team1's folder."""
     root = tmp_path / "ws"
     (root / "team2").mkdir(parents=True)
     (root / ROOTS_MARKER).write_text("")
@@ -319,10 +316,19 @@ def test_a_data_config_keeps_its_workspaces_beside_it_under_the_hosts_root(
     folder = root / "team1"
     folder.mkdir()
     (folder / "policy.yaml").write_text("default_effect: allow\n")
-    (folder / "toolcards.yaml").write_text(
-        "team_id: team2\npolicy: policy.yaml\ncards: [{type: WorkspaceTool}]\n"
-    )
+    config = f"team_id: team2\npolicy: policy.yaml\ncards: [{card}]\n"
+    (folder / "toolcards.yaml").write_text(config)
     monkeypatch.setenv(ROOT_ENV, str(root))
+    return root, folder
+
+
+def test_a_data_config_keeps_its_workspaces_beside_it_under_the_hosts_root(
+    toolcards_cli: InProcessCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent of team1 wrote a config naming ``team_id: team2`` (and no ``workspaces:``)
+    into its workspace; run by the operator with ``$TOOLCARDS_WORKSPACES_ROOT`` set, its
+    workspace tools read team2's files and wrote into them. Its workspaces lie beside it."""
+    root, folder = _team1_writes_for_team2(tmp_path, monkeypatch, "{type: WorkspaceTool}")
     call = ["-c", str(folder / "toolcards.yaml"), "call"]
     read = toolcards_cli(*call, "workspace_read", "path=secret.txt", cwd=tmp_path)
     written = toolcards_cli(*call, "workspace_write", "path=planted.txt", "content=x", cwd=tmp_path)
@@ -343,17 +349,8 @@ def test_a_data_config_follows_no_workspaces_link_planted_after_it_was_read(
     had read it: each call resolved the folder again, read team2's secret.txt and wrote
     planted.txt there. The root recorded is refused once it is no longer its real path; an
     operator's link (outside every workspaces root) is still followed where it points."""
-    root = tmp_path / "ws"
-    (root / "team2").mkdir(parents=True)
-    (root / ROOTS_MARKER).write_text("")
-    (root / "team2" / "secret.txt").write_text("team2-only-secret\n")
-    folder = root / "team1"
-    folder.mkdir()
-    (folder / "policy.yaml").write_text("default_effect: allow\n")
-    (folder / "toolcards.yaml").write_text(
-        "team_id: team2\npolicy: policy.yaml\ncards: [{type: WorkspaceTool, workspace_id: team2}]\n"
-    )
-    monkeypatch.setenv(ROOT_ENV, str(root))
+    card = "{type: WorkspaceTool, workspace_id: team2}"
+    root, folder = _team1_writes_for_team2(tmp_path, monkeypatch, card)
     [card] = load_config(folder / "toolcards.yaml").load_cards()
     tools = {fn.__name__: fn for fn in card.get_tools()}
     assert tools["workspace_write"](path="own.txt", content="x")  # its own, beside it
@@ -422,24 +419,6 @@ def test_a_data_config_keeps_its_files_in_its_own_folder(
     assert parse_config(inside, source="team.yaml", base_dir=tmp_path / "ws" / "w").team_id == "t"
 
 
-def _host_approvals_with_a_pending_secret(folder: Path) -> Path:
-    """The host team's approvals file, a call waiting in it with a secret in its arguments."""
-    folder.mkdir()
-    path = folder / "audit.approvals.db"
-    store = SqliteApprovalStore(path, "toolcards")
-    now = time.time()
-    store.add(
-        ApprovalRequest(
-            call_id="c1", tool_id="workspace_write", args_digest="d", principal="root",
-            args={"content": "HOST-SECRET=abc123"}, reason="needs a human",
-            expires_at=now + 60, surface="cli", identity=Identity("root"), created_at=now,
-        ),
-        now,
-    )  # fmt: skip
-    store.close()
-    return path
-
-
 @pytest.mark.parametrize(
     ("audit", "derived"),
     [("", "audit.approvals.db"), ("audit: null\n", "approvals.db")],
@@ -451,7 +430,7 @@ def test_a_data_config_opens_no_derived_approvals_file_through_a_link(
     """A data config naming no ``approvals:`` opened the file derived from its audit file
     unchecked: an agent planted it as a link to the host's approvals, and the approver its
     config chose listed the host's waiting calls unredacted and granted them."""
-    host = _host_approvals_with_a_pending_secret(tmp_path / "host")
+    host = host_approvals_with_a_pending_secret(tmp_path / "host")
     folder = tmp_path / "ws" / "w"
     folder.mkdir(parents=True)
     (tmp_path / "ws" / ".toolcards-workspaces").write_text("")
