@@ -15,7 +15,7 @@ from typing import Any
 from toolcards.core.approvals import ApprovalRequest
 from toolcards.core.grants import Grant
 from toolcards.core.identity import Identity
-from toolcards.governance.audit.log import AuditRecord
+from toolcards.governance.audit.log import AuditRecord, made_by
 from toolcards.governance.redaction.patterns import REDACTED
 
 __all__ = ["decision_record", "grant_record", "redacted_grant"]
@@ -90,10 +90,8 @@ def _by(
     """A row by the deciding principal (anonymous when it is no identity)."""
     who = approver if isinstance(approver, Identity) else None
     return AuditRecord(
-        ts=ts,
-        principal=who.id if who else "anonymous",
-        principal_type=who.type if who else "anonymous",
-        roles=who.roles if who else (),
+        ts,
+        *made_by(who),
         surface=surface,
         tool="",
         call_id=None,

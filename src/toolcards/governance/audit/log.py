@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+from toolcards.core.identity import Identity
 from toolcards.core.threads import background_thread
 from toolcards.governance.audit import shutdown
 from toolcards.governance.audit.spill import AuditJournal, AuditSpill
@@ -79,6 +80,15 @@ class AuditRecord(NamedTuple):
     key: str | None = None
     """The row's key (None: one of its own): a caller whose row may be made again gives the
     same key each time, and finds a row written before by it (:meth:`AuditLog.query`)."""
+
+
+def made_by(who: Identity | None) -> tuple[str, str, frozenset[str]]:
+    """The principal, its type and its roles of a row ``who`` made (None: anonymous), in the
+    order :class:`AuditRecord` takes them after its time:
+    ``AuditRecord(time.time(), *made_by(who), surface=..., ...)``."""
+    if who is None:
+        return "anonymous", "anonymous", frozenset()
+    return who.id, who.type, who.roles
 
 
 @dataclass(frozen=True, slots=True)

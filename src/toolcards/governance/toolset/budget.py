@@ -28,7 +28,7 @@ from pydantic_ai.models import ModelRequestContext
 
 from toolcards.core.errors import ToolcardsError
 from toolcards.core.identity import ANONYMOUS, Identity, joined_key
-from toolcards.governance.audit.log import AuditRecord
+from toolcards.governance.audit.log import AuditRecord, made_by
 from toolcards.governance.outcomes import Outcome
 
 __all__ = ["BudgetExceeded", "ModelBudget"]
@@ -122,10 +122,8 @@ class ModelBudget(AbstractCapability[Any]):
             return
         audit.record(
             AuditRecord(
-                ts=time.time(),
-                principal=who.id,
-                principal_type=who.type,
-                roles=who.roles,
+                time.time(),
+                *made_by(who),
                 surface=SURFACE,
                 tool=MODEL_REQUEST,
                 call_id=joined_key("model", ctx.run_id or "", str(ctx.run_step)),

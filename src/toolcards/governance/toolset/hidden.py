@@ -14,7 +14,7 @@ from pydantic_ai import RunContext
 from pydantic_ai.messages import ModelResponse, ToolCallPart
 
 from toolcards.core.identity import Identity, joined_key
-from toolcards.governance.audit.log import AuditLog, AuditRecord
+from toolcards.governance.audit.log import AuditLog, AuditRecord, made_by
 from toolcards.governance.outcomes import Outcome
 from toolcards.governance.redaction.redactor import Redactor, storable
 from toolcards.stores.audit_sql import KEYED
@@ -49,10 +49,8 @@ class Unwritten(NamedTuple):
         """The row of :attr:`more`: how many calls, and the tools they named."""
         count = len(self.more)
         return AuditRecord(
-            ts=time.time(),
-            principal=identity.id,
-            principal_type=identity.type,
-            roles=identity.roles,
+            time.time(),
+            *made_by(identity),
             surface=surface,
             tool=MORE_HIDDEN_CALLS,
             call_id=None,

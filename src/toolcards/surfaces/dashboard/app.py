@@ -28,7 +28,7 @@ from urllib.parse import parse_qs, urlsplit
 import anyio
 from sse_starlette import EventSourceResponse
 
-from toolcards.governance.audit.log import AuditRecord
+from toolcards.governance.audit.log import AuditRecord, made_by
 
 try:
     import sse_starlette  # noqa: F401 - the event stream, imported where it is served
@@ -429,10 +429,8 @@ class Dashboard:
             return
         self.audit.record(
             AuditRecord(
-                ts=time.time(),
-                principal=identity.id if identity else "anonymous",
-                principal_type=identity.type if identity else "anonymous",
-                roles=identity.roles if identity else (),
+                time.time(),
+                *made_by(identity),
                 surface=SURFACE,
                 tool="dashboard.sign_in",
                 call_id=None,

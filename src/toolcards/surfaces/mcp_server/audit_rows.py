@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from toolcards.governance.audit.log import AuditRecord
+from toolcards.governance.audit.log import AuditRecord, made_by
 
 if TYPE_CHECKING:
     from toolcards.core.identity import Identity
@@ -35,10 +35,8 @@ def record(
     cap = executor.registry.get(target)
     audit.record(
         AuditRecord(
-            ts=time.time(),
-            principal=who.id,
-            principal_type=who.type,
-            roles=frozenset(who.roles),
+            time.time(),
+            *made_by(who),
             surface=surface,
             tool=target,
             call_id=call_id,

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from toolcards.core.errors import ToolcardsError
 from toolcards.core.spec import ToolAnnotations
-from toolcards.governance.audit.log import AuditRecord
+from toolcards.governance.audit.log import AuditRecord, made_by
 from toolcards.governance.capability import ToolCapability
 from toolcards.governance.executor.runner import GoverningCall, governing_call
 from toolcards.tools.mcp.settings import MCPSampling
@@ -212,10 +212,8 @@ def _audit_refusal(
     who = governing.identity
     executor.audit.record(
         AuditRecord(
-            ts=time.time(),
-            principal=who.id,
-            principal_type=who.type,
-            roles=who.roles,
+            time.time(),
+            *made_by(who),
             surface=governing.surface,
             tool=tool_id,
             call_id=call_id,
